@@ -1,0 +1,104 @@
+/*
+ * body.h - building and reading event bodies (msgpack maps).
+ *
+ * Bodies are built with a tl_body: values are appended with their key,
+ * nested maps and arrays are opened and closed, and tl_body_finish()
+ * yields one canonical msgpack map (the smallest header for each size,
+ * keys in the order given, so the same calls give the same bytes).
+ * Errors are sticky: the first failure is reported by tl_body_finish().
+ *
+ * Bodies are read through a tl_bview: a decoded tree whose nodes are
+ * valid until tl_bview_close(); strings point into the body's bytes.
+ * Secrets are ext values (TL_EXT_SECRET) and are read with
+ * tl_bn_secret(), never as strings.
+ */
+#ifndef TL_BODY_H
+#define TL_BODY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TL_BODY_DEPTH	8
+
+struct tl_body {
+	uint8_t	*p;
+	size_t	 len, cap;
+	int	 err;
+	int	 depth;
+	size_t	 at[TL_BODY_DEPTH + 1];		/* where each level starts */
+	uint32_t n[TL_BODY_DEPTH + 1];		/* entries in each level */
+	uint8_t	 ismap[TL_BODY_DEPTH + 1];
+};
+#define TL_BODY_INIT	{ NULL, 0, 0, 0, 0, {0}, {0}, {1} }
+
+void	tl_body_init(struct tl_body *b);
+void	tl_body_free(struct tl_body *b);
+/* Forgets the content, keeps the memory. */
+void	tl_body_reset(struct tl_body *b);
+
+/* key is NULL inside an array, required inside a map. */
+void	tl_body_str(struct tl_body *b, const char *key, const char *v);
+void	tl_body_strn(struct tl_body *b, const char *key, const char *v,
+	    size_t n);
+void	tl_body_u64(struct tl_body *b, const char *key, uint64_t v);
+void	tl_body_i64(struct tl_body *b, const char *key, int64_t v);
+void	tl_body_bool(struct tl_body *b, const char *key, int v);
+void	tl_body_nil(struct tl_body *b, const char *key);
+void	tl_body_bin(struct tl_body *b, const char *key, const void *v,
+	    size_t n);
+/* An encrypted value: shown redacted by every renderer. */
+void	tl_body_secret(struct tl_body *b, const char *key, const void *v,
+	    size_t n);
+void	tl_body_map(struct tl_body *b, const char *key);
+void	tl_body_arr(struct tl_body *b, const char *key);
+void	tl_body_end(struct tl_body *b);
+/* Appends an already encoded msgpack value under key. */
+void	tl_body_raw(struct tl_body *b, const char *key, const void *v,
+	    size_t n);
+
+/* Closes the top map; *p stays owned by b. */
+int	tl_body_finish(struct tl_body *b, const void **p, size_t *len);
+
+/* Reading. */
+enum tl_bn_kind {
+	TL_BN_NONE, TL_BN_NIL, TL_BN_BOOL, TL_BN_UINT, TL_BN_INT,
+	TL_BN_FLOAT, TL_BN_STR, TL_BN_BIN, TL_BN_SECRET, TL_BN_ARR,
+	TL_BN_MAP, TL_BN_OTHER
+};
+
+struct tl_bnode {
+	const void *o;		/* opaque: a decoded msgpack object */
+};
+
+struct tl_bview {
+	void		*zone;
+	struct tl_bnode	 root;
+};
+
+int	tl_bview_open(struct tl_bview *v, const void *body, size_t len);
+void	tl_bview_close(struct tl_bview *v);
+
+enum tl_bn_kind tl_bn_kind(struct tl_bnode n);
+/* TL_ENOTFOUND when absent; kind mismatches are TL_EMALFORMED. */
+int	tl_bn_get(struct tl_bnode map, const char *key, struct tl_bnode *out);
+int	tl_bn_str(struct tl_bnode n, const char **s, size_t *len);
+int	tl_bn_u64(struct tl_bnode n, uint64_t *v);
+int	tl_bn_i64(struct tl_bnode n, int64_t *v);
+int	tl_bn_bool(struct tl_bnode n, int *v);
+int	tl_bn_bin(struct tl_bnode n, const void **p, size_t *len);
+int	tl_bn_secret(struct tl_bnode n, const void **p, size_t *len);
+size_t	tl_bn_len(struct tl_bnode n);		/* array or map entries */
+struct tl_bnode tl_bn_at(struct tl_bnode arr, size_t i);
+int	tl_bn_entry(struct tl_bnode map, size_t i, struct tl_bnode *key,
+	    struct tl_bnode *val);
+
+/*
+ * Conveniences on a map: copy a string field into buf (NUL-terminated;
+ * TL_ETOOBIG if it does not fit), read an integer, with a default when
+ * the field is absent.
+ */
+int	tl_bn_getstr(struct tl_bnode map, const char *key, char *buf,
+	    size_t cap);
+uint64_t tl_bn_getu64(struct tl_bnode map, const char *key, uint64_t dflt);
+
+#endif

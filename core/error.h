@@ -1,0 +1,37 @@
+/*
+ * error.h - tally's error codes.
+ *
+ * Every tally function that can fail returns int: 0 for success, a
+ * positive errno value passed through from the system, or one of the
+ * negative TL_E* codes below (tally's reserved range, like LMDB's).
+ * tl_strerror() describes any of them; its strings start with the
+ * code's name so that a log line can be grepped back to the source.
+ */
+#ifndef TL_ERROR_H
+#define TL_ERROR_H
+
+#define TL_EFIRST	(-31000)
+#define TL_ENOTFOUND	(-31000)	/* no such log, key, stream or event */
+#define TL_ENOTLOG	(-31001)	/* directory is not a tally log */
+#define TL_ENEWER	(-31002)	/* written by a newer tally format */
+#define TL_ECONFLICT	(-31003)	/* stream version did not match */
+#define TL_ECORRUPT	(-31004)	/* record or chain does not verify */
+#define TL_EMALFORMED	(-31005)	/* envelope or body cannot be decoded */
+#define TL_ETOOBIG	(-31006)	/* a field exceeds its limit */
+#define TL_EINVAL	(-31007)	/* invalid argument */
+#define TL_EEXIST	(-31008)	/* already exists */
+#define TL_ELMDB	(-31009)	/* LMDB failed; details in the log */
+#define TL_EEOF		(-31010)	/* iteration finished */
+#define TL_ELOCKED	(-31011)	/* held by another process */
+#define TL_ESECRET	(-31012)	/* key missing, unsafe or wrong */
+#define TL_EREFUSED	(-31013)	/* a decider refused the command */
+#define TL_EDRIVER	(-31014)	/* a provider's driver failed */
+#define TL_EUNREACH	(-31015)	/* provider unreachable */
+#define TL_EAUTH	(-31016)	/* provider refused our credential */
+#define TL_ETIMEDOUT	(-31017)	/* deadline passed */
+#define TL_EMANIFEST	(-31018)	/* manifest invalid */
+#define TL_ELAST	(-31018)
+
+const char *tl_strerror(int err);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * log-internal.h - what core's own modules (kv, subscription) share
+ * about a log and its transactions.  Not for use outside core/.
+ */
+#ifndef TL_LOG_INTERNAL_H
+#define TL_LOG_INTERNAL_H
+
+#include <lmdb.h>
+
+#include "log.h"
+
+#define TL_RAND_POOL	4096
+
+struct tl_log {
+	MDB_env		*env;
+	MDB_dbi		 events;
+	MDB_dbi		 streams;
+	MDB_dbi		 ckpts;
+	MDB_dbi		 meta;
+	unsigned	 flags;
+	size_t		 mapsize;
+	char		*dir;
+	char		 lasterr[160];
+	/* Random bytes drawn in bulk: one getrandom per 256 event ids. */
+	uint8_t		 rpool[TL_RAND_POOL];
+	size_t		 rpos;
+};
+
+struct tl_txn {
+	struct tl_log	*log;
+	MDB_txn		*txn;
+	unsigned	 flags;
+	MDB_cursor	*ecur;		/* events, write txns */
+	MDB_cursor	*scur;		/* streams, write txns */
+	/* The head, known after the first append in this transaction. */
+	int		 have_head;
+	uint64_t	 head_seq;
+	uint8_t		 head_hash[TL_HASH_LEN];
+	/* The last stream appended to, so a run of events skips a lookup. */
+	char		 last_stream[TL_STREAM_MAX + 1];
+	uint64_t	 last_ver;
+	uint8_t		*buf;		/* encoding scratch */
+	size_t		 bufcap;
+};
+
+/* Translates an LMDB result, keeping its message in log->lasterr. */
+int	tl_log_mdberr(struct tl_log *log, int rc, const char *what);
+
+#endif

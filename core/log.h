@@ -1,0 +1,163 @@
+/*
+ * log.h - tally's append-only event log over LMDB.
+ *
+ * The log is one LMDB environment (a directory) with these
+ * sub-databases, all owned by this module:
+ *
+ *   events       u64be seq -> hash[32] || encoding      (MDB_APPEND)
+ *   streams      stream -> u64be seq, one duplicate per event, in
+ *                order; the count of duplicates is the stream's version
+ *   checkpoints  name -> u64be seq
+ *   meta         "magic", "format", "created"
+ *
+ * Projections keep their own sub-databases in the same environment
+ * (see kv.h), so that a command can read them, decide and append in one
+ * write transaction.
+ *
+ * Concurrency is LMDB's: one writer at a time across every process,
+ * readers never blocked.  A transaction handle belongs to one thread.
+ * All memory handed out by a read (event strings aside, which are
+ * copied) points into the map and is valid until the transaction ends.
+ */
+#ifndef TL_LOG_H
+#define TL_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "envelope.h"
+
+struct tl_log;
+struct tl_txn;
+
+/* tl_log_open flags */
+#define TL_LOG_CREATE	0x1	/* create a new log; TL_EEXIST if one exists */
+#define TL_LOG_RDONLY	0x2
+#define TL_LOG_NOSYNC	0x4	/* bulk import only: a crash may lose commits */
+
+/* tl_log_begin flags */
+#define TL_TXN_RDONLY	0x1
+
+/* Expected-version values for tl_append */
+#define TL_VER_ANY	UINT64_MAX	/* no check */
+#define TL_VER_NONE	0		/* the stream must not exist yet */
+
+/*
+ * Opens (or with TL_LOG_CREATE creates) the log in directory dir.
+ * Errors: TL_ENOTFOUND (no log there), TL_ENOTLOG (an LMDB environment
+ * that tally did not create, or something else entirely), TL_ENEWER (a
+ * newer format), TL_EEXIST (TL_LOG_CREATE on an existing log), errno.
+ * Stale reader slots of dead processes are cleared on open; a writer
+ * that died holding the lock is recovered by LMDB's robust mutex.
+ */
+int	tl_log_open(const char *dir, unsigned flags, struct tl_log **out);
+/* As tl_log_open, with the initial map size (0: the default). */
+int	tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
+	    struct tl_log **out);
+void	tl_log_close(struct tl_log *log);
+const char *tl_log_dir(const struct tl_log *log);
+
+/* The last error LMDB reported, for logs; never NULL. */
+const char *tl_log_lasterr(const struct tl_log *log);
+
+/*
+ * Transactions.  Prefer tl_log_write(), which retries after growing
+ * the map.  tl_log_commit() and tl_log_abort() free the handle.
+ */
+int	tl_log_begin(struct tl_log *log, unsigned flags, struct tl_txn **out);
+int	tl_log_commit(struct tl_txn *txn);
+void	tl_log_abort(struct tl_txn *txn);
+
+/*
+ * Runs fn(txn, arg) in a write transaction and commits it when fn
+ * returns 0; aborts and returns fn's result otherwise.  When the map
+ * fills up (inside fn or at commit) the transaction is aborted, the map
+ * grown and fn run again from the start: fn must not have effects
+ * outside the transaction.
+ */
+typedef int (*tl_write_fn)(struct tl_txn *txn, void *arg);
+int	tl_log_write(struct tl_log *log, tl_write_fn fn, void *arg);
+
+/* What a caller gives to append one event. */
+struct tl_append {
+	const char	*type;
+	const char	*stream;
+	uint64_t	 expect;	/* TL_VER_ANY, TL_VER_NONE or a version */
+	uint64_t	 cause;		/* 0 if none */
+	const uint8_t	*corr;		/* TL_ID_LEN bytes, NULL: a fresh id */
+	const char	*actor;
+	const void	*body;		/* one msgpack map, NULL: {} */
+	size_t		 body_len;
+};
+
+/*
+ * Appends one event in txn.  On success *seqp (if not NULL) holds its
+ * sequence number and *verp (if not NULL) its stream version.
+ * TL_ECONFLICT when expect does not match the stream's version: the
+ * transaction is still usable (nothing was written), and the caller
+ * may re-read and retry.  The id and timestamp are generated here.
+ */
+int	tl_append(struct tl_txn *txn, const struct tl_append *a,
+	    uint64_t *seqp, uint64_t *verp);
+
+/* The stream's current version (0: it does not exist). */
+int	tl_stream_version(struct tl_txn *txn, const char *stream,
+	    uint64_t *verp);
+
+/* The last sequence number (0 for an empty log) and its hash. */
+int	tl_log_last(struct tl_txn *txn, uint64_t *seqp,
+	    uint8_t hash[TL_HASH_LEN]);
+
+/* Reads event seq.  TL_ENOTFOUND if there is none. */
+int	tl_log_get(struct tl_txn *txn, uint64_t seq, struct tl_event *ev);
+
+/*
+ * Iteration.  A filter narrows what tl_iter_next returns; all fields
+ * are optional (zero / NULL means no restriction).  With a stream the
+ * stream index is used; a type pattern is an fnmatch(3) glob
+ * ("grant.*").  Events are decoded and validated but the chain is not
+ * checked (tl_log_verify does that).
+ */
+struct tl_filter {
+	uint64_t	 from;		/* first seq, inclusive */
+	uint64_t	 to;		/* last seq, inclusive; 0: the end */
+	const char	*stream;
+	const char	*type;
+};
+
+struct tl_iter;
+int	tl_iter_open(struct tl_txn *txn, const struct tl_filter *f,
+	    struct tl_iter **out);
+/* 0 and *ev filled, TL_EEOF at the end, or an error naming the seq. */
+int	tl_iter_next(struct tl_iter *it, struct tl_event *ev);
+/* The sequence number an error from tl_iter_next refers to. */
+uint64_t tl_iter_errseq(const struct tl_iter *it);
+void	tl_iter_close(struct tl_iter *it);
+
+/*
+ * Checkpoints: durable positions by name ("provisioner", a publisher,
+ * a subscriber).  Set one in the same transaction as the events the
+ * reactor appends so that both commit or neither does.
+ */
+#define TL_CKPT_NAME_MAX 127
+int	tl_ckpt_get(struct tl_txn *txn, const char *name, uint64_t *seqp);
+int	tl_ckpt_set(struct tl_txn *txn, const char *name, uint64_t seq);
+int	tl_ckpt_del(struct tl_txn *txn, const char *name);
+typedef int (*tl_ckpt_fn)(const char *name, uint64_t seq, void *arg);
+int	tl_ckpt_each(struct tl_txn *txn, tl_ckpt_fn fn, void *arg);
+
+/*
+ * Walks the whole log checking every envelope, that sequence numbers
+ * are contiguous and match their keys, every link and every hash.  The
+ * stream index is derived data and is not part of the chain.  Returns 0 when everything is sound;
+ * otherwise TL_ECORRUPT (or the decoder's error) with *badp set to the
+ * first sequence number that does not verify, and a reason in why
+ * (TL_WHY_MAX bytes).  *countp receives the number of events checked.
+ */
+int	tl_log_verify(struct tl_txn *txn, uint64_t *countp, uint64_t *badp,
+	    char *why);
+
+/* Physical size of the log, in bytes, and the map size. */
+int	tl_log_size(struct tl_log *log, uint64_t *usedp, uint64_t *mapp);
+
+#endif

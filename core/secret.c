@@ -1,0 +1,185 @@
+/*
+ * secret.c - libsodium behind tally's secret handling.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "secret.h"
+
+_Static_assert(TL_BOX_OVERHEAD == crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
+    + crypto_aead_xchacha20poly1305_ietf_ABYTES, "box overhead");
+_Static_assert(TL_SEAL_OVERHEAD == crypto_box_SEALBYTES, "seal overhead");
+
+void
+tl_secret_wipe(void *p, size_t n)
+{
+	sodium_memzero(p, n);
+}
+
+int
+tl_secret_write_file(const char *path, const void *data, size_t len,
+    unsigned mode)
+{
+	char tmp[4096];
+	const uint8_t *p = data;
+	int fd, rc = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path,
+	    (long)getpid()) >= sizeof(tmp))
+		return ENAMETOOLONG;
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    (mode_t)mode)) < 0)
+		return errno;
+	/* umask may have narrowed it; the mode is part of the contract. */
+	if (fchmod(fd, (mode_t)mode) != 0)
+		rc = errno;
+	while (rc == 0 && len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = errno;
+			break;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	if (rc == 0 && fsync(fd) != 0)
+		rc = errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = errno;
+	if (rc != 0)
+		unlink(tmp);
+	return rc;
+}
+
+int
+tl_secret_keygen(const char *path)
+{
+	uint8_t k[TL_KEY_LEN];
+	struct stat st;
+	int rc;
+
+	if (sodium_init() < 0)
+		return TL_ESECRET;
+	if (stat(path, &st) == 0)
+		return TL_EEXIST;
+	randombytes_buf(k, sizeof(k));
+	rc = tl_secret_write_file(path, k, sizeof(k), 0600);
+	sodium_memzero(k, sizeof(k));
+	return rc;
+}
+
+int
+tl_secret_load(const char *path, struct tl_key *key, char *why)
+{
+	struct stat st;
+	ssize_t n;
+	int fd, rc = 0;
+
+	if (sodium_init() < 0)
+		return TL_ESECRET;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		rc = errno;
+		if (why != NULL)
+			snprintf(why, 160, "%s: %s", path, strerror(rc));
+		return rc == ENOENT ? TL_ESECRET : rc;
+	}
+	if (fstat(fd, &st) != 0) {
+		rc = errno;
+		goto out;
+	}
+	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		if (why != NULL)
+			snprintf(why, 160, "%s is accessible by group or "
+			    "others (mode %03o): chmod 600 it", path,
+			    (unsigned)(st.st_mode & 0777));
+		rc = TL_ESECRET;
+		goto out;
+	}
+	n = read(fd, key->k, TL_KEY_LEN);
+	if (n != TL_KEY_LEN || st.st_size != TL_KEY_LEN) {
+		if (why != NULL)
+			snprintf(why, 160, "%s is not a %d-byte key", path,
+			    TL_KEY_LEN);
+		sodium_memzero(key->k, TL_KEY_LEN);
+		rc = TL_ESECRET;
+	}
+out:
+	close(fd);
+	return rc;
+}
+
+int
+tl_secret_encrypt(const struct tl_key *key, const void *ad, size_t adlen,
+    const void *in, size_t len, uint8_t *out)
+{
+	uint8_t *nonce = out;
+
+	randombytes_buf(nonce, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(
+	    out + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES, NULL, in, len,
+	    ad, adlen, NULL, nonce, key->k);
+	return 0;
+}
+
+int
+tl_secret_decrypt(const struct tl_key *key, const void *ad, size_t adlen,
+    const void *in, size_t len, uint8_t *out)
+{
+	const uint8_t *p = in;
+
+	if (len < TL_BOX_OVERHEAD)
+		return TL_ESECRET;
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(out, NULL, NULL,
+	    p + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES,
+	    len - crypto_aead_xchacha20poly1305_ietf_NPUBBYTES, ad, adlen, p,
+	    key->k) != 0)
+		return TL_ESECRET;
+	return 0;
+}
+
+void
+tl_secret_password(char out[TL_PASSWORD_LEN + 1])
+{
+	uint8_t raw[24];
+
+	randombytes_buf(raw, sizeof(raw));
+	sodium_bin2base64(out, TL_PASSWORD_LEN + 1, raw, sizeof(raw),
+	    sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	sodium_memzero(raw, sizeof(raw));
+}
+
+void
+tl_secret_node_keypair(uint8_t pk[TL_PUBKEY_LEN], uint8_t sk[TL_SECKEY_LEN])
+{
+	crypto_box_keypair(pk, sk);
+}
+
+int
+tl_secret_seal(const uint8_t pk[TL_PUBKEY_LEN], const void *in, size_t len,
+    uint8_t *out)
+{
+	return crypto_box_seal(out, in, len, pk) == 0 ? 0 : TL_ESECRET;
+}
+
+int
+tl_secret_unseal(const uint8_t pk[TL_PUBKEY_LEN],
+    const uint8_t sk[TL_SECKEY_LEN], const void *in, size_t len, uint8_t *out)
+{
+	if (len < TL_SEAL_OVERHEAD ||
+	    crypto_box_seal_open(out, in, len, pk, sk) != 0)
+		return TL_ESECRET;
+	return 0;
+}

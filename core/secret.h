@@ -1,0 +1,58 @@
+/*
+ * secret.h - generated credentials, encryption at rest, sealing to nodes.
+ *
+ * The master key (32 random bytes) lives in a file that tally init
+ * creates with mode 0600; tl_secret_load refuses a key file readable
+ * by group or others.  Values are encrypted with XChaCha20-Poly1305;
+ * the associated data binds a ciphertext to its context (the grant's
+ * stream, say) so it cannot be replayed elsewhere.  Plaintext secrets
+ * live only in buffers that are wiped with tl_secret_wipe.
+ */
+#ifndef TL_SECRET_H
+#define TL_SECRET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TL_KEY_LEN	32
+#define TL_PUBKEY_LEN	32
+#define TL_SECKEY_LEN	32
+#define TL_BOX_OVERHEAD	(24 + 16)	/* nonce + tag */
+#define TL_SEAL_OVERHEAD 48
+#define TL_PASSWORD_LEN	32		/* 24 random bytes, base64url */
+
+struct tl_key {
+	uint8_t k[TL_KEY_LEN];
+};
+
+/* Creates path with a fresh key; TL_EEXIST if it exists. */
+int	tl_secret_keygen(const char *path);
+/* TL_ESECRET (with the reason in why, 160 bytes) if unsafe or bad. */
+int	tl_secret_load(const char *path, struct tl_key *key, char *why);
+void	tl_secret_wipe(void *p, size_t n);
+
+/* out must hold len + TL_BOX_OVERHEAD bytes. */
+int	tl_secret_encrypt(const struct tl_key *key, const void *ad,
+	    size_t adlen, const void *in, size_t len, uint8_t *out);
+/* out must hold len - TL_BOX_OVERHEAD bytes; TL_ESECRET on failure. */
+int	tl_secret_decrypt(const struct tl_key *key, const void *ad,
+	    size_t adlen, const void *in, size_t len, uint8_t *out);
+
+/* A NUL-terminated URL-safe password of TL_PASSWORD_LEN characters. */
+void	tl_secret_password(char out[TL_PASSWORD_LEN + 1]);
+
+/* X25519 keys for nodes, and sealed boxes to them. */
+void	tl_secret_node_keypair(uint8_t pk[TL_PUBKEY_LEN],
+	    uint8_t sk[TL_SECKEY_LEN]);
+/* out must hold len + TL_SEAL_OVERHEAD bytes. */
+int	tl_secret_seal(const uint8_t pk[TL_PUBKEY_LEN], const void *in,
+	    size_t len, uint8_t *out);
+int	tl_secret_unseal(const uint8_t pk[TL_PUBKEY_LEN],
+	    const uint8_t sk[TL_SECKEY_LEN], const void *in, size_t len,
+	    uint8_t *out);
+
+/* Writes data to path atomically (temporary file, fsync, rename). */
+int	tl_secret_write_file(const char *path, const void *data, size_t len,
+	    unsigned mode);
+
+#endif

@@ -1,0 +1,88 @@
+/*
+ * cmd_init.c - tally init: a new home with an empty log and a master key.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/secret.h"
+#include "tally.h"
+
+static const char usage[] =
+"usage: tally init [--home DIR]\n"
+"\n"
+"Creates the tally home (mode 0700): the event log in DIR/log and the\n"
+"master key that encrypts every secret at rest in DIR/master.key (0600).\n"
+"Refuses to touch an existing log or key.\n";
+
+static int
+mkdir_p(const char *path, mode_t mode)
+{
+	char buf[1024], *p;
+
+	if (strlen(path) >= sizeof(buf))
+		return ENAMETOOLONG;
+	strcpy(buf, path);
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			return errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) != 0 && errno != EEXIST)
+		return errno;
+	return 0;
+}
+
+int
+cmd_init(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = { CLI_COMMON_OPTS, { 0 } };
+	struct tl_log *log;
+	char keypath[1100];
+	struct stat st;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		CLI_COMMON_CASES(cli, usage);
+		}
+	}
+	if (optind != argc) {
+		fputs(usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	snprintf(keypath, sizeof(keypath), "%s/master.key", cli->home);
+	if (stat(keypath, &st) == 0) {
+		cli_errx("%s already holds a tally home (%s exists): refusing "
+		    "to overwrite it", cli->home, keypath);
+		return TL_EXIT_REFUSED;
+	}
+	if ((rc = mkdir_p(cli->home, 0700)) != 0 ||
+	    (rc = mkdir_p(cli->logdir, 0700)) != 0) {
+		cli_errx("cannot create %s: %s", cli->logdir, strerror(rc));
+		return TL_EXIT_FAIL;
+	}
+	rc = tl_log_open(cli->logdir, TL_LOG_CREATE, &log);
+	if (rc == TL_EEXIST) {
+		cli_errx("a log already exists in %s: refusing to overwrite it",
+		    cli->logdir);
+		return TL_EXIT_REFUSED;
+	}
+	if (rc != 0)
+		return cli_fail(cli, rc, "create the log");
+	tl_log_close(log);
+	if ((rc = tl_secret_keygen(keypath)) != 0) {
+		cli_errx("cannot create %s: %s", keypath, tl_strerror(rc));
+		return TL_EXIT_FAIL;
+	}
+	if (cli->json)
+		printf("{\"home\":\"%s\",\"created\":true}\n", cli->home);
+	else
+		printf("initialised tally home %s\n", cli->home);
+	return TL_EXIT_OK;
+}

@@ -1,0 +1,215 @@
+/*
+ * common.c - what every tally command shares: finding the home,
+ * opening the log, reporting errors, exit codes, printing events.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <jansson.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "tally.h"
+
+const char *tl_prog = "tally";
+
+void
+cli_errx(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", tl_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void
+cli_warnx(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: warning: ", tl_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int
+cli_set_home(struct tl_cli *cli, const char *home)
+{
+	if (home == NULL || *home == '\0' ||
+	    strlen(home) >= sizeof(cli->home)) {
+		cli_errx("invalid home directory");
+		return -1;
+	}
+	snprintf(cli->home, sizeof(cli->home), "%s", home);
+	snprintf(cli->logdir, sizeof(cli->logdir), "%s/log", cli->home);
+	return 0;
+}
+
+void
+cli_init(struct tl_cli *cli)
+{
+	const char *h, *xdg, *user = NULL;
+	struct passwd *pw;
+	char host[64] = "";
+
+	memset(cli, 0, sizeof(*cli));
+	/* --home > TALLY_HOME > /var/lib/tally (root) > XDG data home. */
+	if ((h = getenv("TALLY_HOME")) != NULL && *h != '\0')
+		cli_set_home(cli, h);
+	else if (geteuid() == 0)
+		cli_set_home(cli, "/var/lib/tally");
+	else if ((xdg = getenv("XDG_DATA_HOME")) != NULL && *xdg != '\0') {
+		char p[1024];
+
+		snprintf(p, sizeof(p), "%s/tally", xdg);
+		cli_set_home(cli, p);
+	} else if ((h = getenv("HOME")) != NULL) {
+		char p[1024];
+
+		snprintf(p, sizeof(p), "%s/.local/share/tally", h);
+		cli_set_home(cli, p);
+	} else
+		cli_set_home(cli, ".tally");
+
+	if ((pw = getpwuid(geteuid())) != NULL)
+		user = pw->pw_name;
+	gethostname(host, sizeof(host) - 1);
+	snprintf(cli->actor, sizeof(cli->actor), "cli:%s@%s",
+	    user ? user : "?", host);
+}
+
+int
+cli_exit_for(int err)
+{
+	switch (err) {
+	case 0:
+		return TL_EXIT_OK;
+	case TL_ENOTFOUND:
+		return TL_EXIT_NOTFOUND;
+	case TL_ECORRUPT:
+	case TL_EMALFORMED:
+		return TL_EXIT_CORRUPT;
+	case TL_ECONFLICT:
+	case TL_EREFUSED:
+	case TL_EMANIFEST:
+	case TL_EEXIST:
+	case TL_EINVAL:
+	case TL_ETOOBIG:
+		return TL_EXIT_REFUSED;
+	case TL_ELOCKED:
+		return TL_EXIT_LOCKED;
+	default:
+		return TL_EXIT_FAIL;
+	}
+}
+
+int
+cli_fail(struct tl_cli *cli, int err, const char *what)
+{
+	const char *detail = cli->log ? tl_log_lasterr(cli->log) : "";
+
+	if (err == TL_ELMDB && *detail)
+		cli_errx("%s: %s (%s)", what, tl_strerror(err), detail);
+	else
+		cli_errx("%s: %s", what, tl_strerror(err));
+	return cli_exit_for(err);
+}
+
+int
+cli_open_log(struct tl_cli *cli, unsigned flags)
+{
+	int rc;
+
+	rc = tl_log_open(cli->logdir, flags, &cli->log);
+	switch (rc) {
+	case 0:
+		return 0;
+	case TL_ENOTFOUND:
+		cli_errx("no tally log at %s (run `tally init`, or set "
+		    "--home / TALLY_HOME)", cli->home);
+		break;
+	case TL_ENOTLOG:
+		cli_errx("%s is not a tally log", cli->logdir);
+		break;
+	case TL_ENEWER:
+		cli_errx("%s was written by a newer tally: upgrade tally",
+		    cli->logdir);
+		break;
+	default:
+		cli_errx("cannot open the log at %s: %s", cli->logdir,
+		    tl_strerror(rc));
+		break;
+	}
+	return cli_exit_for(rc);
+}
+
+void
+cli_close(struct tl_cli *cli)
+{
+	tl_log_close(cli->log);
+	cli->log = NULL;
+}
+
+int
+cli_parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (s == NULL || *s == '\0' || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+void
+cli_print_event_text(FILE *fp, const struct tl_event *ev)
+{
+	char ts[64], *body = NULL;
+	json_t *j;
+
+	tl_json_time(ev->ts, ts);
+	ts[23] = 'Z';		/* milliseconds are enough for a person */
+	ts[24] = '\0';
+	if ((j = tl_json_body(ev->body, ev->body_len)) != NULL) {
+		body = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(j);
+	}
+	fprintf(fp, "%8llu  %s  %-24s %s v%llu  %s", (unsigned long long)
+	    ev->seq, ts, ev->type, ev->stream,
+	    (unsigned long long)ev->version, ev->actor);
+	if (ev->cause)
+		fprintf(fp, "  cause=%llu", (unsigned long long)ev->cause);
+	if (body != NULL && strcmp(body, "{}") != 0)
+		fprintf(fp, "  %s", body);
+	fputc('\n', fp);
+	free(body);
+}
+
+int
+cli_print_event_json(FILE *fp, const struct tl_event *ev)
+{
+	json_t *j;
+	int rc;
+
+	if ((j = tl_json_event(ev)) == NULL)
+		return TL_EMALFORMED;
+	rc = json_dumpf(j, fp, JSON_COMPACT);
+	json_decref(j);
+	fputc('\n', fp);
+	return rc == 0 ? 0 : EIO;
+}

@@ -1,0 +1,92 @@
+/*
+ * main.c - the tally command: dispatch to cmd_NAME() through one table.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tally.h"
+
+static const struct tl_cmd cmds[] = {
+	{ "init",	cmd_init,	"create a tally home: log and master key" },
+	{ "log",	cmd_log,	"print events (text or JSON lines)" },
+	{ "verify",	cmd_verify,	"check every envelope and the hash chain" },
+	{ "stats",	cmd_stats,	"events, bytes, types, checkpoints and lag" },
+};
+
+static const char exit_codes[] =
+"Exit codes:\n"
+"  0  success (for status/check: everything healthy)\n"
+"  1  the operation failed\n"
+"  2  bad command line\n"
+"  3  not found (no log at the home, no such module, grant, …)\n"
+"  4  refused: invalid input, a conflict, or a command the graph refuses\n"
+"  5  the log does not verify (the first bad sequence number is printed)\n"
+"  6  status/check: something is not healthy\n"
+"  7  held by another process (a running tallyd, a lock)\n";
+
+static void
+usage(FILE *fp)
+{
+	size_t i;
+
+	fprintf(fp, "usage: tally [--home DIR] COMMAND [ARGS]\n\n"
+	    "The home is --home, else $TALLY_HOME, else /var/lib/tally for "
+	    "root,\nelse $XDG_DATA_HOME/tally or ~/.local/share/tally.\n\n"
+	    "Commands:\n");
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(fp, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
+	fprintf(fp, "\n`tally COMMAND --help` describes a command.\n\n%s",
+	    exit_codes);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct tl_cli cli;
+	size_t i;
+	int rc;
+
+	/* Output goes to pipes (head, grep): a closed one is not an error. */
+	signal(SIGPIPE, SIG_DFL);
+	cli_init(&cli);
+	argv++;
+	argc--;
+	while (argc > 0 && strncmp(argv[0], "--home", 6) == 0) {
+		const char *h = NULL;
+
+		if (argv[0][6] == '=')
+			h = argv[0] + 7;
+		else if (argv[0][6] == '\0' && argc > 1) {
+			h = argv[1];
+			argv++;
+			argc--;
+		}
+		if (h == NULL || cli_set_home(&cli, h) != 0) {
+			usage(stderr);
+			return TL_EXIT_USAGE;
+		}
+		argv++;
+		argc--;
+	}
+	if (argc == 0) {
+		usage(stderr);
+		return TL_EXIT_USAGE;
+	}
+	if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0 ||
+	    strcmp(argv[0], "help") == 0) {
+		usage(stdout);
+		return TL_EXIT_OK;
+	}
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(argv[0], cmds[i].name) == 0) {
+			rc = cmds[i].fn(&cli, argc, argv);
+			cli_close(&cli);
+			if (fflush(stdout) != 0 && rc == 0)
+				rc = TL_EXIT_FAIL;
+			return rc;
+		}
+	}
+	cli_errx("unknown command '%s' (see tally --help)", argv[0]);
+	return TL_EXIT_USAGE;
+}

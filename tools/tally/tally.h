@@ -1,0 +1,89 @@
+/*
+ * tally.h - the tally CLI's private header: the command table's
+ * prototypes and the helpers every command shares, grouped by file.
+ */
+#ifndef TALLY_CLI_H
+#define TALLY_CLI_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+/* Exit codes: stable, documented in README.md and `tally --help`. */
+#define TL_EXIT_OK		0	/* success; everything healthy */
+#define TL_EXIT_FAIL		1	/* the operation failed */
+#define TL_EXIT_USAGE		2	/* bad command line */
+#define TL_EXIT_NOTFOUND	3	/* no log, no such module, grant, … */
+#define TL_EXIT_REFUSED		4	/* invalid input or a refused command */
+#define TL_EXIT_CORRUPT		5	/* the log does not verify */
+#define TL_EXIT_UNHEALTHY	6	/* status/check: something unhealthy */
+#define TL_EXIT_LOCKED		7	/* held by another process */
+
+struct tl_cli {
+	char		 home[1024];	/* the tally home directory */
+	char		 logdir[1100];	/* home/log */
+	char		 actor[TL_ACTOR_MAX + 1];
+	struct tl_log	*log;
+	int		 json;
+};
+
+/* main.c */
+struct tl_cmd {
+	const char	*name;
+	int		(*fn)(struct tl_cli *, int, char **);
+	const char	*summary;
+};
+extern const char *tl_prog;
+
+/* common.c */
+void	 cli_init(struct tl_cli *cli);
+int	 cli_set_home(struct tl_cli *cli, const char *home);
+int	 cli_open_log(struct tl_cli *cli, unsigned flags);
+void	 cli_close(struct tl_cli *cli);
+int	 cli_exit_for(int err);
+void	 cli_errx(const char *fmt, ...)
+	    __attribute__((format(printf, 1, 2)));
+void	 cli_warnx(const char *fmt, ...)
+	    __attribute__((format(printf, 1, 2)));
+/* Reports err for what (with LMDB's detail when there is one). */
+int	 cli_fail(struct tl_cli *cli, int err, const char *what);
+int	 cli_parse_u64(const char *s, uint64_t *out);
+void	 cli_print_event_text(FILE *fp, const struct tl_event *ev);
+int	 cli_print_event_json(FILE *fp, const struct tl_event *ev);
+
+/*
+ * Options every command takes: --home DIR, --json, --help.  Commands
+ * add theirs after CLI_COMMON_OPTS in their getopt_long table, and
+ * handle the common ones with CLI_COMMON_CASES.
+ */
+#define CLI_OPT_HOME	0x1000
+#define CLI_OPT_JSON	0x1001
+#define CLI_COMMON_OPTS							\
+	{ "home", required_argument, NULL, CLI_OPT_HOME },		\
+	{ "json", no_argument, NULL, CLI_OPT_JSON },			\
+	{ "help", no_argument, NULL, 'h' }
+#define CLI_COMMON_CASES(cli, usage)					\
+	case CLI_OPT_HOME:						\
+		if (cli_set_home((cli), optarg) != 0)			\
+			return TL_EXIT_USAGE;				\
+		break;							\
+	case CLI_OPT_JSON:						\
+		(cli)->json = 1;					\
+		break;							\
+	case 'h':							\
+		fputs((usage), stdout);					\
+		return TL_EXIT_OK;					\
+	default:							\
+		fputs((usage), stderr);					\
+		return TL_EXIT_USAGE
+
+/* One function per command, each in its own cmd_NAME.c. */
+int	cmd_init(struct tl_cli *, int, char **);
+int	cmd_log(struct tl_cli *, int, char **);
+int	cmd_verify(struct tl_cli *, int, char **);
+int	cmd_stats(struct tl_cli *, int, char **);
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * decide.h - the deciders: (state, command) -> events, or a refusal.
+ *
+ * Every decider runs inside one write transaction: it reads the
+ * projections, validates, and appends through tl_emit(), which folds
+ * each event into the projections at once so the next decision in the
+ * same command sees it.  Nothing here does I/O beyond the transaction;
+ * a refusal returns TL_EREFUSED (or TL_ENOTFOUND) with the reason in
+ * ctx->why, and the caller aborts the transaction: nothing is appended.
+ *
+ * Bindings are decided here, at command time, by the binder: see
+ * ARCHITECTURE.md ("Why binding is a command-time rule").
+ */
+#ifndef TL_DECIDE_H
+#define TL_DECIDE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/body.h"
+#include "core/log.h"
+#include "proj.h"
+
+struct tl_ctx;
+/* Called for every event emitted (dry runs print them). */
+typedef void (*tl_emit_fn)(struct tl_ctx *c, uint64_t seq, const char *type,
+	    const char *stream, const void *body, size_t len);
+
+struct tl_ctx {
+	struct tl_txn	*t;
+	struct tl_proj	 p;
+	const char	*actor;
+	uint64_t	 cause;		/* for the next events emitted */
+	uint8_t		 corr[TL_ID_LEN];
+	int		 have_corr;
+	size_t		 emitted;
+	tl_emit_fn	 on_emit;
+	void		*arg;
+	char		 why[1024];
+};
+
+/* Brings the projections up to the head and opens them. */
+int	tl_ctx_begin(struct tl_ctx *c, struct tl_txn *t, const char *actor);
+/* Moves the projections checkpoint to the head. */
+int	tl_ctx_end(struct tl_ctx *c);
+int	tl_refuse(struct tl_ctx *c, int code, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+
+/* Appends one event (b is finished here), folds it; *seqp optional. */
+int	tl_emit(struct tl_ctx *c, const char *type, const char *stream,
+	    struct tl_body *b, uint64_t *seqp);
+
+/* Commands. */
+int	tl_dec_node_add(struct tl_ctx *c, const char *name,
+	    const char *routable, const uint8_t pubkey[32]);
+int	tl_dec_node_rm(struct tl_ctx *c, const char *name);
+
+/* A module as declared by a manifest, bodies already encoded. */
+struct tl_decl_req {
+	const char	*name;
+	const void	*body;
+	size_t		 len;
+	const char	*file;
+	int		 line;
+};
+struct tl_decl {
+	const char		*name;
+	const void		*body;	/* the module.declared body */
+	size_t			 len;
+	const char		*file;
+	int			 line;
+	const struct tl_decl_req *reqs;
+	size_t			 nreqs;
+};
+int	tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d);
+
+struct tl_setting {
+	const char	*key;
+	const char	*value;
+	const void	*secret;	/* ciphertext, if a secret */
+	size_t		 secret_len;
+};
+int	tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
+	    const char *expose, const struct tl_setting *set, size_t nset);
+int	tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node);
+int	tl_dec_remove(struct tl_ctx *c, const char *module);
+/* grant is MODULE/REQ or MODULE/REQ@NODE; provider NODE/MODULE. */
+int	tl_dec_bind(struct tl_ctx *c, const char *grant, const char *provider);
+
+/* Runs the binder over every waiting instance of type (NULL: all). */
+int	tl_binder_run(struct tl_ctx *c, const char *type);
+
+#endif

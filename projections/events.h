@@ -1,0 +1,52 @@
+/*
+ * events.h - the event catalogue: type names and the streams they go to.
+ *
+ * Types are noun.past-tense-verb; streams are kind/id.  Body fields are
+ * listed beside each type; secrets are always TL_EXT_SECRET values.
+ * ARCHITECTURE.md has the prose; this is the list the code uses.
+ */
+#ifndef TL_EVENTS_H
+#define TL_EVENTS_H
+
+/* node/NAME */
+#define EV_NODE_ADDED		"node.added"		/* name routable pubkey */
+#define EV_NODE_REMOVED		"node.removed"		/* name */
+
+/* module/NAME */
+#define EV_MODULE_DECLARED	"module.declared"	/* name digest file env{} provides[] embedded[] */
+#define EV_MODULE_REMOVED	"module.removed"	/* name */
+#define EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age */
+#define EV_REQ_WITHDRAWN	"requirement.withdrawn"	/* module name */
+
+/* assignment/MODULE@NODE */
+#define EV_ASSIGN_CREATED	"assignment.created"	/* module node expose settings{} secrets{} */
+#define EV_ASSIGN_CONFIGURED	"assignment.configured"	/* same */
+#define EV_ASSIGN_REMOVED	"assignment.removed"	/* module node */
+#define EV_ASSIGN_READY		"assignment.ready"	/* module node */
+
+/* provider/NODE/MODULE (the id is fixed at registration) */
+#define EV_PROVIDER_REGISTERED	"provider.registered"	/* id module node types[{type driver revoke max_age}] */
+#define EV_PROVIDER_RETIRED	"provider.retired"	/* id */
+#define EV_PROVIDER_UNREACHABLE	"provider.unreachable"	/* id reason */
+#define EV_PROVIDER_RECOVERED	"provider.recovered"	/* id */
+
+/* binding/MODULE/REQ[@NODE] */
+#define EV_BINDING_MADE		"binding.made"		/* grant module req node type provider reason */
+#define EV_BINDING_AMBIGUOUS	"binding.ambiguous"	/* grant module req node type candidates[] */
+
+/* grant/MODULE/REQ[@NODE] */
+#define EV_GRANT_REQUESTED	"grant.requested"	/* grant module req node scope type provider resource */
+#define EV_GRANT_PROVISIONING	"grant.provisioning"	/* grant provider version user password(secret) */
+#define EV_GRANT_PROVISIONED	"grant.provisioned"	/* grant version fields{} */
+#define EV_GRANT_FAILED		"grant.failed"		/* grant reason retry_ns */
+#define EV_REVOCATION_REQUESTED	"revocation.requested"	/* grant reason */
+#define EV_GRANT_REVOKED	"grant.revoked"		/* grant policy */
+#define EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version sealed(secret) */
+
+/* Binding reasons, recorded in binding.made. */
+#define BIND_EXPLICIT_MANIFEST	"explicit (named in the manifest)"
+#define BIND_EXPLICIT_OPERATOR	"explicit (tally bind)"
+#define BIND_COLOCATED		"co-located"
+#define BIND_ONLY_CANDIDATE	"only candidate in the mesh"
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * grant.h - the grants projection: what a provider made for a consumer.
+ *
+ * A grant is identified by its key: MODULE/REQ for a shared requirement
+ * (its home is the module) or MODULE/REQ@NODE for a per-instance one
+ * (its home is the assignment).  Its stream is grant/KEY.
+ */
+#ifndef TL_GRANT_H
+#define TL_GRANT_H
+
+#include <stdint.h>
+
+#include "proj.h"
+
+#define TL_GRANT_ID_MAX	200
+
+/* States, in the order a grant normally goes through them. */
+#define GRANT_REQUESTED		"requested"
+#define GRANT_PROVISIONING	"provisioning"
+#define GRANT_PROVISIONED	"provisioned"
+#define GRANT_FAILED		"failed"
+#define GRANT_REVOKING		"revoking"
+#define GRANT_REVOKED		"revoked"
+
+struct tl_grant {
+	char		id[TL_GRANT_ID_MAX + 1];
+	char		module[64];
+	char		req[64];
+	char		node[64];	/* "" for shared */
+	char		scope[16];	/* shared | per-instance */
+	char		type[64];
+	char		provider[130];
+	char		resource[64];
+	char		state[16];
+	char		reason[256];	/* why failed / revoking */
+	uint64_t	state_seq;	/* the event that set the state */
+	uint64_t	requested_seq;
+	uint64_t	version;	/* credential version provisioned */
+	uint64_t	attempts;	/* consecutive failures */
+	uint64_t	retry_ns;	/* not before this time */
+	char		host[256];
+	char		port[8];
+	char		database[64];
+	char		user[64];
+};
+
+/* TL_ENOTFOUND when there is no such grant; *seqp may be NULL. */
+int	tl_grant_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
+	    struct tl_grant *g, uint64_t *seqp);
+int	tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
+	    const struct tl_grant *g);
+
+/* Visits the grants of a consumer module, or of a provider. */
+typedef int (*tl_grant_fn)(const struct tl_grant *g, void *arg);
+int	tl_grant_each_of_module(struct tl_txn *t, const struct tl_proj *p,
+	    const char *module, tl_grant_fn fn, void *arg);
+int	tl_grant_each_of_provider(struct tl_txn *t, const struct tl_proj *p,
+	    const char *provider, tl_grant_fn fn, void *arg);
+int	tl_grant_each(struct tl_txn *t, const struct tl_proj *p,
+	    tl_grant_fn fn, void *arg);
+
+#endif

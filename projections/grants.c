@@ -1,0 +1,254 @@
+/*
+ * grants.c - the grants fold and the grant record.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "events.h"
+#include "grant.h"
+#include "proj-internal.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+/* The record's field table: one place for encoding and decoding. */
+#define STR_FIELDS(X)							\
+	X(id) X(module) X(req) X(node) X(scope) X(type) X(provider)	\
+	X(resource) X(state) X(reason) X(host) X(port) X(database) X(user)
+#define U64_FIELDS(X)							\
+	X(state_seq) X(requested_seq) X(version) X(attempts) X(retry_ns)
+
+int
+tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
+    const struct tl_grant *g)
+{
+	struct tl_body b;
+	const void *enc;
+	size_t len;
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "g/%s", g->id)) != 0)
+		return rc;
+	tl_body_init(&b);
+#define PUT_STR(f) tl_body_str(&b, #f, g->f);
+#define PUT_U64(f) tl_body_u64(&b, #f, g->f);
+	STR_FIELDS(PUT_STR)
+	U64_FIELDS(PUT_U64)
+	if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
+		rc = tl_rec_put(t, p->grants, k, seq, enc, len);
+	tl_body_free(&b);
+	return rc;
+}
+
+static int
+grant_decode(struct tl_bnode m, struct tl_grant *g)
+{
+	memset(g, 0, sizeof(*g));
+#define GET_STR(f)							\
+	if (tl_bn_getstr(m, #f, g->f, sizeof(g->f)) == TL_ETOOBIG)	\
+		return TL_ECORRUPT;
+#define GET_U64(f) g->f = tl_bn_getu64(m, #f, 0);
+	STR_FIELDS(GET_STR)
+	U64_FIELDS(GET_U64)
+	return 0;
+}
+
+int
+tl_grant_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
+    struct tl_grant *g, uint64_t *seqp)
+{
+	struct tl_rec r;
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "g/%s", id)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(t, p->grants, k, &r)) != 0)
+		return rc;
+	rc = grant_decode(r.m, g);
+	if (seqp != NULL)
+		*seqp = r.seq;
+	tl_rec_close(&r);
+	return rc;
+}
+
+struct each {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	tl_grant_fn		 fn;
+	void			*arg;
+	int			 direct;	/* values are records */
+};
+
+static int
+each_one(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct each *e = arg;
+	struct tl_grant g;
+	int rc;
+
+	if (e->direct) {
+		struct tl_bview v;
+
+		if (vlen < 9)
+			return TL_ECORRUPT;
+		if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8,
+		    vlen - 8)) != 0)
+			return rc;
+		rc = grant_decode(v.root, &g);
+		tl_bview_close(&v);
+	} else
+		rc = tl_grant_get(e->t, e->p, rest, &g, NULL);
+	if (rc != 0)
+		return rc;
+	return e->fn(&g, e->arg);
+}
+
+int
+tl_grant_each_of_module(struct tl_txn *t, const struct tl_proj *p,
+    const char *module, tl_grant_fn fn, void *arg)
+{
+	struct each e = { t, p, fn, arg, 0 };
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "gm/%s/", module)) != 0)
+		return rc;
+	return tl_rec_scan(t, p->grants, k, each_one, &e);
+}
+
+int
+tl_grant_each_of_provider(struct tl_txn *t, const struct tl_proj *p,
+    const char *provider, tl_grant_fn fn, void *arg)
+{
+	struct each e = { t, p, fn, arg, 0 };
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "gp/%s/", provider)) != 0)
+		return rc;
+	return tl_rec_scan(t, p->grants, k, each_one, &e);
+}
+
+int
+tl_grant_each(struct tl_txn *t, const struct tl_proj *p, tl_grant_fn fn,
+    void *arg)
+{
+	struct each e = { t, p, fn, arg, 1 };
+
+	return tl_rec_scan(t, p->grants, "g/", each_one, &e);
+}
+
+static int
+set_provider_index(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, int on)
+{
+	S(k);
+	int rc;
+
+	if (g->provider[0] == '\0')
+		return 0;
+	if ((rc = tl_key(k, "gp/%s/%s", g->provider, g->id)) != 0)
+		return rc;
+	if (on)
+		return tl_kv_put(t, p->grants, k, strlen(k), "", 0);
+	return tl_kv_del(t, p->grants, k, strlen(k));
+}
+
+static void
+set_state(struct tl_grant *g, const char *state, uint64_t seq)
+{
+	snprintf(g->state, sizeof(g->state), "%s", state);
+	g->state_seq = seq;
+}
+
+int
+tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	struct tl_grant g;
+	char id[TL_GRANT_ID_MAX + 1];
+	S(k);
+	int rc;
+
+	if (strncmp(ev->type, "grant.", 6) != 0 &&
+	    strcmp(ev->type, EV_BINDING_MADE) != 0 &&
+	    strcmp(ev->type, EV_REVOCATION_REQUESTED) != 0)
+		return 0;
+	if (tl_bn_getstr(body, "grant", id, sizeof(id)) != 0)
+		return TL_EMALFORMED;
+
+	if (strcmp(ev->type, EV_GRANT_REQUESTED) == 0) {
+		memset(&g, 0, sizeof(g));
+		snprintf(g.id, sizeof(g.id), "%s", id);
+		tl_bn_getstr(body, "module", g.module, sizeof(g.module));
+		tl_bn_getstr(body, "req", g.req, sizeof(g.req));
+		tl_bn_getstr(body, "node", g.node, sizeof(g.node));
+		tl_bn_getstr(body, "scope", g.scope, sizeof(g.scope));
+		tl_bn_getstr(body, "type", g.type, sizeof(g.type));
+		tl_bn_getstr(body, "provider", g.provider, sizeof(g.provider));
+		tl_bn_getstr(body, "resource", g.resource, sizeof(g.resource));
+		set_state(&g, GRANT_REQUESTED, ev->seq);
+		g.requested_seq = ev->seq;
+		if ((rc = tl_key(k, "gm/%s/%s", g.module, g.id)) != 0 ||
+		    (rc = tl_kv_put(t, p->grants, k, strlen(k), "", 0)) != 0 ||
+		    (rc = set_provider_index(t, p, &g, 1)) != 0)
+			return rc;
+		return tl_grant_put(t, p, ev->seq, &g);
+	}
+
+	rc = tl_grant_get(t, p, id, &g, NULL);
+	if (rc == TL_ENOTFOUND)
+		return 0;	/* a binding before its grant exists */
+	if (rc != 0)
+		return rc;
+
+	if (strcmp(ev->type, EV_BINDING_MADE) == 0) {
+		char prov[sizeof(g.provider)];
+
+		/* A re-bind before provisioning moves the request. */
+		if (strcmp(g.state, GRANT_REQUESTED) != 0)
+			return 0;
+		tl_bn_getstr(body, "provider", prov, sizeof(prov));
+		if (strcmp(prov, g.provider) == 0)
+			return 0;
+		if ((rc = set_provider_index(t, p, &g, 0)) != 0)
+			return rc;
+		snprintf(g.provider, sizeof(g.provider), "%s", prov);
+		if ((rc = set_provider_index(t, p, &g, 1)) != 0)
+			return rc;
+	} else if (strcmp(ev->type, EV_GRANT_PROVISIONING) == 0) {
+		set_state(&g, GRANT_PROVISIONING, ev->seq);
+		g.version = tl_bn_getu64(body, "version", g.version);
+		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
+	} else if (strcmp(ev->type, EV_GRANT_PROVISIONED) == 0) {
+		struct tl_bnode f;
+
+		set_state(&g, GRANT_PROVISIONED, ev->seq);
+		g.version = tl_bn_getu64(body, "version", g.version);
+		g.attempts = 0;
+		g.retry_ns = 0;
+		g.reason[0] = '\0';
+		if (tl_bn_get(body, "fields", &f) == 0) {
+			tl_bn_getstr(f, "host", g.host, sizeof(g.host));
+			tl_bn_getstr(f, "port", g.port, sizeof(g.port));
+			tl_bn_getstr(f, "database", g.database,
+			    sizeof(g.database));
+			tl_bn_getstr(f, "user", g.user, sizeof(g.user));
+		}
+	} else if (strcmp(ev->type, EV_GRANT_FAILED) == 0) {
+		/* The intent stands: provisioning is retried from it. */
+		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
+		g.attempts++;
+		g.retry_ns = tl_bn_getu64(body, "retry_ns", 0);
+		set_state(&g, GRANT_FAILED, ev->seq);
+	} else if (strcmp(ev->type, EV_REVOCATION_REQUESTED) == 0) {
+		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
+		set_state(&g, GRANT_REVOKING, ev->seq);
+	} else if (strcmp(ev->type, EV_GRANT_REVOKED) == 0) {
+		set_state(&g, GRANT_REVOKED, ev->seq);
+	} else
+		return 0;
+	return tl_grant_put(t, p, ev->seq, &g);
+}

@@ -1,0 +1,484 @@
+/*
+ * graph.c - the graph fold: nodes, modules, requirements, assignments,
+ * providers, bindings, and which requirement instances wait for one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "events.h"
+#include "graph.h"
+#include "proj-internal.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+int
+tl_grant_key(char *buf, const char *module, const char *req, const char *node)
+{
+	if (node != NULL && *node != '\0')
+		return tl_key(buf, "%s/%s@%s", module, req, node);
+	return tl_key(buf, "%s/%s", module, req);
+}
+
+static int
+put_body(struct tl_txn *t, tl_kv kv, const char *key,
+    const struct tl_event *ev)
+{
+	return tl_rec_put(t, kv, key, ev->seq, ev->body, ev->body_len);
+}
+
+static int
+del(struct tl_txn *t, tl_kv kv, const char *key)
+{
+	return tl_kv_del(t, kv, key, strlen(key));
+}
+
+static int
+mark(struct tl_txn *t, tl_kv kv, const char *key)
+{
+	return tl_kv_put(t, kv, key, strlen(key), "", 0);
+}
+
+/* Requirement fields the fold needs, copied out of a record. */
+struct reqinfo {
+	char	kind[16];
+	char	type[64];
+	char	scope[16];
+	char	target[64];
+	char	resource[64];
+};
+
+static int
+req_info(struct tl_bnode m, struct reqinfo *ri)
+{
+	memset(ri, 0, sizeof(*ri));
+	tl_bn_getstr(m, "kind", ri->kind, sizeof(ri->kind));
+	tl_bn_getstr(m, "type", ri->type, sizeof(ri->type));
+	tl_bn_getstr(m, "scope", ri->scope, sizeof(ri->scope));
+	tl_bn_getstr(m, "target", ri->target, sizeof(ri->target));
+	tl_bn_getstr(m, "resource", ri->resource, sizeof(ri->resource));
+	return strcmp(ri->kind, "instantiation") == 0;
+}
+
+/* Sets or clears the waiting mark of one requirement instance. */
+static int
+wait_sync(struct tl_txn *t, const struct tl_proj *p, const char *type,
+    const char *gkey)
+{
+	S(bk);
+	S(wk);
+	int rc;
+
+	if ((rc = tl_key(bk, "b/%s", gkey)) != 0 ||
+	    (rc = tl_key(wk, "w/%s/%s", type, gkey)) != 0)
+		return rc;
+	if (tl_rec_exists(t, p->graph, bk)) {
+		struct tl_rec b;
+		char state[16] = "";
+
+		if ((rc = tl_rec_get(t, p->graph, bk, &b)) != 0)
+			return rc;
+		tl_bn_getstr(b.m, "state", state, sizeof(state));
+		tl_rec_close(&b);
+		if (strcmp(state, "bound") == 0)
+			return del(t, p->graph, wk);
+	}
+	return mark(t, p->graph, wk);
+}
+
+int
+tl_provider_id(char *buf, const char *node, const char *module)
+{
+	return tl_key(buf, "%s/%s", node, module);
+}
+
+void
+tl_nodelist_free(struct tl_nodelist *nl)
+{
+	free(nl->v);
+	nl->v = NULL;
+	nl->n = nl->cap = 0;
+}
+
+static int
+nodelist_add(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct tl_nodelist *nl = arg;
+
+	(void)rest;
+	if (vlen >= 64)
+		return TL_ECORRUPT;
+	if (nl->n == nl->cap) {
+		size_t cap = nl->cap ? nl->cap * 2 : 8;
+		char (*nv)[64] = realloc(nl->v, cap * sizeof(*nv));
+
+		if (nv == NULL)
+			return ENOMEM;
+		nl->v = nv;
+		nl->cap = cap;
+	}
+	memcpy(nl->v[nl->n], val, vlen);
+	nl->v[nl->n][vlen] = '\0';
+	nl->n++;
+	return 0;
+}
+
+int
+tl_graph_module_nodes(struct tl_txn *t, const struct tl_proj *p,
+    const char *module, struct tl_nodelist *nl)
+{
+	S(pfx);
+	int rc;
+
+	memset(nl, 0, sizeof(*nl));
+	if ((rc = tl_key(pfx, "ao/%s/", module)) != 0)
+		return rc;
+	if ((rc = tl_rec_scan(t, p->graph, pfx, nodelist_add, nl)) != 0)
+		tl_nodelist_free(nl);
+	return rc;
+}
+
+/*
+ * Recomputes (or with clear, removes) the waiting marks of every
+ * instance of requirement req of module: one for a shared requirement
+ * once the module has an assignment, one per assignment otherwise.
+ */
+static int
+req_waits(struct tl_txn *t, const struct tl_proj *p, const char *module,
+    const char *req, const struct reqinfo *ri, int clear)
+{
+	struct tl_nodelist nl;
+	S(g);
+	S(wk);
+	size_t i;
+	int rc;
+
+	if ((rc = tl_graph_module_nodes(t, p, module, &nl)) != 0)
+		return rc;
+	if (strcmp(ri->scope, "per-instance") == 0) {
+		for (i = 0; rc == 0 && i < nl.n; i++) {
+			if ((rc = tl_grant_key(g, module, req, nl.v[i])) != 0)
+				break;
+			if (clear) {
+				if ((rc = tl_key(wk, "w/%s/%s", ri->type,
+				    g)) == 0)
+					rc = del(t, p->graph, wk);
+			} else
+				rc = wait_sync(t, p, ri->type, g);
+		}
+	} else if ((rc = tl_grant_key(g, module, req, NULL)) == 0 &&
+	    (rc = tl_key(wk, "w/%s/%s", ri->type, g)) == 0) {
+		/* A shared requirement waits only once there is a consumer. */
+		if (clear || nl.n == 0)
+			rc = del(t, p->graph, wk);
+		else
+			rc = wait_sync(t, p, ri->type, g);
+	}
+	tl_nodelist_free(&nl);
+	return rc;
+}
+
+struct req_each {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const char		*module;
+	const char		*gone_node;	/* an assignment just removed */
+};
+
+static int
+req_rewait(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct req_each *re = arg;
+	struct reqinfo ri;
+	struct tl_bview v;
+	S(g);
+	S(wk);
+	int rc, inst;
+
+	if (vlen < 9)
+		return TL_ECORRUPT;
+	if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8, vlen - 8)) != 0)
+		return rc;
+	inst = req_info(v.root, &ri);
+	tl_bview_close(&v);
+	if (!inst)
+		return 0;
+	if (re->gone_node != NULL && strcmp(ri.scope, "per-instance") == 0) {
+		if ((rc = tl_grant_key(g, re->module, rest,
+		    re->gone_node)) != 0 ||
+		    (rc = tl_key(wk, "w/%s/%s", ri.type, g)) != 0 ||
+		    (rc = del(re->t, re->p->graph, wk)) != 0)
+			return rc;
+	}
+	return req_waits(re->t, re->p, re->module, rest, &ri, 0);
+}
+
+static int
+module_rewait(struct tl_txn *t, const struct tl_proj *p, const char *module,
+    const char *gone_node)
+{
+	struct req_each re = { t, p, module, gone_node };
+	S(pfx);
+	int rc;
+
+	if ((rc = tl_key(pfx, "r/%s/", module)) != 0)
+		return rc;
+	return tl_rec_scan(t, p->graph, pfx, req_rewait, &re);
+}
+
+static int
+fold_requirement(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body, int withdrawn)
+{
+	char module[64], name[64];
+	struct reqinfo ri;
+	struct tl_rec old;
+	S(rk);
+	S(ck);
+	int rc;
+
+	if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0 ||
+	    tl_bn_getstr(body, "name", name, sizeof(name)) != 0)
+		return TL_EMALFORMED;
+	if ((rc = tl_key(rk, "r/%s/%s", module, name)) != 0)
+		return rc;
+	rc = tl_rec_get(t, p->graph, rk, &old);
+	if (rc == 0) {
+		int inst = req_info(old.m, &ri);
+
+		tl_rec_close(&old);
+		if (inst) {
+			if ((rc = tl_key(ck, "rn/%s/%s/%s", ri.target, ri.type,
+			    ri.resource)) != 0 ||
+			    (rc = del(t, p->graph, ck)) != 0 ||
+			    (rc = req_waits(t, p, module, name, &ri, 1)) != 0)
+				return rc;
+		}
+	} else if (rc != TL_ENOTFOUND)
+		return rc;
+	if (withdrawn)
+		return del(t, p->graph, rk);
+
+	if ((rc = put_body(t, p->graph, rk, ev)) != 0)
+		return rc;
+	if (!req_info(body, &ri))
+		return 0;
+	if ((rc = tl_key(ck, "rn/%s/%s/%s", ri.target, ri.type,
+	    ri.resource)) != 0 ||
+	    (rc = tl_kv_put(t, p->graph, ck, strlen(ck), module,
+	    strlen(module))) != 0)
+		return rc;
+	return req_waits(t, p, module, name, &ri, 0);
+}
+
+struct find_node {
+	const char	*node;
+	char		 key[TL_KEY_MAX];
+};
+
+static int
+find_order(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct find_node *fn = arg;
+
+	if (vlen == strlen(fn->node) && memcmp(val, fn->node, vlen) == 0) {
+		snprintf(fn->key, sizeof(fn->key), "%s", rest);
+		return 1;
+	}
+	return 0;
+}
+
+static void
+be64put(char out[17], uint64_t v)
+{
+	/* Hex keeps order keys printable and sortable. */
+	snprintf(out, 17, "%016llx", (unsigned long long)v);
+}
+
+static int
+fold_assignment(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	char module[64], node[64], ord[17];
+	S(ak);
+	S(k);
+	int rc;
+
+	if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0 ||
+	    tl_bn_getstr(body, "node", node, sizeof(node)) != 0)
+		return TL_EMALFORMED;
+	if ((rc = tl_key(ak, "a/%s@%s", module, node)) != 0)
+		return rc;
+
+	if (strcmp(ev->type, EV_ASSIGN_CREATED) == 0) {
+		be64put(ord, ev->seq);
+		if ((rc = put_body(t, p->graph, ak, ev)) != 0 ||
+		    (rc = tl_key(k, "ao/%s/%s", module, ord)) != 0 ||
+		    (rc = tl_kv_put(t, p->graph, k, strlen(k), node,
+		    strlen(node))) != 0 ||
+		    (rc = tl_key(k, "an/%s/%s", node, module)) != 0 ||
+		    (rc = mark(t, p->graph, k)) != 0)
+			return rc;
+		return module_rewait(t, p, module, NULL);
+	}
+	if (strcmp(ev->type, EV_ASSIGN_CONFIGURED) == 0)
+		return put_body(t, p->graph, ak, ev);
+	if (strcmp(ev->type, EV_ASSIGN_READY) == 0)
+		return 0;	/* status reads it from the grants side */
+	if (strcmp(ev->type, EV_ASSIGN_REMOVED) == 0) {
+		struct find_node fn = { node, "" };
+
+		if ((rc = del(t, p->graph, ak)) != 0 ||
+		    (rc = tl_key(k, "an/%s/%s", node, module)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0 ||
+		    (rc = tl_key(k, "ao/%s/", module)) != 0)
+			return rc;
+		rc = tl_rec_scan(t, p->graph, k, find_order, &fn);
+		if (rc < 0)
+			return rc;
+		if (fn.key[0] != '\0') {
+			if ((rc = tl_key(k, "ao/%s/%s", module, fn.key)) != 0 ||
+			    (rc = del(t, p->graph, k)) != 0)
+				return rc;
+		}
+		return module_rewait(t, p, module, node);
+	}
+	return 0;
+}
+
+/* Removes the type index entries of provider id's current record. */
+static int
+provider_unindex(struct tl_txn *t, const struct tl_proj *p, const char *id)
+{
+	struct tl_rec r;
+	struct tl_bnode types;
+	char module[64];
+	S(k);
+	size_t i;
+	int rc;
+
+	if ((rc = tl_key(k, "p/%s", id)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(t, p->graph, k, &r)) == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	tl_bn_getstr(r.m, "module", module, sizeof(module));
+	if (tl_bn_get(r.m, "types", &types) == 0) {
+		for (i = 0; rc == 0 && i < tl_bn_len(types); i++) {
+			char type[64];
+
+			if (tl_bn_getstr(tl_bn_at(types, i), "type", type,
+			    sizeof(type)) != 0)
+				continue;
+			if ((rc = tl_key(k, "pt/%s/%s", type, id)) == 0)
+				rc = del(t, p->graph, k);
+		}
+	}
+	tl_rec_close(&r);
+	if (rc == 0 && (rc = tl_key(k, "pm/%s/%s", module, id)) == 0)
+		rc = del(t, p->graph, k);
+	return rc;
+}
+
+static int
+fold_provider(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	struct tl_bnode types;
+	char id[130], module[64];
+	S(k);
+	size_t i;
+	int rc;
+
+	if (tl_bn_getstr(body, "id", id, sizeof(id)) != 0)
+		return TL_EMALFORMED;
+	if (strcmp(ev->type, EV_PROVIDER_REGISTERED) == 0) {
+		if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0 ||
+		    tl_bn_get(body, "types", &types) != 0)
+			return TL_EMALFORMED;
+		if ((rc = provider_unindex(t, p, id)) != 0 ||
+		    (rc = tl_key(k, "p/%s", id)) != 0 ||
+		    (rc = put_body(t, p->graph, k, ev)) != 0 ||
+		    (rc = tl_key(k, "pm/%s/%s", module, id)) != 0 ||
+		    (rc = mark(t, p->graph, k)) != 0)
+			return rc;
+		for (i = 0; i < tl_bn_len(types); i++) {
+			char type[64];
+
+			if (tl_bn_getstr(tl_bn_at(types, i), "type", type,
+			    sizeof(type)) != 0)
+				return TL_EMALFORMED;
+			if ((rc = tl_key(k, "pt/%s/%s", type, id)) != 0 ||
+			    (rc = mark(t, p->graph, k)) != 0)
+				return rc;
+		}
+		return 0;
+	}
+	if (strcmp(ev->type, EV_PROVIDER_RETIRED) == 0) {
+		if ((rc = provider_unindex(t, p, id)) != 0 ||
+		    (rc = tl_key(k, "p/%s", id)) != 0)
+			return rc;
+		return del(t, p->graph, k);
+	}
+	return 0;
+}
+
+static int
+fold_binding(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	char grant[TL_KEY_MAX], type[64];
+	S(k);
+	int rc;
+
+	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
+	    tl_bn_getstr(body, "type", type, sizeof(type)) != 0)
+		return TL_EMALFORMED;
+	if ((rc = tl_key(k, "b/%s", grant)) != 0 ||
+	    (rc = put_body(t, p->graph, k, ev)) != 0)
+		return rc;
+	return wait_sync(t, p, type, grant);
+}
+
+int
+tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	char name[64];
+	S(k);
+	int rc;
+
+	if (strcmp(ev->type, EV_NODE_ADDED) == 0 ||
+	    strcmp(ev->type, EV_NODE_REMOVED) == 0) {
+		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "n/%s", name)) != 0)
+			return rc;
+		if (ev->type[5] == 'a')
+			return put_body(t, p->graph, k, ev);
+		return del(t, p->graph, k);
+	}
+	if (strcmp(ev->type, EV_MODULE_DECLARED) == 0 ||
+	    strcmp(ev->type, EV_MODULE_REMOVED) == 0) {
+		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "m/%s", name)) != 0)
+			return rc;
+		if (ev->type[7] == 'd')
+			return put_body(t, p->graph, k, ev);
+		return del(t, p->graph, k);
+	}
+	if (strcmp(ev->type, EV_REQ_DECLARED) == 0)
+		return fold_requirement(t, p, ev, body, 0);
+	if (strcmp(ev->type, EV_REQ_WITHDRAWN) == 0)
+		return fold_requirement(t, p, ev, body, 1);
+	if (strncmp(ev->type, "assignment.", 11) == 0)
+		return fold_assignment(t, p, ev, body);
+	if (strncmp(ev->type, "provider.", 9) == 0)
+		return fold_provider(t, p, ev, body);
+	if (strncmp(ev->type, "binding.", 8) == 0)
+		return fold_binding(t, p, ev, body);
+	return 0;
+}

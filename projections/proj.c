@@ -1,0 +1,213 @@
+/*
+ * proj.c - the projection tables, their records, and the fold driver.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "proj-internal.h"
+
+int
+tl_proj_open(struct tl_txn *t, struct tl_proj *p)
+{
+	int rc;
+
+	if ((rc = tl_kv_open(t, "graph", &p->graph)) != 0)
+		return rc;
+	return tl_kv_open(t, "grants", &p->grants);
+}
+
+int
+tl_key(char *buf, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, TL_KEY_MAX, fmt, ap);
+	va_end(ap);
+	return n < 0 || n >= TL_KEY_MAX ? TL_ETOOBIG : 0;
+}
+
+static uint64_t
+be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+int
+tl_rec_get(struct tl_txn *t, tl_kv kv, const char *key, struct tl_rec *r)
+{
+	const void *v;
+	size_t n;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if ((rc = tl_kv_get(t, kv, key, strlen(key), &v, &n)) != 0)
+		return rc;
+	if (n < 9)
+		return TL_ECORRUPT;
+	r->seq = be64(v);
+	r->raw = (const uint8_t *)v + 8;
+	r->rawlen = n - 8;
+	if ((rc = tl_bview_open(&r->v, r->raw, r->rawlen)) != 0)
+		return rc;
+	r->m = r->v.root;
+	return 0;
+}
+
+void
+tl_rec_close(struct tl_rec *r)
+{
+	if (r != NULL)
+		tl_bview_close(&r->v);
+}
+
+int
+tl_rec_exists(struct tl_txn *t, tl_kv kv, const char *key)
+{
+	const void *v;
+	size_t n;
+
+	return tl_kv_get(t, kv, key, strlen(key), &v, &n) == 0;
+}
+
+int
+tl_rec_put(struct tl_txn *t, tl_kv kv, const char *key, uint64_t seq,
+    const void *body, size_t len)
+{
+	uint8_t stackbuf[1024], *buf = stackbuf;
+	int i, rc;
+
+	if (len + 8 > sizeof(stackbuf) && (buf = malloc(len + 8)) == NULL)
+		return ENOMEM;
+	for (i = 7; i >= 0; i--) {
+		buf[i] = (uint8_t)seq;
+		seq >>= 8;
+	}
+	memcpy(buf + 8, body, len);
+	rc = tl_kv_put(t, kv, key, strlen(key), buf, len + 8);
+	if (buf != stackbuf)
+		free(buf);
+	return rc;
+}
+
+struct scan_arg {
+	size_t		 plen;
+	tl_rec_each_fn	 fn;
+	void		*arg;
+};
+
+static int
+scan_one(const void *key, size_t klen, const void *val, size_t vlen,
+    void *arg)
+{
+	struct scan_arg *sa = arg;
+	char rest[TL_KEY_MAX];
+
+	if (klen - sa->plen >= sizeof(rest))
+		return TL_ECORRUPT;
+	memcpy(rest, (const char *)key + sa->plen, klen - sa->plen);
+	rest[klen - sa->plen] = '\0';
+	return sa->fn(rest, val, vlen, sa->arg);
+}
+
+int
+tl_rec_scan(struct tl_txn *t, tl_kv kv, const char *prefix,
+    tl_rec_each_fn fn, void *arg)
+{
+	struct scan_arg sa = { strlen(prefix), fn, arg };
+
+	return tl_kv_scan(t, kv, prefix, sa.plen, scan_one, &sa);
+}
+
+int
+tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev)
+{
+	struct tl_bview v;
+	int rc;
+
+	if (strncmp(ev->type, "node.", 5) != 0 &&
+	    strncmp(ev->type, "module.", 7) != 0 &&
+	    strncmp(ev->type, "requirement.", 12) != 0 &&
+	    strncmp(ev->type, "assignment.", 11) != 0 &&
+	    strncmp(ev->type, "provider.", 9) != 0 &&
+	    strncmp(ev->type, "binding.", 8) != 0 &&
+	    strncmp(ev->type, "grant.", 6) != 0 &&
+	    strncmp(ev->type, "credential.", 11) != 0 &&
+	    strncmp(ev->type, "revocation.", 11) != 0 &&
+	    strncmp(ev->type, "migration.", 10) != 0 &&
+	    strncmp(ev->type, "rotation.", 9) != 0)
+		return 0;
+	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
+		return rc;
+	rc = tl_fold_graph(t, p, ev, v.root);
+	if (rc == 0)
+		rc = tl_fold_grants(t, p, ev, v.root);
+	tl_bview_close(&v);
+	return rc;
+}
+
+int
+tl_proj_catchup(struct tl_txn *t, uint64_t upto)
+{
+	struct tl_proj p;
+	struct tl_filter f = { 0 };
+	struct tl_iter *it;
+	struct tl_event ev;
+	uint64_t at = 0, last = 0;
+	int rc;
+
+	if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &at)) != 0 &&
+	    rc != TL_ENOTFOUND)
+		return rc;
+	if ((rc = tl_log_last(t, &last, NULL)) != 0)
+		return rc;
+	if (upto == 0 || upto > last)
+		upto = last;
+	if (at >= upto)
+		return 0;
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		return rc;
+	f.from = at + 1;
+	f.to = upto;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		return rc;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		if ((rc = tl_proj_apply(t, &p, &ev)) != 0)
+			break;
+		at = ev.seq;
+	}
+	tl_iter_close(it);
+	if (rc != TL_EEOF)
+		return rc;
+	return tl_ckpt_set(t, TL_PROJ_CKPT, at);
+}
+
+int
+tl_proj_rebuild(struct tl_txn *t, uint64_t upto, uint64_t *countp)
+{
+	uint64_t before = 0, after = 0;
+	int rc;
+
+	if ((rc = tl_kv_drop_all(t)) != 0)
+		return rc;
+	if ((rc = tl_ckpt_set(t, TL_PROJ_CKPT, 0)) != 0)
+		return rc;
+	(void)before;
+	if ((rc = tl_proj_catchup(t, upto)) != 0)
+		return rc;
+	if (countp != NULL) {
+		tl_ckpt_get(t, TL_PROJ_CKPT, &after);
+		*countp = after;
+	}
+	return 0;
+}

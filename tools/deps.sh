@@ -1,0 +1,87 @@
+#!/bin/sh
+# Install the Debian packages tally needs to build and test.
+#
+# Usage: tools/deps.sh [--check]
+#   --check   only report missing packages (exit 1 if any), install nothing
+#
+# Fast no-op when everything is installed, so build scripts and CI can call it
+# unconditionally; apt-get update only runs when something actually has to be
+# installed.
+set -eu
+
+PACKAGES="liblmdb-dev lmdb-utils libmsgpack-dev libsodium-dev libpq-dev
+librabbitmq-dev check libyaml-dev libjansson-dev pkg-config gcc make clang-14
+libclang-rt-14-dev postgresql rabbitmq-server graphviz curl procps"
+
+die() { echo "deps.sh: $*" >&2; exit 1; }
+
+check_only=no
+case "${1:-}" in
+    --check) check_only=yes ;;
+    "") ;;
+    *) die "usage: tools/deps.sh [--check]" ;;
+esac
+
+command -v dpkg-query >/dev/null 2>&1 ||
+    die "dpkg-query not found: this script only knows Debian/Ubuntu; install the equivalents of: $(printf '%s ' $PACKAGES)"
+
+# One dpkg-query for all of them (it exits non-zero if any is unknown, hence
+# the || true). "install ok installed" is the only state in which the files
+# are really there; half-configured or removed-with-config packages count as
+# missing.
+# shellcheck disable=SC2086  # $PACKAGES is a word list on purpose
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' $PACKAGES 2>/dev/null |
+    sed -n 's/ install ok installed$//p' || true)
+missing=
+for p in $PACKAGES; do
+    printf '%s\n' "$installed" | grep -qx -- "$p" || missing="$missing $p"
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$check_only" = yes ]; then
+    echo "deps.sh: missing:$missing" >&2
+    exit 1
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO=sudo
+else
+    die "missing packages:$missing; run this script as root or install sudo"
+fi
+
+echo "deps.sh: installing:$missing" >&2
+
+# The test suite runs its own throwaway PostgreSQL/RabbitMQ on private ports;
+# the distribution services that the postinst scripts would start are not
+# needed and would hold ports and data we do not want. Debian's policy-rc.d
+# (exit 101) tells invoke-rc.d/deb-systemd-invoke not to start them. Only add
+# one for the duration of the install, and only if the admin has none.
+policy=/usr/sbin/policy-rc.d
+made_policy=no
+case " $missing " in
+    *" postgresql "*|*" rabbitmq-server "*)
+        if [ ! -e "$policy" ]; then
+            printf '#!/bin/sh\n# temporary, from tally tools/deps.sh\nexit 101\n' |
+                $SUDO tee "$policy" >/dev/null
+            $SUDO chmod 755 "$policy"
+            made_policy=yes
+        fi
+        ;;
+esac
+cleanup() {
+    if [ "$made_policy" = yes ]; then
+        $SUDO rm -f "$policy" || echo "deps.sh: could not remove $policy, remove it by hand" >&2
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+$SUDO apt-get update || die "apt-get update failed"
+# shellcheck disable=SC2086  # $missing is a word list on purpose
+$SUDO env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends $missing ||
+    die "apt-get install failed for:$missing"

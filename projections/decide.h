@@ -50,6 +50,10 @@ int	tl_refuse(struct tl_ctx *c, int code, const char *fmt, ...)
 int	tl_emit(struct tl_ctx *c, const char *type, const char *stream,
 	    struct tl_body *b, uint64_t *seqp);
 
+/* As tl_emit, for a body already encoded (one canonical msgpack map). */
+int	tl_emit_bytes(struct tl_ctx *c, const char *type, const char *stream,
+	    const void *body, size_t len, uint64_t *seqp);
+
 /* Commands. */
 int	tl_dec_node_add(struct tl_ctx *c, const char *name,
 	    const char *routable, const uint8_t pubkey[32]);
@@ -86,6 +90,9 @@ int	tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node);
 int	tl_dec_remove(struct tl_ctx *c, const char *module);
 /* grant is MODULE/REQ or MODULE/REQ@NODE; provider NODE/MODULE. */
 int	tl_dec_bind(struct tl_ctx *c, const char *grant, const char *provider);
+
+/* Registers (or updates) the providers of module's assignments. */
+int	tl_provider_refresh(struct tl_ctx *c, const char *module);
 
 /* Runs the binder over every waiting instance of type (NULL: all). */
 int	tl_binder_run(struct tl_ctx *c, const char *type);

@@ -44,6 +44,10 @@ struct tl_grant {
 	char		user[64];
 };
 
+/* The grant key of a requirement instance: M/R, or M/R@N per instance. */
+int	tl_grant_key(char *buf, const char *module, const char *req,
+	    const char *node);
+
 /* TL_ENOTFOUND when there is no such grant; *seqp may be NULL. */
 int	tl_grant_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
 	    struct tl_grant *g, uint64_t *seqp);

@@ -1,6 +1,7 @@
 /*
  * grants.c - the grants fold and the grant record.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 

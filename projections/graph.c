@@ -2,12 +2,14 @@
  * graph.c - the graph fold: nodes, modules, requirements, assignments,
  * providers, bindings, and which requirement instances wait for one.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "events.h"
+#include "grant.h"
 #include "graph.h"
 #include "proj-internal.h"
 

@@ -13,8 +13,4 @@ int	tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 int	tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_event *ev, struct tl_bnode body);
 
-/* The grant key of a requirement instance: M/R, or M/R@N per instance. */
-int	tl_grant_key(char *buf, const char *module, const char *req,
-	    const char *node);
-
 #endif

@@ -2,6 +2,7 @@
  * proj.c - the projection tables, their records, and the fold driver.
  */
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,12 +172,13 @@ tl_proj_catchup(struct tl_txn *t, uint64_t upto)
 		return rc;
 	if ((rc = tl_log_last(t, &last, NULL)) != 0)
 		return rc;
+	/* Opening creates the tables, so readers find them even when empty. */
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		return rc;
 	if (upto == 0 || upto > last)
 		upto = last;
 	if (at >= upto)
-		return 0;
-	if ((rc = tl_proj_open(t, &p)) != 0)
-		return rc;
+		return at == 0 ? tl_ckpt_set(t, TL_PROJ_CKPT, 0) : 0;
 	f.from = at + 1;
 	f.to = upto;
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)

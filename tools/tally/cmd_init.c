@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/secret.h"
+#include "projections/proj.h"
 #include "tally.h"
 
 static const char usage[] =
@@ -36,6 +37,13 @@ mkdir_p(const char *path, mode_t mode)
 	if (mkdir(buf, mode) != 0 && errno != EEXIST)
 		return errno;
 	return 0;
+}
+
+static int
+make_tables(struct tl_txn *t, void *arg)
+{
+	(void)arg;
+	return tl_proj_catchup(t, 0);
 }
 
 int
@@ -75,7 +83,13 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 	}
 	if (rc != 0)
 		return cli_fail(cli, rc, "create the log");
+	rc = tl_log_write(log, make_tables, NULL);
 	tl_log_close(log);
+	if (rc != 0) {
+		cli_errx("cannot create the projection tables: %s",
+		    tl_strerror(rc));
+		return TL_EXIT_FAIL;
+	}
 	if ((rc = tl_secret_keygen(keypath)) != 0) {
 		cli_errx("cannot create %s: %s", keypath, tl_strerror(rc));
 		return TL_EXIT_FAIL;

@@ -12,6 +12,16 @@ static const struct tl_cmd cmds[] = {
 	{ "log",	cmd_log,	"print events (text or JSON lines)" },
 	{ "verify",	cmd_verify,	"check every envelope and the hash chain" },
 	{ "stats",	cmd_stats,	"events, bytes, types, checkpoints and lag" },
+	{ "node",	cmd_node,	"add or remove a node of the mesh" },
+	{ "apply",	cmd_apply,	"declare modules from YAML manifests" },
+	{ "assign",	cmd_assign,	"place a module on a node (with settings)" },
+	{ "unassign",	cmd_unassign,	"take a module off a node" },
+	{ "remove",	cmd_remove,	"remove a module and revoke its grants" },
+	{ "bind",	cmd_bind,	"choose the provider of a requirement" },
+	{ "status",	cmd_status,	"each assignment's state, with reasons" },
+	{ "graph",	cmd_graph,	"the mesh: text, --json or --dot" },
+	{ "explain",	cmd_explain,	"why each requirement is bound where it is" },
+	{ "rebuild",	cmd_rebuild,	"drop the projections and replay the log" },
 };
 
 static const char exit_codes[] =

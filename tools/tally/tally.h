@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "projections/decide.h"
 
 /* Exit codes: stable, documented in README.md and `tally --help`. */
 #define TL_EXIT_OK		0	/* success; everything healthy */
@@ -38,6 +39,9 @@ struct tl_cmd {
 };
 extern const char *tl_prog;
 
+/* names.c: lowercase [a-z0-9-], 1-63, no leading or trailing '-' */
+int	 tl_name_ok(const char *s);
+
 /* common.c */
 void	 cli_init(struct tl_cli *cli);
 int	 cli_set_home(struct tl_cli *cli, const char *home);
@@ -53,6 +57,38 @@ int	 cli_fail(struct tl_cli *cli, int err, const char *what);
 int	 cli_parse_u64(const char *s, uint64_t *out);
 void	 cli_print_event_text(FILE *fp, const struct tl_event *ev);
 int	 cli_print_event_json(FILE *fp, const struct tl_event *ev);
+
+/*
+ * Runs fn in one write transaction with a decider context: projections
+ * caught up, fn's events appended and folded, committed when fn
+ * returns 0 (or aborted for a dry run).  A refusal is printed with its
+ * reason.  Returns an exit code.
+ */
+typedef int (*cli_decide_fn)(struct tl_ctx *c, void *arg);
+struct cli_write_opts {
+	int		 dry_run;
+	tl_emit_fn	 on_emit;
+	void		*emit_arg;
+	size_t		 emitted;	/* out */
+};
+int	 cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
+	    struct cli_write_opts *o);
+
+/*
+ * Runs fn on the projections in a read transaction, or, with at != 0,
+ * on projections rebuilt up to seq at inside a transaction that is
+ * then thrown away.  Returns an exit code.
+ */
+typedef int (*cli_read_fn)(struct tl_cli *cli, struct tl_txn *t,
+	    const struct tl_proj *p, void *arg);
+int	 cli_read(struct tl_cli *cli, uint64_t at, cli_read_fn fn, void *arg);
+
+/* Prints an emitted event as a dry run shows it. */
+void	 cli_print_emitted(struct tl_ctx *c, uint64_t seq, const char *type,
+	    const char *stream, const void *body, size_t len);
+
+/* Reads a secret from standard input (one line, no echo on a tty). */
+int	 cli_read_secret(const char *prompt, char *buf, size_t cap);
 
 /*
  * Options every command takes: --home DIR, --json, --help.  Commands
@@ -85,5 +121,15 @@ int	cmd_init(struct tl_cli *, int, char **);
 int	cmd_log(struct tl_cli *, int, char **);
 int	cmd_verify(struct tl_cli *, int, char **);
 int	cmd_stats(struct tl_cli *, int, char **);
+int	cmd_node(struct tl_cli *, int, char **);
+int	cmd_apply(struct tl_cli *, int, char **);
+int	cmd_assign(struct tl_cli *, int, char **);
+int	cmd_unassign(struct tl_cli *, int, char **);
+int	cmd_remove(struct tl_cli *, int, char **);
+int	cmd_bind(struct tl_cli *, int, char **);
+int	cmd_status(struct tl_cli *, int, char **);
+int	cmd_graph(struct tl_cli *, int, char **);
+int	cmd_explain(struct tl_cli *, int, char **);
+int	cmd_rebuild(struct tl_cli *, int, char **);
 
 #endif

@@ -1,0 +1,83 @@
+/*
+ * driver.h - the one small interface every provider driver implements.
+ *
+ * A driver turns a grant into a real resource on a provider and back.
+ * Reactors reach drivers only through this table; only drivers/
+ * includes a provider's client library.  Every operation is idempotent:
+ * after a crash the reactor calls it again with the same intent.
+ */
+#ifndef TL_DRIVER_H
+#define TL_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* How to reach a provider as its administrator. */
+struct tl_drv_admin {
+	const char	*host;		/* where tallyd connects */
+	const char	*port;
+	const char	*user;
+	const char	*password;	/* plaintext, wiped after use */
+	const char	*dbname;	/* maintenance database */
+};
+
+/* What one grant is, as the driver sees it. */
+struct tl_drv_grant {
+	const char	*resource;	/* database name */
+	const char	*owner;		/* NOLOGIN owner role */
+	const char	*login;		/* LOGIN role of this credential */
+	const char	*password;	/* plaintext, wiped after use */
+};
+
+/* What verification found, worst first. */
+enum tl_drv_drift {
+	TL_DRIFT_NONE = 0,
+	TL_DRIFT_PRIVILEGES,		/* attributes or privileges changed */
+	TL_DRIFT_CREDENTIAL,		/* the recorded password fails */
+	TL_DRIFT_MISSING		/* the database or a role is gone */
+};
+
+/* Where a consumer connects (the check logs in there, as the consumer). */
+struct tl_drv_endpoint {
+	const char	*host;
+	const char	*port;
+};
+
+/* Outcome detail: a reason a person can act on (never a secret). */
+#define TL_DRV_WHY_MAX	512
+
+struct tl_drv_ops {
+	const char	*name;
+	const char	*const *types;	/* resource types it grants */
+	/* Opens an admin session; TL_EUNREACH / TL_EAUTH / TL_EDRIVER. */
+	int	(*open)(const struct tl_drv_admin *a, void **h, char *why);
+	void	(*close)(void *h);
+	/* Creates resource, roles and privileges; completes a half-done one. */
+	int	(*create)(void *h, const struct tl_drv_grant *g, char *why);
+	/*
+	 * Verifies a grant: the database and roles exist, the login
+	 * authenticates with password at ep, the role's attributes and the
+	 * database's owner and privileges are what create set.  *drift
+	 * gets the worst finding and why says what exactly.  Returns
+	 * TL_EUNREACH / TL_EAUTH when the admin side itself fails.
+	 */
+	int	(*check)(void *h, const struct tl_drv_grant *g,
+		    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift,
+		    char *why);
+	/* Sets the login's password again (repairs a frozen password). */
+	int	(*set_password)(void *h, const struct tl_drv_grant *g,
+		    char *why);
+	/* Resets attributes and privileges to what create set. */
+	int	(*fix_privileges)(void *h, const struct tl_drv_grant *g,
+		    char *why);
+	/* Disables logins, ends sessions; keeps (retain) or drops the data. */
+	int	(*revoke)(void *h, const struct tl_drv_grant *g, int drop,
+		    char *why);
+};
+
+/* NULL when there is no such driver. */
+const struct tl_drv_ops *tl_drv_find(const char *name);
+/* NULL-terminated: every driver's name, for manifest validation. */
+const char *const *tl_drv_names(void);
+
+#endif

@@ -1,0 +1,402 @@
+/*
+ * binder.c - which provider serves a requirement, decided once.
+ *
+ * The rule, in order: a provider named explicitly (manifest or tally
+ * bind) > the candidate co-located with the consumer (its first
+ * assignment for a shared requirement, its own node per instance) >
+ * the only candidate in the mesh > ambiguous, waiting for tally bind.
+ * A binding is an event and is never recomputed: only instances that
+ * wait (the w/ keys) are looked at, so a provider that appears later
+ * moves nothing already bound.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "decide.h"
+#include "events.h"
+#include "grant.h"
+#include "graph.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+struct keylist {
+	char	(*v)[TL_KEY_MAX];
+	size_t	 n, cap;
+};
+
+static int
+keylist_add(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct keylist *kl = arg;
+
+	(void)val;
+	(void)vlen;
+	if (kl->n == kl->cap) {
+		size_t cap = kl->cap ? kl->cap * 2 : 16;
+		char (*nv)[TL_KEY_MAX] = realloc(kl->v, cap * TL_KEY_MAX);
+
+		if (nv == NULL)
+			return ENOMEM;
+		kl->v = nv;
+		kl->cap = cap;
+	}
+	snprintf(kl->v[kl->n++], TL_KEY_MAX, "%s", rest);
+	return 0;
+}
+
+/* Splits a grant key M/R[@N]; node is "" for a shared instance. */
+static int
+split_grant(const char *g, char module[64], char req[64], char node[64])
+{
+	const char *slash = strchr(g, '/'), *at;
+	size_t n;
+
+	if (slash == NULL || (n = (size_t)(slash - g)) == 0 || n >= 64)
+		return TL_EINVAL;
+	memcpy(module, g, n);
+	module[n] = '\0';
+	at = strchr(slash + 1, '@');
+	n = at ? (size_t)(at - slash - 1) : strlen(slash + 1);
+	if (n == 0 || n >= 64 || strchr(slash + 1, '/') != NULL)
+		return TL_EINVAL;
+	memcpy(req, slash + 1, n);
+	req[n] = '\0';
+	if (at != NULL) {
+		if (strlen(at + 1) == 0 || strlen(at + 1) >= 64)
+			return TL_EINVAL;
+		snprintf(node, 64, "%s", at + 1);
+	} else
+		node[0] = '\0';
+	return 0;
+}
+
+struct reqview {
+	char	kind[16], type[64], target[64], scope[16], provider[130],
+		resource[64];
+};
+
+static int
+load_req(struct tl_ctx *c, const char *module, const char *req,
+    struct reqview *rv)
+{
+	struct tl_rec r;
+	S(k);
+	int rc;
+
+	memset(rv, 0, sizeof(*rv));
+	if ((rc = tl_key(k, "r/%s/%s", module, req)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(c->t, c->p.graph, k, &r)) != 0)
+		return rc;
+	tl_bn_getstr(r.m, "kind", rv->kind, sizeof(rv->kind));
+	tl_bn_getstr(r.m, "type", rv->type, sizeof(rv->type));
+	tl_bn_getstr(r.m, "target", rv->target, sizeof(rv->target));
+	tl_bn_getstr(r.m, "scope", rv->scope, sizeof(rv->scope));
+	tl_bn_getstr(r.m, "provider", rv->provider, sizeof(rv->provider));
+	tl_bn_getstr(r.m, "resource", rv->resource, sizeof(rv->resource));
+	tl_rec_close(&r);
+	return 0;
+}
+
+/* Does provider id exist, grant type, and belong to module target? */
+static int
+provider_fits(struct tl_ctx *c, const char *id, const char *type,
+    const char *target, char node[64])
+{
+	struct tl_rec r;
+	char module[64];
+	S(k);
+	int ok;
+
+	if (tl_key(k, "pt/%s/%s", type, id) != 0 ||
+	    !tl_rec_exists(c->t, c->p.graph, k))
+		return 0;
+	if (tl_key(k, "p/%s", id) != 0 ||
+	    tl_rec_get(c->t, c->p.graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "module", module, sizeof(module));
+	if (node != NULL)
+		tl_bn_getstr(r.m, "node", node, 64);
+	tl_rec_close(&r);
+	ok = target == NULL || strcmp(module, target) == 0;
+	return ok;
+}
+
+static int
+bind(struct tl_ctx *c, const char *gkey, const char *module, const char *req,
+    const char *node, const struct reqview *rv, const char *provider,
+    const char *reason)
+{
+	struct tl_body b;
+	S(stream);
+	S(k);
+	uint64_t seq, cause = c->cause;
+	int rc;
+
+	if ((rc = tl_key(stream, "binding/%s", gkey)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", gkey);
+	tl_body_str(&b, "module", module);
+	tl_body_str(&b, "req", req);
+	tl_body_str(&b, "node", node);
+	tl_body_str(&b, "type", rv->type);
+	tl_body_str(&b, "provider", provider);
+	tl_body_str(&b, "reason", reason);
+	tl_body_str(&b, "state", "bound");
+	rc = tl_emit(c, EV_BINDING_MADE, stream, &b, &seq);
+	tl_body_free(&b);
+	if (rc != 0)
+		return rc;
+
+	if ((rc = tl_key(k, "g/%s", gkey)) != 0)
+		return rc;
+	if (tl_rec_exists(c->t, c->p.grants, k))
+		return 0;	/* the grant follows its binding */
+	if ((rc = tl_key(stream, "grant/%s", gkey)) != 0)
+		return rc;
+	c->cause = seq;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", gkey);
+	tl_body_str(&b, "module", module);
+	tl_body_str(&b, "req", req);
+	tl_body_str(&b, "node", node);
+	tl_body_str(&b, "scope", rv->scope);
+	tl_body_str(&b, "type", rv->type);
+	tl_body_str(&b, "provider", provider);
+	tl_body_str(&b, "resource", rv->resource);
+	rc = tl_emit(c, EV_GRANT_REQUESTED, stream, &b, NULL);
+	tl_body_free(&b);
+	c->cause = cause;
+	return rc;
+}
+
+/* Has the same ambiguity already been recorded? */
+static int
+same_ambiguity(struct tl_ctx *c, const char *gkey, const struct keylist *cand)
+{
+	struct tl_rec r;
+	struct tl_bnode arr;
+	char state[16] = "";
+	S(k);
+	size_t i;
+	int same = 0;
+
+	if (tl_key(k, "b/%s", gkey) != 0 ||
+	    tl_rec_get(c->t, c->p.graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "state", state, sizeof(state));
+	if (strcmp(state, "ambiguous") == 0 &&
+	    tl_bn_get(r.m, "candidates", &arr) == 0 &&
+	    tl_bn_len(arr) == cand->n) {
+		same = 1;
+		for (i = 0; i < cand->n && same; i++) {
+			const char *s;
+			size_t n;
+
+			if (tl_bn_str(tl_bn_at(arr, i), &s, &n) != 0 ||
+			    n != strlen(cand->v[i]) ||
+			    memcmp(s, cand->v[i], n) != 0)
+				same = 0;
+		}
+	}
+	tl_rec_close(&r);
+	return same;
+}
+
+static int
+decide_one(struct tl_ctx *c, const char *type, const char *gkey)
+{
+	struct reqview rv;
+	struct keylist all = { NULL, 0, 0 }, cand = { NULL, 0, 0 };
+	char module[64], req[64], node[64], where[64] = "";
+	const char *colocated = NULL;
+	struct tl_nodelist nl;
+	S(k);
+	size_t i;
+	int rc;
+
+	if ((rc = split_grant(gkey, module, req, node)) != 0)
+		return rc;
+	if ((rc = load_req(c, module, req, &rv)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if (strcmp(rv.type, type) != 0)
+		return 0;
+	/* Where the consumer is: its node, or its first assignment's. */
+	if (node[0] != '\0')
+		snprintf(where, sizeof(where), "%s", node);
+	else {
+		if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
+			return rc;
+		if (nl.n > 0)
+			snprintf(where, sizeof(where), "%s", nl.v[0]);
+		tl_nodelist_free(&nl);
+		if (where[0] == '\0')
+			return 0;
+	}
+
+	if (rv.provider[0] != '\0') {
+		if (provider_fits(c, rv.provider, rv.type, rv.target, NULL))
+			return bind(c, gkey, module, req, node, &rv,
+			    rv.provider, BIND_EXPLICIT_MANIFEST);
+		return 0;	/* waits for the named provider, visibly */
+	}
+
+	if ((rc = tl_key(k, "pt/%s/", rv.type)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, k, keylist_add, &all)) != 0)
+		goto out;
+	for (i = 0; i < all.n; i++) {
+		char pnode[64] = "";
+
+		if (!provider_fits(c, all.v[i], rv.type, rv.target, pnode))
+			continue;
+		if ((rc = keylist_add(all.v[i], NULL, 0, &cand)) != 0)
+			goto out;
+		if (strcmp(pnode, where) == 0 && colocated == NULL)
+			colocated = cand.v[cand.n - 1];
+	}
+	if (colocated != NULL) {
+		char id[TL_KEY_MAX];
+
+		snprintf(id, sizeof(id), "%s", colocated);
+		rc = bind(c, gkey, module, req, node, &rv, id, BIND_COLOCATED);
+	} else if (cand.n == 1) {
+		rc = bind(c, gkey, module, req, node, &rv, cand.v[0],
+		    BIND_ONLY_CANDIDATE);
+	} else if (cand.n > 1 && !same_ambiguity(c, gkey, &cand)) {
+		struct tl_body b;
+		S(stream);
+
+		if ((rc = tl_key(stream, "binding/%s", gkey)) != 0)
+			goto out;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", gkey);
+		tl_body_str(&b, "module", module);
+		tl_body_str(&b, "req", req);
+		tl_body_str(&b, "node", node);
+		tl_body_str(&b, "type", rv.type);
+		tl_body_str(&b, "state", "ambiguous");
+		tl_body_arr(&b, "candidates");
+		for (i = 0; i < cand.n; i++)
+			tl_body_str(&b, NULL, cand.v[i]);
+		tl_body_end(&b);
+		rc = tl_emit(c, EV_BINDING_AMBIGUOUS, stream, &b, NULL);
+		tl_body_free(&b);
+	}
+out:
+	free(all.v);
+	free(cand.v);
+	return rc;
+}
+
+int
+tl_binder_run(struct tl_ctx *c, const char *type)
+{
+	struct keylist kl = { NULL, 0, 0 };
+	S(pfx);
+	size_t i;
+	int rc;
+
+	if ((rc = tl_key(pfx, type ? "w/%s/" : "w/", type ? type : "")) != 0)
+		return rc;
+	/* Collect first: binding changes the keys being scanned. */
+	if ((rc = tl_rec_scan(c->t, c->p.graph, pfx, keylist_add, &kl)) != 0)
+		goto out;
+	for (i = 0; i < kl.n; i++) {
+		char t[64];
+		const char *gkey;
+
+		if (type != NULL) {
+			snprintf(t, sizeof(t), "%s", type);
+			gkey = kl.v[i];
+		} else {
+			const char *slash = strchr(kl.v[i], '/');
+
+			if (slash == NULL || (size_t)(slash - kl.v[i]) >=
+			    sizeof(t)) {
+				rc = TL_ECORRUPT;
+				break;
+			}
+			memcpy(t, kl.v[i], (size_t)(slash - kl.v[i]));
+			t[slash - kl.v[i]] = '\0';
+			gkey = slash + 1;
+		}
+		if ((rc = decide_one(c, t, gkey)) != 0)
+			break;
+	}
+out:
+	free(kl.v);
+	return rc;
+}
+
+int
+tl_dec_bind(struct tl_ctx *c, const char *gkey, const char *provider)
+{
+	struct reqview rv;
+	struct tl_grant g;
+	char module[64], req[64], node[64];
+	struct tl_rec b;
+	S(k);
+	int rc;
+
+	if (split_grant(gkey, module, req, node) != 0)
+		return tl_refuse(c, TL_EINVAL, "%s: expected MODULE/REQUIREMENT"
+		    " (or MODULE/REQUIREMENT@NODE for a per-instance one)",
+		    gkey);
+	if ((rc = load_req(c, module, req, &rv)) == TL_ENOTFOUND)
+		return tl_refuse(c, TL_ENOTFOUND, "module %s has no "
+		    "requirement %s", module, req);
+	if (rc != 0)
+		return rc;
+	if (strcmp(rv.kind, "instantiation") != 0)
+		return tl_refuse(c, TL_EREFUSED, "%s/%s is a presence "
+		    "requirement: nothing is bound or granted for it", module,
+		    req);
+	if (strcmp(rv.scope, "per-instance") == 0 && node[0] == '\0')
+		return tl_refuse(c, TL_EINVAL, "%s/%s is per-instance: name "
+		    "the instance as %s/%s@NODE", module, req, module, req);
+	if (strcmp(rv.scope, "per-instance") != 0 && node[0] != '\0')
+		return tl_refuse(c, TL_EINVAL, "%s/%s is shared: bind it as "
+		    "%s/%s", module, req, module, req);
+	if (node[0] != '\0') {
+		if ((rc = tl_key(k, "a/%s@%s", module, node)) != 0)
+			return rc;
+		if (!tl_rec_exists(c->t, c->p.graph, k))
+			return tl_refuse(c, TL_ENOTFOUND, "%s is not assigned "
+			    "to %s", module, node);
+	}
+	if ((rc = tl_key(k, "p/%s", provider)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no provider %s (providers "
+		    "are named NODE/MODULE)", provider);
+	if (!provider_fits(c, provider, rv.type, rv.target, NULL))
+		return tl_refuse(c, TL_EREFUSED, "provider %s does not grant "
+		    "%s from %s", provider, rv.type, rv.target);
+
+	rc = tl_grant_get(c->t, &c->p, gkey, &g, NULL);
+	if (rc == 0 && strcmp(g.state, GRANT_REQUESTED) != 0 &&
+	    strcmp(g.provider, provider) != 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is %s on %s: "
+		    "changing its binding moves data, which is a migration: "
+		    "tally rebind %s %s --migrate", gkey, g.state, g.provider,
+		    gkey, provider);
+	if (rc != 0 && rc != TL_ENOTFOUND)
+		return rc;
+	if ((rc = tl_key(k, "b/%s", gkey)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &b) == 0) {
+		char state[16] = "", prov[130] = "";
+
+		tl_bn_getstr(b.m, "state", state, sizeof(state));
+		tl_bn_getstr(b.m, "provider", prov, sizeof(prov));
+		tl_rec_close(&b);
+		if (strcmp(state, "bound") == 0 && strcmp(prov, provider) == 0)
+			return 0;	/* already so: nothing to record */
+	}
+	return bind(c, gkey, module, req, node, &rv, provider,
+	    BIND_EXPLICIT_OPERATOR);
+}

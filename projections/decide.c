@@ -1,0 +1,431 @@
+/*
+ * decide.c - the command context, emit, and the declaration deciders.
+ */
+#include <stdarg.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "decide.h"
+#include "events.h"
+#include "grant.h"
+#include "graph.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+int
+tl_ctx_begin(struct tl_ctx *c, struct tl_txn *t, const char *actor)
+{
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->t = t;
+	c->actor = actor;
+	if ((rc = tl_proj_catchup(t, 0)) != 0)
+		return rc;
+	return tl_proj_open(t, &c->p);
+}
+
+int
+tl_ctx_end(struct tl_ctx *c)
+{
+	uint64_t last;
+	int rc;
+
+	if ((rc = tl_log_last(c->t, &last, NULL)) != 0)
+		return rc;
+	return tl_ckpt_set(c->t, TL_PROJ_CKPT, last);
+}
+
+int
+tl_refuse(struct tl_ctx *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->why, sizeof(c->why), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int
+tl_emit_bytes(struct tl_ctx *c, const char *type, const char *stream,
+    const void *body, size_t len, uint64_t *seqp)
+{
+	struct tl_append a = { 0 };
+	struct tl_event ev;
+	uint64_t seq;
+	int rc;
+
+	a.type = type;
+	a.stream = stream;
+	a.expect = TL_VER_ANY;	/* the write lock serialises deciders */
+	a.cause = c->cause;
+	a.corr = c->have_corr ? c->corr : NULL;
+	a.actor = c->actor;
+	a.body = body;
+	a.body_len = len;
+	if ((rc = tl_append(c->t, &a, &seq, NULL)) != 0)
+		return rc;
+	if ((rc = tl_log_get(c->t, seq, &ev)) != 0)
+		return rc;
+	if (!c->have_corr) {
+		/* One command, one correlation: its first event's id. */
+		memcpy(c->corr, ev.id, TL_ID_LEN);
+		c->have_corr = 1;
+	}
+	if ((rc = tl_proj_apply(c->t, &c->p, &ev)) != 0)
+		return rc;
+	c->emitted++;
+	if (c->on_emit != NULL)
+		c->on_emit(c, seq, type, stream, body, len);
+	if (seqp != NULL)
+		*seqp = seq;
+	return 0;
+}
+
+int
+tl_emit(struct tl_ctx *c, const char *type, const char *stream,
+    struct tl_body *b, uint64_t *seqp)
+{
+	const void *body;
+	size_t len;
+	int rc;
+
+	if ((rc = tl_body_finish(b, &body, &len)) != 0)
+		return rc;
+	return tl_emit_bytes(c, type, stream, body, len, seqp);
+}
+
+/* Nodes. */
+
+int
+tl_dec_node_add(struct tl_ctx *c, const char *name, const char *routable,
+    const uint8_t pubkey[32])
+{
+	struct tl_body b;
+	S(k);
+	S(stream);
+	int rc;
+
+	if ((rc = tl_key(k, "n/%s", name)) != 0 ||
+	    (rc = tl_key(stream, "node/%s", name)) != 0)
+		return rc;
+	if (tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_EREFUSED, "node %s already exists",
+		    name);
+	tl_body_init(&b);
+	tl_body_str(&b, "name", name);
+	tl_body_str(&b, "routable", routable);
+	tl_body_bin(&b, "pubkey", pubkey, 32);
+	rc = tl_emit(c, EV_NODE_ADDED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+static int
+first_rest(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	(void)val;
+	(void)vlen;
+	snprintf(arg, 64, "%s", rest);
+	return 1;
+}
+
+int
+tl_dec_node_rm(struct tl_ctx *c, const char *name)
+{
+	struct tl_body b;
+	char module[64] = "";
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "n/%s", name)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no node %s", name);
+	if ((rc = tl_key(k, "an/%s/", name)) != 0)
+		return rc;
+	if ((rc = tl_rec_scan(c->t, c->p.graph, k, first_rest, module)) < 0)
+		return rc;
+	if (module[0] != '\0')
+		return tl_refuse(c, TL_EREFUSED, "node %s still runs %s: "
+		    "unassign its modules first (tally unassign %s %s)", name,
+		    module, module, name);
+	if ((rc = tl_key(k, "node/%s", name)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "name", name);
+	rc = tl_emit(c, EV_NODE_REMOVED, k, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+/* Modules. */
+
+/* The grant-shaping fields of a requirement: changing them moves data. */
+struct shape {
+	char	kind[16], type[64], target[64], scope[16], provider[130],
+		resource[64];
+};
+
+static void
+shape_of(struct tl_bnode m, struct shape *s)
+{
+	memset(s, 0, sizeof(*s));
+	tl_bn_getstr(m, "kind", s->kind, sizeof(s->kind));
+	tl_bn_getstr(m, "type", s->type, sizeof(s->type));
+	tl_bn_getstr(m, "target", s->target, sizeof(s->target));
+	tl_bn_getstr(m, "scope", s->scope, sizeof(s->scope));
+	tl_bn_getstr(m, "provider", s->provider, sizeof(s->provider));
+	tl_bn_getstr(m, "resource", s->resource, sizeof(s->resource));
+}
+
+struct live_arg {
+	const char	*req;
+	char		 grant[TL_GRANT_ID_MAX + 1];
+	char		 state[16];
+};
+
+static int
+live_grant(const struct tl_grant *g, void *arg)
+{
+	struct live_arg *la = arg;
+
+	if (strcmp(g->req, la->req) != 0)
+		return 0;
+	if (strcmp(g->state, GRANT_REQUESTED) == 0 ||
+	    strcmp(g->state, GRANT_REVOKED) == 0)
+		return 0;
+	snprintf(la->grant, sizeof(la->grant), "%s", g->id);
+	snprintf(la->state, sizeof(la->state), "%s", g->state);
+	return 1;
+}
+
+/* Does module target keep an embedded instance of type, and not provide it? */
+static int
+embedded_only(struct tl_ctx *c, const char *target, const char *type,
+    char *ename, size_t ecap)
+{
+	struct tl_rec m;
+	struct tl_bnode emb, prov;
+	size_t i;
+	int found = 0;
+	S(k);
+
+	if (tl_key(k, "m/%s", target) != 0 ||
+	    tl_rec_get(c->t, c->p.graph, k, &m) != 0)
+		return 0;
+	if (tl_bn_get(m.m, "provides", &prov) == 0) {
+		for (i = 0; i < tl_bn_len(prov); i++) {
+			char pt[64];
+
+			if (tl_bn_getstr(tl_bn_at(prov, i), "type", pt,
+			    sizeof(pt)) == 0 && strcmp(pt, type) == 0)
+				goto out;
+		}
+	}
+	if (tl_bn_get(m.m, "embedded", &emb) == 0) {
+		for (i = 0; i < tl_bn_len(emb); i++) {
+			char et[64];
+
+			if (tl_bn_getstr(tl_bn_at(emb, i), "type", et,
+			    sizeof(et)) == 0 && strcmp(et, type) == 0) {
+				tl_bn_getstr(tl_bn_at(emb, i), "name", ename,
+				    ecap);
+				found = 1;
+				break;
+			}
+		}
+	}
+out:
+	tl_rec_close(&m);
+	return found;
+}
+
+static int
+check_req(struct tl_ctx *c, const struct tl_decl *d,
+    const struct tl_decl_req *r, struct tl_bnode m)
+{
+	struct shape s, old;
+	struct tl_rec prev;
+	char ename[64];
+	S(k);
+	int rc;
+
+	shape_of(m, &s);
+	if (strcmp(s.kind, "instantiation") != 0)
+		return 0;
+	if (embedded_only(c, s.target, s.type, ename, sizeof(ename)))
+		return tl_refuse(c, TL_EMANIFEST, "%s:%d: requires.%s.from: "
+		    "%s's %s is an embedded private instance: nothing may "
+		    "bind to it", r->file, r->line, r->name, s.target, ename);
+	/* Exclusive ownership: one resource, one consumer. */
+	if ((rc = tl_key(k, "rn/%s/%s/%s", s.target, s.type,
+	    s.resource)) != 0)
+		return rc;
+	{
+		const void *v;
+		size_t n;
+
+		if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &v, &n) == 0 &&
+		    (n != strlen(d->name) || memcmp(v, d->name, n) != 0))
+			return tl_refuse(c, TL_EMANIFEST, "%s:%d: requires.%s."
+			    "name: %s '%s' from %s belongs to module %.*s: a "
+			    "grant has exactly one consumer (no shared "
+			    "databases, no read roles); follow the event "
+			    "stream for cross-module reporting", r->file,
+			    r->line, r->name, s.type, s.resource, s.target,
+			    (int)n, (const char *)v);
+	}
+	/* Reshaping a grant that exists would move data. */
+	if ((rc = tl_key(k, "r/%s/%s", d->name, r->name)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &prev) == 0) {
+		shape_of(prev.m, &old);
+		tl_rec_close(&prev);
+		if (memcmp(&old, &s, sizeof(s)) != 0) {
+			struct live_arg la = { r->name, "", "" };
+
+			tl_grant_each_of_module(c->t, &c->p, d->name,
+			    live_grant, &la);
+			if (la.grant[0] != '\0')
+				return tl_refuse(c, TL_EREFUSED, "%s:%d: "
+				    "requires.%s: grant %s is %s; changing its "
+				    "type, provider, scope or resource name "
+				    "would move data, which is a migration "
+				    "(tally rebind --migrate), not a manifest "
+				    "change", r->file, r->line, r->name,
+				    la.grant, la.state);
+		}
+	}
+	return 0;
+}
+
+struct old_req {
+	char	(*names)[64];
+	size_t	 n, cap;
+};
+
+static int
+collect_req(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct old_req *o = arg;
+
+	(void)val;
+	(void)vlen;
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 8;
+		char (*nv)[64] = realloc(o->names, cap * 64);
+
+		if (nv == NULL)
+			return ENOMEM;
+		o->names = nv;
+		o->cap = cap;
+	}
+	snprintf(o->names[o->n++], 64, "%s", rest);
+	return 0;
+}
+
+static int
+same_bytes(struct tl_ctx *c, const char *key, const void *body, size_t len)
+{
+	const void *v;
+	size_t n;
+
+	if (tl_kv_get(c->t, c->p.graph, key, strlen(key), &v, &n) != 0)
+		return 0;
+	return n == len + 8 && memcmp((const uint8_t *)v + 8, body, len) == 0;
+}
+
+int
+tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
+{
+	struct old_req old = { NULL, 0, 0 };
+	struct tl_body b;
+	S(stream);
+	S(k);
+	size_t i, j;
+	int rc = 0, types_touched = 0;
+
+	if ((rc = tl_key(stream, "module/%s", d->name)) != 0)
+		return rc;
+
+	/* Validate everything before appending anything. */
+	for (i = 0; i < d->nreqs; i++) {
+		struct tl_bview v;
+
+		if ((rc = tl_bview_open(&v, d->reqs[i].body,
+		    d->reqs[i].len)) != 0)
+			return rc;
+		rc = check_req(c, d, &d->reqs[i], v.root);
+		tl_bview_close(&v);
+		if (rc != 0)
+			return rc;
+	}
+	if ((rc = tl_key(k, "r/%s/", d->name)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, k, collect_req, &old)) != 0)
+		goto out;
+	for (j = 0; j < old.n; j++) {
+		struct live_arg la = { old.names[j], "", "" };
+
+		for (i = 0; i < d->nreqs; i++)
+			if (strcmp(d->reqs[i].name, old.names[j]) == 0)
+				break;
+		if (i < d->nreqs)
+			continue;
+		tl_grant_each_of_module(c->t, &c->p, d->name, live_grant, &la);
+		if (la.grant[0] != '\0') {
+			rc = tl_refuse(c, TL_EREFUSED, "%s: requirement %s "
+			    "was removed from the manifest but grant %s is %s: "
+			    "revoke it first (tally revoke %s)", d->file,
+			    old.names[j], la.grant, la.state, la.grant);
+			goto out;
+		}
+	}
+
+	if ((rc = tl_key(k, "m/%s", d->name)) != 0)
+		goto out;
+	if (!same_bytes(c, k, d->body, d->len)) {
+		if ((rc = tl_emit_bytes(c, EV_MODULE_DECLARED, stream, d->body,
+		    d->len, NULL)) != 0)
+			goto out;
+		types_touched = 1;
+	}
+	for (i = 0; i < d->nreqs; i++) {
+		if ((rc = tl_key(k, "r/%s/%s", d->name, d->reqs[i].name)) != 0)
+			goto out;
+		if (same_bytes(c, k, d->reqs[i].body, d->reqs[i].len))
+			continue;
+		if ((rc = tl_emit_bytes(c, EV_REQ_DECLARED, stream,
+		    d->reqs[i].body, d->reqs[i].len, NULL)) != 0)
+			goto out;
+		types_touched = 1;
+	}
+	for (j = 0; j < old.n; j++) {
+		for (i = 0; i < d->nreqs; i++)
+			if (strcmp(d->reqs[i].name, old.names[j]) == 0)
+				break;
+		if (i < d->nreqs)
+			continue;
+		tl_body_init(&b);
+		tl_body_str(&b, "module", d->name);
+		tl_body_str(&b, "name", old.names[j]);
+		rc = tl_emit(c, EV_REQ_WITHDRAWN, stream, &b, NULL);
+		tl_body_free(&b);
+		if (rc != 0)
+			goto out;
+		types_touched = 1;
+	}
+	/* A module that now provides more may serve waiting consumers. */
+	if (types_touched) {
+		if ((rc = tl_provider_refresh(c, d->name)) != 0)
+			goto out;
+		rc = tl_binder_run(c, NULL);
+	}
+out:
+	free(old.names);
+	return rc;
+}

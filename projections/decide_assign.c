@@ -1,0 +1,422 @@
+/*
+ * decide_assign.c - assignments, providers, and removing modules.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "decide.h"
+#include "events.h"
+#include "grant.h"
+#include "graph.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+static int
+valid_expose(const char *e)
+{
+	return strcmp(e, "local") == 0 || strcmp(e, "network") == 0 ||
+	    strcmp(e, "public") == 0 || strcmp(e, "none") == 0;
+}
+
+static void
+assignment_body(struct tl_body *b, const char *module, const char *node,
+    const char *expose, const struct tl_setting *set, size_t nset)
+{
+	size_t i;
+
+	tl_body_str(b, "module", module);
+	tl_body_str(b, "node", node);
+	tl_body_str(b, "expose", expose);
+	tl_body_map(b, "settings");
+	for (i = 0; i < nset; i++)
+		if (set[i].secret == NULL)
+			tl_body_str(b, set[i].key, set[i].value);
+	tl_body_end(b);
+	tl_body_map(b, "secrets");
+	for (i = 0; i < nset; i++)
+		if (set[i].secret != NULL)
+			tl_body_secret(b, set[i].key, set[i].secret,
+			    set[i].secret_len);
+	tl_body_end(b);
+}
+
+/* The provider record module's provides: would give on node. */
+static int
+provider_body(struct tl_ctx *c, const char *module, const char *node,
+    struct tl_body *b, size_t *ntypes)
+{
+	struct tl_rec m;
+	struct tl_bnode prov;
+	S(k);
+	S(id);
+	size_t i;
+	int rc;
+
+	*ntypes = 0;
+	if ((rc = tl_key(k, "m/%s", module)) != 0 ||
+	    (rc = tl_provider_id(id, node, module)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(c->t, c->p.graph, k, &m)) != 0)
+		return rc;
+	tl_body_str(b, "id", id);
+	tl_body_str(b, "module", module);
+	tl_body_str(b, "node", node);
+	tl_body_arr(b, "types");
+	if (tl_bn_get(m.m, "provides", &prov) == 0) {
+		for (i = 0; i < tl_bn_len(prov); i++) {
+			struct tl_bnode e = tl_bn_at(prov, i);
+			char type[64] = "", driver[64] = "", revoke[16] = "";
+
+			tl_bn_getstr(e, "type", type, sizeof(type));
+			tl_bn_getstr(e, "driver", driver, sizeof(driver));
+			tl_bn_getstr(e, "revoke", revoke, sizeof(revoke));
+			tl_body_map(b, NULL);
+			tl_body_str(b, "type", type);
+			tl_body_str(b, "driver", driver);
+			tl_body_str(b, "revoke", revoke);
+			tl_body_u64(b, "max_age", tl_bn_getu64(e, "max_age",
+			    0));
+			tl_body_end(b);
+			(*ntypes)++;
+		}
+	}
+	tl_body_end(b);
+	tl_rec_close(&m);
+	return 0;
+}
+
+struct live {
+	char	 first[TL_GRANT_ID_MAX + 1];
+	size_t	 n;
+};
+
+static int
+count_live(const struct tl_grant *g, void *arg)
+{
+	struct live *l = arg;
+
+	if (strcmp(g->state, GRANT_REVOKED) == 0)
+		return 0;
+	if (l->n++ == 0)
+		snprintf(l->first, sizeof(l->first), "%s", g->id);
+	return 0;
+}
+
+/* Registers, updates or retires the provider of module on node. */
+static int
+provider_sync(struct tl_ctx *c, const char *module, const char *node,
+    int gone)
+{
+	struct tl_body b;
+	const void *enc;
+	size_t len, ntypes = 0;
+	S(id);
+	S(k);
+	S(stream);
+	int rc, exists;
+
+	if ((rc = tl_provider_id(id, node, module)) != 0 ||
+	    (rc = tl_key(k, "p/%s", id)) != 0 ||
+	    (rc = tl_key(stream, "provider/%s", id)) != 0)
+		return rc;
+	exists = tl_rec_exists(c->t, c->p.graph, k);
+	tl_body_init(&b);
+	if (!gone && (rc = provider_body(c, module, node, &b, &ntypes)) != 0)
+		goto out;
+	if (gone || ntypes == 0) {
+		struct live l = { "", 0 };
+
+		if (!exists)
+			goto out;
+		tl_grant_each_of_provider(c->t, &c->p, id, count_live, &l);
+		if (l.n > 0) {
+			rc = tl_refuse(c, TL_EREFUSED, "provider %s still "
+			    "serves %zu grant(s) (%s%s): remove their consumers "
+			    "or move them (tally rebind … --migrate) first",
+			    id, l.n, l.first, l.n > 1 ? ", …" : "");
+			goto out;
+		}
+		tl_body_reset(&b);
+		tl_body_str(&b, "id", id);
+		rc = tl_emit(c, EV_PROVIDER_RETIRED, stream, &b, NULL);
+		goto out;
+	}
+	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
+		goto out;
+	if (exists) {
+		const void *v;
+		size_t n;
+
+		if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &v, &n) == 0 &&
+		    n == len + 8 && memcmp((const uint8_t *)v + 8, enc,
+		    len) == 0)
+			goto out;	/* unchanged */
+	}
+	rc = tl_emit_bytes(c, EV_PROVIDER_REGISTERED, stream, enc, len, NULL);
+out:
+	tl_body_free(&b);
+	return rc;
+}
+
+int
+tl_provider_refresh(struct tl_ctx *c, const char *module)
+{
+	struct tl_nodelist nl;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
+		return rc;
+	for (i = 0; rc == 0 && i < nl.n; i++)
+		rc = provider_sync(c, module, nl.v[i], 0);
+	tl_nodelist_free(&nl);
+	return rc;
+}
+
+int
+tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
+    const char *expose, const struct tl_setting *set, size_t nset)
+{
+	struct tl_body b;
+	const void *enc;
+	size_t len;
+	S(k);
+	S(stream);
+	uint64_t seq;
+	int rc, exists;
+
+	if (!valid_expose(expose))
+		return tl_refuse(c, TL_EINVAL, "--expose %s: expected local, "
+		    "network, public or none", expose);
+	if ((rc = tl_key(k, "m/%s", module)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no module %s (tally apply "
+		    "its manifest first)", module);
+	if ((rc = tl_key(k, "n/%s", node)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no node %s (tally node add "
+		    "%s --routable-name HOST)", node, node);
+	if ((rc = tl_key(k, "a/%s@%s", module, node)) != 0 ||
+	    (rc = tl_key(stream, "assignment/%s@%s", module, node)) != 0)
+		return rc;
+	exists = tl_rec_exists(c->t, c->p.graph, k);
+
+	tl_body_init(&b);
+	assignment_body(&b, module, node, expose, set, nset);
+	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
+		goto out;
+	if (exists) {
+		const void *v;
+		size_t n;
+
+		/* Secrets are re-encrypted each time: compare the rest. */
+		if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &v, &n) == 0 &&
+		    n == len + 8 && memcmp((const uint8_t *)v + 8, enc,
+		    len) == 0)
+			goto out;
+		rc = tl_emit_bytes(c, EV_ASSIGN_CONFIGURED, stream, enc, len,
+		    &seq);
+	} else
+		rc = tl_emit_bytes(c, EV_ASSIGN_CREATED, stream, enc, len,
+		    &seq);
+	if (rc != 0)
+		goto out;
+	c->cause = seq;
+	if ((rc = provider_sync(c, module, node, 0)) != 0)
+		goto out;
+	rc = tl_binder_run(c, NULL);
+out:
+	tl_body_free(&b);
+	return rc;
+}
+
+struct revoke_arg {
+	struct tl_ctx	*c;
+	const char	*node;		/* only this instance; NULL: all */
+	const char	*reason;
+	int		 rc;
+};
+
+static int
+revoke_one(const struct tl_grant *g, void *arg)
+{
+	struct revoke_arg *ra = arg;
+	struct tl_body b;
+	S(stream);
+	int rc;
+
+	if (strcmp(g->state, GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, GRANT_REVOKING) == 0)
+		return 0;
+	if (ra->node != NULL && strcmp(g->node, ra->node) != 0)
+		return 0;
+	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", g->id);
+	tl_body_str(&b, "reason", ra->reason);
+	rc = tl_emit(ra->c, EV_REVOCATION_REQUESTED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+struct grantlist {
+	struct tl_grant	*v;
+	size_t		 n, cap;
+};
+
+static int
+collect_grant(const struct tl_grant *g, void *arg)
+{
+	struct grantlist *gl = arg;
+
+	if (gl->n == gl->cap) {
+		size_t cap = gl->cap ? gl->cap * 2 : 8;
+		struct tl_grant *nv = realloc(gl->v, cap * sizeof(*nv));
+
+		if (nv == NULL)
+			return ENOMEM;
+		gl->v = nv;
+		gl->cap = cap;
+	}
+	gl->v[gl->n++] = *g;
+	return 0;
+}
+
+/* Requests revocation of module's grants (node's instances, or all). */
+static int
+revoke_grants(struct tl_ctx *c, const char *module, const char *node,
+    const char *reason)
+{
+	struct grantlist gl = { NULL, 0, 0 };
+	struct revoke_arg ra = { c, node, reason, 0 };
+	size_t i;
+	int rc;
+
+	/* Collect first: emitting rewrites the index being scanned. */
+	rc = tl_grant_each_of_module(c->t, &c->p, module, collect_grant, &gl);
+	for (i = 0; rc == 0 && i < gl.n; i++)
+		rc = revoke_one(&gl.v[i], &ra);
+	free(gl.v);
+	return rc;
+}
+
+static int
+unassign(struct tl_ctx *c, const char *module, const char *node,
+    int whole_module)
+{
+	struct tl_body b;
+	S(k);
+	S(stream);
+	int rc;
+
+	if ((rc = provider_sync(c, module, node, 1)) != 0)
+		return rc;
+	if ((rc = revoke_grants(c, module, whole_module ? NULL : node,
+	    whole_module ? "module removed" : "assignment removed")) != 0)
+		return rc;
+	if ((rc = tl_key(stream, "assignment/%s@%s", module, node)) != 0)
+		return rc;
+	(void)k;
+	tl_body_init(&b);
+	tl_body_str(&b, "module", module);
+	tl_body_str(&b, "node", node);
+	rc = tl_emit(c, EV_ASSIGN_REMOVED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+int
+tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node)
+{
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "a/%s@%s", module, node)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "%s is not assigned to %s",
+		    module, node);
+	if ((rc = unassign(c, module, node, 0)) != 0)
+		return rc;
+	return tl_binder_run(c, NULL);
+}
+
+struct names {
+	char	(*v)[64];
+	size_t	 n, cap;
+};
+
+static int
+collect_name(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct names *nm = arg;
+
+	(void)val;
+	(void)vlen;
+	if (nm->n == nm->cap) {
+		size_t cap = nm->cap ? nm->cap * 2 : 8;
+		char (*nv)[64] = realloc(nm->v, cap * 64);
+
+		if (nv == NULL)
+			return ENOMEM;
+		nm->v = nv;
+		nm->cap = cap;
+	}
+	snprintf(nm->v[nm->n++], 64, "%s", rest);
+	return 0;
+}
+
+int
+tl_dec_remove(struct tl_ctx *c, const char *module)
+{
+	struct tl_nodelist nl;
+	struct names reqs = { NULL, 0, 0 };
+	struct tl_body b;
+	S(k);
+	S(stream);
+	size_t i;
+	int rc;
+
+	if ((rc = tl_key(k, "m/%s", module)) != 0 ||
+	    (rc = tl_key(stream, "module/%s", module)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no module %s", module);
+	if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
+		return rc;
+	for (i = 0; rc == 0 && i < nl.n; i++)
+		rc = unassign(c, module, nl.v[i], 1);
+	tl_nodelist_free(&nl);
+	if (rc != 0)
+		return rc;
+	/* Shared grants of a module with no assignment left. */
+	if ((rc = revoke_grants(c, module, NULL, "module removed")) != 0)
+		return rc;
+	if ((rc = tl_key(k, "r/%s/", module)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, k, collect_name, &reqs)) != 0)
+		goto out;
+	for (i = 0; rc == 0 && i < reqs.n; i++) {
+		tl_body_init(&b);
+		tl_body_str(&b, "module", module);
+		tl_body_str(&b, "name", reqs.v[i]);
+		rc = tl_emit(c, EV_REQ_WITHDRAWN, stream, &b, NULL);
+		tl_body_free(&b);
+	}
+	if (rc != 0)
+		goto out;
+	tl_body_init(&b);
+	tl_body_str(&b, "name", module);
+	rc = tl_emit(c, EV_MODULE_REMOVED, stream, &b, NULL);
+	tl_body_free(&b);
+	if (rc == 0)
+		rc = tl_binder_run(c, NULL);
+out:
+	free(reqs.v);
+	return rc;
+}

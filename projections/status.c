@@ -1,0 +1,381 @@
+/*
+ * status.c - assignment status with the reason for everything unmet.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "events.h"
+#include "grant.h"
+#include "graph.h"
+#include "status.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+static int
+module_provides(struct tl_txn *t, const struct tl_proj *p, const char *module,
+    const char *type, int *embedded_only, int *declared)
+{
+	struct tl_rec m;
+	struct tl_bnode arr;
+	S(k);
+	size_t i;
+	int found = 0;
+
+	*embedded_only = 0;
+	*declared = 0;
+	if (tl_key(k, "m/%s", module) != 0 ||
+	    tl_rec_get(t, p->graph, k, &m) != 0)
+		return 0;
+	*declared = 1;
+	if (tl_bn_get(m.m, "provides", &arr) == 0)
+		for (i = 0; i < tl_bn_len(arr) && !found; i++) {
+			char ty[64];
+
+			if (tl_bn_getstr(tl_bn_at(arr, i), "type", ty,
+			    sizeof(ty)) == 0 && strcmp(ty, type) == 0)
+				found = 1;
+		}
+	if (!found && tl_bn_get(m.m, "embedded", &arr) == 0)
+		for (i = 0; i < tl_bn_len(arr); i++) {
+			char ty[64];
+
+			if (tl_bn_getstr(tl_bn_at(arr, i), "type", ty,
+			    sizeof(ty)) == 0 && strcmp(ty, type) == 0)
+				*embedded_only = 1;
+		}
+	tl_rec_close(&m);
+	return found;
+}
+
+static int
+first_key(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	(void)val;
+	(void)vlen;
+	snprintf(arg, TL_KEY_MAX, "%s", rest);
+	return 1;
+}
+
+static int
+module_assigned(struct tl_txn *t, const struct tl_proj *p, const char *module)
+{
+	char first[TL_KEY_MAX] = "";
+	S(k);
+
+	if (tl_key(k, "ao/%s/", module) != 0)
+		return 0;
+	tl_rec_scan(t, p->graph, k, first_key, first);
+	return first[0] != '\0';
+}
+
+/* Why an instance with no binding is unbound. */
+static void
+unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
+    char *out, size_t cap)
+{
+	char type[64] = "", target[64] = "", prov[130] = "";
+	int emb, decl;
+	S(k);
+
+	tl_bn_getstr(r, "type", type, sizeof(type));
+	tl_bn_getstr(r, "target", target, sizeof(target));
+	tl_bn_getstr(r, "provider", prov, sizeof(prov));
+	if (prov[0] != '\0') {
+		if (tl_key(k, "p/%s", prov) == 0 &&
+		    !tl_rec_exists(t, p->graph, k))
+			snprintf(out, cap, "provider %s not assigned to any "
+			    "node (the manifest names it)", prov);
+		else
+			snprintf(out, cap, "provider %s does not grant %s from "
+			    "%s", prov, type, target);
+		return;
+	}
+	if (!module_provides(t, p, target, type, &emb, &decl)) {
+		if (!decl)
+			snprintf(out, cap, "no provider of type %s (module %s "
+			    "is not declared)", type, target);
+		else if (emb)
+			snprintf(out, cap, "no provider of type %s: %s's is an "
+			    "embedded private instance", type, target);
+		else
+			snprintf(out, cap, "no driver for %s: module %s does "
+			    "not provide it", type, target);
+		return;
+	}
+	if (!module_assigned(t, p, target))
+		snprintf(out, cap, "provider %s not assigned to any node",
+		    target);
+	else
+		snprintf(out, cap, "no provider of type %s from %s is "
+		    "registered", type, target);
+}
+
+static const char *const order[] = {
+	ST_PENDING, ST_BOUND, ST_PROVISIONED, ST_READY
+};
+
+static int
+rank(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (strcmp(order[i], s) == 0)
+			return (int)i;
+	return 0;
+}
+
+static json_t *
+req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
+    const char *req, struct tl_bnode r, const char *node, const char **state)
+{
+	char kind[16] = "", target[64] = "", scope[16] = "", reason[600] = "";
+	char gkey[TL_KEY_MAX];
+	const char *st;
+	json_t *j;
+	S(k);
+
+	tl_bn_getstr(r, "kind", kind, sizeof(kind));
+	tl_bn_getstr(r, "target", target, sizeof(target));
+	tl_bn_getstr(r, "scope", scope, sizeof(scope));
+	j = json_pack("{s:s,s:s}", "name", req, "kind", kind);
+	if (strcmp(kind, "presence") == 0) {
+		if (tl_key(k, "m/%s", target) != 0 ||
+		    !tl_rec_exists(t, p->graph, k)) {
+			st = ST_PENDING;
+			snprintf(reason, sizeof(reason), "module %s is not "
+			    "declared", target);
+		} else if (!module_assigned(t, p, target)) {
+			st = ST_PENDING;
+			snprintf(reason, sizeof(reason), "module %s is not "
+			    "assigned to any node", target);
+		} else
+			st = ST_READY;
+		json_object_set_new(j, "target", json_string(target));
+		goto done;
+	}
+
+	tl_grant_key(gkey, module, req,
+	    strcmp(scope, "per-instance") == 0 ? node : NULL);
+	json_object_set_new(j, "grant", json_string(gkey));
+	{
+		struct tl_rec b;
+		char bstate[16] = "", prov[130] = "", why[64] = "";
+
+		if (tl_key(k, "b/%s", gkey) != 0 ||
+		    tl_rec_get(t, p->graph, k, &b) != 0) {
+			st = ST_PENDING;
+			unbound_reason(t, p, r, reason, sizeof(reason));
+			goto done;
+		}
+		tl_bn_getstr(b.m, "state", bstate, sizeof(bstate));
+		tl_bn_getstr(b.m, "provider", prov, sizeof(prov));
+		tl_bn_getstr(b.m, "reason", why, sizeof(why));
+		if (strcmp(bstate, "ambiguous") == 0) {
+			struct tl_bnode c;
+			size_t i, off;
+
+			tl_bn_get(b.m, "candidates", &c);
+			off = (size_t)snprintf(reason, sizeof(reason),
+			    "ambiguous: candidates ");
+			for (i = 0; i < tl_bn_len(c) && off < sizeof(reason);
+			    i++) {
+				const char *s;
+				size_t n;
+
+				if (tl_bn_str(tl_bn_at(c, i), &s, &n) != 0)
+					continue;
+				off += (size_t)snprintf(reason + off,
+				    sizeof(reason) - off, "%s%.*s",
+				    i ? ", " : "", (int)n, s);
+			}
+			if (off < sizeof(reason))
+				snprintf(reason + off, sizeof(reason) - off,
+				    " — run tally bind %s PROVIDER", gkey);
+			st = ST_PENDING;
+			tl_rec_close(&b);
+			goto done;
+		}
+		json_object_set_new(j, "provider", json_string(prov));
+		json_object_set_new(j, "bound_by", json_string(why));
+		json_object_set_new(j, "bound_seq", json_integer(
+		    (json_int_t)b.seq));
+		tl_rec_close(&b);
+	}
+	{
+		struct tl_grant g;
+
+		if (tl_grant_get(t, p, gkey, &g, NULL) != 0) {
+			st = ST_BOUND;
+			goto done;
+		}
+		json_object_set_new(j, "grant_state", json_string(g.state));
+		if (strcmp(g.state, GRANT_PROVISIONED) == 0)
+			st = ST_PROVISIONED;
+		else if (strcmp(g.state, GRANT_FAILED) == 0) {
+			st = ST_BOUND;
+			snprintf(reason, sizeof(reason), "%s", g.reason);
+		} else if (strcmp(g.state, GRANT_REVOKING) == 0 ||
+		    strcmp(g.state, GRANT_REVOKED) == 0) {
+			st = ST_PENDING;
+			snprintf(reason, sizeof(reason), "grant %s is %s",
+			    gkey, g.state);
+		} else
+			st = ST_BOUND;
+	}
+done:
+	json_object_set_new(j, "state", json_string(st));
+	if (reason[0] != '\0')
+		json_object_set_new(j, "reason", json_string(reason));
+	*state = st;
+	return j;
+}
+
+struct req_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const char		*module;
+	const char		*node;
+	json_t			*arr;
+	int			 worst;
+	int			 n;
+};
+
+static int
+one_req(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct req_arg *ra = arg;
+	struct tl_bview v;
+	const char *st;
+	json_t *j;
+	int rc;
+
+	if (vlen < 9)
+		return TL_ECORRUPT;
+	if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8, vlen - 8)) != 0)
+		return rc;
+	j = req_status(ra->t, ra->p, ra->module, rest, v.root, ra->node, &st);
+	tl_bview_close(&v);
+	if (j == NULL)
+		return ENOMEM;
+	json_array_append_new(ra->arr, j);
+	if (rank(st) < ra->worst)
+		ra->worst = rank(st);
+	ra->n++;
+	return 0;
+}
+
+int
+tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
+    json_t **out)
+{
+	struct tl_nodelist nl;
+	json_t *doc, *asgs;
+	S(k);
+	size_t i;
+	int rc, worst = rank(ST_READY), any = 0, nothing = 0;
+
+	*out = NULL;
+	if ((rc = tl_key(k, "m/%s", module)) != 0)
+		return rc;
+	if (!tl_rec_exists(t, p->graph, k))
+		return TL_ENOTFOUND;
+	if ((rc = tl_graph_module_nodes(t, p, module, &nl)) != 0)
+		return rc;
+	doc = json_pack("{s:s}", "module", module);
+	asgs = json_array();
+	for (i = 0; i < nl.n; i++) {
+		struct req_arg ra = { t, p, module, nl.v[i], json_array(),
+		    rank(ST_READY), 0 };
+		const char *st;
+
+		if ((rc = tl_key(k, "r/%s/", module)) != 0 ||
+		    (rc = tl_rec_scan(t, p->graph, k, one_req, &ra)) != 0) {
+			json_decref(ra.arr);
+			goto fail;
+		}
+		if (ra.n == 0) {
+			st = ST_NOTHING;
+			nothing = 1;
+		} else
+			st = order[ra.worst];
+		if (ra.n > 0 && ra.worst < worst)
+			worst = ra.worst;
+		any = 1;
+		json_array_append_new(asgs, json_pack("{s:s,s:s,s:o}", "node",
+		    nl.v[i], "state", st, "requirements", ra.arr));
+	}
+	json_object_set_new(doc, "state", json_string(!any ? ST_UNASSIGNED :
+	    nothing && worst == rank(ST_READY) ? ST_NOTHING : order[worst]));
+	json_object_set_new(doc, "assignments", asgs);
+	tl_nodelist_free(&nl);
+	*out = doc;
+	return 0;
+fail:
+	tl_nodelist_free(&nl);
+	json_decref(asgs);
+	json_decref(doc);
+	return rc;
+}
+
+struct all_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	json_t			*arr;
+};
+
+static int
+one_module(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct all_arg *aa = arg;
+	json_t *j;
+	int rc;
+
+	(void)val;
+	(void)vlen;
+	if ((rc = tl_status_module(aa->t, aa->p, rest, &j)) != 0)
+		return rc;
+	return json_array_append_new(aa->arr, j) == 0 ? 0 : ENOMEM;
+}
+
+int
+tl_status_all(struct tl_txn *t, const struct tl_proj *p, json_t **out)
+{
+	struct all_arg aa = { t, p, json_array() };
+	int rc;
+
+	*out = NULL;
+	if ((rc = tl_rec_scan(t, p->graph, "m/", one_module, &aa)) != 0) {
+		json_decref(aa.arr);
+		return rc;
+	}
+	*out = json_pack("{s:o}", "modules", aa.arr);
+	return 0;
+}
+
+static int
+module_healthy(const json_t *m)
+{
+	const char *st = json_string_value(json_object_get(m, "state"));
+
+	return st != NULL && (strcmp(st, ST_READY) == 0 ||
+	    strcmp(st, ST_NOTHING) == 0 || strcmp(st, ST_UNASSIGNED) == 0 ||
+	    strcmp(st, ST_PROVISIONED) == 0);
+}
+
+int
+tl_status_healthy(const json_t *st)
+{
+	const json_t *mods = json_object_get(st, "modules"), *m;
+	size_t i;
+
+	if (mods == NULL)
+		return module_healthy(st);
+	json_array_foreach(mods, i, m)
+		if (!module_healthy(m))
+			return 0;
+	return 1;
+}

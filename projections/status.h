@@ -1,0 +1,41 @@
+/*
+ * status.h - what each assignment is waiting for, in words.
+ *
+ * Status is derived on read from the graph and grants projections (it
+ * is a pure function of them, so it needs no table of its own and is
+ * never stale).  The result is a JSON document (jansson) that the CLI
+ * prints as text or as is with --json:
+ *
+ *   {"module":M,"state":S,"assignments":[{"node":N,"state":S,
+ *     "requirements":[{"name","kind","state","reason","grant",
+ *                      "provider","bound_by","bound_seq"}]}]}
+ *
+ * Assignment states: "ready (nothing required)", "pending" (something
+ * is unsatisfied, with the reason), "bound" (every grant is bound,
+ * not yet provisioned), "provisioned", "ready".
+ */
+#ifndef TL_STATUS_H
+#define TL_STATUS_H
+
+#include <jansson.h>
+
+#include "proj.h"
+
+#define ST_NOTHING	"ready (nothing required)"
+#define ST_PENDING	"pending"
+#define ST_BOUND	"bound"
+#define ST_PROVISIONED	"provisioned"
+#define ST_READY	"ready"
+#define ST_UNASSIGNED	"declared, not assigned"
+
+/* *out is a new reference; TL_ENOTFOUND if there is no such module. */
+int	tl_status_module(struct tl_txn *t, const struct tl_proj *p,
+	    const char *module, json_t **out);
+
+/* Every module, sorted by name: {"modules":[…]}. */
+int	tl_status_all(struct tl_txn *t, const struct tl_proj *p, json_t **out);
+
+/* Is a status document (module or all) entirely healthy? */
+int	tl_status_healthy(const json_t *st);
+
+#endif

@@ -1,0 +1,314 @@
+/*
+ * cmd_apply.c - tally apply: module manifests into declaration events.
+ *
+ * Each module of each file becomes a module.declared body and one
+ * requirement.declared body per requirement, encoded canonically (the
+ * parser sorts everything), so that re-applying an unchanged manifest
+ * produces identical bytes and the decider appends nothing.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/body.h"
+#include "drivers/driver.h"
+#include "manifest.h"
+#include "tally.h"
+
+static const char usage[] =
+"usage: tally apply [--dry-run] FILE.yaml...\n"
+"\n"
+"Declares the modules in the manifests (docs/manifest.md).  Every file\n"
+"is validated first; any error (named FILE:LINE:COL: FIELD) applies\n"
+"nothing.  An unchanged manifest appends nothing; a changed one only\n"
+"what changed.  --dry-run prints the events it would append.\n";
+
+struct mod {
+	struct tl_decl		 d;
+	struct tl_decl_req	*reqs;
+	struct tl_body		 mb;
+	struct tl_body		*rb;
+	int			 rank;
+};
+
+static void
+map_body(struct tl_body *b, const char *key, const struct tl_mf_map *m,
+    size_t n)
+{
+	size_t i;
+
+	tl_body_map(b, key);
+	for (i = 0; i < n; i++)
+		tl_body_str(b, m[i].field, m[i].var);
+	tl_body_end(b);
+}
+
+static int
+module_body(const struct tl_mf_module *m, struct tl_body *b)
+{
+	unsigned char d[16];
+	char hex[33];
+	const void *p;
+	size_t len, i;
+	struct tl_body c;
+	int rc;
+
+	/* The content first, to digest it; then the body with the digest. */
+	tl_body_init(&c);
+	for (i = 0; i < 2; i++) {
+		struct tl_body *x = i == 0 ? &c : b;
+		size_t j;
+
+		tl_body_str(x, "name", m->name);
+		if (i == 1)
+			tl_body_str(x, "digest", hex);
+		tl_body_map(x, "env");
+		for (j = 0; j < m->nenv; j++)
+			tl_body_str(x, m->env[j].name, m->env[j].def);
+		tl_body_end(x);
+		tl_body_arr(x, "provides");
+		for (j = 0; j < m->nprovides; j++) {
+			tl_body_map(x, NULL);
+			tl_body_str(x, "type", m->provides[j].type);
+			tl_body_str(x, "driver", m->provides[j].driver);
+			tl_body_str(x, "revoke",
+			    tl_mf_revoke_name(m->provides[j].revoke));
+			tl_body_u64(x, "max_age",
+			    (uint64_t)m->provides[j].max_credential_age);
+			tl_body_end(x);
+		}
+		tl_body_end(x);
+		tl_body_arr(x, "embedded");
+		for (j = 0; j < m->nembedded; j++) {
+			tl_body_map(x, NULL);
+			tl_body_str(x, "name", m->embedded[j].name);
+			tl_body_str(x, "type", m->embedded[j].type);
+			tl_body_str(x, "runs", m->embedded[j].runs ?
+			    m->embedded[j].runs : "");
+			map_body(x, "env", m->embedded[j].env,
+			    m->embedded[j].nenv);
+			tl_body_end(x);
+		}
+		tl_body_end(x);
+		if (i == 0) {
+			if ((rc = tl_body_finish(&c, &p, &len)) != 0) {
+				tl_body_free(&c);
+				return rc;
+			}
+			crypto_generichash(d, sizeof(d), p, len, NULL, 0);
+			sodium_bin2hex(hex, sizeof(hex), d, sizeof(d));
+		}
+	}
+	tl_body_free(&c);
+	return tl_body_finish(b, &p, &len);
+}
+
+static int
+req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
+    struct tl_body *b)
+{
+	char prov[130] = "";
+	const void *p;
+	size_t len;
+
+	if (r->provider_node != NULL)
+		snprintf(prov, sizeof(prov), "%s/%s", r->provider_node,
+		    r->provider_module);
+	tl_body_str(b, "module", m->name);
+	tl_body_str(b, "name", r->name);
+	tl_body_str(b, "kind", tl_mf_kind_name(r->kind));
+	tl_body_str(b, "target", r->target);
+	if (r->kind == TL_MF_INSTANTIATION) {
+		tl_body_str(b, "type", r->type);
+		tl_body_str(b, "scope", tl_mf_scope_name(r->scope));
+		tl_body_str(b, "provider", prov);
+		tl_body_str(b, "resource", r->resource);
+		map_body(b, "env", r->env, r->nenv);
+		tl_body_str(b, "migrations", r->migrations ? r->migrations :
+		    "");
+		tl_body_u64(b, "max_age", (uint64_t)r->max_credential_age);
+	}
+	return tl_body_finish(b, &p, &len);
+}
+
+static int
+build(const struct tl_mf_module *m, struct mod *md)
+{
+	size_t i;
+	int rc;
+
+	memset(md, 0, sizeof(*md));
+	tl_body_init(&md->mb);
+	if ((rc = module_body(m, &md->mb)) != 0)
+		return rc;
+	md->d.name = m->name;
+	md->d.body = md->mb.p;
+	md->d.len = md->mb.len;
+	md->d.file = m->file;
+	md->d.line = m->line;
+	md->rank = m->nreqs == 0 ? 0 : 1;	/* providers first */
+	if (m->nreqs == 0)
+		return 0;
+	md->reqs = calloc(m->nreqs, sizeof(*md->reqs));
+	md->rb = calloc(m->nreqs, sizeof(*md->rb));
+	if (md->reqs == NULL || md->rb == NULL)
+		return ENOMEM;
+	for (i = 0; i < m->nreqs; i++) {
+		tl_body_init(&md->rb[i]);
+		if ((rc = req_body(m, &m->reqs[i], &md->rb[i])) != 0)
+			return rc;
+		md->reqs[i].name = m->reqs[i].name;
+		md->reqs[i].body = md->rb[i].p;
+		md->reqs[i].len = md->rb[i].len;
+		md->reqs[i].file = m->file;
+		md->reqs[i].line = m->reqs[i].line;
+	}
+	md->d.reqs = md->reqs;
+	md->d.nreqs = m->nreqs;
+	return 0;
+}
+
+static void
+mod_free(struct mod *md)
+{
+	size_t i;
+
+	tl_body_free(&md->mb);
+	for (i = 0; md->rb != NULL && i < md->d.nreqs; i++)
+		tl_body_free(&md->rb[i]);
+	free(md->rb);
+	free(md->reqs);
+}
+
+struct apply_arg {
+	struct mod	*mods;
+	size_t		 n;
+};
+
+static int
+do_apply(struct tl_ctx *c, void *arg)
+{
+	struct apply_arg *a = arg;
+	size_t i;
+	int rank, rc;
+
+	for (rank = 0; rank < 2; rank++)
+		for (i = 0; i < a->n; i++) {
+			if (a->mods[i].rank != rank)
+				continue;
+			c->cause = 0;
+			if ((rc = tl_dec_apply(c, &a->mods[i].d)) != 0)
+				return rc;
+		}
+	return 0;
+}
+
+int
+cmd_apply(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ 0 }
+	};
+	struct tl_mf_errors errs = TL_MF_ERRORS_INIT;
+	struct tl_mf_set **sets = NULL;
+	struct cli_write_opts wo = { 0 };
+	struct apply_arg aa = { NULL, 0 };
+	size_t nfiles, i, j, total = 0;
+	int c, rc, ex = TL_EXIT_OK, bad = 0;
+
+	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			wo.dry_run = 1;
+			break;
+		CLI_COMMON_CASES(cli, usage);
+		}
+	}
+	if (optind == argc) {
+		fputs(usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	nfiles = (size_t)(argc - optind);
+	if ((sets = calloc(nfiles, sizeof(*sets))) == NULL)
+		return TL_EXIT_FAIL;
+	for (i = 0; i < nfiles; i++) {
+		const char *path = argv[optind + (int)i];
+
+		rc = tl_mf_parse_file(path, tl_drv_names(), &sets[i], &errs);
+		if (rc == TL_EMANIFEST)
+			bad = 1;
+		else if (rc != 0) {
+			cli_errx("%s: %s", path, tl_strerror(rc));
+			ex = rc == ENOENT ? TL_EXIT_NOTFOUND : TL_EXIT_FAIL;
+			goto out;
+		} else
+			total += tl_mf_set_count(sets[i]);
+	}
+	if (bad) {
+		char line[1024];
+
+		for (i = 0; i < errs.n; i++) {
+			tl_mf_error_format(&errs.v[i], line, sizeof(line));
+			fprintf(stderr, "%s\n", line);
+		}
+		if (errs.dropped)
+			fprintf(stderr, "(and %zu more)\n", errs.dropped);
+		cli_errx("invalid manifest: nothing applied");
+		ex = TL_EXIT_REFUSED;
+		goto out;
+	}
+	if ((aa.mods = calloc(total ? total : 1, sizeof(*aa.mods))) == NULL) {
+		ex = TL_EXIT_FAIL;
+		goto out;
+	}
+	for (i = 0; i < nfiles; i++)
+		for (j = 0; j < tl_mf_set_count(sets[i]); j++) {
+			const struct tl_mf_module *m =
+			    tl_mf_set_module(sets[i], j);
+			size_t k;
+
+			for (k = 0; k < aa.n; k++)
+				if (strcmp(aa.mods[k].d.name, m->name) == 0)
+					break;
+			if (k < aa.n) {
+				cli_errx("%s:%d: module %s is also declared "
+				    "in %s", m->file, m->line, m->name,
+				    aa.mods[k].d.file);
+				ex = TL_EXIT_REFUSED;
+				goto out;
+			}
+			if ((rc = build(m, &aa.mods[aa.n++])) != 0) {
+				cli_errx("%s: %s", m->file, tl_strerror(rc));
+				ex = TL_EXIT_FAIL;
+				goto out;
+			}
+		}
+	if (wo.dry_run) {
+		wo.on_emit = cli_print_emitted;
+		printf("dry run: would append\n");
+	}
+	ex = cli_write(cli, do_apply, &aa, &wo);
+	if (ex == 0 && !cli->json) {
+		if (wo.dry_run && wo.emitted == 0)
+			printf("  nothing: already as declared\n");
+		else if (!wo.dry_run)
+			printf("applied %zu module(s): %zu event(s) appended\n",
+			    aa.n, wo.emitted);
+	} else if (ex == 0)
+		printf("{\"modules\":%zu,\"events\":%zu,\"dry_run\":%s}\n",
+		    aa.n, wo.emitted, wo.dry_run ? "true" : "false");
+out:
+	for (i = 0; aa.mods != NULL && i < aa.n; i++)
+		mod_free(&aa.mods[i]);
+	free(aa.mods);
+	for (i = 0; i < nfiles; i++)
+		tl_mf_set_free(sets[i]);
+	free(sets);
+	tl_mf_errors_free(&errs);
+	return ex;
+}

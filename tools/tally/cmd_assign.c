@@ -1,0 +1,247 @@
+/*
+ * cmd_assign.c - tally assign | unassign | remove.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/secret.h"
+#include "tally.h"
+
+static const char assign_usage[] =
+"usage: tally assign MODULE NODE [--expose local|network|public|none]\n"
+"                    [--set KEY=VALUE]... [--secret KEY]...\n"
+"\n"
+"Places MODULE on NODE.  The assignment carries what belongs to the\n"
+"pairing: its exposure (default local) and settings.  A provider's\n"
+"admin connection goes here: --set port=5432 --set admin-user=postgres\n"
+"--secret admin-password.  Each --secret is read from standard input\n"
+"(one line each, in order), encrypted with the master key, and never\n"
+"taken from the command line.  Assigning again with other settings\n"
+"records assignment.configured.\n";
+
+static const char unassign_usage[] =
+"usage: tally unassign MODULE NODE\n"
+"\n"
+"Removes MODULE from NODE.  Its per-instance grants there are revoked;\n"
+"a provider that still serves grants cannot be unassigned.\n";
+
+static const char remove_usage[] =
+"usage: tally remove MODULE\n"
+"\n"
+"Removes MODULE everywhere: every assignment, its requirements, and a\n"
+"revocation request for every grant it holds (the data is kept by the\n"
+"provider's policy; destroying it is tally purge).\n";
+
+#define MAX_SET	64
+
+struct assign_arg {
+	const char		*module;
+	const char		*node;
+	const char		*expose;
+	struct tl_setting	 set[MAX_SET];
+	size_t			 nset;
+};
+
+static int
+do_assign(struct tl_ctx *c, void *arg)
+{
+	struct assign_arg *a = arg;
+
+	return tl_dec_assign(c, a->module, a->node, a->expose, a->set,
+	    a->nset);
+}
+
+static int
+setting_key_ok(const char *k, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > 63)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' &&
+		    k[i] <= '9') || k[i] == '-' || k[i] == '_'))
+			return 0;
+	return 1;
+}
+
+int
+cmd_assign(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "expose", required_argument, NULL, 'e' },
+		{ "set", required_argument, NULL, 's' },
+		{ "secret", required_argument, NULL, 'S' },
+		{ 0 }
+	};
+	struct assign_arg a = { 0 };
+	const char *secrets[MAX_SET];
+	char *keys[MAX_SET] = { 0 };
+	uint8_t *cipher[MAX_SET] = { 0 };
+	size_t nsecret = 0, i;
+	int c, ex = TL_EXIT_USAGE;
+
+	a.expose = "local";
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'e':
+			a.expose = optarg;
+			break;
+		case 's': {
+			char *eq = strchr(optarg, '=');
+
+			if (eq == NULL || a.nset == MAX_SET ||
+			    !setting_key_ok(optarg, (size_t)(eq - optarg))) {
+				cli_errx("--set %s: expected KEY=VALUE, KEY of "
+				    "[a-z0-9_-]", optarg);
+				return TL_EXIT_USAGE;
+			}
+			*eq = '\0';
+			a.set[a.nset].key = optarg;
+			a.set[a.nset].value = eq + 1;
+			a.nset++;
+			break;
+		}
+		case 'S':
+			if (nsecret == MAX_SET || !setting_key_ok(optarg,
+			    strlen(optarg))) {
+				cli_errx("--secret %s: expected a KEY of "
+				    "[a-z0-9_-]", optarg);
+				return TL_EXIT_USAGE;
+			}
+			secrets[nsecret++] = optarg;
+			break;
+		CLI_COMMON_CASES(cli, assign_usage);
+		}
+	}
+	if (optind + 2 != argc) {
+		fputs(assign_usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	a.module = argv[optind];
+	a.node = argv[optind + 1];
+	if (!tl_name_ok(a.module) || !tl_name_ok(a.node)) {
+		cli_errx("names are 1-63 of [a-z0-9-]");
+		return TL_EXIT_REFUSED;
+	}
+	if (nsecret > 0) {
+		struct tl_key key;
+		char why[160] = "", path[1200];
+
+		snprintf(path, sizeof(path), "%s/master.key", cli->home);
+		if (tl_secret_load(path, &key, why) != 0) {
+			cli_errx("master key: %s", why);
+			return TL_EXIT_FAIL;
+		}
+		for (i = 0; i < nsecret; i++) {
+			char val[1024], ad[TL_STREAM_MAX + 80], prompt[96];
+			size_t n;
+
+			snprintf(prompt, sizeof(prompt), "%s", secrets[i]);
+			if (cli_read_secret(prompt, val, sizeof(val)) != 0) {
+				cli_errx("--secret %s: no value on standard "
+				    "input", secrets[i]);
+				tl_secret_wipe(&key, sizeof(key));
+				ex = TL_EXIT_USAGE;
+				goto out;
+			}
+			n = strlen(val);
+			snprintf(ad, sizeof(ad), "assignment/%s@%s:%s",
+			    a.module, a.node, secrets[i]);
+			if ((cipher[i] = malloc(n + TL_BOX_OVERHEAD)) == NULL ||
+			    (keys[i] = strdup(secrets[i])) == NULL) {
+				tl_secret_wipe(val, sizeof(val));
+				tl_secret_wipe(&key, sizeof(key));
+				ex = TL_EXIT_FAIL;
+				goto out;
+			}
+			tl_secret_encrypt(&key, ad, strlen(ad), val, n,
+			    cipher[i]);
+			tl_secret_wipe(val, sizeof(val));
+			if (a.nset == MAX_SET) {
+				cli_errx("too many settings");
+				tl_secret_wipe(&key, sizeof(key));
+				goto out;
+			}
+			a.set[a.nset].key = keys[i];
+			a.set[a.nset].secret = cipher[i];
+			a.set[a.nset].secret_len = n + TL_BOX_OVERHEAD;
+			a.nset++;
+		}
+		tl_secret_wipe(&key, sizeof(key));
+	}
+	ex = cli_write(cli, do_assign, &a, NULL);
+	if (ex == 0 && !cli->json)
+		printf("%s assigned to %s (exposure %s)\n", a.module, a.node,
+		    a.expose);
+out:
+	for (i = 0; i < nsecret; i++) {
+		free(cipher[i]);
+		free(keys[i]);
+	}
+	return ex;
+}
+
+struct unassign_arg {
+	const char	*module;
+	const char	*node;
+};
+
+static int
+do_unassign(struct tl_ctx *c, void *arg)
+{
+	struct unassign_arg *a = arg;
+
+	if (a->node == NULL)
+		return tl_dec_remove(c, a->module);
+	return tl_dec_unassign(c, a->module, a->node);
+}
+
+static int
+simple(struct tl_cli *cli, int argc, char **argv, const char *usage,
+    int nargs)
+{
+	static const struct option opts[] = { CLI_COMMON_OPTS, { 0 } };
+	struct unassign_arg a = { NULL, NULL };
+	int c, ex;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		CLI_COMMON_CASES(cli, usage);
+		}
+	}
+	if (optind + nargs != argc) {
+		fputs(usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	a.module = argv[optind];
+	if (nargs == 2)
+		a.node = argv[optind + 1];
+	if (!tl_name_ok(a.module) || (a.node && !tl_name_ok(a.node))) {
+		cli_errx("names are 1-63 of [a-z0-9-]");
+		return TL_EXIT_REFUSED;
+	}
+	ex = cli_write(cli, do_unassign, &a, NULL);
+	if (ex == 0 && !cli->json) {
+		if (a.node)
+			printf("%s unassigned from %s\n", a.module, a.node);
+		else
+			printf("module %s removed\n", a.module);
+	}
+	return ex;
+}
+
+int
+cmd_unassign(struct tl_cli *cli, int argc, char **argv)
+{
+	return simple(cli, argc, argv, unassign_usage, 2);
+}
+
+int
+cmd_remove(struct tl_cli *cli, int argc, char **argv)
+{
+	return simple(cli, argc, argv, remove_usage, 1);
+}

@@ -1,0 +1,145 @@
+/*
+ * cmd_node.c - tally node add|rm: the machines of the mesh.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/secret.h"
+#include "tally.h"
+
+static const char usage[] =
+"usage: tally node add NAME --routable-name HOST [--key-out FILE]\n"
+"       tally node rm NAME\n"
+"\n"
+"add records a node with the name other machines use to reach it and a\n"
+"fresh X25519 public key; secrets delivered to the node are sealed to\n"
+"it.  The secret key is written for the node's host to FILE (default\n"
+"HOME/nodes/NAME.key, mode 0600) and never enters the log.\n"
+"rm refuses while modules are assigned to the node.\n";
+
+
+struct add_arg {
+	const char	*name;
+	const char	*routable;
+	uint8_t		 pk[TL_PUBKEY_LEN];
+};
+
+static int
+do_add(struct tl_ctx *c, void *arg)
+{
+	struct add_arg *a = arg;
+
+	return tl_dec_node_add(c, a->name, a->routable, a->pk);
+}
+
+static int
+do_rm(struct tl_ctx *c, void *arg)
+{
+	return tl_dec_node_rm(c, arg);
+}
+
+static int
+routable_ok(const char *h)
+{
+	size_t i, n = strlen(h);
+
+	if (n == 0 || n > 253)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!(h[i] == '.' || h[i] == '-' || h[i] == ':' ||
+		    (h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' &&
+		    h[i] <= 'Z') || (h[i] >= '0' && h[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+int
+cmd_node(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "routable-name", required_argument, NULL, 'r' },
+		{ "key-out", required_argument, NULL, 'k' },
+		{ 0 }
+	};
+	struct add_arg a = { NULL, NULL, { 0 } };
+	uint8_t sk[TL_SECKEY_LEN];
+	char keypath[1200] = "";
+	const char *keyout = NULL;
+	int c, rc, ex;
+
+	if (argc < 2 || (strcmp(argv[1], "add") != 0 &&
+	    strcmp(argv[1], "rm") != 0)) {
+		if (argc >= 2 && strcmp(argv[1], "--help") == 0) {
+			fputs(usage, stdout);
+			return TL_EXIT_OK;
+		}
+		fputs(usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	argv++;
+	argc--;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			a.routable = optarg;
+			break;
+		case 'k':
+			keyout = optarg;
+			break;
+		CLI_COMMON_CASES(cli, usage);
+		}
+	}
+	if (optind + 1 != argc) {
+		fputs(usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	a.name = argv[optind];
+	if (!tl_name_ok(a.name)) {
+		cli_errx("node name '%s': use 1-63 of [a-z0-9-], not starting "
+		    "or ending with '-'", a.name);
+		return TL_EXIT_REFUSED;
+	}
+	if (strcmp(argv[0], "rm") == 0) {
+		ex = cli_write(cli, do_rm, (void *)a.name, NULL);
+		if (ex == 0 && !cli->json)
+			printf("node %s removed\n", a.name);
+		return ex;
+	}
+	if (a.routable == NULL || !routable_ok(a.routable)) {
+		cli_errx("node add needs --routable-name HOST (a host name or "
+		    "address other machines can reach)");
+		return TL_EXIT_USAGE;
+	}
+	if (keyout == NULL) {
+		snprintf(keypath, sizeof(keypath), "%s/nodes", cli->home);
+		if (mkdir(keypath, 0700) != 0 && errno != EEXIST) {
+			cli_errx("cannot create %s: %s", keypath,
+			    strerror(errno));
+			return TL_EXIT_FAIL;
+		}
+		snprintf(keypath, sizeof(keypath), "%s/nodes/%s.key",
+		    cli->home, a.name);
+		keyout = keypath;
+	}
+	tl_secret_node_keypair(a.pk, sk);
+	ex = cli_write(cli, do_add, &a, NULL);
+	if (ex == 0) {
+		/* Only once the node exists: a refused add leaves no key. */
+		if ((rc = tl_secret_write_file(keyout, sk, sizeof(sk),
+		    0600)) != 0) {
+			cli_errx("node %s added, but its key could not be "
+			    "written to %s: %s", a.name, keyout,
+			    tl_strerror(rc));
+			ex = TL_EXIT_FAIL;
+		} else if (!cli->json)
+			printf("node %s added (%s); its secret key is in %s\n",
+			    a.name, a.routable, keyout);
+	}
+	sodium_memzero(sk, sizeof(sk));
+	return ex;
+}

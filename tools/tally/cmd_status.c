@@ -1,0 +1,129 @@
+/*
+ * cmd_status.c - tally status: what each assignment is waiting for.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "projections/status.h"
+#include "tally.h"
+
+static const char usage[] =
+"usage: tally status [MODULE] [--at SEQ] [--json]\n"
+"\n"
+"Shows each assignment's state: ready (nothing required), pending (with\n"
+"the reason for every unsatisfied requirement), bound, provisioned,\n"
+"ready.  --at SEQ shows the state as it was after event SEQ.  Exits 6\n"
+"when anything is not healthy, so scripts and monitors can use it.\n";
+
+struct status_arg {
+	const char	*module;
+};
+
+static void
+print_module(const json_t *m)
+{
+	const json_t *a, *r;
+	size_t i, j;
+
+	printf("%s: %s\n", json_string_value(json_object_get(m, "module")),
+	    json_string_value(json_object_get(m, "state")));
+	json_array_foreach(json_object_get(m, "assignments"), i, a) {
+		printf("  on %s: %s\n",
+		    json_string_value(json_object_get(a, "node")),
+		    json_string_value(json_object_get(a, "state")));
+		json_array_foreach(json_object_get(a, "requirements"), j, r) {
+			const char *prov = json_string_value(
+			    json_object_get(r, "provider"));
+			const char *gs = json_string_value(
+			    json_object_get(r, "grant_state"));
+			const char *why = json_string_value(
+			    json_object_get(r, "reason"));
+			const char *tgt = json_string_value(
+			    json_object_get(r, "target"));
+
+			printf("    %-14s %-13s %-11s",
+			    json_string_value(json_object_get(r, "name")),
+			    json_string_value(json_object_get(r, "kind")),
+			    json_string_value(json_object_get(r, "state")));
+			if (prov != NULL)
+				printf(" %s (%s)", prov, json_string_value(
+				    json_object_get(r, "bound_by")));
+			else if (tgt != NULL && why == NULL)
+				printf(" %s", tgt);
+			if (gs != NULL)
+				printf(", grant %s", gs);
+			if (why != NULL)
+				printf("%s%s", prov ? ": " : " ", why);
+			putchar('\n');
+		}
+	}
+}
+
+static int
+show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
+{
+	struct status_arg *sa = arg;
+	json_t *doc, *m;
+	size_t i;
+	int rc, healthy;
+
+	if (sa->module != NULL)
+		rc = tl_status_module(t, p, sa->module, &doc);
+	else
+		rc = tl_status_all(t, p, &doc);
+	if (rc == TL_ENOTFOUND) {
+		cli_errx("no module %s", sa->module);
+		return TL_EXIT_NOTFOUND;
+	}
+	if (rc != 0)
+		return cli_fail(cli, rc, "status");
+	healthy = tl_status_healthy(doc);
+	if (cli->json) {
+		json_dumpf(doc, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else if (sa->module != NULL)
+		print_module(doc);
+	else {
+		json_array_foreach(json_object_get(doc, "modules"), i, m)
+			print_module(m);
+		if (json_array_size(json_object_get(doc, "modules")) == 0)
+			printf("no modules declared\n");
+	}
+	json_decref(doc);
+	return healthy ? TL_EXIT_OK : TL_EXIT_UNHEALTHY;
+}
+
+int
+cmd_status(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "at", required_argument, NULL, 'a' },
+		{ 0 }
+	};
+	struct status_arg sa = { NULL };
+	uint64_t at = 0;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			if (cli_parse_u64(optarg, &at) != 0 || at == 0) {
+				cli_errx("--at: not a sequence number: %s",
+				    optarg);
+				return TL_EXIT_USAGE;
+			}
+			break;
+		CLI_COMMON_CASES(cli, usage);
+		}
+	}
+	if (optind + 1 < argc) {
+		fputs(usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	if (optind < argc)
+		sa.module = argv[optind];
+	return cli_read(cli, at, show, &sa);
+}

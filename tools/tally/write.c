@@ -1,0 +1,181 @@
+/*
+ * write.c - running deciders and readers for the commands.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "tally.h"
+
+/* A dry run's way out of tl_log_write: abort, but report success. */
+#define DRY_RUN_DONE	(-31900)
+
+struct write_arg {
+	struct tl_cli		*cli;
+	cli_decide_fn		 fn;
+	void			*arg;
+	struct cli_write_opts	*o;
+	char			 why[1024];
+};
+
+static int
+write_cb(struct tl_txn *t, void *arg)
+{
+	struct write_arg *wa = arg;
+	struct tl_ctx c;
+	int rc;
+
+	wa->why[0] = '\0';
+	if ((rc = tl_ctx_begin(&c, t, wa->cli->actor)) != 0)
+		return rc;
+	c.on_emit = wa->o ? wa->o->on_emit : NULL;
+	c.arg = wa->o ? wa->o->emit_arg : NULL;
+	rc = wa->fn(&c, wa->arg);
+	if (rc == 0)
+		rc = tl_ctx_end(&c);
+	if (wa->o != NULL)
+		wa->o->emitted = c.emitted;
+	snprintf(wa->why, sizeof(wa->why), "%s", c.why);
+	if (rc == 0 && wa->o != NULL && wa->o->dry_run)
+		return DRY_RUN_DONE;
+	return rc;
+}
+
+int
+cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
+    struct cli_write_opts *o)
+{
+	struct write_arg wa = { cli, fn, arg, o, "" };
+	int rc;
+
+	if (cli->log == NULL && (rc = cli_open_log(cli, 0)) != 0)
+		return rc;
+	rc = tl_log_write(cli->log, write_cb, &wa);
+	if (rc == DRY_RUN_DONE || rc == 0)
+		return TL_EXIT_OK;
+	if (wa.why[0] != '\0') {
+		cli_errx("%s", wa.why);
+		return cli_exit_for(rc);
+	}
+	return cli_fail(cli, rc, "write");
+}
+
+static int
+catchup_cb(struct tl_txn *t, void *arg)
+{
+	(void)arg;
+	return tl_proj_catchup(t, 0);
+}
+
+struct rebuild_arg {
+	struct tl_cli	*cli;
+	uint64_t	 at;
+	cli_read_fn	 fn;
+	void		*arg;
+	int		 ex;
+};
+
+static int
+at_cb(struct tl_txn *t, void *arg)
+{
+	struct rebuild_arg *ra = arg;
+	struct tl_proj p;
+	int rc;
+
+	if ((rc = tl_proj_rebuild(t, ra->at, NULL)) != 0 ||
+	    (rc = tl_proj_open(t, &p)) != 0)
+		return rc;
+	ra->ex = ra->fn(ra->cli, t, &p, ra->arg);
+	return DRY_RUN_DONE;	/* the past is looked at, never kept */
+}
+
+int
+cli_read(struct tl_cli *cli, uint64_t at, cli_read_fn fn, void *arg)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	uint64_t ck = 0, last = 0;
+	int rc, ex;
+
+	if (cli->log == NULL && (rc = cli_open_log(cli, 0)) != 0)
+		return rc;
+	if (at != 0) {
+		struct rebuild_arg ra = { cli, at, fn, arg, 0 };
+
+		rc = tl_log_write(cli->log, at_cb, &ra);
+		if (rc != DRY_RUN_DONE)
+			return cli_fail(cli, rc, "replay");
+		return ra.ex;
+	}
+	if ((rc = tl_log_begin(cli->log, TL_TXN_RDONLY, &t)) != 0)
+		return cli_fail(cli, rc, "read");
+	tl_ckpt_get(t, TL_PROJ_CKPT, &ck);
+	tl_log_last(t, &last, NULL);
+	if (ck < last || (rc = tl_proj_open(t, &p)) != 0) {
+		/* Behind (a bare appender) or never built: fold first. */
+		tl_log_abort(t);
+		if ((rc = tl_log_write(cli->log, catchup_cb, NULL)) != 0)
+			return cli_fail(cli, rc, "update projections");
+		if ((rc = tl_log_begin(cli->log, TL_TXN_RDONLY, &t)) != 0)
+			return cli_fail(cli, rc, "read");
+		if ((rc = tl_proj_open(t, &p)) != 0) {
+			tl_log_abort(t);
+			return cli_fail(cli, rc, "open projections");
+		}
+	}
+	ex = fn(cli, t, &p, arg);
+	tl_log_abort(t);
+	return ex;
+}
+
+void
+cli_print_emitted(struct tl_ctx *c, uint64_t seq, const char *type,
+    const char *stream, const void *body, size_t len)
+{
+	json_t *j = tl_json_body(body, len);
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	(void)c;
+	printf("  %llu %s %s %s\n", (unsigned long long)seq, type, stream,
+	    s ? s : "{}");
+	free(s);
+	json_decref(j);
+}
+
+int
+cli_read_secret(const char *prompt, char *buf, size_t cap)
+{
+	struct termios old, noecho;
+	int tty = isatty(STDIN_FILENO), restore = 0;
+	size_t n;
+
+	if (tty) {
+		fprintf(stderr, "%s: ", prompt);
+		if (tcgetattr(STDIN_FILENO, &old) == 0) {
+			noecho = old;
+			noecho.c_lflag &= ~(tcflag_t)ECHO;
+			restore = tcsetattr(STDIN_FILENO, TCSAFLUSH,
+			    &noecho) == 0;
+		}
+	}
+	if (fgets(buf, (int)cap, stdin) == NULL) {
+		if (restore)
+			tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+		return EIO;
+	}
+	if (restore) {
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+		fputc('\n', stderr);
+	}
+	n = strlen(buf);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		buf[--n] = '\0';
+	return n == 0 ? TL_EINVAL : 0;
+}

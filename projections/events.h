@@ -36,12 +36,12 @@
 
 /* grant/MODULE/REQ[@NODE] */
 #define EV_GRANT_REQUESTED	"grant.requested"	/* grant module req node scope type provider resource */
-#define EV_GRANT_PROVISIONING	"grant.provisioning"	/* grant provider version user password(secret) */
+#define EV_GRANT_PROVISIONING	"grant.provisioning"	/* grant provider version owner user resource password(secret) */
 #define EV_GRANT_PROVISIONED	"grant.provisioned"	/* grant version fields{} */
 #define EV_GRANT_FAILED		"grant.failed"		/* grant reason retry_ns */
 #define EV_REVOCATION_REQUESTED	"revocation.requested"	/* grant reason */
 #define EV_GRANT_REVOKED	"grant.revoked"		/* grant policy */
-#define EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version sealed(secret) */
+#define EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version vars[] sealed(secret) */
 
 /* Binding reasons, recorded in binding.made. */
 #define BIND_EXPLICIT_MANIFEST	"explicit (named in the manifest)"

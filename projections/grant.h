@@ -35,6 +35,7 @@ struct tl_grant {
 	char		reason[256];	/* why failed / revoking */
 	uint64_t	state_seq;	/* the event that set the state */
 	uint64_t	requested_seq;
+	uint64_t	intent_seq;	/* grant.provisioning holding the secret */
 	uint64_t	version;	/* credential version provisioned */
 	uint64_t	attempts;	/* consecutive failures */
 	uint64_t	retry_ns;	/* not before this time */
@@ -62,5 +63,12 @@ int	tl_grant_each_of_provider(struct tl_txn *t, const struct tl_proj *p,
 	    const char *provider, tl_grant_fn fn, void *arg);
 int	tl_grant_each(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
+
+/*
+ * The credential version delivered to holder (MODULE@NODE), 0 if none:
+ * grants keeps d/GRANT/HOLDER for every credential.delivered.
+ */
+uint64_t tl_grant_delivered(struct tl_txn *t, const struct tl_proj *p,
+	    const char *grant, const char *holder);
 
 #endif

@@ -17,7 +17,7 @@
 	X(id) X(module) X(req) X(node) X(scope) X(type) X(provider)	\
 	X(resource) X(state) X(reason) X(host) X(port) X(database) X(user)
 #define U64_FIELDS(X)							\
-	X(state_seq) X(requested_seq) X(version) X(attempts) X(retry_ns)
+	X(state_seq) X(requested_seq) X(intent_seq) X(version) X(attempts) X(retry_ns)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -164,6 +164,48 @@ set_state(struct tl_grant *g, const char *state, uint64_t seq)
 	g->state_seq = seq;
 }
 
+static int
+fold_delivered(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	char grant[TL_GRANT_ID_MAX + 1], holder[140];
+	uint8_t v[8];
+	uint64_t ver;
+	S(k);
+	int i, rc;
+
+	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
+	    tl_bn_getstr(body, "holder", holder, sizeof(holder)) != 0)
+		return TL_EMALFORMED;
+	ver = tl_bn_getu64(body, "version", 0);
+	for (i = 7; i >= 0; i--) {
+		v[i] = (uint8_t)ver;
+		ver >>= 8;
+	}
+	if ((rc = tl_key(k, "d/%s/%s", grant, holder)) != 0)
+		return rc;
+	(void)ev;
+	return tl_kv_put(t, p->grants, k, strlen(k), v, 8);
+}
+
+uint64_t
+tl_grant_delivered(struct tl_txn *t, const struct tl_proj *p,
+    const char *grant, const char *holder)
+{
+	const void *val;
+	size_t n;
+	uint64_t ver = 0;
+	S(k);
+	int i;
+
+	if (tl_key(k, "d/%s/%s", grant, holder) != 0 ||
+	    tl_kv_get(t, p->grants, k, strlen(k), &val, &n) != 0 || n != 8)
+		return 0;
+	for (i = 0; i < 8; i++)
+		ver = (ver << 8) | ((const uint8_t *)val)[i];
+	return ver;
+}
+
 int
 tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
@@ -173,6 +215,8 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 	S(k);
 	int rc;
 
+	if (strcmp(ev->type, EV_CRED_DELIVERED) == 0)
+		return fold_delivered(t, p, ev, body);
 	if (strncmp(ev->type, "grant.", 6) != 0 &&
 	    strcmp(ev->type, EV_BINDING_MADE) != 0 &&
 	    strcmp(ev->type, EV_REVOCATION_REQUESTED) != 0)
@@ -221,6 +265,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 	} else if (strcmp(ev->type, EV_GRANT_PROVISIONING) == 0) {
 		set_state(&g, GRANT_PROVISIONING, ev->seq);
+		g.intent_seq = ev->seq;
 		g.version = tl_bn_getu64(body, "version", g.version);
 		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
 	} else if (strcmp(ev->type, EV_GRANT_PROVISIONED) == 0) {

@@ -418,6 +418,16 @@ fold_provider(struct tl_txn *t, const struct tl_proj *p,
 		}
 		return 0;
 	}
+	if (strcmp(ev->type, EV_PROVIDER_UNREACHABLE) == 0) {
+		if ((rc = tl_key(k, "pu/%s", id)) != 0)
+			return rc;
+		return put_body(t, p->graph, k, ev);
+	}
+	if (strcmp(ev->type, EV_PROVIDER_RECOVERED) == 0) {
+		if ((rc = tl_key(k, "pu/%s", id)) != 0)
+			return rc;
+		return del(t, p->graph, k);
+	}
 	if (strcmp(ev->type, EV_PROVIDER_RETIRED) == 0) {
 		if ((rc = provider_unindex(t, p, id)) != 0 ||
 		    (rc = tl_key(k, "p/%s", id)) != 0)

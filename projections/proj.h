@@ -12,6 +12,7 @@
  *           p/PROVIDER                provider        [seq][provider.registered]
  *           pt/TYPE/PROVIDER          providers by type
  *           pm/MODULE/PROVIDER        providers by module
+ *           pu/PROVIDER               provider unreachable [seq][reason]
  *           b/GRANT                   binding         [seq][binding.*]
  *           w/TYPE/GRANT              requirement instances waiting for
  *                                     a binding (unbound or ambiguous)
@@ -19,6 +20,7 @@
  *   grants  g/GRANT                   grant           [seq][record]
  *           gm/MODULE/GRANT           grants by consumer module
  *           gp/PROVIDER/GRANT         grants by provider
+ *           d/GRANT/MODULE@NODE       credential version delivered (u64be)
  *
  * Values are an 8-byte big-endian sequence number (the event that last
  * decided the record) followed by a msgpack map.  The fold is

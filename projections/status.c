@@ -225,6 +225,18 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			    gkey, g.state);
 		} else
 			st = ST_BOUND;
+		if (strcmp(st, ST_BOUND) == 0) {
+			struct tl_rec pu;
+			char why[400] = "";
+
+			if (tl_key(k, "pu/%s", g.provider) == 0 &&
+			    tl_rec_get(t, p->graph, k, &pu) == 0) {
+				tl_bn_getstr(pu.m, "reason", why, sizeof(why));
+				tl_rec_close(&pu);
+				snprintf(reason, sizeof(reason), "provider %s "
+				    "unreachable: %s", g.provider, why);
+			}
+		}
 	}
 done:
 	json_object_set_new(j, "state", json_string(st));

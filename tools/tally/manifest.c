@@ -1226,10 +1226,12 @@ check_target(struct ctx *c, const struct tl_mf_module *m,
 	char q[QUOTE];
 
 	if (m->name != NULL && strcmp(s, m->name) == 0) {
-		err(c, v, path, presence ?
-		    "a module cannot require its own presence" :
-		    "a module cannot consume its own grant: %s is this module",
-		    quote(q, sizeof q, s));
+		if (presence)
+			err(c, v, path, "a module cannot require its own "
+			    "presence");
+		else
+			err(c, v, path, "a module cannot consume its own "
+			    "grant: %s is this module", quote(q, sizeof q, s));
 		return 0;
 	}
 	if (find_embedded(m, s) != NULL) {
@@ -1247,7 +1249,7 @@ parse_provider(struct ctx *c, struct tl_mf_req *r, const struct node *v,
     const char *path)
 {
 	const char *s = want_str(c, v, path), *slash;
-	char q[QUOTE], q2[QUOTE];
+	char q[QUOTE], q2[QUOTE], *node;
 	size_t nlen, mlen;
 
 	if (s == NULL)
@@ -1271,9 +1273,9 @@ parse_provider(struct ctx *c, struct tl_mf_req *r, const struct node *v,
 		return;
 	}
 	r->provider_module = sdup(c, slash + 1);
-	r->provider_node = alloc_n(c, nlen + 1, 1);
-	if (r->provider_node != NULL)
-		memcpy((char *)r->provider_node, s, nlen);
+	if ((node = alloc_n(c, nlen + 1, 1)) != NULL)
+		memcpy(node, s, nlen);
+	r->provider_node = node;
 }
 
 /* 0 if r was filled without a problem. */
@@ -1281,8 +1283,8 @@ static int
 parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
     struct node *map, const char *path, struct tl_mf_req *r)
 {
-	struct node *presence, *type, *from, *v, *k = NULL, *tk = NULL;
-	struct node *fk = NULL;
+	struct node *presence, *type, *from, *v, *k, *tk = NULL, *fk = NULL;
+	const struct node *at = key;
 	size_t before = c->nerr;
 	const char *s;
 	char f[FIELD], q[QUOTE], dflt[2 * TL_MF_NAME_MAX + 2];
@@ -1351,11 +1353,11 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	if ((v = get(map, "provider", NULL)) != NULL)
 		parse_provider(c, r, v, f);
 	join(f, sizeof f, path, "name");
-	if ((v = get(map, "name", &k)) != NULL) {
+	if ((v = get(map, "name", NULL)) != NULL) {
 		if ((s = want_str(c, v, f)) != NULL &&
 		    check_name(c, v, f, s, strlen(s), "resource name"))
 			r->resource = sdup(c, s);
-		k = v;
+		at = v;
 	} else if (m->name != NULL && valid_name(key->s, strlen(key->s))) {
 		snprintf(dflt, sizeof dflt, "%s-%s", m->name, key->s);
 		/* a Postgres identifier stops at 63 bytes: be explicit */
@@ -1366,11 +1368,11 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 			    TL_MF_NAME_MAX);
 		else
 			r->resource = sdup(c, dflt);
-		k = (struct node *)key;
+		at = key;
 		snprintf(f, sizeof f, "%s", path);
 	}
 	if (r->resource != NULL && r->type != NULL && r->target != NULL)
-		claim(c, &c->resources, r->target, r->type, r->resource, f, k);
+		claim(c, &c->resources, r->target, r->type, r->resource, f, at);
 	join(f, sizeof f, path, "env");
 	if ((v = get(map, "env", NULL)) != NULL)
 		parse_maps(c, m, v, f, &r->env, &r->nenv);

@@ -131,5 +131,6 @@ int	cmd_status(struct tl_cli *, int, char **);
 int	cmd_graph(struct tl_cli *, int, char **);
 int	cmd_explain(struct tl_cli *, int, char **);
 int	cmd_rebuild(struct tl_cli *, int, char **);
+int	cmd_env(struct tl_cli *, int, char **);
 
 #endif

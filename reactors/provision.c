@@ -1,0 +1,1305 @@
+/*
+ * provision.c - the provisioner: requested grants become real resources,
+ * their credentials reach every holder, revoked grants are revoked.
+ *
+ * A pass has three phases.  (1) In one write transaction, every grant
+ * that needs the provider gets its intent: grant.provisioning with a
+ * fresh password encrypted under the master key (a grant that already
+ * has one, from a pass that crashed or failed, keeps it).  (2) With no
+ * transaction open, the drivers are called, several sessions per
+ * provider in parallel.  (3) In one write transaction, the outcomes:
+ * grant.provisioned and a sealed credential.delivered per holder, or
+ * grant.failed; the checkpoint moves with them.  Delivery files are
+ * written after that commit: they are derived and rewritten whenever
+ * missing.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "drivers/driver.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "projections/grant.h"
+#include "projections/graph.h"
+#include "rx.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+#define CKPT	"provisioner"
+
+struct tl_rx_backoff {
+	char		id[130];
+	uint64_t	next_ns;
+	uint64_t	delay_ns;
+};
+
+void
+tl_rx_init(struct tl_rx *rx)
+{
+	memset(rx, 0, sizeof(*rx));
+	rx->actor = "tallyd";
+	rx->workers = 4;
+}
+
+void
+tl_rx_free(struct tl_rx *rx)
+{
+	free(rx->bo);
+	rx->bo = NULL;
+	rx->nbo = 0;
+	tl_secret_wipe(&rx->key, sizeof(rx->key));
+}
+
+void
+tl_rx_log(struct tl_rx *rx, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (rx->logf == NULL)
+		return;
+	va_start(ap, fmt);
+	rx->logf(level, fmt, ap);
+	va_end(ap);
+}
+
+uint64_t
+tl_rx_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static struct tl_rx_backoff *
+backoff_find(struct tl_rx *rx, const char *id, int create)
+{
+	struct tl_rx_backoff *nb;
+	size_t i;
+
+	for (i = 0; i < rx->nbo; i++)
+		if (strcmp(rx->bo[i].id, id) == 0)
+			return &rx->bo[i];
+	if (!create || (nb = realloc(rx->bo, (rx->nbo + 1) *
+	    sizeof(*nb))) == NULL)
+		return NULL;
+	rx->bo = nb;
+	nb = &rx->bo[rx->nbo++];
+	memset(nb, 0, sizeof(*nb));
+	snprintf(nb->id, sizeof(nb->id), "%s", id);
+	return nb;
+}
+
+/* Exponential backoff with full jitter: 0.5 s doubling up to 60 s. */
+static void
+backoff_fail(struct tl_rx *rx, const char *id)
+{
+	struct tl_rx_backoff *b = backoff_find(rx, id, 1);
+	uint64_t jitter;
+
+	if (b == NULL)
+		return;
+	b->delay_ns = b->delay_ns ? b->delay_ns * 2 : 500000000u;
+	if (b->delay_ns > 60000000000u)
+		b->delay_ns = 60000000000u;
+	jitter = (uint64_t)rand() % (b->delay_ns / 2 + 1);
+	b->next_ns = tl_rx_now() + b->delay_ns / 2 + jitter;
+}
+
+static void
+backoff_ok(struct tl_rx *rx, const char *id)
+{
+	struct tl_rx_backoff *b = backoff_find(rx, id, 0);
+
+	if (b != NULL)
+		b->next_ns = b->delay_ns = 0;
+}
+
+enum { W_CREATE = 1, W_REVOKE, W_DELIVER };
+
+/* One grant's work, with everything the driver call needs copied in. */
+struct work {
+	struct tl_grant	 g;
+	int		 kind;
+	int		 resumed;	/* its intent predates this pass */
+	int		 noop;		/* nothing exists on the provider */
+	char		 driver[64];
+	int		 drop;
+	char		 owner[64];
+	char		 login[64];
+	char		 dbname[64];
+	char		 password[TL_PASSWORD_LEN + 1];
+	int		 rc;
+	char		 why[TL_DRV_WHY_MAX];
+	uint64_t	 ms;
+};
+
+/* A provider's admin side, decrypted for the pass and wiped after. */
+struct prov {
+	char		 id[130];
+	char		 node[64];
+	char		 module[64];
+	char		 routable[256];
+	char		 expose[16];
+	char		 host[256];
+	char		 port[8];
+	char		 user[64];
+	char		 db[64];
+	char		 password[512];
+	int		 ok;		/* admin side usable this pass */
+	int		 was_unreachable;
+	const struct tl_drv_ops *ops;
+	struct work	**w;
+	size_t		 nw, capw;
+};
+
+struct pass {
+	struct tl_rx	*rx;
+	struct prov	*pv;
+	size_t		 npv, cappv;
+	struct work	*w;
+	size_t		 nw, capw;
+	uint64_t	 now;
+	unsigned	 pending;
+	uint64_t	 next_ns;
+	int		 rc;
+};
+
+/* Fits a PostgreSQL identifier (63 bytes): long names keep a hash. */
+static void
+fit_name(char out[64], const char *base, const char *suffix)
+{
+	size_t bl = strlen(base), sl = strlen(suffix);
+
+	if (bl + sl <= 63) {
+		memcpy(out, base, bl);
+		memcpy(out + bl, suffix, sl + 1);
+		return;
+	}
+	{
+		uint32_t h = 2166136261u;
+		size_t i;
+
+		for (i = 0; i < bl; i++)
+			h = (h ^ (uint8_t)base[i]) * 16777619u;
+		snprintf(out, 64, "%.*s-%08x%s", (int)(63 - 9 - sl), base, h,
+		    suffix);
+	}
+}
+
+static void
+grant_names(const struct tl_grant *g, uint64_t version, char db[64],
+    char owner[64], char login[64])
+{
+	char suffix[24];
+
+	if (g->node[0] != '\0') {
+		char base[140];
+
+		snprintf(base, sizeof(base), "%s-%s", g->resource, g->node);
+		fit_name(db, base, "");
+	} else
+		fit_name(db, g->resource, "");
+	snprintf(owner, 64, "%s", db);
+	snprintf(suffix, sizeof(suffix), "_v%llu", (unsigned long long)version);
+	fit_name(login, db, suffix);
+}
+
+static int
+load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
+    const char *id, const char *type, struct prov *pv, char *driver,
+    int *drop)
+{
+	struct tl_rec r;
+	struct tl_bnode types, n;
+	S(k);
+	size_t i;
+	int rc;
+
+	memset(pv, 0, sizeof(*pv));
+	snprintf(pv->id, sizeof(pv->id), "%s", id);
+	if ((rc = tl_key(k, "p/%s", id)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc;
+	tl_bn_getstr(r.m, "node", pv->node, sizeof(pv->node));
+	tl_bn_getstr(r.m, "module", pv->module, sizeof(pv->module));
+	driver[0] = '\0';
+	if (tl_bn_get(r.m, "types", &types) == 0)
+		for (i = 0; i < tl_bn_len(types); i++) {
+			char ty[64] = "", rv[16] = "";
+
+			tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+			    sizeof(ty));
+			if (strcmp(ty, type) != 0)
+				continue;
+			tl_bn_getstr(tl_bn_at(types, i), "driver", driver, 64);
+			tl_bn_getstr(tl_bn_at(types, i), "revoke", rv,
+			    sizeof(rv));
+			*drop = strcmp(rv, "drop") == 0;
+		}
+	tl_rec_close(&r);
+	pv->was_unreachable = tl_key(k, "pu/%s", id) == 0 &&
+	    tl_rec_exists(t, p->graph, k);
+
+	if ((rc = tl_key(k, "n/%s", pv->node)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc;
+	tl_bn_getstr(r.m, "routable", pv->routable, sizeof(pv->routable));
+	tl_rec_close(&r);
+
+	if ((rc = tl_key(k, "a/%s@%s", pv->module, pv->node)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc;
+	tl_bn_getstr(r.m, "expose", pv->expose, sizeof(pv->expose));
+	if (tl_bn_get(r.m, "settings", &n) == 0) {
+		tl_bn_getstr(n, "admin-host", pv->host, sizeof(pv->host));
+		tl_bn_getstr(n, "port", pv->port, sizeof(pv->port));
+		tl_bn_getstr(n, "admin-user", pv->user, sizeof(pv->user));
+		tl_bn_getstr(n, "admin-db", pv->db, sizeof(pv->db));
+	}
+	if (pv->host[0] == '\0')
+		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
+	if (pv->port[0] == '\0')
+		snprintf(pv->port, sizeof(pv->port), "5432");
+	if (pv->user[0] == '\0')
+		snprintf(pv->user, sizeof(pv->user), "postgres");
+	if (pv->db[0] == '\0')
+		snprintf(pv->db, sizeof(pv->db), "postgres");
+	if (tl_bn_get(r.m, "secrets", &n) == 0) {
+		struct tl_bnode s;
+		const void *ct;
+		size_t len;
+		char ad[TL_KEY_MAX];
+
+		if (tl_bn_get(n, "admin-password", &s) == 0 &&
+		    tl_bn_secret(s, &ct, &len) == 0 &&
+		    len > TL_BOX_OVERHEAD &&
+		    len - TL_BOX_OVERHEAD < sizeof(pv->password)) {
+			snprintf(ad, sizeof(ad), "assignment/%s@%s:"
+			    "admin-password", pv->module, pv->node);
+			if (tl_secret_decrypt(&rx->key, ad, strlen(ad), ct,
+			    len, (uint8_t *)pv->password) != 0) {
+				tl_rec_close(&r);
+				return TL_ESECRET;
+			}
+			pv->password[len - TL_BOX_OVERHEAD] = '\0';
+		}
+	}
+	tl_rec_close(&r);
+	pv->ops = tl_drv_find(driver);
+	return 0;
+}
+
+static struct prov *
+pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, char *driver, int *drop)
+{
+	struct prov pv, *np;
+	size_t i;
+
+	for (i = 0; i < ps->npv; i++)
+		if (strcmp(ps->pv[i].id, g->provider) == 0) {
+			/* Same provider: driver and policy by type. */
+			struct prov tmp;
+
+			if (load_provider(t, p, ps->rx, g->provider, g->type,
+			    &tmp, driver, drop) != 0)
+				return NULL;
+			tl_secret_wipe(tmp.password, sizeof(tmp.password));
+			return &ps->pv[i];
+		}
+	if (load_provider(t, p, ps->rx, g->provider, g->type, &pv, driver,
+	    drop) != 0) {
+		tl_secret_wipe(pv.password, sizeof(pv.password));
+		return NULL;
+	}
+	if (ps->npv == ps->cappv) {
+		size_t cap = ps->cappv ? ps->cappv * 2 : 8;
+
+		if ((np = realloc(ps->pv, cap * sizeof(*np))) == NULL) {
+			tl_secret_wipe(pv.password, sizeof(pv.password));
+			return NULL;
+		}
+		ps->pv = np;
+		ps->cappv = cap;
+	}
+	ps->pv[ps->npv] = pv;
+	tl_secret_wipe(pv.password, sizeof(pv.password));
+	return &ps->pv[ps->npv++];
+}
+
+/* Decrypts the password of the grant's intent into w->password. */
+static int
+intent_password(struct tl_rx *rx, struct tl_txn *t, struct work *w)
+{
+	struct tl_event ev;
+	struct tl_bview v;
+	struct tl_bnode n;
+	const void *ct;
+	size_t len;
+	char ad[TL_KEY_MAX];
+	int rc;
+
+	if (w->g.intent_seq == 0)
+		return TL_ENOTFOUND;
+	if ((rc = tl_log_get(t, w->g.intent_seq, &ev)) != 0)
+		return rc;
+	if ((rc = tl_bview_open(&v, ev.body, ev.body_len)) != 0)
+		return rc;
+	rc = TL_EMALFORMED;
+	if (tl_bn_get(v.root, "password", &n) == 0 &&
+	    tl_bn_secret(n, &ct, &len) == 0 && len > TL_BOX_OVERHEAD &&
+	    len - TL_BOX_OVERHEAD <= TL_PASSWORD_LEN) {
+		snprintf(ad, sizeof(ad), "grant/%s:v%llu", w->g.id,
+		    (unsigned long long)w->g.version);
+		rc = tl_secret_decrypt(&rx->key, ad, strlen(ad), ct, len,
+		    (uint8_t *)w->password);
+		if (rc == 0)
+			w->password[len - TL_BOX_OVERHEAD] = '\0';
+	}
+	tl_bview_close(&v);
+	return rc;
+}
+
+struct holders {
+	char	(*node)[64];
+	size_t	 n;
+	struct tl_nodelist nl;
+};
+
+/* The assignments that hold g: every one of a shared grant's module. */
+static int
+grant_holders(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, struct tl_nodelist *nl)
+{
+	S(k);
+	size_t i, j;
+	int rc;
+
+	if ((rc = tl_graph_module_nodes(t, p, g->module, nl)) != 0)
+		return rc;
+	if (g->node[0] == '\0')
+		return 0;
+	for (i = j = 0; i < nl->n; i++)
+		if (strcmp(nl->v[i], g->node) == 0)
+			memmove(nl->v[j++], nl->v[i], 64);
+	nl->n = j;
+	(void)k;
+	return 0;
+}
+
+struct sbuf {
+	char	*p;
+	size_t	 len, cap;
+	int	 err;
+};
+
+static void
+sb_add(struct sbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (sb->err)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(sb->p ? sb->p + sb->len : NULL,
+		    sb->p ? sb->cap - sb->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			sb->err = EINVAL;
+			return;
+		}
+		if (sb->p != NULL && sb->len + (size_t)n < sb->cap) {
+			sb->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = sb->cap ? sb->cap * 2 : 512;
+			char *np;
+
+			while (cap < sb->len + (size_t)n + 1)
+				cap *= 2;
+			/* Never realloc: the old buffer may hold secrets. */
+			if ((np = malloc(cap)) == NULL) {
+				sb->err = ENOMEM;
+				return;
+			}
+			if (sb->p != NULL) {
+				memcpy(np, sb->p, sb->len);
+				tl_secret_wipe(sb->p, sb->cap);
+				free(sb->p);
+			}
+			sb->p = np;
+			sb->cap = cap;
+			sb->p[sb->len] = '\0';
+		}
+	}
+}
+
+static void
+sb_free(struct sbuf *sb)
+{
+	if (sb->p != NULL) {
+		tl_secret_wipe(sb->p, sb->cap);
+		free(sb->p);
+	}
+	memset(sb, 0, sizeof(*sb));
+}
+
+/*
+ * The variables one holder on node gets from grant g: each connection
+ * field mapped by the requirement, with the host a consumer on that
+ * node uses (loopback only when co-located with a local provider).
+ */
+static int
+holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, const char *node, struct sbuf *sb)
+{
+	struct work w;
+	struct tl_rec r;
+	struct tl_bnode env;
+	struct prov pv;
+	char driver[64], host[256];
+	int drop, rc;
+	S(k);
+	size_t i;
+
+	memset(&w, 0, sizeof(w));
+	w.g = *g;
+	if ((rc = intent_password(rx, t, &w)) != 0)
+		return rc;
+	rc = load_provider(t, p, rx, g->provider, g->type, &pv, driver, &drop);
+	tl_secret_wipe(pv.password, sizeof(pv.password));
+	if (rc != 0)
+		goto out;
+	if (strcmp(node, pv.node) == 0 && strcmp(pv.expose, "local") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	else
+		snprintf(host, sizeof(host), "%s", pv.routable);
+	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		goto out;
+	if (tl_bn_get(r.m, "env", &env) == 0) {
+		for (i = 0; i < tl_bn_len(env); i++) {
+			struct tl_bnode kn, vn;
+			const char *f, *var;
+			size_t fl, vl;
+			const char *val = NULL;
+
+			tl_bn_entry(env, i, &kn, &vn);
+			if (tl_bn_str(kn, &f, &fl) != 0 ||
+			    tl_bn_str(vn, &var, &vl) != 0)
+				continue;
+#define FIELD(s) (fl == strlen(s) && memcmp(f, s, fl) == 0)
+			if (FIELD("host"))
+				val = host;
+			else if (FIELD("port"))
+				val = g->port[0] ? g->port : pv.port;
+			else if (FIELD("database"))
+				val = g->database;
+			else if (FIELD("user"))
+				val = g->user;
+			else if (FIELD("password"))
+				val = w.password;
+			if (val != NULL)
+				sb_add(sb, "%.*s=%s\n", (int)vl, var, val);
+			else if (FIELD("url"))
+				sb_add(sb, "%.*s=postgresql://%s:%s@%s:%s/%s\n",
+				    (int)vl, var, g->user, w.password, host,
+				    g->port[0] ? g->port : pv.port,
+				    g->database);
+#undef FIELD
+		}
+	}
+	tl_rec_close(&r);
+	rc = sb->err;
+out:
+	tl_secret_wipe(w.password, sizeof(w.password));
+	return rc;
+}
+
+struct env_arg {
+	struct tl_rx		*rx;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const char		*node;
+	struct sbuf		*sb;
+	int			 rc;
+};
+
+static int
+env_grant(const struct tl_grant *g, void *arg)
+{
+	struct env_arg *ea = arg;
+
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+		return 0;
+	if (g->node[0] != '\0' && strcmp(g->node, ea->node) != 0)
+		return 0;
+	return holder_lines(ea->rx, ea->t, ea->p, g, ea->node, ea->sb);
+}
+
+int
+tl_rx_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
+    const char *node, char **out, size_t *n)
+{
+	struct tl_proj p;
+	struct sbuf sb = { NULL, 0, 0, 0 };
+	struct env_arg ea = { rx, t, &p, node, &sb, 0 };
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		return rc;
+	if ((rc = tl_grant_each_of_module(t, &p, module, env_grant, &ea)) != 0) {
+		sb_free(&sb);
+		return rc;
+	}
+	if (sb.p == NULL)
+		sb_add(&sb, "%s", "");
+	if (sb.err) {
+		rc = sb.err;
+		sb_free(&sb);
+		return rc;
+	}
+	*out = sb.p;
+	*n = sb.len;
+	return 0;
+}
+
+static int
+mkdirs(const char *path)
+{
+	char buf[1200], *s;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+			return errno;
+		*s = '/';
+	}
+	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+		return errno;
+	return 0;
+}
+
+/* Writes (or removes, when it holds nothing) module@node's env file. */
+static int
+write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
+    const char *node)
+{
+	char dir[1200], path[1300], *env = NULL;
+	size_t n;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/deliver/%s", rx->home, node);
+	snprintf(path, sizeof(path), "%s/%s.env", dir, module);
+	if ((rc = tl_rx_env(rx, t, module, node, &env, &n)) != 0)
+		return rc;
+	if (n == 0) {
+		if (unlink(path) != 0 && errno != ENOENT)
+			rc = errno;
+	} else if ((rc = mkdirs(dir)) == 0)
+		rc = tl_secret_write_file(path, env, n, 0600);
+	tl_secret_wipe(env, n);
+	free(env);
+	return rc;
+}
+
+static int
+env_missing(struct tl_rx *rx, const char *module, const char *node)
+{
+	char path[1300];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home, node,
+	    module);
+	return stat(path, &st) != 0;
+}
+
+static struct work *
+add_work(struct pass *ps)
+{
+	struct work *nw;
+
+	if (ps->nw == ps->capw) {
+		size_t cap = ps->capw ? ps->capw * 2 : 16;
+
+		if ((nw = realloc(ps->w, cap * sizeof(*nw))) == NULL)
+			return NULL;
+		ps->w = nw;
+		ps->capw = cap;
+	}
+	nw = &ps->w[ps->nw++];
+	memset(nw, 0, sizeof(*nw));
+	return nw;
+}
+
+struct gather_arg {
+	struct pass		*ps;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+};
+
+/* Decides what each grant needs; runs in a read transaction. */
+static int
+gather_one(const struct tl_grant *g, void *arg)
+{
+	struct gather_arg *ga = arg;
+	struct pass *ps = ga->ps;
+	struct tl_rx_backoff *bo;
+	struct work *w;
+	int kind = 0;
+
+	if (strcmp(g->state, GRANT_REQUESTED) == 0 ||
+	    strcmp(g->state, GRANT_PROVISIONING) == 0)
+		kind = W_CREATE;
+	else if (strcmp(g->state, GRANT_FAILED) == 0)
+		kind = W_CREATE;
+	else if (strcmp(g->state, GRANT_REVOKING) == 0)
+		kind = W_REVOKE;
+	else if (strcmp(g->state, GRANT_PROVISIONED) == 0) {
+		struct tl_nodelist nl;
+		size_t i;
+		char holder[140];
+
+		if (grant_holders(ga->t, ga->p, g, &nl) != 0)
+			return 0;
+		for (i = 0; i < nl.n && kind == 0; i++) {
+			snprintf(holder, sizeof(holder), "%s@%s", g->module,
+			    nl.v[i]);
+			if (tl_grant_delivered(ga->t, ga->p, g->id, holder) !=
+			    g->version || env_missing(ps->rx, g->module,
+			    nl.v[i]))
+				kind = W_DELIVER;
+		}
+		tl_nodelist_free(&nl);
+	}
+	if (kind == 0)
+		return 0;
+	if (kind != W_DELIVER && (bo = backoff_find(ps->rx, g->provider,
+	    0)) != NULL && bo->next_ns > ps->now) {
+		ps->pending++;
+		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
+			ps->next_ns = bo->next_ns;
+		return 0;
+	}
+	if ((w = add_work(ps)) == NULL)
+		return ENOMEM;
+	w->g = *g;
+	w->kind = kind;
+	w->resumed = strcmp(g->state, GRANT_REQUESTED) != 0;
+	return 0;
+}
+
+static int
+gather(struct pass *ps)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct gather_arg ga = { ps, NULL, &p };
+	size_t i;
+	int rc;
+
+	if ((rc = tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	ga.t = t;
+	if ((rc = tl_proj_open(t, &p)) != 0 ||
+	    (rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
+		goto out;
+	for (i = 0; i < ps->nw; i++) {
+		struct work *w = &ps->w[i];
+		struct prov *pv;
+
+		if (w->kind == W_DELIVER)
+			continue;
+		pv = pass_provider(ps, t, &p, &w->g, w->driver, &w->drop);
+		if (pv == NULL || tl_drv_find(w->driver) == NULL) {
+			w->rc = TL_EDRIVER;
+			snprintf(w->why, sizeof(w->why), "provider %s has no "
+			    "usable driver for %s", w->g.provider, w->g.type);
+			continue;
+		}
+		if (w->resumed && w->kind == W_CREATE &&
+		    (rc = intent_password(ps->rx, t, w)) != 0 &&
+		    rc != TL_ENOTFOUND) {
+			w->rc = rc;
+			snprintf(w->why, sizeof(w->why), "cannot read the "
+			    "intent's credential: %s", tl_strerror(rc));
+			continue;
+		}
+		if (w->resumed && w->g.intent_seq == 0)
+			w->resumed = 0;	/* failed before any intent */
+		if (w->resumed || w->kind == W_REVOKE)
+			grant_names(&w->g, w->g.version, w->dbname, w->owner,
+			    w->login);
+		if (w->kind == W_REVOKE && w->g.version == 0)
+			w->noop = 1;	/* revoked before it was provisioned */
+	}
+	rc = 0;
+out:
+	tl_log_abort(t);
+	return rc;
+}
+
+/* Phase 1: the intents, in one transaction. */
+static int
+intents_cb(struct tl_txn *t, void *arg)
+{
+	struct pass *ps = arg;
+	struct tl_ctx c;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->nw; i++) {
+		struct work *w = &ps->w[i];
+		struct tl_body b;
+		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
+		char ad[TL_KEY_MAX];
+		S(stream);
+
+		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
+			continue;
+		w->g.version = w->g.version ? w->g.version + 1 : 1;
+		grant_names(&w->g, w->g.version, w->dbname, w->owner,
+		    w->login);
+		tl_secret_password(w->password);
+		snprintf(ad, sizeof(ad), "grant/%s:v%llu", w->g.id,
+		    (unsigned long long)w->g.version);
+		tl_secret_encrypt(&ps->rx->key, ad, strlen(ad), w->password,
+		    strlen(w->password), ct);
+		if ((rc = tl_key(stream, "grant/%s", w->g.id)) != 0)
+			return rc;
+		c.cause = w->g.state_seq;
+		c.have_corr = 0;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", w->g.id);
+		tl_body_str(&b, "provider", w->g.provider);
+		tl_body_u64(&b, "version", w->g.version);
+		tl_body_str(&b, "resource", w->dbname);
+		tl_body_str(&b, "owner", w->owner);
+		tl_body_str(&b, "user", w->login);
+		tl_body_secret(&b, "password", ct, strlen(w->password) +
+		    TL_BOX_OVERHEAD);
+		rc = tl_emit(&c, EV_GRANT_PROVISIONING, stream, &b, NULL);
+		tl_body_free(&b);
+		if (rc != 0)
+			return rc;
+	}
+	return tl_ctx_end(&c);
+}
+
+struct job {
+	struct prov	*pv;
+	struct work	**w;
+	size_t		 nw;
+	struct tl_rx	*rx;
+};
+
+static void *
+run_job(void *arg)
+{
+	struct job *j = arg;
+	struct tl_drv_admin a;
+	struct timespec t0, t1;
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+	size_t i;
+	int rc;
+
+	a.host = j->pv->host;
+	a.port = j->pv->port;
+	a.user = j->pv->user;
+	a.password = j->pv->password;
+	a.dbname = j->pv->db;
+	if ((rc = j->pv->ops->open(&a, &h, why)) != 0) {
+		for (i = 0; i < j->nw; i++) {
+			j->w[i]->rc = rc;
+			snprintf(j->w[i]->why, sizeof(j->w[i]->why), "%s", why);
+		}
+		return NULL;
+	}
+	for (i = 0; i < j->nw; i++) {
+		struct work *w = j->w[i];
+		struct tl_drv_grant dg;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		dg.resource = w->dbname;
+		dg.owner = w->owner;
+		dg.login = w->login;
+		dg.password = w->password;
+		if (w->kind == W_CREATE) {
+			w->rc = j->pv->ops->create(h, &dg, w->why);
+			/* A resumed intent may find the role made before. */
+			if (w->rc == 0 && w->resumed)
+				w->rc = j->pv->ops->set_password(h, &dg,
+				    w->why);
+		} else
+			w->rc = j->pv->ops->revoke(h, &dg, w->drop, w->why);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		w->ms = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000 +
+		    (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	}
+	j->pv->ops->close(h);
+	return NULL;
+}
+
+/* Phase 2: driver calls, several sessions per provider at once. */
+static void
+call_drivers(struct pass *ps)
+{
+	size_t i, k, nj = 0, maxj;
+	struct job *jobs;
+	pthread_t *th;
+
+	for (i = 0; i < ps->nw; i++) {
+		struct work *w = &ps->w[i];
+		size_t j;
+
+		if (w->kind == W_DELIVER || w->rc != 0 || w->noop)
+			continue;
+		for (j = 0; j < ps->npv; j++)
+			if (strcmp(ps->pv[j].id, w->g.provider) == 0)
+				break;
+		if (j == ps->npv)
+			continue;
+		if (ps->pv[j].nw == ps->pv[j].capw) {
+			size_t cap = ps->pv[j].capw ? ps->pv[j].capw * 2 : 8;
+			struct work **nw = realloc(ps->pv[j].w,
+			    cap * sizeof(*nw));
+
+			if (nw == NULL) {
+				w->rc = ENOMEM;
+				continue;
+			}
+			ps->pv[j].w = nw;
+			ps->pv[j].capw = cap;
+		}
+		ps->pv[j].w[ps->pv[j].nw++] = w;
+		ps->pv[j].ops = tl_drv_find(w->driver);
+	}
+	maxj = ps->npv * (size_t)(ps->rx->workers > 0 ? ps->rx->workers : 1);
+	if (maxj == 0)
+		return;
+	jobs = calloc(maxj, sizeof(*jobs));
+	th = calloc(maxj, sizeof(*th));
+	if (jobs == NULL || th == NULL) {
+		free(jobs);
+		free(th);
+		return;
+	}
+	for (i = 0; i < ps->npv; i++) {
+		struct prov *pv = &ps->pv[i];
+		size_t nwk = (size_t)(ps->rx->workers > 0 ?
+		    ps->rx->workers : 1), per, off = 0;
+
+		if (pv->nw == 0 || pv->ops == NULL)
+			continue;
+		if (nwk > pv->nw)
+			nwk = pv->nw;
+		per = (pv->nw + nwk - 1) / nwk;
+		for (k = 0; k < nwk && off < pv->nw; k++) {
+			jobs[nj].pv = pv;
+			jobs[nj].rx = ps->rx;
+			jobs[nj].w = pv->w + off;
+			jobs[nj].nw = pv->nw - off < per ? pv->nw - off : per;
+			off += jobs[nj].nw;
+			nj++;
+		}
+	}
+	for (k = 0; k < nj; k++)
+		if (pthread_create(&th[k], NULL, run_job, &jobs[k]) != 0) {
+			run_job(&jobs[k]);
+			th[k] = 0;
+		}
+	for (k = 0; k < nj; k++)
+		if (th[k] != 0)
+			pthread_join(th[k], NULL);
+	free(jobs);
+	free(th);
+}
+
+static int
+emit_delivery(struct pass *ps, struct tl_ctx *c, const struct tl_grant *g,
+    const char *node)
+{
+	struct sbuf sb = { NULL, 0, 0, 0 };
+	struct tl_body b;
+	struct tl_rec r;
+	uint8_t pk[TL_PUBKEY_LEN];
+	const void *pkp;
+	size_t pkl;
+	uint8_t *sealed = NULL;
+	char holder[140];
+	S(k);
+	S(stream);
+	int rc;
+
+	if ((rc = tl_key(k, "n/%s", node)) != 0 ||
+	    (rc = tl_rec_get(c->t, c->p.graph, k, &r)) != 0)
+		return rc;
+	rc = TL_EMALFORMED;
+	{
+		struct tl_bnode n;
+
+		if (tl_bn_get(r.m, "pubkey", &n) == 0 &&
+		    tl_bn_bin(n, &pkp, &pkl) == 0 && pkl == TL_PUBKEY_LEN) {
+			memcpy(pk, pkp, TL_PUBKEY_LEN);
+			rc = 0;
+		}
+	}
+	tl_rec_close(&r);
+	if (rc != 0)
+		return rc;
+	if ((rc = holder_lines(ps->rx, c->t, &c->p, g, node, &sb)) != 0)
+		goto out;
+	if ((sealed = malloc(sb.len + TL_SEAL_OVERHEAD)) == NULL) {
+		rc = ENOMEM;
+		goto out;
+	}
+	if ((rc = tl_secret_seal(pk, sb.p, sb.len, sealed)) != 0)
+		goto out;
+	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
+	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+		goto out;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", g->id);
+	tl_body_str(&b, "holder", holder);
+	tl_body_str(&b, "node", node);
+	tl_body_u64(&b, "version", g->version);
+	tl_body_secret(&b, "sealed", sealed, sb.len + TL_SEAL_OVERHEAD);
+	rc = tl_emit(c, EV_CRED_DELIVERED, stream, &b, NULL);
+	tl_body_free(&b);
+out:
+	free(sealed);
+	sb_free(&sb);
+	return rc;
+}
+
+/* Delivers g's current credential to every holder that lacks it. */
+static int
+deliver_all(struct pass *ps, struct tl_ctx *c, const char *grant)
+{
+	struct tl_grant g;
+	struct tl_nodelist nl;
+	char holder[140];
+	size_t i;
+	int rc;
+
+	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) != 0)
+		return rc;
+	if (strcmp(g.state, GRANT_PROVISIONED) != 0)
+		return 0;
+	if ((rc = grant_holders(c->t, &c->p, &g, &nl)) != 0)
+		return rc;
+	for (i = 0; rc == 0 && i < nl.n; i++) {
+		snprintf(holder, sizeof(holder), "%s@%s", g.module, nl.v[i]);
+		if (tl_grant_delivered(c->t, &c->p, g.id, holder) == g.version)
+			continue;
+		rc = emit_delivery(ps, c, &g, nl.v[i]);
+	}
+	tl_nodelist_free(&nl);
+	return rc;
+}
+
+/* Phase 3: outcomes, deliveries and the checkpoint, in one transaction. */
+static int
+outcomes_cb(struct tl_txn *t, void *arg)
+{
+	struct pass *ps = arg;
+	struct tl_ctx c;
+	size_t i;
+	uint64_t last;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->npv; i++) {
+		struct prov *pv = &ps->pv[i];
+		struct work *fail = NULL;
+		size_t j;
+		int any_ok = 0;
+		S(stream);
+		struct tl_body b;
+
+		for (j = 0; j < pv->nw; j++) {
+			if (pv->w[j]->rc == 0)
+				any_ok = 1;
+			else if (pv->w[j]->rc == TL_EUNREACH ||
+			    pv->w[j]->rc == TL_EAUTH)
+				fail = pv->w[j];
+		}
+		if ((rc = tl_key(stream, "provider/%s", pv->id)) != 0)
+			return rc;
+		c.cause = 0;
+		c.have_corr = 0;
+		if (fail != NULL && !any_ok) {
+			/* Recorded once per outage, not once per retry. */
+			struct tl_rec r;
+			char old[TL_DRV_WHY_MAX] = "";
+			S(k);
+
+			if (tl_key(k, "pu/%s", pv->id) == 0 &&
+			    tl_rec_get(t, c.p.graph, k, &r) == 0) {
+				tl_bn_getstr(r.m, "reason", old, sizeof(old));
+				tl_rec_close(&r);
+			}
+			if (strcmp(old, fail->why) != 0) {
+				tl_body_init(&b);
+				tl_body_str(&b, "id", pv->id);
+				tl_body_str(&b, "reason", fail->why);
+				tl_body_str(&b, "kind", fail->rc == TL_EAUTH ?
+				    "auth-failed" : "unreachable");
+				rc = tl_emit(&c, EV_PROVIDER_UNREACHABLE,
+				    stream, &b, NULL);
+				tl_body_free(&b);
+				if (rc != 0)
+					return rc;
+			}
+		} else if (any_ok && pv->was_unreachable) {
+			tl_body_init(&b);
+			tl_body_str(&b, "id", pv->id);
+			rc = tl_emit(&c, EV_PROVIDER_RECOVERED, stream, &b,
+			    NULL);
+			tl_body_free(&b);
+			if (rc != 0)
+				return rc;
+		}
+	}
+	for (i = 0; i < ps->nw; i++) {
+		struct work *w = &ps->w[i];
+		struct tl_grant cur;
+		struct tl_body b;
+		S(stream);
+
+		if (w->kind == W_DELIVER) {
+			if ((rc = deliver_all(ps, &c, w->g.id)) != 0)
+				return rc;
+			continue;
+		}
+		if ((rc = tl_grant_get(t, &c.p, w->g.id, &cur, NULL)) != 0)
+			return rc;
+		if ((rc = tl_key(stream, "grant/%s", w->g.id)) != 0)
+			return rc;
+		c.cause = cur.state_seq;
+		c.have_corr = 0;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", w->g.id);
+		if (w->rc != 0) {
+			/* Unchanged failures are not news. */
+			if (strcmp(cur.state, GRANT_FAILED) == 0 &&
+			    strcmp(cur.reason, w->why) == 0) {
+				tl_body_free(&b);
+				continue;
+			}
+			tl_body_str(&b, "reason", w->why);
+			tl_body_str(&b, "op", w->kind == W_CREATE ? "create" :
+			    "revoke");
+			rc = tl_emit(&c, EV_GRANT_FAILED, stream, &b, NULL);
+		} else if (w->kind == W_CREATE) {
+			char port[8];
+			size_t j;
+
+			snprintf(port, sizeof(port), "5432");
+			for (j = 0; j < ps->npv; j++)
+				if (strcmp(ps->pv[j].id, w->g.provider) == 0)
+					snprintf(port, sizeof(port), "%s",
+					    ps->pv[j].port);
+			tl_body_u64(&b, "version", cur.version);
+			tl_body_map(&b, "fields");
+			for (j = 0; j < ps->npv; j++)
+				if (strcmp(ps->pv[j].id, w->g.provider) == 0)
+					tl_body_str(&b, "host",
+					    ps->pv[j].routable);
+			tl_body_str(&b, "port", port);
+			tl_body_str(&b, "database", w->dbname);
+			tl_body_str(&b, "user", w->login);
+			tl_body_end(&b);
+			rc = tl_emit(&c, EV_GRANT_PROVISIONED, stream, &b,
+			    NULL);
+			if (rc == 0)
+				rc = deliver_all(ps, &c, w->g.id);
+		} else {
+			tl_body_str(&b, "policy", w->drop ? "drop" : "retain");
+			rc = tl_emit(&c, EV_GRANT_REVOKED, stream, &b, NULL);
+		}
+		tl_body_free(&b);
+		if (rc != 0)
+			return rc;
+	}
+	if ((rc = tl_ctx_end(&c)) != 0)
+		return rc;
+	if ((rc = tl_log_last(t, &last, NULL)) != 0)
+		return rc;
+	return tl_ckpt_set(t, CKPT, last);
+}
+
+static void
+pass_free(struct pass *ps)
+{
+	size_t i;
+
+	for (i = 0; i < ps->nw; i++)
+		tl_secret_wipe(ps->w[i].password, sizeof(ps->w[i].password));
+	for (i = 0; i < ps->npv; i++) {
+		tl_secret_wipe(ps->pv[i].password, sizeof(ps->pv[i].password));
+		free(ps->pv[i].w);
+	}
+	free(ps->w);
+	free(ps->pv);
+}
+
+struct holder_arg {
+	struct tl_rx	*rx;
+	struct tl_txn	*t;
+	const char	*module;
+	int		 rc;
+};
+
+static int
+rewrite_holder(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct holder_arg *ha = arg;
+	const char *at = strchr(rest, '@');
+	int rc;
+
+	(void)val;
+	(void)vlen;
+	if (at == NULL)
+		return 0;
+	if ((rc = write_env(ha->rx, ha->t, ha->module, at + 1)) != 0 &&
+	    ha->rc == 0)
+		ha->rc = rc;
+	return 0;
+}
+
+/* Rewrites the env files of every holder the pass touched. */
+static int
+write_files(struct pass *ps)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	size_t i, j;
+	int rc, first = 0;
+
+	if ((rc = tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		goto out;
+	for (i = 0; i < ps->nw; i++) {
+		struct tl_nodelist nl;
+		struct tl_grant g;
+
+		if (ps->w[i].rc != 0)
+			continue;
+		if (tl_grant_get(t, &p, ps->w[i].g.id, &g, NULL) != 0)
+			continue;
+		if (strcmp(g.state, GRANT_REVOKED) == 0) {
+			/* Its holders may be gone: rewrite what they had. */
+			struct holder_arg ha = { ps->rx, t, g.module, 0 };
+			S(k);
+
+			if (tl_key(k, "d/%s/", g.id) == 0)
+				tl_rec_scan(t, p.grants, k, rewrite_holder,
+				    &ha);
+			if (ha.rc != 0 && first == 0)
+				first = ha.rc;
+			continue;
+		}
+		if (grant_holders(t, &p, &g, &nl) != 0)
+			continue;
+		for (j = 0; j < nl.n; j++)
+			if ((rc = write_env(ps->rx, t, g.module,
+			    nl.v[j])) != 0 && first == 0)
+				first = rc;
+		tl_nodelist_free(&nl);
+	}
+	rc = first;
+out:
+	tl_log_abort(t);
+	return rc;
+}
+
+int
+tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
+    uint64_t *next_ns)
+{
+	struct pass ps;
+	size_t i;
+	int rc;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rx = rx;
+	ps.now = tl_rx_now();
+	*done = 0;
+	if ((rc = gather(&ps)) != 0)
+		goto out;
+	if (ps.nw == 0)
+		goto out;
+	if ((rc = tl_log_write(rx->log, intents_cb, &ps)) != 0)
+		goto out;
+	call_drivers(&ps);
+	for (i = 0; i < ps.nw; i++) {
+		struct work *w = &ps.w[i];
+
+		if (w->kind == W_DELIVER)
+			continue;
+		if (w->rc == 0)
+			tl_rx_log(rx, TL_RX_INFO, "%s grant %s on %s (%llu ms)",
+			    w->kind == W_CREATE ? "provisioned" : "revoked",
+			    w->g.id, w->g.provider,
+			    (unsigned long long)w->ms);
+		else {
+			tl_rx_log(rx, TL_RX_WARN, "grant %s on %s: %s",
+			    w->g.id, w->g.provider, w->why);
+			ps.pending++;
+		}
+	}
+	for (i = 0; i < ps.npv; i++) {
+		size_t j;
+		int bad = 0;
+
+		for (j = 0; j < ps.pv[i].nw; j++)
+			if (ps.pv[i].w[j]->rc != 0)
+				bad = 1;
+		if (bad)
+			backoff_fail(rx, ps.pv[i].id);
+		else
+			backoff_ok(rx, ps.pv[i].id);
+	}
+	if ((rc = tl_log_write(rx->log, outcomes_cb, &ps)) != 0)
+		goto out;
+	if ((rc = write_files(&ps)) != 0)
+		tl_rx_log(rx, TL_RX_WARN, "delivery files: %s",
+		    tl_strerror(rc));
+	for (i = 0; i < ps.nw; i++)
+		if (ps.w[i].rc == 0)
+			(*done)++;
+	rc = 0;
+out:
+	for (i = 0; i < rx->nbo; i++)
+		if (rx->bo[i].next_ns > ps.now && (ps.next_ns == 0 ||
+		    rx->bo[i].next_ns < ps.next_ns))
+			ps.next_ns = rx->bo[i].next_ns;
+	*pending = ps.pending;
+	*next_ns = ps.next_ns;
+	pass_free(&ps);
+	return rc;
+}

@@ -1,0 +1,69 @@
+/*
+ * rx.h - reactors: loops that read the log and drive providers.
+ *
+ * A reactor pass is level-triggered: it compares the projections with
+ * what should be true and acts on the difference, so a pass after a
+ * crash, after a restart or after a missed wakeup does the same thing
+ * as the pass that was interrupted.  The shape of every action is the
+ * rule of DESIGN.md: append the intent (with the encrypted credential
+ * it will use) and commit; call the driver outside any transaction;
+ * append the outcome and move the reactor's checkpoint in one
+ * transaction.  Drivers are idempotent, so repeating an intent is safe.
+ *
+ * Reactors never print: they report through rx->logf, which tallyd
+ * points at stderr.  No message ever contains a secret.
+ */
+#ifndef TL_RX_H
+#define TL_RX_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "core/log.h"
+#include "core/secret.h"
+
+enum { TL_RX_DEBUG, TL_RX_INFO, TL_RX_WARN, TL_RX_ERR };
+
+struct tl_rx_backoff;
+
+struct tl_rx {
+	struct tl_log		*log;
+	struct tl_key		 key;		/* the master key */
+	char			 home[1024];
+	const char		*actor;		/* "tallyd" */
+	int			 workers;	/* driver sessions per provider */
+	void			(*logf)(int level, const char *fmt, va_list ap);
+	/* Providers that failed, and when to try them again. */
+	struct tl_rx_backoff	*bo;
+	size_t			 nbo;
+};
+
+/* Sets defaults; the caller fills log, key, home, logf. */
+void	tl_rx_init(struct tl_rx *rx);
+void	tl_rx_free(struct tl_rx *rx);
+void	tl_rx_log(struct tl_rx *rx, int level, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+
+/* Nanoseconds since the epoch (CLOCK_REALTIME). */
+uint64_t tl_rx_now(void);
+
+/*
+ * One provisioning pass: provisions requested grants (resuming any
+ * intent left by a crash), delivers credentials to every holder,
+ * revokes grants whose revocation was requested, and rewrites missing
+ * delivery files.  *pending receives the number of grants still
+ * waiting (for a provider in backoff, say); *next_ns the earliest time
+ * a retry is due (0: none).
+ */
+int	tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
+	    uint64_t *next_ns);
+
+/*
+ * The environment of assignment module@node: every variable mapped by
+ * the grants it holds, one KEY=VALUE per line, into a buffer the
+ * caller frees (and wipes: it holds passwords).  *n is its length.
+ */
+int	tl_rx_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
+	    const char *node, char **out, size_t *n);
+
+#endif

@@ -1,0 +1,233 @@
+/*
+ * cmd_env.c - tally env: an assignment's environment, for its node.
+ *
+ * What a node's host runs to start a module: the values delivered to
+ * the assignment, opened with the node's own secret key from the sealed
+ * credential.delivered events (the host needs no master key).
+ */
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/secret.h"
+#include "projections/events.h"
+#include "projections/grant.h"
+#include "tally.h"
+
+static const char usage[] =
+"usage: tally env NODE MODULE --node-key FILE [--json]\n"
+"\n"
+"Prints the environment of MODULE's assignment on NODE (KEY=VALUE\n"
+"lines), opened from the sealed deliveries with the node's secret key\n"
+"(the FILE written by tally node add).  The values include the\n"
+"credential: the output is for the node's host, not for a terminal.\n";
+
+struct env_arg {
+	const char	*node;
+	const char	*module;
+	uint8_t		 sk[TL_SECKEY_LEN];
+	uint8_t		 pk[TL_PUBKEY_LEN];
+	json_t		*vars;
+	int		 missing;
+};
+
+/* Opens the latest delivery of g to this holder. */
+static int
+open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
+{
+	struct tl_filter f = { 0 };
+	struct tl_iter *it;
+	struct tl_event ev;
+	char stream[TL_STREAM_MAX + 1], holder[140], want[140];
+	uint8_t *best = NULL, *plain = NULL;
+	size_t bestlen = 0;
+	int rc;
+
+	snprintf(stream, sizeof(stream), "grant/%s", g->id);
+	snprintf(want, sizeof(want), "%s@%s", g->module, ea->node);
+	f.stream = stream;
+	f.type = EV_CRED_DELIVERED;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		return rc;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		struct tl_bview v;
+		struct tl_bnode n;
+		const void *ct;
+		size_t len;
+
+		if (tl_bview_open(&v, ev.body, ev.body_len) != 0)
+			continue;
+		if (tl_bn_getstr(v.root, "holder", holder, sizeof(holder)) == 0
+		    && strcmp(holder, want) == 0 &&
+		    tl_bn_get(v.root, "sealed", &n) == 0 &&
+		    tl_bn_secret(n, &ct, &len) == 0) {
+			uint8_t *nb = realloc(best, len);
+
+			if (nb != NULL) {
+				best = nb;
+				memcpy(best, ct, len);
+				bestlen = len;
+			}
+		}
+		tl_bview_close(&v);
+	}
+	tl_iter_close(it);
+	if (rc != TL_EEOF) {
+		free(best);
+		return rc;
+	}
+	if (best == NULL) {
+		ea->missing++;
+		return 0;
+	}
+	rc = TL_ESECRET;
+	if (bestlen > TL_SEAL_OVERHEAD &&
+	    (plain = malloc(bestlen - TL_SEAL_OVERHEAD + 1)) != NULL &&
+	    tl_secret_unseal(ea->pk, ea->sk, best, bestlen, plain) == 0) {
+		char *line, *save = NULL;
+
+		plain[bestlen - TL_SEAL_OVERHEAD] = '\0';
+		for (line = strtok_r((char *)plain, "\n", &save); line != NULL;
+		    line = strtok_r(NULL, "\n", &save)) {
+			char *eq = strchr(line, '=');
+
+			if (eq == NULL)
+				continue;
+			*eq = '\0';
+			json_object_set_new(ea->vars, line, json_string(eq +
+			    1));
+		}
+		tl_secret_wipe(plain, bestlen - TL_SEAL_OVERHEAD);
+		rc = 0;
+	}
+	free(plain);
+	free(best);
+	return rc;
+}
+
+struct collect {
+	struct tl_txn	*t;
+	struct env_arg	*ea;
+	int		 rc;
+};
+
+static int
+one_grant(const struct tl_grant *g, void *arg)
+{
+	struct collect *c = arg;
+
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+		return 0;
+	if (g->node[0] != '\0' && strcmp(g->node, c->ea->node) != 0)
+		return 0;
+	return open_delivery(c->t, g, c->ea);
+}
+
+static int
+show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
+{
+	struct env_arg *ea = arg;
+	struct collect c = { t, ea, 0 };
+	struct tl_rec r;
+	char key[TL_KEY_MAX];
+	const char *k;
+	json_t *v;
+	int rc;
+
+	if (tl_key(key, "n/%s", ea->node) != 0 ||
+	    tl_rec_get(t, p->graph, key, &r) != 0) {
+		cli_errx("no node %s", ea->node);
+		return TL_EXIT_NOTFOUND;
+	}
+	{
+		struct tl_bnode n;
+		const void *pk;
+		size_t len;
+
+		if (tl_bn_get(r.m, "pubkey", &n) != 0 ||
+		    tl_bn_bin(n, &pk, &len) != 0 || len != TL_PUBKEY_LEN) {
+			tl_rec_close(&r);
+			cli_errx("node %s has no public key", ea->node);
+			return TL_EXIT_FAIL;
+		}
+		memcpy(ea->pk, pk, TL_PUBKEY_LEN);
+	}
+	tl_rec_close(&r);
+	if (tl_key(key, "a/%s@%s", ea->module, ea->node) != 0 ||
+	    !tl_rec_exists(t, p->graph, key)) {
+		cli_errx("%s is not assigned to %s", ea->module, ea->node);
+		return TL_EXIT_NOTFOUND;
+	}
+	ea->vars = json_object();
+	rc = tl_grant_each_of_module(t, p, ea->module, one_grant, &c);
+	if (rc == TL_ESECRET) {
+		cli_errx("cannot open the deliveries with this key: is it %s's "
+		    "key?", ea->node);
+		json_decref(ea->vars);
+		return TL_EXIT_FAIL;
+	}
+	if (rc != 0) {
+		json_decref(ea->vars);
+		return cli_fail(cli, rc, "env");
+	}
+	if (cli->json) {
+		json_dumpf(ea->vars, stdout, JSON_COMPACT | JSON_SORT_KEYS);
+		putchar('\n');
+	} else
+		json_object_foreach(ea->vars, k, v)
+			printf("%s=%s\n", k, json_string_value(v));
+	json_decref(ea->vars);
+	if (ea->missing > 0) {
+		cli_warnx("%d grant(s) not delivered to %s yet", ea->missing,
+		    ea->node);
+		return TL_EXIT_UNHEALTHY;
+	}
+	return TL_EXIT_OK;
+}
+
+int
+cmd_env(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "node-key", required_argument, NULL, 'k' },
+		{ 0 }
+	};
+	struct env_arg ea;
+	const char *keyfile = NULL;
+	ssize_t n;
+	int c, fd, ex;
+
+	memset(&ea, 0, sizeof(ea));
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			keyfile = optarg;
+			break;
+		CLI_COMMON_CASES(cli, usage);
+		}
+	}
+	if (optind + 2 != argc || keyfile == NULL) {
+		fputs(usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	ea.node = argv[optind];
+	ea.module = argv[optind + 1];
+	if ((fd = open(keyfile, O_RDONLY | O_CLOEXEC)) < 0) {
+		cli_errx("%s: cannot open the node key", keyfile);
+		return TL_EXIT_FAIL;
+	}
+	n = read(fd, ea.sk, sizeof(ea.sk));
+	close(fd);
+	if (n != (ssize_t)sizeof(ea.sk)) {
+		cli_errx("%s is not a node key", keyfile);
+		return TL_EXIT_FAIL;
+	}
+	ex = cli_read(cli, 0, show, &ea);
+	tl_secret_wipe(ea.sk, sizeof(ea.sk));
+	return ex;
+}

@@ -1,0 +1,329 @@
+/*
+ * tallyd - the reactor daemon.
+ *
+ * Runs in the foreground (a supervisor or systemd keeps it), logs to
+ * stderr, and drives providers toward the log: each pass provisions,
+ * delivers and revokes (reactors/provision.c).  It wakes within
+ * milliseconds of an event appended by any process (inotify on the
+ * log's data file: LMDB writes it with pwrite, no polling), and
+ * periodically regardless, so that it is level-triggered: whatever a
+ * missed wakeup or a crash left undone is found again.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/secret.h"
+#include "reactors/rx.h"
+
+#define EXIT_OK		0
+#define EXIT_FAIL	1
+#define EXIT_USAGE	2
+#define EXIT_UNHEALTHY	6
+#define EXIT_LOCKED	7
+
+static const char usage[] =
+"usage: tallyd [--home DIR] [--once] [--interval SECONDS] [--workers N]\n"
+"              [--once-timeout SECONDS] [-v]\n"
+"\n"
+"The reactor daemon: provisions requested grants on their providers,\n"
+"delivers credentials to every holder, revokes what was revoked.  Runs\n"
+"in the foreground and logs to stderr; SIGTERM or SIGINT finish the\n"
+"step in flight and exit.  One tallyd per log (HOME/tallyd.lock).\n"
+"\n"
+"  --once          reconcile until nothing is left to do, then exit\n"
+"                  (exit 6 if work remains after --once-timeout, 60 s)\n"
+"  --interval S    level-triggered resync period (default 5)\n"
+"  --workers N     driver sessions per provider in parallel (default 4)\n"
+"  -v              debug logging\n";
+
+static volatile sig_atomic_t stop;
+static int sigpipe_w = -1;
+static int verbose;
+
+static void
+on_signal(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	stop = 1;
+	if (sigpipe_w >= 0 && write(sigpipe_w, "x", 1) < 0) {
+		/* the pipe is full: the loop wakes anyway */
+	}
+	errno = saved;
+}
+
+static void
+vlog(int level, const char *fmt, va_list ap)
+{
+	static const char *const names[] = { "debug", "info", "warn", "error" };
+	struct timespec ts;
+	struct tm tm;
+	char when[32];
+
+	if (level == TL_RX_DEBUG && !verbose)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	fprintf(stderr, "%s.%03ldZ tallyd[%ld] %s: ", when,
+	    ts.tv_nsec / 1000000, (long)getpid(), names[level & 3]);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+static void
+logx(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void
+logx(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(level, fmt, ap);
+	va_end(ap);
+}
+
+/* One daemon per log: an exclusive lock naming its holder. */
+static int
+take_lock(const char *home)
+{
+	char path[1200], buf[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/tallyd.lock", home);
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+		logx(TL_RX_ERR, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		logx(TL_RX_ERR, "another tallyd (pid %s) holds %s: one daemon "
+		    "per log", buf[0] ? buf : "?", path);
+		close(fd);
+		return -2;
+	}
+	if (ftruncate(fd, 0) == 0) {
+		n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+		if (pwrite(fd, buf, (size_t)n, 0) != n)
+			logx(TL_RX_WARN, "cannot write pid to %s", path);
+	}
+	return fd;	/* held until exit */
+}
+
+static uint64_t
+head(struct tl_log *log)
+{
+	struct tl_txn *t;
+	uint64_t seq = 0;
+
+	if (tl_log_begin(log, TL_TXN_RDONLY, &t) == 0) {
+		tl_log_last(t, &seq, NULL);
+		tl_log_abort(t);
+	}
+	return seq;
+}
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "home", required_argument, NULL, 'H' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "once-timeout", required_argument, NULL, 'T' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct tl_rx rx;
+	struct sigaction sa;
+	char logdir[1200], keypath[1200], why[160] = "";
+	const char *home = getenv("TALLY_HOME");
+	int once = 0, c, rc, lockfd, ino = -1, pfd[2] = { -1, -1 };
+	int ex = EXIT_OK;
+	unsigned interval = 5, once_timeout = 60;
+	uint64_t last_head = UINT64_MAX, next_tick = 0, started;
+
+	tl_rx_init(&rx);
+	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			home = optarg;
+			break;
+		case 'o':
+			once = 1;
+			break;
+		case 'T':
+			once_timeout = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'i':
+			interval = (unsigned)strtoul(optarg, NULL, 10);
+			if (interval == 0)
+				interval = 1;
+			break;
+		case 'w':
+			rx.workers = atoi(optarg);
+			if (rx.workers < 1 || rx.workers > 64) {
+				fprintf(stderr, "tallyd: --workers 1..64\n");
+				return EXIT_USAGE;
+			}
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return EXIT_OK;
+		default:
+			fputs(usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		fputs(usage, stderr);
+		return EXIT_USAGE;
+	}
+	if (home == NULL || *home == '\0')
+		home = geteuid() == 0 ? "/var/lib/tally" : NULL;
+	if (home == NULL) {
+		logx(TL_RX_ERR, "no home: use --home DIR or TALLY_HOME");
+		return EXIT_USAGE;
+	}
+	snprintf(rx.home, sizeof(rx.home), "%s", home);
+	snprintf(logdir, sizeof(logdir), "%s/log", home);
+	snprintf(keypath, sizeof(keypath), "%s/master.key", home);
+	rx.logf = vlog;
+
+	if ((lockfd = take_lock(home)) < 0)
+		return lockfd == -2 ? EXIT_LOCKED : EXIT_FAIL;
+	if ((rc = tl_secret_load(keypath, &rx.key, why)) != 0) {
+		logx(TL_RX_ERR, "master key: %s", why[0] ? why :
+		    tl_strerror(rc));
+		return EXIT_FAIL;
+	}
+	if ((rc = tl_log_open(logdir, 0, &rx.log)) != 0) {
+		logx(TL_RX_ERR, "cannot open the log at %s: %s", logdir,
+		    tl_strerror(rc));
+		tl_rx_free(&rx);
+		return rc == TL_ENOTFOUND ? 3 : EXIT_FAIL;
+	}
+
+	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) != 0) {
+		logx(TL_RX_ERR, "pipe: %s", strerror(errno));
+		ex = EXIT_FAIL;
+		goto out;
+	}
+	sigpipe_w = pfd[1];
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if ((ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
+	    inotify_add_watch(ino, logdir, IN_MODIFY) < 0)
+		logx(TL_RX_WARN, "inotify unavailable (%s): polling every "
+		    "%u s", strerror(errno), interval);
+	logx(TL_RX_INFO, "started on %s%s (workers %d, resync %u s)", home,
+	    once ? " once" : "", rx.workers, interval);
+
+	started = mono_ms();
+	while (!stop) {
+		uint64_t now = mono_ms(), h = head(rx.log), next_ns = 0;
+		unsigned done = 0, pending = 0;
+		int timeout;
+		struct pollfd pf[2];
+
+		if (h != last_head || now >= next_tick) {
+			rc = tl_rx_provision(&rx, &done, &pending, &next_ns);
+			if (rc != 0)
+				logx(TL_RX_ERR, "pass failed: %s (%s)",
+				    tl_strerror(rc), tl_log_lasterr(rx.log));
+			last_head = head(rx.log);
+			next_tick = mono_ms() + (uint64_t)interval * 1000;
+			if (done > 0) {
+				next_tick = 0;	/* more may have become due */
+				continue;
+			}
+			if (once && pending == 0 && rc == 0)
+				break;
+			if (once && mono_ms() - started >
+			    (uint64_t)once_timeout * 1000) {
+				logx(TL_RX_WARN, "--once: %u grant(s) still "
+				    "waiting after %u s (see tally status)",
+				    pending, once_timeout);
+				ex = EXIT_UNHEALTHY;
+				break;
+			}
+		}
+		timeout = (int)(next_tick > mono_ms() ? next_tick - mono_ms() :
+		    0);
+		if (next_ns != 0) {
+			uint64_t wall = tl_rx_now();
+			int due = next_ns > wall ? (int)((next_ns - wall) /
+			    1000000) + 1 : 0;
+
+			if (due < timeout) {
+				timeout = due;
+				next_tick = mono_ms() + (uint64_t)due;
+			}
+		}
+		pf[0].fd = ino;
+		pf[0].events = POLLIN;
+		pf[1].fd = pfd[0];
+		pf[1].events = POLLIN;
+		if (poll(pf, 2, timeout) > 0) {
+			char buf[4096];
+
+			while (ino >= 0 && read(ino, buf, sizeof(buf)) > 0)
+				;
+			while (read(pfd[0], buf, sizeof(buf)) > 0)
+				;
+		}
+	}
+	logx(TL_RX_INFO, "stopping");
+out:
+	if (ino >= 0)
+		close(ino);
+	if (pfd[0] >= 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+	}
+	tl_log_close(rx.log);
+	tl_rx_free(&rx);
+	close(lockfd);
+	return ex;
+}

@@ -31,16 +31,11 @@
 #include "projections/events.h"
 #include "projections/grant.h"
 #include "projections/graph.h"
-#include "rx.h"
+#include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
 #define CKPT	"provisioner"
 
-struct tl_rx_backoff {
-	char		id[130];
-	uint64_t	next_ns;
-	uint64_t	delay_ns;
-};
 
 void
 tl_rx_init(struct tl_rx *rx)
@@ -80,8 +75,8 @@ tl_rx_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static struct tl_rx_backoff *
-backoff_find(struct tl_rx *rx, const char *id, int create)
+struct tl_rx_backoff *
+tl_rx_backoff_find(struct tl_rx *rx, const char *id, int create)
 {
 	struct tl_rx_backoff *nb;
 	size_t i;
@@ -100,10 +95,10 @@ backoff_find(struct tl_rx *rx, const char *id, int create)
 }
 
 /* Exponential backoff with full jitter: 0.5 s doubling up to 60 s. */
-static void
-backoff_fail(struct tl_rx *rx, const char *id)
+void
+tl_rx_backoff_fail(struct tl_rx *rx, const char *id)
 {
-	struct tl_rx_backoff *b = backoff_find(rx, id, 1);
+	struct tl_rx_backoff *b = tl_rx_backoff_find(rx, id, 1);
 	uint64_t jitter;
 
 	if (b == NULL)
@@ -115,10 +110,10 @@ backoff_fail(struct tl_rx *rx, const char *id)
 	b->next_ns = tl_rx_now() + b->delay_ns / 2 + jitter;
 }
 
-static void
-backoff_ok(struct tl_rx *rx, const char *id)
+void
+tl_rx_backoff_ok(struct tl_rx *rx, const char *id)
 {
-	struct tl_rx_backoff *b = backoff_find(rx, id, 0);
+	struct tl_rx_backoff *b = tl_rx_backoff_find(rx, id, 0);
 
 	if (b != NULL)
 		b->next_ns = b->delay_ns = 0;
@@ -143,28 +138,10 @@ struct work {
 	uint64_t	 ms;
 };
 
-/* A provider's admin side, decrypted for the pass and wiped after. */
-struct prov {
-	char		 id[130];
-	char		 node[64];
-	char		 module[64];
-	char		 routable[256];
-	char		 expose[16];
-	char		 host[256];
-	char		 port[8];
-	char		 user[64];
-	char		 db[64];
-	char		 password[512];
-	int		 ok;		/* admin side usable this pass */
-	int		 was_unreachable;
-	const struct tl_drv_ops *ops;
-	struct work	**w;
-	size_t		 nw, capw;
-};
 
 struct pass {
 	struct tl_rx	*rx;
-	struct prov	*pv;
+	struct tl_rx_prov	*pv;
 	size_t		 npv, cappv;
 	struct work	*w;
 	size_t		 nw, capw;
@@ -196,8 +173,8 @@ fit_name(char out[64], const char *base, const char *suffix)
 	}
 }
 
-static void
-grant_names(const struct tl_grant *g, uint64_t version, char db[64],
+void
+tl_rx_grant_names(const struct tl_grant *g, uint64_t version, char db[64],
     char owner[64], char login[64])
 {
 	char suffix[24];
@@ -214,9 +191,9 @@ grant_names(const struct tl_grant *g, uint64_t version, char db[64],
 	fit_name(login, db, suffix);
 }
 
-static int
-load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
-    const char *id, const char *type, struct prov *pv, char *driver,
+int
+tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
+    const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
     int *drop)
 {
 	struct tl_rec r;
@@ -299,25 +276,25 @@ load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 	return 0;
 }
 
-static struct prov *
+static struct tl_rx_prov *
 pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, char *driver, int *drop)
 {
-	struct prov pv, *np;
+	struct tl_rx_prov pv, *np;
 	size_t i;
 
 	for (i = 0; i < ps->npv; i++)
 		if (strcmp(ps->pv[i].id, g->provider) == 0) {
 			/* Same provider: driver and policy by type. */
-			struct prov tmp;
+			struct tl_rx_prov tmp;
 
-			if (load_provider(t, p, ps->rx, g->provider, g->type,
+			if (tl_rx_load_provider(t, p, ps->rx, g->provider, g->type,
 			    &tmp, driver, drop) != 0)
 				return NULL;
 			tl_secret_wipe(tmp.password, sizeof(tmp.password));
 			return &ps->pv[i];
 		}
-	if (load_provider(t, p, ps->rx, g->provider, g->type, &pv, driver,
+	if (tl_rx_load_provider(t, p, ps->rx, g->provider, g->type, &pv, driver,
 	    drop) != 0) {
 		tl_secret_wipe(pv.password, sizeof(pv.password));
 		return NULL;
@@ -337,9 +314,10 @@ pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
 	return &ps->pv[ps->npv++];
 }
 
-/* Decrypts the password of the grant's intent into w->password. */
-static int
-intent_password(struct tl_rx *rx, struct tl_txn *t, struct work *w)
+/* Decrypts the password of g's intent (out: TL_PASSWORD_LEN + 1). */
+int
+tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
+    const struct tl_grant *g, char *out)
 {
 	struct tl_event ev;
 	struct tl_bview v;
@@ -349,9 +327,9 @@ intent_password(struct tl_rx *rx, struct tl_txn *t, struct work *w)
 	char ad[TL_KEY_MAX];
 	int rc;
 
-	if (w->g.intent_seq == 0)
+	if (g->intent_seq == 0)
 		return TL_ENOTFOUND;
-	if ((rc = tl_log_get(t, w->g.intent_seq, &ev)) != 0)
+	if ((rc = tl_log_get(t, g->intent_seq, &ev)) != 0)
 		return rc;
 	if ((rc = tl_bview_open(&v, ev.body, ev.body_len)) != 0)
 		return rc;
@@ -359,15 +337,21 @@ intent_password(struct tl_rx *rx, struct tl_txn *t, struct work *w)
 	if (tl_bn_get(v.root, "password", &n) == 0 &&
 	    tl_bn_secret(n, &ct, &len) == 0 && len > TL_BOX_OVERHEAD &&
 	    len - TL_BOX_OVERHEAD <= TL_PASSWORD_LEN) {
-		snprintf(ad, sizeof(ad), "grant/%s:v%llu", w->g.id,
-		    (unsigned long long)w->g.version);
+		snprintf(ad, sizeof(ad), "grant/%s:v%llu", g->id,
+		    (unsigned long long)g->version);
 		rc = tl_secret_decrypt(&rx->key, ad, strlen(ad), ct, len,
-		    (uint8_t *)w->password);
+		    (uint8_t *)out);
 		if (rc == 0)
-			w->password[len - TL_BOX_OVERHEAD] = '\0';
+			out[len - TL_BOX_OVERHEAD] = '\0';
 	}
 	tl_bview_close(&v);
 	return rc;
+}
+
+static int
+intent_password(struct tl_rx *rx, struct tl_txn *t, struct work *w)
+{
+	return tl_rx_intent_password(rx, t, &w->g, w->password);
 }
 
 struct holders {
@@ -377,8 +361,8 @@ struct holders {
 };
 
 /* The assignments that hold g: every one of a shared grant's module. */
-static int
-grant_holders(struct tl_txn *t, const struct tl_proj *p,
+int
+tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, struct tl_nodelist *nl)
 {
 	S(k);
@@ -463,13 +447,13 @@ sb_free(struct sbuf *sb)
  * node uses (loopback only when co-located with a local provider).
  */
 static int
-holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
+tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, const char *node, struct sbuf *sb)
 {
 	struct work w;
 	struct tl_rec r;
 	struct tl_bnode env;
-	struct prov pv;
+	struct tl_rx_prov pv;
 	char driver[64], host[256];
 	int drop, rc;
 	S(k);
@@ -479,7 +463,7 @@ holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	w.g = *g;
 	if ((rc = intent_password(rx, t, &w)) != 0)
 		return rc;
-	rc = load_provider(t, p, rx, g->provider, g->type, &pv, driver, &drop);
+	rc = tl_rx_load_provider(t, p, rx, g->provider, g->type, &pv, driver, &drop);
 	tl_secret_wipe(pv.password, sizeof(pv.password));
 	if (rc != 0)
 		goto out;
@@ -547,7 +531,7 @@ env_grant(const struct tl_grant *g, void *arg)
 		return 0;
 	if (g->node[0] != '\0' && strcmp(g->node, ea->node) != 0)
 		return 0;
-	return holder_lines(ea->rx, ea->t, ea->p, g, ea->node, ea->sb);
+	return tl_rx_holder_lines(ea->rx, ea->t, ea->p, g, ea->node, ea->sb);
 }
 
 int
@@ -599,8 +583,8 @@ mkdirs(const char *path)
 }
 
 /* Writes (or removes, when it holds nothing) module@node's env file. */
-static int
-write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
+int
+tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
     const char *node)
 {
 	char dir[1200], path[1300], *env = NULL;
@@ -678,7 +662,7 @@ gather_one(const struct tl_grant *g, void *arg)
 		size_t i;
 		char holder[140];
 
-		if (grant_holders(ga->t, ga->p, g, &nl) != 0)
+		if (tl_rx_grant_holders(ga->t, ga->p, g, &nl) != 0)
 			return 0;
 		for (i = 0; i < nl.n && kind == 0; i++) {
 			snprintf(holder, sizeof(holder), "%s@%s", g->module,
@@ -692,7 +676,7 @@ gather_one(const struct tl_grant *g, void *arg)
 	}
 	if (kind == 0)
 		return 0;
-	if (kind != W_DELIVER && (bo = backoff_find(ps->rx, g->provider,
+	if (kind != W_DELIVER && (bo = tl_rx_backoff_find(ps->rx, g->provider,
 	    0)) != NULL && bo->next_ns > ps->now) {
 		ps->pending++;
 		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
@@ -724,7 +708,7 @@ gather(struct pass *ps)
 		goto out;
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
-		struct prov *pv;
+		struct tl_rx_prov *pv;
 
 		if (w->kind == W_DELIVER)
 			continue;
@@ -746,7 +730,7 @@ gather(struct pass *ps)
 		if (w->resumed && w->g.intent_seq == 0)
 			w->resumed = 0;	/* failed before any intent */
 		if (w->resumed || w->kind == W_REVOKE)
-			grant_names(&w->g, w->g.version, w->dbname, w->owner,
+			tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
 			    w->login);
 		if (w->kind == W_REVOKE && w->g.version == 0)
 			w->noop = 1;	/* revoked before it was provisioned */
@@ -778,7 +762,7 @@ intents_cb(struct tl_txn *t, void *arg)
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
 			continue;
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
-		grant_names(&w->g, w->g.version, w->dbname, w->owner,
+		tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
 		tl_secret_password(w->password);
 		snprintf(ad, sizeof(ad), "grant/%s:v%llu", w->g.id,
@@ -807,7 +791,7 @@ intents_cb(struct tl_txn *t, void *arg)
 }
 
 struct job {
-	struct prov	*pv;
+	struct tl_rx_prov	*pv;
 	struct work	**w;
 	size_t		 nw;
 	struct tl_rx	*rx;
@@ -906,7 +890,7 @@ call_drivers(struct pass *ps)
 		return;
 	}
 	for (i = 0; i < ps->npv; i++) {
-		struct prov *pv = &ps->pv[i];
+		struct tl_rx_prov *pv = &ps->pv[i];
 		size_t nwk = (size_t)(ps->rx->workers > 0 ?
 		    ps->rx->workers : 1), per, off = 0;
 
@@ -968,7 +952,7 @@ emit_delivery(struct pass *ps, struct tl_ctx *c, const struct tl_grant *g,
 	tl_rec_close(&r);
 	if (rc != 0)
 		return rc;
-	if ((rc = holder_lines(ps->rx, c->t, &c->p, g, node, &sb)) != 0)
+	if ((rc = tl_rx_holder_lines(ps->rx, c->t, &c->p, g, node, &sb)) != 0)
 		goto out;
 	if ((sealed = malloc(sb.len + TL_SEAL_OVERHEAD)) == NULL) {
 		rc = ENOMEM;
@@ -1007,7 +991,7 @@ deliver_all(struct pass *ps, struct tl_ctx *c, const char *grant)
 		return rc;
 	if (strcmp(g.state, GRANT_PROVISIONED) != 0)
 		return 0;
-	if ((rc = grant_holders(c->t, &c->p, &g, &nl)) != 0)
+	if ((rc = tl_rx_grant_holders(c->t, &c->p, &g, &nl)) != 0)
 		return rc;
 	for (i = 0; rc == 0 && i < nl.n; i++) {
 		snprintf(holder, sizeof(holder), "%s@%s", g.module, nl.v[i]);
@@ -1032,7 +1016,7 @@ outcomes_cb(struct tl_txn *t, void *arg)
 	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
 		return rc;
 	for (i = 0; i < ps->npv; i++) {
-		struct prov *pv = &ps->pv[i];
+		struct tl_rx_prov *pv = &ps->pv[i];
 		struct work *fail = NULL;
 		size_t j;
 		int any_ok = 0;
@@ -1184,7 +1168,7 @@ rewrite_holder(const char *rest, const void *val, size_t vlen, void *arg)
 	(void)vlen;
 	if (at == NULL)
 		return 0;
-	if ((rc = write_env(ha->rx, ha->t, ha->module, at + 1)) != 0 &&
+	if ((rc = tl_rx_write_env(ha->rx, ha->t, ha->module, at + 1)) != 0 &&
 	    ha->rc == 0)
 		ha->rc = rc;
 	return 0;
@@ -1223,10 +1207,10 @@ write_files(struct pass *ps)
 				first = ha.rc;
 			continue;
 		}
-		if (grant_holders(t, &p, &g, &nl) != 0)
+		if (tl_rx_grant_holders(t, &p, &g, &nl) != 0)
 			continue;
 		for (j = 0; j < nl.n; j++)
-			if ((rc = write_env(ps->rx, t, g.module,
+			if ((rc = tl_rx_write_env(ps->rx, t, g.module,
 			    nl.v[j])) != 0 && first == 0)
 				first = rc;
 		tl_nodelist_free(&nl);
@@ -1280,9 +1264,9 @@ tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 			if (ps.pv[i].w[j]->rc != 0)
 				bad = 1;
 		if (bad)
-			backoff_fail(rx, ps.pv[i].id);
+			tl_rx_backoff_fail(rx, ps.pv[i].id);
 		else
-			backoff_ok(rx, ps.pv[i].id);
+			tl_rx_backoff_ok(rx, ps.pv[i].id);
 	}
 	if ((rc = tl_log_write(rx->log, outcomes_cb, &ps)) != 0)
 		goto out;

@@ -1,0 +1,67 @@
+/*
+ * rx-internal.h - what the reactors share: providers' admin sides,
+ * backoff, grant names, credentials and delivery.  Not for tools.
+ */
+#ifndef TL_RX_INTERNAL_H
+#define TL_RX_INTERNAL_H
+
+#include "drivers/driver.h"
+#include "projections/grant.h"
+#include "projections/graph.h"
+#include "rx.h"
+
+struct work;
+
+struct tl_rx_backoff {
+	char		id[130];
+	uint64_t	next_ns;
+	uint64_t	delay_ns;
+};
+
+/* A provider's admin side, decrypted for the pass and wiped after. */
+struct tl_rx_prov {
+	char		 id[130];
+	char		 node[64];
+	char		 module[64];
+	char		 routable[256];
+	char		 expose[16];
+	char		 host[256];
+	char		 port[8];
+	char		 user[64];
+	char		 db[64];
+	char		 password[512];
+	int		 ok;		/* admin side usable this pass */
+	int		 was_unreachable;
+	const struct tl_drv_ops *ops;
+	struct work	**w;	/* the provisioner's */
+	size_t		 nw, capw;
+};
+
+struct sbuf;
+
+struct tl_rx_backoff *tl_rx_backoff_find(struct tl_rx *rx, const char *id,
+	    int create);
+void	tl_rx_backoff_fail(struct tl_rx *rx, const char *id);
+void	tl_rx_backoff_ok(struct tl_rx *rx, const char *id);
+
+/* Loads provider id's admin side (decrypting its password) for type. */
+int	tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p,
+	    struct tl_rx *rx, const char *id, const char *type,
+	    struct tl_rx_prov *pv, char *driver, int *drop);
+
+/* The database, owner role and login role of g's credential version. */
+void	tl_rx_grant_names(const struct tl_grant *g, uint64_t version,
+	    char db[64], char owner[64], char login[64]);
+
+int	tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
+	    const struct tl_grant *g, char *out);
+
+/* The assignments (nodes) holding g. */
+int	tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g, struct tl_nodelist *nl);
+
+/* Rewrites (or removes) module@node's delivery file. */
+int	tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
+	    const char *node);
+
+#endif

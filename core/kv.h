@@ -49,4 +49,12 @@ typedef int (*tl_kv_each_fn)(const void *key, size_t klen, const void *val,
 int	tl_kv_scan(struct tl_txn *t, tl_kv kv, const void *prefix,
 	    size_t plen, tl_kv_each_fn fn, void *arg);
 
+/*
+ * Scratch tables: operational state that is not derived from the log
+ * and is not a projection (the verifier's last-checked times and
+ * counters).  tl_kv_drop_all and tl_kv_digest_all leave them alone;
+ * losing one loses nothing the log knows.
+ */
+int	tl_kv_open_scratch(struct tl_txn *t, const char *name, tl_kv *out);
+
 #endif

@@ -245,17 +245,77 @@ out:
 	return found;
 }
 
+struct emb_owner {
+	const char	*name;
+	char		 owner[64];
+};
+
+static int
+emb_named(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct emb_owner *eo = arg;
+	struct tl_bview v;
+	struct tl_bnode emb;
+	size_t i;
+	int rc, found = 0;
+
+	if (vlen < 9)
+		return TL_ECORRUPT;
+	if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8, vlen - 8)) != 0)
+		return rc;
+	if (tl_bn_get(v.root, "embedded", &emb) == 0)
+		for (i = 0; i < tl_bn_len(emb) && !found; i++) {
+			char en[64];
+
+			if (tl_bn_getstr(tl_bn_at(emb, i), "name", en,
+			    sizeof(en)) == 0 && strcmp(en, eo->name) == 0)
+				found = 1;
+		}
+	tl_bview_close(&v);
+	if (found)
+		snprintf(eo->owner, sizeof(eo->owner), "%s", rest);
+	return found;
+}
+
+/*
+ * Does target name another module's embedded instance (and no module)?
+ * Only an undeclared target is looked for, so the scan is rare.
+ */
+static int
+embedded_named(struct tl_ctx *c, const char *self, const char *target,
+    char owner[64])
+{
+	struct emb_owner eo = { target, "" };
+	S(k);
+
+	if (tl_key(k, "m/%s", target) != 0 ||
+	    tl_rec_exists(c->t, c->p.graph, k))
+		return 0;
+	if (tl_rec_scan(c->t, c->p.graph, "m/", emb_named, &eo) < 0)
+		return 0;
+	if (eo.owner[0] == '\0' || strcmp(eo.owner, self) == 0)
+		return 0;
+	snprintf(owner, 64, "%s", eo.owner);
+	return 1;
+}
+
 static int
 check_req(struct tl_ctx *c, const struct tl_decl *d,
     const struct tl_decl_req *r, struct tl_bnode m)
 {
 	struct shape s, old;
 	struct tl_rec prev;
-	char ename[64];
+	char ename[64], owner[64];
 	S(k);
 	int rc;
 
 	shape_of(m, &s);
+	if (embedded_named(c, d->name, s.target, owner))
+		return tl_refuse(c, TL_EMANIFEST, "%s:%d: requires.%s.%s: "
+		    "'%s' is module %s's embedded private instance: nothing "
+		    "may bind to it", r->file, r->line, r->name,
+		    strcmp(s.kind, "presence") == 0 ? "presence" : "from",
+		    s.target, owner);
 	if (strcmp(s.kind, "instantiation") != 0)
 		return 0;
 	if (embedded_only(c, s.target, s.type, ename, sizeof(ename)))
@@ -427,5 +487,30 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 	}
 out:
 	free(old.names);
+	return rc;
+}
+
+int
+tl_dec_repair(struct tl_ctx *c, const char *grant)
+{
+	struct tl_grant g;
+	struct tl_body b;
+	S(stream);
+	int rc;
+
+	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
+		return tl_refuse(c, TL_ENOTFOUND, "no grant %s", grant);
+	if (rc != 0)
+		return rc;
+	if (strcmp(g.state, GRANT_MISSING) != 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is %s, not missing: "
+		    "there is nothing to recreate", grant, g.state);
+	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
+		return rc;
+	c->cause = g.state_seq;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", grant);
+	rc = tl_emit(c, EV_REPAIR_REQUESTED, stream, &b, NULL);
+	tl_body_free(&b);
 	return rc;
 }

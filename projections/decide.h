@@ -91,6 +91,9 @@ int	tl_dec_remove(struct tl_ctx *c, const char *module);
 /* grant is MODULE/REQ or MODULE/REQ@NODE; provider NODE/MODULE. */
 int	tl_dec_bind(struct tl_ctx *c, const char *grant, const char *provider);
 
+/* tally repair: recreate a missing grant, deliberately (tallyd does it). */
+int	tl_dec_repair(struct tl_ctx *c, const char *grant);
+
 /* Registers (or updates) the providers of module's assignments. */
 int	tl_provider_refresh(struct tl_ctx *c, const char *module);
 

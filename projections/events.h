@@ -41,7 +41,21 @@
 #define EV_GRANT_FAILED		"grant.failed"		/* grant reason retry_ns */
 #define EV_REVOCATION_REQUESTED	"revocation.requested"	/* grant reason */
 #define EV_GRANT_REVOKED	"grant.revoked"		/* grant policy */
+#define EV_GRANT_DRIFTED	"grant.drifted"		/* grant kind reason message */
+#define EV_GRANT_REPAIRED	"grant.repaired"	/* grant kind how */
+#define EV_GRANT_MISSING	"grant.missing"		/* grant reason message */
+#define EV_REPAIR_REQUESTED	"repair.requested"	/* grant (actor: who asked) */
+#define EV_MIGRATION_APPLIED	"migration.applied"	/* grant file checksum */
+#define EV_MIGRATION_BLOCKED	"migration.blocked"	/* grant file reason */
 #define EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version vars[] sealed(secret) */
+
+/* module/NAME: a migration file's content, stored once per checksum. */
+#define EV_MIGRATION_STORED	"migration.stored"	/* module req file checksum content(bin) */
+
+/* Drift kinds, recorded in grant.drifted / grant.repaired. */
+#define DRIFT_CREDENTIAL	"credential-mismatch"
+#define DRIFT_PRIVILEGES	"privileges-changed"
+#define DRIFT_MISSING		"missing-resource"
 
 /* Binding reasons, recorded in binding.made. */
 #define BIND_EXPLICIT_MANIFEST	"explicit (named in the manifest)"

@@ -19,6 +19,8 @@
 #define GRANT_PROVISIONING	"provisioning"
 #define GRANT_PROVISIONED	"provisioned"
 #define GRANT_FAILED		"failed"
+#define GRANT_MISSING		"missing"	/* gone; waits for tally repair */
+#define GRANT_REPAIRING		"repairing"	/* tally repair: recreate it */
 #define GRANT_REVOKING		"revoking"
 #define GRANT_REVOKED		"revoked"
 
@@ -39,6 +41,12 @@ struct tl_grant {
 	uint64_t	version;	/* credential version provisioned */
 	uint64_t	attempts;	/* consecutive failures */
 	uint64_t	retry_ns;	/* not before this time */
+	char		drift[32];	/* kind of an unrepaired drift */
+	char		drift_reason[256];
+	uint64_t	drift_seq;
+	char		migration[64];	/* last applied file */
+	char		blocked[512];	/* why migrations are blocked */
+	uint64_t	migrated_seq;	/* migrations complete as of */
 	char		host[256];
 	char		port[8];
 	char		database[64];

@@ -15,9 +15,11 @@
 /* The record's field table: one place for encoding and decoding. */
 #define STR_FIELDS(X)							\
 	X(id) X(module) X(req) X(node) X(scope) X(type) X(provider)	\
-	X(resource) X(state) X(reason) X(host) X(port) X(database) X(user)
+	X(resource) X(state) X(reason) X(host) X(port) X(database) X(user) \
+	X(drift) X(drift_reason) X(migration) X(blocked)
 #define U64_FIELDS(X)							\
-	X(state_seq) X(requested_seq) X(intent_seq) X(version) X(attempts) X(retry_ns)
+	X(state_seq) X(requested_seq) X(intent_seq) X(version) X(attempts) \
+	X(retry_ns) X(drift_seq) X(migrated_seq)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -218,7 +220,9 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 	if (strcmp(ev->type, EV_CRED_DELIVERED) == 0)
 		return fold_delivered(t, p, ev, body);
 	if (strncmp(ev->type, "grant.", 6) != 0 &&
+	    strncmp(ev->type, "migration.", 10) != 0 &&
 	    strcmp(ev->type, EV_BINDING_MADE) != 0 &&
+	    strcmp(ev->type, EV_REPAIR_REQUESTED) != 0 &&
 	    strcmp(ev->type, EV_REVOCATION_REQUESTED) != 0)
 		return 0;
 	if (tl_bn_getstr(body, "grant", id, sizeof(id)) != 0)
@@ -273,6 +277,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 
 		set_state(&g, GRANT_PROVISIONED, ev->seq);
 		g.version = tl_bn_getu64(body, "version", g.version);
+		g.drift[0] = g.drift_reason[0] = '\0';
 		g.attempts = 0;
 		g.retry_ns = 0;
 		g.reason[0] = '\0';
@@ -289,6 +294,36 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		g.attempts++;
 		g.retry_ns = tl_bn_getu64(body, "retry_ns", 0);
 		set_state(&g, GRANT_FAILED, ev->seq);
+	} else if (strcmp(ev->type, EV_GRANT_DRIFTED) == 0) {
+		tl_bn_getstr(body, "kind", g.drift, sizeof(g.drift));
+		tl_bn_getstr(body, "reason", g.drift_reason,
+		    sizeof(g.drift_reason));
+		g.drift_seq = ev->seq;
+	} else if (strcmp(ev->type, EV_GRANT_REPAIRED) == 0) {
+		g.drift[0] = g.drift_reason[0] = '\0';
+		g.drift_seq = ev->seq;
+	} else if (strcmp(ev->type, EV_GRANT_MISSING) == 0) {
+		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
+		snprintf(g.drift, sizeof(g.drift), "%s", DRIFT_MISSING);
+		snprintf(g.drift_reason, sizeof(g.drift_reason), "%s",
+		    g.reason);
+		g.drift_seq = ev->seq;
+		set_state(&g, GRANT_MISSING, ev->seq);
+	} else if (strcmp(ev->type, EV_REPAIR_REQUESTED) == 0) {
+		set_state(&g, GRANT_REPAIRING, ev->seq);
+	} else if (strcmp(ev->type, EV_MIGRATION_APPLIED) == 0) {
+		char sum[80] = "";
+
+		tl_bn_getstr(body, "file", g.migration, sizeof(g.migration));
+		tl_bn_getstr(body, "checksum", sum, sizeof(sum));
+		g.blocked[0] = '\0';
+		g.migrated_seq = ev->seq;
+		if ((rc = tl_key(k, "ma/%s/%s", g.id, g.migration)) != 0 ||
+		    (rc = tl_kv_put(t, p->grants, k, strlen(k), sum,
+		    strlen(sum))) != 0)
+			return rc;
+	} else if (strcmp(ev->type, EV_MIGRATION_BLOCKED) == 0) {
+		tl_bn_getstr(body, "reason", g.blocked, sizeof(g.blocked));
 	} else if (strcmp(ev->type, EV_REVOCATION_REQUESTED) == 0) {
 		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
 		set_state(&g, GRANT_REVOKING, ev->seq);

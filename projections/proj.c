@@ -145,6 +145,7 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	    strncmp(ev->type, "grant.", 6) != 0 &&
 	    strncmp(ev->type, "credential.", 11) != 0 &&
 	    strncmp(ev->type, "revocation.", 11) != 0 &&
+	    strncmp(ev->type, "repair.", 7) != 0 &&
 	    strncmp(ev->type, "migration.", 10) != 0 &&
 	    strncmp(ev->type, "rotation.", 9) != 0)
 		return 0;

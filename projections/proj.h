@@ -21,6 +21,7 @@
  *           gm/MODULE/GRANT           grants by consumer module
  *           gp/PROVIDER/GRANT         grants by provider
  *           d/GRANT/MODULE@NODE       credential version delivered (u64be)
+ *           ma/GRANT/FILE             migration applied -> checksum (hex)
  *
  * Values are an 8-byte big-endian sequence number (the event that last
  * decided the record) followed by a msgpack map.  The fold is

@@ -11,8 +11,32 @@
 #include "grant.h"
 #include "graph.h"
 #include "status.h"
+#include "core/json.h"
 
 #define S(n)	char n[TL_KEY_MAX]
+
+int
+tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
+    uint64_t *count)
+{
+	const uint8_t *v;
+	const void *vp;
+	size_t n;
+	tl_kv kv;
+	int rc, i;
+
+	*last_ns = *count = 0;
+	if ((rc = tl_kv_open_scratch(t, "checks", &kv)) != 0)
+		return rc;
+	if (tl_kv_get(t, kv, grant, strlen(grant), &vp, &n) != 0 || n != 24)
+		return TL_ENOTFOUND;
+	v = vp;
+	for (i = 0; i < 8; i++) {
+		*last_ns = (*last_ns << 8) | v[i];
+		*count = (*count << 8) | v[8 + i];
+	}
+	return 0;
+}
 
 static int
 module_provides(struct tl_txn *t, const struct tl_proj *p, const char *module,
@@ -132,7 +156,7 @@ static json_t *
 req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
     const char *req, struct tl_bnode r, const char *node, const char **state)
 {
-	char kind[16] = "", target[64] = "", scope[16] = "", reason[600] = "";
+	char kind[16] = "", target[64] = "", scope[16] = "", reason[1400] = "";
 	char gkey[TL_KEY_MAX];
 	const char *st;
 	json_t *j;
@@ -213,8 +237,39 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			goto done;
 		}
 		json_object_set_new(j, "grant_state", json_string(g.state));
+		if (g.drift[0] != '\0') {
+			json_object_set_new(j, "drift", json_string(g.drift));
+			json_object_set_new(j, "drift_reason",
+			    json_string(g.drift_reason));
+		}
+		{
+			uint64_t last = 0, count = 0;
+
+			if (tl_checks_get(t, gkey, &last, &count) == 0) {
+				char ts[64];
+
+				tl_json_time(last, ts);
+				json_object_set_new(j, "last_verified",
+				    json_string(ts));
+				json_object_set_new(j, "checks", json_integer(
+				    (json_int_t)count));
+			}
+		}
+		if (g.blocked[0] != '\0')
+			json_object_set_new(j, "migrations_blocked",
+			    json_string(g.blocked));
 		if (strcmp(g.state, GRANT_PROVISIONED) == 0)
 			st = ST_PROVISIONED;
+		else if (strcmp(g.state, GRANT_MISSING) == 0) {
+			st = ST_PENDING;
+			snprintf(reason, sizeof(reason), "%s — not recreated "
+			    "(that would hide data loss); tally repair %s "
+			    "recreates it", g.drift_reason, gkey);
+		} else if (strcmp(g.state, GRANT_REPAIRING) == 0) {
+			st = ST_BOUND;
+			snprintf(reason, sizeof(reason), "being recreated "
+			    "(tally repair)");
+		}
 		else if (strcmp(g.state, GRANT_FAILED) == 0) {
 			st = ST_BOUND;
 			snprintf(reason, sizeof(reason), "%s", g.reason);
@@ -225,7 +280,8 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			    gkey, g.state);
 		} else
 			st = ST_BOUND;
-		if (strcmp(st, ST_BOUND) == 0) {
+		if (strcmp(st, ST_BOUND) == 0 ||
+		    strcmp(st, ST_PROVISIONED) == 0) {
 			struct tl_rec pu;
 			char why[400] = "";
 
@@ -235,6 +291,8 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				tl_rec_close(&pu);
 				snprintf(reason, sizeof(reason), "provider %s "
 				    "unreachable: %s", g.provider, why);
+				json_object_set_new(j, "provider_down",
+				    json_true());
 			}
 		}
 	}
@@ -372,7 +430,15 @@ static int
 module_healthy(const json_t *m)
 {
 	const char *st = json_string_value(json_object_get(m, "state"));
+	const json_t *a, *r;
+	size_t i, j;
 
+	json_array_foreach(json_object_get(m, "assignments"), i, a)
+		json_array_foreach(json_object_get(a, "requirements"), j, r)
+			if (json_object_get(r, "drift") != NULL ||
+			    json_object_get(r, "provider_down") != NULL ||
+			    json_object_get(r, "migrations_blocked") != NULL)
+				return 0;
 	return st != NULL && (strcmp(st, ST_READY) == 0 ||
 	    strcmp(st, ST_NOTHING) == 0 || strcmp(st, ST_UNASSIGNED) == 0 ||
 	    strcmp(st, ST_PROVISIONED) == 0);

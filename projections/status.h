@@ -35,6 +35,15 @@ int	tl_status_module(struct tl_txn *t, const struct tl_proj *p,
 /* Every module, sorted by name: {"modules":[…]}. */
 int	tl_status_all(struct tl_txn *t, const struct tl_proj *p, json_t **out);
 
+/*
+ * A grant's last verification time and how many checks it has had, kept
+ * by the verifier in the scratch table "checks" (24 bytes per grant:
+ * last_ns, count, next_ns, big-endian): operational, not derived from
+ * the log, so that a healthy check appends nothing.
+ */
+int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
+	    uint64_t *count);
+
 /* Is a status document (module or all) entirely healthy? */
 int	tl_status_healthy(const json_t *st);
 

@@ -653,7 +653,8 @@ gather_one(const struct tl_grant *g, void *arg)
 	if (strcmp(g->state, GRANT_REQUESTED) == 0 ||
 	    strcmp(g->state, GRANT_PROVISIONING) == 0)
 		kind = W_CREATE;
-	else if (strcmp(g->state, GRANT_FAILED) == 0)
+	else if (strcmp(g->state, GRANT_FAILED) == 0 ||
+	    strcmp(g->state, GRANT_REPAIRING) == 0)
 		kind = W_CREATE;
 	else if (strcmp(g->state, GRANT_REVOKING) == 0)
 		kind = W_REVOKE;
@@ -1118,6 +1119,16 @@ outcomes_cb(struct tl_txn *t, void *arg)
 			tl_body_end(&b);
 			rc = tl_emit(&c, EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);
+			if (rc == 0 && strcmp(cur.state, GRANT_REPAIRING) == 0) {
+				/* Recreated deliberately: say so beside it. */
+				tl_body_reset(&b);
+				tl_body_str(&b, "grant", w->g.id);
+				tl_body_str(&b, "kind", DRIFT_MISSING);
+				tl_body_str(&b, "how", "recreated on request "
+				    "(tally repair); its data did not come back");
+				rc = tl_emit(&c, EV_GRANT_REPAIRED, stream, &b,
+				    NULL);
+			}
 			if (rc == 0)
 				rc = deliver_all(ps, &c, w->g.id);
 		} else {

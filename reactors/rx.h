@@ -59,6 +59,21 @@ int	tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	    uint64_t *next_ns);
 
 /*
+ * One verification pass over the provisioned grants that are due (or,
+ * with force, over every one o selects), with the repairs the drift
+ * policies call for, recorded only when something changed.  *checked
+ * and *unhealthy count this pass; *next_ns is when the next is due.
+ */
+struct tl_rx_verify_opts {
+	const char	*grant;		/* only this grant */
+	const char	*provider;	/* only this provider's grants */
+	int		 force;		/* due or not */
+	uint64_t	 interval_ns;	/* between checks of one grant */
+};
+int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
+	    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns);
+
+/*
  * The environment of assignment module@node: every variable mapped by
  * the grants it holds, one KEY=VALUE per line, into a buffer the
  * caller frees (and wipes: it holds passwords).  *n is its length.

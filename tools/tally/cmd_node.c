@@ -110,10 +110,15 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 			printf("node %s removed\n", a.name);
 		return ex;
 	}
-	if (a.routable == NULL || !routable_ok(a.routable)) {
+	if (a.routable == NULL) {
 		cli_errx("node add needs --routable-name HOST (a host name or "
 		    "address other machines can reach)");
 		return TL_EXIT_USAGE;
+	}
+	if (!routable_ok(a.routable)) {
+		cli_errx("--routable-name '%s': not a host name or address "
+		    "(1-253 of letters, digits, '.', '-', ':')", a.routable);
+		return TL_EXIT_REFUSED;
 	}
 	if (keyout == NULL) {
 		snprintf(keypath, sizeof(keypath), "%s/nodes", cli->home);

@@ -56,6 +56,20 @@ print_module(const json_t *m)
 				printf(", grant %s", gs);
 			if (why != NULL)
 				printf("%s%s", prov ? ": " : " ", why);
+			if (json_object_get(r, "drift") != NULL)
+				printf("\n      DRIFT %s: %s", json_string_value(
+				    json_object_get(r, "drift")),
+				    json_string_value(json_object_get(r,
+				    "drift_reason")));
+			if (json_object_get(r, "migrations_blocked") != NULL)
+				printf("\n      migrations blocked: %s",
+				    json_string_value(json_object_get(r,
+				    "migrations_blocked")));
+			if (json_object_get(r, "last_verified") != NULL)
+				printf("\n      verified %s (%lld checks)",
+				    json_string_value(json_object_get(r,
+				    "last_verified")), json_integer_value(
+				    json_object_get(r, "checks")));
 			putchar('\n');
 		}
 	}

@@ -132,5 +132,7 @@ int	cmd_graph(struct tl_cli *, int, char **);
 int	cmd_explain(struct tl_cli *, int, char **);
 int	cmd_rebuild(struct tl_cli *, int, char **);
 int	cmd_env(struct tl_cli *, int, char **);
+int	cmd_check(struct tl_cli *, int, char **);
+int	cmd_repair(struct tl_cli *, int, char **);
 
 #endif

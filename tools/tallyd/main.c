@@ -49,6 +49,7 @@ static const char usage[] =
 "  --once          reconcile until nothing is left to do, then exit\n"
 "                  (exit 6 if work remains after --once-timeout, 60 s)\n"
 "  --interval S    level-triggered resync period (default 5)\n"
+"  --verify-interval S  how often each grant is verified (default 30)\n"
 "  --workers N     driver sessions per provider in parallel (default 4)\n"
 "  -v              debug logging\n";
 
@@ -162,6 +163,7 @@ main(int argc, char **argv)
 		{ "once", no_argument, NULL, 'o' },
 		{ "once-timeout", required_argument, NULL, 'T' },
 		{ "interval", required_argument, NULL, 'i' },
+		{ "verify-interval", required_argument, NULL, 'V' },
 		{ "workers", required_argument, NULL, 'w' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -173,7 +175,9 @@ main(int argc, char **argv)
 	const char *home = getenv("TALLY_HOME");
 	int once = 0, c, rc, lockfd, ino = -1, pfd[2] = { -1, -1 };
 	int ex = EXIT_OK;
-	unsigned interval = 5, once_timeout = 60;
+	unsigned interval = 5, once_timeout = 60, vinterval = 30;
+	struct tl_rx_verify_opts vo;
+	uint64_t verify_due = 0;
 	uint64_t last_head = UINT64_MAX, next_tick = 0, started;
 
 	tl_rx_init(&rx);
@@ -192,6 +196,11 @@ main(int argc, char **argv)
 			interval = (unsigned)strtoul(optarg, NULL, 10);
 			if (interval == 0)
 				interval = 1;
+			break;
+		case 'V':
+			vinterval = (unsigned)strtoul(optarg, NULL, 10);
+			if (vinterval == 0)
+				vinterval = 1;
 			break;
 		case 'w':
 			rx.workers = atoi(optarg);
@@ -260,6 +269,8 @@ main(int argc, char **argv)
 	logx(TL_RX_INFO, "started on %s%s (workers %d, resync %u s)", home,
 	    once ? " once" : "", rx.workers, interval);
 
+	memset(&vo, 0, sizeof(vo));
+	vo.interval_ns = (uint64_t)vinterval * 1000000000u;
 	started = mono_ms();
 	while (!stop) {
 		uint64_t now = mono_ms(), h = head(rx.log), next_ns = 0;
@@ -278,8 +289,23 @@ main(int argc, char **argv)
 				next_tick = 0;	/* more may have become due */
 				continue;
 			}
-			if (once && pending == 0 && rc == 0)
+			if (once && pending == 0 && rc == 0) {
+				unsigned checked = 0, bad = 0;
+				uint64_t vn;
+
+				/* One verification pass, and its repairs. */
+				vo.force = 1;
+				rc = tl_rx_verify(&rx, &vo, &checked, &bad, &vn);
+				if (rc != 0)
+					logx(TL_RX_ERR, "verification failed: "
+					    "%s", tl_strerror(rc));
+				else
+					logx(TL_RX_INFO, "verified %u grant(s), "
+					    "%u not healthy", checked, bad);
+				if (rc != 0 || bad > 0)
+					ex = EXIT_UNHEALTHY;
 				break;
+			}
 			if (once && mono_ms() - started >
 			    (uint64_t)once_timeout * 1000) {
 				logx(TL_RX_WARN, "--once: %u grant(s) still "
@@ -289,8 +315,32 @@ main(int argc, char **argv)
 				break;
 			}
 		}
+		if (!once && tl_rx_now() >= verify_due) {
+			unsigned checked = 0, bad = 0;
+			uint64_t vn = 0;
+
+			vo.force = 0;
+			if ((rc = tl_rx_verify(&rx, &vo, &checked, &bad,
+			    &vn)) != 0)
+				logx(TL_RX_ERR, "verification failed: %s",
+				    tl_strerror(rc));
+			else if (checked > 0)
+				logx(TL_RX_DEBUG, "verified %u grant(s), %u "
+				    "not healthy", checked, bad);
+			verify_due = vn ? vn : tl_rx_now() +
+			    vo.interval_ns;
+			last_head = head(rx.log);
+		}
 		timeout = (int)(next_tick > mono_ms() ? next_tick - mono_ms() :
 		    0);
+		if (!once) {
+			uint64_t wall = tl_rx_now();
+			int vdue = verify_due > wall ? (int)((verify_due -
+			    wall) / 1000000) + 1 : 0;
+
+			if (vdue < timeout)
+				timeout = vdue;
+		}
 		if (next_ns != 0) {
 			uint64_t wall = tl_rx_now();
 			int due = next_ns > wall ? (int)((next_ns - wall) /

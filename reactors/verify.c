@@ -1,0 +1,607 @@
+/*
+ * verify.c - the verifier: a grant is a claim about the world, checked.
+ *
+ * Each provisioned grant is checked every interval (30 s by default),
+ * its first check spread over the interval by a hash of its id so that
+ * 10,000 grants do not hit a provider in the same second.  A check logs
+ * in as the consumer on the routable name the consumer was given and
+ * inspects the roles and the database from the admin side.  What it
+ * finds is recorded only when it changes: a healthy check writes a
+ * counter and a time in the scratch table "checks", not an event, so
+ * the log does not grow with time.
+ *
+ * Drift policies: a credential that no longer authenticates (the frozen
+ * password) and changed privileges are repaired at once from the admin
+ * side, both facts recorded; a missing database or role is NOT
+ * recreated (that would hide data loss): the grant becomes missing
+ * until `tally repair`.  An unreachable provider or a refused admin
+ * credential is recorded on the provider, once per outage.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/kv.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "rx-internal.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+struct check {
+	struct tl_grant	 g;
+	char		 db[64], owner[64], login[64];
+	char		 password[TL_PASSWORD_LEN + 1];
+	enum tl_drv_drift drift;
+	int		 rc;		/* of the check itself */
+	int		 repair_rc;	/* of the repair, if one ran */
+	char		 why[TL_DRV_WHY_MAX];
+	char		 repair_why[TL_DRV_WHY_MAX];
+};
+
+struct vprov {
+	struct tl_rx_prov pv;
+	const struct tl_drv_ops *ops;
+	struct check	**c;
+	size_t		 nc, cap;
+	int		 open_rc;
+	char		 open_why[TL_DRV_WHY_MAX];
+};
+
+struct vpass {
+	struct tl_rx			*rx;
+	const struct tl_rx_verify_opts	*o;
+	struct check			*c;
+	size_t				 nc, cap;
+	struct vprov			*vp;
+	size_t				 nvp;
+	uint64_t			 now;
+	uint64_t			 next_ns;
+	tl_kv				 checks;
+	int				 have_checks;
+};
+
+/* The scratch record of a grant: last check, count, next due (ns). */
+struct sched {
+	uint64_t	last_ns, count, next_ns;
+};
+
+static uint64_t
+be(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static void
+putbe(uint8_t *p, uint64_t v)
+{
+	int i;
+
+	for (i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+static struct sched
+sched_get(struct tl_txn *t, tl_kv kv, const char *grant)
+{
+	struct sched s = { 0, 0, 0 };
+	const void *v;
+	size_t n;
+
+	if (tl_kv_get(t, kv, grant, strlen(grant), &v, &n) == 0 && n == 24) {
+		s.last_ns = be(v);
+		s.count = be((const uint8_t *)v + 8);
+		s.next_ns = be((const uint8_t *)v + 16);
+	}
+	return s;
+}
+
+/* A grant's first check: somewhere in the first interval, by its id. */
+static uint64_t
+first_due(const char *grant, uint64_t now, uint64_t interval)
+{
+	uint64_t h = 1469598103934665603u;
+	const char *s;
+
+	for (s = grant; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211u;
+	return now + (interval ? h % interval : 0);
+}
+
+static int
+wanted(const struct tl_rx_verify_opts *o, const struct tl_grant *g)
+{
+	if (o->grant != NULL)
+		return strcmp(o->grant, g->id) == 0;
+	if (o->provider != NULL)
+		return strcmp(o->provider, g->provider) == 0;
+	return 1;
+}
+
+struct gather {
+	struct vpass		*vp;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+};
+
+static int
+gather_one(const struct tl_grant *g, void *arg)
+{
+	struct gather *ga = arg;
+	struct vpass *ps = ga->vp;
+	struct check *c;
+	struct sched s;
+
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || !wanted(ps->o, g))
+		return 0;
+	if (ps->have_checks)
+		s = sched_get(ga->t, ps->checks, g->id);
+	else
+		memset(&s, 0, sizeof(s));
+	if (!ps->o->force) {
+		uint64_t due = s.next_ns ? s.next_ns :
+		    first_due(g->id, ps->now, ps->o->interval_ns);
+
+		if (due > ps->now) {
+			if (ps->next_ns == 0 || due < ps->next_ns)
+				ps->next_ns = due;
+			return 0;
+		}
+	}
+	if (ps->nc == ps->cap) {
+		size_t cap = ps->cap ? ps->cap * 2 : 16;
+		struct check *nc = realloc(ps->c, cap * sizeof(*nc));
+
+		if (nc == NULL)
+			return ENOMEM;
+		ps->c = nc;
+		ps->cap = cap;
+	}
+	c = &ps->c[ps->nc++];
+	memset(c, 0, sizeof(*c));
+	c->g = *g;
+	return 0;
+}
+
+static int
+gather(struct vpass *ps)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct gather ga = { ps, NULL, &p };
+	size_t i, j;
+	int rc;
+
+	if ((rc = tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	ga.t = t;
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		goto out;
+	rc = tl_kv_open_scratch(t, "checks", &ps->checks);
+	if (rc == 0)
+		ps->have_checks = 1;
+	else if (rc != TL_ENOTFOUND)	/* never written: all due at first */
+		goto out;
+	if ((rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
+		goto out;
+	if (ps->nc > 0 && (ps->vp = calloc(ps->nc, sizeof(*ps->vp))) == NULL) {
+		rc = ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < ps->nc; i++) {
+		struct check *c = &ps->c[i];
+		struct vprov *v = NULL;
+
+		tl_rx_grant_names(&c->g, c->g.version, c->db, c->owner,
+		    c->login);
+		if ((rc = tl_rx_intent_password(ps->rx, t, &c->g,
+		    c->password)) != 0) {
+			c->rc = rc;
+			snprintf(c->why, sizeof(c->why), "cannot read the "
+			    "recorded credential: %s", tl_strerror(rc));
+			continue;
+		}
+		for (j = 0; j < ps->nvp; j++)
+			if (strcmp(ps->vp[j].pv.id, c->g.provider) == 0)
+				v = &ps->vp[j];
+		if (v == NULL) {
+			char driver[64] = "";
+			int drop;
+
+			v = &ps->vp[ps->nvp];
+			if (tl_rx_load_provider(t, &p, ps->rx, c->g.provider,
+			    c->g.type, &v->pv, driver, &drop) != 0 ||
+			    (v->ops = tl_drv_find(driver)) == NULL) {
+				tl_secret_wipe(v->pv.password,
+				    sizeof(v->pv.password));
+				memset(v, 0, sizeof(*v));
+				c->rc = TL_EDRIVER;
+				snprintf(c->why, sizeof(c->why), "provider %s "
+				    "has no usable driver", c->g.provider);
+				continue;
+			}
+			ps->nvp++;
+		}
+		if (v->nc == v->cap) {
+			size_t cap = v->cap ? v->cap * 2 : 8;
+			struct check **nc = realloc(v->c, cap * sizeof(*nc));
+
+			if (nc == NULL) {
+				rc = ENOMEM;
+				goto out;
+			}
+			v->c = nc;
+			v->cap = cap;
+		}
+		v->c[v->nc++] = c;
+	}
+	rc = 0;
+out:
+	tl_log_abort(t);
+	return rc;
+}
+
+struct vjob {
+	struct vprov	*v;
+	struct check	**c;
+	size_t		 nc;
+	int		 open_rc;
+	char		 open_why[TL_DRV_WHY_MAX];
+};
+
+static void *
+run_vjob(void *arg)
+{
+	struct vjob *j = arg;
+	struct tl_drv_admin a;
+	struct tl_drv_endpoint ep;
+	void *h = NULL;
+	size_t i;
+
+	a.host = j->v->pv.host;
+	a.port = j->v->pv.port;
+	a.user = j->v->pv.user;
+	a.password = j->v->pv.password;
+	a.dbname = j->v->pv.db;
+	if ((j->open_rc = j->v->ops->open(&a, &h, j->open_why)) != 0) {
+		for (i = 0; i < j->nc; i++)
+			if (j->c[i]->rc == 0) {
+				j->c[i]->rc = j->open_rc;
+				snprintf(j->c[i]->why, sizeof(j->c[i]->why),
+				    "%s", j->open_why);
+			}
+		return NULL;
+	}
+	/* The consumer's view: the routable name it was given. */
+	ep.host = j->v->pv.routable;
+	ep.port = j->v->pv.port;
+	for (i = 0; i < j->nc; i++) {
+		struct check *c = j->c[i];
+		struct tl_drv_grant dg;
+
+		if (c->rc != 0)
+			continue;
+		dg.resource = c->db;
+		dg.owner = c->owner;
+		dg.login = c->login;
+		dg.password = c->password;
+		c->rc = j->v->ops->check(h, &dg, &ep, &c->drift, c->why);
+		if (c->rc != 0)
+			continue;
+		if (c->drift == TL_DRIFT_CREDENTIAL)
+			c->repair_rc = j->v->ops->set_password(h, &dg,
+			    c->repair_why);
+		else if (c->drift == TL_DRIFT_PRIVILEGES)
+			c->repair_rc = j->v->ops->fix_privileges(h, &dg,
+			    c->repair_why);
+	}
+	j->v->ops->close(h);
+	return NULL;
+}
+
+static void
+run_checks(struct vpass *ps)
+{
+	struct vjob *jobs;
+	pthread_t *th;
+	size_t i, k, nj = 0, per_prov = (size_t)(ps->rx->workers > 0 ?
+	    ps->rx->workers : 1);
+
+	if (ps->nvp == 0)
+		return;
+	jobs = calloc(ps->nvp * per_prov, sizeof(*jobs));
+	th = calloc(ps->nvp * per_prov, sizeof(*th));
+	if (jobs == NULL || th == NULL)
+		goto out;
+	for (i = 0; i < ps->nvp; i++) {
+		struct vprov *v = &ps->vp[i];
+		size_t n = per_prov < v->nc ? per_prov : v->nc, per, off = 0;
+
+		if (n == 0)
+			continue;
+		per = (v->nc + n - 1) / n;
+		for (k = 0; k < n && off < v->nc; k++) {
+			jobs[nj].v = v;
+			jobs[nj].c = v->c + off;
+			jobs[nj].nc = v->nc - off < per ? v->nc - off : per;
+			off += jobs[nj].nc;
+			nj++;
+		}
+	}
+	for (k = 0; k < nj; k++)
+		if (pthread_create(&th[k], NULL, run_vjob, &jobs[k]) != 0) {
+			run_vjob(&jobs[k]);
+			th[k] = 0;
+		}
+	for (k = 0; k < nj; k++)
+		if (th[k] != 0)
+			pthread_join(th[k], NULL);
+	/* A provider whose every session failed to open is down. */
+	for (i = 0; i < ps->nvp; i++) {
+		struct vprov *v = &ps->vp[i];
+		int opened = 0, failed = 0;
+
+		for (k = 0; k < nj; k++) {
+			if (jobs[k].v != v)
+				continue;
+			if (jobs[k].open_rc == 0)
+				opened = 1;
+			else {
+				failed = 1;
+				v->open_rc = jobs[k].open_rc;
+				snprintf(v->open_why, sizeof(v->open_why), "%s",
+				    jobs[k].open_why);
+			}
+		}
+		if (opened || !failed)
+			v->open_rc = 0;
+	}
+out:
+	free(jobs);
+	free(th);
+}
+
+static const char *
+auth_hint(int rc)
+{
+	return rc == TL_EAUTH ? " — the provider refused tally's admin "
+	    "credential: was its admin password changed?  Record the new one "
+	    "with tally assign MODULE NODE --secret admin-password" : "";
+}
+
+static int
+emit_kv(struct tl_ctx *c, const char *type, const char *stream,
+    const char *grant, const char *k1, const char *v1, const char *k2,
+    const char *v2, const char *k3, const char *v3)
+{
+	struct tl_body b;
+	int rc;
+
+	tl_body_init(&b);
+	tl_body_str(&b, grant ? "grant" : "id", grant ? grant : stream +
+	    sizeof("provider/") - 1);
+	if (k1)
+		tl_body_str(&b, k1, v1);
+	if (k2)
+		tl_body_str(&b, k2, v2);
+	if (k3)
+		tl_body_str(&b, k3, v3);
+	rc = tl_emit(c, type, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+static int
+provider_outcome(struct tl_ctx *c, struct vprov *v)
+{
+	S(stream);
+	S(k);
+	struct tl_rec r;
+	char old[TL_DRV_WHY_MAX] = "", reason[TL_DRV_WHY_MAX + 200];
+	int rc, was;
+
+	if ((rc = tl_key(stream, "provider/%s", v->pv.id)) != 0 ||
+	    (rc = tl_key(k, "pu/%s", v->pv.id)) != 0)
+		return rc;
+	was = tl_rec_get(c->t, c->p.graph, k, &r) == 0;
+	if (was) {
+		tl_bn_getstr(r.m, "reason", old, sizeof(old));
+		tl_rec_close(&r);
+	}
+	c->cause = 0;
+	c->have_corr = 0;
+	if (v->open_rc == 0)
+		return was ? emit_kv(c, EV_PROVIDER_RECOVERED, stream, NULL,
+		    NULL, NULL, NULL, NULL, NULL, NULL) : 0;
+	snprintf(reason, sizeof(reason), "%s%s", v->open_why,
+	    auth_hint(v->open_rc));
+	if (strcmp(old, reason) == 0)
+		return 0;
+	return emit_kv(c, EV_PROVIDER_UNREACHABLE, stream, NULL, "reason",
+	    reason, "kind", v->open_rc == TL_EAUTH ? "provider-auth-failed" :
+	    "provider-unreachable", NULL, NULL);
+}
+
+static const char *
+drift_kind(enum tl_drv_drift d)
+{
+	switch (d) {
+	case TL_DRIFT_CREDENTIAL:
+		return DRIFT_CREDENTIAL;
+	case TL_DRIFT_PRIVILEGES:
+		return DRIFT_PRIVILEGES;
+	case TL_DRIFT_MISSING:
+		return DRIFT_MISSING;
+	default:
+		return "";
+	}
+}
+
+static int
+grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
+{
+	struct tl_grant cur;
+	char msg[TL_DRV_WHY_MAX * 2 + 600];
+	S(stream);
+	int rc;
+
+	if ((rc = tl_grant_get(c->t, &c->p, ck->g.id, &cur, NULL)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if (strcmp(cur.state, GRANT_PROVISIONED) != 0)
+		return 0;	/* moved on while we looked */
+	if ((rc = tl_key(stream, "grant/%s", ck->g.id)) != 0)
+		return rc;
+	c->cause = cur.state_seq;
+	c->have_corr = 0;
+	if (ck->rc != 0) {
+		(*unhealthy)++;
+		return 0;	/* recorded on the provider */
+	}
+	switch (ck->drift) {
+	case TL_DRIFT_NONE:
+		if (cur.drift[0] != '\0')
+			return emit_kv(c, EV_GRANT_REPAIRED, stream, ck->g.id,
+			    "kind", cur.drift, "how", "healthy again", NULL,
+			    NULL);
+		return 0;
+	case TL_DRIFT_MISSING:
+		(*unhealthy)++;
+		snprintf(msg, sizeof(msg), "%s no longer exists on %s (%s); "
+		    "tally will not recreate it empty, which would hide the "
+		    "data loss: restore it, or run tally repair %s to "
+		    "recreate it", ck->g.id, ck->g.provider, ck->why,
+		    ck->g.id);
+		return emit_kv(c, EV_GRANT_MISSING, stream, ck->g.id,
+		    "reason", ck->why, "message", msg, NULL, NULL);
+	case TL_DRIFT_CREDENTIAL:
+		snprintf(msg, sizeof(msg), "the credential recorded for %s no "
+		    "longer logs in (changed out of band, or a data directory "
+		    "older than the credential): %s", ck->g.id, ck->why);
+		break;
+	case TL_DRIFT_PRIVILEGES:
+		snprintf(msg, sizeof(msg), "the roles or privileges of %s "
+		    "are not what tally set: %s", ck->g.id, ck->why);
+		break;
+	}
+	if (strcmp(cur.drift, drift_kind(ck->drift)) != 0 ||
+	    ck->repair_rc == 0) {
+		if ((rc = emit_kv(c, EV_GRANT_DRIFTED, stream, ck->g.id, "kind",
+		    drift_kind(ck->drift), "reason", ck->why, "message",
+		    msg)) != 0)
+			return rc;
+	}
+	if (ck->repair_rc != 0) {
+		(*unhealthy)++;
+		return 0;
+	}
+	return emit_kv(c, EV_GRANT_REPAIRED, stream, ck->g.id, "kind",
+	    drift_kind(ck->drift), "how", ck->drift == TL_DRIFT_CREDENTIAL ?
+	    "the recorded credential was set again from the admin side" :
+	    "attributes, ownership and privileges were reset", NULL, NULL);
+}
+
+struct outcome_arg {
+	struct vpass	*ps;
+	unsigned	 unhealthy;
+};
+
+static int
+outcomes_cb(struct tl_txn *t, void *arg)
+{
+	struct outcome_arg *oa = arg;
+	struct vpass *ps = oa->ps;
+	struct tl_ctx c;
+	tl_kv checks;
+	size_t i;
+	int rc;
+
+	oa->unhealthy = 0;
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0 ||
+	    (rc = tl_kv_open_scratch(t, "checks", &checks)) != 0)
+		return rc;
+	for (i = 0; i < ps->nvp; i++)
+		if ((rc = provider_outcome(&c, &ps->vp[i])) != 0)
+			return rc;
+	for (i = 0; i < ps->nc; i++) {
+		struct check *ck = &ps->c[i];
+		struct sched s;
+		uint8_t v[24];
+
+		if ((rc = grant_outcome(&c, ck, &oa->unhealthy)) != 0)
+			return rc;
+		if (ck->rc != 0)
+			continue;
+		s = sched_get(t, checks, ck->g.id);
+		putbe(v, ps->now);
+		putbe(v + 8, s.count + 1);
+		putbe(v + 16, ps->now + ps->o->interval_ns);
+		if ((rc = tl_kv_put(t, checks, ck->g.id, strlen(ck->g.id), v,
+		    sizeof(v))) != 0)
+			return rc;
+	}
+	return tl_ctx_end(&c);
+}
+
+int
+tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
+    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns)
+{
+	struct vpass ps;
+	struct outcome_arg oa;
+	size_t i;
+	int rc;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rx = rx;
+	ps.o = o;
+	ps.now = tl_rx_now();
+	*checked = *unhealthy = 0;
+	if ((rc = gather(&ps)) != 0)
+		goto out;
+	if (ps.nc == 0)
+		goto out;
+	run_checks(&ps);
+	for (i = 0; i < ps.nc; i++) {
+		struct check *ck = &ps.c[i];
+
+		if (ck->rc == 0 && ck->drift != TL_DRIFT_NONE)
+			tl_rx_log(rx, TL_RX_WARN, "grant %s: %s: %s%s",
+			    ck->g.id, drift_kind(ck->drift), ck->why,
+			    ck->drift == TL_DRIFT_MISSING ? "" :
+			    ck->repair_rc == 0 ? " (repaired)" :
+			    " (repair failed)");
+	}
+	for (i = 0; i < ps.nvp; i++)
+		if (ps.vp[i].open_rc != 0)
+			tl_rx_log(rx, TL_RX_WARN, "provider %s: %s",
+			    ps.vp[i].pv.id, ps.vp[i].open_why);
+	oa.ps = &ps;
+	if ((rc = tl_log_write(rx->log, outcomes_cb, &oa)) != 0)
+		goto out;
+	*checked = (unsigned)ps.nc;
+	*unhealthy = oa.unhealthy;
+out:
+	*next_ns = ps.next_ns;
+	for (i = 0; i < ps.nc; i++)
+		tl_secret_wipe(ps.c[i].password, sizeof(ps.c[i].password));
+	for (i = 0; i < ps.nvp; i++) {
+		tl_secret_wipe(ps.vp[i].pv.password,
+		    sizeof(ps.vp[i].pv.password));
+		free(ps.vp[i].c);
+	}
+	free(ps.vp);
+	free(ps.c);
+	return rc;
+}

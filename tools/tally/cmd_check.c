@@ -1,0 +1,203 @@
+/*
+ * cmd_check.c - tally check: verify grants now; tally repair: recreate
+ * a missing one deliberately.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "core/secret.h"
+#include "projections/grant.h"
+#include "projections/status.h"
+#include "reactors/rx.h"
+#include "tally.h"
+
+static const char check_usage[] =
+"usage: tally check [GRANT | --provider NODE/MODULE | --all] [--json]\n"
+"\n"
+"Verifies grants now, exactly as tallyd's verifier does, and records\n"
+"what it finds the same way: the resource exists, the recorded\n"
+"credential logs in on the routable name, roles and privileges are what\n"
+"tally set.  A frozen password or changed privileges are repaired from\n"
+"the admin side; a missing database is reported, never recreated (see\n"
+"tally repair).  Exits 6 when anything is not healthy.\n";
+
+static const char repair_usage[] =
+"usage: tally repair GRANT\n"
+"\n"
+"Asks tallyd to recreate a grant whose database or role went missing,\n"
+"with the same credential.  The data that was lost does not come back:\n"
+"this only makes an empty resource exist again, and records who asked.\n";
+
+struct show_arg {
+	const struct tl_rx_verify_opts *o;
+	json_t	*out;
+	int	 bad;
+};
+
+static int
+one(const struct tl_grant *g, void *arg)
+{
+	struct show_arg *sa = arg;
+
+	if (sa->o->grant && strcmp(sa->o->grant, g->id) != 0)
+		return 0;
+	if (sa->o->provider && strcmp(sa->o->provider, g->provider) != 0)
+		return 0;
+	if (strcmp(g->state, GRANT_REVOKED) == 0)
+		return 0;
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
+		sa->bad++;
+	json_array_append_new(sa->out, json_pack("{s:s,s:s,s:s,s:s}", "grant",
+	    g->id, "provider", g->provider, "state", g->state, "drift",
+	    g->drift[0] ? g->drift_reason : ""));
+	return 0;
+}
+
+static int
+show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
+{
+	struct show_arg *sa = arg;
+	const json_t *e;
+	size_t i;
+
+	sa->out = json_array();
+	tl_grant_each(t, p, one, sa);
+	json_array_foreach(sa->out, i, e) {
+		uint64_t last = 0, count = 0;
+		const char *id = json_string_value(json_object_get(e, "grant"));
+
+		tl_checks_get(t, id, &last, &count);
+		{
+			char k[TL_KEY_MAX];
+
+			if (tl_key(k, "pu/%s", json_string_value(
+			    json_object_get(e, "provider"))) == 0 &&
+			    tl_rec_exists(t, p->graph, k)) {
+				json_object_set_new((json_t *)e, "drift",
+				    json_string("provider unreachable (see "
+				    "tally status)"));
+				sa->bad++;
+			}
+		}
+		if (last) {
+			char ts[64];
+
+			tl_json_time(last, ts);
+			json_object_set_new((json_t *)e, "last_verified",
+			    json_string(ts));
+		}
+		json_object_set_new((json_t *)e, "checks", json_integer(
+		    (json_int_t)count));
+	}
+	if (cli->json) {
+		json_dumpf(sa->out, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else
+		json_array_foreach(sa->out, i, e) {
+			const char *d = json_string_value(json_object_get(e,
+			    "drift"));
+
+			printf("%-32s %-12s %s%s\n", json_string_value(
+			    json_object_get(e, "grant")), json_string_value(
+			    json_object_get(e, "state")), *d ? "drift: " :
+			    "healthy", d);
+		}
+	json_decref(sa->out);
+	return TL_EXIT_OK;
+}
+
+int
+cmd_check(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "provider", required_argument, NULL, 'p' },
+		{ "all", no_argument, NULL, 'a' },
+		{ 0 }
+	};
+	struct tl_rx_verify_opts o;
+	struct show_arg sa = { NULL, NULL, 0 };
+	struct tl_rx rx;
+	char path[1200], why[160] = "";
+	unsigned checked = 0, bad = 0;
+	uint64_t next;
+	int c, rc, ex;
+
+	memset(&o, 0, sizeof(o));
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			o.provider = optarg;
+			break;
+		case 'a':
+			break;
+		CLI_COMMON_CASES(cli, check_usage);
+		}
+	}
+	if (optind + 1 < argc || (optind < argc && o.provider)) {
+		fputs(check_usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	if (optind < argc)
+		o.grant = argv[optind];
+	o.force = 1;
+	o.interval_ns = 30000000000u;
+	if ((ex = cli_open_log(cli, 0)) != 0)
+		return ex;
+	tl_rx_init(&rx);
+	rx.log = cli->log;
+	rx.actor = cli->actor;
+	snprintf(rx.home, sizeof(rx.home), "%s", cli->home);
+	snprintf(path, sizeof(path), "%s/master.key", cli->home);
+	if ((rc = tl_secret_load(path, &rx.key, why)) != 0) {
+		cli_errx("master key: %s", why[0] ? why : tl_strerror(rc));
+		return TL_EXIT_FAIL;
+	}
+	rc = tl_rx_verify(&rx, &o, &checked, &bad, &next);
+	tl_rx_free(&rx);
+	if (rc != 0)
+		return cli_fail(cli, rc, "check");
+	sa.o = &o;
+	if ((ex = cli_read(cli, 0, show, &sa)) != 0)
+		return ex;
+	if (!cli->json)
+		printf("checked %u grant(s): %u not healthy\n", checked,
+		    bad + (unsigned)(sa.bad > (int)bad ? sa.bad - (int)bad :
+		    0));
+	if (o.grant != NULL && checked == 0 && sa.bad == 0) {
+		cli_errx("no provisioned grant %s", o.grant);
+		return TL_EXIT_NOTFOUND;
+	}
+	return bad > 0 || sa.bad > 0 ? TL_EXIT_UNHEALTHY : TL_EXIT_OK;
+}
+
+static int
+do_repair(struct tl_ctx *c, void *arg)
+{
+	return tl_dec_repair(c, arg);
+}
+
+int
+cmd_repair(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = { CLI_COMMON_OPTS, { 0 } };
+	int c, ex;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		CLI_COMMON_CASES(cli, repair_usage);
+		}
+	}
+	if (optind + 1 != argc) {
+		fputs(repair_usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	ex = cli_write(cli, do_repair, argv[optind], NULL);
+	if (ex == 0 && !cli->json)
+		printf("repair of %s requested: tallyd recreates it (empty)\n",
+		    argv[optind]);
+	return ex;
+}

@@ -70,6 +70,15 @@ struct tl_drv_ops {
 	/* Resets attributes and privileges to what create set. */
 	int	(*fix_privileges)(void *h, const struct tl_drv_grant *g,
 		    char *why);
+	/*
+	 * Runs one migration as the consumer (g->login with g->password, in
+	 * g->resource at ep), in its own transaction: all of it or none.
+	 * On failure why holds the server's message and *line the line of
+	 * sql it points at (0 if the server gives no position).
+	 */
+	int	(*migrate)(const struct tl_drv_endpoint *ep,
+		    const struct tl_drv_grant *g, const char *sql, size_t len,
+		    char *why, int *line);
 	/* Disables logins, ends sessions; keeps (retain) or drops the data. */
 	int	(*revoke)(void *h, const struct tl_drv_grant *g, int drop,
 		    char *why);

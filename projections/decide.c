@@ -454,6 +454,26 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 			goto out;
 		types_touched = 1;
 	}
+	/* Migration content first: requirements refer to it by checksum. */
+	for (i = 0; i < d->nreqs; i++)
+		for (j = 0; j < d->reqs[i].nmigs; j++) {
+			const struct tl_decl_mig *mg = &d->reqs[i].migs[j];
+
+			if ((rc = tl_key(k, "ms/%s", mg->checksum)) != 0)
+				goto out;
+			if (tl_rec_exists(c->t, c->p.graph, k))
+				continue;
+			tl_body_init(&b);
+			tl_body_str(&b, "module", d->name);
+			tl_body_str(&b, "req", d->reqs[i].name);
+			tl_body_str(&b, "file", mg->file);
+			tl_body_str(&b, "checksum", mg->checksum);
+			tl_body_bin(&b, "content", mg->content, mg->len);
+			rc = tl_emit(c, EV_MIGRATION_STORED, stream, &b, NULL);
+			tl_body_free(&b);
+			if (rc != 0)
+				goto out;
+		}
 	for (i = 0; i < d->nreqs; i++) {
 		if ((rc = tl_key(k, "r/%s/%s", d->name, d->reqs[i].name)) != 0)
 			goto out;

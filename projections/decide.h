@@ -60,12 +60,21 @@ int	tl_dec_node_add(struct tl_ctx *c, const char *name,
 int	tl_dec_node_rm(struct tl_ctx *c, const char *name);
 
 /* A module as declared by a manifest, bodies already encoded. */
+/* A migration file, copied into the log content-addressed by checksum. */
+struct tl_decl_mig {
+	const char	*file;		/* NNN_description.sql */
+	char		 checksum[65];	/* BLAKE2b-256, hex */
+	const void	*content;
+	size_t		 len;
+};
 struct tl_decl_req {
 	const char	*name;
 	const void	*body;
 	size_t		 len;
 	const char	*file;
 	int		 line;
+	const struct tl_decl_mig *migs;	/* in order */
+	size_t		 nmigs;
 };
 struct tl_decl {
 	const char		*name;

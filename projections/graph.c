@@ -326,8 +326,6 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 	}
 	if (strcmp(ev->type, EV_ASSIGN_CONFIGURED) == 0)
 		return put_body(t, p->graph, ak, ev);
-	if (strcmp(ev->type, EV_ASSIGN_READY) == 0)
-		return 0;	/* status reads it from the grants side */
 	if (strcmp(ev->type, EV_ASSIGN_REMOVED) == 0) {
 		struct find_node fn = { node, "" };
 
@@ -344,6 +342,9 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 			    (rc = del(t, p->graph, k)) != 0)
 				return rc;
 		}
+		if ((rc = tl_key(k, "ar/%s@%s", module, node)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0)
+			return rc;
 		return module_rewait(t, p, module, node);
 	}
 	return 0;
@@ -486,11 +487,39 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		return fold_requirement(t, p, ev, body, 0);
 	if (strcmp(ev->type, EV_REQ_WITHDRAWN) == 0)
 		return fold_requirement(t, p, ev, body, 1);
-	if (strncmp(ev->type, "assignment.", 11) == 0)
+	if (strncmp(ev->type, "assignment.", 11) == 0 &&
+	    strcmp(ev->type, EV_ASSIGN_READY) != 0)
 		return fold_assignment(t, p, ev, body);
 	if (strncmp(ev->type, "provider.", 9) == 0)
 		return fold_provider(t, p, ev, body);
 	if (strncmp(ev->type, "binding.", 8) == 0)
 		return fold_binding(t, p, ev, body);
+	if (strcmp(ev->type, EV_MIGRATION_STORED) == 0) {
+		char sum[80];
+		uint8_t v[8];
+		uint64_t seq = ev->seq;
+		int i;
+
+		/* Where the content is: the event itself, by checksum. */
+		if (tl_bn_getstr(body, "checksum", sum, sizeof(sum)) != 0)
+			return TL_EMALFORMED;
+		for (i = 7; i >= 0; i--) {
+			v[i] = (uint8_t)seq;
+			seq >>= 8;
+		}
+		if ((rc = tl_key(k, "ms/%s", sum)) != 0)
+			return rc;
+		return tl_kv_put(t, p->graph, k, strlen(k), v, 8);
+	}
+	if (strcmp(ev->type, EV_ASSIGN_READY) == 0) {
+		char module[64], node[64];
+
+		if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0 ||
+		    tl_bn_getstr(body, "node", node, sizeof(node)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "ar/%s@%s", module, node)) != 0)
+			return rc;
+		return put_body(t, p->graph, k, ev);
+	}
 	return 0;
 }

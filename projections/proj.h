@@ -17,6 +17,8 @@
  *           w/TYPE/GRANT              requirement instances waiting for
  *                                     a binding (unbound or ambiguous)
  *           rn/FROM/TYPE/RESOURCE     resource name -> owning module
+ *           ms/CHECKSUM               migration.stored seq (u64be)
+ *           ar/MODULE@NODE            assignment.ready
  *   grants  g/GRANT                   grant           [seq][record]
  *           gm/MODULE/GRANT           grants by consumer module
  *           gp/PROVIDER/GRANT         grants by provider

@@ -138,7 +138,7 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 }
 
 static const char *const order[] = {
-	ST_PENDING, ST_BOUND, ST_PROVISIONED, ST_READY
+	ST_PENDING, ST_BOUND, ST_PROVISIONED, ST_MIGRATED, ST_READY
 };
 
 static int
@@ -150,6 +150,32 @@ rank(const char *s)
 		if (strcmp(order[i], s) == 0)
 			return (int)i;
 	return 0;
+}
+
+/* Has every migration the requirement declares been applied to g? */
+static int
+migrations_done(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, struct tl_bnode r)
+{
+	struct tl_bnode list;
+	size_t i;
+
+	if (tl_bn_get(r, "migrations", &list) != 0)
+		return 1;
+	for (i = 0; i < tl_bn_len(list); i++) {
+		char file[64] = "", sum[65] = "";
+		const void *v;
+		size_t n;
+		S(k);
+
+		tl_bn_getstr(tl_bn_at(list, i), "file", file, sizeof(file));
+		tl_bn_getstr(tl_bn_at(list, i), "checksum", sum, sizeof(sum));
+		if (tl_key(k, "ma/%s/%s", g->id, file) != 0 ||
+		    tl_kv_get(t, p->grants, k, strlen(k), &v, &n) != 0 ||
+		    n != strlen(sum) || memcmp(v, sum, n) != 0)
+			return 0;
+	}
+	return 1;
 }
 
 static json_t *
@@ -259,7 +285,8 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			json_object_set_new(j, "migrations_blocked",
 			    json_string(g.blocked));
 		if (strcmp(g.state, GRANT_PROVISIONED) == 0)
-			st = ST_PROVISIONED;
+			st = migrations_done(t, p, &g, r) ? ST_MIGRATED :
+			    ST_PROVISIONED;
 		else if (strcmp(g.state, GRANT_MISSING) == 0) {
 			st = ST_PENDING;
 			snprintf(reason, sizeof(reason), "%s — not recreated "
@@ -312,6 +339,7 @@ struct req_arg {
 	json_t			*arr;
 	int			 worst;
 	int			 n;
+	int			 inst;	/* instantiation requirements */
 };
 
 static int
@@ -331,6 +359,8 @@ one_req(const char *rest, const void *val, size_t vlen, void *arg)
 	tl_bview_close(&v);
 	if (j == NULL)
 		return ENOMEM;
+	if (json_object_get(j, "grant") != NULL)
+		ra->inst++;
 	json_array_append_new(ra->arr, j);
 	if (rank(st) < ra->worst)
 		ra->worst = rank(st);
@@ -359,7 +389,7 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	asgs = json_array();
 	for (i = 0; i < nl.n; i++) {
 		struct req_arg ra = { t, p, module, nl.v[i], json_array(),
-		    rank(ST_READY), 0 };
+		    rank(ST_READY), 0, 0 };
 		const char *st;
 
 		if ((rc = tl_key(k, "r/%s/", module)) != 0 ||
@@ -370,8 +400,17 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		if (ra.n == 0) {
 			st = ST_NOTHING;
 			nothing = 1;
-		} else
+		} else {
+			/* Ready once announced, and only while it holds. */
+			if (ra.inst > 0 && ra.worst >= rank(ST_MIGRATED)) {
+				ra.worst = rank(ST_MIGRATED);
+				if (tl_key(k, "ar/%s@%s", module,
+				    nl.v[i]) == 0 &&
+				    tl_rec_exists(t, p->graph, k))
+					ra.worst = rank(ST_READY);
+			}
 			st = order[ra.worst];
+		}
 		if (ra.n > 0 && ra.worst < worst)
 			worst = ra.worst;
 		any = 1;
@@ -440,8 +479,7 @@ module_healthy(const json_t *m)
 			    json_object_get(r, "migrations_blocked") != NULL)
 				return 0;
 	return st != NULL && (strcmp(st, ST_READY) == 0 ||
-	    strcmp(st, ST_NOTHING) == 0 || strcmp(st, ST_UNASSIGNED) == 0 ||
-	    strcmp(st, ST_PROVISIONED) == 0);
+	    strcmp(st, ST_NOTHING) == 0 || strcmp(st, ST_UNASSIGNED) == 0);
 }
 
 int

@@ -12,7 +12,9 @@
  *
  * Assignment states: "ready (nothing required)", "pending" (something
  * is unsatisfied, with the reason), "bound" (every grant is bound,
- * not yet provisioned), "provisioned", "ready".
+ * not yet provisioned), "provisioned" (migrations still to run),
+ * "migrated" (everything done, not yet announced), "ready"
+ * (assignment.ready recorded).
  */
 #ifndef TL_STATUS_H
 #define TL_STATUS_H
@@ -25,6 +27,7 @@
 #define ST_PENDING	"pending"
 #define ST_BOUND	"bound"
 #define ST_PROVISIONED	"provisioned"
+#define ST_MIGRATED	"migrated"
 #define ST_READY	"ready"
 #define ST_UNASSIGNED	"declared, not assigned"
 

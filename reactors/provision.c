@@ -134,6 +134,7 @@ struct work {
 	char		 dbname[64];
 	char		 password[TL_PASSWORD_LEN + 1];
 	int		 rc;
+	int		 admin;		/* rc is the admin session's */
 	char		 why[TL_DRV_WHY_MAX];
 	uint64_t	 ms;
 };
@@ -796,6 +797,7 @@ struct job {
 	struct work	**w;
 	size_t		 nw;
 	struct tl_rx	*rx;
+	int		 opened;	/* the admin session opened */
 };
 
 static void *
@@ -817,10 +819,12 @@ run_job(void *arg)
 	if ((rc = j->pv->ops->open(&a, &h, why)) != 0) {
 		for (i = 0; i < j->nw; i++) {
 			j->w[i]->rc = rc;
+			j->w[i]->admin = 1;
 			snprintf(j->w[i]->why, sizeof(j->w[i]->why), "%s", why);
 		}
 		return NULL;
 	}
+	j->opened = 1;
 	for (i = 0; i < j->nw; i++) {
 		struct work *w = j->w[i];
 		struct tl_drv_grant dg;
@@ -917,6 +921,9 @@ call_drivers(struct pass *ps)
 	for (k = 0; k < nj; k++)
 		if (th[k] != 0)
 			pthread_join(th[k], NULL);
+	for (k = 0; k < nj; k++)
+		if (jobs[k].opened)
+			jobs[k].pv->ok = 1;
 	free(jobs);
 	free(th);
 }
@@ -1028,7 +1035,7 @@ outcomes_cb(struct tl_txn *t, void *arg)
 			if (pv->w[j]->rc == 0)
 				any_ok = 1;
 			else if (pv->w[j]->rc == TL_EUNREACH ||
-			    pv->w[j]->rc == TL_EAUTH)
+			    pv->w[j]->rc == TL_EAUTH || pv->w[j]->admin)
 				fail = pv->w[j];
 		}
 		if ((rc = tl_key(stream, "provider/%s", pv->id)) != 0)
@@ -1058,7 +1065,8 @@ outcomes_cb(struct tl_txn *t, void *arg)
 				if (rc != 0)
 					return rc;
 			}
-		} else if (any_ok && pv->was_unreachable) {
+		} else if ((any_ok || pv->ok) && pv->was_unreachable) {
+			/* Reached: a refused grant is not an outage. */
 			tl_body_init(&b);
 			tl_body_str(&b, "id", pv->id);
 			rc = tl_emit(&c, EV_PROVIDER_RECOVERED, stream, &b,

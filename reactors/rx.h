@@ -59,6 +59,13 @@ int	tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	    uint64_t *next_ns);
 
 /*
+ * One migration pass: applies the declared migrations of provisioned
+ * grants that are not applied yet, records blocks, and appends
+ * assignment.ready for assignments that have become ready.
+ */
+int	tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked);
+
+/*
  * One verification pass over the provisioned grants that are due (or,
  * with force, over every one o selects), with the repairs the drift
  * policies call for, recorded only when something changed.  *checked

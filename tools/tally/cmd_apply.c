@@ -7,6 +7,7 @@
  * produces identical bytes and the decider appends nothing.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -26,8 +27,15 @@ static const char usage[] =
 "nothing.  An unchanged manifest appends nothing; a changed one only\n"
 "what changed.  --dry-run prints the events it would append.\n";
 
+/* A requirement's migrations directory, read at apply time. */
+struct migs {
+	struct tl_decl_mig	*v;
+	size_t			 n;
+};
+
 struct mod {
 	struct tl_decl		 d;
+	struct migs		*migs;	/* one per requirement */
 	struct tl_decl_req	*reqs;
 	struct tl_body		 mb;
 	struct tl_body		*rb;
@@ -107,8 +115,114 @@ module_body(const struct tl_mf_module *m, struct tl_body *b)
 }
 
 static int
+mig_cmp(const void *a, const void *b)
+{
+	const struct tl_decl_mig *x = a, *y = b;
+	unsigned long nx = strtoul(x->file, NULL, 10), ny = strtoul(y->file,
+	    NULL, 10);
+
+	if (nx != ny)
+		return nx < ny ? -1 : 1;
+	return strcmp(x->file, y->file);
+}
+
+static int
+is_migration(const char *n)
+{
+	size_t len = strlen(n), i = 0;
+
+	while (n[i] >= '0' && n[i] <= '9')
+		i++;
+	return i > 0 && n[i] == '_' && len > 4 && len < 64 &&
+	    strcmp(n + len - 4, ".sql") == 0;
+}
+
+static void
+migs_free(struct migs *ms)
+{
+	size_t i;
+
+	for (i = 0; ms != NULL && i < ms->n; i++) {
+		free((void *)ms->v[i].file);
+		free((void *)ms->v[i].content);
+	}
+	if (ms != NULL)
+		free(ms->v);
+}
+
+/* Reads NNN_description.sql files of dir, in order, with checksums. */
+static int
+read_migrations(const char *file, int line, const char *req, const char *dir,
+    struct migs *ms)
+{
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	memset(ms, 0, sizeof(*ms));
+	if ((d = opendir(dir)) == NULL) {
+		cli_errx("%s:%d: requires.%s.migrations: %s: %s", file, line,
+		    req, dir, strerror(errno));
+		return TL_EMANIFEST;
+	}
+	while ((de = readdir(d)) != NULL) {
+		char path[2048];
+		struct tl_decl_mig *nv, *mg;
+		unsigned char h[32];
+		FILE *fp;
+		long sz;
+
+		if (!is_migration(de->d_name))
+			continue;
+		if ((nv = realloc(ms->v, (ms->n + 1) * sizeof(*nv))) == NULL) {
+			rc = ENOMEM;
+			break;
+		}
+		ms->v = nv;
+		mg = &ms->v[ms->n];
+		memset(mg, 0, sizeof(*mg));
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if ((fp = fopen(path, "rb")) == NULL || fseek(fp, 0,
+		    SEEK_END) != 0 || (sz = ftell(fp)) < 0 ||
+		    sz > 8 * 1024 * 1024 || fseek(fp, 0, SEEK_SET) != 0) {
+			cli_errx("%s: cannot read (or over 8 MiB)", path);
+			if (fp != NULL)
+				fclose(fp);
+			rc = TL_EMANIFEST;
+			break;
+		}
+		mg->file = strdup(de->d_name);
+		mg->content = malloc((size_t)sz + 1);
+		if (mg->file == NULL || mg->content == NULL ||
+		    fread((void *)mg->content, 1, (size_t)sz, fp) !=
+		    (size_t)sz) {
+			fclose(fp);
+			free((void *)mg->file);
+			free((void *)mg->content);
+			rc = EIO;
+			break;
+		}
+		fclose(fp);
+		mg->len = (size_t)sz;
+		crypto_generichash(h, sizeof(h), mg->content, mg->len, NULL,
+		    0);
+		sodium_bin2hex(mg->checksum, sizeof(mg->checksum), h,
+		    sizeof(h));
+		ms->n++;
+	}
+	closedir(d);
+	if (rc != 0) {
+		migs_free(ms);
+		memset(ms, 0, sizeof(*ms));
+		return rc;
+	}
+	qsort(ms->v, ms->n, sizeof(*ms->v), mig_cmp);
+	return 0;
+}
+
+static int
 req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
-    struct tl_body *b)
+    const struct migs *ms, struct tl_body *b)
 {
 	char prov[130] = "";
 	const void *p;
@@ -127,8 +241,19 @@ req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
 		tl_body_str(b, "provider", prov);
 		tl_body_str(b, "resource", r->resource);
 		map_body(b, "env", r->env, r->nenv);
-		tl_body_str(b, "migrations", r->migrations ? r->migrations :
-		    "");
+		{
+			size_t i;
+
+			/* What was declared, by checksum: not a path. */
+			tl_body_arr(b, "migrations");
+			for (i = 0; ms != NULL && i < ms->n; i++) {
+				tl_body_map(b, NULL);
+				tl_body_str(b, "file", ms->v[i].file);
+				tl_body_str(b, "checksum", ms->v[i].checksum);
+				tl_body_end(b);
+			}
+			tl_body_end(b);
+		}
 		tl_body_u64(b, "max_age", (uint64_t)r->max_credential_age);
 	}
 	return tl_body_finish(b, &p, &len);
@@ -154,12 +279,22 @@ build(const struct tl_mf_module *m, struct mod *md)
 		return 0;
 	md->reqs = calloc(m->nreqs, sizeof(*md->reqs));
 	md->rb = calloc(m->nreqs, sizeof(*md->rb));
-	if (md->reqs == NULL || md->rb == NULL)
+	md->migs = calloc(m->nreqs, sizeof(*md->migs));
+	if (md->reqs == NULL || md->rb == NULL || md->migs == NULL)
 		return ENOMEM;
+	md->d.nreqs = m->nreqs;
 	for (i = 0; i < m->nreqs; i++) {
 		tl_body_init(&md->rb[i]);
-		if ((rc = req_body(m, &m->reqs[i], &md->rb[i])) != 0)
+		if (m->reqs[i].migrations != NULL &&
+		    (rc = read_migrations(m->file, m->reqs[i].line,
+		    m->reqs[i].name, m->reqs[i].migrations,
+		    &md->migs[i])) != 0)
 			return rc;
+		if ((rc = req_body(m, &m->reqs[i], &md->migs[i],
+		    &md->rb[i])) != 0)
+			return rc;
+		md->reqs[i].migs = md->migs[i].v;
+		md->reqs[i].nmigs = md->migs[i].n;
 		md->reqs[i].name = m->reqs[i].name;
 		md->reqs[i].body = md->rb[i].p;
 		md->reqs[i].len = md->rb[i].len;
@@ -179,6 +314,9 @@ mod_free(struct mod *md)
 	tl_body_free(&md->mb);
 	for (i = 0; md->rb != NULL && i < md->d.nreqs; i++)
 		tl_body_free(&md->rb[i]);
+	for (i = 0; md->migs != NULL && i < md->d.nreqs; i++)
+		migs_free(&md->migs[i]);
+	free(md->migs);
 	free(md->rb);
 	free(md->reqs);
 }
@@ -283,8 +421,10 @@ cmd_apply(struct tl_cli *cli, int argc, char **argv)
 				goto out;
 			}
 			if ((rc = build(m, &aa.mods[aa.n++])) != 0) {
-				cli_errx("%s: %s", m->file, tl_strerror(rc));
-				ex = TL_EXIT_FAIL;
+				if (rc != TL_EMANIFEST)
+					cli_errx("%s: %s", m->file,
+					    tl_strerror(rc));
+				ex = cli_exit_for(rc);
 				goto out;
 			}
 		}

@@ -178,6 +178,7 @@ main(int argc, char **argv)
 	unsigned interval = 5, once_timeout = 60, vinterval = 30;
 	struct tl_rx_verify_opts vo;
 	uint64_t verify_due = 0;
+	unsigned last_blocked = 0;
 	uint64_t last_head = UINT64_MAX, next_tick = 0, started;
 
 	tl_rx_init(&rx);
@@ -283,6 +284,17 @@ main(int argc, char **argv)
 			if (rc != 0)
 				logx(TL_RX_ERR, "pass failed: %s (%s)",
 				    tl_strerror(rc), tl_log_lasterr(rx.log));
+			else {
+				unsigned applied = 0, blocked = 0;
+				int mrc = tl_rx_migrate(&rx, &applied,
+				    &blocked);
+
+				if (mrc != 0)
+					logx(TL_RX_ERR, "migrations: %s",
+					    tl_strerror(mrc));
+				done += applied;
+				last_blocked = blocked;
+			}
 			last_head = head(rx.log);
 			next_tick = mono_ms() + (uint64_t)interval * 1000;
 			if (done > 0) {
@@ -302,7 +314,11 @@ main(int argc, char **argv)
 				else
 					logx(TL_RX_INFO, "verified %u grant(s), "
 					    "%u not healthy", checked, bad);
-				if (rc != 0 || bad > 0)
+				if (last_blocked > 0)
+					logx(TL_RX_WARN, "%u grant(s) with "
+					    "migrations blocked (see tally "
+					    "status)", last_blocked);
+				if (rc != 0 || bad > 0 || last_blocked > 0)
 					ex = EXIT_UNHEALTHY;
 				break;
 			}
@@ -331,6 +347,9 @@ main(int argc, char **argv)
 			    vo.interval_ns;
 			last_head = head(rx.log);
 		}
+		/* --once: the next pass (and its timeout check) by the deadline. */
+		if (once && next_tick > started + (uint64_t)once_timeout * 1000)
+			next_tick = started + (uint64_t)once_timeout * 1000;
 		timeout = (int)(next_tick > mono_ms() ? next_tick - mono_ms() :
 		    0);
 		if (!once) {

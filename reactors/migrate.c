@@ -1,0 +1,442 @@
+/*
+ * migrate.c - the migrator: consumer-owned migrations, then readiness.
+ *
+ * A requirement's migrations were copied into the log when its manifest
+ * was applied (migration.stored, content-addressed by checksum), so a
+ * migration runs from what was declared, not from a working tree that
+ * may have moved on.  After the grant is provisioned, each file not yet
+ * applied runs in order, in its own transaction, with the consumer's
+ * own credential; migration.applied records it with its checksum.  A
+ * file applied earlier whose content changed, or a file that fails,
+ * blocks the grant with the reason (both checksums; or the server's
+ * message with file:line) and nothing after it runs.
+ *
+ * Then readiness: an assignment whose every requirement is satisfied,
+ * provisioned and migrated gets assignment.ready, the event a node's
+ * host starts the module on.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "projections/status.h"
+#include "rx-internal.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+extern int tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, const char *sql, size_t len, char *why,
+    int *line);
+
+struct mfile {
+	char	 file[64];
+	char	 checksum[65];
+	char	*content;
+	size_t	 len;
+	int	 rc;		/* 0 applied, else failed */
+	char	 why[TL_DRV_WHY_MAX];
+	int	 line;
+};
+
+struct mgrant {
+	struct tl_grant	 g;
+	char		 db[64], owner[64], login[64];
+	char		 password[TL_PASSWORD_LEN + 1];
+	char		 host[256], port[8];
+	const struct tl_drv_ops *ops;
+	struct mfile	*f;
+	size_t		 nf;
+	char		 block[TL_DRV_WHY_MAX + 200];	/* set: blocked */
+};
+
+struct mpass {
+	struct tl_rx	*rx;
+	struct mgrant	*g;
+	size_t		 ng;
+	char		(*mods)[64];	/* modules that may have become ready */
+	size_t		 nmods;
+};
+
+static int
+add_module(struct mpass *ps, const char *m)
+{
+	char (*nv)[64];
+	size_t i;
+
+	for (i = 0; i < ps->nmods; i++)
+		if (strcmp(ps->mods[i], m) == 0)
+			return 0;
+	if ((nv = realloc(ps->mods, (ps->nmods + 1) * 64)) == NULL)
+		return ENOMEM;
+	ps->mods = nv;
+	snprintf(ps->mods[ps->nmods++], 64, "%s", m);
+	return 0;
+}
+
+static uint64_t
+be(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/* Copies the stored content of checksum out of the log. */
+static int
+stored(struct tl_txn *t, const struct tl_proj *p, const char *sum,
+    char **out, size_t *len)
+{
+	const void *v, *bin;
+	size_t n, bl;
+	struct tl_event ev;
+	struct tl_bview bv;
+	struct tl_bnode c;
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "ms/%s", sum)) != 0)
+		return rc;
+	if ((rc = tl_kv_get(t, p->graph, k, strlen(k), &v, &n)) != 0)
+		return rc;
+	if (n != 8)
+		return TL_ECORRUPT;
+	if ((rc = tl_log_get(t, be(v), &ev)) != 0)
+		return rc;
+	if ((rc = tl_bview_open(&bv, ev.body, ev.body_len)) != 0)
+		return rc;
+	rc = TL_EMALFORMED;
+	if (tl_bn_get(bv.root, "content", &c) == 0 &&
+	    tl_bn_bin(c, &bin, &bl) == 0) {
+		rc = ENOMEM;
+		if ((*out = malloc(bl + 1)) != NULL) {
+			memcpy(*out, bin, bl);
+			(*out)[bl] = '\0';
+			*len = bl;
+			rc = 0;
+		}
+	}
+	tl_bview_close(&bv);
+	return rc;
+}
+
+struct gather_arg {
+	struct mpass		*ps;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	int			 rc;
+};
+
+static int
+gather_one(const struct tl_grant *g, void *arg)
+{
+	struct gather_arg *ga = arg;
+	struct mpass *ps = ga->ps;
+	struct tl_rec r;
+	struct tl_bnode list;
+	struct mgrant *mg, *nv;
+	S(k);
+	size_t i;
+	int rc;
+
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
+		return 0;
+	{
+		struct tl_nodelist nl;
+
+		/* A holder not yet marked ready may have become so. */
+		if (tl_rx_grant_holders(ga->t, ga->p, g, &nl) == 0) {
+			for (i = 0; i < nl.n; i++)
+				if (tl_key(k, "ar/%s@%s", g->module,
+				    nl.v[i]) == 0 &&
+				    !tl_rec_exists(ga->t, ga->p->graph, k)) {
+					rc = add_module(ps, g->module);
+					break;
+				}
+			tl_nodelist_free(&nl);
+		}
+	}
+	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0)
+		return rc;
+	if (tl_rec_get(ga->t, ga->p->graph, k, &r) != 0)
+		return 0;
+	if (tl_bn_get(r.m, "migrations", &list) != 0 ||
+	    tl_bn_len(list) == 0) {
+		tl_rec_close(&r);
+		return 0;
+	}
+	if ((nv = realloc(ps->g, (ps->ng + 1) * sizeof(*nv))) == NULL) {
+		tl_rec_close(&r);
+		return ENOMEM;
+	}
+	ps->g = nv;
+	mg = &ps->g[ps->ng];
+	memset(mg, 0, sizeof(*mg));
+	mg->g = *g;
+	for (i = 0; i < tl_bn_len(list) && mg->block[0] == '\0'; i++) {
+		struct tl_bnode e = tl_bn_at(list, i);
+		char file[64] = "", sum[65] = "", applied[80] = "";
+		const void *v;
+		size_t n;
+		struct mfile *nf;
+
+		tl_bn_getstr(e, "file", file, sizeof(file));
+		tl_bn_getstr(e, "checksum", sum, sizeof(sum));
+		if (tl_key(k, "ma/%s/%s", g->id, file) == 0 &&
+		    tl_kv_get(ga->t, ga->p->grants, k, strlen(k), &v,
+		    &n) == 0 && n < sizeof(applied)) {
+			memcpy(applied, v, n);
+			applied[n] = '\0';
+			if (strcmp(applied, sum) == 0)
+				continue;
+			snprintf(mg->block, sizeof(mg->block), "%s was applied "
+			    "with checksum %.16s… but the manifest now has "
+			    "%.16s…: an applied migration must not change; add "
+			    "a new file instead", file, applied, sum);
+			break;
+		}
+		if ((nf = realloc(mg->f, (mg->nf + 1) * sizeof(*nf))) == NULL) {
+			tl_rec_close(&r);
+			ps->ng++;
+			return ENOMEM;
+		}
+		mg->f = nf;
+		memset(&mg->f[mg->nf], 0, sizeof(mg->f[0]));
+		snprintf(mg->f[mg->nf].file, sizeof(mg->f[0].file), "%s", file);
+		snprintf(mg->f[mg->nf].checksum, sizeof(mg->f[0].checksum),
+		    "%s", sum);
+		if ((rc = stored(ga->t, ga->p, sum, &mg->f[mg->nf].content,
+		    &mg->f[mg->nf].len)) != 0) {
+			snprintf(mg->block, sizeof(mg->block), "%s: its "
+			    "content is not in the log (%s): re-apply the "
+			    "manifest", file, tl_strerror(rc));
+			break;
+		}
+		mg->nf++;
+	}
+	tl_rec_close(&r);
+	ps->ng++;
+	if (mg->nf == 0 && mg->block[0] == '\0') {
+		ps->ng--;	/* everything applied */
+		free(mg->f);
+		return 0;
+	}
+	if (mg->block[0] == '\0') {
+		struct tl_rx_prov pv;
+		char driver[64];
+		int drop;
+
+		tl_rx_grant_names(g, g->version, mg->db, mg->owner, mg->login);
+		if (tl_rx_intent_password(ps->rx, ga->t, g, mg->password) != 0 ||
+		    tl_rx_load_provider(ga->t, ga->p, ps->rx, g->provider,
+		    g->type, &pv, driver, &drop) != 0) {
+			snprintf(mg->block, sizeof(mg->block), "cannot read "
+			    "the grant's credential or provider");
+		} else {
+			snprintf(mg->host, sizeof(mg->host), "%s", pv.host);
+			snprintf(mg->port, sizeof(mg->port), "%s", pv.port);
+			mg->ops = tl_drv_find(driver);
+		}
+		tl_secret_wipe(pv.password, sizeof(pv.password));
+	}
+	return 0;
+}
+
+static int
+run(struct mpass *ps)
+{
+	size_t i, j;
+	unsigned n = 0;
+
+	for (i = 0; i < ps->ng; i++) {
+		struct mgrant *mg = &ps->g[i];
+		struct tl_drv_endpoint ep = { mg->host, mg->port };
+		struct tl_drv_grant dg = { mg->db, mg->owner, mg->login,
+		    mg->password };
+
+		if (mg->block[0] != '\0')
+			continue;
+		for (j = 0; j < mg->nf; j++) {
+			struct mfile *f = &mg->f[j];
+
+			f->rc = tl_drv_pg_migrate(&ep, &dg, f->content, f->len,
+			    f->why, &f->line);
+			if (f->rc != 0) {
+				if (f->line > 0)
+					snprintf(mg->block, sizeof(mg->block),
+					    "%s:%d: %s", f->file, f->line,
+					    f->why);
+				else
+					snprintf(mg->block, sizeof(mg->block),
+					    "%s: %s", f->file, f->why);
+				tl_rx_log(ps->rx, TL_RX_WARN, "grant %s: "
+				    "migration blocked: %s", mg->g.id,
+				    mg->block);
+				for (j++; j < mg->nf; j++)
+					mg->f[j].rc = -1;	/* not run */
+				break;
+			}
+			n++;
+			tl_rx_log(ps->rx, TL_RX_INFO, "grant %s: applied %s",
+			    mg->g.id, f->file);
+		}
+	}
+	return (int)n;
+}
+
+struct ready_arg {
+	struct tl_ctx	*c;
+	int		 rc;
+};
+
+/* assignment.ready for every assignment that just became ready. */
+static int
+readiness(struct tl_ctx *c, const char *module)
+{
+	json_t *st, *a;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_status_module(c->t, &c->p, module, &st)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	json_array_foreach(json_object_get(st, "assignments"), i, a) {
+		const char *state = json_string_value(json_object_get(a,
+		    "state"));
+		const char *node = json_string_value(json_object_get(a,
+		    "node"));
+		struct tl_body b;
+		S(k);
+		S(stream);
+
+		if (state == NULL || node == NULL ||
+		    strcmp(state, ST_MIGRATED) != 0)
+			continue;
+		if ((rc = tl_key(k, "ar/%s@%s", module, node)) != 0 ||
+		    (rc = tl_key(stream, "assignment/%s@%s", module,
+		    node)) != 0)
+			break;
+		if (tl_rec_exists(c->t, c->p.graph, k))
+			continue;
+		tl_body_init(&b);
+		tl_body_str(&b, "module", module);
+		tl_body_str(&b, "node", node);
+		rc = tl_emit(c, EV_ASSIGN_READY, stream, &b, NULL);
+		tl_body_free(&b);
+		if (rc != 0)
+			break;
+	}
+	json_decref(st);
+	return rc;
+}
+
+struct mod_arg {
+	struct tl_ctx	*c;
+	int		 rc;
+};
+
+static int
+outcomes_cb(struct tl_txn *t, void *arg)
+{
+	struct mpass *ps = arg;
+	struct tl_ctx c;
+	struct mod_arg ma;
+	size_t i, j;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->ng; i++) {
+		struct mgrant *mg = &ps->g[i];
+		struct tl_grant cur;
+		S(stream);
+
+		if ((rc = tl_grant_get(t, &c.p, mg->g.id, &cur, NULL)) != 0 ||
+		    (rc = tl_key(stream, "grant/%s", mg->g.id)) != 0)
+			return rc;
+		c.cause = cur.state_seq;
+		c.have_corr = 0;
+		for (j = 0; j < mg->nf; j++) {
+			struct tl_body b;
+
+			if (mg->f[j].rc != 0)
+				break;
+			tl_body_init(&b);
+			tl_body_str(&b, "grant", mg->g.id);
+			tl_body_str(&b, "file", mg->f[j].file);
+			tl_body_str(&b, "checksum", mg->f[j].checksum);
+			rc = tl_emit(&c, EV_MIGRATION_APPLIED, stream, &b,
+			    NULL);
+			tl_body_free(&b);
+			if (rc != 0)
+				return rc;
+		}
+		if (mg->block[0] != '\0' && strcmp(cur.blocked,
+		    mg->block) != 0) {
+			struct tl_body b;
+
+			tl_body_init(&b);
+			tl_body_str(&b, "grant", mg->g.id);
+			tl_body_str(&b, "reason", mg->block);
+			rc = tl_emit(&c, EV_MIGRATION_BLOCKED, stream, &b,
+			    NULL);
+			tl_body_free(&b);
+			if (rc != 0)
+				return rc;
+		}
+	}
+	(void)ma;
+	for (i = 0; i < ps->nmods; i++)
+		if ((rc = readiness(&c, ps->mods[i])) != 0)
+			return rc;
+	return tl_ctx_end(&c);
+}
+
+int
+tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked)
+{
+	struct mpass ps;
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct gather_arg ga;
+	size_t i, j;
+	int rc;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rx = rx;
+	*applied = *blocked = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	ga.ps = &ps;
+	ga.t = t;
+	ga.p = &p;
+	ga.rc = 0;
+	if ((rc = tl_proj_open(t, &p)) == 0)
+		rc = tl_grant_each(t, &p, gather_one, &ga);
+	tl_log_abort(t);
+	if (rc != 0)
+		goto out;
+	*applied = (unsigned)run(&ps);
+	for (i = 0; i < ps.ng; i++)
+		if (ps.g[i].block[0] != '\0')
+			(*blocked)++;
+	if (ps.ng > 0 || ps.nmods > 0)
+		rc = tl_log_write(rx->log, outcomes_cb, &ps);
+out:
+	for (i = 0; i < ps.ng; i++) {
+		for (j = 0; j < ps.g[i].nf; j++)
+			free(ps.g[i].f[j].content);
+		free(ps.g[i].f);
+		tl_secret_wipe(ps.g[i].password, sizeof(ps.g[i].password));
+	}
+	free(ps.g);
+	free(ps.mods);
+	return rc;
+}

@@ -72,11 +72,13 @@ say "connecting as the game with the delivered credential"
 	set +a
 	PGPASSWORD=$DB_PASSWORD PGCONNECT_TIMEOUT=5 psql -X -q -v ON_ERROR_STOP=1 \
 		-h "$DB_HOST" -p "$DB_PORT" -U "$DB_USER" -d "$DB_NAME" -c "
-		CREATE TABLE IF NOT EXISTS scores (player text, points int);
-		INSERT INTO scores VALUES ('demo', 42);
+		INSERT INTO scores (player, points) VALUES ('demo', 42);
 		SELECT current_user AS connected_as, current_database() AS db,
-		       count(*) AS rows FROM scores;"
+		       count(*) AS scores FROM scores;"
 )
+
+say "tally log --type migration.applied"
+"$BIN/tally" log --type 'migration.applied'
 
 say "tally verify"
 "$BIN/tally" verify

@@ -1,0 +1,1 @@
+CREATE INDEX scores_by_points ON scores (points DESC);

@@ -79,6 +79,13 @@ struct tl_drv_ops {
 	int	(*migrate)(const struct tl_drv_endpoint *ep,
 		    const struct tl_drv_grant *g, const char *sql, size_t len,
 		    char *why, int *line);
+	/*
+	 * Drops a login role that revoke(drop=0) disabled, after a rotation:
+	 * what it owns goes to the owner role first.  NULL: not supported
+	 * (the login then stays, disabled).
+	 */
+	int	(*retire_login)(void *h, const struct tl_drv_grant *g,
+		    char *why);
 	/* Disables logins, ends sessions; keeps (retain) or drops the data. */
 	int	(*revoke)(void *h, const struct tl_drv_grant *g, int drop,
 		    char *why);
@@ -88,5 +95,16 @@ struct tl_drv_ops {
 const struct tl_drv_ops *tl_drv_find(const char *name);
 /* NULL-terminated: every driver's name, for manifest validation. */
 const char *const *tl_drv_names(void);
+
+/*
+ * Fault injection for tests (drivers/fault.c, which documents the
+ * spec): a driver with real's name and types that passes every call
+ * through to real unless a rule fails it.  tl_drv_fault_wrap reads the
+ * spec from $TALLY_FAULT and returns real itself when that is unset or
+ * empty; both return NULL for a bad spec (the _spec form says why).
+ */
+const struct tl_drv_ops *tl_drv_fault_wrap(const struct tl_drv_ops *real);
+const struct tl_drv_ops *tl_drv_fault_wrap_spec(const struct tl_drv_ops *real,
+	    const char *spec, char *why);
 
 #endif

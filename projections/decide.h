@@ -100,6 +100,17 @@ int	tl_dec_remove(struct tl_ctx *c, const char *module);
 /* grant is MODULE/REQ or MODULE/REQ@NODE; provider NODE/MODULE. */
 int	tl_dec_bind(struct tl_ctx *c, const char *grant, const char *provider);
 
+/*
+ * tally rotate: starts a rotation of grant (refused while one runs, with
+ * the reason).  deadline_ns, if not 0, is how long after the start the
+ * old credential is retired even if holders have not acknowledged.
+ */
+int	tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
+	    const char *reason);
+/* tally ack: node's module runs with version of its credentials. */
+int	tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
+	    uint64_t version, size_t *acked);
+
 /* tally repair: recreate a missing grant, deliberately (tallyd does it). */
 int	tl_dec_repair(struct tl_ctx *c, const char *grant);
 

@@ -64,4 +64,10 @@ int	tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
 int	tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
 	    const char *node);
 
+struct tl_ctx;
+/* Delivers grant's current credential to every holder lacking it. */
+int	tl_rx_deliver(struct tl_rx *rx, struct tl_ctx *c, const char *grant);
+/* Rewrites the delivery files of grant's holders. */
+int	tl_rx_files_for(struct tl_rx *rx, const char *grant);
+
 #endif

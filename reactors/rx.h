@@ -59,6 +59,14 @@ int	tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	    uint64_t *next_ns);
 
 /*
+ * One rotation pass: every running rotation one step further (issue the
+ * new credential, create and deliver it, retire the old one once every
+ * holder acknowledged or the deadline passed), and rotations started
+ * for credentials older than their max-credential-age.
+ */
+int	tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting);
+
+/*
  * One migration pass: applies the declared migrations of provisioned
  * grants that are not applied yet, records blocks, and appends
  * assignment.ready for assignments that have become ready.

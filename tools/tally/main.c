@@ -21,6 +21,8 @@ static const struct tl_cmd cmds[] = {
 	{ "status",	cmd_status,	"each assignment's state, with reasons" },
 	{ "graph",	cmd_graph,	"the mesh: text, --json or --dot" },
 	{ "explain",	cmd_explain,	"why each requirement is bound where it is" },
+	{ "rotate",	cmd_rotate,	"rotate credentials, with fan-out to holders" },
+	{ "ack",	cmd_ack,	"a holder runs with a credential version" },
 	{ "check",	cmd_check,	"verify grants now (and repair drift)" },
 	{ "repair",	cmd_repair,	"recreate a missing grant, deliberately" },
 	{ "env",	cmd_env,	"an assignment's environment, for its node" },

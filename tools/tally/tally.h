@@ -133,6 +133,8 @@ int	cmd_explain(struct tl_cli *, int, char **);
 int	cmd_rebuild(struct tl_cli *, int, char **);
 int	cmd_env(struct tl_cli *, int, char **);
 int	cmd_check(struct tl_cli *, int, char **);
+int	cmd_rotate(struct tl_cli *, int, char **);
+int	cmd_ack(struct tl_cli *, int, char **);
 int	cmd_repair(struct tl_cli *, int, char **);
 
 #endif

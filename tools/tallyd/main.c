@@ -294,6 +294,15 @@ main(int argc, char **argv)
 					    tl_strerror(mrc));
 				done += applied;
 				last_blocked = blocked;
+				{
+					unsigned steps = 0, waiting = 0;
+
+					if ((mrc = tl_rx_rotate(&rx, &steps,
+					    &waiting)) != 0)
+						logx(TL_RX_ERR, "rotation: %s",
+						    tl_strerror(mrc));
+					done += steps;
+				}
 			}
 			last_head = head(rx.log);
 			next_tick = mono_ms() + (uint64_t)interval * 1000;

@@ -1,0 +1,116 @@
+/*
+ * decide_rotate.c - starting rotations and acknowledging credentials.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "decide.h"
+#include "grant.h"
+#include "graph.h"
+#include "rotation.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+int
+tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
+    const char *reason)
+{
+	struct tl_grant g;
+	struct tl_rotation r;
+	struct tl_body b;
+	S(stream);
+	int rc;
+
+	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
+		return tl_refuse(c, TL_ENOTFOUND, "no grant %s", grant);
+	if (rc != 0)
+		return rc;
+	if (tl_rot_get(c->t, &c->p, grant, &r) == 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is already rotating "
+		    "v%llu → v%llu (%s): a second rotation is refused until it "
+		    "completes; see tally status %s", grant,
+		    (unsigned long long)r.from, (unsigned long long)r.to,
+		    r.state, g.module);
+	if (strcmp(g.state, GRANT_PROVISIONED) != 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is %s: only a "
+		    "provisioned grant can be rotated", grant, g.state);
+	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
+		return rc;
+	c->cause = g.state_seq;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", grant);
+	tl_body_u64(&b, "from", g.version);
+	tl_body_u64(&b, "to", g.version + 1);
+	tl_body_u64(&b, "deadline_ns", deadline_ns);
+	tl_body_str(&b, "reason", reason);
+	rc = tl_emit(c, EV_ROT_STARTED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+struct ack_arg {
+	struct tl_ctx	*c;
+	const char	*node;
+	uint64_t	 version;
+	size_t		 n;
+	size_t		 seen;
+};
+
+static int
+ack_one(const struct tl_grant *g, void *arg)
+{
+	struct ack_arg *aa = arg;
+	struct tl_body b;
+	char holder[140];
+	S(stream);
+	int rc;
+
+	if (g->node[0] != '\0' && strcmp(g->node, aa->node) != 0)
+		return 0;
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+		return 0;
+	aa->seen++;
+	if (g->version != aa->version)
+		return 0;
+	snprintf(holder, sizeof(holder), "%s@%s", g->module, aa->node);
+	if (tl_rot_acked(aa->c->t, &aa->c->p, g->id, aa->version, holder))
+		return 0;
+	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", g->id);
+	tl_body_str(&b, "holder", holder);
+	tl_body_u64(&b, "version", aa->version);
+	rc = tl_emit(aa->c, EV_CRED_ACKED, stream, &b, NULL);
+	tl_body_free(&b);
+	if (rc == 0)
+		aa->n++;
+	return rc;
+}
+
+int
+tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
+    uint64_t version, size_t *acked)
+{
+	struct ack_arg aa = { c, node, version, 0, 0 };
+	S(k);
+	int rc;
+
+	*acked = 0;
+	if ((rc = tl_key(k, "a/%s@%s", module, node)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "%s is not assigned to %s",
+		    module, node);
+	/* Collect-free: acks write keys the grant scan does not read. */
+	if ((rc = tl_grant_each_of_module(c->t, &c->p, module, ack_one,
+	    &aa)) != 0)
+		return rc;
+	if (aa.seen == 0)
+		return tl_refuse(c, TL_ENOTFOUND, "%s on %s holds no "
+		    "provisioned grant", module, node);
+	*acked = aa.n;
+	return 0;
+}

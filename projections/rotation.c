@@ -1,0 +1,208 @@
+/*
+ * rotation.c - the rotation fold (see rotation.h for the saga).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "grant.h"
+#include "rotation.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+#define ROT_STR(X)	X(grant) X(state) X(reason)
+#define ROT_U64(X)	X(from) X(to) X(started_seq) X(started_ns) \
+			X(deadline_ns) X(issued_seq)
+
+static int
+rot_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
+    const struct tl_rotation *r)
+{
+	struct tl_body b;
+	const void *enc;
+	size_t len;
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "rot/%s", r->grant)) != 0)
+		return rc;
+	tl_body_init(&b);
+#define PS(f) tl_body_str(&b, #f, r->f);
+#define PU(f) tl_body_u64(&b, #f, r->f);
+	ROT_STR(PS)
+	ROT_U64(PU)
+	if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
+		rc = tl_rec_put(t, p->grants, k, seq, enc, len);
+	tl_body_free(&b);
+	return rc;
+}
+
+static void
+rot_decode(struct tl_bnode m, struct tl_rotation *r)
+{
+	memset(r, 0, sizeof(*r));
+#define GS(f) tl_bn_getstr(m, #f, r->f, sizeof(r->f));
+#define GU(f) r->f = tl_bn_getu64(m, #f, 0);
+	ROT_STR(GS)
+	ROT_U64(GU)
+}
+
+int
+tl_rot_get(struct tl_txn *t, const struct tl_proj *p, const char *grant,
+    struct tl_rotation *r)
+{
+	struct tl_rec rec;
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "rot/%s", grant)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(t, p->grants, k, &rec)) != 0)
+		return rc;
+	rot_decode(rec.m, r);
+	tl_rec_close(&rec);
+	return 0;
+}
+
+struct each {
+	tl_rot_fn	 fn;
+	void		*arg;
+};
+
+static int
+each_one(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct each *e = arg;
+	struct tl_rotation r;
+	struct tl_bview v;
+	int rc;
+
+	(void)rest;
+	if (vlen < 9)
+		return TL_ECORRUPT;
+	if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8, vlen - 8)) != 0)
+		return rc;
+	rot_decode(v.root, &r);
+	tl_bview_close(&v);
+	return e->fn(&r, e->arg);
+}
+
+int
+tl_rot_each(struct tl_txn *t, const struct tl_proj *p, tl_rot_fn fn,
+    void *arg)
+{
+	struct each e = { fn, arg };
+
+	return tl_rec_scan(t, p->grants, "rot/", each_one, &e);
+}
+
+int
+tl_rot_acked(struct tl_txn *t, const struct tl_proj *p, const char *grant,
+    uint64_t version, const char *holder)
+{
+	S(k);
+
+	if (tl_key(k, "ack/%s/%llu/%s", grant, (unsigned long long)version,
+	    holder) != 0)
+		return 0;
+	return tl_kv_get(t, p->grants, k, strlen(k), &(const void *){ NULL },
+	    &(size_t){ 0 }) == 0;
+}
+
+static int
+put_u64(struct tl_txn *t, tl_kv kv, const char *key, uint64_t v)
+{
+	uint8_t b[8];
+	int i;
+
+	for (i = 7; i >= 0; i--) {
+		b[i] = (uint8_t)v;
+		v >>= 8;
+	}
+	return tl_kv_put(t, kv, key, strlen(key), b, 8);
+}
+
+int
+tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	struct tl_rotation r;
+	char grant[201];
+	S(k);
+	int rc;
+
+	if (strncmp(ev->type, "rotation.", 9) != 0 &&
+	    strcmp(ev->type, EV_CRED_ISSUED) != 0 &&
+	    strcmp(ev->type, EV_CRED_ACTIVATED) != 0 &&
+	    strcmp(ev->type, EV_CRED_ACKED) != 0 &&
+	    strcmp(ev->type, EV_CRED_RETIRED) != 0 &&
+	    strcmp(ev->type, "grant.provisioning") != 0)
+		return 0;
+	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0)
+		return TL_EMALFORMED;
+
+	if (strcmp(ev->type, "grant.provisioning") == 0) {
+		/* Every version's intent, by version, for retirement. */
+		if ((rc = tl_key(k, "cv/%s/%llu", grant, (unsigned long long)
+		    tl_bn_getu64(body, "version", 0))) != 0)
+			return rc;
+		return put_u64(t, p->grants, k, ev->seq);
+	}
+	if (strcmp(ev->type, EV_ROT_STARTED) == 0) {
+		memset(&r, 0, sizeof(r));
+		snprintf(r.grant, sizeof(r.grant), "%s", grant);
+		snprintf(r.state, sizeof(r.state), ROT_STARTED);
+		tl_bn_getstr(body, "reason", r.reason, sizeof(r.reason));
+		r.from = tl_bn_getu64(body, "from", 0);
+		r.to = tl_bn_getu64(body, "to", 0);
+		r.deadline_ns = tl_bn_getu64(body, "deadline_ns", 0);
+		r.started_seq = ev->seq;
+		r.started_ns = ev->ts;
+		return rot_put(t, p, ev->seq, &r);
+	}
+	if (strcmp(ev->type, EV_CRED_ACKED) == 0) {
+		char holder[140];
+
+		if (tl_bn_getstr(body, "holder", holder, sizeof(holder)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "ack/%s/%llu/%s", grant,
+		    (unsigned long long)tl_bn_getu64(body, "version", 0),
+		    holder)) != 0)
+			return rc;
+		return put_u64(t, p->grants, k, ev->seq);
+	}
+	if ((rc = tl_rot_get(t, p, grant, &r)) == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	if (strcmp(ev->type, EV_CRED_ISSUED) == 0) {
+		snprintf(r.state, sizeof(r.state), ROT_ISSUED);
+		r.issued_seq = ev->seq;
+		if ((rc = tl_key(k, "cv/%s/%llu", grant,
+		    (unsigned long long)r.to)) != 0 ||
+		    (rc = put_u64(t, p->grants, k, ev->seq)) != 0)
+			return rc;
+		return rot_put(t, p, ev->seq, &r);
+	}
+	if (strcmp(ev->type, EV_CRED_ACTIVATED) == 0) {
+		struct tl_grant g;
+
+		snprintf(r.state, sizeof(r.state), ROT_ACTIVE);
+		if ((rc = rot_put(t, p, ev->seq, &r)) != 0)
+			return rc;
+		/* From here on the grant's credential is the new one. */
+		if ((rc = tl_grant_get(t, p, grant, &g, NULL)) != 0)
+			return rc;
+		g.version = r.to;
+		g.intent_seq = r.issued_seq;
+		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
+		return tl_grant_put(t, p, ev->seq, &g);
+	}
+	if (strcmp(ev->type, EV_ROT_COMPLETED) == 0) {
+		if ((rc = tl_key(k, "rot/%s", grant)) != 0)
+			return rc;
+		return tl_kv_del(t, p->grants, k, strlen(k));
+	}
+	return 0;	/* credential.retired: a fact for history */
+}

@@ -1,0 +1,66 @@
+/*
+ * rotation.h - credential rotation with fan-out, as a saga of events.
+ *
+ *   rotation.started      {grant from to deadline_ns reason}    tally rotate / rotator
+ *   credential.issued     {grant version user password(secret)}  tallyd: the intent
+ *   credential.activated  {grant version}                        the new login exists
+ *   credential.delivered  {grant holder node version sealed}     one per holder
+ *   credential.acknowledged {grant holder version}               tally ack / AMQP
+ *   credential.retired    {grant version forced cut_off[]}       old login gone
+ *   rotation.completed    {grant version}
+ *
+ * The new credential is created beside the old one (a second LOGIN
+ * role in the same owner role), delivered to every holder, and the old
+ * one is retired only when every holder has acknowledged the new one —
+ * or, with a deadline, when it passes, recorded as forced with the
+ * holders it cut off.  Lockout is impossible by construction: until
+ * then both credentials authenticate.
+ *
+ * State (table grants): rot/GRANT the running rotation, ack/GRANT/vN/
+ * HOLDER the acknowledgements, cv/GRANT/N the intent of version N.
+ * When credential.activated folds, the grant's version and intent move
+ * to the new credential: verification, delivery and env files follow it.
+ */
+#ifndef TL_ROTATION_H
+#define TL_ROTATION_H
+
+#include <stdint.h>
+
+#include "proj.h"
+
+#define EV_ROT_STARTED		"rotation.started"
+#define EV_CRED_ISSUED		"credential.issued"
+#define EV_CRED_ACTIVATED	"credential.activated"
+#define EV_CRED_ACKED		"credential.acknowledged"
+#define EV_CRED_RETIRED		"credential.retired"
+#define EV_ROT_COMPLETED	"rotation.completed"
+
+#define ROT_STARTED	"started"	/* no new credential yet */
+#define ROT_ISSUED	"issued"	/* intent recorded */
+#define ROT_ACTIVE	"active"	/* both work; waiting on acks */
+
+struct tl_rotation {
+	char		grant[201];
+	char		state[16];
+	uint64_t	from, to;
+	uint64_t	started_seq;
+	uint64_t	started_ns;
+	uint64_t	deadline_ns;	/* 0: wait for every holder */
+	uint64_t	issued_seq;
+	char		reason[32];	/* operator | schedule */
+};
+
+/* TL_ENOTFOUND when no rotation is running for grant. */
+int	tl_rot_get(struct tl_txn *t, const struct tl_proj *p, const char *grant,
+	    struct tl_rotation *r);
+typedef int (*tl_rot_fn)(const struct tl_rotation *r, void *arg);
+int	tl_rot_each(struct tl_txn *t, const struct tl_proj *p, tl_rot_fn fn,
+	    void *arg);
+/* Has holder (MODULE@NODE) acknowledged version of grant? */
+int	tl_rot_acked(struct tl_txn *t, const struct tl_proj *p,
+	    const char *grant, uint64_t version, const char *holder);
+
+int	tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_event *ev, struct tl_bnode body);
+
+#endif

@@ -1,0 +1,472 @@
+/*
+ * rotate.c - the rotator: drives each running rotation one step, and
+ * starts rotations that a max-credential-age makes due.
+ *
+ * Steps, each an intent or an outcome (projections/rotation.h):
+ *   started -> credential.issued (the new password, encrypted)     intent
+ *   issued  -> create the new login beside the old one (driver),
+ *              credential.activated + one credential.delivered per
+ *              holder, in one transaction                           outcome
+ *   active  -> when every holder acknowledged (or the deadline
+ *              passed): disable the old login, end its sessions,
+ *              drop it (driver); credential.retired (forced, with the
+ *              holders cut off, if by deadline) + rotation.completed
+ * A crash between any two steps resumes at the recorded one; the driver
+ * calls are idempotent and a resumed create sets the password again.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "projections/rotation.h"
+#include "rx-internal.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+
+struct rstep {
+	struct tl_rotation	 r;
+	struct tl_grant		 g;
+	int			 op;	/* ISSUE, CREATE, RETIRE, WAIT */
+	char			 password[TL_PASSWORD_LEN + 1];
+	char			 db[64], owner[64], login[64], old[64];
+	struct tl_rx_prov	 pv;
+	const struct tl_drv_ops	*ops;
+	int			 rc;
+	char			 why[TL_DRV_WHY_MAX];
+	int			 forced;
+	char			 cutoff[1024];	/* holders, comma-separated */
+};
+
+enum { OP_ISSUE = 1, OP_CREATE, OP_RETIRE, OP_WAIT };
+
+struct rpass {
+	struct tl_rx	*rx;
+	struct rstep	*s;
+	size_t		 n;
+	uint64_t	 now;
+	unsigned	 max_per_provider;
+};
+
+struct gather_arg {
+	struct rpass		*ps;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+};
+
+static int
+gather_one(const struct tl_rotation *r, void *arg)
+{
+	struct gather_arg *ga = arg;
+	struct rpass *ps = ga->ps;
+	struct rstep *st, *nv;
+	struct tl_nodelist nl;
+	char driver[64];
+	int drop;
+	size_t i;
+
+	if ((nv = realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
+		return ENOMEM;
+	ps->s = nv;
+	st = &ps->s[ps->n];
+	memset(st, 0, sizeof(*st));
+	st->r = *r;
+	if (tl_grant_get(ga->t, ga->p, r->grant, &st->g, NULL) != 0)
+		return 0;
+	if (strcmp(st->g.state, GRANT_PROVISIONED) != 0)
+		return 0;	/* revoked or gone mid-rotation: it waits */
+	tl_rx_grant_names(&st->g, r->to, st->db, st->owner, st->login);
+	{
+		char d2[64], o2[64];
+
+		tl_rx_grant_names(&st->g, r->from, d2, o2, st->old);
+	}
+	if (strcmp(r->state, ROT_STARTED) == 0)
+		st->op = OP_ISSUE;
+	else if (strcmp(r->state, ROT_ISSUED) == 0) {
+		struct tl_grant tmp = st->g;
+
+		st->op = OP_CREATE;
+		tmp.version = r->to;
+		tmp.intent_seq = r->issued_seq;
+		if (tl_rx_intent_password(ps->rx, ga->t, &tmp,
+		    st->password) != 0) {
+			st->rc = TL_ESECRET;
+			snprintf(st->why, sizeof(st->why), "cannot read the new "
+			    "credential's intent");
+		}
+	} else {
+		/* Active: retire when every holder has the new one. */
+		size_t off = 0;
+		int all = 1;
+
+		if (tl_rx_grant_holders(ga->t, ga->p, &st->g, &nl) != 0)
+			return 0;
+		for (i = 0; i < nl.n; i++) {
+			char holder[140];
+
+			snprintf(holder, sizeof(holder), "%s@%s",
+			    st->g.module, nl.v[i]);
+			if (tl_rot_acked(ga->t, ga->p, r->grant, r->to, holder))
+				continue;
+			all = 0;
+			if (off < sizeof(st->cutoff))
+				off += (size_t)snprintf(st->cutoff + off,
+				    sizeof(st->cutoff) - off, "%s%s",
+				    off ? "," : "", holder);
+		}
+		tl_nodelist_free(&nl);
+		if (all)
+			st->op = OP_RETIRE;
+		else if (r->deadline_ns != 0 && ps->now >= r->started_ns +
+		    r->deadline_ns) {
+			st->op = OP_RETIRE;
+			st->forced = 1;
+		} else
+			st->op = OP_WAIT;
+	}
+	if (st->op == OP_CREATE || st->op == OP_RETIRE) {
+		if (tl_rx_load_provider(ga->t, ga->p, ps->rx, st->g.provider,
+		    st->g.type, &st->pv, driver, &drop) != 0 ||
+		    (st->ops = tl_drv_find(driver)) == NULL) {
+			st->rc = TL_EDRIVER;
+			snprintf(st->why, sizeof(st->why), "provider %s has no "
+			    "usable driver", st->g.provider);
+		}
+	}
+	ps->n++;
+	return 0;
+}
+
+static int
+issue_cb(struct tl_txn *t, void *arg)
+{
+	struct rpass *ps = arg;
+	struct tl_ctx c;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->n; i++) {
+		struct rstep *st = &ps->s[i];
+		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
+		char ad[TL_KEY_MAX];
+		struct tl_body b;
+		S(stream);
+
+		if (st->op != OP_ISSUE)
+			continue;
+		tl_secret_password(st->password);
+		snprintf(ad, sizeof(ad), "grant/%s:v%llu", st->g.id,
+		    (unsigned long long)st->r.to);
+		tl_secret_encrypt(&ps->rx->key, ad, strlen(ad), st->password,
+		    strlen(st->password), ct);
+		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
+			return rc;
+		c.cause = st->r.started_seq;
+		c.have_corr = 0;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", st->g.id);
+		tl_body_u64(&b, "version", st->r.to);
+		tl_body_str(&b, "user", st->login);
+		tl_body_secret(&b, "password", ct, strlen(st->password) +
+		    TL_BOX_OVERHEAD);
+		rc = tl_emit(&c, EV_CRED_ISSUED, stream, &b, NULL);
+		tl_body_free(&b);
+		if (rc != 0)
+			return rc;
+		st->op = OP_CREATE;	/* this pass goes on to create it */
+	}
+	return tl_ctx_end(&c);
+}
+
+static void
+call_driver(struct rpass *ps, struct rstep *st)
+{
+	struct tl_drv_admin a;
+	struct tl_drv_grant dg;
+	void *h = NULL;
+
+	(void)ps;
+	if (st->rc != 0 || st->ops == NULL)
+		return;
+	a.host = st->pv.host;
+	a.port = st->pv.port;
+	a.user = st->pv.user;
+	a.password = st->pv.password;
+	a.dbname = st->pv.db;
+	if ((st->rc = st->ops->open(&a, &h, st->why)) != 0)
+		return;
+	dg.resource = st->db;
+	dg.owner = st->owner;
+	if (st->op == OP_CREATE) {
+		dg.login = st->login;
+		dg.password = st->password;
+		/* Beside the old login: same owner role, same objects. */
+		if ((st->rc = st->ops->create(h, &dg, st->why)) == 0)
+			st->rc = st->ops->set_password(h, &dg, st->why);
+	} else {
+		dg.login = st->old;
+		dg.password = "";
+		st->rc = st->ops->revoke(h, &dg, 0, st->why);
+		if (st->rc == 0 && st->ops->retire_login != NULL)
+			st->rc = st->ops->retire_login(h, &dg, st->why);
+	}
+	st->ops->close(h);
+}
+
+static int
+outcome_cb(struct tl_txn *t, void *arg)
+{
+	struct rpass *ps = arg;
+	struct tl_ctx c;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->n; i++) {
+		struct rstep *st = &ps->s[i];
+		struct tl_rotation cur;
+		struct tl_body b;
+		S(stream);
+
+		if ((st->op != OP_CREATE && st->op != OP_RETIRE) || st->rc != 0)
+			continue;
+		/* Still the same step?  (An operator may have acted.) */
+		if (tl_rot_get(t, &c.p, st->r.grant, &cur) != 0)
+			continue;
+		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
+			return rc;
+		c.cause = cur.issued_seq ? cur.issued_seq : cur.started_seq;
+		c.have_corr = 0;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", st->g.id);
+		if (st->op == OP_CREATE && strcmp(cur.state, ROT_ISSUED) == 0) {
+			tl_body_u64(&b, "version", cur.to);
+			tl_body_str(&b, "user", st->login);
+			rc = tl_emit(&c, EV_CRED_ACTIVATED, stream, &b, NULL);
+			if (rc == 0)
+				rc = tl_rx_deliver(ps->rx, &c, st->g.id);
+		} else if (st->op == OP_RETIRE &&
+		    strcmp(cur.state, ROT_ACTIVE) == 0) {
+			char *save = NULL, *h;
+
+			tl_body_u64(&b, "version", cur.from);
+			tl_body_str(&b, "user", st->old);
+			tl_body_bool(&b, "forced", st->forced);
+			tl_body_arr(&b, "cut_off");
+			if (st->forced)
+				for (h = strtok_r(st->cutoff, ",", &save);
+				    h != NULL; h = strtok_r(NULL, ",", &save))
+					tl_body_str(&b, NULL, h);
+			tl_body_end(&b);
+			rc = tl_emit(&c, EV_CRED_RETIRED, stream, &b, NULL);
+			if (rc == 0) {
+				tl_body_reset(&b);
+				tl_body_str(&b, "grant", st->g.id);
+				tl_body_u64(&b, "version", cur.to);
+				rc = tl_emit(&c, EV_ROT_COMPLETED, stream, &b,
+				    NULL);
+			}
+		}
+		tl_body_free(&b);
+		if (rc != 0)
+			return rc;
+	}
+	return tl_ctx_end(&c);
+}
+
+/* Grants whose credential is older than their max age. */
+struct due_arg {
+	struct rpass		*ps;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	char			(*due)[201];
+	size_t			 n;
+};
+
+static uint64_t
+max_age(struct tl_txn *t, const struct tl_proj *p, const struct tl_grant *g)
+{
+	struct tl_rec r;
+	struct tl_bnode types;
+	uint64_t age = 0;
+	S(k);
+	size_t i;
+
+	/* The requirement's own age wins over the provider's default. */
+	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		age = tl_bn_getu64(r.m, "max_age", 0);
+		tl_rec_close(&r);
+	}
+	if (age != 0)
+		return age;
+	if (tl_key(k, "p/%s", g->provider) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		if (tl_bn_get(r.m, "types", &types) == 0)
+			for (i = 0; i < tl_bn_len(types); i++) {
+				char ty[64] = "";
+
+				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+				    sizeof(ty));
+				if (strcmp(ty, g->type) == 0)
+					age = tl_bn_getu64(tl_bn_at(types, i),
+					    "max_age", 0);
+			}
+		tl_rec_close(&r);
+	}
+	return age;
+}
+
+static int
+due_one(const struct tl_grant *g, void *arg)
+{
+	struct due_arg *da = arg;
+	struct tl_rotation r;
+	struct tl_event ev;
+	uint64_t age;
+	char (*nv)[201];
+
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || g->intent_seq == 0)
+		return 0;
+	if (tl_rot_get(da->t, da->p, g->id, &r) == 0)
+		return 0;
+	if ((age = max_age(da->t, da->p, g)) == 0)
+		return 0;
+	/* The credential's birth is its intent's time. */
+	if (tl_log_get(da->t, g->intent_seq, &ev) != 0)
+		return 0;
+	if (ev.ts + age * 1000000000u > da->ps->now)
+		return 0;
+	if ((nv = realloc(da->due, (da->n + 1) * sizeof(*nv))) == NULL)
+		return ENOMEM;
+	da->due = nv;
+	snprintf(da->due[da->n++], 201, "%s", g->id);
+	return 0;
+}
+
+static int
+schedule_cb(struct tl_txn *t, void *arg)
+{
+	struct due_arg *da = arg;
+	struct tl_ctx c;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, da->ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < da->n; i++) {
+		c.cause = 0;
+		c.have_corr = 0;
+		rc = tl_dec_rotate(&c, da->due[i], 0, "schedule");
+		if (rc == TL_EREFUSED || rc == TL_ENOTFOUND)
+			continue;
+		if (rc != 0)
+			return rc;
+	}
+	return tl_ctx_end(&c);
+}
+
+int
+tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
+{
+	struct rpass ps;
+	struct due_arg da;
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct gather_arg ga;
+	size_t i;
+	int rc, issue = 0, work = 0;
+
+	memset(&ps, 0, sizeof(ps));
+	memset(&da, 0, sizeof(da));
+	ps.rx = rx;
+	ps.now = tl_rx_now();
+	*steps = *waiting = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	ga.ps = &ps;
+	ga.t = t;
+	ga.p = &p;
+	da.ps = &ps;
+	da.t = t;
+	da.p = &p;
+	if ((rc = tl_proj_open(t, &p)) == 0 &&
+	    (rc = tl_rot_each(t, &p, gather_one, &ga)) == 0)
+		rc = tl_grant_each(t, &p, due_one, &da);
+	tl_log_abort(t);
+	if (rc != 0)
+		goto out;
+	if (da.n > 0 && (rc = tl_log_write(rx->log, schedule_cb, &da)) != 0)
+		goto out;
+	for (i = 0; i < ps.n; i++) {
+		if (ps.s[i].op == OP_ISSUE)
+			issue = 1;
+		if (ps.s[i].op == OP_WAIT)
+			(*waiting)++;
+	}
+	if (issue && (rc = tl_log_write(rx->log, issue_cb, &ps)) != 0)
+		goto out;
+	for (i = 0; i < ps.n; i++) {
+		struct rstep *st = &ps.s[i];
+
+		if (st->op != OP_CREATE && st->op != OP_RETIRE)
+			continue;
+		if (st->ops == NULL && st->rc == 0) {
+			/* Issued in this pass: load the provider now. */
+			struct tl_txn *rt;
+			char driver[64];
+			int drop;
+
+			if (tl_log_begin(rx->log, TL_TXN_RDONLY, &rt) == 0) {
+				struct tl_proj rp;
+
+				if (tl_proj_open(rt, &rp) == 0 &&
+				    tl_rx_load_provider(rt, &rp, rx,
+				    st->g.provider, st->g.type, &st->pv, driver,
+				    &drop) == 0)
+					st->ops = tl_drv_find(driver);
+				tl_log_abort(rt);
+			}
+		}
+		call_driver(&ps, st);
+		work = 1;
+		if (st->rc != 0)
+			tl_rx_log(rx, TL_RX_WARN, "rotation of %s: %s",
+			    st->g.id, st->why);
+		else
+			tl_rx_log(rx, TL_RX_INFO, "rotation of %s: %s v%llu%s",
+			    st->g.id, st->op == OP_CREATE ? "activated" :
+			    "retired", (unsigned long long)(st->op ==
+			    OP_CREATE ? st->r.to : st->r.from), st->forced ?
+			    " (forced by deadline)" : "");
+	}
+	if (work && (rc = tl_log_write(rx->log, outcome_cb, &ps)) != 0)
+		goto out;
+	for (i = 0; i < ps.n; i++)
+		if ((ps.s[i].op == OP_CREATE || ps.s[i].op == OP_RETIRE) &&
+		    ps.s[i].rc == 0)
+			(*steps)++;
+	for (i = 0; i < ps.n; i++)
+		if (ps.s[i].op == OP_CREATE && ps.s[i].rc == 0 &&
+		    (rc = tl_rx_files_for(rx, ps.s[i].g.id)) != 0)
+			tl_rx_log(rx, TL_RX_WARN, "delivery files of %s: %s",
+			    ps.s[i].g.id, tl_strerror(rc));
+	rc = 0;
+out:
+	for (i = 0; i < ps.n; i++) {
+		tl_secret_wipe(ps.s[i].password, sizeof(ps.s[i].password));
+		tl_secret_wipe(ps.s[i].pv.password, sizeof(ps.s[i].pv.password));
+	}
+	free(ps.s);
+	free(da.due);
+	return rc;
+}

@@ -270,14 +270,22 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = set_provider_index(t, p, &g, 1)) != 0)
 			return rc;
 	} else if (strcmp(ev->type, EV_GRANT_PROVISIONING) == 0) {
-		set_state(&g, GRANT_PROVISIONING, ev->seq);
+		/*
+		 * A revocation is sticky: an intent, an outcome or a failure
+		 * of work begun before it was requested records its facts
+		 * but leaves the grant revoking, so the revocation is done
+		 * next (never undone by a late create).
+		 */
+		if (strcmp(g.state, GRANT_REVOKING) != 0)
+			set_state(&g, GRANT_PROVISIONING, ev->seq);
 		g.intent_seq = ev->seq;
 		g.version = tl_bn_getu64(body, "version", g.version);
 		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
 	} else if (strcmp(ev->type, EV_GRANT_PROVISIONED) == 0) {
 		struct tl_bnode f;
 
-		set_state(&g, GRANT_PROVISIONED, ev->seq);
+		if (strcmp(g.state, GRANT_REVOKING) != 0)
+			set_state(&g, GRANT_PROVISIONED, ev->seq);
 		g.version = tl_bn_getu64(body, "version", g.version);
 		g.drift[0] = g.drift_reason[0] = '\0';
 		g.attempts = 0;
@@ -291,11 +299,21 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 			tl_bn_getstr(f, "user", g.user, sizeof(g.user));
 		}
 	} else if (strcmp(ev->type, EV_GRANT_FAILED) == 0) {
-		/* The intent stands: provisioning is retried from it. */
+		/*
+		 * The intent stands: provisioning is retried from it.  A
+		 * failed revocation stays a revocation and is retried as one.
+		 */
+		char op[16] = "";
+
+		tl_bn_getstr(body, "op", op, sizeof(op));
 		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
 		g.attempts++;
 		g.retry_ns = tl_bn_getu64(body, "retry_ns", 0);
-		set_state(&g, GRANT_FAILED, ev->seq);
+		if (strcmp(g.state, GRANT_REVOKING) != 0 &&
+		    strcmp(op, "revoke") != 0)
+			set_state(&g, GRANT_FAILED, ev->seq);
+		else
+			set_state(&g, GRANT_REVOKING, ev->seq);
 	} else if (strcmp(ev->type, EV_GRANT_DRIFTED) == 0) {
 		tl_bn_getstr(body, "kind", g.drift, sizeof(g.drift));
 		tl_bn_getstr(body, "reason", g.drift_reason,

@@ -1097,7 +1097,8 @@ outcomes_cb(struct tl_txn *t, void *arg)
 		tl_body_str(&b, "grant", w->g.id);
 		if (w->rc != 0) {
 			/* Unchanged failures are not news. */
-			if (strcmp(cur.state, GRANT_FAILED) == 0 &&
+			if ((strcmp(cur.state, GRANT_FAILED) == 0 ||
+			    strcmp(cur.state, GRANT_REVOKING) == 0) &&
 			    strcmp(cur.reason, w->why) == 0) {
 				tl_body_free(&b);
 				continue;
@@ -1304,5 +1305,39 @@ out:
 	*pending = ps.pending;
 	*next_ns = ps.next_ns;
 	pass_free(&ps);
+	return rc;
+}
+
+int
+tl_rx_deliver(struct tl_rx *rx, struct tl_ctx *c, const char *grant)
+{
+	struct pass ps;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rx = rx;
+	return deliver_all(&ps, c, grant);
+}
+
+int
+tl_rx_files_for(struct tl_rx *rx, const char *grant)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct tl_grant g;
+	struct tl_nodelist nl;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_proj_open(t, &p)) != 0 ||
+	    (rc = tl_grant_get(t, &p, grant, &g, NULL)) != 0 ||
+	    (rc = tl_rx_grant_holders(t, &p, &g, &nl)) != 0)
+		goto out;
+	for (i = 0; rc == 0 && i < nl.n; i++)
+		rc = tl_rx_write_env(rx, t, g.module, nl.v[i]);
+	tl_nodelist_free(&nl);
+out:
+	tl_log_abort(t);
 	return rc;
 }

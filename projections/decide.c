@@ -534,3 +534,66 @@ tl_dec_repair(struct tl_ctx *c, const char *grant)
 	tl_body_free(&b);
 	return rc;
 }
+
+int
+tl_dec_purge(struct tl_ctx *c, const char *grant)
+{
+	struct tl_grant g;
+	struct tl_body b;
+	S(stream);
+	int rc;
+
+	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
+		return tl_refuse(c, TL_ENOTFOUND, "no grant %s", grant);
+	if (rc != 0)
+		return rc;
+	if (strcmp(g.state, GRANT_REVOKED) != 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is %s: only a "
+		    "revoked grant's retained data can be purged (remove its "
+		    "consumer first)", grant, g.state);
+	if (strcmp(g.policy, "drop") == 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s was revoked with "
+		    "policy drop: its data is already gone", grant);
+	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
+		return rc;
+	c->cause = g.state_seq;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", grant);
+	rc = tl_emit(c, EV_PURGE_REQUESTED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+int
+tl_dec_restore(struct tl_ctx *c, const char *grant)
+{
+	struct tl_grant g;
+	struct tl_body b;
+	S(stream);
+	S(k);
+	int rc;
+
+	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
+		return tl_refuse(c, TL_ENOTFOUND, "no grant %s", grant);
+	if (rc != 0)
+		return rc;
+	if (strcmp(g.state, GRANT_REVOKED) != 0 ||
+	    strcmp(g.policy, "retain") != 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is %s%s%s: only a "
+		    "revoked grant whose data was retained can be restored",
+		    grant, g.state, g.policy[0] ? ", policy " : "", g.policy);
+	if ((rc = tl_key(k, "r/%s/%s", g.module, g.req)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_EREFUSED, "module %s does not declare "
+		    "requirement %s any more: apply its manifest first", g.module,
+		    g.req);
+	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
+		return rc;
+	c->cause = g.state_seq;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", grant);
+	rc = tl_emit(c, EV_RESTORE_REQUESTED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}

@@ -111,6 +111,11 @@ int	tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 int	tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
 	    uint64_t version, size_t *acked);
 
+/* tally purge: destroy a revoked grant's retained data (tallyd does it). */
+int	tl_dec_purge(struct tl_ctx *c, const char *grant);
+/* tally restore: take a retained grant back, with a new credential. */
+int	tl_dec_restore(struct tl_ctx *c, const char *grant);
+
 /* tally repair: recreate a missing grant, deliberately (tallyd does it). */
 int	tl_dec_repair(struct tl_ctx *c, const char *grant);
 

@@ -47,6 +47,10 @@
 #define EV_REPAIR_REQUESTED	"repair.requested"	/* grant (actor: who asked) */
 #define EV_MIGRATION_APPLIED	"migration.applied"	/* grant file checksum */
 #define EV_MIGRATION_BLOCKED	"migration.blocked"	/* grant file reason */
+#define EV_PURGE_REQUESTED	"purge.requested"	/* grant (actor: who) */
+#define EV_GRANT_PURGED		"grant.purged"		/* grant */
+#define EV_RESTORE_REQUESTED	"restore.requested"	/* grant */
+#define EV_GRANT_RESTORED	"grant.restored"	/* grant version */
 #define EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version vars[] sealed(secret) */
 
 /* module/NAME: a migration file's content, stored once per checksum. */

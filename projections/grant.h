@@ -23,6 +23,9 @@
 #define GRANT_REPAIRING		"repairing"	/* tally repair: recreate it */
 #define GRANT_REVOKING		"revoking"
 #define GRANT_REVOKED		"revoked"
+#define GRANT_PURGING		"purging"	/* tally purge: drop its data */
+#define GRANT_PURGED		"purged"	/* data destroyed, for good */
+#define GRANT_RESTORING		"restoring"	/* tally restore: new credential */
 
 struct tl_grant {
 	char		id[TL_GRANT_ID_MAX + 1];
@@ -34,6 +37,7 @@ struct tl_grant {
 	char		provider[130];
 	char		resource[64];
 	char		state[16];
+	char		policy[8];	/* of the revocation: retain | drop */
 	char		reason[256];	/* why failed / revoking */
 	uint64_t	state_seq;	/* the event that set the state */
 	uint64_t	requested_seq;

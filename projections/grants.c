@@ -16,7 +16,7 @@
 #define STR_FIELDS(X)							\
 	X(id) X(module) X(req) X(node) X(scope) X(type) X(provider)	\
 	X(resource) X(state) X(reason) X(host) X(port) X(database) X(user) \
-	X(drift) X(drift_reason) X(migration) X(blocked)
+	X(drift) X(drift_reason) X(migration) X(blocked) X(policy)
 #define U64_FIELDS(X)							\
 	X(state_seq) X(requested_seq) X(intent_seq) X(version) X(attempts) \
 	X(retry_ns) X(drift_seq) X(migrated_seq)
@@ -225,6 +225,8 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 	    strncmp(ev->type, "migration.", 10) != 0 &&
 	    strcmp(ev->type, EV_BINDING_MADE) != 0 &&
 	    strcmp(ev->type, EV_REPAIR_REQUESTED) != 0 &&
+	    strcmp(ev->type, EV_PURGE_REQUESTED) != 0 &&
+	    strcmp(ev->type, EV_RESTORE_REQUESTED) != 0 &&
 	    strcmp(ev->type, EV_REVOCATION_REQUESTED) != 0)
 		return 0;
 	if (tl_bn_getstr(body, "grant", id, sizeof(id)) != 0)
@@ -348,7 +350,17 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
 		set_state(&g, GRANT_REVOKING, ev->seq);
 	} else if (strcmp(ev->type, EV_GRANT_REVOKED) == 0) {
+		tl_bn_getstr(body, "policy", g.policy, sizeof(g.policy));
 		set_state(&g, GRANT_REVOKED, ev->seq);
+	} else if (strcmp(ev->type, EV_PURGE_REQUESTED) == 0) {
+		set_state(&g, GRANT_PURGING, ev->seq);
+	} else if (strcmp(ev->type, EV_GRANT_PURGED) == 0) {
+		snprintf(g.policy, sizeof(g.policy), "drop");
+		set_state(&g, GRANT_PURGED, ev->seq);
+	} else if (strcmp(ev->type, EV_RESTORE_REQUESTED) == 0) {
+		set_state(&g, GRANT_RESTORING, ev->seq);
+	} else if (strcmp(ev->type, EV_GRANT_RESTORED) == 0) {
+		g.policy[0] = '\0';
 	} else
 		return 0;
 	return tl_grant_put(t, p, ev->seq, &g);

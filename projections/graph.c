@@ -72,20 +72,19 @@ wait_sync(struct tl_txn *t, const struct tl_proj *p, const char *type,
 	S(wk);
 	int rc;
 
+	struct tl_rec b;
+	char state[16] = "";
+
 	if ((rc = tl_key(bk, "b/%s", gkey)) != 0 ||
 	    (rc = tl_key(wk, "w/%s/%s", type, gkey)) != 0)
 		return rc;
-	if (tl_rec_exists(t, p->graph, bk)) {
-		struct tl_rec b;
-		char state[16] = "";
-
-		if ((rc = tl_rec_get(t, p->graph, bk, &b)) != 0)
-			return rc;
+	if ((rc = tl_rec_get(t, p->graph, bk, &b)) == 0) {
 		tl_bn_getstr(b.m, "state", state, sizeof(state));
 		tl_rec_close(&b);
-		if (strcmp(state, "bound") == 0)
-			return del(t, p->graph, wk);
-	}
+	} else if (rc != TL_ENOTFOUND)
+		return rc;
+	if (strcmp(state, "bound") == 0)
+		return del(t, p->graph, wk);
 	return mark(t, p->graph, wk);
 }
 
@@ -185,9 +184,18 @@ struct req_each {
 	struct tl_txn		*t;
 	const struct tl_proj	*p;
 	const char		*module;
-	const char		*gone_node;	/* an assignment just removed */
+	const char		*node;		/* the assignment's node */
+	int			 gone;		/* it was just removed */
+	int			 left;		/* assignments remaining */
 };
 
+/*
+ * The marks of one requirement after module's assignment on node came
+ * or went.  Only that instance (per-instance) or the module's shared
+ * instance can change: every other mark is kept current by the events
+ * that concern it (requirement, binding, its own assignment), so it is
+ * not recomputed here.
+ */
 static int
 req_rewait(const char *rest, const void *val, size_t vlen, void *arg)
 {
@@ -196,7 +204,7 @@ req_rewait(const char *rest, const void *val, size_t vlen, void *arg)
 	struct tl_bview v;
 	S(g);
 	S(wk);
-	int rc, inst;
+	int rc, inst, per;
 
 	if (vlen < 9)
 		return TL_ECORRUPT;
@@ -206,24 +214,46 @@ req_rewait(const char *rest, const void *val, size_t vlen, void *arg)
 	tl_bview_close(&v);
 	if (!inst)
 		return 0;
-	if (re->gone_node != NULL && strcmp(ri.scope, "per-instance") == 0) {
-		if ((rc = tl_grant_key(g, re->module, rest,
-		    re->gone_node)) != 0 ||
-		    (rc = tl_key(wk, "w/%s/%s", ri.type, g)) != 0 ||
-		    (rc = del(re->t, re->p->graph, wk)) != 0)
+	per = strcmp(ri.scope, "per-instance") == 0;
+	if ((rc = tl_grant_key(g, re->module, rest, per ? re->node :
+	    NULL)) != 0)
+		return rc;
+	if (!re->gone)
+		return wait_sync(re->t, re->p, ri.type, g);
+	/* A shared requirement waits only while there is a consumer. */
+	if (per || !re->left) {
+		if ((rc = tl_key(wk, "w/%s/%s", ri.type, g)) != 0)
 			return rc;
+		return del(re->t, re->p->graph, wk);
 	}
-	return req_waits(re->t, re->p, re->module, rest, &ri, 0);
+	return 0;
+}
+
+static int
+any_key(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	(void)rest;
+	(void)val;
+	(void)vlen;
+	*(int *)arg = 1;
+	return 1;
 }
 
 static int
 module_rewait(struct tl_txn *t, const struct tl_proj *p, const char *module,
-    const char *gone_node)
+    const char *node, int gone)
 {
-	struct req_each re = { t, p, module, gone_node };
+	struct req_each re = { t, p, module, node, gone, 1 };
 	S(pfx);
 	int rc;
 
+	if (gone) {
+		re.left = 0;
+		if ((rc = tl_key(pfx, "ao/%s/", module)) != 0 ||
+		    (rc = tl_rec_scan(t, p->graph, pfx, any_key,
+		    &re.left)) < 0)
+			return rc;
+	}
 	if ((rc = tl_key(pfx, "r/%s/", module)) != 0)
 		return rc;
 	return tl_rec_scan(t, p->graph, pfx, req_rewait, &re);
@@ -322,7 +352,7 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 		    (rc = tl_key(k, "an/%s/%s", node, module)) != 0 ||
 		    (rc = mark(t, p->graph, k)) != 0)
 			return rc;
-		return module_rewait(t, p, module, NULL);
+		return module_rewait(t, p, module, node, 0);
 	}
 	if (strcmp(ev->type, EV_ASSIGN_CONFIGURED) == 0)
 		return put_body(t, p->graph, ak, ev);
@@ -345,7 +375,7 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_key(k, "ar/%s@%s", module, node)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0)
 			return rc;
-		return module_rewait(t, p, module, node);
+		return module_rewait(t, p, module, node, 1);
 	}
 	return 0;
 }
@@ -442,17 +472,23 @@ static int
 fold_binding(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
-	char grant[TL_KEY_MAX], type[64];
+	char grant[TL_KEY_MAX], type[64], state[16] = "";
 	S(k);
 	int rc;
 
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
 	    tl_bn_getstr(body, "type", type, sizeof(type)) != 0)
 		return TL_EMALFORMED;
+	tl_bn_getstr(body, "state", state, sizeof(state));
 	if ((rc = tl_key(k, "b/%s", grant)) != 0 ||
 	    (rc = put_body(t, p->graph, k, ev)) != 0)
 		return rc;
-	return wait_sync(t, p, type, grant);
+	/* As wait_sync() would find it, without reading it back. */
+	if ((rc = tl_key(k, "w/%s/%s", type, grant)) != 0)
+		return rc;
+	if (strcmp(state, "bound") == 0)
+		return del(t, p->graph, k);
+	return mark(t, p->graph, k);
 }
 
 int

@@ -11,6 +11,7 @@
 #include "grant.h"
 #include "graph.h"
 #include "status.h"
+#include "rotation.h"
 #include "core/json.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -152,6 +153,46 @@ rank(const char *s)
 	return 0;
 }
 
+/* A running rotation: versions, and the holders it still waits on. */
+static void
+rotation_status(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, json_t *j)
+{
+	struct tl_rotation r;
+	struct tl_nodelist nl;
+	json_t *rot, *waiting;
+	size_t i;
+
+	if (tl_rot_get(t, p, g->id, &r) != 0)
+		return;
+	waiting = json_array();
+	if (strcmp(r.state, ROT_ACTIVE) == 0 &&
+	    tl_graph_module_nodes(t, p, g->module, &nl) == 0) {
+		for (i = 0; i < nl.n; i++) {
+			char holder[140];
+
+			if (g->node[0] != '\0' && strcmp(g->node, nl.v[i]) != 0)
+				continue;
+			snprintf(holder, sizeof(holder), "%s@%s", g->module,
+			    nl.v[i]);
+			if (!tl_rot_acked(t, p, g->id, r.to, holder)) {
+				char who[140];
+
+				snprintf(who, sizeof(who), "%s/%s", nl.v[i],
+				    g->module);
+				json_array_append_new(waiting,
+				    json_string(who));
+			}
+		}
+		tl_nodelist_free(&nl);
+	}
+	rot = json_pack("{s:I,s:I,s:s,s:I,s:I,s:o}", "from",
+	    (json_int_t)r.from, "to", (json_int_t)r.to, "step", r.state,
+	    "started_ns", (json_int_t)r.started_ns, "deadline_ns",
+	    (json_int_t)r.deadline_ns, "waiting_on", waiting);
+	json_object_set_new(j, "rotation", rot);
+}
+
 /* Has every migration the requirement declares been applied to g? */
 static int
 migrations_done(struct tl_txn *t, const struct tl_proj *p,
@@ -284,6 +325,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		if (g.blocked[0] != '\0')
 			json_object_set_new(j, "migrations_blocked",
 			    json_string(g.blocked));
+		rotation_status(t, p, &g, j);
 		if (strcmp(g.state, GRANT_PROVISIONED) == 0)
 			st = migrations_done(t, p, &g, r) ? ST_MIGRATED :
 			    ST_PROVISIONED;
@@ -300,8 +342,18 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		else if (strcmp(g.state, GRANT_FAILED) == 0) {
 			st = ST_BOUND;
 			snprintf(reason, sizeof(reason), "%s", g.reason);
+		} else if (strcmp(g.state, GRANT_REVOKED) == 0 &&
+		    strcmp(g.policy, "retain") == 0) {
+			st = ST_PENDING;
+			snprintf(reason, sizeof(reason), "a retained grant "
+			    "exists: %s is revoked (data retained); tally "
+			    "restore %s takes it back with new credentials, or "
+			    "tally purge %s destroys the data", gkey, gkey,
+			    gkey);
 		} else if (strcmp(g.state, GRANT_REVOKING) == 0 ||
-		    strcmp(g.state, GRANT_REVOKED) == 0) {
+		    strcmp(g.state, GRANT_REVOKED) == 0 ||
+		    strcmp(g.state, GRANT_PURGING) == 0 ||
+		    strcmp(g.state, GRANT_PURGED) == 0) {
 			st = ST_PENDING;
 			snprintf(reason, sizeof(reason), "grant %s is %s",
 			    gkey, g.state);

@@ -657,8 +657,11 @@ gather_one(const struct tl_grant *g, void *arg)
 	else if (strcmp(g->state, GRANT_FAILED) == 0 ||
 	    strcmp(g->state, GRANT_REPAIRING) == 0)
 		kind = W_CREATE;
-	else if (strcmp(g->state, GRANT_REVOKING) == 0)
+	else if (strcmp(g->state, GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, GRANT_PURGING) == 0)
 		kind = W_REVOKE;
+	else if (strcmp(g->state, GRANT_RESTORING) == 0)
+		kind = W_CREATE;	/* a new credential, not the old intent */
 	else if (strcmp(g->state, GRANT_PROVISIONED) == 0) {
 		struct tl_nodelist nl;
 		size_t i;
@@ -689,7 +692,8 @@ gather_one(const struct tl_grant *g, void *arg)
 		return ENOMEM;
 	w->g = *g;
 	w->kind = kind;
-	w->resumed = strcmp(g->state, GRANT_REQUESTED) != 0;
+	w->resumed = strcmp(g->state, GRANT_REQUESTED) != 0 &&
+	    strcmp(g->state, GRANT_RESTORING) != 0;
 	return 0;
 }
 
@@ -736,6 +740,8 @@ gather(struct pass *ps)
 			    w->login);
 		if (w->kind == W_REVOKE && w->g.version == 0)
 			w->noop = 1;	/* revoked before it was provisioned */
+		if (strcmp(w->g.state, GRANT_PURGING) == 0)
+			w->drop = 1;	/* the operator's explicit choice */
 	}
 	rc = 0;
 out:
@@ -1128,6 +1134,14 @@ outcomes_cb(struct tl_txn *t, void *arg)
 			tl_body_end(&b);
 			rc = tl_emit(&c, EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);
+			/* The state when the pass began: the intent moved it. */
+			if (rc == 0 && strcmp(w->g.state, GRANT_RESTORING) == 0) {
+				tl_body_reset(&b);
+				tl_body_str(&b, "grant", w->g.id);
+				tl_body_u64(&b, "version", cur.version);
+				rc = tl_emit(&c, EV_GRANT_RESTORED, stream, &b,
+				    NULL);
+			}
 			if (rc == 0 && strcmp(cur.state, GRANT_REPAIRING) == 0) {
 				/* Recreated deliberately: say so beside it. */
 				tl_body_reset(&b);
@@ -1140,6 +1154,8 @@ outcomes_cb(struct tl_txn *t, void *arg)
 			}
 			if (rc == 0)
 				rc = deliver_all(ps, &c, w->g.id);
+		} else if (strcmp(cur.state, GRANT_PURGING) == 0) {
+			rc = tl_emit(&c, EV_GRANT_PURGED, stream, &b, NULL);
 		} else {
 			tl_body_str(&b, "policy", w->drop ? "drop" : "retain");
 			rc = tl_emit(&c, EV_GRANT_REVOKED, stream, &b, NULL);

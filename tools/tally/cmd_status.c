@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "projections/status.h"
 #include "tally.h"
@@ -20,6 +21,57 @@ static const char usage[] =
 struct status_arg {
 	const char	*module;
 };
+
+static void
+print_duration(uint64_t ns)
+{
+	uint64_t s = ns / 1000000000u;
+
+	if (s >= 86400)
+		printf("%llud%lluh", (unsigned long long)(s / 86400),
+		    (unsigned long long)(s % 86400 / 3600));
+	else if (s >= 3600)
+		printf("%lluh%llum", (unsigned long long)(s / 3600),
+		    (unsigned long long)(s % 3600 / 60));
+	else if (s >= 60)
+		printf("%llum%llus", (unsigned long long)(s / 60),
+		    (unsigned long long)(s % 60));
+	else
+		printf("%llus", (unsigned long long)s);
+}
+
+static void
+print_rotation(const json_t *rot)
+{
+	const json_t *w = json_object_get(rot, "waiting_on"), *h;
+	uint64_t started = (uint64_t)json_integer_value(json_object_get(rot,
+	    "started_ns")), deadline = (uint64_t)json_integer_value(
+	    json_object_get(rot, "deadline_ns"));
+	struct timespec now;
+	uint64_t nowns;
+	size_t i;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	nowns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	printf("\n      rotating v%lld → v%lld: ", json_integer_value(
+	    json_object_get(rot, "from")), json_integer_value(
+	    json_object_get(rot, "to")));
+	if (json_array_size(w) == 0)
+		printf("%s", json_string_value(json_object_get(rot, "step")));
+	else {
+		printf("waiting on ");
+		json_array_foreach(w, i, h)
+			printf("%s%s", i ? ", " : "", json_string_value(h));
+	}
+	printf(" for ");
+	print_duration(nowns > started ? nowns - started : 0);
+	if (deadline != 0) {
+		printf(" (deadline in ");
+		print_duration(started + deadline > nowns ? started + deadline -
+		    nowns : 0);
+		printf(")");
+	}
+}
 
 static void
 print_module(const json_t *m)
@@ -65,6 +117,8 @@ print_module(const json_t *m)
 				printf("\n      migrations blocked: %s",
 				    json_string_value(json_object_get(r,
 				    "migrations_blocked")));
+			if (json_object_get(r, "rotation") != NULL)
+				print_rotation(json_object_get(r, "rotation"));
 			if (json_object_get(r, "last_verified") != NULL)
 				printf("\n      verified %s (%lld checks)",
 				    json_string_value(json_object_get(r,

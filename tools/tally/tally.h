@@ -135,6 +135,9 @@ int	cmd_env(struct tl_cli *, int, char **);
 int	cmd_check(struct tl_cli *, int, char **);
 int	cmd_rotate(struct tl_cli *, int, char **);
 int	cmd_ack(struct tl_cli *, int, char **);
+int	cmd_purge(struct tl_cli *, int, char **);
+int	cmd_restore(struct tl_cli *, int, char **);
+int	cmd_grants(struct tl_cli *, int, char **);
 int	cmd_repair(struct tl_cli *, int, char **);
 
 #endif

@@ -43,6 +43,7 @@ tl_rx_init(struct tl_rx *rx)
 	memset(rx, 0, sizeof(*rx));
 	rx->actor = "tallyd";
 	rx->workers = 4;
+	rx->max_rotations = 4;
 }
 
 void

@@ -326,6 +326,26 @@ max_age(struct tl_txn *t, const struct tl_proj *p, const struct tl_grant *g)
 	return age;
 }
 
+/* Rotations running or about to start on provider (the schedule's cap). */
+static unsigned
+running_on(struct due_arg *da, const char *provider)
+{
+	unsigned n = 0;
+	size_t i;
+
+	for (i = 0; i < da->ps->n; i++)
+		if (strcmp(da->ps->s[i].g.provider, provider) == 0)
+			n++;
+	for (i = 0; i < da->n; i++) {
+		struct tl_grant g;
+
+		if (tl_grant_get(da->t, da->p, da->due[i], &g, NULL) == 0 &&
+		    strcmp(g.provider, provider) == 0)
+			n++;
+	}
+	return n;
+}
+
 static int
 due_one(const struct tl_grant *g, void *arg)
 {
@@ -345,6 +365,9 @@ due_one(const struct tl_grant *g, void *arg)
 	if (tl_log_get(da->t, g->intent_seq, &ev) != 0)
 		return 0;
 	if (ev.ts + age * 1000000000u > da->ps->now)
+		return 0;
+	/* Never more than a few at once per provider: the rest wait. */
+	if (running_on(da, g->provider) >= da->ps->rx->max_rotations)
 		return 0;
 	if ((nv = realloc(da->due, (da->n + 1) * sizeof(*nv))) == NULL)
 		return ENOMEM;

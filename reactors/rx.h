@@ -32,6 +32,7 @@ struct tl_rx {
 	char			 home[1024];
 	const char		*actor;		/* "tallyd" */
 	int			 workers;	/* driver sessions per provider */
+	unsigned		 max_rotations;	/* scheduled, per provider */
 	void			(*logf)(int level, const char *fmt, va_list ap);
 	/* Providers that failed, and when to try them again. */
 	struct tl_rx_backoff	*bo;

@@ -51,6 +51,7 @@ static const char usage[] =
 "  --interval S    level-triggered resync period (default 5)\n"
 "  --verify-interval S  how often each grant is verified (default 30)\n"
 "  --workers N     driver sessions per provider in parallel (default 4)\n"
+"  --max-rotations N  scheduled rotations at once per provider (default 4)\n"
 "  -v              debug logging\n";
 
 static volatile sig_atomic_t stop;
@@ -165,6 +166,7 @@ main(int argc, char **argv)
 		{ "interval", required_argument, NULL, 'i' },
 		{ "verify-interval", required_argument, NULL, 'V' },
 		{ "workers", required_argument, NULL, 'w' },
+		{ "max-rotations", required_argument, NULL, 'R' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -202,6 +204,11 @@ main(int argc, char **argv)
 			vinterval = (unsigned)strtoul(optarg, NULL, 10);
 			if (vinterval == 0)
 				vinterval = 1;
+			break;
+		case 'R':
+			rx.max_rotations = (unsigned)strtoul(optarg, NULL, 10);
+			if (rx.max_rotations == 0)
+				rx.max_rotations = 1;
 			break;
 		case 'w':
 			rx.workers = atoi(optarg);

@@ -187,6 +187,7 @@ struct live_arg {
 	const char	*req;
 	char		 grant[TL_GRANT_ID_MAX + 1];
 	char		 state[16];
+	int		 requested;	/* a mere request counts too */
 };
 
 static int
@@ -196,7 +197,7 @@ live_grant(const struct tl_grant *g, void *arg)
 
 	if (strcmp(g->req, la->req) != 0)
 		return 0;
-	if (strcmp(g->state, GRANT_REQUESTED) == 0 ||
+	if ((strcmp(g->state, GRANT_REQUESTED) == 0 && !la->requested) ||
 	    strcmp(g->state, GRANT_REVOKED) == 0)
 		return 0;
 	snprintf(la->grant, sizeof(la->grant), "%s", g->id);
@@ -299,12 +300,59 @@ embedded_named(struct tl_ctx *c, const char *self, const char *target,
 	return 1;
 }
 
+/* Reshaping a grant that exists would move data (or leave it behind). */
+static int
+check_reshape(struct tl_ctx *c, const struct tl_decl *d,
+    const struct tl_decl_req *r, const struct shape *sp)
+{
+	struct shape old;
+	struct tl_rec prev;
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "r/%s/%s", d->name, r->name)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &prev) == 0) {
+		shape_of(prev.m, &old);
+		tl_rec_close(&prev);
+		if (memcmp(&old, sp, sizeof(old)) != 0) {
+			struct live_arg la = { r->name, "", "", 1 };
+
+			tl_grant_each_of_module(c->t, &c->p, d->name,
+			    live_grant, &la);
+			if (la.grant[0] != '\0' &&
+			    strcmp(la.state, GRANT_REQUESTED) == 0)
+				/*
+				 * Its binding and the request keep the old
+				 * shape (bindings are never recomputed): tallyd
+				 * would make the old resource.
+				 */
+				return tl_refuse(c, TL_EREFUSED, "%s:%d: "
+				    "requires.%s: grant %s is already requested "
+				    "as declared before; changing its type, "
+				    "provider, scope or resource name would not "
+				    "change the request: declare the changed "
+				    "requirement under a new name (the request "
+				    "of the old one is then withdrawn)", r->file,
+				    r->line, r->name, la.grant);
+			if (la.grant[0] != '\0')
+				return tl_refuse(c, TL_EREFUSED, "%s:%d: "
+				    "requires.%s: grant %s is %s; changing its "
+				    "type, provider, scope or resource name "
+				    "would move data, which is a migration "
+				    "(tally rebind --migrate), not a manifest "
+				    "change", r->file, r->line, r->name,
+				    la.grant, la.state);
+		}
+	}
+	return 0;
+}
+
 static int
 check_req(struct tl_ctx *c, const struct tl_decl *d,
     const struct tl_decl_req *r, struct tl_bnode m)
 {
-	struct shape s, old;
-	struct tl_rec prev;
+	struct shape s;
 	char ename[64], owner[64];
 	S(k);
 	int rc;
@@ -316,6 +364,9 @@ check_req(struct tl_ctx *c, const struct tl_decl *d,
 		    "may bind to it", r->file, r->line, r->name,
 		    strcmp(s.kind, "presence") == 0 ? "presence" : "from",
 		    s.target, owner);
+	/* Also from instantiation to presence: the grant would be left. */
+	if ((rc = check_reshape(c, d, r, &s)) != 0)
+		return rc;
 	if (strcmp(s.kind, "instantiation") != 0)
 		return 0;
 	if (embedded_only(c, s.target, s.type, ename, sizeof(ename)))
@@ -339,27 +390,6 @@ check_req(struct tl_ctx *c, const struct tl_decl *d,
 			    "stream for cross-module reporting", r->file,
 			    r->line, r->name, s.type, s.resource, s.target,
 			    (int)n, (const char *)v);
-	}
-	/* Reshaping a grant that exists would move data. */
-	if ((rc = tl_key(k, "r/%s/%s", d->name, r->name)) != 0)
-		return rc;
-	if (tl_rec_get(c->t, c->p.graph, k, &prev) == 0) {
-		shape_of(prev.m, &old);
-		tl_rec_close(&prev);
-		if (memcmp(&old, &s, sizeof(s)) != 0) {
-			struct live_arg la = { r->name, "", "" };
-
-			tl_grant_each_of_module(c->t, &c->p, d->name,
-			    live_grant, &la);
-			if (la.grant[0] != '\0')
-				return tl_refuse(c, TL_EREFUSED, "%s:%d: "
-				    "requires.%s: grant %s is %s; changing its "
-				    "type, provider, scope or resource name "
-				    "would move data, which is a migration "
-				    "(tally rebind --migrate), not a manifest "
-				    "change", r->file, r->line, r->name,
-				    la.grant, la.state);
-		}
 	}
 	return 0;
 }
@@ -387,6 +417,63 @@ collect_req(const char *rest, const void *val, size_t vlen, void *arg)
 	}
 	snprintf(o->names[o->n++], 64, "%s", rest);
 	return 0;
+}
+
+struct req_grants {
+	const char	*req;
+	char		(*ids)[TL_GRANT_ID_MAX + 1];
+	size_t		 n, cap;
+};
+
+static int
+requested_of(const struct tl_grant *g, void *arg)
+{
+	struct req_grants *rg = arg;
+
+	if (strcmp(g->req, rg->req) != 0 ||
+	    strcmp(g->state, GRANT_REQUESTED) != 0)
+		return 0;
+	if (rg->n == rg->cap) {
+		size_t cap = rg->cap ? rg->cap * 2 : 4;
+		char (*nv)[TL_GRANT_ID_MAX + 1] = realloc(rg->ids,
+		    cap * sizeof(*nv));
+
+		if (nv == NULL)
+			return ENOMEM;
+		rg->ids = nv;
+		rg->cap = cap;
+	}
+	snprintf(rg->ids[rg->n++], sizeof(rg->ids[0]), "%s", g->id);
+	return 0;
+}
+
+/*
+ * Requests revocation of the grants of module's requirement req that
+ * are only requested: withdrawn, the requirement would otherwise leave
+ * them for tallyd to provision for nobody.
+ */
+static int
+cancel_requests(struct tl_ctx *c, const char *module, const char *req)
+{
+	struct req_grants rg = { req, NULL, 0, 0 };
+	struct tl_body b;
+	S(stream);
+	size_t i;
+	int rc;
+
+	/* Collect first: emitting rewrites the records being scanned. */
+	rc = tl_grant_each_of_module(c->t, &c->p, module, requested_of, &rg);
+	for (i = 0; rc == 0 && i < rg.n; i++) {
+		if ((rc = tl_key(stream, "grant/%s", rg.ids[i])) != 0)
+			break;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", rg.ids[i]);
+		tl_body_str(&b, "reason", "requirement withdrawn");
+		rc = tl_emit(c, EV_REVOCATION_REQUESTED, stream, &b, NULL);
+		tl_body_free(&b);
+	}
+	free(rg.ids);
+	return rc;
 }
 
 static int
@@ -429,7 +516,7 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 	    (rc = tl_rec_scan(c->t, c->p.graph, k, collect_req, &old)) != 0)
 		goto out;
 	for (j = 0; j < old.n; j++) {
-		struct live_arg la = { old.names[j], "", "" };
+		struct live_arg la = { old.names[j], "", "", 0 };
 
 		for (i = 0; i < d->nreqs; i++)
 			if (strcmp(d->reqs[i].name, old.names[j]) == 0)
@@ -490,6 +577,9 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 				break;
 		if (i < d->nreqs)
 			continue;
+		/* Nobody needs what was only requested for it any more. */
+		if ((rc = cancel_requests(c, d->name, old.names[j])) != 0)
+			goto out;
 		tl_body_init(&b);
 		tl_body_str(&b, "module", d->name);
 		tl_body_str(&b, "name", old.names[j]);
@@ -511,6 +601,18 @@ out:
 }
 
 int
+tl_grant_find(struct tl_ctx *c, const char *grant, struct tl_grant *g)
+{
+	int rc;
+
+	if ((rc = tl_grant_get(c->t, &c->p, grant, g, NULL)) == TL_ENOTFOUND)
+		return tl_refuse(c, TL_ENOTFOUND, "no grant %s (grants are "
+		    "MODULE/REQUIREMENT, or MODULE/REQUIREMENT@NODE per "
+		    "instance: see tally grants)", grant);
+	return rc;
+}
+
+int
 tl_dec_repair(struct tl_ctx *c, const char *grant)
 {
 	struct tl_grant g;
@@ -518,9 +620,7 @@ tl_dec_repair(struct tl_ctx *c, const char *grant)
 	S(stream);
 	int rc;
 
-	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
-		return tl_refuse(c, TL_ENOTFOUND, "no grant %s", grant);
-	if (rc != 0)
+	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
 	if (strcmp(g.state, GRANT_MISSING) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s, not missing: "
@@ -543,9 +643,7 @@ tl_dec_purge(struct tl_ctx *c, const char *grant)
 	S(stream);
 	int rc;
 
-	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
-		return tl_refuse(c, TL_ENOTFOUND, "no grant %s", grant);
-	if (rc != 0)
+	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
 	if (strcmp(g.state, GRANT_REVOKED) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s: only a "
@@ -573,9 +671,7 @@ tl_dec_restore(struct tl_ctx *c, const char *grant)
 	S(k);
 	int rc;
 
-	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
-		return tl_refuse(c, TL_ENOTFOUND, "no grant %s", grant);
-	if (rc != 0)
+	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
 	if (strcmp(g.state, GRANT_REVOKED) != 0 ||
 	    strcmp(g.policy, "retain") != 0)

@@ -111,6 +111,10 @@ int	tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 int	tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
 	    uint64_t version, size_t *acked);
 
+/* The grant, or a refusal that says how grants are named. */
+struct tl_grant;
+int	tl_grant_find(struct tl_ctx *c, const char *grant, struct tl_grant *g);
+
 /* tally purge: destroy a revoked grant's retained data (tallyd does it). */
 int	tl_dec_purge(struct tl_ctx *c, const char *grant);
 /* tally restore: take a retained grant back, with a new credential. */

@@ -23,9 +23,7 @@ tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 	S(stream);
 	int rc;
 
-	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
-		return tl_refuse(c, TL_ENOTFOUND, "no grant %s", grant);
-	if (rc != 0)
+	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
 	if (tl_rot_get(c->t, &c->p, grant, &r) == 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is already rotating "

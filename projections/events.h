@@ -56,6 +56,11 @@
 /* module/NAME: a migration file's content, stored once per checksum. */
 #define EV_MIGRATION_STORED	"migration.stored"	/* module req file checksum content(bin) */
 
+/* publisher/amqp: where the record is published (tally publish). */
+#define EV_PUBLISHER_CONFIGURED	"publisher.configured"	/* url host port vhost user password(secret) exchange format tls ca verify node_queues acks */
+#define EV_PUBLISHER_DISABLED	"publisher.disabled"	/* (nothing) */
+#define PUBLISHER_STREAM	"publisher/amqp"
+
 /* Drift kinds, recorded in grant.drifted / grant.repaired. */
 #define DRIFT_CREDENTIAL	"credential-mismatch"
 #define DRIFT_PRIVILEGES	"privileges-changed"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "events.h"
 #include "grant.h"
@@ -174,16 +175,13 @@ fold_delivered(struct tl_txn *t, const struct tl_proj *p,
 	uint8_t v[8];
 	uint64_t ver;
 	S(k);
-	int i, rc;
+	int rc;
 
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
 	    tl_bn_getstr(body, "holder", holder, sizeof(holder)) != 0)
 		return TL_EMALFORMED;
 	ver = tl_bn_getu64(body, "version", 0);
-	for (i = 7; i >= 0; i--) {
-		v[i] = (uint8_t)ver;
-		ver >>= 8;
-	}
+	tl_put_be64(v, ver);
 	if ((rc = tl_key(k, "d/%s/%s", grant, holder)) != 0)
 		return rc;
 	(void)ev;
@@ -198,13 +196,11 @@ tl_grant_delivered(struct tl_txn *t, const struct tl_proj *p,
 	size_t n;
 	uint64_t ver = 0;
 	S(k);
-	int i;
 
 	if (tl_key(k, "d/%s/%s", grant, holder) != 0 ||
 	    tl_kv_get(t, p->grants, k, strlen(k), &val, &n) != 0 || n != 8)
 		return 0;
-	for (i = 0; i < 8; i++)
-		ver = (ver << 8) | ((const uint8_t *)val)[i];
+	ver = tl_get_be64(val);
 	return ver;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "events.h"
 #include "grant.h"
@@ -533,16 +534,10 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 	if (strcmp(ev->type, EV_MIGRATION_STORED) == 0) {
 		char sum[80];
 		uint8_t v[8];
-		uint64_t seq = ev->seq;
-		int i;
-
 		/* Where the content is: the event itself, by checksum. */
 		if (tl_bn_getstr(body, "checksum", sum, sizeof(sum)) != 0)
 			return TL_EMALFORMED;
-		for (i = 7; i >= 0; i--) {
-			v[i] = (uint8_t)seq;
-			seq >>= 8;
-		}
+		tl_put_be64(v, ev->seq);
 		if ((rc = tl_key(k, "ms/%s", sum)) != 0)
 			return rc;
 		return tl_kv_put(t, p->graph, k, strlen(k), v, 8);

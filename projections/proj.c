@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "proj-internal.h"
 #include "rotation.h"
@@ -72,17 +73,6 @@ tl_key(char *buf, const char *fmt, ...)
 	return 0;
 }
 
-static uint64_t
-be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 int
 tl_rec_get(struct tl_txn *t, tl_kv kv, const char *key, struct tl_rec *r)
 {
@@ -95,7 +85,7 @@ tl_rec_get(struct tl_txn *t, tl_kv kv, const char *key, struct tl_rec *r)
 		return rc;
 	if (n < 9)
 		return TL_ECORRUPT;
-	r->seq = be64(v);
+	r->seq = tl_get_be64(v);
 	r->raw = (const uint8_t *)v + 8;
 	r->rawlen = n - 8;
 	if ((rc = tl_bview_open(&r->v, r->raw, r->rawlen)) != 0)
@@ -125,14 +115,11 @@ tl_rec_put(struct tl_txn *t, tl_kv kv, const char *key, uint64_t seq,
     const void *body, size_t len)
 {
 	uint8_t stackbuf[1024], *buf = stackbuf;
-	int i, rc;
+	int rc;
 
 	if (len + 8 > sizeof(stackbuf) && (buf = malloc(len + 8)) == NULL)
 		return ENOMEM;
-	for (i = 7; i >= 0; i--) {
-		buf[i] = (uint8_t)seq;
-		seq >>= 8;
-	}
+	tl_put_be64(buf, seq);
 	memcpy(buf + 8, body, len);
 	rc = tl_kv_put(t, kv, key, strlen(key), buf, len + 8);
 	if (buf != stackbuf)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "grant.h"
 #include "rotation.h"
@@ -114,12 +115,8 @@ static int
 put_u64(struct tl_txn *t, tl_kv kv, const char *key, uint64_t v)
 {
 	uint8_t b[8];
-	int i;
 
-	for (i = 7; i >= 0; i--) {
-		b[i] = (uint8_t)v;
-		v >>= 8;
-	}
+	tl_put_be64(b, v);
 	return tl_kv_put(t, kv, key, strlen(key), b, 8);
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "events.h"
 #include "grant.h"
@@ -24,7 +25,7 @@ tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 	const void *vp;
 	size_t n;
 	tl_kv kv;
-	int rc, i;
+	int rc;
 
 	*last_ns = *count = 0;
 	if ((rc = tl_kv_open_scratch(t, "checks", &kv)) != 0)
@@ -32,10 +33,8 @@ tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 	if (tl_kv_get(t, kv, grant, strlen(grant), &vp, &n) != 0 || n != 24)
 		return TL_ENOTFOUND;
 	v = vp;
-	for (i = 0; i < 8; i++) {
-		*last_ns = (*last_ns << 8) | v[i];
-		*count = (*count << 8) | v[8 + i];
-	}
+	*last_ns = tl_get_be64(v);
+	*count = tl_get_be64(v + 8);
 	return 0;
 }
 

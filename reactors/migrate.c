@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "projections/decide.h"
 #include "projections/events.h"
@@ -79,17 +80,6 @@ add_module(struct mpass *ps, const char *m)
 	return 0;
 }
 
-static uint64_t
-be(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 /* Copies the stored content of checksum out of the log. */
 static int
 stored(struct tl_txn *t, const struct tl_proj *p, const char *sum,
@@ -109,7 +99,7 @@ stored(struct tl_txn *t, const struct tl_proj *p, const char *sum,
 		return rc;
 	if (n != 8)
 		return TL_ECORRUPT;
-	if ((rc = tl_log_get(t, be(v), &ev)) != 0)
+	if ((rc = tl_log_get(t, tl_get_be64(v), &ev)) != 0)
 		return rc;
 	if ((rc = tl_bview_open(&bv, ev.body, ev.body_len)) != 0)
 		return rc;

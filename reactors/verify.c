@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/kv.h"
 #include "projections/decide.h"
@@ -71,28 +72,6 @@ struct sched {
 	uint64_t	last_ns, count, next_ns;
 };
 
-static uint64_t
-be(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static void
-putbe(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
 static struct sched
 sched_get(struct tl_txn *t, tl_kv kv, const char *grant)
 {
@@ -101,9 +80,9 @@ sched_get(struct tl_txn *t, tl_kv kv, const char *grant)
 	size_t n;
 
 	if (tl_kv_get(t, kv, grant, strlen(grant), &v, &n) == 0 && n == 24) {
-		s.last_ns = be(v);
-		s.count = be((const uint8_t *)v + 8);
-		s.next_ns = be((const uint8_t *)v + 16);
+		s.last_ns = tl_get_be64(v);
+		s.count = tl_get_be64((const uint8_t *)v + 8);
+		s.next_ns = tl_get_be64((const uint8_t *)v + 16);
 	}
 	return s;
 }
@@ -544,9 +523,9 @@ outcomes_cb(struct tl_txn *t, void *arg)
 		if (ck->rc != 0)
 			continue;
 		s = sched_get(t, checks, ck->g.id);
-		putbe(v, ps->now);
-		putbe(v + 8, s.count + 1);
-		putbe(v + 16, ps->now + ps->o->interval_ns);
+		tl_put_be64(v, ps->now);
+		tl_put_be64(v + 8, s.count + 1);
+		tl_put_be64(v + 16, ps->now + ps->o->interval_ns);
 		if ((rc = tl_kv_put(t, checks, ck->g.id, strlen(ck->g.id), v,
 		    sizeof(v))) != 0)
 			return rc;

@@ -1,0 +1,1368 @@
+/*
+ * postgres.c - the PostgreSQL driver: one database per grant.
+ *
+ * What a grant is on the server (create makes it, check verifies it,
+ * fix_privileges restores it):
+ *
+ *   owner	a NOLOGIN role that owns the database and everything in it;
+ *   login	a LOGIN role (the credential), a member of owner, with
+ *		ALTER ROLE login SET role = owner;
+ *   resource	a database owned by owner; REVOKE ALL ... FROM PUBLIC, so
+ *		only members of owner (and superusers) can connect; in it,
+ *		schema public owned by owner, nothing for PUBLIC.
+ *
+ * Both roles are NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION
+ * NOBYPASSRLS.
+ *
+ * Why the login SETs ROLE to owner at session start: every object the
+ * consumer creates (tables, migrations) is then owned by the owner role,
+ * not by the credential.  Rotation issues a second login beside the
+ * first, a member of the same owner, and it sees and owns exactly what
+ * the first did; the old login can later be dropped without
+ * REASSIGN OWNED (DROP ROLE fails with 2BP01 while a role owns objects).
+ * The cost: current_user in the consumer's sessions is the owner role
+ * (session_user is the login), and a client that runs RESET ROLE can
+ * still create objects owned by its login, so dropping a login runs
+ * DROP OWNED first.  The setting is role-wide (not IN DATABASE) because a
+ * login can connect to nothing else anyway.
+ *
+ * Safety rules, kept here even though names are validated upstream:
+ * identifiers reach SQL only through PQescapeIdentifier, values only as
+ * parameters or through PQescapeLiteral; connection parameters go through
+ * PQconnectStartParams with expand_dbname = 0 (never a conninfo string).
+ * Passwords are sent as SCRAM-SHA-256 verifiers computed on this side
+ * (PQencryptPasswordConn), so no statement, and therefore no server log
+ * line, ever holds a plaintext password; no 'why' text is built from a
+ * password.  The driver refuses to touch the admin's own role, the
+ * database it is connected to, template0/1, and reserved pg_ roles.
+ *
+ * Errors: TL_EUNREACH when no server answered (refused, timed out, name
+ * not resolved, connection lost, server shutting down), TL_EAUTH when a
+ * server rejected the admin's credential (SQLSTATE class 28), TL_EINVAL
+ * for a grant the driver will not act on, TL_EDRIVER for any other server
+ * error; 'why' always says what happened, with the SQLSTATE.
+ *
+ * Connection attempts give up after PG_CONNECT_MS overall, and admin
+ * sessions use TCP keepalives, tcp_user_timeout and a statement_timeout,
+ * so an unreachable or hung provider cannot stall the daemon.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "driver.h"
+
+#define PG_CONNECT_MS	3000		/* whole connection attempt */
+#define PG_NAME_MAX	63		/* NAMEDATALEN - 1 bytes */
+#define PG_SQL_MAX	1024
+#define PG_NAMEOID	19		/* the type of catalog names */
+#define PG_OPTIONS	"-c statement_timeout=120000 -c lock_timeout=30000"
+
+struct tl_drv_pg {
+	PGconn	*conn;			/* admin session; NULL when down */
+	char	*host;
+	char	*port;
+	char	*user;
+	char	*password;		/* wiped in pg_close */
+	char	*dbname;
+	int	 version;		/* server_version_num */
+};
+
+/* A grant's names, escaped once for the admin connection. */
+struct pg_ids {
+	char	*res;
+	char	*own;
+	char	*log;
+};
+
+/* --- reasons -------------------------------------------------------- */
+
+static int
+whyf(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+whyf(char *why, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* An appendable reason; silently truncates (with "...") when full. */
+struct pg_msg {
+	char	buf[TL_DRV_WHY_MAX];
+	size_t	len;
+	int	n;			/* items added */
+};
+
+static void
+madd(struct pg_msg *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+mput(struct pg_msg *m, const char *s)
+{
+	size_t cap = sizeof(m->buf), n = strlen(s);
+
+	if (m->len + 1 >= cap)
+		return;
+	if (n > cap - 1 - m->len) {
+		n = cap - 1 - m->len;
+		memcpy(m->buf + m->len, s, n);
+		m->len += n;
+		memcpy(m->buf + cap - 4, "...", 3);
+	} else {
+		memcpy(m->buf + m->len, s, n);
+		m->len += n;
+	}
+	m->buf[m->len] = '\0';
+}
+
+static void
+madd(struct pg_msg *m, const char *fmt, ...)
+{
+	char item[TL_DRV_WHY_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(item, sizeof(item), fmt, ap);
+	va_end(ap);
+	if (m->n++ > 0)
+		mput(m, "; ");
+	mput(m, item);
+}
+
+/*
+ * Copies libpq's message into dst, one line: LOCATION lines dropped,
+ * newlines turned into "; ", trailing blanks trimmed.
+ */
+static void
+clean_msg(char *dst, size_t n, const char *msg)
+{
+	size_t o = 0;
+	const char *p = msg, *e;
+
+	if (n == 0)
+		return;
+	dst[0] = '\0';
+	while (p != NULL && *p != '\0' && o + 1 < n) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		e = strchr(p, '\n');
+		size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+		if (len > 0 && strncmp(p, "LOCATION:", 9) != 0) {
+			if (o > 0 && o + 2 < n) {
+				memcpy(dst + o, "; ", 2);
+				o += 2;
+			}
+			if (len > n - 1 - o)
+				len = n - 1 - o;
+			memcpy(dst + o, p, len);
+			o += len;
+		}
+		p = e != NULL ? e + 1 : NULL;
+	}
+	while (o > 0 && (dst[o - 1] == ' ' || dst[o - 1] == '\t' ||
+	    dst[o - 1] == '\r' || dst[o - 1] == ';'))
+		o--;
+	dst[o] = '\0';
+}
+
+/*
+ * The SQLSTATE in a connection failure message.  libpq keeps no
+ * SQLSTATE for a failed connection, so connections are made with
+ * PQERRORS_VERBOSE, whose messages read "FATAL:  28P01: password ...";
+ * a failure with no such code never got an answer from a server.  The
+ * last one wins (with several addresses, the final attempt's).
+ */
+static int
+conn_sqlstate(const char *msg, char state[6])
+{
+	const char *p;
+	int found = 0, i;
+
+	for (p = msg; (p = strstr(p, ":  ")) != NULL; p++) {
+		for (i = 0; i < 5; i++)
+			if (!((p[3 + i] >= '0' && p[3 + i] <= '9') ||
+			    (p[3 + i] >= 'A' && p[3 + i] <= 'Z')))
+				break;
+		if (i == 5 && p[8] == ':') {
+			memcpy(state, p + 3, 5);
+			state[5] = '\0';
+			found = 1;
+		}
+	}
+	return found;
+}
+
+/* Maps a SQLSTATE (NULL: none, no answer) to a tally code. */
+static int
+state_rc(const char *state)
+{
+	if (state == NULL || state[0] == '\0')
+		return TL_EUNREACH;
+	if (strncmp(state, "08", 2) == 0 ||		/* connection exception */
+	    strcmp(state, "57P01") == 0 ||		/* admin shutdown */
+	    strcmp(state, "57P02") == 0 ||		/* crash shutdown */
+	    strcmp(state, "57P03") == 0)		/* cannot connect now */
+		return TL_EUNREACH;
+	if (strncmp(state, "28", 2) == 0)		/* invalid authorization */
+		return TL_EAUTH;
+	return TL_EDRIVER;
+}
+
+/* --- connections ---------------------------------------------------- */
+
+static void
+pg_quiet(void *arg, const PGresult *res)
+{
+	(void)arg;
+	(void)res;		/* NOTICEs ("already a member") are expected */
+}
+
+static long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Connects with a deadline of PG_CONNECT_MS for the whole attempt (all
+ * addresses).  kw/val are PQconnectStartParams' arrays.  On failure,
+ * *state gets the server's SQLSTATE ("" when no server answered) and
+ * msg libpq's message on one line.
+ */
+static int
+pg_connect(const char *const *kw, const char *const *val, PGconn **out,
+    char state[6], char *msg, size_t msgn)
+{
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	struct pollfd pfd;
+	PGconn *c;
+	long deadline, left;
+	int r;
+
+	*out = NULL;
+	state[0] = '\0';
+	msg[0] = '\0';
+	if ((c = PQconnectStartParams(kw, val, 0)) == NULL) {
+		snprintf(msg, msgn, "out of memory");
+		return TL_EDRIVER;
+	}
+	PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
+	PQsetNoticeReceiver(c, pg_quiet, NULL);
+	deadline = now_ms() + PG_CONNECT_MS;
+	if (PQstatus(c) == CONNECTION_BAD)
+		st = PGRES_POLLING_FAILED;
+	while (st != PGRES_POLLING_OK) {
+		if (st == PGRES_POLLING_FAILED)
+			goto failed;
+		if ((left = deadline - now_ms()) <= 0)
+			goto timedout;
+		pfd.fd = PQsocket(c);
+		pfd.events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+		pfd.revents = 0;
+		if (pfd.fd < 0)
+			goto failed;
+		r = poll(&pfd, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(msg, msgn, "poll: %s", strerror(errno));
+			PQfinish(c);
+			return TL_EUNREACH;
+		}
+		if (r == 0)
+			goto timedout;
+		st = PQconnectPoll(c);
+	}
+	PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
+	*out = c;
+	return 0;
+
+timedout:
+	snprintf(msg, msgn, "timeout expired after %d ms", PG_CONNECT_MS);
+	PQfinish(c);
+	return TL_EUNREACH;
+failed:
+	clean_msg(msg, msgn, PQerrorMessage(c));
+	if (!conn_sqlstate(PQerrorMessage(c), state))
+		state[0] = '\0';
+	PQfinish(c);
+	return state_rc(state);
+}
+
+/* An admin session to dbname, with the handle's credential. */
+static int
+admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
+    char *why)
+{
+	const char *kw[] = { "host", "port", "user", "password", "dbname",
+	    "application_name", "client_encoding", "options",
+	    "keepalives", "keepalives_idle", "keepalives_interval",
+	    "keepalives_count", "tcp_user_timeout", NULL };
+	const char *val[] = { p->host, p->port, p->user, p->password, dbname,
+	    "tallyd", "UTF8", PG_OPTIONS,
+	    "1", "10", "5", "3", "30000", NULL };
+	char state[6], msg[TL_DRV_WHY_MAX];
+	int rc;
+
+	rc = pg_connect(kw, val, out, state, msg, sizeof(msg));
+	if (rc == 0)
+		return 0;
+	if (rc == TL_EAUTH)
+		return whyf(why, rc, "admin login as \"%s\" rejected: %s",
+		    p->user != NULL ? p->user : "(default)", msg);
+	if (rc == TL_EUNREACH)
+		return whyf(why, rc, "cannot reach PostgreSQL at %s:%s: %s",
+		    p->host != NULL ? p->host : "(default)",
+		    p->port != NULL ? p->port : "(default)", msg);
+	return whyf(why, rc, "admin connection to database \"%s\": %s",
+	    dbname, msg);
+}
+
+/* Reconnects the admin session if it was lost. */
+static int
+pg_ensure(struct tl_drv_pg *p, char *why)
+{
+	int rc;
+
+	if (p->conn != NULL && PQstatus(p->conn) == CONNECTION_OK)
+		return 0;
+	PQfinish(p->conn);
+	p->conn = NULL;
+	if ((rc = admin_connect(p, p->dbname, &p->conn, why)) != 0)
+		return rc;
+	p->version = PQserverVersion(p->conn);
+	return 0;
+}
+
+/* Leaves the admin session outside any transaction. */
+static void
+pg_settle(struct tl_drv_pg *p)
+{
+	PGresult *r;
+
+	if (p->conn == NULL || PQstatus(p->conn) != CONNECTION_OK)
+		return;
+	if (PQtransactionStatus(p->conn) == PQTRANS_IDLE)
+		return;
+	r = PQexec(p->conn, "ROLLBACK");
+	PQclear(r);
+}
+
+/* --- statements ----------------------------------------------------- */
+
+/* Translates a failed result (or none) into a code and a reason. */
+static int
+res_err(PGconn *c, PGresult *r, const char *step, char *why)
+{
+	const char *state = NULL, *prim = NULL, *detail = NULL;
+	char msg[TL_DRV_WHY_MAX], det[TL_DRV_WHY_MAX];
+
+	if (r != NULL) {
+		state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		prim = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+		detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+	}
+	if (prim == NULL) {
+		clean_msg(msg, sizeof(msg), PQerrorMessage(c));
+		prim = msg[0] != '\0' ? msg : "unknown error";
+	}
+	det[0] = '\0';
+	if (detail != NULL)	/* 2BP01 lists what depends on a role */
+		clean_msg(det, sizeof(det), detail);
+	if (state == NULL && PQstatus(c) == CONNECTION_OK)
+		return whyf(why, TL_EDRIVER, "%s: %s", step, prim);
+	return whyf(why, state_rc(state), "%s: %s%s%s%s%s%s", step,
+	    state != NULL ? state : "", state != NULL ? ": " : "", prim,
+	    det[0] != '\0' ? " (" : "", det, det[0] != '\0' ? ")" : "");
+}
+
+/* Runs sql; on failure, state (if not NULL) gets the SQLSTATE or "". */
+static int
+run_state(PGconn *c, const char *sql, const char *step, char *why,
+    char state[6])
+{
+	PGresult *r;
+	ExecStatusType s;
+	const char *e;
+	int rc = 0;
+
+	if (state != NULL)
+		state[0] = '\0';
+	r = PQexec(c, sql);
+	s = PQresultStatus(r);
+	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+		rc = res_err(c, r, step, why);
+		if (state != NULL && r != NULL &&
+		    (e = PQresultErrorField(r, PG_DIAG_SQLSTATE)) != NULL)
+			snprintf(state, 6, "%s", e);
+	}
+	PQclear(r);
+	return rc;
+}
+
+static int
+run(PGconn *c, const char *sql, const char *step, char *why)
+{
+	return run_state(c, sql, step, why, NULL);
+}
+
+/* A query with up to three name parameters; *res owned by the caller. */
+static int
+query(PGconn *c, const char *sql, int n, const char *a, const char *b,
+    const char *d, PGresult **res, const char *step, char *why)
+{
+	const Oid types[3] = { PG_NAMEOID, PG_NAMEOID, PG_NAMEOID };
+	const char *vals[3] = { a, b, d };
+	PGresult *r;
+	int rc;
+
+	r = PQexecParams(c, sql, n, types, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = res_err(c, r, step, why);
+		PQclear(r);
+		*res = NULL;
+		return rc;
+	}
+	*res = r;
+	return 0;
+}
+
+/* Whether one row answers sql($1 = name). */
+static int
+exists(PGconn *c, const char *sql, const char *name, int *found,
+    const char *step, char *why)
+{
+	PGresult *r;
+	int rc;
+
+	if ((rc = query(c, sql, 1, name, NULL, NULL, &r, step, why)) != 0)
+		return rc;
+	*found = PQntuples(r) > 0;
+	PQclear(r);
+	return 0;
+}
+
+static const char q_role[] = "SELECT 1 FROM pg_roles WHERE rolname = $1";
+static const char q_db[] = "SELECT 1 FROM pg_database WHERE datname = $1";
+
+/* printf into a statement buffer; TL_EINVAL when it does not fit. */
+static int
+sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int
+sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vsnprintf(buf, n, fmt, ap);
+	va_end(ap);
+	if (r < 0 || (size_t)r >= n)
+		return whyf(why, TL_EINVAL, "statement too long");
+	return 0;
+}
+
+/* Formats and runs one statement. */
+static int
+runf(PGconn *c, const char *step, char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int
+runf(PGconn *c, const char *step, char *why, const char *fmt, ...)
+{
+	char sql[PG_SQL_MAX];
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	if (r < 0 || (size_t)r >= sizeof(sql))
+		return whyf(why, TL_EINVAL, "%s: statement too long", step);
+	return run(c, sql, step, why);
+}
+
+static void
+ids_free(struct pg_ids *ids)
+{
+	PQfreemem(ids->res);
+	PQfreemem(ids->own);
+	PQfreemem(ids->log);
+	ids->res = ids->own = ids->log = NULL;
+}
+
+static char *
+escape_id(PGconn *c, const char *name, char *why)
+{
+	char *q, msg[TL_DRV_WHY_MAX];
+
+	if ((q = PQescapeIdentifier(c, name, strlen(name))) == NULL) {
+		clean_msg(msg, sizeof(msg), PQerrorMessage(c));
+		whyf(why, TL_EINVAL, "cannot quote name \"%s\": %s", name, msg);
+	}
+	return q;
+}
+
+static int
+ids_make(PGconn *c, const struct tl_drv_grant *g, struct pg_ids *ids,
+    char *why)
+{
+	ids->res = ids->own = ids->log = NULL;
+	if ((ids->res = escape_id(c, g->resource, why)) == NULL ||
+	    (ids->own = escape_id(c, g->owner, why)) == NULL ||
+	    (ids->log = escape_id(c, g->login, why)) == NULL) {
+		ids_free(ids);
+		return TL_EINVAL;
+	}
+	return 0;
+}
+
+/* --- validation ----------------------------------------------------- */
+
+static int
+name_ok(const char *what, const char *name, char *why)
+{
+	size_t n;
+
+	if (name == NULL || *name == '\0')
+		return whyf(why, TL_EINVAL, "%s name is empty", what);
+	if ((n = strlen(name)) > PG_NAME_MAX)
+		return whyf(why, TL_EINVAL, "%s name is %zu bytes; "
+		    "PostgreSQL names hold at most %d", what, n, PG_NAME_MAX);
+	return 0;
+}
+
+/*
+ * Refuses a grant the driver must not act on whatever the caller
+ * validated: names PostgreSQL would truncate, reserved roles, the
+ * admin's own role and database, the templates.
+ */
+static int
+grant_ok(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
+    char *why)
+{
+	const char *me = PQuser(p->conn), *mydb = PQdb(p->conn);
+	int rc;
+
+	if (g == NULL)
+		return whyf(why, TL_EINVAL, "no grant");
+	if ((rc = name_ok("database", g->resource, why)) != 0 ||
+	    (rc = name_ok("owner role", g->owner, why)) != 0 ||
+	    (rc = name_ok("login role", g->login, why)) != 0)
+		return rc;
+	if (need_pw && (g->password == NULL || *g->password == '\0'))
+		return whyf(why, TL_EINVAL, "login \"%s\": empty password",
+		    g->login);
+	if (strcmp(g->owner, g->login) == 0)
+		return whyf(why, TL_EINVAL, "owner and login are both \"%s\"",
+		    g->owner);
+	if (strncmp(g->owner, "pg_", 3) == 0 ||
+	    strncmp(g->login, "pg_", 3) == 0)
+		return whyf(why, TL_EINVAL, "role names starting with pg_ "
+		    "are reserved");
+	if (me != NULL && (strcmp(g->owner, me) == 0 ||
+	    strcmp(g->login, me) == 0))
+		return whyf(why, TL_EINVAL, "refusing to manage the admin "
+		    "role \"%s\" as a grant's role", me);
+	if (strcmp(g->resource, "template0") == 0 ||
+	    strcmp(g->resource, "template1") == 0 ||
+	    (mydb != NULL && strcmp(g->resource, mydb) == 0))
+		return whyf(why, TL_EINVAL, "refusing to manage database "
+		    "\"%s\" as a grant's database", g->resource);
+	return 0;
+}
+
+/* --- the steps ------------------------------------------------------ */
+
+#define ROLE_ATTRS "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION " \
+		   "NOBYPASSRLS"
+
+/*
+ * The SCRAM verifier for a password, as a quoted literal, for
+ * "PASSWORD %s".  *out is PQfreemem'd by pw_free.
+ */
+static int
+pw_literal(PGconn *c, const struct tl_drv_grant *g, char **out, char *why)
+{
+	char *v, msg[TL_DRV_WHY_MAX];
+
+	*out = NULL;
+	v = PQencryptPasswordConn(c, g->password, g->login, "scram-sha-256");
+	if (v == NULL) {
+		clean_msg(msg, sizeof(msg), PQerrorMessage(c));
+		return whyf(why, TL_EDRIVER, "login \"%s\": cannot compute "
+		    "the password verifier: %s", g->login, msg);
+	}
+	*out = PQescapeLiteral(c, v, strlen(v));
+	tl_secret_wipe(v, strlen(v));
+	PQfreemem(v);
+	if (*out == NULL)
+		return whyf(why, TL_EDRIVER, "login \"%s\": cannot quote the "
+		    "password verifier", g->login);
+	return 0;
+}
+
+static void
+pw_free(char *lit)
+{
+	if (lit != NULL) {
+		tl_secret_wipe(lit, strlen(lit));
+		PQfreemem(lit);
+	}
+}
+
+/* Runs a statement holding a verifier, and wipes it. */
+static int
+run_secret(PGconn *c, char *sql, const char *step, char *why)
+{
+	int rc = run(c, sql, step, why);
+
+	tl_secret_wipe(sql, strlen(sql));
+	return rc;
+}
+
+/* Makes the owner role if it does not exist. */
+static int
+ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, int *made, char *why)
+{
+	char step[160], sql[PG_SQL_MAX], state[6];
+	int found, rc;
+
+	*made = 0;
+	snprintf(step, sizeof(step), "owner role \"%s\"", g->owner);
+	if ((rc = exists(p->conn, q_role, g->owner, &found, step, why)) != 0)
+		return rc;
+	if (found)
+		return 0;
+	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s NOLOGIN "
+	    ROLE_ATTRS, ids->own)) != 0)
+		return rc;
+	rc = run_state(p->conn, sql, step, why, state);
+	if (rc != 0 && strcmp(state, "42710") == 0)	/* raced: exists */
+		rc = 0;
+	else if (rc == 0)
+		*made = 1;
+	return rc;
+}
+
+/* Makes the login role, or sets its password if it exists. */
+static int
+ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, int *made, char *why)
+{
+	char sql[PG_SQL_MAX], step[160], *pw = NULL;
+	int found, rc;
+
+	*made = 0;
+	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+	if ((rc = exists(p->conn, q_role, g->login, &found, step, why)) != 0)
+		return rc;
+	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
+		return rc;
+	if (found)
+		rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s",
+		    ids->log, pw);
+	else
+		rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN INHERIT "
+		    ROLE_ATTRS " PASSWORD %s", ids->log, pw);
+	pw_free(pw);
+	if (rc != 0) {
+		tl_secret_wipe(sql, sizeof(sql));
+		return rc;
+	}
+	rc = run_secret(p->conn, sql, step, why);
+	if (rc == 0)
+		*made = !found;
+	return rc;
+}
+
+/* Makes the database if it does not exist (alone: no transaction). */
+static int
+ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, int *made, char *why)
+{
+	char step[160], sql[PG_SQL_MAX], state[6];
+	int found, rc;
+
+	*made = 0;
+	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
+	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
+		return rc;
+	if (found)
+		return 0;
+	/*
+	 * template0: nothing an admin added to template1 leaks in, and no
+	 * session on the template can make the copy fail.  The default
+	 * strategy (WAL_LOG on PG15): FILE_COPY forces a checkpoint, which
+	 * on a server with dirty buffers cost 1.2 s per create here against
+	 * 0.15 s.
+	 */
+	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE DATABASE %s OWNER %s "
+	    "TEMPLATE template0", ids->res, ids->own)) != 0)
+		return rc;
+	rc = run_state(p->conn, sql, step, why, state);
+	if (rc != 0 && strcmp(state, "42P04") == 0)	/* raced: exists */
+		rc = 0;
+	else if (rc == 0)
+		*made = 1;
+	return rc;
+}
+
+/* Names (raw, one per row) that $1's role is a member of, except $2. */
+static const char q_memberof[] =
+    "SELECT g.rolname FROM pg_auth_members m"
+    " JOIN pg_roles g ON g.oid = m.roleid"
+    " JOIN pg_roles u ON u.oid = m.member"
+    " WHERE u.rolname = $1 AND g.rolname <> $2";
+
+/* Roles other than PUBLIC and the owner with a privilege on $1. */
+static const char q_dbgrantees[] =
+    "SELECT DISTINCT r.rolname FROM pg_database d,"
+    " aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a"
+    " JOIN pg_roles r ON r.oid = a.grantee"
+    " WHERE d.datname = $1 AND a.grantee <> d.datdba AND r.rolname <> $2";
+
+/* Runs "pre ROLE post" for every role (raw name) the query lists. */
+static int
+revoke_each(PGconn *c, const char *q, const char *p1, const char *p2,
+    const char *pre, const char *post, const char *step, char *why)
+{
+	PGresult *r;
+	char *id;
+	int i, rc;
+
+	if ((rc = query(c, q, 2, p1, p2, NULL, &r, step, why)) != 0)
+		return rc;
+	for (i = 0; i < PQntuples(r) && rc == 0; i++) {
+		const char *name = PQgetvalue(r, i, 0);
+
+		if ((id = escape_id(c, name, why)) == NULL) {
+			rc = TL_EINVAL;
+			break;
+		}
+		rc = runf(c, step, why, "%s%s%s", pre, id, post);
+		PQfreemem(id);
+	}
+	PQclear(r);
+	return rc;
+}
+
+/*
+ * Role attributes, membership, database ownership and privileges, as
+ * create sets them: one transaction on the admin session.
+ */
+static int
+apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, char *why)
+{
+	PGconn *c = p->conn;
+	char so[160], sl[160], sd[160], from_l[PG_SQL_MAX / 4],
+	    from_o[PG_SQL_MAX / 4], on_d[PG_SQL_MAX / 4];
+	int rc;
+
+	if ((rc = sqlf(from_l, sizeof(from_l), why, " FROM %s",
+	    ids->log)) != 0 ||
+	    (rc = sqlf(from_o, sizeof(from_o), why, " FROM %s",
+	    ids->own)) != 0 ||
+	    (rc = sqlf(on_d, sizeof(on_d), why, "REVOKE ALL ON DATABASE %s "
+	    "FROM ", ids->res)) != 0)
+		return rc;
+
+	snprintf(so, sizeof(so), "owner role \"%s\"", g->owner);
+	snprintf(sl, sizeof(sl), "login role \"%s\"", g->login);
+	snprintf(sd, sizeof(sd), "database \"%s\"", g->resource);
+	if ((rc = run(c, "BEGIN", "begin", why)) != 0)
+		return rc;
+	if ((rc = runf(c, so, why, "ALTER ROLE %s NOLOGIN " ROLE_ATTRS,
+	    ids->own)) != 0 ||
+	    (rc = runf(c, sl, why, "ALTER ROLE %s LOGIN INHERIT " ROLE_ATTRS
+	    " CONNECTION LIMIT -1 VALID UNTIL 'infinity'", ids->log)) != 0 ||
+	    (rc = runf(c, sl, why, "GRANT %s TO %s", ids->own, ids->log)) != 0 ||
+	    (rc = runf(c, sl, why, "ALTER ROLE %s SET role = %s", ids->log,
+	    ids->own)) != 0 ||
+	    (rc = revoke_each(c, q_memberof, g->login, g->owner,
+	    "REVOKE ", from_l, sl, why)) != 0 ||
+	    (rc = revoke_each(c, q_memberof, g->owner, "",
+	    "REVOKE ", from_o, so, why)) != 0 ||
+	    (rc = runf(c, sd, why, "ALTER DATABASE %s OWNER TO %s", ids->res,
+	    ids->own)) != 0 ||
+	    (rc = runf(c, sd, why, "ALTER DATABASE %s ALLOW_CONNECTIONS true",
+	    ids->res)) != 0 ||
+	    (rc = runf(c, sd, why, "REVOKE ALL ON DATABASE %s FROM PUBLIC",
+	    ids->res)) != 0 ||
+	    (rc = revoke_each(c, q_dbgrantees, g->resource, g->owner,
+	    on_d, "", sd, why)) != 0 ||
+	    (rc = runf(c, sd, why, "GRANT CONNECT, TEMPORARY ON DATABASE %s "
+	    "TO %s", ids->res, ids->own)) != 0 ||
+	    (rc = run(c, "COMMIT", "commit", why)) != 0) {
+		pg_settle(p);
+		return rc;
+	}
+	return 0;
+}
+
+/*
+ * Inside the database: schema public owned by the owner role, nothing
+ * for PUBLIC (PG15 already withholds CREATE; be explicit, and older
+ * servers need it).  A consumer that dropped schema public keeps it so.
+ */
+static int
+apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, char *why)
+{
+	PGconn *c;
+	char step[200];
+	int found, rc;
+
+	if ((rc = admin_connect(p, g->resource, &c, why)) != 0)
+		return rc;
+	snprintf(step, sizeof(step), "schema public in database \"%s\"",
+	    g->resource);
+	rc = exists(c, "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+	    "public", &found, step, why);
+	if (rc == 0 && found &&
+	    (rc = runf(c, step, why, "ALTER SCHEMA public OWNER TO %s",
+	    ids->own)) == 0)
+		rc = run(c, "REVOKE ALL ON SCHEMA public FROM PUBLIC", step,
+		    why);
+	PQfinish(c);
+	return rc;
+}
+
+/* --- the operations ------------------------------------------------- */
+
+static int
+pg_open(const struct tl_drv_admin *a, void **hp, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX];
+	struct tl_drv_pg *p;
+	int rc;
+
+	if (why == NULL)
+		why = dummy;
+	*hp = NULL;
+	if (a == NULL)
+		return whyf(why, TL_EINVAL, "no admin settings");
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	if ((a->host != NULL && (p->host = strdup(a->host)) == NULL) ||
+	    (a->port != NULL && (p->port = strdup(a->port)) == NULL) ||
+	    (a->user != NULL && (p->user = strdup(a->user)) == NULL) ||
+	    (a->password != NULL &&
+	     (p->password = strdup(a->password)) == NULL) ||
+	    (p->dbname = strdup(a->dbname != NULL && *a->dbname != '\0' ?
+	     a->dbname : "postgres")) == NULL) {
+		rc = whyf(why, ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((rc = pg_ensure(p, why)) != 0)
+		goto fail;
+	whyf(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\"",
+	    p->version, PQhost(p->conn), PQport(p->conn), PQuser(p->conn));
+	*hp = p;
+	return 0;
+fail:
+	free(p->host);
+	free(p->port);
+	free(p->user);
+	if (p->password != NULL) {
+		tl_secret_wipe(p->password, strlen(p->password));
+		free(p->password);
+	}
+	free(p->dbname);
+	free(p);
+	return rc;
+}
+
+static void
+pg_close(void *h)
+{
+	struct tl_drv_pg *p = h;
+
+	if (p == NULL)
+		return;
+	PQfinish(p->conn);
+	free(p->host);
+	free(p->port);
+	free(p->user);
+	if (p->password != NULL) {
+		tl_secret_wipe(p->password, strlen(p->password));
+		free(p->password);
+	}
+	free(p->dbname);
+	free(p);
+}
+
+/* Connects, validates and escapes: the prologue of every operation. */
+static int
+pg_begin(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
+    struct pg_ids *ids, char *why)
+{
+	int rc;
+
+	ids->res = ids->own = ids->log = NULL;
+	if (p == NULL)
+		return whyf(why, TL_EINVAL, "driver not open");
+	if ((rc = pg_ensure(p, why)) != 0 ||
+	    (rc = grant_ok(p, g, need_pw, why)) != 0)
+		return rc;
+	return ids_make(p->conn, g, ids, why);
+}
+
+static int
+pg_create(void *h, const struct tl_drv_grant *g, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX];
+	struct tl_drv_pg *p = h;
+	struct pg_ids ids;
+	int rc, mo = 0, ml = 0, md = 0;
+
+	if (why == NULL)
+		why = dummy;
+	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
+		goto out;
+	if ((rc = ensure_owner(p, g, &ids, &mo, why)) != 0 ||
+	    (rc = ensure_login(p, g, &ids, &ml, why)) != 0 ||
+	    (rc = ensure_db(p, g, &ids, &md, why)) != 0 ||
+	    (rc = apply_cluster(p, g, &ids, why)) != 0 ||
+	    (rc = apply_schema(p, g, &ids, why)) != 0)
+		goto out;
+	whyf(why, 0, "database \"%s\" %s, owner role \"%s\" %s, login "
+	    "\"%s\" %s", g->resource, md ? "created" : "existed", g->owner,
+	    mo ? "created" : "existed", g->login,
+	    ml ? "created" : "existed (password set)");
+out:
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
+/* One row about a grant: columns are the C_* below. */
+static const char q_check[] =
+    "SELECT d.oid IS NOT NULL, o.oid IS NOT NULL, l.oid IS NOT NULL,"
+    " o.rolcanlogin, o.rolsuper, o.rolcreatedb, o.rolcreaterole,"
+    " o.rolreplication, o.rolbypassrls,"
+    " l.rolcanlogin, l.rolsuper, l.rolcreatedb, l.rolcreaterole,"
+    " l.rolreplication, l.rolbypassrls, l.rolinherit, l.rolconnlimit,"
+    " coalesce(l.rolvaliduntil < now(), false),"
+    " EXISTS (SELECT 1 FROM pg_auth_members m"
+    "  WHERE m.roleid = o.oid AND m.member = l.oid),"
+    " EXISTS (SELECT 1 FROM pg_db_role_setting s WHERE s.setrole = l.oid"
+    "  AND s.setdatabase = 0 AND ('role=' || $2::text) = ANY (s.setconfig)),"
+    " (SELECT string_agg(quote_ident(g.rolname), ', ' ORDER BY g.rolname)"
+    "  FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid"
+    "  WHERE m.member = l.oid AND m.roleid IS DISTINCT FROM o.oid),"
+    " (SELECT string_agg(quote_ident(g.rolname), ', ' ORDER BY g.rolname)"
+    "  FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid"
+    "  WHERE m.member = o.oid),"
+    " d.datdba IS NOT DISTINCT FROM o.oid, pg_get_userbyid(d.datdba),"
+    " d.datallowconn,"
+    " (SELECT string_agg(a.privilege_type, ', ' ORDER BY a.privilege_type)"
+    "  FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a"
+    "  WHERE a.grantee = 0),"
+    " (SELECT string_agg(DISTINCT quote_ident(pg_get_userbyid(a.grantee)),"
+    "  ', ') FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a"
+    "  WHERE a.grantee <> 0 AND a.grantee <> d.datdba"
+    "  AND a.grantee IS DISTINCT FROM o.oid)"
+    " FROM (VALUES (1)) AS x (one)"
+    " LEFT JOIN pg_database d ON d.datname = $1"
+    " LEFT JOIN pg_roles o ON o.rolname = $2"
+    " LEFT JOIN pg_roles l ON l.rolname = $3";
+
+enum {
+	C_DB, C_OWN, C_LOG,
+	C_O_LOGIN, C_O_SUPER, C_O_CREATEDB, C_O_CREATEROLE, C_O_REPL,
+	C_O_BYPASS,
+	C_L_LOGIN, C_L_SUPER, C_L_CREATEDB, C_L_CREATEROLE, C_L_REPL,
+	C_L_BYPASS, C_L_INHERIT, C_L_CONNLIMIT, C_L_EXPIRED,
+	C_MEMBER, C_SETROLE, C_L_OTHERS, C_O_OTHERS,
+	C_DB_OWNER_OK, C_DB_OWNER, C_DB_ALLOWCONN, C_PUBLIC, C_GRANTEES
+};
+
+static int
+col_true(const PGresult *r, int col)
+{
+	return !PQgetisnull(r, 0, col) && PQgetvalue(r, 0, col)[0] == 't';
+}
+
+static const char *
+col_str(const PGresult *r, int col)
+{
+	return PQgetisnull(r, 0, col) ? NULL : PQgetvalue(r, 0, col);
+}
+
+/* The attributes both roles must lack, by column offset from SUPER. */
+static void
+role_attrs(const PGresult *r, int super, const char *what, const char *name,
+    struct pg_msg *m)
+{
+	static const char *const attr[] = { "SUPERUSER", "CREATEDB",
+	    "CREATEROLE", "REPLICATION", "BYPASSRLS" };
+	size_t i;
+
+	for (i = 0; i < sizeof(attr) / sizeof(attr[0]); i++)
+		if (col_true(r, super + (int)i))
+			madd(m, "%s \"%s\" has %s", what, name, attr[i]);
+}
+
+/*
+ * Logs in as the consumer.  0 with *cred set to 1 when the server
+ * rejected the credential, 2 when it refused the connection for
+ * another reason (a privilege, say), with libpq's message in detail;
+ * TL_EUNREACH when nothing answered at host:port.
+ */
+static int
+login_as(const struct tl_drv_grant *g, const char *host, const char *port,
+    int *cred, char *detail, size_t dn, char *why)
+{
+	const char *kw[] = { "host", "port", "user", "password", "dbname",
+	    "application_name", "client_encoding", NULL };
+	const char *val[] = { host, port, g->login, g->password, g->resource,
+	    "tally-check", "UTF8", NULL };
+	char state[6];
+	PGconn *c;
+	int rc;
+
+	*cred = 0;
+	rc = pg_connect(kw, val, &c, state, detail, dn);
+	if (rc == 0) {
+		PQfinish(c);
+		return 0;
+	}
+	if (rc == TL_EUNREACH)
+		return whyf(why, rc, "login \"%s\" cannot reach database "
+		    "\"%s\" at %s:%s: %s", g->login, g->resource,
+		    host != NULL ? host : "(default)",
+		    port != NULL ? port : "(default)", detail);
+	*cred = rc == TL_EAUTH ? 1 : 2;
+	return 0;
+}
+
+static int
+pg_check(void *h, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX];
+	struct tl_drv_pg *p = h;
+	struct pg_msg miss = { .len = 0 }, cred = { .len = 0 },
+	    priv = { .len = 0 };
+	const char *host, *port, *s;
+	struct pg_ids ids;
+	PGresult *r = NULL;
+	int rc, bad;
+
+	if (why == NULL)
+		why = dummy;
+	*drift = TL_DRIFT_NONE;
+	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
+		goto out;
+	rc = query(p->conn, q_check, 3, g->resource, g->owner, g->login, &r,
+	    "check", why);
+	if (rc != 0)
+		goto out;
+
+	if (!col_true(r, C_DB))
+		madd(&miss, "database \"%s\" is missing", g->resource);
+	if (!col_true(r, C_OWN))
+		madd(&miss, "owner role \"%s\" is missing", g->owner);
+	if (!col_true(r, C_LOG))
+		madd(&miss, "login role \"%s\" is missing", g->login);
+
+	if (col_true(r, C_OWN)) {
+		if (col_true(r, C_O_LOGIN))
+			madd(&priv, "owner role \"%s\" has LOGIN", g->owner);
+		role_attrs(r, C_O_SUPER, "owner role", g->owner, &priv);
+		if ((s = col_str(r, C_O_OTHERS)) != NULL)
+			madd(&priv, "owner role \"%s\" is a member of %s",
+			    g->owner, s);
+	}
+	if (col_true(r, C_LOG)) {
+		if (!col_true(r, C_L_LOGIN))
+			madd(&priv, "login role \"%s\" is NOLOGIN", g->login);
+		role_attrs(r, C_L_SUPER, "login role", g->login, &priv);
+		if (!col_true(r, C_L_INHERIT))
+			madd(&priv, "login role \"%s\" is NOINHERIT",
+			    g->login);
+		if ((s = col_str(r, C_L_CONNLIMIT)) != NULL &&
+		    strcmp(s, "-1") != 0)
+			madd(&priv, "login role \"%s\" has CONNECTION LIMIT %s",
+			    g->login, s);
+		if (col_true(r, C_L_EXPIRED))
+			madd(&priv, "login role \"%s\" expired (VALID UNTIL)",
+			    g->login);
+		if (col_true(r, C_OWN) && !col_true(r, C_MEMBER))
+			madd(&priv, "login role \"%s\" is not a member of "
+			    "\"%s\"", g->login, g->owner);
+		if (!col_true(r, C_SETROLE))
+			madd(&priv, "login role \"%s\" does not SET role = "
+			    "\"%s\"", g->login, g->owner);
+		if ((s = col_str(r, C_L_OTHERS)) != NULL)
+			madd(&priv, "login role \"%s\" is a member of %s",
+			    g->login, s);
+	}
+	if (col_true(r, C_DB)) {
+		if (col_true(r, C_OWN) && !col_true(r, C_DB_OWNER_OK))
+			madd(&priv, "database \"%s\" is owned by \"%s\", not "
+			    "\"%s\"", g->resource, col_str(r, C_DB_OWNER),
+			    g->owner);
+		if (!col_true(r, C_DB_ALLOWCONN))
+			madd(&priv, "database \"%s\" does not allow "
+			    "connections", g->resource);
+		if ((s = col_str(r, C_PUBLIC)) != NULL)
+			madd(&priv, "PUBLIC has %s on database \"%s\"", s,
+			    g->resource);
+		if ((s = col_str(r, C_GRANTEES)) != NULL)
+			madd(&priv, "%s also hold privileges on database "
+			    "\"%s\"", s, g->resource);
+	}
+
+	/*
+	 * Log in as the consumer, at the routable name, unless something
+	 * is missing or an attribute already forbids it (then the login
+	 * would fail for a reason a new password cannot repair).
+	 */
+	bad = miss.n > 0 || !col_true(r, C_L_LOGIN) ||
+	    col_true(r, C_L_EXPIRED) ||
+	    ((s = col_str(r, C_L_CONNLIMIT)) != NULL && strcmp(s, "0") == 0) ||
+	    !col_true(r, C_DB_ALLOWCONN);
+	if (!bad) {
+		int c;
+
+		host = ep != NULL && ep->host != NULL ? ep->host : p->host;
+		port = ep != NULL && ep->port != NULL ? ep->port : p->port;
+		rc = login_as(g, host, port, &c, detail, sizeof(detail), why);
+		if (rc != 0) {
+			/* What the admin side found still counts. */
+			*drift = priv.n > 0 ? TL_DRIFT_PRIVILEGES :
+			    TL_DRIFT_NONE;
+			goto out;
+		}
+		if (c == 1)
+			madd(&cred, "login \"%s\" does not authenticate at "
+			    "%s:%s: %s", g->login,
+			    host != NULL ? host : "(default)",
+			    port != NULL ? port : "(default)", detail);
+		else if (c == 2)
+			madd(&priv, "login \"%s\" cannot connect to \"%s\": "
+			    "%s", g->login, g->resource, detail);
+	}
+
+	if (miss.n > 0) {
+		*drift = TL_DRIFT_MISSING;
+		whyf(why, 0, "missing: %s%s%s", miss.buf,
+		    priv.n > 0 ? "; also privileges: " : "",
+		    priv.n > 0 ? priv.buf : "");
+	} else if (cred.n > 0) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		whyf(why, 0, "credential: %s%s%s", cred.buf,
+		    priv.n > 0 ? "; also privileges: " : "",
+		    priv.n > 0 ? priv.buf : "");
+	} else if (priv.n > 0) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		whyf(why, 0, "privileges: %s", priv.buf);
+	} else
+		whyf(why, 0, "database \"%s\" owned by \"%s\", login \"%s\" "
+		    "authenticates, privileges as granted", g->resource,
+		    g->owner, g->login);
+	rc = 0;
+out:
+	PQclear(r);
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
+static int
+pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX], sql[PG_SQL_MAX], step[160], *pw = NULL;
+	struct tl_drv_pg *p = h;
+	struct pg_ids ids;
+	int rc;
+
+	if (why == NULL)
+		why = dummy;
+	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
+		goto out;
+	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
+		goto out;
+	rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s", ids.log,
+	    pw);
+	pw_free(pw);
+	if (rc != 0) {
+		tl_secret_wipe(sql, sizeof(sql));
+		goto out;
+	}
+	if ((rc = run_secret(p->conn, sql, step, why)) != 0)
+		goto out;
+	whyf(why, 0, "password of login \"%s\" set", g->login);
+out:
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
+static int
+pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX];
+	struct tl_drv_pg *p = h;
+	struct pg_ids ids;
+	int rc;
+
+	if (why == NULL)
+		why = dummy;
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+		goto out;
+	if ((rc = apply_cluster(p, g, &ids, why)) != 0 ||
+	    (rc = apply_schema(p, g, &ids, why)) != 0)
+		goto out;
+	whyf(why, 0, "attributes and privileges of database \"%s\", roles "
+	    "\"%s\" and \"%s\" reset", g->resource, g->owner, g->login);
+out:
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
+/* Ends login's sessions; *n gets how many. */
+static int
+end_sessions(struct tl_drv_pg *p, const struct tl_drv_grant *g, int *n,
+    const char *step, char *why)
+{
+	PGresult *r;
+	int rc;
+
+	/* PG14+ waits (up to 5 s) for each backend to be gone. */
+	rc = query(p->conn, p->version >= 140000 ?
+	    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+	    " WHERE usename = $1 AND pid <> pg_backend_pid()" :
+	    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+	    " WHERE usename = $1 AND pid <> pg_backend_pid()",
+	    1, g->login, NULL, NULL, &r, step, why);
+	if (rc != 0)
+		return rc;
+	*n = PQntuples(r);
+	PQclear(r);
+	return 0;
+}
+
+static int
+pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX], step[160], owned[PG_SQL_MAX / 2];
+	struct tl_drv_pg *p = h;
+	struct pg_ids ids;
+	int rc, login, owner, n = 0;
+
+	if (why == NULL)
+		why = dummy;
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+		goto out;
+	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0)
+		goto out;
+	/* NOLOGIN first, so no session can start after the sweep. */
+	if (login && (rc = runf(p->conn, step, why, "ALTER ROLE %s NOLOGIN",
+	    ids.log)) != 0)
+		goto out;
+	if ((rc = end_sessions(p, g, &n, step, why)) != 0)
+		goto out;
+	if (!drop) {
+		whyf(why, 0, "login \"%s\" %s, %d session%s ended; database "
+		    "\"%s\" kept", g->login, login ? "disabled" :
+		    "did not exist", n, n == 1 ? "" : "s", g->resource);
+		goto out;
+	}
+
+	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
+	if (p->version < 130000) {	/* no WITH (FORCE) before PG13 */
+		PGresult *r;
+
+		if ((rc = query(p->conn, "SELECT pg_terminate_backend(pid)"
+		    " FROM pg_stat_activity WHERE datname = $1", 1,
+		    g->resource, NULL, NULL, &r, step, why)) != 0)
+			goto out;
+		PQclear(r);
+	}
+	if ((rc = runf(p->conn, step, why, "DROP DATABASE IF EXISTS %s%s",
+	    ids.res, p->version >= 130000 ? " WITH (FORCE)" : "")) != 0)
+		goto out;
+
+	/*
+	 * Whatever the roles still own or hold here and on shared objects
+	 * (the consumer may have created objects in this database while
+	 * connected as itself), then the roles.
+	 */
+	snprintf(step, sizeof(step), "roles \"%s\", \"%s\"", g->login,
+	    g->owner);
+	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0 ||
+	    (rc = exists(p->conn, q_role, g->owner, &owner, step, why)) != 0)
+		goto out;
+	if (login || owner) {
+		snprintf(owned, sizeof(owned), "%s%s%s", login ? ids.log : "",
+		    login && owner ? ", " : "", owner ? ids.own : "");
+		if ((rc = runf(p->conn, step, why, "DROP OWNED BY %s",
+		    owned)) != 0)
+			goto out;
+	}
+	if ((rc = runf(p->conn, step, why, "DROP ROLE IF EXISTS %s",
+	    ids.log)) != 0 ||
+	    (rc = runf(p->conn, step, why, "DROP ROLE IF EXISTS %s",
+	    ids.own)) != 0)
+		goto out;
+	whyf(why, 0, "login \"%s\" and owner \"%s\" dropped with database "
+	    "\"%s\", %d session%s ended", g->login, g->owner, g->resource, n,
+	    n == 1 ? "" : "s");
+out:
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
+/* Migrations run as the consumer: drivers/pg_migrate.c. */
+int	tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
+	    const struct tl_drv_grant *g, const char *sql, size_t len,
+	    char *why, int *line);
+
+static const char *const pg_types[] = { "postgres-database", NULL };
+
+const struct tl_drv_ops tl_drv_postgres = {
+	.name = "postgres",
+	.types = pg_types,
+	.open = pg_open,
+	.close = pg_close,
+	.create = pg_create,
+	.check = pg_check,
+	.set_password = pg_set_password,
+	.fix_privileges = pg_fix_privileges,
+	.migrate = tl_drv_pg_migrate,
+	.revoke = pg_revoke,
+};

@@ -1,0 +1,1504 @@
+/*
+ * check_drv_postgres.c - the PostgreSQL driver against a real server.
+ *
+ * The server: TALLY_TEST_PG_HOST, _PORT, _USER and _PWFILE when set (as
+ * tests/harness/with-servers.sh exports them); otherwise this suite
+ * starts its own with tests/harness/pg.sh under $TALLY_TMP, on
+ * $TALLY_TEST_PG_PORT or a free port, once per run (an unchecked
+ * fixture, so a server that cannot start fails every test case rather
+ * than skipping it), and stops it before exiting.
+ *
+ * The test talks to the server with libpq directly for what happens out
+ * of band (an operator's ALTER ROLE, a consumer's session); the driver
+ * is reached only through its ops table.
+ *
+ * TL_PG_MEASURE_N (default 20) sets how many grants the measure case
+ * creates, checks and drops; it prints the times per operation.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "drivers/driver.h"
+#include "lib/tl_test.h"
+
+/* --- the server (set up in the parent, read in the forked tests) ---- */
+
+static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
+static char	*s_dir;			/* ours to stop; NULL if external */
+static int	 s_tried, s_ok;
+static char	 s_err[9000];
+static pid_t	 s_parent;
+
+static const char *
+harness(void)
+{
+	static char path[4096];
+	const char *src = getenv("TALLY_SRC");
+
+	snprintf(path, sizeof(path), "%s/tests/harness/pg.sh",
+	    src != NULL && *src != '\0' ? src : ".");
+	return path;
+}
+
+static int
+run_harness(const char *cmd, const char *dir, const char *port)
+{
+	pid_t pid;
+	int st;
+
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		if (port != NULL)
+			execlp("sh", "sh", harness(), cmd, dir, port,
+			    (char *)NULL);
+		else
+			execlp("sh", "sh", harness(), cmd, dir, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int
+free_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	int fd, port = -1;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+static int
+read_line(const char *path, char *out, size_t n)
+{
+	FILE *f;
+
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(out, (int)n, f) == NULL) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	out[strcspn(out, "\r\n")] = '\0';
+	return 0;
+}
+
+/* Reads one "export NAME=VALUE" (VALUE maybe sh-single-quoted). */
+static int
+env_get(const char *file, const char *name, char *out, size_t n)
+{
+	char line[4096], *v, *o;
+	size_t nl = strlen(name);
+	FILE *f;
+	int found = -1;
+
+	if ((f = fopen(file, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		v = line;
+		if (strncmp(v, "export ", 7) == 0)
+			v += 7;
+		if (strncmp(v, name, nl) != 0 || v[nl] != '=')
+			continue;
+		v += nl + 1;
+		for (o = out; *v != '\0' && (size_t)(o - out) + 1 < n; v++) {
+			if (*v == '\'') {	/* '...' with '\'' escapes */
+				for (v++; *v != '\0' && *v != '\'' &&
+				    (size_t)(o - out) + 1 < n; v++)
+					*o++ = *v;
+				if (*v == '\0')
+					break;
+			} else if (*v == '\\' && v[1] != '\0')
+				*o++ = *++v;
+			else
+				*o++ = *v;
+		}
+		*o = '\0';
+		found = 0;
+		break;
+	}
+	fclose(f);
+	return found;
+}
+
+static int
+server_start(void)
+{
+	const char *h = getenv("TALLY_TEST_PG_HOST");
+	const char *p = getenv("TALLY_TEST_PG_PORT");
+	const char *u = getenv("TALLY_TEST_PG_USER");
+	const char *pwf = getenv("TALLY_TEST_PG_PWFILE");
+	char envf[4096], pwfile[4096], port[16];
+	int pn;
+
+	if (h != NULL && *h != '\0' && p != NULL && *p != '\0' &&
+	    pwf != NULL && *pwf != '\0') {
+		snprintf(s_host, sizeof(s_host), "%s", h);
+		snprintf(s_port, sizeof(s_port), "%s", p);
+		snprintf(s_user, sizeof(s_user), "%s",
+		    u != NULL && *u != '\0' ? u : "postgres");
+		if (read_line(pwf, s_pw, sizeof(s_pw)) != 0) {
+			snprintf(s_err, sizeof(s_err), "cannot read "
+			    "TALLY_TEST_PG_PWFILE=%s", pwf);
+			return -1;
+		}
+		fprintf(stderr, "check_drv_postgres: using the server at "
+		    "%s:%s\n", s_host, s_port);
+		return 0;
+	}
+	pn = p != NULL && *p != '\0' ? atoi(p) : free_port();
+	if (pn <= 0) {
+		snprintf(s_err, sizeof(s_err), "no port for PostgreSQL");
+		return -1;
+	}
+	snprintf(port, sizeof(port), "%d", pn);
+	s_dir = tl_test_tmpdir("pgdrv");
+	if (run_harness("start", s_dir, port) != 0) {
+		snprintf(s_err, sizeof(s_err), "%s start %s %s failed (see "
+		    "its messages above)", harness(), s_dir, port);
+		return -1;
+	}
+	snprintf(envf, sizeof(envf), "%s/env", s_dir);
+	if (env_get(envf, "TALLY_TEST_PG_HOST", s_host, sizeof(s_host)) ||
+	    env_get(envf, "TALLY_TEST_PG_PORT", s_port, sizeof(s_port)) ||
+	    env_get(envf, "TALLY_TEST_PG_USER", s_user, sizeof(s_user)) ||
+	    env_get(envf, "TALLY_TEST_PG_PWFILE", pwfile, sizeof(pwfile)) ||
+	    read_line(pwfile, s_pw, sizeof(s_pw)) != 0) {
+		snprintf(s_err, sizeof(s_err), "cannot read %s", envf);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+server_stop(void)
+{
+	if (s_dir == NULL || getpid() != s_parent)
+		return;
+	if (run_harness("stop", s_dir, NULL) != 0)
+		fprintf(stderr, "check_drv_postgres: pg.sh stop %s failed\n",
+		    s_dir);
+	free(s_dir);
+	s_dir = NULL;
+}
+
+/* Unchecked fixture: the first one starts the server for the run. */
+static void
+server_up(void)
+{
+	if (!s_tried) {
+		s_tried = 1;
+		s_ok = server_start() == 0;
+	}
+	if (!s_ok)
+		ck_abort_msg("no PostgreSQL to test against: %s", s_err);
+}
+
+/* --- helpers -------------------------------------------------------- */
+
+static const struct tl_drv_ops *drv;
+
+#define ck_rc(rc, want, why) do {					\
+	int rc_ = (rc), want_ = (want);					\
+	ck_assert_msg(rc_ == want_, "%s:%d: rc %d (%s), wanted %d (%s); "\
+	    "why: %s", __FILE__, __LINE__, rc_, tl_strerror(rc_), want_,	\
+	    tl_strerror(want_), (why));					\
+} while (0)
+
+/* A grant with fresh names (tagged, unique per process) and password. */
+struct grant {
+	char	res[64], own[64], log[64], pw[TL_PASSWORD_LEN + 1];
+	struct tl_drv_grant g;
+};
+
+static void
+grant_init(struct grant *gr, const char *tag)
+{
+	static int n;
+
+	n++;
+	snprintf(gr->res, sizeof(gr->res), "db_%s_%d_%d", tag, (int)getpid(),
+	    n);
+	snprintf(gr->own, sizeof(gr->own), "own_%s_%d_%d", tag, (int)getpid(),
+	    n);
+	snprintf(gr->log, sizeof(gr->log), "log_%s_%d_%d", tag, (int)getpid(),
+	    n);
+	tl_secret_password(gr->pw);
+	gr->g.resource = gr->res;
+	gr->g.owner = gr->own;
+	gr->g.login = gr->log;
+	gr->g.password = gr->pw;
+}
+
+/* Every reason must be free of every password the test used. */
+static const char *secrets[1024];
+
+static void
+ck_why(const char *why)
+{
+	size_t i;
+
+	ck_assert_ptr_nonnull(why);
+	for (i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++)
+		if (secrets[i] != NULL && *secrets[i] != '\0')
+			ck_assert_msg(strstr(why, secrets[i]) == NULL,
+			    "a password leaked into why: %s", why);
+}
+
+/* Checked fixture: a test's passwords live on its own stack. */
+static void
+secrets_reset(void)
+{
+	memset(secrets, 0, sizeof(secrets));
+}
+
+static void
+secret_add(const char *pw)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++)
+		if (secrets[i] == NULL || secrets[i] == pw) {
+			secrets[i] = pw;
+			return;
+		}
+	ck_abort_msg("too many secrets");
+}
+
+static void *
+drv_open(void)
+{
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+	int rc;
+
+	secret_add(s_pw);
+	rc = drv->open(&a, &h, why);
+	ck_why(why);
+	ck_rc(rc, 0, why);
+	ck_assert_ptr_nonnull(h);
+	return h;
+}
+
+static void
+do_create(void *h, struct grant *gr)
+{
+	char why[TL_DRV_WHY_MAX];
+	int rc;
+
+	secret_add(gr->pw);
+	rc = drv->create(h, &gr->g, why);
+	ck_why(why);
+	ck_rc(rc, 0, why);
+}
+
+/* Runs check and returns the drift; rc must be 0; why into out. */
+static enum tl_drv_drift
+do_check(void *h, struct grant *gr, char *out)
+{
+	struct tl_drv_endpoint ep = { s_host, s_port };
+	enum tl_drv_drift d = (enum tl_drv_drift)-1;
+	char why[TL_DRV_WHY_MAX];
+	int rc;
+
+	secret_add(gr->pw);
+	rc = drv->check(h, &gr->g, &ep, &d, why);
+	ck_why(why);
+	ck_rc(rc, 0, why);
+	if (out != NULL)
+		snprintf(out, TL_DRV_WHY_MAX, "%s", why);
+	return d;
+}
+
+#define ck_drift(h, gr, want) do {					\
+	char w_[TL_DRV_WHY_MAX];					\
+	enum tl_drv_drift d_ = do_check((h), (gr), w_);			\
+	ck_assert_msg(d_ == (want), "%s:%d: drift %d, wanted %d: %s",	\
+	    __FILE__, __LINE__, (int)d_, (int)(want), w_);		\
+} while (0)
+
+/* Connects with libpq; NULL with the message in err on failure. */
+static PGconn *
+pq_connect(const char *user, const char *pw, const char *db, char *err,
+    size_t errn)
+{
+	const char *kw[] = { "host", "port", "user", "password", "dbname",
+	    "connect_timeout", "application_name", NULL };
+	const char *val[] = { s_host, s_port, user, pw, db, "5",
+	    "check_drv_postgres", NULL };
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+
+	if (c != NULL && PQstatus(c) == CONNECTION_OK)
+		return c;
+	snprintf(err, errn, "%s", c != NULL ? PQerrorMessage(c) : "no memory");
+	PQfinish(c);
+	return NULL;
+}
+
+static PGconn *
+admin(const char *db)
+{
+	char err[512];
+	PGconn *c = pq_connect(s_user, s_pw, db != NULL ? db : "postgres",
+	    err, sizeof(err));
+
+	ck_assert_msg(c != NULL, "admin connection: %s", err);
+	return c;
+}
+
+/* Runs sql (printf format); fails the test unless it succeeds. */
+static void
+sql(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+sql(PGconn *c, const char *fmt, ...)
+{
+	char q[2048];
+	va_list ap;
+	PGresult *r;
+	ExecStatusType s;
+
+	va_start(ap, fmt);
+	vsnprintf(q, sizeof(q), fmt, ap);
+	va_end(ap);
+	r = PQexec(c, q);
+	s = PQresultStatus(r);
+	ck_assert_msg(s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK,
+	    "%s: %s", q, PQresultErrorMessage(r));
+	PQclear(r);
+}
+
+/* The single value of a one-parameter query, as a long (-1: no row). */
+static long
+sql_long(PGconn *c, const char *q, const char *param)
+{
+	const char *vals[1] = { param };
+	PGresult *r;
+	long v = -1;
+
+	r = PQexecParams(c, q, param != NULL ? 1 : 0, NULL, vals, NULL, NULL,
+	    0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", q,
+	    PQresultErrorMessage(r));
+	if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) {
+		const char *s = PQgetvalue(r, 0, 0);
+
+		v = strcmp(s, "t") == 0 ? 1 : strcmp(s, "f") == 0 ? 0 :
+		    atol(s);
+	}
+	PQclear(r);
+	return v;
+}
+
+static char *
+qid(PGconn *c, const char *name)
+{
+	char *q = PQescapeIdentifier(c, name, strlen(name));
+
+	ck_assert_ptr_nonnull(q);
+	return q;
+}
+
+static long
+role_count(PGconn *c, const char *name)
+{
+	return sql_long(c, "SELECT count(*) FROM pg_roles WHERE rolname = $1",
+	    name);
+}
+
+static long
+db_count(PGconn *c, const char *name)
+{
+	return sql_long(c, "SELECT count(*) FROM pg_database"
+	    " WHERE datname = $1", name);
+}
+
+/* Whether user/pw can open db; err gets the message when not. */
+static int
+can_login(const char *user, const char *pw, const char *db, char *err,
+    size_t n)
+{
+	PGconn *c = pq_connect(user, pw, db, err, n);
+
+	if (c == NULL)
+		return 0;
+	PQfinish(c);
+	return 1;
+}
+
+/* tmpl with {d}, {l}, {o} replaced by d, l, o. */
+static const char *
+subst(char *out, size_t n, const char *tmpl, const char *d, const char *l,
+    const char *o)
+{
+	size_t k = 0;
+	const char *p, *v;
+
+	for (p = tmpl; *p != '\0'; p++) {
+		v = NULL;
+		if (p[0] == '{' && p[1] != '\0' && p[2] == '}')
+			v = p[1] == 'd' ? d : p[1] == 'l' ? l : p[1] == 'o' ?
+			    o : NULL;
+		if (v != NULL) {
+			ck_assert_uint_lt(k + strlen(v), n);
+			memcpy(out + k, v, strlen(v));
+			k += strlen(v);
+			p += 2;
+		} else {
+			ck_assert_uint_lt(k + 1, n);
+			out[k++] = *p;
+		}
+	}
+	out[k] = '\0';
+	return out;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* --- create --------------------------------------------------------- */
+
+START_TEST(test_create_use)
+{
+	struct grant gr;
+	char err[512], *t;
+	PGconn *c, *a;
+	void *h = drv_open();
+
+	grant_init(&gr, "use");
+	do_create(h, &gr);
+
+	/* The consumer logs in and makes a table... */
+	c = pq_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "consumer login: %s", err);
+	sql(c, "CREATE TABLE t (x int)");
+	sql(c, "INSERT INTO t VALUES (1), (2)");
+	sql(c, "CREATE TEMP TABLE tt (x int)");
+	/* ...as the owner role (SET role = owner at session start). */
+	a = admin(gr.res);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_tables"
+	    " WHERE tablename = 't' AND tableowner = $1", gr.own), 1);
+	ck_assert_int_eq(sql_long(c, "SELECT current_user = $1", gr.own), 1);
+	ck_assert_int_eq(sql_long(c, "SELECT session_user = $1", gr.log), 1);
+	/* schema public is the owner's; PUBLIC has nothing on it. */
+	ck_assert_int_eq(sql_long(a, "SELECT pg_get_userbyid(nspowner) = $1"
+	    " FROM pg_namespace WHERE nspname = 'public'", gr.own), 1);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_namespace,"
+	    " aclexplode(nspacl) x WHERE nspname = 'public'"
+	    " AND x.grantee = 0", NULL), 0);
+	/* The database is the owner's. */
+	t = qid(a, gr.res);
+	ck_assert_int_eq(sql_long(a, "SELECT pg_get_userbyid(datdba) = $1"
+	    " FROM pg_database WHERE datname = current_database()", gr.own), 1);
+	PQfreemem(t);
+	PQfinish(a);
+	PQfinish(c);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_create_twice)
+{
+	struct grant gr;
+	char err[512];
+	PGconn *a;
+	void *h = drv_open();
+
+	grant_init(&gr, "twice");
+	do_create(h, &gr);
+	do_create(h, &gr);
+	do_create(h, &gr);
+	a = admin(NULL);
+	ck_assert_int_eq(db_count(a, gr.res), 1);
+	ck_assert_int_eq(role_count(a, gr.own), 1);
+	ck_assert_int_eq(role_count(a, gr.log), 1);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_auth_members m"
+	    " JOIN pg_roles u ON u.oid = m.member WHERE u.rolname = $1",
+	    gr.log), 1);
+	PQfinish(a);
+	ck_assert_msg(can_login(gr.log, gr.pw, gr.res, err, sizeof(err)),
+	    "%s", err);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_create_half_done)
+{
+	struct grant g1, g2;
+	char err[512], *o, *l;
+	PGconn *a;
+	void *h = drv_open();
+
+	/* Owner made by hand (as if create died right after it). */
+	grant_init(&g1, "half");
+	a = admin(NULL);
+	o = qid(a, g1.own);
+	sql(a, "CREATE ROLE %s NOLOGIN", o);
+	PQfreemem(o);
+	do_create(h, &g1);
+	ck_assert_int_eq(db_count(a, g1.res), 1);
+	ck_assert_msg(can_login(g1.log, g1.pw, g1.res, err, sizeof(err)),
+	    "%s", err);
+	ck_drift(h, &g1, TL_DRIFT_NONE);
+
+	/* Both roles made, with another password, no database. */
+	grant_init(&g2, "half");
+	o = qid(a, g2.own);
+	l = qid(a, g2.log);
+	sql(a, "CREATE ROLE %s NOLOGIN", o);
+	sql(a, "CREATE ROLE %s LOGIN PASSWORD 'something else'", l);
+	PQfreemem(o);
+	PQfreemem(l);
+	do_create(h, &g2);
+	ck_assert_int_eq(db_count(a, g2.res), 1);
+	ck_assert_msg(can_login(g2.log, g2.pw, g2.res, err, sizeof(err)),
+	    "%s", err);
+	ck_drift(h, &g2, TL_DRIFT_NONE);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_isolation)
+{
+	struct grant a, b;
+	char err[512], out[64], *o;
+	PGconn *c;
+	void *h = drv_open();
+
+	grant_init(&a, "isoa");
+	grant_init(&b, "isob");
+	do_create(h, &a);
+	do_create(h, &b);
+	/* A's credential opens A's database, not B's. */
+	ck_assert(can_login(a.log, a.pw, a.res, err, sizeof(err)));
+	ck_assert(!can_login(a.log, a.pw, b.res, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "permission denied") != NULL, "%s", err);
+	ck_assert(!can_login(b.log, b.pw, a.res, err, sizeof(err)));
+
+	/* A role that is no one's (only PUBLIC's privileges) cannot either. */
+	c = admin(NULL);
+	snprintf(out, sizeof(out), "outsider_%d", (int)getpid());
+	o = qid(c, out);
+	sql(c, "CREATE ROLE %s LOGIN PASSWORD 'outsider-pw'", o);
+	ck_assert(!can_login(out, "outsider-pw", a.res, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "permission denied") != NULL, "%s", err);
+	ck_assert(can_login(out, "outsider-pw", "postgres", err, sizeof(err)));
+	sql(c, "DROP ROLE %s", o);
+	PQfreemem(o);
+
+	/* PUBLIC holds nothing on either database. */
+	ck_assert_int_eq(sql_long(c, "SELECT count(*) FROM pg_database d,"
+	    " aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) x"
+	    " WHERE d.datname = $1 AND x.grantee = 0", a.res), 0);
+	ck_assert_int_eq(sql_long(c, "SELECT count(*) FROM pg_database d,"
+	    " aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) x"
+	    " WHERE d.datname = $1 AND x.grantee = 0", b.res), 0);
+	/* Nor is B's login a member of anything of A's. */
+	ck_assert_int_eq(sql_long(c, "SELECT count(*) FROM pg_auth_members m"
+	    " JOIN pg_roles u ON u.oid = m.member WHERE u.rolname = $1",
+	    b.log), 1);
+	PQfinish(c);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_role_attributes)
+{
+	struct grant gr;
+	PGconn *a;
+	void *h = drv_open();
+	const char *q = "SELECT (rolsuper OR rolcreatedb OR rolcreaterole OR"
+	    " rolreplication OR rolbypassrls)::int FROM pg_roles"
+	    " WHERE rolname = $1";
+
+	grant_init(&gr, "attrs");
+	do_create(h, &gr);
+	a = admin(NULL);
+	ck_assert_int_eq(sql_long(a, q, gr.own), 0);
+	ck_assert_int_eq(sql_long(a, q, gr.log), 0);
+	ck_assert_int_eq(sql_long(a, "SELECT rolcanlogin FROM pg_roles"
+	    " WHERE rolname = $1", gr.own), 0);
+	ck_assert_int_eq(sql_long(a, "SELECT rolcanlogin FROM pg_roles"
+	    " WHERE rolname = $1", gr.log), 1);
+	/* The stored password is a SCRAM verifier. */
+	ck_assert_int_eq(sql_long(a, "SELECT rolpassword LIKE"
+	    " 'SCRAM-SHA-256$%' FROM pg_authid WHERE rolname = $1", gr.log), 1);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_injection)
+{
+	static const char *const res[] = {
+	    "x\"; DROP ROLE postgres; --", "a'b", "a\\'; DROP DATABASE "
+	    "postgres; --", "Mixed Case \"quoted\" db", "ünïcødé-ďb",
+	    "d12345678901234567890123456789012345678901234567890123456789012" };
+	static const char *const own[] = {
+	    "o\"; DROP ROLE postgres; --", "o'b", "o\\' OR 1=1 --",
+	    "Owner \"Q\"", "öwnér",
+	    "o12345678901234567890123456789012345678901234567890123456789012" };
+	static const char *const log[] = {
+	    "l\"; ALTER ROLE postgres NOLOGIN; --", "l'b", "l\\'\"\\",
+	    "Login \"Q\"", "łógïn",
+	    "l12345678901234567890123456789012345678901234567890123456789012" };
+	char err[512], why[TL_DRV_WHY_MAX];
+	struct tl_drv_grant g;
+	char pw[TL_PASSWORD_LEN + 1];
+	PGconn *a, *c;
+	size_t i;
+	void *h = drv_open();
+
+	a = admin(NULL);
+	for (i = 0; i < sizeof(res) / sizeof(res[0]); i++) {
+		tl_secret_password(pw);
+		secret_add(pw);
+		g.resource = res[i];
+		g.owner = own[i];
+		g.login = log[i];
+		g.password = pw;
+		ck_rc(drv->create(h, &g, why), 0, why);
+		ck_why(why);
+		ck_assert_int_eq(db_count(a, res[i]), 1);
+		ck_assert_int_eq(role_count(a, own[i]), 1);
+		ck_assert_int_eq(role_count(a, log[i]), 1);
+		c = pq_connect(log[i], pw, res[i], err, sizeof(err));
+		ck_assert_msg(c != NULL, "login %s: %s", log[i], err);
+		sql(c, "CREATE TABLE t (x int)");
+		PQfinish(c);
+		{
+			struct tl_drv_endpoint ep = { s_host, s_port };
+			enum tl_drv_drift d;
+
+			ck_rc(drv->check(h, &g, &ep, &d, why), 0, why);
+			ck_why(why);
+			ck_assert_msg(d == TL_DRIFT_NONE, "%s", why);
+		}
+		/* Nothing escaped its quotes. */
+		ck_assert_int_eq(role_count(a, "postgres"), 1);
+		ck_assert_int_eq(sql_long(a, "SELECT rolcanlogin AND rolsuper"
+		    " FROM pg_roles WHERE rolname = $1", "postgres"), 1);
+		ck_assert_int_eq(db_count(a, "postgres"), 1);
+		ck_rc(drv->revoke(h, &g, 1, why), 0, why);
+		ck_why(why);
+		ck_assert_int_eq(db_count(a, res[i]), 0);
+		ck_assert_int_eq(role_count(a, own[i]), 0);
+		ck_assert_int_eq(role_count(a, log[i]), 0);
+	}
+	PQfinish(a);
+	tl_secret_wipe(pw, sizeof(pw));
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * With every statement logged, the server log holds verifiers, never a
+ * plaintext password.  The log is where tests/harness/pg.sh puts it
+ * (DIR/data beside DIR/log/server.log); read through the server.
+ */
+START_TEST(test_no_plaintext_in_server_log)
+{
+	static const char logq[] = "SELECT pg_read_file(regexp_replace("
+	    "current_setting('data_directory'), '/data$', '/log/server.log'))";
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX];
+	PGconn *a;
+	PGresult *r;
+	void *h;
+
+	a = admin(NULL);
+	sql(a, "ALTER SYSTEM SET log_statement = 'all'");
+	sql(a, "SELECT pg_reload_conf()");
+	nanosleep(&(struct timespec){ 0, 300000000L }, NULL);
+	h = drv_open();
+	grant_init(&gr, "plainlog");
+	do_create(h, &gr);
+	ck_rc(drv->set_password(h, &gr.g, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	drv->close(h);
+	sql(a, "ALTER SYSTEM RESET log_statement");
+	sql(a, "SELECT pg_reload_conf()");
+	r = PQexec(a, logq);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "reading the "
+	    "server log: %s", PQresultErrorMessage(r));
+	ck_assert_msg(strstr(PQgetvalue(r, 0, 0), "SCRAM-SHA-256$") != NULL,
+	    "the log shows no statement: is log_statement working?");
+	ck_assert_msg(strstr(PQgetvalue(r, 0, 0), gr.pw) == NULL,
+	    "the plaintext password is in the server log");
+	PQclear(r);
+	PQfinish(a);
+}
+END_TEST
+
+/* Names the driver refuses whatever validation ran before it. */
+START_TEST(test_refused_names)
+{
+	static const char long_name[] = "a1234567890123456789012345678901"
+	    "23456789012345678901234567890123";		/* 64 bytes */
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX];
+	void *h = drv_open();
+	struct {
+		const char *res, *own, *log;
+	} bad[] = {
+		{ long_name, "o_ok", "l_ok" },
+		{ "db_ok", long_name, "l_ok" },
+		{ "db_ok", "o_ok", "" },
+		{ "db_ok", "pg_monitor", "l_ok" },
+		{ "db_ok", "o_ok", "pg_x" },
+		{ "db_ok", "same", "same" },
+		{ "db_ok", s_user, "l_ok" },
+		{ "db_ok", "o_ok", s_user },
+		{ "template1", "o_ok", "l_ok" },
+		{ "template0", "o_ok", "l_ok" },
+		{ "postgres", "o_ok", "l_ok" },
+	};
+	size_t i;
+	PGconn *a;
+
+	grant_init(&gr, "refuse");
+	secret_add(gr.pw);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		gr.g.resource = bad[i].res;
+		gr.g.owner = bad[i].own;
+		gr.g.login = bad[i].log;
+		ck_rc(drv->create(h, &gr.g, why), TL_EINVAL, why);
+		ck_why(why);
+		ck_rc(drv->revoke(h, &gr.g, 1, why), TL_EINVAL, why);
+		ck_rc(drv->fix_privileges(h, &gr.g, why), TL_EINVAL, why);
+	}
+	a = admin(NULL);
+	ck_assert_int_eq(role_count(a, "o_ok"), 0);
+	ck_assert_int_eq(db_count(a, "db_ok"), 0);
+	ck_assert_int_eq(sql_long(a, "SELECT rolsuper AND rolcanlogin"
+	    " FROM pg_roles WHERE rolname = $1", s_user), 1);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/* --- check ---------------------------------------------------------- */
+
+START_TEST(test_check_credential)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], *l;
+	PGconn *a;
+	void *h = drv_open();
+
+	grant_init(&gr, "cred");
+	do_create(h, &gr);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	a = admin(NULL);
+	l = qid(a, gr.log);
+	sql(a, "ALTER ROLE %s PASSWORD 'changed-out-of-band'", l);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_CREDENTIAL);
+	ck_assert_msg(strstr(why, "28P01") != NULL, "%s", why);
+	ck_rc(drv->set_password(h, &gr.g, why), 0, why);
+	ck_why(why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	/* A frozen password that is also NULL (no password at all). */
+	sql(a, "ALTER ROLE %s PASSWORD NULL", l);
+	ck_drift(h, &gr, TL_DRIFT_CREDENTIAL);
+	ck_rc(drv->set_password(h, &gr.g, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	PQfreemem(l);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_check_privileges)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], q[1024], *d, *l, *o;
+	PGconn *a;
+	void *h = drv_open();
+	size_t i;
+	/* Each: an out-of-band change, then what why must mention. */
+	static const char *const change[][2] = {
+		{ "GRANT CONNECT ON DATABASE {d} TO PUBLIC", "PUBLIC" },
+		{ "GRANT TEMPORARY ON DATABASE {d} TO PUBLIC", "TEMPORARY" },
+		{ "ALTER ROLE {l} SUPERUSER", "SUPERUSER" },
+		{ "ALTER ROLE {l} CREATEDB CREATEROLE", "CREATEROLE" },
+		{ "ALTER ROLE {o} REPLICATION BYPASSRLS", "BYPASSRLS" },
+		{ "ALTER ROLE {o} LOGIN", "has LOGIN" },
+		{ "REVOKE {o} FROM {l}", "not a member" },
+		{ "ALTER ROLE {l} RESET role", "SET role" },
+		{ "ALTER DATABASE {d} OWNER TO postgres", "owned by" },
+		{ "GRANT pg_read_all_data TO {l}", "pg_read_all_data" },
+		{ "GRANT pg_monitor TO {o}", "pg_monitor" },
+		{ "GRANT CONNECT ON DATABASE {d} TO pg_monitor", "pg_monitor" },
+		{ "ALTER ROLE {l} NOLOGIN", "NOLOGIN" },
+		{ "ALTER ROLE {l} CONNECTION LIMIT 0", "CONNECTION LIMIT" },
+		{ "ALTER ROLE {l} VALID UNTIL '2000-01-01'", "VALID UNTIL" },
+		{ "ALTER ROLE {l} NOINHERIT", "NOINHERIT" },
+		{ "ALTER DATABASE {d} ALLOW_CONNECTIONS false", "allow" },
+	};
+
+	grant_init(&gr, "priv");
+	do_create(h, &gr);
+	a = admin(NULL);
+	d = qid(a, gr.res);
+	l = qid(a, gr.log);
+	o = qid(a, gr.own);
+	for (i = 0; i < sizeof(change) / sizeof(change[0]); i++) {
+		sql(a, "%s", subst(q, sizeof(q), change[i][0], d, l, o));
+		ck_assert_msg(do_check(h, &gr, why) == TL_DRIFT_PRIVILEGES,
+		    "after %s: %s", change[i][0], why);
+		ck_assert_msg(strstr(why, change[i][1]) != NULL,
+		    "after %s: why lacks '%s': %s", change[i][0], change[i][1],
+		    why);
+		ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+		ck_why(why);
+		ck_assert_msg(do_check(h, &gr, why) == TL_DRIFT_NONE,
+		    "after %s and fix_privileges: %s", change[i][0], why);
+	}
+	/* Many at once, all named. */
+	sql(a, "GRANT CONNECT ON DATABASE %s TO PUBLIC", d);
+	sql(a, "ALTER ROLE %s SUPERUSER", l);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_PRIVILEGES);
+	ck_assert_msg(strstr(why, "PUBLIC") && strstr(why, "SUPERUSER"), "%s",
+	    why);
+	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	/* Schema public handed back to PUBLIC is reset too. */
+	{
+		PGconn *c = admin(gr.res);
+
+		sql(c, "GRANT CREATE ON SCHEMA public TO PUBLIC");
+		sql(c, "ALTER SCHEMA public OWNER TO postgres");
+		ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+		ck_assert_int_eq(sql_long(c, "SELECT count(*) FROM"
+		    " pg_namespace, aclexplode(nspacl) x WHERE"
+		    " nspname = 'public' AND x.grantee = 0", NULL), 0);
+		ck_assert_int_eq(sql_long(c, "SELECT pg_get_userbyid(nspowner)"
+		    " = $1 FROM pg_namespace WHERE nspname = 'public'", gr.own),
+		    1);
+		PQfinish(c);
+	}
+	PQfreemem(d);
+	PQfreemem(l);
+	PQfreemem(o);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_check_missing)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], *d, *l;
+	PGconn *a;
+	void *h = drv_open();
+
+	grant_init(&gr, "miss");
+	do_create(h, &gr);
+	a = admin(NULL);
+	d = qid(a, gr.res);
+	l = qid(a, gr.log);
+	sql(a, "DROP DATABASE %s", d);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_MISSING);
+	ck_assert_msg(strstr(why, gr.res) != NULL, "%s", why);
+	do_create(h, &gr);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	sql(a, "DROP ROLE %s", l);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_MISSING);
+	ck_assert_msg(strstr(why, gr.log) != NULL && strstr(why, gr.res) ==
+	    NULL, "%s", why);
+	do_create(h, &gr);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	PQfreemem(d);
+	PQfreemem(l);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/* Missing beats credential beats privileges. */
+START_TEST(test_check_worst_wins)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], *d, *l;
+	PGconn *a;
+	void *h = drv_open();
+
+	grant_init(&gr, "worst");
+	do_create(h, &gr);
+	a = admin(NULL);
+	d = qid(a, gr.res);
+	l = qid(a, gr.log);
+	sql(a, "ALTER ROLE %s SUPERUSER PASSWORD 'other'", l);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_CREDENTIAL);
+	ck_assert_msg(strstr(why, "SUPERUSER") != NULL, "%s", why);
+	sql(a, "DROP DATABASE %s", d);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_MISSING);
+	ck_assert_msg(strstr(why, "SUPERUSER") != NULL, "%s", why);
+	do_create(h, &gr);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	PQfreemem(d);
+	PQfreemem(l);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/* The consumer's endpoint is unreachable: an error, not a drift. */
+START_TEST(test_check_endpoint_unreachable)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], port[16];
+	enum tl_drv_drift d;
+	struct tl_drv_endpoint ep;
+	void *h = drv_open();
+	double t0;
+	int rc;
+
+	grant_init(&gr, "epun");
+	do_create(h, &gr);
+	snprintf(port, sizeof(port), "%d", free_port());
+	ep.host = "127.0.0.1";
+	ep.port = port;
+	t0 = now_s();
+	rc = drv->check(h, &gr.g, &ep, &d, why);
+	ck_why(why);
+	ck_rc(rc, TL_EUNREACH, why);
+	ck_assert_msg(now_s() - t0 < 3.5, "took %.2f s", now_s() - t0);
+	ck_assert_msg(strstr(why, port) != NULL, "%s", why);
+	drv->close(h);
+}
+END_TEST
+
+/* --- admin-side failures -------------------------------------------- */
+
+START_TEST(test_open_wrong_password)
+{
+	struct tl_drv_admin a = { s_host, s_port, s_user, "not-the-password",
+	    NULL };
+	char why[TL_DRV_WHY_MAX];
+	void *h = (void *)1;
+	int rc;
+
+	secret_add(a.password);
+	secret_add(s_pw);
+	rc = drv->open(&a, &h, why);
+	ck_why(why);
+	ck_rc(rc, TL_EAUTH, why);
+	ck_assert_ptr_null(h);
+	ck_assert_msg(strstr(why, "28P01") != NULL, "%s", why);
+	/* An unknown admin role reads the same (the server hides which). */
+	a.user = "no_such_admin";
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_why(why);
+	/* A maintenance database that does not exist is a driver error. */
+	a.user = s_user;
+	a.password = s_pw;
+	a.dbname = "no_such_db";
+	ck_rc(drv->open(&a, &h, why), TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "3D000") != NULL, "%s", why);
+	ck_why(why);
+}
+END_TEST
+
+START_TEST(test_open_unreachable)
+{
+	struct tl_drv_admin a = { "127.0.0.1", NULL, s_user, s_pw, NULL };
+	char why[TL_DRV_WHY_MAX], port[16];
+	void *h = (void *)1;
+	double t0, dt;
+	int rc;
+
+	secret_add(s_pw);
+	snprintf(port, sizeof(port), "%d", free_port());
+	a.port = port;
+	t0 = now_s();
+	rc = drv->open(&a, &h, why);
+	dt = now_s() - t0;
+	ck_why(why);
+	ck_rc(rc, TL_EUNREACH, why);
+	ck_assert_ptr_null(h);
+	ck_assert_msg(dt < 1.0, "refused took %.2f s", dt);
+	/* A name that does not resolve. */
+	a.host = "no-such-host.invalid";
+	ck_rc(drv->open(&a, &h, why), TL_EUNREACH, why);
+	ck_why(why);
+}
+END_TEST
+
+/* A port that accepts TCP but never answers: the deadline ends it. */
+START_TEST(test_open_timeout)
+{
+	struct tl_drv_admin a = { "127.0.0.1", NULL, s_user, s_pw, NULL };
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	char why[TL_DRV_WHY_MAX], port[16];
+	void *h = NULL;
+	double t0, dt;
+	int fd, rc;
+
+	secret_add(s_pw);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(fd, 8), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(port, sizeof(port), "%d", ntohs(sa.sin_port));
+	a.port = port;
+	t0 = now_s();
+	rc = drv->open(&a, &h, why);
+	dt = now_s() - t0;
+	close(fd);
+	ck_why(why);
+	ck_rc(rc, TL_EUNREACH, why);
+	ck_assert_msg(dt > 2.5 && dt < 4.5, "timeout took %.2f s", dt);
+	ck_assert_msg(strstr(why, "timeout") != NULL, "%s", why);
+}
+END_TEST
+
+/* The admin session dies under the driver: the next call reconnects. */
+START_TEST(test_reconnect)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX];
+	PGconn *a;
+	void *h = drv_open();
+	int rc;
+
+	grant_init(&gr, "reco");
+	do_create(h, &gr);
+	a = admin(NULL);
+	ck_assert_int_ge(sql_long(a, "SELECT count(pg_terminate_backend(pid,"
+	    " 5000)) FROM pg_stat_activity WHERE application_name = $1",
+	    "tallyd"), 1);
+	PQfinish(a);
+	rc = drv->check(h, &gr.g, NULL, &(enum tl_drv_drift){ 0 }, why);
+	ck_why(why);
+	ck_assert_msg(rc == 0 || rc == TL_EUNREACH, "rc %d: %s", rc, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+/* --- revoke --------------------------------------------------------- */
+
+START_TEST(test_revoke_retain)
+{
+	struct grant gr;
+	char err[512], why[TL_DRV_WHY_MAX];
+	PGconn *c, *a;
+	PGresult *r;
+	void *h = drv_open();
+
+	grant_init(&gr, "retain");
+	do_create(h, &gr);
+	c = pq_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	sql(c, "CREATE TABLE kept (x int)");
+	sql(c, "INSERT INTO kept VALUES (42)");
+
+	ck_rc(drv->revoke(h, &gr.g, 0, why), 0, why);
+	ck_why(why);
+	ck_assert_msg(strstr(why, "1 session") != NULL, "%s", why);
+	/* The open session is gone... */
+	r = PQexec(c, "SELECT 1");
+	ck_assert_msg(PQresultStatus(r) != PGRES_TUPLES_OK,
+	    "session survived revoke");
+	PQclear(r);
+	PQfinish(c);
+	/* ...no new one starts... */
+	ck_assert(!can_login(gr.log, gr.pw, gr.res, err, sizeof(err)));
+	/* ...and the data is still there. */
+	a = admin(gr.res);
+	ck_assert_int_eq(sql_long(a, "SELECT x FROM kept", NULL), 42);
+	PQfinish(a);
+	/* check sees a revoked login as NOLOGIN. */
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_PRIVILEGES);
+	ck_assert_msg(strstr(why, "NOLOGIN") != NULL, "%s", why);
+	/* Idempotent. */
+	ck_rc(drv->revoke(h, &gr.g, 0, why), 0, why);
+	/* create restores it, with the data. */
+	do_create(h, &gr);
+	c = pq_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(sql_long(c, "SELECT x FROM kept", NULL), 42);
+	PQfinish(c);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_revoke_drop)
+{
+	struct grant gr;
+	char err[512], why[TL_DRV_WHY_MAX];
+	PGconn *c, *c2, *a;
+	PGresult *r;
+	void *h = drv_open();
+
+	grant_init(&gr, "drop");
+	do_create(h, &gr);
+	c = pq_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	sql(c, "CREATE TABLE t (x int)");
+	/* An object owned by the login itself, not the owner role. */
+	sql(c, "RESET ROLE");
+	sql(c, "CREATE TABLE mine (x int)");
+	/* A session of the login's elsewhere (PUBLIC may connect there). */
+	c2 = pq_connect(gr.log, gr.pw, "postgres", err, sizeof(err));
+	ck_assert_msg(c2 != NULL, "%s", err);
+
+	ck_rc(drv->revoke(h, &gr.g, 1, why), 0, why);
+	ck_why(why);
+	r = PQexec(c, "SELECT 1");
+	ck_assert(PQresultStatus(r) != PGRES_TUPLES_OK);
+	PQclear(r);
+	r = PQexec(c2, "SELECT 1");
+	ck_assert(PQresultStatus(r) != PGRES_TUPLES_OK);
+	PQclear(r);
+	PQfinish(c);
+	PQfinish(c2);
+	a = admin(NULL);
+	ck_assert_int_eq(db_count(a, gr.res), 0);
+	ck_assert_int_eq(role_count(a, gr.own), 0);
+	ck_assert_int_eq(role_count(a, gr.log), 0);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_MISSING);
+	/* Idempotent, and retain after drop is fine too. */
+	ck_rc(drv->revoke(h, &gr.g, 1, why), 0, why);
+	ck_rc(drv->revoke(h, &gr.g, 0, why), 0, why);
+	ck_why(why);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * Rotation: a second login beside the first, on the same owner and
+ * database; it sees and owns what the first made; retiring the first
+ * leaves the second working.
+ */
+START_TEST(test_rotation_beside)
+{
+	struct grant g1, g2;
+	char err[512], why[TL_DRV_WHY_MAX];
+	PGconn *c;
+	void *h = drv_open();
+
+	grant_init(&g1, "rot");
+	do_create(h, &g1);
+	c = pq_connect(g1.log, g1.pw, g1.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	sql(c, "CREATE TABLE t (x int)");
+	sql(c, "INSERT INTO t VALUES (7)");
+	PQfinish(c);
+
+	g2 = g1;
+	snprintf(g2.log, sizeof(g2.log), "%.56s_v2", g1.log);
+	tl_secret_password(g2.pw);
+	g2.g.resource = g2.res;
+	g2.g.owner = g2.own;
+	g2.g.login = g2.log;
+	g2.g.password = g2.pw;
+	do_create(h, &g2);
+	ck_drift(h, &g1, TL_DRIFT_NONE);
+	ck_drift(h, &g2, TL_DRIFT_NONE);
+	c = pq_connect(g2.log, g2.pw, g2.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	sql(c, "INSERT INTO t VALUES (8)");
+	sql(c, "ALTER TABLE t ADD COLUMN y int");	/* owner's rights */
+	PQfinish(c);
+
+	ck_rc(drv->revoke(h, &g1.g, 0, why), 0, why);
+	ck_assert(!can_login(g1.log, g1.pw, g1.res, err, sizeof(err)));
+	c = pq_connect(g2.log, g2.pw, g2.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(sql_long(c, "SELECT sum(x) FROM t", NULL), 15);
+	PQfinish(c);
+	ck_drift(h, &g2, TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+/* --- measure -------------------------------------------------------- */
+
+START_TEST(test_measure)
+{
+	const char *e = getenv("TL_PG_MEASURE_N");
+	int n = e != NULL ? atoi(e) : 20, i;
+	struct grant *gr;
+	char why[TL_DRV_WHY_MAX];
+	double t0, tc, ta, tk, tr;
+	void *h = drv_open();
+
+	if (n <= 0)
+		n = 1;
+	gr = calloc((size_t)n, sizeof(*gr));
+	ck_assert_ptr_nonnull(gr);
+	for (i = 0; i < n; i++)
+		grant_init(&gr[i], "m");
+	t0 = now_s();
+	for (i = 0; i < n; i++)
+		do_create(h, &gr[i]);
+	tc = now_s() - t0;
+	t0 = now_s();
+	for (i = 0; i < n; i++)
+		do_create(h, &gr[i]);		/* a retry: all exists */
+	ta = now_s() - t0;
+	t0 = now_s();
+	for (i = 0; i < n; i++)
+		ck_drift(h, &gr[i], TL_DRIFT_NONE);
+	tk = now_s() - t0;
+	t0 = now_s();
+	for (i = 0; i < n; i++)
+		ck_rc(drv->revoke(h, &gr[i].g, 1, why), 0, why);
+	tr = now_s() - t0;
+	fprintf(stderr, "check_drv_postgres: %d grants: create %.1f ms, "
+	    "create again %.1f ms, check %.1f ms, revoke+drop %.1f ms each\n",
+	    n, tc * 1e3 / n, ta * 1e3 / n, tk * 1e3 / n, tr * 1e3 / n);
+	free(gr);
+	drv->close(h);
+}
+END_TEST
+
+/* --- the fault-injecting wrapper, around this driver ---------------- */
+
+START_TEST(test_fault_spec)
+{
+	static const char *const bad[] = { "create", "create:", "nope:fail",
+	    "create:explode", "create:fail=2", "create:fail=x",
+	    "create:fail-after", "create:fail-after=-1", "create:delay=",
+	    "create:drift=missing", "check:drift=worse", "check:fail-last=1",
+	    "*:drift=missing" };
+	char why[TL_DRV_WHY_MAX];
+	size_t i;
+
+	unsetenv("TALLY_FAULT");
+	ck_assert_ptr_eq(tl_drv_fault_wrap(drv), drv);
+	ck_assert_ptr_eq(tl_drv_fault_wrap_spec(drv, "", why), drv);
+	ck_assert_ptr_null(tl_drv_fault_wrap_spec(NULL, "create:fail", why));
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(tl_drv_fault_wrap_spec(drv, bad[i], why) == NULL,
+		    "accepted '%s'", bad[i]);
+		ck_assert_msg(strstr(why, "TALLY_FAULT") != NULL, "%s: %s",
+		    bad[i], why);
+	}
+	setenv("TALLY_FAULT", "create:fail", 1);
+	{
+		const struct tl_drv_ops *f = tl_drv_fault_wrap(drv);
+
+		ck_assert_ptr_nonnull(f);
+		ck_assert_ptr_ne(f, drv);
+		ck_assert_str_eq(f->name, "postgres");
+		ck_assert_ptr_eq(f->types, drv->types);
+	}
+	unsetenv("TALLY_FAULT");
+}
+END_TEST
+
+/*
+ * lost: the provider acted, the caller saw TL_EUNREACH; the real
+ * driver's retry completes.  fail-after, unreach, drift as documented.
+ */
+START_TEST(test_fault_wrap)
+{
+	const struct tl_drv_ops *f;
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
+	struct tl_drv_endpoint ep = { s_host, s_port };
+	enum tl_drv_drift d;
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX];
+	void *h;
+	PGconn *c;
+
+	f = tl_drv_fault_wrap_spec(drv, "create:lost-first=1,"
+	    "create:fail-after=2,check:unreach-first=1,check:drift=privileges,"
+	    "revoke:delay=50", why);
+	ck_assert_msg(f != NULL, "%s", why);
+	secret_add(s_pw);
+	ck_rc(f->open(&a, &h, why), 0, why);
+	grant_init(&gr, "fault");
+	secret_add(gr.pw);
+
+	/* Call 1: lost — done on the server, reported as unreachable. */
+	ck_rc(f->create(h, &gr.g, why), TL_EUNREACH, why);
+	ck_assert_msg(strstr(why, "fault injected") != NULL, "%s", why);
+	c = admin(NULL);
+	ck_assert_int_eq(db_count(c, gr.res), 1);
+	/* Call 2 passes (idempotent); call 3 fails without acting. */
+	ck_rc(f->create(h, &gr.g, why), 0, why);
+	ck_rc(f->create(h, &gr.g, why), TL_EDRIVER, why);
+	ck_why(why);
+
+	/* check: the first is unreachable, later ones at least PRIVILEGES. */
+	ck_rc(f->check(h, &gr.g, &ep, &d, why), TL_EUNREACH, why);
+	ck_rc(f->check(h, &gr.g, &ep, &d, why), 0, why);
+	ck_assert_int_eq(d, TL_DRIFT_PRIVILEGES);
+	ck_assert_msg(strstr(why, "drift=privileges") != NULL, "%s", why);
+	/* The real driver still says it is fine. */
+	{
+		void *rh = drv_open();
+
+		ck_rc(drv->check(rh, &gr.g, &ep, &d, why), 0, why);
+		ck_assert_int_eq(d, TL_DRIFT_NONE);
+		drv->close(rh);
+	}
+
+	{
+		double t0 = now_s();
+
+		ck_rc(f->revoke(h, &gr.g, 1, why), 0, why);
+		ck_assert(now_s() - t0 >= 0.05);
+	}
+	ck_assert_int_eq(db_count(c, gr.res), 0);
+	PQfinish(c);
+	f->close(h);
+}
+END_TEST
+
+START_TEST(test_fault_probability)
+{
+	const struct tl_drv_ops *f;
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX];
+	int i, failed = 0, rc;
+	void *h;
+
+	setenv("TALLY_FAULT_SEED", "42", 1);
+	f = tl_drv_fault_wrap_spec(drv, "revoke:auth=0.3", why);
+	ck_assert_msg(f != NULL, "%s", why);
+	secret_add(s_pw);
+	ck_rc(f->open(&a, &h, why), 0, why);
+	grant_init(&gr, "prob");
+	for (i = 0; i < 100; i++) {
+		rc = f->revoke(h, &gr.g, 0, why);	/* nothing to revoke */
+		ck_assert_msg(rc == 0 || rc == TL_EAUTH, "%d %s", rc, why);
+		failed += rc != 0;
+	}
+	ck_assert_msg(failed > 10 && failed < 50, "%d of 100 failed", failed);
+	f->close(h);
+	unsetenv("TALLY_FAULT_SEED");
+}
+END_TEST
+
+/* --- the suite ------------------------------------------------------ */
+
+static TCase *
+tcase(Suite *s, const char *name)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_add_checked_fixture(tc, secrets_reset, NULL);
+	tcase_set_timeout(tc, 300);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("drv_postgres");
+	TCase *tc;
+
+	tc = tcase(s, "create");
+	tcase_add_test(tc, test_create_use);
+	tcase_add_test(tc, test_create_twice);
+	tcase_add_test(tc, test_create_half_done);
+	tcase_add_test(tc, test_isolation);
+	tcase_add_test(tc, test_role_attributes);
+	tcase_add_test(tc, test_injection);
+	tcase_add_test(tc, test_refused_names);
+	tcase_add_test(tc, test_no_plaintext_in_server_log);
+
+	tc = tcase(s, "check");
+	tcase_add_test(tc, test_check_credential);
+	tcase_add_test(tc, test_check_privileges);
+	tcase_add_test(tc, test_check_missing);
+	tcase_add_test(tc, test_check_worst_wins);
+	tcase_add_test(tc, test_check_endpoint_unreachable);
+
+	tc = tcase(s, "admin");
+	tcase_add_test(tc, test_open_wrong_password);
+	tcase_add_test(tc, test_open_unreachable);
+	tcase_add_test(tc, test_open_timeout);
+	tcase_add_test(tc, test_reconnect);
+
+	tc = tcase(s, "revoke");
+	tcase_add_test(tc, test_revoke_retain);
+	tcase_add_test(tc, test_revoke_drop);
+	tcase_add_test(tc, test_rotation_beside);
+
+	tc = tcase(s, "fault");
+	tcase_add_test(tc, test_fault_spec);
+	tcase_add_test(tc, test_fault_wrap);
+	tcase_add_test(tc, test_fault_probability);
+
+	tc = tcase(s, "measure");
+	tcase_add_test(tc, test_measure);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	s_parent = getpid();
+	drv = tl_drv_find("postgres");
+	if (drv == NULL) {
+		fprintf(stderr, "no postgres driver registered\n");
+		return 1;
+	}
+	sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	server_stop();
+	tl_secret_wipe(s_pw, sizeof(s_pw));
+	return failed == 0 ? 0 : 1;
+}

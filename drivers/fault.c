@@ -261,6 +261,15 @@ f_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	return F_AFTER(fh, OP_FIX, rc, why);
 }
 
+/* No fault rules of its own: it only unwraps the handle. */
+static int
+f_retire_login(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->retire_login(fh->h, g, why);
+}
+
 static int
 f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
@@ -477,6 +486,8 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.fix_privileges = f_fix_privileges;
 	s->ops.migrate = real->migrate != NULL ? migrate_fn[s - slots] : NULL;
 	s->ops.revoke = f_revoke;
+	s->ops.retire_login = real->retire_login != NULL ? f_retire_login :
+	    NULL;
 	s->used = 1;
 	return &s->ops;
 }

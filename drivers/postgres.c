@@ -1227,6 +1227,40 @@ out:
 	return rc;
 }
 
+/*
+ * After a rotation: the old login, already disabled by revoke(drop=0),
+ * goes.  Everything it made is owned by the owner role (SET role =
+ * owner), so nothing needs reassigning; if the consumer RESET ROLE and
+ * created objects as itself, DROP ROLE fails with PostgreSQL's DETAIL
+ * naming them, the login stays disabled, and a retry finishes the job.
+ */
+static int
+pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX], step[160];
+	struct tl_drv_pg *p = h;
+	struct pg_ids ids;
+	int rc, login;
+
+	if (why == NULL)
+		why = dummy;
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+		goto out;
+	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0)
+		goto out;
+	if (login && (rc = runf(p->conn, step, why, "DROP ROLE %s",
+	    ids.log)) != 0)
+		goto out;
+	whyf(why, 0, "login \"%s\" %s", g->login, login ? "dropped" :
+	    "was already gone");
+out:
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
 static int
 pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -1365,4 +1399,5 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.fix_privileges = pg_fix_privileges,
 	.migrate = tl_drv_pg_migrate,
 	.revoke = pg_revoke,
+	.retire_login = pg_retire_login,
 };

@@ -285,9 +285,13 @@ tl_bview_open(struct tl_bview *v, const void *body, size_t len)
 	msgpack_zone *z;
 	msgpack_object *root;
 	size_t off = 0;
+	int rc;
 
 	v->zone = NULL;
 	v->root.o = NULL;
+	/* Checked first: msgpack-c trusts a container's claimed size. */
+	if ((rc = tl_env_check_map(body, len)) != 0)
+		return rc;
 	if ((z = msgpack_zone_new(1024)) == NULL)
 		return ENOMEM;
 	if ((root = msgpack_zone_malloc(z, sizeof(*root))) == NULL) {

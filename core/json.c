@@ -112,6 +112,9 @@ tl_json_body(const void *body, size_t len)
 	size_t off = 0;
 	json_t *j = NULL;
 
+	/* Checked first: msgpack-c trusts a container's claimed size. */
+	if (tl_env_check_map(body, len) != 0)
+		return NULL;
 	if (!msgpack_zone_init(&z, 2048))
 		return NULL;
 	if (msgpack_unpack(body, len, &off, &z, &o) ==

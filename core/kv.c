@@ -190,7 +190,8 @@ tl_kv_scan(struct tl_txn *t, tl_kv kv, const void *prefix, size_t plen,
 	for (;; op = MDB_NEXT) {
 		if ((rc = mdb_cursor_get(c, &k, &v, op)) != 0)
 			break;
-		if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0) {
+		if (plen > 0 && (k.mv_size < plen ||
+		    memcmp(k.mv_data, prefix, plen) != 0)) {
 			rc = MDB_NOTFOUND;
 			break;
 		}

@@ -198,7 +198,8 @@ live_grant(const struct tl_grant *g, void *arg)
 	if (strcmp(g->req, la->req) != 0)
 		return 0;
 	if ((strcmp(g->state, GRANT_REQUESTED) == 0 && !la->requested) ||
-	    strcmp(g->state, GRANT_REVOKED) == 0)
+	    strcmp(g->state, GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, GRANT_PURGED) == 0)
 		return 0;
 	snprintf(la->grant, sizeof(la->grant), "%s", g->id);
 	snprintf(la->state, sizeof(la->state), "%s", g->state);
@@ -430,8 +431,12 @@ requested_of(const struct tl_grant *g, void *arg)
 {
 	struct req_grants *rg = arg;
 
+	/* Everything not already on its way out is revoked with it. */
 	if (strcmp(g->req, rg->req) != 0 ||
-	    strcmp(g->state, GRANT_REQUESTED) != 0)
+	    strcmp(g->state, GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, GRANT_PURGING) == 0 ||
+	    strcmp(g->state, GRANT_PURGED) == 0)
 		return 0;
 	if (rg->n == rg->cap) {
 		size_t cap = rg->cap ? rg->cap * 2 : 4;
@@ -515,24 +520,11 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 	if ((rc = tl_key(k, "r/%s/", d->name)) != 0 ||
 	    (rc = tl_rec_scan(c->t, c->p.graph, k, collect_req, &old)) != 0)
 		goto out;
-	for (j = 0; j < old.n; j++) {
-		struct live_arg la = { old.names[j], "", "", 0 };
-
-		for (i = 0; i < d->nreqs; i++)
-			if (strcmp(d->reqs[i].name, old.names[j]) == 0)
-				break;
-		if (i < d->nreqs)
-			continue;
-		tl_grant_each_of_module(c->t, &c->p, d->name, live_grant, &la);
-		if (la.grant[0] != '\0') {
-			rc = tl_refuse(c, TL_EREFUSED, "%s: requirement %s "
-			    "was removed from the manifest but grant %s is %s: "
-			    "revoke it first (tally revoke %s)", d->file,
-			    old.names[j], la.grant, la.state, la.grant);
-			goto out;
-		}
-	}
-
+	/*
+	 * A requirement dropped from the manifest has its grants revoked
+	 * (cancel_requests, below), like a removed consumer: the provider's
+	 * policy keeps or drops the data, and purge stays explicit.
+	 */
 	if ((rc = tl_key(k, "m/%s", d->name)) != 0)
 		goto out;
 	if (!same_bytes(c, k, d->body, d->len)) {

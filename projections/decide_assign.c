@@ -11,6 +11,7 @@
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
+#include "rebind.h"
 
 #define S(n)	char n[TL_KEY_MAX]
 
@@ -57,7 +58,7 @@ provider_body(struct tl_ctx *c, const char *module, const char *node,
 
 	*ntypes = 0;
 	if ((rc = tl_key(k, "m/%s", module)) != 0 ||
-	    (rc = tl_provider_id(id, node, module)) != 0)
+	    (rc = tl_provider_of(c->t, &c->p, module, node, id)) != 0)
 		return rc;
 	if ((rc = tl_rec_get(c->t, c->p.graph, k, &m)) != 0)
 		return rc;
@@ -98,7 +99,10 @@ count_live(const struct tl_grant *g, void *arg)
 {
 	struct live *l = arg;
 
-	if (strcmp(g->state, GRANT_REVOKED) == 0)
+	/* Retained data still lives on the provider; dropped data does not. */
+	if (strcmp(g->state, GRANT_PURGED) == 0 ||
+	    (strcmp(g->state, GRANT_REVOKED) == 0 &&
+	    strcmp(g->policy, "retain") != 0))
 		return 0;
 	if (l->n++ == 0)
 		snprintf(l->first, sizeof(l->first), "%s", g->id);
@@ -118,7 +122,17 @@ provider_sync(struct tl_ctx *c, const char *module, const char *node,
 	S(stream);
 	int rc, exists;
 
-	if ((rc = tl_provider_id(id, node, module)) != 0 ||
+	/* A provider that moved here keeps its id (tally provider move). */
+	if ((rc = tl_provider_of(c->t, &c->p, module, node, id)) == TL_EEXIST) {
+		if (gone)
+			return 0;	/* its provider is elsewhere */
+		return tl_refuse(c, TL_EREFUSED, "provider id %s belongs to the "
+		    "provider that moved off %s (tally provider move): %s "
+		    "cannot provide on %s again under that id; move it back "
+		    "instead (tally provider move %s %s)", id, node, module,
+		    node, id, node);
+	}
+	if (rc != 0 ||
 	    (rc = tl_key(k, "p/%s", id)) != 0 ||
 	    (rc = tl_key(stream, "provider/%s", id)) != 0)
 		return rc;
@@ -176,6 +190,143 @@ tl_provider_refresh(struct tl_ctx *c, const char *module)
 	return rc;
 }
 
+struct names {
+	char	(*v)[64];
+	size_t	 n, cap;
+};
+
+static int
+collect_name(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct names *nm = arg;
+
+	(void)val;
+	(void)vlen;
+	if (nm->n == nm->cap) {
+		size_t cap = nm->cap ? nm->cap * 2 : 8;
+		char (*nv)[64] = realloc(nm->v, cap * 64);
+
+		if (nv == NULL)
+			return ENOMEM;
+		nm->v = nv;
+		nm->cap = cap;
+	}
+	snprintf(nm->v[nm->n++], 64, "%s", rest);
+	return 0;
+}
+
+struct dead_arg {
+	struct tl_ctx	*c;
+	const char	*module;
+	const char	*node;
+	int		 rc;
+};
+
+/*
+ * A consumer back on a node where its grant's data is gone for good
+ * (revoked with policy drop, or purged) gets a fresh grant from the same
+ * binding.  Retained data is never handed back silently: status points
+ * at tally restore instead.
+ */
+static int
+reopen_one(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct dead_arg *da = arg;
+	struct tl_bview v;
+	struct tl_grant g;
+	struct tl_rec b;
+	char kind[16] = "", scope[16] = "", gkey[TL_KEY_MAX];
+	char prov[130] = "", type[64] = "", resource[64] = "";
+	struct tl_body body;
+	S(k);
+	S(stream);
+	int rc;
+
+	if (vlen < 9 || tl_bview_open(&v, (const uint8_t *)val + 8,
+	    vlen - 8) != 0)
+		return TL_ECORRUPT;
+	tl_bn_getstr(v.root, "kind", kind, sizeof(kind));
+	tl_bn_getstr(v.root, "scope", scope, sizeof(scope));
+	tl_bn_getstr(v.root, "type", type, sizeof(type));
+	tl_bn_getstr(v.root, "resource", resource, sizeof(resource));
+	tl_bview_close(&v);
+	if (strcmp(kind, "instantiation") != 0)
+		return 0;
+	if ((rc = tl_grant_key(gkey, da->module, rest,
+	    strcmp(scope, "per-instance") == 0 ? da->node : NULL)) != 0)
+		return rc;
+	if (tl_grant_get(da->c->t, &da->c->p, gkey, &g, NULL) != 0)
+		return 0;
+	if (!(strcmp(g.state, GRANT_PURGED) == 0 ||
+	    (strcmp(g.state, GRANT_REVOKED) == 0 &&
+	    strcmp(g.policy, "drop") == 0)))
+		return 0;
+	if ((rc = tl_key(k, "b/%s", gkey)) != 0)
+		return rc;
+	if (tl_rec_get(da->c->t, da->c->p.graph, k, &b) != 0)
+		return 0;
+	tl_bn_getstr(b.m, "provider", prov, sizeof(prov));
+	tl_rec_close(&b);
+	if ((rc = tl_key(k, "p/%s", prov)) != 0)
+		return rc;
+	if (!tl_rec_exists(da->c->t, da->c->p.graph, k))
+		return 0;	/* the provider went: status says so */
+	if ((rc = tl_key(stream, "grant/%s", gkey)) != 0)
+		return rc;
+	tl_body_init(&body);
+	tl_body_str(&body, "grant", gkey);
+	tl_body_str(&body, "module", da->module);
+	tl_body_str(&body, "req", rest);
+	tl_body_str(&body, "node", strcmp(scope, "per-instance") == 0 ?
+	    da->node : "");
+	tl_body_str(&body, "scope", scope);
+	tl_body_str(&body, "type", type);
+	tl_body_str(&body, "provider", prov);
+	tl_body_str(&body, "resource", resource);
+	rc = tl_emit(da->c, EV_GRANT_REQUESTED, stream, &body, NULL);
+	tl_body_free(&body);
+	return rc;
+}
+
+static int
+reopen_dead(struct tl_ctx *c, const char *module, const char *node)
+{
+	struct dead_arg da = { c, module, node, 0 };
+	struct names reqs = { NULL, 0, 0 };
+	S(k);
+	size_t i;
+	int rc;
+
+	/* Collect the names first: emitting writes the grants table. */
+	if ((rc = tl_key(k, "r/%s/", module)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, k, collect_name, &reqs)) != 0)
+		goto out;
+	for (i = 0; rc == 0 && i < reqs.n; i++) {
+		const void *v;
+		size_t n;
+
+		if ((rc = tl_key(k, "r/%s/%s", module, reqs.v[i])) != 0 ||
+		    (rc = tl_kv_get(c->t, c->p.graph, k, strlen(k), &v,
+		    &n)) != 0)
+			break;
+		/* Copied: the emit below may move the page v points into. */
+		{
+			uint8_t *copy = malloc(n);
+
+			if (copy == NULL) {
+				rc = ENOMEM;
+				break;
+			}
+			memcpy(copy, v, n);
+			rc = reopen_one(reqs.v[i], copy, n, &da);
+			free(copy);
+		}
+	}
+out:
+	free(reqs.v);
+	return rc;
+}
+
 int
 tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
     const char *expose, const struct tl_setting *set, size_t nset)
@@ -229,7 +380,9 @@ tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
 	c->cause = seq;
 	if ((rc = provider_sync(c, module, node, 0)) != 0)
 		goto out;
-	rc = tl_binder_run(c, NULL);
+	if ((rc = tl_binder_run(c, NULL)) != 0)
+		goto out;
+	rc = reopen_dead(c, module, node);
 out:
 	tl_body_free(&b);
 	return rc;
@@ -345,31 +498,6 @@ tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node)
 	if ((rc = unassign(c, module, node, 0)) != 0)
 		return rc;
 	return tl_binder_run(c, NULL);
-}
-
-struct names {
-	char	(*v)[64];
-	size_t	 n, cap;
-};
-
-static int
-collect_name(const char *rest, const void *val, size_t vlen, void *arg)
-{
-	struct names *nm = arg;
-
-	(void)val;
-	(void)vlen;
-	if (nm->n == nm->cap) {
-		size_t cap = nm->cap ? nm->cap * 2 : 8;
-		char (*nv)[64] = realloc(nm->v, cap * 64);
-
-		if (nv == NULL)
-			return ENOMEM;
-		nm->v = nv;
-		nm->cap = cap;
-	}
-	snprintf(nm->v[nm->n++], 64, "%s", rest);
-	return 0;
 }
 
 int

@@ -229,7 +229,20 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		return TL_EMALFORMED;
 
 	if (strcmp(ev->type, EV_GRANT_REQUESTED) == 0) {
+		uint64_t version = 0;
+
+		/*
+		 * A grant requested again (its data was dropped) starts over,
+		 * but its credential versions go on: every login name and
+		 * every delivery stays distinct.
+		 */
+		if (tl_grant_get(t, p, id, &g, NULL) == 0) {
+			version = g.version;
+			if ((rc = set_provider_index(t, p, &g, 0)) != 0)
+				return rc;
+		}
 		memset(&g, 0, sizeof(g));
+		g.version = version;
 		snprintf(g.id, sizeof(g.id), "%s", id);
 		tl_bn_getstr(body, "module", g.module, sizeof(g.module));
 		tl_bn_getstr(body, "req", g.req, sizeof(g.req));

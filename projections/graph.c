@@ -387,9 +387,9 @@ provider_unindex(struct tl_txn *t, const struct tl_proj *p, const char *id)
 {
 	struct tl_rec r;
 	struct tl_bnode types;
-	char module[64];
+	char module[64], (*tv)[64] = NULL;
 	S(k);
-	size_t i;
+	size_t i, n = 0;
 	int rc;
 
 	if ((rc = tl_key(k, "p/%s", id)) != 0)
@@ -398,19 +398,23 @@ provider_unindex(struct tl_txn *t, const struct tl_proj *p, const char *id)
 		return 0;
 	if (rc != 0)
 		return rc;
+	/*
+	 * The record points into the map: a write may move or reuse its
+	 * page, so every type is copied out before the first delete.
+	 */
 	tl_bn_getstr(r.m, "module", module, sizeof(module));
-	if (tl_bn_get(r.m, "types", &types) == 0) {
-		for (i = 0; rc == 0 && i < tl_bn_len(types); i++) {
-			char type[64];
-
-			if (tl_bn_getstr(tl_bn_at(types, i), "type", type,
-			    sizeof(type)) != 0)
-				continue;
-			if ((rc = tl_key(k, "pt/%s/%s", type, id)) == 0)
-				rc = del(t, p->graph, k);
-		}
-	}
+	if (tl_bn_get(r.m, "types", &types) == 0 &&
+	    (n = tl_bn_len(types)) > 0 &&
+	    (tv = calloc(n, sizeof(*tv))) == NULL)
+		rc = ENOMEM;
+	for (i = 0; rc == 0 && tv != NULL && i < n; i++)
+		tl_bn_getstr(tl_bn_at(types, i), "type", tv[i], sizeof(tv[i]));
 	tl_rec_close(&r);
+	for (i = 0; rc == 0 && tv != NULL && i < n; i++)
+		if (tv[i][0] != '\0' &&
+		    (rc = tl_key(k, "pt/%s/%s", tv[i], id)) == 0)
+			rc = del(t, p->graph, k);
+	free(tv);
 	if (rc == 0 && (rc = tl_key(k, "pm/%s/%s", module, id)) == 0)
 		rc = del(t, p->graph, k);
 	return rc;

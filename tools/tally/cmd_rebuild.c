@@ -76,6 +76,7 @@ cmd_rebuild(struct tl_cli *cli, int argc, char **argv)
 	};
 	struct rb_arg ra;
 	struct timespec t0, t1;
+	uint64_t used = 0, map = 0;
 	double secs;
 	size_t i;
 	int c, rc, same = 1;
@@ -95,6 +96,17 @@ cmd_rebuild(struct tl_cli *cli, int argc, char **argv)
 	}
 	if ((rc = cli_open_log(cli, 0)) != 0)
 		return rc;
+	/*
+	 * The new tables are written beside the old ones until the commit.
+	 * Without map room for both, the full map would abort the replay
+	 * and tl_log_write() would run it all again in a grown map.
+	 */
+	if (tl_log_size(cli->log, &used, &map) == 0 && map < used * 2) {
+		cli_close(cli);
+		if ((rc = tl_log_open_ex(cli->logdir, 0, (size_t)used * 2,
+		    &cli->log)) != 0)
+			return cli_fail(cli, rc, "open the log");
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = tl_log_write(cli->log, rebuild_cb, &ra);
 	clock_gettime(CLOCK_MONOTONIC, &t1);

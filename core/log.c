@@ -260,9 +260,24 @@ tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
 	 */
 	{
 		MDB_envinfo ei;
+		MDB_stat st;
 
 		mdb_env_info(log->env, &ei);
 		log->mapsize = ei.me_mapsize;
+		/*
+		 * LMDB maps a larger file at exactly its size, which leaves a
+		 * writer no room: the first write would fill the map and be
+		 * run again.  Leave room for the log to double.
+		 */
+		if (!(flags & TL_LOG_RDONLY) && mdb_env_stat(log->env,
+		    &st) == 0) {
+			size_t used = (size_t)(ei.me_last_pgno + 1) *
+			    st.ms_psize;
+
+			if (log->mapsize < used * 2 &&
+			    mdb_env_set_mapsize(log->env, used * 2) == 0)
+				log->mapsize = used * 2;
+		}
 	}
 	/* Reader slots of processes that died would pin old pages. */
 	mdb_reader_check(log->env, &dead);

@@ -260,7 +260,7 @@ tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
 	 */
 	{
 		MDB_envinfo ei;
-		MDB_stat st;
+		MDB_stat ms;
 
 		mdb_env_info(log->env, &ei);
 		log->mapsize = ei.me_mapsize;
@@ -270,9 +270,9 @@ tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
 		 * run again.  Leave room for the log to double.
 		 */
 		if (!(flags & TL_LOG_RDONLY) && mdb_env_stat(log->env,
-		    &st) == 0) {
+		    &ms) == 0) {
 			size_t used = (size_t)(ei.me_last_pgno + 1) *
-			    st.ms_psize;
+			    ms.ms_psize;
 
 			if (log->mapsize < used * 2 &&
 			    mdb_env_set_mapsize(log->env, used * 2) == 0)

@@ -89,6 +89,30 @@ struct tl_drv_ops {
 	/* Disables logins, ends sessions; keeps (retain) or drops the data. */
 	int	(*revoke)(void *h, const struct tl_drv_grant *g, int drop,
 		    char *why);
+	/*
+	 * Moving a binding (tally rebind --migrate).  freeze(on) makes g's
+	 * resource read-only for new sessions and ends the login's
+	 * sessions, so nothing is written to it after the copy is taken;
+	 * freeze(off) undoes it (a move that failed).  Both idempotent;
+	 * thawing a resource that is gone is not an error.  NULL: the
+	 * driver cannot move data (rebind refuses).
+	 */
+	int	(*freeze)(void *h, const struct tl_drv_grant *g, int on,
+		    char *why);
+	/*
+	 * Copies gfrom's data on the provider reached through from into
+	 * gto (already made by create) on to, as gto's owner, replacing
+	 * whatever an earlier attempt of the same copy left there; then
+	 * counts the rows of every table on both sides and fails unless
+	 * they match.  tables gets the counts as one JSON object
+	 * {"schema.table": rows, ...} (cap bytes; TL_ETOOBIG if it does
+	 * not fit).  NULL: the driver cannot move data.
+	 */
+	int	(*copy)(const struct tl_drv_admin *from,
+		    const struct tl_drv_grant *gfrom,
+		    const struct tl_drv_admin *to,
+		    const struct tl_drv_grant *gto, char *tables, size_t cap,
+		    char *why);
 };
 
 /* NULL when there is no such driver. */

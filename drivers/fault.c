@@ -9,7 +9,8 @@
  *
  * Spec (TALLY_FAULT, or the argument of tl_drv_fault_wrap_spec): rules
  * separated by commas, each OP:ACTION, where OP is open, create, check,
- * set_password, fix_privileges, migrate, revoke or * (all of them):
+ * set_password, fix_privileges, migrate, revoke, freeze, copy or * (all
+ * of them):
  *
  *   fail | unreach | auth | lost	inject on every call
  *   fail=P				... with probability P (0..1)
@@ -45,9 +46,10 @@
 #define FAULT_RULES	16
 
 enum f_op { OP_OPEN, OP_CREATE, OP_CHECK, OP_SETPW, OP_FIX, OP_MIGRATE,
-	OP_REVOKE, OP_N };
+	OP_REVOKE, OP_FREEZE, OP_COPY, OP_N };
 static const char *const op_name[OP_N] = { "open", "create", "check",
-	"set_password", "fix_privileges", "migrate", "revoke" };
+	"set_password", "fix_privileges", "migrate", "revoke", "freeze",
+	"copy" };
 
 enum f_kind { K_FAIL, K_UNREACH, K_AUTH, K_LOST, K_DELAY, K_DRIFT };
 enum f_when { W_ALWAYS, W_PROB, W_AFTER, W_FIRST };
@@ -284,6 +286,34 @@ f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 }
 
 static int
+f_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
+{
+	struct f_handle *fh = h;
+	const struct f_rule *lost_, *drift_;
+	int rc;
+
+	F_BEFORE(fh, OP_FREEZE, why);
+	(void)drift_;
+	rc = fh->s->real->freeze(fh->h, g, on, why);
+	return F_AFTER(fh, OP_FREEZE, rc, why);
+}
+
+static int
+f_copy_slot(struct f_slot *s, const struct tl_drv_admin *from,
+    const struct tl_drv_grant *gf, const struct tl_drv_admin *to,
+    const struct tl_drv_grant *gt, char *tables, size_t cap, char *why)
+{
+	struct f_handle fh = { s, NULL };
+	const struct f_rule *lost_, *drift_;
+	int rc;
+
+	F_BEFORE(&fh, OP_COPY, why);
+	(void)drift_;
+	rc = s->real->copy(from, gf, to, gt, tables, cap, why);
+	return F_AFTER(&fh, OP_COPY, rc, why);
+}
+
+static int
 f_migrate_slot(struct f_slot *s, const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, const char *sql, size_t len, char *why,
     int *line)
@@ -312,6 +342,14 @@ f_migrate_##i(const struct tl_drv_endpoint *ep,				\
     char *why, int *line)						\
 {									\
 	return f_migrate_slot(&slots[i], ep, g, sql, len, why, line);	\
+}									\
+static int								\
+f_copy_##i(const struct tl_drv_admin *from,				\
+    const struct tl_drv_grant *gf, const struct tl_drv_admin *to,	\
+    const struct tl_drv_grant *gt, char *tables, size_t cap, char *why)	\
+{									\
+	return f_copy_slot(&slots[i], from, gf, to, gt, tables, cap,	\
+	    why);							\
 }
 F_SLOT_FNS(0)
 F_SLOT_FNS(1)
@@ -323,6 +361,10 @@ static int (*const open_fn[FAULT_SLOTS])(const struct tl_drv_admin *,
 static int (*const migrate_fn[FAULT_SLOTS])(const struct tl_drv_endpoint *,
     const struct tl_drv_grant *, const char *, size_t, char *, int *) = {
 	f_migrate_0, f_migrate_1, f_migrate_2, f_migrate_3 };
+static int (*const copy_fn[FAULT_SLOTS])(const struct tl_drv_admin *,
+    const struct tl_drv_grant *, const struct tl_drv_admin *,
+    const struct tl_drv_grant *, char *, size_t, char *) = {
+	f_copy_0, f_copy_1, f_copy_2, f_copy_3 };
 
 /* Parses one "OP:ACTION[=VALUE]" into r; 0 or -1 with why. */
 static int
@@ -465,11 +507,14 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 		if (parse_rule(p, (size_t)(e - p), &s->rule[s->nrule],
 		    why) != 0)
 			return NULL;
-		if (s->rule[s->nrule].op == OP_MIGRATE && real->migrate ==
-		    NULL) {
+		if ((s->rule[s->nrule].op == OP_MIGRATE && real->migrate ==
+		    NULL) || (s->rule[s->nrule].op == OP_COPY && real->copy ==
+		    NULL) || (s->rule[s->nrule].op == OP_FREEZE &&
+		    real->freeze == NULL)) {
 			if (why != NULL)
 				snprintf(why, TL_DRV_WHY_MAX, "TALLY_FAULT: "
-				    "driver %s has no migrate", real->name);
+				    "driver %s has no %s", real->name,
+				    op_name[s->rule[s->nrule].op]);
 			return NULL;
 		}
 		s->nrule++;
@@ -488,6 +533,8 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.revoke = f_revoke;
 	s->ops.retire_login = real->retire_login != NULL ? f_retire_login :
 	    NULL;
+	s->ops.freeze = real->freeze != NULL ? f_freeze : NULL;
+	s->ops.copy = real->copy != NULL ? copy_fn[s - slots] : NULL;
 	s->used = 1;
 	return &s->ops;
 }

@@ -1229,10 +1229,11 @@ out:
 
 /*
  * After a rotation: the old login, already disabled by revoke(drop=0),
- * goes.  Everything it made is owned by the owner role (SET role =
- * owner), so nothing needs reassigning; if the consumer RESET ROLE and
- * created objects as itself, DROP ROLE fails with PostgreSQL's DETAIL
- * naming them, the login stays disabled, and a retry finishes the job.
+ * goes.  Everything it made is normally owned by the owner role (SET
+ * role = owner); what a consumer created as the login itself (SET ROLE
+ * NONE) is given to the owner role first, in the grant's database (the
+ * only one the login can connect to), and its privileges there are
+ * dropped: otherwise DROP ROLE fails on every retry, for ever.
  */
 static int
 pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
@@ -1249,9 +1250,29 @@ pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0)
 		goto out;
-	if (login && (rc = runf(p->conn, step, why, "DROP ROLE %s",
-	    ids.log)) != 0)
-		goto out;
+	if (login) {
+		PGconn *c;
+		int found;
+
+		if ((rc = exists(p->conn, q_db, g->resource, &found, step,
+		    why)) != 0)
+			goto out;
+		if (found) {
+			if ((rc = admin_connect(p, g->resource, &c, why)) != 0)
+				goto out;
+			rc = runf(c, step, why, "REASSIGN OWNED BY %s TO %s",
+			    ids.log, ids.own);
+			if (rc == 0)
+				rc = runf(c, step, why, "DROP OWNED BY %s",
+				    ids.log);
+			PQfinish(c);
+			if (rc != 0)
+				goto out;
+		}
+		if ((rc = runf(p->conn, step, why, "DROP ROLE %s",
+		    ids.log)) != 0)
+			goto out;
+	}
 	whyf(why, 0, "login \"%s\" %s", g->login, login ? "dropped" :
 	    "was already gone");
 out:
@@ -1307,6 +1328,48 @@ end_sessions(struct tl_drv_pg *p, const struct tl_drv_grant *g, int *n,
 	return 0;
 }
 
+/* Members of g's owner role other than g->login (raw names). */
+static const char q_logins[] =
+    "SELECT m.rolname FROM pg_auth_members a"
+    " JOIN pg_roles o ON o.oid = a.roleid"
+    " JOIN pg_roles m ON m.oid = a.member"
+    " WHERE o.rolname = $1 AND m.rolname <> $2 ORDER BY 1";
+
+/* Drops the other logins of g (the database is gone): *n sessions. */
+static int
+other_logins(struct tl_drv_pg *p, const struct tl_drv_grant *g, int *n,
+    char *why)
+{
+	struct tl_drv_grant o = *g;
+	PGresult *r;
+	char step[160];
+	int i, k, rc;
+
+	snprintf(step, sizeof(step), "logins of owner role \"%s\"", g->owner);
+	if ((rc = query(p->conn, q_logins, 2, g->owner, g->login, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	for (i = 0; i < PQntuples(r) && rc == 0; i++) {
+		char *id;
+
+		o.login = PQgetvalue(r, i, 0);
+		if ((id = escape_id(p->conn, o.login, why)) == NULL) {
+			rc = TL_EINVAL;
+			break;
+		}
+		snprintf(step, sizeof(step), "login role \"%s\"", o.login);
+		if ((rc = runf(p->conn, step, why, "ALTER ROLE %s NOLOGIN",
+		    id)) == 0 && (rc = end_sessions(p, &o, &k, step,
+		    why)) == 0 && (rc = runf(p->conn, step, why,
+		    "DROP OWNED BY %s", id)) == 0 &&
+		    (rc = runf(p->conn, step, why, "DROP ROLE %s", id)) == 0)
+			*n += k;
+		PQfreemem(id);
+	}
+	PQclear(r);
+	return rc;
+}
+
 static int
 pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
@@ -1359,6 +1422,14 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0 ||
 	    (rc = exists(p->conn, q_role, g->owner, &owner, step, why)) != 0)
 		goto out;
+	/*
+	 * The grant's other logins (members of its owner role), which
+	 * revoke(drop=0) never touches because the rotator retires one
+	 * login with it: the one a restore left disabled, the old one of
+	 * a rotation the revocation interrupted.  A drop leaves none.
+	 */
+	if (owner && (rc = other_logins(p, g, &n, why)) != 0)
+		goto out;
 	if (login || owner) {
 		snprintf(owned, sizeof(owned), "%s%s%s", login ? ids.log : "",
 		    login && owner ? ", " : "", owner ? ids.own : "");
@@ -1381,10 +1452,64 @@ out:
 	return rc;
 }
 
+/*
+ * A move (tally rebind --migrate) freezes the source before copying it:
+ * new sessions start read-only (default_transaction_read_only, set on
+ * the database) and the login's sessions end, so what the copy takes is
+ * all there is.  A client that turns read-only off itself can still
+ * write: this guards against the ordinary write, not against a client
+ * bent on it.  Thawing (a move that failed) resets the setting.
+ */
+static int
+pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX], step[160];
+	struct tl_drv_pg *p = h;
+	struct pg_ids ids;
+	int rc, found, n = 0;
+
+	if (why == NULL)
+		why = dummy;
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+		goto out;
+	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
+	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
+		goto out;
+	if (!found) {
+		if (on)
+			rc = whyf(why, TL_EDRIVER, "%s does not exist", step);
+		else
+			whyf(why, 0, "%s is gone: nothing to thaw", step);
+		goto out;
+	}
+	if (!on) {
+		if ((rc = runf(p->conn, step, why, "ALTER DATABASE %s RESET "
+		    "default_transaction_read_only", ids.res)) == 0)
+			whyf(why, 0, "%s writable again", step);
+		goto out;
+	}
+	if ((rc = runf(p->conn, step, why, "ALTER DATABASE %s SET "
+	    "default_transaction_read_only = on", ids.res)) != 0 ||
+	    (rc = end_sessions(p, g, &n, step, why)) != 0)
+		goto out;
+	whyf(why, 0, "%s read-only for new sessions, %d session%s of \"%s\" "
+	    "ended", step, n, n == 1 ? "" : "s", g->login);
+out:
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
 /* Migrations run as the consumer: drivers/pg_migrate.c. */
 int	tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 	    const struct tl_drv_grant *g, const char *sql, size_t len,
 	    char *why, int *line);
+/* Moving data to another server: drivers/pg_copy.c. */
+int	tl_drv_pg_copy(const struct tl_drv_admin *from,
+	    const struct tl_drv_grant *gfrom, const struct tl_drv_admin *to,
+	    const struct tl_drv_grant *gto, char *tables, size_t cap,
+	    char *why);
 
 static const char *const pg_types[] = { "postgres-database", NULL };
 
@@ -1400,4 +1525,6 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.migrate = tl_drv_pg_migrate,
 	.revoke = pg_revoke,
 	.retire_login = pg_retire_login,
+	.freeze = pg_freeze,
+	.copy = tl_drv_pg_copy,
 };

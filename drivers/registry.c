@@ -1,6 +1,13 @@
 /*
  * registry.c - the table of drivers.
+ *
+ * When $TALLY_FAULT is set (tests), every driver found is the fault-
+ * injecting wrapper of the real one (drivers/fault.c), made once per
+ * driver and kept: the integration tests inject failures into tallyd
+ * and the CLI this way.  A bad spec finds no driver at all, so the
+ * mistake is visible ("no usable driver") rather than ignored.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "driver.h"
@@ -14,14 +21,26 @@ static const struct tl_drv_ops *const drivers[] = {
 
 static const char *const names[] = { "postgres", NULL };
 
+/* The wrappers made under $TALLY_FAULT, by driver. */
+static const struct tl_drv_ops *wrapped[sizeof(drivers) /
+    sizeof(drivers[0])];
+
 const struct tl_drv_ops *
 tl_drv_find(const char *name)
 {
+	const char *spec;
 	size_t i;
 
-	for (i = 0; drivers[i] != NULL; i++)
-		if (strcmp(drivers[i]->name, name) == 0)
+	for (i = 0; drivers[i] != NULL; i++) {
+		if (strcmp(drivers[i]->name, name) != 0)
+			continue;
+		spec = getenv("TALLY_FAULT");
+		if (spec == NULL || *spec == '\0')
 			return drivers[i];
+		if (wrapped[i] == NULL)
+			wrapped[i] = tl_drv_fault_wrap(drivers[i]);
+		return wrapped[i];
+	}
 	return NULL;
 }
 

@@ -9,6 +9,7 @@
 #include "decide.h"
 #include "grant.h"
 #include "graph.h"
+#include "rebind.h"
 #include "rotation.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -19,6 +20,7 @@ tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 {
 	struct tl_grant g;
 	struct tl_rotation r;
+	struct tl_rebind mv;
 	struct tl_body b;
 	S(stream);
 	int rc;
@@ -31,6 +33,10 @@ tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 		    "completes; see tally status %s", grant,
 		    (unsigned long long)r.from, (unsigned long long)r.to,
 		    r.state, g.module);
+	if (tl_mv_get(c->t, &c->p, grant, &mv) == 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is moving to %s (%s): "
+		    "a rotation waits until the move ends; see tally status %s",
+		    grant, mv.to, mv.state, g.module);
 	if (strcmp(g.state, GRANT_PROVISIONED) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s: only a "
 		    "provisioned grant can be rotated", grant, g.state);
@@ -54,6 +60,8 @@ struct ack_arg {
 	uint64_t	 version;
 	size_t		 n;
 	size_t		 seen;
+	size_t		 matched;	/* grants at that version */
+	char		 have[256];	/* the versions held, for a refusal */
 };
 
 static int
@@ -70,8 +78,15 @@ ack_one(const struct tl_grant *g, void *arg)
 	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
 		return 0;
 	aa->seen++;
-	if (g->version != aa->version)
+	if (g->version != aa->version) {
+		size_t l = strlen(aa->have);
+
+		if (l < sizeof(aa->have))
+			snprintf(aa->have + l, sizeof(aa->have) - l, "%s%s v%llu",
+			    l ? ", " : "", g->id, (unsigned long long)g->version);
 		return 0;
+	}
+	aa->matched++;
 	snprintf(holder, sizeof(holder), "%s@%s", g->module, aa->node);
 	if (tl_rot_acked(aa->c->t, &aa->c->p, g->id, aa->version, holder))
 		return 0;
@@ -92,7 +107,7 @@ int
 tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
     uint64_t version, size_t *acked)
 {
-	struct ack_arg aa = { c, node, version, 0, 0 };
+	struct ack_arg aa = { c, node, version, 0, 0, 0, "" };
 	S(k);
 	int rc;
 
@@ -109,6 +124,15 @@ tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
 	if (aa.seen == 0)
 		return tl_refuse(c, TL_ENOTFOUND, "%s on %s holds no "
 		    "provisioned grant", module, node);
+	/*
+	 * A version no grant has (a typo, a stale or early ack) is not
+	 * silently taken: the rotation would wait on while the holder
+	 * believes it acknowledged.
+	 */
+	if (aa.matched == 0)
+		return tl_refuse(c, TL_EREFUSED, "%s on %s holds no credential "
+		    "v%llu: its grants are at %s", module, node,
+		    (unsigned long long)version, aa.have);
 	*acked = aa.n;
 	return 0;
 }

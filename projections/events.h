@@ -29,10 +29,13 @@
 #define EV_PROVIDER_RETIRED	"provider.retired"	/* id */
 #define EV_PROVIDER_UNREACHABLE	"provider.unreachable"	/* id reason */
 #define EV_PROVIDER_RECOVERED	"provider.recovered"	/* id */
+/* provider.moved {id module from to host port}: tally provider move (rebind.h) */
 
 /* binding/MODULE/REQ[@NODE] */
 #define EV_BINDING_MADE		"binding.made"		/* grant module req node type provider reason */
 #define EV_BINDING_AMBIGUOUS	"binding.ambiguous"	/* grant module req node type candidates[] */
+/* binding.moved {grant module req node type provider from reason state}:
+ * the switch of tally rebind --migrate, after a verified copy (rebind.h) */
 
 /* grant/MODULE/REQ[@NODE] */
 #define EV_GRANT_REQUESTED	"grant.requested"	/* grant module req node scope type provider resource */
@@ -52,6 +55,13 @@
 #define EV_RESTORE_REQUESTED	"restore.requested"	/* grant */
 #define EV_GRANT_RESTORED	"grant.restored"	/* grant version */
 #define EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version vars[] sealed(secret) */
+/*
+ * Also on grant/…, with their bodies beside them: the rotation saga
+ * (rotation.h: rotation.*, credential.issued/activated/acknowledged/
+ * retired) and the move saga (rebind.h: rebind.started, rebind.issued
+ * (intent, password secret), rebind.copied {tables{name: rows}},
+ * rebind.failed, rebind.reverted, rebind.completed).
+ */
 
 /* module/NAME: a migration file's content, stored once per checksum. */
 #define EV_MIGRATION_STORED	"migration.stored"	/* module req file checksum content(bin) */

@@ -10,6 +10,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "proj-internal.h"
+#include "rebind.h"
 #include "rotation.h"
 
 int
@@ -176,7 +177,8 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	    strncmp(ev->type, "purge.", 6) != 0 &&
 	    strncmp(ev->type, "restore.", 8) != 0 &&
 	    strncmp(ev->type, "migration.", 10) != 0 &&
-	    strncmp(ev->type, "rotation.", 9) != 0)
+	    strncmp(ev->type, "rotation.", 9) != 0 &&
+	    strncmp(ev->type, "rebind.", 7) != 0)
 		return 0;
 	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
 		return rc;
@@ -185,6 +187,8 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 		rc = tl_fold_grants(t, p, ev, v.root);
 	if (rc == 0)
 		rc = tl_fold_rotation(t, p, ev, v.root);
+	if (rc == 0)
+		rc = tl_fold_rebind(t, p, ev, v.root);
 	tl_bview_close(&v);
 	return rc;
 }

@@ -19,11 +19,15 @@
  *           rn/FROM/TYPE/RESOURCE     resource name -> owning module
  *           ms/CHECKSUM               migration.stored seq (u64be)
  *           ar/MODULE@NODE            assignment.ready
+ *           pa/MODULE@NODE            provider id of a provider that moved
+ *                                     there (tally provider move)
  *   grants  g/GRANT                   grant           [seq][record]
  *           gm/MODULE/GRANT           grants by consumer module
  *           gp/PROVIDER/GRANT         grants by provider
  *           d/GRANT/MODULE@NODE       credential version delivered (u64be)
  *           ma/GRANT/FILE             migration applied -> checksum (hex)
+ *           mv/GRANT, mvf/GRANT       a running move, the last failed one
+ *                                     (rebind.h); rot/, ack/, cv/: rotation.h
  *
  * Values are an 8-byte big-endian sequence number (the event that last
  * decided the record) followed by a msgpack map.  The fold is

@@ -196,7 +196,8 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
 		return tl_grant_put(t, p, ev->seq, &g);
 	}
-	if (strcmp(ev->type, EV_ROT_COMPLETED) == 0) {
+	if (strcmp(ev->type, EV_ROT_COMPLETED) == 0 ||
+	    strcmp(ev->type, EV_ROT_ABANDONED) == 0) {
 		if ((rc = tl_key(k, "rot/%s", grant)) != 0)
 			return rc;
 		return tl_kv_del(t, p->grants, k, strlen(k));

@@ -8,6 +8,7 @@
  *   credential.acknowledged {grant holder version}               tally ack / AMQP
  *   credential.retired    {grant version forced cut_off[]}       old login gone
  *   rotation.completed    {grant version}
+ *   rotation.abandoned    {grant from to reason}                 grant revoked
  *
  * The new credential is created beside the old one (a second LOGIN
  * role in the same owner role), delivered to every holder, and the old
@@ -34,6 +35,7 @@
 #define EV_CRED_ACKED		"credential.acknowledged"
 #define EV_CRED_RETIRED		"credential.retired"
 #define EV_ROT_COMPLETED	"rotation.completed"
+#define EV_ROT_ABANDONED	"rotation.abandoned"
 
 #define ROT_STARTED	"started"	/* no new credential yet */
 #define ROT_ISSUED	"issued"	/* intent recorded */

@@ -12,6 +12,7 @@
 #include "grant.h"
 #include "graph.h"
 #include "status.h"
+#include "rebind.h"
 #include "rotation.h"
 #include "core/json.h"
 
@@ -185,11 +186,71 @@ rotation_status(struct tl_txn *t, const struct tl_proj *p,
 		}
 		tl_nodelist_free(&nl);
 	}
-	rot = json_pack("{s:I,s:I,s:s,s:I,s:I,s:o}", "from",
+	rot = json_pack("{s:I,s:I,s:s,s:I,s:I,s:o,s:s}", "from",
 	    (json_int_t)r.from, "to", (json_int_t)r.to, "step", r.state,
 	    "started_ns", (json_int_t)r.started_ns, "deadline_ns",
-	    (json_int_t)r.deadline_ns, "waiting_on", waiting);
+	    (json_int_t)r.deadline_ns, "waiting_on", waiting, "reason",
+	    r.reason);
 	json_object_set_new(j, "rotation", rot);
+}
+
+/*
+ * A move of the binding (tally rebind): where to, the step in words
+ * ("copying", "waiting", "retiring the old grant", "failed: reverting"),
+ * and after the switch the holders that have not acknowledged; or the
+ * last move that failed, with why ("rebind_failed").
+ */
+static void
+rebind_status(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, json_t *j)
+{
+	struct tl_rebind r;
+	struct tl_nodelist nl;
+	const char *step;
+	json_t *mv, *waiting;
+	size_t i;
+
+	if (tl_mv_get(t, p, g->id, &r) != 0) {
+		if (tl_mv_failed(t, p, g->id, &r) == 0)
+			json_object_set_new(j, "rebind_failed", json_pack(
+			    "{s:s,s:s,s:s,s:s}", "from", r.from, "to", r.to,
+			    "step", r.step, "reason", r.reason));
+		return;
+	}
+	waiting = json_array();
+	if (strcmp(r.state, MV_MOVED) == 0 &&
+	    tl_graph_module_nodes(t, p, g->module, &nl) == 0) {
+		for (i = 0; i < nl.n; i++) {
+			char holder[140], who[140];
+
+			if (g->node[0] != '\0' && strcmp(g->node, nl.v[i]) != 0)
+				continue;
+			snprintf(holder, sizeof(holder), "%s@%s", g->module,
+			    nl.v[i]);
+			if (tl_rot_acked(t, p, g->id, r.version, holder))
+				continue;
+			snprintf(who, sizeof(who), "%s/%s", nl.v[i], g->module);
+			json_array_append_new(waiting, json_string(who));
+		}
+		tl_nodelist_free(&nl);
+	}
+	if (strcmp(r.state, MV_MOVED) == 0)
+		step = json_array_size(waiting) > 0 ? "waiting" :
+		    "retiring the old grant";
+	else if (strcmp(r.state, MV_FAILED) == 0)
+		step = "failed: reverting";
+	else
+		step = "copying";
+	mv = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o}", "from", r.from,
+	    "to", r.to, "state", r.state, "step", step, "version",
+	    (json_int_t)r.version, "started_ns", (json_int_t)r.started_ns,
+	    "rows", (json_int_t)r.rows, "waiting_on", waiting);
+	if (r.copied_seq != 0)
+		json_object_set_new(mv, "tables", json_integer(
+		    (json_int_t)r.tables));
+	if (r.reason[0] != '\0')
+		json_object_set_new(mv, "reason", json_string(r.reason));
+	json_object_set_new(j, "rebind", mv);
 }
 
 /* Has every migration the requirement declares been applied to g? */
@@ -325,6 +386,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			json_object_set_new(j, "migrations_blocked",
 			    json_string(g.blocked));
 		rotation_status(t, p, &g, j);
+		rebind_status(t, p, &g, j);
 		if (strcmp(g.state, GRANT_PROVISIONED) == 0)
 			st = migrations_done(t, p, &g, r) ? ST_MIGRATED :
 			    ST_PROVISIONED;

@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "projections/decide.h"
 #include "projections/events.h"
+#include "projections/rebind.h"
 #include "projections/status.h"
 #include "rx-internal.h"
 
@@ -153,6 +154,14 @@ gather_one(const struct tl_grant *g, void *arg)
 				}
 			tl_nodelist_free(&nl);
 		}
+	}
+	{
+		struct tl_rebind mv;
+
+		/* Moving (tally rebind): the old database is read-only. */
+		if (tl_mv_get(ga->t, ga->p, g->id, &mv) == 0 &&
+		    strcmp(mv.state, MV_MOVED) != 0)
+			return 0;
 	}
 	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0)
 		return rc;

@@ -181,7 +181,10 @@ tl_rx_grant_names(const struct tl_grant *g, uint64_t version, char db[64],
 {
 	char suffix[24];
 
-	if (g->node[0] != '\0') {
+	/* A grant that moved (tally rebind) lives in the database it names. */
+	if (g->database[0] != '\0')
+		snprintf(db, 64, "%s", g->database);
+	else if (g->node[0] != '\0') {
 		char base[140];
 
 		snprintf(base, sizeof(base), "%s-%s", g->resource, g->node);

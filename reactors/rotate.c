@@ -13,13 +13,28 @@
  *              holders cut off, if by deadline) + rotation.completed
  * A crash between any two steps resumes at the recorded one; the driver
  * calls are idempotent and a resumed create sets the password again.
+ *
+ * While a rotation waits, the holders' delivery files are compared with
+ * what the log says they hold and rewritten when they differ: a crash
+ * between credential.activated and the file writes leaves files that
+ * exist but name the old credential, which the provisioner (it only
+ * rewrites missing files) would never fix, and retiring the old login
+ * would then lock those holders out.
+ *
+ * A grant revoked (or purged) in the middle of a rotation: the
+ * revocation disables the grant's current login only, so the rotator
+ * disables and drops the other one (the old login once the new one is
+ * active; the new one, which a crash may have left, before that) and
+ * records credential.retired + rotation.abandoned.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "projections/decide.h"
@@ -32,7 +47,7 @@
 struct rstep {
 	struct tl_rotation	 r;
 	struct tl_grant		 g;
-	int			 op;	/* ISSUE, CREATE, RETIRE, WAIT */
+	int			 op;	/* ISSUE, CREATE, RETIRE, WAIT, ABANDON */
 	char			 password[TL_PASSWORD_LEN + 1];
 	char			 db[64], owner[64], login[64], old[64];
 	struct tl_rx_prov	 pv;
@@ -41,9 +56,20 @@ struct rstep {
 	char			 why[TL_DRV_WHY_MAX];
 	int			 forced;
 	char			 cutoff[1024];	/* holders, comma-separated */
+	uint64_t		 old_version;	/* of old (ABANDON: 0, none) */
 };
 
-enum { OP_ISSUE = 1, OP_CREATE, OP_RETIRE, OP_WAIT };
+enum { OP_ISSUE = 1, OP_CREATE, OP_RETIRE, OP_WAIT, OP_ABANDON };
+
+/* A rotation of a grant in one of these states can never complete. */
+static int
+grant_gone(const char *state)
+{
+	return strcmp(state, GRANT_REVOKING) == 0 ||
+	    strcmp(state, GRANT_REVOKED) == 0 ||
+	    strcmp(state, GRANT_PURGING) == 0 ||
+	    strcmp(state, GRANT_PURGED) == 0;
+}
 
 struct rpass {
 	struct tl_rx	*rx;
@@ -78,15 +104,31 @@ gather_one(const struct tl_rotation *r, void *arg)
 	st->r = *r;
 	if (tl_grant_get(ga->t, ga->p, r->grant, &st->g, NULL) != 0)
 		return 0;
-	if (strcmp(st->g.state, GRANT_PROVISIONED) != 0)
-		return 0;	/* revoked or gone mid-rotation: it waits */
+	if (strcmp(st->g.state, GRANT_PROVISIONED) != 0 &&
+	    !grant_gone(st->g.state))
+		return 0;	/* failed, missing, repairing: it waits */
 	tl_rx_grant_names(&st->g, r->to, st->db, st->owner, st->login);
 	{
 		char d2[64], o2[64];
 
 		tl_rx_grant_names(&st->g, r->from, d2, o2, st->old);
 	}
-	if (strcmp(r->state, ROT_STARTED) == 0)
+	st->old_version = r->from;
+	if (grant_gone(st->g.state)) {
+		/*
+		 * The revocation took the grant's current login; the other
+		 * one goes here: the old one once the new one is active,
+		 * else the new one a crashed create may have left.
+		 */
+		st->op = OP_ABANDON;
+		if (strcmp(r->state, ROT_ISSUED) == 0) {
+			snprintf(st->old, sizeof(st->old), "%s", st->login);
+			st->old_version = r->to;
+		} else if (strcmp(r->state, ROT_ACTIVE) != 0) {
+			st->old[0] = '\0';	/* started: nothing exists */
+			st->old_version = 0;
+		}
+	} else if (strcmp(r->state, ROT_STARTED) == 0)
 		st->op = OP_ISSUE;
 	else if (strcmp(r->state, ROT_ISSUED) == 0) {
 		struct tl_grant tmp = st->g;
@@ -123,14 +165,16 @@ gather_one(const struct tl_rotation *r, void *arg)
 		tl_nodelist_free(&nl);
 		if (all)
 			st->op = OP_RETIRE;
-		else if (r->deadline_ns != 0 && ps->now >= r->started_ns +
-		    r->deadline_ns) {
+		else if (r->deadline_ns != 0 && ps->now >= r->started_ns &&
+		    ps->now - r->started_ns >= r->deadline_ns) {
+			/* (A difference: started + deadline could wrap.) */
 			st->op = OP_RETIRE;
 			st->forced = 1;
 		} else
 			st->op = OP_WAIT;
 	}
-	if (st->op == OP_CREATE || st->op == OP_RETIRE) {
+	if (st->op == OP_CREATE || st->op == OP_RETIRE ||
+	    (st->op == OP_ABANDON && st->old[0] != '\0')) {
 		if (tl_rx_load_provider(ga->t, ga->p, ps->rx, st->g.provider,
 		    st->g.type, &st->pv, driver, &drop) != 0 ||
 		    (st->ops = tl_drv_find(driver)) == NULL) {
@@ -194,7 +238,8 @@ call_driver(struct rpass *ps, struct rstep *st)
 	void *h = NULL;
 
 	(void)ps;
-	if (st->rc != 0 || st->ops == NULL)
+	if (st->rc != 0 || st->ops == NULL ||
+	    (st->op == OP_ABANDON && st->old[0] == '\0'))
 		return;
 	a.host = st->pv.host;
 	a.port = st->pv.port;
@@ -212,6 +257,7 @@ call_driver(struct rpass *ps, struct rstep *st)
 		if ((st->rc = st->ops->create(h, &dg, st->why)) == 0)
 			st->rc = st->ops->set_password(h, &dg, st->why);
 	} else {
+		/* RETIRE, ABANDON: disable, end sessions, drop. */
 		dg.login = st->old;
 		dg.password = "";
 		st->rc = st->ops->revoke(h, &dg, 0, st->why);
@@ -237,7 +283,8 @@ outcome_cb(struct tl_txn *t, void *arg)
 		struct tl_body b;
 		S(stream);
 
-		if ((st->op != OP_CREATE && st->op != OP_RETIRE) || st->rc != 0)
+		if ((st->op != OP_CREATE && st->op != OP_RETIRE &&
+		    st->op != OP_ABANDON) || st->rc != 0)
 			continue;
 		/* Still the same step?  (An operator may have acted.) */
 		if (tl_rot_get(t, &c.p, st->r.grant, &cur) != 0)
@@ -273,6 +320,33 @@ outcome_cb(struct tl_txn *t, void *arg)
 				tl_body_str(&b, "grant", st->g.id);
 				tl_body_u64(&b, "version", cur.to);
 				rc = tl_emit(&c, EV_ROT_COMPLETED, stream, &b,
+				    NULL);
+			}
+		} else if (st->op == OP_ABANDON && cur.from == st->r.from &&
+		    cur.to == st->r.to) {
+			char why[64];
+			struct tl_grant g;
+
+			snprintf(why, sizeof(why), "grant %s", st->g.state);
+			if (tl_grant_get(t, &c.p, st->g.id, &g, NULL) == 0)
+				snprintf(why, sizeof(why), "grant %s", g.state);
+			if (st->old[0] != '\0') {
+				tl_body_u64(&b, "version", st->old_version);
+				tl_body_str(&b, "user", st->old);
+				tl_body_bool(&b, "forced", 0);
+				tl_body_arr(&b, "cut_off");
+				tl_body_end(&b);
+				tl_body_str(&b, "reason", why);
+				rc = tl_emit(&c, EV_CRED_RETIRED, stream, &b,
+				    NULL);
+				tl_body_reset(&b);
+				tl_body_str(&b, "grant", st->g.id);
+			}
+			if (rc == 0) {
+				tl_body_u64(&b, "from", cur.from);
+				tl_body_u64(&b, "to", cur.to);
+				tl_body_str(&b, "reason", why);
+				rc = tl_emit(&c, EV_ROT_ABANDONED, stream, &b,
 				    NULL);
 			}
 		}
@@ -398,6 +472,79 @@ schedule_cb(struct tl_txn *t, void *arg)
 	return tl_ctx_end(&c);
 }
 
+/* Does the file at path hold exactly env (n bytes)? */
+static int
+file_holds(const char *path, const char *env, size_t n)
+{
+	char *buf;
+	size_t got = 0;
+	ssize_t r;
+	int fd, same = 0;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	if ((buf = malloc(n + 1)) != NULL) {
+		while (got < n + 1 && (r = read(fd, buf + got,
+		    n + 1 - got)) > 0)
+			got += (size_t)r;
+		same = got == n && memcmp(buf, env, n) == 0;
+		tl_secret_wipe(buf, n + 1);
+		free(buf);
+	}
+	close(fd);
+	return same;
+}
+
+/*
+ * Rewrites the delivery files of grant's holders that do not hold what
+ * the log says (a crash after credential.activated, before the files).
+ */
+static void
+refresh_files(struct tl_rx *rx, const char *grant)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct tl_grant g;
+	struct tl_nodelist nl;
+	size_t i;
+	int rc;
+
+	if (tl_log_begin(rx->log, TL_TXN_RDONLY, &t) != 0)
+		return;
+	if (tl_proj_open(t, &p) != 0 ||
+	    tl_grant_get(t, &p, grant, &g, NULL) != 0 ||
+	    strcmp(g.state, GRANT_PROVISIONED) != 0 ||
+	    tl_rx_grant_holders(t, &p, &g, &nl) != 0) {
+		tl_log_abort(t);
+		return;
+	}
+	for (i = 0; i < nl.n; i++) {
+		char path[1400], *env = NULL;
+		size_t n = 0;
+
+		if (tl_rx_env(rx, t, g.module, nl.v[i], &env, &n) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home,
+		    nl.v[i], g.module);
+		if (!file_holds(path, env, n)) {
+			if ((rc = tl_rx_write_env(rx, t, g.module,
+			    nl.v[i])) != 0)
+				tl_rx_log(rx, TL_RX_WARN, "delivery file of "
+				    "%s@%s: %s", g.module, nl.v[i],
+				    tl_strerror(rc));
+			else
+				tl_rx_log(rx, TL_RX_INFO, "rotation of %s: "
+				    "delivery file of %s@%s did not hold v%llu: "
+				    "rewritten", grant, g.module, nl.v[i],
+				    (unsigned long long)g.version);
+		}
+		tl_secret_wipe(env, n);
+		free(env);
+	}
+	tl_nodelist_free(&nl);
+	tl_log_abort(t);
+}
+
 int
 tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 {
@@ -441,7 +588,11 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 	for (i = 0; i < ps.n; i++) {
 		struct rstep *st = &ps.s[i];
 
-		if (st->op != OP_CREATE && st->op != OP_RETIRE)
+		/* Before the old login goes, every file names the new one. */
+		if (st->op == OP_WAIT || st->op == OP_RETIRE)
+			refresh_files(rx, st->g.id);
+		if (st->op != OP_CREATE && st->op != OP_RETIRE &&
+		    st->op != OP_ABANDON)
 			continue;
 		if (st->ops == NULL && st->rc == 0) {
 			/* Issued in this pass: load the provider now. */
@@ -465,6 +616,10 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 		if (st->rc != 0)
 			tl_rx_log(rx, TL_RX_WARN, "rotation of %s: %s",
 			    st->g.id, st->why);
+		else if (st->op == OP_ABANDON)
+			tl_rx_log(rx, TL_RX_INFO, "rotation of %s abandoned "
+			    "(grant %s)%s%s", st->g.id, st->g.state,
+			    st->old[0] ? ": retired login " : "", st->old);
 		else
 			tl_rx_log(rx, TL_RX_INFO, "rotation of %s: %s v%llu%s",
 			    st->g.id, st->op == OP_CREATE ? "activated" :
@@ -475,8 +630,8 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 	if (work && (rc = tl_log_write(rx->log, outcome_cb, &ps)) != 0)
 		goto out;
 	for (i = 0; i < ps.n; i++)
-		if ((ps.s[i].op == OP_CREATE || ps.s[i].op == OP_RETIRE) &&
-		    ps.s[i].rc == 0)
+		if ((ps.s[i].op == OP_CREATE || ps.s[i].op == OP_RETIRE ||
+		    ps.s[i].op == OP_ABANDON) && ps.s[i].rc == 0)
 			(*steps)++;
 	for (i = 0; i < ps.n; i++)
 		if (ps.s[i].op == OP_CREATE && ps.s[i].rc == 0 &&

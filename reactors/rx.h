@@ -25,6 +25,7 @@
 enum { TL_RX_DEBUG, TL_RX_INFO, TL_RX_WARN, TL_RX_ERR };
 
 struct tl_rx_backoff;
+struct tl_rx_pub;
 
 struct tl_rx {
 	struct tl_log		*log;
@@ -37,6 +38,7 @@ struct tl_rx {
 	/* Providers that failed, and when to try them again. */
 	struct tl_rx_backoff	*bo;
 	size_t			 nbo;
+	struct tl_rx_pub	*pub;		/* the publisher's (publish.c) */
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */
@@ -68,11 +70,35 @@ int	tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 int	tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting);
 
 /*
+ * One rebinder pass (reactors/rebind.c): every running move of a
+ * binding (tally rebind --migrate) one step further — issue the fresh
+ * resource and credential, create, freeze, copy and verify, switch and
+ * deliver; revoke the old grant (data retained) once every holder
+ * acknowledged; or, after a failure, thaw the old and drop the copy.
+ * *steps counts the steps taken.
+ */
+int	tl_rx_rebind(struct tl_rx *rx, unsigned *steps);
+
+/*
  * One migration pass: applies the declared migrations of provisioned
  * grants that are not applied yet, records blocks, and appends
  * assignment.ready for assignments that have become ready.
  */
 int	tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked);
+
+/*
+ * One publisher pass (reactors/publish.c): connects to the broker that
+ * the last publisher.configured names if needed (with backoff while it
+ * is away: that is logged, not an error), publishes every event after
+ * the checkpoint "publisher" with confirms, moves the checkpoint over
+ * what the broker confirmed, and turns messages of the acks queue into
+ * credential.acknowledged.  *published counts events confirmed; *next_ns
+ * is when the next pass is due (0: on the next append).  Bounded to a
+ * fraction of a second; *next_ns is "now" when more remains.
+ * tl_rx_publish_stop closes the connection and frees the state.
+ */
+int	tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns);
+void	tl_rx_publish_stop(struct tl_rx *rx);
 
 /*
  * One verification pass over the provisioned grants that are due (or,

@@ -88,11 +88,12 @@ build(struct tl_txn *t, const struct tl_proj *p)
 
 		json_object_del(m, "env");
 		json_array_foreach(reqs, j, r) {
-			json_t *rb = json_array();
+			json_t *rb;
 
 			if (strcmp(json_string_value(json_object_get(r,
 			    "module")), name) != 0)
 				continue;
+			rb = json_array();
 			json_array_foreach(binds, k, b)
 				if (strcmp(json_string_value(json_object_get(b,
 				    "module")), name) == 0 &&

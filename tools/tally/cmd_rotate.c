@@ -37,10 +37,15 @@ int
 cli_parse_duration(const char *s, uint64_t *ns)
 {
 	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
+	unsigned long long v;
 	uint64_t mul;
 
-	if (end == s)
+	/* strtoull takes "-1" (as ULLONG_MAX) and leading blanks: digits only. */
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
 		return -1;
 	switch (*end) {
 	case 's': case '\0':	mul = 1; break;
@@ -50,6 +55,12 @@ cli_parse_duration(const char *s, uint64_t *ns)
 	default:		return -1;
 	}
 	if (*end != '\0' && end[1] != '\0')
+		return -1;
+	/*
+	 * At most 100 years, the limit of max-credential-age: a product
+	 * that wrapped would make a huge deadline a tiny one.
+	 */
+	if (v > 36500ull * 86400 / mul)
 		return -1;
 	*ns = (uint64_t)v * mul * 1000000000u;
 	return 0;
@@ -140,7 +151,8 @@ cmd_rotate(struct tl_cli *cli, int argc, char **argv)
 			if (cli_parse_duration(optarg, &ra.deadline) != 0 ||
 			    ra.deadline == 0) {
 				cli_errx("--deadline %s: expected a duration "
-				    "such as 90s, 30m, 2h, 1d", optarg);
+				    "such as 90s, 30m, 2h, 1d (more than zero, "
+				    "at most 36500d)", optarg);
 				return TL_EXIT_USAGE;
 			}
 			break;

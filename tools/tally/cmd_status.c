@@ -51,11 +51,16 @@ print_rotation(const json_t *rot)
 	uint64_t nowns;
 	size_t i;
 
+	const char *reason = json_string_value(json_object_get(rot, "reason"));
+
 	clock_gettime(CLOCK_REALTIME, &now);
 	nowns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-	printf("\n      rotating v%lld → v%lld: ", json_integer_value(
+	printf("\n      rotating v%lld → v%lld", json_integer_value(
 	    json_object_get(rot, "from")), json_integer_value(
 	    json_object_get(rot, "to")));
+	if (reason != NULL && strcmp(reason, "operator") != 0)
+		printf(" (%s)", reason);
+	printf(": ");
 	if (json_array_size(w) == 0)
 		printf("%s", json_string_value(json_object_get(rot, "step")));
 	else {
@@ -71,6 +76,42 @@ print_rotation(const json_t *rot)
 		    nowns : 0);
 		printf(")");
 	}
+}
+
+/* "moving to P: copying" / "waiting on NODE/MODULE"; or a failed move. */
+static void
+print_rebind(const json_t *r)
+{
+	const json_t *mv = json_object_get(r, "rebind"), *w, *h;
+	size_t i;
+
+	if (mv == NULL) {
+		if ((mv = json_object_get(r, "rebind_failed")) != NULL)
+			printf("\n      move to %s failed (%s): %s — the grant "
+			    "stays on %s", json_string_value(json_object_get(mv,
+			    "to")), json_string_value(json_object_get(mv,
+			    "step")), json_string_value(json_object_get(mv,
+			    "reason")), json_string_value(json_object_get(mv,
+			    "from")));
+		return;
+	}
+	w = json_object_get(mv, "waiting_on");
+	printf("\n      moving to %s (v%lld): ", json_string_value(
+	    json_object_get(mv, "to")), json_integer_value(json_object_get(mv,
+	    "version")));
+	if (json_array_size(w) > 0) {
+		printf("waiting on ");
+		json_array_foreach(w, i, h)
+			printf("%s%s", i ? ", " : "", json_string_value(h));
+	} else
+		printf("%s", json_string_value(json_object_get(mv, "step")));
+	if (json_object_get(mv, "tables") != NULL)
+		printf(" (copied %lld table(s), %lld row(s), counts match)",
+		    json_integer_value(json_object_get(mv, "tables")),
+		    json_integer_value(json_object_get(mv, "rows")));
+	if (json_object_get(mv, "reason") != NULL)
+		printf(": %s", json_string_value(json_object_get(mv,
+		    "reason")));
 }
 
 static void
@@ -119,6 +160,7 @@ print_module(const json_t *m)
 				    "migrations_blocked")));
 			if (json_object_get(r, "rotation") != NULL)
 				print_rotation(json_object_get(r, "rotation"));
+			print_rebind(r);
 			if (json_object_get(r, "last_verified") != NULL)
 				printf("\n      verified %s (%lld checks)",
 				    json_string_value(json_object_get(r,

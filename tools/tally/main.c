@@ -22,6 +22,8 @@ static const struct tl_cmd cmds[] = {
 	{ "graph",	cmd_graph,	"the mesh: text, --json or --dot" },
 	{ "explain",	cmd_explain,	"why each requirement is bound where it is" },
 	{ "rotate",	cmd_rotate,	"rotate credentials, with fan-out to holders" },
+	{ "rebind",	cmd_rebind,	"move a grant to another provider (--migrate)" },
+	{ "provider",	cmd_provider,	"provider move: a provider now runs elsewhere" },
 	{ "ack",	cmd_ack,	"a holder runs with a credential version" },
 	{ "grants",	cmd_grants,	"list grants (--revoked: retained data)" },
 	{ "purge",	cmd_purge,	"destroy a revoked grant's retained data" },
@@ -30,6 +32,11 @@ static const struct tl_cmd cmds[] = {
 	{ "repair",	cmd_repair,	"recreate a missing grant, deliberately" },
 	{ "env",	cmd_env,	"an assignment's environment, for its node" },
 	{ "rebuild",	cmd_rebuild,	"drop the projections and replay the log" },
+	{ "tail",	cmd_tail,	"follow the events (JSON lines with --json)" },
+	{ "replay",	cmd_replay,	"graph, grants and status as they were then" },
+	{ "diff",	cmd_diff,	"what changed between two points, in words" },
+	{ "history",	cmd_history,	"a stream's events: actors, causes, times" },
+	{ "publish",	cmd_publish,	"where tallyd publishes the record (AMQP)" },
 };
 
 static const char exit_codes[] =

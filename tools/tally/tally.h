@@ -134,10 +134,25 @@ int	cmd_rebuild(struct tl_cli *, int, char **);
 int	cmd_env(struct tl_cli *, int, char **);
 int	cmd_check(struct tl_cli *, int, char **);
 int	cmd_rotate(struct tl_cli *, int, char **);
+int	cmd_rebind(struct tl_cli *, int, char **);
+int	cmd_provider(struct tl_cli *, int, char **);
 int	cmd_ack(struct tl_cli *, int, char **);
 int	cmd_purge(struct tl_cli *, int, char **);
 int	cmd_restore(struct tl_cli *, int, char **);
 int	cmd_grants(struct tl_cli *, int, char **);
 int	cmd_repair(struct tl_cli *, int, char **);
+int	cmd_tail(struct tl_cli *, int, char **);
+int	cmd_replay(struct tl_cli *, int, char **);
+int	cmd_diff(struct tl_cli *, int, char **);
+int	cmd_history(struct tl_cli *, int, char **);
+int	cmd_publish(struct tl_cli *, int, char **);
+
+/* cmd_history.c: one event in domain words ("grant G provisioned (v1)"). */
+void	cli_describe(const struct tl_event *ev, char *buf, size_t cap);
+/* cmd_replay.c: SEQ or RFC 3339 TIME -> the last seq at or before it. */
+int	cli_resolve_point(struct tl_cli *cli, const char *s, uint64_t *seq);
+/* The status document after event at (0: before the first), no checks. */
+struct json_t;
+int	cli_status_at(struct tl_cli *cli, uint64_t at, struct json_t **out);
 
 #endif

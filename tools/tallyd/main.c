@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -134,6 +135,43 @@ take_lock(const char *home)
 	return fd;	/* held until exit */
 }
 
+/*
+ * Removes delivery files left half-written (NAME.env.tmp.PID) by a
+ * tallyd that died between writing and renaming one: they hold
+ * credentials, and nothing else would ever remove them.  Only a tallyd
+ * writes delivery files and only one runs per home, so with the lock
+ * held every such file is stale.
+ */
+static void
+sweep_deliveries(const char *home)
+{
+	char dir[1200], path[2600];
+	struct dirent *n, *f;
+	DIR *dd, *fd;
+
+	snprintf(dir, sizeof(dir), "%s/deliver", home);
+	if ((dd = opendir(dir)) == NULL)
+		return;
+	while ((n = readdir(dd)) != NULL) {
+		if (n->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, n->d_name);
+		if ((fd = opendir(path)) == NULL)
+			continue;
+		while ((f = readdir(fd)) != NULL) {
+			if (strstr(f->d_name, ".env.tmp.") == NULL)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s/%s", dir, n->d_name,
+			    f->d_name);
+			if (unlink(path) == 0)
+				logx(TL_RX_INFO, "removed %s, left by a tallyd "
+				    "that stopped while writing it", path);
+		}
+		closedir(fd);
+	}
+	closedir(dd);
+}
+
 static uint64_t
 head(struct tl_log *log)
 {
@@ -245,6 +283,7 @@ main(int argc, char **argv)
 
 	if ((lockfd = take_lock(home)) < 0)
 		return lockfd == -2 ? EXIT_LOCKED : EXIT_FAIL;
+	sweep_deliveries(home);
 	if ((rc = tl_secret_load(keypath, &rx.key, why)) != 0) {
 		logx(TL_RX_ERR, "master key: %s", why[0] ? why :
 		    tl_strerror(rc));
@@ -270,8 +309,16 @@ main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/*
+	 * IN_MODIFY alone can miss a commit: LMDB's last write (the meta
+	 * page) precedes the moment readers see the transaction, so the
+	 * wakeup may find the old head and nothing comes after it.  A
+	 * writer closing the file (every tally command does, at exit)
+	 * comes after its commit.
+	 */
 	if ((ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
-	    inotify_add_watch(ino, logdir, IN_MODIFY) < 0)
+	    inotify_add_watch(ino, logdir,
+	    IN_MODIFY | IN_CLOSE_WRITE) < 0)
 		logx(TL_RX_WARN, "inotify unavailable (%s): polling every "
 		    "%u s", strerror(errno), interval);
 	logx(TL_RX_INFO, "started on %s%s (workers %d, resync %u s)", home,
@@ -282,6 +329,7 @@ main(int argc, char **argv)
 	started = mono_ms();
 	while (!stop) {
 		uint64_t now = mono_ms(), h = head(rx.log), next_ns = 0;
+		uint64_t pub_due = 0;
 		unsigned done = 0, pending = 0;
 		int timeout;
 		struct pollfd pf[2];
@@ -307,6 +355,12 @@ main(int argc, char **argv)
 					if ((mrc = tl_rx_rotate(&rx, &steps,
 					    &waiting)) != 0)
 						logx(TL_RX_ERR, "rotation: %s",
+						    tl_strerror(mrc));
+					done += steps;
+					steps = 0;
+					if ((mrc = tl_rx_rebind(&rx,
+					    &steps)) != 0)
+						logx(TL_RX_ERR, "rebind: %s",
 						    tl_strerror(mrc));
 					done += steps;
 				}
@@ -363,6 +417,16 @@ main(int argc, char **argv)
 			    vo.interval_ns;
 			last_head = head(rx.log);
 		}
+		/* The record, to the broker (reactors/publish.c). */
+		{
+			unsigned pub = 0;
+
+			if ((rc = tl_rx_publish(&rx, &pub, &pub_due)) != 0)
+				logx(TL_RX_ERR, "publisher: %s (%s)",
+				    tl_strerror(rc), tl_log_lasterr(rx.log));
+			else if (pub > 0)
+				logx(TL_RX_DEBUG, "published %u event(s)", pub);
+		}
 		/* --once: the next pass (and its timeout check) by the deadline. */
 		if (once && next_tick > started + (uint64_t)once_timeout * 1000)
 			next_tick = started + (uint64_t)once_timeout * 1000;
@@ -386,6 +450,14 @@ main(int argc, char **argv)
 				next_tick = mono_ms() + (uint64_t)due;
 			}
 		}
+		if (pub_due != 0) {
+			uint64_t wall = tl_rx_now();
+			int due = pub_due > wall ? (int)((pub_due - wall) /
+			    1000000) + 1 : 0;
+
+			if (due < timeout)
+				timeout = due;
+		}
 		pf[0].fd = ino;
 		pf[0].events = POLLIN;
 		pf[1].fd = pfd[0];
@@ -407,6 +479,7 @@ out:
 		close(pfd[0]);
 		close(pfd[1]);
 	}
+	tl_rx_publish_stop(&rx);
 	tl_log_close(rx.log);
 	tl_rx_free(&rx);
 	close(lockfd);

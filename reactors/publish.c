@@ -1,0 +1,841 @@
+/*
+ * publish.c - the publisher: the record, on a RabbitMQ topic exchange.
+ *
+ * Every event goes to the configured exchange (routing key: its type)
+ * as a persistent message whose id is the event id (hex), with its
+ * sequence number in the header "seq" and its stream in "stream", and
+ * the body tally tail --json prints (or the same document in msgpack),
+ * secrets shown as "<redacted>".  The checkpoint "publisher" moves only
+ * over events whose messages the broker has confirmed, so delivery is
+ * at least once and in order: after a lost connection the publisher
+ * starts again after its checkpoint, and a consumer sees the
+ * unconfirmed tail twice, with the same message ids.
+ *
+ * credential.delivered events also go, as the sealed bytes alone, to
+ * the durable queue tally.node.NODE: ciphertext sealed to the node's
+ * key, which only that node can open.  And a node acknowledges the
+ * credential version it runs with a message on the acks queue
+ * ({"node","module","grant","version"}), which becomes
+ * credential.acknowledged through the same decider as tally ack.
+ *
+ * The broker's address comes from the log (publisher.configured on
+ * publisher/amqp, written by tally publish configure), the password
+ * encrypted under the master key.  While the broker is away tallyd goes
+ * on reconciling: a pass that cannot connect returns at once, and the
+ * next attempt waits out an exponential backoff.  No network I/O
+ * happens inside a write transaction: events are read and published in
+ * a read transaction, the checkpoint is written after the confirms.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <jansson.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/body.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/secret.h"
+#include "core/sub.h"
+#include "drivers/amqp.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "rx.h"
+
+#define CKPT		"publisher"
+#define PW_AD		PUBLISHER_STREAM ":password"
+#define PASS_BUDGET_NS	(250u * 1000000u)	/* one pass, at most */
+#define PASS_MAX	50000			/* events per pass */
+#define DRAIN_EVERY	256			/* read confirms this often */
+#define BACKOFF_MIN_NS	(250u * 1000000ull)
+#define BACKOFF_MAX_NS	(15000u * 1000000ull)
+#define ACKS_PER_PASS	200
+#define ACK_POLL_NS	(1000u * 1000000ull)
+
+struct inflight {
+	uint64_t	seq;
+	uint64_t	tag;	/* the event's last message */
+};
+
+struct tl_rx_pub {
+	/* The configuration, from the last event on publisher/amqp. */
+	uint64_t		 cfg_ver;
+	int			 enabled;
+	struct tl_amqp_conf	 conf;
+	char			 password[256];
+	char			 url[512];
+	char			 exchange[256];
+	char			 cafile[1024];
+	int			 msgpack;
+	int			 node_queues;
+	char			 acks[256];
+	/* The connection and what was declared on it. */
+	struct tl_amqp		*a;
+	char			(*queues)[80];
+	size_t			 nqueues, capqueues;
+	/* Backoff while the broker is away. */
+	uint64_t		 retry_ns;
+	uint64_t		 delay_ns;
+	int			 failing;
+	uint64_t		 next_ack_ns;
+	/* One pass's messages awaiting confirms. */
+	struct inflight		*in;
+	size_t			 nin, capin;
+	msgpack_sbuffer		 mp;
+};
+
+static void
+disconnect(struct tl_rx_pub *ps)
+{
+	tl_amqp_close(ps->a);
+	ps->a = NULL;
+	ps->nqueues = 0;
+}
+
+static void
+forget_config(struct tl_rx_pub *ps)
+{
+	tl_secret_wipe(ps->password, sizeof(ps->password));
+	ps->enabled = 0;
+	ps->conf.password = NULL;
+}
+
+void
+tl_rx_publish_stop(struct tl_rx *rx)
+{
+	struct tl_rx_pub *ps = rx->pub;
+
+	if (ps == NULL)
+		return;
+	disconnect(ps);
+	forget_config(ps);
+	free(ps->queues);
+	free(ps->in);
+	msgpack_sbuffer_destroy(&ps->mp);
+	free(ps);
+	rx->pub = NULL;
+}
+
+/* --- configuration ------------------------------------------------ */
+
+static int
+getbool(struct tl_bnode m, const char *key, int dflt)
+{
+	struct tl_bnode n;
+	int v;
+
+	if (tl_bn_get(m, key, &n) != 0 || tl_bn_bool(n, &v) != 0)
+		return dflt;
+	return v;
+}
+
+/* Reads a publisher.configured body into ps (enabled on success). */
+static int
+parse_config(struct tl_rx *rx, struct tl_rx_pub *ps, const void *body,
+    size_t len)
+{
+	struct tl_bview v;
+	struct tl_bnode n;
+	const void *ct;
+	size_t ctlen;
+	char format[16] = "json";
+	int rc;
+
+	if ((rc = tl_bview_open(&v, body, len)) != 0)
+		return rc;
+	memset(&ps->conf, 0, sizeof(ps->conf));
+	rc = TL_EMALFORMED;
+	if (tl_bn_getstr(v.root, "host", ps->conf.host,
+	    sizeof(ps->conf.host)) != 0 ||
+	    tl_bn_getstr(v.root, "user", ps->conf.user,
+	    sizeof(ps->conf.user)) != 0 ||
+	    tl_bn_getstr(v.root, "exchange", ps->exchange,
+	    sizeof(ps->exchange)) != 0)
+		goto out;
+	ps->conf.port = (int)tl_bn_getu64(v.root, "port", 0);
+	if (tl_bn_getstr(v.root, "vhost", ps->conf.vhost,
+	    sizeof(ps->conf.vhost)) != 0)
+		snprintf(ps->conf.vhost, sizeof(ps->conf.vhost), "/");
+	if (tl_bn_getstr(v.root, "url", ps->url, sizeof(ps->url)) != 0)
+		snprintf(ps->url, sizeof(ps->url), "amqp://%s:%d",
+		    ps->conf.host, ps->conf.port);
+	tl_bn_getstr(v.root, "format", format, sizeof(format));
+	ps->msgpack = strcmp(format, "msgpack") == 0;
+	ps->conf.tls = getbool(v.root, "tls", 0);
+	ps->conf.noverify = !getbool(v.root, "verify", 1);
+	ps->cafile[0] = '\0';
+	tl_bn_getstr(v.root, "ca", ps->cafile, sizeof(ps->cafile));
+	ps->conf.cafile = ps->cafile[0] ? ps->cafile : NULL;
+	ps->node_queues = getbool(v.root, "node_queues", 1);
+	ps->acks[0] = '\0';
+	tl_bn_getstr(v.root, "acks", ps->acks, sizeof(ps->acks));
+	ps->conf.timeout_ms = 5000;
+	ps->conf.heartbeat = 30;
+	ps->password[0] = '\0';
+	if (tl_bn_get(v.root, "password", &n) == 0) {
+		if (tl_bn_secret(n, &ct, &ctlen) != 0 ||
+		    ctlen <= TL_BOX_OVERHEAD ||
+		    ctlen - TL_BOX_OVERHEAD >= sizeof(ps->password))
+			goto out;
+		if (tl_secret_decrypt(&rx->key, PW_AD, strlen(PW_AD), ct,
+		    ctlen, (uint8_t *)ps->password) != 0) {
+			rc = TL_ESECRET;
+			goto out;
+		}
+		ps->password[ctlen - TL_BOX_OVERHEAD] = '\0';
+	}
+	ps->conf.password = ps->password;
+	ps->enabled = 1;
+	rc = 0;
+out:
+	tl_bview_close(&v);
+	return rc;
+}
+
+/* Reloads the configuration when publisher/amqp has moved. */
+static int
+load_config(struct tl_rx *rx, struct tl_rx_pub *ps)
+{
+	struct tl_txn *t;
+	struct tl_iter *it = NULL;
+	struct tl_filter f = { 0 };
+	struct tl_event ev;
+	uint64_t ver = 0;
+	int rc, found = 0;
+
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_stream_version(t, PUBLISHER_STREAM, &ver)) != 0 &&
+	    rc != TL_ENOTFOUND)
+		goto out;
+	rc = 0;
+	if (ver == ps->cfg_ver)
+		goto out;
+	/* Changed: the last event of the stream decides. */
+	disconnect(ps);
+	forget_config(ps);
+	ps->cfg_ver = ver;
+	ps->retry_ns = 0;
+	ps->delay_ns = 0;
+	ps->failing = 0;
+	f.stream = PUBLISHER_STREAM;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		goto out;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		if (strcmp(ev.type, EV_PUBLISHER_CONFIGURED) == 0) {
+			forget_config(ps);
+			if ((rc = parse_config(rx, ps, ev.body,
+			    ev.body_len)) != 0) {
+				tl_rx_log(rx, TL_RX_ERR, "publisher: the "
+				    "configuration at seq %llu is unusable: "
+				    "%s", (unsigned long long)ev.seq,
+				    tl_strerror(rc));
+				forget_config(ps);
+			}
+			found = 1;
+		} else if (strcmp(ev.type, EV_PUBLISHER_DISABLED) == 0) {
+			forget_config(ps);
+			found = 1;
+		}
+	}
+	rc = rc == TL_EEOF ? 0 : rc;
+	if (rc == 0 && found)
+		tl_rx_log(rx, TL_RX_INFO, "publisher: %s", ps->enabled ?
+		    "configured" : "disabled");
+	if (rc == 0 && ps->enabled)
+		tl_rx_log(rx, TL_RX_INFO, "publisher: %s, exchange %s "
+		    "(%s%s%s)", ps->url, ps->exchange, ps->msgpack ? "msgpack" :
+		    "json", ps->node_queues ? ", node queues" : "",
+		    ps->acks[0] ? ", acks" : "");
+out:
+	tl_iter_close(it);
+	tl_log_abort(t);
+	return rc;
+}
+
+/* --- connection and backoff --------------------------------------- */
+
+static void
+failed(struct tl_rx *rx, struct tl_rx_pub *ps, int rc, const char *why)
+{
+	uint64_t now = tl_rx_now(), jitter;
+
+	disconnect(ps);
+	ps->delay_ns = ps->delay_ns ? ps->delay_ns * 2 : BACKOFF_MIN_NS;
+	if (ps->delay_ns > BACKOFF_MAX_NS)
+		ps->delay_ns = BACKOFF_MAX_NS;
+	/* Up to a quarter more, so that publishers do not march in step. */
+	jitter = (now / 1000u) % (ps->delay_ns / 4 + 1);
+	ps->retry_ns = now + ps->delay_ns + jitter;
+	tl_rx_log(rx, ps->failing ? TL_RX_DEBUG : TL_RX_WARN, "publisher: "
+	    "%s: %s (%s); retrying in %llu ms, reconciling goes on", ps->url,
+	    tl_strerror(rc), why && *why ? why : "-",
+	    (unsigned long long)((ps->delay_ns + jitter) / 1000000u));
+	ps->failing = 1;
+}
+
+static int
+connect_broker(struct tl_rx *rx, struct tl_rx_pub *ps, char *why,
+    size_t whylen)
+{
+	int rc;
+
+	if ((rc = tl_amqp_connect(&ps->conf, &ps->a, why, whylen)) != 0)
+		return rc;
+	if ((rc = tl_amqp_exchange(ps->a, ps->exchange, "topic", 1)) != 0 ||
+	    (ps->acks[0] && (rc = tl_amqp_queue(ps->a, ps->acks, 1)) != 0)) {
+		snprintf(why, whylen, "%s", tl_amqp_lasterr(ps->a));
+		disconnect(ps);
+		return rc;
+	}
+	tl_rx_log(rx, TL_RX_INFO, "publisher: connected to %s%s", ps->url,
+	    ps->failing ? " again" : "");
+	return 0;
+}
+
+/* Declares tally.node.NODE once per connection. */
+static int
+node_queue(struct tl_rx_pub *ps, const char *name)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < ps->nqueues; i++)
+		if (strcmp(ps->queues[i], name) == 0)
+			return 0;
+	if ((rc = tl_amqp_queue(ps->a, name, 1)) != 0)
+		return rc;
+	if (ps->nqueues == ps->capqueues) {
+		size_t cap = ps->capqueues ? ps->capqueues * 2 : 16;
+		void *p = realloc(ps->queues, cap * sizeof(*ps->queues));
+
+		if (p == NULL)
+			return 0;	/* only a cache */
+		ps->queues = p;
+		ps->capqueues = cap;
+	}
+	snprintf(ps->queues[ps->nqueues++], sizeof(ps->queues[0]), "%s", name);
+	return 0;
+}
+
+/* --- rendering ---------------------------------------------------- */
+
+static void
+hex(const uint8_t *p, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = d[p[i] >> 4];
+		out[2 * i + 1] = d[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+static void
+pack_str(msgpack_packer *pk, const char *s)
+{
+	size_t n = strlen(s);
+
+	msgpack_pack_str(pk, n);
+	msgpack_pack_str_body(pk, s, n);
+}
+
+/* A body value with every ext (secret) replaced by "<redacted>". */
+static void
+pack_redacted(msgpack_packer *pk, const msgpack_object *o)
+{
+	uint32_t i;
+
+	switch (o->type) {
+	case MSGPACK_OBJECT_EXT:
+		pack_str(pk, TL_REDACTED);
+		break;
+	case MSGPACK_OBJECT_ARRAY:
+		msgpack_pack_array(pk, o->via.array.size);
+		for (i = 0; i < o->via.array.size; i++)
+			pack_redacted(pk, &o->via.array.ptr[i]);
+		break;
+	case MSGPACK_OBJECT_MAP:
+		msgpack_pack_map(pk, o->via.map.size);
+		for (i = 0; i < o->via.map.size; i++) {
+			pack_redacted(pk, &o->via.map.ptr[i].key);
+			pack_redacted(pk, &o->via.map.ptr[i].val);
+		}
+		break;
+	default:
+		msgpack_pack_object(pk, *o);
+		break;
+	}
+}
+
+/* The event as msgpack, the shape of its JSON (ts as RFC 3339). */
+static int
+render_msgpack(struct tl_rx_pub *ps, const struct tl_event *ev)
+{
+	msgpack_packer pk;
+	msgpack_zone z;
+	msgpack_object o;
+	size_t off = 0;
+	char ts[64], id[2 * TL_ID_LEN + 1], corr[2 * TL_ID_LEN + 1];
+	int rc = TL_EMALFORMED;
+
+	if (tl_env_check_map(ev->body, ev->body_len) != 0)
+		return TL_EMALFORMED;
+	if (!msgpack_zone_init(&z, 2048))
+		return ENOMEM;
+	if (msgpack_unpack((const char *)ev->body, ev->body_len, &off, &z,
+	    &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_MAP)
+		goto out;
+	msgpack_sbuffer_clear(&ps->mp);
+	msgpack_packer_init(&pk, &ps->mp, msgpack_sbuffer_write);
+	tl_json_time(ev->ts, ts);
+	hex(ev->id, TL_ID_LEN, id);
+	hex(ev->corr, TL_ID_LEN, corr);
+	msgpack_pack_map(&pk, 10);
+	pack_str(&pk, "seq");
+	msgpack_pack_uint64(&pk, ev->seq);
+	pack_str(&pk, "ts");
+	pack_str(&pk, ts);
+	pack_str(&pk, "type");
+	pack_str(&pk, ev->type);
+	pack_str(&pk, "stream");
+	pack_str(&pk, ev->stream);
+	pack_str(&pk, "version");
+	msgpack_pack_uint64(&pk, ev->version);
+	pack_str(&pk, "actor");
+	pack_str(&pk, ev->actor);
+	pack_str(&pk, "cause");
+	msgpack_pack_uint64(&pk, ev->cause);
+	pack_str(&pk, "id");
+	pack_str(&pk, id);
+	pack_str(&pk, "corr");
+	pack_str(&pk, corr);
+	pack_str(&pk, "body");
+	pack_redacted(&pk, &o);
+	rc = 0;
+out:
+	msgpack_zone_destroy(&z);
+	return rc;
+}
+
+/* --- publishing --------------------------------------------------- */
+
+static int
+note_inflight(struct tl_rx_pub *ps, uint64_t seq, uint64_t tag)
+{
+	if (ps->nin == ps->capin) {
+		size_t cap = ps->capin ? ps->capin * 2 : 1024;
+		void *p = realloc(ps->in, cap * sizeof(*ps->in));
+
+		if (p == NULL)
+			return ENOMEM;
+		ps->in = p;
+		ps->capin = cap;
+	}
+	ps->in[ps->nin].seq = seq;
+	ps->in[ps->nin].tag = tag;
+	ps->nin++;
+	return 0;
+}
+
+/* The sealed delivery, to the holder's node queue. */
+static int
+publish_sealed(struct tl_rx_pub *ps, const struct tl_event *ev,
+    const char *id, uint64_t *tag)
+{
+	struct tl_amqp_msg m;
+	struct tl_bview v;
+	struct tl_bnode n;
+	const void *sealed;
+	size_t slen;
+	char node[64], grant[256] = "", holder[160] = "", q[80];
+	int rc;
+
+	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
+		return rc;
+	if (tl_bn_getstr(v.root, "node", node, sizeof(node)) != 0 ||
+	    tl_bn_get(v.root, "sealed", &n) != 0 ||
+	    tl_bn_secret(n, &sealed, &slen) != 0) {
+		tl_bview_close(&v);
+		return 0;	/* nothing sealed to deliver */
+	}
+	tl_bn_getstr(v.root, "grant", grant, sizeof(grant));
+	tl_bn_getstr(v.root, "holder", holder, sizeof(holder));
+	snprintf(q, sizeof(q), "tally.node.%s", node);
+	if ((rc = node_queue(ps, q)) != 0)
+		goto out;
+	memset(&m, 0, sizeof(m));
+	m.exchange = "";
+	m.routing_key = q;
+	m.body = sealed;
+	m.len = slen;
+	m.content_type = "application/octet-stream";
+	m.message_id = id;
+	m.type = ev->type;
+	m.timestamp = ev->ts / 1000000000u;
+	m.persistent = 1;
+	m.hdr[0].key = "seq";
+	m.hdr[0].num = (int64_t)ev->seq;
+	m.hdr[1].key = "grant";
+	m.hdr[1].str = grant;
+	m.hdr[2].key = "holder";
+	m.hdr[2].str = holder;
+	m.hdr[3].key = "version";
+	m.hdr[3].num = (int64_t)tl_bn_getu64(v.root, "version", 0);
+	m.nhdr = 4;
+	rc = tl_amqp_publish(ps->a, &m, tag);
+out:
+	tl_bview_close(&v);
+	return rc;
+}
+
+static int
+publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
+{
+	struct tl_amqp_msg m;
+	char id[2 * TL_ID_LEN + 1], *js = NULL;
+	json_t *j = NULL;
+	uint64_t tag = 0;
+	int rc;
+
+	hex(ev->id, TL_ID_LEN, id);
+	memset(&m, 0, sizeof(m));
+	if (ps->msgpack) {
+		if ((rc = render_msgpack(ps, ev)) != 0)
+			return rc;
+		m.body = ps->mp.data;
+		m.len = ps->mp.size;
+		m.content_type = "application/msgpack";
+	} else {
+		if ((j = tl_json_event(ev)) == NULL ||
+		    (js = json_dumps(j, JSON_COMPACT)) == NULL) {
+			json_decref(j);
+			return TL_EMALFORMED;
+		}
+		m.body = js;
+		m.len = strlen(js);
+		m.content_type = "application/json";
+	}
+	m.exchange = ps->exchange;
+	m.routing_key = ev->type;
+	m.message_id = id;
+	m.type = ev->type;
+	m.timestamp = ev->ts / 1000000000u;
+	m.persistent = 1;
+	m.hdr[0].key = "seq";
+	m.hdr[0].num = (int64_t)ev->seq;
+	m.hdr[1].key = "stream";
+	m.hdr[1].str = ev->stream;
+	m.nhdr = 2;
+	rc = tl_amqp_publish(ps->a, &m, &tag);
+	free(js);
+	json_decref(j);
+	if (rc == 0 && ps->node_queues &&
+	    strcmp(ev->type, EV_CRED_DELIVERED) == 0)
+		rc = publish_sealed(ps, ev, id, &tag);
+	if (rc == 0)
+		rc = note_inflight(ps, ev->seq, tag);
+	return rc;
+}
+
+struct ckarg {
+	uint64_t	seq;
+};
+
+static int
+ckpt_cb(struct tl_txn *t, void *arg)
+{
+	struct ckarg *ca = arg;
+	uint64_t cur = 0;
+
+	tl_ckpt_get(t, CKPT, &cur);
+	if (ca->seq <= cur)
+		return 0;	/* never backwards */
+	return tl_ckpt_set(t, CKPT, ca->seq);
+}
+
+/* Moves the checkpoint over the events whose messages are confirmed. */
+static int
+commit_confirmed(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count)
+{
+	struct ckarg ca = { 0 };
+	uint64_t conf = tl_amqp_confirmed(ps->a);
+	size_t i = 0;
+	int rc;
+
+	while (i < ps->nin && ps->in[i].tag <= conf)
+		i++;
+	if (i == 0)
+		return 0;
+	ca.seq = ps->in[i - 1].seq;
+	if ((rc = tl_log_write(rx->log, ckpt_cb, &ca)) != 0)
+		return rc;
+	*count += (unsigned)i;
+	memmove(ps->in, ps->in + i, (ps->nin - i) * sizeof(*ps->in));
+	ps->nin -= i;
+	return 0;
+}
+
+/*
+ * Publishes what follows the checkpoint, within the pass's budget.
+ * A broker error is returned as TL_EUNREACH and friends after the
+ * checkpoint was moved over whatever was confirmed before it.
+ */
+static int
+publish_batch(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count,
+    int *more, int *brokerr)
+{
+	struct tl_txn *t;
+	struct tl_iter *it = NULL;
+	struct tl_filter f = { 0 };
+	struct tl_event ev;
+	uint64_t ck = 0, head = 0, last = 0, start = tl_rx_now();
+	unsigned n = 0;
+	int rc, wrc;
+
+	*more = 0;
+	*brokerr = 0;
+	ps->nin = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_ckpt_get(t, CKPT, &ck)) != 0 && rc != TL_ENOTFOUND)
+		goto out;
+	tl_log_last(t, &head, NULL);
+	rc = 0;
+	if (ck >= head)
+		goto out;
+	f.from = ck + 1;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		goto out;
+	last = ck;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		if ((rc = publish_event(ps, &ev)) != 0) {
+			*brokerr = rc != TL_EMALFORMED && rc != ENOMEM;
+			break;
+		}
+		last = ev.seq;
+		if (++n % DRAIN_EVERY == 0) {
+			wrc = tl_amqp_wait_confirms(ps->a,
+			    tl_amqp_published(ps->a), 0);
+			if (wrc != 0 && wrc != TL_ETIMEDOUT) {
+				rc = wrc;
+				*brokerr = 1;
+				break;
+			}
+			if (n >= PASS_MAX || tl_rx_now() - start >
+			    PASS_BUDGET_NS)
+				break;
+		}
+	}
+	if (rc == TL_EEOF)
+		rc = 0;
+	if (rc == TL_EMALFORMED)
+		tl_rx_log(rx, TL_RX_ERR, "publisher: event %llu cannot be "
+		    "rendered (run tally verify)", (unsigned long long)
+		    (last + 1));
+out:
+	tl_iter_close(it);
+	tl_log_abort(t);
+	if (ps->nin > 0 && !*brokerr) {
+		wrc = tl_amqp_wait_confirms(ps->a, tl_amqp_published(ps->a),
+		    tl_sub_deadline(5000));
+		if (wrc != 0) {
+			rc = wrc;
+			*brokerr = 1;
+		}
+	}
+	if (ps->nin > 0) {
+		wrc = commit_confirmed(rx, ps, count);
+		if (wrc != 0 && rc == 0)
+			rc = wrc;
+	}
+	if (rc == 0 && last < head)
+		*more = 1;
+	return rc;
+}
+
+/* --- acknowledgements --------------------------------------------- */
+
+static int
+name_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+struct ackw {
+	const char	*node;
+	const char	*module;
+	uint64_t	 version;
+	char		 actor[TL_ACTOR_MAX + 1];
+	size_t		 acked;
+	char		 why[1024];
+};
+
+static int
+ack_cb(struct tl_txn *t, void *arg)
+{
+	struct ackw *w = arg;
+	struct tl_ctx c;
+	int rc;
+
+	w->why[0] = '\0';
+	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
+		return rc;
+	rc = tl_dec_ack(&c, w->node, w->module, w->version, &w->acked);
+	if (rc == 0)
+		rc = tl_ctx_end(&c);
+	snprintf(w->why, sizeof(w->why), "%s", c.why);
+	return rc;
+}
+
+/*
+ * One message of the acks queue: {"node","module","grant","version"}.
+ * Returns 0 when it was handled (recorded, a duplicate, or refused and
+ * dropped with a warning) and may be acknowledged to the broker.
+ */
+static int
+one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
+{
+	struct ackw w;
+	json_error_t je;
+	json_t *j;
+	const char *node = NULL, *module = NULL, *grant = NULL;
+	json_int_t version = 0;
+	int rc;
+
+	j = json_loadb(d->body, d->len, JSON_REJECT_DUPLICATES, &je);
+	if (j == NULL || json_unpack(j, "{s:s,s:s,s?s,s:I}", "node", &node,
+	    "module", &module, "grant", &grant, "version", &version) != 0 ||
+	    !name_ok(node) || !name_ok(module) || version < 1 ||
+	    (grant != NULL && (strncmp(grant, module, strlen(module)) != 0 ||
+	    grant[strlen(module)] != '/'))) {
+		tl_rx_log(rx, TL_RX_WARN, "publisher: acks message %s is not "
+		    "{\"node\",\"module\",\"grant\",\"version\"} of this "
+		    "module: dropped", d->message_id[0] ? d->message_id : "-");
+		json_decref(j);
+		return 0;
+	}
+	memset(&w, 0, sizeof(w));
+	w.node = node;
+	w.module = module;
+	w.version = (uint64_t)version;
+	snprintf(w.actor, sizeof(w.actor), "amqp:%s", node);
+	rc = tl_log_write(rx->log, ack_cb, &w);
+	if (rc == TL_EREFUSED || rc == TL_ENOTFOUND) {
+		tl_rx_log(rx, TL_RX_WARN, "publisher: acknowledgement of "
+		    "%s@%s v%lld refused: %s", module, node, (long long)version,
+		    w.why[0] ? w.why : tl_strerror(rc));
+		rc = 0;
+	} else if (rc == 0)
+		tl_rx_log(rx, w.acked ? TL_RX_INFO : TL_RX_DEBUG, "publisher: "
+		    "%s@%s acknowledged v%lld (%zu grant(s) recorded)", module,
+		    node, (long long)version, w.acked);
+	json_decref(j);
+	return rc;
+}
+
+static int
+consume_acks(struct tl_rx *rx, struct tl_rx_pub *ps, int *brokerr)
+{
+	struct tl_amqp_delivery d;
+	unsigned i;
+	int rc = 0;
+
+	*brokerr = 0;
+	for (i = 0; i < ACKS_PER_PASS; i++) {
+		rc = tl_amqp_get(ps->a, ps->acks, &d);
+		if (rc == TL_ENOTFOUND) {
+			rc = 0;
+			break;
+		}
+		if (rc != 0) {
+			*brokerr = 1;
+			break;
+		}
+		rc = one_ack(rx, &d);
+		tl_amqp_delivery_free(&d);
+		if (rc != 0)
+			break;	/* the log failed: leave it on the queue */
+		if ((rc = tl_amqp_ack(ps->a, d.tag, 0)) != 0) {
+			*brokerr = 1;
+			break;
+		}
+	}
+	return rc;
+}
+
+/* --- the pass ----------------------------------------------------- */
+
+int
+tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
+{
+	struct tl_rx_pub *ps = rx->pub;
+	char why[256] = "";
+	uint64_t now;
+	int rc, more = 0, brokerr = 0;
+
+	*published = 0;
+	*next_ns = 0;
+	if (ps == NULL) {
+		if ((ps = calloc(1, sizeof(*ps))) == NULL)
+			return ENOMEM;
+		msgpack_sbuffer_init(&ps->mp);
+		rx->pub = ps;
+	}
+	if ((rc = load_config(rx, ps)) != 0)
+		return rc;
+	if (!ps->enabled)
+		return 0;
+	now = tl_rx_now();
+	if (ps->a == NULL) {
+		if (now < ps->retry_ns) {
+			*next_ns = ps->retry_ns;
+			return 0;
+		}
+		if ((rc = connect_broker(rx, ps, why, sizeof(why))) != 0) {
+			failed(rx, ps, rc, why);
+			*next_ns = ps->retry_ns;
+			return 0;
+		}
+	}
+	rc = publish_batch(rx, ps, published, &more, &brokerr);
+	if (rc == 0 && ps->acks[0] && !more) {
+		if (now >= ps->next_ack_ns || *published > 0) {
+			rc = consume_acks(rx, ps, &brokerr);
+			ps->next_ack_ns = now + ACK_POLL_NS;
+		}
+	}
+	if (rc != 0 && brokerr) {
+		failed(rx, ps, rc, tl_amqp_lasterr(ps->a));
+		*next_ns = ps->retry_ns;
+		return 0;
+	}
+	if (rc != 0)
+		return rc;
+	if (ps->failing) {
+		ps->failing = 0;
+		tl_rx_log(rx, TL_RX_INFO, "publisher: resumed; %u event(s) "
+		    "published", *published);
+	}
+	ps->delay_ns = 0;
+	if (more)
+		*next_ns = now;
+	else if (ps->acks[0])
+		*next_ns = ps->next_ack_ns;
+	return 0;
+}

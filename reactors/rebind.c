@@ -1,0 +1,668 @@
+/*
+ * rebind.c - the rebinder: drives each running move of a binding (tally
+ * rebind --migrate) one step further.
+ *
+ * Steps, each an intent or an outcome (projections/rebind.h):
+ *   started -> rebind.issued (the fresh resource's names and the new
+ *              password, encrypted)                                intent
+ *   issued  -> create it on the new provider, freeze the old database,
+ *              copy, count rows on both sides (driver); then, in one
+ *              transaction, rebind.copied + binding.moved + one
+ *              credential.delivered per holder — or rebind.failed
+ *                                                                  outcome
+ *   moved   -> once every holder acknowledged the new version: revoke
+ *              the old grant, data retained (driver); rebind.completed
+ *   failed  -> thaw the old database, drop the partial copy (driver);
+ *              rebind.reverted
+ * A crash between any two steps resumes at the recorded one: create is
+ * idempotent (and sets the password again), freezing is, and the copy
+ * replaces what an interrupted one left.  A failure before the switch
+ * ends the move (the operator runs it again); after the switch nothing
+ * can undo it, so revoking the old grant is retried until it is done.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "projections/rebind.h"
+#include "projections/rotation.h"
+#include "rx-internal.h"
+
+#define S(n)		char n[TL_KEY_MAX]
+#define TABLES_MAX	65536	/* the copy's counts, as JSON */
+
+enum { OP_ISSUE = 1, OP_COPY, OP_RETIRE, OP_REVERT, OP_FAIL, OP_WAIT };
+
+struct mstep {
+	struct tl_rebind	 r;
+	struct tl_grant		 g;
+	int			 op;
+	char			 password[TL_PASSWORD_LEN + 1];
+	char			 db[64], owner[64], login[64];	/* new */
+	char			 odb[64], oowner[64], ologin[64]; /* old */
+	struct tl_rx_prov	 from, to;
+	int			 loaded;	/* from and to */
+	int			 from_gone;	/* the old provider is no more */
+	int			 rc;
+	char			 step[16];
+	char			 why[TL_DRV_WHY_MAX];
+	char			 cleanup[TL_DRV_WHY_MAX];
+	char			*tables;
+};
+
+/* A reason, truncated quietly (why texts are bounded, not exact). */
+static void
+say(char *dst, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+say(char *dst, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(dst, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+}
+
+struct mpass {
+	struct tl_rx	*rx;
+	struct mstep	*s;
+	size_t		 n;
+	uint64_t	 now;
+};
+
+/* Fits name + suffix into a PostgreSQL identifier (a hash if too long). */
+static void
+fit(char out[64], const char *base, const char *suffix)
+{
+	size_t bl = strlen(base), sl = strlen(suffix), i;
+	uint32_t h = 2166136261u;
+
+	if (bl + sl <= 63) {
+		memcpy(out, base, bl);
+		memcpy(out + bl, suffix, sl + 1);
+		return;
+	}
+	for (i = 0; i < bl; i++)
+		h = (h ^ (uint8_t)base[i]) * 16777619u;
+	snprintf(out, 64, "%.*s-%08x%s", (int)(63 - 9 - sl), base, h, suffix);
+}
+
+/*
+ * The fresh resource a move copies into: the grant's own database name
+ * with "_mVERSION" (never one a grant had before: versions only grow),
+ * its owner role of the same name, the login of that version.
+ */
+static void
+new_names(const struct tl_grant *g, uint64_t version, char db[64],
+    char owner[64], char login[64])
+{
+	struct tl_grant tmp = *g;
+	char base[64], suffix[24];
+
+	tmp.database[0] = '\0';		/* the base name, not where it lives */
+	tl_rx_grant_names(&tmp, version, base, owner, login);
+	snprintf(suffix, sizeof(suffix), "_m%llu", (unsigned long long)version);
+	fit(db, base, suffix);
+	snprintf(tmp.database, sizeof(tmp.database), "%s", db);
+	tl_rx_grant_names(&tmp, version, db, owner, login);
+}
+
+static int
+load_sides(struct mpass *ps, struct tl_txn *t, const struct tl_proj *p,
+    struct mstep *st)
+{
+	char driver[64];
+	int drop, rc;
+
+	if (st->loaded)
+		return 0;
+	snprintf(st->step, sizeof(st->step), "start");
+	rc = tl_rx_load_provider(t, p, ps->rx, st->r.from, st->g.type,
+	    &st->from, driver, &drop);
+	if (rc == TL_ENOTFOUND && st->op != OP_COPY)
+		st->from_gone = 1;
+	else if (rc != 0 || st->from.ops == NULL) {
+		st->rc = TL_EDRIVER;
+		say(st->why, "provider %s: %s", st->r.from,
+		    rc == TL_ENOTFOUND ? "gone" : rc != 0 ? tl_strerror(rc) :
+		    "no usable driver");
+	}
+	if (st->op != OP_RETIRE) {
+		rc = tl_rx_load_provider(t, p, ps->rx, st->r.to, st->g.type,
+		    &st->to, driver, &drop);
+		if (rc != 0 || st->to.ops == NULL) {
+			/* Reverting only drops the copy there: said, not fatal. */
+			st->to.ops = NULL;
+			if (st->op == OP_COPY) {
+				st->rc = TL_EDRIVER;
+				say(st->why, "provider %s: "
+				    "%s", st->r.to, rc == TL_ENOTFOUND ? "gone" :
+				    rc != 0 ? tl_strerror(rc) :
+				    "no usable driver");
+			}
+		}
+	}
+	st->loaded = 1;
+	return 0;
+}
+
+/* Has every holder of g acknowledged version? */
+static int
+all_acked(struct tl_txn *t, const struct tl_proj *p, const struct tl_grant *g,
+    uint64_t version)
+{
+	struct tl_nodelist nl;
+	char holder[140];
+	size_t i;
+	int all = 1;
+
+	if (tl_rx_grant_holders(t, p, g, &nl) != 0)
+		return 0;
+	for (i = 0; i < nl.n && all; i++) {
+		snprintf(holder, sizeof(holder), "%s@%s", g->module, nl.v[i]);
+		if (!tl_rot_acked(t, p, g->id, version, holder))
+			all = 0;
+	}
+	tl_nodelist_free(&nl);
+	return all;
+}
+
+/* Not before the provider's backoff says so (retried steps only). */
+static int
+backed_off(struct mpass *ps, const char *id)
+{
+	struct tl_rx_backoff *bo = tl_rx_backoff_find(ps->rx, id, 0);
+
+	return bo != NULL && bo->next_ns > ps->now;
+}
+
+struct gather_arg {
+	struct mpass		*ps;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+};
+
+static int
+gather_one(const struct tl_rebind *r, void *arg)
+{
+	struct gather_arg *ga = arg;
+	struct mpass *ps = ga->ps;
+	struct mstep *st, *nv;
+	int provisioned;
+
+	if ((nv = realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
+		return ENOMEM;
+	ps->s = nv;
+	st = &ps->s[ps->n];
+	memset(st, 0, sizeof(*st));
+	st->r = *r;
+	if (tl_grant_get(ga->t, ga->p, r->grant, &st->g, NULL) != 0)
+		return 0;	/* no grant: nothing to move */
+	provisioned = strcmp(st->g.state, GRANT_PROVISIONED) == 0;
+	snprintf(st->db, sizeof(st->db), "%s", r->db);
+	snprintf(st->owner, sizeof(st->owner), "%s", r->owner);
+	snprintf(st->login, sizeof(st->login), "%s", r->user);
+	snprintf(st->odb, sizeof(st->odb), "%s", r->old_db);
+	snprintf(st->oowner, sizeof(st->oowner), "%s", r->old_owner);
+	snprintf(st->ologin, sizeof(st->ologin), "%s", r->old_user);
+
+	if (strcmp(r->state, MV_STARTED) == 0 ||
+	    strcmp(r->state, MV_ISSUED) == 0) {
+		if (!provisioned) {
+			st->op = OP_FAIL;
+			snprintf(st->step, sizeof(st->step), "start");
+			say(st->why, "grant %s became %s "
+			    "during the move", r->grant, st->g.state);
+		} else if (strcmp(r->state, MV_STARTED) == 0) {
+			st->op = OP_ISSUE;
+			tl_rx_grant_names(&st->g, st->g.version, st->odb,
+			    st->oowner, st->ologin);
+			new_names(&st->g, r->version, st->db, st->owner,
+			    st->login);
+		} else {
+			struct tl_grant tmp = st->g;
+
+			st->op = OP_COPY;
+			tmp.version = r->version;
+			tmp.intent_seq = r->issued_seq;
+			if (tl_rx_intent_password(ps->rx, ga->t, &tmp,
+			    st->password) != 0) {
+				st->op = OP_FAIL;
+				snprintf(st->step, sizeof(st->step), "create");
+				say(st->why, "cannot read "
+				    "the new credential's intent");
+			} else
+				load_sides(ps, ga->t, ga->p, st);
+		}
+	} else if (strcmp(r->state, MV_MOVED) == 0) {
+		/* A grant revoked since has no holders left to wait for. */
+		if (provisioned && !all_acked(ga->t, ga->p, &st->g, r->version))
+			st->op = OP_WAIT;
+		else if (backed_off(ps, r->from))
+			st->op = OP_WAIT;
+		else {
+			st->op = OP_RETIRE;
+			load_sides(ps, ga->t, ga->p, st);
+		}
+	} else if (strcmp(r->state, MV_FAILED) == 0) {
+		if (backed_off(ps, r->from))
+			st->op = OP_WAIT;
+		else {
+			st->op = OP_REVERT;
+			load_sides(ps, ga->t, ga->p, st);
+		}
+	}
+	if (st->op == 0)
+		return 0;
+	ps->n++;
+	return 0;
+}
+
+static int
+issue_cb(struct tl_txn *t, void *arg)
+{
+	struct mpass *ps = arg;
+	struct tl_ctx c;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->n; i++) {
+		struct mstep *st = &ps->s[i];
+		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
+		struct tl_rebind cur;
+		char ad[TL_KEY_MAX];
+		struct tl_body b;
+		uint64_t seq;
+		S(stream);
+
+		if (st->op != OP_ISSUE)
+			continue;
+		if (tl_mv_get(t, &c.p, st->r.grant, &cur) != 0 ||
+		    strcmp(cur.state, MV_STARTED) != 0) {
+			st->op = OP_WAIT;
+			continue;
+		}
+		tl_secret_password(st->password);
+		snprintf(ad, sizeof(ad), "grant/%s:v%llu", st->g.id,
+		    (unsigned long long)st->r.version);
+		tl_secret_encrypt(&ps->rx->key, ad, strlen(ad), st->password,
+		    strlen(st->password), ct);
+		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
+			return rc;
+		c.cause = st->r.started_seq;
+		c.have_corr = 0;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", st->g.id);
+		tl_body_u64(&b, "version", st->r.version);
+		tl_body_str(&b, "provider", st->r.to);
+		tl_body_str(&b, "resource", st->db);
+		tl_body_str(&b, "owner", st->owner);
+		tl_body_str(&b, "user", st->login);
+		tl_body_secret(&b, "password", ct, strlen(st->password) +
+		    TL_BOX_OVERHEAD);
+		tl_body_str(&b, "from_resource", st->odb);
+		tl_body_str(&b, "from_owner", st->oowner);
+		tl_body_str(&b, "from_user", st->ologin);
+		rc = tl_emit(&c, EV_REBIND_ISSUED, stream, &b, &seq);
+		tl_body_free(&b);
+		tl_secret_wipe(ct, sizeof(ct));
+		if (rc != 0)
+			return rc;
+		st->r.issued_seq = seq;
+		st->op = OP_COPY;	/* this pass goes on to copy */
+	}
+	return tl_ctx_end(&c);
+}
+
+static void
+admin_of(const struct tl_rx_prov *pv, struct tl_drv_admin *a)
+{
+	a->host = pv->host;
+	a->port = pv->port;
+	a->user = pv->user;
+	a->password = pv->password;
+	a->dbname = pv->db;
+}
+
+/* Opens pv's admin side and runs one operation on it. */
+enum { DO_CREATE, DO_FREEZE, DO_THAW, DO_REVOKE, DO_DROP };
+
+static int
+on_provider(const struct tl_rx_prov *pv, int what,
+    const struct tl_drv_grant *dg, char *why)
+{
+	const struct tl_drv_ops *ops = pv->ops;
+	struct tl_drv_admin a;
+	void *h = NULL;
+	int rc;
+
+	admin_of(pv, &a);
+	if ((rc = ops->open(&a, &h, why)) != 0)
+		return rc;
+	switch (what) {
+	case DO_CREATE:
+		if ((rc = ops->create(h, dg, why)) == 0)
+			rc = ops->set_password(h, dg, why);
+		break;
+	case DO_FREEZE:
+	case DO_THAW:
+		rc = ops->freeze(h, dg, what == DO_FREEZE, why);
+		break;
+	case DO_REVOKE:
+	case DO_DROP:
+		rc = ops->revoke(h, dg, what == DO_DROP, why);
+		break;
+	}
+	ops->close(h);
+	return rc;
+}
+
+static void
+call_driver(struct mstep *st)
+{
+	struct tl_drv_grant gnew = { st->db, st->owner, st->login,
+	    st->password };
+	struct tl_drv_grant gold = { st->odb, st->oowner, st->ologin, "" };
+	struct tl_drv_admin af, at;
+	char why[TL_DRV_WHY_MAX];
+
+	if (st->rc != 0)
+		return;
+	switch (st->op) {
+	case OP_COPY:
+		if (st->to.ops->copy == NULL || st->from.ops->freeze == NULL) {
+			snprintf(st->step, sizeof(st->step), "start");
+			st->rc = TL_EDRIVER;
+			say(st->why, "driver %s cannot "
+			    "move data", st->to.ops->name);
+			return;
+		}
+		snprintf(st->step, sizeof(st->step), "create");
+		if ((st->rc = on_provider(&st->to, DO_CREATE, &gnew,
+		    why)) != 0) {
+			say(st->why, "creating \"%s\" on "
+			    "%s: %s", st->db, st->r.to, why);
+			return;
+		}
+		snprintf(st->step, sizeof(st->step), "freeze");
+		if ((st->rc = on_provider(&st->from, DO_FREEZE, &gold,
+		    why)) != 0) {
+			say(st->why, "making \"%s\" on %s "
+			    "read-only: %s", st->odb, st->r.from, why);
+			return;
+		}
+		snprintf(st->step, sizeof(st->step), "copy");
+		if ((st->tables = malloc(TABLES_MAX)) == NULL) {
+			st->rc = ENOMEM;
+			say(st->why, "out of memory");
+			return;
+		}
+		admin_of(&st->from, &af);
+		admin_of(&st->to, &at);
+		if ((st->rc = st->to.ops->copy(&af, &gold, &at, &gnew,
+		    st->tables, TABLES_MAX, why)) != 0)
+			say(st->why, "copying \"%s\" on "
+			    "%s to \"%s\" on %s: %s", st->odb, st->r.from,
+			    st->db, st->r.to, why);
+		else
+			say(st->why, "%s", why);
+		break;
+	case OP_RETIRE:
+		if (st->from_gone) {
+			say(st->cleanup, "provider %s "
+			    "is gone: nothing to revoke there", st->r.from);
+			return;
+		}
+		if ((st->rc = on_provider(&st->from, DO_REVOKE, &gold,
+		    why)) != 0)
+			say(st->why, "revoking \"%s\" on "
+			    "%s: %s", st->ologin, st->r.from, why);
+		else
+			say(st->cleanup, "%s", why);
+		break;
+	case OP_REVERT:
+		if (st->r.issued_seq == 0) {
+			say(st->cleanup, "nothing was "
+			    "made or frozen");
+			return;
+		}
+		/* The old grant serving again is what matters: retried. */
+		if (!st->from_gone && st->from.ops->freeze != NULL &&
+		    (st->rc = on_provider(&st->from, DO_THAW, &gold,
+		    why)) != 0) {
+			say(st->why, "making \"%s\" on %s "
+			    "writable again: %s", st->odb, st->r.from, why);
+			return;
+		}
+		/* The partial copy: best effort, said if left behind. */
+		if (st->to.ops == NULL)
+			snprintf(why, sizeof(why), "provider %s is not usable",
+			    st->r.to);
+		if (st->to.ops == NULL ||
+		    on_provider(&st->to, DO_DROP, &gnew, why) != 0)
+			say(st->cleanup, "\"%s\" "
+			    "writable again; the partial copy \"%s\" on %s was "
+			    "not dropped: %s", st->odb, st->db, st->r.to, why);
+		else
+			say(st->cleanup, "\"%s\" "
+			    "writable again; the partial copy \"%s\" on %s "
+			    "dropped", st->odb, st->db, st->r.to);
+		break;
+	}
+}
+
+/* The copy's counts (JSON from the driver) as a body map. */
+static void
+tables_body(struct tl_body *b, const char *json)
+{
+	json_t *j = json != NULL ? json_loads(json, 0, NULL) : NULL;
+	const char *k;
+	json_t *v;
+
+	tl_body_map(b, "tables");
+	if (j != NULL && json_is_object(j))
+		json_object_foreach(j, k, v)
+			if (json_is_integer(v) && json_integer_value(v) >= 0)
+				tl_body_u64(b, k,
+				    (uint64_t)json_integer_value(v));
+	tl_body_end(b);
+	json_decref(j);
+}
+
+static int
+outcome_cb(struct tl_txn *t, void *arg)
+{
+	struct mpass *ps = arg;
+	struct tl_ctx c;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->n; i++) {
+		struct mstep *st = &ps->s[i];
+		struct tl_rebind cur;
+		struct tl_body b;
+		S(stream);
+		int pre;
+
+		if (st->op == OP_WAIT || st->op == OP_ISSUE)
+			continue;
+		/* Still the same step?  (An operator may have acted.) */
+		if (tl_mv_get(t, &c.p, st->r.grant, &cur) != 0)
+			continue;
+		pre = strcmp(cur.state, MV_STARTED) == 0 ||
+		    strcmp(cur.state, MV_ISSUED) == 0;
+		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
+			return rc;
+		c.cause = cur.issued_seq ? cur.issued_seq : cur.started_seq;
+		c.have_corr = 0;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", st->g.id);
+		if ((st->op == OP_FAIL || (st->op == OP_COPY && st->rc != 0)) &&
+		    pre) {
+			tl_body_str(&b, "step", st->step);
+			tl_body_str(&b, "reason", st->why);
+			rc = tl_emit(&c, EV_REBIND_FAILED, stream, &b, NULL);
+		} else if (st->op == OP_COPY && st->rc == 0 &&
+		    strcmp(cur.state, MV_ISSUED) == 0) {
+			tl_body_u64(&b, "version", cur.version);
+			tables_body(&b, st->tables);
+			tl_body_str(&b, "host", st->to.routable);
+			tl_body_str(&b, "port", st->to.port);
+			tl_body_str(&b, "database", st->db);
+			tl_body_str(&b, "user", st->login);
+			rc = tl_emit(&c, EV_REBIND_COPIED, stream, &b, NULL);
+			/* The switch: only now, after a verified copy. */
+			if (rc == 0)
+				rc = tl_key(stream, "binding/%s", st->g.id);
+			if (rc == 0) {
+				tl_body_reset(&b);
+				tl_body_str(&b, "grant", st->g.id);
+				tl_body_str(&b, "module", st->g.module);
+				tl_body_str(&b, "req", st->g.req);
+				tl_body_str(&b, "node", st->g.node);
+				tl_body_str(&b, "type", st->g.type);
+				tl_body_str(&b, "provider", cur.to);
+				tl_body_str(&b, "from", cur.from);
+				tl_body_str(&b, "reason", BIND_MOVED);
+				tl_body_str(&b, "state", "bound");
+				rc = tl_emit(&c, EV_BINDING_MOVED, stream, &b,
+				    NULL);
+			}
+			if (rc == 0)
+				rc = tl_rx_deliver(ps->rx, &c, st->g.id);
+		} else if (st->op == OP_RETIRE && st->rc == 0 &&
+		    strcmp(cur.state, MV_MOVED) == 0) {
+			tl_body_u64(&b, "version", cur.version);
+			tl_body_str(&b, "provider", cur.from);
+			tl_body_str(&b, "resource", cur.old_db);
+			tl_body_str(&b, "user", cur.old_user);
+			tl_body_str(&b, "policy", "retain");
+			tl_body_str(&b, "how", st->cleanup);
+			rc = tl_emit(&c, EV_REBIND_COMPLETED, stream, &b, NULL);
+		} else if (st->op == OP_REVERT && st->rc == 0 &&
+		    strcmp(cur.state, MV_FAILED) == 0) {
+			tl_body_str(&b, "cleanup", st->cleanup);
+			rc = tl_emit(&c, EV_REBIND_REVERTED, stream, &b, NULL);
+		}
+		tl_body_free(&b);
+		if (rc != 0)
+			return rc;
+	}
+	return tl_ctx_end(&c);
+}
+
+static void
+step_free(struct mstep *st)
+{
+	tl_secret_wipe(st->password, sizeof(st->password));
+	tl_secret_wipe(st->from.password, sizeof(st->from.password));
+	tl_secret_wipe(st->to.password, sizeof(st->to.password));
+	free(st->tables);
+	st->tables = NULL;
+}
+
+int
+tl_rx_rebind(struct tl_rx *rx, unsigned *steps)
+{
+	struct mpass ps;
+	struct gather_arg ga;
+	struct tl_txn *t;
+	struct tl_proj p;
+	size_t i;
+	int rc, issue = 0, work = 0;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rx = rx;
+	ps.now = tl_rx_now();
+	*steps = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	ga.ps = &ps;
+	ga.t = t;
+	ga.p = &p;
+	if ((rc = tl_proj_open(t, &p)) == 0)
+		rc = tl_mv_each(t, &p, gather_one, &ga);
+	tl_log_abort(t);
+	if (rc != 0)
+		goto out;
+	for (i = 0; i < ps.n; i++)
+		if (ps.s[i].op == OP_ISSUE)
+			issue = 1;
+	if (issue) {
+		if ((rc = tl_log_write(rx->log, issue_cb, &ps)) != 0)
+			goto out;
+		/* Issued in this pass: the providers' admin sides now. */
+		if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+			goto out;
+		if ((rc = tl_proj_open(t, &p)) == 0)
+			for (i = 0; i < ps.n; i++)
+				if (ps.s[i].op == OP_COPY) {
+					(*steps)++;
+					load_sides(&ps, t, &p, &ps.s[i]);
+				}
+		tl_log_abort(t);
+		if (rc != 0)
+			goto out;
+	}
+	for (i = 0; i < ps.n; i++) {
+		struct mstep *st = &ps.s[i];
+
+		if (st->op == OP_WAIT || st->op == OP_ISSUE)
+			continue;
+		work = 1;
+		if (st->op == OP_FAIL)
+			continue;
+		if (st->op == OP_COPY)
+			tl_rx_log(rx, TL_RX_INFO, "move of %s to %s: creating "
+			    "\"%s\", freezing and copying \"%s\"", st->g.id,
+			    st->r.to, st->db, st->odb);
+		call_driver(st);
+		if (st->rc != 0) {
+			tl_rx_log(rx, TL_RX_WARN, "move of %s to %s: %s",
+			    st->g.id, st->r.to, st->why);
+			if (st->op != OP_COPY)
+				tl_rx_backoff_fail(rx, st->r.from);
+		} else {
+			if (st->op != OP_COPY)
+				tl_rx_backoff_ok(rx, st->r.from);
+			tl_rx_log(rx, TL_RX_INFO, "move of %s to %s: %s",
+			    st->g.id, st->r.to, st->op == OP_COPY ? st->why :
+			    st->op == OP_RETIRE ? "old grant revoked, data "
+			    "retained" : st->cleanup);
+		}
+	}
+	if (work && (rc = tl_log_write(rx->log, outcome_cb, &ps)) != 0)
+		goto out;
+	for (i = 0; i < ps.n; i++) {
+		struct mstep *st = &ps.s[i];
+
+		if (st->op == OP_FAIL || (st->op == OP_COPY) ||
+		    ((st->op == OP_RETIRE || st->op == OP_REVERT) &&
+		    st->rc == 0))
+			(*steps)++;
+		if (st->op == OP_COPY && st->rc == 0 &&
+		    (rc = tl_rx_files_for(rx, st->g.id)) != 0)
+			tl_rx_log(rx, TL_RX_WARN, "delivery files of %s: %s",
+			    st->g.id, tl_strerror(rc));
+	}
+	rc = 0;
+out:
+	for (i = 0; i < ps.n; i++)
+		step_free(&ps.s[i]);
+	free(ps.s);
+	return rc;
+}

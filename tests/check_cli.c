@@ -1,0 +1,1309 @@
+/*
+ * check_cli.c - the graph commands through the real tally binary.
+ *
+ * Every test gets a fresh home (TALLY_HOME under $TALLY_TMP), runs
+ * `tally init` there and then drives $TALLY_BIN/tally as a child
+ * process, asserting exit codes, what it prints and what the log holds
+ * (`tally log --json`).  Fixture manifests are in tests/data/graph
+ * ($TALLY_SRC); small variations are written inline.
+ *
+ * CK_RUN_CASE=validation (binding, seeds, history) runs one case.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/body.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "projections/grant.h"
+#include "tests/lib/tl_test.h"
+
+#define MAXARGS	32
+
+static struct {
+	char	*home;
+	char	 bin[4096];
+	char	 src[4096];
+	char	*out;		/* the last run's standard output */
+	char	*err;		/* and its standard error */
+	int	 code;		/* and its exit code */
+	char	 cmdline[1024];
+} H;
+
+/* Paths handed out by fx() and mf(): a small ring, enough per call. */
+static char ring[8][4096];
+static unsigned ringpos;
+
+static char *
+ring_next(void)
+{
+	return ring[ringpos++ % 8];
+}
+
+static char *
+slurp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char *buf;
+	long n;
+
+	ck_assert_msg(fp != NULL, "%s: %s", path, strerror(errno));
+	fseek(fp, 0, SEEK_END);
+	n = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	if (n > 0)
+		ck_assert_int_eq(fread(buf, 1, (size_t)n, fp), (size_t)n);
+	buf[n] = '\0';
+	fclose(fp);
+	return buf;
+}
+
+/* Runs tally with argv (NULL-terminated); output lands in H. */
+static int
+run_argv(const char *const *argv)
+{
+	char outp[4200], errp[4200];
+	const char *full[MAXARGS + 2];
+	size_t i, off = 0;
+	pid_t pid;
+	int st;
+
+	snprintf(outp, sizeof(outp), "%s/.stdout", H.home);
+	snprintf(errp, sizeof(errp), "%s/.stderr", H.home);
+	full[0] = H.bin;
+	H.cmdline[0] = '\0';
+	for (i = 0; argv[i] != NULL && i < MAXARGS; i++) {
+		full[i + 1] = argv[i];
+		off += (size_t)snprintf(H.cmdline + off, off < sizeof(H.cmdline)
+		    ? sizeof(H.cmdline) - off : 0, " %s", argv[i]);
+		if (off >= sizeof(H.cmdline))
+			off = sizeof(H.cmdline) - 1;
+	}
+	full[i + 1] = NULL;
+	fflush(NULL);
+	pid = fork();
+	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		int in = open("/dev/null", O_RDONLY);
+		int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (in < 0 || o < 0 || e < 0)
+			_exit(127);
+		dup2(in, 0);
+		dup2(o, 1);
+		dup2(e, 2);
+		execv(H.bin, (char *const *)full);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		ck_assert_int_eq(errno, EINTR);
+	free(H.out);
+	free(H.err);
+	H.out = slurp(outp);
+	H.err = slurp(errp);
+	ck_assert_msg(WIFEXITED(st), "tally%s: killed by signal %d\n%s",
+	    H.cmdline, WIFSIGNALED(st) ? WTERMSIG(st) : 0, H.err);
+	H.code = WEXITSTATUS(st);
+	ck_assert_msg(H.code != 127, "could not run %s", H.bin);
+	return H.code;
+}
+
+static int
+run_va(const char *first, va_list ap)
+{
+	const char *argv[MAXARGS + 1];
+	size_t n = 0;
+
+	argv[n++] = first;
+	while (n < MAXARGS && (argv[n] = va_arg(ap, const char *)) != NULL)
+		n++;
+	argv[n] = NULL;
+	return run_argv(argv);
+}
+
+/* Runs tally and asserts its exit code; the caller's line is reported. */
+static void
+expect(int line, int want, const char *first, ...)
+{
+	va_list ap;
+
+	va_start(ap, first);
+	run_va(first, ap);
+	va_end(ap);
+	ck_assert_msg(H.code == want, "line %d: tally%s exited %d, want %d\n"
+	    "--- stdout\n%s--- stderr\n%s", line, H.cmdline, H.code, want,
+	    H.out, H.err);
+}
+
+#define T_OK(...)	expect(__LINE__, 0, __VA_ARGS__, (const char *)NULL)
+#define T_EXIT(c, ...)	expect(__LINE__, (c), __VA_ARGS__, (const char *)NULL)
+
+#define ck_out_has(s)							\
+	ck_assert_msg(strstr(H.out, (s)) != NULL, "tally%s: stdout lacks "\
+	    "'%s':\n%s", H.cmdline, (s), H.out)
+#define ck_err_has(s)							\
+	ck_assert_msg(strstr(H.err, (s)) != NULL, "tally%s: stderr lacks "\
+	    "'%s':\n%s", H.cmdline, (s), H.err)
+
+/* A fixture manifest of tests/data/graph. */
+static const char *
+fx(const char *name)
+{
+	char *p = ring_next();
+
+	ck_assert((size_t)snprintf(p, sizeof(ring[0]), "%s/tests/data/graph/%s",
+	    H.src, name) < sizeof(ring[0]));
+	return p;
+}
+
+/* Writes an inline manifest into the home; returns its path. */
+static const char *
+mf(const char *name, const char *text)
+{
+	char *p = ring_next();
+	FILE *fp;
+
+	ck_assert((size_t)snprintf(p, sizeof(ring[0]), "%s/%s", H.home,
+	    name) < sizeof(ring[0]));
+	fp = fopen(p, "w");
+	ck_assert_msg(fp != NULL, "%s: %s", p, strerror(errno));
+	fputs(text, fp);
+	ck_assert_int_eq(fclose(fp), 0);
+	return p;
+}
+
+static void
+setup(void)
+{
+	const char *b = getenv("TALLY_BIN"), *s = getenv("TALLY_SRC");
+	struct stat st;
+
+	memset(&H, 0, sizeof(H));
+	snprintf(H.bin, sizeof(H.bin), "%s/tally", b && *b ? b : "build/bin");
+	snprintf(H.src, sizeof(H.src), "%s", s && *s ? s : ".");
+	ck_assert_msg(stat(H.bin, &st) == 0, "no tally binary at %s (set "
+	    "TALLY_BIN)", H.bin);
+	H.home = tl_test_tmpdir("cli");
+	setenv("TALLY_HOME", H.home, 1);
+	T_OK("init");
+}
+
+static void
+teardown(void)
+{
+	free(H.out);
+	free(H.err);
+	tl_test_tmpdir_done(H.home);
+	memset(&H, 0, sizeof(H));
+}
+
+/* The log as `tally log --json` prints it (malloc'd). */
+static char *
+log_dump(void)
+{
+	T_OK("log", "--json");
+	return strdup(H.out);
+}
+
+static size_t
+count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		if (*s == '\n')
+			n++;
+	return n;
+}
+
+/* Events of type (a glob) in stream (NULL: any). */
+static size_t
+count_events(const char *type, const char *stream)
+{
+	if (stream != NULL)
+		T_OK("log", "--json", "--type", type, "--stream", stream);
+	else
+		T_OK("log", "--json", "--type", type);
+	return count_lines(H.out);
+}
+
+static uint64_t
+last_seq(void)
+{
+	char *dump = log_dump(), *line, *save = NULL;
+	uint64_t seq = 0;
+
+	for (line = strtok_r(dump, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		json_t *j = json_loads(line, 0, NULL);
+
+		ck_assert_ptr_nonnull(j);
+		seq = (uint64_t)json_integer_value(json_object_get(j, "seq"));
+		json_decref(j);
+	}
+	free(dump);
+	return seq;
+}
+
+/* The last run's stdout as JSON (a new reference). */
+static json_t *
+out_json(void)
+{
+	json_error_t e;
+	json_t *j = json_loads(H.out, 0, &e);
+
+	ck_assert_msg(j != NULL, "tally%s: not JSON (%s):\n%s", H.cmdline,
+	    e.text, H.out);
+	return j;
+}
+
+/* tally status MODULE --json [--at SEQ]: exit 0 or 6. */
+static json_t *
+status_of(const char *module, const char *at)
+{
+	if (at != NULL)
+		run_argv((const char *[]){ "status", module, "--json", "--at",
+		    at, NULL });
+	else
+		run_argv((const char *[]){ "status", module, "--json", NULL });
+	ck_assert_msg(H.code == 0 || H.code == 6, "tally%s: exit %d\n%s",
+	    H.cmdline, H.code, H.err);
+	return out_json();
+}
+
+static const char *
+jstr(const json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s ? s : "";
+}
+
+/* The requirement req of the assignment on node in a status document. */
+static const json_t *
+st_req(const json_t *st, const char *node, const char *req)
+{
+	const json_t *a, *r;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(st, "assignments"), i, a) {
+		if (strcmp(jstr(a, "node"), node) != 0)
+			continue;
+		json_array_foreach(json_object_get(a, "requirements"), j, r)
+			if (strcmp(jstr(r, "name"), req) == 0)
+				return r;
+	}
+	ck_abort_msg("status of %s has no requirement %s on %s", jstr(st,
+	    "module"), req, node);
+	return NULL;
+}
+
+static const char *
+st_asg_state(const json_t *st, const char *node)
+{
+	const json_t *a;
+	size_t i;
+
+	json_array_foreach(json_object_get(st, "assignments"), i, a)
+		if (strcmp(jstr(a, "node"), node) == 0)
+			return jstr(a, "state");
+	ck_abort_msg("status of %s has no assignment on %s", jstr(st,
+	    "module"), node);
+	return NULL;
+}
+
+/* Asserts requirement req of module on node is bound to provider by why. */
+static void
+ck_bound(int line, const char *module, const char *node, const char *req,
+    const char *provider, const char *why)
+{
+	json_t *st = status_of(module, NULL);
+	const json_t *r = st_req(st, node, req);
+
+	ck_assert_msg(strcmp(jstr(r, "provider"), provider) == 0 &&
+	    strcmp(jstr(r, "bound_by"), why) == 0, "line %d: %s/%s on %s: "
+	    "bound to '%s' by '%s' (state %s: %s), want %s by '%s'", line,
+	    module, req, node, jstr(r, "provider"), jstr(r, "bound_by"),
+	    jstr(r, "state"), jstr(r, "reason"), provider, why);
+	json_decref(st);
+}
+#define CK_BOUND(m, n, r, p, w)	ck_bound(__LINE__, m, n, r, p, w)
+
+static void
+node_add(const char *name)
+{
+	char host[128];
+
+	snprintf(host, sizeof(host), "%s.mesh.test", name);
+	T_OK("node", "add", name, "--routable-name", host);
+}
+
+/* The grant record of the grants projection, read in-process. */
+struct grant_arg {
+	const char	*id;
+	struct tl_grant	 g;
+	int		 rc;
+};
+
+static int
+grant_cb(struct tl_txn *t, void *arg)
+{
+	struct grant_arg *ga = arg;
+	struct tl_proj p;
+	int rc;
+
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		return rc;
+	ga->rc = tl_grant_get(t, &p, ga->id, &ga->g, NULL);
+	return 0;
+}
+
+static char *
+log_dir(void)
+{
+	return tl_test_path(H.home, "log");
+}
+
+static int
+grant_read(const char *id, struct tl_grant *g)
+{
+	struct grant_arg ga = { id, { { 0 } }, 0 };
+	struct tl_log *log;
+	struct tl_txn *t;
+	char *dir = log_dir();
+	int rc;
+
+	/* Let the CLI fold first (a read catches the projections up). */
+	T_OK("graph", "--json");
+	rc = tl_log_open(dir, TL_LOG_RDONLY, &log);
+	free(dir);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tl_log_begin(log, TL_TXN_RDONLY, &t), 0);
+	ck_assert_int_eq(grant_cb(t, &ga), 0);
+	tl_log_abort(t);
+	tl_log_close(log);
+	if (ga.rc == 0)
+		*g = ga.g;
+	return ga.rc;
+}
+
+/* What a reactor would append: one event for grant id, in-process. */
+struct react_arg {
+	const char	*type;
+	const char	*grant;
+	const char	*provider;
+};
+
+static int
+react_cb(struct tl_txn *t, void *arg)
+{
+	struct react_arg *ra = arg;
+	struct tl_ctx c;
+	struct tl_body b;
+	char stream[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, "test:reactor")) != 0)
+		return rc;
+	snprintf(stream, sizeof(stream), "grant/%s", ra->grant);
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", ra->grant);
+	tl_body_str(&b, "provider", ra->provider);
+	tl_body_u64(&b, "version", 1);
+	tl_body_str(&b, "user", "u1");
+	rc = tl_emit(&c, ra->type, stream, &b, NULL);
+	tl_body_free(&b);
+	if (rc == 0)
+		rc = tl_ctx_end(&c);
+	return rc;
+}
+
+static void
+react(const char *type, const char *grant, const char *provider)
+{
+	struct react_arg ra = { type, grant, provider };
+	struct tl_log *log;
+	char *dir = log_dir();
+
+	ck_assert_int_eq(tl_log_open(dir, 0, &log), 0);
+	free(dir);
+	ck_assert_int_eq(tl_log_write(log, react_cb, &ra), 0);
+	tl_log_close(log);
+}
+
+/*
+ * Validation: apply FILE must exit 4 naming file:line and the field,
+ * and append nothing.
+ */
+
+/* A log with something in it, so that "nothing appended" means it. */
+static void
+some_state(void)
+{
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"));
+	T_OK("assign", "postgres", "node-a");
+}
+
+static void
+ck_rejected(int line, const char *file, int at, const char *field)
+{
+	char *before = log_dump(), *after, *saved, where[512];
+	const char *p, *eol;
+	size_t plen;
+
+	snprintf(where, sizeof(where), "%s:%d:", file, at);
+	expect(line, 4, "apply", fx(file), (const char *)NULL);
+	p = strstr(H.err, where);
+	ck_assert_msg(p != NULL, "line %d: apply %s: stderr does not name "
+	    "'%s':\n%s", line, file, where, H.err);
+	/* The field comes right after FILE:LINE[:COL]: on the same line. */
+	eol = strchr(p, '\n');
+	plen = eol ? (size_t)(eol - p) : strlen(p);
+	p += strlen(where);
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*p == ':')
+		p++;
+	ck_assert_msg(strncmp(p, " ", 1) == 0 && strncmp(p + 1, field,
+	    strlen(field)) == 0 && p[1 + strlen(field)] == ':',
+	    "line %d: apply %s: expected '%s' after '%s' in:\n%.*s", line,
+	    file, field, where, (int)plen, strstr(H.err, where));
+	ck_assert_msg(strstr(H.out, "applied") == NULL, "line %d: %s", line,
+	    H.out);
+	saved = strdup(H.err);
+	after = log_dump();
+	ck_assert_msg(strcmp(before, after) == 0, "line %d: apply %s "
+	    "appended events:\n%s", line, file, after + strlen(before));
+	free(before);
+	free(after);
+	/* Leave the apply's stderr for the caller to look at. */
+	free(H.err);
+	H.err = saved;
+	snprintf(H.cmdline, sizeof(H.cmdline), " apply %s", file);
+}
+#define CK_REJECTED(f, l, fld)	ck_rejected(__LINE__, f, l, fld)
+
+START_TEST(test_reject_unknown_key)
+{
+	some_state();
+	CK_REJECTED("bad-unknown-key.yaml", 2, "description");
+	ck_err_has("unknown key 'description'");
+	CK_REJECTED("bad-unknown-key-nested.yaml", 6, "requires.db.database");
+	ck_err_has("unknown key 'database'");
+	/* Several files: one bad file applies nothing from the good ones. */
+	{
+		char *before = log_dump(), *after;
+
+		T_EXIT(4, "apply", fx("game.yaml"), fx("bad-unknown-key.yaml"));
+		ck_err_has("bad-unknown-key.yaml:2:1: description:");
+		after = log_dump();
+		ck_assert_str_eq(before, after);
+		free(before);
+		free(after);
+	}
+}
+END_TEST
+
+START_TEST(test_reject_names)
+{
+	some_state();
+	CK_REJECTED("bad-name-module.yaml", 1, "module");
+	ck_err_has("'My_Game' is not a valid module name");
+	CK_REJECTED("bad-name-req.yaml", 3, "requires.Db");
+	ck_err_has("'Db' is not a valid requirement name");
+	CK_REJECTED("bad-name-long.yaml", 6, "requires.db.name");
+	ck_err_has("65 characters long, the limit is 63");
+	/* The same rule on the command line. */
+	T_EXIT(4, "node", "add", "Node-B", "--routable-name", "b.test");
+	T_EXIT(4, "node", "add", "node_b", "--routable-name", "b.test");
+	T_EXIT(4, "node", "add", "node-", "--routable-name", "b.test");
+	T_EXIT(4, "node", "add", "a123456789b123456789c123456789d123456789"
+	    "e123456789f123456789abcd", "--routable-name", "b.test");
+	T_EXIT(4, "assign", "Postgres", "node-a");
+	T_EXIT(4, "unassign", "postgres", "Node-A");
+	T_EXIT(4, "remove", "post_gres");
+	/* 63 is allowed. */
+	T_OK("node", "add", "a123456789b123456789c123456789d123456789"
+	    "e123456789f123456789abc", "--routable-name", "b.test");
+}
+END_TEST
+
+START_TEST(test_reject_unmapped_field)
+{
+	some_state();
+	CK_REJECTED("bad-unmapped.yaml", 10, "requires.db.env.password");
+	ck_err_has("DB_PASSWORD, which the module does not declare");
+}
+END_TEST
+
+START_TEST(test_reject_embedded_target)
+{
+	some_state();
+	/*
+	 * vector-search is declared first in the same apply (it has no
+	 * requirements): its event is thrown away with the rest.
+	 */
+	CK_REJECTED("bad-embedded-target.yaml", 12, "requires.db.from");
+	ck_err_has("embedded private instance");
+	/* Declared beforehand: the same refusal. */
+	T_OK("apply", fx("vector-search.yaml"));
+	CK_REJECTED("bad-embedded-target.yaml", 12, "requires.db.from");
+	/* Naming the instance itself (from: vectors) is refused too. */
+	CK_REJECTED("bad-embedded-target-name.yaml", 4, "requires.db.from");
+	ck_err_has("vectors");
+}
+END_TEST
+
+START_TEST(test_reject_unknown_driver)
+{
+	some_state();
+	CK_REJECTED("bad-driver.yaml", 4, "provides.mysql-database.driver");
+	ck_err_has("unknown driver 'mysql'");
+}
+END_TEST
+
+START_TEST(test_reject_embedded_port)
+{
+	some_state();
+	CK_REJECTED("bad-embedded-port.yaml", 5, "embedded.vectors.port");
+	ck_err_has("publishes no port");
+	CK_REJECTED("bad-embedded-expose.yaml", 5, "embedded.vectors.expose");
+	ck_err_has("expose must be none, not 'network'");
+}
+END_TEST
+
+START_TEST(test_reject_shared_resource)
+{
+	some_state();
+	T_OK("apply", fx("game.yaml"));	/* game owns game-db */
+	CK_REJECTED("bad-steal.yaml", 4, "requires.loot.name");
+	ck_err_has("'game-db' from postgres belongs to module game");
+	/* Within one apply: alpha is appended, then beta refused: neither. */
+	CK_REJECTED("bad-steal-same-apply.yaml", 11, "requires.db.name");
+	ck_err_has("belongs to module alpha");
+	/* The owner itself may apply again. */
+	T_OK("apply", fx("game.yaml"));
+	ck_out_has("0 event(s)");
+}
+END_TEST
+
+/* Binding rules. */
+
+START_TEST(test_bind_explicit_manifest)
+{
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game-explicit.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "game", "node-a");
+	/* Named, but not there yet: pending, and why. */
+	{
+		json_t *st = status_of("game", NULL);
+		const json_t *r = st_req(st, "node-a", "db");
+
+		ck_assert_str_eq(jstr(r, "state"), "pending");
+		ck_assert_msg(strstr(jstr(r, "reason"), "node-b/postgres") !=
+		    NULL, "%s", jstr(r, "reason"));
+		json_decref(st);
+	}
+	ck_assert_int_eq(count_events("binding.*", NULL), 0);
+	T_OK("assign", "postgres", "node-b");
+	/* The manifest wins over the co-located node-a/postgres. */
+	CK_BOUND("game", "node-a", "db", "node-b/postgres",
+	    BIND_EXPLICIT_MANIFEST);
+	T_OK("explain", "game");
+	ck_out_has("bound to node-b/postgres because explicit (named in the "
+	    "manifest)");
+	ck_out_has("decided by seq");
+	ck_assert_int_eq(count_events("binding.made", "binding/game/db"), 1);
+}
+END_TEST
+
+START_TEST(test_bind_colocated)
+{
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "game", "node-b");
+	CK_BOUND("game", "node-b", "db", "node-b/postgres", BIND_COLOCATED);
+	T_OK("explain", "game", "--json");
+	{
+		json_t *j = out_json();
+		const json_t *r = json_array_get(json_object_get(j,
+		    "requirements"), 0);
+
+		ck_assert_str_eq(jstr(r, "grant"), "game/db");
+		ck_assert_str_eq(jstr(r, "bound_by"), BIND_COLOCATED);
+		ck_assert_str_eq(jstr(json_object_get(r, "decided_by"),
+		    "type"), EV_BINDING_MADE);
+		json_decref(j);
+	}
+}
+END_TEST
+
+START_TEST(test_bind_only_candidate)
+{
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "game", "node-a");
+	CK_BOUND("game", "node-a", "db", "node-b/postgres",
+	    BIND_ONLY_CANDIDATE);
+	ck_assert_int_eq(count_events("grant.requested", "grant/game/db"), 1);
+}
+END_TEST
+
+START_TEST(test_bind_ambiguous_then_bind)
+{
+	json_t *st;
+	const json_t *r;
+	char *before;
+
+	node_add("node-a");
+	node_add("node-b");
+	node_add("node-c");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-c");
+	T_OK("assign", "game", "node-a");
+	st = status_of("game", NULL);
+	r = st_req(st, "node-a", "db");
+	ck_assert_str_eq(jstr(r, "state"), "pending");
+	ck_assert_msg(strstr(jstr(r, "reason"), "ambiguous") &&
+	    strstr(jstr(r, "reason"), "node-b/postgres") &&
+	    strstr(jstr(r, "reason"), "node-c/postgres") &&
+	    strstr(jstr(r, "reason"), "tally bind game/db"), "%s",
+	    jstr(r, "reason"));
+	json_decref(st);
+	ck_assert_int_eq(count_events("binding.ambiguous", NULL), 1);
+	ck_assert_int_eq(count_events("grant.*", NULL), 0);
+	/* Another command does not record the same ambiguity again. */
+	T_OK("apply", fx("static-site.yaml"));
+	T_OK("assign", "static-site", "node-a");
+	ck_assert_int_eq(count_events("binding.ambiguous", NULL), 1);
+
+	/* Wrong names are refused and append nothing. */
+	before = log_dump();
+	T_EXIT(3, "bind", "game/db", "node-z/postgres");
+	ck_err_has("no provider node-z/postgres");
+	T_EXIT(3, "bind", "game/nope", "node-b/postgres");
+	T_EXIT(4, "bind", "game/db@node-a", "node-b/postgres");
+	ck_err_has("is shared");
+	T_EXIT(4, "bind", "game", "node-b/postgres");
+	{
+		char *after = log_dump();
+
+		ck_assert_str_eq(before, after);
+		free(after);
+	}
+	free(before);
+
+	T_OK("bind", "game/db", "node-c/postgres");
+	CK_BOUND("game", "node-a", "db", "node-c/postgres",
+	    BIND_EXPLICIT_OPERATOR);
+	ck_assert_int_eq(count_events("grant.requested", "grant/game/db"), 1);
+	/* Binding again to the same provider records nothing. */
+	before = log_dump();
+	T_OK("bind", "game/db", "node-c/postgres");
+	{
+		char *after = log_dump();
+
+		ck_assert_str_eq(before, after);
+		free(after);
+	}
+	free(before);
+}
+END_TEST
+
+START_TEST(test_bind_refused_beyond_requested)
+{
+	struct tl_grant g;
+	char *before, *after;
+
+	node_add("node-a");
+	node_add("node-b");
+	node_add("node-c");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "game", "node-a");
+	CK_BOUND("game", "node-a", "db", "node-b/postgres",
+	    BIND_ONLY_CANDIDATE);
+	T_OK("assign", "postgres", "node-c");
+	/* While only requested, tally bind may still choose another. */
+	T_OK("bind", "game/db", "node-c/postgres");
+	CK_BOUND("game", "node-a", "db", "node-c/postgres",
+	    BIND_EXPLICIT_OPERATOR);
+	ck_assert_int_eq(grant_read("game/db", &g), 0);
+	ck_assert_str_eq(g.provider, "node-c/postgres");
+	ck_assert_str_eq(g.state, GRANT_REQUESTED);
+	/* node-b no longer serves it: it may be unassigned. */
+	T_OK("unassign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-b");
+
+	/* A reactor starts provisioning on node-c. */
+	react(EV_GRANT_PROVISIONING, "game/db", "node-c/postgres");
+	ck_assert_int_eq(grant_read("game/db", &g), 0);
+	ck_assert_str_eq(g.state, GRANT_PROVISIONING);
+	before = log_dump();
+	T_EXIT(4, "bind", "game/db", "node-b/postgres");
+	ck_err_has("migration");
+	ck_err_has("provisioning");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	/* The same provider: nothing to record, not an error. */
+	T_OK("bind", "game/db", "node-c/postgres");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	/* Provisioned: still refused, and the provider cannot leave. */
+	react(EV_GRANT_PROVISIONED, "game/db", "node-c/postgres");
+	T_EXIT(4, "bind", "game/db", "node-b/postgres");
+	T_EXIT(4, "unassign", "postgres", "node-c");
+	ck_err_has("still serves 1 grant(s) (game/db)");
+	CK_BOUND("game", "node-a", "db", "node-c/postgres",
+	    BIND_EXPLICIT_OPERATOR);
+}
+END_TEST
+
+/* The seed scenarios. */
+
+static const char game_a[] =
+"module: game-a\n"
+"requires:\n"
+"  db: {type: postgres-database, from: postgres}\n";
+static const char game_b[] =
+"module: game-b\n"
+"requires:\n"
+"  db: {type: postgres-database, from: postgres}\n";
+
+START_TEST(test_seed_two_postgres)
+{
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), mf("game-a.yaml", game_a),
+	    mf("game-b.yaml", game_b), fx("worker.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "game-a", "node-a");
+	T_OK("assign", "game-b", "node-b");
+	T_OK("assign", "worker", "node-b");
+	T_OK("assign", "worker", "node-a");
+	CK_BOUND("game-a", "node-a", "db", "node-a/postgres", BIND_COLOCATED);
+	CK_BOUND("game-b", "node-b", "db", "node-b/postgres", BIND_COLOCATED);
+	CK_BOUND("worker", "node-a", "scratch", "node-a/postgres",
+	    BIND_COLOCATED);
+	CK_BOUND("worker", "node-b", "scratch", "node-b/postgres",
+	    BIND_COLOCATED);
+	ck_assert_int_eq(count_events("binding.ambiguous", NULL), 0);
+}
+END_TEST
+
+START_TEST(test_seed_names_other_node)
+{
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game-explicit.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "game", "node-a");
+	CK_BOUND("game", "node-a", "db", "node-b/postgres",
+	    BIND_EXPLICIT_MANIFEST);
+	T_OK("graph", "--json");
+	{
+		json_t *g = out_json();
+		const json_t *m, *r, *b;
+		size_t i;
+		int seen = 0;
+
+		json_array_foreach(json_object_get(g, "modules"), i, m) {
+			if (strcmp(jstr(m, "name"), "game") != 0)
+				continue;
+			r = json_array_get(json_object_get(m, "requirements"),
+			    0);
+			b = json_array_get(json_object_get(r, "bindings"), 0);
+			ck_assert_str_eq(jstr(b, "provider"),
+			    "node-b/postgres");
+			seen = 1;
+		}
+		ck_assert(seen);
+		json_decref(g);
+	}
+}
+END_TEST
+
+START_TEST(test_seed_shared_vs_per_instance)
+{
+	json_t *st;
+	struct tl_grant g;
+
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"), fx("worker.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "game", "node-a");
+	T_OK("assign", "game", "node-b");
+	T_OK("assign", "worker", "node-a");
+	T_OK("assign", "worker", "node-b");
+
+	/* shared: one grant MODULE/REQ, held by both assignments. */
+	ck_assert_int_eq(count_events("grant.requested", NULL), 3);
+	ck_assert_int_eq(count_events("grant.requested", "grant/game/db"), 1);
+	st = status_of("game", NULL);
+	ck_assert_str_eq(jstr(st_req(st, "node-a", "db"), "grant"),
+	    "game/db");
+	ck_assert_str_eq(jstr(st_req(st, "node-b", "db"), "grant"),
+	    "game/db");
+	ck_assert_str_eq(jstr(st_req(st, "node-b", "db"), "provider"),
+	    "node-a/postgres");
+	json_decref(st);
+	ck_assert_int_eq(grant_read("game/db", &g), 0);
+	ck_assert_str_eq(g.scope, "shared");
+	ck_assert_str_eq(g.node, "");
+
+	/* per-instance: two grants MODULE/REQ@NODE. */
+	ck_assert_int_eq(count_events("grant.requested",
+	    "grant/worker/scratch@node-a"), 1);
+	ck_assert_int_eq(count_events("grant.requested",
+	    "grant/worker/scratch@node-b"), 1);
+	ck_assert_int_eq(grant_read("worker/scratch", &g), TL_ENOTFOUND);
+	ck_assert_int_eq(grant_read("worker/scratch@node-b", &g), 0);
+	ck_assert_str_eq(g.scope, "per-instance");
+	ck_assert_str_eq(g.node, "node-b");
+	st = status_of("worker", NULL);
+	ck_assert_str_eq(jstr(st_req(st, "node-a", "scratch"), "grant"),
+	    "worker/scratch@node-a");
+	ck_assert_str_eq(jstr(st_req(st, "node-b", "scratch"), "grant"),
+	    "worker/scratch@node-b");
+	json_decref(st);
+	/* A per-instance grant is bound per instance. */
+	T_EXIT(4, "bind", "worker/scratch", "node-a/postgres");
+	ck_err_has("per-instance");
+}
+END_TEST
+
+START_TEST(test_seed_second_provider)
+{
+	json_t *st;
+	size_t bound;
+
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "game", "node-a");
+	CK_BOUND("game", "node-a", "db", "node-b/postgres",
+	    BIND_ONLY_CANDIDATE);
+	bound = count_events("binding.*", NULL);
+	ck_assert_int_eq(bound, 1);
+	/* A co-located provider appears: nothing already bound moves. */
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "game", "node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	ck_assert_int_eq(count_events("binding.*", NULL), bound);
+	ck_assert_int_eq(count_events("grant.requested", NULL), 1);
+	CK_BOUND("game", "node-a", "db", "node-b/postgres",
+	    BIND_ONLY_CANDIDATE);
+	st = status_of("game", NULL);
+	ck_assert_str_eq(jstr(st_req(st, "node-b", "db"), "provider"),
+	    "node-b/postgres");
+	json_decref(st);
+}
+END_TEST
+
+START_TEST(test_seed_embedded_private)
+{
+	json_t *st;
+	const json_t *r;
+
+	node_add("node-a");
+	/* The consumer first: vector-search is not declared yet. */
+	T_OK("apply", mf("asker.yaml", "module: asker\nrequires:\n"
+	    "  db: {type: postgres-database, from: vector-search}\n"));
+	T_OK("apply", fx("vector-search.yaml"));
+	T_OK("assign", "vector-search", "node-a");
+	T_OK("assign", "asker", "node-a");
+	/* vector-search is no provider. */
+	T_OK("graph", "--json");
+	{
+		json_t *g = out_json();
+
+		ck_assert_int_eq(json_array_size(json_object_get(g,
+		    "providers")), 0);
+		json_decref(g);
+	}
+	ck_assert_int_eq(count_events("provider.*", NULL), 0);
+	ck_assert_int_eq(count_events("binding.*", NULL), 0);
+	st = status_of("asker", NULL);
+	r = st_req(st, "node-a", "db");
+	ck_assert_str_eq(jstr(r, "state"), "pending");
+	ck_assert_msg(strstr(jstr(r, "reason"), "embedded private instance"),
+	    "%s", jstr(r, "reason"));
+	json_decref(st);
+	T_EXIT(3, "bind", "asker/db", "node-a/vector-search");
+	ck_assert_int_eq(count_events("binding.*", NULL), 0);
+	/* The module carrying it requires nothing: it is ready. */
+	st = status_of("vector-search", NULL);
+	ck_assert_str_eq(jstr(st, "state"), "ready (nothing required)");
+	json_decref(st);
+}
+END_TEST
+
+START_TEST(test_seed_nothing_vs_pending)
+{
+	json_t *st;
+
+	node_add("node-a");
+	T_OK("apply", fx("static-site.yaml"), fx("game.yaml"),
+	    fx("postgres.yaml"));
+	st = status_of("game", NULL);
+	ck_assert_str_eq(jstr(st, "state"), "declared, not assigned");
+	json_decref(st);
+	T_OK("assign", "static-site", "node-a");
+	T_OK("assign", "game", "node-a");
+
+	T_OK("status", "static-site");
+	ck_out_has("static-site: ready (nothing required)");
+	st = status_of("static-site", NULL);
+	ck_assert_str_eq(jstr(st, "state"), "ready (nothing required)");
+	ck_assert_str_eq(st_asg_state(st, "node-a"),
+	    "ready (nothing required)");
+	json_decref(st);
+
+	/* Requirements never acted on: pending, with the reason. */
+	T_EXIT(6, "status", "game");
+	ck_out_has("game: pending");
+	st = status_of("game", NULL);
+	ck_assert_str_eq(jstr(st, "state"), "pending");
+	ck_assert_str_eq(st_asg_state(st, "node-a"), "pending");
+	ck_assert_msg(strstr(jstr(st_req(st, "node-a", "db"), "reason"),
+	    "postgres not assigned to any node"), "%s",
+	    jstr(st_req(st, "node-a", "db"), "reason"));
+	json_decref(st);
+	/* Once bound it is no longer pending (but not ready either). */
+	T_OK("assign", "postgres", "node-a");
+	st = status_of("game", NULL);
+	ck_assert_str_eq(jstr(st, "state"), "bound");
+	json_decref(st);
+	/* Presence of a module that does not exist: pending. */
+	T_OK("apply", mf("site.yaml", "module: static-site\n"
+	    "requires:\n  term: {presence: terminal}\n"));
+	st = status_of("static-site", NULL);
+	ck_assert_str_eq(jstr(st, "state"), "pending");
+	ck_assert_msg(strstr(jstr(st_req(st, "node-a", "term"), "reason"),
+	    "terminal is not declared"), "%s",
+	    jstr(st_req(st, "node-a", "term"), "reason"));
+	json_decref(st);
+}
+END_TEST
+
+START_TEST(test_seed_apply_changes_only)
+{
+	size_t n;
+	char *before, *after;
+
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	ck_out_has("applied 2 module(s): 3 event(s) appended");
+	n = count_events("*", NULL);
+	before = log_dump();
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	ck_out_has("0 event(s) appended");
+	/* The same content in another order and style. */
+	T_OK("apply", mf("game.yaml", "module: game\nrequires:\n  db: {from: "
+	    "postgres, env: {password: DB_PASSWORD, host: DB_HOST}, type: "
+	    "postgres-database}\nenv: {DB_PASSWORD: '', DB_HOST: ''}\n"));
+	ck_out_has("0 event(s) appended");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+
+	/* A requirement changes: one requirement.declared, nothing else. */
+	T_OK("apply", mf("game.yaml", "module: game\nenv: {DB_HOST: '', "
+	    "DB_PASSWORD: ''}\nrequires:\n  db: {type: postgres-database, "
+	    "from: postgres, env: {host: DB_HOST, password: DB_PASSWORD}, "
+	    "max-credential-age: 30d}\n"));
+	ck_out_has("1 event(s) appended");
+	ck_assert_int_eq(count_events("*", NULL), n + 1);
+	ck_assert_int_eq(count_events("requirement.declared",
+	    "module/game"), 2);
+	/* The module's own env changes: one module.declared. */
+	T_OK("apply", mf("game.yaml", "module: game\nenv: {DB_HOST: '', "
+	    "DB_PASSWORD: '', LOG_LEVEL: info}\nrequires:\n  db: {type: "
+	    "postgres-database, from: postgres, env: {host: DB_HOST, "
+	    "password: DB_PASSWORD}, max-credential-age: 30d}\n"));
+	ck_out_has("1 event(s) appended");
+	ck_assert_int_eq(count_events("module.declared", "module/game"), 2);
+	/* A requirement added and one withdrawn. */
+	T_OK("apply", mf("game.yaml", "module: game\nenv: {DB_HOST: '', "
+	    "DB_PASSWORD: '', LOG_LEVEL: info}\nrequires:\n  term: "
+	    "{presence: terminal}\n"));
+	ck_out_has("2 event(s) appended");
+	ck_assert_int_eq(count_events("requirement.withdrawn",
+	    "module/game"), 1);
+	ck_assert_int_eq(count_events("*", NULL), n + 4);
+}
+END_TEST
+
+START_TEST(test_seed_dry_run)
+{
+	char *before, *after;
+
+	node_add("node-a");
+	before = log_dump();
+	T_OK("apply", "--dry-run", fx("postgres.yaml"), fx("game.yaml"));
+	ck_out_has("dry run: would append");
+	ck_out_has("module.declared module/postgres");
+	ck_out_has("requirement.declared module/game");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	T_OK("apply", "--dry-run", "--json", fx("postgres.yaml"));
+	ck_out_has("\"dry_run\":true");
+	ck_out_has("\"events\":1");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	/* Really applied, a dry run of the same has nothing to say. */
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	before = log_dump();
+	T_OK("apply", "-n", fx("postgres.yaml"), fx("game.yaml"));
+	ck_out_has("nothing: already as declared");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	/* A dry run that fails validation is refused like the real one. */
+	T_EXIT(4, "apply", "--dry-run", fx("bad-unmapped.yaml"));
+}
+END_TEST
+
+START_TEST(test_seed_at_seq)
+{
+	json_t *st, *g;
+	char at[32], *before, *after;
+	uint64_t seq;
+
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-b");
+	seq = last_seq();	/* postgres provides, game not assigned */
+	snprintf(at, sizeof(at), "%llu", (unsigned long long)seq);
+	T_OK("assign", "game", "node-a");
+	T_OK("assign", "game", "node-b");
+	T_OK("unassign", "game", "node-a");
+
+	before = log_dump();
+	st = status_of("game", at);
+	ck_assert_str_eq(jstr(st, "state"), "declared, not assigned");
+	ck_assert_int_eq(json_array_size(json_object_get(st, "assignments")),
+	    0);
+	json_decref(st);
+	T_OK("graph", "--json", "--at", at);
+	g = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(g, "assignments")),
+	    1);
+	ck_assert_int_eq(json_array_size(json_object_get(g, "providers")), 1);
+	json_decref(g);
+	T_OK("explain", "game", "--at", at);
+	ck_out_has("not assigned to any node");
+	/* Before the provider existed. */
+	snprintf(at, sizeof(at), "%llu", (unsigned long long)seq - 1);
+	T_OK("graph", "--json", "--at", at);
+	g = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(g, "providers")), 0);
+	json_decref(g);
+	T_EXIT(3, "status", "game", "--at", "1");	/* not declared yet */
+	/* Looking at the past changes neither the log nor the present. */
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	st = status_of("game", NULL);
+	ck_assert_int_eq(json_array_size(json_object_get(st, "assignments")),
+	    1);
+	ck_assert_str_eq(st_asg_state(st, "node-b"), "bound");
+	json_decref(st);
+	T_OK("graph", "--json");
+	g = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(g, "assignments")),
+	    2);
+	json_decref(g);
+	T_EXIT(2, "status", "--at", "0");
+	T_EXIT(2, "graph", "--at", "x");
+	T_OK("rebuild", "--check");
+}
+END_TEST
+
+START_TEST(test_seed_revocation)
+{
+	struct tl_grant g;
+
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"), fx("worker.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "game", "node-a");
+	T_OK("assign", "game", "node-b");
+	T_OK("assign", "worker", "node-a");
+	T_OK("assign", "worker", "node-b");
+	ck_assert_int_eq(count_events("revocation.requested", NULL), 0);
+
+	/* Unassign: the instance's per-instance grant is revoked. */
+	T_OK("unassign", "worker", "node-a");
+	ck_assert_int_eq(count_events("revocation.requested",
+	    "grant/worker/scratch@node-a"), 1);
+	ck_assert_int_eq(count_events("revocation.requested", NULL), 1);
+	ck_assert_int_eq(grant_read("worker/scratch@node-a", &g), 0);
+	ck_assert_str_eq(g.state, GRANT_REVOKING);
+	ck_assert_str_eq(g.reason, "assignment removed");
+	ck_assert_int_eq(grant_read("worker/scratch@node-b", &g), 0);
+	ck_assert_str_eq(g.state, GRANT_REQUESTED);
+
+	/* A shared grant stays while another instance holds it. */
+	T_OK("unassign", "game", "node-a");
+	ck_assert_int_eq(count_events("revocation.requested", NULL), 1);
+	T_EXIT(3, "unassign", "game", "node-a");
+
+	/* Remove: every grant of the module. */
+	T_OK("remove", "game");
+	ck_assert_int_eq(count_events("revocation.requested",
+	    "grant/game/db"), 1);
+	ck_assert_int_eq(grant_read("game/db", &g), 0);
+	ck_assert_str_eq(g.state, GRANT_REVOKING);
+	ck_assert_str_eq(g.reason, "module removed");
+	ck_assert_int_eq(count_events("module.removed", "module/game"), 1);
+	T_EXIT(3, "status", "game");
+	T_OK("remove", "worker");
+	ck_assert_int_eq(count_events("revocation.requested",
+	    "grant/worker/scratch@node-b"), 1);
+	/* Not twice for the one already revoking. */
+	ck_assert_int_eq(count_events("revocation.requested", NULL), 3);
+	T_EXIT(3, "remove", "worker");
+	/* Revoking is still work for the provider: it may not go yet. */
+	T_EXIT(4, "unassign", "postgres", "node-a");
+	ck_err_has("still serves 3 grant(s)");
+	react(EV_GRANT_REVOKED, "game/db", "node-a/postgres");
+	react(EV_GRANT_REVOKED, "worker/scratch@node-a", "node-a/postgres");
+	react(EV_GRANT_REVOKED, "worker/scratch@node-b", "node-a/postgres");
+	T_OK("unassign", "postgres", "node-a");
+	ck_assert_int_eq(count_events("provider.retired", NULL), 1);
+	T_OK("rebuild", "--check");
+	T_OK("verify");
+}
+END_TEST
+
+START_TEST(test_seed_node_rm)
+{
+	char *before, *after;
+
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("static-site.yaml"));
+	T_OK("assign", "static-site", "node-a");
+	before = log_dump();
+	T_EXIT(4, "node", "rm", "node-a");
+	ck_err_has("node node-a still runs static-site");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	T_EXIT(3, "node", "rm", "node-z");
+	T_OK("node", "rm", "node-b");
+	T_OK("unassign", "static-site", "node-a");
+	T_OK("node", "rm", "node-a");
+	ck_assert_int_eq(count_events("node.removed", NULL), 2);
+	T_EXIT(3, "assign", "static-site", "node-a");
+	ck_err_has("no node node-a");
+	/* A name can come back. */
+	node_add("node-a");
+	T_OK("assign", "static-site", "node-a");
+	T_OK("rebuild", "--check");
+}
+END_TEST
+
+static Suite *
+cli_suite(void)
+{
+	Suite *s = suite_create("cli");
+	TCase *tc;
+
+	tc = tcase_create("validation");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_reject_unknown_key);
+	tcase_add_test(tc, test_reject_names);
+	tcase_add_test(tc, test_reject_unmapped_field);
+	tcase_add_test(tc, test_reject_embedded_target);
+	tcase_add_test(tc, test_reject_unknown_driver);
+	tcase_add_test(tc, test_reject_embedded_port);
+	tcase_add_test(tc, test_reject_shared_resource);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("binding");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_bind_explicit_manifest);
+	tcase_add_test(tc, test_bind_colocated);
+	tcase_add_test(tc, test_bind_only_candidate);
+	tcase_add_test(tc, test_bind_ambiguous_then_bind);
+	tcase_add_test(tc, test_bind_refused_beyond_requested);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("seeds");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_seed_two_postgres);
+	tcase_add_test(tc, test_seed_names_other_node);
+	tcase_add_test(tc, test_seed_shared_vs_per_instance);
+	tcase_add_test(tc, test_seed_second_provider);
+	tcase_add_test(tc, test_seed_embedded_private);
+	tcase_add_test(tc, test_seed_nothing_vs_pending);
+	tcase_add_test(tc, test_seed_apply_changes_only);
+	tcase_add_test(tc, test_seed_dry_run);
+	tcase_add_test(tc, test_seed_revocation);
+	tcase_add_test(tc, test_seed_node_rm);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("history");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_seed_at_seq);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(cli_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,394 @@
+# lib.sh - shared helpers for tests/integration/*.sh (POSIX sh; sourced).
+#
+#   . "$(dirname "$0")/lib.sh"
+#
+# Environment (set by `make integration`; defaults for running a script
+# by hand from the repository): TALLY_BIN (directory of tally and
+# tallyd), TALLY_SRC (repository root), TALLY_TMP (scratch directory).
+#
+# Every script gets a fresh work directory $W ($TALLY_TMP/it-NAME), its
+# own tally home ($TALLY_HOME=$W/home) and, through t_pg_start, its own
+# throwaway PostgreSQL on a free port.  On exit, success or not, every
+# tallyd the script started (by pid) and every server are stopped; $W
+# is deleted on success and kept (with the server log) on failure.  A
+# server that cannot start fails the script: nothing is ever skipped.
+#
+# Assertions print what they check and exit 1 on the first failure with
+# a message saying what was expected and what was found.
+set -eu
+
+: "${TALLY_SRC:=$(cd "$(dirname "$0")/../.." && pwd -P)}"
+: "${TALLY_BIN:=$TALLY_SRC/build/bin}"
+: "${TALLY_TMP:=$TALLY_SRC/build/tmp}"
+export TALLY_SRC TALLY_BIN TALLY_TMP
+
+T_NAME=$(basename "$0" .sh)
+mkdir -p "$TALLY_TMP"
+W=$(cd "$TALLY_TMP" && pwd -P)/it-$T_NAME
+T_PGSH=$TALLY_SRC/tests/harness/pg.sh
+
+for _t_b in tally tallyd; do
+	[ -x "$TALLY_BIN/$_t_b" ] || {
+		echo "FAIL $T_NAME: $TALLY_BIN/$_t_b is missing (run make)" >&2
+		exit 1
+	}
+done
+command -v psql >/dev/null 2>&1 || {
+	echo "FAIL $T_NAME: psql is missing (tools/deps.sh installs postgresql)" >&2
+	exit 1
+}
+
+# --- reporting ----------------------------------------------------------
+
+t_say() { printf '\n== %s: %s\n' "$T_NAME" "$*"; }
+t_check() { printf '  check: %s\n' "$*"; }
+t_ok() { printf '    ok: %s\n' "$*"; }
+t_note() { printf '    note: %s\n' "$*"; }
+t_fail() {
+	printf 'FAIL %s: %s\n' "$T_NAME" "$*" >&2
+	exit 1
+}
+
+# --- cleanup ------------------------------------------------------------
+
+_t_pids=""	# tallyd processes this script started and has not reaped
+_t_pgs=""	# PostgreSQL directories this script started
+
+t_forget_pid() {
+	_t_new=""
+	for _t_p in $_t_pids; do
+		[ "$_t_p" = "$1" ] || _t_new="$_t_new $_t_p"
+	done
+	_t_pids=$_t_new
+}
+
+_t_cleanup() {
+	_t_rc=$?
+	trap - EXIT INT TERM
+	set +e
+	for _t_p in $_t_pids; do
+		kill -KILL "$_t_p" 2>/dev/null
+		wait "$_t_p" 2>/dev/null
+	done
+	for _t_d in $_t_pgs; do
+		_t_r=$_t_d
+		[ -f "$_t_d/realdir" ] && _t_r=$(cat "$_t_d/realdir")
+		if [ "$_t_rc" -ne 0 ] && [ -f "$_t_r/log/server.log" ]; then
+			cp "$_t_r/log/server.log" \
+				"$W/postgresql-$(basename "$_t_d").log" 2>/dev/null
+		fi
+		sh "$T_PGSH" stop "$_t_d" >/dev/null 2>&1 ||
+			echo "WARNING $T_NAME: stopping PostgreSQL in $_t_d failed" >&2
+	done
+	if [ "$_t_rc" -eq 0 ]; then
+		rm -rf "$W"
+		printf '\nPASS %s\n' "$T_NAME"
+	else
+		printf '\nFAIL %s (exit %s); work directory kept: %s\n' \
+			"$T_NAME" "$_t_rc" "$W" >&2
+	fi
+	exit "$_t_rc"
+}
+trap _t_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A fresh work directory; a previous run's servers there are stopped.
+if [ -d "$W" ]; then
+	for _t_d in "$W"/pg*; do
+		[ -d "$_t_d" ] && sh "$T_PGSH" stop "$_t_d" >/dev/null 2>&1
+	done
+	rm -rf "$W"
+fi
+mkdir -p "$W"
+
+# --- time ---------------------------------------------------------------
+
+t_now_ms() { echo $(($(date +%s%N) / 1000000)); }
+t_now_ns() { date +%s%N; }
+
+# RFC 3339 (as tally log --json prints it) -> nanoseconds since the epoch.
+t_ts_ns() {
+	_t_s=$(date -u -d "$(printf '%s' "$1" | sed 's/\.[0-9]*Z$/Z/')" +%s) ||
+		t_fail "cannot parse timestamp '$1'"
+	_t_f=$(printf '%s' "$1" | sed -n 's/.*\.\([0-9]*\)Z$/\1/p')
+	_t_f=$(printf '%s000000000' "$_t_f" | cut -c1-9 | sed 's/^0*//')
+	echo $((_t_s * 1000000000 + ${_t_f:-0}))
+}
+
+# --- PostgreSQL ---------------------------------------------------------
+
+_t_port_busy() {
+	if command -v ss >/dev/null 2>&1; then
+		[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+	else
+		timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+	fi
+}
+
+# t_pg_start [NAME]: a throwaway server in $W/NAME (default pg) on the
+# first free port from a base that depends on the script; exports
+# TALLY_TEST_PG_* (see tests/harness/pg.sh) and PG_DIR.
+t_pg_start() {
+	PG_DIR=$W/${1:-pg}
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^\([0-9][0-9]*\).*/\1/p')
+	_t_port=$((56100 + ${_t_n:-0} * 10 + $$ % 7))
+	_t_tries=0
+	while :; do
+		while _t_port_busy "$_t_port"; do _t_port=$((_t_port + 1)); done
+		_t_pgs="$_t_pgs $PG_DIR"
+		if sh "$T_PGSH" start "$PG_DIR" "$_t_port"; then
+			break
+		fi
+		_t_tries=$((_t_tries + 1))
+		# Only a port taken between the check and the start is
+		# worth another try; anything else fails the test.
+		if [ $_t_tries -ge 3 ] || ! _t_port_busy "$_t_port"; then
+			t_fail "PostgreSQL could not be started in $PG_DIR (port $_t_port): see above"
+		fi
+		_t_port=$((_t_port + 1))
+	done
+	. "$PG_DIR/env"
+	export PG_DIR PGCONNECT_TIMEOUT=5
+}
+
+# pg_ctl as the server's user (pg.sh runs the server as postgres when
+# we are root), from / so that it is not left in an unreadable cwd.
+_t_pgctl() {
+	_t_r=$PG_DIR
+	[ -f "$PG_DIR/realdir" ] && _t_r=$(cat "$PG_DIR/realdir")
+	if [ "$(id -u)" -eq 0 ]; then
+		(cd / && runuser -u postgres -- "$(_t_pgbin)/pg_ctl" -D "$_t_r/data" "$@")
+	else
+		(cd / && "$(_t_pgbin)/pg_ctl" -D "$_t_r/data" "$@")
+	fi
+}
+
+_t_pgbin() {
+	if [ -n "${PG_BINDIR:-}" ]; then echo "$PG_BINDIR"; return; fi
+	if [ -x /usr/lib/postgresql/15/bin/pg_ctl ]; then
+		echo /usr/lib/postgresql/15/bin; return
+	fi
+	ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5 -n | tail -n 1
+}
+
+# Stops the server, keeping its data (for t_pg_restart_server).
+t_pg_stop_server() {
+	_t_pgctl -m fast -w -t 60 -s stop >/dev/null 2>&1 ||
+		t_fail "cannot stop PostgreSQL in $PG_DIR"
+}
+
+# The same server again, on the same port and data.
+t_pg_restart_server() {
+	_t_r=$PG_DIR
+	[ -f "$PG_DIR/realdir" ] && _t_r=$(cat "$PG_DIR/realdir")
+	_t_pgctl -l "$_t_r/log/server.log" -w -t 60 -s start >/dev/null 2>&1 ||
+		t_fail "PostgreSQL in $PG_DIR did not start again"
+}
+
+# t_sql SQL: runs SQL as the admin over the unix socket (trusted); prints
+# unaligned rows, one per line, fields separated by '|'.
+t_sql() {
+	psql -X -At -q -v ON_ERROR_STOP=1 -h "$TALLY_TEST_PG_SOCK" \
+		-p "$TALLY_TEST_PG_PORT" -U "$TALLY_TEST_PG_USER" -d postgres \
+		-c "$1"
+}
+
+# --- env files ----------------------------------------------------------
+
+# t_envget FILE KEY: the value of KEY in a delivered env file (never
+# sourced: the file is data).
+t_envget() {
+	[ -f "$1" ] || t_fail "env file $1 does not exist"
+	sed -n "s/^$2=//p" "$1" | tail -n 1
+}
+
+# t_env_psql FILE [DB] SQL: connects with the credential in FILE, over
+# TCP to DB_HOST:DB_PORT as DB_USER, to DB (default DB_NAME); prints
+# the rows.  Fails (non-zero) when the connection or the query fails.
+t_env_psql() {
+	_t_f=$1
+	if [ $# -eq 3 ]; then _t_db=$2; _t_q=$3; else
+		_t_db=$(t_envget "$_t_f" DB_NAME); _t_q=$2
+	fi
+	PGPASSWORD=$(t_envget "$_t_f" DB_PASSWORD) psql -X -At -q \
+		-v ON_ERROR_STOP=1 -h "$(t_envget "$_t_f" DB_HOST)" \
+		-p "$(t_envget "$_t_f" DB_PORT)" -U "$(t_envget "$_t_f" DB_USER)" \
+		-d "$_t_db" -c "$_t_q"
+}
+
+# --- tally --------------------------------------------------------------
+
+export TALLY_HOME="$W/home"
+
+tly() { "$TALLY_BIN/tally" "$@"; }
+
+# t_expect_exit N WHAT CMD...: runs CMD, output to $W/last.out/.err,
+# fails unless it exits N.
+t_expect_exit() {
+	_t_want=$1 _t_what=$2
+	shift 2
+	set +e
+	"$@" >"$W/last.out" 2>"$W/last.err"
+	_t_got=$?
+	set -e
+	if [ "$_t_got" -ne "$_t_want" ]; then
+		echo "--- stdout:" >&2; cat "$W/last.out" >&2
+		echo "--- stderr:" >&2; cat "$W/last.err" >&2
+		t_fail "$_t_what: expected exit $_t_want, got $_t_got ($*)"
+	fi
+}
+
+# t_init: a fresh tally home.
+t_init() {
+	tly init >/dev/null || t_fail "tally init failed"
+}
+
+# t_node NAME ROUTABLE
+t_node() {
+	tly node add "$1" --routable-name "$2" >/dev/null ||
+		t_fail "tally node add $1 failed"
+}
+
+# t_provider NODE [EXPOSE]: the postgres provider module on NODE, with
+# this script's server's admin credential (the password on stdin).
+t_provider() {
+	tly apply "$TALLY_SRC/examples/postgres.yaml" >/dev/null ||
+		t_fail "tally apply examples/postgres.yaml failed"
+	tly assign postgres "$1" --expose "${2:-local}" \
+		--set port="$TALLY_TEST_PG_PORT" \
+		--set admin-user="$TALLY_TEST_PG_USER" \
+		--secret admin-password <"$TALLY_TEST_PG_PWFILE" >/dev/null ||
+		t_fail "tally assign postgres $1 failed"
+}
+
+# t_consumer NAME [SCOPE [RESOURCE]]: writes $W/manifests/NAME.yaml, a
+# module with one postgres-database requirement "db" mapped to
+# DB_HOST DB_PORT DB_NAME DB_USER DB_PASSWORD; prints the path.
+t_consumer() {
+	mkdir -p "$W/manifests"
+	_t_m=$W/manifests/$1.yaml
+	{
+		echo "module: $1"
+		echo "env: {DB_HOST: \"\", DB_PORT: \"\", DB_NAME: \"\", DB_USER: \"\", DB_PASSWORD: \"\"}"
+		echo "requires:"
+		echo "  db:"
+		echo "    type: postgres-database"
+		echo "    from: postgres"
+		echo "    scope: ${2:-shared}"
+		[ -n "${3:-}" ] && echo "    name: $3"
+		echo "    env: {host: DB_HOST, port: DB_PORT, database: DB_NAME, user: DB_USER, password: DB_PASSWORD}"
+	} >"$_t_m"
+	echo "$_t_m"
+}
+
+t_envfile() { echo "$TALLY_HOME/deliver/$1/$2.env"; }
+
+# --- tallyd -------------------------------------------------------------
+
+T_DLOG=$W/tallyd.log	# every tallyd's stderr, appended
+
+# t_tallyd_once [ARGS]: tallyd --once; fails unless it exits 0.
+t_tallyd_once() {
+	"$TALLY_BIN/tallyd" --once --once-timeout 120 "$@" 2>>"$T_DLOG" || {
+		tail -n 20 "$T_DLOG" >&2
+		t_fail "tallyd --once $* did not finish cleanly"
+	}
+}
+
+# t_tallyd_start [ARGS]: tallyd as a daemon in the background; sets
+# T_DPID and waits until it has announced itself.
+t_tallyd_start() {
+	_t_lines=0
+	[ -f "$T_DLOG" ] && _t_lines=$(wc -l <"$T_DLOG")
+	"$TALLY_BIN/tallyd" "$@" 2>>"$T_DLOG" &
+	T_DPID=$!
+	_t_pids="$_t_pids $T_DPID"
+	_t_i=0
+	while ! tail -n +$((_t_lines + 1)) "$T_DLOG" 2>/dev/null |
+	    grep -q "tallyd\[$T_DPID\] info: started"; do
+		kill -0 "$T_DPID" 2>/dev/null || {
+			tail -n 5 "$T_DLOG" >&2
+			t_fail "tallyd $* exited at start"
+		}
+		_t_i=$((_t_i + 1))
+		[ $_t_i -lt 500 ] || t_fail "tallyd $* did not start within 5 s"
+		sleep 0.01
+	done
+}
+
+# t_wait_exit PID SECONDS: waits for PID to end; sets T_RC to its status.
+t_wait_exit() {
+	_t_i=0
+	while kill -0 "$1" 2>/dev/null &&
+	    [ "$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" != Z ]; do
+		_t_i=$((_t_i + 1))
+		[ $_t_i -lt $(($2 * 100)) ] ||
+			t_fail "process $1 still running after $2 s"
+		sleep 0.01
+	done
+	set +e
+	wait "$1" 2>/dev/null
+	T_RC=$?
+	set -e
+	t_forget_pid "$1"
+}
+
+# t_tallyd_stop: SIGTERM, and the daemon must exit 0 within 10 s.
+t_tallyd_stop() {
+	kill -TERM "$T_DPID" 2>/dev/null || true
+	t_wait_exit "$T_DPID" 10
+	[ "$T_RC" -eq 0 ] || t_fail "tallyd (pid $T_DPID) exited $T_RC on SIGTERM"
+}
+
+# t_wait_healthy SECONDS [MODULE]: polls tally status until it exits 0.
+t_wait_healthy() {
+	_t_end=$(($(t_now_ms) + $1 * 1000))
+	while :; do
+		if tly status ${2:-} >"$W/status.out" 2>&1; then return 0; fi
+		if [ "$(t_now_ms)" -gt "$_t_end" ]; then
+			cat "$W/status.out" >&2
+			tail -n 20 "$T_DLOG" >&2 2>/dev/null || true
+			t_fail "not healthy after $1 s (tally status above)"
+		fi
+		sleep 0.1
+	done
+}
+
+# --- JSON lines (tally log --json) without a JSON tool ------------------
+
+# t_jstr KEY: from each line on stdin that has it, the first (leftmost:
+# the envelope's, before the body's) "KEY":"VALUE" string.  Only for
+# values without quotes or backslashes (names, states, times).
+t_jstr() {
+	awk -v k="$1" '{
+		kl = length(k)
+		if (match($0, "\"" k "\":\"[^\"\\\\]*\""))
+			print substr($0, RSTART + kl + 4, RLENGTH - kl - 5)
+	}'
+}
+
+# t_jfields KEY...: from each line on stdin, the first value of each KEY
+# (a string without quotes, or a number), separated by spaces ("" when
+# absent: the columns then shift, so only ask for keys every line has).
+t_jfields() {
+	awk -v keys="$*" 'BEGIN { n = split(keys, k, " ") }
+	{
+		out = ""
+		for (i = 1; i <= n; i++) {
+			v = ""
+			kl = length(k[i])
+			if (match($0, "\"" k[i] "\":\"[^\"]*\""))
+				v = substr($0, RSTART + kl + 4, RLENGTH - kl - 5)
+			else if (match($0, "\"" k[i] "\":[0-9]+"))
+				v = substr($0, RSTART + kl + 3, RLENGTH - kl - 3)
+			out = out (i > 1 ? " " : "") v
+		}
+		print out
+	}'
+}
+
+# t_rand N: a random number in 0..N-1.
+t_rand() {
+	echo $(($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % $1))
+}

@@ -1,0 +1,565 @@
+/*
+ * tally-board - an example reporting context.
+ *
+ * It follows tally's record — locally through the subscription API
+ * (core/sub.h) or over AMQP from the publisher's exchange — and keeps
+ * a store of its own (tools/tally-board/store.c), built from the events
+ * alone and committed together with the position it was built to.  It
+ * renders the mesh as a live terminal page or a static HTML page with
+ * the graph drawn by Graphviz.  See docs/reporting.md.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/secret.h"
+#include "core/sub.h"
+#include "drivers/amqp.h"
+#include "board.h"
+
+#define EXIT_OK		0
+#define EXIT_FAIL	1
+#define EXIT_USAGE	2
+
+static const char usage[] =
+"usage: tally-board [--home DIR] [options]            follow the local log\n"
+"       tally-board --amqp URL --user USER [options]   follow the exchange\n"
+"\n"
+"Builds its own view of the mesh from tally's events and renders it.\n"
+"\n"
+"  --store DIR         the board's own store (default\n"
+"                      $XDG_STATE_HOME/tally-board or\n"
+"                      ~/.local/state/tally-board); delete it to rebuild\n"
+"  --follow            keep following: a live page on a terminal (and\n"
+"                      --html rewritten on changes, at most once a second);\n"
+"                      SIGINT or SIGTERM end it\n"
+"  --html FILE         write a static HTML page (the graph as SVG when\n"
+"                      Graphviz's dot is installed)\n"
+"  --json              print the view as one JSON document\n"
+"  --print             print each event received: SEQ ID TYPE, and\n"
+"                      \"duplicate\" or \"gap\" when it is one\n"
+"  --quiet             no page on standard output\n"
+"Local source:\n"
+"  --home DIR          tally's home (default $TALLY_HOME, …); the board only\n"
+"                      reads the log\n"
+"AMQP source (the publisher's JSON format):\n"
+"  --amqp URL          amqp[s]://HOST[:PORT][/VHOST]\n"
+"  --user USER         with the password from --password-file FILE or\n"
+"                      $TALLY_BOARD_AMQP_PASSWORD\n"
+"  --exchange NAME     default tally.events\n"
+"  --queue NAME        the board's durable queue (default tally.board),\n"
+"                      bound to every routing key\n"
+"  --ca FILE, --no-verify   TLS (amqps://)\n"
+"  --idle SECONDS      without --follow: stop once nothing arrived for\n"
+"                      that long (default 2)\n";
+
+static volatile sig_atomic_t stop;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+struct board {
+	struct bd_store	*st;
+	int		 follow, json, print, quiet, tty;
+	const char	*html;
+	char		 source[1300];
+	uint64_t	 last_render;
+	int		 changed;
+};
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+warnx_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+warnx_(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tally-board: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* Renders what was asked for; force ignores the throttle. */
+static int
+render(struct board *bd, int force)
+{
+	json_t *snap;
+	char why[512];
+	int rc = 0;
+
+	if (!force && (!bd->changed || mono_ms() - bd->last_render <
+	    (bd->html ? 1000u : 250u)))
+		return 0;
+	if ((rc = bd_store_begin(bd->st, 1)) != 0)
+		return rc;
+	snap = bd_snapshot(bd->st);
+	bd_store_abort(bd->st);
+	if (snap == NULL)
+		return ENOMEM;
+	if (bd->html != NULL && (rc = bd_render_html(bd->html, snap,
+	    bd->source, why, sizeof(why))) != 0)
+		warnx_("html: %s", why);
+	if (bd->json && !bd->follow) {
+		json_dumpf(snap, stdout, JSON_COMPACT | JSON_SORT_KEYS);
+		putchar('\n');
+	} else if (!bd->quiet && !bd->print && (bd->tty || !bd->follow))
+		bd_render_text(stdout, snap, bd->tty && bd->follow);
+	json_decref(snap);
+	bd->last_render = mono_ms();
+	bd->changed = 0;
+	return rc;
+}
+
+static void
+printed(struct board *bd, const json_t *ev, int what)
+{
+	if (!bd->print)
+		return;
+	printf("%lld %s %s%s\n", (long long)json_integer_value(
+	    json_object_get(ev, "seq")), json_string_value(json_object_get(ev,
+	    "id")), json_string_value(json_object_get(ev, "type")),
+	    what == BD_DUPLICATE ? " duplicate" : what == BD_GAP ? " gap" : "");
+}
+
+/* --- the local source --------------------------------------------------- */
+
+static int
+check_origin(struct board *bd, struct tl_log *log)
+{
+	struct tl_txn *t;
+	struct tl_event ev;
+	json_t *meta, *ej;
+	const char *origin, *id;
+	int rc, ok = 1;
+
+	if ((rc = bd_store_begin(bd->st, 1)) != 0)
+		return rc;
+	meta = bd_meta(bd->st);
+	origin = json_string_value(json_object_get(meta, "origin"));
+	if (origin != NULL && tl_log_begin(log, TL_TXN_RDONLY, &t) == 0) {
+		if (tl_log_get(t, 1, &ev) == 0 &&
+		    (ej = tl_json_event(&ev)) != NULL) {
+			id = json_string_value(json_object_get(ej, "id"));
+			ok = id != NULL && strcmp(id, origin) == 0;
+			json_decref(ej);
+		}
+		tl_log_abort(t);
+	}
+	bd_store_abort(bd->st);
+	if (!ok) {
+		warnx_("the store was built from another log (its event 1 "
+		    "differs): use another --store, or delete this one");
+		return TL_ECONFLICT;
+	}
+	return 0;
+}
+
+static int
+run_local(struct board *bd, const char *home)
+{
+	struct tl_sub_opts so = TL_SUB_OPTS_INIT;
+	struct tl_sub *sub = NULL;
+	struct tl_log *log = NULL;
+	struct tl_event ev;
+	char logdir[1200];
+	int rc, what, n;
+	json_int_t pos;
+
+	snprintf(logdir, sizeof(logdir), "%s/log", home);
+	snprintf(bd->source, sizeof(bd->source), "the log at %s", logdir);
+	if ((rc = tl_log_open(logdir, TL_LOG_RDONLY, &log)) != 0) {
+		warnx_("cannot open the log at %s: %s", logdir,
+		    tl_strerror(rc));
+		return rc;
+	}
+	if ((rc = check_origin(bd, log)) != 0)
+		goto out;
+	if ((rc = bd_store_begin(bd->st, 1)) != 0)
+		goto out;
+	pos = json_integer_value(json_object_get(bd_meta(bd->st), "pos"));
+	bd_store_abort(bd->st);
+	so.from = (uint64_t)pos + 1;
+	if ((rc = tl_sub_attach(log, &so, &sub)) != 0)
+		goto out;
+	bd->changed = 1;
+	while (!stop) {
+		if ((rc = bd_store_begin(bd->st, 0)) != 0)
+			break;
+		for (n = 0; n < 2000; n++) {
+			json_t *ej;
+
+			rc = tl_sub_next(sub, n == 0 && bd->follow ?
+			    tl_sub_deadline(500) : TL_SUB_NOWAIT, &ev);
+			if (rc != 0)
+				break;
+			if ((ej = tl_json_event(&ev)) == NULL) {
+				rc = TL_EMALFORMED;
+				break;
+			}
+			rc = bd_apply(bd->st, ej, &what);
+			printed(bd, ej, what);
+			json_decref(ej);
+			if (rc != 0)
+				break;
+		}
+		if (rc != 0 && rc != TL_ETIMEDOUT && rc != EINTR) {
+			bd_store_abort(bd->st);
+			warnx_("after event %llu: %s", (unsigned long long)
+			    tl_sub_position(sub), tl_strerror(rc));
+			break;
+		}
+		if ((rc = bd_store_commit(bd->st)) != 0) {
+			warnx_("store: %s", tl_strerror(rc));
+			break;
+		}
+		if (n > 0)
+			bd->changed = 1;
+		if (bd->print)
+			fflush(stdout);
+		if (n == 0 && !bd->follow)
+			break;		/* caught up */
+		if (bd->follow)
+			render(bd, 0);
+	}
+out:
+	tl_sub_close(sub);
+	tl_log_close(log);
+	return rc;
+}
+
+/* --- the AMQP source ---------------------------------------------------- */
+
+struct amqp_src {
+	struct tl_amqp_conf	 conf;
+	char			 password[256];
+	const char		*exchange;
+	const char		*queue;
+	unsigned		 idle;
+};
+
+static int
+amqp_session(struct board *bd, struct amqp_src *src, int *progress)
+{
+	struct tl_amqp *a = NULL;
+	struct tl_amqp_delivery d;
+	char why[256];
+	uint64_t last_msg = mono_ms(), tag = 0;
+	int rc, n, what;
+
+	*progress = 0;
+	if ((rc = tl_amqp_connect(&src->conf, &a, why, sizeof(why))) != 0) {
+		warnx_("%s: %s", bd->source, why);
+		return rc;
+	}
+	if ((rc = tl_amqp_exchange(a, src->exchange, "topic", 1)) != 0 ||
+	    (rc = tl_amqp_queue(a, src->queue, 1)) != 0 ||
+	    (rc = tl_amqp_bind(a, src->queue, src->exchange, "#")) != 0 ||
+	    (rc = tl_amqp_consume(a, src->queue, 2000)) != 0) {
+		warnx_("%s: %s", bd->source, tl_amqp_lasterr(a));
+		tl_amqp_close(a);
+		return rc;
+	}
+	while (!stop) {
+		if ((rc = bd_store_begin(bd->st, 0)) != 0)
+			break;
+		for (n = 0; n < 1000; n++) {
+			json_t *ej;
+			json_error_t je;
+
+			rc = tl_amqp_next(a, n == 0 ? tl_sub_deadline(250) :
+			    tl_sub_deadline(20), &d);
+			if (rc != 0)
+				break;
+			last_msg = mono_ms();
+			tag = d.tag;
+			if (strcmp(d.content_type, "application/json") != 0 ||
+			    (ej = json_loadb(d.body, d.len, 0, &je)) == NULL) {
+				warnx_("message %s is not the JSON of an event "
+				    "(the board reads --format json)",
+				    d.message_id);
+				tl_amqp_delivery_free(&d);
+				rc = TL_EMALFORMED;
+				break;
+			}
+			tl_amqp_delivery_free(&d);
+			rc = bd_apply(bd->st, ej, &what);
+			printed(bd, ej, what);
+			json_decref(ej);
+			if (rc != 0)
+				break;
+		}
+		if (rc != 0 && rc != TL_ETIMEDOUT) {
+			bd_store_abort(bd->st);
+			if (rc != TL_EMALFORMED)
+				warnx_("%s: %s", bd->source,
+				    tl_amqp_lasterr(a));
+			break;
+		}
+		/* The view first, then the broker may forget the messages. */
+		if ((rc = bd_store_commit(bd->st)) != 0) {
+			warnx_("store: %s", tl_strerror(rc));
+			break;
+		}
+		if (n > 0) {
+			bd->changed = 1;
+			*progress = 1;
+			if ((rc = tl_amqp_ack(a, tag, 1)) != 0) {
+				warnx_("%s: %s", bd->source,
+				    tl_amqp_lasterr(a));
+				break;
+			}
+		}
+		if (bd->print)
+			fflush(stdout);
+		if (!bd->follow && mono_ms() - last_msg >= src->idle * 1000u) {
+			rc = 0;
+			break;
+		}
+		if (bd->follow)
+			render(bd, 0);
+	}
+	if (stop)
+		rc = 0;
+	tl_amqp_close(a);
+	return rc;
+}
+
+static int
+run_amqp(struct board *bd, struct amqp_src *src)
+{
+	unsigned delay = 250;
+	int rc, progress;
+
+	snprintf(bd->source, sizeof(bd->source), "amqp://%s:%d%s%s, exchange "
+	    "%s, queue %s", src->conf.host, src->conf.port, src->conf.vhost[0]
+	    == '/' ? "" : "/", src->conf.vhost, src->exchange, src->queue);
+	bd->changed = 1;
+	for (;;) {
+		rc = amqp_session(bd, src, &progress);
+		if (rc == 0 || stop || !bd->follow || rc == TL_EMALFORMED ||
+		    rc == TL_EAUTH)
+			return rc;
+		/* The broker went away: again, with backoff. */
+		if (progress)
+			delay = 250;
+		warnx_("reconnecting in %u ms", delay);
+		poll(NULL, 0, (int)delay);
+		if (delay < 10000)
+			delay *= 2;
+	}
+}
+
+/* --- main ----------------------------------------------------------------- */
+
+static int
+read_password(const char *file, char *buf, size_t cap)
+{
+	const char *env = getenv("TALLY_BOARD_AMQP_PASSWORD");
+	FILE *fp;
+	size_t n;
+
+	buf[0] = '\0';
+	if (file != NULL) {
+		if ((fp = fopen(file, "r")) == NULL)
+			return errno;
+		if (fgets(buf, (int)cap, fp) == NULL)
+			buf[0] = '\0';
+		fclose(fp);
+	} else if (env != NULL)
+		snprintf(buf, cap, "%s", env);
+	n = strlen(buf);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		buf[--n] = '\0';
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "home", required_argument, NULL, 'H' },
+		{ "store", required_argument, NULL, 's' },
+		{ "follow", no_argument, NULL, 'f' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "html", required_argument, NULL, 'w' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "print", no_argument, NULL, 'p' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "amqp", required_argument, NULL, 'a' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "password-file", required_argument, NULL, 'P' },
+		{ "exchange", required_argument, NULL, 'x' },
+		{ "queue", required_argument, NULL, 'Q' },
+		{ "ca", required_argument, NULL, 'c' },
+		{ "no-verify", no_argument, NULL, 'n' },
+		{ "idle", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct board bd;
+	struct amqp_src src;
+	struct sigaction sa;
+	const char *home = getenv("TALLY_HOME"), *store = NULL, *url = NULL;
+	const char *pwfile = NULL;
+	char storebuf[1100], homebuf[1100], why[512];
+	int c, rc, ex = EXIT_OK;
+
+	memset(&bd, 0, sizeof(bd));
+	memset(&src, 0, sizeof(src));
+	src.exchange = "tally.events";
+	src.queue = "tally.board";
+	src.idle = 2;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			home = optarg;
+			break;
+		case 's':
+			store = optarg;
+			break;
+		case 'f':
+			bd.follow = 1;
+			break;
+		case 'o':
+			bd.follow = 0;
+			break;
+		case 'w':
+			bd.html = optarg;
+			break;
+		case 'j':
+			bd.json = 1;
+			break;
+		case 'p':
+			bd.print = 1;
+			break;
+		case 'q':
+			bd.quiet = 1;
+			break;
+		case 'a':
+			url = optarg;
+			break;
+		case 'u':
+			snprintf(src.conf.user, sizeof(src.conf.user), "%s",
+			    optarg);
+			break;
+		case 'P':
+			pwfile = optarg;
+			break;
+		case 'x':
+			src.exchange = optarg;
+			break;
+		case 'Q':
+			src.queue = optarg;
+			break;
+		case 'c':
+			src.conf.cafile = optarg;
+			break;
+		case 'n':
+			src.conf.noverify = 1;
+			break;
+		case 'i':
+			src.idle = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return EXIT_OK;
+		default:
+			fputs(usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		fputs(usage, stderr);
+		return EXIT_USAGE;
+	}
+	if (store == NULL) {
+		const char *x = getenv("XDG_STATE_HOME"), *h = getenv("HOME");
+
+		if (x != NULL && *x)
+			snprintf(storebuf, sizeof(storebuf), "%s/tally-board",
+			    x);
+		else
+			snprintf(storebuf, sizeof(storebuf),
+			    "%s/.local/state/tally-board", h ? h : ".");
+		store = storebuf;
+	}
+	if (url == NULL && (home == NULL || *home == '\0')) {
+		const char *h = getenv("HOME");
+
+		if (geteuid() == 0)
+			home = "/var/lib/tally";
+		else {
+			snprintf(homebuf, sizeof(homebuf),
+			    "%s/.local/share/tally", h ? h : ".");
+			home = homebuf;
+		}
+	}
+	if (url != NULL) {
+		if (tl_amqp_parse_url(url, &src.conf) != 0) {
+			warnx_("--amqp %s: expected amqp[s]://HOST[:PORT]"
+			    "[/VHOST] without credentials", url);
+			return EXIT_USAGE;
+		}
+		if (src.conf.user[0] == '\0') {
+			warnx_("--amqp needs --user");
+			return EXIT_USAGE;
+		}
+		if ((rc = read_password(pwfile, src.password,
+		    sizeof(src.password))) != 0) {
+			warnx_("%s: %s", pwfile, strerror(rc));
+			return EXIT_FAIL;
+		}
+		src.conf.password = src.password;
+		src.conf.heartbeat = 30;
+	}
+	bd.tty = isatty(STDOUT_FILENO);
+	if ((rc = bd_store_open(store, &bd.st, why, sizeof(why))) != 0) {
+		warnx_("store: %s", why);
+		return EXIT_FAIL;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = url != NULL ? run_amqp(&bd, &src) : run_local(&bd, home);
+	if (rc != 0 && rc != TL_ETIMEDOUT && rc != EINTR)
+		ex = EXIT_FAIL;
+	if (render(&bd, 1) != 0)
+		ex = EXIT_FAIL;
+	if (fflush(stdout) != 0)
+		ex = EXIT_FAIL;
+	tl_secret_wipe(src.password, sizeof(src.password));
+	bd_store_close(bd.st);
+	return ex;
+}

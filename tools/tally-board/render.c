@@ -1,0 +1,644 @@
+/*
+ * render.c - the board's views of its store: a snapshot document, a
+ * terminal page, a static HTML page with the mesh drawn by Graphviz.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "board.h"
+
+static const char *
+str(const json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s != NULL ? s : "";
+}
+
+static json_int_t
+num(const json_t *o, const char *k)
+{
+	return json_integer_value(json_object_get(o, k));
+}
+
+/* --- the snapshot ------------------------------------------------------ */
+
+static int
+collect(const char *key, json_t *doc, void *arg)
+{
+	(void)key;
+	return json_array_append(arg, doc);
+}
+
+static void
+add_problem(json_t *probs, const char *what, const char *detail,
+    json_int_t seq)
+{
+	json_array_append_new(probs, json_pack("{s:s,s:s,s:I}", "what", what,
+	    "detail", detail, "seq", seq));
+}
+
+json_t *
+bd_snapshot(struct bd_store *st)
+{
+	json_t *s, *nodes = json_array(), *mods = json_array();
+	json_t *asg = json_array(), *provs = json_array();
+	json_t *grants = json_array(), *bystate = json_object();
+	json_t *rots = json_array(), *probs = json_array(), *g, *v;
+	size_t i, ready = 0, unreach = 0;
+	const char *k;
+	char buf[1024];
+
+	bd_each(st, "n/", collect, nodes);
+	bd_each(st, "m/", collect, mods);
+	bd_each(st, "a/", collect, asg);
+	bd_each(st, "p/", collect, provs);
+	bd_each(st, "g/", collect, grants);
+	json_array_foreach(asg, i, v)
+		if (json_is_true(json_object_get(v, "ready")))
+			ready++;
+	json_array_foreach(provs, i, v)
+		if (json_is_false(json_object_get(v, "reachable"))) {
+			unreach++;
+			snprintf(buf, sizeof(buf), "provider %s unreachable: %s",
+			    str(v, "id"), str(v, "reason"));
+			add_problem(probs, "unreachable", buf, 0);
+		}
+	json_array_foreach(grants, i, g) {
+		const char *state = str(g, "state");
+		json_t *rot = json_object_get(g, "rotation"), *d;
+
+		if (*state == '\0')
+			state = "unknown";
+		json_object_set_new(bystate, state, json_integer(
+		    num(bystate, state) + 1));
+		if ((d = json_object_get(g, "drift")) != NULL) {
+			snprintf(buf, sizeof(buf), "grant %s drifted: %s — %s",
+			    str(g, "grant"), str(d, "kind"), str(d, "reason"));
+			add_problem(probs, "drift", buf, num(d, "seq"));
+		}
+		if (strcmp(state, "failed") == 0) {
+			snprintf(buf, sizeof(buf), "grant %s failed: %s",
+			    str(g, "grant"), str(g, "reason"));
+			add_problem(probs, "failed", buf, num(g, "state_seq"));
+		} else if (strcmp(state, "ambiguous") == 0) {
+			snprintf(buf, sizeof(buf), "%s is ambiguous: choose a "
+			    "provider with tally bind", str(g, "grant"));
+			add_problem(probs, "ambiguous", buf,
+			    num(g, "state_seq"));
+		}
+		if (json_object_get(g, "blocked") != NULL) {
+			snprintf(buf, sizeof(buf), "grant %s: migrations "
+			    "blocked: %s", str(g, "grant"), str(g, "blocked"));
+			add_problem(probs, "blocked", buf, num(g, "state_seq"));
+		}
+		if (rot != NULL) {
+			json_t *waiting = json_array(), *h;
+			json_int_t to = num(rot, "to");
+
+			json_object_foreach(json_object_get(g, "holders"), k, h)
+				if (num(h, "acked") < to)
+					json_array_append_new(waiting,
+					    json_pack("{s:s,s:I,s:I}", "holder",
+					    k, "delivered", num(h, "delivered"),
+					    "acked", num(h, "acked")));
+			json_array_append_new(rots, json_pack("{s:s,s:I,s:I,"
+			    "s:s,s:b,s:o}", "grant", str(g, "grant"), "from",
+			    num(rot, "from"), "to", to, "since",
+			    str(rot, "since"), "active",
+			    json_is_true(json_object_get(rot, "active")),
+			    "waiting", waiting));
+		}
+	}
+	s = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:O}",
+	    "nodes", nodes, "modules", mods, "assignments", asg,
+	    "providers", provs, "grants", grants, "rotations", rots,
+	    "problems", probs, "meta", bd_meta(st));
+	json_object_set_new(s, "counts", json_pack("{s:I,s:I,s:I,s:I,s:I,"
+	    "s:I,s:I,s:o,s:I,s:I}", "nodes", (json_int_t)json_array_size(
+	    json_object_get(s, "nodes")), "modules", (json_int_t)
+	    json_array_size(json_object_get(s, "modules")), "assignments",
+	    (json_int_t)json_array_size(json_object_get(s, "assignments")),
+	    "ready", (json_int_t)ready, "providers", (json_int_t)
+	    json_array_size(json_object_get(s, "providers")), "unreachable",
+	    (json_int_t)unreach, "grants", (json_int_t)json_array_size(
+	    json_object_get(s, "grants")), "grants_by_state", bystate,
+	    "rotations", (json_int_t)json_array_size(json_object_get(s,
+	    "rotations")), "problems", (json_int_t)json_array_size(
+	    json_object_get(s, "problems"))));
+	return s;
+}
+
+/* --- text --------------------------------------------------------------- */
+
+void
+bd_render_text(FILE *fp, const json_t *snap, int ansi)
+{
+	const json_t *c = json_object_get(snap, "counts");
+	const json_t *meta = json_object_get(snap, "meta"), *v, *w;
+	const char *k;
+	size_t i, j;
+
+	if (ansi)
+		fputs("\033[H\033[2J", fp);
+	fprintf(fp, "tally-board — %lld event(s), up to #%lld (%s)\n\n",
+	    (long long)num(meta, "applied"), (long long)num(meta, "pos"),
+	    *str(meta, "last_ts") ? str(meta, "last_ts") : "nothing yet");
+	fprintf(fp, "nodes %lld   modules %lld   assignments %lld (%lld "
+	    "ready)   providers %lld (%lld unreachable)   grants %lld\n",
+	    (long long)num(c, "nodes"), (long long)num(c, "modules"),
+	    (long long)num(c, "assignments"), (long long)num(c, "ready"),
+	    (long long)num(c, "providers"), (long long)num(c, "unreachable"),
+	    (long long)num(c, "grants"));
+	fprintf(fp, "grants by state:");
+	json_object_foreach(json_object_get(c, "grants_by_state"), k, v)
+		fprintf(fp, "  %s %lld", k, (long long)json_integer_value(v));
+	fputc('\n', fp);
+	fprintf(fp, "\nnodes:\n");
+	json_array_foreach(json_object_get(snap, "nodes"), i, v) {
+		fprintf(fp, "  %-16s %-20s", str(v, "name"), str(v, "routable"));
+		json_array_foreach(json_object_get(snap, "assignments"), j, w)
+			if (strcmp(str(w, "node"), str(v, "name")) == 0)
+				fprintf(fp, " %s%s", str(w, "module"),
+				    json_is_true(json_object_get(w, "ready")) ?
+				    "" : "*");
+		fputc('\n', fp);
+	}
+	fprintf(fp, "\nproviders:\n");
+	json_array_foreach(json_object_get(snap, "providers"), i, v)
+		fprintf(fp, "  %-24s %s%s%s\n", str(v, "id"),
+		    json_is_false(json_object_get(v, "reachable")) ?
+		    "UNREACHABLE " : "", str(v, "reason"),
+		    json_is_false(json_object_get(v, "reachable")) ? "" : "ok");
+	fprintf(fp, "\ngrants:\n");
+	json_array_foreach(json_object_get(snap, "grants"), i, v)
+		fprintf(fp, "  %-32s %-12s v%lld  %s\n", str(v, "grant"),
+		    str(v, "state"), (long long)num(v, "version"),
+		    str(v, "provider"));
+	fprintf(fp, "\nrotations in progress: %zu\n",
+	    json_array_size(json_object_get(snap, "rotations")));
+	json_array_foreach(json_object_get(snap, "rotations"), i, v) {
+		fprintf(fp, "  %s v%lld → v%lld since %s, waiting on:",
+		    str(v, "grant"), (long long)num(v, "from"),
+		    (long long)num(v, "to"), str(v, "since"));
+		json_array_foreach(json_object_get(v, "waiting"), j, w)
+			fprintf(fp, " %s", str(w, "holder"));
+		if (json_array_size(json_object_get(v, "waiting")) == 0)
+			fprintf(fp, " nobody (retiring the old one)");
+		fputc('\n', fp);
+	}
+	fprintf(fp, "\nproblems: %zu\n",
+	    json_array_size(json_object_get(snap, "problems")));
+	json_array_foreach(json_object_get(snap, "problems"), i, v)
+		fprintf(fp, "  %s\n", str(v, "detail"));
+	fflush(fp);
+}
+
+/* --- Graphviz ------------------------------------------------------------ */
+
+struct sb {
+	char	*p;
+	size_t	 len, cap;
+	int	 err;
+};
+
+static void
+sb_add(struct sb *b, const char *s, size_t n)
+{
+	if (b->err)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *p;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		if ((p = realloc(b->p, cap)) == NULL) {
+			b->err = 1;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void
+sb_s(struct sb *b, const char *s)
+{
+	sb_add(b, s, strlen(s));
+}
+
+/* A DOT quoted string. */
+static void
+sb_q(struct sb *b, const char *s)
+{
+	sb_s(b, "\"");
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			sb_s(b, "\\");
+		if ((unsigned char)*s >= 0x20)
+			sb_add(b, s, 1);
+	}
+	sb_s(b, "\"");
+}
+
+static const char *
+state_color(const char *state, int drift)
+{
+	if (drift)
+		return "#c62828";
+	if (strcmp(state, "provisioned") == 0)
+		return "#2e7d32";
+	if (strcmp(state, "failed") == 0 || strcmp(state, "missing") == 0 ||
+	    strcmp(state, "ambiguous") == 0)
+		return "#c62828";
+	if (strcmp(state, "revoked") == 0 || strcmp(state, "purged") == 0)
+		return "#9e9e9e";
+	return "#ef6c00";
+}
+
+char *
+bd_render_dot(const json_t *snap)
+{
+	struct sb b = { NULL, 0, 0, 0 };
+	const json_t *n, *a, *g, *p;
+	size_t i, j, k;
+	char id[600];
+
+	sb_s(&b, "digraph mesh {\n  rankdir=LR;\n  compound=true;\n"
+	    "  node [fontname=\"Helvetica\", fontsize=10, shape=box, "
+	    "style=\"rounded,filled\", fillcolor=\"#f5f5f5\"];\n"
+	    "  edge [fontname=\"Helvetica\", fontsize=9];\n");
+	json_array_foreach(json_object_get(snap, "nodes"), i, n) {
+		snprintf(id, sizeof(id), "cluster_%s", str(n, "name"));
+		sb_s(&b, "  subgraph ");
+		sb_q(&b, id);
+		sb_s(&b, " {\n    label=");
+		snprintf(id, sizeof(id), "%s (%s)", str(n, "name"),
+		    str(n, "routable"));
+		sb_q(&b, id);
+		sb_s(&b, ";\n    style=\"rounded\"; color=\"#90a4ae\";\n");
+		json_array_foreach(json_object_get(snap, "assignments"), j, a) {
+			int prov = 0, down = 0;
+
+			if (strcmp(str(a, "node"), str(n, "name")) != 0)
+				continue;
+			json_array_foreach(json_object_get(snap, "providers"),
+			    k, p)
+				if (strcmp(str(p, "module"), str(a, "module"))
+				    == 0 && strcmp(str(p, "node"),
+				    str(n, "name")) == 0) {
+					prov = 1;
+					down = json_is_false(json_object_get(p,
+					    "reachable"));
+				}
+			snprintf(id, sizeof(id), "%s@%s", str(a, "module"),
+			    str(a, "node"));
+			sb_s(&b, "    ");
+			sb_q(&b, id);
+			sb_s(&b, " [label=");
+			sb_q(&b, str(a, "module"));
+			if (prov)
+				sb_s(&b, down ? ", shape=cylinder, "
+				    "fillcolor=\"#ffcdd2\"" : ", shape=cylinder,"
+				    " fillcolor=\"#bbdefb\"");
+			else if (json_is_true(json_object_get(a, "ready")))
+				sb_s(&b, ", fillcolor=\"#c8e6c9\"");
+			sb_s(&b, "];\n");
+		}
+		sb_s(&b, "  }\n");
+	}
+	/* Each grant: from its holders to its provider, coloured by state. */
+	json_array_foreach(json_object_get(snap, "grants"), i, g) {
+		const char *prov = str(g, "provider"), *slash;
+		char to[300], lbl[300];
+		int drift = json_object_get(g, "drift") != NULL;
+
+		if (*prov == '\0' || (slash = strchr(prov, '/')) == NULL)
+			continue;
+		snprintf(to, sizeof(to), "%s@%.*s", slash + 1,
+		    (int)(slash - prov), prov);
+		snprintf(lbl, sizeof(lbl), "%s (%s%s)", str(g, "req"),
+		    str(g, "state"), drift ? ", drift" : "");
+		json_array_foreach(json_object_get(snap, "assignments"), j, a) {
+			if (strcmp(str(a, "module"), str(g, "module")) != 0 ||
+			    (*str(g, "node") && strcmp(str(a, "node"),
+			    str(g, "node")) != 0))
+				continue;
+			snprintf(id, sizeof(id), "%s@%s", str(a, "module"),
+			    str(a, "node"));
+			sb_s(&b, "  ");
+			sb_q(&b, id);
+			sb_s(&b, " -> ");
+			sb_q(&b, to);
+			sb_s(&b, " [label=");
+			sb_q(&b, lbl);
+			sb_s(&b, ", color=");
+			sb_q(&b, state_color(str(g, "state"), drift));
+			sb_s(&b, ", fontcolor=");
+			sb_q(&b, state_color(str(g, "state"), drift));
+			if (drift || strcmp(str(g, "state"), "revoked") == 0)
+				sb_s(&b, ", style=dashed");
+			sb_s(&b, "];\n");
+		}
+	}
+	sb_s(&b, "}\n");
+	if (b.err) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}
+
+/* dot -Tsvg on the source; the SVG (malloc'd) or NULL without dot. */
+static char *
+run_dot(const char *dot, size_t len)
+{
+	int in[2], out[2], st;
+	pid_t pid;
+	struct sb b = { NULL, 0, 0, 0 };
+	char buf[8192];
+	ssize_t n;
+	size_t off = 0;
+
+	if (pipe(in) != 0)
+		return NULL;
+	if (pipe(out) != 0) {
+		close(in[0]);
+		close(in[1]);
+		return NULL;
+	}
+	if ((pid = fork()) < 0) {
+		close(in[0]);
+		close(in[1]);
+		close(out[0]);
+		close(out[1]);
+		return NULL;
+	}
+	if (pid == 0) {
+		int dn = open("/dev/null", O_WRONLY);
+
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		if (dn >= 0)
+			dup2(dn, 2);
+		close(in[1]);
+		close(out[0]);
+		execlp("dot", "dot", "-Tsvg", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	/* The graph is small: write it all, then read (dot reads first). */
+	while (off < len && (n = write(in[1], dot + off, len - off)) > 0)
+		off += (size_t)n;
+	close(in[1]);
+	while ((n = read(out[0], buf, sizeof(buf))) > 0)
+		sb_add(&b, buf, (size_t)n);
+	close(out[0]);
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || b.err ||
+	    b.p == NULL || strstr(b.p, "<svg") == NULL) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}
+
+/* --- HTML ------------------------------------------------------------------ */
+
+static void
+esc(FILE *fp, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<': fputs("&lt;", fp); break;
+		case '>': fputs("&gt;", fp); break;
+		case '&': fputs("&amp;", fp); break;
+		case '"': fputs("&quot;", fp); break;
+		default: fputc(*s, fp);
+		}
+	}
+}
+
+static void
+count_cell(FILE *fp, const char *id, const char *label, json_int_t n)
+{
+	fprintf(fp, "<div class=\"tile\"><span class=\"count\" id=\"count-%s\">"
+	    "%lld</span><span class=\"label\">", id, (long long)n);
+	esc(fp, label);
+	fputs("</span></div>\n", fp);
+}
+
+int
+bd_render_html(const char *path, const json_t *snap, const char *source,
+    char *why, size_t whylen)
+{
+	const json_t *c = json_object_get(snap, "counts");
+	const json_t *meta = json_object_get(snap, "meta"), *v, *w;
+	char tmp[4200], *dot, *svg = NULL;
+	const char *k;
+	size_t i, j;
+	FILE *fp;
+	int fd;
+
+	if (strlen(path) > 4000) {
+		snprintf(why, whylen, "path too long");
+		return ENAMETOOLONG;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	if ((fd = mkstemp(tmp)) < 0 || (fp = fdopen(fd, "w")) == NULL) {
+		snprintf(why, whylen, "%s: %s", tmp, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return errno;
+	}
+	fchmod(fd, 0644);
+	if ((dot = bd_render_dot(snap)) != NULL)
+		svg = run_dot(dot, strlen(dot));
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	    "\n<title>tally-board</title>\n<style>\n"
+	    "body{font-family:system-ui,sans-serif;margin:2em;color:#263238}\n"
+	    "h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}\n"
+	    ".tiles{display:flex;flex-wrap:wrap;gap:1em}\n"
+	    ".tile{border:1px solid #cfd8dc;border-radius:6px;padding:.6em 1em;"
+	    "min-width:7em}\n.count{display:block;font-size:1.8em;"
+	    "font-weight:600}\n.label{color:#607d8b}\n"
+	    "table{border-collapse:collapse}td,th{padding:.2em .8em;"
+	    "border-bottom:1px solid #eceff1;text-align:left}\n"
+	    ".bad{color:#c62828}.ok{color:#2e7d32}.note{color:#607d8b}\n"
+	    "</style></head><body>\n<h1>tally-board</h1>\n", fp);
+	fprintf(fp, "<p class=\"note\">Built from the record alone: events 1 to "
+	    "<span id=\"pos\">%lld</span> (%lld applied, %lld duplicate(s) "
+	    "skipped, %lld gap(s)); last event at ",
+	    (long long)num(meta, "pos"), (long long)num(meta, "applied"),
+	    (long long)num(meta, "duplicates"), (long long)num(meta, "gaps"));
+	esc(fp, *str(meta, "last_ts") ? str(meta, "last_ts") : "—");
+	fputs("; source ", fp);
+	esc(fp, source);
+	fputs(".</p>\n<div class=\"tiles\">\n", fp);
+	count_cell(fp, "nodes", "nodes", num(c, "nodes"));
+	count_cell(fp, "modules", "modules", num(c, "modules"));
+	count_cell(fp, "assignments", "assignments", num(c, "assignments"));
+	count_cell(fp, "ready", "ready", num(c, "ready"));
+	count_cell(fp, "providers", "providers", num(c, "providers"));
+	count_cell(fp, "grants", "grants", num(c, "grants"));
+	count_cell(fp, "rotations", "rotations in progress",
+	    num(c, "rotations"));
+	count_cell(fp, "problems", "drift and problems", num(c, "problems"));
+	fputs("</div>\n<h2>Grants by state</h2>\n<table>\n", fp);
+	json_object_foreach(json_object_get(c, "grants_by_state"), k, v) {
+		fputs("<tr><th>", fp);
+		esc(fp, k);
+		fprintf(fp, "</th><td id=\"grants-%s\">%lld</td></tr>\n", k,
+		    (long long)json_integer_value(v));
+	}
+	fputs("</table>\n<h2>The mesh</h2>\n", fp);
+	if (svg != NULL) {
+		char *start = strstr(svg, "<svg");
+
+		fputs("<div class=\"graph\">", fp);
+		fputs(start, fp);
+		fputs("</div>\n", fp);
+	} else {
+		fputs("<p class=\"note\">Graphviz (dot) is not installed: the "
+		    "graph's source follows.</p><pre>", fp);
+		esc(fp, dot ? dot : "");
+		fputs("</pre>\n", fp);
+	}
+	fputs("<h2>Nodes</h2>\n<table><tr><th>node</th><th>routable name</th>"
+	    "<th>assignments</th></tr>\n", fp);
+	json_array_foreach(json_object_get(snap, "nodes"), i, v) {
+		fputs("<tr><td>", fp);
+		esc(fp, str(v, "name"));
+		fputs("</td><td>", fp);
+		esc(fp, str(v, "routable"));
+		fputs("</td><td>", fp);
+		json_array_foreach(json_object_get(snap, "assignments"), j, w)
+			if (strcmp(str(w, "node"), str(v, "name")) == 0) {
+				fprintf(fp, "<span class=\"%s\">",
+				    json_is_true(json_object_get(w, "ready")) ?
+				    "ok" : "note");
+				esc(fp, str(w, "module"));
+				fputs("</span> ", fp);
+			}
+		fputs("</td></tr>\n", fp);
+	}
+	fputs("</table>\n<h2>Modules</h2>\n<table><tr><th>module</th>"
+	    "<th>provides</th><th>requires</th></tr>\n", fp);
+	json_array_foreach(json_object_get(snap, "modules"), i, v) {
+		fputs("<tr><td>", fp);
+		esc(fp, str(v, "name"));
+		fputs("</td><td>", fp);
+		json_array_foreach(json_object_get(v, "provides"), j, w) {
+			esc(fp, json_string_value(w) ? json_string_value(w) :
+			    "");
+			fputc(' ', fp);
+		}
+		fputs("</td><td>", fp);
+		json_object_foreach(json_object_get(v, "requirements"), k, w) {
+			esc(fp, k);
+			fputs(" (", fp);
+			esc(fp, *str(w, "type") ? str(w, "type") :
+			    str(w, "target"));
+			fputs(") ", fp);
+		}
+		fputs("</td></tr>\n", fp);
+	}
+	fputs("</table>\n<h2>Providers</h2>\n<table><tr><th>provider</th>"
+	    "<th>types</th><th>reachable</th></tr>\n", fp);
+	json_array_foreach(json_object_get(snap, "providers"), i, v) {
+		int down = json_is_false(json_object_get(v, "reachable"));
+
+		fputs("<tr><td>", fp);
+		esc(fp, str(v, "id"));
+		fputs("</td><td>", fp);
+		json_array_foreach(json_object_get(v, "types"), j, w) {
+			esc(fp, json_string_value(w) ? json_string_value(w) :
+			    "");
+			fputc(' ', fp);
+		}
+		fprintf(fp, "</td><td class=\"%s\">", down ? "bad" : "ok");
+		esc(fp, down ? str(v, "reason") : "yes");
+		fputs("</td></tr>\n", fp);
+	}
+	fputs("</table>\n<h2>Grants</h2>\n<table><tr><th>grant</th><th>state"
+	    "</th><th>credential</th><th>provider</th><th>holders "
+	    "(delivered/acknowledged)</th></tr>\n", fp);
+	json_array_foreach(json_object_get(snap, "grants"), i, v) {
+		fputs("<tr><td>", fp);
+		esc(fp, str(v, "grant"));
+		fprintf(fp, "</td><td class=\"state-%s\">", str(v, "state"));
+		esc(fp, str(v, "state"));
+		fprintf(fp, "</td><td>v%lld</td><td>", (long long)num(v,
+		    "version"));
+		esc(fp, str(v, "provider"));
+		fputs("</td><td>", fp);
+		json_object_foreach(json_object_get(v, "holders"), k, w) {
+			esc(fp, k);
+			fprintf(fp, " v%lld/v%lld ", (long long)num(w,
+			    "delivered"), (long long)num(w, "acked"));
+		}
+		fputs("</td></tr>\n", fp);
+	}
+	fputs("</table>\n<h2>Rotations in progress</h2>\n", fp);
+	if (json_array_size(json_object_get(snap, "rotations")) == 0)
+		fputs("<p class=\"note\">None.</p>\n", fp);
+	else
+		fputs("<table><tr><th>grant</th><th>versions</th><th>since</th>"
+		    "<th>waiting on</th></tr>\n", fp);
+	json_array_foreach(json_object_get(snap, "rotations"), i, v) {
+		fputs("<tr><td>", fp);
+		esc(fp, str(v, "grant"));
+		fprintf(fp, "</td><td>v%lld → v%lld</td><td>", (long long)
+		    num(v, "from"), (long long)num(v, "to"));
+		esc(fp, str(v, "since"));
+		fputs("</td><td class=\"waiting\">", fp);
+		json_array_foreach(json_object_get(v, "waiting"), j, w) {
+			esc(fp, str(w, "holder"));
+			fputc(' ', fp);
+		}
+		fputs("</td></tr>\n", fp);
+	}
+	if (json_array_size(json_object_get(snap, "rotations")) > 0)
+		fputs("</table>\n", fp);
+	fputs("<h2>Drift and problems</h2>\n", fp);
+	if (json_array_size(json_object_get(snap, "problems")) == 0)
+		fputs("<p class=\"ok\">None.</p>\n", fp);
+	else
+		fputs("<ul>\n", fp);
+	json_array_foreach(json_object_get(snap, "problems"), i, v) {
+		fputs("<li class=\"bad\">", fp);
+		esc(fp, str(v, "detail"));
+		fputs("</li>\n", fp);
+	}
+	if (json_array_size(json_object_get(snap, "problems")) > 0)
+		fputs("</ul>\n", fp);
+	fputs("</body></html>\n", fp);
+	free(dot);
+	free(svg);
+	if (fflush(fp) != 0 || fsync(fileno(fp)) != 0 || ferror(fp)) {
+		snprintf(why, whylen, "%s: %s", tmp, strerror(errno));
+		fclose(fp);
+		unlink(tmp);
+		return EIO;
+	}
+	fclose(fp);
+	if (rename(tmp, path) != 0) {
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		unlink(tmp);
+		return errno;
+	}
+	return 0;
+}

@@ -463,6 +463,24 @@ exists(PGconn *c, const char *sql, const char *name, int *found,
 static const char q_role[] = "SELECT 1 FROM pg_roles WHERE rolname = $1";
 static const char q_db[] = "SELECT 1 FROM pg_database WHERE datname = $1";
 
+/*
+ * What tally made carries a mark, set in the same transaction as the
+ * CREATE ROLE: an existing role without it, or a database not owned by
+ * a marked owner role, belongs to someone else and is never taken over
+ * (a resource name that happens to match an operator's database must
+ * not hand it to a consumer).
+ */
+#define TL_PG_MARK	"made by tally for a grant; do not edit"
+static const char q_foreign_role[] =
+    "SELECT 1 FROM pg_roles r WHERE r.rolname = $1 AND"
+    " shobj_description(r.oid, 'pg_authid') IS DISTINCT FROM"
+    " '" TL_PG_MARK "'";
+static const char q_foreign_db[] =
+    "SELECT 1 FROM pg_database d JOIN pg_roles o ON o.oid = d.datdba"
+    " WHERE d.datname = $1 AND (o.rolname <> $2 OR"
+    " shobj_description(o.oid, 'pg_authid') IS DISTINCT FROM"
+    " '" TL_PG_MARK "')";
+
 /* printf into a statement buffer; TL_EINVAL when it does not fit. */
 static int
 sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
@@ -641,6 +659,44 @@ run_secret(PGconn *c, char *sql, const char *step, char *why)
 	return rc;
 }
 
+/* *theirs: does the foreign-object query (q, a, b) find a row? */
+static int
+foreign(struct tl_drv_pg *p, const char *q, const char *a, const char *b,
+    int *theirs, const char *step, char *why)
+{
+	PGresult *r;
+	int rc;
+
+	*theirs = 0;
+	if ((rc = query(p->conn, q, b != NULL ? 2 : 1, a, b, NULL, &r, step,
+	    why)) != 0)
+		return rc;
+	*theirs = PQntuples(r) > 0;
+	PQclear(r);
+	return 0;
+}
+
+/* TL_EDRIVER, with the reason, if role exists without tally's mark. */
+static int
+not_foreign_role(struct tl_drv_pg *p, const char *role, const char *step,
+    char *why)
+{
+	PGresult *r;
+	int rc, foreign;
+
+	if ((rc = query(p->conn, q_foreign_role, 1, role, NULL, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	foreign = PQntuples(r) > 0;
+	PQclear(r);
+	if (!foreign)
+		return 0;
+	whyf(why, 0, "%s exists and was not made by tally: tally never takes "
+	    "over a role it did not make; choose another resource name (name: "
+	    "in the manifest)", step);
+	return TL_EDRIVER;
+}
+
 /* Makes the owner role if it does not exist. */
 static int
 ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
@@ -654,9 +710,10 @@ ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	if ((rc = exists(p->conn, q_role, g->owner, &found, step, why)) != 0)
 		return rc;
 	if (found)
-		return 0;
+		return not_foreign_role(p, g->owner, step, why);
 	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s NOLOGIN "
-	    ROLE_ATTRS, ids->own)) != 0)
+	    ROLE_ATTRS "; COMMENT ON ROLE %s IS '" TL_PG_MARK "'", ids->own,
+	    ids->own)) != 0)
 		return rc;
 	rc = run_state(p->conn, sql, step, why, state);
 	if (rc != 0 && strcmp(state, "42710") == 0)	/* raced: exists */
@@ -678,6 +735,8 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &found, step, why)) != 0)
 		return rc;
+	if (found && (rc = not_foreign_role(p, g->login, step, why)) != 0)
+		return rc;
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		return rc;
 	if (found)
@@ -685,7 +744,8 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		    ids->log, pw);
 	else
 		rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN INHERIT "
-		    ROLE_ATTRS " PASSWORD %s", ids->log, pw);
+		    ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS '"
+		    TL_PG_MARK "'", ids->log, pw, ids->log);
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));
@@ -709,8 +769,24 @@ ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
 	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
 		return rc;
-	if (found)
+	if (found) {
+		int foreign;
+		PGresult *r;
+
+		if ((rc = query(p->conn, q_foreign_db, 2, g->resource,
+		    g->owner, NULL, &r, step, why)) != 0)
+			return rc;
+		foreign = PQntuples(r) > 0;
+		PQclear(r);
+		if (foreign) {
+			whyf(why, 0, "%s exists and belongs to someone else: "
+			    "tally never takes over a database it did not "
+			    "make; choose another resource name (name: in "
+			    "the manifest)", step);
+			return TL_EDRIVER;
+		}
 		return 0;
+	}
 	/*
 	 * template0: nothing an admin added to template1 leaks in, and no
 	 * session on the template can make the copy fail.  The default
@@ -1376,7 +1452,7 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	char dummy[TL_DRV_WHY_MAX], step[160], owned[PG_SQL_MAX / 2];
 	struct tl_drv_pg *p = h;
 	struct pg_ids ids;
-	int rc, login, owner, n = 0;
+	int rc, login, owner, n = 0, theirs = 0;
 
 	if (why == NULL)
 		why = dummy;
@@ -1385,11 +1461,20 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0)
 		goto out;
+	/*
+	 * Objects tally did not make are not its to revoke: a create that
+	 * was refused because the name was taken leaves them as they were.
+	 */
+	if (login && (rc = foreign(p, q_foreign_role, g->login, NULL,
+	    &theirs, step, why)) != 0)
+		goto out;
+	if (theirs)
+		login = 0;
 	/* NOLOGIN first, so no session can start after the sweep. */
 	if (login && (rc = runf(p->conn, step, why, "ALTER ROLE %s NOLOGIN",
 	    ids.log)) != 0)
 		goto out;
-	if ((rc = end_sessions(p, g, &n, step, why)) != 0)
+	if (!theirs && (rc = end_sessions(p, g, &n, step, why)) != 0)
 		goto out;
 	if (!drop) {
 		whyf(why, 0, "login \"%s\" %s, %d session%s ended; database "
@@ -1408,8 +1493,12 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 			goto out;
 		PQclear(r);
 	}
-	if ((rc = runf(p->conn, step, why, "DROP DATABASE IF EXISTS %s%s",
-	    ids.res, p->version >= 130000 ? " WITH (FORCE)" : "")) != 0)
+	if ((rc = foreign(p, q_foreign_db, g->resource, g->owner, &theirs,
+	    step, why)) != 0)
+		goto out;
+	if (!theirs && (rc = runf(p->conn, step, why,
+	    "DROP DATABASE IF EXISTS %s%s", ids.res, p->version >= 130000 ?
+	    " WITH (FORCE)" : "")) != 0)
 		goto out;
 
 	/*
@@ -1421,6 +1510,14 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	    g->owner);
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0 ||
 	    (rc = exists(p->conn, q_role, g->owner, &owner, step, why)) != 0)
+		goto out;
+	if (login && (rc = foreign(p, q_foreign_role, g->login, NULL,
+	    &theirs, step, why)) == 0 && theirs)
+		login = 0;
+	if (rc == 0 && owner && (rc = foreign(p, q_foreign_role, g->owner,
+	    NULL, &theirs, step, why)) == 0 && theirs)
+		owner = 0;
+	if (rc != 0)
 		goto out;
 	/*
 	 * The grant's other logins (members of its owner role), which
@@ -1437,10 +1534,10 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 		    owned)) != 0)
 			goto out;
 	}
-	if ((rc = runf(p->conn, step, why, "DROP ROLE IF EXISTS %s",
-	    ids.log)) != 0 ||
-	    (rc = runf(p->conn, step, why, "DROP ROLE IF EXISTS %s",
-	    ids.own)) != 0)
+	if ((login && (rc = runf(p->conn, step, why, "DROP ROLE IF EXISTS %s",
+	    ids.log)) != 0) ||
+	    (owner && (rc = runf(p->conn, step, why, "DROP ROLE IF EXISTS %s",
+	    ids.own)) != 0))
 		goto out;
 	whyf(why, 0, "login \"%s\" and owner \"%s\" dropped with database "
 	    "\"%s\", %d session%s ended", g->login, g->owner, g->resource, n,

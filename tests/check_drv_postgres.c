@@ -39,6 +39,9 @@
 
 /* --- the server (set up in the parent, read in the forked tests) ---- */
 
+/* drivers/postgres.c marks what it makes with this role comment. */
+#define MARK "made by tally for a grant; do not edit"
+
 static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
 static char	*s_dir;			/* ours to stop; NULL if external */
 static int	 s_tried, s_ok;
@@ -569,11 +572,15 @@ START_TEST(test_create_half_done)
 	PGconn *a;
 	void *h = drv_open();
 
-	/* Owner made by hand (as if create died right after it). */
+	/*
+	 * Owner made by hand as create makes it, mark included (as if
+	 * create died right after it).
+	 */
 	grant_init(&g1, "half");
 	a = admin(NULL);
 	o = qid(a, g1.own);
-	sql(a, "CREATE ROLE %s NOLOGIN", o);
+	sql(a, "CREATE ROLE %s NOLOGIN; COMMENT ON ROLE %s IS '%s'", o, o,
+	    MARK);
 	PQfreemem(o);
 	do_create(h, &g1);
 	ck_assert_int_eq(db_count(a, g1.res), 1);
@@ -585,8 +592,10 @@ START_TEST(test_create_half_done)
 	grant_init(&g2, "half");
 	o = qid(a, g2.own);
 	l = qid(a, g2.log);
-	sql(a, "CREATE ROLE %s NOLOGIN", o);
-	sql(a, "CREATE ROLE %s LOGIN PASSWORD 'something else'", l);
+	sql(a, "CREATE ROLE %s NOLOGIN; COMMENT ON ROLE %s IS '%s'", o, o,
+	    MARK);
+	sql(a, "CREATE ROLE %s LOGIN PASSWORD 'something else'; "
+	    "COMMENT ON ROLE %s IS '%s'", l, l, MARK);
 	PQfreemem(o);
 	PQfreemem(l);
 	do_create(h, &g2);
@@ -594,6 +603,42 @@ START_TEST(test_create_half_done)
 	ck_assert_msg(can_login(g2.log, g2.pw, g2.res, err, sizeof(err)),
 	    "%s", err);
 	ck_drift(h, &g2, TL_DRIFT_NONE);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/* What tally did not make it never takes over: roles, databases. */
+START_TEST(test_create_refuses_foreign)
+{
+	struct grant g1, g2;
+	char why[TL_DRV_WHY_MAX], *o, *d;
+	PGconn *a;
+	void *h = drv_open();
+	int rc;
+
+	grant_init(&g1, "foreign");
+	a = admin(NULL);
+	o = qid(a, g1.own);
+	sql(a, "CREATE ROLE %s NOLOGIN", o);	/* someone else's */
+	PQfreemem(o);
+	secret_add(g1.pw);
+	rc = drv->create(h, &g1.g, why);
+	ck_why(why);
+	ck_rc(rc, TL_EDRIVER, why);
+	ck_assert_ptr_nonnull(strstr(why, "not made by tally"));
+	ck_assert_int_eq(db_count(a, g1.res), 0);
+
+	/* A database of the same name, owned by another role. */
+	grant_init(&g2, "foreign");
+	d = qid(a, g2.res);
+	sql(a, "CREATE DATABASE %s", d);
+	PQfreemem(d);
+	secret_add(g2.pw);
+	rc = drv->create(h, &g2.g, why);
+	ck_why(why);
+	ck_rc(rc, TL_EDRIVER, why);
+	ck_assert_ptr_nonnull(strstr(why, "belongs to someone else"));
 	PQfinish(a);
 	drv->close(h);
 }
@@ -1448,6 +1493,7 @@ suite(void)
 	tcase_add_test(tc, test_create_use);
 	tcase_add_test(tc, test_create_twice);
 	tcase_add_test(tc, test_create_half_done);
+	tcase_add_test(tc, test_create_refuses_foreign);
 	tcase_add_test(tc, test_isolation);
 	tcase_add_test(tc, test_role_attributes);
 	tcase_add_test(tc, test_injection);

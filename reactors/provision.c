@@ -1287,7 +1287,9 @@ tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 			continue;
 		if (w->rc == 0)
 			tl_rx_log(rx, TL_RX_INFO, "%s grant %s on %s (%llu ms)",
-			    w->kind == W_CREATE ? "provisioned" : "revoked",
+			    w->kind == W_CREATE ? "provisioned" :
+			    strcmp(w->g.state, GRANT_PURGING) == 0 ? "purged" :
+			    "revoked",
 			    w->g.id, w->g.provider,
 			    (unsigned long long)w->ms);
 		else {

@@ -282,9 +282,6 @@ tl_body_finish(struct tl_body *b, const void **p, size_t *len)
 int
 tl_bview_open(struct tl_bview *v, const void *body, size_t len)
 {
-	msgpack_zone *z;
-	msgpack_object *root;
-	size_t off = 0;
 	int rc;
 
 	v->zone = NULL;
@@ -292,6 +289,18 @@ tl_bview_open(struct tl_bview *v, const void *body, size_t len)
 	/* Checked first: msgpack-c trusts a container's claimed size. */
 	if ((rc = tl_env_check_map(body, len)) != 0)
 		return rc;
+	return tl_bview_open_valid(v, body, len);
+}
+
+int
+tl_bview_open_valid(struct tl_bview *v, const void *body, size_t len)
+{
+	msgpack_zone *z;
+	msgpack_object *root;
+	size_t off = 0;
+
+	v->zone = NULL;
+	v->root.o = NULL;
 	if ((z = msgpack_zone_new(1024)) == NULL)
 		return ENOMEM;
 	if ((root = msgpack_zone_malloc(z, sizeof(*root))) == NULL) {

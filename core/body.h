@@ -76,6 +76,11 @@ struct tl_bview {
 };
 
 int	tl_bview_open(struct tl_bview *v, const void *body, size_t len);
+/*
+ * As tl_bview_open, for a body that was already checked: the body of an
+ * event that tl_env_decode accepted.  Never for bytes from elsewhere.
+ */
+int	tl_bview_open_valid(struct tl_bview *v, const void *body, size_t len);
 void	tl_bview_close(struct tl_bview *v);
 
 enum tl_bn_kind tl_bn_kind(struct tl_bnode n);

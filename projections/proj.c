@@ -180,7 +180,8 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	    strncmp(ev->type, "rotation.", 9) != 0 &&
 	    strncmp(ev->type, "rebind.", 7) != 0)
 		return 0;
-	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
+	/* tl_env_decode checked the body when the event was read. */
+	if ((rc = tl_bview_open_valid(&v, ev->body, ev->body_len)) != 0)
 		return rc;
 	rc = tl_fold_graph(t, p, ev, v.root);
 	if (rc == 0)

@@ -30,8 +30,9 @@
 #define SUB_BATCH	4096
 /* Polling period when inotify is unavailable, ms. */
 #define SUB_POLL_MS	50
-/* Looks after a wakeup that showed nothing yet (1, 2, 4 … ms). */
-#define SUB_SETTLE	7
+/* Looks after a wakeup that showed nothing yet: 50 us, 100 us, … 100 ms. */
+#define SUB_SETTLE	12
+#define SUB_SETTLE_US	50
 /* The longest sleep on inotify before looking anyway, ms. */
 #define SUB_SAFETY_MS	1000
 
@@ -49,7 +50,7 @@ struct tl_sub {
 	char		 ckpt[TL_CKPT_NAME_MAX + 1];	/* "" if none */
 	int		 ino;
 	int		 settle;	/* looks left after a wakeup */
-	unsigned	 settle_ms;
+	unsigned	 settle_us;
 };
 
 uint64_t
@@ -321,24 +322,39 @@ tl_sub_next(struct tl_sub *s, uint64_t deadline, struct tl_event *ev)
 		 */
 		if (s->settle > 0) {
 			uint64_t now = tl_sub_clock(), until;
+			struct timespec ts;
+			struct pollfd pf;
+			char buf[4096];
+			int r;
 
 			if (deadline == TL_SUB_NOWAIT || now >= deadline)
 				return TL_ETIMEDOUT;
-			until = now + (uint64_t)s->settle_ms * 1000000u;
+			until = now + (uint64_t)s->settle_us * 1000u;
 			if (until > deadline)
 				until = deadline;
 			s->settle--;
-			s->settle_ms *= 2;
-			if (poll(NULL, 0, (int)((until - now) / 1000000u) +
-			    1) < 0 && errno == EINTR)
+			s->settle_us *= 2;
+			ts.tv_sec = (time_t)((until - now) / 1000000000u);
+			ts.tv_nsec = (long)((until - now) % 1000000000u);
+			/* The next write of the commit (its meta page) ends it. */
+			pf.fd = s->ino;
+			pf.events = POLLIN;
+			pf.revents = 0;
+			r = ppoll(&pf, s->ino >= 0 ? 1 : 0, &ts, NULL);
+			if (r < 0 && errno == EINTR)
 				return EINTR;
+			if (r > 0) {
+				while (read(s->ino, buf, sizeof(buf)) > 0)
+					;
+				s->settle_us = SUB_SETTLE_US;
+			}
 			continue;
 		}
 		if ((rc = wait_change(s, deadline, &woke)) != 0)
 			return rc;
 		if (woke) {
 			s->settle = SUB_SETTLE;
-			s->settle_ms = 1;
+			s->settle_us = SUB_SETTLE_US;
 		}
 		fresh = 0;
 	}

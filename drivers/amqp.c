@@ -331,6 +331,15 @@ tl_amqp_bind(struct tl_amqp *a, const char *queue, const char *exchange,
 }
 
 int
+tl_amqp_unbind(struct tl_amqp *a, const char *queue, const char *exchange,
+    const char *key)
+{
+	amqp_queue_unbind(a->conn, CH_CON, bytes(queue), bytes(exchange),
+	    bytes(key), amqp_empty_table);
+	return last_rpc(a, "queue.unbind");
+}
+
+int
 tl_amqp_purge(struct tl_amqp *a, const char *queue)
 {
 	amqp_queue_purge(a->conn, CH_CON, bytes(queue));

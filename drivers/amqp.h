@@ -59,6 +59,8 @@ int	tl_amqp_exchange(struct tl_amqp *a, const char *name, const char *type,
 int	tl_amqp_queue(struct tl_amqp *a, const char *name, int durable);
 int	tl_amqp_bind(struct tl_amqp *a, const char *queue, const char *exchange,
 	    const char *key);
+int	tl_amqp_unbind(struct tl_amqp *a, const char *queue,
+	    const char *exchange, const char *key);
 /* Deletes every message of a queue (tests, benchmarks). */
 int	tl_amqp_purge(struct tl_amqp *a, const char *queue);
 

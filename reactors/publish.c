@@ -21,8 +21,13 @@
  * The broker's address comes from the log (publisher.configured on
  * publisher/amqp, written by tally publish configure), the password
  * encrypted under the master key.  While the broker is away tallyd goes
- * on reconciling: a pass that cannot connect returns at once, and the
- * next attempt waits out an exponential backoff.  No network I/O
+ * on reconciling: a pass that cannot connect returns (at once when the
+ * broker's host refuses; within the 5 s connection timeout when it does
+ * not answer at all), and the next attempt waits out an exponential
+ * backoff (250 ms doubling to 15 s, plus up to a quarter of jitter).
+ * A pass publishes for at most 250 ms and leaves the unconfirmed tail
+ * in flight for the next one; once caught up it waits (at most 5 s) for
+ * the last confirms, so that an idle publisher's lag is 0.  No network I/O
  * happens inside a write transaction: events are read and published in
  * a read transaction, the checkpoint is written after the confirms.
  */
@@ -83,9 +88,11 @@ struct tl_rx_pub {
 	uint64_t		 delay_ns;
 	int			 failing;
 	uint64_t		 next_ack_ns;
-	/* One pass's messages awaiting confirms. */
+	/* Messages awaiting confirms, across passes, on this connection. */
 	struct inflight		*in;
 	size_t			 nin, capin;
+	uint64_t		 pub_seq;	/* last published, this connection */
+	uint64_t		 ck_last;	/* the checkpoint as last seen */
 	msgpack_sbuffer		 mp;
 };
 
@@ -95,6 +102,8 @@ disconnect(struct tl_rx_pub *ps)
 	tl_amqp_close(ps->a);
 	ps->a = NULL;
 	ps->nqueues = 0;
+	ps->nin = 0;		/* unconfirmed: published again */
+	ps->pub_seq = 0;
 }
 
 static void
@@ -264,7 +273,11 @@ static void
 failed(struct tl_rx *rx, struct tl_rx_pub *ps, int rc, const char *why)
 {
 	uint64_t now = tl_rx_now(), jitter;
+	char msg[256];
 
+	/* why may be the connection's own message: keep it first. */
+	snprintf(msg, sizeof(msg), "%s", why && *why ? why : "-");
+	why = msg;
 	disconnect(ps);
 	ps->delay_ns = ps->delay_ns ? ps->delay_ns * 2 : BACKOFF_MIN_NS;
 	if (ps->delay_ns > BACKOFF_MAX_NS)
@@ -274,7 +287,7 @@ failed(struct tl_rx *rx, struct tl_rx_pub *ps, int rc, const char *why)
 	ps->retry_ns = now + ps->delay_ns + jitter;
 	tl_rx_log(rx, ps->failing ? TL_RX_DEBUG : TL_RX_WARN, "publisher: "
 	    "%s: %s (%s); retrying in %llu ms, reconciling goes on", ps->url,
-	    tl_strerror(rc), why && *why ? why : "-",
+	    tl_strerror(rc), why,
 	    (unsigned long long)((ps->delay_ns + jitter) / 1000000u));
 	ps->failing = 1;
 }
@@ -577,6 +590,8 @@ commit_confirmed(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count)
 	ca.seq = ps->in[i - 1].seq;
 	if ((rc = tl_log_write(rx->log, ckpt_cb, &ca)) != 0)
 		return rc;
+	if (ca.seq > ps->ck_last)
+		ps->ck_last = ca.seq;
 	*count += (unsigned)i;
 	memmove(ps->in, ps->in + i, (ps->nin - i) * sizeof(*ps->in));
 	ps->nin -= i;
@@ -584,9 +599,14 @@ commit_confirmed(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count)
 }
 
 /*
- * Publishes what follows the checkpoint, within the pass's budget.
- * A broker error is returned as TL_EUNREACH and friends after the
- * checkpoint was moved over whatever was confirmed before it.
+ * Publishes what follows the checkpoint (or, on a connection that has
+ * published already, what follows its last message: the unconfirmed
+ * tail stays in flight from one pass to the next), within the pass's
+ * budget, and moves the checkpoint over the confirmed prefix.  When it
+ * has caught up with the head it waits for the last confirms, so that
+ * an idle publisher's checkpoint is the head.  A broker error is
+ * returned (with *brokerr set) after the checkpoint was moved over
+ * whatever was confirmed before it.
  */
 static int
 publish_batch(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count,
@@ -602,25 +622,32 @@ publish_batch(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count,
 
 	*more = 0;
 	*brokerr = 0;
-	ps->nin = 0;
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
 	if ((rc = tl_ckpt_get(t, CKPT, &ck)) != 0 && rc != TL_ENOTFOUND)
 		goto out;
 	tl_log_last(t, &head, NULL);
 	rc = 0;
-	if (ck >= head)
+	/*
+	 * Nothing in flight: go on from the checkpoint.  Rewound (tally
+	 * publish rewind moved it back): forget what is in flight and
+	 * publish again from there.
+	 */
+	if (ps->nin == 0 || ck < ps->ck_last)
+		ps->nin = 0, ps->pub_seq = ck;
+	ps->ck_last = ck;
+	last = ps->pub_seq;
+	if (last >= head)
 		goto out;
-	f.from = ck + 1;
+	f.from = last + 1;
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		goto out;
-	last = ck;
 	while ((rc = tl_iter_next(it, &ev)) == 0) {
 		if ((rc = publish_event(ps, &ev)) != 0) {
 			*brokerr = rc != TL_EMALFORMED && rc != ENOMEM;
 			break;
 		}
-		last = ev.seq;
+		last = ps->pub_seq = ev.seq;
 		if (++n % DRAIN_EVERY == 0) {
 			wrc = tl_amqp_wait_confirms(ps->a,
 			    tl_amqp_published(ps->a), 0);
@@ -644,8 +671,11 @@ out:
 	tl_iter_close(it);
 	tl_log_abort(t);
 	if (ps->nin > 0 && !*brokerr) {
+		/* Caught up: the last confirms; otherwise what has come. */
 		wrc = tl_amqp_wait_confirms(ps->a, tl_amqp_published(ps->a),
-		    tl_sub_deadline(5000));
+		    last >= head ? tl_sub_deadline(5000) : 0);
+		if (wrc == TL_ETIMEDOUT && last < head)
+			wrc = 0;
 		if (wrc != 0) {
 			rc = wrc;
 			*brokerr = 1;
@@ -656,7 +686,7 @@ out:
 		if (wrc != 0 && rc == 0)
 			rc = wrc;
 	}
-	if (rc == 0 && last < head)
+	if (rc == 0 && (last < head || ps->nin > 0))
 		*more = 1;
 	return rc;
 }

@@ -64,10 +64,19 @@ t_wait_type 30 credential.delivered '"version":2'
 t_wait_type 10 credential.activated
 sleep 0.3
 record rotating
+# The reporting context sees the rotation and who it waits on.
+"$TALLY_BIN/tally-board" --store "$W/board" --html "$W/rot.html" --quiet ||
+	t_fail "tally-board failed"
+grep -q 'id="count-rotations">1<' "$W/rot.html" || t_fail "tally-board shows no rotation in progress"
+grep -q '<td class="waiting">app@node-a </td>' "$W/rot.html" ||
+	t_fail "tally-board does not show app@node-a as still to acknowledge"
 tly ack node-a app 2 >/dev/null || t_fail "tally ack node-a app 2 failed"
 t_wait_type 30 rotation.completed
 sleep 0.3
 record rotated
+"$TALLY_BIN/tally-board" --store "$W/board" --html "$W/rot.html" --quiet ||
+	t_fail "tally-board failed"
+grep -q 'id="count-rotations">0<' "$W/rot.html" || t_fail "tally-board still shows the rotation"
 tly remove app >/dev/null || t_fail "tally remove app failed"
 t_wait_type 30 grant.revoked
 sleep 0.3

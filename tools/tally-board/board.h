@@ -27,7 +27,9 @@
 #define TALLY_BOARD_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* store.c: an LMDB environment of the board's own. */
 struct bd_store;
@@ -53,10 +55,6 @@ int	bd_apply(struct bd_store *st, const json_t *ev, int *what);
 json_t	*bd_meta(struct bd_store *st);
 
 /* render.c */
-struct bd_counts {
-	size_t	nodes, modules, assignments, ready, providers, unreachable;
-	size_t	grants, rotations, problems;
-};
 /* A document of everything the renderers show (a new reference). */
 json_t	*bd_snapshot(struct bd_store *st);
 void	bd_render_text(FILE *fp, const json_t *snap, int ansi);

@@ -48,6 +48,7 @@ static const char usage[] =
 "  --html FILE         write a static HTML page (the graph as SVG when\n"
 "                      Graphviz's dot is installed)\n"
 "  --json              print the view as one JSON document\n"
+"  --dot               print the mesh as Graphviz source\n"
 "  --print             print each event received: SEQ ID TYPE, and\n"
 "                      \"duplicate\" or \"gap\" when it is one\n"
 "  --quiet             no page on standard output\n"
@@ -76,7 +77,7 @@ on_signal(int sig)
 
 struct board {
 	struct bd_store	*st;
-	int		 follow, json, print, quiet, tty;
+	int		 follow, json, dot, print, quiet, tty;
 	const char	*html;
 	char		 source[1300];
 	uint64_t	 last_render;
@@ -130,6 +131,12 @@ render(struct board *bd, int force)
 	if (bd->json && !bd->follow) {
 		json_dumpf(snap, stdout, JSON_COMPACT | JSON_SORT_KEYS);
 		putchar('\n');
+	} else if (bd->dot && !bd->follow) {
+		char *dot = bd_render_dot(snap);
+
+		if (dot != NULL)
+			fputs(dot, stdout);
+		free(dot);
 	} else if (!bd->quiet && !bd->print && (bd->tty || !bd->follow))
 		bd_render_text(stdout, snap, bd->tty && bd->follow);
 	json_decref(snap);
@@ -411,6 +418,7 @@ main(int argc, char **argv)
 		{ "once", no_argument, NULL, 'o' },
 		{ "html", required_argument, NULL, 'w' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "dot", no_argument, NULL, 'D' },
 		{ "print", no_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "amqp", required_argument, NULL, 'a' },
@@ -456,6 +464,9 @@ main(int argc, char **argv)
 			break;
 		case 'j':
 			bd.json = 1;
+			break;
+		case 'D':
+			bd.dot = 1;
 			break;
 		case 'p':
 			bd.print = 1;

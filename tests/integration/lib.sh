@@ -143,7 +143,9 @@ t_pg_start() {
 		_t_tries=$((_t_tries + 1))
 		# Only a port taken between the check and the start is
 		# worth another try; anything else fails the test.
-		if [ $_t_tries -ge 3 ] || ! _t_port_busy "$_t_port"; then
+		if [ $_t_tries -ge 3 ] || { ! _t_port_busy "$_t_port" &&
+		    ! grep -qs 'Address already in use' \
+		    "$PG_DIR/start-failed.log" "$PG_DIR/log/server.log"; }; then
 			t_fail "PostgreSQL could not be started in $PG_DIR (port $_t_port): see above"
 		fi
 		_t_port=$((_t_port + 1))

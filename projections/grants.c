@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/bytes.h"
@@ -167,6 +168,49 @@ set_state(struct tl_grant *g, const char *state, uint64_t seq)
 	g->state_seq = seq;
 }
 
+struct keys {
+	char	(*v)[TL_KEY_MAX];
+	size_t	 n;
+};
+
+static int
+collect_key(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct keys *ks = arg;
+	char (*nv)[TL_KEY_MAX];
+
+	(void)val;
+	(void)vlen;
+	if ((nv = realloc(ks->v, (ks->n + 1) * sizeof(*nv))) == NULL)
+		return ENOMEM;
+	ks->v = nv;
+	snprintf(ks->v[ks->n++], TL_KEY_MAX, "%s", rest);
+	return 0;
+}
+
+/* Drops the record of applied migrations (ma/GRANT/...) of a grant. */
+static int
+forget_migrations(struct tl_txn *t, const struct tl_proj *p, const char *id)
+{
+	struct keys ks = { NULL, 0 };
+	S(pfx);
+	S(k);
+	size_t i;
+	int rc;
+
+	/* Collected first: deleting while a cursor walks them is unsafe. */
+	if ((rc = tl_key(pfx, "ma/%s/", id)) != 0 ||
+	    (rc = tl_rec_scan(t, p->grants, pfx, collect_key, &ks)) != 0)
+		goto out;
+	for (i = 0; i < ks.n; i++)
+		if ((rc = tl_key(k, "%s%s", pfx, ks.v[i])) != 0 ||
+		    (rc = tl_kv_del(t, p->grants, k, strlen(k))) != 0)
+			break;
+out:
+	free(ks.v);
+	return rc;
+}
+
 static int
 fold_delivered(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
@@ -238,7 +282,8 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		 */
 		if (tl_grant_get(t, p, id, &g, NULL) == 0) {
 			version = g.version;
-			if ((rc = set_provider_index(t, p, &g, 0)) != 0)
+			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
+			    (rc = forget_migrations(t, p, id)) != 0)
 				return rc;
 		}
 		memset(&g, 0, sizeof(g));
@@ -341,6 +386,11 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		g.drift_seq = ev->seq;
 		set_state(&g, GRANT_MISSING, ev->seq);
 	} else if (strcmp(ev->type, EV_REPAIR_REQUESTED) == 0) {
+		/* A recreated database is empty: its migrations run again. */
+		if ((rc = forget_migrations(t, p, g.id)) != 0)
+			return rc;
+		g.blocked[0] = '\0';
+		g.migration[0] = '\0';
 		set_state(&g, GRANT_REPAIRING, ev->seq);
 	} else if (strcmp(ev->type, EV_MIGRATION_APPLIED) == 0) {
 		char sum[80] = "";

@@ -382,7 +382,8 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				    (json_int_t)count));
 			}
 		}
-		if (g.blocked[0] != '\0')
+		/* A block whose cause has gone since is not news. */
+		if (g.blocked[0] != '\0' && !migrations_done(t, p, &g, r))
 			json_object_set_new(j, "migrations_blocked",
 			    json_string(g.blocked));
 		rotation_status(t, p, &g, j);
@@ -421,7 +422,8 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		} else
 			st = ST_BOUND;
 		if (strcmp(st, ST_BOUND) == 0 ||
-		    strcmp(st, ST_PROVISIONED) == 0) {
+		    strcmp(st, ST_PROVISIONED) == 0 ||
+		    strcmp(st, ST_MIGRATED) == 0) {
 			struct tl_rec pu;
 			char why[400] = "";
 

@@ -268,6 +268,20 @@ run(struct mpass *ps)
 
 			f->rc = tl_drv_pg_migrate(&ep, &dg, f->content, f->len,
 			    f->why, &f->line);
+			if (f->rc == TL_EUNREACH) {
+				/*
+				 * No session (the provider is down, the
+				 * database or the login is gone): not the
+				 * file's fault, so not a block.  The verifier
+				 * records what is wrong; the files wait for a
+				 * later pass.
+				 */
+				tl_rx_log(ps->rx, TL_RX_WARN, "grant %s: "
+				    "migrations wait: %s", mg->g.id, f->why);
+				for (; j < mg->nf; j++)
+					mg->f[j].rc = -1;	/* not run */
+				break;
+			}
 			if (f->rc != 0) {
 				if (f->line > 0)
 					snprintf(mg->block, sizeof(mg->block),

@@ -93,8 +93,11 @@ int	tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked);
  * the checkpoint "publisher" with confirms, moves the checkpoint over
  * what the broker confirmed, and turns messages of the acks queue into
  * credential.acknowledged.  *published counts events confirmed; *next_ns
- * is when the next pass is due (0: on the next append).  Bounded to a
- * fraction of a second; *next_ns is "now" when more remains.
+ * is when the next pass is due (0: on the next append; "now" when more
+ * remains; the backoff's end while the broker is away; a second later
+ * when the acks queue is to be polled).  A pass publishes for 250 ms at
+ * most; waiting for the last confirms or a connection attempt can take
+ * up to the 5 s timeout.
  * tl_rx_publish_stop closes the connection and frees the state.
  */
 int	tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns);

@@ -2,8 +2,9 @@
  * verify.c - the verifier: a grant is a claim about the world, checked.
  *
  * Each provisioned grant is checked every interval (30 s by default),
- * its first check spread over the interval by a hash of its id so that
- * 10,000 grants do not hit a provider in the same second.  A check logs
+ * at its own place in the interval, a hash of its id, so that 10,000
+ * grants do not hit a provider in the same second (see slot_at); grants
+ * due within 1/30 of the interval are checked in one pass.  A check logs
  * in as the consumer on the routable name the consumer was given and
  * inspects the roles and the database from the admin side.  What it
  * finds is recorded only when it changes: a healthy check writes a
@@ -54,6 +55,13 @@ struct vprov {
 	char		 open_why[TL_DRV_WHY_MAX];
 };
 
+/* A grant's due time, for "verify-due" or its record in "checks". */
+struct newdue {
+	char		 id[TL_GRANT_ID_MAX + 1];
+	uint64_t	 due;
+	int		 rec;	/* it has a record in "checks" */
+};
+
 struct vpass {
 	struct tl_rx			*rx;
 	const struct tl_rx_verify_opts	*o;
@@ -65,6 +73,10 @@ struct vpass {
 	uint64_t			 next_ns;
 	tl_kv				 checks;
 	int				 have_checks;
+	tl_kv				 vdue;
+	int				 have_vdue;
+	struct newdue			*nd;
+	size_t				 nnd, capnd;
 };
 
 /* The scratch record of a grant: last check, count, next due (ns). */
@@ -87,16 +99,69 @@ sched_get(struct tl_txn *t, tl_kv kv, const char *grant)
 	return s;
 }
 
-/* A grant's first check: somewhere in the first interval, by its id. */
+/*
+ * When a grant is checked: at its place in the interval, a hash of its
+ * id (FNV-1a), so that 10,000 grants do not hit a provider in the same
+ * second.  The place is a function of the id and the interval only: it
+ * survives a late pass, a stopped daemon and a forced check (tally
+ * check), which all leave the next check in the grant's own slot.  The
+ * first check is in the grant's first slot after a pass first saw it,
+ * somewhere in the next interval; that time is kept in the scratch
+ * table "verify-due" (it cannot be recomputed from a later clock: it
+ * would always lie ahead) until the grant has been checked.
+ */
 static uint64_t
-first_due(const char *grant, uint64_t now, uint64_t interval)
+slot_at(const char *grant, uint64_t t, uint64_t interval)
 {
-	uint64_t h = 1469598103934665603u;
+	uint64_t h = 1469598103934665603u, ph, r;
 	const char *s;
 
+	if (interval == 0)
+		return t;
 	for (s = grant; *s; s++)
 		h = (h ^ (uint8_t)*s) * 1099511628211u;
-	return now + (interval ? h % interval : 0);
+	ph = h % interval;
+	r = t % interval;
+	return t + (ph >= r ? ph - r : interval - r + ph);
+}
+
+/* After a check at t: the grant's next slot, at least half an interval on. */
+static uint64_t
+slot_after(const char *grant, uint64_t t, uint64_t interval)
+{
+	return slot_at(grant, t + interval / 2, interval);
+}
+
+/*
+ * Grants due within this much are checked together, a little early:
+ * a pass every 1/30 of the interval at most (and at least every
+ * second), not one per grant.
+ */
+static uint64_t
+batch_window(uint64_t interval)
+{
+	return interval / 30 < 1000000000u ? interval / 30 : 1000000000u;
+}
+
+/* Remembers a grant's due time, to be written with the outcomes. */
+static int
+note_due(struct vpass *ps, const char *grant, uint64_t due, int rec)
+{
+	struct newdue *d;
+
+	if (ps->nnd == ps->capnd) {
+		size_t cap = ps->capnd ? ps->capnd * 2 : 16;
+
+		if ((d = realloc(ps->nd, cap * sizeof(*d))) == NULL)
+			return ENOMEM;
+		ps->nd = d;
+		ps->capnd = cap;
+	}
+	d = &ps->nd[ps->nnd++];
+	snprintf(d->id, sizeof(d->id), "%s", grant);
+	d->due = due;
+	d->rec = rec;
+	return 0;
 }
 
 static int
@@ -122,6 +187,10 @@ gather_one(const struct tl_grant *g, void *arg)
 	struct vpass *ps = ga->vp;
 	struct check *c;
 	struct sched s;
+	uint64_t iv = ps->o->interval_ns, due;
+	const void *v;
+	size_t n;
+	int rc, fresh = 0;
 
 	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || !wanted(ps->o, g))
 		return 0;
@@ -129,15 +198,34 @@ gather_one(const struct tl_grant *g, void *arg)
 		s = sched_get(ga->t, ps->checks, g->id);
 	else
 		memset(&s, 0, sizeof(s));
-	if (!ps->o->force) {
-		uint64_t due = s.next_ns ? s.next_ns :
-		    first_due(g->id, ps->now, ps->o->interval_ns);
-
-		if (due > ps->now) {
-			if (ps->next_ns == 0 || due < ps->next_ns)
-				ps->next_ns = due;
-			return 0;
+	/*
+	 * A due time further out than this interval allows was set with a
+	 * longer one (tally check's 30 s under tallyd --verify-interval 2,
+	 * a daemon restarted with a shorter interval): the grant's next
+	 * slot in this interval instead, written down so that the next
+	 * pass finds it (recomputed from a later clock it would recede).
+	 */
+	if (s.next_ns != 0) {
+		due = s.next_ns;
+		if (due > ps->now + iv + iv / 2) {
+			due = slot_at(g->id, ps->now, iv);
+			fresh = s.last_ns != 0 ? 2 : 1;
 		}
+	} else if (ps->have_vdue && tl_kv_get(ga->t, ps->vdue, g->id,
+	    strlen(g->id), &v, &n) == 0 && n == 8 &&
+	    tl_get_be64(v) <= ps->now + iv)
+		due = tl_get_be64(v);
+	else {
+		/* Never seen (or seen with a longer interval). */
+		due = slot_at(g->id, ps->now, iv);
+		fresh = 1;
+	}
+	if (!ps->o->force && due > ps->now + batch_window(iv)) {
+		if (fresh && (rc = note_due(ps, g->id, due, fresh == 2)) != 0)
+			return rc;
+		if (ps->next_ns == 0 || due < ps->next_ns)
+			ps->next_ns = due;
+		return 0;
 	}
 	if (ps->nc == ps->cap) {
 		size_t cap = ps->cap ? ps->cap * 2 : 16;
@@ -171,7 +259,12 @@ gather(struct vpass *ps)
 	rc = tl_kv_open_scratch(t, "checks", &ps->checks);
 	if (rc == 0)
 		ps->have_checks = 1;
-	else if (rc != TL_ENOTFOUND)	/* never written: all due at first */
+	else if (rc != TL_ENOTFOUND)	/* never written */
+		goto out;
+	rc = tl_kv_open_scratch(t, "verify-due", &ps->vdue);
+	if (rc == 0)
+		ps->have_vdue = 1;
+	else if (rc != TL_ENOTFOUND)
 		goto out;
 	if ((rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
 		goto out;
@@ -306,7 +399,9 @@ run_checks(struct vpass *ps)
 		goto out;
 	for (i = 0; i < ps->nvp; i++) {
 		struct vprov *v = &ps->vp[i];
-		size_t n = per_prov < v->nc ? per_prov : v->nc, per, off = 0;
+		/* An admin session (a SCRAM login) per 8 checks at least. */
+		size_t n = per_prov < (v->nc + 7) / 8 ? per_prov :
+		    (v->nc + 7) / 8, per, off = 0;
 
 		if (n == 0)
 			continue;
@@ -352,12 +447,17 @@ out:
 	free(th);
 }
 
-static const char *
-auth_hint(int rc)
+/* What to do about a refused admin credential, naming the assignment. */
+static void
+auth_hint(const struct vprov *v, char *out, size_t cap)
 {
-	return rc == TL_EAUTH ? " — the provider refused tally's admin "
-	    "credential: was its admin password changed?  Record the new one "
-	    "with tally assign MODULE NODE --secret admin-password" : "";
+	out[0] = '\0';
+	if (v->open_rc == TL_EAUTH)
+		snprintf(out, cap, " — the provider refused tally's admin "
+		    "credential: was its admin password changed?  Record the "
+		    "new one: tally assign %s %s --secret admin-password (with "
+		    "its --expose and --set options)", v->pv.module,
+		    v->pv.node);
 }
 
 static int
@@ -382,21 +482,28 @@ emit_kv(struct tl_ctx *c, const char *type, const char *stream,
 	return rc;
 }
 
+/*
+ * Once per outage: a provider already recorded as down for the same
+ * kind of reason (unreachable, or its admin credential refused) is not
+ * recorded again when only the wording changes ("shutting down", then
+ * "connection refused"), nor when the provisioner recorded it in its
+ * own words ("unreachable" / "auth-failed").
+ */
 static int
 provider_outcome(struct tl_ctx *c, struct vprov *v)
 {
 	S(stream);
 	S(k);
 	struct tl_rec r;
-	char old[TL_DRV_WHY_MAX] = "", reason[TL_DRV_WHY_MAX + 200];
-	int rc, was;
+	char reason[TL_DRV_WHY_MAX + 400], kind[32] = "", hint[400];
+	int rc, was, auth = v->open_rc == TL_EAUTH;
 
 	if ((rc = tl_key(stream, "provider/%s", v->pv.id)) != 0 ||
 	    (rc = tl_key(k, "pu/%s", v->pv.id)) != 0)
 		return rc;
 	was = tl_rec_get(c->t, c->p.graph, k, &r) == 0;
 	if (was) {
-		tl_bn_getstr(r.m, "reason", old, sizeof(old));
+		tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
 		tl_rec_close(&r);
 	}
 	c->cause = 0;
@@ -404,12 +511,12 @@ provider_outcome(struct tl_ctx *c, struct vprov *v)
 	if (v->open_rc == 0)
 		return was ? emit_kv(c, EV_PROVIDER_RECOVERED, stream, NULL,
 		    NULL, NULL, NULL, NULL, NULL, NULL) : 0;
-	snprintf(reason, sizeof(reason), "%s%s", v->open_why,
-	    auth_hint(v->open_rc));
-	if (strcmp(old, reason) == 0)
+	if (was && (strstr(kind, "auth") != NULL) == auth)
 		return 0;
+	auth_hint(v, hint, sizeof(hint));
+	snprintf(reason, sizeof(reason), "%s%s", v->open_why, hint);
 	return emit_kv(c, EV_PROVIDER_UNREACHABLE, stream, NULL, "reason",
-	    reason, "kind", v->open_rc == TL_EAUTH ? "provider-auth-failed" :
+	    reason, "kind", auth ? "provider-auth-failed" :
 	    "provider-unreachable", NULL, NULL);
 }
 
@@ -502,32 +609,74 @@ outcomes_cb(struct tl_txn *t, void *arg)
 	struct outcome_arg *oa = arg;
 	struct vpass *ps = oa->ps;
 	struct tl_ctx c;
-	tl_kv checks;
+	tl_kv checks, vdue;
 	size_t i;
 	int rc;
 
 	oa->unhealthy = 0;
 	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0 ||
-	    (rc = tl_kv_open_scratch(t, "checks", &checks)) != 0)
+	    (rc = tl_kv_open_scratch(t, "checks", &checks)) != 0 ||
+	    (rc = tl_kv_open_scratch(t, "verify-due", &vdue)) != 0)
 		return rc;
+	for (i = 0; i < ps->nnd; i++) {
+		struct newdue *d = &ps->nd[i];
+		struct sched s = sched_get(t, checks, d->id);
+		uint8_t v[24];
+
+		if (d->rec && s.last_ns != 0) {
+			tl_put_be64(v, s.last_ns);
+			tl_put_be64(v + 8, s.count);
+			tl_put_be64(v + 16, d->due);
+			rc = tl_kv_put(t, checks, d->id, strlen(d->id), v, 24);
+		} else {
+			tl_put_be64(v, d->due);
+			rc = tl_kv_put(t, vdue, d->id, strlen(d->id), v, 8);
+		}
+		if (rc != 0)
+			return rc;
+	}
 	for (i = 0; i < ps->nvp; i++)
 		if ((rc = provider_outcome(&c, &ps->vp[i])) != 0)
 			return rc;
 	for (i = 0; i < ps->nc; i++) {
 		struct check *ck = &ps->c[i];
 		struct sched s;
+		uint64_t next;
 		uint8_t v[24];
 
 		if ((rc = grant_outcome(&c, ck, &oa->unhealthy)) != 0)
 			return rc;
-		if (ck->rc != 0)
-			continue;
+		next = slot_after(ck->g.id, ps->now, ps->o->interval_ns);
+		if (ps->next_ns == 0 || next < ps->next_ns)
+			ps->next_ns = next;
 		s = sched_get(t, checks, ck->g.id);
+		if (ck->rc != 0) {
+			/*
+			 * Not checked (the provider is down, say): tried again
+			 * in its next slot, not in every pass; the record of
+			 * healthy checks is left as it is.
+			 */
+			if (s.last_ns == 0) {
+				tl_put_be64(v, next);
+				rc = tl_kv_put(t, vdue, ck->g.id,
+				    strlen(ck->g.id), v, 8);
+			} else {
+				tl_put_be64(v, s.last_ns);
+				tl_put_be64(v + 8, s.count);
+				tl_put_be64(v + 16, next);
+				rc = tl_kv_put(t, checks, ck->g.id,
+				    strlen(ck->g.id), v, sizeof(v));
+			}
+			if (rc != 0)
+				return rc;
+			continue;
+		}
 		tl_put_be64(v, ps->now);
 		tl_put_be64(v + 8, s.count + 1);
-		tl_put_be64(v + 16, ps->now + ps->o->interval_ns);
+		tl_put_be64(v + 16, next);
 		if ((rc = tl_kv_put(t, checks, ck->g.id, strlen(ck->g.id), v,
-		    sizeof(v))) != 0)
+		    sizeof(v))) != 0 ||
+		    (rc = tl_kv_del(t, vdue, ck->g.id, strlen(ck->g.id))) != 0)
 			return rc;
 	}
 	return tl_ctx_end(&c);
@@ -549,7 +698,7 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	*checked = *unhealthy = 0;
 	if ((rc = gather(&ps)) != 0)
 		goto out;
-	if (ps.nc == 0)
+	if (ps.nc == 0 && ps.nnd == 0)
 		goto out;
 	run_checks(&ps);
 	for (i = 0; i < ps.nc; i++) {
@@ -582,5 +731,6 @@ out:
 	}
 	free(ps.vp);
 	free(ps.c);
+	free(ps.nd);
 	return rc;
 }

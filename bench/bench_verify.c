@@ -1,0 +1,928 @@
+/*
+ * bench_verify.c - the verifier over real grants on one real provider.
+ * Prints figures; never asserts.
+ *
+ * One throwaway PostgreSQL (tests/harness/pg.sh), one tally home, the
+ * postgres provider and BENCH_VERIFY_GRANTS (300) consumer modules,
+ * provisioned by tallyd --once in two steps: first BENCH_VERIFY_SMALL
+ * (30), then the rest.  At each size:
+ *
+ *   tally check --all     a verification pass over every grant, as the
+ *                         operator runs it (one process, 4 admin
+ *                         sessions: the verifier's default), wall time
+ *                         of BENCH_VERIFY_REPS (3) runs, median;
+ *   tally check GRANT     one grant, the same process otherwise;
+ *
+ * so a check's cost is shown three ways: the pass over the grant count,
+ * the marginal cost ((all - one) / (n - 1): no process start-up or key
+ * loading), and one check alone; and the ratio of each at 300 to 30:
+ * the cost of one check must not grow with the number of grants in the
+ * log.  Then tallyd --once over 300 (a whole daemon pass: provisioning,
+ * migrations, rotations, verification).
+ *
+ * Detection delay.  Every grant is checked once per interval in its own
+ * slot, a hash of its id (reactors/verify.c); the first check comes in
+ * the first slot after the daemon sees the grant.  From the ids of the
+ * grants here: how the slots spread over the default 30 s interval
+ * (largest gap, passes per interval), and the expected delay of a drift
+ * at a random moment (interval / 2 on average, the interval at worst).
+ * Then for real, with a shorter interval (BENCH_VERIFY_INTERVAL, 4 s),
+ * tallyd running as a daemon: BENCH_VERIFY_SAMPLES (8) times, a random
+ * grant's password is changed at a random moment (ALTER ROLE as the
+ * admin) and the time to its grant.drifted is read from the log, beside
+ * the delay its slot predicts; the difference (the pass's own latency)
+ * does not scale with the interval, the wait for the slot does: both
+ * are scaled to 30 s, saying so.  And the daemon's passes per interval
+ * and CPU per check while it verifies 300 grants (beside its CPU idle,
+ * with nothing due).
+ *
+ * Env: TALLY_BIN, TALLY_SRC, TALLY_TMP (as make bench sets them);
+ * BENCH_VERIFY_GRANTS, BENCH_VERIFY_SMALL, BENCH_VERIFY_REPS,
+ * BENCH_VERIFY_INTERVAL, BENCH_VERIFY_SAMPLES.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/envelope.h"
+#include "core/log.h"
+#include "tests/lib/tl_test.h"
+
+#define ME		"bench_verify"
+#define MAXREPS		16
+#define MAXSAMPLES	64
+#define DEFAULT_IV	30.0	/* tallyd's --verify-interval default, s */
+
+static const char *bin, *src;
+static char *scratch, home[4200], clilog[4200], dlog[4200];
+static pid_t dpid = -1;
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t
+wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void
+msleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sorts v. */
+static double
+median(double *v, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double
+mean(const double *v, int n)
+{
+	double s = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		s += v[i];
+	return n > 0 ? s / n : 0;
+}
+
+static double
+maxof(const double *v, int n)
+{
+	double m = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (i == 0 || v[i] > m)
+			m = v[i];
+	return m;
+}
+
+static int
+envint(const char *name, int def, int lo, int hi)
+{
+	const char *s = getenv(name);
+	int v;
+
+	if (s == NULL || *s == '\0')
+		return def;
+	v = atoi(s);
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* --- processes ------------------------------------------------------- */
+
+/*
+ * Runs argv with TALLY_HOME=home (if not NULL), stdin from in (or
+ * /dev/null), stdout to out (or /dev/null, appended), stderr appended to
+ * err (or out).  Returns the exit status, or -1.
+ */
+static int
+run(const char *h, const char *in, const char *out, const char *err,
+    char *const argv[])
+{
+	pid_t pid;
+	int st, fd;
+
+	fflush(stdout);
+	fflush(stderr);
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		if (h != NULL)
+			setenv("TALLY_HOME", h, 1);
+		if ((fd = open(in ? in : "/dev/null", O_RDONLY)) >= 0) {
+			dup2(fd, 0);
+			close(fd);
+		}
+		if ((fd = open(out ? out : "/dev/null",
+		    O_WRONLY | O_CREAT | O_APPEND, 0600)) >= 0) {
+			dup2(fd, 1);
+			if (err == NULL)
+				dup2(fd, 2);
+			close(fd);
+		}
+		if (err != NULL && (fd = open(err, O_WRONLY | O_CREAT |
+		    O_APPEND, 0600)) >= 0) {
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* tally ARGS... (NULL-terminated), output appended to out (or the log). */
+static int
+tally(const char *in, const char *out, ...)
+{
+	char path[4096];
+	char *argv[16];
+	va_list ap;
+	int n = 0;
+	char *a;
+
+	snprintf(path, sizeof(path), "%s/tally", bin);
+	argv[n++] = path;
+	va_start(ap, out);
+	while (n < 15 && (a = va_arg(ap, char *)) != NULL)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	return run(home, in, out ? out : clilog, NULL, argv);
+}
+
+/* tallyd --once --workers 4; its exit status. */
+static int
+tallyd_once(void)
+{
+	char path[4096];
+	char *argv[] = { path, "--once", "--once-timeout", "1800",
+	    "--workers", "4", NULL };
+
+	snprintf(path, sizeof(path), "%s/tallyd", bin);
+	return run(home, NULL, dlog, NULL, argv);
+}
+
+/* tallyd -v --verify-interval S as a daemon; waits for its lock. */
+static pid_t
+daemon_start(int vinterval)
+{
+	char path[4096], vi[16], lock[4400], buf[32];
+	pid_t pid;
+	ssize_t n;
+	int i, fd;
+
+	snprintf(path, sizeof(path), "%s/tallyd", bin);
+	snprintf(vi, sizeof(vi), "%d", vinterval);
+	snprintf(lock, sizeof(lock), "%s/tallyd.lock", home);
+	fflush(stdout);
+	fflush(stderr);
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		setenv("TALLY_HOME", home, 1);
+		if ((fd = open("/dev/null", O_RDONLY)) >= 0) {
+			dup2(fd, 0);
+			close(fd);
+		}
+		if ((fd = open(dlog, O_WRONLY | O_CREAT | O_APPEND,
+		    0600)) >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execl(path, path, "-v", "--workers", "4", "--interval", "5",
+		    "--verify-interval", vi, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 1000; i++) {
+		if ((fd = open(lock, O_RDONLY)) >= 0) {
+			n = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+			buf[n > 0 ? n : 0] = '\0';
+			if (atol(buf) == (long)pid)
+				return pid;
+		}
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return -1;
+		msleep(5);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+static void
+daemon_stop(void)
+{
+	int i;
+
+	if (dpid <= 0)
+		return;
+	kill(dpid, SIGTERM);
+	for (i = 0; i < 3000; i++) {
+		if (waitpid(dpid, NULL, WNOHANG) == dpid) {
+			dpid = -1;
+			return;
+		}
+		msleep(10);
+	}
+	kill(dpid, SIGKILL);
+	waitpid(dpid, NULL, 0);
+	dpid = -1;
+}
+
+/* CPU seconds (user + system) of pid so far; -1 if unknown. */
+static double
+cpu_s(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *fp;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((fp = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(buf, sizeof(buf), fp) == NULL) {
+		fclose(fp);
+		return -1;
+	}
+	fclose(fp);
+	if ((p = strrchr(buf, ')')) == NULL)
+		return -1;
+	/* after ") ": state is field 3; utime 14, stime 15 */
+	for (i = 3, p += 2; i < 14 && p != NULL; i++)
+		if ((p = strchr(p, ' ')) != NULL)
+			p++;
+	if (p == NULL || sscanf(p, "%lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* How many "verified N grant(s)" lines tallyd's log has, and N summed. */
+static void
+verified_lines(long *passes, long *grants)
+{
+	char line[2048], *p;
+	FILE *fp;
+
+	*passes = *grants = 0;
+	if ((fp = fopen(dlog, "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), fp) != NULL)
+		if ((p = strstr(line, "debug: verified ")) != NULL) {
+			(*passes)++;
+			*grants += atol(p + 16);
+		}
+	fclose(fp);
+}
+
+/* --- PostgreSQL ------------------------------------------------------ */
+
+static char pgdir[4200], pgport[16], pwfile[4096], pguser[64], pgpw[256];
+static int pg_started;
+static PGconn *admin;
+
+static int
+sh(const char *a1, const char *a2, const char *a3)
+{
+	char script[4096];
+	char *argv[6];
+
+	snprintf(script, sizeof(script), "%s/tests/harness/pg.sh", src);
+	argv[0] = "/bin/sh";
+	argv[1] = script;
+	argv[2] = (char *)a1;
+	argv[3] = (char *)a2;
+	argv[4] = (char *)a3;
+	argv[5] = NULL;
+	return run(NULL, NULL, NULL, NULL, argv);
+}
+
+static int
+env_get(const char *dir, const char *key, char *out, size_t cap)
+{
+	char path[4300], line[4200], *p, *q;
+	size_t klen = strlen(key);
+	FILE *fp;
+	int found = -1;
+
+	snprintf(path, sizeof(path), "%s/env", dir);
+	if ((fp = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		p = line;
+		if (strncmp(p, "export ", 7) == 0)
+			p += 7;
+		if (strncmp(p, key, klen) != 0 || p[klen] != '=')
+			continue;
+		p += klen + 1;
+		p[strcspn(p, "\n")] = '\0';
+		if (*p == '\'') {
+			p++;
+			if ((q = strrchr(p, '\'')) != NULL)
+				*q = '\0';
+		}
+		snprintf(out, cap, "%s", p);
+		found = 0;
+	}
+	fclose(fp);
+	return found;
+}
+
+static int
+port_free(int port)
+{
+	struct sockaddr_in a;
+	int s, ok;
+
+	if ((s = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return 0;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(s);
+	return ok;
+}
+
+static int
+pg_start(int port)
+{
+	const char *kw[] = { "host", "port", "user", "password", "dbname",
+	    NULL };
+	const char *val[] = { "127.0.0.1", pgport, pguser, pgpw, "postgres",
+	    NULL };
+	FILE *fp;
+	int tries;
+
+	snprintf(pgdir, sizeof(pgdir), "%s/pg", scratch);
+	for (tries = 0; tries < 30; tries++, port++) {
+		if (!port_free(port))
+			continue;
+		snprintf(pgport, sizeof(pgport), "%d", port);
+		if (sh("start", pgdir, pgport) == 0)
+			break;
+	}
+	if (tries == 30) {
+		fprintf(stderr, ME ": PostgreSQL could not be started\n");
+		return -1;
+	}
+	pg_started = 1;
+	if (env_get(pgdir, "TALLY_TEST_PG_USER", pguser, sizeof(pguser)) ||
+	    env_get(pgdir, "TALLY_TEST_PG_PWFILE", pwfile, sizeof(pwfile)) ||
+	    (fp = fopen(pwfile, "r")) == NULL)
+		return -1;
+	if (fgets(pgpw, sizeof(pgpw), fp) == NULL)
+		pgpw[0] = '\0';
+	fclose(fp);
+	pgpw[strcspn(pgpw, "\r\n")] = '\0';
+	admin = PQconnectdbParams(kw, val, 0);
+	if (PQstatus(admin) != CONNECTION_OK) {
+		fprintf(stderr, ME ": %s", PQerrorMessage(admin));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+exec_ok(const char *sql)
+{
+	PGresult *r = PQexec(admin, sql);
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
+	    PQresultStatus(r) == PGRES_TUPLES_OK;
+
+	if (!ok)
+		fprintf(stderr, ME ": %.80s: %s", sql, PQerrorMessage(admin));
+	PQclear(r);
+	return ok ? 0 : -1;
+}
+
+static void
+cleanup(void)
+{
+	daemon_stop();
+	if (admin != NULL)
+		PQfinish(admin);
+	admin = NULL;
+	if (pg_started)
+		sh("stop", pgdir, NULL);
+	pg_started = 0;
+}
+
+static void
+on_signal(int sig)
+{
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* --- the verifier's schedule (as reactors/verify.c) ------------------ */
+
+static uint64_t
+slot_at(const char *grant, uint64_t t, uint64_t interval)
+{
+	uint64_t h = 1469598103934665603u, ph, r;
+	const char *s;
+
+	for (s = grant; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211u;
+	ph = h % interval;
+	r = t % interval;
+	return t + (ph >= r ? ph - r : interval - r + ph);
+}
+
+/* --- the log --------------------------------------------------------- */
+
+/*
+ * The first event of type on stream after seq 'after', polling up to
+ * timeout s: its timestamp (ns) and seq; 0 if none came.
+ */
+static uint64_t
+wait_event(struct tl_log *log, uint64_t after, const char *type,
+    const char *stream, double timeout, uint64_t *seqp)
+{
+	double end = now() + timeout;
+	uint64_t s = after, last;
+	struct tl_event ev;
+	struct tl_txn *t;
+
+	for (;;) {
+		if (tl_log_begin(log, TL_TXN_RDONLY, &t) != 0)
+			return 0;
+		if (tl_log_last(t, &last, NULL) == 0)
+			for (; s < last; s++)
+				if (tl_log_get(t, s + 1, &ev) == 0 &&
+				    strcmp(ev.type, type) == 0 &&
+				    strcmp(ev.stream, stream) == 0) {
+					tl_log_abort(t);
+					*seqp = s + 1;
+					return ev.ts;
+				}
+		tl_log_abort(t);
+		if (now() > end)
+			return 0;
+		msleep(5);
+	}
+}
+
+static uint64_t
+head(struct tl_log *log)
+{
+	struct tl_txn *t;
+	uint64_t seq = 0;
+
+	if (tl_log_begin(log, TL_TXN_RDONLY, &t) == 0) {
+		tl_log_last(t, &seq, NULL);
+		tl_log_abort(t);
+	}
+	return seq;
+}
+
+/* --- set-up and passes ----------------------------------------------- */
+
+static int
+setup(int nmod)
+{
+	char mf[4400], pgmf[4200], set1[64], set2[128], path[4096];
+	char *argv[] = { path, "assign", "postgres", "node-a", "--set", set1,
+	    "--set", set2, "--secret", "admin-password", NULL };
+	FILE *fp;
+	int i;
+
+	snprintf(mf, sizeof(mf), "%s/consumers.yaml", scratch);
+	if ((fp = fopen(mf, "w")) == NULL)
+		return -1;
+	for (i = 1; i <= nmod; i++)
+		fprintf(fp, "---\nmodule: v%04d\n"
+		    "env: {DB_HOST: \"\", DB_PORT: \"\", DB_NAME: \"\", "
+		    "DB_USER: \"\", DB_PASSWORD: \"\"}\n"
+		    "requires:\n  db:\n    type: postgres-database\n"
+		    "    from: postgres\n"
+		    "    env: {host: DB_HOST, port: DB_PORT, database: DB_NAME,"
+		    " user: DB_USER, password: DB_PASSWORD}\n", i);
+	if (fclose(fp) != 0)
+		return -1;
+	snprintf(pgmf, sizeof(pgmf), "%s/examples/postgres.yaml", src);
+	snprintf(set1, sizeof(set1), "port=%s", pgport);
+	snprintf(set2, sizeof(set2), "admin-user=%s", pguser);
+	snprintf(path, sizeof(path), "%s/tally", bin);
+	if (tally(NULL, NULL, "init", NULL) != 0 ||
+	    tally(NULL, NULL, "node", "add", "node-a",
+	    "--routable-name=127.0.0.1", NULL) != 0 ||
+	    tally(NULL, NULL, "apply", pgmf, mf, NULL) != 0 ||
+	    run(home, pwfile, clilog, NULL, argv) != 0)
+		return -1;
+	return 0;
+}
+
+/* Assigns v(from..to) and provisions them with tallyd --once: seconds. */
+static double
+grow(int from, int to)
+{
+	char m[16];
+	double t;
+	int i;
+
+	for (i = from; i <= to; i++) {
+		snprintf(m, sizeof(m), "v%04d", i);
+		if (tally(NULL, NULL, "assign", m, "node-a", NULL) != 0) {
+			fprintf(stderr, ME ": tally assign %s failed (see %s)\n",
+			    m, clilog);
+			return -1;
+		}
+	}
+	t = now();
+	if (tallyd_once() != 0) {
+		fprintf(stderr, ME ": tallyd --once did not finish (see %s)\n",
+		    dlog);
+		return -1;
+	}
+	return now() - t;
+}
+
+struct size_fig {
+	int	 n;
+	double	 all[MAXREPS];	/* tally check --all, s */
+	double	 one[MAXREPS];	/* tally check GRANT, s */
+	double	 mall, mone;	/* medians */
+	int	 checked;	/* by the last --all */
+	int	 bad;
+	double	 once;		/* tallyd --once, s (at the larger size) */
+};
+
+/* "checked N grant(s): M not healthy" from a tally check output. */
+static void
+checked_of(const char *path, int *n, int *bad)
+{
+	char line[1024];
+	FILE *fp;
+
+	*n = *bad = -1;
+	if ((fp = fopen(path, "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), fp) != NULL)
+		sscanf(line, "checked %d grant(s): %d not healthy", n, bad);
+	fclose(fp);
+}
+
+static int
+measure(struct size_fig *f, int reps)
+{
+	char out[4400];
+	double t;
+	int i, ex;
+
+	snprintf(out, sizeof(out), "%s/check.out", scratch);
+	for (i = 0; i < reps; i++) {
+		unlink(out);
+		t = now();
+		ex = tally(NULL, out, "check", "--all", NULL);
+		f->all[i] = now() - t;
+		checked_of(out, &f->checked, &f->bad);
+		if (ex != 0)
+			fprintf(stderr, ME ": tally check --all exited %d at %d "
+			    "grants\n", ex, f->n);
+		t = now();
+		ex = tally(NULL, NULL, "check", "v0001/db", NULL);
+		f->one[i] = now() - t;
+		if (ex != 0)
+			fprintf(stderr, ME ": tally check v0001/db exited %d\n",
+			    ex);
+	}
+	f->mall = median(f->all, reps);
+	f->mone = median(f->one, reps);
+	return 0;
+}
+
+/* --- main ------------------------------------------------------------ */
+
+int
+main(void)
+{
+	struct size_fig fs[2];
+	int n, small, reps, vi, ns, i, k, sizes[2];
+	char bbuf[4096], logdir[4300];
+	double tprov[2];
+	uint64_t seed = 0x5eed;
+	struct tl_log *log = NULL;
+
+	src = getenv("TALLY_SRC");
+	if (src == NULL || *src == '\0')
+		src = ".";
+	bin = getenv("TALLY_BIN");
+	if (bin == NULL || *bin == '\0') {
+		snprintf(bbuf, sizeof(bbuf), "%s/build/bin", src);
+		bin = bbuf;
+	}
+	n = envint("BENCH_VERIFY_GRANTS", 300, 2, 5000);
+	small = envint("BENCH_VERIFY_SMALL", 30, 1, n - 1);
+	reps = envint("BENCH_VERIFY_REPS", 3, 1, MAXREPS);
+	vi = envint("BENCH_VERIFY_INTERVAL", 4, 1, 60);
+	ns = envint("BENCH_VERIFY_SAMPLES", 8, 1, MAXSAMPLES);
+	sizes[0] = small;
+	sizes[1] = n;
+
+	scratch = tl_test_tmpdir("bench_verify");
+	snprintf(home, sizeof(home), "%s/home", scratch);
+	snprintf(clilog, sizeof(clilog), "%s/cli.log", scratch);
+	snprintf(dlog, sizeof(dlog), "%s/tallyd.log", scratch);
+	atexit(cleanup);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+
+	printf(ME ": verification of %d and %d real grants on one "
+	    "PostgreSQL; tally from %s\n", small, n, bin);
+	printf("  (a few minutes: provisioning %d databases comes first)\n",
+	    n);
+	fflush(stdout);
+	if (pg_start(57400 + (int)(getpid() % 300)) != 0 || setup(n) != 0) {
+		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
+		return 0;
+	}
+
+	memset(fs, 0, sizeof(fs));
+	for (k = 0; k < 2; k++) {
+		fs[k].n = sizes[k];
+		if ((tprov[k] = grow(k ? small + 1 : 1, sizes[k])) < 0)
+			return 0;
+		measure(&fs[k], reps);
+	}
+	{
+		double t = now();
+
+		if (tallyd_once() != 0)
+			fprintf(stderr, ME ": tallyd --once exited non-zero\n");
+		fs[1].once = now() - t;
+	}
+
+	printf("\nprovisioning (tallyd --once --workers 4, not the subject "
+	    "here): %d grants %.1f s, then %d more %.1f s\n", small, tprov[0],
+	    n - small, tprov[1]);
+	printf("\na verification pass (the verifier's 4 admin sessions per "
+	    "provider; medians of %d runs)\n", reps);
+	printf("  %-34s %10s %10s   %s\n", "", "30-ish", "300-ish", "ratio");
+	printf("  %-34s %10d %10d\n", "grants in the log", fs[0].n, fs[1].n);
+	printf("  %-34s %10d %10d\n", "checked by tally check --all",
+	    fs[0].checked, fs[1].checked);
+	printf("  %-34s %8.0f ms %7.0f ms   x%.2f\n",
+	    "tally check --all, wall", fs[0].mall * 1000, fs[1].mall * 1000,
+	    fs[1].mall / fs[0].mall);
+	{
+		double p0 = fs[0].mall / fs[0].n * 1000,
+		    p1 = fs[1].mall / fs[1].n * 1000,
+		    m0 = (fs[0].mall - fs[0].mone) / (fs[0].n - 1) * 1000,
+		    m1 = (fs[1].mall - fs[1].mone) / (fs[1].n - 1) * 1000;
+
+		printf("  %-34s %8.2f ms %7.2f ms   x%.2f\n",
+		    "  per check (wall / grants)", p0, p1, p1 / p0);
+		printf("  %-34s %8.2f ms %7.2f ms   x%.2f\n",
+		    "  per check, marginal", m0, m1, m0 > 0 ? m1 / m0 : 0);
+		printf("  %-34s %8.0f ms %7.0f ms   x%.2f\n",
+		    "tally check ONE grant, wall", fs[0].mone * 1000,
+		    fs[1].mone * 1000, fs[1].mone / fs[0].mone);
+	}
+	printf("  %-34s %10s %7.0f ms\n", "tallyd --once (a whole pass)", "",
+	    fs[1].once * 1000);
+	printf("  (marginal = (all - one) / (n - 1): a check without the "
+	    "process start; one check\n   logs in as the consumer (SCRAM) "
+	    "and runs one catalogue query as the admin)\n");
+	printf("  runs, --all: ");
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < reps; i++)
+			printf("%s%.0f", i ? ", " : k ? "  |  " : "",
+			    fs[k].all[i] * 1000);
+	printf(" ms\n");
+	fflush(stdout);
+
+	/* --- the spread of the slots, at the default interval ----------- */
+	{
+		double off[5000], gaps[5000], iv = DEFAULT_IV * 1e9;
+		uint64_t t0 = wall_ns();
+		char g[32];
+		int windows = 0;
+		double lastw = -1;
+
+		for (i = 0; i < n; i++) {
+			snprintf(g, sizeof(g), "v%04d/db", i + 1);
+			off[i] = (double)(slot_at(g, t0, (uint64_t)iv) - t0) /
+			    1e9;
+		}
+		qsort(off, (size_t)n, sizeof(off[0]), cmp_double);
+		for (i = 0; i < n; i++) {
+			gaps[i] = (i + 1 < n ? off[i + 1] : off[0] +
+			    DEFAULT_IV) - off[i];
+			/* passes: grants within 1 s (iv/30) go together */
+			if (lastw < 0 || off[i] > lastw + DEFAULT_IV / 30) {
+				windows++;
+				lastw = off[i];
+			}
+		}
+		printf("\nthe slots of these %d grants at the default interval "
+		    "(%.0f s), from their ids:\n", n, DEFAULT_IV);
+		printf("  first checks after the daemon sees them: from %.2f "
+		    "to %.2f s, mean %.1f s\n", off[0], off[n - 1],
+		    mean(off, n));
+		printf("  gap between consecutive slots: mean %.0f ms, largest "
+		    "%.0f ms; about %d passes per interval (%.1f grants each)"
+		    "\n", mean(gaps, n) * 1000, maxof(gaps, n) * 1000, windows,
+		    (double)n / windows);
+		printf("  expected delay of a drift at a random moment: the "
+		    "wait for its grant's slot,\n  uniform over the interval: "
+		    "%.1f s on average, %.0f s at worst, plus a pass's "
+		    "latency\n", DEFAULT_IV / 2, DEFAULT_IV);
+	}
+	fflush(stdout);
+
+	/* --- detection, for real, with a shorter interval -------------- */
+	{
+		double meas[MAXSAMPLES], pred[MAXSAMPLES], late[MAXSAMPLES];
+		double c0, c1, t0, t1, idle = 0;
+		long p0, g0, p1, g1 = 0;
+		int got = 0;
+
+		snprintf(logdir, sizeof(logdir), "%s/log", home);
+		/* What tallyd costs idle with these grants: nothing due. */
+		if ((dpid = daemon_start(3600)) > 0) {
+			msleep(2000);
+			c0 = cpu_s(dpid);
+			t0 = now();
+			msleep((unsigned)(vi * 2000));
+			c1 = cpu_s(dpid);
+			t1 = now();
+			verified_lines(&p1, &g1);
+			daemon_stop();
+			if (c0 >= 0 && c1 >= 0)
+				idle = (c1 - c0) / (t1 - t0);
+			printf("\ntallyd idle with %d grants (--verify-interval "
+			    "3600: %ld checked in its first %.0f s): %.2f%% of "
+			    "one core\n", n, g1, t1 - t0 + 2, idle * 100);
+		}
+		if ((dpid = daemon_start(vi)) <= 0 ||
+		    tl_log_open(logdir, 0, &log) != 0) {
+			fprintf(stderr, ME ": cannot start tallyd (see %s)\n",
+			    dlog);
+			return 0;
+		}
+		/* Every grant into its slot (tally check left them on 30 s slots;
+		 * the first pass moves each to its slot in this interval). */
+		msleep((unsigned)(vi * 2000 + 1000));
+		verified_lines(&p0, &g0);
+		c0 = cpu_s(dpid);
+		t0 = now();
+		msleep((unsigned)(vi * 2000));
+		verified_lines(&p1, &g1);
+		c1 = cpu_s(dpid);
+		t1 = now();
+		printf("\ntallyd as a daemon, --verify-interval %d, %d grants, "
+		    "nothing wrong, over %.1f s:\n", vi, n, t1 - t0);
+		printf("  %ld verification passes (%.1f per interval), %ld "
+		    "checks (%.0f per interval: %d expected)\n", p1 - p0,
+		    (double)(p1 - p0) / ((t1 - t0) / vi), g1 - g0,
+		    (double)(g1 - g0) / ((t1 - t0) / vi), n);
+		if (c0 >= 0 && c1 >= 0 && g1 > g0)
+			printf("  tallyd CPU: %.2f s, %.2f ms per check (%.1f%% "
+			    "of one core; less idle: %.2f ms per check)\n",
+			    c1 - c0, (c1 - c0) * 1000 / (double)(g1 - g0),
+			    (c1 - c0) * 100 / (t1 - t0), (c1 - c0 - idle *
+			    (t1 - t0)) * 1000 / (double)(g1 - g0));
+
+		for (i = 0; i < ns; i++) {
+			char g[32], stream[48], sql[256];
+			int m = 1 + (int)(tl_test_rand(&seed) % (uint64_t)n);
+			unsigned wait = (unsigned)(tl_test_rand(&seed) %
+			    (uint64_t)(vi * 1000));
+			uint64_t after, td, ts, seq;
+
+			snprintf(g, sizeof(g), "v%04d/db", m);
+			snprintf(stream, sizeof(stream), "grant/%s", g);
+			snprintf(sql, sizeof(sql), "ALTER ROLE \"v%04d-db_v1\" "
+			    "PASSWORD 'bench-drift-%d'", m, i);
+			msleep(wait);
+			after = head(log);
+			td = wall_ns();
+			if (exec_ok(sql) != 0)
+				break;
+			ts = wait_event(log, after, "grant.drifted", stream,
+			    vi * 3 + 10, &seq);
+			if (ts == 0) {
+				fprintf(stderr, ME ": %s: no grant.drifted "
+				    "within %d s\n", g, vi * 3 + 10);
+				break;
+			}
+			meas[got] = (double)(ts - td) / 1e6;
+			pred[got] = (double)(slot_at(g, td,
+			    (uint64_t)vi * 1000000000u) - td) / 1e6;
+			late[got] = meas[got] - pred[got];
+			got++;
+			/* the repair, before the next sample */
+			wait_event(log, seq, "grant.repaired", stream, 10, &seq);
+		}
+		printf("\ndetection of a changed password (ALTER ROLE as the "
+		    "admin) -> grant.drifted, %d samples,\nat --verify-interval "
+		    "%d s (ms; predicted = the wait for the grant's slot):\n",
+		    got, vi);
+		printf("  measured:  ");
+		for (i = 0; i < got; i++)
+			printf("%s%.0f", i ? ", " : "", meas[i]);
+		printf("\n  predicted: ");
+		for (i = 0; i < got; i++)
+			printf("%s%.0f", i ? ", " : "", pred[i]);
+		printf("\n  measured - predicted (a pass's latency; negative: "
+		    "batched up to %.0f ms early): ", vi * 1000.0 / 30);
+		for (i = 0; i < got; i++)
+			printf("%s%.0f", i ? ", " : "", late[i]);
+		if (got > 0) {
+			double ml, mm = mean(meas, got), mp = mean(pred, got);
+
+			printf("\n  mean measured %.0f ms = %.2f of the interval "
+			    "(predicted %.2f; a random moment: 0.50)\n", mm,
+			    mm / (vi * 1000.0), mp / (vi * 1000.0));
+			ml = median(late, got);
+			printf("  scaled to the default %.0f s (the wait for the "
+			    "slot scales with the interval,\n  the pass latency "
+			    "does not): expected %.1f s on average, %.1f s at "
+			    "worst\n  (%.0f s / 2 + median latency %.0f ms; %.0f "
+			    "s + the largest latency seen)\n", DEFAULT_IV,
+			    DEFAULT_IV / 2 + ml / 1000, DEFAULT_IV +
+			    maxof(late, got) / 1000, DEFAULT_IV, ml, DEFAULT_IV);
+			printf("  the samples scaled directly (measured x %.1f): "
+			    "mean %.1f s\n", DEFAULT_IV / vi, mm / 1000 *
+			    DEFAULT_IV / vi);
+		} else
+			printf("\n  FAILED (see stderr)\n");
+	}
+	printf("\n");
+	fflush(stdout);
+	if (log != NULL)
+		tl_log_close(log);
+	cleanup();
+	tl_test_tmpdir_done(scratch);
+	return 0;
+}

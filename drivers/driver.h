@@ -84,6 +84,9 @@ struct tl_drv_ops {
 	 * what it owns goes to the owner role first.  NULL: not supported
 	 * (the login then stays, disabled).
 	 */
+	/* The size of the grant's data, in bytes (0 if it is gone). */
+	int	(*size)(void *h, const struct tl_drv_grant *g, uint64_t *bytes,
+		    char *why);
 	int	(*retire_login)(void *h, const struct tl_drv_grant *g,
 		    char *why);
 	/* Disables logins, ends sessions; keeps (retain) or drops the data. */

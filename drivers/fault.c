@@ -265,6 +265,15 @@ f_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 
 /* No fault rules of its own: it only unwraps the handle. */
 static int
+f_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->size(fh->h, g, bytes, why);
+}
+
+
+static int
 f_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct f_handle *fh = h;
@@ -531,6 +540,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.fix_privileges = f_fix_privileges;
 	s->ops.migrate = real->migrate != NULL ? migrate_fn[s - slots] : NULL;
 	s->ops.revoke = f_revoke;
+	s->ops.size = real->size != NULL ? f_size : NULL;
 	s->ops.retire_login = real->retire_login != NULL ? f_retire_login :
 	    NULL;
 	s->ops.freeze = real->freeze != NULL ? f_freeze : NULL;

@@ -1358,6 +1358,31 @@ out:
 	return rc;
 }
 
+/* What a retained grant keeps: pg_database_size of its database. */
+static int
+pg_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX], step[160];
+	struct tl_drv_pg *p = h;
+	PGresult *r;
+	int rc;
+
+	if (why == NULL)
+		why = dummy;
+	*bytes = 0;
+	snprintf(step, sizeof(step), "size of database \"%s\"", g->resource);
+	if ((rc = query(p->conn, "SELECT pg_database_size(datname) FROM "
+	    "pg_database WHERE datname = $1", 1, g->resource, NULL, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+		*bytes = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	whyf(why, 0, "database \"%s\": %llu bytes", g->resource,
+	    (unsigned long long)*bytes);
+	return 0;
+}
+
 static int
 pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -1622,6 +1647,7 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.migrate = tl_drv_pg_migrate,
 	.revoke = pg_revoke,
 	.retire_login = pg_retire_login,
+	.size = pg_size,
 	.freeze = pg_freeze,
 	.copy = tl_drv_pg_copy,
 };

@@ -42,6 +42,7 @@ struct tl_grant {
 	uint64_t	state_seq;	/* the event that set the state */
 	uint64_t	requested_seq;
 	uint64_t	intent_seq;	/* grant.provisioning holding the secret */
+	uint64_t	retained_bytes;	/* of a grant revoked with retain */
 	uint64_t	version;	/* credential version provisioned */
 	uint64_t	attempts;	/* consecutive failures */
 	uint64_t	retry_ns;	/* not before this time */

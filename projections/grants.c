@@ -21,7 +21,7 @@
 	X(drift) X(drift_reason) X(migration) X(blocked) X(policy)
 #define U64_FIELDS(X)							\
 	X(state_seq) X(requested_seq) X(intent_seq) X(version) X(attempts) \
-	X(retry_ns) X(drift_seq) X(migrated_seq)
+	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -410,6 +410,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		set_state(&g, GRANT_REVOKING, ev->seq);
 	} else if (strcmp(ev->type, EV_GRANT_REVOKED) == 0) {
 		tl_bn_getstr(body, "policy", g.policy, sizeof(g.policy));
+		g.retained_bytes = tl_bn_getu64(body, "size", 0);
 		set_state(&g, GRANT_REVOKED, ev->seq);
 	} else if (strcmp(ev->type, EV_PURGE_REQUESTED) == 0) {
 		set_state(&g, GRANT_PURGING, ev->seq);

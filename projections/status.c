@@ -408,9 +408,10 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		    strcmp(g.policy, "retain") == 0) {
 			st = ST_PENDING;
 			snprintf(reason, sizeof(reason), "a retained grant "
-			    "exists: %s is revoked (data retained); tally "
-			    "restore %s takes it back with new credentials, or "
-			    "tally purge %s destroys the data", gkey, gkey,
+			    "exists: %s is revoked (data retained, %.1f MiB); "
+			    "tally restore %s takes it back with new "
+			    "credentials, or tally purge %s destroys the data",
+			    gkey, (double)g.retained_bytes / 1048576.0, gkey,
 			    gkey);
 		} else if (strcmp(g.state, GRANT_REVOKING) == 0 ||
 		    strcmp(g.state, GRANT_REVOKED) == 0 ||

@@ -138,6 +138,8 @@ struct work {
 	int		 admin;		/* rc is the admin session's */
 	char		 why[TL_DRV_WHY_MAX];
 	uint64_t	 ms;
+	uint64_t	 size;		/* retained bytes, after a revoke */
+	int		 have_size;
 };
 
 
@@ -850,8 +852,16 @@ run_job(void *arg)
 			if (w->rc == 0 && w->resumed)
 				w->rc = j->pv->ops->set_password(h, &dg,
 				    w->why);
-		} else
+		} else {
 			w->rc = j->pv->ops->revoke(h, &dg, w->drop, w->why);
+			/* What a retained grant keeps, for tally grants. */
+			if (w->rc == 0 && !w->drop && j->pv->ops->size != NULL) {
+				char why2[TL_DRV_WHY_MAX];
+
+				w->have_size = j->pv->ops->size(h, &dg,
+				    &w->size, why2) == 0;
+			}
+		}
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		w->ms = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000 +
 		    (t1.tv_nsec - t0.tv_nsec) / 1000000);
@@ -1162,6 +1172,8 @@ outcomes_cb(struct tl_txn *t, void *arg)
 			rc = tl_emit(&c, EV_GRANT_PURGED, stream, &b, NULL);
 		} else {
 			tl_body_str(&b, "policy", w->drop ? "drop" : "retain");
+			if (w->have_size)
+				tl_body_u64(&b, "size", w->size);
 			rc = tl_emit(&c, EV_GRANT_REVOKED, stream, &b, NULL);
 		}
 		tl_body_free(&b);

@@ -142,9 +142,10 @@ while [ -e "$(t_envfile node-a keep)" ]; do
 	sleep 0.05
 done
 tly grants --revoked >"$W/grants.txt" || t_fail "tally grants --revoked failed"
-grep -q '^keep/db  *revoked (data retained)' "$W/grants.txt" || {
+grep -q '^keep/db  *revoked (data retained, [0-9][0-9.]* MiB)' \
+    "$W/grants.txt" || {
 	cat "$W/grants.txt" >&2
-	t_fail "tally grants --revoked does not show keep/db as 'revoked (data retained)'"
+	t_fail "tally grants --revoked does not show keep/db as 'revoked (data retained, SIZE)'"
 }
 grep -q '^live/db' "$W/grants.txt" && t_fail "tally grants --revoked lists live/db"
 db_exists keep-db || t_fail "database keep-db is gone after a retain revocation"

@@ -120,14 +120,19 @@ one(const struct tl_grant *g, void *arg)
 	if (la->revoked && strcmp(g->state, GRANT_REVOKED) != 0 &&
 	    strcmp(g->state, GRANT_PURGED) != 0)
 		return 0;
-	if (strcmp(g->state, GRANT_REVOKED) == 0)
+	if (strcmp(g->state, GRANT_REVOKED) == 0 &&
+	    strcmp(g->policy, "drop") != 0 && g->retained_bytes > 0)
+		snprintf(state, sizeof(state), "revoked (data retained, %.1f "
+		    "MiB)", (double)g->retained_bytes / 1048576.0);
+	else if (strcmp(g->state, GRANT_REVOKED) == 0)
 		snprintf(state, sizeof(state), "revoked (data %s)",
 		    strcmp(g->policy, "drop") == 0 ? "dropped" : "retained");
 	else
 		snprintf(state, sizeof(state), "%s", g->state);
-	json_array_append_new(la->out, json_pack("{s:s,s:s,s:s,s:I,s:s}",
+	json_array_append_new(la->out, json_pack("{s:s,s:s,s:s,s:I,s:s,s:I}",
 	    "grant", g->id, "state", state, "provider", g->provider, "version",
-	    (json_int_t)g->version, "database", g->database));
+	    (json_int_t)g->version, "database", g->database, "retained_bytes",
+	    (json_int_t)g->retained_bytes));
 	return 0;
 }
 

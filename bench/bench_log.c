@@ -258,38 +258,6 @@ sh(const char *script, const char *a1, const char *a2, const char *a3)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Reads KEY's value from DIR/env (lines: export KEY='value'). */
-static int
-env_get(const char *dir, const char *key, char *out, size_t cap)
-{
-	char path[4200], line[4200], *p, *q;
-	size_t klen = strlen(key);
-	FILE *fp;
-	int found = -1;
-
-	snprintf(path, sizeof(path), "%s/env", dir);
-	if ((fp = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), fp) != NULL) {
-		p = line;
-		if (strncmp(p, "export ", 7) == 0)
-			p += 7;
-		if (strncmp(p, key, klen) != 0 || p[klen] != '=')
-			continue;
-		p += klen + 1;
-		p[strcspn(p, "\n")] = '\0';
-		if (*p == '\'') {
-			p++;
-			if ((q = strrchr(p, '\'')) != NULL)
-				*q = '\0';
-		}
-		snprintf(out, cap, "%s", p);
-		found = 0;
-	}
-	fclose(fp);
-	return found;
-}
-
 static int
 pg_exec(PGconn *c, const char *sql)
 {
@@ -330,10 +298,10 @@ pg_start(struct pg *pg, const char *scratch)
 	if (tries == 5)
 		return -1;
 	pg->started = 1;
-	if (env_get(pg->dir, "TALLY_TEST_PG_HOST", host, sizeof(host)) != 0 ||
-	    env_get(pg->dir, "TALLY_TEST_PG_PORT", port, sizeof(port)) != 0 ||
-	    env_get(pg->dir, "TALLY_TEST_PG_USER", user, sizeof(user)) != 0 ||
-	    env_get(pg->dir, "TALLY_TEST_PG_PWFILE", pwfile,
+	if (tl_test_env_get(pg->dir, "TALLY_TEST_PG_HOST", host, sizeof(host)) != 0 ||
+	    tl_test_env_get(pg->dir, "TALLY_TEST_PG_PORT", port, sizeof(port)) != 0 ||
+	    tl_test_env_get(pg->dir, "TALLY_TEST_PG_USER", user, sizeof(user)) != 0 ||
+	    tl_test_env_get(pg->dir, "TALLY_TEST_PG_PWFILE", pwfile,
 	    sizeof(pwfile)) != 0) {
 		fprintf(stderr, "bench_log: %s/env is incomplete\n", pg->dir);
 		return -1;

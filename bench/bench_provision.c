@@ -285,54 +285,6 @@ sh(const char *a1, const char *a2, const char *a3)
 	return run(NULL, NULL, NULL, argv);
 }
 
-static int
-env_get(const char *dir, const char *key, char *out, size_t cap)
-{
-	char path[4200], line[4200], *p, *q;
-	size_t klen = strlen(key);
-	FILE *fp;
-	int found = -1;
-
-	snprintf(path, sizeof(path), "%s/env", dir);
-	if ((fp = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), fp) != NULL) {
-		p = line;
-		if (strncmp(p, "export ", 7) == 0)
-			p += 7;
-		if (strncmp(p, key, klen) != 0 || p[klen] != '=')
-			continue;
-		p += klen + 1;
-		p[strcspn(p, "\n")] = '\0';
-		if (*p == '\'') {
-			p++;
-			if ((q = strrchr(p, '\'')) != NULL)
-				*q = '\0';
-		}
-		snprintf(out, cap, "%s", p);
-		found = 0;
-	}
-	fclose(fp);
-	return found;
-}
-
-static int
-port_free(int port)
-{
-	struct sockaddr_in a;
-	int s, ok;
-
-	if ((s = socket(AF_INET, SOCK_STREAM, 0)) < 0)
-		return 0;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)port);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ok = bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(s);
-	return ok;
-}
-
 /* A connection over TCP with the admin's password, as tallyd makes one. */
 static PGconn *
 pg_connect(const struct pg *pg, const char *db)
@@ -405,7 +357,7 @@ pg_start(struct pg *pg, const char *dir, int port_hint)
 	snprintf(pg->dir, sizeof(pg->dir), "%s", dir);
 	p = port_hint;
 	for (tries = 0; tries < 30; tries++, p++) {
-		if (!port_free(p))
+		if (!tl_test_port_free(p))
 			continue;
 		snprintf(pg->port, sizeof(pg->port), "%d", p);
 		if (sh("start", pg->dir, pg->port) == 0)
@@ -417,9 +369,9 @@ pg_start(struct pg *pg, const char *dir, int port_hint)
 		return -1;
 	}
 	pg->started = 1;
-	if (env_get(pg->dir, "TALLY_TEST_PG_USER", pg->user,
+	if (tl_test_env_get(pg->dir, "TALLY_TEST_PG_USER", pg->user,
 	    sizeof(pg->user)) != 0 ||
-	    env_get(pg->dir, "TALLY_TEST_PG_PWFILE", pg->pwfile,
+	    tl_test_env_get(pg->dir, "TALLY_TEST_PG_PWFILE", pg->pwfile,
 	    sizeof(pg->pwfile)) != 0) {
 		fprintf(stderr, ME ": %s/env is incomplete\n", pg->dir);
 		return -1;

@@ -109,32 +109,6 @@ sh(const char *script, const char *a, const char *b, const char *c)
 }
 
 static int
-env_get(const char *dir, const char *key, char *out, size_t cap)
-{
-	char path[4300], line[4300], *p;
-	size_t klen = strlen(key);
-	FILE *fp;
-	int found = -1;
-
-	snprintf(path, sizeof(path), "%s/env", dir);
-	if ((fp = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), fp) != NULL) {
-		p = line;
-		if (strncmp(p, "export ", 7) == 0)
-			p += 7;
-		if (strncmp(p, key, klen) != 0 || p[klen] != '=')
-			continue;
-		p += klen + 1;
-		p[strcspn(p, "\n")] = '\0';
-		snprintf(out, cap, "%s", p);
-		found = 0;
-	}
-	fclose(fp);
-	return found;
-}
-
-static int
 broker_start(struct broker *b, const char *scratch)
 {
 	const char *src = getenv("TALLY_SRC"), *e;
@@ -172,12 +146,12 @@ broker_start(struct broker *b, const char *scratch)
 	}
 	if (tries == 5)
 		return -1;
-	if (env_get(b->dir, "TALLY_TEST_AMQP_PORT", port, sizeof(port)) != 0 ||
-	    env_get(b->dir, "TALLY_TEST_AMQP_HOST", b->host,
+	if (tl_test_env_get(b->dir, "TALLY_TEST_AMQP_PORT", port, sizeof(port)) != 0 ||
+	    tl_test_env_get(b->dir, "TALLY_TEST_AMQP_HOST", b->host,
 	    sizeof(b->host)) != 0 ||
-	    env_get(b->dir, "TALLY_TEST_AMQP_USER", b->user,
+	    tl_test_env_get(b->dir, "TALLY_TEST_AMQP_USER", b->user,
 	    sizeof(b->user)) != 0 ||
-	    env_get(b->dir, "TALLY_TEST_AMQP_PASSWORD", b->password,
+	    tl_test_env_get(b->dir, "TALLY_TEST_AMQP_PASSWORD", b->password,
 	    sizeof(b->password)) != 0)
 		return -1;
 	b->port = atoi(port);

@@ -363,54 +363,6 @@ sh(const char *a1, const char *a2, const char *a3)
 }
 
 static int
-env_get(const char *dir, const char *key, char *out, size_t cap)
-{
-	char path[4300], line[4200], *p, *q;
-	size_t klen = strlen(key);
-	FILE *fp;
-	int found = -1;
-
-	snprintf(path, sizeof(path), "%s/env", dir);
-	if ((fp = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), fp) != NULL) {
-		p = line;
-		if (strncmp(p, "export ", 7) == 0)
-			p += 7;
-		if (strncmp(p, key, klen) != 0 || p[klen] != '=')
-			continue;
-		p += klen + 1;
-		p[strcspn(p, "\n")] = '\0';
-		if (*p == '\'') {
-			p++;
-			if ((q = strrchr(p, '\'')) != NULL)
-				*q = '\0';
-		}
-		snprintf(out, cap, "%s", p);
-		found = 0;
-	}
-	fclose(fp);
-	return found;
-}
-
-static int
-port_free(int port)
-{
-	struct sockaddr_in a;
-	int s, ok;
-
-	if ((s = socket(AF_INET, SOCK_STREAM, 0)) < 0)
-		return 0;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)port);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ok = bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(s);
-	return ok;
-}
-
-static int
 pg_start(int port)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
@@ -422,7 +374,7 @@ pg_start(int port)
 
 	snprintf(pgdir, sizeof(pgdir), "%s/pg", scratch);
 	for (tries = 0; tries < 30; tries++, port++) {
-		if (!port_free(port))
+		if (!tl_test_port_free(port))
 			continue;
 		snprintf(pgport, sizeof(pgport), "%d", port);
 		if (sh("start", pgdir, pgport) == 0)
@@ -433,8 +385,8 @@ pg_start(int port)
 		return -1;
 	}
 	pg_started = 1;
-	if (env_get(pgdir, "TALLY_TEST_PG_USER", pguser, sizeof(pguser)) ||
-	    env_get(pgdir, "TALLY_TEST_PG_PWFILE", pwfile, sizeof(pwfile)) ||
+	if (tl_test_env_get(pgdir, "TALLY_TEST_PG_USER", pguser, sizeof(pguser)) ||
+	    tl_test_env_get(pgdir, "TALLY_TEST_PG_PWFILE", pwfile, sizeof(pwfile)) ||
 	    (fp = fopen(pwfile, "r")) == NULL)
 		return -1;
 	if (fgets(pgpw, sizeof(pgpw), fp) == NULL)

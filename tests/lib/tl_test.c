@@ -3,11 +3,14 @@
  */
 #define _XOPEN_SOURCE 700
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -306,4 +309,52 @@ tl_test_log_create(const char *dir, size_t mapsize)
 	if ((rc = tl_log_open_ex(dir, TL_LOG_CREATE, mapsize, &log)) != 0)
 		die(dir, rc);
 	return log;
+}
+
+int
+tl_test_env_get(const char *dir, const char *key, char *out, size_t cap)
+{
+	char path[4200], line[4200], *p, *q;
+	size_t klen = strlen(key);
+	FILE *fp;
+	int found = -1;
+
+	snprintf(path, sizeof(path), "%s/env", dir);
+	if ((fp = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		p = line;
+		if (strncmp(p, "export ", 7) == 0)
+			p += 7;
+		if (strncmp(p, key, klen) != 0 || p[klen] != '=')
+			continue;
+		p += klen + 1;
+		p[strcspn(p, "\n")] = '\0';
+		if (*p == '\'') {
+			p++;
+			if ((q = strrchr(p, '\'')) != NULL)
+				*q = '\0';
+		}
+		snprintf(out, cap, "%s", p);
+		found = 0;
+	}
+	fclose(fp);
+	return found;
+}
+
+int
+tl_test_port_free(int port)
+{
+	struct sockaddr_in a;
+	int s, ok;
+
+	if ((s = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return 0;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(s);
+	return ok;
 }

@@ -69,4 +69,13 @@ int	 tl_test_verify(struct tl_log *log, uint64_t *countp, uint64_t *badp,
 /* Creates a new log in dir (mapsize 0: default); aborts on failure. */
 struct tl_log *tl_test_log_create(const char *dir, size_t mapsize);
 
+/*
+ * The test harness (tests/harness/pg.sh, rabbit.sh) writes DIR/env as
+ * `export KEY='value'` lines: reads KEY's value (0, or -1 if absent).
+ */
+int	 tl_test_env_get(const char *dir, const char *key, char *out,
+	    size_t cap);
+/* Is TCP port on 127.0.0.1 free to bind? */
+int	 tl_test_port_free(int port);
+
 #endif

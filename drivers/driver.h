@@ -84,6 +84,12 @@ struct tl_drv_ops {
 	 * what it owns goes to the owner role first.  NULL: not supported
 	 * (the login then stays, disabled).
 	 */
+	/*
+	 * Sets the password of the session's own admin role (tally rotate
+	 * --admin): user is that role, password the new one.
+	 */
+	int	(*set_admin_password)(void *h, const char *user,
+		    const char *password, char *why);
 	/* The size of the grant's data, in bytes (0 if it is gone). */
 	int	(*size)(void *h, const struct tl_drv_grant *g, uint64_t *bytes,
 		    char *why);

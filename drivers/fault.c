@@ -265,6 +265,16 @@ f_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 
 /* No fault rules of its own: it only unwraps the handle. */
 static int
+f_set_admin_password(void *h, const char *user, const char *password,
+    char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->set_admin_password(fh->h, user, password, why);
+}
+
+
+static int
 f_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 {
 	struct f_handle *fh = h;
@@ -541,6 +551,8 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.migrate = real->migrate != NULL ? migrate_fn[s - slots] : NULL;
 	s->ops.revoke = f_revoke;
 	s->ops.size = real->size != NULL ? f_size : NULL;
+	s->ops.set_admin_password = real->set_admin_password != NULL ?
+	    f_set_admin_password : NULL;
 	s->ops.retire_login = real->retire_login != NULL ? f_retire_login :
 	    NULL;
 	s->ops.freeze = real->freeze != NULL ? f_freeze : NULL;

@@ -1358,6 +1358,32 @@ out:
 	return rc;
 }
 
+/* The admin's own password: sent as a SCRAM verifier, like the others. */
+static int
+pg_set_admin_password(void *h, const char *user, const char *password,
+    char *why)
+{
+	char dummy[TL_DRV_WHY_MAX], sql[PG_SQL_MAX], *pw = NULL;
+	struct tl_drv_pg *p = h;
+	struct tl_drv_grant g = { NULL, NULL, user, password };
+	int rc;
+
+	if (why == NULL)
+		why = dummy;
+	if ((rc = pw_literal(p->conn, &g, &pw, why)) != 0)
+		return rc;
+	rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE CURRENT_USER PASSWORD %s",
+	    pw);
+	pw_free(pw);
+	if (rc == 0)
+		rc = run_secret(p->conn, sql, "the admin role", why);
+	else
+		tl_secret_wipe(sql, sizeof(sql));
+	if (rc == 0)
+		whyf(why, 0, "password of admin role \"%s\" set", user);
+	return rc;
+}
+
 /* What a retained grant keeps: pg_database_size of its database. */
 static int
 pg_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
@@ -1648,6 +1674,7 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.revoke = pg_revoke,
 	.retire_login = pg_retire_login,
 	.size = pg_size,
+	.set_admin_password = pg_set_admin_password,
 	.freeze = pg_freeze,
 	.copy = tl_drv_pg_copy,
 };

@@ -123,6 +123,8 @@ int	tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
  */
 int	tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 	    const char *expose, const struct tl_setting *set, size_t nset);
+/* tally rotate --admin: the provider's own admin credential. */
+int	tl_dec_rotate_admin(struct tl_ctx *c, const char *provider);
 /* tally ack: node's module runs with version of its credentials. */
 int	tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
 	    uint64_t version, size_t *acked);

@@ -136,3 +136,29 @@ tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
 	*acked = aa.n;
 	return 0;
 }
+
+int
+tl_dec_rotate_admin(struct tl_ctx *c, const char *provider)
+{
+	struct tl_body b;
+	uint64_t started, issued;
+	S(k);
+	S(stream);
+	int rc;
+
+	if ((rc = tl_key(k, "p/%s", provider)) != 0 ||
+	    (rc = tl_key(stream, "provider/%s", provider)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no provider %s (providers "
+		    "are named NODE/MODULE)", provider);
+	if (tl_adm_get(c->t, &c->p, provider, &started, &issued) == 0)
+		return tl_refuse(c, TL_EREFUSED, "the admin credential of %s "
+		    "is already rotating (since seq %llu): refused until it "
+		    "completes", provider, (unsigned long long)started);
+	tl_body_init(&b);
+	tl_body_str(&b, "id", provider);
+	rc = tl_emit(c, EV_ADM_STARTED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}

@@ -174,6 +174,7 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	    strncmp(ev->type, "credential.", 11) != 0 &&
 	    strncmp(ev->type, "revocation.", 11) != 0 &&
 	    strncmp(ev->type, "repair.", 7) != 0 &&
+	    strncmp(ev->type, "admin.", 6) != 0 &&
 	    strncmp(ev->type, "purge.", 6) != 0 &&
 	    strncmp(ev->type, "restore.", 8) != 0 &&
 	    strncmp(ev->type, "migration.", 10) != 0 &&

@@ -121,6 +121,57 @@ put_u64(struct tl_txn *t, tl_kv kv, const char *key, uint64_t v)
 }
 
 int
+tl_adm_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
+    uint64_t *started_seq, uint64_t *issued_seq)
+{
+	const void *v;
+	size_t n;
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "adm/%s", id)) != 0)
+		return rc;
+	if ((rc = tl_kv_get(t, p->grants, k, strlen(k), &v, &n)) != 0)
+		return rc;
+	if (n != 16)
+		return TL_ECORRUPT;
+	*started_seq = tl_get_be64(v);
+	*issued_seq = tl_get_be64((const uint8_t *)v + 8);
+	return 0;
+}
+
+static int
+fold_admin(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	char id[140];
+	uint8_t v[16];
+	uint64_t started, issued;
+	S(k);
+	int rc;
+
+	if (tl_bn_getstr(body, "id", id, sizeof(id)) != 0)
+		return TL_EMALFORMED;
+	if ((rc = tl_key(k, "adm/%s", id)) != 0)
+		return rc;
+	if (strcmp(ev->type, EV_ADM_STARTED) == 0) {
+		tl_put_be64(v, ev->seq);
+		tl_put_be64(v + 8, 0);
+		return tl_kv_put(t, p->grants, k, strlen(k), v, 16);
+	}
+	if (strcmp(ev->type, EV_ADM_ISSUED) == 0) {
+		if (tl_adm_get(t, p, id, &started, &issued) != 0)
+			return 0;
+		tl_put_be64(v, started);
+		tl_put_be64(v + 8, ev->seq);
+		return tl_kv_put(t, p->grants, k, strlen(k), v, 16);
+	}
+	if (strcmp(ev->type, EV_ADM_COMPLETED) == 0)
+		return tl_kv_del(t, p->grants, k, strlen(k));
+	return 0;
+}
+
+int
 tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
@@ -128,6 +179,9 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 	char grant[201];
 	S(k);
 	int rc;
+
+	if (strncmp(ev->type, "admin.", 6) == 0)
+		return fold_admin(t, p, ev, body);
 
 	if (strncmp(ev->type, "rotation.", 9) != 0 &&
 	    strcmp(ev->type, EV_CRED_ISSUED) != 0 &&

@@ -37,6 +37,18 @@
 #define EV_ROT_COMPLETED	"rotation.completed"
 #define EV_ROT_ABANDONED	"rotation.abandoned"
 
+/*
+ * A provider's own admin credential (tally rotate --admin), on the
+ * provider/ID stream; state in adm/ID (grants table):
+ *   admin.rotation.started   {id}
+ *   admin.credential.issued  {id password(secret)}   the intent
+ *   assignment.configured    (the provider's, with the new secret)
+ *   admin.rotation.completed {id}
+ */
+#define EV_ADM_STARTED		"admin.rotation.started"
+#define EV_ADM_ISSUED		"admin.credential.issued"
+#define EV_ADM_COMPLETED	"admin.rotation.completed"
+
 #define ROT_STARTED	"started"	/* no new credential yet */
 #define ROT_ISSUED	"issued"	/* intent recorded */
 #define ROT_ACTIVE	"active"	/* both work; waiting on acks */
@@ -61,6 +73,10 @@ int	tl_rot_each(struct tl_txn *t, const struct tl_proj *p, tl_rot_fn fn,
 /* Has holder (MODULE@NODE) acknowledged version of grant? */
 int	tl_rot_acked(struct tl_txn *t, const struct tl_proj *p,
 	    const char *grant, uint64_t version, const char *holder);
+
+/* A running admin rotation: 0 and *issued_seq (0: not issued yet). */
+int	tl_adm_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
+	    uint64_t *started_seq, uint64_t *issued_seq);
 
 int	tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_event *ev, struct tl_bnode body);

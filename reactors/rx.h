@@ -68,6 +68,8 @@ int	tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
  * for credentials older than their max-credential-age.
  */
 int	tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting);
+/* One pass of the admin-credential rotations (tally rotate --admin). */
+int	tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps);
 
 /*
  * One rebinder pass (reactors/rebind.c): every running move of a

@@ -14,6 +14,7 @@
 static const char rotate_usage[] =
 "usage: tally rotate GRANT [--deadline DURATION]\n"
 "       tally rotate --provider NODE/MODULE [--deadline DURATION]\n"
+"       tally rotate --admin NODE/MODULE\n"
 "\n"
 "Starts a rotation: tallyd creates a new credential beside the old one\n"
 "(both log in), delivers it to every holder of the grant on every node,\n"
@@ -21,7 +22,10 @@ static const char rotate_usage[] =
 "one (tally ack).  A holder that never acknowledges keeps a working\n"
 "credential.  --deadline (e.g. 30m, 2h, 1d) retires the old credential\n"
 "anyway once that long has passed, recorded as forced, with the holders\n"
-"it cut off.  A rotation already running is never doubled: refused.\n";
+"it cut off.  A rotation already running is never doubled: refused.\n"
+"--admin rotates the provider's own admin credential: the new password\n"
+"is recorded (encrypted) first, then set on the provider with the old\n"
+"one, then becomes the assignment's secret.\n";
 
 static const char ack_usage[] =
 "usage: tally ack NODE MODULE VERSION\n"
@@ -69,6 +73,7 @@ cli_parse_duration(const char *s, uint64_t *ns)
 struct rot_arg {
 	const char	*grant;
 	const char	*provider;
+	const char	*admin;
 	uint64_t	 deadline;
 	size_t		 started;
 };
@@ -132,6 +137,12 @@ out:
 	return rc;
 }
 
+static int
+do_rotate_admin(struct tl_ctx *c, void *arg)
+{
+	return tl_dec_rotate_admin(c, arg);
+}
+
 int
 cmd_rotate(struct tl_cli *cli, int argc, char **argv)
 {
@@ -142,7 +153,7 @@ cmd_rotate(struct tl_cli *cli, int argc, char **argv)
 		{ "admin", required_argument, NULL, 'a' },
 		{ 0 }
 	};
-	struct rot_arg ra = { NULL, NULL, 0, 0 };
+	struct rot_arg ra = { NULL, NULL, NULL, 0, 0 };
 	int c, ex;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -160,11 +171,22 @@ cmd_rotate(struct tl_cli *cli, int argc, char **argv)
 			ra.provider = optarg;
 			break;
 		case 'a':
-			cli_errx("--admin: rotating a provider's own admin "
-			    "credential is not implemented yet");
-			return TL_EXIT_FAIL;
+			ra.admin = optarg;
+			break;
 		CLI_COMMON_CASES(cli, rotate_usage);
 		}
+	}
+	if (ra.admin != NULL) {
+		if (optind != argc || ra.provider != NULL || ra.deadline) {
+			fputs(rotate_usage, stderr);
+			return TL_EXIT_USAGE;
+		}
+		ex = cli_write(cli, do_rotate_admin, (void *)ra.admin, NULL);
+		if (ex == 0 && !cli->json)
+			printf("rotation of %s's admin credential started: "
+			    "tallyd sets the new password, then records it\n",
+			    ra.admin);
+		return ex;
 	}
 	if ((ra.provider == NULL) == (optind == argc) || optind + 1 < argc) {
 		fputs(rotate_usage, stderr);

@@ -358,6 +358,13 @@ main(int argc, char **argv)
 						    tl_strerror(mrc));
 					done += steps;
 					steps = 0;
+					if ((mrc = tl_rx_rotate_admin(&rx,
+					    &steps)) != 0)
+						logx(TL_RX_ERR, "admin "
+						    "rotation: %s",
+						    tl_strerror(mrc));
+					done += steps;
+					steps = 0;
 					if ((mrc = tl_rx_rebind(&rx,
 					    &steps)) != 0)
 						logx(TL_RX_ERR, "rebind: %s",

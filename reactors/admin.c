@@ -1,0 +1,368 @@
+/*
+ * admin.c - rotating a provider's own admin credential (tally rotate
+ * --admin), without ever locking tally out of its provider.
+ *
+ * The new password is recorded first, encrypted, as the intent
+ * (admin.credential.issued).  Then the admin role's password is changed
+ * in a session opened with the old one.  Then the provider's assignment
+ * is configured again with the new secret, and the rotation completed,
+ * in one transaction.  A crash after the change but before that commit
+ * finds the old password refused: the intent's password is tried, and
+ * when it works the outcome is recorded without changing anything.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/bytes.h"
+#include "core/error.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "projections/rotation.h"
+#include "rx-internal.h"
+
+#define S(n)	char n[TL_KEY_MAX]
+#define PW_MAX	512
+
+struct astep {
+	char		 id[140];
+	uint64_t	 started, issued;
+	char		 type[64];	/* any type the provider grants */
+	struct tl_rx_prov pv;
+	const struct tl_drv_ops *ops;
+	char		 newpw[PW_MAX];
+	int		 rc;
+	char		 why[TL_DRV_WHY_MAX];
+};
+
+struct apass {
+	struct tl_rx	*rx;
+	struct astep	*s;
+	size_t		 n;
+};
+
+static int
+collect(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct apass *ps = arg;
+	struct astep *nv;
+
+	if (vlen != 16)
+		return TL_ECORRUPT;
+	if ((nv = realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
+		return ENOMEM;
+	ps->s = nv;
+	memset(&ps->s[ps->n], 0, sizeof(ps->s[0]));
+	snprintf(ps->s[ps->n].id, sizeof(ps->s[0].id), "%s", rest);
+	ps->s[ps->n].started = tl_get_be64(val);
+	ps->s[ps->n].issued = tl_get_be64((const uint8_t *)val + 8);
+	ps->n++;
+	return 0;
+}
+
+/* The new admin password, from the intent. */
+static int
+intent(struct tl_rx *rx, struct tl_txn *t, struct astep *st)
+{
+	struct tl_event ev;
+	struct tl_bview v;
+	struct tl_bnode n;
+	const void *ct;
+	size_t len;
+	char ad[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_log_get(t, st->issued, &ev)) != 0)
+		return rc;
+	if ((rc = tl_bview_open(&v, ev.body, ev.body_len)) != 0)
+		return rc;
+	rc = TL_EMALFORMED;
+	if (tl_bn_get(v.root, "password", &n) == 0 &&
+	    tl_bn_secret(n, &ct, &len) == 0 && len > TL_BOX_OVERHEAD &&
+	    len - TL_BOX_OVERHEAD < PW_MAX) {
+		snprintf(ad, sizeof(ad), "provider/%s:admin", st->id);
+		if ((rc = tl_secret_decrypt(&rx->key, ad, strlen(ad), ct, len,
+		    (uint8_t *)st->newpw)) == 0)
+			st->newpw[len - TL_BOX_OVERHEAD] = '\0';
+	}
+	tl_bview_close(&v);
+	return rc;
+}
+
+static int
+issue_cb(struct tl_txn *t, void *arg)
+{
+	struct apass *ps = arg;
+	struct tl_ctx c;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->n; i++) {
+		struct astep *st = &ps->s[i];
+		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
+		char ad[TL_KEY_MAX];
+		struct tl_body b;
+		S(stream);
+
+		if (st->issued != 0)
+			continue;
+		tl_secret_password(st->newpw);
+		snprintf(ad, sizeof(ad), "provider/%s:admin", st->id);
+		tl_secret_encrypt(&ps->rx->key, ad, strlen(ad), st->newpw,
+		    strlen(st->newpw), ct);
+		if ((rc = tl_key(stream, "provider/%s", st->id)) != 0)
+			return rc;
+		c.cause = st->started;
+		c.have_corr = 0;
+		tl_body_init(&b);
+		tl_body_str(&b, "id", st->id);
+		tl_body_secret(&b, "password", ct, strlen(st->newpw) +
+		    TL_BOX_OVERHEAD);
+		rc = tl_emit(&c, EV_ADM_ISSUED, stream, &b, &st->issued);
+		tl_body_free(&b);
+		if (rc != 0)
+			return rc;
+	}
+	return tl_ctx_end(&c);
+}
+
+static void
+change(struct astep *st)
+{
+	struct tl_drv_admin a;
+	void *h = NULL;
+
+	a.host = st->pv.host;
+	a.port = st->pv.port;
+	a.user = st->pv.user;
+	a.password = st->pv.password;
+	a.dbname = st->pv.db;
+	if (st->ops->set_admin_password == NULL) {
+		st->rc = TL_EDRIVER;
+		snprintf(st->why, sizeof(st->why), "driver %s cannot rotate "
+		    "an admin credential", st->ops->name);
+		return;
+	}
+	if ((st->rc = st->ops->open(&a, &h, st->why)) == TL_EAUTH) {
+		/* A pass that crashed after the change: is it done? */
+		a.password = st->newpw;
+		if ((st->rc = st->ops->open(&a, &h, st->why)) == 0) {
+			st->ops->close(h);
+			snprintf(st->why, sizeof(st->why), "the new admin "
+			    "password was already set");
+		}
+		return;
+	}
+	if (st->rc != 0)
+		return;
+	st->rc = st->ops->set_admin_password(h, st->pv.user, st->newpw,
+	    st->why);
+	st->ops->close(h);
+}
+
+/* The provider's assignment, configured again with the new secret. */
+static int
+configure(struct tl_ctx *c, struct tl_rx *rx, struct astep *st)
+{
+	struct tl_rec r;
+	struct tl_bnode set, sec;
+	struct tl_body b;
+	uint8_t ct[PW_MAX + TL_BOX_OVERHEAD];
+	char ad[TL_KEY_MAX], expose[16] = "";
+	S(k);
+	S(stream);
+	size_t i, n = strlen(st->newpw);
+	int rc;
+
+	if ((rc = tl_key(k, "a/%s@%s", st->pv.module, st->pv.node)) != 0 ||
+	    (rc = tl_key(stream, "assignment/%s@%s", st->pv.module,
+	    st->pv.node)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(c->t, c->p.graph, k, &r)) != 0)
+		return rc;
+	snprintf(ad, sizeof(ad), "assignment/%s@%s:admin-password",
+	    st->pv.module, st->pv.node);
+	tl_secret_encrypt(&rx->key, ad, strlen(ad), st->newpw, n, ct);
+	tl_bn_getstr(r.m, "expose", expose, sizeof(expose));
+	/* The same layout as tl_dec_assign writes, secret replaced. */
+	tl_body_init(&b);
+	tl_body_str(&b, "module", st->pv.module);
+	tl_body_str(&b, "node", st->pv.node);
+	tl_body_str(&b, "expose", expose);
+	tl_body_map(&b, "settings");
+	if (tl_bn_get(r.m, "settings", &set) == 0)
+		for (i = 0; i < tl_bn_len(set); i++) {
+			struct tl_bnode kn, vn;
+			const char *ks, *vs;
+			size_t kl, vl;
+			char key[128];
+
+			tl_bn_entry(set, i, &kn, &vn);
+			if (tl_bn_str(kn, &ks, &kl) != 0 || kl >= sizeof(key) ||
+			    tl_bn_str(vn, &vs, &vl) != 0)
+				continue;
+			memcpy(key, ks, kl);
+			key[kl] = '\0';
+			tl_body_strn(&b, key, vs, vl);
+		}
+	tl_body_end(&b);
+	tl_body_map(&b, "secrets");
+	if (tl_bn_get(r.m, "secrets", &sec) == 0)
+		for (i = 0; i < tl_bn_len(sec); i++) {
+			struct tl_bnode kn, vn;
+			const char *ks;
+			const void *cv;
+			size_t kl, cl;
+			char key[128];
+
+			tl_bn_entry(sec, i, &kn, &vn);
+			if (tl_bn_str(kn, &ks, &kl) != 0 || kl >= sizeof(key) ||
+			    tl_bn_secret(vn, &cv, &cl) != 0)
+				continue;
+			memcpy(key, ks, kl);
+			key[kl] = '\0';
+			if (strcmp(key, "admin-password") == 0)
+				tl_body_secret(&b, key, ct, n + TL_BOX_OVERHEAD);
+			else
+				tl_body_secret(&b, key, cv, cl);
+		}
+	if (tl_bn_get(sec, "admin-password", &set) != 0)
+		tl_body_secret(&b, "admin-password", ct, n + TL_BOX_OVERHEAD);
+	tl_body_end(&b);
+	tl_rec_close(&r);
+	rc = tl_emit(c, EV_ASSIGN_CONFIGURED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+static int
+outcome_cb(struct tl_txn *t, void *arg)
+{
+	struct apass *ps = arg;
+	struct tl_ctx c;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
+		return rc;
+	for (i = 0; i < ps->n; i++) {
+		struct astep *st = &ps->s[i];
+		struct tl_body b;
+		S(stream);
+
+		if (st->rc != 0 || st->newpw[0] == '\0')
+			continue;
+		c.cause = st->issued;
+		c.have_corr = 0;
+		if ((rc = configure(&c, ps->rx, st)) != 0)
+			return rc;
+		if ((rc = tl_key(stream, "provider/%s", st->id)) != 0)
+			return rc;
+		tl_body_init(&b);
+		tl_body_str(&b, "id", st->id);
+		rc = tl_emit(&c, EV_ADM_COMPLETED, stream, &b, NULL);
+		tl_body_free(&b);
+		if (rc != 0)
+			return rc;
+	}
+	return tl_ctx_end(&c);
+}
+
+/* Any type provider id grants: tl_rx_load_provider wants one. */
+static int
+some_type(struct tl_txn *t, const struct tl_proj *p, const char *id,
+    char *type, size_t cap)
+{
+	struct tl_rec r;
+	struct tl_bnode types;
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "p/%s", id)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc;
+	rc = TL_ENOTFOUND;
+	if (tl_bn_get(r.m, "types", &types) == 0 && tl_bn_len(types) > 0)
+		rc = tl_bn_getstr(tl_bn_at(types, 0), "type", type, cap);
+	tl_rec_close(&r);
+	return rc;
+}
+
+int
+tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps)
+{
+	struct apass ps;
+	struct tl_txn *t;
+	struct tl_proj p;
+	size_t i;
+	int rc, issue = 0;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rx = rx;
+	*steps = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_proj_open(t, &p)) == 0)
+		rc = tl_rec_scan(t, p.grants, "adm/", collect, &ps);
+	tl_log_abort(t);
+	if (rc != 0 || ps.n == 0)
+		goto out;
+	for (i = 0; i < ps.n; i++)
+		if (ps.s[i].issued == 0)
+			issue = 1;
+	if (issue && (rc = tl_log_write(rx->log, issue_cb, &ps)) != 0)
+		goto out;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		goto out;
+	if ((rc = tl_proj_open(t, &p)) != 0) {
+		tl_log_abort(t);
+		goto out;
+	}
+	for (i = 0; i < ps.n; i++) {
+		struct astep *st = &ps.s[i];
+		char driver[64] = "";
+		int drop;
+
+		if ((st->rc = intent(rx, t, st)) != 0 ||
+		    (st->rc = some_type(t, &p, st->id, st->type,
+		    sizeof(st->type))) != 0 ||
+		    (st->rc = tl_rx_load_provider(t, &p, rx, st->id, st->type,
+		    &st->pv, driver, &drop)) != 0 ||
+		    (st->ops = tl_drv_find(driver)) == NULL) {
+			if (st->rc == 0)
+				st->rc = TL_EDRIVER;
+			snprintf(st->why, sizeof(st->why), "cannot prepare the "
+			    "admin rotation of %s: %s", st->id,
+			    tl_strerror(st->rc));
+		}
+	}
+	tl_log_abort(t);
+	for (i = 0; i < ps.n; i++) {
+		struct astep *st = &ps.s[i];
+
+		if (st->rc == 0)
+			change(st);
+		if (st->rc != 0)
+			tl_rx_log(rx, TL_RX_WARN, "admin rotation of %s: %s",
+			    st->id, st->why);
+		else {
+			tl_rx_log(rx, TL_RX_INFO, "admin credential of %s "
+			    "rotated", st->id);
+			(*steps)++;
+		}
+	}
+	if (*steps > 0)
+		rc = tl_log_write(rx->log, outcome_cb, &ps);
+out:
+	for (i = 0; i < ps.n; i++) {
+		tl_secret_wipe(ps.s[i].newpw, sizeof(ps.s[i].newpw));
+		tl_secret_wipe(ps.s[i].pv.password, sizeof(ps.s[i].pv.password));
+	}
+	free(ps.s);
+	return rc;
+}

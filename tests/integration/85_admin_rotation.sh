@@ -6,6 +6,8 @@
 #   - afterwards the old admin password is refused by the server, the new
 #     one (recorded as the assignment's secret) works: tally check and a
 #     new grant go through tallyd with it;
+#   - grants requested beside the rotation are provisioned in the same
+#     tallyd run, and work;
 #   - a second admin rotation while one runs is refused;
 #   - neither password appears in the log, its JSON or tallyd's output.
 . "$(dirname "$0")/lib.sh"
@@ -27,8 +29,12 @@ admin_login() {
 		-c 'select 1' >/dev/null 2>&1
 }
 
-t_say "tally rotate --admin node-a/postgres"
+t_say "tally rotate --admin node-a/postgres, while five grants wait to be provisioned"
 admin_login "$OLD" || t_fail "the admin password does not work to begin with"
+for i in 1 2 3 4 5; do
+	tly apply "$(t_consumer busy-$i)" >/dev/null &&
+	    tly assign busy-$i node-a >/dev/null || t_fail "busy-$i"
+done
 tly rotate --admin node-a/postgres >/dev/null || t_fail "rotate --admin"
 t_check "a second admin rotation while one runs is refused"
 t_expect_exit 4 "second rotate --admin" tly rotate --admin node-a/postgres
@@ -41,6 +47,11 @@ tly log --json --type 'admin.*' >"$W/adm.json"
 grep -q '"admin.credential.issued"' "$W/adm.json" || t_fail "no intent"
 grep -q '"admin.rotation.completed"' "$W/adm.json" || t_fail "not completed"
 t_ok "admin.credential.issued before admin.rotation.completed"
+for i in 1 2 3 4 5; do
+	t_env_psql "$(t_envfile node-a busy-$i)" 'select 1' >/dev/null ||
+		t_fail "busy-$i, provisioned in the same pass, does not connect"
+done
+t_ok "the five grants requested beside the rotation connect"
 t_expect_exit 0 "tally check --all" tly check --all
 t_ok "tally check --all with the new admin credential: exit 0"
 tly apply "$(t_consumer app2)" >/dev/null && tly assign app2 node-a \

@@ -55,10 +55,12 @@ t_check "the consumer writes rows with its own credential"
 t_env_psql "$EA" "CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL);
 	INSERT INTO items (name) VALUES ('a'), ('b'), ('c');
 	CREATE TABLE notes (item int REFERENCES items (id), body text);
-	INSERT INTO notes VALUES (1, 'x'), (2, 'y');" >/dev/null ||
-	t_fail "the consumer cannot write its database"
+	INSERT INTO notes VALUES (1, 'x'), (2, 'y');
+	CREATE TABLE bulk (n int PRIMARY KEY, v text NOT NULL);
+	INSERT INTO bulk SELECT g, md5(g::text) FROM generate_series(1, 10000) g;" \
+	>/dev/null || t_fail "the consumer cannot write its database"
 OLDPW=$(t_envget "$EA" DB_PASSWORD)
-t_ok "items: 3 rows, notes: 2 rows in shop-db on pg1"
+t_ok "items: 3 rows, notes: 2 rows, bulk: 10,000 rows in shop-db on pg1"
 
 # --- refused without --migrate ----------------------------------------
 
@@ -163,7 +165,8 @@ t_check "resumed: one intent, the copy counted, the binding moved"
 	t_fail "the resumed move issued a new intent"
 tly log --json --stream grant/shop/db --type rebind.copied >"$W/copied"
 [ "$(wc -l <"$W/copied")" = 1 ] || t_fail "expected one rebind.copied"
-grep -q '"public.items":4' "$W/copied" && grep -q '"public.notes":2' "$W/copied" || {
+grep -q '"public.items":4' "$W/copied" && grep -q '"public.notes":2' "$W/copied" &&
+    grep -q '"public.bulk":10000' "$W/copied" || {
 	cat "$W/copied" >&2
 	t_fail "rebind.copied does not hold the row counts (items 4, notes 2)"
 }
@@ -176,6 +179,8 @@ for f in "$EA" "$EB"; do
 	[ "$(t_envget "$f" DB_PORT)" = "$P2" ] || t_fail "$f: DB_PORT $(t_envget "$f" DB_PORT), expected pg2's $P2"
 	[ "$(t_envget "$f" DB_NAME)" = "shop-db_m$V" ] || t_fail "$f: DB_NAME $(t_envget "$f" DB_NAME), expected shop-db_m$V"
 	[ "$(t_env_psql "$f" "SELECT count(*) FROM items")" = 4 ] || t_fail "$f: the rows did not come along"
+	[ "$(t_env_psql "$f" "SELECT count(*) || ':' || sum(length(v)) FROM bulk")" = "10000:320000" ] ||
+		t_fail "$f: the 10,000 bulk rows did not come along intact"
 done
 [ "$(t_envget "$EA" DB_HOST)" = localhost ] || t_fail "node-a's holder should reach node-b's routable name, got $(t_envget "$EA" DB_HOST)"
 [ "$(t_envget "$EB" DB_HOST)" = 127.0.0.1 ] || t_fail "node-b's holder is co-located: 127.0.0.1, got $(t_envget "$EB" DB_HOST)"

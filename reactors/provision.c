@@ -321,6 +321,32 @@ pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
 	return &ps->pv[ps->npv++];
 }
 
+/*
+ * The associated data binding an intent's ciphertext to its grant and
+ * credential version: the one format every writer and the reader use.
+ */
+static void
+grant_ad(char ad[TL_KEY_MAX], const char *grant, uint64_t version)
+{
+	snprintf(ad, TL_KEY_MAX, "grant/%s:v%llu", grant,
+	    (unsigned long long)version);
+}
+
+size_t
+tl_rx_new_credential(struct tl_rx *rx, const char *grant, uint64_t version,
+    char pw[TL_PASSWORD_LEN + 1], uint8_t ct[TL_PASSWORD_LEN +
+    TL_BOX_OVERHEAD])
+{
+	char ad[TL_KEY_MAX];
+	size_t n;
+
+	tl_secret_password(pw);
+	n = strlen(pw);
+	grant_ad(ad, grant, version);
+	tl_secret_encrypt(&rx->key, ad, strlen(ad), pw, n, ct);
+	return n + TL_BOX_OVERHEAD;
+}
+
 /* Decrypts the password of g's intent (out: TL_PASSWORD_LEN + 1). */
 int
 tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
@@ -344,8 +370,7 @@ tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
 	if (tl_bn_get(v.root, "password", &n) == 0 &&
 	    tl_bn_secret(n, &ct, &len) == 0 && len > TL_BOX_OVERHEAD &&
 	    len - TL_BOX_OVERHEAD <= TL_PASSWORD_LEN) {
-		snprintf(ad, sizeof(ad), "grant/%s:v%llu", g->id,
-		    (unsigned long long)g->version);
+		grant_ad(ad, g->id, g->version);
 		rc = tl_secret_decrypt(&rx->key, ad, strlen(ad), ct, len,
 		    (uint8_t *)out);
 		if (rc == 0)
@@ -770,7 +795,7 @@ intents_cb(struct tl_txn *t, void *arg)
 		struct work *w = &ps->w[i];
 		struct tl_body b;
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
-		char ad[TL_KEY_MAX];
+		size_t ctlen;
 		S(stream);
 
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
@@ -778,11 +803,8 @@ intents_cb(struct tl_txn *t, void *arg)
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
 		tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
-		tl_secret_password(w->password);
-		snprintf(ad, sizeof(ad), "grant/%s:v%llu", w->g.id,
-		    (unsigned long long)w->g.version);
-		tl_secret_encrypt(&ps->rx->key, ad, strlen(ad), w->password,
-		    strlen(w->password), ct);
+		ctlen = tl_rx_new_credential(ps->rx, w->g.id, w->g.version,
+		    w->password, ct);
 		if ((rc = tl_key(stream, "grant/%s", w->g.id)) != 0)
 			return rc;
 		c.cause = w->g.state_seq;
@@ -794,8 +816,7 @@ intents_cb(struct tl_txn *t, void *arg)
 		tl_body_str(&b, "resource", w->dbname);
 		tl_body_str(&b, "owner", w->owner);
 		tl_body_str(&b, "user", w->login);
-		tl_body_secret(&b, "password", ct, strlen(w->password) +
-		    TL_BOX_OVERHEAD);
+		tl_body_secret(&b, "password", ct, ctlen);
 		rc = tl_emit(&c, EV_GRANT_PROVISIONING, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)

@@ -281,8 +281,8 @@ issue_cb(struct tl_txn *t, void *arg)
 	for (i = 0; i < ps->n; i++) {
 		struct mstep *st = &ps->s[i];
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
+		size_t ctlen;
 		struct tl_rebind cur;
-		char ad[TL_KEY_MAX];
 		struct tl_body b;
 		uint64_t seq;
 		S(stream);
@@ -294,11 +294,8 @@ issue_cb(struct tl_txn *t, void *arg)
 			st->op = OP_WAIT;
 			continue;
 		}
-		tl_secret_password(st->password);
-		snprintf(ad, sizeof(ad), "grant/%s:v%llu", st->g.id,
-		    (unsigned long long)st->r.version);
-		tl_secret_encrypt(&ps->rx->key, ad, strlen(ad), st->password,
-		    strlen(st->password), ct);
+		ctlen = tl_rx_new_credential(ps->rx, st->g.id, st->r.version,
+		    st->password, ct);
 		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
 			return rc;
 		c.cause = st->r.started_seq;
@@ -310,8 +307,7 @@ issue_cb(struct tl_txn *t, void *arg)
 		tl_body_str(&b, "resource", st->db);
 		tl_body_str(&b, "owner", st->owner);
 		tl_body_str(&b, "user", st->login);
-		tl_body_secret(&b, "password", ct, strlen(st->password) +
-		    TL_BOX_OVERHEAD);
+		tl_body_secret(&b, "password", ct, ctlen);
 		tl_body_str(&b, "from_resource", st->odb);
 		tl_body_str(&b, "from_owner", st->oowner);
 		tl_body_str(&b, "from_user", st->ologin);

@@ -200,17 +200,14 @@ issue_cb(struct tl_txn *t, void *arg)
 	for (i = 0; i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
-		char ad[TL_KEY_MAX];
+		size_t ctlen;
 		struct tl_body b;
 		S(stream);
 
 		if (st->op != OP_ISSUE)
 			continue;
-		tl_secret_password(st->password);
-		snprintf(ad, sizeof(ad), "grant/%s:v%llu", st->g.id,
-		    (unsigned long long)st->r.to);
-		tl_secret_encrypt(&ps->rx->key, ad, strlen(ad), st->password,
-		    strlen(st->password), ct);
+		ctlen = tl_rx_new_credential(ps->rx, st->g.id, st->r.to,
+		    st->password, ct);
 		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
 			return rc;
 		c.cause = st->r.started_seq;
@@ -219,8 +216,7 @@ issue_cb(struct tl_txn *t, void *arg)
 		tl_body_str(&b, "grant", st->g.id);
 		tl_body_u64(&b, "version", st->r.to);
 		tl_body_str(&b, "user", st->login);
-		tl_body_secret(&b, "password", ct, strlen(st->password) +
-		    TL_BOX_OVERHEAD);
+		tl_body_secret(&b, "password", ct, ctlen);
 		rc = tl_emit(&c, EV_CRED_ISSUED, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)

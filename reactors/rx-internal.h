@@ -53,6 +53,14 @@ int	tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p,
 void	tl_rx_grant_names(const struct tl_grant *g, uint64_t version,
 	    char db[64], char owner[64], char login[64]);
 
+/*
+ * A fresh password for grant's credential version into pw, and its
+ * ciphertext for the intent event into ct; returns the ciphertext's
+ * length.  tl_rx_intent_password reads it back.
+ */
+size_t	tl_rx_new_credential(struct tl_rx *rx, const char *grant,
+	    uint64_t version, char pw[TL_PASSWORD_LEN + 1],
+	    uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD]);
 int	tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
 	    const struct tl_grant *g, char *out);
 

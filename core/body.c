@@ -1,14 +1,14 @@
 /*
- * body.c - event bodies over msgpack-c.
+ * body.c - event bodies, written and read in place (core/mp.h).
  */
 #include <errno.h>
-#include <msgpack.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "body.h"
 #include "envelope.h"
 #include "error.h"
+#include "mp.h"
 
 void
 tl_body_init(struct tl_body *b)
@@ -37,65 +37,69 @@ tl_body_reset(struct tl_body *b)
 	b->cap = cap;
 }
 
-static int
-body_write(void *data, const char *buf, size_t len)
+/* Makes room for n more bytes; sticky error on failure. */
+static uint8_t *
+room(struct tl_body *b, size_t n)
 {
-	struct tl_body *b = data;
-
 	if (b->err)
-		return -1;
-	if (b->len + len > b->cap) {
+		return NULL;
+	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap : 256;
 		uint8_t *np;
 
-		while (cap < b->len + len)
+		while (cap < b->len + n)
 			cap *= 2;
 		if (cap > TL_BODY_MAX * 2 || (np = realloc(b->p, cap)) ==
 		    NULL) {
 			b->err = cap > TL_BODY_MAX * 2 ? TL_ETOOBIG : ENOMEM;
-			return -1;
+			return NULL;
 		}
 		b->p = np;
 		b->cap = cap;
 	}
-	memcpy(b->p + b->len, buf, len);
-	b->len += len;
-	return 0;
+	return b->p + b->len;
 }
 
-static void
-packer(struct tl_body *b, msgpack_packer *pk)
+/*
+ * Starts an entry: checks that a key is given exactly inside a map,
+ * makes room for the key and a value of up to vmax bytes, writes the
+ * key and counts the entry.  Returns where the value goes, or NULL.
+ */
+static uint8_t *
+entry(struct tl_body *b, const char *key, size_t vmax)
 {
-	msgpack_packer_init(pk, b, body_write);
-}
+	size_t kn = 0;
+	uint8_t *p;
 
-/* Writes the key (in a map) and counts the entry. */
-static int
-entry(struct tl_body *b, msgpack_packer *pk, const char *key)
-{
-	packer(b, pk);
 	if (b->err)
-		return -1;
+		return NULL;
 	if (b->depth < 0) {
 		b->err = TL_EINVAL;	/* already finished */
-		return -1;
+		return NULL;
 	}
-	if (b->ismap[b->depth]) {
-		size_t n;
-
-		if (key == NULL) {
-			b->err = TL_EINVAL;
-			return -1;
-		}
-		n = strlen(key);
-		msgpack_pack_str(pk, n);
-		msgpack_pack_str_body(pk, key, n);
-	} else if (key != NULL) {
+	if (b->ismap[b->depth] != (key != NULL)) {
 		b->err = TL_EINVAL;
-		return -1;
+		return NULL;
 	}
+	if (key != NULL)
+		kn = strlen(key);
+	if (vmax > TL_BODY_MAX * 2 ||
+	    (p = room(b, TL_MP_HDR_MAX + kn + vmax)) == NULL) {
+		if (!b->err)
+			b->err = TL_ETOOBIG;
+		return NULL;
+	}
+	if (key != NULL)
+		p = tl_mp_put_str(p, key, kn);
 	b->n[b->depth]++;
-	return 0;
+	return p;
+}
+
+/* Ends an entry whose value ends at p. */
+static void
+done(struct tl_body *b, const uint8_t *p)
+{
+	b->len = (size_t)(p - b->p);
 }
 
 void
@@ -107,92 +111,95 @@ tl_body_str(struct tl_body *b, const char *key, const char *v)
 void
 tl_body_strn(struct tl_body *b, const char *key, const char *v, size_t n)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) != 0)
-		return;
-	msgpack_pack_str(&pk, n);
-	msgpack_pack_str_body(&pk, v, n);
+	if ((p = entry(b, key, TL_MP_HDR_MAX + n)) != NULL)
+		done(b, tl_mp_put_str(p, v, n));
 }
 
 void
 tl_body_u64(struct tl_body *b, const char *key, uint64_t v)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) == 0)
-		msgpack_pack_uint64(&pk, v);
+	if ((p = entry(b, key, TL_MP_HDR_MAX)) != NULL)
+		done(b, tl_mp_put_uint(p, v));
 }
 
 void
 tl_body_i64(struct tl_body *b, const char *key, int64_t v)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) == 0)
-		msgpack_pack_int64(&pk, v);
+	if ((p = entry(b, key, TL_MP_HDR_MAX)) != NULL)
+		done(b, tl_mp_put_int(p, v));
 }
 
 void
 tl_body_bool(struct tl_body *b, const char *key, int v)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) != 0)
-		return;
-	if (v)
-		msgpack_pack_true(&pk);
-	else
-		msgpack_pack_false(&pk);
+	if ((p = entry(b, key, 1)) != NULL) {
+		*p++ = v ? 0xc3 : 0xc2;
+		done(b, p);
+	}
 }
 
 void
 tl_body_nil(struct tl_body *b, const char *key)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) == 0)
-		msgpack_pack_nil(&pk);
+	if ((p = entry(b, key, 1)) != NULL) {
+		*p++ = 0xc0;
+		done(b, p);
+	}
 }
 
 void
 tl_body_bin(struct tl_body *b, const char *key, const void *v, size_t n)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) != 0)
-		return;
-	msgpack_pack_bin(&pk, n);
-	msgpack_pack_bin_body(&pk, v, n);
+	if ((p = entry(b, key, TL_MP_HDR_MAX + n)) != NULL) {
+		p = tl_mp_put_bin_hdr(p, n);
+		memcpy(p, v, n);
+		done(b, p + n);
+	}
 }
 
 void
 tl_body_secret(struct tl_body *b, const char *key, const void *v, size_t n)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) != 0)
-		return;
-	msgpack_pack_ext(&pk, n, TL_EXT_SECRET);
-	msgpack_pack_ext_body(&pk, v, n);
+	if ((p = entry(b, key, TL_MP_HDR_MAX + n)) != NULL) {
+		p = tl_mp_put_ext_hdr(p, n, TL_EXT_SECRET);
+		memcpy(p, v, n);
+		done(b, p + n);
+	}
 }
 
 void
 tl_body_raw(struct tl_body *b, const char *key, const void *v, size_t n)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) == 0)
-		body_write(b, v, n);
+	if ((p = entry(b, key, n)) != NULL) {
+		memcpy(p, v, n);
+		done(b, p + n);
+	}
 }
 
 static void
 open_level(struct tl_body *b, const char *key, int ismap)
 {
-	msgpack_packer pk;
+	uint8_t *p;
 
-	if (entry(b, &pk, key) != 0)
+	if ((p = entry(b, key, 0)) == NULL)
 		return;
+	done(b, p);
 	if (b->depth == TL_BODY_DEPTH) {
 		b->err = TL_ETOOBIG;
 		return;
@@ -222,28 +229,18 @@ tl_body_arr(struct tl_body *b, const char *key)
 static void
 close_level(struct tl_body *b, size_t at, uint32_t n, int ismap)
 {
-	struct tl_body hb;
-	msgpack_packer pk;
+	uint8_t hdr[TL_MP_HDR_MAX];
+	size_t hn;
 
 	if (b->err)
 		return;
-	tl_body_init(&hb);
-	packer(&hb, &pk);
-	if (ismap)
-		msgpack_pack_map(&pk, n);
-	else
-		msgpack_pack_array(&pk, n);
-	if (hb.err) {
-		b->err = hb.err;
-		goto out;
-	}
-	/* Grow by the header's size, then slide the content up. */
-	if (body_write(b, (const char *)hb.p, hb.len) != 0)
-		goto out;
-	memmove(b->p + at + hb.len, b->p + at, b->len - hb.len - at);
-	memcpy(b->p + at, hb.p, hb.len);
-out:
-	tl_body_free(&hb);
+	hn = (size_t)(tl_mp_put_hdr(hdr, ismap, n) - hdr);
+	if (room(b, hn) == NULL)
+		return;
+	/* Slide the content up by the header's size. */
+	memmove(b->p + at + hn, b->p + at, b->len - at);
+	memcpy(b->p + at, hdr, hn);
+	b->len += hn;
 }
 
 void
@@ -275,18 +272,42 @@ tl_body_finish(struct tl_body *b, const void **p, size_t *len)
 	return 0;
 }
 
-/* Reading. */
+/*
+ * Reading, lazily: a node is the position of an encoded value, and a
+ * field is found by walking its map.  Bodies are small maps read a few
+ * fields at a time, so walking costs less than msgpack-c's unpacker,
+ * which builds the whole tree in a malloc'd zone first.  Every step is
+ * bounded by the body's end, even for bytes that were never checked.
+ */
 
-#define OBJ(n)	((const msgpack_object *)(n).o)
+static struct tl_bnode
+node_at(const uint8_t *p, const uint8_t *end)
+{
+	struct tl_bnode n = { p, end };
+
+	return n;
+}
+
+static const struct tl_bnode no_node = { NULL, NULL };
+
+/* Reads n's header (and a scalar's payload); -1 if it has none. */
+static int
+head(struct tl_bnode n, struct tl_mp_item *it)
+{
+	const uint8_t *p = n.p;
+
+	if (p == NULL)
+		return -1;
+	return tl_mp_read(&p, n.end, it);
+}
 
 int
 tl_bview_open(struct tl_bview *v, const void *body, size_t len)
 {
 	int rc;
 
-	v->zone = NULL;
-	v->root.o = NULL;
-	/* Checked first: msgpack-c trusts a container's claimed size. */
+	v->root = no_node;
+	/* Checked whole first: readers below trust the structure. */
 	if ((rc = tl_env_check_map(body, len)) != 0)
 		return rc;
 	return tl_bview_open_valid(v, body, len);
@@ -295,213 +316,153 @@ tl_bview_open(struct tl_bview *v, const void *body, size_t len)
 int
 tl_bview_open_valid(struct tl_bview *v, const void *body, size_t len)
 {
-	msgpack_zone *z;
-	msgpack_object *root;
-	size_t off = 0;
+	const uint8_t *p = body;
 
-	v->zone = NULL;
-	v->root.o = NULL;
-	if ((z = msgpack_zone_new(1024)) == NULL)
-		return ENOMEM;
-	if ((root = msgpack_zone_malloc(z, sizeof(*root))) == NULL) {
-		msgpack_zone_free(z);
-		return ENOMEM;
-	}
-	if (msgpack_unpack(body, len, &off, z, root) !=
-	    MSGPACK_UNPACK_SUCCESS || root->type != MSGPACK_OBJECT_MAP) {
-		msgpack_zone_free(z);
+	v->root = no_node;
+	if (len == 0 || ((p[0] & 0xf0) != 0x80 && p[0] != 0xde &&
+	    p[0] != 0xdf))
 		return TL_EMALFORMED;
-	}
-	v->zone = z;
-	v->root.o = root;
+	v->root = node_at(p, p + len);
 	return 0;
 }
 
 void
 tl_bview_close(struct tl_bview *v)
 {
-	if (v == NULL || v->zone == NULL)
-		return;
-	msgpack_zone_free(v->zone);
-	v->zone = NULL;
-	v->root.o = NULL;
+	if (v != NULL)
+		v->root = no_node;
 }
 
 enum tl_bn_kind
 tl_bn_kind(struct tl_bnode n)
 {
-	const msgpack_object *o = OBJ(n);
+	struct tl_mp_item it;
 
-	if (o == NULL)
+	if (head(n, &it) != 0)
 		return TL_BN_NONE;
-	switch (o->type) {
-	case MSGPACK_OBJECT_NIL:		return TL_BN_NIL;
-	case MSGPACK_OBJECT_BOOLEAN:		return TL_BN_BOOL;
-	case MSGPACK_OBJECT_POSITIVE_INTEGER:	return TL_BN_UINT;
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER:	return TL_BN_INT;
-	case MSGPACK_OBJECT_FLOAT32:
-	case MSGPACK_OBJECT_FLOAT64:		return TL_BN_FLOAT;
-	case MSGPACK_OBJECT_STR:		return TL_BN_STR;
-	case MSGPACK_OBJECT_BIN:		return TL_BN_BIN;
-	case MSGPACK_OBJECT_ARRAY:		return TL_BN_ARR;
-	case MSGPACK_OBJECT_MAP:		return TL_BN_MAP;
-	case MSGPACK_OBJECT_EXT:
-		return o->via.ext.type == TL_EXT_SECRET ? TL_BN_SECRET :
+	switch (it.kind) {
+	case TL_MP_NIL:		return TL_BN_NIL;
+	case TL_MP_BOOL:	return TL_BN_BOOL;
+	case TL_MP_UINT:	return TL_BN_UINT;
+	case TL_MP_NINT:	return TL_BN_INT;
+	case TL_MP_FLOAT:	return TL_BN_FLOAT;
+	case TL_MP_STR:		return TL_BN_STR;
+	case TL_MP_BIN:		return TL_BN_BIN;
+	case TL_MP_ARR:		return TL_BN_ARR;
+	case TL_MP_MAP:		return TL_BN_MAP;
+	case TL_MP_EXT:
+		return it.ptr[-1] == TL_EXT_SECRET ? TL_BN_SECRET :
 		    TL_BN_OTHER;
 	}
 	return TL_BN_OTHER;
 }
 
+/*
+ * Positions *pp after the header of container n and returns its count
+ * of items (a map's entries count twice); -1 if n is not of kind.
+ */
+static int64_t
+enter(struct tl_bnode n, enum tl_mp_kind kind, const uint8_t **pp)
+{
+	struct tl_mp_item it;
+
+	*pp = n.p;
+	if (n.p == NULL || tl_mp_read(pp, n.end, &it) != 0 || it.kind != kind)
+		return -1;
+	return (int64_t)(kind == TL_MP_MAP ? it.u * 2 : it.u);
+}
+
 int
 tl_bn_get(struct tl_bnode map, const char *key, struct tl_bnode *out)
 {
-	const msgpack_object *o = OBJ(map);
+	const uint8_t *p, *k;
+	struct tl_mp_item it;
 	size_t n = strlen(key);
-	uint32_t i;
+	int64_t items;
 
-	out->o = NULL;
-	if (o == NULL || o->type != MSGPACK_OBJECT_MAP)
+	*out = no_node;
+	if ((items = enter(map, TL_MP_MAP, &p)) < 0)
 		return TL_EMALFORMED;
-	for (i = 0; i < o->via.map.size; i++) {
-		const msgpack_object *k = &o->via.map.ptr[i].key;
-
-		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
-		    memcmp(k->via.str.ptr, key, n) == 0) {
-			out->o = &o->via.map.ptr[i].val;
+	for (; items > 0; items -= 2) {
+		k = p;
+		if (tl_mp_read(&p, map.end, &it) != 0)
+			return TL_EMALFORMED;
+		if (it.kind == TL_MP_ARR || it.kind == TL_MP_MAP) {
+			/* A container as a key: legal, never ours. */
+			p = k;
+			if (tl_mp_skip(&p, map.end, NULL) != 0)
+				return TL_EMALFORMED;
+		} else if (it.kind == TL_MP_STR && it.len == n &&
+		    memcmp(it.ptr, key, n) == 0) {
+			*out = node_at(p, map.end);
 			return 0;
 		}
+		if (tl_mp_skip(&p, map.end, NULL) != 0)
+			return TL_EMALFORMED;
 	}
 	return TL_ENOTFOUND;
 }
 
 int
-tl_bn_str(struct tl_bnode n, const char **s, size_t *len)
+tl_bn_pick(struct tl_bnode map, const char *const keys[], size_t n,
+    struct tl_bnode out[])
 {
-	const msgpack_object *o = OBJ(n);
+	size_t len[TL_BN_PICK_MAX], i, j, next = 0, found = 0;
+	const uint8_t *p, *k;
+	struct tl_mp_item it;
+	int64_t items;
 
-	if (o == NULL || o->type != MSGPACK_OBJECT_STR)
-		return TL_EMALFORMED;
-	*s = o->via.str.ptr;
-	*len = o->via.str.size;
-	return 0;
-}
-
-int
-tl_bn_u64(struct tl_bnode n, uint64_t *v)
-{
-	const msgpack_object *o = OBJ(n);
-
-	if (o == NULL || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-		return TL_EMALFORMED;
-	*v = o->via.u64;
-	return 0;
-}
-
-int
-tl_bn_i64(struct tl_bnode n, int64_t *v)
-{
-	const msgpack_object *o = OBJ(n);
-
-	if (o != NULL && o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-		*v = o->via.i64;
-		return 0;
-	}
-	if (o != NULL && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
-	    o->via.u64 <= INT64_MAX) {
-		*v = (int64_t)o->via.u64;
-		return 0;
-	}
-	return TL_EMALFORMED;
-}
-
-int
-tl_bn_bool(struct tl_bnode n, int *v)
-{
-	const msgpack_object *o = OBJ(n);
-
-	if (o == NULL || o->type != MSGPACK_OBJECT_BOOLEAN)
-		return TL_EMALFORMED;
-	*v = o->via.boolean;
-	return 0;
-}
-
-int
-tl_bn_bin(struct tl_bnode n, const void **p, size_t *len)
-{
-	const msgpack_object *o = OBJ(n);
-
-	if (o == NULL || o->type != MSGPACK_OBJECT_BIN)
-		return TL_EMALFORMED;
-	*p = o->via.bin.ptr;
-	*len = o->via.bin.size;
-	return 0;
-}
-
-int
-tl_bn_secret(struct tl_bnode n, const void **p, size_t *len)
-{
-	const msgpack_object *o = OBJ(n);
-
-	if (o == NULL || o->type != MSGPACK_OBJECT_EXT ||
-	    o->via.ext.type != TL_EXT_SECRET)
-		return TL_EMALFORMED;
-	*p = o->via.ext.ptr;
-	*len = o->via.ext.size;
-	return 0;
-}
-
-size_t
-tl_bn_len(struct tl_bnode n)
-{
-	const msgpack_object *o = OBJ(n);
-
-	if (o == NULL)
-		return 0;
-	if (o->type == MSGPACK_OBJECT_ARRAY)
-		return o->via.array.size;
-	if (o->type == MSGPACK_OBJECT_MAP)
-		return o->via.map.size;
-	return 0;
-}
-
-struct tl_bnode
-tl_bn_at(struct tl_bnode arr, size_t i)
-{
-	const msgpack_object *o = OBJ(arr);
-	struct tl_bnode r = { NULL };
-
-	if (o != NULL && o->type == MSGPACK_OBJECT_ARRAY &&
-	    i < o->via.array.size)
-		r.o = &o->via.array.ptr[i];
-	return r;
-}
-
-int
-tl_bn_entry(struct tl_bnode map, size_t i, struct tl_bnode *key,
-    struct tl_bnode *val)
-{
-	const msgpack_object *o = OBJ(map);
-
-	if (o == NULL || o->type != MSGPACK_OBJECT_MAP ||
-	    i >= o->via.map.size)
+	if (n > TL_BN_PICK_MAX)
 		return TL_EINVAL;
-	key->o = &o->via.map.ptr[i].key;
-	val->o = &o->via.map.ptr[i].val;
+	for (i = 0; i < n; i++) {
+		out[i] = no_node;
+		len[i] = strlen(keys[i]);
+	}
+	if ((items = enter(map, TL_MP_MAP, &p)) < 0)
+		return TL_EMALFORMED;
+	for (; items > 0 && found < n; items -= 2) {
+		k = p;
+		if (tl_mp_read(&p, map.end, &it) != 0)
+			return TL_EMALFORMED;
+		if (it.kind == TL_MP_ARR || it.kind == TL_MP_MAP) {
+			p = k;
+			if (tl_mp_skip(&p, map.end, NULL) != 0)
+				return TL_EMALFORMED;
+		} else if (it.kind == TL_MP_STR) {
+			/*
+			 * Records are written in the order their readers ask
+			 * for them: try the key after the last one found
+			 * first, then all of them.
+			 */
+			for (i = 0; i < n; i++) {
+				j = (next + i) % n;
+				if (len[j] == it.len && out[j].p == NULL &&
+				    memcmp(keys[j], it.ptr, it.len) == 0)
+					break;
+			}
+			if (i < n) {
+				out[j] = node_at(p, map.end);
+				next = j + 1;
+				found++;
+			}
+		}
+		if (tl_mp_skip(&p, map.end, NULL) != 0)
+			return TL_EMALFORMED;
+	}
 	return 0;
 }
 
 int
-tl_bn_getstr(struct tl_bnode map, const char *key, char *buf, size_t cap)
+tl_bn_strcpy(struct tl_bnode n, char *buf, size_t cap)
 {
-	struct tl_bnode n;
 	const char *s;
 	size_t len;
 	int rc;
 
 	if (cap > 0)
 		buf[0] = '\0';
-	if ((rc = tl_bn_get(map, key, &n)) != 0)
-		return rc;
+	if (n.p == NULL)
+		return TL_ENOTFOUND;
 	if ((rc = tl_bn_str(n, &s, &len)) != 0)
 		return rc;
 	if (len >= cap)
@@ -509,6 +470,160 @@ tl_bn_getstr(struct tl_bnode map, const char *key, char *buf, size_t cap)
 	memcpy(buf, s, len);
 	buf[len] = '\0';
 	return 0;
+}
+
+int
+tl_bn_str(struct tl_bnode n, const char **s, size_t *len)
+{
+	struct tl_mp_item it;
+
+	if (head(n, &it) != 0 || it.kind != TL_MP_STR)
+		return TL_EMALFORMED;
+	*s = (const char *)it.ptr;
+	*len = it.len;
+	return 0;
+}
+
+int
+tl_bn_u64(struct tl_bnode n, uint64_t *v)
+{
+	struct tl_mp_item it;
+
+	if (head(n, &it) != 0 || it.kind != TL_MP_UINT)
+		return TL_EMALFORMED;
+	*v = it.u;
+	return 0;
+}
+
+int
+tl_bn_i64(struct tl_bnode n, int64_t *v)
+{
+	struct tl_mp_item it;
+	uint8_t c;
+
+	if (head(n, &it) != 0)
+		return TL_EMALFORMED;
+	if (it.kind == TL_MP_UINT && it.u <= INT64_MAX) {
+		*v = (int64_t)it.u;
+		return 0;
+	}
+	if (it.kind != TL_MP_NINT)
+		return TL_EMALFORMED;
+	c = n.p[0];
+	if (c >= 0xe0) {			/* negative fixint */
+		*v = (int64_t)c - 256;
+		return 0;
+	}
+	/* int 8/16/32/64: it.u holds the bits; extend the sign. */
+	switch (c) {
+	case 0xd0: *v = (int8_t)(uint8_t)it.u;		break;
+	case 0xd1: *v = (int16_t)(uint16_t)it.u;	break;
+	case 0xd2: *v = (int32_t)(uint32_t)it.u;	break;
+	default:   *v = (int64_t)it.u;			break;
+	}
+	return 0;
+}
+
+int
+tl_bn_bool(struct tl_bnode n, int *v)
+{
+	struct tl_mp_item it;
+
+	if (head(n, &it) != 0 || it.kind != TL_MP_BOOL)
+		return TL_EMALFORMED;
+	*v = (int)it.u;
+	return 0;
+}
+
+int
+tl_bn_bin(struct tl_bnode n, const void **p, size_t *len)
+{
+	struct tl_mp_item it;
+
+	if (head(n, &it) != 0 || it.kind != TL_MP_BIN)
+		return TL_EMALFORMED;
+	*p = it.ptr;
+	*len = it.len;
+	return 0;
+}
+
+int
+tl_bn_secret(struct tl_bnode n, const void **p, size_t *len)
+{
+	struct tl_mp_item it;
+
+	if (head(n, &it) != 0 || it.kind != TL_MP_EXT ||
+	    it.ptr[-1] != TL_EXT_SECRET)
+		return TL_EMALFORMED;
+	*p = it.ptr;
+	*len = it.len;
+	return 0;
+}
+
+size_t
+tl_bn_len(struct tl_bnode n)
+{
+	struct tl_mp_item it;
+
+	if (head(n, &it) != 0 ||
+	    (it.kind != TL_MP_ARR && it.kind != TL_MP_MAP))
+		return 0;
+	return (size_t)it.u;
+}
+
+/* Skips i items after *pp; -1 if they are not there. */
+static int
+skip_items(const uint8_t **pp, const uint8_t *end, size_t i)
+{
+	while (i-- > 0)
+		if (tl_mp_skip(pp, end, NULL) != 0)
+			return -1;
+	return 0;
+}
+
+struct tl_bnode
+tl_bn_at(struct tl_bnode arr, size_t i)
+{
+	const uint8_t *p;
+	int64_t items;
+
+	if ((items = enter(arr, TL_MP_ARR, &p)) < 0 || i >= (uint64_t)items ||
+	    skip_items(&p, arr.end, i) != 0)
+		return no_node;
+	return node_at(p, arr.end);
+}
+
+int
+tl_bn_entry(struct tl_bnode map, size_t i, struct tl_bnode *key,
+    struct tl_bnode *val)
+{
+	const uint8_t *p;
+	int64_t items;
+
+	*key = *val = no_node;
+	if ((items = enter(map, TL_MP_MAP, &p)) < 0 ||
+	    i >= (uint64_t)items / 2 || skip_items(&p, map.end, i * 2) != 0)
+		return TL_EINVAL;
+	*key = node_at(p, map.end);
+	if (tl_mp_skip(&p, map.end, NULL) != 0) {
+		*key = no_node;
+		return TL_EINVAL;
+	}
+	*val = node_at(p, map.end);
+	return 0;
+}
+
+int
+tl_bn_getstr(struct tl_bnode map, const char *key, char *buf, size_t cap)
+{
+	struct tl_bnode n;
+	int rc;
+
+	if (cap > 0)
+		buf[0] = '\0';
+	if ((rc = tl_bn_get(map, key, &n)) != 0)
+		return rc;
+	return tl_bn_strcpy(n, buf, cap);
 }
 
 uint64_t

@@ -7,8 +7,9 @@
  * keys in the order given, so the same calls give the same bytes).
  * Errors are sticky: the first failure is reported by tl_body_finish().
  *
- * Bodies are read through a tl_bview: a decoded tree whose nodes are
- * valid until tl_bview_close(); strings point into the body's bytes.
+ * Bodies are read in place through a tl_bview: a node is a position in
+ * the body's bytes, valid while those bytes are; nothing is allocated
+ * (tl_bview_close() only forgets).  Strings point into the body.
  * Secrets are ext values (TL_EXT_SECRET) and are read with
  * tl_bn_secret(), never as strings.
  */
@@ -67,11 +68,11 @@ enum tl_bn_kind {
 };
 
 struct tl_bnode {
-	const void *o;		/* opaque: a decoded msgpack object */
+	const uint8_t	*p;	/* the value's first byte; NULL: none */
+	const uint8_t	*end;	/* the end of the body it is in */
 };
 
 struct tl_bview {
-	void		*zone;
 	struct tl_bnode	 root;
 };
 
@@ -104,6 +105,17 @@ int	tl_bn_entry(struct tl_bnode map, size_t i, struct tl_bnode *key,
  */
 int	tl_bn_getstr(struct tl_bnode map, const char *key, char *buf,
 	    size_t cap);
+/* The same on a node (TL_ENOTFOUND for none, as tl_bn_pick leaves it). */
+int	tl_bn_strcpy(struct tl_bnode n, char *buf, size_t cap);
+
+/*
+ * Several fields in one walk of the map: out[i] is the value of
+ * keys[i], or a node of kind TL_BN_NONE when absent.  Cheapest when the
+ * keys are asked for in the order the record was written.
+ */
+#define TL_BN_PICK_MAX	64
+int	tl_bn_pick(struct tl_bnode map, const char *const keys[], size_t n,
+	    struct tl_bnode out[]);
 uint64_t tl_bn_getu64(struct tl_bnode map, const char *key, uint64_t dflt);
 
 #endif

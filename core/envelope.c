@@ -6,6 +6,7 @@
 
 #include "envelope.h"
 #include "error.h"
+#include "mp.h"
 
 /*
  * Writing: the header is small and fixed in shape, so it is written
@@ -23,60 +24,6 @@ static size_t
 str_len(size_t n)
 {
 	return (n < 32 ? 1 : n <= 0xff ? 2 : n <= 0xffff ? 3 : 5) + n;
-}
-
-static uint8_t *
-put_be(uint8_t *p, uint64_t v, int n)
-{
-	int i;
-
-	for (i = n - 1; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-	return p + n;
-}
-
-static uint8_t *
-put_uint(uint8_t *p, uint64_t v)
-{
-	if (v < 0x80) {
-		*p++ = (uint8_t)v;
-		return p;
-	}
-	if (v <= 0xff) {
-		*p++ = 0xcc;
-		return put_be(p, v, 1);
-	}
-	if (v <= 0xffff) {
-		*p++ = 0xcd;
-		return put_be(p, v, 2);
-	}
-	if (v <= 0xffffffffULL) {
-		*p++ = 0xce;
-		return put_be(p, v, 4);
-	}
-	*p++ = 0xcf;
-	return put_be(p, v, 8);
-}
-
-static uint8_t *
-put_str(uint8_t *p, const char *s, size_t n)
-{
-	if (n < 32)
-		*p++ = (uint8_t)(0xa0 | n);
-	else if (n <= 0xff) {
-		*p++ = 0xd9;
-		p = put_be(p, n, 1);
-	} else if (n <= 0xffff) {
-		*p++ = 0xda;
-		p = put_be(p, n, 2);
-	} else {
-		*p++ = 0xdb;
-		p = put_be(p, n, 4);
-	}
-	memcpy(p, s, n);
-	return p + n;
 }
 
 /* For ids and hashes: always under 256 bytes. */
@@ -129,215 +76,29 @@ tl_env_encode(const struct tl_event *ev, const void *body, size_t body_len,
 	p = out;
 	*p++ = 0x8b;					/* a map of 11 */
 	p = PUT_KEY(p, "\xa3" "fmt");
-	p = put_uint(p, fmt);
+	p = tl_mp_put_uint(p, fmt);
 	p = PUT_KEY(p, "\xa3" "seq");
-	p = put_uint(p, ev->seq);
+	p = tl_mp_put_uint(p, ev->seq);
 	p = PUT_KEY(p, "\xa2" "ts");
-	p = put_uint(p, ev->ts);
+	p = tl_mp_put_uint(p, ev->ts);
 	p = PUT_KEY(p, "\xa4" "type");
-	p = put_str(p, ev->type, tl);
+	p = tl_mp_put_str(p, ev->type, tl);
 	p = PUT_KEY(p, "\xa6" "stream");
-	p = put_str(p, ev->stream, sl);
+	p = tl_mp_put_str(p, ev->stream, sl);
 	p = PUT_KEY(p, "\xa3" "ver");
-	p = put_uint(p, ev->version);
+	p = tl_mp_put_uint(p, ev->version);
 	p = PUT_KEY(p, "\xa2" "id");
 	p = put_bin8(p, ev->id, TL_ID_LEN);
 	p = PUT_KEY(p, "\xa5" "cause");
-	p = put_uint(p, ev->cause);
+	p = tl_mp_put_uint(p, ev->cause);
 	p = PUT_KEY(p, "\xa4" "corr");
 	p = put_bin8(p, ev->corr, TL_ID_LEN);
 	p = PUT_KEY(p, "\xa5" "actor");
-	p = put_str(p, ev->actor, al);
+	p = tl_mp_put_str(p, ev->actor, al);
 	p = PUT_KEY(p, "\xa4" "prev");
 	p = put_bin8(p, ev->prev, TL_HASH_LEN);
 	memcpy(p, body, body_len);
 	return 0;
-}
-
-/*
- * A small msgpack reader for validation and decoding: no allocation.
- *
- * msgpack-c's unpacker allocates each container's entries before it
- * knows whether the bytes are there, so five bytes claiming a map of
- * 2^32 entries make it ask for 192 GiB.  Records and bodies are read
- * here instead, with every count bounded by the bytes left.  It accepts
- * what msgpack-c accepts, including its limit of MP_DEPTH open
- * containers, so that a body that passes here opens with tl_bview_open.
- */
-#define MP_DEPTH	32	/* msgpack-c's MSGPACK_EMBED_STACK_SIZE */
-
-enum mp_kind {
-	MP_NIL, MP_BOOL, MP_UINT, MP_NINT, MP_FLOAT, MP_STR, MP_BIN, MP_EXT,
-	MP_ARR, MP_MAP
-};
-
-struct mp_item {
-	enum mp_kind	 kind;
-	uint64_t	 u;	/* MP_UINT: the value; MP_ARR, MP_MAP: count */
-	const uint8_t	*ptr;	/* MP_STR, MP_BIN, MP_EXT: the payload */
-	size_t		 len;
-};
-
-static uint64_t
-mp_be(const uint8_t *p, size_t n)
-{
-	uint64_t v = 0;
-
-	while (n-- > 0)
-		v = (v << 8) | *p++;
-	return v;
-}
-
-/*
- * Reads one item at *pp (for str, bin and ext its payload too; for
- * containers only the header) and advances *pp past it.  -1 if it is
- * not msgpack or does not fit before end.
- */
-static int
-mp_read(const uint8_t **pp, const uint8_t *end, struct mp_item *it)
-{
-	const uint8_t *p = *pp;
-	size_t left = (size_t)(end - p), hdr = 1, w = 0, n = 0;
-	uint8_t c;
-
-	if (left == 0)
-		return -1;
-	c = p[0];
-	it->u = 0;
-	it->ptr = NULL;
-	it->len = 0;
-	if (c <= 0x7f) {
-		it->kind = MP_UINT;
-		it->u = c;
-	} else if (c <= 0x8f) {
-		it->kind = MP_MAP;
-		it->u = c & 0x0f;
-	} else if (c <= 0x9f) {
-		it->kind = MP_ARR;
-		it->u = c & 0x0f;
-	} else if (c <= 0xbf) {
-		it->kind = MP_STR;
-		n = c & 0x1f;
-	} else if (c >= 0xe0) {
-		it->kind = MP_NINT;
-	} else {
-		switch (c) {
-		case 0xc0:
-			it->kind = MP_NIL;
-			break;
-		case 0xc2: case 0xc3:
-			it->kind = MP_BOOL;
-			it->u = c & 1;
-			break;
-		case 0xc4: case 0xc5: case 0xc6:	/* bin 8/16/32 */
-			it->kind = MP_BIN;
-			w = (size_t)1 << (c - 0xc4);
-			break;
-		case 0xc7: case 0xc8: case 0xc9:	/* ext 8/16/32 */
-			it->kind = MP_EXT;
-			w = (size_t)1 << (c - 0xc7);
-			break;
-		case 0xca:
-			it->kind = MP_FLOAT;
-			hdr = 5;
-			break;
-		case 0xcb:
-			it->kind = MP_FLOAT;
-			hdr = 9;
-			break;
-		case 0xcc: case 0xcd: case 0xce: case 0xcf:
-			it->kind = MP_UINT;
-			hdr = 1 + ((size_t)1 << (c - 0xcc));
-			break;
-		case 0xd0: case 0xd1: case 0xd2: case 0xd3:
-			it->kind = MP_UINT;	/* or MP_NINT, below */
-			hdr = 1 + ((size_t)1 << (c - 0xd0));
-			break;
-		case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
-			it->kind = MP_EXT;	/* fixext: type, then data */
-			hdr = 2;
-			n = (size_t)1 << (c - 0xd4);
-			break;
-		case 0xd9: case 0xda: case 0xdb:	/* str 8/16/32 */
-			it->kind = MP_STR;
-			w = (size_t)1 << (c - 0xd9);
-			break;
-		case 0xdc: case 0xdd:
-			it->kind = MP_ARR;
-			w = c == 0xdc ? 2 : 4;
-			break;
-		case 0xde: case 0xdf:
-			it->kind = MP_MAP;
-			w = c == 0xde ? 2 : 4;
-			break;
-		default:				/* 0xc1: never used */
-			return -1;
-		}
-	}
-	if (w > 0) {
-		/* A length or count of w bytes follows the type byte. */
-		hdr = 1 + w + (it->kind == MP_EXT);
-		if (left < hdr)
-			return -1;
-		if (it->kind == MP_ARR || it->kind == MP_MAP)
-			it->u = mp_be(p + 1, w);
-		else
-			n = (size_t)mp_be(p + 1, w);
-	} else if (left < hdr)
-		return -1;
-	if (c >= 0xcc && c <= 0xd3) {
-		it->u = mp_be(p + 1, hdr - 1);
-		/* Signed and negative: msgpack-c's NEGATIVE_INTEGER. */
-		if (c >= 0xd0 && (p[1] & 0x80))
-			it->kind = MP_NINT;
-	}
-	if (n > left - hdr)
-		return -1;
-	it->ptr = p + hdr;
-	it->len = n;
-	*pp = p + hdr + n;
-	return 0;
-}
-
-/*
- * Skips one whole item at *pp, checking it all.  *kind (if not NULL)
- * receives the kind of the outer item.  -1 if it is not msgpack, is
- * nested too deeply or does not fit before end.
- */
-static int
-mp_skip(const uint8_t **pp, const uint8_t *end, enum mp_kind *kind)
-{
-	uint64_t stack[MP_DEPTH], todo = 1;
-	struct mp_item it;
-	int top = 0;
-
-	for (;;) {
-		if (mp_read(pp, end, &it) != 0)
-			return -1;
-		if (kind != NULL) {
-			*kind = it.kind;
-			kind = NULL;
-		}
-		todo--;
-		if (it.kind == MP_ARR || it.kind == MP_MAP) {
-			uint64_t n = it.kind == MP_MAP ? it.u * 2 : it.u;
-
-			if (top == MP_DEPTH)
-				return -1;
-			/* Every entry takes a byte at least. */
-			if (n > (uint64_t)(end - *pp))
-				return -1;
-			if (n > 0) {
-				stack[top++] = todo;
-				todo = n;
-			}
-		}
-		while (todo == 0) {
-			if (top == 0)
-				return 0;
-			todo = stack[--top];
-		}
-	}
 }
 
 /* Header keys, so that decoding can tell which ones were seen. */
@@ -349,7 +110,7 @@ enum {
 };
 
 static int
-key_is(const struct mp_item *k, const char *s, size_t n)
+key_is(const struct tl_mp_item *k, const char *s, size_t n)
 {
 	return k->len == n && memcmp(k->ptr, s, n) == 0;
 }
@@ -362,18 +123,18 @@ key_is(const struct mp_item *k, const char *s, size_t n)
 } while (0)
 
 static int
-get_u64(const struct mp_item *v, uint64_t *out)
+get_u64(const struct tl_mp_item *v, uint64_t *out)
 {
-	if (v->kind != MP_UINT)
+	if (v->kind != TL_MP_UINT)
 		return -1;
 	*out = v->u;
 	return 0;
 }
 
 static int
-get_str(const struct mp_item *v, char *out, size_t max, int allow_empty)
+get_str(const struct tl_mp_item *v, char *out, size_t max, int allow_empty)
 {
-	if (v->kind != MP_STR)
+	if (v->kind != TL_MP_STR)
 		return -1;
 	if (v->len > max)
 		return -2;
@@ -387,9 +148,9 @@ get_str(const struct mp_item *v, char *out, size_t max, int allow_empty)
 }
 
 static int
-get_bin(const struct mp_item *v, uint8_t *out, size_t n)
+get_bin(const struct tl_mp_item *v, uint8_t *out, size_t n)
 {
-	if (v->kind != MP_BIN || v->len != n)
+	if (v->kind != TL_MP_BIN || v->len != n)
 		return -1;
 	memcpy(out, v->ptr, n);
 	return 0;
@@ -399,11 +160,11 @@ int
 tl_env_check_map(const void *buf, size_t len)
 {
 	const uint8_t *p = buf, *end = p + len;
-	enum mp_kind kind;
+	enum tl_mp_kind kind;
 
 	if (len == 0 || len > TL_BODY_MAX)
 		return len ? TL_ETOOBIG : TL_EMALFORMED;
-	if (mp_skip(&p, end, &kind) != 0 || kind != MP_MAP || p != end)
+	if (tl_mp_skip(&p, end, &kind) != 0 || kind != TL_MP_MAP || p != end)
 		return TL_EMALFORMED;
 	return 0;
 }
@@ -418,7 +179,7 @@ tl_env_check_map(const void *buf, size_t len)
 static const uint8_t *
 decode_canonical(const uint8_t *p, const uint8_t *end, struct tl_event *ev)
 {
-	struct mp_item v;
+	struct tl_mp_item v;
 	uint64_t fmt;
 
 #define KEY(lit) do {							\
@@ -426,7 +187,7 @@ decode_canonical(const uint8_t *p, const uint8_t *end, struct tl_event *ev)
 	    memcmp(p, lit, sizeof(lit) - 1) != 0)			\
 		return NULL;						\
 	p += sizeof(lit) - 1;						\
-	if (mp_read(&p, end, &v) != 0)					\
+	if (tl_mp_read(&p, end, &v) != 0)					\
 		return NULL;						\
 } while (0)
 
@@ -476,32 +237,32 @@ decode_header(const uint8_t *start, const uint8_t *end, struct tl_event *ev,
     char *why, const uint8_t **hendp)
 {
 	const uint8_t *p, *hend;
-	struct mp_item h, k, v;
-	enum mp_kind kind;
+	struct tl_mp_item h, k, v;
+	enum tl_mp_kind kind;
 	unsigned seen = 0;
 	uint64_t fmt = 0, i;
 	int r;
 
 	/* The whole header first: it must be well-formed msgpack. */
 	p = start;
-	if (mp_skip(&p, end, &kind) != 0)
+	if (tl_mp_skip(&p, end, &kind) != 0)
 		FAIL(TL_EMALFORMED, "header is not valid msgpack");
-	if (kind != MP_MAP)
+	if (kind != TL_MP_MAP)
 		FAIL(TL_EMALFORMED, "header is not a map");
 	hend = p;
 	p = start;
-	mp_read(&p, hend, &h);
+	tl_mp_read(&p, hend, &h);
 
 	/* The format decides how to read the rest: find it first. */
 	for (i = 0; i < h.u; i++) {
-		mp_read(&p, hend, &k);
-		if (k.kind == MP_STR && KEY_IS(&k, "fmt")) {
-			mp_read(&p, hend, &v);
+		tl_mp_read(&p, hend, &k);
+		if (k.kind == TL_MP_STR && KEY_IS(&k, "fmt")) {
+			tl_mp_read(&p, hend, &v);
 			if (get_u64(&v, &fmt) != 0)
 				FAIL(TL_EMALFORMED, "fmt is not an integer");
 			break;
 		}
-		mp_skip(&p, hend, NULL);
+		tl_mp_skip(&p, hend, NULL);
 	}
 	if (fmt == 0)
 		FAIL(TL_EMALFORMED, "no format version");
@@ -512,22 +273,22 @@ decode_header(const uint8_t *start, const uint8_t *end, struct tl_event *ev,
 	ev->format = (uint32_t)fmt;
 
 	p = start;
-	mp_read(&p, hend, &h);
+	tl_mp_read(&p, hend, &h);
 	for (i = 0; i < h.u; i++) {
 		unsigned bit;
 
-		mp_read(&p, hend, &k);
-		if (k.kind != MP_STR)
+		tl_mp_read(&p, hend, &k);
+		if (k.kind != TL_MP_STR)
 			FAIL(TL_EMALFORMED, "header key is not a string");
 		/* Values are read whole here; unknown ones skipped below. */
 		switch (k.len) {
 		case 2:
 			if (KEY_IS(&k, "ts")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_TS;
 				r = get_u64(&v, &ev->ts);
 			} else if (KEY_IS(&k, "id")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_ID;
 				r = get_bin(&v, ev->id, TL_ID_LEN);
 			} else
@@ -536,17 +297,17 @@ decode_header(const uint8_t *start, const uint8_t *end, struct tl_event *ev,
 		case 3:
 			if (KEY_IS(&k, "fmt")) {
 				/* Read above; but only once. */
-				mp_skip(&p, hend, NULL);
+				tl_mp_skip(&p, hend, NULL);
 				bit = K_FMT;
 				r = 0;
 			} else if (KEY_IS(&k, "seq")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_SEQ;
 				r = get_u64(&v, &ev->seq);
 				if (r == 0 && ev->seq == 0)
 					r = -1;
 			} else if (KEY_IS(&k, "ver")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_VER;
 				r = get_u64(&v, &ev->version);
 				if (r == 0 && ev->version == 0)
@@ -556,15 +317,15 @@ decode_header(const uint8_t *start, const uint8_t *end, struct tl_event *ev,
 			break;
 		case 4:
 			if (KEY_IS(&k, "type")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_TYPE;
 				r = get_str(&v, ev->type, TL_TYPE_MAX, 0);
 			} else if (KEY_IS(&k, "corr")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_CORR;
 				r = get_bin(&v, ev->corr, TL_ID_LEN);
 			} else if (KEY_IS(&k, "prev")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_PREV;
 				r = get_bin(&v, ev->prev, TL_HASH_LEN);
 			} else
@@ -572,11 +333,11 @@ decode_header(const uint8_t *start, const uint8_t *end, struct tl_event *ev,
 			break;
 		case 5:
 			if (KEY_IS(&k, "cause")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_CAUSE;
 				r = get_u64(&v, &ev->cause);
 			} else if (KEY_IS(&k, "actor")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_ACTOR;
 				r = get_str(&v, ev->actor, TL_ACTOR_MAX, 1);
 			} else
@@ -584,7 +345,7 @@ decode_header(const uint8_t *start, const uint8_t *end, struct tl_event *ev,
 			break;
 		case 6:
 			if (KEY_IS(&k, "stream")) {
-				mp_read(&p, hend, &v);
+				tl_mp_read(&p, hend, &v);
 				bit = K_STREAM;
 				r = get_str(&v, ev->stream, TL_STREAM_MAX, 0);
 			} else
@@ -593,7 +354,7 @@ decode_header(const uint8_t *start, const uint8_t *end, struct tl_event *ev,
 		default:
 		unknown:
 			/* A newer writer's field. */
-			mp_skip(&p, hend, NULL);
+			tl_mp_skip(&p, hend, NULL);
 			continue;
 		}
 		if (seen & bit)
@@ -621,7 +382,7 @@ int
 tl_env_decode(const void *buf, size_t len, struct tl_event *ev, char *why)
 {
 	const uint8_t *start = buf, *end = start + len, *p, *hend;
-	enum mp_kind kind;
+	enum tl_mp_kind kind;
 	int rc;
 
 	if (why != NULL)
@@ -646,11 +407,11 @@ tl_env_decode(const void *buf, size_t len, struct tl_event *ev, char *why)
 	if (ev->body_len > TL_BODY_MAX)
 		FAIL(TL_ETOOBIG, "body of %zu bytes", ev->body_len);
 	p = hend;
-	if (mp_skip(&p, end, &kind) != 0)
+	if (tl_mp_skip(&p, end, &kind) != 0)
 		FAIL(TL_EMALFORMED, "body is not valid msgpack");
 	if (p != end)
 		FAIL(TL_EMALFORMED, "bytes after the body");
-	if (kind != MP_MAP)
+	if (kind != TL_MP_MAP)
 		FAIL(TL_EMALFORMED, "body is not a map");
 	return 0;
 }

@@ -46,14 +46,30 @@ tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	return rc;
 }
 
+#define NAME(f) #f,
+static const char *const grant_keys[] = {
+	STR_FIELDS(NAME) U64_FIELDS(NAME)
+};
+#undef NAME
+#define NKEYS	(sizeof(grant_keys) / sizeof(grant_keys[0]))
+
 static int
 grant_decode(struct tl_bnode m, struct tl_grant *g)
 {
+	struct tl_bnode v[NKEYS];
+	size_t i = 0;
+	int rc;
+
 	memset(g, 0, sizeof(*g));
+	/* One walk: the record holds every field, in this order. */
+	if ((rc = tl_bn_pick(m, grant_keys, NKEYS, v)) != 0)
+		return rc;
 #define GET_STR(f)							\
-	if (tl_bn_getstr(m, #f, g->f, sizeof(g->f)) == TL_ETOOBIG)	\
+	if (tl_bn_strcpy(v[i++], g->f, sizeof(g->f)) == TL_ETOOBIG)	\
 		return TL_ECORRUPT;
-#define GET_U64(f) g->f = tl_bn_getu64(m, #f, 0);
+#define GET_U64(f)							\
+	if (tl_bn_u64(v[i++], &g->f) != 0)				\
+		g->f = 0;
 	STR_FIELDS(GET_STR)
 	U64_FIELDS(GET_U64)
 	return 0;

@@ -55,12 +55,20 @@ struct reqinfo {
 static int
 req_info(struct tl_bnode m, struct reqinfo *ri)
 {
+	/* In the order tally apply writes them. */
+	static const char *const keys[] = {
+		"kind", "target", "type", "scope", "resource"
+	};
+	struct tl_bnode v[5];
+
 	memset(ri, 0, sizeof(*ri));
-	tl_bn_getstr(m, "kind", ri->kind, sizeof(ri->kind));
-	tl_bn_getstr(m, "type", ri->type, sizeof(ri->type));
-	tl_bn_getstr(m, "scope", ri->scope, sizeof(ri->scope));
-	tl_bn_getstr(m, "target", ri->target, sizeof(ri->target));
-	tl_bn_getstr(m, "resource", ri->resource, sizeof(ri->resource));
+	if (tl_bn_pick(m, keys, 5, v) != 0)
+		return 0;
+	tl_bn_strcpy(v[0], ri->kind, sizeof(ri->kind));
+	tl_bn_strcpy(v[1], ri->target, sizeof(ri->target));
+	tl_bn_strcpy(v[2], ri->type, sizeof(ri->type));
+	tl_bn_strcpy(v[3], ri->scope, sizeof(ri->scope));
+	tl_bn_strcpy(v[4], ri->resource, sizeof(ri->resource));
 	return strcmp(ri->kind, "instantiation") == 0;
 }
 

@@ -235,19 +235,71 @@ tl_proj_catchup(struct tl_txn *t, uint64_t upto)
 int
 tl_proj_rebuild(struct tl_txn *t, uint64_t upto, uint64_t *countp)
 {
-	uint64_t before = 0, after = 0;
+	uint64_t after = 0;
 	int rc;
 
 	if ((rc = tl_kv_drop_all(t)) != 0)
 		return rc;
 	if ((rc = tl_ckpt_set(t, TL_PROJ_CKPT, 0)) != 0)
 		return rc;
-	(void)before;
 	if ((rc = tl_proj_catchup(t, upto)) != 0)
 		return rc;
 	if (countp != NULL) {
-		tl_ckpt_get(t, TL_PROJ_CKPT, &after);
+		if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &after)) != 0)
+			return rc;
 		*countp = after;
 	}
+	return 0;
+}
+
+struct step_arg {
+	uint64_t	 step;
+	uint64_t	 at, last;
+};
+
+static int
+drop_cb(struct tl_txn *t, void *arg)
+{
+	int rc;
+
+	(void)arg;
+	if ((rc = tl_kv_drop_all(t)) != 0)
+		return rc;
+	return tl_ckpt_set(t, TL_PROJ_CKPT, 0);
+}
+
+static int
+step_cb(struct tl_txn *t, void *arg)
+{
+	struct step_arg *sa = arg;
+	uint64_t at = 0;
+	int rc;
+
+	/* Re-read: a reader may have folded the rest in between. */
+	if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &at)) != 0 &&
+	    rc != TL_ENOTFOUND)
+		return rc;
+	if ((rc = tl_log_last(t, &sa->last, NULL)) != 0)
+		return rc;
+	sa->at = at + sa->step < sa->last ? at + sa->step : sa->last;
+	if (at >= sa->last)
+		return tl_proj_catchup(t, 0);	/* opens the tables */
+	return tl_proj_catchup(t, sa->at);
+}
+
+int
+tl_proj_rebuild_log(struct tl_log *log, uint64_t step, uint64_t *countp)
+{
+	struct step_arg sa = { step == 0 ? TL_PROJ_REBUILD_STEP : step, 0, 0 };
+	int rc;
+
+	if ((rc = tl_log_write(log, drop_cb, NULL)) != 0)
+		return rc;
+	do {
+		if ((rc = tl_log_write(log, step_cb, &sa)) != 0)
+			return rc;
+	} while (sa.at < sa.last);
+	if (countp != NULL)
+		*countp = sa.at;
 	return 0;
 }

@@ -71,6 +71,18 @@ int	tl_proj_catchup(struct tl_txn *t, uint64_t upto);
 int	tl_proj_rebuild(struct tl_txn *t, uint64_t upto, uint64_t *countp);
 
 /*
+ * The same over the whole log, committed every step events (0: the
+ * default).  Each commit holds the fold of a prefix of the log with its
+ * checkpoint, so a crash or a reader in between sees a true past state
+ * and the next catch-up carries on from it; one transaction over a
+ * million events would instead hold every page it dirtied in memory
+ * and make LMDB search and spill an ever longer dirty list.
+ */
+#define TL_PROJ_REBUILD_STEP	100000
+int	tl_proj_rebuild_log(struct tl_log *log, uint64_t step,
+	    uint64_t *countp);
+
+/*
  * A projection record: the deciding event's seq and a decoded body.
  * tl_rec_get returns TL_ENOTFOUND when the key is absent.  Close with
  * tl_rec_close (accepts a record that was never opened).

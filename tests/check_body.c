@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <jansson.h>
+#include <msgpack.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,6 +290,247 @@ START_TEST(test_canonical)
 }
 END_TEST
 
+/*
+ * The writer is core/mp.h's, by hand: every form must be the bytes
+ * msgpack-c's packer writes for the same value, and read back.
+ */
+static void
+pack_key(msgpack_packer *pk)
+{
+	msgpack_pack_map(pk, 1);
+	msgpack_pack_str(pk, 1);
+	msgpack_pack_str_body(pk, "k", 1);
+}
+
+static void
+same_bytes(struct tl_body *b, msgpack_sbuffer *sb, const char *what,
+    long long v, const void **pp, size_t *lenp)
+{
+	const void *p;
+	size_t len;
+
+	ck_assert_int_eq(tl_body_finish(b, &p, &len), 0);
+	if (pp != NULL) {
+		*pp = p;
+		*lenp = len;
+	}
+	ck_assert_msg(len == sb->size && memcmp(p, sb->data, len) == 0,
+	    "%s %lld: %zu bytes, msgpack-c %zu", what, v, len, sb->size);
+	ck_assert_int_eq(tl_env_check_map(p, len), 0);
+}
+
+START_TEST(test_same_bytes_as_msgpack_c)
+{
+	static const uint64_t uv[] = { 0, 1, 127, 128, 255, 256, 65535,
+	    65536, 0xffffffffULL, 0x100000000ULL, UINT64_MAX };
+	static const int64_t iv[] = { 0, 5, 127, 128, 200, 70000, INT64_MAX,
+	    -1, -31, -32, -33, -127, -128, -129, -32767, -32768, -32769,
+	    INT32_MIN, (int64_t)INT32_MIN - 1, INT64_MIN };
+	static const size_t lens[] = { 0, 1, 2, 3, 4, 8, 15, 16, 17, 31, 32,
+	    255, 256, 65535, 65536, 70000 };
+	static char big[70000];
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct tl_body b;
+	struct tl_bview v;
+	struct tl_bnode n;
+	const void *p, *bp;
+	const char *sp;
+	size_t i, j, len, blen;
+	uint64_t u;
+	int64_t s;
+
+	memset(big, 'x', sizeof(big));
+	for (i = 0; i < sizeof(uv) / sizeof(uv[0]); i++) {
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		pack_key(&pk);
+		msgpack_pack_uint64(&pk, uv[i]);
+		tl_body_init(&b);
+		tl_body_u64(&b, "k", uv[i]);
+		same_bytes(&b, &sb, "u64", (long long)uv[i], &p, &len);
+		ck_assert_int_eq(tl_bview_open(&v, p, len), 0);
+		ck_assert_uint_eq(tl_bn_getu64(v.root, "k", 9), uv[i]);
+		tl_body_free(&b);
+		msgpack_sbuffer_destroy(&sb);
+	}
+	for (i = 0; i < sizeof(iv) / sizeof(iv[0]); i++) {
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		pack_key(&pk);
+		msgpack_pack_int64(&pk, iv[i]);
+		tl_body_init(&b);
+		tl_body_i64(&b, "k", iv[i]);
+		same_bytes(&b, &sb, "i64", (long long)iv[i], &p, &len);
+		ck_assert_int_eq(tl_bview_open(&v, p, len), 0);
+		ck_assert_int_eq(tl_bn_get(v.root, "k", &n), 0);
+		ck_assert_int_eq(tl_bn_i64(n, &s), 0);
+		ck_assert_msg(s == iv[i], "read %lld for %lld", (long long)s,
+		    (long long)iv[i]);
+		ck_assert_int_eq(tl_bn_kind(n), iv[i] < 0 ? TL_BN_INT :
+		    TL_BN_UINT);
+		tl_body_free(&b);
+		msgpack_sbuffer_destroy(&sb);
+	}
+	/* Signed forms holding positive values: msgpack-c may read them. */
+	for (i = 0; i < 4; i++) {
+		static const uint8_t enc[4][12] = {
+			{ 0x81, 0xa1, 'k', 0xd0, 0x05 },
+			{ 0x81, 0xa1, 'k', 0xd1, 0x01, 0x00 },
+			{ 0x81, 0xa1, 'k', 0xd2, 0x00, 0x01, 0x00, 0x00 },
+			{ 0x81, 0xa1, 'k', 0xd3, 0, 0, 0, 1, 0, 0, 0, 0 },
+		};
+		static const size_t elen[4] = { 5, 6, 8, 12 };
+		static const uint64_t want[4] = { 5, 256, 65536,
+		    0x100000000ULL };
+
+		ck_assert_int_eq(tl_bview_open(&v, enc[i], elen[i]), 0);
+		ck_assert_int_eq(tl_bn_get(v.root, "k", &n), 0);
+		ck_assert_int_eq(tl_bn_u64(n, &u), 0);
+		ck_assert_uint_eq(u, want[i]);
+		ck_assert_int_eq(tl_bn_i64(n, &s), 0);
+		ck_assert_int_eq(s, (int64_t)want[i]);
+	}
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		for (j = 0; j < 3; j++) {
+			msgpack_sbuffer_init(&sb);
+			msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+			pack_key(&pk);
+			tl_body_init(&b);
+			if (j == 0) {
+				msgpack_pack_str(&pk, lens[i]);
+				msgpack_pack_str_body(&pk, big, lens[i]);
+				tl_body_strn(&b, "k", big, lens[i]);
+			} else if (j == 1) {
+				msgpack_pack_bin(&pk, lens[i]);
+				msgpack_pack_bin_body(&pk, big, lens[i]);
+				tl_body_bin(&b, "k", big, lens[i]);
+			} else {
+				if (lens[i] == 0) {
+					tl_body_free(&b);
+					msgpack_sbuffer_destroy(&sb);
+					continue;
+				}
+				msgpack_pack_ext(&pk, lens[i], TL_EXT_SECRET);
+				msgpack_pack_ext_body(&pk, big, lens[i]);
+				tl_body_secret(&b, "k", big, lens[i]);
+			}
+			same_bytes(&b, &sb, j == 0 ? "str" : j == 1 ? "bin" :
+			    "ext", (long long)lens[i], &p, &len);
+			ck_assert_int_eq(tl_bview_open(&v, p, len), 0);
+			ck_assert_int_eq(tl_bn_get(v.root, "k", &n), 0);
+			if (j == 0) {
+				ck_assert_int_eq(tl_bn_str(n, &sp, &blen), 0);
+				bp = sp;
+			} else if (j == 1)
+				ck_assert_int_eq(tl_bn_bin(n, &bp, &blen), 0);
+			else
+				ck_assert_int_eq(tl_bn_secret(n, &bp, &blen),
+				    0);
+			ck_assert_uint_eq(blen, lens[i]);
+			ck_assert_ptr_eq(bp, (const uint8_t *)p + len - blen);
+			tl_body_free(&b);
+			msgpack_sbuffer_destroy(&sb);
+		}
+	}
+	/* nil, bools, and containers of 15, 16 and 65536 entries. */
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3);
+	msgpack_pack_str(&pk, 1);
+	msgpack_pack_str_body(&pk, "n", 1);
+	msgpack_pack_nil(&pk);
+	msgpack_pack_str(&pk, 1);
+	msgpack_pack_str_body(&pk, "t", 1);
+	msgpack_pack_true(&pk);
+	msgpack_pack_str(&pk, 1);
+	msgpack_pack_str_body(&pk, "f", 1);
+	msgpack_pack_false(&pk);
+	tl_body_init(&b);
+	tl_body_nil(&b, "n");
+	tl_body_bool(&b, "t", 1);
+	tl_body_bool(&b, "f", 0);
+	same_bytes(&b, &sb, "nil/bool", 0, NULL, NULL);
+	tl_body_free(&b);
+	msgpack_sbuffer_destroy(&sb);
+	for (i = 0; i < 3; i++) {
+		static const uint32_t cn[3] = { 15, 16, 65536 };
+
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		msgpack_pack_map(&pk, 2);
+		msgpack_pack_str(&pk, 1);
+		msgpack_pack_str_body(&pk, "a", 1);
+		msgpack_pack_array(&pk, cn[i]);
+		tl_body_init(&b);
+		tl_body_arr(&b, "a");
+		for (j = 0; j < cn[i]; j++) {
+			msgpack_pack_uint64(&pk, j);
+			tl_body_u64(&b, NULL, j);
+		}
+		tl_body_end(&b);
+		msgpack_pack_str(&pk, 1);
+		msgpack_pack_str_body(&pk, "m", 1);
+		msgpack_pack_map(&pk, cn[i]);
+		tl_body_map(&b, "m");
+		for (j = 0; j < cn[i]; j++) {
+			char key[16];
+
+			snprintf(key, sizeof(key), "%zx", j);
+			msgpack_pack_str(&pk, strlen(key));
+			msgpack_pack_str_body(&pk, key, strlen(key));
+			msgpack_pack_nil(&pk);
+			tl_body_nil(&b, key);
+		}
+		tl_body_end(&b);
+		same_bytes(&b, &sb, "containers", cn[i], NULL, NULL);
+		tl_body_free(&b);
+		msgpack_sbuffer_destroy(&sb);
+	}
+}
+END_TEST
+
+/* Several fields in one walk: present, absent, duplicate, any order. */
+START_TEST(test_pick)
+{
+	static const char *const keys[] = { "c", "a", "zz", "b" };
+	struct tl_bnode out[4];
+	struct tl_body b;
+	struct tl_bview v;
+	const void *p;
+	size_t len;
+	char buf[8];
+	uint64_t u;
+
+	tl_body_init(&b);
+	tl_body_str(&b, "a", "one");
+	tl_body_map(&b, "nested");
+	tl_body_str(&b, "b", "inner");	/* not the top-level b */
+	tl_body_end(&b);
+	tl_body_u64(&b, "b", 2);
+	tl_body_str(&b, "c", "three");
+	tl_body_str(&b, "a", "dup");	/* the first one counts */
+	ck_assert_int_eq(tl_body_finish(&b, &p, &len), 0);
+	ck_assert_int_eq(tl_bview_open(&v, p, len), 0);
+	ck_assert_int_eq(tl_bn_pick(v.root, keys, 4, out), 0);
+	ck_assert_int_eq(tl_bn_strcpy(out[0], buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "three");
+	ck_assert_int_eq(tl_bn_strcpy(out[1], buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "one");
+	ck_assert_int_eq(tl_bn_kind(out[2]), TL_BN_NONE);
+	ck_assert_int_eq(tl_bn_strcpy(out[2], buf, sizeof(buf)),
+	    TL_ENOTFOUND);
+	ck_assert_int_eq(tl_bn_u64(out[3], &u), 0);
+	ck_assert_uint_eq(u, 2);
+	ck_assert_int_eq(tl_bn_strcpy(out[3], buf, sizeof(buf)),
+	    TL_EMALFORMED);
+	ck_assert_int_eq(tl_bn_strcpy(out[0], buf, 5), TL_ETOOBIG);
+	/* Not a map. */
+	ck_assert_int_eq(tl_bn_pick(out[0], keys, 4, out), TL_EMALFORMED);
+	tl_body_free(&b);
+}
+END_TEST
+
 START_TEST(test_reset)
 {
 	struct tl_body b;
@@ -405,10 +647,10 @@ START_TEST(test_bview_bad)
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		v.zone = (void *)&v;
+		v.root.p = (const uint8_t *)bad[i].s;	/* must be reset */
 		ck_assert_msg(tl_bview_open(&v, bad[i].s, bad[i].n) != 0,
 		    "case %zu opened", i);
-		ck_assert_ptr_null(v.zone);
+		ck_assert_ptr_null(v.root.p);
 		ck_assert_int_eq(tl_bn_kind(v.root), TL_BN_NONE);
 		tl_bview_close(&v);
 		ck_assert_ptr_null(tl_json_body(bad[i].s, bad[i].n));
@@ -581,6 +823,8 @@ body_suite(void)
 	tcase_add_test(tc, test_roundtrip);
 	tcase_add_test(tc, test_conveniences);
 	tcase_add_test(tc, test_canonical);
+	tcase_add_test(tc, test_same_bytes_as_msgpack_c);
+	tcase_add_test(tc, test_pick);
 	tcase_add_test(tc, test_reset);
 	tcase_add_test(tc, test_misuse);
 	tcase_add_test(tc, test_too_big);

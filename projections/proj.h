@@ -72,15 +72,18 @@ int	tl_proj_rebuild(struct tl_txn *t, uint64_t upto, uint64_t *countp);
 
 /*
  * The same over the whole log, committed every step events (0: the
- * default).  Each commit holds the fold of a prefix of the log with its
- * checkpoint, so a crash or a reader in between sees a true past state
- * and the next catch-up carries on from it; one transaction over a
- * million events would instead hold every page it dirtied in memory
- * and make LMDB search and spill an ever longer dirty list.
+ * default), the events read and decoded on a second thread.  Each
+ * commit holds the fold of a prefix of the log with its checkpoint, so
+ * a crash or a reader in between sees a true past state and the next
+ * catch-up carries on from it; one transaction over a million events
+ * would instead hold every page it dirtied in memory and make LMDB
+ * search and spill an ever longer dirty list.  *countp: the events the
+ * committed tables hold, also after an error; *badp: the event an error
+ * refers to (0: none), which nothing after was folded past.
  */
 #define TL_PROJ_REBUILD_STEP	100000
 int	tl_proj_rebuild_log(struct tl_log *log, uint64_t step,
-	    uint64_t *countp);
+	    uint64_t *countp, uint64_t *badp);
 
 /*
  * A projection record: the deciding event's seq and a decoded body.

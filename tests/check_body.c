@@ -474,7 +474,7 @@ START_TEST(test_same_bytes_as_msgpack_c)
 		msgpack_pack_map(&pk, cn[i]);
 		tl_body_map(&b, "m");
 		for (j = 0; j < cn[i]; j++) {
-			char key[16];
+			char key[24];
 
 			snprintf(key, sizeof(key), "%zx", j);
 			msgpack_pack_str(&pk, strlen(key));

@@ -1375,6 +1375,36 @@ entries_diff(const struct entries *a, const struct entries *b, char *out,
 	}
 }
 
+/* --- the stepped rebuild --------------------------------------------- */
+
+static void
+read_digests(struct digests *d)
+{
+	struct tl_txn *t;
+
+	memset(d, 0, sizeof(*d));
+	ck_assert_int_eq(tl_log_begin(G.log, TL_TXN_RDONLY, &t), 0);
+	ck_assert_int_eq(tl_kv_digest_all(t, digest_one, d), 0);
+	tl_log_abort(t);
+}
+
+static void
+same_digests(const struct digests *a, const struct digests *b,
+    const char *what)
+{
+	size_t i;
+
+	ck_assert_int_ge(a->n, 2);
+	ck_assert_int_eq(a->n, b->n);
+	for (i = 0; i < a->n; i++) {
+		ck_assert_str_eq(a->name[i], b->name[i]);
+		ck_assert_msg(memcmp(a->d[i], b->d[i], 32) == 0 &&
+		    a->entries[i] == b->entries[i], "%s: table %s differs "
+		    "(%zu entries vs %zu)", what, a->name[i], a->entries[i],
+		    b->entries[i]);
+	}
+}
+
 struct rebuild_arg {
 	struct digests	before, after;
 	uint64_t	events;
@@ -1673,12 +1703,153 @@ START_TEST(test_random_commands)
 	entries_free(&ra.graph[0]);
 	entries_free(&ra.graph[1]);
 	check_invariants();
+	/* Stepped and on two threads: the same bytes. */
+	{
+		struct digests now;
+		uint64_t n, bad;
+
+		ck_assert_int_eq(tl_proj_rebuild_log(G.log, 997, &n, &bad),
+		    0);
+		ck_assert_uint_eq(n, events);
+		read_digests(&now);
+		same_digests(&ra.after, &now, "stepped rebuild");
+	}
 	/* The same through the CLI, on the same log. */
 	tl_log_close(G.log);
 	G.log = NULL;
 	ck_assert_int_eq(tally("rebuild", "--check"), 0);
 	ck_assert_int_eq(tally("verify", NULL), 0);
 	ck_assert_int_eq(tl_log_open(G.logdir, 0, &G.log), 0);
+}
+END_TEST
+
+struct past {
+	uint64_t	upto;
+	struct digests	d;
+};
+
+#define THROWN_AWAY	(-31902)
+
+/* The tables as the fold of events 1..upto, in a discarded txn. */
+static int
+past_cb(struct tl_txn *t, void *arg)
+{
+	struct past *pa = arg;
+	uint64_t n = 0;
+	int rc;
+
+	memset(&pa->d, 0, sizeof(pa->d));
+	if ((rc = tl_proj_rebuild(t, pa->upto, &n)) != 0 ||
+	    (rc = tl_kv_digest_all(t, digest_one, &pa->d)) != 0)
+		return rc;
+	ck_assert_uint_eq(n, pa->upto);
+	return THROWN_AWAY;
+}
+
+static void
+some_consumers(int from, int to)
+{
+	char name[32];
+	int i;
+
+	for (i = from; i < to; i++) {
+		struct gmod c;
+
+		snprintf(name, sizeof(name), "app%d", i);
+		c = consumer_mod(name, "pg", i % 2 ? "shared" :
+		    "per-instance", NULL);
+		APPLY(&c);
+		ASSIGN(name, i % 3 == 0 ? "n1" : i % 3 == 1 ? "n2" : "n3");
+	}
+}
+
+/*
+ * Committed in steps on two threads, the tables are the same bytes as
+ * the deciders left; a step that meets a corrupt event stops there, and
+ * what was committed before it is the true fold of the events before.
+ */
+START_TEST(test_rebuild_steps)
+{
+	struct gmod pg = provider_mod("pg", "postgres-database");
+	struct tl_test_load l;
+	struct digests live, now;
+	struct past pa;
+	struct tl_txn *t;
+	struct tl_event ev;
+	char *mdb = tl_test_path(G.logdir, "data.mdb");
+	uint8_t pat[11];
+	uint64_t n, bad, filler, last, s;
+	static const uint64_t steps[] = { 1, 7, 64, 100000 };
+	size_t i;
+
+	NODE_ADD("n1");
+	NODE_ADD("n2");
+	NODE_ADD("n3");
+	APPLY(&pg);
+	ASSIGN("pg", "n1");
+	some_consumers(0, 40);
+	read_digests(&live);
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		ck_assert_int_eq(tl_proj_rebuild_log(G.log, steps[i], &n,
+		    &bad), 0);
+		ck_assert_uint_eq(n, head());
+		ck_assert_uint_eq(bad, 0);
+		read_digests(&now);
+		same_digests(&live, &now, "stepped rebuild");
+	}
+
+	/* An event no projection reads, then more of the graph. */
+	memset(&l, 0, sizeof(l));
+	l.n = 1;
+	l.tag = 4242;
+	l.first = 777;
+	ck_assert_int_eq(tl_test_load(G.log, &l), 0);
+	filler = head();
+	some_consumers(40, 60);
+	last = head();
+	read_digests(&live);
+
+	/* Break its body: 0xc1 is never msgpack. */
+	tl_log_close(G.log);
+	G.log = NULL;
+	tl_test_body_marker(pat, 777);
+	ck_assert_int_eq(tl_test_patch_file(mdb, pat, sizeof(pat), 2, 0xc1),
+	    1);
+	ck_assert_int_eq(tl_log_open(G.logdir, 0, &G.log), 0);
+
+	s = 7;
+	ck_assert_int_eq(tl_proj_rebuild_log(G.log, s, &n, &bad),
+	    TL_EMALFORMED);
+	ck_assert_uint_eq(bad, filler);
+	/* Committed: every whole step before the bad event, not one more. */
+	ck_assert_uint_eq(n, (filler - 1) / s * s);
+	read_digests(&now);
+	pa.upto = n;
+	ck_assert_int_eq(tl_log_write(G.log, past_cb, &pa), THROWN_AWAY);
+	same_digests(&pa.d, &now, "tables after the failed step");
+	/* Nothing in the log was lost, and nothing past it trusted. */
+	ck_assert_int_eq(tl_log_begin(G.log, TL_TXN_RDONLY, &t), 0);
+	for (s = 1; s < filler; s++)
+		ck_assert_int_eq(tl_log_get(t, s, &ev), 0);
+	ck_assert_int_eq(tl_log_get(t, filler, &ev), TL_EMALFORMED);
+	ck_assert_int_eq(tl_log_get(t, last, &ev), 0);
+	ck_assert_int_eq(tl_ckpt_get(t, TL_PROJ_CKPT, &s), 0);
+	ck_assert_uint_eq(s, n);
+	tl_log_abort(t);
+	/* The CLI says so, with exit 5. */
+	tl_log_close(G.log);
+	G.log = NULL;
+	ck_assert_int_eq(tally("rebuild", NULL), 5);	/* TL_EXIT_CORRUPT */
+
+	/* Mended, the next rebuild is whole again. */
+	ck_assert_int_eq(tl_test_patch_file(mdb, (const uint8_t *)"\xa1i\xc1",
+	    3, 2, 0xcf), 1);
+	ck_assert_int_eq(tl_log_open(G.logdir, 0, &G.log), 0);
+	ck_assert_int_eq(tl_proj_rebuild_log(G.log, 0, &n, &bad), 0);
+	ck_assert_uint_eq(n, last);
+	read_digests(&now);
+	same_digests(&live, &now, "rebuild after mending");
+	free(mdb);
 }
 END_TEST
 
@@ -1738,6 +1909,7 @@ graph_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_rebuild_detects);
+	tcase_add_test(tc, test_rebuild_steps);
 	tcase_add_loop_test(tc, test_random_commands, 0,
 	    (int)(sizeof(random_seeds) / sizeof(random_seeds[0])));
 	suite_add_tcase(s, tc);

@@ -1137,46 +1137,6 @@ END_TEST
 
 /* --- verification ---------------------------------------------------- */
 
-/* Replaces every occurrence of pat in the file; returns how many. */
-static int
-patch_file(const char *path, const uint8_t *pat, size_t plen, size_t at,
-    uint8_t byte)
-{
-	FILE *fp = fopen(path, "r+b");
-	uint8_t *buf;
-	long size;
-	size_t i;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(fp);
-	fseek(fp, 0, SEEK_END);
-	size = ftell(fp);
-	rewind(fp);
-	buf = malloc((size_t)size);
-	ck_assert_ptr_nonnull(buf);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)size, fp), (size_t)size);
-	for (i = 0; i + plen <= (size_t)size; i++) {
-		if (memcmp(buf + i, pat, plen) != 0)
-			continue;
-		fseek(fp, (long)(i + at), SEEK_SET);
-		ck_assert_int_eq(fputc(byte, fp), byte);
-		n++;
-	}
-	fclose(fp);
-	free(buf);
-	return n;
-}
-
-/* The bytes tl_test_body writes for field i = v (then "n", ...). */
-static void
-body_marker(uint8_t pat[11], uint64_t v)
-{
-	pat[0] = 0xa1;
-	pat[1] = 'i';
-	pat[2] = 0xcf;
-	be64(pat + 3, v);
-}
-
 START_TEST(test_verify_tamper)
 {
 	char *dir;
@@ -1198,8 +1158,8 @@ START_TEST(test_verify_tamper)
 	tl_log_close(log);
 
 	/* One byte of event 5000's body (index 4999): a pad byte. */
-	body_marker(pat, 4999);
-	ck_assert_int_ge(patch_file(mdb, pat, sizeof(pat), 11 + 20, 'y'), 1);
+	tl_test_body_marker(pat, 4999);
+	ck_assert_int_ge(tl_test_patch_file(mdb, pat, sizeof(pat), 11 + 20, 'y'), 1);
 	ck_ok(tl_log_open(dir, 0, &log));
 	ck_ok(tl_log_begin(log, TL_TXN_RDONLY, &t));
 	/* Still an event: only the chain can tell. */
@@ -1213,12 +1173,12 @@ START_TEST(test_verify_tamper)
 	tl_log_close(log);
 
 	/* Put it back: sound again.  Then break event 7001. */
-	ck_assert_int_ge(patch_file(mdb, pat, sizeof(pat), 11 + 20, 'x'), 1);
+	ck_assert_int_ge(tl_test_patch_file(mdb, pat, sizeof(pat), 11 + 20, 'x'), 1);
 	ck_ok(tl_log_open(dir, 0, &log));
 	ck_assert_uint_eq(count_events(log), 10000);
 	tl_log_close(log);
-	body_marker(pat, 7000);
-	ck_assert_int_ge(patch_file(mdb, pat, sizeof(pat), 11 + 17 + 50, 'w'),
+	tl_test_body_marker(pat, 7000);
+	ck_assert_int_ge(tl_test_patch_file(mdb, pat, sizeof(pat), 11 + 17 + 50, 'w'),
 	    1);
 	ck_ok(tl_log_open(dir, 0, &log));
 	ck_ok(tl_log_begin(log, TL_TXN_RDONLY, &t));
@@ -1229,16 +1189,16 @@ START_TEST(test_verify_tamper)
 	tl_log_close(log);
 
 	/* Two at once (verify hashes in batches): the first one counts. */
-	body_marker(pat, 9499);
-	ck_assert_int_ge(patch_file(mdb, pat, sizeof(pat), 11 + 20, 'z'), 1);
+	tl_test_body_marker(pat, 9499);
+	ck_assert_int_ge(tl_test_patch_file(mdb, pat, sizeof(pat), 11 + 20, 'z'), 1);
 	ck_ok(tl_log_open(dir, 0, &log));
 	ck_ok(tl_log_begin(log, TL_TXN_RDONLY, &t));
 	ck_rc(tl_log_verify(t, &n, &bad, why), TL_ECORRUPT);
 	ck_assert_uint_eq(bad, 7001);
 	tl_log_abort(t);
 	tl_log_close(log);
-	body_marker(pat, 7000);
-	ck_assert_int_ge(patch_file(mdb, pat, sizeof(pat), 11 + 17 + 50, 'x'),
+	tl_test_body_marker(pat, 7000);
+	ck_assert_int_ge(tl_test_patch_file(mdb, pat, sizeof(pat), 11 + 17 + 50, 'x'),
 	    1);
 	ck_ok(tl_log_open(dir, 0, &log));
 	ck_ok(tl_log_begin(log, TL_TXN_RDONLY, &t));

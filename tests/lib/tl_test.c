@@ -358,3 +358,50 @@ tl_test_port_free(int port)
 	close(s);
 	return ok;
 }
+
+int
+tl_test_patch_file(const char *path, const uint8_t *pat, size_t plen,
+    size_t at, uint8_t byte)
+{
+	FILE *fp = fopen(path, "r+b");
+	uint8_t *buf = NULL;
+	long size;
+	size_t i;
+	int n = 0;
+
+	if (fp == NULL)
+		return -1;
+	if (fseek(fp, 0, SEEK_END) != 0 || (size = ftell(fp)) < 0 ||
+	    (buf = malloc((size_t)size + 1)) == NULL) {
+		fclose(fp);
+		return -1;
+	}
+	rewind(fp);
+	if (fread(buf, 1, (size_t)size, fp) != (size_t)size)
+		n = -1;
+	for (i = 0; n >= 0 && i + plen <= (size_t)size; i++) {
+		if (memcmp(buf + i, pat, plen) != 0)
+			continue;
+		if (fseek(fp, (long)(i + at), SEEK_SET) != 0 ||
+		    fputc(byte, fp) != byte)
+			n = -1;
+		else
+			n++;
+	}
+	if (fclose(fp) != 0)
+		n = -1;
+	free(buf);
+	return n;
+}
+
+void
+tl_test_body_marker(uint8_t pat[11], uint64_t v)
+{
+	int i;
+
+	pat[0] = 0xa1;
+	pat[1] = 'i';
+	pat[2] = 0xcf;
+	for (i = 0; i < 8; i++)
+		pat[3 + i] = (uint8_t)(v >> (56 - 8 * i));
+}

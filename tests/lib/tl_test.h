@@ -62,6 +62,15 @@ struct tl_test_load {
 };
 int	 tl_test_load(struct tl_log *log, const struct tl_test_load *l);
 
+/*
+ * Sets the byte at offset at of every occurrence of pat in the file to
+ * byte; returns how many, or -1.  With tl_test_body_marker: the bytes
+ * tl_test_body writes for field i = v, to find one event in data.mdb.
+ */
+int	 tl_test_patch_file(const char *path, const uint8_t *pat, size_t plen,
+	    size_t at, uint8_t byte);
+void	 tl_test_body_marker(uint8_t pat[11], uint64_t v);
+
 /* Opens a read transaction and runs tl_log_verify in it. */
 int	 tl_test_verify(struct tl_log *log, uint64_t *countp, uint64_t *badp,
 	    char *why);

@@ -50,6 +50,7 @@ struct rb_arg {
 	int		 check;
 	struct digests	 before, after;
 	uint64_t	 events;
+	uint64_t	 bad;		/* the event that stopped it */
 	struct timespec	 t0, t1;	/* the replay alone */
 };
 
@@ -138,10 +139,19 @@ cmd_rebuild(struct tl_cli *cli, int argc, char **argv)
 		rc = tl_log_write(cli->log, rebuild_cb, &ra);
 	else {
 		ra.t0 = t0;
-		rc = tl_proj_rebuild_log(cli->log, step, &ra.events);
+		rc = tl_proj_rebuild_log(cli->log, step, &ra.events,
+		    &ra.bad);
 		clock_gettime(CLOCK_MONOTONIC, &ra.t1);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc != 0 && rc != CHECK_DONE && ra.bad != 0) {
+		/* Stepped: the steps before it are committed and true. */
+		cli_errx("rebuild stopped at event %llu: %s; the projections "
+		    "hold events 1-%llu, nothing after (the log is untouched: "
+		    "`tally verify` checks it)", (unsigned long long)ra.bad,
+		    tl_strerror(rc), (unsigned long long)ra.events);
+		return cli_exit_for(rc);
+	}
 	if (rc != 0 && rc != CHECK_DONE)
 		return cli_fail(cli, rc, "rebuild");
 	/* The whole command (commit included), and the replay alone. */

@@ -1,0 +1,222 @@
+/*
+ * rebuild.c - folding the whole log again, in steps, on two threads.
+ *
+ * A rebuild reads a million events and writes a few million records.
+ * Reading (walking the log, decoding and checking each envelope) needs
+ * only a read transaction, so a second thread does it into a ring of
+ * decoded events while the caller's thread folds them into the write
+ * transaction; LMDB allows one writer beside any number of readers.
+ * The reader's transaction is begun and ended inside each step, so the
+ * event pointers it hands over stay valid exactly as long as they are
+ * used, and a map grown between steps is never under a live reader.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "proj-internal.h"
+
+#define RING	4096		/* decoded events in flight */
+#define BATCH	256		/* handed over at once: one lock per batch */
+
+struct feed {
+	struct tl_txn	*rt;		/* the reader's transaction */
+	uint64_t	 from, to;
+	pthread_mutex_t	 mu;
+	pthread_cond_t	 filled, drained;
+	struct tl_event	*ring;
+	uint64_t	 head;		/* events published */
+	uint64_t	 tail;		/* events taken */
+	int		 eof;		/* nothing after head */
+	int		 rc;		/* why the reader stopped */
+	uint64_t	 errseq;	/* the event it refers to */
+	int		 stop;		/* the folder gave up */
+};
+
+static void *
+reader(void *arg)
+{
+	struct feed *f = arg;
+	struct tl_filter flt = { 0 };
+	struct tl_iter *it;
+	uint64_t mine, room;
+	int rc, stop = 0;
+
+	flt.from = f->from;
+	flt.to = f->to;
+	if ((rc = tl_iter_open(f->rt, &flt, &it)) != 0)
+		goto out;
+	mine = 0;
+	rc = 0;
+	while (rc == 0 && !stop) {
+		/* Fill up to a batch of free slots without the lock. */
+		pthread_mutex_lock(&f->mu);
+		while ((room = RING - (mine - f->tail)) == 0 && !f->stop)
+			pthread_cond_wait(&f->drained, &f->mu);
+		stop = f->stop;
+		pthread_mutex_unlock(&f->mu);
+		if (room > BATCH)
+			room = BATCH;
+		while (!stop && room-- > 0 && (rc = tl_iter_next(it,
+		    &f->ring[mine % RING])) == 0)
+			mine++;
+		pthread_mutex_lock(&f->mu);
+		f->head = mine;
+		pthread_cond_signal(&f->filled);
+		pthread_mutex_unlock(&f->mu);
+	}
+	if (rc != 0 && rc != TL_EEOF)
+		f->errseq = tl_iter_errseq(it);
+	tl_iter_close(it);
+out:
+	pthread_mutex_lock(&f->mu);
+	f->rc = rc == TL_EEOF ? 0 : rc;
+	f->eof = 1;
+	pthread_cond_signal(&f->filled);
+	pthread_mutex_unlock(&f->mu);
+	return NULL;
+}
+
+/*
+ * Folds events from..to (all present: the caller read the head in t)
+ * into t, reading them on a second thread; *atp is the last one folded,
+ * *badp the one an error refers to.
+ */
+static int
+fold_range(struct tl_txn *t, struct tl_log *log, uint64_t from, uint64_t to,
+    uint64_t *atp, uint64_t *badp)
+{
+	struct feed f;
+	struct tl_proj p;
+	pthread_t th;
+	uint64_t avail, got = 0;
+	int rc, eof;
+
+	memset(&f, 0, sizeof(f));
+	f.from = from;
+	f.to = to;
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		return rc;
+	if ((f.ring = calloc(RING, sizeof(*f.ring))) == NULL)
+		return ENOMEM;
+	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &f.rt)) != 0) {
+		free(f.ring);
+		return rc;
+	}
+	pthread_mutex_init(&f.mu, NULL);
+	pthread_cond_init(&f.filled, NULL);
+	pthread_cond_init(&f.drained, NULL);
+	if ((rc = pthread_create(&th, NULL, reader, &f)) != 0)
+		goto out;
+	for (;;) {
+		pthread_mutex_lock(&f.mu);
+		f.tail = got;
+		pthread_cond_signal(&f.drained);
+		while ((avail = f.head - got) == 0 && !f.eof)
+			pthread_cond_wait(&f.filled, &f.mu);
+		eof = f.eof && avail == 0;
+		pthread_mutex_unlock(&f.mu);
+		if (eof)
+			break;
+		for (; avail > 0; avail--, got++) {
+			const struct tl_event *ev = &f.ring[got % RING];
+
+			if ((rc = tl_proj_apply(t, &p, ev)) != 0) {
+				*badp = ev->seq;
+				break;
+			}
+			*atp = ev->seq;
+		}
+		if (rc != 0)
+			break;
+	}
+	pthread_mutex_lock(&f.mu);
+	f.stop = 1;
+	pthread_cond_signal(&f.drained);
+	pthread_mutex_unlock(&f.mu);
+	pthread_join(th, NULL);
+	if (rc == 0 && (rc = f.rc) != 0)
+		*badp = f.errseq;
+out:
+	pthread_cond_destroy(&f.drained);
+	pthread_cond_destroy(&f.filled);
+	pthread_mutex_destroy(&f.mu);
+	tl_log_abort(f.rt);
+	free(f.ring);
+	return rc;
+}
+
+struct step_arg {
+	struct tl_log	*log;
+	uint64_t	 step;
+	uint64_t	 base;		/* the checkpoint the step began at */
+	uint64_t	 at, last;
+	uint64_t	 bad;
+};
+
+static int
+drop_cb(struct tl_txn *t, void *arg)
+{
+	int rc;
+
+	(void)arg;
+	if ((rc = tl_kv_drop_all(t)) != 0)
+		return rc;
+	return tl_ckpt_set(t, TL_PROJ_CKPT, 0);
+}
+
+static int
+step_cb(struct tl_txn *t, void *arg)
+{
+	struct step_arg *sa = arg;
+	uint64_t at = 0, to;
+	int rc;
+
+	/* Read again each step: a reader may have folded the rest. */
+	if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &at)) != 0 &&
+	    rc != TL_ENOTFOUND)
+		return rc;
+	if ((rc = tl_log_last(t, &sa->last, NULL)) != 0)
+		return rc;
+	sa->base = sa->at = at;
+	if (at >= sa->last)
+		return tl_proj_catchup(t, 0);	/* opens the tables */
+	to = sa->last - at > sa->step ? at + sa->step : sa->last;
+	if ((rc = fold_range(t, sa->log, at + 1, to, &sa->at, &sa->bad)) != 0)
+		return rc;
+	if (sa->at == at)
+		return TL_ECORRUPT;	/* the head is past events not there */
+	return tl_ckpt_set(t, TL_PROJ_CKPT, sa->at);
+}
+
+int
+tl_proj_rebuild_log(struct tl_log *log, uint64_t step, uint64_t *countp,
+    uint64_t *badp)
+{
+	struct step_arg sa;
+	int rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.log = log;
+	sa.step = step == 0 ? TL_PROJ_REBUILD_STEP : step;
+	if (countp != NULL)
+		*countp = 0;
+	if (badp != NULL)
+		*badp = 0;
+	if ((rc = tl_log_write(log, drop_cb, NULL)) != 0)
+		return rc;
+	do {
+		if ((rc = tl_log_write(log, step_cb, &sa)) != 0) {
+			/* What the last commit holds; nothing after it. */
+			sa.at = sa.base;
+			break;
+		}
+	} while (sa.at < sa.last);
+	if (countp != NULL)
+		*countp = sa.at;
+	if (badp != NULL)
+		*badp = sa.bad;
+	return rc;
+}

@@ -540,9 +540,10 @@ main(void)
 			if ((p = strstr(buf, "\"seconds\":")) != NULL)
 				s = atof(p + 10);
 			printf("  tally rebuild (run %d): %llu events; process "
-			    "%.2f s wall, %.2f s cpu: %.0f events/s (%.0f per "
-			    "cpu second); in the transaction %.2f s; peak RSS "
-			    "%.1f MiB; exit %d  [target >= 300000 events/s: "
+			    "%.2f s wall, %.2f s cpu (two threads): %.0f "
+			    "events/s (%.0f per cpu second); replay and commits "
+			    "%.2f s; peak RSS %.1f MiB (the log's mapped pages "
+			    "count); exit %d  [target >= 300000 events/s: "
 			    "%s]\n", i + 1, ev, pr.secs, pr.cpu, pr.secs > 0 ?
 			    (double)ev / pr.secs : 0, pr.cpu > 0 ?
 			    (double)ev / pr.cpu : 0, s,

@@ -373,37 +373,6 @@ enter(struct tl_bnode n, enum tl_mp_kind kind, const uint8_t **pp)
 }
 
 int
-tl_bn_get(struct tl_bnode map, const char *key, struct tl_bnode *out)
-{
-	const uint8_t *p, *k;
-	struct tl_mp_item it;
-	size_t n = strlen(key);
-	int64_t items;
-
-	*out = no_node;
-	if ((items = enter(map, TL_MP_MAP, &p)) < 0)
-		return TL_EMALFORMED;
-	for (; items > 0; items -= 2) {
-		k = p;
-		if (tl_mp_read(&p, map.end, &it) != 0)
-			return TL_EMALFORMED;
-		if (it.kind == TL_MP_ARR || it.kind == TL_MP_MAP) {
-			/* A container as a key: legal, never ours. */
-			p = k;
-			if (tl_mp_skip(&p, map.end, NULL) != 0)
-				return TL_EMALFORMED;
-		} else if (it.kind == TL_MP_STR && it.len == n &&
-		    memcmp(it.ptr, key, n) == 0) {
-			*out = node_at(p, map.end);
-			return 0;
-		}
-		if (tl_mp_skip(&p, map.end, NULL) != 0)
-			return TL_EMALFORMED;
-	}
-	return TL_ENOTFOUND;
-}
-
-int
 tl_bn_pick(struct tl_bnode map, const char *const keys[], size_t n,
     struct tl_bnode out[])
 {
@@ -450,6 +419,16 @@ tl_bn_pick(struct tl_bnode map, const char *const keys[], size_t n,
 			return TL_EMALFORMED;
 	}
 	return 0;
+}
+
+int
+tl_bn_get(struct tl_bnode map, const char *key, struct tl_bnode *out)
+{
+	int rc;
+
+	if ((rc = tl_bn_pick(map, &key, 1, out)) != 0)
+		return rc;
+	return out->p != NULL ? 0 : TL_ENOTFOUND;
 }
 
 int

@@ -146,10 +146,14 @@ cmd_rebuild(struct tl_cli *cli, int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc != 0 && rc != CHECK_DONE && ra.bad != 0) {
 		/* Stepped: the steps before it are committed and true. */
+		char held[64] = "nothing";
+
+		if (ra.events > 0)
+			snprintf(held, sizeof(held), "events 1-%llu",
+			    (unsigned long long)ra.events);
 		cli_errx("rebuild stopped at event %llu: %s; the projections "
-		    "hold events 1-%llu, nothing after (the log is untouched: "
-		    "`tally verify` checks it)", (unsigned long long)ra.bad,
-		    tl_strerror(rc), (unsigned long long)ra.events);
+		    "hold %s (the log is untouched: `tally verify` checks "
+		    "it)", (unsigned long long)ra.bad, tl_strerror(rc), held);
 		return cli_exit_for(rc);
 	}
 	if (rc != 0 && rc != CHECK_DONE)

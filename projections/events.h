@@ -27,7 +27,7 @@
 /* provider/NODE/MODULE (the id is fixed at registration) */
 #define EV_PROVIDER_REGISTERED	"provider.registered"	/* id module node types[{type driver revoke max_age}] */
 #define EV_PROVIDER_RETIRED	"provider.retired"	/* id */
-#define EV_PROVIDER_UNREACHABLE	"provider.unreachable"	/* id reason */
+#define EV_PROVIDER_UNREACHABLE	"provider.unreachable"	/* id reason kind */
 #define EV_PROVIDER_RECOVERED	"provider.recovered"	/* id */
 /* provider.moved {id module from to host port}: tally provider move (rebind.h) */
 
@@ -70,6 +70,10 @@
 #define EV_PUBLISHER_CONFIGURED	"publisher.configured"	/* url host port vhost user password(secret) exchange format tls ca verify node_queues acks */
 #define EV_PUBLISHER_DISABLED	"publisher.disabled"	/* (nothing) */
 #define PUBLISHER_STREAM	"publisher/amqp"
+
+/* Outage kinds, recorded in provider.unreachable. */
+#define PROVIDER_UNREACHABLE	"provider-unreachable"
+#define PROVIDER_AUTH_FAILED	"provider-auth-failed"	/* its admin login */
 
 /* Drift kinds, recorded in grant.drifted / grant.repaired. */
 #define DRIFT_CREDENTIAL	"credential-mismatch"

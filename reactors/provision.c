@@ -231,8 +231,6 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 			*drop = strcmp(rv, "drop") == 0;
 		}
 	tl_rec_close(&r);
-	pv->was_unreachable = tl_key(k, "pu/%s", id) == 0 &&
-	    tl_rec_exists(t, p->graph, k);
 
 	if ((rc = tl_key(k, "n/%s", pv->node)) != 0 ||
 	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
@@ -1069,8 +1067,6 @@ outcomes_cb(struct tl_txn *t, void *arg)
 		struct work *fail = NULL;
 		size_t j;
 		int any_ok = 0;
-		S(stream);
-		struct tl_body b;
 
 		for (j = 0; j < pv->nw; j++) {
 			if (pv->w[j]->rc == 0)
@@ -1079,43 +1075,14 @@ outcomes_cb(struct tl_txn *t, void *arg)
 			    pv->w[j]->rc == TL_EAUTH || pv->w[j]->admin)
 				fail = pv->w[j];
 		}
-		if ((rc = tl_key(stream, "provider/%s", pv->id)) != 0)
-			return rc;
-		c.cause = 0;
-		c.have_corr = 0;
-		if (fail != NULL && !any_ok) {
-			/* Recorded once per outage, not once per retry. */
-			struct tl_rec r;
-			char old[TL_DRV_WHY_MAX] = "";
-			S(k);
-
-			if (tl_key(k, "pu/%s", pv->id) == 0 &&
-			    tl_rec_get(t, c.p.graph, k, &r) == 0) {
-				tl_bn_getstr(r.m, "reason", old, sizeof(old));
-				tl_rec_close(&r);
-			}
-			if (strcmp(old, fail->why) != 0) {
-				tl_body_init(&b);
-				tl_body_str(&b, "id", pv->id);
-				tl_body_str(&b, "reason", fail->why);
-				tl_body_str(&b, "kind", fail->rc == TL_EAUTH ?
-				    "auth-failed" : "unreachable");
-				rc = tl_emit(&c, EV_PROVIDER_UNREACHABLE,
-				    stream, &b, NULL);
-				tl_body_free(&b);
-				if (rc != 0)
-					return rc;
-			}
-		} else if ((any_ok || pv->ok) && pv->was_unreachable) {
+		if (fail != NULL && !any_ok)
+			rc = tl_rx_provider_down(&c, pv->id,
+			    fail->rc == TL_EAUTH, fail->why);
+		else if (any_ok || pv->ok)
 			/* Reached: a refused grant is not an outage. */
-			tl_body_init(&b);
-			tl_body_str(&b, "id", pv->id);
-			rc = tl_emit(&c, EV_PROVIDER_RECOVERED, stream, &b,
-			    NULL);
-			tl_body_free(&b);
-			if (rc != 0)
-				return rc;
-		}
+			rc = tl_rx_provider_up(&c, pv->id);
+		if (rc != 0)
+			return rc;
 	}
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];

@@ -31,7 +31,6 @@ struct tl_rx_prov {
 	char		 db[64];
 	char		 password[512];
 	int		 ok;		/* admin side usable this pass */
-	int		 was_unreachable;
 	const struct tl_drv_ops *ops;
 	struct work	**w;	/* the provisioner's */
 	size_t		 nw, capw;
@@ -73,6 +72,14 @@ int	tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
 	    const char *node);
 
 struct tl_ctx;
+/*
+ * Records provider id down (auth: its admin credential was refused),
+ * once per outage and kind; and up again, if it was recorded down.
+ */
+int	tl_rx_provider_down(struct tl_ctx *c, const char *id, int auth,
+	    const char *reason);
+int	tl_rx_provider_up(struct tl_ctx *c, const char *id);
+
 /* Delivers grant's current credential to every holder lacking it. */
 int	tl_rx_deliver(struct tl_rx *rx, struct tl_ctx *c, const char *grant);
 /* Rewrites the delivery files of grant's holders. */

@@ -482,42 +482,17 @@ emit_kv(struct tl_ctx *c, const char *type, const char *stream,
 	return rc;
 }
 
-/*
- * Once per outage: a provider already recorded as down for the same
- * kind of reason (unreachable, or its admin credential refused) is not
- * recorded again when only the wording changes ("shutting down", then
- * "connection refused"), nor when the provisioner recorded it in its
- * own words ("unreachable" / "auth-failed").
- */
 static int
 provider_outcome(struct tl_ctx *c, struct vprov *v)
 {
-	S(stream);
-	S(k);
-	struct tl_rec r;
-	char reason[TL_DRV_WHY_MAX + 400], kind[32] = "", hint[400];
-	int rc, was, auth = v->open_rc == TL_EAUTH;
+	char reason[TL_DRV_WHY_MAX + 400], hint[400];
 
-	if ((rc = tl_key(stream, "provider/%s", v->pv.id)) != 0 ||
-	    (rc = tl_key(k, "pu/%s", v->pv.id)) != 0)
-		return rc;
-	was = tl_rec_get(c->t, c->p.graph, k, &r) == 0;
-	if (was) {
-		tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
-		tl_rec_close(&r);
-	}
-	c->cause = 0;
-	c->have_corr = 0;
 	if (v->open_rc == 0)
-		return was ? emit_kv(c, EV_PROVIDER_RECOVERED, stream, NULL,
-		    NULL, NULL, NULL, NULL, NULL, NULL) : 0;
-	if (was && (strstr(kind, "auth") != NULL) == auth)
-		return 0;
+		return tl_rx_provider_up(c, v->pv.id);
 	auth_hint(v, hint, sizeof(hint));
 	snprintf(reason, sizeof(reason), "%s%s", v->open_why, hint);
-	return emit_kv(c, EV_PROVIDER_UNREACHABLE, stream, NULL, "reason",
-	    reason, "kind", auth ? "provider-auth-failed" :
-	    "provider-unreachable", NULL, NULL);
+	return tl_rx_provider_down(c, v->pv.id, v->open_rc == TL_EAUTH,
+	    reason);
 }
 
 static const char *

@@ -1,0 +1,78 @@
+/*
+ * outage.c - a provider's outage, recorded once by whichever reactor
+ * meets it first, and its recovery.
+ */
+#include <string.h>
+
+#include "core/error.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "projections/proj.h"
+#include "rx-internal.h"
+
+/* Is provider id recorded down, and was that its admin credential? */
+static int
+recorded_down(struct tl_ctx *c, const char *id, int *auth)
+{
+	char k[TL_KEY_MAX], kind[32] = "";
+	struct tl_rec r;
+
+	if (tl_key(k, "pu/%s", id) != 0 ||
+	    tl_rec_get(c->t, c->p.graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
+	tl_rec_close(&r);
+	/* Older records said "auth-failed" and "unreachable". */
+	*auth = strstr(kind, "auth") != NULL;
+	return 1;
+}
+
+static int
+emit(struct tl_ctx *c, const char *type, const char *id, const char *reason,
+    const char *kind)
+{
+	char stream[TL_KEY_MAX];
+	struct tl_body b;
+	int rc;
+
+	if ((rc = tl_key(stream, "provider/%s", id)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "id", id);
+	if (reason != NULL) {
+		tl_body_str(&b, "reason", reason);
+		tl_body_str(&b, "kind", kind);
+	}
+	c->cause = 0;
+	c->have_corr = 0;
+	rc = tl_emit(c, type, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+int
+tl_rx_provider_down(struct tl_ctx *c, const char *id, int auth,
+    const char *reason)
+{
+	int was_auth = 0;
+
+	/*
+	 * Once per outage: not again when only the wording changes
+	 * ("shutting down", then "connection refused"), nor when the other
+	 * reactor meets the same outage.
+	 */
+	if (recorded_down(c, id, &was_auth) && was_auth == auth)
+		return 0;
+	return emit(c, EV_PROVIDER_UNREACHABLE, id, reason, auth ?
+	    PROVIDER_AUTH_FAILED : PROVIDER_UNREACHABLE);
+}
+
+int
+tl_rx_provider_up(struct tl_ctx *c, const char *id)
+{
+	int auth;
+
+	if (!recorded_down(c, id, &auth))
+		return 0;
+	return emit(c, EV_PROVIDER_RECOVERED, id, NULL, NULL);
+}

@@ -10,6 +10,7 @@
  * statement that failed, found by counting the statements that
  * completed before it: each completed statement returns one result.
  */
+#include <ctype.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,21 +71,50 @@ dollar_tag(const char *s, size_t n)
 	return 0;
 }
 
+/* A statement's start and its first few words, lowercased. */
+#define WORDS	4
+struct stmt {
+	size_t	off;		/* its first token */
+	int	line;
+	char	w[WORDS][16];
+	int	nw;		/* words seen, up to WORDS counted */
+};
+
+typedef int (*stmt_fn)(const struct stmt *st, void *arg);
+
+static int
+is_word(const struct stmt *st, int i, const char *w)
+{
+	return i < st->nw && i < WORDS && strcmp(st->w[i], w) == 0;
+}
+
+/* CREATE [OR REPLACE] FUNCTION|PROCEDURE: a body may hold BEGIN ... END. */
+static int
+is_routine(const struct stmt *st)
+{
+	int i = is_word(st, 1, "or") && is_word(st, 2, "replace") ? 3 : 1;
+
+	return is_word(st, 0, "create") && (is_word(st, i, "function") ||
+	    is_word(st, i, "procedure"));
+}
+
 /*
- * The line on which statement number k (from 0) of sql begins, counting
- * only statements with something in them (the server skips empty ones,
- * and so does its result stream); 0 when there are not that many.  A
- * lexer just good enough to find the semicolons that end statements:
- * quoted strings and identifiers, E'' escapes, dollar quotes, -- and
- * nested block comments.
+ * Calls fn for every statement of sql with something in it, in order;
+ * stops at fn's first nonzero value and returns it.  A lexer just good
+ * enough to find the semicolons that end statements, as psql finds
+ * them: quoted strings and identifiers, E'' escapes, dollar quotes, --
+ * and nested block comments, and the BEGIN ATOMIC ... END bodies of
+ * SQL-standard routines (with the CASE ... END inside them).
  */
 static int
-statement_line(const char *sql, size_t len, unsigned k)
+each_statement(const char *sql, size_t len, stmt_fn fn, void *arg)
 {
+	struct stmt st;
 	size_t i = 0, t;
-	unsigned n = 0;
-	int line = 1, start = 0, depth;
+	int line = 1, depth, parens = 0, begins = 0, rc;
+	int started = 0;
 
+	memset(&st, 0, sizeof(st));
 	while (i < len) {
 		char c = sql[i];
 
@@ -118,15 +148,19 @@ statement_line(const char *sql, size_t len, unsigned k)
 			}
 			continue;
 		}
-		if (c == ';') {
-			if (start != 0 && n++ == k)
-				return start;
-			start = 0;
+		if (c == ';' && begins == 0) {
+			if (started && (rc = fn(&st, arg)) != 0)
+				return rc;
+			memset(&st, 0, sizeof(st));
+			started = parens = 0;
 			i++;
 			continue;
 		}
-		if (start == 0)
-			start = line;	/* the statement's first token */
+		if (!started) {
+			started = 1;	/* the statement's first token */
+			st.off = i;
+			st.line = line;
+		}
 		if (c == '\'' || c == '"') {
 			int esc = c == '\'' && i > 0 && (sql[i - 1] == 'E' ||
 			    sql[i - 1] == 'e');
@@ -161,9 +195,98 @@ statement_line(const char *sql, size_t len, unsigned k)
 			}
 			continue;
 		}
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    c == '_' || ((unsigned char)c & 0x80)) {
+			char w[16];
+			size_t n = 0;
+
+			while (i < len && ((sql[i] >= 'a' && sql[i] <= 'z') ||
+			    (sql[i] >= 'A' && sql[i] <= 'Z') ||
+			    (sql[i] >= '0' && sql[i] <= '9') || sql[i] == '_' ||
+			    sql[i] == '$' || ((unsigned char)sql[i] & 0x80))) {
+				if (n < sizeof(w) - 1)
+					w[n++] = (char)(sql[i] >= 'A' &&
+					    sql[i] <= 'Z' ? sql[i] + 32 :
+					    sql[i]);
+				i++;
+			}
+			w[n] = '\0';
+			if (st.nw < WORDS)
+				memcpy(st.w[st.nw], w, sizeof(w));
+			st.nw++;
+			if (is_routine(&st) && parens == 0) {
+				if (strcmp(w, "begin") == 0)
+					begins++;
+				else if (strcmp(w, "case") == 0 && begins > 0)
+					begins++;
+				else if (strcmp(w, "end") == 0 && begins > 0)
+					begins--;
+			}
+			continue;
+		}
+		if (c == '(')
+			parens++;
+		else if (c == ')' && parens > 0)
+			parens--;
 		i++;
 	}
-	return start != 0 && n == k ? start : 0;
+	return started ? fn(&st, arg) : 0;
+}
+
+struct nth {
+	unsigned	k, n;
+	int		line;
+};
+
+static int
+nth_one(const struct stmt *st, void *arg)
+{
+	struct nth *a = arg;
+
+	if (a->n++ < a->k)
+		return 0;
+	a->line = st->line;
+	return 1;
+}
+
+/*
+ * The line on which statement number k (from 0) of sql begins, counting
+ * only statements with something in them (the server skips empty ones,
+ * and so does its result stream); 0 when there are not that many.
+ */
+static int
+statement_line(const char *sql, size_t len, unsigned k)
+{
+	struct nth a = { k, 0, 0 };
+
+	each_statement(sql, len, nth_one, &a);
+	return a.line;
+}
+
+/*
+ * Transaction control ends the transaction tally wraps the file in: a
+ * COMMIT half way would keep the statements before it when a later one
+ * fails, and run the rest outside any transaction.  Savepoints are
+ * fine: they stay inside.
+ */
+static int
+txn_control(const struct stmt *st, void *arg)
+{
+	char *what = arg;	/* the word, upper case */
+	size_t k;
+
+	if (is_word(st, 0, "begin") || is_word(st, 0, "start") ||
+	    is_word(st, 0, "commit") || is_word(st, 0, "end") ||
+	    is_word(st, 0, "abort") ||
+	    (is_word(st, 0, "prepare") && is_word(st, 1, "transaction")) ||
+	    (is_word(st, 0, "rollback") && !is_word(st, 1, "to") &&
+	    !is_word(st, 2, "to"))) {
+		for (k = 0; st->w[0][k] != '\0'; k++)
+			what[k] = (char)toupper((unsigned char)st->w[0][k]);
+		what[k] = '\0';
+		return st->line;
+	}
+	return 0;
 }
 
 int
@@ -197,6 +320,20 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 	}
 	memcpy(text, sql, len);
 	text[len] = '\0';
+	{
+		char what[16] = "";
+		int at = each_statement(text, len, txn_control, what);
+
+		if (at > 0) {
+			snprintf(why, TL_DRV_WHY_MAX, "%s inside a migration: "
+			    "tally runs each file in a transaction of its own "
+			    "(leave out BEGIN, COMMIT and ROLLBACK; savepoints "
+			    "are fine)", what);
+			*line = at;
+			rc = TL_EDRIVER;
+			goto out;
+		}
+	}
 	if (!exec_ok(c, "BEGIN", why)) {
 		rc = TL_EDRIVER;
 		goto out;
@@ -257,7 +394,12 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		exec_ok(c, "ROLLBACK", ignored);
 		goto out;
 	}
-	if (!exec_ok(c, "COMMIT", why))
+	/* Whatever the lexer missed: the file must not have ended it. */
+	if (PQtransactionStatus(c) != PQTRANS_INTRANS) {
+		snprintf(why, TL_DRV_WHY_MAX, "the file ended the transaction "
+		    "tally runs it in (COMMIT or ROLLBACK inside it)");
+		rc = TL_EDRIVER;
+	} else if (!exec_ok(c, "COMMIT", why))
 		rc = TL_EDRIVER;
 out:
 	free(text);

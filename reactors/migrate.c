@@ -32,10 +32,6 @@
 
 #define S(n)	char n[TL_KEY_MAX]
 
-extern int tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, const char *sql, size_t len, char *why,
-    int *line);
-
 struct mfile {
 	char	 file[64];
 	char	 checksum[65];
@@ -55,6 +51,7 @@ struct mgrant {
 	struct mfile	*f;
 	size_t		 nf;
 	char		 block[TL_DRV_WHY_MAX + 200];	/* set: blocked */
+	char		 retry[256];	/* its backoff: first file and grant */
 };
 
 struct mpass {
@@ -63,6 +60,7 @@ struct mpass {
 	size_t		 ng;
 	char		(*mods)[64];	/* modules that may have become ready */
 	size_t		 nmods;
+	unsigned	 resting;	/* blocked, waiting out a backoff */
 };
 
 static int
@@ -229,6 +227,22 @@ gather_one(const struct tl_grant *g, void *arg)
 		return 0;
 	}
 	if (mg->block[0] == '\0') {
+		struct tl_rx_backoff *bo;
+
+		snprintf(mg->retry, sizeof(mg->retry), "migration/%.16s/%s",
+		    mg->f[0].checksum, g->id);
+		if ((bo = tl_rx_backoff_find(ps->rx, mg->retry, 0)) != NULL &&
+		    bo->next_ns > tl_rx_now()) {
+			/* Failed lately, unchanged: still blocked. */
+			ps->resting++;
+			ps->ng--;
+			for (i = 0; i < mg->nf; i++)
+				free(mg->f[i].content);
+			free(mg->f);
+			return 0;
+		}
+	}
+	if (mg->block[0] == '\0') {
 		struct tl_rx_prov pv;
 		char driver[64];
 		int drop;
@@ -266,8 +280,14 @@ run(struct mpass *ps)
 		for (j = 0; j < mg->nf; j++) {
 			struct mfile *f = &mg->f[j];
 
-			f->rc = tl_drv_pg_migrate(&ep, &dg, f->content, f->len,
-			    f->why, &f->line);
+			if (mg->ops == NULL || mg->ops->migrate == NULL) {
+				f->rc = TL_EDRIVER;
+				snprintf(f->why, sizeof(f->why), "driver %s "
+				    "does not run migrations", mg->ops ?
+				    mg->ops->name : "(none)");
+			} else
+				f->rc = mg->ops->migrate(&ep, &dg, f->content,
+				    f->len, f->why, &f->line);
 			if (f->rc == TL_EUNREACH) {
 				/*
 				 * No session (the provider is down, the
@@ -283,6 +303,12 @@ run(struct mpass *ps)
 				break;
 			}
 			if (f->rc != 0) {
+				/*
+				 * Not again each pass: the same file fails the
+				 * same way.  Changed, it is another key and
+				 * runs at once.
+				 */
+				tl_rx_backoff_fail(ps->rx, mg->retry);
 				if (f->line > 0)
 					snprintf(mg->block, sizeof(mg->block),
 					    "%s:%d: %s", f->file, f->line,
@@ -437,6 +463,7 @@ tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked)
 	if (rc != 0)
 		goto out;
 	*applied = (unsigned)run(&ps);
+	*blocked = ps.resting;
 	for (i = 0; i < ps.ng; i++)
 		if (ps.g[i].block[0] != '\0')
 			(*blocked)++;

@@ -13,7 +13,7 @@
 struct work;
 
 struct tl_rx_backoff {
-	char		id[130];
+	char		id[256];	/* a provider, or a grant's migration */
 	uint64_t	next_ns;
 	uint64_t	delay_ns;
 };

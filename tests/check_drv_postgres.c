@@ -497,6 +497,101 @@ now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* --- migrations ------------------------------------------------------ */
+
+/* Runs sql through ops->migrate as gr's consumer; its rc. */
+static int
+migrate(struct grant *gr, const char *sql, char *why, int *line)
+{
+	struct tl_drv_endpoint ep = { s_host, s_port };
+
+	return drv->migrate(&ep, &gr->g, sql, strlen(sql), why, line);
+}
+
+static long
+has_table(PGconn *a, const char *name)
+{
+	return sql_long(a, "SELECT count(*) FROM pg_tables WHERE tablename "
+	    "= $1", name);
+}
+
+/*
+ * A file runs in one transaction of tally's: one that would end it half
+ * way is refused before it runs, naming the line; savepoints, quoted and
+ * commented words, and the BEGIN ATOMIC ... END body of a routine are
+ * not transaction control, and the line of a failure counts statements
+ * as the server does.
+ */
+START_TEST(test_migrate_transactions)
+{
+	static const struct {
+		const char	*sql;
+		const char	*word;
+		int		 line;
+	} refused[] = {
+		{ "CREATE TABLE m_a (x int);\nCOMMIT;\nCREATE TABLE m_b (x int);",
+		  "COMMIT", 2 },
+		{ "BEGIN;\nCREATE TABLE m_a (x int);\nCOMMIT;", "BEGIN", 1 },
+		{ "CREATE TABLE m_a (x int);\n\n  end ;", "END", 3 },
+		{ "CREATE TABLE m_a (x int);\nStart Transaction;", "START", 2 },
+		{ "CREATE TABLE m_a (x int); ROLLBACK;", "ROLLBACK", 1 },
+		{ "CREATE TABLE m_a (x int);\n/* one */ abort;", "ABORT", 2 },
+		{ "PREPARE TRANSACTION 'x';", "PREPARE", 1 },
+	};
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX];
+	int line;
+	size_t i;
+	PGconn *a;
+	void *h = drv_open();
+
+	ck_assert_ptr_nonnull(drv->migrate);
+	grant_init(&gr, "mig");
+	do_create(h, &gr);
+	a = admin(gr.res);
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		line = -1;
+		ck_assert_int_eq(migrate(&gr, refused[i].sql, why, &line),
+		    TL_EDRIVER);
+		ck_assert_msg(strncmp(why, refused[i].word,
+		    strlen(refused[i].word)) == 0 &&
+		    strstr(why, "inside a migration") != NULL,
+		    "case %zu: %s", i, why);
+		ck_assert_int_eq(line, refused[i].line);
+		ck_assert_int_eq(has_table(a, "m_a"), 0);
+	}
+	/* Savepoints stay inside the transaction. */
+	ck_assert_int_eq(migrate(&gr, "SAVEPOINT s;\nCREATE TABLE m_b (x int);\n"
+	    "ROLLBACK TO SAVEPOINT s;\nrollback work to s;\n"
+	    "RELEASE SAVEPOINT s;\nCREATE TABLE m_c (x int);", why, &line), 0);
+	ck_assert_int_eq(has_table(a, "m_b"), 0);
+	ck_assert_int_eq(has_table(a, "m_c"), 1);
+	/* The words in strings, comments and dollar quotes are text. */
+	ck_assert_int_eq(migrate(&gr, "-- COMMIT; then END;\n"
+	    "CREATE TABLE m_d (x text DEFAULT 'commit; end;');\n"
+	    "/* ROLLBACK; */ CREATE FUNCTION m_f() RETURNS int LANGUAGE "
+	    "plpgsql AS $$ BEGIN RETURN 1; END; $$;\n"
+	    "DO 'BEGIN PERFORM 1; END';", why, &line), 0);
+	ck_assert_int_eq(has_table(a, "m_d"), 1);
+	/*
+	 * A SQL-standard body holds semicolons and an END: one statement.
+	 * The file then fails on line 7 (m_c exists; no server position),
+	 * and nothing of it stays.
+	 */
+	line = 0;
+	ck_assert_int_eq(migrate(&gr, "CREATE FUNCTION m_g(x int) RETURNS int\n"
+	    "LANGUAGE sql\nBEGIN ATOMIC\n  SELECT 1;\n"
+	    "  SELECT CASE WHEN x > 0 THEN 2 ELSE 3 END;\nEND;\n"
+	    "CREATE TABLE m_c (x int);", why, &line), TL_EDRIVER);
+	ck_assert_msg(strstr(why, "42P07") != NULL, "%s", why);
+	ck_assert_int_eq(line, 7);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_proc WHERE "
+	    "proname = 'm_g'", NULL), 0);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
 /* --- create --------------------------------------------------------- */
 
 START_TEST(test_create_use)
@@ -1491,6 +1586,7 @@ suite(void)
 
 	tc = tcase(s, "create");
 	tcase_add_test(tc, test_create_use);
+	tcase_add_test(tc, test_migrate_transactions);
 	tcase_add_test(tc, test_create_twice);
 	tcase_add_test(tc, test_create_half_done);
 	tcase_add_test(tc, test_create_refuses_foreign);

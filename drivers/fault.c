@@ -9,8 +9,8 @@
  *
  * Spec (TALLY_FAULT, or the argument of tl_drv_fault_wrap_spec): rules
  * separated by commas, each OP:ACTION, where OP is open, create, check,
- * set_password, fix_privileges, migrate, revoke, freeze, copy or * (all
- * of them):
+ * set_password, fix_privileges, migrate, revoke, freeze, copy,
+ * set_admin_password or * (all of them):
  *
  *   fail | unreach | auth | lost	inject on every call
  *   fail=P				... with probability P (0..1)
@@ -46,10 +46,10 @@
 #define FAULT_RULES	16
 
 enum f_op { OP_OPEN, OP_CREATE, OP_CHECK, OP_SETPW, OP_FIX, OP_MIGRATE,
-	OP_REVOKE, OP_FREEZE, OP_COPY, OP_N };
+	OP_REVOKE, OP_FREEZE, OP_COPY, OP_SETADMIN, OP_N };
 static const char *const op_name[OP_N] = { "open", "create", "check",
 	"set_password", "fix_privileges", "migrate", "revoke", "freeze",
-	"copy" };
+	"copy", "set_admin_password" };
 
 enum f_kind { K_FAIL, K_UNREACH, K_AUTH, K_LOST, K_DELAY, K_DRIFT };
 enum f_when { W_ALWAYS, W_PROB, W_AFTER, W_FIRST };
@@ -263,14 +263,19 @@ f_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	return F_AFTER(fh, OP_FIX, rc, why);
 }
 
-/* No fault rules of its own: it only unwraps the handle. */
+/* "lost": the admin password changed, and the reply never came. */
 static int
 f_set_admin_password(void *h, const char *user, const char *password,
     char *why)
 {
 	struct f_handle *fh = h;
+	const struct f_rule *lost_, *drift_;
+	int rc;
 
-	return fh->s->real->set_admin_password(fh->h, user, password, why);
+	F_BEFORE(fh, OP_SETADMIN, why);
+	(void)drift_;
+	rc = fh->s->real->set_admin_password(fh->h, user, password, why);
+	return F_AFTER(fh, OP_SETADMIN, rc, why);
 }
 
 

@@ -352,7 +352,8 @@ tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps)
 			    st->id, st->why);
 		else {
 			tl_rx_log(rx, TL_RX_INFO, "admin credential of %s "
-			    "rotated", st->id);
+			    "rotated%s%s", st->id, st->why[0] ? ": " : "",
+			    st->why);
 			(*steps)++;
 		}
 	}

@@ -9,6 +9,9 @@
 #   - grants requested beside the rotation are provisioned in the same
 #     tallyd run, and work;
 #   - a second admin rotation while one runs is refused;
+#   - the reply to the change lost (set on the server, not recorded):
+#     the next tallyd finds the old password refused, logs in with the
+#     intent's and records the rotation without changing it again;
 #   - neither password appears in the log, its JSON or tallyd's output.
 . "$(dirname "$0")/lib.sh"
 
@@ -68,6 +71,36 @@ t_tallyd_once
 	t_fail "the second admin rotation did not complete"
 t_expect_exit 0 "tally check --all after the second rotation" tly check --all
 t_ok "healthy after a second rotation"
+
+t_say "the reply to the change is lost: set on the server, nothing recorded"
+# TALLY_FAULT=set_admin_password:lost: the real ALTER ROLE runs, then
+# tallyd is told it failed -- what a crash right after it looks like.
+issued0=$(tly log --json --type admin.credential.issued | wc -l)
+done0=$(tly log --json --type admin.rotation.completed | wc -l)
+tly rotate --admin node-a/postgres >/dev/null || t_fail "rotate --admin"
+set +e
+TALLY_FAULT=set_admin_password:lost "$TALLY_BIN/tallyd" --once \
+	--once-timeout 20 2>>"$T_DLOG"
+set -e
+[ "$(tly log --json --type admin.rotation.completed | wc -l)" -eq "$done0" ] ||
+	t_fail "a lost reply was recorded as a completed rotation"
+[ "$(tly log --json --type admin.credential.issued | wc -l)" -eq $((issued0 + 1)) ] ||
+	t_fail "not exactly one new intent"
+t_ok "the server has the new password, the log does not say so yet"
+t_tallyd_once
+[ "$(tly log --json --type admin.rotation.completed | wc -l)" -eq $((done0 + 1)) ] ||
+	t_fail "the next tallyd did not complete the rotation"
+[ "$(tly log --json --type admin.credential.issued | wc -l)" -eq $((issued0 + 1)) ] ||
+	t_fail "the next tallyd issued another password instead of using the intent's"
+grep -q "the new admin password was already set" "$T_DLOG" ||
+	t_fail "tallyd did not find the password already set"
+t_expect_exit 0 "tally check --all after the lost reply" tly check --all
+tly apply "$(t_consumer app3)" >/dev/null && tly assign app3 node-a \
+	>/dev/null || t_fail "app3"
+t_tallyd_once
+t_env_psql "$(t_envfile node-a app3)" 'select 1' >/dev/null ||
+	t_fail "a grant made after the recovered rotation does not connect"
+t_ok "completed from the intent by the next tallyd, no second change; new grants work"
 
 t_say "no admin password in the log or tallyd's output"
 for f in "$TALLY_HOME/log/data.mdb" "$T_DLOG"; do

@@ -82,6 +82,15 @@ int	tl_proj_rebuild(struct tl_txn *t, uint64_t upto, uint64_t *countp);
  * refers to (0: none), which nothing after was folded past.
  */
 #define TL_PROJ_REBUILD_STEP	100000
+
+/*
+ * Brings the tables up to the head when they are behind it: after a
+ * bare append, or between the steps of a rebuild (whose committed
+ * prefix is a true past state, not the present).  Readers that act on
+ * what they read (the reactors) call this first; a no-op costs one read
+ * transaction.
+ */
+int	tl_proj_current(struct tl_log *log);
 int	tl_proj_rebuild_log(struct tl_log *log, uint64_t step,
 	    uint64_t *countp, uint64_t *badp);
 

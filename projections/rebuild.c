@@ -220,3 +220,29 @@ tl_proj_rebuild_log(struct tl_log *log, uint64_t step, uint64_t *countp,
 		*badp = sa.bad;
 	return rc;
 }
+
+static int
+catchup_cb(struct tl_txn *t, void *arg)
+{
+	(void)arg;
+	return tl_proj_catchup(t, 0);
+}
+
+int
+tl_proj_current(struct tl_log *log)
+{
+	struct tl_txn *t;
+	uint64_t ck = 0, last = 0;
+	int rc;
+
+	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &ck)) == TL_ENOTFOUND)
+		rc = 0;
+	if (rc == 0)
+		rc = tl_log_last(t, &last, NULL);
+	tl_log_abort(t);
+	if (rc != 0 || ck >= last)
+		return rc;
+	return tl_log_write(log, catchup_cb, NULL);
+}

@@ -1273,7 +1273,9 @@ tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	ps.rx = rx;
 	ps.now = tl_rx_now();
 	*done = 0;
-	if ((rc = gather(&ps)) != 0)
+	/* Acting on a past state would undo what came after it. */
+	if ((rc = tl_proj_current(rx->log)) != 0 ||
+	    (rc = gather(&ps)) != 0)
 		goto out;
 	if (ps.nw == 0)
 		goto out;

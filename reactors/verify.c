@@ -671,7 +671,8 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	ps.o = o;
 	ps.now = tl_rx_now();
 	*checked = *unhealthy = 0;
-	if ((rc = gather(&ps)) != 0)
+	if ((rc = tl_proj_current(rx->log)) != 0 ||
+	    (rc = gather(&ps)) != 0)
 		goto out;
 	if (ps.nc == 0 && ps.nnd == 0)
 		goto out;

@@ -42,13 +42,13 @@
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/body.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "projections/decide.h"
+#include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
 #define NODES		1000
@@ -57,15 +57,6 @@
 #define PG_EVERY	10	/* a postgres on every 10th node */
 
 static const int broker_nodes[4] = { 1, 251, 501, 751 };
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void
 die(const char *what, int rc)
@@ -342,7 +333,7 @@ run_tally(const char *bin, const char *home, const char *outfile,
 	int st;
 
 	fflush(NULL);
-	t0 = now();
+	t0 = tl_bench_now();
 	if ((pid = fork()) == 0) {
 		int in = open("/dev/null", O_RDONLY);
 		int out = open(outfile ? outfile : "/dev/null",
@@ -360,20 +351,12 @@ run_tally(const char *bin, const char *home, const char *outfile,
 	memset(&ru, 0, sizeof(ru));
 	if (wait4(pid, &st, 0, &ru) != pid)
 		return pr;
-	pr.secs = now() - t0;
+	pr.secs = tl_bench_now() - t0;
 	pr.cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 	    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 	pr.maxrss_kb = ru.ru_maxrss;
 	pr.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	return pr;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* Runs argv runs times; prints median, max, peak RSS. */
@@ -401,8 +384,8 @@ time_command(const char *label, const char *bin, const char *home,
 		else if (codes != pr.code)
 			codes = -2;
 	}
-	qsort(t, (size_t)runs, sizeof(double), cmp_double);
-	qsort(c, (size_t)runs, sizeof(double), cmp_double);
+	qsort(t, (size_t)runs, sizeof(double), tl_bench_cmp_double);
+	qsort(c, (size_t)runs, sizeof(double), tl_bench_cmp_double);
 	printf("  %-30s wall median %6.2f ms max %6.2f ms; cpu median %5.2f "
 	    "ms; peak RSS %5.1f MiB; exit %d  [target < %.0f ms: %s]\n",
 	    label, t[runs / 2], t[runs - 1], c[runs / 2],
@@ -450,7 +433,7 @@ main(void)
 	if ((rc = tl_log_open_ex(logdir, TL_LOG_CREATE | TL_LOG_NOSYNC,
 	    (size_t)4 << 30, &log)) != 0)
 		die("open", rc);
-	t0 = now();
+	t0 = tl_bench_now();
 	memset(&l, 0, sizeof(l));
 	l.setup = 1;
 	if ((rc = tl_log_write(log, load_cb, &l)) != 0) {
@@ -470,10 +453,10 @@ main(void)
 		done += l.count;
 		if (done % (modules / 10 > 0 ? modules / 10 : 1) == 0) {
 			fprintf(stderr, "  ... %ld modules, %.1f s\n", done,
-			    now() - t0);
+			    tl_bench_now() - t0);
 		}
 	}
-	secs = now() - t0;
+	secs = tl_bench_now() - t0;
 	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) != 0)
 		die("begin", rc);
 	tl_log_last(t, &last, NULL);
@@ -484,9 +467,9 @@ main(void)
 	 * The bulk load did not sync: write it out now, so that the
 	 * commands below are not timed against the kernel's writeback.
 	 */
-	t0 = now();
+	t0 = tl_bench_now();
 	sync();
-	fprintf(stderr, "  ... sync %.1f s\n", now() - t0);
+	fprintf(stderr, "  ... sync %.1f s\n", tl_bench_now() - t0);
 	printf("  bulk load: %llu events in %.1f s: "
 	    "%.0f events/s (%.0f commands/s); log %.0f MiB\n",
 	    (unsigned long long)last, secs, (double)last / secs,

@@ -31,25 +31,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
 #define BODY_LEN	200
 #define PER_STREAM	10
 #define TYPE		"test.event"
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#define ME_PG		"bench_log: pg"
 
 #define MAXROUNDS	32
 
@@ -138,7 +130,7 @@ run_tally(struct tl_log *log, uint64_t first, uint64_t n, unsigned per_txn,
 	l.body_len = BODY_LEN;
 	l.tag = 1;
 	l.type = TYPE;
-	t0 = now();
+	t0 = tl_bench_now();
 	rc = tl_test_load(log, &l);
 	if (rc != 0) {
 		fprintf(stderr, "bench_log: tally: %s (%s)\n", tl_strerror(rc),
@@ -146,7 +138,7 @@ run_tally(struct tl_log *log, uint64_t first, uint64_t n, unsigned per_txn,
 		r->failed = 1;
 		return rc;
 	}
-	add_round(r, n, now() - t0);
+	add_round(r, n, tl_bench_now() - t0);
 	return 0;
 }
 
@@ -187,7 +179,7 @@ run_lmdb(struct rawlmdb *db, uint64_t n, unsigned per_txn, struct result *r)
 	double t0;
 	int rc, b;
 
-	t0 = now();
+	t0 = tl_bench_now();
 	while (done < n) {
 		cnt = n - done < per_txn ? (unsigned)(n - done) : per_txn;
 		if ((rc = mdb_txn_begin(db->env, NULL, 0, &txn)) != 0)
@@ -222,7 +214,7 @@ full:
 		if ((rc = mdb_env_set_mapsize(db->env, db->mapsize)) != 0)
 			goto out;
 	}
-	add_round(r, n, now() - t0);
+	add_round(r, n, tl_bench_now() - t0);
 	return 0;
 out:
 	fprintf(stderr, "bench_log: lmdb: %s\n", mdb_strerror(rc));
@@ -256,20 +248,6 @@ sh(const char *script, const char *a1, const char *a2, const char *a3)
 	if (waitpid(pid, &st, 0) != pid)
 		return -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int
-pg_exec(PGconn *c, const char *sql)
-{
-	PGresult *res = PQexec(c, sql);
-	int ok = PQresultStatus(res) == PGRES_COMMAND_OK ||
-	    PQresultStatus(res) == PGRES_TUPLES_OK;
-
-	if (!ok)
-		fprintf(stderr, "bench_log: pg: %s: %s", sql,
-		    PQerrorMessage(c));
-	PQclear(res);
-	return ok ? 0 : -1;
 }
 
 static int
@@ -322,11 +300,13 @@ pg_start(struct pg *pg, const char *scratch)
 		fprintf(stderr, "bench_log: pg: %s", PQerrorMessage(pg->conn));
 		return -1;
 	}
-	return pg_exec(pg->conn, "SET synchronous_commit = on") ||
-	    pg_exec(pg->conn, "SET client_min_messages = warning") ||
-	    pg_exec(pg->conn, "DROP TABLE IF EXISTS events") ||
-	    pg_exec(pg->conn, "CREATE TABLE events (seq bigserial, "
-	    "type text, stream text, body bytea)") ? -1 : 0;
+	return tl_bench_pg_exec(pg->conn, ME_PG,
+	    "SET synchronous_commit = on") ||
+	    tl_bench_pg_exec(pg->conn, ME_PG,
+	    "SET client_min_messages = warning") ||
+	    tl_bench_pg_exec(pg->conn, ME_PG, "DROP TABLE IF EXISTS events") ||
+	    tl_bench_pg_exec(pg->conn, ME_PG, "CREATE TABLE events (seq "
+	    "bigserial, type text, stream text, body bytea)") ? -1 : 0;
 }
 
 static void
@@ -383,7 +363,7 @@ run_pg_copy(PGconn *c, uint64_t first, uint64_t n, unsigned per_txn,
 
 	if ((buf = malloc(19 + (size_t)per_txn * rowmax + 2)) == NULL)
 		return -1;
-	t0 = now();
+	t0 = tl_bench_now();
 	while (done < n) {
 		cnt = n - done < per_txn ? (unsigned)(n - done) : per_txn;
 		p = buf;
@@ -427,7 +407,7 @@ run_pg_copy(PGconn *c, uint64_t first, uint64_t n, unsigned per_txn,
 			PQclear(res);
 		done += cnt;
 	}
-	add_round(r, n, now() - t0);
+	add_round(r, n, tl_bench_now() - t0);
 	rc = 0;
 out:
 	if (rc != 0)
@@ -462,7 +442,7 @@ run_pg_single(PGconn *c, uint64_t first, uint64_t n, int *prepared,
 		PQclear(res);
 		*prepared = 1;
 	}
-	t0 = now();
+	t0 = tl_bench_now();
 	for (i = first; i < first + n; i++) {
 		snprintf(stream, sizeof(stream), "s/1/%llu",
 		    (unsigned long long)(i / PER_STREAM));
@@ -482,7 +462,7 @@ run_pg_single(PGconn *c, uint64_t first, uint64_t n, int *prepared,
 		}
 		PQclear(res);
 	}
-	add_round(r, n, now() - t0);
+	add_round(r, n, tl_bench_now() - t0);
 	return 0;
 }
 
@@ -502,7 +482,7 @@ run_replay(struct tl_log *log, struct result *iter, struct result *verify)
 	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
 	/* Iterate and decode every event, as a projection rebuild does. */
-	t0 = now();
+	t0 = tl_bench_now();
 	if ((rc = tl_iter_open(t, NULL, &it)) != 0)
 		goto abort;
 	while ((rc = tl_iter_next(it, &ev)) == 0) {
@@ -514,16 +494,16 @@ run_replay(struct tl_log *log, struct result *iter, struct result *verify)
 		iter->failed = 1;
 		goto abort;
 	}
-	add_round(iter, n, now() - t0);
+	add_round(iter, n, tl_bench_now() - t0);
 	/* Decode and check the whole chain. */
-	t0 = now();
+	t0 = tl_bench_now();
 	rc = tl_log_verify(t, &n, &bad, why);
 	if (rc != 0) {
 		fprintf(stderr, "bench_log: verify: %s at %llu: %s\n",
 		    tl_strerror(rc), (unsigned long long)bad, why);
 		verify->failed = 1;
 	} else
-		add_round(verify, n, now() - t0);
+		add_round(verify, n, tl_bench_now() - t0);
 abort:
 	tl_log_abort(t);
 	return rc == TL_EEOF ? 0 : rc;
@@ -593,7 +573,7 @@ appends(const char *scratch, PGconn *pgc, uint64_t n, unsigned per_txn,
 	}
 	if (pgc == NULL)
 		pr->failed = 1;
-	else if (pg_exec(pgc, "TRUNCATE events") != 0)
+	else if (tl_bench_pg_exec(pgc, ME_PG, "TRUNCATE events") != 0)
 		pr->failed = 1;
 	for (sl = 0; sl < slices; sl++, first += each) {
 		for (k = 0; k < 3; k++) {
@@ -628,7 +608,7 @@ appends(const char *scratch, PGconn *pgc, uint64_t n, unsigned per_txn,
 		mdb_env_close(db.env);
 	tl_test_rmtree(ld);
 	if (pgc != NULL && prepared)
-		pg_exec(pgc, "DEALLOCATE ins");
+		tl_bench_pg_exec(pgc, ME_PG, "DEALLOCATE ins");
 	if (keep != NULL && !tr->failed)
 		*keep = log;
 	else {
@@ -659,7 +639,7 @@ main(void)
 	struct tl_log *big = NULL;
 	struct pg pg;
 	char *scratch;
-	double t0 = now();
+	double t0 = tl_bench_now();
 	int r;
 
 	memset(&pg, 0, sizeof(pg));
@@ -725,7 +705,7 @@ main(void)
 	if (rate(&ri) > 0)
 		printf("  %-40s %6.2fM/s\n", "replay, decode only",
 		    rate(&ri) / 1e6);
-	printf("bench_log: %.1f s in all\n", now() - t0);
+	printf("bench_log: %.1f s in all\n", tl_bench_now() - t0);
 
 	tl_test_tmpdir_done(scratch);
 	return 0;

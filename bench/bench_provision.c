@@ -38,22 +38,17 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/secret.h"
+#include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
 #define ME		"bench_provision"
@@ -64,157 +59,7 @@
 static const char *bin, *src;
 static char *scratch;
 
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void
-msleep(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Sorts v. */
-static double
-median(double *v, int n)
-{
-	if (n <= 0)
-		return 0;
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void
-print_list(const double *v, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		printf("%s%.0f", i ? ", " : "", v[i]);
-}
-
 /* --- processes ------------------------------------------------------- */
-
-/*
- * Runs argv with TALLY_HOME=home (if not NULL), stdin from in (or
- * /dev/null), stdout and stderr appended to out (or /dev/null).
- * Returns the exit status, or -1.
- */
-static int
-run(const char *home, const char *in, const char *out, char *const argv[])
-{
-	pid_t pid;
-	int st, fd;
-
-	fflush(stdout);
-	fflush(stderr);
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		if (home != NULL)
-			setenv("TALLY_HOME", home, 1);
-		if ((fd = open(in ? in : "/dev/null", O_RDONLY)) >= 0) {
-			dup2(fd, 0);
-			close(fd);
-		}
-		if ((fd = open(out ? out : "/dev/null",
-		    O_WRONLY | O_CREAT | O_APPEND, 0600)) >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int
-tally(const char *home, const char *in, const char *log, const char *a1,
-    const char *a2, const char *a3, const char *a4)
-{
-	char path[4096];
-	char *argv[8];
-	int n = 0;
-
-	snprintf(path, sizeof(path), "%s/tally", bin);
-	argv[n++] = path;
-	argv[n++] = (char *)a1;
-	if (a2 != NULL)
-		argv[n++] = (char *)a2;
-	if (a3 != NULL)
-		argv[n++] = (char *)a3;
-	if (a4 != NULL)
-		argv[n++] = (char *)a4;
-	argv[n] = NULL;
-	return run(home, in, log, argv);
-}
-
-/* Starts tallyd --workers W in the background; waits for its lock. */
-static pid_t
-daemon_start(const char *home, int workers, const char *log)
-{
-	char path[4096], w[16], lock[4400], buf[32];
-	pid_t pid;
-	ssize_t n;
-	int i, fd;
-
-	snprintf(path, sizeof(path), "%s/tallyd", bin);
-	snprintf(w, sizeof(w), "%d", workers);
-	snprintf(lock, sizeof(lock), "%s/tallyd.lock", home);
-	unlink(lock);
-	fflush(stdout);
-	fflush(stderr);
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		setenv("TALLY_HOME", home, 1);
-		if ((fd = open("/dev/null", O_RDONLY)) >= 0) {
-			dup2(fd, 0);
-			close(fd);
-		}
-		if ((fd = open(log, O_WRONLY | O_CREAT | O_APPEND,
-		    0600)) >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execl(path, path, "--workers", w, (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 1000; i++) {
-		if ((fd = open(lock, O_RDONLY)) >= 0) {
-			n = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			buf[n > 0 ? n : 0] = '\0';
-			if (atol(buf) == (long)pid)
-				return pid;
-		}
-		if (waitpid(pid, NULL, WNOHANG) == pid)
-			return -1;
-		msleep(5);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
-}
 
 /* VmHWM of pid in KiB (0 if unknown). */
 static long
@@ -236,26 +81,6 @@ hwm_kb(pid_t pid)
 	return kb;
 }
 
-static void
-daemon_stop(pid_t *pid)
-{
-	int i;
-
-	if (*pid <= 0)
-		return;
-	kill(*pid, SIGTERM);
-	for (i = 0; i < 3000; i++) {
-		if (waitpid(*pid, NULL, WNOHANG) == *pid) {
-			*pid = -1;
-			return;
-		}
-		msleep(10);
-	}
-	kill(*pid, SIGKILL);
-	waitpid(*pid, NULL, 0);
-	*pid = -1;
-}
-
 /* --- PostgreSQL ------------------------------------------------------ */
 
 struct pg {
@@ -268,22 +93,6 @@ struct pg {
 	int	 version;
 	PGconn	*conn;
 };
-
-static int
-sh(const char *a1, const char *a2, const char *a3)
-{
-	char script[4096];
-	char *argv[6];
-
-	snprintf(script, sizeof(script), "%s/tests/harness/pg.sh", src);
-	argv[0] = "/bin/sh";
-	argv[1] = script;
-	argv[2] = (char *)a1;
-	argv[3] = (char *)a2;
-	argv[4] = (char *)a3;
-	argv[5] = NULL;
-	return run(NULL, NULL, NULL, argv);
-}
 
 /* A connection over TCP with the admin's password, as tallyd makes one. */
 static PGconn *
@@ -305,19 +114,6 @@ pg_connect(const struct pg *pg, const char *db)
 }
 
 static int
-exec_ok(PGconn *c, const char *sql)
-{
-	PGresult *r = PQexec(c, sql);
-	int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
-	    PQresultStatus(r) == PGRES_TUPLES_OK;
-
-	if (!ok)
-		fprintf(stderr, ME ": %.80s: %s", sql, PQerrorMessage(c));
-	PQclear(r);
-	return ok ? 0 : -1;
-}
-
-static int
 execf(PGconn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -330,7 +126,7 @@ execf(PGconn *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(sql, sizeof(sql), fmt, ap);
 	va_end(ap);
-	return exec_ok(c, sql);
+	return tl_bench_pg_exec(c, ME, sql);
 }
 
 /* A query with one or two text parameters, as the driver's checks. */
@@ -360,7 +156,8 @@ pg_start(struct pg *pg, const char *dir, int port_hint)
 		if (!tl_test_port_free(p))
 			continue;
 		snprintf(pg->port, sizeof(pg->port), "%d", p);
-		if (sh("start", pg->dir, pg->port) == 0)
+		if (tl_bench_harness(src, "pg.sh", "start", pg->dir,
+		    pg->port) == 0)
 			break;
 	}
 	if (tries == 30) {
@@ -389,7 +186,7 @@ pg_start(struct pg *pg, const char *dir, int port_hint)
 		return -1;
 	pg->version = PQserverVersion(pg->conn);
 	/* Every run starts from a clean checkpoint, not initdb's pages. */
-	return exec_ok(pg->conn, "CHECKPOINT");
+	return tl_bench_pg_exec(pg->conn, ME, "CHECKPOINT");
 }
 
 static void
@@ -399,7 +196,7 @@ pg_stop(struct pg *pg)
 		PQfinish(pg->conn);
 	pg->conn = NULL;
 	if (pg->started)
-		sh("stop", pg->dir, NULL);
+		tl_bench_harness(src, "pg.sh", "stop", pg->dir, NULL);
 	pg->started = 0;
 }
 
@@ -468,17 +265,9 @@ cleanup(void)
 	int i;
 
 	for (i = 0; i < ncs; i++) {
-		daemon_stop(&cs[i].dpid);
+		tl_bench_tallyd_stop(&cs[i].dpid);
 		pg_stop(&cs[i].pg);
 	}
-}
-
-static void
-on_signal(int sig)
-{
-	cleanup();
-	signal(sig, SIG_DFL);
-	raise(sig);
 }
 
 #define ATTRS "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
@@ -520,11 +309,11 @@ direct_one(struct pg *pg, int i, int full, double *createdb_ms)
 		PQfreemem(v);
 		if (rc)
 			return -1;
-		t = now();
+		t = tl_bench_now();
 		if (execf(c, "CREATE DATABASE \"%s\" OWNER \"%s\" TEMPLATE "
 		    "template0%s", db, db, strategy))
 			return -1;
-		*createdb_ms = (now() - t) * 1000;
+		*createdb_ms = (tl_bench_now() - t) * 1000;
 		return execf(c, "REVOKE ALL ON DATABASE \"%s\" FROM PUBLIC",
 		    db);
 	}
@@ -540,13 +329,13 @@ direct_one(struct pg *pg, int i, int full, double *createdb_ms)
 	PQfreemem(v);
 	if (rc)
 		return -1;
-	t = now();
+	t = tl_bench_now();
 	if (execf(c, "CREATE DATABASE \"%s\" OWNER \"%s\" TEMPLATE template0%s",
 	    db, db, strategy))
 		return -1;
-	*createdb_ms = (now() - t) * 1000;
+	*createdb_ms = (tl_bench_now() - t) * 1000;
 	/* apply_cluster: one transaction */
-	if (exec_ok(c, "BEGIN") ||
+	if (tl_bench_pg_exec(c, ME, "BEGIN") ||
 	    execf(c, "ALTER ROLE \"%s\" NOLOGIN " ATTRS, db) ||
 	    execf(c, "ALTER ROLE \"%s\" LOGIN INHERIT " ATTRS
 	    " CONNECTION LIMIT -1 VALID UNTIL 'infinity'", login) ||
@@ -570,7 +359,7 @@ direct_one(struct pg *pg, int i, int full, double *createdb_ms)
 	    " AND r.rolname <> $2", db, db) ||
 	    execf(c, "GRANT CONNECT, TEMPORARY ON DATABASE \"%s\" TO \"%s\"",
 	    db, db) ||
-	    exec_ok(c, "COMMIT"))
+	    tl_bench_pg_exec(c, ME, "COMMIT"))
 		return -1;
 	/* apply_schema: from a connection to the new database */
 	if ((dc = pg_connect(pg, db)) == NULL)
@@ -578,7 +367,8 @@ direct_one(struct pg *pg, int i, int full, double *createdb_ms)
 	rc = query2(dc, "SELECT 1 FROM pg_namespace WHERE nspname = $1",
 	    "public", NULL) ||
 	    execf(dc, "ALTER SCHEMA public OWNER TO \"%s\"", db) ||
-	    exec_ok(dc, "REVOKE ALL ON SCHEMA public FROM PUBLIC");
+	    tl_bench_pg_exec(dc, ME, "REVOKE ALL ON SCHEMA public FROM "
+	    "PUBLIC");
 	PQfinish(dc);
 	return rc ? -1 : 0;
 }
@@ -587,9 +377,7 @@ direct_one(struct pg *pg, int i, int full, double *createdb_ms)
 static int
 tally_setup(struct contender *c, int nmod)
 {
-	char mf[4400], pgmf[4200], set1[64], set2[128], path[4096];
-	char *argv[] = { path, "assign", "postgres", "node-a", "--set", set1,
-	    "--set", set2, "--secret", "admin-password", NULL };
+	char mf[4400], pgmf[4200], set1[64], set2[128];
 	FILE *fp;
 	int i;
 
@@ -609,12 +397,14 @@ tally_setup(struct contender *c, int nmod)
 	snprintf(pgmf, sizeof(pgmf), "%s/examples/postgres.yaml", src);
 	snprintf(set1, sizeof(set1), "port=%s", c->pg.port);
 	snprintf(set2, sizeof(set2), "admin-user=%s", c->pg.user);
-	snprintf(path, sizeof(path), "%s/tally", bin);
-	if (tally(c->home, NULL, c->log, "init", NULL, NULL, NULL) != 0 ||
-	    tally(c->home, NULL, c->log, "node", "add", "node-a",
-	    "--routable-name=127.0.0.1") != 0 ||
-	    tally(c->home, NULL, c->log, "apply", pgmf, mf, NULL) != 0 ||
-	    run(c->home, c->pg.pwfile, c->log, argv) != 0)
+	if (tl_bench_tally(bin, c->home, NULL, c->log, "init", NULL) != 0 ||
+	    tl_bench_tally(bin, c->home, NULL, c->log, "node", "add", "node-a",
+	    "--routable-name=127.0.0.1", NULL) != 0 ||
+	    tl_bench_tally(bin, c->home, NULL, c->log, "apply", pgmf, mf,
+	    NULL) != 0 ||
+	    tl_bench_tally(bin, c->home, c->pg.pwfile, c->log, "assign",
+	    "postgres", "node-a", "--set", set1, "--set", set2, "--secret",
+	    "admin-password", NULL) != 0)
 		return -1;
 	return 0;
 }
@@ -642,15 +432,16 @@ count_env(const char *home)
 static int
 wait_env(struct contender *c, int want, double timeout)
 {
-	double end = now() + timeout;
+	double end = tl_bench_now() + timeout;
 
 	while (count_env(c->home) < want) {
-		if (now() > end || waitpid(c->dpid, NULL, WNOHANG) == c->dpid) {
+		if (tl_bench_now() > end ||
+		    waitpid(c->dpid, NULL, WNOHANG) == c->dpid) {
 			fprintf(stderr, ME ": %s: %d of %d env files (see %s)\n",
 			    c->name, count_env(c->home), want, c->dlog);
 			return -1;
 		}
-		msleep(2);
+		tl_bench_msleep(2);
 	}
 	return 0;
 }
@@ -665,7 +456,7 @@ slice(struct contender *c, int first, int last)
 
 	if (c->failed)
 		return;
-	t0 = now();
+	t0 = tl_bench_now();
 	for (i = first; i <= last; i++) {
 		if (c->kind != C_TALLY) {
 			if (direct_one(&c->pg, i, c->kind == C_FULL,
@@ -676,22 +467,22 @@ slice(struct contender *c, int first, int last)
 			continue;
 		}
 		snprintf(m, sizeof(m), "c%04d", i);
-		if (tally(c->home, NULL, c->log, "assign", m, "node-a",
-		    NULL) != 0) {
+		if (tl_bench_tally(bin, c->home, NULL, c->log, "assign", m,
+		    "node-a", NULL) != 0) {
 			fprintf(stderr, ME ": tally assign %s failed (see %s)\n",
 			    m, c->log);
 			c->failed = 1;
 			return;
 		}
 	}
-	t1 = now();
+	t1 = tl_bench_now();
 	if (c->kind == C_TALLY) {
 		c->cli += t1 - t0;
 		if (wait_env(c, last, 1800) != 0) {
 			c->failed = 1;
 			return;
 		}
-		t1 = now();
+		t1 = tl_bench_now();
 		if (hwm_kb(c->dpid) > c->hwm)
 			c->hwm = hwm_kb(c->dpid);
 	}
@@ -704,6 +495,8 @@ slice(struct contender *c, int first, int last)
 static int
 contender_start(struct contender *c, int n, int nmod, int port)
 {
+	char w[16];
+
 	if (c->kind == C_TALLY)
 		snprintf(c->name, sizeof(c->name), "tally --workers %d",
 		    c->workers);
@@ -722,8 +515,9 @@ contender_start(struct contender *c, int n, int nmod, int port)
 		return -1;
 	if (c->kind != C_TALLY)
 		return 0;
-	if (tally_setup(c, nmod) != 0 ||
-	    (c->dpid = daemon_start(c->home, c->workers, c->dlog)) <= 0) {
+	snprintf(w, sizeof(w), "%d", c->workers);
+	if (tally_setup(c, nmod) != 0 || (c->dpid = tl_bench_tallyd_start(bin,
+	    c->home, c->dlog, "--workers", w, NULL)) <= 0) {
 		fprintf(stderr, ME ": setting up %s failed (see %s)\n",
 		    c->name, c->dir);
 		return -1;
@@ -784,8 +578,8 @@ latency_run(struct contender *c, struct latency *lat)
 	/* On to base grants, untimed. */
 	for (k = c->done + 1; k <= lat->base; k++) {
 		snprintf(m, sizeof(m), "c%04d", k);
-		if (tally(c->home, NULL, c->log, "assign", m, "node-a",
-		    NULL) != 0) {
+		if (tl_bench_tally(bin, c->home, NULL, c->log, "assign", m,
+		    "node-a", NULL) != 0) {
 			lat->failed = 1;
 			return;
 		}
@@ -796,32 +590,33 @@ latency_run(struct contender *c, struct latency *lat)
 	}
 	if (lat->base < c->done)
 		lat->base = c->done;
-	if (exec_ok(c->pg.conn, "ALTER SYSTEM SET log_min_duration_statement "
-	    "= 0") || exec_ok(c->pg.conn, "SELECT pg_reload_conf()")) {
+	if (tl_bench_pg_exec(c->pg.conn, ME, "ALTER SYSTEM SET "
+	    "log_min_duration_statement = 0") ||
+	    tl_bench_pg_exec(c->pg.conn, ME, "SELECT pg_reload_conf()")) {
 		lat->failed = 1;
 		return;
 	}
 	for (i = 0; i < lat->n; i++) {
 		k = lat->base + i + 1;
-		msleep(1000);	/* idle */
+		tl_bench_msleep(1000);	/* idle */
 		snprintf(m, sizeof(m), "c%04d", k);
 		snprintf(env, sizeof(env), "%s/deliver/node-a/%s.env", c->home,
 		    m);
-		t = now();
-		if (tally(c->home, NULL, c->log, "assign", m, "node-a",
-		    NULL) != 0) {
+		t = tl_bench_now();
+		if (tl_bench_tally(bin, c->home, NULL, c->log, "assign", m,
+		    "node-a", NULL) != 0) {
 			lat->failed = 1;
 			return;
 		}
 		while (!file_exists(env)) {
-			if (now() - t > 120) {
+			if (tl_bench_now() - t > 120) {
 				lat->failed = 1;
 				return;
 			}
-			msleep(1);
+			tl_bench_msleep(1);
 		}
-		lat->e2e[i] = (now() - t) * 1000;
-		msleep(50);	/* the log line follows the file */
+		lat->e2e[i] = (tl_bench_now() - t) * 1000;
+		tl_bench_msleep(50);	/* the log line follows the file */
 		lat->drv[i] = driver_ms(c->dlog, m);
 		snprintf(db, sizeof(db), "%s-db", m);
 		lat->own[i] = server_createdb_ms(&c->pg, db);
@@ -849,49 +644,26 @@ parse_workers(const char *s, int *w)
 	return n;
 }
 
-static int
-envint(const char *name, int def, int lo, int hi)
-{
-	const char *s = getenv(name);
-	int v;
-
-	if (s == NULL || *s == '\0')
-		return def;
-	v = atoi(s);
-	return v < lo ? lo : v > hi ? hi : v;
-}
-
 int
 main(void)
 {
 	struct latency lat;
 	int workers[MAXW], nw, n, rounds, r, i, j, lw = -1, nmod;
 	const char *ws = getenv("BENCH_WORKERS");
-	char bbuf[4096];
 	double tfull = 0, tmin = 0, mfull = 0, mmin = 0, med;
 	long hwm = 0;
 
-	src = getenv("TALLY_SRC");
-	if (src == NULL || *src == '\0')
-		src = ".";
-	bin = getenv("TALLY_BIN");
-	if (bin == NULL || *bin == '\0') {
-		snprintf(bbuf, sizeof(bbuf), "%s/build/bin", src);
-		bin = bbuf;
-	}
-	n = envint("BENCH_GRANTS", 200, 1, 9000);
-	rounds = envint("BENCH_ROUNDS", 10, 1, n);
+	tl_bench_dirs(&src, &bin);
+	n = tl_bench_envint("BENCH_GRANTS", 200, 1, 9000);
+	rounds = tl_bench_envint("BENCH_ROUNDS", 10, 1, n);
 	nw = parse_workers(ws != NULL && *ws != '\0' ? ws : "1,4,8", workers);
 	memset(&lat, 0, sizeof(lat));
-	lat.base = envint("BENCH_LAT_BASE", 300, 0, 9000);
-	lat.n = envint("BENCH_LAT_SAMPLES", 5, 1, MAXSAMPLES);
+	lat.base = tl_bench_envint("BENCH_LAT_BASE", 300, 0, 9000);
+	lat.n = tl_bench_envint("BENCH_LAT_SAMPLES", 5, 1, MAXSAMPLES);
 	nmod = (lat.base > n ? lat.base : n) + lat.n;
 
 	scratch = tl_test_tmpdir("bench_provision");
-	atexit(cleanup);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGPIPE, SIG_IGN);
+	tl_bench_atexit(cleanup);
 
 	printf(ME ": %d grants in %d rounds; tally from %s\n", n, rounds, bin);
 	printf("  (each contender on its own throwaway PostgreSQL; taking "
@@ -931,7 +703,7 @@ main(void)
 			printf("  %-26s FAILED (see stderr)\n", c->name);
 			continue;
 		}
-		med = median(c->slice_ms, c->nslice);
+		med = tl_bench_median(c->slice_ms, c->nslice);
 		printf("  %-26s %7.2f s  %6.1f ms/grant [%5.1f]", c->name,
 		    c->secs, c->secs * 1000 / n, med);
 		if (c->kind == C_MIN) {
@@ -948,7 +720,7 @@ main(void)
 			for (j = 0; j < n; j++)
 				s += c->cdb[j] / 1000;
 			printf("  (CREATE DATABASE: %.1f s in all, median %.0f "
-			    "ms)\n", s, median(c->cdb, n));
+			    "ms)\n", s, tl_bench_median(c->cdb, n));
 			continue;
 		}
 		printf("  x%.2f [x%.2f] the driver's SQL, x%.2f [x%.2f] the 4 "
@@ -974,21 +746,25 @@ main(void)
 				mine[i] = lat.e2e[i] - lat.drv[i];
 			}
 			printf("  request -> env file:            ");
-			print_list(lat.e2e, lat.n);
-			printf(" ms (median %.0f)\n", median(lat.e2e, lat.n));
+			tl_bench_print_list(lat.e2e, lat.n);
+			printf(" ms (median %.0f)\n",
+			    tl_bench_median(lat.e2e, lat.n));
 			printf("  its CREATE DATABASE (server):   ");
-			print_list(lat.own, lat.n);
-			printf(" ms (median %.0f)\n", median(lat.own, lat.n));
+			tl_bench_print_list(lat.own, lat.n);
+			printf(" ms (median %.0f)\n",
+			    tl_bench_median(lat.own, lat.n));
 			printf("  the whole driver call (tallyd): ");
-			print_list(lat.drv, lat.n);
-			printf(" ms (median %.0f)\n", median(lat.drv, lat.n));
+			tl_bench_print_list(lat.drv, lat.n);
+			printf(" ms (median %.0f)\n",
+			    tl_bench_median(lat.drv, lat.n));
 			printf("  request -> env file less its CREATE DATABASE: ");
-			print_list(over, lat.n);
+			tl_bench_print_list(over, lat.n);
 			printf(" ms (median %.0f; target < 100 ms)\n",
-			    median(over, lat.n));
+			    tl_bench_median(over, lat.n));
 			printf("  less the whole driver call (tally's own part): ");
-			print_list(mine, lat.n);
-			printf(" ms (median %.0f)\n", median(mine, lat.n));
+			tl_bench_print_list(mine, lat.n);
+			printf(" ms (median %.0f)\n",
+			    tl_bench_median(mine, lat.n));
 		}
 	}
 

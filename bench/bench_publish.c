@@ -43,6 +43,7 @@
 #include "core/sub.h"
 #include "drivers/amqp.h"
 #include "reactors/rx.h"
+#include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
 #define BODY_LEN	200
@@ -50,24 +51,6 @@
 #define SINK		"bench.sink"
 #define ROUNDS		3
 #define WINDOW		TL_AMQP_WINDOW
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void
 die(const char *fmt, ...)
@@ -268,7 +251,7 @@ round_tally(struct tl_rx *rx, uint64_t n)
 
 	if ((rc = tl_log_write(rx->log, reset_cb, NULL)) != 0)
 		die("reset: %s", tl_strerror(rc));
-	t0 = now();
+	t0 = tl_bench_now();
 	while (done < n) {
 		if ((rc = tl_rx_publish(rx, &pub, &next)) != 0)
 			die("publish: %s", tl_strerror(rc));
@@ -276,7 +259,7 @@ round_tally(struct tl_rx *rx, uint64_t n)
 			die("the publisher is backing off: is the broker there?");
 		done += pub;
 	}
-	return (double)n / (now() - t0);
+	return (double)n / (tl_bench_now() - t0);
 }
 
 /* --- librabbitmq directly ------------------------------------------------------ */
@@ -339,7 +322,7 @@ round_raw(const struct broker *b, const struct payload *pl, uint64_t n)
 	amqp_confirm_select(c, 1);
 	if (amqp_get_rpc_reply(c).reply_type != AMQP_RESPONSE_NORMAL)
 		die("raw: confirm.select");
-	t0 = now();
+	t0 = tl_bench_now();
 	for (i = 0; i < n; i++) {
 		memset(&p, 0, sizeof(p));
 		p._flags = AMQP_BASIC_CONTENT_TYPE_FLAG |
@@ -370,7 +353,7 @@ round_raw(const struct broker *b, const struct payload *pl, uint64_t n)
 	}
 	while (confirmed < n)
 		raw_ack(c, &confirmed, 1);
-	rate = (double)n / (now() - t0);
+	rate = (double)n / (tl_bench_now() - t0);
 	amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS);
 	amqp_connection_close(c, AMQP_REPLY_SUCCESS);
 	amqp_destroy_connection(c);
@@ -563,7 +546,7 @@ follower(const char *dir, uint64_t n, int fd, int ready)
 		if (tl_sub_next(s, tl_sub_deadline(10000), &ev) != 0 ||
 		    ev.seq != i)
 			return 4;
-		t = mono_ns();
+		t = tl_bench_ns(CLOCK_MONOTONIC);
 		if (write(fd, &t, sizeof(t)) != (ssize_t)sizeof(t))
 			return 5;
 	}
@@ -622,10 +605,10 @@ bench_follow(const char *scratch, double scale, int nosync)
 	l.body_len = BODY_LEN;
 	for (i = 0; i < n; i++) {
 		l.first = i;
-		t0[i] = mono_ns();
+		t0[i] = tl_bench_ns(CLOCK_MONOTONIC);
 		if (tl_test_load(log, &l) != 0)
 			die("append");
-		t1[i] = mono_ns();
+		t1[i] = tl_bench_ns(CLOCK_MONOTONIC);
 		sleep_us(2000);		/* one wakeup per event */
 	}
 	while (got < n * sizeof(uint64_t)) {

@@ -18,20 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
 static char home[4096], pgdir[4096], src[4096], bin[4096];
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Runs a shell command with TALLY_HOME set; exits on failure. */
 static void
@@ -118,9 +109,9 @@ main(void)
 	printf("  provisioning 1 shared grant (10 holders) and %d grants...\n",
 	    n);
 	fflush(stdout);
-	t0 = now();
+	t0 = tl_bench_now();
 	sh("$D --once --once-timeout 600 2>/dev/null");
-	printf("  provisioned in %.1f s\n", now() - t0);
+	printf("  provisioned in %.1f s\n", tl_bench_now() - t0);
 
 	/*
 	 * tallyd as a daemon from here on: --once ends with a verification
@@ -129,7 +120,7 @@ main(void)
 	 */
 	sh("$D --interval 60 --verify-interval 3600 2>'%s/tallyd.log' & "
 	    "echo $! >'%s/tallyd.pid'", dir, dir);
-	t0 = now();
+	t0 = tl_bench_now();
 	sh("$T rotate app/db >/dev/null && "
 	    "until [ \"$($T log --type credential.activated | wc -l)\" -ge 1 ]; "
 	    "do sleep 0.005; done && "
@@ -137,28 +128,28 @@ main(void)
 	    ">/dev/null; done && "
 	    "until [ \"$($T log --type credential.retired | wc -l)\" -ge 1 ]; "
 	    "do sleep 0.005; done");
-	t1 = now();
+	t1 = tl_bench_now();
 	printf("  one grant, 10 holders acking at once: rotate -> old "
 	    "credential retired in %.0f ms (tallyd running; the 10 acks are "
 	    "10 CLI processes)  [target < 1 s plus the provider's "
 	    "statements]\n", (t1 - t0) * 1000);
 
 	/* 2. Every grant of the provider. */
-	t0 = now();
+	t0 = tl_bench_now();
 	sh("$T rotate --provider node-0/postgres >/dev/null 2>&1 && "
 	    "until [ \"$($T log --type credential.activated | wc -l)\" -ge %d ]; "
 	    "do sleep 0.02; done", n + 2);
-	t1 = now();
+	t1 = tl_bench_now();
 	sh("i=0; while [ $i -lt %d ]; do $T ack node-0 c$i 2 >/dev/null; "
 	    "i=$((i + 1)); done; for i in 0 1 2 3 4 5 6 7 8 9; do "
 	    "$T ack node-$i app 3 >/dev/null; done", n);
-	t2 = now();
+	t2 = tl_bench_now();
 	sh("until [ \"$($T log --type rotation.completed | wc -l)\" -ge %d ]; "
 	    "do sleep 0.02; done", n + 2);
 	printf("  %d grants of one provider (+ the shared one) at the default "
 	    "concurrency: %.1f s in all (issue+create+deliver %.1f s, %d+10 "
-	    "acks %.1f s, retire %.1f s)\n", n, now() - t0, t1 - t0, n,
-	    t2 - t1, now() - t2);
+	    "acks %.1f s, retire %.1f s)\n", n, tl_bench_now() - t0, t1 - t0, n,
+	    t2 - t1, tl_bench_now() - t2);
 	sh("kill $(cat '%s/tallyd.pid') && sleep 0.2", dir);
 	sh("$T verify >/dev/null && $T rebuild --check >/dev/null");
 	printf("  tally verify and rebuild --check: ok\n");

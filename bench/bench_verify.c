@@ -42,22 +42,16 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <errno.h>
-#include <fcntl.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/envelope.h"
 #include "core/log.h"
+#include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
 #define ME		"bench_verify"
@@ -68,50 +62,6 @@
 static const char *bin, *src;
 static char *scratch, home[4200], clilog[4200], dlog[4200];
 static pid_t dpid = -1;
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t
-wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void
-msleep(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Sorts v. */
-static double
-median(double *v, int n)
-{
-	if (n <= 0)
-		return 0;
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static double
 mean(const double *v, int n)
@@ -136,82 +86,7 @@ maxof(const double *v, int n)
 	return m;
 }
 
-static int
-envint(const char *name, int def, int lo, int hi)
-{
-	const char *s = getenv(name);
-	int v;
-
-	if (s == NULL || *s == '\0')
-		return def;
-	v = atoi(s);
-	return v < lo ? lo : v > hi ? hi : v;
-}
-
 /* --- processes ------------------------------------------------------- */
-
-/*
- * Runs argv with TALLY_HOME=home (if not NULL), stdin from in (or
- * /dev/null), stdout to out (or /dev/null, appended), stderr appended to
- * err (or out).  Returns the exit status, or -1.
- */
-static int
-run(const char *h, const char *in, const char *out, const char *err,
-    char *const argv[])
-{
-	pid_t pid;
-	int st, fd;
-
-	fflush(stdout);
-	fflush(stderr);
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		if (h != NULL)
-			setenv("TALLY_HOME", h, 1);
-		if ((fd = open(in ? in : "/dev/null", O_RDONLY)) >= 0) {
-			dup2(fd, 0);
-			close(fd);
-		}
-		if ((fd = open(out ? out : "/dev/null",
-		    O_WRONLY | O_CREAT | O_APPEND, 0600)) >= 0) {
-			dup2(fd, 1);
-			if (err == NULL)
-				dup2(fd, 2);
-			close(fd);
-		}
-		if (err != NULL && (fd = open(err, O_WRONLY | O_CREAT |
-		    O_APPEND, 0600)) >= 0) {
-			dup2(fd, 2);
-			close(fd);
-		}
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* tally ARGS... (NULL-terminated), output appended to out (or the log). */
-static int
-tally(const char *in, const char *out, ...)
-{
-	char path[4096];
-	char *argv[16];
-	va_list ap;
-	int n = 0;
-	char *a;
-
-	snprintf(path, sizeof(path), "%s/tally", bin);
-	argv[n++] = path;
-	va_start(ap, out);
-	while (n < 15 && (a = va_arg(ap, char *)) != NULL)
-		argv[n++] = a;
-	va_end(ap);
-	argv[n] = NULL;
-	return run(home, in, out ? out : clilog, NULL, argv);
-}
 
 /* tallyd --once --workers 4; its exit status. */
 static int
@@ -222,76 +97,7 @@ tallyd_once(void)
 	    "--workers", "4", NULL };
 
 	snprintf(path, sizeof(path), "%s/tallyd", bin);
-	return run(home, NULL, dlog, NULL, argv);
-}
-
-/* tallyd -v --verify-interval S as a daemon; waits for its lock. */
-static pid_t
-daemon_start(int vinterval)
-{
-	char path[4096], vi[16], lock[4400], buf[32];
-	pid_t pid;
-	ssize_t n;
-	int i, fd;
-
-	snprintf(path, sizeof(path), "%s/tallyd", bin);
-	snprintf(vi, sizeof(vi), "%d", vinterval);
-	snprintf(lock, sizeof(lock), "%s/tallyd.lock", home);
-	fflush(stdout);
-	fflush(stderr);
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		setenv("TALLY_HOME", home, 1);
-		if ((fd = open("/dev/null", O_RDONLY)) >= 0) {
-			dup2(fd, 0);
-			close(fd);
-		}
-		if ((fd = open(dlog, O_WRONLY | O_CREAT | O_APPEND,
-		    0600)) >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execl(path, path, "-v", "--workers", "4", "--interval", "5",
-		    "--verify-interval", vi, (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 1000; i++) {
-		if ((fd = open(lock, O_RDONLY)) >= 0) {
-			n = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			buf[n > 0 ? n : 0] = '\0';
-			if (atol(buf) == (long)pid)
-				return pid;
-		}
-		if (waitpid(pid, NULL, WNOHANG) == pid)
-			return -1;
-		msleep(5);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
-}
-
-static void
-daemon_stop(void)
-{
-	int i;
-
-	if (dpid <= 0)
-		return;
-	kill(dpid, SIGTERM);
-	for (i = 0; i < 3000; i++) {
-		if (waitpid(dpid, NULL, WNOHANG) == dpid) {
-			dpid = -1;
-			return;
-		}
-		msleep(10);
-	}
-	kill(dpid, SIGKILL);
-	waitpid(dpid, NULL, 0);
-	dpid = -1;
+	return tl_bench_run(home, NULL, dlog, NULL, argv);
 }
 
 /* CPU seconds (user + system) of pid so far; -1 if unknown. */
@@ -347,22 +153,6 @@ static int pg_started;
 static PGconn *admin;
 
 static int
-sh(const char *a1, const char *a2, const char *a3)
-{
-	char script[4096];
-	char *argv[6];
-
-	snprintf(script, sizeof(script), "%s/tests/harness/pg.sh", src);
-	argv[0] = "/bin/sh";
-	argv[1] = script;
-	argv[2] = (char *)a1;
-	argv[3] = (char *)a2;
-	argv[4] = (char *)a3;
-	argv[5] = NULL;
-	return run(NULL, NULL, NULL, NULL, argv);
-}
-
-static int
 pg_start(int port)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
@@ -377,7 +167,7 @@ pg_start(int port)
 		if (!tl_test_port_free(port))
 			continue;
 		snprintf(pgport, sizeof(pgport), "%d", port);
-		if (sh("start", pgdir, pgport) == 0)
+		if (tl_bench_harness(src, "pg.sh", "start", pgdir, pgport) == 0)
 			break;
 	}
 	if (tries == 30) {
@@ -401,37 +191,16 @@ pg_start(int port)
 	return 0;
 }
 
-static int
-exec_ok(const char *sql)
-{
-	PGresult *r = PQexec(admin, sql);
-	int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
-	    PQresultStatus(r) == PGRES_TUPLES_OK;
-
-	if (!ok)
-		fprintf(stderr, ME ": %.80s: %s", sql, PQerrorMessage(admin));
-	PQclear(r);
-	return ok ? 0 : -1;
-}
-
 static void
 cleanup(void)
 {
-	daemon_stop();
+	tl_bench_tallyd_stop(&dpid);
 	if (admin != NULL)
 		PQfinish(admin);
 	admin = NULL;
 	if (pg_started)
-		sh("stop", pgdir, NULL);
+		tl_bench_harness(src, "pg.sh", "stop", pgdir, NULL);
 	pg_started = 0;
-}
-
-static void
-on_signal(int sig)
-{
-	cleanup();
-	signal(sig, SIG_DFL);
-	raise(sig);
 }
 
 /* --- the verifier's schedule (as reactors/verify.c) ------------------ */
@@ -459,7 +228,7 @@ static uint64_t
 wait_event(struct tl_log *log, uint64_t after, const char *type,
     const char *stream, double timeout, uint64_t *seqp)
 {
-	double end = now() + timeout;
+	double end = tl_bench_now() + timeout;
 	uint64_t s = after, last;
 	struct tl_event ev;
 	struct tl_txn *t;
@@ -477,9 +246,9 @@ wait_event(struct tl_log *log, uint64_t after, const char *type,
 					return ev.ts;
 				}
 		tl_log_abort(t);
-		if (now() > end)
+		if (tl_bench_now() > end)
 			return 0;
-		msleep(5);
+		tl_bench_msleep(5);
 	}
 }
 
@@ -501,9 +270,7 @@ head(struct tl_log *log)
 static int
 setup(int nmod)
 {
-	char mf[4400], pgmf[4200], set1[64], set2[128], path[4096];
-	char *argv[] = { path, "assign", "postgres", "node-a", "--set", set1,
-	    "--set", set2, "--secret", "admin-password", NULL };
+	char mf[4400], pgmf[4200], set1[64], set2[128];
 	FILE *fp;
 	int i;
 
@@ -523,12 +290,14 @@ setup(int nmod)
 	snprintf(pgmf, sizeof(pgmf), "%s/examples/postgres.yaml", src);
 	snprintf(set1, sizeof(set1), "port=%s", pgport);
 	snprintf(set2, sizeof(set2), "admin-user=%s", pguser);
-	snprintf(path, sizeof(path), "%s/tally", bin);
-	if (tally(NULL, NULL, "init", NULL) != 0 ||
-	    tally(NULL, NULL, "node", "add", "node-a",
+	if (tl_bench_tally(bin, home, NULL, clilog, "init", NULL) != 0 ||
+	    tl_bench_tally(bin, home, NULL, clilog, "node", "add", "node-a",
 	    "--routable-name=127.0.0.1", NULL) != 0 ||
-	    tally(NULL, NULL, "apply", pgmf, mf, NULL) != 0 ||
-	    run(home, pwfile, clilog, NULL, argv) != 0)
+	    tl_bench_tally(bin, home, NULL, clilog, "apply", pgmf, mf,
+	    NULL) != 0 ||
+	    tl_bench_tally(bin, home, pwfile, clilog, "assign", "postgres",
+	    "node-a", "--set", set1, "--set", set2, "--secret",
+	    "admin-password", NULL) != 0)
 		return -1;
 	return 0;
 }
@@ -543,19 +312,20 @@ grow(int from, int to)
 
 	for (i = from; i <= to; i++) {
 		snprintf(m, sizeof(m), "v%04d", i);
-		if (tally(NULL, NULL, "assign", m, "node-a", NULL) != 0) {
+		if (tl_bench_tally(bin, home, NULL, clilog, "assign", m,
+		    "node-a", NULL) != 0) {
 			fprintf(stderr, ME ": tally assign %s failed (see %s)\n",
 			    m, clilog);
 			return -1;
 		}
 	}
-	t = now();
+	t = tl_bench_now();
 	if (tallyd_once() != 0) {
 		fprintf(stderr, ME ": tallyd --once did not finish (see %s)\n",
 		    dlog);
 		return -1;
 	}
-	return now() - t;
+	return tl_bench_now() - t;
 }
 
 struct size_fig {
@@ -593,22 +363,24 @@ measure(struct size_fig *f, int reps)
 	snprintf(out, sizeof(out), "%s/check.out", scratch);
 	for (i = 0; i < reps; i++) {
 		unlink(out);
-		t = now();
-		ex = tally(NULL, out, "check", "--all", NULL);
-		f->all[i] = now() - t;
+		t = tl_bench_now();
+		ex = tl_bench_tally(bin, home, NULL, out, "check", "--all",
+		    NULL);
+		f->all[i] = tl_bench_now() - t;
 		checked_of(out, &f->checked, &f->bad);
 		if (ex != 0)
 			fprintf(stderr, ME ": tally check --all exited %d at %d "
 			    "grants\n", ex, f->n);
-		t = now();
-		ex = tally(NULL, NULL, "check", "v0001/db", NULL);
-		f->one[i] = now() - t;
+		t = tl_bench_now();
+		ex = tl_bench_tally(bin, home, NULL, clilog, "check",
+		    "v0001/db", NULL);
+		f->one[i] = tl_bench_now() - t;
 		if (ex != 0)
 			fprintf(stderr, ME ": tally check v0001/db exited %d\n",
 			    ex);
 	}
-	f->mall = median(f->all, reps);
-	f->mone = median(f->one, reps);
+	f->mall = tl_bench_median(f->all, reps);
+	f->mone = tl_bench_median(f->one, reps);
 	return 0;
 }
 
@@ -619,24 +391,17 @@ main(void)
 {
 	struct size_fig fs[2];
 	int n, small, reps, vi, ns, i, k, sizes[2];
-	char bbuf[4096], logdir[4300];
+	char logdir[4300];
 	double tprov[2];
 	uint64_t seed = 0x5eed;
 	struct tl_log *log = NULL;
 
-	src = getenv("TALLY_SRC");
-	if (src == NULL || *src == '\0')
-		src = ".";
-	bin = getenv("TALLY_BIN");
-	if (bin == NULL || *bin == '\0') {
-		snprintf(bbuf, sizeof(bbuf), "%s/build/bin", src);
-		bin = bbuf;
-	}
-	n = envint("BENCH_VERIFY_GRANTS", 300, 2, 5000);
-	small = envint("BENCH_VERIFY_SMALL", 30, 1, n - 1);
-	reps = envint("BENCH_VERIFY_REPS", 3, 1, MAXREPS);
-	vi = envint("BENCH_VERIFY_INTERVAL", 4, 1, 60);
-	ns = envint("BENCH_VERIFY_SAMPLES", 8, 1, MAXSAMPLES);
+	tl_bench_dirs(&src, &bin);
+	n = tl_bench_envint("BENCH_VERIFY_GRANTS", 300, 2, 5000);
+	small = tl_bench_envint("BENCH_VERIFY_SMALL", 30, 1, n - 1);
+	reps = tl_bench_envint("BENCH_VERIFY_REPS", 3, 1, MAXREPS);
+	vi = tl_bench_envint("BENCH_VERIFY_INTERVAL", 4, 1, 60);
+	ns = tl_bench_envint("BENCH_VERIFY_SAMPLES", 8, 1, MAXSAMPLES);
 	sizes[0] = small;
 	sizes[1] = n;
 
@@ -644,10 +409,7 @@ main(void)
 	snprintf(home, sizeof(home), "%s/home", scratch);
 	snprintf(clilog, sizeof(clilog), "%s/cli.log", scratch);
 	snprintf(dlog, sizeof(dlog), "%s/tallyd.log", scratch);
-	atexit(cleanup);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGPIPE, SIG_IGN);
+	tl_bench_atexit(cleanup);
 
 	printf(ME ": verification of %d and %d real grants on one "
 	    "PostgreSQL; tally from %s\n", small, n, bin);
@@ -667,11 +429,11 @@ main(void)
 		measure(&fs[k], reps);
 	}
 	{
-		double t = now();
+		double t = tl_bench_now();
 
 		if (tallyd_once() != 0)
 			fprintf(stderr, ME ": tallyd --once exited non-zero\n");
-		fs[1].once = now() - t;
+		fs[1].once = tl_bench_now() - t;
 	}
 
 	printf("\nprovisioning (tallyd --once --workers 4, not the subject "
@@ -716,7 +478,7 @@ main(void)
 	/* --- the spread of the slots, at the default interval ----------- */
 	{
 		double off[5000], gaps[5000], iv = DEFAULT_IV * 1e9;
-		uint64_t t0 = wall_ns();
+		uint64_t t0 = tl_bench_ns(CLOCK_REALTIME);
 		char g[32];
 		int windows = 0;
 		double lastw = -1;
@@ -726,7 +488,7 @@ main(void)
 			off[i] = (double)(slot_at(g, t0, (uint64_t)iv) - t0) /
 			    1e9;
 		}
-		qsort(off, (size_t)n, sizeof(off[0]), cmp_double);
+		qsort(off, (size_t)n, sizeof(off[0]), tl_bench_cmp_double);
 		for (i = 0; i < n; i++) {
 			gaps[i] = (i + 1 < n ? off[i + 1] : off[0] +
 			    DEFAULT_IV) - off[i];
@@ -756,27 +518,33 @@ main(void)
 	{
 		double meas[MAXSAMPLES], pred[MAXSAMPLES], late[MAXSAMPLES];
 		double c0, c1, t0, t1, idle = 0;
+		char vis[16];
 		long p0, g0, p1, g1 = 0;
 		int got = 0;
 
 		snprintf(logdir, sizeof(logdir), "%s/log", home);
 		/* What tallyd costs idle with these grants: nothing due. */
-		if ((dpid = daemon_start(3600)) > 0) {
-			msleep(2000);
+		if ((dpid = tl_bench_tallyd_start(bin, home, dlog, "-v",
+		    "--workers", "4", "--interval", "5", "--verify-interval",
+		    "3600", NULL)) > 0) {
+			tl_bench_msleep(2000);
 			c0 = cpu_s(dpid);
-			t0 = now();
-			msleep((unsigned)(vi * 2000));
+			t0 = tl_bench_now();
+			tl_bench_msleep((unsigned)(vi * 2000));
 			c1 = cpu_s(dpid);
-			t1 = now();
+			t1 = tl_bench_now();
 			verified_lines(&p1, &g1);
-			daemon_stop();
+			tl_bench_tallyd_stop(&dpid);
 			if (c0 >= 0 && c1 >= 0)
 				idle = (c1 - c0) / (t1 - t0);
 			printf("\ntallyd idle with %d grants (--verify-interval "
 			    "3600: %ld checked in its first %.0f s): %.2f%% of "
 			    "one core\n", n, g1, t1 - t0 + 2, idle * 100);
 		}
-		if ((dpid = daemon_start(vi)) <= 0 ||
+		snprintf(vis, sizeof(vis), "%d", vi);
+		if ((dpid = tl_bench_tallyd_start(bin, home, dlog, "-v",
+		    "--workers", "4", "--interval", "5", "--verify-interval",
+		    vis, NULL)) <= 0 ||
 		    tl_log_open(logdir, 0, &log) != 0) {
 			fprintf(stderr, ME ": cannot start tallyd (see %s)\n",
 			    dlog);
@@ -784,14 +552,14 @@ main(void)
 		}
 		/* Every grant into its slot (tally check left them on 30 s slots;
 		 * the first pass moves each to its slot in this interval). */
-		msleep((unsigned)(vi * 2000 + 1000));
+		tl_bench_msleep((unsigned)(vi * 2000 + 1000));
 		verified_lines(&p0, &g0);
 		c0 = cpu_s(dpid);
-		t0 = now();
-		msleep((unsigned)(vi * 2000));
+		t0 = tl_bench_now();
+		tl_bench_msleep((unsigned)(vi * 2000));
 		verified_lines(&p1, &g1);
 		c1 = cpu_s(dpid);
-		t1 = now();
+		t1 = tl_bench_now();
 		printf("\ntallyd as a daemon, --verify-interval %d, %d grants, "
 		    "nothing wrong, over %.1f s:\n", vi, n, t1 - t0);
 		printf("  %ld verification passes (%.1f per interval), %ld "
@@ -816,10 +584,10 @@ main(void)
 			snprintf(stream, sizeof(stream), "grant/%s", g);
 			snprintf(sql, sizeof(sql), "ALTER ROLE \"v%04d-db_v1\" "
 			    "PASSWORD 'bench-drift-%d'", m, i);
-			msleep(wait);
+			tl_bench_msleep(wait);
 			after = head(log);
-			td = wall_ns();
-			if (exec_ok(sql) != 0)
+			td = tl_bench_ns(CLOCK_REALTIME);
+			if (tl_bench_pg_exec(admin, ME, sql) != 0)
 				break;
 			ts = wait_event(log, after, "grant.drifted", stream,
 			    vi * 3 + 10, &seq);
@@ -841,22 +609,19 @@ main(void)
 		    "%d s (ms; predicted = the wait for the grant's slot):\n",
 		    got, vi);
 		printf("  measured:  ");
-		for (i = 0; i < got; i++)
-			printf("%s%.0f", i ? ", " : "", meas[i]);
+		tl_bench_print_list(meas, got);
 		printf("\n  predicted: ");
-		for (i = 0; i < got; i++)
-			printf("%s%.0f", i ? ", " : "", pred[i]);
+		tl_bench_print_list(pred, got);
 		printf("\n  measured - predicted (a pass's latency; negative: "
 		    "batched up to %.0f ms early): ", vi * 1000.0 / 30);
-		for (i = 0; i < got; i++)
-			printf("%s%.0f", i ? ", " : "", late[i]);
+		tl_bench_print_list(late, got);
 		if (got > 0) {
 			double ml, mm = mean(meas, got), mp = mean(pred, got);
 
 			printf("\n  mean measured %.0f ms = %.2f of the interval "
 			    "(predicted %.2f; a random moment: 0.50)\n", mm,
 			    mm / (vi * 1000.0), mp / (vi * 1000.0));
-			ml = median(late, got);
+			ml = tl_bench_median(late, got);
 			printf("  scaled to the default %.0f s (the wait for the "
 			    "slot scales with the interval,\n  the pass latency "
 			    "does not): expected %.1f s on average, %.1f s at "

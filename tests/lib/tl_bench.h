@@ -1,0 +1,98 @@
+/*
+ * tl_bench.h - the process and timing harness the benchmarks share.
+ *
+ * For bench/ only: clocks and medians, whole tally and tallyd processes
+ * run with TALLY_HOME set, the scripts of tests/harness.  Like tl_test.h
+ * it is simple and loud rather than general.  Every fork flushes stdout
+ * and stderr first, so that a child never writes out figures still
+ * buffered in the parent a second time.
+ */
+#ifndef TL_BENCH_H
+#define TL_BENCH_H
+
+#include <sys/types.h>
+
+#include <libpq-fe.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Arguments after the program's path in tl_bench_tally/_tallyd_start. */
+#define TL_BENCH_MAXARGS	30
+
+/* Monotonic seconds: for intervals, unmoved by clock changes. */
+double	 tl_bench_now(void);
+/*
+ * Nanoseconds on clk: CLOCK_MONOTONIC to compare with a reading in
+ * another process, CLOCK_REALTIME to compare with events' timestamps.
+ */
+uint64_t tl_bench_ns(clockid_t clk);
+/* Sleeps ms milliseconds; a signal cuts it short. */
+void	 tl_bench_msleep(unsigned ms);
+
+/* qsort's comparison for doubles, ascending. */
+int	 tl_bench_cmp_double(const void *a, const void *b);
+/* The median of v[0..n), 0 if n <= 0.  Sorts v in place. */
+double	 tl_bench_median(double *v, int n);
+/* Prints v[0..n) to stdout as "12, 15, 9" (whole numbers), no newline. */
+void	 tl_bench_print_list(const double *v, int n);
+
+/* $name as an int clamped to [lo, hi]; def if unset or empty. */
+int	 tl_bench_envint(const char *name, int def, int lo, int hi);
+/*
+ * $TALLY_SRC (else ".") and $TALLY_BIN (else SRC/build/bin), as make
+ * bench sets them.  *bin may point to storage of this module.
+ */
+void	 tl_bench_dirs(const char **src, const char **bin);
+/*
+ * Runs fn at exit and on SIGINT or SIGTERM (then the signal's default
+ * action, as before), so that a bench stopped early stops its servers;
+ * ignores SIGPIPE.  One fn per program: a second call replaces it.
+ */
+void	 tl_bench_atexit(void (*fn)(void));
+
+/*
+ * Runs argv (argv[0] a path) and waits for it: TALLY_HOME=home if home
+ * is not NULL; stdin from in (NULL: /dev/null); stdout appended to out
+ * (NULL: /dev/null); stderr appended to err, or with stdout if err is
+ * NULL.  Files are created 0600.  Returns the exit status, or -1 if it
+ * could not be run or was killed by a signal.
+ */
+int	 tl_bench_run(const char *home, const char *in, const char *out,
+	    const char *err, char *const argv[]);
+/*
+ * BIN/tally with the arguments that follow out, up to a NULL (at most
+ * TL_BENCH_MAXARGS: -1 beyond), through tl_bench_run (stderr with out).
+ */
+int	 tl_bench_tally(const char *bin, const char *home, const char *in,
+	    const char *out, ...);
+/*
+ * /bin/sh SRC/tests/harness/SCRIPT a1 a2 a3 (a3 may be NULL), its
+ * output to /dev/null: its exit status, as tl_bench_run.
+ */
+int	 tl_bench_harness(const char *src, const char *script,
+	    const char *a1, const char *a2, const char *a3);
+
+/*
+ * Starts BIN/tallyd with the arguments that follow log, up to a NULL,
+ * in the background: TALLY_HOME=home, stdin /dev/null, stdout and
+ * stderr appended to log.  Returns its pid once HOME/tallyd.lock names
+ * it (it owns the home: what follows is timed against a running
+ * daemon), or -1 if it exited or did not within about 5 s (then it is
+ * killed).  Stop it with tl_bench_tallyd_stop.
+ */
+pid_t	 tl_bench_tallyd_start(const char *bin, const char *home,
+	    const char *log, ...);
+/*
+ * SIGTERM to *pid, SIGKILL if it has not exited after 30 s; reaps it
+ * and sets *pid to -1.  Nothing if *pid <= 0, so it can be called
+ * again from an exit handler.
+ */
+void	 tl_bench_tallyd_stop(pid_t *pid);
+
+/*
+ * Runs sql on c: 0 if it succeeded (a command, or rows), else -1 and
+ * "who: SQL: error" on stderr (SQL cut at 80 characters).
+ */
+int	 tl_bench_pg_exec(PGconn *c, const char *who, const char *sql);
+
+#endif

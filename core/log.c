@@ -398,6 +398,12 @@ tl_log_commit(struct tl_txn *t)
 	return tl_log_mdberr(log, rc, "commit");
 }
 
+struct tl_log *
+tl_txn_log(struct tl_txn *t)
+{
+	return t->log;
+}
+
 void
 tl_log_abort(struct tl_txn *t)
 {

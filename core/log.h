@@ -67,6 +67,8 @@ const char *tl_log_lasterr(const struct tl_log *log);
 int	tl_log_begin(struct tl_log *log, unsigned flags, struct tl_txn **out);
 int	tl_log_commit(struct tl_txn *txn);
 void	tl_log_abort(struct tl_txn *txn);
+/* The log a transaction is on (to read beside it on another thread). */
+struct tl_log *tl_txn_log(struct tl_txn *txn);
 
 /*
  * Runs fn(txn, arg) in a write transaction and commits it when fn

@@ -199,10 +199,7 @@ int
 tl_proj_catchup(struct tl_txn *t, uint64_t upto)
 {
 	struct tl_proj p;
-	struct tl_filter f = { 0 };
-	struct tl_iter *it;
-	struct tl_event ev;
-	uint64_t at = 0, last = 0;
+	uint64_t at = 0, last = 0, bad = 0;
 	int rc;
 
 	if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &at)) != 0 &&
@@ -217,17 +214,7 @@ tl_proj_catchup(struct tl_txn *t, uint64_t upto)
 		upto = last;
 	if (at >= upto)
 		return at == 0 ? tl_ckpt_set(t, TL_PROJ_CKPT, 0) : 0;
-	f.from = at + 1;
-	f.to = upto;
-	if ((rc = tl_iter_open(t, &f, &it)) != 0)
-		return rc;
-	while ((rc = tl_iter_next(it, &ev)) == 0) {
-		if ((rc = tl_proj_apply(t, &p, &ev)) != 0)
-			break;
-		at = ev.seq;
-	}
-	tl_iter_close(it);
-	if (rc != TL_EEOF)
+	if ((rc = tl_proj_fold(t, &p, at + 1, upto, &at, &bad)) != 0)
 		return rc;
 	return tl_ckpt_set(t, TL_PROJ_CKPT, at);
 }

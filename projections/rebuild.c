@@ -1,12 +1,13 @@
 /*
- * rebuild.c - folding the whole log again, in steps, on two threads.
+ * rebuild.c - folding a range of the log, on two threads when it is
+ * long, and the whole log again in steps.
  *
  * A rebuild reads a million events and writes a few million records.
  * Reading (walking the log, decoding and checking each envelope) needs
  * only a read transaction, so a second thread does it into a ring of
  * decoded events while the caller's thread folds them into the write
  * transaction; LMDB allows one writer beside any number of readers.
- * The reader's transaction is begun and ended inside each step, so the
+ * The reader's transaction is begun and ended inside each fold, so the
  * event pointers it hands over stay valid exactly as long as they are
  * used, and a map grown between steps is never under a live reader.
  */
@@ -20,6 +21,7 @@
 
 #define RING	4096		/* decoded events in flight */
 #define BATCH	256		/* handed over at once: one lock per batch */
+#define THREADED 4096		/* shorter ranges: not worth a thread */
 
 struct feed {
 	struct tl_txn	*rt;		/* the reader's transaction */
@@ -79,37 +81,70 @@ out:
 	return NULL;
 }
 
-/*
- * Folds events from..to (all present: the caller read the head in t)
- * into t, reading them on a second thread; *atp is the last one folded,
- * *badp the one an error refers to.
- */
+/* The same on the caller's thread, from t itself. */
 static int
-fold_range(struct tl_txn *t, struct tl_log *log, uint64_t from, uint64_t to,
-    uint64_t *atp, uint64_t *badp)
+fold_here(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
+    uint64_t to, uint64_t *atp, uint64_t *badp)
+{
+	struct tl_filter f = { 0 };
+	struct tl_iter *it;
+	struct tl_event ev;
+	int rc;
+
+	f.from = from;
+	f.to = to;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		return rc;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		if ((rc = tl_proj_apply(t, p, &ev)) != 0) {
+			*badp = ev.seq;
+			break;
+		}
+		*atp = ev.seq;
+	}
+	if (rc != 0 && rc != TL_EEOF && *badp == 0)
+		*badp = tl_iter_errseq(it);
+	tl_iter_close(it);
+	return rc == TL_EEOF ? 0 : rc;
+}
+
+int
+tl_proj_fold(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
+    uint64_t to, uint64_t *atp, uint64_t *badp)
 {
 	struct feed f;
-	struct tl_proj p;
 	pthread_t th;
-	uint64_t avail, got = 0;
+	uint64_t avail, got = 0, seen = 0;
 	int rc, eof;
 
+	if (to < from)
+		return 0;
+	if (to - from < THREADED)
+		return fold_here(t, p, from, to, atp, badp);
 	memset(&f, 0, sizeof(f));
 	f.from = from;
 	f.to = to;
-	if ((rc = tl_proj_open(t, &p)) != 0)
+	if ((rc = tl_log_begin(tl_txn_log(t), TL_TXN_RDONLY, &f.rt)) != 0)
 		return rc;
-	if ((f.ring = calloc(RING, sizeof(*f.ring))) == NULL)
-		return ENOMEM;
-	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &f.rt)) != 0) {
-		free(f.ring);
-		return rc;
+	/*
+	 * Events appended in t itself are not in the reader's snapshot:
+	 * then the whole range is read here.
+	 */
+	if ((rc = tl_log_last(f.rt, &seen, NULL)) != 0 || seen < to ||
+	    (f.ring = calloc(RING, sizeof(*f.ring))) == NULL) {
+		tl_log_abort(f.rt);
+		if (rc != 0)
+			return rc;
+		return fold_here(t, p, from, to, atp, badp);
 	}
 	pthread_mutex_init(&f.mu, NULL);
 	pthread_cond_init(&f.filled, NULL);
 	pthread_cond_init(&f.drained, NULL);
-	if ((rc = pthread_create(&th, NULL, reader, &f)) != 0)
+	if (pthread_create(&th, NULL, reader, &f) != 0) {
+		/* No thread to be had: this one reads too. */
+		rc = fold_here(t, p, from, to, atp, badp);
 		goto out;
+	}
 	for (;;) {
 		pthread_mutex_lock(&f.mu);
 		f.tail = got;
@@ -123,7 +158,7 @@ fold_range(struct tl_txn *t, struct tl_log *log, uint64_t from, uint64_t to,
 		for (; avail > 0; avail--, got++) {
 			const struct tl_event *ev = &f.ring[got % RING];
 
-			if ((rc = tl_proj_apply(t, &p, ev)) != 0) {
+			if ((rc = tl_proj_apply(t, p, ev)) != 0) {
 				*badp = ev->seq;
 				break;
 			}
@@ -171,6 +206,7 @@ static int
 step_cb(struct tl_txn *t, void *arg)
 {
 	struct step_arg *sa = arg;
+	struct tl_proj p;
 	uint64_t at = 0, to;
 	int rc;
 
@@ -184,7 +220,8 @@ step_cb(struct tl_txn *t, void *arg)
 	if (at >= sa->last)
 		return tl_proj_catchup(t, 0);	/* opens the tables */
 	to = sa->last - at > sa->step ? at + sa->step : sa->last;
-	if ((rc = fold_range(t, sa->log, at + 1, to, &sa->at, &sa->bad)) != 0)
+	if ((rc = tl_proj_open(t, &p)) != 0 ||
+	    (rc = tl_proj_fold(t, &p, at + 1, to, &sa->at, &sa->bad)) != 0)
 		return rc;
 	if (sa->at == at)
 		return TL_ECORRUPT;	/* the head is past events not there */

@@ -1872,6 +1872,26 @@ START_TEST(test_rebuild_steps)
 	ck_assert_uint_eq(n, last);
 	read_digests(&now);
 	same_digests(&live, &now, "rebuild after mending");
+
+	/* The same when the range is long enough to be read on a thread. */
+	memset(&l, 0, sizeof(l));
+	l.n = 10000;
+	l.per_txn = 1000;
+	l.tag = 4343;
+	l.first = 10000;
+	ck_assert_int_eq(tl_test_load(G.log, &l), 0);
+	tl_log_close(G.log);
+	G.log = NULL;
+	tl_test_body_marker(pat, 14321);
+	ck_assert_int_eq(tl_test_patch_file(mdb, pat, sizeof(pat), 2, 0xc1),
+	    1);
+	ck_assert_int_eq(tl_log_open(G.logdir, 0, &G.log), 0);
+	/* Steps of 4100 events: each long enough for the reader thread. */
+	ck_assert_int_eq(tl_proj_rebuild_log(G.log, 4100, &n, &bad),
+	    TL_EMALFORMED);
+	ck_assert_uint_eq(bad, last + 14321 - 10000 + 1);
+	ck_assert_uint_eq(n, (bad - 1) / 4100 * 4100);
+	ck_assert_uint_gt(n, 0);
 	free(mdb);
 }
 END_TEST

@@ -726,6 +726,55 @@ gather_one(const struct tl_grant *g, void *arg)
 	return 0;
 }
 
+/* Oldest first: work deferred to a later pass is the newest. */
+static int
+by_age(const void *a, const void *b)
+{
+	const struct work *x = a, *y = b;
+
+	return x->g.state_seq < y->g.state_seq ? -1 :
+	    x->g.state_seq > y->g.state_seq;
+}
+
+/*
+ * At most cap driver calls per provider in a pass, the oldest: a pass
+ * commits its outcomes at its end, so a backlog of hundreds is worked
+ * off in passes a few seconds long, each recorded as it ends, with the
+ * other reactors (migrations, rotations, moves) running in between.
+ * What waits is counted pending, and the next pass starts at once.
+ */
+static void
+cap_pass(struct pass *ps, size_t cap)
+{
+	struct { const char *id; size_t n; } *per = NULL;
+	size_t i, j, k = 0, nper = 0;
+
+	qsort(ps->w, ps->nw, sizeof(*ps->w), by_age);
+	if ((per = calloc(ps->nw + 1, sizeof(*per))) == NULL)
+		return;		/* uncapped: slower, not wrong */
+	for (i = 0; i < ps->nw; i++) {
+		struct work *w = &ps->w[i];
+
+		if (w->kind != W_DELIVER) {
+			for (j = 0; j < nper; j++)
+				if (strcmp(per[j].id, w->g.provider) == 0)
+					break;
+			if (j == nper)
+				per[nper++].id = w->g.provider;
+			if (per[j].n == cap) {
+				ps->pending++;
+				continue;
+			}
+			per[j].n++;
+		}
+		if (k != i)
+			ps->w[k] = *w;
+		k++;
+	}
+	ps->nw = k;
+	free(per);
+}
+
 static int
 gather(struct pass *ps)
 {
@@ -741,6 +790,8 @@ gather(struct pass *ps)
 	if ((rc = tl_proj_open(t, &p)) != 0 ||
 	    (rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
 		goto out;
+	cap_pass(ps, (size_t)(ps->rx->workers > 0 ? ps->rx->workers : 1) *
+	    TL_RX_PASS_PER_SESSION);
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
 		struct tl_rx_prov *pv;
@@ -823,13 +874,37 @@ intents_cb(struct tl_txn *t, void *arg)
 	return tl_ctx_end(&c);
 }
 
-struct job {
-	struct tl_rx_prov	*pv;
+/*
+ * One provider's work for the pass, taken one item at a time by its
+ * sessions: a slow call holds up only the session making it.
+ */
+struct queue {
+	pthread_mutex_t	 mu;
 	struct work	**w;
 	size_t		 nw;
+	size_t		 next;		/* the next item to take */
+	int		 open_rc;	/* a session that could not open */
+	char		 open_why[TL_DRV_WHY_MAX];
+};
+
+struct job {
+	struct tl_rx_prov	*pv;
+	struct queue	*q;
 	struct tl_rx	*rx;
 	int		 opened;	/* the admin session opened */
 };
+
+static struct work *
+take(struct queue *q)
+{
+	struct work *w = NULL;
+
+	pthread_mutex_lock(&q->mu);
+	if (q->next < q->nw)
+		w = q->w[q->next++];
+	pthread_mutex_unlock(&q->mu);
+	return w;
+}
 
 static void *
 run_job(void *arg)
@@ -837,9 +912,9 @@ run_job(void *arg)
 	struct job *j = arg;
 	struct tl_drv_admin a;
 	struct timespec t0, t1;
+	struct work *w;
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
-	size_t i;
 	int rc;
 
 	a.host = j->pv->host;
@@ -848,16 +923,15 @@ run_job(void *arg)
 	a.password = j->pv->password;
 	a.dbname = j->pv->db;
 	if ((rc = j->pv->ops->open(&a, &h, why)) != 0) {
-		for (i = 0; i < j->nw; i++) {
-			j->w[i]->rc = rc;
-			j->w[i]->admin = 1;
-			snprintf(j->w[i]->why, sizeof(j->w[i]->why), "%s", why);
-		}
+		/* What no session takes fails with this (call_drivers). */
+		pthread_mutex_lock(&j->q->mu);
+		j->q->open_rc = rc;
+		snprintf(j->q->open_why, sizeof(j->q->open_why), "%s", why);
+		pthread_mutex_unlock(&j->q->mu);
 		return NULL;
 	}
 	j->opened = 1;
-	for (i = 0; i < j->nw; i++) {
-		struct work *w = j->w[i];
+	while ((w = take(j->q)) != NULL) {
 		struct tl_drv_grant dg;
 
 		clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -895,6 +969,7 @@ call_drivers(struct pass *ps)
 {
 	size_t i, k, nj = 0, maxj;
 	struct job *jobs;
+	struct queue *qs;
 	pthread_t *th;
 
 	for (i = 0; i < ps->nw; i++) {
@@ -928,27 +1003,29 @@ call_drivers(struct pass *ps)
 		return;
 	jobs = calloc(maxj, sizeof(*jobs));
 	th = calloc(maxj, sizeof(*th));
-	if (jobs == NULL || th == NULL) {
+	qs = calloc(ps->npv, sizeof(*qs));
+	if (jobs == NULL || th == NULL || qs == NULL) {
 		free(jobs);
 		free(th);
+		free(qs);
 		return;
 	}
 	for (i = 0; i < ps->npv; i++) {
 		struct tl_rx_prov *pv = &ps->pv[i];
 		size_t nwk = (size_t)(ps->rx->workers > 0 ?
-		    ps->rx->workers : 1), per, off = 0;
+		    ps->rx->workers : 1);
 
+		pthread_mutex_init(&qs[i].mu, NULL);
+		qs[i].w = pv->w;
+		qs[i].nw = pv->nw;
 		if (pv->nw == 0 || pv->ops == NULL)
 			continue;
 		if (nwk > pv->nw)
 			nwk = pv->nw;
-		per = (pv->nw + nwk - 1) / nwk;
-		for (k = 0; k < nwk && off < pv->nw; k++) {
+		for (k = 0; k < nwk; k++) {
 			jobs[nj].pv = pv;
 			jobs[nj].rx = ps->rx;
-			jobs[nj].w = pv->w + off;
-			jobs[nj].nw = pv->nw - off < per ? pv->nw - off : per;
-			off += jobs[nj].nw;
+			jobs[nj].q = &qs[i];
 			nj++;
 		}
 	}
@@ -963,6 +1040,19 @@ call_drivers(struct pass *ps)
 	for (k = 0; k < nj; k++)
 		if (jobs[k].opened)
 			jobs[k].pv->ok = 1;
+	for (i = 0; i < ps->npv; i++) {
+		struct queue *q = &qs[i];
+
+		/* No session opened to take these: the reason is its. */
+		for (k = q->next; k < q->nw && q->open_rc != 0; k++) {
+			q->w[k]->rc = q->open_rc;
+			q->w[k]->admin = 1;
+			snprintf(q->w[k]->why, sizeof(q->w[k]->why), "%s",
+			    q->open_why);
+		}
+		pthread_mutex_destroy(&q->mu);
+	}
+	free(qs);
 	free(jobs);
 	free(th);
 }

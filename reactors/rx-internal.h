@@ -12,6 +12,9 @@
 
 struct work;
 
+/* Driver calls per provider session in one provisioning pass. */
+#define TL_RX_PASS_PER_SESSION	8
+
 struct tl_rx_backoff {
 	char		id[256];	/* a provider, or a grant's migration */
 	uint64_t	next_ns;

@@ -264,6 +264,25 @@ tl_mp_put_int(uint8_t *p, int64_t v)
 	return tl_mp_put_be(p, (uint64_t)v, 8);
 }
 
+/*
+ * A length in the smallest of three forms: tag8 then 1 byte, tag8 + 1
+ * then 2, tag8 + 2 then 4 (str, bin and ext all number them so).
+ */
+static inline uint8_t *
+tl_mp_put_len(uint8_t *p, uint8_t tag8, size_t n)
+{
+	if (n <= 0xff) {
+		*p++ = tag8;
+		return tl_mp_put_be(p, n, 1);
+	}
+	if (n <= 0xffff) {
+		*p++ = (uint8_t)(tag8 + 1);
+		return tl_mp_put_be(p, n, 2);
+	}
+	*p++ = (uint8_t)(tag8 + 2);
+	return tl_mp_put_be(p, n, 4);
+}
+
 /* A str, bin or ext header for a payload of n bytes (ext: of type). */
 static inline uint8_t *
 tl_mp_put_str_hdr(uint8_t *p, size_t n)
@@ -272,31 +291,13 @@ tl_mp_put_str_hdr(uint8_t *p, size_t n)
 		*p++ = (uint8_t)(0xa0 | n);
 		return p;
 	}
-	if (n <= 0xff) {
-		*p++ = 0xd9;
-		return tl_mp_put_be(p, n, 1);
-	}
-	if (n <= 0xffff) {
-		*p++ = 0xda;
-		return tl_mp_put_be(p, n, 2);
-	}
-	*p++ = 0xdb;
-	return tl_mp_put_be(p, n, 4);
+	return tl_mp_put_len(p, 0xd9, n);
 }
 
 static inline uint8_t *
 tl_mp_put_bin_hdr(uint8_t *p, size_t n)
 {
-	if (n <= 0xff) {
-		*p++ = 0xc4;
-		return tl_mp_put_be(p, n, 1);
-	}
-	if (n <= 0xffff) {
-		*p++ = 0xc5;
-		return tl_mp_put_be(p, n, 2);
-	}
-	*p++ = 0xc6;
-	return tl_mp_put_be(p, n, 4);
+	return tl_mp_put_len(p, 0xc4, n);
 }
 
 static inline uint8_t *
@@ -308,17 +309,7 @@ tl_mp_put_ext_hdr(uint8_t *p, size_t n, int8_t type)
 	case 4:  *p++ = 0xd6; break;
 	case 8:  *p++ = 0xd7; break;
 	case 16: *p++ = 0xd8; break;
-	default:
-		if (n <= 0xff) {
-			*p++ = 0xc7;
-			p = tl_mp_put_be(p, n, 1);
-		} else if (n <= 0xffff) {
-			*p++ = 0xc8;
-			p = tl_mp_put_be(p, n, 2);
-		} else {
-			*p++ = 0xc9;
-			p = tl_mp_put_be(p, n, 4);
-		}
+	default: p = tl_mp_put_len(p, 0xc7, n); break;
 	}
 	*p++ = (uint8_t)type;
 	return p;

@@ -13,7 +13,7 @@
 struct work;
 
 /* Driver calls per provider session in one provisioning pass. */
-#define TL_RX_PASS_PER_SESSION	8
+#define TL_RX_PASS_PER_SESSION	32
 
 struct tl_rx_backoff {
 	char		id[256];	/* a provider, or a grant's migration */

@@ -1,15 +1,15 @@
 #!/bin/sh
-# A backlog: 40 grants requested at once, tallyd --workers 2 (so at most
-# 2 x 8 = 16 driver calls per provider in one provisioning pass).
+# A backlog: 70 grants requested at once, tallyd --workers 1 (so at most
+# 1 x 32 driver calls per provider in one provisioning pass).
 #
 #   - the backlog is worked off in passes, each recorded as it ends: the
 #     intents of the first pass are followed by its outcomes before the
-#     next pass's intents (at least three rounds for 40 grants);
-#   - oldest first: the first pass takes the first 16 requested;
+#     next pass's intents (three rounds for 70 grants);
+#   - oldest first: the first pass takes the first 32 requested;
 #   - every grant is provisioned, delivered and connects.
 . "$(dirname "$0")/lib.sh"
 
-N=40
+N=70
 
 t_say "throwaway PostgreSQL; $N consumers requested at once"
 t_pg_start
@@ -29,32 +29,32 @@ while [ $i -le $N ]; do
 	tly assign "b$i" node-a >/dev/null || t_fail "assign b$i"
 	i=$((i + 1))
 done
-t_tallyd_once --workers 2
+t_tallyd_once --workers 1
 
-t_check "worked off in passes of at most 16, each recorded as it ends"
+t_check "worked off in passes of at most 32, each recorded as it ends"
 tly log --json --type 'grant.provision*' | t_jfields type >"$W/types"
 [ "$(grep -c '^grant.provisioned$' "$W/types")" -eq $N ] ||
 	t_fail "$(grep -c '^grant.provisioned$' "$W/types") of $N grants provisioned"
 # Rounds: runs of intents, each ended by outcomes.
 rounds=$(awk '$1 == "grant.provisioning" && last != $1 { n++ } { last = $1 }
 	END { print n + 0 }' "$W/types")
-[ "$rounds" -ge 3 ] || t_fail "$rounds round(s) of intents for $N grants: not capped at 16"
+[ "$rounds" -ge 3 ] || t_fail "$rounds round(s) of intents for $N grants: not capped at 32"
 biggest=$(awk '$1 == "grant.provisioning" { run++ } $1 != "grant.provisioning" {
 	if (run > m) m = run; run = 0 } END { if (run > m) m = run; print m + 0 }' "$W/types")
-[ "$biggest" -le 16 ] || t_fail "a pass made $biggest intents (cap 16)"
+[ "$biggest" -le 32 ] || t_fail "a pass made $biggest intents (cap 32)"
 t_ok "$rounds rounds, at most $biggest intents each, every outcome recorded before the next round"
 
-t_check "oldest first: the first round is the first 16 requested"
-tly log --json --type grant.requested | t_jfields grant | head -n 16 |
+t_check "oldest first: the first round is the first 32 requested"
+tly log --json --type grant.requested | t_jfields grant | head -n 32 |
 	sort >"$W/first-req"
-tly log --json --type grant.provisioning | t_jfields grant | head -n 16 |
+tly log --json --type grant.provisioning | t_jfields grant | head -n 32 |
 	sort >"$W/first-int"
-[ "$(wc -l <"$W/first-req")" -eq 16 ] || t_fail "could not read the requests"
+[ "$(wc -l <"$W/first-req")" -eq 32 ] || t_fail "could not read the requests"
 cmp -s "$W/first-req" "$W/first-int" || {
 	diff "$W/first-req" "$W/first-int" >&2 || true
-	t_fail "the first round is not the first 16 requested"
+	t_fail "the first round is not the first 32 requested"
 }
-t_ok "the first 16 intents are for the first 16 requests"
+t_ok "the first 32 intents are for the first 32 requests"
 
 t_check "every grant delivered and connecting"
 i=1

@@ -1155,6 +1155,20 @@ START_TEST(test_seed_at_seq)
 	T_EXIT(2, "status", "--at", "0");
 	T_EXIT(2, "graph", "--at", "x");
 	T_OK("rebuild", "--check");
+	/* Stepped, the present is unchanged; a step must be a count. */
+	before = log_dump();
+	T_OK("rebuild", "--step", "3");
+	T_OK("rebuild", "--check");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	st = status_of("game", NULL);
+	ck_assert_str_eq(st_asg_state(st, "node-b"), "bound");
+	json_decref(st);
+	T_EXIT(2, "rebuild", "--step", "0");
+	T_EXIT(2, "rebuild", "--step", "-5");
+	T_EXIT(2, "rebuild", "--step", "many");
 }
 END_TEST
 

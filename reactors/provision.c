@@ -49,6 +49,7 @@ tl_rx_init(struct tl_rx *rx)
 void
 tl_rx_free(struct tl_rx *rx)
 {
+	tl_rx_copies_free(rx);
 	free(rx->bo);
 	rx->bo = NULL;
 	rx->nbo = 0;

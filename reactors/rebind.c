@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,24 @@ struct mstep {
 	char			 why[TL_DRV_WHY_MAX];
 	char			 cleanup[TL_DRV_WHY_MAX];
 	char			*tables;
+	int			 ran;		/* the driver was called */
 };
+
+/*
+ * A copy runs on a thread of its own, with its own copy of the step:
+ * it may take minutes, and tallyd's other work (provisioning, rotation,
+ * verification) goes on meanwhile.  The pass that finds it finished
+ * records its outcome; a tallyd stopped during one leaves it to the
+ * next, which copies again (the copy replaces what it finds).
+ */
+struct tl_rx_copy {
+	struct mstep		 st;
+	pthread_t		 th;
+	int			 done;		/* under copies_mu */
+	int			 taken;		/* by this pass */
+	struct tl_rx_copy	*next;
+};
+static pthread_mutex_t copies_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* A reason, truncated quietly (why texts are bounded, not exact). */
 static void
@@ -571,8 +589,140 @@ step_free(struct mstep *st)
 	st->tables = NULL;
 }
 
+static void *
+copy_main(void *arg)
+{
+	struct tl_rx_copy *cp = arg;
+
+	call_driver(&cp->st);
+	cp->st.ran = 1;
+	pthread_mutex_lock(&copies_mu);
+	cp->done = 1;
+	pthread_mutex_unlock(&copies_mu);
+	return NULL;
+}
+
+static int
+copy_done(struct tl_rx_copy *cp)
+{
+	int done;
+
+	pthread_mutex_lock(&copies_mu);
+	done = cp->done;
+	pthread_mutex_unlock(&copies_mu);
+	return done;
+}
+
+/* Unlinks cp (finished) and frees it; its step's secrets wiped. */
+static void
+copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp)
+{
+	struct tl_rx_copy **pp;
+
+	for (pp = &rx->copies; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == cp) {
+			*pp = cp->next;
+			break;
+		}
+	pthread_join(cp->th, NULL);
+	step_free(&cp->st);
+	free(cp);
+}
+
+/* Unlinks cp, already joined and its step handed over, and frees it. */
+static void
+copy_drop_nojoin(struct tl_rx *rx, struct tl_rx_copy *cp)
+{
+	struct tl_rx_copy **pp;
+
+	for (pp = &rx->copies; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == cp) {
+			*pp = cp->next;
+			break;
+		}
+	step_free(&cp->st);	/* the secrets of this copy of them */
+	free(cp);
+}
+
+/*
+ * The copy steps of this pass: one running goes on waiting; one
+ * finished hands its result to the step, whose outcome this pass
+ * records; otherwise a thread is started for it.  *running: copies
+ * still under way.
+ */
+static void
+copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
+{
+	struct tl_rx_copy *cp, *next;
+	size_t i;
+
+	for (cp = rx->copies; cp != NULL; cp = cp->next)
+		cp->taken = 0;
+	for (i = 0; i < ps->n; i++) {
+		struct mstep *st = &ps->s[i];
+
+		if (st->op != OP_COPY || st->rc != 0)
+			continue;
+		for (cp = rx->copies; cp != NULL; cp = cp->next)
+			if (strcmp(cp->st.g.id, st->g.id) == 0 &&
+			    cp->st.r.version == st->r.version)
+				break;
+		if (cp != NULL && !copy_done(cp)) {
+			cp->taken = 1;
+			st->op = OP_WAIT;
+			(*running)++;
+			continue;
+		}
+		if (cp != NULL) {
+			pthread_join(cp->th, NULL);
+			step_free(st);
+			*st = cp->st;		/* its tables are the step's now */
+			cp->st.tables = NULL;
+			copy_drop_nojoin(rx, cp);
+			continue;
+		}
+		if ((cp = calloc(1, sizeof(*cp))) == NULL)
+			continue;	/* copied on this thread instead */
+		cp->st = *st;
+		if (pthread_create(&cp->th, NULL, copy_main, cp) != 0) {
+			free(cp);
+			continue;
+		}
+		st->tables = NULL;
+		cp->taken = 1;
+		cp->next = rx->copies;
+		rx->copies = cp;
+		tl_rx_log(rx, TL_RX_INFO, "move of %s to %s: creating \"%s\", "
+		    "freezing and copying \"%s\"", st->g.id, st->r.to, st->db,
+		    st->odb);
+		st->op = OP_WAIT;
+		(*running)++;
+	}
+	/* Finished copies no move asks for any more (it moved on). */
+	for (cp = rx->copies; cp != NULL; cp = next) {
+		next = cp->next;
+		if (!cp->taken && copy_done(cp))
+			copy_drop(rx, cp);
+	}
+}
+
+void
+tl_rx_copies_free(struct tl_rx *rx)
+{
+	struct tl_rx_copy *cp, *next;
+
+	for (cp = rx->copies; cp != NULL; cp = next) {
+		next = cp->next;
+		if (copy_done(cp))
+			copy_drop(rx, cp);
+		else
+			/* Under way at exit: the process ends it. */
+			pthread_detach(cp->th);
+	}
+}
+
 int
-tl_rx_rebind(struct tl_rx *rx, unsigned *steps)
+tl_rx_rebind(struct tl_rx *rx, unsigned *steps, unsigned *running)
 {
 	struct mpass ps;
 	struct gather_arg ga;
@@ -585,6 +735,7 @@ tl_rx_rebind(struct tl_rx *rx, unsigned *steps)
 	ps.rx = rx;
 	ps.now = tl_rx_now();
 	*steps = 0;
+	*running = 0;
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
 	ga.ps = &ps;
@@ -614,6 +765,7 @@ tl_rx_rebind(struct tl_rx *rx, unsigned *steps)
 		if (rc != 0)
 			goto out;
 	}
+	copies(rx, &ps, running);
 	for (i = 0; i < ps.n; i++) {
 		struct mstep *st = &ps.s[i];
 
@@ -622,11 +774,12 @@ tl_rx_rebind(struct tl_rx *rx, unsigned *steps)
 		work = 1;
 		if (st->op == OP_FAIL)
 			continue;
-		if (st->op == OP_COPY)
+		if (st->op == OP_COPY && !st->ran)
 			tl_rx_log(rx, TL_RX_INFO, "move of %s to %s: creating "
 			    "\"%s\", freezing and copying \"%s\"", st->g.id,
 			    st->r.to, st->db, st->odb);
-		call_driver(st);
+		if (!st->ran)
+			call_driver(st);
 		if (st->rc != 0) {
 			tl_rx_log(rx, TL_RX_WARN, "move of %s to %s: %s",
 			    st->g.id, st->r.to, st->why);

@@ -26,6 +26,7 @@ enum { TL_RX_DEBUG, TL_RX_INFO, TL_RX_WARN, TL_RX_ERR };
 
 struct tl_rx_backoff;
 struct tl_rx_pub;
+struct tl_rx_copy;
 
 struct tl_rx {
 	struct tl_log		*log;
@@ -39,6 +40,7 @@ struct tl_rx {
 	struct tl_rx_backoff	*bo;
 	size_t			 nbo;
 	struct tl_rx_pub	*pub;		/* the publisher's (publish.c) */
+	struct tl_rx_copy	*copies;	/* moves' copies (rebind.c) */
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */
@@ -77,9 +79,13 @@ int	tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps);
  * resource and credential, create, freeze, copy and verify, switch and
  * deliver; revoke the old grant (data retained) once every holder
  * acknowledged; or, after a failure, thaw the old and drop the copy.
- * *steps counts the steps taken.
+ * *steps counts the steps taken.  The copy runs on a thread of its
+ * own: *running counts copies still under way, whose outcome a later
+ * pass records (call again soon).
  */
-int	tl_rx_rebind(struct tl_rx *rx, unsigned *steps);
+int	tl_rx_rebind(struct tl_rx *rx, unsigned *steps, unsigned *running);
+/* Ends what the rebinder keeps between passes (tl_rx_free calls it). */
+void	tl_rx_copies_free(struct tl_rx *rx);
 
 /*
  * One migration pass: applies the declared migrations of provisioned

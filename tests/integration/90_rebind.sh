@@ -13,6 +13,9 @@
 #                              counts are in rebind.copied, every holder's
 #                              env file points at pg2; after every ack the
 #                              old database is kept but its login is off;
+#   a long copy                (4 s, injected) runs on its own thread: a
+#                              grant requested meanwhile is provisioned
+#                              before the move switches;
 #   afterwards                 tally verify and tally rebuild --check pass.
 #
 # Routable names: node-a is 127.0.0.1 and node-b is localhost, both the
@@ -227,6 +230,42 @@ t_wait_healthy 10 shop
 tly status shop --json | grep -q '"provider":"node-b/postgres"' || t_fail "status does not show the new provider"
 tly status shop | grep -q "moved (tally rebind --migrate)" || t_fail "status does not say why it is bound there"
 t_ok "$(tly status shop | sed -n 's/^ *db *//p' | head -n 1 | cut -c1-100)"
+
+t_say "a long copy does not hold up tallyd's other work"
+tly apply "$(t_consumer cart)" >/dev/null && tly assign cart node-a >/dev/null ||
+	t_fail "cart"
+t_tallyd_once
+t_env_psql "$(t_envfile node-a cart)" "CREATE TABLE c (x int); INSERT INTO c VALUES (1)" \
+	>/dev/null || t_fail "cart's table"
+tly rebind cart/db node-b/postgres --migrate >/dev/null || t_fail "tally rebind cart/db"
+export TALLY_FAULT=copy:delay=4000
+t_tallyd_start --interval 60
+unset TALLY_FAULT
+end=$(($(t_now_ms) + 20000))
+until grep -q "move of cart/db to node-b/postgres: creating" "$T_DLOG"; do
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "tallyd did not start cart's copy within 20 s"
+	sleep 0.05
+done
+t0=$(t_now_ms)
+tly apply "$(t_consumer late)" >/dev/null && tly assign late node-a >/dev/null ||
+	t_fail "late"
+until tly log --json --stream grant/late/db --type grant.provisioned | grep -q .; do
+	[ "$(t_now_ms)" -lt $((t0 + 3000)) ] ||
+		t_fail "a grant requested during a 4 s copy waited for it"
+	sleep 0.05
+done
+t1=$(t_now_ms)
+[ "$(tly log --json --stream binding/cart/db --type binding.moved | wc -l)" = 0 ] ||
+	t_fail "the copy was over before the other grant: nothing shown"
+until tly log --json --stream binding/cart/db --type binding.moved | grep -q .; do
+	[ "$(t_now_ms)" -lt $((t0 + 20000)) ] || t_fail "cart's move did not switch after its copy"
+	sleep 0.05
+done
+t2=$(t_now_ms)
+t_tallyd_stop
+[ "$(t_env_psql "$(t_envfile node-a cart)" "SELECT count(*) FROM c")" = 1 ] ||
+	t_fail "cart's row did not come along"
+t_ok "late provisioned $((t1 - t0)) ms into cart's copy; the move switched $((t2 - t0)) ms in, with its row"
 
 t_say "the log and the projections"
 t_check "tally verify and tally rebuild --check"

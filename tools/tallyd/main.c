@@ -330,7 +330,7 @@ main(int argc, char **argv)
 	while (!stop) {
 		uint64_t now = mono_ms(), h = head(rx.log), next_ns = 0;
 		uint64_t pub_due = 0;
-		unsigned done = 0, pending = 0;
+		unsigned done = 0, pending = 0, copying = 0;
 		int timeout;
 		struct pollfd pf[2];
 
@@ -366,10 +366,12 @@ main(int argc, char **argv)
 					done += steps;
 					steps = 0;
 					if ((mrc = tl_rx_rebind(&rx,
-					    &steps)) != 0)
+					    &steps, &copying)) != 0)
 						logx(TL_RX_ERR, "rebind: %s",
 						    tl_strerror(mrc));
 					done += steps;
+					/* Its outcome is recorded by a pass. */
+					pending += copying;
 				}
 			}
 			/*
@@ -379,6 +381,8 @@ main(int argc, char **argv)
 			 */
 			last_head = h;
 			next_tick = mono_ms() + (uint64_t)interval * 1000;
+			if (copying > 0)	/* a copy's end is no event */
+				next_tick = mono_ms() + 250;
 			if (done > 0) {
 				next_tick = 0;	/* more may have become due */
 				continue;

@@ -550,6 +550,63 @@ tl_bn_len(struct tl_bnode n)
 	return (size_t)it.u;
 }
 
+int
+tl_bn_f64(struct tl_bnode n, double *v)
+{
+	struct tl_mp_item it;
+	uint64_t bits;
+
+	if (head(n, &it) != 0 || it.kind != TL_MP_FLOAT)
+		return TL_EMALFORMED;
+	if (n.p[0] == 0xca) {
+		uint32_t b32 = (uint32_t)tl_mp_be(n.p + 1, 4);
+		float f;
+
+		memcpy(&f, &b32, sizeof(f));
+		*v = f;
+	} else {
+		bits = tl_mp_be(n.p + 1, 8);
+		memcpy(v, &bits, sizeof(*v));
+	}
+	return 0;
+}
+
+int
+tl_bn_iter(struct tl_bnode n, struct tl_bn_iter *it)
+{
+	struct tl_mp_item h;
+	const uint8_t *p = n.p;
+
+	memset(it, 0, sizeof(*it));
+	if (p == NULL || tl_mp_read(&p, n.end, &h) != 0 ||
+	    (h.kind != TL_MP_MAP && h.kind != TL_MP_ARR))
+		return TL_EMALFORMED;
+	it->p = p;
+	it->end = n.end;
+	it->left = h.u;
+	it->map = h.kind == TL_MP_MAP;
+	return 0;
+}
+
+int
+tl_bn_iter_next(struct tl_bn_iter *it, struct tl_bnode *key,
+    struct tl_bnode *val)
+{
+	*key = *val = no_node;
+	if (it->left == 0)
+		return 0;
+	if (it->map) {
+		*key = node_at(it->p, it->end);
+		if (tl_mp_skip(&it->p, it->end, NULL) != 0)
+			return TL_EMALFORMED;
+	}
+	*val = node_at(it->p, it->end);
+	if (tl_mp_skip(&it->p, it->end, NULL) != 0)
+		return TL_EMALFORMED;
+	it->left--;
+	return 1;
+}
+
 /* Skips i items after *pp; -1 if they are not there. */
 static int
 skip_items(const uint8_t **pp, const uint8_t *end, size_t i)

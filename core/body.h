@@ -98,6 +98,24 @@ struct tl_bnode tl_bn_at(struct tl_bnode arr, size_t i);
 int	tl_bn_entry(struct tl_bnode map, size_t i, struct tl_bnode *key,
 	    struct tl_bnode *val);
 
+/* A float32 or float64, as a double. */
+int	tl_bn_f64(struct tl_bnode n, double *v);
+
+/*
+ * Walking a map or an array in order, once: tl_bn_iter opens it
+ * (TL_EMALFORMED if n is neither); tl_bn_iter_next gives the next
+ * entry (key of kind TL_BN_NONE for an array's items) and returns 1, 0
+ * at the end, or TL_EMALFORMED.
+ */
+struct tl_bn_iter {
+	const uint8_t	*p, *end;
+	uint64_t	 left;
+	int		 map;
+};
+int	tl_bn_iter(struct tl_bnode n, struct tl_bn_iter *it);
+int	tl_bn_iter_next(struct tl_bn_iter *it, struct tl_bnode *key,
+	    struct tl_bnode *val);
+
 /*
  * Conveniences on a map: copy a string field into buf (NUL-terminated;
  * TL_ETOOBIG if it does not fit), read an integer, with a default when

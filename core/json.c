@@ -1,12 +1,12 @@
 /*
  * json.c - events and bodies as JSON, through jansson.
  */
-#include <msgpack.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "body.h"
 #include "json.h"
 
 static json_t *
@@ -31,72 +31,83 @@ hex(const void *p, size_t n)
 }
 
 static json_t *
-from_obj(const msgpack_object *o, int depth)
+from_node(struct tl_bnode n, int depth)
 {
+	struct tl_bn_iter it;
+	struct tl_bnode k, v;
+	const void *p;
+	const char *s;
+	size_t len;
+	uint64_t u;
+	int64_t i;
+	double d;
+	int b, rc;
 	json_t *j;
-	uint32_t i;
 
 	if (depth > 64)
 		return NULL;
-	switch (o->type) {
-	case MSGPACK_OBJECT_NIL:
+	switch (tl_bn_kind(n)) {
+	case TL_BN_NIL:
 		return json_null();
-	case MSGPACK_OBJECT_BOOLEAN:
-		return json_boolean(o->via.boolean);
-	case MSGPACK_OBJECT_POSITIVE_INTEGER:
-		if (o->via.u64 > (uint64_t)INT64_MAX) {
+	case TL_BN_BOOL:
+		return tl_bn_bool(n, &b) == 0 ? json_boolean(b) : NULL;
+	case TL_BN_UINT:
+		if (tl_bn_u64(n, &u) != 0)
+			return NULL;
+		if (u > (uint64_t)INT64_MAX) {
 			char buf[24];
 
 			snprintf(buf, sizeof(buf), "%llu",
-			    (unsigned long long)o->via.u64);
+			    (unsigned long long)u);
 			return json_string(buf);
 		}
-		return json_integer((json_int_t)o->via.u64);
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-		return json_integer((json_int_t)o->via.i64);
-	case MSGPACK_OBJECT_FLOAT32:
-	case MSGPACK_OBJECT_FLOAT64:
-		return json_real(o->via.f64);
-	case MSGPACK_OBJECT_STR:
-		/* Not UTF-8: show the bytes rather than lose the event. */
-		if ((j = json_stringn(o->via.str.ptr, o->via.str.size)) ==
-		    NULL)
-			j = hex(o->via.str.ptr, o->via.str.size);
-		return j;
-	case MSGPACK_OBJECT_BIN:
-		return hex(o->via.bin.ptr, o->via.bin.size);
-	case MSGPACK_OBJECT_EXT:
-		/* Secrets and anything we do not know: never the bytes. */
-		return json_string(TL_REDACTED);
-	case MSGPACK_OBJECT_ARRAY:
-		if ((j = json_array()) == NULL)
+		return json_integer((json_int_t)u);
+	case TL_BN_INT:
+		return tl_bn_i64(n, &i) == 0 ? json_integer((json_int_t)i) :
+		    NULL;
+	case TL_BN_FLOAT:
+		return tl_bn_f64(n, &d) == 0 ? json_real(d) : NULL;
+	case TL_BN_STR:
+		if (tl_bn_str(n, &s, &len) != 0)
 			return NULL;
-		for (i = 0; i < o->via.array.size; i++) {
-			json_t *e = from_obj(&o->via.array.ptr[i], depth + 1);
+		/* Not UTF-8: show the bytes rather than lose the event. */
+		if ((j = json_stringn(s, len)) == NULL)
+			j = hex(s, len);
+		return j;
+	case TL_BN_BIN:
+		return tl_bn_bin(n, &p, &len) == 0 ? hex(p, len) : NULL;
+	case TL_BN_ARR:
+		if (tl_bn_iter(n, &it) != 0 || (j = json_array()) == NULL)
+			return NULL;
+		while ((rc = tl_bn_iter_next(&it, &k, &v)) == 1) {
+			json_t *e = from_node(v, depth + 1);
 
 			if (e == NULL || json_array_append_new(j, e) != 0)
 				goto fail;
 		}
+		if (rc != 0)
+			goto fail;
 		return j;
-	case MSGPACK_OBJECT_MAP:
-		if ((j = json_object()) == NULL)
+	case TL_BN_MAP:
+		if (tl_bn_iter(n, &it) != 0 || (j = json_object()) == NULL)
 			return NULL;
-		for (i = 0; i < o->via.map.size; i++) {
-			const msgpack_object *k = &o->via.map.ptr[i].key;
+		while ((rc = tl_bn_iter_next(&it, &k, &v)) == 1) {
 			char key[256];
-			json_t *v;
+			json_t *e;
 
-			if (k->type != MSGPACK_OBJECT_STR ||
-			    k->via.str.size >= sizeof(key))
+			if (tl_bn_str(k, &s, &len) != 0 || len >= sizeof(key))
 				goto fail;
-			memcpy(key, k->via.str.ptr, k->via.str.size);
-			key[k->via.str.size] = '\0';
-			v = from_obj(&o->via.map.ptr[i].val, depth + 1);
-			if (v == NULL || json_object_set_new(j, key, v) != 0)
+			memcpy(key, s, len);
+			key[len] = '\0';
+			e = from_node(v, depth + 1);
+			if (e == NULL || json_object_set_new(j, key, e) != 0)
 				goto fail;
 		}
+		if (rc != 0)
+			goto fail;
 		return j;
 	default:
+		/* Secrets and anything we do not know: never the bytes. */
 		return json_string(TL_REDACTED);
 	}
 fail:
@@ -107,20 +118,14 @@ fail:
 json_t *
 tl_json_body(const void *body, size_t len)
 {
-	msgpack_zone z;
-	msgpack_object o;
-	size_t off = 0;
-	json_t *j = NULL;
+	struct tl_bview v;
+	json_t *j;
 
-	/* Checked first: msgpack-c trusts a container's claimed size. */
-	if (tl_env_check_map(body, len) != 0)
+	/* Checked whole first, as every body read from outside is. */
+	if (tl_bview_open(&v, body, len) != 0)
 		return NULL;
-	if (!msgpack_zone_init(&z, 2048))
-		return NULL;
-	if (msgpack_unpack(body, len, &off, &z, &o) ==
-	    MSGPACK_UNPACK_SUCCESS && o.type == MSGPACK_OBJECT_MAP)
-		j = from_obj(&o, 0);
-	msgpack_zone_destroy(&z);
+	j = from_node(v.root, 0);
+	tl_bview_close(&v);
 	return j;
 }
 

@@ -715,6 +715,15 @@ START_TEST(test_json_odd_values)
 	ck_assert_ptr_nonnull(j);
 	ck_assert(json_real_value(json_object_get(j, "f")) == 1.5);
 	json_decref(j);
+	/* {"g": -2.25 as a float32, "a": [1, [2], {}]} */
+	j = tl_json_body("\x82\xa1" "g\xca\xc0\x10\x00\x00"
+	    "\xa1" "a\x93\x01\x91\x02\x80", 15);
+	ck_assert_ptr_nonnull(j);
+	ck_assert(json_real_value(json_object_get(j, "g")) == -2.25);
+	ck_assert_uint_eq(json_array_size(json_object_get(j, "a")), 3);
+	ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(
+	    json_object_get(j, "a"), 1), 0)), 2);
+	json_decref(j);
 	/* Not UTF-8: shown as hex rather than lost. */
 	j = tl_json_body("\x81\xa1" "s\xa2\xff\xfe", 6);
 	ck_assert_ptr_nonnull(j);

@@ -4,12 +4,16 @@
  * Opens the input as a body.  When it opens, msgpack-c must unpack it
  * too (the validator accepts only what msgpack-c accepts; that is safe
  * here because the validator bounded every count first), and walking
- * both trees must see the same kinds, values, entries and lookups.
+ * both trees must see the same kinds, values, entries and lookups; the
+ * JSON tally renders (core/json.c, in place) must equal the JSON built
+ * here from msgpack-c's tree, the way tally rendered it before.
  * Anything else traps.
  *
  *   make fuzz FUZZ_TIME=600
  */
+#include <jansson.h>
 #include <msgpack.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,7 @@
 #include "core/body.h"
 #include "core/envelope.h"
 #include "core/error.h"
+#include "core/json.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -154,6 +159,98 @@ same(struct tl_bnode n, const msgpack_object *o, int depth)
 	}
 }
 
+static json_t *
+hexj(const void *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	const uint8_t *b = p;
+	char *s = malloc(n * 2 + 1);
+	json_t *j;
+	size_t i;
+
+	CHECK(s != NULL);
+	for (i = 0; i < n; i++) {
+		s[2 * i] = digits[b[i] >> 4];
+		s[2 * i + 1] = digits[b[i] & 15];
+	}
+	s[2 * n] = '\0';
+	j = json_string(s);
+	free(s);
+	return j;
+}
+
+/* JSON from msgpack-c's tree: the reference the renderer must equal. */
+static json_t *
+ref_json(const msgpack_object *o, int depth)
+{
+	json_t *j, *e;
+	uint32_t i;
+
+	if (depth > 64)
+		return NULL;
+	switch (o->type) {
+	case MSGPACK_OBJECT_NIL:
+		return json_null();
+	case MSGPACK_OBJECT_BOOLEAN:
+		return json_boolean(o->via.boolean);
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		if (o->via.u64 > (uint64_t)INT64_MAX) {
+			char buf[24];
+
+			snprintf(buf, sizeof(buf), "%llu",
+			    (unsigned long long)o->via.u64);
+			return json_string(buf);
+		}
+		return json_integer((json_int_t)o->via.u64);
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		return json_integer((json_int_t)o->via.i64);
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+		return json_real(o->via.f64);
+	case MSGPACK_OBJECT_STR:
+		if ((j = json_stringn(o->via.str.ptr, o->via.str.size)) ==
+		    NULL)
+			j = hexj(o->via.str.ptr, o->via.str.size);
+		return j;
+	case MSGPACK_OBJECT_BIN:
+		return hexj(o->via.bin.ptr, o->via.bin.size);
+	case MSGPACK_OBJECT_ARRAY:
+		j = json_array();
+		for (i = 0; i < o->via.array.size; i++) {
+			if ((e = ref_json(&o->via.array.ptr[i], depth + 1)) ==
+			    NULL) {
+				json_decref(j);
+				return NULL;
+			}
+			json_array_append_new(j, e);
+		}
+		return j;
+	case MSGPACK_OBJECT_MAP:
+		j = json_object();
+		for (i = 0; i < o->via.map.size; i++) {
+			const msgpack_object *k = &o->via.map.ptr[i].key;
+			char key[256];
+
+			if (k->type != MSGPACK_OBJECT_STR ||
+			    k->via.str.size >= sizeof(key) ||
+			    (e = ref_json(&o->via.map.ptr[i].val,
+			    depth + 1)) == NULL) {
+				json_decref(j);
+				return NULL;
+			}
+			memcpy(key, k->via.str.ptr, k->via.str.size);
+			key[k->via.str.size] = '\0';
+			if (json_object_set_new(j, key, e) != 0) {
+				json_decref(j);
+				return NULL;
+			}
+		}
+		return j;
+	default:
+		return json_string(TL_REDACTED);
+	}
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -170,6 +267,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(msgpack_unpack((const char *)data, size, &off, &z, &o) ==
 	    MSGPACK_UNPACK_SUCCESS && off == size);
 	same(v.root, &o, 0);
+	{
+		json_t *got = tl_json_body(data, size), *want = ref_json(&o, 0);
+
+		CHECK((got == NULL) == (want == NULL));
+		CHECK(got == NULL || json_equal(got, want));
+		json_decref(got);
+		json_decref(want);
+	}
 	msgpack_zone_destroy(&z);
 	tl_bview_close(&v);
 	return 0;

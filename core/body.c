@@ -551,6 +551,18 @@ tl_bn_len(struct tl_bnode n)
 }
 
 int
+tl_bn_raw(struct tl_bnode n, const void **p, size_t *len)
+{
+	const uint8_t *q = n.p;
+
+	if (q == NULL || tl_mp_skip(&q, n.end, NULL) != 0)
+		return TL_EMALFORMED;
+	*p = n.p;
+	*len = (size_t)(q - n.p);
+	return 0;
+}
+
+int
 tl_bn_f64(struct tl_bnode n, double *v)
 {
 	struct tl_mp_item it;

@@ -98,6 +98,9 @@ struct tl_bnode tl_bn_at(struct tl_bnode arr, size_t i);
 int	tl_bn_entry(struct tl_bnode map, size_t i, struct tl_bnode *key,
 	    struct tl_bnode *val);
 
+/* n's own encoded bytes, whatever its kind (containers whole). */
+int	tl_bn_raw(struct tl_bnode n, const void **p, size_t *len);
+
 /* A float32 or float64, as a double. */
 int	tl_bn_f64(struct tl_bnode n, double *v);
 

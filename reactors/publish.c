@@ -360,31 +360,45 @@ pack_str(msgpack_packer *pk, const char *s)
 	msgpack_pack_str_body(pk, s, n);
 }
 
-/* A body value with every ext (secret) replaced by "<redacted>". */
-static void
-pack_redacted(msgpack_packer *pk, const msgpack_object *o)
+/*
+ * A body value with every ext (secret) replaced by "<redacted>"; any
+ * other value is copied as it was encoded.
+ */
+static int
+pack_redacted(msgpack_packer *pk, struct tl_bnode n, int depth)
 {
-	uint32_t i;
+	struct tl_bn_iter it;
+	struct tl_bnode k, v;
+	const void *raw;
+	size_t len;
+	int rc;
 
-	switch (o->type) {
-	case MSGPACK_OBJECT_EXT:
+	if (depth > 64)
+		return TL_EMALFORMED;
+	switch (tl_bn_kind(n)) {
+	case TL_BN_SECRET:
+	case TL_BN_OTHER:
 		pack_str(pk, TL_REDACTED);
-		break;
-	case MSGPACK_OBJECT_ARRAY:
-		msgpack_pack_array(pk, o->via.array.size);
-		for (i = 0; i < o->via.array.size; i++)
-			pack_redacted(pk, &o->via.array.ptr[i]);
-		break;
-	case MSGPACK_OBJECT_MAP:
-		msgpack_pack_map(pk, o->via.map.size);
-		for (i = 0; i < o->via.map.size; i++) {
-			pack_redacted(pk, &o->via.map.ptr[i].key);
-			pack_redacted(pk, &o->via.map.ptr[i].val);
-		}
-		break;
+		return 0;
+	case TL_BN_ARR:
+	case TL_BN_MAP:
+		if (tl_bn_iter(n, &it) != 0)
+			return TL_EMALFORMED;
+		if (it.map)
+			msgpack_pack_map(pk, (size_t)it.left);
+		else
+			msgpack_pack_array(pk, (size_t)it.left);
+		while ((rc = tl_bn_iter_next(&it, &k, &v)) == 1)
+			if ((it.map && (rc = pack_redacted(pk, k,
+			    depth + 1)) != 0) ||
+			    (rc = pack_redacted(pk, v, depth + 1)) != 0)
+				return rc;
+		return rc;
 	default:
-		msgpack_pack_object(pk, *o);
-		break;
+		if (tl_bn_raw(n, &raw, &len) != 0)
+			return TL_EMALFORMED;
+		return msgpack_sbuffer_write(pk->data, raw, len) == 0 ? 0 :
+		    ENOMEM;
 	}
 }
 
@@ -393,19 +407,12 @@ static int
 render_msgpack(struct tl_rx_pub *ps, const struct tl_event *ev)
 {
 	msgpack_packer pk;
-	msgpack_zone z;
-	msgpack_object o;
-	size_t off = 0;
+	struct tl_bview v;
 	char ts[64], id[2 * TL_ID_LEN + 1], corr[2 * TL_ID_LEN + 1];
-	int rc = TL_EMALFORMED;
+	int rc;
 
-	if (tl_env_check_map(ev->body, ev->body_len) != 0)
+	if (tl_bview_open(&v, ev->body, ev->body_len) != 0)
 		return TL_EMALFORMED;
-	if (!msgpack_zone_init(&z, 2048))
-		return ENOMEM;
-	if (msgpack_unpack((const char *)ev->body, ev->body_len, &off, &z,
-	    &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_MAP)
-		goto out;
 	msgpack_sbuffer_clear(&ps->mp);
 	msgpack_packer_init(&pk, &ps->mp, msgpack_sbuffer_write);
 	tl_json_time(ev->ts, ts);
@@ -431,10 +438,8 @@ render_msgpack(struct tl_rx_pub *ps, const struct tl_event *ev)
 	pack_str(&pk, "corr");
 	pack_str(&pk, corr);
 	pack_str(&pk, "body");
-	pack_redacted(&pk, &o);
-	rc = 0;
-out:
-	msgpack_zone_destroy(&z);
+	rc = pack_redacted(&pk, v.root, 0);
+	tl_bview_close(&v);
 	return rc;
 }
 

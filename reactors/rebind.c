@@ -613,9 +613,12 @@ copy_done(struct tl_rx_copy *cp)
 	return done;
 }
 
-/* Unlinks cp (finished) and frees it; its step's secrets wiped. */
+/*
+ * Unlinks cp (finished) and frees it, its step's secrets wiped; joined
+ * says its thread was joined already.
+ */
 static void
-copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp)
+copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp, int joined)
 {
 	struct tl_rx_copy **pp;
 
@@ -624,23 +627,9 @@ copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp)
 			*pp = cp->next;
 			break;
 		}
-	pthread_join(cp->th, NULL);
+	if (!joined)
+		pthread_join(cp->th, NULL);
 	step_free(&cp->st);
-	free(cp);
-}
-
-/* Unlinks cp, already joined and its step handed over, and frees it. */
-static void
-copy_drop_nojoin(struct tl_rx *rx, struct tl_rx_copy *cp)
-{
-	struct tl_rx_copy **pp;
-
-	for (pp = &rx->copies; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == cp) {
-			*pp = cp->next;
-			break;
-		}
-	step_free(&cp->st);	/* the secrets of this copy of them */
 	free(cp);
 }
 
@@ -678,7 +667,7 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 			step_free(st);
 			*st = cp->st;		/* its tables are the step's now */
 			cp->st.tables = NULL;
-			copy_drop_nojoin(rx, cp);
+			copy_drop(rx, cp, 1);
 			continue;
 		}
 		if ((cp = calloc(1, sizeof(*cp))) == NULL)
@@ -702,7 +691,7 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 	for (cp = rx->copies; cp != NULL; cp = next) {
 		next = cp->next;
 		if (!cp->taken && copy_done(cp))
-			copy_drop(rx, cp);
+			copy_drop(rx, cp, 0);
 	}
 }
 
@@ -714,7 +703,7 @@ tl_rx_copies_free(struct tl_rx *rx)
 	for (cp = rx->copies; cp != NULL; cp = next) {
 		next = cp->next;
 		if (copy_done(cp))
-			copy_drop(rx, cp);
+			copy_drop(rx, cp, 0);
 		else
 			/* Under way at exit: the process ends it. */
 			pthread_detach(cp->th);

@@ -51,7 +51,7 @@ struct mgrant {
 	struct mfile	*f;
 	size_t		 nf;
 	char		 block[TL_DRV_WHY_MAX + 200];	/* set: blocked */
-	char		 retry[256];	/* its backoff: first file and grant */
+	char		 retry[256];	/* its backoff key (retry_key) */
 };
 
 struct mpass {
@@ -62,6 +62,13 @@ struct mpass {
 	size_t		 nmods;
 	unsigned	 resting;	/* blocked, waiting out a backoff */
 };
+
+/* The backoff of a file that failed: a changed file is another key. */
+static void
+retry_key(char out[256], const char *checksum, const char *grant)
+{
+	snprintf(out, 256, "migration/%.16s/%s", checksum, grant);
+}
 
 static int
 add_module(struct mpass *ps, const char *m)
@@ -229,8 +236,8 @@ gather_one(const struct tl_grant *g, void *arg)
 	if (mg->block[0] == '\0') {
 		struct tl_rx_backoff *bo;
 
-		snprintf(mg->retry, sizeof(mg->retry), "migration/%.16s/%s",
-		    mg->f[0].checksum, g->id);
+		/* The first file to run is the one that failed, if any. */
+		retry_key(mg->retry, mg->f[0].checksum, g->id);
 		if ((bo = tl_rx_backoff_find(ps->rx, mg->retry, 0)) != NULL &&
 		    bo->next_ns > tl_rx_now()) {
 			/* Failed lately, unchanged: still blocked. */
@@ -308,6 +315,7 @@ run(struct mpass *ps)
 				 * same way.  Changed, it is another key and
 				 * runs at once.
 				 */
+				retry_key(mg->retry, f->checksum, mg->g.id);
 				tl_rx_backoff_fail(ps->rx, mg->retry);
 				if (f->line > 0)
 					snprintf(mg->block, sizeof(mg->block),

@@ -747,7 +747,8 @@ by_age(const void *a, const void *b)
 static void
 cap_pass(struct pass *ps, size_t cap)
 {
-	struct { const char *id; size_t n; } *per = NULL;
+	/* Copies: the works move below as the kept ones close up. */
+	struct { char id[sizeof(ps->w[0].g.provider)]; size_t n; } *per;
 	size_t i, j, k = 0, nper = 0;
 
 	qsort(ps->w, ps->nw, sizeof(*ps->w), by_age);
@@ -761,7 +762,8 @@ cap_pass(struct pass *ps, size_t cap)
 				if (strcmp(per[j].id, w->g.provider) == 0)
 					break;
 			if (j == nper)
-				per[nper++].id = w->g.provider;
+				snprintf(per[nper++].id, sizeof(per[0].id),
+				    "%s", w->g.provider);
 			if (per[j].n == cap) {
 				ps->pending++;
 				continue;

@@ -674,6 +674,7 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 			continue;	/* copied on this thread instead */
 		cp->st = *st;
 		if (pthread_create(&cp->th, NULL, copy_main, cp) != 0) {
+			step_free(&cp->st);	/* a copy of the secrets */
 			free(cp);
 			continue;
 		}

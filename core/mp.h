@@ -1,7 +1,8 @@
 /*
- * mp.h - the msgpack reader under the envelope and body readers:
- * bounded, no allocation.  Inline: it runs several times for every
- * event folded.  (Writing is msgpack-c's packer, in body.c.)
+ * mp.h - tally's msgpack, read and written: under the envelope, the
+ * body reader and builder, the JSON renderer and the publisher.
+ * Bounded, no allocation; inline, since it runs several times for every
+ * event folded.
  */
 #ifndef TL_MP_H
 #define TL_MP_H
@@ -16,8 +17,8 @@
  * 2^32 entries make it ask for 192 GiB.  Records and bodies are read
  * here instead, with every count bounded by the bytes left.  It accepts
  * what msgpack-c accepts, including its limit of TL_MP_DEPTH open
- * containers, so a body that passes here also passes msgpack-c (the
- * JSON renderer and the publisher still unpack with it).
+ * containers, so a body that passes here also passes msgpack-c, which
+ * the tests use as the reference (tests/check_body.c, fuzz_body).
  */
 #define TL_MP_DEPTH	32	/* msgpack-c's MSGPACK_EMBED_STACK_SIZE */
 

@@ -256,16 +256,14 @@ static int
 emb_named(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct emb_owner *eo = arg;
-	struct tl_bview v;
+	struct tl_rec v;
 	struct tl_bnode emb;
 	size_t i;
 	int rc, found = 0;
 
-	if (vlen < 9)
-		return TL_ECORRUPT;
-	if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8, vlen - 8)) != 0)
+	if ((rc = tl_rec_open(val, vlen, &v)) != 0)
 		return rc;
-	if (tl_bn_get(v.root, "embedded", &emb) == 0)
+	if (tl_bn_get(v.m, "embedded", &emb) == 0)
 		for (i = 0; i < tl_bn_len(emb) && !found; i++) {
 			char en[64];
 
@@ -273,7 +271,7 @@ emb_named(const char *rest, const void *val, size_t vlen, void *arg)
 			    sizeof(en)) == 0 && strcmp(en, eo->name) == 0)
 				found = 1;
 		}
-	tl_bview_close(&v);
+	tl_rec_close(&v);
 	if (found)
 		snprintf(eo->owner, sizeof(eo->owner), "%s", rest);
 	return found;

@@ -232,7 +232,7 @@ static int
 reopen_one(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct dead_arg *da = arg;
-	struct tl_bview v;
+	struct tl_rec v;
 	struct tl_grant g;
 	struct tl_rec b;
 	char kind[16] = "", scope[16] = "", gkey[TL_KEY_MAX];
@@ -242,14 +242,13 @@ reopen_one(const char *rest, const void *val, size_t vlen, void *arg)
 	S(stream);
 	int rc;
 
-	if (vlen < 9 || tl_bview_open(&v, (const uint8_t *)val + 8,
-	    vlen - 8) != 0)
+	if (tl_rec_open(val, vlen, &v) != 0)
 		return TL_ECORRUPT;
-	tl_bn_getstr(v.root, "kind", kind, sizeof(kind));
-	tl_bn_getstr(v.root, "scope", scope, sizeof(scope));
-	tl_bn_getstr(v.root, "type", type, sizeof(type));
-	tl_bn_getstr(v.root, "resource", resource, sizeof(resource));
-	tl_bview_close(&v);
+	tl_bn_getstr(v.m, "kind", kind, sizeof(kind));
+	tl_bn_getstr(v.m, "scope", scope, sizeof(scope));
+	tl_bn_getstr(v.m, "type", type, sizeof(type));
+	tl_bn_getstr(v.m, "resource", resource, sizeof(resource));
+	tl_rec_close(&v);
 	if (strcmp(kind, "instantiation") != 0)
 		return 0;
 	if ((rc = tl_grant_key(gkey, da->module, rest,

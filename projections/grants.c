@@ -110,15 +110,12 @@ each_one(const char *rest, const void *val, size_t vlen, void *arg)
 	int rc;
 
 	if (e->direct) {
-		struct tl_bview v;
+		struct tl_rec r;
 
-		if (vlen < 9)
-			return TL_ECORRUPT;
-		if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8,
-		    vlen - 8)) != 0)
+		if ((rc = tl_rec_open(val, vlen, &r)) != 0)
 			return rc;
-		rc = grant_decode(v.root, &g);
-		tl_bview_close(&v);
+		rc = grant_decode(r.m, &g);
+		tl_rec_close(&r);
 	} else
 		rc = tl_grant_get(e->t, e->p, rest, &g, NULL);
 	if (rc != 0)

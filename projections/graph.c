@@ -210,17 +210,15 @@ req_rewait(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct req_each *re = arg;
 	struct reqinfo ri;
-	struct tl_bview v;
+	struct tl_rec r;
 	S(g);
 	S(wk);
 	int rc, inst, per;
 
-	if (vlen < 9)
-		return TL_ECORRUPT;
-	if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8, vlen - 8)) != 0)
+	if ((rc = tl_rec_open(val, vlen, &r)) != 0)
 		return rc;
-	inst = req_info(v.root, &ri);
-	tl_bview_close(&v);
+	inst = req_info(r.m, &ri);
+	tl_rec_close(&r);
 	if (!inst)
 		return 0;
 	per = strcmp(ri.scope, "per-instance") == 0;

@@ -84,11 +84,20 @@ tl_rec_get(struct tl_txn *t, tl_kv kv, const char *key, struct tl_rec *r)
 	memset(r, 0, sizeof(*r));
 	if ((rc = tl_kv_get(t, kv, key, strlen(key), &v, &n)) != 0)
 		return rc;
-	if (n < 9)
+	return tl_rec_open(v, n, r);
+}
+
+int
+tl_rec_open(const void *val, size_t len, struct tl_rec *r)
+{
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (len < 9)
 		return TL_ECORRUPT;
-	r->seq = tl_get_be64(v);
-	r->raw = (const uint8_t *)v + 8;
-	r->rawlen = n - 8;
+	r->seq = tl_get_be64(val);
+	r->raw = (const uint8_t *)val + 8;
+	r->rawlen = len - 8;
 	if ((rc = tl_bview_open(&r->v, r->raw, r->rawlen)) != 0)
 		return rc;
 	r->m = r->v.root;

@@ -108,6 +108,8 @@ struct tl_rec {
 };
 int	tl_rec_get(struct tl_txn *t, tl_kv kv, const char *key,
 	    struct tl_rec *r);
+/* The same for a value already in hand (a scan's). */
+int	tl_rec_open(const void *val, size_t len, struct tl_rec *r);
 void	tl_rec_close(struct tl_rec *r);
 int	tl_rec_put(struct tl_txn *t, tl_kv kv, const char *key, uint64_t seq,
 	    const void *body, size_t len);

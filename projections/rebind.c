@@ -98,16 +98,14 @@ each_one(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct each *e = arg;
 	struct tl_rebind r;
-	struct tl_bview v;
+	struct tl_rec rec;
 	int rc;
 
 	(void)rest;
-	if (vlen < 9)
-		return TL_ECORRUPT;
-	if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8, vlen - 8)) != 0)
+	if ((rc = tl_rec_open(val, vlen, &rec)) != 0)
 		return rc;
-	mv_decode(v.root, &r);
-	tl_bview_close(&v);
+	mv_decode(rec.m, &r);
+	tl_rec_close(&rec);
 	return e->fn(&r, e->arg);
 }
 

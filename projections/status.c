@@ -462,17 +462,15 @@ static int
 one_req(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct req_arg *ra = arg;
-	struct tl_bview v;
+	struct tl_rec r;
 	const char *st;
 	json_t *j;
 	int rc;
 
-	if (vlen < 9)
-		return TL_ECORRUPT;
-	if ((rc = tl_bview_open(&v, (const uint8_t *)val + 8, vlen - 8)) != 0)
+	if ((rc = tl_rec_open(val, vlen, &r)) != 0)
 		return rc;
-	j = req_status(ra->t, ra->p, ra->module, rest, v.root, ra->node, &st);
-	tl_bview_close(&v);
+	j = req_status(ra->t, ra->p, ra->module, rest, r.m, ra->node, &st);
+	tl_rec_close(&r);
 	if (j == NULL)
 		return ENOMEM;
 	if (json_object_get(j, "grant") != NULL)

@@ -571,16 +571,18 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		ExecStatusType st;
 
 		if (wait_result(c, m, deadline, &cancelled) == W_LOST) {
-			snprintf(why, TL_DRV_WHY_MAX, "%s; the session was "
-			    "closed", cancelled == W_STOPPED ? "stopped "
-			    "(tallyd is stopping)" : cancelled == W_LIMIT ?
-			    "the file ran past its time limit" : "the "
-			    "session was lost");
 			if (cancelled == W_LIMIT)
 				snprintf(why, TL_DRV_WHY_MAX, "the file ran past "
 				    "its time limit of %u s (migration-timeout) "
 				    "and did not stop when cancelled; the "
 				    "session was closed", limit);
+			else if (cancelled == W_STOPPED)
+				snprintf(why, TL_DRV_WHY_MAX, "stopped (tallyd "
+				    "is stopping); the session was closed");
+			else
+				snprintf(why, TL_DRV_WHY_MAX, "the session was "
+				    "lost while the file ran: %s",
+				    PQerrorMessage(c));
 			*line = statement_line(text, len, done);
 			rc = TL_EDRIVER;
 			goto out;

@@ -5,7 +5,8 @@
 #     daemon); meanwhile a new consumer is assigned and its grant is
 #     provisioned within 5 s (the slow file holds up only its own
 #     grant); SIGTERM then stops tallyd within 5 s, and the backend
-#     that ran the file is gone (pg_stat_activity);
+#     that ran the file is gone (pg_stat_activity); after a SIGKILL the
+#     server ends the backend left behind within a few seconds;
 #   - the provider's migration-timeout (2 s here): the same file is
 #     cancelled on the server when the limit passes, blocked with the
 #     limit in the reason, and its backend is gone;
@@ -94,6 +95,17 @@ t_ok "tallyd exited 0 $((t1 - t0)) ms after SIGTERM; no migration session left"
 tly log --json --stream grant/slow/db --type migration.applied | grep -q . &&
 	t_fail "the cancelled file was recorded as applied"
 t_ok "nothing recorded as applied"
+
+t_check "SIGKILL: the server ends the backend of the session left behind"
+t_tallyd_start
+wait_for 15 "the sleep" sleeping ||
+	t_fail "no migration session in pg_stat_activity after 15 s (restarted)"
+kill -KILL "$T_DPID"
+t_wait_exit "$T_DPID" 5
+t0=$(t_now_ms)
+wait_for 5 "the backend gone" no_backend ||
+	t_fail "$(backends) migration session(s) still in pg_stat_activity 5 s after tallyd was killed"
+t_ok "backend gone $(($(t_now_ms) - t0)) ms after the SIGKILL (client_connection_check_interval)"
 
 t_say "migration-timeout: the file is cancelled on the server at the limit"
 tly assign postgres node-a --expose local --set port="$TALLY_TEST_PG_PORT" \

@@ -61,10 +61,18 @@ k=0
 t0=$(t_now_ms)
 while [ $k -lt "$KILLS" ]; do
 	t_tallyd_start --workers 4
-	# 100..1600 ms after the start: provisioning is done within the
-	# first few hundred, the 60 files take a second or two.
-	ms=$((100 + $(t_rand 1500)))
-	sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+	# Inside a migration pass: once a file runs (a session of
+	# tally-migrate; up to 3 s, while the log lacks some), a random
+	# moment of the next 0..700 ms.
+	end=$(($(t_now_ms) + 3000))
+	[ "$(tly log --json --type migration.applied | wc -l)" -lt $((N * 3)) ] || end=0
+	while [ "$(t_sql "SELECT count(*) FROM pg_stat_activity
+	    WHERE application_name = 'tally-migrate'")" -eq 0 ] &&
+	    [ "$(t_now_ms)" -lt "$end" ]; do
+		sleep 0.01
+	done
+	ms=$(t_rand 700)
+	sleep "0.$(printf '%03d' "$ms")"
 	kill -KILL "$T_DPID" 2>/dev/null || t_fail "tallyd (pid $T_DPID) had died by itself"
 	t_wait_exit "$T_DPID" 10
 	k=$((k + 1))

@@ -9,6 +9,13 @@
  * exists, a constraint violated, a division by zero) the start of the
  * statement that failed, found by counting the statements that
  * completed before it: each completed statement returns one result.
+ *
+ * The same transaction looks the file up in tally.schema_history and
+ * records it there, so the database knows what ran in it even when the
+ * caller dies before it can say so.  The session's statement_timeout is
+ * the file's limit (the server enforces it); the wait for results polls
+ * the socket so that the limit and the caller's cancel flag are seen,
+ * and either sends PQcancel.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -546,8 +546,13 @@ tl_rx_migs_free(struct tl_rx *rx)
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
 	int i, left;
 
-	for (jb = rx->migs; jb != NULL; jb = jb->next)
+	for (jb = rx->migs; jb != NULL; jb = jb->next) {
+		if (!atomic_load(&jb->done))
+			tl_rx_log(rx, TL_RX_INFO, "grant %s: cancelling its "
+			    "migration (rolled back; the next tallyd runs it "
+			    "again)", jb->mg.g.id);
 		atomic_store(&jb->cancel, 1);
+	}
 	/* The drivers look at cancel every 100 ms; the server then stops. */
 	for (i = 0; i < 150; i++) {
 		left = 0;

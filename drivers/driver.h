@@ -9,6 +9,7 @@
 #ifndef TL_DRIVER_H
 #define TL_DRIVER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,16 @@ struct tl_drv_endpoint {
 	const char	*port;
 };
 
+/* One migration file, as the migrator hands it to a driver. */
+struct tl_drv_migration {
+	const char	*file;		/* NNN_description.sql */
+	const char	*checksum;	/* BLAKE2b-256 of sql, hex */
+	const char	*sql;		/* len bytes, need not end in NUL */
+	size_t		 len;
+	unsigned	 timeout_s;	/* the file's time limit; 0: 300 s */
+	atomic_int	*cancel;	/* nonzero: stop now; NULL: never */
+};
+
 /* Outcome detail: a reason a person can act on (never a secret). */
 #define TL_DRV_WHY_MAX	512
 
@@ -72,12 +83,23 @@ struct tl_drv_ops {
 		    char *why);
 	/*
 	 * Runs one migration as the consumer (g->login with g->password, in
-	 * g->resource at ep), in its own transaction: all of it or none.
-	 * On failure why holds the server's message and *line the line of
-	 * sql it points at (0 if the server gives no position).
+	 * g->resource at ep), in its own transaction: all of it or none,
+	 * together with the resource's own record of the files applied to
+	 * it (the file name and checksum), so that a crash after the
+	 * commit cannot make the file run twice.  *already is set when
+	 * that record has m->file with m->checksum: nothing ran, the file
+	 * was applied before.  The file runs under m->timeout_s, enforced
+	 * by the server and cancelled there when it passes, and stops
+	 * within a fraction of a second of *m->cancel becoming nonzero.
+	 * Returns 0 (applied now, or *already); TL_EUNREACH: no session
+	 * (not the file's fault); TL_EDRIVER: refused or failed, why
+	 * holding the reason (the server's message) and *line the line of
+	 * sql it points at (0 if none).  Blocking: run it off a loop that
+	 * must stay responsive.
 	 */
 	int	(*migrate)(const struct tl_drv_endpoint *ep,
-		    const struct tl_drv_grant *g, const char *sql, size_t len,
+		    const struct tl_drv_grant *g,
+		    const struct tl_drv_migration *m, int *already,
 		    char *why, int *line);
 	/*
 	 * Drops a login role that revoke(drop=0) disabled, after a rotation:

@@ -339,17 +339,18 @@ f_copy_slot(struct f_slot *s, const struct tl_drv_admin *from,
 
 static int
 f_migrate_slot(struct f_slot *s, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, const char *sql, size_t len, char *why,
-    int *line)
+    const struct tl_drv_grant *g, const struct tl_drv_migration *m,
+    int *already, char *why, int *line)
 {
 	struct f_handle fh = { s, NULL };
 	const struct f_rule *lost_, *drift_;
 	int rc;
 
 	*line = 0;
+	*already = 0;
 	F_BEFORE(&fh, OP_MIGRATE, why);
 	(void)drift_;
-	rc = s->real->migrate(ep, g, sql, len, why, line);
+	rc = s->real->migrate(ep, g, m, already, why, line);
 	return F_AFTER(&fh, OP_MIGRATE, rc, why);
 }
 
@@ -362,10 +363,10 @@ f_open_##i(const struct tl_drv_admin *a, void **hp, char *why)		\
 }									\
 static int								\
 f_migrate_##i(const struct tl_drv_endpoint *ep,				\
-    const struct tl_drv_grant *g, const char *sql, size_t len,		\
-    char *why, int *line)						\
+    const struct tl_drv_grant *g, const struct tl_drv_migration *m,	\
+    int *already, char *why, int *line)					\
 {									\
-	return f_migrate_slot(&slots[i], ep, g, sql, len, why, line);	\
+	return f_migrate_slot(&slots[i], ep, g, m, already, why, line);	\
 }									\
 static int								\
 f_copy_##i(const struct tl_drv_admin *from,				\
@@ -383,7 +384,8 @@ F_SLOT_FNS(3)
 static int (*const open_fn[FAULT_SLOTS])(const struct tl_drv_admin *,
     void **, char *) = { f_open_0, f_open_1, f_open_2, f_open_3 };
 static int (*const migrate_fn[FAULT_SLOTS])(const struct tl_drv_endpoint *,
-    const struct tl_drv_grant *, const char *, size_t, char *, int *) = {
+    const struct tl_drv_grant *, const struct tl_drv_migration *, int *,
+    char *, int *) = {
 	f_migrate_0, f_migrate_1, f_migrate_2, f_migrate_3 };
 static int (*const copy_fn[FAULT_SLOTS])(const struct tl_drv_admin *,
     const struct tl_drv_grant *, const struct tl_drv_admin *,

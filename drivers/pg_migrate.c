@@ -9,19 +9,32 @@
  * exists, a constraint violated, a division by zero) the start of the
  * statement that failed, found by counting the statements that
  * completed before it: each completed statement returns one result.
+ *
+ * The same transaction looks the file up in tally.schema_history and
+ * records it there, so the database knows what ran in it even when the
+ * caller dies before it can say so.  The session's statement_timeout is
+ * the file's limit (the server enforces it); the wait for results polls
+ * the socket so that the limit and the caller's cancel flag are seen,
+ * and either sends PQcancel.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <ctype.h>
+#include <errno.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "driver.h"
 
 int	tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
-	    const struct tl_drv_grant *g, const char *sql, size_t len,
-	    char *why, int *line);
+	    const struct tl_drv_grant *g, const struct tl_drv_migration *m,
+	    int *already, char *why, int *line);
 
 static int
 line_of(const char *sql, size_t len, long pos)
@@ -75,6 +88,7 @@ dollar_tag(const char *s, size_t n)
 #define WORDS	4
 struct stmt {
 	size_t	off;		/* its first token */
+	size_t	end;		/* its semicolon, or the end of the text */
 	int	line;
 	char	w[WORDS][16];
 	int	nw;		/* words seen, up to WORDS counted */
@@ -149,6 +163,7 @@ each_statement(const char *sql, size_t len, stmt_fn fn, void *arg)
 			continue;
 		}
 		if (c == ';' && begins == 0) {
+			st.end = i;
 			if (started && (rc = fn(&st, arg)) != 0)
 				return rc;
 			memset(&st, 0, sizeof(st));
@@ -230,6 +245,7 @@ each_statement(const char *sql, size_t len, stmt_fn fn, void *arg)
 			parens--;
 		i++;
 	}
+	st.end = len;
 	return started ? fn(&st, arg) : 0;
 }
 
@@ -289,22 +305,171 @@ txn_control(const struct stmt *st, void *arg)
 	return 0;
 }
 
+/*
+ * A session escape: a statement that would lift the file's time limit
+ * or leave the consumer's role (tally sets both for the session, and a
+ * file may not undo them).  The first words catch the commands; the
+ * names are also looked for anywhere in the statement, strings
+ * included, which catches set_config('statement_timeout', ...) and a
+ * routine declared with SET statement_timeout.  What a dynamic string
+ * builds (EXECUTE in a DO block) is not seen here: the cancel at the
+ * limit (below) still ends it.
+ */
+struct escape_arg {
+	const char	*sql;
+	char		 what[64];
+};
+
+/* Case-insensitive: needle in [s, s + n); its offset, or n. */
+static size_t
+find_ci(const char *s, size_t n, const char *needle)
+{
+	size_t k = strlen(needle), i;
+
+	for (i = 0; k <= n && i <= n - k; i++)
+		if (strncasecmp(s + i, needle, k) == 0)
+			return i;
+	return n;
+}
+
+static int
+session_escape(const struct stmt *st, void *arg)
+{
+	static const char *const names[] = { "statement_timeout",
+	    "session_authorization", "idle_in_transaction_session_timeout",
+	    NULL };
+	struct escape_arg *ea = arg;
+	const char *p = ea->sql + st->off;
+	size_t n = st->end - st->off, at = 0, i;
+	int line = st->line;
+
+	/* Words are cut to 15 characters: "statement_timeo". */
+	if ((is_word(st, 0, "set") || is_word(st, 0, "reset")) &&
+	    (is_word(st, 1, "role") || is_word(st, 1, "session") ||
+	    is_word(st, 1, "all") || is_word(st, 1, "session_authori") ||
+	    is_word(st, 1, "statement_timeo") ||
+	    (is_word(st, 1, "local") && (is_word(st, 2, "role") ||
+	    is_word(st, 2, "session") || is_word(st, 2, "statement_timeo")))))
+		at = 0;
+	else if (is_word(st, 0, "discard"))
+		at = 0;
+	else {
+		for (i = 0; names[i] != NULL; i++)
+			if ((at = find_ci(p, n, names[i])) < n)
+				break;
+		if (names[i] == NULL && find_ci(p, n, "set_config") < n &&
+		    ((at = find_ci(p, n, "'role'")) < n ||
+		    (at = find_ci(p, n, "\"role\"")) < n))
+			;	/* set_config('role', ...) */
+		else if (names[i] == NULL)
+			return 0;
+		for (i = 0; i < at; i++)
+			if (p[i] == '\n')
+				line++;
+	}
+	/* What it says, from the statement's own text, on one line. */
+	for (i = 0; i < n && i < sizeof(ea->what) - 4; i++)
+		ea->what[i] = p[i] == '\n' || p[i] == '\t' || p[i] == '\r' ?
+		    ' ' : p[i];
+	snprintf(ea->what + i, sizeof(ea->what) - i, "%s", i < n ? "…" : "");
+	return line;
+}
+
+static void
+quiet(void *arg, const char *msg)
+{
+	/* A file's NOTICEs are not tallyd's to print. */
+	(void)arg;
+	(void)msg;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Why a wait for the server ended early. */
+enum { W_RESULT, W_STOPPED, W_LIMIT, W_LOST };
+
+/*
+ * Waits for the server's next result, polling the socket every 100 ms
+ * so that *cancel and the deadline are seen while a statement runs;
+ * either sends a cancel request (the backend stops the statement: the
+ * session stays usable for ROLLBACK), and then waits at most 2 s more
+ * before giving up on the session.
+ */
+static int
+wait_result(PGconn *c, const struct tl_drv_migration *m, double deadline,
+    int *cancelled)
+{
+	double gave_up = 0;
+
+	while (PQisBusy(c)) {
+		struct pollfd pf = { PQsocket(c), POLLIN, 0 };
+		int stop = m->cancel != NULL && atomic_load(m->cancel) != 0;
+		double now = now_s();
+
+		if (*cancelled == W_RESULT && (stop || now >= deadline)) {
+			PGcancel *k = PQgetCancel(c);
+			char err[256];
+
+			*cancelled = stop ? W_STOPPED : W_LIMIT;
+			if (k != NULL) {
+				PQcancel(k, err, sizeof(err));
+				PQfreeCancel(k);
+			}
+			gave_up = now + 2;
+		} else if (gave_up > 0 && now >= gave_up)
+			return W_LOST;
+		if (poll(&pf, 1, 100) < 0 && errno != EINTR)
+			return W_LOST;
+		if (!PQconsumeInput(c))
+			return W_LOST;
+	}
+	return W_RESULT;
+}
+
+/*
+ * The file's record in the database: what tally applied there, in the
+ * same transaction as each file, in a schema of its own (outside the
+ * consumer's search_path, so its own queries and \dt do not meet it).
+ * It belongs to the owner role like everything the file creates, so a
+ * copy (tally rebind --migrate) takes it along.
+ */
+static const char history_sql[] =
+    "CREATE SCHEMA IF NOT EXISTS tally;"
+    "CREATE TABLE IF NOT EXISTS tally.schema_history ("
+    " file text PRIMARY KEY,"
+    " checksum text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now());"
+    /* Two sessions at one database: the second waits, then sees it. */
+    "LOCK TABLE tally.schema_history IN SHARE ROW EXCLUSIVE MODE";
+
 int
 tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, const char *sql, size_t len, char *why,
-    int *line)
+    const struct tl_drv_grant *g, const struct tl_drv_migration *m,
+    int *already, char *why, int *line)
 {
 	const char *keys[] = { "host", "port", "user", "password", "dbname",
 	    "connect_timeout", "application_name", NULL };
 	const char *vals[] = { ep->host, ep->port, g->login, g->password,
 	    g->resource, "5", "tally-migrate", NULL };
+	const char *sql = m->sql;
+	size_t len = m->len;
+	unsigned limit = m->timeout_s ? m->timeout_s : 300;
 	PGconn *c;
 	PGresult *r;
-	char *text;
+	char *text, q[160];
 	unsigned done = 0;
-	int rc = 0;
+	double deadline;
+	int rc = 0, cancelled = W_RESULT;
 
 	*line = 0;
+	*already = 0;
 	why[0] = '\0';
 	c = PQconnectdbParams(keys, vals, 0);
 	if (PQstatus(c) != CONNECTION_OK) {
@@ -313,6 +478,7 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		PQfinish(c);
 		return TL_EUNREACH;
 	}
+	PQsetNoticeProcessor(c, quiet, NULL);
 	/* PQexec wants a NUL-terminated string; files need not end in one. */
 	if ((text = malloc(len + 1)) == NULL) {
 		PQfinish(c);
@@ -334,9 +500,71 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 			goto out;
 		}
 	}
-	if (!exec_ok(c, "BEGIN", why)) {
+	{
+		struct escape_arg ea = { text, "" };
+		int at = each_statement(text, len, session_escape, &ea);
+
+		if (at > 0) {
+			snprintf(why, TL_DRV_WHY_MAX, "\"%s\" inside a "
+			    "migration: tally sets the session's time limit "
+			    "(the provider's migration-timeout) and role, and "
+			    "a file may not change them", ea.what);
+			*line = at;
+			rc = TL_EDRIVER;
+			goto out;
+		}
+	}
+	/*
+	 * The limit is the server's to enforce: a statement past it is
+	 * cancelled there, whatever the client does.  A backend whose
+	 * client is gone (tallyd killed) notices within a second on
+	 * servers that have client_connection_check_interval (14 and
+	 * later; older ones ignore the setting's failure).
+	 */
+	snprintf(q, sizeof(q), "SET statement_timeout = %u",
+	    limit > 2000000 ? 2000000000u : limit * 1000);
+	if (!exec_ok(c, q, why) || !exec_ok(c, "SET "
+	    "idle_in_transaction_session_timeout = 60000", why)) {
 		rc = TL_EDRIVER;
 		goto out;
+	}
+	{
+		char ignored[TL_DRV_WHY_MAX];
+
+		exec_ok(c, "SET client_connection_check_interval = 1000",
+		    ignored);
+	}
+	if (!exec_ok(c, "BEGIN", why) || !exec_ok(c, history_sql, why)) {
+		rc = TL_EDRIVER;
+		goto out;
+	}
+	{
+		const char *pv[1] = { m->file };
+
+		r = PQexecParams(c, "SELECT checksum FROM tally.schema_history "
+		    "WHERE file = $1", 1, NULL, pv, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			snprintf(why, TL_DRV_WHY_MAX, "reading "
+			    "tally.schema_history: %s", PQerrorMessage(c));
+			rc = TL_EDRIVER;
+		} else if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0),
+		    m->checksum) == 0) {
+			*already = 1;	/* applied before: nothing runs */
+		} else if (PQntuples(r) == 1) {
+			snprintf(why, TL_DRV_WHY_MAX, "the database records %s "
+			    "as applied with checksum %.16s… but the log has "
+			    "%.16s… (tally.schema_history): an applied "
+			    "migration must not change", m->file,
+			    PQgetvalue(r, 0, 0), m->checksum);
+			rc = TL_EDRIVER;
+		}
+		PQclear(r);
+		if (rc != 0 || *already) {
+			char ignored[TL_DRV_WHY_MAX];
+
+			exec_ok(c, "ROLLBACK", ignored);
+			goto out;
+		}
 	}
 	/* One result per statement that completed, then the error. */
 	if (!PQsendQuery(c, text)) {
@@ -344,9 +572,31 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		rc = TL_EDRIVER;
 		goto out;
 	}
-	while ((r = PQgetResult(c)) != NULL) {
-		ExecStatusType st = PQresultStatus(r);
+	/* The server's limit first; this one if the server does not act. */
+	deadline = now_s() + limit + 1;
+	for (;;) {
+		ExecStatusType st;
 
+		if (wait_result(c, m, deadline, &cancelled) == W_LOST) {
+			if (cancelled == W_LIMIT)
+				snprintf(why, TL_DRV_WHY_MAX, "the file ran past "
+				    "its time limit of %u s (migration-timeout) "
+				    "and did not stop when cancelled; the "
+				    "session was closed", limit);
+			else if (cancelled == W_STOPPED)
+				snprintf(why, TL_DRV_WHY_MAX, "stopped (tallyd "
+				    "is stopping); the session was closed");
+			else
+				snprintf(why, TL_DRV_WHY_MAX, "the session was "
+				    "lost while the file ran: %s",
+				    PQerrorMessage(c));
+			*line = statement_line(text, len, done);
+			rc = TL_EDRIVER;
+			goto out;
+		}
+		if ((r = PQgetResult(c)) == NULL)
+			break;
+		st = PQresultStatus(r);
 		if (rc == 0 && (st == PGRES_COMMAND_OK ||
 		    st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY)) {
 			done++;
@@ -380,9 +630,19 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 				    10));
 			else
 				*line = statement_line(text, len, done);
-			snprintf(why, TL_DRV_WHY_MAX, "%s%s%s", state ? state :
-			    "", state ? ": " : "", msg ? msg :
-			    PQerrorMessage(c));
+			if (cancelled == W_STOPPED)
+				snprintf(why, TL_DRV_WHY_MAX, "stopped "
+				    "(tallyd is stopping)");
+			else if (cancelled == W_LIMIT || (state != NULL &&
+			    strcmp(state, "57014") == 0))
+				snprintf(why, TL_DRV_WHY_MAX, "%s: %s (the "
+				    "file's time limit of %u s, the provider's "
+				    "migration-timeout)", state ? state : "",
+				    msg ? msg : "cancelled", limit);
+			else
+				snprintf(why, TL_DRV_WHY_MAX, "%s%s%s", state ?
+				    state : "", state ? ": " : "", msg ? msg :
+				    PQerrorMessage(c));
 			rc = TL_EDRIVER;
 		}
 		PQclear(r);
@@ -399,8 +659,30 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		snprintf(why, TL_DRV_WHY_MAX, "the file ended the transaction "
 		    "tally runs it in (COMMIT or ROLLBACK inside it)");
 		rc = TL_EDRIVER;
-	} else if (!exec_ok(c, "COMMIT", why))
+		goto out;
+	}
+	{
+		const char *pv[2] = { m->file, m->checksum };
+
+		/* The record commits with the file, or neither does. */
+		r = PQexecParams(c, "INSERT INTO tally.schema_history "
+		    "(file, checksum) VALUES ($1, $2)", 2, NULL, pv, NULL,
+		    NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			snprintf(why, TL_DRV_WHY_MAX, "recording %s in "
+			    "tally.schema_history: %s", m->file,
+			    PQerrorMessage(c));
+			rc = TL_EDRIVER;
+		}
+		PQclear(r);
+	}
+	if (rc == 0 && !exec_ok(c, "COMMIT", why))
 		rc = TL_EDRIVER;
+	else if (rc != 0) {
+		char ignored[TL_DRV_WHY_MAX];
+
+		exec_ok(c, "ROLLBACK", ignored);
+	}
 out:
 	free(text);
 	PQfinish(c);

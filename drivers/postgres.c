@@ -1651,8 +1651,8 @@ out:
 
 /* Migrations run as the consumer: drivers/pg_migrate.c. */
 int	tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
-	    const struct tl_drv_grant *g, const char *sql, size_t len,
-	    char *why, int *line);
+	    const struct tl_drv_grant *g, const struct tl_drv_migration *m,
+	    int *already, char *why, int *line);
 /* Moving data to another server: drivers/pg_copy.c. */
 int	tl_drv_pg_copy(const struct tl_drv_admin *from,
 	    const struct tl_drv_grant *gfrom, const struct tl_drv_admin *to,

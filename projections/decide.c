@@ -490,6 +490,74 @@ same_bytes(struct tl_ctx *c, const char *key, const void *body, size_t len)
 	return n == len + 8 && memcmp((const uint8_t *)v + 8, body, len) == 0;
 }
 
+/*
+ * An applied migration must not change: the log knows what was applied
+ * to each grant (ma/GRANT/FILE -> checksum), so an edit is refused here,
+ * when the operator can still undo it, not found later by tallyd.
+ */
+struct edited_arg {
+	struct tl_ctx			*c;
+	const struct tl_decl_req	*r;
+	char				 grant[TL_GRANT_ID_MAX + 1];
+	const struct tl_decl_mig	*mg;
+	char				 was[80];
+};
+
+static int
+edited_one(const struct tl_grant *g, void *arg)
+{
+	struct edited_arg *ea = arg;
+	const void *v;
+	size_t i, n;
+	S(k);
+
+	if (strcmp(g->req, ea->r->name) != 0 ||
+	    strcmp(g->state, GRANT_PURGED) == 0)	/* nothing left of it */
+		return 0;
+	for (i = 0; i < ea->r->nmigs; i++) {
+		const struct tl_decl_mig *mg = &ea->r->migs[i];
+
+		if (tl_key(k, "ma/%s/%s", g->id, mg->file) != 0 ||
+		    tl_kv_get(ea->c->t, ea->c->p.grants, k, strlen(k), &v,
+		    &n) != 0 || n >= sizeof(ea->was))
+			continue;
+		if (n == strlen(mg->checksum) && memcmp(v, mg->checksum,
+		    n) == 0)
+			continue;
+		memcpy(ea->was, v, n);
+		ea->was[n] = '\0';
+		snprintf(ea->grant, sizeof(ea->grant), "%s", g->id);
+		ea->mg = mg;
+		return 1;
+	}
+	return 0;
+}
+
+static int
+check_migrations(struct tl_ctx *c, const struct tl_decl *d,
+    const struct tl_decl_req *r)
+{
+	struct edited_arg ea;
+	int rc;
+
+	if (r->nmigs == 0)
+		return 0;
+	memset(&ea, 0, sizeof(ea));
+	ea.c = c;
+	ea.r = r;
+	/* edited_one stops the walk with 1: found. */
+	if ((rc = tl_grant_each_of_module(c->t, &c->p, d->name, edited_one,
+	    &ea)) != 0 && rc != 1)
+		return rc;
+	if (ea.mg == NULL)
+		return 0;
+	return tl_refuse(c, TL_EREFUSED, "%s:%d: requires.%s.migrations: %s "
+	    "was applied to grant %s with checksum %s; the file now has "
+	    "checksum %s: an applied migration must not change (restore it, "
+	    "and put the change in a new file)", r->file, r->line, r->name,
+	    ea.mg->file, ea.grant, ea.was, ea.mg->checksum);
+}
+
 int
 tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 {
@@ -512,6 +580,8 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 			return rc;
 		rc = check_req(c, d, &d->reqs[i], v.root);
 		tl_bview_close(&v);
+		if (rc == 0)
+			rc = check_migrations(c, d, &d->reqs[i]);
 		if (rc != 0)
 			return rc;
 	}

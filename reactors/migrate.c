@@ -11,6 +11,21 @@
  * blocks the grant with the reason (both checksums; or the server's
  * message with file:line) and nothing after it runs.
  *
+ * Exactly once, across a crash: the driver records each file in the
+ * grant's own database (tally.schema_history for PostgreSQL) in the
+ * transaction that runs it, and looks there before running one.  The
+ * log's migration.applied is appended later, in another transaction, so
+ * a crash in between leaves a file applied in the database and not in
+ * the log: the next pass finds it recorded there, does not run it
+ * again, and appends migration.applied from what the database says.
+ *
+ * Off the main loop: a grant's files run on a thread of their own (at
+ * most rx->workers per provider), with the file's time limit (the
+ * provider's migration-timeout) enforced by the server; a slow file
+ * holds up only its own grant.  The pass that finds a thread finished
+ * records its outcome; tallyd stopping cancels what runs (the server
+ * rolls the file back) and the next tallyd runs it again.
+ *
  * Then readiness: an assignment whose every requirement is satisfied,
  * provisioned and migrated gets assignment.ready, the event a node's
  * host starts the module on.
@@ -18,9 +33,12 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/bytes.h"
 #include "core/error.h"
@@ -38,6 +56,7 @@ struct mfile {
 	char	*content;
 	size_t	 len;
 	int	 rc;		/* 0 applied, else failed */
+	int	 already;	/* the database had it applied */
 	char	 why[TL_DRV_WHY_MAX];
 	int	 line;
 };
@@ -47,11 +66,30 @@ struct mgrant {
 	char		 db[64], owner[64], login[64];
 	char		 password[TL_PASSWORD_LEN + 1];
 	char		 host[256], port[8];
+	unsigned	 timeout_s;	/* per file: migration-timeout */
 	const struct tl_drv_ops *ops;
 	struct mfile	*f;
 	size_t		 nf;
 	char		 block[TL_DRV_WHY_MAX + 200];	/* set: blocked */
 	char		 retry[256];	/* its backoff key (retry_key) */
+	int		 ran;		/* f[].rc are a run's outcomes */
+	int		 failed;	/* a file failed: back off (retry) */
+	int		 unreach;	/* no session: the files wait */
+	int		 skip;		/* nothing to record this pass */
+};
+
+/*
+ * A grant's files running on a thread of their own, with its own copy
+ * of the grant (files, credential): the pass that finds it done takes
+ * the outcome.
+ */
+struct tl_rx_mig {
+	struct mgrant		 mg;
+	pthread_t		 th;
+	atomic_int		 cancel;	/* tallyd is stopping */
+	atomic_int		 done;
+	int			 taken;		/* by this pass */
+	struct tl_rx_mig	*next;
 };
 
 struct mpass {
@@ -263,6 +301,7 @@ gather_one(const struct tl_grant *g, void *arg)
 		} else {
 			snprintf(mg->host, sizeof(mg->host), "%s", pv.host);
 			snprintf(mg->port, sizeof(mg->port), "%s", pv.port);
+			mg->timeout_s = pv.mig_timeout;
 			mg->ops = tl_drv_find(driver);
 		}
 		tl_secret_wipe(pv.password, sizeof(pv.password));
@@ -270,73 +309,272 @@ gather_one(const struct tl_grant *g, void *arg)
 	return 0;
 }
 
-static int
-run(struct mpass *ps)
+/*
+ * Runs mg's files in order, on a migration thread: touches nothing but
+ * mg (no log, no rx).  Stops at the first file that fails, or at one
+ * that cannot run (no session: not the file's fault, not a block).
+ */
+static void
+run_one(struct mgrant *mg, atomic_int *cancel)
 {
-	size_t i, j;
-	unsigned n = 0;
+	struct tl_drv_endpoint ep = { mg->host, mg->port };
+	struct tl_drv_grant dg = { mg->db, mg->owner, mg->login,
+	    mg->password };
+	size_t j;
 
-	for (i = 0; i < ps->ng; i++) {
-		struct mgrant *mg = &ps->g[i];
-		struct tl_drv_endpoint ep = { mg->host, mg->port };
-		struct tl_drv_grant dg = { mg->db, mg->owner, mg->login,
-		    mg->password };
+	mg->ran = 1;
+	for (j = 0; j < mg->nf; j++) {
+		struct mfile *f = &mg->f[j];
+		struct tl_drv_migration m = { f->file, f->checksum, f->content,
+		    f->len, mg->timeout_s, cancel };
 
-		if (mg->block[0] != '\0')
-			continue;
-		for (j = 0; j < mg->nf; j++) {
-			struct mfile *f = &mg->f[j];
-
-			if (mg->ops == NULL || mg->ops->migrate == NULL) {
-				f->rc = TL_EDRIVER;
-				snprintf(f->why, sizeof(f->why), "driver %s "
-				    "does not run migrations", mg->ops ?
-				    mg->ops->name : "(none)");
-			} else
-				f->rc = mg->ops->migrate(&ep, &dg, f->content,
-				    f->len, f->why, &f->line);
-			if (f->rc == TL_EUNREACH) {
-				/*
-				 * No session (the provider is down, the
-				 * database or the login is gone): not the
-				 * file's fault, so not a block.  The verifier
-				 * records what is wrong; the files wait for a
-				 * later pass.
-				 */
-				tl_rx_log(ps->rx, TL_RX_WARN, "grant %s: "
-				    "migrations wait: %s", mg->g.id, f->why);
-				for (; j < mg->nf; j++)
-					mg->f[j].rc = -1;	/* not run */
-				break;
-			}
-			if (f->rc != 0) {
-				/*
-				 * Not again each pass: the same file fails the
-				 * same way.  Changed, it is another key and
-				 * runs at once.
-				 */
-				retry_key(mg->retry, f->checksum, mg->g.id);
-				tl_rx_backoff_fail(ps->rx, mg->retry);
-				if (f->line > 0)
-					snprintf(mg->block, sizeof(mg->block),
-					    "%s:%d: %s", f->file, f->line,
-					    f->why);
-				else
-					snprintf(mg->block, sizeof(mg->block),
-					    "%s: %s", f->file, f->why);
-				tl_rx_log(ps->rx, TL_RX_WARN, "grant %s: "
-				    "migration blocked: %s", mg->g.id,
-				    mg->block);
-				for (j++; j < mg->nf; j++)
-					mg->f[j].rc = -1;	/* not run */
-				break;
-			}
-			n++;
-			tl_rx_log(ps->rx, TL_RX_INFO, "grant %s: applied %s",
-			    mg->g.id, f->file);
+		if (mg->ops == NULL || mg->ops->migrate == NULL) {
+			f->rc = TL_EDRIVER;
+			snprintf(f->why, sizeof(f->why), "driver %s does not "
+			    "run migrations", mg->ops ? mg->ops->name :
+			    "(none)");
+		} else
+			f->rc = mg->ops->migrate(&ep, &dg, &m, &f->already,
+			    f->why, &f->line);
+		if (f->rc != 0 && atomic_load(cancel)) {
+			/* Stopped, not failed: the next tallyd runs it. */
+			f->rc = TL_EUNREACH;
+			snprintf(f->why, sizeof(f->why), "stopped: tallyd is "
+			    "stopping");
+		}
+		if (f->rc == TL_EUNREACH) {
+			/*
+			 * No session (the provider is down, the database or
+			 * the login is gone): not the file's fault, so not a
+			 * block.  The verifier records what is wrong; the
+			 * files wait for a later pass.
+			 */
+			mg->unreach = 1;
+			snprintf(mg->block, sizeof(mg->block), "%s", f->why);
+			for (; j < mg->nf; j++)
+				mg->f[j].rc = -1;	/* not run */
+			break;
+		}
+		if (f->rc != 0) {
+			/*
+			 * Not again each pass: the same file fails the same
+			 * way.  Changed, it is another key and runs at once.
+			 */
+			retry_key(mg->retry, f->checksum, mg->g.id);
+			mg->failed = 1;
+			if (f->line > 0)
+				snprintf(mg->block, sizeof(mg->block),
+				    "%s:%d: %s", f->file, f->line, f->why);
+			else
+				snprintf(mg->block, sizeof(mg->block), "%s: %s",
+				    f->file, f->why);
+			for (j++; j < mg->nf; j++)
+				mg->f[j].rc = -1;	/* not run */
+			break;
 		}
 	}
-	return (int)n;
+}
+
+static void
+mgrant_free(struct mgrant *mg)
+{
+	size_t j;
+
+	for (j = 0; j < mg->nf; j++)
+		free(mg->f[j].content);
+	free(mg->f);
+	mg->f = NULL;
+	mg->nf = 0;
+	tl_secret_wipe(mg->password, sizeof(mg->password));
+}
+
+static void *
+mig_main(void *arg)
+{
+	struct tl_rx_mig *jb = arg;
+
+	run_one(&jb->mg, &jb->cancel);
+	atomic_store(&jb->done, 1);
+	return NULL;
+}
+
+/* Unlinks jb (its thread joined) and frees it, its secrets wiped. */
+static void
+mig_drop(struct tl_rx *rx, struct tl_rx_mig *jb)
+{
+	struct tl_rx_mig **pp;
+
+	for (pp = &rx->migs; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == jb) {
+			*pp = jb->next;
+			break;
+		}
+	mgrant_free(&jb->mg);
+	free(jb);
+}
+
+/* What a finished run did, said once, by the pass that records it. */
+static unsigned
+report(struct tl_rx *rx, struct mgrant *mg)
+{
+	size_t j;
+	unsigned n = 0;
+
+	for (j = 0; j < mg->nf && mg->f[j].rc == 0; j++) {
+		n++;
+		if (mg->f[j].already)
+			tl_rx_log(rx, TL_RX_INFO, "grant %s: %s was applied "
+			    "already (the database records it): recorded, "
+			    "not run again", mg->g.id, mg->f[j].file);
+		else
+			tl_rx_log(rx, TL_RX_INFO, "grant %s: applied %s",
+			    mg->g.id, mg->f[j].file);
+	}
+	if (mg->unreach) {
+		tl_rx_log(rx, TL_RX_WARN, "grant %s: migrations wait: %s",
+		    mg->g.id, mg->block);
+		mg->block[0] = '\0';	/* not a block */
+	} else if (mg->failed) {
+		tl_rx_backoff_fail(rx, mg->retry);
+		tl_rx_log(rx, TL_RX_WARN, "grant %s: migration blocked: %s",
+		    mg->g.id, mg->block);
+	}
+	return n;
+}
+
+/* Running jobs of provider. */
+static unsigned
+busy(struct tl_rx *rx, const char *provider)
+{
+	struct tl_rx_mig *jb;
+	unsigned n = 0;
+
+	for (jb = rx->migs; jb != NULL; jb = jb->next)
+		if (!atomic_load(&jb->done) &&
+		    strcmp(jb->mg.g.provider, provider) == 0)
+			n++;
+	return n;
+}
+
+/*
+ * This pass's grants: one whose files run goes on waiting; one whose
+ * run finished takes its outcome (recorded by this pass); otherwise a
+ * thread is started for its files, if its provider has a worker free.
+ * *running: grants whose files are still under way or waiting for a
+ * worker.  Returns the files applied.
+ */
+static unsigned
+start_or_collect(struct mpass *ps, unsigned *running)
+{
+	struct tl_rx *rx = ps->rx;
+	struct tl_rx_mig *jb, *next;
+	unsigned n = 0;
+	size_t i;
+
+	for (jb = rx->migs; jb != NULL; jb = jb->next)
+		jb->taken = 0;
+	for (i = 0; i < ps->ng; i++) {
+		struct mgrant *mg = &ps->g[i];
+
+		for (jb = rx->migs; jb != NULL; jb = jb->next)
+			if (strcmp(jb->mg.g.id, mg->g.id) == 0)
+				break;
+		if (jb != NULL && !atomic_load(&jb->done)) {
+			jb->taken = 1;
+			mg->skip = 1;
+			(*running)++;
+			continue;
+		}
+		if (jb != NULL) {
+			/* Finished: its outcome is the grant's now. */
+			pthread_join(jb->th, NULL);
+			mgrant_free(mg);
+			*mg = jb->mg;
+			mg->skip = 0;	/* this pass records it */
+			jb->mg.f = NULL;
+			jb->mg.nf = 0;
+			mig_drop(rx, jb);
+			n += report(rx, mg);
+			continue;
+		}
+		if (mg->block[0] != '\0' || mg->nf == 0)
+			continue;	/* blocked as gathered: recorded */
+		mg->skip = 1;
+		if (busy(rx, mg->g.provider) >= (unsigned)(rx->workers > 0 ?
+		    rx->workers : 1)) {
+			(*running)++;	/* waits for a worker */
+			continue;
+		}
+		if ((jb = calloc(1, sizeof(*jb))) == NULL) {
+			(*running)++;
+			continue;
+		}
+		jb->mg = *mg;
+		atomic_init(&jb->cancel, 0);
+		atomic_init(&jb->done, 0);
+		if (pthread_create(&jb->th, NULL, mig_main, jb) != 0) {
+			tl_secret_wipe(jb->mg.password,
+			    sizeof(jb->mg.password));
+			free(jb);
+			(*running)++;
+			continue;
+		}
+		/* The files and the credential are the thread's now. */
+		mg->f = NULL;
+		mg->nf = 0;
+		tl_secret_wipe(mg->password, sizeof(mg->password));
+		jb->taken = 1;
+		jb->next = rx->migs;
+		rx->migs = jb;
+		(*running)++;
+	}
+	/* Finished runs no grant asks for any more (revoked, moving). */
+	for (jb = rx->migs; jb != NULL; jb = next) {
+		next = jb->next;
+		if (!jb->taken && atomic_load(&jb->done)) {
+			pthread_join(jb->th, NULL);
+			mig_drop(rx, jb);
+		}
+	}
+	return n;
+}
+
+void
+tl_rx_migs_free(struct tl_rx *rx)
+{
+	struct tl_rx_mig *jb, *next;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int i, left;
+
+	for (jb = rx->migs; jb != NULL; jb = jb->next) {
+		if (!atomic_load(&jb->done))
+			tl_rx_log(rx, TL_RX_INFO, "grant %s: cancelling its "
+			    "migration (rolled back; the next tallyd runs it "
+			    "again)", jb->mg.g.id);
+		atomic_store(&jb->cancel, 1);
+	}
+	/* The drivers look at cancel every 100 ms; the server then stops. */
+	for (i = 0; i < 150; i++) {
+		left = 0;
+		for (jb = rx->migs; jb != NULL; jb = jb->next)
+			if (!atomic_load(&jb->done))
+				left++;
+		if (left == 0)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	for (jb = rx->migs; jb != NULL; jb = next) {
+		next = jb->next;
+		if (atomic_load(&jb->done)) {
+			pthread_join(jb->th, NULL);
+			mig_drop(rx, jb);
+		} else {
+			/* Stuck in a connect: the process's exit ends it. */
+			tl_rx_log(rx, TL_RX_WARN, "grant %s: migration still "
+			    "running at exit", jb->mg.g.id);
+			pthread_detach(jb->th);
+		}
+	}
 }
 
 struct ready_arg {
@@ -405,16 +643,25 @@ outcomes_cb(struct tl_txn *t, void *arg)
 		struct tl_grant cur;
 		S(stream);
 
+		if (mg->skip)
+			continue;
 		if ((rc = tl_grant_get(t, &c.p, mg->g.id, &cur, NULL)) != 0 ||
 		    (rc = tl_key(stream, "grant/%s", mg->g.id)) != 0)
 			return rc;
 		c.cause = cur.state_seq;
 		c.have_corr = 0;
-		for (j = 0; j < mg->nf; j++) {
+		for (j = 0; mg->ran && j < mg->nf; j++) {
 			struct tl_body b;
+			S(k);
 
 			if (mg->f[j].rc != 0)
 				break;
+			/* Recorded meanwhile (another process): once. */
+			if ((rc = tl_key(k, "ma/%s/%s", mg->g.id,
+			    mg->f[j].file)) != 0)
+				return rc;
+			if (tl_rec_exists(t, c.p.grants, k))
+				continue;
 			tl_body_init(&b);
 			tl_body_str(&b, "grant", mg->g.id);
 			tl_body_str(&b, "file", mg->f[j].file);
@@ -447,18 +694,19 @@ outcomes_cb(struct tl_txn *t, void *arg)
 }
 
 int
-tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked)
+tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked,
+    unsigned *running)
 {
 	struct mpass ps;
 	struct tl_txn *t;
 	struct tl_proj p;
 	struct gather_arg ga;
-	size_t i, j;
-	int rc;
+	size_t i;
+	int rc, work = 0;
 
 	memset(&ps, 0, sizeof(ps));
 	ps.rx = rx;
-	*applied = *blocked = 0;
+	*applied = *blocked = *running = 0;
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
 	ga.ps = &ps;
@@ -470,20 +718,20 @@ tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked)
 	tl_log_abort(t);
 	if (rc != 0)
 		goto out;
-	*applied = (unsigned)run(&ps);
+	*applied = start_or_collect(&ps, running);
 	*blocked = ps.resting;
-	for (i = 0; i < ps.ng; i++)
+	for (i = 0; i < ps.ng; i++) {
+		if (ps.g[i].skip)
+			continue;
+		work = 1;
 		if (ps.g[i].block[0] != '\0')
 			(*blocked)++;
-	if (ps.ng > 0 || ps.nmods > 0)
+	}
+	if (work || ps.nmods > 0)
 		rc = tl_log_write(rx->log, outcomes_cb, &ps);
 out:
-	for (i = 0; i < ps.ng; i++) {
-		for (j = 0; j < ps.g[i].nf; j++)
-			free(ps.g[i].f[j].content);
-		free(ps.g[i].f);
-		tl_secret_wipe(ps.g[i].password, sizeof(ps.g[i].password));
-	}
+	for (i = 0; i < ps.ng; i++)
+		mgrant_free(&ps.g[i]);
 	free(ps.g);
 	free(ps.mods);
 	return rc;

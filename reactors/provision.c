@@ -49,6 +49,7 @@ tl_rx_init(struct tl_rx *rx)
 void
 tl_rx_free(struct tl_rx *rx)
 {
+	tl_rx_migs_free(rx);
 	tl_rx_copies_free(rx);
 	free(rx->bo);
 	rx->bo = NULL;
@@ -248,6 +249,13 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		tl_bn_getstr(n, "port", pv->port, sizeof(pv->port));
 		tl_bn_getstr(n, "admin-user", pv->user, sizeof(pv->user));
 		tl_bn_getstr(n, "admin-db", pv->db, sizeof(pv->db));
+		{
+			char mt[16] = "";
+
+			/* Seconds per migration file (0 or bad: 300). */
+			tl_bn_getstr(n, "migration-timeout", mt, sizeof(mt));
+			pv->mig_timeout = (unsigned)strtoul(mt, NULL, 10);
+		}
 	}
 	if (pv->host[0] == '\0')
 		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);

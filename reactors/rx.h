@@ -27,6 +27,7 @@ enum { TL_RX_DEBUG, TL_RX_INFO, TL_RX_WARN, TL_RX_ERR };
 struct tl_rx_backoff;
 struct tl_rx_pub;
 struct tl_rx_copy;
+struct tl_rx_mig;
 
 struct tl_rx {
 	struct tl_log		*log;
@@ -41,6 +42,7 @@ struct tl_rx {
 	size_t			 nbo;
 	struct tl_rx_pub	*pub;		/* the publisher's (publish.c) */
 	struct tl_rx_copy	*copies;	/* moves' copies (rebind.c) */
+	struct tl_rx_mig	*migs;		/* migrations running (migrate.c) */
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */
@@ -90,9 +92,21 @@ void	tl_rx_copies_free(struct tl_rx *rx);
 /*
  * One migration pass: applies the declared migrations of provisioned
  * grants that are not applied yet, records blocks, and appends
- * assignment.ready for assignments that have become ready.
+ * assignment.ready for assignments that have become ready.  A grant's
+ * files run on a thread of their own (at most rx->workers at once per
+ * provider), so a slow file holds up only its grant: the pass starts
+ * them, and the pass that finds them finished records what they did.
+ * *running counts grants whose files are still running (call again
+ * soon).
  */
-int	tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked);
+int	tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked,
+	    unsigned *running);
+/*
+ * Cancels the migrations still running (the server stops the running
+ * statement, the file's transaction is rolled back) and waits for them
+ * for at most 3 s; tl_rx_free calls it.
+ */
+void	tl_rx_migs_free(struct tl_rx *rx);
 
 /*
  * One publisher pass (reactors/publish.c): connects to the broker that

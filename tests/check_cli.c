@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -787,6 +788,199 @@ START_TEST(test_bind_refused_beyond_requested)
 }
 END_TEST
 
+/* --- migrations at apply time ----------------------------------------- */
+
+/* What the migrator would append: migration.applied of file to grant. */
+struct applied_arg {
+	const char	*grant;
+	const char	*file;
+	const char	*checksum;
+};
+
+static int
+applied_cb(struct tl_txn *t, void *arg)
+{
+	struct applied_arg *aa = arg;
+	struct tl_ctx c;
+	struct tl_body b;
+	char stream[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, "test:migrator")) != 0)
+		return rc;
+	snprintf(stream, sizeof(stream), "grant/%s", aa->grant);
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", aa->grant);
+	tl_body_str(&b, "file", aa->file);
+	tl_body_str(&b, "checksum", aa->checksum);
+	rc = tl_emit(&c, EV_MIGRATION_APPLIED, stream, &b, NULL);
+	tl_body_free(&b);
+	if (rc == 0)
+		rc = tl_ctx_end(&c);
+	return rc;
+}
+
+static void
+applied_event(const char *grant, const char *file, const char *checksum)
+{
+	struct applied_arg aa = { grant, file, checksum };
+	struct tl_log *log;
+	char *dir = log_dir();
+
+	ck_assert_int_eq(tl_log_open(dir, 0, &log), 0);
+	free(dir);
+	ck_assert_int_eq(tl_log_write(log, applied_cb, &aa), 0);
+	tl_log_close(log);
+}
+
+/* The checksum migration.stored recorded for file (from the log). */
+static void
+stored_checksum(const char *file, char out[65])
+{
+	const char *p, *q;
+
+	T_OK("log", "--json", "--type", "migration.stored");
+	out[0] = '\0';
+	for (p = H.out; (p = strstr(p, "\"file\":\"")) != NULL; p++) {
+		if (strncmp(p + 8, file, strlen(file)) != 0)
+			continue;
+		/* The last one stored for the file: the newest content. */
+		q = strstr(p, "\"checksum\":\"");
+		ck_assert_ptr_nonnull(q);
+		memcpy(out, q + 12, 64);
+		out[64] = '\0';
+	}
+	ck_assert_msg(out[0] != '\0', "no migration.stored for %s:\n%s",
+	    file, H.out);
+}
+
+static const char mig_mf[] =
+    "module: shop\n"
+    "env: {DB_HOST: \"\"}\n"
+    "requires:\n"
+    "  db:\n"
+    "    type: postgres-database\n"
+    "    from: postgres\n"
+    "    scope: shared\n"
+    "    env: {host: DB_HOST}\n"
+    "    migrations: mig\n";
+
+static void
+mig_write(const char *file, const char *text)
+{
+	char dir[4200];
+
+	snprintf(dir, sizeof(dir), "%s/mig", H.home);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "mig/%s", file);
+	mf(dir, text);
+}
+
+/*
+ * An edit of a migration the log records as applied to a grant is
+ * refused by apply itself (exit 4), naming the file, the grant and both
+ * checksums, and appends nothing; a new file beside the applied ones,
+ * and an edit of a file not applied yet, are accepted.
+ */
+START_TEST(test_apply_edited_applied_migration)
+{
+	char old[65], now[65], *before, *after;
+	const char *m;
+
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	mig_write("001_a.sql", "CREATE TABLE a (x int);\n");
+	mig_write("002_b.sql", "CREATE TABLE b (x int);\n");
+	m = mf("shop.yaml", mig_mf);
+	T_OK("apply", m);
+	T_OK("assign", "shop", "node-a");
+	react(EV_GRANT_PROVISIONED, "shop/db", "node-a/postgres");
+	stored_checksum("001_a.sql", old);
+	applied_event("shop/db", "001_a.sql", old);
+
+	/* 002 was never applied: it may change. */
+	mig_write("002_b.sql", "CREATE TABLE b (x int, y int);\n");
+	T_OK("apply", m);
+	/* 001 was: refused at once, with both checksums. */
+	mig_write("001_a.sql", "CREATE TABLE a (x int, y int);\n");
+	before = log_dump();
+	T_EXIT(4, "apply", m);
+	ck_err_has("001_a.sql");
+	ck_err_has("shop/db");
+	ck_err_has(old);
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	T_EXIT(4, "apply", "--dry-run", m);	/* as the dry run says */
+	/* The checksum of the edited file, as it would be stored. */
+	{
+		unsigned char h[32];
+		const char *txt = "CREATE TABLE a (x int, y int);\n";
+		size_t i;
+
+		crypto_generichash(h, sizeof(h), (const unsigned char *)txt,
+		    strlen(txt), NULL, 0);
+		for (i = 0; i < 32; i++)
+			snprintf(now + 2 * i, 3, "%02x", h[i]);
+	}
+	T_EXIT(4, "apply", m);
+	ck_err_has(now);
+	/* Restored: accepted, and a new file beside it too. */
+	mig_write("001_a.sql", "CREATE TABLE a (x int);\n");
+	mig_write("003_c.sql", "CREATE TABLE c (x int);\n");
+	T_OK("apply", m);
+}
+END_TEST
+
+/*
+ * A migration file over the size limit is refused saying so, with its
+ * size and the limit; one that cannot be read says why (errno); both
+ * exit 4 and append nothing.
+ */
+START_TEST(test_apply_migration_size)
+{
+	char path[4200], *before, *after;
+	const char *m;
+	int fd;
+
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"));
+	mig_write("001_a.sql", "CREATE TABLE a (x int);\n");
+	m = mf("shop.yaml", mig_mf);
+	/* 100 MB, sparse: cheap to make. */
+	snprintf(path, sizeof(path), "%s/mig/002_big.sql", H.home);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 100 * 1000 * 1000), 0);
+	close(fd);
+	before = log_dump();
+	T_EXIT(4, "apply", m);
+	ck_err_has("002_big.sql");
+	ck_err_has("100000000 bytes");
+	ck_err_has("over the limit of 8 MiB");
+	ck_assert_msg(strstr(H.err, "cannot read") == NULL, "%s", H.err);
+	/* Not readable: why, not the limit. */
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(symlink("no-such-file", path), 0);
+	T_EXIT(4, "apply", m);
+	ck_err_has("002_big.sql: cannot read: No such file or directory");
+	ck_assert_msg(strstr(H.err, "8 MiB") == NULL, "%s", H.err);
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(after);
+	free(before);
+	/* Exactly at the limit: accepted. */
+	ck_assert_int_eq(unlink(path), 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 8 * 1024 * 1024), 0);
+	close(fd);
+	T_OK("apply", m);
+}
+END_TEST
+
 /* The seed scenarios. */
 
 static const char game_a[] =
@@ -1275,6 +1469,8 @@ cli_suite(void)
 	tcase_add_test(tc, test_reject_unknown_driver);
 	tcase_add_test(tc, test_reject_embedded_port);
 	tcase_add_test(tc, test_reject_shared_resource);
+	tcase_add_test(tc, test_apply_edited_applied_migration);
+	tcase_add_test(tc, test_apply_migration_size);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("binding");

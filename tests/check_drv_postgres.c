@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <libpq-fe.h>
+#include <sodium.h>
 
 #include "core/error.h"
 #include "core/secret.h"
@@ -499,13 +500,44 @@ now_s(void)
 
 /* --- migrations ------------------------------------------------------ */
 
-/* Runs sql through ops->migrate as gr's consumer; its rc. */
+/*
+ * Runs sql through ops->migrate as gr's consumer, as file (a name of
+ * its own per call when NULL: the database records each file applied);
+ * its rc.  *already (if not NULL) says the database had it.
+ */
+static int
+migrate_file(struct grant *gr, const char *file, const char *sql,
+    unsigned timeout_s, atomic_int *cancel, int *already, char *why,
+    int *line)
+{
+	static unsigned seq;
+	struct tl_drv_endpoint ep = { s_host, s_port };
+	char name[64], sum[65];
+	unsigned char h[32];
+	struct tl_drv_migration m;
+	int ignored;
+
+	if (file == NULL) {
+		snprintf(name, sizeof(name), "%03u_test.sql", ++seq);
+		file = name;
+	}
+	crypto_generichash(h, sizeof(h), (const unsigned char *)sql,
+	    strlen(sql), NULL, 0);
+	sodium_bin2hex(sum, sizeof(sum), h, sizeof(h));
+	m.file = file;
+	m.checksum = sum;
+	m.sql = sql;
+	m.len = strlen(sql);
+	m.timeout_s = timeout_s;
+	m.cancel = cancel;
+	return drv->migrate(&ep, &gr->g, &m, already ? already : &ignored,
+	    why, line);
+}
+
 static int
 migrate(struct grant *gr, const char *sql, char *why, int *line)
 {
-	struct tl_drv_endpoint ep = { s_host, s_port };
-
-	return drv->migrate(&ep, &gr->g, sql, strlen(sql), why, line);
+	return migrate_file(gr, NULL, sql, 0, NULL, NULL, why, line);
 }
 
 static long
@@ -587,6 +619,146 @@ START_TEST(test_migrate_transactions)
 	ck_assert_int_eq(line, 7);
 	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_proc WHERE "
 	    "proname = 'm_g'", NULL), 0);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * Exactly once: the database records each file in the transaction that
+ * runs it (tally.schema_history, outside the consumer's search_path);
+ * the same file again is found there and not run; the same name with
+ * other content is refused with both checksums; a file that fails
+ * leaves no record.
+ */
+START_TEST(test_migrate_history)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX];
+	int line, already;
+	PGconn *a;
+	void *h = drv_open();
+	const char *ins = "CREATE TABLE IF NOT EXISTS h_rows (x int);\n"
+	    "INSERT INTO h_rows VALUES (1);";
+
+	grant_init(&gr, "mighist");
+	do_create(h, &gr);
+	a = admin(gr.res);
+	ck_assert_int_eq(migrate_file(&gr, "001_rows.sql", ins, 0, NULL,
+	    &already, why, &line), 0);
+	ck_assert_int_eq(already, 0);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM h_rows", NULL), 1);
+	/* Again (a crash came before the log recorded it): not run. */
+	ck_assert_int_eq(migrate_file(&gr, "001_rows.sql", ins, 0, NULL,
+	    &already, why, &line), 0);
+	ck_assert_int_eq(already, 1);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM h_rows", NULL), 1);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM "
+	    "tally.schema_history WHERE file = $1", "001_rows.sql"), 1);
+	/* Not in the consumer's way: not in public, owned by the owner. */
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_tables WHERE "
+	    "schemaname = 'public' AND tablename = 'schema_history'", NULL), 0);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_tables WHERE "
+	    "schemaname = 'tally' AND tableowner = $1", gr.g.owner), 1);
+	/* The same name, edited: refused, nothing run. */
+	ck_assert_int_eq(migrate_file(&gr, "001_rows.sql", "INSERT INTO "
+	    "h_rows VALUES (2);", 0, NULL, &already, why, &line), TL_EDRIVER);
+	ck_assert_msg(strstr(why, "001_rows.sql") != NULL &&
+	    strstr(why, "checksum") != NULL, "%s", why);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM h_rows", NULL), 1);
+	/* A failing file: no record, so it runs when fixed. */
+	ck_assert_int_eq(migrate_file(&gr, "002_bad.sql", "INSERT INTO "
+	    "h_rows VALUES (3);\nSELECT 1/0;", 0, NULL, &already, why, &line),
+	    TL_EDRIVER);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM "
+	    "tally.schema_history WHERE file = $1", "002_bad.sql"), 0);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM h_rows", NULL), 1);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * A file may not lift its time limit or leave the consumer's session:
+ * refused before it runs, naming the line; the limit itself is the
+ * server's (statement_timeout), and a cancel stops a running file at
+ * once.
+ */
+START_TEST(test_migrate_escapes)
+{
+	static const struct {
+		const char	*sql;
+		int		 line;
+	} refused[] = {
+		{ "CREATE TABLE e_a (x int);\nSET statement_timeout = 0;", 2 },
+		{ "SET SESSION statement_timeout TO 0;", 1 },
+		{ "CREATE TABLE e_a (x int);\n\nset local statement_timeout "
+		  "= '1h';", 3 },
+		{ "RESET statement_timeout;", 1 },
+		{ "CREATE TABLE e_a (x int);\nRESET ALL;", 2 },
+		{ "SET ROLE postgres;", 1 },
+		{ "RESET ROLE;", 1 },
+		{ "SET SESSION AUTHORIZATION postgres;", 1 },
+		{ "SET session_authorization = 'postgres';", 1 },
+		{ "DISCARD ALL;", 1 },
+		{ "CREATE TABLE e_a (x int);\nSELECT set_config(\n"
+		  "  'statement_timeout', '0', false);", 3 },
+		{ "SELECT set_config('role', 'postgres', false);", 1 },
+		{ "CREATE FUNCTION e_f() RETURNS int LANGUAGE sql\n"
+		  "  SET statement_timeout = 0 AS 'SELECT 1';", 2 },
+		{ "SET idle_in_transaction_session_timeout = 0;", 1 },
+	};
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX];
+	int line;
+	size_t i;
+	PGconn *a;
+	void *h = drv_open();
+	double t0;
+	atomic_int cancel;
+
+	grant_init(&gr, "migesc");
+	do_create(h, &gr);
+	a = admin(gr.res);
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		line = -1;
+		ck_assert_int_eq(migrate(&gr, refused[i].sql, why, &line),
+		    TL_EDRIVER);
+		ck_assert_msg(strstr(why, "inside a migration") != NULL &&
+		    strstr(why, "time limit") != NULL, "case %zu: %s", i, why);
+		ck_assert_msg(line == refused[i].line, "case %zu: line %d, "
+		    "want %d: %s", i, line, refused[i].line, why);
+		ck_assert_int_eq(has_table(a, "e_a"), 0);
+	}
+	/* Other settings are the file's business. */
+	ck_assert_int_eq(migrate(&gr, "SET search_path = public;\n"
+	    "SET LOCAL work_mem = '8MB';\nCREATE TABLE e_b (x int);", why,
+	    &line), 0);
+	ck_assert_int_eq(has_table(a, "e_b"), 1);
+	/* The limit: the server cancels the statement. */
+	t0 = now_s();
+	ck_assert_int_eq(migrate_file(&gr, NULL, "CREATE TABLE e_c (x int);\n"
+	    "SELECT pg_sleep(30);", 1, NULL, NULL, why, &line), TL_EDRIVER);
+	ck_assert_msg(now_s() - t0 < 5, "took %.1f s", now_s() - t0);
+	ck_assert_msg(strstr(why, "57014") != NULL && strstr(why, "1 s") !=
+	    NULL, "%s", why);
+	ck_assert_int_eq(line, 2);
+	ck_assert_int_eq(has_table(a, "e_c"), 0);
+	/* A cancel (tallyd stopping): stops at once, nothing kept. */
+	atomic_init(&cancel, 1);
+	t0 = now_s();
+	ck_assert_int_eq(migrate_file(&gr, NULL, "CREATE TABLE e_d (x int);\n"
+	    "SELECT pg_sleep(30);", 0, &cancel, NULL, why, &line), TL_EDRIVER);
+	ck_assert_msg(now_s() - t0 < 3, "took %.1f s", now_s() - t0);
+	ck_assert_int_eq(has_table(a, "e_d"), 0);
+	/* Its backend is gone (it exits a moment after the session). */
+	t0 = now_s();
+	while (sql_long(a, "SELECT count(*) FROM pg_stat_activity WHERE "
+	    "application_name = 'tally-migrate'", NULL) != 0) {
+		ck_assert_msg(now_s() - t0 < 2, "a migration's backend is "
+		    "still there 2 s after the session ended");
+		usleep(10000);
+	}
 	PQfinish(a);
 	drv->close(h);
 }
@@ -1587,6 +1759,8 @@ suite(void)
 	tc = tcase(s, "create");
 	tcase_add_test(tc, test_create_use);
 	tcase_add_test(tc, test_migrate_transactions);
+	tcase_add_test(tc, test_migrate_history);
+	tcase_add_test(tc, test_migrate_escapes);
 	tcase_add_test(tc, test_create_twice);
 	tcase_add_test(tc, test_create_half_done);
 	tcase_add_test(tc, test_create_refuses_foreign);

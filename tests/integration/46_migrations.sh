@@ -10,9 +10,10 @@
 #     bound -> provisioned -> migrated -> ready (tally status --at each
 #     step's event), assignment.ready appended once; a fourth file added
 #     later (re-apply) is applied, and ready is not announced again;
-#     an applied file edited (re-apply) -> migration.blocked with both
-#     checksums, status says so (exit 6), the file added beside it does
-#     not run; the original restored -> unblocked, the new file runs;
+#     an applied file edited (re-apply) -> tally apply refuses it (exit
+#     4) naming the file, the grant and both checksums, and appends
+#     nothing (the file added beside it is not stored); the original
+#     restored -> accepted, the new file runs;
 #   - fail: a file whose second statement fails after its first
 #     succeeded -> blocked with the server's error and file:line, the
 #     first statement rolled back (its table does not exist), the next
@@ -185,43 +186,37 @@ n=$(tly log --json --type assignment.ready | grep -c '"module":"shop"')
 t_expect_exit 0 "tally status shop (4 migrations)" tly status shop
 t_ok "004 applied; 001-003 not run again; assignment.ready still once; status ready"
 
-t_say "an applied file edited (re-apply): blocked with both checksums"
+t_say "an applied file edited (re-apply): refused by tally apply, with both checksums"
 old=$(b2sum -l 256 "$M/shop/002_orders.sql" | cut -d' ' -f1)
 printf -- '-- edited after it was applied\n' >>"$M/shop/002_orders.sql"
 new=$(b2sum -l 256 "$M/shop/002_orders.sql" | cut -d' ' -f1)
 cat >"$M/shop/005_coupons.sql" <<'EOF'
 CREATE TABLE coupons (code text PRIMARY KEY);
 EOF
-tly apply "$SHOP" >/dev/null || t_fail "re-applying shop.yaml with 002 edited failed"
-once 6
-why=$(blocked_reason shop/db)
-case "$why" in
-*002_orders.sql*"$(echo "$old" | cut -c1-16)"*"$(echo "$new" | cut -c1-16)"*) ;;
-*) t_fail "migration.blocked does not name 002 with both checksums ($old, $new): '$why'" ;;
-esac
-t_ok "migration.blocked: $why"
-t_expect_exit 6 "tally status shop (blocked)" tly status shop
-grep -q "migrations blocked: 002_orders.sql" "$W/last.out" || {
-	cat "$W/last.out" >&2
-	t_fail "tally status shop does not show the block"
-}
-t_ok "tally status shop exits 6: $(grep -m1 'migrations blocked' "$W/last.out" | sed 's/^ *//' | cut -c1-80)…"
+before=$(head_seq)
+t_expect_exit 4 "tally apply (002 edited after it was applied)" tly apply "$SHOP"
+for w in 002_orders.sql shop/db "$old" "$new"; do
+	grep -q -- "$w" "$W/last.err" || {
+		cat "$W/last.err" >&2
+		t_fail "tally apply's refusal does not name '$w' (the file, the grant, both checksums)"
+	}
+done
+[ "$(head_seq)" = "$before" ] || t_fail "the refused apply appended events"
+t_ok "refused (exit 4), nothing appended: $(cut -c1-160 "$W/last.err")…"
+tly log --json --type migration.stored | grep -q 005_coupons &&
+	t_fail "005_coupons.sql stored although the apply was refused"
+once
 [ "$(t_sqldb shop-db "SELECT count(*) FROM pg_tables WHERE tablename = 'coupons'")" -eq 0 ] ||
-	t_fail "005_coupons.sql ran although 002 blocks the grant"
-tly log --json --stream grant/shop/db --type migration.applied | grep -q 005_coupons &&
-	t_fail "005_coupons.sql recorded as applied"
-n=$(tly log --json --stream grant/shop/db --type migration.blocked | wc -l)
-once 6
-[ "$(tly log --json --stream grant/shop/db --type migration.blocked | wc -l)" -eq "$n" ] ||
-	t_fail "a second pass recorded the same block again"
-t_ok "005 not run (no table coupons, not applied); a second pass records nothing new"
-t_check "the original 002 restored: unblocked, 005 runs"
+	t_fail "005_coupons.sql ran although its apply was refused"
+t_expect_exit 0 "tally status shop (the refused apply changed nothing)" tly status shop
+t_ok "005 not stored, not run; shop still ready"
+t_check "the original 002 restored: accepted, 005 runs"
 cp "$W/002_orders.orig" "$M/shop/002_orders.sql"
 tly apply "$SHOP" >/dev/null
 once
 tly log --json --stream grant/shop/db --type migration.applied | grep -q 005_coupons ||
 	t_fail "005_coupons.sql was not applied after 002 was restored"
-t_expect_exit 0 "tally status shop (unblocked)" tly status shop
+t_expect_exit 0 "tally status shop (005 applied)" tly status shop
 t_ok "005 applied; status ready, exit 0"
 
 t_say "a failing file: blocked with the server's error and file:line, nothing half-applied"

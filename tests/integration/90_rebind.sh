@@ -44,7 +44,14 @@ tly assign postgres node-a --set port="$P1" --set admin-user=postgres \
 	--secret admin-password <"$W1" >/dev/null || t_fail "assign postgres node-a"
 tly assign postgres node-b --set port="$P2" --set admin-user=postgres \
 	--secret admin-password <"$W2" >/dev/null || t_fail "assign postgres node-b"
-tly apply "$(t_consumer shop shared)" >/dev/null
+# One migration: its record in the database (tally.schema_history) must
+# move with the data.
+SHOPM=$(t_consumer shop shared)
+echo "    migrations: mig/shop" >>"$SHOPM"
+mkdir -p "$W/manifests/mig/shop"
+echo "CREATE TABLE marks (n int); INSERT INTO marks VALUES (1);" \
+	>"$W/manifests/mig/shop/001_marks.sql"
+tly apply "$SHOPM" >/dev/null
 tly assign shop node-a >/dev/null
 tly assign shop node-b >/dev/null
 t_tallyd_once
@@ -173,6 +180,10 @@ grep -q '"public.items":4' "$W/copied" && grep -q '"public.notes":2' "$W/copied"
 	cat "$W/copied" >&2
 	t_fail "rebind.copied does not hold the row counts (items 4, notes 2)"
 }
+grep -q '"tally.schema_history":1' "$W/copied" && grep -q '"public.marks":1' "$W/copied" || {
+	cat "$W/copied" >&2
+	t_fail "rebind.copied does not count the migration's record (tally.schema_history: 1)"
+}
 [ "$(tly log --json --stream binding/shop/db --type binding.moved | wc -l)" = 1 ] ||
 	t_fail "no binding.moved"
 t_ok "$(sed 's/.*"tables":\({[^}]*}\).*/tables \1/' "$W/copied")"
@@ -189,6 +200,11 @@ done
 [ "$(t_envget "$EB" DB_HOST)" = 127.0.0.1 ] || t_fail "node-b's holder is co-located: 127.0.0.1, got $(t_envget "$EB" DB_HOST)"
 t_env_psql "$EA" "INSERT INTO items (name) VALUES ('e'); SELECT setval('items_id_seq', (SELECT max(id) FROM items))" >/dev/null ||
 	t_fail "the new grant is not writable"
+[ "$(sql2 "SELECT file || ' ' || tableowner FROM tally.schema_history, pg_tables WHERE schemaname = 'tally'" "shop-db_m$V")" = "001_marks.sql shop-db_m$V" ] ||
+	t_fail "the migration's record did not come along to shop-db_m$V (or is not the owner role's)"
+[ "$(tly log --json --stream grant/shop/db --type migration.applied | wc -l)" = 1 ] &&
+	[ "$(sql2 "SELECT count(*) FROM marks" "shop-db_m$V")" = 1 ] ||
+	t_fail "001_marks.sql ran again after the move"
 owner=$(sql2 "SELECT tableowner FROM pg_tables WHERE tablename = 'items'" "shop-db_m$V")
 [ "$owner" = "shop-db_m$V" ] || t_fail "restored tables are owned by $owner, not the owner role"
 t_ok "node-a: localhost:$P2, node-b: 127.0.0.1:$P2, database shop-db_m$V owned by its owner role"

@@ -150,6 +150,9 @@ migs_free(struct migs *ms)
 		free(ms->v);
 }
 
+/* The largest migration file: it is copied into one event. */
+#define MIGRATION_MAX	(8L * 1024 * 1024)
+
 /* Reads NNN_description.sql files of dir, in order, with checksums. */
 static int
 read_migrations(const char *file, int line, const char *req, const char *dir,
@@ -182,24 +185,42 @@ read_migrations(const char *file, int line, const char *req, const char *dir,
 		mg = &ms->v[ms->n];
 		memset(mg, 0, sizeof(*mg));
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		/* Two different problems, two messages: which one it is. */
 		if ((fp = fopen(path, "rb")) == NULL || fseek(fp, 0,
 		    SEEK_END) != 0 || (sz = ftell(fp)) < 0 ||
-		    sz > 8 * 1024 * 1024 || fseek(fp, 0, SEEK_SET) != 0) {
-			cli_errx("%s: cannot read (or over 8 MiB)", path);
+		    fseek(fp, 0, SEEK_SET) != 0) {
+			cli_errx("%s: cannot read: %s", path, strerror(errno));
 			if (fp != NULL)
 				fclose(fp);
 			rc = TL_EMANIFEST;
 			break;
 		}
+		if (sz > MIGRATION_MAX) {
+			cli_errx("%s: %ld bytes, over the limit of 8 MiB (%ld "
+			    "bytes) for one migration file: split it", path, sz,
+			    (long)MIGRATION_MAX);
+			fclose(fp);
+			rc = TL_EMANIFEST;
+			break;
+		}
 		mg->file = strdup(de->d_name);
 		mg->content = malloc((size_t)sz + 1);
-		if (mg->file == NULL || mg->content == NULL ||
-		    fread((void *)mg->content, 1, (size_t)sz, fp) !=
-		    (size_t)sz) {
+		if (mg->file == NULL || mg->content == NULL) {
 			fclose(fp);
 			free((void *)mg->file);
 			free((void *)mg->content);
-			rc = EIO;
+			rc = ENOMEM;
+			break;
+		}
+		errno = 0;
+		if (fread((void *)mg->content, 1, (size_t)sz, fp) !=
+		    (size_t)sz) {
+			cli_errx("%s: cannot read: %s", path, errno ?
+			    strerror(errno) : "it shrank while read");
+			fclose(fp);
+			free((void *)mg->file);
+			free((void *)mg->content);
+			rc = TL_EMANIFEST;
 			break;
 		}
 		fclose(fp);

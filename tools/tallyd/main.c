@@ -340,9 +340,9 @@ main(int argc, char **argv)
 				logx(TL_RX_ERR, "pass failed: %s (%s)",
 				    tl_strerror(rc), tl_log_lasterr(rx.log));
 			else {
-				unsigned applied = 0, blocked = 0;
+				unsigned applied = 0, blocked = 0, migrating = 0;
 				int mrc = tl_rx_migrate(&rx, &applied,
-				    &blocked);
+				    &blocked, &migrating);
 
 				if (mrc != 0)
 					logx(TL_RX_ERR, "migrations: %s",
@@ -371,6 +371,7 @@ main(int argc, char **argv)
 						    tl_strerror(mrc));
 					done += steps;
 					/* Its outcome is recorded by a pass. */
+					copying += migrating;
 					pending += copying;
 				}
 			}

@@ -1259,6 +1259,55 @@ START_TEST(test_seed_node_rm)
 }
 END_TEST
 
+/* --- what a new user meets (issue 11) -------------------------------- */
+
+/* Does the file at path hold the bytes of s (an ELF symbol name)? */
+static int
+file_has(const char *path, const char *s)
+{
+	FILE *fp = fopen(path, "rb");
+	size_t n = strlen(s), have = 0;
+	char buf[65536];
+	size_t got, i;
+	int found = 0;
+
+	ck_assert_msg(fp != NULL, "%s: %s", path, strerror(errno));
+	/* A match may straddle two reads: keep the last n - 1 bytes. */
+	while (!found && (got = fread(buf + have, 1, sizeof(buf) - have,
+	    fp)) > 0) {
+		got += have;
+		for (i = 0; i + n <= got; i++)
+			if (memcmp(buf + i, s, n) == 0) {
+				found = 1;
+				break;
+			}
+		have = got >= n - 1 ? n - 1 : got;
+		memmove(buf, buf + got - have, have);
+	}
+	fclose(fp);
+	return found;
+}
+
+/*
+ * A suite built with ASan drives binaries built with it: otherwise the
+ * CLI-level tests of `make unit-asan` check nothing of tally itself.
+ */
+START_TEST(test_sanitized_binaries)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	char d[4200];
+
+	ck_assert_msg(file_has(H.bin, "__asan_init"), "%s is not built "
+	    "with ASan, but this suite is (TALLY_BIN)", H.bin);
+	snprintf(d, sizeof(d), "%.*sd", (int)strlen(H.bin), H.bin);
+	ck_assert_msg(file_has(d, "__asan_init"), "%s is not built with "
+	    "ASan, but this suite is (TALLY_BIN)", d);
+#else
+	(void)file_has;	/* the normal build may drive either binary */
+#endif
+}
+END_TEST
+
 static Suite *
 cli_suite(void)
 {
@@ -1300,6 +1349,12 @@ cli_suite(void)
 	tcase_add_test(tc, test_seed_dry_run);
 	tcase_add_test(tc, test_seed_revocation);
 	tcase_add_test(tc, test_seed_node_rm);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("user");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_sanitized_binaries);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("history");

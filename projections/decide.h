@@ -111,6 +111,9 @@ int	tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
 int	tl_dec_assign_ex(struct tl_ctx *c, const char *module,
 	    const char *node, const char *expose, const struct tl_setting *set,
 	    size_t nset, char *changes, size_t cap);
+/* Checks settings for module as tl_dec_assign does (tally provider move). */
+int	tl_dec_settings_check(struct tl_ctx *c, const char *module,
+	    const struct tl_setting *set, size_t nset);
 int	tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node);
 int	tl_dec_remove(struct tl_ctx *c, const char *module);
 /* grant is MODULE/REQ or MODULE/REQ@NODE; provider NODE/MODULE. */

@@ -486,6 +486,27 @@ check_setting(struct tl_ctx *c, const struct decl *d, const char *module,
 	return 0;
 }
 
+int
+tl_dec_settings_check(struct tl_ctx *c, const char *module,
+    const struct tl_setting *set, size_t nset)
+{
+	struct tl_rec m;
+	struct decl d;
+	S(k);
+	size_t i;
+	int rc;
+
+	if ((rc = tl_key(k, "m/%s", module)) != 0 ||
+	    (rc = tl_rec_get(c->t, c->p.graph, k, &m)) != 0)
+		return rc;
+	decl_load(m.m, &d);
+	tl_rec_close(&m);
+	for (i = 0; i < nset; i++)
+		if ((rc = check_setting(c, &d, module, &set[i])) != 0)
+			return rc;
+	return 0;
+}
+
 /* old settings, changed by set; says what changed. */
 static int
 merge(struct tl_ctx *c, struct merge *mg, const struct decl *d,

@@ -1434,6 +1434,15 @@ START_TEST(test_settings_checked)
 	T_OK("graph", "--json");
 	ck_out_has("\"expose\":\"network\"");
 
+	/* provider move --set is checked the same way. */
+	node_add("node-b");
+	T_EXIT(4, "provider", "move", "node-a/postgres", "node-b", "--set",
+	    "prot=5432");
+	ck_err_has("unknown setting 'prot'");
+	T_EXIT(4, "provider", "move", "node-a/postgres", "node-b", "--set",
+	    "port=99999");
+	ck_err_has("expected a port");
+
 	/* A module that is no provider: its settings are its own. */
 	T_OK("apply", fx("static-site.yaml"));
 	T_OK("assign", "static-site", "node-a", "--set", "note=anything");

@@ -90,7 +90,10 @@ rewind_(struct tl_cli *cli, int argc, char **argv)
 	ra.seq = seq - 1;
 	if ((rc = tl_log_write(cli->log, rewind_cb, &ra)) != 0)
 		return cli_fail(cli, rc, "checkpoint");
-	if (!cli->json)
+	if (cli->json)
+		cli_json_done(cli, json_pack("{s:I}", "from",
+		    (json_int_t)seq));
+	else
 		printf("tallyd publishes again from event %llu\n",
 		    (unsigned long long)seq);
 	return TL_EXIT_OK;

@@ -680,7 +680,11 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		const void *v;
 		size_t vn;
 
-		/* Secrets are re-encrypted each time: compare the rest. */
+		/*
+		 * Kept secrets keep their ciphertext, so an identical record
+		 * is no change; a secret given again is a new ciphertext, and
+		 * is one.
+		 */
 		if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &v, &vn) == 0 &&
 		    vn == len + 8 && memcmp((const uint8_t *)v + 8, enc,
 		    len) == 0)

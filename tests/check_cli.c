@@ -1499,8 +1499,12 @@ START_TEST(test_json_writes)
 	CK_APPENDED("module.declared", "module/game");
 	T_OK("--json", "assign", "postgres", "node-a");
 	CK_APPENDED("provider.registered", "provider/node-a/postgres");
+	node_add("node-c");
+	T_OK("assign", "postgres", "node-c");
 	T_OK("--json", "assign", "game", "node-b");
-	CK_APPENDED("assignment.created", "assignment/game@node-b");
+	CK_APPENDED("binding.ambiguous", "binding/game/db");
+	T_OK("--json", "bind", "game/db", "node-a/postgres");
+	CK_APPENDED("binding.made", "binding/game/db");
 	T_OK("--json", "unassign", "game", "node-b");
 	CK_APPENDED("assignment.removed", "assignment/game@node-b");
 	T_OK("--json", "remove", "game");

@@ -5,6 +5,9 @@
 # with a wrong password is refused by the broker; status must name the
 # failure and since when (human and --json), and once the right password
 # is configured, say that publishing resumed, with the lag back to 0.
+# Then a disk alarm (the free-disk limit raised above what there is):
+# the broker blocks publishing, and status must say so, with the
+# broker's reason, until the alarm clears.
 . "$(dirname "$0")/lib.sh"
 
 RMQSH=$TALLY_SRC/tests/harness/rabbit.sh
@@ -71,4 +74,21 @@ printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$URL" \
 until_status 30 "publishing again since"
 until_status 30 "lag 0"
 t_ok "$(tail -n 1 "$W/st.txt")"
+
+t_say "a disk alarm on the broker"
+sh "$RMQSH" ctl "$R_DIR" -q set_disk_free_limit 100000GB >/dev/null ||
+	t_fail "rabbitmqctl set_disk_free_limit failed"
+t_node node-b b.lan	# something to publish
+t_check "status says the broker blocked publishing, and why"
+until_status 60 "failing since"
+grep -q "blocked publishing" "$W/st.txt" ||
+	t_fail "the reason is not the block: $(cat "$W/st.txt")"
+grep -qi "disk" "$W/st.txt" || t_fail "the reason does not name the disk: $(cat "$W/st.txt")"
+t_ok "$(grep 'failing since' "$W/st.txt" | cut -c1-160)"
+t_check "the alarm clears: publishing again, lag 0"
+sh "$RMQSH" ctl "$R_DIR" -q set_disk_free_limit 1MB >/dev/null ||
+	t_fail "rabbitmqctl set_disk_free_limit failed"
+until_status 60 "publishing again since"
+until_status 30 "lag 0"
+t_ok "resumed"
 t_tallyd_stop

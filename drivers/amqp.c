@@ -37,8 +37,11 @@ struct tl_amqp {
 	uint64_t		 pub_tag;	/* last tag published */
 	uint64_t		 confirmed;	/* every tag <= this is confirmed */
 	int			 nacked;
+	int			 blocked;	/* connection.blocked, not yet
+						   unblocked */
 	uint8_t			 ring[RING / 8];
 	char			 lasterr[256];
+	char			 blockedwhy[256];
 };
 
 static uint64_t
@@ -67,6 +70,8 @@ seterr(struct tl_amqp *a, const char *fmt, ...)
 const char *
 tl_amqp_lasterr(const struct tl_amqp *a)
 {
+	if (a != NULL && a->blocked)
+		return a->blockedwhy;
 	return a != NULL ? a->lasterr : "";
 }
 
@@ -217,6 +222,8 @@ tl_amqp_connect(const struct tl_amqp_conf *c, struct tl_amqp **out,
 	amqp_socket_t *sock;
 	struct timeval tv;
 	amqp_rpc_reply_t r;
+	amqp_table_entry_t cap, prop;
+	amqp_table_t props;
 	int st, rc, port = c->port;
 
 	*out = NULL;
@@ -260,9 +267,24 @@ tl_amqp_connect(const struct tl_amqp_conf *c, struct tl_amqp **out,
 	amqp_set_handshake_timeout(a->conn, &tv);
 	amqp_set_rpc_timeout(a->conn, &tv);
 	set_sndtimeo(a);
-	r = amqp_login(a->conn, c->vhost[0] ? c->vhost : "/", 0, 131072,
-	    (int)c->heartbeat, AMQP_SASL_METHOD_PLAIN, c->user,
-	    c->password ? c->password : "");
+	/*
+	 * The capability connection.blocked: RabbitMQ then says why it stops
+	 * reading (a memory or disk alarm) instead of only going quiet, and
+	 * a publisher waiting for confirms can report it.  librabbitmq
+	 * merges it with its own capabilities.
+	 */
+	cap.key = amqp_cstring_bytes("connection.blocked");
+	cap.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+	cap.value.value.boolean = 1;
+	prop.key = amqp_cstring_bytes("capabilities");
+	prop.value.kind = AMQP_FIELD_KIND_TABLE;
+	prop.value.value.table.num_entries = 1;
+	prop.value.value.table.entries = &cap;
+	props.num_entries = 1;
+	props.entries = &prop;
+	r = amqp_login_with_properties(a->conn, c->vhost[0] ? c->vhost : "/",
+	    0, 131072, (int)c->heartbeat, &props, AMQP_SASL_METHOD_PLAIN,
+	    c->user, c->password ? c->password : "");
 	if ((rc = rpc_err(a, r, "login")) != 0) {
 		/* RabbitMQ drops the socket on a bad password. */
 		if (rc == TL_EUNREACH && r.library_error ==
@@ -414,6 +436,24 @@ on_frame(struct tl_amqp *a, const amqp_frame_t *f, const char *what)
 	case AMQP_CHANNEL_CLOSE_METHOD:
 	case AMQP_CONNECTION_CLOSE_METHOD:
 		return close_err(a, &f->payload.method, what);
+	case AMQP_CONNECTION_BLOCKED_METHOD: {
+		amqp_connection_blocked_t *m = f->payload.method.decoded;
+
+		/*
+		 * While blocked, the block is the last error whatever fails
+		 * next (a send or a wait that times out): it is the cause.
+		 */
+		(void)what;
+		a->blocked = 1;
+		snprintf(a->blockedwhy, sizeof(a->blockedwhy), "the broker "
+		    "blocked publishing (connection.blocked: %.*s)",
+		    m->reason.len > 160 ? 160 : (int)m->reason.len,
+		    (const char *)m->reason.bytes);
+		return 0;
+	}
+	case AMQP_CONNECTION_UNBLOCKED_METHOD:
+		a->blocked = 0;
+		return 0;
 	default:
 		return 0;
 	}
@@ -450,6 +490,7 @@ tl_amqp_wait_confirms(struct tl_amqp *a, uint64_t upto, uint64_t deadline)
 		st = amqp_simple_wait_frame_noblock(a->conn, &f, &tv);
 		if (st == AMQP_STATUS_TIMEOUT) {
 			amqp_maybe_release_buffers(a->conn);
+			seterr(a, "waiting for confirms: timed out");
 			return TL_ETIMEDOUT;
 		}
 		if (st != AMQP_STATUS_OK)

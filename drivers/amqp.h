@@ -16,7 +16,9 @@
  * other than TL_ENOTFOUND / TL_ETIMEDOUT from a wait, the connection
  * is unusable: close it and connect again.  tl_amqp_lasterr() keeps
  * the broker's or the library's message for the log; it never
- * contains the password.
+ * contains the password.  The connection asks for connection.blocked:
+ * while the broker blocks it (a memory or disk alarm), the last error
+ * is that, with the broker's reason, whatever times out meanwhile.
  */
 #ifndef TL_DRV_AMQP_H
 #define TL_DRV_AMQP_H

@@ -57,9 +57,53 @@ struct tl_drv_migration {
 /* Outcome detail: a reason a person can act on (never a secret). */
 #define TL_DRV_WHY_MAX	512
 
+/*
+ * A setting of a provider's assignment (tally assign --set/--secret), as
+ * the driver declares it: what the code of tally reads from the
+ * assignment, and nothing else, so `tally assign` can refuse a typo and
+ * a value of the wrong kind before anything is recorded.
+ */
+enum tl_drv_kind {
+	TL_DRV_STRING = 0,	/* any text without control characters */
+	TL_DRV_PORT,		/* 1-65535 */
+	TL_DRV_HOST,		/* a host name or an IP address */
+	TL_DRV_BOOL,		/* yes/no, true/false, on/off, 1/0 */
+	TL_DRV_INT,		/* a non-negative decimal integer */
+	TL_DRV_DURATION		/* N[smhd], e.g. 90s, 5m, 1h, 30d */
+};
+
+struct tl_drv_setting {
+	const char	*name;
+	const char	*dflt;		/* NULL: required; "": none, derived */
+	int		 secret;	/* given with --secret, never --set */
+	enum tl_drv_kind kind;
+	const char	*description;	/* one line, for refusals and docs */
+};
+
+/* Values of a setting are at most this long (bytes, without the NUL). */
+#define TL_DRV_SETTING_MAX	255
+
+/*
+ * Finds name in settings (terminated by an entry with a NULL name);
+ * NULL if it is not declared.
+ */
+const struct tl_drv_setting *tl_drv_setting_find(
+	    const struct tl_drv_setting *settings, const char *name);
+/*
+ * Checks value against s's kind: 0, or TL_EINVAL with why (at least
+ * TL_DRV_WHY_MAX bytes) saying what is wrong.  A secret's value is
+ * never copied into why.
+ */
+int	tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
+	    char *why);
+/* The kind's name ("port", "duration", ...). */
+const char *tl_drv_kind_name(enum tl_drv_kind kind);
+
 struct tl_drv_ops {
 	const char	*name;
 	const char	*const *types;	/* resource types it grants */
+	/* The assignment settings it reads; NULL-name terminated. */
+	const struct tl_drv_setting *settings;
 	/* Opens an admin session; TL_EUNREACH / TL_EAUTH / TL_EDRIVER. */
 	int	(*open)(const struct tl_drv_admin *a, void **h, char *why);
 	void	(*close)(void *h);

@@ -1661,9 +1661,35 @@ int	tl_drv_pg_copy(const struct tl_drv_admin *from,
 
 static const char *const pg_types[] = { "postgres-database", NULL };
 
+/*
+ * The settings of a postgres provider's assignment: what
+ * reactors/provision.c (tl_rx_load_provider) and reactors/admin.c read,
+ * with the defaults they apply.  revoke-public-connect and
+ * migration-timeout are declared ahead of the code that reads them
+ * (issue 11, other items), so the merges only fill in the readers.
+ */
+static const struct tl_drv_setting pg_settings[] = {
+	{ "admin-host", "", 0, TL_DRV_HOST, "where tallyd connects as the "
+	    "admin (default: the node's routable name)" },
+	{ "port", "5432", 0, TL_DRV_PORT, "the server's port, for the admin "
+	    "and for consumers" },
+	{ "admin-user", "postgres", 0, TL_DRV_STRING, "the admin role "
+	    "tallyd logs in as" },
+	{ "admin-db", "postgres", 0, TL_DRV_STRING, "the maintenance "
+	    "database tallyd connects to" },
+	{ "admin-password", "", 1, TL_DRV_STRING, "the admin role's "
+	    "password (--secret; none: trust or peer authentication)" },
+	{ "revoke-public-connect", "yes", 0, TL_DRV_BOOL, "revoke CONNECT on "
+	    "the maintenance databases from PUBLIC" },
+	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
+	    "one migration file" },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
+};
+
 const struct tl_drv_ops tl_drv_postgres = {
 	.name = "postgres",
 	.types = pg_types,
+	.settings = pg_settings,
 	.open = pg_open,
 	.close = pg_close,
 	.create = pg_create,

@@ -2,12 +2,14 @@
  * decide_assign.c - assignments, providers, and removing modules.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "decide.h"
+#include "drivers/driver.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
@@ -20,28 +22,6 @@ valid_expose(const char *e)
 {
 	return strcmp(e, "local") == 0 || strcmp(e, "network") == 0 ||
 	    strcmp(e, "public") == 0 || strcmp(e, "none") == 0;
-}
-
-static void
-assignment_body(struct tl_body *b, const char *module, const char *node,
-    const char *expose, const struct tl_setting *set, size_t nset)
-{
-	size_t i;
-
-	tl_body_str(b, "module", module);
-	tl_body_str(b, "node", node);
-	tl_body_str(b, "expose", expose);
-	tl_body_map(b, "settings");
-	for (i = 0; i < nset; i++)
-		if (set[i].secret == NULL)
-			tl_body_str(b, set[i].key, set[i].value);
-	tl_body_end(b);
-	tl_body_map(b, "secrets");
-	for (i = 0; i < nset; i++)
-		if (set[i].secret != NULL)
-			tl_body_secret(b, set[i].key, set[i].secret,
-			    set[i].secret_len);
-	tl_body_end(b);
 }
 
 /* The provider record module's provides: would give on node. */
@@ -326,47 +306,387 @@ out:
 	return rc;
 }
 
+/* One setting of an assignment as it will be: borrowed bytes. */
+struct mset {
+	char		 key[64];
+	const char	*value;		/* NULL: a secret */
+	size_t		 vlen;
+	const void	*secret;
+	size_t		 slen;
+};
+
+#define MSET_MAX	64
+
+struct merge {
+	struct mset	 v[MSET_MAX];
+	size_t		 n;
+	char		*changes;	/* may be NULL */
+	size_t		 cap, used;
+};
+
+static void
+change(struct merge *mg, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void
+change(struct merge *mg, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (mg->changes == NULL || mg->used >= mg->cap)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(mg->changes + mg->used, mg->cap - mg->used, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		mg->used += (size_t)n < mg->cap - mg->used ? (size_t)n :
+		    mg->cap - mg->used - 1;
+}
+
+static struct mset *
+mset_find(struct merge *mg, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < mg->n; i++)
+		if (strcmp(mg->v[i].key, key) == 0)
+			return &mg->v[i];
+	return NULL;
+}
+
+/* The old assignment's settings (sec 0) or secrets (sec 1), in order. */
+static int
+mset_load(struct merge *mg, struct tl_bnode map, int sec)
+{
+	struct tl_bnode kn, vn;
+	const char *ks;
+	size_t i, kl;
+
+	for (i = 0; i < tl_bn_len(map); i++) {
+		struct mset *e;
+
+		if (tl_bn_entry(map, i, &kn, &vn) != 0 ||
+		    tl_bn_str(kn, &ks, &kl) != 0 || kl >= sizeof(e->key))
+			return TL_EMALFORMED;
+		if (mg->n == MSET_MAX)
+			return TL_ETOOBIG;
+		e = &mg->v[mg->n];
+		memset(e, 0, sizeof(*e));
+		memcpy(e->key, ks, kl);
+		if (sec ? tl_bn_secret(vn, &e->secret, &e->slen) != 0 :
+		    tl_bn_str(vn, &e->value, &e->vlen) != 0)
+			return TL_EMALFORMED;
+		mg->n++;
+	}
+	return 0;
+}
+
+/* The settings tables of the drivers module's provides: name. */
+struct decl {
+	const struct tl_drv_setting *tab[8];
+	const char	*driver[8];
+	size_t		 n;
+};
+
+static void
+decl_load(struct tl_bnode m, struct decl *d)
+{
+	struct tl_bnode prov;
+	size_t i, j;
+
+	d->n = 0;
+	if (tl_bn_get(m, "provides", &prov) != 0)
+		return;
+	for (i = 0; i < tl_bn_len(prov) && d->n < 8; i++) {
+		char driver[64] = "";
+		const struct tl_drv_ops *ops;
+
+		tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
+		    sizeof(driver));
+		if ((ops = tl_drv_find(driver)) == NULL ||
+		    ops->settings == NULL)
+			continue;
+		for (j = 0; j < d->n; j++)
+			if (d->tab[j] == ops->settings)
+				break;
+		if (j == d->n) {
+			d->driver[d->n] = ops->name;
+			d->tab[d->n++] = ops->settings;
+		}
+	}
+}
+
+static const struct tl_drv_setting *
+decl_find(const struct decl *d, const char *key)
+{
+	const struct tl_drv_setting *s;
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		if ((s = tl_drv_setting_find(d->tab[i], key)) != NULL)
+			return s;
+	return NULL;
+}
+
+static int
+refuse_unknown(struct tl_ctx *c, const struct decl *d, const char *module,
+    const char *key)
+{
+	char known[600] = "";
+	size_t i, off = 0;
+	const struct tl_drv_setting *s;
+
+	for (i = 0; i < d->n; i++)
+		for (s = d->tab[i]; s->name != NULL; s++)
+			if (off < sizeof(known))
+				off += (size_t)snprintf(known + off,
+				    sizeof(known) - off, "%s%s%s", off ? ", " :
+				    "", s->name, s->secret ? " (--secret)" :
+				    "");
+	return tl_refuse(c, TL_EINVAL, "unknown setting '%s' for %s (driver "
+	    "%s); known settings: %s", key, module, d->driver[0], known);
+}
+
+/*
+ * Checks one given setting against the declarations (a provider) or
+ * only for control characters (any other module: its settings are its
+ * own, recorded as given).
+ */
+static int
+check_setting(struct tl_ctx *c, const struct decl *d, const char *module,
+    const struct tl_setting *st)
+{
+	static const struct tl_drv_setting any = { "", "", 0, TL_DRV_STRING,
+	    "" };
+	const struct tl_drv_setting *s;
+	struct tl_drv_setting named;
+	char why[TL_DRV_WHY_MAX];
+
+	if (d->n == 0) {
+		named = any;
+		named.name = st->key;
+		named.secret = st->secret != NULL;
+		s = &named;
+	} else if ((s = decl_find(d, st->key)) == NULL)
+		return refuse_unknown(c, d, module, st->key);
+	if (st->value == NULL && st->secret == NULL)
+		return 0;	/* --unset */
+	if (d->n != 0 && s->secret && st->secret == NULL)
+		return tl_refuse(c, TL_EINVAL, "%s is a secret: give it with "
+		    "--secret %s (read from standard input), never --set",
+		    st->key, st->key);
+	if (d->n != 0 && !s->secret && st->secret != NULL)
+		return tl_refuse(c, TL_EINVAL, "%s is not a secret: give it "
+		    "with --set %s=VALUE", st->key, st->key);
+	if (st->secret != NULL)
+		return 0;	/* the CLI checked the plaintext */
+	if (tl_drv_setting_check(s, st->value, why) != 0)
+		return tl_refuse(c, TL_EINVAL, "%s", why);
+	return 0;
+}
+
+int
+tl_dec_settings_check(struct tl_ctx *c, const char *module,
+    const struct tl_setting *set, size_t nset)
+{
+	struct tl_rec m;
+	struct decl d;
+	S(k);
+	size_t i;
+	int rc;
+
+	if ((rc = tl_key(k, "m/%s", module)) != 0 ||
+	    (rc = tl_rec_get(c->t, c->p.graph, k, &m)) != 0)
+		return rc;
+	decl_load(m.m, &d);
+	tl_rec_close(&m);
+	for (i = 0; i < nset; i++)
+		if ((rc = check_setting(c, &d, module, &set[i])) != 0)
+			return rc;
+	return 0;
+}
+
+/* old settings, changed by set; says what changed. */
+static int
+merge(struct tl_ctx *c, struct merge *mg, const struct decl *d,
+    const char *module, const struct tl_setting *set, size_t nset)
+{
+	size_t i, j;
+	int rc;
+
+	for (i = 0; i < nset; i++) {
+		struct mset *e;
+
+		if ((rc = check_setting(c, d, module, &set[i])) != 0)
+			return rc;
+		for (j = 0; j < i; j++)
+			if (strcmp(set[j].key, set[i].key) == 0)
+				return tl_refuse(c, TL_EINVAL, "%s is given "
+				    "twice", set[i].key);
+		e = mset_find(mg, set[i].key);
+		if (set[i].value == NULL && set[i].secret == NULL) {
+			if (e == NULL)
+				return tl_refuse(c, TL_EINVAL, "--unset %s: "
+				    "%s has no such setting", set[i].key,
+				    module);
+			change(mg, "  %s: removed\n", e->key);
+			memmove(e, e + 1, (size_t)(&mg->v[mg->n] - (e + 1)) *
+			    sizeof(*e));
+			mg->n--;
+			continue;
+		}
+		if (e == NULL) {
+			if (mg->n == MSET_MAX)
+				return tl_refuse(c, TL_ETOOBIG, "more than %d "
+				    "settings", MSET_MAX);
+			e = &mg->v[mg->n++];
+			memset(e, 0, sizeof(*e));
+			snprintf(e->key, sizeof(e->key), "%s", set[i].key);
+			if (set[i].secret != NULL)
+				change(mg, "  %s: set (secret)\n", e->key);
+			else
+				change(mg, "  %s: set to %s\n", e->key,
+				    set[i].value);
+		} else if (set[i].secret != NULL)
+			change(mg, "  %s: replaced (secret)\n", e->key);
+		else if (e->value == NULL || e->vlen != strlen(set[i].value) ||
+		    memcmp(e->value, set[i].value, e->vlen) != 0)
+			change(mg, "  %s: %.*s -> %s\n", e->key,
+			    e->value ? (int)e->vlen : 8, e->value ? e->value :
+			    "(secret)", set[i].value);
+		e->value = set[i].value;
+		e->vlen = set[i].value ? strlen(set[i].value) : 0;
+		e->secret = set[i].secret;
+		e->slen = set[i].secret_len;
+	}
+	/* Required settings (a declaration without a default) are there. */
+	for (i = 0; i < d->n; i++) {
+		const struct tl_drv_setting *s;
+
+		for (s = d->tab[i]; s->name != NULL; s++)
+			if (s->dflt == NULL && mset_find(mg, s->name) == NULL)
+				return tl_refuse(c, TL_EINVAL, "%s needs the "
+				    "setting %s (%s)", module, s->name,
+				    s->description);
+	}
+	return 0;
+}
+
+static void
+merged_body(struct tl_body *b, const char *module, const char *node,
+    const char *expose, const struct merge *mg)
+{
+	size_t i;
+
+	tl_body_str(b, "module", module);
+	tl_body_str(b, "node", node);
+	tl_body_str(b, "expose", expose);
+	tl_body_map(b, "settings");
+	for (i = 0; i < mg->n; i++)
+		if (mg->v[i].secret == NULL)
+			tl_body_strn(b, mg->v[i].key, mg->v[i].value,
+			    mg->v[i].vlen);
+	tl_body_end(b);
+	tl_body_map(b, "secrets");
+	for (i = 0; i < mg->n; i++)
+		if (mg->v[i].secret != NULL)
+			tl_body_secret(b, mg->v[i].key, mg->v[i].secret,
+			    mg->v[i].slen);
+	tl_body_end(b);
+}
+
 int
 tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
     const char *expose, const struct tl_setting *set, size_t nset)
 {
+	return tl_dec_assign_ex(c, module, node, expose, set, nset, NULL, 0);
+}
+
+int
+tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
+    const char *expose, const struct tl_setting *set, size_t nset,
+    char *changes, size_t cap)
+{
 	struct tl_body b;
+	struct tl_rec m = { 0 }, old = { 0 };
+	struct tl_bnode n;
+	struct merge *mg = NULL;
+	struct decl d;
 	const void *enc;
 	size_t len;
 	S(k);
 	S(stream);
+	char oldexpose[16] = "";
 	uint64_t seq;
 	int rc, exists;
 
-	if (!valid_expose(expose))
+	if (changes != NULL && cap > 0)
+		changes[0] = '\0';
+	if (expose != NULL && !valid_expose(expose))
 		return tl_refuse(c, TL_EINVAL, "--expose %s: expected local, "
 		    "network, public or none", expose);
 	if ((rc = tl_key(k, "m/%s", module)) != 0)
 		return rc;
-	if (!tl_rec_exists(c->t, c->p.graph, k))
+	if ((rc = tl_rec_get(c->t, c->p.graph, k, &m)) == TL_ENOTFOUND)
 		return tl_refuse(c, TL_ENOTFOUND, "no module %s (tally apply "
 		    "its manifest first)", module);
-	if ((rc = tl_key(k, "n/%s", node)) != 0)
+	if (rc != 0)
 		return rc;
-	if (!tl_rec_exists(c->t, c->p.graph, k))
-		return tl_refuse(c, TL_ENOTFOUND, "no node %s (tally node add "
+	decl_load(m.m, &d);
+	tl_body_init(&b);
+	if ((rc = tl_key(k, "n/%s", node)) != 0)
+		goto out;
+	if (!tl_rec_exists(c->t, c->p.graph, k)) {
+		rc = tl_refuse(c, TL_ENOTFOUND, "no node %s (tally node add "
 		    "%s --routable-name HOST)", node, node);
+		goto out;
+	}
 	if ((rc = tl_key(k, "a/%s@%s", module, node)) != 0 ||
 	    (rc = tl_key(stream, "assignment/%s@%s", module, node)) != 0)
-		return rc;
-	exists = tl_rec_exists(c->t, c->p.graph, k);
-
-	tl_body_init(&b);
-	assignment_body(&b, module, node, expose, set, nset);
-	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
+		goto out;
+	if ((mg = calloc(1, sizeof(*mg))) == NULL) {
+		rc = ENOMEM;
+		goto out;
+	}
+	mg->changes = changes;
+	mg->cap = changes != NULL ? cap : 0;
+	rc = tl_rec_get(c->t, c->p.graph, k, &old);
+	exists = rc == 0;
+	if (rc != 0 && rc != TL_ENOTFOUND)
 		goto out;
 	if (exists) {
-		const void *v;
-		size_t n;
+		tl_bn_getstr(old.m, "expose", oldexpose, sizeof(oldexpose));
+		if ((tl_bn_get(old.m, "settings", &n) == 0 &&
+		    (rc = mset_load(mg, n, 0)) != 0) ||
+		    (tl_bn_get(old.m, "secrets", &n) == 0 &&
+		    (rc = mset_load(mg, n, 1)) != 0))
+			goto out;
+	}
+	if (expose == NULL)
+		expose = exists && oldexpose[0] ? oldexpose : "local";
+	else if (exists && strcmp(expose, oldexpose) != 0)
+		change(mg, "  exposure: %s -> %s\n", oldexpose, expose);
+	if ((rc = merge(c, mg, &d, module, set, nset)) != 0)
+		goto out;
 
-		/* Secrets are re-encrypted each time: compare the rest. */
-		if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &v, &n) == 0 &&
-		    n == len + 8 && memcmp((const uint8_t *)v + 8, enc,
+	merged_body(&b, module, node, expose, mg);
+	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
+		goto out;
+	/* The old record's bytes are not needed past here (emits move pages). */
+	tl_rec_close(&old);
+	tl_rec_close(&m);
+	if (exists) {
+		const void *v;
+		size_t vn;
+
+		/*
+		 * Kept secrets keep their ciphertext, so an identical record
+		 * is no change; a secret given again is a new ciphertext, and
+		 * is one.
+		 */
+		if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &v, &vn) == 0 &&
+		    vn == len + 8 && memcmp((const uint8_t *)v + 8, enc,
 		    len) == 0)
 			goto out;
 		rc = tl_emit_bytes(c, EV_ASSIGN_CONFIGURED, stream, enc, len,
@@ -383,6 +703,9 @@ tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
 		goto out;
 	rc = reopen_dead(c, module, node);
 out:
+	free(mg);
+	tl_rec_close(&old);
+	tl_rec_close(&m);
 	tl_body_free(&b);
 	return rc;
 }

@@ -240,6 +240,9 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 		    "%s --routable-name HOST)", node, node);
 	tl_bn_getstr(r.m, "routable", routable, sizeof(routable));
 	tl_rec_close(&r);
+	/* --set is checked against the driver's settings, as by assign. */
+	if ((rc = tl_dec_settings_check(c, module, set, nset)) != 0)
+		return rc;
 	for (i = 0; i < nset; i++)
 		if (set[i].secret == NULL && strcmp(set[i].key, "port") == 0 &&
 		    set[i].value[0] != '\0')

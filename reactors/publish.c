@@ -44,6 +44,7 @@
 #include "core/body.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/kv.h"
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/sub.h"
@@ -87,6 +88,10 @@ struct tl_rx_pub {
 	uint64_t		 retry_ns;
 	uint64_t		 delay_ns;
 	int			 failing;
+	/* The condition tally publish status shows (note_state). */
+	char			 lasterr[320];
+	uint64_t		 since;		/* wall clock, ns */
+	int			 noted;		/* "failing" is what is recorded */
 	uint64_t		 next_ack_ns;
 	/* Messages awaiting confirms, across passes, on this connection. */
 	struct inflight		*in;
@@ -269,11 +274,70 @@ out:
 
 /* --- connection and backoff --------------------------------------- */
 
+/*
+ * Why publishing lags, for `tally publish status`: the scratch table
+ * "publisher", key "state", holds {failing, error, since, at} in
+ * msgpack (wall-clock ns).  It is operational state, not the record:
+ * written only when the condition changes (a new error, or publishing
+ * resumed), so a broker away for an hour costs one write, not one per
+ * retry.  A failure to write it is logged and otherwise ignored.
+ */
+#define STATE_TABLE	"publisher"
+#define STATE_KEY	"state"
+
+struct state_arg {
+	const void	*body;
+	size_t		 len;
+};
+
+static int
+state_cb(struct tl_txn *t, void *arg)
+{
+	struct state_arg *sa = arg;
+	tl_kv kv;
+	int rc;
+
+	if ((rc = tl_kv_open_scratch(t, STATE_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, STATE_KEY, strlen(STATE_KEY), sa->body,
+	    sa->len);
+}
+
+static uint64_t
+wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void
+note_state(struct tl_rx *rx, struct tl_rx_pub *ps, int failing)
+{
+	struct tl_body b;
+	struct state_arg sa;
+	int rc;
+
+	tl_body_init(&b);
+	tl_body_bool(&b, "failing", failing);
+	tl_body_str(&b, "error", ps->lasterr);
+	tl_body_u64(&b, "since", ps->since);
+	tl_body_u64(&b, "at", wall_ns());
+	if ((rc = tl_body_finish(&b, &sa.body, &sa.len)) == 0)
+		rc = tl_log_write(rx->log, state_cb, &sa);
+	ps->noted = failing;
+	if (rc != 0)
+		tl_rx_log(rx, TL_RX_WARN, "publisher: cannot record its "
+		    "state: %s", tl_strerror(rc));
+	tl_body_free(&b);
+}
+
 static void
 failed(struct tl_rx *rx, struct tl_rx_pub *ps, int rc, const char *why)
 {
 	uint64_t now = tl_rx_now(), jitter;
-	char msg[256];
+	char msg[256], cond[320];
 
 	/* why may be the connection's own message: keep it first. */
 	snprintf(msg, sizeof(msg), "%s", why && *why ? why : "-");
@@ -289,6 +353,13 @@ failed(struct tl_rx *rx, struct tl_rx_pub *ps, int rc, const char *why)
 	    "%s: %s (%s); retrying in %llu ms, reconciling goes on", ps->url,
 	    tl_strerror(rc), why,
 	    (unsigned long long)((ps->delay_ns + jitter) / 1000000u));
+	snprintf(cond, sizeof(cond), "%s (%s)", tl_strerror(rc), why);
+	if (!ps->failing || strcmp(cond, ps->lasterr) != 0) {
+		if (!ps->failing)
+			ps->since = wall_ns();
+		memcpy(ps->lasterr, cond, sizeof(ps->lasterr));
+		note_state(rx, ps, 1);
+	}
 	ps->failing = 1;
 }
 
@@ -867,6 +938,9 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 		tl_rx_log(rx, TL_RX_INFO, "publisher: resumed; %u event(s) "
 		    "published", *published);
 	}
+	/* A new configuration resets failing; the record still says it. */
+	if (ps->noted)
+		note_state(rx, ps, 0);
 	ps->delay_ns = 0;
 	if (more)
 		*next_ns = now;

@@ -27,6 +27,7 @@
 #include "core/body.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/version.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/grant.h"
@@ -1453,6 +1454,327 @@ START_TEST(test_seed_node_rm)
 }
 END_TEST
 
+/* --- what a new user meets (issue 11) -------------------------------- */
+
+/* Does the file at path hold the bytes of s (an ELF symbol name)? */
+static int
+file_has(const char *path, const char *s)
+{
+	FILE *fp = fopen(path, "rb");
+	size_t n = strlen(s), have = 0;
+	char buf[65536];
+	size_t got, i;
+	int found = 0;
+
+	ck_assert_msg(fp != NULL, "%s: %s", path, strerror(errno));
+	/* A match may straddle two reads: keep the last n - 1 bytes. */
+	while (!found && (got = fread(buf + have, 1, sizeof(buf) - have,
+	    fp)) > 0) {
+		got += have;
+		for (i = 0; i + n <= got; i++)
+			if (memcmp(buf + i, s, n) == 0) {
+				found = 1;
+				break;
+			}
+		have = got >= n - 1 ? n - 1 : got;
+		memmove(buf, buf + got - have, have);
+	}
+	fclose(fp);
+	return found;
+}
+
+/*
+ * A suite built with ASan drives binaries built with it: otherwise the
+ * CLI-level tests of `make unit-asan` check nothing of tally itself.
+ */
+START_TEST(test_sanitized_binaries)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	char d[4200];
+
+	ck_assert_msg(file_has(H.bin, "__asan_init"), "%s is not built "
+	    "with ASan, but this suite is (TALLY_BIN)", H.bin);
+	snprintf(d, sizeof(d), "%.*sd", (int)strlen(H.bin), H.bin);
+	ck_assert_msg(file_has(d, "__asan_init"), "%s is not built with "
+	    "ASan, but this suite is (TALLY_BIN)", d);
+#else
+	(void)file_has;	/* the normal build may drive either binary */
+#endif
+}
+END_TEST
+
+/* The JSON value at key k of the assignment module@node in graph --json. */
+static json_t *
+asg_settings(const char *module, const char *node)
+{
+	json_t *g, *a, *r = NULL;
+	size_t i;
+
+	T_OK("graph", "--json");
+	g = out_json();
+	json_array_foreach(json_object_get(g, "assignments"), i, a)
+		if (strcmp(jstr(a, "module"), module) == 0 &&
+		    strcmp(jstr(a, "node"), node) == 0)
+			r = json_incref(json_object_get(a, "settings"));
+	json_decref(g);
+	ck_assert_msg(r != NULL, "no assignment %s@%s", module, node);
+	return r;
+}
+
+/* tally --version and tallyd --version: core/version.h, and git's stamp. */
+START_TEST(test_version)
+{
+	char bin[sizeof(H.bin)], want[64], cmd[8300], desc[128] = "";
+	FILE *fp;
+
+	snprintf(want, sizeof(want), "tally %s", TL_VERSION);
+	T_OK("--version");
+	ck_assert_msg(strncmp(H.out, want, strlen(want)) == 0, "tally "
+	    "--version printed '%s', want '%s…'", H.out, want);
+	T_OK("--json", "--version");
+	{
+		json_t *j = out_json();
+
+		ck_assert_str_eq(jstr(j, "release"), TL_VERSION);
+		json_decref(j);
+	}
+	/* A tree git knows is stamped with its description. */
+	snprintf(cmd, sizeof(cmd), "git -C '%s' describe --always 2>/dev/null",
+	    H.src);
+	if ((fp = popen(cmd, "r")) != NULL) {
+		if (fgets(desc, sizeof(desc), fp) == NULL)
+			desc[0] = '\0';
+		desc[strcspn(desc, "\n")] = '\0';
+		pclose(fp);
+	}
+	T_OK("--version");
+	if (desc[0] != '\0')
+		ck_assert_msg(strstr(H.out, desc) != NULL, "tally --version "
+		    "printed '%s', without the git description %s", H.out, desc);
+	/* tallyd, beside tally. */
+	memcpy(bin, H.bin, sizeof(bin));
+	ck_assert(strlen(bin) + 2 < sizeof(H.bin));
+	strcat(H.bin, "d");
+	T_OK("--version");
+	memcpy(H.bin, bin, sizeof(bin));
+	snprintf(want, sizeof(want), "tallyd %s", TL_VERSION);
+	ck_assert_msg(strncmp(H.out, want, strlen(want)) == 0, "tallyd "
+	    "--version printed '%s', want '%s…'", H.out, want);
+}
+END_TEST
+
+/* assign checks keys and values against the driver's declared settings. */
+START_TEST(test_settings_checked)
+{
+	static const char *const bad[][3] = {
+		{ "--set", "prot=5432", "unknown setting 'prot'" },
+		{ "--set", "admin-usr=postgres", "unknown setting 'admin-usr'" },
+		{ "--set", "port=abc", "port=abc: expected a port" },
+		{ "--set", "port=99999", "port=99999: expected a port" },
+		{ "--set", "port=-1", "port=-1: expected a port" },
+		{ "--set", "port=54\n32", "control character" },
+		{ "--set", "admin-host=db1.lan\nx", "control character" },
+		{ "--set", "admin-password=pw", "is a secret" },
+		{ "--set", "revoke-public-connect=maybe", "expected yes or no" },
+		{ "--set", "migration-timeout=soon", "expected a duration" },
+	};
+	json_t *set;
+	char *before, *after;
+	size_t i;
+
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"));
+	before = log_dump();
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		T_EXIT(4, "assign", "postgres", "node-a", bad[i][0], bad[i][1]);
+		ck_err_has(bad[i][2]);
+	}
+	T_EXIT(4, "assign", "postgres", "node-a", "--set", "prot=5432");
+	/* The refusal lists the known keys. */
+	ck_err_has("port");
+	ck_err_has("admin-user");
+	ck_err_has("admin-host");
+	ck_err_has("admin-db");
+	after = log_dump();
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+
+	T_OK("assign", "postgres", "node-a", "--set", "port=5432", "--set",
+	    "admin-user=postgres", "--set", "admin-db=postgres");
+	/* Again: what is given changes, the rest stays, and it says so. */
+	T_OK("assign", "postgres", "node-a", "--set", "port=5433");
+	ck_out_has("port: 5432 -> 5433");
+	set = asg_settings("postgres", "node-a");
+	ck_assert_str_eq(jstr(set, "port"), "5433");
+	ck_assert_str_eq(jstr(set, "admin-user"), "postgres");
+	ck_assert_str_eq(jstr(set, "admin-db"), "postgres");
+	json_decref(set);
+	/* The same again appends nothing. */
+	ck_assert_int_eq(count_events("assignment.configured", NULL), 1);
+	T_OK("assign", "postgres", "node-a", "--set", "port=5433");
+	ck_out_has("nothing changed");
+	ck_assert_int_eq(count_events("assignment.configured", NULL), 1);
+	T_OK("assign", "postgres", "node-a", "--unset", "admin-db");
+	ck_out_has("admin-db: removed");
+	set = asg_settings("postgres", "node-a");
+	ck_assert_ptr_null(json_object_get(set, "admin-db"));
+	ck_assert_str_eq(jstr(set, "port"), "5433");
+	json_decref(set);
+	T_EXIT(4, "assign", "postgres", "node-a", "--unset", "admin-db");
+	/* Exposure too is kept unless given. */
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
+	T_OK("assign", "postgres", "node-a", "--set", "admin-user=tally");
+	T_OK("graph", "--json");
+	ck_out_has("\"expose\":\"network\"");
+
+	/* provider move --set is checked the same way. */
+	node_add("node-b");
+	T_EXIT(4, "provider", "move", "node-a/postgres", "node-b", "--set",
+	    "prot=5432");
+	ck_err_has("unknown setting 'prot'");
+	T_EXIT(4, "provider", "move", "node-a/postgres", "node-b", "--set",
+	    "port=99999");
+	ck_err_has("expected a port");
+
+	/* A module that is no provider: its settings are its own. */
+	T_OK("apply", fx("static-site.yaml"));
+	T_OK("assign", "static-site", "node-a", "--set", "note=anything");
+	T_EXIT(4, "assign", "static-site", "node-a", "--set", "note=a\nb");
+	ck_err_has("control character");
+	set = asg_settings("static-site", "node-a");
+	ck_assert_str_eq(jstr(set, "note"), "anything");
+	json_decref(set);
+	T_OK("rebuild", "--check");
+}
+END_TEST
+
+/* The events a --json write printed are the log's last ones. */
+static void
+ck_appended(int line, const char *type, const char *stream)
+{
+	json_t *j = out_json(), *arr = json_object_get(j, "appended"), *e;
+	uint64_t last = 0;
+	size_t i;
+	int found = 0;
+	char *saved = strdup(H.out);
+
+	ck_assert_msg(json_is_array(arr), "line %d: tally%s --json: no "
+	    "\"appended\":\n%s", line, H.cmdline, H.out);
+	json_array_foreach(arr, i, e) {
+		ck_assert_msg(json_integer_value(json_object_get(e, "seq")) >
+		    0 && *jstr(e, "type") && *jstr(e, "stream"), "line %d: "
+		    "%s", line, saved);
+		if (strcmp(jstr(e, "type"), type) == 0 &&
+		    strcmp(jstr(e, "stream"), stream) == 0)
+			found = 1;
+		last = (uint64_t)json_integer_value(json_object_get(e, "seq"));
+	}
+	ck_assert_msg(found, "line %d: %s has no %s in %s", line, saved, type,
+	    stream);
+	json_decref(j);
+	ck_assert_msg(last == last_seq(), "line %d: appended up to %llu, the "
+	    "log ends at %llu", line, (unsigned long long)last,
+	    (unsigned long long)last_seq());
+	free(saved);
+}
+#define CK_APPENDED(t, s)	ck_appended(__LINE__, t, s)
+
+START_TEST(test_json_writes)
+{
+	json_t *j;
+	char *home;
+
+	T_OK("--json", "node", "add", "node-a", "--routable-name", "a.lan");
+	CK_APPENDED("node.added", "node/node-a");
+	T_OK("node", "add", "node-b", "--routable-name", "b.lan", "--json");
+	CK_APPENDED("node.added", "node/node-b");
+	T_OK("--json", "apply", fx("postgres.yaml"), fx("game.yaml"));
+	CK_APPENDED("module.declared", "module/game");
+	T_OK("--json", "assign", "postgres", "node-a");
+	CK_APPENDED("provider.registered", "provider/node-a/postgres");
+	node_add("node-c");
+	T_OK("assign", "postgres", "node-c");
+	T_OK("--json", "assign", "game", "node-b");
+	CK_APPENDED("binding.ambiguous", "binding/game/db");
+	T_OK("--json", "bind", "game/db", "node-a/postgres");
+	CK_APPENDED("binding.made", "binding/game/db");
+	T_OK("--json", "unassign", "game", "node-b");
+	CK_APPENDED("assignment.removed", "assignment/game@node-b");
+	T_OK("--json", "remove", "game");
+	CK_APPENDED("module.removed", "module/game");
+	T_OK("--json", "node", "rm", "node-b");
+	CK_APPENDED("node.removed", "node/node-b");
+	/* A write that changes nothing says so: an empty list. */
+	T_OK("--json", "apply", fx("postgres.yaml"));
+	j = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(j, "appended")), 0);
+	json_decref(j);
+
+	/* Global options before the command. */
+	T_OK("--json", "status");
+	json_decref(out_json());
+	home = strdup(H.home);
+	unsetenv("TALLY_HOME");
+	T_OK("--home", home, "nodes");
+	ck_out_has("node-a (a.lan)");
+	T_OK("--home", home, "--json", "nodes");
+	json_decref(out_json());
+	T_EXIT(2, "--bogus", "status");
+	setenv("TALLY_HOME", home, 1);
+	free(home);
+}
+END_TEST
+
+/* tally nodes, modules, providers: human and --json. */
+START_TEST(test_listing)
+{
+	json_t *j, *e;
+
+	T_OK("nodes");
+	ck_out_has("no nodes");
+	node_add("node-a");
+	node_add("node-b");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "game", "node-a");
+	T_OK("assign", "game", "node-b");
+
+	T_OK("nodes");
+	ck_out_has("node-a (node-a.mesh.test)");
+	ck_out_has("modules: game, postgres");
+	T_OK("nodes", "--json");
+	j = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(j, "nodes")), 2);
+	e = json_array_get(json_object_get(j, "nodes"), 1);
+	ck_assert_str_eq(jstr(e, "name"), "node-b");
+	ck_assert_int_eq(json_array_size(json_object_get(e, "modules")), 1);
+	json_decref(j);
+
+	T_OK("modules");
+	ck_out_has("postgres\n  provides: postgres-database");
+	T_OK("modules", "--json");
+	j = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(j, "modules")), 2);
+	e = json_array_get(json_object_get(j, "modules"), 0);
+	ck_assert_str_eq(jstr(e, "name"), "game");
+	ck_assert_int_eq(json_array_size(json_object_get(e, "nodes")), 2);
+	ck_assert_int_ge(json_array_size(json_object_get(e, "requires")), 1);
+	json_decref(j);
+
+	T_OK("providers");
+	ck_out_has("node-a/postgres on node-a");
+	ck_out_has("postgres-database (driver postgres");
+	T_OK("providers", "--json");
+	j = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(j, "providers")), 1);
+	e = json_array_get(json_object_get(j, "providers"), 0);
+	ck_assert_str_eq(jstr(e, "id"), "node-a/postgres");
+	ck_assert_int_ge(json_integer_value(json_object_get(e, "grants")), 1);
+	json_decref(j);
+}
+END_TEST
+
 static Suite *
 cli_suite(void)
 {
@@ -1496,6 +1818,16 @@ cli_suite(void)
 	tcase_add_test(tc, test_seed_dry_run);
 	tcase_add_test(tc, test_seed_revocation);
 	tcase_add_test(tc, test_seed_node_rm);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("user");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_sanitized_binaries);
+	tcase_add_test(tc, test_version);
+	tcase_add_test(tc, test_settings_checked);
+	tcase_add_test(tc, test_json_writes);
+	tcase_add_test(tc, test_listing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("history");

@@ -155,8 +155,10 @@ tly log --json --type assignment.created --stream assignment/app-a@node-a |
 t_ok "recorded verbatim in assignment.created"
 
 t_say "correct settings: the same consumer converges"
+# Assigning again keeps what it is not given: the bogus admin-db goes
+# with --unset.
 tly assign postgres node-a --set port="$TALLY_TEST_PG_PORT" \
-	--set admin-user="$TALLY_TEST_PG_USER" \
+	--set admin-user="$TALLY_TEST_PG_USER" --unset admin-db \
 	--secret admin-password <"$TALLY_TEST_PG_PWFILE" >/dev/null
 t_tallyd_once
 t_expect_exit 0 "tally status after fixing the settings" tly status app-a

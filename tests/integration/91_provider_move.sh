@@ -122,7 +122,7 @@ t_ok "rotation.completed; shop-db_v1 dropped; healthy"
 
 t_say "the moved provider stays itself"
 t_check "re-configuring postgres on node-c keeps the id node-a/postgres"
-tly assign postgres node-c --set port="$P1" --set admin-user=postgres --set note=moved \
+tly assign postgres node-c --set port="$P1" --set admin-user=postgres --set admin-db=postgres \
 	--secret admin-password <"$W1" >/dev/null || t_fail "re-assign postgres node-c"
 [ "$(tly log --json --type provider.registered | wc -l)" = "$regs" ] ||
 	t_fail "re-configuring registered a provider: $(tly log --json --type provider.registered | tail -n 1)"

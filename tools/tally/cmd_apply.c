@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <getopt.h>
 #include <sodium.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,7 +450,8 @@ cmd_apply(struct tl_cli *cli, int argc, char **argv)
 				goto out;
 			}
 		}
-	if (wo.dry_run) {
+	cli->dry_run = wo.dry_run;
+	if (wo.dry_run && !cli->json) {
 		wo.on_emit = cli_print_emitted;
 		printf("dry run: would append\n");
 	}
@@ -461,8 +463,9 @@ cmd_apply(struct tl_cli *cli, int argc, char **argv)
 			printf("applied %zu module(s): %zu event(s) appended\n",
 			    aa.n, wo.emitted);
 	} else if (ex == 0)
-		printf("{\"modules\":%zu,\"events\":%zu,\"dry_run\":%s}\n",
-		    aa.n, wo.emitted, wo.dry_run ? "true" : "false");
+		cli_json_done(cli, json_pack("{s:I,s:I,s:b}", "modules",
+		    (json_int_t)aa.n, "events", (json_int_t)wo.emitted,
+		    "dry_run", wo.dry_run));
 out:
 	for (i = 0; aa.mods != NULL && i < aa.n; i++)
 		mod_free(&aa.mods[i]);

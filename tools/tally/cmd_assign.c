@@ -1,7 +1,10 @@
 /*
  * cmd_assign.c - tally assign | unassign | remove.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +14,24 @@
 
 static const char assign_usage[] =
 "usage: tally assign MODULE NODE [--expose local|network|public|none]\n"
-"                    [--set KEY=VALUE]... [--secret KEY]...\n"
+"                    [--set KEY=VALUE]... [--secret KEY]... [--unset KEY]...\n"
 "\n"
 "Places MODULE on NODE.  The assignment carries what belongs to the\n"
 "pairing: its exposure (default local) and settings.  A provider's\n"
 "admin connection goes here: --set port=5432 --set admin-user=postgres\n"
 "--secret admin-password.  Each --secret is read from standard input\n"
 "(one line each, in order), encrypted with the master key, and never\n"
-"taken from the command line.  Assigning again with other settings\n"
-"records assignment.configured.\n";
+"taken from the command line.\n"
+"\n"
+"A provider's keys are the settings its driver declares (a postgres\n"
+"provider: admin-host, port, admin-user, admin-db, admin-password,\n"
+"revoke-public-connect, migration-timeout); an unknown key or a value\n"
+"of the wrong kind is refused, listing them.  Another module's\n"
+"settings are its own, recorded as given.\n"
+"\n"
+"Assigning again changes what is given and keeps the rest (and the\n"
+"exposure, unless --expose is given); --unset KEY removes one.  What\n"
+"changed is printed, and recorded as assignment.configured.\n";
 
 static const char unassign_usage[] =
 "usage: tally unassign MODULE NODE\n"
@@ -42,6 +54,8 @@ struct assign_arg {
 	const char		*expose;
 	struct tl_setting	 set[MAX_SET];
 	size_t			 nset;
+	char			*changes;
+	size_t			 cap;
 };
 
 static int
@@ -49,8 +63,18 @@ do_assign(struct tl_ctx *c, void *arg)
 {
 	struct assign_arg *a = arg;
 
-	return tl_dec_assign(c, a->module, a->node, a->expose, a->set,
-	    a->nset);
+	return tl_dec_assign_ex(c, a->module, a->node, a->expose, a->set,
+	    a->nset, a->changes, a->cap);
+}
+
+/* A secret's plaintext: no control character (a pasted newline, …). */
+static int
+secret_ok(const char *v)
+{
+	for (; *v; v++)
+		if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			return 0;
+	return 1;
 }
 
 static int
@@ -75,16 +99,20 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		{ "expose", required_argument, NULL, 'e' },
 		{ "set", required_argument, NULL, 's' },
 		{ "secret", required_argument, NULL, 'S' },
+		{ "unset", required_argument, NULL, 'U' },
 		{ 0 }
 	};
 	struct assign_arg a = { 0 };
+	char changes[2048] = "";
 	const char *secrets[MAX_SET];
 	char *keys[MAX_SET] = { 0 };
 	uint8_t *cipher[MAX_SET] = { 0 };
 	size_t nsecret = 0, i;
 	int c, ex = TL_EXIT_USAGE;
 
-	a.expose = "local";
+	a.expose = NULL;	/* the assignment's own, or local */
+	a.changes = changes;
+	a.cap = sizeof(changes);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
@@ -105,6 +133,17 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			a.nset++;
 			break;
 		}
+		case 'U':
+			if (a.nset == MAX_SET || !setting_key_ok(optarg,
+			    strlen(optarg))) {
+				cli_errx("--unset %s: expected a KEY of "
+				    "[a-z0-9_-]", optarg);
+				return TL_EXIT_USAGE;
+			}
+			a.set[a.nset].key = optarg;
+			a.set[a.nset].value = NULL;
+			a.nset++;
+			break;
 		case 'S':
 			if (nsecret == MAX_SET || !setting_key_ok(optarg,
 			    strlen(optarg))) {
@@ -149,6 +188,14 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 				goto out;
 			}
 			n = strlen(val);
+			if (!secret_ok(val)) {
+				cli_errx("--secret %s: the value contains a "
+				    "control character", secrets[i]);
+				tl_secret_wipe(val, sizeof(val));
+				tl_secret_wipe(&key, sizeof(key));
+				ex = TL_EXIT_REFUSED;
+				goto out;
+			}
 			snprintf(ad, sizeof(ad), "assignment/%s@%s:%s",
 			    a.module, a.node, secrets[i]);
 			if ((cipher[i] = malloc(n + TL_BOX_OVERHEAD)) == NULL ||
@@ -174,9 +221,22 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		tl_secret_wipe(&key, sizeof(key));
 	}
 	ex = cli_write(cli, do_assign, &a, NULL);
-	if (ex == 0 && !cli->json)
-		printf("%s assigned to %s (exposure %s)\n", a.module, a.node,
-		    a.expose);
+	if (ex == 0 && cli->json) {
+		json_t *ch = json_array();
+		char *line, *save = NULL;
+
+		for (line = strtok_r(changes, "\n", &save); line != NULL;
+		    line = strtok_r(NULL, "\n", &save))
+			json_array_append_new(ch, json_string(line + 2));
+		cli_json_done(cli, json_pack("{s:s,s:s,s:o}", "module",
+		    a.module, "node", a.node, "changed", ch));
+	} else if (ex == 0) {
+		printf("%s assigned to %s\n", a.module, a.node);
+		if (changes[0] != '\0')
+			fputs(changes, stdout);
+		else if (a.nset > 0)
+			printf("  nothing changed\n");
+	}
 out:
 	for (i = 0; i < nsecret; i++) {
 		free(cipher[i]);

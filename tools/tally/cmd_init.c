@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -95,7 +96,8 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		return TL_EXIT_FAIL;
 	}
 	if (cli->json)
-		printf("{\"home\":\"%s\",\"created\":true}\n", cli->home);
+		cli_json_done(cli, json_pack("{s:s,s:b}", "home", cli->home,
+		    "created", 1));
 	else
 		printf("initialised tally home %s\n", cli->home);
 	return TL_EXIT_OK;

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,7 +142,10 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 			    "written to %s: %s", a.name, keyout,
 			    tl_strerror(rc));
 			ex = TL_EXIT_FAIL;
-		} else if (!cli->json)
+		} else if (cli->json)
+			cli_json_done(cli, json_pack("{s:s,s:s,s:s}", "node",
+			    a.name, "routable", a.routable, "key_file", keyout));
+		else
 			printf("node %s added (%s); its secret key is in %s\n",
 			    a.name, a.routable, keyout);
 	}

@@ -306,9 +306,7 @@ provider_move(struct tl_cli *cli, int argc, char **argv)
 			    ma->id, "module", ma->module, "node", ma->node,
 			    "rotations", (json_int_t)ma->rotated);
 
-			json_dumpf(j, stdout, JSON_COMPACT);
-			putchar('\n');
-			json_decref(j);
+			cli_json_done(cli, j);
 		} else
 			printf("provider %s moved to %s (%s@%s): %zu grant(s) "
 			    "re-delivered through a rotation; tally ack NODE "

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/kv.h"
 #include "core/secret.h"
 #include "drivers/amqp.h"
 #include "projections/events.h"
@@ -89,7 +90,10 @@ rewind_(struct tl_cli *cli, int argc, char **argv)
 	ra.seq = seq - 1;
 	if ((rc = tl_log_write(cli->log, rewind_cb, &ra)) != 0)
 		return cli_fail(cli, rc, "checkpoint");
-	if (!cli->json)
+	if (cli->json)
+		cli_json_done(cli, json_pack("{s:I}", "from",
+		    (json_int_t)seq));
+	else
 		printf("tallyd publishes again from event %llu\n",
 		    (unsigned long long)seq);
 	return TL_EXIT_OK;
@@ -280,6 +284,35 @@ disable(struct tl_cli *cli, int argc, char **argv)
 	return ex;
 }
 
+/*
+ * What reactors/publish.c recorded of the publisher's condition (the
+ * scratch table "publisher", key "state"), times as RFC 3339; NULL when
+ * it never failed.
+ */
+static json_t *
+pub_state(struct tl_txn *t)
+{
+	const void *v;
+	size_t n;
+	tl_kv kv;
+	json_t *j;
+	const char *k[] = { "since", "at" };
+	size_t i;
+
+	if (tl_kv_open_scratch(t, "publisher", &kv) != 0 ||
+	    tl_kv_get(t, kv, "state", 5, &v, &n) != 0 ||
+	    (j = tl_json_body(v, n)) == NULL)
+		return NULL;
+	for (i = 0; i < 2; i++) {
+		char ts[64];
+
+		tl_json_time((uint64_t)json_integer_value(json_object_get(j,
+		    k[i])), ts);
+		json_object_set_new(j, k[i], json_string(ts));
+	}
+	return j;
+}
+
 static int
 status(struct tl_cli *cli, int argc, char **argv)
 {
@@ -288,7 +321,7 @@ status(struct tl_cli *cli, int argc, char **argv)
 	struct tl_txn *t = NULL;
 	struct tl_iter *it = NULL;
 	struct tl_event ev;
-	json_t *cfg = NULL, *out;
+	json_t *cfg = NULL, *out, *state;
 	uint64_t ck = 0, last = 0, cfgseq = 0;
 	int c, rc, have_ck;
 
@@ -321,6 +354,7 @@ status(struct tl_cli *cli, int argc, char **argv)
 	tl_iter_close(it);
 	have_ck = tl_ckpt_get(t, "publisher", &ck) == 0;
 	tl_log_last(t, &last, NULL);
+	state = pub_state(t);
 	tl_log_abort(t);
 	if (rc != TL_EEOF) {
 		json_decref(cfg);
@@ -331,6 +365,8 @@ status(struct tl_cli *cli, int argc, char **argv)
 	    (json_int_t)ck, "lag", (json_int_t)(last > ck ? last - ck : 0));
 	if (cfg != NULL)
 		json_object_set(out, "config", cfg);
+	if (state != NULL)
+		json_object_set_new(out, "state", state);
 	if (cli->json) {
 		json_dumpf(out, stdout, JSON_COMPACT | JSON_SORT_KEYS);
 		putchar('\n');
@@ -356,6 +392,17 @@ status(struct tl_cli *cli, int argc, char **argv)
 			    (last > ck ? last - ck : 0));
 		else
 			printf("nothing published yet (is tallyd running?)\n");
+		if (state != NULL && json_is_true(json_object_get(state,
+		    "failing")))
+			printf("failing since %s: %s\n",
+			    json_string_value(json_object_get(state, "since")),
+			    json_string_value(json_object_get(state, "error")));
+		else if (state != NULL)
+			printf("last failure %s: %s; publishing again since "
+			    "%s\n",
+			    json_string_value(json_object_get(state, "since")),
+			    json_string_value(json_object_get(state, "error")),
+			    json_string_value(json_object_get(state, "at")));
 	}
 	json_decref(out);
 	json_decref(cfg);

@@ -81,9 +81,7 @@ cmd_rebind(struct tl_cli *cli, int argc, char **argv)
 		    (json_int_t)ra.mv.version, "old_version",
 		    (json_int_t)ra.mv.old_version);
 
-		json_dumpf(j, stdout, JSON_COMPACT);
-		putchar('\n');
-		json_decref(j);
+		cli_json_done(cli, j);
 	} else
 		printf("moving %s from %s to %s (credential v%llu): tallyd "
 		    "copies and verifies the data, then switches and delivers; "

@@ -1,10 +1,12 @@
 /*
  * main.c - the tally command: dispatch to cmd_NAME() through one table.
  */
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/version.h"
 #include "tally.h"
 
 static const struct tl_cmd cmds[] = {
@@ -37,6 +39,9 @@ static const struct tl_cmd cmds[] = {
 	{ "diff",	cmd_diff,	"what changed between two points, in words" },
 	{ "history",	cmd_history,	"a stream's events: actors, causes, times" },
 	{ "publish",	cmd_publish,	"where tallyd publishes the record (AMQP)" },
+	{ "nodes",	cmd_nodes,	"list the nodes of the mesh" },
+	{ "modules",	cmd_modules,	"list the declared modules" },
+	{ "providers",	cmd_providers,	"list the providers, their types and grants" },
 };
 
 static const char exit_codes[] =
@@ -55,7 +60,8 @@ usage(FILE *fp)
 {
 	size_t i;
 
-	fprintf(fp, "usage: tally [--home DIR] COMMAND [ARGS]\n\n"
+	fprintf(fp, "usage: tally [--home DIR] [--json] COMMAND [ARGS]\n"
+	    "       tally --version\n\n"
 	    "The home is --home, else $TALLY_HOME, else /var/lib/tally for "
 	    "root,\nelse $XDG_DATA_HOME/tally or ~/.local/share/tally.\n\n"
 	    "Commands:\n");
@@ -77,12 +83,29 @@ main(int argc, char **argv)
 	cli_init(&cli);
 	argv++;
 	argc--;
-	while (argc > 0 && strncmp(argv[0], "--home", 6) == 0) {
+	/* Global options come before the command: --home, --json. */
+	while (argc > 0 && strncmp(argv[0], "--", 2) == 0) {
 		const char *h = NULL;
 
+		if (strcmp(argv[0], "--json") == 0) {
+			cli.json = 1;
+			argv++;
+			argc--;
+			continue;
+		}
+		if (strcmp(argv[0], "--version") == 0)
+			break;
+		if (strcmp(argv[0], "--help") == 0)
+			break;
+		if (strncmp(argv[0], "--home", 6) != 0 ||
+		    (argv[0][6] != '=' && argv[0][6] != '\0')) {
+			cli_errx("unknown option '%s' (see tally --help)",
+			    argv[0]);
+			return TL_EXIT_USAGE;
+		}
 		if (argv[0][6] == '=')
 			h = argv[0] + 7;
-		else if (argv[0][6] == '\0' && argc > 1) {
+		else if (argc > 1) {
 			h = argv[1];
 			argv++;
 			argc--;
@@ -98,6 +121,19 @@ main(int argc, char **argv)
 		usage(stderr);
 		return TL_EXIT_USAGE;
 	}
+	if (strcmp(argv[0], "--version") == 0 ||
+	    strcmp(argv[0], "version") == 0) {
+		if (cli.json) {
+			json_t *v = json_pack("{s:s,s:s}", "version",
+			    TL_VERSION_STRING, "release", TL_VERSION);
+
+			json_dumpf(v, stdout, JSON_COMPACT);
+			putchar('\n');
+			json_decref(v);
+		} else
+			printf("tally %s\n", TL_VERSION_STRING);
+		return fflush(stdout) == 0 ? TL_EXIT_OK : TL_EXIT_FAIL;
+	}
 	if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0 ||
 	    strcmp(argv[0], "help") == 0) {
 		usage(stdout);
@@ -106,6 +142,12 @@ main(int argc, char **argv)
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strcmp(argv[0], cmds[i].name) == 0) {
 			rc = cmds[i].fn(&cli, argc, argv);
+			/* A write printed no document: say what it appended. */
+			if (rc == TL_EXIT_OK && cli.json && !cli.json_done &&
+			    cli.appended != NULL)
+				cli_json_done(&cli, NULL);
+			json_decref(cli.appended);
+			cli.appended = NULL;
 			cli_close(&cli);
 			if (fflush(stdout) != 0 && rc == 0)
 				rc = TL_EXIT_FAIL;

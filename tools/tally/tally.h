@@ -29,6 +29,14 @@ struct tl_cli {
 	char		 actor[TL_ACTOR_MAX + 1];
 	struct tl_log	*log;
 	int		 json;
+	int		 dry_run;	/* --json says would_append */
+	/*
+	 * With --json, the events cli_write appended ({seq,type,stream}),
+	 * owned here; cli_json_done prints and drops them.  main prints
+	 * them for a command that printed no document of its own.
+	 */
+	struct json_t	*appended;
+	int		 json_done;	/* a --json document was printed */
 };
 
 /* main.c */
@@ -82,6 +90,13 @@ int	 cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 typedef int (*cli_read_fn)(struct tl_cli *cli, struct tl_txn *t,
 	    const struct tl_proj *p, void *arg);
 int	 cli_read(struct tl_cli *cli, uint64_t at, cli_read_fn fn, void *arg);
+
+/*
+ * --json of a command that writes: prints doc (NULL: an empty object;
+ * the reference is taken) with "appended" set to the events cli_write
+ * appended, as {seq, type, stream}, and marks the document printed.
+ */
+void	 cli_json_done(struct tl_cli *cli, struct json_t *doc);
 
 /* Prints an emitted event as a dry run shows it. */
 void	 cli_print_emitted(struct tl_ctx *c, uint64_t seq, const char *type,
@@ -146,6 +161,9 @@ int	cmd_replay(struct tl_cli *, int, char **);
 int	cmd_diff(struct tl_cli *, int, char **);
 int	cmd_history(struct tl_cli *, int, char **);
 int	cmd_publish(struct tl_cli *, int, char **);
+int	cmd_nodes(struct tl_cli *, int, char **);
+int	cmd_modules(struct tl_cli *, int, char **);
+int	cmd_providers(struct tl_cli *, int, char **);
 
 /* cmd_history.c: one event in domain words ("grant G provisioned (v1)"). */
 void	cli_describe(const struct tl_event *ev, char *buf, size_t cap);

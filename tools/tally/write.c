@@ -22,8 +22,31 @@ struct write_arg {
 	cli_decide_fn		 fn;
 	void			*arg;
 	struct cli_write_opts	*o;
+	size_t			 had;	/* entries of cli->appended before */
 	char			 why[1024];
 };
+
+/*
+ * Every event a write appends is noted for --json (seq, type, stream:
+ * never a body, which may hold ciphertext), then handed to the
+ * command's own on_emit, if any, with the command's argument.
+ */
+static void
+note_emit(struct tl_ctx *c, uint64_t seq, const char *type,
+    const char *stream, const void *body, size_t len)
+{
+	struct write_arg *wa = c->arg;
+
+	if (wa->cli->appended != NULL)
+		json_array_append_new(wa->cli->appended, json_pack(
+		    "{s:I,s:s,s:s}", "seq", (json_int_t)seq, "type", type,
+		    "stream", stream));
+	if (wa->o != NULL && wa->o->on_emit != NULL) {
+		c->arg = wa->o->emit_arg;
+		wa->o->on_emit(c, seq, type, stream, body, len);
+		c->arg = wa;
+	}
+}
 
 static int
 write_cb(struct tl_txn *t, void *arg)
@@ -33,10 +56,15 @@ write_cb(struct tl_txn *t, void *arg)
 	int rc;
 
 	wa->why[0] = '\0';
+	/* tl_log_write may run this again: forget the last attempt's. */
+	while (wa->cli->appended != NULL &&
+	    json_array_size(wa->cli->appended) > wa->had)
+		json_array_remove(wa->cli->appended,
+		    json_array_size(wa->cli->appended) - 1);
 	if ((rc = tl_ctx_begin(&c, t, wa->cli->actor)) != 0)
 		return rc;
-	c.on_emit = wa->o ? wa->o->on_emit : NULL;
-	c.arg = wa->o ? wa->o->emit_arg : NULL;
+	c.on_emit = note_emit;
+	c.arg = wa;
 	rc = wa->fn(&c, wa->arg);
 	if (rc == 0)
 		rc = tl_ctx_end(&c);
@@ -52,11 +80,15 @@ int
 cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
     struct cli_write_opts *o)
 {
-	struct write_arg wa = { cli, fn, arg, o, "" };
+	struct write_arg wa = { cli, fn, arg, o, 0, "" };
 	int rc;
 
 	if (cli->log == NULL && (rc = cli_open_log(cli, 0)) != 0)
 		return rc;
+	if (cli->json && cli->appended == NULL &&
+	    (cli->appended = json_array()) == NULL)
+		return TL_EXIT_FAIL;
+	wa.had = cli->appended ? json_array_size(cli->appended) : 0;
 	rc = tl_log_write(cli->log, write_cb, &wa);
 	if (rc == DRY_RUN_DONE || rc == 0)
 		return TL_EXIT_OK;
@@ -133,6 +165,24 @@ cli_read(struct tl_cli *cli, uint64_t at, cli_read_fn fn, void *arg)
 	ex = fn(cli, t, &p, arg);
 	tl_log_abort(t);
 	return ex;
+}
+
+void
+cli_json_done(struct tl_cli *cli, json_t *doc)
+{
+	if (doc == NULL)
+		doc = json_object();
+	if (doc == NULL)
+		return;
+	/* A dry run appended nothing: what it would have is "would". */
+	json_object_set_new(doc, cli->dry_run ? "would_append" : "appended",
+	    cli->appended ? json_incref(cli->appended) : json_array());
+	json_dumpf(doc, stdout, JSON_COMPACT);
+	putchar('\n');
+	json_decref(doc);
+	json_decref(cli->appended);
+	cli->appended = NULL;
+	cli->json_done = 1;
 }
 
 void

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/secret.h"
+#include "core/version.h"
 #include "reactors/rx.h"
 
 #define EXIT_OK		0
@@ -41,6 +42,7 @@
 static const char usage[] =
 "usage: tallyd [--home DIR] [--once] [--interval SECONDS] [--workers N]\n"
 "              [--once-timeout SECONDS] [-v]\n"
+"       tallyd --version\n"
 "\n"
 "The reactor daemon: provisions requested grants on their providers,\n"
 "delivers credentials to every holder, revokes what was revoked.  Runs\n"
@@ -207,6 +209,7 @@ main(int argc, char **argv)
 		{ "max-rotations", required_argument, NULL, 'R' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct tl_rx rx;
@@ -255,6 +258,9 @@ main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			break;
+		case 'W':
+			printf("tallyd %s\n", TL_VERSION_STRING);
+			return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 		case 'v':
 			verbose = 1;
 			break;

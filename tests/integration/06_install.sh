@@ -1,0 +1,35 @@
+#!/bin/sh
+# 06_install: `make install` installs the programs, the manual pages and
+# the systemd unit (naming the installed tallyd), and the pages are
+# mandoc -T lint clean.  No server is needed.
+. "$(dirname "$0")/lib.sh"
+
+command -v mandoc >/dev/null 2>&1 ||
+	t_fail "mandoc is missing (tools/deps.sh installs it)"
+
+t_say "make install into a staging directory"
+D=$W/stage
+make -s -C "$TALLY_SRC" install DESTDIR="$D" PREFIX=/opt/tally >"$W/install.log" 2>&1 || {
+	cat "$W/install.log" >&2
+	t_fail "make install failed"
+}
+t_check "programs, pages and unit are where PREFIX puts them"
+for f in bin/tally bin/tallyd share/man/man1/tally.1 share/man/man8/tallyd.8 \
+    share/man/man5/tally-manifest.5 lib/systemd/system/tallyd.service; do
+	[ -f "$D/opt/tally/$f" ] || t_fail "make install did not install $f"
+done
+t_ok "all six"
+
+t_check "the unit starts the installed tallyd"
+grep -qx 'ExecStart=/opt/tally/bin/tallyd' "$D/opt/tally/lib/systemd/system/tallyd.service" ||
+	t_fail "ExecStart is '$(grep ExecStart "$D/opt/tally/lib/systemd/system/tallyd.service")'"
+t_ok "ExecStart=/opt/tally/bin/tallyd"
+
+t_check "the pages are mandoc -T lint clean and name what --help names"
+mandoc -T lint -W warning "$D"/opt/tally/share/man/man*/* ||
+	t_fail "mandoc -T lint reports the pages"
+for c in $("$TALLY_BIN/tally" --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p'); do
+	grep -q "^\.It Cm $c\b\|Cm $c\b" "$D/opt/tally/share/man/man1/tally.1" ||
+		t_fail "tally(1) does not describe tally $c"
+done
+t_ok "clean; tally(1) describes every command of tally --help"

@@ -98,6 +98,11 @@ int	tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 	    char *why);
 /* The kind's name ("port", "duration", ...). */
 const char *tl_drv_kind_name(enum tl_drv_kind kind);
+/*
+ * A TL_DRV_DURATION value ("90", "90s", "5m", "1h", "30d") in seconds:
+ * 0, or TL_EINVAL for anything tl_drv_setting_check refuses.
+ */
+int	tl_drv_duration(const char *value, uint64_t *seconds);
 
 struct tl_drv_ops {
 	const char	*name;

@@ -1664,9 +1664,8 @@ static const char *const pg_types[] = { "postgres-database", NULL };
 /*
  * The settings of a postgres provider's assignment: what
  * reactors/provision.c (tl_rx_load_provider) and reactors/admin.c read,
- * with the defaults they apply.  revoke-public-connect and
- * migration-timeout are declared ahead of the code that reads them
- * (issue 11, other items), so the merges only fill in the readers.
+ * with the defaults they apply (migration-timeout is read with
+ * tl_drv_duration; the migrator's default is the same 5 minutes).
  */
 static const struct tl_drv_setting pg_settings[] = {
 	{ "admin-host", "", 0, TL_DRV_HOST, "where tallyd connects as the "

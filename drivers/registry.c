@@ -7,6 +7,7 @@
  * and the CLI this way.  A bad spec finds no driver at all, so the
  * mistake is visible ("no usable driver") rather than ignored.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,31 @@ digits(const char *v, size_t n, unsigned long long *out)
 	return 0;
 }
 
+int
+tl_drv_duration(const char *value, uint64_t *seconds)
+{
+	static const struct { char unit; uint64_t s; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 }
+	};
+	unsigned long long x;
+	uint64_t mul = 1;
+	size_t n = strlen(value), i;
+
+	if (n == 0)
+		return TL_EINVAL;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (value[n - 1] == units[i].unit) {
+			mul = units[i].s;
+			n--;
+			break;
+		}
+	/* 18 digits times a day would overflow: a year of days is plenty. */
+	if (digits(value, n, &x) != 0 || x == 0 || x > UINT64_MAX / 86400)
+		return TL_EINVAL;
+	*seconds = (uint64_t)x * mul;
+	return 0;
+}
+
 static int
 bad(char *why, const struct tl_drv_setting *s, const char *value,
     const char *expected)
@@ -113,6 +139,7 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 	static const char *const bools[] = { "yes", "no", "true", "false",
 	    "on", "off", "1", "0", NULL };
 	unsigned long long x;
+	uint64_t secs;
 	size_t n = strlen(value), i;
 
 	if (n == 0)
@@ -159,9 +186,7 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 			    "integer");
 		return 0;
 	case TL_DRV_DURATION:
-		if (strchr("smhd", value[n - 1]) != NULL)
-			n--;
-		if (digits(value, n, &x) != 0 || x == 0)
+		if (tl_drv_duration(value, &secs) != 0)
 			return bad(why, s, value, "expected a duration, N "
 			    "seconds or N followed by s, m, h or d (90s, 5m)");
 		return 0;

@@ -250,11 +250,18 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		tl_bn_getstr(n, "admin-user", pv->user, sizeof(pv->user));
 		tl_bn_getstr(n, "admin-db", pv->db, sizeof(pv->db));
 		{
-			char mt[16] = "";
+			char mt[32] = "";
+			uint64_t secs = 0;
 
-			/* Seconds per migration file (0 or bad: 300). */
+			/*
+			 * Seconds per migration file; assign checked the
+			 * value, so 0 (the default) only for a log older
+			 * than the check.
+			 */
 			tl_bn_getstr(n, "migration-timeout", mt, sizeof(mt));
-			pv->mig_timeout = (unsigned)strtoul(mt, NULL, 10);
+			if (mt[0] != '\0' && tl_drv_duration(mt, &secs) == 0 &&
+			    secs <= UINT32_MAX)
+				pv->mig_timeout = (unsigned)secs;
 		}
 	}
 	if (pv->host[0] == '\0')

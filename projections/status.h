@@ -47,6 +47,14 @@ int	tl_status_all(struct tl_txn *t, const struct tl_proj *p, json_t **out);
 int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 	    uint64_t *count);
 
+/*
+ * Env files tallyd could not write (a full disk, say), in the scratch
+ * table "env-failed": key "NODE/MODULE", value the reason as text;
+ * written by the provisioner, deleted once the file is written.  Status
+ * shows it on the assignment ("env_file_error") and is then unhealthy.
+ */
+#define TL_ENV_FAILED_TABLE	"env-failed"
+
 /* Is a status document (module or all) entirely healthy? */
 int	tl_status_healthy(const json_t *st);
 

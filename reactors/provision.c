@@ -31,6 +31,7 @@
 #include "projections/events.h"
 #include "projections/grant.h"
 #include "projections/graph.h"
+#include "projections/status.h"
 #include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -144,8 +145,17 @@ struct work {
 };
 
 
+/* A delivery file written (or not) by this pass. */
+struct file_note {
+	char		 module[64];
+	char		 node[64];
+	int		 rc;
+};
+
 struct pass {
 	struct tl_rx	*rx;
+	struct file_note	*fn;
+	size_t		 nfn, capfn;
 	struct tl_rx_prov	*pv;
 	size_t		 npv, cappv;
 	struct work	*w;
@@ -711,8 +721,13 @@ gather_one(const struct tl_grant *g, void *arg)
 	}
 	if (kind == 0)
 		return 0;
-	if (kind != W_DELIVER && (bo = tl_rx_backoff_find(ps->rx, g->provider,
-	    0)) != NULL && bo->next_ns > ps->now) {
+	/*
+	 * A provider in backoff waits; so does a delivery while writing
+	 * the files fails (a full disk): retrying at once would spin.
+	 */
+	if ((bo = tl_rx_backoff_find(ps->rx, kind == W_DELIVER ?
+	    TL_RX_FILES_BACKOFF : g->provider, 0)) != NULL &&
+	    bo->next_ns > ps->now) {
 		ps->pending++;
 		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
 			ps->next_ns = bo->next_ns;
@@ -1281,10 +1296,34 @@ pass_free(struct pass *ps)
 	}
 	free(ps->w);
 	free(ps->pv);
+	free(ps->fn);
+}
+
+/* Writes one env file and notes how that went (ENOMEM: not noted). */
+static int
+write_one(struct pass *ps, struct tl_txn *t, const char *module,
+    const char *node)
+{
+	struct file_note *f;
+	int rc = tl_rx_write_env(ps->rx, t, module, node);
+
+	if (ps->nfn == ps->capfn) {
+		size_t cap = ps->capfn ? ps->capfn * 2 : 8;
+
+		if ((f = realloc(ps->fn, cap * sizeof(*f))) == NULL)
+			return rc;
+		ps->fn = f;
+		ps->capfn = cap;
+	}
+	f = &ps->fn[ps->nfn++];
+	snprintf(f->module, sizeof(f->module), "%s", module);
+	snprintf(f->node, sizeof(f->node), "%s", node);
+	f->rc = rc;
+	return rc;
 }
 
 struct holder_arg {
-	struct tl_rx	*rx;
+	struct pass	*ps;
 	struct tl_txn	*t;
 	const char	*module;
 	int		 rc;
@@ -1301,7 +1340,7 @@ rewrite_holder(const char *rest, const void *val, size_t vlen, void *arg)
 	(void)vlen;
 	if (at == NULL)
 		return 0;
-	if ((rc = tl_rx_write_env(ha->rx, ha->t, ha->module, at + 1)) != 0 &&
+	if ((rc = write_one(ha->ps, ha->t, ha->module, at + 1)) != 0 &&
 	    ha->rc == 0)
 		ha->rc = rc;
 	return 0;
@@ -1330,7 +1369,7 @@ write_files(struct pass *ps)
 			continue;
 		if (strcmp(g.state, GRANT_REVOKED) == 0) {
 			/* Its holders may be gone: rewrite what they had. */
-			struct holder_arg ha = { ps->rx, t, g.module, 0 };
+			struct holder_arg ha = { ps, t, g.module, 0 };
 			S(k);
 
 			if (tl_key(k, "d/%s/", g.id) == 0)
@@ -1343,8 +1382,8 @@ write_files(struct pass *ps)
 		if (tl_rx_grant_holders(t, &p, &g, &nl) != 0)
 			continue;
 		for (j = 0; j < nl.n; j++)
-			if ((rc = tl_rx_write_env(ps->rx, t, g.module,
-			    nl.v[j])) != 0 && first == 0)
+			if ((rc = write_one(ps, t, g.module, nl.v[j])) != 0 &&
+			    first == 0)
 				first = rc;
 		tl_nodelist_free(&nl);
 	}
@@ -1352,6 +1391,86 @@ write_files(struct pass *ps)
 out:
 	tl_log_abort(t);
 	return rc;
+}
+
+/*
+ * Notes in the scratch table which env files could not be written (so
+ * that tally status can say so) and forgets those written since.  The
+ * log's own disk may be the full one: then this fails too, and the
+ * failure is only logged.
+ */
+static int
+note_files(struct pass *ps)
+{
+	struct tl_txn *t;
+	tl_kv kv;
+	size_t i;
+	int rc;
+
+	if (ps->nfn == 0)
+		return 0;
+	if ((rc = tl_log_begin(ps->rx->log, 0, &t)) != 0)
+		return rc;
+	if ((rc = tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv)) != 0)
+		goto fail;
+	for (i = 0; i < ps->nfn; i++) {
+		struct file_note *f = &ps->fn[i];
+		char k[140];
+		const char *why;
+		int n = snprintf(k, sizeof(k), "%s/%s", f->node, f->module);
+
+		if (n < 0 || (size_t)n >= sizeof(k))
+			continue;
+		if (f->rc == 0)
+			rc = tl_kv_del(t, kv, k, (size_t)n);
+		else {
+			why = tl_strerror(f->rc);
+			rc = tl_kv_put(t, kv, k, (size_t)n, why, strlen(why));
+		}
+		if (rc != 0 && rc != TL_ENOTFOUND)
+			goto fail;
+	}
+	return tl_log_commit(t);
+fail:
+	tl_log_abort(t);
+	return rc;
+}
+
+/*
+ * After a pass has written its files: a failure backs off like a
+ * provider's (the deliveries wait; retrying at once would spin on a
+ * full disk) and is logged when it starts or changes, not every pass;
+ * its end is logged once too.
+ */
+static void
+files_outcome(struct pass *ps, int rc)
+{
+	struct tl_rx *rx = ps->rx;
+	size_t i;
+	int nrc;
+
+	if (rc != 0) {
+		tl_rx_backoff_fail(rx, TL_RX_FILES_BACKOFF);
+		if (rc != rx->files_rc)
+			tl_rx_log(rx, TL_RX_WARN, "delivery files: %s (retrying "
+			    "with backoff; tally status names the files)",
+			    tl_strerror(rc));
+		for (i = 0; i < ps->nw; i++)
+			if (ps->w[i].kind == W_DELIVER && ps->w[i].rc == 0) {
+				ps->w[i].rc = rc;	/* not done */
+				ps->pending++;
+			}
+	} else if (ps->nfn > 0) {
+		tl_rx_backoff_ok(rx, TL_RX_FILES_BACKOFF);
+		if (rx->files_rc != 0)
+			tl_rx_log(rx, TL_RX_INFO, "delivery files: writable "
+			    "again");
+	}
+	if (rc != 0 || ps->nfn > 0)
+		rx->files_rc = rc;
+	if ((nrc = note_files(ps)) != 0 && rc == 0)
+		tl_rx_log(rx, TL_RX_WARN, "noting delivery files: %s",
+		    tl_strerror(nrc));
 }
 
 int
@@ -1407,9 +1526,7 @@ tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	}
 	if ((rc = tl_log_write(rx->log, outcomes_cb, &ps)) != 0)
 		goto out;
-	if ((rc = write_files(&ps)) != 0)
-		tl_rx_log(rx, TL_RX_WARN, "delivery files: %s",
-		    tl_strerror(rc));
+	files_outcome(&ps, write_files(&ps));
 	for (i = 0; i < ps.nw; i++)
 		if (ps.w[i].rc == 0)
 			(*done)++;

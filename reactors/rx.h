@@ -41,6 +41,8 @@ struct tl_rx {
 	size_t			 nbo;
 	struct tl_rx_pub	*pub;		/* the publisher's (publish.c) */
 	struct tl_rx_copy	*copies;	/* moves' copies (rebind.c) */
+	/* The delivery files' failure now (0: none): logged when it changes. */
+	int			 files_rc;
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */

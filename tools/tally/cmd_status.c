@@ -126,6 +126,10 @@ print_module(const json_t *m)
 		printf("  on %s: %s\n",
 		    json_string_value(json_object_get(a, "node")),
 		    json_string_value(json_object_get(a, "state")));
+		if (json_object_get(a, "env_file_error") != NULL)
+			printf("    env file not written: %s (tallyd retries "
+			    "with backoff)\n", json_string_value(
+			    json_object_get(a, "env_file_error")));
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const char *prov = json_string_value(
 			    json_object_get(r, "provider"));

@@ -383,6 +383,10 @@ main(int argc, char **argv)
 			next_tick = mono_ms() + (uint64_t)interval * 1000;
 			if (copying > 0)	/* a copy's end is no event */
 				next_tick = mono_ms() + 250;
+			/* Whatever keeps a pass busy, --once-timeout bounds it. */
+			if (once && mono_ms() - started >
+			    (uint64_t)once_timeout * 1000)
+				done = 0;
 			if (done > 0) {
 				next_tick = 0;	/* more may have become due */
 				continue;

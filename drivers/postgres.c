@@ -1660,10 +1660,15 @@ int	tl_drv_pg_copy(const struct tl_drv_admin *from,
 	    char *why);
 
 static const char *const pg_types[] = { "postgres-database", NULL };
+/* What reactors/provision.c delivers for a grant (tl_rx_holder_lines). */
+static const char *const pg_fields[] = {
+	"host", "port", "database", "user", "password", "url", NULL
+};
 
 const struct tl_drv_ops tl_drv_postgres = {
 	.name = "postgres",
 	.types = pg_types,
+	.fields = pg_fields,
 	.open = pg_open,
 	.close = pg_close,
 	.create = pg_create,

@@ -646,15 +646,29 @@ tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
 	return rc;
 }
 
+/*
+ * Is module@node's env file missing though it would hold something?
+ * An assignment whose grants map no field has no file, by design
+ * (tl_rx_write_env removes it): that is not missing, or every pass
+ * would "deliver" it again and the daemon would never rest.
+ */
 static int
-env_missing(struct tl_rx *rx, const char *module, const char *node)
+env_missing(struct tl_rx *rx, struct tl_txn *t, const char *module,
+    const char *node)
 {
-	char path[1300];
+	char path[1300], *env = NULL;
 	struct stat st;
+	size_t n = 0;
 
 	snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home, node,
 	    module);
-	return stat(path, &st) != 0;
+	if (stat(path, &st) == 0)
+		return 0;
+	if (tl_rx_env(rx, t, module, node, &env, &n) != 0)
+		return 1;	/* let the delivery find out */
+	tl_secret_wipe(env, n);
+	free(env);
+	return n > 0;
 }
 
 static struct work *
@@ -713,8 +727,8 @@ gather_one(const struct tl_grant *g, void *arg)
 			snprintf(holder, sizeof(holder), "%s@%s", g->module,
 			    nl.v[i]);
 			if (tl_grant_delivered(ga->t, ga->p, g->id, holder) !=
-			    g->version || env_missing(ps->rx, g->module,
-			    nl.v[i]))
+			    g->version || env_missing(ps->rx, ga->t,
+			    g->module, nl.v[i]))
 				kind = W_DELIVER;
 		}
 		tl_nodelist_free(&nl);

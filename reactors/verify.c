@@ -657,6 +657,46 @@ outcomes_cb(struct tl_txn *t, void *arg)
 	return tl_ctx_end(&c);
 }
 
+/* Tells o->report what ck found and what was done (recorded by now). */
+static void
+report(const struct tl_rx_verify_opts *o, const struct check *ck)
+{
+	struct tl_rx_finding f;
+	char action[TL_DRV_WHY_MAX + 64];
+
+	memset(&f, 0, sizeof(f));
+	f.grant = ck->g.id;
+	f.provider = ck->g.provider;
+	f.reason = ck->why;
+	f.action = action;
+	action[0] = '\0';
+	if (ck->rc != 0) {
+		f.drift = "unchecked";
+		snprintf(action, sizeof(action), "none: the provider could "
+		    "not be asked");
+	} else if (ck->drift == TL_DRIFT_NONE) {
+		f.drift = "";
+		f.reason = "";
+	} else if (ck->drift == TL_DRIFT_MISSING) {
+		f.drift = drift_kind(ck->drift);
+		snprintf(action, sizeof(action), "not recreated (that would "
+		    "hide the data loss): tally repair %s recreates it",
+		    ck->g.id);
+	} else {
+		f.drift = drift_kind(ck->drift);
+		f.repaired = ck->repair_rc == 0;
+		if (f.repaired)
+			snprintf(action, sizeof(action), "repaired: %s",
+			    ck->drift == TL_DRIFT_CREDENTIAL ? "the recorded "
+			    "credential was set again from the admin side" :
+			    "attributes, ownership and privileges were reset");
+		else
+			snprintf(action, sizeof(action), "repair failed: %s",
+			    ck->repair_why);
+	}
+	o->report(o->report_arg, &f);
+}
+
 int
 tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
     unsigned *checked, unsigned *unhealthy, uint64_t *next_ns)
@@ -696,6 +736,9 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 		goto out;
 	*checked = (unsigned)ps.nc;
 	*unhealthy = oa.unhealthy;
+	if (o->report != NULL)
+		for (i = 0; i < ps.nc; i++)
+			report(o, &ps.c[i]);
 out:
 	*next_ns = ps.next_ns;
 	for (i = 0; i < ps.nc; i++)

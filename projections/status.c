@@ -138,8 +138,10 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 		    "registered", type, target);
 }
 
+/* Worst first: a headline is the worst of its parts. */
 static const char *const order[] = {
-	ST_PENDING, ST_BOUND, ST_PROVISIONED, ST_MIGRATED, ST_READY
+	ST_UNHEALTHY, ST_PENDING, ST_BOUND, ST_PROVISIONED, ST_MIGRATED,
+	ST_READY
 };
 
 static int
@@ -279,6 +281,41 @@ migrations_done(struct tl_txn *t, const struct tl_proj *p,
 	return 1;
 }
 
+/*
+ * What makes a provisioned grant unhealthy though it exists: drift not
+ * repaired, migrations blocked, this node's holder cut off by a forced
+ * rotation.  Returns ST_UNHEALTHY with the reason, or st as it was.
+ */
+static const char *
+grant_trouble(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, struct tl_bnode r, const char *node, json_t *j,
+    char *reason, size_t cap, const char *st)
+{
+	char holder[140];
+	uint64_t v;
+
+	if (g->drift[0] != '\0') {
+		snprintf(reason, cap, "drift %s not repaired: %s", g->drift,
+		    g->drift_reason);
+		return ST_UNHEALTHY;
+	}
+	if (g->blocked[0] != '\0' && !migrations_done(t, p, g, r)) {
+		snprintf(reason, cap, "migrations blocked: %s", g->blocked);
+		return ST_UNHEALTHY;
+	}
+	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
+	if ((v = tl_rot_cut_off(t, p, g->id, holder)) != 0) {
+		snprintf(reason, cap, "cut off by a forced rotation: %s/%s "
+		    "has not acknowledged v%llu, and the old credential is "
+		    "gone (deliver it, then tally ack %s %s %llu)", node,
+		    g->module, (unsigned long long)v, node, g->module,
+		    (unsigned long long)v);
+		json_object_set_new(j, "cut_off", json_integer((json_int_t)v));
+		return ST_UNHEALTHY;
+	}
+	return st;
+}
+
 static json_t *
 req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
     const char *req, struct tl_bnode r, const char *node, const char **state)
@@ -392,7 +429,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			st = migrations_done(t, p, &g, r) ? ST_MIGRATED :
 			    ST_PROVISIONED;
 		else if (strcmp(g.state, GRANT_MISSING) == 0) {
-			st = ST_PENDING;
+			st = ST_UNHEALTHY;
 			snprintf(reason, sizeof(reason), "%s — not recreated "
 			    "(that would hide data loss); tally repair %s "
 			    "recreates it", g.drift_reason, gkey);
@@ -402,7 +439,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			    "(tally repair)");
 		}
 		else if (strcmp(g.state, GRANT_FAILED) == 0) {
-			st = ST_BOUND;
+			st = ST_UNHEALTHY;
 			snprintf(reason, sizeof(reason), "%s", g.reason);
 		} else if (strcmp(g.state, GRANT_REVOKED) == 0 &&
 		    strcmp(g.policy, "retain") == 0) {
@@ -424,7 +461,8 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			st = ST_BOUND;
 		if (strcmp(st, ST_BOUND) == 0 ||
 		    strcmp(st, ST_PROVISIONED) == 0 ||
-		    strcmp(st, ST_MIGRATED) == 0) {
+		    strcmp(st, ST_MIGRATED) == 0 ||
+		    strcmp(g.state, GRANT_FAILED) == 0) {
 			struct tl_rec pu;
 			char why[400] = "";
 
@@ -436,8 +474,13 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				    "unreachable: %s", g.provider, why);
 				json_object_set_new(j, "provider_down",
 				    json_true());
+				st = ST_UNHEALTHY;
 			}
 		}
+		if (strcmp(st, ST_PROVISIONED) == 0 ||
+		    strcmp(st, ST_MIGRATED) == 0)
+			st = grant_trouble(t, p, &g, r, node, j, reason,
+			    sizeof(reason), st);
 	}
 done:
 	json_object_set_new(j, "state", json_string(st));

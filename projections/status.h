@@ -10,11 +10,15 @@
  *     "requirements":[{"name","kind","state","reason","grant",
  *                      "provider","bound_by","bound_seq"}]}]}
  *
- * Assignment states: "ready (nothing required)", "pending" (something
+ * Assignment states: "ready (nothing required)", "unhealthy" (a grant
+ * failed, is missing, has drift not repaired or migrations blocked, its
+ * provider is unreachable, or a forced rotation cut this holder off:
+ * the requirement says which), "pending" (something
  * is unsatisfied, with the reason), "bound" (every grant is bound,
  * not yet provisioned), "provisioned" (migrations still to run),
  * "migrated" (everything done, not yet announced), "ready"
- * (assignment.ready recorded).
+ * (assignment.ready recorded).  A module's and an assignment's state
+ * is the worst of its requirements', in that order.
  */
 #ifndef TL_STATUS_H
 #define TL_STATUS_H
@@ -23,6 +27,7 @@
 
 #include "proj.h"
 
+#define ST_UNHEALTHY	"unhealthy"
 #define ST_NOTHING	"ready (nothing required)"
 #define ST_PENDING	"pending"
 #define ST_BOUND	"bound"

@@ -1589,3 +1589,22 @@ out:
 	tl_log_abort(t);
 	return rc;
 }
+
+int
+tl_rx_healthy(struct tl_rx *rx, int *healthy)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	json_t *doc = NULL;
+	int rc;
+
+	*healthy = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_proj_open(t, &p)) == 0 &&
+	    (rc = tl_status_all(t, &p, &doc)) == 0)
+		*healthy = tl_status_healthy(doc);
+	json_decref(doc);
+	tl_log_abort(t);
+	return rc;
+}

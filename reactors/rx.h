@@ -149,6 +149,12 @@ int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns);
 
 /*
+ * Is the whole mesh healthy, as tally status says (tallyd --once's
+ * exit code)?  *healthy is 0 on an error too.
+ */
+int	tl_rx_healthy(struct tl_rx *rx, int *healthy);
+
+/*
  * The environment of assignment module@node: every variable mapped by
  * the grants it holds, one KEY=VALUE per line, into a buffer the
  * caller frees (and wipes: it holds passwords).  *n is its length.

@@ -447,6 +447,41 @@ react(const char *type, const char *grant, const char *provider)
 	tl_log_close(log);
 }
 
+/* Any event, as a reactor would append it: type on stream with body b. */
+struct emit_arg {
+	const char	*type;
+	const char	*stream;
+	struct tl_body	*b;
+};
+
+static int
+emit_cb(struct tl_txn *t, void *arg)
+{
+	struct emit_arg *ea = arg;
+	struct tl_ctx c;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, "test:reactor")) != 0)
+		return rc;
+	if ((rc = tl_emit(&c, ea->type, ea->stream, ea->b, NULL)) == 0)
+		rc = tl_ctx_end(&c);
+	return rc;
+}
+
+static void
+emit_ev(const char *type, const char *stream, struct tl_body *b)
+{
+	struct emit_arg ea = { type, stream, b };
+	struct tl_log *log;
+	char *dir = log_dir();
+
+	ck_assert_int_eq(tl_log_open(dir, 0, &log), 0);
+	free(dir);
+	ck_assert_int_eq(tl_log_write(log, emit_cb, &ea), 0);
+	tl_log_close(log);
+	tl_body_reset(b);
+}
+
 /*
  * Validation: apply FILE must exit 4 naming file:line and the field,
  * and append nothing.
@@ -1172,6 +1207,115 @@ START_TEST(test_seed_at_seq)
 }
 END_TEST
 
+/*
+ * The headline of a module and of an assignment is the worst of its
+ * grants: an assignment announced ready whose grant then fails, whose
+ * provider becomes unreachable, whose holder a forced rotation cut off,
+ * or whose grant goes missing is "unhealthy" (with the reason on the
+ * requirement) and status exits 6; each clears when its cause does.
+ */
+static void
+ck_unhealthy(int line, const char *needle)
+{
+	json_t *st = status_of("game", NULL);
+	const json_t *r = st_req(st, "node-a", "db");
+
+	ck_assert_msg(strcmp(jstr(st, "state"), "unhealthy") == 0,
+	    "line %d: module state %s, want unhealthy", line,
+	    jstr(st, "state"));
+	ck_assert_msg(strcmp(st_asg_state(st, "node-a"), "unhealthy") == 0,
+	    "line %d: assignment state %s, want unhealthy", line,
+	    st_asg_state(st, "node-a"));
+	ck_assert_msg(strstr(jstr(r, "reason"), needle) != NULL,
+	    "line %d: reason '%s' does not say '%s'", line, jstr(r, "reason"),
+	    needle);
+	json_decref(st);
+	expect(line, 6, "status", "game", (const char *)NULL);
+	expect(line, 6, "status", (const char *)NULL);
+}
+
+static void
+ck_ready(int line)
+{
+	json_t *st = status_of("game", NULL);
+
+	ck_assert_msg(strcmp(st_asg_state(st, "node-a"), "ready") == 0,
+	    "line %d: assignment state %s, want ready", line,
+	    st_asg_state(st, "node-a"));
+	json_decref(st);
+	expect(line, 0, "status", "game", (const char *)NULL);
+}
+
+START_TEST(test_headline_worst_grant)
+{
+	struct tl_body b;
+
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "game", "node-a");
+	react(EV_GRANT_PROVISIONING, "game/db", "node-a/postgres");
+	react(EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
+	tl_body_init(&b);
+	tl_body_str(&b, "module", "game");
+	tl_body_str(&b, "node", "node-a");
+	emit_ev("assignment.ready", "assignment/game@node-a", &b);
+	ck_ready(__LINE__);
+
+	/* The provider becomes unreachable. */
+	tl_body_str(&b, "id", "node-a/postgres");
+	tl_body_str(&b, "reason", "connection refused");
+	tl_body_str(&b, "kind", "provider-unreachable");
+	emit_ev(EV_PROVIDER_UNREACHABLE, "provider/node-a/postgres", &b);
+	ck_unhealthy(__LINE__, "unreachable");
+	tl_body_str(&b, "id", "node-a/postgres");
+	emit_ev("provider.recovered", "provider/node-a/postgres", &b);
+	ck_ready(__LINE__);
+
+	/* The grant fails (a repair that could not be made, say). */
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_str(&b, "reason", "permission denied");
+	emit_ev(EV_GRANT_FAILED, "grant/game/db", &b);
+	ck_unhealthy(__LINE__, "permission denied");
+	react(EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
+	ck_ready(__LINE__);
+
+	/* A forced rotation cuts the holder off. */
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_u64(&b, "from", 1);
+	tl_body_u64(&b, "to", 2);
+	tl_body_u64(&b, "deadline_ns", 1);
+	tl_body_str(&b, "reason", "operator");
+	emit_ev("rotation.started", "grant/game/db", &b);
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_u64(&b, "version", 2);
+	tl_body_str(&b, "user", "u2");
+	emit_ev("credential.activated", "grant/game/db", &b);
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_u64(&b, "version", 1);
+	tl_body_str(&b, "user", "u1");
+	tl_body_bool(&b, "forced", 1);
+	tl_body_arr(&b, "cut_off");
+	tl_body_str(&b, NULL, "game@node-a");
+	tl_body_end(&b);
+	emit_ev("credential.retired", "grant/game/db", &b);
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_u64(&b, "version", 2);
+	emit_ev("rotation.completed", "grant/game/db", &b);
+	ck_unhealthy(__LINE__, "cut off");
+	T_OK("ack", "node-a", "game", "2");
+	ck_ready(__LINE__);
+
+	/* The database goes missing. */
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_str(&b, "reason", "database is missing");
+	tl_body_str(&b, "message", "gone");
+	emit_ev(EV_GRANT_MISSING, "grant/game/db", &b);
+	ck_unhealthy(__LINE__, "missing");
+	tl_body_free(&b);
+}
+END_TEST
+
 START_TEST(test_seed_revocation)
 {
 	struct tl_grant g;
@@ -1296,6 +1440,7 @@ cli_suite(void)
 	tcase_add_test(tc, test_seed_second_provider);
 	tcase_add_test(tc, test_seed_embedded_private);
 	tcase_add_test(tc, test_seed_nothing_vs_pending);
+	tcase_add_test(tc, test_headline_worst_grant);
 	tcase_add_test(tc, test_seed_apply_changes_only);
 	tcase_add_test(tc, test_seed_dry_run);
 	tcase_add_test(tc, test_seed_revocation);

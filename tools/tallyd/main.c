@@ -48,7 +48,8 @@ static const char usage[] =
 "step in flight and exit.  One tallyd per log (HOME/tallyd.lock).\n"
 "\n"
 "  --once          reconcile until nothing is left to do, then exit\n"
-"                  (exit 6 if work remains after --once-timeout, 60 s)\n"
+"                  (exit 6 if work remains after --once-timeout, 60 s,\n"
+"                  or if anything is unhealthy then, as tally status)\n"
 "  --interval S    level-triggered resync period (default 5)\n"
 "  --verify-interval S  how often each grant is verified (default 30)\n"
 "  --workers N     driver sessions per provider in parallel (default 4)\n"
@@ -410,6 +411,17 @@ main(int argc, char **argv)
 					    "status)", last_blocked);
 				if (rc != 0 || bad > 0 || last_blocked > 0)
 					ex = EXIT_UNHEALTHY;
+				/* As tally status: a missing grant is not checked. */
+				{
+					int hl = 0;
+
+					if (ex == EXIT_OK &&
+					    (tl_rx_healthy(&rx, &hl) != 0 || !hl)) {
+						logx(TL_RX_WARN, "not everything "
+						    "is healthy (see tally status)");
+						ex = EXIT_UNHEALTHY;
+					}
+				}
 				break;
 			}
 			if (once && mono_ms() - started >

@@ -486,7 +486,17 @@ static int
 provider_outcome(struct tl_ctx *c, struct vprov *v)
 {
 	char reason[TL_DRV_WHY_MAX + 400], hint[400];
+	size_t i;
 
+	/*
+	 * The admin got in (superusers have reserved slots) but a
+	 * consumer's login found no room: the provider is unavailable to
+	 * its consumers, which is an outage, not drift.
+	 */
+	for (i = 0; v->open_rc == 0 && i < v->nc; i++)
+		if (v->c[i]->rc == TL_EUNREACH)
+			return tl_rx_provider_down(c, v->pv.id, 0,
+			    v->c[i]->why);
 	if (v->open_rc == 0)
 		return tl_rx_provider_up(c, v->pv.id);
 	auth_hint(v, hint, sizeof(hint));

@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 
+#include "grant.h"
 #include "proj.h"
 
 #define EV_ROT_STARTED		"rotation.started"
@@ -77,6 +78,12 @@ int	tl_rot_each(struct tl_txn *t, const struct tl_proj *p, tl_rot_fn fn,
  * until the holder acknowledges that version or a later one); 0 when
  * it is not cut off.
  */
+/*
+ * The max-credential-age of g in seconds (the requirement's own, else
+ * its provider's default for the type); 0 when none is set.
+ */
+uint64_t tl_rot_max_age(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g);
 uint64_t tl_rot_cut_off(struct tl_txn *t, const struct tl_proj *p,
 	    const char *grant, const char *holder);
 int	tl_rot_acked(struct tl_txn *t, const struct tl_proj *p,

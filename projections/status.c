@@ -674,3 +674,91 @@ tl_status_healthy(const json_t *st)
 			return 0;
 	return 1;
 }
+
+struct attn_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	uint64_t		 now_ns;
+	json_t			*retained, *waiting, *cut, *overdue;
+};
+
+static int
+attn_one(const struct tl_grant *g, void *arg)
+{
+	struct attn_arg *aa = arg;
+	struct tl_nodelist nl;
+	struct tl_rotation r;
+	struct tl_event ev;
+	uint64_t age, v;
+	size_t i;
+
+	if ((strcmp(g->state, GRANT_REVOKED) == 0 &&
+	    strcmp(g->policy, "retain") == 0) ||
+	    strcmp(g->state, GRANT_PURGING) == 0) {
+		json_array_append_new(aa->retained, json_pack(
+		    "{s:s,s:s,s:s,s:s,s:I}", "grant", g->id, "state", g->state,
+		    "provider", g->provider, "database", g->database, "bytes",
+		    (json_int_t)g->retained_bytes));
+		return 0;
+	}
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+		return 0;
+	if (tl_rot_get(aa->t, aa->p, g->id, &r) == 0) {
+		json_t *j = json_object(), *rot;
+
+		rotation_status(aa->t, aa->p, g, j);
+		rot = json_object_get(j, "rotation");
+		if (rot != NULL && json_array_size(json_object_get(rot,
+		    "waiting_on")) > 0)
+			json_array_append_new(aa->waiting, json_pack(
+			    "{s:s,s:O}", "grant", g->id, "rotation", rot));
+		json_decref(j);
+	} else if ((age = tl_rot_max_age(aa->t, aa->p, g)) != 0 &&
+	    g->intent_seq != 0 && tl_log_get(aa->t, g->intent_seq, &ev) == 0 &&
+	    ev.ts + age * 1000000000u <= aa->now_ns)
+		/* Due, and no rotation started: tallyd not running, or capped. */
+		json_array_append_new(aa->overdue, json_pack("{s:s,s:I,s:I}",
+		    "grant", g->id, "age_s", (json_int_t)((aa->now_ns -
+		    ev.ts) / 1000000000u), "max_age_s", (json_int_t)age));
+	if (tl_graph_module_nodes(aa->t, aa->p, g->module, &nl) != 0)
+		return 0;
+	for (i = 0; i < nl.n; i++) {
+		char holder[140];
+
+		if (g->node[0] != '\0' && strcmp(g->node, nl.v[i]) != 0)
+			continue;
+		snprintf(holder, sizeof(holder), "%s@%s", g->module, nl.v[i]);
+		if ((v = tl_rot_cut_off(aa->t, aa->p, g->id, holder)) != 0) {
+			char who[140];
+
+			snprintf(who, sizeof(who), "%s/%s", nl.v[i], g->module);
+			json_array_append_new(aa->cut, json_pack(
+			    "{s:s,s:s,s:I}", "grant", g->id, "holder", who,
+			    "version", (json_int_t)v));
+		}
+	}
+	tl_nodelist_free(&nl);
+	return 0;
+}
+
+int
+tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
+    uint64_t now_ns, json_t **out)
+{
+	struct attn_arg aa = { t, p, now_ns, json_array(), json_array(),
+	    json_array(), json_array() };
+	int rc;
+
+	*out = NULL;
+	if ((rc = tl_grant_each(t, p, attn_one, &aa)) != 0) {
+		json_decref(aa.retained);
+		json_decref(aa.waiting);
+		json_decref(aa.cut);
+		json_decref(aa.overdue);
+		return rc;
+	}
+	*out = json_pack("{s:o,s:o,s:o,s:o}", "retained", aa.retained,
+	    "rotations_waiting", aa.waiting, "cut_off", aa.cut,
+	    "rotations_overdue", aa.overdue);
+	return *out != NULL ? 0 : ENOMEM;
+}

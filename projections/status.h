@@ -60,6 +60,19 @@ int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
  */
 #define TL_ENV_FAILED_TABLE	"env-failed"
 
+/*
+ * What an operator must not forget, mesh-wide: {"retained": [{grant,
+ * state (revoked | purging), provider, database, bytes}],
+ * "rotations_waiting": [{grant, rotation}] (rotation as on a
+ * requirement, waiting_on non-empty), "cut_off": [{grant, holder,
+ * version}], "rotations_overdue": [{grant, age_s, max_age_s}] (a
+ * credential past its max-credential-age with no rotation started)}.
+ * now_ns is passed in: the function stays pure.  None of it is
+ * unhealthy by itself (a cut-off holder is, on its module).
+ */
+int	tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
+	    uint64_t now_ns, json_t **out);
+
 /* Is a status document (module or all) entirely healthy? */
 int	tl_status_healthy(const json_t *st);
 

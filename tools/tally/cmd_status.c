@@ -15,8 +15,12 @@ static const char usage[] =
 "\n"
 "Shows each assignment's state: ready (nothing required), pending (with\n"
 "the reason for every unsatisfied requirement), bound, provisioned,\n"
-"ready.  --at SEQ shows the state as it was after event SEQ.  Exits 6\n"
-"when anything is not healthy, so scripts and monitors can use it.\n";
+"ready; unhealthy (a grant failed, is missing, its provider is\n"
+"unreachable, a holder was cut off, …: the worst of its grants).\n"
+"Without MODULE it ends with what must not be forgotten: retained data\n"
+"of revoked grants, rotations waiting and on whom, holders cut off,\n"
+"scheduled rotations overdue.  --at SEQ shows the state as it was after\n"
+"event SEQ.  Exits 6 when anything is not healthy.\n";
 
 struct status_arg {
 	const char	*module;
@@ -175,6 +179,57 @@ print_module(const json_t *m)
 	}
 }
 
+/* The mesh-wide reminders (tl_status_attention); nothing when none. */
+static void
+print_attention(const json_t *at)
+{
+	const json_t *e, *h;
+	size_t i, j, n = 0;
+	const char *const keys[] = { "retained", "rotations_waiting",
+	    "cut_off", "rotations_overdue" };
+
+	for (i = 0; i < 4; i++)
+		n += json_array_size(json_object_get(at, keys[i]));
+	if (n == 0)
+		return;
+	printf("\nnot to forget:\n");
+	json_array_foreach(json_object_get(at, "retained"), i, e)
+		printf("  retained data: %s on %s (database %s, %.1f MiB)%s\n",
+		    json_string_value(json_object_get(e, "grant")),
+		    json_string_value(json_object_get(e, "provider")),
+		    json_string_value(json_object_get(e, "database")),
+		    (double)json_integer_value(json_object_get(e, "bytes")) /
+		    1048576.0, strcmp(json_string_value(json_object_get(e,
+		    "state")), "purging") == 0 ? ": being purged" :
+		    ": tally purge destroys it");
+	json_array_foreach(json_object_get(at, "rotations_waiting"), i, e) {
+		const json_t *rot = json_object_get(e, "rotation");
+
+		printf("  rotation of %s (v%lld → v%lld) waiting on ",
+		    json_string_value(json_object_get(e, "grant")),
+		    json_integer_value(json_object_get(rot, "from")),
+		    json_integer_value(json_object_get(rot, "to")));
+		json_array_foreach(json_object_get(rot, "waiting_on"), j, h)
+			printf("%s%s", j ? ", " : "", json_string_value(h));
+		putchar('\n');
+	}
+	json_array_foreach(json_object_get(at, "cut_off"), i, e)
+		printf("  cut off: %s from %s (has not acknowledged v%lld)\n",
+		    json_string_value(json_object_get(e, "holder")),
+		    json_string_value(json_object_get(e, "grant")),
+		    json_integer_value(json_object_get(e, "version")));
+	json_array_foreach(json_object_get(at, "rotations_overdue"), i, e) {
+		printf("  rotation overdue: %s's credential is ",
+		    json_string_value(json_object_get(e, "grant")));
+		print_duration((uint64_t)json_integer_value(json_object_get(e,
+		    "age_s")) * 1000000000u);
+		printf(" old (max-credential-age ");
+		print_duration((uint64_t)json_integer_value(json_object_get(e,
+		    "max_age_s")) * 1000000000u);
+		printf("); is tallyd running?\n");
+	}
+}
+
 static int
 show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 {
@@ -194,6 +249,15 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 	if (rc != 0)
 		return cli_fail(cli, rc, "status");
 	healthy = tl_status_healthy(doc);
+	if (sa->module == NULL) {
+		struct timespec now;
+		json_t *at;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (tl_status_attention(t, p, (uint64_t)now.tv_sec *
+		    1000000000u + (uint64_t)now.tv_nsec, &at) == 0)
+			json_object_set_new(doc, "attention", at);
+	}
 	if (cli->json) {
 		json_dumpf(doc, stdout, JSON_COMPACT);
 		putchar('\n');
@@ -204,6 +268,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			print_module(m);
 		if (json_array_size(json_object_get(doc, "modules")) == 0)
 			printf("no modules declared\n");
+		print_attention(json_object_get(doc, "attention"));
 	}
 	json_decref(doc);
 	return healthy ? TL_EXIT_OK : TL_EXIT_UNHEALTHY;

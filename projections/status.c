@@ -711,7 +711,11 @@ attn_one(const struct tl_grant *g, void *arg)
 		if (rot != NULL && json_array_size(json_object_get(rot,
 		    "waiting_on")) > 0)
 			json_array_append_new(aa->waiting, json_pack(
-			    "{s:s,s:O}", "grant", g->id, "rotation", rot));
+			    "{s:s,s:O,s:O,s:O,s:O}", "grant", g->id, "from",
+			    json_object_get(rot, "from"), "to",
+			    json_object_get(rot, "to"), "started_ns",
+			    json_object_get(rot, "started_ns"), "waiting_on",
+			    json_object_get(rot, "waiting_on")));
 		json_decref(j);
 	} else if ((age = tl_rot_max_age(aa->t, aa->p, g)) != 0 &&
 	    g->intent_seq != 0 && tl_log_get(aa->t, g->intent_seq, &ev) == 0 &&

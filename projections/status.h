@@ -63,8 +63,8 @@ int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 /*
  * What an operator must not forget, mesh-wide: {"retained": [{grant,
  * state (revoked | purging), provider, database, bytes}],
- * "rotations_waiting": [{grant, rotation}] (rotation as on a
- * requirement, waiting_on non-empty), "cut_off": [{grant, holder,
+ * "rotations_waiting": [{grant, from, to, started_ns, waiting_on}]
+ * (holders that have not acknowledged, NODE/MODULE), "cut_off": [{grant, holder,
  * version}], "rotations_overdue": [{grant, age_s, max_age_s}] (a
  * credential past its max-credential-age with no rotation started)}.
  * now_ns is passed in: the function stays pure.  None of it is

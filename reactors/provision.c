@@ -1407,6 +1407,44 @@ out:
 	return rc;
 }
 
+/* Would note_files change the scratch table? */
+static int
+files_changed(struct pass *ps)
+{
+	struct tl_txn *t;
+	const void *v;
+	size_t i, n;
+	tl_kv kv;
+	int changed = 0;
+
+	if (tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t) != 0)
+		return 1;
+	if (tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv) != 0) {
+		/* No table yet: only a failure has anything to note. */
+		for (i = 0; i < ps->nfn; i++)
+			if (ps->fn[i].rc != 0)
+				changed = 1;
+		goto out;
+	}
+	for (i = 0; i < ps->nfn && !changed; i++) {
+		struct file_note *f = &ps->fn[i];
+		char k[140];
+		const char *why = tl_strerror(f->rc);
+		int kl = snprintf(k, sizeof(k), "%s/%s", f->node, f->module);
+		int have;
+
+		if (kl < 0 || (size_t)kl >= sizeof(k))
+			continue;
+		have = tl_kv_get(t, kv, k, (size_t)kl, &v, &n) == 0;
+		if (f->rc == 0 ? have : !have || n != strlen(why) ||
+		    memcmp(v, why, n) != 0)
+			changed = 1;
+	}
+out:
+	tl_log_abort(t);
+	return changed;
+}
+
 /*
  * Notes in the scratch table which env files could not be written (so
  * that tally status can say so) and forgets those written since.  The
@@ -1421,8 +1459,8 @@ note_files(struct pass *ps)
 	size_t i;
 	int rc;
 
-	if (ps->nfn == 0)
-		return 0;
+	if (ps->nfn == 0 || !files_changed(ps))
+		return 0;	/* the usual case: no commit, no fsync */
 	if ((rc = tl_log_begin(ps->rx->log, 0, &t)) != 0)
 		return rc;
 	if ((rc = tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv)) != 0)

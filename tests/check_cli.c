@@ -1413,8 +1413,8 @@ START_TEST(test_status_attention)
 	ck_assert_str_eq(jstr(e, "provider"), "node-a/postgres");
 	ck_assert_ptr_nonnull(e = attn_entry(at, "rotations_waiting",
 	    "turn/db"));
-	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(
-	    json_object_get(e, "rotation"), "waiting_on"), 0)), "node-a/turn");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(e,
+	    "waiting_on"), 0)), "node-a/turn");
 	ck_assert_ptr_nonnull(e = attn_entry(at, "cut_off", "cut/db"));
 	ck_assert_str_eq(jstr(e, "holder"), "node-a/cut");
 	ck_assert_int_eq(json_integer_value(json_object_get(e, "version")), 2);

@@ -203,13 +203,11 @@ print_attention(const json_t *at)
 		    "state")), "purging") == 0 ? ": being purged" :
 		    ": tally purge destroys it");
 	json_array_foreach(json_object_get(at, "rotations_waiting"), i, e) {
-		const json_t *rot = json_object_get(e, "rotation");
-
 		printf("  rotation of %s (v%lld → v%lld) waiting on ",
 		    json_string_value(json_object_get(e, "grant")),
-		    json_integer_value(json_object_get(rot, "from")),
-		    json_integer_value(json_object_get(rot, "to")));
-		json_array_foreach(json_object_get(rot, "waiting_on"), j, h)
+		    json_integer_value(json_object_get(e, "from")),
+		    json_integer_value(json_object_get(e, "to")));
+		json_array_foreach(json_object_get(e, "waiting_on"), j, h)
 			printf("%s%s", j ? ", " : "", json_string_value(h));
 		putchar('\n');
 	}

@@ -384,10 +384,14 @@ main(int argc, char **argv)
 			next_tick = mono_ms() + (uint64_t)interval * 1000;
 			if (copying > 0)	/* a copy's end is no event */
 				next_tick = mono_ms() + 250;
-			/* Whatever keeps a pass busy, --once-timeout bounds it. */
-			if (once && mono_ms() - started >
-			    (uint64_t)once_timeout * 1000)
-				done = 0;
+			/* Whatever keeps passes busy, --once-timeout bounds it. */
+			if (once && done > 0 && mono_ms() - started >
+			    (uint64_t)once_timeout * 1000) {
+				logx(TL_RX_WARN, "--once: still busy after %u s "
+				    "(see tally status)", once_timeout);
+				ex = EXIT_UNHEALTHY;
+				break;
+			}
 			if (done > 0) {
 				next_tick = 0;	/* more may have become due */
 				continue;

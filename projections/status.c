@@ -401,6 +401,13 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			goto done;
 		}
 		json_object_set_new(j, "grant_state", json_string(g.state));
+		{
+			struct tl_bnode env;
+
+			/* It has an env file to be delivered (tally status checks). */
+			if (tl_bn_get(r, "env", &env) == 0 && tl_bn_len(env) > 0)
+				json_object_set_new(j, "delivers", json_true());
+		}
 		if (g.drift[0] != '\0') {
 			json_object_set_new(j, "drift", json_string(g.drift));
 			json_object_set_new(j, "drift_reason",

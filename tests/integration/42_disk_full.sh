@@ -84,3 +84,12 @@ n=$(tail -n +$((lines0 + 1)) "$T_DLOG" | grep -c 'delivery files.*writable again
 	t_fail "the delivered credential does not reach app-db"
 t_tallyd_stop
 t_ok "delivered after the space came back; status healthy"
+
+t_check "an env file deleted while tallyd is stopped: status exit 6, then rewritten"
+rm -f "$f"
+t_expect_exit 6 "tally status app (env file deleted)" tly status app
+grep -q 'env file not written: missing' "$W/last.out" || { cat "$W/last.out" >&2; t_fail "status does not say the env file is missing"; }
+t_tallyd_once
+[ -f "$f" ] || t_fail "tallyd --once did not rewrite the env file"
+t_expect_exit 0 "tally status app (rewritten)" tly status app
+t_ok "missing file reported, rewritten by tallyd --once"

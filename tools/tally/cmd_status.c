@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "projections/status.h"
@@ -24,7 +25,45 @@ static const char usage[] =
 
 struct status_arg {
 	const char	*module;
+	uint64_t	 at;
 };
+
+/*
+ * The env file of each assignment that should have one, on this
+ * machine's disk (the log cannot say whether it is there): a missing
+ * one makes the assignment unhealthy, unless tallyd already noted why
+ * it could not write it.  Only for the present (not --at).
+ */
+static void
+check_env_files(const struct tl_cli *cli, json_t *m)
+{
+	const json_t *r;
+	json_t *a;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(m, "assignments"), i, a) {
+		char path[2400];
+		struct stat st;
+		int want = 0;
+
+		if (json_object_get(a, "env_file_error") != NULL)
+			continue;
+		json_array_foreach(json_object_get(a, "requirements"), j, r) {
+			const char *gs = json_string_value(json_object_get(r,
+			    "grant_state"));
+
+			if (json_is_true(json_object_get(r, "delivers")) &&
+			    gs != NULL && strcmp(gs, "provisioned") == 0)
+				want = 1;
+		}
+		snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", cli->home,
+		    json_string_value(json_object_get(a, "node")),
+		    json_string_value(json_object_get(m, "module")));
+		if (want && stat(path, &st) != 0)
+			json_object_set_new(a, "env_file_error", json_string(
+			    "missing (tallyd writes it on its next pass)"));
+	}
+}
 
 static void
 print_duration(uint64_t ns)
@@ -246,6 +285,14 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 	}
 	if (rc != 0)
 		return cli_fail(cli, rc, "status");
+	if (sa->at == 0) {
+		if (sa->module != NULL)
+			check_env_files(cli, doc);
+		else
+			json_array_foreach(json_object_get(doc, "modules"), i,
+			    m)
+				check_env_files(cli, m);
+	}
 	healthy = tl_status_healthy(doc);
 	if (sa->module == NULL) {
 		struct timespec now;
@@ -280,7 +327,7 @@ cmd_status(struct tl_cli *cli, int argc, char **argv)
 		{ "at", required_argument, NULL, 'a' },
 		{ 0 }
 	};
-	struct status_arg sa = { NULL };
+	struct status_arg sa = { NULL, 0 };
 	uint64_t at = 0;
 	int c;
 
@@ -302,5 +349,6 @@ cmd_status(struct tl_cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		sa.module = argv[optind];
+	sa.at = at;
 	return cli_read(cli, at, show, &sa);
 }

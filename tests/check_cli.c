@@ -1260,6 +1260,16 @@ START_TEST(test_headline_worst_grant)
 	tl_body_str(&b, "module", "game");
 	tl_body_str(&b, "node", "node-a");
 	emit_ev("assignment.ready", "assignment/game@node-a", &b);
+	/* The env file tallyd would have written: status checks for it. */
+	{
+		char d[1200];
+
+		snprintf(d, sizeof(d), "%s/deliver", H.home);
+		ck_assert_int_eq(mkdir(d, 0700), 0);
+		snprintf(d, sizeof(d), "%s/deliver/node-a", H.home);
+		ck_assert_int_eq(mkdir(d, 0700), 0);
+		mf("deliver/node-a/game.env", "DB_HOST=127.0.0.1\n");
+	}
 	ck_ready(__LINE__);
 
 	/* The provider becomes unreachable. */

@@ -109,6 +109,12 @@ struct tl_drv_ops {
 	const char	*const *types;	/* resource types it grants */
 	/* The assignment settings it reads; NULL-name terminated. */
 	const struct tl_drv_setting *settings;
+	/*
+	 * NULL-terminated: the connection fields a grant of its types
+	 * delivers (what a manifest's env: may map); tally apply refuses
+	 * any other (tools/tally/manifest.c).
+	 */
+	const char	*const *fields;
 	/* Opens an admin session; TL_EUNREACH / TL_EAUTH / TL_EDRIVER. */
 	int	(*open)(const struct tl_drv_admin *a, void **h, char *why);
 	void	(*close)(void *h);
@@ -197,6 +203,8 @@ struct tl_drv_ops {
 
 /* NULL when there is no such driver. */
 const struct tl_drv_ops *tl_drv_find(const char *name);
+/* The driver that grants resource type type; NULL when none does. */
+const struct tl_drv_ops *tl_drv_for_type(const char *type);
 /* NULL-terminated: every driver's name, for manifest validation. */
 const char *const *tl_drv_names(void);
 

@@ -37,7 +37,8 @@
  * database it is connected to, template0/1, and reserved pg_ roles.
  *
  * Errors: TL_EUNREACH when no server answered (refused, timed out, name
- * not resolved, connection lost, server shutting down), TL_EAUTH when a
+ * not resolved, connection lost, server shutting down) or it had no
+ * room (SQLSTATE classes 08, 53, 57P: out of connection slots), TL_EAUTH when a
  * server rejected the admin's credential (SQLSTATE class 28), TL_EINVAL
  * for a grant the driver will not act on, TL_EDRIVER for any other server
  * error; 'why' always says what happened, with the SQLSTATE.
@@ -213,10 +214,15 @@ state_rc(const char *state)
 {
 	if (state == NULL || state[0] == '\0')
 		return TL_EUNREACH;
+	/*
+	 * The server's capacity or availability, never the grant's state:
+	 * out of connection slots (53300, "too many clients"), memory or
+	 * disk (53xxx), shut down or not accepting connections (57Pxx).
+	 * Read as drift, a full server would be "repaired" every interval.
+	 */
 	if (strncmp(state, "08", 2) == 0 ||		/* connection exception */
-	    strcmp(state, "57P01") == 0 ||		/* admin shutdown */
-	    strcmp(state, "57P02") == 0 ||		/* crash shutdown */
-	    strcmp(state, "57P03") == 0)		/* cannot connect now */
+	    strncmp(state, "53", 2) == 0 ||		/* insufficient resources */
+	    strncmp(state, "57P", 3) == 0)		/* operator intervention */
 		return TL_EUNREACH;
 	if (strncmp(state, "28", 2) == 0)		/* invalid authorization */
 		return TL_EAUTH;
@@ -1660,6 +1666,10 @@ int	tl_drv_pg_copy(const struct tl_drv_admin *from,
 	    char *why);
 
 static const char *const pg_types[] = { "postgres-database", NULL };
+/* What reactors/provision.c delivers for a grant (tl_rx_holder_lines). */
+static const char *const pg_fields[] = {
+	"host", "port", "database", "user", "password", "url", NULL
+};
 
 /*
  * The settings of a postgres provider's assignment: what
@@ -1689,6 +1699,7 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.name = "postgres",
 	.types = pg_types,
 	.settings = pg_settings,
+	.fields = pg_fields,
 	.open = pg_open,
 	.close = pg_close,
 	.create = pg_create,

@@ -47,6 +47,18 @@ tl_drv_find(const char *name)
 	return NULL;
 }
 
+const struct tl_drv_ops *
+tl_drv_for_type(const char *type)
+{
+	size_t i, j;
+
+	for (i = 0; drivers[i] != NULL; i++)
+		for (j = 0; drivers[i]->types[j] != NULL; j++)
+			if (strcmp(drivers[i]->types[j], type) == 0)
+				return drivers[i];
+	return NULL;
+}
+
 const char *const *
 tl_drv_names(void)
 {

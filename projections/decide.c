@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "decide.h"
 #include "events.h"
+#include "rebind.h"
 #include "grant.h"
 #include "graph.h"
 
@@ -738,6 +739,10 @@ tl_dec_restore(struct tl_ctx *c, const char *grant)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s%s%s: only a "
 		    "revoked grant whose data was retained can be restored",
 		    grant, g.state, g.policy[0] ? ", policy " : "", g.policy);
+	if (strncmp(g.reason, TL_MV_LEFT, strlen(TL_MV_LEFT)) == 0)
+		return tl_refuse(c, TL_EREFUSED, "%s is the %s: its data "
+		    "lives on in the moved grant; it can only be purged "
+		    "(tally purge %s)", grant, g.reason, grant);
 	if ((rc = tl_key(k, "r/%s/%s", g.module, g.req)) != 0)
 		return rc;
 	if (!tl_rec_exists(c->t, c->p.graph, k))

@@ -301,6 +301,46 @@ switch_grant(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	return tl_grant_put(t, p, seq, &g);
 }
 
+/*
+ * rebind.completed: the old resource, kept (retain) on the old provider,
+ * becomes a revoked grant of its own, GRANT~vOLD_VERSION, so that tally
+ * grants --revoked lists it with its size and tally purge destroys it
+ * like any retained grant.  It cannot be restored (its data lives on in
+ * the moved grant): reason says so, and the restore decider refuses.
+ */
+static int
+left_behind(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
+    const struct tl_rebind *r, struct tl_bnode body)
+{
+	struct tl_grant g, old;
+	S(k);
+	int rc;
+
+	if (strcmp(r->state, MV_MOVED) != 0 || r->old_db[0] == '\0')
+		return 0;
+	if ((rc = tl_grant_get(t, p, r->grant, &g, NULL)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	old = g;
+	if (snprintf(old.id, sizeof(old.id), "%s~v%llu", r->grant,
+	    (unsigned long long)r->old_version) >= (int)sizeof(old.id))
+		return 0;	/* no room for the name: left unlisted */
+	snprintf(old.provider, sizeof(old.provider), "%s", r->from);
+	snprintf(old.database, sizeof(old.database), "%s", r->old_db);
+	snprintf(old.user, sizeof(old.user), "%s", r->old_user);
+	snprintf(old.policy, sizeof(old.policy), "retain");
+	snprintf(old.state, sizeof(old.state), GRANT_REVOKED);
+	snprintf(old.reason, sizeof(old.reason), "%s %s", TL_MV_LEFT, r->to);
+	old.version = r->old_version;
+	old.state_seq = seq;
+	old.retained_bytes = tl_bn_getu64(body, "size", 0);
+	old.drift[0] = old.drift_reason[0] = old.blocked[0] = '\0';
+	old.host[0] = old.port[0] = '\0';
+	if ((rc = tl_key(k, "gp/%s/%s", old.provider, old.id)) != 0 ||
+	    (rc = tl_kv_put(t, p->grants, k, strlen(k), "", 0)) != 0)
+		return rc;
+	return tl_grant_put(t, p, seq, &old);
+}
+
 static int
 put_u64(struct tl_txn *t, tl_kv kv, const char *key, uint64_t v)
 {
@@ -406,6 +446,9 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 		tl_bn_getstr(body, "reason", r.reason, sizeof(r.reason));
 		return mv_put(t, p, "mv", ev->seq, &r);
 	}
+	if (strcmp(ev->type, EV_REBIND_COMPLETED) == 0 &&
+	    (rc = left_behind(t, p, ev->seq, &r, body)) != 0)
+		return rc;
 	if (strcmp(ev->type, EV_REBIND_REVERTED) == 0 ||
 	    strcmp(ev->type, EV_REBIND_COMPLETED) == 0) {
 		if (ev->type[7] == 'r' &&

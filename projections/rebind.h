@@ -51,6 +51,11 @@
  * every holder, acknowledged, the old retired — the generation change
  * that re-delivers the new routable name, with the rotation's fan-out.
  *
+ * rebind.completed also makes the old resource a revoked grant of its
+ * own, GRANT~vOLD_VERSION (provider, database and size as kept), which
+ * tally grants --revoked lists and tally purge destroys; it cannot be
+ * restored.
+ *
  * State: grants table mv/GRANT the running move (mvf/GRANT the last
  * one that failed, for status); graph table pa/MODULE@NODE -> provider
  * id, for a provider whose id no longer names its node.
@@ -77,6 +82,8 @@
 #define MV_FAILED	"failed"	/* reverting */
 
 #define BIND_MOVED	"moved (tally rebind --migrate)"
+/* The reason of the revoked grant GRANT~vN a move leaves behind. */
+#define TL_MV_LEFT	"old resource left by a move to"
 
 struct tl_rebind {
 	char		grant[201];

@@ -118,6 +118,55 @@ put_u64(struct tl_txn *t, tl_kv kv, const char *key, uint64_t v)
 	return tl_kv_put(t, kv, key, strlen(key), b, 8);
 }
 
+uint64_t
+tl_rot_max_age(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g)
+{
+	struct tl_rec r;
+	struct tl_bnode types;
+	uint64_t age = 0;
+	S(k);
+	size_t i;
+
+	/* The requirement's own age wins over the provider's default. */
+	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		age = tl_bn_getu64(r.m, "max_age", 0);
+		tl_rec_close(&r);
+	}
+	if (age != 0)
+		return age;
+	if (tl_key(k, "p/%s", g->provider) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		if (tl_bn_get(r.m, "types", &types) == 0)
+			for (i = 0; i < tl_bn_len(types); i++) {
+				char ty[64] = "";
+
+				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+				    sizeof(ty));
+				if (strcmp(ty, g->type) == 0)
+					age = tl_bn_getu64(tl_bn_at(types, i),
+					    "max_age", 0);
+			}
+		tl_rec_close(&r);
+	}
+	return age;
+}
+
+uint64_t
+tl_rot_cut_off(struct tl_txn *t, const struct tl_proj *p, const char *grant,
+    const char *holder)
+{
+	const void *v;
+	size_t n;
+	S(k);
+
+	if (tl_key(k, "co/%s/%s", grant, holder) != 0 ||
+	    tl_kv_get(t, p->grants, k, strlen(k), &v, &n) != 0 || n != 8)
+		return 0;
+	return tl_get_be64(v);
+}
+
 int
 tl_adm_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
     uint64_t *started_seq, uint64_t *issued_seq)
@@ -215,11 +264,19 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 
 		if (tl_bn_getstr(body, "holder", holder, sizeof(holder)) != 0)
 			return TL_EMALFORMED;
+		uint64_t ver = tl_bn_getu64(body, "version", 0), co;
+
 		if ((rc = tl_key(k, "ack/%s/%llu/%s", grant,
-		    (unsigned long long)tl_bn_getu64(body, "version", 0),
-		    holder)) != 0)
+		    (unsigned long long)ver, holder)) != 0 ||
+		    (rc = put_u64(t, p->grants, k, ev->seq)) != 0)
 			return rc;
-		return put_u64(t, p->grants, k, ev->seq);
+		/* A holder cut off is back once it runs with that version. */
+		co = tl_rot_cut_off(t, p, grant, holder);
+		if (co == 0 || ver < co)
+			return 0;
+		if ((rc = tl_key(k, "co/%s/%s", grant, holder)) != 0)
+			return rc;
+		return tl_kv_del(t, p->grants, k, strlen(k));
 	}
 	if ((rc = tl_rot_get(t, p, grant, &r)) == TL_ENOTFOUND)
 		return 0;
@@ -254,5 +311,30 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return tl_kv_del(t, p->grants, k, strlen(k));
 	}
-	return 0;	/* credential.retired: a fact for history */
+	if (strcmp(ev->type, EV_CRED_RETIRED) == 0) {
+		struct tl_bnode arr, fb;
+		size_t i;
+		int forced = 0;
+
+		/* Who was cut off, and which version they must take. */
+		if (tl_bn_get(body, "forced", &fb) != 0 ||
+		    tl_bn_bool(fb, &forced) != 0 || !forced ||
+		    tl_bn_get(body, "cut_off", &arr) != 0)
+			return 0;
+		for (i = 0; i < tl_bn_len(arr); i++) {
+			char holder[140];
+			const char *h;
+			size_t hl;
+
+			if (tl_bn_str(tl_bn_at(arr, i), &h, &hl) != 0 ||
+			    hl >= sizeof(holder))
+				continue;
+			memcpy(holder, h, hl);
+			holder[hl] = '\0';
+			if ((rc = tl_key(k, "co/%s/%s", grant, holder)) != 0 ||
+			    (rc = put_u64(t, p->grants, k, r.to)) != 0)
+				return rc;
+		}
+	}
+	return 0;	/* otherwise credential.retired is a fact for history */
 }

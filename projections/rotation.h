@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 
+#include "grant.h"
 #include "proj.h"
 
 #define EV_ROT_STARTED		"rotation.started"
@@ -71,6 +72,20 @@ typedef int (*tl_rot_fn)(const struct tl_rotation *r, void *arg);
 int	tl_rot_each(struct tl_txn *t, const struct tl_proj *p, tl_rot_fn fn,
 	    void *arg);
 /* Has holder (MODULE@NODE) acknowledged version of grant? */
+/*
+ * The version holder (MODULE@NODE) must acknowledge since a forced
+ * rotation cut it off (co/GRANT/HOLDER, kept from credential.retired
+ * until the holder acknowledges that version or a later one); 0 when
+ * it is not cut off.
+ */
+/*
+ * The max-credential-age of g in seconds (the requirement's own, else
+ * its provider's default for the type); 0 when none is set.
+ */
+uint64_t tl_rot_max_age(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g);
+uint64_t tl_rot_cut_off(struct tl_txn *t, const struct tl_proj *p,
+	    const char *grant, const char *holder);
 int	tl_rot_acked(struct tl_txn *t, const struct tl_proj *p,
 	    const char *grant, uint64_t version, const char *holder);
 

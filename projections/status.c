@@ -138,8 +138,10 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 		    "registered", type, target);
 }
 
+/* Worst first: a headline is the worst of its parts. */
 static const char *const order[] = {
-	ST_PENDING, ST_BOUND, ST_PROVISIONED, ST_MIGRATED, ST_READY
+	ST_UNHEALTHY, ST_PENDING, ST_BOUND, ST_PROVISIONED, ST_MIGRATED,
+	ST_READY
 };
 
 static int
@@ -279,6 +281,41 @@ migrations_done(struct tl_txn *t, const struct tl_proj *p,
 	return 1;
 }
 
+/*
+ * What makes a provisioned grant unhealthy though it exists: drift not
+ * repaired, migrations blocked, this node's holder cut off by a forced
+ * rotation.  Returns ST_UNHEALTHY with the reason, or st as it was.
+ */
+static const char *
+grant_trouble(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, struct tl_bnode r, const char *node, json_t *j,
+    char *reason, size_t cap, const char *st)
+{
+	char holder[140];
+	uint64_t v;
+
+	if (g->drift[0] != '\0') {
+		snprintf(reason, cap, "drift %s not repaired: %s", g->drift,
+		    g->drift_reason);
+		return ST_UNHEALTHY;
+	}
+	if (g->blocked[0] != '\0' && !migrations_done(t, p, g, r)) {
+		snprintf(reason, cap, "migrations blocked: %s", g->blocked);
+		return ST_UNHEALTHY;
+	}
+	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
+	if ((v = tl_rot_cut_off(t, p, g->id, holder)) != 0) {
+		snprintf(reason, cap, "cut off by a forced rotation: %s/%s "
+		    "has not acknowledged v%llu, and the old credential is "
+		    "gone (deliver it, then tally ack %s %s %llu)", node,
+		    g->module, (unsigned long long)v, node, g->module,
+		    (unsigned long long)v);
+		json_object_set_new(j, "cut_off", json_integer((json_int_t)v));
+		return ST_UNHEALTHY;
+	}
+	return st;
+}
+
 static json_t *
 req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
     const char *req, struct tl_bnode r, const char *node, const char **state)
@@ -364,6 +401,13 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			goto done;
 		}
 		json_object_set_new(j, "grant_state", json_string(g.state));
+		{
+			struct tl_bnode env;
+
+			/* It has an env file to be delivered (tally status checks). */
+			if (tl_bn_get(r, "env", &env) == 0 && tl_bn_len(env) > 0)
+				json_object_set_new(j, "delivers", json_true());
+		}
 		if (g.drift[0] != '\0') {
 			json_object_set_new(j, "drift", json_string(g.drift));
 			json_object_set_new(j, "drift_reason",
@@ -392,7 +436,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			st = migrations_done(t, p, &g, r) ? ST_MIGRATED :
 			    ST_PROVISIONED;
 		else if (strcmp(g.state, GRANT_MISSING) == 0) {
-			st = ST_PENDING;
+			st = ST_UNHEALTHY;
 			snprintf(reason, sizeof(reason), "%s — not recreated "
 			    "(that would hide data loss); tally repair %s "
 			    "recreates it", g.drift_reason, gkey);
@@ -402,7 +446,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			    "(tally repair)");
 		}
 		else if (strcmp(g.state, GRANT_FAILED) == 0) {
-			st = ST_BOUND;
+			st = ST_UNHEALTHY;
 			snprintf(reason, sizeof(reason), "%s", g.reason);
 		} else if (strcmp(g.state, GRANT_REVOKED) == 0 &&
 		    strcmp(g.policy, "retain") == 0) {
@@ -424,7 +468,8 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			st = ST_BOUND;
 		if (strcmp(st, ST_BOUND) == 0 ||
 		    strcmp(st, ST_PROVISIONED) == 0 ||
-		    strcmp(st, ST_MIGRATED) == 0) {
+		    strcmp(st, ST_MIGRATED) == 0 ||
+		    strcmp(g.state, GRANT_FAILED) == 0) {
 			struct tl_rec pu;
 			char why[400] = "";
 
@@ -436,8 +481,13 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				    "unreachable: %s", g.provider, why);
 				json_object_set_new(j, "provider_down",
 				    json_true());
+				st = ST_UNHEALTHY;
 			}
 		}
+		if (strcmp(st, ST_PROVISIONED) == 0 ||
+		    strcmp(st, ST_MIGRATED) == 0)
+			st = grant_trouble(t, p, &g, r, node, j, reason,
+			    sizeof(reason), st);
 	}
 done:
 	json_object_set_new(j, "state", json_string(st));
@@ -480,6 +530,23 @@ one_req(const char *rest, const void *val, size_t vlen, void *arg)
 		ra->worst = rank(st);
 	ra->n++;
 	return 0;
+}
+
+/* The env file tallyd last failed to write for module@node, if any. */
+static void
+env_failed(struct tl_txn *t, const char *module, const char *node, json_t *a)
+{
+	char k[TL_KEY_MAX];
+	const void *v;
+	size_t n;
+	tl_kv kv;
+	int kl = snprintf(k, sizeof(k), "%s/%s", node, module);
+
+	if (a == NULL || kl < 0 || (size_t)kl >= sizeof(k) ||
+	    tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv) != 0 ||
+	    tl_kv_get(t, kv, k, (size_t)kl, &v, &n) != 0)
+		return;
+	json_object_set_new(a, "env_file_error", json_stringn(v, n));
 }
 
 int
@@ -530,6 +597,8 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		any = 1;
 		json_array_append_new(asgs, json_pack("{s:s,s:s,s:o}", "node",
 		    nl.v[i], "state", st, "requirements", ra.arr));
+		env_failed(t, module, nl.v[i], json_array_get(asgs,
+		    json_array_size(asgs) - 1));
 	}
 	json_object_set_new(doc, "state", json_string(!any ? ST_UNASSIGNED :
 	    nothing && worst == rank(ST_READY) ? ST_NOTHING : order[worst]));
@@ -586,12 +655,15 @@ module_healthy(const json_t *m)
 	const json_t *a, *r;
 	size_t i, j;
 
-	json_array_foreach(json_object_get(m, "assignments"), i, a)
+	json_array_foreach(json_object_get(m, "assignments"), i, a) {
+		if (json_object_get(a, "env_file_error") != NULL)
+			return 0;
 		json_array_foreach(json_object_get(a, "requirements"), j, r)
 			if (json_object_get(r, "drift") != NULL ||
 			    json_object_get(r, "provider_down") != NULL ||
 			    json_object_get(r, "migrations_blocked") != NULL)
 				return 0;
+	}
 	return st != NULL && (strcmp(st, ST_READY) == 0 ||
 	    strcmp(st, ST_NOTHING) == 0 || strcmp(st, ST_UNASSIGNED) == 0);
 }
@@ -608,4 +680,96 @@ tl_status_healthy(const json_t *st)
 		if (!module_healthy(m))
 			return 0;
 	return 1;
+}
+
+struct attn_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	uint64_t		 now_ns;
+	json_t			*retained, *waiting, *cut, *overdue;
+};
+
+static int
+attn_one(const struct tl_grant *g, void *arg)
+{
+	struct attn_arg *aa = arg;
+	struct tl_nodelist nl;
+	struct tl_rotation r;
+	struct tl_event ev;
+	uint64_t age, v;
+	size_t i;
+
+	if ((strcmp(g->state, GRANT_REVOKED) == 0 &&
+	    strcmp(g->policy, "retain") == 0) ||
+	    strcmp(g->state, GRANT_PURGING) == 0) {
+		json_array_append_new(aa->retained, json_pack(
+		    "{s:s,s:s,s:s,s:s,s:I}", "grant", g->id, "state", g->state,
+		    "provider", g->provider, "database", g->database, "bytes",
+		    (json_int_t)g->retained_bytes));
+		return 0;
+	}
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+		return 0;
+	if (tl_rot_get(aa->t, aa->p, g->id, &r) == 0) {
+		json_t *j = json_object(), *rot;
+
+		rotation_status(aa->t, aa->p, g, j);
+		rot = json_object_get(j, "rotation");
+		if (rot != NULL && json_array_size(json_object_get(rot,
+		    "waiting_on")) > 0)
+			json_array_append_new(aa->waiting, json_pack(
+			    "{s:s,s:O,s:O,s:O,s:O}", "grant", g->id, "from",
+			    json_object_get(rot, "from"), "to",
+			    json_object_get(rot, "to"), "started_ns",
+			    json_object_get(rot, "started_ns"), "waiting_on",
+			    json_object_get(rot, "waiting_on")));
+		json_decref(j);
+	} else if ((age = tl_rot_max_age(aa->t, aa->p, g)) != 0 &&
+	    g->intent_seq != 0 && tl_log_get(aa->t, g->intent_seq, &ev) == 0 &&
+	    ev.ts + age * 1000000000u <= aa->now_ns)
+		/* Due, and no rotation started: tallyd not running, or capped. */
+		json_array_append_new(aa->overdue, json_pack("{s:s,s:I,s:I}",
+		    "grant", g->id, "age_s", (json_int_t)((aa->now_ns -
+		    ev.ts) / 1000000000u), "max_age_s", (json_int_t)age));
+	if (tl_graph_module_nodes(aa->t, aa->p, g->module, &nl) != 0)
+		return 0;
+	for (i = 0; i < nl.n; i++) {
+		char holder[140];
+
+		if (g->node[0] != '\0' && strcmp(g->node, nl.v[i]) != 0)
+			continue;
+		snprintf(holder, sizeof(holder), "%s@%s", g->module, nl.v[i]);
+		if ((v = tl_rot_cut_off(aa->t, aa->p, g->id, holder)) != 0) {
+			char who[140];
+
+			snprintf(who, sizeof(who), "%s/%s", nl.v[i], g->module);
+			json_array_append_new(aa->cut, json_pack(
+			    "{s:s,s:s,s:I}", "grant", g->id, "holder", who,
+			    "version", (json_int_t)v));
+		}
+	}
+	tl_nodelist_free(&nl);
+	return 0;
+}
+
+int
+tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
+    uint64_t now_ns, json_t **out)
+{
+	struct attn_arg aa = { t, p, now_ns, json_array(), json_array(),
+	    json_array(), json_array() };
+	int rc;
+
+	*out = NULL;
+	if ((rc = tl_grant_each(t, p, attn_one, &aa)) != 0) {
+		json_decref(aa.retained);
+		json_decref(aa.waiting);
+		json_decref(aa.cut);
+		json_decref(aa.overdue);
+		return rc;
+	}
+	*out = json_pack("{s:o,s:o,s:o,s:o}", "retained", aa.retained,
+	    "rotations_waiting", aa.waiting, "cut_off", aa.cut,
+	    "rotations_overdue", aa.overdue);
+	return *out != NULL ? 0 : ENOMEM;
 }

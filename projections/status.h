@@ -10,11 +10,15 @@
  *     "requirements":[{"name","kind","state","reason","grant",
  *                      "provider","bound_by","bound_seq"}]}]}
  *
- * Assignment states: "ready (nothing required)", "pending" (something
+ * Assignment states: "ready (nothing required)", "unhealthy" (a grant
+ * failed, is missing, has drift not repaired or migrations blocked, its
+ * provider is unreachable, or a forced rotation cut this holder off:
+ * the requirement says which), "pending" (something
  * is unsatisfied, with the reason), "bound" (every grant is bound,
  * not yet provisioned), "provisioned" (migrations still to run),
  * "migrated" (everything done, not yet announced), "ready"
- * (assignment.ready recorded).
+ * (assignment.ready recorded).  A module's and an assignment's state
+ * is the worst of its requirements', in that order.
  */
 #ifndef TL_STATUS_H
 #define TL_STATUS_H
@@ -23,6 +27,7 @@
 
 #include "proj.h"
 
+#define ST_UNHEALTHY	"unhealthy"
 #define ST_NOTHING	"ready (nothing required)"
 #define ST_PENDING	"pending"
 #define ST_BOUND	"bound"
@@ -46,6 +51,27 @@ int	tl_status_all(struct tl_txn *t, const struct tl_proj *p, json_t **out);
  */
 int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 	    uint64_t *count);
+
+/*
+ * Env files tallyd could not write (a full disk, say), in the scratch
+ * table "env-failed": key "NODE/MODULE", value the reason as text;
+ * written by the provisioner, deleted once the file is written.  Status
+ * shows it on the assignment ("env_file_error") and is then unhealthy.
+ */
+#define TL_ENV_FAILED_TABLE	"env-failed"
+
+/*
+ * What an operator must not forget, mesh-wide: {"retained": [{grant,
+ * state (revoked | purging), provider, database, bytes}],
+ * "rotations_waiting": [{grant, from, to, started_ns, waiting_on}]
+ * (holders that have not acknowledged, NODE/MODULE), "cut_off": [{grant, holder,
+ * version}], "rotations_overdue": [{grant, age_s, max_age_s}] (a
+ * credential past its max-credential-age with no rotation started)}.
+ * now_ns is passed in: the function stays pure.  None of it is
+ * unhealthy by itself (a cut-off holder is, on its module).
+ */
+int	tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
+	    uint64_t now_ns, json_t **out);
 
 /* Is a status document (module or all) entirely healthy? */
 int	tl_status_healthy(const json_t *st);

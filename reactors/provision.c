@@ -31,6 +31,7 @@
 #include "projections/events.h"
 #include "projections/grant.h"
 #include "projections/graph.h"
+#include "projections/status.h"
 #include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -145,8 +146,17 @@ struct work {
 };
 
 
+/* A delivery file written (or not) by this pass. */
+struct file_note {
+	char		 module[64];
+	char		 node[64];
+	int		 rc;
+};
+
 struct pass {
 	struct tl_rx	*rx;
+	struct file_note	*fn;
+	size_t		 nfn, capfn;
 	struct tl_rx_prov	*pv;
 	size_t		 npv, cappv;
 	struct work	*w;
@@ -651,15 +661,29 @@ tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
 	return rc;
 }
 
+/*
+ * Is module@node's env file missing though it would hold something?
+ * An assignment whose grants map no field has no file, by design
+ * (tl_rx_write_env removes it): that is not missing, or every pass
+ * would "deliver" it again and the daemon would never rest.
+ */
 static int
-env_missing(struct tl_rx *rx, const char *module, const char *node)
+env_missing(struct tl_rx *rx, struct tl_txn *t, const char *module,
+    const char *node)
 {
-	char path[1300];
+	char path[1300], *env = NULL;
 	struct stat st;
+	size_t n = 0;
 
 	snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home, node,
 	    module);
-	return stat(path, &st) != 0;
+	if (stat(path, &st) == 0)
+		return 0;
+	if (tl_rx_env(rx, t, module, node, &env, &n) != 0)
+		return 1;	/* let the delivery find out */
+	tl_secret_wipe(env, n);
+	free(env);
+	return n > 0;
 }
 
 static struct work *
@@ -718,16 +742,21 @@ gather_one(const struct tl_grant *g, void *arg)
 			snprintf(holder, sizeof(holder), "%s@%s", g->module,
 			    nl.v[i]);
 			if (tl_grant_delivered(ga->t, ga->p, g->id, holder) !=
-			    g->version || env_missing(ps->rx, g->module,
-			    nl.v[i]))
+			    g->version || env_missing(ps->rx, ga->t,
+			    g->module, nl.v[i]))
 				kind = W_DELIVER;
 		}
 		tl_nodelist_free(&nl);
 	}
 	if (kind == 0)
 		return 0;
-	if (kind != W_DELIVER && (bo = tl_rx_backoff_find(ps->rx, g->provider,
-	    0)) != NULL && bo->next_ns > ps->now) {
+	/*
+	 * A provider in backoff waits; so does a delivery while writing
+	 * the files fails (a full disk): retrying at once would spin.
+	 */
+	if ((bo = tl_rx_backoff_find(ps->rx, kind == W_DELIVER ?
+	    TL_RX_FILES_BACKOFF : g->provider, 0)) != NULL &&
+	    bo->next_ns > ps->now) {
 		ps->pending++;
 		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
 			ps->next_ns = bo->next_ns;
@@ -1296,10 +1325,34 @@ pass_free(struct pass *ps)
 	}
 	free(ps->w);
 	free(ps->pv);
+	free(ps->fn);
+}
+
+/* Writes one env file and notes how that went (ENOMEM: not noted). */
+static int
+write_one(struct pass *ps, struct tl_txn *t, const char *module,
+    const char *node)
+{
+	struct file_note *f;
+	int rc = tl_rx_write_env(ps->rx, t, module, node);
+
+	if (ps->nfn == ps->capfn) {
+		size_t cap = ps->capfn ? ps->capfn * 2 : 8;
+
+		if ((f = realloc(ps->fn, cap * sizeof(*f))) == NULL)
+			return rc;
+		ps->fn = f;
+		ps->capfn = cap;
+	}
+	f = &ps->fn[ps->nfn++];
+	snprintf(f->module, sizeof(f->module), "%s", module);
+	snprintf(f->node, sizeof(f->node), "%s", node);
+	f->rc = rc;
+	return rc;
 }
 
 struct holder_arg {
-	struct tl_rx	*rx;
+	struct pass	*ps;
 	struct tl_txn	*t;
 	const char	*module;
 	int		 rc;
@@ -1316,7 +1369,7 @@ rewrite_holder(const char *rest, const void *val, size_t vlen, void *arg)
 	(void)vlen;
 	if (at == NULL)
 		return 0;
-	if ((rc = tl_rx_write_env(ha->rx, ha->t, ha->module, at + 1)) != 0 &&
+	if ((rc = write_one(ha->ps, ha->t, ha->module, at + 1)) != 0 &&
 	    ha->rc == 0)
 		ha->rc = rc;
 	return 0;
@@ -1345,7 +1398,7 @@ write_files(struct pass *ps)
 			continue;
 		if (strcmp(g.state, GRANT_REVOKED) == 0) {
 			/* Its holders may be gone: rewrite what they had. */
-			struct holder_arg ha = { ps->rx, t, g.module, 0 };
+			struct holder_arg ha = { ps, t, g.module, 0 };
 			S(k);
 
 			if (tl_key(k, "d/%s/", g.id) == 0)
@@ -1358,8 +1411,8 @@ write_files(struct pass *ps)
 		if (tl_rx_grant_holders(t, &p, &g, &nl) != 0)
 			continue;
 		for (j = 0; j < nl.n; j++)
-			if ((rc = tl_rx_write_env(ps->rx, t, g.module,
-			    nl.v[j])) != 0 && first == 0)
+			if ((rc = write_one(ps, t, g.module, nl.v[j])) != 0 &&
+			    first == 0)
 				first = rc;
 		tl_nodelist_free(&nl);
 	}
@@ -1367,6 +1420,124 @@ write_files(struct pass *ps)
 out:
 	tl_log_abort(t);
 	return rc;
+}
+
+/* Would note_files change the scratch table? */
+static int
+files_changed(struct pass *ps)
+{
+	struct tl_txn *t;
+	const void *v;
+	size_t i, n;
+	tl_kv kv;
+	int changed = 0;
+
+	if (tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t) != 0)
+		return 1;
+	if (tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv) != 0) {
+		/* No table yet: only a failure has anything to note. */
+		for (i = 0; i < ps->nfn; i++)
+			if (ps->fn[i].rc != 0)
+				changed = 1;
+		goto out;
+	}
+	for (i = 0; i < ps->nfn && !changed; i++) {
+		struct file_note *f = &ps->fn[i];
+		char k[140];
+		const char *why = tl_strerror(f->rc);
+		int kl = snprintf(k, sizeof(k), "%s/%s", f->node, f->module);
+		int have;
+
+		if (kl < 0 || (size_t)kl >= sizeof(k))
+			continue;
+		have = tl_kv_get(t, kv, k, (size_t)kl, &v, &n) == 0;
+		if (f->rc == 0 ? have : !have || n != strlen(why) ||
+		    memcmp(v, why, n) != 0)
+			changed = 1;
+	}
+out:
+	tl_log_abort(t);
+	return changed;
+}
+
+/*
+ * Notes in the scratch table which env files could not be written (so
+ * that tally status can say so) and forgets those written since.  The
+ * log's own disk may be the full one: then this fails too, and the
+ * failure is only logged.
+ */
+static int
+note_files(struct pass *ps)
+{
+	struct tl_txn *t;
+	tl_kv kv;
+	size_t i;
+	int rc;
+
+	if (ps->nfn == 0 || !files_changed(ps))
+		return 0;	/* the usual case: no commit, no fsync */
+	if ((rc = tl_log_begin(ps->rx->log, 0, &t)) != 0)
+		return rc;
+	if ((rc = tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv)) != 0)
+		goto fail;
+	for (i = 0; i < ps->nfn; i++) {
+		struct file_note *f = &ps->fn[i];
+		char k[140];
+		const char *why;
+		int n = snprintf(k, sizeof(k), "%s/%s", f->node, f->module);
+
+		if (n < 0 || (size_t)n >= sizeof(k))
+			continue;
+		if (f->rc == 0)
+			rc = tl_kv_del(t, kv, k, (size_t)n);
+		else {
+			why = tl_strerror(f->rc);
+			rc = tl_kv_put(t, kv, k, (size_t)n, why, strlen(why));
+		}
+		if (rc != 0 && rc != TL_ENOTFOUND)
+			goto fail;
+	}
+	return tl_log_commit(t);
+fail:
+	tl_log_abort(t);
+	return rc;
+}
+
+/*
+ * After a pass has written its files: a failure backs off like a
+ * provider's (the deliveries wait; retrying at once would spin on a
+ * full disk) and is logged when it starts or changes, not every pass;
+ * its end is logged once too.
+ */
+static void
+files_outcome(struct pass *ps, int rc)
+{
+	struct tl_rx *rx = ps->rx;
+	size_t i;
+	int nrc;
+
+	if (rc != 0) {
+		tl_rx_backoff_fail(rx, TL_RX_FILES_BACKOFF);
+		if (rc != rx->files_rc)
+			tl_rx_log(rx, TL_RX_WARN, "delivery files: %s (retrying "
+			    "with backoff; tally status names the files)",
+			    tl_strerror(rc));
+		for (i = 0; i < ps->nw; i++)
+			if (ps->w[i].kind == W_DELIVER && ps->w[i].rc == 0) {
+				ps->w[i].rc = rc;	/* not done */
+				ps->pending++;
+			}
+	} else if (ps->nfn > 0) {
+		tl_rx_backoff_ok(rx, TL_RX_FILES_BACKOFF);
+		if (rx->files_rc != 0)
+			tl_rx_log(rx, TL_RX_INFO, "delivery files: writable "
+			    "again");
+	}
+	if (rc != 0 || ps->nfn > 0)
+		rx->files_rc = rc;
+	if ((nrc = note_files(ps)) != 0 && rc == 0)
+		tl_rx_log(rx, TL_RX_WARN, "noting delivery files: %s",
+		    tl_strerror(nrc));
 }
 
 int
@@ -1422,9 +1593,7 @@ tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	}
 	if ((rc = tl_log_write(rx->log, outcomes_cb, &ps)) != 0)
 		goto out;
-	if ((rc = write_files(&ps)) != 0)
-		tl_rx_log(rx, TL_RX_WARN, "delivery files: %s",
-		    tl_strerror(rc));
+	files_outcome(&ps, write_files(&ps));
 	for (i = 0; i < ps.nw; i++)
 		if (ps.w[i].rc == 0)
 			(*done)++;
@@ -1470,6 +1639,25 @@ tl_rx_files_for(struct tl_rx *rx, const char *grant)
 		rc = tl_rx_write_env(rx, t, g.module, nl.v[i]);
 	tl_nodelist_free(&nl);
 out:
+	tl_log_abort(t);
+	return rc;
+}
+
+int
+tl_rx_healthy(struct tl_rx *rx, int *healthy)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	json_t *doc = NULL;
+	int rc;
+
+	*healthy = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_proj_open(t, &p)) == 0 &&
+	    (rc = tl_status_all(t, &p, &doc)) == 0)
+		*healthy = tl_status_healthy(doc);
+	json_decref(doc);
 	tl_log_abort(t);
 	return rc;
 }

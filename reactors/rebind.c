@@ -53,6 +53,8 @@ struct mstep {
 	int			 loaded;	/* from and to */
 	int			 from_gone;	/* the old provider is no more */
 	int			 rc;
+	uint64_t		 bytes;		/* the old data kept, retired */
+	int			 have_bytes;
 	char			 step[16];
 	char			 why[TL_DRV_WHY_MAX];
 	char			 cleanup[TL_DRV_WHY_MAX];
@@ -383,6 +385,26 @@ on_provider(const struct tl_rx_prov *pv, int what,
 	return rc;
 }
 
+/* The size of dg's data on pv (best effort: a listing, not a step). */
+static int
+size_on(const struct tl_rx_prov *pv, const struct tl_drv_grant *dg,
+    uint64_t *bytes, char *why)
+{
+	const struct tl_drv_ops *ops = pv->ops;
+	struct tl_drv_admin a;
+	void *h = NULL;
+	int rc;
+
+	if (ops->size == NULL)
+		return TL_EINVAL;
+	admin_of(pv, &a);
+	if ((rc = ops->open(&a, &h, why)) != 0)
+		return rc;
+	rc = ops->size(h, dg, bytes, why);
+	ops->close(h);
+	return rc;
+}
+
 static void
 call_driver(struct mstep *st)
 {
@@ -443,8 +465,12 @@ call_driver(struct mstep *st)
 		    why)) != 0)
 			say(st->why, "revoking \"%s\" on "
 			    "%s: %s", st->ologin, st->r.from, why);
-		else
+		else {
 			say(st->cleanup, "%s", why);
+			/* What is kept, for tally grants --revoked. */
+			st->have_bytes = size_on(&st->from, &gold, &st->bytes,
+			    why) == 0;
+		}
 		break;
 	case OP_REVERT:
 		if (st->r.issued_seq == 0) {
@@ -566,6 +592,8 @@ outcome_cb(struct tl_txn *t, void *arg)
 			tl_body_str(&b, "user", cur.old_user);
 			tl_body_str(&b, "policy", "retain");
 			tl_body_str(&b, "how", st->cleanup);
+			if (st->have_bytes)
+				tl_body_u64(&b, "size", st->bytes);
 			rc = tl_emit(&c, EV_REBIND_COMPLETED, stream, &b, NULL);
 		} else if (st->op == OP_REVERT && st->rc == 0 &&
 		    strcmp(cur.state, MV_FAILED) == 0) {

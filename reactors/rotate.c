@@ -362,40 +362,6 @@ struct due_arg {
 	size_t			 n;
 };
 
-static uint64_t
-max_age(struct tl_txn *t, const struct tl_proj *p, const struct tl_grant *g)
-{
-	struct tl_rec r;
-	struct tl_bnode types;
-	uint64_t age = 0;
-	S(k);
-	size_t i;
-
-	/* The requirement's own age wins over the provider's default. */
-	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
-	    tl_rec_get(t, p->graph, k, &r) == 0) {
-		age = tl_bn_getu64(r.m, "max_age", 0);
-		tl_rec_close(&r);
-	}
-	if (age != 0)
-		return age;
-	if (tl_key(k, "p/%s", g->provider) == 0 &&
-	    tl_rec_get(t, p->graph, k, &r) == 0) {
-		if (tl_bn_get(r.m, "types", &types) == 0)
-			for (i = 0; i < tl_bn_len(types); i++) {
-				char ty[64] = "";
-
-				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
-				    sizeof(ty));
-				if (strcmp(ty, g->type) == 0)
-					age = tl_bn_getu64(tl_bn_at(types, i),
-					    "max_age", 0);
-			}
-		tl_rec_close(&r);
-	}
-	return age;
-}
-
 /* Rotations running or about to start on provider (the schedule's cap). */
 static unsigned
 running_on(struct due_arg *da, const char *provider)
@@ -429,7 +395,7 @@ due_one(const struct tl_grant *g, void *arg)
 		return 0;
 	if (tl_rot_get(da->t, da->p, g->id, &r) == 0)
 		return 0;
-	if ((age = max_age(da->t, da->p, g)) == 0)
+	if ((age = tl_rot_max_age(da->t, da->p, g)) == 0)
 		return 0;
 	/* The credential's birth is its intent's time. */
 	if (tl_log_get(da->t, g->intent_seq, &ev) != 0)

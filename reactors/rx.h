@@ -43,6 +43,8 @@ struct tl_rx {
 	struct tl_rx_pub	*pub;		/* the publisher's (publish.c) */
 	struct tl_rx_copy	*copies;	/* moves' copies (rebind.c) */
 	struct tl_rx_mig	*migs;		/* migrations running (migrate.c) */
+	/* The delivery files' failure now (0: none): logged when it changes. */
+	int			 files_rc;
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */
@@ -131,14 +133,40 @@ void	tl_rx_publish_stop(struct tl_rx *rx);
  * policies call for, recorded only when something changed.  *checked
  * and *unhealthy count this pass; *next_ns is when the next is due.
  */
+/*
+ * What one check found and what was done about it (tally check prints
+ * it).  drift: "" healthy, a drift kind (credential-mismatch,
+ * privileges-changed, missing-resource), or "unchecked" when the
+ * provider could not be asked; reason: the driver's words (never a
+ * secret); action: what was done, "" for nothing; repaired: the drift
+ * was repaired and the grant is healthy now.  Borrowed for the call.
+ */
+struct tl_rx_finding {
+	const char	*grant;
+	const char	*provider;
+	const char	*drift;
+	const char	*reason;
+	const char	*action;
+	int		 repaired;
+};
+
 struct tl_rx_verify_opts {
 	const char	*grant;		/* only this grant */
 	const char	*provider;	/* only this provider's grants */
 	int		 force;		/* due or not */
 	uint64_t	 interval_ns;	/* between checks of one grant */
+	/* Each grant checked, once its outcome is recorded; NULL: none. */
+	void		(*report)(void *arg, const struct tl_rx_finding *f);
+	void		*report_arg;
 };
 int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns);
+
+/*
+ * Is the whole mesh healthy, as tally status says (tallyd --once's
+ * exit code)?  *healthy is 0 on an error too.
+ */
+int	tl_rx_healthy(struct tl_rx *rx, int *healthy);
 
 /*
  * The environment of assignment module@node: every variable mapped by

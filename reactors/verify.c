@@ -486,7 +486,17 @@ static int
 provider_outcome(struct tl_ctx *c, struct vprov *v)
 {
 	char reason[TL_DRV_WHY_MAX + 400], hint[400];
+	size_t i;
 
+	/*
+	 * The admin got in (superusers have reserved slots) but a
+	 * consumer's login found no room: the provider is unavailable to
+	 * its consumers, which is an outage, not drift.
+	 */
+	for (i = 0; v->open_rc == 0 && i < v->nc; i++)
+		if (v->c[i]->rc == TL_EUNREACH)
+			return tl_rx_provider_down(c, v->pv.id, 0,
+			    v->c[i]->why);
 	if (v->open_rc == 0)
 		return tl_rx_provider_up(c, v->pv.id);
 	auth_hint(v, hint, sizeof(hint));
@@ -657,6 +667,46 @@ outcomes_cb(struct tl_txn *t, void *arg)
 	return tl_ctx_end(&c);
 }
 
+/* Tells o->report what ck found and what was done (recorded by now). */
+static void
+report(const struct tl_rx_verify_opts *o, const struct check *ck)
+{
+	struct tl_rx_finding f;
+	char action[TL_DRV_WHY_MAX + 64];
+
+	memset(&f, 0, sizeof(f));
+	f.grant = ck->g.id;
+	f.provider = ck->g.provider;
+	f.reason = ck->why;
+	f.action = action;
+	action[0] = '\0';
+	if (ck->rc != 0) {
+		f.drift = "unchecked";
+		snprintf(action, sizeof(action), "none: the provider could "
+		    "not be asked");
+	} else if (ck->drift == TL_DRIFT_NONE) {
+		f.drift = "";
+		f.reason = "";
+	} else if (ck->drift == TL_DRIFT_MISSING) {
+		f.drift = drift_kind(ck->drift);
+		snprintf(action, sizeof(action), "not recreated (that would "
+		    "hide the data loss): tally repair %s recreates it",
+		    ck->g.id);
+	} else {
+		f.drift = drift_kind(ck->drift);
+		f.repaired = ck->repair_rc == 0;
+		if (f.repaired)
+			snprintf(action, sizeof(action), "repaired: %s",
+			    ck->drift == TL_DRIFT_CREDENTIAL ? "the recorded "
+			    "credential was set again from the admin side" :
+			    "attributes, ownership and privileges were reset");
+		else
+			snprintf(action, sizeof(action), "repair failed: %s",
+			    ck->repair_why);
+	}
+	o->report(o->report_arg, &f);
+}
+
 int
 tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
     unsigned *checked, unsigned *unhealthy, uint64_t *next_ns)
@@ -696,6 +746,9 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 		goto out;
 	*checked = (unsigned)ps.nc;
 	*unhealthy = oa.unhealthy;
+	if (o->report != NULL)
+		for (i = 0; i < ps.nc; i++)
+			report(o, &ps.c[i]);
 out:
 	*next_ns = ps.next_ns;
 	for (i = 0; i < ps.nc; i++)

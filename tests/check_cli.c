@@ -449,6 +449,41 @@ react(const char *type, const char *grant, const char *provider)
 	tl_log_close(log);
 }
 
+/* Any event, as a reactor would append it: type on stream with body b. */
+struct emit_arg {
+	const char	*type;
+	const char	*stream;
+	struct tl_body	*b;
+};
+
+static int
+emit_cb(struct tl_txn *t, void *arg)
+{
+	struct emit_arg *ea = arg;
+	struct tl_ctx c;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, "test:reactor")) != 0)
+		return rc;
+	if ((rc = tl_emit(&c, ea->type, ea->stream, ea->b, NULL)) == 0)
+		rc = tl_ctx_end(&c);
+	return rc;
+}
+
+static void
+emit_ev(const char *type, const char *stream, struct tl_body *b)
+{
+	struct emit_arg ea = { type, stream, b };
+	struct tl_log *log;
+	char *dir = log_dir();
+
+	ck_assert_int_eq(tl_log_open(dir, 0, &log), 0);
+	free(dir);
+	ck_assert_int_eq(tl_log_write(log, emit_cb, &ea), 0);
+	tl_log_close(log);
+	tl_body_reset(b);
+}
+
 /*
  * Validation: apply FILE must exit 4 naming file:line and the field,
  * and append nothing.
@@ -1367,6 +1402,245 @@ START_TEST(test_seed_at_seq)
 }
 END_TEST
 
+/*
+ * The headline of a module and of an assignment is the worst of its
+ * grants: an assignment announced ready whose grant then fails, whose
+ * provider becomes unreachable, whose holder a forced rotation cut off,
+ * or whose grant goes missing is "unhealthy" (with the reason on the
+ * requirement) and status exits 6; each clears when its cause does.
+ */
+static void
+ck_unhealthy(int line, const char *needle)
+{
+	json_t *st = status_of("game", NULL);
+	const json_t *r = st_req(st, "node-a", "db");
+
+	ck_assert_msg(strcmp(jstr(st, "state"), "unhealthy") == 0,
+	    "line %d: module state %s, want unhealthy", line,
+	    jstr(st, "state"));
+	ck_assert_msg(strcmp(st_asg_state(st, "node-a"), "unhealthy") == 0,
+	    "line %d: assignment state %s, want unhealthy", line,
+	    st_asg_state(st, "node-a"));
+	ck_assert_msg(strstr(jstr(r, "reason"), needle) != NULL,
+	    "line %d: reason '%s' does not say '%s'", line, jstr(r, "reason"),
+	    needle);
+	json_decref(st);
+	expect(line, 6, "status", "game", (const char *)NULL);
+	expect(line, 6, "status", (const char *)NULL);
+}
+
+static void
+ck_ready(int line)
+{
+	json_t *st = status_of("game", NULL);
+
+	ck_assert_msg(strcmp(st_asg_state(st, "node-a"), "ready") == 0,
+	    "line %d: assignment state %s, want ready", line,
+	    st_asg_state(st, "node-a"));
+	json_decref(st);
+	expect(line, 0, "status", "game", (const char *)NULL);
+}
+
+START_TEST(test_headline_worst_grant)
+{
+	struct tl_body b;
+
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "game", "node-a");
+	react(EV_GRANT_PROVISIONING, "game/db", "node-a/postgres");
+	react(EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
+	tl_body_init(&b);
+	tl_body_str(&b, "module", "game");
+	tl_body_str(&b, "node", "node-a");
+	emit_ev("assignment.ready", "assignment/game@node-a", &b);
+	/* The env file tallyd would have written: status checks for it. */
+	{
+		char d[1200];
+
+		snprintf(d, sizeof(d), "%s/deliver", H.home);
+		ck_assert_int_eq(mkdir(d, 0700), 0);
+		snprintf(d, sizeof(d), "%s/deliver/node-a", H.home);
+		ck_assert_int_eq(mkdir(d, 0700), 0);
+		mf("deliver/node-a/game.env", "DB_HOST=127.0.0.1\n");
+	}
+	ck_ready(__LINE__);
+
+	/* The provider becomes unreachable. */
+	tl_body_str(&b, "id", "node-a/postgres");
+	tl_body_str(&b, "reason", "connection refused");
+	tl_body_str(&b, "kind", "provider-unreachable");
+	emit_ev(EV_PROVIDER_UNREACHABLE, "provider/node-a/postgres", &b);
+	ck_unhealthy(__LINE__, "unreachable");
+	tl_body_str(&b, "id", "node-a/postgres");
+	emit_ev("provider.recovered", "provider/node-a/postgres", &b);
+	ck_ready(__LINE__);
+
+	/* The grant fails (a repair that could not be made, say). */
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_str(&b, "reason", "permission denied");
+	emit_ev(EV_GRANT_FAILED, "grant/game/db", &b);
+	ck_unhealthy(__LINE__, "permission denied");
+	react(EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
+	ck_ready(__LINE__);
+
+	/* A forced rotation cuts the holder off. */
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_u64(&b, "from", 1);
+	tl_body_u64(&b, "to", 2);
+	tl_body_u64(&b, "deadline_ns", 1);
+	tl_body_str(&b, "reason", "operator");
+	emit_ev("rotation.started", "grant/game/db", &b);
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_u64(&b, "version", 2);
+	tl_body_str(&b, "user", "u2");
+	emit_ev("credential.activated", "grant/game/db", &b);
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_u64(&b, "version", 1);
+	tl_body_str(&b, "user", "u1");
+	tl_body_bool(&b, "forced", 1);
+	tl_body_arr(&b, "cut_off");
+	tl_body_str(&b, NULL, "game@node-a");
+	tl_body_end(&b);
+	emit_ev("credential.retired", "grant/game/db", &b);
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_u64(&b, "version", 2);
+	emit_ev("rotation.completed", "grant/game/db", &b);
+	ck_unhealthy(__LINE__, "cut off");
+	T_OK("ack", "node-a", "game", "2");
+	ck_ready(__LINE__);
+
+	/* The database goes missing. */
+	tl_body_str(&b, "grant", "game/db");
+	tl_body_str(&b, "reason", "database is missing");
+	tl_body_str(&b, "message", "gone");
+	emit_ev(EV_GRANT_MISSING, "grant/game/db", &b);
+	ck_unhealthy(__LINE__, "missing");
+	tl_body_free(&b);
+}
+END_TEST
+
+/*
+ * tally status without a module ends with what must not be forgotten:
+ * a revoked grant's retained data (and how much), a rotation waiting
+ * and on whom, a holder cut off, a scheduled rotation overdue.
+ */
+static const json_t *
+attn_entry(const json_t *at, const char *list, const char *grant)
+{
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(json_object_get(at, list), i, e)
+		if (strcmp(jstr(e, "grant"), grant) == 0)
+			return e;
+	return NULL;
+}
+
+static void
+db_module(const char *name, const char *extra)
+{
+	char text[512], file[80];
+
+	snprintf(text, sizeof(text), "module: %s\nrequires:\n"
+	    "  db: {type: postgres-database, from: postgres%s}\n", name,
+	    extra);
+	snprintf(file, sizeof(file), "%s.yaml", name);
+	T_OK("apply", mf(file, text));
+	T_OK("assign", name, "node-a");
+	snprintf(file, sizeof(file), "%s/db", name);
+	react(EV_GRANT_PROVISIONING, file, "node-a/postgres");
+	react(EV_GRANT_PROVISIONED, file, "node-a/postgres");
+}
+
+START_TEST(test_status_attention)
+{
+	struct tl_body b;
+	json_t *st;
+	const json_t *at, *e;
+
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	db_module("keep", "");
+	db_module("turn", "");
+	db_module("cut", "");
+	db_module("old", ", max-credential-age: 1s");
+	tl_body_init(&b);
+	/* keep: removed, its data retained (5 MiB). */
+	T_OK("remove", "keep");
+	tl_body_str(&b, "grant", "keep/db");
+	tl_body_str(&b, "policy", "retain");
+	tl_body_u64(&b, "size", 5 * 1048576);
+	emit_ev(EV_GRANT_REVOKED, "grant/keep/db", &b);
+	/* turn: a rotation waiting on its holder. */
+	tl_body_str(&b, "grant", "turn/db");
+	tl_body_u64(&b, "from", 1);
+	tl_body_u64(&b, "to", 2);
+	tl_body_u64(&b, "deadline_ns", 0);
+	tl_body_str(&b, "reason", "operator");
+	emit_ev("rotation.started", "grant/turn/db", &b);
+	tl_body_str(&b, "grant", "turn/db");
+	tl_body_u64(&b, "version", 2);
+	tl_body_str(&b, "user", "u2");
+	emit_ev("credential.activated", "grant/turn/db", &b);
+	/* cut: a forced rotation cut its holder off. */
+	tl_body_str(&b, "grant", "cut/db");
+	tl_body_u64(&b, "from", 1);
+	tl_body_u64(&b, "to", 2);
+	tl_body_u64(&b, "deadline_ns", 1);
+	tl_body_str(&b, "reason", "operator");
+	emit_ev("rotation.started", "grant/cut/db", &b);
+	tl_body_str(&b, "grant", "cut/db");
+	tl_body_u64(&b, "version", 1);
+	tl_body_str(&b, "user", "u1");
+	tl_body_bool(&b, "forced", 1);
+	tl_body_arr(&b, "cut_off");
+	tl_body_str(&b, NULL, "cut@node-a");
+	tl_body_end(&b);
+	emit_ev("credential.retired", "grant/cut/db", &b);
+	tl_body_str(&b, "grant", "cut/db");
+	tl_body_u64(&b, "version", 2);
+	emit_ev("rotation.completed", "grant/cut/db", &b);
+	tl_body_free(&b);
+	/* old: its credential outlives max-credential-age 1s. */
+	usleep(1200 * 1000);
+
+	run_argv((const char *[]){ "status", "--json", NULL });
+	ck_assert_int_eq(H.code, 6);	/* cut's holder is cut off */
+	st = out_json();
+	at = json_object_get(st, "attention");
+	ck_assert_msg(at != NULL, "no attention in:\n%s", H.out);
+	ck_assert_ptr_nonnull(e = attn_entry(at, "retained", "keep/db"));
+	ck_assert_int_eq(json_integer_value(json_object_get(e, "bytes")),
+	    5 * 1048576);
+	ck_assert_str_eq(jstr(e, "provider"), "node-a/postgres");
+	ck_assert_ptr_nonnull(e = attn_entry(at, "rotations_waiting",
+	    "turn/db"));
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(e,
+	    "waiting_on"), 0)), "node-a/turn");
+	ck_assert_ptr_nonnull(e = attn_entry(at, "cut_off", "cut/db"));
+	ck_assert_str_eq(jstr(e, "holder"), "node-a/cut");
+	ck_assert_int_eq(json_integer_value(json_object_get(e, "version")), 2);
+	ck_assert_ptr_nonnull(e = attn_entry(at, "rotations_overdue",
+	    "old/db"));
+	ck_assert_int_eq(json_integer_value(json_object_get(e, "max_age_s")),
+	    1);
+	ck_assert_ptr_null(attn_entry(at, "rotations_overdue", "turn/db"));
+	ck_assert_ptr_null(attn_entry(at, "retained", "old/db"));
+	json_decref(st);
+	/* In words too. */
+	T_EXIT(6, "status");
+	ck_out_has("not to forget:");
+	ck_out_has("retained data: keep/db on node-a/postgres");
+	ck_out_has("5.0 MiB");
+	ck_out_has("rotation of turn/db (v1 → v2) waiting on node-a/turn");
+	ck_out_has("cut off: node-a/cut from cut/db (has not acknowledged v2)");
+	ck_out_has("rotation overdue: old/db");
+}
+END_TEST
+
 START_TEST(test_seed_revocation)
 {
 	struct tl_grant g;
@@ -1814,6 +2088,8 @@ cli_suite(void)
 	tcase_add_test(tc, test_seed_second_provider);
 	tcase_add_test(tc, test_seed_embedded_private);
 	tcase_add_test(tc, test_seed_nothing_vs_pending);
+	tcase_add_test(tc, test_headline_worst_grant);
+	tcase_add_test(tc, test_status_attention);
 	tcase_add_test(tc, test_seed_apply_changes_only);
 	tcase_add_test(tc, test_seed_dry_run);
 	tcase_add_test(tc, test_seed_revocation);

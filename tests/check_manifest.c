@@ -872,6 +872,41 @@ START_TEST(test_unknown_field)
 }
 END_TEST
 
+/*
+ * A field the type's driver never produces would be delivered as
+ * nothing (and made tallyd loop): refused, naming the field and the
+ * fields the driver declares.  A type with no driver is checked only
+ * against the general list (test_unknown_field).
+ */
+START_TEST(test_field_of_type)
+{
+	ck_assert_only_error("module: g\n"
+	    "env: {V: \"\", H: \"\"}\n"
+	    "requires:\n"
+	    "  db:\n"
+	    "    type: postgres-database\n"
+	    "    from: postgres\n"
+	    "    env:\n"
+	    "      host: H\n"
+	    "      vhost: V\n", 9, "requires.db.env.vhost",
+	    "type postgres-database (driver postgres) does not produce "
+	    "connection field 'vhost'; it produces host, port, database, "
+	    "user, password, url");
+	ck_assert_only_error("module: g\n"
+	    "env: {P: \"\"}\n"
+	    "embedded:\n"
+	    "  v: {type: postgres-database, env: {path: P}}\n", 4,
+	    "embedded.v.env.path", "does not produce connection field "
+	    "'path'");
+	parse_text("module: g\n"
+	    "env: {U: \"\", L: \"\"}\n"
+	    "requires:\n"
+	    "  db: {type: postgres-database, from: postgres, env: {user: U,"
+	    " url: L}}\n");
+	ck_assert_parsed();
+}
+END_TEST
+
 START_TEST(test_drivers)
 {
 	const char *text;
@@ -1395,6 +1430,7 @@ manifest_suite(void)
 	tcase_add_test(tc, test_error_format);
 	tcase_add_test(tc, test_escaping);
 	tcase_add_test(tc, test_bad_args);
+	tcase_add_test(tc, test_field_of_type);
 	tcase_add_test(tc, test_enum_names);
 	suite_add_tcase(s, tc);
 	return s;

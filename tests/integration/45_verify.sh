@@ -96,7 +96,7 @@ t_say "healthy checks append no events"
 t_check "tally check --all and tally status exit 0 when all is well"
 t_expect_exit 0 "tally check --all (healthy)" tly check --all
 said=$(tail -n 1 "$W/last.out")
-[ "$said" = "checked 3 grant(s): 0 not healthy" ] ||
+[ "$said" = "checked 3 grant(s): 0 repaired, 0 not healthy" ] ||
 	t_fail "tally check --all says: $said"
 t_expect_exit 0 "tally status (healthy)" tly status
 t_ok "tally check --all: exit 0, $said; tally status: exit 0"

@@ -2,6 +2,7 @@
  * cmd_check.c - tally check: verify grants now; tally repair: recreate
  * a missing one deliberately.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -22,7 +23,10 @@ static const char check_usage[] =
 "credential logs in on the routable name, roles and privileges are what\n"
 "tally set.  A frozen password or changed privileges are repaired from\n"
 "the admin side; a missing database is reported, never recreated (see\n"
-"tally repair).  Exits 6 when anything is not healthy.\n";
+"tally repair).  Each grant's line says what was found and what was\n"
+"done (--json: \"found\": {drift, reason, action, repaired}).\n"
+"Exits 0 when nothing needed attention, 8 when drift was found and\n"
+"repaired (healthy now), 6 when anything is still not healthy.\n";
 
 static const char repair_usage[] =
 "usage: tally repair GRANT\n"
@@ -34,8 +38,25 @@ static const char repair_usage[] =
 struct show_arg {
 	const struct tl_rx_verify_opts *o;
 	json_t	*out;
+	json_t	*found;		/* grant -> what this check found */
 	int	 bad;
+	unsigned repaired;
 };
+
+static void
+found(void *arg, const struct tl_rx_finding *f)
+{
+	struct show_arg *sa = arg;
+
+	/* Healthy; or unchecked, which the provider's outage line says. */
+	if (f->drift[0] == '\0' || strcmp(f->drift, "unchecked") == 0)
+		return;
+	if (f->repaired)
+		sa->repaired++;
+	json_object_set_new(sa->found, f->grant, json_pack(
+	    "{s:s,s:s,s:s,s:b}", "drift", f->drift, "reason", f->reason,
+	    "action", f->action, "repaired", f->repaired));
+}
 
 static int
 one(const struct tl_grant *g, void *arg)
@@ -91,6 +112,9 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		}
 		json_object_set_new((json_t *)e, "checks", json_integer(
 		    (json_int_t)count));
+		if (json_object_get(sa->found, id) != NULL)
+			json_object_set((json_t *)e, "found",
+			    json_object_get(sa->found, id));
 	}
 	if (cli->json) {
 		json_dumpf(sa->out, stdout, JSON_COMPACT);
@@ -99,11 +123,20 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		json_array_foreach(sa->out, i, e) {
 			const char *d = json_string_value(json_object_get(e,
 			    "drift"));
+			const json_t *fd = json_object_get(e, "found");
 
-			printf("%-32s %-12s %s%s\n", json_string_value(
+			printf("%-32s %-12s ", json_string_value(
 			    json_object_get(e, "grant")), json_string_value(
-			    json_object_get(e, "state")), *d ? "drift: " :
-			    "healthy", d);
+			    json_object_get(e, "state")));
+			if (fd != NULL)
+				printf("found %s: %s; %s\n", json_string_value(
+				    json_object_get(fd, "drift")),
+				    json_string_value(json_object_get(fd,
+				    "reason")), json_string_value(
+				    json_object_get(fd, "action")));
+			else
+				printf("%s%s\n", *d ? "drift: " : "healthy",
+				    d);
 		}
 	json_decref(sa->out);
 	return TL_EXIT_OK;
@@ -119,7 +152,7 @@ cmd_check(struct tl_cli *cli, int argc, char **argv)
 		{ 0 }
 	};
 	struct tl_rx_verify_opts o;
-	struct show_arg sa = { NULL, NULL, 0 };
+	struct show_arg sa = { NULL, NULL, NULL, 0, 0 };
 	struct tl_rx rx;
 	char path[1200], why[160] = "";
 	unsigned checked = 0, bad = 0;
@@ -156,22 +189,35 @@ cmd_check(struct tl_cli *cli, int argc, char **argv)
 		cli_errx("master key: %s", why[0] ? why : tl_strerror(rc));
 		return TL_EXIT_FAIL;
 	}
+	if ((sa.found = json_object()) == NULL) {
+		tl_rx_free(&rx);
+		return cli_fail(cli, ENOMEM, "check");
+	}
+	o.report = found;
+	o.report_arg = &sa;
 	rc = tl_rx_verify(&rx, &o, &checked, &bad, &next);
 	tl_rx_free(&rx);
-	if (rc != 0)
+	if (rc != 0) {
+		json_decref(sa.found);
 		return cli_fail(cli, rc, "check");
+	}
 	sa.o = &o;
-	if ((ex = cli_read(cli, 0, show, &sa)) != 0)
+	ex = cli_read(cli, 0, show, &sa);
+	json_decref(sa.found);
+	if (ex != 0)
 		return ex;
 	if (!cli->json)
-		printf("checked %u grant(s): %u not healthy\n", checked,
-		    bad + (unsigned)(sa.bad > (int)bad ? sa.bad - (int)bad :
-		    0));
+		printf("checked %u grant(s): %u repaired, %u not healthy\n",
+		    checked, sa.repaired, bad + (unsigned)(sa.bad > (int)bad ?
+		    sa.bad - (int)bad : 0));
 	if (o.grant != NULL && checked == 0 && sa.bad == 0) {
 		cli_errx("no provisioned grant %s", o.grant);
 		return TL_EXIT_NOTFOUND;
 	}
-	return bad > 0 || sa.bad > 0 ? TL_EXIT_UNHEALTHY : TL_EXIT_OK;
+	/* Like fsck: repaired is not "nothing needed attention". */
+	if (bad > 0 || sa.bad > 0)
+		return TL_EXIT_UNHEALTHY;
+	return sa.repaired > 0 ? TL_EXIT_REPAIRED : TL_EXIT_OK;
 }
 
 static int

@@ -117,7 +117,9 @@ one(const struct tl_grant *g, void *arg)
 	struct list_arg *la = arg;
 	char state[64];
 
+	/* Being purged is still there: listed until the purge is done. */
 	if (la->revoked && strcmp(g->state, GRANT_REVOKED) != 0 &&
+	    strcmp(g->state, GRANT_PURGING) != 0 &&
 	    strcmp(g->state, GRANT_PURGED) != 0)
 		return 0;
 	if (strcmp(g->state, GRANT_REVOKED) == 0 &&

@@ -169,12 +169,14 @@ strip_operational(json_t *doc)
 	n = mods != NULL ? json_array_size(mods) : 1;
 	for (i = 0; i < n; i++) {
 		m = mods != NULL ? json_array_get(mods, i) : one[0];
-		json_array_foreach(json_object_get(m, "assignments"), j, a)
+		json_array_foreach(json_object_get(m, "assignments"), j, a) {
+			json_object_del(a, "env_file_error");
 			json_array_foreach(json_object_get(a, "requirements"),
 			    k, r) {
 				json_object_del(r, "last_verified");
 				json_object_del(r, "checks");
 			}
+		}
 	}
 }
 
@@ -274,6 +276,16 @@ collect(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_status_all(t, p, &doc)) != 0)
 			return cli_fail(cli, rc, "status");
 		strip_operational(doc);
+		/* As tally status prints it: the reminders, by today's clock. */
+		{
+			struct timespec now;
+			json_t *at;
+
+			clock_gettime(CLOCK_REALTIME, &now);
+			if (tl_status_attention(t, p, (uint64_t)now.tv_sec *
+			    1000000000u + (uint64_t)now.tv_nsec, &at) == 0)
+				json_object_set_new(doc, "attention", at);
+		}
 		json_object_set_new(sc->out, "status", doc);
 	}
 	if (sc->grants) {

@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "projections/status.h"
@@ -15,12 +16,54 @@ static const char usage[] =
 "\n"
 "Shows each assignment's state: ready (nothing required), pending (with\n"
 "the reason for every unsatisfied requirement), bound, provisioned,\n"
-"ready.  --at SEQ shows the state as it was after event SEQ.  Exits 6\n"
-"when anything is not healthy, so scripts and monitors can use it.\n";
+"ready; unhealthy (a grant failed, is missing, its provider is\n"
+"unreachable, a holder was cut off, …: the worst of its grants).\n"
+"Without MODULE it ends with what must not be forgotten: retained data\n"
+"of revoked grants, rotations waiting and on whom, holders cut off,\n"
+"scheduled rotations overdue.  --at SEQ shows the state as it was after\n"
+"event SEQ.  Exits 6 when anything is not healthy.\n";
 
 struct status_arg {
 	const char	*module;
+	uint64_t	 at;
 };
+
+/*
+ * The env file of each assignment that should have one, on this
+ * machine's disk (the log cannot say whether it is there): a missing
+ * one makes the assignment unhealthy, unless tallyd already noted why
+ * it could not write it.  Only for the present (not --at).
+ */
+static void
+check_env_files(const struct tl_cli *cli, json_t *m)
+{
+	const json_t *r;
+	json_t *a;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(m, "assignments"), i, a) {
+		char path[2400];
+		struct stat st;
+		int want = 0;
+
+		if (json_object_get(a, "env_file_error") != NULL)
+			continue;
+		json_array_foreach(json_object_get(a, "requirements"), j, r) {
+			const char *gs = json_string_value(json_object_get(r,
+			    "grant_state"));
+
+			if (json_is_true(json_object_get(r, "delivers")) &&
+			    gs != NULL && strcmp(gs, "provisioned") == 0)
+				want = 1;
+		}
+		snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", cli->home,
+		    json_string_value(json_object_get(a, "node")),
+		    json_string_value(json_object_get(m, "module")));
+		if (want && stat(path, &st) != 0)
+			json_object_set_new(a, "env_file_error", json_string(
+			    "missing (tallyd writes it on its next pass)"));
+	}
+}
 
 static void
 print_duration(uint64_t ns)
@@ -126,6 +169,10 @@ print_module(const json_t *m)
 		printf("  on %s: %s\n",
 		    json_string_value(json_object_get(a, "node")),
 		    json_string_value(json_object_get(a, "state")));
+		if (json_object_get(a, "env_file_error") != NULL)
+			printf("    env file not written: %s (tallyd retries "
+			    "with backoff)\n", json_string_value(
+			    json_object_get(a, "env_file_error")));
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const char *prov = json_string_value(
 			    json_object_get(r, "provider"));
@@ -171,6 +218,55 @@ print_module(const json_t *m)
 	}
 }
 
+/* The mesh-wide reminders (tl_status_attention); nothing when none. */
+static void
+print_attention(const json_t *at)
+{
+	const json_t *e, *h;
+	size_t i, j, n = 0;
+	const char *const keys[] = { "retained", "rotations_waiting",
+	    "cut_off", "rotations_overdue" };
+
+	for (i = 0; i < 4; i++)
+		n += json_array_size(json_object_get(at, keys[i]));
+	if (n == 0)
+		return;
+	printf("\nnot to forget:\n");
+	json_array_foreach(json_object_get(at, "retained"), i, e)
+		printf("  retained data: %s on %s (database %s, %.1f MiB)%s\n",
+		    json_string_value(json_object_get(e, "grant")),
+		    json_string_value(json_object_get(e, "provider")),
+		    json_string_value(json_object_get(e, "database")),
+		    (double)json_integer_value(json_object_get(e, "bytes")) /
+		    1048576.0, strcmp(json_string_value(json_object_get(e,
+		    "state")), "purging") == 0 ? ": being purged" :
+		    ": tally purge destroys it");
+	json_array_foreach(json_object_get(at, "rotations_waiting"), i, e) {
+		printf("  rotation of %s (v%lld → v%lld) waiting on ",
+		    json_string_value(json_object_get(e, "grant")),
+		    json_integer_value(json_object_get(e, "from")),
+		    json_integer_value(json_object_get(e, "to")));
+		json_array_foreach(json_object_get(e, "waiting_on"), j, h)
+			printf("%s%s", j ? ", " : "", json_string_value(h));
+		putchar('\n');
+	}
+	json_array_foreach(json_object_get(at, "cut_off"), i, e)
+		printf("  cut off: %s from %s (has not acknowledged v%lld)\n",
+		    json_string_value(json_object_get(e, "holder")),
+		    json_string_value(json_object_get(e, "grant")),
+		    json_integer_value(json_object_get(e, "version")));
+	json_array_foreach(json_object_get(at, "rotations_overdue"), i, e) {
+		printf("  rotation overdue: %s's credential is ",
+		    json_string_value(json_object_get(e, "grant")));
+		print_duration((uint64_t)json_integer_value(json_object_get(e,
+		    "age_s")) * 1000000000u);
+		printf(" old (max-credential-age ");
+		print_duration((uint64_t)json_integer_value(json_object_get(e,
+		    "max_age_s")) * 1000000000u);
+		printf("); is tallyd running?\n");
+	}
+}
+
 static int
 show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 {
@@ -189,7 +285,24 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 	}
 	if (rc != 0)
 		return cli_fail(cli, rc, "status");
+	if (sa->at == 0) {
+		if (sa->module != NULL)
+			check_env_files(cli, doc);
+		else
+			json_array_foreach(json_object_get(doc, "modules"), i,
+			    m)
+				check_env_files(cli, m);
+	}
 	healthy = tl_status_healthy(doc);
+	if (sa->module == NULL) {
+		struct timespec now;
+		json_t *at;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (tl_status_attention(t, p, (uint64_t)now.tv_sec *
+		    1000000000u + (uint64_t)now.tv_nsec, &at) == 0)
+			json_object_set_new(doc, "attention", at);
+	}
 	if (cli->json) {
 		json_dumpf(doc, stdout, JSON_COMPACT);
 		putchar('\n');
@@ -200,6 +313,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			print_module(m);
 		if (json_array_size(json_object_get(doc, "modules")) == 0)
 			printf("no modules declared\n");
+		print_attention(json_object_get(doc, "attention"));
 	}
 	json_decref(doc);
 	return healthy ? TL_EXIT_OK : TL_EXIT_UNHEALTHY;
@@ -213,7 +327,7 @@ cmd_status(struct tl_cli *cli, int argc, char **argv)
 		{ "at", required_argument, NULL, 'a' },
 		{ 0 }
 	};
-	struct status_arg sa = { NULL };
+	struct status_arg sa = { NULL, 0 };
 	uint64_t at = 0;
 	int c;
 
@@ -235,5 +349,6 @@ cmd_status(struct tl_cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		sa.module = argv[optind];
+	sa.at = at;
 	return cli_read(cli, at, show, &sa);
 }

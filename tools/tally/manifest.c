@@ -26,6 +26,7 @@
 #include <yaml.h>
 
 #include "core/error.h"
+#include "drivers/driver.h"
 
 #if defined(__GNUC__)
 #define PRINTFLIKE(f, a)	__attribute__((format(printf, f, a)))
@@ -1171,8 +1172,12 @@ parse_env(struct ctx *c, struct tl_mf_module *m, struct node *map)
 /* An env: mapping of connection fields onto the module's variables. */
 static void
 parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
-    const char *path, const struct tl_mf_map **out, size_t *nout)
+    const char *path, const char *type, const struct tl_mf_map **out,
+    size_t *nout)
 {
+	/* A type with no driver is checked against conn_fields alone. */
+	const struct tl_drv_ops *drv = type != NULL ? tl_drv_for_type(type) :
+	    NULL;
 	struct tl_mf_map *maps;
 	struct node *k, *v;
 	const char *s;
@@ -1194,6 +1199,15 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
 			err(c, k, f, "unknown connection field %s; the fields "
 			    "are %s", quote(q, sizeof q, k->s),
 			    join_list(list, sizeof list, conn_fields));
+			continue;
+		}
+		if (drv != NULL && drv->fields != NULL &&
+		    !in_list(drv->fields, k->s)) {
+			/* it would be delivered as nothing, in silence */
+			err(c, k, f, "type %s (driver %s) does not produce "
+			    "connection field %s; it produces %s", type,
+			    drv->name, quote(q, sizeof q, k->s),
+			    join_list(list, sizeof list, drv->fields));
 			continue;
 		}
 		if ((s = want_str(c, v, f)) == NULL ||
@@ -1375,7 +1389,7 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 		claim(c, &c->resources, r->target, r->type, r->resource, f, at);
 	join(f, sizeof f, path, "env");
 	if ((v = get(map, "env", NULL)) != NULL)
-		parse_maps(c, m, v, f, &r->env, &r->nenv);
+		parse_maps(c, m, v, f, r->type, &r->env, &r->nenv);
 	join(f, sizeof f, path, "migrations");
 	if ((v = get(map, "migrations", NULL)) != NULL &&
 	    (s = want_str(c, v, f)) != NULL) {
@@ -1569,7 +1583,8 @@ parse_embedded(struct ctx *c, struct tl_mf_module *m, struct node *map)
 			    "must be none, not %s", quote(q, sizeof q, s));
 		join(g, sizeof g, f, "env");
 		if ((x = get(v, "env", NULL)) != NULL)
-			parse_maps(c, m, x, g, &em[n].env, &em[n].nenv);
+			parse_maps(c, m, x, g, em[n].type, &em[n].env,
+			    &em[n].nenv);
 		if (c->nerr != before)
 			continue;
 		em[n].name = sdup(c, k->s);

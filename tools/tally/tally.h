@@ -22,6 +22,7 @@
 #define TL_EXIT_CORRUPT		5	/* the log does not verify */
 #define TL_EXIT_UNHEALTHY	6	/* status/check: something unhealthy */
 #define TL_EXIT_LOCKED		7	/* held by another process */
+#define TL_EXIT_REPAIRED	8	/* check: drift found, all repaired */
 
 struct tl_cli {
 	char		 home[1024];	/* the tally home directory */

@@ -50,7 +50,8 @@ static const char usage[] =
 "step in flight and exit.  One tallyd per log (HOME/tallyd.lock).\n"
 "\n"
 "  --once          reconcile until nothing is left to do, then exit\n"
-"                  (exit 6 if work remains after --once-timeout, 60 s)\n"
+"                  (exit 6 if work remains after --once-timeout, 60 s,\n"
+"                  or if anything is unhealthy then, as tally status)\n"
 "  --interval S    level-triggered resync period (default 5)\n"
 "  --verify-interval S  how often each grant is verified (default 30)\n"
 "  --workers N     driver sessions per provider in parallel (default 4)\n"
@@ -390,6 +391,14 @@ main(int argc, char **argv)
 			next_tick = mono_ms() + (uint64_t)interval * 1000;
 			if (copying > 0)	/* a copy's end is no event */
 				next_tick = mono_ms() + 250;
+			/* Whatever keeps passes busy, --once-timeout bounds it. */
+			if (once && done > 0 && mono_ms() - started >
+			    (uint64_t)once_timeout * 1000) {
+				logx(TL_RX_WARN, "--once: still busy after %u s "
+				    "(see tally status)", once_timeout);
+				ex = EXIT_UNHEALTHY;
+				break;
+			}
 			if (done > 0) {
 				next_tick = 0;	/* more may have become due */
 				continue;
@@ -413,6 +422,17 @@ main(int argc, char **argv)
 					    "status)", last_blocked);
 				if (rc != 0 || bad > 0 || last_blocked > 0)
 					ex = EXIT_UNHEALTHY;
+				/* As tally status: a missing grant is not checked. */
+				{
+					int hl = 0;
+
+					if (ex == EXIT_OK &&
+					    (tl_rx_healthy(&rx, &hl) != 0 || !hl)) {
+						logx(TL_RX_WARN, "not everything "
+						    "is healthy (see tally status)");
+						ex = EXIT_UNHEALTHY;
+					}
+				}
 				break;
 			}
 			if (once && mono_ms() - started >

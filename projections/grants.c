@@ -21,7 +21,7 @@
 	X(drift) X(drift_reason) X(migration) X(blocked) X(policy)
 #define U64_FIELDS(X)							\
 	X(state_seq) X(requested_seq) X(intent_seq) X(version) X(attempts) \
-	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes)
+	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes) X(naming)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -286,7 +286,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		return TL_EMALFORMED;
 
 	if (strcmp(ev->type, EV_GRANT_REQUESTED) == 0) {
-		uint64_t version = 0;
+		uint64_t version = 0, naming = 0;
 
 		/*
 		 * A grant requested again (its data was dropped) starts over,
@@ -295,12 +295,14 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		 */
 		if (tl_grant_get(t, p, id, &g, NULL) == 0) {
 			version = g.version;
+			naming = g.naming;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
 			    (rc = forget_migrations(t, p, id)) != 0)
 				return rc;
 		}
 		memset(&g, 0, sizeof(g));
 		g.version = version;
+		g.naming = naming;
 		snprintf(g.id, sizeof(g.id), "%s", id);
 		tl_bn_getstr(body, "module", g.module, sizeof(g.module));
 		tl_bn_getstr(body, "req", g.req, sizeof(g.req));
@@ -349,6 +351,8 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 			set_state(&g, GRANT_PROVISIONING, ev->seq);
 		g.intent_seq = ev->seq;
 		g.version = tl_bn_getu64(body, "version", g.version);
+		/* Intents before names carried a digest name no scheme. */
+		g.naming = tl_bn_getu64(body, "naming", 1);
 		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
 	} else if (strcmp(ev->type, EV_GRANT_PROVISIONED) == 0) {
 		struct tl_bnode f;

@@ -156,49 +156,6 @@ struct pass {
 	int		 rc;
 };
 
-/* Fits a PostgreSQL identifier (63 bytes): long names keep a hash. */
-static void
-fit_name(char out[64], const char *base, const char *suffix)
-{
-	size_t bl = strlen(base), sl = strlen(suffix);
-
-	if (bl + sl <= 63) {
-		memcpy(out, base, bl);
-		memcpy(out + bl, suffix, sl + 1);
-		return;
-	}
-	{
-		uint32_t h = 2166136261u;
-		size_t i;
-
-		for (i = 0; i < bl; i++)
-			h = (h ^ (uint8_t)base[i]) * 16777619u;
-		snprintf(out, 64, "%.*s-%08x%s", (int)(63 - 9 - sl), base, h,
-		    suffix);
-	}
-}
-
-void
-tl_rx_grant_names(const struct tl_grant *g, uint64_t version, char db[64],
-    char owner[64], char login[64])
-{
-	char suffix[24];
-
-	/* A grant that moved (tally rebind) lives in the database it names. */
-	if (g->database[0] != '\0')
-		snprintf(db, 64, "%s", g->database);
-	else if (g->node[0] != '\0') {
-		char base[140];
-
-		snprintf(base, sizeof(base), "%s-%s", g->resource, g->node);
-		fit_name(db, base, "");
-	} else
-		fit_name(db, g->resource, "");
-	snprintf(owner, 64, "%s", db);
-	snprintf(suffix, sizeof(suffix), "_v%llu", (unsigned long long)version);
-	fit_name(login, db, suffix);
-}
-
 int
 tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
     const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
@@ -868,6 +825,7 @@ intents_cb(struct tl_txn *t, void *arg)
 		tl_body_str(&b, "resource", w->dbname);
 		tl_body_str(&b, "owner", w->owner);
 		tl_body_str(&b, "user", w->login);
+		tl_body_u64(&b, "naming", tl_rx_grant_naming(&w->g));
 		tl_body_secret(&b, "password", ct, ctlen);
 		rc = tl_emit(&c, EV_GRANT_PROVISIONING, stream, &b, NULL);
 		tl_body_free(&b);

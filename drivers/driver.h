@@ -27,6 +27,15 @@ struct tl_drv_grant {
 	const char	*owner;		/* NOLOGIN owner role */
 	const char	*login;		/* LOGIN role of this credential */
 	const char	*password;	/* plaintext, wiped after use */
+	/*
+	 * The grant id the driver marks the objects with, and refuses
+	 * objects marked for any other grant by; NULL or "": unnamed (the
+	 * mark of tally before marks named grants).  adopt_unnamed: an
+	 * object with an unnamed mark is taken as this grant's (grants made
+	 * before marks named grants) and then marked with grant.
+	 */
+	const char	*grant;
+	int		 adopt_unnamed;
 };
 
 /* What verification found, worst first. */

@@ -81,6 +81,7 @@ struct pg_ids {
 	char	*res;
 	char	*own;
 	char	*log;
+	char	*mark;			/* the grant's mark, a quoted literal */
 };
 
 /* --- reasons -------------------------------------------------------- */
@@ -465,21 +466,204 @@ static const char q_db[] = "SELECT 1 FROM pg_database WHERE datname = $1";
 
 /*
  * What tally made carries a mark, set in the same transaction as the
- * CREATE ROLE: an existing role without it, or a database not owned by
- * a marked owner role, belongs to someone else and is never taken over
- * (a resource name that happens to match an operator's database must
- * not hand it to a consumer).
+ * CREATE ROLE, naming the grant it was made for: an existing role
+ * without it, or a database not owned by the grant's marked owner role,
+ * belongs to someone else and is never taken over (a resource name that
+ * happens to match an operator's database must not hand it to a
+ * consumer); a role marked for another grant is that grant's, and is
+ * never handed to this one, whatever the names.  TL_PG_MARK is the mark
+ * of tally before marks named grants: only a grant made then
+ * (adopt_unnamed) takes it as its own, and marks it with its id.
  */
 #define TL_PG_MARK	"made by tally for a grant; do not edit"
-static const char q_foreign_role[] =
-    "SELECT 1 FROM pg_roles r WHERE r.rolname = $1 AND"
-    " shobj_description(r.oid, 'pg_authid') IS DISTINCT FROM"
-    " '" TL_PG_MARK "'";
-static const char q_foreign_db[] =
-    "SELECT 1 FROM pg_database d JOIN pg_roles o ON o.oid = d.datdba"
-    " WHERE d.datname = $1 AND (o.rolname <> $2 OR"
-    " shobj_description(o.oid, 'pg_authid') IS DISTINCT FROM"
-    " '" TL_PG_MARK "')";
+#define TL_PG_MARK_FOR	"made by tally for grant "
+#define TL_PG_MARK_END	"; do not edit"
+#define PG_MARK_MAX	(sizeof(TL_PG_MARK_FOR) + 256 + sizeof(TL_PG_MARK_END))
+static const char q_role_mark[] =
+    "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles"
+    " WHERE rolname = $1";
+static const char q_db_owner[] =
+    "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1";
+
+enum pg_mark { MARK_ABSENT, MARK_OURS, MARK_FOREIGN, MARK_OTHER };
+
+static int
+named(const struct tl_drv_grant *g)
+{
+	return g->grant != NULL && *g->grant != '\0';
+}
+
+/* The mark g's objects carry. */
+static void
+mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
+{
+	if (named(g))
+		snprintf(buf, n, TL_PG_MARK_FOR "%s" TL_PG_MARK_END, g->grant);
+	else
+		snprintf(buf, n, "%s", TL_PG_MARK);
+}
+
+/*
+ * Whose role is, by its mark; other gets the grant another mark names
+ * ("" for an unnamed mark that is not g's to adopt).
+ */
+static int
+role_mark(PGconn *c, const struct tl_drv_grant *g, const char *role,
+    enum pg_mark *kind, char *other, size_t on, const char *step, char *why)
+{
+	char mine[PG_MARK_MAX];
+	const char *m;
+	size_t fl = strlen(TL_PG_MARK_FOR), el = strlen(TL_PG_MARK_END), ml;
+	PGresult *r;
+	int rc;
+
+	*kind = MARK_ABSENT;
+	other[0] = '\0';
+	if ((rc = query(c, q_role_mark, 1, role, NULL, NULL, &r, step,
+	    why)) != 0)
+		return rc;
+	if (PQntuples(r) == 0)
+		goto out;
+	*kind = MARK_FOREIGN;
+	if (PQgetisnull(r, 0, 0))
+		goto out;
+	m = PQgetvalue(r, 0, 0);
+	ml = strlen(m);
+	mark_text(g, mine, sizeof(mine));
+	if (strcmp(m, mine) == 0)
+		*kind = MARK_OURS;
+	else if (strcmp(m, TL_PG_MARK) == 0)
+		*kind = !named(g) || g->adopt_unnamed ? MARK_OURS : MARK_OTHER;
+	else if (ml > fl + el && strncmp(m, TL_PG_MARK_FOR, fl) == 0 &&
+	    strcmp(m + ml - el, TL_PG_MARK_END) == 0) {
+		*kind = MARK_OTHER;
+		snprintf(other, on, "%.*s", (int)(ml - fl - el), m + fl);
+	}
+out:
+	PQclear(r);
+	return 0;
+}
+
+/* TL_EDRIVER, with the reason, if role exists and is not g's. */
+static int
+not_foreign_role(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const char *role, const char *step, char *why)
+{
+	enum pg_mark kind;
+	char other[256];
+	int rc;
+
+	if ((rc = role_mark(p->conn, g, role, &kind, other, sizeof(other),
+	    step, why)) != 0)
+		return rc;
+	if (kind == MARK_ABSENT || kind == MARK_OURS)
+		return 0;
+	if (kind == MARK_OTHER && other[0] != '\0')
+		whyf(why, 0, "%s exists and was made by tally for grant %s: "
+		    "tally never hands one grant's object to another", step,
+		    other);
+	else if (kind == MARK_OTHER)
+		whyf(why, 0, "%s exists and was made by an earlier tally for "
+		    "another grant (its mark names none; grant %s's objects "
+		    "were never made so): tally never hands one grant's "
+		    "object to another", step, g->grant);
+	else
+		whyf(why, 0, "%s exists and was not made by tally: tally never "
+		    "takes over a role it did not make; choose another "
+		    "resource name (name: in the manifest)", step);
+	return TL_EDRIVER;
+}
+
+/* *theirs: does role exist and is not g's (revoke leaves it alone)? */
+static int
+not_ours(struct tl_drv_pg *p, const struct tl_drv_grant *g, const char *role,
+    int *theirs, const char *step, char *why)
+{
+	enum pg_mark kind;
+	char other[256];
+	int rc;
+
+	*theirs = 0;
+	if ((rc = role_mark(p->conn, g, role, &kind, other, sizeof(other),
+	    step, why)) != 0)
+		return rc;
+	*theirs = kind != MARK_ABSENT && kind != MARK_OURS;
+	return 0;
+}
+
+/* *theirs: does g's database exist, not owned by g's marked owner? */
+static int
+foreign_db(struct tl_drv_pg *p, const struct tl_drv_grant *g, int *theirs,
+    char *owner, size_t on, const char *step, char *why)
+{
+	enum pg_mark kind = MARK_ABSENT;
+	char other[256];
+	PGresult *r;
+	int rc;
+
+	*theirs = 0;
+	owner[0] = '\0';
+	if ((rc = query(p->conn, q_db_owner, 1, g->resource, NULL, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	if (PQntuples(r) > 0)
+		snprintf(owner, on, "%s", PQgetisnull(r, 0, 0) ? "" :
+		    PQgetvalue(r, 0, 0));
+	*theirs = PQntuples(r) > 0 && strcmp(owner, g->owner) != 0;
+	PQclear(r);
+	if (*theirs || owner[0] == '\0')
+		return 0;
+	if ((rc = role_mark(p->conn, g, owner, &kind, other, sizeof(other),
+	    step, why)) != 0)
+		return rc;
+	*theirs = kind != MARK_OURS;
+	return 0;
+}
+
+/*
+ * TL_EDRIVER, with the reason, if an object of g's names was made by
+ * tally for another grant: run before a repair or a move changes them.
+ * (What create made and someone changed since, an owner included, is
+ * the grant's to repair; create itself refuses anything not its own.)
+ */
+static int
+vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
+{
+	const char *const names[2] = { g->owner, g->login };
+	const char *const what[2] = { "owner role", "login role" };
+	char step[160], owner[256], other[256];
+	enum pg_mark kind;
+	PGresult *r;
+	int i, rc;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(step, sizeof(step), "%s \"%s\"", what[i], names[i]);
+		if ((rc = role_mark(p->conn, g, names[i], &kind, other,
+		    sizeof(other), step, why)) != 0)
+			return rc;
+		if (kind == MARK_OTHER)
+			return not_foreign_role(p, g, names[i], step, why);
+	}
+	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
+	if ((rc = query(p->conn, q_db_owner, 1, g->resource, NULL, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	owner[0] = '\0';
+	if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		snprintf(owner, sizeof(owner), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (owner[0] == '\0' || strcmp(owner, g->owner) == 0)
+		return 0;
+	if ((rc = role_mark(p->conn, g, owner, &kind, other, sizeof(other),
+	    step, why)) != 0)
+		return rc;
+	if (kind != MARK_OTHER)
+		return 0;
+	whyf(why, 0, "%s is owned by \"%s\", made by tally for %s%s: tally "
+	    "never hands one grant's object to another", step, owner,
+	    other[0] != '\0' ? "grant " : "another grant", other);
+	return TL_EDRIVER;
+}
 
 /* printf into a statement buffer; TL_EINVAL when it does not fit. */
 static int
@@ -526,7 +710,8 @@ ids_free(struct pg_ids *ids)
 	PQfreemem(ids->res);
 	PQfreemem(ids->own);
 	PQfreemem(ids->log);
-	ids->res = ids->own = ids->log = NULL;
+	PQfreemem(ids->mark);
+	ids->res = ids->own = ids->log = ids->mark = NULL;
 }
 
 static char *
@@ -545,12 +730,20 @@ static int
 ids_make(PGconn *c, const struct tl_drv_grant *g, struct pg_ids *ids,
     char *why)
 {
-	ids->res = ids->own = ids->log = NULL;
+	char mark[PG_MARK_MAX];
+
+	ids->res = ids->own = ids->log = ids->mark = NULL;
 	if ((ids->res = escape_id(c, g->resource, why)) == NULL ||
 	    (ids->own = escape_id(c, g->owner, why)) == NULL ||
 	    (ids->log = escape_id(c, g->login, why)) == NULL) {
 		ids_free(ids);
 		return TL_EINVAL;
+	}
+	mark_text(g, mark, sizeof(mark));
+	if ((ids->mark = PQescapeLiteral(c, mark, strlen(mark))) == NULL) {
+		ids_free(ids);
+		return whyf(why, TL_EINVAL, "cannot quote the mark of grant "
+		    "\"%s\"", g->grant);
 	}
 	return 0;
 }
@@ -659,44 +852,6 @@ run_secret(PGconn *c, char *sql, const char *step, char *why)
 	return rc;
 }
 
-/* *theirs: does the foreign-object query (q, a, b) find a row? */
-static int
-foreign(struct tl_drv_pg *p, const char *q, const char *a, const char *b,
-    int *theirs, const char *step, char *why)
-{
-	PGresult *r;
-	int rc;
-
-	*theirs = 0;
-	if ((rc = query(p->conn, q, b != NULL ? 2 : 1, a, b, NULL, &r, step,
-	    why)) != 0)
-		return rc;
-	*theirs = PQntuples(r) > 0;
-	PQclear(r);
-	return 0;
-}
-
-/* TL_EDRIVER, with the reason, if role exists without tally's mark. */
-static int
-not_foreign_role(struct tl_drv_pg *p, const char *role, const char *step,
-    char *why)
-{
-	PGresult *r;
-	int rc, foreign;
-
-	if ((rc = query(p->conn, q_foreign_role, 1, role, NULL, NULL, &r,
-	    step, why)) != 0)
-		return rc;
-	foreign = PQntuples(r) > 0;
-	PQclear(r);
-	if (!foreign)
-		return 0;
-	whyf(why, 0, "%s exists and was not made by tally: tally never takes "
-	    "over a role it did not make; choose another resource name (name: "
-	    "in the manifest)", step);
-	return TL_EDRIVER;
-}
-
 /* Makes the owner role if it does not exist. */
 static int
 ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
@@ -710,10 +865,10 @@ ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	if ((rc = exists(p->conn, q_role, g->owner, &found, step, why)) != 0)
 		return rc;
 	if (found)
-		return not_foreign_role(p, g->owner, step, why);
+		return not_foreign_role(p, g, g->owner, step, why);
 	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s NOLOGIN "
-	    ROLE_ATTRS "; COMMENT ON ROLE %s IS '" TL_PG_MARK "'", ids->own,
-	    ids->own)) != 0)
+	    ROLE_ATTRS "; COMMENT ON ROLE %s IS %s", ids->own, ids->own,
+	    ids->mark)) != 0)
 		return rc;
 	rc = run_state(p->conn, sql, step, why, state);
 	if (rc != 0 && strcmp(state, "42710") == 0)	/* raced: exists */
@@ -735,7 +890,7 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &found, step, why)) != 0)
 		return rc;
-	if (found && (rc = not_foreign_role(p, g->login, step, why)) != 0)
+	if (found && (rc = not_foreign_role(p, g, g->login, step, why)) != 0)
 		return rc;
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		return rc;
@@ -744,8 +899,8 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		    ids->log, pw);
 	else
 		rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN INHERIT "
-		    ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS '"
-		    TL_PG_MARK "'", ids->log, pw, ids->log);
+		    ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS %s",
+		    ids->log, pw, ids->log, ids->mark);
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));
@@ -770,19 +925,18 @@ ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
 		return rc;
 	if (found) {
-		int foreign;
-		PGresult *r;
+		char owner[256];
+		int theirs;
 
-		if ((rc = query(p->conn, q_foreign_db, 2, g->resource,
-		    g->owner, NULL, &r, step, why)) != 0)
+		if ((rc = foreign_db(p, g, &theirs, owner, sizeof(owner), step,
+		    why)) != 0)
 			return rc;
-		foreign = PQntuples(r) > 0;
-		PQclear(r);
-		if (foreign) {
-			whyf(why, 0, "%s exists and belongs to someone else: "
-			    "tally never takes over a database it did not "
-			    "make; choose another resource name (name: in "
-			    "the manifest)", step);
+		if (theirs) {
+			whyf(why, 0, "%s exists and belongs to someone else "
+			    "(owner \"%s\"): tally never takes over a database "
+			    "it did not make for this grant; choose another "
+			    "resource name (name: in the manifest)", step,
+			    owner);
 			return TL_EDRIVER;
 		}
 		return 0;
@@ -877,6 +1031,10 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    (rc = runf(c, sl, why, "GRANT %s TO %s", ids->own, ids->log)) != 0 ||
 	    (rc = runf(c, sl, why, "ALTER ROLE %s SET role = %s", ids->log,
 	    ids->own)) != 0 ||
+	    (rc = runf(c, so, why, "COMMENT ON ROLE %s IS %s", ids->own,
+	    ids->mark)) != 0 ||
+	    (rc = runf(c, sl, why, "COMMENT ON ROLE %s IS %s", ids->log,
+	    ids->mark)) != 0 ||
 	    (rc = revoke_each(c, q_memberof, g->login, g->owner,
 	    "REVOKE ", from_l, sl, why)) != 0 ||
 	    (rc = revoke_each(c, q_memberof, g->owner, "",
@@ -997,7 +1155,7 @@ pg_begin(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
 {
 	int rc;
 
-	ids->res = ids->own = ids->log = NULL;
+	ids->res = ids->own = ids->log = ids->mark = NULL;
 	if (p == NULL)
 		return whyf(why, TL_EINVAL, "driver not open");
 	if ((rc = pg_ensure(p, why)) != 0 ||
@@ -1281,7 +1439,8 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0 ||
+	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
@@ -1321,7 +1480,8 @@ pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
+	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0)
@@ -1419,7 +1579,8 @@ pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
+	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	if ((rc = apply_cluster(p, g, &ids, why)) != 0 ||
 	    (rc = apply_schema(p, g, &ids, why)) != 0)
@@ -1516,8 +1677,8 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	 * Objects tally did not make are not its to revoke: a create that
 	 * was refused because the name was taken leaves them as they were.
 	 */
-	if (login && (rc = foreign(p, q_foreign_role, g->login, NULL,
-	    &theirs, step, why)) != 0)
+	if (login && (rc = not_ours(p, g, g->login, &theirs, step,
+	    why)) != 0)
 		goto out;
 	if (theirs)
 		login = 0;
@@ -1544,9 +1705,13 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 			goto out;
 		PQclear(r);
 	}
-	if ((rc = foreign(p, q_foreign_db, g->resource, g->owner, &theirs,
-	    step, why)) != 0)
-		goto out;
+	{
+		char downer[256];
+
+		if ((rc = foreign_db(p, g, &theirs, downer, sizeof(downer),
+		    step, why)) != 0)
+			goto out;
+	}
 	if (!theirs && (rc = runf(p->conn, step, why,
 	    "DROP DATABASE IF EXISTS %s%s", ids.res, p->version >= 130000 ?
 	    " WITH (FORCE)" : "")) != 0)
@@ -1562,11 +1727,11 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0 ||
 	    (rc = exists(p->conn, q_role, g->owner, &owner, step, why)) != 0)
 		goto out;
-	if (login && (rc = foreign(p, q_foreign_role, g->login, NULL,
-	    &theirs, step, why)) == 0 && theirs)
+	if (login && (rc = not_ours(p, g, g->login, &theirs, step,
+	    why)) == 0 && theirs)
 		login = 0;
-	if (rc == 0 && owner && (rc = foreign(p, q_foreign_role, g->owner,
-	    NULL, &theirs, step, why)) == 0 && theirs)
+	if (rc == 0 && owner && (rc = not_ours(p, g, g->owner, &theirs, step,
+	    why)) == 0 && theirs)
 		owner = 0;
 	if (rc != 0)
 		goto out;
@@ -1618,7 +1783,8 @@ pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
+	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
 	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)

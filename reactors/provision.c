@@ -900,6 +900,8 @@ run_job(void *arg)
 		dg.owner = w->owner;
 		dg.login = w->login;
 		dg.password = w->password;
+		dg.grant = w->g.id;
+		dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
 		if (w->kind == W_CREATE) {
 			w->rc = j->pv->ops->create(h, &dg, w->why);
 			/* A resumed intent may find the role made before. */

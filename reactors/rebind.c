@@ -349,9 +349,11 @@ on_provider(const struct tl_rx_prov *pv, int what,
 static void
 call_driver(struct mstep *st)
 {
+	int unnamed = tl_rx_grant_naming(&st->g) == 1;
 	struct tl_drv_grant gnew = { st->db, st->owner, st->login,
-	    st->password };
-	struct tl_drv_grant gold = { st->odb, st->oowner, st->ologin, "" };
+	    st->password, st->g.id, unnamed };
+	struct tl_drv_grant gold = { st->odb, st->oowner, st->ologin, "",
+	    st->g.id, unnamed };
 	struct tl_drv_admin af, at;
 	char why[TL_DRV_WHY_MAX];
 

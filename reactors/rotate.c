@@ -246,6 +246,8 @@ call_driver(struct rpass *ps, struct rstep *st)
 		return;
 	dg.resource = st->db;
 	dg.owner = st->owner;
+	dg.grant = st->g.id;
+	dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
 	if (st->op == OP_CREATE) {
 		dg.login = st->login;
 		dg.password = st->password;

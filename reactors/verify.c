@@ -369,6 +369,8 @@ run_vjob(void *arg)
 		dg.owner = c->owner;
 		dg.login = c->login;
 		dg.password = c->password;
+		dg.grant = c->g.id;
+		dg.adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
 		c->rc = j->v->ops->check(h, &dg, &ep, &c->drift, c->why);
 		if (c->rc != 0)
 			continue;

@@ -19,6 +19,13 @@ struct tl_drv_admin {
 	const char	*user;
 	const char	*password;	/* plaintext, wiped after use */
 	const char	*dbname;	/* maintenance database */
+	/*
+	 * The provider setting revoke-public-connect: PUBLIC may not
+	 * connect to the server's maintenance databases (create and
+	 * fix_privileges revoke it, the admin keeping it; check reports it
+	 * as a privileges drift of every grant).  0: left as it is.
+	 */
+	int		 revoke_public_connect;
 };
 
 /* What one grant is, as the driver sees it. */

@@ -74,6 +74,7 @@ struct tl_drv_pg {
 	char	*password;		/* wiped in pg_close */
 	char	*dbname;
 	int	 version;		/* server_version_num */
+	int	 maint;			/* revoke_public_connect */
 };
 
 /* A grant's names, escaped once for the admin connection. */
@@ -1084,6 +1085,77 @@ apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	return rc;
 }
 
+/*
+ * The maintenance databases: PostgreSQL gives PUBLIC CONNECT on them, so
+ * every grant's login could connect there (and see the catalogs of the
+ * whole server).  With revoke_public_connect, create and fix_privileges
+ * revoke it; the admin keeps it (a superuser needs no grant; any other
+ * admin is granted CONNECT first).
+ */
+static const char *const pg_maint_dbs[] = { "postgres", "template1" };
+static const char q_maint_public[] =
+    "SELECT string_agg(d.datname, ', ' ORDER BY d.datname) FROM pg_database d,"
+    " aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a"
+    " WHERE d.datname IN ('postgres', 'template1') AND a.grantee = 0"
+    " AND a.privilege_type = 'CONNECT'";
+
+/* found: the maintenance databases PUBLIC can connect to ("" if none). */
+static int
+maint_public(struct tl_drv_pg *p, char *found, size_t n, char *why)
+{
+	PGresult *r;
+	int rc;
+
+	found[0] = '\0';
+	if ((rc = query(p->conn, q_maint_public, 0, NULL, NULL, NULL, &r,
+	    "maintenance databases", why)) != 0)
+		return rc;
+	if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		snprintf(found, n, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return 0;
+}
+
+static int
+maint_revoke(struct tl_drv_pg *p, char *why)
+{
+	const char *su = PQparameterStatus(p->conn, "is_superuser");
+	char found[160], step[160], *id;
+	size_t i;
+	int rc;
+
+	if ((rc = maint_public(p, found, sizeof(found), why)) != 0 ||
+	    found[0] == '\0')
+		return rc;
+	for (i = 0; i < sizeof(pg_maint_dbs) / sizeof(pg_maint_dbs[0]); i++) {
+		snprintf(step, sizeof(step), "database \"%s\"",
+		    pg_maint_dbs[i]);
+		if (strstr(found, pg_maint_dbs[i]) == NULL)
+			continue;
+		if ((id = escape_id(p->conn, pg_maint_dbs[i], why)) == NULL)
+			return TL_EINVAL;
+		rc = 0;
+		if (su == NULL || strcmp(su, "on") != 0)
+			rc = runf(p->conn, step, why, "GRANT CONNECT ON DATABASE "
+			    "%s TO CURRENT_USER", id);
+		if (rc == 0)
+			rc = runf(p->conn, step, why, "REVOKE CONNECT ON "
+			    "DATABASE %s FROM PUBLIC", id);
+		PQfreemem(id);
+		if (rc != 0)
+			return rc;
+	}
+	/* A REVOKE by a role without the grant option only warns. */
+	if ((rc = maint_public(p, found, sizeof(found), why)) != 0)
+		return rc;
+	if (found[0] != '\0')
+		return whyf(why, TL_EDRIVER, "PUBLIC still has CONNECT on %s: "
+		    "the admin role cannot revoke it (only the owner or a "
+		    "superuser can); set revoke-public-connect=no on the "
+		    "provider to leave it", found);
+	return 0;
+}
+
 /* --- the operations ------------------------------------------------- */
 
 static int
@@ -1110,6 +1182,7 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 		rc = whyf(why, ENOMEM, "out of memory");
 		goto fail;
 	}
+	p->maint = a->revoke_public_connect;
 	if ((rc = pg_ensure(p, why)) != 0)
 		goto fail;
 	whyf(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\"",
@@ -1180,7 +1253,8 @@ pg_create(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = ensure_login(p, g, &ids, &ml, why)) != 0 ||
 	    (rc = ensure_db(p, g, &ids, &md, why)) != 0 ||
 	    (rc = apply_cluster(p, g, &ids, why)) != 0 ||
-	    (rc = apply_schema(p, g, &ids, why)) != 0)
+	    (rc = apply_schema(p, g, &ids, why)) != 0 ||
+	    (p->maint && (rc = maint_revoke(p, why)) != 0))
 		goto out;
 	whyf(why, 0, "database \"%s\" %s, owner role \"%s\" %s, login "
 	    "\"%s\" %s", g->resource, md ? "created" : "existed", g->owner,
@@ -1370,6 +1444,15 @@ pg_check(void *h, const struct tl_drv_grant *g,
 		if ((s = col_str(r, C_GRANTEES)) != NULL)
 			madd(&priv, "%s also hold privileges on database "
 			    "\"%s\"", s, g->resource);
+	}
+	if (p->maint) {
+		char found[160];
+
+		if ((rc = maint_public(p, found, sizeof(found), why)) != 0)
+			goto out;
+		if (found[0] != '\0')
+			madd(&priv, "PUBLIC can connect to %s (the provider "
+			    "revokes it: revoke-public-connect)", found);
 	}
 
 	/*
@@ -1583,7 +1666,8 @@ pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	if ((rc = apply_cluster(p, g, &ids, why)) != 0 ||
-	    (rc = apply_schema(p, g, &ids, why)) != 0)
+	    (rc = apply_schema(p, g, &ids, why)) != 0 ||
+	    (p->maint && (rc = maint_revoke(p, why)) != 0))
 		goto out;
 	whyf(why, 0, "attributes and privileges of database \"%s\", roles "
 	    "\"%s\" and \"%s\" reset", g->resource, g->owner, g->login);

@@ -163,6 +163,7 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 {
 	struct tl_rec r;
 	struct tl_bnode types, n;
+	char maint[8] = "";
 	S(k);
 	size_t i;
 	int rc;
@@ -205,7 +206,10 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		tl_bn_getstr(n, "port", pv->port, sizeof(pv->port));
 		tl_bn_getstr(n, "admin-user", pv->user, sizeof(pv->user));
 		tl_bn_getstr(n, "admin-db", pv->db, sizeof(pv->db));
+		tl_bn_getstr(n, TL_SET_REVOKE_PUBLIC_CONNECT, maint,
+		    sizeof(maint));
 	}
+	pv->maint = tl_setting_revoke_public_connect(maint);
 	if (pv->host[0] == '\0')
 		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
 	if (pv->port[0] == '\0')
@@ -883,6 +887,7 @@ run_job(void *arg)
 	a.user = j->pv->user;
 	a.password = j->pv->password;
 	a.dbname = j->pv->db;
+	a.revoke_public_connect = j->pv->maint;
 	if ((rc = j->pv->ops->open(&a, &h, why)) != 0) {
 		/* What no session takes fails with this (call_drivers). */
 		pthread_mutex_lock(&j->q->mu);

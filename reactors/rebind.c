@@ -311,6 +311,7 @@ admin_of(const struct tl_rx_prov *pv, struct tl_drv_admin *a)
 	a->user = pv->user;
 	a->password = pv->password;
 	a->dbname = pv->db;
+	a->revoke_public_connect = pv->maint;
 }
 
 /* Opens pv's admin side and runs one operation on it. */

@@ -242,6 +242,7 @@ call_driver(struct rpass *ps, struct rstep *st)
 	a.user = st->pv.user;
 	a.password = st->pv.password;
 	a.dbname = st->pv.db;
+	a.revoke_public_connect = st->pv.maint;
 	if ((st->rc = st->ops->open(&a, &h, st->why)) != 0)
 		return;
 	dg.resource = st->db;

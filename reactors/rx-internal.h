@@ -33,6 +33,7 @@ struct tl_rx_prov {
 	char		 user[64];
 	char		 db[64];
 	char		 password[512];
+	int		 maint;		/* revoke-public-connect */
 	int		 ok;		/* admin side usable this pass */
 	const struct tl_drv_ops *ops;
 	struct work	**w;	/* the provisioner's */

@@ -347,6 +347,7 @@ run_vjob(void *arg)
 	a.user = j->v->pv.user;
 	a.password = j->v->pv.password;
 	a.dbname = j->v->pv.db;
+	a.revoke_public_connect = j->v->pv.maint;
 	if ((j->open_rc = j->v->ops->open(&a, &h, j->open_why)) != 0) {
 		for (i = 0; i < j->nc; i++)
 			if (j->c[i]->rc == 0) {

@@ -214,7 +214,7 @@ ret=$(t_wait_log 20 credential.retired)
 t_wait_log 10 rotation.completed >/dev/null
 rseq=$(printf '%s' "$ret" | t_jfields seq)
 printf '%s' "$ret" | grep -q '"forced":false' || t_fail "retirement recorded as forced: $ret"
-printf '%s' "$ret" | grep -q '"user":"${GDB}_v1"' || t_fail "credential.retired names another login: $ret"
+printf '%s' "$ret" | grep -q "\"user\":\"${GDB}_v1\"" || t_fail "credential.retired names another login: $ret"
 tly log --json --stream "grant/$G" --type credential.acknowledged | t_jfields seq holder >"$W/acks"
 [ "$(wc -l <"$W/acks")" -eq 3 ] || t_fail "expected 3 acknowledgements, found: $(cat "$W/acks")"
 while read -r s h; do

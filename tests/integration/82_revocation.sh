@@ -183,7 +183,7 @@ ended mid
 t_ok "${MIDDB}_v1 $( [ -z "$(can_login ${MIDDB}_v1)" ] && echo dropped || echo NOLOGIN), ${MIDDB}_v2 NOLOGIN, session on v1 terminated"
 ab=$(t_wait_log 5 grant/mid/db rotation.abandoned)
 ret=$(t_wait_log 1 grant/mid/db credential.retired)
-printf '%s' "$ret" | grep -q '"user":"${MIDDB}_v1"' || t_fail "credential.retired does not name ${MIDDB}_v1: $ret"
+printf '%s' "$ret" | grep -q "\"user\":\"${MIDDB}_v1\"" || t_fail "credential.retired does not name ${MIDDB}_v1: $ret"
 t_ok "credential.retired $(printf '%s' "$ret" | sed 's/.*"body"://')"
 t_ok "rotation.abandoned $(printf '%s' "$ab" | sed 's/.*"body"://')"
 db_exists ${MIDDB} || t_fail "database ${MIDDB} is gone (policy retain)"

@@ -155,7 +155,14 @@ names_v2(const struct tl_grant *g, uint64_t version, int move, char db[64],
 uint64_t
 tl_rx_grant_naming(const struct tl_grant *g)
 {
-	return g->naming != 0 ? g->naming : TL_GRANT_NAMING;
+	if (g->naming != 0)
+		return g->naming;
+	/*
+	 * A grant with a credential version but no scheme is a record the
+	 * tables kept from before the scheme was folded (they are not
+	 * rebuilt on upgrade): its intents named no scheme, so scheme 1.
+	 */
+	return g->version != 0 ? 1 : TL_GRANT_NAMING;
 }
 
 void

@@ -813,6 +813,8 @@ intents_cb(struct tl_txn *t, void *arg)
 
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
 			continue;
+		/* The scheme first: a grant's first version decides it. */
+		w->g.naming = tl_rx_grant_naming(&w->g);
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
 		tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
@@ -829,7 +831,7 @@ intents_cb(struct tl_txn *t, void *arg)
 		tl_body_str(&b, "resource", w->dbname);
 		tl_body_str(&b, "owner", w->owner);
 		tl_body_str(&b, "user", w->login);
-		tl_body_u64(&b, "naming", tl_rx_grant_naming(&w->g));
+		tl_body_u64(&b, "naming", w->g.naming);
 		tl_body_secret(&b, "password", ct, ctlen);
 		rc = tl_emit(&c, EV_GRANT_PROVISIONING, stream, &b, NULL);
 		tl_body_free(&b);

@@ -1512,6 +1512,31 @@ out:
 	return rc;
 }
 
+/*
+ * Marks g's roles with its id, as apply_cluster does: a role with the
+ * unnamed mark that g adopted (a grant made before marks named grants)
+ * is g's from now on, and no other grant that shared its names can
+ * reset its password (two such grants stop fighting over it).
+ */
+static int
+claim(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, char *why)
+{
+	char step[160];
+	int rc, found;
+
+	if (!named(g))
+		return 0;
+	snprintf(step, sizeof(step), "owner role \"%s\"", g->owner);
+	if ((rc = exists(p->conn, q_role, g->owner, &found, step, why)) != 0 ||
+	    (found && (rc = runf(p->conn, step, why, "COMMENT ON ROLE %s IS "
+	    "%s", ids->own, ids->mark)) != 0))
+		return rc;
+	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+	return runf(p->conn, step, why, "COMMENT ON ROLE %s IS %s", ids->log,
+	    ids->mark);
+}
+
 static int
 pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -1535,7 +1560,8 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 		tl_secret_wipe(sql, sizeof(sql));
 		goto out;
 	}
-	if ((rc = run_secret(p->conn, sql, step, why)) != 0)
+	if ((rc = run_secret(p->conn, sql, step, why)) != 0 ||
+	    (rc = claim(p, g, &ids, why)) != 0)
 		goto out;
 	whyf(why, 0, "password of login \"%s\" set", g->login);
 out:

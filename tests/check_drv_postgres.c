@@ -812,6 +812,41 @@ START_TEST(test_create_refuses_other_grant)
 }
 END_TEST
 
+/*
+ * Two grants of before marks named grants that were given the same
+ * names (both adopt the unnamed mark): the first to set its password
+ * marks the roles with its id, and the other can no longer reset it.
+ */
+START_TEST(test_claim_unnamed)
+{
+	struct grant g1, g2;
+	char why[TL_DRV_WHY_MAX], err[512];
+	void *h = drv_open();
+	int rc;
+
+	grant_init(&g1, "claim");
+	do_create(h, &g1);		/* unnamed: the mark of before */
+	g2 = g1;
+	tl_secret_password(g2.pw);
+	g2.g.password = g2.pw;
+	secret_add(g2.pw);
+	g1.g.grant = "one/db@node-a";
+	g1.g.adopt_unnamed = 1;
+	g2.g.grant = "one-node-a/db";
+	g2.g.adopt_unnamed = 1;
+	ck_rc(drv->set_password(h, &g1.g, why), 0, why);
+	rc = drv->set_password(h, &g2.g, why);
+	ck_why(why);
+	ck_rc(rc, TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "for grant one/db@node-a") != NULL, "%s",
+	    why);
+	ck_assert_msg(can_login(g1.log, g1.pw, g1.res, err, sizeof(err)),
+	    "%s", err);
+	ck_drift(h, &g1, TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_isolation)
 {
 	struct grant a, b;
@@ -1665,6 +1700,7 @@ suite(void)
 	tcase_add_test(tc, test_create_half_done);
 	tcase_add_test(tc, test_create_refuses_foreign);
 	tcase_add_test(tc, test_create_refuses_other_grant);
+	tcase_add_test(tc, test_claim_unnamed);
 	tcase_add_test(tc, test_isolation);
 	tcase_add_test(tc, test_role_attributes);
 	tcase_add_test(tc, test_injection);

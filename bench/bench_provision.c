@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "core/secret.h"
+#include "reactors/rx-internal.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
@@ -618,7 +619,14 @@ latency_run(struct contender *c, struct latency *lat)
 		lat->e2e[i] = (tl_bench_now() - t) * 1000;
 		tl_bench_msleep(50);	/* the log line follows the file */
 		lat->drv[i] = driver_ms(c->dlog, m);
-		snprintf(db, sizeof(db), "%s-db", m);
+		{
+			char g[48], d[17];
+
+			/* The grant's database (reactors/names.c). */
+			snprintf(g, sizeof(g), "%s/db", m);
+			tl_rx_name_digest(g, d);
+			snprintf(db, sizeof(db), "%s-db_%s", m, d);
+		}
 		lat->own[i] = server_createdb_ms(&c->pg, db);
 	}
 	if (hwm_kb(c->dpid) > c->hwm)

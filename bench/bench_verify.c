@@ -51,6 +51,7 @@
 
 #include "core/envelope.h"
 #include "core/log.h"
+#include "reactors/rx-internal.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
@@ -574,7 +575,7 @@ main(void)
 			    (t1 - t0)) * 1000 / (double)(g1 - g0));
 
 		for (i = 0; i < ns; i++) {
-			char g[32], stream[48], sql[256];
+			char g[32], stream[48], sql[256], d[17];
 			int m = 1 + (int)(tl_test_rand(&seed) % (uint64_t)n);
 			unsigned wait = (unsigned)(tl_test_rand(&seed) %
 			    (uint64_t)(vi * 1000));
@@ -582,8 +583,10 @@ main(void)
 
 			snprintf(g, sizeof(g), "v%04d/db", m);
 			snprintf(stream, sizeof(stream), "grant/%s", g);
-			snprintf(sql, sizeof(sql), "ALTER ROLE \"v%04d-db_v1\" "
-			    "PASSWORD 'bench-drift-%d'", m, i);
+			/* Its first login (reactors/names.c). */
+			tl_rx_name_digest(g, d);
+			snprintf(sql, sizeof(sql), "ALTER ROLE \"v%04d-db_%s_v1\" "
+			    "PASSWORD 'bench-drift-%d'", m, d, i);
 			tl_bench_msleep(wait);
 			after = head(log);
 			td = tl_bench_ns(CLOCK_REALTIME);

@@ -20,6 +20,13 @@ struct tl_drv_admin {
 	const char	*user;
 	const char	*password;	/* plaintext, wiped after use */
 	const char	*dbname;	/* maintenance database */
+	/*
+	 * The provider setting revoke-public-connect: PUBLIC may not
+	 * connect to the server's maintenance databases (create and
+	 * fix_privileges revoke it, the admin keeping it; check reports it
+	 * as a privileges drift of every grant).  0: left as it is.
+	 */
+	int		 revoke_public_connect;
 };
 
 /* What one grant is, as the driver sees it. */
@@ -28,6 +35,15 @@ struct tl_drv_grant {
 	const char	*owner;		/* NOLOGIN owner role */
 	const char	*login;		/* LOGIN role of this credential */
 	const char	*password;	/* plaintext, wiped after use */
+	/*
+	 * The grant id the driver marks the objects with, and refuses
+	 * objects marked for any other grant by; NULL or "": unnamed (the
+	 * mark of tally before marks named grants).  adopt_unnamed: an
+	 * object with an unnamed mark is taken as this grant's (grants made
+	 * before marks named grants) and then marked with grant.
+	 */
+	const char	*grant;
+	int		 adopt_unnamed;
 };
 
 /* What verification found, worst first. */

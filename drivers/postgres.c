@@ -75,6 +75,7 @@ struct tl_drv_pg {
 	char	*password;		/* wiped in pg_close */
 	char	*dbname;
 	int	 version;		/* server_version_num */
+	int	 maint;			/* revoke_public_connect */
 };
 
 /* A grant's names, escaped once for the admin connection. */
@@ -82,6 +83,7 @@ struct pg_ids {
 	char	*res;
 	char	*own;
 	char	*log;
+	char	*mark;			/* the grant's mark, a quoted literal */
 };
 
 /* --- reasons -------------------------------------------------------- */
@@ -471,21 +473,204 @@ static const char q_db[] = "SELECT 1 FROM pg_database WHERE datname = $1";
 
 /*
  * What tally made carries a mark, set in the same transaction as the
- * CREATE ROLE: an existing role without it, or a database not owned by
- * a marked owner role, belongs to someone else and is never taken over
- * (a resource name that happens to match an operator's database must
- * not hand it to a consumer).
+ * CREATE ROLE, naming the grant it was made for: an existing role
+ * without it, or a database not owned by the grant's marked owner role,
+ * belongs to someone else and is never taken over (a resource name that
+ * happens to match an operator's database must not hand it to a
+ * consumer); a role marked for another grant is that grant's, and is
+ * never handed to this one, whatever the names.  TL_PG_MARK is the mark
+ * of tally before marks named grants: only a grant made then
+ * (adopt_unnamed) takes it as its own, and marks it with its id.
  */
 #define TL_PG_MARK	"made by tally for a grant; do not edit"
-static const char q_foreign_role[] =
-    "SELECT 1 FROM pg_roles r WHERE r.rolname = $1 AND"
-    " shobj_description(r.oid, 'pg_authid') IS DISTINCT FROM"
-    " '" TL_PG_MARK "'";
-static const char q_foreign_db[] =
-    "SELECT 1 FROM pg_database d JOIN pg_roles o ON o.oid = d.datdba"
-    " WHERE d.datname = $1 AND (o.rolname <> $2 OR"
-    " shobj_description(o.oid, 'pg_authid') IS DISTINCT FROM"
-    " '" TL_PG_MARK "')";
+#define TL_PG_MARK_FOR	"made by tally for grant "
+#define TL_PG_MARK_END	"; do not edit"
+#define PG_MARK_MAX	(sizeof(TL_PG_MARK_FOR) + 256 + sizeof(TL_PG_MARK_END))
+static const char q_role_mark[] =
+    "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles"
+    " WHERE rolname = $1";
+static const char q_db_owner[] =
+    "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1";
+
+enum pg_mark { MARK_ABSENT, MARK_OURS, MARK_FOREIGN, MARK_OTHER };
+
+static int
+named(const struct tl_drv_grant *g)
+{
+	return g->grant != NULL && *g->grant != '\0';
+}
+
+/* The mark g's objects carry. */
+static void
+mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
+{
+	if (named(g))
+		snprintf(buf, n, TL_PG_MARK_FOR "%s" TL_PG_MARK_END, g->grant);
+	else
+		snprintf(buf, n, "%s", TL_PG_MARK);
+}
+
+/*
+ * Whose role is, by its mark; other gets the grant another mark names
+ * ("" for an unnamed mark that is not g's to adopt).
+ */
+static int
+role_mark(PGconn *c, const struct tl_drv_grant *g, const char *role,
+    enum pg_mark *kind, char *other, size_t on, const char *step, char *why)
+{
+	char mine[PG_MARK_MAX];
+	const char *m;
+	size_t fl = strlen(TL_PG_MARK_FOR), el = strlen(TL_PG_MARK_END), ml;
+	PGresult *r;
+	int rc;
+
+	*kind = MARK_ABSENT;
+	other[0] = '\0';
+	if ((rc = query(c, q_role_mark, 1, role, NULL, NULL, &r, step,
+	    why)) != 0)
+		return rc;
+	if (PQntuples(r) == 0)
+		goto out;
+	*kind = MARK_FOREIGN;
+	if (PQgetisnull(r, 0, 0))
+		goto out;
+	m = PQgetvalue(r, 0, 0);
+	ml = strlen(m);
+	mark_text(g, mine, sizeof(mine));
+	if (strcmp(m, mine) == 0)
+		*kind = MARK_OURS;
+	else if (strcmp(m, TL_PG_MARK) == 0)
+		*kind = !named(g) || g->adopt_unnamed ? MARK_OURS : MARK_OTHER;
+	else if (ml > fl + el && strncmp(m, TL_PG_MARK_FOR, fl) == 0 &&
+	    strcmp(m + ml - el, TL_PG_MARK_END) == 0) {
+		*kind = MARK_OTHER;
+		snprintf(other, on, "%.*s", (int)(ml - fl - el), m + fl);
+	}
+out:
+	PQclear(r);
+	return 0;
+}
+
+/* TL_EDRIVER, with the reason, if role exists and is not g's. */
+static int
+not_foreign_role(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const char *role, const char *step, char *why)
+{
+	enum pg_mark kind;
+	char other[256];
+	int rc;
+
+	if ((rc = role_mark(p->conn, g, role, &kind, other, sizeof(other),
+	    step, why)) != 0)
+		return rc;
+	if (kind == MARK_ABSENT || kind == MARK_OURS)
+		return 0;
+	if (kind == MARK_OTHER && other[0] != '\0')
+		whyf(why, 0, "%s exists and was made by tally for grant %s: "
+		    "tally never hands one grant's object to another", step,
+		    other);
+	else if (kind == MARK_OTHER)
+		whyf(why, 0, "%s exists and was made by an earlier tally for "
+		    "another grant (its mark names none; grant %s's objects "
+		    "were never made so): tally never hands one grant's "
+		    "object to another", step, g->grant);
+	else
+		whyf(why, 0, "%s exists and was not made by tally: tally never "
+		    "takes over a role it did not make; choose another "
+		    "resource name (name: in the manifest)", step);
+	return TL_EDRIVER;
+}
+
+/* *theirs: does role exist and is not g's (revoke leaves it alone)? */
+static int
+not_ours(struct tl_drv_pg *p, const struct tl_drv_grant *g, const char *role,
+    int *theirs, const char *step, char *why)
+{
+	enum pg_mark kind;
+	char other[256];
+	int rc;
+
+	*theirs = 0;
+	if ((rc = role_mark(p->conn, g, role, &kind, other, sizeof(other),
+	    step, why)) != 0)
+		return rc;
+	*theirs = kind != MARK_ABSENT && kind != MARK_OURS;
+	return 0;
+}
+
+/* *theirs: does g's database exist, not owned by g's marked owner? */
+static int
+foreign_db(struct tl_drv_pg *p, const struct tl_drv_grant *g, int *theirs,
+    char *owner, size_t on, const char *step, char *why)
+{
+	enum pg_mark kind = MARK_ABSENT;
+	char other[256];
+	PGresult *r;
+	int rc;
+
+	*theirs = 0;
+	owner[0] = '\0';
+	if ((rc = query(p->conn, q_db_owner, 1, g->resource, NULL, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	if (PQntuples(r) > 0)
+		snprintf(owner, on, "%s", PQgetisnull(r, 0, 0) ? "" :
+		    PQgetvalue(r, 0, 0));
+	*theirs = PQntuples(r) > 0 && strcmp(owner, g->owner) != 0;
+	PQclear(r);
+	if (*theirs || owner[0] == '\0')
+		return 0;
+	if ((rc = role_mark(p->conn, g, owner, &kind, other, sizeof(other),
+	    step, why)) != 0)
+		return rc;
+	*theirs = kind != MARK_OURS;
+	return 0;
+}
+
+/*
+ * TL_EDRIVER, with the reason, if an object of g's names was made by
+ * tally for another grant: run before a repair or a move changes them.
+ * (What create made and someone changed since, an owner included, is
+ * the grant's to repair; create itself refuses anything not its own.)
+ */
+static int
+vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
+{
+	const char *const names[2] = { g->owner, g->login };
+	const char *const what[2] = { "owner role", "login role" };
+	char step[160], owner[256], other[256];
+	enum pg_mark kind;
+	PGresult *r;
+	int i, rc;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(step, sizeof(step), "%s \"%s\"", what[i], names[i]);
+		if ((rc = role_mark(p->conn, g, names[i], &kind, other,
+		    sizeof(other), step, why)) != 0)
+			return rc;
+		if (kind == MARK_OTHER)
+			return not_foreign_role(p, g, names[i], step, why);
+	}
+	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
+	if ((rc = query(p->conn, q_db_owner, 1, g->resource, NULL, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	owner[0] = '\0';
+	if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		snprintf(owner, sizeof(owner), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (owner[0] == '\0' || strcmp(owner, g->owner) == 0)
+		return 0;
+	if ((rc = role_mark(p->conn, g, owner, &kind, other, sizeof(other),
+	    step, why)) != 0)
+		return rc;
+	if (kind != MARK_OTHER)
+		return 0;
+	whyf(why, 0, "%s is owned by \"%s\", made by tally for %s%s: tally "
+	    "never hands one grant's object to another", step, owner,
+	    other[0] != '\0' ? "grant " : "another grant", other);
+	return TL_EDRIVER;
+}
 
 /* printf into a statement buffer; TL_EINVAL when it does not fit. */
 static int
@@ -532,7 +717,8 @@ ids_free(struct pg_ids *ids)
 	PQfreemem(ids->res);
 	PQfreemem(ids->own);
 	PQfreemem(ids->log);
-	ids->res = ids->own = ids->log = NULL;
+	PQfreemem(ids->mark);
+	ids->res = ids->own = ids->log = ids->mark = NULL;
 }
 
 static char *
@@ -551,12 +737,20 @@ static int
 ids_make(PGconn *c, const struct tl_drv_grant *g, struct pg_ids *ids,
     char *why)
 {
-	ids->res = ids->own = ids->log = NULL;
+	char mark[PG_MARK_MAX];
+
+	ids->res = ids->own = ids->log = ids->mark = NULL;
 	if ((ids->res = escape_id(c, g->resource, why)) == NULL ||
 	    (ids->own = escape_id(c, g->owner, why)) == NULL ||
 	    (ids->log = escape_id(c, g->login, why)) == NULL) {
 		ids_free(ids);
 		return TL_EINVAL;
+	}
+	mark_text(g, mark, sizeof(mark));
+	if ((ids->mark = PQescapeLiteral(c, mark, strlen(mark))) == NULL) {
+		ids_free(ids);
+		return whyf(why, TL_EINVAL, "cannot quote the mark of grant "
+		    "\"%s\"", g->grant);
 	}
 	return 0;
 }
@@ -665,44 +859,6 @@ run_secret(PGconn *c, char *sql, const char *step, char *why)
 	return rc;
 }
 
-/* *theirs: does the foreign-object query (q, a, b) find a row? */
-static int
-foreign(struct tl_drv_pg *p, const char *q, const char *a, const char *b,
-    int *theirs, const char *step, char *why)
-{
-	PGresult *r;
-	int rc;
-
-	*theirs = 0;
-	if ((rc = query(p->conn, q, b != NULL ? 2 : 1, a, b, NULL, &r, step,
-	    why)) != 0)
-		return rc;
-	*theirs = PQntuples(r) > 0;
-	PQclear(r);
-	return 0;
-}
-
-/* TL_EDRIVER, with the reason, if role exists without tally's mark. */
-static int
-not_foreign_role(struct tl_drv_pg *p, const char *role, const char *step,
-    char *why)
-{
-	PGresult *r;
-	int rc, foreign;
-
-	if ((rc = query(p->conn, q_foreign_role, 1, role, NULL, NULL, &r,
-	    step, why)) != 0)
-		return rc;
-	foreign = PQntuples(r) > 0;
-	PQclear(r);
-	if (!foreign)
-		return 0;
-	whyf(why, 0, "%s exists and was not made by tally: tally never takes "
-	    "over a role it did not make; choose another resource name (name: "
-	    "in the manifest)", step);
-	return TL_EDRIVER;
-}
-
 /* Makes the owner role if it does not exist. */
 static int
 ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
@@ -716,10 +872,10 @@ ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	if ((rc = exists(p->conn, q_role, g->owner, &found, step, why)) != 0)
 		return rc;
 	if (found)
-		return not_foreign_role(p, g->owner, step, why);
+		return not_foreign_role(p, g, g->owner, step, why);
 	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s NOLOGIN "
-	    ROLE_ATTRS "; COMMENT ON ROLE %s IS '" TL_PG_MARK "'", ids->own,
-	    ids->own)) != 0)
+	    ROLE_ATTRS "; COMMENT ON ROLE %s IS %s", ids->own, ids->own,
+	    ids->mark)) != 0)
 		return rc;
 	rc = run_state(p->conn, sql, step, why, state);
 	if (rc != 0 && strcmp(state, "42710") == 0)	/* raced: exists */
@@ -741,7 +897,7 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &found, step, why)) != 0)
 		return rc;
-	if (found && (rc = not_foreign_role(p, g->login, step, why)) != 0)
+	if (found && (rc = not_foreign_role(p, g, g->login, step, why)) != 0)
 		return rc;
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		return rc;
@@ -750,8 +906,8 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		    ids->log, pw);
 	else
 		rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN INHERIT "
-		    ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS '"
-		    TL_PG_MARK "'", ids->log, pw, ids->log);
+		    ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS %s",
+		    ids->log, pw, ids->log, ids->mark);
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));
@@ -776,19 +932,18 @@ ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
 		return rc;
 	if (found) {
-		int foreign;
-		PGresult *r;
+		char owner[256];
+		int theirs;
 
-		if ((rc = query(p->conn, q_foreign_db, 2, g->resource,
-		    g->owner, NULL, &r, step, why)) != 0)
+		if ((rc = foreign_db(p, g, &theirs, owner, sizeof(owner), step,
+		    why)) != 0)
 			return rc;
-		foreign = PQntuples(r) > 0;
-		PQclear(r);
-		if (foreign) {
-			whyf(why, 0, "%s exists and belongs to someone else: "
-			    "tally never takes over a database it did not "
-			    "make; choose another resource name (name: in "
-			    "the manifest)", step);
+		if (theirs) {
+			whyf(why, 0, "%s exists and belongs to someone else "
+			    "(owner \"%s\"): tally never takes over a database "
+			    "it did not make for this grant; choose another "
+			    "resource name (name: in the manifest)", step,
+			    owner);
 			return TL_EDRIVER;
 		}
 		return 0;
@@ -883,6 +1038,10 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    (rc = runf(c, sl, why, "GRANT %s TO %s", ids->own, ids->log)) != 0 ||
 	    (rc = runf(c, sl, why, "ALTER ROLE %s SET role = %s", ids->log,
 	    ids->own)) != 0 ||
+	    (rc = runf(c, so, why, "COMMENT ON ROLE %s IS %s", ids->own,
+	    ids->mark)) != 0 ||
+	    (rc = runf(c, sl, why, "COMMENT ON ROLE %s IS %s", ids->log,
+	    ids->mark)) != 0 ||
 	    (rc = revoke_each(c, q_memberof, g->login, g->owner,
 	    "REVOKE ", from_l, sl, why)) != 0 ||
 	    (rc = revoke_each(c, q_memberof, g->owner, "",
@@ -932,6 +1091,77 @@ apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	return rc;
 }
 
+/*
+ * The maintenance databases: PostgreSQL gives PUBLIC CONNECT on them, so
+ * every grant's login could connect there (and see the catalogs of the
+ * whole server).  With revoke_public_connect, create and fix_privileges
+ * revoke it; the admin keeps it (a superuser needs no grant; any other
+ * admin is granted CONNECT first).
+ */
+static const char *const pg_maint_dbs[] = { "postgres", "template1" };
+static const char q_maint_public[] =
+    "SELECT string_agg(d.datname, ', ' ORDER BY d.datname) FROM pg_database d,"
+    " aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a"
+    " WHERE d.datname IN ('postgres', 'template1') AND a.grantee = 0"
+    " AND a.privilege_type = 'CONNECT'";
+
+/* found: the maintenance databases PUBLIC can connect to ("" if none). */
+static int
+maint_public(struct tl_drv_pg *p, char *found, size_t n, char *why)
+{
+	PGresult *r;
+	int rc;
+
+	found[0] = '\0';
+	if ((rc = query(p->conn, q_maint_public, 0, NULL, NULL, NULL, &r,
+	    "maintenance databases", why)) != 0)
+		return rc;
+	if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		snprintf(found, n, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return 0;
+}
+
+static int
+maint_revoke(struct tl_drv_pg *p, char *why)
+{
+	const char *su = PQparameterStatus(p->conn, "is_superuser");
+	char found[160], step[160], *id;
+	size_t i;
+	int rc;
+
+	if ((rc = maint_public(p, found, sizeof(found), why)) != 0 ||
+	    found[0] == '\0')
+		return rc;
+	for (i = 0; i < sizeof(pg_maint_dbs) / sizeof(pg_maint_dbs[0]); i++) {
+		snprintf(step, sizeof(step), "database \"%s\"",
+		    pg_maint_dbs[i]);
+		if (strstr(found, pg_maint_dbs[i]) == NULL)
+			continue;
+		if ((id = escape_id(p->conn, pg_maint_dbs[i], why)) == NULL)
+			return TL_EINVAL;
+		rc = 0;
+		if (su == NULL || strcmp(su, "on") != 0)
+			rc = runf(p->conn, step, why, "GRANT CONNECT ON DATABASE "
+			    "%s TO CURRENT_USER", id);
+		if (rc == 0)
+			rc = runf(p->conn, step, why, "REVOKE CONNECT ON "
+			    "DATABASE %s FROM PUBLIC", id);
+		PQfreemem(id);
+		if (rc != 0)
+			return rc;
+	}
+	/* A REVOKE by a role without the grant option only warns. */
+	if ((rc = maint_public(p, found, sizeof(found), why)) != 0)
+		return rc;
+	if (found[0] != '\0')
+		return whyf(why, TL_EDRIVER, "PUBLIC still has CONNECT on %s: "
+		    "the admin role cannot revoke it (only the owner or a "
+		    "superuser can); set revoke-public-connect=no on the "
+		    "provider to leave it", found);
+	return 0;
+}
+
 /* --- the operations ------------------------------------------------- */
 
 static int
@@ -958,6 +1188,7 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 		rc = whyf(why, ENOMEM, "out of memory");
 		goto fail;
 	}
+	p->maint = a->revoke_public_connect;
 	if ((rc = pg_ensure(p, why)) != 0)
 		goto fail;
 	whyf(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\"",
@@ -1003,7 +1234,7 @@ pg_begin(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
 {
 	int rc;
 
-	ids->res = ids->own = ids->log = NULL;
+	ids->res = ids->own = ids->log = ids->mark = NULL;
 	if (p == NULL)
 		return whyf(why, TL_EINVAL, "driver not open");
 	if ((rc = pg_ensure(p, why)) != 0 ||
@@ -1028,7 +1259,8 @@ pg_create(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = ensure_login(p, g, &ids, &ml, why)) != 0 ||
 	    (rc = ensure_db(p, g, &ids, &md, why)) != 0 ||
 	    (rc = apply_cluster(p, g, &ids, why)) != 0 ||
-	    (rc = apply_schema(p, g, &ids, why)) != 0)
+	    (rc = apply_schema(p, g, &ids, why)) != 0 ||
+	    (p->maint && (rc = maint_revoke(p, why)) != 0))
 		goto out;
 	whyf(why, 0, "database \"%s\" %s, owner role \"%s\" %s, login "
 	    "\"%s\" %s", g->resource, md ? "created" : "existed", g->owner,
@@ -1219,6 +1451,15 @@ pg_check(void *h, const struct tl_drv_grant *g,
 			madd(&priv, "%s also hold privileges on database "
 			    "\"%s\"", s, g->resource);
 	}
+	if (p->maint) {
+		char found[160];
+
+		if ((rc = maint_public(p, found, sizeof(found), why)) != 0)
+			goto out;
+		if (found[0] != '\0')
+			madd(&priv, "PUBLIC can connect to %s (the provider "
+			    "revokes it: revoke-public-connect)", found);
+	}
 
 	/*
 	 * Log in as the consumer, at the routable name, unless something
@@ -1277,6 +1518,31 @@ out:
 	return rc;
 }
 
+/*
+ * Marks g's roles with its id, as apply_cluster does: a role with the
+ * unnamed mark that g adopted (a grant made before marks named grants)
+ * is g's from now on, and no other grant that shared its names can
+ * reset its password (two such grants stop fighting over it).
+ */
+static int
+claim(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, char *why)
+{
+	char step[160];
+	int rc, found;
+
+	if (!named(g))
+		return 0;
+	snprintf(step, sizeof(step), "owner role \"%s\"", g->owner);
+	if ((rc = exists(p->conn, q_role, g->owner, &found, step, why)) != 0 ||
+	    (found && (rc = runf(p->conn, step, why, "COMMENT ON ROLE %s IS "
+	    "%s", ids->own, ids->mark)) != 0))
+		return rc;
+	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+	return runf(p->conn, step, why, "COMMENT ON ROLE %s IS %s", ids->log,
+	    ids->mark);
+}
+
 static int
 pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -1287,7 +1553,8 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0 ||
+	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
@@ -1299,7 +1566,8 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 		tl_secret_wipe(sql, sizeof(sql));
 		goto out;
 	}
-	if ((rc = run_secret(p->conn, sql, step, why)) != 0)
+	if ((rc = run_secret(p->conn, sql, step, why)) != 0 ||
+	    (rc = claim(p, g, &ids, why)) != 0)
 		goto out;
 	whyf(why, 0, "password of login \"%s\" set", g->login);
 out:
@@ -1327,7 +1595,8 @@ pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
+	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0)
@@ -1425,10 +1694,12 @@ pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
+	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	if ((rc = apply_cluster(p, g, &ids, why)) != 0 ||
-	    (rc = apply_schema(p, g, &ids, why)) != 0)
+	    (rc = apply_schema(p, g, &ids, why)) != 0 ||
+	    (p->maint && (rc = maint_revoke(p, why)) != 0))
 		goto out;
 	whyf(why, 0, "attributes and privileges of database \"%s\", roles "
 	    "\"%s\" and \"%s\" reset", g->resource, g->owner, g->login);
@@ -1522,8 +1793,8 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	 * Objects tally did not make are not its to revoke: a create that
 	 * was refused because the name was taken leaves them as they were.
 	 */
-	if (login && (rc = foreign(p, q_foreign_role, g->login, NULL,
-	    &theirs, step, why)) != 0)
+	if (login && (rc = not_ours(p, g, g->login, &theirs, step,
+	    why)) != 0)
 		goto out;
 	if (theirs)
 		login = 0;
@@ -1550,9 +1821,13 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 			goto out;
 		PQclear(r);
 	}
-	if ((rc = foreign(p, q_foreign_db, g->resource, g->owner, &theirs,
-	    step, why)) != 0)
-		goto out;
+	{
+		char downer[256];
+
+		if ((rc = foreign_db(p, g, &theirs, downer, sizeof(downer),
+		    step, why)) != 0)
+			goto out;
+	}
 	if (!theirs && (rc = runf(p->conn, step, why,
 	    "DROP DATABASE IF EXISTS %s%s", ids.res, p->version >= 130000 ?
 	    " WITH (FORCE)" : "")) != 0)
@@ -1568,11 +1843,11 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0 ||
 	    (rc = exists(p->conn, q_role, g->owner, &owner, step, why)) != 0)
 		goto out;
-	if (login && (rc = foreign(p, q_foreign_role, g->login, NULL,
-	    &theirs, step, why)) == 0 && theirs)
+	if (login && (rc = not_ours(p, g, g->login, &theirs, step,
+	    why)) == 0 && theirs)
 		login = 0;
-	if (rc == 0 && owner && (rc = foreign(p, q_foreign_role, g->owner,
-	    NULL, &theirs, step, why)) == 0 && theirs)
+	if (rc == 0 && owner && (rc = not_ours(p, g, g->owner, &theirs, step,
+	    why)) == 0 && theirs)
 		owner = 0;
 	if (rc != 0)
 		goto out;
@@ -1624,7 +1899,8 @@ pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
+	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
 	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)

@@ -39,7 +39,7 @@
 
 /* grant/MODULE/REQ[@NODE] */
 #define EV_GRANT_REQUESTED	"grant.requested"	/* grant module req node scope type provider resource */
-#define EV_GRANT_PROVISIONING	"grant.provisioning"	/* grant provider version owner user resource password(secret) */
+#define EV_GRANT_PROVISIONING	"grant.provisioning"	/* grant provider version owner user resource naming password(secret) */
 #define EV_GRANT_PROVISIONED	"grant.provisioned"	/* grant version fields{} */
 #define EV_GRANT_FAILED		"grant.failed"		/* grant reason retry_ns */
 #define EV_REVOCATION_REQUESTED	"revocation.requested"	/* grant reason */

@@ -56,6 +56,8 @@ struct tl_grant {
 	char		port[8];
 	char		database[64];
 	char		user[64];
+	uint64_t	naming;		/* name scheme (reactors/names.c); 0: none
+					   recorded (scheme 1 once versioned) */
 };
 
 /* The grant key of a requirement instance: M/R, or M/R@N per instance. */

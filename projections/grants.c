@@ -22,6 +22,9 @@
 #define U64_FIELDS(X)							\
 	X(state_seq) X(requested_seq) X(intent_seq) X(version) X(attempts) \
 	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes)
+/* Written only when not 0: records of before it stay byte for byte. */
+#define OPT_U64_FIELDS(X)						\
+	X(naming)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -38,8 +41,10 @@ tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	tl_body_init(&b);
 #define PUT_STR(f) tl_body_str(&b, #f, g->f);
 #define PUT_U64(f) tl_body_u64(&b, #f, g->f);
+#define PUT_OPT(f) if (g->f != 0) tl_body_u64(&b, #f, g->f);
 	STR_FIELDS(PUT_STR)
 	U64_FIELDS(PUT_U64)
+	OPT_U64_FIELDS(PUT_OPT)
 	if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
 		rc = tl_rec_put(t, p->grants, k, seq, enc, len);
 	tl_body_free(&b);
@@ -48,7 +53,7 @@ tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 
 #define NAME(f) #f,
 static const char *const grant_keys[] = {
-	STR_FIELDS(NAME) U64_FIELDS(NAME)
+	STR_FIELDS(NAME) U64_FIELDS(NAME) OPT_U64_FIELDS(NAME)
 };
 #undef NAME
 #define NKEYS	(sizeof(grant_keys) / sizeof(grant_keys[0]))
@@ -72,6 +77,7 @@ grant_decode(struct tl_bnode m, struct tl_grant *g)
 		g->f = 0;
 	STR_FIELDS(GET_STR)
 	U64_FIELDS(GET_U64)
+	OPT_U64_FIELDS(GET_U64)
 	return 0;
 }
 
@@ -286,7 +292,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		return TL_EMALFORMED;
 
 	if (strcmp(ev->type, EV_GRANT_REQUESTED) == 0) {
-		uint64_t version = 0;
+		uint64_t version = 0, naming = 0;
 
 		/*
 		 * A grant requested again (its data was dropped) starts over,
@@ -295,12 +301,14 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		 */
 		if (tl_grant_get(t, p, id, &g, NULL) == 0) {
 			version = g.version;
+			naming = g.naming;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
 			    (rc = forget_migrations(t, p, id)) != 0)
 				return rc;
 		}
 		memset(&g, 0, sizeof(g));
 		g.version = version;
+		g.naming = naming;
 		snprintf(g.id, sizeof(g.id), "%s", id);
 		tl_bn_getstr(body, "module", g.module, sizeof(g.module));
 		tl_bn_getstr(body, "req", g.req, sizeof(g.req));
@@ -349,6 +357,11 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 			set_state(&g, GRANT_PROVISIONING, ev->seq);
 		g.intent_seq = ev->seq;
 		g.version = tl_bn_getu64(body, "version", g.version);
+		/*
+		 * Intents from before names carried a digest name no scheme:
+		 * 0 with a version is scheme 1 (reactors/names.c).
+		 */
+		g.naming = tl_bn_getu64(body, "naming", 0);
 		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
 	} else if (strcmp(ev->type, EV_GRANT_PROVISIONED) == 0) {
 		struct tl_bnode f;

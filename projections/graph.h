@@ -21,4 +21,12 @@ void	tl_nodelist_free(struct tl_nodelist *nl);
 /* The provider id of an assignment: "NODE/MODULE". */
 int	tl_provider_id(char *buf, const char *node, const char *module);
 
+/*
+ * The provider setting revoke-public-connect (yes | no, default yes)
+ * from an assignment's setting value ("" when unset): 0 only for "no".
+ * PUBLIC then keeps CONNECT on the server's maintenance databases.
+ */
+#define TL_SET_REVOKE_PUBLIC_CONNECT	"revoke-public-connect"
+int	tl_setting_revoke_public_connect(const char *value);
+
 #endif

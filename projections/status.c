@@ -39,6 +39,35 @@ tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 	return 0;
 }
 
+/*
+ * Whether module on node is a provider whose revoke-public-connect is
+ * off: status says so, since every grant's login can then connect to
+ * the server's maintenance databases.
+ */
+static int
+public_connect_left(struct tl_txn *t, const struct tl_proj *p,
+    const char *module, const char *node)
+{
+	struct tl_rec r;
+	struct tl_bnode n;
+	char v[8] = "";
+	S(k);
+	int provider = 0;
+
+	if (tl_key(k, "m/%s", module) != 0 ||
+	    tl_rec_get(t, p->graph, k, &r) != 0)
+		return 0;
+	provider = tl_bn_get(r.m, "provides", &n) == 0 && tl_bn_len(n) > 0;
+	tl_rec_close(&r);
+	if (!provider || tl_key(k, "a/%s@%s", module, node) != 0 ||
+	    tl_rec_get(t, p->graph, k, &r) != 0)
+		return 0;
+	if (tl_bn_get(r.m, "settings", &n) == 0)
+		tl_bn_getstr(n, TL_SET_REVOKE_PUBLIC_CONNECT, v, sizeof(v));
+	tl_rec_close(&r);
+	return !tl_setting_revoke_public_connect(v);
+}
+
 static int
 module_provides(struct tl_txn *t, const struct tl_proj *p, const char *module,
     const char *type, int *embedded_only, int *declared)
@@ -595,10 +624,16 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		if (ra.n > 0 && ra.worst < worst)
 			worst = ra.worst;
 		any = 1;
-		json_array_append_new(asgs, json_pack("{s:s,s:s,s:o}", "node",
-		    nl.v[i], "state", st, "requirements", ra.arr));
-		env_failed(t, module, nl.v[i], json_array_get(asgs,
-		    json_array_size(asgs) - 1));
+		{
+			json_t *a = json_pack("{s:s,s:s,s:o}", "node",
+			    nl.v[i], "state", st, "requirements", ra.arr);
+
+			if (public_connect_left(t, p, module, nl.v[i]))
+				json_object_set_new(a, "public_connect",
+				    json_true());
+			json_array_append_new(asgs, a);
+			env_failed(t, module, nl.v[i], a);
+		}
 	}
 	json_object_set_new(doc, "state", json_string(!any ? ST_UNASSIGNED :
 	    nothing && worst == rank(ST_READY) ? ST_NOTHING : order[worst]));

@@ -142,6 +142,7 @@ change(struct astep *st)
 	a.user = st->pv.user;
 	a.password = st->pv.password;
 	a.dbname = st->pv.db;
+	a.revoke_public_connect = st->pv.maint;
 	if (st->ops->set_admin_password == NULL) {
 		st->rc = TL_EDRIVER;
 		snprintf(st->why, sizeof(st->why), "driver %s cannot rotate "

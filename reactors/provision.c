@@ -167,49 +167,6 @@ struct pass {
 	int		 rc;
 };
 
-/* Fits a PostgreSQL identifier (63 bytes): long names keep a hash. */
-static void
-fit_name(char out[64], const char *base, const char *suffix)
-{
-	size_t bl = strlen(base), sl = strlen(suffix);
-
-	if (bl + sl <= 63) {
-		memcpy(out, base, bl);
-		memcpy(out + bl, suffix, sl + 1);
-		return;
-	}
-	{
-		uint32_t h = 2166136261u;
-		size_t i;
-
-		for (i = 0; i < bl; i++)
-			h = (h ^ (uint8_t)base[i]) * 16777619u;
-		snprintf(out, 64, "%.*s-%08x%s", (int)(63 - 9 - sl), base, h,
-		    suffix);
-	}
-}
-
-void
-tl_rx_grant_names(const struct tl_grant *g, uint64_t version, char db[64],
-    char owner[64], char login[64])
-{
-	char suffix[24];
-
-	/* A grant that moved (tally rebind) lives in the database it names. */
-	if (g->database[0] != '\0')
-		snprintf(db, 64, "%s", g->database);
-	else if (g->node[0] != '\0') {
-		char base[140];
-
-		snprintf(base, sizeof(base), "%s-%s", g->resource, g->node);
-		fit_name(db, base, "");
-	} else
-		fit_name(db, g->resource, "");
-	snprintf(owner, 64, "%s", db);
-	snprintf(suffix, sizeof(suffix), "_v%llu", (unsigned long long)version);
-	fit_name(login, db, suffix);
-}
-
 int
 tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
     const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
@@ -217,6 +174,7 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 {
 	struct tl_rec r;
 	struct tl_bnode types, n;
+	char maint[8] = "";
 	S(k);
 	size_t i;
 	int rc;
@@ -273,7 +231,10 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 			    secs <= UINT32_MAX)
 				pv->mig_timeout = (unsigned)secs;
 		}
+		tl_bn_getstr(n, TL_SET_REVOKE_PUBLIC_CONNECT, maint,
+		    sizeof(maint));
 	}
+	pv->maint = tl_setting_revoke_public_connect(maint);
 	if (pv->host[0] == '\0')
 		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
 	if (pv->port[0] == '\0')
@@ -896,6 +857,8 @@ intents_cb(struct tl_txn *t, void *arg)
 
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
 			continue;
+		/* The scheme first: a grant's first version decides it. */
+		w->g.naming = tl_rx_grant_naming(&w->g);
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
 		tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
@@ -912,6 +875,7 @@ intents_cb(struct tl_txn *t, void *arg)
 		tl_body_str(&b, "resource", w->dbname);
 		tl_body_str(&b, "owner", w->owner);
 		tl_body_str(&b, "user", w->login);
+		tl_body_u64(&b, "naming", w->g.naming);
 		tl_body_secret(&b, "password", ct, ctlen);
 		rc = tl_emit(&c, EV_GRANT_PROVISIONING, stream, &b, NULL);
 		tl_body_free(&b);
@@ -969,6 +933,7 @@ run_job(void *arg)
 	a.user = j->pv->user;
 	a.password = j->pv->password;
 	a.dbname = j->pv->db;
+	a.revoke_public_connect = j->pv->maint;
 	if ((rc = j->pv->ops->open(&a, &h, why)) != 0) {
 		/* What no session takes fails with this (call_drivers). */
 		pthread_mutex_lock(&j->q->mu);
@@ -986,6 +951,8 @@ run_job(void *arg)
 		dg.owner = w->owner;
 		dg.login = w->login;
 		dg.password = w->password;
+		dg.grant = w->g.id;
+		dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
 		if (w->kind == W_CREATE) {
 			w->rc = j->pv->ops->create(h, &dg, w->why);
 			/* A resumed intent may find the role made before. */

@@ -100,43 +100,6 @@ struct mpass {
 	uint64_t	 now;
 };
 
-/* Fits name + suffix into a PostgreSQL identifier (a hash if too long). */
-static void
-fit(char out[64], const char *base, const char *suffix)
-{
-	size_t bl = strlen(base), sl = strlen(suffix), i;
-	uint32_t h = 2166136261u;
-
-	if (bl + sl <= 63) {
-		memcpy(out, base, bl);
-		memcpy(out + bl, suffix, sl + 1);
-		return;
-	}
-	for (i = 0; i < bl; i++)
-		h = (h ^ (uint8_t)base[i]) * 16777619u;
-	snprintf(out, 64, "%.*s-%08x%s", (int)(63 - 9 - sl), base, h, suffix);
-}
-
-/*
- * The fresh resource a move copies into: the grant's own database name
- * with "_mVERSION" (never one a grant had before: versions only grow),
- * its owner role of the same name, the login of that version.
- */
-static void
-new_names(const struct tl_grant *g, uint64_t version, char db[64],
-    char owner[64], char login[64])
-{
-	struct tl_grant tmp = *g;
-	char base[64], suffix[24];
-
-	tmp.database[0] = '\0';		/* the base name, not where it lives */
-	tl_rx_grant_names(&tmp, version, base, owner, login);
-	snprintf(suffix, sizeof(suffix), "_m%llu", (unsigned long long)version);
-	fit(db, base, suffix);
-	snprintf(tmp.database, sizeof(tmp.database), "%s", db);
-	tl_rx_grant_names(&tmp, version, db, owner, login);
-}
-
 static int
 load_sides(struct mpass *ps, struct tl_txn *t, const struct tl_proj *p,
     struct mstep *st)
@@ -247,7 +210,7 @@ gather_one(const struct tl_rebind *r, void *arg)
 			st->op = OP_ISSUE;
 			tl_rx_grant_names(&st->g, st->g.version, st->odb,
 			    st->oowner, st->ologin);
-			new_names(&st->g, r->version, st->db, st->owner,
+			tl_rx_move_names(&st->g, r->version, st->db, st->owner,
 			    st->login);
 		} else {
 			struct tl_grant tmp = st->g;
@@ -350,6 +313,7 @@ admin_of(const struct tl_rx_prov *pv, struct tl_drv_admin *a)
 	a->user = pv->user;
 	a->password = pv->password;
 	a->dbname = pv->db;
+	a->revoke_public_connect = pv->maint;
 }
 
 /* Opens pv's admin side and runs one operation on it. */
@@ -408,9 +372,11 @@ size_on(const struct tl_rx_prov *pv, const struct tl_drv_grant *dg,
 static void
 call_driver(struct mstep *st)
 {
+	int unnamed = tl_rx_grant_naming(&st->g) == 1;
 	struct tl_drv_grant gnew = { st->db, st->owner, st->login,
-	    st->password };
-	struct tl_drv_grant gold = { st->odb, st->oowner, st->ologin, "" };
+	    st->password, st->g.id, unnamed };
+	struct tl_drv_grant gold = { st->odb, st->oowner, st->ologin, "",
+	    st->g.id, unnamed };
 	struct tl_drv_admin af, at;
 	char why[TL_DRV_WHY_MAX];
 

@@ -242,10 +242,13 @@ call_driver(struct rpass *ps, struct rstep *st)
 	a.user = st->pv.user;
 	a.password = st->pv.password;
 	a.dbname = st->pv.db;
+	a.revoke_public_connect = st->pv.maint;
 	if ((st->rc = st->ops->open(&a, &h, st->why)) != 0)
 		return;
 	dg.resource = st->db;
 	dg.owner = st->owner;
+	dg.grant = st->g.id;
+	dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
 	if (st->op == OP_CREATE) {
 		dg.login = st->login;
 		dg.password = st->password;

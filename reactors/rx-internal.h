@@ -41,6 +41,7 @@ struct tl_rx_prov {
 	char		 db[64];
 	char		 password[512];
 	unsigned	 mig_timeout;	/* migration-timeout, s; 0: default */
+	int		 maint;		/* revoke-public-connect */
 	int		 ok;		/* admin side usable this pass */
 	const struct tl_drv_ops *ops;
 	struct work	**w;	/* the provisioner's */
@@ -59,9 +60,25 @@ int	tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p,
 	    struct tl_rx *rx, const char *id, const char *type,
 	    struct tl_rx_prov *pv, char *driver, int *drop);
 
+/*
+ * Provider names (reactors/names.c, the one place they are derived).
+ * TL_GRANT_NAMING is the scheme a grant's first intent records; a grant
+ * keeps the scheme its objects were made with (g->naming).
+ */
+#define TL_GRANT_NAMING	2
+/* The scheme g's names follow: its own, else TL_GRANT_NAMING. */
+uint64_t tl_rx_grant_naming(const struct tl_grant *g);
 /* The database, owner role and login role of g's credential version. */
 void	tl_rx_grant_names(const struct tl_grant *g, uint64_t version,
 	    char db[64], char owner[64], char login[64]);
+/*
+ * The fresh resource a move (tally rebind) at version copies into:
+ * never a name the grant had before (versions only grow).
+ */
+void	tl_rx_move_names(const struct tl_grant *g, uint64_t version,
+	    char db[64], char owner[64], char login[64]);
+/* The 16 hex digits of BLAKE2b-128 of a grant id that its names carry. */
+void	tl_rx_name_digest(const char *grant, char out[17]);
 
 /*
  * A fresh password for grant's credential version into pw, and its

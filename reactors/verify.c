@@ -347,6 +347,7 @@ run_vjob(void *arg)
 	a.user = j->v->pv.user;
 	a.password = j->v->pv.password;
 	a.dbname = j->v->pv.db;
+	a.revoke_public_connect = j->v->pv.maint;
 	if ((j->open_rc = j->v->ops->open(&a, &h, j->open_why)) != 0) {
 		for (i = 0; i < j->nc; i++)
 			if (j->c[i]->rc == 0) {
@@ -369,6 +370,8 @@ run_vjob(void *arg)
 		dg.owner = c->owner;
 		dg.login = c->login;
 		dg.password = c->password;
+		dg.grant = c->g.id;
+		dg.adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
 		c->rc = j->v->ops->check(h, &dg, &ep, &c->drift, c->why);
 		if (c->rc != 0)
 			continue;

@@ -263,6 +263,8 @@ grant_init(struct grant *gr, const char *tag)
 	gr->g.owner = gr->own;
 	gr->g.login = gr->log;
 	gr->g.password = gr->pw;
+	gr->g.grant = NULL;
+	gr->g.adopt_unnamed = 0;
 }
 
 /* Every reason must be free of every password the test used. */
@@ -911,6 +913,112 @@ START_TEST(test_create_refuses_foreign)
 }
 END_TEST
 
+/*
+ * Whatever the names, what tally made for one grant it never hands to
+ * another: a second grant given the same database, owner and login is
+ * refused, cannot reset the first's password or privileges, and its
+ * revocation leaves the first's objects.  An object with the mark of a
+ * tally before marks named grants is only for a grant made then.
+ */
+START_TEST(test_create_refuses_other_grant)
+{
+	struct grant g1, g2, g3;
+	char why[TL_DRV_WHY_MAX], err[512], *o;
+	PGconn *a;
+	void *h = drv_open();
+	int rc;
+
+	grant_init(&g1, "mine");
+	g1.g.grant = "one/db";
+	do_create(h, &g1);
+	a = admin(NULL);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_roles WHERE"
+	    " rolname = $1 AND shobj_description(oid, 'pg_authid') ="
+	    " 'made by tally for grant one/db; do not edit'", g1.own), 1);
+
+	g2 = g1;
+	g2.g.grant = "two/db";
+	tl_secret_password(g2.pw);
+	g2.g.password = g2.pw;
+	secret_add(g2.pw);
+	rc = drv->create(h, &g2.g, why);
+	ck_why(why);
+	ck_rc(rc, TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "made by tally for grant one/db") != NULL,
+	    "%s", why);
+	rc = drv->set_password(h, &g2.g, why);
+	ck_rc(rc, TL_EDRIVER, why);
+	rc = drv->fix_privileges(h, &g2.g, why);
+	ck_rc(rc, TL_EDRIVER, why);
+	/* Even adopting unnamed marks, a named one is another grant's. */
+	g2.g.adopt_unnamed = 1;
+	rc = drv->create(h, &g2.g, why);
+	ck_rc(rc, TL_EDRIVER, why);
+	ck_assert_int_eq(drv->revoke(h, &g2.g, 1, why), 0);
+	ck_assert_int_eq(db_count(a, g1.res), 1);
+	ck_assert_msg(can_login(g1.log, g1.pw, g1.res, err, sizeof(err)),
+	    "the first grant's login after the second's attempts: %s", err);
+	ck_drift(h, &g1, TL_DRIFT_NONE);
+
+	/* An unnamed mark: refused for a grant of today, adopted (and
+	 * marked with its id) for a grant made before marks named grants. */
+	grant_init(&g3, "unnamed");
+	o = qid(a, g3.own);
+	sql(a, "CREATE ROLE %s NOLOGIN; COMMENT ON ROLE %s IS '%s'", o, o,
+	    MARK);
+	PQfreemem(o);
+	g3.g.grant = "three/db";
+	secret_add(g3.pw);
+	rc = drv->create(h, &g3.g, why);
+	ck_why(why);
+	ck_rc(rc, TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "earlier tally") != NULL, "%s", why);
+	ck_assert_int_eq(db_count(a, g3.res), 0);
+	g3.g.adopt_unnamed = 1;
+	do_create(h, &g3);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM pg_roles WHERE"
+	    " rolname = $1 AND shobj_description(oid, 'pg_authid') ="
+	    " 'made by tally for grant three/db; do not edit'", g3.own), 1);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * Two grants of before marks named grants that were given the same
+ * names (both adopt the unnamed mark): the first to set its password
+ * marks the roles with its id, and the other can no longer reset it.
+ */
+START_TEST(test_claim_unnamed)
+{
+	struct grant g1, g2;
+	char why[TL_DRV_WHY_MAX], err[512];
+	void *h = drv_open();
+	int rc;
+
+	grant_init(&g1, "claim");
+	do_create(h, &g1);		/* unnamed: the mark of before */
+	g2 = g1;
+	tl_secret_password(g2.pw);
+	g2.g.password = g2.pw;
+	secret_add(g2.pw);
+	g1.g.grant = "one/db@node-a";
+	g1.g.adopt_unnamed = 1;
+	g2.g.grant = "one-node-a/db";
+	g2.g.adopt_unnamed = 1;
+	ck_rc(drv->set_password(h, &g1.g, why), 0, why);
+	rc = drv->set_password(h, &g2.g, why);
+	ck_why(why);
+	ck_rc(rc, TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "for grant one/db@node-a") != NULL, "%s",
+	    why);
+	ck_assert_msg(can_login(g1.log, g1.pw, g1.res, err, sizeof(err)),
+	    "%s", err);
+	ck_drift(h, &g1, TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_isolation)
 {
 	struct grant a, b;
@@ -1002,6 +1110,7 @@ START_TEST(test_injection)
 	size_t i;
 	void *h = drv_open();
 
+	memset(&g, 0, sizeof(g));
 	a = admin(NULL);
 	for (i = 0; i < sizeof(res) / sizeof(res[0]); i++) {
 		tl_secret_password(pw);
@@ -1764,6 +1873,8 @@ suite(void)
 	tcase_add_test(tc, test_create_twice);
 	tcase_add_test(tc, test_create_half_done);
 	tcase_add_test(tc, test_create_refuses_foreign);
+	tcase_add_test(tc, test_create_refuses_other_grant);
+	tcase_add_test(tc, test_claim_unnamed);
 	tcase_add_test(tc, test_isolation);
 	tcase_add_test(tc, test_role_attributes);
 	tcase_add_test(tc, test_injection);

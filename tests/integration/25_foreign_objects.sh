@@ -9,33 +9,39 @@
 
 t_say "throwaway PostgreSQL with objects tally did not make"
 t_pg_start
+# The names the two grants would be given (reactors/names.c).
+PRECIOUS=$(t_gname thief/db precious)
+BOB=$(t_gname lockout/db bob)
 t_sql "CREATE ROLE alice LOGIN PASSWORD 'alice-pw'" >/dev/null
-t_sql "CREATE DATABASE precious OWNER alice" >/dev/null
+t_sql "CREATE DATABASE \"$PRECIOUS\" OWNER alice" >/dev/null
 PGPASSWORD=alice-pw psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" \
-	-U alice -d precious -c "CREATE TABLE ledger (x int); INSERT INTO ledger VALUES (42)" ||
+	-U alice -d "$PRECIOUS" -c "CREATE TABLE ledger (x int); INSERT INTO ledger VALUES (42)" ||
 	t_fail "cannot set up alice's database"
-t_sql "CREATE ROLE bob LOGIN PASSWORD 'bob-pw'" >/dev/null
+t_sql "CREATE ROLE \"$BOB\" LOGIN PASSWORD 'bob-pw'" >/dev/null
+# bob uses the maintenance database: granted explicitly, as PUBLIC may not
+# connect there (the provider setting revoke-public-connect).
+t_sql "GRANT CONNECT ON DATABASE postgres TO \"$BOB\"" >/dev/null
 t_init
 t_node node-a 127.0.0.1
 t_provider node-a local
-# thief's database would be "precious"; lockout's owner role would be "bob".
+# thief's database would be $PRECIOUS; lockout's owner role would be $BOB.
 tly apply "$(t_consumer thief shared precious)" "$(t_consumer lockout shared bob)" >/dev/null
 tly assign thief node-a >/dev/null
 tly assign lockout node-a >/dev/null
 "$TALLY_BIN/tallyd" --once --once-timeout 5 2>>"$T_DLOG" || true
 
 t_check "alice's database is still alice's, with her privileges and data"
-[ "$(t_sql "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'precious'")" = alice ] ||
-	t_fail "database precious now belongs to $(t_sql "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'precious'") (taken over by a grant)"
+[ "$(t_sql "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '$PRECIOUS'")" = alice ] ||
+	t_fail "database $PRECIOUS now belongs to $(t_sql "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '$PRECIOUS'") (taken over by a grant)"
 got=$(PGPASSWORD=alice-pw psql -X -At -h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" \
-	-U alice -d precious -c "SELECT x FROM ledger" 2>&1) ||
+	-U alice -d "$PRECIOUS" -c "SELECT x FROM ledger" 2>&1) ||
 	t_fail "alice can no longer use her database: $got"
 [ "$got" = 42 ] || t_fail "alice's ledger reads '$got'"
 t_ok "owned by alice; alice connects and reads her data"
 
 t_check "bob can still log in"
 got=$(PGPASSWORD=bob-pw psql -X -At -h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" \
-	-U bob -d postgres -c "SELECT current_user" 2>&1) ||
+	-U "$BOB" -d postgres -c "SELECT current_user" 2>&1) ||
 	t_fail "bob is locked out: $got"
 t_ok "bob logs in"
 

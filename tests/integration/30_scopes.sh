@@ -33,16 +33,19 @@ t_wait_healthy 5
 t_say "per-instance on two nodes"
 PA=$(t_envfile node-a per-app)
 PB=$(t_envfile node-b per-app)
+DA=$(t_gname per-app/db@node-a per-app-db-node-a)
+DB=$(t_gname per-app/db@node-b per-app-db-node-b)
+DS=$(t_gname shared-app/db shared-app-db)
 t_check "two env files, two databases, two logins, two passwords"
-[ "$(t_envget "$PA" DB_NAME)" = per-app-db-node-a ] ||
-	t_fail "node-a's DB_NAME is '$(t_envget "$PA" DB_NAME)', expected per-app-db-node-a"
-[ "$(t_envget "$PB" DB_NAME)" = per-app-db-node-b ] ||
-	t_fail "node-b's DB_NAME is '$(t_envget "$PB" DB_NAME)', expected per-app-db-node-b"
+[ "$(t_envget "$PA" DB_NAME)" = "$DA" ] ||
+	t_fail "node-a's DB_NAME is '$(t_envget "$PA" DB_NAME)', expected $DA"
+[ "$(t_envget "$PB" DB_NAME)" = "$DB" ] ||
+	t_fail "node-b's DB_NAME is '$(t_envget "$PB" DB_NAME)', expected $DB"
 [ "$(t_envget "$PA" DB_USER)" != "$(t_envget "$PB" DB_USER)" ] ||
 	t_fail "both instances got the login $(t_envget "$PA" DB_USER)"
 [ "$(t_envget "$PA" DB_PASSWORD)" != "$(t_envget "$PB" DB_PASSWORD)" ] ||
 	t_fail "both instances got the same password"
-n=$(t_sql "SELECT count(*) FROM pg_database WHERE datname IN ('per-app-db-node-a', 'per-app-db-node-b')")
+n=$(t_sql "SELECT count(*) FROM pg_database WHERE datname IN ('$DA', '$DB')")
 [ "$n" = 2 ] || t_fail "expected 2 per-instance databases on the server, found $n"
 t_ok "per-app-db-node-a / per-app-db-node-b, distinct credentials"
 
@@ -61,10 +64,10 @@ for f in "$PA" "$PB"; do
 	[ "$(t_env_psql "$f" "SELECT current_database()")" = "$(t_envget "$f" DB_NAME)" ] ||
 		t_fail "the credential in $f does not reach $(t_envget "$f" DB_NAME)"
 done
-if t_env_psql "$PA" per-app-db-node-b "SELECT 1" >/dev/null 2>&1; then
+if t_env_psql "$PA" "$DB" "SELECT 1" >/dev/null 2>&1; then
 	t_fail "node-a's instance credential connects to node-b's database"
 fi
-if t_env_psql "$PB" per-app-db-node-a "SELECT 1" >/dev/null 2>&1; then
+if t_env_psql "$PB" "$DA" "SELECT 1" >/dev/null 2>&1; then
 	t_fail "node-b's instance credential connects to node-a's database"
 fi
 t_ok "both connect over TCP (node-b's via the name localhost); neither crosses"
@@ -93,8 +96,8 @@ for k in DB_NAME DB_USER DB_PASSWORD DB_PORT; do
 	[ "$(t_envget "$SA" $k)" = "$(t_envget "$SB" $k)" ] ||
 		t_fail "$k differs between the two holders"
 done
-[ "$(t_envget "$SA" DB_NAME)" = shared-app-db ] ||
-	t_fail "DB_NAME is '$(t_envget "$SA" DB_NAME)', expected shared-app-db"
+[ "$(t_envget "$SA" DB_NAME)" = "$DS" ] ||
+	t_fail "DB_NAME is '$(t_envget "$SA" DB_NAME)', expected $DS"
 n=$(t_sql "SELECT count(*) FROM pg_database WHERE datname LIKE 'shared-app%'")
 [ "$n" = 1 ] || t_fail "expected one shared-app database, found $n"
 t_ok "one database shared-app-db, one credential, two holders"

@@ -69,7 +69,7 @@ t_check "every grant delivered and connecting"
 for n in a b; do
 	i=1
 	while [ $i -le $N ]; do
-		[ "$(t_env_psql "$(t_envfile "node-$n" "$n$i")" "SELECT current_database()")" = "$n$i-db" ] ||
+		[ "$(t_env_psql "$(t_envfile "node-$n" "$n$i")" "SELECT current_database()")" = "$(t_gname "$n$i/db" "$n$i-db")" ] ||
 			t_fail "$n$i's credential does not reach $n$i-db"
 		i=$((i + 1))
 	done

@@ -70,7 +70,7 @@ t_ok "healthy $((t1 - t0)) ms after PostgreSQL came back, by the same tallyd (pi
 t_check "the grants requested during the outage are delivered and connect"
 for m in app-1 app-2 app-3; do
 	f=$(t_envfile node-a $m)
-	[ "$(t_env_psql "$f" "SELECT current_database()")" = "$m-db" ] ||
+	[ "$(t_env_psql "$f" "SELECT current_database()")" = "$(t_gname "$m/db" "$m-db")" ] ||
 		t_fail "$m's credential does not reach $m-db"
 done
 t_ok "app-1, app-2, app-3 connect"

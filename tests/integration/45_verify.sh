@@ -78,6 +78,8 @@ all_checked() {
 t_say "throwaway PostgreSQL; tallyd as a daemon, --verify-interval $VI (default 30)"
 t_pg_start
 t_init
+A2=$(t_gname app-2/db app-2-db)	# the grants' databases (reactors/names.c)
+A3=$(t_gname app-3/db app-3-db)
 t_node node-a 127.0.0.1
 t_provider node-a local
 for a in $APPS; do tly apply "$(t_consumer "$a")" >/dev/null; done
@@ -153,10 +155,10 @@ t_say "CONNECT on a consumer's database granted to PUBLIC (privileges-changed)"
 public_privs() {
 	t_sql "SELECT count(*) FROM pg_database d,
 	       aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
-	       WHERE d.datname = 'app-2-db' AND a.grantee = 0"
+	       WHERE d.datname = '$A2' AND a.grantee = 0"
 }
 SINCE=$(head_seq)
-t_sql 'GRANT CONNECT ON DATABASE "app-2-db" TO PUBLIC'
+t_sql "GRANT CONNECT ON DATABASE \"$A2\" TO PUBLIC"
 [ "$(public_privs)" -ge 1 ] || t_fail "the GRANT to PUBLIC did not take"
 dr=$(wait_ev $((VI * 3)) grant/app-2/db grant.drifted '"kind":"privileges-changed"')
 wait_ev 5 grant/app-2/db grant.repaired '"kind":"privileges-changed"' >/dev/null
@@ -167,7 +169,7 @@ t_wait_healthy 10
 
 t_say "a consumer's database dropped (missing-resource)"
 SINCE=$(head_seq)
-t_sql 'DROP DATABASE "app-3-db" WITH (FORCE)'
+t_sql "DROP DATABASE \"$A3\" WITH (FORCE)"
 ms=$(wait_ev $((VI * 3)) grant/app-3/db grant.missing)
 MSEQ=$(printf '%s' "$ms" | t_jfields seq)
 t_ok "grant.missing (seq $MSEQ): $(printf '%s' "$ms" | jval reason)"
@@ -184,7 +186,7 @@ t_expect_exit 6 "tally status (whole mesh, one grant missing)" tly status
 t_ok "tally check app-3/db and tally status (all) exit 6"
 t_check "not recreated over $((VI * 3)) s ($((VI * 3 / VI)) intervals)"
 sleep $((VI * 3))
-[ "$(t_sql "SELECT count(*) FROM pg_database WHERE datname = 'app-3-db'")" -eq 0 ] ||
+[ "$(t_sql "SELECT count(*) FROM pg_database WHERE datname = '$A3'")" -eq 0 ] ||
 	t_fail "app-3-db was recreated without tally repair"
 n=$(tly log --json --from $((MSEQ + 1)) --stream grant/app-3/db | wc -l)
 [ "$n" -eq 0 ] || {
@@ -202,10 +204,10 @@ actor=$(printf '%s' "$rq" | t_jstr actor)
 	t_fail "repair.requested was recorded with actor '$actor', expected cli:$(id -un)@$(hostname)"
 rp=$(wait_ev 20 grant/app-3/db grant.repaired '"kind":"missing-resource"')
 t_ok "repair.requested by $actor; grant.repaired: $(printf '%s' "$rp" | jval how)"
-[ "$(t_sql "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'app-3-db'")" = app-3-db ] ||
+[ "$(t_sql "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '$A3'")" = "$A3" ] ||
 	t_fail "app-3-db is not back, owned by app-3-db"
 t_wait_healthy 10
-[ "$(t_env_psql "$(t_envfile node-a app-3)" "SELECT current_database()")" = app-3-db ] ||
+[ "$(t_env_psql "$(t_envfile node-a app-3)" "SELECT current_database()")" = "$A3" ] ||
 	t_fail "app-3's delivered credential does not reach the recreated database"
 t_ok "app-3-db recreated (owner app-3-db); app-3's credential connects; status healthy"
 
@@ -286,7 +288,7 @@ wait_ev 0 grant/app-1/db grant.repaired '"kind":"credential-mismatch"' >/dev/nul
 	t_fail "app-1's credential does not work after tallyd --once"
 t_ok "exit 0; drifted + repaired in the log before it exited; app-1 connects"
 SINCE=$(head_seq)
-t_sql 'DROP DATABASE "app-2-db" WITH (FORCE)'
+t_sql "DROP DATABASE \"$A2\" WITH (FORCE)"
 t_expect_exit 6 "tallyd --once with a database dropped" \
 	"$TALLY_BIN/tallyd" --once --once-timeout 60
 wait_ev 0 grant/app-2/db grant.missing >/dev/null

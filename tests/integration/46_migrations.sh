@@ -42,6 +42,11 @@ t_sqldb() {
 		-p "$TALLY_TEST_PG_PORT" -U "$TALLY_TEST_PG_USER" -d "$1" -c "$2"
 }
 
+# The consumers' databases (reactors/names.c).
+SHOPDB=$(t_gname shop/db shop-db)
+FAILDB=$(t_gname fail/db fail-db)
+EVILDB=$(t_gname evil/db evil-db)
+
 # tables DB: "name:owner" of the tables in DB's schema public.
 tables() {
 	t_sqldb "$1" "SELECT tablename || ':' || tableowner FROM pg_tables
@@ -143,8 +148,8 @@ while read -r f sum; do
 	[ "$sum" = "$want" ] || t_fail "$f applied with checksum $sum, the file's BLAKE2b-256 is $want"
 done <"$W/applied"
 t_ok "migration.applied: $(cut -d' ' -f1 "$W/applied" | tr '\n' ' ')(each with the file's BLAKE2b-256)"
-tb=$(tables shop-db)
-[ "$tb" = "customers:shop-db items:shop-db orders:shop-db " ] ||
+tb=$(tables "$SHOPDB")
+[ "$tb" = "customers:$SHOPDB items:$SHOPDB orders:$SHOPDB " ] ||
 	t_fail "shop-db has tables '$tb', expected customers, items, orders owned by shop-db"
 t_ok "tables in shop-db (name:owner): $tb"
 [ "$(t_env_psql "$(t_envfile node-a shop)" "SELECT name FROM customers")" = "first customer" ] ||
@@ -179,7 +184,7 @@ applied shop/db >"$W/applied"
 	cat "$W/applied" >&2
 	t_fail "004 was not applied (once, after the other three)"
 }
-t_sqldb shop-db "SELECT email FROM customers" >/dev/null ||
+t_sqldb "$SHOPDB" "SELECT email FROM customers" >/dev/null ||
 	t_fail "customers has no column email"
 n=$(tly log --json --type assignment.ready | grep -c '"module":"shop"')
 [ "$n" -eq 1 ] || t_fail "assignment.ready for shop appended $n times"
@@ -206,7 +211,7 @@ t_ok "refused (exit 4), nothing appended: $(cut -c1-160 "$W/last.err")…"
 tly log --json --type migration.stored | grep -q 005_coupons &&
 	t_fail "005_coupons.sql stored although the apply was refused"
 once
-[ "$(t_sqldb shop-db "SELECT count(*) FROM pg_tables WHERE tablename = 'coupons'")" -eq 0 ] ||
+[ "$(t_sqldb "$SHOPDB" "SELECT count(*) FROM pg_tables WHERE tablename = 'coupons'")" -eq 0 ] ||
 	t_fail "005_coupons.sql ran although its apply was refused"
 t_expect_exit 0 "tally status shop (the refused apply changed nothing)" tly status shop
 t_ok "005 not stored, not run; shop still ready"
@@ -241,8 +246,8 @@ case "$why" in
 *) t_fail "migration.blocked for fail/db is not '002_half.sql:3: 42P01: …no_such_table…': '$why'" ;;
 esac
 t_ok "migration.blocked: $why"
-tb=$(tables fail-db)
-[ "$tb" = "base:fail-db " ] ||
+tb=$(tables "$FAILDB")
+[ "$tb" = "base:$FAILDB " ] ||
 	t_fail "fail-db has tables '$tb': expected only base (002's CREATE TABLE half rolled back, 003 not run)"
 [ "$(applied fail/db | cut -d' ' -f1 | tr '\n' ' ')" = "001_base.sql " ] ||
 	t_fail "fail/db applied: $(applied fail/db | cut -d' ' -f1 | tr '\n' ' ')"
@@ -274,7 +279,7 @@ case "$why" in
 "004_typo.sql:3: 42601: syntax error"*TABLEE*) ;;
 *) t_fail "migration.blocked is not '004_typo.sql:3: 42601: syntax error … TABLEE': '$why'" ;;
 esac
-[ "$(t_sqldb fail-db "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'typo%'")" -eq 0 ] ||
+[ "$(t_sqldb "$FAILDB" "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'typo%'")" -eq 0 ] ||
 	t_fail "004_typo.sql left a table behind"
 t_ok "migration.blocked: $why; no typo_* table"
 t_check "an error the server gives no position for: the line of the failing statement"
@@ -295,17 +300,17 @@ case "$why" in
 "004_typo.sql:8: 42P07: "*base*exists*) ;;
 *) t_fail "migration.blocked is not '004_typo.sql:8: 42P07: relation \"base\" already exists': '$why'" ;;
 esac
-[ "$(t_sqldb fail-db "SELECT count(*) FROM pg_proc WHERE proname = 'answer'")" -eq 0 ] ||
+[ "$(t_sqldb "$FAILDB" "SELECT count(*) FROM pg_proc WHERE proname = 'answer'")" -eq 0 ] ||
 	t_fail "004's function answer() survived the failure of the file"
 t_ok "migration.blocked: $why; function answer() rolled back"
 
 t_say "a migration creating a table in another consumer's database"
 EVIL=$(mig_consumer evil)
-cat >"$M/evil/001_reach.sql" <<'EOF'
+cat >"$M/evil/001_reach.sql" <<EOF
 -- 001: reach into shop's database
-CREATE TABLE "shop-db".public.stolen (id int);
+CREATE TABLE "$SHOPDB".public.stolen (id int);
 EOF
-before=$(tables shop-db)
+before=$(tables "$SHOPDB")
 tly apply "$EVIL" >/dev/null
 tly assign evil node-a >/dev/null
 once 6
@@ -315,9 +320,9 @@ case "$why" in
 *) t_fail "migration.blocked for evil/db is not the cross-database error at 001_reach.sql:2: '$why'" ;;
 esac
 t_ok "migration.blocked: $why"
-[ "$(tables shop-db)" = "$before" ] ||
-	t_fail "shop-db changed: '$before' -> '$(tables shop-db)'"
-[ "$(tables evil-db)" = "" ] || t_fail "evil-db has tables: $(tables evil-db)"
+[ "$(tables "$SHOPDB")" = "$before" ] ||
+	t_fail "shop-db changed: '$before' -> '$(tables "$SHOPDB")'"
+[ "$(tables "$EVILDB")" = "" ] || t_fail "evil-db has tables: $(tables "$EVILDB")"
 t_expect_exit 6 "tally status evil (blocked)" tly status evil
 t_ok "shop-db untouched ($before); evil-db empty; tally status evil exits 6"
 

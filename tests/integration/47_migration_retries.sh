@@ -30,7 +30,7 @@ printf '%s\n' 'CREATE TABLE early (id int);' 'COMMIT;' \
 
 tables() {
 	psql -X -At -q -h "$TALLY_TEST_PG_SOCK" -p "$TALLY_TEST_PG_PORT" \
-		-U "$TALLY_TEST_PG_USER" -d tx-db -c "SELECT coalesce(string_agg(
+		-U "$TALLY_TEST_PG_USER" -d "$(t_gname tx/db tx-db)" -c "SELECT coalesce(string_agg(
 		tablename, ' ' ORDER BY tablename), '') FROM pg_tables
 		WHERE schemaname = 'public'"
 }

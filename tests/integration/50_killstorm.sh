@@ -129,7 +129,7 @@ for f in "$TALLY_HOME"/deliver/node-a/*.env; do
 	m=$(basename "$f" .env)
 	grep -q "^$m/db $(t_envget "$f" DB_NAME) $(t_envget "$f" DB_USER)\$" "$W/prov" ||
 		t_fail "$f does not name its grant's database and login"
-	[ "$(t_env_psql "$f" "SELECT current_database()")" = "$m-db" ] ||
+	[ "$(t_env_psql "$f" "SELECT current_database()")" = "$(t_gname "$m/db" "$m-db")" ] ||
 		t_fail "the credential in $f does not connect to $m-db"
 done
 t_ok "$N env files, $N connections"

@@ -78,8 +78,9 @@ control() {
 		t_fail "$_what: control string '$_s' not found: the search is blind"
 }
 
+PB=$(t_gname per-app/db@node-b per-app-db-node-b)	# reactors/names.c
 t_check "the LMDB files (data.mdb, lock.mdb)"
-control "data.mdb" "per-app-db-node-b_v1" "$TALLY_HOME/log/data.mdb"
+control "data.mdb" "${PB}_v1" "$TALLY_HOME/log/data.mdb"
 search "LMDB" "$TALLY_HOME/log/data.mdb" "$TALLY_HOME/log/lock.mdb"
 t_ok "none in $(du -k "$TALLY_HOME/log/data.mdb" | cut -f1) KiB of data.mdb (control: the login names are there)"
 
@@ -101,8 +102,8 @@ search "tallyd stderr" "$O/tallyd.stderr"
 t_ok "none in $(wc -l <"$O/tallyd.stderr") lines"
 
 t_check "PostgreSQL's server log, with every statement logged"
-control "server log" "CREATE DATABASE \"per-app-db-node-b\"" "$PGLOG"
-control "server log" "CREATE ROLE \"per-app-db-node-b_v1\"" "$PGLOG"
+control "server log" "CREATE DATABASE \"$PB\"" "$PGLOG"
+control "server log" "CREATE ROLE \"${PB}_v1\"" "$PGLOG"
 search "PostgreSQL server log" "$PGLOG"
 t_ok "none in $(wc -l <"$PGLOG") lines (control: the CREATE ROLE statements are there)"
 

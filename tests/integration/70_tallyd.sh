@@ -99,7 +99,7 @@ t1=$(t_now_ms)
 state=$(tly log --json --stream "grant/w$n/db" | tail -n 1 | t_jstr type)
 t_ok "exit 0 in $((t1 - t0)) ms; w$n's last event: $state"
 t_tallyd_once
-[ "$(t_env_psql "$(t_envfile node-a "w$n")" "SELECT current_database()")" = "w$n-db" ] ||
+[ "$(t_env_psql "$(t_envfile node-a "w$n")" "SELECT current_database()")" = "$(t_gname "w$n/db" "w$n-db")" ] ||
 	t_fail "w$n is not usable after the interrupted pass"
 n2=$(tly log --json --stream "grant/w$n/db" --type grant.provisioning | wc -l)
 [ "$n2" -eq 1 ] || t_fail "w$n got $n2 intents"

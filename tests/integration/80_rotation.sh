@@ -22,6 +22,8 @@
 #     before credential.retired), and the session on it is ended;
 #   - the poller recorded zero failures; tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
+# The grants' databases (reactors/names.c).
+GDB=$(t_gname game/db game-db)
 
 G=game/db
 NODES="node-a node-b node-c"
@@ -54,7 +56,7 @@ conn_file() {
 
 roles() {
 	t_sql "SELECT rolname || ':' || rolcanlogin::int FROM pg_roles
-	       WHERE rolname LIKE 'game-db%' ORDER BY 1" | tr '\n' ' '
+	       WHERE rolname LIKE '${GDB}%' ORDER BY 1" | tr '\n' ' '
 }
 
 t_say "throwaway PostgreSQL; nodes node-a (provider), node-b, node-c"
@@ -73,8 +75,8 @@ t_tallyd_start --interval 1
 t_wait_healthy 30 game
 for n in $NODES; do
 	f=$(t_envfile "$n" game)
-	[ "$(t_envget "$f" DB_USER)" = game-db_v1 ] ||
-		t_fail "$n holds $(t_envget "$f" DB_USER), expected game-db_v1"
+	[ "$(t_envget "$f" DB_USER)" = ${GDB}_v1 ] ||
+		t_fail "$n holds $(t_envget "$f" DB_USER), expected ${GDB}_v1"
 	[ "$(t_envget "$f" DB_HOST)" = 127.0.0.1 ] ||
 		t_fail "$n is told DB_HOST=$(t_envget "$f" DB_HOST), expected 127.0.0.1"
 done
@@ -118,17 +120,17 @@ t_ok "poller running (pid $PPID_POLL)"
 t_say "a session held open on the old credential (node-c's v1)"
 (
 	PGPASSWORD=$(t_envget "$W/v1.env" DB_PASSWORD) exec psql -X -At -q \
-		-h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" -U game-db_v1 -d game-db \
+		-h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" -U ${GDB}_v1 -d ${GDB} \
 		-c "SELECT pg_sleep(60)" >"$W/sleeper.out" 2>"$W/sleeper.err"
 ) &
 SLEEPER=$!
 _t_pids="$_t_pids $SLEEPER"
 end=$(($(t_now_ms) + 10000))
-until [ "$(t_sql "SELECT count(*) FROM pg_stat_activity WHERE usename = 'game-db_v1' AND query LIKE '%pg_sleep%'")" -ge 1 ]; do
-	[ "$(t_now_ms)" -lt "$end" ] || t_fail "the session as game-db_v1 did not start"
+until [ "$(t_sql "SELECT count(*) FROM pg_stat_activity WHERE usename = '${GDB}_v1' AND query LIKE '%pg_sleep%'")" -ge 1 ]; do
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "the session as ${GDB}_v1 did not start"
 	sleep 0.05
 done
-t_ok "psql (pid $SLEEPER) sleeping as game-db_v1"
+t_ok "psql (pid $SLEEPER) sleeping as ${GDB}_v1"
 
 t_say "tally rotate $G"
 tly rotate "$G" >/dev/null || t_fail "tally rotate $G failed"
@@ -139,7 +141,7 @@ for n in $NODES; do
 done
 end=$(($(t_now_ms) + 10000))
 for n in $NODES; do
-	until [ "$(t_envget "$(t_envfile "$n" game)" DB_USER)" = game-db_v2 ]; do
+	until [ "$(t_envget "$(t_envfile "$n" game)" DB_USER)" = ${GDB}_v2 ]; do
 		[ "$(t_now_ms)" -lt "$end" ] || t_fail "$n's env file does not hold v2"
 		sleep 0.05
 	done
@@ -147,26 +149,26 @@ done
 t_ok "v2 delivered to all three holders (log and env files)"
 
 t_check "both logins work while the rotation waits: $(roles)"
-for r in game-db_v1 game-db_v2; do
+for r in ${GDB}_v1 ${GDB}_v2; do
 	case " $(roles)" in
 		*" $r:1 "*) ;;
-		*) t_fail "expected game-db_v1 and game-db_v2 both LOGIN, found: $(roles)" ;;
+		*) t_fail "expected ${GDB}_v1 and ${GDB}_v2 both LOGIN, found: $(roles)" ;;
 	esac
 done
-t_ok "game-db_v1 and game-db_v2 both rolcanlogin"
+t_ok "${GDB}_v1 and ${GDB}_v2 both rolcanlogin"
 
 t_say "node-a and node-b acknowledge v2; node-c does not"
 tly ack node-a game 2 >/dev/null || t_fail "tally ack node-a game 2 failed"
 tly ack node-b game 2 >/dev/null || t_fail "tally ack node-b game 2 failed"
 sleep 3	# three resync periods: tallyd has had every chance to retire
 t_check "the old login is still LOGIN-able while node-c has not acknowledged"
-[ "$(t_sql "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'game-db_v1'")" = t ] ||
-	t_fail "game-db_v1 is no longer LOGIN ($(roles)) though node-c has not acknowledged"
-[ "$(conn_file "$W/v1.env")" = game-db_v1 ] ||
+[ "$(t_sql "SELECT rolcanlogin FROM pg_roles WHERE rolname = '${GDB}_v1'")" = t ] ||
+	t_fail "${GDB}_v1 is no longer LOGIN ($(roles)) though node-c has not acknowledged"
+[ "$(conn_file "$W/v1.env")" = ${GDB}_v1 ] ||
 	t_fail "node-c's v1 credential no longer connects: $(cat "$W/conn.err")"
 tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 	t_fail "credential.retired was recorded before node-c acknowledged"
-kill -0 "$SLEEPER" 2>/dev/null || t_fail "the session on game-db_v1 ended before retirement: $(cat "$W/sleeper.err")"
+kill -0 "$SLEEPER" 2>/dev/null || t_fail "the session on ${GDB}_v1 ended before retirement: $(cat "$W/sleeper.err")"
 t_ok "rolcanlogin t; node-c's v1 credential connects; its open session runs; no credential.retired"
 
 t_check "status names the holder it waits on"
@@ -212,7 +214,7 @@ ret=$(t_wait_log 20 credential.retired)
 t_wait_log 10 rotation.completed >/dev/null
 rseq=$(printf '%s' "$ret" | t_jfields seq)
 printf '%s' "$ret" | grep -q '"forced":false' || t_fail "retirement recorded as forced: $ret"
-printf '%s' "$ret" | grep -q '"user":"game-db_v1"' || t_fail "credential.retired names another login: $ret"
+printf '%s' "$ret" | grep -q "\"user\":\"${GDB}_v1\"" || t_fail "credential.retired names another login: $ret"
 tly log --json --stream "grant/$G" --type credential.acknowledged | t_jfields seq holder >"$W/acks"
 [ "$(wc -l <"$W/acks")" -eq 3 ] || t_fail "expected 3 acknowledgements, found: $(cat "$W/acks")"
 while read -r s h; do
@@ -220,7 +222,7 @@ while read -r s h; do
 done <"$W/acks"
 t_ok "acks at seq $(cut -d' ' -f1 "$W/acks" | tr '\n' ' ')< credential.retired at seq $rseq (forced false)"
 case " $(roles)" in
-	*" game-db_v1:"*) t_fail "game-db_v1 still exists after retirement: $(roles)" ;;
+	*" ${GDB}_v1:"*) t_fail "${GDB}_v1 still exists after retirement: $(roles)" ;;
 esac
 t_ok "pg_roles: $(roles)"
 if conn_file "$W/v1.env" >/dev/null; then t_fail "the retired v1 credential still connects"; fi
@@ -228,9 +230,9 @@ t_ok "the v1 credential is refused: $(head -n 1 "$W/conn.err" | sed 's/^psql: er
 
 t_check "the session open on the old credential was ended at retirement"
 t_wait_exit "$SLEEPER" 15
-[ "$T_RC" -ne 0 ] || t_fail "the pg_sleep(60) session as game-db_v1 ended normally (exit 0)"
-[ "$(t_sql "SELECT count(*) FROM pg_stat_activity WHERE usename = 'game-db_v1'")" -eq 0 ] ||
-	t_fail "pg_stat_activity still shows sessions of game-db_v1"
+[ "$T_RC" -ne 0 ] || t_fail "the pg_sleep(60) session as ${GDB}_v1 ended normally (exit 0)"
+[ "$(t_sql "SELECT count(*) FROM pg_stat_activity WHERE usename = '${GDB}_v1'")" -eq 0 ] ||
+	t_fail "pg_stat_activity still shows sessions of ${GDB}_v1"
 t_ok "psql exited $T_RC: $(grep -m1 -i 'terminat' "$W/sleeper.err" || head -n 1 "$W/sleeper.err")"
 
 t_check "the poller never failed"
@@ -241,8 +243,8 @@ if [ -s "$W/poll.fail" ]; then
 	cat "$W/poll.fail" >&2
 	t_fail "$(wc -l <"$W/poll.fail") delivered-credential connection(s) failed during the rotation"
 fi
-v1n=$(grep -c 'game-db_v1$' "$W/poll.ok" || true)
-v2n=$(grep -c 'game-db_v2$' "$W/poll.ok" || true)
+v1n=$(grep -c "${GDB}_v1\$" "$W/poll.ok" || true)
+v2n=$(grep -c "${GDB}_v2\$" "$W/poll.ok" || true)
 [ "$v1n" -gt 0 ] && [ "$v2n" -gt 0 ] ||
 	t_fail "the poller did not see both versions (v1: $v1n, v2: $v2n connections)"
 t_ok "0 failures in $(wc -l <"$W/poll.ok") connections (v1: $v1n, v2: $v2n)"
@@ -251,10 +253,10 @@ t_check "status healthy, no rotation shown; every holder's credential connects"
 t_wait_healthy 10 game
 grep -q rotating "$W/status.out" && t_fail "status still shows a rotation"
 for n in $NODES; do
-	[ "$(t_env_psql "$(t_envfile "$n" game)" "SELECT session_user")" = game-db_v2 ] ||
-		t_fail "$n's delivered credential does not connect as game-db_v2"
+	[ "$(t_env_psql "$(t_envfile "$n" game)" "SELECT session_user")" = ${GDB}_v2 ] ||
+		t_fail "$n's delivered credential does not connect as ${GDB}_v2"
 done
-t_ok "healthy; node-a, node-b, node-c connect as game-db_v2"
+t_ok "healthy; node-a, node-b, node-c connect as ${GDB}_v2"
 
 t_check "a rotation after completion is accepted again"
 tly rotate "$G" >/dev/null || t_fail "a new rotation after completion was refused"

@@ -8,6 +8,8 @@
 # and the session node-c still had open on the old credential is ended.
 # Bad deadlines are refused on the command line (exit 2).
 . "$(dirname "$0")/lib.sh"
+# The grants' databases (reactors/names.c).
+GDB=$(t_gname game/db game-db)
 
 G=game/db
 NODES="node-a node-b node-c"
@@ -58,17 +60,17 @@ t_ok "0, 0s, 5x, 5ms, -1, ' 5', '', 18446744074s, 213500d, 36501d: exit 2, nothi
 t_say "node-c holds a session open on the old credential"
 (
 	PGPASSWORD=$(t_envget "$W/v1.env" DB_PASSWORD) exec psql -X -At -q \
-		-h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" -U game-db_v1 -d game-db \
+		-h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" -U ${GDB}_v1 -d ${GDB} \
 		-c "SELECT pg_sleep(60)" >"$W/sleeper.out" 2>"$W/sleeper.err"
 ) &
 SLEEPER=$!
 _t_pids="$_t_pids $SLEEPER"	# lib.sh's cleanup kills it on failure
 end=$(($(t_now_ms) + 10000))
-until [ "$(t_sql "SELECT count(*) FROM pg_stat_activity WHERE usename = 'game-db_v1' AND query LIKE '%pg_sleep%'")" -ge 1 ]; do
-	[ "$(t_now_ms)" -lt "$end" ] || t_fail "the session as game-db_v1 did not start"
+until [ "$(t_sql "SELECT count(*) FROM pg_stat_activity WHERE usename = '${GDB}_v1' AND query LIKE '%pg_sleep%'")" -ge 1 ]; do
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "the session as ${GDB}_v1 did not start"
 	sleep 0.05
 done
-t_ok "psql (pid $SLEEPER) sleeping as game-db_v1"
+t_ok "psql (pid $SLEEPER) sleeping as ${GDB}_v1"
 
 t_say "tally rotate $G --deadline 5s; node-a and node-b acknowledge"
 tly rotate "$G" --deadline 5s >/dev/null || t_fail "tally rotate --deadline 5s failed"
@@ -89,9 +91,9 @@ t_check "before the deadline, the old login still works"
 started_ns=$(t_ts_ns "$(printf '%s' "$st" | t_jstr ts)")
 [ $(($(t_now_ns) - started_ns)) -lt 4000000000 ] ||
 	t_note "already $((($(t_now_ns) - started_ns) / 1000000)) ms since rotation.started"
-[ "$(t_env_psql "$W/v1.env" "SELECT session_user")" = game-db_v1 ] ||
+[ "$(t_env_psql "$W/v1.env" "SELECT session_user")" = ${GDB}_v1 ] ||
 	t_fail "node-c's v1 credential stopped working before the deadline"
-kill -0 "$SLEEPER" 2>/dev/null || t_fail "the session on game-db_v1 ended before the deadline"
+kill -0 "$SLEEPER" 2>/dev/null || t_fail "the session on ${GDB}_v1 ended before the deadline"
 t_ok "v1 connects, the session on it runs"
 
 t_check "at the deadline: forced retirement, cut_off names game@node-c"
@@ -109,21 +111,21 @@ grep -q "retired v1 (forced by deadline)" "$T_DLOG" || t_fail "tallyd's log does
 t_ok "tallyd: $(grep -m1 'forced by deadline' "$T_DLOG" | sed 's/^.*info: //')"
 
 t_check "the old login is gone and its session ended"
-[ -z "$(t_sql "SELECT 1 FROM pg_roles WHERE rolname = 'game-db_v1'")" ] ||
-	t_fail "game-db_v1 still exists after the forced retirement"
+[ -z "$(t_sql "SELECT 1 FROM pg_roles WHERE rolname = '${GDB}_v1'")" ] ||
+	t_fail "${GDB}_v1 still exists after the forced retirement"
 if t_env_psql "$W/v1.env" "SELECT 1" >/dev/null 2>&1; then
 	t_fail "the v1 credential still connects after the forced retirement"
 fi
 t_wait_exit "$SLEEPER" 15
-[ "$T_RC" -ne 0 ] || t_fail "the session as game-db_v1 ended normally"
-t_ok "game-db_v1 dropped; psql exited $T_RC: $(grep -m1 -i terminat "$W/sleeper.err" || head -n 1 "$W/sleeper.err")"
+[ "$T_RC" -ne 0 ] || t_fail "the session as ${GDB}_v1 ended normally"
+t_ok "${GDB}_v1 dropped; psql exited $T_RC: $(grep -m1 -i terminat "$W/sleeper.err" || head -n 1 "$W/sleeper.err")"
 
 t_check "node-c, cut off, still has v2 delivered: its file works, it can ack late"
-[ "$(t_env_psql "$(t_envfile node-c game)" "SELECT session_user")" = game-db_v2 ] ||
-	t_fail "node-c's delivered file does not connect as game-db_v2"
+[ "$(t_env_psql "$(t_envfile node-c game)" "SELECT session_user")" = ${GDB}_v2 ] ||
+	t_fail "node-c's delivered file does not connect as ${GDB}_v2"
 tly ack node-c game 2 >/dev/null || t_fail "a late ack of node-c failed"
 t_wait_healthy 10 game
-t_ok "node-c connects as game-db_v2; status healthy"
+t_ok "node-c connects as ${GDB}_v2; status healthy"
 
 if tly history "$G" >"$W/history.txt" 2>&1; then
 	t_note "tally history: $(grep -m1 'forced' "$W/history.txt" | sed 's/^ *//')"

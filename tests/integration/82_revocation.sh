@@ -19,6 +19,12 @@
 #                      recorded as abandoned;
 #   live   (postgres)  never removed: purge and restore are refused.
 . "$(dirname "$0")/lib.sh"
+# The grants' databases (reactors/names.c).
+GONEDB=$(t_gname gone/db gone-db)
+KEEPDB=$(t_gname keep/db keep-db)
+MIDDB=$(t_gname mid/db mid-db)
+TRASHDB=$(t_gname trash/db trash-db)
+TRASH2DB=$(t_gname trash2/db trash2-db)
 
 t_wait_log() {	# SECONDS STREAM TYPE [GREP]: prints the first match
 	_w_end=$(($(t_now_ms) + $1 * 1000))
@@ -115,13 +121,13 @@ t_ok "6 grants provisioned; keep, trash, trash2, gone, live wrote a row as thems
 t_say "mid: a rotation v1 → v2, activated, not acknowledged"
 tly rotate mid/db >/dev/null || t_fail "tally rotate mid/db failed"
 t_wait_log 20 grant/mid/db credential.activated >/dev/null
-[ "$(can_login mid-db_v1)$(can_login mid-db_v2)" = 11 ] || t_fail "mid: v1 and v2 are not both LOGIN"
-t_ok "mid-db_v1 and mid-db_v2 both LOGIN"
+[ "$(can_login ${MIDDB}_v1)$(can_login ${MIDDB}_v2)" = 11 ] || t_fail "mid: v1 and v2 are not both LOGIN"
+t_ok "${MIDDB}_v1 and ${MIDDB}_v2 both LOGIN"
 
 t_say "sessions held open: keep (v1), mid (v1, the old credential)"
 sleeper keep "$W/keep.v1.env"
 sleeper mid "$W/mid.v1.env"
-t_ok "psql sleeping as keep-db_v1 and mid-db_v1"
+t_ok "psql sleeping as ${KEEPDB}_v1 and ${MIDDB}_v1"
 
 t_say "tally remove keep gone trash trash2 mid"
 for m in keep gone trash trash2 mid; do
@@ -133,7 +139,7 @@ done
 t_ok "grant.revoked recorded for all five"
 
 t_check "keep: login disabled, session ended, delivery file removed, data retained"
-[ "$(can_login keep-db_v1)" = 0 ] || t_fail "keep-db_v1 can still log in ($(can_login keep-db_v1))"
+[ "$(can_login ${KEEPDB}_v1)" = 0 ] || t_fail "${KEEPDB}_v1 can still log in ($(can_login ${KEEPDB}_v1))"
 refused "$W/keep.v1.env"
 ended keep
 end=$(($(t_now_ms) + 5000))
@@ -148,39 +154,39 @@ grep -q '^keep/db  *revoked (data retained, [0-9][0-9.]* MiB)' \
 	t_fail "tally grants --revoked does not show keep/db as 'revoked (data retained, SIZE)'"
 }
 grep -q '^live/db' "$W/grants.txt" && t_fail "tally grants --revoked lists live/db"
-db_exists keep-db || t_fail "database keep-db is gone after a retain revocation"
-[ "$(admin_in keep-db "SELECT x FROM t")" = "keep row" ] || t_fail "keep's row is gone"
+db_exists ${KEEPDB} || t_fail "database ${KEEPDB} is gone after a retain revocation"
+[ "$(admin_in ${KEEPDB} "SELECT x FROM t")" = "keep row" ] || t_fail "keep's row is gone"
 t_ok "NOLOGIN; connection refused ($(head -n 1 "$W/conn.err" | sed 's/.*FATAL: *//')); session terminated; no env file"
 t_ok "$(grep '^keep/db' "$W/grants.txt" | tr -s ' ')"
-t_ok "database keep-db still holds 'keep row'"
+t_ok "database ${KEEPDB} still holds 'keep row'"
 
 t_check "gone (revoke: drop): the database is gone"
 grep -q '^gone/db  *revoked (data dropped)' "$W/grants.txt" ||
 	t_fail "tally grants --revoked does not show gone/db as 'revoked (data dropped)'"
 t_wait_log 1 grant/gone/db grant.revoked '"policy":"drop"' >/dev/null
-db_exists gone-db && t_fail "database gone-db still exists after a drop revocation"
-[ -z "$(t_sql "SELECT rolname FROM pg_roles WHERE rolname LIKE 'gone-db%'")" ] ||
-	t_fail "roles of gone-db remain: $(t_sql "SELECT rolname FROM pg_roles WHERE rolname LIKE 'gone-db%'")"
+db_exists ${GONEDB} && t_fail "database ${GONEDB} still exists after a drop revocation"
+[ -z "$(t_sql "SELECT rolname FROM pg_roles WHERE rolname LIKE '${GONEDB}%'")" ] ||
+	t_fail "roles of ${GONEDB} remain: $(t_sql "SELECT rolname FROM pg_roles WHERE rolname LIKE '${GONEDB}%'")"
 refused "$W/gone.v1.env"
-t_ok "gone-db and its roles dropped; grant.revoked policy drop"
+t_ok "${GONEDB} and its roles dropped; grant.revoked policy drop"
 
 t_check "mid, revoked during its rotation: neither credential logs in any more"
-[ "$(can_login mid-db_v2)" = 0 ] || t_fail "mid-db_v2 (the revoked grant's current login) can log in"
+[ "$(can_login ${MIDDB}_v2)" = 0 ] || t_fail "${MIDDB}_v2 (the revoked grant's current login) can log in"
 end=$(($(t_now_ms) + 5000))
-while [ "$(can_login mid-db_v1)" = 1 ]; do
+while [ "$(can_login ${MIDDB}_v1)" = 1 ]; do
 	[ "$(t_now_ms)" -lt "$end" ] ||
-		t_fail "mid-db_v1 (the rotation's old login) can still log in 5 s after the grant was revoked"
+		t_fail "${MIDDB}_v1 (the rotation's old login) can still log in 5 s after the grant was revoked"
 	sleep 0.05
 done
 refused "$W/mid.v1.env"
 ended mid
-t_ok "mid-db_v1 $( [ -z "$(can_login mid-db_v1)" ] && echo dropped || echo NOLOGIN), mid-db_v2 NOLOGIN, session on v1 terminated"
+t_ok "${MIDDB}_v1 $( [ -z "$(can_login ${MIDDB}_v1)" ] && echo dropped || echo NOLOGIN), ${MIDDB}_v2 NOLOGIN, session on v1 terminated"
 ab=$(t_wait_log 5 grant/mid/db rotation.abandoned)
 ret=$(t_wait_log 1 grant/mid/db credential.retired)
-printf '%s' "$ret" | grep -q '"user":"mid-db_v1"' || t_fail "credential.retired does not name mid-db_v1: $ret"
+printf '%s' "$ret" | grep -q "\"user\":\"${MIDDB}_v1\"" || t_fail "credential.retired does not name ${MIDDB}_v1: $ret"
 t_ok "credential.retired $(printf '%s' "$ret" | sed 's/.*"body"://')"
 t_ok "rotation.abandoned $(printf '%s' "$ab" | sed 's/.*"body"://')"
-db_exists mid-db || t_fail "database mid-db is gone (policy retain)"
+db_exists ${MIDDB} || t_fail "database ${MIDDB} is gone (policy retain)"
 
 t_say "tally purge: the only way retained data is destroyed"
 t_check "refusals append nothing and destroy nothing"
@@ -194,8 +200,8 @@ t_expect_exit 4 "purge of a grant revoked with policy drop" tly purge gone/db --
 t_expect_exit 3 "purge of no such grant" tly purge nosuch/db --yes
 t_expect_exit 2 "purge without a grant" tly purge --yes
 [ "$(head_seq)" = "$before" ] || t_fail "a refused purge appended events"
-db_exists trash-db || t_fail "trash-db is gone after refused purges"
-db_exists keep-db && db_exists mid-db && db_exists trash2-db ||
+db_exists ${TRASHDB} || t_fail "${TRASHDB} is gone after refused purges"
+db_exists ${KEEPDB} && db_exists ${MIDDB} && db_exists ${TRASH2DB} ||
 	t_fail "a retained database disappeared without a purge"
 t_ok "wrong name, no name, live/db, gone/db: exit 4; nosuch: 3; nothing appended; data intact"
 
@@ -208,17 +214,17 @@ case "$actor" in
 	*) t_fail "purge.requested does not record who: actor '$actor'" ;;
 esac
 t_wait_log 20 grant/trash/db grant.purged >/dev/null
-db_exists trash-db && t_fail "trash-db still exists after grant.purged"
-t_ok "purge.requested by $actor; grant.purged; trash-db gone"
+db_exists ${TRASHDB} && t_fail "${TRASHDB} still exists after grant.purged"
+t_ok "purge.requested by $actor; grant.purged; ${TRASHDB} gone"
 
 t_check "purge --yes"
 tly purge trash2/db --yes >/dev/null || t_fail "tally purge trash2/db --yes failed"
 t_wait_log 20 grant/trash2/db grant.purged >/dev/null
-db_exists trash2-db && t_fail "trash2-db still exists after grant.purged"
+db_exists ${TRASH2DB} && t_fail "${TRASH2DB} still exists after grant.purged"
 [ -z "$(t_sql "SELECT rolname FROM pg_roles WHERE rolname LIKE 'trash%'")" ] ||
 	t_fail "roles of the purged grants remain: $(t_sql "SELECT rolname FROM pg_roles WHERE rolname LIKE 'trash%'")"
 t_expect_exit 4 "purge of a purged grant" tly purge trash2/db --yes
-t_ok "trash2-db and every trash role gone; a second purge is refused"
+t_ok "${TRASH2DB} and every trash role gone; a second purge is refused"
 
 t_say "keep re-added under the same name"
 tly apply "$W/manifests/keep.yaml" >/dev/null || t_fail "re-applying keep failed"
@@ -230,7 +236,7 @@ grep -q "a retained grant exists" "$W/last.out" || {
 	t_fail "status does not say a retained grant exists"
 }
 [ -e "$(t_envfile node-a keep)" ] && t_fail "keep was handed a delivery file before restore"
-[ "$(can_login keep-db_v1)" = 0 ] || t_fail "keep-db_v1 was re-enabled"
+[ "$(can_login ${KEEPDB}_v1)" = 0 ] || t_fail "${KEEPDB}_v1 was re-enabled"
 t_ok "exit 6: $(grep -o 'a retained grant exists[^;]*' "$W/last.out")"
 
 t_check "restore refused where there is nothing retained"
@@ -244,10 +250,10 @@ tly restore keep/db >/dev/null || t_fail "tally restore keep/db failed"
 t_wait_log 20 grant/keep/db grant.restored >/dev/null
 t_wait_healthy 15 keep
 f=$(t_envfile node-a keep)
-[ "$(t_envget "$f" DB_USER)" = keep-db_v2 ] || t_fail "restored keep holds $(t_envget "$f" DB_USER), expected keep-db_v2"
+[ "$(t_envget "$f" DB_USER)" = ${KEEPDB}_v2 ] || t_fail "restored keep holds $(t_envget "$f" DB_USER), expected ${KEEPDB}_v2"
 [ "$(t_env_psql "$f" "SELECT x FROM t")" = "keep row" ] || t_fail "restored keep does not see its old row"
 refused "$W/keep.v1.env"
-t_ok "DB_USER keep-db_v2 reads 'keep row'; the v1 credential stays refused"
+t_ok "DB_USER ${KEEPDB}_v2 reads 'keep row'; the v1 credential stays refused"
 
 t_check "live never lost anything"
 [ "$(t_env_psql "$(t_envfile node-a live)" "SELECT x FROM t")" = "live row" ] || t_fail "live lost its row"

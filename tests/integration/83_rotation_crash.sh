@@ -23,6 +23,8 @@
 # exactly once; the server has only the owner role and the last login;
 # every delivered credential connects; tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
+# The grants' databases (reactors/names.c).
+GDB=$(t_gname game/db game-db)
 
 G=game/db
 NODES="node-a node-b"
@@ -76,17 +78,17 @@ finish() {
 	V=$_to
 	end=$(($(t_now_ms) + 10000))
 	for n in $NODES; do
-		until [ "$(t_envget "$(t_envfile "$n" game)" DB_USER)" = "game-db_v$V" ]; do
+		until [ "$(t_envget "$(t_envfile "$n" game)" DB_USER)" = "${GDB}_v$V" ]; do
 			[ "$(t_now_ms)" -lt "$end" ] || t_fail "$n's env file does not hold v$V"
 			sleep 0.05
 		done
-		[ "$(t_env_psql "$(t_envfile "$n" game)" "SELECT session_user")" = "game-db_v$V" ] ||
-			t_fail "$n's delivered credential does not connect as game-db_v$V"
+		[ "$(t_env_psql "$(t_envfile "$n" game)" "SELECT session_user")" = "${GDB}_v$V" ] ||
+			t_fail "$n's delivered credential does not connect as ${GDB}_v$V"
 	done
 }
 roles() {
 	t_sql "SELECT rolname || ':' || rolcanlogin::int FROM pg_roles
-	       WHERE rolname LIKE 'game-db%' ORDER BY 1" | tr '\n' ' '
+	       WHERE rolname LIKE '${GDB}%' ORDER BY 1" | tr '\n' ' '
 }
 
 t_say "throwaway PostgreSQL; game on node-a (provider) and node-b"
@@ -157,7 +159,7 @@ lines=$(wc -l <"$T_DLOG")
 t_tallyd_start --interval 1
 end=$(($(t_now_ms) + 10000))
 for n in $NODES; do
-	until [ "$(t_envget "$(t_envfile "$n" game)" DB_USER)" = "game-db_v$((V + 1))" ]; do
+	until [ "$(t_envget "$(t_envfile "$n" game)" DB_USER)" = "${GDB}_v$((V + 1))" ]; do
 		if [ "$(t_now_ms)" -ge "$end" ]; then
 			tail -n 5 "$T_DLOG" >&2
 			t_fail "$n's delivery file still names v$V after the restart: it would be locked out at retirement"
@@ -185,9 +187,9 @@ tly rotate "$G" >/dev/null || t_fail "tally rotate failed"
 t_wait_log 20 credential.activated "$(bv $((V + 1)))" >/dev/null
 kill_daemon
 ack_all $((V + 1))
-t_sql "ALTER ROLE \"game-db_v$V\" NOLOGIN" >/dev/null
-t_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'game-db_v$V'" >/dev/null
-t_sql "DROP ROLE \"game-db_v$V\"" >/dev/null
+t_sql "ALTER ROLE \"${GDB}_v$V\" NOLOGIN" >/dev/null
+t_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '${GDB}_v$V'" >/dev/null
+t_sql "DROP ROLE \"${GDB}_v$V\"" >/dev/null
 t_tallyd_start --interval 1
 finish
 t_ok "v$V: the retirement found the login gone and was recorded"
@@ -229,7 +231,7 @@ done
 t_ok "v2..v$V: rotation.started, credential.issued, credential.activated, credential.retired, rotation.completed once each"
 
 t_check "the server holds the owner role and the last login only"
-[ "$(roles)" = "game-db:0 game-db_v$V:1 " ] || t_fail "pg_roles: $(roles) (expected game-db:0 game-db_v$V:1)"
+[ "$(roles)" = "${GDB}:0 ${GDB}_v$V:1 " ] || t_fail "pg_roles: $(roles) (expected ${GDB}:0 ${GDB}_v$V:1)"
 [ "$(t_env_psql "$(t_envfile node-b game)" "SELECT x FROM t")" = 1 ] || t_fail "the data did not survive"
 t_ok "pg_roles: $(roles); the row written as v1 is still there"
 

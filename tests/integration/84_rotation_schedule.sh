@@ -108,7 +108,7 @@ for m in $MODS; do
 	u=$(t_env_psql "$(t_envfile node-a "$m")" "SELECT session_user") ||
 		t_fail "$m's delivered credential does not connect"
 	case "$u" in
-		"$m-db_v1") t_fail "$m still runs with v1" ;;
+		"$(t_gname "$m/db" "$m-db")_v1") t_fail "$m still runs with v1" ;;
 	esac
 done
 t_ok "s1, s2, s3 connect with their rotated credentials ($u for s3)"

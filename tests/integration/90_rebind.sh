@@ -57,6 +57,7 @@ tly assign shop node-b >/dev/null
 t_tallyd_once
 t_wait_healthy 10
 EA=$(t_envfile node-a shop)
+SHOP=$(t_gname shop/db shop-db)	# shop/db's database (reactors/names.c)
 EB=$(t_envfile node-b shop)
 [ "$(t_envget "$EA" DB_PORT)" = "$P1" ] || t_fail "shop is not on pg1 (port $(t_envget "$EA" DB_PORT))"
 t_ok "shop/db bound to node-a/postgres (co-located), held on node-a and node-b"
@@ -116,9 +117,9 @@ grep -q "move to node-b/postgres failed (copy): .*fault injected.*stays on node-
 t_check "the old database is writable again; the partial copy is gone"
 t_env_psql "$EA" "INSERT INTO items (name) VALUES ('d')" >/dev/null ||
 	t_fail "the old grant is not writable after the failed move"
-[ "$(sql1 "SELECT count(*) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = 'shop-db'")" = 0 ] ||
+[ "$(sql1 "SELECT count(*) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = '$SHOP'")" = 0 ] ||
 	t_fail "shop-db still carries the read-only setting"
-[ "$(sql2 "SELECT count(*) FROM pg_database WHERE datname LIKE 'shop-db%'")" = 0 ] ||
+[ "$(sql2 "SELECT count(*) FROM pg_database WHERE datname LIKE '$SHOP%'")" = 0 ] ||
 	t_fail "the partial copy is left on pg2: $(sql2 "SELECT datname FROM pg_database")"
 t_ok "$(sed -n 's/^ *move to/move to/p' "$W/st" | head -n 1 | cut -c1-120)"
 
@@ -161,9 +162,9 @@ t_check "killed after the intent, the create and the freeze: nothing switched"
 [ "$(tly log --json --stream grant/shop/db --type rebind.issued | wc -l)" = 3 ] ||
 	t_fail "expected the third move's intent"
 [ "$(tly log --json --type binding.moved | wc -l)" = 0 ] || t_fail "switched before the copy"
-ro=$(sql1 "SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = 'shop-db'")
+ro=$(sql1 "SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = '$SHOP'")
 [ "$ro" = "default_transaction_read_only=on" ] || t_fail "the old database is not frozen during the copy ($ro)"
-t_ok "shop-db on pg1 is read-only for new sessions; pg2 has $(sql2 "SELECT datname FROM pg_database WHERE datname LIKE 'shop-db%'")"
+t_ok "shop-db on pg1 is read-only for new sessions; pg2 has $(sql2 "SELECT datname FROM pg_database WHERE datname LIKE '$SHOP%'")"
 if t_env_psql "$EA" "INSERT INTO items (name) VALUES ('lost')" >/dev/null 2>&1; then
 	t_fail "a write to the frozen database succeeded"
 fi
@@ -191,7 +192,7 @@ t_ok "$(sed 's/.*"tables":\({[^}]*}\).*/tables \1/' "$W/copied")"
 t_check "every holder's env file points at pg2, and the data came along"
 for f in "$EA" "$EB"; do
 	[ "$(t_envget "$f" DB_PORT)" = "$P2" ] || t_fail "$f: DB_PORT $(t_envget "$f" DB_PORT), expected pg2's $P2"
-	[ "$(t_envget "$f" DB_NAME)" = "shop-db_m$V" ] || t_fail "$f: DB_NAME $(t_envget "$f" DB_NAME), expected shop-db_m$V"
+	[ "$(t_envget "$f" DB_NAME)" = "${SHOP}_m$V" ] || t_fail "$f: DB_NAME $(t_envget "$f" DB_NAME), expected ${SHOP}_m$V"
 	[ "$(t_env_psql "$f" "SELECT count(*) FROM items")" = 4 ] || t_fail "$f: the rows did not come along"
 	[ "$(t_env_psql "$f" "SELECT count(*) || ':' || sum(length(v)) FROM bulk")" = "10000:320000" ] ||
 		t_fail "$f: the 10,000 bulk rows did not come along intact"
@@ -200,14 +201,14 @@ done
 [ "$(t_envget "$EB" DB_HOST)" = 127.0.0.1 ] || t_fail "node-b's holder is co-located: 127.0.0.1, got $(t_envget "$EB" DB_HOST)"
 t_env_psql "$EA" "INSERT INTO items (name) VALUES ('e'); SELECT setval('items_id_seq', (SELECT max(id) FROM items))" >/dev/null ||
 	t_fail "the new grant is not writable"
-[ "$(sql2 "SELECT file || ' ' || tableowner FROM tally.schema_history, pg_tables WHERE schemaname = 'tally'" "shop-db_m$V")" = "001_marks.sql shop-db_m$V" ] ||
-	t_fail "the migration's record did not come along to shop-db_m$V (or is not the owner role's)"
+[ "$(sql2 "SELECT file || ' ' || tableowner FROM tally.schema_history, pg_tables WHERE schemaname = 'tally'" "${SHOP}_m$V")" = "001_marks.sql ${SHOP}_m$V" ] ||
+	t_fail "the migration's record did not come along to ${SHOP}_m$V (or is not the owner role's)"
 [ "$(tly log --json --stream grant/shop/db --type migration.applied | wc -l)" = 1 ] &&
-	[ "$(sql2 "SELECT count(*) FROM marks" "shop-db_m$V")" = 1 ] ||
+	[ "$(sql2 "SELECT count(*) FROM marks" "${SHOP}_m$V")" = 1 ] ||
 	t_fail "001_marks.sql ran again after the move"
-owner=$(sql2 "SELECT tableowner FROM pg_tables WHERE tablename = 'items'" "shop-db_m$V")
-[ "$owner" = "shop-db_m$V" ] || t_fail "restored tables are owned by $owner, not the owner role"
-t_ok "node-a: localhost:$P2, node-b: 127.0.0.1:$P2, database shop-db_m$V owned by its owner role"
+owner=$(sql2 "SELECT tableowner FROM pg_tables WHERE tablename = 'items'" "${SHOP}_m$V")
+[ "$owner" = "${SHOP}_m$V" ] || t_fail "restored tables are owned by $owner, not the owner role"
+t_ok "node-a: localhost:$P2, node-b: 127.0.0.1:$P2, database ${SHOP}_m$V owned by its owner role"
 
 t_check "until every holder acknowledges, the old grant stays (disabled only after)"
 tly status shop >"$W/st" 2>&1 || true
@@ -215,7 +216,7 @@ grep -q "moving to node-b/postgres (v$V): waiting on node-a/shop, node-b/shop" "
 	cat "$W/st" >&2
 	t_fail "status does not say the move waits on both holders"
 }
-[ "$(sql1 "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'shop-db_v1'")" = t ] ||
+[ "$(sql1 "SELECT rolcanlogin FROM pg_roles WHERE rolname = '${SHOP}_v1'")" = t ] ||
 	t_fail "the old login was disabled before the acknowledgements"
 tly ack node-a shop "$V" >/dev/null || t_fail "tally ack node-a"
 t_tallyd_once
@@ -232,11 +233,11 @@ t_tallyd_once
 t_ok "rebind.completed after the second ack"
 
 t_check "the old database is retained, its login disabled"
-[ "$(sql1 "SELECT count(*) FROM pg_database WHERE datname = 'shop-db'")" = 1 ] || t_fail "the old database is gone"
-[ "$(sql1 "SELECT count(*) FROM items" shop-db)" = 4 ] || t_fail "the old database lost its rows"
-[ "$(sql1 "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'shop-db_v1'")" = f ] ||
+[ "$(sql1 "SELECT count(*) FROM pg_database WHERE datname = '$SHOP'")" = 1 ] || t_fail "the old database is gone"
+[ "$(sql1 "SELECT count(*) FROM items" "$SHOP")" = 4 ] || t_fail "the old database lost its rows"
+[ "$(sql1 "SELECT rolcanlogin FROM pg_roles WHERE rolname = '${SHOP}_v1'")" = f ] ||
 	t_fail "the old login still logs in"
-if PGPASSWORD=$OLDPW psql -X -At -h 127.0.0.1 -p "$P1" -U shop-db_v1 -d shop-db -c "SELECT 1" >/dev/null 2>&1; then
+if PGPASSWORD=$OLDPW psql -X -At -h 127.0.0.1 -p "$P1" -U "${SHOP}_v1" -d "$SHOP" -c "SELECT 1" >/dev/null 2>&1; then
 	t_fail "the old credential still connects"
 fi
 t_ok "shop-db on pg1: kept (4 rows), login shop-db_v1 NOLOGIN"

@@ -18,6 +18,8 @@
 # Routable names: node-a and node-b are 127.0.0.1, node-c is localhost
 # (both the loopback the servers listen on).
 . "$(dirname "$0")/lib.sh"
+# The grants' databases (reactors/names.c).
+SHOP=$(t_gname shop/db shop-db)
 
 t_say "two throwaway PostgreSQL servers; node-a, node-b (127.0.0.1), node-c (localhost)"
 t_pg_start pg1
@@ -99,7 +101,7 @@ t_check "every holder of shop gets node-c's routable name, with a new credential
 for f in "$EA" "$EB"; do
 	[ "$(t_envget "$f" DB_HOST)" = localhost ] || t_fail "$f: DB_HOST $(t_envget "$f" DB_HOST), expected localhost"
 	[ "$(t_envget "$f" DB_PORT)" = "$P1" ] || t_fail "$f: DB_PORT changed"
-	[ "$(t_envget "$f" DB_USER)" = shop-db_v2 ] || t_fail "$f: DB_USER $(t_envget "$f" DB_USER), expected shop-db_v2"
+	[ "$(t_envget "$f" DB_USER)" = ${SHOP}_v2 ] || t_fail "$f: DB_USER $(t_envget "$f" DB_USER), expected ${SHOP}_v2"
 	[ "$(t_env_psql "$f" "SELECT count(*) FROM t")" = 2 ] || t_fail "$f: the credential does not reach the data"
 done
 n=$(tly log --json --stream grant/shop/db --type credential.delivered | grep -c '"version":2[,}]')
@@ -108,17 +110,17 @@ cmp -s "$W/blog.before" "$BB" || t_fail "blog's env file changed (it is pg2's)"
 tly status shop >"$W/st" 2>&1 || true
 grep -q "rotating v1 → v2 (provider moved): waiting on node-a/shop, node-b/shop" "$W/st" ||
 	{ cat "$W/st" >&2; t_fail "status does not show the rotation waiting on both holders"; }
-t_ok "node-a and node-b: localhost:$P1 as shop-db_v2; blog untouched"
+t_ok "node-a and node-b: localhost:$P1 as ${SHOP}_v2; blog untouched"
 
 t_check "after both acks the old credential is retired"
 tly ack node-a shop 2 >/dev/null && tly ack node-b shop 2 >/dev/null || t_fail "tally ack"
 t_tallyd_once
 [ "$(tly log --json --stream grant/shop/db --type rotation.completed | wc -l)" = 1 ] ||
 	t_fail "the rotation did not complete"
-[ "$(sql1 "SELECT count(*) FROM pg_roles WHERE rolname = 'shop-db_v1'")" = 0 ] ||
-	t_fail "the old login shop-db_v1 still exists"
+[ "$(sql1 "SELECT count(*) FROM pg_roles WHERE rolname = '${SHOP}_v1'")" = 0 ] ||
+	t_fail "the old login ${SHOP}_v1 still exists"
 t_wait_healthy 10
-t_ok "rotation.completed; shop-db_v1 dropped; healthy"
+t_ok "rotation.completed; ${SHOP}_v1 dropped; healthy"
 
 t_say "the moved provider stays itself"
 t_check "re-configuring postgres on node-c keeps the id node-a/postgres"

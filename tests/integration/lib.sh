@@ -286,6 +286,15 @@ t_consumer() {
 
 t_envfile() { echo "$TALLY_HOME/deliver/$1/$2.env"; }
 
+# t_gname GRANT READABLE [SUFFIX]: the provider name tally gives grant
+# GRANT (MODULE/REQ, or MODULE/REQ@NODE per instance) whose readable part
+# is READABLE (its resource name, or RESOURCE-NODE per instance), when
+# the whole fits in 63 bytes (reactors/names.c): READABLE, "_", 16 hex
+# digits of BLAKE2b-128 of GRANT, then SUFFIX ("_v1": its first login).
+t_gname() {
+	printf '%s_%s%s' "$2" "$(printf '%s' "$1" | b2sum -l 128 | cut -c1-16)" "${3:-}"
+}
+
 # --- tallyd -------------------------------------------------------------
 
 T_DLOG=$W/tallyd.log	# every tallyd's stderr, appended

@@ -173,6 +173,10 @@ print_module(const json_t *m)
 			printf("    env file not written: %s (tallyd retries "
 			    "with backoff)\n", json_string_value(
 			    json_object_get(a, "env_file_error")));
+		if (json_is_true(json_object_get(a, "public_connect")))
+			printf("    revoke-public-connect is off: PUBLIC keeps "
+			    "CONNECT on the provider's maintenance databases, "
+			    "so every grant's login can connect to them\n");
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const char *prov = json_string_value(
 			    json_object_get(r, "provider"));

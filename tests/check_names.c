@@ -1,0 +1,278 @@
+/*
+ * check_names.c - a grant's provider names (reactors/names.c).
+ *
+ * The current scheme is injective: grants built to collide under a
+ * scheme that joins names or cuts them to 63 bytes (separators in the
+ * names, per-instance against shared, one name under two types, names
+ * longer than the limit, a 63-character name equal to a shortened one)
+ * get pairwise different databases, and roles (owner roles and the
+ * logins of every version, which share one namespace on the server)
+ * that differ from every other grant's, all within 63 bytes.  A grant
+ * recorded under the scheme of before keeps its names, and a grant that
+ * moved names the logins of its new database.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "projections/grant.h"
+#include "reactors/rx-internal.h"
+
+static void
+grant(struct tl_grant *g, const char *module, const char *req,
+    const char *node, const char *resource, uint64_t naming)
+{
+	memset(g, 0, sizeof(*g));
+	ck_assert_int_eq(tl_grant_key(g->id, module, req, node), 0);
+	snprintf(g->module, sizeof(g->module), "%s", module);
+	snprintf(g->req, sizeof(g->req), "%s", req);
+	snprintf(g->node, sizeof(g->node), "%s", node != NULL ? node : "");
+	snprintf(g->resource, sizeof(g->resource), "%s", resource);
+	g->naming = naming;
+}
+
+/* The digest as the shell computes it: b2sum -l 128, 16 hex digits. */
+static void
+digest(const char *id, char out[17])
+{
+	unsigned char h[16];
+	int i;
+
+	crypto_generichash(h, sizeof(h), (const unsigned char *)id,
+	    strlen(id), NULL, 0);
+	for (i = 0; i < 8; i++)
+		snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+START_TEST(test_shape)
+{
+	struct tl_grant g;
+	char db[64], own[64], log[64], want[64], d[17], dd[17];
+
+	grant(&g, "app", "db", "node-a", "x", 0);
+	digest("app/db@node-a", d);
+	tl_rx_name_digest(g.id, dd);
+	ck_assert_str_eq(d, dd);
+	tl_rx_grant_names(&g, 1, db, own, log);
+	snprintf(want, sizeof(want), "x-node-a_%s", d);
+	ck_assert_str_eq(db, want);
+	ck_assert_str_eq(own, want);
+	snprintf(want, sizeof(want), "x-node-a_%s_v1", d);
+	ck_assert_str_eq(log, want);
+	ck_assert_uint_eq(tl_rx_grant_naming(&g), TL_GRANT_NAMING);
+
+	/* A move: _mV, and the moved grant's next logins follow it. */
+	g.naming = 2;
+	tl_rx_move_names(&g, 5, db, own, log);
+	snprintf(want, sizeof(want), "x-node-a_%s_m5", d);
+	ck_assert_str_eq(db, want);
+	ck_assert_str_eq(own, want);
+	snprintf(want, sizeof(want), "x-node-a_%s_m5_v5", d);
+	ck_assert_str_eq(log, want);
+	snprintf(g.database, sizeof(g.database), "%s", db);
+	tl_rx_grant_names(&g, 6, db, own, log);
+	snprintf(want, sizeof(want), "x-node-a_%s_m5", d);
+	ck_assert_str_eq(db, want);
+	snprintf(want, sizeof(want), "x-node-a_%s_m5_v6", d);
+	ck_assert_str_eq(log, want);
+}
+END_TEST
+
+/* Scheme 1 (recorded, or a record from before the field): unchanged. */
+START_TEST(test_recorded_scheme)
+{
+	static const char lng[] =
+	    "llllllllllllllllllllllllllllllllllllllllllllllllllllllllll-res";
+	struct tl_grant g;
+	char db[64], own[64], log[64];
+	uint64_t naming;
+
+	for (naming = 0; naming <= 1; naming++) {
+		grant(&g, "app", "db", "node-a", "x", naming);
+		g.version = 3;		/* provisioned before */
+		ck_assert_uint_eq(tl_rx_grant_naming(&g), 1);
+		tl_rx_grant_names(&g, 3, db, own, log);
+		ck_assert_str_eq(db, "x-node-a");
+		ck_assert_str_eq(own, "x-node-a");
+		ck_assert_str_eq(log, "x-node-a_v3");
+		tl_rx_move_names(&g, 4, db, own, log);
+		ck_assert_str_eq(db, "x-node-a_m4");
+		ck_assert_str_eq(log, "x-node-a_m4_v4");
+	}
+	grant(&g, "app", "db", "node-a", lng, 1);
+	tl_rx_grant_names(&g, 1, db, own, log);
+	ck_assert_str_eq(db,
+	    "llllllllllllllllllllllllllllllllllllllllllllllllllllll-60cc03b7");
+	/* A recorded database wins (a grant that moved). */
+	grant(&g, "app", "db", NULL, "x", 1);
+	snprintf(g.database, sizeof(g.database), "x_m7");
+	tl_rx_grant_names(&g, 8, db, own, log);
+	ck_assert_str_eq(db, "x_m7");
+	ck_assert_str_eq(log, "x_m7_v8");
+}
+END_TEST
+
+#define MAXN	4096
+
+struct seen {
+	char	name[MAXN][64];
+	char	owner[MAXN][TL_GRANT_ID_MAX + 1];
+	size_t	n;
+};
+
+static void
+add(struct seen *s, const char *name, const char *grant_id)
+{
+	size_t i;
+
+	ck_assert_msg(strlen(name) <= 63, "%s: %zu bytes", name, strlen(name));
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->name[i], name) == 0)
+			ck_assert_msg(strcmp(s->owner[i], grant_id) == 0,
+			    "%s is both %s's and %s's", name, s->owner[i],
+			    grant_id);
+	ck_assert_uint_lt(s->n, MAXN);
+	snprintf(s->name[s->n], 64, "%s", name);
+	snprintf(s->owner[s->n], sizeof(s->owner[0]), "%s", grant_id);
+	s->n++;
+}
+
+START_TEST(test_injective)
+{
+	static const char *const modules[] = { "x", "x-node", "x-node-a", "m" };
+	static const char *const reqs[] = { "db", "a", "node-a-db" };
+	static const char *const nodes[] = { NULL, "node-a", "a", "b-node-a" };
+	char l62[64], l63[64], l60[64];
+	const char *resources[8];
+	struct seen *dbs = calloc(1, sizeof(*dbs)), *roles = calloc(1,
+	    sizeof(*roles));
+	size_t m, r, n, k, nres = 0;
+	uint64_t v;
+
+	memset(l62, 'l', 62);
+	l62[62] = '\0';
+	memset(l63, 'l', 63);
+	l63[63] = '\0';
+	memset(l60, 'l', 60);
+	l60[60] = '\0';
+	resources[nres++] = "x";
+	resources[nres++] = "x-node-a";
+	resources[nres++] = "x-node-a-db";
+	resources[nres++] = l60;
+	resources[nres++] = l62;
+	resources[nres++] = l63;
+	for (m = 0; m < 4; m++)
+		for (r = 0; r < 3; r++)
+			for (n = 0; n < 4; n++)
+				for (k = 0; k < nres; k++) {
+					struct tl_grant g;
+					char db[64], own[64], log[64];
+
+					grant(&g, modules[m], reqs[r], nodes[n],
+					    resources[k], 2);
+					/*
+					 * One name under two types or two
+					 * providers is the same grant id only
+					 * for the same requirement: distinct
+					 * requirements are distinct grants.
+					 */
+					if (k != (m + r + n) % nres)
+						continue;
+					for (v = 1; v <= 3; v++) {
+						tl_rx_grant_names(&g, v, db,
+						    own, log);
+						if (v == 1) {
+							add(dbs, db, g.id);
+							add(roles, own, g.id);
+						}
+						add(roles, log, g.id);
+						tl_rx_move_names(&g, v + 3, db,
+						    own, log);
+						add(dbs, db, g.id);
+						add(roles, own, g.id);
+						add(roles, log, g.id);
+					}
+				}
+	/* Each grant's own names are distinct among themselves, too. */
+	for (m = 0; m < roles->n; m++)
+		for (n = m + 1; n < roles->n; n++)
+			if (strcmp(roles->name[m], roles->name[n]) == 0)
+				ck_assert_msg(0, "role %s twice (%s)",
+				    roles->name[m], roles->owner[m]);
+	ck_assert_uint_gt(dbs->n, 40);
+	free(dbs);
+	free(roles);
+}
+END_TEST
+
+/* The collisions of the issue, name by name. */
+START_TEST(test_issue_pairs)
+{
+	struct tl_grant a, b;
+	char da[64], db[64], oa[64], ob[64], la[64], lb[64], l62[64];
+	char shortened[64];
+
+	grant(&a, "sep-shared", "db", NULL, "x-node-a", 0);
+	grant(&b, "sep-inst", "db", "node-a", "x", 0);
+	tl_rx_grant_names(&a, 1, da, oa, la);
+	tl_rx_grant_names(&b, 1, db, ob, lb);
+	ck_assert_str_ne(da, db);
+	ck_assert_str_ne(la, lb);
+
+	/* The same resource under two types: two requirements. */
+	grant(&a, "type-a", "db", NULL, "dup", 0);
+	grant(&b, "type-b", "db", NULL, "dup", 0);
+	tl_rx_grant_names(&a, 1, da, oa, la);
+	tl_rx_grant_names(&b, 1, db, ob, lb);
+	ck_assert_str_ne(da, db);
+
+	/* A 63-character shared name equal to a shortened one. */
+	memset(l62, 'l', 58);
+	memcpy(l62 + 58, "-res", 5);
+	grant(&a, "long-inst", "db", "node-a", l62, 0);
+	tl_rx_grant_names(&a, 1, da, oa, la);
+	ck_assert_uint_le(strlen(da), 63);
+	snprintf(shortened, sizeof(shortened), "%s", da);
+	grant(&b, "long-shared", "db", NULL, "x", 0);
+	snprintf(b.resource, sizeof(b.resource), "%.63s", shortened);
+	tl_rx_grant_names(&b, 1, db, ob, lb);
+	ck_assert_str_ne(da, db);
+	ck_assert_str_ne(la, lb);
+	ck_assert_str_ne(oa, lb);
+	ck_assert_str_ne(la, ob);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("names");
+	TCase *tc = tcase_create("names");
+
+	tcase_add_test(tc, test_shape);
+	tcase_add_test(tc, test_recorded_scheme);
+	tcase_add_test(tc, test_injective);
+	tcase_add_test(tc, test_issue_pairs);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	if (sodium_init() < 0)
+		return 1;
+	sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}

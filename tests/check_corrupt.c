@@ -1,0 +1,594 @@
+/*
+ * check_corrupt.c - a damaged log through the real binaries.
+ *
+ * Every test copies a small log (120 `node add` events, built once per
+ * run with the real tally), damages its data file the way a disk, an
+ * operator or an attacker would, and runs `tally` and `tallyd` on it as
+ * child processes: no command may die of a signal, and each must exit
+ * 5 naming the file or the event that is wrong.  The last cases are
+ * about the daemon itself: one writer per log whatever happens to
+ * tallyd.lock, and secrets kept out of core dumps.
+ *
+ * CK_RUN_CASE=damage (fork, tamper, writer, secrets) runs one case.
+ */
+#define _GNU_SOURCE
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/tl_bench.h"
+#include "tests/lib/tl_test.h"
+
+#define NEVENTS	120
+#define MAXARGS	16
+
+static struct {
+	char	 bin[4096];
+	char	*tmpl;		/* the pristine home, built once */
+	char	*home;
+	char	 data[4200];	/* HOME/log/data.mdb */
+	char	*out, *err;
+	int	 code;
+	char	 cmdline[512];
+} H;
+
+static char *
+slurp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char *buf;
+	long n;
+
+	ck_assert_msg(fp != NULL, "%s: %s", path, strerror(errno));
+	fseek(fp, 0, SEEK_END);
+	n = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	if (n > 0)
+		ck_assert_int_eq(fread(buf, 1, (size_t)n, fp), (size_t)n);
+	buf[n] = '\0';
+	fclose(fp);
+	return buf;
+}
+
+/* Runs prog (tally or tallyd) with argv in home; output lands in H. */
+static int
+run_in(const char *home, const char *prog, const char *const *argv)
+{
+	char outp[4200], errp[4200], path[4200];
+	const char *full[MAXARGS + 2];
+	size_t i, off = 0;
+	pid_t pid;
+	int st;
+
+	snprintf(outp, sizeof(outp), "%s/.stdout", home);
+	snprintf(errp, sizeof(errp), "%s/.stderr", home);
+	snprintf(path, sizeof(path), "%s/%s", H.bin, prog);
+	full[0] = path;
+	off = (size_t)snprintf(H.cmdline, sizeof(H.cmdline), "%s", prog);
+	for (i = 0; argv[i] != NULL && i < MAXARGS; i++) {
+		full[i + 1] = argv[i];
+		if (off < sizeof(H.cmdline))
+			off += (size_t)snprintf(H.cmdline + off,
+			    sizeof(H.cmdline) - off, " %s", argv[i]);
+	}
+	full[i + 1] = NULL;
+	fflush(NULL);
+	pid = fork();
+	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		int in = open("/dev/null", O_RDONLY);
+		int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (in < 0 || o < 0 || e < 0)
+			_exit(127);
+		dup2(in, 0);
+		dup2(o, 1);
+		dup2(e, 2);
+		setenv("TALLY_HOME", home, 1);
+		execv(path, (char *const *)full);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		ck_assert_int_eq(errno, EINTR);
+	free(H.out);
+	free(H.err);
+	H.out = slurp(outp);
+	H.err = slurp(errp);
+	ck_assert_msg(WIFEXITED(st), "%s: killed by signal %d\n%s",
+	    H.cmdline, WIFSIGNALED(st) ? WTERMSIG(st) : 0, H.err);
+	H.code = WEXITSTATUS(st);
+	ck_assert_msg(H.code != 127, "could not run %s", path);
+	return H.code;
+}
+
+static void
+expect(int line, int want, const char *prog, ...)
+{
+	const char *argv[MAXARGS + 1];
+	va_list ap;
+	size_t n = 0;
+
+	va_start(ap, prog);
+	while (n < MAXARGS && (argv[n] = va_arg(ap, const char *)) != NULL)
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	run_in(H.home, prog, argv);
+	ck_assert_msg(H.code == want, "line %d: %s exited %d, want %d\n"
+	    "--- stdout\n%s--- stderr\n%s", line, H.cmdline, H.code, want,
+	    H.out, H.err);
+}
+
+#define T_TALLY(c, ...)	expect(__LINE__, (c), "tally", __VA_ARGS__, \
+	(const char *)NULL)
+#define T_TALLYD(c, ...) expect(__LINE__, (c), "tallyd", __VA_ARGS__, \
+	(const char *)NULL)
+#define ck_err_has(s)							\
+	ck_assert_msg(strstr(H.err, (s)) != NULL, "%s: stderr lacks "	\
+	    "'%s':\n%s", H.cmdline, (s), H.err)
+
+static void
+sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+}
+
+/*
+ * The pristine log: tally init and NEVENTS node adds, built once by
+ * the runner (the tests run in forked children).
+ */
+static int
+build_template(void)
+{
+	char cmd[16384];
+
+	H.tmpl = tl_test_tmpdir("corrupt-tmpl");
+	snprintf(cmd, sizeof(cmd), "export TALLY_HOME='%s'; '%s/tally' init "
+	    ">/dev/null && i=1 && while [ $i -le %d ]; do '%s/tally' node add "
+	    "n$i --routable-name h$i.lan >/dev/null || exit 1; i=$((i+1)); "
+	    "done", H.tmpl, H.bin, NEVENTS, H.bin);
+	return system(cmd);
+}
+
+static void
+setup(void)
+{
+	const char *b = getenv("TALLY_BIN");
+	struct stat st;
+
+	snprintf(H.bin, sizeof(H.bin), "%s", b && *b ? b : "build/bin");
+	ck_assert_msg(stat(H.bin, &st) == 0, "no binaries at %s (set "
+	    "TALLY_BIN)", H.bin);
+	ck_assert_ptr_nonnull(H.tmpl);
+	H.home = tl_test_tmpdir("corrupt");
+	sh("cp -a '%s'/. '%s'/", H.tmpl, H.home);
+	snprintf(H.data, sizeof(H.data), "%s/log/data.mdb", H.home);
+}
+
+static void
+teardown(void)
+{
+	free(H.out);
+	free(H.err);
+	H.out = H.err = NULL;
+	tl_test_tmpdir_done(H.home);
+	H.home = NULL;
+}
+
+static long
+file_size(const char *path)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	return (long)st.st_size;
+}
+
+/* Overwrites len bytes at off in the data file. */
+static void
+poke(long off, const void *p, size_t len)
+{
+	int fd = open(H.data, O_WRONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, p, len, off), (ssize_t)len);
+	ck_assert_int_eq(close(fd), 0);
+}
+
+static void
+peek(long off, void *p, size_t len)
+{
+	int fd = open(H.data, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, p, len, off), (ssize_t)len);
+	close(fd);
+}
+
+/*
+ * Where the events table's root page is, read with LMDB itself before
+ * any damage: the MDB_db record that the main table keeps for it
+ * (md_depth at 6, md_root at 40, LMDB 0.9's layout).
+ */
+static void
+events_root(uint64_t *rootp, unsigned *depthp, unsigned *psizep)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi main;
+	MDB_val k = { 6, "events" }, v;
+	MDB_stat ms;
+	char dir[4200];
+	uint16_t depth;
+
+	snprintf(dir, sizeof(dir), "%s/log", H.home);
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 64);
+	ck_assert_int_eq(mdb_env_open(env, dir, MDB_RDONLY, 0600), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, NULL, 0, &main), 0);
+	ck_assert_int_eq(mdb_get(txn, main, &k, &v), 0);
+	ck_assert_uint_eq(v.mv_size, 48);
+	memcpy(&depth, (const char *)v.mv_data + 6, 2);
+	memcpy(rootp, (const char *)v.mv_data + 40, 8);
+	*depthp = depth;
+	mdb_env_stat(env, &ms);
+	*psizep = ms.ms_psize;
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+/* Every reading command on the damaged log: exit 5, naming the file. */
+static void
+all_refuse(int line, const char *what)
+{
+	static const char *const cmds[][3] = {
+		{ "tally", "verify", NULL },
+		{ "tally", "status", NULL },
+		{ "tally", "log", NULL },
+		{ "tally", "node", "add" },
+		{ "tallyd", "--once", NULL },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		const char *argv[6] = { cmds[i][1], cmds[i][2], NULL };
+
+		if (cmds[i][2] != NULL) {
+			argv[2] = "zz";
+			argv[3] = "--routable-name";
+			argv[4] = "zz.lan";
+		}
+		run_in(H.home, cmds[i][0], argv);
+		ck_assert_msg(H.code == 5, "line %d (%s): %s exited %d, "
+		    "want 5\n%s", line, what, H.cmdline, H.code, H.err);
+		ck_assert_msg(strstr(H.err, what) != NULL, "line %d: %s: "
+		    "stderr lacks '%s':\n%s", line, H.cmdline, what, H.err);
+	}
+}
+
+START_TEST(test_truncated)
+{
+	ck_assert_int_gt(file_size(H.data), 8192);
+	ck_assert_int_eq(truncate(H.data, 8192), 0);
+	all_refuse(__LINE__, "data.mdb");
+	/* The damage is reported, not repaired nor grown over. */
+	ck_assert_int_eq(file_size(H.data), 8192);
+}
+END_TEST
+
+START_TEST(test_empty)
+{
+	ck_assert_int_eq(truncate(H.data, 0), 0);
+	all_refuse(__LINE__, "data.mdb");
+	/* No writer took the empty file for a new environment. */
+	ck_assert_int_eq(file_size(H.data), 0);
+}
+END_TEST
+
+START_TEST(test_short_page)
+{
+	/* Not a whole number of pages, and shorter than the last page. */
+	ck_assert_int_eq(truncate(H.data, file_size(H.data) - 100), 0);
+	all_refuse(__LINE__, "data.mdb");
+}
+END_TEST
+
+/* Flips inside LMDB's own structures of the events table's root. */
+START_TEST(test_flip_root_header)
+{
+	uint64_t root, bogus;
+	unsigned depth, psize;
+	uint16_t v;
+	static const struct { int at; uint16_t val; } flips[] = {
+		{ 10, 0x0040 },		/* mp_flags: not a branch or leaf */
+		{ 12, 0xfff0 },		/* mp_lower past the page */
+		{ 14, 0x0003 },		/* mp_upper below the header */
+	};
+
+	events_root(&root, &depth, &psize);
+	ck_assert_uint_ge(depth, 2);
+	v = flips[_i].val;
+	poke((long)(root * psize) + flips[_i].at, &v, 2);
+	(void)bogus;
+	all_refuse(__LINE__, "data.mdb");
+}
+END_TEST
+
+/* A branch node naming a page past the end of the file. */
+START_TEST(test_flip_child_pgno)
+{
+	uint64_t root;
+	unsigned depth, psize;
+	uint16_t ptr;
+	uint8_t far[6] = { 0xff, 0xff, 0xff, 0x7f, 0, 0 };
+
+	events_root(&root, &depth, &psize);
+	ck_assert_uint_ge(depth, 2);
+	/* The second node (the first is the leftmost child). */
+	peek((long)(root * psize) + 16 + 2, &ptr, 2);
+	/* A branch node's child pgno sits in mn_lo/mn_hi/mn_flags. */
+	poke((long)(root * psize) + ptr, far, sizeof(far));
+	all_refuse(__LINE__, "data.mdb");
+}
+END_TEST
+
+/* Both meta pages naming a last page beyond the file's end. */
+START_TEST(test_flip_meta)
+{
+	uint64_t last, big;
+	unsigned psize = 4096;
+
+	/* MDB_meta after the 16-byte page header: mm_last_pg at 120. */
+	peek(16 + 120, &last, 8);
+	ck_assert_uint_gt(last, 2);
+	big = last + 1000;
+	poke(16 + 120, &big, 8);
+	poke((long)psize + 16 + 120, &big, 8);
+	all_refuse(__LINE__, "data.mdb");
+}
+END_TEST
+
+/*
+ * The fork: the root of the events table loses its last child (one
+ * fewer node, mp_lower - 2).  Before, verify passed on the events left
+ * visible and the next append reused the sequence of a hidden event.
+ */
+START_TEST(test_fork)
+{
+	uint64_t root;
+	unsigned depth, psize;
+	uint16_t lower;
+	long before;
+
+	events_root(&root, &depth, &psize);
+	ck_assert_uint_ge(depth, 2);
+	peek((long)(root * psize) + 12, &lower, 2);
+	ck_assert_uint_gt(lower, 16 + 2 * 2);
+	lower -= 2;
+	poke((long)(root * psize) + 12, &lower, 2);
+	before = file_size(H.data);
+	(void)before;
+
+	T_TALLY(5, "verify");
+	ck_err_has("120");
+	T_TALLY(5, "node", "add", "zz", "--routable-name", "zz.lan");
+	ck_err_has("data.mdb");
+	/* Nothing was appended: the hidden events are still the last. */
+	lower += 2;
+	poke((long)(root * psize) + 12, &lower, 2);
+	T_TALLY(0, "verify");
+	ck_assert_msg(strstr(H.out, "120 events") != NULL, "%s", H.out);
+}
+END_TEST
+
+/* A byte of the last event's value changed: nobody acts on it. */
+START_TEST(test_tamper_head)
+{
+	const char *pat = "h120.lan";
+
+	ck_assert_int_ge(tl_test_patch_file(H.data, (const uint8_t *)pat,
+	    strlen(pat), 0, 'x'), 1);
+	T_TALLY(5, "verify");
+	ck_err_has("120");
+	T_TALLY(5, "node", "add", "zz", "--routable-name", "zz.lan");
+	ck_err_has("event 120");
+	T_TALLYD(5, "--once");
+	ck_err_has("event 120");
+	T_TALLY(5, "rebuild");
+	ck_err_has("event 120");
+	/* Nothing was appended by any of them. */
+	{
+		const char *pat2 = "x120.lan";
+
+		ck_assert_int_ge(tl_test_patch_file(H.data,
+		    (const uint8_t *)pat2, strlen(pat2), 0, 'h'), 1);
+	}
+	T_TALLY(0, "verify");
+	ck_assert_msg(strstr(H.out, "120 events") != NULL, "%s", H.out);
+}
+END_TEST
+
+/* An event in the middle: the rebuild and the daemon stop at it. */
+START_TEST(test_tamper_middle)
+{
+	const char *pat = "h60.lan";
+
+	ck_assert_int_ge(tl_test_patch_file(H.data, (const uint8_t *)pat,
+	    strlen(pat), 0, 'x'), 1);
+	T_TALLY(5, "rebuild");
+	ck_err_has("event 60");
+	T_TALLYD(5, "--once");
+	ck_err_has("event 60");
+}
+END_TEST
+
+/* Deleting tallyd.lock does not let a second daemon run. */
+START_TEST(test_one_writer)
+{
+	char lock[4200], pidstr[32], logp[4200];
+	pid_t first;
+
+	snprintf(lock, sizeof(lock), "%s/tallyd.lock", H.home);
+	snprintf(logp, sizeof(logp), "%s/tallyd1.log", H.home);
+	first = tl_bench_tallyd_start(H.bin, H.home, logp, "--interval", "1",
+	    (const char *)NULL);
+	ck_assert_int_gt(first, 0);
+	T_TALLYD(7, "--once");
+	ck_assert_int_eq(unlink(lock), 0);
+	T_TALLYD(7, "--once");
+	snprintf(pidstr, sizeof(pidstr), "pid %ld", (long)first);
+	ck_err_has(pidstr);
+	tl_bench_tallyd_stop(&first);
+	/* With the first one gone, a new one runs. */
+	T_TALLYD(0, "--once");
+}
+END_TEST
+
+/* The daemon cannot be dumped, and the CLI neither. */
+START_TEST(test_not_dumpable)
+{
+	struct passwd *pw = getpwnam("nobody");
+	char status[64], logp[4200];
+	struct stat st;
+	pid_t d;
+
+	ck_assert_ptr_nonnull(pw);
+	/*
+	 * /proc/PID of a process that is not dumpable belongs to root
+	 * whatever its uid: run tallyd as nobody and look.
+	 */
+	sh("chown -R %ld:%ld '%s'", (long)pw->pw_uid, (long)pw->pw_gid,
+	    H.home);
+	snprintf(logp, sizeof(logp), "%s/tallyd1.log", H.home);
+	d = fork();
+	ck_assert_int_ge(d, 0);
+	if (d == 0) {
+		char path[4200];
+		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (fd < 0 || setgid(pw->pw_gid) != 0 ||
+		    setuid(pw->pw_uid) != 0)
+			_exit(127);
+		dup2(fd, 2);
+		snprintf(path, sizeof(path), "%s/tallyd", H.bin);
+		setenv("TALLY_HOME", H.home, 1);
+		execl(path, path, "--interval", "1", (char *)NULL);
+		_exit(127);
+	}
+	snprintf(status, sizeof(status), "/proc/%ld/status", (long)d);
+	{
+		int i;
+
+		/* Past exec and start-up: the lock names it. */
+		for (i = 0; i < 500; i++) {
+			char lock[4200], buf[32] = "";
+			FILE *fp;
+
+			snprintf(lock, sizeof(lock), "%s/tallyd.lock", H.home);
+			if ((fp = fopen(lock, "r")) != NULL) {
+				if (fgets(buf, sizeof(buf), fp) == NULL)
+					buf[0] = '\0';
+				fclose(fp);
+			}
+			if (atol(buf) == (long)d)
+				break;
+			ck_assert_int_eq(waitpid(d, NULL, WNOHANG), 0);
+			tl_bench_msleep(10);
+		}
+		ck_assert_int_lt(i, 500);
+	}
+	ck_assert_int_eq(stat(status, &st), 0);
+	kill(d, SIGTERM);
+	waitpid(d, NULL, 0);
+	ck_assert_msg(st.st_uid == 0, "tallyd (uid %ld) is dumpable: %s is "
+	    "owned by uid %ld", (long)pw->pw_uid, status, (long)st.st_uid);
+}
+END_TEST
+
+static Suite *
+corrupt_suite(void)
+{
+	Suite *s = suite_create("corrupt");
+	TCase *tc;
+
+	tc = tcase_create("damage");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_truncated);
+	tcase_add_test(tc, test_empty);
+	tcase_add_test(tc, test_short_page);
+	tcase_add_loop_test(tc, test_flip_root_header, 0, 3);
+	tcase_add_test(tc, test_flip_child_pgno);
+	tcase_add_test(tc, test_flip_meta);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fork");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_fork);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("tamper");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_tamper_head);
+	tcase_add_test(tc, test_tamper_middle);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("writer");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_one_writer);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("secrets");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_not_dumpable);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	const char *b = getenv("TALLY_BIN");
+	SRunner *sr;
+	int failed;
+
+	snprintf(H.bin, sizeof(H.bin), "%s", b && *b ? b : "build/bin");
+	if (build_template() != 0) {
+		fprintf(stderr, "check_corrupt: cannot build the log with "
+		    "%s/tally\n", H.bin);
+		return EXIT_FAILURE;
+	}
+	sr = srunner_create(corrupt_suite());
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	tl_test_tmpdir_done(H.tmpl);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

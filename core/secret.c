@@ -1,13 +1,15 @@
 /*
  * secret.c - libsodium behind tally's secret handling.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +19,24 @@
 _Static_assert(TL_BOX_OVERHEAD == crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
     + crypto_aead_xchacha20poly1305_ietf_ABYTES, "box overhead");
 _Static_assert(TL_SEAL_OVERHEAD == crypto_box_SEALBYTES, "seal overhead");
+
+int
+tl_secret_harden(void)
+{
+	struct rlimit rl = { 0, 0 };
+	int rc = 0;
+
+	/*
+	 * Not dumpable: no core file, no ptrace by the same user, and
+	 * /proc/PID/mem and environ closed to others.  The core limit too,
+	 * for the case a handler re-enables dumping.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		rc = errno;
+	if (setrlimit(RLIMIT_CORE, &rl) != 0 && rc == 0)
+		rc = errno;
+	return rc;
+}
 
 void
 tl_secret_wipe(void *p, size_t n)

@@ -31,6 +31,13 @@ int	tl_secret_keygen(const char *path);
 int	tl_secret_load(const char *path, struct tl_key *key, char *why);
 void	tl_secret_wipe(void *p, size_t n);
 
+/*
+ * For a program that holds secrets, first thing in main: makes the
+ * process non-dumpable (prctl PR_SET_DUMPABLE 0) and its core limit 0.
+ * 0 or an errno.
+ */
+int	tl_secret_harden(void);
+
 /* out must hold len + TL_BOX_OVERHEAD bytes. */
 int	tl_secret_encrypt(const struct tl_key *key, const void *ad,
 	    size_t adlen, const void *in, size_t len, uint8_t *out);

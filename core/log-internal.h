@@ -24,6 +24,7 @@ struct tl_log {
 	/* Where the map is, for the fault guard (log.c). */
 	uintptr_t	 map_lo, map_hi;
 	unsigned	 psize;
+	MDB_txn		*mtxn;		/* check_meta's, while it runs */
 	/* Random bytes drawn in bulk: one getrandom per 256 event ids. */
 	uint8_t		 rpool[TL_RAND_POOL];
 	size_t		 rpos;

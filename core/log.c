@@ -68,7 +68,6 @@ get_be64(const uint8_t *p)
 
 static struct tl_log *volatile guard_logs[GUARD_LOGS];
 static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 static struct sigaction guard_old_segv, guard_old_bus;
 static const char *volatile guard_prog;
 static volatile int guard_code = -1;
@@ -172,24 +171,40 @@ guard_assert(MDB_env *env, const char *msg)
 	/* LMDB aborts when this returns. */
 }
 
+/*
+ * Installs the handler, keeping the one before to pass other faults
+ * to.  Again at every open if someone installed theirs over it since (a
+ * runtime that sets its own after start-up, like libFuzzer's).
+ */
 static void
-guard_install(void)
+guard_install_one(int sig, struct sigaction *old)
 {
-	struct sigaction sa;
+	struct sigaction sa, cur;
 
+	if (sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	    cur.sa_sigaction == guard_handler)
+		return;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = guard_handler;
 	/* No mask to restore after the jump: sigsetjmp(, 0) stays cheap. */
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGSEGV, &sa, &guard_old_segv);
-	sigaction(SIGBUS, &sa, &guard_old_bus);
+	sigaction(sig, &sa, old);
+}
+
+static void
+guard_install(void)
+{
+	guard_install_one(SIGSEGV, &guard_old_segv);
+	guard_install_one(SIGBUS, &guard_old_bus);
 }
 
 void
 tl_log_fault_exit(const char *prog, int code)
 {
-	pthread_once(&guard_once, guard_install);
+	pthread_mutex_lock(&guard_mu);
+	guard_install();
+	pthread_mutex_unlock(&guard_mu);
 	guard_prog = prog;
 	guard_code = code;
 }
@@ -259,8 +274,8 @@ guard_add(struct tl_log *log)
 {
 	int i;
 
-	pthread_once(&guard_once, guard_install);
 	pthread_mutex_lock(&guard_mu);
+	guard_install();
 	for (i = 0; i < GUARD_LOGS; i++)
 		if (guard_logs[i] == NULL) {
 			guard_logs[i] = log;
@@ -526,6 +541,7 @@ check_meta(struct tl_log *log, int create)
 	    (log->flags & TL_LOG_RDONLY) ? MDB_RDONLY : 0, &txn);
 	if (rc != 0)
 		return tl_log_mdberr(log, rc, "begin");
+	log->mtxn = txn;	/* aborted by the opener after a fault */
 
 	rc = mdb_dbi_open(txn, "meta", dbflags, &log->meta);
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
@@ -612,6 +628,7 @@ check_meta(struct tl_log *log, int create)
 	    &log->ckpts)) != 0)
 		goto dbi;
 
+	log->mtxn = NULL;
 	if ((rc = mdb_txn_commit(txn)) != 0)
 		return tl_log_mdberr(log, rc, "commit");
 	return 0;
@@ -623,6 +640,7 @@ dbi:
 mdberr:
 	rc = tl_log_mdberr(log, rc, "meta");
 abort:
+	log->mtxn = NULL;
 	mdb_txn_abort(txn);
 	return rc;
 }
@@ -761,6 +779,9 @@ tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 	ma.log = log;
 	ma.create = (flags & TL_LOG_CREATE) != 0;
 	if ((rc = guard_run(log, check_meta_fn, &ma)) != 0) {
+		if (log->mtxn != NULL)
+			mdb_txn_abort(log->mtxn);
+		log->mtxn = NULL;
 		if (why != NULL && rc == TL_ECORRUPT)
 			snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
 		goto close;
@@ -1283,7 +1304,8 @@ record_decode(const struct tl_txn *t, const MDB_val *k, const MDB_val *v,
 {
 	int rc;
 
-	if (!in_file(t, k) || !in_file(t, v)) {
+	/* k may be the caller's own (mdb_get): only v is LMDB's here. */
+	if (!in_file(t, v)) {
 		if (why != NULL)
 			snprintf(why, TL_WHY_MAX, "a damaged page puts the "
 			    "record outside the file");

@@ -384,6 +384,12 @@ tl_log_lasterr(const struct tl_log *log)
 	return log->lasterr;
 }
 
+int
+tl_log_readonly(const struct tl_log *log)
+{
+	return (log->flags & TL_LOG_RDONLY) != 0;
+}
+
 const char *
 tl_log_dir(const struct tl_log *log)
 {

@@ -91,6 +91,8 @@ void	tl_log_fault_exit(const char *prog, int code);
  */
 int	tl_log_lock_daemon(const char *dir, int *fdp, long *holderp);
 const char *tl_log_dir(const struct tl_log *log);
+/* Whether it was opened TL_LOG_RDONLY (writes are TL_EINVAL). */
+int	tl_log_readonly(const struct tl_log *log);
 
 /* The last error LMDB reported, for logs; never NULL. */
 const char *tl_log_lasterr(const struct tl_log *log);

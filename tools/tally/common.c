@@ -131,7 +131,17 @@ cli_open_log(struct tl_cli *cli, unsigned flags)
 	char why[TL_LOG_WHY_MAX];
 	int rc;
 
-	rc = tl_log_open_why(cli->logdir, flags, 0, &cli->log, why);
+	rc = tl_log_open_why(cli->logdir, flags & ~CLI_OPEN_READER, 0,
+	    &cli->log, why);
+	if (rc == EROFS && (flags & CLI_OPEN_READER)) {
+		/*
+		 * A read-only file system: read as a reader does (no
+		 * lock file).  Projections behind the log cannot be caught up
+		 * then, and cli_read says so.
+		 */
+		rc = tl_log_open_why(cli->logdir, TL_LOG_RDONLY, 0, &cli->log,
+		    why);
+	}
 	switch (rc) {
 	case 0:
 		return 0;

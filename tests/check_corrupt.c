@@ -9,7 +9,8 @@
  * about the daemon itself: one writer per log whatever happens to
  * tallyd.lock, and secrets kept out of core dumps.
  *
- * CK_RUN_CASE=damage (fork, tamper, writer, secrets) runs one case.
+ * CK_RUN_CASE=damage (fork, tamper, writer, errors, secrets) runs one
+ * case.
  */
 #define _GNU_SOURCE
 
@@ -23,11 +24,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/secret.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
@@ -38,6 +42,7 @@ static struct {
 	char	 bin[4096];
 	char	*tmpl;		/* the pristine home, built once */
 	char	*home;
+	char	*io;		/* where a run's output goes */
 	char	 data[4200];	/* HOME/log/data.mdb */
 	char	*out, *err;
 	int	 code;
@@ -74,8 +79,9 @@ run_in(const char *home, const char *prog, const char *const *argv)
 	pid_t pid;
 	int st;
 
-	snprintf(outp, sizeof(outp), "%s/.stdout", home);
-	snprintf(errp, sizeof(errp), "%s/.stderr", home);
+	/* Beside the home: it may be read-only or full. */
+	snprintf(outp, sizeof(outp), "%s/.stdout", H.io ? H.io : home);
+	snprintf(errp, sizeof(errp), "%s/.stderr", H.io ? H.io : home);
 	snprintf(path, sizeof(path), "%s/%s", H.bin, prog);
 	full[0] = path;
 	off = (size_t)snprintf(H.cmdline, sizeof(H.cmdline), "%s", prog);
@@ -182,6 +188,7 @@ setup(void)
 	    "TALLY_BIN)", H.bin);
 	ck_assert_ptr_nonnull(H.tmpl);
 	H.home = tl_test_tmpdir("corrupt");
+	H.io = tl_test_tmpdir("corrupt-io");
 	sh("cp -a '%s'/. '%s'/", H.tmpl, H.home);
 	snprintf(H.data, sizeof(H.data), "%s/log/data.mdb", H.home);
 }
@@ -193,7 +200,8 @@ teardown(void)
 	free(H.err);
 	H.out = H.err = NULL;
 	tl_test_tmpdir_done(H.home);
-	H.home = NULL;
+	tl_test_tmpdir_done(H.io);
+	H.home = H.io = NULL;
 }
 
 static long
@@ -543,6 +551,153 @@ START_TEST(test_not_dumpable)
 }
 END_TEST
 
+/*
+ * A tmpfs of size (0: no limit) at dir, in a mount namespace of this
+ * test's own (the test runs as root, as make check does here).
+ */
+static void
+private_tmpfs(const char *dir, const char *size)
+{
+	char opt[64];
+
+	ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare: %s (these tests "
+	    "need root)", strerror(errno));
+	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	snprintf(opt, sizeof(opt), "size=%s", size ? size : "64m");
+	ck_assert_msg(mount("none", dir, "tmpfs", 0, opt) == 0, "mount: %s",
+	    strerror(errno));
+}
+
+/* Reading commands work on a read-only home; writers say why not. */
+START_TEST(test_readonly_home)
+{
+	char *mnt = tl_test_tmpdir("corrupt-ro");
+	char *home = H.home;
+
+	private_tmpfs(mnt, NULL);
+	sh("cp -a '%s'/. '%s'/", H.tmpl, mnt);
+	ck_assert_int_eq(mount(NULL, mnt, NULL, MS_REMOUNT | MS_RDONLY,
+	    NULL), 0);
+	H.home = mnt;
+	T_TALLY(0, "status");
+	T_TALLY(0, "graph");
+	T_TALLY(0, "verify");
+	T_TALLY(0, "log");
+	T_TALLY(1, "node", "add", "zz", "--routable-name", "zz.lan");
+	ck_err_has("Read-only file system");
+	H.home = home;
+	umount(mnt);
+	free(mnt);
+}
+END_TEST
+
+/* A full disk: what was being written, and that nothing was appended. */
+START_TEST(test_full_disk)
+{
+	char *mnt = tl_test_tmpdir("corrupt-full");
+	char *home = H.home, name[32], host[32];
+	int i;
+
+	private_tmpfs(mnt, "160k");
+	H.home = mnt;
+	T_TALLY(0, "init");
+	for (i = 1; i < 1000; i++) {
+		const char *a[6];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		snprintf(host, sizeof(host), "h%d.lan", i);
+		a[0] = "node";
+		a[1] = "add";
+		a[2] = name;
+		a[3] = "--routable-name";
+		a[4] = host;
+		a[5] = NULL;
+		if (run_in(H.home, "tally", a) != 0)
+			break;
+	}
+	ck_assert_msg(i < 1000, "the disk never filled up");
+	ck_assert_msg(H.code == 1, "%s exited %d\n%s", H.cmdline, H.code,
+	    H.err);
+	ck_assert_msg(strstr(H.err, "No space left on device") != NULL &&
+	    (strstr(H.err, "nothing was appended") != NULL ||
+	    strstr(H.err, "nothing was written") != NULL), "%s", H.err);
+	ck_assert_msg(strstr(H.err, "data.mdb") != NULL ||
+	    strstr(H.err, ".key") != NULL, "what was being written?\n%s",
+	    H.err);
+	/* The log holds exactly the events of the commands that worked. */
+	T_TALLY(0, "verify");
+	snprintf(name, sizeof(name), "ok: %d events", i - 1);
+	ck_assert_msg(strstr(H.out, name) != NULL, "want '%s': %s", name,
+	    H.out);
+	H.home = home;
+	umount(mnt);
+	free(mnt);
+}
+END_TEST
+
+/* tally init does not scatter a home into a directory in use. */
+START_TEST(test_init_nonempty)
+{
+	char *dir = tl_test_tmpdir("corrupt-init");
+	char *home = H.home, path[4200];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/notes.txt", dir);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("mine\n", fp);
+	fclose(fp);
+	H.home = dir;
+	T_TALLY(4, "init");
+	ck_err_has("notes.txt");
+	snprintf(path, sizeof(path), "%s/master.key", dir);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "%s/log", dir);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	H.home = home;
+	/* An empty one (dotfiles aside) is fine. */
+	unlink(tl_test_path(dir, "notes.txt"));
+	H.home = dir;
+	T_TALLY(0, "init");
+	H.home = home;
+	tl_test_tmpdir_done(dir);
+}
+END_TEST
+
+/*
+ * The master key is held in libsodium's guarded memory: the mapping
+ * that holds it is excluded from core dumps (VmFlags "dd", set by
+ * sodium_malloc's MADV_DONTDUMP), where a stack or heap copy would not
+ * be.
+ */
+START_TEST(test_key_guarded)
+{
+	char path[4200], why[160] = "", line[512];
+	struct tl_key key = { 0 };
+	unsigned long lo = 0, hi = 0, at;
+	int in = 0, dd = 0;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/master.key", H.home);
+	ck_assert_int_eq(tl_secret_load(path, &key, why), 0);
+	at = (unsigned long)(uintptr_t)key.k;
+	fp = fopen("/proc/self/smaps", "r");
+	ck_assert_ptr_nonnull(fp);
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = at >= lo && at < hi;
+		else if (in && strncmp(line, "VmFlags:", 8) == 0)
+			dd = strstr(line, " dd") != NULL;
+	}
+	fclose(fp);
+	tl_secret_key_free(&key);
+	ck_assert_msg(dd, "the key at %#lx is in a mapping that core dumps "
+	    "include", at);
+	ck_assert_ptr_null(key.k);
+}
+END_TEST
+
 static Suite *
 corrupt_suite(void)
 {
@@ -579,10 +734,19 @@ corrupt_suite(void)
 	tcase_add_test(tc, test_one_writer);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("errors");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_readonly_home);
+	tcase_add_test(tc, test_full_disk);
+	tcase_add_test(tc, test_init_nonempty);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("secrets");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_not_dumpable);
+	tcase_add_test(tc, test_key_guarded);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -64,6 +64,13 @@ cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 		cli_errx("%s", wa.why);
 		return cli_exit_for(rc);
 	}
+	if (rc > 0) {
+		/* The system refused the write (ENOSPC, EIO, EROFS, ...). */
+		cli_errx("cannot append to the log (%s/data.mdb): %s; the "
+		    "transaction was rolled back and nothing was appended",
+		    cli->logdir, strerror(rc));
+		return TL_EXIT_FAIL;
+	}
 	return cli_fail(cli, rc, "write");
 }
 

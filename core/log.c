@@ -495,6 +495,15 @@ check_file(const char *dir, char *why, size_t whylen)
 				goto out;
 			}
 		}
+		/* LMDB takes the page size of the meta it picks: both. */
+		if (get_le(m[i] + META_DB, 4) != psize) {
+			snprintf(why, whylen, "%s/data.mdb: meta page %d gives "
+			    "a page size of %llu, meta page 0 %llu", dir, i,
+			    (unsigned long long)get_le(m[i] + META_DB, 4),
+			    (unsigned long long)psize);
+			rc = TL_ECORRUPT;
+			goto out;
+		}
 		txnid[i] = get_le(m[i] + META_TXNID, 8);
 	}
 	/* The meta LMDB will use: the newer one. */
@@ -669,6 +678,21 @@ struct meta_arg {
 	int		 create;
 };
 
+struct envopen_arg {
+	struct tl_log	*log;
+	const char	*dir;
+	unsigned	 flags;
+};
+
+/* mdb_env_open reads both meta pages through the map: guarded too. */
+static int
+envopen_fn(void *arg)
+{
+	struct envopen_arg *ea = arg;
+
+	return mdb_env_open(ea->log->env, ea->dir, ea->flags, 0600);
+}
+
 static int
 check_meta_fn(void *arg)
 {
@@ -730,7 +754,19 @@ tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 		eflags |= MDB_RDONLY;
 	if (flags & TL_LOG_NOSYNC)
 		eflags |= MDB_NOSYNC;
-	rc = mdb_env_open(log->env, dir, eflags, 0600);
+	{
+		struct envopen_arg ea = { log, dir, eflags };
+
+		pthread_mutex_lock(&guard_mu);
+		guard_install();
+		pthread_mutex_unlock(&guard_mu);
+		rc = guard_run(log, envopen_fn, &ea);
+	}
+	if (rc == TL_ECORRUPT) {
+		if (why != NULL)
+			snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
+		goto close;
+	}
 	if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
 		rc = TL_ENOTLOG;
 		goto close;

@@ -698,6 +698,56 @@ START_TEST(test_key_guarded)
 }
 END_TEST
 
+/*
+ * A core of the running daemon holds no copy of the master key.  gcore
+ * (gdb, as root can whatever the dumpable flag) leaves out mappings
+ * marked "dd", as the kernel does: the key must be in one.
+ */
+START_TEST(test_gcore_no_key)
+{
+	char logp[4200], core[4200], keyp[4200], cmd[9000];
+	uint8_t key[32], *buf;
+	size_t i, found = 0;
+	FILE *fp;
+	pid_t d;
+	long n, pid;
+	int rc;
+
+	snprintf(keyp, sizeof(keyp), "%s/master.key", H.home);
+	fp = fopen(keyp, "rb");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(fread(key, 1, sizeof(key), fp), sizeof(key));
+	fclose(fp);
+	snprintf(logp, sizeof(logp), "%s/tallyd1.log", H.io);
+	d = tl_bench_tallyd_start(H.bin, H.home, logp, "--interval", "1",
+	    (const char *)NULL);
+	ck_assert_int_gt(d, 0);
+	pid = (long)d;
+	snprintf(cmd, sizeof(cmd), "gcore -o '%s/core' %ld >/dev/null 2>&1",
+	    H.io, pid);
+	rc = system(cmd);
+	tl_bench_tallyd_stop(&d);
+	ck_assert_msg(rc == 0, "%s failed", cmd);
+	snprintf(core, sizeof(core), "%s/core.%ld", H.io, pid);
+	fp = fopen(core, "rb");
+	ck_assert_msg(fp != NULL, "no core at %s", core);
+	fseek(fp, 0, SEEK_END);
+	n = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	ck_assert_int_gt(n, 4096);
+	buf = malloc((size_t)n);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(fread(buf, 1, (size_t)n, fp), (size_t)n);
+	fclose(fp);
+	for (i = 0; i + sizeof(key) <= (size_t)n; i++)
+		if (buf[i] == key[0] && memcmp(buf + i, key, sizeof(key)) == 0)
+			found++;
+	free(buf);
+	ck_assert_msg(found == 0, "the master key is %zu time(s) in a core "
+	    "of tallyd", found);
+}
+END_TEST
+
 static Suite *
 corrupt_suite(void)
 {
@@ -747,6 +797,7 @@ corrupt_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_not_dumpable);
 	tcase_add_test(tc, test_key_guarded);
+	tcase_add_test(tc, test_gcore_no_key);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1800,19 +1800,40 @@ verify_fn(void *arg)
 	nthr = ncpu < 1 ? 1 : ncpu > VERIFY_THREADS ? VERIFY_THREADS :
 	    (int)ncpu;
 	if (va->after > 0) {
-		/* The event it carries on from is still the one verified. */
+		/*
+		 * The event it carries on from is still the one verified:
+		 * the same stored hash, and its content still hashes to it.
+		 */
+		uint8_t before[TL_HASH_LEN], h[TL_HASH_LEN];
+		MDB_val pv;
+
+		memset(before, 0, sizeof(before));
+		va->at = va->after;
+		va->bad = va->after;
+		snprintf(va->why, sizeof(va->why), "it changed after it was "
+		    "verified");
+		if (va->after > 1) {
+			put_be64(key, va->after - 1);
+			k.mv_data = key;
+			k.mv_size = 8;
+			if (mdb_get(t->txn, t->log->events, &k, &pv) != 0 ||
+			    !in_file(t, &pv) || pv.mv_size < TL_HASH_LEN)
+				return TL_ECORRUPT;
+			memcpy(before, pv.mv_data, TL_HASH_LEN);
+		}
 		put_be64(key, va->after);
 		k.mv_data = key;
 		k.mv_size = 8;
-		va->at = va->after;
 		if ((rc = mdb_get(t->txn, t->log->events, &k, &v)) != 0 ||
-		    !in_file(t, &v) || v.mv_size < TL_HASH_LEN ||
-		    memcmp(v.mv_data, va->prev0, TL_HASH_LEN) != 0) {
-			va->bad = va->after;
-			snprintf(va->why, sizeof(va->why), "it changed after "
-			    "it was verified");
+		    record_decode(t, &k, &v, &ev, NULL) != 0 ||
+		    memcmp(ev.hash, va->prev0, TL_HASH_LEN) != 0 ||
+		    memcmp(ev.prev, before, TL_HASH_LEN) != 0)
 			return TL_ECORRUPT;
-		}
+		chain_hash(before, ev.raw, ev.raw_len, h);
+		if (memcmp(h, ev.hash, TL_HASH_LEN) != 0)
+			return TL_ECORRUPT;
+		va->bad = 0;
+		va->why[0] = '\0';
 	}
 	put_be64(key, expect);
 	k.mv_data = key;

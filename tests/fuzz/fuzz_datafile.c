@@ -7,7 +7,8 @@
  * LMDB's meta, branch and leaf pages of a small log are, twice as
  * likely) and the byte to put there; an input whose first byte is odd
  * also cuts the file short.  The changed file is opened and read the
- * way the commands read it: tl_log_open, tl_log_verify, the whole log
+ * way the commands read it: tl_log_open, tl_log_verify (whole, and in
+ * steps from event 100 as tallyd does), the whole log
  * by sequence with and without the chain check, one stream, a few
  * events by number, and the head in a write transaction (where the
  * append's proof runs).  Every result is allowed but a crash, a hang
@@ -136,6 +137,16 @@ read_all(struct tl_log *log)
 	if (tl_log_begin(log, TL_TXN_RDONLY, &t) != 0)
 		return;
 	(void)tl_log_verify(t, &n, &bad, why);
+	/* In steps, as tallyd verifies: from event 100 on. */
+	{
+		struct tl_chain c = TL_CHAIN_INIT;
+
+		if (tl_log_get(t, 100, &ev) == 0) {
+			c.seq = 100;
+			memcpy(c.hash, ev.hash, TL_HASH_LEN);
+			(void)tl_log_verify_more(t, &c, &bad, why);
+		}
+	}
 	for (pass = 0; pass < 3; pass++) {
 		memset(&f, 0, sizeof(f));
 		f.chain = pass == 1;

@@ -771,22 +771,6 @@ tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 		rc = TL_ENOTLOG;
 		goto close;
 	}
-	if (rc == EROFS && (flags & TL_LOG_RDONLY)) {
-		/*
-		 * A read-only file system: LMDB cannot create or write
-		 * lock.mdb, so readers run without it (MDB_NOLOCK).  Safe
-		 * for a reader, since no writer can change a read-only
-		 * file system under it.
-		 */
-		mdb_env_close(log->env);
-		if ((rc = mdb_env_create(&log->env)) != 0)
-			goto mdberr;
-		mdb_env_set_assert(log->env, guard_assert);
-		mdb_env_set_maxdbs(log->env, TL_MAX_DBS);
-		if ((rc = mdb_env_set_mapsize(log->env, log->mapsize)) != 0)
-			goto mdberr;
-		rc = mdb_env_open(log->env, dir, eflags | MDB_NOLOCK, 0600);
-	}
 	if (rc != 0)
 		goto mdberr;
 	/*

@@ -60,7 +60,8 @@ int	tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
  * TL_ECORRUPT: a data file that is empty, cut short of what its meta
  * page says, or whose meta or pages are damaged ("DIR/data.mdb: ...").
  * Nothing is written to such a file.  With TL_LOG_RDONLY on a
- * read-only file system the log is read without LMDB's lock file.
+ * read-only file system LMDB reads without its lock file (safe: nothing
+ * can write there).
  */
 #define TL_LOG_WHY_MAX	320
 int	tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,

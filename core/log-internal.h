@@ -20,7 +20,11 @@ struct tl_log {
 	unsigned	 flags;
 	size_t		 mapsize;
 	char		*dir;
-	char		 lasterr[160];
+	char		 lasterr[320];
+	/* Where the map is, for the fault guard (log.c). */
+	uintptr_t	 map_lo, map_hi;
+	unsigned	 psize;
+	MDB_txn		*mtxn;		/* check_meta's, while it runs */
 	/* Random bytes drawn in bulk: one getrandom per 256 event ids. */
 	uint8_t		 rpool[TL_RAND_POOL];
 	size_t		 rpos;
@@ -30,8 +34,11 @@ struct tl_txn {
 	struct tl_log	*log;
 	MDB_txn		*txn;
 	unsigned	 flags;
+	/* The end of the pages committed when it began, in the map. */
+	uintptr_t	 map_end;
 	MDB_cursor	*ecur;		/* events, write txns */
 	MDB_cursor	*scur;		/* streams, write txns */
+	MDB_cursor	*hcur;		/* load_head's, while it runs */
 	/* The head, known after the first append in this transaction. */
 	int		 have_head;
 	uint64_t	 head_seq;

@@ -1,15 +1,20 @@
 /*
  * log.c - the append-only event log over LMDB.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +49,314 @@ get_be64(const uint8_t *p)
 	return v;
 }
 
+/*
+ * The fault guard.  LMDB trusts its data file: a page number past the
+ * end of a file cut short is a SIGBUS, a flipped byte in a page header
+ * a wild read or an mdb assertion.  The checks below (the file against
+ * its meta page on open, every value inside the file, the counts LMDB
+ * keeps) catch what can be caught cheaply; whatever still faults while
+ * this module reads the map is caught here.  A read that this module
+ * runs is armed (guard_run): a SIGSEGV/SIGBUS or an LMDB assertion on
+ * its thread jumps back and the read returns TL_ECORRUPT, the log's
+ * lasterr naming the file and the offset.  A fault in the map outside
+ * an armed read (projections reading their tables through kv.c) ends
+ * the process with tl_log_fault_exit's code and message when a program
+ * asked for it; every other fault goes to the handler that was there
+ * before (the default, or a sanitizer's), so real bugs still crash.
+ */
+#define GUARD_LOGS	16
+
+static struct tl_log *volatile guard_logs[GUARD_LOGS];
+static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sigaction guard_old_segv, guard_old_bus;
+static const char *volatile guard_prog;
+static volatile int guard_code = -1;
+
+static _Thread_local sigjmp_buf *guard_jb;
+static _Thread_local int guard_sig;
+static _Thread_local uintptr_t guard_addr;
+static _Thread_local char guard_msg[120];
+
+static void
+guard_write(const char *s)
+{
+	size_t n = strlen(s);
+
+	while (n > 0) {
+		ssize_t w = write(2, s, n);
+
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+/* The log whose map holds addr, or NULL. */
+static struct tl_log *
+guard_find(uintptr_t addr)
+{
+	int i;
+
+	for (i = 0; i < GUARD_LOGS; i++) {
+		struct tl_log *log = guard_logs[i];
+
+		if (log != NULL && addr >= log->map_lo && addr < log->map_hi)
+			return log;
+	}
+	return NULL;
+}
+
+/* Ends the process for a fault in a log outside an armed read. */
+static void
+guard_exit(struct tl_log *log, const char *what)
+{
+	guard_write(guard_prog != NULL ? guard_prog : "tally");
+	guard_write(": ");
+	if (log != NULL) {
+		guard_write(log->dir);
+		guard_write("/data.mdb: ");
+	}
+	guard_write(what);
+	guard_write(": the data file is damaged (see tally verify); "
+	    "nothing was written\n");
+	_exit(guard_code);
+}
+
+static void
+guard_handler(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction *old = sig == SIGBUS ? &guard_old_bus :
+	    &guard_old_segv;
+	struct tl_log *log = guard_find((uintptr_t)si->si_addr);
+
+	if (guard_jb != NULL) {
+		guard_sig = sig;
+		guard_addr = (uintptr_t)si->si_addr;
+		siglongjmp(*guard_jb, 1);
+	}
+	if (log != NULL && guard_code >= 0)
+		guard_exit(log, sig == SIGBUS ? "read past the end of the "
+		    "file (SIGBUS)" : "invalid read (SIGSEGV)");
+	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction != NULL) {
+		old->sa_sigaction(sig, si, uc);
+		return;
+	}
+	/* Back to the default: the faulting access runs again and dies. */
+	signal(sig, old->sa_handler == SIG_IGN ? SIG_DFL : old->sa_handler);
+}
+
+static void
+guard_assert(MDB_env *env, const char *msg)
+{
+	size_t i;
+
+	(void)env;
+	for (i = 0; msg[i] != '\0' && i < sizeof(guard_msg) - 1; i++)
+		guard_msg[i] = msg[i];
+	guard_msg[i] = '\0';
+	if (guard_jb != NULL) {
+		guard_sig = 0;
+		siglongjmp(*guard_jb, 1);
+	}
+	if (guard_code >= 0) {
+		struct tl_log *log = NULL;
+		int j;
+
+		for (j = 0; j < GUARD_LOGS && log == NULL; j++)
+			if (guard_logs[j] != NULL && guard_logs[j]->env == env)
+				log = guard_logs[j];
+		guard_exit(log, "LMDB found its pages inconsistent");
+	}
+	/* LMDB aborts when this returns. */
+}
+
+/*
+ * Installs the handler, keeping the one before to pass other faults
+ * to.  Again at every open if someone installed theirs over it since (a
+ * runtime that sets its own after start-up, like libFuzzer's).
+ */
+static void
+guard_install_one(int sig, struct sigaction *old)
+{
+	struct sigaction sa, cur;
+
+	if (sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	    cur.sa_sigaction == guard_handler)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = guard_handler;
+	/* No mask to restore after the jump: sigsetjmp(, 0) stays cheap. */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, old);
+}
+
+static void
+guard_install(void)
+{
+	guard_install_one(SIGSEGV, &guard_old_segv);
+	guard_install_one(SIGBUS, &guard_old_bus);
+}
+
+void
+tl_log_fault_exit(const char *prog, int code)
+{
+	pthread_mutex_lock(&guard_mu);
+	guard_install();
+	pthread_mutex_unlock(&guard_mu);
+	guard_prog = prog;
+	guard_code = code;
+}
+
+/* A mapping of dev:ino of size len in /proc/self/maps no other log has. */
+static uintptr_t
+map_find(dev_t dev, ino_t ino, size_t len, const struct tl_log *self)
+{
+	char line[512];
+	FILE *fp;
+	uintptr_t found = 0;
+
+	if ((fp = fopen("/proc/self/maps", "re")) == NULL)
+		return 0;
+	while (found == 0 && fgets(line, sizeof(line), fp) != NULL) {
+		unsigned long lo, hi, off;
+		unsigned maj, min;
+		unsigned long long in;
+		int i, taken = 0;
+
+		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %llu", &lo, &hi, &off,
+		    &maj, &min, &in) != 6 || in != (unsigned long long)ino ||
+		    maj != major(dev) || min != minor(dev) || off != 0 ||
+		    hi - lo != len)
+			continue;
+		for (i = 0; i < GUARD_LOGS; i++)
+			if (guard_logs[i] != NULL && guard_logs[i] != self &&
+			    guard_logs[i]->map_lo == lo)
+				taken = 1;
+		if (!taken)
+			found = lo;
+	}
+	fclose(fp);
+	return found;
+}
+
+/*
+ * Where the map is now; after open, a grow and an adopted resize.
+ * LMDB does not say (me_mapaddr is the fixed address a meta page asks
+ * for, NULL): the kernel's list of this process's mappings does.
+ */
+static void
+guard_track(struct tl_log *log)
+{
+	MDB_envinfo ei;
+	MDB_stat ms;
+	struct stat st;
+	char path[4200];
+	uintptr_t lo;
+
+	if (mdb_env_info(log->env, &ei) != 0 || mdb_env_stat(log->env,
+	    &ms) != 0)
+		return;
+	log->psize = ms.ms_psize;
+	snprintf(path, sizeof(path), "%s/data.mdb", log->dir);
+	if (stat(path, &st) != 0)
+		return;
+	pthread_mutex_lock(&guard_mu);
+	lo = map_find(st.st_dev, st.st_ino, ei.me_mapsize, log);
+	log->map_lo = lo;
+	log->map_hi = lo ? lo + ei.me_mapsize : 0;
+	pthread_mutex_unlock(&guard_mu);
+}
+
+static void
+guard_add(struct tl_log *log)
+{
+	int i;
+
+	pthread_mutex_lock(&guard_mu);
+	guard_install();
+	for (i = 0; i < GUARD_LOGS; i++)
+		if (guard_logs[i] == NULL) {
+			guard_logs[i] = log;
+			break;
+		}
+	pthread_mutex_unlock(&guard_mu);
+}
+
+static void
+guard_remove(struct tl_log *log)
+{
+	int i;
+
+	pthread_mutex_lock(&guard_mu);
+	for (i = 0; i < GUARD_LOGS; i++)
+		if (guard_logs[i] == log)
+			guard_logs[i] = NULL;
+	pthread_mutex_unlock(&guard_mu);
+}
+
+/* What an armed read that faulted returns. */
+static int
+guard_failed(struct tl_log *log)
+{
+	if (guard_sig == 0)
+		snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: "
+		    "LMDB found its pages inconsistent (%s)", log->dir,
+		    guard_msg);
+	else if (guard_addr >= log->map_lo && guard_addr < log->map_hi)
+		snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: "
+		    "%s at offset %zu", log->dir, guard_sig == SIGBUS ?
+		    "read past the end of the file" : "invalid read",
+		    (size_t)(guard_addr - log->map_lo));
+	else
+		snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: "
+		    "a damaged page led a read out of the file", log->dir);
+	return TL_ECORRUPT;
+}
+
+/*
+ * Runs fn(arg) armed.  After a fault fn's own cleanup did not run: the
+ * caller keeps what must be freed where it can free it.
+ */
+static int
+guard_run(struct tl_log *log, int (*fn)(void *), void *arg)
+{
+	sigjmp_buf jb;
+	sigjmp_buf *volatile saved = guard_jb;
+	int rc;
+
+	if (sigsetjmp(jb, 0) != 0) {
+		guard_jb = saved;
+		return guard_failed(log);
+	}
+	guard_jb = &jb;
+	rc = fn(arg);
+	guard_jb = saved;
+	return rc;
+}
+
+/*
+ * A value LMDB handed out lies inside the pages the transaction can
+ * see.  One outside the map is on a page this write transaction made.
+ */
+static int
+in_file(const struct tl_txn *t, const MDB_val *v)
+{
+	uintptr_t p = (uintptr_t)v->mv_data;
+
+	if (t->log->map_lo == 0)
+		return 1;	/* where the map is is not known */
+	if (p < t->log->map_lo || p >= t->log->map_hi)
+		return !(t->flags & TL_TXN_RDONLY);
+	return p <= t->map_end && v->mv_size <= t->map_end - p;
+}
+
+static void chain_hash(const uint8_t prev[TL_HASH_LEN], const uint8_t *raw,
+    size_t len, uint8_t out[TL_HASH_LEN]);
+static int record_decode(const struct tl_txn *t, const MDB_val *k,
+    const MDB_val *v, struct tl_event *ev, char *why);
+
 int
 tl_log_mdberr(struct tl_log *log, int rc, const char *what)
 {
@@ -51,6 +364,13 @@ tl_log_mdberr(struct tl_log *log, int rc, const char *what)
 		return 0;
 	if (rc == MDB_NOTFOUND)
 		return TL_ENOTFOUND;
+	if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ||
+	    rc == MDB_CURSOR_FULL || rc == MDB_INVALID) {
+		/* LMDB's own words for a damaged file. */
+		snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: "
+		    "%s: %s", log->dir, what, mdb_strerror(rc));
+		return TL_ECORRUPT;
+	}
 	snprintf(log->lasterr, sizeof(log->lasterr), "%s: %s", what,
 	    mdb_strerror(rc));
 	if (rc > 0)
@@ -62,6 +382,12 @@ const char *
 tl_log_lasterr(const struct tl_log *log)
 {
 	return log->lasterr;
+}
+
+int
+tl_log_readonly(const struct tl_log *log)
+{
+	return (log->flags & TL_LOG_RDONLY) != 0;
 }
 
 const char *
@@ -82,6 +408,140 @@ file_exists(const char *dir, const char *name)
 	return stat(path, &st) == 0;
 }
 
+/*
+ * LMDB 0.9's meta page (lmdb.h does not export it): after the 16-byte
+ * page header, magic, version, address and map size, then two MDB_db
+ * records of 48 bytes (the free list's, whose md_pad is the page size,
+ * and the main table's), the last page number and the transaction id.
+ */
+#define META_MAGIC	0xBEEFC0DEu
+#define META_AT		16
+#define META_DB		(META_AT + 24)
+#define META_DBSZ	48
+#define META_LASTPG	(META_DB + 2 * META_DBSZ)
+#define META_TXNID	(META_LASTPG + 8)
+#define META_END	(META_TXNID + 8)
+#define P_META_FLAG	0x08
+
+static uint64_t
+get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	while (n-- > 0)
+		v = v << 8 | p[n];
+	return v;
+}
+
+/*
+ * Checks the data file against its own meta pages before LMDB maps it:
+ * LMDB maps whatever the meta says and a page past the end of the file
+ * is a SIGBUS on first touch.  0, or TL_ECORRUPT with why filled.  An
+ * empty file is refused too: a writer's mdb_env_open would take it for
+ * a new environment and a log would silently start again at 1.
+ */
+static int
+check_file(const char *dir, char *why, size_t whylen)
+{
+	char path[4200];
+	uint8_t m[2][META_END];
+	uint64_t psize = 0, last, txnid[2], root, need;
+	struct stat st;
+	int fd, i, best = -1, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return errno == ENOENT ? TL_ENOTFOUND : errno;
+	if (fstat(fd, &st) != 0) {
+		rc = errno;
+		goto out;
+	}
+	if (st.st_size == 0) {
+		snprintf(why, whylen, "%s/data.mdb is empty (0 bytes): not a log any "
+		    "more; restore it from a copy", dir);
+		rc = TL_ECORRUPT;
+		goto out;
+	}
+	for (i = 0; i < 2; i++) {
+		if (pread(fd, m[i], META_END, (off_t)(i * psize)) !=
+		    META_END) {
+			snprintf(why, whylen, "%s/data.mdb is %lld bytes: too short "
+			    "for LMDB's meta page %d", dir,
+			    (long long)st.st_size, i);
+			rc = TL_ECORRUPT;
+			goto out;
+		}
+		if (get_le(m[i] + META_AT, 4) != META_MAGIC ||
+		    get_le(m[i] + META_AT + 4, 4) != 1 ||
+		    !(get_le(m[i] + 10, 2) & P_META_FLAG)) {
+			if (i == 0 && get_le(m[i] + META_AT, 4) !=
+			    META_MAGIC) {
+				rc = TL_ENOTLOG;	/* not LMDB at all */
+				goto out;
+			}
+			snprintf(why, whylen, "%s/data.mdb: meta page %d is damaged",
+			    dir, i);
+			rc = TL_ECORRUPT;
+			goto out;
+		}
+		if (i == 0) {
+			psize = get_le(m[0] + META_DB, 4);
+			if (psize < 512 || psize > 65536 ||
+			    (psize & (psize - 1)) != 0) {
+				snprintf(why, whylen, "%s/data.mdb: meta page 0 gives "
+				    "a page size of %llu", dir,
+				    (unsigned long long)psize);
+				rc = TL_ECORRUPT;
+				goto out;
+			}
+		}
+		/* LMDB takes the page size of the meta it picks: both. */
+		if (get_le(m[i] + META_DB, 4) != psize) {
+			snprintf(why, whylen, "%s/data.mdb: meta page %d gives "
+			    "a page size of %llu, meta page 0 %llu", dir, i,
+			    (unsigned long long)get_le(m[i] + META_DB, 4),
+			    (unsigned long long)psize);
+			rc = TL_ECORRUPT;
+			goto out;
+		}
+		txnid[i] = get_le(m[i] + META_TXNID, 8);
+	}
+	/* The meta LMDB will use: the newer one. */
+	best = txnid[1] > txnid[0];
+	last = get_le(m[best] + META_LASTPG, 8);
+	if (last < 1 || last > ((uint64_t)1 << 40)) {
+		snprintf(why, whylen, "%s/data.mdb: meta page %d gives last page %llu",
+		    dir, best, (unsigned long long)last);
+		rc = TL_ECORRUPT;
+		goto out;
+	}
+	need = (last + 1) * psize;
+	if ((uint64_t)st.st_size < need) {
+		snprintf(why, whylen, "%s/data.mdb is %lld bytes, but its meta page "
+		    "says %llu pages of %llu (%llu bytes): the file was cut "
+		    "short", dir, (long long)st.st_size,
+		    (unsigned long long)(last + 1), (unsigned long long)psize,
+		    (unsigned long long)need);
+		rc = TL_ECORRUPT;
+		goto out;
+	}
+	for (i = 0; i < 2; i++) {
+		/* md_root is P_INVALID (all ones) for an empty table. */
+		root = get_le(m[best] + META_DB + i * META_DBSZ + 40, 8);
+		if (root != UINT64_MAX && (root < 2 || root > last)) {
+			snprintf(why, whylen, "%s/data.mdb: meta page %d gives a root "
+			    "page %llu outside the file's %llu pages", dir,
+			    best, (unsigned long long)root,
+			    (unsigned long long)(last + 1));
+			rc = TL_ECORRUPT;
+			goto out;
+		}
+	}
+out:
+	close(fd);
+	return rc;
+}
+
 /* Reads or, for a new log, writes the identity of the log. */
 static int
 check_meta(struct tl_log *log, int create)
@@ -96,6 +556,7 @@ check_meta(struct tl_log *log, int create)
 	    (log->flags & TL_LOG_RDONLY) ? MDB_RDONLY : 0, &txn);
 	if (rc != 0)
 		return tl_log_mdberr(log, rc, "begin");
+	log->mtxn = txn;	/* aborted by the opener after a fault */
 
 	rc = mdb_dbi_open(txn, "meta", dbflags, &log->meta);
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
@@ -182,6 +643,7 @@ check_meta(struct tl_log *log, int create)
 	    &log->ckpts)) != 0)
 		goto dbi;
 
+	log->mtxn = NULL;
 	if ((rc = mdb_txn_commit(txn)) != 0)
 		return tl_log_mdberr(log, rc, "commit");
 	return 0;
@@ -193,6 +655,7 @@ dbi:
 mdberr:
 	rc = tl_log_mdberr(log, rc, "meta");
 abort:
+	log->mtxn = NULL;
 	mdb_txn_abort(txn);
 	return rc;
 }
@@ -200,19 +663,59 @@ abort:
 int
 tl_log_open(const char *dir, unsigned flags, struct tl_log **out)
 {
-	return tl_log_open_ex(dir, flags, 0, out);
+	return tl_log_open_why(dir, flags, 0, out, NULL);
 }
 
 int
 tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
     struct tl_log **out)
 {
+	return tl_log_open_why(dir, flags, mapsize, out, NULL);
+}
+
+struct meta_arg {
+	struct tl_log	*log;
+	int		 create;
+};
+
+struct envopen_arg {
+	struct tl_log	*log;
+	const char	*dir;
+	unsigned	 flags;
+};
+
+/* mdb_env_open reads both meta pages through the map: guarded too. */
+static int
+envopen_fn(void *arg)
+{
+	struct envopen_arg *ea = arg;
+
+	return mdb_env_open(ea->log->env, ea->dir, ea->flags, 0600);
+}
+
+static int
+check_meta_fn(void *arg)
+{
+	struct meta_arg *ma = arg;
+
+	return check_meta(ma->log, ma->create);
+}
+
+int
+tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
+    struct tl_log **out, char *why)
+{
 	struct tl_log *log;
 	struct stat st;
+	struct meta_arg ma;
+	char fwhy[TL_LOG_WHY_MAX];
 	unsigned eflags = MDB_NOTLS;
 	int rc, dead;
 
 	*out = NULL;
+	fwhy[0] = '\0';
+	if (why != NULL)
+		why[0] = '\0';
 	if (sodium_init() < 0)
 		return TL_ESECRET;
 	if (stat(dir, &st) != 0) {
@@ -225,8 +728,11 @@ tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
 	if (flags & TL_LOG_CREATE) {
 		if (file_exists(dir, "data.mdb"))
 			return TL_EEXIST;
-	} else if (!file_exists(dir, "data.mdb"))
-		return TL_ENOTFOUND;
+	} else if ((rc = check_file(dir, fwhy, sizeof(fwhy))) != 0) {
+		if (why != NULL)
+			memcpy(why, fwhy, sizeof(fwhy));
+		return rc;
+	}
 
 	if ((log = calloc(1, sizeof(*log))) == NULL)
 		return ENOMEM;
@@ -239,6 +745,7 @@ tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
 	}
 	if ((rc = mdb_env_create(&log->env)) != 0)
 		goto mdberr;
+	mdb_env_set_assert(log->env, guard_assert);
 	mdb_env_set_maxdbs(log->env, TL_MAX_DBS);
 	mdb_env_set_maxreaders(log->env, 254);
 	if ((rc = mdb_env_set_mapsize(log->env, log->mapsize)) != 0)
@@ -247,7 +754,19 @@ tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
 		eflags |= MDB_RDONLY;
 	if (flags & TL_LOG_NOSYNC)
 		eflags |= MDB_NOSYNC;
-	rc = mdb_env_open(log->env, dir, eflags, 0600);
+	{
+		struct envopen_arg ea = { log, dir, eflags };
+
+		pthread_mutex_lock(&guard_mu);
+		guard_install();
+		pthread_mutex_unlock(&guard_mu);
+		rc = guard_run(log, envopen_fn, &ea);
+	}
+	if (rc == TL_ECORRUPT) {
+		if (why != NULL)
+			snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
+		goto close;
+	}
 	if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
 		rc = TL_ENOTLOG;
 		goto close;
@@ -279,15 +798,28 @@ tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
 				log->mapsize = used * 2;
 		}
 	}
+	guard_track(log);
+	guard_add(log);
 	/* Reader slots of processes that died would pin old pages. */
 	mdb_reader_check(log->env, &dead);
-	if ((rc = check_meta(log, (flags & TL_LOG_CREATE) != 0)) != 0)
+	ma.log = log;
+	ma.create = (flags & TL_LOG_CREATE) != 0;
+	if ((rc = guard_run(log, check_meta_fn, &ma)) != 0) {
+		if (log->mtxn != NULL)
+			mdb_txn_abort(log->mtxn);
+		log->mtxn = NULL;
+		if (why != NULL && rc == TL_ECORRUPT)
+			snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
 		goto close;
+	}
 	*out = log;
 	return 0;
 mdberr:
 	rc = tl_log_mdberr(log, rc, "open");
+	if (why != NULL)
+		snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
 close:
+	guard_remove(log);
 	if (log->env != NULL)
 		mdb_env_close(log->env);
 free:
@@ -296,11 +828,65 @@ free:
 	return rc;
 }
 
+/* The pid holding a flock on the file (dev, ino), from /proc/locks. */
+static long
+flock_holder(dev_t dev, ino_t ino)
+{
+	char line[256];
+	FILE *fp;
+	long pid = 0;
+
+	if ((fp = fopen("/proc/locks", "re")) == NULL)
+		return 0;
+	while (pid == 0 && fgets(line, sizeof(line), fp) != NULL) {
+		unsigned maj, min;
+		unsigned long long in;
+		long p;
+		char kind[16], mode[16];
+
+		/* "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" */
+		if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%llu", kind, mode,
+		    &p, &maj, &min, &in) != 6 || strcmp(kind, "FLOCK") != 0)
+			continue;
+		if (in == (unsigned long long)ino && maj == major(dev) &&
+		    min == minor(dev))
+			pid = p;
+	}
+	fclose(fp);
+	return pid;
+}
+
+int
+tl_log_lock_daemon(const char *dir, int *fdp, long *holderp)
+{
+	char path[4200];
+	struct stat st;
+	int fd, rc;
+
+	*fdp = -1;
+	*holderp = 0;
+	if ((size_t)snprintf(path, sizeof(path), "%s/data.mdb", dir) >=
+	    sizeof(path))
+		return ENAMETOOLONG;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return errno == ENOENT ? TL_ENOTFOUND : errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = errno == EWOULDBLOCK ? TL_ELOCKED : errno;
+		if (rc == TL_ELOCKED && fstat(fd, &st) == 0)
+			*holderp = flock_holder(st.st_dev, st.st_ino);
+		close(fd);
+		return rc;
+	}
+	*fdp = fd;
+	return 0;
+}
+
 void
 tl_log_close(struct tl_log *log)
 {
 	if (log == NULL)
 		return;
+	guard_remove(log);
 	mdb_env_close(log->env);
 	sodium_memzero(log->rpool, sizeof(log->rpool));
 	free(log->dir);
@@ -334,6 +920,7 @@ grow(struct tl_log *log)
 	if ((rc = mdb_env_set_mapsize(log->env, want)) != 0)
 		return tl_log_mdberr(log, rc, "grow map");
 	log->mapsize = want;
+	guard_track(log);
 	return 0;
 }
 
@@ -361,10 +948,21 @@ begin(struct tl_log *log, unsigned flags, struct tl_txn **out)
 			mdb_env_info(log->env, &ei);
 			log->mapsize = ei.me_mapsize;
 		}
+		guard_track(log);
 	}
 	if (rc != 0) {
 		free(t);
 		return tl_log_mdberr(log, rc, "begin");
+	}
+	{
+		MDB_envinfo ei;
+
+		/* What this snapshot can see is at most what is committed. */
+		mdb_env_info(log->env, &ei);
+		t->map_end = log->map_lo + (uintptr_t)(ei.me_last_pgno + 1) *
+		    log->psize;
+		if (t->map_end > log->map_hi)
+			t->map_end = log->map_hi;
 	}
 	*out = t;
 	return 0;
@@ -434,22 +1032,98 @@ tl_log_write(struct tl_log *log, tl_write_fn fn, void *arg)
 	}
 }
 
+/*
+ * Before the first append of a write transaction: the head is the real
+ * last event.  LMDB counts the entries of every table in its records,
+ * apart from the pages, so a damaged branch page that hides the events
+ * after it (MDB_LAST would find an earlier one, and the append would
+ * reuse a sequence number: a fork) shows as counts that disagree with
+ * the head's sequence.  And the head itself verifies: it decodes,
+ * links to the stored hash of the event before it and hashes to what
+ * it stores.  One decode and one hash per write transaction.
+ */
 static int
-load_head(struct tl_txn *t)
+prove_head(struct tl_txn *t, const MDB_val *k, const MDB_val *v)
 {
-	MDB_cursor *c;
+	struct tl_log *log = t->log;
+	struct tl_event ev;
+	MDB_stat es, ss;
+	MDB_val pk, pv;
+	uint8_t key[8], prev[TL_HASH_LEN], h[TL_HASH_LEN];
+	char why[TL_WHY_MAX] = "";
+	const char *what = NULL;
+	int rc;
+
+	if ((rc = mdb_stat(t->txn, log->events, &es)) != 0 ||
+	    (rc = mdb_stat(t->txn, log->streams, &ss)) != 0)
+		return tl_log_mdberr(log, rc, "stat");
+	if (es.ms_entries != t->head_seq || ss.ms_entries != t->head_seq) {
+		snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: "
+		    "the last event found is %llu but LMDB counts %llu events "
+		    "and %llu in the stream index: a damaged page hides "
+		    "events; nothing was appended (see tally verify)",
+		    log->dir, (unsigned long long)t->head_seq,
+		    (unsigned long long)es.ms_entries,
+		    (unsigned long long)ss.ms_entries);
+		return TL_ECORRUPT;
+	}
+	if (t->head_seq == 0)
+		return 0;
+	if ((rc = record_decode(t, k, v, &ev, why)) != 0) {
+		what = why;
+		goto bad;
+	}
+	memset(prev, 0, sizeof(prev));
+	if (t->head_seq > 1) {
+		put_be64(key, t->head_seq - 1);
+		pk.mv_data = key;
+		pk.mv_size = 8;
+		if (mdb_get(t->txn, log->events, &pk, &pv) != 0 ||
+		    !in_file(t, &pv) || pv.mv_size < TL_HASH_LEN) {
+			what = "the event before it cannot be read";
+			goto bad;
+		}
+		memcpy(prev, pv.mv_data, TL_HASH_LEN);
+	}
+	if (memcmp(ev.prev, prev, TL_HASH_LEN) != 0) {
+		what = "its link to the previous event does not match";
+		goto bad;
+	}
+	chain_hash(prev, ev.raw, ev.raw_len, h);
+	if (memcmp(h, ev.hash, TL_HASH_LEN) != 0) {
+		what = "its hash does not match the content";
+		goto bad;
+	}
+	return 0;
+bad:
+	snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: the last "
+	    "event, event %llu, does not verify (%s): nothing was appended "
+	    "(see tally verify)", log->dir, (unsigned long long)t->head_seq,
+	    what);
+	return TL_ECORRUPT;
+}
+
+static int
+load_head_fn(void *arg)
+{
+	struct tl_txn *t = arg;
 	MDB_val k, v;
 	int rc;
 
-	if ((rc = mdb_cursor_open(t->txn, t->log->events, &c)) != 0)
+	/* load_head closes it, also after a fault. */
+	if ((rc = mdb_cursor_open(t->txn, t->log->events, &t->hcur)) != 0)
 		return tl_log_mdberr(t->log, rc, "cursor");
-	rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
+	rc = mdb_cursor_get(t->hcur, &k, &v, MDB_LAST);
 	if (rc == MDB_NOTFOUND) {
 		t->head_seq = 0;
 		memset(t->head_hash, 0, TL_HASH_LEN);
 		rc = 0;
 	} else if (rc == 0) {
-		if (k.mv_size != 8 || v.mv_size < TL_HASH_LEN) {
+		if (k.mv_size != 8 || v.mv_size < TL_HASH_LEN ||
+		    !in_file(t, &k) || !in_file(t, &v)) {
+			snprintf(t->log->lasterr, sizeof(t->log->lasterr),
+			    "%s/data.mdb: the last event's record is damaged",
+			    t->log->dir);
 			rc = TL_ECORRUPT;
 		} else {
 			t->head_seq = get_be64(k.mv_data);
@@ -457,7 +1131,21 @@ load_head(struct tl_txn *t)
 		}
 	} else
 		rc = tl_log_mdberr(t->log, rc, "last");
-	mdb_cursor_close(c);
+	if (rc == 0 && !(t->flags & TL_TXN_RDONLY))
+		rc = prove_head(t, &k, &v);
+	return rc;
+}
+
+static int
+load_head(struct tl_txn *t)
+{
+	int rc;
+
+	t->hcur = NULL;
+	rc = guard_run(t->log, load_head_fn, t);
+	if (t->hcur != NULL)
+		mdb_cursor_close(t->hcur);
+	t->hcur = NULL;
 	if (rc == 0)
 		t->have_head = 1;
 	return rc;
@@ -637,12 +1325,18 @@ mdberr:
 }
 
 static int
-record_decode(struct tl_log *log, const MDB_val *k, const MDB_val *v,
+record_decode(const struct tl_txn *t, const MDB_val *k, const MDB_val *v,
     struct tl_event *ev, char *why)
 {
 	int rc;
 
-	(void)log;
+	/* k may be the caller's own (mdb_get): only v is LMDB's here. */
+	if (!in_file(t, v)) {
+		if (why != NULL)
+			snprintf(why, TL_WHY_MAX, "a damaged page puts the "
+			    "record outside the file");
+		return TL_ECORRUPT;
+	}
 	if (k->mv_size != 8 || v->mv_size <= TL_HASH_LEN) {
 		if (why != NULL)
 			snprintf(why, TL_WHY_MAX, "record of %zu bytes is "
@@ -663,8 +1357,32 @@ record_decode(struct tl_log *log, const MDB_val *k, const MDB_val *v,
 	return 0;
 }
 
+struct get_arg {
+	struct tl_txn	*t;
+	uint64_t	 seq;
+	struct tl_event	*ev;
+};
+
+static int log_get(struct tl_txn *t, uint64_t seq, struct tl_event *ev);
+
+static int
+get_fn(void *arg)
+{
+	struct get_arg *ga = arg;
+
+	return log_get(ga->t, ga->seq, ga->ev);
+}
+
 int
 tl_log_get(struct tl_txn *t, uint64_t seq, struct tl_event *ev)
+{
+	struct get_arg ga = { t, seq, ev };
+
+	return guard_run(t->log, get_fn, &ga);
+}
+
+static int
+log_get(struct tl_txn *t, uint64_t seq, struct tl_event *ev)
 {
 	MDB_val k, v;
 	uint8_t key[8];
@@ -675,7 +1393,7 @@ tl_log_get(struct tl_txn *t, uint64_t seq, struct tl_event *ev)
 	k.mv_size = 8;
 	if ((rc = mdb_get(t->txn, t->log->events, &k, &v)) != 0)
 		return tl_log_mdberr(t->log, rc, "get");
-	return record_decode(t->log, &k, &v, ev, NULL);
+	return record_decode(t, &k, &v, ev, NULL);
 }
 
 struct tl_iter {
@@ -687,6 +1405,9 @@ struct tl_iter {
 	int		 started;
 	int		 done;
 	uint64_t	 errseq;
+	uint64_t	 lastseq;	/* the last record read */
+	int		 have_prev;	/* chain: prev holds lastseq's hash */
+	uint8_t		 prev[TL_HASH_LEN];
 };
 
 int
@@ -786,8 +1507,87 @@ iter_step(struct tl_iter *it, MDB_val *k, MDB_val *v)
 	}
 }
 
+struct next_arg {
+	struct tl_iter	*it;
+	struct tl_event	*ev;
+};
+
+static int iter_next(struct tl_iter *it, struct tl_event *ev);
+
+/*
+ * The chain as the iterator walks: the event follows the last one read
+ * (or, first, the stored hash of the event before it), links to it and
+ * hashes to what it stores.  TL_ECORRUPT with lasterr saying why.
+ */
+static int
+iter_chain(struct tl_iter *it, const MDB_val *k, const struct tl_event *ev)
+{
+	struct tl_log *log = it->t->log;
+	uint8_t h[TL_HASH_LEN];
+	const char *what = NULL;
+
+	if (!it->have_prev) {
+		if (ev->seq == 1)
+			memset(it->prev, 0, TL_HASH_LEN);
+		else {
+			MDB_val pk, pv;
+			uint8_t key[8];
+
+			put_be64(key, ev->seq - 1);
+			pk.mv_data = key;
+			pk.mv_size = 8;
+			if (mdb_get(it->t->txn, log->events, &pk, &pv) != 0 ||
+			    !in_file(it->t, &pv) || pv.mv_size < TL_HASH_LEN) {
+				what = "the event before it cannot be read";
+				goto bad;
+			}
+			memcpy(it->prev, pv.mv_data, TL_HASH_LEN);
+		}
+		it->have_prev = 1;
+	} else if (ev->seq != it->lastseq + 1)
+		what = "a sequence gap before it";
+	(void)k;
+	if (what == NULL && memcmp(ev->prev, it->prev, TL_HASH_LEN) != 0)
+		what = "its link to the previous event does not match";
+	if (what == NULL) {
+		chain_hash(it->prev, ev->raw, ev->raw_len, h);
+		if (memcmp(h, ev->hash, TL_HASH_LEN) != 0)
+			what = "its hash does not match the content";
+	}
+	if (what == NULL) {
+		memcpy(it->prev, ev->hash, TL_HASH_LEN);
+		return 0;
+	}
+bad:
+	snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: event "
+	    "%llu does not verify: %s", log->dir, (unsigned long long)ev->seq,
+	    what);
+	it->errseq = ev->seq;
+	return TL_ECORRUPT;
+}
+
+static int
+next_fn(void *arg)
+{
+	struct next_arg *na = arg;
+
+	return iter_next(na->it, na->ev);
+}
+
 int
 tl_iter_next(struct tl_iter *it, struct tl_event *ev)
+{
+	struct next_arg na = { it, ev };
+	int rc;
+
+	if ((rc = guard_run(it->t->log, next_fn, &na)) == TL_ECORRUPT &&
+	    it->errseq == 0)
+		it->errseq = it->lastseq + 1;
+	return rc;
+}
+
+static int
+iter_next(struct tl_iter *it, struct tl_event *ev)
 {
 	MDB_val k, v;
 	int rc;
@@ -807,10 +1607,21 @@ tl_iter_next(struct tl_iter *it, struct tl_event *ev)
 			it->done = 1;
 			return TL_EEOF;
 		}
-		if ((rc = record_decode(it->t->log, &k, &v, ev, NULL)) != 0) {
+		if ((rc = record_decode(it->t, &k, &v, ev, NULL)) != 0) {
 			it->errseq = k.mv_size == 8 ? get_be64(k.mv_data) : 0;
+			if (it->errseq == 0)
+				it->errseq = it->lastseq + 1;
+			if (rc == TL_ECORRUPT || rc == TL_EMALFORMED)
+				snprintf(it->t->log->lasterr,
+				    sizeof(it->t->log->lasterr), "%s/data.mdb: "
+				    "event %llu does not verify", it->t->log->dir,
+				    (unsigned long long)it->errseq);
 			return rc;
 		}
+		if (it->f.chain && it->stream == NULL &&
+		    (rc = iter_chain(it, &k, ev)) != 0)
+			return rc;
+		it->lastseq = ev->seq;
 		if (it->type != NULL && fnmatch(it->type, ev->type, 0) != 0)
 			continue;
 		return 0;
@@ -819,8 +1630,8 @@ tl_iter_next(struct tl_iter *it, struct tl_event *ev)
 
 /* hash(prev || raw), as tl_append computes it. */
 static void
-chain_hash(const uint8_t prev[TL_HASH_LEN], const uint8_t *raw, size_t len,
-    uint8_t out[TL_HASH_LEN])
+chain_hash(const uint8_t prev[TL_HASH_LEN], const uint8_t *raw,
+    size_t len, uint8_t out[TL_HASH_LEN])
 {
 	crypto_generichash_blake2b_state hs;
 	uint8_t one[4096];
@@ -907,54 +1718,135 @@ vhash_all(struct vjob *jobs, size_t n, int nthr)
 	}
 }
 
-int
-tl_log_verify(struct tl_txn *t, uint64_t *countp, uint64_t *badp, char *why)
+/*
+ * One verification walk: events after `after` (whose stored hash is
+ * prev0) to the end.  What it allocates is in the arg, so that the
+ * caller frees it also when a fault jumped out of the walk.
+ */
+struct verify_arg {
+	struct tl_txn	*t;
+	uint64_t	 after;
+	uint8_t		 prev0[TL_HASH_LEN];
+	struct vjob	*jobs;
+	MDB_cursor	*c;
+	uint64_t	 n;		/* events checked */
+	uint64_t	 at;		/* the event being read */
+	uint64_t	 bad;
+	uint8_t		 last[TL_HASH_LEN];	/* the last one's hash */
+	char		 why[TL_WHY_MAX];
+};
+
+/* The events LMDB counts against those the walk found. */
+static int
+verify_counts(struct verify_arg *va, uint64_t head)
 {
-	static const uint8_t zero[TL_HASH_LEN];
-	MDB_cursor *c;
+	MDB_stat es, ss;
+	int rc;
+
+	if ((rc = mdb_stat(va->t->txn, va->t->log->events, &es)) != 0 ||
+	    (rc = mdb_stat(va->t->txn, va->t->log->streams, &ss)) != 0)
+		return tl_log_mdberr(va->t->log, rc, "stat");
+	if (es.ms_entries != head) {
+		va->bad = head + 1;
+		snprintf(va->why, sizeof(va->why), "the events table counts "
+		    "%llu events but its pages lead to %llu: a damaged page "
+		    "hides events", (unsigned long long)es.ms_entries,
+		    (unsigned long long)head);
+		return TL_ECORRUPT;
+	}
+	if (ss.ms_entries != head) {
+		va->bad = head + 1;
+		snprintf(va->why, sizeof(va->why), "the stream index counts "
+		    "%llu events, the log %llu", (unsigned long long)
+		    ss.ms_entries, (unsigned long long)head);
+		return TL_ECORRUPT;
+	}
+	return 0;
+}
+
+static int
+verify_fn(void *arg)
+{
+	struct verify_arg *va = arg;
+	struct tl_txn *t = va->t;
 	MDB_val k, v;
 	struct tl_event ev;
-	struct vjob *jobs;
-	const uint8_t *prev = zero;
+	const uint8_t *prev = va->prev0;
 	char ewhy[TL_WHY_MAX];
-	uint64_t expect = 1, n = 0, ebad = 0;
+	uint8_t key[8];
+	uint64_t expect = va->after + 1, ebad = 0;
 	size_t nj, i;
 	long ncpu;
-	int rc, erc = 0, op = MDB_FIRST, nthr, done = 0;
+	int rc, erc = 0, op = MDB_SET_RANGE, nthr, done = 0;
 
-	*badp = 0;
-	if (why != NULL)
-		why[0] = '\0';
 	ewhy[0] = '\0';
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	nthr = ncpu < 1 ? 1 : ncpu > VERIFY_THREADS ? VERIFY_THREADS :
 	    (int)ncpu;
-	if ((jobs = malloc(VERIFY_BATCH * sizeof(*jobs))) == NULL)
-		return ENOMEM;
-	if ((rc = mdb_cursor_open(t->txn, t->log->events, &c)) != 0) {
-		free(jobs);
-		return tl_log_mdberr(t->log, rc, "cursor");
+	if (va->after > 0) {
+		/*
+		 * The event it carries on from is still the one verified:
+		 * the same stored hash, and its content still hashes to it.
+		 */
+		uint8_t before[TL_HASH_LEN], h[TL_HASH_LEN];
+		MDB_val pv;
+
+		memset(before, 0, sizeof(before));
+		va->at = va->after;
+		va->bad = va->after;
+		snprintf(va->why, sizeof(va->why), "it changed after it was "
+		    "verified");
+		if (va->after > 1) {
+			put_be64(key, va->after - 1);
+			k.mv_data = key;
+			k.mv_size = 8;
+			if (mdb_get(t->txn, t->log->events, &k, &pv) != 0 ||
+			    !in_file(t, &pv) || pv.mv_size < TL_HASH_LEN)
+				return TL_ECORRUPT;
+			memcpy(before, pv.mv_data, TL_HASH_LEN);
+		}
+		put_be64(key, va->after);
+		k.mv_data = key;
+		k.mv_size = 8;
+		if ((rc = mdb_get(t->txn, t->log->events, &k, &v)) != 0 ||
+		    record_decode(t, &k, &v, &ev, NULL) != 0 ||
+		    memcmp(ev.hash, va->prev0, TL_HASH_LEN) != 0 ||
+		    memcmp(ev.prev, before, TL_HASH_LEN) != 0)
+			return TL_ECORRUPT;
+		chain_hash(before, ev.raw, ev.raw_len, h);
+		if (memcmp(h, ev.hash, TL_HASH_LEN) != 0)
+			return TL_ECORRUPT;
+		va->bad = 0;
+		va->why[0] = '\0';
 	}
+	put_be64(key, expect);
+	k.mv_data = key;
+	k.mv_size = 8;
 	while (!done) {
 		/* A batch: read, decode and link in order. */
 		for (nj = 0; nj < VERIFY_BATCH; nj++, op = MDB_NEXT) {
-			rc = mdb_cursor_get(c, &k, &v, op);
+			ebad = va->at = expect + nj;
+			rc = mdb_cursor_get(va->c, &k, &v, op);
 			if (rc == MDB_NOTFOUND) {
 				done = 1;
 				break;
 			}
-			ebad = expect + nj;
 			if (rc != 0) {
 				erc = tl_log_mdberr(t->log, rc, "verify");
+				snprintf(ewhy, sizeof(ewhy), "%s",
+				    mdb_strerror(rc));
+				if (erc != TL_ECORRUPT)
+					erc = TL_ECORRUPT;
 				break;
 			}
-			if (k.mv_size != 8 || get_be64(k.mv_data) != ebad) {
+			if (k.mv_size != 8 || !in_file(t, &k) ||
+			    get_be64(k.mv_data) != ebad) {
 				snprintf(ewhy, sizeof(ewhy), "sequence gap: "
 				    "expected %llu", (unsigned long long)ebad);
 				erc = TL_ECORRUPT;
 				break;
 			}
-			if ((erc = record_decode(t->log, &k, &v, &ev,
+			if ((erc = record_decode(t, &k, &v, &ev,
 			    ewhy)) != 0)
 				break;
 			if (memcmp(ev.prev, prev, TL_HASH_LEN) != 0) {
@@ -963,40 +1855,105 @@ tl_log_verify(struct tl_txn *t, uint64_t *countp, uint64_t *badp, char *why)
 				erc = TL_ECORRUPT;
 				break;
 			}
-			jobs[nj].prev = prev;
-			jobs[nj].raw = ev.raw;
-			jobs[nj].len = ev.raw_len;
-			jobs[nj].hash = v.mv_data;
+			va->jobs[nj].prev = prev;
+			va->jobs[nj].raw = ev.raw;
+			va->jobs[nj].len = ev.raw_len;
+			va->jobs[nj].hash = v.mv_data;
 			prev = v.mv_data;
 		}
 		if (erc != 0)
 			done = 1;
 		/* Then the hashes; the first failure, in order, wins. */
-		vhash_all(jobs, nj, nthr);
-		for (i = 0; i < nj && jobs[i].ok; i++)
+		vhash_all(va->jobs, nj, nthr);
+		for (i = 0; i < nj && va->jobs[i].ok; i++)
 			;
-		n += i;
+		va->n += i;
 		if (i < nj) {
-			*badp = expect + i;
-			if (why != NULL)
-				snprintf(why, TL_WHY_MAX, "hash does not match "
-				    "the content");
-			rc = TL_ECORRUPT;
-			goto out;
+			va->bad = expect + i;
+			snprintf(va->why, sizeof(va->why), "hash does not "
+			    "match the content");
+			return TL_ECORRUPT;
 		}
+		if (nj > 0)
+			memcpy(va->last, va->jobs[nj - 1].hash, TL_HASH_LEN);
 		expect += nj;
 	}
-	rc = erc;
-	if (rc != 0) {
-		*badp = ebad;
-		if (why != NULL)
-			memcpy(why, ewhy, TL_WHY_MAX);
+	if (erc != 0) {
+		va->bad = ebad;
+		memcpy(va->why, ewhy, TL_WHY_MAX);
+		return erc;
 	}
-out:
-	mdb_cursor_close(c);
-	free(jobs);
+	return verify_counts(va, expect - 1);
+}
+
+static int
+verify_run(struct tl_txn *t, struct verify_arg *va, uint64_t *badp,
+    char *why)
+{
+	int rc;
+
+	*badp = 0;
+	if (why != NULL)
+		why[0] = '\0';
+	va->t = t;
+	va->why[0] = '\0';
+	memcpy(va->last, va->prev0, TL_HASH_LEN);
+	if ((va->jobs = malloc(VERIFY_BATCH * sizeof(*va->jobs))) == NULL)
+		return ENOMEM;
+	if ((rc = mdb_cursor_open(t->txn, t->log->events, &va->c)) != 0) {
+		free(va->jobs);
+		return tl_log_mdberr(t->log, rc, "cursor");
+	}
+	rc = guard_run(t->log, verify_fn, va);
+	if (rc != 0 && va->bad == 0) {
+		/* A fault: the event being read is the first in doubt. */
+		va->bad = va->at ? va->at : va->after + 1;
+		{
+			/* Past the directory: the why is short. */
+			const char *w = strstr(t->log->lasterr, "data.mdb: ");
+
+			w = w != NULL ? w + 10 : t->log->lasterr;
+			memcpy(va->why, w, strnlen(w, sizeof(va->why) - 1));
+			va->why[strnlen(w, sizeof(va->why) - 1)] = '\0';
+		}
+	}
+	mdb_cursor_close(va->c);
+	free(va->jobs);
+	if (rc != 0) {
+		*badp = va->bad;
+		if (why != NULL)
+			memcpy(why, va->why, TL_WHY_MAX);
+	}
+	return rc;
+}
+
+int
+tl_log_verify(struct tl_txn *t, uint64_t *countp, uint64_t *badp, char *why)
+{
+	struct verify_arg va;
+	int rc;
+
+	memset(&va, 0, sizeof(va));
+	rc = verify_run(t, &va, badp, why);
 	if (countp != NULL)
-		*countp = n;
+		*countp = va.n;
+	return rc;
+}
+
+int
+tl_log_verify_more(struct tl_txn *t, struct tl_chain *c, uint64_t *badp,
+    char *why)
+{
+	struct verify_arg va;
+	int rc;
+
+	memset(&va, 0, sizeof(va));
+	va.after = c->seq;
+	memcpy(va.prev0, c->hash, TL_HASH_LEN);
+	if ((rc = verify_run(t, &va, badp, why)) == 0) {
+		c->seq += va.n;
+		memcpy(c->hash, va.last, TL_HASH_LEN);
+	}
 	return rc;
 }
 

@@ -54,8 +54,46 @@ int	tl_log_open(const char *dir, unsigned flags, struct tl_log **out);
 /* As tl_log_open, with the initial map size (0: the default). */
 int	tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
 	    struct tl_log **out);
+/*
+ * As tl_log_open_ex, and when why is not NULL it receives (up to
+ * TL_LOG_WHY_MAX bytes) what is wrong with the file when the result is
+ * TL_ECORRUPT: a data file that is empty, cut short of what its meta
+ * page says, or whose meta or pages are damaged ("DIR/data.mdb: ...").
+ * Nothing is written to such a file.  With TL_LOG_RDONLY on a
+ * read-only file system LMDB reads without its lock file (safe: nothing
+ * can write there).
+ */
+#define TL_LOG_WHY_MAX	320
+int	tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
+	    struct tl_log **out, char *why);
 void	tl_log_close(struct tl_log *log);
+
+/*
+ * Damaged pages.  Reads of the log (tl_log_verify, tl_iter_next,
+ * tl_log_get, tl_log_last, opening) are guarded: a SIGSEGV or SIGBUS
+ * from the map, or an LMDB assertion, makes them return TL_ECORRUPT with
+ * the file and the offset in tl_log_lasterr.  The guard is a process-wide
+ * SIGSEGV/SIGBUS handler installed by the first open; faults outside the
+ * map go to the handler that was there before.  A program that reads
+ * its projections (kv.h) too calls tl_log_fault_exit once: a fault in
+ * the map outside a guarded read then prints "PROG: DIR/data.mdb: ..."
+ * and ends the process with _exit(code), before anything is committed.
+ */
+void	tl_log_fault_exit(const char *prog, int code);
+
+/*
+ * One daemon per log: an exclusive flock(2) on the data file itself
+ * (LMDB takes none there), held on *fdp until it is closed or the
+ * process dies, when the kernel drops it: nothing stale to clean up,
+ * and no file whose removal would let a second daemon in (removing
+ * data.mdb removes the log).  TL_ELOCKED when another process holds it,
+ * *holderp its pid when /proc/locks says (else 0); TL_ENOTFOUND when
+ * there is no log; errno.
+ */
+int	tl_log_lock_daemon(const char *dir, int *fdp, long *holderp);
 const char *tl_log_dir(const struct tl_log *log);
+/* Whether it was opened TL_LOG_RDONLY (writes are TL_EINVAL). */
+int	tl_log_readonly(const struct tl_log *log);
 
 /* The last error LMDB reported, for logs; never NULL. */
 const char *tl_log_lasterr(const struct tl_log *log);
@@ -125,6 +163,14 @@ struct tl_filter {
 	uint64_t	 to;		/* last seq, inclusive; 0: the end */
 	const char	*stream;
 	const char	*type;
+	/*
+	 * Check the chain as it goes (not with a stream): each event
+	 * must follow the one before, link to it and hash to what it
+	 * stores, else TL_ECORRUPT naming it.  One hash per event: what
+	 * folding does, so that nothing acts on an event that does not
+	 * verify.
+	 */
+	int		 chain;
 };
 
 struct tl_iter;
@@ -150,14 +196,31 @@ int	tl_ckpt_each(struct tl_txn *txn, tl_ckpt_fn fn, void *arg);
 
 /*
  * Walks the whole log checking every envelope, that sequence numbers
- * are contiguous and match their keys, every link and every hash.  The
- * stream index is derived data and is not part of the chain.  Returns 0 when everything is sound;
+ * are contiguous and match their keys, every link and every hash, and
+ * that LMDB's own counts of the events and of the stream index agree
+ * with the walk (a damaged branch page can hide the events after it).
+ * The stream index is derived data and is not part of the chain.  Returns 0 when everything is sound;
  * otherwise TL_ECORRUPT (or the decoder's error) with *badp set to the
  * first sequence number that does not verify, and a reason in why
  * (TL_WHY_MAX bytes).  *countp receives the number of events checked.
  */
 int	tl_log_verify(struct tl_txn *txn, uint64_t *countp, uint64_t *badp,
 	    char *why);
+
+/*
+ * Verification in steps, for a daemon that acts on the log as it
+ * grows: c is how far the log has been verified (TL_CHAIN_INIT: not at
+ * all) and the stored hash there.  Checks that event c->seq still holds
+ * that hash, then every event after it as tl_log_verify does, and moves
+ * c to the head.  Errors as tl_log_verify's; c is left as it was.
+ */
+struct tl_chain {
+	uint64_t	seq;
+	uint8_t		hash[TL_HASH_LEN];
+};
+#define TL_CHAIN_INIT	{ 0, { 0 } }
+int	tl_log_verify_more(struct tl_txn *txn, struct tl_chain *c,
+	    uint64_t *badp, char *why);
 
 /* Physical size of the log, in bytes, and the map size. */
 int	tl_log_size(struct tl_log *log, uint64_t *usedp, uint64_t *mapp);

@@ -1,13 +1,15 @@
 /*
  * secret.c - libsodium behind tally's secret handling.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +19,24 @@
 _Static_assert(TL_BOX_OVERHEAD == crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
     + crypto_aead_xchacha20poly1305_ietf_ABYTES, "box overhead");
 _Static_assert(TL_SEAL_OVERHEAD == crypto_box_SEALBYTES, "seal overhead");
+
+int
+tl_secret_harden(void)
+{
+	struct rlimit rl = { 0, 0 };
+	int rc = 0;
+
+	/*
+	 * Not dumpable: no core file, no ptrace by the same user, and
+	 * /proc/PID/mem and environ closed to others.  The core limit too,
+	 * for the case a handler re-enables dumping.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		rc = errno;
+	if (setrlimit(RLIMIT_CORE, &rl) != 0 && rc == 0)
+		rc = errno;
+	return rc;
+}
 
 void
 tl_secret_wipe(void *p, size_t n)
@@ -86,8 +106,10 @@ tl_secret_load(const char *path, struct tl_key *key, char *why)
 {
 	struct stat st;
 	ssize_t n;
+	uint8_t *k = NULL;
 	int fd, rc = 0;
 
+	key->k = NULL;
 	if (sodium_init() < 0)
 		return TL_ESECRET;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
@@ -108,17 +130,38 @@ tl_secret_load(const char *path, struct tl_key *key, char *why)
 		rc = TL_ESECRET;
 		goto out;
 	}
-	n = read(fd, key->k, TL_KEY_LEN);
+	/*
+	 * Straight from the file into guarded memory with read(2): no
+	 * stdio buffer or stack copy is left behind with the key in it.
+	 */
+	if ((k = sodium_malloc(TL_KEY_LEN)) == NULL) {
+		rc = ENOMEM;
+		goto out;
+	}
+	n = read(fd, k, TL_KEY_LEN);
 	if (n != TL_KEY_LEN || st.st_size != TL_KEY_LEN) {
 		if (why != NULL)
 			snprintf(why, 160, "%s is not a %d-byte key", path,
 			    TL_KEY_LEN);
-		sodium_memzero(key->k, TL_KEY_LEN);
+		sodium_free(k);		/* wipes it */
+		k = NULL;
 		rc = TL_ESECRET;
+		goto out;
 	}
+	sodium_mprotect_readonly(k);
+	key->k = k;
 out:
 	close(fd);
 	return rc;
+}
+
+void
+tl_secret_key_free(struct tl_key *key)
+{
+	if (key == NULL || key->k == NULL)
+		return;
+	sodium_free(key->k);	/* zeroes the bytes, then unmaps */
+	key->k = NULL;
 }
 
 int

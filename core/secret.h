@@ -21,15 +21,33 @@
 #define TL_SEAL_OVERHEAD 48
 #define TL_PASSWORD_LEN	32		/* 24 random bytes, base64url */
 
+/*
+ * The master key.  k points to TL_KEY_LEN bytes in libsodium's guarded
+ * memory (sodium_malloc: guard pages, mlock, excluded from core dumps
+ * by MADV_DONTDUMP, read-only once loaded); NULL when none is loaded.
+ * A zeroed struct is valid.  Freed (wiped) with tl_secret_key_free.
+ */
 struct tl_key {
-	uint8_t k[TL_KEY_LEN];
+	uint8_t *k;
 };
 
 /* Creates path with a fresh key; TL_EEXIST if it exists. */
 int	tl_secret_keygen(const char *path);
-/* TL_ESECRET (with the reason in why, 160 bytes) if unsafe or bad. */
+/*
+ * Reads the key into guarded memory.  TL_ESECRET (with the reason in
+ * why, 160 bytes) if unsafe or bad, ENOMEM; on failure key->k is NULL.
+ */
 int	tl_secret_load(const char *path, struct tl_key *key, char *why);
+/* Wipes and frees the key's memory; accepts one never loaded (k NULL). */
+void	tl_secret_key_free(struct tl_key *key);
 void	tl_secret_wipe(void *p, size_t n);
+
+/*
+ * For a program that holds secrets, first thing in main: makes the
+ * process non-dumpable (prctl PR_SET_DUMPABLE 0) and its core limit 0.
+ * 0 or an errno.
+ */
+int	tl_secret_harden(void);
 
 /* out must hold len + TL_BOX_OVERHEAD bytes. */
 int	tl_secret_encrypt(const struct tl_key *key, const void *ad,

@@ -48,6 +48,7 @@ reader(void *arg)
 
 	flt.from = f->from;
 	flt.to = f->to;
+	flt.chain = 1;		/* nothing is folded past a bad event */
 	if ((rc = tl_iter_open(f->rt, &flt, &it)) != 0)
 		goto out;
 	mine = 0;
@@ -93,6 +94,7 @@ fold_here(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
 
 	f.from = from;
 	f.to = to;
+	f.chain = 1;		/* nothing is folded past a bad event */
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		return rc;
 	while ((rc = tl_iter_next(it, &ev)) == 0) {

@@ -55,7 +55,7 @@ tl_rx_free(struct tl_rx *rx)
 	free(rx->bo);
 	rx->bo = NULL;
 	rx->nbo = 0;
-	tl_secret_wipe(&rx->key, sizeof(rx->key));
+	tl_secret_key_free(&rx->key);
 }
 
 void

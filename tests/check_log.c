@@ -1212,6 +1212,181 @@ START_TEST(test_verify_tamper)
 }
 END_TEST
 
+/* How far verify_more got, in a fresh read transaction. */
+static int
+more(struct tl_log *log, struct tl_chain *c, uint64_t *badp, char *why)
+{
+	struct tl_txn *t;
+	int rc;
+
+	ck_ok(tl_log_begin(log, TL_TXN_RDONLY, &t));
+	rc = tl_log_verify_more(t, c, badp, why);
+	tl_log_abort(t);
+	return rc;
+}
+
+/* The chain checked where it is used: in steps, while iterating, at append. */
+START_TEST(test_verify_incremental)
+{
+	char *dir;
+	struct tl_log *log = newlog(&dir, "more");
+	struct tl_test_load l;
+	struct tl_chain c = TL_CHAIN_INIT;
+	struct tl_filter f;
+	struct tl_iter *it;
+	struct tl_txn *t;
+	struct tl_event ev;
+	char *mdb = tl_test_path(dir, "data.mdb"), why[TL_WHY_MAX];
+	uint8_t pat[11];
+	uint64_t bad = 0, n;
+	int rc;
+
+	memset(&l, 0, sizeof(l));
+	l.n = 2000;
+	l.per_txn = 500;
+	l.body_len = 100;
+	l.tag = 5;
+	ck_ok(tl_test_load(log, &l));
+	ck_ok(more(log, &c, &bad, why));
+	ck_assert_uint_eq(c.seq, 2000);
+	l.n = 500;
+	l.first = 2000;
+	ck_ok(tl_test_load(log, &l));
+	tl_log_close(log);
+
+	/* Event 2201 changed: the step stops there and c stays put. */
+	tl_test_body_marker(pat, 2200);
+	ck_assert_int_ge(tl_test_patch_file(mdb, pat, sizeof(pat), 11 + 20,
+	    'y'), 1);
+	ck_ok(tl_log_open(dir, 0, &log));
+	ck_rc(more(log, &c, &bad, why), TL_ECORRUPT);
+	ck_assert_uint_eq(bad, 2201);
+	ck_assert_uint_eq(c.seq, 2000);
+
+	/* A walk with the chain stops at it; one without does not see it. */
+	ck_ok(tl_log_begin(log, TL_TXN_RDONLY, &t));
+	memset(&f, 0, sizeof(f));
+	f.from = 1500;
+	f.chain = 1;
+	ck_ok(tl_iter_open(t, &f, &it));
+	for (n = 0; (rc = tl_iter_next(it, &ev)) == 0; n++)
+		;
+	ck_rc(rc, TL_ECORRUPT);
+	ck_assert_uint_eq(tl_iter_errseq(it), 2201);
+	ck_assert_uint_eq(n, 2201 - 1500);
+	ck_assert_ptr_nonnull(strstr(tl_log_lasterr(log), "event 2201"));
+	tl_iter_close(it);
+	f.chain = 0;
+	ck_ok(tl_iter_open(t, &f, &it));
+	for (n = 0; (rc = tl_iter_next(it, &ev)) == 0; n++)
+		;
+	ck_rc(rc, TL_EEOF);
+	ck_assert_uint_eq(n, 1001);
+	tl_iter_close(it);
+	tl_log_abort(t);
+
+	/* The head still verifies: an append is fine. */
+	ck_ok(tl_log_write(log, append_one_fn, NULL));
+	tl_log_close(log);
+	/* Now the head (2501, made by append_one_fn) differs: no append. */
+	{
+		MDB_env *env;
+		MDB_txn *txn;
+		size_t len;
+		uint8_t *rec;
+
+		raw_open(dir, &env, &txn);
+		rec = raw_get_event(txn, 2501, &len);
+		rec[len - 1] ^= 1;	/* the body's last byte */
+		{
+			uint8_t key[8];
+
+			be64(key, 2501);
+			raw_put(txn, "events", key, 8, rec, len);
+		}
+		free(rec);
+		raw_close(env, txn);
+	}
+	ck_ok(tl_log_open(dir, 0, &log));
+	ck_rc(tl_log_write(log, append_one_fn, NULL), TL_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(tl_log_lasterr(log), "event 2501"));
+	ck_ok(tl_log_begin(log, TL_TXN_RDONLY, &t));
+	ck_ok(tl_log_last(t, &n, NULL));
+	ck_assert_uint_eq(n, 2501);	/* nothing was appended */
+	tl_log_abort(t);
+
+	/* Event 2000, verified before, changed since. */
+	tl_test_body_marker(pat, 1999);
+	ck_assert_int_ge(tl_test_patch_file(mdb, pat, sizeof(pat), 11 + 20,
+	    'z'), 1);
+	ck_rc(more(log, &c, &bad, why), TL_ECORRUPT);
+	ck_assert_uint_eq(bad, 2000);
+	ck_assert_ptr_nonnull(strstr(why, "changed"));
+	tl_log_close(log);
+	free(mdb);
+	tl_test_tmpdir_done(dir);
+}
+END_TEST
+
+/* LMDB's counts against the head: a stream entry with no event. */
+START_TEST(test_append_counts)
+{
+	char *dir;
+	struct tl_log *log = newlog(&dir, "counts");
+	struct tl_txn *t;
+	uint64_t n, bad;
+	char why[TL_WHY_MAX];
+	MDB_env *env;
+	MDB_txn *txn;
+	uint8_t key[8];
+
+	ck_ok(tl_log_write(log, append_one_fn, NULL));
+	ck_ok(tl_log_write(log, append_one_fn, NULL));
+	tl_log_close(log);
+	raw_open(dir, &env, &txn);
+	be64(key, 3);
+	raw_put_flags(txn, "streams", MDB_DUPSORT | MDB_DUPFIXED, "s", 1, key,
+	    8);
+	raw_close(env, txn);
+	ck_ok(tl_log_open(dir, 0, &log));
+	ck_rc(tl_log_write(log, append_one_fn, NULL), TL_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(tl_log_lasterr(log), "nothing was "
+	    "appended"));
+	ck_ok(tl_log_begin(log, TL_TXN_RDONLY, &t));
+	ck_rc(tl_log_verify(t, &n, &bad, why), TL_ECORRUPT);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_ptr_nonnull(strstr(why, "stream index"));
+	tl_log_abort(t);
+	tl_log_close(log);
+	tl_test_tmpdir_done(dir);
+}
+END_TEST
+
+/* A data file cut short or empty: refused before LMDB maps it. */
+START_TEST(test_open_damaged)
+{
+	char *dir;
+	struct tl_log *log = newlog(&dir, "damaged");
+	struct tl_test_load l;
+	char *mdb = tl_test_path(dir, "data.mdb"), why[TL_LOG_WHY_MAX];
+
+	memset(&l, 0, sizeof(l));
+	l.n = 500;
+	l.per_txn = 100;
+	ck_ok(tl_test_load(log, &l));
+	tl_log_close(log);
+	ck_assert_int_eq(truncate(mdb, 8192), 0);
+	ck_rc(tl_log_open_why(dir, TL_LOG_RDONLY, 0, &log, why), TL_ECORRUPT);
+	ck_assert_ptr_null(log);
+	ck_assert_ptr_nonnull(strstr(why, "cut short"));
+	ck_assert_int_eq(truncate(mdb, 0), 0);
+	ck_rc(tl_log_open_why(dir, 0, 0, &log, why), TL_ECORRUPT);
+	ck_assert_ptr_nonnull(strstr(why, "empty"));
+	free(mdb);
+	tl_test_tmpdir_done(dir);
+}
+END_TEST
+
 /* Gaps, records under the wrong key, broken records, a broken link. */
 START_TEST(test_verify_structure)
 {
@@ -1766,6 +1941,9 @@ log_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_verify_tamper);
 	tcase_add_test(tc, test_verify_structure);
+	tcase_add_test(tc, test_verify_incremental);
+	tcase_add_test(tc, test_append_counts);
+	tcase_add_test(tc, test_open_damaged);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("processes");

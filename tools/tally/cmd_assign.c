@@ -183,7 +183,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			if (cli_read_secret(prompt, val, sizeof(val)) != 0) {
 				cli_errx("--secret %s: no value on standard "
 				    "input", secrets[i]);
-				tl_secret_wipe(&key, sizeof(key));
+				tl_secret_key_free(&key);
 				ex = TL_EXIT_USAGE;
 				goto out;
 			}
@@ -201,7 +201,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			if ((cipher[i] = malloc(n + TL_BOX_OVERHEAD)) == NULL ||
 			    (keys[i] = strdup(secrets[i])) == NULL) {
 				tl_secret_wipe(val, sizeof(val));
-				tl_secret_wipe(&key, sizeof(key));
+				tl_secret_key_free(&key);
 				ex = TL_EXIT_FAIL;
 				goto out;
 			}
@@ -210,7 +210,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			tl_secret_wipe(val, sizeof(val));
 			if (a.nset == MAX_SET) {
 				cli_errx("too many settings");
-				tl_secret_wipe(&key, sizeof(key));
+				tl_secret_key_free(&key);
 				goto out;
 			}
 			a.set[a.nset].key = keys[i];
@@ -218,7 +218,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			a.set[a.nset].secret_len = n + TL_BOX_OVERHEAD;
 			a.nset++;
 		}
-		tl_secret_wipe(&key, sizeof(key));
+		tl_secret_key_free(&key);
 	}
 	ex = cli_write(cli, do_assign, &a, NULL);
 	if (ex == 0 && cli->json) {

@@ -1,6 +1,7 @@
 /*
  * cmd_init.c - tally init: a new home with an empty log and a master key.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -17,7 +18,8 @@ static const char usage[] =
 "\n"
 "Creates the tally home (mode 0700): the event log in DIR/log and the\n"
 "master key that encrypts every secret at rest in DIR/master.key (0600).\n"
-"Refuses to touch an existing log or key.\n";
+"Refuses to touch an existing log or key, and a directory that holds\n"
+"anything else (dotfiles aside): DIR must be new, or empty.\n";
 
 static int
 mkdir_p(const char *path, mode_t mode)
@@ -40,6 +42,29 @@ mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+/*
+ * The first entry of dir that is neither a dotfile nor "log" (a home a
+ * failed init left behind), into what; 0 when there is none or no dir.
+ */
+static int
+foreign_entry(const char *dir, char *what, size_t cap)
+{
+	struct dirent *e;
+	DIR *d;
+	int found = 0;
+
+	if ((d = opendir(dir)) == NULL)
+		return 0;
+	while (!found && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' || strcmp(e->d_name, "log") == 0)
+			continue;
+		snprintf(what, cap, "%s", e->d_name);
+		found = 1;
+	}
+	closedir(d);
+	return found;
+}
+
 static int
 make_tables(struct tl_txn *t, void *arg)
 {
@@ -52,7 +77,7 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = { CLI_COMMON_OPTS, { 0 } };
 	struct tl_log *log;
-	char keypath[1100];
+	char keypath[1100], what[256];
 	struct stat st;
 	int c, rc;
 
@@ -69,6 +94,12 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 	if (stat(keypath, &st) == 0) {
 		cli_errx("%s already holds a tally home (%s exists): refusing "
 		    "to overwrite it", cli->home, keypath);
+		return TL_EXIT_REFUSED;
+	}
+	if (foreign_entry(cli->home, what, sizeof(what))) {
+		cli_errx("%s is not empty (it holds %s) and is not a tally "
+		    "home: refusing to create one there (choose a new or "
+		    "empty directory)", cli->home, what);
 		return TL_EXIT_REFUSED;
 	}
 	if ((rc = mkdir_p(cli->home, 0700)) != 0 ||

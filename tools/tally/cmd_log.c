@@ -77,8 +77,10 @@ cmd_log(struct tl_cli *cli, int argc, char **argv)
 			cli_print_event_text(stdout, &ev);
 	}
 	if (rc != TL_EEOF) {
-		cli_errx("event %llu: %s (run `tally verify`)",
-		    (unsigned long long)tl_iter_errseq(it), tl_strerror(rc));
+		cli_errx("event %llu: %s (run `tally verify`)%s%s",
+		    (unsigned long long)tl_iter_errseq(it), tl_strerror(rc),
+		    rc == TL_ECORRUPT ? ": " : "", rc == TL_ECORRUPT ?
+		    tl_log_lasterr(cli->log) : "");
 		ex = cli_exit_for(rc);
 	}
 out:

@@ -299,7 +299,7 @@ provider_move(struct tl_cli *cli, int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/master.key", cli->home);
 	ma->have_key = tl_secret_load(path, &ma->key, ma->keywhy) == 0;
 	ex = cli_write(cli, do_move, ma, NULL);
-	tl_secret_wipe(&ma->key, sizeof(ma->key));
+	tl_secret_key_free(&ma->key);
 	if (ex == 0) {
 		if (cli->json) {
 			json_t *j = json_pack("{s:s,s:s,s:s,s:I}", "provider",

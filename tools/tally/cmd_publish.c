@@ -217,19 +217,19 @@ configure(struct tl_cli *cli, int argc, char **argv)
 		if (cli_read_secret("broker password", pw, sizeof(pw)) != 0) {
 			cli_errx("--secret password: no value on standard "
 			    "input");
-			tl_secret_wipe(&key, sizeof(key));
+			tl_secret_key_free(&key);
 			return TL_EXIT_USAGE;
 		}
 		n = strlen(pw);
 		if ((ct = malloc(n + TL_BOX_OVERHEAD)) == NULL) {
 			tl_secret_wipe(pw, sizeof(pw));
-			tl_secret_wipe(&key, sizeof(key));
+			tl_secret_key_free(&key);
 			return TL_EXIT_FAIL;
 		}
 		tl_secret_encrypt(&key, ad, strlen(ad), pw, n, ct);
 		ctlen = n + TL_BOX_OVERHEAD;
 		tl_secret_wipe(pw, sizeof(pw));
-		tl_secret_wipe(&key, sizeof(key));
+		tl_secret_key_free(&key);
 	}
 	tl_body_init(&pa.b);
 	pa.type = EV_PUBLISHER_CONFIGURED;

@@ -62,7 +62,8 @@ cmd_verify(struct tl_cli *cli, int argc, char **argv)
 		printf("BAD at seq %llu: %s (%llu events before it verify)\n",
 		    (unsigned long long)bad, why[0] ? why : tl_strerror(rc),
 		    (unsigned long long)n);
-	cli_errx("the log does not verify from seq %llu on",
-	    (unsigned long long)bad);
+	cli_errx("the log (%s/data.mdb) does not verify from seq %llu on: %s",
+	    cli->logdir, (unsigned long long)bad, why[0] ? why :
+	    tl_strerror(rc));
 	return TL_EXIT_CORRUPT;
 }

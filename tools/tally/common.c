@@ -118,7 +118,7 @@ cli_fail(struct tl_cli *cli, int err, const char *what)
 {
 	const char *detail = cli->log ? tl_log_lasterr(cli->log) : "";
 
-	if (err == TL_ELMDB && *detail)
+	if ((err == TL_ELMDB || err == TL_ECORRUPT) && *detail)
 		cli_errx("%s: %s (%s)", what, tl_strerror(err), detail);
 	else
 		cli_errx("%s: %s", what, tl_strerror(err));
@@ -128,12 +128,26 @@ cli_fail(struct tl_cli *cli, int err, const char *what)
 int
 cli_open_log(struct tl_cli *cli, unsigned flags)
 {
+	char why[TL_LOG_WHY_MAX];
 	int rc;
 
-	rc = tl_log_open(cli->logdir, flags, &cli->log);
+	rc = tl_log_open_why(cli->logdir, flags & ~CLI_OPEN_READER, 0,
+	    &cli->log, why);
+	if (rc == EROFS && (flags & CLI_OPEN_READER)) {
+		/*
+		 * A read-only file system: read as a reader does (no
+		 * lock file).  Projections behind the log cannot be caught up
+		 * then, and cli_read says so.
+		 */
+		rc = tl_log_open_why(cli->logdir, TL_LOG_RDONLY, 0, &cli->log,
+		    why);
+	}
 	switch (rc) {
 	case 0:
 		return 0;
+	case TL_ECORRUPT:
+		cli_errx("%s", why[0] ? why : tl_strerror(rc));
+		break;
 	case TL_ENOTFOUND:
 		cli_errx("no tally log at %s (run `tally init`, or set "
 		    "--home / TALLY_HOME)", cli->home);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/secret.h"
 #include "core/version.h"
 #include "tally.h"
 
@@ -81,6 +82,9 @@ main(int argc, char **argv)
 
 	/* Output goes to pipes (head, grep): a closed one is not an error. */
 	signal(SIGPIPE, SIG_DFL);
+	/* Keys and passwords in memory never reach a core dump. */
+	tl_secret_harden();
+	tl_log_fault_exit("tally", TL_EXIT_CORRUPT);
 	cli_init(&cli);
 	argv++;
 	argc--;

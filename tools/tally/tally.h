@@ -54,6 +54,12 @@ int	 tl_name_ok(const char *s);
 /* common.c */
 void	 cli_init(struct tl_cli *cli);
 int	 cli_set_home(struct tl_cli *cli, const char *home);
+/*
+ * Opens the log with TL_LOG_* flags; with CLI_OPEN_READER, for a command
+ * that only reads (but may catch projections up), read-only when the
+ * file system is.  Prints the error and returns an exit code.
+ */
+#define CLI_OPEN_READER	0x100
 int	 cli_open_log(struct tl_cli *cli, unsigned flags);
 void	 cli_close(struct tl_cli *cli);
 int	 cli_exit_for(int err);

@@ -96,6 +96,13 @@ cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 		cli_errx("%s", wa.why);
 		return cli_exit_for(rc);
 	}
+	if (rc > 0) {
+		/* The system refused the write (ENOSPC, EIO, EROFS, ...). */
+		cli_errx("cannot append to the log (%s/data.mdb): %s; the "
+		    "transaction was rolled back and nothing was appended",
+		    cli->logdir, strerror(rc));
+		return TL_EXIT_FAIL;
+	}
 	return cli_fail(cli, rc, "write");
 }
 
@@ -136,7 +143,7 @@ cli_read(struct tl_cli *cli, uint64_t at, cli_read_fn fn, void *arg)
 	uint64_t ck = 0, last = 0;
 	int rc, ex;
 
-	if (cli->log == NULL && (rc = cli_open_log(cli, 0)) != 0)
+	if (cli->log == NULL && (rc = cli_open_log(cli, CLI_OPEN_READER)) != 0)
 		return rc;
 	if (at != 0) {
 		struct rebuild_arg ra = { cli, at, fn, arg, 0 };
@@ -153,6 +160,12 @@ cli_read(struct tl_cli *cli, uint64_t at, cli_read_fn fn, void *arg)
 	if (ck < last || (rc = tl_proj_open(t, &p)) != 0) {
 		/* Behind (a bare appender) or never built: fold first. */
 		tl_log_abort(t);
+		if (tl_log_readonly(cli->log)) {
+			cli_errx("the projections are behind the log at %s and "
+			    "it is on a read-only file system: cannot bring "
+			    "them up to date", cli->logdir);
+			return TL_EXIT_FAIL;
+		}
 		if ((rc = tl_log_write(cli->log, catchup_cb, NULL)) != 0)
 			return cli_fail(cli, rc, "update projections");
 		if ((rc = tl_log_begin(cli->log, TL_TXN_RDONLY, &t)) != 0)

@@ -36,6 +36,7 @@
 #define EXIT_OK		0
 #define EXIT_FAIL	1
 #define EXIT_USAGE	2
+#define EXIT_CORRUPT	5
 #define EXIT_UNHEALTHY	6
 #define EXIT_LOCKED	7
 
@@ -47,7 +48,8 @@ static const char usage[] =
 "The reactor daemon: provisions requested grants on their providers,\n"
 "delivers credentials to every holder, revokes what was revoked.  Runs\n"
 "in the foreground and logs to stderr; SIGTERM or SIGINT finish the\n"
-"step in flight and exit.  One tallyd per log (HOME/tallyd.lock).\n"
+"step in flight and exit.  One tallyd per log (a lock on its data file;\n"
+"HOME/tallyd.lock names the holder).\n"
 "\n"
 "  --once          reconcile until nothing is left to do, then exit\n"
 "                  (exit 6 if work remains after --once-timeout, 60 s,\n"
@@ -108,14 +110,33 @@ logx(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* One daemon per log: an exclusive lock naming its holder. */
+/*
+ * One daemon per log.  The exclusion is the kernel's lock on the log's
+ * data file (tl_log_lock_daemon), held for life in *datafd: removing
+ * tallyd.lock cannot let a second daemon in.  tallyd.lock only names
+ * the holder for people and scripts.
+ */
 static int
-take_lock(const char *home)
+take_lock(const char *home, int *datafd)
 {
-	char path[1200], buf[32];
+	char path[1200], logdir[1200], buf[32];
 	ssize_t n;
-	int fd;
+	long holder = 0;
+	int fd, rc;
 
+	snprintf(logdir, sizeof(logdir), "%s/log", home);
+	rc = tl_log_lock_daemon(logdir, datafd, &holder);
+	if (rc == TL_ELOCKED) {
+		snprintf(buf, sizeof(buf), "%ld", holder);
+		logx(TL_RX_ERR, "another tallyd (pid %s) holds the log at %s: "
+		    "one daemon per log", holder ? buf : "?", logdir);
+		return -2;
+	}
+	if (rc != 0 && rc != TL_ENOTFOUND) {
+		logx(TL_RX_ERR, "cannot lock %s/data.mdb: %s", logdir,
+		    tl_strerror(rc));
+		return -1;
+	}
 	snprintf(path, sizeof(path), "%s/tallyd.lock", home);
 	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
 		logx(TL_RX_ERR, "cannot open %s: %s", path, strerror(errno));
@@ -188,6 +209,32 @@ head(struct tl_log *log)
 	return seq;
 }
 
+/*
+ * The log verified up to its head, from where it was verified before:
+ * the whole log at start, then only the events appended since (one
+ * hash each).  Events appended after this check are checked again as
+ * the pass folds them (the fold checks the chain too).
+ */
+static int
+verify_chain(struct tl_log *log, struct tl_chain *c)
+{
+	struct tl_txn *t;
+	uint64_t bad = 0;
+	char why[TL_WHY_MAX] = "";
+	int rc;
+
+	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) != 0)
+		return 0;	/* the pass reports it */
+	rc = tl_log_verify_more(t, c, &bad, why);
+	tl_log_abort(t);
+	if (rc != 0)
+		logx(TL_RX_ERR, "the log (%s/data.mdb) does not verify at "
+		    "event %llu (%s): refusing to act on it or anything after "
+		    "it; see tally verify", tl_log_dir(log),
+		    (unsigned long long)bad, why[0] ? why : tl_strerror(rc));
+	return rc;
+}
+
 static uint64_t
 mono_ms(void)
 {
@@ -217,7 +264,10 @@ main(int argc, char **argv)
 	struct sigaction sa;
 	char logdir[1200], keypath[1200], why[160] = "";
 	const char *home = getenv("TALLY_HOME");
-	int once = 0, c, rc, lockfd, ino = -1, pfd[2] = { -1, -1 };
+	int once = 0, c, rc, lockfd, datafd = -1, ino = -1;
+	int pfd[2] = { -1, -1 };
+	struct tl_chain chain = TL_CHAIN_INIT;
+	char lwhy[TL_LOG_WHY_MAX];
 	int ex = EXIT_OK;
 	unsigned interval = 5, once_timeout = 60, vinterval = 30;
 	struct tl_rx_verify_opts vo;
@@ -225,6 +275,9 @@ main(int argc, char **argv)
 	unsigned last_blocked = 0;
 	uint64_t last_head = UINT64_MAX, next_tick = 0, started;
 
+	/* The master key and passwords in memory never reach a dump. */
+	tl_secret_harden();
+	tl_log_fault_exit("tallyd", EXIT_CORRUPT);
 	tl_rx_init(&rx);
 	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
 		switch (c) {
@@ -288,7 +341,7 @@ main(int argc, char **argv)
 	snprintf(keypath, sizeof(keypath), "%s/master.key", home);
 	rx.logf = vlog;
 
-	if ((lockfd = take_lock(home)) < 0)
+	if ((lockfd = take_lock(home, &datafd)) < 0)
 		return lockfd == -2 ? EXIT_LOCKED : EXIT_FAIL;
 	sweep_deliveries(home);
 	if ((rc = tl_secret_load(keypath, &rx.key, why)) != 0) {
@@ -296,11 +349,12 @@ main(int argc, char **argv)
 		    tl_strerror(rc));
 		return EXIT_FAIL;
 	}
-	if ((rc = tl_log_open(logdir, 0, &rx.log)) != 0) {
+	if ((rc = tl_log_open_why(logdir, 0, 0, &rx.log, lwhy)) != 0) {
 		logx(TL_RX_ERR, "cannot open the log at %s: %s", logdir,
-		    tl_strerror(rc));
+		    rc == TL_ECORRUPT && lwhy[0] ? lwhy : tl_strerror(rc));
 		tl_rx_free(&rx);
-		return rc == TL_ENOTFOUND ? 3 : EXIT_FAIL;
+		return rc == TL_ENOTFOUND ? 3 : rc == TL_ECORRUPT ?
+		    EXIT_CORRUPT : EXIT_FAIL;
 	}
 
 	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -342,11 +396,19 @@ main(int argc, char **argv)
 		struct pollfd pf[2];
 
 		if (h != last_head || now >= next_tick) {
+			/* Nothing is acted on past an event that is bad. */
+			if ((rc = verify_chain(rx.log, &chain)) != 0) {
+				ex = EXIT_CORRUPT;
+				break;
+			}
 			rc = tl_rx_provision(&rx, &done, &pending, &next_ns);
 			if (rc != 0)
 				logx(TL_RX_ERR, "pass failed: %s (%s)",
 				    tl_strerror(rc), tl_log_lasterr(rx.log));
-			else {
+			if (rc == TL_ECORRUPT) {
+				ex = EXIT_CORRUPT;	/* not acted on */
+				break;
+			} else if (rc == 0) {
 				unsigned applied = 0, blocked = 0, migrating = 0;
 				int mrc = tl_rx_migrate(&rx, &applied,
 				    &blocked, &migrating);
@@ -525,5 +587,7 @@ out:
 	tl_log_close(rx.log);
 	tl_rx_free(&rx);
 	close(lockfd);
+	if (datafd >= 0)
+		close(datafd);
 	return ex;
 }

@@ -90,6 +90,26 @@ names_v1(const struct tl_grant *g, uint64_t version, int move, char db[64],
 /* --- scheme 2 ------------------------------------------------------- */
 
 void
+tl_rx_grant_origin(const struct tl_grant *g, char out[TL_GRANT_ID_MAX + 1])
+{
+	const char *tilde = strrchr(g->id, '~');
+	size_t n = strlen(g->id);
+
+	/*
+	 * Grant ids are made of [a-z0-9-/@] only: "~" appears in the id of
+	 * the old resource a move left (projections/rebind.c) and nowhere
+	 * else.  Its objects were made for, named after and marked with the
+	 * grant that moved, so every name and mark is derived from that.
+	 */
+	if (tilde != NULL && tilde > g->id && tilde[1] == 'v' &&
+	    strspn(tilde + 2, "0123456789") == strlen(tilde + 2) &&
+	    tilde[2] != '\0')
+		n = (size_t)(tilde - g->id);
+	memcpy(out, g->id, n);
+	out[n] = '\0';
+}
+
+void
 tl_rx_name_digest(const char *grant, char out[DIGEST_HEX + 1])
 {
 	static const char hex[] = "0123456789abcdef";
@@ -129,9 +149,11 @@ names_v2(const struct tl_grant *g, uint64_t version, int move, char db[64],
     char owner[64], char login[64])
 {
 	char digest[DIGEST_HEX + 1], prefix[140], mv[24] = "", suffix[48];
+	char origin[TL_GRANT_ID_MAX + 1];
 	const char *at;
 
-	tl_rx_name_digest(g->id, digest);
+	tl_rx_grant_origin(g, origin);
+	tl_rx_name_digest(origin, digest);
 	if (g->node[0] != '\0')
 		snprintf(prefix, sizeof(prefix), "%s-%s", g->resource, g->node);
 	else

@@ -945,13 +945,16 @@ run_job(void *arg)
 	j->opened = 1;
 	while ((w = take(j->q)) != NULL) {
 		struct tl_drv_grant dg;
+		char origin[TL_GRANT_ID_MAX + 1];
 
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		dg.resource = w->dbname;
 		dg.owner = w->owner;
 		dg.login = w->login;
 		dg.password = w->password;
-		dg.grant = w->g.id;
+		/* The mark of the objects (a move's old resource: GRANT's). */
+		tl_rx_grant_origin(&w->g, origin);
+		dg.grant = origin;
 		dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
 		if (w->kind == W_CREATE) {
 			w->rc = j->pv->ops->create(h, &dg, w->why);

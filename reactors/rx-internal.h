@@ -77,6 +77,13 @@ void	tl_rx_grant_names(const struct tl_grant *g, uint64_t version,
  */
 void	tl_rx_move_names(const struct tl_grant *g, uint64_t version,
 	    char db[64], char owner[64], char login[64]);
+/*
+ * The id of the grant g's provider objects were made for, which names
+ * and marks them: g's own, but GRANT for the revoked grant GRANT~vN a
+ * move leaves (projections/rebind.h), whose objects are GRANT's old ones.
+ */
+void	tl_rx_grant_origin(const struct tl_grant *g,
+	    char out[TL_GRANT_ID_MAX + 1]);
 /* The 16 hex digits of BLAKE2b-128 of a grant id that its names carry. */
 void	tl_rx_name_digest(const char *grant, char out[17]);
 

@@ -117,6 +117,57 @@ START_TEST(test_recorded_scheme)
 }
 END_TEST
 
+/*
+ * The old resource a move leaves is the revoked grant GRANT~vN
+ * (projections/rebind.c: the grant's fields, its old database and
+ * version): its names are exactly those GRANT had at version N, under
+ * either scheme, moved before or not, so a purge drops those and no
+ * other; its objects are marked with GRANT.
+ */
+START_TEST(test_left_behind)
+{
+	struct tl_grant g, old;
+	char db[64], own[64], log[64], odb[64], oown[64], olog[64];
+	char origin[TL_GRANT_ID_MAX + 1];
+	uint64_t naming;
+	int moved;
+
+	for (naming = 1; naming <= 2; naming++)
+		for (moved = 0; moved <= 1; moved++) {
+			grant(&g, "app", "db", "node-a", "x", naming);
+			g.version = 3;
+			if (moved)
+				tl_rx_move_names(&g, 3, db, own, log);
+			else
+				tl_rx_grant_names(&g, 3, db, own, log);
+			snprintf(g.database, sizeof(g.database), "%s", db);
+			old = g;
+			ck_assert_int_lt(snprintf(old.id, sizeof(old.id),
+			    "%.190s~v3", g.id), (int)sizeof(old.id));
+			tl_rx_grant_origin(&old, origin);
+			ck_assert_str_eq(origin, g.id);
+			tl_rx_grant_names(&old, old.version, odb, oown, olog);
+			ck_assert_str_eq(odb, db);
+			ck_assert_str_eq(oown, own);
+			ck_assert_str_eq(olog, log);
+			/* The grant moved on, to names of its own. */
+			tl_rx_move_names(&g, 4, odb, oown, olog);
+			ck_assert_str_ne(odb, db);
+			ck_assert_str_ne(olog, log);
+		}
+	/* Only "~v" and digits at the end make an id a left-behind one. */
+	grant(&g, "app", "db", NULL, "x", 2);
+	tl_rx_grant_origin(&g, origin);
+	ck_assert_str_eq(origin, "app/db");
+	snprintf(g.id, sizeof(g.id), "app/db~vx");
+	tl_rx_grant_origin(&g, origin);
+	ck_assert_str_eq(origin, "app/db~vx");
+	snprintf(g.id, sizeof(g.id), "app/db~v");
+	tl_rx_grant_origin(&g, origin);
+	ck_assert_str_eq(origin, "app/db~v");
+}
+END_TEST
+
 #define MAXN	4096
 
 struct seen {
@@ -256,6 +307,7 @@ suite(void)
 
 	tcase_add_test(tc, test_shape);
 	tcase_add_test(tc, test_recorded_scheme);
+	tcase_add_test(tc, test_left_behind);
 	tcase_add_test(tc, test_injective);
 	tcase_add_test(tc, test_issue_pairs);
 	suite_add_tcase(s, tc);

@@ -49,7 +49,12 @@ fi
 t_check "CONNECT granted to PUBLIC again: tally check finds the drift and repairs it"
 t_sql "GRANT CONNECT ON DATABASE postgres TO PUBLIC" >/dev/null
 since=$(head_seq)
-tly check --all >"$W/check.out" 2>&1 || { cat "$W/check.out" >&2; t_fail "tally check did not repair"; }
+# Exit 8: drift was found and everything repaired (tally check).
+set +e
+tly check --all >"$W/check.out" 2>&1
+rc=$?
+set -e
+[ $rc -eq 8 ] || { cat "$W/check.out" >&2; t_fail "tally check did not repair (exit $rc, not 8)"; }
 tly log --json --from "$((since + 1))" --stream grant/app-a/db >"$W/ev"
 grep '"type":"grant.drifted"' "$W/ev" | grep -q 'PUBLIC can connect to postgres' || {
 	cat "$W/ev" >&2

@@ -80,7 +80,7 @@ done
 t_wait_healthy 10 app
 n=$(tail -n +$((lines0 + 1)) "$T_DLOG" | grep -c 'delivery files.*writable again' || true)
 [ "$n" -eq 1 ] || t_fail "the recovery was logged $n times (want once)"
-[ "$(t_env_psql "$f" "SELECT current_database()")" = "app-db" ] ||
+[ "$(t_env_psql "$f" "SELECT current_database()")" = "$(t_gname app/db app-db)" ] ||
 	t_fail "the delivered credential does not reach app-db"
 t_tallyd_stop
 t_ok "delivered after the space came back; status healthy"

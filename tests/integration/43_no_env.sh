@@ -54,7 +54,7 @@ t1=$(t_now_ms)
 [ $((t1 - t0)) -lt 10000 ] || t_fail "tallyd --once took $((t1 - t0)) ms"
 t_ok "exit 0 after $((t1 - t0)) ms"
 [ ! -e "$(t_envfile node-a bare)" ] || t_fail "bare, which maps nothing, has an env file"
-[ "$(t_env_psql "$(t_envfile node-a app)" "SELECT current_database()")" = "app-db" ] ||
+[ "$(t_env_psql "$(t_envfile node-a app)" "SELECT current_database()")" = "$(t_gname app/db app-db)" ] ||
 	t_fail "app's credential does not reach app-db"
 tly log --json --stream grant/bare/db --type grant.provisioned | grep -q provisioned ||
 	t_fail "bare's grant was not provisioned"

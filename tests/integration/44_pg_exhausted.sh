@@ -29,6 +29,8 @@ t_pg_stop_server
 t_pg_restart_server
 [ "$(t_sql 'SHOW max_connections')" = 6 ] || t_fail "max_connections is not 6"
 t_sql "CREATE ROLE hog LOGIN"
+# The provider revokes CONNECT on postgres from PUBLIC (revoke-public-connect).
+t_sql "GRANT CONNECT ON DATABASE postgres TO hog"
 t_init
 t_node node-a 127.0.0.1
 t_provider node-a local

@@ -52,7 +52,7 @@ t_expect_exit 0 "tally check --all" tly check --all
 t_ok "exit 0"
 
 t_check "a dropped database: missing, not recreated, exit 6"
-t_sql 'DROP DATABASE "app-db" WITH (FORCE)'
+t_sql "DROP DATABASE \"$(t_gname app/db app-db)\" WITH (FORCE)"
 t_expect_exit 6 "tally check --all (app's database dropped)" tly check --all
 grep -q 'app/db .*missing' "$W/last.out" || { cat "$W/last.out" >&2; t_fail "check does not say missing"; }
 grep -q 'other/db .*healthy' "$W/last.out" || { cat "$W/last.out" >&2; t_fail "check does not say other/db is healthy"; }

@@ -94,7 +94,7 @@ bad=""
 while [ $i -le "$N" ]; do
 	m=$(printf 'c%02d' $i)
 	got=$(psql -X -At -q -h "$TALLY_TEST_PG_SOCK" -p "$TALLY_TEST_PG_PORT" \
-		-U "$TALLY_TEST_PG_USER" -d "$m-db" -c \
+		-U "$TALLY_TEST_PG_USER" -d "$(t_gname "$m/db" "$m-db")" -c \
 		"SELECT string_agg(file || 'x' || n, ' ' ORDER BY file) FROM
 		    (SELECT file, count(*) AS n FROM marks GROUP BY file) q" 2>&1) ||
 		got="no table marks ($got)"
@@ -127,7 +127,7 @@ while [ $i -le "$N" ]; do
 		t_fail "grant $m/db: migration.applied is not 001, 002, 003 once each"
 	}
 	psql -X -At -q -F ' ' -h "$TALLY_TEST_PG_SOCK" -p "$TALLY_TEST_PG_PORT" \
-		-U "$TALLY_TEST_PG_USER" -d "$m-db" -c \
+		-U "$TALLY_TEST_PG_USER" -d "$(t_gname "$m/db" "$m-db")" -c \
 		"SELECT file, checksum FROM tally.schema_history ORDER BY file" \
 		>"$W/db.$m" 2>&1 || {
 		cat "$W/db.$m" >&2

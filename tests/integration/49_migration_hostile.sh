@@ -156,7 +156,7 @@ for form in "SET statement_timeout = 0;" \
 	n=$((n + 1))
 done
 [ "$(psql -X -At -q -h "$TALLY_TEST_PG_SOCK" -p "$TALLY_TEST_PG_PORT" \
-	-U "$TALLY_TEST_PG_USER" -d escape-db -c \
+	-U "$TALLY_TEST_PG_USER" -d "$(t_gname escape/db escape-db)" -c \
 	"SELECT count(*) FROM pg_tables WHERE tablename = 'esc'")" -eq 0 ] ||
 	t_fail "a refused file left its table esc behind"
 t_ok "$n forms refused before running (no table esc; 001 applied)"

@@ -19,7 +19,7 @@ t_tallyd_once
 t_ok "provisioned; tallyd --once exit 0"
 
 t_check "app's database dropped: every tallyd --once exits 6"
-t_sql 'DROP DATABASE "app-db" WITH (FORCE)'
+t_sql "DROP DATABASE \"$(t_gname app/db app-db)\" WITH (FORCE)"
 for i in 1 2 3; do
 	set +e
 	"$TALLY_BIN/tallyd" --once --once-timeout 20 2>>"$T_DLOG"

@@ -23,7 +23,12 @@ tly assign postgres node-b --set port="$P2" --set admin-user=postgres \
 	--secret admin-password <"$W2" >/dev/null || t_fail "assign postgres node-b"
 tly apply "$(t_consumer shop shared)" >/dev/null
 tly assign shop node-a >/dev/null
+# A neighbour on pg1 that the purge of shop's old resource must not touch.
+tly apply "$(t_consumer cart shared)" >/dev/null
+tly assign cart node-a >/dev/null
 t_tallyd_once
+OLDDB=$(t_gname shop/db shop-db)
+CART=$(t_gname cart/db cart-db)
 EA=$(t_envfile node-a shop)
 t_env_psql "$EA" "CREATE TABLE bulk (n int PRIMARY KEY, v text NOT NULL);
 	INSERT INTO bulk SELECT g, md5(g::text) FROM generate_series(1, 20000) g;" \
@@ -37,15 +42,15 @@ t_tallyd_once
 [ "$(tly log --json --stream grant/shop/db --type rebind.completed | wc -l)" = 1 ] ||
 	t_fail "no rebind.completed after the acknowledgement"
 [ "$(t_env_psql "$EA" "SELECT count(*) FROM bulk")" = 20000 ] || t_fail "the moved grant lost rows"
-[ "$(sql1 "SELECT count(*) FROM pg_database WHERE datname = 'shop-db'")" = 1 ] ||
+[ "$(sql1 "SELECT count(*) FROM pg_database WHERE datname = '$OLDDB'")" = 1 ] ||
 	t_fail "the old database is gone"
-t_ok "moved to node-b/postgres (v$V); shop-db kept on pg1"
+t_ok "moved to node-b/postgres (v$V); $OLDDB kept on pg1"
 
 t_check "tally grants --revoked lists the old resource, with its size"
 tly grants --revoked >"$W/g.txt" || t_fail "tally grants --revoked failed"
 cat "$W/g.txt"
-line=$(grep 'node-a/postgres' "$W/g.txt" | grep 'shop-db' | head -n 1)
-[ -n "$line" ] || t_fail "tally grants --revoked does not list shop-db on node-a/postgres"
+line=$(grep 'node-a/postgres' "$W/g.txt" | grep "$OLDDB" | head -n 1)
+[ -n "$line" ] || t_fail "tally grants --revoked does not list $OLDDB on node-a/postgres"
 printf '%s\n' "$line" | grep -q 'revoked (data retained, [0-9.]* MiB)' ||
 	t_fail "the old resource is not listed as retained with a size: $line"
 OLD=$(printf '%s\n' "$line" | awk '{print $1}')
@@ -62,14 +67,18 @@ tly purge "$OLD" --yes >/dev/null || t_fail "tally purge $OLD"
 tly grants --revoked >"$W/g2.txt"
 grep -q "^$OLD .*purging" "$W/g2.txt" || { cat "$W/g2.txt" >&2; t_fail "$OLD is not listed while it is being purged"; }
 t_tallyd_once
-[ "$(sql1 "SELECT count(*) FROM pg_database WHERE datname = 'shop-db'")" = 0 ] ||
-	t_fail "tally purge said purged but shop-db is still on pg1"
-[ "$(sql1 "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'shop-db%'")" = 0 ] ||
-	t_fail "the old roles are left on pg1: $(sql1 "SELECT string_agg(rolname, ' ') FROM pg_roles WHERE rolname LIKE 'shop-db%'")"
+[ "$(sql1 "SELECT count(*) FROM pg_database WHERE datname = '$OLDDB'")" = 0 ] ||
+	t_fail "tally purge said purged but $OLDDB is still on pg1"
+[ "$(sql1 "SELECT count(*) FROM pg_roles WHERE rolname LIKE '$OLDDB%'")" = 0 ] ||
+	t_fail "the old roles are left on pg1: $(sql1 "SELECT string_agg(rolname, ' ') FROM pg_roles WHERE rolname LIKE '$OLDDB%'")"
 tly grants --revoked | grep -q "^$OLD .*purged" || t_fail "$OLD is not listed as purged"
 [ "$(t_env_psql "$EA" "SELECT count(*) FROM bulk")" = 20000 ] ||
 	t_fail "the purge of the old resource touched the moved grant"
+[ "$(sql1 "SELECT count(*) FROM pg_database WHERE datname = '$CART'")" = 1 ] &&
+	[ "$(sql1 "SELECT count(*) FROM pg_roles WHERE rolname IN ('$CART', '$CART""_v1')")" = 2 ] &&
+	t_env_psql "$(t_envfile node-a cart)" "SELECT 1" >/dev/null ||
+	t_fail "the purge of shop's old resource touched cart's database or roles"
 t_expect_exit 0 "tally status shop" tly status shop
 tly verify >/dev/null || t_fail "tally verify"
 tly rebuild --check >/dev/null || t_fail "tally rebuild --check: the fold of the left-behind grant is not deterministic"
-t_ok "shop-db and its roles gone from pg1; shop/db on pg2 serves 20000 rows"
+t_ok "$OLDDB and its roles gone from pg1; shop/db on pg2 serves 20000 rows"

@@ -33,7 +33,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,7 @@
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/status.h"
+#include "pass.h"
 #include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -84,10 +84,9 @@ struct mgrant {
  * the outcome.
  */
 struct tl_rx_mig {
+	struct tl_rx_job	 job;		/* first: on the pool's long lane */
 	struct mgrant		 mg;
-	pthread_t		 th;
 	atomic_int		 cancel;	/* tallyd is stopping */
-	atomic_int		 done;
 	int			 taken;		/* by this pass */
 	struct tl_rx_mig	*next;
 };
@@ -388,14 +387,13 @@ mgrant_free(struct mgrant *mg)
 	tl_secret_wipe(mg->password, sizeof(mg->password));
 }
 
-static void *
-mig_main(void *arg)
+/* A grant's files, as a job on the pool's long lane (pass.h). */
+static void
+mig_run(struct tl_rx_job *j)
 {
-	struct tl_rx_mig *jb = arg;
+	struct tl_rx_mig *jb = (struct tl_rx_mig *)j;
 
 	run_one(&jb->mg, &jb->cancel);
-	atomic_store(&jb->done, 1);
-	return NULL;
 }
 
 /* Unlinks jb (its thread joined) and frees it, its secrets wiped. */
@@ -450,7 +448,7 @@ busy(struct tl_rx *rx, const char *provider)
 	unsigned n = 0;
 
 	for (jb = rx->migs; jb != NULL; jb = jb->next)
-		if (!atomic_load(&jb->done) &&
+		if (!tl_rx_job_done(&jb->job) &&
 		    strcmp(jb->mg.g.provider, provider) == 0)
 			n++;
 	return n;
@@ -479,7 +477,7 @@ start_or_collect(struct mpass *ps, unsigned *running)
 		for (jb = rx->migs; jb != NULL; jb = jb->next)
 			if (strcmp(jb->mg.g.id, mg->g.id) == 0)
 				break;
-		if (jb != NULL && !atomic_load(&jb->done)) {
+		if (jb != NULL && !tl_rx_job_done(&jb->job)) {
 			jb->taken = 1;
 			mg->skip = 1;
 			(*running)++;
@@ -487,7 +485,6 @@ start_or_collect(struct mpass *ps, unsigned *running)
 		}
 		if (jb != NULL) {
 			/* Finished: its outcome is the grant's now. */
-			pthread_join(jb->th, NULL);
 			mgrant_free(mg);
 			*mg = jb->mg;
 			mg->skip = 0;	/* this pass records it */
@@ -511,8 +508,10 @@ start_or_collect(struct mpass *ps, unsigned *running)
 		}
 		jb->mg = *mg;
 		atomic_init(&jb->cancel, 0);
-		atomic_init(&jb->done, 0);
-		if (pthread_create(&jb->th, NULL, mig_main, jb) != 0) {
+		jb->job.run = mig_run;
+		jb->job.lane = TL_RX_LANE_LONG;
+		snprintf(jb->job.key, sizeof(jb->job.key), "%s", mg->g.provider);
+		if (tl_rx_pool_submit(rx, &jb->job) != 0) {
 			tl_secret_wipe(jb->mg.password,
 			    sizeof(jb->mg.password));
 			free(jb);
@@ -531,10 +530,8 @@ start_or_collect(struct mpass *ps, unsigned *running)
 	/* Finished runs no grant asks for any more (revoked, moving). */
 	for (jb = rx->migs; jb != NULL; jb = next) {
 		next = jb->next;
-		if (!jb->taken && atomic_load(&jb->done)) {
-			pthread_join(jb->th, NULL);
+		if (!jb->taken && tl_rx_job_done(&jb->job))
 			mig_drop(rx, jb);
-		}
 	}
 	return n;
 }
@@ -547,7 +544,7 @@ tl_rx_migs_free(struct tl_rx *rx)
 	int i, left;
 
 	for (jb = rx->migs; jb != NULL; jb = jb->next) {
-		if (!atomic_load(&jb->done))
+		if (!tl_rx_job_done(&jb->job))
 			tl_rx_log(rx, TL_RX_INFO, "grant %s: cancelling its "
 			    "migration (rolled back; the next tallyd runs it "
 			    "again)", jb->mg.g.id);
@@ -557,7 +554,7 @@ tl_rx_migs_free(struct tl_rx *rx)
 	for (i = 0; i < 150; i++) {
 		left = 0;
 		for (jb = rx->migs; jb != NULL; jb = jb->next)
-			if (!atomic_load(&jb->done))
+			if (!tl_rx_job_done(&jb->job))
 				left++;
 		if (left == 0)
 			break;
@@ -565,16 +562,18 @@ tl_rx_migs_free(struct tl_rx *rx)
 	}
 	for (jb = rx->migs; jb != NULL; jb = next) {
 		next = jb->next;
-		if (atomic_load(&jb->done)) {
-			pthread_join(jb->th, NULL);
+		if (tl_rx_job_done(&jb->job))
 			mig_drop(rx, jb);
-		} else {
-			/* Stuck in a connect: the process's exit ends it. */
+		else {
+			/*
+			 * Stuck in a connect: the process's exit ends it.  The
+			 * pool's thread still uses jb, so it is not freed.
+			 */
 			tl_rx_log(rx, TL_RX_WARN, "grant %s: migration still "
 			    "running at exit", jb->mg.g.id);
-			pthread_detach(jb->th);
 		}
 	}
+	rx->migs = NULL;
 }
 
 struct ready_arg {

@@ -18,7 +18,7 @@
 #define POOL_THREADS_MAX	256
 
 struct lane_count {
-	char		 key[130];
+	char		 key[140];
 	int		 lane;
 	unsigned	 n;		/* queued or running */
 	unsigned	 running;
@@ -340,7 +340,8 @@ session_run(struct tl_rx_job *j)
 
 void
 tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
-    struct tl_rx_call *calls, size_t ncalls, tl_rx_call_fn fn, void *arg)
+    struct tl_rx_call *calls, size_t ncalls, size_t min_calls,
+    tl_rx_call_fn fn, void *arg)
 {
 	size_t per = (size_t)(rx->workers > 0 ? rx->workers : 1);
 	struct queue *qs;
@@ -381,7 +382,9 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 		q->c[q->n++] = c;
 	}
 	for (i = 0; i < npv; i++) {
-		size_t nsess = qs[i].n < per ? qs[i].n : per;
+		size_t want = min_calls > 1 ? (qs[i].n + min_calls - 1) /
+		    min_calls : qs[i].n;
+		size_t nsess = want < per ? want : per;
 
 		for (k = 0; k < nsess; k++) {
 			struct session *s = &ss[ns++];
@@ -431,6 +434,23 @@ nomem:
 	}
 }
 
+void
+tl_rx_pass_jobs(struct tl_rx *rx, struct tl_rx_job **jobs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		jobs[i]->lane = TL_RX_LANE_PASS;
+		if (tl_rx_pool_submit(rx, jobs[i]) != 0) {
+			/* No thread: this one runs here. */
+			jobs[i]->run(jobs[i]);
+			atomic_store(&jobs[i]->done, 1);
+		}
+	}
+	for (i = 0; i < n; i++)
+		tl_rx_job_wait(rx, jobs[i]);
+}
+
 struct phase_arg {
 	const struct tl_rx_pass_def	*d;
 	struct tl_rx			*rx;
@@ -477,7 +497,7 @@ tl_rx_pass_run(struct tl_rx *rx, const struct tl_rx_pass_def *d, void *arg)
 	    (rc = tl_log_write(rx->log, write_phase, &pa)) != 0)
 		return rc;
 	if ((phases & TL_RX_CALLS) && d->calls != NULL)
-		d->calls(arg);
+		d->calls(arg, &phases);
 	pa.outcomes = 1;
 	if ((phases & TL_RX_OUTCOMES) && d->outcomes != NULL &&
 	    (rc = tl_log_write(rx->log, write_phase, &pa)) != 0)

@@ -50,7 +50,7 @@ enum { TL_RX_LANE_PASS, TL_RX_LANE_LONG };
  */
 struct tl_rx_job {
 	void			(*run)(struct tl_rx_job *j);
-	char			 key[130];	/* the provider */
+	char			 key[140];	/* the provider */
 	int			 lane;
 	atomic_int		 done;
 	struct tl_rx_job	*next;		/* the pool's queue */
@@ -100,12 +100,21 @@ typedef void (*tl_rx_call_fn)(void *arg, const struct tl_rx_prov *pv,
  * Phase 3: every call of calls[] on its provider's sessions (pv[] by
  * id; a call whose provider is not there, or has no ops, is skipped:
  * rc stays as it was), in the order given (the reactor's: oldest
- * first), each provider on up to rx->workers sessions; returns when
- * all are made.  pv[i].ok is set when a session of it opened.
+ * first), each provider on up to rx->workers sessions, and no more
+ * than one per min_calls calls (opening a session is a login: the
+ * verifier's checks are cheaper than that); returns when all are made.
+ * pv[i].ok is set when a session of it opened.
  */
 void	tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
-	    struct tl_rx_call *calls, size_t ncalls, tl_rx_call_fn fn,
-	    void *arg);
+	    struct tl_rx_call *calls, size_t ncalls, size_t min_calls,
+	    tl_rx_call_fn fn, void *arg);
+
+/*
+ * Phase 3 for a reactor whose sessions are its own (the admin rotation
+ * opens with the old password, then the new): runs every job on the
+ * pool's pass lane and returns when all are done.
+ */
+void	tl_rx_pass_jobs(struct tl_rx *rx, struct tl_rx_job **jobs, size_t n);
 
 /* What a pass's gather asks of the rest of it. */
 #define TL_RX_INTENTS	0x1u
@@ -118,13 +127,14 @@ void	tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
  * *phases to the phases this pass needs (0: nothing to do, the pass
  * ends); intents and outcomes run inside tl_ctx_begin/tl_ctx_end of one
  * write transaction each (their error aborts it: nothing is appended);
- * calls runs with no transaction open.  Any may be NULL.
+ * calls runs with no transaction open and may clear TL_RX_OUTCOMES
+ * (nothing came of the calls that is worth a commit).  Any may be NULL.
  */
 struct tl_rx_pass_def {
 	int	(*gather)(void *arg, struct tl_txn *t, const struct tl_proj *p,
 		    unsigned *phases);
 	int	(*intents)(void *arg, struct tl_ctx *c);
-	void	(*calls)(void *arg);
+	void	(*calls)(void *arg, unsigned *phases);
 	int	(*outcomes)(void *arg, struct tl_ctx *c);
 };
 

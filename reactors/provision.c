@@ -929,12 +929,13 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
  * did is logged and each provider's backoff moves.
  */
 static void
-call_drivers(void *arg)
+call_drivers(void *arg, unsigned *phases)
 {
 	struct pass *ps = arg;
 	struct tl_rx_call *calls;
 	size_t i, n = 0;
 
+	(void)phases;	/* outcomes always: deliveries, the checkpoint */
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
 		size_t j;
@@ -973,7 +974,7 @@ call_drivers(void *arg)
 			calls[n].why = w->why;
 			n++;
 		}
-		tl_rx_pass_calls(ps->rx, ps->pv, ps->npv, calls, n,
+		tl_rx_pass_calls(ps->rx, ps->pv, ps->npv, calls, n, 1,
 		    provision_call, ps);
 		for (i = 0; i < n; i++)
 			if (calls[i].admin) {

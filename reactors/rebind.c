@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/rotation.h"
+#include "pass.h"
 #include "rx-internal.h"
 
 #define S(n)		char n[TL_KEY_MAX]
@@ -70,13 +70,11 @@ struct mstep {
  * next, which copies again (the copy replaces what it finds).
  */
 struct tl_rx_copy {
+	struct tl_rx_job	 job;		/* first: on the pool's long lane */
 	struct mstep		 st;
-	pthread_t		 th;
-	int			 done;		/* under copies_mu */
 	int			 taken;		/* by this pass */
 	struct tl_rx_copy	*next;
 };
-static pthread_mutex_t copies_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* A reason, truncated quietly (why texts are bounded, not exact). */
 static void
@@ -583,36 +581,25 @@ step_free(struct mstep *st)
 	st->tables = NULL;
 }
 
-static void *
-copy_main(void *arg)
+/* A move's copy, as a job on the pool's long lane (pass.h). */
+static void
+copy_run(struct tl_rx_job *j)
 {
-	struct tl_rx_copy *cp = arg;
+	struct tl_rx_copy *cp = (struct tl_rx_copy *)j;
 
 	call_driver(&cp->st);
 	cp->st.ran = 1;
-	pthread_mutex_lock(&copies_mu);
-	cp->done = 1;
-	pthread_mutex_unlock(&copies_mu);
-	return NULL;
 }
 
 static int
 copy_done(struct tl_rx_copy *cp)
 {
-	int done;
-
-	pthread_mutex_lock(&copies_mu);
-	done = cp->done;
-	pthread_mutex_unlock(&copies_mu);
-	return done;
+	return tl_rx_job_done(&cp->job);
 }
 
-/*
- * Unlinks cp (finished) and frees it, its step's secrets wiped; joined
- * says its thread was joined already.
- */
+/* Unlinks cp (finished) and frees it, its step's secrets wiped. */
 static void
-copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp, int joined)
+copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp)
 {
 	struct tl_rx_copy **pp;
 
@@ -621,8 +608,6 @@ copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp, int joined)
 			*pp = cp->next;
 			break;
 		}
-	if (!joined)
-		pthread_join(cp->th, NULL);
 	step_free(&cp->st);
 	free(cp);
 }
@@ -657,17 +642,19 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 			continue;
 		}
 		if (cp != NULL) {
-			pthread_join(cp->th, NULL);
 			step_free(st);
 			*st = cp->st;		/* its tables are the step's now */
 			cp->st.tables = NULL;
-			copy_drop(rx, cp, 1);
+			copy_drop(rx, cp);
 			continue;
 		}
 		if ((cp = calloc(1, sizeof(*cp))) == NULL)
 			continue;	/* copied on this thread instead */
 		cp->st = *st;
-		if (pthread_create(&cp->th, NULL, copy_main, cp) != 0) {
+		cp->job.run = copy_run;
+		cp->job.lane = TL_RX_LANE_LONG;
+		snprintf(cp->job.key, sizeof(cp->job.key), "%s", st->r.to);
+		if (tl_rx_pool_submit(rx, &cp->job) != 0) {
 			step_free(&cp->st);	/* a copy of the secrets */
 			free(cp);
 			continue;
@@ -686,7 +673,7 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 	for (cp = rx->copies; cp != NULL; cp = next) {
 		next = cp->next;
 		if (!cp->taken && copy_done(cp))
-			copy_drop(rx, cp, 0);
+			copy_drop(rx, cp);
 	}
 }
 
@@ -697,12 +684,11 @@ tl_rx_copies_free(struct tl_rx *rx)
 
 	for (cp = rx->copies; cp != NULL; cp = next) {
 		next = cp->next;
+		/* Under way at exit: the process ends it (not freed). */
 		if (copy_done(cp))
-			copy_drop(rx, cp, 0);
-		else
-			/* Under way at exit: the process ends it. */
-			pthread_detach(cp->th);
+			copy_drop(rx, cp);
 	}
+	rx->copies = NULL;
 }
 
 int

@@ -565,7 +565,7 @@ intents(void *arg, struct tl_ctx *c)
  * new one), then the steps' driver calls on their providers' sessions.
  */
 static void
-calls(void *arg)
+calls(void *arg, unsigned *phases)
 {
 	struct rot_pass *rp = arg;
 	struct rpass *ps = &rp->ps;
@@ -620,7 +620,7 @@ calls(void *arg)
 		n++;
 	}
 	if (pv != NULL && cl != NULL)
-		tl_rx_pass_calls(rx, pv, npv, cl, n, rotate_call, ps);
+		tl_rx_pass_calls(rx, pv, npv, cl, n, 1, rotate_call, ps);
 	for (i = 0; i < n; i++)
 		if (cl[i].admin)
 			((struct rstep *)cl[i].item)->rc = cl[i].rc;
@@ -628,12 +628,15 @@ calls(void *arg)
 		tl_secret_wipe(pv[i].password, sizeof(pv[i].password));
 	free(pv);
 	free(cl);
+	/* Outcomes only when a step was taken (as before the pass). */
+	*phases &= ~TL_RX_OUTCOMES;
 	for (i = 0; i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
 
 		if (st->op != OP_CREATE && st->op != OP_RETIRE &&
 		    st->op != OP_ABANDON)
 			continue;
+		*phases |= TL_RX_OUTCOMES;
 		if ((pv == NULL || cl == NULL) && st->rc == 0 &&
 		    calls_driver(st)) {
 			st->rc = ENOMEM;

@@ -98,6 +98,7 @@ struct mpass {
 	char		(*mods)[64];	/* modules that may have become ready */
 	size_t		 nmods;
 	unsigned	 resting;	/* blocked, waiting out a backoff */
+	unsigned	 applied, blocked, running;	/* what the pass says */
 };
 
 /* The backoff of a file that failed: a changed file is another key. */
@@ -627,16 +628,15 @@ struct mod_arg {
 };
 
 static int
-outcomes_cb(struct tl_txn *t, void *arg)
+outcomes(void *arg, struct tl_ctx *cp)
 {
 	struct mpass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
+	struct tl_txn *t = c.t;
 	struct mod_arg ma;
 	size_t i, j;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->ng; i++) {
 		struct mgrant *mg = &ps->g[i];
 		struct tl_grant cur;
@@ -689,46 +689,68 @@ outcomes_cb(struct tl_txn *t, void *arg)
 	for (i = 0; i < ps->nmods; i++)
 		if ((rc = readiness(&c, ps->mods[i])) != 0)
 			return rc;
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
+
+/* Phase 1 (pass.h): provisioned grants with files not yet applied. */
+static int
+gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
+    unsigned *phases)
+{
+	struct mpass *ps = arg;
+	struct gather_arg ga = { ps, t, p, 0 };
+	int rc;
+
+	if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
+		return rc;
+	/* Always: finished runs are collected even when no grant asks. */
+	*phases = TL_RX_CALLS | TL_RX_OUTCOMES;
+	return 0;
+}
+
+/*
+ * Phase 3: files start on the pool's long lane (a slow one holds up
+ * only its grant); runs that finished hand over their outcomes.
+ */
+static void
+calls(void *arg, unsigned *phases)
+{
+	struct mpass *ps = arg;
+	size_t i;
+	int work = 0;
+
+	ps->applied = start_or_collect(ps, &ps->running);
+	ps->blocked = ps->resting;
+	for (i = 0; i < ps->ng; i++) {
+		if (ps->g[i].skip)
+			continue;
+		work = 1;
+		if (ps->g[i].block[0] != '\0')
+			ps->blocked++;
+	}
+	if (!work && ps->nmods == 0)
+		*phases &= ~TL_RX_OUTCOMES;
+}
+
+static const struct tl_rx_pass_def migrate_pass = {
+	gather, NULL, calls, outcomes
+};
 
 int
 tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked,
     unsigned *running)
 {
 	struct mpass ps;
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct gather_arg ga;
 	size_t i;
-	int rc, work = 0;
+	int rc;
 
 	memset(&ps, 0, sizeof(ps));
 	ps.rx = rx;
-	*applied = *blocked = *running = 0;
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-		return rc;
-	ga.ps = &ps;
-	ga.t = t;
-	ga.p = &p;
-	ga.rc = 0;
-	if ((rc = tl_proj_open(t, &p)) == 0)
-		rc = tl_grant_each(t, &p, gather_one, &ga);
-	tl_log_abort(t);
-	if (rc != 0)
-		goto out;
-	*applied = start_or_collect(&ps, running);
-	*blocked = ps.resting;
-	for (i = 0; i < ps.ng; i++) {
-		if (ps.g[i].skip)
-			continue;
-		work = 1;
-		if (ps.g[i].block[0] != '\0')
-			(*blocked)++;
-	}
-	if (work || ps.nmods > 0)
-		rc = tl_log_write(rx->log, outcomes_cb, &ps);
-out:
+	rc = tl_rx_pass_run(rx, &migrate_pass, &ps);
+	*applied = ps.applied;
+	*blocked = ps.blocked;
+	*running = ps.running;
 	for (i = 0; i < ps.ng; i++)
 		mgrant_free(&ps.g[i]);
 	free(ps.g);

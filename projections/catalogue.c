@@ -66,7 +66,9 @@ static const struct tl_cat_event cat[] = {
 	/* provider/NODE/MODULE */
 	{ E(EV_PROVIDER_REGISTERED), "provider", "id module node "
 	  "types[{type driver revoke max_age}]", GR, NULL,
-	  { { "id", PROV }, { "module", NAME }, { "node", NAME } } },
+	  { { "id", PROV }, { "module", NAME }, { "node", NAME },
+	    { "types[].type", NAME }, { "types[].driver", NAME },
+	    { "types[].revoke", 15 } } },
 	{ E(EV_PROVIDER_RETIRED), "provider", "id", GR, NULL,
 	  { { "id", PROV } } },
 	{ E(EV_PROVIDER_UNREACHABLE), "provider", "id reason kind", GR, NULL,
@@ -141,7 +143,7 @@ static const struct tl_cat_event cat[] = {
 	{ E(EV_CRED_ACKED), "grant", "grant holder version proof", RO, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER } } },
 	{ E(EV_CRED_RETIRED), "grant", "grant version user forced cut_off[] "
-	  "reason", RO, NULL, { { "grant", GRANT } } },
+	  "reason", RO, NULL, { { "grant", GRANT }, { "cut_off[]", HOLDER } } },
 	{ E(EV_ROT_COMPLETED), "grant", "grant version", RO, NULL,
 	  { { "grant", GRANT } } },
 	{ E(EV_ROT_ABANDONED), "grant", "grant from to reason", RO, NULL,
@@ -218,37 +220,63 @@ tl_cat_by_macro(const char *name)
 	return NULL;
 }
 
+/* Is node n (a string) within max?  Non-strings are the fold's call. */
+static int
+fits(struct tl_bnode n, size_t max, size_t *len)
+{
+	const char *s;
+	size_t sl;
+
+	if (tl_bn_str(n, &s, &sl) != 0)
+		return 1;
+	*len = sl;
+	return sl <= max;
+}
+
 int
 tl_cat_check(const struct tl_cat_event *e, struct tl_bnode body,
     const char **field, size_t *max, size_t *len)
 {
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < TL_CAT_FIELDS_MAX && e->limits[i].name != NULL; i++) {
 		const struct tl_cat_field *f = &e->limits[i];
-		const char *dot = strchr(f->name, '.'), *s;
+		const char *arr = strstr(f->name, "[]");
+		const char *dot = strchr(f->name, '.');
+		char outer[32];
 		struct tl_bnode n, m;
-		size_t sl;
+		size_t ol, got = 0;
+		int ok = 1;
 
-		if (dot != NULL) {
-			char outer[32];
-			size_t ol = (size_t)(dot - f->name);
-
+		if (arr == NULL && dot == NULL) {
+			if (tl_bn_get(body, f->name, &n) == 0)
+				ok = fits(n, f->max, &got);
+		} else {
+			ol = (size_t)((arr != NULL ? arr : dot) - f->name);
 			if (ol >= sizeof(outer))
 				continue;
 			memcpy(outer, f->name, ol);
 			outer[ol] = '\0';
-			if (tl_bn_get(body, outer, &m) != 0 ||
-			    tl_bn_get(m, dot + 1, &n) != 0)
+			if (tl_bn_get(body, outer, &m) != 0)
 				continue;
-		} else if (tl_bn_get(body, f->name, &n) != 0)
-			continue;
-		if (tl_bn_str(n, &s, &sl) != 0)
-			continue;	/* not a string: the fold decides */
-		if (sl > f->max) {
+			if (arr == NULL) {
+				/* "map.key" */
+				if (tl_bn_get(m, dot + 1, &n) == 0)
+					ok = fits(n, f->max, &got);
+			} else
+				/* "arr[]" (strings) or "arr[].key" (maps) */
+				for (k = 0; ok && k < tl_bn_len(m); k++) {
+					n = tl_bn_at(m, k);
+					if (arr[2] == '.' && tl_bn_get(n, arr + 3,
+					    &n) != 0)
+						continue;
+					ok = fits(n, f->max, &got);
+				}
+		}
+		if (!ok) {
 			*field = f->name;
 			*max = f->max;
-			*len = sl;
+			*len = got;
 			return TL_ETOOBIG;
 		}
 	}

@@ -33,8 +33,10 @@
 
 /*
  * A string field with a limit: at most max bytes (a fold keeps it in a
- * buffer of max + 1).  name is a key of the body, or "map.key" for a
- * key of a map inside it (grant.provisioned's fields.host).
+ * buffer of max + 1).  name is a key of the body; "map.key" a key of a
+ * map inside it (grant.provisioned's fields.host); "arr[]" every string
+ * of an array (credential.retired's cut_off[]); "arr[].key" a key of
+ * every map of one (provider.registered's types[].type).
  */
 struct tl_cat_field {
 	const char	*name;

@@ -375,6 +375,44 @@ START_TEST(test_decider_refuses_overlong)
 }
 END_TEST
 
+/* The limits reach into maps and arrays of a body too. */
+START_TEST(test_limits_nested)
+{
+	const struct tl_cat_event *e = tl_cat_find(EV_PROVIDER_REGISTERED);
+	struct tl_body b;
+	struct tl_bview v;
+	const void *body;
+	const char *field = NULL;
+	size_t len, max = 0, got = 0;
+	char longtype[101];
+
+	memset(longtype, 't', 100);
+	longtype[100] = '\0';
+	ck_assert_ptr_nonnull(e);
+	tl_body_init(&b);
+	tl_body_str(&b, "id", "node-a/pg");
+	tl_body_str(&b, "module", "pg");
+	tl_body_str(&b, "node", "node-a");
+	tl_body_arr(&b, "types");
+	tl_body_map(&b, NULL);
+	tl_body_str(&b, "type", "fits");
+	tl_body_end(&b);
+	tl_body_map(&b, NULL);
+	tl_body_str(&b, "type", longtype);
+	tl_body_end(&b);
+	tl_body_end(&b);
+	ck_assert_int_eq(tl_body_finish(&b, &body, &len), 0);
+	ck_assert_int_eq(tl_bview_open(&v, body, len), 0);
+	ck_assert_int_eq(tl_cat_check(e, v.root, &field, &max, &got),
+	    TL_ETOOBIG);
+	ck_assert_str_eq(field, "types[].type");
+	ck_assert_uint_eq(max, 63);
+	ck_assert_uint_eq(got, 100);
+	tl_bview_close(&v);
+	tl_body_free(&b);
+}
+END_TEST
+
 /* An unknown type cannot be emitted: the catalogue is the list. */
 START_TEST(test_emit_unknown_type_refused)
 {
@@ -393,6 +431,7 @@ suite(void)
 	tcase_add_test(tc, test_every_named_type_catalogued);
 	tcase_add_test(tc, test_folds_take_what_catalogue_says);
 	tcase_add_test(tc, test_emit_unknown_type_refused);
+	tcase_add_test(tc, test_limits_nested);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("strings");
 	tcase_add_checked_fixture(tc, setup, teardown);

@@ -183,12 +183,73 @@ check_idents(const char *rel, const char *text, void *arg)
 	}
 }
 
+/*
+ * A type spelled out as a literal in an append ("node.added" inside a
+ * tl_emit/tl_emit_bytes/tl_append call, up to its ';') must be
+ * catalogued too.
+ */
+static void
+check_literals(const char *rel, const char *text, void *arg)
+{
+	static const char *const calls[] = {
+		"tl_emit(", "tl_emit_bytes(", "tl_append("
+	};
+	struct ident_arg *ia = arg;
+	size_t c;
+
+	for (c = 0; c < 3; c++) {
+		const char *p = text;
+
+		while ((p = strstr(p, calls[c])) != NULL) {
+			const char *end = strchr(p, ';'), *q = p;
+
+			if (end == NULL)
+				break;
+			while ((q = memchr(q, '"', (size_t)(end - q))) != NULL) {
+				const char *close = memchr(q + 1, '"',
+				    (size_t)(end - q - 1));
+				char lit[64];
+				size_t n, k;
+				int dot = 0, shape = 1;
+
+				if (close == NULL)
+					break;
+				n = (size_t)(close - q - 1);
+				for (k = 0; k < n; k++) {
+					char ch = q[1 + k];
+
+					if (ch == '.')
+						dot = 1;
+					else if (!islower((unsigned char)ch) &&
+					    ch != '-')
+						shape = 0;
+				}
+				if (shape && dot && n < sizeof(lit)) {
+					memcpy(lit, q + 1, n);
+					lit[n] = '\0';
+					ia->named++;
+					if (tl_cat_find(lit) == NULL) {
+						fprintf(stderr, "%s: type \"%s\" "
+						    "is not in projections/"
+						    "catalogue.c\n", rel, lit);
+						ia->missing++;
+					}
+				}
+				q = close + 1;
+			}
+			p = end;
+		}
+	}
+}
+
 START_TEST(test_every_named_type_catalogued)
 {
 	struct ident_arg ia = { 0, 0 };
 
 	each_file(check_idents, &ia);
 	ck_assert_uint_gt(ia.named, 50);
+	ck_assert_uint_eq(ia.missing, 0);
+	each_file(check_literals, &ia);
 	ck_assert_uint_eq(ia.missing, 0);
 }
 END_TEST

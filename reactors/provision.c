@@ -2,16 +2,17 @@
  * provision.c - the provisioner: requested grants become real resources,
  * their credentials reach every holder, revoked grants are revoked.
  *
- * A pass has three phases.  (1) In one write transaction, every grant
- * that needs the provider gets its intent: grant.provisioning with a
- * fresh password encrypted under the master key (a grant that already
- * has one, from a pass that crashed or failed, keeps it).  (2) With no
- * transaction open, the drivers are called, several sessions per
- * provider in parallel.  (3) In one write transaction, the outcomes:
- * grant.provisioned and a sealed credential.delivered per holder, or
- * grant.failed; the checkpoint moves with them.  Delivery files are
- * written after that commit: they are derived and rewritten whenever
- * missing.
+ * A pass is the one of reactors/pass.h (its crash rule is there).
+ * Gather: every grant that needs its provider, at most 32 calls per
+ * session per provider, oldest first (cap_pass).  Intents, in one write
+ * transaction: grant.provisioning with a fresh password encrypted under
+ * the master key (a grant that already has one, from a pass that
+ * crashed or failed, keeps it).  Calls, with no transaction open, on
+ * the shared pool: each provider's on up to --workers sessions of its
+ * own.  Outcomes, in one write transaction: grant.provisioned and a
+ * sealed credential.delivered per holder, or grant.failed; the
+ * checkpoint moves with them.  Delivery files are written after that
+ * commit: they are derived and rewritten whenever missing.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "catalogue.h"
 #include "decide.h"
 #include "events.h"
 #include "rebind.h"
@@ -51,6 +52,36 @@ tl_refuse(struct tl_ctx *c, int code, const char *fmt, ...)
 	return code;
 }
 
+/*
+ * The catalogue's word on an event about to be appended: a type it
+ * does not list, or a string longer than the field that keeps it, is
+ * refused here, where it is decided, with the field and its limit; it
+ * would otherwise be folded as "" (or make the fold fail later).
+ */
+static int
+cat_gate(struct tl_ctx *c, const char *type, const void *body, size_t len)
+{
+	const struct tl_cat_event *e = tl_cat_find(type);
+	struct tl_bview v;
+	const char *field = NULL;
+	size_t max = 0, got = 0;
+	int rc;
+
+	if (e == NULL)
+		return tl_refuse(c, TL_EINVAL, "event type %s is not in the "
+		    "catalogue (projections/catalogue.c)", type);
+	if (e->limits[0].name == NULL)
+		return 0;
+	if ((rc = tl_bview_open(&v, body, len)) != 0)
+		return rc;
+	rc = tl_cat_check(e, v.root, &field, &max, &got);
+	tl_bview_close(&v);
+	if (rc == TL_ETOOBIG)
+		return tl_refuse(c, TL_ETOOBIG, "%s: %s is %zu bytes; the "
+		    "limit is %zu", type, field, got, max);
+	return rc;
+}
+
 int
 tl_emit_bytes(struct tl_ctx *c, const char *type, const char *stream,
     const void *body, size_t len, uint64_t *seqp)
@@ -60,6 +91,8 @@ tl_emit_bytes(struct tl_ctx *c, const char *type, const char *stream,
 	uint64_t seq;
 	int rc;
 
+	if ((rc = cat_gate(c, type, body, len)) != 0)
+		return rc;
 	a.type = type;
 	a.stream = stream;
 	a.expect = TL_VER_ANY;	/* the write lock serialises deciders */

@@ -1,9 +1,11 @@
 /*
- * events.h - the event catalogue: type names and the streams they go to.
+ * events.h - the names of event types and the streams they go to.
  *
  * Types are noun.past-tense-verb; streams are kind/id.  Body fields are
  * listed beside each type; secrets are always TL_EXT_SECRET values.
- * ARCHITECTURE.md has the prose; this is the list the code uses.
+ * The catalogue proper (every type with its stream kind, fields, string
+ * limits and the folds that take it) is projections/catalogue.c: a
+ * type named here and not there cannot be emitted.
  */
 #ifndef TL_EVENTS_H
 #define TL_EVENTS_H

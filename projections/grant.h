@@ -38,7 +38,8 @@ struct tl_grant {
 	char		resource[64];
 	char		state[16];
 	char		policy[8];	/* of the revocation: retain | drop */
-	char		reason[256];	/* why failed / revoking */
+	char		reason[512];	/* why failed / revoking (a driver's
+					   why fits: TL_DRV_WHY_MAX) */
 	uint64_t	state_seq;	/* the event that set the state */
 	uint64_t	requested_seq;
 	uint64_t	intent_seq;	/* grant.provisioning holding the secret */
@@ -47,10 +48,10 @@ struct tl_grant {
 	uint64_t	attempts;	/* consecutive failures */
 	uint64_t	retry_ns;	/* not before this time */
 	char		drift[32];	/* kind of an unrepaired drift */
-	char		drift_reason[256];
+	char		drift_reason[512];
 	uint64_t	drift_seq;
 	char		migration[64];	/* last applied file */
-	char		blocked[512];	/* why migrations are blocked */
+	char		blocked[1024];	/* why migrations are blocked */
 	uint64_t	migrated_seq;	/* migrations complete as of */
 	char		host[256];
 	char		port[8];

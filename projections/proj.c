@@ -9,6 +9,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "catalogue.h"
 #include "proj-internal.h"
 #include "rebind.h"
 #include "rotation.h"
@@ -173,26 +174,26 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	struct tl_bview v;
 	int rc;
 
-	if (strncmp(ev->type, "node.", 5) != 0 &&
-	    strncmp(ev->type, "module.", 7) != 0 &&
-	    strncmp(ev->type, "requirement.", 12) != 0 &&
-	    strncmp(ev->type, "assignment.", 11) != 0 &&
-	    strncmp(ev->type, "provider.", 9) != 0 &&
-	    strncmp(ev->type, "binding.", 8) != 0 &&
-	    strncmp(ev->type, "grant.", 6) != 0 &&
-	    strncmp(ev->type, "credential.", 11) != 0 &&
-	    strncmp(ev->type, "revocation.", 11) != 0 &&
-	    strncmp(ev->type, "repair.", 7) != 0 &&
-	    strncmp(ev->type, "admin.", 6) != 0 &&
-	    strncmp(ev->type, "purge.", 6) != 0 &&
-	    strncmp(ev->type, "restore.", 8) != 0 &&
-	    strncmp(ev->type, "migration.", 10) != 0 &&
-	    strncmp(ev->type, "rotation.", 9) != 0 &&
-	    strncmp(ev->type, "rebind.", 7) != 0)
+	const struct tl_cat_event *e = tl_cat_find(ev->type);
+	const char *field;
+	size_t max, len;
+
+	/* Not tally's, or no fold takes it (catalogue.c says why). */
+	if (e == NULL || e->folds == 0)
 		return 0;
 	/* tl_env_decode checked the body when the event was read. */
 	if ((rc = tl_bview_open_valid(&v, ev->body, ev->body_len)) != 0)
 		return rc;
+	/*
+	 * A string longer than the field a fold keeps it in would be cut
+	 * or emptied there: fail loudly instead.  tl_emit refuses such a
+	 * value when it is decided, so only a writer past the deciders
+	 * (an older tally, a foreign log) gets here.
+	 */
+	if ((rc = tl_cat_check(e, v.root, &field, &max, &len)) != 0) {
+		tl_bview_close(&v);
+		return rc;
+	}
 	rc = tl_fold_graph(t, p, ev, v.root);
 	if (rc == 0)
 		rc = tl_fold_grants(t, p, ev, v.root);

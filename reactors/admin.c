@@ -22,12 +22,14 @@
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
+#include "pass.h"
 #include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
 #define PW_MAX	512
 
 struct astep {
+	struct tl_rx_job job;	/* first: its session runs on the pool */
 	char		 id[140];
 	uint64_t	 started, issued;
 	char		 type[64];	/* any type the provider grants */
@@ -42,6 +44,7 @@ struct apass {
 	struct tl_rx	*rx;
 	struct astep	*s;
 	size_t		 n;
+	unsigned	 steps;		/* changes made */
 };
 
 static int
@@ -92,16 +95,15 @@ intent(struct tl_rx *rx, struct tl_txn *t, struct astep *st)
 	return rc;
 }
 
+/* Phase 2: each new password, recorded encrypted before it is set. */
 static int
-issue_cb(struct tl_txn *t, void *arg)
+issue(void *arg, struct tl_ctx *cp)
 {
 	struct apass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
 	size_t i;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->n; i++) {
 		struct astep *st = &ps->s[i];
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
@@ -128,12 +130,18 @@ issue_cb(struct tl_txn *t, void *arg)
 		if (rc != 0)
 			return rc;
 	}
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
 
+/*
+ * The change, on a pool thread (pass.h): a session opened with the old
+ * password sets the new one.  Touches only st.
+ */
 static void
-change(struct astep *st)
+change(struct tl_rx_job *j)
 {
+	struct astep *st = (struct astep *)j;
 	struct tl_drv_admin a;
 	void *h = NULL;
 
@@ -241,16 +249,15 @@ configure(struct tl_ctx *c, struct tl_rx *rx, struct astep *st)
 	return rc;
 }
 
+/* Phase 4: the new secret configured, the rotation completed. */
 static int
-outcome_cb(struct tl_txn *t, void *arg)
+outcomes(void *arg, struct tl_ctx *cp)
 {
 	struct apass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
 	size_t i;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->n; i++) {
 		struct astep *st = &ps->s[i];
 		struct tl_body b;
@@ -271,7 +278,8 @@ outcome_cb(struct tl_txn *t, void *arg)
 		if (rc != 0)
 			return rc;
 	}
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
 
 /* Any type provider id grants: tl_rx_load_provider wants one. */
@@ -294,45 +302,31 @@ some_type(struct tl_txn *t, const struct tl_proj *p, const char *id,
 	return rc;
 }
 
-int
-tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps)
+/*
+ * Phase 1: the admin rotations under way, each with its provider's
+ * admin side and (once issued) the new password from its intent.
+ */
+static int
+gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
+    unsigned *phases)
 {
-	struct apass ps;
-	struct tl_txn *t;
-	struct tl_proj p;
+	struct apass *ps = arg;
 	size_t i;
-	int rc, issue = 0;
+	int rc;
 
-	memset(&ps, 0, sizeof(ps));
-	ps.rx = rx;
-	*steps = 0;
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+	if ((rc = tl_rec_scan(t, p->grants, "adm/", collect, ps)) != 0)
 		return rc;
-	if ((rc = tl_proj_open(t, &p)) == 0)
-		rc = tl_rec_scan(t, p.grants, "adm/", collect, &ps);
-	tl_log_abort(t);
-	if (rc != 0 || ps.n == 0)
-		goto out;
-	for (i = 0; i < ps.n; i++)
-		if (ps.s[i].issued == 0)
-			issue = 1;
-	if (issue && (rc = tl_log_write(rx->log, issue_cb, &ps)) != 0)
-		goto out;
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-		goto out;
-	if ((rc = tl_proj_open(t, &p)) != 0) {
-		tl_log_abort(t);
-		goto out;
-	}
-	for (i = 0; i < ps.n; i++) {
-		struct astep *st = &ps.s[i];
+	for (i = 0; i < ps->n; i++) {
+		struct astep *st = &ps->s[i];
 		char driver[64] = "";
 		int drop;
 
-		if ((st->rc = intent(rx, t, st)) != 0 ||
-		    (st->rc = some_type(t, &p, st->id, st->type,
+		if (st->issued == 0)
+			*phases |= TL_RX_INTENTS;
+		if ((st->issued != 0 && (st->rc = intent(ps->rx, t, st)) != 0) ||
+		    (st->rc = some_type(t, p, st->id, st->type,
 		    sizeof(st->type))) != 0 ||
-		    (st->rc = tl_rx_load_provider(t, &p, rx, st->id, st->type,
+		    (st->rc = tl_rx_load_provider(t, p, ps->rx, st->id, st->type,
 		    &st->pv, driver, &drop)) != 0 ||
 		    (st->ops = tl_drv_find(driver)) == NULL) {
 			if (st->rc == 0)
@@ -342,25 +336,71 @@ tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps)
 			    tl_strerror(st->rc));
 		}
 	}
-	tl_log_abort(t);
-	for (i = 0; i < ps.n; i++) {
-		struct astep *st = &ps.s[i];
+	if (ps->n > 0)
+		*phases |= TL_RX_CALLS | TL_RX_OUTCOMES;
+	return 0;
+}
 
-		if (st->rc == 0)
-			change(st);
+/* Phase 3: the changes, on the pool; outcomes only if one was made. */
+static void
+calls(void *arg, unsigned *phases)
+{
+	struct apass *ps = arg;
+	struct tl_rx_job **jobs;
+	size_t i, n = 0;
+
+	if ((jobs = calloc(ps->n + 1, sizeof(*jobs))) == NULL) {
+		for (i = 0; i < ps->n; i++)
+			if (ps->s[i].rc == 0) {
+				ps->s[i].rc = ENOMEM;
+				snprintf(ps->s[i].why, sizeof(ps->s[i].why),
+				    "%s", tl_strerror(ENOMEM));
+			}
+	} else {
+		for (i = 0; i < ps->n; i++) {
+			struct astep *st = &ps->s[i];
+
+			if (st->rc != 0)
+				continue;
+			st->job.run = change;
+			snprintf(st->job.key, sizeof(st->job.key), "%s", st->id);
+			jobs[n++] = &st->job;
+		}
+		tl_rx_pass_jobs(ps->rx, jobs, n);
+		free(jobs);
+	}
+	*phases &= ~TL_RX_OUTCOMES;
+	for (i = 0; i < ps->n; i++) {
+		struct astep *st = &ps->s[i];
+
 		if (st->rc != 0)
-			tl_rx_log(rx, TL_RX_WARN, "admin rotation of %s: %s",
-			    st->id, st->why);
+			tl_rx_log(ps->rx, TL_RX_WARN, "admin rotation of %s: "
+			    "%s", st->id, st->why);
 		else {
-			tl_rx_log(rx, TL_RX_INFO, "admin credential of %s "
+			tl_rx_log(ps->rx, TL_RX_INFO, "admin credential of %s "
 			    "rotated%s%s", st->id, st->why[0] ? ": " : "",
 			    st->why);
-			(*steps)++;
+			ps->steps++;
+			*phases |= TL_RX_OUTCOMES;
 		}
 	}
-	if (*steps > 0)
-		rc = tl_log_write(rx->log, outcome_cb, &ps);
-out:
+}
+
+static const struct tl_rx_pass_def admin_pass = {
+	gather, issue, calls, outcomes
+};
+
+int
+tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps)
+{
+	struct apass ps;
+	size_t i;
+	int rc;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rx = rx;
+	rc = tl_rx_pass_run(rx, &admin_pass, &ps);
+	*steps = rc == 0 ? ps.steps : 0;
 	for (i = 0; i < ps.n; i++) {
 		tl_secret_wipe(ps.s[i].newpw, sizeof(ps.s[i].newpw));
 		tl_secret_wipe(ps.s[i].pv.password, sizeof(ps.s[i].pv.password));

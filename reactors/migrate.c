@@ -33,7 +33,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,7 @@
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/status.h"
+#include "pass.h"
 #include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -84,10 +84,9 @@ struct mgrant {
  * the outcome.
  */
 struct tl_rx_mig {
+	struct tl_rx_job	 job;		/* first: on the pool's long lane */
 	struct mgrant		 mg;
-	pthread_t		 th;
 	atomic_int		 cancel;	/* tallyd is stopping */
-	atomic_int		 done;
 	int			 taken;		/* by this pass */
 	struct tl_rx_mig	*next;
 };
@@ -99,6 +98,7 @@ struct mpass {
 	char		(*mods)[64];	/* modules that may have become ready */
 	size_t		 nmods;
 	unsigned	 resting;	/* blocked, waiting out a backoff */
+	unsigned	 applied, blocked, running;	/* what the pass says */
 };
 
 /* The backoff of a file that failed: a changed file is another key. */
@@ -388,14 +388,13 @@ mgrant_free(struct mgrant *mg)
 	tl_secret_wipe(mg->password, sizeof(mg->password));
 }
 
-static void *
-mig_main(void *arg)
+/* A grant's files, as a job on the pool's long lane (pass.h). */
+static void
+mig_run(struct tl_rx_job *j)
 {
-	struct tl_rx_mig *jb = arg;
+	struct tl_rx_mig *jb = (struct tl_rx_mig *)j;
 
 	run_one(&jb->mg, &jb->cancel);
-	atomic_store(&jb->done, 1);
-	return NULL;
 }
 
 /* Unlinks jb (its thread joined) and frees it, its secrets wiped. */
@@ -450,7 +449,7 @@ busy(struct tl_rx *rx, const char *provider)
 	unsigned n = 0;
 
 	for (jb = rx->migs; jb != NULL; jb = jb->next)
-		if (!atomic_load(&jb->done) &&
+		if (!tl_rx_job_done(&jb->job) &&
 		    strcmp(jb->mg.g.provider, provider) == 0)
 			n++;
 	return n;
@@ -479,7 +478,7 @@ start_or_collect(struct mpass *ps, unsigned *running)
 		for (jb = rx->migs; jb != NULL; jb = jb->next)
 			if (strcmp(jb->mg.g.id, mg->g.id) == 0)
 				break;
-		if (jb != NULL && !atomic_load(&jb->done)) {
+		if (jb != NULL && !tl_rx_job_done(&jb->job)) {
 			jb->taken = 1;
 			mg->skip = 1;
 			(*running)++;
@@ -487,7 +486,6 @@ start_or_collect(struct mpass *ps, unsigned *running)
 		}
 		if (jb != NULL) {
 			/* Finished: its outcome is the grant's now. */
-			pthread_join(jb->th, NULL);
 			mgrant_free(mg);
 			*mg = jb->mg;
 			mg->skip = 0;	/* this pass records it */
@@ -511,8 +509,10 @@ start_or_collect(struct mpass *ps, unsigned *running)
 		}
 		jb->mg = *mg;
 		atomic_init(&jb->cancel, 0);
-		atomic_init(&jb->done, 0);
-		if (pthread_create(&jb->th, NULL, mig_main, jb) != 0) {
+		jb->job.run = mig_run;
+		jb->job.lane = TL_RX_LANE_LONG;
+		snprintf(jb->job.key, sizeof(jb->job.key), "%s", mg->g.provider);
+		if (tl_rx_pool_submit(rx, &jb->job) != 0) {
 			tl_secret_wipe(jb->mg.password,
 			    sizeof(jb->mg.password));
 			free(jb);
@@ -531,10 +531,8 @@ start_or_collect(struct mpass *ps, unsigned *running)
 	/* Finished runs no grant asks for any more (revoked, moving). */
 	for (jb = rx->migs; jb != NULL; jb = next) {
 		next = jb->next;
-		if (!jb->taken && atomic_load(&jb->done)) {
-			pthread_join(jb->th, NULL);
+		if (!jb->taken && tl_rx_job_done(&jb->job))
 			mig_drop(rx, jb);
-		}
 	}
 	return n;
 }
@@ -547,7 +545,7 @@ tl_rx_migs_free(struct tl_rx *rx)
 	int i, left;
 
 	for (jb = rx->migs; jb != NULL; jb = jb->next) {
-		if (!atomic_load(&jb->done))
+		if (!tl_rx_job_done(&jb->job))
 			tl_rx_log(rx, TL_RX_INFO, "grant %s: cancelling its "
 			    "migration (rolled back; the next tallyd runs it "
 			    "again)", jb->mg.g.id);
@@ -557,7 +555,7 @@ tl_rx_migs_free(struct tl_rx *rx)
 	for (i = 0; i < 150; i++) {
 		left = 0;
 		for (jb = rx->migs; jb != NULL; jb = jb->next)
-			if (!atomic_load(&jb->done))
+			if (!tl_rx_job_done(&jb->job))
 				left++;
 		if (left == 0)
 			break;
@@ -565,16 +563,18 @@ tl_rx_migs_free(struct tl_rx *rx)
 	}
 	for (jb = rx->migs; jb != NULL; jb = next) {
 		next = jb->next;
-		if (atomic_load(&jb->done)) {
-			pthread_join(jb->th, NULL);
+		if (tl_rx_job_done(&jb->job))
 			mig_drop(rx, jb);
-		} else {
-			/* Stuck in a connect: the process's exit ends it. */
+		else {
+			/*
+			 * Stuck in a connect: the process's exit ends it.  The
+			 * pool's thread still uses jb, so it is not freed.
+			 */
 			tl_rx_log(rx, TL_RX_WARN, "grant %s: migration still "
 			    "running at exit", jb->mg.g.id);
-			pthread_detach(jb->th);
 		}
 	}
+	rx->migs = NULL;
 }
 
 struct ready_arg {
@@ -628,16 +628,15 @@ struct mod_arg {
 };
 
 static int
-outcomes_cb(struct tl_txn *t, void *arg)
+outcomes(void *arg, struct tl_ctx *cp)
 {
 	struct mpass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
+	struct tl_txn *t = c.t;
 	struct mod_arg ma;
 	size_t i, j;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->ng; i++) {
 		struct mgrant *mg = &ps->g[i];
 		struct tl_grant cur;
@@ -690,46 +689,68 @@ outcomes_cb(struct tl_txn *t, void *arg)
 	for (i = 0; i < ps->nmods; i++)
 		if ((rc = readiness(&c, ps->mods[i])) != 0)
 			return rc;
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
+
+/* Phase 1 (pass.h): provisioned grants with files not yet applied. */
+static int
+gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
+    unsigned *phases)
+{
+	struct mpass *ps = arg;
+	struct gather_arg ga = { ps, t, p, 0 };
+	int rc;
+
+	if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
+		return rc;
+	/* Always: finished runs are collected even when no grant asks. */
+	*phases = TL_RX_CALLS | TL_RX_OUTCOMES;
+	return 0;
+}
+
+/*
+ * Phase 3: files start on the pool's long lane (a slow one holds up
+ * only its grant); runs that finished hand over their outcomes.
+ */
+static void
+calls(void *arg, unsigned *phases)
+{
+	struct mpass *ps = arg;
+	size_t i;
+	int work = 0;
+
+	ps->applied = start_or_collect(ps, &ps->running);
+	ps->blocked = ps->resting;
+	for (i = 0; i < ps->ng; i++) {
+		if (ps->g[i].skip)
+			continue;
+		work = 1;
+		if (ps->g[i].block[0] != '\0')
+			ps->blocked++;
+	}
+	if (!work && ps->nmods == 0)
+		*phases &= ~TL_RX_OUTCOMES;
+}
+
+static const struct tl_rx_pass_def migrate_pass = {
+	gather, NULL, calls, outcomes
+};
 
 int
 tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked,
     unsigned *running)
 {
 	struct mpass ps;
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct gather_arg ga;
 	size_t i;
-	int rc, work = 0;
+	int rc;
 
 	memset(&ps, 0, sizeof(ps));
 	ps.rx = rx;
-	*applied = *blocked = *running = 0;
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-		return rc;
-	ga.ps = &ps;
-	ga.t = t;
-	ga.p = &p;
-	ga.rc = 0;
-	if ((rc = tl_proj_open(t, &p)) == 0)
-		rc = tl_grant_each(t, &p, gather_one, &ga);
-	tl_log_abort(t);
-	if (rc != 0)
-		goto out;
-	*applied = start_or_collect(&ps, running);
-	*blocked = ps.resting;
-	for (i = 0; i < ps.ng; i++) {
-		if (ps.g[i].skip)
-			continue;
-		work = 1;
-		if (ps.g[i].block[0] != '\0')
-			(*blocked)++;
-	}
-	if (work || ps.nmods > 0)
-		rc = tl_log_write(rx->log, outcomes_cb, &ps);
-out:
+	rc = tl_rx_pass_run(rx, &migrate_pass, &ps);
+	*applied = ps.applied;
+	*blocked = ps.blocked;
+	*running = ps.running;
 	for (i = 0; i < ps.ng; i++)
 		mgrant_free(&ps.g[i]);
 	free(ps.g);

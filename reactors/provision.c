@@ -2,16 +2,17 @@
  * provision.c - the provisioner: requested grants become real resources,
  * their credentials reach every holder, revoked grants are revoked.
  *
- * A pass has three phases.  (1) In one write transaction, every grant
- * that needs the provider gets its intent: grant.provisioning with a
- * fresh password encrypted under the master key (a grant that already
- * has one, from a pass that crashed or failed, keeps it).  (2) With no
- * transaction open, the drivers are called, several sessions per
- * provider in parallel.  (3) In one write transaction, the outcomes:
- * grant.provisioned and a sealed credential.delivered per holder, or
- * grant.failed; the checkpoint moves with them.  Delivery files are
- * written after that commit: they are derived and rewritten whenever
- * missing.
+ * A pass is the one of reactors/pass.h (its crash rule is there).
+ * Gather: every grant that needs its provider, at most 32 calls per
+ * session per provider, oldest first (cap_pass).  Intents, in one write
+ * transaction: grant.provisioning with a fresh password encrypted under
+ * the master key (a grant that already has one, from a pass that
+ * crashed or failed, keeps it).  Calls, with no transaction open, on
+ * the shared pool: each provider's on up to --workers sessions of its
+ * own.  Outcomes, in one write transaction: grant.provisioned and a
+ * sealed credential.delivered per holder, or grant.failed; the
+ * checkpoint moves with them.  Delivery files are written after that
+ * commit: they are derived and rewritten whenever missing.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -32,6 +33,7 @@
 #include "projections/grant.h"
 #include "projections/graph.h"
 #include "projections/status.h"
+#include "pass.h"
 #include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -45,6 +47,7 @@ tl_rx_init(struct tl_rx *rx)
 	rx->actor = "tallyd";
 	rx->workers = 4;
 	rx->max_rotations = 4;
+	rx->verify_interval_ns = 30000000000u;
 }
 
 void
@@ -52,6 +55,7 @@ tl_rx_free(struct tl_rx *rx)
 {
 	tl_rx_migs_free(rx);
 	tl_rx_copies_free(rx);
+	tl_rx_pool_free(rx);
 	free(rx->bo);
 	rx->bo = NULL;
 	rx->nbo = 0;
@@ -756,6 +760,9 @@ cap_pass(struct pass *ps, size_t cap)
 	struct { char id[sizeof(ps->w[0].g.provider)]; size_t n; } *per;
 	size_t i, j, k = 0, nper = 0;
 
+	/* An idle pass has no array at all: qsort may not be given NULL. */
+	if (ps->nw == 0)
+		return;
 	qsort(ps->w, ps->nw, sizeof(*ps->w), by_age);
 	if ((per = calloc(ps->nw + 1, sizeof(*per))) == NULL)
 		return;		/* uncapped: slower, not wrong */
@@ -783,21 +790,17 @@ cap_pass(struct pass *ps, size_t cap)
 	free(per);
 }
 
+/* Phase 1 (pass.h): what each grant needs, in the pass's read transaction. */
 static int
-gather(struct pass *ps)
+gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 {
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct gather_arg ga = { ps, NULL, &p };
+	struct pass *ps = arg;
+	struct gather_arg ga = { ps, t, p };
 	size_t i;
 	int rc;
 
-	if ((rc = tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t)) != 0)
+	if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
 		return rc;
-	ga.t = t;
-	if ((rc = tl_proj_open(t, &p)) != 0 ||
-	    (rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
-		goto out;
 	cap_pass(ps, (size_t)(ps->rx->workers > 0 ? ps->rx->workers : 1) *
 	    TL_RX_PASS_PER_SESSION);
 	for (i = 0; i < ps->nw; i++) {
@@ -806,7 +809,7 @@ gather(struct pass *ps)
 
 		if (w->kind == W_DELIVER)
 			continue;
-		pv = pass_provider(ps, t, &p, &w->g, w->driver, &w->drop);
+		pv = pass_provider(ps, t, p, &w->g, w->driver, &w->drop);
 		if (pv == NULL || tl_drv_find(w->driver) == NULL) {
 			w->rc = TL_EDRIVER;
 			snprintf(w->why, sizeof(w->why), "provider %s has no "
@@ -831,23 +834,20 @@ gather(struct pass *ps)
 		if (strcmp(w->g.state, GRANT_PURGING) == 0)
 			w->drop = 1;	/* the operator's explicit choice */
 	}
-	rc = 0;
-out:
-	tl_log_abort(t);
-	return rc;
+	if (ps->nw > 0)
+		*phases = TL_RX_INTENTS | TL_RX_CALLS | TL_RX_OUTCOMES;
+	return 0;
 }
 
-/* Phase 1: the intents, in one transaction. */
+/* Phase 2: the intents, in the pass's write transaction. */
 static int
-intents_cb(struct tl_txn *t, void *arg)
+intents(void *arg, struct tl_ctx *cp)
 {
 	struct pass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
 	size_t i;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
 		struct tl_body b;
@@ -882,113 +882,67 @@ intents_cb(struct tl_txn *t, void *arg)
 		if (rc != 0)
 			return rc;
 	}
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
 
 /*
- * One provider's work for the pass, taken one item at a time by its
- * sessions: a slow call holds up only the session making it.
+ * One create or revoke, with a session of its provider open, on a pool
+ * thread (pass.h): touches only its work item.
  */
-struct queue {
-	pthread_mutex_t	 mu;
-	struct work	**w;
-	size_t		 nw;
-	size_t		 next;		/* the next item to take */
-	int		 open_rc;	/* a session that could not open */
-	char		 open_why[TL_DRV_WHY_MAX];
-};
-
-struct job {
-	struct tl_rx_prov	*pv;
-	struct queue	*q;
-	struct tl_rx	*rx;
-	int		 opened;	/* the admin session opened */
-};
-
-static struct work *
-take(struct queue *q)
-{
-	struct work *w = NULL;
-
-	pthread_mutex_lock(&q->mu);
-	if (q->next < q->nw)
-		w = q->w[q->next++];
-	pthread_mutex_unlock(&q->mu);
-	return w;
-}
-
-static void *
-run_job(void *arg)
-{
-	struct job *j = arg;
-	struct tl_drv_admin a;
-	struct timespec t0, t1;
-	struct work *w;
-	char why[TL_DRV_WHY_MAX];
-	void *h = NULL;
-	int rc;
-
-	a.host = j->pv->host;
-	a.port = j->pv->port;
-	a.user = j->pv->user;
-	a.password = j->pv->password;
-	a.dbname = j->pv->db;
-	a.revoke_public_connect = j->pv->maint;
-	if ((rc = j->pv->ops->open(&a, &h, why)) != 0) {
-		/* What no session takes fails with this (call_drivers). */
-		pthread_mutex_lock(&j->q->mu);
-		j->q->open_rc = rc;
-		snprintf(j->q->open_why, sizeof(j->q->open_why), "%s", why);
-		pthread_mutex_unlock(&j->q->mu);
-		return NULL;
-	}
-	j->opened = 1;
-	while ((w = take(j->q)) != NULL) {
-		struct tl_drv_grant dg;
-		char origin[TL_GRANT_ID_MAX + 1];
-
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		dg.resource = w->dbname;
-		dg.owner = w->owner;
-		dg.login = w->login;
-		dg.password = w->password;
-		/* The mark of the objects (a move's old resource: GRANT's). */
-		tl_rx_grant_origin(&w->g, origin);
-		dg.grant = origin;
-		dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
-		if (w->kind == W_CREATE) {
-			w->rc = j->pv->ops->create(h, &dg, w->why);
-			/* A resumed intent may find the role made before. */
-			if (w->rc == 0 && w->resumed)
-				w->rc = j->pv->ops->set_password(h, &dg,
-				    w->why);
-		} else {
-			w->rc = j->pv->ops->revoke(h, &dg, w->drop, w->why);
-			/* What a retained grant keeps, for tally grants. */
-			if (w->rc == 0 && !w->drop && j->pv->ops->size != NULL) {
-				char why2[TL_DRV_WHY_MAX];
-
-				w->have_size = j->pv->ops->size(h, &dg,
-				    &w->size, why2) == 0;
-			}
-		}
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		w->ms = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000 +
-		    (t1.tv_nsec - t0.tv_nsec) / 1000000);
-	}
-	j->pv->ops->close(h);
-	return NULL;
-}
-
-/* Phase 2: driver calls, several sessions per provider at once. */
 static void
-call_drivers(struct pass *ps)
+provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
+    struct tl_rx_call *c)
 {
-	size_t i, k, nj = 0, maxj;
-	struct job *jobs;
-	struct queue *qs;
-	pthread_t *th;
+	struct work *w = c->item;
+	struct timespec t0, t1;
+	struct tl_drv_grant dg;
+	char origin[TL_GRANT_ID_MAX + 1];
 
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	dg.resource = w->dbname;
+	dg.owner = w->owner;
+	dg.login = w->login;
+	dg.password = w->password;
+	/* The mark of the objects (a move's old resource: GRANT's). */
+	tl_rx_grant_origin(&w->g, origin);
+	dg.grant = origin;
+	dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
+	if (w->kind == W_CREATE) {
+		w->rc = pv->ops->create(h, &dg, w->why);
+		/* A resumed intent may find the role made before. */
+		if (w->rc == 0 && w->resumed)
+			w->rc = pv->ops->set_password(h, &dg, w->why);
+	} else {
+		w->rc = pv->ops->revoke(h, &dg, w->drop, w->why);
+		/* What a retained grant keeps, for tally grants. */
+		if (w->rc == 0 && !w->drop && pv->ops->size != NULL) {
+			char why2[TL_DRV_WHY_MAX];
+
+			w->have_size = pv->ops->size(h, &dg, &w->size,
+			    why2) == 0;
+		}
+	}
+	c->rc = w->rc;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	w->ms = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000 +
+	    (t1.tv_nsec - t0.tv_nsec) / 1000000);
+}
+
+/*
+ * Phase 3: driver calls, each provider's on up to --workers sessions of
+ * its own on the pool; then, still with no transaction open, what they
+ * did is logged and each provider's backoff moves.
+ */
+static void
+call_drivers(void *arg, unsigned *phases)
+{
+	struct pass *ps = arg;
+	struct tl_rx_call *calls;
+	size_t i, n = 0;
+
+	(void)phases;	/* outcomes always: deliveries, the checkpoint */
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
 		size_t j;
@@ -1015,63 +969,65 @@ call_drivers(struct pass *ps)
 		ps->pv[j].w[ps->pv[j].nw++] = w;
 		ps->pv[j].ops = tl_drv_find(w->driver);
 	}
-	maxj = ps->npv * (size_t)(ps->rx->workers > 0 ? ps->rx->workers : 1);
-	if (maxj == 0)
-		return;
-	jobs = calloc(maxj, sizeof(*jobs));
-	th = calloc(maxj, sizeof(*th));
-	qs = calloc(ps->npv, sizeof(*qs));
-	if (jobs == NULL || th == NULL || qs == NULL) {
-		free(jobs);
-		free(th);
-		free(qs);
-		return;
-	}
-	for (i = 0; i < ps->npv; i++) {
-		struct tl_rx_prov *pv = &ps->pv[i];
-		size_t nwk = (size_t)(ps->rx->workers > 0 ?
-		    ps->rx->workers : 1);
+	if ((calls = calloc(ps->nw + 1, sizeof(*calls))) != NULL) {
+		/* In ps->w's order: the oldest request first. */
+		for (i = 0; i < ps->nw; i++) {
+			struct work *w = &ps->w[i];
 
-		pthread_mutex_init(&qs[i].mu, NULL);
-		qs[i].w = pv->w;
-		qs[i].nw = pv->nw;
-		if (pv->nw == 0 || pv->ops == NULL)
+			if (w->kind == W_DELIVER || w->rc != 0 || w->noop)
+				continue;
+			calls[n].provider = w->g.provider;
+			calls[n].item = w;
+			calls[n].why = w->why;
+			n++;
+		}
+		tl_rx_pass_calls(ps->rx, ps->pv, ps->npv, calls, n, 1,
+		    provision_call, ps);
+		for (i = 0; i < n; i++)
+			if (calls[i].admin) {
+				struct work *w = calls[i].item;
+
+				w->rc = calls[i].rc;
+				w->admin = 1;
+			}
+		free(calls);
+	} else
+		for (i = 0; i < ps->nw; i++)
+			if (ps->w[i].kind != W_DELIVER && ps->w[i].rc == 0 &&
+			    !ps->w[i].noop) {
+				ps->w[i].rc = ENOMEM;
+				snprintf(ps->w[i].why, sizeof(ps->w[i].why),
+				    "%s", tl_strerror(ENOMEM));
+			}
+	for (i = 0; i < ps->nw; i++) {
+		struct work *w = &ps->w[i];
+
+		if (w->kind == W_DELIVER)
 			continue;
-		if (nwk > pv->nw)
-			nwk = pv->nw;
-		for (k = 0; k < nwk; k++) {
-			jobs[nj].pv = pv;
-			jobs[nj].rx = ps->rx;
-			jobs[nj].q = &qs[i];
-			nj++;
+		if (w->rc == 0)
+			tl_rx_log(ps->rx, TL_RX_INFO, "%s grant %s on %s "
+			    "(%llu ms)", w->kind == W_CREATE ? "provisioned" :
+			    strcmp(w->g.state, GRANT_PURGING) == 0 ? "purged" :
+			    "revoked", w->g.id, w->g.provider,
+			    (unsigned long long)w->ms);
+		else {
+			tl_rx_log(ps->rx, TL_RX_WARN, "grant %s on %s: %s",
+			    w->g.id, w->g.provider, w->why);
+			ps->pending++;
 		}
 	}
-	for (k = 0; k < nj; k++)
-		if (pthread_create(&th[k], NULL, run_job, &jobs[k]) != 0) {
-			run_job(&jobs[k]);
-			th[k] = 0;
-		}
-	for (k = 0; k < nj; k++)
-		if (th[k] != 0)
-			pthread_join(th[k], NULL);
-	for (k = 0; k < nj; k++)
-		if (jobs[k].opened)
-			jobs[k].pv->ok = 1;
 	for (i = 0; i < ps->npv; i++) {
-		struct queue *q = &qs[i];
+		size_t j;
+		int bad = 0;
 
-		/* No session opened to take these: the reason is its. */
-		for (k = q->next; k < q->nw && q->open_rc != 0; k++) {
-			q->w[k]->rc = q->open_rc;
-			q->w[k]->admin = 1;
-			snprintf(q->w[k]->why, sizeof(q->w[k]->why), "%s",
-			    q->open_why);
-		}
-		pthread_mutex_destroy(&q->mu);
+		for (j = 0; j < ps->pv[i].nw; j++)
+			if (ps->pv[i].w[j]->rc != 0)
+				bad = 1;
+		if (bad)
+			tl_rx_backoff_fail(ps->rx, ps->pv[i].id);
+		else
+			tl_rx_backoff_ok(ps->rx, ps->pv[i].id);
 	}
-	free(qs);
-	free(jobs);
-	free(th);
 }
 
 static int
@@ -1157,18 +1113,17 @@ deliver_all(struct pass *ps, struct tl_ctx *c, const char *grant)
 	return rc;
 }
 
-/* Phase 3: outcomes, deliveries and the checkpoint, in one transaction. */
+/* Phase 4: outcomes, deliveries and the checkpoint, in one transaction. */
 static int
-outcomes_cb(struct tl_txn *t, void *arg)
+outcomes(void *arg, struct tl_ctx *cp)
 {
 	struct pass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
+	struct tl_txn *t = c.t;
 	size_t i;
 	uint64_t last;
-	int rc;
+	int rc = 0;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->npv; i++) {
 		struct tl_rx_prov *pv = &ps->pv[i];
 		struct work *fail = NULL;
@@ -1275,8 +1230,7 @@ outcomes_cb(struct tl_txn *t, void *arg)
 		if (rc != 0)
 			return rc;
 	}
-	if ((rc = tl_ctx_end(&c)) != 0)
-		return rc;
+	*cp = c;
 	if ((rc = tl_log_last(t, &last, NULL)) != 0)
 		return rc;
 	return tl_ckpt_set(t, CKPT, last);
@@ -1510,6 +1464,10 @@ files_outcome(struct pass *ps, int rc)
 		    tl_strerror(nrc));
 }
 
+static const struct tl_rx_pass_def provision_pass = {
+	gather, intents, call_drivers, outcomes
+};
+
 int
 tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
     uint64_t *next_ns)
@@ -1522,46 +1480,8 @@ tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	ps.rx = rx;
 	ps.now = tl_rx_now();
 	*done = 0;
-	/* Acting on a past state would undo what came after it. */
-	if ((rc = tl_proj_current(rx->log)) != 0 ||
-	    (rc = gather(&ps)) != 0)
-		goto out;
-	if (ps.nw == 0)
-		goto out;
-	if ((rc = tl_log_write(rx->log, intents_cb, &ps)) != 0)
-		goto out;
-	call_drivers(&ps);
-	for (i = 0; i < ps.nw; i++) {
-		struct work *w = &ps.w[i];
-
-		if (w->kind == W_DELIVER)
-			continue;
-		if (w->rc == 0)
-			tl_rx_log(rx, TL_RX_INFO, "%s grant %s on %s (%llu ms)",
-			    w->kind == W_CREATE ? "provisioned" :
-			    strcmp(w->g.state, GRANT_PURGING) == 0 ? "purged" :
-			    "revoked",
-			    w->g.id, w->g.provider,
-			    (unsigned long long)w->ms);
-		else {
-			tl_rx_log(rx, TL_RX_WARN, "grant %s on %s: %s",
-			    w->g.id, w->g.provider, w->why);
-			ps.pending++;
-		}
-	}
-	for (i = 0; i < ps.npv; i++) {
-		size_t j;
-		int bad = 0;
-
-		for (j = 0; j < ps.pv[i].nw; j++)
-			if (ps.pv[i].w[j]->rc != 0)
-				bad = 1;
-		if (bad)
-			tl_rx_backoff_fail(rx, ps.pv[i].id);
-		else
-			tl_rx_backoff_ok(rx, ps.pv[i].id);
-	}
-	if ((rc = tl_log_write(rx->log, outcomes_cb, &ps)) != 0)
+	if ((rc = tl_rx_pass_run(rx, &provision_pass, &ps)) != 0 ||
+	    ps.nw == 0)
 		goto out;
 	files_outcome(&ps, write_files(&ps));
 	for (i = 0; i < ps.nw; i++)

@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/rotation.h"
+#include "pass.h"
 #include "rx-internal.h"
 
 #define S(n)		char n[TL_KEY_MAX]
@@ -70,13 +70,11 @@ struct mstep {
  * next, which copies again (the copy replaces what it finds).
  */
 struct tl_rx_copy {
+	struct tl_rx_job	 job;		/* first: on the pool's long lane */
 	struct mstep		 st;
-	pthread_t		 th;
-	int			 done;		/* under copies_mu */
 	int			 taken;		/* by this pass */
 	struct tl_rx_copy	*next;
 };
-static pthread_mutex_t copies_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* A reason, truncated quietly (why texts are bounded, not exact). */
 static void
@@ -98,6 +96,8 @@ struct mpass {
 	struct mstep	*s;
 	size_t		 n;
 	uint64_t	 now;
+	int		 issue;		/* a step issues its intent */
+	unsigned	 steps, running;	/* what the pass says */
 };
 
 static int
@@ -252,15 +252,14 @@ gather_one(const struct tl_rebind *r, void *arg)
 }
 
 static int
-issue_cb(struct tl_txn *t, void *arg)
+issue(void *arg, struct tl_ctx *cp)
 {
 	struct mpass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
+	struct tl_txn *t = c.t;
 	size_t i;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->n; i++) {
 		struct mstep *st = &ps->s[i];
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
@@ -302,7 +301,8 @@ issue_cb(struct tl_txn *t, void *arg)
 		st->r.issued_seq = seq;
 		st->op = OP_COPY;	/* this pass goes on to copy */
 	}
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
 
 static void
@@ -488,15 +488,14 @@ tables_body(struct tl_body *b, const char *json)
 }
 
 static int
-outcome_cb(struct tl_txn *t, void *arg)
+outcomes(void *arg, struct tl_ctx *cp)
 {
 	struct mpass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
+	struct tl_txn *t = c.t;
 	size_t i;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->n; i++) {
 		struct mstep *st = &ps->s[i];
 		struct tl_rebind cur;
@@ -570,7 +569,8 @@ outcome_cb(struct tl_txn *t, void *arg)
 		if (rc != 0)
 			return rc;
 	}
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
 
 static void
@@ -583,36 +583,25 @@ step_free(struct mstep *st)
 	st->tables = NULL;
 }
 
-static void *
-copy_main(void *arg)
+/* A move's copy, as a job on the pool's long lane (pass.h). */
+static void
+copy_run(struct tl_rx_job *j)
 {
-	struct tl_rx_copy *cp = arg;
+	struct tl_rx_copy *cp = (struct tl_rx_copy *)j;
 
 	call_driver(&cp->st);
 	cp->st.ran = 1;
-	pthread_mutex_lock(&copies_mu);
-	cp->done = 1;
-	pthread_mutex_unlock(&copies_mu);
-	return NULL;
 }
 
 static int
 copy_done(struct tl_rx_copy *cp)
 {
-	int done;
-
-	pthread_mutex_lock(&copies_mu);
-	done = cp->done;
-	pthread_mutex_unlock(&copies_mu);
-	return done;
+	return tl_rx_job_done(&cp->job);
 }
 
-/*
- * Unlinks cp (finished) and frees it, its step's secrets wiped; joined
- * says its thread was joined already.
- */
+/* Unlinks cp (finished) and frees it, its step's secrets wiped. */
 static void
-copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp, int joined)
+copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp)
 {
 	struct tl_rx_copy **pp;
 
@@ -621,8 +610,6 @@ copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp, int joined)
 			*pp = cp->next;
 			break;
 		}
-	if (!joined)
-		pthread_join(cp->th, NULL);
 	step_free(&cp->st);
 	free(cp);
 }
@@ -657,17 +644,19 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 			continue;
 		}
 		if (cp != NULL) {
-			pthread_join(cp->th, NULL);
 			step_free(st);
 			*st = cp->st;		/* its tables are the step's now */
 			cp->st.tables = NULL;
-			copy_drop(rx, cp, 1);
+			copy_drop(rx, cp);
 			continue;
 		}
 		if ((cp = calloc(1, sizeof(*cp))) == NULL)
 			continue;	/* copied on this thread instead */
 		cp->st = *st;
-		if (pthread_create(&cp->th, NULL, copy_main, cp) != 0) {
+		cp->job.run = copy_run;
+		cp->job.lane = TL_RX_LANE_LONG;
+		snprintf(cp->job.key, sizeof(cp->job.key), "%s", st->r.to);
+		if (tl_rx_pool_submit(rx, &cp->job) != 0) {
 			step_free(&cp->st);	/* a copy of the secrets */
 			free(cp);
 			continue;
@@ -686,7 +675,7 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 	for (cp = rx->copies; cp != NULL; cp = next) {
 		next = cp->next;
 		if (!cp->taken && copy_done(cp))
-			copy_drop(rx, cp, 0);
+			copy_drop(rx, cp);
 	}
 }
 
@@ -697,61 +686,81 @@ tl_rx_copies_free(struct tl_rx *rx)
 
 	for (cp = rx->copies; cp != NULL; cp = next) {
 		next = cp->next;
+		/* Under way at exit: the process ends it (not freed). */
 		if (copy_done(cp))
-			copy_drop(rx, cp, 0);
-		else
-			/* Under way at exit: the process ends it. */
-			pthread_detach(cp->th);
+			copy_drop(rx, cp);
 	}
+	rx->copies = NULL;
 }
 
-int
-tl_rx_rebind(struct tl_rx *rx, unsigned *steps, unsigned *running)
+/* Phase 1 (pass.h): every move under way, and its next step. */
+static int
+gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
+    unsigned *phases)
 {
-	struct mpass ps;
-	struct gather_arg ga;
-	struct tl_txn *t;
-	struct tl_proj p;
+	struct mpass *ps = arg;
+	struct gather_arg ga = { ps, t, p };
 	size_t i;
-	int rc, issue = 0, work = 0;
+	int rc;
 
-	memset(&ps, 0, sizeof(ps));
-	ps.rx = rx;
-	ps.now = tl_rx_now();
-	*steps = 0;
-	*running = 0;
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+	if ((rc = tl_mv_each(t, p, gather_one, &ga)) != 0)
 		return rc;
-	ga.ps = &ps;
-	ga.t = t;
-	ga.p = &p;
-	if ((rc = tl_proj_open(t, &p)) == 0)
-		rc = tl_mv_each(t, &p, gather_one, &ga);
-	tl_log_abort(t);
-	if (rc != 0)
-		goto out;
-	for (i = 0; i < ps.n; i++)
-		if (ps.s[i].op == OP_ISSUE)
-			issue = 1;
-	if (issue) {
-		if ((rc = tl_log_write(rx->log, issue_cb, &ps)) != 0)
-			goto out;
+	for (i = 0; i < ps->n; i++)
+		if (ps->s[i].op == OP_ISSUE)
+			ps->issue = 1;
+	if (ps->issue)
+		*phases |= TL_RX_INTENTS;
+	/* Always: finished copies are collected even with no move. */
+	*phases |= TL_RX_CALLS | TL_RX_OUTCOMES;
+	return 0;
+}
+
+/* A step other than the copy (retire, revert), as a pass job. */
+struct step_job {
+	struct tl_rx_job	 job;	/* first */
+	struct mstep		*st;
+};
+
+static void
+step_run(struct tl_rx_job *j)
+{
+	call_driver(((struct step_job *)j)->st);
+}
+
+/*
+ * Phase 3: copies start on the pool's long lane (minutes, maybe) or
+ * hand over their results; the other steps run on the pass lane.
+ */
+static void
+calls(void *arg, unsigned *phases)
+{
+	struct mpass *ps = arg;
+	struct tl_rx *rx = ps->rx;
+	struct step_job *sj;
+	struct tl_rx_job **jobs;
+	size_t i, n = 0;
+	int work = 0;
+
+	if (ps->issue) {
+		struct tl_txn *t;
+		struct tl_proj p;
+
 		/* Issued in this pass: the providers' admin sides now. */
-		if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-			goto out;
-		if ((rc = tl_proj_open(t, &p)) == 0)
-			for (i = 0; i < ps.n; i++)
-				if (ps.s[i].op == OP_COPY) {
-					(*steps)++;
-					load_sides(&ps, t, &p, &ps.s[i]);
-				}
-		tl_log_abort(t);
-		if (rc != 0)
-			goto out;
+		if (tl_log_begin(rx->log, TL_TXN_RDONLY, &t) == 0) {
+			if (tl_proj_open(t, &p) == 0)
+				for (i = 0; i < ps->n; i++)
+					if (ps->s[i].op == OP_COPY) {
+						ps->steps++;
+						load_sides(ps, t, &p, &ps->s[i]);
+					}
+			tl_log_abort(t);
+		}
 	}
-	copies(rx, &ps, running);
-	for (i = 0; i < ps.n; i++) {
-		struct mstep *st = &ps.s[i];
+	copies(rx, ps, &ps->running);
+	sj = calloc(ps->n + 1, sizeof(*sj));
+	jobs = calloc(ps->n + 1, sizeof(*jobs));
+	for (i = 0; i < ps->n; i++) {
+		struct mstep *st = &ps->s[i];
 
 		if (st->op == OP_WAIT || st->op == OP_ISSUE)
 			continue;
@@ -762,8 +771,28 @@ tl_rx_rebind(struct tl_rx *rx, unsigned *steps, unsigned *running)
 			tl_rx_log(rx, TL_RX_INFO, "move of %s to %s: creating "
 			    "\"%s\", freezing and copying \"%s\"", st->g.id,
 			    st->r.to, st->db, st->odb);
-		if (!st->ran)
-			call_driver(st);
+		if (st->ran)
+			continue;
+		if (sj == NULL || jobs == NULL) {
+			call_driver(st);	/* no memory for a job: here */
+			continue;
+		}
+		sj[n].st = st;
+		sj[n].job.run = step_run;
+		snprintf(sj[n].job.key, sizeof(sj[n].job.key), "%s",
+		    st->r.from);
+		jobs[n] = &sj[n].job;
+		n++;
+	}
+	tl_rx_pass_jobs(rx, jobs, n);
+	free(sj);
+	free(jobs);
+	for (i = 0; i < ps->n; i++) {
+		struct mstep *st = &ps->s[i];
+
+		if (st->op == OP_WAIT || st->op == OP_ISSUE ||
+		    st->op == OP_FAIL)
+			continue;
 		if (st->rc != 0) {
 			tl_rx_log(rx, TL_RX_WARN, "move of %s to %s: %s",
 			    st->g.id, st->r.to, st->why);
@@ -778,8 +807,31 @@ tl_rx_rebind(struct tl_rx *rx, unsigned *steps, unsigned *running)
 			    "retained" : st->cleanup);
 		}
 	}
-	if (work && (rc = tl_log_write(rx->log, outcome_cb, &ps)) != 0)
+	if (!work)
+		*phases &= ~TL_RX_OUTCOMES;
+}
+
+static const struct tl_rx_pass_def rebind_pass = {
+	gather, issue, calls, outcomes
+};
+
+int
+tl_rx_rebind(struct tl_rx *rx, unsigned *steps, unsigned *running)
+{
+	struct mpass ps;
+	size_t i;
+	int rc;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.rx = rx;
+	ps.now = tl_rx_now();
+	*steps = 0;
+	*running = 0;
+	rc = tl_rx_pass_run(rx, &rebind_pass, &ps);
+	*running = ps.running;
+	if (rc != 0)
 		goto out;
+	*steps = ps.steps;
 	for (i = 0; i < ps.n; i++) {
 		struct mstep *st = &ps.s[i];
 

@@ -40,6 +40,7 @@
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
+#include "pass.h"
 #include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -187,16 +188,14 @@ gather_one(const struct tl_rotation *r, void *arg)
 	return 0;
 }
 
+/* The new credentials' intents (credential.issued), in phase 2. */
 static int
-issue_cb(struct tl_txn *t, void *arg)
+issue(struct rpass *ps, struct tl_ctx *cp)
 {
-	struct rpass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
 	size_t i;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
@@ -223,28 +222,20 @@ issue_cb(struct tl_txn *t, void *arg)
 			return rc;
 		st->op = OP_CREATE;	/* this pass goes on to create it */
 	}
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
 
+/* One step's driver call, with its provider's session open (pass.h). */
 static void
-call_driver(struct rpass *ps, struct rstep *st)
+rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
+    struct tl_rx_call *c)
 {
-	struct tl_drv_admin a;
+	struct rstep *st = c->item;
 	struct tl_drv_grant dg;
-	void *h = NULL;
 
-	(void)ps;
-	if (st->rc != 0 || st->ops == NULL ||
-	    (st->op == OP_ABANDON && st->old[0] == '\0'))
-		return;
-	a.host = st->pv.host;
-	a.port = st->pv.port;
-	a.user = st->pv.user;
-	a.password = st->pv.password;
-	a.dbname = st->pv.db;
-	a.revoke_public_connect = st->pv.maint;
-	if ((st->rc = st->ops->open(&a, &h, st->why)) != 0)
-		return;
+	(void)arg;
+	(void)pv;
 	dg.resource = st->db;
 	dg.owner = st->owner;
 	dg.grant = st->g.id;
@@ -263,19 +254,28 @@ call_driver(struct rpass *ps, struct rstep *st)
 		if (st->rc == 0 && st->ops->retire_login != NULL)
 			st->rc = st->ops->retire_login(h, &dg, st->why);
 	}
-	st->ops->close(h);
+	c->rc = st->rc;
 }
 
+/* Does st call its driver this pass? */
 static int
-outcome_cb(struct tl_txn *t, void *arg)
+calls_driver(const struct rstep *st)
+{
+	return (st->op == OP_CREATE || st->op == OP_RETIRE ||
+	    st->op == OP_ABANDON) && !(st->op == OP_ABANDON &&
+	    st->old[0] == '\0');
+}
+
+/* Phase 4: each step's outcome, if the step is still the one taken. */
+static int
+outcomes(void *arg, struct tl_ctx *cp)
 {
 	struct rpass *ps = arg;
-	struct tl_ctx c;
+	struct tl_ctx c = *cp;
+	struct tl_txn *t = c.t;
 	size_t i;
-	int rc;
+	int rc = 0;
 
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
 		struct tl_rotation cur;
@@ -353,7 +353,8 @@ outcome_cb(struct tl_txn *t, void *arg)
 		if (rc != 0)
 			return rc;
 	}
-	return tl_ctx_end(&c);
+	*cp = c;
+	return 0;
 }
 
 /* Grants whose credential is older than their max age. */
@@ -415,26 +416,23 @@ due_one(const struct tl_grant *g, void *arg)
 	return 0;
 }
 
+/* Rotations a max-credential-age makes due, started in phase 2. */
 static int
-schedule_cb(struct tl_txn *t, void *arg)
+schedule(struct due_arg *da, struct tl_ctx *c)
 {
-	struct due_arg *da = arg;
-	struct tl_ctx c;
 	size_t i;
 	int rc;
 
-	if ((rc = tl_ctx_begin(&c, t, da->ps->rx->actor)) != 0)
-		return rc;
 	for (i = 0; i < da->n; i++) {
-		c.cause = 0;
-		c.have_corr = 0;
-		rc = tl_dec_rotate(&c, da->due[i], 0, "schedule");
+		c->cause = 0;
+		c->have_corr = 0;
+		rc = tl_dec_rotate(c, da->due[i], 0, "schedule");
 		if (rc == TL_EREFUSED || rc == TL_ENOTFOUND)
 			continue;
 		if (rc != 0)
 			return rc;
 	}
-	return tl_ctx_end(&c);
+	return 0;
 }
 
 /* Does the file at path hold exactly env (n bytes)? */
@@ -510,50 +508,75 @@ refresh_files(struct tl_rx *rx, const char *grant)
 	tl_log_abort(t);
 }
 
-int
-tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
+/* The pass's state: the steps, and the rotations coming due. */
+struct rot_pass {
+	struct rpass	ps;
+	struct due_arg	da;
+	int		issue;
+};
+
+/* Phase 1: the running rotations' next steps, and those coming due. */
+static int
+gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
+    unsigned *phases)
 {
-	struct rpass ps;
-	struct due_arg da;
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct gather_arg ga;
+	struct rot_pass *rp = arg;
+	struct gather_arg ga = { &rp->ps, t, p };
 	size_t i;
-	int rc, issue = 0, work = 0;
+	int rc;
 
-	memset(&ps, 0, sizeof(ps));
-	memset(&da, 0, sizeof(da));
-	ps.rx = rx;
-	ps.now = tl_rx_now();
-	*steps = *waiting = 0;
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+	rp->da.ps = &rp->ps;
+	rp->da.t = t;
+	rp->da.p = p;
+	if ((rc = tl_rot_each(t, p, gather_one, &ga)) != 0 ||
+	    (rc = tl_grant_each(t, p, due_one, &rp->da)) != 0)
 		return rc;
-	ga.ps = &ps;
-	ga.t = t;
-	ga.p = &p;
-	da.ps = &ps;
-	da.t = t;
-	da.p = &p;
-	if ((rc = tl_proj_open(t, &p)) == 0 &&
-	    (rc = tl_rot_each(t, &p, gather_one, &ga)) == 0)
-		rc = tl_grant_each(t, &p, due_one, &da);
-	tl_log_abort(t);
-	if (rc != 0)
-		goto out;
-	if (da.n > 0 && (rc = tl_log_write(rx->log, schedule_cb, &da)) != 0)
-		goto out;
-	for (i = 0; i < ps.n; i++) {
-		if (ps.s[i].op == OP_ISSUE)
-			issue = 1;
-		if (ps.s[i].op == OP_WAIT)
-			(*waiting)++;
-	}
-	if (issue && (rc = tl_log_write(rx->log, issue_cb, &ps)) != 0)
-		goto out;
-	for (i = 0; i < ps.n; i++) {
-		struct rstep *st = &ps.s[i];
+	rp->da.t = NULL;
+	rp->da.p = NULL;
+	for (i = 0; i < rp->ps.n; i++) {
+		int op = rp->ps.s[i].op;
 
-		/* Before the old login goes, every file names the new one. */
+		if (op == OP_ISSUE)
+			rp->issue = 1;
+		if (op == OP_ISSUE || op == OP_CREATE || op == OP_RETIRE ||
+		    op == OP_ABANDON)
+			*phases |= TL_RX_OUTCOMES;
+	}
+	if (rp->da.n > 0 || rp->issue)
+		*phases |= TL_RX_INTENTS;
+	if (rp->ps.n > 0)
+		*phases |= TL_RX_CALLS;
+	return 0;
+}
+
+static int
+intents(void *arg, struct tl_ctx *c)
+{
+	struct rot_pass *rp = arg;
+	int rc;
+
+	if (rp->da.n > 0 && (rc = schedule(&rp->da, c)) != 0)
+		return rc;
+	return rp->issue ? issue(&rp->ps, c) : 0;
+}
+
+/*
+ * Phase 3: files first (before an old login goes, every file names the
+ * new one), then the steps' driver calls on their providers' sessions.
+ */
+static void
+calls(void *arg, unsigned *phases)
+{
+	struct rot_pass *rp = arg;
+	struct rpass *ps = &rp->ps;
+	struct tl_rx *rx = ps->rx;
+	struct tl_rx_prov *pv = NULL;
+	struct tl_rx_call *cl = NULL;
+	size_t i, j, npv = 0, n = 0;
+
+	for (i = 0; i < ps->n; i++) {
+		struct rstep *st = &ps->s[i];
+
 		if (st->op == OP_WAIT || st->op == OP_RETIRE)
 			refresh_files(rx, st->g.id);
 		if (st->op != OP_CREATE && st->op != OP_RETIRE &&
@@ -566,18 +589,65 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 			int drop;
 
 			if (tl_log_begin(rx->log, TL_TXN_RDONLY, &rt) == 0) {
-				struct tl_proj rp;
+				struct tl_proj rpj;
 
-				if (tl_proj_open(rt, &rp) == 0 &&
-				    tl_rx_load_provider(rt, &rp, rx,
+				if (tl_proj_open(rt, &rpj) == 0 &&
+				    tl_rx_load_provider(rt, &rpj, rx,
 				    st->g.provider, st->g.type, &st->pv, driver,
 				    &drop) == 0)
 					st->ops = tl_drv_find(driver);
 				tl_log_abort(rt);
 			}
 		}
-		call_driver(&ps, st);
-		work = 1;
+	}
+	pv = calloc(ps->n + 1, sizeof(*pv));
+	cl = calloc(ps->n + 1, sizeof(*cl));
+	for (i = 0; pv != NULL && cl != NULL && i < ps->n; i++) {
+		struct rstep *st = &ps->s[i];
+
+		if (!calls_driver(st) || st->rc != 0 || st->ops == NULL)
+			continue;
+		for (j = 0; j < npv; j++)
+			if (strcmp(pv[j].id, st->pv.id) == 0)
+				break;
+		if (j == npv) {
+			pv[npv] = st->pv;
+			pv[npv++].ops = st->ops;
+		}
+		cl[n].provider = st->pv.id;
+		cl[n].item = st;
+		cl[n].why = st->why;
+		n++;
+	}
+	if (pv != NULL && cl != NULL)
+		tl_rx_pass_calls(rx, pv, npv, cl, n, 1, rotate_call, ps);
+	for (i = 0; i < n; i++)
+		if (cl[i].admin)
+			((struct rstep *)cl[i].item)->rc = cl[i].rc;
+	for (i = 0; pv != NULL && i < npv; i++)
+		tl_secret_wipe(pv[i].password, sizeof(pv[i].password));
+	free(pv);
+	free(cl);
+	/* Outcomes only when a step was taken (as before the pass). */
+	*phases &= ~TL_RX_OUTCOMES;
+	for (i = 0; i < ps->n; i++) {
+		struct rstep *st = &ps->s[i];
+
+		if (st->op != OP_CREATE && st->op != OP_RETIRE &&
+		    st->op != OP_ABANDON)
+			continue;
+		*phases |= TL_RX_OUTCOMES;
+		if ((pv == NULL || cl == NULL) && st->rc == 0 &&
+		    calls_driver(st)) {
+			st->rc = ENOMEM;
+			snprintf(st->why, sizeof(st->why), "%s",
+			    tl_strerror(ENOMEM));
+		}
+		if (st->rc == 0 && st->ops == NULL && calls_driver(st)) {
+			st->rc = TL_EDRIVER;
+			snprintf(st->why, sizeof(st->why), "provider %s has no "
+			    "usable driver", st->g.provider);
+		}
 		if (st->rc != 0)
 			tl_rx_log(rx, TL_RX_WARN, "rotation of %s: %s",
 			    st->g.id, st->why);
@@ -592,24 +662,47 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 			    OP_CREATE ? st->r.to : st->r.from), st->forced ?
 			    " (forced by deadline)" : "");
 	}
-	if (work && (rc = tl_log_write(rx->log, outcome_cb, &ps)) != 0)
+}
+
+static const struct tl_rx_pass_def rotate_pass = {
+	gather, intents, calls, outcomes
+};
+
+int
+tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
+{
+	struct rot_pass rp;
+	struct rpass *ps = &rp.ps;
+	size_t i;
+	int rc;
+
+	memset(&rp, 0, sizeof(rp));
+	ps->rx = rx;
+	ps->now = tl_rx_now();
+	*steps = *waiting = 0;
+	rc = tl_rx_pass_run(rx, &rotate_pass, &rp);
+	for (i = 0; i < ps->n; i++)
+		if (ps->s[i].op == OP_WAIT)
+			(*waiting)++;
+	if (rc != 0)
 		goto out;
-	for (i = 0; i < ps.n; i++)
-		if ((ps.s[i].op == OP_CREATE || ps.s[i].op == OP_RETIRE ||
-		    ps.s[i].op == OP_ABANDON) && ps.s[i].rc == 0)
+	for (i = 0; i < ps->n; i++)
+		if ((ps->s[i].op == OP_CREATE || ps->s[i].op == OP_RETIRE ||
+		    ps->s[i].op == OP_ABANDON) && ps->s[i].rc == 0)
 			(*steps)++;
-	for (i = 0; i < ps.n; i++)
-		if (ps.s[i].op == OP_CREATE && ps.s[i].rc == 0 &&
-		    (rc = tl_rx_files_for(rx, ps.s[i].g.id)) != 0)
+	for (i = 0; i < ps->n; i++)
+		if (ps->s[i].op == OP_CREATE && ps->s[i].rc == 0 &&
+		    (rc = tl_rx_files_for(rx, ps->s[i].g.id)) != 0)
 			tl_rx_log(rx, TL_RX_WARN, "delivery files of %s: %s",
-			    ps.s[i].g.id, tl_strerror(rc));
+			    ps->s[i].g.id, tl_strerror(rc));
 	rc = 0;
 out:
-	for (i = 0; i < ps.n; i++) {
-		tl_secret_wipe(ps.s[i].password, sizeof(ps.s[i].password));
-		tl_secret_wipe(ps.s[i].pv.password, sizeof(ps.s[i].pv.password));
+	for (i = 0; i < ps->n; i++) {
+		tl_secret_wipe(ps->s[i].password, sizeof(ps->s[i].password));
+		tl_secret_wipe(ps->s[i].pv.password,
+		    sizeof(ps->s[i].pv.password));
 	}
-	free(ps.s);
-	free(da.due);
+	free(ps->s);
+	free(rp.da.due);
 	return rc;
 }

@@ -28,6 +28,7 @@ struct tl_rx_backoff;
 struct tl_rx_pub;
 struct tl_rx_copy;
 struct tl_rx_mig;
+struct tl_rx_pool;
 
 struct tl_rx {
 	struct tl_log		*log;
@@ -45,6 +46,8 @@ struct tl_rx {
 	struct tl_rx_mig	*migs;		/* migrations running (migrate.c) */
 	/* The delivery files' failure now (0: none): logged when it changes. */
 	int			 files_rc;
+	uint64_t		 verify_interval_ns;	/* between checks */
+	struct tl_rx_pool	*pool;		/* driver calls (pass.h) */
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */
@@ -161,6 +164,35 @@ struct tl_rx_verify_opts {
 };
 int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns);
+
+/*
+ * Every reactor behind one signature, for tallyd's table
+ * (reactors/table.c): run one pass, say what it did and when it wants
+ * to run again.  wake_ns is relative (nanoseconds from the pass's end;
+ * 0: no wish beyond its period), so the scheduler puts every wish on
+ * its one monotonic clock whatever clock the reactor keeps (backoff and
+ * verification times are wall-clock: they outlive a restart).
+ */
+struct tl_rx_result {
+	unsigned	 done;		/* steps taken: work was done */
+	unsigned	 pending;	/* work that waits (a backoff) */
+	unsigned	 running;	/* driver calls still under way */
+	unsigned	 blocked;	/* grants with migrations blocked */
+	unsigned	 checked;	/* grants verified */
+	unsigned	 unhealthy;	/* of those, not healthy */
+	uint64_t	 wake_ns;
+};
+typedef int (*tl_rx_run_fn)(struct tl_rx *rx, struct tl_rx_result *res);
+
+/* tl_rx_provision, tl_rx_migrate, ... behind tl_rx_run_fn. */
+int	tl_rx_run_provision(struct tl_rx *rx, struct tl_rx_result *res);
+int	tl_rx_run_migrate(struct tl_rx *rx, struct tl_rx_result *res);
+int	tl_rx_run_rotate(struct tl_rx *rx, struct tl_rx_result *res);
+int	tl_rx_run_rotate_admin(struct tl_rx *rx, struct tl_rx_result *res);
+int	tl_rx_run_rebind(struct tl_rx *rx, struct tl_rx_result *res);
+/* Grants that are due, every rx->verify_interval_ns. */
+int	tl_rx_run_verify(struct tl_rx *rx, struct tl_rx_result *res);
+int	tl_rx_run_publish(struct tl_rx *rx, struct tl_rx_result *res);
 
 /*
  * Is the whole mesh healthy, as tally status says (tallyd --once's

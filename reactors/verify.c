@@ -21,7 +21,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +30,7 @@
 #include "core/kv.h"
 #include "projections/decide.h"
 #include "projections/events.h"
+#include "pass.h"
 #include "rx-internal.h"
 
 #define S(n)	char n[TL_KEY_MAX]
@@ -77,6 +77,7 @@ struct vpass {
 	int				 have_vdue;
 	struct newdue			*nd;
 	size_t				 nnd, capnd;
+	unsigned			 unhealthy;	/* outcomes' count */
 };
 
 /* The scratch record of a grant: last check, count, next due (ns). */
@@ -242,20 +243,17 @@ gather_one(const struct tl_grant *g, void *arg)
 	return 0;
 }
 
+/* Phase 1 (pass.h): the grants due, in the pass's read transaction. */
 static int
-gather(struct vpass *ps)
+gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
+    unsigned *phases)
 {
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct gather ga = { ps, NULL, &p };
+	struct vpass *ps = arg;
+	struct tl_proj p = *pp;
+	struct gather ga = { ps, t, pp };
 	size_t i, j;
 	int rc;
 
-	if ((rc = tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t)) != 0)
-		return rc;
-	ga.t = t;
-	if ((rc = tl_proj_open(t, &p)) != 0)
-		goto out;
 	rc = tl_kv_open_scratch(t, "checks", &ps->checks);
 	if (rc == 0)
 		ps->have_checks = 1;
@@ -319,135 +317,125 @@ gather(struct vpass *ps)
 		}
 		v->c[v->nc++] = c;
 	}
+	if (ps->nc > 0 || ps->nnd > 0)
+		*phases = TL_RX_CALLS | TL_RX_OUTCOMES;
 	rc = 0;
 out:
-	tl_log_abort(t);
 	return rc;
 }
 
-struct vjob {
-	struct vprov	*v;
-	struct check	**c;
-	size_t		 nc;
-	int		 open_rc;
-	char		 open_why[TL_DRV_WHY_MAX];
-};
+static const char *drift_kind(enum tl_drv_drift d);
 
-static void *
-run_vjob(void *arg)
+/*
+ * One check, and the repair its drift calls for, with a session of its
+ * provider open, on a pool thread: touches only its check.
+ */
+static void
+check_call(void *arg, const struct tl_rx_prov *pv, void *h,
+    struct tl_rx_call *cl)
 {
-	struct vjob *j = arg;
-	struct tl_drv_admin a;
+	struct vpass *ps = arg;
+	struct check *c = cl->item;
+	const struct tl_drv_ops *ops = pv->ops;
 	struct tl_drv_endpoint ep;
-	void *h = NULL;
-	size_t i;
+	struct tl_drv_grant dg;
 
-	a.host = j->v->pv.host;
-	a.port = j->v->pv.port;
-	a.user = j->v->pv.user;
-	a.password = j->v->pv.password;
-	a.dbname = j->v->pv.db;
-	a.revoke_public_connect = j->v->pv.maint;
-	if ((j->open_rc = j->v->ops->open(&a, &h, j->open_why)) != 0) {
-		for (i = 0; i < j->nc; i++)
-			if (j->c[i]->rc == 0) {
-				j->c[i]->rc = j->open_rc;
-				snprintf(j->c[i]->why, sizeof(j->c[i]->why),
-				    "%s", j->open_why);
-			}
-		return NULL;
-	}
+	(void)ps;
 	/* The consumer's view: the routable name it was given. */
-	ep.host = j->v->pv.routable;
-	ep.port = j->v->pv.port;
-	for (i = 0; i < j->nc; i++) {
-		struct check *c = j->c[i];
-		struct tl_drv_grant dg;
-
-		if (c->rc != 0)
-			continue;
-		dg.resource = c->db;
-		dg.owner = c->owner;
-		dg.login = c->login;
-		dg.password = c->password;
-		dg.grant = c->g.id;
-		dg.adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
-		c->rc = j->v->ops->check(h, &dg, &ep, &c->drift, c->why);
-		if (c->rc != 0)
-			continue;
-		if (c->drift == TL_DRIFT_CREDENTIAL)
-			c->repair_rc = j->v->ops->set_password(h, &dg,
-			    c->repair_why);
-		else if (c->drift == TL_DRIFT_PRIVILEGES)
-			c->repair_rc = j->v->ops->fix_privileges(h, &dg,
-			    c->repair_why);
-	}
-	j->v->ops->close(h);
-	return NULL;
+	ep.host = pv->routable;
+	ep.port = pv->port;
+	dg.resource = c->db;
+	dg.owner = c->owner;
+	dg.login = c->login;
+	dg.password = c->password;
+	dg.grant = c->g.id;
+	dg.adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
+	c->rc = ops->check(h, &dg, &ep, &c->drift, c->why);
+	cl->rc = c->rc;
+	if (c->rc != 0)
+		return;
+	if (c->drift == TL_DRIFT_CREDENTIAL)
+		c->repair_rc = ops->set_password(h, &dg, c->repair_why);
+	else if (c->drift == TL_DRIFT_PRIVILEGES)
+		c->repair_rc = ops->fix_privileges(h, &dg, c->repair_why);
 }
 
+/*
+ * Phase 3: the checks, each provider's on its own sessions on the pool
+ * (one session per 8 checks at least: opening one is a SCRAM login),
+ * then what they found, logged.  A provider none of whose sessions
+ * opened is down.
+ */
 static void
-run_checks(struct vpass *ps)
+run_checks(void *arg, unsigned *phases)
 {
-	struct vjob *jobs;
-	pthread_t *th;
-	size_t i, k, nj = 0, per_prov = (size_t)(ps->rx->workers > 0 ?
-	    ps->rx->workers : 1);
+	struct vpass *ps = arg;
+	struct tl_rx_prov *pv;
+	struct tl_rx_call *cl;
+	size_t i, k, n = 0;
 
-	if (ps->nvp == 0)
-		return;
-	jobs = calloc(ps->nvp * per_prov, sizeof(*jobs));
-	th = calloc(ps->nvp * per_prov, sizeof(*th));
-	if (jobs == NULL || th == NULL)
-		goto out;
+	(void)phases;	/* outcomes always: the schedule moves */
+	pv = calloc(ps->nvp + 1, sizeof(*pv));
+	cl = calloc(ps->nc + 1, sizeof(*cl));
+	if (pv == NULL || cl == NULL) {
+		for (i = 0; i < ps->nc; i++)
+			if (ps->c[i].rc == 0) {
+				ps->c[i].rc = ENOMEM;
+				snprintf(ps->c[i].why, sizeof(ps->c[i].why),
+				    "%s", tl_strerror(ENOMEM));
+			}
+		goto log;
+	}
 	for (i = 0; i < ps->nvp; i++) {
-		struct vprov *v = &ps->vp[i];
-		/* An admin session (a SCRAM login) per 8 checks at least. */
-		size_t n = per_prov < (v->nc + 7) / 8 ? per_prov :
-		    (v->nc + 7) / 8, per, off = 0;
+		pv[i] = ps->vp[i].pv;
+		pv[i].ops = ps->vp[i].ops;
+		pv[i].ok = 0;
+		for (k = 0; k < ps->vp[i].nc; k++) {
+			struct check *c = ps->vp[i].c[k];
 
-		if (n == 0)
-			continue;
-		per = (v->nc + n - 1) / n;
-		for (k = 0; k < n && off < v->nc; k++) {
-			jobs[nj].v = v;
-			jobs[nj].c = v->c + off;
-			jobs[nj].nc = v->nc - off < per ? v->nc - off : per;
-			off += jobs[nj].nc;
-			nj++;
+			if (c->rc != 0)
+				continue;
+			cl[n].provider = ps->vp[i].pv.id;
+			cl[n].item = c;
+			cl[n].why = c->why;
+			n++;
 		}
 	}
-	for (k = 0; k < nj; k++)
-		if (pthread_create(&th[k], NULL, run_vjob, &jobs[k]) != 0) {
-			run_vjob(&jobs[k]);
-			th[k] = 0;
-		}
-	for (k = 0; k < nj; k++)
-		if (th[k] != 0)
-			pthread_join(th[k], NULL);
-	/* A provider whose every session failed to open is down. */
-	for (i = 0; i < ps->nvp; i++) {
-		struct vprov *v = &ps->vp[i];
-		int opened = 0, failed = 0;
+	tl_rx_pass_calls(ps->rx, pv, ps->nvp, cl, n, 8, check_call, ps);
+	for (i = 0; i < n; i++)
+		if (cl[i].admin) {
+			struct check *c = cl[i].item;
+			struct vprov *v = NULL;
 
-		for (k = 0; k < nj; k++) {
-			if (jobs[k].v != v)
-				continue;
-			if (jobs[k].open_rc == 0)
-				opened = 1;
-			else {
-				failed = 1;
-				v->open_rc = jobs[k].open_rc;
+			c->rc = cl[i].rc;
+			for (k = 0; k < ps->nvp && v == NULL; k++)
+				if (strcmp(ps->vp[k].pv.id, cl[i].provider) == 0)
+					v = &ps->vp[k];
+			if (v != NULL && !pv[v - ps->vp].ok) {
+				v->open_rc = cl[i].rc;
 				snprintf(v->open_why, sizeof(v->open_why), "%s",
-				    jobs[k].open_why);
+				    c->why);
 			}
 		}
-		if (opened || !failed)
-			v->open_rc = 0;
+log:
+	for (i = 0; pv != NULL && i < ps->nvp; i++)
+		tl_secret_wipe(pv[i].password, sizeof(pv[i].password));
+	free(pv);
+	free(cl);
+	for (i = 0; i < ps->nc; i++) {
+		struct check *ck = &ps->c[i];
+
+		if (ck->rc == 0 && ck->drift != TL_DRIFT_NONE)
+			tl_rx_log(ps->rx, TL_RX_WARN, "grant %s: %s: %s%s",
+			    ck->g.id, drift_kind(ck->drift), ck->why,
+			    ck->drift == TL_DRIFT_MISSING ? "" :
+			    ck->repair_rc == 0 ? " (repaired)" :
+			    " (repair failed)");
 	}
-out:
-	free(jobs);
-	free(th);
+	for (i = 0; i < ps->nvp; i++)
+		if (ps->vp[i].open_rc != 0)
+			tl_rx_log(ps->rx, TL_RX_WARN, "provider %s: %s",
+			    ps->vp[i].pv.id, ps->vp[i].open_why);
 }
 
 /* What to do about a refused admin credential, naming the assignment. */
@@ -591,19 +579,22 @@ struct outcome_arg {
 	unsigned	 unhealthy;
 };
 
+/* Phase 4: what changed, and every grant's next slot. */
 static int
-outcomes_cb(struct tl_txn *t, void *arg)
+outcomes(void *arg, struct tl_ctx *cp)
 {
-	struct outcome_arg *oa = arg;
-	struct vpass *ps = oa->ps;
-	struct tl_ctx c;
+	struct vpass *ps = arg;
+	struct outcome_arg oa_, *oa = &oa_;
+	struct tl_ctx c = *cp;
+	struct tl_txn *t = c.t;
 	tl_kv checks, vdue;
 	size_t i;
 	int rc;
 
+	oa->ps = ps;
 	oa->unhealthy = 0;
-	if ((rc = tl_ctx_begin(&c, t, ps->rx->actor)) != 0 ||
-	    (rc = tl_kv_open_scratch(t, "checks", &checks)) != 0 ||
+	ps->unhealthy = 0;
+	if ((rc = tl_kv_open_scratch(t, "checks", &checks)) != 0 ||
 	    (rc = tl_kv_open_scratch(t, "verify-due", &vdue)) != 0)
 		return rc;
 	for (i = 0; i < ps->nnd; i++) {
@@ -667,7 +658,9 @@ outcomes_cb(struct tl_txn *t, void *arg)
 		    (rc = tl_kv_del(t, vdue, ck->g.id, strlen(ck->g.id))) != 0)
 			return rc;
 	}
-	return tl_ctx_end(&c);
+	ps->unhealthy = oa->unhealthy;
+	*cp = c;
+	return 0;
 }
 
 /* Tells o->report what ck found and what was done (recorded by now). */
@@ -710,12 +703,15 @@ report(const struct tl_rx_verify_opts *o, const struct check *ck)
 	o->report(o->report_arg, &f);
 }
 
+static const struct tl_rx_pass_def verify_pass = {
+	gather, NULL, run_checks, outcomes
+};
+
 int
 tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
     unsigned *checked, unsigned *unhealthy, uint64_t *next_ns)
 {
 	struct vpass ps;
-	struct outcome_arg oa;
 	size_t i;
 	int rc;
 
@@ -724,31 +720,11 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	ps.o = o;
 	ps.now = tl_rx_now();
 	*checked = *unhealthy = 0;
-	if ((rc = tl_proj_current(rx->log)) != 0 ||
-	    (rc = gather(&ps)) != 0)
-		goto out;
-	if (ps.nc == 0 && ps.nnd == 0)
-		goto out;
-	run_checks(&ps);
-	for (i = 0; i < ps.nc; i++) {
-		struct check *ck = &ps.c[i];
-
-		if (ck->rc == 0 && ck->drift != TL_DRIFT_NONE)
-			tl_rx_log(rx, TL_RX_WARN, "grant %s: %s: %s%s",
-			    ck->g.id, drift_kind(ck->drift), ck->why,
-			    ck->drift == TL_DRIFT_MISSING ? "" :
-			    ck->repair_rc == 0 ? " (repaired)" :
-			    " (repair failed)");
-	}
-	for (i = 0; i < ps.nvp; i++)
-		if (ps.vp[i].open_rc != 0)
-			tl_rx_log(rx, TL_RX_WARN, "provider %s: %s",
-			    ps.vp[i].pv.id, ps.vp[i].open_why);
-	oa.ps = &ps;
-	if ((rc = tl_log_write(rx->log, outcomes_cb, &oa)) != 0)
+	if ((rc = tl_rx_pass_run(rx, &verify_pass, &ps)) != 0 ||
+	    (ps.nc == 0 && ps.nnd == 0))
 		goto out;
 	*checked = (unsigned)ps.nc;
-	*unhealthy = oa.unhealthy;
+	*unhealthy = ps.unhealthy;
 	if (o->report != NULL)
 		for (i = 0; i < ps.nc; i++)
 			report(o, &ps.c[i]);

@@ -244,6 +244,259 @@ mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/*
+ * The reactors, in the order a round runs them (the shape of Redis's
+ * serverCron: one table, one clock, one place that computes the next
+ * wake-up).  Each has one signature (tl_rx_run_fn, reactors/rx.h) and
+ * a period; a reactor is due when its period or its own wish (a
+ * backoff's end, a copy to look at) comes, and, with R_EVENTS, when the
+ * log's head moved.  The chain (R_CHAIN) is the reconciliation: when
+ * any of it did work, all of it is due again at once (a provisioned
+ * grant has migrations, a moved binding a grant to create), and the
+ * other reactors wait for the round where it rests.  A failed
+ * provisioner pass (R_GATE) holds the rest of the chain for the round.
+ * --once runs no R_DAEMON reactor: its verification is one forced pass
+ * at the end.
+ */
+enum {
+	R_EVENTS = 0x1,		/* due when the head moved */
+	R_CHAIN = 0x2,		/* part of the reconciliation */
+	R_GATE = 0x4,		/* its failure holds the chain */
+	R_DAEMON = 0x8,		/* not in --once */
+	R_LASTERR = 0x10	/* its errors name the log's last error */
+};
+
+struct reactor {
+	const char		*name;	/* in its error messages */
+	tl_rx_run_fn		 run;
+	unsigned		 flags;
+	uint64_t		 period_ms;	/* 0: none (wishes, events) */
+	uint64_t		 due_ms;	/* next run, monotonic */
+	int			 rc;		/* of its last run */
+	struct tl_rx_result	 last;
+};
+
+static struct reactor reactors[] = {
+	{ "pass failed", tl_rx_run_provision, R_EVENTS | R_CHAIN | R_GATE |
+	    R_LASTERR, 0, 0, 0, { 0 } },
+	{ "migrations", tl_rx_run_migrate, R_EVENTS | R_CHAIN, 0, 0, 0,
+	    { 0 } },
+	{ "rotation", tl_rx_run_rotate, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
+	{ "admin rotation", tl_rx_run_rotate_admin, R_EVENTS | R_CHAIN, 0, 0,
+	    0, { 0 } },
+	{ "rebind", tl_rx_run_rebind, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
+	{ "verification failed", tl_rx_run_verify, R_DAEMON, 0, 0, 0, { 0 } },
+	{ "publisher", tl_rx_run_publish, R_EVENTS | R_LASTERR, 0, 0, 0,
+	    { 0 } },
+};
+#define NREACTORS	(sizeof(reactors) / sizeof(reactors[0]))
+
+/* When r runs next: its period, or sooner if it asked. */
+static void
+reschedule(struct reactor *r, uint64_t now)
+{
+	uint64_t wish = r->last.wake_ns ? now + (r->last.wake_ns +
+	    999999) / 1000000 : UINT64_MAX;
+
+	r->due_ms = r->period_ms ? now + r->period_ms : UINT64_MAX;
+	if (wish < r->due_ms)
+		r->due_ms = wish;
+}
+
+/* What one reactor's run says in the log, as tallyd always said it. */
+static void
+report(struct tl_rx *rx, const struct reactor *r)
+{
+	if (r->rc != 0) {
+		if (r->flags & R_LASTERR)
+			logx(TL_RX_ERR, "%s: %s (%s)", r->name,
+			    tl_strerror(r->rc), tl_log_lasterr(rx->log));
+		else
+			logx(TL_RX_ERR, "%s: %s", r->name, tl_strerror(r->rc));
+	} else if (r->run == tl_rx_run_verify && r->last.checked > 0)
+		logx(TL_RX_DEBUG, "verified %u grant(s), %u not healthy",
+		    r->last.checked, r->last.unhealthy);
+	else if (r->run == tl_rx_run_publish && r->last.done > 0)
+		logx(TL_RX_DEBUG, "published %u event(s)", r->last.done);
+}
+
+/*
+ * Does the chain rest?  Every part's last run did nothing, left
+ * nothing waiting or running, and the provisioner's did not fail.
+ */
+static int
+chain_rests(void)
+{
+	size_t i;
+
+	for (i = 0; i < NREACTORS; i++) {
+		const struct reactor *r = &reactors[i];
+
+		if (!(r->flags & R_CHAIN))
+			continue;
+		if (r->last.done > 0 || r->last.pending > 0 ||
+		    r->last.running > 0 || ((r->flags & R_GATE) && r->rc))
+			return 0;
+	}
+	return 1;
+}
+
+/* --once's end: one forced verification, and the mesh's health. */
+static int
+once_verdict(struct tl_rx *rx)
+{
+	struct tl_rx_verify_opts vo;
+	unsigned checked = 0, bad = 0, blocked = 0;
+	uint64_t vn;
+	size_t i;
+	int rc, hl = 0, ex = EXIT_OK;
+
+
+	memset(&vo, 0, sizeof(vo));
+	vo.interval_ns = rx->verify_interval_ns;
+	vo.force = 1;
+	for (i = 0; i < NREACTORS; i++)
+		blocked += reactors[i].last.blocked;
+	rc = tl_rx_verify(rx, &vo, &checked, &bad, &vn);
+	if (rc != 0)
+		logx(TL_RX_ERR, "verification failed: %s", tl_strerror(rc));
+	else
+		logx(TL_RX_INFO, "verified %u grant(s), %u not healthy",
+		    checked, bad);
+	if (blocked > 0)
+		logx(TL_RX_WARN, "%u grant(s) with migrations blocked (see "
+		    "tally status)", blocked);
+	if (rc != 0 || bad > 0 || blocked > 0)
+		ex = EXIT_UNHEALTHY;
+	/* As tally status: a missing grant is not checked. */
+	if (ex == EXIT_OK && (tl_rx_healthy(rx, &hl) != 0 || !hl)) {
+		logx(TL_RX_WARN, "not everything is healthy (see tally "
+		    "status)");
+		ex = EXIT_UNHEALTHY;
+	}
+	return ex;
+}
+
+/*
+ * The loop: a round runs every reactor that is due, in table order;
+ * then, unless the chain must go on at once, the one next wake-up is
+ * the earliest due time (bounded by --once-timeout), and poll() waits
+ * for it, an append (inotify) or a signal.  Returns the exit code.
+ */
+static int
+run_loop(struct tl_rx *rx, struct tl_chain *chain, int once,
+    unsigned interval, unsigned vinterval, unsigned once_timeout, int ino,
+    int sigfd)
+{
+	uint64_t last_head = UINT64_MAX, started = mono_ms();
+	uint64_t deadline = started + (uint64_t)once_timeout * 1000;
+	size_t i;
+
+	for (i = 0; i < NREACTORS; i++) {
+		struct reactor *r = &reactors[i];
+
+		r->due_ms = 0;
+		r->period_ms = r->flags & R_CHAIN ? (uint64_t)interval * 1000 :
+		    r->run == tl_rx_run_verify ? (uint64_t)vinterval * 1000 : 0;
+	}
+	while (!stop) {
+		uint64_t now, h = head(rx->log), next = UINT64_MAX;
+		unsigned chain_done = 0;
+		int moved = h != last_head, chain_ran = 0, gated = 0, timeout;
+		struct pollfd pf[2];
+
+		/* Nothing is acted on past an event that is bad. */
+		if (moved && verify_chain(rx->log, chain) != 0)
+			return EXIT_CORRUPT;
+		for (i = 0; i < NREACTORS && !stop; i++) {
+			struct reactor *r = &reactors[i];
+
+			if (once && (r->flags & R_DAEMON))
+				continue;
+			if (!(moved && (r->flags & R_EVENTS)) &&
+			    mono_ms() < r->due_ms)
+				continue;
+			/* Held: due still, it runs in the next round. */
+			if (((r->flags & R_CHAIN) && gated) ||
+			    (!(r->flags & R_CHAIN) && chain_done > 0))
+				continue;
+			r->rc = r->run(rx, &r->last);
+			/* A fold that met a bad event: not acted on. */
+			if (r->rc == TL_ECORRUPT) {
+				logx(TL_RX_ERR, "%s: the log does not verify "
+				    "(%s); stopping", r->name,
+				    tl_log_lasterr(rx->log));
+				return EXIT_CORRUPT;
+			}
+			report(rx, r);
+			reschedule(r, mono_ms());
+			if (r->flags & R_CHAIN) {
+				chain_ran = 1;
+				chain_done += r->last.done;
+				if ((r->flags & R_GATE) && r->rc != 0)
+					gated = 1;
+			}
+		}
+		if (stop)
+			break;
+		/*
+		 * The head as the round began: an event another process
+		 * appended meanwhile is seen next time round (our own cost
+		 * one more, idle, round).
+		 */
+		last_head = h;
+		if (chain_done > 0) {
+			/* Whatever keeps passes busy, --once-timeout bounds it. */
+			if (once && mono_ms() > deadline) {
+				logx(TL_RX_WARN, "--once: still busy after %u s "
+				    "(see tally status)", once_timeout);
+				return EXIT_UNHEALTHY;
+			}
+			for (i = 0; i < NREACTORS; i++)
+				if (reactors[i].flags & R_CHAIN)
+					reactors[i].due_ms = 0;
+			continue;	/* more may have become due */
+		}
+		if (once && chain_ran && chain_rests())
+			return once_verdict(rx);
+		if (once && mono_ms() > deadline) {
+			unsigned waiting = 0;
+
+			for (i = 0; i < NREACTORS; i++)
+				waiting += reactors[i].last.pending +
+				    reactors[i].last.running;
+			logx(TL_RX_WARN, "--once: %u grant(s) still waiting "
+			    "after %u s (see tally status)", waiting,
+			    once_timeout);
+			return EXIT_UNHEALTHY;
+		}
+		/* The next wake-up, computed once, on the monotonic clock. */
+		for (i = 0; i < NREACTORS; i++)
+			if (!(once && (reactors[i].flags & R_DAEMON)) &&
+			    reactors[i].due_ms < next)
+				next = reactors[i].due_ms;
+		/* --once: the next round (and its timeout check) by then. */
+		if (once && next > deadline)
+			next = deadline;
+		now = mono_ms();
+		timeout = next == UINT64_MAX ? -1 : next <= now ? 0 :
+		    next - now > INT32_MAX ? INT32_MAX : (int)(next - now);
+		pf[0].fd = ino;
+		pf[0].events = POLLIN;
+		pf[1].fd = sigfd;
+		pf[1].events = POLLIN;
+		if (poll(pf, 2, timeout) > 0) {
+			char buf[4096];
+
+			while (ino >= 0 && read(ino, buf, sizeof(buf)) > 0)
+				;
+			while (read(sigfd, buf, sizeof(buf)) > 0)
+				;
+		}
+	}
+	return EXIT_OK;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -270,10 +523,6 @@ main(int argc, char **argv)
 	char lwhy[TL_LOG_WHY_MAX];
 	int ex = EXIT_OK;
 	unsigned interval = 5, once_timeout = 60, vinterval = 30;
-	struct tl_rx_verify_opts vo;
-	uint64_t verify_due = 0;
-	unsigned last_blocked = 0;
-	uint64_t last_head = UINT64_MAX, next_tick = 0, started;
 
 	/* The master key and passwords in memory never reach a dump. */
 	tl_secret_harden();
@@ -385,196 +634,9 @@ main(int argc, char **argv)
 	logx(TL_RX_INFO, "started on %s%s (workers %d, resync %u s)", home,
 	    once ? " once" : "", rx.workers, interval);
 
-	memset(&vo, 0, sizeof(vo));
-	vo.interval_ns = (uint64_t)vinterval * 1000000000u;
-	started = mono_ms();
-	while (!stop) {
-		uint64_t now = mono_ms(), h = head(rx.log), next_ns = 0;
-		uint64_t pub_due = 0;
-		unsigned done = 0, pending = 0, copying = 0;
-		int timeout;
-		struct pollfd pf[2];
-
-		if (h != last_head || now >= next_tick) {
-			/* Nothing is acted on past an event that is bad. */
-			if ((rc = verify_chain(rx.log, &chain)) != 0) {
-				ex = EXIT_CORRUPT;
-				break;
-			}
-			rc = tl_rx_provision(&rx, &done, &pending, &next_ns);
-			if (rc != 0)
-				logx(TL_RX_ERR, "pass failed: %s (%s)",
-				    tl_strerror(rc), tl_log_lasterr(rx.log));
-			if (rc == TL_ECORRUPT) {
-				ex = EXIT_CORRUPT;	/* not acted on */
-				break;
-			} else if (rc == 0) {
-				unsigned applied = 0, blocked = 0, migrating = 0;
-				int mrc = tl_rx_migrate(&rx, &applied,
-				    &blocked, &migrating);
-
-				if (mrc != 0)
-					logx(TL_RX_ERR, "migrations: %s",
-					    tl_strerror(mrc));
-				done += applied;
-				last_blocked = blocked;
-				{
-					unsigned steps = 0, waiting = 0;
-
-					if ((mrc = tl_rx_rotate(&rx, &steps,
-					    &waiting)) != 0)
-						logx(TL_RX_ERR, "rotation: %s",
-						    tl_strerror(mrc));
-					done += steps;
-					steps = 0;
-					if ((mrc = tl_rx_rotate_admin(&rx,
-					    &steps)) != 0)
-						logx(TL_RX_ERR, "admin "
-						    "rotation: %s",
-						    tl_strerror(mrc));
-					done += steps;
-					steps = 0;
-					if ((mrc = tl_rx_rebind(&rx,
-					    &steps, &copying)) != 0)
-						logx(TL_RX_ERR, "rebind: %s",
-						    tl_strerror(mrc));
-					done += steps;
-					/* Its outcome is recorded by a pass. */
-					copying += migrating;
-					pending += copying;
-				}
-			}
-			/*
-			 * The head as the pass began: an event another process
-			 * appended meanwhile is seen next time round (our own
-			 * cost one more, idle, pass).
-			 */
-			last_head = h;
-			next_tick = mono_ms() + (uint64_t)interval * 1000;
-			if (copying > 0)	/* a copy's end is no event */
-				next_tick = mono_ms() + 250;
-			/* Whatever keeps passes busy, --once-timeout bounds it. */
-			if (once && done > 0 && mono_ms() - started >
-			    (uint64_t)once_timeout * 1000) {
-				logx(TL_RX_WARN, "--once: still busy after %u s "
-				    "(see tally status)", once_timeout);
-				ex = EXIT_UNHEALTHY;
-				break;
-			}
-			if (done > 0) {
-				next_tick = 0;	/* more may have become due */
-				continue;
-			}
-			if (once && pending == 0 && rc == 0) {
-				unsigned checked = 0, bad = 0;
-				uint64_t vn;
-
-				/* One verification pass, and its repairs. */
-				vo.force = 1;
-				rc = tl_rx_verify(&rx, &vo, &checked, &bad, &vn);
-				if (rc != 0)
-					logx(TL_RX_ERR, "verification failed: "
-					    "%s", tl_strerror(rc));
-				else
-					logx(TL_RX_INFO, "verified %u grant(s), "
-					    "%u not healthy", checked, bad);
-				if (last_blocked > 0)
-					logx(TL_RX_WARN, "%u grant(s) with "
-					    "migrations blocked (see tally "
-					    "status)", last_blocked);
-				if (rc != 0 || bad > 0 || last_blocked > 0)
-					ex = EXIT_UNHEALTHY;
-				/* As tally status: a missing grant is not checked. */
-				{
-					int hl = 0;
-
-					if (ex == EXIT_OK &&
-					    (tl_rx_healthy(&rx, &hl) != 0 || !hl)) {
-						logx(TL_RX_WARN, "not everything "
-						    "is healthy (see tally status)");
-						ex = EXIT_UNHEALTHY;
-					}
-				}
-				break;
-			}
-			if (once && mono_ms() - started >
-			    (uint64_t)once_timeout * 1000) {
-				logx(TL_RX_WARN, "--once: %u grant(s) still "
-				    "waiting after %u s (see tally status)",
-				    pending, once_timeout);
-				ex = EXIT_UNHEALTHY;
-				break;
-			}
-		}
-		if (!once && tl_rx_now() >= verify_due) {
-			unsigned checked = 0, bad = 0;
-			uint64_t vn = 0;
-
-			vo.force = 0;
-			if ((rc = tl_rx_verify(&rx, &vo, &checked, &bad,
-			    &vn)) != 0)
-				logx(TL_RX_ERR, "verification failed: %s",
-				    tl_strerror(rc));
-			else if (checked > 0)
-				logx(TL_RX_DEBUG, "verified %u grant(s), %u "
-				    "not healthy", checked, bad);
-			verify_due = vn ? vn : tl_rx_now() +
-			    vo.interval_ns;
-		}
-		/* The record, to the broker (reactors/publish.c). */
-		{
-			unsigned pub = 0;
-
-			if ((rc = tl_rx_publish(&rx, &pub, &pub_due)) != 0)
-				logx(TL_RX_ERR, "publisher: %s (%s)",
-				    tl_strerror(rc), tl_log_lasterr(rx.log));
-			else if (pub > 0)
-				logx(TL_RX_DEBUG, "published %u event(s)", pub);
-		}
-		/* --once: the next pass (and its timeout check) by the deadline. */
-		if (once && next_tick > started + (uint64_t)once_timeout * 1000)
-			next_tick = started + (uint64_t)once_timeout * 1000;
-		timeout = (int)(next_tick > mono_ms() ? next_tick - mono_ms() :
-		    0);
-		if (!once) {
-			uint64_t wall = tl_rx_now();
-			int vdue = verify_due > wall ? (int)((verify_due -
-			    wall) / 1000000) + 1 : 0;
-
-			if (vdue < timeout)
-				timeout = vdue;
-		}
-		if (next_ns != 0) {
-			uint64_t wall = tl_rx_now();
-			int due = next_ns > wall ? (int)((next_ns - wall) /
-			    1000000) + 1 : 0;
-
-			if (due < timeout) {
-				timeout = due;
-				next_tick = mono_ms() + (uint64_t)due;
-			}
-		}
-		if (pub_due != 0) {
-			uint64_t wall = tl_rx_now();
-			int due = pub_due > wall ? (int)((pub_due - wall) /
-			    1000000) + 1 : 0;
-
-			if (due < timeout)
-				timeout = due;
-		}
-		pf[0].fd = ino;
-		pf[0].events = POLLIN;
-		pf[1].fd = pfd[0];
-		pf[1].events = POLLIN;
-		if (poll(pf, 2, timeout) > 0) {
-			char buf[4096];
-
-			while (ino >= 0 && read(ino, buf, sizeof(buf)) > 0)
-				;
-			while (read(pfd[0], buf, sizeof(buf)) > 0)
-				;
-		}
-	}
+	rx.verify_interval_ns = (uint64_t)vinterval * 1000000000u;
+	ex = run_loop(&rx, &chain, once, interval, vinterval, once_timeout,
+	    ino, pfd[0]);
 	logx(TL_RX_INFO, "stopping");
 out:
 	if (ino >= 0)

@@ -1,0 +1,284 @@
+/*
+ * catalogue.c - the event catalogue: the one table of every type tally
+ * appends (catalogue.h says who reads it and what for).
+ *
+ * A limit is the size of the buffer the value is kept in, less its NUL:
+ * the field of struct tl_grant, tl_rotation, tl_rebind or the graph's
+ * readers (tl_rx_load_provider: a routable name, an exposure).  When a
+ * buffer grows, its limit here grows with it; a limit smaller than its
+ * buffer only refuses more.
+ */
+#include <string.h>
+
+#include "core/error.h"
+#include "catalogue.h"
+#include "events.h"
+#include "grant.h"
+#include "rebind.h"
+#include "rotation.h"
+
+#define E(m)	m, #m
+#define GR	TL_FOLD_GRAPH
+#define GN	TL_FOLD_GRANTS
+#define RO	TL_FOLD_ROTATION
+#define RB	TL_FOLD_REBIND
+
+/* Limits used again and again. */
+#define NAME	63		/* a node, module, requirement, type */
+#define PROV	129		/* a provider id: NODE/MODULE */
+#define GRANT	TL_GRANT_ID_MAX
+#define HOLDER	139		/* MODULE@NODE */
+#define REASON	511		/* a driver's why (TL_DRV_WHY_MAX - 1) */
+
+static const struct tl_cat_event cat[] = {
+	/* node/NAME */
+	{ E(EV_NODE_ADDED), "node", "name routable pubkey", GR, NULL,
+	  { { "name", NAME }, { "routable", 255 } } },
+	{ E(EV_NODE_REMOVED), "node", "name", GR, NULL,
+	  { { "name", NAME } } },
+	/* module/NAME */
+	{ E(EV_MODULE_DECLARED), "module",
+	  "name digest file env{} provides[] embedded[]", GR, NULL,
+	  { { "name", NAME } } },
+	{ E(EV_MODULE_REMOVED), "module", "name", GR, NULL,
+	  { { "name", NAME } } },
+	{ E(EV_REQ_DECLARED), "module", "module name kind target type scope "
+	  "provider resource env{} migrations max_age", GR, NULL,
+	  { { "module", NAME }, { "name", NAME }, { "kind", 15 },
+	    { "target", NAME }, { "type", NAME }, { "scope", 15 },
+	    { "resource", NAME } } },
+	{ E(EV_REQ_WITHDRAWN), "module", "module name", GR, NULL,
+	  { { "module", NAME }, { "name", NAME } } },
+	{ E(EV_MIGRATION_STORED), "module", "module req file checksum "
+	  "content(bin)", GR, NULL,
+	  { { "module", NAME }, { "checksum", 79 } } },
+	/* assignment/MODULE@NODE */
+	{ E(EV_ASSIGN_CREATED), "assignment", "module node expose settings{} "
+	  "secrets{}", GR, NULL,
+	  { { "module", NAME }, { "node", NAME }, { "expose", 15 } } },
+	{ E(EV_ASSIGN_CONFIGURED), "assignment", "module node expose "
+	  "settings{} secrets{}", GR, NULL,
+	  { { "module", NAME }, { "node", NAME }, { "expose", 15 } } },
+	{ E(EV_ASSIGN_REMOVED), "assignment", "module node", GR | RB, NULL,
+	  { { "module", NAME }, { "node", NAME } } },
+	{ E(EV_ASSIGN_READY), "assignment", "module node", GR, NULL,
+	  { { "module", NAME }, { "node", NAME } } },
+	/* provider/NODE/MODULE */
+	{ E(EV_PROVIDER_REGISTERED), "provider", "id module node "
+	  "types[{type driver revoke max_age}]", GR, NULL,
+	  { { "id", PROV }, { "module", NAME }, { "node", NAME },
+	    { "types[].type", NAME }, { "types[].driver", NAME },
+	    { "types[].revoke", 15 } } },
+	{ E(EV_PROVIDER_RETIRED), "provider", "id", GR, NULL,
+	  { { "id", PROV } } },
+	{ E(EV_PROVIDER_UNREACHABLE), "provider", "id reason kind", GR, NULL,
+	  { { "id", PROV } } },
+	{ E(EV_PROVIDER_RECOVERED), "provider", "id", GR, NULL,
+	  { { "id", PROV } } },
+	{ E(EV_PROVIDER_MOVED), "provider", "id module from to host port",
+	  RB, NULL,
+	  { { "id", PROV }, { "module", NAME }, { "from", NAME },
+	    { "to", NAME }, { "host", 255 }, { "port", 7 } } },
+	/* binding/GRANT */
+	{ E(EV_BINDING_MADE), "binding", "grant module req node type provider "
+	  "reason", GR | GN, NULL,
+	  { { "grant", GRANT }, { "type", NAME }, { "state", 15 },
+	    { "provider", PROV } } },
+	{ E(EV_BINDING_AMBIGUOUS), "binding", "grant module req node type "
+	  "candidates[]", GR, NULL,
+	  { { "grant", GRANT }, { "type", NAME }, { "state", 15 } } },
+	{ E(EV_BINDING_MOVED), "binding", "grant module req node type provider "
+	  "from reason state", GR | RB, NULL,
+	  { { "grant", GRANT }, { "type", NAME }, { "state", 15 },
+	    { "provider", PROV } } },
+	/* grant/GRANT */
+	{ E(EV_GRANT_REQUESTED), "grant", "grant module req node scope type "
+	  "provider resource", GN, NULL,
+	  { { "grant", GRANT }, { "module", NAME }, { "req", NAME },
+	    { "node", NAME }, { "scope", 15 }, { "type", NAME },
+	    { "provider", PROV }, { "resource", NAME } } },
+	{ E(EV_GRANT_PROVISIONING), "grant", "grant provider version owner "
+	  "user resource naming password(secret)", GN, NULL,
+	  { { "grant", GRANT }, { "provider", PROV }, { "user", NAME } } },
+	{ E(EV_GRANT_PROVISIONED), "grant", "grant version fields{host port "
+	  "database user}", GN, NULL,
+	  { { "grant", GRANT }, { "fields.host", 255 }, { "fields.port", 7 },
+	    { "fields.database", NAME }, { "fields.user", NAME } } },
+	{ E(EV_GRANT_FAILED), "grant", "grant reason op retry_ns", GN, NULL,
+	  { { "grant", GRANT }, { "reason", REASON }, { "op", 15 } } },
+	{ E(EV_REVOCATION_REQUESTED), "grant", "grant reason", GN, NULL,
+	  { { "grant", GRANT }, { "reason", REASON } } },
+	{ E(EV_GRANT_REVOKED), "grant", "grant policy size", GN, NULL,
+	  { { "grant", GRANT }, { "policy", 7 } } },
+	{ E(EV_GRANT_DRIFTED), "grant", "grant kind reason message", GN, NULL,
+	  { { "grant", GRANT }, { "kind", 31 }, { "reason", REASON } } },
+	{ E(EV_GRANT_REPAIRED), "grant", "grant kind how", GN, NULL,
+	  { { "grant", GRANT } } },
+	{ E(EV_GRANT_MISSING), "grant", "grant reason message", GN, NULL,
+	  { { "grant", GRANT }, { "reason", REASON } } },
+	{ E(EV_REPAIR_REQUESTED), "grant", "grant (actor: who asked)", GN,
+	  NULL, { { "grant", GRANT } } },
+	{ E(EV_MIGRATION_APPLIED), "grant", "grant file checksum", GN, NULL,
+	  { { "grant", GRANT }, { "file", NAME }, { "checksum", 79 } } },
+	{ E(EV_MIGRATION_BLOCKED), "grant", "grant file reason", GN, NULL,
+	  { { "grant", GRANT }, { "reason", 1023 } } },
+	{ E(EV_PURGE_REQUESTED), "grant", "grant (actor: who)", GN, NULL,
+	  { { "grant", GRANT } } },
+	{ E(EV_GRANT_PURGED), "grant", "grant", GN, NULL,
+	  { { "grant", GRANT } } },
+	{ E(EV_RESTORE_REQUESTED), "grant", "grant", GN, NULL,
+	  { { "grant", GRANT } } },
+	{ E(EV_GRANT_RESTORED), "grant", "grant version", GN, NULL,
+	  { { "grant", GRANT } } },
+	{ E(EV_CRED_DELIVERED), "grant", "grant holder node version "
+	  "sealed(secret)", GN, NULL,
+	  { { "grant", GRANT }, { "holder", HOLDER } } },
+	/* grant/GRANT: the rotation saga (rotation.h) */
+	{ E(EV_ROT_STARTED), "grant", "grant from to deadline_ns reason", RO,
+	  NULL, { { "grant", GRANT }, { "reason", 31 } } },
+	{ E(EV_CRED_ISSUED), "grant", "grant version user password(secret)",
+	  RO, NULL, { { "grant", GRANT } } },
+	{ E(EV_CRED_ACTIVATED), "grant", "grant version user", RO, NULL,
+	  { { "grant", GRANT }, { "user", NAME } } },
+	{ E(EV_CRED_ACKED), "grant", "grant holder version proof", RO, NULL,
+	  { { "grant", GRANT }, { "holder", HOLDER } } },
+	{ E(EV_CRED_RETIRED), "grant", "grant version user forced cut_off[] "
+	  "reason", RO, NULL, { { "grant", GRANT }, { "cut_off[]", HOLDER } } },
+	{ E(EV_ROT_COMPLETED), "grant", "grant version", RO, NULL,
+	  { { "grant", GRANT } } },
+	{ E(EV_ROT_ABANDONED), "grant", "grant from to reason", RO, NULL,
+	  { { "grant", GRANT } } },
+	/* provider/ID: the admin credential's rotation (rotation.h) */
+	{ E(EV_ADM_STARTED), "provider", "id", RO, NULL,
+	  { { "id", HOLDER } } },
+	{ E(EV_ADM_ISSUED), "provider", "id password(secret)", RO, NULL,
+	  { { "id", HOLDER } } },
+	{ E(EV_ADM_COMPLETED), "provider", "id", RO, NULL,
+	  { { "id", HOLDER } } },
+	/* grant/GRANT: the move saga (rebind.h) */
+	{ E(EV_REBIND_STARTED), "grant", "grant from to version", RB, NULL,
+	  { { "grant", GRANT }, { "from", PROV }, { "to", PROV } } },
+	{ E(EV_REBIND_ISSUED), "grant", "grant version resource owner user "
+	  "from_resource from_owner from_user password(secret)", RB, NULL,
+	  { { "grant", GRANT }, { "resource", NAME }, { "owner", NAME },
+	    { "user", NAME }, { "from_resource", NAME },
+	    { "from_owner", NAME }, { "from_user", NAME } } },
+	{ E(EV_REBIND_COPIED), "grant", "grant tables{name: rows} host port",
+	  RB, NULL,
+	  { { "grant", GRANT }, { "host", 255 }, { "port", 7 } } },
+	{ E(EV_REBIND_FAILED), "grant", "grant step reason", RB, NULL,
+	  { { "grant", GRANT }, { "step", 15 }, { "reason", REASON } } },
+	{ E(EV_REBIND_REVERTED), "grant", "grant", RB, NULL,
+	  { { "grant", GRANT } } },
+	{ E(EV_REBIND_COMPLETED), "grant", "grant", RB, NULL,
+	  { { "grant", GRANT } } },
+	/* publisher/amqp */
+	{ E(EV_PUBLISHER_CONFIGURED), "publisher", "url host port vhost user "
+	  "password(secret) exchange format tls ca verify node_queues acks",
+	  0, "the publisher reads the last configuration from the log "
+	  "itself (reactors/publish.c): no projection keeps it",
+	  { { NULL, 0 } } },
+	{ E(EV_PUBLISHER_DISABLED), "publisher", "(nothing)", 0,
+	  "as publisher.configured: read from the log by the publisher",
+	  { { NULL, 0 } } },
+};
+
+#define NCAT	(sizeof(cat) / sizeof(cat[0]))
+
+size_t
+tl_cat_count(void)
+{
+	return NCAT;
+}
+
+const struct tl_cat_event *
+tl_cat_at(size_t i)
+{
+	return i < NCAT ? &cat[i] : NULL;
+}
+
+const struct tl_cat_event *
+tl_cat_find(const char *type)
+{
+	size_t i;
+
+	/* About fifty entries, compared from their second byte on. */
+	for (i = 0; i < NCAT; i++)
+		if (cat[i].type[0] == type[0] && strcmp(cat[i].type, type) == 0)
+			return &cat[i];
+	return NULL;
+}
+
+const struct tl_cat_event *
+tl_cat_by_macro(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NCAT; i++)
+		if (strcmp(cat[i].macro, name) == 0)
+			return &cat[i];
+	return NULL;
+}
+
+/* Is node n (a string) within max?  Non-strings are the fold's call. */
+static int
+fits(struct tl_bnode n, size_t max, size_t *len)
+{
+	const char *s;
+	size_t sl;
+
+	if (tl_bn_str(n, &s, &sl) != 0)
+		return 1;
+	*len = sl;
+	return sl <= max;
+}
+
+int
+tl_cat_check(const struct tl_cat_event *e, struct tl_bnode body,
+    const char **field, size_t *max, size_t *len)
+{
+	size_t i, k;
+
+	for (i = 0; i < TL_CAT_FIELDS_MAX && e->limits[i].name != NULL; i++) {
+		const struct tl_cat_field *f = &e->limits[i];
+		const char *arr = strstr(f->name, "[]");
+		const char *dot = strchr(f->name, '.');
+		char outer[32];
+		struct tl_bnode n, m;
+		size_t ol, got = 0;
+		int ok = 1;
+
+		if (arr == NULL && dot == NULL) {
+			if (tl_bn_get(body, f->name, &n) == 0)
+				ok = fits(n, f->max, &got);
+		} else {
+			ol = (size_t)((arr != NULL ? arr : dot) - f->name);
+			if (ol >= sizeof(outer))
+				continue;
+			memcpy(outer, f->name, ol);
+			outer[ol] = '\0';
+			if (tl_bn_get(body, outer, &m) != 0)
+				continue;
+			if (arr == NULL) {
+				/* "map.key" */
+				if (tl_bn_get(m, dot + 1, &n) == 0)
+					ok = fits(n, f->max, &got);
+			} else
+				/* "arr[]" (strings) or "arr[].key" (maps) */
+				for (k = 0; ok && k < tl_bn_len(m); k++) {
+					n = tl_bn_at(m, k);
+					if (arr[2] == '.' && tl_bn_get(n, arr + 3,
+					    &n) != 0)
+						continue;
+					ok = fits(n, f->max, &got);
+				}
+		}
+		if (!ok) {
+			*field = f->name;
+			*max = f->max;
+			*len = got;
+			return TL_ETOOBIG;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,105 @@
+/*
+ * table.c - every reactor behind one signature (tl_rx_run_fn), so that
+ * tallyd runs them from one table on one clock.  Each wrapper calls the
+ * reactor's pass and turns what it reports into a struct tl_rx_result;
+ * a wall-clock wish (a backoff's end, a grant's verification slot) is
+ * turned into a delay here, once.
+ */
+#include <string.h>
+
+#include "rx.h"
+
+/* A copy or a migration's end is no event: look again this soon. */
+#define RUNNING_WAKE_NS	250000000u
+
+/* The delay until wall-clock time at (0: none; 1 ns: now). */
+static uint64_t
+until(uint64_t at)
+{
+	uint64_t now;
+
+	if (at == 0)
+		return 0;
+	now = tl_rx_now();
+	return at > now ? at - now : 1;
+}
+
+int
+tl_rx_run_provision(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	uint64_t next = 0;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tl_rx_provision(rx, &res->done, &res->pending, &next);
+	res->wake_ns = until(next);
+	return rc;
+}
+
+int
+tl_rx_run_migrate(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tl_rx_migrate(rx, &res->done, &res->blocked, &res->running);
+	if (res->running > 0)
+		res->wake_ns = RUNNING_WAKE_NS;
+	return rc;
+}
+
+int
+tl_rx_run_rotate(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	unsigned waiting = 0;
+
+	memset(res, 0, sizeof(*res));
+	/* A rotation waiting on holders waits for their acks: events. */
+	return tl_rx_rotate(rx, &res->done, &waiting);
+}
+
+int
+tl_rx_run_rotate_admin(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	return tl_rx_rotate_admin(rx, &res->done);
+}
+
+int
+tl_rx_run_rebind(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tl_rx_rebind(rx, &res->done, &res->running);
+	if (res->running > 0)
+		res->wake_ns = RUNNING_WAKE_NS;
+	return rc;
+}
+
+int
+tl_rx_run_verify(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	struct tl_rx_verify_opts vo;
+	uint64_t next = 0;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	memset(&vo, 0, sizeof(vo));
+	vo.interval_ns = rx->verify_interval_ns;
+	rc = tl_rx_verify(rx, &vo, &res->checked, &res->unhealthy, &next);
+	res->wake_ns = until(next);
+	return rc;
+}
+
+int
+tl_rx_run_publish(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	uint64_t next = 0;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tl_rx_publish(rx, &res->done, &next);
+	res->wake_ns = until(next);
+	return rc;
+}

@@ -1,0 +1,515 @@
+/*
+ * check_catalogue.c - the event catalogue (projections/catalogue.c) and
+ * the rule that a string a fold keeps is never cut or emptied.
+ *
+ * Two kinds of test.  The source tests read the tree ($TALLY_SRC, else
+ * the current directory): every EV_ constant the code names is in the
+ * catalogue, every type the catalogue gives a fold is named by that
+ * fold's source (its macro, or its family's prefix), and a type no fold
+ * takes says why.
+ * The behaviour tests run a decider and the folds on a real log: a
+ * value too long for the field a fold keeps it in is refused by the
+ * decider (with the limit in the reason) and, appended past the
+ * decider, makes the fold fail with TL_ETOOBIG instead of storing "".
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/body.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "projections/catalogue.h"
+#include "projections/decide.h"
+#include "projections/events.h"
+#include "projections/grant.h"
+#include "projections/proj.h"
+#include "tests/lib/tl_test.h"
+
+static struct {
+	char		*home;
+	char		*logdir;
+	struct tl_log	*log;
+} G;
+
+static void
+setup(void)
+{
+	memset(&G, 0, sizeof(G));
+	G.home = tl_test_tmpdir("catalogue");
+	G.logdir = tl_test_path(G.home, "log");
+	ck_assert_int_eq(mkdir(G.logdir, 0700), 0);
+	ck_assert_int_eq(tl_log_open_ex(G.logdir, TL_LOG_CREATE |
+	    TL_LOG_NOSYNC, 64u << 20, &G.log), 0);
+}
+
+static void
+teardown(void)
+{
+	tl_log_close(G.log);
+	free(G.logdir);
+	tl_test_tmpdir_done(G.home);
+	memset(&G, 0, sizeof(G));
+}
+
+/* The whole of a file of the tree, NUL-terminated; NULL if absent. */
+static char *
+slurp(const char *rel)
+{
+	const char *src = getenv("TALLY_SRC");
+	char path[2048];
+	FILE *f;
+	char *buf;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/%s", src ? src : ".", rel);
+	if ((f = fopen(path, "r")) == NULL)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Is word (an identifier) in text, as a whole identifier? */
+static int
+has_ident(const char *text, const char *word)
+{
+	const char *p = text;
+	size_t n = strlen(word);
+
+	while ((p = strstr(p, word)) != NULL) {
+		int before = p > text && (isalnum((unsigned char)p[-1]) ||
+		    p[-1] == '_');
+		int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+
+		if (!before && !after)
+			return 1;
+		p += n;
+	}
+	return 0;
+}
+
+/* The files that name event types: every .c and .h of these. */
+static const char *const code_dirs[] = {
+	"core", "projections", "reactors", "tools/tally", "tools/tallyd",
+	"tools/tally-node", "drivers"
+};
+
+#include <dirent.h>
+
+typedef void (*file_fn)(const char *rel, const char *text, void *arg);
+
+static void
+each_file(file_fn fn, void *arg)
+{
+	const char *src = getenv("TALLY_SRC");
+	size_t i, seen = 0;
+
+	for (i = 0; i < sizeof(code_dirs) / sizeof(code_dirs[0]); i++) {
+		char dir[2048], rel[2048];
+		struct dirent *e;
+		DIR *d;
+
+		snprintf(dir, sizeof(dir), "%s/%s", src ? src : ".",
+		    code_dirs[i]);
+		if ((d = opendir(dir)) == NULL)
+			continue;
+		while ((e = readdir(d)) != NULL) {
+			size_t n = strlen(e->d_name);
+			char *text;
+
+			if (n < 3 || (strcmp(e->d_name + n - 2, ".c") != 0 &&
+			    strcmp(e->d_name + n - 2, ".h") != 0))
+				continue;
+			snprintf(rel, sizeof(rel), "%s/%s", code_dirs[i],
+			    e->d_name);
+			if ((text = slurp(rel)) == NULL)
+				continue;
+			fn(rel, text, arg);
+			free(text);
+			seen++;
+		}
+		closedir(d);
+	}
+	/* A wrong TALLY_SRC must not pass by finding nothing. */
+	ck_assert_uint_gt(seen, 20);
+}
+
+struct ident_arg {
+	unsigned	 named;
+	unsigned	 missing;
+};
+
+/* Every EV_ identifier of a file must be a catalogued type. */
+static void
+check_idents(const char *rel, const char *text, void *arg)
+{
+	struct ident_arg *ia = arg;
+	const char *p = text;
+
+	while ((p = strstr(p, "EV_")) != NULL) {
+		char id[64];
+		size_t n = 0;
+
+		if (p > text && (isalnum((unsigned char)p[-1]) ||
+		    p[-1] == '_')) {
+			p += 3;
+			continue;
+		}
+		while ((isupper((unsigned char)p[n]) || p[n] == '_' ||
+		    isdigit((unsigned char)p[n])) && n + 1 < sizeof(id)) {
+			id[n] = p[n];
+			n++;
+		}
+		id[n] = '\0';
+		p += n;
+		ia->named++;
+		if (tl_cat_by_macro(id) == NULL) {
+			fprintf(stderr, "%s: %s is not in projections/"
+			    "catalogue.c\n", rel, id);
+			ia->missing++;
+		}
+	}
+}
+
+/*
+ * A type spelled out as a literal in an append ("node.added" inside a
+ * tl_emit/tl_emit_bytes/tl_append call, up to its ';') must be
+ * catalogued too.
+ */
+static void
+check_literals(const char *rel, const char *text, void *arg)
+{
+	static const char *const calls[] = {
+		"tl_emit(", "tl_emit_bytes(", "tl_append("
+	};
+	struct ident_arg *ia = arg;
+	size_t c;
+
+	for (c = 0; c < 3; c++) {
+		const char *p = text;
+
+		while ((p = strstr(p, calls[c])) != NULL) {
+			const char *end = strchr(p, ';'), *q = p;
+
+			if (end == NULL)
+				break;
+			while ((q = memchr(q, '"', (size_t)(end - q))) != NULL) {
+				const char *close = memchr(q + 1, '"',
+				    (size_t)(end - q - 1));
+				char lit[64];
+				size_t n, k;
+				int dot = 0, shape = 1;
+
+				if (close == NULL)
+					break;
+				n = (size_t)(close - q - 1);
+				for (k = 0; k < n; k++) {
+					char ch = q[1 + k];
+
+					if (ch == '.')
+						dot = 1;
+					else if (!islower((unsigned char)ch) &&
+					    ch != '-')
+						shape = 0;
+				}
+				if (shape && dot && n < sizeof(lit)) {
+					memcpy(lit, q + 1, n);
+					lit[n] = '\0';
+					ia->named++;
+					if (tl_cat_find(lit) == NULL) {
+						fprintf(stderr, "%s: type \"%s\" "
+						    "is not in projections/"
+						    "catalogue.c\n", rel, lit);
+						ia->missing++;
+					}
+				}
+				q = close + 1;
+			}
+			p = end;
+		}
+	}
+}
+
+START_TEST(test_every_named_type_catalogued)
+{
+	struct ident_arg ia = { 0, 0 };
+
+	each_file(check_idents, &ia);
+	ck_assert_uint_gt(ia.named, 50);
+	ck_assert_uint_eq(ia.missing, 0);
+	each_file(check_literals, &ia);
+	ck_assert_uint_eq(ia.missing, 0);
+}
+END_TEST
+
+/* The catalogue's entries: types unique, every fold's source names them. */
+START_TEST(test_folds_take_what_catalogue_says)
+{
+	static const struct { unsigned bit; const char *file; } folds[] = {
+		{ TL_FOLD_GRAPH, "projections/graph.c" },
+		{ TL_FOLD_GRANTS, "projections/grants.c" },
+		{ TL_FOLD_ROTATION, "projections/rotation.c" },
+		{ TL_FOLD_REBIND, "projections/rebind.c" },
+	};
+	char *text[4];
+	size_t i, j, k, n = tl_cat_count();
+	unsigned bad = 0;
+
+	for (i = 0; i < 4; i++) {
+		text[i] = slurp(folds[i].file);
+		ck_assert_ptr_nonnull(text[i]);
+	}
+	ck_assert_uint_gt(n, 50);
+	for (i = 0; i < n; i++) {
+		const struct tl_cat_event *e = tl_cat_at(i);
+		char prefix[64];
+		const char *dot = strchr(e->type, '.');
+
+		ck_assert_ptr_nonnull(dot);
+		/* A fold may take a family by its prefix ("binding."). */
+		snprintf(prefix, sizeof(prefix), "\"%.*s\"",
+		    (int)(dot - e->type + 1), e->type);
+		for (k = 0; k < i; k++)
+			ck_assert_str_ne(tl_cat_at(k)->type, e->type);
+		if (e->folds == 0 && (e->ignored == NULL ||
+		    e->ignored[0] == '\0')) {
+			fprintf(stderr, "%s: no fold and no reason it is "
+			    "ignored\n", e->type);
+			bad++;
+		}
+		for (j = 0; j < 4; j++) {
+			int named = has_ident(text[j], e->macro) ||
+			    strstr(text[j], prefix) != NULL;
+
+			if ((e->folds & folds[j].bit) && !named) {
+				fprintf(stderr, "%s: catalogue says %s folds "
+				    "it; it does not name it\n", e->type,
+				    folds[j].file);
+				bad++;
+			}
+		}
+	}
+	for (i = 0; i < 4; i++)
+		free(text[i]);
+	ck_assert_uint_eq(bad, 0);
+}
+END_TEST
+
+/* Appends type with body b, bypassing every decider, and folds it. */
+struct raw {
+	const char	*type;
+	const char	*stream;
+	struct tl_body	*b;
+	int		 fold_rc;
+};
+
+static int
+raw_cb(struct tl_txn *t, void *arg)
+{
+	struct raw *r = arg;
+	struct tl_append a = { 0 };
+	struct tl_event ev;
+	struct tl_proj p;
+	const void *body;
+	size_t len;
+	uint64_t seq;
+	int rc;
+
+	if ((rc = tl_body_finish(r->b, &body, &len)) != 0)
+		return rc;
+	a.type = r->type;
+	a.stream = r->stream;
+	a.expect = TL_VER_ANY;
+	a.actor = "test";
+	a.body = body;
+	a.body_len = len;
+	if ((rc = tl_proj_open(t, &p)) != 0 ||
+	    (rc = tl_append(t, &a, &seq, NULL)) != 0 ||
+	    (rc = tl_log_get(t, seq, &ev)) != 0)
+		return rc;
+	r->fold_rc = tl_proj_apply(t, &p, &ev);
+	return 0;
+}
+
+/*
+ * A grant.requested whose resource does not fit the grant's 63 bytes,
+ * appended past the deciders (an old or foreign writer): the fold used
+ * to keep the grant with resource "" and say nothing.
+ */
+START_TEST(test_fold_refuses_overlong)
+{
+	struct tl_body b;
+	struct raw r = { EV_GRANT_REQUESTED, "grant/m/db", &b, 0 };
+	char longres[101];
+
+	memset(longres, 'r', 100);
+	longres[100] = '\0';
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", "m/db");
+	tl_body_str(&b, "module", "m");
+	tl_body_str(&b, "req", "db");
+	tl_body_str(&b, "scope", "shared");
+	tl_body_str(&b, "type", "t");
+	tl_body_str(&b, "provider", "n/p");
+	tl_body_str(&b, "resource", longres);
+	ck_assert_int_eq(tl_log_write(G.log, raw_cb, &r), 0);
+	tl_body_free(&b);
+	ck_assert_int_eq(r.fold_rc, TL_ETOOBIG);
+
+	/* The same event with a resource that fits folds as before. */
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", "m/db");
+	tl_body_str(&b, "module", "m");
+	tl_body_str(&b, "req", "db");
+	tl_body_str(&b, "scope", "shared");
+	tl_body_str(&b, "type", "t");
+	tl_body_str(&b, "provider", "n/p");
+	tl_body_str(&b, "resource", "fits");
+	r.fold_rc = -1;
+	ck_assert_int_eq(tl_log_write(G.log, raw_cb, &r), 0);
+	tl_body_free(&b);
+	ck_assert_int_eq(r.fold_rc, 0);
+}
+END_TEST
+
+struct node_cmd {
+	const char	*name;
+	const char	*routable;
+	char		 why[1024];
+};
+
+static int
+node_cb(struct tl_txn *t, void *arg)
+{
+	struct node_cmd *nc = arg;
+	struct tl_ctx c;
+	uint8_t pk[32] = { 1 };
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, "test")) != 0)
+		return rc;
+	rc = tl_dec_node_add(&c, nc->name, nc->routable, pk);
+	snprintf(nc->why, sizeof(nc->why), "%s", c.why);
+	if (rc != 0)
+		return rc;
+	return tl_ctx_end(&c);
+}
+
+/*
+ * A routable name longer than the 255 bytes every reader keeps it in
+ * (a provider's address, the host a consumer is given) is refused when
+ * the node is added, naming the field and the limit; nothing is
+ * appended.  It used to be recorded, and read back as "".
+ */
+START_TEST(test_decider_refuses_overlong)
+{
+	struct node_cmd nc = { "node-a", NULL, "" };
+	char routable[301];
+	struct tl_txn *t;
+	uint64_t last = 99;
+
+	memset(routable, 'h', 300);
+	routable[300] = '\0';
+	nc.routable = routable;
+	ck_assert_int_eq(tl_log_write(G.log, node_cb, &nc), TL_ETOOBIG);
+	ck_assert_msg(strstr(nc.why, "routable") != NULL &&
+	    strstr(nc.why, "255") != NULL, "reason: %s", nc.why);
+	ck_assert_int_eq(tl_log_begin(G.log, TL_TXN_RDONLY, &t), 0);
+	ck_assert_int_eq(tl_log_last(t, &last, NULL), 0);
+	tl_log_abort(t);
+	ck_assert_uint_eq(last, 0);
+
+	nc.routable = "node-a.example";
+	ck_assert_int_eq(tl_log_write(G.log, node_cb, &nc), 0);
+}
+END_TEST
+
+/* The limits reach into maps and arrays of a body too. */
+START_TEST(test_limits_nested)
+{
+	const struct tl_cat_event *e = tl_cat_find(EV_PROVIDER_REGISTERED);
+	struct tl_body b;
+	struct tl_bview v;
+	const void *body;
+	const char *field = NULL;
+	size_t len, max = 0, got = 0;
+	char longtype[101];
+
+	memset(longtype, 't', 100);
+	longtype[100] = '\0';
+	ck_assert_ptr_nonnull(e);
+	tl_body_init(&b);
+	tl_body_str(&b, "id", "node-a/pg");
+	tl_body_str(&b, "module", "pg");
+	tl_body_str(&b, "node", "node-a");
+	tl_body_arr(&b, "types");
+	tl_body_map(&b, NULL);
+	tl_body_str(&b, "type", "fits");
+	tl_body_end(&b);
+	tl_body_map(&b, NULL);
+	tl_body_str(&b, "type", longtype);
+	tl_body_end(&b);
+	tl_body_end(&b);
+	ck_assert_int_eq(tl_body_finish(&b, &body, &len), 0);
+	ck_assert_int_eq(tl_bview_open(&v, body, len), 0);
+	ck_assert_int_eq(tl_cat_check(e, v.root, &field, &max, &got),
+	    TL_ETOOBIG);
+	ck_assert_str_eq(field, "types[].type");
+	ck_assert_uint_eq(max, 63);
+	ck_assert_uint_eq(got, 100);
+	tl_bview_close(&v);
+	tl_body_free(&b);
+}
+END_TEST
+
+/* An unknown type cannot be emitted: the catalogue is the list. */
+START_TEST(test_emit_unknown_type_refused)
+{
+	ck_assert_ptr_null(tl_cat_find("node.renamed"));
+	ck_assert_ptr_nonnull(tl_cat_find(EV_NODE_ADDED));
+	ck_assert_str_eq(tl_cat_find(EV_NODE_ADDED)->stream, "node");
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("catalogue");
+	TCase *tc = tcase_create("source");
+
+	tcase_add_test(tc, test_every_named_type_catalogued);
+	tcase_add_test(tc, test_folds_take_what_catalogue_says);
+	tcase_add_test(tc, test_emit_unknown_type_refused);
+	tcase_add_test(tc, test_limits_nested);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("strings");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_fold_refuses_overlong);
+	tcase_add_test(tc, test_decider_refuses_overlong);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -27,6 +27,13 @@ struct tl_drv_admin {
 	 * as a privileges drift of every grant).  0: left as it is.
 	 */
 	int		 revoke_public_connect;
+	/*
+	 * The provider assignment's settings that are not secret, as
+	 * alternating name and value in one NULL-terminated array (NULL:
+	 * none): a driver reads the settings it declares from here.
+	 * Borrowed for the call to open, which copies what it keeps.
+	 */
+	const char	*const *settings;
 };
 
 /* What one grant is, as the driver sees it. */
@@ -72,6 +79,21 @@ struct tl_drv_migration {
 
 /* Outcome detail: a reason a person can act on (never a secret). */
 #define TL_DRV_WHY_MAX	512
+
+/*
+ * Connection fields a driver composes itself (the connection op): at
+ * most TL_DRV_CONN_MAX, each value at most TL_DRV_VALUE_MAX bytes and
+ * never a secret; names are static strings out of the driver's fields.
+ */
+#define TL_DRV_CONN_MAX		4
+#define TL_DRV_VALUE_MAX	511
+struct tl_drv_conn {
+	size_t		 n;
+	struct {
+		const char	*name;
+		char		 value[TL_DRV_VALUE_MAX + 1];
+	} f[TL_DRV_CONN_MAX];
+};
 
 /*
  * A setting of a provider's assignment (tally assign --set/--secret), as
@@ -215,6 +237,14 @@ struct tl_drv_ops {
 		    const struct tl_drv_admin *to,
 		    const struct tl_drv_grant *gto, char *tables, size_t cap,
 		    char *why);
+	/*
+	 * The connection fields of g once create made it, composed by the
+	 * driver (the directory driver's path): c->n fields, none secret.
+	 * TL_ETOOBIG when a value does not fit.  NULL: the reactor composes
+	 * host, port, database and user itself, as for a database server.
+	 */
+	int	(*connection)(void *h, const struct tl_drv_grant *g,
+		    struct tl_drv_conn *c, char *why);
 };
 
 /* NULL when there is no such driver. */

@@ -16,13 +16,15 @@
 #include "driver.h"
 
 extern const struct tl_drv_ops tl_drv_postgres;
+extern const struct tl_drv_ops tl_drv_directory;
 
 static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_postgres,
+	&tl_drv_directory,
 	NULL
 };
 
-static const char *const names[] = { "postgres", NULL };
+static const char *const names[] = { "postgres", "directory", NULL };
 
 /* The wrappers made under $TALLY_FAULT, by driver. */
 static const struct tl_drv_ops *wrapped[sizeof(drivers) /

@@ -135,6 +135,7 @@ static void
 change(struct astep *st)
 {
 	struct tl_drv_admin a;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	void *h = NULL;
 
 	a.host = st->pv.host;
@@ -143,6 +144,7 @@ change(struct astep *st)
 	a.password = st->pv.password;
 	a.dbname = st->pv.db;
 	a.revoke_public_connect = st->pv.maint;
+	a.settings = tl_rx_prov_settings(&st->pv, sv);
 	if (st->ops->set_admin_password == NULL) {
 		st->rc = TL_EDRIVER;
 		snprintf(st->why, sizeof(st->why), "driver %s cannot rotate "

@@ -230,6 +230,7 @@ static void
 call_driver(struct rpass *ps, struct rstep *st)
 {
 	struct tl_drv_admin a;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	struct tl_drv_grant dg;
 	void *h = NULL;
 
@@ -243,6 +244,7 @@ call_driver(struct rpass *ps, struct rstep *st)
 	a.password = st->pv.password;
 	a.dbname = st->pv.db;
 	a.revoke_public_connect = st->pv.maint;
+	a.settings = tl_rx_prov_settings(&st->pv, sv);
 	if ((st->rc = st->ops->open(&a, &h, st->why)) != 0)
 		return;
 	dg.resource = st->db;

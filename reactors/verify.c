@@ -338,6 +338,7 @@ run_vjob(void *arg)
 {
 	struct vjob *j = arg;
 	struct tl_drv_admin a;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	struct tl_drv_endpoint ep;
 	void *h = NULL;
 	size_t i;
@@ -348,6 +349,7 @@ run_vjob(void *arg)
 	a.password = j->v->pv.password;
 	a.dbname = j->v->pv.db;
 	a.revoke_public_connect = j->v->pv.maint;
+	a.settings = tl_rx_prov_settings(&j->v->pv, sv);
 	if ((j->open_rc = j->v->ops->open(&a, &h, j->open_why)) != 0) {
 		for (i = 0; i < j->nc; i++)
 			if (j->c[i]->rc == 0) {

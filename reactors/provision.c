@@ -795,6 +795,9 @@ cap_pass(struct pass *ps, size_t cap)
 	struct { char id[sizeof(ps->w[0].g.provider)]; size_t n; } *per;
 	size_t i, j, k = 0, nper = 0;
 
+	/* An idle pass has no array at all: qsort may not be given NULL. */
+	if (ps->nw == 0)
+		return;
 	qsort(ps->w, ps->nw, sizeof(*ps->w), by_age);
 	if ((per = calloc(ps->nw + 1, sizeof(*per))) == NULL)
 		return;		/* uncapped: slower, not wrong */

@@ -662,7 +662,7 @@ static const char *const dir_types[] = { "directory", NULL };
 static const char *const dir_fields[] = { "path", NULL };
 
 static const struct tl_drv_setting dir_settings[] = {
-	{ "root", NULL, 0, TL_DRV_STRING, "the absolute path under which "
+	{ "root", NULL, 0, TL_DRV_PATH, "the absolute path under which "
 	    "each grant gets its directory" },
 	{ "gid-base", "1000000000", 0, TL_DRV_INT, "run as root: the first "
 	    "group number given to grants" },

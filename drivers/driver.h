@@ -107,7 +107,8 @@ enum tl_drv_kind {
 	TL_DRV_HOST,		/* a host name or an IP address */
 	TL_DRV_BOOL,		/* yes/no, true/false, on/off, 1/0 */
 	TL_DRV_INT,		/* a non-negative decimal integer */
-	TL_DRV_DURATION		/* N[smhd], e.g. 90s, 5m, 1h, 30d */
+	TL_DRV_DURATION,	/* N[smhd], e.g. 90s, 5m, 1h, 30d */
+	TL_DRV_PATH		/* an absolute path, without . or .. parts */
 };
 
 struct tl_drv_setting {

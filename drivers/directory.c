@@ -30,8 +30,11 @@
  * stat shows it).
  *
  * Revoking with retain sets mode 0000 (nobody but root reaches the data;
- * the path stays); restore is create again (mode and owner back); purge
- * deletes the tree.  Nothing below root is ever followed through a
+ * the path stays; unprivileged, the owner is the consumer's uid too and
+ * could set the mode back: mode bits cannot keep a uid from itself);
+ * restore is create again (mode and owner back); purge deletes the tree.
+ * size is du's total of what tallyd can read (unprivileged, a revoked
+ * directory counts as its own blocks).  Nothing below root is ever followed through a
  * symbolic link: every step is openat/fstatat/unlinkat relative to a
  * directory descriptor with O_NOFOLLOW / AT_SYMLINK_NOFOLLOW, so a link
  * a consumer made in its directory is removed, never entered, and purge
@@ -605,9 +608,14 @@ du_tree(int dfd, const char *name, int depth, uint64_t *bytes)
 	*bytes += (uint64_t)st.st_blocks * 512;
 	if (!S_ISDIR(st.st_mode))
 		return 0;
+	/*
+	 * A directory closed to us (mode 0 and not root: a revoked grant
+	 * when unprivileged) counts as its own blocks, like du's total:
+	 * size must not change modes to look inside.
+	 */
 	if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) < 0)
-		return errno == ENOENT ? 0 : -1;
+		return errno == ENOENT || errno == EACCES ? 0 : -1;
 	if ((d = fdopendir(fd)) == NULL) {
 		close(fd);
 		return -1;

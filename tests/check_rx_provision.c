@@ -638,6 +638,77 @@ START_TEST(test_driver_link_in_place)
 }
 END_TEST
 
+/*
+ * The driver run unprivileged (a child as uid nobody, root nobody's):
+ * mode 0700 and the caller's own uid and gid, drift repaired, a revoked
+ * (mode 0) tree with a closed subdirectory still purged by its owner.
+ * Run as root only (the suite's default here); unprivileged, the
+ * reactor tests above cover this mode already.
+ */
+START_TEST(test_driver_unprivileged)
+{
+	pid_t pid;
+	int st;
+
+	if (geteuid() != 0)
+		return;
+	ck_assert_int_eq(chown(X.root, NOBODY, NOBODY), 0);
+	fflush(NULL);
+	ck_assert_int_ge(pid = fork(), 0);
+	if (pid == 0) {
+		const struct tl_drv_ops *ops = tl_drv_find("directory");
+		const char *sv[] = { "root", X.root, NULL };
+		struct tl_drv_admin a = { 0 };
+		struct tl_drv_grant g = { 0 };
+		struct tl_drv_conn c;
+		enum tl_drv_drift drift;
+		char why[TL_DRV_WHY_MAX], sub[700];
+		struct stat sb;
+		uint64_t bytes;
+		void *h;
+
+		if (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 ||
+		    setuid(NOBODY) != 0)
+			_exit(10);
+		a.settings = sv;
+		g.grant = "u/files";
+		if (ops->open(&a, &h, why) != 0 ||
+		    ops->create(h, &g, why) != 0 ||
+		    ops->connection(h, &g, &c, why) != 0)
+			_exit(11);
+		if (lstat(c.f[0].value, &sb) != 0 || sb.st_uid != NOBODY ||
+		    sb.st_gid != NOBODY || (sb.st_mode & 07777) != 0700)
+			_exit(12);
+		if (ops->check(h, &g, NULL, &drift, why) != 0 ||
+		    drift != TL_DRIFT_NONE)
+			_exit(13);
+		if (chmod(c.f[0].value, 0755) != 0 ||
+		    ops->check(h, &g, NULL, &drift, why) != 0 ||
+		    drift != TL_DRIFT_PRIVILEGES ||
+		    ops->fix_privileges(h, &g, why) != 0 ||
+		    ops->check(h, &g, NULL, &drift, why) != 0 ||
+		    drift != TL_DRIFT_NONE)
+			_exit(14);
+		snprintf(sub, sizeof(sub), "%s/closed", c.f[0].value);
+		if (mkdir(sub, 0) != 0 || ops->size(h, &g, &bytes, why) != 0 ||
+		    bytes == 0)
+			_exit(15);
+		if (ops->revoke(h, &g, 0, why) != 0 ||
+		    lstat(c.f[0].value, &sb) != 0 ||
+		    (sb.st_mode & 07777) != 0)
+			_exit(16);
+		if (ops->revoke(h, &g, 1, why) != 0 ||
+		    lstat(c.f[0].value, &sb) == 0)
+			_exit(17);
+		ops->close(h);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st));
+	ck_assert_msg(WEXITSTATUS(st) == 0, "step %d failed", WEXITSTATUS(st));
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -652,6 +723,7 @@ suite(void)
 	tcase_add_test(tc, test_revoke_retain_purge_restore);
 	tcase_add_test(tc, test_exclusive);
 	tcase_add_test(tc, test_driver_link_in_place);
+	tcase_add_test(tc, test_driver_unprivileged);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -177,6 +177,7 @@ tly log --json | grep '"type":"grant.purged"' | grep -q 'app-a/files' || t_fail 
 t_expect_exit 4 "restore of a purged grant" tly restore app-a/files
 t_ok "gone, outside untouched, grant.purged; restore refused"
 
-t_check "the log verifies"
+t_check "the log verifies, and the tables (paths included) rebuild byte for byte"
 tly verify >/dev/null || t_fail "tally verify failed"
-t_ok "chain intact"
+tly rebuild --check >"$W/rebuild.out" 2>&1 || t_fail "tally rebuild --check: $(cat "$W/rebuild.out")"
+t_ok "chain intact; $(tail -n 1 "$W/rebuild.out")"

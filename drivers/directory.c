@@ -317,7 +317,9 @@ expected(struct tl_drv_dir *h, const char *name, uint64_t h64, int create,
 /*
  * Opens root/name as a directory, never through a link; a directory
  * whose mode keeps its owner out (0000 after a revoke) is opened after
- * giving the owner its bits back, checked to be the same inode.
+ * giving the owner its bits back, checked to be the same inode.  Only
+ * an unprivileged tallyd meets EACCES (root is never refused), and then
+ * whoever could swap a link in between is tallyd's own uid.
  */
 static int
 open_dir(int dfd, const char *name, int *fdp)

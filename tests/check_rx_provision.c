@@ -709,6 +709,61 @@ START_TEST(test_driver_unprivileged)
 }
 END_TEST
 
+/* Entries of dir (without . and ..) whose name starts with prefix. */
+static int
+count_entries(const char *dir, const char *prefix)
+{
+	char cmd[1024], *outp = tl_test_path(X.dir, "count.out");
+	FILE *fp;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls -A %s | grep -c '^%s' >%s", dir,
+	    prefix, outp);
+	if (system(cmd) != -1 && (fp = fopen(outp, "r")) != NULL) {
+		if (fscanf(fp, "%d", &n) != 1)
+			n = -1;
+		fclose(fp);
+	}
+	free(outp);
+	return n;
+}
+
+/*
+ * A crash between the driver's create and the outcome (the fault
+ * wrapper's "lost": the directory is made, the reply is lost): the grant
+ * fails, the next pass resumes the same intent, and the result is one
+ * directory and one group per grant, healthy.
+ */
+START_TEST(test_lost_reply_resumed)
+{
+	struct tl_grant a, b;
+	char meta[300];
+	unsigned done = 0;
+	int i;
+
+	setenv("TALLY_FAULT", "create:lost-first=1", 1);
+	done = provision();
+	ck_assert_uint_eq(done, 1);
+	for (i = 0; i < 100 && done < 2; i++) {
+		usleep(100000);
+		done += provision();
+	}
+	ck_assert_uint_eq(done, 2);
+	grant("app-a/files", &a);
+	grant("app-b/files", &b);
+	ck_assert_str_eq(a.state, "provisioned");
+	ck_assert_str_eq(b.state, "provisioned");
+	ck_assert_int_eq(count_entries(X.root, "app-"), 2);
+	if (geteuid() == 0) {
+		snprintf(meta, sizeof(meta), "%s/.tally", X.root);
+		ck_assert_int_eq(count_entries(meta, "gid-"), 2);
+	}
+	ck_assert_str_eq(verify("app-a/files")->drift, "");
+	ck_assert_str_eq(verify("app-b/files")->drift, "");
+	unsetenv("TALLY_FAULT");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -724,6 +779,7 @@ suite(void)
 	tcase_add_test(tc, test_exclusive);
 	tcase_add_test(tc, test_driver_link_in_place);
 	tcase_add_test(tc, test_driver_unprivileged);
+	tcase_add_test(tc, test_lost_reply_resumed);
 	suite_add_tcase(s, tc);
 	return s;
 }

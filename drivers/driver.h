@@ -27,6 +27,13 @@ struct tl_drv_admin {
 	 * as a privileges drift of every grant).  0: left as it is.
 	 */
 	int		 revoke_public_connect;
+	/*
+	 * The provider assignment's settings that are not secret, as
+	 * alternating name and value in one NULL-terminated array (NULL:
+	 * none): a driver reads the settings it declares from here.
+	 * Borrowed for the call to open, which copies what it keeps.
+	 */
+	const char	*const *settings;
 };
 
 /* What one grant is, as the driver sees it. */
@@ -74,6 +81,21 @@ struct tl_drv_migration {
 #define TL_DRV_WHY_MAX	512
 
 /*
+ * Connection fields a driver composes itself (the connection op): at
+ * most TL_DRV_CONN_MAX, each value at most TL_DRV_VALUE_MAX bytes and
+ * never a secret; names are static strings out of the driver's fields.
+ */
+#define TL_DRV_CONN_MAX		4
+#define TL_DRV_VALUE_MAX	511
+struct tl_drv_conn {
+	size_t		 n;
+	struct {
+		const char	*name;
+		char		 value[TL_DRV_VALUE_MAX + 1];
+	} f[TL_DRV_CONN_MAX];
+};
+
+/*
  * A setting of a provider's assignment (tally assign --set/--secret), as
  * the driver declares it: what the code of tally reads from the
  * assignment, and nothing else, so `tally assign` can refuse a typo and
@@ -85,7 +107,8 @@ enum tl_drv_kind {
 	TL_DRV_HOST,		/* a host name or an IP address */
 	TL_DRV_BOOL,		/* yes/no, true/false, on/off, 1/0 */
 	TL_DRV_INT,		/* a non-negative decimal integer */
-	TL_DRV_DURATION		/* N[smhd], e.g. 90s, 5m, 1h, 30d */
+	TL_DRV_DURATION,	/* N[smhd], e.g. 90s, 5m, 1h, 30d */
+	TL_DRV_PATH		/* an absolute path, without . or .. parts */
 };
 
 struct tl_drv_setting {
@@ -215,6 +238,14 @@ struct tl_drv_ops {
 		    const struct tl_drv_admin *to,
 		    const struct tl_drv_grant *gto, char *tables, size_t cap,
 		    char *why);
+	/*
+	 * The connection fields of g once create made it, composed by the
+	 * driver (the directory driver's path): c->n fields, none secret.
+	 * TL_ETOOBIG when a value does not fit.  NULL: the reactor composes
+	 * host, port, database and user itself, as for a database server.
+	 */
+	int	(*connection)(void *h, const struct tl_drv_grant *g,
+		    struct tl_drv_conn *c, char *why);
 };
 
 /* NULL when there is no such driver. */

@@ -207,6 +207,16 @@ f_close(void *h)
 	free(fh);
 }
 
+/* Composing fields touches nothing on the provider: no faults. */
+static int
+f_connection(void *h, const struct tl_drv_grant *g, struct tl_drv_conn *c,
+    char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->connection(fh->h, g, c, why);
+}
+
 static int
 f_create(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -564,6 +574,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	    NULL;
 	s->ops.freeze = real->freeze != NULL ? f_freeze : NULL;
 	s->ops.copy = real->copy != NULL ? copy_fn[s - slots] : NULL;
+	s->ops.connection = real->connection != NULL ? f_connection : NULL;
 	s->used = 1;
 	return &s->ops;
 }

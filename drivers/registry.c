@@ -16,13 +16,15 @@
 #include "driver.h"
 
 extern const struct tl_drv_ops tl_drv_postgres;
+extern const struct tl_drv_ops tl_drv_directory;
 
 static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_postgres,
+	&tl_drv_directory,
 	NULL
 };
 
-static const char *const names[] = { "postgres", NULL };
+static const char *const names[] = { "postgres", "directory", NULL };
 
 /* The wrappers made under $TALLY_FAULT, by driver. */
 static const struct tl_drv_ops *wrapped[sizeof(drivers) /
@@ -84,6 +86,7 @@ tl_drv_kind_name(enum tl_drv_kind kind)
 	case TL_DRV_BOOL:	return "bool";
 	case TL_DRV_INT:	return "int";
 	case TL_DRV_DURATION:	return "duration";
+	case TL_DRV_PATH:	return "path";
 	}
 	return "?";
 }
@@ -201,6 +204,14 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 		if (tl_drv_duration(value, &secs) != 0)
 			return bad(why, s, value, "expected a duration, N "
 			    "seconds or N followed by s, m, h or d (90s, 5m)");
+		return 0;
+	case TL_DRV_PATH:
+		if (value[0] != '/' || strstr(value, "/./") != NULL ||
+		    strstr(value, "/../") != NULL ||
+		    (n >= 2 && strcmp(value + n - 2, "/.") == 0) ||
+		    (n >= 3 && strcmp(value + n - 3, "/..") == 0))
+			return bad(why, s, value, "expected an absolute path "
+			    "without . or .. parts");
 		return 0;
 	}
 	return bad(why, s, value, "unknown kind");

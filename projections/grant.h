@@ -57,6 +57,7 @@ struct tl_grant {
 	char		port[8];
 	char		database[64];
 	char		user[64];
+	char		path[512];	/* a directory grant's (driver's) */
 	uint64_t	naming;		/* name scheme (reactors/names.c); 0: none
 					   recorded (scheme 1 once versioned) */
 };

@@ -25,6 +25,8 @@
 /* Written only when not 0: records of before it stay byte for byte. */
 #define OPT_U64_FIELDS(X)						\
 	X(naming)
+#define OPT_STR_FIELDS(X)						\
+	X(path)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -45,6 +47,8 @@ tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	STR_FIELDS(PUT_STR)
 	U64_FIELDS(PUT_U64)
 	OPT_U64_FIELDS(PUT_OPT)
+#define PUT_OPT_STR(f) if (g->f[0] != '\0') tl_body_str(&b, #f, g->f);
+	OPT_STR_FIELDS(PUT_OPT_STR)
 	if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
 		rc = tl_rec_put(t, p->grants, k, seq, enc, len);
 	tl_body_free(&b);
@@ -54,6 +58,7 @@ tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 #define NAME(f) #f,
 static const char *const grant_keys[] = {
 	STR_FIELDS(NAME) U64_FIELDS(NAME) OPT_U64_FIELDS(NAME)
+	OPT_STR_FIELDS(NAME)
 };
 #undef NAME
 #define NKEYS	(sizeof(grant_keys) / sizeof(grant_keys[0]))
@@ -78,6 +83,7 @@ grant_decode(struct tl_bnode m, struct tl_grant *g)
 	STR_FIELDS(GET_STR)
 	U64_FIELDS(GET_U64)
 	OPT_U64_FIELDS(GET_U64)
+	OPT_STR_FIELDS(GET_STR)
 	return 0;
 }
 
@@ -379,6 +385,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 			tl_bn_getstr(f, "database", g.database,
 			    sizeof(g.database));
 			tl_bn_getstr(f, "user", g.user, sizeof(g.user));
+			tl_bn_getstr(f, "path", g.path, sizeof(g.path));
 		}
 	} else if (strcmp(ev->type, EV_GRANT_FAILED) == 0) {
 		/*

@@ -143,6 +143,7 @@ change(struct tl_rx_job *j)
 {
 	struct astep *st = (struct astep *)j;
 	struct tl_drv_admin a;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	void *h = NULL;
 
 	a.host = st->pv.host;
@@ -151,6 +152,7 @@ change(struct tl_rx_job *j)
 	a.password = st->pv.password;
 	a.dbname = st->pv.db;
 	a.revoke_public_connect = st->pv.maint;
+	a.settings = tl_rx_prov_settings(&st->pv, sv);
 	if (st->ops->set_admin_password == NULL) {
 		st->rc = TL_EDRIVER;
 		snprintf(st->why, sizeof(st->why), "driver %s cannot rotate "

@@ -313,6 +313,7 @@ session_run(struct tl_rx_job *j)
 	struct session *s = (struct session *)j;
 	struct tl_rx_prov *pv = s->q->pv;
 	struct tl_drv_admin a;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	struct tl_rx_call *c;
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
@@ -324,6 +325,7 @@ session_run(struct tl_rx_job *j)
 	a.password = pv->password;
 	a.dbname = pv->db;
 	a.revoke_public_connect = pv->maint;
+	a.settings = tl_rx_prov_settings(pv, sv);
 	if ((rc = pv->ops->open(&a, &h, why)) != 0) {
 		/* What no session takes fails with this. */
 		pthread_mutex_lock(&s->q->mu);

@@ -147,6 +147,9 @@ struct work {
 	uint64_t	 ms;
 	uint64_t	 size;		/* retained bytes, after a revoke */
 	int		 have_size;
+	/* Fields the driver composed (its connection op), after create. */
+	struct tl_drv_conn conn;
+	int		 have_conn;
 };
 
 
@@ -237,6 +240,26 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		}
 		tl_bn_getstr(n, TL_SET_REVOKE_PUBLIC_CONNECT, maint,
 		    sizeof(maint));
+		/* Every setting, for the driver to read its own. */
+		for (i = 0; i < tl_bn_len(n) && i < TL_RX_SETTINGS_MAX; i++) {
+			struct tl_bnode kn, vn;
+			const char *ks, *vs;
+			size_t kl, vl;
+
+			tl_bn_entry(n, i, &kn, &vn);
+			if (tl_bn_str(kn, &ks, &kl) != 0 ||
+			    tl_bn_str(vn, &vs, &vl) != 0 ||
+			    memchr(ks, '\0', kl) != NULL ||
+			    memchr(vs, '\0', vl) != NULL ||
+			    pv->setlen + kl + vl + 2 > sizeof(pv->setbuf))
+				continue;
+			memcpy(pv->setbuf + pv->setlen, ks, kl);
+			pv->setlen += kl;
+			pv->setbuf[pv->setlen++] = '\0';
+			memcpy(pv->setbuf + pv->setlen, vs, vl);
+			pv->setlen += vl;
+			pv->setbuf[pv->setlen++] = '\0';
+		}
 	}
 	pv->maint = tl_setting_revoke_public_connect(maint);
 	if (pv->host[0] == '\0')
@@ -270,6 +293,20 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 	tl_rec_close(&r);
 	pv->ops = tl_drv_find(driver);
 	return 0;
+}
+
+const char *const *
+tl_rx_prov_settings(const struct tl_rx_prov *pv,
+    const char *sv[2 * TL_RX_SETTINGS_MAX + 1])
+{
+	size_t off = 0, n = 0;
+
+	while (off < pv->setlen && n < 2 * TL_RX_SETTINGS_MAX) {
+		sv[n++] = pv->setbuf + off;
+		off += strlen(pv->setbuf + off) + 1;
+	}
+	sv[n & ~(size_t)1] = NULL;
+	return sv;
 }
 
 static struct tl_rx_prov *
@@ -517,6 +554,8 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 				val = g->user;
 			else if (FIELD("password"))
 				val = w.password;
+			else if (FIELD("path"))
+				val = g->path;
 			if (val != NULL)
 				sb_add(sb, "%.*s=%s\n", (int)vl, var, val);
 			else if (FIELD("url"))
@@ -914,6 +953,10 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		/* A resumed intent may find the role made before. */
 		if (w->rc == 0 && w->resumed)
 			w->rc = pv->ops->set_password(h, &dg, w->why);
+		if (w->rc == 0 && pv->ops->connection != NULL) {
+			w->rc = pv->ops->connection(h, &dg, &w->conn, w->why);
+			w->have_conn = w->rc == 0;
+		}
 	} else {
 		w->rc = pv->ops->revoke(h, &dg, w->drop, w->why);
 		/* What a retained grant keeps, for tally grants. */
@@ -1188,13 +1231,18 @@ outcomes(void *arg, struct tl_ctx *cp)
 					    ps->pv[j].port);
 			tl_body_u64(&b, "version", cur.version);
 			tl_body_map(&b, "fields");
-			for (j = 0; j < ps->npv; j++)
+			for (j = 0; w->have_conn && j < w->conn.n; j++)
+				tl_body_str(&b, w->conn.f[j].name,
+				    w->conn.f[j].value);
+			for (j = 0; !w->have_conn && j < ps->npv; j++)
 				if (strcmp(ps->pv[j].id, w->g.provider) == 0)
 					tl_body_str(&b, "host",
 					    ps->pv[j].routable);
-			tl_body_str(&b, "port", port);
-			tl_body_str(&b, "database", w->dbname);
-			tl_body_str(&b, "user", w->login);
+			if (!w->have_conn) {
+				tl_body_str(&b, "port", port);
+				tl_body_str(&b, "database", w->dbname);
+				tl_body_str(&b, "user", w->login);
+			}
 			tl_body_end(&b);
 			rc = tl_emit(&c, EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);

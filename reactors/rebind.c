@@ -306,8 +306,10 @@ issue(void *arg, struct tl_ctx *cp)
 }
 
 static void
-admin_of(const struct tl_rx_prov *pv, struct tl_drv_admin *a)
+admin_of(const struct tl_rx_prov *pv, struct tl_drv_admin *a,
+    const char *sv[2 * TL_RX_SETTINGS_MAX + 1])
 {
+	a->settings = tl_rx_prov_settings(pv, sv);
 	a->host = pv->host;
 	a->port = pv->port;
 	a->user = pv->user;
@@ -325,10 +327,11 @@ on_provider(const struct tl_rx_prov *pv, int what,
 {
 	const struct tl_drv_ops *ops = pv->ops;
 	struct tl_drv_admin a;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	void *h = NULL;
 	int rc;
 
-	admin_of(pv, &a);
+	admin_of(pv, &a, sv);
 	if ((rc = ops->open(&a, &h, why)) != 0)
 		return rc;
 	switch (what) {
@@ -356,12 +359,13 @@ size_on(const struct tl_rx_prov *pv, const struct tl_drv_grant *dg,
 {
 	const struct tl_drv_ops *ops = pv->ops;
 	struct tl_drv_admin a;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	void *h = NULL;
 	int rc;
 
 	if (ops->size == NULL)
 		return TL_EINVAL;
-	admin_of(pv, &a);
+	admin_of(pv, &a, sv);
 	if ((rc = ops->open(&a, &h, why)) != 0)
 		return rc;
 	rc = ops->size(h, dg, bytes, why);
@@ -378,6 +382,8 @@ call_driver(struct mstep *st)
 	struct tl_drv_grant gold = { st->odb, st->oowner, st->ologin, "",
 	    st->g.id, unnamed };
 	struct tl_drv_admin af, at;
+	const char *svf[2 * TL_RX_SETTINGS_MAX + 1];
+	const char *svt[2 * TL_RX_SETTINGS_MAX + 1];
 	char why[TL_DRV_WHY_MAX];
 
 	if (st->rc != 0)
@@ -411,8 +417,8 @@ call_driver(struct mstep *st)
 			say(st->why, "out of memory");
 			return;
 		}
-		admin_of(&st->from, &af);
-		admin_of(&st->to, &at);
+		admin_of(&st->from, &af, svf);
+		admin_of(&st->to, &at, svt);
 		if ((st->rc = st->to.ops->copy(&af, &gold, &at, &gnew,
 		    st->tables, TABLES_MAX, why)) != 0)
 			say(st->why, "copying \"%s\" on "

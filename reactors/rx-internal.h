@@ -43,6 +43,12 @@ struct tl_rx_prov {
 	unsigned	 mig_timeout;	/* migration-timeout, s; 0: default */
 	int		 maint;		/* revoke-public-connect */
 	int		 ok;		/* admin side usable this pass */
+	/*
+	 * The assignment's settings that are not secret, name NUL value NUL
+	 * each (tl_rx_prov_settings makes the driver's array of them).
+	 */
+	char		 setbuf[2048];
+	size_t		 setlen;
 	const struct tl_drv_ops *ops;
 	struct work	**w;	/* the provisioner's */
 	size_t		 nw, capw;
@@ -54,6 +60,15 @@ struct tl_rx_backoff *tl_rx_backoff_find(struct tl_rx *rx, const char *id,
 	    int create);
 void	tl_rx_backoff_fail(struct tl_rx *rx, const char *id);
 void	tl_rx_backoff_ok(struct tl_rx *rx, const char *id);
+
+/* Settings a provider's driver is given, at most. */
+#define TL_RX_SETTINGS_MAX	16
+/*
+ * pv's settings as tl_drv_admin.settings wants them, in sv (which the
+ * caller holds, as long as pv): returns sv.
+ */
+const char *const *tl_rx_prov_settings(const struct tl_rx_prov *pv,
+	    const char *sv[2 * TL_RX_SETTINGS_MAX + 1]);
 
 /* Loads provider id's admin side (decrypting its password) for type. */
 int	tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p,

@@ -1,0 +1,458 @@
+/*
+ * bench_directory.c - tally's cost per grant above the provider's own,
+ * with the directory driver (a real file system, no server), against
+ * the same file-system calls issued directly in the same run.  Prints
+ * figures; never asserts.
+ *
+ * A tally home with a download provider (examples/download.yaml,
+ * assigned with --set root=) and N consumer modules (tally apply, in
+ * batches), each with one shared directory requirement.  Then, timed:
+ *
+ *   requested   the N assignments appended in-process through the
+ *               assign decider (tl_dec_assign, 100 per transaction, as
+ *               tally assign decides one): each one's grant.requested
+ *   tally       tl_rx_provision passes, exactly as tallyd runs them
+ *               (--workers 4), until every grant is provisioned and
+ *               delivered (sealed to the node, env file written):
+ *               request -> delivered for all N, wall and CPU
+ *   syscalls    in a fresh root, the file-system calls the driver makes
+ *               for a new grant, issued directly: run as root, the group
+ *               claim (openat ENOENT, openat O_EXCL, write, fsync,
+ *               close), then mkdirat, openat O_NOFOLLOW, fchown, fchmod,
+ *               close; unprivileged, the last five
+ *   driver      the driver alone (open, create for each grant), in a
+ *               third root: what the driver adds to the calls
+ *
+ * tally's own cost per grant = (tally - syscalls) / N.  Then one more
+ * request at a time with N provisioned: assign -> delivered, median of
+ * BENCH_DIR_SAMPLES (5).
+ *
+ * Sizes: BENCH_DIR_GRANTS (10000), then 100,000 when BENCH_DIR_100K=1
+ * (opt-in: setting up 100,000 modules and assignments takes several
+ * minutes on the shared 2-core machine, most of it outside the timed
+ * part, and the passes' cost grows with the grants already there: see
+ * ARCHITECTURE.md).  BENCH_DIR_TMP=/dev/shm runs it all on tmpfs, where
+ * fsync and path lookups cost next to nothing, so what is left is
+ * tally's CPU.  Env as make bench sets it: TALLY_BIN, TALLY_SRC,
+ * TALLY_TMP.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/secret.h"
+#include "drivers/driver.h"
+#include "projections/decide.h"
+#include "projections/grant.h"
+#include "projections/proj.h"
+#include "reactors/rx.h"
+#include "tests/lib/tl_bench.h"
+#include "tests/lib/tl_test.h"
+
+#define ME		"bench_directory"
+#define APPLY_BATCH	2000
+#define ASSIGN_BATCH	100
+#define MAXSAMPLES	32
+
+static const char *bin, *src;
+
+static double
+cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static void
+quiet(int level, const char *fmt, va_list ap)
+{
+	if (level >= TL_RX_WARN) {
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+}
+
+/* --- setting up ------------------------------------------------------ */
+
+static int
+write_manifest(const char *dir, int i)
+{
+	char path[4200];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/c%06d.yaml", dir, i);
+	if ((fp = fopen(path, "w")) == NULL)
+		return -1;
+	fprintf(fp, "module: c%06d\nenv: {FILES: \"\"}\nrequires:\n"
+	    "  files:\n    type: directory\n    from: download\n"
+	    "    env: {path: FILES}\n", i);
+	return fclose(fp);
+}
+
+/* tally apply of manifests [from, to), in one process. */
+static int
+apply_range(const char *home, const char *mdir, const char *clilog,
+    int from, int to)
+{
+	char **argv = calloc((size_t)(to - from) + 4, sizeof(*argv));
+	char tally[4200];
+	int i, n = 0, rc;
+
+	if (argv == NULL)
+		return -1;
+	snprintf(tally, sizeof(tally), "%s/tally", bin);
+	argv[n++] = tally;
+	argv[n++] = "apply";
+	for (i = from; i < to; i++) {
+		if ((argv[n] = malloc(4200)) == NULL)
+			break;
+		snprintf(argv[n++], 4200, "%s/c%06d.yaml", mdir, i);
+	}
+	argv[n] = NULL;
+	rc = i == to ? tl_bench_run(home, NULL, clilog, NULL, argv) : -1;
+	for (i = 2; i < n; i++)
+		free(argv[i]);
+	free(argv);
+	return rc;
+}
+
+struct assign_arg {
+	int	 from, to;
+};
+
+static int
+assign_cb(struct tl_txn *t, void *arg)
+{
+	struct assign_arg *a = arg;
+	struct tl_ctx c;
+	char m[32];
+	int i, rc;
+
+	if ((rc = tl_ctx_begin(&c, t, "bench")) != 0)
+		return rc;
+	for (i = a->from; i < a->to; i++) {
+		snprintf(m, sizeof(m), "c%06d", i);
+		/* A full map is grown and the whole callback run again. */
+		if ((rc = tl_dec_assign(&c, m, "node-a", "local", NULL, 0))
+		    != 0)
+			return rc;
+	}
+	return tl_ctx_end(&c);
+}
+
+static int
+assign_range(struct tl_log *log, int from, int to)
+{
+	struct assign_arg a;
+	int i, rc;
+
+	for (i = from; i < to; i += ASSIGN_BATCH) {
+		a.from = i;
+		a.to = i + ASSIGN_BATCH < to ? i + ASSIGN_BATCH : to;
+		if ((rc = tl_log_write(log, assign_cb, &a)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Passes until nothing is pending; the grants provisioned. */
+static int
+provision_all(struct tl_rx *rx, unsigned *total)
+{
+	unsigned done, pending;
+	uint64_t next;
+	int rc, idle = 0;
+
+	*total = 0;
+	for (;;) {
+		done = pending = 0;
+		next = 0;
+		if ((rc = tl_rx_provision(rx, &done, &pending, &next)) != 0)
+			return rc;
+		*total += done;
+		if (done == 0 && pending == 0 && ++idle >= 2)
+			return 0;
+		if (done != 0 || pending != 0)
+			idle = 0;
+		if (done == 0 && pending != 0)
+			tl_bench_msleep(10);	/* a backoff: not ours */
+	}
+}
+
+static int
+delivered(const char *home, int i)
+{
+	char path[4200];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/deliver/node-a/c%06d.env", home, i);
+	return stat(path, &st) == 0 && st.st_size > 0;
+}
+
+/* --- the contenders without tally ------------------------------------ */
+
+/* The calls drivers/directory.c makes for a new grant, directly. */
+static int
+syscalls(const char *root, int n)
+{
+	int rfd, mfd = -1, fd, i, priv = geteuid() == 0;
+	char name[64], claim[64];
+
+	if ((rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	if (priv && (mkdirat(rfd, ".tally", 0700) != 0 ||
+	    (mfd = openat(rfd, ".tally", O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC)) < 0))
+		return -1;
+	for (i = 0; i < n; i++) {
+		gid_t gid = (gid_t)(1000000000 + i);
+
+		snprintf(name, sizeof(name), "c%06d-files_%016x", i,
+		    (unsigned)i * 2654435761u);
+		if (priv) {
+			snprintf(claim, sizeof(claim), "gid-%lu",
+			    (unsigned long)gid);
+			if ((fd = openat(mfd, claim, O_RDONLY | O_NOFOLLOW |
+			    O_CLOEXEC)) >= 0 || errno != ENOENT)
+				return -1;
+			if ((fd = openat(mfd, claim, O_WRONLY | O_CREAT |
+			    O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0 ||
+			    write(fd, name, strlen(name)) < 0 ||
+			    fsync(fd) != 0)
+				return -1;
+			close(fd);
+		} else
+			gid = getegid();
+		if (mkdirat(rfd, name, 0700) != 0 ||
+		    (fd = openat(rfd, name, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) < 0)
+			return -1;
+		if (fchown(fd, geteuid(), gid) != 0 ||
+		    fchmod(fd, priv ? 02770 : 0700) != 0)
+			return -1;
+		close(fd);
+	}
+	if (mfd >= 0)
+		close(mfd);
+	close(rfd);
+	return 0;
+}
+
+static int
+driver_alone(const char *root, int n)
+{
+	const struct tl_drv_ops *ops = tl_drv_find("directory");
+	const char *sv[] = { "root", root, NULL };
+	struct tl_drv_admin a = { 0 };
+	struct tl_drv_grant g = { 0 };
+	char why[TL_DRV_WHY_MAX], id[64];
+	void *h;
+	int i;
+
+	a.settings = sv;
+	if (ops == NULL || ops->open(&a, &h, why) != 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "c%06d/files", i);
+		g.grant = id;
+		if (ops->create(h, &g, why) != 0) {
+			fprintf(stderr, ME ": create %s: %s\n", id, why);
+			ops->close(h);
+			return -1;
+		}
+	}
+	ops->close(h);
+	return 0;
+}
+
+/* --- one size -------------------------------------------------------- */
+
+static int
+run(int n, int samples)
+{
+	char *w = tl_test_tmpdir("bench-directory"), *home, *mdir, *root,
+	    *root2, *root3, *clilog, *p, setroot[4400], why[512] = "";
+	struct tl_rx rx;
+	double t0, t1, c0, c1, ts, tsc, td, tcpu, lat[MAXSAMPLES];
+	unsigned total = 0;
+	int i, rc = -1, ok = 0, ns = 0;
+
+	home = tl_test_path(w, "home");
+	mdir = tl_test_path(w, "manifests");
+	root = tl_test_path(w, "root");
+	root2 = tl_test_path(w, "root-syscalls");
+	root3 = tl_test_path(w, "root-driver");
+	clilog = tl_test_path(w, "cli.log");
+	if (mkdir(mdir, 0755) != 0 || mkdir(root, 0755) != 0 ||
+	    mkdir(root2, 0755) != 0 || mkdir(root3, 0755) != 0)
+		goto out;
+	snprintf(setroot, sizeof(setroot), "root=%s", root);
+	p = tl_test_path(src, "examples/download.yaml");
+	t0 = tl_bench_now();
+	if (tl_bench_tally(bin, home, NULL, clilog, "init", NULL) != 0 ||
+	    tl_bench_tally(bin, home, NULL, clilog, "node", "add", "node-a",
+	    "--routable-name", "127.0.0.1", NULL) != 0 ||
+	    tl_bench_tally(bin, home, NULL, clilog, "apply", p, NULL) != 0 ||
+	    tl_bench_tally(bin, home, NULL, clilog, "assign", "download",
+	    "node-a", "--set", setroot, NULL) != 0) {
+		fprintf(stderr, ME ": setting up the home failed (see %s)\n",
+		    clilog);
+		free(p);
+		goto out;
+	}
+	free(p);
+	for (i = 0; i < n + samples; i++)
+		if (write_manifest(mdir, i) != 0)
+			goto out;
+	for (i = 0; i < n + samples; i += APPLY_BATCH)
+		if (apply_range(home, mdir, clilog, i, i + APPLY_BATCH <
+		    n + samples ? i + APPLY_BATCH : n + samples) != 0) {
+			fprintf(stderr, ME ": tally apply failed (see %s)\n",
+			    clilog);
+			goto out;
+		}
+
+	tl_rx_init(&rx);
+	rx.actor = "tallyd";
+	rx.workers = 4;		/* tallyd's default */
+	rx.logf = quiet;
+	snprintf(rx.home, sizeof(rx.home), "%s", home);
+	p = tl_test_path(home, "master.key");
+	if (tl_secret_load(p, &rx.key, why) != 0) {
+		fprintf(stderr, ME ": %s: %s\n", p, why);
+		free(p);
+		goto out;
+	}
+	free(p);
+	p = tl_test_path(home, "log");
+	if (tl_log_open(p, 0, &rx.log) != 0) {
+		free(p);
+		goto out_rx;
+	}
+	free(p);
+	/* Projections current before the clock starts. */
+	if (tl_proj_current(rx.log) != 0 || provision_all(&rx, &total) != 0)
+		goto out_log;
+	printf("  setup (init, %d modules applied): %.1f s\n", n + samples,
+	    tl_bench_now() - t0);
+
+	t0 = tl_bench_now();
+	c0 = cpu_s();
+	if ((rc = assign_range(rx.log, 0, n)) != 0) {
+		fprintf(stderr, ME ": assigning: %s %s\n", tl_strerror(rc),
+		    tl_log_lasterr(rx.log));
+		goto out_log;
+	}
+	t1 = tl_bench_now();
+	printf("  requested   %6d grants (assign decider, %d per txn): "
+	    "%.2f s\n", n, ASSIGN_BATCH, t1 - t0);
+	if ((rc = provision_all(&rx, &total)) != 0) {
+		fprintf(stderr, ME ": provisioning: %s\n", tl_strerror(rc));
+		goto out_log;
+	}
+	c1 = cpu_s();
+	td = tl_bench_now() - t1;
+	tcpu = c1 - c0;
+	for (i = 0; i < n; i++)
+		ok += delivered(home, i);
+	printf("  tally       request -> delivered, %d of %d delivered: "
+	    "%.2f s wall (%.0f us/grant), %.2f s CPU with the requests "
+	    "(%.0f us/grant)\n", ok, n, td, td * 1e6 / n, tcpu,
+	    tcpu * 1e6 / n);
+
+	ts = tl_bench_now();
+	tsc = cpu_s();
+	if (syscalls(root2, n) != 0) {
+		fprintf(stderr, ME ": syscalls: %s\n", strerror(errno));
+		goto out_log;
+	}
+	tsc = cpu_s() - tsc;
+	ts = tl_bench_now() - ts;
+	printf("  syscalls    the driver's calls, directly: %.2f s wall "
+	    "(%.0f us/grant), %.2f s CPU (%.0f us/grant)\n", ts,
+	    ts * 1e6 / n, tsc, tsc * 1e6 / n);
+	t0 = tl_bench_now();
+	c0 = cpu_s();
+	if (driver_alone(root3, n) != 0)
+		goto out_log;
+	c0 = cpu_s() - c0;
+	t0 = tl_bench_now() - t0;
+	printf("  driver      create alone: %.2f s wall (%.0f us/grant), "
+	    "%.2f s CPU (%.0f us/grant)\n", t0, t0 * 1e6 / n, c0,
+	    c0 * 1e6 / n);
+	printf("  tally's own cost above the syscalls: %.0f us/grant wall, "
+	    "%.0f us/grant CPU (target < 200)\n", (td - ts) * 1e6 / n,
+	    (tcpu - tsc) * 1e6 / n);
+
+	/* One more request at a time, N provisioned. */
+	for (i = 0; i < samples && i < MAXSAMPLES; i++) {
+		t0 = tl_bench_now();
+		if (assign_range(rx.log, n + i, n + i + 1) != 0 ||
+		    provision_all(&rx, &total) != 0)
+			goto out_log;
+		if (!delivered(home, n + i))
+			continue;
+		lat[ns++] = (tl_bench_now() - t0) * 1e3;
+	}
+	printf("  one request with %d provisioned: assign -> delivered, "
+	    "median %.1f ms of %d (", n, tl_bench_median(lat, ns), ns);
+	tl_bench_print_list(lat, ns);
+	printf(" ms)\n");
+	rc = 0;
+out_log:
+	tl_log_close(rx.log);
+out_rx:
+	tl_rx_free(&rx);
+out:
+	fflush(stdout);
+	free(home);
+	free(mdir);
+	free(root);
+	free(root2);
+	free(root3);
+	free(clilog);
+	tl_test_tmpdir_done(w);
+	return rc;
+}
+
+int
+main(void)
+{
+	const char *big = getenv("BENCH_DIR_100K");
+	int n = tl_bench_envint("BENCH_DIR_GRANTS", 10000, 10, 1000000);
+	int samples = tl_bench_envint("BENCH_DIR_SAMPLES", 5, 1, MAXSAMPLES);
+
+	const char *tmp = getenv("BENCH_DIR_TMP");
+
+	tl_bench_dirs(&src, &bin);
+	if (tmp != NULL && *tmp != '\0')
+		setenv("TALLY_TMP", tmp, 1);
+	tmp = getenv("TALLY_TMP");
+	printf(ME ": directory grants through tally against the driver's "
+	    "file-system calls, in one run (%s; under %s)\n", geteuid() == 0 ?
+	    "as root: a group per grant" : "unprivileged: mode 0700",
+	    tmp != NULL ? tmp : "build/tmp");
+	printf("%d grants:\n", n);
+	if (run(n, samples) != 0)
+		return EXIT_FAILURE;
+	if (big != NULL && strcmp(big, "1") == 0) {
+		printf("100000 grants:\n");
+		if (run(100000, samples) != 0)
+			return EXIT_FAILURE;
+	} else
+		printf("100000 grants: skipped (opt-in: BENCH_DIR_100K=1; "
+		    "several minutes)\n");
+	return EXIT_SUCCESS;
+}

@@ -1,0 +1,698 @@
+/*
+ * directory.c - the directory driver: one directory per grant.
+ *
+ * The provider is a directory on tallyd's own machine (the setting root,
+ * an absolute path); a grant is a directory under it, its connection
+ * field `path`, with no credential: the file system's owner and mode bits
+ * are the access control.  What a grant is (create makes it, check
+ * verifies it, fix_privileges restores it):
+ *
+ *   name	READABLE "_" DIGEST: READABLE is the grant id with every byte
+ *		outside [a-z0-9-] made "-", cut to 40 bytes; DIGEST the first
+ *		16 hex digits of BLAKE2b-128 of the whole grant id.  Two grants
+ *		differ in the digest (the argument of reactors/names.c), a name
+ *		never starts with "." (so never meets .tally), and one grant's
+ *		name never depends on anything but its id.
+ *   owner	run as root (euid 0): uid 0 and a group of the grant's own,
+ *		mode 02770 (members of the group read and write, and what they
+ *		make inherits the group); run unprivileged: tallyd's uid and
+ *		gid, mode 0700 (the consumer runs as tallyd's user).
+ *
+ * The per-grant group (privileged only) is a number, not a name in
+ * /etc/group: tally writes no system files.  It is derived from the
+ * digest, gid-base + (digest + i) mod gid-range for the first i whose
+ * claim is free or this grant's; the claims are files ROOT/.tally/gid-N
+ * holding the name of the directory that owns group N (made with
+ * O_EXCL, so two grants never share a group).  A purge empties its claim
+ * rather than removing it, so a later grant's probe never stops short of
+ * its own claim and no group is ever given to a second grant.  The node
+ * host starts the consumer with that group (the directory's group, as
+ * stat shows it).
+ *
+ * Revoking with retain sets mode 0000 (nobody but root reaches the data;
+ * the path stays; unprivileged, the owner is the consumer's uid too and
+ * could set the mode back: mode bits cannot keep a uid from itself);
+ * restore is create again (mode and owner back); purge deletes the tree.
+ * size is du's total of what tallyd can read (unprivileged, a revoked
+ * directory counts as its own blocks).  Nothing below root is ever followed through a
+ * symbolic link: every step is openat/fstatat/unlinkat relative to a
+ * directory descriptor with O_NOFOLLOW / AT_SYMLINK_NOFOLLOW, so a link
+ * a consumer made in its directory is removed, never entered, and purge
+ * cannot leave root.  A missing directory is reported (TL_DRIFT_MISSING)
+ * and never recreated by check or fix_privileges: only create makes one.
+ *
+ * Errors: TL_EUNREACH when root cannot be opened (gone, not a directory,
+ * no permission), TL_EINVAL for a bad setting or grant id, TL_EDRIVER for
+ * any other failure; why always names the path and errno's words.  A
+ * handle is used by one thread at a time; different handles may be used
+ * at once (each create is idempotent, and claims are O_EXCL).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "core/error.h"
+#include "driver.h"
+
+#define DIR_READABLE	40		/* bytes of the grant id kept */
+#define DIR_DIGEST_HEX	16
+#define DIR_NAME_MAX	(DIR_READABLE + 1 + DIR_DIGEST_HEX)
+#define DIR_META	".tally"	/* the group claims */
+#define DIR_PROBES	64		/* claims tried before giving up */
+#define DIR_DEPTH_MAX	256		/* purge and size refuse deeper */
+#define MODE_PRIV	02770
+#define MODE_UNPRIV	0700
+
+struct tl_drv_dir {
+	int		 rootfd;
+	int		 metafd;	/* ROOT/.tally; -1 unprivileged */
+	char		 root[TL_DRV_SETTING_MAX + 1];
+	int		 priv;		/* euid 0: a group per grant */
+	uid_t		 uid;
+	gid_t		 gid;		/* unprivileged: tallyd's */
+	unsigned long long gid_base, gid_range;
+};
+
+static int
+fail(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *why, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* The grant's directory name (see the top); TL_EINVAL for no id. */
+static int
+dir_name(const char *grant, char out[DIR_NAME_MAX + 1], uint64_t *h64)
+{
+	unsigned char h[16];
+	size_t i, n;
+
+	if (grant == NULL || *grant == '\0')
+		return TL_EINVAL;
+	crypto_generichash(h, sizeof(h), (const unsigned char *)grant,
+	    strlen(grant), NULL, 0);
+	n = strlen(grant);
+	if (n > DIR_READABLE)
+		n = DIR_READABLE;
+	for (i = 0; i < n; i++) {
+		char c = grant[i];
+
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c - 'A' + 'a');
+		out[i] = ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) ?
+		    c : '-';
+	}
+	out[n++] = '_';
+	for (i = 0; i < DIR_DIGEST_HEX / 2; i++)
+		snprintf(out + n + 2 * i, 3, "%02x", h[i]);
+	if (h64 != NULL) {
+		*h64 = 0;
+		for (i = 0; i < 8; i++)
+			*h64 = (*h64 << 8) | h[i];
+	}
+	return 0;
+}
+
+static const char *
+setting(const char *const *sv, const char *name)
+{
+	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
+		if (strcmp(sv[0], name) == 0)
+			return sv[1];
+	return NULL;
+}
+
+static int
+num_setting(const char *const *sv, const char *name, unsigned long long dflt,
+    unsigned long long *out, char *why)
+{
+	const char *v = setting(sv, name);
+	char *end;
+
+	*out = dflt;
+	if (v == NULL || *v == '\0')
+		return 0;
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0' || *out == 0 || *out > 0xfffffffeULL)
+		return fail(why, TL_EINVAL, "%s=%s: expected a number of "
+		    "groups, 1-4294967294", name, v);
+	return 0;
+}
+
+static void dir_close(void *hv);
+
+static int
+dir_open(const struct tl_drv_admin *a, void **hp, char *why)
+{
+	struct tl_drv_dir *h;
+	const char *root = setting(a->settings, "root");
+	int rc;
+
+	*hp = NULL;
+	if (root == NULL || root[0] != '/')
+		return fail(why, TL_EINVAL, "setting root: expected an "
+		    "absolute path (tally assign --set root=/srv/...)");
+	if (strlen(root) > TL_DRV_SETTING_MAX)
+		return fail(why, TL_EINVAL, "setting root: too long");
+	if ((h = calloc(1, sizeof(*h))) == NULL)
+		return fail(why, TL_EDRIVER, "out of memory");
+	h->metafd = -1;
+	snprintf(h->root, sizeof(h->root), "%s", root);
+	/* Trailing slashes would double in the paths delivered. */
+	while (strlen(h->root) > 1 && h->root[strlen(h->root) - 1] == '/')
+		h->root[strlen(h->root) - 1] = '\0';
+	h->uid = geteuid();
+	h->gid = getegid();
+	h->priv = h->uid == 0;
+	if ((rc = num_setting(a->settings, "gid-base", 1000000000ULL,
+	    &h->gid_base, why)) != 0 ||
+	    (rc = num_setting(a->settings, "gid-range", 1000000000ULL,
+	    &h->gid_range, why)) != 0)
+		goto err_free;
+	if (h->gid_base + h->gid_range > 0xffffffffULL) {
+		rc = fail(why, TL_EINVAL, "gid-base + gid-range pass "
+		    "4294967295");
+		goto err_free;
+	}
+	/* The operator's root may be a link; nothing below it may. */
+	if ((h->rootfd = open(h->root, O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) < 0) {
+		rc = fail(why, TL_EUNREACH, "root %s: %s", h->root,
+		    strerror(errno));
+		goto err_free;
+	}
+	if (h->priv) {
+		if (mkdirat(h->rootfd, DIR_META, 0700) != 0 &&
+		    errno != EEXIST) {
+			rc = fail(why, TL_EUNREACH, "%s/%s: %s", h->root,
+			    DIR_META, strerror(errno));
+			goto err_close;
+		}
+		if ((h->metafd = openat(h->rootfd, DIR_META, O_RDONLY |
+		    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			rc = fail(why, TL_EUNREACH, "%s/%s: %s", h->root,
+			    DIR_META, strerror(errno));
+			goto err_close;
+		}
+	}
+	*hp = h;
+	return 0;
+err_close:
+	dir_close(h);
+	return rc;
+err_free:
+	free(h);
+	return rc;
+}
+
+static void
+dir_close(void *hv)
+{
+	struct tl_drv_dir *h = hv;
+
+	if (h == NULL)
+		return;
+	if (h->metafd >= 0)
+		close(h->metafd);
+	if (h->rootfd >= 0)
+		close(h->rootfd);
+	free(h);
+}
+
+/*
+ * The group claimed for name: 0 and *gid; TL_ENOTFOUND when none is
+ * (and create is 0); TL_EDRIVER when every probe belongs to others.
+ */
+static int
+claim(struct tl_drv_dir *h, const char *name, uint64_t h64, int create,
+    gid_t *gid, char *why)
+{
+	char file[32], buf[DIR_NAME_MAX + 2];
+	unsigned i;
+	ssize_t n;
+	int fd;
+
+	for (i = 0; i < DIR_PROBES; i++) {
+		unsigned long long g = h->gid_base +
+		    (h64 + i) % h->gid_range;
+
+		snprintf(file, sizeof(file), "gid-%llu", g);
+		fd = openat(h->metafd, file, O_RDONLY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) {
+			if (!create)
+				return TL_ENOTFOUND;
+			fd = openat(h->metafd, file, O_WRONLY | O_CREAT |
+			    O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd < 0 && errno == EEXIST) {
+				i--;	/* made beside us: read it */
+				continue;
+			}
+			if (fd < 0)
+				return fail(why, TL_EDRIVER, "%s/%s/%s: %s",
+				    h->root, DIR_META, file, strerror(errno));
+			n = write(fd, name, strlen(name));
+			if (n != (ssize_t)strlen(name) || fsync(fd) != 0) {
+				int e = n < 0 ? errno : EIO;
+
+				close(fd);
+				unlinkat(h->metafd, file, 0);
+				return fail(why, TL_EDRIVER, "%s/%s/%s: %s",
+				    h->root, DIR_META, file, strerror(e));
+			}
+			close(fd);
+			*gid = (gid_t)g;
+			return 0;
+		}
+		if (fd < 0)
+			return fail(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+			    DIR_META, file, strerror(errno));
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n < 0)
+			return fail(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+			    DIR_META, file, strerror(errno));
+		buf[n] = '\0';
+		if (strcmp(buf, name) == 0) {
+			*gid = (gid_t)g;
+			return 0;
+		}
+	}
+	return fail(why, TL_EDRIVER, "no free group for %s in %d probes of "
+	    "gid-base..gid-base+gid-range", name, DIR_PROBES);
+}
+
+/* What owner, group and mode the grant's directory should have. */
+static int
+expected(struct tl_drv_dir *h, const char *name, uint64_t h64, int create,
+    uid_t *uid, gid_t *gid, mode_t *mode, char *why)
+{
+	*uid = h->uid;
+	*gid = h->gid;
+	*mode = h->priv ? MODE_PRIV : MODE_UNPRIV;
+	if (!h->priv)
+		return 0;
+	return claim(h, name, h64, create, gid, why);
+}
+
+/*
+ * Opens root/name as a directory, never through a link; a directory
+ * whose mode keeps its owner out (0000 after a revoke) is opened after
+ * giving the owner its bits back, checked to be the same inode.  Only
+ * an unprivileged tallyd meets EACCES (root is never refused), and then
+ * whoever could swap a link in between is tallyd's own uid.
+ */
+static int
+open_dir(int dfd, const char *name, int *fdp)
+{
+	struct stat st, st2;
+	int fd;
+
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+	if (fd < 0 && errno == EACCES) {
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			return -1;
+		if (!S_ISDIR(st.st_mode)) {
+			errno = ENOTDIR;
+			return -1;
+		}
+		if (fchmodat(dfd, name, (st.st_mode & 07777) | 0700, 0) != 0)
+			return -1;
+		fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		if (fd >= 0 && (fstat(fd, &st2) != 0 ||
+		    st2.st_ino != st.st_ino || st2.st_dev != st.st_dev)) {
+			close(fd);
+			errno = EXDEV;
+			return -1;
+		}
+	}
+	if (fd < 0)
+		return -1;
+	*fdp = fd;
+	return 0;
+}
+
+/* Owner then mode: chown clears the set-group-id bit. */
+static int
+set_owner_mode(struct tl_drv_dir *h, const char *name, uid_t uid, gid_t gid,
+    mode_t mode, char *why)
+{
+	int fd, rc = 0;
+
+	if (open_dir(h->rootfd, name, &fd) != 0)
+		return fail(why, TL_EDRIVER, "%s/%s: %s%s", h->root, name,
+		    strerror(errno), errno == ELOOP || errno == ENOTDIR ?
+		    " (not a directory; refused)" : "");
+	if (fchown(fd, uid, gid) != 0 || fchmod(fd, mode) != 0)
+		rc = fail(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		    strerror(errno));
+	close(fd);
+	return rc;
+}
+
+static int
+dir_create(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_dir *h = hv;
+	char name[DIR_NAME_MAX + 1];
+	uint64_t h64;
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+	int rc;
+
+	if (dir_name(g->grant, name, &h64) != 0)
+		return fail(why, TL_EINVAL, "a directory grant needs its id");
+	if ((rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0)
+		return rc;
+	/* 0700 until it is the grant's: never open to the wrong group. */
+	if (mkdirat(h->rootfd, name, 0700) != 0 && errno != EEXIST)
+		return fail(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		    strerror(errno));
+	return set_owner_mode(h, name, uid, gid, mode, why);
+}
+
+static int
+dir_check(void *hv, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	struct tl_drv_dir *h = hv;
+	char name[DIR_NAME_MAX + 1];
+	struct stat st;
+	uint64_t h64;
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+	int rc;
+
+	(void)ep;
+	*drift = TL_DRIFT_NONE;
+	why[0] = '\0';
+	if (dir_name(g->grant, name, &h64) != 0)
+		return fail(why, TL_EINVAL, "a directory grant needs its id");
+	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		if (errno != ENOENT)
+			return fail(why, TL_EDRIVER, "%s/%s: %s", h->root,
+			    name, strerror(errno));
+		*drift = TL_DRIFT_MISSING;
+		snprintf(why, TL_DRV_WHY_MAX, "directory %s/%s is gone",
+		    h->root, name);
+		return 0;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		*drift = TL_DRIFT_MISSING;
+		snprintf(why, TL_DRV_WHY_MAX, "%s/%s is not a directory "
+		    "(a link or a file took its place)", h->root, name);
+		return 0;
+	}
+	rc = expected(h, name, h64, 0, &uid, &gid, &mode, why);
+	if (rc == TL_ENOTFOUND) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		snprintf(why, TL_DRV_WHY_MAX, "%s/%s: its group's claim in "
+		    "%s is gone", h->root, name, DIR_META);
+		return 0;
+	}
+	if (rc != 0)
+		return rc;
+	if (st.st_uid != uid || st.st_gid != gid ||
+	    (st.st_mode & 07777) != mode) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		snprintf(why, TL_DRV_WHY_MAX, "%s/%s: owner %lu:%lu mode %04o, "
+		    "expected %lu:%lu mode %04o", h->root, name,
+		    (unsigned long)st.st_uid, (unsigned long)st.st_gid,
+		    (unsigned)(st.st_mode & 07777), (unsigned long)uid,
+		    (unsigned long)gid, (unsigned)mode);
+	}
+	return 0;
+}
+
+/* No credential: there is nothing to set (the contract still calls it). */
+static int
+dir_set_password(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	(void)hv;
+	(void)g;
+	(void)why;
+	return 0;
+}
+
+/* Owner, group and mode back; a missing directory is not recreated. */
+static int
+dir_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_dir *h = hv;
+	char name[DIR_NAME_MAX + 1];
+	struct stat st;
+	uint64_t h64;
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+	int rc;
+
+	if (dir_name(g->grant, name, &h64) != 0)
+		return fail(why, TL_EINVAL, "a directory grant needs its id");
+	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISDIR(st.st_mode))
+		return fail(why, TL_EDRIVER, "%s/%s is missing; not "
+		    "recreated (tally repair does that)", h->root, name);
+	if ((rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0)
+		return rc;
+	return set_owner_mode(h, name, uid, gid, mode, why);
+}
+
+/*
+ * Removes dfd/name and everything below it, entering directories only
+ * through O_NOFOLLOW descriptors: a link is unlinked, never followed.
+ */
+static int
+rm_tree(int dfd, const char *name, int depth)
+{
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+	int fd, rc = 0;
+
+	if (depth > DIR_DEPTH_MAX) {
+		errno = ELOOP;
+		return -1;
+	}
+	if (open_dir(dfd, name, &fd) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		if (errno != ENOTDIR && errno != ELOOP)
+			return -1;
+		/* A file or a link: the name goes, not what it names. */
+		if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT)
+			return -1;
+		return 0;
+	}
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -1;
+	}
+	while (rc == 0 && (errno = 0, e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			if (errno != ENOENT)
+				rc = -1;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode))
+			rc = rm_tree(dirfd(d), e->d_name, depth + 1);
+		else if (unlinkat(dirfd(d), e->d_name, 0) != 0 &&
+		    errno != ENOENT)
+			rc = -1;
+	}
+	if (rc == 0 && errno != 0)
+		rc = -1;
+	closedir(d);
+	if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) != 0 &&
+	    errno != ENOENT)
+		rc = -1;
+	return rc;
+}
+
+/* Empties the grant's claim: its group is never given to another. */
+static int
+unclaim(struct tl_drv_dir *h, const char *name, uint64_t h64, char *why)
+{
+	char file[32];
+	gid_t gid;
+	int fd, rc;
+
+	if (!h->priv)
+		return 0;
+	if ((rc = claim(h, name, h64, 0, &gid, why)) == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	snprintf(file, sizeof(file), "gid-%llu", (unsigned long long)gid);
+	if ((fd = openat(h->metafd, file, O_WRONLY | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0 || fsync(fd) != 0) {
+		rc = fail(why, TL_EDRIVER, "%s/%s/%s: %s", h->root, DIR_META,
+		    file, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	close(fd);
+	return 0;
+}
+
+static int
+dir_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
+{
+	struct tl_drv_dir *h = hv;
+	char name[DIR_NAME_MAX + 1];
+	struct stat st;
+	uint64_t h64;
+	int fd, rc = 0;
+
+	if (dir_name(g->grant, name, &h64) != 0)
+		return fail(why, TL_EINVAL, "a directory grant needs its id");
+	if (drop) {
+		if (rm_tree(h->rootfd, name, 0) != 0)
+			return fail(why, TL_EDRIVER, "purging %s/%s: %s",
+			    h->root, name, strerror(errno));
+		return unclaim(h, name, h64, why);
+	}
+	/* Retain: the data stays, nobody but root reaches it. */
+	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+	    errno == ENOENT)
+		return 0;	/* nothing left to keep */
+	if (open_dir(h->rootfd, name, &fd) != 0)
+		return fail(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		    strerror(errno));
+	if (fchmod(fd, 0) != 0)
+		rc = fail(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		    strerror(errno));
+	close(fd);
+	return rc;
+}
+
+/* du: the blocks of everything below dfd/name, links not followed. */
+static int
+du_tree(int dfd, const char *name, int depth, uint64_t *bytes)
+{
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+	int fd, rc = 0;
+
+	if (depth > DIR_DEPTH_MAX) {
+		errno = ELOOP;
+		return -1;
+	}
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 : -1;
+	*bytes += (uint64_t)st.st_blocks * 512;
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	/*
+	 * A directory closed to us (mode 0 and not root: a revoked grant
+	 * when unprivileged) counts as its own blocks, like du's total:
+	 * size must not change modes to look inside.
+	 */
+	if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0)
+		return errno == ENOENT || errno == EACCES ? 0 : -1;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -1;
+	}
+	while (rc == 0 && (e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 &&
+		    strcmp(e->d_name, "..") != 0)
+			rc = du_tree(dirfd(d), e->d_name, depth + 1, bytes);
+	closedir(d);
+	return rc;
+}
+
+static int
+dir_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
+{
+	struct tl_drv_dir *h = hv;
+	char name[DIR_NAME_MAX + 1];
+
+	*bytes = 0;
+	if (dir_name(g->grant, name, NULL) != 0)
+		return fail(why, TL_EINVAL, "a directory grant needs its id");
+	if (du_tree(h->rootfd, name, 0, bytes) != 0)
+		return fail(why, TL_EDRIVER, "sizing %s/%s: %s", h->root, name,
+		    strerror(errno));
+	return 0;
+}
+
+static int
+dir_connection(void *hv, const struct tl_drv_grant *g, struct tl_drv_conn *c,
+    char *why)
+{
+	struct tl_drv_dir *h = hv;
+	char name[DIR_NAME_MAX + 1];
+	int n;
+
+	c->n = 0;
+	if (dir_name(g->grant, name, NULL) != 0)
+		return fail(why, TL_EINVAL, "a directory grant needs its id");
+	n = snprintf(c->f[0].value, sizeof(c->f[0].value), "%s/%s",
+	    strcmp(h->root, "/") == 0 ? "" : h->root, name);
+	if (n < 0 || (size_t)n >= sizeof(c->f[0].value))
+		return fail(why, TL_ETOOBIG, "the path under %s is longer "
+		    "than %d bytes", h->root, TL_DRV_VALUE_MAX);
+	c->f[0].name = "path";
+	c->n = 1;
+	return 0;
+}
+
+static const char *const dir_types[] = { "directory", NULL };
+
+/* The path is the whole connection: there is no credential. */
+static const char *const dir_fields[] = { "path", NULL };
+
+static const struct tl_drv_setting dir_settings[] = {
+	{ "root", NULL, 0, TL_DRV_PATH, "the absolute path under which "
+	    "each grant gets its directory" },
+	{ "gid-base", "1000000000", 0, TL_DRV_INT, "run as root: the first "
+	    "group number given to grants" },
+	{ "gid-range", "1000000000", 0, TL_DRV_INT, "run as root: how many "
+	    "group numbers from gid-base are tally's" },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
+};
+
+const struct tl_drv_ops tl_drv_directory = {
+	.name = "directory",
+	.types = dir_types,
+	.settings = dir_settings,
+	.fields = dir_fields,
+	.open = dir_open,
+	.close = dir_close,
+	.create = dir_create,
+	.check = dir_check,
+	.set_password = dir_set_password,
+	.fix_privileges = dir_fix_privileges,
+	.revoke = dir_revoke,
+	.size = dir_size,
+	.connection = dir_connection,
+};

@@ -861,7 +861,7 @@ tl_log_lock_daemon(const char *dir, int *fdp, long *holderp)
 {
 	char path[4200];
 	struct stat st;
-	int fd, rc;
+	int fd, rc, tries;
 
 	*fdp = -1;
 	*holderp = 0;
@@ -870,7 +870,19 @@ tl_log_lock_daemon(const char *dir, int *fdp, long *holderp)
 		return ENAMETOOLONG;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return errno == ENOENT ? TL_ENOTFOUND : errno;
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+	/*
+	 * A daemon just killed and reaped may hold it a moment longer:
+	 * the kernel releases the lock of a dying process's file from a
+	 * delayed work item, after its parent has seen it exit.  So a
+	 * busy lock is tried again for a second before it is refused.
+	 */
+	for (tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
+		if (errno == EWOULDBLOCK && tries < 100) {
+			struct timespec ms10 = { 0, 10 * 1000 * 1000 };
+
+			nanosleep(&ms10, NULL);
+			continue;
+		}
 		rc = errno == EWOULDBLOCK ? TL_ELOCKED : errno;
 		if (rc == TL_ELOCKED && fstat(fd, &st) == 0)
 			*holderp = flock_holder(st.st_dev, st.st_ino);

@@ -155,15 +155,21 @@ until grep -q "move of shop/db to node-b/postgres: creating" "$T_DLOG"; do
 	[ "$(t_now_ms)" -lt "$end" ] || t_fail "tallyd did not start the copy within 20 s"
 	sleep 0.05
 done
-sleep 0.5
+# The copy is held for 60 s: the freeze before it must show within 20 s
+# (a fixed sleep here failed on a loaded machine, the create being slow).
+end=$(($(t_now_ms) + 20000))
+while :; do
+	ro=$(sql1 "SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = '$SHOP'")
+	[ "$ro" = "default_transaction_read_only=on" ] && break
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "the old database is not frozen during the copy ($ro)"
+	sleep 0.05
+done
 kill -KILL "$T_DPID"
 t_wait_exit "$T_DPID" 10
 t_check "killed after the intent, the create and the freeze: nothing switched"
 [ "$(tly log --json --stream grant/shop/db --type rebind.issued | wc -l)" = 3 ] ||
 	t_fail "expected the third move's intent"
 [ "$(tly log --json --type binding.moved | wc -l)" = 0 ] || t_fail "switched before the copy"
-ro=$(sql1 "SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = '$SHOP'")
-[ "$ro" = "default_transaction_read_only=on" ] || t_fail "the old database is not frozen during the copy ($ro)"
 t_ok "shop-db on pg1 is read-only for new sessions; pg2 has $(sql2 "SELECT datname FROM pg_database WHERE datname LIKE '$SHOP%'")"
 if t_env_psql "$EA" "INSERT INTO items (name) VALUES ('lost')" >/dev/null 2>&1; then
 	t_fail "a write to the frozen database succeeded"

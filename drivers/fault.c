@@ -296,6 +296,28 @@ f_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 	return fh->s->real->retire_login(fh->h, g, why);
 }
 
+/* A rotation's new credential: faults of "create" apply to it. */
+static int
+f_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct f_handle *fh = h;
+	const struct f_rule *lost_, *drift_;
+	int rc;
+
+	F_BEFORE(fh, OP_CREATE, why);
+	(void)drift_;
+	rc = fh->s->real->add_credential(fh->h, g, why);
+	return F_AFTER(fh, OP_CREATE, rc, why);
+}
+
+static int
+f_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->retire_credential(fh->h, g, why);
+}
+
 static int
 f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
@@ -564,6 +586,10 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	    NULL;
 	s->ops.freeze = real->freeze != NULL ? f_freeze : NULL;
 	s->ops.copy = real->copy != NULL ? copy_fn[s - slots] : NULL;
+	s->ops.add_credential = real->add_credential != NULL ?
+	    f_add_credential : NULL;
+	s->ops.retire_credential = real->retire_credential != NULL ?
+	    f_retire_credential : NULL;
 	s->used = 1;
 	return &s->ops;
 }

@@ -167,6 +167,17 @@ struct pass {
 	int		 rc;
 };
 
+/* Sets an empty v to the default ops declares for setting name. */
+static void
+setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
+    size_t cap)
+{
+	const char *d;
+
+	if (v[0] == '\0' && (d = tl_drv_setting_default(ops, name)) != NULL)
+		snprintf(v, cap, "%s", d);
+}
+
 int
 tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
     const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
@@ -235,14 +246,13 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		    sizeof(maint));
 	}
 	pv->maint = tl_setting_revoke_public_connect(maint);
+	/* What is not set is the driver's declared default (driver.h). */
+	pv->ops = tl_drv_find(driver);
 	if (pv->host[0] == '\0')
 		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
-	if (pv->port[0] == '\0')
-		snprintf(pv->port, sizeof(pv->port), "5432");
-	if (pv->user[0] == '\0')
-		snprintf(pv->user, sizeof(pv->user), "postgres");
-	if (pv->db[0] == '\0')
-		snprintf(pv->db, sizeof(pv->db), "postgres");
+	setting_default(pv->ops, "port", pv->port, sizeof(pv->port));
+	setting_default(pv->ops, "admin-user", pv->user, sizeof(pv->user));
+	setting_default(pv->ops, "admin-db", pv->db, sizeof(pv->db));
 	if (tl_bn_get(r.m, "secrets", &n) == 0) {
 		struct tl_bnode s;
 		const void *ct;
@@ -264,7 +274,6 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		}
 	}
 	tl_rec_close(&r);
-	pv->ops = tl_drv_find(driver);
 	return 0;
 }
 
@@ -471,6 +480,8 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	struct tl_rec r;
 	struct tl_bnode env;
 	struct tl_rx_prov pv;
+	struct tl_drv_endpoint ep;
+	struct tl_drv_grant dg;
 	char driver[64], host[256];
 	int drop, rc;
 	S(k);
@@ -488,6 +499,15 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 		snprintf(host, sizeof(host), "127.0.0.1");
 	else
 		snprintf(host, sizeof(host), "%s", pv.routable);
+	ep.host = host;
+	ep.port = g->port[0] ? g->port : pv.port;
+	/* The names as provisioned (recorded), the current credential. */
+	dg.resource = g->object;
+	dg.owner = "";
+	dg.login = g->user;
+	dg.password = w.password;
+	dg.grant = g->id;
+	dg.adopt_unnamed = 0;
 	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0 ||
 	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
 		goto out;
@@ -496,31 +516,21 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 			struct tl_bnode kn, vn;
 			const char *f, *var;
 			size_t fl, vl;
-			const char *val = NULL;
+			char field[64], val[1024];
 
 			tl_bn_entry(env, i, &kn, &vn);
 			if (tl_bn_str(kn, &f, &fl) != 0 ||
 			    tl_bn_str(vn, &var, &vl) != 0)
 				continue;
-#define FIELD(s) (fl == strlen(s) && memcmp(f, s, fl) == 0)
-			if (FIELD("host"))
-				val = host;
-			else if (FIELD("port"))
-				val = g->port[0] ? g->port : pv.port;
-			else if (FIELD("database"))
-				val = g->database;
-			else if (FIELD("user"))
-				val = g->user;
-			else if (FIELD("password"))
-				val = w.password;
-			if (val != NULL)
+			/* The driver composes every field, URI included. */
+			if (fl >= sizeof(field))
+				continue;
+			memcpy(field, f, fl);
+			field[fl] = '\0';
+			if (tl_drv_compose(pv.ops, field, &ep, &dg, val,
+			    sizeof(val)) == 0)
 				sb_add(sb, "%.*s=%s\n", (int)vl, var, val);
-			else if (FIELD("url"))
-				sb_add(sb, "%.*s=postgresql://%s:%s@%s:%s/%s\n",
-				    (int)vl, var, g->user, w.password, host,
-				    g->port[0] ? g->port : pv.port,
-				    g->database);
-#undef FIELD
+			tl_secret_wipe(val, sizeof(val));
 		}
 	}
 	tl_rec_close(&r);
@@ -954,11 +964,11 @@ run_job(void *arg)
 		dg.grant = w->g.id;
 		dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
 		if (w->kind == W_CREATE) {
+			/*
+			 * create promises the password (driver.h), also for
+			 * a resumed intent that finds the login made before.
+			 */
 			w->rc = j->pv->ops->create(h, &dg, w->why);
-			/* A resumed intent may find the role made before. */
-			if (w->rc == 0 && w->resumed)
-				w->rc = j->pv->ops->set_password(h, &dg,
-				    w->why);
 		} else {
 			w->rc = j->pv->ops->revoke(h, &dg, w->drop, w->why);
 			/* What a retained grant keeps, for tally grants. */
@@ -1155,6 +1165,49 @@ deliver_all(struct pass *ps, struct tl_ctx *c, const char *grant)
 }
 
 /* Phase 3: outcomes, deliveries and the checkpoint, in one transaction. */
+/*
+ * grant.provisioned's fields: every connection field the driver
+ * declares that is not secret, as it composes it for the provider's
+ * routable name, in the order it declares them (a secret one is only
+ * ever written to a holder's delivery file).
+ */
+static void
+record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
+{
+	const struct tl_rx_prov *pv = NULL;
+	const struct tl_drv_ops *ops;
+	struct tl_drv_endpoint ep;
+	struct tl_drv_grant dg;
+	char val[512];
+	const char *d;
+	size_t j;
+
+	for (j = 0; j < ps->npv; j++)
+		if (strcmp(ps->pv[j].id, w->g.provider) == 0)
+			pv = &ps->pv[j];
+	ops = pv != NULL && pv->ops != NULL ? pv->ops :
+	    tl_drv_for_type(w->g.type);
+	if (ops == NULL || ops->fields == NULL)
+		return;
+	d = tl_drv_setting_default(ops, "port");
+	ep.host = pv != NULL ? pv->routable : "";
+	ep.port = pv != NULL ? pv->port : d != NULL ? d : "";
+	dg.resource = w->dbname;
+	dg.owner = w->owner;
+	dg.login = w->login;
+	dg.password = NULL;
+	dg.grant = w->g.id;
+	dg.adopt_unnamed = 0;
+	for (j = 0; ops->fields[j] != NULL; j++) {
+		if (tl_drv_field_secret(ops, ops->fields[j]) ||
+		    (pv == NULL && strcmp(ops->fields[j], "host") == 0))
+			continue;
+		if (tl_drv_compose(ops, ops->fields[j], &ep, &dg, val,
+		    sizeof(val)) == 0)
+			tl_body_str(b, ops->fields[j], val);
+	}
+}
+
 static int
 outcomes_cb(struct tl_txn *t, void *arg)
 {
@@ -1220,23 +1273,9 @@ outcomes_cb(struct tl_txn *t, void *arg)
 			    "revoke");
 			rc = tl_emit(&c, EV_GRANT_FAILED, stream, &b, NULL);
 		} else if (w->kind == W_CREATE) {
-			char port[8];
-			size_t j;
-
-			snprintf(port, sizeof(port), "5432");
-			for (j = 0; j < ps->npv; j++)
-				if (strcmp(ps->pv[j].id, w->g.provider) == 0)
-					snprintf(port, sizeof(port), "%s",
-					    ps->pv[j].port);
 			tl_body_u64(&b, "version", cur.version);
 			tl_body_map(&b, "fields");
-			for (j = 0; j < ps->npv; j++)
-				if (strcmp(ps->pv[j].id, w->g.provider) == 0)
-					tl_body_str(&b, "host",
-					    ps->pv[j].routable);
-			tl_body_str(&b, "port", port);
-			tl_body_str(&b, "database", w->dbname);
-			tl_body_str(&b, "user", w->login);
+			record_fields(ps, w, &b);
 			tl_body_end(&b);
 			rc = tl_emit(&c, EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);

@@ -237,6 +237,10 @@ call_driver(struct rpass *ps, struct rstep *st)
 	if (st->rc != 0 || st->ops == NULL ||
 	    (st->op == OP_ABANDON && st->old[0] == '\0'))
 		return;
+	if (!tl_drv_can(st->ops, TL_DRV_CAP_ROTATE, st->why)) {
+		st->rc = TL_EDRIVER;
+		return;
+	}
 	a.host = st->pv.host;
 	a.port = st->pv.port;
 	a.user = st->pv.user;
@@ -252,16 +256,13 @@ call_driver(struct rpass *ps, struct rstep *st)
 	if (st->op == OP_CREATE) {
 		dg.login = st->login;
 		dg.password = st->password;
-		/* Beside the old login: same owner role, same objects. */
-		if ((st->rc = st->ops->create(h, &dg, st->why)) == 0)
-			st->rc = st->ops->set_password(h, &dg, st->why);
+		/* Beside the old credential: same resource, same owner. */
+		st->rc = st->ops->add_credential(h, &dg, st->why);
 	} else {
-		/* RETIRE, ABANDON: disable, end sessions, drop. */
+		/* RETIRE, ABANDON: disable, end sessions, remove. */
 		dg.login = st->old;
 		dg.password = "";
-		st->rc = st->ops->revoke(h, &dg, 0, st->why);
-		if (st->rc == 0 && st->ops->retire_login != NULL)
-			st->rc = st->ops->retire_login(h, &dg, st->why);
+		st->rc = st->ops->retire_credential(h, &dg, st->why);
 	}
 	st->ops->close(h);
 }

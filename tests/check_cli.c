@@ -1554,6 +1554,25 @@ db_module(const char *name, const char *extra)
 	react(EV_GRANT_PROVISIONED, file, "node-a/postgres");
 }
 
+/*
+ * tally remove says, before it acts, what revoking does to each grant,
+ * as the provider's driver declares it (issue 12).
+ */
+START_TEST(test_remove_says_revocation)
+{
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	db_module("keep", "");
+	T_OK("remove", "keep");
+	ck_out_has("revoking keep/db on node-a/postgres (driver postgres): "
+	    "the logins are disabled");
+	ck_out_has("retained: ");
+	ck_out_has("tally purge keep/db drops");
+	ck_out_has("module keep removed");
+}
+END_TEST
+
 START_TEST(test_status_attention)
 {
 	struct tl_body b;
@@ -2139,6 +2158,7 @@ cli_suite(void)
 	tcase_add_test(tc, test_json_writes);
 	tcase_add_test(tc, test_listing);
 	tcase_add_test(tc, test_providers_tag);
+	tcase_add_test(tc, test_remove_says_revocation);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("history");

@@ -1164,7 +1164,6 @@ deliver_all(struct pass *ps, struct tl_ctx *c, const char *grant)
 	return rc;
 }
 
-/* Phase 3: outcomes, deliveries and the checkpoint, in one transaction. */
 /*
  * grant.provisioned's fields: every connection field the driver
  * declares that is not secret, as it composes it for the provider's
@@ -1208,6 +1207,7 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	}
 }
 
+/* Phase 3: outcomes, deliveries and the checkpoint, in one transaction. */
 static int
 outcomes_cb(struct tl_txn *t, void *arg)
 {

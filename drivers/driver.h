@@ -60,9 +60,10 @@ struct tl_drv_admin {
 
 /* What one grant is, as the driver sees it. */
 struct tl_drv_grant {
-	const char	*resource;	/* database name */
-	const char	*owner;		/* NOLOGIN owner role */
-	const char	*login;		/* LOGIN role of this credential */
+	/* The names ops->names derived (PostgreSQL: database, roles). */
+	const char	*resource;	/* what holds the data */
+	const char	*owner;		/* owns it, cannot log in; "": none */
+	const char	*login;		/* this credential's user; "": none */
 	const char	*password;	/* plaintext, wiped after use */
 	/*
 	 * The grant id the driver marks the objects with, and refuses
@@ -296,19 +297,25 @@ struct tl_drv_ops {
 		    const struct tl_drv_migration *m, int *already,
 		    char *why, int *line);
 	/*
-	 * Drops a login role that revoke(drop=0) disabled, after a rotation:
-	 * what it owns goes to the owner role first.  NULL: not supported
-	 * (the login then stays, disabled).
-	 */
-	/*
 	 * Sets the password of the session's own admin role (tally rotate
-	 * --admin): user is that role, password the new one.
+	 * --admin): user is that role, password the new one.  NULL: the
+	 * driver cannot (TL_DRV_CAP_ADMIN_ROTATE).
 	 */
 	int	(*set_admin_password)(void *h, const char *user,
 		    const char *password, char *why);
-	/* The size of the grant's data, in bytes (0 if it is gone). */
+	/*
+	 * The size of the grant's data, in bytes (0 if it is gone).  NULL:
+	 * not measured (TL_DRV_CAP_SIZE).
+	 */
 	int	(*size)(void *h, const struct tl_drv_grant *g, uint64_t *bytes,
 		    char *why);
+	/*
+	 * Drops a login role that revoke(drop=0) disabled, after a rotation:
+	 * what it owns goes to the owner role first.  NULL: not supported
+	 * (the login then stays, disabled).  The rotation saga no longer
+	 * calls it: retire_credential is the generic step (for PostgreSQL,
+	 * revoke(drop=0) then this).
+	 */
 	int	(*retire_login)(void *h, const struct tl_drv_grant *g,
 		    char *why);
 	/* Disables logins, ends sessions; keeps (retain) or drops the data. */

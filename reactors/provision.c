@@ -482,7 +482,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	struct tl_rx_prov pv;
 	struct tl_drv_endpoint ep;
 	struct tl_drv_grant dg;
-	char driver[64], host[256];
+	char driver[64], host[256], res[64], own[64], login[64];
 	int drop, rc;
 	S(k);
 	size_t i;
@@ -501,10 +501,15 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 		snprintf(host, sizeof(host), "%s", pv.routable);
 	ep.host = host;
 	ep.port = g->port[0] ? g->port : pv.port;
-	/* The names as provisioned (recorded), the current credential. */
-	dg.resource = g->object;
-	dg.owner = "";
-	dg.login = g->user;
+	/*
+	 * The names as provisioned (recorded), the current credential; a
+	 * driver whose fields record no resource name (the fold keeps
+	 * TL_GRANT_OBJECT_KEY and user) gets the names it derives.
+	 */
+	tl_rx_grant_names(g, g->version, res, own, login);
+	dg.resource = g->object[0] != '\0' ? g->object : res;
+	dg.owner = own;
+	dg.login = g->user[0] != '\0' ? g->user : login;
 	dg.password = w.password;
 	dg.grant = g->id;
 	dg.adopt_unnamed = 0;

@@ -645,24 +645,35 @@ dir_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 	return 0;
 }
 
+/*
+ * The one field, path: ROOT/NAME.  Pure (driver.h): root comes from the
+ * provider's settings in ep, its trailing slashes dropped as dir_open
+ * drops them, so the path is the one the operations act on.
+ */
 static int
-dir_connection(void *hv, const struct tl_drv_grant *g, struct tl_drv_conn *c,
-    char *why)
+dir_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
 {
-	struct tl_drv_dir *h = hv;
 	char name[DIR_NAME_MAX + 1];
+	const char *root;
+	size_t rl;
 	int n;
 
-	c->n = 0;
-	if (dir_name(g->grant, name, NULL) != 0)
-		return fail(why, TL_EINVAL, "a directory grant needs its id");
-	n = snprintf(c->f[0].value, sizeof(c->f[0].value), "%s/%s",
-	    strcmp(h->root, "/") == 0 ? "" : h->root, name);
-	if (n < 0 || (size_t)n >= sizeof(c->f[0].value))
-		return fail(why, TL_ETOOBIG, "the path under %s is longer "
-		    "than %d bytes", h->root, TL_DRV_VALUE_MAX);
-	c->f[0].name = "path";
-	c->n = 1;
+	out[0] = '\0';
+	if (strcmp(field, "path") != 0)
+		return TL_ENOTFOUND;
+	root = ep != NULL ? setting(ep->settings, "root") : NULL;
+	if (root == NULL || root[0] != '/' || g->grant == NULL ||
+	    dir_name(g->grant, name, NULL) != 0)
+		return TL_EINVAL;
+	rl = strlen(root);
+	while (rl > 1 && root[rl - 1] == '/')
+		rl--;
+	n = snprintf(out, cap, "%.*s/%s", rl == 1 ? 0 : (int)rl, root, name);
+	if (n < 0 || (size_t)n >= cap) {
+		out[0] = '\0';
+		return TL_ETOOBIG;
+	}
 	return 0;
 }
 
@@ -670,6 +681,19 @@ static const char *const dir_types[] = { "directory", NULL };
 
 /* The path is the whole connection: there is no credential. */
 static const char *const dir_fields[] = { "path", NULL };
+static const struct tl_drv_field dir_field_info[] = {
+	{ "path", 0 }, { NULL, 0 }
+};
+static const char *const dir_tags[] = { "files", NULL };
+
+static const struct tl_drv_revocation dir_revocation = {
+	.destroys = 0,
+	.retain = 1,
+	.revoke = "the directory is made inaccessible (mode 0000)",
+	.retain_means = "its files are kept where they are, nobody but root "
+	    "able to reach them (tally restore reopens it)",
+	.purge = "deletes the directory and everything in it",
+};
 
 static const struct tl_drv_setting dir_settings[] = {
 	{ "root", NULL, 0, TL_DRV_PATH, "the absolute path under which "
@@ -694,5 +718,9 @@ const struct tl_drv_ops tl_drv_directory = {
 	.fix_privileges = dir_fix_privileges,
 	.revoke = dir_revoke,
 	.size = dir_size,
-	.connection = dir_connection,
+	.tags = dir_tags,
+	.field_info = dir_field_info,
+	.compose = dir_compose,
+	.credential = TL_DRV_CRED_NONE,
+	.revocation = &dir_revocation,
 };

@@ -3,8 +3,37 @@
  *
  * A driver turns a grant into a real resource on a provider and back.
  * Reactors reach drivers only through this table; only drivers/
- * includes a provider's client library.  Every operation is idempotent:
- * after a crash the reactor calls it again with the same intent.
+ * includes a provider's client library, and only drivers/ knows what a
+ * provider calls things (drivers/README.md: the contract for a driver
+ * author; tests/integration/00_provider_words.sh keeps the rest of
+ * tally free of provider words).
+ *
+ * What a driver declares as data: its types and their tags, its
+ * settings (with defaults: tally reads no default of its own), its
+ * connection fields and which are secret, its credential model, what
+ * revocation does, and its capabilities (the operations it leaves
+ * NULL, plus the migration dialect).  What it computes without a
+ * session (pure, any thread): the names of a grant's objects (names)
+ * and the value of each connection field (compose).
+ *
+ * Rules every operation follows unless it says otherwise:
+ * - Idempotent: after a crash the reactor calls it again with the same
+ *   intent, and a call that finds its work done returns 0.
+ * - Pointers are borrowed for the call: the driver keeps none of a's,
+ *   g's, ep's or m's strings after it returns (open copies what its
+ *   handle needs), and the caller wipes the passwords it passed.
+ * - why, when not NULL, is at least TL_DRV_WHY_MAX bytes and receives
+ *   one line a person can act on, on success too; it never holds a
+ *   secret.
+ * - Errors are tally's codes (core/error.h): TL_EUNREACH (no session:
+ *   the provider is down or unreachable, try later), TL_EAUTH (the
+ *   admin credential is refused), TL_EDRIVER (the provider refused or
+ *   failed the operation; why says why), TL_EINVAL (a grant or name
+ *   the driver will not touch), ENOMEM.
+ * - A handle from open is used by one thread at a time (the reactors
+ *   give each provider session to one worker); different handles may
+ *   be used concurrently.  Operations without a handle (migrate, copy,
+ *   compose, names) may run on any thread at once.
  */
 #ifndef TL_DRIVER_H
 #define TL_DRIVER_H
@@ -38,9 +67,10 @@ struct tl_drv_admin {
 
 /* What one grant is, as the driver sees it. */
 struct tl_drv_grant {
-	const char	*resource;	/* database name */
-	const char	*owner;		/* NOLOGIN owner role */
-	const char	*login;		/* LOGIN role of this credential */
+	/* The names ops->names derived (PostgreSQL: database, roles). */
+	const char	*resource;	/* what holds the data */
+	const char	*owner;		/* owns it, cannot log in; "": none */
+	const char	*login;		/* this credential's user; "": none */
 	const char	*password;	/* plaintext, wiped after use */
 	/*
 	 * The grant id the driver marks the objects with, and refuses
@@ -65,6 +95,13 @@ enum tl_drv_drift {
 struct tl_drv_endpoint {
 	const char	*host;
 	const char	*port;
+	/*
+	 * The provider's settings that are not secret, as name/value
+	 * pairs, NULL-terminated (tl_drv_admin.settings); NULL: none.
+	 * compose reads what a field is made of beyond host and port (the
+	 * directory driver's root).
+	 */
+	const char *const *settings;
 };
 
 /* One migration file, as the migrator hands it to a driver. */
@@ -80,20 +117,8 @@ struct tl_drv_migration {
 /* Outcome detail: a reason a person can act on (never a secret). */
 #define TL_DRV_WHY_MAX	512
 
-/*
- * Connection fields a driver composes itself (the connection op): at
- * most TL_DRV_CONN_MAX, each value at most TL_DRV_VALUE_MAX bytes and
- * never a secret; names are static strings out of the driver's fields.
- */
-#define TL_DRV_CONN_MAX		4
+/* The longest connection field value a driver composes. */
 #define TL_DRV_VALUE_MAX	511
-struct tl_drv_conn {
-	size_t		 n;
-	struct {
-		const char	*name;
-		char		 value[TL_DRV_VALUE_MAX + 1];
-	} f[TL_DRV_CONN_MAX];
-};
 
 /*
  * A setting of a provider's assignment (tally assign --set/--secret), as
@@ -143,6 +168,95 @@ const char *tl_drv_kind_name(enum tl_drv_kind kind);
  */
 int	tl_drv_duration(const char *value, uint64_t *seconds);
 
+/* --- naming ---------------------------------------------------------- */
+
+/* A name on a provider is at most this long with its NUL. */
+#define TL_DRV_NAME_MAX	64
+
+/*
+ * What a driver names objects from (ops->names).  Every string is
+ * borrowed for the call and NUL-terminated; "" for none.
+ */
+struct tl_drv_name_in {
+	const char	*grant;		/* MODULE/REQ or MODULE/REQ@NODE */
+	const char	*resource;	/* the requirement's resource name */
+	const char	*node;		/* the instance's node ("": shared) */
+	/*
+	 * The name the grant's resource was recorded under when it was
+	 * provisioned ("": never provisioned): kept, so a grant keeps the
+	 * objects it has whatever the scheme does today.
+	 */
+	const char	*recorded;
+	uint64_t	 version;	/* the credential version */
+	/* The scheme the grant's first intent recorded (1, 2, ...). */
+	uint64_t	 scheme;
+	/* The fresh resource a move (tally rebind) at version copies into. */
+	int		 move;
+};
+
+/* The names of one grant's credential version on its provider. */
+struct tl_drv_names {
+	char	resource[TL_DRV_NAME_MAX];	/* what holds the data */
+	char	owner[TL_DRV_NAME_MAX];		/* owns it ("": none) */
+	char	login[TL_DRV_NAME_MAX];		/* the credential ("": none) */
+};
+
+/* The current naming scheme: what a grant's first intent records. */
+#define TL_DRV_NAMING	2
+
+/*
+ * The injective scheme drivers share (drivers/naming.c, which states
+ * it): names at most max bytes (max < TL_DRV_NAME_MAX), scheme 1 or 2
+ * as in->scheme says, every name of the current scheme carrying the
+ * digest of the grant id, so two grants never share a name.  Pure,
+ * thread-safe.
+ */
+void	tl_drv_name_scheme(const struct tl_drv_name_in *in, size_t max,
+	    struct tl_drv_names *out);
+/* The 16 hex digits of BLAKE2b-128 of a grant id that names carry. */
+void	tl_drv_name_digest(const char *grant, char out[17]);
+
+/* --- the rest of the contract, as data --------------------------------- */
+
+/* How a grant's consumer proves who it is (the rotation saga reads it). */
+enum tl_drv_credential {
+	/* Nothing to rotate (a directory: access is ownership). */
+	TL_DRV_CRED_NONE = 0,
+	/*
+	 * One password per login; a rotation adds a second login beside
+	 * the first (add_credential at the new version) and retires the
+	 * old one once every holder has the new (retire_credential).
+	 */
+	TL_DRV_CRED_LOGIN_BESIDE,
+	/* Several passwords on one user (an ACL): added and removed. */
+	TL_DRV_CRED_MULTI_PASSWORD
+};
+
+/* What revoking does, shown before tally acts (tally providers/remove). */
+struct tl_drv_revocation {
+	int		 destroys;	/* revoke(drop=0) itself loses data */
+	int		 retain;	/* revoke(drop=0) keeps the data */
+	const char	*revoke;	/* one line: what revoke does */
+	const char	*retain_means;	/* one line: what is kept, how */
+	const char	*purge;		/* one line: what purge destroys */
+};
+
+/* The capabilities a reactor may need; tl_drv_can says which are there. */
+enum tl_drv_cap {
+	TL_DRV_CAP_MIGRATE = 0,	/* migrate (in ops->migrate_dialect) */
+	TL_DRV_CAP_MOVE,	/* freeze + copy: tally rebind --migrate */
+	TL_DRV_CAP_SIZE,	/* size: retained bytes */
+	TL_DRV_CAP_ADMIN_ROTATE,	/* set_admin_password */
+	TL_DRV_CAP_CHECK,	/* check: tally verify */
+	TL_DRV_CAP_ROTATE	/* add_credential + retire_credential */
+};
+
+/* A connection field a grant delivers (ops->fields names them all). */
+struct tl_drv_field {
+	const char	*name;
+	int		 secret;	/* holds (or embeds) the credential */
+};
+
 struct tl_drv_ops {
 	const char	*name;
 	const char	*const *types;	/* resource types it grants */
@@ -157,7 +271,12 @@ struct tl_drv_ops {
 	/* Opens an admin session; TL_EUNREACH / TL_EAUTH / TL_EDRIVER. */
 	int	(*open)(const struct tl_drv_admin *a, void **h, char *why);
 	void	(*close)(void *h);
-	/* Creates resource, roles and privileges; completes a half-done one. */
+	/*
+	 * Creates resource, roles and privileges; completes a half-done
+	 * one.  Promises the credential: when it returns 0, g->login
+	 * authenticates with g->password, also when the login existed
+	 * before (its password is set again), so no set_password follows.
+	 */
 	int	(*create)(void *h, const struct tl_drv_grant *g, char *why);
 	/*
 	 * Verifies a grant: the database and roles exist, the login
@@ -196,19 +315,25 @@ struct tl_drv_ops {
 		    const struct tl_drv_migration *m, int *already,
 		    char *why, int *line);
 	/*
-	 * Drops a login role that revoke(drop=0) disabled, after a rotation:
-	 * what it owns goes to the owner role first.  NULL: not supported
-	 * (the login then stays, disabled).
-	 */
-	/*
 	 * Sets the password of the session's own admin role (tally rotate
-	 * --admin): user is that role, password the new one.
+	 * --admin): user is that role, password the new one.  NULL: the
+	 * driver cannot (TL_DRV_CAP_ADMIN_ROTATE).
 	 */
 	int	(*set_admin_password)(void *h, const char *user,
 		    const char *password, char *why);
-	/* The size of the grant's data, in bytes (0 if it is gone). */
+	/*
+	 * The size of the grant's data, in bytes (0 if it is gone).  NULL:
+	 * not measured (TL_DRV_CAP_SIZE).
+	 */
 	int	(*size)(void *h, const struct tl_drv_grant *g, uint64_t *bytes,
 		    char *why);
+	/*
+	 * Drops a login role that revoke(drop=0) disabled, after a rotation:
+	 * what it owns goes to the owner role first.  NULL: not supported
+	 * (the login then stays, disabled).  The rotation saga no longer
+	 * calls it: retire_credential is the generic step (for PostgreSQL,
+	 * revoke(drop=0) then this).
+	 */
 	int	(*retire_login)(void *h, const struct tl_drv_grant *g,
 		    char *why);
 	/* Disables logins, ends sessions; keeps (retain) or drops the data. */
@@ -238,15 +363,105 @@ struct tl_drv_ops {
 		    const struct tl_drv_admin *to,
 		    const struct tl_drv_grant *gto, char *tables, size_t cap,
 		    char *why);
+
+	/* --- issue 12: the rest of the contract, read as data ------------ */
+
 	/*
-	 * The connection fields of g once create made it, composed by the
-	 * driver (the directory driver's path): c->n fields, none secret.
-	 * TL_ETOOBIG when a value does not fit.  NULL: the reactor composes
-	 * host, port, database and user itself, as for a database server.
+	 * NULL-terminated: the tags of its types (`database`, `sql`), how
+	 * a person finds providers (tally providers --tag).  A requirement
+	 * names a type, never a tag.
 	 */
-	int	(*connection)(void *h, const struct tl_drv_grant *g,
-		    struct tl_drv_conn *c, char *why);
+	const char	*const *tags;
+	/*
+	 * The fields of fields, in the same order and NULL-name terminated,
+	 * with whether each is secret (carries the credential: it is
+	 * written only to a holder's delivery file, never recorded in an
+	 * event).  NULL: none is secret.
+	 */
+	const struct tl_drv_field *field_info;
+	/*
+	 * The value of connection field field for a consumer reaching the
+	 * provider at ep (host, port) with g (g->resource and g->login as
+	 * recorded, g->password the plaintext credential, or NULL when
+	 * only fields that are not secret are asked for), into out (cap
+	 * bytes, always NUL-terminated).  Returns 0; TL_ENOTFOUND: field
+	 * is not one the driver produces (out ""); TL_ETOOBIG: it does not
+	 * fit in cap; TL_EINVAL: a secret field without g->password.  Pure:
+	 * no session, no I/O, any thread.  out holds the credential when
+	 * the field is secret: the caller wipes it.  NULL: only the fields
+	 * "host" and "port" are produced, from ep.
+	 */
+	int	(*compose)(const char *field, const struct tl_drv_endpoint *ep,
+		    const struct tl_drv_grant *g, char *out, size_t cap);
+	/*
+	 * The names of in's grant and version on a provider of this
+	 * driver, within the provider's limits, injectively: two grants
+	 * never share an object, two versions of a grant share the
+	 * resource and the owner but never the login.  A name once
+	 * derived never changes (the same in gives the same names, byte
+	 * for byte, in every release): in->scheme selects the scheme the
+	 * grant's objects were made with.  Returns 0, or TL_EINVAL (why)
+	 * when in's names cannot make a name of this provider.  Pure, any
+	 * thread.  out is filled even when it refuses (the operations
+	 * refuse the names again).  NULL: tl_drv_name_scheme with
+	 * TL_DRV_NAME_MAX - 1.
+	 */
+	int	(*names)(const struct tl_drv_name_in *in,
+		    struct tl_drv_names *out, char *why);
+	/* How consumers authenticate; the rotation saga follows it. */
+	enum tl_drv_credential credential;
+	/*
+	 * The rotation saga's two steps (credential != NONE).  add puts
+	 * g->login's credential g->password beside the grant's others
+	 * (same resource, same owner, same privileges) and sets the
+	 * password, as create does; retire disables g->login, ends its
+	 * sessions and removes it, what it owns going to the owner.  Both
+	 * idempotent (retiring a credential that is gone is 0); errors as
+	 * create.  NULL: the driver cannot rotate (TL_DRV_CAP_ROTATE).
+	 */
+	int	(*add_credential)(void *h, const struct tl_drv_grant *g,
+		    char *why);
+	int	(*retire_credential)(void *h, const struct tl_drv_grant *g,
+		    char *why);
+	/* What revoke and purge do (shown before tally acts); never NULL. */
+	const struct tl_drv_revocation *revocation;
+	/*
+	 * The language a requirement's migrations are written in (the
+	 * dialect a manifest's migrations: must be in), e.g. "sql/postgres";
+	 * NULL with migrate NULL.
+	 */
+	const char	*migrate_dialect;
 };
+
+/*
+ * Whether ops has capability cap: 1, or 0 with why (at least
+ * TL_DRV_WHY_MAX bytes, may be NULL) saying what the driver lacks, in
+ * words a refusal can carry ("driver X cannot move data: it has no
+ * copy").  Pure, any thread.
+ */
+int	tl_drv_can(const struct tl_drv_ops *ops, enum tl_drv_cap cap,
+	    char *why);
+/* Whether field is declared secret by ops (field_info). */
+int	tl_drv_field_secret(const struct tl_drv_ops *ops, const char *field);
+/* Whether one of ops's tags is tag. */
+int	tl_drv_has_tag(const struct tl_drv_ops *ops, const char *tag);
+/*
+ * ops->compose, or the fallback it documents when compose is NULL:
+ * same arguments and errors.
+ */
+int	tl_drv_compose(const struct tl_drv_ops *ops, const char *field,
+	    const struct tl_drv_endpoint *ep, const struct tl_drv_grant *g,
+	    char *out, size_t cap);
+/* ops->names, or its documented fallback: same arguments and errors. */
+int	tl_drv_name(const struct tl_drv_ops *ops,
+	    const struct tl_drv_name_in *in, struct tl_drv_names *out,
+	    char *why);
+/*
+ * The default of setting name as ops declares it (NULL: not declared,
+ * or declared required); "" when declared without a default.
+ */
+const char *tl_drv_setting_default(const struct tl_drv_ops *ops,
+	    const char *name);
 
 /* NULL when there is no such driver. */
 const struct tl_drv_ops *tl_drv_find(const char *name);

@@ -207,16 +207,6 @@ f_close(void *h)
 	free(fh);
 }
 
-/* Composing fields touches nothing on the provider: no faults. */
-static int
-f_connection(void *h, const struct tl_drv_grant *g, struct tl_drv_conn *c,
-    char *why)
-{
-	struct f_handle *fh = h;
-
-	return fh->s->real->connection(fh->h, g, c, why);
-}
-
 static int
 f_create(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -304,6 +294,28 @@ f_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 	struct f_handle *fh = h;
 
 	return fh->s->real->retire_login(fh->h, g, why);
+}
+
+/* A rotation's new credential: faults of "create" apply to it. */
+static int
+f_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct f_handle *fh = h;
+	const struct f_rule *lost_, *drift_;
+	int rc;
+
+	F_BEFORE(fh, OP_CREATE, why);
+	(void)drift_;
+	rc = fh->s->real->add_credential(fh->h, g, why);
+	return F_AFTER(fh, OP_CREATE, rc, why);
+}
+
+static int
+f_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->retire_credential(fh->h, g, why);
 }
 
 static int
@@ -574,7 +586,10 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	    NULL;
 	s->ops.freeze = real->freeze != NULL ? f_freeze : NULL;
 	s->ops.copy = real->copy != NULL ? copy_fn[s - slots] : NULL;
-	s->ops.connection = real->connection != NULL ? f_connection : NULL;
+	s->ops.add_credential = real->add_credential != NULL ?
+	    f_add_credential : NULL;
+	s->ops.retire_credential = real->retire_credential != NULL ?
+	    f_retire_credential : NULL;
 	s->used = 1;
 	return &s->ops;
 }

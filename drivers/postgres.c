@@ -1942,9 +1942,109 @@ int	tl_drv_pg_copy(const struct tl_drv_admin *from,
 	    char *why);
 
 static const char *const pg_types[] = { "postgres-database", NULL };
-/* What reactors/provision.c delivers for a grant (tl_rx_holder_lines). */
+static const char *const pg_tags[] = { "database", "sql", NULL };
+/*
+ * What reactors/provision.c delivers for a grant (tl_rx_holder_lines),
+ * composed by pg_compose.  The fields that are not secret are recorded
+ * in grant.provisioned in this order (host, port, database, user): the
+ * log of before this contract has exactly these.
+ */
 static const char *const pg_fields[] = {
 	"host", "port", "database", "user", "password", "url", NULL
+};
+static const struct tl_drv_field pg_field_info[] = {
+	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
+	{ "password", 1 }, { "url", 1 }, { NULL, 0 }
+};
+
+/*
+ * The connection fields.  url is postgresql://USER:PASSWORD@HOST:PORT/DB
+ * as reactors composed it before: not percent-encoded, since the names
+ * are [a-z0-9_-] and tally's passwords are of an alphabet a URI carries
+ * as it is (core/secret.h).
+ */
+static int
+pg_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	int n;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "host") == 0)
+		n = snprintf(out, cap, "%s", ep->host);
+	else if (strcmp(field, "port") == 0)
+		n = snprintf(out, cap, "%s", ep->port);
+	else if (strcmp(field, "database") == 0)
+		n = snprintf(out, cap, "%s", g->resource);
+	else if (strcmp(field, "user") == 0)
+		n = snprintf(out, cap, "%s", g->login);
+	else if (strcmp(field, "password") == 0 || strcmp(field, "url") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		if (field[0] == 'p')
+			n = snprintf(out, cap, "%s", g->password);
+		else
+			n = snprintf(out, cap, "postgresql://%s:%s@%s:%s/%s",
+			    g->login, g->password, ep->host, ep->port,
+			    g->resource);
+	} else
+		return TL_ENOTFOUND;
+	if (n < 0 || (size_t)n >= cap) {
+		tl_secret_wipe(out, cap);
+		out[0] = '\0';
+		return TL_ETOOBIG;
+	}
+	return 0;
+}
+
+/*
+ * Names: the shared scheme (drivers/naming.c) within PostgreSQL's
+ * identifier limit, 63 bytes (NAMEDATALEN - 1: a longer name would be
+ * cut silently).  The database and the NOLOGIN owner role share the
+ * resource's name; a login role is NAME_vN (scheme 2: PREFIX_DIGEST_vN)
+ * beside it, one per credential version, so a rotation adds a login
+ * and retires the old one.  Names that PostgreSQL reserves (pg_) are
+ * refused here and again by grant_ok at every operation.
+ */
+static int
+pg_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	tl_drv_name_scheme(in, PG_NAME_MAX, out);
+	if (strncmp(out->owner, "pg_", 3) == 0 ||
+	    strncmp(out->login, "pg_", 3) == 0)
+		return whyf(why, TL_EINVAL, "role names starting with pg_ are "
+		    "reserved (resource \"%s\")", in->resource);
+	return 0;
+}
+
+/* A rotation's new login beside the old one: what create makes. */
+static int
+pg_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return pg_create(h, g, why);
+}
+
+/* Disables the old login, ends its sessions, drops it (owned: owner). */
+static int
+pg_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	int rc;
+
+	if ((rc = pg_revoke(h, g, 0, why)) != 0)
+		return rc;
+	return pg_retire_login(h, g, why);
+}
+
+static const struct tl_drv_revocation pg_revocation = {
+	.destroys = 0,
+	.retain = 1,
+	.revoke = "the logins are disabled and their sessions ended",
+	.retain_means = "the database and its owner role are kept, nobody "
+	    "able to log in (tally restore reopens it)",
+	.purge = "drops the database and its roles: the data is gone",
 };
 
 /*
@@ -1989,4 +2089,13 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.set_admin_password = pg_set_admin_password,
 	.freeze = pg_freeze,
 	.copy = tl_drv_pg_copy,
+	.tags = pg_tags,
+	.field_info = pg_field_info,
+	.compose = pg_compose,
+	.names = pg_names,
+	.credential = TL_DRV_CRED_LOGIN_BESIDE,
+	.add_credential = pg_add_credential,
+	.retire_credential = pg_retire_credential,
+	.revocation = &pg_revocation,
+	.migrate_dialect = "sql/postgres",
 };

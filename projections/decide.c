@@ -419,7 +419,7 @@ check_req(struct tl_ctx *c, const struct tl_decl *d,
 			return tl_refuse(c, TL_EMANIFEST, "%s:%d: requires.%s."
 			    "name: %s '%s' from %s belongs to module %.*s: a "
 			    "grant has exactly one consumer (no shared "
-			    "databases, no read roles); follow the event "
+			    "resources, no read-only logins); follow the event "
 			    "stream for cross-module reporting", r->file,
 			    r->line, r->name, s.type, s.resource, s.target,
 			    (int)n, (const char *)v);

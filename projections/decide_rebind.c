@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "drivers/driver.h"
 #include "decide.h"
 #include "events.h"
 #include "grant.h"
@@ -50,6 +51,8 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 	struct tl_rec r;
 	struct tl_body b;
 	char pmodule[64] = "", target[64] = "", holders[300];
+	char why[TL_DRV_WHY_MAX];
+	const struct tl_drv_ops *ops;
 	uint64_t version;
 	S(k);
 	S(stream);
@@ -108,23 +111,28 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 	if (tl_mv_failed(c->t, &c->p, grant, &mv) == 0 && mv.version > version)
 		version = mv.version;
 	version++;
+	/* A driver that cannot move data is refused now, with the reason. */
+	if ((ops = tl_drv_for_type(g.type)) != NULL &&
+	    !tl_drv_can(ops, TL_DRV_CAP_MOVE, why))
+		return tl_refuse(c, TL_EREFUSED, "moving %s from %s to %s "
+		    "moves its data, and %s", grant, g.provider, provider, why);
 	if (!migrate) {
 		holders_text(c, &g, holders, sizeof(holders));
 		return tl_refuse(c, TL_EREFUSED, "moving %s from %s to %s moves "
 		    "its data: a migration, not a configuration change, so it "
 		    "is done only with --migrate.  tallyd would then create a "
-		    "fresh database on %s with a new credential (v%llu), make "
-		    "the current database read-only and end its sessions, copy "
-		    "it (pg_dump | pg_restore) and compare every table's row "
-		    "count; only a verified copy is switched to: the binding "
-		    "moves and the new values are delivered to every holder "
-		    "(%s).  Once each has acknowledged (tally ack NODE %s "
-		    "%llu), the old login is disabled and the old database "
-		    "kept (retained).  Until the switch, a failure leaves the "
-		    "old grant serving; from the copy until a holder switches, "
-		    "it can read but not write.", grant, g.provider, provider,
-		    provider, (unsigned long long)version, holders,
-		    g.module, (unsigned long long)version);
+		    "fresh resource on %s with a new credential (v%llu), make "
+		    "the current one read-only and end its sessions, copy it "
+		    "(driver %s) and compare every table's row count; only a "
+		    "verified copy is switched to: the binding moves and the "
+		    "new values are delivered to every holder (%s).  Once each "
+		    "has acknowledged (tally ack NODE %s %llu), the old login "
+		    "is disabled and the old resource kept (retained).  Until "
+		    "the switch, a failure leaves the old grant serving; from "
+		    "the copy until a holder switches, it can read but not "
+		    "write.", grant, g.provider, provider, provider,
+		    (unsigned long long)version, ops != NULL ? ops->name :
+		    "(none)", holders, g.module, (unsigned long long)version);
 	}
 	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
 		return rc;
@@ -217,7 +225,7 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 	struct mv_touch mt = { id, "" };
 	struct stranded st = { NULL, "" };
 	char module[64] = "", from[64] = "", routable[256] = "";
-	const char *port = "5432";
+	const char *port = "";
 	struct tl_body b;
 	struct tl_rec r;
 	S(k);
@@ -232,6 +240,20 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 		    "are named NODE/MODULE: see tally graph)", id);
 	tl_bn_getstr(r.m, "module", module, sizeof(module));
 	tl_bn_getstr(r.m, "node", from, sizeof(from));
+	{
+		/* Without --set port, the port its driver declares. */
+		struct tl_bnode types;
+		char driver[64] = "";
+		const char *d;
+
+		if (tl_bn_get(r.m, "types", &types) == 0 &&
+		    tl_bn_len(types) > 0)
+			tl_bn_getstr(tl_bn_at(types, 0), "driver", driver,
+			    sizeof(driver));
+		if ((d = tl_drv_setting_default(tl_drv_find(driver),
+		    "port")) != NULL)
+			port = d;
+	}
 	tl_rec_close(&r);
 	if ((rc = tl_key(k, "n/%s", node)) != 0)
 		return rc;

@@ -27,6 +27,17 @@
 #define GRANT_PURGED		"purged"	/* data destroyed, for good */
 #define GRANT_RESTORING		"restoring"	/* tally restore: new credential */
 
+/*
+ * The one place the log's historical name of the resource field lives:
+ * grant.provisioned's fields and the grant record (and tally's JSON
+ * output) carry a grant's resource name under this key since the first
+ * release, when PostgreSQL was the only provider.  Old events keep
+ * their field names, so it stays; nothing else in projections/,
+ * reactors/ or tools/ spells it (tests/integration/00_provider_words.sh
+ * allows this line alone).
+ */
+#define TL_GRANT_OBJECT_KEY	"database"
+
 struct tl_grant {
 	char		id[TL_GRANT_ID_MAX + 1];
 	char		module[64];
@@ -55,7 +66,11 @@ struct tl_grant {
 	uint64_t	migrated_seq;	/* migrations complete as of */
 	char		host[256];
 	char		port[8];
-	char		database[64];
+	/*
+	 * The provider object the grant's data lives in, as provisioned
+	 * (the driver's resource name); recorded under TL_GRANT_OBJECT_KEY.
+	 */
+	char		object[64];
 	char		user[64];
 	char		path[512];	/* a directory grant's (driver's) */
 	uint64_t	naming;		/* name scheme (reactors/names.c); 0: none

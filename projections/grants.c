@@ -15,9 +15,10 @@
 #define S(n)	char n[TL_KEY_MAX]
 
 /* The record's field table: one place for encoding and decoding. */
-#define STR_FIELDS(X)							\
+#define STR_FIELDS(X, XK)						\
 	X(id) X(module) X(req) X(node) X(scope) X(type) X(provider)	\
-	X(resource) X(state) X(reason) X(host) X(port) X(database) X(user) \
+	X(resource) X(state) X(reason) X(host) X(port)			\
+	XK(object, TL_GRANT_OBJECT_KEY) X(user)				\
 	X(drift) X(drift_reason) X(migration) X(blocked) X(policy)
 #define U64_FIELDS(X)							\
 	X(state_seq) X(requested_seq) X(intent_seq) X(version) X(attempts) \
@@ -42,9 +43,10 @@ tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 		return rc;
 	tl_body_init(&b);
 #define PUT_STR(f) tl_body_str(&b, #f, g->f);
+#define PUT_STRK(f, k) tl_body_str(&b, k, g->f);
 #define PUT_U64(f) tl_body_u64(&b, #f, g->f);
 #define PUT_OPT(f) if (g->f != 0) tl_body_u64(&b, #f, g->f);
-	STR_FIELDS(PUT_STR)
+	STR_FIELDS(PUT_STR, PUT_STRK)
 	U64_FIELDS(PUT_U64)
 	OPT_U64_FIELDS(PUT_OPT)
 #define PUT_OPT_STR(f) if (g->f[0] != '\0') tl_body_str(&b, #f, g->f);
@@ -56,11 +58,13 @@ tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 }
 
 #define NAME(f) #f,
+#define NAMEK(f, k) k,
 static const char *const grant_keys[] = {
-	STR_FIELDS(NAME) U64_FIELDS(NAME) OPT_U64_FIELDS(NAME)
+	STR_FIELDS(NAME, NAMEK) U64_FIELDS(NAME) OPT_U64_FIELDS(NAME)
 	OPT_STR_FIELDS(NAME)
 };
 #undef NAME
+#undef NAMEK
 #define NKEYS	(sizeof(grant_keys) / sizeof(grant_keys[0]))
 
 static int
@@ -77,10 +81,11 @@ grant_decode(struct tl_bnode m, struct tl_grant *g)
 #define GET_STR(f)							\
 	if (tl_bn_strcpy(v[i++], g->f, sizeof(g->f)) == TL_ETOOBIG)	\
 		return TL_ECORRUPT;
+#define GET_STRK(f, k) GET_STR(f)
 #define GET_U64(f)							\
 	if (tl_bn_u64(v[i++], &g->f) != 0)				\
 		g->f = 0;
-	STR_FIELDS(GET_STR)
+	STR_FIELDS(GET_STR, GET_STRK)
 	U64_FIELDS(GET_U64)
 	OPT_U64_FIELDS(GET_U64)
 	OPT_STR_FIELDS(GET_STR)
@@ -382,8 +387,8 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		if (tl_bn_get(body, "fields", &f) == 0) {
 			tl_bn_getstr(f, "host", g.host, sizeof(g.host));
 			tl_bn_getstr(f, "port", g.port, sizeof(g.port));
-			tl_bn_getstr(f, "database", g.database,
-			    sizeof(g.database));
+			tl_bn_getstr(f, TL_GRANT_OBJECT_KEY, g.object,
+			    sizeof(g.object));
 			tl_bn_getstr(f, "user", g.user, sizeof(g.user));
 			tl_bn_getstr(f, "path", g.path, sizeof(g.path));
 		}

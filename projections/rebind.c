@@ -293,7 +293,7 @@ switch_grant(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	g.version = r->version;
 	g.intent_seq = r->issued_seq;
 	snprintf(g.user, sizeof(g.user), "%s", r->user);
-	snprintf(g.database, sizeof(g.database), "%s", r->db);
+	snprintf(g.object, sizeof(g.object), "%s", r->db);
 	snprintf(g.host, sizeof(g.host), "%s", r->host);
 	snprintf(g.port, sizeof(g.port), "%s", r->port);
 	/* What was found wrong with the old resource is not the new one's. */
@@ -325,7 +325,7 @@ left_behind(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	    (unsigned long long)r->old_version) >= (int)sizeof(old.id))
 		return 0;	/* no room for the name: left unlisted */
 	snprintf(old.provider, sizeof(old.provider), "%s", r->from);
-	snprintf(old.database, sizeof(old.database), "%s", r->old_db);
+	snprintf(old.object, sizeof(old.object), "%s", r->old_db);
 	snprintf(old.user, sizeof(old.user), "%s", r->old_user);
 	snprintf(old.policy, sizeof(old.policy), "retain");
 	snprintf(old.state, sizeof(old.state), GRANT_REVOKED);

@@ -739,7 +739,7 @@ attn_one(const struct tl_grant *g, void *arg)
 	    strcmp(g->state, GRANT_PURGING) == 0) {
 		json_array_append_new(aa->retained, json_pack(
 		    "{s:s,s:s,s:s,s:s,s:I}", "grant", g->id, "state", g->state,
-		    "provider", g->provider, "database", g->database, "bytes",
+		    "provider", g->provider, TL_GRANT_OBJECT_KEY, g->object, "bytes",
 		    (json_int_t)g->retained_bytes));
 		return 0;
 	}

@@ -423,7 +423,7 @@ report(struct tl_rx *rx, struct mgrant *mg)
 		n++;
 		if (mg->f[j].already)
 			tl_rx_log(rx, TL_RX_INFO, "grant %s: %s was applied "
-			    "already (the database records it): recorded, "
+			    "already (the resource records it): recorded, "
 			    "not run again", mg->g.id, mg->f[j].file);
 		else
 			tl_rx_log(rx, TL_RX_INFO, "grant %s: applied %s",

@@ -147,9 +147,6 @@ struct work {
 	uint64_t	 ms;
 	uint64_t	 size;		/* retained bytes, after a revoke */
 	int		 have_size;
-	/* Fields the driver composed (its connection op), after create. */
-	struct tl_drv_conn conn;
-	int		 have_conn;
 };
 
 
@@ -173,6 +170,17 @@ struct pass {
 	uint64_t	 next_ns;
 	int		 rc;
 };
+
+/* Sets an empty v to the default ops declares for setting name. */
+static void
+setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
+    size_t cap)
+{
+	const char *d;
+
+	if (v[0] == '\0' && (d = tl_drv_setting_default(ops, name)) != NULL)
+		snprintf(v, cap, "%s", d);
+}
 
 int
 tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
@@ -262,14 +270,13 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		}
 	}
 	pv->maint = tl_setting_revoke_public_connect(maint);
+	/* What is not set is the driver's declared default (driver.h). */
+	pv->ops = tl_drv_find(driver);
 	if (pv->host[0] == '\0')
 		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
-	if (pv->port[0] == '\0')
-		snprintf(pv->port, sizeof(pv->port), "5432");
-	if (pv->user[0] == '\0')
-		snprintf(pv->user, sizeof(pv->user), "postgres");
-	if (pv->db[0] == '\0')
-		snprintf(pv->db, sizeof(pv->db), "postgres");
+	setting_default(pv->ops, "port", pv->port, sizeof(pv->port));
+	setting_default(pv->ops, "admin-user", pv->user, sizeof(pv->user));
+	setting_default(pv->ops, "admin-db", pv->db, sizeof(pv->db));
 	if (tl_bn_get(r.m, "secrets", &n) == 0) {
 		struct tl_bnode s;
 		const void *ct;
@@ -291,7 +298,6 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		}
 	}
 	tl_rec_close(&r);
-	pv->ops = tl_drv_find(driver);
 	return 0;
 }
 
@@ -512,7 +518,10 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	struct tl_rec r;
 	struct tl_bnode env;
 	struct tl_rx_prov pv;
-	char driver[64], host[256];
+	struct tl_drv_endpoint ep;
+	struct tl_drv_grant dg;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	char driver[64], host[256], res[64], own[64], login[64];
 	int drop, rc;
 	S(k);
 	size_t i;
@@ -529,6 +538,21 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 		snprintf(host, sizeof(host), "127.0.0.1");
 	else
 		snprintf(host, sizeof(host), "%s", pv.routable);
+	ep.host = host;
+	ep.port = g->port[0] ? g->port : pv.port;
+	ep.settings = tl_rx_prov_settings(&pv, sv);
+	/*
+	 * The names as provisioned (recorded), the current credential; a
+	 * driver whose fields record no resource name (the fold keeps
+	 * TL_GRANT_OBJECT_KEY and user) gets the names it derives.
+	 */
+	tl_rx_grant_names(g, g->version, res, own, login);
+	dg.resource = g->object[0] != '\0' ? g->object : res;
+	dg.owner = own;
+	dg.login = g->user[0] != '\0' ? g->user : login;
+	dg.password = w.password;
+	dg.grant = g->id;
+	dg.adopt_unnamed = 0;
 	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0 ||
 	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
 		goto out;
@@ -537,33 +561,21 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 			struct tl_bnode kn, vn;
 			const char *f, *var;
 			size_t fl, vl;
-			const char *val = NULL;
+			char field[64], val[1024];
 
 			tl_bn_entry(env, i, &kn, &vn);
 			if (tl_bn_str(kn, &f, &fl) != 0 ||
 			    tl_bn_str(vn, &var, &vl) != 0)
 				continue;
-#define FIELD(s) (fl == strlen(s) && memcmp(f, s, fl) == 0)
-			if (FIELD("host"))
-				val = host;
-			else if (FIELD("port"))
-				val = g->port[0] ? g->port : pv.port;
-			else if (FIELD("database"))
-				val = g->database;
-			else if (FIELD("user"))
-				val = g->user;
-			else if (FIELD("password"))
-				val = w.password;
-			else if (FIELD("path"))
-				val = g->path;
-			if (val != NULL)
+			/* The driver composes every field, URI included. */
+			if (fl >= sizeof(field))
+				continue;
+			memcpy(field, f, fl);
+			field[fl] = '\0';
+			if (tl_drv_compose(pv.ops, field, &ep, &dg, val,
+			    sizeof(val)) == 0)
 				sb_add(sb, "%.*s=%s\n", (int)vl, var, val);
-			else if (FIELD("url"))
-				sb_add(sb, "%.*s=postgresql://%s:%s@%s:%s/%s\n",
-				    (int)vl, var, g->user, w.password, host,
-				    g->port[0] ? g->port : pv.port,
-				    g->database);
-#undef FIELD
+			tl_secret_wipe(val, sizeof(val));
 		}
 	}
 	tl_rec_close(&r);
@@ -949,14 +961,11 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.grant = origin;
 	dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
 	if (w->kind == W_CREATE) {
+		/*
+		 * create promises the password (driver.h), also for a
+		 * resumed intent that finds the login made before.
+		 */
 		w->rc = pv->ops->create(h, &dg, w->why);
-		/* A resumed intent may find the role made before. */
-		if (w->rc == 0 && w->resumed)
-			w->rc = pv->ops->set_password(h, &dg, w->why);
-		if (w->rc == 0 && pv->ops->connection != NULL) {
-			w->rc = pv->ops->connection(h, &dg, &w->conn, w->why);
-			w->have_conn = w->rc == 0;
-		}
 	} else {
 		w->rc = pv->ops->revoke(h, &dg, w->drop, w->why);
 		/* What a retained grant keeps, for tally grants. */
@@ -1156,7 +1165,52 @@ deliver_all(struct pass *ps, struct tl_ctx *c, const char *grant)
 	return rc;
 }
 
-/* Phase 4: outcomes, deliveries and the checkpoint, in one transaction. */
+/*
+ * grant.provisioned's fields: every connection field the driver
+ * declares that is not secret, as it composes it for the provider's
+ * routable name, in the order it declares them (a secret one is only
+ * ever written to a holder's delivery file).
+ */
+static void
+record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
+{
+	const struct tl_rx_prov *pv = NULL;
+	const struct tl_drv_ops *ops;
+	struct tl_drv_endpoint ep;
+	struct tl_drv_grant dg;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	char val[512];
+	const char *d;
+	size_t j;
+
+	for (j = 0; j < ps->npv; j++)
+		if (strcmp(ps->pv[j].id, w->g.provider) == 0)
+			pv = &ps->pv[j];
+	ops = pv != NULL && pv->ops != NULL ? pv->ops :
+	    tl_drv_for_type(w->g.type);
+	if (ops == NULL || ops->fields == NULL)
+		return;
+	d = tl_drv_setting_default(ops, "port");
+	ep.host = pv != NULL ? pv->routable : "";
+	ep.port = pv != NULL ? pv->port : d != NULL ? d : "";
+	ep.settings = pv != NULL ? tl_rx_prov_settings(pv, sv) : NULL;
+	dg.resource = w->dbname;
+	dg.owner = w->owner;
+	dg.login = w->login;
+	dg.password = NULL;
+	dg.grant = w->g.id;
+	dg.adopt_unnamed = 0;
+	for (j = 0; ops->fields[j] != NULL; j++) {
+		if (tl_drv_field_secret(ops, ops->fields[j]) ||
+		    (pv == NULL && strcmp(ops->fields[j], "host") == 0))
+			continue;
+		if (tl_drv_compose(ops, ops->fields[j], &ep, &dg, val,
+		    sizeof(val)) == 0)
+			tl_body_str(b, ops->fields[j], val);
+	}
+}
+
+/* Phase 3: outcomes, deliveries and the checkpoint, in one transaction. */
 static int
 outcomes(void *arg, struct tl_ctx *cp)
 {
@@ -1221,28 +1275,9 @@ outcomes(void *arg, struct tl_ctx *cp)
 			    "revoke");
 			rc = tl_emit(&c, EV_GRANT_FAILED, stream, &b, NULL);
 		} else if (w->kind == W_CREATE) {
-			char port[8];
-			size_t j;
-
-			snprintf(port, sizeof(port), "5432");
-			for (j = 0; j < ps->npv; j++)
-				if (strcmp(ps->pv[j].id, w->g.provider) == 0)
-					snprintf(port, sizeof(port), "%s",
-					    ps->pv[j].port);
 			tl_body_u64(&b, "version", cur.version);
 			tl_body_map(&b, "fields");
-			for (j = 0; w->have_conn && j < w->conn.n; j++)
-				tl_body_str(&b, w->conn.f[j].name,
-				    w->conn.f[j].value);
-			for (j = 0; !w->have_conn && j < ps->npv; j++)
-				if (strcmp(ps->pv[j].id, w->g.provider) == 0)
-					tl_body_str(&b, "host",
-					    ps->pv[j].routable);
-			if (!w->have_conn) {
-				tl_body_str(&b, "port", port);
-				tl_body_str(&b, "database", w->dbname);
-				tl_body_str(&b, "user", w->login);
-			}
+			record_fields(ps, w, &b);
 			tl_body_end(&b);
 			rc = tl_emit(&c, EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);

@@ -336,8 +336,7 @@ on_provider(const struct tl_rx_prov *pv, int what,
 		return rc;
 	switch (what) {
 	case DO_CREATE:
-		if ((rc = ops->create(h, dg, why)) == 0)
-			rc = ops->set_password(h, dg, why);
+		rc = ops->create(h, dg, why);	/* sets the password */
 		break;
 	case DO_FREEZE:
 	case DO_THAW:
@@ -533,7 +532,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 			tables_body(&b, st->tables);
 			tl_body_str(&b, "host", st->to.routable);
 			tl_body_str(&b, "port", st->to.port);
-			tl_body_str(&b, "database", st->db);
+			tl_body_str(&b, TL_GRANT_OBJECT_KEY, st->db);
 			tl_body_str(&b, "user", st->login);
 			rc = tl_emit(&c, EV_REBIND_COPIED, stream, &b, NULL);
 			/* The switch: only now, after a verified copy. */

@@ -236,6 +236,11 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 
 	(void)arg;
 	(void)pv;
+	if (!tl_drv_can(st->ops, TL_DRV_CAP_ROTATE, st->why)) {
+		st->rc = TL_EDRIVER;
+		c->rc = st->rc;
+		return;
+	}
 	dg.resource = st->db;
 	dg.owner = st->owner;
 	dg.grant = st->g.id;
@@ -243,16 +248,13 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	if (st->op == OP_CREATE) {
 		dg.login = st->login;
 		dg.password = st->password;
-		/* Beside the old login: same owner role, same objects. */
-		if ((st->rc = st->ops->create(h, &dg, st->why)) == 0)
-			st->rc = st->ops->set_password(h, &dg, st->why);
+		/* Beside the old credential: same resource, same owner. */
+		st->rc = st->ops->add_credential(h, &dg, st->why);
 	} else {
-		/* RETIRE, ABANDON: disable, end sessions, drop. */
+		/* RETIRE, ABANDON: disable, end sessions, remove. */
 		dg.login = st->old;
 		dg.password = "";
-		st->rc = st->ops->revoke(h, &dg, 0, st->why);
-		if (st->rc == 0 && st->ops->retire_login != NULL)
-			st->rc = st->ops->retire_login(h, &dg, st->why);
+		st->rc = st->ops->retire_credential(h, &dg, st->why);
 	}
 	c->rc = st->rc;
 }

@@ -76,14 +76,15 @@ int	tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p,
 	    struct tl_rx_prov *pv, char *driver, int *drop);
 
 /*
- * Provider names (reactors/names.c, the one place they are derived).
- * TL_GRANT_NAMING is the scheme a grant's first intent records; a grant
- * keeps the scheme its objects were made with (g->naming).
+ * Provider names (reactors/names.c: what the grant's driver's name op
+ * derives).  TL_GRANT_NAMING is the scheme a grant's first intent
+ * records; a grant keeps the scheme its objects were made with
+ * (g->naming).
  */
-#define TL_GRANT_NAMING	2
+#define TL_GRANT_NAMING	TL_DRV_NAMING
 /* The scheme g's names follow: its own, else TL_GRANT_NAMING. */
 uint64_t tl_rx_grant_naming(const struct tl_grant *g);
-/* The database, owner role and login role of g's credential version. */
+/* The resource, owner and login of g's credential version. */
 void	tl_rx_grant_names(const struct tl_grant *g, uint64_t version,
 	    char db[64], char owner[64], char login[64]);
 /*

@@ -553,8 +553,8 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 		    "older than the credential): %s", ck->g.id, ck->why);
 		break;
 	case TL_DRIFT_PRIVILEGES:
-		snprintf(msg, sizeof(msg), "the roles or privileges of %s "
-		    "are not what tally set: %s", ck->g.id, ck->why);
+		snprintf(msg, sizeof(msg), "the access rules (attributes, "
+		    "privileges) of %s are not what tally set: %s", ck->g.id, ck->why);
 		break;
 	}
 	if (strcmp(cur.drift, drift_kind(ck->drift)) != 0 ||

@@ -1554,6 +1554,25 @@ db_module(const char *name, const char *extra)
 	react(EV_GRANT_PROVISIONED, file, "node-a/postgres");
 }
 
+/*
+ * tally remove says, before it acts, what revoking does to each grant,
+ * as the provider's driver declares it (issue 12).
+ */
+START_TEST(test_remove_says_revocation)
+{
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"));
+	T_OK("assign", "postgres", "node-a");
+	db_module("keep", "");
+	T_OK("remove", "keep");
+	ck_out_has("revoking keep/db on node-a/postgres (driver postgres): "
+	    "the logins are disabled");
+	ck_out_has("retained: ");
+	ck_out_has("tally purge keep/db drops");
+	ck_out_has("module keep removed");
+}
+END_TEST
+
 START_TEST(test_status_attention)
 {
 	struct tl_body b;
@@ -2049,6 +2068,40 @@ START_TEST(test_listing)
 }
 END_TEST
 
+/*
+ * tally providers --tag: a provider is found by a tag of its type's
+ * driver (postgres-database: database, sql); what revoke, retain and
+ * purge do there is shown from the driver's declaration (issue 12).
+ */
+START_TEST(test_providers_tag)
+{
+	json_t *j, *e;
+
+	node_add("node-a");
+	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
+	T_OK("assign", "postgres", "node-a");
+
+	T_OK("providers", "--tag", "database");
+	ck_out_has("node-a/postgres on node-a");
+	ck_out_has("tags database, sql");
+	ck_out_has("purge: drops the database");
+	T_OK("providers", "--tag", "sql", "--json");
+	j = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(j, "providers")), 1);
+	e = json_array_get(json_object_get(json_array_get(json_object_get(j,
+	    "providers"), 0), "types"), 0);
+	ck_assert(json_is_true(json_object_get(json_object_get(e,
+	    "revocation"), "retain")));
+	json_decref(j);
+	T_OK("providers", "--tag", "queue");
+	ck_out_has("no providers with tag queue");
+	T_OK("providers", "--tag", "queue", "--json");
+	j = out_json();
+	ck_assert_int_eq(json_array_size(json_object_get(j, "providers")), 0);
+	json_decref(j);
+}
+END_TEST
+
 static Suite *
 cli_suite(void)
 {
@@ -2104,6 +2157,8 @@ cli_suite(void)
 	tcase_add_test(tc, test_settings_checked);
 	tcase_add_test(tc, test_json_writes);
 	tcase_add_test(tc, test_listing);
+	tcase_add_test(tc, test_providers_tag);
+	tcase_add_test(tc, test_remove_says_revocation);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("history");

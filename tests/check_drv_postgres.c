@@ -1682,6 +1682,86 @@ START_TEST(test_rotation_beside)
 }
 END_TEST
 
+/*
+ * create promises the password (driver.h): a login whose password was
+ * changed out of band authenticates with the grant's again after
+ * create alone, so no reactor calls set_password after it.
+ */
+START_TEST(test_create_sets_password)
+{
+	struct grant gr;
+	char err[512];
+	PGconn *a;
+	char *q;
+	void *h = drv_open();
+
+	grant_init(&gr, "cpw");
+	do_create(h, &gr);
+	a = admin(NULL);
+	q = qid(a, gr.log);
+	sql(a, "ALTER ROLE %s PASSWORD 'changed-out-of-band'", q);
+	PQfreemem(q);
+	PQfinish(a);
+	ck_assert(!can_login(gr.log, gr.pw, gr.res, err, sizeof(err)));
+	do_create(h, &gr);
+	ck_assert_msg(can_login(gr.log, gr.pw, gr.res, err, sizeof(err)),
+	    "%s", err);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * The rotation saga's generic steps: add_credential puts a second login
+ * beside the first (same data, same owner), retire_credential removes
+ * the old one, what it owned going to the owner; both idempotent.
+ */
+START_TEST(test_credential_beside)
+{
+	struct grant g1, g2;
+	char err[512], why[TL_DRV_WHY_MAX];
+	PGconn *c;
+	void *h = drv_open();
+
+	ck_assert_int_eq(drv->credential, TL_DRV_CRED_LOGIN_BESIDE);
+	grant_init(&g1, "cred");
+	do_create(h, &g1);
+	c = pq_connect(g1.log, g1.pw, g1.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	sql(c, "CREATE TABLE t (x int)");
+	sql(c, "INSERT INTO t VALUES (7)");
+	PQfinish(c);
+
+	g2 = g1;
+	snprintf(g2.log, sizeof(g2.log), "%.56s_v2", g1.log);
+	tl_secret_password(g2.pw);
+	g2.g.resource = g2.res;
+	g2.g.owner = g2.own;
+	g2.g.login = g2.log;
+	g2.g.password = g2.pw;
+	secret_add(g2.pw);
+	ck_rc(drv->add_credential(h, &g2.g, why), 0, why);
+	ck_why(why);
+	ck_rc(drv->add_credential(h, &g2.g, why), 0, why);
+	ck_assert(can_login(g1.log, g1.pw, g1.res, err, sizeof(err)));
+	ck_assert_msg(can_login(g2.log, g2.pw, g2.res, err, sizeof(err)),
+	    "%s", err);
+
+	ck_rc(drv->retire_credential(h, &g1.g, why), 0, why);
+	ck_why(why);
+	ck_rc(drv->retire_credential(h, &g1.g, why), 0, why);
+	c = admin(NULL);
+	ck_assert_int_eq(role_count(c, g1.log), 0);
+	PQfinish(c);
+	c = pq_connect(g2.log, g2.pw, g2.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(sql_long(c, "SELECT sum(x) FROM t", NULL), 7);
+	PQfinish(c);
+	ck_drift(h, &g2, TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
 /* --- measure -------------------------------------------------------- */
 
 START_TEST(test_measure)
@@ -1898,6 +1978,8 @@ suite(void)
 	tcase_add_test(tc, test_revoke_retain);
 	tcase_add_test(tc, test_revoke_drop);
 	tcase_add_test(tc, test_rotation_beside);
+	tcase_add_test(tc, test_create_sets_password);
+	tcase_add_test(tc, test_credential_beside);
 
 	tc = tcase(s, "fault");
 	tcase_add_test(tc, test_fault_spec);

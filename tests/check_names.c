@@ -74,7 +74,7 @@ START_TEST(test_shape)
 	ck_assert_str_eq(own, want);
 	snprintf(want, sizeof(want), "x-node-a_%s_m5_v5", d);
 	ck_assert_str_eq(log, want);
-	snprintf(g.database, sizeof(g.database), "%s", db);
+	snprintf(g.object, sizeof(g.object), "%s", db);
 	tl_rx_grant_names(&g, 6, db, own, log);
 	snprintf(want, sizeof(want), "x-node-a_%s_m5", d);
 	ck_assert_str_eq(db, want);
@@ -110,7 +110,7 @@ START_TEST(test_recorded_scheme)
 	    "llllllllllllllllllllllllllllllllllllllllllllllllllllll-60cc03b7");
 	/* A recorded database wins (a grant that moved). */
 	grant(&g, "app", "db", NULL, "x", 1);
-	snprintf(g.database, sizeof(g.database), "x_m7");
+	snprintf(g.object, sizeof(g.object), "x_m7");
 	tl_rx_grant_names(&g, 8, db, own, log);
 	ck_assert_str_eq(db, "x_m7");
 	ck_assert_str_eq(log, "x_m7_v8");

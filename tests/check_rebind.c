@@ -551,7 +551,7 @@ START_TEST(test_move_saga)
 	ck_assert_str_eq(g.state, GRANT_PROVISIONED);
 	ck_assert_uint_eq(g.version, 2);
 	ck_assert_uint_eq(g.intent_seq, r.issued_seq);
-	ck_assert_str_eq(g.database, "shop-db_m2");
+	ck_assert_str_eq(g.object, "shop-db_m2");
 	ck_assert_str_eq(g.user, "shop-db_m2_v2");
 	ck_assert_str_eq(g.port, "5433");
 	ck_assert(has_key(1, "gp/node-b/postgres/shop/db"));

@@ -104,7 +104,7 @@ done
 [ -z "$bad" ] || t_fail "rows per file (expected 002x1 003x1):$bad"
 t_ok "$N databases: one row from 002, one from 003 in each"
 
-t_note "$(grep -c 'applied already (the database records it)' "$T_DLOG" || true) file(s) found applied in the database and not in the log (a kill between the two), recorded without running again"
+t_note "$(grep -c 'applied already (the resource records it)' "$T_DLOG" || true) file(s) found applied in the resource and not in the log (a kill between the two), recorded without running again"
 
 t_check "nothing blocked"
 [ "$once_rc" -eq 0 ] || {

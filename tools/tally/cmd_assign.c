@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "core/secret.h"
+#include "drivers/driver.h"
+#include "projections/grant.h"
 #include "tally.h"
 
 static const char assign_usage[] =
@@ -18,15 +20,15 @@ static const char assign_usage[] =
 "\n"
 "Places MODULE on NODE.  The assignment carries what belongs to the\n"
 "pairing: its exposure (default local) and settings.  A provider's\n"
-"admin connection goes here: --set port=5432 --set admin-user=postgres\n"
-"--secret admin-password.  Each --secret is read from standard input\n"
+"admin connection goes here (--set port=N --secret admin-password, as\n"
+"its driver names them).  Each --secret is read from standard input\n"
 "(one line each, in order), encrypted with the master key, and never\n"
 "taken from the command line.\n"
 "\n"
-"A provider's keys are the settings its driver declares (a postgres\n"
-"provider: admin-host, port, admin-user, admin-db, admin-password,\n"
-"revoke-public-connect, migration-timeout); an unknown key or a value\n"
-"of the wrong kind is refused, listing them.  Another module's\n"
+"A provider's keys are the settings its driver declares, with their\n"
+"defaults (drivers/README.md; tally providers shows each provider's\n"
+"driver); an unknown key or a value of the wrong kind is refused,\n"
+"listing them.  Another module's\n"
 "settings are its own, recorded as given.\n"
 "\n"
 "Assigning again changes what is given and keeps the rest (and the\n"
@@ -260,6 +262,71 @@ do_unassign(struct tl_ctx *c, void *arg)
 	return tl_dec_unassign(c, a->module, a->node);
 }
 
+/*
+ * Before tally remove acts: what revoking does to each grant the module
+ * holds, as its provider's driver declares it (drivers/driver.h,
+ * struct tl_drv_revocation) and by the provider's policy for the type.
+ */
+struct preview {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+};
+
+static int
+say_revocation(const struct tl_grant *g, void *arg)
+{
+	const struct preview *pw = arg;
+	const struct tl_drv_ops *ops;
+	const struct tl_drv_revocation *rv;
+	struct tl_bnode types;
+	struct tl_rec r;
+	char k[TL_KEY_MAX], driver[64] = "", policy[16] = "";
+	size_t i;
+
+	if (strcmp(g->state, GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, GRANT_PURGED) == 0 || g->provider[0] == '\0' ||
+	    tl_key(k, "p/%s", g->provider) != 0 ||
+	    tl_rec_get(pw->t, pw->p->graph, k, &r) != 0)
+		return 0;
+	if (tl_bn_get(r.m, "types", &types) == 0)
+		for (i = 0; i < tl_bn_len(types); i++) {
+			char ty[64] = "";
+
+			tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+			    sizeof(ty));
+			if (strcmp(ty, g->type) != 0)
+				continue;
+			tl_bn_getstr(tl_bn_at(types, i), "driver", driver,
+			    sizeof(driver));
+			tl_bn_getstr(tl_bn_at(types, i), "revoke", policy,
+			    sizeof(policy));
+		}
+	tl_rec_close(&r);
+	if ((ops = tl_drv_find(driver)) == NULL ||
+	    (rv = ops->revocation) == NULL)
+		return 0;
+	printf("revoking %s on %s (driver %s): %s%s; ", g->id, g->provider,
+	    ops->name, rv->revoke, rv->destroys ? " (this destroys data)" :
+	    "");
+	if (strcmp(policy, "drop") == 0 || !rv->retain)
+		printf("the data is dropped\n");
+	else
+		printf("retained: %s; tally purge %s %s\n", rv->retain_means,
+		    g->id, rv->purge);
+	return 0;
+}
+
+static int
+preview_remove(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
+    void *arg)
+{
+	struct preview pw = { t, p };
+
+	(void)cli;
+	(void)tl_grant_each_of_module(t, p, arg, say_revocation, &pw);
+	return 0;
+}
+
 static int
 simple(struct tl_cli *cli, int argc, char **argv, const char *usage,
     int nargs)
@@ -284,6 +351,9 @@ simple(struct tl_cli *cli, int argc, char **argv, const char *usage,
 		cli_errx("names are 1-63 of [a-z0-9-]");
 		return TL_EXIT_REFUSED;
 	}
+	/* Only a help to the reader: a failure to read is no refusal. */
+	if (nargs == 1 && !cli->json)
+		(void)cli_read(cli, 0, preview_remove, argv[optind]);
 	ex = cli_write(cli, do_unassign, &a, NULL);
 	if (ex == 0 && !cli->json) {
 		if (a.node)

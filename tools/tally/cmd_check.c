@@ -20,9 +20,9 @@ static const char check_usage[] =
 "\n"
 "Verifies grants now, exactly as tallyd's verifier does, and records\n"
 "what it finds the same way: the resource exists, the recorded\n"
-"credential logs in on the routable name, roles and privileges are what\n"
-"tally set.  A frozen password or changed privileges are repaired from\n"
-"the admin side; a missing database is reported, never recreated (see\n"
+"credential logs in on the routable name, attributes and privileges are\n"
+"what tally set.  A frozen password or changed privileges are repaired\n"
+"from the admin side; a missing resource is reported, never recreated (see\n"
 "tally repair).  Each grant's line says what was found and what was\n"
 "done (--json: \"found\": {drift, reason, action, repaired}).\n"
 "Exits 0 when nothing needed attention, 8 when drift was found and\n"
@@ -31,7 +31,7 @@ static const char check_usage[] =
 static const char repair_usage[] =
 "usage: tally repair GRANT\n"
 "\n"
-"Asks tallyd to recreate a grant whose database or role went missing,\n"
+"Asks tallyd to recreate a grant whose resource or login went missing,\n"
 "with the same credential.  The data that was lost does not come back:\n"
 "this only makes an empty resource exist again, and records who asked.\n";
 

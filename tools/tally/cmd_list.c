@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "drivers/driver.h"
 #include "projections/grant.h"
 #include "projections/graph.h"
 #include "tally.h"
@@ -27,11 +28,13 @@ static const char modules_usage[] =
 "the nodes it is assigned to.\n";
 
 static const char providers_usage[] =
-"usage: tally providers [--json]\n"
+"usage: tally providers [--tag TAG] [--json]\n"
 "\n"
 "The providers: id (NODE/MODULE), where it runs, the types it grants\n"
-"(with driver and revocation policy) and how many grants it holds that\n"
-"are not revoked.\n";
+"(with driver, the driver's tags and revocation policy, and what revoke\n"
+"and purge do there) and how many grants it holds that are not revoked.\n"
+"--tag TAG lists only the providers one of whose types' drivers carries\n"
+"TAG (a requirement names a type; tags are how a person finds one).\n";
 
 static const char *
 str(const json_t *o, const char *k)
@@ -199,15 +202,70 @@ count_grant(const struct tl_grant *g, void *arg)
 	return 0;
 }
 
+/*
+ * Adds to a provider's type e what its driver declares (tags, what
+ * revoke and purge do); whether one of the tags is tag.
+ */
+static int
+describe_type(json_t *e, const char *tag)
+{
+	const struct tl_drv_ops *ops = tl_drv_find(str(e, "driver"));
+	const struct tl_drv_revocation *rv;
+	json_t *tags;
+	size_t k;
+
+	if (ops == NULL)
+		return 0;
+	if ((tags = json_array()) != NULL) {
+		for (k = 0; ops->tags != NULL && ops->tags[k] != NULL; k++)
+			json_array_append_new(tags, json_string(ops->tags[k]));
+		json_object_set_new(e, "tags", tags);
+	}
+	if ((rv = ops->revocation) != NULL)
+		json_object_set_new(e, "revocation", json_pack(
+		    "{s:b,s:b,s:s,s:s,s:s}", "destroys", rv->destroys,
+		    "retain", rv->retain, "revoke", rv->revoke ? rv->revoke :
+		    "", "retained", rv->retain_means ? rv->retain_means : "",
+		    "purge", rv->purge ? rv->purge : ""));
+	return tag != NULL && tl_drv_has_tag(ops, tag);
+}
+
+static void
+print_type(const json_t *e)
+{
+	const json_t *tags = json_object_get(e, "tags"), *x, *rv;
+	size_t k;
+
+	printf("  %s (driver %s, revoke %s", str(e, "type"), str(e, "driver"),
+	    str(e, "revoke"));
+	if (json_array_size(tags) > 0) {
+		printf(", tags");
+		json_array_foreach(tags, k, x)
+			printf("%s%s", k == 0 ? " " : ", ",
+			    json_string_value(x));
+	}
+	printf(")\n");
+	if ((rv = json_object_get(e, "revocation")) == NULL)
+		return;
+	printf("    revoke: %s%s\n", str(rv, "revoke"),
+	    json_is_true(json_object_get(rv, "destroys")) ?
+	    " (destroys data)" : "");
+	if (json_is_true(json_object_get(rv, "retain")))
+		printf("    retain: %s\n", str(rv, "retained"));
+	else
+		printf("    retain: not possible (revoking drops the data)\n");
+	printf("    purge: %s\n", str(rv, "purge"));
+}
+
 static int
 providers_cb(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
     void *arg)
 {
 	json_t *pvs = records(t, p, "p/"), *counts = json_object(), *pv, *e;
+	const char *tag = arg;
 	size_t i, j;
 	int rc;
 
-	(void)arg;
 	if (pvs == NULL || counts == NULL) {
 		json_decref(pvs);
 		json_decref(counts);
@@ -218,20 +276,30 @@ providers_cb(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 		json_decref(counts);
 		return cli_fail(cli, rc, "grants");
 	}
-	json_array_foreach(pvs, i, pv) {
-		json_int_t n = json_integer_value(json_object_get(counts,
-		    str(pv, "id")));
+	for (i = 0; i < json_array_size(pvs); ) {
+		json_int_t n;
+		int tagged = tag == NULL;
 
+		pv = json_array_get(pvs, i);
+		n = json_integer_value(json_object_get(counts, str(pv, "id")));
 		json_object_set_new(pv, "grants", json_integer(n));
+		json_array_foreach(json_object_get(pv, "types"), j, e)
+			tagged |= describe_type(e, tag);
+		if (!tagged) {
+			json_array_remove(pvs, i);
+			continue;
+		}
+		i++;
 		if (cli->json)
 			continue;
 		printf("%s on %s (module %s): %lld grant(s)\n", str(pv, "id"),
 		    str(pv, "node"), str(pv, "module"), (long long)n);
 		json_array_foreach(json_object_get(pv, "types"), j, e)
-			printf("  %s (driver %s, revoke %s)\n", str(e, "type"),
-			    str(e, "driver"), str(e, "revoke"));
+			print_type(e);
 	}
-	if (!cli->json && json_array_size(pvs) == 0)
+	if (!cli->json && json_array_size(pvs) == 0 && tag != NULL)
+		printf("no providers with tag %s\n", tag);
+	else if (!cli->json && json_array_size(pvs) == 0)
 		printf("no providers (assign a module that provides a "
 		    "type)\n");
 	json_decref(counts);
@@ -272,5 +340,22 @@ cmd_modules(struct tl_cli *cli, int argc, char **argv)
 int
 cmd_providers(struct tl_cli *cli, int argc, char **argv)
 {
-	return list(cli, argc, argv, providers_usage, providers_cb);
+	static const struct option opts[] = { CLI_COMMON_OPTS,
+	    { "tag", required_argument, NULL, 't' }, { 0 } };
+	char *tag = NULL;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "ht:", opts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			tag = optarg;
+			break;
+		CLI_COMMON_CASES(cli, providers_usage);
+		}
+	}
+	if (optind != argc) {
+		fputs(providers_usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	return cli_read(cli, 0, providers_cb, tag);
 }

@@ -13,7 +13,8 @@
 static const char purge_usage[] =
 "usage: tally purge GRANT [--yes]\n"
 "\n"
-"Destroys the data a revoked grant retained (its database and roles).\n"
+"Destroys the data a revoked grant retained (what its driver kept:\n"
+"tally providers says what purge destroys).\n"
 "This is the only way tally destroys data.  Without --yes the grant's\n"
 "name must be typed again on standard input.  Who did it is recorded.\n";
 
@@ -133,7 +134,7 @@ one(const struct tl_grant *g, void *arg)
 		snprintf(state, sizeof(state), "%s", g->state);
 	json_array_append_new(la->out, json_pack("{s:s,s:s,s:s,s:I,s:s,s:I}",
 	    "grant", g->id, "state", state, "provider", g->provider, "version",
-	    (json_int_t)g->version, "database", g->database, "retained_bytes",
+	    (json_int_t)g->version, TL_GRANT_OBJECT_KEY, g->object, "retained_bytes",
 	    (json_int_t)g->retained_bytes));
 	return 0;
 }
@@ -161,7 +162,7 @@ list(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			    json_string_value(json_object_get(e, "state")),
 			    json_string_value(json_object_get(e, "provider")),
 			    json_integer_value(json_object_get(e, "version")),
-			    json_string_value(json_object_get(e, "database")));
+			    json_string_value(json_object_get(e, TL_GRANT_OBJECT_KEY)));
 	json_decref(la->out);
 	return TL_EXIT_OK;
 }

@@ -211,8 +211,8 @@ grant_json(const struct tl_grant *g, void *arg)
 		    json_string(g->blocked));
 	if (g->user[0])
 		json_object_set_new(j, "user", json_string(g->user));
-	if (g->database[0])
-		json_object_set_new(j, "database", json_string(g->database));
+	if (g->object[0])
+		json_object_set_new(j, TL_GRANT_OBJECT_KEY, json_string(g->object));
 	json_object_set_new(j, "since_seq", json_integer((json_int_t)
 	    g->state_seq));
 	return json_array_append_new(arr, j) == 0 ? 0 : ENOMEM;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "projections/grant.h"
 #include "projections/status.h"
 #include "tally.h"
 
@@ -175,7 +176,7 @@ print_module(const json_t *m)
 			    json_object_get(a, "env_file_error")));
 		if (json_is_true(json_object_get(a, "public_connect")))
 			printf("    revoke-public-connect is off: PUBLIC keeps "
-			    "CONNECT on the provider's maintenance databases, "
+			    "CONNECT on the provider's maintenance resources, "
 			    "so every grant's login can connect to them\n");
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const char *prov = json_string_value(
@@ -237,10 +238,11 @@ print_attention(const json_t *at)
 		return;
 	printf("\nnot to forget:\n");
 	json_array_foreach(json_object_get(at, "retained"), i, e)
-		printf("  retained data: %s on %s (database %s, %.1f MiB)%s\n",
+		printf("  retained data: %s on %s (resource %s, %.1f MiB)%s\n",
 		    json_string_value(json_object_get(e, "grant")),
 		    json_string_value(json_object_get(e, "provider")),
-		    json_string_value(json_object_get(e, "database")),
+		    json_string_value(json_object_get(e,
+			    TL_GRANT_OBJECT_KEY)),
 		    (double)json_integer_value(json_object_get(e, "bytes")) /
 		    1048576.0, strcmp(json_string_value(json_object_get(e,
 		    "state")), "purging") == 0 ? ": being purged" :

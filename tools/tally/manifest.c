@@ -1270,7 +1270,7 @@ parse_provider(struct ctx *c, struct tl_mf_req *r, const struct node *v,
 		return;
 	slash = strchr(s, '/');
 	if (slash == NULL || strchr(slash + 1, '/') != NULL) {
-		err(c, v, path, "%s is not NODE/MODULE (e.g. node-b/postgres)",
+		err(c, v, path, "%s is not NODE/MODULE (e.g. node-b/store)",
 		    quote(q, sizeof q, s));
 		return;
 	}
@@ -1301,7 +1301,9 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	const struct node *at = key;
 	size_t before = c->nerr;
 	const char *s;
+	const struct tl_drv_ops *drv;
 	char f[FIELD], q[QUOTE], dflt[2 * TL_MF_NAME_MAX + 2];
+	char why[TL_DRV_WHY_MAX];
 
 	check_keys(c, map, path, req_keys);
 	r->line = key->line;
@@ -1397,6 +1399,12 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 			err(c, v, f, "%s is absolute: migrations ship with the "
 			    "module, give a path relative to the manifest's "
 			    "directory", quote(q, sizeof q, s));
+		else if (r->type != NULL &&
+		    (drv = tl_drv_for_type(r->type)) != NULL &&
+		    !tl_drv_can(drv, TL_DRV_CAP_MIGRATE, why))
+			/* Refused now, not discovered by the migrator. */
+			err(c, v, f, "type %s has migrations, but %s", r->type,
+			    why);
 		else
 			r->migrations = resolve(c, v, f, s);
 	}

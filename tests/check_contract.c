@@ -1,0 +1,303 @@
+/*
+ * check_contract.c - the driver contract (drivers/driver.h) as data, and
+ * the postgres driver's declarations on it; no server (the operations
+ * against a real PostgreSQL are tests/check_drv_postgres.c).
+ *
+ * Names: every name the driver derives now is byte for byte the name
+ * reactors/names.c derived before it moved into the driver (the table
+ * below was printed by that code, commit 4c594c3), through the driver's
+ * names op and through reactors' tl_rx_grant_names; a log of before
+ * keeps naming the same objects.  Compose: the delivery values,
+ * URI included, are what reactors composed before; a secret field is
+ * never composed without the credential.  Capabilities: a table that
+ * lacks an operation is refused with the reason.  The fault wrapper
+ * keeps the new members.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "core/error.h"
+#include "drivers/driver.h"
+#include "projections/grant.h"
+#include "reactors/rx-internal.h"
+
+static const struct tl_drv_ops *pg;
+
+struct vec {
+	const char	*id, *resource, *node, *recorded;
+	uint64_t	 naming, version;
+	const char	*res, *owner, *login, *mres, *mlogin;
+};
+
+/* id, resource, node, recorded, scheme, version -> names, move names. */
+static const struct vec vecs[] = {
+	{ "shop/db", "shop-db", "", "", 2, 1,
+	    "shop-db_c47e7e9e05d1826f", "shop-db_c47e7e9e05d1826f", "shop-db_c47e7e9e05d1826f_v1", "shop-db_c47e7e9e05d1826f_m2", "shop-db_c47e7e9e05d1826f_m2_v2" },
+	{ "game/db@node-a", "game", "node-a", "", 2, 3,
+	    "game-node-a_3cc5782185753efb", "game-node-a_3cc5782185753efb", "game-node-a_3cc5782185753efb_v3", "game-node-a_3cc5782185753efb_m4", "game-node-a_3cc5782185753efb_m4_v4" },
+	{ "long/db", "a-very-long-resource-name-that-goes-on-and-on-past-the-limit-of-names", "", "", 2, 12,
+	    "a-very-long-resource-name-that-goes-on-and-on-_8fcd621bdc4b07a6", "a-very-long-resource-name-that-goes-on-and-on-_8fcd621bdc4b07a6", "a-very-long-resource-name-that-goes-on-and_8fcd621bdc4b07a6_v12", "a-very-long-resource-name-that-goes-on-and_8fcd621bdc4b07a6_m13", "a-very-long-resource-name-that-goes-on_8fcd621bdc4b07a6_m13_v13" },
+	{ "long/db@node-with-a-long-name-b", "a-very-long-resource-name-that-goes-on-and-on-past-the-limit-of-names", "node-with-a-long-name-b", "", 2, 7,
+	    "a-very-long-resource-name-that-goes-on-and-on-_56f0f0acea898cc6", "a-very-long-resource-name-that-goes-on-and-on-_56f0f0acea898cc6", "a-very-long-resource-name-that-goes-on-and-_56f0f0acea898cc6_v7", "a-very-long-resource-name-that-goes-on-and-_56f0f0acea898cc6_m8", "a-very-long-resource-name-that-goes-on-a_56f0f0acea898cc6_m8_v8" },
+	{ "shop/db", "shop-db", "", "shop-db_6f1c4b0e2a9d3c57_m4", 2, 5,
+	    "shop-db_6f1c4b0e2a9d3c57_m4", "shop-db_6f1c4b0e2a9d3c57_m4", "shop-db_c47e7e9e05d1826f_v5", "shop-db_c47e7e9e05d1826f_m6", "shop-db_c47e7e9e05d1826f_m6_v6" },
+	{ "old/db", "old-db", "", "", 1, 2,
+	    "old-db", "old-db", "old-db_v2", "old-db_m3", "old-db_m3_v3" },
+	{ "old/db@n1", "a-very-long-resource-name-that-goes-on-and-on-past-the-limit-of-names", "n1", "", 1, 9,
+	    "a-very-long-resource-name-that-goes-on-and-on-past-the-acf9a3b5", "a-very-long-resource-name-that-goes-on-and-on-past-the-acf9a3b5", "a-very-long-resource-name-that-goes-on-and-on-past--fd3c45da_v9", "a-very-long-resource-name-that-goes-on-and-on-past-fd3c45da_m10", "a-very-long-resource-name-that-goes-on-and-on-past-1be44d01_v10" },
+	{ "old/db", "old-db", "", "old-db_m3", 1, 4,
+	    "old-db_m3", "old-db_m3", "old-db_m3_v4", "old-db_m5", "old-db_m5_v5" },
+	{ "x/y", "x", "", "", 0, 0,
+	    "x_1ddfdbe71555e011", "x_1ddfdbe71555e011", "x_1ddfdbe71555e011_v0", "x_1ddfdbe71555e011_m1", "x_1ddfdbe71555e011_m1_v1" },
+	{ "x/y", "x", "", "", 0, 2,
+	    "x", "x", "x_v2", "x_m3", "x_m3_v3" },
+};
+#define NVEC	(sizeof(vecs) / sizeof(vecs[0]))
+
+static void
+grant_of(const struct vec *v, const char *type, struct tl_grant *g)
+{
+	memset(g, 0, sizeof(*g));
+	snprintf(g->id, sizeof(g->id), "%s", v->id);
+	snprintf(g->resource, sizeof(g->resource), "%s", v->resource);
+	snprintf(g->node, sizeof(g->node), "%s", v->node);
+	snprintf(g->object, sizeof(g->object), "%s", v->recorded);
+	snprintf(g->type, sizeof(g->type), "%s", type);
+	g->naming = v->naming;
+	g->version = v->version;
+}
+
+/* Through the reactors, for a typed grant and for one of no driver. */
+START_TEST(test_names_unchanged)
+{
+	static const char *const types[] = { "postgres-database", "" };
+	char d[64], o[64], l[64];
+	struct tl_grant g;
+	size_t i, t;
+
+	for (t = 0; t < 2; t++)
+		for (i = 0; i < NVEC; i++) {
+			grant_of(&vecs[i], types[t], &g);
+			tl_rx_grant_names(&g, vecs[i].version, d, o, l);
+			ck_assert_str_eq(d, vecs[i].res);
+			ck_assert_str_eq(o, vecs[i].owner);
+			ck_assert_str_eq(l, vecs[i].login);
+			tl_rx_move_names(&g, vecs[i].version + 1, d, o, l);
+			ck_assert_str_eq(d, vecs[i].mres);
+			ck_assert_str_eq(o, vecs[i].mres);
+			ck_assert_str_eq(l, vecs[i].mlogin);
+		}
+}
+END_TEST
+
+/* The driver's op itself: the limit is PostgreSQL's, 63 bytes. */
+START_TEST(test_names_op)
+{
+	struct tl_drv_name_in in;
+	struct tl_drv_names n;
+	char why[TL_DRV_WHY_MAX];
+	size_t i;
+
+	ck_assert_ptr_nonnull(pg->names);
+	for (i = 0; i < NVEC; i++) {
+		struct tl_grant g;
+
+		grant_of(&vecs[i], "postgres-database", &g);
+		memset(&in, 0, sizeof(in));
+		/* As a grant record holds them (resource cut to 63). */
+		in.grant = g.id;
+		in.resource = g.resource;
+		in.node = g.node;
+		in.recorded = g.object;
+		in.version = vecs[i].version;
+		in.scheme = tl_rx_grant_naming(&g);
+		ck_assert_int_eq(pg->names(&in, &n, why), 0);
+		ck_assert_str_eq(n.resource, vecs[i].res);
+		ck_assert_str_eq(n.login, vecs[i].login);
+		ck_assert_uint_le(strlen(n.resource), 63);
+		ck_assert_uint_le(strlen(n.login), 63);
+	}
+	/* pg_ names are reserved: refused, the names filled still. */
+	memset(&in, 0, sizeof(in));
+	in.grant = "a/b";
+	in.resource = "pg_x";
+	in.node = in.recorded = "";
+	in.version = 1;
+	in.scheme = 2;
+	ck_assert_int_eq(pg->names(&in, &n, why), TL_EINVAL);
+	ck_assert_msg(strstr(why, "reserved") != NULL, "%s", why);
+	ck_assert_str_ne(n.login, "");
+}
+END_TEST
+
+START_TEST(test_compose)
+{
+	struct tl_drv_endpoint ep = { "db.mesh.test", "6543" };
+	struct tl_drv_grant g = { "shop_1", "shop_1", "shop_1_v2", "pw-secret",
+	    "shop/db", 0 };
+	char out[256];
+	size_t i;
+
+	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "postgresql://shop_1_v2:pw-secret@db.mesh.test:"
+	    "6543/shop_1");
+	ck_assert_int_eq(tl_drv_compose(pg, "host", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "db.mesh.test");
+	ck_assert_int_eq(tl_drv_compose(pg, "port", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "6543");
+	ck_assert_int_eq(tl_drv_compose(pg, "database", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "shop_1");
+	ck_assert_int_eq(tl_drv_compose(pg, "user", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "shop_1_v2");
+	ck_assert_int_eq(tl_drv_compose(pg, "password", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "pw-secret");
+	/* Not produced; too long; a secret without the credential. */
+	ck_assert_int_eq(tl_drv_compose(pg, "vhost", &ep, &g, out,
+	    sizeof(out)), TL_ENOTFOUND);
+	ck_assert_str_eq(out, "");
+	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out, 20),
+	    TL_ETOOBIG);
+	ck_assert_msg(strstr(out, "pw-secret") == NULL, "%s", out);
+	g.password = NULL;
+	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out,
+	    sizeof(out)), TL_EINVAL);
+	ck_assert_int_eq(tl_drv_compose(pg, "password", &ep, &g, out,
+	    sizeof(out)), TL_EINVAL);
+	/* Every declared field is composed, secret ones flagged. */
+	g.password = "pw-secret";
+	for (i = 0; pg->fields[i] != NULL; i++) {
+		ck_assert_ptr_nonnull(pg->field_info[i].name);
+		ck_assert_str_eq(pg->field_info[i].name, pg->fields[i]);
+		ck_assert_int_eq(tl_drv_compose(pg, pg->fields[i], &ep, &g,
+		    out, sizeof(out)), 0);
+		ck_assert_int_eq(tl_drv_field_secret(pg, pg->fields[i]),
+		    strstr(out, "pw-secret") != NULL);
+	}
+	ck_assert_ptr_null(pg->field_info[i].name);
+	/* A driver without compose: host and port only. */
+	{
+		struct tl_drv_ops bare = { .name = "bare" };
+
+		ck_assert_int_eq(tl_drv_compose(&bare, "port", &ep, &g, out,
+		    sizeof(out)), 0);
+		ck_assert_str_eq(out, "6543");
+		ck_assert_int_eq(tl_drv_compose(&bare, "user", &ep, &g, out,
+		    sizeof(out)), TL_ENOTFOUND);
+	}
+}
+END_TEST
+
+START_TEST(test_declarations)
+{
+	ck_assert_ptr_eq(tl_drv_for_type("postgres-database"), pg);
+	ck_assert(tl_drv_has_tag(pg, "database"));
+	ck_assert(tl_drv_has_tag(pg, "sql"));
+	ck_assert(!tl_drv_has_tag(pg, "queue"));
+	ck_assert_str_eq(tl_drv_setting_default(pg, "port"), "5432");
+	ck_assert_str_eq(tl_drv_setting_default(pg, "admin-user"),
+	    "postgres");
+	ck_assert_str_eq(tl_drv_setting_default(pg, "admin-db"), "postgres");
+	ck_assert_ptr_null(tl_drv_setting_default(pg, "no-such"));
+	ck_assert_int_eq(pg->credential, TL_DRV_CRED_LOGIN_BESIDE);
+	ck_assert_ptr_nonnull(pg->revocation);
+	ck_assert(pg->revocation->retain);
+	ck_assert(!pg->revocation->destroys);
+	ck_assert_ptr_nonnull(pg->revocation->purge);
+	ck_assert_ptr_nonnull(pg->migrate_dialect);
+}
+END_TEST
+
+START_TEST(test_capabilities)
+{
+	static const enum tl_drv_cap all[] = { TL_DRV_CAP_MIGRATE,
+	    TL_DRV_CAP_MOVE, TL_DRV_CAP_SIZE, TL_DRV_CAP_ADMIN_ROTATE,
+	    TL_DRV_CAP_CHECK, TL_DRV_CAP_ROTATE };
+	struct tl_drv_ops less;
+	char why[TL_DRV_WHY_MAX];
+	size_t i;
+
+	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		ck_assert_msg(tl_drv_can(pg, all[i], why), "%s", why);
+	less = *pg;
+	less.name = "less";
+	less.copy = NULL;
+	ck_assert(!tl_drv_can(&less, TL_DRV_CAP_MOVE, why));
+	ck_assert_str_eq(why, "driver less cannot move data: it has no copy");
+	less.migrate = NULL;
+	ck_assert(!tl_drv_can(&less, TL_DRV_CAP_MIGRATE, why));
+	ck_assert_msg(strstr(why, "no migrate") != NULL, "%s", why);
+	less.credential = TL_DRV_CRED_NONE;
+	ck_assert(!tl_drv_can(&less, TL_DRV_CAP_ROTATE, why));
+	ck_assert_msg(strstr(why, "cannot rotate credentials") != NULL, "%s",
+	    why);
+	ck_assert(tl_drv_can(&less, TL_DRV_CAP_SIZE, NULL));
+}
+END_TEST
+
+/* Under TALLY_FAULT the driver found is a wrapper: it keeps the contract. */
+START_TEST(test_fault_keeps_contract)
+{
+	const struct tl_drv_ops *f;
+	char why[TL_DRV_WHY_MAX];
+
+	f = tl_drv_fault_wrap_spec(pg, "create:fail", why);
+	ck_assert_msg(f != NULL, "%s", why);
+	ck_assert_ptr_eq(f->tags, pg->tags);
+	ck_assert_ptr_eq(f->field_info, pg->field_info);
+	ck_assert_ptr_eq(f->compose, pg->compose);
+	ck_assert_ptr_eq(f->names, pg->names);
+	ck_assert_ptr_eq(f->revocation, pg->revocation);
+	ck_assert_int_eq(f->credential, pg->credential);
+	/* These take the wrapper's handle: wrapped, never the real ones. */
+	ck_assert_ptr_nonnull(f->add_credential);
+	ck_assert_ptr_nonnull(f->retire_credential);
+	ck_assert_ptr_ne(f->add_credential, pg->add_credential);
+	ck_assert_ptr_ne(f->retire_credential, pg->retire_credential);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("contract");
+	TCase *tc = tcase_create("contract");
+
+	tcase_add_test(tc, test_names_unchanged);
+	tcase_add_test(tc, test_names_op);
+	tcase_add_test(tc, test_compose);
+	tcase_add_test(tc, test_declarations);
+	tcase_add_test(tc, test_capabilities);
+	tcase_add_test(tc, test_fault_keeps_contract);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	if (sodium_init() < 0)
+		return 1;
+	unsetenv("TALLY_FAULT");
+	if ((pg = tl_drv_find("postgres")) == NULL)
+		return 1;
+	sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}

@@ -140,7 +140,7 @@ START_TEST(test_left_behind)
 				tl_rx_move_names(&g, 3, db, own, log);
 			else
 				tl_rx_grant_names(&g, 3, db, own, log);
-			snprintf(g.database, sizeof(g.database), "%s", db);
+			snprintf(g.object, sizeof(g.object), "%s", db);
 			old = g;
 			ck_assert_int_lt(snprintf(old.id, sizeof(old.id),
 			    "%.190s~v3", g.id), (int)sizeof(old.id));

@@ -595,7 +595,8 @@ START_TEST(test_driver_link_in_place)
 	const char *sv[] = { "root", X.root, NULL };
 	struct tl_drv_admin a = { 0 };
 	struct tl_drv_grant g = { 0 };
-	struct tl_drv_conn c;
+	struct tl_drv_endpoint ep = { NULL, NULL, sv };
+	char path[TL_DRV_VALUE_MAX + 1];
 	enum tl_drv_drift drift;
 	char why[TL_DRV_WHY_MAX], *outside, *precious;
 	struct stat st;
@@ -606,14 +607,13 @@ START_TEST(test_driver_link_in_place)
 	a.settings = sv;
 	g.grant = "x/files";
 	ck_assert_int_eq(ops->open(&a, &h, why), 0);
-	ck_assert_int_eq(ops->connection(h, &g, &c, why), 0);
-	ck_assert_uint_eq(c.n, 1);
+	ck_assert_int_eq(ops->compose("path", &ep, &g, path, sizeof(path)), 0);
 	outside = tl_test_path(X.dir, "outside");
 	ck_assert_int_eq(mkdir(outside, 0755), 0);
 	precious = tl_test_path(outside, "precious");
 	ck_assert_int_ge(fd = open(precious, O_WRONLY | O_CREAT, 0644), 0);
 	close(fd);
-	ck_assert_int_eq(symlink(outside, c.f[0].value), 0);
+	ck_assert_int_eq(symlink(outside, path), 0);
 
 	ck_assert_int_eq(ops->create(h, &g, why), TL_EDRIVER);
 	ck_assert_int_eq(ops->check(h, &g, NULL, &drift, why), 0);
@@ -623,7 +623,7 @@ START_TEST(test_driver_link_in_place)
 	ck_assert_int_eq(stat(outside, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 07777, 0755);
 	ck_assert_int_eq(ops->revoke(h, &g, 1, why), 0);
-	ck_assert_int_eq(lstat(c.f[0].value, &st), -1);
+	ck_assert_int_eq(lstat(path, &st), -1);
 	ck_assert_int_eq(stat(precious, &st), 0);
 	/* Gone is gone: purging again is no error (idempotent). */
 	ck_assert_int_eq(ops->revoke(h, &g, 1, why), 0);
@@ -660,7 +660,8 @@ START_TEST(test_driver_unprivileged)
 		const char *sv[] = { "root", X.root, NULL };
 		struct tl_drv_admin a = { 0 };
 		struct tl_drv_grant g = { 0 };
-		struct tl_drv_conn c;
+		struct tl_drv_endpoint ep = { NULL, NULL, sv };
+		char path[TL_DRV_VALUE_MAX + 1];
 		enum tl_drv_drift drift;
 		char why[TL_DRV_WHY_MAX], sub[700];
 		struct stat sb;
@@ -674,31 +675,31 @@ START_TEST(test_driver_unprivileged)
 		g.grant = "u/files";
 		if (ops->open(&a, &h, why) != 0 ||
 		    ops->create(h, &g, why) != 0 ||
-		    ops->connection(h, &g, &c, why) != 0)
+		    ops->compose("path", &ep, &g, path, sizeof(path)) != 0)
 			_exit(11);
-		if (lstat(c.f[0].value, &sb) != 0 || sb.st_uid != NOBODY ||
+		if (lstat(path, &sb) != 0 || sb.st_uid != NOBODY ||
 		    sb.st_gid != NOBODY || (sb.st_mode & 07777) != 0700)
 			_exit(12);
 		if (ops->check(h, &g, NULL, &drift, why) != 0 ||
 		    drift != TL_DRIFT_NONE)
 			_exit(13);
-		if (chmod(c.f[0].value, 0755) != 0 ||
+		if (chmod(path, 0755) != 0 ||
 		    ops->check(h, &g, NULL, &drift, why) != 0 ||
 		    drift != TL_DRIFT_PRIVILEGES ||
 		    ops->fix_privileges(h, &g, why) != 0 ||
 		    ops->check(h, &g, NULL, &drift, why) != 0 ||
 		    drift != TL_DRIFT_NONE)
 			_exit(14);
-		snprintf(sub, sizeof(sub), "%s/closed", c.f[0].value);
+		snprintf(sub, sizeof(sub), "%s/closed", path);
 		if (mkdir(sub, 0) != 0 || ops->size(h, &g, &bytes, why) != 0 ||
 		    bytes == 0)
 			_exit(15);
 		if (ops->revoke(h, &g, 0, why) != 0 ||
-		    lstat(c.f[0].value, &sb) != 0 ||
+		    lstat(path, &sb) != 0 ||
 		    (sb.st_mode & 07777) != 0)
 			_exit(16);
 		if (ops->revoke(h, &g, 1, why) != 0 ||
-		    lstat(c.f[0].value, &sb) == 0)
+		    lstat(path, &sb) == 0)
 			_exit(17);
 		ops->close(h);
 		_exit(0);

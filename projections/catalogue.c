@@ -100,10 +100,12 @@ static const struct tl_cat_event cat[] = {
 	{ E(EV_GRANT_PROVISIONING), "grant", "grant provider version owner "
 	  "user resource naming password(secret)", GN, NULL,
 	  { { "grant", GRANT }, { "provider", PROV }, { "user", NAME } } },
-	{ E(EV_GRANT_PROVISIONED), "grant", "grant version fields{host port "
-	  "database user}", GN, NULL,
+	/* fields: the driver's connection fields that are not secret. */
+	{ E(EV_GRANT_PROVISIONED), "grant", "grant version fields{...}", GN,
+	  NULL,
 	  { { "grant", GRANT }, { "fields.host", 255 }, { "fields.port", 7 },
-	    { "fields.database", NAME }, { "fields.user", NAME } } },
+	    { "fields." TL_GRANT_OBJECT_KEY, NAME }, { "fields.user", NAME },
+	    { "fields.path", 511 } } },
 	{ E(EV_GRANT_FAILED), "grant", "grant reason op retry_ns", GN, NULL,
 	  { { "grant", GRANT }, { "reason", REASON }, { "op", 15 } } },
 	{ E(EV_REVOCATION_REQUESTED), "grant", "grant reason", GN, NULL,

@@ -9,7 +9,15 @@
 #define TL_EVENTS_H
 
 /* node/NAME */
-#define EV_NODE_ADDED		"node.added"		/* name routable pubkey */
+#define EV_NODE_ADDED		"node.added"		/* name routable pubkey [signkey] */
+#define EV_NODE_KEY_ADDED	"node.key-added"	/* name signkey (tally node rekey) */
+/*
+ * What a node offered as an acknowledgement (tally-node: appended by
+ * the agent itself with --log, by the publisher from tally.acks), and
+ * its refusal when it did not verify (reactors/ack.h).
+ */
+#define EV_ACK_OFFERED		"credential.ack-offered" /* node grant holder version nonce sig mac */
+#define EV_ACK_REFUSED		"security.ack-refused"	/* node grant holder version reason offered */
 #define EV_NODE_REMOVED		"node.removed"		/* name */
 
 /* module/NAME */

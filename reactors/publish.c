@@ -15,8 +15,10 @@
  * the durable queue tally.node.NODE: ciphertext sealed to the node's
  * key, which only that node can open.  And a node acknowledges the
  * credential version it runs with a message on the acks queue
- * ({"node","module","grant","version"}), which becomes
- * credential.acknowledged through the same decider as tally ack.
+ * ({"node","grant","holder","version","nonce","sig","mac"}, from
+ * tally-node), which becomes credential.ack-offered; the ack pass
+ * (reactors/ack.h) records credential.acknowledged only when its
+ * signature and proof verify.
  *
  * The broker's address comes from the log (publisher.configured on
  * publisher/amqp, written by tally publish configure), the password
@@ -786,33 +788,63 @@ name_ok(const char *s)
 struct ackw {
 	const char	*node;
 	const char	*module;
+	const char	*grant;
+	const char	*holder;
+	const char	*nonce, *sig, *mac;
 	uint64_t	 version;
 	char		 actor[TL_ACTOR_MAX + 1];
-	size_t		 acked;
-	char		 why[1024];
 };
 
+/*
+ * The message becomes an offer (credential.ack-offered): the ack pass
+ * (reactors/ack.c) verifies its signature and proof and records the
+ * acknowledgement or the refusal.  Nothing a message says is taken on
+ * its word here.
+ */
 static int
 ack_cb(struct tl_txn *t, void *arg)
 {
 	struct ackw *w = arg;
 	struct tl_ctx c;
+	struct tl_body b;
+	char stream[TL_STREAM_MAX + 1], holder[140];
 	int rc;
 
-	w->why[0] = '\0';
 	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
 		return rc;
-	rc = tl_dec_ack(&c, w->node, w->module, w->version, &w->acked);
+	snprintf(stream, sizeof(stream), "node/%s", w->node);
+	if (w->holder != NULL)
+		snprintf(holder, sizeof(holder), "%s", w->holder);
+	else
+		snprintf(holder, sizeof(holder), "%s@%s", w->module, w->node);
+	tl_body_init(&b);
+	tl_body_str(&b, "node", w->node);
+	tl_body_str(&b, "grant", w->grant ? w->grant : "");
+	tl_body_str(&b, "holder", holder);
+	tl_body_u64(&b, "version", w->version);
+	tl_body_str(&b, "nonce", w->nonce ? w->nonce : "");
+	tl_body_str(&b, "sig", w->sig ? w->sig : "");
+	tl_body_str(&b, "mac", w->mac ? w->mac : "");
+	tl_body_str(&b, "via", "amqp");
+	rc = tl_emit(&c, EV_ACK_OFFERED, stream, &b, NULL);
+	tl_body_free(&b);
 	if (rc == 0)
 		rc = tl_ctx_end(&c);
-	snprintf(w->why, sizeof(w->why), "%s", c.why);
 	return rc;
 }
 
+static int
+short_str(const char *s, size_t max)
+{
+	return s == NULL || strlen(s) <= max;
+}
+
 /*
- * One message of the acks queue: {"node","module","grant","version"}.
- * Returns 0 when it was handled (recorded, a duplicate, or refused and
- * dropped with a warning) and may be acknowledged to the broker.
+ * One message of the acks queue: {"node","grant","holder","version",
+ * "nonce","sig","mac"} as tally-node sends it (an older sender's
+ * {"node","module","grant","version"} is offered too, and refused for
+ * want of proof).  Returns 0 when it was handled (offered, or dropped
+ * with a warning) and may be acknowledged to the broker.
  */
 static int
 one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
@@ -820,37 +852,42 @@ one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
 	struct ackw w;
 	json_error_t je;
 	json_t *j;
-	const char *node = NULL, *module = NULL, *grant = NULL;
+	const char *node = NULL, *module = NULL, *grant = NULL, *holder = NULL;
+	const char *nonce = NULL, *sig = NULL, *mac = NULL;
 	json_int_t version = 0;
 	int rc;
 
 	j = json_loadb(d->body, d->len, JSON_REJECT_DUPLICATES, &je);
-	if (j == NULL || json_unpack(j, "{s:s,s:s,s?s,s:I}", "node", &node,
-	    "module", &module, "grant", &grant, "version", &version) != 0 ||
-	    !name_ok(node) || !name_ok(module) || version < 1 ||
-	    (grant != NULL && (strncmp(grant, module, strlen(module)) != 0 ||
-	    grant[strlen(module)] != '/'))) {
+	if (j == NULL || json_unpack(j, "{s:s,s?s,s?s,s?s,s:I,s?s,s?s,s?s}",
+	    "node", &node, "module", &module, "grant", &grant, "holder",
+	    &holder, "version", &version, "nonce", &nonce, "sig", &sig, "mac",
+	    &mac) != 0 || !name_ok(node) || version < 1 ||
+	    (module == NULL && holder == NULL) ||
+	    (module != NULL && !name_ok(module)) ||
+	    !short_str(grant, 200) || !short_str(holder, 139) ||
+	    !short_str(nonce, 64) || !short_str(sig, 256) ||
+	    !short_str(mac, 128)) {
 		tl_rx_log(rx, TL_RX_WARN, "publisher: acks message %s is not "
-		    "{\"node\",\"module\",\"grant\",\"version\"} of this "
-		    "module: dropped", d->message_id[0] ? d->message_id : "-");
+		    "{\"node\",\"grant\",\"holder\",\"version\",\"nonce\","
+		    "\"sig\",\"mac\"}: dropped", d->message_id[0] ?
+		    d->message_id : "-");
 		json_decref(j);
 		return 0;
 	}
 	memset(&w, 0, sizeof(w));
 	w.node = node;
 	w.module = module;
+	w.grant = grant;
+	w.holder = holder;
+	w.nonce = nonce;
+	w.sig = sig;
+	w.mac = mac;
 	w.version = (uint64_t)version;
 	snprintf(w.actor, sizeof(w.actor), "amqp:%s", node);
 	rc = tl_log_write(rx->log, ack_cb, &w);
-	if (rc == TL_EREFUSED || rc == TL_ENOTFOUND) {
-		tl_rx_log(rx, TL_RX_WARN, "publisher: acknowledgement of "
-		    "%s@%s v%lld refused: %s", module, node, (long long)version,
-		    w.why[0] ? w.why : tl_strerror(rc));
-		rc = 0;
-	} else if (rc == 0)
-		tl_rx_log(rx, w.acked ? TL_RX_INFO : TL_RX_DEBUG, "publisher: "
-		    "%s@%s acknowledged v%lld (%zu grant(s) recorded)", module,
-		    node, (long long)version, w.acked);
+	if (rc == 0)
+		tl_rx_log(rx, TL_RX_DEBUG, "publisher: an acknowledgement "
+		    "claiming node %s v%lld offered", node, (long long)version);
 	json_decref(j);
 	return rc;
 }

@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/version.h"
+#include "reactors/ack.h"
 #include "reactors/rx.h"
 
 #define EXIT_OK		0
@@ -348,8 +349,16 @@ main(int argc, char **argv)
 				    tl_strerror(rc), tl_log_lasterr(rx.log));
 			else {
 				unsigned applied = 0, blocked = 0, migrating = 0;
-				int mrc = tl_rx_migrate(&rx, &applied,
-				    &blocked, &migrating);
+				unsigned acc = 0, ref = 0;
+				int mrc;
+
+				/* Nodes' offers before the rotator reads acks. */
+				if ((mrc = tl_rx_acks(&rx, &acc, &ref)) != 0)
+					logx(TL_RX_ERR, "acks: %s",
+					    tl_strerror(mrc));
+				done += acc + ref;
+				mrc = tl_rx_migrate(&rx, &applied, &blocked,
+				    &migrating);
 
 				if (mrc != 0)
 					logx(TL_RX_ERR, "migrations: %s",

@@ -792,11 +792,6 @@ from_log(struct agent *ag)
 	int rc;
 
 	snprintf(logdir, sizeof(logdir), "%s/log", ag->home);
-	/* Opened for writing only to append this node's offers. */
-	if ((rc = tl_log_open(logdir, 0, &ag->log)) != 0) {
-		say("error", "%s: %s", logdir, tl_strerror(rc));
-		return rc;
-	}
 	read_pos(ag, &pos);
 	so.from = pos + 1;
 	so.type = EV_CRED_DELIVERED;
@@ -865,6 +860,9 @@ from_amqp(struct agent *ag)
 	}
 	if ((rc = tl_amqp_queue(ag->a, q, 1)) != 0 ||
 	    (rc = tl_amqp_queue(ag->a, ag->acks, 1)) != 0)
+		goto out;
+	/* What was delivered but not reloaded or acked goes first. */
+	if ((rc = resume(ag)) != 0)
 		goto out;
 	if (!ag->once && (rc = tl_amqp_consume(ag->a, q, 16)) != 0)
 		goto out;
@@ -1041,11 +1039,16 @@ main(int argc, char **argv)
 	if (ag.home != NULL) {
 		char logdir[1200];
 
-		/* The acks of what was reloaded before a crash go first. */
 		snprintf(logdir, sizeof(logdir), "%s/log", ag.home);
-		rc = from_log(&ag);
-		if (rc == 0)
-			rc = resume(&ag);
+		/* Opened for writing only to append this node's offers. */
+		if ((rc = tl_log_open(logdir, 0, &ag.log)) != 0) {
+			say("error", "%s: %s", logdir, tl_strerror(rc));
+			ex = EXIT_FAIL;
+			goto out;
+		}
+		/* What was delivered but not reloaded or acked goes first. */
+		if ((rc = resume(&ag)) == 0)
+			rc = from_log(&ag);
 	} else {
 		rc = from_amqp(&ag);
 	}

@@ -587,6 +587,55 @@ out:
 	return rc;
 }
 
+/*
+ * An assignment removed, to its node's queue: tally-node removes the
+ * module's files ({"module","node"}, type assignment.removed).
+ */
+static int
+publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
+    const char *id, uint64_t *tag)
+{
+	struct tl_amqp_msg m;
+	struct tl_bview v;
+	char node[64], module[64], q[80], *js = NULL;
+	json_t *j;
+	int rc;
+
+	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
+		return rc;
+	if (tl_bn_getstr(v.root, "node", node, sizeof(node)) != 0 ||
+	    tl_bn_getstr(v.root, "module", module, sizeof(module)) != 0) {
+		tl_bview_close(&v);
+		return 0;
+	}
+	tl_bview_close(&v);
+	snprintf(q, sizeof(q), "tally.node.%s", node);
+	if ((rc = node_queue(ps, q)) != 0)
+		return rc;
+	if ((j = json_pack("{s:s,s:s}", "module", module, "node", node)) ==
+	    NULL || (js = json_dumps(j, JSON_COMPACT)) == NULL) {
+		json_decref(j);
+		return ENOMEM;
+	}
+	json_decref(j);
+	memset(&m, 0, sizeof(m));
+	m.exchange = "";
+	m.routing_key = q;
+	m.body = js;
+	m.len = strlen(js);
+	m.content_type = "application/json";
+	m.message_id = id;
+	m.type = ev->type;
+	m.timestamp = ev->ts / 1000000000u;
+	m.persistent = 1;
+	m.hdr[0].key = "seq";
+	m.hdr[0].num = (int64_t)ev->seq;
+	m.nhdr = 1;
+	rc = tl_amqp_publish(ps->a, &m, tag);
+	free(js);
+	return rc;
+}
+
 static int
 publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
 {
@@ -631,6 +680,9 @@ publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
 	if (rc == 0 && ps->node_queues &&
 	    strcmp(ev->type, EV_CRED_DELIVERED) == 0)
 		rc = publish_sealed(ps, ev, id, &tag);
+	if (rc == 0 && ps->node_queues &&
+	    strcmp(ev->type, EV_ASSIGN_REMOVED) == 0)
+		rc = publish_removed(ps, ev, id, &tag);
 	if (rc == 0)
 		rc = note_inflight(ps, ev->seq, tag);
 	return rc;

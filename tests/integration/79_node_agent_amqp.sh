@@ -9,7 +9,10 @@
 # and the rotation waits on it, visibly; forged acknowledgements (wrong
 # key, no proof, proof for another version, replayed) are refused and
 # recorded once each (security.ack-refused), acknowledging nothing; the
-# broker's messages hold no password.
+# broker's messages hold no password.  Unassigning a holder removes its
+# files (the publisher routes assignment.removed to its queue) and the
+# remaining holders get a rotation (reason holder-left, caused by the
+# assignment.removed), completed by their agents.
 . "$(dirname "$0")/lib.sh"
 
 RMQSH=$TALLY_SRC/tests/harness/rabbit.sh
@@ -201,13 +204,33 @@ ret=$(printf '%s\n' "$seqs" | grep '"type":"credential.retired"' | t_jfields seq
 [ "$(t_sql "SELECT count(*) FROM pg_roles WHERE rolname = '${GDB}_v1'")" = 0 ] || t_fail "${GDB}_v1 not retired"
 t_ok "delivered ($del) < last ack ($ack) < retired ($ret); no tally ack typed; ${GDB}_v1 gone"
 
+t_say "tally unassign game node-c: its files go; the others get v3 (holder-left)"
+cp "$W/node-c/game.env" "$W/v2.env"
+tly unassign game node-c >/dev/null || t_fail "tally unassign failed"
+rem=$(tly log --json --type assignment.removed | grep '"node":"node-c"' | t_jfields seq)
+rs=$(tly log --json --stream "grant/$G" --type rotation.started | tail -n 1)
+printf '%s' "$rs" | grep -q '"reason":"holder-left"' && printf '%s' "$rs" | grep -q '"holder":"game@node-c"' ||
+	t_fail "no rotation.started for the holder that left: $rs"
+[ "$(printf '%s' "$rs" | t_jfields cause)" = "$rem" ] || t_fail "the rotation's cause is not the assignment.removed ($rem): $rs"
+wait_for 20 "node-c's files removed" sh -c "[ ! -e \"$W/node-c/game.env\" ] && [ ! -e \"$W/node-c/game\" ]"
+wait_for 60 "the holder-left rotation completed" sh -c "\"$TALLY_BIN/tally\" log --json --type rotation.completed | grep -q '\"version\":3'"
+[ "$(acks_of 3)" = "game@node-a game@node-b " ] || t_fail "v3 acknowledged by '$(acks_of 3)'"
+for n in node-a node-b; do
+	t_env_psql "$W/$n/game.env" "SELECT 1" >/dev/null || t_fail "$n's v3 does not connect"
+done
+if t_env_psql "$W/v2.env" "SELECT 1" >/dev/null 2>&1; then
+	t_fail "the credential node-c took with it still connects"
+fi
+t_ok "node-c's game.env and game/ removed; rotation (cause seq $rem) to v3 acked by node-a, node-b; v2 refused"
+
 t_check "the broker's messages hold no password"
 drain watch >"$W/watch.msgs"
 cut -d' ' -f4 "$W/watch.msgs" | while read -r p; do printf '%s' "$p" | b64; echo; done >"$W/bodies"
 [ -s "$W/bodies" ] || t_fail "nothing to search"
-for s in "$V1PW" "$V2PW"; do
+V3PW=$(t_envget "$W/node-a/game.env" DB_PASSWORD)
+for s in "$V1PW" "$V2PW" "$V3PW"; do
 	grep -aF -- "$s" "$W/bodies" >/dev/null && t_fail "a message on the broker holds a password"
 done
-t_ok "$(wc -l <"$W/watch.msgs") messages searched for v1's and v2's passwords: none"
+t_ok "$(wc -l <"$W/watch.msgs") messages searched for v1's, v2's and v3's passwords: none"
 tly verify >/dev/null || t_fail "tally verify"
 tly rebuild --check >/dev/null || t_fail "tally rebuild --check"

@@ -752,6 +752,72 @@ resume(struct agent *ag)
 	return rc;
 }
 
+/*
+ * The module is no longer on this node (unassigned, or the module
+ * removed): its files and the state of its grants go.
+ */
+static int
+remove_module(struct agent *ag, const char *module)
+{
+	char path[2100];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	if (module[0] == '\0' || module[0] == '.' || strchr(module, '/'))
+		return 0;	/* not a module's name: nothing of it here */
+	snprintf(path, sizeof(path), "%s/%s", ag->dir, module);
+	if ((d = opendir(path)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			char f[2400];
+
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
+			if (unlink(f) == 0)
+				n++;
+		}
+		closedir(d);
+		rmdir(path);
+	}
+	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, module);
+	if (unlink(path) == 0)
+		n++;
+	if ((d = opendir(ag->state)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			size_t nl = strlen(de->d_name);
+			char sp[1600], line[400], grant[201] = "", fn[200];
+			struct held h;
+			FILE *fp;
+
+			if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
+				continue;
+			snprintf(sp, sizeof(sp), "%s/%s", ag->state,
+			    de->d_name);
+			if ((fp = fopen(sp, "r")) == NULL)
+				continue;
+			if (fgets(line, sizeof(line), fp) != NULL &&
+			    strncmp(line, "grant ", 6) == 0) {
+				line[strcspn(line, "\n")] = '\0';
+				cpy(grant, sizeof(grant), line + 6);
+			}
+			fclose(fp);
+			if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
+			    strcmp(h.module, module) != 0)
+				continue;
+			fname(grant, fn, sizeof(fn));
+			snprintf(sp, sizeof(sp), "%s/%s.sealed", ag->state, fn);
+			unlink(sp);
+			snprintf(sp, sizeof(sp), "%s/%s.state", ag->state, fn);
+			unlink(sp);
+		}
+		closedir(d);
+	}
+	say("info", "%s is no longer on %s: its files are removed (%d)",
+	    module, ag->node, n);
+	return 0;
+}
+
 /* --- sources --------------------------------------------------------- */
 
 static int
@@ -794,7 +860,7 @@ from_log(struct agent *ag)
 	snprintf(logdir, sizeof(logdir), "%s/log", ag->home);
 	read_pos(ag, &pos);
 	so.from = pos + 1;
-	so.type = EV_CRED_DELIVERED;
+	so.type = "[ac][sr]*.[dr]e*";	/* credential.delivered, assignment.removed */
 	if ((rc = tl_sub_attach(ag->log, &so, &s)) != 0)
 		goto out;
 	while (!stop) {
@@ -818,6 +884,25 @@ from_log(struct agent *ag)
 			break;
 		if (tl_bview_open(&v, ev.body, ev.body_len) != 0)
 			continue;
+		if (strcmp(ev.type, EV_ASSIGN_REMOVED) == 0) {
+			char module[64] = "";
+
+			if (tl_bn_getstr(v.root, "node", node, sizeof(node)) ==
+			    0 && strcmp(node, ag->node) == 0 &&
+			    tl_bn_getstr(v.root, "module", module,
+			    sizeof(module)) == 0) {
+				tl_bview_close(&v);
+				remove_module(ag, module);
+				write_pos(ag, pos = ev.seq);
+				continue;
+			}
+			tl_bview_close(&v);
+			continue;
+		}
+		if (strcmp(ev.type, EV_CRED_DELIVERED) != 0) {
+			tl_bview_close(&v);
+			continue;
+		}
 		if (tl_bn_getstr(v.root, "node", node, sizeof(node)) == 0 &&
 		    strcmp(node, ag->node) == 0 &&
 		    tl_bn_get(v.root, "sealed", &n) == 0 &&
@@ -879,7 +964,17 @@ from_amqp(struct agent *ag)
 		}
 		if (rc != 0)
 			break;
-		rc = deliver(ag, d.body, d.len);
+		if (strcmp(d.type, EV_ASSIGN_REMOVED) == 0) {
+			json_t *j = json_loadb(d.body, d.len, 0, NULL);
+			const char *m = NULL, *n = NULL;
+
+			if (j != NULL && json_unpack(j, "{s:s,s:s}", "module",
+			    &m, "node", &n) == 0 && strcmp(n, ag->node) == 0 &&
+			    strchr(m, '/') == NULL && m[0] != '.')
+				rc = remove_module(ag, m);
+			json_decref(j);
+		} else
+			rc = deliver(ag, d.body, d.len);
 		tl_amqp_delivery_free(&d);
 		/* Not taken off the queue unless it was handled. */
 		if (rc != 0 || (rc = tl_amqp_ack(ag->a, d.tag, 0)) != 0)

@@ -18,6 +18,15 @@
  */
 #define EV_ACK_OFFERED		"credential.ack-offered" /* node grant holder version nonce sig mac */
 #define EV_ACK_REFUSED		"security.ack-refused"	/* node grant holder version reason offered */
+/*
+ * What a node's agent says it runs (tally-node: its version, the
+ * versions it holds per grant, the last reload), signed by the node's
+ * key; recorded as node.reported once the signature verifies (the
+ * graph keeps the latest, nr/NODE: u64be ts then the report's JSON).
+ */
+#define EV_REPORT_OFFERED	"node.report-offered"	/* node report(json text) sig */
+#define EV_NODE_REPORTED	"node.reported"		/* node report(json text) */
+#define EV_REPORT_REFUSED	"security.report-refused" /* node reason offered */
 #define EV_NODE_REMOVED		"node.removed"		/* name */
 
 /* module/NAME */

@@ -542,11 +542,33 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 			return fold_signkey(t, p, name, body);
 		}
 		if ((rc = tl_key(k, "nk/%s", name)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0 ||
+		    (rc = tl_key(k, "nr/%s", name)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0)
 			return rc;
 		if ((rc = tl_key(k, "n/%s", name)) != 0)
 			return rc;
 		return del(t, p->graph, k);
+	}
+	if (strcmp(ev->type, EV_NODE_REPORTED) == 0) {
+		const char *rep;
+		size_t rl;
+		struct tl_bnode n;
+		uint8_t *v;
+
+		if (tl_bn_getstr(body, "node", name, sizeof(name)) != 0 ||
+		    tl_bn_get(body, "report", &n) != 0 ||
+		    tl_bn_str(n, &rep, &rl) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "nr/%s", name)) != 0)
+			return rc;
+		if ((v = malloc(8 + rl)) == NULL)
+			return ENOMEM;
+		tl_put_be64(v, ev->ts);
+		memcpy(v + 8, rep, rl);
+		rc = tl_kv_put(t, p->graph, k, strlen(k), v, 8 + rl);
+		free(v);
+		return rc;
 	}
 	if (strcmp(ev->type, EV_NODE_KEY_ADDED) == 0) {
 		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)

@@ -47,6 +47,24 @@ tl_ack_message(const char *grant, const char *holder, uint64_t version,
 	return 0;
 }
 
+int
+tl_report_message(const char *node, const char *report, uint8_t **out,
+    size_t *len)
+{
+	static const char tag[] = "tally-report/1";
+	size_t nl = strlen(node), rl = strlen(report);
+	uint8_t *p;
+
+	if ((p = malloc(sizeof(tag) + nl + 1 + rl)) == NULL)
+		return ENOMEM;
+	memcpy(p, tag, sizeof(tag));
+	memcpy(p + sizeof(tag), node, nl + 1);
+	memcpy(p + sizeof(tag) + nl + 1, report, rl);
+	*out = p;
+	*len = sizeof(tag) + nl + 1 + rl;
+	return 0;
+}
+
 void
 tl_ack_proof_key(const char *password, uint8_t key[TL_MAC_LEN])
 {
@@ -248,6 +266,75 @@ one(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	return rc;
 }
 
+/* A report: node.reported when node's key signed it, else refused. */
+static int
+one_report(struct pass *ps, struct tl_txn *t, uint64_t seq)
+{
+	struct tl_event ev;
+	struct tl_bview v;
+	struct tl_bnode n;
+	struct tl_ctx c;
+	struct tl_body b;
+	char node[64] = "", sighex[2 * TL_SIGN_LEN + 1] = "", why[256] = "";
+	char k[TL_KEY_MAX], stream[TL_STREAM_MAX + 1], actor[TL_ACTOR_MAX + 1];
+	char *report = NULL;
+	uint8_t sig[TL_SIGN_LEN], *msg = NULL;
+	const void *pk;
+	const char *rp;
+	size_t rl = 0, pklen, mlen;
+	int rc;
+
+	if ((rc = tl_log_get(t, seq, &ev)) != 0 ||
+	    (rc = tl_bview_open(&v, ev.body, ev.body_len)) != 0)
+		return rc;
+	tl_bn_getstr(v.root, "node", node, sizeof(node));
+	tl_bn_getstr(v.root, "sig", sighex, sizeof(sighex));
+	if (tl_bn_get(v.root, "report", &n) == 0 && tl_bn_str(n, &rp, &rl) ==
+	    0 && rl < 65536 && (report = malloc(rl + 1)) != NULL) {
+		memcpy(report, rp, rl);
+		report[rl] = '\0';
+	}
+	tl_bview_close(&v);
+	snprintf(actor, sizeof(actor), "node:%s", node[0] ? node : "?");
+	if ((rc = tl_ctx_begin(&c, t, actor)) != 0)
+		goto out;
+	c.cause = seq;
+	if (report == NULL || strlen(report) != rl)
+		snprintf(why, sizeof(why), "no report");
+	else if (tl_key(k, "nk/%s", node) != 0 ||
+	    tl_kv_get(t, c.p.graph, k, strlen(k), &pk, &pklen) != 0 ||
+	    pklen != TL_SIGN_PUBLEN)
+		snprintf(why, sizeof(why), "node %s has no signing key", node);
+	else if (unhex(sighex, sig, sizeof(sig)) != 0 ||
+	    tl_report_message(node, report, &msg, &mlen) != 0 ||
+	    tl_secret_verify(pk, msg, mlen, sig) != 0)
+		snprintf(why, sizeof(why), "bad signature: not signed by node "
+		    "%s's key", node);
+	tl_body_init(&b);
+	snprintf(stream, sizeof(stream), "node/%s", node[0] ? node : "?");
+	tl_body_str(&b, "node", node);
+	if (why[0] == '\0') {
+		tl_body_str(&b, "report", report);
+		rc = tl_emit(&c, EV_NODE_REPORTED, stream, &b, NULL);
+		ps->accepted++;
+	} else {
+		tl_body_str(&b, "reason", why);
+		tl_body_u64(&b, "offered", seq);
+		rc = tl_emit(&c, EV_REPORT_REFUSED, stream, &b, NULL);
+		ps->refused++;
+		tl_rx_log(ps->rx, TL_RX_WARN, "acks: refused the report at seq "
+		    "%llu claiming node %s: %s", (unsigned long long)seq,
+		    node[0] ? node : "?", why);
+	}
+	tl_body_free(&b);
+	if (rc == 0)
+		rc = tl_ctx_end(&c);
+out:
+	free(msg);
+	free(report);
+	return rc;
+}
+
 static int
 pass_cb(struct tl_txn *t, void *arg)
 {
@@ -256,6 +343,7 @@ pass_cb(struct tl_txn *t, void *arg)
 	struct tl_iter *it;
 	struct tl_event ev;
 	uint64_t ck = 0, head = 0, seqs[PER_PASS];
+	int isack[PER_PASS];
 	size_t n = 0, i;
 	int rc;
 
@@ -267,11 +355,16 @@ pass_cb(struct tl_txn *t, void *arg)
 	if (ck >= head)
 		return 0;
 	f.from = ck + 1;
-	f.type = EV_ACK_OFFERED;
+	f.type = "*-offered";
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		return rc;
-	while (n < PER_PASS && (rc = tl_iter_next(it, &ev)) == 0)
+	while (n < PER_PASS && (rc = tl_iter_next(it, &ev)) == 0) {
+		if (strcmp(ev.type, EV_ACK_OFFERED) != 0 &&
+		    strcmp(ev.type, EV_REPORT_OFFERED) != 0)
+			continue;
+		isack[n] = strcmp(ev.type, EV_ACK_OFFERED) == 0;
 		seqs[n++] = ev.seq;
+	}
 	tl_iter_close(it);
 	if (rc != 0 && rc != TL_EEOF)
 		return rc;
@@ -281,7 +374,8 @@ pass_cb(struct tl_txn *t, void *arg)
 	}
 	/* Offers first collected: the decisions append to the same log. */
 	for (i = 0; i < n; i++)
-		if ((rc = one(ps, t, seqs[i])) != 0)
+		if ((rc = isack[i] ? one(ps, t, seqs[i]) :
+		    one_report(ps, t, seqs[i])) != 0)
 			return rc;
 	return tl_ckpt_set(t, CKPT, head);
 }
@@ -307,7 +401,7 @@ tl_rx_acks(struct tl_rx *rx, unsigned *accepted, unsigned *refused)
 		struct tl_event ev;
 
 		f.from = ck + 1;
-		f.type = EV_ACK_OFFERED;
+		f.type = "*-offered";
 		rc = tl_iter_open(t, &f, &it);
 		if (rc == 0) {
 			rc = tl_iter_next(it, &ev);

@@ -35,12 +35,16 @@
 int	tl_ack_message(const char *grant, const char *holder,
 	    uint64_t version, const uint8_t nonce[TL_ACK_NONCE_LEN],
 	    uint8_t out[TL_ACK_MSG_MAX], size_t *len);
+/* The bytes a report is signed as: a domain tag, the node, the JSON. */
+int	tl_report_message(const char *node, const char *report, uint8_t **out,
+	    size_t *len);
 /* The proof key of a password (what "#proof" carries, in binary). */
 void	tl_ack_proof_key(const char *password, uint8_t key[TL_MAC_LEN]);
 
 /*
- * One pass over the offers after the checkpoint "acks": *accepted and
- * *refused count what it recorded.  Errors: the log's.
+ * One pass over the offers after the checkpoint "acks" (acks and the
+ * agents' reports, node.report-offered: node.reported once its
+ * signature verifies): *accepted and *refused count what it recorded.  Errors: the log's.
  */
 int	tl_rx_acks(struct tl_rx *rx, unsigned *accepted, unsigned *refused);
 

@@ -891,6 +891,54 @@ short_str(const char *s, size_t max)
 	return s == NULL || strlen(s) <= max;
 }
 
+struct repw {
+	const char	*node, *report, *sig;
+	char		 actor[TL_ACTOR_MAX + 1];
+};
+
+static int
+report_cb(struct tl_txn *t, void *arg)
+{
+	struct repw *w = arg;
+	struct tl_ctx c;
+	struct tl_body b;
+	char stream[TL_STREAM_MAX + 1];
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
+		return rc;
+	snprintf(stream, sizeof(stream), "node/%s", w->node);
+	tl_body_init(&b);
+	tl_body_str(&b, "node", w->node);
+	tl_body_str(&b, "report", w->report);
+	tl_body_str(&b, "sig", w->sig);
+	tl_body_str(&b, "via", "amqp");
+	rc = tl_emit(&c, EV_REPORT_OFFERED, stream, &b, NULL);
+	tl_body_free(&b);
+	if (rc == 0)
+		rc = tl_ctx_end(&c);
+	return rc;
+}
+
+/* An agent's report {"node","report","sig"}: offered, verified later. */
+static int
+one_report(struct tl_rx *rx, const struct tl_amqp_delivery *d, json_t *j)
+{
+	struct repw w;
+
+	memset(&w, 0, sizeof(w));
+	if (json_unpack(j, "{s:s,s:s,s:s}", "node", &w.node, "report",
+	    &w.report, "sig", &w.sig) != 0 || !name_ok(w.node) ||
+	    strlen(w.report) > 60000 || strlen(w.sig) > 256) {
+		tl_rx_log(rx, TL_RX_WARN, "publisher: acks message %s is not "
+		    "a report {\"node\",\"report\",\"sig\"}: dropped",
+		    d->message_id[0] ? d->message_id : "-");
+		return 0;
+	}
+	snprintf(w.actor, sizeof(w.actor), "amqp:%s", w.node);
+	return tl_log_write(rx->log, report_cb, &w);
+}
+
 /*
  * One message of the acks queue: {"node","grant","holder","version",
  * "nonce","sig","mac"} as tally-node sends it (an older sender's
@@ -910,6 +958,11 @@ one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
 	int rc;
 
 	j = json_loadb(d->body, d->len, JSON_REJECT_DUPLICATES, &je);
+	if (j != NULL && json_object_get(j, "report") != NULL) {
+		rc = one_report(rx, d, j);
+		json_decref(j);
+		return rc;
+	}
 	if (j == NULL || json_unpack(j, "{s:s,s?s,s?s,s?s,s:I,s?s,s?s,s?s}",
 	    "node", &node, "module", &module, "grant", &grant, "holder",
 	    &holder, "version", &version, "nonce", &nonce, "sig", &sig, "mac",

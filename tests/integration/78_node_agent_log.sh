@@ -73,12 +73,14 @@ for n in $NODES; do tly assign game "$n" >/dev/null; done
 t_tallyd_start --interval 1
 
 t_say "three agents (--log), separate directories and keys"
+APIDS=""
 for n in $NODES; do
 	cp "$TALLY_HOME/nodes/$n.key" "$W/$n.key"
 	"$TALLY_BIN/tally-node" --node "$n" --key "$W/$n.key" --dir "$W/$n" \
 		--log "$TALLY_HOME" --reload "game=echo \$TALLY_MODULE >>$W/$n.reloads" \
 		2>>"$W/agent-$n.log" &
 	_t_pids="$_t_pids $!"
+	APIDS="$APIDS $!"
 done
 for n in $NODES; do
 	wait_for 30 "$n's env file" grep -q "^DB_USER=${GDB}_v1$" "$W/$n/game.env"
@@ -100,6 +102,18 @@ done
 tly log --json --type credential.acknowledged | grep -q '"proof":"verified"' ||
 	t_fail "the acknowledgement does not say its proof was verified"
 t_ok "credential.acknowledged v1 x3, actor node:NODE, proof verified"
+
+t_check "the agents report what they hold; tally status shows it per holder"
+wait_for 20 "three agents' reports" sh -c "[ \$(\"$TALLY_BIN/tally\" status --json | grep -o '\"acked\":true' | wc -l) -ge 3 ]"
+t_expect_exit 0 "tally status with three agents reporting" tly status
+for n in $NODES; do
+	grep -q "^  $n: tally-node .* reported .* ago$" "$W/last.out" ||
+		{ cat "$W/last.out" >&2; t_fail "status has no agent line for $n"; }
+	grep -q "game@$n game/db: v1 delivered, reloaded, acknowledged" "$W/last.out" ||
+		{ cat "$W/last.out" >&2; t_fail "status lacks game@$n's state"; }
+done
+tly log --json --type node.reported | grep -q '"actor":"node:node-a"' || t_fail "no node.reported by node:node-a"
+t_ok "node.reported (signature verified); status: v1 delivered, reloaded, acknowledged per holder"
 
 t_say "tally rotate $G: completed by the agents alone"
 tly rotate "$G" >/dev/null || t_fail "tally rotate failed"
@@ -132,6 +146,14 @@ rm -f "$W/node-a/.tally-node/position"
 [ "$(wc -l <"$W/node-a.reloads")" = "$before" ] || t_fail "a replay reloaded again"
 [ "$(t_envget "$W/node-a/game.env" DB_USER)" = ${GDB}_v2 ] || t_fail "a replay moved node-a back"
 t_ok "every delivery read again from seq 1: no reload, still v2"
+
+t_check "an agent silent past --agent-silence is unhealthy (exit 6)"
+eval "kill -TERM $APIDS"
+sleep 2.2
+t_expect_exit 6 "status with agents silent for 2 s" tly status --agent-silence 2
+grep -q "node-c: tally-node .* (silent: unhealthy)" "$W/last.out" || t_fail "status does not say node-c's agent is silent"
+t_expect_exit 0 "status with the default silence (300 s)" tly status
+t_ok "silent for 2 s with --agent-silence 2: exit 6, named; within 300 s: exit 0"
 
 tly verify >/dev/null || t_fail "tally verify"
 tly rebuild --check >/dev/null || t_fail "tally rebuild --check"

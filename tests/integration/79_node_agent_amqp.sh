@@ -157,6 +157,7 @@ sleep 2
 tly status game >"$W/status.txt" 2>&1 || true
 grep -q "waiting on" "$W/status.txt" && grep -q "node-b/game" "$W/status.txt" &&
 	grep -q "node-c/game" "$W/status.txt" || { cat "$W/status.txt" >&2; t_fail "status does not show the rotation waiting on node-b and node-c"; }
+wait_for 20 "node-b's report of its failed reload" sh -c "\"$TALLY_BIN/tally\" status game | grep -q 'last reload of game failed (exit 3)'"
 t_env_psql "$W/v1.env" "SELECT 1" >/dev/null || t_fail "the old credential v1 no longer connects"
 [ "$(t_envget "$W/node-c/game.env" DB_USER)" = ${GDB}_v1 ] || t_fail "node-c's files moved while its agent was down"
 t_ok "waiting on node-b (reload failed) and node-c (agent down), visibly; v1 still connects"

@@ -74,7 +74,8 @@ static const char usage[] =
 "usage: tally-node --node NODE --key FILE --dir DIR\n"
 "           (--log HOME | --amqp URL [--amqp-user USER]\n"
 "            [--amqp-password-file FILE] [--acks QUEUE])\n"
-"           [--reload MODULE=COMMAND]... [--user MODULE=USER]... [--once]\n"
+"           [--reload MODULE=COMMAND]... [--user MODULE=USER]...\n"
+"           [--report-interval SECONDS] [--once]\n"
 "\n"
 "The node's agent: opens the deliveries sealed to NODE with its key\n"
 "FILE, writes DIR/MODULE.env and DIR/MODULE/VARIABLE (mode 0600, owned\n"
@@ -83,8 +84,10 @@ static const char usage[] =
 "proof that it holds the credential.  --log follows the log of the\n"
 "control plane's HOME (the same machine); --amqp reads the queue\n"
 "tally.node.NODE and acknowledges on QUEUE (default tally.acks), the\n"
-"password from FILE or $TALLY_NODE_AMQP_PASSWORD.  --once: what is\n"
-"there, then exit.\n";
+"password from FILE or $TALLY_NODE_AMQP_PASSWORD.  It reports what it\n"
+"holds (signed) after each reload and every SECONDS (default 60): tally\n"
+"status shows it, and an agent silent too long.  --once: what is there,\n"
+"then exit.\n";
 
 struct modconf {
 	char	 name[64];
@@ -102,6 +105,11 @@ struct agent {
 	size_t			 nmods;
 	int			 once;
 	int			 reload_failed;
+	/* What the reports say: the last reload, and when one is due. */
+	char			 last_module[64];
+	int			 last_status;	/* -1: none yet */
+	unsigned		 report_every;	/* seconds */
+	uint64_t		 report_due;	/* tl_sub_clock() ns */
 	/* --log */
 	const char		*home;
 	struct tl_log		*log;
@@ -614,6 +622,145 @@ acknowledge(struct agent *ag, const struct opened *o)
 	}
 }
 
+/*
+ * The report: {"agent","held":[{"grant","holder","version","reloaded",
+ * "acked"}],"last_reload":{"module","ok","status"}}, signed by the
+ * node's key (tl_report_message) and offered like an acknowledgement.
+ */
+static int
+append_report(struct tl_txn *t, void *arg)
+{
+	const char **rs = arg;
+	struct tl_body b;
+	struct tl_append a;
+	char stream[128], actor[96];
+	const void *body;
+	size_t len;
+	int rc;
+
+	snprintf(stream, sizeof(stream), "node/%s", rs[0]);
+	snprintf(actor, sizeof(actor), "tally-node:%s", rs[0]);
+	tl_body_init(&b);
+	tl_body_str(&b, "node", rs[0]);
+	tl_body_str(&b, "report", rs[1]);
+	tl_body_str(&b, "sig", rs[2]);
+	tl_body_str(&b, "via", "log");
+	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
+		memset(&a, 0, sizeof(a));
+		a.type = EV_REPORT_OFFERED;
+		a.stream = stream;
+		a.expect = TL_VER_ANY;
+		a.actor = actor;
+		a.body = body;
+		a.body_len = len;
+		rc = tl_append(t, &a, NULL, NULL);
+	}
+	tl_body_free(&b);
+	return rc;
+}
+
+static int
+send_report(struct agent *ag)
+{
+	json_t *r, *held;
+	DIR *d;
+	struct dirent *de;
+	char *js = NULL, sighex[2 * TL_SIGN_LEN + 1];
+	uint8_t *msg = NULL, sig[TL_SIGN_LEN];
+	size_t mlen;
+	int rc;
+
+	if (!ag->key.has_sign)
+		return 0;
+	held = json_array();
+	if ((d = opendir(ag->state)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			size_t nl = strlen(de->d_name);
+			char sp[1600], line[400], grant[201] = "";
+			struct held h;
+			FILE *fp;
+
+			if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
+				continue;
+			snprintf(sp, sizeof(sp), "%s/%s", ag->state,
+			    de->d_name);
+			if ((fp = fopen(sp, "r")) == NULL)
+				continue;
+			if (fgets(line, sizeof(line), fp) != NULL &&
+			    strncmp(line, "grant ", 6) == 0) {
+				line[strcspn(line, "\n")] = '\0';
+				cpy(grant, sizeof(grant), line + 6);
+			}
+			fclose(fp);
+			if (grant[0] == '\0' || held_load(ag, grant, &h) != 0)
+				continue;
+			json_array_append_new(held, json_pack("{s:s,s:s,s:I,"
+			    "s:b,s:b}", "grant", h.grant, "holder", h.holder,
+			    "version", (json_int_t)h.version, "reloaded",
+			    h.reloaded, "acked", h.acked));
+		}
+		closedir(d);
+	}
+	r = json_pack("{s:s,s:o}", "agent", "tally-node " TL_VERSION, "held",
+	    held);
+	if (r != NULL && ag->last_status >= 0)
+		json_object_set_new(r, "last_reload", json_pack("{s:s,s:b,s:i}",
+		    "module", ag->last_module, "ok", ag->last_status == 0,
+		    "status", ag->last_status));
+	if (r == NULL || (js = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS)) ==
+	    NULL) {
+		json_decref(r);
+		return ENOMEM;
+	}
+	json_decref(r);
+	if ((rc = tl_report_message(ag->node, js, &msg, &mlen)) != 0)
+		goto out;
+	tl_secret_sign(ag->key.sign_sk, msg, mlen, sig);
+	hex(sig, sizeof(sig), sighex);
+	if (ag->log != NULL) {
+		const char *rs[3] = { ag->node, js, sighex };
+
+		rc = tl_log_write(ag->log, append_report, rs);
+	} else {
+		struct tl_amqp_msg m;
+		json_t *j = json_pack("{s:s,s:s,s:s}", "node", ag->node,
+		    "report", js, "sig", sighex);
+		char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+		json_decref(j);
+		if (body == NULL) {
+			rc = ENOMEM;
+			goto out;
+		}
+		memset(&m, 0, sizeof(m));
+		m.exchange = "";
+		m.routing_key = ag->acks;
+		m.body = body;
+		m.len = strlen(body);
+		m.content_type = "application/json";
+		m.persistent = 1;
+		rc = tl_amqp_publish(ag->a, &m, NULL);
+		free(body);
+	}
+out:
+	free(msg);
+	free(js);
+	if (rc == 0)
+		ag->report_due = tl_sub_clock() + (uint64_t)ag->report_every *
+		    1000000000u;
+	else
+		say("warning", "the report could not be sent: %s",
+		    tl_strerror(rc));
+	return 0;
+}
+
+static void
+maybe_report(struct agent *ag)
+{
+	if (tl_sub_clock() >= ag->report_due)
+		send_report(ag);
+}
+
 /* --- one delivery ---------------------------------------------------- */
 
 static int
@@ -638,7 +785,11 @@ apply(struct agent *ag, struct held *h, const struct opened *o)
 		    ag->dir, h->module, tl_strerror(rc));
 		return rc;
 	}
-	if ((rc = run_reload(ag, h->module, &status)) != 0 || status != 0) {
+	rc = run_reload(ag, h->module, &status);
+	cpy(ag->last_module, sizeof(ag->last_module), h->module);
+	ag->last_status = rc != 0 ? 127 : status;
+	ag->report_due = 0;	/* a report follows at once */
+	if (rc != 0 || status != 0) {
 		say("error", "%s: the reload of %s failed (%s %d): v%llu not "
 		    "acknowledged, the old credential keeps working",
 		    h->grant, h->module, rc ? tl_strerror(rc) : "exit",
@@ -870,14 +1021,17 @@ from_log(struct agent *ag)
 		size_t slen;
 		char node[64] = "";
 
+		maybe_report(ag);
 		rc = tl_sub_next(s, ag->once ? TL_SUB_NOWAIT :
 		    tl_sub_deadline(1000), &ev);
 		if (rc == TL_ETIMEDOUT || rc == EINTR) {
 			rc = 0;
 			if (tl_sub_position(s) > pos)
 				write_pos(ag, pos = tl_sub_position(s));
-			if (ag->once)
+			if (ag->once) {
+				maybe_report(ag);
 				break;
+			}
 			continue;
 		}
 		if (rc != 0)
@@ -952,10 +1106,13 @@ from_amqp(struct agent *ag)
 	if (!ag->once && (rc = tl_amqp_consume(ag->a, q, 16)) != 0)
 		goto out;
 	while (!stop) {
+		maybe_report(ag);
 		rc = ag->once ? tl_amqp_get(ag->a, q, &d) :
 		    tl_amqp_next(ag->a, tl_sub_deadline(1000), &d);
 		if (rc == TL_ENOTFOUND && ag->once) {
-			rc = 0;
+			maybe_report(ag);
+			rc = tl_amqp_wait_confirms(ag->a,
+			    tl_amqp_published(ag->a), tl_sub_deadline(5000));
 			break;
 		}
 		if (rc == TL_ETIMEDOUT) {
@@ -1048,6 +1205,7 @@ main(int argc, char **argv)
 		{ "reload", required_argument, NULL, 'r' },
 		{ "user", required_argument, NULL, 'U' },
 		{ "once", no_argument, NULL, 'o' },
+		{ "report-interval", required_argument, NULL, 'R' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -1059,6 +1217,8 @@ main(int argc, char **argv)
 	int c, rc, ex = EXIT_OK;
 
 	ag.acks = "tally.acks";
+	ag.last_status = -1;
+	ag.report_every = 60;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': ag.node = optarg; break;
@@ -1070,6 +1230,14 @@ main(int argc, char **argv)
 		case 'P': pwfile = optarg; break;
 		case 'A': ag.acks = optarg; break;
 		case 'o': ag.once = 1; break;
+		case 'R':
+			ag.report_every = (unsigned)strtoul(optarg, NULL, 10);
+			if (ag.report_every == 0) {
+				fprintf(stderr, "tally-node: --report-interval "
+				    "wants seconds (1 or more)\n");
+				return EXIT_USAGE;
+			}
+			break;
 		case 'r':
 		case 'U':
 			if (mod_opt(&ag, optarg, c == 'r') != 0) {

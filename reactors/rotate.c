@@ -57,6 +57,9 @@ struct rstep {
 	int			 forced;
 	char			 cutoff[1024];	/* holders, comma-separated */
 	uint64_t		 old_version;	/* of old (ABANDON: 0, none) */
+	/* RETIRE: the old login's sessions the driver saw (ops->sessions). */
+	int			 corroborated;
+	unsigned		 sessions;
 };
 
 enum { OP_ISSUE = 1, OP_CREATE, OP_RETIRE, OP_WAIT, OP_ABANDON };
@@ -259,6 +262,14 @@ call_driver(struct rpass *ps, struct rstep *st)
 		/* RETIRE, ABANDON: disable, end sessions, drop. */
 		dg.login = st->old;
 		dg.password = "";
+		/*
+		 * Corroborate on the provider: after every ack, whoever
+		 * still has a session on the old login is recorded (and
+		 * the revoke below ends it).
+		 */
+		if (st->op == OP_RETIRE && st->ops->sessions != NULL &&
+		    st->ops->sessions(h, &dg, &st->sessions, NULL) == 0)
+			st->corroborated = 1;
 		st->rc = st->ops->revoke(h, &dg, 0, st->why);
 		if (st->rc == 0 && st->ops->retire_login != NULL)
 			st->rc = st->ops->retire_login(h, &dg, st->why);
@@ -307,6 +318,8 @@ outcome_cb(struct tl_txn *t, void *arg)
 			tl_body_u64(&b, "version", cur.from);
 			tl_body_str(&b, "user", st->old);
 			tl_body_bool(&b, "forced", st->forced);
+			if (st->corroborated)
+				tl_body_u64(&b, "sessions_ended", st->sessions);
 			tl_body_arr(&b, "cut_off");
 			if (st->forced)
 				for (h = strtok_r(st->cutoff, ",", &save);

@@ -116,6 +116,19 @@ tly log --json --type node.reported | grep -q '"actor":"node:node-a"' || t_fail 
 t_ok "node.reported (signature verified); status: v1 delivered, reloaded, acknowledged per holder"
 
 t_say "tally rotate $G: completed by the agents alone"
+# A session left open on v1 (as a holder that did not really reload would).
+(
+	PGPASSWORD=$(t_envget "$W/node-c/game.env" DB_PASSWORD) exec psql -X -At -q \
+		-h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" -U ${GDB}_v1 -d ${GDB} \
+		-c "SELECT pg_sleep(60)" >/dev/null 2>"$W/sleeper.err"
+) &
+SLEEPER=$!
+_t_pids="$_t_pids $SLEEPER"
+end=$(($(t_now_ms) + 10000))
+until [ "$(t_sql "SELECT count(*) FROM pg_stat_activity WHERE usename = '${GDB}_v1' AND query LIKE '%pg_sleep%'")" -ge 1 ]; do
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "the session as ${GDB}_v1 did not start"
+	sleep 0.05
+done
 tly rotate "$G" >/dev/null || t_fail "tally rotate failed"
 wait_for 60 "rotation.completed" sh -c "\"$TALLY_BIN/tally\" log --json --type rotation.completed | grep -q '\"version\":2'"
 for n in $NODES; do
@@ -136,6 +149,13 @@ ret=$(printf '%s\n' "$seqs" | awk '$2=="credential.retired"{print $1}' | tail -n
 [ "$(t_sql "SELECT count(*) FROM pg_roles WHERE rolname = '${GDB}_v1'")" = 0 ] ||
 	t_fail "the old login ${GDB}_v1 is still there"
 t_ok "delivered ($last_del) < acknowledged v2 x3 ($first_ack2..$last_ack2) < retired ($ret); ${GDB}_v1 gone"
+
+t_check "retirement corroborated on the provider: the session left on v1 counted and ended"
+tly log --json --type credential.retired | grep -q '"sessions_ended":1' ||
+	t_fail "credential.retired does not record the one session of ${GDB}_v1: $(tly log --json --type credential.retired)"
+wait_for 10 "the v1 session ended" sh -c "! kill -0 $SLEEPER 2>/dev/null"
+t_forget_pid "$SLEEPER"
+t_ok "credential.retired: sessions_ended 1; the psql on v1 ended"
 
 t_check "a delivery replayed changes nothing (versions only move forward)"
 before=$(cat "$W/node-a.reloads" | wc -l)

@@ -67,6 +67,7 @@ main(void)
 
 	if (n < 1)
 		n = 1;
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	snprintf(src, sizeof(src), "%s", (e = getenv("TALLY_SRC")) ? e : ".");
 	snprintf(bin, sizeof(bin), "%s", (e = getenv("TALLY_BIN")) ? e :
 	    "build/bin");

@@ -68,7 +68,7 @@
 #define EXIT_FAIL	1
 #define EXIT_USAGE	2
 #define EXIT_UNHEALTHY	6
-#define MAXMOD		64
+#define MAXMOD		4096	/* modules configured (--reload, --user) */
 
 static const char usage[] =
 "usage: tally-node --node NODE --key FILE --dir DIR\n"

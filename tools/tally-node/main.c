@@ -1021,7 +1021,10 @@ from_log(struct agent *ag)
 		size_t slen;
 		char node[64] = "";
 
-		maybe_report(ag);
+		if (tl_sub_clock() >= ag->report_due) {
+			tl_sub_release(s);	/* the report is a write */
+			send_report(ag);
+		}
 		rc = tl_sub_next(s, ag->once ? TL_SUB_NOWAIT :
 		    tl_sub_deadline(1000), &ev);
 		if (rc == TL_ETIMEDOUT || rc == EINTR) {
@@ -1029,6 +1032,7 @@ from_log(struct agent *ag)
 			if (tl_sub_position(s) > pos)
 				write_pos(ag, pos = tl_sub_position(s));
 			if (ag->once) {
+				tl_sub_release(s);
 				maybe_report(ag);
 				break;
 			}
@@ -1046,6 +1050,7 @@ from_log(struct agent *ag)
 			    tl_bn_getstr(v.root, "module", module,
 			    sizeof(module)) == 0) {
 				tl_bview_close(&v);
+				tl_sub_release(s);
 				remove_module(ag, module);
 				write_pos(ag, pos = ev.seq);
 				continue;
@@ -1067,6 +1072,12 @@ from_log(struct agent *ag)
 			if (copy != NULL) {
 				memcpy(copy, sealed, slen);
 				tl_bview_close(&v);
+				/*
+				 * The offer is a write on the same log: no read
+				 * transaction may be open when it grows the map
+				 * (another process may have grown it: SIGBUS).
+				 */
+				tl_sub_release(s);
 				rc = deliver(ag, copy, slen);
 				free(copy);
 				if (rc != 0)

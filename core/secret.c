@@ -226,3 +226,106 @@ tl_secret_unseal(const uint8_t pk[TL_PUBKEY_LEN],
 		return TL_ESECRET;
 	return 0;
 }
+
+void
+tl_secret_sign_keypair(uint8_t pk[TL_SIGN_PUBLEN], uint8_t sk[TL_SIGN_SECLEN])
+{
+	crypto_sign_keypair(pk, sk);
+}
+
+void
+tl_secret_sign_public(const uint8_t sk[TL_SIGN_SECLEN],
+    uint8_t pk[TL_SIGN_PUBLEN])
+{
+	crypto_sign_ed25519_sk_to_pk(pk, sk);
+}
+
+void
+tl_secret_sign(const uint8_t sk[TL_SIGN_SECLEN], const void *msg, size_t len,
+    uint8_t sig[TL_SIGN_LEN])
+{
+	crypto_sign_detached(sig, NULL, msg, len, sk);
+}
+
+int
+tl_secret_verify(const uint8_t pk[TL_SIGN_PUBLEN], const void *msg,
+    size_t len, const uint8_t sig[TL_SIGN_LEN])
+{
+	return crypto_sign_verify_detached(sig, msg, len, pk) == 0 ? 0 :
+	    TL_ESECRET;
+}
+
+int
+tl_secret_mac(const void *key, size_t keylen, const void *msg, size_t len,
+    uint8_t mac[TL_MAC_LEN])
+{
+	if (keylen < crypto_generichash_KEYBYTES_MIN ||
+	    keylen > crypto_generichash_KEYBYTES_MAX)
+		return TL_EINVAL;
+	return crypto_generichash(mac, TL_MAC_LEN, msg, len, key, keylen) == 0 ?
+	    0 : TL_ESECRET;
+}
+
+int
+tl_secret_node_key_load(const char *path, struct tl_node_key *k, char *why)
+{
+	uint8_t buf[TL_NODE_KEYFILE_LEN + 1];
+	struct stat st;
+	ssize_t n;
+	int fd, rc = 0;
+
+	memset(k, 0, sizeof(*k));
+	if (sodium_init() < 0)
+		return TL_ESECRET;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		rc = errno;
+		if (why != NULL)
+			snprintf(why, 160, "%s: %s", path, strerror(rc));
+		return TL_ESECRET;
+	}
+	if (fstat(fd, &st) != 0 || (st.st_mode & (S_IRWXG | S_IRWXO))) {
+		if (why != NULL)
+			snprintf(why, 160, "%s is accessible by group or "
+			    "others (mode %03o): chmod 600 it", path,
+			    (unsigned)(st.st_mode & 0777));
+		close(fd);
+		return TL_ESECRET;
+	}
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n == TL_SECKEY_LEN || n == TL_NODE_KEYFILE_LEN) {
+		memcpy(k->box_sk, buf, TL_SECKEY_LEN);
+		if (n == TL_NODE_KEYFILE_LEN) {
+			memcpy(k->sign_sk, buf + TL_SECKEY_LEN, TL_SIGN_SECLEN);
+			k->has_sign = 1;
+		}
+	} else {
+		if (why != NULL)
+			snprintf(why, 160, "%s is not a node key (%zd bytes)",
+			    path, n);
+		rc = TL_ESECRET;
+	}
+	sodium_memzero(buf, sizeof(buf));
+	return rc;
+}
+
+int
+tl_secret_node_key_write(const char *path, const struct tl_node_key *k)
+{
+	uint8_t buf[TL_NODE_KEYFILE_LEN];
+	int rc;
+
+	memcpy(buf, k->box_sk, TL_SECKEY_LEN);
+	memcpy(buf + TL_SECKEY_LEN, k->sign_sk, TL_SIGN_SECLEN);
+	rc = tl_secret_write_file(path, buf, k->has_sign ? sizeof(buf) :
+	    TL_SECKEY_LEN, 0600);
+	sodium_memzero(buf, sizeof(buf));
+	return rc;
+}
+
+int
+tl_secret_node_public(const uint8_t sk[TL_SECKEY_LEN],
+    uint8_t pk[TL_PUBKEY_LEN])
+{
+	return crypto_scalarmult_base(pk, sk) == 0 ? 0 : TL_ESECRET;
+}

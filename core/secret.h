@@ -62,12 +62,56 @@ void	tl_secret_password(char out[TL_PASSWORD_LEN + 1]);
 /* X25519 keys for nodes, and sealed boxes to them. */
 void	tl_secret_node_keypair(uint8_t pk[TL_PUBKEY_LEN],
 	    uint8_t sk[TL_SECKEY_LEN]);
+/* The public key of a node's X25519 secret key. */
+int	tl_secret_node_public(const uint8_t sk[TL_SECKEY_LEN],
+	    uint8_t pk[TL_PUBKEY_LEN]);
 /* out must hold len + TL_SEAL_OVERHEAD bytes. */
 int	tl_secret_seal(const uint8_t pk[TL_PUBKEY_LEN], const void *in,
 	    size_t len, uint8_t *out);
 int	tl_secret_unseal(const uint8_t pk[TL_PUBKEY_LEN],
 	    const uint8_t sk[TL_SECKEY_LEN], const void *in, size_t len,
 	    uint8_t *out);
+
+/*
+ * Ed25519 signing keys for nodes: a node proves who acknowledges with
+ * them (tally-node).  The node's key file holds the X25519 secret key
+ * (TL_SECKEY_LEN bytes, the format of before) followed, for nodes added
+ * or rekeyed since, by the Ed25519 secret key (TL_SIGN_SECLEN bytes).
+ */
+#define TL_SIGN_PUBLEN	32
+#define TL_SIGN_SECLEN	64
+#define TL_SIGN_LEN	64
+#define TL_MAC_LEN	32
+#define TL_NODE_KEYFILE_LEN (TL_SECKEY_LEN + TL_SIGN_SECLEN)
+
+struct tl_node_key {
+	uint8_t	box_sk[TL_SECKEY_LEN];
+	uint8_t	sign_sk[TL_SIGN_SECLEN];
+	int	has_sign;		/* 0: a key file of before */
+};
+
+void	tl_secret_sign_keypair(uint8_t pk[TL_SIGN_PUBLEN],
+	    uint8_t sk[TL_SIGN_SECLEN]);
+/* The public half of a signing secret key. */
+void	tl_secret_sign_public(const uint8_t sk[TL_SIGN_SECLEN],
+	    uint8_t pk[TL_SIGN_PUBLEN]);
+void	tl_secret_sign(const uint8_t sk[TL_SIGN_SECLEN], const void *msg,
+	    size_t len, uint8_t sig[TL_SIGN_LEN]);
+/* 0 when sig is pk's signature of msg; TL_ESECRET otherwise. */
+int	tl_secret_verify(const uint8_t pk[TL_SIGN_PUBLEN], const void *msg,
+	    size_t len, const uint8_t sig[TL_SIGN_LEN]);
+/* BLAKE2b-256 keyed by key (16-64 bytes): the proof of holding it. */
+int	tl_secret_mac(const void *key, size_t keylen, const void *msg,
+	    size_t len, uint8_t mac[TL_MAC_LEN]);
+/*
+ * Reads a node key file (either format; refused when group or others
+ * can read it: TL_ESECRET with the reason in why, 160 bytes).  The
+ * caller wipes *k.
+ */
+int	tl_secret_node_key_load(const char *path, struct tl_node_key *k,
+	    char *why);
+/* Writes k (the long format when k->has_sign), mode 0600, atomically. */
+int	tl_secret_node_key_write(const char *path, const struct tl_node_key *k);
 
 /* Writes data to path atomically (temporary file, fsync, rename). */
 int	tl_secret_write_file(const char *path, const void *data, size_t len,

@@ -378,6 +378,12 @@ tl_sub_commit(struct tl_sub *s)
 	return tl_log_write(s->log, commit_cb, s);
 }
 
+void
+tl_sub_release(struct tl_sub *s)
+{
+	end_txn(s);
+}
+
 uint64_t
 tl_sub_position(const struct tl_sub *s)
 {

@@ -89,6 +89,15 @@ int	tl_sub_next(struct tl_sub *s, uint64_t deadline, struct tl_event *ev);
  */
 int	tl_sub_commit(struct tl_sub *s);
 
+/*
+ * Ends the read transaction the subscription holds, and with it the
+ * validity of the last event returned, so that the caller may write to
+ * the same log (a write may grow the map, which LMDB allows only with
+ * no transaction open in the process).  The next tl_sub_next() goes on
+ * from the position.  Never fails.
+ */
+void	tl_sub_release(struct tl_sub *s);
+
 /* The last sequence number examined (0: none yet). */
 uint64_t tl_sub_position(const struct tl_sub *s);
 /* The last sequence number in the log as of the latest look. */

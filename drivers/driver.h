@@ -431,6 +431,14 @@ struct tl_drv_ops {
 	 * NULL with migrate NULL.
 	 */
 	const char	*migrate_dialect;
+	/*
+	 * The sessions the provider has open for g->login (PostgreSQL:
+	 * its rows in pg_stat_activity): the corroboration, before an old
+	 * credential is retired, that its holders left it.  NULL: the
+	 * driver cannot tell (nothing is corroborated).
+	 */
+	int	(*sessions)(void *h, const struct tl_drv_grant *g,
+		    unsigned *count, char *why);
 };
 
 /*

@@ -288,6 +288,15 @@ f_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 }
 
 
+/* Passed through: a corroboration is no step a fault rule names. */
+static int
+f_sessions(void *h, const struct tl_drv_grant *g, unsigned *count, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->sessions(fh->h, g, count, why);
+}
+
 static int
 f_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -590,6 +599,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	    f_add_credential : NULL;
 	s->ops.retire_credential = real->retire_credential != NULL ?
 	    f_retire_credential : NULL;
+	s->ops.sessions = real->sessions != NULL ? f_sessions : NULL;
 	s->used = 1;
 	return &s->ops;
 }

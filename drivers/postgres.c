@@ -1684,6 +1684,28 @@ pg_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 	return 0;
 }
 
+/* The sessions of g->login still open (pg_stat_activity). */
+static int
+pg_sessions(void *h, const struct tl_drv_grant *g, unsigned *count, char *why)
+{
+	char dummy[TL_DRV_WHY_MAX], step[160];
+	struct tl_drv_pg *p = h;
+	PGresult *r;
+	int rc;
+
+	if (why == NULL)
+		why = dummy;
+	*count = 0;
+	snprintf(step, sizeof(step), "sessions of \"%s\"", g->login);
+	if ((rc = query(p->conn, "SELECT count(*) FROM pg_stat_activity WHERE "
+	    "usename = $1", 1, g->login, NULL, NULL, &r, step, why)) != 0)
+		return rc;
+	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+		*count = (unsigned)strtoul(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return 0;
+}
+
 static int
 pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -2098,4 +2120,5 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.retire_credential = pg_retire_credential,
 	.revocation = &pg_revocation,
 	.migrate_dialect = "sql/postgres",
+	.sessions = pg_sessions,
 };

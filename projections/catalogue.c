@@ -36,6 +36,27 @@ static const struct tl_cat_event cat[] = {
 	  { { "name", NAME }, { "routable", 255 } } },
 	{ E(EV_NODE_REMOVED), "node", "name", GR, NULL,
 	  { { "name", NAME } } },
+	{ E(EV_NODE_KEY_ADDED), "node", "name signkey(bin)", GR, NULL,
+	  { { "name", NAME } } },
+	{ E(EV_NODE_REPORTED), "node", "node report(json text)", GR, NULL,
+	  { { "node", NAME } } },
+	{ E(EV_REPORT_OFFERED), "node", "node report(json text) sig via", 0,
+	  "a node's claim: the ack pass (reactors/ack.c) checks its "
+	  "signature and records node.reported or security.report-refused",
+	  { { "node", NAME } } },
+	{ E(EV_REPORT_REFUSED), "node", "node reason offered", 0,
+	  "a security record for people and auditors: nothing is derived "
+	  "from it", { { "node", NAME }, { "reason", REASON } } },
+	{ E(EV_ACK_OFFERED), "node", "node grant holder version nonce sig mac "
+	  "via", 0, "a node's claim: the ack pass (reactors/ack.c) checks "
+	  "its signature and proof and records credential.acknowledged or "
+	  "security.ack-refused",
+	  { { "node", NAME }, { "grant", GRANT }, { "holder", HOLDER } } },
+	{ E(EV_ACK_REFUSED), "node", "node grant holder version reason "
+	  "offered", 0, "a security record for people and auditors: nothing "
+	  "is derived from it",
+	  { { "node", NAME }, { "grant", GRANT }, { "holder", HOLDER },
+	    { "reason", REASON } } },
 	/* module/NAME */
 	{ E(EV_MODULE_DECLARED), "module",
 	  "name digest file env{} provides[] embedded[]", GR, NULL,

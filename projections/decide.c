@@ -139,6 +139,13 @@ int
 tl_dec_node_add(struct tl_ctx *c, const char *name, const char *routable,
     const uint8_t pubkey[32])
 {
+	return tl_dec_node_add_ex(c, name, routable, pubkey, NULL);
+}
+
+int
+tl_dec_node_add_ex(struct tl_ctx *c, const char *name, const char *routable,
+    const uint8_t pubkey[32], const uint8_t signkey[32])
+{
 	struct tl_body b;
 	S(k);
 	S(stream);
@@ -154,7 +161,31 @@ tl_dec_node_add(struct tl_ctx *c, const char *name, const char *routable,
 	tl_body_str(&b, "name", name);
 	tl_body_str(&b, "routable", routable);
 	tl_body_bin(&b, "pubkey", pubkey, 32);
+	if (signkey != NULL)
+		tl_body_bin(&b, "signkey", signkey, 32);
 	rc = tl_emit(c, EV_NODE_ADDED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+int
+tl_dec_node_key_add(struct tl_ctx *c, const char *name,
+    const uint8_t signkey[32])
+{
+	struct tl_body b;
+	S(k);
+	S(stream);
+	int rc;
+
+	if ((rc = tl_key(k, "n/%s", name)) != 0 ||
+	    (rc = tl_key(stream, "node/%s", name)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no node %s", name);
+	tl_body_init(&b);
+	tl_body_str(&b, "name", name);
+	tl_body_bin(&b, "signkey", signkey, 32);
+	rc = tl_emit(c, EV_NODE_KEY_ADDED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }

@@ -57,6 +57,13 @@ int	tl_emit_bytes(struct tl_ctx *c, const char *type, const char *stream,
 /* Commands. */
 int	tl_dec_node_add(struct tl_ctx *c, const char *name,
 	    const char *routable, const uint8_t pubkey[32]);
+/* With the node's Ed25519 public key (NULL: none, as before). */
+int	tl_dec_node_add_ex(struct tl_ctx *c, const char *name,
+	    const char *routable, const uint8_t pubkey[32],
+	    const uint8_t signkey[32]);
+/* node.key-added: a signing key for a node added without one (rekey). */
+int	tl_dec_node_key_add(struct tl_ctx *c, const char *name,
+	    const uint8_t signkey[32]);
 int	tl_dec_node_rm(struct tl_ctx *c, const char *name);
 
 /* A module as declared by a manifest, bodies already encoded. */

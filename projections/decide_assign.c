@@ -14,6 +14,7 @@
 #include "grant.h"
 #include "graph.h"
 #include "rebind.h"
+#include "rotation.h"
 
 #define S(n)	char n[TL_KEY_MAX]
 
@@ -783,7 +784,7 @@ revoke_grants(struct tl_ctx *c, const char *module, const char *node,
 
 static int
 unassign(struct tl_ctx *c, const char *module, const char *node,
-    int whole_module)
+    int whole_module, uint64_t *removed)
 {
 	struct tl_body b;
 	S(k);
@@ -801,8 +802,62 @@ unassign(struct tl_ctx *c, const char *module, const char *node,
 	tl_body_init(&b);
 	tl_body_str(&b, "module", module);
 	tl_body_str(&b, "node", node);
-	rc = tl_emit(c, EV_ASSIGN_REMOVED, stream, &b, NULL);
+	rc = tl_emit(c, EV_ASSIGN_REMOVED, stream, &b, removed);
 	tl_body_free(&b);
+	return rc;
+}
+
+/*
+ * A holder left the module's shared grants: the holders that remain
+ * get a new credential (the one that left still knows the password),
+ * rotation.started with reason holder-left, the holder, and the
+ * assignment.removed as its cause.  A grant already rotating or moving
+ * is left to that saga; one not provisioned has nothing to rotate.
+ */
+static int
+rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
+    uint64_t removed)
+{
+	struct grantlist gl = { NULL, 0, 0 };
+	struct tl_nodelist nl;
+	struct tl_rotation r;
+	struct tl_rebind mv;
+	struct tl_body b;
+	char holder[140];
+	size_t i, left;
+	S(stream);
+	int rc;
+
+	if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
+		return rc;
+	left = nl.n;
+	tl_nodelist_free(&nl);
+	if (left == 0)
+		return 0;	/* no holder remains: revocation's business */
+	rc = tl_grant_each_of_module(c->t, &c->p, module, collect_grant, &gl);
+	snprintf(holder, sizeof(holder), "%s@%s", module, node);
+	for (i = 0; rc == 0 && i < gl.n; i++) {
+		const struct tl_grant *g = &gl.v[i];
+
+		if (g->node[0] != '\0' || strcmp(g->state,
+		    GRANT_PROVISIONED) != 0 ||
+		    tl_rot_get(c->t, &c->p, g->id, &r) == 0 ||
+		    tl_mv_get(c->t, &c->p, g->id, &mv) == 0)
+			continue;
+		if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+			break;
+		c->cause = removed;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", g->id);
+		tl_body_u64(&b, "from", g->version);
+		tl_body_u64(&b, "to", g->version + 1);
+		tl_body_u64(&b, "deadline_ns", 0);
+		tl_body_str(&b, "reason", "holder-left");
+		tl_body_str(&b, "holder", holder);
+		rc = tl_emit(c, EV_ROT_STARTED, stream, &b, NULL);
+		tl_body_free(&b);
+	}
+	free(gl.v);
 	return rc;
 }
 
@@ -817,7 +872,11 @@ tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node)
 	if (!tl_rec_exists(c->t, c->p.graph, k))
 		return tl_refuse(c, TL_ENOTFOUND, "%s is not assigned to %s",
 		    module, node);
-	if ((rc = unassign(c, module, node, 0)) != 0)
+	uint64_t removed = 0;
+
+	if ((rc = unassign(c, module, node, 0, &removed)) != 0)
+		return rc;
+	if ((rc = rotate_for_leaver(c, module, node, removed)) != 0)
 		return rc;
 	return tl_binder_run(c, NULL);
 }
@@ -841,7 +900,7 @@ tl_dec_remove(struct tl_ctx *c, const char *module)
 	if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
 		return rc;
 	for (i = 0; rc == 0 && i < nl.n; i++)
-		rc = unassign(c, module, nl.v[i], 1);
+		rc = unassign(c, module, nl.v[i], 1, NULL);
 	tl_nodelist_free(&nl);
 	if (rc != 0)
 		return rc;

@@ -11,7 +11,24 @@
 #define TL_EVENTS_H
 
 /* node/NAME */
-#define EV_NODE_ADDED		"node.added"		/* name routable pubkey */
+#define EV_NODE_ADDED		"node.added"		/* name routable pubkey [signkey] */
+#define EV_NODE_KEY_ADDED	"node.key-added"	/* name signkey (tally node rekey) */
+/*
+ * What a node offered as an acknowledgement (tally-node: appended by
+ * the agent itself with --log, by the publisher from tally.acks), and
+ * its refusal when it did not verify (reactors/ack.h).
+ */
+#define EV_ACK_OFFERED		"credential.ack-offered" /* node grant holder version nonce sig mac */
+#define EV_ACK_REFUSED		"security.ack-refused"	/* node grant holder version reason offered */
+/*
+ * What a node's agent says it runs (tally-node: its version, the
+ * versions it holds per grant, the last reload), signed by the node's
+ * key; recorded as node.reported once the signature verifies (the
+ * graph keeps the latest, nr/NODE: u64be ts then the report's JSON).
+ */
+#define EV_REPORT_OFFERED	"node.report-offered"	/* node report(json text) sig */
+#define EV_NODE_REPORTED	"node.reported"		/* node report(json text) */
+#define EV_REPORT_REFUSED	"security.report-refused" /* node reason offered */
 #define EV_NODE_REMOVED		"node.removed"		/* name */
 
 /* module/NAME */

@@ -502,6 +502,26 @@ fold_binding(struct tl_txn *t, const struct tl_proj *p,
 	return mark(t, p->graph, k);
 }
 
+/* nk/NAME: the node's signing public key (32 bytes), when it has one. */
+static int
+fold_signkey(struct tl_txn *t, const struct tl_proj *p, const char *name,
+    struct tl_bnode body)
+{
+	struct tl_bnode n;
+	const void *pk;
+	size_t len;
+	S(k);
+	int rc;
+
+	if (tl_bn_get(body, "signkey", &n) != 0)
+		return 0;
+	if (tl_bn_bin(n, &pk, &len) != 0 || len != 32)
+		return TL_EMALFORMED;
+	if ((rc = tl_key(k, "nk/%s", name)) != 0)
+		return rc;
+	return tl_kv_put(t, p->graph, k, strlen(k), pk, len);
+}
+
 int
 tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
@@ -516,9 +536,44 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 			return TL_EMALFORMED;
 		if ((rc = tl_key(k, "n/%s", name)) != 0)
 			return rc;
-		if (ev->type[5] == 'a')
-			return put_body(t, p->graph, k, ev);
+		if (ev->type[5] == 'a') {
+			if ((rc = put_body(t, p->graph, k, ev)) != 0)
+				return rc;
+			return fold_signkey(t, p, name, body);
+		}
+		if ((rc = tl_key(k, "nk/%s", name)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0 ||
+		    (rc = tl_key(k, "nr/%s", name)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0)
+			return rc;
+		if ((rc = tl_key(k, "n/%s", name)) != 0)
+			return rc;
 		return del(t, p->graph, k);
+	}
+	if (strcmp(ev->type, EV_NODE_REPORTED) == 0) {
+		const char *rep;
+		size_t rl;
+		struct tl_bnode n;
+		uint8_t *v;
+
+		if (tl_bn_getstr(body, "node", name, sizeof(name)) != 0 ||
+		    tl_bn_get(body, "report", &n) != 0 ||
+		    tl_bn_str(n, &rep, &rl) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "nr/%s", name)) != 0)
+			return rc;
+		if ((v = malloc(8 + rl)) == NULL)
+			return ENOMEM;
+		tl_put_be64(v, ev->ts);
+		memcpy(v + 8, rep, rl);
+		rc = tl_kv_put(t, p->graph, k, strlen(k), v, 8 + rl);
+		free(v);
+		return rc;
+	}
+	if (strcmp(ev->type, EV_NODE_KEY_ADDED) == 0) {
+		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)
+			return TL_EMALFORMED;
+		return fold_signkey(t, p, name, body);
 	}
 	if (strcmp(ev->type, EV_MODULE_DECLARED) == 0 ||
 	    strcmp(ev->type, EV_MODULE_REMOVED) == 0) {

@@ -33,6 +33,7 @@
 #include "projections/grant.h"
 #include "projections/graph.h"
 #include "projections/status.h"
+#include "ack.h"
 #include "pass.h"
 #include "rx-internal.h"
 
@@ -1082,6 +1083,60 @@ call_drivers(void *arg, unsigned *phases)
 	}
 }
 
+/*
+ * What the node needs besides the values, inside the sealed box so
+ * that only the node reads it and it cannot be moved to another grant
+ * or holder: "#tally grant=G holder=H version=N", then one "#default
+ * NAME=VALUE" per env default the module's manifest declares (the
+ * module.declared record).  Readers of KEY=VALUE lines skip '#' lines.
+ */
+static int
+meta_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, const char *holder, struct sbuf *sb)
+{
+	struct tl_rec r;
+	struct tl_bnode env;
+	char pw[TL_PASSWORD_LEN + 1], hex[2 * TL_MAC_LEN + 1];
+	uint8_t pkey[TL_MAC_LEN];
+	size_t i;
+	S(k);
+	int rc;
+
+	sb_add(sb, "#tally grant=%s holder=%s version=%llu\n", g->id, holder,
+	    (unsigned long long)g->version);
+	/* The key of the node's proof that it holds this credential. */
+	if ((rc = tl_rx_intent_password(rx, t, g, pw)) != 0)
+		return rc;
+	tl_ack_proof_key(pw, pkey);
+	tl_secret_wipe(pw, sizeof(pw));
+	for (i = 0; i < sizeof(pkey); i++)
+		snprintf(hex + 2 * i, 3, "%02x", pkey[i]);
+	tl_secret_wipe(pkey, sizeof(pkey));
+	sb_add(sb, "#proof %s\n", hex);
+	tl_secret_wipe(hex, sizeof(hex));
+	if ((rc = tl_key(k, "m/%s", g->module)) != 0)
+		return rc;
+	if (tl_rec_get(t, p->graph, k, &r) != 0)
+		return sb->err;
+	if (tl_bn_get(r.m, "env", &env) == 0)
+		for (i = 0; i < tl_bn_len(env); i++) {
+			struct tl_bnode kn, vn;
+			const char *name, *val;
+			size_t nl, vl;
+
+			tl_bn_entry(env, i, &kn, &vn);
+			if (tl_bn_str(kn, &name, &nl) != 0 ||
+			    tl_bn_str(vn, &val, &vl) != 0 ||
+			    memchr(val, '\n', vl) != NULL ||
+			    memchr(name, '=', nl) != NULL)
+				continue;
+			sb_add(sb, "#default %.*s=%.*s\n", (int)nl, name,
+			    (int)vl, val);
+		}
+	tl_rec_close(&r);
+	return sb->err;
+}
+
 static int
 emit_delivery(struct pass *ps, struct tl_ctx *c, const struct tl_grant *g,
     const char *node)
@@ -1114,6 +1169,9 @@ emit_delivery(struct pass *ps, struct tl_ctx *c, const struct tl_grant *g,
 	tl_rec_close(&r);
 	if (rc != 0)
 		return rc;
+	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
+	if ((rc = meta_lines(ps->rx, c->t, &c->p, g, holder, &sb)) != 0)
+		goto out;
 	if ((rc = tl_rx_holder_lines(ps->rx, c->t, &c->p, g, node, &sb)) != 0)
 		goto out;
 	if ((sealed = malloc(sb.len + TL_SEAL_OVERHEAD)) == NULL) {

@@ -15,8 +15,10 @@
  * the durable queue tally.node.NODE: ciphertext sealed to the node's
  * key, which only that node can open.  And a node acknowledges the
  * credential version it runs with a message on the acks queue
- * ({"node","module","grant","version"}), which becomes
- * credential.acknowledged through the same decider as tally ack.
+ * ({"node","grant","holder","version","nonce","sig","mac"}, from
+ * tally-node), which becomes credential.ack-offered; the ack pass
+ * (reactors/ack.h) records credential.acknowledged only when its
+ * signature and proof verify.
  *
  * The broker's address comes from the log (publisher.configured on
  * publisher/amqp, written by tally publish configure), the password
@@ -585,6 +587,55 @@ out:
 	return rc;
 }
 
+/*
+ * An assignment removed, to its node's queue: tally-node removes the
+ * module's files ({"module","node"}, type assignment.removed).
+ */
+static int
+publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
+    const char *id, uint64_t *tag)
+{
+	struct tl_amqp_msg m;
+	struct tl_bview v;
+	char node[64], module[64], q[80], *js = NULL;
+	json_t *j;
+	int rc;
+
+	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
+		return rc;
+	if (tl_bn_getstr(v.root, "node", node, sizeof(node)) != 0 ||
+	    tl_bn_getstr(v.root, "module", module, sizeof(module)) != 0) {
+		tl_bview_close(&v);
+		return 0;
+	}
+	tl_bview_close(&v);
+	snprintf(q, sizeof(q), "tally.node.%s", node);
+	if ((rc = node_queue(ps, q)) != 0)
+		return rc;
+	if ((j = json_pack("{s:s,s:s}", "module", module, "node", node)) ==
+	    NULL || (js = json_dumps(j, JSON_COMPACT)) == NULL) {
+		json_decref(j);
+		return ENOMEM;
+	}
+	json_decref(j);
+	memset(&m, 0, sizeof(m));
+	m.exchange = "";
+	m.routing_key = q;
+	m.body = js;
+	m.len = strlen(js);
+	m.content_type = "application/json";
+	m.message_id = id;
+	m.type = ev->type;
+	m.timestamp = ev->ts / 1000000000u;
+	m.persistent = 1;
+	m.hdr[0].key = "seq";
+	m.hdr[0].num = (int64_t)ev->seq;
+	m.nhdr = 1;
+	rc = tl_amqp_publish(ps->a, &m, tag);
+	free(js);
+	return rc;
+}
+
 static int
 publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
 {
@@ -629,6 +680,9 @@ publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
 	if (rc == 0 && ps->node_queues &&
 	    strcmp(ev->type, EV_CRED_DELIVERED) == 0)
 		rc = publish_sealed(ps, ev, id, &tag);
+	if (rc == 0 && ps->node_queues &&
+	    strcmp(ev->type, EV_ASSIGN_REMOVED) == 0)
+		rc = publish_removed(ps, ev, id, &tag);
 	if (rc == 0)
 		rc = note_inflight(ps, ev->seq, tag);
 	return rc;
@@ -786,33 +840,111 @@ name_ok(const char *s)
 struct ackw {
 	const char	*node;
 	const char	*module;
+	const char	*grant;
+	const char	*holder;
+	const char	*nonce, *sig, *mac;
 	uint64_t	 version;
 	char		 actor[TL_ACTOR_MAX + 1];
-	size_t		 acked;
-	char		 why[1024];
 };
 
+/*
+ * The message becomes an offer (credential.ack-offered): the ack pass
+ * (reactors/ack.c) verifies its signature and proof and records the
+ * acknowledgement or the refusal.  Nothing a message says is taken on
+ * its word here.
+ */
 static int
 ack_cb(struct tl_txn *t, void *arg)
 {
 	struct ackw *w = arg;
 	struct tl_ctx c;
+	struct tl_body b;
+	char stream[TL_STREAM_MAX + 1], holder[140];
 	int rc;
 
-	w->why[0] = '\0';
 	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
 		return rc;
-	rc = tl_dec_ack(&c, w->node, w->module, w->version, &w->acked);
+	snprintf(stream, sizeof(stream), "node/%s", w->node);
+	if (w->holder != NULL)
+		snprintf(holder, sizeof(holder), "%s", w->holder);
+	else
+		snprintf(holder, sizeof(holder), "%s@%s", w->module, w->node);
+	tl_body_init(&b);
+	tl_body_str(&b, "node", w->node);
+	tl_body_str(&b, "grant", w->grant ? w->grant : "");
+	tl_body_str(&b, "holder", holder);
+	tl_body_u64(&b, "version", w->version);
+	tl_body_str(&b, "nonce", w->nonce ? w->nonce : "");
+	tl_body_str(&b, "sig", w->sig ? w->sig : "");
+	tl_body_str(&b, "mac", w->mac ? w->mac : "");
+	tl_body_str(&b, "via", "amqp");
+	rc = tl_emit(&c, EV_ACK_OFFERED, stream, &b, NULL);
+	tl_body_free(&b);
 	if (rc == 0)
 		rc = tl_ctx_end(&c);
-	snprintf(w->why, sizeof(w->why), "%s", c.why);
 	return rc;
 }
 
+static int
+short_str(const char *s, size_t max)
+{
+	return s == NULL || strlen(s) <= max;
+}
+
+struct repw {
+	const char	*node, *report, *sig;
+	char		 actor[TL_ACTOR_MAX + 1];
+};
+
+static int
+report_cb(struct tl_txn *t, void *arg)
+{
+	struct repw *w = arg;
+	struct tl_ctx c;
+	struct tl_body b;
+	char stream[TL_STREAM_MAX + 1];
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
+		return rc;
+	snprintf(stream, sizeof(stream), "node/%s", w->node);
+	tl_body_init(&b);
+	tl_body_str(&b, "node", w->node);
+	tl_body_str(&b, "report", w->report);
+	tl_body_str(&b, "sig", w->sig);
+	tl_body_str(&b, "via", "amqp");
+	rc = tl_emit(&c, EV_REPORT_OFFERED, stream, &b, NULL);
+	tl_body_free(&b);
+	if (rc == 0)
+		rc = tl_ctx_end(&c);
+	return rc;
+}
+
+/* An agent's report {"node","report","sig"}: offered, verified later. */
+static int
+one_report(struct tl_rx *rx, const struct tl_amqp_delivery *d, json_t *j)
+{
+	struct repw w;
+
+	memset(&w, 0, sizeof(w));
+	if (json_unpack(j, "{s:s,s:s,s:s}", "node", &w.node, "report",
+	    &w.report, "sig", &w.sig) != 0 || !name_ok(w.node) ||
+	    strlen(w.report) > 60000 || strlen(w.sig) > 256) {
+		tl_rx_log(rx, TL_RX_WARN, "publisher: acks message %s is not "
+		    "a report {\"node\",\"report\",\"sig\"}: dropped",
+		    d->message_id[0] ? d->message_id : "-");
+		return 0;
+	}
+	snprintf(w.actor, sizeof(w.actor), "amqp:%s", w.node);
+	return tl_log_write(rx->log, report_cb, &w);
+}
+
 /*
- * One message of the acks queue: {"node","module","grant","version"}.
- * Returns 0 when it was handled (recorded, a duplicate, or refused and
- * dropped with a warning) and may be acknowledged to the broker.
+ * One message of the acks queue: {"node","grant","holder","version",
+ * "nonce","sig","mac"} as tally-node sends it (an older sender's
+ * {"node","module","grant","version"} is offered too, and refused for
+ * want of proof).  Returns 0 when it was handled (offered, or dropped
+ * with a warning) and may be acknowledged to the broker.
  */
 static int
 one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
@@ -820,37 +952,47 @@ one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
 	struct ackw w;
 	json_error_t je;
 	json_t *j;
-	const char *node = NULL, *module = NULL, *grant = NULL;
+	const char *node = NULL, *module = NULL, *grant = NULL, *holder = NULL;
+	const char *nonce = NULL, *sig = NULL, *mac = NULL;
 	json_int_t version = 0;
 	int rc;
 
 	j = json_loadb(d->body, d->len, JSON_REJECT_DUPLICATES, &je);
-	if (j == NULL || json_unpack(j, "{s:s,s:s,s?s,s:I}", "node", &node,
-	    "module", &module, "grant", &grant, "version", &version) != 0 ||
-	    !name_ok(node) || !name_ok(module) || version < 1 ||
-	    (grant != NULL && (strncmp(grant, module, strlen(module)) != 0 ||
-	    grant[strlen(module)] != '/'))) {
+	if (j != NULL && json_object_get(j, "report") != NULL) {
+		rc = one_report(rx, d, j);
+		json_decref(j);
+		return rc;
+	}
+	if (j == NULL || json_unpack(j, "{s:s,s?s,s?s,s?s,s:I,s?s,s?s,s?s}",
+	    "node", &node, "module", &module, "grant", &grant, "holder",
+	    &holder, "version", &version, "nonce", &nonce, "sig", &sig, "mac",
+	    &mac) != 0 || !name_ok(node) || version < 1 ||
+	    (module == NULL && holder == NULL) ||
+	    (module != NULL && !name_ok(module)) ||
+	    !short_str(grant, 200) || !short_str(holder, 139) ||
+	    !short_str(nonce, 64) || !short_str(sig, 256) ||
+	    !short_str(mac, 128)) {
 		tl_rx_log(rx, TL_RX_WARN, "publisher: acks message %s is not "
-		    "{\"node\",\"module\",\"grant\",\"version\"} of this "
-		    "module: dropped", d->message_id[0] ? d->message_id : "-");
+		    "{\"node\",\"grant\",\"holder\",\"version\",\"nonce\","
+		    "\"sig\",\"mac\"}: dropped", d->message_id[0] ?
+		    d->message_id : "-");
 		json_decref(j);
 		return 0;
 	}
 	memset(&w, 0, sizeof(w));
 	w.node = node;
 	w.module = module;
+	w.grant = grant;
+	w.holder = holder;
+	w.nonce = nonce;
+	w.sig = sig;
+	w.mac = mac;
 	w.version = (uint64_t)version;
 	snprintf(w.actor, sizeof(w.actor), "amqp:%s", node);
 	rc = tl_log_write(rx->log, ack_cb, &w);
-	if (rc == TL_EREFUSED || rc == TL_ENOTFOUND) {
-		tl_rx_log(rx, TL_RX_WARN, "publisher: acknowledgement of "
-		    "%s@%s v%lld refused: %s", module, node, (long long)version,
-		    w.why[0] ? w.why : tl_strerror(rc));
-		rc = 0;
-	} else if (rc == 0)
-		tl_rx_log(rx, w.acked ? TL_RX_INFO : TL_RX_DEBUG, "publisher: "
-		    "%s@%s acknowledged v%lld (%zu grant(s) recorded)", module,
-		    node, (long long)version, w.acked);
+	if (rc == 0)
+		tl_rx_log(rx, TL_RX_DEBUG, "publisher: an acknowledgement "
+		    "claiming node %s v%lld offered", node, (long long)version);
 	json_decref(j);
 	return rc;
 }

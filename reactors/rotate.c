@@ -58,6 +58,9 @@ struct rstep {
 	int			 forced;
 	char			 cutoff[1024];	/* holders, comma-separated */
 	uint64_t		 old_version;	/* of old (ABANDON: 0, none) */
+	/* RETIRE: the old login's sessions the driver saw (ops->sessions). */
+	int			 corroborated;
+	unsigned		 sessions;
 };
 
 enum { OP_ISSUE = 1, OP_CREATE, OP_RETIRE, OP_WAIT, OP_ABANDON };
@@ -254,6 +257,14 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		/* RETIRE, ABANDON: disable, end sessions, remove. */
 		dg.login = st->old;
 		dg.password = "";
+		/*
+		 * Corroborate on the provider: after every ack, whoever
+		 * still has a session on the old login is recorded (and
+		 * the retirement ends it).
+		 */
+		if (st->op == OP_RETIRE && st->ops->sessions != NULL &&
+		    st->ops->sessions(h, &dg, &st->sessions, NULL) == 0)
+			st->corroborated = 1;
 		st->rc = st->ops->retire_credential(h, &dg, st->why);
 	}
 	c->rc = st->rc;
@@ -309,6 +320,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 			tl_body_u64(&b, "version", cur.from);
 			tl_body_str(&b, "user", st->old);
 			tl_body_bool(&b, "forced", st->forced);
+			if (st->corroborated)
+				tl_body_u64(&b, "sessions_ended", st->sessions);
 			tl_body_arr(&b, "cut_off");
 			if (st->forced)
 				for (h = strtok_r(st->cutoff, ",", &save);

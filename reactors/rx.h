@@ -186,6 +186,8 @@ typedef int (*tl_rx_run_fn)(struct tl_rx *rx, struct tl_rx_result *res);
 
 /* tl_rx_provision, tl_rx_migrate, ... behind tl_rx_run_fn. */
 int	tl_rx_run_provision(struct tl_rx *rx, struct tl_rx_result *res);
+/* Nodes' acknowledgement offers (ack.h), before the rotator reads acks. */
+int	tl_rx_run_acks(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_migrate(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_rotate(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_rotate_admin(struct tl_rx *rx, struct tl_rx_result *res);

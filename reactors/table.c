@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "ack.h"
 #include "rx.h"
 
 /* A copy or a migration's end is no event: look again this soon. */
@@ -33,6 +34,18 @@ tl_rx_run_provision(struct tl_rx *rx, struct tl_rx_result *res)
 	memset(res, 0, sizeof(*res));
 	rc = tl_rx_provision(rx, &res->done, &res->pending, &next);
 	res->wake_ns = until(next);
+	return rc;
+}
+
+int
+tl_rx_run_acks(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	unsigned accepted = 0, refused = 0;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tl_rx_acks(rx, &accepted, &refused);
+	res->done = accepted + refused;
 	return rc;
 }
 

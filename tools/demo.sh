@@ -61,7 +61,15 @@ say "tallyd --once: reconciling"
 say "tally status my-cool-game"
 "$BIN/tally" status my-cool-game
 
-ENVFILE="$TALLY_HOME/deliver/node-a/my-cool-game.env"
+say "tally-node --log: node-a's agent opens its delivery with the node's key"
+"$BIN/tally-node" --node node-a --key "$TALLY_HOME/nodes/node-a.key" \
+	--dir "$DEMO/node-a" --log "$TALLY_HOME" --once \
+	--reload 'my-cool-game=echo my-cool-game reloaded'
+say "tallyd --once: the agent's acknowledgement verified"
+"$BIN/tallyd" --once --once-timeout 60
+"$BIN/tally" log --type credential.acknowledged
+
+ENVFILE="$DEMO/node-a/my-cool-game.env"
 say "delivered $ENVFILE (mode $(stat -c %a "$ENVFILE"))"
 sed 's/^\(DB_PASSWORD=\).*/\1********/' "$ENVFILE"
 

@@ -11,7 +11,8 @@ set -eu
 
 PACKAGES="liblmdb-dev lmdb-utils libmsgpack-dev libsodium-dev libpq-dev
 librabbitmq-dev check libyaml-dev libjansson-dev pkg-config gcc make clang-14
-libclang-rt-14-dev postgresql rabbitmq-server graphviz curl procps mandoc gdb"
+libclang-rt-14-dev postgresql rabbitmq-server graphviz curl procps mandoc gdb
+python3 python3-cryptography"
 
 die() { echo "deps.sh: $*" >&2; exit 1; }
 

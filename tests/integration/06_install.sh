@@ -14,16 +14,19 @@ make -s -C "$TALLY_SRC" install DESTDIR="$D" PREFIX=/opt/tally >"$W/install.log"
 	t_fail "make install failed"
 }
 t_check "programs, pages and unit are where PREFIX puts them"
-for f in bin/tally bin/tallyd share/man/man1/tally.1 share/man/man8/tallyd.8 \
-    share/man/man5/tally-manifest.5 lib/systemd/system/tallyd.service; do
+for f in bin/tally bin/tallyd bin/tally-node share/man/man1/tally.1 share/man/man8/tallyd.8 \
+    share/man/man5/tally-manifest.5 lib/systemd/system/tallyd.service \
+    lib/systemd/system/tally-node@.service; do
 	[ -f "$D/opt/tally/$f" ] || t_fail "make install did not install $f"
 done
-t_ok "all six"
+t_ok "all eight"
 
 t_check "the unit starts the installed tallyd"
 grep -qx 'ExecStart=/opt/tally/bin/tallyd' "$D/opt/tally/lib/systemd/system/tallyd.service" ||
 	t_fail "ExecStart is '$(grep ExecStart "$D/opt/tally/lib/systemd/system/tallyd.service")'"
-t_ok "ExecStart=/opt/tally/bin/tallyd"
+grep -q '^ExecStart=/opt/tally/bin/tally-node --node %i ' "$D/opt/tally/lib/systemd/system/tally-node@.service" ||
+	t_fail "tally-node@.service does not start the installed tally-node"
+t_ok "ExecStart=/opt/tally/bin/tallyd; tally-node@NODE starts /opt/tally/bin/tally-node"
 
 t_check "the pages are mandoc -T lint clean and name what --help names"
 mandoc -T lint -W warning "$D"/opt/tally/share/man/man*/* ||

@@ -7,8 +7,9 @@
 #      sequence number in a header; the sealed delivery reaches
 #      tally.node.NODE as the exact ciphertext of the log; nothing on the
 #      broker contains a generated password (nor the provider's admin
-#      password); an acknowledgement on tally.acks becomes
-#      credential.acknowledged; tally-board over AMQP renders the counts.
+#      password); an acknowledgement on tally.acks without the node's
+#      signature and proof is refused (security.ack-refused, issue 14);
+#      tally-board over AMQP renders the counts.
 #   2. the broker is killed (SIGKILL) and restarted in the middle of a
 #      10,000-event stream while tallyd keeps reconciling: a queue bound
 #      to the exchange gets every event in order, with duplicates only
@@ -218,7 +219,7 @@ done
 grep -q '"password":"<redacted>"' "$W/watch.json" || t_fail "no redacted password in the record"
 t_ok "searched $(wc -c <"$W/bodies") bytes of $(($(wc -l <"$W/watch.msgs") + 1)) bodies"
 
-t_check "an acknowledgement on tally.acks becomes credential.acknowledged"
+t_check "an acknowledgement on tally.acks without proof is refused and recorded (issue 14)"
 api POST /exchanges/%2F/amq.default/publish \
 	'{"properties":{},"routing_key":"tally.acks","payload":"not json","payload_encoding":"string"}' |
 	grep -q '"routed":true' || t_fail "cannot publish to tally.acks"
@@ -226,14 +227,18 @@ api POST /exchanges/%2F/amq.default/publish \
 	'{"properties":{},"routing_key":"tally.acks","payload":"{\"node\":\"node-a\",\"module\":\"app\",\"grant\":\"app/db\",\"version\":1}","payload_encoding":"string"}' |
 	grep -q '"routed":true' || t_fail "cannot publish to tally.acks"
 t0=$(t_now_ms)
-until tly log --json --type credential.acknowledged | grep -q '"holder":"app@node-a","version":1'; do
-	[ $(($(t_now_ms) - t0)) -lt 10000 ] || { tail -n 5 "$T_DLOG" >&2; t_fail "no credential.acknowledged within 10 s"; }
+until tly log --json --type security.ack-refused | grep -q '"node":"node-a"'; do
+	[ $(($(t_now_ms) - t0)) -lt 10000 ] || { tail -n 5 "$T_DLOG" >&2; t_fail "no security.ack-refused within 10 s"; }
 	sleep 0.1
 done
-tly log --json --type credential.acknowledged | grep -q '"actor":"amqp:node-a"' ||
-	t_fail "the acknowledgement's actor is not amqp:node-a"
+tly log --json --type security.ack-refused | grep -q '"reason":"no proof' ||
+	t_fail "the refusal does not say there was no proof"
+tly log --json --type credential.ack-offered | grep -q '"actor":"amqp:node-a"' ||
+	t_fail "the offer's actor is not amqp:node-a"
+[ -z "$(tly log --json --type credential.acknowledged)" ] ||
+	t_fail "an acknowledgement without proof was recorded"
 grep -q "acks message .* is not" "$T_DLOG" || t_fail "the malformed message was not reported"
-t_ok "recorded in $(($(t_now_ms) - t0)) ms; the malformed one dropped with a warning"
+t_ok "refused in $(($(t_now_ms) - t0)) ms; the malformed one dropped with a warning"
 
 t_check "tally-board over AMQP: its own store, the expected counts in its HTML"
 t_wait_lag0 20

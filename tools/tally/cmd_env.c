@@ -95,7 +95,8 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 		    line = strtok_r(NULL, "\n", &save)) {
 			char *eq = strchr(line, '=');
 
-			if (eq == NULL)
+			/* '#' lines: what the delivery is, for tally-node. */
+			if (eq == NULL || line[0] == '#')
 				continue;
 			*eq = '\0';
 			json_object_set_new(ea->vars, line, json_string(eq +

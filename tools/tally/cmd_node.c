@@ -14,12 +14,18 @@
 
 static const char usage[] =
 "usage: tally node add NAME --routable-name HOST [--key-out FILE]\n"
+"       tally node rekey NAME [--key FILE]\n"
 "       tally node rm NAME\n"
 "\n"
-"add records a node with the name other machines use to reach it and a\n"
-"fresh X25519 public key; secrets delivered to the node are sealed to\n"
-"it.  The secret key is written for the node's host to FILE (default\n"
-"HOME/nodes/NAME.key, mode 0600) and never enters the log.\n"
+"add records a node with the name other machines use to reach it, a\n"
+"fresh X25519 public key (secrets delivered to the node are sealed to\n"
+"it) and a fresh Ed25519 public key (the node signs its\n"
+"acknowledgements with it).  The secret keys are written for the\n"
+"node's host to FILE (default HOME/nodes/NAME.key, mode 0600) and never\n"
+"enter the log.\n"
+"rekey gives a node added before signing keys existed its Ed25519 key\n"
+"(node.key-added), appended to its key FILE (same default); the\n"
+"sealing key stays.\n"
 "rm refuses while modules are assigned to the node.\n";
 
 
@@ -27,6 +33,7 @@ struct add_arg {
 	const char	*name;
 	const char	*routable;
 	uint8_t		 pk[TL_PUBKEY_LEN];
+	uint8_t		 spk[TL_SIGN_PUBLEN];
 };
 
 static int
@@ -34,7 +41,52 @@ do_add(struct tl_ctx *c, void *arg)
 {
 	struct add_arg *a = arg;
 
-	return tl_dec_node_add(c, a->name, a->routable, a->pk);
+	return tl_dec_node_add_ex(c, a->name, a->routable, a->pk, a->spk);
+}
+
+static int
+do_rekey(struct tl_ctx *c, void *arg)
+{
+	struct add_arg *a = arg;
+
+	return tl_dec_node_key_add(c, a->name, a->spk);
+}
+
+/* The key file: a sealing key of before gets a signing key beside it. */
+static int
+rekey(struct tl_cli *cli, struct add_arg *a, const char *keyfile)
+{
+	struct tl_node_key nk;
+	char why[160] = "";
+	int rc, ex;
+
+	if ((rc = tl_secret_node_key_load(keyfile, &nk, why)) != 0) {
+		cli_errx("%s", why[0] ? why : tl_strerror(rc));
+		return TL_EXIT_FAIL;
+	}
+	if (nk.has_sign) {
+		cli_errx("%s already holds a signing key: node %s needs no "
+		    "rekey", keyfile, a->name);
+		tl_secret_wipe(&nk, sizeof(nk));
+		return TL_EXIT_REFUSED;
+	}
+	tl_secret_sign_keypair(a->spk, nk.sign_sk);
+	nk.has_sign = 1;
+	/* The file first: a key in the log whose secret is lost is worse. */
+	if ((rc = tl_secret_node_key_write(keyfile, &nk)) != 0) {
+		cli_errx("cannot write %s: %s", keyfile, tl_strerror(rc));
+		tl_secret_wipe(&nk, sizeof(nk));
+		return TL_EXIT_FAIL;
+	}
+	tl_secret_wipe(&nk, sizeof(nk));
+	ex = cli_write(cli, do_rekey, a, NULL);
+	if (ex == 0 && !cli->json)
+		printf("node %s has a signing key; its secret is in %s\n",
+		    a->name, keyfile);
+	else if (ex == 0)
+		cli_json_done(cli, json_pack("{s:s,s:s}", "node", a->name,
+		    "key_file", keyfile));
+	return ex;
 }
 
 static int
@@ -65,16 +117,17 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		CLI_COMMON_OPTS,
 		{ "routable-name", required_argument, NULL, 'r' },
 		{ "key-out", required_argument, NULL, 'k' },
+		{ "key", required_argument, NULL, 'k' },
 		{ 0 }
 	};
-	struct add_arg a = { NULL, NULL, { 0 } };
-	uint8_t sk[TL_SECKEY_LEN];
+	struct add_arg a = { NULL, NULL, { 0 }, { 0 } };
+	struct tl_node_key nk;
 	char keypath[1200] = "";
 	const char *keyout = NULL;
 	int c, rc, ex;
 
 	if (argc < 2 || (strcmp(argv[1], "add") != 0 &&
-	    strcmp(argv[1], "rm") != 0)) {
+	    strcmp(argv[1], "rm") != 0 && strcmp(argv[1], "rekey") != 0)) {
 		if (argc >= 2 && strcmp(argv[1], "--help") == 0) {
 			fputs(usage, stdout);
 			return TL_EXIT_OK;
@@ -111,6 +164,12 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 			printf("node %s removed\n", a.name);
 		return ex;
 	}
+	if (strcmp(argv[0], "rekey") == 0) {
+		if (keyout == NULL)
+			snprintf(keypath, sizeof(keypath), "%s/nodes/%s.key",
+			    cli->home, a.name);
+		return rekey(cli, &a, keyout ? keyout : keypath);
+	}
 	if (a.routable == NULL) {
 		cli_errx("node add needs --routable-name HOST (a host name or "
 		    "address other machines can reach)");
@@ -132,12 +191,14 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		    cli->home, a.name);
 		keyout = keypath;
 	}
-	tl_secret_node_keypair(a.pk, sk);
+	memset(&nk, 0, sizeof(nk));
+	tl_secret_node_keypair(a.pk, nk.box_sk);
+	tl_secret_sign_keypair(a.spk, nk.sign_sk);
+	nk.has_sign = 1;
 	ex = cli_write(cli, do_add, &a, NULL);
 	if (ex == 0) {
 		/* Only once the node exists: a refused add leaves no key. */
-		if ((rc = tl_secret_write_file(keyout, sk, sizeof(sk),
-		    0600)) != 0) {
+		if ((rc = tl_secret_node_key_write(keyout, &nk)) != 0) {
 			cli_errx("node %s added, but its key could not be "
 			    "written to %s: %s", a.name, keyout,
 			    tl_strerror(rc));
@@ -149,6 +210,6 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 			printf("node %s added (%s); its secret key is in %s\n",
 			    a.name, a.routable, keyout);
 	}
-	sodium_memzero(sk, sizeof(sk));
+	sodium_memzero(&nk, sizeof(nk));
 	return ex;
 }

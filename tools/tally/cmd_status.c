@@ -13,7 +13,7 @@
 #include "tally.h"
 
 static const char usage[] =
-"usage: tally status [MODULE] [--at SEQ] [--json]\n"
+"usage: tally status [MODULE] [--at SEQ] [--agent-silence SECONDS] [--json]\n"
 "\n"
 "Shows each assignment's state: ready (nothing required), pending (with\n"
 "the reason for every unsatisfied requirement), bound, provisioned,\n"
@@ -22,12 +22,102 @@ static const char usage[] =
 "Without MODULE it ends with what must not be forgotten: retained data\n"
 "of revoked grants, rotations waiting and on whom, holders cut off,\n"
 "scheduled rotations overdue.  --at SEQ shows the state as it was after\n"
-"event SEQ.  Exits 6 when anything is not healthy.\n";
+"event SEQ.  The agents (tally-node) that reported are listed with what\n"
+"each holds: per holder the version delivered, reloaded (or the reload\n"
+"failed), acknowledged; an agent silent for more than SECONDS (default\n"
+"300) is unhealthy.  Exits 6 when anything is not healthy.\n";
 
 struct status_arg {
 	const char	*module;
 	uint64_t	 at;
+	uint64_t	 silence_s;
 };
+
+static void	print_duration(uint64_t ns);
+
+struct agents_arg {
+	const char	*module;	/* NULL: every holder */
+	uint64_t	 now_ns, silence_ns;
+	json_t		*out;
+	int		 silent;
+};
+
+/* nr/NODE: u64be ts of the latest node.reported, then its JSON. */
+static int
+one_agent(const char *node, const void *val, size_t vlen, void *arg)
+{
+	struct agents_arg *aa = arg;
+	const uint8_t *v = val;
+	uint64_t ts = 0, age;
+	json_t *rep, *held, *h, *mine;
+	size_t i, ml = aa->module ? strlen(aa->module) : 0;
+
+	if (vlen < 8)
+		return 0;
+	for (i = 0; i < 8; i++)
+		ts = ts << 8 | v[i];
+	if ((rep = json_loadb((const char *)v + 8, vlen - 8, 0, NULL)) == NULL)
+		return 0;
+	held = json_object_get(rep, "held");
+	mine = json_array();
+	json_array_foreach(held, i, h) {
+		const char *hd = json_string_value(json_object_get(h,
+		    "holder"));
+
+		if (hd != NULL && (aa->module == NULL || (strncmp(hd,
+		    aa->module, ml) == 0 && hd[ml] == '@')))
+			json_array_append(mine, h);
+	}
+	if (aa->module != NULL && json_array_size(mine) == 0) {
+		json_decref(mine);
+		json_decref(rep);
+		return 0;
+	}
+	age = aa->now_ns > ts ? aa->now_ns - ts : 0;
+	if (age > aa->silence_ns)
+		aa->silent++;
+	json_array_append_new(aa->out, json_pack("{s:s,s:O,s:I,s:I,s:o,s:O?,"
+	    "s:b}", "node", node, "agent", json_object_get(rep, "agent"),
+	    "reported_ns", (json_int_t)ts, "age_ns", (json_int_t)age, "held",
+	    mine, "last_reload", json_object_get(rep, "last_reload"),
+	    "silent", age > aa->silence_ns));
+	json_decref(rep);
+	return 0;
+}
+
+static void
+print_agents(const json_t *ag)
+{
+	const json_t *a, *h, *lr;
+	size_t i, j;
+
+	if (json_array_size(ag) == 0)
+		return;
+	printf("agents:\n");
+	json_array_foreach(ag, i, a) {
+		printf("  %s: %s, reported ", json_string_value(
+		    json_object_get(a, "node")), json_string_value(
+		    json_object_get(a, "agent")));
+		print_duration((uint64_t)json_integer_value(json_object_get(a,
+		    "age_ns")));
+		printf(" ago%s\n", json_is_true(json_object_get(a, "silent")) ?
+		    " (silent: unhealthy)" : "");
+		lr = json_object_get(a, "last_reload");
+		json_array_foreach(json_object_get(a, "held"), j, h)
+			printf("    %s %s: v%lld delivered, %s, %s\n",
+			    json_string_value(json_object_get(h, "holder")),
+			    json_string_value(json_object_get(h, "grant")),
+			    json_integer_value(json_object_get(h, "version")),
+			    json_is_true(json_object_get(h, "reloaded")) ?
+			    "reloaded" : "not reloaded", json_is_true(
+			    json_object_get(h, "acked")) ? "acknowledged" :
+			    "not acknowledged");
+		if (lr != NULL && !json_is_true(json_object_get(lr, "ok")))
+			printf("    last reload of %s failed (exit %lld)\n",
+			    json_string_value(json_object_get(lr, "module")),
+			    json_integer_value(json_object_get(lr, "status")));
+	}
+}
 
 /*
  * The env file of each assignment that should have one, on this
@@ -300,6 +390,25 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 				check_env_files(cli, m);
 	}
 	healthy = tl_status_healthy(doc);
+	{
+		struct agents_arg aa;
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		memset(&aa, 0, sizeof(aa));
+		aa.module = sa->module;
+		aa.now_ns = (uint64_t)now.tv_sec * 1000000000u +
+		    (uint64_t)now.tv_nsec;
+		aa.silence_ns = sa->silence_s * 1000000000u;
+		aa.out = json_array();
+		if (tl_rec_scan(t, p->graph, "nr/", one_agent, &aa) == 0 &&
+		    json_array_size(aa.out) > 0)
+			json_object_set(doc, "agents", aa.out);
+		json_decref(aa.out);
+		/* --at: the past has no "silent now". */
+		if (aa.silent > 0 && sa->at == 0)
+			healthy = 0;
+	}
 	if (sa->module == NULL) {
 		struct timespec now;
 		json_t *at;
@@ -312,14 +421,16 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 	if (cli->json) {
 		json_dumpf(doc, stdout, JSON_COMPACT);
 		putchar('\n');
-	} else if (sa->module != NULL)
+	} else if (sa->module != NULL) {
 		print_module(doc);
-	else {
+		print_agents(json_object_get(doc, "agents"));
+	} else {
 		json_array_foreach(json_object_get(doc, "modules"), i, m)
 			print_module(m);
 		if (json_array_size(json_object_get(doc, "modules")) == 0)
 			printf("no modules declared\n");
 		print_attention(json_object_get(doc, "attention"));
+		print_agents(json_object_get(doc, "agents"));
 	}
 	json_decref(doc);
 	return healthy ? TL_EXIT_OK : TL_EXIT_UNHEALTHY;
@@ -331,9 +442,10 @@ cmd_status(struct tl_cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		CLI_COMMON_OPTS,
 		{ "at", required_argument, NULL, 'a' },
+		{ "agent-silence", required_argument, NULL, 's' },
 		{ 0 }
 	};
-	struct status_arg sa = { NULL, 0 };
+	struct status_arg sa = { NULL, 0, 300 };
 	uint64_t at = 0;
 	int c;
 
@@ -343,6 +455,14 @@ cmd_status(struct tl_cli *cli, int argc, char **argv)
 			if (cli_parse_u64(optarg, &at) != 0 || at == 0) {
 				cli_errx("--at: not a sequence number: %s",
 				    optarg);
+				return TL_EXIT_USAGE;
+			}
+			break;
+		case 's':
+			if (cli_parse_u64(optarg, &sa.silence_s) != 0 ||
+			    sa.silence_s == 0) {
+				cli_errx("--agent-silence: not a number of "
+				    "seconds: %s", optarg);
 				return TL_EXIT_USAGE;
 			}
 			break;

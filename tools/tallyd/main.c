@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/version.h"
+#include "reactors/ack.h"
 #include "reactors/rx.h"
 
 #define EXIT_OK		0
@@ -279,6 +280,7 @@ struct reactor {
 static struct reactor reactors[] = {
 	{ "pass failed", tl_rx_run_provision, R_EVENTS | R_CHAIN | R_GATE |
 	    R_LASTERR, 0, 0, 0, { 0 } },
+	{ "acks", tl_rx_run_acks, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
 	{ "migrations", tl_rx_run_migrate, R_EVENTS | R_CHAIN, 0, 0, 0,
 	    { 0 } },
 	{ "rotation", tl_rx_run_rotate, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },

@@ -31,7 +31,9 @@
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/version.h"
+#include "reactors/epoch.h"
 #include "reactors/rx.h"
+#include "follow.h"
 
 #define EXIT_OK		0
 #define EXIT_FAIL	1
@@ -43,6 +45,7 @@
 static const char usage[] =
 "usage: tallyd [--home DIR] [--once] [--interval SECONDS] [--workers N]\n"
 "              [--once-timeout SECONDS] [-v]\n"
+"       tallyd --follow --amqp URL --stream NAME [--user U --secret password]\n"
 "       tallyd --version\n"
 "\n"
 "The reactor daemon: provisions requested grants on their providers,\n"
@@ -58,6 +61,12 @@ static const char usage[] =
 "  --verify-interval S  how often each grant is verified (default 30)\n"
 "  --workers N     driver sessions per provider in parallel (default 4)\n"
 "  --max-rotations N  scheduled rotations at once per provider (default 4)\n"
+"  --follow        on a standby's home (tally init --standby): copy the\n"
+"                  leader's record from the RabbitMQ stream NAME into\n"
+"                  this log, checking every link; no reconciling.  Stops\n"
+"                  (exit 5) at a gap, a broken link or a rewritten past,\n"
+"                  naming the event.  --secret password reads the broker\n"
+"                  password from standard input (default user guest)\n"
 "  -v              debug logging\n";
 
 static volatile sig_atomic_t stop;
@@ -258,6 +267,11 @@ main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'W' },
+		{ "follow", no_argument, NULL, 'F' },
+		{ "amqp", required_argument, NULL, 'A' },
+		{ "stream", required_argument, NULL, 'S' },
+		{ "user", required_argument, NULL, 'U' },
+		{ "secret", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct tl_rx rx;
@@ -274,11 +288,14 @@ main(int argc, char **argv)
 	uint64_t verify_due = 0;
 	unsigned last_blocked = 0;
 	uint64_t last_head = UINT64_MAX, next_tick = 0, started;
+	struct tl_follow_opts fo;
+	int follow = 0;
 
 	/* The master key and passwords in memory never reach a dump. */
 	tl_secret_harden();
 	tl_log_fault_exit("tallyd", EXIT_CORRUPT);
 	tl_rx_init(&rx);
+	memset(&fo, 0, sizeof(fo));
 	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
@@ -315,6 +332,26 @@ main(int argc, char **argv)
 		case 'W':
 			printf("tallyd %s\n", TL_VERSION_STRING);
 			return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+		case 'F':
+			follow = 1;
+			break;
+		case 'A':
+			fo.url = optarg;
+			break;
+		case 'S':
+			fo.stream = optarg;
+			break;
+		case 'U':
+			fo.user = optarg;
+			break;
+		case 'P':
+			if (strcmp(optarg, "password") != 0) {
+				fprintf(stderr, "tallyd: --secret: the only "
+				    "secret is 'password'\n");
+				return EXIT_USAGE;
+			}
+			fo.secret = 1;
+			break;
 		case 'v':
 			verbose = 1;
 			break;
@@ -341,8 +378,35 @@ main(int argc, char **argv)
 	snprintf(keypath, sizeof(keypath), "%s/master.key", home);
 	rx.logf = vlog;
 
+	if (follow && (fo.url == NULL || fo.stream == NULL ||
+	    *fo.stream == '\0')) {
+		logx(TL_RX_ERR, "--follow needs --amqp URL and --stream NAME");
+		return EXIT_USAGE;
+	}
+	if (follow != tl_ep_is_standby(home)) {
+		logx(TL_RX_ERR, follow ? "%s is not a standby's home (tally "
+		    "init --standby makes one): refusing to follow into it" :
+		    "%s is a standby's home: it follows the leader (tallyd "
+		    "--follow) until tally promote makes it the leader", home);
+		return EXIT_USAGE;
+	}
 	if ((lockfd = take_lock(home, &datafd)) < 0)
 		return lockfd == -2 ? EXIT_LOCKED : EXIT_FAIL;
+	if (follow) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGINT, &sa, NULL);
+		signal(SIGPIPE, SIG_IGN);
+		fo.home = home;
+		fo.logf = vlog;
+		ex = tl_follow_run(&fo, &stop);
+		close(lockfd);
+		if (datafd >= 0)
+			close(datafd);
+		return ex;
+	}
 	sweep_deliveries(home);
 	if ((rc = tl_secret_load(keypath, &rx.key, why)) != 0) {
 		logx(TL_RX_ERR, "master key: %s", why[0] ? why :

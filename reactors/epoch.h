@@ -33,4 +33,24 @@ int	tl_ep_current(struct tl_txn *txn, uint64_t *epochp, uint64_t *atp);
 /* Whether home is a standby's (TL_STANDBY_FILE exists there). */
 int	tl_ep_is_standby(const char *home);
 
+struct tl_rx;
+
+/*
+ * Raises the fence of the log's current epoch (*epochp) on every
+ * provider whose driver keeps one (ops->fence), before a tallyd acts.
+ * *fenced counts the providers fenced, *unfenced those that could not
+ * be (unreachable, or a driver without a fence: logged).  When a
+ * provider's fence is above our epoch another control plane was
+ * promoted: *deposed is set, it is logged and recorded (tl_ep_deposed),
+ * and the caller must stop acting.  Errors: the log's.
+ */
+int	tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int *deposed,
+	    unsigned *fenced, unsigned *unfenced);
+
+/*
+ * 1 and the reason in msg when this home's tallyd found itself deposed
+ * (scratch table "control-plane"), 0 when not; errors: the log's.
+ */
+int	tl_ep_deposed(struct tl_txn *txn, char *msg, size_t cap);
+
 #endif

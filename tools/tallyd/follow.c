@@ -248,8 +248,8 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		goto out;
 	b->ckname = ckname;
-	flog(TL_RX_INFO, "following stream %s at %s on %s (no reconciling)",
-	    o->stream, o->url, o->home);
+	flog(TL_RX_INFO, "started on %s: following stream %s at %s (no "
+	    "reconciling)", o->home, o->stream, o->url);
 	while (!*stop) {
 		if (a == NULL) {
 			if (delay > 0) {
@@ -292,7 +292,9 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 		batch_clear(b);
 		have = 0;
 		for (;;) {
-			uint64_t dl = b->n == 0 ? mono_ns() + 500000000u : 0;
+			/* Never 0: a zero timeout can stop inside a frame. */
+			uint64_t dl = mono_ns() + (b->n == 0 ? 500000000u :
+			    2000000u);
 			struct msg *m;
 
 			rc = tl_amqp_next(a, dl, &d);

@@ -41,6 +41,7 @@
 #define EXIT_CORRUPT	5
 #define EXIT_UNHEALTHY	6
 #define EXIT_LOCKED	7
+#define EXIT_DEPOSED	9	/* another control plane was promoted */
 
 static const char usage[] =
 "usage: tallyd [--home DIR] [--once] [--interval SECONDS] [--workers N]\n"
@@ -67,6 +68,8 @@ static const char usage[] =
 "                  (exit 5) at a gap, a broken link or a rewritten past,\n"
 "                  naming the event.  --secret password reads the broker\n"
 "                  password from standard input (default user guest)\n"
+"  exit 9          deposed: a provider is fenced at a higher epoch (another\n"
+"                  control plane was promoted, tally promote): it stops\n"
 "  -v              debug logging\n";
 
 static volatile sig_atomic_t stop;
@@ -244,6 +247,31 @@ verify_chain(struct tl_log *log, struct tl_chain *c)
 	return rc;
 }
 
+/*
+ * The epoch's fence on every provider (reactors/epoch.h), before the
+ * first pass and then once per resync period: 1 when this tallyd is
+ * deposed and must stop, 0 otherwise.
+ */
+static int
+fence_check(struct tl_rx *rx, uint64_t *epochp, int first)
+{
+	unsigned fenced = 0, unfenced = 0;
+	int deposed = 0, rc;
+
+	if ((rc = tl_ep_fence(rx, epochp, &deposed, &fenced,
+	    &unfenced)) != 0) {
+		logx(TL_RX_ERR, "fence: %s", tl_strerror(rc));
+		return 0;
+	}
+	if (deposed)
+		return 1;
+	if (first)
+		logx(TL_RX_INFO, "epoch %llu: fenced %u provider(s)%s",
+		    (unsigned long long)*epochp, fenced, unfenced ?
+		    " (some could not be: see above)" : "");
+	return 0;
+}
+
 static uint64_t
 mono_ms(void)
 {
@@ -290,6 +318,7 @@ main(int argc, char **argv)
 	uint64_t last_head = UINT64_MAX, next_tick = 0, started;
 	struct tl_follow_opts fo;
 	int follow = 0;
+	uint64_t epoch = 1, next_fence = 0;
 
 	/* The master key and passwords in memory never reach a dump. */
 	tl_secret_harden();
@@ -451,6 +480,31 @@ main(int argc, char **argv)
 
 	memset(&vo, 0, sizeof(vo));
 	vo.interval_ns = (uint64_t)vinterval * 1000000000u;
+	/* Before anything is acted on: this epoch's fence, or deposed. */
+	if (fence_check(&rx, &epoch, 1)) {
+		ex = EXIT_DEPOSED;
+		goto out;
+	}
+	next_fence = mono_ms() + (uint64_t)interval * 1000;
+	if (epoch > 1) {
+		unsigned checked = 0, bad = 0;
+		uint64_t vn = 0;
+
+		/*
+		 * After a failover the old leader's last events may not
+		 * have reached the stream: every grant is checked (and
+		 * repaired) before the first pass of work.
+		 */
+		vo.force = 1;
+		if ((rc = tl_rx_verify(&rx, &vo, &checked, &bad, &vn)) != 0)
+			logx(TL_RX_ERR, "re-verification failed: %s",
+			    tl_strerror(rc));
+		else
+			logx(TL_RX_INFO, "epoch %llu: re-verified %u grant(s) "
+			    "before the first pass, %u not healthy",
+			    (unsigned long long)epoch, checked, bad);
+		verify_due = vn;
+	}
 	started = mono_ms();
 	while (!stop) {
 		uint64_t now = mono_ms(), h = head(rx.log), next_ns = 0;
@@ -459,6 +513,13 @@ main(int argc, char **argv)
 		int timeout;
 		struct pollfd pf[2];
 
+		if (now >= next_fence) {
+			if (fence_check(&rx, &epoch, 0)) {
+				ex = EXIT_DEPOSED;
+				break;
+			}
+			next_fence = mono_ms() + (uint64_t)interval * 1000;
+		}
 		if (h != last_head || now >= next_tick) {
 			/* Nothing is acted on past an event that is bad. */
 			if ((rc = verify_chain(rx.log, &chain)) != 0) {

@@ -77,8 +77,7 @@ collect(const char *rest, const void *val, size_t vlen, void *arg)
 
 	(void)val;
 	(void)vlen;
-	if (strchr(rest, '/') != NULL)
-		return 0;
+	/* Provider ids are NODE/MODULE: every key under "p/" is one. */
 	if ((p = realloc(ids->id, (ids->n + 1) * sizeof(*ids->id))) == NULL)
 		return ENOMEM;
 	ids->id = p;
@@ -124,9 +123,11 @@ deposed_cb(struct tl_txn *t, void *arg)
 }
 
 int
-tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int *deposed,
+tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
     unsigned *fenced, unsigned *unfenced)
 {
+	int lvl = loud ? TL_RX_WARN : TL_RX_DEBUG;
+
 	struct tl_txn *t;
 	struct tl_proj p;
 	struct ids ids = { NULL, 0 };
@@ -144,6 +145,8 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int *deposed,
 	if (rc != 0)
 		goto out;
 	*epochp = epoch;
+	tl_rx_log(rx, TL_RX_DEBUG, "fence: %zu provider(s) at epoch %llu",
+	    ids.n, (unsigned long long)epoch);
 	for (i = 0; i < ids.n && !*deposed; i++) {
 		struct tl_rx_prov pv;
 		struct tl_drv_admin a;
@@ -153,10 +156,14 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int *deposed,
 		void *h = NULL;
 		int drop = 0, frc;
 
-		if (some_type(t, &p, ids.id[i], type, sizeof(type)) != 0 ||
-		    tl_rx_load_provider(t, &p, rx, ids.id[i], type, &pv,
-		    driver, &drop) != 0 ||
+		if ((frc = some_type(t, &p, ids.id[i], type,
+		    sizeof(type))) != 0 ||
+		    (frc = tl_rx_load_provider(t, &p, rx, ids.id[i], type, &pv,
+		    driver, &drop)) != 0 ||
 		    (ops = tl_drv_find(driver)) == NULL) {
+			tl_rx_log(rx, lvl, "fence: provider %s: cannot "
+			    "load its admin side: %s", ids.id[i],
+			    frc ? tl_strerror(frc) : "no driver");
 			(*unfenced)++;
 			continue;
 		}
@@ -178,7 +185,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int *deposed,
 		if (h != NULL)
 			ops->close(h);
 		if (frc != 0) {
-			tl_rx_log(rx, TL_RX_WARN, "fence: provider %s cannot be "
+			tl_rx_log(rx, lvl, "fence: provider %s cannot be "
 			    "fenced at epoch %llu now: %s (%s)", ids.id[i],
 			    (unsigned long long)epoch, tl_strerror(frc), why);
 			(*unfenced)++;

@@ -39,12 +39,14 @@ struct tl_rx;
  * Raises the fence of the log's current epoch (*epochp) on every
  * provider whose driver keeps one (ops->fence), before a tallyd acts.
  * *fenced counts the providers fenced, *unfenced those that could not
- * be (unreachable, or a driver without a fence: logged).  When a
+ * be (unreachable, or a driver without a fence: logged as warnings
+ * when loud, else as debug, so that a provider that is down for an
+ * hour is not one warning per resync).  When a
  * provider's fence is above our epoch another control plane was
  * promoted: *deposed is set, it is logged and recorded (tl_ep_deposed),
  * and the caller must stop acting.  Errors: the log's.
  */
-int	tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int *deposed,
+int	tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 	    unsigned *fenced, unsigned *unfenced);
 
 /*

@@ -18,7 +18,10 @@
  * us too: nothing past it is appended, nothing before it is lost.  The
  * checkpoint "publisher" follows the head as well: everything here came
  * from the stream, so once promoted this home publishes only what is
- * new.  It does no reconciling: that is tallyd after tally promote.
+ * new.  The follower does not declare the stream (the leader's
+ * publisher does): two connections declaring a new stream at once can
+ * leave RabbitMQ 3.10 with a queue whose stream is "not found"; until
+ * it exists the consumer is refused and retried with backoff.  It does no reconciling: that is tallyd after tally promote.
  */
 #define _GNU_SOURCE
 
@@ -269,7 +272,6 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			why[0] = '\0';
 			if ((rc = tl_amqp_connect(&conf, &a, why,
 			    sizeof(why))) != 0 ||
-			    (rc = tl_amqp_stream(a, o->stream)) != 0 ||
 			    (rc = tl_amqp_consume_stream(a, o->stream,
 			    PREFETCH, ck > 0 ? (int64_t)ck : -1)) != 0) {
 				flog(delay ? TL_RX_DEBUG : TL_RX_WARN,

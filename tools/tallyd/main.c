@@ -258,7 +258,7 @@ fence_check(struct tl_rx *rx, uint64_t *epochp, int first)
 	unsigned fenced = 0, unfenced = 0;
 	int deposed = 0, rc;
 
-	if ((rc = tl_ep_fence(rx, epochp, &deposed, &fenced,
+	if ((rc = tl_ep_fence(rx, epochp, first, &deposed, &fenced,
 	    &unfenced)) != 0) {
 		logx(TL_RX_ERR, "fence: %s", tl_strerror(rc));
 		return 0;

@@ -2,7 +2,7 @@
 # Failover (issue 17): a leader publishing to the stream tally.record and
 # a standby following it, one real RabbitMQ, one real PostgreSQL.
 #
-#   1. the leader is SIGKILLed while 40 grants are being provisioned;
+#   1. the leader is SIGKILLed while 60 grants are being provisioned;
 #      every event the broker had confirmed (the leader's publisher
 #      checkpoint) is in the standby's log, byte for byte;
 #   2. tally promote refuses without the master key; with it (copied,
@@ -99,8 +99,6 @@ api() {
 }
 
 STREAM=tally.record
-N=${TALLY_FOLLOW_EVENTS:-10000}
-BATCH=500
 LH=$TALLY_HOME
 fly() { TALLY_HOME=$FH "$TALLY_BIN/tally" "$@"; }
 FH=$W/standby
@@ -140,7 +138,7 @@ wait_follow() {
 	done
 }
 
-N=${TALLY_FAILOVER_GRANTS:-40}
+N=${TALLY_FAILOVER_GRANTS:-60}
 LH=$TALLY_HOME
 
 pub_ck() { TALLY_HOME=$1 "$TALLY_BIN/tally" stats --json | tr '{' '\n' | sed -n 's/.*"name":"publisher","seq":\([0-9]*\).*/\1/p'; }
@@ -161,7 +159,8 @@ t_node node-a 127.0.0.1
 t_provider node-a local
 TALLY_HOME=$FH tly init --standby >/dev/null || t_fail "tally init --standby failed"
 follow_start
-t_tallyd_start --interval 1 --verify-interval 3600
+# One driver session: provisioning is slow enough to be cut in the middle.
+t_tallyd_start --interval 1 --verify-interval 3600 --workers 1
 LPID=$T_DPID
 
 t_say "$N grants; the leader SIGKILLed while provisioning them"
@@ -180,12 +179,12 @@ while [ $i -le "$N" ]; do
 	tly assign "$(printf 'c%03d' $i)" node-a >/dev/null || t_fail "tally assign failed"
 	i=$((i + 1))
 done
-# The kill comes once the standby holds every assignment and a quarter
-# of the grants provisioned: the rest are requested or half done there.
+# The kill comes once the standby holds every assignment and 5 of the
+# grants provisioned: the rest are requested or half done there.
 _i=0
-until [ "$(fly log --json --type grant.provisioned | wc -l)" -ge $((N / 4)) ] &&
+until [ "$(fly log --json --type grant.provisioned | wc -l)" -ge 5 ] &&
     [ "$(fly log --json --type assignment.created | wc -l)" -ge $((N + 1)) ]; do
-	_i=$((_i + 1)); [ $_i -lt 1200 ] || t_fail "the standby did not get $((N / 4)) grants provisioned and $N assignments in 120 s"
+	_i=$((_i + 1)); [ $_i -lt 1200 ] || t_fail "the standby did not get 5 grants provisioned and $N assignments in 120 s"
 	sleep 0.1
 done
 kill -KILL "$LPID"

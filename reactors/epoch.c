@@ -122,6 +122,13 @@ deposed_cb(struct tl_txn *t, void *arg)
 	    strlen(da->msg));
 }
 
+static int
+catchup_cb(struct tl_txn *t, void *arg)
+{
+	(void)arg;
+	return tl_proj_catchup(t, 0);
+}
+
 int
 tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
     unsigned *fenced, unsigned *unfenced)
@@ -137,6 +144,12 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 
 	*deposed = 0;
 	*fenced = *unfenced = 0;
+	/*
+	 * The providers as of the head: a promoted standby's projections
+	 * have not folded what it copied yet.
+	 */
+	if ((rc = tl_log_write(rx->log, catchup_cb, NULL)) != 0)
+		return rc;
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
 	if ((rc = tl_ep_current(t, &epoch, NULL)) == 0 &&
@@ -156,6 +169,18 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 		void *h = NULL;
 		int drop = 0, frc;
 
+		struct tl_rx_backoff *bo;
+
+		/*
+		 * A provider the passes are backing off from is left for
+		 * later (a connection attempt to a host that does not
+		 * answer would hold the loop); at start every one is tried.
+		 */
+		if (!loud && (bo = tl_rx_backoff_find(rx, ids.id[i], 0)) !=
+		    NULL && bo->next_ns > tl_rx_now()) {
+			(*unfenced)++;
+			continue;
+		}
 		if ((frc = some_type(t, &p, ids.id[i], type,
 		    sizeof(type))) != 0 ||
 		    (frc = tl_rx_load_provider(t, &p, rx, ids.id[i], type, &pv,

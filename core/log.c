@@ -1374,7 +1374,7 @@ tl_log_append_raw(struct tl_txn *t, const void *raw, size_t len,
 	if (ev.version != ver + 1) {
 		if (why != NULL)
 			snprintf(why, TL_WHY_MAX, "event %llu is version %llu "
-			    "of %s, which is at %llu",
+			    "of %.48s, which is at %llu",
 			    (unsigned long long)ev.seq,
 			    (unsigned long long)ev.version, ev.stream,
 			    (unsigned long long)ver);

@@ -21,7 +21,12 @@
  * each reader keeps up with (first to last of the burst).
  * Prints figures; never asserts.  Env: TALLY_TMP, TALLY_SRC, TALLY_BIN,
  * BENCH_SCALE, TALLY_TEST_AMQP_* to use a running broker (guest/guest).
- * Not measured here: promotion time at 300 grants (see the report).
+ * Phase "promotion" (BENCH_NO_PROMOTE=1 leaves it out): a PostgreSQL
+ * (tests/harness/pg.sh) and GRANTS (300) grants provisioned by the
+ * leader and followed; both daemons stopped; then the time from
+ * `tally promote --yes` to the new leader's tallyd having fenced the
+ * provider and re-verified every grant (its first pass comes next, with
+ * nothing left to do).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -144,7 +149,11 @@ broker_stop(struct broker *b)
 }
 
 
+static uint64_t head(struct tl_log *log);
+
 static struct broker B;
+static char pgdir[4200];
+static int pg_started;
 static pid_t leader = -1, follower = -1;
 
 static void
@@ -153,6 +162,165 @@ cleanup(void)
 	tl_bench_tallyd_stop(&follower);
 	tl_bench_tallyd_stop(&leader);
 	broker_stop(&B);
+	if (pg_started)
+		tl_bench_harness(getenv("TALLY_SRC") ? getenv("TALLY_SRC") :
+		    ".", "pg.sh", "stop", pgdir, NULL);
+	pg_started = 0;
+}
+
+static uint64_t
+count_type(struct tl_log *log, const char *type)
+{
+	struct tl_txn *t;
+	struct tl_iter *it;
+	struct tl_filter f = { 0 };
+	struct tl_event ev;
+	uint64_t n = 0;
+
+	f.type = type;
+	if (tl_log_begin(log, TL_TXN_RDONLY, &t) != 0)
+		return 0;
+	if (tl_iter_open(t, &f, &it) == 0) {
+		while (tl_iter_next(it, &ev) == 0)
+			n++;
+		tl_iter_close(it);
+	}
+	tl_log_abort(t);
+	return n;
+}
+
+static int
+file_has(const char *path, const char *needle)
+{
+	char line[2048];
+	FILE *f = fopen(path, "r");
+	int found = 0;
+
+	if (f == NULL)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+static int
+copy_file(const char *from, const char *to)
+{
+	char buf[4096];
+	size_t n;
+	FILE *a = fopen(from, "r"), *b;
+	int ok = 1;
+
+	if (a == NULL)
+		return -1;
+	umask(077);
+	if ((b = fopen(to, "w")) == NULL) {
+		fclose(a);
+		return -1;
+	}
+	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
+		ok &= fwrite(buf, 1, n, b) == n;
+	fclose(a);
+	ok &= fclose(b) == 0;
+	return ok ? chmod(to, 0600) : -1;
+}
+
+/* Promotion time at n grants; prints it. */
+static void
+promotion(const char *src, const char *bin, const char *dir,
+    const char *lh, const char *fh, const char *dlog, int n)
+{
+	char mf[4400], pgmf[4200], set1[64], set2[160], pwfile[4200];
+	char user[128], port[16], logdir[4400], key[4400], fkey[4400];
+	char flog[4400], mod[32];
+	struct tl_log *ll, *fl;
+	FILE *fp;
+	double t0, t1;
+	int i, p;
+
+	snprintf(pgdir, sizeof(pgdir), "%s/pg", dir);
+	for (p = 47000 + (int)(getpid() % 500) * 2, i = 0; i < 20; i++, p++) {
+		snprintf(port, sizeof(port), "%d", p);
+		if (tl_bench_harness(src, "pg.sh", "start", pgdir, port) == 0)
+			break;
+	}
+	if (i == 20)
+		die("PostgreSQL could not be started");
+	pg_started = 1;
+	if (tl_test_env_get(pgdir, "TALLY_TEST_PG_USER", user,
+	    sizeof(user)) != 0 || tl_test_env_get(pgdir,
+	    "TALLY_TEST_PG_PWFILE", pwfile, sizeof(pwfile)) != 0)
+		die("%s/env is incomplete", pgdir);
+	snprintf(mf, sizeof(mf), "%s/consumers.yaml", dir);
+	if ((fp = fopen(mf, "w")) == NULL)
+		die("%s", mf);
+	for (i = 1; i <= n; i++)
+		fprintf(fp, "---\nmodule: c%04d\n"
+		    "env: {DB_HOST: \"\", DB_PORT: \"\", DB_NAME: \"\", "
+		    "DB_USER: \"\", DB_PASSWORD: \"\"}\n"
+		    "requires:\n  db:\n    type: postgres-database\n"
+		    "    from: postgres\n"
+		    "    env: {host: DB_HOST, port: DB_PORT, database: DB_NAME,"
+		    " user: DB_USER, password: DB_PASSWORD}\n", i);
+	fclose(fp);
+	snprintf(pgmf, sizeof(pgmf), "%s/examples/postgres.yaml", src);
+	snprintf(set1, sizeof(set1), "port=%s", port);
+	snprintf(set2, sizeof(set2), "admin-user=%s", user);
+	if (tl_bench_tally(bin, lh, NULL, dlog, "node", "add", "node-a",
+	    "--routable-name=127.0.0.1", NULL) != 0 ||
+	    tl_bench_tally(bin, lh, NULL, dlog, "apply", pgmf, mf, NULL) != 0 ||
+	    tl_bench_tally(bin, lh, pwfile, dlog, "assign", "postgres",
+	    "node-a", "--set", set1, "--set", set2, "--secret",
+	    "admin-password", NULL) != 0)
+		die("setting up %d grants failed (see %s)", n, dlog);
+	for (i = 1; i <= n; i++) {
+		snprintf(mod, sizeof(mod), "c%04d", i);
+		if (tl_bench_tally(bin, lh, NULL, dlog, "assign", mod,
+		    "node-a", NULL) != 0)
+			die("tally assign %s failed", mod);
+	}
+	snprintf(logdir, sizeof(logdir), "%s/log", lh);
+	snprintf(flog, sizeof(flog), "%s/log", fh);
+	if (tl_log_open(logdir, TL_LOG_RDONLY, &ll) != 0 ||
+	    tl_log_open(flog, TL_LOG_RDONLY, &fl) != 0)
+		die("cannot open the logs");
+	t0 = tl_bench_now();
+	while (count_type(ll, "grant.provisioned") < (uint64_t)n ||
+	    head(fl) < head(ll)) {
+		if (tl_bench_now() - t0 > 300)
+			die("%d grants not provisioned and followed in 300 s", n);
+		tl_bench_msleep(200);
+	}
+	tl_bench_tallyd_stop(&leader);
+	tl_bench_msleep(1000);
+	tl_bench_tallyd_stop(&follower);
+	if (head(fl) != head(ll))
+		die("the standby is at %llu, the leader at %llu",
+		    (unsigned long long)head(fl), (unsigned long long)head(ll));
+	tl_log_close(ll);
+	tl_log_close(fl);
+	snprintf(key, sizeof(key), "%s/master.key", lh);
+	snprintf(fkey, sizeof(fkey), "%s/master.key", fh);
+	if (copy_file(key, fkey) != 0)
+		die("cannot copy the master key");
+	snprintf(flog, sizeof(flog), "%s/promoted.log", dir);
+	t0 = tl_bench_now();
+	if (tl_bench_tally(bin, fh, NULL, flog, "promote", "--yes", NULL) != 0)
+		die("tally promote failed (see %s)", flog);
+	if ((follower = tl_bench_tallyd_start(bin, fh, flog, "--interval",
+	    "5", NULL)) < 0)
+		die("the new leader's tallyd did not start (see %s)", flog);
+	while (!file_has(flog, "epoch 2: re-verified")) {
+		if (tl_bench_now() - t0 > 300)
+			die("no re-verification after 300 s (see %s)", flog);
+		tl_bench_msleep(5);
+	}
+	t1 = tl_bench_now();
+	printf("  promotion at %d grants: tally promote -> fenced and %d "
+	    "grant(s) re-verified by the new leader: %.0f ms\n", n, n,
+	    (t1 - t0) * 1000);
+	tl_bench_tallyd_stop(&follower);
 }
 
 static uint64_t
@@ -437,6 +605,9 @@ main(void)
 	free(ts);
 	free(fat);
 	free(pat);
+	if (!getenv("BENCH_NO_PROMOTE"))
+		promotion(src, bin, dir, lh, fh, dlog,
+		    tl_bench_envint("GRANTS", 300, 1, 5000));
 	cleanup();
 	tl_test_tmpdir_done(dir);
 	return 0;

@@ -1336,6 +1336,105 @@ mdberr:
 	return tl_log_mdberr(log, rc, "append");
 }
 
+int
+tl_log_append_raw(struct tl_txn *t, const void *raw, size_t len,
+    const uint8_t hash[TL_HASH_LEN], uint64_t *seqp, char *why)
+{
+	struct tl_log *log = t->log;
+	struct tl_event ev;
+	MDB_val k, v;
+	uint8_t key[8], h[TL_HASH_LEN];
+	uint64_t ver;
+	int rc;
+
+	if (why != NULL)
+		why[0] = '\0';
+	if (t->flags & TL_TXN_RDONLY)
+		return TL_EINVAL;
+	if ((rc = tl_env_decode(raw, len, &ev, why)) != 0)
+		return rc;
+	if (!t->have_head && (rc = load_head(t)) != 0)
+		return rc;
+	if (seqp != NULL)
+		*seqp = ev.seq;
+	if (ev.seq <= t->head_seq)
+		return TL_EEXIST;
+	if (ev.seq != t->head_seq + 1) {
+		if (why != NULL)
+			snprintf(why, TL_WHY_MAX, "event %llu follows %llu: "
+			    "a gap", (unsigned long long)ev.seq,
+			    (unsigned long long)t->head_seq);
+		return TL_ECONFLICT;
+	}
+	if (memcmp(ev.prev, t->head_hash, TL_HASH_LEN) != 0) {
+		if (why != NULL)
+			snprintf(why, TL_WHY_MAX, "event %llu does not link "
+			    "to event %llu", (unsigned long long)ev.seq,
+			    (unsigned long long)t->head_seq);
+		return TL_ECORRUPT;
+	}
+	chain_hash(t->head_hash, raw, len, h);
+	if (hash != NULL && memcmp(h, hash, TL_HASH_LEN) != 0) {
+		if (why != NULL)
+			snprintf(why, TL_WHY_MAX, "event %llu does not hash "
+			    "to the hash it came with",
+			    (unsigned long long)ev.seq);
+		return TL_ECORRUPT;
+	}
+	if ((rc = tl_stream_version(t, ev.stream, &ver)) != 0)
+		return rc;
+	if (ev.version != ver + 1) {
+		if (why != NULL)
+			snprintf(why, TL_WHY_MAX, "event %llu is version %llu "
+			    "of %.48s, which is at %llu",
+			    (unsigned long long)ev.seq,
+			    (unsigned long long)ev.version, ev.stream,
+			    (unsigned long long)ver);
+		return TL_ECORRUPT;
+	}
+	if (t->bufcap < len + TL_HASH_LEN) {
+		size_t cap = t->bufcap ? t->bufcap : 1024;
+		uint8_t *nb;
+
+		while (cap < len + TL_HASH_LEN)
+			cap *= 2;
+		if ((nb = realloc(t->buf, cap)) == NULL)
+			return ENOMEM;
+		t->buf = nb;
+		t->bufcap = cap;
+	}
+	memcpy(t->buf, h, TL_HASH_LEN);
+	memcpy(t->buf + TL_HASH_LEN, raw, len);
+	if (t->ecur == NULL &&
+	    (rc = mdb_cursor_open(t->txn, log->events, &t->ecur)) != 0)
+		return tl_log_mdberr(log, rc, "cursor");
+	if (t->scur == NULL &&
+	    (rc = mdb_cursor_open(t->txn, log->streams, &t->scur)) != 0)
+		return tl_log_mdberr(log, rc, "cursor");
+	put_be64(key, ev.seq);
+	k.mv_data = key;
+	k.mv_size = 8;
+	v.mv_data = t->buf;
+	v.mv_size = len + TL_HASH_LEN;
+	if ((rc = mdb_cursor_put(t->ecur, &k, &v, MDB_APPEND)) != 0)
+		goto mdberr;
+	k.mv_data = ev.stream;
+	k.mv_size = strlen(ev.stream);
+	v.mv_data = key;
+	v.mv_size = 8;
+	if ((rc = mdb_cursor_put(t->scur, &k, &v, MDB_NODUPDATA)) != 0)
+		goto mdberr;
+	t->head_seq = ev.seq;
+	memcpy(t->head_hash, h, TL_HASH_LEN);
+	memcpy(t->last_stream, ev.stream, k.mv_size + 1);
+	t->last_ver = ev.version;
+	return 0;
+mdberr:
+	if (rc == MDB_MAP_FULL)
+		return rc;
+	return tl_log_mdberr(log, rc, "append");
+}
+
 static int
 record_decode(const struct tl_txn *t, const MDB_val *k, const MDB_val *v,
     struct tl_event *ev, char *why)

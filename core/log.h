@@ -140,6 +140,22 @@ struct tl_append {
 int	tl_append(struct tl_txn *txn, const struct tl_append *a,
 	    uint64_t *seqp, uint64_t *verp);
 
+/*
+ * Appends an event encoded elsewhere, byte for byte (a follower copying
+ * the leader's log, so that the chain and the head hash are the same):
+ * raw[0..len) must decode, carry sequence head+1 and its stream's next
+ * version, link to the head's hash and, when hash is not NULL, hash to
+ * it.  *seqp (if not NULL) receives the event's sequence number once it
+ * decodes.  TL_EEXIST when that is at or before the head (the caller
+ * compares it with what it has); TL_ECONFLICT when it is past head+1 (a
+ * gap); TL_ECORRUPT when the link, the hash or the version does not
+ * match; the decoder's errors.  why (TL_WHY_MAX bytes, may be NULL)
+ * says which.  Nothing is written on an error; the transaction stays
+ * usable.
+ */
+int	tl_log_append_raw(struct tl_txn *txn, const void *raw, size_t len,
+	    const uint8_t hash[TL_HASH_LEN], uint64_t *seqp, char *why);
+
 /* The stream's current version (0: it does not exist). */
 int	tl_stream_version(struct tl_txn *txn, const char *stream,
 	    uint64_t *verp);

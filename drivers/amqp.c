@@ -344,6 +344,21 @@ tl_amqp_queue(struct tl_amqp *a, const char *name, int durable)
 }
 
 int
+tl_amqp_stream(struct tl_amqp *a, const char *name)
+{
+	amqp_table_entry_t e;
+	amqp_table_t args;
+
+	e.key = bytes("x-queue-type");
+	e.value.kind = AMQP_FIELD_KIND_UTF8;
+	e.value.value.bytes = bytes("stream");
+	args.num_entries = 1;
+	args.entries = &e;
+	amqp_queue_declare(a->conn, CH_CON, bytes(name), 0, 1, 0, 0, args);
+	return last_rpc(a, "queue.declare (stream)");
+}
+
+int
 tl_amqp_bind(struct tl_amqp *a, const char *queue, const char *exchange,
     const char *key)
 {
@@ -616,6 +631,7 @@ fill(struct tl_amqp_delivery *d, const amqp_message_t *msg)
 	int i;
 
 	d->seq = -1;
+	d->offset = -1;
 	if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		copyb(d->message_id, sizeof(d->message_id), p->message_id);
 	if (p->_flags & AMQP_BASIC_TYPE_FLAG)
@@ -629,20 +645,36 @@ fill(struct tl_amqp_delivery *d, const amqp_message_t *msg)
 		for (i = 0; i < p->headers.num_entries; i++) {
 			const amqp_table_entry_t *e = &p->headers.entries[i];
 
-			if (e->key.len != 3 || memcmp(e->key.bytes, "seq", 3))
+			int64_t *dst;
+
+			if (e->key.len == 4 && memcmp(e->key.bytes, "hash",
+			    4) == 0) {
+				if (e->value.kind == AMQP_FIELD_KIND_UTF8 ||
+				    e->value.kind == AMQP_FIELD_KIND_BYTES)
+					copyb(d->hash, sizeof(d->hash),
+					    e->value.value.bytes);
+				continue;
+			}
+			if (e->key.len == 3 && memcmp(e->key.bytes, "seq",
+			    3) == 0)
+				dst = &d->seq;
+			else if (e->key.len == 15 && memcmp(e->key.bytes,
+			    "x-stream-offset", 15) == 0)
+				dst = &d->offset;
+			else
 				continue;
 			switch (e->value.kind) {
 			case AMQP_FIELD_KIND_I64:
-				d->seq = e->value.value.i64;
+				*dst = e->value.value.i64;
 				break;
 			case AMQP_FIELD_KIND_U64:
-				d->seq = (int64_t)e->value.value.u64;
+				*dst = (int64_t)e->value.value.u64;
 				break;
 			case AMQP_FIELD_KIND_I32:
-				d->seq = e->value.value.i32;
+				*dst = e->value.value.i32;
 				break;
 			case AMQP_FIELD_KIND_U32:
-				d->seq = e->value.value.u32;
+				*dst = e->value.value.u32;
 				break;
 			default:
 				break;
@@ -700,6 +732,34 @@ tl_amqp_consume(struct tl_amqp *a, const char *queue, unsigned prefetch)
 	amqp_basic_consume(a->conn, CH_CON, bytes(queue), amqp_empty_bytes,
 	    0, 0, 0, amqp_empty_table);
 	return last_rpc(a, "basic.consume");
+}
+
+int
+tl_amqp_consume_stream(struct tl_amqp *a, const char *queue,
+    unsigned prefetch, int64_t offset)
+{
+	amqp_table_entry_t e;
+	amqp_table_t args;
+	int rc;
+
+	/* A stream refuses a consumer without a prefetch (credit). */
+	amqp_basic_qos(a->conn, CH_CON, 0, (uint16_t)(prefetch == 0 ? 1 :
+	    prefetch > 65535 ? 65535 : prefetch), 0);
+	if ((rc = last_rpc(a, "basic.qos")) != 0)
+		return rc;
+	e.key = bytes("x-stream-offset");
+	if (offset < 0) {
+		e.value.kind = AMQP_FIELD_KIND_UTF8;
+		e.value.value.bytes = bytes("first");
+	} else {
+		e.value.kind = AMQP_FIELD_KIND_I64;
+		e.value.value.i64 = offset;
+	}
+	args.num_entries = 1;
+	args.entries = &e;
+	amqp_basic_consume(a->conn, CH_CON, bytes(queue), amqp_empty_bytes,
+	    0, 0, 0, args);
+	return last_rpc(a, "basic.consume (stream)");
 }
 
 int

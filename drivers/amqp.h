@@ -63,6 +63,12 @@ int	tl_amqp_bind(struct tl_amqp *a, const char *queue, const char *exchange,
 	    const char *key);
 int	tl_amqp_unbind(struct tl_amqp *a, const char *queue,
 	    const char *exchange, const char *key);
+/*
+ * Declares a durable RabbitMQ stream (x-queue-type: stream, 3.9+): an
+ * append-only queue that consumers read from an offset without taking
+ * messages away from each other.
+ */
+int	tl_amqp_stream(struct tl_amqp *a, const char *name);
 /* Deletes every message of a queue (tests, benchmarks). */
 int	tl_amqp_purge(struct tl_amqp *a, const char *queue);
 
@@ -124,6 +130,8 @@ struct tl_amqp_delivery {
 	int64_t		 seq;		/* header "seq", -1 if absent */
 	void		*body;
 	size_t		 len;
+	char		 hash[72];	/* header "hash" (hex), "" if absent */
+	int64_t		 offset;	/* header "x-stream-offset", -1 */
 };
 void	tl_amqp_delivery_free(struct tl_amqp_delivery *d);
 
@@ -133,6 +141,14 @@ int	tl_amqp_get(struct tl_amqp *a, const char *queue,
 /* basic.consume on queue with prefetch messages in flight. */
 int	tl_amqp_consume(struct tl_amqp *a, const char *queue,
 	    unsigned prefetch);
+/*
+ * basic.consume on a stream from offset (its x-stream-offset; < 0:
+ * "first"), prefetch messages in flight (a stream needs a prefetch).
+ * Deliveries must be acknowledged (tl_amqp_ack) to get more credit;
+ * each one carries its offset in d->offset.
+ */
+int	tl_amqp_consume_stream(struct tl_amqp *a, const char *queue,
+	    unsigned prefetch, int64_t offset);
 /* The next delivery of the consumer, or TL_ETIMEDOUT at the deadline. */
 int	tl_amqp_next(struct tl_amqp *a, uint64_t deadline,
 	    struct tl_amqp_delivery *d);

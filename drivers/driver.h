@@ -439,6 +439,17 @@ struct tl_drv_ops {
 	 */
 	int	(*sessions)(void *h, const struct tl_drv_grant *g,
 		    unsigned *count, char *why);
+	/*
+	 * Fences the provider for control plane epoch (reactors/epoch.h):
+	 * raises the provider's tally-owned marker to epoch if it is
+	 * lower (it never goes down), atomically, and returns the marker
+	 * as it is after that in *current.  epoch 0 only reads it.  A
+	 * tallyd whose epoch is below *current is deposed and must not act
+	 * on this provider.  NULL: the driver keeps no fence (the provider
+	 * is then not protected from a deposed leader).
+	 */
+	int	(*fence)(void *h, uint64_t epoch, uint64_t *current,
+		    char *why);
 };
 
 /*

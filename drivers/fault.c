@@ -340,6 +340,15 @@ f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	return F_AFTER(fh, OP_REVOKE, rc, why);
 }
 
+/* The fence passes through: faults are injected into the grants' ops. */
+static int
+f_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->fence(fh->h, epoch, current, why);
+}
+
 static int
 f_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 {
@@ -600,6 +609,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.retire_credential = real->retire_credential != NULL ?
 	    f_retire_credential : NULL;
 	s->ops.sessions = real->sessions != NULL ? f_sessions : NULL;
+	s->ops.fence = real->fence != NULL ? f_fence : NULL;
 	s->used = 1;
 	return &s->ops;
 }

@@ -2093,6 +2093,42 @@ static const struct tl_drv_setting pg_settings[] = {
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
 };
 
+/*
+ * The fence: one row in tally_fence in the maintenance database (the
+ * admin session's), raised with GREATEST in one statement, so two
+ * control planes racing leave the higher epoch and each sees it.
+ */
+static int
+pg_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
+{
+	struct tl_drv_pg *p = h;
+	const char *vals[1];
+	char e[24];
+	PGresult *r;
+	int rc;
+
+	if ((rc = pg_ensure(p, why)) != 0)
+		return rc;
+	if ((rc = run(p->conn, "CREATE TABLE IF NOT EXISTS tally_fence ("
+	    "id int PRIMARY KEY DEFAULT 1 CHECK (id = 1), "
+	    "epoch bigint NOT NULL)", "create tally_fence", why)) != 0)
+		return rc;
+	snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
+	vals[0] = e;
+	r = PQexecParams(p->conn, "INSERT INTO tally_fence (id, epoch) "
+	    "VALUES (1, $1::bigint) ON CONFLICT (id) DO UPDATE SET epoch = "
+	    "GREATEST(tally_fence.epoch, EXCLUDED.epoch) RETURNING epoch",
+	    1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		rc = res_err(p->conn, r, "raise the fence", why);
+		PQclear(r);
+		return rc;
+	}
+	*current = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return 0;
+}
+
 const struct tl_drv_ops tl_drv_postgres = {
 	.name = "postgres",
 	.types = pg_types,
@@ -2121,4 +2157,5 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.revocation = &pg_revocation,
 	.migrate_dialect = "sql/postgres",
 	.sessions = pg_sessions,
+	.fence = pg_fence,
 };

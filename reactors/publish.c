@@ -11,6 +11,12 @@
  * starts again after its checkpoint, and a consumer sees the
  * unconfirmed tail twice, with the same message ids.
  *
+ * With a stream configured (tally publish configure --stream NAME),
+ * every event also goes to that RabbitMQ stream as the envelope's own
+ * bytes (publish_stream): the replication stream a standby follows.
+ * Its message is the event's last, so the checkpoint moves over an
+ * event only once the stream holds it too.
+ *
  * credential.delivered events also go, as the sealed bytes alone, to
  * the durable queue tally.node.NODE: ciphertext sealed to the node's
  * key, which only that node can open.  And a node acknowledges the
@@ -82,6 +88,7 @@ struct tl_rx_pub {
 	int			 msgpack;
 	int			 node_queues;
 	char			 acks[256];
+	char			 stream[256];	/* "" : none */
 	/* The connection and what was declared on it. */
 	struct tl_amqp		*a;
 	char			(*queues)[80];
@@ -190,6 +197,8 @@ parse_config(struct tl_rx *rx, struct tl_rx_pub *ps, const void *body,
 	ps->node_queues = getbool(v.root, "node_queues", 1);
 	ps->acks[0] = '\0';
 	tl_bn_getstr(v.root, "acks", ps->acks, sizeof(ps->acks));
+	ps->stream[0] = '\0';
+	tl_bn_getstr(v.root, "stream", ps->stream, sizeof(ps->stream));
 	ps->conf.timeout_ms = 5000;
 	ps->conf.heartbeat = 30;
 	ps->password[0] = '\0';
@@ -374,7 +383,8 @@ connect_broker(struct tl_rx *rx, struct tl_rx_pub *ps, char *why,
 	if ((rc = tl_amqp_connect(&ps->conf, &ps->a, why, whylen)) != 0)
 		return rc;
 	if ((rc = tl_amqp_exchange(ps->a, ps->exchange, "topic", 1)) != 0 ||
-	    (ps->acks[0] && (rc = tl_amqp_queue(ps->a, ps->acks, 1)) != 0)) {
+	    (ps->acks[0] && (rc = tl_amqp_queue(ps->a, ps->acks, 1)) != 0) ||
+	    (ps->stream[0] && (rc = tl_amqp_stream(ps->a, ps->stream)) != 0)) {
 		snprintf(why, whylen, "%s", tl_amqp_lasterr(ps->a));
 		disconnect(ps);
 		return rc;
@@ -636,6 +646,37 @@ publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
 	return rc;
 }
 
+/*
+ * The replication stream: the envelope exactly as the log holds it (a
+ * follower appends these bytes and gets the same chain), sequence and
+ * chain hash in headers.  Secrets inside are the log's ciphertext.
+ */
+static int
+publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
+    const char *id, uint64_t *tag)
+{
+	struct tl_amqp_msg m;
+	char h[2 * TL_HASH_LEN + 1];
+
+	hex(ev->hash, TL_HASH_LEN, h);
+	memset(&m, 0, sizeof(m));
+	m.exchange = "";
+	m.routing_key = ps->stream;
+	m.body = ev->raw;
+	m.len = ev->raw_len;
+	m.content_type = "application/x-tally-envelope";
+	m.message_id = id;
+	m.type = ev->type;
+	m.timestamp = ev->ts / 1000000000u;
+	m.persistent = 1;
+	m.hdr[0].key = "seq";
+	m.hdr[0].num = (int64_t)ev->seq;
+	m.hdr[1].key = "hash";
+	m.hdr[1].str = h;
+	m.nhdr = 2;
+	return tl_amqp_publish(ps->a, &m, tag);
+}
+
 static int
 publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
 {
@@ -683,6 +724,8 @@ publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
 	if (rc == 0 && ps->node_queues &&
 	    strcmp(ev->type, EV_ASSIGN_REMOVED) == 0)
 		rc = publish_removed(ps, ev, id, &tag);
+	if (rc == 0 && ps->stream[0])
+		rc = publish_stream(ps, ev, id, &tag);
 	if (rc == 0)
 		rc = note_inflight(ps, ev->seq, tag);
 	return rc;

@@ -808,6 +808,38 @@ START_TEST(test_create_use)
 }
 END_TEST
 
+/*
+ * The fence (issue 17): tally_fence in the maintenance database only goes
+ * up; every call returns the fence as it is after it, epoch 0 reads it.
+ */
+START_TEST(test_fence)
+{
+	char why[TL_DRV_WHY_MAX];
+	uint64_t cur = 99;
+	PGconn *a;
+	void *h = drv_open(), *h2 = drv_open();
+
+	ck_assert_ptr_nonnull(drv->fence);
+	ck_rc(drv->fence(h, 0, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 0);
+	ck_rc(drv->fence(h, 2, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 2);
+	/* A lower epoch, on another session: it stays 2 and says so. */
+	ck_rc(drv->fence(h2, 1, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 2);
+	ck_rc(drv->fence(h2, 0, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 2);
+	ck_rc(drv->fence(h, 3, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 3);
+	a = admin(NULL);
+	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM tally_fence WHERE "
+	    "epoch = 3 AND $1::text IS NOT NULL", "x"), 1);
+	PQfinish(a);
+	drv->close(h);
+	drv->close(h2);
+}
+END_TEST
+
 START_TEST(test_create_twice)
 {
 	struct grant gr;
@@ -1973,6 +2005,7 @@ suite(void)
 	tcase_add_test(tc, test_open_unreachable);
 	tcase_add_test(tc, test_open_timeout);
 	tcase_add_test(tc, test_reconnect);
+	tcase_add_test(tc, test_fence);
 
 	tc = tcase(s, "revoke");
 	tcase_add_test(tc, test_revoke_retain);

@@ -317,6 +317,96 @@ append_one_fn(struct tl_txn *t, void *arg)
 	return tl_append(t, &a, NULL, NULL);
 }
 
+/*
+ * A follower's copy: every event of one log appended to another with
+ * tl_log_append_raw gives the same bytes and the same head hash; an
+ * event again, a gap, a broken link and altered bytes are refused and
+ * nothing is written.
+ */
+START_TEST(test_append_raw)
+{
+	struct tl_log *a, *b;
+	struct tl_txn *ta, *tb;
+	struct tl_event ev, ev2;
+	char *da, *db, why[TL_WHY_MAX];
+	uint8_t ha[TL_HASH_LEN], hb[TL_HASH_LEN], *bad;
+	uint64_t seq, sa = 0, sb = 0, s;
+	int i;
+
+	a = newlog(&da, "raw-a");
+	b = newlog(&db, "raw-b");
+	for (i = 0; i < 50; i++)
+		ck_ok(tl_log_write(a, append_one_fn, i % 3 ? "x" : "y"));
+	ck_ok(tl_log_begin(a, TL_TXN_RDONLY, &ta));
+	ck_ok(tl_log_begin(b, 0, &tb));
+	for (seq = 1; seq <= 40; seq++) {
+		ck_ok(tl_log_get(ta, seq, &ev));
+		ck_ok(tl_log_append_raw(tb, ev.raw, ev.raw_len, ev.hash, &s,
+		    why));
+		ck_assert_uint_eq(s, seq);
+	}
+	ck_ok(tl_log_commit(tb));
+	ck_ok(tl_log_begin(b, 0, &tb));
+	/* Again: TL_EEXIST, the caller compares. */
+	ck_ok(tl_log_get(ta, 40, &ev));
+	ck_rc(tl_log_append_raw(tb, ev.raw, ev.raw_len, ev.hash, &s, why),
+	    TL_EEXIST);
+	ck_assert_uint_eq(s, 40);
+	/* A gap: 42 after 40. */
+	ck_ok(tl_log_get(ta, 42, &ev));
+	ck_rc(tl_log_append_raw(tb, ev.raw, ev.raw_len, ev.hash, &s, why),
+	    TL_ECONFLICT);
+	ck_assert_msg(strstr(why, "42") != NULL, "%s", why);
+	/* 41 with a byte of its body changed: its hash does not match. */
+	ck_ok(tl_log_get(ta, 41, &ev));
+	bad = malloc(ev.raw_len);
+	memcpy(bad, ev.raw, ev.raw_len);
+	{
+		/* The body is {}: alter the actor, "test". */
+		size_t j;
+
+		for (j = 0; j + 4 <= ev.raw_len; j++)
+			if (memcmp(bad + j, "test", 4) == 0)
+				break;
+		ck_assert_uint_lt(j + 4, ev.raw_len + 1);
+		bad[j] = 'b';
+	}
+	ck_rc(tl_log_append_raw(tb, bad, ev.raw_len, ev.hash, &s, why),
+	    TL_ECORRUPT);
+	ck_assert_msg(strstr(why, "41") != NULL, "%s", why);
+	/* ... and without a hash to compare, the next event's link breaks. */
+	ck_ok(tl_log_append_raw(tb, bad, ev.raw_len, NULL, &s, why));
+	ck_ok(tl_log_get(ta, 42, &ev2));
+	ck_rc(tl_log_append_raw(tb, ev2.raw, ev2.raw_len, ev2.hash, &s, why),
+	    TL_ECORRUPT);
+	ck_assert_msg(strstr(why, "42") != NULL, "%s", why);
+	free(bad);
+	tl_log_abort(tb);
+	/* The rest, for real, in a new transaction. */
+	ck_ok(tl_log_begin(b, 0, &tb));
+	for (seq = 41; seq <= 50; seq++) {
+		ck_ok(tl_log_get(ta, seq, &ev));
+		ck_ok(tl_log_append_raw(tb, ev.raw, ev.raw_len, ev.hash, &s,
+		    why));
+	}
+	ck_ok(tl_log_commit(tb));
+	ck_ok(tl_log_last(ta, &sa, ha));
+	tl_log_abort(ta);
+	ck_ok(tl_log_begin(b, TL_TXN_RDONLY, &tb));
+	ck_ok(tl_log_last(tb, &sb, hb));
+	ck_assert_uint_eq(tl_stream_version(tb, "y", &s), 0);
+	ck_assert_uint_eq(s, 17);
+	tl_log_abort(tb);
+	ck_assert_uint_eq(sa, sb);
+	ck_assert(memcmp(ha, hb, TL_HASH_LEN) == 0);
+	ck_assert_uint_eq(count_events(b), 50);
+	tl_log_close(a);
+	tl_log_close(b);
+	tl_test_tmpdir_done(da);
+	tl_test_tmpdir_done(db);
+}
+END_TEST
+
 START_TEST(test_rdonly)
 {
 	char *dir;
@@ -1935,6 +2025,7 @@ log_suite(void)
 	    (int)(sizeof(fcases) / sizeof(fcases[0])));
 	tcase_add_test(tc, test_iter_whole);
 	tcase_add_test(tc, test_newer_writer);
+	tcase_add_test(tc, test_append_raw);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("verify");

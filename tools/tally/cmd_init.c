@@ -11,15 +11,24 @@
 
 #include "core/secret.h"
 #include "projections/proj.h"
+#include "reactors/epoch.h"
 #include "tally.h"
 
 static const char usage[] =
-"usage: tally init [--home DIR]\n"
+"usage: tally init [--home DIR] [--standby]\n"
 "\n"
 "Creates the tally home (mode 0700): the event log in DIR/log and the\n"
 "master key that encrypts every secret at rest in DIR/master.key (0600).\n"
 "Refuses to touch an existing log or key, and a directory that holds\n"
-"anything else (dotfiles aside): DIR must be new, or empty.\n";
+"anything else (dotfiles aside): DIR must be new, or empty.\n"
+"\n"
+"--standby makes a follower's home: an empty log that tallyd --follow\n"
+"fills from the leader's replication stream, and no master key (the\n"
+"leader's key is the one that decrypts the record).  To be able to take\n"
+"over (tally promote), copy the leader's DIR/master.key here yourself,\n"
+"out of band (scp over ssh, a sealed backup; never over the broker),\n"
+"mode 0600, owned by the user tallyd runs as.  DIR/standby marks the home\n"
+"until it is promoted.\n";
 
 static int
 mkdir_p(const char *path, mode_t mode)
@@ -75,14 +84,22 @@ make_tables(struct tl_txn *t, void *arg)
 int
 cmd_init(struct tl_cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = { CLI_COMMON_OPTS, { 0 } };
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "standby", no_argument, NULL, 's' },
+		{ 0 }
+	};
 	struct tl_log *log;
-	char keypath[1100], what[256];
+	char keypath[1100], what[256], mark[1100];
 	struct stat st;
-	int c, rc;
+	int c, rc, standby = 0;
+	FILE *f;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 's':
+			standby = 1;
+			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
 	}
@@ -121,6 +138,28 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		cli_errx("cannot create the projection tables: %s",
 		    tl_strerror(rc));
 		return TL_EXIT_FAIL;
+	}
+	if (standby) {
+		/* The marker tallyd and tally promote read (tally.h). */
+		snprintf(mark, sizeof(mark), "%s/" TL_STANDBY_FILE, cli->home);
+		if ((f = fopen(mark, "wx")) == NULL ||
+		    fputs("a standby: tallyd --follow fills this log; tally "
+		    "promote makes it the leader\n", f) == EOF ||
+		    fclose(f) != 0) {
+			cli_errx("cannot create %s: %s", mark, strerror(errno));
+			return TL_EXIT_FAIL;
+		}
+		if (cli->json)
+			cli_json_done(cli, json_pack("{s:s,s:b,s:b}", "home",
+			    cli->home, "created", 1, "standby", 1));
+		else
+			printf("initialised standby home %s (no master key)\n"
+			    "follow the leader:  tallyd --home %s --follow "
+			    "--amqp URL --stream NAME\n"
+			    "before tally promote, copy the leader's "
+			    "master.key to %s out of band (e.g. scp), mode "
+			    "0600\n", cli->home, cli->home, keypath);
+		return TL_EXIT_OK;
 	}
 	if ((rc = tl_secret_keygen(keypath)) != 0) {
 		cli_errx("cannot create %s: %s", keypath, tl_strerror(rc));

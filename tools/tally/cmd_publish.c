@@ -26,6 +26,7 @@ static const char usage[] =
 "                               [--exchange NAME] [--format json|msgpack]\n"
 "                               [--tls] [--ca FILE] [--no-verify]\n"
 "                               [--acks QUEUE | --no-acks] [--no-node-queues]\n"
+"                               [--stream NAME]\n"
 "       tally publish disable\n"
 "       tally publish rewind SEQ\n"
 "       tally publish status [--json]\n"
@@ -41,6 +42,11 @@ static const char usage[] =
 "sends on the acks queue (default tally.acks) become\n"
 "credential.ack-offered, recorded as credential.acknowledged only when\n"
 "the node's signature and proof verify (else security.ack-refused).\n"
+"\n"
+"--stream NAME also publishes every event to the RabbitMQ stream NAME\n"
+"(x-queue-type: stream, declared durable): the whole envelope, the bytes\n"
+"of the log (secrets in it stay ciphertext), headers \"seq\" and \"hash\"\n"
+"(its chain hash, hex).  A standby follows it (tallyd --follow).\n"
 "\n"
 "--secret password reads the broker password from standard input; it is\n"
 "stored encrypted with the master key.  amqps:// (or --tls) connects over\n"
@@ -129,12 +135,14 @@ configure(struct tl_cli *cli, int argc, char **argv)
 		{ "acks", required_argument, NULL, 'a' },
 		{ "no-acks", no_argument, NULL, 'A' },
 		{ "no-node-queues", no_argument, NULL, 'N' },
+		{ "stream", required_argument, NULL, 's' },
 		{ 0 }
 	};
 	struct tl_amqp_conf conf;
 	struct pub_arg pa;
 	const char *url = NULL, *user = NULL, *exchange = "tally.events";
 	const char *format = "json", *ca = NULL, *acks = "tally.acks";
+	const char *stream = "";
 	int c, tls = 0, verify = 1, nodeq = 1, secret = 0, ex;
 	uint8_t *ct = NULL;
 	size_t ctlen = 0;
@@ -180,6 +188,9 @@ configure(struct tl_cli *cli, int argc, char **argv)
 		case 'N':
 			nodeq = 0;
 			break;
+		case 's':
+			stream = optarg;
+			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
 	}
@@ -200,7 +211,7 @@ configure(struct tl_cli *cli, int argc, char **argv)
 		return TL_EXIT_USAGE;
 	}
 	if (*exchange == '\0' || strlen(exchange) > 200 ||
-	    strlen(acks) > 200 || strlen(user) >= sizeof(conf.user)) {
+	    strlen(acks) > 200 || strlen(stream) > 200 || strlen(user) >= sizeof(conf.user)) {
 		cli_errx("exchange, queue and user names are 1-200 bytes");
 		return TL_EXIT_USAGE;
 	}
@@ -250,6 +261,8 @@ configure(struct tl_cli *cli, int argc, char **argv)
 	tl_body_bool(&pa.b, "verify", verify);
 	tl_body_bool(&pa.b, "node_queues", nodeq);
 	tl_body_str(&pa.b, "acks", acks);
+	if (*stream != '\0')
+		tl_body_str(&pa.b, "stream", stream);
 	ex = cli_write(cli, do_append, &pa, NULL);
 	tl_body_free(&pa.b);
 	free(ct);

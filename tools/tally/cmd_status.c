@@ -10,6 +10,7 @@
 
 #include "projections/grant.h"
 #include "projections/status.h"
+#include "reactors/epoch.h"
 #include "tally.h"
 
 static const char usage[] =
@@ -408,6 +409,27 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		/* --at: the past has no "silent now". */
 		if (aa.silent > 0 && sa->at == 0)
 			healthy = 0;
+	}
+	if (sa->at == 0) {
+		char dep[512];
+		uint64_t epoch = 1;
+
+		/* The control plane itself (reactors/epoch.h). */
+		if (tl_ep_current(t, &epoch, NULL) == 0)
+			json_object_set_new(doc, "epoch",
+			    json_integer((json_int_t)epoch));
+		if (tl_ep_deposed(t, dep, sizeof(dep)) == 1) {
+			json_object_set_new(doc, "deposed", json_string(dep));
+			healthy = 0;
+			if (!cli->json)
+				printf("control plane DEPOSED at epoch %llu: "
+				    "%s; this tallyd refuses to act\n",
+				    (unsigned long long)epoch, dep);
+		}
+		if (tl_ep_is_standby(cli->home) && !cli->json)
+			printf("control plane: a standby at epoch %llu "
+			    "(tallyd --follow; tally promote)\n",
+			    (unsigned long long)epoch);
 	}
 	if (sa->module == NULL) {
 		struct timespec now;

@@ -142,6 +142,7 @@ int	 cli_read_secret(const char *prompt, char *buf, size_t cap);
 int	cmd_init(struct tl_cli *, int, char **);
 int	cmd_log(struct tl_cli *, int, char **);
 int	cmd_verify(struct tl_cli *, int, char **);
+int	cmd_promote(struct tl_cli *, int, char **);
 int	cmd_stats(struct tl_cli *, int, char **);
 int	cmd_node(struct tl_cli *, int, char **);
 int	cmd_apply(struct tl_cli *, int, char **);

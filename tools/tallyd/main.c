@@ -32,7 +32,9 @@
 #include "core/secret.h"
 #include "core/version.h"
 #include "reactors/ack.h"
+#include "reactors/epoch.h"
 #include "reactors/rx.h"
+#include "follow.h"
 
 #define EXIT_OK		0
 #define EXIT_FAIL	1
@@ -40,10 +42,12 @@
 #define EXIT_CORRUPT	5
 #define EXIT_UNHEALTHY	6
 #define EXIT_LOCKED	7
+#define EXIT_DEPOSED	9	/* another control plane was promoted */
 
 static const char usage[] =
 "usage: tallyd [--home DIR] [--once] [--interval SECONDS] [--workers N]\n"
 "              [--once-timeout SECONDS] [-v]\n"
+"       tallyd --follow --amqp URL --stream NAME [--user U --secret password]\n"
 "       tallyd --version\n"
 "\n"
 "The reactor daemon: provisions requested grants on their providers,\n"
@@ -59,6 +63,14 @@ static const char usage[] =
 "  --verify-interval S  how often each grant is verified (default 30)\n"
 "  --workers N     driver sessions per provider in parallel (default 4)\n"
 "  --max-rotations N  scheduled rotations at once per provider (default 4)\n"
+"  --follow        on a standby's home (tally init --standby): copy the\n"
+"                  leader's record from the RabbitMQ stream NAME into\n"
+"                  this log, checking every link; no reconciling.  Stops\n"
+"                  (exit 5) at a gap, a broken link or a rewritten past,\n"
+"                  naming the event.  --secret password reads the broker\n"
+"                  password from standard input (default user guest)\n"
+"  exit 9          deposed: a provider is fenced at a higher epoch (another\n"
+"                  control plane was promoted, tally promote): it stops\n"
 "  -v              debug logging\n";
 
 static volatile sig_atomic_t stop;
@@ -236,6 +248,31 @@ verify_chain(struct tl_log *log, struct tl_chain *c)
 	return rc;
 }
 
+/*
+ * The epoch's fence on every provider (reactors/epoch.h), before the
+ * first pass and then once per resync period: 1 when this tallyd is
+ * deposed and must stop, 0 otherwise.
+ */
+static int
+fence_check(struct tl_rx *rx, uint64_t *epochp, int first)
+{
+	unsigned fenced = 0, unfenced = 0;
+	int deposed = 0, rc;
+
+	if ((rc = tl_ep_fence(rx, epochp, first, &deposed, &fenced,
+	    &unfenced)) != 0) {
+		logx(TL_RX_ERR, "fence: %s", tl_strerror(rc));
+		return 0;
+	}
+	if (deposed)
+		return 1;
+	if (first)
+		logx(TL_RX_INFO, "epoch %llu: fenced %u provider(s)%s",
+		    (unsigned long long)*epochp, fenced, unfenced ?
+		    " (some could not be: see above)" : "");
+	return 0;
+}
+
 static uint64_t
 mono_ms(void)
 {
@@ -264,7 +301,13 @@ enum {
 	R_CHAIN = 0x2,		/* part of the reconciliation */
 	R_GATE = 0x4,		/* its failure holds the chain */
 	R_DAEMON = 0x8,		/* not in --once */
-	R_LASTERR = 0x10	/* its errors name the log's last error */
+	R_LASTERR = 0x10,	/* its errors name the log's last error */
+	/*
+	 * Not held while the chain is busy: the record goes out while work
+	 * goes on, so a standby following the stream is not a whole burst
+	 * behind.
+	 */
+	R_NOHOLD = 0x20
 };
 
 struct reactor {
@@ -288,7 +331,8 @@ static struct reactor reactors[] = {
 	    0, { 0 } },
 	{ "rebind", tl_rx_run_rebind, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
 	{ "verification failed", tl_rx_run_verify, R_DAEMON, 0, 0, 0, { 0 } },
-	{ "publisher", tl_rx_run_publish, R_EVENTS | R_LASTERR, 0, 0, 0,
+	{ "publisher", tl_rx_run_publish, R_EVENTS | R_LASTERR | R_NOHOLD, 0,
+	    0, 0,
 	    { 0 } },
 };
 #define NREACTORS	(sizeof(reactors) / sizeof(reactors[0]))
@@ -386,11 +430,12 @@ once_verdict(struct tl_rx *rx)
  * for it, an append (inotify) or a signal.  Returns the exit code.
  */
 static int
-run_loop(struct tl_rx *rx, struct tl_chain *chain, int once,
-    unsigned interval, unsigned vinterval, unsigned once_timeout, int ino,
-    int sigfd)
+run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
+    int once, unsigned interval, unsigned vinterval, unsigned once_timeout,
+    int ino, int sigfd)
 {
 	uint64_t last_head = UINT64_MAX, started = mono_ms();
+	uint64_t next_fence = started + (uint64_t)interval * 1000;
 	uint64_t deadline = started + (uint64_t)once_timeout * 1000;
 	size_t i;
 
@@ -410,6 +455,12 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, int once,
 		/* Nothing is acted on past an event that is bad. */
 		if (moved && verify_chain(rx->log, chain) != 0)
 			return EXIT_CORRUPT;
+		/* A later epoch's fence on a provider: deposed, stop. */
+		if (mono_ms() >= next_fence) {
+			if (fence_check(rx, epoch, 0))
+				return EXIT_DEPOSED;
+			next_fence = mono_ms() + (uint64_t)interval * 1000;
+		}
 		for (i = 0; i < NREACTORS && !stop; i++) {
 			struct reactor *r = &reactors[i];
 
@@ -420,7 +471,8 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, int once,
 				continue;
 			/* Held: due still, it runs in the next round. */
 			if (((r->flags & R_CHAIN) && gated) ||
-			    (!(r->flags & R_CHAIN) && chain_done > 0))
+			    (!(r->flags & (R_CHAIN | R_NOHOLD)) &&
+			    chain_done > 0))
 				continue;
 			r->rc = r->run(rx, &r->last);
 			/* A fold that met a bad event: not acted on. */
@@ -513,6 +565,11 @@ main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'W' },
+		{ "follow", no_argument, NULL, 'F' },
+		{ "amqp", required_argument, NULL, 'A' },
+		{ "stream", required_argument, NULL, 'S' },
+		{ "user", required_argument, NULL, 'U' },
+		{ "secret", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct tl_rx rx;
@@ -525,11 +582,15 @@ main(int argc, char **argv)
 	char lwhy[TL_LOG_WHY_MAX];
 	int ex = EXIT_OK;
 	unsigned interval = 5, once_timeout = 60, vinterval = 30;
+	struct tl_follow_opts fo;
+	int follow = 0;
+	uint64_t epoch = 1;
 
 	/* The master key and passwords in memory never reach a dump. */
 	tl_secret_harden();
 	tl_log_fault_exit("tallyd", EXIT_CORRUPT);
 	tl_rx_init(&rx);
+	memset(&fo, 0, sizeof(fo));
 	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
@@ -566,6 +627,26 @@ main(int argc, char **argv)
 		case 'W':
 			printf("tallyd %s\n", TL_VERSION_STRING);
 			return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+		case 'F':
+			follow = 1;
+			break;
+		case 'A':
+			fo.url = optarg;
+			break;
+		case 'S':
+			fo.stream = optarg;
+			break;
+		case 'U':
+			fo.user = optarg;
+			break;
+		case 'P':
+			if (strcmp(optarg, "password") != 0) {
+				fprintf(stderr, "tallyd: --secret: the only "
+				    "secret is 'password'\n");
+				return EXIT_USAGE;
+			}
+			fo.secret = 1;
+			break;
 		case 'v':
 			verbose = 1;
 			break;
@@ -592,8 +673,35 @@ main(int argc, char **argv)
 	snprintf(keypath, sizeof(keypath), "%s/master.key", home);
 	rx.logf = vlog;
 
+	if (follow && (fo.url == NULL || fo.stream == NULL ||
+	    *fo.stream == '\0')) {
+		logx(TL_RX_ERR, "--follow needs --amqp URL and --stream NAME");
+		return EXIT_USAGE;
+	}
+	if (follow != tl_ep_is_standby(home)) {
+		logx(TL_RX_ERR, follow ? "%s is not a standby's home (tally "
+		    "init --standby makes one): refusing to follow into it" :
+		    "%s is a standby's home: it follows the leader (tallyd "
+		    "--follow) until tally promote makes it the leader", home);
+		return EXIT_USAGE;
+	}
 	if ((lockfd = take_lock(home, &datafd)) < 0)
 		return lockfd == -2 ? EXIT_LOCKED : EXIT_FAIL;
+	if (follow) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGINT, &sa, NULL);
+		signal(SIGPIPE, SIG_IGN);
+		fo.home = home;
+		fo.logf = vlog;
+		ex = tl_follow_run(&fo, &stop);
+		close(lockfd);
+		if (datafd >= 0)
+			close(datafd);
+		return ex;
+	}
 	sweep_deliveries(home);
 	if ((rc = tl_secret_load(keypath, &rx.key, why)) != 0) {
 		logx(TL_RX_ERR, "master key: %s", why[0] ? why :
@@ -637,8 +745,34 @@ main(int argc, char **argv)
 	    once ? " once" : "", rx.workers, interval);
 
 	rx.verify_interval_ns = (uint64_t)vinterval * 1000000000u;
-	ex = run_loop(&rx, &chain, once, interval, vinterval, once_timeout,
-	    ino, pfd[0]);
+	/* Before anything is acted on: this epoch's fence, or deposed. */
+	if (fence_check(&rx, &epoch, 1)) {
+		ex = EXIT_DEPOSED;
+		goto out;
+	}
+	if (epoch > 1) {
+		struct tl_rx_verify_opts vo;
+		unsigned checked = 0, bad = 0;
+		uint64_t vn = 0;
+
+		/*
+		 * After a failover the old leader's last events may not
+		 * have reached the stream: every grant is checked (and
+		 * repaired) before the first pass of work.
+		 */
+		memset(&vo, 0, sizeof(vo));
+		vo.force = 1;
+		vo.interval_ns = rx.verify_interval_ns;
+		if ((rc = tl_rx_verify(&rx, &vo, &checked, &bad, &vn)) != 0)
+			logx(TL_RX_ERR, "re-verification failed: %s",
+			    tl_strerror(rc));
+		else
+			logx(TL_RX_INFO, "epoch %llu: re-verified %u grant(s) "
+			    "before the first pass, %u not healthy",
+			    (unsigned long long)epoch, checked, bad);
+	}
+	ex = run_loop(&rx, &chain, &epoch, once, interval, vinterval,
+	    once_timeout, ino, pfd[0]);
 	logx(TL_RX_INFO, "stopping");
 out:
 	if (ino >= 0)

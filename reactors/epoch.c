@@ -1,0 +1,267 @@
+/*
+ * epoch.c - the epoch in force, from the log (epoch.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/body.h"
+#include "core/error.h"
+#include "core/kv.h"
+#include "drivers/driver.h"
+#include "projections/proj.h"
+#include "epoch.h"
+#include "rx-internal.h"
+
+#define DEPOSED_TABLE	"control-plane"
+#define DEPOSED_KEY	"deposed"
+
+int
+tl_ep_current(struct tl_txn *t, uint64_t *epochp, uint64_t *atp)
+{
+	struct tl_filter f = { 0 };
+	struct tl_iter *it = NULL;
+	struct tl_event ev;
+	struct tl_bview v;
+	uint64_t epoch = 1, at = 0, e;
+	int rc;
+
+	f.stream = TL_CP_STREAM;
+	f.type = TL_EV_CP_PROMOTED;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		return rc;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		if (tl_bview_open(&v, ev.body, ev.body_len) != 0)
+			continue;
+		e = tl_bn_getu64(v.root, "epoch", 0);
+		tl_bview_close(&v);
+		/* Only ever up: a promotion to a lower epoch is ignored. */
+		if (e > epoch) {
+			epoch = e;
+			at = ev.seq;
+		}
+	}
+	tl_iter_close(it);
+	if (rc != TL_EEOF && rc != TL_ENOTFOUND)
+		return rc;
+	*epochp = epoch;
+	if (atp != NULL)
+		*atp = at;
+	return 0;
+}
+
+int
+tl_ep_is_standby(const char *home)
+{
+	char path[1200];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/" TL_STANDBY_FILE, home);
+	return stat(path, &st) == 0;
+}
+
+/* --- fences ------------------------------------------------------- */
+
+struct ids {
+	char	(*id)[130];
+	size_t	 n;
+};
+
+static int
+collect(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct ids *ids = arg;
+	void *p;
+
+	(void)val;
+	(void)vlen;
+	/* Provider ids are NODE/MODULE: every key under "p/" is one. */
+	if ((p = realloc(ids->id, (ids->n + 1) * sizeof(*ids->id))) == NULL)
+		return ENOMEM;
+	ids->id = p;
+	snprintf(ids->id[ids->n++], sizeof(ids->id[0]), "%s", rest);
+	return 0;
+}
+
+/* Any type provider id grants: tl_rx_load_provider wants one. */
+static int
+some_type(struct tl_txn *t, const struct tl_proj *p, const char *id,
+    char *type, size_t cap)
+{
+	struct tl_rec r;
+	struct tl_bnode types;
+	char k[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_key(k, "p/%s", id)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc;
+	rc = TL_ENOTFOUND;
+	if (tl_bn_get(r.m, "types", &types) == 0 && tl_bn_len(types) > 0)
+		rc = tl_bn_getstr(tl_bn_at(types, 0), "type", type, cap);
+	tl_rec_close(&r);
+	return rc;
+}
+
+struct dep_arg {
+	const char	*msg;
+};
+
+static int
+deposed_cb(struct tl_txn *t, void *arg)
+{
+	struct dep_arg *da = arg;
+	tl_kv kv;
+	int rc;
+
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, DEPOSED_KEY, strlen(DEPOSED_KEY), da->msg,
+	    strlen(da->msg));
+}
+
+static int
+catchup_cb(struct tl_txn *t, void *arg)
+{
+	(void)arg;
+	return tl_proj_catchup(t, 0);
+}
+
+int
+tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
+    unsigned *fenced, unsigned *unfenced)
+{
+	int lvl = loud ? TL_RX_WARN : TL_RX_DEBUG;
+
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct ids ids = { NULL, 0 };
+	uint64_t epoch = 1;
+	size_t i;
+	int rc;
+
+	*deposed = 0;
+	*fenced = *unfenced = 0;
+	/*
+	 * The providers as of the head: a promoted standby's projections
+	 * have not folded what it copied yet.
+	 */
+	if ((rc = tl_log_write(rx->log, catchup_cb, NULL)) != 0)
+		return rc;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_ep_current(t, &epoch, NULL)) == 0 &&
+	    (rc = tl_proj_open(t, &p)) == 0)
+		rc = tl_rec_scan(t, p.graph, "p/", collect, &ids);
+	if (rc != 0)
+		goto out;
+	*epochp = epoch;
+	tl_rx_log(rx, TL_RX_DEBUG, "fence: %zu provider(s) at epoch %llu",
+	    ids.n, (unsigned long long)epoch);
+	for (i = 0; i < ids.n && !*deposed; i++) {
+		struct tl_rx_prov pv;
+		struct tl_drv_admin a;
+		const struct tl_drv_ops *ops;
+		char type[64] = "", driver[64] = "", why[TL_DRV_WHY_MAX] = "";
+		uint64_t cur = 0;
+		void *h = NULL;
+		int drop = 0, frc;
+
+		struct tl_rx_backoff *bo;
+
+		/*
+		 * A provider the passes are backing off from is left for
+		 * later (a connection attempt to a host that does not
+		 * answer would hold the loop); at start every one is tried.
+		 */
+		if (!loud && (bo = tl_rx_backoff_find(rx, ids.id[i], 0)) !=
+		    NULL && bo->next_ns > tl_rx_now()) {
+			(*unfenced)++;
+			continue;
+		}
+		if ((frc = some_type(t, &p, ids.id[i], type,
+		    sizeof(type))) != 0 ||
+		    (frc = tl_rx_load_provider(t, &p, rx, ids.id[i], type, &pv,
+		    driver, &drop)) != 0 ||
+		    (ops = tl_drv_find(driver)) == NULL) {
+			tl_rx_log(rx, lvl, "fence: provider %s: cannot "
+			    "load its admin side: %s", ids.id[i],
+			    frc ? tl_strerror(frc) : "no driver");
+			(*unfenced)++;
+			continue;
+		}
+		if (ops->fence == NULL) {
+			(*unfenced)++;
+			tl_secret_wipe(pv.password, sizeof(pv.password));
+			continue;
+		}
+		a.host = pv.host;
+		a.port = pv.port;
+		a.user = pv.user;
+		a.password = pv.password;
+		a.dbname = pv.db;
+		a.revoke_public_connect = pv.maint;
+		frc = ops->open(&a, &h, why);
+		tl_secret_wipe(pv.password, sizeof(pv.password));
+		if (frc == 0)
+			frc = ops->fence(h, epoch, &cur, why);
+		if (h != NULL)
+			ops->close(h);
+		if (frc != 0) {
+			tl_rx_log(rx, lvl, "fence: provider %s cannot be "
+			    "fenced at epoch %llu now: %s (%s)", ids.id[i],
+			    (unsigned long long)epoch, tl_strerror(frc), why);
+			(*unfenced)++;
+			continue;
+		}
+		if (cur > epoch) {
+			char msg[512];
+			struct dep_arg da = { msg };
+
+			snprintf(msg, sizeof(msg), "deposed: provider %s is "
+			    "fenced at epoch %llu and this control plane is "
+			    "at epoch %llu (another one was promoted)",
+			    ids.id[i], (unsigned long long)cur,
+			    (unsigned long long)epoch);
+			tl_rx_log(rx, TL_RX_ERR, "%s: refusing to act on it or "
+			    "on any provider; stopping", msg);
+			*deposed = 1;
+			tl_log_abort(t);
+			t = NULL;
+			if ((rc = tl_log_write(rx->log, deposed_cb, &da)) != 0)
+				tl_rx_log(rx, TL_RX_WARN, "cannot record that "
+				    "it is deposed: %s", tl_strerror(rc));
+			rc = 0;
+			break;
+		}
+		(*fenced)++;
+	}
+out:
+	if (t != NULL)
+		tl_log_abort(t);
+	free(ids.id);
+	return rc;
+}
+
+int
+tl_ep_deposed(struct tl_txn *t, char *msg, size_t cap)
+{
+	tl_kv kv;
+	const void *v;
+	size_t len;
+	int rc;
+
+	msg[0] = '\0';
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if ((rc = tl_kv_get(t, kv, DEPOSED_KEY, strlen(DEPOSED_KEY), &v,
+	    &len)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if (len >= cap)
+		len = cap - 1;
+	memcpy(msg, v, len);
+	msg[len] = '\0';
+	return 1;
+}

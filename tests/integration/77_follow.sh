@@ -1,0 +1,245 @@
+#!/bin/sh
+# A standby that follows the record over a RabbitMQ stream (issue 17),
+# against a real RabbitMQ and a real PostgreSQL:
+#
+#   1. the leader publishes to the stream tally.record; a standby home
+#      (tally init --standby) follows it with tallyd --follow while
+#      10,000 events are appended; the follower is SIGKILLed and
+#      restarted in the middle, then the broker is: the follower's
+#      events table is byte-identical to the leader's (same head hash),
+#      tally verify and tally rebuild --check pass on it, and read
+#      commands work there;
+#   2. an altered copy of an event injected into the stream is refused
+#      by the follower, naming its sequence number, and nothing is
+#      appended past it.
+. "$(dirname "$0")/lib.sh"
+
+RMQSH=$TALLY_SRC/tests/harness/rabbit.sh
+R_DIR=$W/rmq
+
+# --- the broker ---------------------------------------------------------
+
+_r_stop() {
+	[ -d "$R_DIR" ] || return 0
+	_r_r=$R_DIR
+	[ -f "$R_DIR/realdir" ] && _r_r=$(cat "$R_DIR/realdir")
+	mkdir -p "$W/rabbit-logs"
+	cp "$_r_r"/log/*.log "$_r_r"/log/*.out "$W/rabbit-logs/" 2>/dev/null || true
+	sh "$RMQSH" stop "$R_DIR" >/dev/null 2>&1 ||
+		echo "WARNING $T_NAME: stopping RabbitMQ in $R_DIR failed" >&2
+}
+trap '_r_rc=$?; set +e; _r_stop; (exit $_r_rc); _t_cleanup' EXIT
+
+_r_free() {	# PORT: are PORT..PORT+13 all free?
+	_r_q=$1
+	while [ "$_r_q" -lt $(($1 + 14)) ]; do
+		_t_port_busy "$_r_q" && return 1
+		_r_q=$((_r_q + 1))
+	done
+	return 0
+}
+
+r_start() {
+	_r_p=$((58400 + ($$ % 40) * 20))
+	while ! _r_free "$_r_p"; do _r_p=$((_r_p + 20)); done
+	sh "$RMQSH" start "$R_DIR" "$_r_p" || t_fail "RabbitMQ could not be started on $_r_p (see above)"
+	. "$R_DIR/env"
+	R_REAL=$R_DIR
+	[ -f "$R_DIR/realdir" ] && R_REAL=$(cat "$R_DIR/realdir")
+	. "$R_REAL/etc/state"	# NODENAME PIDFILE EPMD_PORT
+	AMQP_URL="amqp://127.0.0.1:$TALLY_TEST_AMQP_PORT/"
+}
+
+# The broker dies at once, as in a crash: SIGKILL to the VM.
+r_kill() {
+	_r_pid=$(tr -dc 0-9 <"$PIDFILE")
+	[ -n "$_r_pid" ] || t_fail "no broker pid in $PIDFILE"
+	kill -KILL "$_r_pid"
+	_r_i=0
+	while kill -0 "$_r_pid" 2>/dev/null &&
+	    [ "$(sed 's/^.*) //' "/proc/$_r_pid/stat" 2>/dev/null | cut -c1)" != Z ]; do
+		_r_i=$((_r_i + 1))
+		[ $_r_i -lt 500 ] || t_fail "broker pid $_r_pid survived SIGKILL"
+		sleep 0.01
+	done
+}
+
+# The same broker again: same data, ports, epmd; as rabbit.sh starts it.
+r_restart() {
+	rm -f "$PIDFILE"
+	if [ "$(id -u)" -eq 0 ]; then
+		(cd / && exec setsid runuser -u rabbitmq -- sh -c '. "$0"; exec rabbitmq-server' \
+			"$R_REAL/etc/env.sh") </dev/null >>"$R_REAL/log/restart.out" 2>&1 &
+	else
+		(cd / && exec setsid sh -c '. "$0"; exec rabbitmq-server' \
+			"$R_REAL/etc/env.sh") </dev/null >>"$R_REAL/log/restart.out" 2>&1 &
+	fi
+	_r_i=0
+	until [ -s "$PIDFILE" ]; do
+		_r_i=$((_r_i + 1))
+		[ $_r_i -lt 600 ] || t_fail "the broker wrote no pid file in 60 s after the restart"
+		sleep 0.1
+	done
+	sh "$RMQSH" ctl "$R_DIR" -q wait --timeout 90 "$PIDFILE" >/dev/null 2>&1 ||
+		t_fail "the broker did not come back"
+	_r_i=0
+	until api GET /overview >/dev/null 2>&1; do
+		_r_i=$((_r_i + 1))
+		[ $_r_i -lt 300 ] || t_fail "the management API did not come back"
+		sleep 0.1
+	done
+}
+
+# api METHOD PATH [JSON]: the management HTTP API.
+api() {
+	curl -fsS -u "$TALLY_TEST_AMQP_USER:$TALLY_TEST_AMQP_PASSWORD" -X "$1" \
+		-H 'content-type: application/json' ${3:+-d "$3"} \
+		"http://127.0.0.1:$TALLY_TEST_AMQP_MGMT_PORT/api$2"
+}
+
+STREAM=tally.record
+N=${TALLY_FOLLOW_EVENTS:-10000}
+BATCH=500
+LH=$TALLY_HOME
+FH=$W/standby
+
+fly() { TALLY_HOME=$FH "$TALLY_BIN/tally" "$@"; }
+head_of() { TALLY_HOME=$1 "$TALLY_BIN/tally" stats --json | sed -n 's/.*"last_seq":\([0-9]*\).*/\1/p'; }
+# The events table, record by record (hash || envelope), in hex.
+events_dump() { mdb_dump -s events "$1/log" >"$W/dump.tmp" && sed '1,/^HEADER=END/d; /^DATA=END/d' "$W/dump.tmp"; }
+
+# follow_start: tallyd --follow on the standby in the background (the
+# broker password on its standard input); sets FPID once it has started.
+follow_start() {
+	_f_lines=0
+	[ -f "$T_DLOG" ] && _f_lines=$(wc -l <"$T_DLOG")
+	"$TALLY_BIN/tallyd" --home "$FH" --follow --amqp "$AMQP_URL" --stream "$STREAM" \
+		--user "$TALLY_TEST_AMQP_USER" --secret password <"$W/amqp.pw" 2>>"$T_DLOG" &
+	FPID=$!
+	_t_pids="$_t_pids $FPID"
+	_f_i=0
+	until tail -n +$((_f_lines + 1)) "$T_DLOG" | grep -q "tallyd\[$FPID\] info: started"; do
+		kill -0 "$FPID" 2>/dev/null || { tail -n 5 "$T_DLOG" >&2; t_fail "tallyd --follow exited at start"; }
+		_f_i=$((_f_i + 1))
+		[ $_f_i -lt 500 ] || t_fail "tallyd --follow did not start within 5 s"
+		sleep 0.01
+	done
+}
+
+# wait_follow SECONDS: until the follower's head is the leader's.
+wait_follow() {
+	_w_end=$(($(t_now_ms) + $1 * 1000))
+	until [ "$(head_of "$FH")" = "$(head_of "$LH")" ]; do
+		[ "$(t_now_ms)" -lt "$_w_end" ] || {
+			tail -n 20 "$T_DLOG" >&2
+			t_fail "the follower is at $(head_of "$FH"), the leader at $(head_of "$LH"), after $1 s"
+		}
+		sleep 0.2
+	done
+}
+
+t_say "RabbitMQ and PostgreSQL on loopback; a leader publishing to the stream $STREAM"
+r_start
+t_pg_start
+printf '%s' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
+t_init
+printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
+	--user "$TALLY_TEST_AMQP_USER" --secret password --stream "$STREAM" >/dev/null ||
+	t_fail "tally publish configure --stream failed"
+t_node node-a 127.0.0.1
+t_provider node-a local
+tly apply "$(t_consumer app)" >/dev/null
+tly assign app node-a >/dev/null
+t_tallyd_start --interval 1 --verify-interval 3600
+t_wait_healthy 30 app
+
+t_check "tally init --standby: a home without a master key, that says how to copy it"
+TALLY_HOME=$FH tly init --standby >"$W/standby.out" || t_fail "tally init --standby failed"
+[ ! -e "$FH/master.key" ] || t_fail "tally init --standby generated a master key"
+grep -q "master.key" "$W/standby.out" && grep -q "0600" "$W/standby.out" ||
+	t_fail "tally init --standby does not say how the key is copied: $(cat "$W/standby.out")"
+t_expect_exit 2 "plain tallyd on a standby" "$TALLY_BIN/tallyd" --home "$FH" --once
+grep -q "standby" "$W/last.err" || t_fail "tallyd on a standby does not say why: $(cat "$W/last.err")"
+t_ok "no key; tallyd without --follow refuses there"
+
+t_say "$N events; the follower SIGKILLed and restarted, then the broker killed and restarted"
+mkdir -p "$W/mods"
+seq 1 "$N" | awk -v d="$W/mods" -v b="$BATCH" '{
+	k = int(($1 - 1) / b)
+	dir = sprintf("%s/b%03d", d, k); f = sprintf("%s/m-%06d.yaml", dir, $1)
+	if (!(dir in made)) { system("mkdir -p " dir); made[dir] = 1 }
+	print "module: m-" sprintf("%06d", $1) > f; close(f) }'
+follow_start
+NB=$(ls "$W/mods" | wc -l)
+i=0
+for b in "$W"/mods/b*; do
+	tly apply "$b"/*.yaml >/dev/null || t_fail "tally apply $b failed"
+	i=$((i + 1))
+	if [ $i -eq $((NB / 4)) ]; then
+		sleep 0.3
+		kill -KILL "$FPID"
+		t_wait_exit "$FPID" 10
+		t_note "follower SIGKILLed at its event $(head_of "$FH") (leader at $(head_of "$LH"))"
+	fi
+	if [ $i -eq $((NB / 4 + 2)) ]; then
+		follow_start
+	fi
+	if [ $i -eq $((NB / 2)) ]; then
+		sleep 0.3
+		r_kill
+		t_note "broker killed: follower at $(head_of "$FH"), leader at $(head_of "$LH")"
+	fi
+	if [ $i -eq $((NB / 2 + 2)) ]; then
+		r_restart
+		t_note "broker back"
+	fi
+done
+wait_follow 120
+t_ok "the follower reached the leader's head, $(head_of "$LH")"
+
+t_check "byte-identical: every record (hash and envelope) of both logs"
+events_dump "$LH" >"$W/leader.dump"
+events_dump "$FH" >"$W/follower.dump"
+cmp -s "$W/leader.dump" "$W/follower.dump" || {
+	diff "$W/leader.dump" "$W/follower.dump" | head -n 6 >&2
+	t_fail "the follower's events table differs from the leader's"
+}
+fly verify >"$W/fverify.out" || t_fail "tally verify on the follower: $(cat "$W/fverify.out")"
+fly rebuild --check >/dev/null || t_fail "tally rebuild --check on the follower failed"
+tly log --json | t_jfields seq id >"$W/l.ids"
+fly log --json | t_jfields seq id >"$W/f.ids"
+cmp -s "$W/l.ids" "$W/f.ids" || t_fail "tally log differs between the homes"
+fly history app >/dev/null || t_fail "tally history on the follower failed"
+st=0; fly status >"$W/fstatus.out" 2>&1 || st=$?
+[ $st -eq 0 ] || [ $st -eq 6 ] || t_fail "tally status on the follower exited $st"
+grep -q "refusing the record" "$T_DLOG" && t_fail "the follower refused something: $(grep refusing "$T_DLOG")"
+t_ok "$(wc -l <"$W/leader.dump") dump lines identical; verify, rebuild --check, log, history, status work"
+
+t_say "a tampered event injected into the stream"
+kill -TERM "$T_DPID"; t_wait_exit "$T_DPID" 10
+K=5
+# Event K as the follower holds it: hash (32 bytes) then the envelope;
+# the copy has its actor altered, keeps its seq and its hash header.
+KEY=$(printf '%016x' $K)
+events_dump "$FH" >"$W/f5.dump"
+REC=$(awk -v k=" $KEY" '$0 == k { getline; print; exit }' "$W/f5.dump" | tr -d ' ')
+[ -n "$REC" ] || t_fail "event $K not found in the follower's dump"
+HASH=$(printf '%s' "$REC" | cut -c1-64)
+ENV=$(printf '%s' "$REC" | cut -c65-)
+# "cli:" becomes "clj:" in the actor (every CLI event's actor starts so).
+BAD=$(printf '%s' "$ENV" | sed 's/636c693a/636c6a3a/')
+[ "$BAD" != "$ENV" ] || t_fail "no actor to alter in event $K"
+P=$(printf '%s' "$BAD" | xxd -r -p | base64 -w0)
+api POST /exchanges/%2F/amq.default/publish \
+	"{\"properties\":{\"headers\":{\"seq\":$K,\"hash\":\"$HASH\"}},\"routing_key\":\"$STREAM\",\"payload\":\"$P\",\"payload_encoding\":\"base64\"}" |
+	grep -q '"routed":true' || t_fail "the tampered message was not routed to the stream"
+FH0=$(head_of "$FH")
+t_wait_exit "$FPID" 30
+[ "$T_RC" -eq 5 ] || { tail -n 5 "$T_DLOG" >&2; t_fail "the follower exited $T_RC on a tampered event, expected 5"; }
+grep -q "refusing the record at event $K:" "$T_DLOG" ||
+	t_fail "the refusal does not name event $K: $(grep -i refus "$T_DLOG" | tail -n 2)"
+[ "$(head_of "$FH")" = "$FH0" ] || t_fail "the follower appended past the tampered event"
+fly verify >/dev/null || t_fail "the follower's log does not verify after the refusal"
+t_ok "refused at event $K ($(grep "refusing the record" "$T_DLOG" | tail -n 1 | sed 's/.*: refusing/refusing/' | cut -c1-140))"
+
+t_say "done"

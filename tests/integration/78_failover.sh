@@ -1,0 +1,261 @@
+#!/bin/sh
+# Failover (issue 17): a leader publishing to the stream tally.record and
+# a standby following it, one real RabbitMQ, one real PostgreSQL.
+#
+#   1. the leader is SIGKILLed while 60 grants are being provisioned;
+#      every event the broker had confirmed (the leader's publisher
+#      checkpoint) is in the standby's log, byte for byte;
+#   2. tally promote refuses without the master key; with it (copied,
+#      0600) it appends control-plane.promoted at epoch 2; tallyd there
+#      fences the provider (tally_fence = 2), re-verifies every grant
+#      before its first pass, completes the half-done grants, and a new
+#      grant is provisioned;
+#   3. the old leader restarted (with new work in its log) exits 9,
+#      deposed, touches no provider (no database or role appears), and
+#      tally status there shows it deposed.
+. "$(dirname "$0")/lib.sh"
+
+RMQSH=$TALLY_SRC/tests/harness/rabbit.sh
+R_DIR=$W/rmq
+
+# --- the broker ---------------------------------------------------------
+
+_r_stop() {
+	[ -d "$R_DIR" ] || return 0
+	_r_r=$R_DIR
+	[ -f "$R_DIR/realdir" ] && _r_r=$(cat "$R_DIR/realdir")
+	mkdir -p "$W/rabbit-logs"
+	cp "$_r_r"/log/*.log "$_r_r"/log/*.out "$W/rabbit-logs/" 2>/dev/null || true
+	sh "$RMQSH" stop "$R_DIR" >/dev/null 2>&1 ||
+		echo "WARNING $T_NAME: stopping RabbitMQ in $R_DIR failed" >&2
+}
+trap '_r_rc=$?; set +e; _r_stop; (exit $_r_rc); _t_cleanup' EXIT
+
+_r_free() {	# PORT: are PORT..PORT+13 all free?
+	_r_q=$1
+	while [ "$_r_q" -lt $(($1 + 14)) ]; do
+		_t_port_busy "$_r_q" && return 1
+		_r_q=$((_r_q + 1))
+	done
+	return 0
+}
+
+r_start() {
+	_r_p=$((58400 + ($$ % 40) * 20))
+	while ! _r_free "$_r_p"; do _r_p=$((_r_p + 20)); done
+	sh "$RMQSH" start "$R_DIR" "$_r_p" || t_fail "RabbitMQ could not be started on $_r_p (see above)"
+	. "$R_DIR/env"
+	R_REAL=$R_DIR
+	[ -f "$R_DIR/realdir" ] && R_REAL=$(cat "$R_DIR/realdir")
+	. "$R_REAL/etc/state"	# NODENAME PIDFILE EPMD_PORT
+	AMQP_URL="amqp://127.0.0.1:$TALLY_TEST_AMQP_PORT/"
+}
+
+# The broker dies at once, as in a crash: SIGKILL to the VM.
+r_kill() {
+	_r_pid=$(tr -dc 0-9 <"$PIDFILE")
+	[ -n "$_r_pid" ] || t_fail "no broker pid in $PIDFILE"
+	kill -KILL "$_r_pid"
+	_r_i=0
+	while kill -0 "$_r_pid" 2>/dev/null &&
+	    [ "$(sed 's/^.*) //' "/proc/$_r_pid/stat" 2>/dev/null | cut -c1)" != Z ]; do
+		_r_i=$((_r_i + 1))
+		[ $_r_i -lt 500 ] || t_fail "broker pid $_r_pid survived SIGKILL"
+		sleep 0.01
+	done
+}
+
+# The same broker again: same data, ports, epmd; as rabbit.sh starts it.
+r_restart() {
+	rm -f "$PIDFILE"
+	if [ "$(id -u)" -eq 0 ]; then
+		(cd / && exec setsid runuser -u rabbitmq -- sh -c '. "$0"; exec rabbitmq-server' \
+			"$R_REAL/etc/env.sh") </dev/null >>"$R_REAL/log/restart.out" 2>&1 &
+	else
+		(cd / && exec setsid sh -c '. "$0"; exec rabbitmq-server' \
+			"$R_REAL/etc/env.sh") </dev/null >>"$R_REAL/log/restart.out" 2>&1 &
+	fi
+	_r_i=0
+	until [ -s "$PIDFILE" ]; do
+		_r_i=$((_r_i + 1))
+		[ $_r_i -lt 600 ] || t_fail "the broker wrote no pid file in 60 s after the restart"
+		sleep 0.1
+	done
+	sh "$RMQSH" ctl "$R_DIR" -q wait --timeout 90 "$PIDFILE" >/dev/null 2>&1 ||
+		t_fail "the broker did not come back"
+	_r_i=0
+	until api GET /overview >/dev/null 2>&1; do
+		_r_i=$((_r_i + 1))
+		[ $_r_i -lt 300 ] || t_fail "the management API did not come back"
+		sleep 0.1
+	done
+}
+
+# api METHOD PATH [JSON]: the management HTTP API.
+api() {
+	curl -fsS -u "$TALLY_TEST_AMQP_USER:$TALLY_TEST_AMQP_PASSWORD" -X "$1" \
+		-H 'content-type: application/json' ${3:+-d "$3"} \
+		"http://127.0.0.1:$TALLY_TEST_AMQP_MGMT_PORT/api$2"
+}
+
+STREAM=tally.record
+LH=$TALLY_HOME
+fly() { TALLY_HOME=$FH "$TALLY_BIN/tally" "$@"; }
+FH=$W/standby
+
+fly() { TALLY_HOME=$FH "$TALLY_BIN/tally" "$@"; }
+head_of() { TALLY_HOME=$1 "$TALLY_BIN/tally" stats --json | sed -n 's/.*"last_seq":\([0-9]*\).*/\1/p'; }
+# The events table, record by record (hash || envelope), in hex.
+events_dump() { mdb_dump -s events "$1/log" >"$W/dump.tmp" && sed '1,/^HEADER=END/d; /^DATA=END/d' "$W/dump.tmp"; }
+
+# follow_start: tallyd --follow on the standby in the background (the
+# broker password on its standard input); sets FPID once it has started.
+follow_start() {
+	_f_lines=0
+	[ -f "$T_DLOG" ] && _f_lines=$(wc -l <"$T_DLOG")
+	"$TALLY_BIN/tallyd" --home "$FH" --follow --amqp "$AMQP_URL" --stream "$STREAM" \
+		--user "$TALLY_TEST_AMQP_USER" --secret password <"$W/amqp.pw" 2>>"$T_DLOG" &
+	FPID=$!
+	_t_pids="$_t_pids $FPID"
+	_f_i=0
+	until tail -n +$((_f_lines + 1)) "$T_DLOG" | grep -q "tallyd\[$FPID\] info: started"; do
+		kill -0 "$FPID" 2>/dev/null || { tail -n 5 "$T_DLOG" >&2; t_fail "tallyd --follow exited at start"; }
+		_f_i=$((_f_i + 1))
+		[ $_f_i -lt 500 ] || t_fail "tallyd --follow did not start within 5 s"
+		sleep 0.01
+	done
+}
+
+# wait_follow SECONDS: until the follower's head is the leader's.
+wait_follow() {
+	_w_end=$(($(t_now_ms) + $1 * 1000))
+	until [ "$(head_of "$FH")" = "$(head_of "$LH")" ]; do
+		[ "$(t_now_ms)" -lt "$_w_end" ] || {
+			tail -n 20 "$T_DLOG" >&2
+			t_fail "the follower is at $(head_of "$FH"), the leader at $(head_of "$LH"), after $1 s"
+		}
+		sleep 0.2
+	done
+}
+
+N=${TALLY_FAILOVER_GRANTS:-60}
+LH=$TALLY_HOME
+
+pub_ck() { TALLY_HOME=$1 "$TALLY_BIN/tally" stats --json | tr '{' '\n' | sed -n 's/.*"name":"publisher","seq":\([0-9]*\).*/\1/p'; }
+pg_objects() {
+	t_sql "SELECT datname FROM pg_database ORDER BY 1"
+	t_sql "SELECT rolname || ' ' || rolcanlogin FROM pg_roles ORDER BY 1"
+}
+
+t_say "RabbitMQ and PostgreSQL on loopback; a leader, a standby following it"
+r_start
+t_pg_start
+printf '%s' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
+t_init
+printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
+	--user "$TALLY_TEST_AMQP_USER" --secret password --stream "$STREAM" >/dev/null ||
+	t_fail "tally publish configure --stream failed"
+t_node node-a 127.0.0.1
+t_provider node-a local
+TALLY_HOME=$FH tly init --standby >/dev/null || t_fail "tally init --standby failed"
+follow_start
+# One driver session: provisioning is slow enough to be cut in the middle.
+t_tallyd_start --interval 1 --verify-interval 3600 --workers 1
+LPID=$T_DPID
+
+t_say "$N grants; the leader SIGKILLed while provisioning them"
+mf=$W/consumers.yaml
+: >"$mf"
+i=1
+while [ $i -le "$N" ]; do
+	m=$(printf 'c%03d' $i)
+	printf -- '---\n' >>"$mf"
+	cat "$(t_consumer "$m")" >>"$mf"
+	i=$((i + 1))
+done
+tly apply "$mf" >/dev/null || t_fail "tally apply failed"
+i=1
+while [ $i -le "$N" ]; do
+	tly assign "$(printf 'c%03d' $i)" node-a >/dev/null || t_fail "tally assign failed"
+	i=$((i + 1))
+done
+# The kill comes once the leader has provisioned 5 grants: the standby
+# holds what the broker confirmed by then (tallyd publishes between
+# passes), the rest is the leader's unconfirmed tail, lost with it.
+_i=0
+until [ "$(tly log --json --type grant.provisioned | wc -l)" -ge 5 ]; do
+	_i=$((_i + 1)); [ $_i -lt 1200 ] || t_fail "the leader did not provision 5 grants in 120 s"
+	sleep 0.05
+done
+kill -KILL "$LPID"
+t_wait_exit "$LPID" 10
+CK=$(pub_ck "$LH")
+LPROV=$(tly log --json --type grant.provisioned | wc -l)
+LHEAD=$(head_of "$LH")
+t_note "leader killed at head $LHEAD, confirmed (publisher checkpoint) $CK, $(tly log --json --type grant.provisioned | wc -l) of $N grants provisioned"
+
+t_check "every event the broker confirmed is on the standby, byte for byte"
+# The standby goes on until the stream is drained: its head stops moving.
+prev=-1
+until [ "$(head_of "$FH")" = "$prev" ]; do prev=$(head_of "$FH"); sleep 1.5; done
+FHEAD=$(head_of "$FH")
+[ "$FHEAD" -ge "$CK" ] || t_fail "the standby has $FHEAD events, the broker confirmed $CK"
+events_dump "$LH" | head -n $((2 * FHEAD)) >"$W/l.dump"
+events_dump "$FH" >"$W/f.dump"
+cmp -s "$W/l.dump" "$W/f.dump" || t_fail "the standby's $FHEAD events differ from the leader's first $FHEAD"
+t_ok "standby at $FHEAD >= confirmed $CK (leader had $LHEAD), identical records"
+
+t_check "tally promote refuses without the master key, then promotes at epoch 2"
+kill -TERM "$FPID"; t_wait_exit "$FPID" 10
+t_expect_exit 4 "promote without the key" env TALLY_HOME="$FH" "$TALLY_BIN/tally" promote --yes
+grep -q "master key" "$W/last.err" || t_fail "promote without the key does not say why: $(cat "$W/last.err")"
+cp "$LH/master.key" "$FH/master.key"
+chmod 600 "$FH/master.key"
+TALLY_HOME=$FH tly promote --yes >"$W/promote.out" || t_fail "tally promote failed: $(cat "$W/promote.out")"
+grep -q "epoch 2" "$W/promote.out" || t_fail "promote: $(cat "$W/promote.out")"
+[ ! -e "$FH/standby" ] || t_fail "the standby marker is still there"
+# Half done: an intent (grant.provisioning) and no outcome yet.
+fly log --json --type grant.provisioning | t_jfields stream | sort -u >"$W/intents"
+fly log --json --type grant.provisioned | t_jfields stream | sort -u >"$W/outcomes"
+HALF=$(comm -23 "$W/intents" "$W/outcomes" | wc -l)
+REQ=$(fly log --json --type grant.requested | t_jfields stream | sort -u | comm -23 - "$W/intents" | wc -l)
+t_ok "$(cat "$W/promote.out")"
+
+t_check "the new leader fences the provider, re-verifies, completes every grant, provisions a new one"
+export TALLY_HOME=$FH
+T0=$(t_now_ms)
+t_tallyd_start --interval 1 --verify-interval 3600
+t_wait_healthy 120
+T1=$(t_now_ms)
+[ "$(t_sql "SELECT epoch FROM tally_fence")" = 2 ] || t_fail "tally_fence is '$(t_sql "SELECT epoch FROM tally_fence")', expected 2"
+grep -q "tallyd\[$T_DPID\] info: epoch 2: fenced 1 provider" "$T_DLOG" || t_fail "the new leader did not say it fenced the provider"
+grep -q "tallyd\[$T_DPID\] info: epoch 2: re-verified" "$T_DLOG" || t_fail "the new leader did not re-verify before its first pass"
+tly log --json --type grant.requested | t_jfields stream | sort -u >"$W/known"
+tly log --json --type grant.provisioned | t_jfields stream | sort -u >"$W/done"
+KNOWN=$(wc -l <"$W/known")
+[ "$KNOWN" -ge 5 ] || t_fail "the standby knew only $KNOWN grants at promotion: the test shows nothing"
+[ -z "$(comm -23 "$W/known" "$W/done")" ] || t_fail "grants not provisioned after the failover: $(comm -23 "$W/known" "$W/done" | head -n 3)"
+tly apply "$(t_consumer late)" >/dev/null
+tly assign late node-a >/dev/null
+t_wait_healthy 60 late
+f=$(t_envfile node-a late)
+[ "$(t_env_psql "$f" "SELECT 1")" = 1 ] || t_fail "the new grant's credential does not connect"
+t_ok "all $KNOWN grants the standby knew ready ($HALF half done and $REQ only requested at promotion; the old leader had provisioned $LPROV) and late provisioned, $((T1 - T0)) ms from start to healthy"
+
+t_check "the old leader, restarted with work to do, is deposed and touches no provider"
+kill -TERM "$T_DPID"; t_wait_exit "$T_DPID" 10
+export TALLY_HOME=$LH
+tly apply "$(t_consumer stale)" >/dev/null
+tly assign stale node-a >/dev/null
+pg_objects >"$W/pg.before"
+t_expect_exit 9 "the old leader" timeout 60 "$TALLY_BIN/tallyd" --home "$LH" --interval 1
+grep -q "deposed: provider .* is fenced at epoch 2 and this control plane is at epoch 1" "$W/last.err" ||
+	t_fail "the old leader does not say why it stops: $(tail -n 3 "$W/last.err")"
+pg_objects >"$W/pg.after"
+cmp -s "$W/pg.before" "$W/pg.after" || { diff "$W/pg.before" "$W/pg.after" >&2; t_fail "the deposed leader changed the provider"; }
+[ "$(t_sql "SELECT epoch FROM tally_fence")" = 2 ] || t_fail "the deposed leader lowered the fence"
+st=0; tly status >"$W/old.status" 2>&1 || st=$?
+[ $st -eq 6 ] && grep -q "DEPOSED" "$W/old.status" || t_fail "tally status on the old leader (exit $st): $(head -n 3 "$W/old.status")"
+t_ok "exit 9; no database or role changed; status: $(grep DEPOSED "$W/old.status" | cut -c1-100)"
+
+t_say "done"

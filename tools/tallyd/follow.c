@@ -1,0 +1,364 @@
+/*
+ * follow.c - tallyd --follow on a standby's home (tally init --standby).
+ *
+ * Consumes the leader's replication stream (tally publish configure
+ * --stream NAME: every event as the bytes of the leader's log, headers
+ * "seq" and "hash") over AMQP 0-9-1 and appends each envelope, byte for
+ * byte, to this home's log with tl_log_append_raw, which checks its
+ * sequence, its link to our head, its hash and its stream version: the
+ * logs are then identical, head hash included.  Where to resume is our
+ * own: the checkpoint "follow:NAME" holds the stream offset after the
+ * last message appended, written in the same transaction as the events,
+ * so a restart neither misses nor repeats anything.  The leader
+ * publishes its unconfirmed tail again after a reconnection, so the
+ * stream may hold an event twice: a message at or before our head must
+ * be byte-identical to what we hold (then it is skipped), otherwise the
+ * published record has a different past and we stop, naming the
+ * sequence.  A gap, a broken link or a hash that does not match stops
+ * us too: nothing past it is appended, nothing before it is lost.  The
+ * checkpoint "publisher" follows the head as well: everything here came
+ * from the stream, so once promoted this home publishes only what is
+ * new.  The follower does not declare the stream (the leader's
+ * publisher does): two connections declaring a new stream at once can
+ * leave RabbitMQ 3.10 with a queue whose stream is "not found"; until
+ * it exists the consumer is refused and retried with backoff.  It does no reconciling: that is tallyd after tally promote.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/secret.h"
+#include "drivers/amqp.h"
+#include "reactors/rx.h"
+#include "follow.h"
+
+#define BATCH		512
+#define PREFETCH	2048
+#define BACKOFF_MIN_MS	250
+#define BACKOFF_MAX_MS	15000
+#define EXIT_CORRUPT	5
+
+struct msg {
+	uint64_t	 tag;
+	int64_t		 offset;
+	int64_t		 seq;
+	uint8_t		 hash[TL_HASH_LEN];
+	int		 has_hash;
+	void		*body;
+	size_t		 len;
+};
+
+struct batch {
+	const char	*ckname;
+	struct msg	 m[BATCH];
+	size_t		 n;
+	/* Results of one write. */
+	size_t		 done;		/* messages handled */
+	size_t		 appended;
+	int		 err;		/* the first refusal */
+	uint64_t	 errseq;
+	char		 why[256];
+	uint64_t	 head;
+};
+
+static const struct tl_follow_opts *opt;
+
+static void
+flog(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void
+flog(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	opt->logf(level, fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int
+unhex(const char *s, uint8_t *out, size_t n)
+{
+	size_t i;
+	int hi, lo;
+
+	if (strlen(s) != 2 * n)
+		return -1;
+	for (i = 0; i < n; i++) {
+		hi = s[2 * i] >= 'a' ? s[2 * i] - 'a' + 10 : s[2 * i] - '0';
+		lo = s[2 * i + 1] >= 'a' ? s[2 * i + 1] - 'a' + 10 :
+		    s[2 * i + 1] - '0';
+		if (hi < 0 || hi > 15 || lo < 0 || lo > 15)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+/*
+ * Appends the batch's messages in one transaction, up to the first one
+ * that cannot be trusted; the good prefix commits with the checkpoints.
+ * Re-run from the start when the map grows (tl_log_write).
+ */
+static int
+append_cb(struct tl_txn *t, void *arg)
+{
+	struct batch *b = arg;
+	struct tl_event have;
+	char why[TL_WHY_MAX];
+	uint64_t seq = 0, head = 0;
+	int64_t next = -1;
+	size_t i;
+	int rc;
+
+	b->done = b->appended = 0;
+	b->err = 0;
+	b->why[0] = '\0';
+	for (i = 0; i < b->n; i++) {
+		struct msg *m = &b->m[i];
+
+		if (!m->has_hash) {
+			b->err = TL_ECORRUPT;
+			b->errseq = m->seq > 0 ? (uint64_t)m->seq : 0;
+			snprintf(b->why, sizeof(b->why), "the message at "
+			    "stream offset %lld has no chain hash header",
+			    (long long)m->offset);
+			break;
+		}
+		rc = tl_log_append_raw(t, m->body, m->len, m->hash, &seq, why);
+		if (rc == TL_EEXIST) {
+			/* Published again: it must be what we hold. */
+			if ((rc = tl_log_get(t, seq, &have)) != 0)
+				return rc;
+			if (have.raw_len != m->len ||
+			    memcmp(have.raw, m->body, m->len) != 0) {
+				b->err = TL_ECORRUPT;
+				b->errseq = seq;
+				snprintf(b->why, sizeof(b->why), "event %llu "
+				    "was published again with different "
+				    "bytes: the published record's past "
+				    "differs from this log's (a rewritten "
+				    "history)", (unsigned long long)seq);
+				break;
+			}
+		} else if (rc == TL_ECONFLICT || rc == TL_ECORRUPT ||
+		    rc == TL_EMALFORMED || rc == TL_ENEWER || rc == TL_ETOOBIG) {
+			b->err = rc;
+			b->errseq = seq ? seq : (uint64_t)(m->seq > 0 ?
+			    m->seq : 0);
+			snprintf(b->why, sizeof(b->why), "%s", why[0] ? why :
+			    tl_strerror(rc));
+			break;
+		} else if (rc != 0)
+			return rc;
+		else
+			b->appended++;
+		next = m->offset + 1;
+		b->done = i + 1;
+	}
+	if (b->done == 0)
+		return 0;
+	if ((rc = tl_log_last(t, &head, NULL)) != 0)
+		return rc;
+	b->head = head;
+	if (next > 0 && (rc = tl_ckpt_set(t, b->ckname, (uint64_t)next)) != 0)
+		return rc;
+	if (b->appended > 0 && (rc = tl_ckpt_set(t, "publisher", head)) != 0)
+		return rc;
+	return 0;
+}
+
+static void
+batch_clear(struct batch *b)
+{
+	size_t i;
+
+	for (i = 0; i < b->n; i++)
+		free(b->m[i].body);
+	b->n = 0;
+}
+
+static int
+read_password(char *pw, size_t cap)
+{
+	size_t n;
+
+	if (fgets(pw, (int)cap, stdin) == NULL)
+		return -1;
+	n = strcspn(pw, "\r\n");
+	pw[n] = '\0';
+	return n > 0 ? 0 : -1;
+}
+
+int
+tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
+{
+	struct tl_amqp_conf conf;
+	struct tl_amqp *a = NULL;
+	struct tl_amqp_delivery d;
+	struct tl_log *log = NULL;
+	struct tl_txn *t;
+	struct batch *b = NULL;
+	char logdir[1200], why[256], ckname[TL_CKPT_NAME_MAX + 1];
+	char pw[256] = "";
+	uint64_t ck = 0, head = 0, delay = 0, total = 0;
+	int rc, ex = 1, have;
+
+	opt = o;
+	memset(&conf, 0, sizeof(conf));
+	if (tl_amqp_parse_url(o->url, &conf) != 0) {
+		flog(TL_RX_ERR, "--amqp %s: expected amqp[s]://HOST[:PORT]"
+		    "[/VHOST] without credentials", o->url);
+		return 2;
+	}
+	snprintf(conf.user, sizeof(conf.user), "%s", o->user ? o->user :
+	    "guest");
+	if (o->secret) {
+		if (read_password(pw, sizeof(pw)) != 0) {
+			flog(TL_RX_ERR, "--secret password: no value on "
+			    "standard input");
+			return 2;
+		}
+	} else if (o->user == NULL)
+		snprintf(pw, sizeof(pw), "guest");
+	conf.password = pw;
+	conf.timeout_ms = 5000;
+	conf.heartbeat = 30;
+	snprintf(ckname, sizeof(ckname), "follow:%s", o->stream);
+	snprintf(logdir, sizeof(logdir), "%s/log", o->home);
+	if ((rc = tl_log_open(logdir, 0, &log)) != 0) {
+		flog(TL_RX_ERR, "cannot open the log at %s: %s", logdir,
+		    tl_strerror(rc));
+		goto out;
+	}
+	if ((b = calloc(1, sizeof(*b))) == NULL)
+		goto out;
+	b->ckname = ckname;
+	flog(TL_RX_INFO, "started on %s: following stream %s at %s (no "
+	    "reconciling)", o->home, o->stream, o->url);
+	while (!*stop) {
+		if (a == NULL) {
+			if (delay > 0) {
+				struct timespec ts = { (time_t)(delay / 1000),
+				    (long)(delay % 1000) * 1000000L };
+
+				nanosleep(&ts, NULL);
+				if (*stop)
+					break;
+			}
+			if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) != 0)
+				goto out;
+			ck = 0;
+			tl_ckpt_get(t, ckname, &ck);
+			tl_log_last(t, &head, NULL);
+			tl_log_abort(t);
+			why[0] = '\0';
+			if ((rc = tl_amqp_connect(&conf, &a, why,
+			    sizeof(why))) != 0 ||
+			    (rc = tl_amqp_consume_stream(a, o->stream,
+			    PREFETCH, ck > 0 ? (int64_t)ck : -1)) != 0) {
+				flog(delay ? TL_RX_DEBUG : TL_RX_WARN,
+				    "%s: %s (%s); retrying", o->url,
+				    tl_strerror(rc), a ? tl_amqp_lasterr(a) :
+				    why);
+				tl_amqp_close(a);
+				a = NULL;
+				delay = delay ? delay * 2 : BACKOFF_MIN_MS;
+				if (delay > BACKOFF_MAX_MS)
+					delay = BACKOFF_MAX_MS;
+				continue;
+			}
+			delay = 0;
+			flog(TL_RX_INFO, "consuming %s from offset %s "
+			    "(head %llu)", o->stream, ck > 0 ? "stored" :
+			    "first", (unsigned long long)head);
+		}
+		/* One batch: wait for one, then take what has come. */
+		batch_clear(b);
+		have = 0;
+		for (;;) {
+			/* Never 0: a zero timeout can stop inside a frame. */
+			uint64_t dl = mono_ns() + (b->n == 0 ? 500000000u :
+			    2000000u);
+			struct msg *m;
+
+			rc = tl_amqp_next(a, dl, &d);
+			if (rc == TL_ETIMEDOUT)
+				break;
+			if (rc != 0)
+				break;
+			m = &b->m[b->n++];
+			m->tag = d.tag;
+			m->offset = d.offset;
+			m->seq = d.seq;
+			m->has_hash = unhex(d.hash, m->hash, TL_HASH_LEN) == 0;
+			m->body = d.body;
+			m->len = d.len;
+			d.body = NULL;
+			have = 1;
+			if (b->n == BATCH)
+				break;
+		}
+		if (rc != 0 && rc != TL_ETIMEDOUT) {
+			flog(TL_RX_WARN, "%s: %s (%s); reconnecting", o->url,
+			    tl_strerror(rc), tl_amqp_lasterr(a));
+			tl_amqp_close(a);
+			a = NULL;
+			delay = BACKOFF_MIN_MS;
+			continue;	/* the batch is read again */
+		}
+		if (!have)
+			continue;
+		if ((rc = tl_log_write(log, append_cb, b)) != 0) {
+			flog(TL_RX_ERR, "cannot append to %s: %s (%s)", logdir,
+			    tl_strerror(rc), tl_log_lasterr(log));
+			goto out;
+		}
+		total += b->appended;
+		if (b->appended > 0)
+			flog(TL_RX_DEBUG, "appended %zu event(s), head %llu",
+			    b->appended, (unsigned long long)b->head);
+		if (b->err != 0) {
+			flog(TL_RX_ERR, "refusing the record at event %llu: %s; "
+			    "nothing past it is appended (this log holds "
+			    "%llu events, all verified)",
+			    (unsigned long long)b->errseq, b->why,
+			    (unsigned long long)b->head);
+			ex = EXIT_CORRUPT;
+			goto out;
+		}
+		if (b->done > 0 && (rc = tl_amqp_ack(a, b->m[b->done - 1].tag,
+		    1)) != 0) {
+			tl_amqp_close(a);
+			a = NULL;
+		}
+	}
+	ex = 0;
+	flog(TL_RX_INFO, "stopping; %llu event(s) appended",
+	    (unsigned long long)total);
+out:
+	if (b != NULL)
+		batch_clear(b);
+	free(b);
+	tl_amqp_close(a);
+	tl_log_close(log);
+	tl_secret_wipe(pw, sizeof(pw));
+	return ex;
+}

@@ -10,24 +10,8 @@
 # broker's reason, until the alarm clears.
 . "$(dirname "$0")/lib.sh"
 
-RMQSH=$TALLY_SRC/tests/harness/rabbit.sh
 R_DIR=$W/rmq
-
-_r_stop() {
-	[ -d "$R_DIR" ] || return 0
-	sh "$RMQSH" stop "$R_DIR" >/dev/null 2>&1 ||
-		echo "WARNING $T_NAME: stopping RabbitMQ in $R_DIR failed" >&2
-}
-trap '_r_rc=$?; set +e; _r_stop; (exit $_r_rc); _t_cleanup' EXIT
-
-_r_free() {	# PORT: are PORT..PORT+13 all free?
-	_r_q=$1
-	while [ "$_r_q" -lt $(($1 + 14)) ]; do
-		_t_port_busy "$_r_q" && return 1
-		_r_q=$((_r_q + 1))
-	done
-	return 0
-}
+. "$(dirname "$0")/rabbit-lib.sh"
 
 # until_status SECONDS PATTERN: polls tally publish status for PATTERN.
 until_status() {
@@ -43,11 +27,8 @@ until_status() {
 }
 
 t_say "RabbitMQ on loopback; tallyd publishing with a wrong password"
-_r_p=$((58700 + ($$ % 20) * 20))
-while ! _r_free "$_r_p"; do _r_p=$((_r_p + 20)); done
-sh "$RMQSH" start "$R_DIR" "$_r_p" || t_fail "RabbitMQ could not be started on $_r_p"
-. "$R_DIR/env"
-URL="amqp://127.0.0.1:$TALLY_TEST_AMQP_PORT/"
+r_start
+URL=$AMQP_URL
 t_init
 t_node node-a 127.0.0.1
 echo "not-the-password" | tly publish configure --url "$URL" \

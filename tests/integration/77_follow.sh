@@ -14,88 +14,10 @@
 #      appended past it.
 . "$(dirname "$0")/lib.sh"
 
-RMQSH=$TALLY_SRC/tests/harness/rabbit.sh
 R_DIR=$W/rmq
+. "$(dirname "$0")/rabbit-lib.sh"
 
 # --- the broker ---------------------------------------------------------
-
-_r_stop() {
-	[ -d "$R_DIR" ] || return 0
-	_r_r=$R_DIR
-	[ -f "$R_DIR/realdir" ] && _r_r=$(cat "$R_DIR/realdir")
-	mkdir -p "$W/rabbit-logs"
-	cp "$_r_r"/log/*.log "$_r_r"/log/*.out "$W/rabbit-logs/" 2>/dev/null || true
-	sh "$RMQSH" stop "$R_DIR" >/dev/null 2>&1 ||
-		echo "WARNING $T_NAME: stopping RabbitMQ in $R_DIR failed" >&2
-}
-trap '_r_rc=$?; set +e; _r_stop; (exit $_r_rc); _t_cleanup' EXIT
-
-_r_free() {	# PORT: are PORT..PORT+13 all free?
-	_r_q=$1
-	while [ "$_r_q" -lt $(($1 + 14)) ]; do
-		_t_port_busy "$_r_q" && return 1
-		_r_q=$((_r_q + 1))
-	done
-	return 0
-}
-
-r_start() {
-	_r_p=$((58400 + ($$ % 40) * 20))
-	while ! _r_free "$_r_p"; do _r_p=$((_r_p + 20)); done
-	sh "$RMQSH" start "$R_DIR" "$_r_p" || t_fail "RabbitMQ could not be started on $_r_p (see above)"
-	. "$R_DIR/env"
-	R_REAL=$R_DIR
-	[ -f "$R_DIR/realdir" ] && R_REAL=$(cat "$R_DIR/realdir")
-	. "$R_REAL/etc/state"	# NODENAME PIDFILE EPMD_PORT
-	AMQP_URL="amqp://127.0.0.1:$TALLY_TEST_AMQP_PORT/"
-}
-
-# The broker dies at once, as in a crash: SIGKILL to the VM.
-r_kill() {
-	_r_pid=$(tr -dc 0-9 <"$PIDFILE")
-	[ -n "$_r_pid" ] || t_fail "no broker pid in $PIDFILE"
-	kill -KILL "$_r_pid"
-	_r_i=0
-	while kill -0 "$_r_pid" 2>/dev/null &&
-	    [ "$(sed 's/^.*) //' "/proc/$_r_pid/stat" 2>/dev/null | cut -c1)" != Z ]; do
-		_r_i=$((_r_i + 1))
-		[ $_r_i -lt 500 ] || t_fail "broker pid $_r_pid survived SIGKILL"
-		sleep 0.01
-	done
-}
-
-# The same broker again: same data, ports, epmd; as rabbit.sh starts it.
-r_restart() {
-	rm -f "$PIDFILE"
-	if [ "$(id -u)" -eq 0 ]; then
-		(cd / && exec setsid runuser -u rabbitmq -- sh -c '. "$0"; exec rabbitmq-server' \
-			"$R_REAL/etc/env.sh") </dev/null >>"$R_REAL/log/restart.out" 2>&1 &
-	else
-		(cd / && exec setsid sh -c '. "$0"; exec rabbitmq-server' \
-			"$R_REAL/etc/env.sh") </dev/null >>"$R_REAL/log/restart.out" 2>&1 &
-	fi
-	_r_i=0
-	until [ -s "$PIDFILE" ]; do
-		_r_i=$((_r_i + 1))
-		[ $_r_i -lt 600 ] || t_fail "the broker wrote no pid file in 60 s after the restart"
-		sleep 0.1
-	done
-	sh "$RMQSH" ctl "$R_DIR" -q wait --timeout 90 "$PIDFILE" >/dev/null 2>&1 ||
-		t_fail "the broker did not come back"
-	_r_i=0
-	until api GET /overview >/dev/null 2>&1; do
-		_r_i=$((_r_i + 1))
-		[ $_r_i -lt 300 ] || t_fail "the management API did not come back"
-		sleep 0.1
-	done
-}
-
-# api METHOD PATH [JSON]: the management HTTP API.
-api() {
-	curl -fsS -u "$TALLY_TEST_AMQP_USER:$TALLY_TEST_AMQP_PASSWORD" -X "$1" \
-		-H 'content-type: application/json' ${3:+-d "$3"} \
-		"http://127.0.0.1:$TALLY_TEST_AMQP_MGMT_PORT/api$2"
-}
 
 STREAM=tally.record
 N=${TALLY_FOLLOW_EVENTS:-10000}

@@ -15,51 +15,13 @@
 # assignment.removed), completed by their agents.
 . "$(dirname "$0")/lib.sh"
 
-RMQSH=$TALLY_SRC/tests/harness/rabbit.sh
 R_DIR=$W/rmq
+. "$(dirname "$0")/rabbit-lib.sh"
 N=${TALLY_STREAM_EVENTS:-10000}
 BATCH=500
 
 # --- the broker ---------------------------------------------------------
 
-_r_stop() {
-	[ -d "$R_DIR" ] || return 0
-	_r_r=$R_DIR
-	[ -f "$R_DIR/realdir" ] && _r_r=$(cat "$R_DIR/realdir")
-	mkdir -p "$W/rabbit-logs"
-	cp "$_r_r"/log/*.log "$_r_r"/log/*.out "$W/rabbit-logs/" 2>/dev/null || true
-	sh "$RMQSH" stop "$R_DIR" >/dev/null 2>&1 ||
-		echo "WARNING $T_NAME: stopping RabbitMQ in $R_DIR failed" >&2
-}
-trap '_r_rc=$?; set +e; _r_stop; (exit $_r_rc); _t_cleanup' EXIT
-
-_r_free() {	# PORT: are PORT..PORT+13 all free?
-	_r_q=$1
-	while [ "$_r_q" -lt $(($1 + 14)) ]; do
-		_t_port_busy "$_r_q" && return 1
-		_r_q=$((_r_q + 1))
-	done
-	return 0
-}
-
-r_start() {
-	_r_p=$((58400 + ($$ % 40) * 20))
-	while ! _r_free "$_r_p"; do _r_p=$((_r_p + 20)); done
-	sh "$RMQSH" start "$R_DIR" "$_r_p" || t_fail "RabbitMQ could not be started on $_r_p (see above)"
-	. "$R_DIR/env"
-	R_REAL=$R_DIR
-	[ -f "$R_DIR/realdir" ] && R_REAL=$(cat "$R_DIR/realdir")
-	. "$R_REAL/etc/state"	# NODENAME PIDFILE EPMD_PORT
-	AMQP_URL="amqp://127.0.0.1:$TALLY_TEST_AMQP_PORT/"
-}
-
-
-# api METHOD PATH [JSON]: the management HTTP API.
-api() {
-	curl -fsS -u "$TALLY_TEST_AMQP_USER:$TALLY_TEST_AMQP_PASSWORD" -X "$1" \
-		-H 'content-type: application/json' ${3:+-d "$3"} \
-		"http://127.0.0.1:$TALLY_TEST_AMQP_MGMT_PORT/api$2"
-}
 drain() {
 	api POST "/queues/%2F/$1/get" \
 		'{"count":1000000,"ackmode":"ack_requeue_false","encoding":"base64","truncate":100000000}' |

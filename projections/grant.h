@@ -80,6 +80,15 @@ int	tl_grant_each_of_provider(struct tl_txn *t, const struct tl_proj *p,
 	    const char *provider, tl_grant_fn fn, void *arg);
 int	tl_grant_each(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
+/*
+ * Visits the grants the provisioner has work for, in id order: the
+ * grants fold keeps gw/GRANT for every grant requested, provisioning,
+ * failed, repairing, revoking, purging or restoring, and for one
+ * provisioned until a credential.delivered of its version is folded.
+ * A provisioned grant's later holders and missing files are not in it.
+ */
+int	tl_grant_each_work(struct tl_txn *t, const struct tl_proj *p,
+	    tl_grant_fn fn, void *arg);
 
 /*
  * The credential version delivered to holder (MODULE@NODE), 0 if none:

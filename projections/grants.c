@@ -170,6 +170,67 @@ tl_grant_each(struct tl_txn *t, const struct tl_proj *p, tl_grant_fn fn,
 	return tl_rec_scan(t, p->grants, "g/", each_one, &e);
 }
 
+int
+tl_grant_each_work(struct tl_txn *t, const struct tl_proj *p,
+    tl_grant_fn fn, void *arg)
+{
+	struct each e = { t, p, fn, arg, 0 };
+
+	return tl_rec_scan(t, p->grants, "gw/", each_one, &e);
+}
+
+/* Is a grant in this state work for the provisioner whatever else holds? */
+static int
+work_state(const char *state)
+{
+	static const char *const v[] = {
+		GRANT_REQUESTED, GRANT_PROVISIONING, GRANT_FAILED,
+		GRANT_REPAIRING, GRANT_REVOKING, GRANT_PURGING,
+		GRANT_RESTORING
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (strcmp(state, v[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+set_work_index(struct tl_txn *t, const struct tl_proj *p, const char *id,
+    int on)
+{
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "gw/%s", id)) != 0)
+		return rc;
+	if (on)
+		return tl_kv_put(t, p->grants, k, strlen(k), "", 0);
+	return tl_kv_del(t, p->grants, k, strlen(k));
+}
+
+/*
+ * Keeps gw/GRANT as g's state (after ev) says: set in a work state, and
+ * when it has just become provisioned (its credential is not delivered
+ * yet); cleared in a state of rest.  A provisioned grant keeps what it
+ * had: fold_delivered clears it.  Only this fold changes a grant's
+ * state, so the index is exactly as complete as the state itself.
+ */
+static int
+update_work_index(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, const struct tl_grant *g)
+{
+	if (work_state(g->state))
+		return set_work_index(t, p, g->id, 1);
+	if (strcmp(g->state, GRANT_PROVISIONED) == 0) {
+		if (strcmp(ev->type, EV_GRANT_PROVISIONED) == 0)
+			return set_work_index(t, p, g->id, 1);
+		return 0;
+	}
+	return set_work_index(t, p, g->id, 0);
+}
+
 static int
 set_provider_index(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, int on)
@@ -241,6 +302,7 @@ fold_delivered(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char grant[TL_GRANT_ID_MAX + 1], holder[140];
+	struct tl_grant g;
 	uint8_t v[8];
 	uint64_t ver;
 	S(k);
@@ -254,7 +316,17 @@ fold_delivered(struct tl_txn *t, const struct tl_proj *p,
 	if ((rc = tl_key(k, "d/%s/%s", grant, holder)) != 0)
 		return rc;
 	(void)ev;
-	return tl_kv_put(t, p->grants, k, strlen(k), v, 8);
+	if ((rc = tl_kv_put(t, p->grants, k, strlen(k), v, 8)) != 0)
+		return rc;
+	/*
+	 * Its credential has reached a holder: the provisioner no longer
+	 * looks at it each pass.  Other holders (one assigned later, a file
+	 * removed) are its periodic sweep's (reactors/provision.c).
+	 */
+	if (tl_grant_get(t, p, grant, &g, NULL) == 0 &&
+	    strcmp(g.state, GRANT_PROVISIONED) == 0 && ver >= g.version)
+		return set_work_index(t, p, grant, 0);
+	return 0;
 }
 
 uint64_t
@@ -327,7 +399,8 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		g.requested_seq = ev->seq;
 		if ((rc = tl_key(k, "gm/%s/%s", g.module, g.id)) != 0 ||
 		    (rc = tl_kv_put(t, p->grants, k, strlen(k), "", 0)) != 0 ||
-		    (rc = set_provider_index(t, p, &g, 1)) != 0)
+		    (rc = set_provider_index(t, p, &g, 1)) != 0 ||
+		    (rc = update_work_index(t, p, ev, &g)) != 0)
 			return rc;
 		return tl_grant_put(t, p, ev->seq, &g);
 	}
@@ -456,5 +529,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		g.policy[0] = '\0';
 	} else
 		return 0;
+	if ((rc = update_work_index(t, p, ev, &g)) != 0)
+		return rc;
 	return tl_grant_put(t, p, ev->seq, &g);
 }

@@ -1120,6 +1120,36 @@ inv_binding(const char *rest, const void *val, size_t vlen, void *arg)
 	return 0;
 }
 
+static int
+grant_is_work(const char *state)
+{
+	return strcmp(state, GRANT_REQUESTED) == 0 ||
+	    strcmp(state, GRANT_PROVISIONING) == 0 ||
+	    strcmp(state, GRANT_FAILED) == 0 ||
+	    strcmp(state, GRANT_REPAIRING) == 0 ||
+	    strcmp(state, GRANT_REVOKING) == 0 ||
+	    strcmp(state, GRANT_PURGING) == 0 ||
+	    strcmp(state, GRANT_RESTORING) == 0;
+}
+
+/* gw/GRANT: the grant exists, in a work state or provisioned. */
+static int
+inv_gw(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct inv *iv = arg;
+	struct tl_grant g;
+
+	(void)val;
+	(void)vlen;
+	iv->checked++;
+	if (tl_grant_get(iv->t, iv->p, rest, &g, NULL) != 0)
+		inv_fail(iv, "gw/%s: no grant", rest);
+	else if (!grant_is_work(g.state) &&
+	    strcmp(g.state, GRANT_PROVISIONED) != 0)
+		inv_fail(iv, "gw/%s: the grant is %s", rest, g.state);
+	return 0;
+}
+
 /* g/GRANT: indexed by module and provider; a live one has its requirement. */
 static int
 inv_grant(const struct tl_grant *g, void *arg)
@@ -1134,6 +1164,14 @@ inv_grant(const struct tl_grant *g, void *arg)
 	if (g->provider[0] != '\0' &&
 	    !grants_has(iv, "gp/%s/%s", g->provider, g->id))
 		inv_fail(iv, "g/%s: no gp/%s/ index", g->id, g->provider);
+	/* The provisioner's work index (tl_grant_each_work): every grant in
+	 * a state that is work for it, none at rest. */
+	if (grant_is_work(g->state) && !grants_has(iv, "gw/%s", g->id))
+		inv_fail(iv, "g/%s is %s: no gw/ index", g->id, g->state);
+	if (!grant_is_work(g->state) &&
+	    strcmp(g->state, GRANT_PROVISIONED) != 0 &&
+	    grants_has(iv, "gw/%s", g->id))
+		inv_fail(iv, "g/%s is %s: in the gw/ index", g->id, g->state);
 	if (strcmp(g->state, GRANT_REVOKED) == 0 ||
 	    strcmp(g->state, GRANT_REVOKING) == 0)
 		return 0;
@@ -1268,6 +1306,7 @@ check_invariants(void)
 	    0);
 	ck_assert_int_eq(tl_grant_each(v.t, &v.p, inv_grant, &iv), 0);
 	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "gp/", inv_gp, &iv), 0);
+	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "gw/", inv_gw, &iv), 0);
 	ck_assert_int_eq(tl_rec_scan(v.t, v.p.graph, "a/", inv_assignment,
 	    &iv), 0);
 	ck_assert_int_eq(tl_rec_scan(v.t, v.p.graph, "an/", inv_an, &iv), 0);

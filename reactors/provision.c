@@ -48,6 +48,7 @@ tl_rx_init(struct tl_rx *rx)
 	rx->workers = 4;
 	rx->max_rotations = 4;
 	rx->verify_interval_ns = 30000000000u;
+	rx->sweep_interval_ns = 10000000000u;
 }
 
 void
@@ -835,13 +836,37 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 {
 	struct pass *ps = arg;
 	struct gather_arg ga = { ps, t, p };
-	size_t i;
+	struct tl_rx *rx = ps->rx;
+	size_t i, cap = (size_t)(rx->workers > 0 ? rx->workers : 1) *
+	    TL_RX_PASS_PER_SESSION;
 	int rc;
 
-	if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
-		return rc;
-	cap_pass(ps, (size_t)(ps->rx->workers > 0 ? ps->rx->workers : 1) *
-	    TL_RX_PASS_PER_SESSION);
+	/*
+	 * The work index first (tl_grant_each_work): what the fold says
+	 * needs the provisioner, so a pass of a backlog costs its own work,
+	 * not every grant's delivery files.  What the index cannot know, a
+	 * holder assigned after a grant's delivery or a delivery file
+	 * removed (or not written: a crash after the outcomes' commit), is
+	 * the sweep's, every grant as before: in every pass the index
+	 * gives nothing to do, so the chain never rests without one that
+	 * found nothing, and at least every sweep_interval_ns through a
+	 * long backlog.  Meanwhile tally status checks the files itself.
+	 */
+	if (rx->swept_ns != 0 && ps->now >= rx->swept_ns &&
+	    ps->now - rx->swept_ns < rx->sweep_interval_ns) {
+		if ((rc = tl_grant_each_work(t, p, gather_one, &ga)) != 0)
+			return rc;
+		cap_pass(ps, cap);
+	}
+	if (ps->nw == 0) {
+		/* Backoffs counted by the index's walk are counted again. */
+		ps->pending = 0;
+		ps->next_ns = 0;
+		if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
+			return rc;
+		rx->swept_ns = ps->now;
+		cap_pass(ps, cap);
+	}
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
 		struct tl_rx_prov *pv;

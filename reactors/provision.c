@@ -830,6 +830,49 @@ cap_pass(struct pass *ps, size_t cap)
 	free(per);
 }
 
+/* A walk of the work index: one provider's oldest, up to the cap. */
+struct work_walk {
+	struct gather_arg	*ga;
+	size_t			 cap;
+	size_t			 taken;	/* of the provider walked */
+};
+
+static int
+work_grant(const struct tl_grant *g, void *arg)
+{
+	struct work_walk *ww = arg;
+
+	if (ww->taken == ww->cap)
+		return 1;	/* the rest is the next pass's */
+	ww->taken++;
+	return gather_one(g, ww->ga);
+}
+
+static int
+work_provider(const char *provider, uint64_t n, void *arg)
+{
+	struct work_walk *ww = arg;
+	struct pass *ps = ww->ga->ps;
+	struct tl_rx_backoff *bo;
+	int rc;
+
+	/* In backoff: all of its work waits, none of it is read. */
+	if ((bo = tl_rx_backoff_find(ps->rx, provider, 0)) != NULL &&
+	    bo->next_ns > ps->now) {
+		ps->pending += (unsigned)n;
+		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
+			ps->next_ns = bo->next_ns;
+		return 0;
+	}
+	ww->taken = 0;
+	if ((rc = tl_grant_each_work_on(ww->ga->t,
+	    ww->ga->p, provider, work_grant, ww)) != 0 && rc != 1)
+		return rc;
+	if (n > ww->taken)
+		ps->pending += (unsigned)(n - ww->taken);
+	return 0;
+}
+
 /* Phase 1 (pass.h): what each grant needs, in the pass's read transaction. */
 static int
 gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
@@ -842,7 +885,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 	int rc;
 
 	/*
-	 * The work index first (tl_grant_each_work): what the fold says
+	 * The work index first (projections/grant.h): what the fold says
 	 * needs the provisioner, so a pass of a backlog costs its own work,
 	 * not every grant's delivery files.  What the index cannot know, a
 	 * holder assigned after a grant's delivery or a delivery file
@@ -854,7 +897,12 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 	 */
 	if (rx->swept_ns != 0 && ps->now >= rx->swept_ns &&
 	    ps->now - rx->swept_ns < rx->sweep_interval_ns) {
-		if ((rc = tl_grant_each_work(t, p, gather_one, &ga)) != 0)
+		struct work_walk ww = { &ga, cap, 0 };
+
+		if ((rc = tl_grant_work_providers(t, p, work_provider,
+		    &ww)) != 0 ||
+		    (rc = tl_grant_each_undelivered(t, p, gather_one,
+		    &ga)) != 0)
 			return rc;
 		cap_pass(ps, cap);
 	}

@@ -4,7 +4,9 @@
  *
  * A pass is the one of reactors/pass.h (its crash rule is there).
  * Gather: every grant that needs its provider, at most 32 calls per
- * session per provider, oldest first (cap_pass).  Intents, in one write
+ * session per provider, oldest first (cap_pass), read from the grants
+ * fold's work index, with a sweep of every grant when that gives
+ * nothing (gather says why that is enough).  Intents, in one write
  * transaction: grant.provisioning with a fresh password encrypted under
  * the master key (a grant that already has one, from a pass that
  * crashed or failed, keeps it).  Calls, with no transaction open, on

@@ -282,12 +282,21 @@ count_work(struct tl_txn *t, const struct tl_proj *p, const char *provider,
 	if (tl_kv_get(t, p->grants, k, strlen(k), &val, &n) == 0 && n == 8)
 		c = tl_get_be64(val);
 	if (delta < 0 && c == 0)
-		return TL_ECORRUPT;
+		return 0;	/* not counted: nothing to take off */
 	c = delta < 0 ? c - 1 : c + 1;
 	if (c == 0)
 		return tl_kv_del(t, p->grants, k, strlen(k));
 	tl_put_be64(v, c);
 	return tl_kv_put(t, p->grants, k, strlen(k), v, 8);
+}
+
+static int
+has_key(struct tl_txn *t, const struct tl_proj *p, const char *k)
+{
+	const void *v;
+	size_t n;
+
+	return tl_kv_get(t, p->grants, k, strlen(k), &v, &n) == 0;
 }
 
 static int
@@ -328,12 +337,16 @@ tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
 		return rc;
 	if (is && (rc = work_key(kn, g)) != 0)
 		return rc;
-	if (was && (!is || strcmp(ko, kn) != 0)) {
+	/*
+	 * Counted as the entries come and go, not as states say: projections
+	 * built before the index (no entries yet) stay consistent.
+	 */
+	if (was && (!is || strcmp(ko, kn) != 0) && has_key(t, p, ko)) {
 		if ((rc = tl_kv_del(t, p->grants, ko, strlen(ko))) != 0 ||
 		    (rc = count_work(t, p, old->provider, -1)) != 0)
 			return rc;
 	}
-	if (is && (!was || strcmp(ko, kn) != 0)) {
+	if (is && (!was || strcmp(ko, kn) != 0) && !has_key(t, p, kn)) {
 		if ((rc = tl_kv_put(t, p->grants, kn, strlen(kn), "", 0)) !=
 		    0 || (rc = count_work(t, p, g->provider, 1)) != 0)
 			return rc;

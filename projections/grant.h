@@ -95,6 +95,35 @@ int	tl_grant_each_of_provider(struct tl_txn *t, const struct tl_proj *p,
 	    const char *provider, tl_grant_fn fn, void *arg);
 int	tl_grant_each(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
+/*
+ * The provisioner's work index, kept by the grants fold (rebuilt with
+ * it): gw/PROVIDER SEQ GRANT for every grant requested, provisioning,
+ * failed, repairing, revoking, purging or restoring, SEQ its state_seq
+ * (so oldest first); gwp/PROVIDER their number; gd/GRANT for a grant
+ * provisioned (or given a new credential) until a credential.delivered
+ * of its version is folded.  What it does not know: a holder assigned
+ * after a delivery, a delivery file removed (the provisioner's sweep).
+ *
+ * tl_grant_work_providers visits each provider with work and its count;
+ * tl_grant_each_work_on a provider's, oldest first; both stop when fn
+ * returns non-zero and return that.  tl_grant_each_undelivered visits
+ * the gd/ grants.
+ */
+typedef int (*tl_grant_provider_fn)(const char *provider, uint64_t n,
+	    void *arg);
+int	tl_grant_work_providers(struct tl_txn *t, const struct tl_proj *p,
+	    tl_grant_provider_fn fn, void *arg);
+int	tl_grant_each_work_on(struct tl_txn *t, const struct tl_proj *p,
+	    const char *provider, tl_grant_fn fn, void *arg);
+int	tl_grant_each_undelivered(struct tl_txn *t, const struct tl_proj *p,
+	    tl_grant_fn fn, void *arg);
+/*
+ * For a fold that changes a grant's record: moves its entries from old
+ * (NULL: none) to g; undelivered: g has a credential to deliver.
+ */
+int	tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *old, const struct tl_grant *g,
+	    int undelivered);
 
 /*
  * The credential version delivered to holder (MODULE@NODE), 0 if none:

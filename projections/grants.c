@@ -175,6 +175,196 @@ tl_grant_each(struct tl_txn *t, const struct tl_proj *p, tl_grant_fn fn,
 	return tl_rec_scan(t, p->grants, "g/", each_one, &e);
 }
 
+/* gw/PROVIDER SEQ ID: the space sorts before any character of an id. */
+static int
+work_key(char *k, const struct tl_grant *g)
+{
+	return tl_key(k, "gw/%s %016llx %s", g->provider,
+	    (unsigned long long)g->state_seq, g->id);
+}
+
+struct work_each {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	tl_grant_fn		 fn;
+	void			*arg;
+};
+
+static int
+work_one(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct work_each *e = arg;
+	const char *id = strchr(rest, ' ');
+	struct tl_grant g;
+	int rc;
+
+	(void)val;
+	(void)vlen;
+	if (id == NULL)
+		return TL_ECORRUPT;
+	if ((rc = tl_grant_get(e->t, e->p, id + 1, &g, NULL)) != 0)
+		return rc;
+	return e->fn(&g, e->arg);
+}
+
+int
+tl_grant_each_work_on(struct tl_txn *t, const struct tl_proj *p,
+    const char *provider, tl_grant_fn fn, void *arg)
+{
+	struct work_each e = { t, p, fn, arg };
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "gw/%s ", provider)) != 0)
+		return rc;
+	return tl_rec_scan(t, p->grants, k, work_one, &e);
+}
+
+struct prov_each {
+	tl_grant_provider_fn	 fn;
+	void			*arg;
+};
+
+static int
+prov_one(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct prov_each *e = arg;
+
+	if (vlen != 8)
+		return TL_ECORRUPT;
+	return e->fn(rest, tl_get_be64(val), e->arg);
+}
+
+int
+tl_grant_work_providers(struct tl_txn *t, const struct tl_proj *p,
+    tl_grant_provider_fn fn, void *arg)
+{
+	struct prov_each e = { fn, arg };
+
+	return tl_rec_scan(t, p->grants, "gwp/", prov_one, &e);
+}
+
+int
+tl_grant_each_undelivered(struct tl_txn *t, const struct tl_proj *p,
+    tl_grant_fn fn, void *arg)
+{
+	struct each e = { t, p, fn, arg, 0 };
+
+	return tl_rec_scan(t, p->grants, "gd/", each_one, &e);
+}
+
+/* Is a grant in this state work for the provisioner's driver calls? */
+static int
+work_state(const char *state)
+{
+	static const char *const v[] = {
+		GRANT_REQUESTED, GRANT_PROVISIONING, GRANT_FAILED,
+		GRANT_REPAIRING, GRANT_REVOKING, GRANT_PURGING,
+		GRANT_RESTORING
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (strcmp(state, v[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* gwp/PROVIDER: how many gw/PROVIDER entries; absent at none. */
+static int
+count_work(struct tl_txn *t, const struct tl_proj *p, const char *provider,
+    int delta)
+{
+	const void *val;
+	size_t n;
+	uint64_t c = 0;
+	uint8_t v[8];
+	S(k);
+	int rc;
+
+	if ((rc = tl_key(k, "gwp/%s", provider)) != 0)
+		return rc;
+	if (tl_kv_get(t, p->grants, k, strlen(k), &val, &n) == 0 && n == 8)
+		c = tl_get_be64(val);
+	if (delta < 0 && c == 0)
+		return 0;	/* not counted: nothing to take off */
+	c = delta < 0 ? c - 1 : c + 1;
+	if (c == 0)
+		return tl_kv_del(t, p->grants, k, strlen(k));
+	tl_put_be64(v, c);
+	return tl_kv_put(t, p->grants, k, strlen(k), v, 8);
+}
+
+static int
+has_key(struct tl_txn *t, const struct tl_proj *p, const char *k)
+{
+	const void *v;
+	size_t n;
+
+	return tl_kv_get(t, p->grants, k, strlen(k), &v, &n) == 0;
+}
+
+static int
+delivered_ge(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	(void)rest;
+	return vlen == 8 && tl_get_be64(val) >= *(const uint64_t *)arg;
+}
+
+/*
+ * Has a holder already had g's credential version?  Then gd/ stays
+ * clear, as fold_delivered would have left it (a rotation delivers
+ * before it activates).
+ */
+static int
+delivered_any(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g)
+{
+	uint64_t ver = g->version;
+	S(k);
+
+	if (tl_key(k, "d/%s/", g->id) != 0)
+		return 0;
+	return tl_rec_scan(t, p->grants, k, delivered_ge, &ver) == 1;
+}
+
+int
+tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *old, const struct tl_grant *g, int undelivered)
+{
+	int was = old != NULL && work_state(old->state);
+	int is = work_state(g->state);
+	S(ko);
+	S(kn);
+	int rc;
+
+	if (was && (rc = work_key(ko, old)) != 0)
+		return rc;
+	if (is && (rc = work_key(kn, g)) != 0)
+		return rc;
+	/*
+	 * Counted as the entries come and go, not as states say: projections
+	 * built before the index (no entries yet) stay consistent.
+	 */
+	if (was && (!is || strcmp(ko, kn) != 0) && has_key(t, p, ko)) {
+		if ((rc = tl_kv_del(t, p->grants, ko, strlen(ko))) != 0 ||
+		    (rc = count_work(t, p, old->provider, -1)) != 0)
+			return rc;
+	}
+	if (is && (!was || strcmp(ko, kn) != 0) && !has_key(t, p, kn)) {
+		if ((rc = tl_kv_put(t, p->grants, kn, strlen(kn), "", 0)) !=
+		    0 || (rc = count_work(t, p, g->provider, 1)) != 0)
+			return rc;
+	}
+	if ((rc = tl_key(kn, "gd/%s", g->id)) != 0)
+		return rc;
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+		return tl_kv_del(t, p->grants, kn, strlen(kn));
+	if (undelivered && !delivered_any(t, p, g))
+		return tl_kv_put(t, p->grants, kn, strlen(kn), "", 0);
+	return 0;
+}
+
 static int
 set_provider_index(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, int on)
@@ -246,6 +436,7 @@ fold_delivered(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char grant[TL_GRANT_ID_MAX + 1], holder[140];
+	struct tl_grant g;
 	uint8_t v[8];
 	uint64_t ver;
 	S(k);
@@ -259,7 +450,19 @@ fold_delivered(struct tl_txn *t, const struct tl_proj *p,
 	if ((rc = tl_key(k, "d/%s/%s", grant, holder)) != 0)
 		return rc;
 	(void)ev;
-	return tl_kv_put(t, p->grants, k, strlen(k), v, 8);
+	if ((rc = tl_kv_put(t, p->grants, k, strlen(k), v, 8)) != 0)
+		return rc;
+	/*
+	 * Its credential has reached a holder: the provisioner no longer
+	 * looks at it each pass.  Other holders (one assigned later, a file
+	 * removed) are its periodic sweep's (reactors/provision.c).
+	 */
+	if (tl_grant_get(t, p, grant, &g, NULL) == 0 && ver >= g.version) {
+		if ((rc = tl_key(k, "gd/%s", grant)) != 0)
+			return rc;
+		return tl_kv_del(t, p->grants, k, strlen(k));
+	}
+	return 0;
 }
 
 uint64_t
@@ -282,8 +485,9 @@ int
 tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
-	struct tl_grant g;
+	struct tl_grant g, old;
 	char id[TL_GRANT_ID_MAX + 1];
+	int had = 0;
 	S(k);
 	int rc;
 
@@ -311,6 +515,8 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		 * every delivery stays distinct.
 		 */
 		if (tl_grant_get(t, p, id, &g, NULL) == 0) {
+			old = g;
+			had = 1;
 			version = g.version;
 			naming = g.naming;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
@@ -332,7 +538,9 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		g.requested_seq = ev->seq;
 		if ((rc = tl_key(k, "gm/%s/%s", g.module, g.id)) != 0 ||
 		    (rc = tl_kv_put(t, p->grants, k, strlen(k), "", 0)) != 0 ||
-		    (rc = set_provider_index(t, p, &g, 1)) != 0)
+		    (rc = set_provider_index(t, p, &g, 1)) != 0 ||
+		    (rc = tl_grant_work_index(t, p, had ? &old : NULL, &g,
+		    0)) != 0)
 			return rc;
 		return tl_grant_put(t, p, ev->seq, &g);
 	}
@@ -342,6 +550,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		return 0;	/* a binding before its grant exists */
 	if (rc != 0)
 		return rc;
+	old = g;
 
 	if (strcmp(ev->type, EV_BINDING_MADE) == 0) {
 		char prov[sizeof(g.provider)];
@@ -461,5 +670,9 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		g.policy[0] = '\0';
 	} else
 		return 0;
+	/* Just provisioned: its credential is for delivery. */
+	if ((rc = tl_grant_work_index(t, p, &old, &g,
+	    strcmp(ev->type, EV_GRANT_PROVISIONED) == 0)) != 0)
+		return rc;
 	return tl_grant_put(t, p, ev->seq, &g);
 }

@@ -275,12 +275,13 @@ static int
 switch_grant(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
     const struct tl_rebind *r)
 {
-	struct tl_grant g;
+	struct tl_grant g, old;
 	S(k);
 	int rc;
 
 	if ((rc = tl_grant_get(t, p, r->grant, &g, NULL)) != 0)
 		return rc == TL_ENOTFOUND ? 0 : rc;
+	old = g;
 	if (g.provider[0] != '\0') {
 		if ((rc = tl_key(k, "gp/%s/%s", g.provider, g.id)) != 0 ||
 		    (rc = tl_kv_del(t, p->grants, k, strlen(k))) != 0)
@@ -298,6 +299,9 @@ switch_grant(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	snprintf(g.port, sizeof(g.port), "%s", r->port);
 	/* What was found wrong with the old resource is not the new one's. */
 	g.drift[0] = g.drift_reason[0] = '\0';
+	/* Its work (if any) is on the new provider, its credential new. */
+	if ((rc = tl_grant_work_index(t, p, &old, &g, 1)) != 0)
+		return rc;
 	return tl_grant_put(t, p, seq, &g);
 }
 

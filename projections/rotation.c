@@ -303,6 +303,9 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 		g.version = r.to;
 		g.intent_seq = r.issued_seq;
 		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
+		/* A new credential to deliver (gd/, grant.h). */
+		if ((rc = tl_grant_work_index(t, p, &g, &g, 1)) != 0)
+			return rc;
 		return tl_grant_put(t, p, ev->seq, &g);
 	}
 	if (strcmp(ev->type, EV_ROT_COMPLETED) == 0 ||

@@ -4,7 +4,9 @@
  *
  * A pass is the one of reactors/pass.h (its crash rule is there).
  * Gather: every grant that needs its provider, at most 32 calls per
- * session per provider, oldest first (cap_pass).  Intents, in one write
+ * session per provider, oldest first (cap_pass), read from the grants
+ * fold's work index, with a sweep of every grant when that gives
+ * nothing (gather says why that is enough).  Intents, in one write
  * transaction: grant.provisioning with a fresh password encrypted under
  * the master key (a grant that already has one, from a pass that
  * crashed or failed, keeps it).  Calls, with no transaction open, on
@@ -49,6 +51,7 @@ tl_rx_init(struct tl_rx *rx)
 	rx->workers = 4;
 	rx->max_rotations = 4;
 	rx->verify_interval_ns = 30000000000u;
+	rx->sweep_interval_ns = 10000000000u;
 }
 
 void
@@ -842,19 +845,91 @@ cap_pass(struct pass *ps, size_t cap)
 	free(per);
 }
 
+/* A walk of the work index: one provider's oldest, up to the cap. */
+struct work_walk {
+	struct gather_arg	*ga;
+	size_t			 cap;
+	size_t			 taken;	/* of the provider walked */
+};
+
+static int
+work_grant(const struct tl_grant *g, void *arg)
+{
+	struct work_walk *ww = arg;
+
+	if (ww->taken == ww->cap)
+		return 1;	/* the rest is the next pass's */
+	ww->taken++;
+	return gather_one(g, ww->ga);
+}
+
+static int
+work_provider(const char *provider, uint64_t n, void *arg)
+{
+	struct work_walk *ww = arg;
+	struct pass *ps = ww->ga->ps;
+	struct tl_rx_backoff *bo;
+	int rc;
+
+	/* In backoff: all of its work waits, none of it is read. */
+	if ((bo = tl_rx_backoff_find(ps->rx, provider, 0)) != NULL &&
+	    bo->next_ns > ps->now) {
+		ps->pending += (unsigned)n;
+		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
+			ps->next_ns = bo->next_ns;
+		return 0;
+	}
+	ww->taken = 0;
+	if ((rc = tl_grant_each_work_on(ww->ga->t,
+	    ww->ga->p, provider, work_grant, ww)) != 0 && rc != 1)
+		return rc;
+	if (n > ww->taken)
+		ps->pending += (unsigned)(n - ww->taken);
+	return 0;
+}
+
 /* Phase 1 (pass.h): what each grant needs, in the pass's read transaction. */
 static int
 gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 {
 	struct pass *ps = arg;
 	struct gather_arg ga = { ps, t, p };
-	size_t i;
+	struct tl_rx *rx = ps->rx;
+	size_t i, cap = (size_t)(rx->workers > 0 ? rx->workers : 1) *
+	    TL_RX_PASS_PER_SESSION;
 	int rc;
 
-	if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
-		return rc;
-	cap_pass(ps, (size_t)(ps->rx->workers > 0 ? ps->rx->workers : 1) *
-	    TL_RX_PASS_PER_SESSION);
+	/*
+	 * The work index first (projections/grant.h): what the fold says
+	 * needs the provisioner, so a pass of a backlog costs its own work,
+	 * not every grant's delivery files.  What the index cannot know, a
+	 * holder assigned after a grant's delivery or a delivery file
+	 * removed (or not written: a crash after the outcomes' commit), is
+	 * the sweep's, every grant as before: in every pass the index
+	 * gives nothing to do, so the chain never rests without one that
+	 * found nothing, and at least every sweep_interval_ns through a
+	 * long backlog.  Meanwhile tally status checks the files itself.
+	 */
+	if (rx->swept_ns != 0 && ps->now >= rx->swept_ns &&
+	    ps->now - rx->swept_ns < rx->sweep_interval_ns) {
+		struct work_walk ww = { &ga, cap, 0 };
+
+		if ((rc = tl_grant_work_providers(t, p, work_provider,
+		    &ww)) != 0 ||
+		    (rc = tl_grant_each_undelivered(t, p, gather_one,
+		    &ga)) != 0)
+			return rc;
+		cap_pass(ps, cap);
+	}
+	if (ps->nw == 0) {
+		/* Backoffs counted by the index's walk are counted again. */
+		ps->pending = 0;
+		ps->next_ns = 0;
+		if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
+			return rc;
+		rx->swept_ns = ps->now;
+		cap_pass(ps, cap);
+	}
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
 		struct tl_rx_prov *pv;

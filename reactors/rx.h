@@ -48,6 +48,13 @@ struct tl_rx {
 	int			 files_rc;
 	uint64_t		 verify_interval_ns;	/* between checks */
 	struct tl_rx_pool	*pool;		/* driver calls (pass.h) */
+	/*
+	 * The provisioner's sweep of every grant (its delivery files, its
+	 * holders): at least this often while passes have work, and in
+	 * every pass that has none (provision.c).  swept_ns: the last one.
+	 */
+	uint64_t		 sweep_interval_ns;
+	uint64_t		 swept_ns;
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/body.h"
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/kv.h"
 #include "core/log.h"
@@ -988,6 +989,9 @@ struct inv {
 	struct tl_proj	*p;
 	char		 fail[2048];
 	size_t		 checked;
+	/* gwp/PROVIDER's counts against the gw/ entries seen. */
+	struct { char prov[140]; uint64_t want, seen; } wp[64];
+	size_t		 nwp;
 };
 
 static void
@@ -1120,6 +1124,63 @@ inv_binding(const char *rest, const void *val, size_t vlen, void *arg)
 	return 0;
 }
 
+static int
+grant_is_work(const char *state)
+{
+	return strcmp(state, GRANT_REQUESTED) == 0 ||
+	    strcmp(state, GRANT_PROVISIONING) == 0 ||
+	    strcmp(state, GRANT_FAILED) == 0 ||
+	    strcmp(state, GRANT_REPAIRING) == 0 ||
+	    strcmp(state, GRANT_REVOKING) == 0 ||
+	    strcmp(state, GRANT_PURGING) == 0 ||
+	    strcmp(state, GRANT_RESTORING) == 0;
+}
+
+/* gw/GRANT: the grant exists, in a work state or provisioned. */
+static int
+inv_gw(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct inv *iv = arg;
+	struct tl_grant g;
+	const char *sp = strrchr(rest, ' ');
+	char prov[140], want[TL_KEY_MAX];
+	const void *v;
+	size_t n;
+
+	(void)val;
+	(void)vlen;
+	iv->checked++;
+	/* Grant ids hold no space; provider ids neither. */
+	if (sp == NULL || tl_grant_get(iv->t, iv->p, sp + 1, &g, NULL) != 0)
+		return inv_fail(iv, "gw/%s: no grant", rest), 0;
+	snprintf(want, sizeof(want), "%s %016llx %s", g.provider,
+	    (unsigned long long)g.state_seq, g.id);
+	if (!grant_is_work(g.state) || strcmp(want, rest) != 0)
+		inv_fail(iv, "gw/%s: the grant is %s, on %s", rest, g.state,
+		    g.provider);
+	/* gwp/PROVIDER counts them. */
+	snprintf(prov, sizeof(prov), "gwp/%s", g.provider);
+	if (tl_kv_get(iv->t, iv->p->grants, prov, strlen(prov), &v, &n) != 0 ||
+	    n != 8)
+		inv_fail(iv, "gw/%s: no %s", rest, prov);
+	else {
+		size_t i;
+
+		for (i = 0; i < iv->nwp; i++)
+			if (strcmp(iv->wp[i].prov, g.provider) == 0)
+				break;
+		if (i == iv->nwp && i < sizeof(iv->wp) / sizeof(iv->wp[0])) {
+			snprintf(iv->wp[i].prov, sizeof(iv->wp[i].prov), "%s",
+			    g.provider);
+			iv->wp[i].want = tl_get_be64(v);
+			iv->nwp++;
+		}
+		if (i < iv->nwp)
+			iv->wp[i].seen++;
+	}
+	return 0;
+}
+
 /* g/GRANT: indexed by module and provider; a live one has its requirement. */
 static int
 inv_grant(const struct tl_grant *g, void *arg)
@@ -1134,6 +1195,14 @@ inv_grant(const struct tl_grant *g, void *arg)
 	if (g->provider[0] != '\0' &&
 	    !grants_has(iv, "gp/%s/%s", g->provider, g->id))
 		inv_fail(iv, "g/%s: no gp/%s/ index", g->id, g->provider);
+	/* The provisioner's work index (grant.h): every grant in
+	 * a state that is work for it, none at rest. */
+	if (grant_is_work(g->state) && !grants_has(iv, "gw/%s %016llx %s",
+	    g->provider, (unsigned long long)g->state_seq, g->id))
+		inv_fail(iv, "g/%s is %s: no gw/ index", g->id, g->state);
+	if (strcmp(g->state, GRANT_PROVISIONED) != 0 &&
+	    grants_has(iv, "gd/%s", g->id))
+		inv_fail(iv, "g/%s is %s: in the gd/ index", g->id, g->state);
 	if (strcmp(g->state, GRANT_REVOKED) == 0 ||
 	    strcmp(g->state, GRANT_REVOKING) == 0)
 		return 0;
@@ -1268,6 +1337,12 @@ check_invariants(void)
 	    0);
 	ck_assert_int_eq(tl_grant_each(v.t, &v.p, inv_grant, &iv), 0);
 	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "gp/", inv_gp, &iv), 0);
+	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "gw/", inv_gw, &iv), 0);
+	for (size_t w = 0; w < iv.nwp; w++)
+		if (iv.wp[w].want != iv.wp[w].seen)
+			inv_fail(&iv, "gwp/%s counts %llu, gw/ holds %llu",
+			    iv.wp[w].prov, (unsigned long long)iv.wp[w].want,
+			    (unsigned long long)iv.wp[w].seen);
 	ck_assert_int_eq(tl_rec_scan(v.t, v.p.graph, "a/", inv_assignment,
 	    &iv), 0);
 	ck_assert_int_eq(tl_rec_scan(v.t, v.p.graph, "an/", inv_an, &iv), 0);

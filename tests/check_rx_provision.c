@@ -765,6 +765,40 @@ START_TEST(test_lost_reply_resumed)
 }
 END_TEST
 
+/*
+ * A pass that has work does that work and looks at nothing else: not at
+ * the files of grants at rest (the work index, issue 12).  The pass
+ * where the work rests sweeps every grant, and rewrites what is missing.
+ */
+START_TEST(test_pass_takes_only_work)
+{
+	struct tl_grant a, b, c;
+	char *envp, *envc;
+	struct stat st;
+
+	/* No sweep by the clock in this test, however slow the machine. */
+	X.rx.sweep_interval_ns = UINT64_MAX;
+	provisioned(&a, &b);
+	envp = tl_test_path(X.home, "deliver/node-a/app-a.env");
+	envc = tl_test_path(X.home, "deliver/node-a/app-c.env");
+	ck_assert_int_eq(unlink(envp), 0);
+	consumer("app-c");
+	/* Work: app-c's grant; app-a's file is left to the sweep. */
+	ck_assert_uint_eq(provision(), 1);
+	grant("app-c/files", &c);
+	ck_assert_str_eq(c.state, "provisioned");
+	ck_assert_int_eq(stat(envc, &st), 0);
+	ck_assert_msg(stat(envp, &st) == -1, "a grant at rest was looked at "
+	    "in a pass with work");
+	/* No work left: the sweep rewrites the missing file. */
+	ck_assert_uint_eq(provision(), 1);
+	ck_assert_int_eq(stat(envp, &st), 0);
+	ck_assert_uint_eq(provision(), 0);
+	free(envp);
+	free(envc);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -781,6 +815,7 @@ suite(void)
 	tcase_add_test(tc, test_driver_link_in_place);
 	tcase_add_test(tc, test_driver_unprivileged);
 	tcase_add_test(tc, test_lost_reply_resumed);
+	tcase_add_test(tc, test_pass_takes_only_work);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -44,6 +44,69 @@ tl_secret_wipe(void *p, size_t n)
 	sodium_memzero(p, n);
 }
 
+/*
+ * Each block starts with a header that records its capacity (what
+ * tl_secret_realloc may grow into without moving); the header is 16
+ * bytes and the capacity a multiple of 16, which keeps the caller's
+ * pointer aligned (sodium_malloc aligns the end of the block to its
+ * guard page, so the start is only as aligned as the size).
+ */
+#define GUARD_HDR	16
+
+void *
+tl_secret_alloc(size_t n)
+{
+	size_t cap;
+	uint8_t *b;
+
+	if (n > SIZE_MAX / 2 - GUARD_HDR || sodium_init() < 0)
+		return NULL;
+	cap = (n + 15) & ~(size_t)15;
+	if ((b = sodium_malloc(GUARD_HDR + cap)) == NULL)
+		return NULL;
+	/* sodium_malloc fills with 0xdb; callers count on calloc's zeros. */
+	memset(b, 0, GUARD_HDR + cap);
+	memcpy(b, &cap, sizeof(cap));
+	return b + GUARD_HDR;
+}
+
+void *
+tl_secret_calloc(size_t nmemb, size_t size)
+{
+	if (size != 0 && nmemb > SIZE_MAX / size)
+		return NULL;
+	return tl_secret_alloc(nmemb * size);
+}
+
+void *
+tl_secret_realloc(void *p, size_t n)
+{
+	size_t cap, want;
+	uint8_t *q;
+
+	if (p == NULL)
+		return tl_secret_alloc(n);
+	memcpy(&cap, (uint8_t *)p - GUARD_HDR, sizeof(cap));
+	if (n <= cap)
+		return p;
+	want = cap > SIZE_MAX / 4 ? n : cap * 2;
+	if (want < n)
+		want = n;
+	if ((q = tl_secret_alloc(want)) == NULL)
+		return NULL;
+	memcpy(q, p, cap);
+	tl_secret_free(p);
+	return q;
+}
+
+void
+tl_secret_free(void *p)
+{
+	/* sodium_free wipes the whole block before unmapping it. */
+	if (p != NULL)
+		sodium_free((uint8_t *)p - GUARD_HDR);
+}
+
 int
 tl_secret_write_file(const char *path, const void *data, size_t len,
     unsigned mode)

@@ -43,6 +43,35 @@ void	tl_secret_key_free(struct tl_key *key);
 void	tl_secret_wipe(void *p, size_t n);
 
 /*
+ * Guarded memory for whatever holds a decrypted secret (a grant's
+ * password, a provider's admin password, the broker's): libsodium's
+ * sodium_malloc, so the bytes sit between guard pages, are mlocked
+ * (best effort: RLIMIT_MEMLOCK may refuse, the rest still holds) and
+ * are excluded from core dumps (MADV_DONTDUMP; gcore honours it too).
+ *
+ * sodium_malloc costs a mapping of at least four pages (two guards,
+ * the canary page, the data) and an mmap/mprotect/mlock per call, so
+ * a secret is never allocated on its own: the reactors allocate their
+ * whole per-pass arrays of works (which embed the password fields)
+ * here, one mapping per array.  Arrays that grow go through
+ * tl_secret_realloc, which doubles its capacity (amortised O(1), like
+ * realloc) since every move is a fresh mapping and a copy.
+ *
+ * tl_secret_alloc: n zeroed bytes (n 0 is allowed), or NULL (ENOMEM)
+ * for the caller to treat like malloc's NULL; tl_secret_calloc(nmemb,
+ * size) the same for an array (NULL if the product overflows).  The pointer is aligned
+ * for any type.  tl_secret_realloc(p, n): p (NULL: none yet) resized to
+ * at least n bytes, the new bytes zeroed; NULL on failure with p left
+ * as it was; p's old memory is wiped and freed when it moves.
+ * tl_secret_free(p): wipes all of p's memory and frees it; NULL is a
+ * no-op.  Only for pointers from these two; never free() them.
+ */
+void	*tl_secret_alloc(size_t n);
+void	*tl_secret_calloc(size_t nmemb, size_t size);
+void	*tl_secret_realloc(void *p, size_t n);
+void	 tl_secret_free(void *p);
+
+/*
  * For a program that holds secrets, first thing in main: makes the
  * process non-dumpable (prctl PR_SET_DUMPABLE 0) and its core limit 0.
  * 0 or an errno.

@@ -72,7 +72,7 @@ struct tl_drv_pg {
 	char	*host;
 	char	*port;
 	char	*user;
-	char	*password;		/* wiped in pg_close */
+	char	*password;		/* guarded memory; pg_close wipes */
 	char	*dbname;
 	int	 version;		/* server_version_num */
 	int	 maint;			/* revoke_public_connect */
@@ -262,6 +262,7 @@ pg_connect(const char *const *kw, const char *const *val, PGconn **out,
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
 	struct pollfd pfd;
 	PGconn *c;
+	char *pw;
 	long deadline, left;
 	int r;
 
@@ -300,6 +301,13 @@ pg_connect(const char *const *kw, const char *const *val, PGconn **out,
 		st = PQconnectPoll(c);
 	}
 	PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
+	/*
+	 * libpq keeps its own copy of the password for the life of the
+	 * session, in ordinary heap (in every core dump); it needs it
+	 * only to authenticate, and this driver never PQresets.
+	 */
+	if ((pw = PQpass(c)) != NULL)
+		tl_secret_wipe(pw, strlen(pw));
 	*out = c;
 	return 0;
 
@@ -1164,6 +1172,18 @@ maint_revoke(struct tl_drv_pg *p, char *why)
 
 /* --- the operations ------------------------------------------------- */
 
+/* A copy of password in guarded memory (core/secret.h), or NULL. */
+static char *
+secret_dup(const char *password)
+{
+	size_t n = strlen(password) + 1;
+	char *d;
+
+	if ((d = tl_secret_alloc(n)) != NULL)
+		memcpy(d, password, n);
+	return d;
+}
+
 static int
 pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
@@ -1182,7 +1202,7 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    (a->port != NULL && (p->port = strdup(a->port)) == NULL) ||
 	    (a->user != NULL && (p->user = strdup(a->user)) == NULL) ||
 	    (a->password != NULL &&
-	     (p->password = strdup(a->password)) == NULL) ||
+	     (p->password = secret_dup(a->password)) == NULL) ||
 	    (p->dbname = strdup(a->dbname != NULL && *a->dbname != '\0' ?
 	     a->dbname : "postgres")) == NULL) {
 		rc = whyf(why, ENOMEM, "out of memory");
@@ -1199,10 +1219,7 @@ fail:
 	free(p->host);
 	free(p->port);
 	free(p->user);
-	if (p->password != NULL) {
-		tl_secret_wipe(p->password, strlen(p->password));
-		free(p->password);
-	}
+	tl_secret_free(p->password);	/* wipes */
 	free(p->dbname);
 	free(p);
 	return rc;
@@ -1219,10 +1236,7 @@ pg_close(void *h)
 	free(p->host);
 	free(p->port);
 	free(p->user);
-	if (p->password != NULL) {
-		tl_secret_wipe(p->password, strlen(p->password));
-		free(p->password);
-	}
+	tl_secret_free(p->password);	/* wipes */
 	free(p->dbname);
 	free(p);
 }

@@ -55,7 +55,7 @@ collect(const char *rest, const void *val, size_t vlen, void *arg)
 
 	if (vlen != 16)
 		return TL_ECORRUPT;
-	if ((nv = realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
+	if ((nv = tl_secret_realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
 		return ENOMEM;
 	ps->s = nv;
 	memset(&ps->s[ps->n], 0, sizeof(ps->s[0]));
@@ -407,6 +407,6 @@ tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps)
 		tl_secret_wipe(ps.s[i].newpw, sizeof(ps.s[i].newpw));
 		tl_secret_wipe(ps.s[i].pv.password, sizeof(ps.s[i].pv.password));
 	}
-	free(ps.s);
+	tl_secret_free(ps.s);
 	return rc;
 }

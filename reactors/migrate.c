@@ -215,7 +215,7 @@ gather_one(const struct tl_grant *g, void *arg)
 		tl_rec_close(&r);
 		return 0;
 	}
-	if ((nv = realloc(ps->g, (ps->ng + 1) * sizeof(*nv))) == NULL) {
+	if ((nv = tl_secret_realloc(ps->g, (ps->ng + 1) * sizeof(*nv))) == NULL) {
 		tl_rec_close(&r);
 		return ENOMEM;
 	}
@@ -409,7 +409,7 @@ mig_drop(struct tl_rx *rx, struct tl_rx_mig *jb)
 			break;
 		}
 	mgrant_free(&jb->mg);
-	free(jb);
+	tl_secret_free(jb);
 }
 
 /* What a finished run did, said once, by the pass that records it. */
@@ -503,7 +503,7 @@ start_or_collect(struct mpass *ps, unsigned *running)
 			(*running)++;	/* waits for a worker */
 			continue;
 		}
-		if ((jb = calloc(1, sizeof(*jb))) == NULL) {
+		if ((jb = tl_secret_calloc(1, sizeof(*jb))) == NULL) {
 			(*running)++;
 			continue;
 		}
@@ -515,7 +515,7 @@ start_or_collect(struct mpass *ps, unsigned *running)
 		if (tl_rx_pool_submit(rx, &jb->job) != 0) {
 			tl_secret_wipe(jb->mg.password,
 			    sizeof(jb->mg.password));
-			free(jb);
+			tl_secret_free(jb);
 			(*running)++;
 			continue;
 		}
@@ -753,7 +753,7 @@ tl_rx_migrate(struct tl_rx *rx, unsigned *applied, unsigned *blocked,
 	*running = ps.running;
 	for (i = 0; i < ps.ng; i++)
 		mgrant_free(&ps.g[i]);
-	free(ps.g);
+	tl_secret_free(ps.g);
 	free(ps.mods);
 	return rc;
 }

@@ -345,7 +345,7 @@ pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
 	if (ps->npv == ps->cappv) {
 		size_t cap = ps->cappv ? ps->cappv * 2 : 8;
 
-		if ((np = realloc(ps->pv, cap * sizeof(*np))) == NULL) {
+		if ((np = tl_secret_realloc(ps->pv, cap * sizeof(*np))) == NULL) {
 			tl_secret_wipe(pv.password, sizeof(pv.password));
 			return NULL;
 		}
@@ -714,7 +714,7 @@ add_work(struct pass *ps)
 	if (ps->nw == ps->capw) {
 		size_t cap = ps->capw ? ps->capw * 2 : 16;
 
-		if ((nw = realloc(ps->w, cap * sizeof(*nw))) == NULL)
+		if ((nw = tl_secret_realloc(ps->w, cap * sizeof(*nw))) == NULL)
 			return NULL;
 		ps->w = nw;
 		ps->capw = cap;
@@ -1463,8 +1463,8 @@ pass_free(struct pass *ps)
 		tl_secret_wipe(ps->pv[i].password, sizeof(ps->pv[i].password));
 		free(ps->pv[i].w);
 	}
-	free(ps->w);
-	free(ps->pv);
+	tl_secret_free(ps->w);
+	tl_secret_free(ps->pv);
 	free(ps->fn);
 }
 

@@ -140,7 +140,7 @@ tl_rx_publish_stop(struct tl_rx *rx)
 	free(ps->queues);
 	free(ps->in);
 	msgpack_sbuffer_destroy(&ps->mp);
-	free(ps);
+	tl_secret_free(ps);
 	rx->pub = NULL;
 }
 
@@ -1083,7 +1083,7 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 	*published = 0;
 	*next_ns = 0;
 	if (ps == NULL) {
-		if ((ps = calloc(1, sizeof(*ps))) == NULL)
+		if ((ps = tl_secret_calloc(1, sizeof(*ps))) == NULL)
 			return ENOMEM;
 		msgpack_sbuffer_init(&ps->mp);
 		rx->pub = ps;

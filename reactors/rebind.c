@@ -183,7 +183,7 @@ gather_one(const struct tl_rebind *r, void *arg)
 	struct mstep *st, *nv;
 	int provisioned;
 
-	if ((nv = realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
+	if ((nv = tl_secret_realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
 		return ENOMEM;
 	ps->s = nv;
 	st = &ps->s[ps->n];
@@ -616,7 +616,7 @@ copy_drop(struct tl_rx *rx, struct tl_rx_copy *cp)
 			break;
 		}
 	step_free(&cp->st);
-	free(cp);
+	tl_secret_free(cp);
 }
 
 /*
@@ -655,7 +655,7 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 			copy_drop(rx, cp);
 			continue;
 		}
-		if ((cp = calloc(1, sizeof(*cp))) == NULL)
+		if ((cp = tl_secret_calloc(1, sizeof(*cp))) == NULL)
 			continue;	/* copied on this thread instead */
 		cp->st = *st;
 		cp->job.run = copy_run;
@@ -663,7 +663,7 @@ copies(struct tl_rx *rx, struct mpass *ps, unsigned *running)
 		snprintf(cp->job.key, sizeof(cp->job.key), "%s", st->r.to);
 		if (tl_rx_pool_submit(rx, &cp->job) != 0) {
 			step_free(&cp->st);	/* a copy of the secrets */
-			free(cp);
+			tl_secret_free(cp);
 			continue;
 		}
 		st->tables = NULL;
@@ -853,6 +853,6 @@ tl_rx_rebind(struct tl_rx *rx, unsigned *steps, unsigned *running)
 out:
 	for (i = 0; i < ps.n; i++)
 		step_free(&ps.s[i]);
-	free(ps.s);
+	tl_secret_free(ps.s);
 	return rc;
 }

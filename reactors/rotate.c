@@ -100,7 +100,7 @@ gather_one(const struct tl_rotation *r, void *arg)
 	int drop;
 	size_t i;
 
-	if ((nv = realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
+	if ((nv = tl_secret_realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
 		return ENOMEM;
 	ps->s = nv;
 	st = &ps->s[ps->n];
@@ -615,7 +615,7 @@ calls(void *arg, unsigned *phases)
 			}
 		}
 	}
-	pv = calloc(ps->n + 1, sizeof(*pv));
+	pv = tl_secret_calloc(ps->n + 1, sizeof(*pv));
 	cl = calloc(ps->n + 1, sizeof(*cl));
 	for (i = 0; pv != NULL && cl != NULL && i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
@@ -641,7 +641,7 @@ calls(void *arg, unsigned *phases)
 			((struct rstep *)cl[i].item)->rc = cl[i].rc;
 	for (i = 0; pv != NULL && i < npv; i++)
 		tl_secret_wipe(pv[i].password, sizeof(pv[i].password));
-	free(pv);
+	tl_secret_free(pv);
 	free(cl);
 	/* Outcomes only when a step was taken (as before the pass). */
 	*phases &= ~TL_RX_OUTCOMES;
@@ -717,7 +717,7 @@ out:
 		tl_secret_wipe(ps->s[i].pv.password,
 		    sizeof(ps->s[i].pv.password));
 	}
-	free(ps->s);
+	tl_secret_free(ps->s);
 	free(rp.da.due);
 	return rc;
 }

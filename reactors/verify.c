@@ -230,7 +230,8 @@ gather_one(const struct tl_grant *g, void *arg)
 	}
 	if (ps->nc == ps->cap) {
 		size_t cap = ps->cap ? ps->cap * 2 : 16;
-		struct check *nc = realloc(ps->c, cap * sizeof(*nc));
+		struct check *nc = tl_secret_realloc(ps->c,
+		    cap * sizeof(*nc));
 
 		if (nc == NULL)
 			return ENOMEM;
@@ -266,7 +267,8 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 		goto out;
 	if ((rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
 		goto out;
-	if (ps->nc > 0 && (ps->vp = calloc(ps->nc, sizeof(*ps->vp))) == NULL) {
+	if (ps->nc > 0 && (ps->vp = tl_secret_calloc(ps->nc,
+	    sizeof(*ps->vp))) == NULL) {
 		rc = ENOMEM;
 		goto out;
 	}
@@ -375,7 +377,7 @@ run_checks(void *arg, unsigned *phases)
 	size_t i, k, n = 0;
 
 	(void)phases;	/* outcomes always: the schedule moves */
-	pv = calloc(ps->nvp + 1, sizeof(*pv));
+	pv = tl_secret_calloc(ps->nvp + 1, sizeof(*pv));
 	cl = calloc(ps->nc + 1, sizeof(*cl));
 	if (pv == NULL || cl == NULL) {
 		for (i = 0; i < ps->nc; i++)
@@ -420,7 +422,7 @@ run_checks(void *arg, unsigned *phases)
 log:
 	for (i = 0; pv != NULL && i < ps->nvp; i++)
 		tl_secret_wipe(pv[i].password, sizeof(pv[i].password));
-	free(pv);
+	tl_secret_free(pv);
 	free(cl);
 	for (i = 0; i < ps->nc; i++) {
 		struct check *ck = &ps->c[i];
@@ -737,8 +739,8 @@ out:
 		    sizeof(ps.vp[i].pv.password));
 		free(ps.vp[i].c);
 	}
-	free(ps.vp);
-	free(ps.c);
+	tl_secret_free(ps.vp);
+	tl_secret_free(ps.c);
 	free(ps.nd);
 	return rc;
 }

@@ -20,6 +20,7 @@
 #include <lmdb.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -717,6 +718,67 @@ START_TEST(test_key_guarded)
 }
 END_TEST
 
+/* Whether the byte at p is in a mapping that core dumps leave out. */
+static int
+dontdump(const void *p)
+{
+	unsigned long lo = 0, hi = 0, at = (unsigned long)(uintptr_t)p;
+	char line[512];
+	int in = 0, dd = 0;
+	FILE *fp;
+
+	fp = fopen("/proc/self/smaps", "r");
+	ck_assert_ptr_nonnull(fp);
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = at >= lo && at < hi;
+		else if (in && strncmp(line, "VmFlags:", 8) == 0)
+			dd |= strstr(line, " dd") != NULL;
+	}
+	fclose(fp);
+	return dd;
+}
+
+/*
+ * tl_secret_alloc's memory (where the reactors keep decrypted
+ * passwords) is zeroed, aligned and left out of core dumps, and stays
+ * so when tl_secret_realloc grows it one element at a time (as the
+ * reactors' arrays grow), keeping its contents.
+ */
+START_TEST(test_secret_alloc_guarded)
+{
+	struct item { char password[33]; uint64_t n; } *a = NULL, *na;
+	size_t i, k;
+
+	ck_assert_ptr_null(tl_secret_calloc(SIZE_MAX / 2, 4));
+	for (i = 0; i < 300; i++) {
+		na = tl_secret_realloc(a, (i + 1) * sizeof(*a));
+		ck_assert_ptr_nonnull(na);
+		a = na;
+		ck_assert_uint_eq((uintptr_t)a % _Alignof(max_align_t), 0);
+		for (k = 0; k < sizeof(a[i]); k++)
+			ck_assert_uint_eq(((unsigned char *)&a[i])[k], 0);
+		snprintf(a[i].password, sizeof(a[i].password), "pw-%zu", i);
+		a[i].n = i;
+		ck_assert_msg(dontdump(&a[i]), "element %zu at %p is in a "
+		    "mapping that core dumps include", i, (void *)&a[i]);
+	}
+	for (i = 0; i < 300; i++) {
+		char want[33];
+
+		snprintf(want, sizeof(want), "pw-%zu", i);
+		ck_assert_str_eq(a[i].password, want);
+		ck_assert_uint_eq(a[i].n, i);
+	}
+	tl_secret_free(a);
+	tl_secret_free(NULL);
+	a = tl_secret_alloc(0);
+	ck_assert_ptr_nonnull(a);
+	tl_secret_free(a);
+}
+END_TEST
+
 /*
  * How many times needle is in the file at path.  Only the file's data
  * is read (SEEK_DATA/SEEK_HOLE): the core of a sanitized daemon is a
@@ -856,6 +918,7 @@ corrupt_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_not_dumpable);
 	tcase_add_test(tc, test_key_guarded);
+	tcase_add_test(tc, test_secret_alloc_guarded);
 	tcase_add_test(tc, test_gcore_no_key);
 	suite_add_tcase(s, tc);
 	return s;

@@ -86,7 +86,7 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 	}
 	rc = TL_ESECRET;
 	if (bestlen > TL_SEAL_OVERHEAD &&
-	    (plain = malloc(bestlen - TL_SEAL_OVERHEAD + 1)) != NULL &&
+	    (plain = tl_secret_alloc(bestlen - TL_SEAL_OVERHEAD + 1)) != NULL &&
 	    tl_secret_unseal(ea->pk, ea->sk, best, bestlen, plain) == 0) {
 		char *line, *save = NULL;
 
@@ -105,7 +105,7 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 		tl_secret_wipe(plain, bestlen - TL_SEAL_OVERHEAD);
 		rc = 0;
 	}
-	free(plain);
+	tl_secret_free(plain);
 	free(best);
 	return rc;
 }

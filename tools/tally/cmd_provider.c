@@ -134,14 +134,14 @@ build_settings(struct tl_ctx *c, struct move_arg *ma, struct tl_bnode rec,
 		    key);
 		snprintf(ad2, sizeof(ad2), "assignment/%s@%s:%s", module,
 		    ma->node, key);
-		if ((plain = malloc(len - TL_BOX_OVERHEAD)) == NULL ||
+		if ((plain = tl_secret_alloc(len - TL_BOX_OVERHEAD)) == NULL ||
 		    (bt->cipher[bt->n] = malloc(len)) == NULL) {
-			free(plain);
+			tl_secret_free(plain);
 			return ENOMEM;
 		}
 		if (tl_secret_decrypt(&ma->key, ad, strlen(ad), ct, len,
 		    plain) != 0) {
-			free(plain);
+			tl_secret_free(plain);
 			return tl_refuse(c, TL_ESECRET, "cannot decrypt the "
 			    "secret %s of %s@%s with this master key", key,
 			    module, from);
@@ -149,7 +149,7 @@ build_settings(struct tl_ctx *c, struct move_arg *ma, struct tl_bnode rec,
 		tl_secret_encrypt(&ma->key, ad2, strlen(ad2), plain,
 		    len - TL_BOX_OVERHEAD, bt->cipher[bt->n]);
 		tl_secret_wipe(plain, len - TL_BOX_OVERHEAD);
-		free(plain);
+		tl_secret_free(plain);
 		snprintf(bt->keys[bt->n], 64, "%s", key);
 		bt->set[bt->n].key = bt->keys[bt->n];
 		bt->set[bt->n].secret = bt->cipher[bt->n];

@@ -217,8 +217,18 @@ cli_read_secret(const char *prompt, char *buf, size_t cap)
 {
 	struct termios old, noecho;
 	int tty = isatty(STDIN_FILENO), restore = 0;
+	static int unbuffered;
 	size_t n;
 
+	/*
+	 * stdio's buffer would keep a copy of every secret read, unwiped,
+	 * in ordinary heap: unbuffered, fgets reads straight into buf.
+	 * Nothing reads stdin before the first secret.
+	 */
+	if (!unbuffered) {
+		setvbuf(stdin, NULL, _IONBF, 0);
+		unbuffered = 1;
+	}
 	if (tty) {
 		fprintf(stderr, "%s: ", prompt);
 		if (tcgetattr(STDIN_FILENO, &old) == 0) {

@@ -158,6 +158,15 @@ struct tl_rx_verify_opts {
 	const char	*provider;	/* only this provider's grants */
 	int		 force;		/* due or not */
 	uint64_t	 interval_ns;	/* between checks of one grant */
+	/*
+	 * 1: every grant checked logs in as its consumer (tally check,
+	 * tallyd --once).  0: a driver with a bulk check is asked about a
+	 * provider's grants in one call, and only the grants whose login
+	 * is due log in (reactors/verify.c says which).
+	 */
+	int		 login_all;
+	/* NULL, or: += the provider calls made (a bulk call counts one). */
+	unsigned	*calls;
 	/* Each grant checked, once its outcome is recorded; NULL: none. */
 	void		(*report)(void *arg, const struct tl_rx_finding *f);
 	void		*report_arg;

@@ -355,6 +355,7 @@ once_verdict(struct tl_rx *rx)
 	memset(&vo, 0, sizeof(vo));
 	vo.interval_ns = rx->verify_interval_ns;
 	vo.force = 1;
+	vo.login_all = 1;	/* a verdict proves every login */
 	for (i = 0; i < NREACTORS; i++)
 		blocked += reactors[i].last.blocked;
 	rc = tl_rx_verify(rx, &vo, &checked, &bad, &vn);

@@ -165,6 +165,8 @@ struct tl_rx_verify_opts {
 	 * is due log in (reactors/verify.c says which).
 	 */
 	int		 login_all;
+	/* The sample: a login every N-th check of a grant; 0: 10. */
+	unsigned	 login_every;
 	/* NULL, or: += the provider calls made (a bulk call counts one). */
 	unsigned	*calls;
 	/* Each grant checked, once its outcome is recorded; NULL: none. */

@@ -282,7 +282,8 @@ gather_one(const struct tl_grant *g, void *arg)
 	 * the sample.
 	 */
 	c->by_login = ps->o->login_all ||
-	    (s.count + id_hash(g->id)) % TL_RX_VERIFY_LOGIN_EVERY == 0;
+	    (s.count + id_hash(g->id)) % (ps->o->login_every != 0 ?
+	    ps->o->login_every : TL_RX_VERIFY_LOGIN_EVERY) == 0;
 	if (!c->by_login) {
 		c->by_login = 1;
 		if (ps->have_vlogin && tl_kv_get(ga->t, ps->vlogin, g->id,

@@ -47,6 +47,8 @@ struct tl_rx {
 	/* The delivery files' failure now (0: none): logged when it changes. */
 	int			 files_rc;
 	uint64_t		 verify_interval_ns;	/* between checks */
+	/* With a bulk check, a grant logs in every N-th check (0: 30). */
+	unsigned		 verify_login_every;
 	struct tl_rx_pool	*pool;		/* driver calls (pass.h) */
 };
 
@@ -165,7 +167,7 @@ struct tl_rx_verify_opts {
 	 * is due log in (reactors/verify.c says which).
 	 */
 	int		 login_all;
-	/* The sample: a login every N-th check of a grant; 0: 10. */
+	/* The sample: a login every N-th check of a grant; 0: 30. */
 	unsigned	 login_every;
 	/* NULL, or: += the provider calls made (a bulk call counts one). */
 	unsigned	*calls;

@@ -13,9 +13,12 @@
  * only; the real login is then made for a credential the first time it
  * is checked (each credential version, recorded in the scratch table
  * "verify-login" once a login found it healthy), for a rotating sample
- * (a grant logs in on every TL_RX_VERIFY_LOGIN_EVERY-th check of it, at
- * its own place in that cycle, so every grant is logged into at least
- * once per that many intervals and 1/N of them each interval), after
+ * (a grant logs in on every TL_RX_VERIFY_LOGIN_EVERY-th (30th) check of
+ * it, tallyd --verify-login-every N, at its own place in that cycle, so
+ * every grant is logged into at least once per N intervals, 15 minutes
+ * at the default 30 s, and 1/N of them each interval: at 30 the
+ * sample's logins cost tallyd about 0.1 ms of CPU per grant checked,
+ * bench/bench_verify.c), after
  * drift was found, and when the caller asks for logins (tally check,
  * tallyd --once: tl_rx_verify_opts.login_all).  What it
  * finds is recorded only when it changes: a healthy check writes a
@@ -47,7 +50,7 @@
 #define S(n)	char n[TL_KEY_MAX]
 
 /* With a bulk check: every grant logs in on every N-th check of it. */
-#define TL_RX_VERIFY_LOGIN_EVERY	10
+#define TL_RX_VERIFY_LOGIN_EVERY	30
 
 struct check {
 	struct tl_grant	 g;

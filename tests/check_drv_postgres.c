@@ -1496,6 +1496,43 @@ START_TEST(test_check_bulk)
 }
 END_TEST
 
+/*
+ * An admin that is not a superuser cannot read pg_authid: the bulk check
+ * says so (TL_EDRIVER, naming it) instead of calling every credential
+ * healthy, and the verifier then checks one by one.
+ */
+START_TEST(test_check_bulk_not_superuser)
+{
+	struct tl_drv_admin ad = { s_host, s_port, "bulk_admin", NULL, NULL };
+	struct grant gr;
+	enum tl_drv_drift d = TL_DRIFT_NONE;
+	char why[1][TL_DRV_WHY_MAX], pw[TL_PASSWORD_LEN + 1];
+	void *h = drv_open(), *h2 = NULL;
+	PGconn *a = admin(NULL);
+	int rc;
+
+	grant_init(&gr, "bulkns");
+	do_create(h, &gr);
+	tl_secret_password(pw);
+	secret_add(pw);
+	sql(a, "DROP ROLE IF EXISTS bulk_admin");
+	sql(a, "CREATE ROLE bulk_admin LOGIN CREATEROLE CREATEDB PASSWORD '%s'",
+	    pw);
+	ad.password = pw;
+	rc = drv->open(&ad, &h2, why[0]);
+	ck_rc(rc, 0, why[0]);
+	why[0][0] = '\0';
+	rc = drv->check_bulk(h2, &gr.g, 1, &d, why);
+	ck_why(why[0]);
+	ck_rc(rc, TL_EDRIVER, why[0]);
+	ck_assert_msg(strstr(why[0], "pg_authid") != NULL, "%s", why[0]);
+	drv->close(h2);
+	sql(a, "DROP ROLE bulk_admin");
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
 /* The consumer's endpoint is unreachable: an error, not a drift. */
 START_TEST(test_check_endpoint_unreachable)
 {
@@ -2058,6 +2095,7 @@ suite(void)
 	tcase_add_test(tc, test_check_missing);
 	tcase_add_test(tc, test_check_worst_wins);
 	tcase_add_test(tc, test_check_bulk);
+	tcase_add_test(tc, test_check_bulk_not_superuser);
 	tcase_add_test(tc, test_check_endpoint_unreachable);
 
 	tc = tcase(s, "admin");

@@ -36,21 +36,42 @@
  * and CPU per check while it verifies 300 grants (beside its CPU idle,
  * with nothing due).
  *
+ *
+ * Verification at scale (last): the log grows to BENCH_VERIFY_BULK
+ * (2000) grants, provisioned by tallyd --once --workers 4, and this
+ * process runs the verifier itself (tl_rx_verify, as tally check does,
+ * so its CPU is tallyd's for the same pass: getrusage over all its
+ * threads), forced over every grant, in one run:
+ *   - with a real login per grant (today's check, login_all);
+ *   - in bulk, the SCRAM cache cold (the first pass after a start:
+ *     each stored verifier recomputed once), with no sample logins;
+ *   - in bulk, warm, no sample logins: the steady state;
+ *   - in bulk, warm, with the default sample (1 check in 30 logs in);
+ * each with its provider calls (a bulk call is one; its SQL is two
+ * statements, the catalogue query and the maintenance databases),
+ * wall time and CPU per grant.  BENCH_VERIFY_BULK_ONLY=1 skips the
+ * sections above (set-up and this only).
+ *
  * Env: TALLY_BIN, TALLY_SRC, TALLY_TMP (as make bench sets them);
  * BENCH_VERIFY_GRANTS, BENCH_VERIFY_SMALL, BENCH_VERIFY_REPS,
- * BENCH_VERIFY_INTERVAL, BENCH_VERIFY_SAMPLES.
+ * BENCH_VERIFY_INTERVAL, BENCH_VERIFY_SAMPLES, BENCH_VERIFY_BULK,
+ * BENCH_VERIFY_BULK_ONLY.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <libpq-fe.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/envelope.h"
+#include "core/error.h"
 #include "core/log.h"
+#include "core/secret.h"
 #include "reactors/rx-internal.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
@@ -385,13 +406,115 @@ measure(struct size_fig *f, int reps)
 	return 0;
 }
 
+/* --- verification at scale ------------------------------------------ */
+
+/* CPU seconds of this process so far, all threads. */
+static double
+self_cpu(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return -1;
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+struct bulk_fig {
+	const char	*what;
+	unsigned	 checked, bad, calls;
+	double		 wall, cpu;
+};
+
+/* One forced verification pass in this process. */
+static int
+bulk_pass(struct tl_rx *rx, int login_all, unsigned every,
+    struct bulk_fig *f)
+{
+	struct tl_rx_verify_opts o;
+	uint64_t next;
+	double t, c;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.force = 1;
+	o.interval_ns = 30000000000u;
+	o.login_all = login_all;
+	o.login_every = every;
+	o.calls = &f->calls;
+	f->calls = 0;
+	t = tl_bench_now();
+	c = self_cpu();
+	rc = tl_rx_verify(rx, &o, &f->checked, &f->bad, &next);
+	f->cpu = self_cpu() - c;
+	f->wall = tl_bench_now() - t;
+	return rc;
+}
+
+static void
+bulk_section(int have, int n)
+{
+	struct bulk_fig f[4] = { { "a login per grant (today)" },
+	    { "bulk, cache cold, no sample" }, { "bulk, warm, no sample" },
+	    { "bulk, warm, sample 1 in 30" } };
+	struct tl_rx rx;
+	char logdir[4300], path[4300], why[160] = "";
+	double tp = 0;
+	int i, rc;
+
+	if (have < n && (tp = grow(have + 1, n)) < 0)
+		return;
+	printf("\nverification at scale: %d grants on one PostgreSQL "
+	    "(provisioned: %d by tallyd --once --workers 4 in %.1f s)\n", n,
+	    n - have, tp);
+	fflush(stdout);
+	tl_rx_init(&rx);
+	rx.actor = "bench";
+	if (strlen(home) >= sizeof(rx.home))
+		return;
+	memcpy(rx.home, home, strlen(home) + 1);
+	snprintf(logdir, sizeof(logdir), "%s/log", home);
+	snprintf(path, sizeof(path), "%s/master.key", home);
+	if ((rc = tl_log_open(logdir, 0, &rx.log)) != 0 ||
+	    (rc = tl_secret_load(path, &rx.key, why)) != 0) {
+		fprintf(stderr, ME ": cannot open the home: %s %s\n",
+		    tl_strerror(rc), why);
+		return;
+	}
+	for (i = 0; i < 4; i++) {
+		rc = bulk_pass(&rx, i == 0, i == 3 ? 0 : UINT_MAX, &f[i]);
+		if (rc != 0)
+			fprintf(stderr, ME ": pass %d: %s\n", i, tl_strerror(rc));
+	}
+	printf("  %-30s %8s %6s %7s %9s %9s %12s\n", "a forced pass over "
+	    "all", "checked", "bad", "calls", "wall", "CPU", "CPU / grant");
+	for (i = 0; i < 4; i++)
+		printf("  %-30s %8u %6u %7u %7.0f ms %7.0f ms %9.3f ms\n",
+		    f[i].what, f[i].checked, f[i].bad, f[i].calls,
+		    f[i].wall * 1000, f[i].cpu * 1000, f[i].checked ?
+		    f[i].cpu * 1000 / f[i].checked : 0);
+	printf("  (calls: driver calls on the provider: a bulk call is one, "
+	    "two SQL statements;\n   a login check is one login plus one "
+	    "catalogue query; sessions: up to %d, each a login)\n",
+	    rx.workers);
+	if (f[0].checked > 0 && f[2].checked > 0)
+		printf("  steady state: %.3f ms of CPU per grant in bulk, "
+		    "%.3f ms with a login each (x%.0f)\n",
+		    f[2].cpu * 1000 / f[2].checked,
+		    f[0].cpu * 1000 / f[0].checked,
+		    f[2].cpu > 0 ? f[0].cpu / f[2].cpu : 0);
+	fflush(stdout);
+	tl_rx_free(&rx);
+	tl_log_close(rx.log);
+}
+
 /* --- main ------------------------------------------------------------ */
 
 int
 main(void)
 {
 	struct size_fig fs[2];
-	int n, small, reps, vi, ns, i, k, sizes[2];
+	int n, small, reps, vi, ns, i, k, sizes[2], bulk, bulk_only;
 	char logdir[4300];
 	double tprov[2];
 	uint64_t seed = 0x5eed;
@@ -403,6 +526,8 @@ main(void)
 	reps = tl_bench_envint("BENCH_VERIFY_REPS", 3, 1, MAXREPS);
 	vi = tl_bench_envint("BENCH_VERIFY_INTERVAL", 4, 1, 60);
 	ns = tl_bench_envint("BENCH_VERIFY_SAMPLES", 8, 1, MAXSAMPLES);
+	bulk = tl_bench_envint("BENCH_VERIFY_BULK", 2000, 0, 20000);
+	bulk_only = tl_bench_envint("BENCH_VERIFY_BULK_ONLY", 0, 0, 1);
 	sizes[0] = small;
 	sizes[1] = n;
 
@@ -412,16 +537,28 @@ main(void)
 	snprintf(dlog, sizeof(dlog), "%s/tallyd.log", scratch);
 	tl_bench_atexit(cleanup);
 
-	printf(ME ": verification of %d and %d real grants on one "
-	    "PostgreSQL; tally from %s\n", small, n, bin);
+	if (bulk_only)
+		printf(ME ": verification at scale only, %d real grants on "
+		    "one PostgreSQL; tally from %s\n", bulk, bin);
+	else
+		printf(ME ": verification of %d and %d real grants on one "
+		    "PostgreSQL, then %d; tally from %s\n", small, n, bulk,
+		    bin);
 	printf("  (a few minutes: provisioning %d databases comes first)\n",
-	    n);
+	    bulk_only ? bulk : n);
 	fflush(stdout);
-	if (pg_start(57400 + (int)(getpid() % 300)) != 0 || setup(n) != 0) {
+	if (pg_start(57400 + (int)(getpid() % 300)) != 0 ||
+	    setup(n > bulk ? n : bulk) != 0) {
 		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
 		return 0;
 	}
 
+	if (bulk_only) {
+		bulk_section(0, bulk);
+		cleanup();
+		tl_test_tmpdir_done(scratch);
+		return 0;
+	}
 	memset(fs, 0, sizeof(fs));
 	for (k = 0; k < 2; k++) {
 		fs[k].n = sizes[k];
@@ -642,6 +779,10 @@ main(void)
 	fflush(stdout);
 	if (log != NULL)
 		tl_log_close(log);
+	log = NULL;
+	tl_bench_tallyd_stop(&dpid);
+	if (bulk > 0)
+		bulk_section(n, bulk);
 	cleanup();
 	tl_test_tmpdir_done(scratch);
 	return 0;

@@ -248,7 +248,8 @@ enum tl_drv_cap {
 	TL_DRV_CAP_SIZE,	/* size: retained bytes */
 	TL_DRV_CAP_ADMIN_ROTATE,	/* set_admin_password */
 	TL_DRV_CAP_CHECK,	/* check: tally verify */
-	TL_DRV_CAP_ROTATE	/* add_credential + retire_credential */
+	TL_DRV_CAP_ROTATE,	/* add_credential + retire_credential */
+	TL_DRV_CAP_CHECK_BULK	/* check_bulk: a pass in one round trip */
 };
 
 /* A connection field a grant delivers (ops->fields names them all). */
@@ -288,6 +289,27 @@ struct tl_drv_ops {
 	int	(*check)(void *h, const struct tl_drv_grant *g,
 		    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift,
 		    char *why);
+	/*
+	 * Verifies n grants of this provider at once, in a constant number
+	 * of round trips (PostgreSQL: one catalogue query over arrays of
+	 * the grants' names, and one for the maintenance databases), and
+	 * WITHOUT logging in as the consumers: drift[i] and why[i] (n
+	 * entries each, caller's) get what check would find for gs[i],
+	 * except that a credential is compared on the admin side (the
+	 * provider's stored verifier against gs[i].password), so
+	 * reachability at the routable name is not proven: the verifier
+	 * still calls check for a sample (reactors/verify.c).  Returns 0
+	 * (every drift[i] set), TL_EUNREACH / TL_EAUTH when the admin side
+	 * fails (no drift[i] is meaningful then), TL_EINVAL when a grant
+	 * is refused (why[i] says which; the others are not checked), or
+	 * TL_EDRIVER with why[0] when the admin cannot read what the
+	 * comparison needs (PostgreSQL: pg_authid needs a superuser): the
+	 * caller checks one by one instead.  Same threading as check;
+	 * gs's strings are borrowed for the call.  NULL: the driver
+	 * checks one grant at a time (TL_DRV_CAP_CHECK_BULK).
+	 */
+	int	(*check_bulk)(void *h, const struct tl_drv_grant *gs, size_t n,
+		    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX]);
 	/* Sets the login's password again (repairs a frozen password). */
 	int	(*set_password)(void *h, const struct tl_drv_grant *g,
 		    char *why);

@@ -593,6 +593,8 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.close = f_close;
 	s->ops.create = f_create;
 	s->ops.check = f_check;
+	/* A rule on check applies grant by grant: no bulk behind its back. */
+	s->ops.check_bulk = NULL;
 	s->ops.set_password = f_set_password;
 	s->ops.fix_privileges = f_fix_privileges;
 	s->ops.migrate = real->migrate != NULL ? migrate_fn[s - slots] : NULL;

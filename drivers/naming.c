@@ -268,6 +268,11 @@ tl_drv_can(const struct tl_drv_ops *ops, enum tl_drv_cap cap, char *why)
 		if (ops->check == NULL)
 			lack = "check";
 		break;
+	case TL_DRV_CAP_CHECK_BULK:
+		what = "verify grants in bulk";
+		if (ops->check_bulk == NULL)
+			lack = "check_bulk";
+		break;
 	case TL_DRV_CAP_ROTATE:
 		what = "rotate credentials";
 		if (ops->credential == TL_DRV_CRED_NONE)

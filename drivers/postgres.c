@@ -50,6 +50,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "driver.h"
+#include "pg_scram.h"
 
 #define PG_CONNECT_MS	3000		/* whole connection attempt */
 #define PG_NAME_MAX	63		/* NAMEDATALEN - 1 bytes */
@@ -839,6 +841,8 @@ pw_literal(PGconn *c, const struct tl_drv_grant *g, char **out, char *why)
 		return whyf(why, TL_EDRIVER, "login \"%s\": cannot compute "
 		    "the password verifier: %s", g->login, msg);
 	}
+	/* The bulk check then knows it without the PBKDF2 (pg_scram.h). */
+	tl_pg_scram_remember(v, g->login, g->password);
 	*out = PQescapeLiteral(c, v, strlen(v));
 	tl_secret_wipe(v, strlen(v));
 	PQfreemem(v);
@@ -1287,37 +1291,60 @@ out:
 	return rc;
 }
 
+/*
+ * The columns of one row about a grant (the C_* below); own: the SQL of
+ * the owner's name.
+ */
+#define PG_CHECK_COLS(own) \
+    "SELECT d.oid IS NOT NULL, o.oid IS NOT NULL, l.oid IS NOT NULL," \
+    " o.rolcanlogin, o.rolsuper, o.rolcreatedb, o.rolcreaterole," \
+    " o.rolreplication, o.rolbypassrls," \
+    " l.rolcanlogin, l.rolsuper, l.rolcreatedb, l.rolcreaterole," \
+    " l.rolreplication, l.rolbypassrls, l.rolinherit, l.rolconnlimit," \
+    " coalesce(l.rolvaliduntil < now(), false)," \
+    " EXISTS (SELECT 1 FROM pg_auth_members m" \
+    "  WHERE m.roleid = o.oid AND m.member = l.oid)," \
+    " EXISTS (SELECT 1 FROM pg_db_role_setting s WHERE s.setrole = l.oid" \
+    "  AND s.setdatabase = 0" \
+    "  AND ('role=' || " own "::text) = ANY (s.setconfig))," \
+    " (SELECT string_agg(quote_ident(g.rolname), ', ' ORDER BY g.rolname)" \
+    "  FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid" \
+    "  WHERE m.member = l.oid AND m.roleid IS DISTINCT FROM o.oid)," \
+    " (SELECT string_agg(quote_ident(g.rolname), ', ' ORDER BY g.rolname)" \
+    "  FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid" \
+    "  WHERE m.member = o.oid)," \
+    " d.datdba IS NOT DISTINCT FROM o.oid, pg_get_userbyid(d.datdba)," \
+    " d.datallowconn," \
+    " (SELECT string_agg(a.privilege_type, ', ' ORDER BY a.privilege_type)" \
+    "  FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a" \
+    "  WHERE a.grantee = 0)," \
+    " (SELECT string_agg(DISTINCT quote_ident(pg_get_userbyid(a.grantee))," \
+    "  ', ') FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a" \
+    "  WHERE a.grantee <> 0 AND a.grantee <> d.datdba" \
+    "  AND a.grantee IS DISTINCT FROM o.oid)"
+
 /* One row about a grant: columns are the C_* below. */
 static const char q_check[] =
-    "SELECT d.oid IS NOT NULL, o.oid IS NOT NULL, l.oid IS NOT NULL,"
-    " o.rolcanlogin, o.rolsuper, o.rolcreatedb, o.rolcreaterole,"
-    " o.rolreplication, o.rolbypassrls,"
-    " l.rolcanlogin, l.rolsuper, l.rolcreatedb, l.rolcreaterole,"
-    " l.rolreplication, l.rolbypassrls, l.rolinherit, l.rolconnlimit,"
-    " coalesce(l.rolvaliduntil < now(), false),"
-    " EXISTS (SELECT 1 FROM pg_auth_members m"
-    "  WHERE m.roleid = o.oid AND m.member = l.oid),"
-    " EXISTS (SELECT 1 FROM pg_db_role_setting s WHERE s.setrole = l.oid"
-    "  AND s.setdatabase = 0 AND ('role=' || $2::text) = ANY (s.setconfig)),"
-    " (SELECT string_agg(quote_ident(g.rolname), ', ' ORDER BY g.rolname)"
-    "  FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid"
-    "  WHERE m.member = l.oid AND m.roleid IS DISTINCT FROM o.oid),"
-    " (SELECT string_agg(quote_ident(g.rolname), ', ' ORDER BY g.rolname)"
-    "  FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid"
-    "  WHERE m.member = o.oid),"
-    " d.datdba IS NOT DISTINCT FROM o.oid, pg_get_userbyid(d.datdba),"
-    " d.datallowconn,"
-    " (SELECT string_agg(a.privilege_type, ', ' ORDER BY a.privilege_type)"
-    "  FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a"
-    "  WHERE a.grantee = 0),"
-    " (SELECT string_agg(DISTINCT quote_ident(pg_get_userbyid(a.grantee)),"
-    "  ', ') FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a"
-    "  WHERE a.grantee <> 0 AND a.grantee <> d.datdba"
-    "  AND a.grantee IS DISTINCT FROM o.oid)"
+    PG_CHECK_COLS("$2")
     " FROM (VALUES (1)) AS x (one)"
     " LEFT JOIN pg_database d ON d.datname = $1"
     " LEFT JOIN pg_roles o ON o.rolname = $2"
     " LEFT JOIN pg_roles l ON l.rolname = $3";
+
+/*
+ * The same row for every grant of a bulk check, in the arrays' order,
+ * with the login's stored verifier last (C_VERIFIER): pg_authid, which
+ * only a superuser may read.
+ */
+static const char q_check_bulk[] =
+    PG_CHECK_COLS("x.own") ", au.rolpassword"
+    " FROM unnest($1::name[], $2::name[], $3::name[]) WITH ORDINALITY"
+    "  AS x (db, own, log, i)"
+    " LEFT JOIN pg_database d ON d.datname = x.db"
+    " LEFT JOIN pg_roles o ON o.rolname = x.own"
+    " LEFT JOIN pg_roles l ON l.rolname = x.log"
+    " LEFT JOIN pg_authid au ON au.oid = l.oid"
+    " ORDER BY x.i";
 
 enum {
 	C_DB, C_OWN, C_LOG,
@@ -1326,32 +1353,33 @@ enum {
 	C_L_LOGIN, C_L_SUPER, C_L_CREATEDB, C_L_CREATEROLE, C_L_REPL,
 	C_L_BYPASS, C_L_INHERIT, C_L_CONNLIMIT, C_L_EXPIRED,
 	C_MEMBER, C_SETROLE, C_L_OTHERS, C_O_OTHERS,
-	C_DB_OWNER_OK, C_DB_OWNER, C_DB_ALLOWCONN, C_PUBLIC, C_GRANTEES
+	C_DB_OWNER_OK, C_DB_OWNER, C_DB_ALLOWCONN, C_PUBLIC, C_GRANTEES,
+	C_VERIFIER		/* q_check_bulk only */
 };
 
 static int
-col_true(const PGresult *r, int col)
+col_true(const PGresult *r, int row, int col)
 {
-	return !PQgetisnull(r, 0, col) && PQgetvalue(r, 0, col)[0] == 't';
+	return !PQgetisnull(r, row, col) && PQgetvalue(r, row, col)[0] == 't';
 }
 
 static const char *
-col_str(const PGresult *r, int col)
+col_str(const PGresult *r, int row, int col)
 {
-	return PQgetisnull(r, 0, col) ? NULL : PQgetvalue(r, 0, col);
+	return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
 }
 
 /* The attributes both roles must lack, by column offset from SUPER. */
 static void
-role_attrs(const PGresult *r, int super, const char *what, const char *name,
-    struct pg_msg *m)
+role_attrs(const PGresult *r, int row, int super, const char *what,
+    const char *name, struct pg_msg *m)
 {
 	static const char *const attr[] = { "SUPERUSER", "CREATEDB",
 	    "CREATEROLE", "REPLICATION", "BYPASSRLS" };
 	size_t i;
 
 	for (i = 0; i < sizeof(attr) / sizeof(attr[0]); i++)
-		if (col_true(r, super + (int)i))
+		if (col_true(r, row, super + (int)i))
 			madd(m, "%s \"%s\" has %s", what, name, attr[i]);
 }
 
@@ -1388,6 +1416,72 @@ login_as(const struct tl_drv_grant *g, const char *host, const char *port,
 	return 0;
 }
 
+/*
+ * What row of a q_check-shaped result says about g, beside the login:
+ * what is missing into miss, attributes and privileges into priv.
+ */
+static void
+eval_row(const PGresult *r, int row, const struct tl_drv_grant *g,
+    struct pg_msg *miss, struct pg_msg *priv)
+{
+	const char *s;
+
+	if (!col_true(r, row, C_DB))
+		madd(miss, "database \"%s\" is missing", g->resource);
+	if (!col_true(r, row, C_OWN))
+		madd(miss, "owner role \"%s\" is missing", g->owner);
+	if (!col_true(r, row, C_LOG))
+		madd(miss, "login role \"%s\" is missing", g->login);
+
+	if (col_true(r, row, C_OWN)) {
+		if (col_true(r, row, C_O_LOGIN))
+			madd(priv, "owner role \"%s\" has LOGIN", g->owner);
+		role_attrs(r, row, C_O_SUPER, "owner role", g->owner, priv);
+		if ((s = col_str(r, row, C_O_OTHERS)) != NULL)
+			madd(priv, "owner role \"%s\" is a member of %s",
+			    g->owner, s);
+	}
+	if (col_true(r, row, C_LOG)) {
+		if (!col_true(r, row, C_L_LOGIN))
+			madd(priv, "login role \"%s\" is NOLOGIN", g->login);
+		role_attrs(r, row, C_L_SUPER, "login role", g->login, priv);
+		if (!col_true(r, row, C_L_INHERIT))
+			madd(priv, "login role \"%s\" is NOINHERIT",
+			    g->login);
+		if ((s = col_str(r, row, C_L_CONNLIMIT)) != NULL &&
+		    strcmp(s, "-1") != 0)
+			madd(priv, "login role \"%s\" has CONNECTION LIMIT %s",
+			    g->login, s);
+		if (col_true(r, row, C_L_EXPIRED))
+			madd(priv, "login role \"%s\" expired (VALID UNTIL)",
+			    g->login);
+		if (col_true(r, row, C_OWN) && !col_true(r, row, C_MEMBER))
+			madd(priv, "login role \"%s\" is not a member of "
+			    "\"%s\"", g->login, g->owner);
+		if (!col_true(r, row, C_SETROLE))
+			madd(priv, "login role \"%s\" does not SET role = "
+			    "\"%s\"", g->login, g->owner);
+		if ((s = col_str(r, row, C_L_OTHERS)) != NULL)
+			madd(priv, "login role \"%s\" is a member of %s",
+			    g->login, s);
+	}
+	if (col_true(r, row, C_DB)) {
+		if (col_true(r, row, C_OWN) && !col_true(r, row, C_DB_OWNER_OK))
+			madd(priv, "database \"%s\" is owned by \"%s\", not "
+			    "\"%s\"", g->resource, col_str(r, row, C_DB_OWNER),
+			    g->owner);
+		if (!col_true(r, row, C_DB_ALLOWCONN))
+			madd(priv, "database \"%s\" does not allow "
+			    "connections", g->resource);
+		if ((s = col_str(r, row, C_PUBLIC)) != NULL)
+			madd(priv, "PUBLIC has %s on database \"%s\"", s,
+			    g->resource);
+		if ((s = col_str(r, row, C_GRANTEES)) != NULL)
+			madd(priv, "%s also hold privileges on database "
+			    "\"%s\"", s, g->resource);
+	}
+}
+
 static int
 pg_check(void *h, const struct tl_drv_grant *g,
     const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
@@ -1411,60 +1505,7 @@ pg_check(void *h, const struct tl_drv_grant *g,
 	if (rc != 0)
 		goto out;
 
-	if (!col_true(r, C_DB))
-		madd(&miss, "database \"%s\" is missing", g->resource);
-	if (!col_true(r, C_OWN))
-		madd(&miss, "owner role \"%s\" is missing", g->owner);
-	if (!col_true(r, C_LOG))
-		madd(&miss, "login role \"%s\" is missing", g->login);
-
-	if (col_true(r, C_OWN)) {
-		if (col_true(r, C_O_LOGIN))
-			madd(&priv, "owner role \"%s\" has LOGIN", g->owner);
-		role_attrs(r, C_O_SUPER, "owner role", g->owner, &priv);
-		if ((s = col_str(r, C_O_OTHERS)) != NULL)
-			madd(&priv, "owner role \"%s\" is a member of %s",
-			    g->owner, s);
-	}
-	if (col_true(r, C_LOG)) {
-		if (!col_true(r, C_L_LOGIN))
-			madd(&priv, "login role \"%s\" is NOLOGIN", g->login);
-		role_attrs(r, C_L_SUPER, "login role", g->login, &priv);
-		if (!col_true(r, C_L_INHERIT))
-			madd(&priv, "login role \"%s\" is NOINHERIT",
-			    g->login);
-		if ((s = col_str(r, C_L_CONNLIMIT)) != NULL &&
-		    strcmp(s, "-1") != 0)
-			madd(&priv, "login role \"%s\" has CONNECTION LIMIT %s",
-			    g->login, s);
-		if (col_true(r, C_L_EXPIRED))
-			madd(&priv, "login role \"%s\" expired (VALID UNTIL)",
-			    g->login);
-		if (col_true(r, C_OWN) && !col_true(r, C_MEMBER))
-			madd(&priv, "login role \"%s\" is not a member of "
-			    "\"%s\"", g->login, g->owner);
-		if (!col_true(r, C_SETROLE))
-			madd(&priv, "login role \"%s\" does not SET role = "
-			    "\"%s\"", g->login, g->owner);
-		if ((s = col_str(r, C_L_OTHERS)) != NULL)
-			madd(&priv, "login role \"%s\" is a member of %s",
-			    g->login, s);
-	}
-	if (col_true(r, C_DB)) {
-		if (col_true(r, C_OWN) && !col_true(r, C_DB_OWNER_OK))
-			madd(&priv, "database \"%s\" is owned by \"%s\", not "
-			    "\"%s\"", g->resource, col_str(r, C_DB_OWNER),
-			    g->owner);
-		if (!col_true(r, C_DB_ALLOWCONN))
-			madd(&priv, "database \"%s\" does not allow "
-			    "connections", g->resource);
-		if ((s = col_str(r, C_PUBLIC)) != NULL)
-			madd(&priv, "PUBLIC has %s on database \"%s\"", s,
-			    g->resource);
-		if ((s = col_str(r, C_GRANTEES)) != NULL)
-			madd(&priv, "%s also hold privileges on database "
-			    "\"%s\"", s, g->resource);
-	}
+	eval_row(r, 0, g, &miss, &priv);
 	if (p->maint) {
 		char found[160];
 
@@ -1480,10 +1521,10 @@ pg_check(void *h, const struct tl_drv_grant *g,
 	 * is missing or an attribute already forbids it (then the login
 	 * would fail for a reason a new password cannot repair).
 	 */
-	bad = miss.n > 0 || !col_true(r, C_L_LOGIN) ||
-	    col_true(r, C_L_EXPIRED) ||
-	    ((s = col_str(r, C_L_CONNLIMIT)) != NULL && strcmp(s, "0") == 0) ||
-	    !col_true(r, C_DB_ALLOWCONN);
+	bad = miss.n > 0 || !col_true(r, 0, C_L_LOGIN) ||
+	    col_true(r, 0, C_L_EXPIRED) ||
+	    ((s = col_str(r, 0, C_L_CONNLIMIT)) != NULL && strcmp(s, "0") == 0) ||
+	    !col_true(r, 0, C_DB_ALLOWCONN);
 	if (!bad) {
 		int c;
 
@@ -1529,6 +1570,146 @@ out:
 	ids_free(&ids);
 	if (p != NULL)
 		pg_settle(p);
+	return rc;
+}
+
+/*
+ * A text array literal of n names, {"a","b"}, for a name[] parameter;
+ * the caller frees *out.
+ */
+static int
+name_array(const struct tl_drv_grant *gs, size_t n, size_t field, char **out)
+{
+	size_t i, len = 3, k;
+	const char *v;
+	char *a, *w;
+
+	for (i = 0; i < n; i++) {
+		v = *(const char *const *)((const char *)&gs[i] + field);
+		len += 2 * strlen(v) + 3;
+	}
+	if ((a = malloc(len)) == NULL)
+		return ENOMEM;
+	w = a;
+	*w++ = '{';
+	for (i = 0; i < n; i++) {
+		v = *(const char *const *)((const char *)&gs[i] + field);
+		if (i > 0)
+			*w++ = ',';
+		*w++ = '"';
+		for (k = 0; v[k] != '\0'; k++) {
+			if (v[k] == '"' || v[k] == '\\')
+				*w++ = '\\';
+			*w++ = v[k];
+		}
+		*w++ = '"';
+	}
+	*w++ = '}';
+	*w = '\0';
+	*out = a;
+	return 0;
+}
+
+/*
+ * The bulk check (driver.h): one catalogue query over arrays of all the
+ * grants' names, one for the maintenance databases, and the password
+ * compared with pg_authid.rolpassword on this side (pg_scram.h), no
+ * consumer login.  The findings, their order and their words are
+ * pg_check's, except that a credential is "the stored verifier is not
+ * the recorded password's".
+ */
+static int
+pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
+    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+{
+	struct tl_drv_pg *p = h;
+	char found[160] = "", *arr[3] = { 0 };
+	const char *vals[3];
+	static const size_t fields[3] = {
+	    offsetof(struct tl_drv_grant, resource),
+	    offsetof(struct tl_drv_grant, owner),
+	    offsetof(struct tl_drv_grant, login) };
+	PGresult *r = NULL;
+	size_t i;
+	int rc, k;
+
+	for (i = 0; i < n; i++)
+		drift[i] = TL_DRIFT_NONE;
+	if (n == 0)
+		return 0;
+	if (p == NULL)
+		return whyf(why[0], TL_EINVAL, "driver not open");
+	if ((rc = pg_ensure(p, why[0])) != 0)
+		goto out;
+	for (i = 0; i < n; i++)
+		if ((rc = grant_ok(p, &gs[i], 1, why[i])) != 0)
+			goto out;
+	for (k = 0; k < 3; k++) {
+		if ((rc = name_array(gs, n, fields[k], &arr[k])) != 0) {
+			whyf(why[0], rc, "bulk check: %s", tl_strerror(rc));
+			goto out;
+		}
+		vals[k] = arr[k];
+	}
+	r = PQexecParams(p->conn, q_check_bulk, 3, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = res_err(p->conn, r, "bulk check", why[0]);
+		goto out;
+	}
+	if ((size_t)PQntuples(r) != n) {
+		rc = whyf(why[0], TL_EDRIVER, "bulk check: %d rows for %zu "
+		    "grants", PQntuples(r), n);
+		goto out;
+	}
+	if (p->maint && (rc = maint_public(p, found, sizeof(found),
+	    why[0])) != 0)
+		goto out;
+	for (i = 0; i < n; i++) {
+		const struct tl_drv_grant *g = &gs[i];
+		struct pg_msg miss = { .len = 0 }, cred = { .len = 0 },
+		    priv = { .len = 0 };
+		const char *s;
+		int row = (int)i, bad;
+
+		eval_row(r, row, g, &miss, &priv);
+		if (found[0] != '\0')
+			madd(&priv, "PUBLIC can connect to %s (the provider "
+			    "revokes it: revoke-public-connect)", found);
+		/* As pg_check: no credential verdict where no login could. */
+		bad = miss.n > 0 || !col_true(r, row, C_L_LOGIN) ||
+		    col_true(r, row, C_L_EXPIRED) ||
+		    ((s = col_str(r, row, C_L_CONNLIMIT)) != NULL &&
+		    strcmp(s, "0") == 0) ||
+		    !col_true(r, row, C_DB_ALLOWCONN);
+		if (!bad && !tl_pg_scram_match(col_str(r, row, C_VERIFIER),
+		    g->login, g->password))
+			madd(&cred, "login \"%s\": the password the server "
+			    "keeps is not the one recorded (its verifier "
+			    "differs)", g->login);
+		if (miss.n > 0) {
+			drift[i] = TL_DRIFT_MISSING;
+			whyf(why[i], 0, "missing: %s%s%s", miss.buf,
+			    priv.n > 0 ? "; also privileges: " : "",
+			    priv.n > 0 ? priv.buf : "");
+		} else if (cred.n > 0) {
+			drift[i] = TL_DRIFT_CREDENTIAL;
+			whyf(why[i], 0, "credential: %s%s%s", cred.buf,
+			    priv.n > 0 ? "; also privileges: " : "",
+			    priv.n > 0 ? priv.buf : "");
+		} else if (priv.n > 0) {
+			drift[i] = TL_DRIFT_PRIVILEGES;
+			whyf(why[i], 0, "privileges: %s", priv.buf);
+		} else
+			whyf(why[i], 0, "database \"%s\" owned by \"%s\", "
+			    "login \"%s\"'s password as recorded, privileges "
+			    "as granted", g->resource, g->owner, g->login);
+	}
+	rc = 0;
+out:
+	PQclear(r);
+	for (k = 0; k < 3; k++)
+		free(arr[k]);
+	pg_settle(p);
 	return rc;
 }
 
@@ -2152,6 +2333,7 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.close = pg_close,
 	.create = pg_create,
 	.check = pg_check,
+	.check_bulk = pg_check_bulk,
 	.set_password = pg_set_password,
 	.fix_privileges = pg_fix_privileges,
 	.migrate = tl_drv_pg_migrate,

@@ -47,6 +47,8 @@ struct tl_rx {
 	/* The delivery files' failure now (0: none): logged when it changes. */
 	int			 files_rc;
 	uint64_t		 verify_interval_ns;	/* between checks */
+	/* With a bulk check, a grant logs in every N-th check (0: 30). */
+	unsigned		 verify_login_every;
 	struct tl_rx_pool	*pool;		/* driver calls (pass.h) */
 	/*
 	 * The provisioner's sweep of every grant (its delivery files, its
@@ -165,6 +167,17 @@ struct tl_rx_verify_opts {
 	const char	*provider;	/* only this provider's grants */
 	int		 force;		/* due or not */
 	uint64_t	 interval_ns;	/* between checks of one grant */
+	/*
+	 * 1: every grant checked logs in as its consumer (tally check,
+	 * tallyd --once).  0: a driver with a bulk check is asked about a
+	 * provider's grants in one call, and only the grants whose login
+	 * is due log in (reactors/verify.c says which).
+	 */
+	int		 login_all;
+	/* The sample: a login every N-th check of a grant; 0: 30. */
+	unsigned	 login_every;
+	/* NULL, or: += the provider calls made (a bulk call counts one). */
+	unsigned	*calls;
 	/* Each grant checked, once its outcome is recorded; NULL: none. */
 	void		(*report)(void *arg, const struct tl_rx_finding *f);
 	void		*report_arg;

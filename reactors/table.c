@@ -100,6 +100,7 @@ tl_rx_run_verify(struct tl_rx *rx, struct tl_rx_result *res)
 	memset(res, 0, sizeof(*res));
 	memset(&vo, 0, sizeof(vo));
 	vo.interval_ns = rx->verify_interval_ns;
+	vo.login_every = rx->verify_login_every;
 	rc = tl_rx_verify(rx, &vo, &res->checked, &res->unhealthy, &next);
 	res->wake_ns = until(next);
 	return rc;

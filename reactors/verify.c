@@ -6,7 +6,21 @@
  * grants do not hit a provider in the same second (see slot_at); grants
  * due within 1/30 of the interval are checked in one pass.  A check logs
  * in as the consumer on the routable name the consumer was given and
- * inspects the roles and the database from the admin side.  What it
+ * inspects the roles and the database from the admin side.
+ *
+ * A driver with a bulk check (TL_DRV_CAP_CHECK_BULK) is asked about all
+ * of a provider's due grants in one call per pass, from the admin side
+ * only; the real login is then made for a credential the first time it
+ * is checked (each credential version, recorded in the scratch table
+ * "verify-login" once a login found it healthy), for a rotating sample
+ * (a grant logs in on every TL_RX_VERIFY_LOGIN_EVERY-th (30th) check of
+ * it, tallyd --verify-login-every N, at its own place in that cycle, so
+ * every grant is logged into at least once per N intervals, 15 minutes
+ * at the default 30 s, and 1/N of them each interval: at 30 the
+ * sample's logins cost tallyd about 0.1 ms of CPU per grant checked,
+ * bench/bench_verify.c), after
+ * drift was found, and when the caller asks for logins (tally check,
+ * tallyd --once: tl_rx_verify_opts.login_all).  What it
  * finds is recorded only when it changes: a healthy check writes a
  * counter and a time in the scratch table "checks", not an event, so
  * the log does not grow with time.
@@ -35,11 +49,16 @@
 
 #define S(n)	char n[TL_KEY_MAX]
 
+/* With a bulk check: every grant logs in on every N-th check of it. */
+#define TL_RX_VERIFY_LOGIN_EVERY	30
+
 struct check {
 	struct tl_grant	 g;
 	char		 db[64], owner[64], login[64];
 	char		 password[TL_PASSWORD_LEN + 1];
 	enum tl_drv_drift drift;
+	uint64_t	 count;		/* checks of it so far ("checks") */
+	int		 by_login;	/* a real login this pass (check) */
 	int		 rc;		/* of the check itself */
 	int		 repair_rc;	/* of the repair, if one ran */
 	char		 why[TL_DRV_WHY_MAX];
@@ -53,6 +72,13 @@ struct vprov {
 	size_t		 nc, cap;
 	int		 open_rc;
 	char		 open_why[TL_DRV_WHY_MAX];
+	char		 bulk_why[TL_DRV_WHY_MAX];	/* its bulk call's */
+};
+
+/* One call of run_checks: a check, or (c NULL) v's bulk check. */
+struct vcall {
+	struct check	*c;
+	struct vprov	*v;
 };
 
 /* A grant's due time, for "verify-due" or its record in "checks". */
@@ -75,6 +101,9 @@ struct vpass {
 	int				 have_checks;
 	tl_kv				 vdue;
 	int				 have_vdue;
+	tl_kv				 vlogin;
+	int				 have_vlogin;
+	unsigned			 round_trips;	/* bulk calls + logins */
 	struct newdue			*nd;
 	size_t				 nnd, capnd;
 	unsigned			 unhealthy;	/* outcomes' count */
@@ -112,15 +141,23 @@ sched_get(struct tl_txn *t, tl_kv kv, const char *grant)
  * would always lie ahead) until the grant has been checked.
  */
 static uint64_t
+id_hash(const char *grant)
+{
+	uint64_t h = 1469598103934665603u;
+	const char *s;
+
+	for (s = grant; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211u;
+	return h;
+}
+
+static uint64_t
 slot_at(const char *grant, uint64_t t, uint64_t interval)
 {
-	uint64_t h = 1469598103934665603u, ph, r;
-	const char *s;
+	uint64_t h = id_hash(grant), ph, r;
 
 	if (interval == 0)
 		return t;
-	for (s = grant; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211u;
 	ph = h % interval;
 	r = t % interval;
 	return t + (ph >= r ? ph - r : interval - r + ph);
@@ -241,6 +278,23 @@ gather_one(const struct tl_grant *g, void *arg)
 	c = &ps->c[ps->nc++];
 	memset(c, 0, sizeof(*c));
 	c->g = *g;
+	c->count = s.count;
+	/*
+	 * Whether a bulk check may stand for the login (the driver's
+	 * capability is asked later): not for a credential never proven by
+	 * a login, nor when the caller wants logins, nor the grant's turn in
+	 * the sample.
+	 */
+	c->by_login = ps->o->login_all ||
+	    (s.count + id_hash(g->id)) % (ps->o->login_every != 0 ?
+	    ps->o->login_every : TL_RX_VERIFY_LOGIN_EVERY) == 0;
+	if (!c->by_login) {
+		c->by_login = 1;
+		if (ps->have_vlogin && tl_kv_get(ga->t, ps->vlogin, g->id,
+		    strlen(g->id), &v, &n) == 0 && n == 8 &&
+		    tl_get_be64(v) == g->version)
+			c->by_login = 0;
+	}
 	return 0;
 }
 
@@ -263,6 +317,11 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 	rc = tl_kv_open_scratch(t, "verify-due", &ps->vdue);
 	if (rc == 0)
 		ps->have_vdue = 1;
+	else if (rc != TL_ENOTFOUND)
+		goto out;
+	rc = tl_kv_open_scratch(t, "verify-login", &ps->vlogin);
+	if (rc == 0)
+		ps->have_vlogin = 1;
 	else if (rc != TL_ENOTFOUND)
 		goto out;
 	if ((rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
@@ -332,34 +391,137 @@ static const char *drift_kind(enum tl_drv_drift d);
  * One check, and the repair its drift calls for, with a session of its
  * provider open, on a pool thread: touches only its check.
  */
+/* The driver's view of c's grant (borrows c's strings). */
+static void
+drv_grant(const struct check *c, struct tl_drv_grant *dg)
+{
+	dg->resource = c->db;
+	dg->owner = c->owner;
+	dg->login = c->login;
+	dg->password = c->password;
+	dg->grant = c->g.id;
+	dg->adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
+}
+
+/* The repair c's drift calls for, as today's one-by-one check makes it. */
+static void
+repair(const struct tl_drv_ops *ops, void *h, struct check *c)
+{
+	struct tl_drv_grant dg;
+
+	drv_grant(c, &dg);
+	if (c->drift == TL_DRIFT_CREDENTIAL)
+		c->repair_rc = ops->set_password(h, &dg, c->repair_why);
+	else if (c->drift == TL_DRIFT_PRIVILEGES)
+		c->repair_rc = ops->fix_privileges(h, &dg, c->repair_why);
+}
+
+/* One check with its login, and its repair. */
+static void
+check_one(const struct tl_rx_prov *pv, void *h, struct check *c)
+{
+	const struct tl_drv_ops *ops = pv->ops;
+	struct tl_drv_endpoint ep;
+	struct tl_drv_grant dg;
+
+	/* The consumer's view: the routable name it was given. */
+	memset(&ep, 0, sizeof(ep));
+	ep.host = pv->routable;
+	ep.port = pv->port;
+	drv_grant(c, &dg);
+	c->by_login = 1;
+	c->rc = ops->check(h, &dg, &ep, &c->drift, c->why);
+	if (c->rc == 0)
+		repair(ops, h, c);
+}
+
+/*
+ * v's bulk check: every grant of v that needs no login, in one call,
+ * then the repairs; a driver that cannot do it with this admin
+ * (TL_EDRIVER) has them checked one by one, with their logins.
+ */
+static void
+bulk_one(struct vpass *ps, const struct tl_rx_prov *pv, void *h,
+    struct vprov *v, struct tl_rx_call *cl)
+{
+	const struct tl_drv_ops *ops = pv->ops;
+	struct tl_drv_grant *gs;
+	enum tl_drv_drift *d;
+	char (*why)[TL_DRV_WHY_MAX];
+	struct check **cs;
+	size_t i, n = 0;
+	int rc;
+
+	gs = calloc(v->nc + 1, sizeof(*gs));
+	d = calloc(v->nc + 1, sizeof(*d));
+	why = calloc(v->nc + 1, sizeof(*why));
+	cs = calloc(v->nc + 1, sizeof(*cs));
+	if (gs == NULL || d == NULL || why == NULL || cs == NULL) {
+		rc = ENOMEM;
+		snprintf(cl->why, TL_DRV_WHY_MAX, "%s", tl_strerror(rc));
+		for (i = 0; i < v->nc; i++)
+			if (v->c[i]->rc == 0 && !v->c[i]->by_login) {
+				v->c[i]->rc = rc;
+				snprintf(v->c[i]->why, sizeof(v->c[i]->why),
+				    "%s", cl->why);
+			}
+		cl->rc = 0;	/* not the provider's fault */
+		goto out;
+	}
+	for (i = 0; i < v->nc; i++)
+		if (v->c[i]->rc == 0 && !v->c[i]->by_login) {
+			cs[n] = v->c[i];
+			drv_grant(cs[n], &gs[n]);
+			n++;
+		}
+	__atomic_add_fetch(&ps->round_trips, 1, __ATOMIC_RELAXED);
+	rc = ops->check_bulk(h, gs, n, d, why);
+	if (rc == TL_EDRIVER) {
+		/* Not in bulk with this admin: one by one, logging in. */
+		for (i = 0; i < n; i++) {
+			__atomic_add_fetch(&ps->round_trips, 1,
+			    __ATOMIC_RELAXED);
+			check_one(pv, h, cs[i]);
+		}
+		rc = 0;
+	} else {
+		for (i = 0; i < n; i++) {
+			cs[i]->rc = rc;
+			snprintf(cs[i]->why, sizeof(cs[i]->why), "%s",
+			    rc == 0 ? why[i] : why[0]);
+			cs[i]->drift = rc == 0 ? d[i] : TL_DRIFT_NONE;
+			if (rc == 0)
+				repair(ops, h, cs[i]);
+		}
+	}
+	cl->rc = rc;
+	if (rc != 0)
+		snprintf(cl->why, TL_DRV_WHY_MAX, "%s", why[0]);
+out:
+	free(gs);
+	free(d);
+	free(why);
+	free(cs);
+}
+
+/*
+ * One call (a check, or a provider's bulk check), with a session of its
+ * provider open, on a pool thread: touches only its checks.
+ */
 static void
 check_call(void *arg, const struct tl_rx_prov *pv, void *h,
     struct tl_rx_call *cl)
 {
 	struct vpass *ps = arg;
-	struct check *c = cl->item;
-	const struct tl_drv_ops *ops = pv->ops;
-	struct tl_drv_endpoint ep;
-	struct tl_drv_grant dg;
+	struct vcall *vc = cl->item;
 
-	(void)ps;
-	/* The consumer's view: the routable name it was given. */
-	ep.host = pv->routable;
-	ep.port = pv->port;
-	dg.resource = c->db;
-	dg.owner = c->owner;
-	dg.login = c->login;
-	dg.password = c->password;
-	dg.grant = c->g.id;
-	dg.adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
-	c->rc = ops->check(h, &dg, &ep, &c->drift, c->why);
-	cl->rc = c->rc;
-	if (c->rc != 0)
+	if (vc->c == NULL) {
+		bulk_one(ps, pv, h, vc->v, cl);
 		return;
-	if (c->drift == TL_DRIFT_CREDENTIAL)
-		c->repair_rc = ops->set_password(h, &dg, c->repair_why);
-	else if (c->drift == TL_DRIFT_PRIVILEGES)
-		c->repair_rc = ops->fix_privileges(h, &dg, c->repair_why);
+	}
+	__atomic_add_fetch(&ps->round_trips, 1, __ATOMIC_RELAXED);
+	check_one(pv, h, vc->c);
+	cl->rc = vc->c->rc;
 }
 
 /*
@@ -374,12 +536,14 @@ run_checks(void *arg, unsigned *phases)
 	struct vpass *ps = arg;
 	struct tl_rx_prov *pv;
 	struct tl_rx_call *cl;
+	struct vcall *vc;
 	size_t i, k, n = 0;
 
 	(void)phases;	/* outcomes always: the schedule moves */
 	pv = tl_secret_calloc(ps->nvp + 1, sizeof(*pv));
-	cl = calloc(ps->nc + 1, sizeof(*cl));
-	if (pv == NULL || cl == NULL) {
+	cl = calloc(ps->nc + ps->nvp + 1, sizeof(*cl));
+	vc = calloc(ps->nc + ps->nvp + 1, sizeof(*vc));
+	if (pv == NULL || cl == NULL || vc == NULL) {
 		for (i = 0; i < ps->nc; i++)
 			if (ps->c[i].rc == 0) {
 				ps->c[i].rc = ENOMEM;
@@ -389,41 +553,75 @@ run_checks(void *arg, unsigned *phases)
 		goto log;
 	}
 	for (i = 0; i < ps->nvp; i++) {
-		pv[i] = ps->vp[i].pv;
-		pv[i].ops = ps->vp[i].ops;
+		struct vprov *v = &ps->vp[i];
+		int bulk = tl_drv_can(v->ops, TL_DRV_CAP_CHECK_BULK, NULL),
+		    any = 0;
+
+		pv[i] = v->pv;
+		pv[i].ops = v->ops;
 		pv[i].ok = 0;
-		for (k = 0; k < ps->vp[i].nc; k++) {
-			struct check *c = ps->vp[i].c[k];
+		for (k = 0; k < v->nc; k++) {
+			struct check *c = v->c[k];
 
 			if (c->rc != 0)
 				continue;
-			cl[n].provider = ps->vp[i].pv.id;
-			cl[n].item = c;
+			if (!bulk)
+				c->by_login = 1;
+			if (!c->by_login) {
+				any = 1;
+				continue;	/* in the bulk call */
+			}
+			vc[n].c = c;
+			vc[n].v = v;
+			cl[n].provider = v->pv.id;
+			cl[n].item = &vc[n];
 			cl[n].why = c->why;
+			n++;
+		}
+		if (any) {
+			/* One call for all the others: first, on its session. */
+			memmove(&cl[1], &cl[0], n * sizeof(*cl));
+			memmove(&vc[1], &vc[0], n * sizeof(*vc));
+			for (k = 1; k <= n; k++)
+				cl[k].item = &vc[k];
+			vc[0].c = NULL;
+			vc[0].v = v;
+			cl[0].provider = v->pv.id;
+			cl[0].item = &vc[0];
+			cl[0].why = v->bulk_why;
 			n++;
 		}
 	}
 	tl_rx_pass_calls(ps->rx, pv, ps->nvp, cl, n, 8, check_call, ps);
-	for (i = 0; i < n; i++)
-		if (cl[i].admin) {
-			struct check *c = cl[i].item;
-			struct vprov *v = NULL;
+	for (i = 0; i < n; i++) {
+		struct vcall *x = cl[i].item;
+		struct vprov *v = x->v;
 
-			c->rc = cl[i].rc;
-			for (k = 0; k < ps->nvp && v == NULL; k++)
-				if (strcmp(ps->vp[k].pv.id, cl[i].provider) == 0)
-					v = &ps->vp[k];
-			if (v != NULL && !pv[v - ps->vp].ok) {
-				v->open_rc = cl[i].rc;
-				snprintf(v->open_why, sizeof(v->open_why), "%s",
-				    c->why);
-			}
+		if (x->c == NULL && cl[i].rc != 0)
+			/* The bulk call's failure is each of its checks'. */
+			for (k = 0; k < v->nc; k++)
+				if (!v->c[k]->by_login && v->c[k]->rc == 0) {
+					v->c[k]->rc = cl[i].rc;
+					snprintf(v->c[k]->why,
+					    sizeof(v->c[k]->why), "%s",
+					    cl[i].why);
+				}
+		if (!cl[i].admin)
+			continue;
+		if (x->c != NULL)
+			x->c->rc = cl[i].rc;
+		if (!pv[v - ps->vp].ok) {
+			v->open_rc = cl[i].rc;
+			snprintf(v->open_why, sizeof(v->open_why), "%s",
+			    cl[i].why);
 		}
+	}
 log:
 	for (i = 0; pv != NULL && i < ps->nvp; i++)
 		tl_secret_wipe(pv[i].password, sizeof(pv[i].password));
 	tl_secret_free(pv);
 	free(cl);
+	free(vc);
 	for (i = 0; i < ps->nc; i++) {
 		struct check *ck = &ps->c[i];
 
@@ -589,7 +787,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 	struct outcome_arg oa_, *oa = &oa_;
 	struct tl_ctx c = *cp;
 	struct tl_txn *t = c.t;
-	tl_kv checks, vdue;
+	tl_kv checks, vdue, vlogin;
 	size_t i;
 	int rc;
 
@@ -597,7 +795,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 	oa->unhealthy = 0;
 	ps->unhealthy = 0;
 	if ((rc = tl_kv_open_scratch(t, "checks", &checks)) != 0 ||
-	    (rc = tl_kv_open_scratch(t, "verify-due", &vdue)) != 0)
+	    (rc = tl_kv_open_scratch(t, "verify-due", &vdue)) != 0 ||
+	    (rc = tl_kv_open_scratch(t, "verify-login", &vlogin)) != 0)
 		return rc;
 	for (i = 0; i < ps->nnd; i++) {
 		struct newdue *d = &ps->nd[i];
@@ -652,6 +851,21 @@ outcomes(void *arg, struct tl_ctx *cp)
 				return rc;
 			continue;
 		}
+		/*
+		 * The credential version a login found healthy; any drift
+		 * has the next check log in again (repaired or not).
+		 */
+		if (ck->by_login && ck->drift == TL_DRIFT_NONE) {
+			tl_put_be64(v, ck->g.version);
+			rc = tl_kv_put(t, vlogin, ck->g.id, strlen(ck->g.id),
+			    v, 8);
+		} else if (ck->drift != TL_DRIFT_NONE) {
+			rc = tl_kv_del(t, vlogin, ck->g.id, strlen(ck->g.id));
+			if (rc == TL_ENOTFOUND)
+				rc = 0;
+		}
+		if (rc != 0)
+			return rc;
 		tl_put_be64(v, ps->now);
 		tl_put_be64(v + 8, s.count + 1);
 		tl_put_be64(v + 16, next);
@@ -727,6 +941,8 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 		goto out;
 	*checked = (unsigned)ps.nc;
 	*unhealthy = ps.unhealthy;
+	if (o->calls != NULL)
+		*o->calls += ps.round_trips;
 	if (o->report != NULL)
 		for (i = 0; i < ps.nc; i++)
 			report(o, &ps.c[i]);

@@ -223,7 +223,7 @@ START_TEST(test_capabilities)
 {
 	static const enum tl_drv_cap all[] = { TL_DRV_CAP_MIGRATE,
 	    TL_DRV_CAP_MOVE, TL_DRV_CAP_SIZE, TL_DRV_CAP_ADMIN_ROTATE,
-	    TL_DRV_CAP_CHECK, TL_DRV_CAP_ROTATE };
+	    TL_DRV_CAP_CHECK, TL_DRV_CAP_ROTATE, TL_DRV_CAP_CHECK_BULK };
 	struct tl_drv_ops less;
 	char why[TL_DRV_WHY_MAX];
 	size_t i;
@@ -243,6 +243,11 @@ START_TEST(test_capabilities)
 	ck_assert_msg(strstr(why, "cannot rotate credentials") != NULL, "%s",
 	    why);
 	ck_assert(tl_drv_can(&less, TL_DRV_CAP_SIZE, NULL));
+	less.check_bulk = NULL;
+	ck_assert(!tl_drv_can(&less, TL_DRV_CAP_CHECK_BULK, why));
+	ck_assert_str_eq(why, "driver less cannot verify grants in bulk: it "
+	    "has no check_bulk");
+	ck_assert(tl_drv_can(&less, TL_DRV_CAP_CHECK, NULL));
 }
 END_TEST
 

@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "drivers/pg_scram.h"
 #include "lib/tl_test.h"
 
 /* --- the server (set up in the parent, read in the forked tests) ---- */
@@ -1437,6 +1438,133 @@ START_TEST(test_check_worst_wins)
 }
 END_TEST
 
+/*
+ * The bulk check: a changed password, a dropped role and a granted
+ * privilege among healthy grants, all found by one call, each on its own
+ * grant; a password set again out of band to the same value (a new salt)
+ * is no drift; the cache emptied changes no answer.
+ */
+START_TEST(test_check_bulk)
+{
+	enum { N = 6 };
+	struct grant gr[N];
+	struct tl_drv_grant gs[N];
+	enum tl_drv_drift d[N];
+	char (*why)[TL_DRV_WHY_MAX];
+	char *q;
+	PGconn *a;
+	void *h = drv_open();
+	int pass, i;
+
+	ck_assert_ptr_nonnull(drv->check_bulk);
+	ck_assert_int_eq(tl_drv_can(drv, TL_DRV_CAP_CHECK_BULK, NULL), 1);
+	why = calloc(N, sizeof(*why));
+	ck_assert_ptr_nonnull(why);
+	for (i = 0; i < N; i++) {
+		grant_init(&gr[i], "bulk");
+		do_create(h, &gr[i]);
+		gs[i] = gr[i].g;
+	}
+	for (pass = 0; pass < 2; pass++) {
+		/* Pass 1: nothing cached, every verifier recomputed. */
+		if (pass == 1)
+			tl_pg_scram_forget();
+		ck_rc(drv->check_bulk(h, gs, N, d, why), 0, why[0]);
+		for (i = 0; i < N; i++) {
+			ck_why(why[i]);
+			ck_assert_msg(d[i] == TL_DRIFT_NONE, "grant %d: %s", i,
+			    why[i]);
+		}
+	}
+	a = admin(NULL);
+	q = qid(a, gr[1].log);
+	sql(a, "ALTER ROLE %s PASSWORD 'changed-out-of-band'", q);
+	PQfreemem(q);
+	q = qid(a, gr[2].log);
+	sql(a, "DROP ROLE %s", q);
+	PQfreemem(q);
+	q = qid(a, gr[3].res);
+	sql(a, "GRANT CONNECT ON DATABASE %s TO PUBLIC", q);
+	PQfreemem(q);
+	q = qid(a, gr[4].log);
+	sql(a, "ALTER ROLE %s PASSWORD NULL", q);
+	PQfreemem(q);
+	/* The same password with the server's own salt: no drift. */
+	q = qid(a, gr[5].log);
+	sql(a, "ALTER ROLE %s PASSWORD '%s'", q, gr[5].pw);
+	PQfreemem(q);
+	memset(why, 0, N * sizeof(*why));
+	ck_rc(drv->check_bulk(h, gs, N, d, why), 0, why[0]);
+	for (i = 0; i < N; i++)
+		ck_why(why[i]);
+	ck_assert_msg(d[0] == TL_DRIFT_NONE, "%s", why[0]);
+	ck_assert_msg(d[1] == TL_DRIFT_CREDENTIAL, "%s", why[1]);
+	ck_assert_msg(strstr(why[1], gr[1].log) != NULL, "%s", why[1]);
+	ck_assert_msg(d[2] == TL_DRIFT_MISSING, "%s", why[2]);
+	ck_assert_msg(strstr(why[2], gr[2].log) != NULL, "%s", why[2]);
+	ck_assert_msg(d[3] == TL_DRIFT_PRIVILEGES, "%s", why[3]);
+	ck_assert_msg(strstr(why[3], "PUBLIC") != NULL, "%s", why[3]);
+	ck_assert_msg(d[4] == TL_DRIFT_CREDENTIAL, "%s", why[4]);
+	ck_assert_msg(d[5] == TL_DRIFT_NONE, "%s", why[5]);
+	/* What one-by-one check finds agrees, grant by grant. */
+	for (i = 0; i < N; i++) {
+		char w[TL_DRV_WHY_MAX];
+
+		ck_assert_msg(do_check(h, &gr[i], w) == d[i], "grant %d: "
+		    "check %s; bulk %s", i, w, why[i]);
+	}
+	/* Repaired as today, then clean in bulk again. */
+	ck_rc(drv->set_password(h, &gs[1], why[1]), 0, why[1]);
+	ck_rc(drv->set_password(h, &gs[4], why[4]), 0, why[4]);
+	ck_rc(drv->fix_privileges(h, &gs[3], why[3]), 0, why[3]);
+	do_create(h, &gr[2]);
+	ck_rc(drv->check_bulk(h, gs, N, d, why), 0, why[0]);
+	for (i = 0; i < N; i++)
+		ck_assert_msg(d[i] == TL_DRIFT_NONE, "grant %d after repair: "
+		    "%s", i, why[i]);
+	PQfinish(a);
+	free(why);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * An admin that is not a superuser cannot read pg_authid: the bulk check
+ * says so (TL_EDRIVER, naming it) instead of calling every credential
+ * healthy, and the verifier then checks one by one.
+ */
+START_TEST(test_check_bulk_not_superuser)
+{
+	struct tl_drv_admin ad = { s_host, s_port, "bulk_admin", NULL, NULL };
+	struct grant gr;
+	enum tl_drv_drift d = TL_DRIFT_NONE;
+	char why[1][TL_DRV_WHY_MAX], pw[TL_PASSWORD_LEN + 1];
+	void *h = drv_open(), *h2 = NULL;
+	PGconn *a = admin(NULL);
+	int rc;
+
+	grant_init(&gr, "bulkns");
+	do_create(h, &gr);
+	tl_secret_password(pw);
+	secret_add(pw);
+	sql(a, "DROP ROLE IF EXISTS bulk_admin");
+	sql(a, "CREATE ROLE bulk_admin LOGIN CREATEROLE CREATEDB PASSWORD '%s'",
+	    pw);
+	ad.password = pw;
+	rc = drv->open(&ad, &h2, why[0]);
+	ck_rc(rc, 0, why[0]);
+	why[0][0] = '\0';
+	rc = drv->check_bulk(h2, &gr.g, 1, &d, why);
+	ck_why(why[0]);
+	ck_rc(rc, TL_EDRIVER, why[0]);
+	ck_assert_msg(strstr(why[0], "pg_authid") != NULL, "%s", why[0]);
+	drv->close(h2);
+	sql(a, "DROP ROLE bulk_admin");
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
 /* The consumer's endpoint is unreachable: an error, not a drift. */
 START_TEST(test_check_endpoint_unreachable)
 {
@@ -1998,6 +2126,8 @@ suite(void)
 	tcase_add_test(tc, test_check_privileges);
 	tcase_add_test(tc, test_check_missing);
 	tcase_add_test(tc, test_check_worst_wins);
+	tcase_add_test(tc, test_check_bulk);
+	tcase_add_test(tc, test_check_bulk_not_superuser);
 	tcase_add_test(tc, test_check_endpoint_unreachable);
 
 	tc = tcase(s, "admin");

@@ -177,6 +177,7 @@ cmd_check(struct tl_cli *cli, int argc, char **argv)
 	if (optind < argc)
 		o.grant = argv[optind];
 	o.force = 1;
+	o.login_all = 1;	/* the operator's check logs in */
 	o.interval_ns = 30000000000u;
 	if ((ex = cli_open_log(cli, 0)) != 0)
 		return ex;

@@ -61,6 +61,8 @@ static const char usage[] =
 "                  or if anything is unhealthy then, as tally status)\n"
 "  --interval S    level-triggered resync period (default 5)\n"
 "  --verify-interval S  how often each grant is verified (default 30)\n"
+"  --verify-login-every N  with a bulk check, each grant still logs in\n"
+"                  as its consumer every N-th check (default 30)\n"
 "  --workers N     driver sessions per provider in parallel (default 4)\n"
 "  --max-rotations N  scheduled rotations at once per provider (default 4)\n"
 "  --follow        on a standby's home (tally init --standby): copy the\n"
@@ -401,6 +403,7 @@ once_verdict(struct tl_rx *rx)
 	memset(&vo, 0, sizeof(vo));
 	vo.interval_ns = rx->verify_interval_ns;
 	vo.force = 1;
+	vo.login_all = 1;	/* a verdict proves every login */
 	for (i = 0; i < NREACTORS; i++)
 		blocked += reactors[i].last.blocked;
 	rc = tl_rx_verify(rx, &vo, &checked, &bad, &vn);
@@ -560,6 +563,7 @@ main(int argc, char **argv)
 		{ "once-timeout", required_argument, NULL, 'T' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "verify-interval", required_argument, NULL, 'V' },
+		{ "verify-login-every", required_argument, NULL, 'L' },
 		{ "workers", required_argument, NULL, 'w' },
 		{ "max-rotations", required_argument, NULL, 'R' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -611,6 +615,12 @@ main(int argc, char **argv)
 			vinterval = (unsigned)strtoul(optarg, NULL, 10);
 			if (vinterval == 0)
 				vinterval = 1;
+			break;
+		case 'L':
+			rx.verify_login_every = (unsigned)strtoul(optarg,
+			    NULL, 10);
+			if (rx.verify_login_every == 0)
+				rx.verify_login_every = 1;
 			break;
 		case 'R':
 			rx.max_rotations = (unsigned)strtoul(optarg, NULL, 10);

@@ -35,10 +35,30 @@ _r_free() {	# PORT: are PORT..PORT+13 all free?
 	return 0
 }
 
+# Scripts run side by side (run.sh): a port block found free is only
+# taken once the broker listens, seconds later, so brokers start one at a
+# time (a lock in $TALLY_TMP, closed for the broker itself, which would
+# otherwise hold it for its whole life).
 r_start() {
+	exec 8>"$TALLY_TMP/.rabbit-start.lock"
+	flock 8 || t_fail "cannot lock $TALLY_TMP/.rabbit-start.lock"
 	_r_p=$((58400 + ($$ % 40) * 20))
-	while ! _r_free "$_r_p"; do _r_p=$((_r_p + 20)); done
-	sh "$RMQSH" start "$R_DIR" "$_r_p" || t_fail "RabbitMQ could not be started on $_r_p (see above)"
+	_r_try=0
+	while :; do
+		while ! _r_free "$_r_p"; do _r_p=$((_r_p + 20)); done
+		sh "$RMQSH" start "$R_DIR" "$_r_p" 8>&- && break
+		# A port taken meanwhile by a run of another directory:
+		# the next block, at most three times; else the failure.
+		_r_try=$((_r_try + 1))
+		if [ $_r_try -ge 3 ] || ! grep -qs 'could not bind\|already in use\|already_used' \
+		    "$R_DIR/start-failed.log"; then
+			exec 8>&-
+			t_fail "RabbitMQ could not be started on $_r_p (see above)"
+		fi
+		t_note "RabbitMQ's ports from $_r_p were taken meanwhile: trying the next block"
+		_r_p=$((_r_p + 20))
+	done
+	exec 8>&-
 	. "$R_DIR/env"
 	R_REAL=$R_DIR
 	[ -f "$R_DIR/realdir" ] && R_REAL=$(cat "$R_DIR/realdir")

@@ -415,7 +415,11 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		uint64_t epoch = 1;
 
 		/* The control plane itself (reactors/epoch.h). */
-		if (tl_ep_current(t, &epoch, NULL) == 0)
+		/*
+		 * Only once there was a promotion: the epoch is 1 until then,
+		 * and a status of before is the same document as a replay's.
+		 */
+		if (tl_ep_current(t, &epoch, NULL) == 0 && epoch > 1)
 			json_object_set_new(doc, "epoch",
 			    json_integer((json_int_t)epoch));
 		if (tl_ep_deposed(t, dep, sizeof(dep)) == 1) {

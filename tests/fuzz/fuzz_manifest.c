@@ -2,7 +2,7 @@
  * fuzz_manifest.c - libFuzzer target for the manifest loader.
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
- *       tools/tally/manifest.c tests/fuzz/fuzz_manifest.c \
+ *       tools/tally/manifest*.c tests/fuzz/fuzz_manifest.c \
  *       $(pkg-config --cflags --libs yaml-0.1) -o fuzz_manifest
  *   ./fuzz_manifest -max_total_time=300 tests/fuzz/corpus/manifest
  *

@@ -173,12 +173,32 @@ int	cmd_nodes(struct tl_cli *, int, char **);
 int	cmd_modules(struct tl_cli *, int, char **);
 int	cmd_providers(struct tl_cli *, int, char **);
 
-/* cmd_history.c: one event in domain words ("grant G provisioned (v1)"). */
-void	cli_describe(const struct tl_event *ev, char *buf, size_t cap);
-/* cmd_replay.c: SEQ or RFC 3339 TIME -> the last seq at or before it. */
-int	cli_resolve_point(struct tl_cli *cli, const char *s, uint64_t *seq);
-/* The status document after event at (0: before the first), no checks. */
+/*
+ * past.c: what the audit commands (history, replay, diff) share.
+ *
+ * cli_describe writes one event in domain words ("grant G provisioned
+ * (v1)") into buf, truncated to cap.
+ */
 struct json_t;
+void	cli_describe(const struct tl_event *ev, char *buf, size_t cap);
+/*
+ * SEQ or RFC 3339 TIME -> the last seq at or before it (0: before the
+ * first event).  Prints the error; returns an exit code.
+ */
+int	cli_resolve_point(struct tl_cli *cli, const char *s, uint64_t *seq);
+/*
+ * The documents as they were after event at, rebuilt in a transaction
+ * that is thrown away: *out is an object with the parts asked for,
+ * "status" (operational fields left out), "grants" and "graph"; the
+ * caller owns it (NULL on failure).  Returns an exit code.
+ */
+#define CLI_PAST_STATUS	0x1
+#define CLI_PAST_GRANTS	0x2
+#define CLI_PAST_GRAPH	0x4
+int	cli_past_at(struct tl_cli *cli, uint64_t at, unsigned parts,
+	    struct json_t **out);
+/* The status document after event at (0: before the first), no checks;
+ * *out is the caller's. */
 int	cli_status_at(struct tl_cli *cli, uint64_t at, struct json_t **out);
 
 #endif

@@ -1,0 +1,654 @@
+/*
+ * manifest_parse.c - the document: one module's keys (module, env,
+ * requires, provides, embedded) walked from the tree into the plain
+ * structs of manifest.h, with the checks that need the whole module.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "manifest.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <yaml.h>
+
+#include "core/error.h"
+#include "drivers/driver.h"
+#include "manifest-internal.h"
+
+static const char *const module_keys[] = {
+	"module", "env", "requires", "provides", "embedded", NULL
+};
+static const char *const req_keys[] = {
+	"presence", "type", "from", "scope", "provider", "name", "env",
+	"migrations", "max-credential-age", NULL
+};
+static const char *const provide_keys[] = {
+	"driver", "revoke", "max-credential-age", NULL
+};
+static const char *const embedded_keys[] = {
+	"type", "env", "image", "runs", "port", "expose", NULL
+};
+static const char *const conn_fields[] = {
+	"host", "port", "database", "user", "password", "url", "vhost",
+	"path", NULL
+};
+
+/* ---- the document ---- */
+
+static void
+parse_env(struct ctx *c, struct tl_mf_module *m, struct node *map)
+{
+	struct tl_mf_var *vars;
+	struct node *k, *v;
+	char f[FIELD];
+	size_t n = 0;
+
+	if (!mf_want_map(c, map, "env", "variable names to defaults"))
+		return;
+	mf_check_keys(c, map, "env", NULL);
+	if (map->n == 0 || (vars = mf_alloc_n(c, map->n / 2, sizeof *vars)) ==
+	    NULL)
+		return;
+	for (k = map->first; k != NULL && c->sys == 0; k = v->next) {
+		v = k->next;
+		if (k->skip)
+			continue;
+		mf_join(f, sizeof f, "env", k->s);
+		if (!mf_check_env_name(c, k, f, k->s) || v->kind == N_BAD)
+			continue;
+		if (v->kind != N_SCALAR) {
+			mf_err(c, v, f, "expected a default value (a string, or "
+			    "\"\" for none), found %s", mf_kind_name(v));
+			continue;
+		}
+		vars[n].name = mf_sdup(c, k->s);
+		vars[n].def = v->null ? "" : mf_sdup(c, v->s);
+		vars[n].line = k->line;
+		n++;
+	}
+	qsort(vars, n, sizeof *vars, mf_cmp_var);
+	m->env = vars;
+	m->nenv = n;
+}
+
+/* An env: mapping of connection fields onto the module's variables. */
+static void
+parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
+    const char *path, const char *type, const struct tl_mf_map **out,
+    size_t *nout)
+{
+	/* A type with no driver is checked against conn_fields alone. */
+	const struct tl_drv_ops *drv = type != NULL ? tl_drv_for_type(type) :
+	    NULL;
+	struct tl_mf_map *maps;
+	struct node *k, *v;
+	const char *s;
+	char f[FIELD], q[QUOTE], list[160];
+	size_t n = 0;
+
+	if (!mf_want_map(c, map, path, "connection fields to variables"))
+		return;
+	mf_check_keys(c, map, path, NULL);
+	if (map->n == 0 || (maps = mf_alloc_n(c, map->n / 2, sizeof *maps)) ==
+	    NULL)
+		return;
+	for (k = map->first; k != NULL && c->sys == 0; k = v->next) {
+		v = k->next;
+		if (k->skip)
+			continue;
+		mf_join(f, sizeof f, path, k->s);
+		if (!mf_in_list(conn_fields, k->s)) {
+			mf_err(c, k, f, "unknown connection field %s; the fields "
+			    "are %s", mf_quote(q, sizeof q, k->s),
+			    mf_join_list(list, sizeof list, conn_fields));
+			continue;
+		}
+		if (drv != NULL && drv->fields != NULL &&
+		    !mf_in_list(drv->fields, k->s)) {
+			/* it would be delivered as nothing, in silence */
+			mf_err(c, k, f, "type %s (driver %s) does not produce "
+			    "connection field %s; it produces %s", type,
+			    drv->name, mf_quote(q, sizeof q, k->s),
+			    mf_join_list(list, sizeof list, drv->fields));
+			continue;
+		}
+		if ((s = mf_want_str(c, v, f)) == NULL ||
+		    !mf_check_env_name(c, v, f, s))
+			continue;
+		if (mf_find_var(m, s) == NULL) {
+			/* the as-is system dropped these values in silence */
+			mf_err(c, v, f, "field %s is mapped to %s, which the module "
+			    "does not declare under env: (add %s: \"\" there, "
+			    "or the value is lost)", mf_quote(q, sizeof q, k->s),
+			    s, s);
+			continue;
+		}
+		mf_claim(c, &c->vars, s, NULL, NULL, f, v);
+		maps[n].field = mf_sdup(c, k->s);
+		maps[n].var = mf_sdup(c, s);
+		maps[n].line = k->line;
+		n++;
+	}
+	qsort(maps, n, sizeof *maps, mf_cmp_map);
+	*out = maps;
+	*nout = n;
+}
+
+/* presence:/from: may name neither the module nor its private instance. */
+static int
+check_target(struct ctx *c, const struct tl_mf_module *m,
+    const struct node *v, const char *path, const char *s, int presence)
+{
+	char q[QUOTE];
+
+	if (m->name != NULL && strcmp(s, m->name) == 0) {
+		if (presence)
+			mf_err(c, v, path, "a module cannot require its own "
+			    "presence");
+		else
+			mf_err(c, v, path, "a module cannot consume its own "
+			    "grant: %s is this module", mf_quote(q, sizeof q, s));
+		return 0;
+	}
+	if (mf_find_embedded(m, s) != NULL) {
+		mf_err(c, v, path, "%s names this module's embedded instance, "
+		    "which is private and never a provider (rename the "
+		    "instance if you meant the module %s)",
+		    mf_quote(q, sizeof q, s), s);
+		return 0;
+	}
+	return 1;
+}
+
+static void
+parse_provider(struct ctx *c, struct tl_mf_req *r, const struct node *v,
+    const char *path)
+{
+	const char *s = mf_want_str(c, v, path), *slash;
+	char q[QUOTE], q2[QUOTE], *node;
+	size_t nlen, mlen;
+
+	if (s == NULL)
+		return;
+	slash = strchr(s, '/');
+	if (slash == NULL || strchr(slash + 1, '/') != NULL) {
+		mf_err(c, v, path, "%s is not NODE/MODULE (e.g. node-b/store)",
+		    mf_quote(q, sizeof q, s));
+		return;
+	}
+	nlen = (size_t)(slash - s);
+	mlen = strlen(slash + 1);
+	if (!mf_check_name(c, v, path, s, nlen, "node name") ||
+	    !mf_check_name(c, v, path, slash + 1, mlen, "module name"))
+		return;
+	if (r->target != NULL && strcmp(slash + 1, r->target) != 0) {
+		mf_err(c, v, path, "names the module %s but from: is %s; a "
+		    "provider is an instance of the from: module",
+		    mf_quote(q, sizeof q, slash + 1),
+		    mf_quote(q2, sizeof q2, r->target));
+		return;
+	}
+	r->provider_module = mf_sdup(c, slash + 1);
+	if ((node = mf_alloc_n(c, nlen + 1, 1)) != NULL)
+		memcpy(node, s, nlen);
+	r->provider_node = node;
+}
+
+/* 0 if r was filled without a problem. */
+static int
+parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
+    struct node *map, const char *path, struct tl_mf_req *r)
+{
+	struct node *presence, *type, *from, *v, *k, *tk = NULL, *fk = NULL;
+	const struct node *at = key;
+	size_t before = c->nerr;
+	const char *s;
+	const struct tl_drv_ops *drv;
+	char f[FIELD], q[QUOTE], dflt[2 * TL_MF_NAME_MAX + 2];
+	char why[TL_DRV_WHY_MAX];
+
+	mf_check_keys(c, map, path, req_keys);
+	r->line = key->line;
+	presence = mf_get(map, "presence", NULL);
+	type = mf_get(map, "type", &tk);
+	from = mf_get(map, "from", &fk);
+	if (presence != NULL) {
+		r->kind = TL_MF_PRESENCE;
+		for (k = map->first; k != NULL; k = k->next->next) {
+			if (k->skip || strcmp(k->s, "presence") == 0)
+				continue;
+			mf_join(f, sizeof f, path, k->s);
+			if (k == tk || k == fk)
+				mf_err(c, k, f, "a requirement is either presence "
+				    "(presence:) or instantiation (type: and "
+				    "from:), not both");
+			else
+				mf_err(c, k, f, "%s applies only to an "
+				    "instantiation requirement (type: and from:)",
+				    k->s);
+		}
+		mf_join(f, sizeof f, path, "presence");
+		if ((s = mf_want_str(c, presence, f)) != NULL &&
+		    mf_check_name(c, presence, f, s, strlen(s), "module name") &&
+		    check_target(c, m, presence, f, s, 1))
+			r->target = mf_sdup(c, s);
+		return c->nerr == before ? 0 : -1;
+	}
+	if (type == NULL && from == NULL) {
+		mf_err(c, key, path, "a requirement needs presence: MODULE, or "
+		    "type: and from:");
+		return -1;
+	}
+	r->kind = TL_MF_INSTANTIATION;
+	mf_join(f, sizeof f, path, "type");
+	if (type == NULL)
+		mf_err(c, key, f, "missing type: an instantiation requirement "
+		    "names the resource type it needs");
+	else if ((s = mf_want_str(c, type, f)) != NULL &&
+	    mf_check_name(c, type, f, s, strlen(s), "resource type"))
+		r->type = mf_sdup(c, s);
+	mf_join(f, sizeof f, path, "from");
+	if (from == NULL)
+		mf_err(c, key, f, "missing from: an instantiation requirement "
+		    "names the module that grants it");
+	else if ((s = mf_want_str(c, from, f)) != NULL &&
+	    mf_check_name(c, from, f, s, strlen(s), "module name") &&
+	    check_target(c, m, from, f, s, 0))
+		r->target = mf_sdup(c, s);
+
+	mf_join(f, sizeof f, path, "scope");
+	if ((v = mf_get(map, "scope", NULL)) != NULL &&
+	    (s = mf_want_str(c, v, f)) != NULL) {
+		if (strcmp(s, "shared") == 0)
+			r->scope = TL_MF_SHARED;
+		else if (strcmp(s, "per-instance") == 0)
+			r->scope = TL_MF_PER_INSTANCE;
+		else
+			mf_err(c, v, f, "scope must be shared or per-instance, "
+			    "not %s", mf_quote(q, sizeof q, s));
+	}
+	mf_join(f, sizeof f, path, "provider");
+	if ((v = mf_get(map, "provider", NULL)) != NULL)
+		parse_provider(c, r, v, f);
+	mf_join(f, sizeof f, path, "name");
+	if ((v = mf_get(map, "name", NULL)) != NULL) {
+		if ((s = mf_want_str(c, v, f)) != NULL &&
+		    mf_check_name(c, v, f, s, strlen(s), "resource name"))
+			r->resource = mf_sdup(c, s);
+		at = v;
+	} else if (m->name != NULL && mf_valid_name(key->s, strlen(key->s))) {
+		snprintf(dflt, sizeof dflt, "%s-%s", m->name, key->s);
+		/* a Postgres identifier stops at 63 bytes: be explicit */
+		if (strlen(dflt) > TL_MF_NAME_MAX)
+			mf_err(c, key, path, "the default resource name %s is "
+			    "longer than %d characters: give a shorter one "
+			    "with name:", mf_quote(q, sizeof q, dflt),
+			    TL_MF_NAME_MAX);
+		else
+			r->resource = mf_sdup(c, dflt);
+		at = key;
+		snprintf(f, sizeof f, "%s", path);
+	}
+	if (r->resource != NULL && r->type != NULL && r->target != NULL)
+		mf_claim(c, &c->resources, r->target, r->type, r->resource, f, at);
+	mf_join(f, sizeof f, path, "env");
+	if ((v = mf_get(map, "env", NULL)) != NULL)
+		parse_maps(c, m, v, f, r->type, &r->env, &r->nenv);
+	mf_join(f, sizeof f, path, "migrations");
+	if ((v = mf_get(map, "migrations", NULL)) != NULL &&
+	    (s = mf_want_str(c, v, f)) != NULL) {
+		if (s[0] == '/')
+			mf_err(c, v, f, "%s is absolute: migrations ship with the "
+			    "module, give a path relative to the manifest's "
+			    "directory", mf_quote(q, sizeof q, s));
+		else if (r->type != NULL &&
+		    (drv = tl_drv_for_type(r->type)) != NULL &&
+		    !tl_drv_can(drv, TL_DRV_CAP_MIGRATE, why))
+			/* Refused now, not discovered by the migrator. */
+			mf_err(c, v, f, "type %s has migrations, but %s", r->type,
+			    why);
+		else
+			r->migrations = mf_resolve(c, v, f, s);
+	}
+	mf_join(f, sizeof f, path, "max-credential-age");
+	if ((v = mf_get(map, "max-credential-age", NULL)) != NULL)
+		mf_parse_age(c, v, f, &r->max_credential_age);
+	return c->nerr == before ? 0 : -1;
+}
+
+static void
+parse_requires(struct ctx *c, struct tl_mf_module *m, struct node *map)
+{
+	struct tl_mf_req *reqs;
+	struct node *k, *v;
+	char f[FIELD];
+	size_t n = 0;
+	int ok;
+
+	if (!mf_want_map(c, map, "requires", "requirement names to requirements"))
+		return;
+	mf_check_keys(c, map, "requires", NULL);
+	if (map->n == 0 || (reqs = mf_alloc_n(c, map->n / 2, sizeof *reqs)) ==
+	    NULL)
+		return;
+	for (k = map->first; k != NULL && c->sys == 0; k = v->next) {
+		v = k->next;
+		if (k->skip)
+			continue;
+		mf_join(f, sizeof f, "requires", k->s);
+		ok = mf_check_name(c, k, f, k->s, strlen(k->s),
+		    "requirement name");
+		if (v->kind == N_BAD)
+			continue;
+		if (v->kind != N_MAP) {
+			mf_err(c, v, f, "expected a mapping with presence: MODULE, "
+			    "or type: and from:, found %s", mf_kind_name(v));
+			continue;
+		}
+		memset(&reqs[n], 0, sizeof reqs[n]);
+		reqs[n].name = mf_sdup(c, k->s);
+		if (parse_req(c, m, k, v, f, &reqs[n]) == 0 && ok)
+			n++;
+	}
+	qsort(reqs, n, sizeof *reqs, mf_cmp_req);
+	m->reqs = reqs;
+	m->nreqs = n;
+}
+
+static void
+parse_provides(struct ctx *c, struct tl_mf_module *m, struct node *map)
+{
+	struct tl_mf_provide *pv;
+	struct node *k, *v, *x;
+	const char *s;
+	char f[FIELD], g[FIELD], q[QUOTE], list[160];
+	size_t n = 0, before;
+
+	if (!mf_want_map(c, map, "provides", "resource types to drivers"))
+		return;
+	mf_check_keys(c, map, "provides", NULL);
+	if (map->n == 0 || (pv = mf_alloc_n(c, map->n / 2, sizeof *pv)) == NULL)
+		return;
+	for (k = map->first; k != NULL && c->sys == 0; k = v->next) {
+		v = k->next;
+		if (k->skip)
+			continue;
+		before = c->nerr;
+		s = NULL;
+		mf_join(f, sizeof f, "provides", k->s);
+		mf_check_name(c, k, f, k->s, strlen(k->s), "resource type");
+		if (v->kind == N_BAD)
+			continue;
+		if (v->kind != N_MAP && !(v->kind == N_SCALAR && v->null)) {
+			mf_err(c, v, f, "expected a mapping with driver:, found %s",
+			    mf_kind_name(v));
+			continue;
+		}
+		if (v->kind == N_MAP)
+			mf_check_keys(c, v, f, provide_keys);
+		mf_join(g, sizeof g, f, "driver");
+		x = v->kind == N_MAP ? mf_get(v, "driver", NULL) : NULL;
+		if (x == NULL)
+			mf_err(c, k, g, "missing driver: a resource type is "
+			    "declared with the driver that makes it (no empty "
+			    "grants)");
+		else if ((s = mf_want_str(c, x, g)) != NULL &&
+		    !mf_in_list(c->drivers, s)) {
+			if (c->drivers == NULL || c->drivers[0] == NULL)
+				mf_err(c, x, g, "unknown driver %s: no driver is "
+				    "known", mf_quote(q, sizeof q, s));
+			else
+				mf_err(c, x, g, "unknown driver %s; known drivers: "
+				    "%s", mf_quote(q, sizeof q, s),
+				    mf_join_list(list, sizeof list, c->drivers));
+		} else if (s != NULL)
+			pv[n].driver = mf_sdup(c, s);
+		mf_join(g, sizeof g, f, "revoke");
+		x = v->kind == N_MAP ? mf_get(v, "revoke", NULL) : NULL;
+		if (x != NULL && (s = mf_want_str(c, x, g)) != NULL) {
+			if (strcmp(s, "retain") == 0)
+				pv[n].revoke = TL_MF_RETAIN;
+			else if (strcmp(s, "drop") == 0)
+				pv[n].revoke = TL_MF_DROP;
+			else
+				mf_err(c, x, g, "revoke must be retain or drop, "
+				    "not %s", mf_quote(q, sizeof q, s));
+		}
+		mf_join(g, sizeof g, f, "max-credential-age");
+		x = v->kind == N_MAP ? mf_get(v, "max-credential-age", NULL) :
+		    NULL;
+		if (x != NULL)
+			mf_parse_age(c, x, g, &pv[n].max_credential_age);
+		if (c->nerr != before)
+			continue;
+		pv[n].type = mf_sdup(c, k->s);
+		pv[n].line = k->line;
+		n++;
+	}
+	qsort(pv, n, sizeof *pv, mf_cmp_provide);
+	m->provides = pv;
+	m->nprovides = n;
+}
+
+static void
+parse_embedded(struct ctx *c, struct tl_mf_module *m, struct node *map)
+{
+	struct tl_mf_embedded *em;
+	struct node *k, *v, *x, *xi, *xr, *ik = NULL, *rk = NULL;
+	const char *s;
+	char f[FIELD], g[FIELD], q[QUOTE];
+	size_t n = 0, before;
+
+	if (!mf_want_map(c, map, "embedded", "instance names to instances"))
+		return;
+	mf_check_keys(c, map, "embedded", NULL);
+	if (map->n == 0 || (em = mf_alloc_n(c, map->n / 2, sizeof *em)) == NULL)
+		return;
+	for (k = map->first; k != NULL && c->sys == 0; k = v->next) {
+		v = k->next;
+		if (k->skip)
+			continue;
+		before = c->nerr;
+		mf_join(f, sizeof f, "embedded", k->s);
+		mf_check_name(c, k, f, k->s, strlen(k->s),
+		    "embedded instance name");
+		if (v->kind == N_BAD)
+			continue;
+		if (v->kind != N_MAP) {
+			mf_err(c, v, f, "expected a mapping with type:, found %s",
+			    mf_kind_name(v));
+			continue;
+		}
+		mf_check_keys(c, v, f, embedded_keys);
+		mf_join(g, sizeof g, f, "type");
+		if ((x = mf_get(v, "type", NULL)) == NULL)
+			mf_err(c, k, g, "missing type: an embedded instance names "
+			    "its resource type");
+		else if ((s = mf_want_str(c, x, g)) != NULL &&
+		    mf_check_name(c, x, g, s, strlen(s), "resource type"))
+			em[n].type = mf_sdup(c, s);
+		xi = mf_get(v, "image", &ik);
+		xr = mf_get(v, "runs", &rk);
+		if (xi != NULL && xr != NULL) {
+			/* report at the later of the two */
+			x = rk->line > ik->line ||
+			    (rk->line == ik->line && rk->col > ik->col) ? rk : ik;
+			mf_join(g, sizeof g, f, x->s);
+			mf_err(c, x, g, "give either image: or runs:, not both");
+		} else if (xi != NULL || xr != NULL) {
+			mf_join(g, sizeof g, f, xr != NULL ? "runs" : "image");
+			if ((s = mf_want_str(c, xr != NULL ? xr : xi, g)) != NULL)
+				em[n].runs = mf_sdup(c, s);
+		}
+		mf_join(g, sizeof g, f, "port");
+		if ((x = mf_get(v, "port", NULL)) != NULL &&
+		    !(x->kind == N_SCALAR && x->null))
+			mf_err(c, x, g, "an embedded instance publishes no port: "
+			    "it is reachable only on its module's network "
+			    "(remove port:)");
+		mf_join(g, sizeof g, f, "expose");
+		if ((x = mf_get(v, "expose", NULL)) != NULL &&
+		    (s = mf_want_str(c, x, g)) != NULL && strcmp(s, "none") != 0)
+			mf_err(c, x, g, "an embedded instance is private: expose "
+			    "must be none, not %s", mf_quote(q, sizeof q, s));
+		mf_join(g, sizeof g, f, "env");
+		if ((x = mf_get(v, "env", NULL)) != NULL)
+			parse_maps(c, m, x, g, em[n].type, &em[n].env,
+			    &em[n].nenv);
+		if (c->nerr != before)
+			continue;
+		em[n].name = mf_sdup(c, k->s);
+		em[n].line = k->line;
+		n++;
+	}
+	qsort(em, n, sizeof *em, mf_cmp_embedded);
+	m->embedded = em;
+	m->nembedded = n;
+}
+
+/* Report the second and later claims on one thing, naming the first. */
+static void
+check_claims(struct ctx *c, struct claims *cl, int vars)
+{
+	char q[QUOTE];
+	size_t i, first;
+
+	if (cl->n < 2)
+		goto out;
+	qsort(cl->v, cl->n, sizeof *cl->v, mf_cmp_claim);
+	for (first = 0, i = 1; i < cl->n; i++) {
+		struct mf_claim *e = &cl->v[i], *p = &cl->v[first];
+
+		if (mf_cmp_claim_what(e, p) != 0) {
+			first = i;
+			continue;
+		}
+		if (vars)
+			mf_err_at(c, e->line, e->col, e->field, "%s is already "
+			    "mapped by %s (line %d): a variable holds one value",
+			    e->a, p->field, p->line);
+		else
+			mf_err_at(c, e->line, e->col, e->field, "resource name %s "
+			    "is already used by %s (line %d) for the same type "
+			    "and provider: a grant belongs to one requirement",
+			    mf_quote(q, sizeof q, e->c), p->field, p->line);
+	}
+out:
+	cl->n = 0;
+}
+
+void
+mf_parse_module(struct ctx *c, struct node *root)
+{
+	struct tl_mf_module m;
+	struct node *v;
+	const char *s;
+
+	if (root == NULL || (root->kind == N_SCALAR && root->null))
+		return;		/* an empty document, as after a final "---" */
+	c->ndocs++;
+	if (root->kind == N_BAD)
+		return;
+	if (root->kind != N_MAP) {
+		mf_err(c, root, "", "a manifest document is a mapping with "
+		    "module: NAME, found %s", mf_kind_name(root));
+		return;
+	}
+	memset(&m, 0, sizeof m);
+	m.file = c->file;
+	m.line = root->line;
+	mf_check_keys(c, root, "", module_keys);
+	if ((v = mf_get(root, "module", NULL)) == NULL)
+		mf_err(c, root, "module", "missing module: every document names "
+		    "its module (module: NAME)");
+	else if ((s = mf_want_str(c, v, "module")) != NULL &&
+	    mf_check_name(c, v, "module", s, strlen(s), "module name")) {
+		struct modname *nm;
+
+		m.name = mf_sdup(c, s);
+		if (c->nnames == c->capnames) {
+			size_t cap = c->capnames ? c->capnames * 2 : 8;
+
+			if (cap > SIZE_MAX / sizeof *nm ||
+			    (nm = realloc(c->names, cap * sizeof *nm)) == NULL) {
+				c->sys = ENOMEM;
+				return;
+			}
+			c->names = nm;
+			c->capnames = cap;
+		}
+		nm = &c->names[c->nnames++];
+		nm->name = m.name ? m.name : "";
+		nm->line = v->line;
+		nm->col = v->col;
+	}
+	/* env and embedded first: requirements are checked against them */
+	if ((v = mf_get(root, "env", NULL)) != NULL)
+		parse_env(c, &m, v);
+	if ((v = mf_get(root, "embedded", NULL)) != NULL)
+		parse_embedded(c, &m, v);
+	if ((v = mf_get(root, "requires", NULL)) != NULL)
+		parse_requires(c, &m, v);
+	if ((v = mf_get(root, "provides", NULL)) != NULL)
+		parse_provides(c, &m, v);
+	check_claims(c, &c->vars, 1);
+	check_claims(c, &c->resources, 0);
+	if (c->sys != 0)
+		return;
+	if (c->set->n == c->set->cap) {
+		size_t cap = c->set->cap ? c->set->cap * 2 : 4;
+		struct tl_mf_module *p;
+
+		if (cap > SIZE_MAX / sizeof *p ||
+		    (p = realloc(c->set->v, cap * sizeof *p)) == NULL) {
+			c->sys = ENOMEM;
+			return;
+		}
+		c->set->v = p;
+		c->set->cap = cap;
+	}
+	c->set->v[c->set->n++] = m;
+}
+
+void
+mf_check_module_names(struct ctx *c)
+{
+	char q[QUOTE];
+	size_t i, first;
+
+	if (c->nnames < 2)
+		return;
+	qsort(c->names, c->nnames, sizeof *c->names, mf_cmp_modname);
+	for (first = 0, i = 1; i < c->nnames; i++) {
+		if (strcmp(c->names[i].name, c->names[first].name) != 0) {
+			first = i;
+			continue;
+		}
+		mf_err_at(c, c->names[i].line, c->names[i].col, "module",
+		    "module %s is already declared at line %d",
+		    mf_quote(q, sizeof q, c->names[i].name),
+		    c->names[first].line);
+	}
+}
+
+/* Stable, so that problems on one line keep the order they were found in. */
+void
+mf_sort_errors(struct tl_mf_error *v, size_t n)
+{
+	struct tl_mf_error t;
+	size_t i, j;
+
+	for (i = 1; i < n; i++) {
+		t = v[i];
+		for (j = i; j > 0 && (v[j - 1].line > t.line ||
+		    (v[j - 1].line == t.line && v[j - 1].col > t.col)); j--)
+			v[j] = v[j - 1];
+		v[j] = t;
+	}
+}

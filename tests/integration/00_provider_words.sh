@@ -31,13 +31,13 @@ WORDS='postgres|5432|database|role|pg_|libpq'
 #   since the first release; old events keep their field names, so the
 #   key is read (and written, for readers of before) through this one
 #   macro and spelled nowhere else.
-# - tools/tally/manifest.c, conn_fields: the manifest format's words for
+# - tools/tally/manifest_parse.c, conn_fields: the manifest format's words for
 #   connection fields (docs/manifest.md), accepted for a type no driver
 #   declares; a type with a driver is checked against the fields the
 #   driver declares.
 ALLOW='
 projections/grant.h:#define TL_GRANT_OBJECT_KEY	"database"	# the log: old events name the resource field so
-tools/tally/manifest.c:"host", "port", "database", "user", "password", "url", "vhost",	# the manifest format: its field vocabulary
+tools/tally/manifest_parse.c:"host", "port", "database", "user", "password", "url", "vhost",	# the manifest format: its field vocabulary
 '
 
 # Prints FILE:LINE:TEXT for every line of code (comments blanked, line

@@ -11,7 +11,7 @@
  *   tallyd --follow   append on the leader (the event's timestamp) ->
  *                     appended, committed and visible on the standby
  *                     (a subscriber on its log, core/sub.h, inotify);
- *   plain consumer    librabbitmq-c through drivers/amqp.c consuming
+ *   plain consumer    librabbitmq-c through core/amqp.c consuming
  *                     the stream from "first" with the same prefetch,
  *                     doing nothing with a message but acking it:
  *                     append -> received.
@@ -44,7 +44,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/sub.h"
-#include "drivers/amqp.h"
+#include "core/amqp.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 

@@ -41,7 +41,7 @@
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/sub.h"
-#include "drivers/amqp.h"
+#include "core/amqp.h"
 #include "reactors/rx.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"

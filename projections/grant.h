@@ -4,6 +4,16 @@
  * A grant is identified by its key: MODULE/REQ for a shared requirement
  * (its home is the module) or MODULE/REQ@NODE for a per-instance one
  * (its home is the assignment).  Its stream is grant/KEY.
+ *
+ * A struct tl_grant is plain data with fixed-size strings: it owns no
+ * memory and a copy of the record, not a pointer into the map, so it
+ * outlives the transaction it was read in.  Readers take the caller's
+ * transaction (read or write); writers (tl_grant_put,
+ * tl_grant_work_index) are for folds, in the write transaction that
+ * folds the event.  Visitors stop at the first non-zero return of fn
+ * and return it.  Errors are core/error.h codes: TL_ENOTFOUND (no such
+ * grant), TL_ETOOBIG (a key past TL_KEY_MAX), TL_ECORRUPT (a record
+ * that does not decode), ENOMEM, or LMDB's, translated by core/kv.c.
  */
 #ifndef TL_GRANT_H
 #define TL_GRANT_H
@@ -77,7 +87,10 @@ struct tl_grant {
 					   recorded (scheme 1 once versioned) */
 };
 
-/* The grant key of a requirement instance: M/R, or M/R@N per instance. */
+/*
+ * The grant key of a requirement instance: M/R, or M/R@N per instance
+ * (node NULL or "": shared), into buf of TL_KEY_MAX bytes.
+ */
 int	tl_grant_key(char *buf, const char *module, const char *req,
 	    const char *node);
 

@@ -1,5 +1,11 @@
 /*
  * graph.h - reading the graph projection (keys are listed in proj.h).
+ *
+ * Every reader takes a transaction of the caller's (read or write) and
+ * copies what it returns out of the map, so results outlive it.  Errors
+ * are core/error.h codes: TL_ETOOBIG for a name that makes a key longer
+ * than TL_KEY_MAX, TL_ECORRUPT for a record that does not decode,
+ * ENOMEM, or an LMDB error translated by core/kv.c.
  */
 #ifndef TL_GRAPH_H
 #define TL_GRAPH_H
@@ -8,7 +14,13 @@
 
 #define TL_NAME_MAX	63
 
-/* The nodes a module is assigned to, in assignment order. */
+/*
+ * The nodes a module is assigned to, in assignment order.
+ * tl_graph_module_nodes fills nl (initialising it: no need to zero it
+ * first); the caller owns nl->v and frees it with tl_nodelist_free,
+ * which leaves nl empty and may be called twice.  On error nl is
+ * already freed.
+ */
 struct tl_nodelist {
 	char	(*v)[64];
 	size_t	 n, cap;
@@ -18,7 +30,10 @@ int	tl_graph_module_nodes(struct tl_txn *t, const struct tl_proj *p,
 	    const char *module, struct tl_nodelist *nl);
 void	tl_nodelist_free(struct tl_nodelist *nl);
 
-/* The provider id of an assignment: "NODE/MODULE". */
+/*
+ * The provider id of an assignment: "NODE/MODULE", into buf of
+ * TL_KEY_MAX bytes; TL_ETOOBIG if it does not fit.
+ */
 int	tl_provider_id(char *buf, const char *node, const char *module);
 
 /*

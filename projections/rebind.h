@@ -59,6 +59,14 @@
  * State: grants table mv/GRANT the running move (mvf/GRANT the last
  * one that failed, for status); graph table pa/MODULE@NODE -> provider
  * id, for a provider whose id no longer names its node.
+ *
+ * The records read here are plain data with fixed-size strings (a
+ * copy, not a pointer into the map): they own no memory and outlive
+ * the caller's transaction.  Readers take any transaction; the fold is
+ * for tl_proj_apply, in the write transaction of the event.  Visitors
+ * stop at fn's first non-zero return and return it.  Errors are
+ * core/error.h codes: TL_ENOTFOUND (nothing running), TL_ETOOBIG (a
+ * key past TL_KEY_MAX), TL_ECORRUPT, ENOMEM, or LMDB's.
  */
 #ifndef TL_REBIND_H
 #define TL_REBIND_H

@@ -21,6 +21,14 @@
  * HOLDER the acknowledgements, cv/GRANT/N the intent of version N.
  * When credential.activated folds, the grant's version and intent move
  * to the new credential: verification, delivery and env files follow it.
+ *
+ * The records read here are plain data with fixed-size strings (a
+ * copy, not a pointer into the map): they own no memory and outlive
+ * the caller's transaction.  Readers take any transaction; the fold is
+ * for tl_proj_apply, in the write transaction of the event.  Visitors
+ * stop at fn's first non-zero return and return it.  Errors are
+ * core/error.h codes: TL_ENOTFOUND (nothing running), TL_ETOOBIG (a
+ * key past TL_KEY_MAX), TL_ECORRUPT, ENOMEM, or LMDB's.
  */
 #ifndef TL_ROTATION_H
 #define TL_ROTATION_H

@@ -19,6 +19,12 @@
  * "migrated" (everything done, not yet announced), "ready"
  * (assignment.ready recorded).  A module's and an assignment's state
  * is the worst of its requirements', in that order.
+ *
+ * Every function takes the caller's transaction (read is enough) and
+ * copies what it reads: a document returned in *out is a new jansson
+ * reference, independent of the transaction, that the caller releases
+ * with json_decref.  On error nothing is left to free.  Errors are core/error.h codes (TL_ENOTFOUND, TL_ECORRUPT,
+ * ENOMEM, LMDB's translated by core/kv.c).
  */
 #ifndef TL_STATUS_H
 #define TL_STATUS_H

@@ -35,7 +35,10 @@
 int	tl_ack_message(const char *grant, const char *holder,
 	    uint64_t version, const uint8_t nonce[TL_ACK_NONCE_LEN],
 	    uint8_t out[TL_ACK_MSG_MAX], size_t *len);
-/* The bytes a report is signed as: a domain tag, the node, the JSON. */
+/*
+ * The bytes a report is signed as: a domain tag, the node, the JSON.
+ * *out is malloc'd and the caller's to free(); ENOMEM.
+ */
 int	tl_report_message(const char *node, const char *report, uint8_t **out,
 	    size_t *len);
 /* The proof key of a password (what "#proof" carries, in binary). */

@@ -56,7 +56,7 @@
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/sub.h"
-#include "drivers/amqp.h"
+#include "core/amqp.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "rx.h"

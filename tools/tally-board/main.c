@@ -26,7 +26,7 @@
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/sub.h"
-#include "drivers/amqp.h"
+#include "core/amqp.h"
 #include "board.h"
 
 #define EXIT_OK		0

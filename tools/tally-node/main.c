@@ -60,7 +60,7 @@
 #include "core/secret.h"
 #include "core/sub.h"
 #include "core/version.h"
-#include "drivers/amqp.h"
+#include "core/amqp.h"
 #include "projections/events.h"
 #include "reactors/ack.h"
 

@@ -16,7 +16,7 @@
 #include "core/json.h"
 #include "core/kv.h"
 #include "core/secret.h"
-#include "drivers/amqp.h"
+#include "core/amqp.h"
 #include "projections/events.h"
 #include "tally.h"
 

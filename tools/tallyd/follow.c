@@ -35,7 +35,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/secret.h"
-#include "drivers/amqp.h"
+#include "core/amqp.h"
 #include "reactors/rx.h"
 #include "follow.h"
 

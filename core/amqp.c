@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "core/error.h"
-#include "amqp.h"
+#include "core/amqp.h"
 
 #define CH_PUB	1
 #define CH_CON	2

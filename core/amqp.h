@@ -3,9 +3,13 @@
  *
  * This is the only interface through which tally talks AMQP: the
  * publisher reactor (reactors/publish.c), tally-board and the
- * benchmarks use it, and drivers/amqp.c is the only file that
- * includes amqp.h (house style: library prefixes stay in the module
- * that wraps them).
+ * benchmarks use it, and core/amqp.c is the only file that
+ * includes librabbitmq-c's <amqp.h> (house style: library prefixes
+ * stay in the module that wraps them; bench/bench_publish.c alone
+ * calls the library directly, to measure it beside this client).
+ * It lives in core/ because it carries the record to a broker and
+ * knows nothing of providers: drivers/ holds provider drivers only
+ * (tests/integration/01_layers.sh).
  *
  * A connection has two channels: TL_AMQP_PUB (publisher confirms on)
  * for publishing and TL_AMQP_CON for basic.get and basic.consume, so
@@ -20,8 +24,8 @@
  * while the broker blocks it (a memory or disk alarm), the last error
  * is that, with the broker's reason, whatever times out meanwhile.
  */
-#ifndef TL_DRV_AMQP_H
-#define TL_DRV_AMQP_H
+#ifndef TL_AMQP_H
+#define TL_AMQP_H
 
 #include <stddef.h>
 #include <stdint.h>

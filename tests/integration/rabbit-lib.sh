@@ -16,13 +16,19 @@ RMQSH=$TALLY_SRC/tests/harness/rabbit.sh
 : "${R_DIR:=$W/rmq}"
 
 _r_stop() {
-	[ -d "$R_DIR" ] || return 0
+	[ -d "$R_DIR" ] || { _r_unlock; return 0; }
 	_r_r=$R_DIR
 	[ -f "$R_DIR/realdir" ] && _r_r=$(cat "$R_DIR/realdir")
 	mkdir -p "$W/rabbit-logs"
 	cp "$_r_r"/log/*.log "$_r_r"/log/*.out "$W/rabbit-logs/" 2>/dev/null || true
 	sh "$RMQSH" stop "$R_DIR" >/dev/null 2>&1 ||
 		echo "WARNING $T_NAME: stopping RabbitMQ in $R_DIR failed" >&2
+	_r_unlock
+}
+_r_unlock() {
+	[ "${_r_locked:-no}" = yes ] || return 0
+	rm -rf "$_r_lock"
+	_r_locked=no
 }
 trap '_r_rc=$?; set +e; _r_stop; (exit $_r_rc); _t_cleanup' EXIT
 
@@ -35,30 +41,46 @@ _r_free() {	# PORT: are PORT..PORT+13 all free?
 	return 0
 }
 
-# Scripts run side by side (run.sh): a port block found free is only
-# taken once the broker listens, seconds later, so brokers start one at a
-# time (a lock in $TALLY_TMP, closed for the broker itself, which would
-# otherwise hold it for its whole life).
+# Scripts run side by side (run.sh), but brokers one at a time: two
+# starting or restarting together failed to bind their distribution
+# ports ("dist_port_already_used") even on blocks found free.  The lock
+# is a directory holding its owner's pid (a dead owner's is taken over),
+# so no child of the script can keep it, and _r_stop gives it back.
+_r_lock=$TALLY_TMP/.rabbit.lock
+_r_locked=no
+r_lock() {
+	_r_end=$(($(t_now_ms) + 900000))
+	until mkdir "$_r_lock" 2>/dev/null; do
+		_r_o=$(cat "$_r_lock/pid" 2>/dev/null || true)
+		if [ -n "$_r_o" ] && ! kill -0 "$_r_o" 2>/dev/null; then
+			rm -rf "$_r_lock"
+			continue
+		fi
+		[ "$(t_now_ms)" -lt "$_r_end" ] ||
+			t_fail "another script's broker held $_r_lock for 15 minutes"
+		sleep 0.5
+	done
+	echo $$ >"$_r_lock/pid"
+	_r_locked=yes
+}
+
 r_start() {
-	exec 8>"$TALLY_TMP/.rabbit-start.lock"
-	flock 8 || t_fail "cannot lock $TALLY_TMP/.rabbit-start.lock"
+	r_lock
 	_r_p=$((58400 + ($$ % 40) * 20))
 	_r_try=0
 	while :; do
 		while ! _r_free "$_r_p"; do _r_p=$((_r_p + 20)); done
-		sh "$RMQSH" start "$R_DIR" "$_r_p" 8>&- && break
+		sh "$RMQSH" start "$R_DIR" "$_r_p" && break
 		# A port taken meanwhile by a run of another directory:
 		# the next block, at most three times; else the failure.
 		_r_try=$((_r_try + 1))
 		if [ $_r_try -ge 3 ] || ! grep -qs 'could not bind\|already in use\|already_used' \
 		    "$R_DIR/start-failed.log"; then
-			exec 8>&-
 			t_fail "RabbitMQ could not be started on $_r_p (see above)"
 		fi
 		t_note "RabbitMQ's ports from $_r_p were taken meanwhile: trying the next block"
 		_r_p=$((_r_p + 20))
 	done
-	exec 8>&-
 	. "$R_DIR/env"
 	R_REAL=$R_DIR
 	[ -f "$R_DIR/realdir" ] && R_REAL=$(cat "$R_DIR/realdir")

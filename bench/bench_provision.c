@@ -624,7 +624,7 @@ latency_run(struct contender *c, struct latency *lat)
 
 			/* The grant's database (reactors/names.c). */
 			snprintf(g, sizeof(g), "%s/db", m);
-			tl_rx_name_digest(g, d);
+			tl_drv_name_digest(g, d);
 			snprintf(db, sizeof(db), "%s-db_%s", m, d);
 		}
 		lat->own[i] = server_createdb_ms(&c->pg, db);

@@ -721,7 +721,7 @@ main(void)
 			snprintf(g, sizeof(g), "v%04d/db", m);
 			snprintf(stream, sizeof(stream), "grant/%s", g);
 			/* Its first login (reactors/names.c). */
-			tl_rx_name_digest(g, d);
+			tl_drv_name_digest(g, d);
 			snprintf(sql, sizeof(sql), "ALTER ROLE \"v%04d-db_%s_v1\" "
 			    "PASSWORD 'bench-drift-%d'", m, d, i);
 			tl_bench_msleep(wait);

@@ -14,12 +14,6 @@
 #include "rx-internal.h"
 
 void
-tl_rx_name_digest(const char *grant, char out[17])
-{
-	tl_drv_name_digest(grant, out);
-}
-
-void
 tl_rx_grant_origin(const struct tl_grant *g, char out[TL_GRANT_ID_MAX + 1])
 {
 	const char *tilde = strrchr(g->id, '~');

@@ -100,8 +100,6 @@ void	tl_rx_move_names(const struct tl_grant *g, uint64_t version,
  */
 void	tl_rx_grant_origin(const struct tl_grant *g,
 	    char out[TL_GRANT_ID_MAX + 1]);
-/* The 16 hex digits of BLAKE2b-128 of a grant id that its names carry. */
-void	tl_rx_name_digest(const char *grant, char out[17]);
 
 /*
  * A fresh password for grant's credential version into pw, and its

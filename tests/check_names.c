@@ -56,7 +56,7 @@ START_TEST(test_shape)
 
 	grant(&g, "app", "db", "node-a", "x", 0);
 	digest("app/db@node-a", d);
-	tl_rx_name_digest(g.id, dd);
+	tl_drv_name_digest(g.id, dd);
 	ck_assert_str_eq(d, dd);
 	tl_rx_grant_names(&g, 1, db, own, log);
 	snprintf(want, sizeof(want), "x-node-a_%s", d);

@@ -20,8 +20,6 @@
 #include "grant.h"
 #include "graph.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 struct keylist {
 	char	(*v)[TL_KEY_MAX];
 	size_t	 n, cap;
@@ -83,7 +81,7 @@ load_req(struct tl_ctx *c, const char *module, const char *req,
     struct reqview *rv)
 {
 	struct tl_rec r;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	memset(rv, 0, sizeof(*rv));
@@ -108,7 +106,7 @@ provider_fits(struct tl_ctx *c, const char *id, const char *type,
 {
 	struct tl_rec r;
 	char module[64];
-	S(k);
+	char k[TL_KEY_MAX];
 	int ok;
 
 	if (tl_key(k, "pt/%s/%s", type, id) != 0 ||
@@ -131,8 +129,8 @@ bind(struct tl_ctx *c, const char *gkey, const char *module, const char *req,
     const char *reason)
 {
 	struct tl_body b;
-	S(stream);
-	S(k);
+	char stream[TL_KEY_MAX];
+	char k[TL_KEY_MAX];
 	uint64_t seq, cause = c->cause;
 	int rc;
 
@@ -147,7 +145,7 @@ bind(struct tl_ctx *c, const char *gkey, const char *module, const char *req,
 	tl_body_str(&b, "provider", provider);
 	tl_body_str(&b, "reason", reason);
 	tl_body_str(&b, "state", "bound");
-	rc = tl_emit(c, EV_BINDING_MADE, stream, &b, &seq);
+	rc = tl_emit(c, TL_EV_BINDING_MADE, stream, &b, &seq);
 	tl_body_free(&b);
 	if (rc != 0)
 		return rc;
@@ -168,7 +166,7 @@ bind(struct tl_ctx *c, const char *gkey, const char *module, const char *req,
 	tl_body_str(&b, "type", rv->type);
 	tl_body_str(&b, "provider", provider);
 	tl_body_str(&b, "resource", rv->resource);
-	rc = tl_emit(c, EV_GRANT_REQUESTED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_GRANT_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	c->cause = cause;
 	return rc;
@@ -181,7 +179,7 @@ same_ambiguity(struct tl_ctx *c, const char *gkey, const struct keylist *cand)
 	struct tl_rec r;
 	struct tl_bnode arr;
 	char state[16] = "";
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int same = 0;
 
@@ -215,7 +213,7 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 	char module[64], req[64], node[64], where[64] = "";
 	const char *colocated = NULL;
 	struct tl_nodelist nl;
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -241,7 +239,7 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 	if (rv.provider[0] != '\0') {
 		if (provider_fits(c, rv.provider, rv.type, rv.target, NULL))
 			return bind(c, gkey, module, req, node, &rv,
-			    rv.provider, BIND_EXPLICIT_MANIFEST);
+			    rv.provider, TL_BIND_EXPLICIT_MANIFEST);
 		return 0;	/* waits for the named provider, visibly */
 	}
 
@@ -262,13 +260,13 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 		char id[TL_KEY_MAX];
 
 		snprintf(id, sizeof(id), "%s", colocated);
-		rc = bind(c, gkey, module, req, node, &rv, id, BIND_COLOCATED);
+		rc = bind(c, gkey, module, req, node, &rv, id, TL_BIND_COLOCATED);
 	} else if (cand.n == 1) {
 		rc = bind(c, gkey, module, req, node, &rv, cand.v[0],
-		    BIND_ONLY_CANDIDATE);
+		    TL_BIND_ONLY_CANDIDATE);
 	} else if (cand.n > 1 && !same_ambiguity(c, gkey, &cand)) {
 		struct tl_body b;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if ((rc = tl_key(stream, "binding/%s", gkey)) != 0)
 			goto out;
@@ -283,7 +281,7 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 		for (i = 0; i < cand.n; i++)
 			tl_body_str(&b, NULL, cand.v[i]);
 		tl_body_end(&b);
-		rc = tl_emit(c, EV_BINDING_AMBIGUOUS, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_BINDING_AMBIGUOUS, stream, &b, NULL);
 		tl_body_free(&b);
 	}
 out:
@@ -296,7 +294,7 @@ int
 tl_binder_run(struct tl_ctx *c, const char *type)
 {
 	struct keylist kl = { NULL, 0, 0 };
-	S(pfx);
+	char pfx[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -339,7 +337,7 @@ tl_dec_bind(struct tl_ctx *c, const char *gkey, const char *provider)
 	struct tl_grant g;
 	char module[64], req[64], node[64];
 	struct tl_rec b;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (split_grant(gkey, module, req, node) != 0)
@@ -378,7 +376,7 @@ tl_dec_bind(struct tl_ctx *c, const char *gkey, const char *provider)
 		    "%s from %s", provider, rv.type, rv.target);
 
 	rc = tl_grant_get(c->t, &c->p, gkey, &g, NULL);
-	if (rc == 0 && strcmp(g.state, GRANT_REQUESTED) != 0 &&
+	if (rc == 0 && strcmp(g.state, TL_GRANT_REQUESTED) != 0 &&
 	    strcmp(g.provider, provider) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s on %s: "
 		    "changing its binding moves data, which is a migration: "
@@ -398,5 +396,5 @@ tl_dec_bind(struct tl_ctx *c, const char *gkey, const char *provider)
 			return 0;	/* already so: nothing to record */
 	}
 	return bind(c, gkey, module, req, node, &rv, provider,
-	    BIND_EXPLICIT_OPERATOR);
+	    TL_BIND_EXPLICIT_OPERATOR);
 }

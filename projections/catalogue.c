@@ -32,178 +32,182 @@
 
 static const struct tl_cat_event cat[] = {
 	/* node/NAME */
-	{ E(EV_NODE_ADDED), "node", "name routable pubkey", GR, NULL,
+	{ E(TL_EV_NODE_ADDED), "node", "name routable pubkey", GR, NULL,
 	  { { "name", NAME }, { "routable", 255 } } },
-	{ E(EV_NODE_REMOVED), "node", "name", GR, NULL,
+	{ E(TL_EV_NODE_REMOVED), "node", "name", GR, NULL,
 	  { { "name", NAME } } },
-	{ E(EV_NODE_KEY_ADDED), "node", "name signkey(bin)", GR, NULL,
+	{ E(TL_EV_NODE_KEY_ADDED), "node", "name signkey(bin)", GR, NULL,
 	  { { "name", NAME } } },
-	{ E(EV_NODE_REPORTED), "node", "node report(json text)", GR, NULL,
+	{ E(TL_EV_NODE_REPORTED), "node", "node report(json text)", GR, NULL,
 	  { { "node", NAME } } },
-	{ E(EV_REPORT_OFFERED), "node", "node report(json text) sig via", 0,
+	{ E(TL_EV_REPORT_OFFERED), "node", "node report(json text) sig via", 0,
 	  "a node's claim: the ack pass (reactors/ack.c) checks its "
 	  "signature and records node.reported or security.report-refused",
 	  { { "node", NAME } } },
-	{ E(EV_REPORT_REFUSED), "node", "node reason offered", 0,
+	{ E(TL_EV_REPORT_REFUSED), "node", "node reason offered", 0,
 	  "a security record for people and auditors: nothing is derived "
 	  "from it", { { "node", NAME }, { "reason", REASON } } },
-	{ E(EV_ACK_OFFERED), "node", "node grant holder version nonce sig mac "
+	{ E(TL_EV_ACK_OFFERED), "node", "node grant holder version nonce sig mac "
 	  "via", 0, "a node's claim: the ack pass (reactors/ack.c) checks "
 	  "its signature and proof and records credential.acknowledged or "
 	  "security.ack-refused",
 	  { { "node", NAME }, { "grant", GRANT }, { "holder", HOLDER } } },
-	{ E(EV_ACK_REFUSED), "node", "node grant holder version reason "
+	{ E(TL_EV_ACK_REFUSED), "node", "node grant holder version reason "
 	  "offered", 0, "a security record for people and auditors: nothing "
 	  "is derived from it",
 	  { { "node", NAME }, { "grant", GRANT }, { "holder", HOLDER },
 	    { "reason", REASON } } },
 	/* module/NAME */
-	{ E(EV_MODULE_DECLARED), "module",
+	{ E(TL_EV_MODULE_DECLARED), "module",
 	  "name digest file env{} provides[] embedded[]", GR, NULL,
 	  { { "name", NAME } } },
-	{ E(EV_MODULE_REMOVED), "module", "name", GR, NULL,
+	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
-	{ E(EV_REQ_DECLARED), "module", "module name kind target type scope "
+	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
 	  "provider resource env{} migrations max_age", GR, NULL,
 	  { { "module", NAME }, { "name", NAME }, { "kind", 15 },
 	    { "target", NAME }, { "type", NAME }, { "scope", 15 },
 	    { "resource", NAME } } },
-	{ E(EV_REQ_WITHDRAWN), "module", "module name", GR, NULL,
+	{ E(TL_EV_REQ_WITHDRAWN), "module", "module name", GR, NULL,
 	  { { "module", NAME }, { "name", NAME } } },
-	{ E(EV_MIGRATION_STORED), "module", "module req file checksum "
+	{ E(TL_EV_MIGRATION_STORED), "module", "module req file checksum "
 	  "content(bin)", GR, NULL,
 	  { { "module", NAME }, { "checksum", 79 } } },
 	/* assignment/MODULE@NODE */
-	{ E(EV_ASSIGN_CREATED), "assignment", "module node expose settings{} "
+	{ E(TL_EV_ASSIGN_CREATED), "assignment", "module node expose settings{} "
 	  "secrets{}", GR, NULL,
 	  { { "module", NAME }, { "node", NAME }, { "expose", 15 } } },
-	{ E(EV_ASSIGN_CONFIGURED), "assignment", "module node expose "
+	{ E(TL_EV_ASSIGN_CONFIGURED), "assignment", "module node expose "
 	  "settings{} secrets{}", GR, NULL,
 	  { { "module", NAME }, { "node", NAME }, { "expose", 15 } } },
-	{ E(EV_ASSIGN_REMOVED), "assignment", "module node", GR | RB, NULL,
+	{ E(TL_EV_ASSIGN_REMOVED), "assignment", "module node", GR | RB, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
-	{ E(EV_ASSIGN_READY), "assignment", "module node", GR, NULL,
+	{ E(TL_EV_ASSIGN_READY), "assignment", "module node", GR, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	/* provider/NODE/MODULE */
-	{ E(EV_PROVIDER_REGISTERED), "provider", "id module node "
+	{ E(TL_EV_PROVIDER_REGISTERED), "provider", "id module node "
 	  "types[{type driver revoke max_age}]", GR, NULL,
 	  { { "id", PROV }, { "module", NAME }, { "node", NAME },
 	    { "types[].type", NAME }, { "types[].driver", NAME },
 	    { "types[].revoke", 15 } } },
-	{ E(EV_PROVIDER_RETIRED), "provider", "id", GR, NULL,
+	{ E(TL_EV_PROVIDER_RETIRED), "provider", "id", GR, NULL,
 	  { { "id", PROV } } },
-	{ E(EV_PROVIDER_UNREACHABLE), "provider", "id reason kind", GR, NULL,
+	{ E(TL_EV_PROVIDER_UNREACHABLE), "provider", "id reason kind", GR, NULL,
 	  { { "id", PROV } } },
-	{ E(EV_PROVIDER_RECOVERED), "provider", "id", GR, NULL,
+	{ E(TL_EV_PROVIDER_RECOVERED), "provider", "id", GR, NULL,
 	  { { "id", PROV } } },
-	{ E(EV_PROVIDER_MOVED), "provider", "id module from to host port",
+	{ E(TL_EV_PROVIDER_MOVED), "provider", "id module from to host port",
 	  RB, NULL,
 	  { { "id", PROV }, { "module", NAME }, { "from", NAME },
 	    { "to", NAME }, { "host", 255 }, { "port", 7 } } },
 	/* binding/GRANT */
-	{ E(EV_BINDING_MADE), "binding", "grant module req node type provider "
+	{ E(TL_EV_BINDING_MADE), "binding", "grant module req node type provider "
 	  "reason", GR | GN, NULL,
 	  { { "grant", GRANT }, { "type", NAME }, { "state", 15 },
 	    { "provider", PROV } } },
-	{ E(EV_BINDING_AMBIGUOUS), "binding", "grant module req node type "
+	{ E(TL_EV_BINDING_AMBIGUOUS), "binding", "grant module req node type "
 	  "candidates[]", GR, NULL,
 	  { { "grant", GRANT }, { "type", NAME }, { "state", 15 } } },
-	{ E(EV_BINDING_MOVED), "binding", "grant module req node type provider "
+	{ E(TL_EV_BINDING_MOVED), "binding", "grant module req node type provider "
 	  "from reason state", GR | RB, NULL,
 	  { { "grant", GRANT }, { "type", NAME }, { "state", 15 },
 	    { "provider", PROV } } },
 	/* grant/GRANT */
-	{ E(EV_GRANT_REQUESTED), "grant", "grant module req node scope type "
+	{ E(TL_EV_GRANT_REQUESTED), "grant", "grant module req node scope type "
 	  "provider resource", GN, NULL,
 	  { { "grant", GRANT }, { "module", NAME }, { "req", NAME },
 	    { "node", NAME }, { "scope", 15 }, { "type", NAME },
 	    { "provider", PROV }, { "resource", NAME } } },
-	{ E(EV_GRANT_PROVISIONING), "grant", "grant provider version owner "
+	{ E(TL_EV_GRANT_PROVISIONING), "grant", "grant provider version owner "
 	  "user resource naming password(secret)", GN, NULL,
 	  { { "grant", GRANT }, { "provider", PROV }, { "user", NAME } } },
 	/* fields: the driver's connection fields that are not secret. */
-	{ E(EV_GRANT_PROVISIONED), "grant", "grant version fields{...}", GN,
+	{ E(TL_EV_GRANT_PROVISIONED), "grant", "grant version fields{...}", GN,
 	  NULL,
 	  { { "grant", GRANT }, { "fields.host", 255 }, { "fields.port", 7 },
 	    { "fields." TL_GRANT_OBJECT_KEY, NAME }, { "fields.user", NAME },
 	    { "fields.path", 511 } } },
-	{ E(EV_GRANT_FAILED), "grant", "grant reason op retry_ns", GN, NULL,
+	{ E(TL_EV_GRANT_FAILED), "grant", "grant reason op retry_ns", GN, NULL,
 	  { { "grant", GRANT }, { "reason", REASON }, { "op", 15 } } },
-	{ E(EV_REVOCATION_REQUESTED), "grant", "grant reason", GN, NULL,
+	{ E(TL_EV_REVOCATION_REQUESTED), "grant", "grant reason", GN, NULL,
 	  { { "grant", GRANT }, { "reason", REASON } } },
-	{ E(EV_GRANT_REVOKED), "grant", "grant policy size", GN, NULL,
+	{ E(TL_EV_GRANT_REVOKED), "grant", "grant policy size", GN, NULL,
 	  { { "grant", GRANT }, { "policy", 7 } } },
-	{ E(EV_GRANT_DRIFTED), "grant", "grant kind reason message", GN, NULL,
+	{ E(TL_EV_GRANT_DRIFTED), "grant", "grant kind reason message", GN, NULL,
 	  { { "grant", GRANT }, { "kind", 31 }, { "reason", REASON } } },
-	{ E(EV_GRANT_REPAIRED), "grant", "grant kind how", GN, NULL,
+	{ E(TL_EV_GRANT_REPAIRED), "grant", "grant kind how", GN, NULL,
 	  { { "grant", GRANT } } },
-	{ E(EV_GRANT_MISSING), "grant", "grant reason message", GN, NULL,
+	{ E(TL_EV_GRANT_MISSING), "grant", "grant reason message", GN, NULL,
 	  { { "grant", GRANT }, { "reason", REASON } } },
-	{ E(EV_REPAIR_REQUESTED), "grant", "grant (actor: who asked)", GN,
+	{ E(TL_EV_REPAIR_REQUESTED), "grant", "grant (actor: who asked)", GN,
 	  NULL, { { "grant", GRANT } } },
-	{ E(EV_MIGRATION_APPLIED), "grant", "grant file checksum", GN, NULL,
+	{ E(TL_EV_MIGRATION_APPLIED), "grant", "grant file checksum", GN, NULL,
 	  { { "grant", GRANT }, { "file", NAME }, { "checksum", 79 } } },
-	{ E(EV_MIGRATION_BLOCKED), "grant", "grant file reason", GN, NULL,
+	{ E(TL_EV_MIGRATION_BLOCKED), "grant", "grant file reason", GN, NULL,
 	  { { "grant", GRANT }, { "reason", 1023 } } },
-	{ E(EV_PURGE_REQUESTED), "grant", "grant (actor: who)", GN, NULL,
+	{ E(TL_EV_PURGE_REQUESTED), "grant", "grant (actor: who)", GN, NULL,
 	  { { "grant", GRANT } } },
-	{ E(EV_GRANT_PURGED), "grant", "grant", GN, NULL,
+	{ E(TL_EV_GRANT_PURGED), "grant", "grant", GN, NULL,
 	  { { "grant", GRANT } } },
-	{ E(EV_RESTORE_REQUESTED), "grant", "grant", GN, NULL,
+	{ E(TL_EV_RESTORE_REQUESTED), "grant", "grant", GN, NULL,
 	  { { "grant", GRANT } } },
-	{ E(EV_GRANT_RESTORED), "grant", "grant version", GN, NULL,
+	{ E(TL_EV_GRANT_RESTORED), "grant", "grant version", GN, NULL,
 	  { { "grant", GRANT } } },
-	{ E(EV_CRED_DELIVERED), "grant", "grant holder node version "
+	{ E(TL_EV_CRED_DELIVERED), "grant", "grant holder node version "
 	  "sealed(secret)", GN, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER } } },
 	/* grant/GRANT: the rotation saga (rotation.h) */
-	{ E(EV_ROT_STARTED), "grant", "grant from to deadline_ns reason", RO,
+	{ E(TL_EV_ROT_STARTED), "grant", "grant from to deadline_ns reason", RO,
 	  NULL, { { "grant", GRANT }, { "reason", 31 } } },
-	{ E(EV_CRED_ISSUED), "grant", "grant version user password(secret)",
+	{ E(TL_EV_CRED_ISSUED), "grant", "grant version user password(secret)",
 	  RO, NULL, { { "grant", GRANT } } },
-	{ E(EV_CRED_ACTIVATED), "grant", "grant version user", RO, NULL,
+	{ E(TL_EV_CRED_ACTIVATED), "grant", "grant version user", RO, NULL,
 	  { { "grant", GRANT }, { "user", NAME } } },
-	{ E(EV_CRED_ACKED), "grant", "grant holder version proof", RO, NULL,
+	{ E(TL_EV_CRED_ACKED), "grant", "grant holder version proof", RO, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER } } },
-	{ E(EV_CRED_RETIRED), "grant", "grant version user forced cut_off[] "
+	{ E(TL_EV_CRED_RETIRED), "grant", "grant version user forced cut_off[] "
 	  "reason", RO, NULL, { { "grant", GRANT }, { "cut_off[]", HOLDER } } },
-	{ E(EV_ROT_COMPLETED), "grant", "grant version", RO, NULL,
+	{ E(TL_EV_ROT_COMPLETED), "grant", "grant version", RO, NULL,
 	  { { "grant", GRANT } } },
-	{ E(EV_ROT_ABANDONED), "grant", "grant from to reason", RO, NULL,
+	{ E(TL_EV_ROT_ABANDONED), "grant", "grant from to reason", RO, NULL,
 	  { { "grant", GRANT } } },
 	/* provider/ID: the admin credential's rotation (rotation.h) */
-	{ E(EV_ADM_STARTED), "provider", "id", RO, NULL,
+	{ E(TL_EV_ADM_STARTED), "provider", "id", RO, NULL,
 	  { { "id", HOLDER } } },
-	{ E(EV_ADM_ISSUED), "provider", "id password(secret)", RO, NULL,
+	{ E(TL_EV_ADM_ISSUED), "provider", "id password(secret)", RO, NULL,
 	  { { "id", HOLDER } } },
-	{ E(EV_ADM_COMPLETED), "provider", "id", RO, NULL,
+	{ E(TL_EV_ADM_COMPLETED), "provider", "id", RO, NULL,
 	  { { "id", HOLDER } } },
 	/* grant/GRANT: the move saga (rebind.h) */
-	{ E(EV_REBIND_STARTED), "grant", "grant from to version", RB, NULL,
+	{ E(TL_EV_REBIND_STARTED), "grant", "grant from to version", RB, NULL,
 	  { { "grant", GRANT }, { "from", PROV }, { "to", PROV } } },
-	{ E(EV_REBIND_ISSUED), "grant", "grant version resource owner user "
+	{ E(TL_EV_REBIND_ISSUED), "grant", "grant version resource owner user "
 	  "from_resource from_owner from_user password(secret)", RB, NULL,
 	  { { "grant", GRANT }, { "resource", NAME }, { "owner", NAME },
 	    { "user", NAME }, { "from_resource", NAME },
 	    { "from_owner", NAME }, { "from_user", NAME } } },
-	{ E(EV_REBIND_COPIED), "grant", "grant tables{name: rows} host port",
+	{ E(TL_EV_REBIND_COPIED), "grant", "grant tables{name: rows} host port",
 	  RB, NULL,
 	  { { "grant", GRANT }, { "host", 255 }, { "port", 7 } } },
-	{ E(EV_REBIND_FAILED), "grant", "grant step reason", RB, NULL,
+	{ E(TL_EV_REBIND_FAILED), "grant", "grant step reason", RB, NULL,
 	  { { "grant", GRANT }, { "step", 15 }, { "reason", REASON } } },
-	{ E(EV_REBIND_REVERTED), "grant", "grant", RB, NULL,
+	{ E(TL_EV_REBIND_REVERTED), "grant", "grant", RB, NULL,
 	  { { "grant", GRANT } } },
-	{ E(EV_REBIND_COMPLETED), "grant", "grant", RB, NULL,
+	{ E(TL_EV_REBIND_COMPLETED), "grant", "grant", RB, NULL,
 	  { { "grant", GRANT } } },
 	/* publisher/amqp */
-	{ E(EV_PUBLISHER_CONFIGURED), "publisher", "url host port vhost user "
+	{ E(TL_EV_PUBLISHER_CONFIGURED), "publisher", "url host port vhost user "
 	  "password(secret) exchange format tls ca verify node_queues acks",
 	  0, "the publisher reads the last configuration from the log "
 	  "itself (reactors/publish.c): no projection keeps it",
 	  { { NULL, 0 } } },
-	{ E(EV_PUBLISHER_DISABLED), "publisher", "(nothing)", 0,
+	{ E(TL_EV_PUBLISHER_DISABLED), "publisher", "(nothing)", 0,
 	  "as publisher.configured: read from the log by the publisher",
 	  { { NULL, 0 } } },
+	/* control-plane */
+	{ E(TL_EV_CP_PROMOTED), "control-plane", "epoch head head_hash(hex)",
+	  0, "read from the log by reactors/epoch.c, which finds the epoch "
+	  "in force: no fold keeps it", { { NULL, 0 } } },
 };
 
 #define NCAT	(sizeof(cat) / sizeof(cat[0]))

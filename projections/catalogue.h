@@ -47,7 +47,7 @@ struct tl_cat_field {
 
 struct tl_cat_event {
 	const char	*type;		/* "node.added" */
-	const char	*macro;		/* "EV_NODE_ADDED" */
+	const char	*macro;		/* "TL_EV_NODE_ADDED" */
 	const char	*stream;	/* the stream's kind: "node" */
 	const char	*body;		/* every field, as documentation */
 	unsigned	 folds;		/* TL_FOLD_* bits; 0: ignored */

@@ -15,8 +15,6 @@
 #include "grant.h"
 #include "graph.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 int
 tl_ctx_begin(struct tl_ctx *c, struct tl_txn *t, const char *actor)
 {
@@ -147,8 +145,8 @@ tl_dec_node_add_ex(struct tl_ctx *c, const char *name, const char *routable,
     const uint8_t pubkey[32], const uint8_t signkey[32])
 {
 	struct tl_body b;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "n/%s", name)) != 0 ||
@@ -163,7 +161,7 @@ tl_dec_node_add_ex(struct tl_ctx *c, const char *name, const char *routable,
 	tl_body_bin(&b, "pubkey", pubkey, 32);
 	if (signkey != NULL)
 		tl_body_bin(&b, "signkey", signkey, 32);
-	rc = tl_emit(c, EV_NODE_ADDED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_NODE_ADDED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -173,8 +171,8 @@ tl_dec_node_key_add(struct tl_ctx *c, const char *name,
     const uint8_t signkey[32])
 {
 	struct tl_body b;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "n/%s", name)) != 0 ||
@@ -185,7 +183,7 @@ tl_dec_node_key_add(struct tl_ctx *c, const char *name,
 	tl_body_init(&b);
 	tl_body_str(&b, "name", name);
 	tl_body_bin(&b, "signkey", signkey, 32);
-	rc = tl_emit(c, EV_NODE_KEY_ADDED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_NODE_KEY_ADDED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -204,7 +202,7 @@ tl_dec_node_rm(struct tl_ctx *c, const char *name)
 {
 	struct tl_body b;
 	char module[64] = "";
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "n/%s", name)) != 0)
@@ -223,7 +221,7 @@ tl_dec_node_rm(struct tl_ctx *c, const char *name)
 		return rc;
 	tl_body_init(&b);
 	tl_body_str(&b, "name", name);
-	rc = tl_emit(c, EV_NODE_REMOVED, k, &b, NULL);
+	rc = tl_emit(c, TL_EV_NODE_REMOVED, k, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -262,9 +260,9 @@ live_grant(const struct tl_grant *g, void *arg)
 
 	if (strcmp(g->req, la->req) != 0)
 		return 0;
-	if ((strcmp(g->state, GRANT_REQUESTED) == 0 && !la->requested) ||
-	    strcmp(g->state, GRANT_REVOKED) == 0 ||
-	    strcmp(g->state, GRANT_PURGED) == 0)
+	if ((strcmp(g->state, TL_GRANT_REQUESTED) == 0 && !la->requested) ||
+	    strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0)
 		return 0;
 	snprintf(la->grant, sizeof(la->grant), "%s", g->id);
 	snprintf(la->state, sizeof(la->state), "%s", g->state);
@@ -280,7 +278,7 @@ embedded_only(struct tl_ctx *c, const char *target, const char *type,
 	struct tl_bnode emb, prov;
 	size_t i;
 	int found = 0;
-	S(k);
+	char k[TL_KEY_MAX];
 
 	if (tl_key(k, "m/%s", target) != 0 ||
 	    tl_rec_get(c->t, c->p.graph, k, &m) != 0)
@@ -351,7 +349,7 @@ embedded_named(struct tl_ctx *c, const char *self, const char *target,
     char owner[64])
 {
 	struct emb_owner eo = { target, "" };
-	S(k);
+	char k[TL_KEY_MAX];
 
 	if (tl_key(k, "m/%s", target) != 0 ||
 	    tl_rec_exists(c->t, c->p.graph, k))
@@ -371,7 +369,7 @@ check_reshape(struct tl_ctx *c, const struct tl_decl *d,
 {
 	struct shape old;
 	struct tl_rec prev;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "r/%s/%s", d->name, r->name)) != 0)
@@ -385,7 +383,7 @@ check_reshape(struct tl_ctx *c, const struct tl_decl *d,
 			tl_grant_each_of_module(c->t, &c->p, d->name,
 			    live_grant, &la);
 			if (la.grant[0] != '\0' &&
-			    strcmp(la.state, GRANT_REQUESTED) == 0)
+			    strcmp(la.state, TL_GRANT_REQUESTED) == 0)
 				/*
 				 * Its binding and the request keep the old
 				 * shape (bindings are never recomputed): tallyd
@@ -418,7 +416,7 @@ check_req(struct tl_ctx *c, const struct tl_decl *d,
 {
 	struct shape s;
 	char ename[64], owner[64];
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	shape_of(m, &s);
@@ -496,10 +494,10 @@ requested_of(const struct tl_grant *g, void *arg)
 
 	/* Everything not already on its way out is revoked with it. */
 	if (strcmp(g->req, rg->req) != 0 ||
-	    strcmp(g->state, GRANT_REVOKING) == 0 ||
-	    strcmp(g->state, GRANT_REVOKED) == 0 ||
-	    strcmp(g->state, GRANT_PURGING) == 0 ||
-	    strcmp(g->state, GRANT_PURGED) == 0)
+	    strcmp(g->state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGING) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0)
 		return 0;
 	if (rg->n == rg->cap) {
 		size_t cap = rg->cap ? rg->cap * 2 : 4;
@@ -525,7 +523,7 @@ cancel_requests(struct tl_ctx *c, const char *module, const char *req)
 {
 	struct req_grants rg = { req, NULL, 0, 0 };
 	struct tl_body b;
-	S(stream);
+	char stream[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -537,7 +535,7 @@ cancel_requests(struct tl_ctx *c, const char *module, const char *req)
 		tl_body_init(&b);
 		tl_body_str(&b, "grant", rg.ids[i]);
 		tl_body_str(&b, "reason", "requirement withdrawn");
-		rc = tl_emit(c, EV_REVOCATION_REQUESTED, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
 		tl_body_free(&b);
 	}
 	free(rg.ids);
@@ -574,10 +572,10 @@ edited_one(const struct tl_grant *g, void *arg)
 	struct edited_arg *ea = arg;
 	const void *v;
 	size_t i, n;
-	S(k);
+	char k[TL_KEY_MAX];
 
 	if (strcmp(g->req, ea->r->name) != 0 ||
-	    strcmp(g->state, GRANT_PURGED) == 0)	/* nothing left of it */
+	    strcmp(g->state, TL_GRANT_PURGED) == 0)	/* nothing left of it */
 		return 0;
 	for (i = 0; i < ea->r->nmigs; i++) {
 		const struct tl_decl_mig *mg = &ea->r->migs[i];
@@ -628,8 +626,8 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 {
 	struct old_req old = { NULL, 0, 0 };
 	struct tl_body b;
-	S(stream);
-	S(k);
+	char stream[TL_KEY_MAX];
+	char k[TL_KEY_MAX];
 	size_t i, j;
 	int rc = 0, types_touched = 0;
 
@@ -661,7 +659,7 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 	if ((rc = tl_key(k, "m/%s", d->name)) != 0)
 		goto out;
 	if (!same_bytes(c, k, d->body, d->len)) {
-		if ((rc = tl_emit_bytes(c, EV_MODULE_DECLARED, stream, d->body,
+		if ((rc = tl_emit_bytes(c, TL_EV_MODULE_DECLARED, stream, d->body,
 		    d->len, NULL)) != 0)
 			goto out;
 		types_touched = 1;
@@ -681,7 +679,7 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 			tl_body_str(&b, "file", mg->file);
 			tl_body_str(&b, "checksum", mg->checksum);
 			tl_body_bin(&b, "content", mg->content, mg->len);
-			rc = tl_emit(c, EV_MIGRATION_STORED, stream, &b, NULL);
+			rc = tl_emit(c, TL_EV_MIGRATION_STORED, stream, &b, NULL);
 			tl_body_free(&b);
 			if (rc != 0)
 				goto out;
@@ -691,7 +689,7 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 			goto out;
 		if (same_bytes(c, k, d->reqs[i].body, d->reqs[i].len))
 			continue;
-		if ((rc = tl_emit_bytes(c, EV_REQ_DECLARED, stream,
+		if ((rc = tl_emit_bytes(c, TL_EV_REQ_DECLARED, stream,
 		    d->reqs[i].body, d->reqs[i].len, NULL)) != 0)
 			goto out;
 		types_touched = 1;
@@ -708,7 +706,7 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 		tl_body_init(&b);
 		tl_body_str(&b, "module", d->name);
 		tl_body_str(&b, "name", old.names[j]);
-		rc = tl_emit(c, EV_REQ_WITHDRAWN, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_REQ_WITHDRAWN, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
 			goto out;
@@ -742,12 +740,12 @@ tl_dec_repair(struct tl_ctx *c, const char *grant)
 {
 	struct tl_grant g;
 	struct tl_body b;
-	S(stream);
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
-	if (strcmp(g.state, GRANT_MISSING) != 0)
+	if (strcmp(g.state, TL_GRANT_MISSING) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s, not missing: "
 		    "there is nothing to recreate", grant, g.state);
 	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
@@ -755,7 +753,7 @@ tl_dec_repair(struct tl_ctx *c, const char *grant)
 	c->cause = g.state_seq;
 	tl_body_init(&b);
 	tl_body_str(&b, "grant", grant);
-	rc = tl_emit(c, EV_REPAIR_REQUESTED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_REPAIR_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -765,12 +763,12 @@ tl_dec_purge(struct tl_ctx *c, const char *grant)
 {
 	struct tl_grant g;
 	struct tl_body b;
-	S(stream);
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
-	if (strcmp(g.state, GRANT_REVOKED) != 0)
+	if (strcmp(g.state, TL_GRANT_REVOKED) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s: only a "
 		    "revoked grant's retained data can be purged (remove its "
 		    "consumer first)", grant, g.state);
@@ -782,7 +780,7 @@ tl_dec_purge(struct tl_ctx *c, const char *grant)
 	c->cause = g.state_seq;
 	tl_body_init(&b);
 	tl_body_str(&b, "grant", grant);
-	rc = tl_emit(c, EV_PURGE_REQUESTED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_PURGE_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -792,13 +790,13 @@ tl_dec_restore(struct tl_ctx *c, const char *grant)
 {
 	struct tl_grant g;
 	struct tl_body b;
-	S(stream);
-	S(k);
+	char stream[TL_KEY_MAX];
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
-	if (strcmp(g.state, GRANT_REVOKED) != 0 ||
+	if (strcmp(g.state, TL_GRANT_REVOKED) != 0 ||
 	    strcmp(g.policy, "retain") != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s%s%s: only a "
 		    "revoked grant whose data was retained can be restored",
@@ -818,7 +816,7 @@ tl_dec_restore(struct tl_ctx *c, const char *grant)
 	c->cause = g.state_seq;
 	tl_body_init(&b);
 	tl_body_str(&b, "grant", grant);
-	rc = tl_emit(c, EV_RESTORE_REQUESTED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_RESTORE_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }

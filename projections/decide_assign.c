@@ -16,8 +16,6 @@
 #include "rebind.h"
 #include "rotation.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 static int
 valid_expose(const char *e)
 {
@@ -32,8 +30,8 @@ provider_body(struct tl_ctx *c, const char *module, const char *node,
 {
 	struct tl_rec m;
 	struct tl_bnode prov;
-	S(k);
-	S(id);
+	char k[TL_KEY_MAX];
+	char id[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -81,8 +79,8 @@ count_live(const struct tl_grant *g, void *arg)
 	struct live *l = arg;
 
 	/* Retained data still lives on the provider; dropped data does not. */
-	if (strcmp(g->state, GRANT_PURGED) == 0 ||
-	    (strcmp(g->state, GRANT_REVOKED) == 0 &&
+	if (strcmp(g->state, TL_GRANT_PURGED) == 0 ||
+	    (strcmp(g->state, TL_GRANT_REVOKED) == 0 &&
 	    strcmp(g->policy, "retain") != 0))
 		return 0;
 	if (l->n++ == 0)
@@ -98,9 +96,9 @@ provider_sync(struct tl_ctx *c, const char *module, const char *node,
 	struct tl_body b;
 	const void *enc;
 	size_t len, ntypes = 0;
-	S(id);
-	S(k);
-	S(stream);
+	char id[TL_KEY_MAX];
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	int rc, exists;
 
 	/* A provider that moved here keeps its id (tally provider move). */
@@ -136,7 +134,7 @@ provider_sync(struct tl_ctx *c, const char *module, const char *node,
 		}
 		tl_body_reset(&b);
 		tl_body_str(&b, "id", id);
-		rc = tl_emit(c, EV_PROVIDER_RETIRED, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_PROVIDER_RETIRED, stream, &b, NULL);
 		goto out;
 	}
 	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
@@ -150,7 +148,7 @@ provider_sync(struct tl_ctx *c, const char *module, const char *node,
 		    len) == 0)
 			goto out;	/* unchanged */
 	}
-	rc = tl_emit_bytes(c, EV_PROVIDER_REGISTERED, stream, enc, len, NULL);
+	rc = tl_emit_bytes(c, TL_EV_PROVIDER_REGISTERED, stream, enc, len, NULL);
 out:
 	tl_body_free(&b);
 	return rc;
@@ -219,8 +217,8 @@ reopen_one(const char *rest, const void *val, size_t vlen, void *arg)
 	char kind[16] = "", scope[16] = "", gkey[TL_KEY_MAX];
 	char prov[130] = "", type[64] = "", resource[64] = "";
 	struct tl_body body;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if (tl_rec_open(val, vlen, &v) != 0)
@@ -237,8 +235,8 @@ reopen_one(const char *rest, const void *val, size_t vlen, void *arg)
 		return rc;
 	if (tl_grant_get(da->c->t, &da->c->p, gkey, &g, NULL) != 0)
 		return 0;
-	if (!(strcmp(g.state, GRANT_PURGED) == 0 ||
-	    (strcmp(g.state, GRANT_REVOKED) == 0 &&
+	if (!(strcmp(g.state, TL_GRANT_PURGED) == 0 ||
+	    (strcmp(g.state, TL_GRANT_REVOKED) == 0 &&
 	    strcmp(g.policy, "drop") == 0)))
 		return 0;
 	if ((rc = tl_key(k, "b/%s", gkey)) != 0)
@@ -263,7 +261,7 @@ reopen_one(const char *rest, const void *val, size_t vlen, void *arg)
 	tl_body_str(&body, "type", type);
 	tl_body_str(&body, "provider", prov);
 	tl_body_str(&body, "resource", resource);
-	rc = tl_emit(da->c, EV_GRANT_REQUESTED, stream, &body, NULL);
+	rc = tl_emit(da->c, TL_EV_GRANT_REQUESTED, stream, &body, NULL);
 	tl_body_free(&body);
 	return rc;
 }
@@ -273,7 +271,7 @@ reopen_dead(struct tl_ctx *c, const char *module, const char *node)
 {
 	struct dead_arg da = { c, module, node, 0 };
 	struct names reqs = { NULL, 0, 0 };
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -493,7 +491,7 @@ tl_dec_settings_check(struct tl_ctx *c, const char *module,
 {
 	struct tl_rec m;
 	struct decl d;
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -616,8 +614,8 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 	struct decl d;
 	const void *enc;
 	size_t len;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	char oldexpose[16] = "";
 	uint64_t seq;
 	int rc, exists;
@@ -690,10 +688,10 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		    vn == len + 8 && memcmp((const uint8_t *)v + 8, enc,
 		    len) == 0)
 			goto out;
-		rc = tl_emit_bytes(c, EV_ASSIGN_CONFIGURED, stream, enc, len,
+		rc = tl_emit_bytes(c, TL_EV_ASSIGN_CONFIGURED, stream, enc, len,
 		    &seq);
 	} else
-		rc = tl_emit_bytes(c, EV_ASSIGN_CREATED, stream, enc, len,
+		rc = tl_emit_bytes(c, TL_EV_ASSIGN_CREATED, stream, enc, len,
 		    &seq);
 	if (rc != 0)
 		goto out;
@@ -723,11 +721,11 @@ revoke_one(const struct tl_grant *g, void *arg)
 {
 	struct revoke_arg *ra = arg;
 	struct tl_body b;
-	S(stream);
+	char stream[TL_KEY_MAX];
 	int rc;
 
-	if (strcmp(g->state, GRANT_REVOKED) == 0 ||
-	    strcmp(g->state, GRANT_REVOKING) == 0)
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKING) == 0)
 		return 0;
 	if (ra->node != NULL && strcmp(g->node, ra->node) != 0)
 		return 0;
@@ -736,7 +734,7 @@ revoke_one(const struct tl_grant *g, void *arg)
 	tl_body_init(&b);
 	tl_body_str(&b, "grant", g->id);
 	tl_body_str(&b, "reason", ra->reason);
-	rc = tl_emit(ra->c, EV_REVOCATION_REQUESTED, stream, &b, NULL);
+	rc = tl_emit(ra->c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -787,8 +785,8 @@ unassign(struct tl_ctx *c, const char *module, const char *node,
     int whole_module, uint64_t *removed)
 {
 	struct tl_body b;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = provider_sync(c, module, node, 1)) != 0)
@@ -802,7 +800,7 @@ unassign(struct tl_ctx *c, const char *module, const char *node,
 	tl_body_init(&b);
 	tl_body_str(&b, "module", module);
 	tl_body_str(&b, "node", node);
-	rc = tl_emit(c, EV_ASSIGN_REMOVED, stream, &b, removed);
+	rc = tl_emit(c, TL_EV_ASSIGN_REMOVED, stream, &b, removed);
 	tl_body_free(&b);
 	return rc;
 }
@@ -825,7 +823,7 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 	struct tl_body b;
 	char holder[140];
 	size_t i, left;
-	S(stream);
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
@@ -840,7 +838,7 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 		const struct tl_grant *g = &gl.v[i];
 
 		if (g->node[0] != '\0' || strcmp(g->state,
-		    GRANT_PROVISIONED) != 0 ||
+		    TL_GRANT_PROVISIONED) != 0 ||
 		    tl_rot_get(c->t, &c->p, g->id, &r) == 0 ||
 		    tl_mv_get(c->t, &c->p, g->id, &mv) == 0)
 			continue;
@@ -854,7 +852,7 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 		tl_body_u64(&b, "deadline_ns", 0);
 		tl_body_str(&b, "reason", "holder-left");
 		tl_body_str(&b, "holder", holder);
-		rc = tl_emit(c, EV_ROT_STARTED, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
 		tl_body_free(&b);
 	}
 	free(gl.v);
@@ -864,7 +862,7 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 int
 tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node)
 {
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "a/%s@%s", module, node)) != 0)
@@ -887,8 +885,8 @@ tl_dec_remove(struct tl_ctx *c, const char *module)
 	struct tl_nodelist nl;
 	struct names reqs = { NULL, 0, 0 };
 	struct tl_body b;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -914,14 +912,14 @@ tl_dec_remove(struct tl_ctx *c, const char *module)
 		tl_body_init(&b);
 		tl_body_str(&b, "module", module);
 		tl_body_str(&b, "name", reqs.v[i]);
-		rc = tl_emit(c, EV_REQ_WITHDRAWN, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_REQ_WITHDRAWN, stream, &b, NULL);
 		tl_body_free(&b);
 	}
 	if (rc != 0)
 		goto out;
 	tl_body_init(&b);
 	tl_body_str(&b, "name", module);
-	rc = tl_emit(c, EV_MODULE_REMOVED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_MODULE_REMOVED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
 		rc = tl_binder_run(c, NULL);

@@ -17,8 +17,6 @@
 #include "rebind.h"
 #include "rotation.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 /* "node-a/shop, node-b/shop": who holds g, for the explanations. */
 static void
 holders_text(struct tl_ctx *c, const struct tl_grant *g, char *out,
@@ -54,8 +52,8 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 	char why[TL_DRV_WHY_MAX];
 	const struct tl_drv_ops *ops;
 	uint64_t version;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_grant_find(c, grant, &g)) != 0)
@@ -94,11 +92,11 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 		    "v%llu (%s): a move waits until the rotation completes; "
 		    "see tally status %s", grant, (unsigned long long)rot.from,
 		    (unsigned long long)rot.to, rot.state, g.module);
-	if (strcmp(g.state, GRANT_REQUESTED) == 0)
+	if (strcmp(g.state, TL_GRANT_REQUESTED) == 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is only requested: "
 		    "nothing to move yet; tally bind %s %s changes its binding",
 		    grant, grant, provider);
-	if (strcmp(g.state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s: only a "
 		    "provisioned grant is moved with its data", grant,
 		    g.state);
@@ -143,7 +141,7 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 	tl_body_str(&b, "to", provider);
 	tl_body_u64(&b, "version", version);
 	tl_body_u64(&b, "old_version", g.version);
-	rc = tl_emit(c, EV_REBIND_STARTED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_REBIND_STARTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -172,7 +170,7 @@ collect_served(const struct tl_grant *g, void *arg)
 		    &pg->c->p, g->id, &rot) == 0 ? "rotating" : "moving");
 		return 1;
 	}
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
 	if ((nv = realloc(pg->ids, (pg->n + 1) * sizeof(*nv))) == NULL)
 		return ENOMEM;
@@ -210,8 +208,8 @@ own_instance(const struct tl_grant *g, void *arg)
 	struct stranded *st = arg;
 
 	if (strcmp(g->node, st->node) != 0 ||
-	    strcmp(g->state, GRANT_REVOKED) == 0 ||
-	    strcmp(g->state, GRANT_PURGED) == 0)
+	    strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0)
 		return 0;
 	snprintf(st->grant, sizeof(st->grant), "%s", g->id);
 	return 1;
@@ -228,8 +226,8 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 	const char *port = "";
 	struct tl_body b;
 	struct tl_rec r;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -318,13 +316,13 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 	tl_body_str(&b, "to", node);
 	tl_body_str(&b, "host", routable);
 	tl_body_str(&b, "port", port);
-	rc = tl_emit(c, EV_PROVIDER_MOVED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_PROVIDER_MOVED, stream, &b, NULL);
 	if (rc == 0 && (rc = tl_key(stream, "assignment/%s@%s", module,
 	    from)) == 0) {
 		tl_body_reset(&b);
 		tl_body_str(&b, "module", module);
 		tl_body_str(&b, "node", from);
-		rc = tl_emit(c, EV_ASSIGN_REMOVED, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_ASSIGN_REMOVED, stream, &b, NULL);
 	}
 	if (rc == 0 && (rc = tl_key(stream, "assignment/%s@%s", module,
 	    node)) == 0) {
@@ -343,7 +341,7 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 				tl_body_secret(&b, set[i].key, set[i].secret,
 				    set[i].secret_len);
 		tl_body_end(&b);
-		rc = tl_emit(c, EV_ASSIGN_CREATED, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_ASSIGN_CREATED, stream, &b, NULL);
 	}
 	tl_body_free(&b);
 	/*

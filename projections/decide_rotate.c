@@ -12,8 +12,6 @@
 #include "rebind.h"
 #include "rotation.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 int
 tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
     const char *reason)
@@ -22,7 +20,7 @@ tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 	struct tl_rotation r;
 	struct tl_rebind mv;
 	struct tl_body b;
-	S(stream);
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_grant_find(c, grant, &g)) != 0)
@@ -37,7 +35,7 @@ tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 		return tl_refuse(c, TL_EREFUSED, "grant %s is moving to %s (%s): "
 		    "a rotation waits until the move ends; see tally status %s",
 		    grant, mv.to, mv.state, g.module);
-	if (strcmp(g.state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s: only a "
 		    "provisioned grant can be rotated", grant, g.state);
 	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
@@ -49,7 +47,7 @@ tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 	tl_body_u64(&b, "to", g.version + 1);
 	tl_body_u64(&b, "deadline_ns", deadline_ns);
 	tl_body_str(&b, "reason", reason);
-	rc = tl_emit(c, EV_ROT_STARTED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -70,12 +68,12 @@ ack_one(const struct tl_grant *g, void *arg)
 	struct ack_arg *aa = arg;
 	struct tl_body b;
 	char holder[140];
-	S(stream);
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if (g->node[0] != '\0' && strcmp(g->node, aa->node) != 0)
 		return 0;
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
 	aa->seen++;
 	if (g->version != aa->version) {
@@ -96,7 +94,7 @@ ack_one(const struct tl_grant *g, void *arg)
 	tl_body_str(&b, "grant", g->id);
 	tl_body_str(&b, "holder", holder);
 	tl_body_u64(&b, "version", aa->version);
-	rc = tl_emit(aa->c, EV_CRED_ACKED, stream, &b, NULL);
+	rc = tl_emit(aa->c, TL_EV_CRED_ACKED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
 		aa->n++;
@@ -108,7 +106,7 @@ tl_dec_ack(struct tl_ctx *c, const char *node, const char *module,
     uint64_t version, size_t *acked)
 {
 	struct ack_arg aa = { c, node, version, 0, 0, 0, "" };
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	*acked = 0;
@@ -142,8 +140,8 @@ tl_dec_rotate_admin(struct tl_ctx *c, const char *provider)
 {
 	struct tl_body b;
 	uint64_t started, issued;
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "p/%s", provider)) != 0 ||
@@ -158,7 +156,7 @@ tl_dec_rotate_admin(struct tl_ctx *c, const char *provider)
 		    "completes", provider, (unsigned long long)started);
 	tl_body_init(&b);
 	tl_body_str(&b, "id", provider);
-	rc = tl_emit(c, EV_ADM_STARTED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_ADM_STARTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }

@@ -25,17 +25,17 @@
 #define TL_GRANT_ID_MAX	200
 
 /* States, in the order a grant normally goes through them. */
-#define GRANT_REQUESTED		"requested"
-#define GRANT_PROVISIONING	"provisioning"
-#define GRANT_PROVISIONED	"provisioned"
-#define GRANT_FAILED		"failed"
-#define GRANT_MISSING		"missing"	/* gone; waits for tally repair */
-#define GRANT_REPAIRING		"repairing"	/* tally repair: recreate it */
-#define GRANT_REVOKING		"revoking"
-#define GRANT_REVOKED		"revoked"
-#define GRANT_PURGING		"purging"	/* tally purge: drop its data */
-#define GRANT_PURGED		"purged"	/* data destroyed, for good */
-#define GRANT_RESTORING		"restoring"	/* tally restore: new credential */
+#define TL_GRANT_REQUESTED		"requested"
+#define TL_GRANT_PROVISIONING	"provisioning"
+#define TL_GRANT_PROVISIONED	"provisioned"
+#define TL_GRANT_FAILED		"failed"
+#define TL_GRANT_MISSING		"missing"	/* gone; waits for tally repair */
+#define TL_GRANT_REPAIRING		"repairing"	/* tally repair: recreate it */
+#define TL_GRANT_REVOKING		"revoking"
+#define TL_GRANT_REVOKED		"revoked"
+#define TL_GRANT_PURGING		"purging"	/* tally purge: drop its data */
+#define TL_GRANT_PURGED		"purged"	/* data destroyed, for good */
+#define TL_GRANT_RESTORING		"restoring"	/* tally restore: new credential */
 
 /*
  * The one place the log's historical name of the resource field lives:

@@ -12,8 +12,6 @@
 #include "grant.h"
 #include "proj-internal.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 /* The record's field table: one place for encoding and decoding. */
 #define STR_FIELDS(X, XK)						\
 	X(id) X(module) X(req) X(node) X(scope) X(type) X(provider)	\
@@ -36,7 +34,7 @@ tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	struct tl_body b;
 	const void *enc;
 	size_t len;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "g/%s", g->id)) != 0)
@@ -97,7 +95,7 @@ tl_grant_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
     struct tl_grant *g, uint64_t *seqp)
 {
 	struct tl_rec r;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "g/%s", id)) != 0)
@@ -145,7 +143,7 @@ tl_grant_each_of_module(struct tl_txn *t, const struct tl_proj *p,
     const char *module, tl_grant_fn fn, void *arg)
 {
 	struct each e = { t, p, fn, arg, 0 };
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "gm/%s/", module)) != 0)
@@ -158,7 +156,7 @@ tl_grant_each_of_provider(struct tl_txn *t, const struct tl_proj *p,
     const char *provider, tl_grant_fn fn, void *arg)
 {
 	struct each e = { t, p, fn, arg, 0 };
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "gp/%s/", provider)) != 0)
@@ -212,7 +210,7 @@ tl_grant_each_work_on(struct tl_txn *t, const struct tl_proj *p,
     const char *provider, tl_grant_fn fn, void *arg)
 {
 	struct work_each e = { t, p, fn, arg };
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "gw/%s ", provider)) != 0)
@@ -258,9 +256,9 @@ static int
 work_state(const char *state)
 {
 	static const char *const v[] = {
-		GRANT_REQUESTED, GRANT_PROVISIONING, GRANT_FAILED,
-		GRANT_REPAIRING, GRANT_REVOKING, GRANT_PURGING,
-		GRANT_RESTORING
+		TL_GRANT_REQUESTED, TL_GRANT_PROVISIONING, TL_GRANT_FAILED,
+		TL_GRANT_REPAIRING, TL_GRANT_REVOKING, TL_GRANT_PURGING,
+		TL_GRANT_RESTORING
 	};
 	size_t i;
 
@@ -279,7 +277,7 @@ count_work(struct tl_txn *t, const struct tl_proj *p, const char *provider,
 	size_t n;
 	uint64_t c = 0;
 	uint8_t v[8];
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "gwp/%s", provider)) != 0)
@@ -321,7 +319,7 @@ delivered_any(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g)
 {
 	uint64_t ver = g->version;
-	S(k);
+	char k[TL_KEY_MAX];
 
 	if (tl_key(k, "d/%s/", g->id) != 0)
 		return 0;
@@ -334,8 +332,8 @@ tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
 {
 	int was = old != NULL && work_state(old->state);
 	int is = work_state(g->state);
-	S(ko);
-	S(kn);
+	char ko[TL_KEY_MAX];
+	char kn[TL_KEY_MAX];
 	int rc;
 
 	if (was && (rc = work_key(ko, old)) != 0)
@@ -358,7 +356,7 @@ tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
 	}
 	if ((rc = tl_key(kn, "gd/%s", g->id)) != 0)
 		return rc;
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return tl_kv_del(t, p->grants, kn, strlen(kn));
 	if (undelivered && !delivered_any(t, p, g))
 		return tl_kv_put(t, p->grants, kn, strlen(kn), "", 0);
@@ -369,7 +367,7 @@ static int
 set_provider_index(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, int on)
 {
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (g->provider[0] == '\0')
@@ -413,8 +411,8 @@ static int
 forget_migrations(struct tl_txn *t, const struct tl_proj *p, const char *id)
 {
 	struct keys ks = { NULL, 0 };
-	S(pfx);
-	S(k);
+	char pfx[TL_KEY_MAX];
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -439,7 +437,7 @@ fold_delivered(struct tl_txn *t, const struct tl_proj *p,
 	struct tl_grant g;
 	uint8_t v[8];
 	uint64_t ver;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
@@ -472,7 +470,7 @@ tl_grant_delivered(struct tl_txn *t, const struct tl_proj *p,
 	const void *val;
 	size_t n;
 	uint64_t ver = 0;
-	S(k);
+	char k[TL_KEY_MAX];
 
 	if (tl_key(k, "d/%s/%s", grant, holder) != 0 ||
 	    tl_kv_get(t, p->grants, k, strlen(k), &val, &n) != 0 || n != 8)
@@ -488,25 +486,25 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 	struct tl_grant g, old;
 	char id[TL_GRANT_ID_MAX + 1];
 	int had = 0;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
-	if (strcmp(ev->type, EV_CRED_DELIVERED) == 0)
+	if (strcmp(ev->type, TL_EV_CRED_DELIVERED) == 0)
 		return fold_delivered(t, p, ev, body);
-	if (strcmp(ev->type, EV_MIGRATION_STORED) == 0)
+	if (strcmp(ev->type, TL_EV_MIGRATION_STORED) == 0)
 		return 0;	/* the graph indexes the content */
 	if (strncmp(ev->type, "grant.", 6) != 0 &&
 	    strncmp(ev->type, "migration.", 10) != 0 &&
-	    strcmp(ev->type, EV_BINDING_MADE) != 0 &&
-	    strcmp(ev->type, EV_REPAIR_REQUESTED) != 0 &&
-	    strcmp(ev->type, EV_PURGE_REQUESTED) != 0 &&
-	    strcmp(ev->type, EV_RESTORE_REQUESTED) != 0 &&
-	    strcmp(ev->type, EV_REVOCATION_REQUESTED) != 0)
+	    strcmp(ev->type, TL_EV_BINDING_MADE) != 0 &&
+	    strcmp(ev->type, TL_EV_REPAIR_REQUESTED) != 0 &&
+	    strcmp(ev->type, TL_EV_PURGE_REQUESTED) != 0 &&
+	    strcmp(ev->type, TL_EV_RESTORE_REQUESTED) != 0 &&
+	    strcmp(ev->type, TL_EV_REVOCATION_REQUESTED) != 0)
 		return 0;
 	if (tl_bn_getstr(body, "grant", id, sizeof(id)) != 0)
 		return TL_EMALFORMED;
 
-	if (strcmp(ev->type, EV_GRANT_REQUESTED) == 0) {
+	if (strcmp(ev->type, TL_EV_GRANT_REQUESTED) == 0) {
 		uint64_t version = 0, naming = 0;
 
 		/*
@@ -534,7 +532,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		tl_bn_getstr(body, "type", g.type, sizeof(g.type));
 		tl_bn_getstr(body, "provider", g.provider, sizeof(g.provider));
 		tl_bn_getstr(body, "resource", g.resource, sizeof(g.resource));
-		set_state(&g, GRANT_REQUESTED, ev->seq);
+		set_state(&g, TL_GRANT_REQUESTED, ev->seq);
 		g.requested_seq = ev->seq;
 		if ((rc = tl_key(k, "gm/%s/%s", g.module, g.id)) != 0 ||
 		    (rc = tl_kv_put(t, p->grants, k, strlen(k), "", 0)) != 0 ||
@@ -552,11 +550,11 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		return rc;
 	old = g;
 
-	if (strcmp(ev->type, EV_BINDING_MADE) == 0) {
+	if (strcmp(ev->type, TL_EV_BINDING_MADE) == 0) {
 		char prov[sizeof(g.provider)];
 
 		/* A re-bind before provisioning moves the request. */
-		if (strcmp(g.state, GRANT_REQUESTED) != 0)
+		if (strcmp(g.state, TL_GRANT_REQUESTED) != 0)
 			return 0;
 		tl_bn_getstr(body, "provider", prov, sizeof(prov));
 		if (strcmp(prov, g.provider) == 0)
@@ -566,15 +564,15 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		snprintf(g.provider, sizeof(g.provider), "%s", prov);
 		if ((rc = set_provider_index(t, p, &g, 1)) != 0)
 			return rc;
-	} else if (strcmp(ev->type, EV_GRANT_PROVISIONING) == 0) {
+	} else if (strcmp(ev->type, TL_EV_GRANT_PROVISIONING) == 0) {
 		/*
 		 * A revocation is sticky: an intent, an outcome or a failure
 		 * of work begun before it was requested records its facts
 		 * but leaves the grant revoking, so the revocation is done
 		 * next (never undone by a late create).
 		 */
-		if (strcmp(g.state, GRANT_REVOKING) != 0)
-			set_state(&g, GRANT_PROVISIONING, ev->seq);
+		if (strcmp(g.state, TL_GRANT_REVOKING) != 0)
+			set_state(&g, TL_GRANT_PROVISIONING, ev->seq);
 		g.intent_seq = ev->seq;
 		g.version = tl_bn_getu64(body, "version", g.version);
 		/*
@@ -583,11 +581,11 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		 */
 		g.naming = tl_bn_getu64(body, "naming", 0);
 		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
-	} else if (strcmp(ev->type, EV_GRANT_PROVISIONED) == 0) {
+	} else if (strcmp(ev->type, TL_EV_GRANT_PROVISIONED) == 0) {
 		struct tl_bnode f;
 
-		if (strcmp(g.state, GRANT_REVOKING) != 0)
-			set_state(&g, GRANT_PROVISIONED, ev->seq);
+		if (strcmp(g.state, TL_GRANT_REVOKING) != 0)
+			set_state(&g, TL_GRANT_PROVISIONED, ev->seq);
 		g.version = tl_bn_getu64(body, "version", g.version);
 		g.drift[0] = g.drift_reason[0] = '\0';
 		g.attempts = 0;
@@ -601,7 +599,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 			tl_bn_getstr(f, "user", g.user, sizeof(g.user));
 			tl_bn_getstr(f, "path", g.path, sizeof(g.path));
 		}
-	} else if (strcmp(ev->type, EV_GRANT_FAILED) == 0) {
+	} else if (strcmp(ev->type, TL_EV_GRANT_FAILED) == 0) {
 		/*
 		 * The intent stands: provisioning is retried from it.  A
 		 * failed revocation stays a revocation and is retried as one.
@@ -612,34 +610,34 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
 		g.attempts++;
 		g.retry_ns = tl_bn_getu64(body, "retry_ns", 0);
-		if (strcmp(g.state, GRANT_REVOKING) != 0 &&
+		if (strcmp(g.state, TL_GRANT_REVOKING) != 0 &&
 		    strcmp(op, "revoke") != 0)
-			set_state(&g, GRANT_FAILED, ev->seq);
+			set_state(&g, TL_GRANT_FAILED, ev->seq);
 		else
-			set_state(&g, GRANT_REVOKING, ev->seq);
-	} else if (strcmp(ev->type, EV_GRANT_DRIFTED) == 0) {
+			set_state(&g, TL_GRANT_REVOKING, ev->seq);
+	} else if (strcmp(ev->type, TL_EV_GRANT_DRIFTED) == 0) {
 		tl_bn_getstr(body, "kind", g.drift, sizeof(g.drift));
 		tl_bn_getstr(body, "reason", g.drift_reason,
 		    sizeof(g.drift_reason));
 		g.drift_seq = ev->seq;
-	} else if (strcmp(ev->type, EV_GRANT_REPAIRED) == 0) {
+	} else if (strcmp(ev->type, TL_EV_GRANT_REPAIRED) == 0) {
 		g.drift[0] = g.drift_reason[0] = '\0';
 		g.drift_seq = ev->seq;
-	} else if (strcmp(ev->type, EV_GRANT_MISSING) == 0) {
+	} else if (strcmp(ev->type, TL_EV_GRANT_MISSING) == 0) {
 		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
-		snprintf(g.drift, sizeof(g.drift), "%s", DRIFT_MISSING);
+		snprintf(g.drift, sizeof(g.drift), "%s", TL_DRIFTK_MISSING);
 		snprintf(g.drift_reason, sizeof(g.drift_reason), "%s",
 		    g.reason);
 		g.drift_seq = ev->seq;
-		set_state(&g, GRANT_MISSING, ev->seq);
-	} else if (strcmp(ev->type, EV_REPAIR_REQUESTED) == 0) {
+		set_state(&g, TL_GRANT_MISSING, ev->seq);
+	} else if (strcmp(ev->type, TL_EV_REPAIR_REQUESTED) == 0) {
 		/* A recreated database is empty: its migrations run again. */
 		if ((rc = forget_migrations(t, p, g.id)) != 0)
 			return rc;
 		g.blocked[0] = '\0';
 		g.migration[0] = '\0';
-		set_state(&g, GRANT_REPAIRING, ev->seq);
-	} else if (strcmp(ev->type, EV_MIGRATION_APPLIED) == 0) {
+		set_state(&g, TL_GRANT_REPAIRING, ev->seq);
+	} else if (strcmp(ev->type, TL_EV_MIGRATION_APPLIED) == 0) {
 		char sum[80] = "";
 
 		tl_bn_getstr(body, "file", g.migration, sizeof(g.migration));
@@ -650,29 +648,29 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		    (rc = tl_kv_put(t, p->grants, k, strlen(k), sum,
 		    strlen(sum))) != 0)
 			return rc;
-	} else if (strcmp(ev->type, EV_MIGRATION_BLOCKED) == 0) {
+	} else if (strcmp(ev->type, TL_EV_MIGRATION_BLOCKED) == 0) {
 		tl_bn_getstr(body, "reason", g.blocked, sizeof(g.blocked));
-	} else if (strcmp(ev->type, EV_REVOCATION_REQUESTED) == 0) {
+	} else if (strcmp(ev->type, TL_EV_REVOCATION_REQUESTED) == 0) {
 		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
-		set_state(&g, GRANT_REVOKING, ev->seq);
-	} else if (strcmp(ev->type, EV_GRANT_REVOKED) == 0) {
+		set_state(&g, TL_GRANT_REVOKING, ev->seq);
+	} else if (strcmp(ev->type, TL_EV_GRANT_REVOKED) == 0) {
 		tl_bn_getstr(body, "policy", g.policy, sizeof(g.policy));
 		g.retained_bytes = tl_bn_getu64(body, "size", 0);
-		set_state(&g, GRANT_REVOKED, ev->seq);
-	} else if (strcmp(ev->type, EV_PURGE_REQUESTED) == 0) {
-		set_state(&g, GRANT_PURGING, ev->seq);
-	} else if (strcmp(ev->type, EV_GRANT_PURGED) == 0) {
+		set_state(&g, TL_GRANT_REVOKED, ev->seq);
+	} else if (strcmp(ev->type, TL_EV_PURGE_REQUESTED) == 0) {
+		set_state(&g, TL_GRANT_PURGING, ev->seq);
+	} else if (strcmp(ev->type, TL_EV_GRANT_PURGED) == 0) {
 		snprintf(g.policy, sizeof(g.policy), "drop");
-		set_state(&g, GRANT_PURGED, ev->seq);
-	} else if (strcmp(ev->type, EV_RESTORE_REQUESTED) == 0) {
-		set_state(&g, GRANT_RESTORING, ev->seq);
-	} else if (strcmp(ev->type, EV_GRANT_RESTORED) == 0) {
+		set_state(&g, TL_GRANT_PURGED, ev->seq);
+	} else if (strcmp(ev->type, TL_EV_RESTORE_REQUESTED) == 0) {
+		set_state(&g, TL_GRANT_RESTORING, ev->seq);
+	} else if (strcmp(ev->type, TL_EV_GRANT_RESTORED) == 0) {
 		g.policy[0] = '\0';
 	} else
 		return 0;
 	/* Just provisioned: its credential is for delivery. */
 	if ((rc = tl_grant_work_index(t, p, &old, &g,
-	    strcmp(ev->type, EV_GRANT_PROVISIONED) == 0)) != 0)
+	    strcmp(ev->type, TL_EV_GRANT_PROVISIONED) == 0)) != 0)
 		return rc;
 	return tl_grant_put(t, p, ev->seq, &g);
 }

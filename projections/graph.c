@@ -14,8 +14,6 @@
 #include "graph.h"
 #include "proj-internal.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 int
 tl_grant_key(char *buf, const char *module, const char *req, const char *node)
 {
@@ -77,8 +75,8 @@ static int
 wait_sync(struct tl_txn *t, const struct tl_proj *p, const char *type,
     const char *gkey)
 {
-	S(bk);
-	S(wk);
+	char bk[TL_KEY_MAX];
+	char wk[TL_KEY_MAX];
 	int rc;
 
 	struct tl_rec b;
@@ -138,7 +136,7 @@ int
 tl_graph_module_nodes(struct tl_txn *t, const struct tl_proj *p,
     const char *module, struct tl_nodelist *nl)
 {
-	S(pfx);
+	char pfx[TL_KEY_MAX];
 	int rc;
 
 	memset(nl, 0, sizeof(*nl));
@@ -159,8 +157,8 @@ req_waits(struct tl_txn *t, const struct tl_proj *p, const char *module,
     const char *req, const struct reqinfo *ri, int clear)
 {
 	struct tl_nodelist nl;
-	S(g);
-	S(wk);
+	char g[TL_KEY_MAX];
+	char wk[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -211,8 +209,8 @@ req_rewait(const char *rest, const void *val, size_t vlen, void *arg)
 	struct req_each *re = arg;
 	struct reqinfo ri;
 	struct tl_rec r;
-	S(g);
-	S(wk);
+	char g[TL_KEY_MAX];
+	char wk[TL_KEY_MAX];
 	int rc, inst, per;
 
 	if ((rc = tl_rec_open(val, vlen, &r)) != 0)
@@ -251,7 +249,7 @@ module_rewait(struct tl_txn *t, const struct tl_proj *p, const char *module,
     const char *node, int gone)
 {
 	struct req_each re = { t, p, module, node, gone, 1 };
-	S(pfx);
+	char pfx[TL_KEY_MAX];
 	int rc;
 
 	if (gone) {
@@ -273,8 +271,8 @@ fold_requirement(struct tl_txn *t, const struct tl_proj *p,
 	char module[64], name[64];
 	struct reqinfo ri;
 	struct tl_rec old;
-	S(rk);
-	S(ck);
+	char rk[TL_KEY_MAX];
+	char ck[TL_KEY_MAX];
 	int rc;
 
 	if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0 ||
@@ -340,8 +338,8 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char module[64], node[64], ord[17];
-	S(ak);
-	S(k);
+	char ak[TL_KEY_MAX];
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0 ||
@@ -350,7 +348,7 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 	if ((rc = tl_key(ak, "a/%s@%s", module, node)) != 0)
 		return rc;
 
-	if (strcmp(ev->type, EV_ASSIGN_CREATED) == 0) {
+	if (strcmp(ev->type, TL_EV_ASSIGN_CREATED) == 0) {
 		be64put(ord, ev->seq);
 		if ((rc = put_body(t, p->graph, ak, ev)) != 0 ||
 		    (rc = tl_key(k, "ao/%s/%s", module, ord)) != 0 ||
@@ -361,9 +359,9 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return module_rewait(t, p, module, node, 0);
 	}
-	if (strcmp(ev->type, EV_ASSIGN_CONFIGURED) == 0)
+	if (strcmp(ev->type, TL_EV_ASSIGN_CONFIGURED) == 0)
 		return put_body(t, p->graph, ak, ev);
-	if (strcmp(ev->type, EV_ASSIGN_REMOVED) == 0) {
+	if (strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0) {
 		struct find_node fn = { node, "" };
 
 		if ((rc = del(t, p->graph, ak)) != 0 ||
@@ -394,7 +392,7 @@ provider_unindex(struct tl_txn *t, const struct tl_proj *p, const char *id)
 	struct tl_rec r;
 	struct tl_bnode types;
 	char module[64], (*tv)[64] = NULL;
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i, n = 0;
 	int rc;
 
@@ -432,13 +430,13 @@ fold_provider(struct tl_txn *t, const struct tl_proj *p,
 {
 	struct tl_bnode types;
 	char id[130], module[64];
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
 	if (tl_bn_getstr(body, "id", id, sizeof(id)) != 0)
 		return TL_EMALFORMED;
-	if (strcmp(ev->type, EV_PROVIDER_REGISTERED) == 0) {
+	if (strcmp(ev->type, TL_EV_PROVIDER_REGISTERED) == 0) {
 		if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0 ||
 		    tl_bn_get(body, "types", &types) != 0)
 			return TL_EMALFORMED;
@@ -460,17 +458,17 @@ fold_provider(struct tl_txn *t, const struct tl_proj *p,
 		}
 		return 0;
 	}
-	if (strcmp(ev->type, EV_PROVIDER_UNREACHABLE) == 0) {
+	if (strcmp(ev->type, TL_EV_PROVIDER_UNREACHABLE) == 0) {
 		if ((rc = tl_key(k, "pu/%s", id)) != 0)
 			return rc;
 		return put_body(t, p->graph, k, ev);
 	}
-	if (strcmp(ev->type, EV_PROVIDER_RECOVERED) == 0) {
+	if (strcmp(ev->type, TL_EV_PROVIDER_RECOVERED) == 0) {
 		if ((rc = tl_key(k, "pu/%s", id)) != 0)
 			return rc;
 		return del(t, p->graph, k);
 	}
-	if (strcmp(ev->type, EV_PROVIDER_RETIRED) == 0) {
+	if (strcmp(ev->type, TL_EV_PROVIDER_RETIRED) == 0) {
 		if ((rc = provider_unindex(t, p, id)) != 0 ||
 		    (rc = tl_key(k, "p/%s", id)) != 0)
 			return rc;
@@ -484,7 +482,7 @@ fold_binding(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char grant[TL_KEY_MAX], type[64], state[16] = "";
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
@@ -510,7 +508,7 @@ fold_signkey(struct tl_txn *t, const struct tl_proj *p, const char *name,
 	struct tl_bnode n;
 	const void *pk;
 	size_t len;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (tl_bn_get(body, "signkey", &n) != 0)
@@ -527,11 +525,11 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char name[64];
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
-	if (strcmp(ev->type, EV_NODE_ADDED) == 0 ||
-	    strcmp(ev->type, EV_NODE_REMOVED) == 0) {
+	if (strcmp(ev->type, TL_EV_NODE_ADDED) == 0 ||
+	    strcmp(ev->type, TL_EV_NODE_REMOVED) == 0) {
 		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)
 			return TL_EMALFORMED;
 		if ((rc = tl_key(k, "n/%s", name)) != 0)
@@ -550,7 +548,7 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return del(t, p->graph, k);
 	}
-	if (strcmp(ev->type, EV_NODE_REPORTED) == 0) {
+	if (strcmp(ev->type, TL_EV_NODE_REPORTED) == 0) {
 		const char *rep;
 		size_t rl;
 		struct tl_bnode n;
@@ -570,13 +568,13 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		free(v);
 		return rc;
 	}
-	if (strcmp(ev->type, EV_NODE_KEY_ADDED) == 0) {
+	if (strcmp(ev->type, TL_EV_NODE_KEY_ADDED) == 0) {
 		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)
 			return TL_EMALFORMED;
 		return fold_signkey(t, p, name, body);
 	}
-	if (strcmp(ev->type, EV_MODULE_DECLARED) == 0 ||
-	    strcmp(ev->type, EV_MODULE_REMOVED) == 0) {
+	if (strcmp(ev->type, TL_EV_MODULE_DECLARED) == 0 ||
+	    strcmp(ev->type, TL_EV_MODULE_REMOVED) == 0) {
 		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)
 			return TL_EMALFORMED;
 		if ((rc = tl_key(k, "m/%s", name)) != 0)
@@ -585,18 +583,18 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 			return put_body(t, p->graph, k, ev);
 		return del(t, p->graph, k);
 	}
-	if (strcmp(ev->type, EV_REQ_DECLARED) == 0)
+	if (strcmp(ev->type, TL_EV_REQ_DECLARED) == 0)
 		return fold_requirement(t, p, ev, body, 0);
-	if (strcmp(ev->type, EV_REQ_WITHDRAWN) == 0)
+	if (strcmp(ev->type, TL_EV_REQ_WITHDRAWN) == 0)
 		return fold_requirement(t, p, ev, body, 1);
 	if (strncmp(ev->type, "assignment.", 11) == 0 &&
-	    strcmp(ev->type, EV_ASSIGN_READY) != 0)
+	    strcmp(ev->type, TL_EV_ASSIGN_READY) != 0)
 		return fold_assignment(t, p, ev, body);
 	if (strncmp(ev->type, "provider.", 9) == 0)
 		return fold_provider(t, p, ev, body);
 	if (strncmp(ev->type, "binding.", 8) == 0)
 		return fold_binding(t, p, ev, body);
-	if (strcmp(ev->type, EV_MIGRATION_STORED) == 0) {
+	if (strcmp(ev->type, TL_EV_MIGRATION_STORED) == 0) {
 		char sum[80];
 		uint8_t v[8];
 		/* Where the content is: the event itself, by checksum. */
@@ -607,7 +605,7 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return tl_kv_put(t, p->graph, k, strlen(k), v, 8);
 	}
-	if (strcmp(ev->type, EV_ASSIGN_READY) == 0) {
+	if (strcmp(ev->type, TL_EV_ASSIGN_READY) == 0) {
 		char module[64], node[64];
 
 		if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0 ||

@@ -15,8 +15,6 @@
 #include "graph.h"
 #include "rebind.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 #define MV_STR(X)	X(grant) X(state) X(from) X(to) X(db) X(owner) \
 			X(user) X(old_db) X(old_owner) X(old_user) X(host) \
 			X(port) X(step) X(reason)
@@ -31,7 +29,7 @@ mv_put(struct tl_txn *t, const struct tl_proj *p, const char *prefix,
 	struct tl_body b;
 	const void *enc;
 	size_t len;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "%s/%s", prefix, r->grant)) != 0)
@@ -62,7 +60,7 @@ mv_read(struct tl_txn *t, const struct tl_proj *p, const char *prefix,
     const char *grant, struct tl_rebind *r)
 {
 	struct tl_rec rec;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "%s/%s", prefix, grant)) != 0)
@@ -125,7 +123,7 @@ tl_provider_of(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	const void *v;
 	size_t n;
 	char pnode[64] = "";
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "pa/%s@%s", module, node)) != 0)
@@ -176,7 +174,7 @@ readdress(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	struct ids ids = { NULL, 0 };
 	struct tl_grant g;
 	char host[256] = "", port[8] = "";
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -214,7 +212,7 @@ fold_provider_moved(struct tl_txn *t, const struct tl_proj *p,
 	struct tl_rec r;
 	const void *enc;
 	size_t len, i;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (tl_bn_getstr(body, "id", id, sizeof(id)) != 0 ||
@@ -276,7 +274,7 @@ switch_grant(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
     const struct tl_rebind *r)
 {
 	struct tl_grant g, old;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_grant_get(t, p, r->grant, &g, NULL)) != 0)
@@ -317,10 +315,10 @@ left_behind(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
     const struct tl_rebind *r, struct tl_bnode body)
 {
 	struct tl_grant g, old;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
-	if (strcmp(r->state, MV_MOVED) != 0 || r->old_db[0] == '\0')
+	if (strcmp(r->state, TL_MV_MOVED) != 0 || r->old_db[0] == '\0')
 		return 0;
 	if ((rc = tl_grant_get(t, p, r->grant, &g, NULL)) != 0)
 		return rc == TL_ENOTFOUND ? 0 : rc;
@@ -332,7 +330,7 @@ left_behind(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	snprintf(old.object, sizeof(old.object), "%s", r->old_db);
 	snprintf(old.user, sizeof(old.user), "%s", r->old_user);
 	snprintf(old.policy, sizeof(old.policy), "retain");
-	snprintf(old.state, sizeof(old.state), GRANT_REVOKED);
+	snprintf(old.state, sizeof(old.state), TL_GRANT_REVOKED);
 	snprintf(old.reason, sizeof(old.reason), "%s %s", TL_MV_LEFT, r->to);
 	old.version = r->old_version;
 	old.state_seq = seq;
@@ -360,12 +358,12 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 {
 	struct tl_rebind r;
 	char grant[201];
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
-	if (strcmp(ev->type, EV_PROVIDER_MOVED) == 0)
+	if (strcmp(ev->type, TL_EV_PROVIDER_MOVED) == 0)
 		return fold_provider_moved(t, p, ev, body);
-	if (strcmp(ev->type, EV_ASSIGN_REMOVED) == 0) {
+	if (strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0) {
 		char module[64], node[64];
 
 		/* An alias lives as long as its assignment. */
@@ -377,15 +375,15 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 		return tl_kv_del(t, p->graph, k, strlen(k));
 	}
 	if (strncmp(ev->type, "rebind.", 7) != 0 &&
-	    strcmp(ev->type, EV_BINDING_MOVED) != 0)
+	    strcmp(ev->type, TL_EV_BINDING_MOVED) != 0)
 		return 0;
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0)
 		return TL_EMALFORMED;
 
-	if (strcmp(ev->type, EV_REBIND_STARTED) == 0) {
+	if (strcmp(ev->type, TL_EV_REBIND_STARTED) == 0) {
 		memset(&r, 0, sizeof(r));
 		snprintf(r.grant, sizeof(r.grant), "%s", grant);
-		snprintf(r.state, sizeof(r.state), MV_STARTED);
+		snprintf(r.state, sizeof(r.state), TL_MV_STARTED);
 		tl_bn_getstr(body, "from", r.from, sizeof(r.from));
 		tl_bn_getstr(body, "to", r.to, sizeof(r.to));
 		r.version = tl_bn_getu64(body, "version", 0);
@@ -401,8 +399,8 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 		return 0;
 	if (rc != 0)
 		return rc;
-	if (strcmp(ev->type, EV_REBIND_ISSUED) == 0) {
-		snprintf(r.state, sizeof(r.state), MV_ISSUED);
+	if (strcmp(ev->type, TL_EV_REBIND_ISSUED) == 0) {
+		snprintf(r.state, sizeof(r.state), TL_MV_ISSUED);
 		r.issued_seq = ev->seq;
 		tl_bn_getstr(body, "resource", r.db, sizeof(r.db));
 		tl_bn_getstr(body, "owner", r.owner, sizeof(r.owner));
@@ -417,7 +415,7 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return mv_put(t, p, "mv", ev->seq, &r);
 	}
-	if (strcmp(ev->type, EV_REBIND_COPIED) == 0) {
+	if (strcmp(ev->type, TL_EV_REBIND_COPIED) == 0) {
 		struct tl_bnode tables, kn, vn;
 		size_t i;
 		uint64_t rows;
@@ -436,25 +434,25 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 			}
 		return mv_put(t, p, "mv", ev->seq, &r);
 	}
-	if (strcmp(ev->type, EV_BINDING_MOVED) == 0) {
-		if (strcmp(r.state, MV_ISSUED) != 0 || r.copied_seq == 0)
+	if (strcmp(ev->type, TL_EV_BINDING_MOVED) == 0) {
+		if (strcmp(r.state, TL_MV_ISSUED) != 0 || r.copied_seq == 0)
 			return 0;	/* only a verified copy is switched to */
-		snprintf(r.state, sizeof(r.state), MV_MOVED);
+		snprintf(r.state, sizeof(r.state), TL_MV_MOVED);
 		if ((rc = mv_put(t, p, "mv", ev->seq, &r)) != 0)
 			return rc;
 		return switch_grant(t, p, ev->seq, &r);
 	}
-	if (strcmp(ev->type, EV_REBIND_FAILED) == 0) {
-		snprintf(r.state, sizeof(r.state), MV_FAILED);
+	if (strcmp(ev->type, TL_EV_REBIND_FAILED) == 0) {
+		snprintf(r.state, sizeof(r.state), TL_MV_FAILED);
 		tl_bn_getstr(body, "step", r.step, sizeof(r.step));
 		tl_bn_getstr(body, "reason", r.reason, sizeof(r.reason));
 		return mv_put(t, p, "mv", ev->seq, &r);
 	}
-	if (strcmp(ev->type, EV_REBIND_COMPLETED) == 0 &&
+	if (strcmp(ev->type, TL_EV_REBIND_COMPLETED) == 0 &&
 	    (rc = left_behind(t, p, ev->seq, &r, body)) != 0)
 		return rc;
-	if (strcmp(ev->type, EV_REBIND_REVERTED) == 0 ||
-	    strcmp(ev->type, EV_REBIND_COMPLETED) == 0) {
+	if (strcmp(ev->type, TL_EV_REBIND_REVERTED) == 0 ||
+	    strcmp(ev->type, TL_EV_REBIND_COMPLETED) == 0) {
 		if (ev->type[7] == 'r' &&
 		    (rc = mv_put(t, p, "mvf", ev->seq, &r)) != 0)
 			return rc;

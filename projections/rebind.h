@@ -75,21 +75,21 @@
 
 #include "proj.h"
 
-#define EV_REBIND_STARTED	"rebind.started"
-#define EV_REBIND_ISSUED	"rebind.issued"
-#define EV_REBIND_COPIED	"rebind.copied"
-#define EV_REBIND_FAILED	"rebind.failed"
-#define EV_REBIND_REVERTED	"rebind.reverted"
-#define EV_REBIND_COMPLETED	"rebind.completed"
-#define EV_BINDING_MOVED	"binding.moved"
-#define EV_PROVIDER_MOVED	"provider.moved"
+#define TL_EV_REBIND_STARTED	"rebind.started"
+#define TL_EV_REBIND_ISSUED	"rebind.issued"
+#define TL_EV_REBIND_COPIED	"rebind.copied"
+#define TL_EV_REBIND_FAILED	"rebind.failed"
+#define TL_EV_REBIND_REVERTED	"rebind.reverted"
+#define TL_EV_REBIND_COMPLETED	"rebind.completed"
+#define TL_EV_BINDING_MOVED	"binding.moved"
+#define TL_EV_PROVIDER_MOVED	"provider.moved"
 
-#define MV_STARTED	"started"	/* no intent yet */
-#define MV_ISSUED	"issued"	/* intent recorded: create, copy */
-#define MV_MOVED	"moved"		/* switched; waiting on acks */
-#define MV_FAILED	"failed"	/* reverting */
+#define TL_MV_STARTED	"started"	/* no intent yet */
+#define TL_MV_ISSUED	"issued"	/* intent recorded: create, copy */
+#define TL_MV_MOVED	"moved"		/* switched; waiting on acks */
+#define TL_MV_FAILED	"failed"	/* reverting */
 
-#define BIND_MOVED	"moved (tally rebind --migrate)"
+#define TL_BIND_MOVED	"moved (tally rebind --migrate)"
 /* The reason of the revoked grant GRANT~vN a move leaves behind. */
 #define TL_MV_LEFT	"old resource left by a move to"
 

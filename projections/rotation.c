@@ -10,8 +10,6 @@
 #include "grant.h"
 #include "rotation.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 #define ROT_STR(X)	X(grant) X(state) X(reason)
 #define ROT_U64(X)	X(from) X(to) X(started_seq) X(started_ns) \
 			X(deadline_ns) X(issued_seq)
@@ -23,7 +21,7 @@ rot_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	struct tl_body b;
 	const void *enc;
 	size_t len;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "rot/%s", r->grant)) != 0)
@@ -54,7 +52,7 @@ tl_rot_get(struct tl_txn *t, const struct tl_proj *p, const char *grant,
     struct tl_rotation *r)
 {
 	struct tl_rec rec;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "rot/%s", grant)) != 0)
@@ -100,7 +98,7 @@ int
 tl_rot_acked(struct tl_txn *t, const struct tl_proj *p, const char *grant,
     uint64_t version, const char *holder)
 {
-	S(k);
+	char k[TL_KEY_MAX];
 
 	if (tl_key(k, "ack/%s/%llu/%s", grant, (unsigned long long)version,
 	    holder) != 0)
@@ -125,7 +123,7 @@ tl_rot_max_age(struct tl_txn *t, const struct tl_proj *p,
 	struct tl_rec r;
 	struct tl_bnode types;
 	uint64_t age = 0;
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 
 	/* The requirement's own age wins over the provider's default. */
@@ -159,7 +157,7 @@ tl_rot_cut_off(struct tl_txn *t, const struct tl_proj *p, const char *grant,
 {
 	const void *v;
 	size_t n;
-	S(k);
+	char k[TL_KEY_MAX];
 
 	if (tl_key(k, "co/%s/%s", grant, holder) != 0 ||
 	    tl_kv_get(t, p->grants, k, strlen(k), &v, &n) != 0 || n != 8)
@@ -173,7 +171,7 @@ tl_adm_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
 {
 	const void *v;
 	size_t n;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "adm/%s", id)) != 0)
@@ -194,26 +192,26 @@ fold_admin(struct tl_txn *t, const struct tl_proj *p,
 	char id[140];
 	uint8_t v[16];
 	uint64_t started, issued;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (tl_bn_getstr(body, "id", id, sizeof(id)) != 0)
 		return TL_EMALFORMED;
 	if ((rc = tl_key(k, "adm/%s", id)) != 0)
 		return rc;
-	if (strcmp(ev->type, EV_ADM_STARTED) == 0) {
+	if (strcmp(ev->type, TL_EV_ADM_STARTED) == 0) {
 		tl_put_be64(v, ev->seq);
 		tl_put_be64(v + 8, 0);
 		return tl_kv_put(t, p->grants, k, strlen(k), v, 16);
 	}
-	if (strcmp(ev->type, EV_ADM_ISSUED) == 0) {
+	if (strcmp(ev->type, TL_EV_ADM_ISSUED) == 0) {
 		if (tl_adm_get(t, p, id, &started, &issued) != 0)
 			return 0;
 		tl_put_be64(v, started);
 		tl_put_be64(v + 8, ev->seq);
 		return tl_kv_put(t, p->grants, k, strlen(k), v, 16);
 	}
-	if (strcmp(ev->type, EV_ADM_COMPLETED) == 0)
+	if (strcmp(ev->type, TL_EV_ADM_COMPLETED) == 0)
 		return tl_kv_del(t, p->grants, k, strlen(k));
 	return 0;
 }
@@ -224,17 +222,17 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 {
 	struct tl_rotation r;
 	char grant[201];
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if (strncmp(ev->type, "admin.", 6) == 0)
 		return fold_admin(t, p, ev, body);
 
 	if (strncmp(ev->type, "rotation.", 9) != 0 &&
-	    strcmp(ev->type, EV_CRED_ISSUED) != 0 &&
-	    strcmp(ev->type, EV_CRED_ACTIVATED) != 0 &&
-	    strcmp(ev->type, EV_CRED_ACKED) != 0 &&
-	    strcmp(ev->type, EV_CRED_RETIRED) != 0 &&
+	    strcmp(ev->type, TL_EV_CRED_ISSUED) != 0 &&
+	    strcmp(ev->type, TL_EV_CRED_ACTIVATED) != 0 &&
+	    strcmp(ev->type, TL_EV_CRED_ACKED) != 0 &&
+	    strcmp(ev->type, TL_EV_CRED_RETIRED) != 0 &&
 	    strcmp(ev->type, "grant.provisioning") != 0)
 		return 0;
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0)
@@ -247,10 +245,10 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return put_u64(t, p->grants, k, ev->seq);
 	}
-	if (strcmp(ev->type, EV_ROT_STARTED) == 0) {
+	if (strcmp(ev->type, TL_EV_ROT_STARTED) == 0) {
 		memset(&r, 0, sizeof(r));
 		snprintf(r.grant, sizeof(r.grant), "%s", grant);
-		snprintf(r.state, sizeof(r.state), ROT_STARTED);
+		snprintf(r.state, sizeof(r.state), TL_ROT_STARTED);
 		tl_bn_getstr(body, "reason", r.reason, sizeof(r.reason));
 		r.from = tl_bn_getu64(body, "from", 0);
 		r.to = tl_bn_getu64(body, "to", 0);
@@ -259,7 +257,7 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 		r.started_ns = ev->ts;
 		return rot_put(t, p, ev->seq, &r);
 	}
-	if (strcmp(ev->type, EV_CRED_ACKED) == 0) {
+	if (strcmp(ev->type, TL_EV_CRED_ACKED) == 0) {
 		char holder[140];
 
 		if (tl_bn_getstr(body, "holder", holder, sizeof(holder)) != 0)
@@ -282,8 +280,8 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 		return 0;
 	if (rc != 0)
 		return rc;
-	if (strcmp(ev->type, EV_CRED_ISSUED) == 0) {
-		snprintf(r.state, sizeof(r.state), ROT_ISSUED);
+	if (strcmp(ev->type, TL_EV_CRED_ISSUED) == 0) {
+		snprintf(r.state, sizeof(r.state), TL_ROT_ISSUED);
 		r.issued_seq = ev->seq;
 		if ((rc = tl_key(k, "cv/%s/%llu", grant,
 		    (unsigned long long)r.to)) != 0 ||
@@ -291,10 +289,10 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return rot_put(t, p, ev->seq, &r);
 	}
-	if (strcmp(ev->type, EV_CRED_ACTIVATED) == 0) {
+	if (strcmp(ev->type, TL_EV_CRED_ACTIVATED) == 0) {
 		struct tl_grant g;
 
-		snprintf(r.state, sizeof(r.state), ROT_ACTIVE);
+		snprintf(r.state, sizeof(r.state), TL_ROT_ACTIVE);
 		if ((rc = rot_put(t, p, ev->seq, &r)) != 0)
 			return rc;
 		/* From here on the grant's credential is the new one. */
@@ -308,13 +306,13 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return tl_grant_put(t, p, ev->seq, &g);
 	}
-	if (strcmp(ev->type, EV_ROT_COMPLETED) == 0 ||
-	    strcmp(ev->type, EV_ROT_ABANDONED) == 0) {
+	if (strcmp(ev->type, TL_EV_ROT_COMPLETED) == 0 ||
+	    strcmp(ev->type, TL_EV_ROT_ABANDONED) == 0) {
 		if ((rc = tl_key(k, "rot/%s", grant)) != 0)
 			return rc;
 		return tl_kv_del(t, p->grants, k, strlen(k));
 	}
-	if (strcmp(ev->type, EV_CRED_RETIRED) == 0) {
+	if (strcmp(ev->type, TL_EV_CRED_RETIRED) == 0) {
 		struct tl_bnode arr, fb;
 		size_t i;
 		int forced = 0;

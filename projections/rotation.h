@@ -38,13 +38,13 @@
 #include "grant.h"
 #include "proj.h"
 
-#define EV_ROT_STARTED		"rotation.started"
-#define EV_CRED_ISSUED		"credential.issued"
-#define EV_CRED_ACTIVATED	"credential.activated"
-#define EV_CRED_ACKED		"credential.acknowledged"
-#define EV_CRED_RETIRED		"credential.retired"
-#define EV_ROT_COMPLETED	"rotation.completed"
-#define EV_ROT_ABANDONED	"rotation.abandoned"
+#define TL_EV_ROT_STARTED		"rotation.started"
+#define TL_EV_CRED_ISSUED		"credential.issued"
+#define TL_EV_CRED_ACTIVATED	"credential.activated"
+#define TL_EV_CRED_ACKED		"credential.acknowledged"
+#define TL_EV_CRED_RETIRED		"credential.retired"
+#define TL_EV_ROT_COMPLETED	"rotation.completed"
+#define TL_EV_ROT_ABANDONED	"rotation.abandoned"
 
 /*
  * A provider's own admin credential (tally rotate --admin), on the
@@ -54,13 +54,13 @@
  *   assignment.configured    (the provider's, with the new secret)
  *   admin.rotation.completed {id}
  */
-#define EV_ADM_STARTED		"admin.rotation.started"
-#define EV_ADM_ISSUED		"admin.credential.issued"
-#define EV_ADM_COMPLETED	"admin.rotation.completed"
+#define TL_EV_ADM_STARTED		"admin.rotation.started"
+#define TL_EV_ADM_ISSUED		"admin.credential.issued"
+#define TL_EV_ADM_COMPLETED	"admin.rotation.completed"
 
-#define ROT_STARTED	"started"	/* no new credential yet */
-#define ROT_ISSUED	"issued"	/* intent recorded */
-#define ROT_ACTIVE	"active"	/* both work; waiting on acks */
+#define TL_ROT_STARTED	"started"	/* no new credential yet */
+#define TL_ROT_ISSUED	"issued"	/* intent recorded */
+#define TL_ROT_ACTIVE	"active"	/* both work; waiting on acks */
 
 struct tl_rotation {
 	char		grant[201];

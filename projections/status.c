@@ -16,8 +16,6 @@
 #include "rotation.h"
 #include "core/json.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 int
 tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
     uint64_t *count)
@@ -51,7 +49,7 @@ public_connect_left(struct tl_txn *t, const struct tl_proj *p,
 	struct tl_rec r;
 	struct tl_bnode n;
 	char v[8] = "";
-	S(k);
+	char k[TL_KEY_MAX];
 	int provider = 0;
 
 	if (tl_key(k, "m/%s", module) != 0 ||
@@ -74,7 +72,7 @@ module_provides(struct tl_txn *t, const struct tl_proj *p, const char *module,
 {
 	struct tl_rec m;
 	struct tl_bnode arr;
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int found = 0;
 
@@ -117,7 +115,7 @@ static int
 module_assigned(struct tl_txn *t, const struct tl_proj *p, const char *module)
 {
 	char first[TL_KEY_MAX] = "";
-	S(k);
+	char k[TL_KEY_MAX];
 
 	if (tl_key(k, "ao/%s/", module) != 0)
 		return 0;
@@ -132,7 +130,7 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 {
 	char type[64] = "", target[64] = "", prov[130] = "";
 	int emb, decl;
-	S(k);
+	char k[TL_KEY_MAX];
 
 	tl_bn_getstr(r, "type", type, sizeof(type));
 	tl_bn_getstr(r, "target", target, sizeof(target));
@@ -169,8 +167,8 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 
 /* Worst first: a headline is the worst of its parts. */
 static const char *const order[] = {
-	ST_UNHEALTHY, ST_PENDING, ST_BOUND, ST_PROVISIONED, ST_MIGRATED,
-	ST_READY
+	TL_ST_UNHEALTHY, TL_ST_PENDING, TL_ST_BOUND, TL_ST_PROVISIONED, TL_ST_MIGRATED,
+	TL_ST_READY
 };
 
 static int
@@ -197,7 +195,7 @@ rotation_status(struct tl_txn *t, const struct tl_proj *p,
 	if (tl_rot_get(t, p, g->id, &r) != 0)
 		return;
 	waiting = json_array();
-	if (strcmp(r.state, ROT_ACTIVE) == 0 &&
+	if (strcmp(r.state, TL_ROT_ACTIVE) == 0 &&
 	    tl_graph_module_nodes(t, p, g->module, &nl) == 0) {
 		for (i = 0; i < nl.n; i++) {
 			char holder[140];
@@ -249,7 +247,7 @@ rebind_status(struct tl_txn *t, const struct tl_proj *p,
 		return;
 	}
 	waiting = json_array();
-	if (strcmp(r.state, MV_MOVED) == 0 &&
+	if (strcmp(r.state, TL_MV_MOVED) == 0 &&
 	    tl_graph_module_nodes(t, p, g->module, &nl) == 0) {
 		for (i = 0; i < nl.n; i++) {
 			char holder[140], who[140];
@@ -265,10 +263,10 @@ rebind_status(struct tl_txn *t, const struct tl_proj *p,
 		}
 		tl_nodelist_free(&nl);
 	}
-	if (strcmp(r.state, MV_MOVED) == 0)
+	if (strcmp(r.state, TL_MV_MOVED) == 0)
 		step = json_array_size(waiting) > 0 ? "waiting" :
 		    "retiring the old grant";
-	else if (strcmp(r.state, MV_FAILED) == 0)
+	else if (strcmp(r.state, TL_MV_FAILED) == 0)
 		step = "failed: reverting";
 	else
 		step = "copying";
@@ -298,7 +296,7 @@ migrations_done(struct tl_txn *t, const struct tl_proj *p,
 		char file[64] = "", sum[65] = "";
 		const void *v;
 		size_t n;
-		S(k);
+		char k[TL_KEY_MAX];
 
 		tl_bn_getstr(tl_bn_at(list, i), "file", file, sizeof(file));
 		tl_bn_getstr(tl_bn_at(list, i), "checksum", sum, sizeof(sum));
@@ -313,7 +311,7 @@ migrations_done(struct tl_txn *t, const struct tl_proj *p,
 /*
  * What makes a provisioned grant unhealthy though it exists: drift not
  * repaired, migrations blocked, this node's holder cut off by a forced
- * rotation.  Returns ST_UNHEALTHY with the reason, or st as it was.
+ * rotation.  Returns TL_ST_UNHEALTHY with the reason, or st as it was.
  */
 static const char *
 grant_trouble(struct tl_txn *t, const struct tl_proj *p,
@@ -326,11 +324,11 @@ grant_trouble(struct tl_txn *t, const struct tl_proj *p,
 	if (g->drift[0] != '\0') {
 		snprintf(reason, cap, "drift %s not repaired: %s", g->drift,
 		    g->drift_reason);
-		return ST_UNHEALTHY;
+		return TL_ST_UNHEALTHY;
 	}
 	if (g->blocked[0] != '\0' && !migrations_done(t, p, g, r)) {
 		snprintf(reason, cap, "migrations blocked: %s", g->blocked);
-		return ST_UNHEALTHY;
+		return TL_ST_UNHEALTHY;
 	}
 	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
 	if ((v = tl_rot_cut_off(t, p, g->id, holder)) != 0) {
@@ -340,7 +338,7 @@ grant_trouble(struct tl_txn *t, const struct tl_proj *p,
 		    g->module, (unsigned long long)v, node, g->module,
 		    (unsigned long long)v);
 		json_object_set_new(j, "cut_off", json_integer((json_int_t)v));
-		return ST_UNHEALTHY;
+		return TL_ST_UNHEALTHY;
 	}
 	return st;
 }
@@ -353,7 +351,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	char gkey[TL_KEY_MAX];
 	const char *st;
 	json_t *j;
-	S(k);
+	char k[TL_KEY_MAX];
 
 	tl_bn_getstr(r, "kind", kind, sizeof(kind));
 	tl_bn_getstr(r, "target", target, sizeof(target));
@@ -362,15 +360,15 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	if (strcmp(kind, "presence") == 0) {
 		if (tl_key(k, "m/%s", target) != 0 ||
 		    !tl_rec_exists(t, p->graph, k)) {
-			st = ST_PENDING;
+			st = TL_ST_PENDING;
 			snprintf(reason, sizeof(reason), "module %s is not "
 			    "declared", target);
 		} else if (!module_assigned(t, p, target)) {
-			st = ST_PENDING;
+			st = TL_ST_PENDING;
 			snprintf(reason, sizeof(reason), "module %s is not "
 			    "assigned to any node", target);
 		} else
-			st = ST_READY;
+			st = TL_ST_READY;
 		json_object_set_new(j, "target", json_string(target));
 		goto done;
 	}
@@ -384,7 +382,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 
 		if (tl_key(k, "b/%s", gkey) != 0 ||
 		    tl_rec_get(t, p->graph, k, &b) != 0) {
-			st = ST_PENDING;
+			st = TL_ST_PENDING;
 			unbound_reason(t, p, r, reason, sizeof(reason));
 			goto done;
 		}
@@ -412,7 +410,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			if (off < sizeof(reason))
 				snprintf(reason + off, sizeof(reason) - off,
 				    " — run tally bind %s PROVIDER", gkey);
-			st = ST_PENDING;
+			st = TL_ST_PENDING;
 			tl_rec_close(&b);
 			goto done;
 		}
@@ -426,7 +424,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		struct tl_grant g;
 
 		if (tl_grant_get(t, p, gkey, &g, NULL) != 0) {
-			st = ST_BOUND;
+			st = TL_ST_BOUND;
 			goto done;
 		}
 		json_object_set_new(j, "grant_state", json_string(g.state));
@@ -461,44 +459,44 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			    json_string(g.blocked));
 		rotation_status(t, p, &g, j);
 		rebind_status(t, p, &g, j);
-		if (strcmp(g.state, GRANT_PROVISIONED) == 0)
-			st = migrations_done(t, p, &g, r) ? ST_MIGRATED :
-			    ST_PROVISIONED;
-		else if (strcmp(g.state, GRANT_MISSING) == 0) {
-			st = ST_UNHEALTHY;
+		if (strcmp(g.state, TL_GRANT_PROVISIONED) == 0)
+			st = migrations_done(t, p, &g, r) ? TL_ST_MIGRATED :
+			    TL_ST_PROVISIONED;
+		else if (strcmp(g.state, TL_GRANT_MISSING) == 0) {
+			st = TL_ST_UNHEALTHY;
 			snprintf(reason, sizeof(reason), "%s — not recreated "
 			    "(that would hide data loss); tally repair %s "
 			    "recreates it", g.drift_reason, gkey);
-		} else if (strcmp(g.state, GRANT_REPAIRING) == 0) {
-			st = ST_BOUND;
+		} else if (strcmp(g.state, TL_GRANT_REPAIRING) == 0) {
+			st = TL_ST_BOUND;
 			snprintf(reason, sizeof(reason), "being recreated "
 			    "(tally repair)");
 		}
-		else if (strcmp(g.state, GRANT_FAILED) == 0) {
-			st = ST_UNHEALTHY;
+		else if (strcmp(g.state, TL_GRANT_FAILED) == 0) {
+			st = TL_ST_UNHEALTHY;
 			snprintf(reason, sizeof(reason), "%s", g.reason);
-		} else if (strcmp(g.state, GRANT_REVOKED) == 0 &&
+		} else if (strcmp(g.state, TL_GRANT_REVOKED) == 0 &&
 		    strcmp(g.policy, "retain") == 0) {
-			st = ST_PENDING;
+			st = TL_ST_PENDING;
 			snprintf(reason, sizeof(reason), "a retained grant "
 			    "exists: %s is revoked (data retained, %.1f MiB); "
 			    "tally restore %s takes it back with new "
 			    "credentials, or tally purge %s destroys the data",
 			    gkey, (double)g.retained_bytes / 1048576.0, gkey,
 			    gkey);
-		} else if (strcmp(g.state, GRANT_REVOKING) == 0 ||
-		    strcmp(g.state, GRANT_REVOKED) == 0 ||
-		    strcmp(g.state, GRANT_PURGING) == 0 ||
-		    strcmp(g.state, GRANT_PURGED) == 0) {
-			st = ST_PENDING;
+		} else if (strcmp(g.state, TL_GRANT_REVOKING) == 0 ||
+		    strcmp(g.state, TL_GRANT_REVOKED) == 0 ||
+		    strcmp(g.state, TL_GRANT_PURGING) == 0 ||
+		    strcmp(g.state, TL_GRANT_PURGED) == 0) {
+			st = TL_ST_PENDING;
 			snprintf(reason, sizeof(reason), "grant %s is %s",
 			    gkey, g.state);
 		} else
-			st = ST_BOUND;
-		if (strcmp(st, ST_BOUND) == 0 ||
-		    strcmp(st, ST_PROVISIONED) == 0 ||
-		    strcmp(st, ST_MIGRATED) == 0 ||
-		    strcmp(g.state, GRANT_FAILED) == 0) {
+			st = TL_ST_BOUND;
+		if (strcmp(st, TL_ST_BOUND) == 0 ||
+		    strcmp(st, TL_ST_PROVISIONED) == 0 ||
+		    strcmp(st, TL_ST_MIGRATED) == 0 ||
+		    strcmp(g.state, TL_GRANT_FAILED) == 0) {
 			struct tl_rec pu;
 			char why[400] = "";
 
@@ -510,11 +508,11 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				    "unreachable: %s", g.provider, why);
 				json_object_set_new(j, "provider_down",
 				    json_true());
-				st = ST_UNHEALTHY;
+				st = TL_ST_UNHEALTHY;
 			}
 		}
-		if (strcmp(st, ST_PROVISIONED) == 0 ||
-		    strcmp(st, ST_MIGRATED) == 0)
+		if (strcmp(st, TL_ST_PROVISIONED) == 0 ||
+		    strcmp(st, TL_ST_MIGRATED) == 0)
 			st = grant_trouble(t, p, &g, r, node, j, reason,
 			    sizeof(reason), st);
 	}
@@ -584,9 +582,9 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 {
 	struct tl_nodelist nl;
 	json_t *doc, *asgs;
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
-	int rc, worst = rank(ST_READY), any = 0, nothing = 0;
+	int rc, worst = rank(TL_ST_READY), any = 0, nothing = 0;
 
 	*out = NULL;
 	if ((rc = tl_key(k, "m/%s", module)) != 0)
@@ -599,7 +597,7 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	asgs = json_array();
 	for (i = 0; i < nl.n; i++) {
 		struct req_arg ra = { t, p, module, nl.v[i], json_array(),
-		    rank(ST_READY), 0, 0 };
+		    rank(TL_ST_READY), 0, 0 };
 		const char *st;
 
 		if ((rc = tl_key(k, "r/%s/", module)) != 0 ||
@@ -608,16 +606,16 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			goto fail;
 		}
 		if (ra.n == 0) {
-			st = ST_NOTHING;
+			st = TL_ST_NOTHING;
 			nothing = 1;
 		} else {
 			/* Ready once announced, and only while it holds. */
-			if (ra.inst > 0 && ra.worst >= rank(ST_MIGRATED)) {
-				ra.worst = rank(ST_MIGRATED);
+			if (ra.inst > 0 && ra.worst >= rank(TL_ST_MIGRATED)) {
+				ra.worst = rank(TL_ST_MIGRATED);
 				if (tl_key(k, "ar/%s@%s", module,
 				    nl.v[i]) == 0 &&
 				    tl_rec_exists(t, p->graph, k))
-					ra.worst = rank(ST_READY);
+					ra.worst = rank(TL_ST_READY);
 			}
 			st = order[ra.worst];
 		}
@@ -635,8 +633,8 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			env_failed(t, module, nl.v[i], a);
 		}
 	}
-	json_object_set_new(doc, "state", json_string(!any ? ST_UNASSIGNED :
-	    nothing && worst == rank(ST_READY) ? ST_NOTHING : order[worst]));
+	json_object_set_new(doc, "state", json_string(!any ? TL_ST_UNASSIGNED :
+	    nothing && worst == rank(TL_ST_READY) ? TL_ST_NOTHING : order[worst]));
 	json_object_set_new(doc, "assignments", asgs);
 	tl_nodelist_free(&nl);
 	*out = doc;
@@ -699,8 +697,8 @@ module_healthy(const json_t *m)
 			    json_object_get(r, "migrations_blocked") != NULL)
 				return 0;
 	}
-	return st != NULL && (strcmp(st, ST_READY) == 0 ||
-	    strcmp(st, ST_NOTHING) == 0 || strcmp(st, ST_UNASSIGNED) == 0);
+	return st != NULL && (strcmp(st, TL_ST_READY) == 0 ||
+	    strcmp(st, TL_ST_NOTHING) == 0 || strcmp(st, TL_ST_UNASSIGNED) == 0);
 }
 
 int
@@ -734,16 +732,16 @@ attn_one(const struct tl_grant *g, void *arg)
 	uint64_t age, v;
 	size_t i;
 
-	if ((strcmp(g->state, GRANT_REVOKED) == 0 &&
+	if ((strcmp(g->state, TL_GRANT_REVOKED) == 0 &&
 	    strcmp(g->policy, "retain") == 0) ||
-	    strcmp(g->state, GRANT_PURGING) == 0) {
+	    strcmp(g->state, TL_GRANT_PURGING) == 0) {
 		json_array_append_new(aa->retained, json_pack(
 		    "{s:s,s:s,s:s,s:s,s:I}", "grant", g->id, "state", g->state,
 		    "provider", g->provider, TL_GRANT_OBJECT_KEY, g->object, "bytes",
 		    (json_int_t)g->retained_bytes));
 		return 0;
 	}
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
 	if (tl_rot_get(aa->t, aa->p, g->id, &r) == 0) {
 		json_t *j = json_object(), *rot;

@@ -33,14 +33,14 @@
 
 #include "proj.h"
 
-#define ST_UNHEALTHY	"unhealthy"
-#define ST_NOTHING	"ready (nothing required)"
-#define ST_PENDING	"pending"
-#define ST_BOUND	"bound"
-#define ST_PROVISIONED	"provisioned"
-#define ST_MIGRATED	"migrated"
-#define ST_READY	"ready"
-#define ST_UNASSIGNED	"declared, not assigned"
+#define TL_ST_UNHEALTHY	"unhealthy"
+#define TL_ST_NOTHING	"ready (nothing required)"
+#define TL_ST_PENDING	"pending"
+#define TL_ST_BOUND	"bound"
+#define TL_ST_PROVISIONED	"provisioned"
+#define TL_ST_MIGRATED	"migrated"
+#define TL_ST_READY	"ready"
+#define TL_ST_UNASSIGNED	"declared, not assigned"
 
 /* *out is a new reference; TL_ENOTFOUND if there is no such module. */
 int	tl_status_module(struct tl_txn *t, const struct tl_proj *p,

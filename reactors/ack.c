@@ -165,7 +165,7 @@ check(struct tl_rx *rx, struct tl_ctx *c, const struct offer *o,
 		    o->grant);
 		return;
 	}
-	if (strcmp(g.state, GRANT_PROVISIONED) != 0 || g.version !=
+	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0 || g.version !=
 	    o->version) {
 		snprintf(why, wl, "v%llu is not the current credential of %s "
 		    "(v%llu, %s)", (unsigned long long)o->version, g.id,
@@ -239,7 +239,7 @@ one(struct pass *ps, struct tl_txn *t, uint64_t seq)
 		tl_body_u64(&b, "version", o.version);
 		tl_body_str(&b, "proof", "verified");
 		tl_body_str(&b, "nonce", o.nonce);
-		rc = tl_emit(&c, EV_CRED_ACKED, stream, &b, NULL);
+		rc = tl_emit(&c, TL_EV_CRED_ACKED, stream, &b, NULL);
 		ps->accepted++;
 		tl_rx_log(ps->rx, TL_RX_INFO, "acks: %s acknowledged v%llu of "
 		    "%s, signature and proof verified", o.holder,
@@ -254,7 +254,7 @@ one(struct pass *ps, struct tl_txn *t, uint64_t seq)
 		tl_body_u64(&b, "version", o.version);
 		tl_body_str(&b, "reason", why);
 		tl_body_u64(&b, "offered", seq);
-		rc = tl_emit(&c, EV_ACK_REFUSED, stream, &b, NULL);
+		rc = tl_emit(&c, TL_EV_ACK_REFUSED, stream, &b, NULL);
 		ps->refused++;
 		tl_rx_log(ps->rx, TL_RX_WARN, "acks: refused the "
 		    "acknowledgement at seq %llu claiming node %s: %s",
@@ -315,12 +315,12 @@ one_report(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	tl_body_str(&b, "node", node);
 	if (why[0] == '\0') {
 		tl_body_str(&b, "report", report);
-		rc = tl_emit(&c, EV_NODE_REPORTED, stream, &b, NULL);
+		rc = tl_emit(&c, TL_EV_NODE_REPORTED, stream, &b, NULL);
 		ps->accepted++;
 	} else {
 		tl_body_str(&b, "reason", why);
 		tl_body_u64(&b, "offered", seq);
-		rc = tl_emit(&c, EV_REPORT_REFUSED, stream, &b, NULL);
+		rc = tl_emit(&c, TL_EV_REPORT_REFUSED, stream, &b, NULL);
 		ps->refused++;
 		tl_rx_log(ps->rx, TL_RX_WARN, "acks: refused the report at seq "
 		    "%llu claiming node %s: %s", (unsigned long long)seq,
@@ -359,10 +359,10 @@ pass_cb(struct tl_txn *t, void *arg)
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		return rc;
 	while (n < PER_PASS && (rc = tl_iter_next(it, &ev)) == 0) {
-		if (strcmp(ev.type, EV_ACK_OFFERED) != 0 &&
-		    strcmp(ev.type, EV_REPORT_OFFERED) != 0)
+		if (strcmp(ev.type, TL_EV_ACK_OFFERED) != 0 &&
+		    strcmp(ev.type, TL_EV_REPORT_OFFERED) != 0)
 			continue;
-		isack[n] = strcmp(ev.type, EV_ACK_OFFERED) == 0;
+		isack[n] = strcmp(ev.type, TL_EV_ACK_OFFERED) == 0;
 		seqs[n++] = ev.seq;
 	}
 	tl_iter_close(it);

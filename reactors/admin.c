@@ -25,7 +25,6 @@
 #include "pass.h"
 #include "rx-internal.h"
 
-#define S(n)	char n[TL_KEY_MAX]
 #define PW_MAX	512
 
 struct astep {
@@ -109,7 +108,7 @@ issue(void *arg, struct tl_ctx *cp)
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
 		char ad[TL_KEY_MAX];
 		struct tl_body b;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if (st->issued != 0)
 			continue;
@@ -125,7 +124,7 @@ issue(void *arg, struct tl_ctx *cp)
 		tl_body_str(&b, "id", st->id);
 		tl_body_secret(&b, "password", ct, strlen(st->newpw) +
 		    TL_BOX_OVERHEAD);
-		rc = tl_emit(&c, EV_ADM_ISSUED, stream, &b, &st->issued);
+		rc = tl_emit(&c, TL_EV_ADM_ISSUED, stream, &b, &st->issued);
 		tl_body_free(&b);
 		if (rc != 0)
 			return rc;
@@ -185,8 +184,8 @@ configure(struct tl_ctx *c, struct tl_rx *rx, struct astep *st)
 	struct tl_body b;
 	uint8_t ct[PW_MAX + TL_BOX_OVERHEAD];
 	char ad[TL_KEY_MAX], expose[16] = "";
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	size_t i, n = strlen(st->newpw);
 	int rc;
 
@@ -246,7 +245,7 @@ configure(struct tl_ctx *c, struct tl_rx *rx, struct astep *st)
 		tl_body_secret(&b, "admin-password", ct, n + TL_BOX_OVERHEAD);
 	tl_body_end(&b);
 	tl_rec_close(&r);
-	rc = tl_emit(c, EV_ASSIGN_CONFIGURED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_ASSIGN_CONFIGURED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
 }
@@ -263,7 +262,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 	for (i = 0; i < ps->n; i++) {
 		struct astep *st = &ps->s[i];
 		struct tl_body b;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if (st->rc != 0 || st->newpw[0] == '\0')
 			continue;
@@ -275,7 +274,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 			return rc;
 		tl_body_init(&b);
 		tl_body_str(&b, "id", st->id);
-		rc = tl_emit(&c, EV_ADM_COMPLETED, stream, &b, NULL);
+		rc = tl_emit(&c, TL_EV_ADM_COMPLETED, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
 			return rc;
@@ -291,7 +290,7 @@ some_type(struct tl_txn *t, const struct tl_proj *p, const char *id,
 {
 	struct tl_rec r;
 	struct tl_bnode types;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "p/%s", id)) != 0 ||

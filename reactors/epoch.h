@@ -18,10 +18,10 @@
 #include <stdint.h>
 
 #include "core/log.h"
+#include "projections/events.h"
 
 #define TL_STANDBY_FILE		"standby"
-#define TL_CP_STREAM		"control-plane"
-#define TL_EV_CP_PROMOTED	"control-plane.promoted"	/* epoch head head_hash(hex) */
+#define TL_CP_STREAM		"control-plane"	/* TL_EV_CP_PROMOTED's stream */
 
 /*
  * The epoch in force at the head of the log (1 when nobody was ever

@@ -48,8 +48,6 @@
 #include "pass.h"
 #include "rx-internal.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 struct mfile {
 	char	 file[64];
 	char	 checksum[65];
@@ -134,7 +132,7 @@ stored(struct tl_txn *t, const struct tl_proj *p, const char *sum,
 	struct tl_event ev;
 	struct tl_bview bv;
 	struct tl_bnode c;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "ms/%s", sum)) != 0)
@@ -177,11 +175,11 @@ gather_one(const struct tl_grant *g, void *arg)
 	struct tl_rec r;
 	struct tl_bnode list;
 	struct mgrant *mg, *nv;
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
 		return 0;
 	{
 		struct tl_nodelist nl;
@@ -203,7 +201,7 @@ gather_one(const struct tl_grant *g, void *arg)
 
 		/* Moving (tally rebind): the old database is read-only. */
 		if (tl_mv_get(ga->t, ga->p, g->id, &mv) == 0 &&
-		    strcmp(mv.state, MV_MOVED) != 0)
+		    strcmp(mv.state, TL_MV_MOVED) != 0)
 			return 0;
 	}
 	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0)
@@ -598,11 +596,11 @@ readiness(struct tl_ctx *c, const char *module)
 		const char *node = json_string_value(json_object_get(a,
 		    "node"));
 		struct tl_body b;
-		S(k);
-		S(stream);
+		char k[TL_KEY_MAX];
+		char stream[TL_KEY_MAX];
 
 		if (state == NULL || node == NULL ||
-		    strcmp(state, ST_MIGRATED) != 0)
+		    strcmp(state, TL_ST_MIGRATED) != 0)
 			continue;
 		if ((rc = tl_key(k, "ar/%s@%s", module, node)) != 0 ||
 		    (rc = tl_key(stream, "assignment/%s@%s", module,
@@ -613,7 +611,7 @@ readiness(struct tl_ctx *c, const char *module)
 		tl_body_init(&b);
 		tl_body_str(&b, "module", module);
 		tl_body_str(&b, "node", node);
-		rc = tl_emit(c, EV_ASSIGN_READY, stream, &b, NULL);
+		rc = tl_emit(c, TL_EV_ASSIGN_READY, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
 			break;
@@ -640,7 +638,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 	for (i = 0; i < ps->ng; i++) {
 		struct mgrant *mg = &ps->g[i];
 		struct tl_grant cur;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if (mg->skip)
 			continue;
@@ -651,7 +649,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 		c.have_corr = 0;
 		for (j = 0; mg->ran && j < mg->nf; j++) {
 			struct tl_body b;
-			S(k);
+			char k[TL_KEY_MAX];
 
 			if (mg->f[j].rc != 0)
 				break;
@@ -665,7 +663,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 			tl_body_str(&b, "grant", mg->g.id);
 			tl_body_str(&b, "file", mg->f[j].file);
 			tl_body_str(&b, "checksum", mg->f[j].checksum);
-			rc = tl_emit(&c, EV_MIGRATION_APPLIED, stream, &b,
+			rc = tl_emit(&c, TL_EV_MIGRATION_APPLIED, stream, &b,
 			    NULL);
 			tl_body_free(&b);
 			if (rc != 0)
@@ -678,7 +676,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 			tl_body_init(&b);
 			tl_body_str(&b, "grant", mg->g.id);
 			tl_body_str(&b, "reason", mg->block);
-			rc = tl_emit(&c, EV_MIGRATION_BLOCKED, stream, &b,
+			rc = tl_emit(&c, TL_EV_MIGRATION_BLOCKED, stream, &b,
 			    NULL);
 			tl_body_free(&b);
 			if (rc != 0)

@@ -63,8 +63,8 @@ tl_rx_provider_down(struct tl_ctx *c, const char *id, int auth,
 	 */
 	if (recorded_down(c, id, &was_auth) && was_auth == auth)
 		return 0;
-	return emit(c, EV_PROVIDER_UNREACHABLE, id, reason, auth ?
-	    PROVIDER_AUTH_FAILED : PROVIDER_UNREACHABLE);
+	return emit(c, TL_EV_PROVIDER_UNREACHABLE, id, reason, auth ?
+	    TL_PROVIDER_AUTH_FAILED : TL_PROVIDER_UNREACHABLE);
 }
 
 int
@@ -74,5 +74,5 @@ tl_rx_provider_up(struct tl_ctx *c, const char *id)
 
 	if (!recorded_down(c, id, &auth))
 		return 0;
-	return emit(c, EV_PROVIDER_RECOVERED, id, NULL, NULL);
+	return emit(c, TL_EV_PROVIDER_RECOVERED, id, NULL, NULL);
 }

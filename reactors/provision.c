@@ -39,7 +39,6 @@
 #include "pass.h"
 #include "rx-internal.h"
 
-#define S(n)	char n[TL_KEY_MAX]
 #define CKPT	"provisioner"
 
 
@@ -194,7 +193,7 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 	struct tl_rec r;
 	struct tl_bnode types, n;
 	char maint[8] = "";
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
@@ -433,7 +432,7 @@ int
 tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, struct tl_nodelist *nl)
 {
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i, j;
 	int rc;
 
@@ -527,7 +526,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	char driver[64], host[256], res[64], own[64], login[64];
 	int drop, rc;
-	S(k);
+	char k[TL_KEY_MAX];
 	size_t i;
 
 	memset(&w, 0, sizeof(w));
@@ -603,7 +602,7 @@ env_grant(const struct tl_grant *g, void *arg)
 {
 	struct env_arg *ea = arg;
 
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
 	if (g->node[0] != '\0' && strcmp(g->node, ea->node) != 0)
 		return 0;
@@ -740,18 +739,18 @@ gather_one(const struct tl_grant *g, void *arg)
 	struct work *w;
 	int kind = 0;
 
-	if (strcmp(g->state, GRANT_REQUESTED) == 0 ||
-	    strcmp(g->state, GRANT_PROVISIONING) == 0)
+	if (strcmp(g->state, TL_GRANT_REQUESTED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PROVISIONING) == 0)
 		kind = W_CREATE;
-	else if (strcmp(g->state, GRANT_FAILED) == 0 ||
-	    strcmp(g->state, GRANT_REPAIRING) == 0)
+	else if (strcmp(g->state, TL_GRANT_FAILED) == 0 ||
+	    strcmp(g->state, TL_GRANT_REPAIRING) == 0)
 		kind = W_CREATE;
-	else if (strcmp(g->state, GRANT_REVOKING) == 0 ||
-	    strcmp(g->state, GRANT_PURGING) == 0)
+	else if (strcmp(g->state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGING) == 0)
 		kind = W_REVOKE;
-	else if (strcmp(g->state, GRANT_RESTORING) == 0)
+	else if (strcmp(g->state, TL_GRANT_RESTORING) == 0)
 		kind = W_CREATE;	/* a new credential, not the old intent */
-	else if (strcmp(g->state, GRANT_PROVISIONED) == 0) {
+	else if (strcmp(g->state, TL_GRANT_PROVISIONED) == 0) {
 		struct tl_nodelist nl;
 		size_t i;
 		char holder[140];
@@ -786,8 +785,8 @@ gather_one(const struct tl_grant *g, void *arg)
 		return ENOMEM;
 	w->g = *g;
 	w->kind = kind;
-	w->resumed = strcmp(g->state, GRANT_REQUESTED) != 0 &&
-	    strcmp(g->state, GRANT_RESTORING) != 0;
+	w->resumed = strcmp(g->state, TL_GRANT_REQUESTED) != 0 &&
+	    strcmp(g->state, TL_GRANT_RESTORING) != 0;
 	return 0;
 }
 
@@ -958,7 +957,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 			    w->login);
 		if (w->kind == W_REVOKE && w->g.version == 0)
 			w->noop = 1;	/* revoked before it was provisioned */
-		if (strcmp(w->g.state, GRANT_PURGING) == 0)
+		if (strcmp(w->g.state, TL_GRANT_PURGING) == 0)
 			w->drop = 1;	/* the operator's explicit choice */
 	}
 	if (ps->nw > 0)
@@ -980,7 +979,7 @@ intents(void *arg, struct tl_ctx *cp)
 		struct tl_body b;
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
 		size_t ctlen;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
 			continue;
@@ -1004,7 +1003,7 @@ intents(void *arg, struct tl_ctx *cp)
 		tl_body_str(&b, "user", w->login);
 		tl_body_u64(&b, "naming", w->g.naming);
 		tl_body_secret(&b, "password", ct, ctlen);
-		rc = tl_emit(&c, EV_GRANT_PROVISIONING, stream, &b, NULL);
+		rc = tl_emit(&c, TL_EV_GRANT_PROVISIONING, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
 			return rc;
@@ -1135,7 +1134,7 @@ call_drivers(void *arg, unsigned *phases)
 		if (w->rc == 0)
 			tl_rx_log(ps->rx, TL_RX_INFO, "%s grant %s on %s "
 			    "(%llu ms)", w->kind == W_CREATE ? "provisioned" :
-			    strcmp(w->g.state, GRANT_PURGING) == 0 ? "purged" :
+			    strcmp(w->g.state, TL_GRANT_PURGING) == 0 ? "purged" :
 			    "revoked", w->g.id, w->g.provider,
 			    (unsigned long long)w->ms);
 		else {
@@ -1174,7 +1173,7 @@ meta_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	char pw[TL_PASSWORD_LEN + 1], hex[2 * TL_MAC_LEN + 1];
 	uint8_t pkey[TL_MAC_LEN];
 	size_t i;
-	S(k);
+	char k[TL_KEY_MAX];
 	int rc;
 
 	sb_add(sb, "#tally grant=%s holder=%s version=%llu\n", g->id, holder,
@@ -1224,8 +1223,8 @@ emit_delivery(struct pass *ps, struct tl_ctx *c, const struct tl_grant *g,
 	size_t pkl;
 	uint8_t *sealed = NULL;
 	char holder[140];
-	S(k);
-	S(stream);
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_key(k, "n/%s", node)) != 0 ||
@@ -1264,7 +1263,7 @@ emit_delivery(struct pass *ps, struct tl_ctx *c, const struct tl_grant *g,
 	tl_body_str(&b, "node", node);
 	tl_body_u64(&b, "version", g->version);
 	tl_body_secret(&b, "sealed", sealed, sb.len + TL_SEAL_OVERHEAD);
-	rc = tl_emit(c, EV_CRED_DELIVERED, stream, &b, NULL);
+	rc = tl_emit(c, TL_EV_CRED_DELIVERED, stream, &b, NULL);
 	tl_body_free(&b);
 out:
 	free(sealed);
@@ -1284,7 +1283,7 @@ deliver_all(struct pass *ps, struct tl_ctx *c, const char *grant)
 
 	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) != 0)
 		return rc;
-	if (strcmp(g.state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
 	if ((rc = tl_rx_grant_holders(c->t, &c->p, &g, &nl)) != 0)
 		return rc;
@@ -1380,7 +1379,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 		struct work *w = &ps->w[i];
 		struct tl_grant cur;
 		struct tl_body b;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if (w->kind == W_DELIVER) {
 			if ((rc = deliver_all(ps, &c, w->g.id)) != 0)
@@ -1397,8 +1396,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 		tl_body_str(&b, "grant", w->g.id);
 		if (w->rc != 0) {
 			/* Unchanged failures are not news. */
-			if ((strcmp(cur.state, GRANT_FAILED) == 0 ||
-			    strcmp(cur.state, GRANT_REVOKING) == 0) &&
+			if ((strcmp(cur.state, TL_GRANT_FAILED) == 0 ||
+			    strcmp(cur.state, TL_GRANT_REVOKING) == 0) &&
 			    strcmp(cur.reason, w->why) == 0) {
 				tl_body_free(&b);
 				continue;
@@ -1406,41 +1405,41 @@ outcomes(void *arg, struct tl_ctx *cp)
 			tl_body_str(&b, "reason", w->why);
 			tl_body_str(&b, "op", w->kind == W_CREATE ? "create" :
 			    "revoke");
-			rc = tl_emit(&c, EV_GRANT_FAILED, stream, &b, NULL);
+			rc = tl_emit(&c, TL_EV_GRANT_FAILED, stream, &b, NULL);
 		} else if (w->kind == W_CREATE) {
 			tl_body_u64(&b, "version", cur.version);
 			tl_body_map(&b, "fields");
 			record_fields(ps, w, &b);
 			tl_body_end(&b);
-			rc = tl_emit(&c, EV_GRANT_PROVISIONED, stream, &b,
+			rc = tl_emit(&c, TL_EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);
 			/* The state when the pass began: the intent moved it. */
-			if (rc == 0 && strcmp(w->g.state, GRANT_RESTORING) == 0) {
+			if (rc == 0 && strcmp(w->g.state, TL_GRANT_RESTORING) == 0) {
 				tl_body_reset(&b);
 				tl_body_str(&b, "grant", w->g.id);
 				tl_body_u64(&b, "version", cur.version);
-				rc = tl_emit(&c, EV_GRANT_RESTORED, stream, &b,
+				rc = tl_emit(&c, TL_EV_GRANT_RESTORED, stream, &b,
 				    NULL);
 			}
-			if (rc == 0 && strcmp(cur.state, GRANT_REPAIRING) == 0) {
+			if (rc == 0 && strcmp(cur.state, TL_GRANT_REPAIRING) == 0) {
 				/* Recreated deliberately: say so beside it. */
 				tl_body_reset(&b);
 				tl_body_str(&b, "grant", w->g.id);
-				tl_body_str(&b, "kind", DRIFT_MISSING);
+				tl_body_str(&b, "kind", TL_DRIFTK_MISSING);
 				tl_body_str(&b, "how", "recreated on request "
 				    "(tally repair); its data did not come back");
-				rc = tl_emit(&c, EV_GRANT_REPAIRED, stream, &b,
+				rc = tl_emit(&c, TL_EV_GRANT_REPAIRED, stream, &b,
 				    NULL);
 			}
 			if (rc == 0)
 				rc = deliver_all(ps, &c, w->g.id);
-		} else if (strcmp(cur.state, GRANT_PURGING) == 0) {
-			rc = tl_emit(&c, EV_GRANT_PURGED, stream, &b, NULL);
+		} else if (strcmp(cur.state, TL_GRANT_PURGING) == 0) {
+			rc = tl_emit(&c, TL_EV_GRANT_PURGED, stream, &b, NULL);
 		} else {
 			tl_body_str(&b, "policy", w->drop ? "drop" : "retain");
 			if (w->have_size)
 				tl_body_u64(&b, "size", w->size);
-			rc = tl_emit(&c, EV_GRANT_REVOKED, stream, &b, NULL);
+			rc = tl_emit(&c, TL_EV_GRANT_REVOKED, stream, &b, NULL);
 		}
 		tl_body_free(&b);
 		if (rc != 0)
@@ -1536,10 +1535,10 @@ write_files(struct pass *ps)
 			continue;
 		if (tl_grant_get(t, &p, ps->w[i].g.id, &g, NULL) != 0)
 			continue;
-		if (strcmp(g.state, GRANT_REVOKED) == 0) {
+		if (strcmp(g.state, TL_GRANT_REVOKED) == 0) {
 			/* Its holders may be gone: rewrite what they had. */
 			struct holder_arg ha = { ps, t, g.module, 0 };
-			S(k);
+			char k[TL_KEY_MAX];
 
 			if (tl_key(k, "d/%s/", g.id) == 0)
 				tl_rec_scan(t, p.grants, k, rewrite_holder,

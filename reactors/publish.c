@@ -62,7 +62,7 @@
 #include "rx.h"
 
 #define CKPT		"publisher"
-#define PW_AD		PUBLISHER_STREAM ":password"
+#define PW_AD		TL_PUBLISHER_STREAM ":password"
 #define PASS_BUDGET_NS	(250u * 1000000u)	/* one pass, at most */
 #define PASS_MAX	50000			/* events per pass */
 #define DRAIN_EVERY	256			/* read confirms this often */
@@ -235,7 +235,7 @@ load_config(struct tl_rx *rx, struct tl_rx_pub *ps)
 
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
-	if ((rc = tl_stream_version(t, PUBLISHER_STREAM, &ver)) != 0 &&
+	if ((rc = tl_stream_version(t, TL_PUBLISHER_STREAM, &ver)) != 0 &&
 	    rc != TL_ENOTFOUND)
 		goto out;
 	rc = 0;
@@ -248,11 +248,11 @@ load_config(struct tl_rx *rx, struct tl_rx_pub *ps)
 	ps->retry_ns = 0;
 	ps->delay_ns = 0;
 	ps->failing = 0;
-	f.stream = PUBLISHER_STREAM;
+	f.stream = TL_PUBLISHER_STREAM;
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		goto out;
 	while ((rc = tl_iter_next(it, &ev)) == 0) {
-		if (strcmp(ev.type, EV_PUBLISHER_CONFIGURED) == 0) {
+		if (strcmp(ev.type, TL_EV_PUBLISHER_CONFIGURED) == 0) {
 			forget_config(ps);
 			if ((rc = parse_config(rx, ps, ev.body,
 			    ev.body_len)) != 0) {
@@ -263,7 +263,7 @@ load_config(struct tl_rx *rx, struct tl_rx_pub *ps)
 				forget_config(ps);
 			}
 			found = 1;
-		} else if (strcmp(ev.type, EV_PUBLISHER_DISABLED) == 0) {
+		} else if (strcmp(ev.type, TL_EV_PUBLISHER_DISABLED) == 0) {
 			forget_config(ps);
 			found = 1;
 		}
@@ -719,10 +719,10 @@ publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
 	free(js);
 	json_decref(j);
 	if (rc == 0 && ps->node_queues &&
-	    strcmp(ev->type, EV_CRED_DELIVERED) == 0)
+	    strcmp(ev->type, TL_EV_CRED_DELIVERED) == 0)
 		rc = publish_sealed(ps, ev, id, &tag);
 	if (rc == 0 && ps->node_queues &&
-	    strcmp(ev->type, EV_ASSIGN_REMOVED) == 0)
+	    strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0)
 		rc = publish_removed(ps, ev, id, &tag);
 	if (rc == 0 && ps->stream[0])
 		rc = publish_stream(ps, ev, id, &tag);
@@ -921,7 +921,7 @@ ack_cb(struct tl_txn *t, void *arg)
 	tl_body_str(&b, "sig", w->sig ? w->sig : "");
 	tl_body_str(&b, "mac", w->mac ? w->mac : "");
 	tl_body_str(&b, "via", "amqp");
-	rc = tl_emit(&c, EV_ACK_OFFERED, stream, &b, NULL);
+	rc = tl_emit(&c, TL_EV_ACK_OFFERED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
 		rc = tl_ctx_end(&c);
@@ -956,7 +956,7 @@ report_cb(struct tl_txn *t, void *arg)
 	tl_body_str(&b, "report", w->report);
 	tl_body_str(&b, "sig", w->sig);
 	tl_body_str(&b, "via", "amqp");
-	rc = tl_emit(&c, EV_REPORT_OFFERED, stream, &b, NULL);
+	rc = tl_emit(&c, TL_EV_REPORT_OFFERED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
 		rc = tl_ctx_end(&c);

@@ -37,7 +37,6 @@
 #include "pass.h"
 #include "rx-internal.h"
 
-#define S(n)		char n[TL_KEY_MAX]
 #define TABLES_MAX	65536	/* the copy's counts, as JSON */
 
 enum { OP_ISSUE = 1, OP_COPY, OP_RETIRE, OP_REVERT, OP_FAIL, OP_WAIT };
@@ -191,7 +190,7 @@ gather_one(const struct tl_rebind *r, void *arg)
 	st->r = *r;
 	if (tl_grant_get(ga->t, ga->p, r->grant, &st->g, NULL) != 0)
 		return 0;	/* no grant: nothing to move */
-	provisioned = strcmp(st->g.state, GRANT_PROVISIONED) == 0;
+	provisioned = strcmp(st->g.state, TL_GRANT_PROVISIONED) == 0;
 	snprintf(st->db, sizeof(st->db), "%s", r->db);
 	snprintf(st->owner, sizeof(st->owner), "%s", r->owner);
 	snprintf(st->login, sizeof(st->login), "%s", r->user);
@@ -199,14 +198,14 @@ gather_one(const struct tl_rebind *r, void *arg)
 	snprintf(st->oowner, sizeof(st->oowner), "%s", r->old_owner);
 	snprintf(st->ologin, sizeof(st->ologin), "%s", r->old_user);
 
-	if (strcmp(r->state, MV_STARTED) == 0 ||
-	    strcmp(r->state, MV_ISSUED) == 0) {
+	if (strcmp(r->state, TL_MV_STARTED) == 0 ||
+	    strcmp(r->state, TL_MV_ISSUED) == 0) {
 		if (!provisioned) {
 			st->op = OP_FAIL;
 			snprintf(st->step, sizeof(st->step), "start");
 			say(st->why, "grant %s became %s "
 			    "during the move", r->grant, st->g.state);
-		} else if (strcmp(r->state, MV_STARTED) == 0) {
+		} else if (strcmp(r->state, TL_MV_STARTED) == 0) {
 			st->op = OP_ISSUE;
 			tl_rx_grant_names(&st->g, st->g.version, st->odb,
 			    st->oowner, st->ologin);
@@ -227,7 +226,7 @@ gather_one(const struct tl_rebind *r, void *arg)
 			} else
 				load_sides(ps, ga->t, ga->p, st);
 		}
-	} else if (strcmp(r->state, MV_MOVED) == 0) {
+	} else if (strcmp(r->state, TL_MV_MOVED) == 0) {
 		/* A grant revoked since has no holders left to wait for. */
 		if (provisioned && !all_acked(ga->t, ga->p, &st->g, r->version))
 			st->op = OP_WAIT;
@@ -237,7 +236,7 @@ gather_one(const struct tl_rebind *r, void *arg)
 			st->op = OP_RETIRE;
 			load_sides(ps, ga->t, ga->p, st);
 		}
-	} else if (strcmp(r->state, MV_FAILED) == 0) {
+	} else if (strcmp(r->state, TL_MV_FAILED) == 0) {
 		if (backed_off(ps, r->from))
 			st->op = OP_WAIT;
 		else {
@@ -267,12 +266,12 @@ issue(void *arg, struct tl_ctx *cp)
 		struct tl_rebind cur;
 		struct tl_body b;
 		uint64_t seq;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if (st->op != OP_ISSUE)
 			continue;
 		if (tl_mv_get(t, &c.p, st->r.grant, &cur) != 0 ||
-		    strcmp(cur.state, MV_STARTED) != 0) {
+		    strcmp(cur.state, TL_MV_STARTED) != 0) {
 			st->op = OP_WAIT;
 			continue;
 		}
@@ -293,7 +292,7 @@ issue(void *arg, struct tl_ctx *cp)
 		tl_body_str(&b, "from_resource", st->odb);
 		tl_body_str(&b, "from_owner", st->oowner);
 		tl_body_str(&b, "from_user", st->ologin);
-		rc = tl_emit(&c, EV_REBIND_ISSUED, stream, &b, &seq);
+		rc = tl_emit(&c, TL_EV_REBIND_ISSUED, stream, &b, &seq);
 		tl_body_free(&b);
 		tl_secret_wipe(ct, sizeof(ct));
 		if (rc != 0)
@@ -505,7 +504,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 		struct mstep *st = &ps->s[i];
 		struct tl_rebind cur;
 		struct tl_body b;
-		S(stream);
+		char stream[TL_KEY_MAX];
 		int pre;
 
 		if (st->op == OP_WAIT || st->op == OP_ISSUE)
@@ -513,8 +512,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 		/* Still the same step?  (An operator may have acted.) */
 		if (tl_mv_get(t, &c.p, st->r.grant, &cur) != 0)
 			continue;
-		pre = strcmp(cur.state, MV_STARTED) == 0 ||
-		    strcmp(cur.state, MV_ISSUED) == 0;
+		pre = strcmp(cur.state, TL_MV_STARTED) == 0 ||
+		    strcmp(cur.state, TL_MV_ISSUED) == 0;
 		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
 			return rc;
 		c.cause = cur.issued_seq ? cur.issued_seq : cur.started_seq;
@@ -525,16 +524,16 @@ outcomes(void *arg, struct tl_ctx *cp)
 		    pre) {
 			tl_body_str(&b, "step", st->step);
 			tl_body_str(&b, "reason", st->why);
-			rc = tl_emit(&c, EV_REBIND_FAILED, stream, &b, NULL);
+			rc = tl_emit(&c, TL_EV_REBIND_FAILED, stream, &b, NULL);
 		} else if (st->op == OP_COPY && st->rc == 0 &&
-		    strcmp(cur.state, MV_ISSUED) == 0) {
+		    strcmp(cur.state, TL_MV_ISSUED) == 0) {
 			tl_body_u64(&b, "version", cur.version);
 			tables_body(&b, st->tables);
 			tl_body_str(&b, "host", st->to.routable);
 			tl_body_str(&b, "port", st->to.port);
 			tl_body_str(&b, TL_GRANT_OBJECT_KEY, st->db);
 			tl_body_str(&b, "user", st->login);
-			rc = tl_emit(&c, EV_REBIND_COPIED, stream, &b, NULL);
+			rc = tl_emit(&c, TL_EV_REBIND_COPIED, stream, &b, NULL);
 			/* The switch: only now, after a verified copy. */
 			if (rc == 0)
 				rc = tl_key(stream, "binding/%s", st->g.id);
@@ -547,15 +546,15 @@ outcomes(void *arg, struct tl_ctx *cp)
 				tl_body_str(&b, "type", st->g.type);
 				tl_body_str(&b, "provider", cur.to);
 				tl_body_str(&b, "from", cur.from);
-				tl_body_str(&b, "reason", BIND_MOVED);
+				tl_body_str(&b, "reason", TL_BIND_MOVED);
 				tl_body_str(&b, "state", "bound");
-				rc = tl_emit(&c, EV_BINDING_MOVED, stream, &b,
+				rc = tl_emit(&c, TL_EV_BINDING_MOVED, stream, &b,
 				    NULL);
 			}
 			if (rc == 0)
 				rc = tl_rx_deliver(ps->rx, &c, st->g.id);
 		} else if (st->op == OP_RETIRE && st->rc == 0 &&
-		    strcmp(cur.state, MV_MOVED) == 0) {
+		    strcmp(cur.state, TL_MV_MOVED) == 0) {
 			tl_body_u64(&b, "version", cur.version);
 			tl_body_str(&b, "provider", cur.from);
 			tl_body_str(&b, "resource", cur.old_db);
@@ -564,11 +563,11 @@ outcomes(void *arg, struct tl_ctx *cp)
 			tl_body_str(&b, "how", st->cleanup);
 			if (st->have_bytes)
 				tl_body_u64(&b, "size", st->bytes);
-			rc = tl_emit(&c, EV_REBIND_COMPLETED, stream, &b, NULL);
+			rc = tl_emit(&c, TL_EV_REBIND_COMPLETED, stream, &b, NULL);
 		} else if (st->op == OP_REVERT && st->rc == 0 &&
-		    strcmp(cur.state, MV_FAILED) == 0) {
+		    strcmp(cur.state, TL_MV_FAILED) == 0) {
 			tl_body_str(&b, "cleanup", st->cleanup);
-			rc = tl_emit(&c, EV_REBIND_REVERTED, stream, &b, NULL);
+			rc = tl_emit(&c, TL_EV_REBIND_REVERTED, stream, &b, NULL);
 		}
 		tl_body_free(&b);
 		if (rc != 0)

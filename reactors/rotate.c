@@ -43,8 +43,6 @@
 #include "pass.h"
 #include "rx-internal.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 struct rstep {
 	struct tl_rotation	 r;
 	struct tl_grant		 g;
@@ -69,10 +67,10 @@ enum { OP_ISSUE = 1, OP_CREATE, OP_RETIRE, OP_WAIT, OP_ABANDON };
 static int
 grant_gone(const char *state)
 {
-	return strcmp(state, GRANT_REVOKING) == 0 ||
-	    strcmp(state, GRANT_REVOKED) == 0 ||
-	    strcmp(state, GRANT_PURGING) == 0 ||
-	    strcmp(state, GRANT_PURGED) == 0;
+	return strcmp(state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(state, TL_GRANT_PURGING) == 0 ||
+	    strcmp(state, TL_GRANT_PURGED) == 0;
 }
 
 struct rpass {
@@ -108,7 +106,7 @@ gather_one(const struct tl_rotation *r, void *arg)
 	st->r = *r;
 	if (tl_grant_get(ga->t, ga->p, r->grant, &st->g, NULL) != 0)
 		return 0;
-	if (strcmp(st->g.state, GRANT_PROVISIONED) != 0 &&
+	if (strcmp(st->g.state, TL_GRANT_PROVISIONED) != 0 &&
 	    !grant_gone(st->g.state))
 		return 0;	/* failed, missing, repairing: it waits */
 	tl_rx_grant_names(&st->g, r->to, st->db, st->owner, st->login);
@@ -125,16 +123,16 @@ gather_one(const struct tl_rotation *r, void *arg)
 		 * else the new one a crashed create may have left.
 		 */
 		st->op = OP_ABANDON;
-		if (strcmp(r->state, ROT_ISSUED) == 0) {
+		if (strcmp(r->state, TL_ROT_ISSUED) == 0) {
 			snprintf(st->old, sizeof(st->old), "%s", st->login);
 			st->old_version = r->to;
-		} else if (strcmp(r->state, ROT_ACTIVE) != 0) {
+		} else if (strcmp(r->state, TL_ROT_ACTIVE) != 0) {
 			st->old[0] = '\0';	/* started: nothing exists */
 			st->old_version = 0;
 		}
-	} else if (strcmp(r->state, ROT_STARTED) == 0)
+	} else if (strcmp(r->state, TL_ROT_STARTED) == 0)
 		st->op = OP_ISSUE;
-	else if (strcmp(r->state, ROT_ISSUED) == 0) {
+	else if (strcmp(r->state, TL_ROT_ISSUED) == 0) {
 		struct tl_grant tmp = st->g;
 
 		st->op = OP_CREATE;
@@ -204,7 +202,7 @@ issue(struct rpass *ps, struct tl_ctx *cp)
 		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
 		size_t ctlen;
 		struct tl_body b;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if (st->op != OP_ISSUE)
 			continue;
@@ -219,7 +217,7 @@ issue(struct rpass *ps, struct tl_ctx *cp)
 		tl_body_u64(&b, "version", st->r.to);
 		tl_body_str(&b, "user", st->login);
 		tl_body_secret(&b, "password", ct, ctlen);
-		rc = tl_emit(&c, EV_CRED_ISSUED, stream, &b, NULL);
+		rc = tl_emit(&c, TL_EV_CRED_ISSUED, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
 			return rc;
@@ -293,7 +291,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 		struct rstep *st = &ps->s[i];
 		struct tl_rotation cur;
 		struct tl_body b;
-		S(stream);
+		char stream[TL_KEY_MAX];
 
 		if ((st->op != OP_CREATE && st->op != OP_RETIRE &&
 		    st->op != OP_ABANDON) || st->rc != 0)
@@ -307,14 +305,14 @@ outcomes(void *arg, struct tl_ctx *cp)
 		c.have_corr = 0;
 		tl_body_init(&b);
 		tl_body_str(&b, "grant", st->g.id);
-		if (st->op == OP_CREATE && strcmp(cur.state, ROT_ISSUED) == 0) {
+		if (st->op == OP_CREATE && strcmp(cur.state, TL_ROT_ISSUED) == 0) {
 			tl_body_u64(&b, "version", cur.to);
 			tl_body_str(&b, "user", st->login);
-			rc = tl_emit(&c, EV_CRED_ACTIVATED, stream, &b, NULL);
+			rc = tl_emit(&c, TL_EV_CRED_ACTIVATED, stream, &b, NULL);
 			if (rc == 0)
 				rc = tl_rx_deliver(ps->rx, &c, st->g.id);
 		} else if (st->op == OP_RETIRE &&
-		    strcmp(cur.state, ROT_ACTIVE) == 0) {
+		    strcmp(cur.state, TL_ROT_ACTIVE) == 0) {
 			char *save = NULL, *h;
 
 			tl_body_u64(&b, "version", cur.from);
@@ -328,12 +326,12 @@ outcomes(void *arg, struct tl_ctx *cp)
 				    h != NULL; h = strtok_r(NULL, ",", &save))
 					tl_body_str(&b, NULL, h);
 			tl_body_end(&b);
-			rc = tl_emit(&c, EV_CRED_RETIRED, stream, &b, NULL);
+			rc = tl_emit(&c, TL_EV_CRED_RETIRED, stream, &b, NULL);
 			if (rc == 0) {
 				tl_body_reset(&b);
 				tl_body_str(&b, "grant", st->g.id);
 				tl_body_u64(&b, "version", cur.to);
-				rc = tl_emit(&c, EV_ROT_COMPLETED, stream, &b,
+				rc = tl_emit(&c, TL_EV_ROT_COMPLETED, stream, &b,
 				    NULL);
 			}
 		} else if (st->op == OP_ABANDON && cur.from == st->r.from &&
@@ -351,7 +349,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 				tl_body_arr(&b, "cut_off");
 				tl_body_end(&b);
 				tl_body_str(&b, "reason", why);
-				rc = tl_emit(&c, EV_CRED_RETIRED, stream, &b,
+				rc = tl_emit(&c, TL_EV_CRED_RETIRED, stream, &b,
 				    NULL);
 				tl_body_reset(&b);
 				tl_body_str(&b, "grant", st->g.id);
@@ -360,7 +358,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 				tl_body_u64(&b, "from", cur.from);
 				tl_body_u64(&b, "to", cur.to);
 				tl_body_str(&b, "reason", why);
-				rc = tl_emit(&c, EV_ROT_ABANDONED, stream, &b,
+				rc = tl_emit(&c, TL_EV_ROT_ABANDONED, stream, &b,
 				    NULL);
 			}
 		}
@@ -410,7 +408,7 @@ due_one(const struct tl_grant *g, void *arg)
 	uint64_t age;
 	char (*nv)[201];
 
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || g->intent_seq == 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || g->intent_seq == 0)
 		return 0;
 	if (tl_rot_get(da->t, da->p, g->id, &r) == 0)
 		return 0;
@@ -491,7 +489,7 @@ refresh_files(struct tl_rx *rx, const char *grant)
 		return;
 	if (tl_proj_open(t, &p) != 0 ||
 	    tl_grant_get(t, &p, grant, &g, NULL) != 0 ||
-	    strcmp(g.state, GRANT_PROVISIONED) != 0 ||
+	    strcmp(g.state, TL_GRANT_PROVISIONED) != 0 ||
 	    tl_rx_grant_holders(t, &p, &g, &nl) != 0) {
 		tl_log_abort(t);
 		return;

@@ -47,8 +47,6 @@
 #include "pass.h"
 #include "rx-internal.h"
 
-#define S(n)	char n[TL_KEY_MAX]
-
 /* With a bulk check: every grant logs in on every N-th check of it. */
 #define TL_RX_VERIFY_LOGIN_EVERY	30
 
@@ -230,7 +228,7 @@ gather_one(const struct tl_grant *g, void *arg)
 	size_t n;
 	int rc, fresh = 0;
 
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || !wanted(ps->o, g))
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || !wanted(ps->o, g))
 		return 0;
 	if (ps->have_checks)
 		s = sched_get(ga->t, ps->checks, g->id);
@@ -701,11 +699,11 @@ drift_kind(enum tl_drv_drift d)
 {
 	switch (d) {
 	case TL_DRIFT_CREDENTIAL:
-		return DRIFT_CREDENTIAL;
+		return TL_DRIFTK_CREDENTIAL;
 	case TL_DRIFT_PRIVILEGES:
-		return DRIFT_PRIVILEGES;
+		return TL_DRIFTK_PRIVILEGES;
 	case TL_DRIFT_MISSING:
-		return DRIFT_MISSING;
+		return TL_DRIFTK_MISSING;
 	default:
 		return "";
 	}
@@ -716,12 +714,12 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 {
 	struct tl_grant cur;
 	char msg[TL_DRV_WHY_MAX * 2 + 600];
-	S(stream);
+	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_grant_get(c->t, &c->p, ck->g.id, &cur, NULL)) != 0)
 		return rc == TL_ENOTFOUND ? 0 : rc;
-	if (strcmp(cur.state, GRANT_PROVISIONED) != 0)
+	if (strcmp(cur.state, TL_GRANT_PROVISIONED) != 0)
 		return 0;	/* moved on while we looked */
 	if ((rc = tl_key(stream, "grant/%s", ck->g.id)) != 0)
 		return rc;
@@ -734,7 +732,7 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 	switch (ck->drift) {
 	case TL_DRIFT_NONE:
 		if (cur.drift[0] != '\0')
-			return emit_kv(c, EV_GRANT_REPAIRED, stream, ck->g.id,
+			return emit_kv(c, TL_EV_GRANT_REPAIRED, stream, ck->g.id,
 			    "kind", cur.drift, "how", "healthy again", NULL,
 			    NULL);
 		return 0;
@@ -745,7 +743,7 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 		    "data loss: restore it, or run tally repair %s to "
 		    "recreate it", ck->g.id, ck->g.provider, ck->why,
 		    ck->g.id);
-		return emit_kv(c, EV_GRANT_MISSING, stream, ck->g.id,
+		return emit_kv(c, TL_EV_GRANT_MISSING, stream, ck->g.id,
 		    "reason", ck->why, "message", msg, NULL, NULL);
 	case TL_DRIFT_CREDENTIAL:
 		snprintf(msg, sizeof(msg), "the credential recorded for %s no "
@@ -759,7 +757,7 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 	}
 	if (strcmp(cur.drift, drift_kind(ck->drift)) != 0 ||
 	    ck->repair_rc == 0) {
-		if ((rc = emit_kv(c, EV_GRANT_DRIFTED, stream, ck->g.id, "kind",
+		if ((rc = emit_kv(c, TL_EV_GRANT_DRIFTED, stream, ck->g.id, "kind",
 		    drift_kind(ck->drift), "reason", ck->why, "message",
 		    msg)) != 0)
 			return rc;
@@ -768,7 +766,7 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 		(*unhealthy)++;
 		return 0;
 	}
-	return emit_kv(c, EV_GRANT_REPAIRED, stream, ck->g.id, "kind",
+	return emit_kv(c, TL_EV_GRANT_REPAIRED, stream, ck->g.id, "kind",
 	    drift_kind(ck->drift), "how", ck->drift == TL_DRIFT_CREDENTIAL ?
 	    "the recorded credential was set again from the admin side" :
 	    "attributes, ownership and privileges were reset", NULL, NULL);

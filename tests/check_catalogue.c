@@ -3,7 +3,7 @@
  * the rule that a string a fold keeps is never cut or emptied.
  *
  * Two kinds of test.  The source tests read the tree ($TALLY_SRC, else
- * the current directory): every EV_ constant the code names is in the
+ * the current directory): every TL_EV_ constant the code names is in the
  * catalogue, every type the catalogue gives a fold is named by that
  * fold's source (its macro, or its family's prefix), and a type no fold
  * takes says why.
@@ -151,20 +151,20 @@ struct ident_arg {
 	unsigned	 missing;
 };
 
-/* Every EV_ identifier of a file must be a catalogued type. */
+/* Every TL_EV_ identifier of a file must be a catalogued type. */
 static void
 check_idents(const char *rel, const char *text, void *arg)
 {
 	struct ident_arg *ia = arg;
 	const char *p = text;
 
-	while ((p = strstr(p, "EV_")) != NULL) {
+	while ((p = strstr(p, "TL_EV_")) != NULL) {
 		char id[64];
 		size_t n = 0;
 
 		if (p > text && (isalnum((unsigned char)p[-1]) ||
 		    p[-1] == '_')) {
-			p += 3;
+			p += 6;
 			continue;
 		}
 		while ((isupper((unsigned char)p[n]) || p[n] == '_' ||
@@ -351,7 +351,7 @@ raw_cb(struct tl_txn *t, void *arg)
 START_TEST(test_fold_refuses_overlong)
 {
 	struct tl_body b;
-	struct raw r = { EV_GRANT_REQUESTED, "grant/m/db", &b, 0 };
+	struct raw r = { TL_EV_GRANT_REQUESTED, "grant/m/db", &b, 0 };
 	char longres[101];
 
 	memset(longres, 'r', 100);
@@ -439,7 +439,7 @@ END_TEST
 /* The limits reach into maps and arrays of a body too. */
 START_TEST(test_limits_nested)
 {
-	const struct tl_cat_event *e = tl_cat_find(EV_PROVIDER_REGISTERED);
+	const struct tl_cat_event *e = tl_cat_find(TL_EV_PROVIDER_REGISTERED);
 	struct tl_body b;
 	struct tl_bview v;
 	const void *body;
@@ -478,8 +478,8 @@ END_TEST
 START_TEST(test_emit_unknown_type_refused)
 {
 	ck_assert_ptr_null(tl_cat_find("node.renamed"));
-	ck_assert_ptr_nonnull(tl_cat_find(EV_NODE_ADDED));
-	ck_assert_str_eq(tl_cat_find(EV_NODE_ADDED)->stream, "node");
+	ck_assert_ptr_nonnull(tl_cat_find(TL_EV_NODE_ADDED));
+	ck_assert_str_eq(tl_cat_find(TL_EV_NODE_ADDED)->stream, "node");
 }
 END_TEST
 

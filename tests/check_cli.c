@@ -664,7 +664,7 @@ START_TEST(test_bind_explicit_manifest)
 	T_OK("assign", "postgres", "node-b");
 	/* The manifest wins over the co-located node-a/postgres. */
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
-	    BIND_EXPLICIT_MANIFEST);
+	    TL_BIND_EXPLICIT_MANIFEST);
 	T_OK("explain", "game");
 	ck_out_has("bound to node-b/postgres because explicit (named in the "
 	    "manifest)");
@@ -681,7 +681,7 @@ START_TEST(test_bind_colocated)
 	T_OK("assign", "postgres", "node-a");
 	T_OK("assign", "postgres", "node-b");
 	T_OK("assign", "game", "node-b");
-	CK_BOUND("game", "node-b", "db", "node-b/postgres", BIND_COLOCATED);
+	CK_BOUND("game", "node-b", "db", "node-b/postgres", TL_BIND_COLOCATED);
 	T_OK("explain", "game", "--json");
 	{
 		json_t *j = out_json();
@@ -689,9 +689,9 @@ START_TEST(test_bind_colocated)
 		    "requirements"), 0);
 
 		ck_assert_str_eq(jstr(r, "grant"), "game/db");
-		ck_assert_str_eq(jstr(r, "bound_by"), BIND_COLOCATED);
+		ck_assert_str_eq(jstr(r, "bound_by"), TL_BIND_COLOCATED);
 		ck_assert_str_eq(jstr(json_object_get(r, "decided_by"),
-		    "type"), EV_BINDING_MADE);
+		    "type"), TL_EV_BINDING_MADE);
 		json_decref(j);
 	}
 }
@@ -705,7 +705,7 @@ START_TEST(test_bind_only_candidate)
 	T_OK("assign", "postgres", "node-b");
 	T_OK("assign", "game", "node-a");
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
-	    BIND_ONLY_CANDIDATE);
+	    TL_BIND_ONLY_CANDIDATE);
 	ck_assert_int_eq(count_events("grant.requested", "grant/game/db"), 1);
 }
 END_TEST
@@ -757,7 +757,7 @@ START_TEST(test_bind_ambiguous_then_bind)
 
 	T_OK("bind", "game/db", "node-c/postgres");
 	CK_BOUND("game", "node-a", "db", "node-c/postgres",
-	    BIND_EXPLICIT_OPERATOR);
+	    TL_BIND_EXPLICIT_OPERATOR);
 	ck_assert_int_eq(count_events("grant.requested", "grant/game/db"), 1);
 	/* Binding again to the same provider records nothing. */
 	before = log_dump();
@@ -784,23 +784,23 @@ START_TEST(test_bind_refused_beyond_requested)
 	T_OK("assign", "postgres", "node-b");
 	T_OK("assign", "game", "node-a");
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
-	    BIND_ONLY_CANDIDATE);
+	    TL_BIND_ONLY_CANDIDATE);
 	T_OK("assign", "postgres", "node-c");
 	/* While only requested, tally bind may still choose another. */
 	T_OK("bind", "game/db", "node-c/postgres");
 	CK_BOUND("game", "node-a", "db", "node-c/postgres",
-	    BIND_EXPLICIT_OPERATOR);
+	    TL_BIND_EXPLICIT_OPERATOR);
 	ck_assert_int_eq(grant_read("game/db", &g), 0);
 	ck_assert_str_eq(g.provider, "node-c/postgres");
-	ck_assert_str_eq(g.state, GRANT_REQUESTED);
+	ck_assert_str_eq(g.state, TL_GRANT_REQUESTED);
 	/* node-b no longer serves it: it may be unassigned. */
 	T_OK("unassign", "postgres", "node-b");
 	T_OK("assign", "postgres", "node-b");
 
 	/* A reactor starts provisioning on node-c. */
-	react(EV_GRANT_PROVISIONING, "game/db", "node-c/postgres");
+	react(TL_EV_GRANT_PROVISIONING, "game/db", "node-c/postgres");
 	ck_assert_int_eq(grant_read("game/db", &g), 0);
-	ck_assert_str_eq(g.state, GRANT_PROVISIONING);
+	ck_assert_str_eq(g.state, TL_GRANT_PROVISIONING);
 	before = log_dump();
 	T_EXIT(4, "bind", "game/db", "node-b/postgres");
 	ck_err_has("migration");
@@ -815,12 +815,12 @@ START_TEST(test_bind_refused_beyond_requested)
 	free(after);
 	free(before);
 	/* Provisioned: still refused, and the provider cannot leave. */
-	react(EV_GRANT_PROVISIONED, "game/db", "node-c/postgres");
+	react(TL_EV_GRANT_PROVISIONED, "game/db", "node-c/postgres");
 	T_EXIT(4, "bind", "game/db", "node-b/postgres");
 	T_EXIT(4, "unassign", "postgres", "node-c");
 	ck_err_has("still serves 1 grant(s) (game/db)");
 	CK_BOUND("game", "node-a", "db", "node-c/postgres",
-	    BIND_EXPLICIT_OPERATOR);
+	    TL_BIND_EXPLICIT_OPERATOR);
 }
 END_TEST
 
@@ -849,7 +849,7 @@ applied_cb(struct tl_txn *t, void *arg)
 	tl_body_str(&b, "grant", aa->grant);
 	tl_body_str(&b, "file", aa->file);
 	tl_body_str(&b, "checksum", aa->checksum);
-	rc = tl_emit(&c, EV_MIGRATION_APPLIED, stream, &b, NULL);
+	rc = tl_emit(&c, TL_EV_MIGRATION_APPLIED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
 		rc = tl_ctx_end(&c);
@@ -931,7 +931,7 @@ START_TEST(test_apply_edited_applied_migration)
 	m = mf("shop.yaml", mig_mf);
 	T_OK("apply", m);
 	T_OK("assign", "shop", "node-a");
-	react(EV_GRANT_PROVISIONED, "shop/db", "node-a/postgres");
+	react(TL_EV_GRANT_PROVISIONED, "shop/db", "node-a/postgres");
 	stored_checksum("001_a.sql", old);
 	applied_event("shop/db", "001_a.sql", old);
 
@@ -1040,12 +1040,12 @@ START_TEST(test_seed_two_postgres)
 	T_OK("assign", "game-b", "node-b");
 	T_OK("assign", "worker", "node-b");
 	T_OK("assign", "worker", "node-a");
-	CK_BOUND("game-a", "node-a", "db", "node-a/postgres", BIND_COLOCATED);
-	CK_BOUND("game-b", "node-b", "db", "node-b/postgres", BIND_COLOCATED);
+	CK_BOUND("game-a", "node-a", "db", "node-a/postgres", TL_BIND_COLOCATED);
+	CK_BOUND("game-b", "node-b", "db", "node-b/postgres", TL_BIND_COLOCATED);
 	CK_BOUND("worker", "node-a", "scratch", "node-a/postgres",
-	    BIND_COLOCATED);
+	    TL_BIND_COLOCATED);
 	CK_BOUND("worker", "node-b", "scratch", "node-b/postgres",
-	    BIND_COLOCATED);
+	    TL_BIND_COLOCATED);
 	ck_assert_int_eq(count_events("binding.ambiguous", NULL), 0);
 }
 END_TEST
@@ -1059,7 +1059,7 @@ START_TEST(test_seed_names_other_node)
 	T_OK("assign", "postgres", "node-b");
 	T_OK("assign", "game", "node-a");
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
-	    BIND_EXPLICIT_MANIFEST);
+	    TL_BIND_EXPLICIT_MANIFEST);
 	T_OK("graph", "--json");
 	{
 		json_t *g = out_json();
@@ -1144,7 +1144,7 @@ START_TEST(test_seed_second_provider)
 	T_OK("assign", "postgres", "node-b");
 	T_OK("assign", "game", "node-a");
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
-	    BIND_ONLY_CANDIDATE);
+	    TL_BIND_ONLY_CANDIDATE);
 	bound = count_events("binding.*", NULL);
 	ck_assert_int_eq(bound, 1);
 	/* A co-located provider appears: nothing already bound moves. */
@@ -1154,7 +1154,7 @@ START_TEST(test_seed_second_provider)
 	ck_assert_int_eq(count_events("binding.*", NULL), bound);
 	ck_assert_int_eq(count_events("grant.requested", NULL), 1);
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
-	    BIND_ONLY_CANDIDATE);
+	    TL_BIND_ONLY_CANDIDATE);
 	st = status_of("game", NULL);
 	ck_assert_str_eq(jstr(st_req(st, "node-b", "db"), "provider"),
 	    "node-b/postgres");
@@ -1449,8 +1449,8 @@ START_TEST(test_headline_worst_grant)
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
 	T_OK("assign", "postgres", "node-a");
 	T_OK("assign", "game", "node-a");
-	react(EV_GRANT_PROVISIONING, "game/db", "node-a/postgres");
-	react(EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
+	react(TL_EV_GRANT_PROVISIONING, "game/db", "node-a/postgres");
+	react(TL_EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
 	tl_body_init(&b);
 	tl_body_str(&b, "module", "game");
 	tl_body_str(&b, "node", "node-a");
@@ -1471,7 +1471,7 @@ START_TEST(test_headline_worst_grant)
 	tl_body_str(&b, "id", "node-a/postgres");
 	tl_body_str(&b, "reason", "connection refused");
 	tl_body_str(&b, "kind", "provider-unreachable");
-	emit_ev(EV_PROVIDER_UNREACHABLE, "provider/node-a/postgres", &b);
+	emit_ev(TL_EV_PROVIDER_UNREACHABLE, "provider/node-a/postgres", &b);
 	ck_unhealthy(__LINE__, "unreachable");
 	tl_body_str(&b, "id", "node-a/postgres");
 	emit_ev("provider.recovered", "provider/node-a/postgres", &b);
@@ -1480,9 +1480,9 @@ START_TEST(test_headline_worst_grant)
 	/* The grant fails (a repair that could not be made, say). */
 	tl_body_str(&b, "grant", "game/db");
 	tl_body_str(&b, "reason", "permission denied");
-	emit_ev(EV_GRANT_FAILED, "grant/game/db", &b);
+	emit_ev(TL_EV_GRANT_FAILED, "grant/game/db", &b);
 	ck_unhealthy(__LINE__, "permission denied");
-	react(EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
+	react(TL_EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
 	ck_ready(__LINE__);
 
 	/* A forced rotation cuts the holder off. */
@@ -1515,7 +1515,7 @@ START_TEST(test_headline_worst_grant)
 	tl_body_str(&b, "grant", "game/db");
 	tl_body_str(&b, "reason", "database is missing");
 	tl_body_str(&b, "message", "gone");
-	emit_ev(EV_GRANT_MISSING, "grant/game/db", &b);
+	emit_ev(TL_EV_GRANT_MISSING, "grant/game/db", &b);
 	ck_unhealthy(__LINE__, "missing");
 	tl_body_free(&b);
 }
@@ -1550,8 +1550,8 @@ db_module(const char *name, const char *extra)
 	T_OK("apply", mf(file, text));
 	T_OK("assign", name, "node-a");
 	snprintf(file, sizeof(file), "%s/db", name);
-	react(EV_GRANT_PROVISIONING, file, "node-a/postgres");
-	react(EV_GRANT_PROVISIONED, file, "node-a/postgres");
+	react(TL_EV_GRANT_PROVISIONING, file, "node-a/postgres");
+	react(TL_EV_GRANT_PROVISIONED, file, "node-a/postgres");
 }
 
 /*
@@ -1592,7 +1592,7 @@ START_TEST(test_status_attention)
 	tl_body_str(&b, "grant", "keep/db");
 	tl_body_str(&b, "policy", "retain");
 	tl_body_u64(&b, "size", 5 * 1048576);
-	emit_ev(EV_GRANT_REVOKED, "grant/keep/db", &b);
+	emit_ev(TL_EV_GRANT_REVOKED, "grant/keep/db", &b);
 	/* turn: a rotation waiting on its holder. */
 	tl_body_str(&b, "grant", "turn/db");
 	tl_body_u64(&b, "from", 1);
@@ -1680,10 +1680,10 @@ START_TEST(test_seed_revocation)
 	    "grant/worker/scratch@node-a"), 1);
 	ck_assert_int_eq(count_events("revocation.requested", NULL), 1);
 	ck_assert_int_eq(grant_read("worker/scratch@node-a", &g), 0);
-	ck_assert_str_eq(g.state, GRANT_REVOKING);
+	ck_assert_str_eq(g.state, TL_GRANT_REVOKING);
 	ck_assert_str_eq(g.reason, "assignment removed");
 	ck_assert_int_eq(grant_read("worker/scratch@node-b", &g), 0);
-	ck_assert_str_eq(g.state, GRANT_REQUESTED);
+	ck_assert_str_eq(g.state, TL_GRANT_REQUESTED);
 
 	/* A shared grant stays while another instance holds it. */
 	T_OK("unassign", "game", "node-a");
@@ -1695,7 +1695,7 @@ START_TEST(test_seed_revocation)
 	ck_assert_int_eq(count_events("revocation.requested",
 	    "grant/game/db"), 1);
 	ck_assert_int_eq(grant_read("game/db", &g), 0);
-	ck_assert_str_eq(g.state, GRANT_REVOKING);
+	ck_assert_str_eq(g.state, TL_GRANT_REVOKING);
 	ck_assert_str_eq(g.reason, "module removed");
 	ck_assert_int_eq(count_events("module.removed", "module/game"), 1);
 	T_EXIT(3, "status", "game");
@@ -1708,9 +1708,9 @@ START_TEST(test_seed_revocation)
 	/* Revoking is still work for the provider: it may not go yet. */
 	T_EXIT(4, "unassign", "postgres", "node-a");
 	ck_err_has("still serves 3 grant(s)");
-	react(EV_GRANT_REVOKED, "game/db", "node-a/postgres");
-	react(EV_GRANT_REVOKED, "worker/scratch@node-a", "node-a/postgres");
-	react(EV_GRANT_REVOKED, "worker/scratch@node-b", "node-a/postgres");
+	react(TL_EV_GRANT_REVOKED, "game/db", "node-a/postgres");
+	react(TL_EV_GRANT_REVOKED, "worker/scratch@node-a", "node-a/postgres");
+	react(TL_EV_GRANT_REVOKED, "worker/scratch@node-b", "node-a/postgres");
 	T_OK("unassign", "postgres", "node-a");
 	ck_assert_int_eq(count_events("provider.retired", NULL), 1);
 	T_OK("rebuild", "--check");

@@ -190,13 +190,13 @@ dec_react(struct tl_ctx *c, const char *type, const struct tl_grant *g)
 	snprintf(stream, sizeof(stream), "grant/%s", g->id);
 	tl_body_init(&b);
 	tl_body_str(&b, "grant", g->id);
-	if (strcmp(type, EV_GRANT_PROVISIONING) == 0) {
+	if (strcmp(type, TL_EV_GRANT_PROVISIONING) == 0) {
 		tl_body_str(&b, "provider", g->provider);
 		tl_body_u64(&b, "version", g->version + 1);
 		tl_body_str(&b, "owner", g->resource);
 		tl_body_str(&b, "user", "u");
 		tl_body_str(&b, "resource", g->resource);
-	} else if (strcmp(type, EV_GRANT_PROVISIONED) == 0) {
+	} else if (strcmp(type, TL_EV_GRANT_PROVISIONED) == 0) {
 		tl_body_u64(&b, "version", g->version);
 		tl_body_map(&b, "fields");
 		tl_body_str(&b, "host", "db.mesh.test");
@@ -204,10 +204,10 @@ dec_react(struct tl_ctx *c, const char *type, const struct tl_grant *g)
 		tl_body_str(&b, "database", g->resource);
 		tl_body_str(&b, "user", "u");
 		tl_body_end(&b);
-	} else if (strcmp(type, EV_GRANT_FAILED) == 0) {
+	} else if (strcmp(type, TL_EV_GRANT_FAILED) == 0) {
 		tl_body_str(&b, "reason", "connection refused");
 		tl_body_u64(&b, "retry_ns", 1000);
-	} else if (strcmp(type, EV_GRANT_REVOKED) == 0)
+	} else if (strcmp(type, TL_EV_GRANT_REVOKED) == 0)
 		tl_body_str(&b, "policy", "retain");
 	rc = tl_emit(c, type, stream, &b, NULL);
 	tl_body_free(&b);
@@ -470,30 +470,30 @@ struct bind_case {
 static const struct bind_case bind_cases[] = {
 	{ "co-located beats the others",
 	  { "pg@n1", "pg@n2", NULL }, "shared", NULL, { "n2", NULL },
-	  { { "app/db", "bound", "n2/pg", BIND_COLOCATED } } },
+	  { { "app/db", "bound", "n2/pg", TL_BIND_COLOCATED } } },
 	{ "the only candidate, elsewhere",
 	  { "pg@n2", NULL }, "shared", NULL, { "n1", NULL },
-	  { { "app/db", "bound", "n2/pg", BIND_ONLY_CANDIDATE } } },
+	  { { "app/db", "bound", "n2/pg", TL_BIND_ONLY_CANDIDATE } } },
 	{ "two elsewhere: ambiguous, candidates listed",
 	  { "pg@n2", "pg@n3", NULL }, "shared", NULL, { "n1", NULL },
 	  { { "app/db", "ambiguous", "n2/pg,n3/pg", "" } } },
 	{ "named in the manifest beats co-located",
 	  { "pg@n1", "pg@n2", NULL }, "shared", "n2/pg", { "n1", NULL },
-	  { { "app/db", "bound", "n2/pg", BIND_EXPLICIT_MANIFEST } } },
+	  { { "app/db", "bound", "n2/pg", TL_BIND_EXPLICIT_MANIFEST } } },
 	{ "named but absent: waits, nothing recorded",
 	  { "pg@n1", NULL }, "shared", "n3/pg", { "n1", NULL },
 	  { { "app/db", "", "", "" } } },
 	{ "another module's provider of the type is no candidate",
 	  { "other@n1", "pg@n2", NULL }, "shared", NULL, { "n1", NULL },
-	  { { "app/db", "bound", "n2/pg", BIND_ONLY_CANDIDATE } } },
+	  { { "app/db", "bound", "n2/pg", TL_BIND_ONLY_CANDIDATE } } },
 	{ "shared: co-located with the first assignment",
 	  { "pg@n1", "pg@n2", NULL }, "shared", NULL, { "n2", "n1", NULL },
-	  { { "app/db", "bound", "n2/pg", BIND_COLOCATED } } },
+	  { { "app/db", "bound", "n2/pg", TL_BIND_COLOCATED } } },
 	{ "per-instance: each instance with its own",
 	  { "pg@n1", "pg@n2", NULL }, "per-instance", NULL,
 	  { "n1", "n2", "n3" },
-	  { { "app/db@n1", "bound", "n1/pg", BIND_COLOCATED },
-	    { "app/db@n2", "bound", "n2/pg", BIND_COLOCATED },
+	  { { "app/db@n1", "bound", "n1/pg", TL_BIND_COLOCATED },
+	    { "app/db@n2", "bound", "n2/pg", TL_BIND_COLOCATED },
 	    { "app/db@n3", "ambiguous", "n1/pg,n2/pg", "" } } },
 	{ "no provider at all: waits",
 	  { NULL }, "per-instance", NULL, { "n1", NULL },
@@ -540,7 +540,7 @@ START_TEST(test_binding_rule)
 			    bc->want[i].provider, bc->want[i].reason);
 			ck_assert_int_eq(grant_of(bc->want[i].gkey, &g), 0);
 			ck_assert_str_eq(g.provider, bc->want[i].provider);
-			ck_assert_str_eq(g.state, GRANT_REQUESTED);
+			ck_assert_str_eq(g.state, TL_GRANT_REQUESTED);
 			ck_assert(has_key("grants", "gp/%s/%s", g.provider,
 			    g.id));
 		} else {
@@ -565,8 +565,8 @@ END_TEST
 START_TEST(test_bind_beyond_requested)
 {
 	static const char *const beyond[] = {
-		EV_GRANT_PROVISIONING, EV_GRANT_PROVISIONED, EV_GRANT_FAILED,
-		EV_REVOCATION_REQUESTED
+		TL_EV_GRANT_PROVISIONING, TL_EV_GRANT_PROVISIONED, TL_EV_GRANT_FAILED,
+		TL_EV_REVOCATION_REQUESTED
 	};
 	struct gmod pg = provider_mod("pg", "postgres-database");
 	struct gmod app = consumer_mod("app", "pg", "shared", NULL);
@@ -587,7 +587,7 @@ START_TEST(test_bind_beyond_requested)
 	BIND("app/db", "n2/pg");
 	br = binding_of("app/db");
 	ck_assert_str_eq(br.provider, "n2/pg");
-	ck_assert_str_eq(br.reason, BIND_EXPLICIT_OPERATOR);
+	ck_assert_str_eq(br.reason, TL_BIND_EXPLICIT_OPERATOR);
 	ck_assert(!has_key("graph", "w/postgres-database/app/db"));
 	/* Still only requested: the operator may change their mind. */
 	BIND("app/db", "n3/pg");
@@ -620,7 +620,7 @@ START_TEST(test_bind_beyond_requested)
 		ck_assert_int_eq(grant_of("app/db", &g), 0);
 		ok_cmd(__LINE__, &r);
 		ck_assert_int_eq(grant_of("app/db", &g), 0);
-		ck_assert_str_ne(g.state, GRANT_REQUESTED);
+		ck_assert_str_ne(g.state, TL_GRANT_REQUESTED);
 		at = head();
 		ck_assert_msg(run(&bnd) == TL_EREFUSED, "%s: bind not "
 		    "refused", g.state);
@@ -663,13 +663,13 @@ START_TEST(test_second_provider)
 	ck_assert_int_eq(head(), at + 2);
 	br = binding_of("a/db");
 	ck_assert_str_eq(br.provider, "n2/pg");
-	ck_assert_str_eq(br.reason, BIND_ONLY_CANDIDATE);
+	ck_assert_str_eq(br.reason, TL_BIND_ONLY_CANDIDATE);
 	ck_assert_str_eq(binding_of("b/db@n1").provider, "n2/pg");
 	/* A new instance is decided now, by the rule: co-located. */
 	ASSIGN("b", "n2");
 	ASSIGN("a", "n2");
 	ck_assert_str_eq(binding_of("b/db@n2").provider, "n2/pg");
-	ck_assert_str_eq(binding_of("b/db@n2").reason, BIND_COLOCATED);
+	ck_assert_str_eq(binding_of("b/db@n2").reason, TL_BIND_COLOCATED);
 	ck_assert(!has_key("graph", "b/a/db@n2"));
 }
 END_TEST
@@ -745,7 +745,7 @@ START_TEST(test_requirement_changes)
 	ASSIGN("app", "n1");
 	ASSIGN("app", "n2");
 	ck_assert_int_eq(grant_of("app/db@n2", &g), 0);
-	ck_assert_str_eq(g.state, GRANT_REQUESTED);
+	ck_assert_str_eq(g.state, TL_GRANT_REQUESTED);
 
 	/* Reshaped while requested: refused, it would stay as it was. */
 	at = head();
@@ -771,13 +771,13 @@ START_TEST(test_requirement_changes)
 	snprintf(app.reqs[0].scope, sizeof(app.reqs[0].scope), "shared");
 	APPLY(&app);
 	ck_assert_int_eq(grant_of("app/db@n1", &g), 0);
-	ck_assert_str_eq(g.state, GRANT_REVOKING);
+	ck_assert_str_eq(g.state, TL_GRANT_REVOKING);
 	ck_assert_str_eq(g.reason, "requirement withdrawn");
 	ck_assert_int_eq(grant_of("app/db@n2", &g), 0);
-	ck_assert_str_eq(g.state, GRANT_REVOKING);
+	ck_assert_str_eq(g.state, TL_GRANT_REVOKING);
 	ck_assert(!has_key("graph", "r/app/db"));
 	ck_assert_int_eq(grant_of("app/store", &g), 0);
-	ck_assert_str_eq(g.state, GRANT_REQUESTED);
+	ck_assert_str_eq(g.state, TL_GRANT_REQUESTED);
 	ck_assert_str_eq(g.scope, "shared");
 	check_invariants();
 }
@@ -949,8 +949,8 @@ gpick_one(const struct tl_grant *g, void *arg)
 	struct gpick *gp = arg;
 
 	/* Reservoir sampling over the grants a reactor would work on. */
-	if (strcmp(g->state, GRANT_PROVISIONED) == 0 ||
-	    strcmp(g->state, GRANT_REVOKED) == 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) == 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKED) == 0)
 		return 0;
 	if (pick(gp->rs, ++gp->n) == 0)
 		gp->g = *g;
@@ -972,14 +972,14 @@ gpick_cb(struct tl_txn *t, void *arg)
 static const char *
 next_state_event(uint64_t *rs, const struct tl_grant *g)
 {
-	if (strcmp(g->state, GRANT_REQUESTED) == 0)
-		return EV_GRANT_PROVISIONING;
-	if (strcmp(g->state, GRANT_PROVISIONING) == 0)
-		return chance(rs, 75) ? EV_GRANT_PROVISIONED : EV_GRANT_FAILED;
-	if (strcmp(g->state, GRANT_FAILED) == 0)
-		return EV_GRANT_PROVISIONING;
-	if (strcmp(g->state, GRANT_REVOKING) == 0)
-		return EV_GRANT_REVOKED;
+	if (strcmp(g->state, TL_GRANT_REQUESTED) == 0)
+		return TL_EV_GRANT_PROVISIONING;
+	if (strcmp(g->state, TL_GRANT_PROVISIONING) == 0)
+		return chance(rs, 75) ? TL_EV_GRANT_PROVISIONED : TL_EV_GRANT_FAILED;
+	if (strcmp(g->state, TL_GRANT_FAILED) == 0)
+		return TL_EV_GRANT_PROVISIONING;
+	if (strcmp(g->state, TL_GRANT_REVOKING) == 0)
+		return TL_EV_GRANT_REVOKED;
 	return NULL;
 }
 
@@ -1117,7 +1117,7 @@ inv_binding(const char *rest, const void *val, size_t vlen, void *arg)
 		inv_fail(iv, "b/%s: bound and waiting", rest);
 	if (tl_grant_get(iv->t, iv->p, rest, &g, NULL) != 0)
 		inv_fail(iv, "b/%s: bound without a grant", rest);
-	else if (strcmp(g.state, GRANT_REQUESTED) == 0 &&
+	else if (strcmp(g.state, TL_GRANT_REQUESTED) == 0 &&
 	    strcmp(g.provider, prov) != 0)
 		inv_fail(iv, "b/%s: bound to %s, requested grant on %s", rest,
 		    prov, g.provider);
@@ -1127,13 +1127,13 @@ inv_binding(const char *rest, const void *val, size_t vlen, void *arg)
 static int
 grant_is_work(const char *state)
 {
-	return strcmp(state, GRANT_REQUESTED) == 0 ||
-	    strcmp(state, GRANT_PROVISIONING) == 0 ||
-	    strcmp(state, GRANT_FAILED) == 0 ||
-	    strcmp(state, GRANT_REPAIRING) == 0 ||
-	    strcmp(state, GRANT_REVOKING) == 0 ||
-	    strcmp(state, GRANT_PURGING) == 0 ||
-	    strcmp(state, GRANT_RESTORING) == 0;
+	return strcmp(state, TL_GRANT_REQUESTED) == 0 ||
+	    strcmp(state, TL_GRANT_PROVISIONING) == 0 ||
+	    strcmp(state, TL_GRANT_FAILED) == 0 ||
+	    strcmp(state, TL_GRANT_REPAIRING) == 0 ||
+	    strcmp(state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(state, TL_GRANT_PURGING) == 0 ||
+	    strcmp(state, TL_GRANT_RESTORING) == 0;
 }
 
 /* gw/GRANT: the grant exists, in a work state or provisioned. */
@@ -1200,11 +1200,11 @@ inv_grant(const struct tl_grant *g, void *arg)
 	if (grant_is_work(g->state) && !grants_has(iv, "gw/%s %016llx %s",
 	    g->provider, (unsigned long long)g->state_seq, g->id))
 		inv_fail(iv, "g/%s is %s: no gw/ index", g->id, g->state);
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0 &&
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 &&
 	    grants_has(iv, "gd/%s", g->id))
 		inv_fail(iv, "g/%s is %s: in the gd/ index", g->id, g->state);
-	if (strcmp(g->state, GRANT_REVOKED) == 0 ||
-	    strcmp(g->state, GRANT_REVOKING) == 0)
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKING) == 0)
 		return 0;
 	/* A grant that is not being revoked is one somebody needs. */
 	snprintf(k, sizeof(k), "r/%s/%s", g->module, g->req);

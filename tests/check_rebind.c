@@ -328,19 +328,19 @@ setup(void)
 	ck_assert_int_eq(mkdir(R.logdir, 0700), 0);
 	ck_assert_int_eq(tl_log_open_ex(R.logdir, TL_LOG_CREATE |
 	    TL_LOG_NOSYNC, 16u << 20, &R.log), 0);
-	emit(EV_NODE_ADDED, "node/node-a", b_node, "node-a");
-	emit(EV_NODE_ADDED, "node/node-b", b_node, "node-b");
-	emit(EV_NODE_ADDED, "node/node-c", b_node, "node-c");
-	emit(EV_MODULE_DECLARED, "module/postgres", b_postgres, NULL);
-	emit(EV_MODULE_DECLARED, "module/shop", b_shop, NULL);
-	emit(EV_REQ_DECLARED, "module/shop", b_req, NULL);
+	emit(TL_EV_NODE_ADDED, "node/node-a", b_node, "node-a");
+	emit(TL_EV_NODE_ADDED, "node/node-b", b_node, "node-b");
+	emit(TL_EV_NODE_ADDED, "node/node-c", b_node, "node-c");
+	emit(TL_EV_MODULE_DECLARED, "module/postgres", b_postgres, NULL);
+	emit(TL_EV_MODULE_DECLARED, "module/shop", b_shop, NULL);
+	emit(TL_EV_REQ_DECLARED, "module/shop", b_req, NULL);
 	ck_assert_msg(assign("postgres", "node-a", why) == 0, "%s", why);
 	ck_assert_msg(assign("postgres", "node-b", why) == 0, "%s", why);
 	ck_assert_msg(assign("shop", "node-a", why) == 0, "%s", why);
 	ck_assert_str_eq(grant("shop/db").provider, "node-a/postgres");
-	emit(EV_GRANT_PROVISIONING, "grant/shop/db", b_provisioning, NULL);
-	emit(EV_GRANT_PROVISIONED, "grant/shop/db", b_provisioned, NULL);
-	ck_assert_str_eq(grant("shop/db").state, GRANT_PROVISIONED);
+	emit(TL_EV_GRANT_PROVISIONING, "grant/shop/db", b_provisioning, NULL);
+	emit(TL_EV_GRANT_PROVISIONED, "grant/shop/db", b_provisioned, NULL);
+	ck_assert_str_eq(grant("shop/db").state, TL_GRANT_PROVISIONED);
 }
 
 static void
@@ -423,7 +423,7 @@ b_copied(struct tl_body *b, const void *arg)
 
 static const char *const moved_kv[] = { "grant", "shop/db", "module", "shop",
 	"req", "db", "node", "", "type", "postgres-database", "provider",
-	"node-b/postgres", "from", "node-a/postgres", "reason", BIND_MOVED,
+	"node-b/postgres", "from", "node-a/postgres", "reason", TL_BIND_MOVED,
 	"state", "bound", NULL };
 
 /* Every key and value of both tables, for byte-for-byte comparisons. */
@@ -497,7 +497,7 @@ START_TEST(test_refusals)
 	    strstr(why, "read-only") != NULL &&
 	    strstr(why, "node-a/shop") != NULL, "%s", why);
 	ck_assert_int_eq(mv("shop/db", &r), TL_ENOTFOUND);
-	ck_assert_uint_eq(count_type(EV_REBIND_STARTED), 0);
+	ck_assert_uint_eq(count_type(TL_EV_REBIND_STARTED), 0);
 	ck_assert_int_eq(rebind("node-a/postgres", 1, why), TL_EREFUSED);
 	ck_assert_msg(strstr(why, "already bound") != NULL, "%s", why);
 	ck_assert_int_eq(rebind("node-z/postgres", 1, why), TL_ENOTFOUND);
@@ -517,7 +517,7 @@ START_TEST(test_move_saga)
 
 	ck_assert_int_eq(rebind("node-b/postgres", 1, why), 0);
 	ck_assert_int_eq(mv("shop/db", &r), 0);
-	ck_assert_str_eq(r.state, MV_STARTED);
+	ck_assert_str_eq(r.state, TL_MV_STARTED);
 	ck_assert_str_eq(r.from, "node-a/postgres");
 	ck_assert_str_eq(r.to, "node-b/postgres");
 	ck_assert_uint_eq(r.version, 2);
@@ -527,28 +527,28 @@ START_TEST(test_move_saga)
 	ck_assert_msg(strstr(why, "moving") != NULL, "%s", why);
 	ck_assert_int_eq(rebind("node-b/postgres", 1, why), TL_EREFUSED);
 
-	emit(EV_REBIND_ISSUED, "grant/shop/db", b_issued, &v2);
+	emit(TL_EV_REBIND_ISSUED, "grant/shop/db", b_issued, &v2);
 	ck_assert_int_eq(mv("shop/db", &r), 0);
-	ck_assert_str_eq(r.state, MV_ISSUED);
+	ck_assert_str_eq(r.state, TL_MV_ISSUED);
 	ck_assert_str_eq(r.db, "shop-db_m2");
 	ck_assert_str_eq(r.old_user, "shop-db_v1");
 
 	/* No switch without a verified copy. */
-	emit(EV_BINDING_MOVED, "binding/shop/db", b_pairs, moved_kv);
+	emit(TL_EV_BINDING_MOVED, "binding/shop/db", b_pairs, moved_kv);
 	g = grant("shop/db");
 	ck_assert_str_eq(g.provider, "node-a/postgres");
 	ck_assert_uint_eq(g.version, 1);
 
-	emit(EV_REBIND_COPIED, "grant/shop/db", b_copied, NULL);
+	emit(TL_EV_REBIND_COPIED, "grant/shop/db", b_copied, NULL);
 	ck_assert_int_eq(mv("shop/db", &r), 0);
 	ck_assert_uint_eq(r.tables, 2);
 	ck_assert_uint_eq(r.rows, 5);
-	emit(EV_BINDING_MOVED, "binding/shop/db", b_pairs, moved_kv);
+	emit(TL_EV_BINDING_MOVED, "binding/shop/db", b_pairs, moved_kv);
 	ck_assert_int_eq(mv("shop/db", &r), 0);
-	ck_assert_str_eq(r.state, MV_MOVED);
+	ck_assert_str_eq(r.state, TL_MV_MOVED);
 	g = grant("shop/db");
 	ck_assert_str_eq(g.provider, "node-b/postgres");
-	ck_assert_str_eq(g.state, GRANT_PROVISIONED);
+	ck_assert_str_eq(g.state, TL_GRANT_PROVISIONED);
 	ck_assert_uint_eq(g.version, 2);
 	ck_assert_uint_eq(g.intent_seq, r.issued_seq);
 	ck_assert_str_eq(g.object, "shop-db_m2");
@@ -578,7 +578,7 @@ START_TEST(test_move_saga)
 		    "provider", "node-a/postgres", "resource", "shop-db",
 		    "user", "shop-db_v1", "policy", "retain", NULL };
 
-		emit(EV_REBIND_COMPLETED, "grant/shop/db", b_pairs, kv);
+		emit(TL_EV_REBIND_COMPLETED, "grant/shop/db", b_pairs, kv);
 	}
 	ck_assert_int_eq(mv("shop/db", &r), TL_ENOTFOUND);
 	ck_assert(!has_key(1, "mvf/shop/db"));
@@ -599,12 +599,12 @@ START_TEST(test_failed_move)
 	    "cleanup", "dropped", NULL };
 
 	ck_assert_int_eq(rebind("node-b/postgres", 1, why), 0);
-	emit(EV_REBIND_ISSUED, "grant/shop/db", b_issued, &v2);
-	emit(EV_REBIND_FAILED, "grant/shop/db", b_pairs, failed);
+	emit(TL_EV_REBIND_ISSUED, "grant/shop/db", b_issued, &v2);
+	emit(TL_EV_REBIND_FAILED, "grant/shop/db", b_pairs, failed);
 	ck_assert_int_eq(mv("shop/db", &r), 0);
-	ck_assert_str_eq(r.state, MV_FAILED);
+	ck_assert_str_eq(r.state, TL_MV_FAILED);
 	ck_assert_str_eq(r.reason, "row counts differ");
-	emit(EV_REBIND_REVERTED, "grant/shop/db", b_pairs, reverted);
+	emit(TL_EV_REBIND_REVERTED, "grant/shop/db", b_pairs, reverted);
 	ck_assert_int_eq(mv("shop/db", &r), TL_ENOTFOUND);
 	view_open(&v);
 	ck_assert_int_eq(tl_mv_failed(v.t, &v.p, "shop/db", &r), 0);
@@ -665,7 +665,7 @@ provider_node(const char *id, char *node)
 START_TEST(test_provider_move)
 {
 	char why[1024], node[64], id[TL_KEY_MAX];
-	uint64_t regs = count_type(EV_PROVIDER_REGISTERED);
+	uint64_t regs = count_type(TL_EV_PROVIDER_REGISTERED);
 	struct tl_rotation rot;
 	struct view v;
 
@@ -700,7 +700,7 @@ START_TEST(test_provider_move)
 	ck_assert_msg(strstr(why, "rotating") != NULL, "%s", why);
 	/* Re-configured where it is: same id, nothing re-registered. */
 	ck_assert_msg(assign("postgres", "node-c", why) == 0, "%s", why);
-	ck_assert_uint_eq(count_type(EV_PROVIDER_REGISTERED), regs);
+	ck_assert_uint_eq(count_type(TL_EV_PROVIDER_REGISTERED), regs);
 	/* Its old node cannot take the id back. */
 	ck_assert_int_eq(assign("postgres", "node-a", why), TL_EREFUSED);
 	ck_assert_msg(strstr(why, "belongs to the provider that moved") !=
@@ -716,7 +716,7 @@ START_TEST(test_provider_move_back)
 	struct view v;
 
 	ck_assert_msg(pmove("node-a/postgres", "node-c", why) == 0, "%s", why);
-	emit(EV_ROT_COMPLETED, "grant/shop/db", b_pairs, done);
+	emit(TL_EV_ROT_COMPLETED, "grant/shop/db", b_pairs, done);
 	ck_assert_msg(pmove("node-a/postgres", "node-a", why) == 0, "%s", why);
 	provider_node("node-a/postgres", node);
 	ck_assert_str_eq(node, "node-a");

@@ -542,7 +542,7 @@ append_offer(struct tl_txn *t, void *arg)
 	tl_body_str(&b, "via", "log");
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
-		a.type = EV_ACK_OFFERED;
+		a.type = TL_EV_ACK_OFFERED;
 		a.stream = stream;
 		a.expect = TL_VER_ANY;
 		a.actor = actor;
@@ -647,7 +647,7 @@ append_report(struct tl_txn *t, void *arg)
 	tl_body_str(&b, "via", "log");
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
-		a.type = EV_REPORT_OFFERED;
+		a.type = TL_EV_REPORT_OFFERED;
 		a.stream = stream;
 		a.expect = TL_VER_ANY;
 		a.actor = actor;
@@ -1042,7 +1042,7 @@ from_log(struct agent *ag)
 			break;
 		if (tl_bview_open(&v, ev.body, ev.body_len) != 0)
 			continue;
-		if (strcmp(ev.type, EV_ASSIGN_REMOVED) == 0) {
+		if (strcmp(ev.type, TL_EV_ASSIGN_REMOVED) == 0) {
 			char module[64] = "";
 
 			if (tl_bn_getstr(v.root, "node", node, sizeof(node)) ==
@@ -1058,7 +1058,7 @@ from_log(struct agent *ag)
 			tl_bview_close(&v);
 			continue;
 		}
-		if (strcmp(ev.type, EV_CRED_DELIVERED) != 0) {
+		if (strcmp(ev.type, TL_EV_CRED_DELIVERED) != 0) {
 			tl_bview_close(&v);
 			continue;
 		}
@@ -1132,7 +1132,7 @@ from_amqp(struct agent *ag)
 		}
 		if (rc != 0)
 			break;
-		if (strcmp(d.type, EV_ASSIGN_REMOVED) == 0) {
+		if (strcmp(d.type, TL_EV_ASSIGN_REMOVED) == 0) {
 			json_t *j = json_loadb(d.body, d.len, 0, NULL);
 			const char *m = NULL, *n = NULL;
 

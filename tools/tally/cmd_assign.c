@@ -283,8 +283,8 @@ say_revocation(const struct tl_grant *g, void *arg)
 	char k[TL_KEY_MAX], driver[64] = "", policy[16] = "";
 	size_t i;
 
-	if (strcmp(g->state, GRANT_REVOKED) == 0 ||
-	    strcmp(g->state, GRANT_PURGED) == 0 || g->provider[0] == '\0' ||
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0 || g->provider[0] == '\0' ||
 	    tl_key(k, "p/%s", g->provider) != 0 ||
 	    tl_rec_get(pw->t, pw->p->graph, k, &r) != 0)
 		return 0;

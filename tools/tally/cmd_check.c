@@ -67,9 +67,9 @@ one(const struct tl_grant *g, void *arg)
 		return 0;
 	if (sa->o->provider && strcmp(sa->o->provider, g->provider) != 0)
 		return 0;
-	if (strcmp(g->state, GRANT_REVOKED) == 0)
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0)
 		return 0;
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
 		sa->bad++;
 	json_array_append_new(sa->out, json_pack("{s:s,s:s,s:s,s:s}", "grant",
 	    g->id, "provider", g->provider, "state", g->state, "drift",

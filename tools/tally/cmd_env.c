@@ -50,7 +50,7 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 	snprintf(stream, sizeof(stream), "grant/%s", g->id);
 	snprintf(want, sizeof(want), "%s@%s", g->module, ea->node);
 	f.stream = stream;
-	f.type = EV_CRED_DELIVERED;
+	f.type = TL_EV_CRED_DELIVERED;
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		return rc;
 	while ((rc = tl_iter_next(it, &ev)) == 0) {
@@ -121,7 +121,7 @@ one_grant(const struct tl_grant *g, void *arg)
 {
 	struct collect *c = arg;
 
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
 	if (g->node[0] != '\0' && strcmp(g->node, c->ea->node) != 0)
 		return 0;

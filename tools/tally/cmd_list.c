@@ -194,8 +194,8 @@ count_grant(const struct tl_grant *g, void *arg)
 	json_t *counts = arg;
 	json_t *n = json_object_get(counts, g->provider);
 
-	if (strcmp(g->state, GRANT_REVOKED) == 0 ||
-	    strcmp(g->state, GRANT_PURGED) == 0)
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0)
 		return 0;
 	json_object_set_new(counts, g->provider, json_integer(
 	    json_integer_value(n) + 1));

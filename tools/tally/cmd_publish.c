@@ -116,7 +116,7 @@ do_append(struct tl_ctx *c, void *arg)
 {
 	struct pub_arg *pa = arg;
 
-	return tl_emit(c, pa->type, PUBLISHER_STREAM, &pa->b, NULL);
+	return tl_emit(c, pa->type, TL_PUBLISHER_STREAM, &pa->b, NULL);
 }
 
 static int
@@ -218,7 +218,7 @@ configure(struct tl_cli *cli, int argc, char **argv)
 	if (secret) {
 		struct tl_key key;
 		char why[160] = "", path[1200], pw[256];
-		const char *ad = PUBLISHER_STREAM ":password";
+		const char *ad = TL_PUBLISHER_STREAM ":password";
 		size_t n;
 
 		snprintf(path, sizeof(path), "%s/master.key", cli->home);
@@ -244,7 +244,7 @@ configure(struct tl_cli *cli, int argc, char **argv)
 		tl_secret_key_free(&key);
 	}
 	tl_body_init(&pa.b);
-	pa.type = EV_PUBLISHER_CONFIGURED;
+	pa.type = TL_EV_PUBLISHER_CONFIGURED;
 	tl_body_str(&pa.b, "url", url);
 	tl_body_str(&pa.b, "host", conf.host);
 	tl_body_u64(&pa.b, "port", (uint64_t)(conf.port ? conf.port :
@@ -290,7 +290,7 @@ disable(struct tl_cli *cli, int argc, char **argv)
 		return TL_EXIT_USAGE;
 	}
 	tl_body_init(&pa.b);
-	pa.type = EV_PUBLISHER_DISABLED;
+	pa.type = TL_EV_PUBLISHER_DISABLED;
 	ex = cli_write(cli, do_append, &pa, NULL);
 	tl_body_free(&pa.b);
 	if (ex == TL_EXIT_OK && !cli->json)
@@ -353,7 +353,7 @@ status(struct tl_cli *cli, int argc, char **argv)
 		return rc;
 	if ((rc = tl_log_begin(cli->log, TL_TXN_RDONLY, &t)) != 0)
 		return cli_fail(cli, rc, "read the log");
-	f.stream = PUBLISHER_STREAM;
+	f.stream = TL_PUBLISHER_STREAM;
 	if ((rc = tl_iter_open(t, &f, &it)) != 0) {
 		tl_log_abort(t);
 		return cli_fail(cli, rc, "read the log");
@@ -362,7 +362,7 @@ status(struct tl_cli *cli, int argc, char **argv)
 		json_decref(cfg);
 		cfg = NULL;
 		cfgseq = ev.seq;
-		if (strcmp(ev.type, EV_PUBLISHER_CONFIGURED) == 0)
+		if (strcmp(ev.type, TL_EV_PUBLISHER_CONFIGURED) == 0)
 			cfg = tl_json_body(ev.body, ev.body_len);
 	}
 	tl_iter_close(it);

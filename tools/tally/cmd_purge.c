@@ -119,15 +119,15 @@ one(const struct tl_grant *g, void *arg)
 	char state[64];
 
 	/* Being purged is still there: listed until the purge is done. */
-	if (la->revoked && strcmp(g->state, GRANT_REVOKED) != 0 &&
-	    strcmp(g->state, GRANT_PURGING) != 0 &&
-	    strcmp(g->state, GRANT_PURGED) != 0)
+	if (la->revoked && strcmp(g->state, TL_GRANT_REVOKED) != 0 &&
+	    strcmp(g->state, TL_GRANT_PURGING) != 0 &&
+	    strcmp(g->state, TL_GRANT_PURGED) != 0)
 		return 0;
-	if (strcmp(g->state, GRANT_REVOKED) == 0 &&
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 &&
 	    strcmp(g->policy, "drop") != 0 && g->retained_bytes > 0)
 		snprintf(state, sizeof(state), "revoked (data retained, %.1f "
 		    "MiB)", (double)g->retained_bytes / 1048576.0);
-	else if (strcmp(g->state, GRANT_REVOKED) == 0)
+	else if (strcmp(g->state, TL_GRANT_REVOKED) == 0)
 		snprintf(state, sizeof(state), "revoked (data %s)",
 		    strcmp(g->policy, "drop") == 0 ? "dropped" : "retained");
 	else

@@ -91,7 +91,7 @@ collect(const struct tl_grant *g, void *arg)
 	struct each_arg *ea = arg;
 	char (*nv)[TL_GRANT_ID_MAX + 1];
 
-	if (strcmp(g->state, GRANT_PROVISIONED) != 0)
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
 	if ((nv = realloc(ea->ids, (ea->n + 1) * sizeof(*nv))) == NULL)
 		return ENOMEM;

@@ -15,11 +15,11 @@ make -s -C "$TALLY_SRC" install DESTDIR="$D" PREFIX=/opt/tally >"$W/install.log"
 }
 t_check "programs, pages and unit are where PREFIX puts them"
 for f in bin/tally bin/tallyd bin/tally-node share/man/man1/tally.1 share/man/man8/tallyd.8 \
-    share/man/man5/tally-manifest.5 lib/systemd/system/tallyd.service \
+    share/man/man8/tally-node.8 share/man/man5/tally-manifest.5 lib/systemd/system/tallyd.service \
     lib/systemd/system/tally-node@.service; do
 	[ -f "$D/opt/tally/$f" ] || t_fail "make install did not install $f"
 done
-t_ok "all eight"
+t_ok "all nine"
 
 t_check "the unit starts the installed tallyd"
 grep -qx 'ExecStart=/opt/tally/bin/tallyd' "$D/opt/tally/lib/systemd/system/tallyd.service" ||
@@ -35,4 +35,8 @@ for c in $("$TALLY_BIN/tally" --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p'); d
 	grep -q "^\.It Cm $c\b\|Cm $c\b" "$D/opt/tally/share/man/man1/tally.1" ||
 		t_fail "tally(1) does not describe tally $c"
 done
-t_ok "clean; tally(1) describes every command of tally --help"
+for o in $("$TALLY_BIN/tally-node" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+	grep -q "Fl ${o#-}\b" "$D/opt/tally/share/man/man8/tally-node.8" ||
+		t_fail "tally-node(8) does not describe $o"
+done
+t_ok "clean; tally(1) describes every command of tally --help, tally-node(8) every option of tally-node --help"

@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "events.h"
 #include "grant.h"
-#include "proj-internal.h"
 
 /* The record's field table: one place for encoding and decoding. */
 #define STR_FIELDS(X, XK)						\

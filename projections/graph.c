@@ -12,7 +12,6 @@
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
-#include "proj-internal.h"
 
 int
 tl_grant_key(char *buf, const char *module, const char *req, const char *node)

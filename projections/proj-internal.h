@@ -1,5 +1,5 @@
 /*
- * proj-internal.h - the folds, shared by proj.c and the per-table files.
+ * proj-internal.h - the fold dispatch's own, shared by proj.c and rebuild.c.
  */
 #ifndef TL_PROJ_INTERNAL_H
 #define TL_PROJ_INTERNAL_H
@@ -7,11 +7,6 @@
 #include <errno.h>
 
 #include "proj.h"
-
-int	tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
-	    const struct tl_event *ev, struct tl_bnode body);
-int	tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
-	    const struct tl_event *ev, struct tl_bnode body);
 
 /*
  * Folds events from..to into t (rebuild.c): a long range is read on a

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "decide.h"
+#include "binder.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "decide.h"
+#include "binder.h"
+#include "decide_assign.h"
 #include "drivers/driver.h"
 #include "events.h"
 #include "grant.h"

@@ -10,7 +10,9 @@
 
 #include "core/error.h"
 #include "drivers/driver.h"
-#include "decide.h"
+#include "binder.h"
+#include "decide_rebind.h"
+#include "decide_rotate.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"

@@ -24,6 +24,7 @@
 #include "projections/rotation.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 #define PW_MAX	512
 

@@ -45,8 +45,12 @@
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/status.h"
+#include "backoff.h"
+#include "credential.h"
+#include "deliver.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 struct mfile {
 	char	 file[64];

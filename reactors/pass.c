@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "projections/decide.h"
 #include "pass.h"
+#include "session.h"
 
 /* Threads the pool keeps at most (jobs beyond wait in the queue). */
 #define POOL_THREADS_MAX	256

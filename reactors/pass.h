@@ -39,6 +39,7 @@
 #include <stddef.h>
 
 #include "rx-internal.h"
+#include "session.h"
 
 enum { TL_RX_LANE_PASS, TL_RX_LANE_LONG };
 

@@ -34,8 +34,12 @@
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/rotation.h"
+#include "backoff.h"
+#include "credential.h"
+#include "deliver.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 #define TABLES_MAX	65536	/* the copy's counts, as JSON */
 

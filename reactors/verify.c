@@ -44,8 +44,10 @@
 #include "core/kv.h"
 #include "projections/decide.h"
 #include "projections/events.h"
+#include "credential.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 /* With a bulk check: every grant logs in on every N-th check of it. */
 #define TL_RX_VERIFY_LOGIN_EVERY	30

@@ -1,5 +1,6 @@
 /*
- * proj-internal.h - the fold dispatch's own, shared by proj.c and rebuild.c.
+ * proj-internal.h - rebuild.c's fold of a range, for the catch-up and
+ * the rebuilds.
  */
 #ifndef TL_PROJ_INTERNAL_H
 #define TL_PROJ_INTERNAL_H

@@ -1,5 +1,6 @@
 /*
- * proj.c - the fold dispatch: each event to the folds, the checkpoint.
+ * proj.c - the fold dispatch: one event to each fold (catch-ups and
+ * rebuilds, which fold ranges, are rebuild.c's).
  */
 #include <errno.h>
 #include <string.h>
@@ -8,7 +9,7 @@
 #include "catalogue.h"
 #include "grant.h"
 #include "graph.h"
-#include "proj-internal.h"
+#include "proj.h"
 #include "rebind.h"
 #include "rotation.h"
 
@@ -48,48 +49,4 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 		rc = tl_fold_rebind(t, p, ev, v.root);
 	tl_bview_close(&v);
 	return rc;
-}
-
-int
-tl_proj_catchup(struct tl_txn *t, uint64_t upto)
-{
-	struct tl_proj p;
-	uint64_t at = 0, last = 0, bad = 0;
-	int rc;
-
-	if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &at)) != 0 &&
-	    rc != TL_ENOTFOUND)
-		return rc;
-	if ((rc = tl_log_last(t, &last, NULL)) != 0)
-		return rc;
-	/* Opening creates the tables, so readers find them even when empty. */
-	if ((rc = tl_proj_open(t, &p)) != 0)
-		return rc;
-	if (upto == 0 || upto > last)
-		upto = last;
-	if (at >= upto)
-		return at == 0 ? tl_ckpt_set(t, TL_PROJ_CKPT, 0) : 0;
-	if ((rc = tl_proj_fold(t, &p, at + 1, upto, &at, &bad)) != 0)
-		return rc;
-	return tl_ckpt_set(t, TL_PROJ_CKPT, at);
-}
-
-int
-tl_proj_rebuild(struct tl_txn *t, uint64_t upto, uint64_t *countp)
-{
-	uint64_t after = 0;
-	int rc;
-
-	if ((rc = tl_kv_drop_all(t)) != 0)
-		return rc;
-	if ((rc = tl_ckpt_set(t, TL_PROJ_CKPT, 0)) != 0)
-		return rc;
-	if ((rc = tl_proj_catchup(t, upto)) != 0)
-		return rc;
-	if (countp != NULL) {
-		if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &after)) != 0)
-			return rc;
-		*countp = after;
-	}
-	return 0;
 }

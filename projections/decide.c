@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "catalogue.h"
 #include "decide.h"
 #include "events.h"
@@ -352,15 +353,9 @@ collect_req(const char *rest, const void *val, size_t vlen, void *arg)
 
 	(void)val;
 	(void)vlen;
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? o->cap * 2 : 8;
-		char (*nv)[64] = realloc(o->names, cap * 64);
-
-		if (nv == NULL)
-			return ENOMEM;
-		o->names = nv;
-		o->cap = cap;
-	}
+	if (tl_vec_grow(&o->names, &o->cap, o->n + 1,
+	    sizeof(o->names[0])) != 0)
+		return ENOMEM;
 	snprintf(o->names[o->n++], 64, "%s", rest);
 	return 0;
 }
@@ -383,16 +378,9 @@ requested_of(const struct tl_grant *g, void *arg)
 	    strcmp(g->state, TL_GRANT_PURGING) == 0 ||
 	    strcmp(g->state, TL_GRANT_PURGED) == 0)
 		return 0;
-	if (rg->n == rg->cap) {
-		size_t cap = rg->cap ? rg->cap * 2 : 4;
-		char (*nv)[TL_GRANT_ID_MAX + 1] = realloc(rg->ids,
-		    cap * sizeof(*nv));
-
-		if (nv == NULL)
-			return ENOMEM;
-		rg->ids = nv;
-		rg->cap = cap;
-	}
+	if (tl_vec_grow(&rg->ids, &rg->cap, rg->n + 1,
+	    sizeof(rg->ids[0])) != 0)
+		return ENOMEM;
 	snprintf(rg->ids[rg->n++], sizeof(rg->ids[0]), "%s", g->id);
 	return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "events.h"
 #include "grant.h"
 
@@ -387,20 +388,18 @@ set_state(struct tl_grant *g, const char *state, uint64_t seq)
 
 struct keys {
 	char	(*v)[TL_KEY_MAX];
-	size_t	 n;
+	size_t	 n, cap;
 };
 
 static int
 collect_key(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct keys *ks = arg;
-	char (*nv)[TL_KEY_MAX];
 
 	(void)val;
 	(void)vlen;
-	if ((nv = realloc(ks->v, (ks->n + 1) * sizeof(*nv))) == NULL)
+	if (tl_vec_grow(&ks->v, &ks->cap, ks->n + 1, sizeof(ks->v[0])) != 0)
 		return ENOMEM;
-	ks->v = nv;
 	snprintf(ks->v[ks->n++], TL_KEY_MAX, "%s", rest);
 	return 0;
 }
@@ -409,7 +408,7 @@ collect_key(const char *rest, const void *val, size_t vlen, void *arg)
 static int
 forget_migrations(struct tl_txn *t, const struct tl_proj *p, const char *id)
 {
-	struct keys ks = { NULL, 0 };
+	struct keys ks = { NULL, 0, 0 };
 	char pfx[TL_KEY_MAX];
 	char k[TL_KEY_MAX];
 	size_t i;

@@ -9,6 +9,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
@@ -116,15 +117,8 @@ nodelist_add(const char *rest, const void *val, size_t vlen, void *arg)
 	(void)rest;
 	if (vlen >= 64)
 		return TL_ECORRUPT;
-	if (nl->n == nl->cap) {
-		size_t cap = nl->cap ? nl->cap * 2 : 8;
-		char (*nv)[64] = realloc(nl->v, cap * sizeof(*nv));
-
-		if (nv == NULL)
-			return ENOMEM;
-		nl->v = nv;
-		nl->cap = cap;
-	}
+	if (tl_vec_grow(&nl->v, &nl->cap, nl->n + 1, sizeof(nl->v[0])) != 0)
+		return ENOMEM;
 	memcpy(nl->v[nl->n], val, vlen);
 	nl->v[nl->n][vlen] = '\0';
 	nl->n++;

@@ -10,6 +10,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
@@ -148,20 +149,19 @@ tl_provider_of(struct tl_txn *t, const struct tl_proj *p, const char *module,
 /* The grants a provider serves, collected before any is rewritten. */
 struct ids {
 	char	(*v)[TL_GRANT_ID_MAX + 1];
-	size_t	 n;
+	size_t	 n, cap;
 };
 
 static int
 collect_id(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct ids *ids = arg;
-	char (*nv)[TL_GRANT_ID_MAX + 1];
 
 	(void)val;
 	(void)vlen;
-	if ((nv = realloc(ids->v, (ids->n + 1) * sizeof(*nv))) == NULL)
+	if (tl_vec_grow(&ids->v, &ids->cap, ids->n + 1,
+	    sizeof(ids->v[0])) != 0)
 		return ENOMEM;
-	ids->v = nv;
 	snprintf(ids->v[ids->n++], TL_GRANT_ID_MAX + 1, "%s", rest);
 	return 0;
 }
@@ -171,7 +171,7 @@ static int
 readdress(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
     const char *id, struct tl_bnode body)
 {
-	struct ids ids = { NULL, 0 };
+	struct ids ids = { NULL, 0, 0 };
 	struct tl_grant g;
 	char host[256] = "", port[8] = "";
 	char k[TL_KEY_MAX];

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backoff.h"
+#include "core/vec.h"
 
 struct tl_rx_backoff *
 tl_rx_backoff_find(struct tl_rx *rx, const char *id, int create)
@@ -19,10 +20,9 @@ tl_rx_backoff_find(struct tl_rx *rx, const char *id, int create)
 	for (i = 0; i < rx->nbo; i++)
 		if (strcmp(rx->bo[i].id, id) == 0)
 			return &rx->bo[i];
-	if (!create || (nb = realloc(rx->bo, (rx->nbo + 1) *
-	    sizeof(*nb))) == NULL)
+	if (!create || tl_vec_grow(&rx->bo, &rx->capbo, rx->nbo + 1,
+	    sizeof(rx->bo[0])) != 0)
 		return NULL;
-	rx->bo = nb;
 	nb = &rx->bo[rx->nbo++];
 	memset(nb, 0, sizeof(*nb));
 	snprintf(nb->id, sizeof(nb->id), "%s", id);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "drivers/driver.h"
 #include "projections/decide.h"
 #include "projections/events.h"
@@ -94,7 +95,7 @@ static struct tl_rx_prov *
 pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, char *driver, int *drop)
 {
-	struct tl_rx_prov pv, *np;
+	struct tl_rx_prov pv;
 	size_t i;
 
 	for (i = 0; i < ps->npv; i++)
@@ -113,15 +114,10 @@ pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
 		tl_secret_wipe(pv.password, sizeof(pv.password));
 		return NULL;
 	}
-	if (ps->npv == ps->cappv) {
-		size_t cap = ps->cappv ? ps->cappv * 2 : 8;
-
-		if ((np = tl_secret_realloc(ps->pv, cap * sizeof(*np))) == NULL) {
-			tl_secret_wipe(pv.password, sizeof(pv.password));
-			return NULL;
-		}
-		ps->pv = np;
-		ps->cappv = cap;
+	if (tl_vec_grow_secret(&ps->pv, &ps->cappv, ps->npv + 1,
+	    sizeof(ps->pv[0])) != 0) {
+		tl_secret_wipe(pv.password, sizeof(pv.password));
+		return NULL;
 	}
 	ps->pv[ps->npv] = pv;
 	tl_secret_wipe(pv.password, sizeof(pv.password));
@@ -139,14 +135,9 @@ add_work(struct pass *ps)
 {
 	struct work *nw;
 
-	if (ps->nw == ps->capw) {
-		size_t cap = ps->capw ? ps->capw * 2 : 16;
-
-		if ((nw = tl_secret_realloc(ps->w, cap * sizeof(*nw))) == NULL)
-			return NULL;
-		ps->w = nw;
-		ps->capw = cap;
-	}
+	if (tl_vec_grow_secret(&ps->w, &ps->capw, ps->nw + 1,
+	    sizeof(ps->w[0])) != 0)
+		return NULL;
 	nw = &ps->w[ps->nw++];
 	memset(nw, 0, sizeof(*nw));
 	return nw;
@@ -510,17 +501,10 @@ call_drivers(void *arg, unsigned *phases)
 				break;
 		if (j == ps->npv)
 			continue;
-		if (ps->pv[j].nw == ps->pv[j].capw) {
-			size_t cap = ps->pv[j].capw ? ps->pv[j].capw * 2 : 8;
-			struct work **nw = realloc(ps->pv[j].w,
-			    cap * sizeof(*nw));
-
-			if (nw == NULL) {
-				w->rc = ENOMEM;
-				continue;
-			}
-			ps->pv[j].w = nw;
-			ps->pv[j].capw = cap;
+		if (tl_vec_grow(&ps->pv[j].w, &ps->pv[j].capw,
+		    ps->pv[j].nw + 1, sizeof(ps->pv[j].w[0])) != 0) {
+			w->rc = ENOMEM;
+			continue;
 		}
 		ps->pv[j].w[ps->pv[j].nw++] = w;
 		ps->pv[j].ops = tl_drv_find(w->driver);
@@ -764,14 +748,9 @@ write_one(struct pass *ps, struct tl_txn *t, const char *module,
 	struct file_note *f;
 	int rc = tl_rx_write_env(ps->rx, t, module, node);
 
-	if (ps->nfn == ps->capfn) {
-		size_t cap = ps->capfn ? ps->capfn * 2 : 8;
-
-		if ((f = realloc(ps->fn, cap * sizeof(*f))) == NULL)
-			return rc;
-		ps->fn = f;
-		ps->capfn = cap;
-	}
+	if (tl_vec_grow(&ps->fn, &ps->capfn, ps->nfn + 1,
+	    sizeof(ps->fn[0])) != 0)
+		return rc;
 	f = &ps->fn[ps->nfn++];
 	snprintf(f->module, sizeof(f->module), "%s", module);
 	snprintf(f->node, sizeof(f->node), "%s", node);

@@ -40,7 +40,7 @@ struct tl_rx {
 	void			(*logf)(int level, const char *fmt, va_list ap);
 	/* Providers that failed, and when to try them again. */
 	struct tl_rx_backoff	*bo;
-	size_t			 nbo;
+	size_t			 nbo, capbo;
 	struct tl_rx_pub	*pub;		/* the publisher's (publish.c) */
 	struct tl_rx_copy	*copies;	/* moves' copies (rebind.c) */
 	struct tl_rx_mig	*migs;		/* migrations running (migrate.c) */

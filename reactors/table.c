@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "projections/status.h"
 #include "ack.h"
 #include "pass.h"
@@ -143,7 +144,7 @@ tl_rx_free(struct tl_rx *rx)
 	tl_rx_pool_free(rx);
 	free(rx->bo);
 	rx->bo = NULL;
-	rx->nbo = 0;
+	rx->nbo = rx->capbo = 0;
 	tl_secret_key_free(&rx->key);
 }
 

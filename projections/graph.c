@@ -481,7 +481,8 @@ fold_binding(struct tl_txn *t, const struct tl_proj *p,
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
 	    tl_bn_getstr(body, "type", type, sizeof(type)) != 0)
 		return TL_EMALFORMED;
-	tl_bn_getstr(body, "state", state, sizeof(state));
+	if (tl_bn_getstr(body, "state", state, sizeof(state)) == TL_ETOOBIG)
+		return TL_ETOOBIG;	/* never cut or emptied */
 	if ((rc = tl_key(k, "b/%s", grant)) != 0 ||
 	    (rc = put_body(t, p->graph, k, ev)) != 0)
 		return rc;

@@ -163,3 +163,14 @@ tl_rec_scan(struct tl_txn *t, tl_kv kv, const char *prefix,
 
 	return tl_kv_scan(t, kv, prefix, sa.plen, scan_one, &sa);
 }
+
+int
+tl_rec_getstr(struct tl_bnode map, const char *key, char *buf, size_t cap,
+    int *big)
+{
+	int rc = tl_bn_getstr(map, key, buf, cap);
+
+	if (rc == TL_ETOOBIG)
+		*big = 1;
+	return rc;
+}

@@ -81,6 +81,16 @@ int	tl_rec_put(struct tl_txn *t, tl_kv kv, const char *key, uint64_t seq,
 	    const void *body, size_t len);
 int	tl_rec_exists(struct tl_txn *t, tl_kv kv, const char *key);
 
+/*
+ * A fold's string field into buf (cap bytes): as tl_bn_getstr, whose
+ * result it returns, but a value too long for buf also sets *big, so a
+ * fold that reads many fields fails once (TL_ETOOBIG) after reading
+ * them rather than keep "" where the value was.  An absent field, or
+ * one that is not a string, leaves "" and *big as it was.
+ */
+int	tl_rec_getstr(struct tl_bnode map, const char *key, char *buf,
+	    size_t cap, int *big);
+
 /* Builds "a/b/c" keys into buf (TL_ETOOBIG if they do not fit). */
 #define TL_KEY_MAX	400
 int	tl_key(char *buf, const char *fmt, ...)

@@ -2,7 +2,8 @@
  * binder.h - the binder: which provider serves each requirement
  * instance, decided at command time (ARCHITECTURE.md, "Why binding is
  * a command-time rule").  Runs in a decision context (ctx.h); errors
- * and refusals as there.
+ * and refusals as there.  The strings passed in are borrowed for the
+ * call; nothing is kept or allocated past it.
  */
 #ifndef TL_BINDER_H
 #define TL_BINDER_H

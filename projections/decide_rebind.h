@@ -1,7 +1,8 @@
 /*
  * decide_rebind.h - deciders that move grants and providers (tally
  * rebind, tally provider move).  Run in a decision context (ctx.h);
- * errors and refusals as there.
+ * errors and refusals as there.  The strings and settings passed in are
+ * borrowed for the call; nothing is kept or allocated past it.
  */
 #ifndef TL_DECIDE_REBIND_H
 #define TL_DECIDE_REBIND_H

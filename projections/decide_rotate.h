@@ -1,7 +1,8 @@
 /*
  * decide_rotate.h - deciders of credential rotation (tally rotate,
  * rotate --admin, ack).  Run in a decision context (ctx.h); errors and
- * refusals as there.
+ * refusals as there.  The strings passed in are borrowed for the call;
+ * *acked is the caller's.
  */
 #ifndef TL_DECIDE_ROTATE_H
 #define TL_DECIDE_ROTATE_H

@@ -1,6 +1,8 @@
 /*
  * proj-internal.h - rebuild.c's fold of a range, for the catch-up and
- * the rebuilds.
+ * the rebuilds.  In the caller's write transaction, keeping nothing
+ * past the call; errors are tl_proj_apply's (proj.h), and the caller
+ * aborts the transaction on one.
  */
 #ifndef TL_PROJ_INTERNAL_H
 #define TL_PROJ_INTERNAL_H

@@ -9,6 +9,15 @@
  *
  * The checkpoint "projections" is the last sequence number folded; it is
  * moved in the same transaction as the events it covers.
+ *
+ * Every function takes the caller's write transaction (tl_proj_current
+ * and tl_proj_rebuild_log their own) and keeps nothing past the call;
+ * the event given to tl_proj_apply is borrowed.  An error leaves the
+ * transaction holding part of a fold: the caller aborts it (a fold's
+ * writes are never committed half done).  Errors are core/error.h
+ * codes: TL_ETOOBIG (a string longer than the catalogue's limit for
+ * its field, or a key past TL_KEY_MAX), TL_ECORRUPT and TL_EMALFORMED
+ * (a record or body that does not decode), ENOMEM, LMDB's.
  */
 #ifndef TL_PROJ_H
 #define TL_PROJ_H

@@ -110,7 +110,13 @@ done
 
 # The calls, from the objects of the tree as built now.
 make -s -C "$TALLY_SRC" all >/dev/null
-obj="$TALLY_SRC/build/obj"
+obj=${TALLY_OBJ:-"$TALLY_SRC/build/obj"}
+for d in core projections reactors drivers; do
+	if ! ls "$obj/$d"/*.o >/dev/null 2>&1; then
+		echo "FAIL: no objects in $obj/$d (a build elsewhere: set TALLY_OBJ)"
+		exit 1
+	fi
+done
 for d in core projections reactors drivers tools/*; do
 	[ -d "$obj/$d" ] || continue
 	ls "$obj/$d"/*.o >/dev/null 2>&1 || continue

@@ -9,6 +9,7 @@
 #include "envelope.h"
 #include "error.h"
 #include "mp.h"
+#include "vec.h"
 
 void
 tl_body_init(struct tl_body *b)
@@ -44,18 +45,17 @@ room(struct tl_body *b, size_t n)
 	if (b->err)
 		return NULL;
 	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		uint8_t *np;
+		/* From 256 bytes: most bodies fit the first buffer. */
+		size_t need = b->len + n < 256 ? 256 : b->len + n;
 
-		while (cap < b->len + n)
-			cap *= 2;
-		if (cap > TL_BODY_MAX * 2 || (np = realloc(b->p, cap)) ==
-		    NULL) {
-			b->err = cap > TL_BODY_MAX * 2 ? TL_ETOOBIG : ENOMEM;
+		if (n > TL_BODY_MAX * 2 || need > TL_BODY_MAX * 2) {
+			b->err = TL_ETOOBIG;
 			return NULL;
 		}
-		b->p = np;
-		b->cap = cap;
+		if (tl_vec_grow(&b->p, &b->cap, need, 1) != 0) {
+			b->err = ENOMEM;
+			return NULL;
+		}
 	}
 	return b->p + b->len;
 }

@@ -1,6 +1,9 @@
 /*
  * bytes.h - big-endian integers in keys and values, so that LMDB's
  * byte order is numeric order.
+ *
+ * p must hold 8 bytes; nothing is checked, allocated or kept, and
+ * nothing fails.
  */
 #ifndef TL_BYTES_H
 #define TL_BYTES_H

@@ -6,6 +6,8 @@
  * negative TL_E* codes below (tally's reserved range, like LMDB's).
  * tl_strerror() describes any of them; its strings start with the
  * code's name so that a log line can be grepped back to the source.
+ * They are static storage (or strerror's, for an errno value): valid
+ * for the life of the program, never freed by the caller.
  */
 #ifndef TL_ERROR_H
 #define TL_ERROR_H

@@ -8,6 +8,12 @@
  *
  * Secrets (TL_EXT_SECRET values) are rendered as the string
  * "<redacted>", never as ciphertext; binary values as lowercase hex.
+ *
+ * The documents returned are new references the caller releases with
+ * json_decref; they copy what they need, so they outlive the event and
+ * its transaction.  Failure is NULL (a body that does not decode, or
+ * ENOMEM): nothing is then left to free.  tl_json_time writes buf and
+ * cannot fail.
  */
 #ifndef TL_JSON_H
 #define TL_JSON_H

@@ -1,6 +1,10 @@
 /*
  * log-internal.h - what core's own modules (kv, subscription) share
  * about a log and its transactions.  Not for use outside core/.
+ *
+ * The structs are log.c's: the handles and buffers in them are owned
+ * and freed there (tl_log_close, the end of a transaction); the other
+ * modules read them and never free or keep them past the transaction.
  */
 #ifndef TL_LOG_INTERNAL_H
 #define TL_LOG_INTERNAL_H

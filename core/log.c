@@ -21,6 +21,7 @@
 
 #include "error.h"
 #include "log-internal.h"
+#include "vec.h"
 
 #define TL_LOG_MAGIC	"tally-log"
 #define TL_LOG_FORMAT	1
@@ -1279,17 +1280,9 @@ tl_append(struct tl_txn *t, const struct tl_append *a, uint64_t *seqp,
 			break;
 		if (rc != TL_ETOOBIG || need + TL_HASH_LEN <= t->bufcap)
 			return rc;
-		{
-			size_t cap = t->bufcap ? t->bufcap : 1024;
-			uint8_t *nb;
-
-			while (cap < need + TL_HASH_LEN)
-				cap *= 2;
-			if ((nb = realloc(t->buf, cap)) == NULL)
-				return ENOMEM;
-			t->buf = nb;
-			t->bufcap = cap;
-		}
+		if (tl_vec_grow(&t->buf, &t->bufcap, need + TL_HASH_LEN <
+		    1024 ? 1024 : need + TL_HASH_LEN, 1) != 0)
+			return ENOMEM;
 	}
 	/*
 	 * The link: hash(prev || encoding).  With prev in the hash slot
@@ -1392,17 +1385,9 @@ tl_log_append_raw(struct tl_txn *t, const void *raw, size_t len,
 			    (unsigned long long)ver);
 		return TL_ECORRUPT;
 	}
-	if (t->bufcap < len + TL_HASH_LEN) {
-		size_t cap = t->bufcap ? t->bufcap : 1024;
-		uint8_t *nb;
-
-		while (cap < len + TL_HASH_LEN)
-			cap *= 2;
-		if ((nb = realloc(t->buf, cap)) == NULL)
-			return ENOMEM;
-		t->buf = nb;
-		t->bufcap = cap;
-	}
+	if (t->bufcap < len + TL_HASH_LEN && tl_vec_grow(&t->buf, &t->bufcap,
+	    len + TL_HASH_LEN < 1024 ? 1024 : len + TL_HASH_LEN, 1) != 0)
+		return ENOMEM;
 	memcpy(t->buf, h, TL_HASH_LEN);
 	memcpy(t->buf + TL_HASH_LEN, raw, len);
 	if (t->ecur == NULL &&

@@ -2,7 +2,11 @@
  * mp.h - tally's msgpack, read and written: under the envelope, the
  * body reader and builder, the JSON renderer and the publisher.
  * Bounded, no allocation; inline, since it runs several times for every
- * event folded.
+ * event folded.  A read's payload pointers point into the caller's
+ * bytes and live as long as they do; a read past end or of bytes that
+ * are not msgpack returns -1 and leaves *pp where it was.  Writers
+ * write into room the caller made (they cannot fail, and check
+ * nothing).
  */
 #ifndef TL_MP_H
 #define TL_MP_H

@@ -15,7 +15,8 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "decide.h"
+#include "core/vec.h"
+#include "binder.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
@@ -32,15 +33,8 @@ keylist_add(const char *rest, const void *val, size_t vlen, void *arg)
 
 	(void)val;
 	(void)vlen;
-	if (kl->n == kl->cap) {
-		size_t cap = kl->cap ? kl->cap * 2 : 16;
-		char (*nv)[TL_KEY_MAX] = realloc(kl->v, cap * TL_KEY_MAX);
-
-		if (nv == NULL)
-			return ENOMEM;
-		kl->v = nv;
-		kl->cap = cap;
-	}
+	if (tl_vec_grow(&kl->v, &kl->cap, kl->n + 1, sizeof(kl->v[0])) != 0)
+		return ENOMEM;
 	snprintf(kl->v[kl->n++], TL_KEY_MAX, "%s", rest);
 	return 0;
 }

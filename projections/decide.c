@@ -1,5 +1,5 @@
 /*
- * decide.c - the command context, emit, and the declaration deciders.
+ * decide.c - the deciders of nodes and declarations; repair, purge, restore.
  */
 #include <stdarg.h>
 #include <errno.h>
@@ -8,128 +8,13 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "catalogue.h"
 #include "decide.h"
 #include "events.h"
 #include "rebind.h"
 #include "grant.h"
 #include "graph.h"
-
-int
-tl_ctx_begin(struct tl_ctx *c, struct tl_txn *t, const char *actor)
-{
-	int rc;
-
-	memset(c, 0, sizeof(*c));
-	c->t = t;
-	c->actor = actor;
-	if ((rc = tl_proj_catchup(t, 0)) != 0)
-		return rc;
-	return tl_proj_open(t, &c->p);
-}
-
-int
-tl_ctx_end(struct tl_ctx *c)
-{
-	uint64_t last;
-	int rc;
-
-	if ((rc = tl_log_last(c->t, &last, NULL)) != 0)
-		return rc;
-	return tl_ckpt_set(c->t, TL_PROJ_CKPT, last);
-}
-
-int
-tl_refuse(struct tl_ctx *c, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(c->why, sizeof(c->why), fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-/*
- * The catalogue's word on an event about to be appended: a type it
- * does not list, or a string longer than the field that keeps it, is
- * refused here, where it is decided, with the field and its limit; it
- * would otherwise be folded as "" (or make the fold fail later).
- */
-static int
-cat_gate(struct tl_ctx *c, const char *type, const void *body, size_t len)
-{
-	const struct tl_cat_event *e = tl_cat_find(type);
-	struct tl_bview v;
-	const char *field = NULL;
-	size_t max = 0, got = 0;
-	int rc;
-
-	if (e == NULL)
-		return tl_refuse(c, TL_EINVAL, "event type %s is not in the "
-		    "catalogue (projections/catalogue.c)", type);
-	if (e->limits[0].name == NULL)
-		return 0;
-	if ((rc = tl_bview_open(&v, body, len)) != 0)
-		return rc;
-	rc = tl_cat_check(e, v.root, &field, &max, &got);
-	tl_bview_close(&v);
-	if (rc == TL_ETOOBIG)
-		return tl_refuse(c, TL_ETOOBIG, "%s: %s is %zu bytes; the "
-		    "limit is %zu", type, field, got, max);
-	return rc;
-}
-
-int
-tl_emit_bytes(struct tl_ctx *c, const char *type, const char *stream,
-    const void *body, size_t len, uint64_t *seqp)
-{
-	struct tl_append a = { 0 };
-	struct tl_event ev;
-	uint64_t seq;
-	int rc;
-
-	if ((rc = cat_gate(c, type, body, len)) != 0)
-		return rc;
-	a.type = type;
-	a.stream = stream;
-	a.expect = TL_VER_ANY;	/* the write lock serialises deciders */
-	a.cause = c->cause;
-	a.corr = c->have_corr ? c->corr : NULL;
-	a.actor = c->actor;
-	a.body = body;
-	a.body_len = len;
-	if ((rc = tl_append(c->t, &a, &seq, NULL)) != 0)
-		return rc;
-	if ((rc = tl_log_get(c->t, seq, &ev)) != 0)
-		return rc;
-	if (!c->have_corr) {
-		/* One command, one correlation: its first event's id. */
-		memcpy(c->corr, ev.id, TL_ID_LEN);
-		c->have_corr = 1;
-	}
-	if ((rc = tl_proj_apply(c->t, &c->p, &ev)) != 0)
-		return rc;
-	c->emitted++;
-	if (c->on_emit != NULL)
-		c->on_emit(c, seq, type, stream, body, len);
-	if (seqp != NULL)
-		*seqp = seq;
-	return 0;
-}
-
-int
-tl_emit(struct tl_ctx *c, const char *type, const char *stream,
-    struct tl_body *b, uint64_t *seqp)
-{
-	const void *body;
-	size_t len;
-	int rc;
-
-	if ((rc = tl_body_finish(b, &body, &len)) != 0)
-		return rc;
-	return tl_emit_bytes(c, type, stream, body, len, seqp);
-}
 
 /* Nodes. */
 
@@ -468,15 +353,9 @@ collect_req(const char *rest, const void *val, size_t vlen, void *arg)
 
 	(void)val;
 	(void)vlen;
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? o->cap * 2 : 8;
-		char (*nv)[64] = realloc(o->names, cap * 64);
-
-		if (nv == NULL)
-			return ENOMEM;
-		o->names = nv;
-		o->cap = cap;
-	}
+	if (tl_vec_grow(&o->names, &o->cap, o->n + 1,
+	    sizeof(o->names[0])) != 0)
+		return ENOMEM;
 	snprintf(o->names[o->n++], 64, "%s", rest);
 	return 0;
 }
@@ -499,16 +378,9 @@ requested_of(const struct tl_grant *g, void *arg)
 	    strcmp(g->state, TL_GRANT_PURGING) == 0 ||
 	    strcmp(g->state, TL_GRANT_PURGED) == 0)
 		return 0;
-	if (rg->n == rg->cap) {
-		size_t cap = rg->cap ? rg->cap * 2 : 4;
-		char (*nv)[TL_GRANT_ID_MAX + 1] = realloc(rg->ids,
-		    cap * sizeof(*nv));
-
-		if (nv == NULL)
-			return ENOMEM;
-		rg->ids = nv;
-		rg->cap = cap;
-	}
+	if (tl_vec_grow(&rg->ids, &rg->cap, rg->n + 1,
+	    sizeof(rg->ids[0])) != 0)
+		return ENOMEM;
 	snprintf(rg->ids[rg->n++], sizeof(rg->ids[0]), "%s", g->id);
 	return 0;
 }
@@ -720,18 +592,6 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 	}
 out:
 	free(old.names);
-	return rc;
-}
-
-int
-tl_grant_find(struct tl_ctx *c, const char *grant, struct tl_grant *g)
-{
-	int rc;
-
-	if ((rc = tl_grant_get(c->t, &c->p, grant, g, NULL)) == TL_ENOTFOUND)
-		return tl_refuse(c, TL_ENOTFOUND, "no grant %s (grants are "
-		    "MODULE/REQUIREMENT, or MODULE/REQUIREMENT@NODE per "
-		    "instance: see tally grants)", grant);
 	return rc;
 }
 

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "decide.h"
+#include "core/vec.h"
+#include "binder.h"
+#include "decide_assign.h"
 #include "drivers/driver.h"
 #include "events.h"
 #include "grant.h"
@@ -181,15 +183,8 @@ collect_name(const char *rest, const void *val, size_t vlen, void *arg)
 
 	(void)val;
 	(void)vlen;
-	if (nm->n == nm->cap) {
-		size_t cap = nm->cap ? nm->cap * 2 : 8;
-		char (*nv)[64] = realloc(nm->v, cap * 64);
-
-		if (nv == NULL)
-			return ENOMEM;
-		nm->v = nv;
-		nm->cap = cap;
-	}
+	if (tl_vec_grow(&nm->v, &nm->cap, nm->n + 1, sizeof(nm->v[0])) != 0)
+		return ENOMEM;
 	snprintf(nm->v[nm->n++], 64, "%s", rest);
 	return 0;
 }
@@ -749,15 +744,8 @@ collect_grant(const struct tl_grant *g, void *arg)
 {
 	struct grantlist *gl = arg;
 
-	if (gl->n == gl->cap) {
-		size_t cap = gl->cap ? gl->cap * 2 : 8;
-		struct tl_grant *nv = realloc(gl->v, cap * sizeof(*nv));
-
-		if (nv == NULL)
-			return ENOMEM;
-		gl->v = nv;
-		gl->cap = cap;
-	}
+	if (tl_vec_grow(&gl->v, &gl->cap, gl->n + 1, sizeof(gl->v[0])) != 0)
+		return ENOMEM;
 	gl->v[gl->n++] = *g;
 	return 0;
 }

@@ -9,8 +9,11 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "drivers/driver.h"
-#include "decide.h"
+#include "binder.h"
+#include "decide_rebind.h"
+#include "decide_rotate.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
@@ -150,7 +153,7 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 struct pgrants {
 	struct tl_ctx	*c;
 	char		(*ids)[TL_GRANT_ID_MAX + 1];
-	size_t		 n;
+	size_t		 n, cap;
 	char		 busy[TL_GRANT_ID_MAX + 1];
 	char		 why[64];
 };
@@ -161,7 +164,6 @@ collect_served(const struct tl_grant *g, void *arg)
 	struct pgrants *pg = arg;
 	struct tl_rotation rot;
 	struct tl_rebind mv;
-	char (*nv)[TL_GRANT_ID_MAX + 1];
 
 	if (tl_rot_get(pg->c->t, &pg->c->p, g->id, &rot) == 0 ||
 	    tl_mv_get(pg->c->t, &pg->c->p, g->id, &mv) == 0) {
@@ -172,9 +174,9 @@ collect_served(const struct tl_grant *g, void *arg)
 	}
 	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
-	if ((nv = realloc(pg->ids, (pg->n + 1) * sizeof(*nv))) == NULL)
+	if (tl_vec_grow(&pg->ids, &pg->cap, pg->n + 1,
+	    sizeof(pg->ids[0])) != 0)
 		return ENOMEM;
-	pg->ids = nv;
 	snprintf(pg->ids[pg->n++], TL_GRANT_ID_MAX + 1, "%s", g->id);
 	return 0;
 }
@@ -219,7 +221,7 @@ int
 tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
     const char *expose, const struct tl_setting *set, size_t nset)
 {
-	struct pgrants pg = { c, NULL, 0, "", "" };
+	struct pgrants pg = { c, NULL, 0, 0, "", "" };
 	struct mv_touch mt = { id, "" };
 	struct stranded st = { NULL, "" };
 	char module[64] = "", from[64] = "", routable[256] = "";

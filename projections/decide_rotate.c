@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "decide.h"
+#include "decide_rotate.h"
 #include "grant.h"
 #include "graph.h"
 #include "rebind.h"

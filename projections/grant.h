@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "proj.h"
+#include "record.h"
 
 #define TL_GRANT_ID_MAX	200
 
@@ -144,5 +144,9 @@ int	tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
  */
 uint64_t tl_grant_delivered(struct tl_txn *t, const struct tl_proj *p,
 	    const char *grant, const char *holder);
+
+/* The grants fold: for tl_proj_apply, in the event's write transaction. */
+int	tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_event *ev, struct tl_bnode body);
 
 #endif

@@ -8,9 +8,9 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "events.h"
 #include "grant.h"
-#include "proj-internal.h"
 
 /* The record's field table: one place for encoding and decoding. */
 #define STR_FIELDS(X, XK)						\
@@ -388,20 +388,18 @@ set_state(struct tl_grant *g, const char *state, uint64_t seq)
 
 struct keys {
 	char	(*v)[TL_KEY_MAX];
-	size_t	 n;
+	size_t	 n, cap;
 };
 
 static int
 collect_key(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct keys *ks = arg;
-	char (*nv)[TL_KEY_MAX];
 
 	(void)val;
 	(void)vlen;
-	if ((nv = realloc(ks->v, (ks->n + 1) * sizeof(*nv))) == NULL)
+	if (tl_vec_grow(&ks->v, &ks->cap, ks->n + 1, sizeof(ks->v[0])) != 0)
 		return ENOMEM;
-	ks->v = nv;
 	snprintf(ks->v[ks->n++], TL_KEY_MAX, "%s", rest);
 	return 0;
 }
@@ -410,7 +408,7 @@ collect_key(const char *rest, const void *val, size_t vlen, void *arg)
 static int
 forget_migrations(struct tl_txn *t, const struct tl_proj *p, const char *id)
 {
-	struct keys ks = { NULL, 0 };
+	struct keys ks = { NULL, 0, 0 };
 	char pfx[TL_KEY_MAX];
 	char k[TL_KEY_MAX];
 	size_t i;
@@ -479,9 +477,9 @@ tl_grant_delivered(struct tl_txn *t, const struct tl_proj *p,
 	return ver;
 }
 
-int
-tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_event *ev, struct tl_bnode body)
+static int
+fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body, int *big)
 {
 	struct tl_grant g, old;
 	char id[TL_GRANT_ID_MAX + 1];
@@ -525,13 +523,15 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		g.version = version;
 		g.naming = naming;
 		snprintf(g.id, sizeof(g.id), "%s", id);
-		tl_bn_getstr(body, "module", g.module, sizeof(g.module));
-		tl_bn_getstr(body, "req", g.req, sizeof(g.req));
-		tl_bn_getstr(body, "node", g.node, sizeof(g.node));
-		tl_bn_getstr(body, "scope", g.scope, sizeof(g.scope));
-		tl_bn_getstr(body, "type", g.type, sizeof(g.type));
-		tl_bn_getstr(body, "provider", g.provider, sizeof(g.provider));
-		tl_bn_getstr(body, "resource", g.resource, sizeof(g.resource));
+		tl_rec_getstr(body, "module", g.module, sizeof(g.module), big);
+		tl_rec_getstr(body, "req", g.req, sizeof(g.req), big);
+		tl_rec_getstr(body, "node", g.node, sizeof(g.node), big);
+		tl_rec_getstr(body, "scope", g.scope, sizeof(g.scope), big);
+		tl_rec_getstr(body, "type", g.type, sizeof(g.type), big);
+		tl_rec_getstr(body, "provider", g.provider, sizeof(g.provider),
+		    big);
+		tl_rec_getstr(body, "resource", g.resource, sizeof(g.resource),
+		    big);
 		set_state(&g, TL_GRANT_REQUESTED, ev->seq);
 		g.requested_seq = ev->seq;
 		if ((rc = tl_key(k, "gm/%s/%s", g.module, g.id)) != 0 ||
@@ -556,7 +556,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		/* A re-bind before provisioning moves the request. */
 		if (strcmp(g.state, TL_GRANT_REQUESTED) != 0)
 			return 0;
-		tl_bn_getstr(body, "provider", prov, sizeof(prov));
+		tl_rec_getstr(body, "provider", prov, sizeof(prov), big);
 		if (strcmp(prov, g.provider) == 0)
 			return 0;
 		if ((rc = set_provider_index(t, p, &g, 0)) != 0)
@@ -580,7 +580,7 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		 * 0 with a version is scheme 1 (reactors/names.c).
 		 */
 		g.naming = tl_bn_getu64(body, "naming", 0);
-		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
+		tl_rec_getstr(body, "user", g.user, sizeof(g.user), big);
 	} else if (strcmp(ev->type, TL_EV_GRANT_PROVISIONED) == 0) {
 		struct tl_bnode f;
 
@@ -592,12 +592,12 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		g.retry_ns = 0;
 		g.reason[0] = '\0';
 		if (tl_bn_get(body, "fields", &f) == 0) {
-			tl_bn_getstr(f, "host", g.host, sizeof(g.host));
-			tl_bn_getstr(f, "port", g.port, sizeof(g.port));
-			tl_bn_getstr(f, TL_GRANT_OBJECT_KEY, g.object,
-			    sizeof(g.object));
-			tl_bn_getstr(f, "user", g.user, sizeof(g.user));
-			tl_bn_getstr(f, "path", g.path, sizeof(g.path));
+			tl_rec_getstr(f, "host", g.host, sizeof(g.host), big);
+			tl_rec_getstr(f, "port", g.port, sizeof(g.port), big);
+			tl_rec_getstr(f, TL_GRANT_OBJECT_KEY, g.object,
+			    sizeof(g.object), big);
+			tl_rec_getstr(f, "user", g.user, sizeof(g.user), big);
+			tl_rec_getstr(f, "path", g.path, sizeof(g.path), big);
 		}
 	} else if (strcmp(ev->type, TL_EV_GRANT_FAILED) == 0) {
 		/*
@@ -606,8 +606,8 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		 */
 		char op[16] = "";
 
-		tl_bn_getstr(body, "op", op, sizeof(op));
-		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
+		tl_rec_getstr(body, "op", op, sizeof(op), big);
+		tl_rec_getstr(body, "reason", g.reason, sizeof(g.reason), big);
 		g.attempts++;
 		g.retry_ns = tl_bn_getu64(body, "retry_ns", 0);
 		if (strcmp(g.state, TL_GRANT_REVOKING) != 0 &&
@@ -616,15 +616,15 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		else
 			set_state(&g, TL_GRANT_REVOKING, ev->seq);
 	} else if (strcmp(ev->type, TL_EV_GRANT_DRIFTED) == 0) {
-		tl_bn_getstr(body, "kind", g.drift, sizeof(g.drift));
-		tl_bn_getstr(body, "reason", g.drift_reason,
-		    sizeof(g.drift_reason));
+		tl_rec_getstr(body, "kind", g.drift, sizeof(g.drift), big);
+		tl_rec_getstr(body, "reason", g.drift_reason,
+		    sizeof(g.drift_reason), big);
 		g.drift_seq = ev->seq;
 	} else if (strcmp(ev->type, TL_EV_GRANT_REPAIRED) == 0) {
 		g.drift[0] = g.drift_reason[0] = '\0';
 		g.drift_seq = ev->seq;
 	} else if (strcmp(ev->type, TL_EV_GRANT_MISSING) == 0) {
-		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
+		tl_rec_getstr(body, "reason", g.reason, sizeof(g.reason), big);
 		snprintf(g.drift, sizeof(g.drift), "%s", TL_DRIFTK_MISSING);
 		snprintf(g.drift_reason, sizeof(g.drift_reason), "%s",
 		    g.reason);
@@ -640,8 +640,9 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 	} else if (strcmp(ev->type, TL_EV_MIGRATION_APPLIED) == 0) {
 		char sum[80] = "";
 
-		tl_bn_getstr(body, "file", g.migration, sizeof(g.migration));
-		tl_bn_getstr(body, "checksum", sum, sizeof(sum));
+		tl_rec_getstr(body, "file", g.migration, sizeof(g.migration),
+		    big);
+		tl_rec_getstr(body, "checksum", sum, sizeof(sum), big);
 		g.blocked[0] = '\0';
 		g.migrated_seq = ev->seq;
 		if ((rc = tl_key(k, "ma/%s/%s", g.id, g.migration)) != 0 ||
@@ -649,12 +650,13 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 		    strlen(sum))) != 0)
 			return rc;
 	} else if (strcmp(ev->type, TL_EV_MIGRATION_BLOCKED) == 0) {
-		tl_bn_getstr(body, "reason", g.blocked, sizeof(g.blocked));
+		tl_rec_getstr(body, "reason", g.blocked, sizeof(g.blocked),
+		    big);
 	} else if (strcmp(ev->type, TL_EV_REVOCATION_REQUESTED) == 0) {
-		tl_bn_getstr(body, "reason", g.reason, sizeof(g.reason));
+		tl_rec_getstr(body, "reason", g.reason, sizeof(g.reason), big);
 		set_state(&g, TL_GRANT_REVOKING, ev->seq);
 	} else if (strcmp(ev->type, TL_EV_GRANT_REVOKED) == 0) {
-		tl_bn_getstr(body, "policy", g.policy, sizeof(g.policy));
+		tl_rec_getstr(body, "policy", g.policy, sizeof(g.policy), big);
 		g.retained_bytes = tl_bn_getu64(body, "size", 0);
 		set_state(&g, TL_GRANT_REVOKED, ev->seq);
 	} else if (strcmp(ev->type, TL_EV_PURGE_REQUESTED) == 0) {
@@ -673,4 +675,18 @@ tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
 	    strcmp(ev->type, TL_EV_GRANT_PROVISIONED) == 0)) != 0)
 		return rc;
 	return tl_grant_put(t, p, ev->seq, &g);
+}
+
+/*
+ * A string too long for the field that keeps it is never cut or
+ * emptied: the fold fails (TL_ETOOBIG) and its transaction with it.
+ */
+int
+tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	int big = 0, rc;
+
+	rc = fold_grants_all(t, p, ev, body, &big);
+	return rc != 0 ? rc : big ? TL_ETOOBIG : 0;
 }

@@ -9,10 +9,10 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
-#include "proj-internal.h"
 
 int
 tl_grant_key(char *buf, const char *module, const char *req, const char *node)
@@ -117,15 +117,8 @@ nodelist_add(const char *rest, const void *val, size_t vlen, void *arg)
 	(void)rest;
 	if (vlen >= 64)
 		return TL_ECORRUPT;
-	if (nl->n == nl->cap) {
-		size_t cap = nl->cap ? nl->cap * 2 : 8;
-		char (*nv)[64] = realloc(nl->v, cap * sizeof(*nv));
-
-		if (nv == NULL)
-			return ENOMEM;
-		nl->v = nv;
-		nl->cap = cap;
-	}
+	if (tl_vec_grow(&nl->v, &nl->cap, nl->n + 1, sizeof(nl->v[0])) != 0)
+		return ENOMEM;
 	memcpy(nl->v[nl->n], val, vlen);
 	nl->v[nl->n][vlen] = '\0';
 	nl->n++;
@@ -488,7 +481,8 @@ fold_binding(struct tl_txn *t, const struct tl_proj *p,
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
 	    tl_bn_getstr(body, "type", type, sizeof(type)) != 0)
 		return TL_EMALFORMED;
-	tl_bn_getstr(body, "state", state, sizeof(state));
+	if (tl_bn_getstr(body, "state", state, sizeof(state)) == TL_ETOOBIG)
+		return TL_ETOOBIG;	/* never cut or emptied */
 	if ((rc = tl_key(k, "b/%s", grant)) != 0 ||
 	    (rc = put_body(t, p->graph, k, ev)) != 0)
 		return rc;

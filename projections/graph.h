@@ -10,7 +10,7 @@
 #ifndef TL_GRAPH_H
 #define TL_GRAPH_H
 
-#include "proj.h"
+#include "record.h"
 
 #define TL_NAME_MAX	63
 
@@ -43,5 +43,9 @@ int	tl_provider_id(char *buf, const char *node, const char *module);
  */
 #define TL_SET_REVOKE_PUBLIC_CONNECT	"revoke-public-connect"
 int	tl_setting_revoke_public_connect(const char *value);
+
+/* The graph fold: for tl_proj_apply, in the event's write transaction. */
+int	tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_event *ev, struct tl_bnode body);
 
 #endif

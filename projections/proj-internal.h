@@ -1,5 +1,8 @@
 /*
- * proj-internal.h - the folds, shared by proj.c and the per-table files.
+ * proj-internal.h - rebuild.c's fold of a range, for the catch-up and
+ * the rebuilds.  In the caller's write transaction, keeping nothing
+ * past the call; errors are tl_proj_apply's (proj.h), and the caller
+ * aborts the transaction on one.
  */
 #ifndef TL_PROJ_INTERNAL_H
 #define TL_PROJ_INTERNAL_H
@@ -7,11 +10,6 @@
 #include <errno.h>
 
 #include "proj.h"
-
-int	tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
-	    const struct tl_event *ev, struct tl_bnode body);
-int	tl_fold_grants(struct tl_txn *t, const struct tl_proj *p,
-	    const struct tl_event *ev, struct tl_bnode body);
 
 /*
  * Folds events from..to into t (rebuild.c): a long range is read on a

@@ -1,171 +1,17 @@
 /*
- * proj.c - the projection tables, their records, and the fold driver.
+ * proj.c - the fold dispatch: one event to each fold (catch-ups and
+ * rebuilds, which fold ranges, are rebuild.c's).
  */
-#include <stdarg.h>
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "core/bytes.h"
 #include "core/error.h"
 #include "catalogue.h"
-#include "proj-internal.h"
+#include "grant.h"
+#include "graph.h"
+#include "proj.h"
 #include "rebind.h"
 #include "rotation.h"
-
-int
-tl_proj_open(struct tl_txn *t, struct tl_proj *p)
-{
-	int rc;
-
-	if ((rc = tl_kv_open(t, "graph", &p->graph)) != 0)
-		return rc;
-	return tl_kv_open(t, "grants", &p->grants);
-}
-
-/* Is fmt made of literal text and %s only? */
-static int
-only_strings(const char *fmt)
-{
-	for (; *fmt != '\0'; fmt++)
-		if (*fmt == '%' && *++fmt != 's')
-			return 0;
-	return 1;
-}
-
-int
-tl_key(char *buf, const char *fmt, ...)
-{
-	va_list ap;
-	size_t at = 0, len;
-	int n;
-
-	va_start(ap, fmt);
-	if (!only_strings(fmt)) {
-		n = vsnprintf(buf, TL_KEY_MAX, fmt, ap);
-		va_end(ap);
-		return n < 0 || n >= TL_KEY_MAX ? TL_ETOOBIG : 0;
-	}
-	/*
-	 * Keys are built for every event folded: concatenating is several
-	 * times cheaper than vsnprintf and gives the same bytes.
-	 */
-	for (; *fmt != '\0'; fmt++) {
-		const char *s = fmt;
-
-		if (*fmt == '%') {
-			s = va_arg(ap, const char *);
-			fmt++;
-			if (s == NULL)
-				s = "(null)";
-			len = strlen(s);
-		} else
-			len = 1;
-		if (at + len >= TL_KEY_MAX) {
-			va_end(ap);
-			buf[0] = '\0';
-			return TL_ETOOBIG;
-		}
-		memcpy(buf + at, s, len);
-		at += len;
-	}
-	va_end(ap);
-	buf[at] = '\0';
-	return 0;
-}
-
-int
-tl_rec_get(struct tl_txn *t, tl_kv kv, const char *key, struct tl_rec *r)
-{
-	const void *v;
-	size_t n;
-	int rc;
-
-	memset(r, 0, sizeof(*r));
-	if ((rc = tl_kv_get(t, kv, key, strlen(key), &v, &n)) != 0)
-		return rc;
-	return tl_rec_open(v, n, r);
-}
-
-int
-tl_rec_open(const void *val, size_t len, struct tl_rec *r)
-{
-	int rc;
-
-	memset(r, 0, sizeof(*r));
-	if (len < 9)
-		return TL_ECORRUPT;
-	r->seq = tl_get_be64(val);
-	r->raw = (const uint8_t *)val + 8;
-	r->rawlen = len - 8;
-	if ((rc = tl_bview_open(&r->v, r->raw, r->rawlen)) != 0)
-		return rc;
-	r->m = r->v.root;
-	return 0;
-}
-
-void
-tl_rec_close(struct tl_rec *r)
-{
-	if (r != NULL)
-		tl_bview_close(&r->v);
-}
-
-int
-tl_rec_exists(struct tl_txn *t, tl_kv kv, const char *key)
-{
-	const void *v;
-	size_t n;
-
-	return tl_kv_get(t, kv, key, strlen(key), &v, &n) == 0;
-}
-
-int
-tl_rec_put(struct tl_txn *t, tl_kv kv, const char *key, uint64_t seq,
-    const void *body, size_t len)
-{
-	uint8_t stackbuf[1024], *buf = stackbuf;
-	int rc;
-
-	if (len + 8 > sizeof(stackbuf) && (buf = malloc(len + 8)) == NULL)
-		return ENOMEM;
-	tl_put_be64(buf, seq);
-	memcpy(buf + 8, body, len);
-	rc = tl_kv_put(t, kv, key, strlen(key), buf, len + 8);
-	if (buf != stackbuf)
-		free(buf);
-	return rc;
-}
-
-struct scan_arg {
-	size_t		 plen;
-	tl_rec_each_fn	 fn;
-	void		*arg;
-};
-
-static int
-scan_one(const void *key, size_t klen, const void *val, size_t vlen,
-    void *arg)
-{
-	struct scan_arg *sa = arg;
-	char rest[TL_KEY_MAX];
-
-	if (klen - sa->plen >= sizeof(rest))
-		return TL_ECORRUPT;
-	memcpy(rest, (const char *)key + sa->plen, klen - sa->plen);
-	rest[klen - sa->plen] = '\0';
-	return sa->fn(rest, val, vlen, sa->arg);
-}
-
-int
-tl_rec_scan(struct tl_txn *t, tl_kv kv, const char *prefix,
-    tl_rec_each_fn fn, void *arg)
-{
-	struct scan_arg sa = { strlen(prefix), fn, arg };
-
-	return tl_kv_scan(t, kv, prefix, sa.plen, scan_one, &sa);
-}
 
 int
 tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
@@ -203,48 +49,4 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 		rc = tl_fold_rebind(t, p, ev, v.root);
 	tl_bview_close(&v);
 	return rc;
-}
-
-int
-tl_proj_catchup(struct tl_txn *t, uint64_t upto)
-{
-	struct tl_proj p;
-	uint64_t at = 0, last = 0, bad = 0;
-	int rc;
-
-	if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &at)) != 0 &&
-	    rc != TL_ENOTFOUND)
-		return rc;
-	if ((rc = tl_log_last(t, &last, NULL)) != 0)
-		return rc;
-	/* Opening creates the tables, so readers find them even when empty. */
-	if ((rc = tl_proj_open(t, &p)) != 0)
-		return rc;
-	if (upto == 0 || upto > last)
-		upto = last;
-	if (at >= upto)
-		return at == 0 ? tl_ckpt_set(t, TL_PROJ_CKPT, 0) : 0;
-	if ((rc = tl_proj_fold(t, &p, at + 1, upto, &at, &bad)) != 0)
-		return rc;
-	return tl_ckpt_set(t, TL_PROJ_CKPT, at);
-}
-
-int
-tl_proj_rebuild(struct tl_txn *t, uint64_t upto, uint64_t *countp)
-{
-	uint64_t after = 0;
-	int rc;
-
-	if ((rc = tl_kv_drop_all(t)) != 0)
-		return rc;
-	if ((rc = tl_ckpt_set(t, TL_PROJ_CKPT, 0)) != 0)
-		return rc;
-	if ((rc = tl_proj_catchup(t, upto)) != 0)
-		return rc;
-	if (countp != NULL) {
-		if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &after)) != 0)
-			return rc;
-		*countp = after;
-	}
-	return 0;
 }

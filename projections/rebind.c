@@ -10,6 +10,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
@@ -148,20 +149,19 @@ tl_provider_of(struct tl_txn *t, const struct tl_proj *p, const char *module,
 /* The grants a provider serves, collected before any is rewritten. */
 struct ids {
 	char	(*v)[TL_GRANT_ID_MAX + 1];
-	size_t	 n;
+	size_t	 n, cap;
 };
 
 static int
 collect_id(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct ids *ids = arg;
-	char (*nv)[TL_GRANT_ID_MAX + 1];
 
 	(void)val;
 	(void)vlen;
-	if ((nv = realloc(ids->v, (ids->n + 1) * sizeof(*nv))) == NULL)
+	if (tl_vec_grow(&ids->v, &ids->cap, ids->n + 1,
+	    sizeof(ids->v[0])) != 0)
 		return ENOMEM;
-	ids->v = nv;
 	snprintf(ids->v[ids->n++], TL_GRANT_ID_MAX + 1, "%s", rest);
 	return 0;
 }
@@ -171,15 +171,16 @@ static int
 readdress(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
     const char *id, struct tl_bnode body)
 {
-	struct ids ids = { NULL, 0 };
+	struct ids ids = { NULL, 0, 0 };
 	struct tl_grant g;
 	char host[256] = "", port[8] = "";
 	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
-	tl_bn_getstr(body, "host", host, sizeof(host));
-	tl_bn_getstr(body, "port", port, sizeof(port));
+	if (tl_bn_getstr(body, "host", host, sizeof(host)) == TL_ETOOBIG ||
+	    tl_bn_getstr(body, "port", port, sizeof(port)) == TL_ETOOBIG)
+		return TL_ETOOBIG;	/* never cut or emptied */
 	if ((rc = tl_key(k, "gp/%s/", id)) != 0 ||
 	    (rc = tl_rec_scan(t, p->grants, k, collect_id, &ids)) != 0)
 		goto out;
@@ -352,9 +353,9 @@ put_u64(struct tl_txn *t, tl_kv kv, const char *key, uint64_t v)
 	return tl_kv_put(t, kv, key, strlen(key), b, 8);
 }
 
-int
-tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_event *ev, struct tl_bnode body)
+static int
+fold_rebind_all(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body, int *big)
 {
 	struct tl_rebind r;
 	char grant[201];
@@ -384,8 +385,8 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 		memset(&r, 0, sizeof(r));
 		snprintf(r.grant, sizeof(r.grant), "%s", grant);
 		snprintf(r.state, sizeof(r.state), TL_MV_STARTED);
-		tl_bn_getstr(body, "from", r.from, sizeof(r.from));
-		tl_bn_getstr(body, "to", r.to, sizeof(r.to));
+		tl_rec_getstr(body, "from", r.from, sizeof(r.from), big);
+		tl_rec_getstr(body, "to", r.to, sizeof(r.to), big);
 		r.version = tl_bn_getu64(body, "version", 0);
 		r.old_version = tl_bn_getu64(body, "old_version", 0);
 		r.started_seq = ev->seq;
@@ -402,13 +403,15 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 	if (strcmp(ev->type, TL_EV_REBIND_ISSUED) == 0) {
 		snprintf(r.state, sizeof(r.state), TL_MV_ISSUED);
 		r.issued_seq = ev->seq;
-		tl_bn_getstr(body, "resource", r.db, sizeof(r.db));
-		tl_bn_getstr(body, "owner", r.owner, sizeof(r.owner));
-		tl_bn_getstr(body, "user", r.user, sizeof(r.user));
-		tl_bn_getstr(body, "from_resource", r.old_db, sizeof(r.old_db));
-		tl_bn_getstr(body, "from_owner", r.old_owner,
-		    sizeof(r.old_owner));
-		tl_bn_getstr(body, "from_user", r.old_user, sizeof(r.old_user));
+		tl_rec_getstr(body, "resource", r.db, sizeof(r.db), big);
+		tl_rec_getstr(body, "owner", r.owner, sizeof(r.owner), big);
+		tl_rec_getstr(body, "user", r.user, sizeof(r.user), big);
+		tl_rec_getstr(body, "from_resource", r.old_db, sizeof(r.old_db),
+		    big);
+		tl_rec_getstr(body, "from_owner", r.old_owner,
+		    sizeof(r.old_owner), big);
+		tl_rec_getstr(body, "from_user", r.old_user, sizeof(r.old_user),
+		    big);
 		if ((rc = tl_key(k, "cv/%s/%llu", grant,
 		    (unsigned long long)r.version)) != 0 ||
 		    (rc = put_u64(t, p->grants, k, ev->seq)) != 0)
@@ -421,8 +424,8 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 		uint64_t rows;
 
 		r.copied_seq = ev->seq;
-		tl_bn_getstr(body, "host", r.host, sizeof(r.host));
-		tl_bn_getstr(body, "port", r.port, sizeof(r.port));
+		tl_rec_getstr(body, "host", r.host, sizeof(r.host), big);
+		tl_rec_getstr(body, "port", r.port, sizeof(r.port), big);
 		r.tables = r.rows = 0;
 		if (tl_bn_get(body, "tables", &tables) == 0)
 			for (i = 0; i < tl_bn_len(tables); i++) {
@@ -444,8 +447,8 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 	}
 	if (strcmp(ev->type, TL_EV_REBIND_FAILED) == 0) {
 		snprintf(r.state, sizeof(r.state), TL_MV_FAILED);
-		tl_bn_getstr(body, "step", r.step, sizeof(r.step));
-		tl_bn_getstr(body, "reason", r.reason, sizeof(r.reason));
+		tl_rec_getstr(body, "step", r.step, sizeof(r.step), big);
+		tl_rec_getstr(body, "reason", r.reason, sizeof(r.reason), big);
 		return mv_put(t, p, "mv", ev->seq, &r);
 	}
 	if (strcmp(ev->type, TL_EV_REBIND_COMPLETED) == 0 &&
@@ -461,4 +464,18 @@ tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
 		return tl_kv_del(t, p->grants, k, strlen(k));
 	}
 	return 0;
+}
+
+/*
+ * A string too long for the field that keeps it is never cut or
+ * emptied: the fold fails (TL_ETOOBIG) and its transaction with it.
+ */
+int
+tl_fold_rebind(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	int big = 0, rc;
+
+	rc = fold_rebind_all(t, p, ev, body, &big);
+	return rc != 0 ? rc : big ? TL_ETOOBIG : 0;
 }

@@ -73,7 +73,7 @@
 
 #include <stdint.h>
 
-#include "proj.h"
+#include "record.h"
 
 #define TL_EV_REBIND_STARTED	"rebind.started"
 #define TL_EV_REBIND_ISSUED	"rebind.issued"

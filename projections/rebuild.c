@@ -1,6 +1,7 @@
 /*
  * rebuild.c - folding a range of the log, on two threads when it is
- * long, and the whole log again in steps.
+ * long: the catch-up to the head, a rebuild, and the whole log again
+ * in steps.  Each event goes through tl_proj_apply (proj.c).
  *
  * A rebuild reads a million events and writes a few million records.
  * Reading (walking the log, decoding and checking each envelope) needs
@@ -284,4 +285,48 @@ tl_proj_current(struct tl_log *log)
 	if (rc != 0 || ck >= last)
 		return rc;
 	return tl_log_write(log, catchup_cb, NULL);
+}
+
+int
+tl_proj_catchup(struct tl_txn *t, uint64_t upto)
+{
+	struct tl_proj p;
+	uint64_t at = 0, last = 0, bad = 0;
+	int rc;
+
+	if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &at)) != 0 &&
+	    rc != TL_ENOTFOUND)
+		return rc;
+	if ((rc = tl_log_last(t, &last, NULL)) != 0)
+		return rc;
+	/* Opening creates the tables, so readers find them even when empty. */
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		return rc;
+	if (upto == 0 || upto > last)
+		upto = last;
+	if (at >= upto)
+		return at == 0 ? tl_ckpt_set(t, TL_PROJ_CKPT, 0) : 0;
+	if ((rc = tl_proj_fold(t, &p, at + 1, upto, &at, &bad)) != 0)
+		return rc;
+	return tl_ckpt_set(t, TL_PROJ_CKPT, at);
+}
+
+int
+tl_proj_rebuild(struct tl_txn *t, uint64_t upto, uint64_t *countp)
+{
+	uint64_t after = 0;
+	int rc;
+
+	if ((rc = tl_kv_drop_all(t)) != 0)
+		return rc;
+	if ((rc = tl_ckpt_set(t, TL_PROJ_CKPT, 0)) != 0)
+		return rc;
+	if ((rc = tl_proj_catchup(t, upto)) != 0)
+		return rc;
+	if (countp != NULL) {
+		if ((rc = tl_ckpt_get(t, TL_PROJ_CKPT, &after)) != 0)
+			return rc;
+		*countp = after;
+	}
+	return 0;
 }

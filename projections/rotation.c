@@ -216,9 +216,9 @@ fold_admin(struct tl_txn *t, const struct tl_proj *p,
 	return 0;
 }
 
-int
-tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_event *ev, struct tl_bnode body)
+static int
+fold_rotation_all(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body, int *big)
 {
 	struct tl_rotation r;
 	char grant[201];
@@ -249,7 +249,7 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 		memset(&r, 0, sizeof(r));
 		snprintf(r.grant, sizeof(r.grant), "%s", grant);
 		snprintf(r.state, sizeof(r.state), TL_ROT_STARTED);
-		tl_bn_getstr(body, "reason", r.reason, sizeof(r.reason));
+		tl_rec_getstr(body, "reason", r.reason, sizeof(r.reason), big);
 		r.from = tl_bn_getu64(body, "from", 0);
 		r.to = tl_bn_getu64(body, "to", 0);
 		r.deadline_ns = tl_bn_getu64(body, "deadline_ns", 0);
@@ -300,7 +300,7 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		g.version = r.to;
 		g.intent_seq = r.issued_seq;
-		tl_bn_getstr(body, "user", g.user, sizeof(g.user));
+		tl_rec_getstr(body, "user", g.user, sizeof(g.user), big);
 		/* A new credential to deliver (gd/, grant.h). */
 		if ((rc = tl_grant_work_index(t, p, &g, &g, 1)) != 0)
 			return rc;
@@ -338,4 +338,18 @@ tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
 		}
 	}
 	return 0;	/* otherwise credential.retired is a fact for history */
+}
+
+/*
+ * A string too long for the field that keeps it is never cut or
+ * emptied: the fold fails (TL_ETOOBIG) and its transaction with it.
+ */
+int
+tl_fold_rotation(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	int big = 0, rc;
+
+	rc = fold_rotation_all(t, p, ev, body, &big);
+	return rc != 0 ? rc : big ? TL_ETOOBIG : 0;
 }

@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #include "grant.h"
-#include "proj.h"
+#include "record.h"
 
 #define TL_EV_ROT_STARTED		"rotation.started"
 #define TL_EV_CRED_ISSUED		"credential.issued"

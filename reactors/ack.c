@@ -14,6 +14,7 @@
 #include "projections/events.h"
 #include "projections/grant.h"
 #include "projections/rotation.h"
+#include "credential.h"
 #include "rx-internal.h"
 
 #define CKPT		"acks"

@@ -19,11 +19,13 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 #define PW_MAX	512
 
@@ -42,7 +44,7 @@ struct astep {
 struct apass {
 	struct tl_rx	*rx;
 	struct astep	*s;
-	size_t		 n;
+	size_t		 n, cap;
 	unsigned	 steps;		/* changes made */
 };
 
@@ -50,13 +52,12 @@ static int
 collect(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct apass *ps = arg;
-	struct astep *nv;
 
 	if (vlen != 16)
 		return TL_ECORRUPT;
-	if ((nv = tl_secret_realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
+	if (tl_vec_grow_secret(&ps->s, &ps->cap, ps->n + 1,
+	    sizeof(ps->s[0])) != 0)
 		return ENOMEM;
-	ps->s = nv;
 	memset(&ps->s[ps->n], 0, sizeof(ps->s[0]));
 	snprintf(ps->s[ps->n].id, sizeof(ps->s[0].id), "%s", rest);
 	ps->s[ps->n].started = tl_get_be64(val);

@@ -12,8 +12,10 @@
 #include "core/kv.h"
 #include "drivers/driver.h"
 #include "projections/proj.h"
+#include "backoff.h"
 #include "epoch.h"
 #include "rx-internal.h"
+#include "session.h"
 
 #define DEPOSED_TABLE	"control-plane"
 #define DEPOSED_KEY	"deposed"

@@ -11,6 +11,15 @@
  *
  * A standby's home holds the file TL_STANDBY_FILE until tally promote
  * removes it: tallyd --follow runs only there, plain tallyd never does.
+ *
+ * Nothing here allocates or keeps a pointer: results go to the
+ * caller's out-parameters and buffers (msg: cap bytes, NUL-terminated,
+ * cut to fit).  The readers take the caller's transaction (read or
+ * write); tl_ep_fence opens its own and the providers' sessions (their
+ * admin passwords loaded and wiped inside the call) and is called from
+ * the thread that owns rx, between passes.  Errors are core/error.h
+ * codes and LMDB's, translated by core/log.c; a provider that cannot be
+ * fenced is counted in *unfenced, not an error.
  */
 #ifndef TL_RX_EPOCH_H
 #define TL_RX_EPOCH_H

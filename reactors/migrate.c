@@ -41,12 +41,17 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/status.h"
+#include "backoff.h"
+#include "credential.h"
+#include "deliver.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 struct mfile {
 	char	 file[64];
@@ -67,7 +72,7 @@ struct mgrant {
 	unsigned	 timeout_s;	/* per file: migration-timeout */
 	const struct tl_drv_ops *ops;
 	struct mfile	*f;
-	size_t		 nf;
+	size_t		 nf, capf;
 	char		 block[TL_DRV_WHY_MAX + 200];	/* set: blocked */
 	char		 retry[256];	/* its backoff key (retry_key) */
 	int		 ran;		/* f[].rc are a run's outcomes */
@@ -92,9 +97,9 @@ struct tl_rx_mig {
 struct mpass {
 	struct tl_rx	*rx;
 	struct mgrant	*g;
-	size_t		 ng;
+	size_t		 ng, capg;
 	char		(*mods)[64];	/* modules that may have become ready */
-	size_t		 nmods;
+	size_t		 nmods, capmods;
 	unsigned	 resting;	/* blocked, waiting out a backoff */
 	unsigned	 applied, blocked, running;	/* what the pass says */
 };
@@ -109,15 +114,14 @@ retry_key(char out[256], const char *checksum, const char *grant)
 static int
 add_module(struct mpass *ps, const char *m)
 {
-	char (*nv)[64];
 	size_t i;
 
 	for (i = 0; i < ps->nmods; i++)
 		if (strcmp(ps->mods[i], m) == 0)
 			return 0;
-	if ((nv = realloc(ps->mods, (ps->nmods + 1) * 64)) == NULL)
+	if (tl_vec_grow(&ps->mods, &ps->capmods, ps->nmods + 1,
+	    sizeof(ps->mods[0])) != 0)
 		return ENOMEM;
-	ps->mods = nv;
 	snprintf(ps->mods[ps->nmods++], 64, "%s", m);
 	return 0;
 }
@@ -174,7 +178,7 @@ gather_one(const struct tl_grant *g, void *arg)
 	struct mpass *ps = ga->ps;
 	struct tl_rec r;
 	struct tl_bnode list;
-	struct mgrant *mg, *nv;
+	struct mgrant *mg;
 	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
@@ -213,11 +217,11 @@ gather_one(const struct tl_grant *g, void *arg)
 		tl_rec_close(&r);
 		return 0;
 	}
-	if ((nv = tl_secret_realloc(ps->g, (ps->ng + 1) * sizeof(*nv))) == NULL) {
+	if (tl_vec_grow_secret(&ps->g, &ps->capg, ps->ng + 1,
+	    sizeof(ps->g[0])) != 0) {
 		tl_rec_close(&r);
 		return ENOMEM;
 	}
-	ps->g = nv;
 	mg = &ps->g[ps->ng];
 	memset(mg, 0, sizeof(*mg));
 	mg->g = *g;
@@ -226,7 +230,6 @@ gather_one(const struct tl_grant *g, void *arg)
 		char file[64] = "", sum[65] = "", applied[80] = "";
 		const void *v;
 		size_t n;
-		struct mfile *nf;
 
 		tl_bn_getstr(e, "file", file, sizeof(file));
 		tl_bn_getstr(e, "checksum", sum, sizeof(sum));
@@ -243,12 +246,12 @@ gather_one(const struct tl_grant *g, void *arg)
 			    "a new file instead", file, applied, sum);
 			break;
 		}
-		if ((nf = realloc(mg->f, (mg->nf + 1) * sizeof(*nf))) == NULL) {
+		if (tl_vec_grow(&mg->f, &mg->capf, mg->nf + 1,
+		    sizeof(mg->f[0])) != 0) {
 			tl_rec_close(&r);
 			ps->ng++;
 			return ENOMEM;
 		}
-		mg->f = nf;
 		memset(&mg->f[mg->nf], 0, sizeof(mg->f[0]));
 		snprintf(mg->f[mg->nf].file, sizeof(mg->f[0].file), "%s", file);
 		snprintf(mg->f[mg->nf].checksum, sizeof(mg->f[0].checksum),

@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "projections/decide.h"
 #include "pass.h"
+#include "session.h"
 
 /* Threads the pool keeps at most (jobs beyond wait in the queue). */
 #define POOL_THREADS_MAX	256
@@ -56,14 +58,9 @@ lane_of(struct tl_rx_pool *pl, const char *key, int lane, int create)
 			return &pl->lc[i];
 	if (!create)
 		return NULL;
-	if (pl->nlc == pl->caplc) {
-		size_t cap = pl->caplc ? pl->caplc * 2 : 8;
-
-		if ((nl = realloc(pl->lc, cap * sizeof(*nl))) == NULL)
-			return NULL;
-		pl->lc = nl;
-		pl->caplc = cap;
-	}
+	if (tl_vec_grow(&pl->lc, &pl->caplc, pl->nlc + 1,
+	    sizeof(pl->lc[0])) != 0)
+		return NULL;
 	nl = &pl->lc[pl->nlc++];
 	memset(nl, 0, sizeof(*nl));
 	snprintf(nl->key, sizeof(nl->key), "%s", key);
@@ -369,17 +366,10 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 				q = &qs[i];
 		if (q == NULL || q->pv->ops == NULL)
 			continue;
-		if (q->n == q->cap) {
-			size_t cap = q->cap ? q->cap * 2 : 8;
-			struct tl_rx_call **nc = realloc(q->c,
-			    cap * sizeof(*nc));
-
-			if (nc == NULL) {
-				c->rc = ENOMEM;
-				continue;
-			}
-			q->c = nc;
-			q->cap = cap;
+		if (tl_vec_grow(&q->c, &q->cap, q->n + 1,
+		    sizeof(q->c[0])) != 0) {
+			c->rc = ENOMEM;
+			continue;
 		}
 		q->c[q->n++] = c;
 	}

@@ -31,6 +31,16 @@
  * copy): a later pass finds them done and records their outcome, so a
  * slow file or copy never holds up grants of the same provider.  A job
  * touches no log and no rx: only what it was given.
+ *
+ * Ownership: a job, a call and the arrays given to tl_rx_pass_calls
+ * (the providers' admin sides, the calls) are the reactor's and must
+ * outlive the call that runs them; the pool opens each session for a
+ * batch of calls and closes it before it returns (no session outlives
+ * a pass's phase 3).  Passwords in the admin sides are the reactor's to
+ * wipe.  Errors: tl_rx_pool_submit's are stated there; a driver's
+ * failure is its call's rc and why, never the pass's; tl_rx_pass_run
+ * returns the first error of a phase callback or of a transaction
+ * (core/error.h codes, LMDB's, ENOMEM).
  */
 #ifndef TL_RX_PASS_H
 #define TL_RX_PASS_H
@@ -39,6 +49,7 @@
 #include <stddef.h>
 
 #include "rx-internal.h"
+#include "session.h"
 
 enum { TL_RX_LANE_PASS, TL_RX_LANE_LONG };
 

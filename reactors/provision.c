@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "drivers/driver.h"
 #include "projections/decide.h"
 #include "projections/events.h"
@@ -36,99 +37,15 @@
 #include "projections/graph.h"
 #include "projections/status.h"
 #include "ack.h"
+#include "backoff.h"
+#include "credential.h"
+#include "deliver.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 #define CKPT	"provisioner"
 
-
-void
-tl_rx_init(struct tl_rx *rx)
-{
-	memset(rx, 0, sizeof(*rx));
-	rx->actor = "tallyd";
-	rx->workers = 4;
-	rx->max_rotations = 4;
-	rx->verify_interval_ns = 30000000000u;
-	rx->sweep_interval_ns = 10000000000u;
-}
-
-void
-tl_rx_free(struct tl_rx *rx)
-{
-	tl_rx_migs_free(rx);
-	tl_rx_copies_free(rx);
-	tl_rx_pool_free(rx);
-	free(rx->bo);
-	rx->bo = NULL;
-	rx->nbo = 0;
-	tl_secret_key_free(&rx->key);
-}
-
-void
-tl_rx_log(struct tl_rx *rx, int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (rx->logf == NULL)
-		return;
-	va_start(ap, fmt);
-	rx->logf(level, fmt, ap);
-	va_end(ap);
-}
-
-uint64_t
-tl_rx_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-struct tl_rx_backoff *
-tl_rx_backoff_find(struct tl_rx *rx, const char *id, int create)
-{
-	struct tl_rx_backoff *nb;
-	size_t i;
-
-	for (i = 0; i < rx->nbo; i++)
-		if (strcmp(rx->bo[i].id, id) == 0)
-			return &rx->bo[i];
-	if (!create || (nb = realloc(rx->bo, (rx->nbo + 1) *
-	    sizeof(*nb))) == NULL)
-		return NULL;
-	rx->bo = nb;
-	nb = &rx->bo[rx->nbo++];
-	memset(nb, 0, sizeof(*nb));
-	snprintf(nb->id, sizeof(nb->id), "%s", id);
-	return nb;
-}
-
-/* Exponential backoff with full jitter: 0.5 s doubling up to 60 s. */
-void
-tl_rx_backoff_fail(struct tl_rx *rx, const char *id)
-{
-	struct tl_rx_backoff *b = tl_rx_backoff_find(rx, id, 1);
-	uint64_t jitter;
-
-	if (b == NULL)
-		return;
-	b->delay_ns = b->delay_ns ? b->delay_ns * 2 : 500000000u;
-	if (b->delay_ns > 60000000000u)
-		b->delay_ns = 60000000000u;
-	jitter = (uint64_t)rand() % (b->delay_ns / 2 + 1);
-	b->next_ns = tl_rx_now() + b->delay_ns / 2 + jitter;
-}
-
-void
-tl_rx_backoff_ok(struct tl_rx *rx, const char *id)
-{
-	struct tl_rx_backoff *b = tl_rx_backoff_find(rx, id, 0);
-
-	if (b != NULL)
-		b->next_ns = b->delay_ns = 0;
-}
 
 enum { W_CREATE = 1, W_REVOKE, W_DELIVER };
 
@@ -174,155 +91,11 @@ struct pass {
 	int		 rc;
 };
 
-/* Sets an empty v to the default ops declares for setting name. */
-static void
-setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
-    size_t cap)
-{
-	const char *d;
-
-	if (v[0] == '\0' && (d = tl_drv_setting_default(ops, name)) != NULL)
-		snprintf(v, cap, "%s", d);
-}
-
-int
-tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
-    const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
-    int *drop)
-{
-	struct tl_rec r;
-	struct tl_bnode types, n;
-	char maint[8] = "";
-	char k[TL_KEY_MAX];
-	size_t i;
-	int rc;
-
-	memset(pv, 0, sizeof(*pv));
-	snprintf(pv->id, sizeof(pv->id), "%s", id);
-	if ((rc = tl_key(k, "p/%s", id)) != 0 ||
-	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
-		return rc;
-	tl_bn_getstr(r.m, "node", pv->node, sizeof(pv->node));
-	tl_bn_getstr(r.m, "module", pv->module, sizeof(pv->module));
-	driver[0] = '\0';
-	if (tl_bn_get(r.m, "types", &types) == 0)
-		for (i = 0; i < tl_bn_len(types); i++) {
-			char ty[64] = "", rv[16] = "";
-
-			tl_bn_getstr(tl_bn_at(types, i), "type", ty,
-			    sizeof(ty));
-			if (strcmp(ty, type) != 0)
-				continue;
-			tl_bn_getstr(tl_bn_at(types, i), "driver", driver, 64);
-			tl_bn_getstr(tl_bn_at(types, i), "revoke", rv,
-			    sizeof(rv));
-			*drop = strcmp(rv, "drop") == 0;
-		}
-	tl_rec_close(&r);
-
-	if ((rc = tl_key(k, "n/%s", pv->node)) != 0 ||
-	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
-		return rc;
-	tl_bn_getstr(r.m, "routable", pv->routable, sizeof(pv->routable));
-	tl_rec_close(&r);
-
-	if ((rc = tl_key(k, "a/%s@%s", pv->module, pv->node)) != 0 ||
-	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
-		return rc;
-	tl_bn_getstr(r.m, "expose", pv->expose, sizeof(pv->expose));
-	if (tl_bn_get(r.m, "settings", &n) == 0) {
-		tl_bn_getstr(n, "admin-host", pv->host, sizeof(pv->host));
-		tl_bn_getstr(n, "port", pv->port, sizeof(pv->port));
-		tl_bn_getstr(n, "admin-user", pv->user, sizeof(pv->user));
-		tl_bn_getstr(n, "admin-db", pv->db, sizeof(pv->db));
-		{
-			char mt[32] = "";
-			uint64_t secs = 0;
-
-			/*
-			 * Seconds per migration file; assign checked the
-			 * value, so 0 (the default) only for a log older
-			 * than the check.
-			 */
-			tl_bn_getstr(n, "migration-timeout", mt, sizeof(mt));
-			if (mt[0] != '\0' && tl_drv_duration(mt, &secs) == 0 &&
-			    secs <= UINT32_MAX)
-				pv->mig_timeout = (unsigned)secs;
-		}
-		tl_bn_getstr(n, TL_SET_REVOKE_PUBLIC_CONNECT, maint,
-		    sizeof(maint));
-		/* Every setting, for the driver to read its own. */
-		for (i = 0; i < tl_bn_len(n) && i < TL_RX_SETTINGS_MAX; i++) {
-			struct tl_bnode kn, vn;
-			const char *ks, *vs;
-			size_t kl, vl;
-
-			tl_bn_entry(n, i, &kn, &vn);
-			if (tl_bn_str(kn, &ks, &kl) != 0 ||
-			    tl_bn_str(vn, &vs, &vl) != 0 ||
-			    memchr(ks, '\0', kl) != NULL ||
-			    memchr(vs, '\0', vl) != NULL ||
-			    pv->setlen + kl + vl + 2 > sizeof(pv->setbuf))
-				continue;
-			memcpy(pv->setbuf + pv->setlen, ks, kl);
-			pv->setlen += kl;
-			pv->setbuf[pv->setlen++] = '\0';
-			memcpy(pv->setbuf + pv->setlen, vs, vl);
-			pv->setlen += vl;
-			pv->setbuf[pv->setlen++] = '\0';
-		}
-	}
-	pv->maint = tl_setting_revoke_public_connect(maint);
-	/* What is not set is the driver's declared default (driver.h). */
-	pv->ops = tl_drv_find(driver);
-	if (pv->host[0] == '\0')
-		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
-	setting_default(pv->ops, "port", pv->port, sizeof(pv->port));
-	setting_default(pv->ops, "admin-user", pv->user, sizeof(pv->user));
-	setting_default(pv->ops, "admin-db", pv->db, sizeof(pv->db));
-	if (tl_bn_get(r.m, "secrets", &n) == 0) {
-		struct tl_bnode s;
-		const void *ct;
-		size_t len;
-		char ad[TL_KEY_MAX];
-
-		if (tl_bn_get(n, "admin-password", &s) == 0 &&
-		    tl_bn_secret(s, &ct, &len) == 0 &&
-		    len > TL_BOX_OVERHEAD &&
-		    len - TL_BOX_OVERHEAD < sizeof(pv->password)) {
-			snprintf(ad, sizeof(ad), "assignment/%s@%s:"
-			    "admin-password", pv->module, pv->node);
-			if (tl_secret_decrypt(&rx->key, ad, strlen(ad), ct,
-			    len, (uint8_t *)pv->password) != 0) {
-				tl_rec_close(&r);
-				return TL_ESECRET;
-			}
-			pv->password[len - TL_BOX_OVERHEAD] = '\0';
-		}
-	}
-	tl_rec_close(&r);
-	return 0;
-}
-
-const char *const *
-tl_rx_prov_settings(const struct tl_rx_prov *pv,
-    const char *sv[2 * TL_RX_SETTINGS_MAX + 1])
-{
-	size_t off = 0, n = 0;
-
-	while (off < pv->setlen && n < 2 * TL_RX_SETTINGS_MAX) {
-		sv[n++] = pv->setbuf + off;
-		off += strlen(pv->setbuf + off) + 1;
-	}
-	sv[n & ~(size_t)1] = NULL;
-	return sv;
-}
-
 static struct tl_rx_prov *
 pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, char *driver, int *drop)
 {
-	struct tl_rx_prov pv, *np;
+	struct tl_rx_prov pv;
 	size_t i;
 
 	for (i = 0; i < ps->npv; i++)
@@ -341,78 +114,14 @@ pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
 		tl_secret_wipe(pv.password, sizeof(pv.password));
 		return NULL;
 	}
-	if (ps->npv == ps->cappv) {
-		size_t cap = ps->cappv ? ps->cappv * 2 : 8;
-
-		if ((np = tl_secret_realloc(ps->pv, cap * sizeof(*np))) == NULL) {
-			tl_secret_wipe(pv.password, sizeof(pv.password));
-			return NULL;
-		}
-		ps->pv = np;
-		ps->cappv = cap;
+	if (tl_vec_grow_secret(&ps->pv, &ps->cappv, ps->npv + 1,
+	    sizeof(ps->pv[0])) != 0) {
+		tl_secret_wipe(pv.password, sizeof(pv.password));
+		return NULL;
 	}
 	ps->pv[ps->npv] = pv;
 	tl_secret_wipe(pv.password, sizeof(pv.password));
 	return &ps->pv[ps->npv++];
-}
-
-/*
- * The associated data binding an intent's ciphertext to its grant and
- * credential version: the one format every writer and the reader use.
- */
-static void
-grant_ad(char ad[TL_KEY_MAX], const char *grant, uint64_t version)
-{
-	snprintf(ad, TL_KEY_MAX, "grant/%s:v%llu", grant,
-	    (unsigned long long)version);
-}
-
-size_t
-tl_rx_new_credential(struct tl_rx *rx, const char *grant, uint64_t version,
-    char pw[TL_PASSWORD_LEN + 1], uint8_t ct[TL_PASSWORD_LEN +
-    TL_BOX_OVERHEAD])
-{
-	char ad[TL_KEY_MAX];
-	size_t n;
-
-	tl_secret_password(pw);
-	n = strlen(pw);
-	grant_ad(ad, grant, version);
-	tl_secret_encrypt(&rx->key, ad, strlen(ad), pw, n, ct);
-	return n + TL_BOX_OVERHEAD;
-}
-
-/* Decrypts the password of g's intent (out: TL_PASSWORD_LEN + 1). */
-int
-tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
-    const struct tl_grant *g, char *out)
-{
-	struct tl_event ev;
-	struct tl_bview v;
-	struct tl_bnode n;
-	const void *ct;
-	size_t len;
-	char ad[TL_KEY_MAX];
-	int rc;
-
-	if (g->intent_seq == 0)
-		return TL_ENOTFOUND;
-	if ((rc = tl_log_get(t, g->intent_seq, &ev)) != 0)
-		return rc;
-	if ((rc = tl_bview_open(&v, ev.body, ev.body_len)) != 0)
-		return rc;
-	rc = TL_EMALFORMED;
-	if (tl_bn_get(v.root, "password", &n) == 0 &&
-	    tl_bn_secret(n, &ct, &len) == 0 && len > TL_BOX_OVERHEAD &&
-	    len - TL_BOX_OVERHEAD <= TL_PASSWORD_LEN) {
-		grant_ad(ad, g->id, g->version);
-		rc = tl_secret_decrypt(&rx->key, ad, strlen(ad), ct, len,
-		    (uint8_t *)out);
-		if (rc == 0)
-			out[len - TL_BOX_OVERHEAD] = '\0';
-	}
-	tl_bview_close(&v);
-	return rc;
 }
 
 static int
@@ -421,303 +130,14 @@ intent_password(struct tl_rx *rx, struct tl_txn *t, struct work *w)
 	return tl_rx_intent_password(rx, t, &w->g, w->password);
 }
 
-struct holders {
-	char	(*node)[64];
-	size_t	 n;
-	struct tl_nodelist nl;
-};
-
-/* The assignments that hold g: every one of a shared grant's module. */
-int
-tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_grant *g, struct tl_nodelist *nl)
-{
-	char k[TL_KEY_MAX];
-	size_t i, j;
-	int rc;
-
-	if ((rc = tl_graph_module_nodes(t, p, g->module, nl)) != 0)
-		return rc;
-	if (g->node[0] == '\0')
-		return 0;
-	for (i = j = 0; i < nl->n; i++)
-		if (strcmp(nl->v[i], g->node) == 0)
-			memmove(nl->v[j++], nl->v[i], 64);
-	nl->n = j;
-	(void)k;
-	return 0;
-}
-
-struct sbuf {
-	char	*p;
-	size_t	 len, cap;
-	int	 err;
-};
-
-static void
-sb_add(struct sbuf *sb, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (sb->err)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(sb->p ? sb->p + sb->len : NULL,
-		    sb->p ? sb->cap - sb->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			sb->err = EINVAL;
-			return;
-		}
-		if (sb->p != NULL && sb->len + (size_t)n < sb->cap) {
-			sb->len += (size_t)n;
-			return;
-		}
-		{
-			size_t cap = sb->cap ? sb->cap * 2 : 512;
-			char *np;
-
-			while (cap < sb->len + (size_t)n + 1)
-				cap *= 2;
-			/* Never realloc: the old buffer may hold secrets. */
-			if ((np = malloc(cap)) == NULL) {
-				sb->err = ENOMEM;
-				return;
-			}
-			if (sb->p != NULL) {
-				memcpy(np, sb->p, sb->len);
-				tl_secret_wipe(sb->p, sb->cap);
-				free(sb->p);
-			}
-			sb->p = np;
-			sb->cap = cap;
-			sb->p[sb->len] = '\0';
-		}
-	}
-}
-
-static void
-sb_free(struct sbuf *sb)
-{
-	if (sb->p != NULL) {
-		tl_secret_wipe(sb->p, sb->cap);
-		free(sb->p);
-	}
-	memset(sb, 0, sizeof(*sb));
-}
-
-/*
- * The variables one holder on node gets from grant g: each connection
- * field mapped by the requirement, with the host a consumer on that
- * node uses (loopback only when co-located with a local provider).
- */
-static int
-tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_grant *g, const char *node, struct sbuf *sb)
-{
-	struct work w;
-	struct tl_rec r;
-	struct tl_bnode env;
-	struct tl_rx_prov pv;
-	struct tl_drv_endpoint ep;
-	struct tl_drv_grant dg;
-	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
-	char driver[64], host[256], res[64], own[64], login[64];
-	int drop, rc;
-	char k[TL_KEY_MAX];
-	size_t i;
-
-	memset(&w, 0, sizeof(w));
-	w.g = *g;
-	if ((rc = intent_password(rx, t, &w)) != 0)
-		return rc;
-	rc = tl_rx_load_provider(t, p, rx, g->provider, g->type, &pv, driver, &drop);
-	tl_secret_wipe(pv.password, sizeof(pv.password));
-	if (rc != 0)
-		goto out;
-	if (strcmp(node, pv.node) == 0 && strcmp(pv.expose, "local") == 0)
-		snprintf(host, sizeof(host), "127.0.0.1");
-	else
-		snprintf(host, sizeof(host), "%s", pv.routable);
-	ep.host = host;
-	ep.port = g->port[0] ? g->port : pv.port;
-	ep.settings = tl_rx_prov_settings(&pv, sv);
-	/*
-	 * The names as provisioned (recorded), the current credential; a
-	 * driver whose fields record no resource name (the fold keeps
-	 * TL_GRANT_OBJECT_KEY and user) gets the names it derives.
-	 */
-	tl_rx_grant_names(g, g->version, res, own, login);
-	dg.resource = g->object[0] != '\0' ? g->object : res;
-	dg.owner = own;
-	dg.login = g->user[0] != '\0' ? g->user : login;
-	dg.password = w.password;
-	dg.grant = g->id;
-	dg.adopt_unnamed = 0;
-	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0 ||
-	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
-		goto out;
-	if (tl_bn_get(r.m, "env", &env) == 0) {
-		for (i = 0; i < tl_bn_len(env); i++) {
-			struct tl_bnode kn, vn;
-			const char *f, *var;
-			size_t fl, vl;
-			char field[64], val[1024];
-
-			tl_bn_entry(env, i, &kn, &vn);
-			if (tl_bn_str(kn, &f, &fl) != 0 ||
-			    tl_bn_str(vn, &var, &vl) != 0)
-				continue;
-			/* The driver composes every field, URI included. */
-			if (fl >= sizeof(field))
-				continue;
-			memcpy(field, f, fl);
-			field[fl] = '\0';
-			if (tl_drv_compose(pv.ops, field, &ep, &dg, val,
-			    sizeof(val)) == 0)
-				sb_add(sb, "%.*s=%s\n", (int)vl, var, val);
-			tl_secret_wipe(val, sizeof(val));
-		}
-	}
-	tl_rec_close(&r);
-	rc = sb->err;
-out:
-	tl_secret_wipe(w.password, sizeof(w.password));
-	return rc;
-}
-
-struct env_arg {
-	struct tl_rx		*rx;
-	struct tl_txn		*t;
-	const struct tl_proj	*p;
-	const char		*node;
-	struct sbuf		*sb;
-	int			 rc;
-};
-
-static int
-env_grant(const struct tl_grant *g, void *arg)
-{
-	struct env_arg *ea = arg;
-
-	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
-		return 0;
-	if (g->node[0] != '\0' && strcmp(g->node, ea->node) != 0)
-		return 0;
-	return tl_rx_holder_lines(ea->rx, ea->t, ea->p, g, ea->node, ea->sb);
-}
-
-int
-tl_rx_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
-    const char *node, char **out, size_t *n)
-{
-	struct tl_proj p;
-	struct sbuf sb = { NULL, 0, 0, 0 };
-	struct env_arg ea = { rx, t, &p, node, &sb, 0 };
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	if ((rc = tl_proj_open(t, &p)) != 0)
-		return rc;
-	if ((rc = tl_grant_each_of_module(t, &p, module, env_grant, &ea)) != 0) {
-		sb_free(&sb);
-		return rc;
-	}
-	if (sb.p == NULL)
-		sb_add(&sb, "%s", "");
-	if (sb.err) {
-		rc = sb.err;
-		sb_free(&sb);
-		return rc;
-	}
-	*out = sb.p;
-	*n = sb.len;
-	return 0;
-}
-
-static int
-mkdirs(const char *path)
-{
-	char buf[1200], *s;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (s = buf + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-			return errno;
-		*s = '/';
-	}
-	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-		return errno;
-	return 0;
-}
-
-/* Writes (or removes, when it holds nothing) module@node's env file. */
-int
-tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
-    const char *node)
-{
-	char dir[1200], path[1300], *env = NULL;
-	size_t n;
-	int rc;
-
-	snprintf(dir, sizeof(dir), "%s/deliver/%s", rx->home, node);
-	snprintf(path, sizeof(path), "%s/%s.env", dir, module);
-	if ((rc = tl_rx_env(rx, t, module, node, &env, &n)) != 0)
-		return rc;
-	if (n == 0) {
-		if (unlink(path) != 0 && errno != ENOENT)
-			rc = errno;
-	} else if ((rc = mkdirs(dir)) == 0)
-		rc = tl_secret_write_file(path, env, n, 0600);
-	tl_secret_wipe(env, n);
-	free(env);
-	return rc;
-}
-
-/*
- * Is module@node's env file missing though it would hold something?
- * An assignment whose grants map no field has no file, by design
- * (tl_rx_write_env removes it): that is not missing, or every pass
- * would "deliver" it again and the daemon would never rest.
- */
-static int
-env_missing(struct tl_rx *rx, struct tl_txn *t, const char *module,
-    const char *node)
-{
-	char path[1300], *env = NULL;
-	struct stat st;
-	size_t n = 0;
-
-	snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home, node,
-	    module);
-	if (stat(path, &st) == 0)
-		return 0;
-	if (tl_rx_env(rx, t, module, node, &env, &n) != 0)
-		return 1;	/* let the delivery find out */
-	tl_secret_wipe(env, n);
-	free(env);
-	return n > 0;
-}
-
 static struct work *
 add_work(struct pass *ps)
 {
 	struct work *nw;
 
-	if (ps->nw == ps->capw) {
-		size_t cap = ps->capw ? ps->capw * 2 : 16;
-
-		if ((nw = tl_secret_realloc(ps->w, cap * sizeof(*nw))) == NULL)
-			return NULL;
-		ps->w = nw;
-		ps->capw = cap;
-	}
+	if (tl_vec_grow_secret(&ps->w, &ps->capw, ps->nw + 1,
+	    sizeof(ps->w[0])) != 0)
+		return NULL;
 	nw = &ps->w[ps->nw++];
 	memset(nw, 0, sizeof(*nw));
 	return nw;
@@ -761,7 +181,7 @@ gather_one(const struct tl_grant *g, void *arg)
 			snprintf(holder, sizeof(holder), "%s@%s", g->module,
 			    nl.v[i]);
 			if (tl_grant_delivered(ga->t, ga->p, g->id, holder) !=
-			    g->version || env_missing(ps->rx, ga->t,
+			    g->version || tl_rx_env_missing(ps->rx, ga->t,
 			    g->module, nl.v[i]))
 				kind = W_DELIVER;
 		}
@@ -1081,17 +501,10 @@ call_drivers(void *arg, unsigned *phases)
 				break;
 		if (j == ps->npv)
 			continue;
-		if (ps->pv[j].nw == ps->pv[j].capw) {
-			size_t cap = ps->pv[j].capw ? ps->pv[j].capw * 2 : 8;
-			struct work **nw = realloc(ps->pv[j].w,
-			    cap * sizeof(*nw));
-
-			if (nw == NULL) {
-				w->rc = ENOMEM;
-				continue;
-			}
-			ps->pv[j].w = nw;
-			ps->pv[j].capw = cap;
+		if (tl_vec_grow(&ps->pv[j].w, &ps->pv[j].capw,
+		    ps->pv[j].nw + 1, sizeof(ps->pv[j].w[0])) != 0) {
+			w->rc = ENOMEM;
+			continue;
 		}
 		ps->pv[j].w[ps->pv[j].nw++] = w;
 		ps->pv[j].ops = tl_drv_find(w->driver);
@@ -1155,146 +568,6 @@ call_drivers(void *arg, unsigned *phases)
 		else
 			tl_rx_backoff_ok(ps->rx, ps->pv[i].id);
 	}
-}
-
-/*
- * What the node needs besides the values, inside the sealed box so
- * that only the node reads it and it cannot be moved to another grant
- * or holder: "#tally grant=G holder=H version=N", then one "#default
- * NAME=VALUE" per env default the module's manifest declares (the
- * module.declared record).  Readers of KEY=VALUE lines skip '#' lines.
- */
-static int
-meta_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_grant *g, const char *holder, struct sbuf *sb)
-{
-	struct tl_rec r;
-	struct tl_bnode env;
-	char pw[TL_PASSWORD_LEN + 1], hex[2 * TL_MAC_LEN + 1];
-	uint8_t pkey[TL_MAC_LEN];
-	size_t i;
-	char k[TL_KEY_MAX];
-	int rc;
-
-	sb_add(sb, "#tally grant=%s holder=%s version=%llu\n", g->id, holder,
-	    (unsigned long long)g->version);
-	/* The key of the node's proof that it holds this credential. */
-	if ((rc = tl_rx_intent_password(rx, t, g, pw)) != 0)
-		return rc;
-	tl_ack_proof_key(pw, pkey);
-	tl_secret_wipe(pw, sizeof(pw));
-	for (i = 0; i < sizeof(pkey); i++)
-		snprintf(hex + 2 * i, 3, "%02x", pkey[i]);
-	tl_secret_wipe(pkey, sizeof(pkey));
-	sb_add(sb, "#proof %s\n", hex);
-	tl_secret_wipe(hex, sizeof(hex));
-	if ((rc = tl_key(k, "m/%s", g->module)) != 0)
-		return rc;
-	if (tl_rec_get(t, p->graph, k, &r) != 0)
-		return sb->err;
-	if (tl_bn_get(r.m, "env", &env) == 0)
-		for (i = 0; i < tl_bn_len(env); i++) {
-			struct tl_bnode kn, vn;
-			const char *name, *val;
-			size_t nl, vl;
-
-			tl_bn_entry(env, i, &kn, &vn);
-			if (tl_bn_str(kn, &name, &nl) != 0 ||
-			    tl_bn_str(vn, &val, &vl) != 0 ||
-			    memchr(val, '\n', vl) != NULL ||
-			    memchr(name, '=', nl) != NULL)
-				continue;
-			sb_add(sb, "#default %.*s=%.*s\n", (int)nl, name,
-			    (int)vl, val);
-		}
-	tl_rec_close(&r);
-	return sb->err;
-}
-
-static int
-emit_delivery(struct pass *ps, struct tl_ctx *c, const struct tl_grant *g,
-    const char *node)
-{
-	struct sbuf sb = { NULL, 0, 0, 0 };
-	struct tl_body b;
-	struct tl_rec r;
-	uint8_t pk[TL_PUBKEY_LEN];
-	const void *pkp;
-	size_t pkl;
-	uint8_t *sealed = NULL;
-	char holder[140];
-	char k[TL_KEY_MAX];
-	char stream[TL_KEY_MAX];
-	int rc;
-
-	if ((rc = tl_key(k, "n/%s", node)) != 0 ||
-	    (rc = tl_rec_get(c->t, c->p.graph, k, &r)) != 0)
-		return rc;
-	rc = TL_EMALFORMED;
-	{
-		struct tl_bnode n;
-
-		if (tl_bn_get(r.m, "pubkey", &n) == 0 &&
-		    tl_bn_bin(n, &pkp, &pkl) == 0 && pkl == TL_PUBKEY_LEN) {
-			memcpy(pk, pkp, TL_PUBKEY_LEN);
-			rc = 0;
-		}
-	}
-	tl_rec_close(&r);
-	if (rc != 0)
-		return rc;
-	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
-	if ((rc = meta_lines(ps->rx, c->t, &c->p, g, holder, &sb)) != 0)
-		goto out;
-	if ((rc = tl_rx_holder_lines(ps->rx, c->t, &c->p, g, node, &sb)) != 0)
-		goto out;
-	if ((sealed = malloc(sb.len + TL_SEAL_OVERHEAD)) == NULL) {
-		rc = ENOMEM;
-		goto out;
-	}
-	if ((rc = tl_secret_seal(pk, sb.p, sb.len, sealed)) != 0)
-		goto out;
-	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
-	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
-		goto out;
-	tl_body_init(&b);
-	tl_body_str(&b, "grant", g->id);
-	tl_body_str(&b, "holder", holder);
-	tl_body_str(&b, "node", node);
-	tl_body_u64(&b, "version", g->version);
-	tl_body_secret(&b, "sealed", sealed, sb.len + TL_SEAL_OVERHEAD);
-	rc = tl_emit(c, TL_EV_CRED_DELIVERED, stream, &b, NULL);
-	tl_body_free(&b);
-out:
-	free(sealed);
-	sb_free(&sb);
-	return rc;
-}
-
-/* Delivers g's current credential to every holder that lacks it. */
-static int
-deliver_all(struct pass *ps, struct tl_ctx *c, const char *grant)
-{
-	struct tl_grant g;
-	struct tl_nodelist nl;
-	char holder[140];
-	size_t i;
-	int rc;
-
-	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) != 0)
-		return rc;
-	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
-		return 0;
-	if ((rc = tl_rx_grant_holders(c->t, &c->p, &g, &nl)) != 0)
-		return rc;
-	for (i = 0; rc == 0 && i < nl.n; i++) {
-		snprintf(holder, sizeof(holder), "%s@%s", g.module, nl.v[i]);
-		if (tl_grant_delivered(c->t, &c->p, g.id, holder) == g.version)
-			continue;
-		rc = emit_delivery(ps, c, &g, nl.v[i]);
-	}
-	tl_nodelist_free(&nl);
-	return rc;
 }
 
 /*
@@ -1382,7 +655,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 		char stream[TL_KEY_MAX];
 
 		if (w->kind == W_DELIVER) {
-			if ((rc = deliver_all(ps, &c, w->g.id)) != 0)
+			if ((rc = tl_rx_deliver(ps->rx, &c, w->g.id)) != 0)
 				return rc;
 			continue;
 		}
@@ -1432,7 +705,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 				    NULL);
 			}
 			if (rc == 0)
-				rc = deliver_all(ps, &c, w->g.id);
+				rc = tl_rx_deliver(ps->rx, &c, w->g.id);
 		} else if (strcmp(cur.state, TL_GRANT_PURGING) == 0) {
 			rc = tl_emit(&c, TL_EV_GRANT_PURGED, stream, &b, NULL);
 		} else {
@@ -1475,14 +748,9 @@ write_one(struct pass *ps, struct tl_txn *t, const char *module,
 	struct file_note *f;
 	int rc = tl_rx_write_env(ps->rx, t, module, node);
 
-	if (ps->nfn == ps->capfn) {
-		size_t cap = ps->capfn ? ps->capfn * 2 : 8;
-
-		if ((f = realloc(ps->fn, cap * sizeof(*f))) == NULL)
-			return rc;
-		ps->fn = f;
-		ps->capfn = cap;
-	}
+	if (tl_vec_grow(&ps->fn, &ps->capfn, ps->nfn + 1,
+	    sizeof(ps->fn[0])) != 0)
+		return rc;
 	f = &ps->fn[ps->nfn++];
 	snprintf(f->module, sizeof(f->module), "%s", module);
 	snprintf(f->node, sizeof(f->node), "%s", node);
@@ -1714,55 +982,3 @@ out:
 	return rc;
 }
 
-int
-tl_rx_deliver(struct tl_rx *rx, struct tl_ctx *c, const char *grant)
-{
-	struct pass ps;
-
-	memset(&ps, 0, sizeof(ps));
-	ps.rx = rx;
-	return deliver_all(&ps, c, grant);
-}
-
-int
-tl_rx_files_for(struct tl_rx *rx, const char *grant)
-{
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct tl_grant g;
-	struct tl_nodelist nl;
-	size_t i;
-	int rc;
-
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-		return rc;
-	if ((rc = tl_proj_open(t, &p)) != 0 ||
-	    (rc = tl_grant_get(t, &p, grant, &g, NULL)) != 0 ||
-	    (rc = tl_rx_grant_holders(t, &p, &g, &nl)) != 0)
-		goto out;
-	for (i = 0; rc == 0 && i < nl.n; i++)
-		rc = tl_rx_write_env(rx, t, g.module, nl.v[i]);
-	tl_nodelist_free(&nl);
-out:
-	tl_log_abort(t);
-	return rc;
-}
-
-int
-tl_rx_healthy(struct tl_rx *rx, int *healthy)
-{
-	struct tl_txn *t;
-	struct tl_proj p;
-	json_t *doc = NULL;
-	int rc;
-
-	*healthy = 0;
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-		return rc;
-	if ((rc = tl_proj_open(t, &p)) == 0 &&
-	    (rc = tl_status_all(t, &p, &doc)) == 0)
-		*healthy = tl_status_healthy(doc);
-	json_decref(doc);
-	tl_log_abort(t);
-	return rc;
-}

@@ -57,6 +57,7 @@
 #include "core/secret.h"
 #include "core/sub.h"
 #include "core/amqp.h"
+#include "core/vec.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "rx.h"
@@ -406,15 +407,9 @@ node_queue(struct tl_rx_pub *ps, const char *name)
 			return 0;
 	if ((rc = tl_amqp_queue(ps->a, name, 1)) != 0)
 		return rc;
-	if (ps->nqueues == ps->capqueues) {
-		size_t cap = ps->capqueues ? ps->capqueues * 2 : 16;
-		void *p = realloc(ps->queues, cap * sizeof(*ps->queues));
-
-		if (p == NULL)
-			return 0;	/* only a cache */
-		ps->queues = p;
-		ps->capqueues = cap;
-	}
+	if (tl_vec_grow(&ps->queues, &ps->capqueues, ps->nqueues + 1,
+	    sizeof(ps->queues[0])) != 0)
+		return 0;	/* only a cache */
 	snprintf(ps->queues[ps->nqueues++], sizeof(ps->queues[0]), "%s", name);
 	return 0;
 }
@@ -531,15 +526,9 @@ render_msgpack(struct tl_rx_pub *ps, const struct tl_event *ev)
 static int
 note_inflight(struct tl_rx_pub *ps, uint64_t seq, uint64_t tag)
 {
-	if (ps->nin == ps->capin) {
-		size_t cap = ps->capin ? ps->capin * 2 : 1024;
-		void *p = realloc(ps->in, cap * sizeof(*ps->in));
-
-		if (p == NULL)
-			return ENOMEM;
-		ps->in = p;
-		ps->capin = cap;
-	}
+	if (tl_vec_grow(&ps->in, &ps->capin, ps->nin + 1,
+	    sizeof(ps->in[0])) != 0)
+		return ENOMEM;
 	ps->in[ps->nin].seq = seq;
 	ps->in[ps->nin].tag = tag;
 	ps->nin++;

@@ -30,12 +30,17 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/rotation.h"
+#include "backoff.h"
+#include "credential.h"
+#include "deliver.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 #define TABLES_MAX	65536	/* the copy's counts, as JSON */
 
@@ -93,7 +98,7 @@ say(char *dst, const char *fmt, ...)
 struct mpass {
 	struct tl_rx	*rx;
 	struct mstep	*s;
-	size_t		 n;
+	size_t		 n, cap;
 	uint64_t	 now;
 	int		 issue;		/* a step issues its intent */
 	unsigned	 steps, running;	/* what the pass says */
@@ -179,12 +184,12 @@ gather_one(const struct tl_rebind *r, void *arg)
 {
 	struct gather_arg *ga = arg;
 	struct mpass *ps = ga->ps;
-	struct mstep *st, *nv;
+	struct mstep *st;
 	int provisioned;
 
-	if ((nv = tl_secret_realloc(ps->s, (ps->n + 1) * sizeof(*nv))) == NULL)
+	if (tl_vec_grow_secret(&ps->s, &ps->cap, ps->n + 1,
+	    sizeof(ps->s[0])) != 0)
 		return ENOMEM;
-	ps->s = nv;
 	st = &ps->s[ps->n];
 	memset(st, 0, sizeof(*st));
 	st->r = *r;

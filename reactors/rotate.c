@@ -40,8 +40,11 @@
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
+#include "credential.h"
+#include "deliver.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 struct rstep {
 	struct tl_rotation	 r;

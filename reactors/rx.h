@@ -12,6 +12,27 @@
  *
  * Reactors never print: they report through rx->logf, which tallyd
  * points at stderr.  No message ever contains a secret.
+ *
+ * Lifetimes and ownership: struct tl_rx is the caller's (tallyd's, or
+ * tally check's).  tl_rx_init sets its defaults; the caller then sets
+ * log (borrowed: it must outlive rx), key (loaded into rx, which owns
+ * it from then on), home and logf.  What reactors keep between passes
+ * (backoffs, running copies and migrations, the pool's threads, the
+ * publisher's connection) hangs off rx and is rx's: tl_rx_publish_stop
+ * ends the publisher's, then tl_rx_free ends the rest and wipes the
+ * key; rx may then be initialised again.  Strings handed to callbacks
+ * (struct tl_rx_finding) are borrowed for the call.
+ *
+ * Threads: every function here is called from one thread at a time,
+ * the one that owns rx (tallyd's scheduler); a pass is not reentrant.
+ * The threads a pass starts (pass.h) touch no log and no rx.
+ *
+ * Errors: a pass returns 0 or a core/error.h code (LMDB's translated by
+ * core/log.c, errno, ENOMEM), and then has changed nothing its next
+ * pass would not redo (the crash rule of pass.h).  A provider that
+ * refuses or cannot be reached is not an error of the pass: that is
+ * recorded (grant.failed, provider.unreachable) and backed off, and
+ * the pass goes on with the rest.
  */
 #ifndef TL_RX_H
 #define TL_RX_H
@@ -40,7 +61,7 @@ struct tl_rx {
 	void			(*logf)(int level, const char *fmt, va_list ap);
 	/* Providers that failed, and when to try them again. */
 	struct tl_rx_backoff	*bo;
-	size_t			 nbo;
+	size_t			 nbo, capbo;
 	struct tl_rx_pub	*pub;		/* the publisher's (publish.c) */
 	struct tl_rx_copy	*copies;	/* moves' copies (rebind.c) */
 	struct tl_rx_mig	*migs;		/* migrations running (migrate.c) */

@@ -3,11 +3,18 @@
  * tallyd runs them from one table on one clock.  Each wrapper calls the
  * reactor's pass and turns what it reports into a struct tl_rx_result;
  * a wall-clock wish (a backoff's end, a grant's verification slot) is
- * turned into a delay here, once.
+ * turned into a delay here, once.  Above every reactor, it also holds
+ * what they share (struct tl_rx): its defaults, its end (each reactor's
+ * kept state, the pool, the backoffs, the master key) and the health
+ * tallyd --once reports.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
+#include "projections/status.h"
 #include "ack.h"
+#include "pass.h"
 #include "rx.h"
 
 /* A copy or a migration's end is no event: look again this soon. */
@@ -115,5 +122,47 @@ tl_rx_run_publish(struct tl_rx *rx, struct tl_rx_result *res)
 	memset(res, 0, sizeof(*res));
 	rc = tl_rx_publish(rx, &res->done, &next);
 	res->wake_ns = until(next);
+	return rc;
+}
+
+void
+tl_rx_init(struct tl_rx *rx)
+{
+	memset(rx, 0, sizeof(*rx));
+	rx->actor = "tallyd";
+	rx->workers = 4;
+	rx->max_rotations = 4;
+	rx->verify_interval_ns = 30000000000u;
+	rx->sweep_interval_ns = 10000000000u;
+}
+
+void
+tl_rx_free(struct tl_rx *rx)
+{
+	tl_rx_migs_free(rx);
+	tl_rx_copies_free(rx);
+	tl_rx_pool_free(rx);
+	free(rx->bo);
+	rx->bo = NULL;
+	rx->nbo = rx->capbo = 0;
+	tl_secret_key_free(&rx->key);
+}
+
+int
+tl_rx_healthy(struct tl_rx *rx, int *healthy)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	json_t *doc = NULL;
+	int rc;
+
+	*healthy = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_proj_open(t, &p)) == 0 &&
+	    (rc = tl_status_all(t, &p, &doc)) == 0)
+		*healthy = tl_status_healthy(doc);
+	json_decref(doc);
+	tl_log_abort(t);
 	return rc;
 }

@@ -42,10 +42,13 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/kv.h"
+#include "core/vec.h"
 #include "projections/decide.h"
 #include "projections/events.h"
+#include "credential.h"
 #include "pass.h"
 #include "rx-internal.h"
+#include "session.h"
 
 /* With a bulk check: every grant logs in on every N-th check of it. */
 #define TL_RX_VERIFY_LOGIN_EVERY	30
@@ -185,14 +188,9 @@ note_due(struct vpass *ps, const char *grant, uint64_t due, int rec)
 {
 	struct newdue *d;
 
-	if (ps->nnd == ps->capnd) {
-		size_t cap = ps->capnd ? ps->capnd * 2 : 16;
-
-		if ((d = realloc(ps->nd, cap * sizeof(*d))) == NULL)
-			return ENOMEM;
-		ps->nd = d;
-		ps->capnd = cap;
-	}
+	if (tl_vec_grow(&ps->nd, &ps->capnd, ps->nnd + 1,
+	    sizeof(ps->nd[0])) != 0)
+		return ENOMEM;
 	d = &ps->nd[ps->nnd++];
 	snprintf(d->id, sizeof(d->id), "%s", grant);
 	d->due = due;
@@ -263,16 +261,9 @@ gather_one(const struct tl_grant *g, void *arg)
 			ps->next_ns = due;
 		return 0;
 	}
-	if (ps->nc == ps->cap) {
-		size_t cap = ps->cap ? ps->cap * 2 : 16;
-		struct check *nc = tl_secret_realloc(ps->c,
-		    cap * sizeof(*nc));
-
-		if (nc == NULL)
-			return ENOMEM;
-		ps->c = nc;
-		ps->cap = cap;
-	}
+	if (tl_vec_grow_secret(&ps->c, &ps->cap, ps->nc + 1,
+	    sizeof(ps->c[0])) != 0)
+		return ENOMEM;
 	c = &ps->c[ps->nc++];
 	memset(c, 0, sizeof(*c));
 	c->g = *g;
@@ -363,16 +354,10 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 			}
 			ps->nvp++;
 		}
-		if (v->nc == v->cap) {
-			size_t cap = v->cap ? v->cap * 2 : 8;
-			struct check **nc = realloc(v->c, cap * sizeof(*nc));
-
-			if (nc == NULL) {
-				rc = ENOMEM;
-				goto out;
-			}
-			v->c = nc;
-			v->cap = cap;
+		if (tl_vec_grow(&v->c, &v->cap, v->nc + 1,
+		    sizeof(v->c[0])) != 0) {
+			rc = ENOMEM;
+			goto out;
 		}
 		v->c[v->nc++] = c;
 	}

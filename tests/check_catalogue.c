@@ -436,6 +436,194 @@ START_TEST(test_decider_refuses_overlong)
 }
 END_TEST
 
+/* tally apply's command: module m with one requirement named req. */
+struct apply_cmd {
+	const char	*req;
+	int		 rc;
+	char		 why[1024];
+};
+
+static int
+apply_cb(struct tl_txn *t, void *arg)
+{
+	struct apply_cmd *ac = arg;
+	struct tl_body mb, rb;
+	struct tl_decl_req dr;
+	struct tl_decl d;
+	struct tl_ctx c;
+	int rc;
+
+	memset(&dr, 0, sizeof(dr));
+	memset(&d, 0, sizeof(d));
+	tl_body_init(&mb);
+	tl_body_str(&mb, "name", "m");
+	tl_body_str(&mb, "digest", "");
+	tl_body_map(&mb, "env");
+	tl_body_end(&mb);
+	tl_body_arr(&mb, "provides");
+	tl_body_end(&mb);
+	tl_body_arr(&mb, "embedded");
+	tl_body_end(&mb);
+	tl_body_init(&rb);
+	tl_body_str(&rb, "module", "m");
+	tl_body_str(&rb, "name", ac->req);
+	tl_body_str(&rb, "kind", "instantiation");
+	tl_body_str(&rb, "target", "");
+	tl_body_str(&rb, "type", "t");
+	tl_body_str(&rb, "scope", "shared");
+	tl_body_str(&rb, "provider", "");
+	tl_body_str(&rb, "resource", "res");
+	tl_body_map(&rb, "env");
+	tl_body_end(&rb);
+	tl_body_str(&rb, "migrations", "");
+	tl_body_u64(&rb, "max_age", 0);
+	if ((rc = tl_body_finish(&mb, &d.body, &d.len)) != 0 ||
+	    (rc = tl_body_finish(&rb, &dr.body, &dr.len)) != 0)
+		goto out;
+	d.name = "m";
+	d.file = dr.file = "m.yaml";
+	d.line = 1;
+	dr.name = ac->req;
+	dr.line = 3;
+	d.reqs = &dr;
+	d.nreqs = 1;
+	if ((rc = tl_ctx_begin(&c, t, "test")) != 0)
+		goto out;
+	rc = tl_dec_apply(&c, &d);
+	snprintf(ac->why, sizeof(ac->why), "%s", c.why);
+	if (rc == 0)
+		rc = tl_ctx_end(&c);
+out:
+	tl_body_free(&rb);
+	tl_body_free(&mb);
+	ac->rc = rc;
+	return rc;
+}
+
+/*
+ * A requirement name longer than the 63 bytes the graph and the grants
+ * keep it in is refused when the module is declared, the reason naming
+ * the field and the limit; nothing is appended.  One that fits is
+ * declared.
+ */
+START_TEST(test_decider_refuses_long_requirement)
+{
+	struct apply_cmd ac;
+	char req[71];
+	struct tl_txn *t;
+	uint64_t last = 99;
+
+	memset(req, 'q', 70);
+	req[70] = '\0';
+	memset(&ac, 0, sizeof(ac));
+	ac.req = req;
+	ck_assert_int_ne(tl_log_write(G.log, apply_cb, &ac), 0);
+	ck_assert_int_eq(ac.rc, TL_ETOOBIG);
+	ck_assert_msg(strstr(ac.why, TL_EV_REQ_DECLARED) != NULL &&
+	    strstr(ac.why, "name is 70 bytes") != NULL &&
+	    strstr(ac.why, "limit is 63") != NULL, "reason: %s", ac.why);
+	ck_assert_int_eq(tl_log_begin(G.log, TL_TXN_RDONLY, &t), 0);
+	ck_assert_int_eq(tl_log_last(t, &last, NULL), 0);
+	tl_log_abort(t);
+	ck_assert_uint_eq(last, 0);
+
+	req[63] = '\0';
+	memset(&ac, 0, sizeof(ac));
+	ac.req = req;
+	ck_assert_int_eq(tl_log_write(G.log, apply_cb, &ac), 0);
+}
+END_TEST
+
+/* Folds body as type with one fold directly, past tl_proj_apply. */
+struct direct {
+	const char	*type;
+	struct tl_body	*b;
+	int		(*fold)(struct tl_txn *, const struct tl_proj *,
+			    const struct tl_event *, struct tl_bnode);
+	int		 fold_rc;
+	struct tl_grant	 g;
+	int		 get_rc;
+};
+
+static int
+direct_cb(struct tl_txn *t, void *arg)
+{
+	struct direct *d = arg;
+	struct tl_event ev;
+	struct tl_bview v;
+	struct tl_proj p;
+	const void *body;
+	size_t len;
+	int rc;
+
+	if ((rc = tl_body_finish(d->b, &body, &len)) != 0 ||
+	    (rc = tl_proj_open(t, &p)) != 0 ||
+	    (rc = tl_bview_open(&v, body, len)) != 0)
+		return rc;
+	memset(&ev, 0, sizeof(ev));
+	ev.seq = 1;
+	snprintf(ev.type, sizeof(ev.type), "%s", d->type);
+	snprintf(ev.stream, sizeof(ev.stream), "grant/m/db");
+	d->fold_rc = d->fold(t, &p, &ev, v.root);
+	tl_bview_close(&v);
+	d->get_rc = tl_grant_get(t, &p, "m/db", &d->g, NULL);
+	return TL_EINVAL;	/* a look, never committed */
+}
+
+/*
+ * The folds themselves never keep a cut or emptied string, whoever
+ * calls them: tl_proj_apply checks the catalogue's limits first, but a
+ * fold given a value too long for its field (here grant.requested's
+ * module, 100 bytes for 63) fails with TL_ETOOBIG.  It used to fold
+ * the grant with module "".
+ */
+START_TEST(test_fold_itself_refuses_overlong)
+{
+	struct tl_body b;
+	struct direct d;
+	char longmod[101];
+
+	memset(longmod, 'm', 100);
+	longmod[100] = '\0';
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", "m/db");
+	tl_body_str(&b, "module", longmod);
+	tl_body_str(&b, "req", "db");
+	tl_body_str(&b, "scope", "shared");
+	tl_body_str(&b, "type", "t");
+	tl_body_str(&b, "provider", "n/p");
+	tl_body_str(&b, "resource", "r");
+	memset(&d, 0, sizeof(d));
+	d.type = TL_EV_GRANT_REQUESTED;
+	d.b = &b;
+	d.fold = tl_fold_grants;
+	ck_assert_int_eq(tl_log_write(G.log, direct_cb, &d), TL_EINVAL);
+	ck_assert_msg(d.fold_rc == TL_ETOOBIG, "fold: %d (%s); module kept: "
+	    "\"%s\"", d.fold_rc, tl_strerror(d.fold_rc),
+	    d.get_rc == 0 ? d.g.module : "(no grant)");
+	tl_body_free(&b);
+
+	/* The same with a module that fits folds as before. */
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", "m/db");
+	tl_body_str(&b, "module", "m");
+	tl_body_str(&b, "req", "db");
+	tl_body_str(&b, "scope", "shared");
+	tl_body_str(&b, "type", "t");
+	tl_body_str(&b, "provider", "n/p");
+	tl_body_str(&b, "resource", "r");
+	memset(&d, 0, sizeof(d));
+	d.type = TL_EV_GRANT_REQUESTED;
+	d.b = &b;
+	d.fold = tl_fold_grants;
+	ck_assert_int_eq(tl_log_write(G.log, direct_cb, &d), TL_EINVAL);
+	ck_assert_int_eq(d.fold_rc, 0);
+	ck_assert_int_eq(d.get_rc, 0);
+	ck_assert_str_eq(d.g.module, "m");
+	tl_body_free(&b);
+}
+END_TEST
+
 /* The limits reach into maps and arrays of a body too. */
 START_TEST(test_limits_nested)
 {
@@ -498,6 +686,8 @@ suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_fold_refuses_overlong);
 	tcase_add_test(tc, test_decider_refuses_overlong);
+	tcase_add_test(tc, test_decider_refuses_long_requirement);
+	tcase_add_test(tc, test_fold_itself_refuses_overlong);
 	suite_add_tcase(s, tc);
 	return s;
 }

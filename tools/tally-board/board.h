@@ -22,6 +22,16 @@
  * Events are applied in sequence order; one already applied (seq <=
  * pos: a redelivery) is counted and skipped, so the store is exactly
  * once over an at-least-once stream.
+ *
+ * Ownership: the store is the board's, one transaction at a time
+ * (bd_store_begin .. commit or abort) on one thread.  bd_get and
+ * bd_snapshot return new references the caller releases with
+ * json_decref; bd_meta's document is the store's, valid until the
+ * transaction ends; bd_each's doc is borrowed for the call of fn, and
+ * fn's first non-zero return stops the walk and is returned;
+ * bd_render_dot's string is malloc'd for the caller to free.  Errors
+ * are errno values, ENOMEM, or LMDB's (MDB_*) as LMDB returns them;
+ * why (whylen bytes) says what failed where the signature has it.
  */
 #ifndef TALLY_BOARD_H
 #define TALLY_BOARD_H

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "board.h"
+#include "core/vec.h"
 
 static const char *
 str(const json_t *o, const char *k)
@@ -215,18 +216,12 @@ sb_add(struct sb *b, const char *s, size_t n)
 {
 	if (b->err)
 		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *p;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		if ((p = realloc(b->p, cap)) == NULL) {
-			b->err = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
+	/* From 4 KiB: a board is a few of them. */
+	if (b->len + n + 1 > b->cap && (n >= SIZE_MAX - b->len ||
+	    tl_vec_grow(&b->p, &b->cap, b->len + n + 1 < 4096 ? 4096 :
+	    b->len + n + 1, 1) != 0)) {
+		b->err = 1;
+		return;
 	}
 	memcpy(b->p + b->len, s, n);
 	b->len += n;

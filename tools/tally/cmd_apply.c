@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/body.h"
+#include "core/vec.h"
 #include "drivers/driver.h"
 #include "manifest.h"
 #include "tally.h"
@@ -31,7 +32,7 @@ static const char usage[] =
 /* A requirement's migrations directory, read at apply time. */
 struct migs {
 	struct tl_decl_mig	*v;
-	size_t			 n;
+	size_t			 n, cap;
 };
 
 struct mod {
@@ -171,18 +172,18 @@ read_migrations(const char *file, int line, const char *req, const char *dir,
 	}
 	while ((de = readdir(d)) != NULL) {
 		char path[2048];
-		struct tl_decl_mig *nv, *mg;
+		struct tl_decl_mig *mg;
 		unsigned char h[32];
 		FILE *fp;
 		long sz;
 
 		if (!is_migration(de->d_name))
 			continue;
-		if ((nv = realloc(ms->v, (ms->n + 1) * sizeof(*nv))) == NULL) {
+		if (tl_vec_grow(&ms->v, &ms->cap, ms->n + 1,
+		    sizeof(ms->v[0])) != 0) {
 			rc = ENOMEM;
 			break;
 		}
-		ms->v = nv;
 		mg = &ms->v[ms->n];
 		memset(mg, 0, sizeof(*mg));
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/vec.h"
 #include "tally.h"
 
 static const char usage[] =
@@ -44,16 +45,10 @@ add_stream(struct tl_txn *t, const char *stream, struct seqs *s,
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		return rc;
 	while ((rc = tl_iter_next(it, &ev)) == 0) {
-		if (s->n == s->cap) {
-			size_t cap = s->cap ? s->cap * 2 : 64;
-			uint64_t *p = realloc(s->v, cap * sizeof(*p));
-
-			if (p == NULL) {
-				rc = ENOMEM;
-				break;
-			}
-			s->v = p;
-			s->cap = cap;
+		if (tl_vec_grow(&s->v, &s->cap, s->n + 1,
+		    sizeof(s->v[0])) != 0) {
+			rc = ENOMEM;
+			break;
 		}
 		s->v[s->n++] = ev.seq;
 		(*found)++;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "projections/grant.h"
 #include "tally.h"
 
@@ -82,20 +83,19 @@ struct each_arg {
 	struct tl_ctx	*c;
 	struct rot_arg	*ra;
 	char		(*ids)[TL_GRANT_ID_MAX + 1];
-	size_t		 n;
+	size_t		 n, cap;
 };
 
 static int
 collect(const struct tl_grant *g, void *arg)
 {
 	struct each_arg *ea = arg;
-	char (*nv)[TL_GRANT_ID_MAX + 1];
 
 	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
-	if ((nv = realloc(ea->ids, (ea->n + 1) * sizeof(*nv))) == NULL)
+	if (tl_vec_grow(&ea->ids, &ea->cap, ea->n + 1,
+	    sizeof(ea->ids[0])) != 0)
 		return ENOMEM;
-	ea->ids = nv;
 	snprintf(ea->ids[ea->n++], TL_GRANT_ID_MAX + 1, "%s", g->id);
 	return 0;
 }
@@ -104,7 +104,7 @@ static int
 do_rotate(struct tl_ctx *c, void *arg)
 {
 	struct rot_arg *ra = arg;
-	struct each_arg ea = { c, ra, NULL, 0 };
+	struct each_arg ea = { c, ra, NULL, 0, 0 };
 	size_t i;
 	int rc;
 

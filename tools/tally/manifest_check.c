@@ -19,6 +19,7 @@
 #include <yaml.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "drivers/driver.h"
 #include "manifest-internal.h"
 
@@ -226,17 +227,9 @@ mf_claim(struct ctx *c, struct claims *cl, const char *a, const char *b,
 {
 	struct mf_claim *e;
 
-	if (cl->n == cl->cap) {
-		size_t cap = cl->cap ? cl->cap * 2 : 16;
-		struct mf_claim *v;
-
-		if (cap > SIZE_MAX / sizeof *v ||
-		    (v = realloc(cl->v, cap * sizeof *v)) == NULL) {
-			c->sys = ENOMEM;
-			return;
-		}
-		cl->v = v;
-		cl->cap = cap;
+	if (tl_vec_grow(&cl->v, &cl->cap, cl->n + 1, sizeof *cl->v) != 0) {
+		c->sys = ENOMEM;
+		return;
 	}
 	e = &cl->v[cl->n++];
 	e->a = a;

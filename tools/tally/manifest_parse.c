@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "drivers/driver.h"
 #include "manifest-internal.h"
 
@@ -572,16 +573,10 @@ mf_parse_module(struct ctx *c, struct node *root)
 		struct modname *nm;
 
 		m.name = mf_sdup(c, s);
-		if (c->nnames == c->capnames) {
-			size_t cap = c->capnames ? c->capnames * 2 : 8;
-
-			if (cap > SIZE_MAX / sizeof *nm ||
-			    (nm = realloc(c->names, cap * sizeof *nm)) == NULL) {
-				c->sys = ENOMEM;
-				return;
-			}
-			c->names = nm;
-			c->capnames = cap;
+		if (tl_vec_grow(&c->names, &c->capnames, c->nnames + 1,
+		    sizeof *c->names) != 0) {
+			c->sys = ENOMEM;
+			return;
 		}
 		nm = &c->names[c->nnames++];
 		nm->name = m.name ? m.name : "";
@@ -601,17 +596,10 @@ mf_parse_module(struct ctx *c, struct node *root)
 	check_claims(c, &c->resources, 0);
 	if (c->sys != 0)
 		return;
-	if (c->set->n == c->set->cap) {
-		size_t cap = c->set->cap ? c->set->cap * 2 : 4;
-		struct tl_mf_module *p;
-
-		if (cap > SIZE_MAX / sizeof *p ||
-		    (p = realloc(c->set->v, cap * sizeof *p)) == NULL) {
-			c->sys = ENOMEM;
-			return;
-		}
-		c->set->v = p;
-		c->set->cap = cap;
+	if (tl_vec_grow(&c->set->v, &c->set->cap, c->set->n + 1,
+	    sizeof *c->set->v) != 0) {
+		c->sys = ENOMEM;
+		return;
 	}
 	c->set->v[c->set->n++] = m;
 }

@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "drivers/driver.h"
 #include "manifest-internal.h"
 
@@ -212,21 +213,10 @@ verr(struct ctx *c, int line, int col, const char *field, const char *fmt,
 		errs->dropped++;
 		return;
 	}
-	if (errs->n == errs->cap) {
-		size_t cap = errs->cap ? errs->cap * 2 : 16;
-		struct tl_mf_error *v;
-
-		if (cap > SIZE_MAX / sizeof *v) {
-			c->sys = ENOMEM;
-			return;
-		}
-		v = realloc(errs->v, cap * sizeof *v);
-		if (v == NULL) {
-			c->sys = ENOMEM;
-			return;
-		}
-		errs->v = v;
-		errs->cap = cap;
+	if (tl_vec_grow(&errs->v, &errs->cap, errs->n + 1,
+	    sizeof *errs->v) != 0) {
+		c->sys = ENOMEM;
+		return;
 	}
 	e = &errs->v[errs->n++];
 	c->kept++;

@@ -1,0 +1,46 @@
+/*
+ * decide_assign.h - deciders of assignments and the providers they
+ * register (tally assign, unassign, remove).  Run in a decision context
+ * (ctx.h); errors and refusals as there.  The settings passed in are
+ * borrowed for the call.
+ */
+#ifndef TL_DECIDE_ASSIGN_H
+#define TL_DECIDE_ASSIGN_H
+
+#include <stddef.h>
+
+#include "ctx.h"
+
+/* A setting given to assign: value NULL and secret NULL removes key. */
+struct tl_setting {
+	const char	*key;
+	const char	*value;
+	const void	*secret;	/* ciphertext, if a secret */
+	size_t		 secret_len;
+};
+/*
+ * tally assign.  Assigning again changes what set gives and keeps the
+ * rest of the assignment's settings and secrets (and its exposure when
+ * expose is NULL; NULL for a new assignment is local).  A provider's
+ * settings are checked against what its drivers declare (struct
+ * tl_drv_setting): an unknown key, a value of the wrong kind, a secret
+ * given as a plain setting or the reverse are refused (TL_EINVAL),
+ * naming the known keys; any module's values are refused with a
+ * control character in them.  tl_dec_assign_ex writes what changed,
+ * one "  KEY: OLD -> NEW" line each, into changes (cap bytes, may be
+ * NULL; empty when nothing changed).
+ */
+int	tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
+	    const char *expose, const struct tl_setting *set, size_t nset);
+int	tl_dec_assign_ex(struct tl_ctx *c, const char *module,
+	    const char *node, const char *expose, const struct tl_setting *set,
+	    size_t nset, char *changes, size_t cap);
+/* Checks settings for module as tl_dec_assign does (tally provider move). */
+int	tl_dec_settings_check(struct tl_ctx *c, const char *module,
+	    const struct tl_setting *set, size_t nset);
+int	tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node);
+int	tl_dec_remove(struct tl_ctx *c, const char *module);
+/* Registers (or updates) the providers of module's assignments. */
+int	tl_provider_refresh(struct tl_ctx *c, const char *module);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * credential.h - a grant's credential, in its intent event.
+ *
+ * The password is made and encrypted under the master key (rx->key),
+ * bound to the grant and its version, so the intent's ciphertext can
+ * neither be moved to another grant nor replayed for another version.
+ * Plaintext goes only into the caller's buffers, which the caller
+ * wipes (tl_secret_wipe).  tl_rx_intent_password: TL_ENOTFOUND when g
+ * has no intent, TL_EMALFORMED for an intent without a usable password,
+ * the secret module's error when it does not decrypt, LMDB's.
+ */
+#ifndef TL_RX_CREDENTIAL_H
+#define TL_RX_CREDENTIAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/secret.h"
+#include "projections/grant.h"
+#include "rx.h"
+
+/*
+ * A fresh password for grant's credential version into pw, and its
+ * ciphertext for the intent event into ct; returns the ciphertext's
+ * length.  tl_rx_intent_password reads it back.
+ */
+size_t	tl_rx_new_credential(struct tl_rx *rx, const char *grant,
+	    uint64_t version, char pw[TL_PASSWORD_LEN + 1],
+	    uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD]);
+int	tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
+	    const struct tl_grant *g, char *out);
+
+#endif

@@ -1,0 +1,464 @@
+/*
+ * deliver.c - a grant's credential reaching its holders: the variables
+ * each holder gets, sealed to its node in credential.delivered events,
+ * and the delivery files written from the log (deliver.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "projections/ctx.h"
+#include "projections/events.h"
+#include "projections/rotation.h"
+#include "ack.h"
+#include "credential.h"
+#include "deliver.h"
+#include "rx-internal.h"
+#include "session.h"
+
+/* The assignments that hold g: every one of a shared grant's module. */
+int
+tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, struct tl_nodelist *nl)
+{
+	char k[TL_KEY_MAX];
+	size_t i, j;
+	int rc;
+
+	if ((rc = tl_graph_module_nodes(t, p, g->module, nl)) != 0)
+		return rc;
+	if (g->node[0] == '\0')
+		return 0;
+	for (i = j = 0; i < nl->n; i++)
+		if (strcmp(nl->v[i], g->node) == 0)
+			memmove(nl->v[j++], nl->v[i], 64);
+	nl->n = j;
+	(void)k;
+	return 0;
+}
+
+struct sbuf {
+	char	*p;
+	size_t	 len, cap;
+	int	 err;
+};
+
+static void
+sb_add(struct sbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (sb->err)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(sb->p ? sb->p + sb->len : NULL,
+		    sb->p ? sb->cap - sb->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			sb->err = EINVAL;
+			return;
+		}
+		if (sb->p != NULL && sb->len + (size_t)n < sb->cap) {
+			sb->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = sb->cap ? sb->cap * 2 : 512;
+			char *np;
+
+			while (cap < sb->len + (size_t)n + 1)
+				cap *= 2;
+			/* Never realloc: the old buffer may hold secrets. */
+			if ((np = malloc(cap)) == NULL) {
+				sb->err = ENOMEM;
+				return;
+			}
+			if (sb->p != NULL) {
+				memcpy(np, sb->p, sb->len);
+				tl_secret_wipe(sb->p, sb->cap);
+				free(sb->p);
+			}
+			sb->p = np;
+			sb->cap = cap;
+			sb->p[sb->len] = '\0';
+		}
+	}
+}
+
+static void
+sb_free(struct sbuf *sb)
+{
+	if (sb->p != NULL) {
+		tl_secret_wipe(sb->p, sb->cap);
+		free(sb->p);
+	}
+	memset(sb, 0, sizeof(*sb));
+}
+
+/*
+ * The variables one holder on node gets from grant g: each connection
+ * field mapped by the requirement, with the host a consumer on that
+ * node uses (loopback only when co-located with a local provider).
+ */
+static int
+tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, const char *node, struct sbuf *sb)
+{
+	char password[TL_PASSWORD_LEN + 1];
+	struct tl_rec r;
+	struct tl_bnode env;
+	struct tl_rx_prov pv;
+	struct tl_drv_endpoint ep;
+	struct tl_drv_grant dg;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	char driver[64], host[256], res[64], own[64], login[64];
+	int drop, rc;
+	char k[TL_KEY_MAX];
+	size_t i;
+
+	memset(password, 0, sizeof(password));
+	if ((rc = tl_rx_intent_password(rx, t, g, password)) != 0)
+		return rc;
+	rc = tl_rx_load_provider(t, p, rx, g->provider, g->type, &pv, driver, &drop);
+	tl_secret_wipe(pv.password, sizeof(pv.password));
+	if (rc != 0)
+		goto out;
+	if (strcmp(node, pv.node) == 0 && strcmp(pv.expose, "local") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	else
+		snprintf(host, sizeof(host), "%s", pv.routable);
+	ep.host = host;
+	ep.port = g->port[0] ? g->port : pv.port;
+	ep.settings = tl_rx_prov_settings(&pv, sv);
+	/*
+	 * The names as provisioned (recorded), the current credential; a
+	 * driver whose fields record no resource name (the fold keeps
+	 * TL_GRANT_OBJECT_KEY and user) gets the names it derives.
+	 */
+	tl_rx_grant_names(g, g->version, res, own, login);
+	dg.resource = g->object[0] != '\0' ? g->object : res;
+	dg.owner = own;
+	dg.login = g->user[0] != '\0' ? g->user : login;
+	dg.password = password;
+	dg.grant = g->id;
+	dg.adopt_unnamed = 0;
+	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		goto out;
+	if (tl_bn_get(r.m, "env", &env) == 0) {
+		for (i = 0; i < tl_bn_len(env); i++) {
+			struct tl_bnode kn, vn;
+			const char *f, *var;
+			size_t fl, vl;
+			char field[64], val[1024];
+
+			tl_bn_entry(env, i, &kn, &vn);
+			if (tl_bn_str(kn, &f, &fl) != 0 ||
+			    tl_bn_str(vn, &var, &vl) != 0)
+				continue;
+			/* The driver composes every field, URI included. */
+			if (fl >= sizeof(field))
+				continue;
+			memcpy(field, f, fl);
+			field[fl] = '\0';
+			if (tl_drv_compose(pv.ops, field, &ep, &dg, val,
+			    sizeof(val)) == 0)
+				sb_add(sb, "%.*s=%s\n", (int)vl, var, val);
+			tl_secret_wipe(val, sizeof(val));
+		}
+	}
+	tl_rec_close(&r);
+	rc = sb->err;
+out:
+	tl_secret_wipe(password, sizeof(password));
+	return rc;
+}
+
+struct env_arg {
+	struct tl_rx		*rx;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const char		*node;
+	struct sbuf		*sb;
+	int			 rc;
+};
+
+static int
+env_grant(const struct tl_grant *g, void *arg)
+{
+	struct env_arg *ea = arg;
+
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
+		return 0;
+	if (g->node[0] != '\0' && strcmp(g->node, ea->node) != 0)
+		return 0;
+	return tl_rx_holder_lines(ea->rx, ea->t, ea->p, g, ea->node, ea->sb);
+}
+
+int
+tl_rx_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
+    const char *node, char **out, size_t *n)
+{
+	struct tl_proj p;
+	struct sbuf sb = { NULL, 0, 0, 0 };
+	struct env_arg ea = { rx, t, &p, node, &sb, 0 };
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if ((rc = tl_proj_open(t, &p)) != 0)
+		return rc;
+	if ((rc = tl_grant_each_of_module(t, &p, module, env_grant, &ea)) != 0) {
+		sb_free(&sb);
+		return rc;
+	}
+	if (sb.p == NULL)
+		sb_add(&sb, "%s", "");
+	if (sb.err) {
+		rc = sb.err;
+		sb_free(&sb);
+		return rc;
+	}
+	*out = sb.p;
+	*n = sb.len;
+	return 0;
+}
+
+static int
+mkdirs(const char *path)
+{
+	char buf[1200], *s;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+			return errno;
+		*s = '/';
+	}
+	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+		return errno;
+	return 0;
+}
+
+/* Writes (or removes, when it holds nothing) module@node's env file. */
+int
+tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
+    const char *node)
+{
+	char dir[1200], path[1300], *env = NULL;
+	size_t n;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/deliver/%s", rx->home, node);
+	snprintf(path, sizeof(path), "%s/%s.env", dir, module);
+	if ((rc = tl_rx_env(rx, t, module, node, &env, &n)) != 0)
+		return rc;
+	if (n == 0) {
+		if (unlink(path) != 0 && errno != ENOENT)
+			rc = errno;
+	} else if ((rc = mkdirs(dir)) == 0)
+		rc = tl_secret_write_file(path, env, n, 0600);
+	tl_secret_wipe(env, n);
+	free(env);
+	return rc;
+}
+
+/*
+ * Is module@node's env file missing though it would hold something?
+ * An assignment whose grants map no field has no file, by design
+ * (tl_rx_write_env removes it): that is not missing, or every pass
+ * would "deliver" it again and the daemon would never rest.
+ */
+int
+tl_rx_env_missing(struct tl_rx *rx, struct tl_txn *t, const char *module,
+    const char *node)
+{
+	char path[1300], *env = NULL;
+	struct stat st;
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home, node,
+	    module);
+	if (stat(path, &st) == 0)
+		return 0;
+	if (tl_rx_env(rx, t, module, node, &env, &n) != 0)
+		return 1;	/* let the delivery find out */
+	tl_secret_wipe(env, n);
+	free(env);
+	return n > 0;
+}
+
+/*
+ * What the node needs besides the values, inside the sealed box so
+ * that only the node reads it and it cannot be moved to another grant
+ * or holder: "#tally grant=G holder=H version=N", then one "#default
+ * NAME=VALUE" per env default the module's manifest declares (the
+ * module.declared record).  Readers of KEY=VALUE lines skip '#' lines.
+ */
+static int
+meta_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, const char *holder, struct sbuf *sb)
+{
+	struct tl_rec r;
+	struct tl_bnode env;
+	char pw[TL_PASSWORD_LEN + 1], hex[2 * TL_MAC_LEN + 1];
+	uint8_t pkey[TL_MAC_LEN];
+	size_t i;
+	char k[TL_KEY_MAX];
+	int rc;
+
+	sb_add(sb, "#tally grant=%s holder=%s version=%llu\n", g->id, holder,
+	    (unsigned long long)g->version);
+	/* The key of the node's proof that it holds this credential. */
+	if ((rc = tl_rx_intent_password(rx, t, g, pw)) != 0)
+		return rc;
+	tl_ack_proof_key(pw, pkey);
+	tl_secret_wipe(pw, sizeof(pw));
+	for (i = 0; i < sizeof(pkey); i++)
+		snprintf(hex + 2 * i, 3, "%02x", pkey[i]);
+	tl_secret_wipe(pkey, sizeof(pkey));
+	sb_add(sb, "#proof %s\n", hex);
+	tl_secret_wipe(hex, sizeof(hex));
+	if ((rc = tl_key(k, "m/%s", g->module)) != 0)
+		return rc;
+	if (tl_rec_get(t, p->graph, k, &r) != 0)
+		return sb->err;
+	if (tl_bn_get(r.m, "env", &env) == 0)
+		for (i = 0; i < tl_bn_len(env); i++) {
+			struct tl_bnode kn, vn;
+			const char *name, *val;
+			size_t nl, vl;
+
+			tl_bn_entry(env, i, &kn, &vn);
+			if (tl_bn_str(kn, &name, &nl) != 0 ||
+			    tl_bn_str(vn, &val, &vl) != 0 ||
+			    memchr(val, '\n', vl) != NULL ||
+			    memchr(name, '=', nl) != NULL)
+				continue;
+			sb_add(sb, "#default %.*s=%.*s\n", (int)nl, name,
+			    (int)vl, val);
+		}
+	tl_rec_close(&r);
+	return sb->err;
+}
+
+static int
+emit_delivery(struct tl_rx *rx, struct tl_ctx *c, const struct tl_grant *g,
+    const char *node)
+{
+	struct sbuf sb = { NULL, 0, 0, 0 };
+	struct tl_body b;
+	struct tl_rec r;
+	uint8_t pk[TL_PUBKEY_LEN];
+	const void *pkp;
+	size_t pkl;
+	uint8_t *sealed = NULL;
+	char holder[140];
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_key(k, "n/%s", node)) != 0 ||
+	    (rc = tl_rec_get(c->t, c->p.graph, k, &r)) != 0)
+		return rc;
+	rc = TL_EMALFORMED;
+	{
+		struct tl_bnode n;
+
+		if (tl_bn_get(r.m, "pubkey", &n) == 0 &&
+		    tl_bn_bin(n, &pkp, &pkl) == 0 && pkl == TL_PUBKEY_LEN) {
+			memcpy(pk, pkp, TL_PUBKEY_LEN);
+			rc = 0;
+		}
+	}
+	tl_rec_close(&r);
+	if (rc != 0)
+		return rc;
+	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
+	if ((rc = meta_lines(rx, c->t, &c->p, g, holder, &sb)) != 0)
+		goto out;
+	if ((rc = tl_rx_holder_lines(rx, c->t, &c->p, g, node, &sb)) != 0)
+		goto out;
+	if ((sealed = malloc(sb.len + TL_SEAL_OVERHEAD)) == NULL) {
+		rc = ENOMEM;
+		goto out;
+	}
+	if ((rc = tl_secret_seal(pk, sb.p, sb.len, sealed)) != 0)
+		goto out;
+	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
+	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+		goto out;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", g->id);
+	tl_body_str(&b, "holder", holder);
+	tl_body_str(&b, "node", node);
+	tl_body_u64(&b, "version", g->version);
+	tl_body_secret(&b, "sealed", sealed, sb.len + TL_SEAL_OVERHEAD);
+	rc = tl_emit(c, TL_EV_CRED_DELIVERED, stream, &b, NULL);
+	tl_body_free(&b);
+out:
+	free(sealed);
+	sb_free(&sb);
+	return rc;
+}
+
+int
+tl_rx_deliver(struct tl_rx *rx, struct tl_ctx *c, const char *grant)
+{
+	struct tl_grant g;
+	struct tl_nodelist nl;
+	char holder[140];
+	size_t i;
+	int rc;
+
+	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) != 0)
+		return rc;
+	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
+		return 0;
+	if ((rc = tl_rx_grant_holders(c->t, &c->p, &g, &nl)) != 0)
+		return rc;
+	for (i = 0; rc == 0 && i < nl.n; i++) {
+		snprintf(holder, sizeof(holder), "%s@%s", g.module, nl.v[i]);
+		if (tl_grant_delivered(c->t, &c->p, g.id, holder) == g.version)
+			continue;
+		rc = emit_delivery(rx, c, &g, nl.v[i]);
+	}
+	tl_nodelist_free(&nl);
+	return rc;
+}
+
+int
+tl_rx_files_for(struct tl_rx *rx, const char *grant)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct tl_grant g;
+	struct tl_nodelist nl;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_proj_open(t, &p)) != 0 ||
+	    (rc = tl_grant_get(t, &p, grant, &g, NULL)) != 0 ||
+	    (rc = tl_rx_grant_holders(t, &p, &g, &nl)) != 0)
+		goto out;
+	for (i = 0; rc == 0 && i < nl.n; i++)
+		rc = tl_rx_write_env(rx, t, g.module, nl.v[i]);
+	tl_nodelist_free(&nl);
+out:
+	tl_log_abort(t);
+	return rc;
+}

@@ -1,0 +1,157 @@
+/*
+ * session.c - a provider's admin side for a pass: its endpoint,
+ * settings (with the driver's declared defaults) and its decrypted
+ * admin password, loaded from the graph (session.h).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "projections/graph.h"
+#include "rx.h"
+#include "session.h"
+
+/* Sets an empty v to the default ops declares for setting name. */
+static void
+setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
+    size_t cap)
+{
+	const char *d;
+
+	if (v[0] == '\0' && (d = tl_drv_setting_default(ops, name)) != NULL)
+		snprintf(v, cap, "%s", d);
+}
+
+int
+tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
+    const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
+    int *drop)
+{
+	struct tl_rec r;
+	struct tl_bnode types, n;
+	char maint[8] = "";
+	char k[TL_KEY_MAX];
+	size_t i;
+	int rc;
+
+	memset(pv, 0, sizeof(*pv));
+	snprintf(pv->id, sizeof(pv->id), "%s", id);
+	if ((rc = tl_key(k, "p/%s", id)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc;
+	tl_bn_getstr(r.m, "node", pv->node, sizeof(pv->node));
+	tl_bn_getstr(r.m, "module", pv->module, sizeof(pv->module));
+	driver[0] = '\0';
+	if (tl_bn_get(r.m, "types", &types) == 0)
+		for (i = 0; i < tl_bn_len(types); i++) {
+			char ty[64] = "", rv[16] = "";
+
+			tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+			    sizeof(ty));
+			if (strcmp(ty, type) != 0)
+				continue;
+			tl_bn_getstr(tl_bn_at(types, i), "driver", driver, 64);
+			tl_bn_getstr(tl_bn_at(types, i), "revoke", rv,
+			    sizeof(rv));
+			*drop = strcmp(rv, "drop") == 0;
+		}
+	tl_rec_close(&r);
+
+	if ((rc = tl_key(k, "n/%s", pv->node)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc;
+	tl_bn_getstr(r.m, "routable", pv->routable, sizeof(pv->routable));
+	tl_rec_close(&r);
+
+	if ((rc = tl_key(k, "a/%s@%s", pv->module, pv->node)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc;
+	tl_bn_getstr(r.m, "expose", pv->expose, sizeof(pv->expose));
+	if (tl_bn_get(r.m, "settings", &n) == 0) {
+		tl_bn_getstr(n, "admin-host", pv->host, sizeof(pv->host));
+		tl_bn_getstr(n, "port", pv->port, sizeof(pv->port));
+		tl_bn_getstr(n, "admin-user", pv->user, sizeof(pv->user));
+		tl_bn_getstr(n, "admin-db", pv->db, sizeof(pv->db));
+		{
+			char mt[32] = "";
+			uint64_t secs = 0;
+
+			/*
+			 * Seconds per migration file; assign checked the
+			 * value, so 0 (the default) only for a log older
+			 * than the check.
+			 */
+			tl_bn_getstr(n, "migration-timeout", mt, sizeof(mt));
+			if (mt[0] != '\0' && tl_drv_duration(mt, &secs) == 0 &&
+			    secs <= UINT32_MAX)
+				pv->mig_timeout = (unsigned)secs;
+		}
+		tl_bn_getstr(n, TL_SET_REVOKE_PUBLIC_CONNECT, maint,
+		    sizeof(maint));
+		/* Every setting, for the driver to read its own. */
+		for (i = 0; i < tl_bn_len(n) && i < TL_RX_SETTINGS_MAX; i++) {
+			struct tl_bnode kn, vn;
+			const char *ks, *vs;
+			size_t kl, vl;
+
+			tl_bn_entry(n, i, &kn, &vn);
+			if (tl_bn_str(kn, &ks, &kl) != 0 ||
+			    tl_bn_str(vn, &vs, &vl) != 0 ||
+			    memchr(ks, '\0', kl) != NULL ||
+			    memchr(vs, '\0', vl) != NULL ||
+			    pv->setlen + kl + vl + 2 > sizeof(pv->setbuf))
+				continue;
+			memcpy(pv->setbuf + pv->setlen, ks, kl);
+			pv->setlen += kl;
+			pv->setbuf[pv->setlen++] = '\0';
+			memcpy(pv->setbuf + pv->setlen, vs, vl);
+			pv->setlen += vl;
+			pv->setbuf[pv->setlen++] = '\0';
+		}
+	}
+	pv->maint = tl_setting_revoke_public_connect(maint);
+	/* What is not set is the driver's declared default (driver.h). */
+	pv->ops = tl_drv_find(driver);
+	if (pv->host[0] == '\0')
+		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
+	setting_default(pv->ops, "port", pv->port, sizeof(pv->port));
+	setting_default(pv->ops, "admin-user", pv->user, sizeof(pv->user));
+	setting_default(pv->ops, "admin-db", pv->db, sizeof(pv->db));
+	if (tl_bn_get(r.m, "secrets", &n) == 0) {
+		struct tl_bnode s;
+		const void *ct;
+		size_t len;
+		char ad[TL_KEY_MAX];
+
+		if (tl_bn_get(n, "admin-password", &s) == 0 &&
+		    tl_bn_secret(s, &ct, &len) == 0 &&
+		    len > TL_BOX_OVERHEAD &&
+		    len - TL_BOX_OVERHEAD < sizeof(pv->password)) {
+			snprintf(ad, sizeof(ad), "assignment/%s@%s:"
+			    "admin-password", pv->module, pv->node);
+			if (tl_secret_decrypt(&rx->key, ad, strlen(ad), ct,
+			    len, (uint8_t *)pv->password) != 0) {
+				tl_rec_close(&r);
+				return TL_ESECRET;
+			}
+			pv->password[len - TL_BOX_OVERHEAD] = '\0';
+		}
+	}
+	tl_rec_close(&r);
+	return 0;
+}
+
+const char *const *
+tl_rx_prov_settings(const struct tl_rx_prov *pv,
+    const char *sv[2 * TL_RX_SETTINGS_MAX + 1])
+{
+	size_t off = 0, n = 0;
+
+	while (off < pv->setlen && n < 2 * TL_RX_SETTINGS_MAX) {
+		sv[n++] = pv->setbuf + off;
+		off += strlen(pv->setbuf + off) + 1;
+	}
+	sv[n & ~(size_t)1] = NULL;
+	return sv;
+}

@@ -1,0 +1,65 @@
+/*
+ * session.h - a provider's admin side, loaded for one pass.
+ *
+ * tl_rx_load_provider fills a caller's struct tl_rx_prov (plain data:
+ * it owns no memory but the provisioner's w array, which the
+ * provisioner frees) from the graph in the caller's transaction, the
+ * admin password decrypted into it: the caller wipes pv->password
+ * (tl_secret_wipe) when done, also after an error, and keeps the
+ * struct in tl_secret_* memory if it outlives the call.  Errors:
+ * TL_ENOTFOUND (no such provider, node or assignment), TL_ETOOBIG (a
+ * key past TL_KEY_MAX), TL_ESECRET (the password does not decrypt),
+ * TL_ECORRUPT, LMDB's.  pv->ops is NULL for a driver this build lacks.
+ */
+#ifndef TL_RX_SESSION_H
+#define TL_RX_SESSION_H
+
+#include <stddef.h>
+
+#include "drivers/driver.h"
+#include "projections/record.h"
+#include "rx.h"
+
+struct work;
+
+/* A provider's admin side, decrypted for the pass and wiped after. */
+struct tl_rx_prov {
+	char		 id[130];
+	char		 node[64];
+	char		 module[64];
+	char		 routable[256];
+	char		 expose[16];
+	char		 host[256];
+	char		 port[8];
+	char		 user[64];
+	char		 db[64];
+	char		 password[512];
+	unsigned	 mig_timeout;	/* migration-timeout, s; 0: default */
+	int		 maint;		/* revoke-public-connect */
+	int		 ok;		/* admin side usable this pass */
+	/*
+	 * The assignment's settings that are not secret, name NUL value NUL
+	 * each (tl_rx_prov_settings makes the driver's array of them).
+	 */
+	char		 setbuf[2048];
+	size_t		 setlen;
+	const struct tl_drv_ops *ops;
+	struct work	**w;	/* the provisioner's */
+	size_t		 nw, capw;
+};
+
+/* Settings a provider's driver is given, at most. */
+#define TL_RX_SETTINGS_MAX	16
+/*
+ * pv's settings as tl_drv_admin.settings wants them, in sv (which the
+ * caller holds, as long as pv): returns sv.
+ */
+const char *const *tl_rx_prov_settings(const struct tl_rx_prov *pv,
+	    const char *sv[2 * TL_RX_SETTINGS_MAX + 1]);
+
+/* Loads provider id's admin side (decrypting its password) for type. */
+int	tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p,
+	    struct tl_rx *rx, const char *id, const char *type,
+	    struct tl_rx_prov *pv, char *driver, int *drop);
+
+#endif

@@ -1,0 +1,163 @@
+/*
+ * settings.c - a driver's declared settings: finding one, and checking a
+ * value against its kind (tally assign refuses what does not fit before
+ * anything is recorded).  Apart from registry.c, so the helpers every
+ * driver calls do not depend on the table that names every driver.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "driver.h"
+
+const struct tl_drv_setting *
+tl_drv_setting_find(const struct tl_drv_setting *settings, const char *name)
+{
+	for (; settings != NULL && settings->name != NULL; settings++)
+		if (strcmp(settings->name, name) == 0)
+			return settings;
+	return NULL;
+}
+
+const char *
+tl_drv_kind_name(enum tl_drv_kind kind)
+{
+	switch (kind) {
+	case TL_DRV_STRING:	return "string";
+	case TL_DRV_PORT:	return "port";
+	case TL_DRV_HOST:	return "host";
+	case TL_DRV_BOOL:	return "bool";
+	case TL_DRV_INT:	return "int";
+	case TL_DRV_DURATION:	return "duration";
+	case TL_DRV_PATH:	return "path";
+	}
+	return "?";
+}
+
+/* Decimal digits only, at most 18 of them (no sign, no overflow). */
+static int
+digits(const char *v, size_t n, unsigned long long *out)
+{
+	unsigned long long x = 0;
+	size_t i;
+
+	if (n == 0 || n > 18)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -1;
+		x = x * 10 + (unsigned long long)(v[i] - '0');
+	}
+	*out = x;
+	return 0;
+}
+
+int
+tl_drv_duration(const char *value, uint64_t *seconds)
+{
+	static const struct { char unit; uint64_t s; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 }
+	};
+	unsigned long long x;
+	uint64_t mul = 1;
+	size_t n = strlen(value), i;
+
+	if (n == 0)
+		return TL_EINVAL;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (value[n - 1] == units[i].unit) {
+			mul = units[i].s;
+			n--;
+			break;
+		}
+	/* 18 digits times a day would overflow: a year of days is plenty. */
+	if (digits(value, n, &x) != 0 || x == 0 || x > UINT64_MAX / 86400)
+		return TL_EINVAL;
+	*seconds = (uint64_t)x * mul;
+	return 0;
+}
+
+static int
+bad(char *why, const struct tl_drv_setting *s, const char *value,
+    const char *expected)
+{
+	/* A secret's value is never echoed, even a wrong one. */
+	if (s->secret || *value == '\0')
+		snprintf(why, TL_DRV_WHY_MAX, "%s: %s", s->name, expected);
+	else
+		snprintf(why, TL_DRV_WHY_MAX, "%s=%.64s%s: %s", s->name, value,
+		    strlen(value) > 64 ? "..." : "", expected);
+	return TL_EINVAL;
+}
+
+int
+tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
+    char *why)
+{
+	static const char *const bools[] = { "yes", "no", "true", "false",
+	    "on", "off", "1", "0", NULL };
+	unsigned long long x;
+	uint64_t secs;
+	size_t n = strlen(value), i;
+
+	if (n == 0)
+		return bad(why, s, value, "empty (--unset removes a setting)");
+	if (n > TL_DRV_SETTING_MAX)
+		return bad(why, s, value, "longer than 255 bytes");
+	/*
+	 * Values reach connection parameters, SQL literals and env files:
+	 * a newline or another control character is never meant.
+	 */
+	for (i = 0; i < n; i++)
+		if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f)
+			return bad(why, s, "", "contains a control character "
+			    "(a newline?)");
+	switch (s->kind) {
+	case TL_DRV_STRING:
+		return 0;
+	case TL_DRV_PORT:
+		if (digits(value, n, &x) != 0 || x < 1 || x > 65535)
+			return bad(why, s, value, "expected a port, 1-65535");
+		return 0;
+	case TL_DRV_HOST:
+		if (value[0] == '-' || value[0] == '.')
+			return bad(why, s, value, "expected a host name or an "
+			    "IP address");
+		for (i = 0; i < n; i++)
+			if (!((value[i] >= 'a' && value[i] <= 'z') ||
+			    (value[i] >= 'A' && value[i] <= 'Z') ||
+			    (value[i] >= '0' && value[i] <= '9') ||
+			    value[i] == '.' || value[i] == '-' ||
+			    value[i] == ':' || value[i] == '_' ||
+			    value[i] == '/'))
+				return bad(why, s, value, "expected a host "
+				    "name or an IP address");
+		return 0;
+	case TL_DRV_BOOL:
+		for (i = 0; bools[i] != NULL; i++)
+			if (strcmp(value, bools[i]) == 0)
+				return 0;
+		return bad(why, s, value, "expected yes or no");
+	case TL_DRV_INT:
+		if (digits(value, n, &x) != 0)
+			return bad(why, s, value, "expected a non-negative "
+			    "integer");
+		return 0;
+	case TL_DRV_DURATION:
+		if (tl_drv_duration(value, &secs) != 0)
+			return bad(why, s, value, "expected a duration, N "
+			    "seconds or N followed by s, m, h or d (90s, 5m)");
+		return 0;
+	case TL_DRV_PATH:
+		if (value[0] != '/' || strstr(value, "/./") != NULL ||
+		    strstr(value, "/../") != NULL ||
+		    (n >= 2 && strcmp(value + n - 2, "/.") == 0) ||
+		    (n >= 3 && strcmp(value + n - 3, "/..") == 0))
+			return bad(why, s, value, "expected an absolute path "
+			    "without . or .. parts");
+		return 0;
+	}
+	return bad(why, s, value, "unknown kind");
+}

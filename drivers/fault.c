@@ -327,6 +327,16 @@ f_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	return fh->s->real->retire_credential(fh->h, g, why);
 }
 
+/* Passed through: a preview before tally acts, no step of a saga. */
+static int
+f_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
+    char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->loss(fh->h, g, drop, loses, why);
+}
+
 static int
 f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
@@ -612,6 +622,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	    f_retire_credential : NULL;
 	s->ops.sessions = real->sessions != NULL ? f_sessions : NULL;
 	s->ops.fence = real->fence != NULL ? f_fence : NULL;
+	s->ops.loss = real->loss != NULL ? f_loss : NULL;
 	s->used = 1;
 	return &s->ops;
 }

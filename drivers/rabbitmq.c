@@ -39,7 +39,11 @@
  * with its permissions); tags, permissions other than ".*" on the vhost,
  * permissions elsewhere or another user's permissions on the vhost
  * (tally's admin's excepted: the API grants it the vhosts it makes) are
- * TL_DRIFT_PRIVILEGES (fix_privileges).  check also logs in over AMQP as
+ * TL_DRIFT_PRIVILEGES (fix_privileges); so is a vhost the broker lists
+ * as "stopped" on a node (a PUT cut short by a crash of tallyd writes
+ * the record and never starts its processes: consumers get 541 "vhost
+ * is down"), which every repair and a resumed create start through the
+ * API (POST /api/vhosts/V/start/NODE), never by remaking it.  check also logs in over AMQP as
  * the consumer (core/amqp.c, librabbitmq-c); check_bulk makes three
  * requests for any number of grants (GET /api/users, /api/permissions,
  * /api/vhosts) and compares the stored hashes by recomputing them with
@@ -592,6 +596,69 @@ get_vhost(struct tl_drv_rmq *r, const char *vhost, json_t **vh, char *why)
 	return get_json(r, p, 1, vh, "read the vhost", why);
 }
 
+/*
+ * The first node where vh is not running ("stopped": its record was
+ * written, its processes never started, as when the PUT that made it
+ * was cut short by a crash), or NULL.
+ */
+static const char *
+vhost_down(const json_t *vh, const char **state)
+{
+	const char *node;
+	json_t *st;
+
+	json_object_foreach((json_t *)json_object_get(vh, "cluster_state"),
+	    node, st)
+		if (json_is_string(st) && strcmp(json_string_value(st),
+		    "running") != 0) {
+			if (state != NULL)
+				*state = json_string_value(st);
+			return node;
+		}
+	return NULL;
+}
+
+/* Starts vh on every node where it is not running (*n: how many). */
+static int
+vhost_start(struct tl_drv_rmq *r, const json_t *vh, const char *vhost,
+    unsigned *n, char *why)
+{
+	const char *node;
+	char p[1200];
+	json_t *st;
+	long code;
+	int rc;
+
+	*n = 0;
+	json_object_foreach((json_t *)json_object_get(vh, "cluster_state"),
+	    node, st) {
+		if (!json_is_string(st) || strcmp(json_string_value(st),
+		    "running") == 0)
+			continue;
+		if ((rc = path_of(r, p, sizeof(p) - 8, "/vhosts", vhost,
+		    "start")) != 0)
+			return whyf(why, rc, "vhost name too long");
+		{
+			char *en = curl_easy_escape(r->c, node, 0);
+
+			if (en == NULL)
+				return whyf(why, ENOMEM, "out of memory");
+			if (strlen(p) + strlen(en) + 2 > sizeof(p)) {
+				curl_free(en);
+				return whyf(why, TL_ETOOBIG, "node name too long");
+			}
+			strcat(p, "/");
+			strcat(p, en);
+			curl_free(en);
+		}
+		if ((rc = request(r, "POST", p, NULL, NULL, &code,
+		    "start the vhost", why)) != 0)
+			return rc;
+		(*n)++;
+	}
+	return 0;
+}
+
 /* GET /api/users/U and its permissions (*perms NULL when no user). */
 static int
 get_user(struct tl_drv_rmq *r, const char *user, json_t **u, json_t **perms,
@@ -768,16 +835,20 @@ vet_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g, int make,
 	if (vh != NULL) {
 		const char *d = json_string_value(json_object_get(vh,
 		    "description"));
+		unsigned started = 0;
 		int exact;
 
 		k = vhost_mark(vh, g, other, sizeof(other));
 		mark_text(g, mark, sizeof(mark));
 		exact = d != NULL && strcmp(d, mark) == 0;
+		/* A vhost made but never started is started, not remade. */
+		rc = k == MARK_OURS ? vhost_start(r, vh, g->resource, &started,
+		    why) : 0;
 		json_decref(vh);
 		if (k != MARK_OURS)
 			return refuse_vhost(k, other, g->resource, g, why);
-		if (!make || exact)
-			return 0;
+		if (rc != 0 || !make || exact)
+			return rc;
 		/* An unnamed mark adopted: named from now on. */
 	} else if (!make)
 		return whyf(why, TL_ENOTFOUND, "vhost \"%s\" is gone; not "
@@ -919,6 +990,17 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 		    "is %s%s)", g->resource, k == MARK_OTHER ? "for grant " :
 		    "not tally's", other);
 		return;
+	}
+	{
+		const char *state = "";
+		const char *node = vhost_down(vh, &state);
+
+		if (node != NULL) {
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+			whyadd(priv, "vhost \"%s\" is %s on %s: nobody can "
+			    "open it (fix_privileges starts it)", g->resource,
+			    state, node);
+		}
 	}
 	if (u == NULL) {
 		drift_to(drift, TL_DRIFT_CREDENTIAL);
@@ -1210,7 +1292,8 @@ rmq_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 	    why[0])) != 0 ||
 	    (rc = get_json(r, "/permissions", 0, &perms, "list the "
 	    "permissions", why[0])) != 0 ||
-	    (rc = get_json(r, "/vhosts?columns=name,description,tags", 0,
+	    (rc = get_json(r, "/vhosts?columns=name,description,tags,"
+	    "cluster_state", 0,
 	    &vhosts, "list the vhosts", why[0])) != 0)
 		goto out;
 	if ((rc = idx_make(&xu, users, "name")) != 0 ||

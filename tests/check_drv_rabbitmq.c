@@ -834,6 +834,65 @@ START_TEST(test_revoke_retain_restore_purge)
 }
 END_TEST
 
+/*
+ * A vhost whose creation was cut short (tallyd killed during the PUT:
+ * the record written, its processes never started) is "stopped": the
+ * consumer is refused with 541 "vhost is down".  Found by the kill storm
+ * of 18_rabbitmq.sh; made here by stopping a vhost's supervisor as
+ * rabbitmqctl can.  Every check says so and the repairs start it.
+ */
+static void
+stop_vhost(const char *v)
+{
+	char expr[300];
+	pid_t pid;
+	int st;
+
+	ck_assert_msg(s_dir != NULL, "this case needs the suite's own "
+	    "broker (rabbitmqctl)");
+	snprintf(expr, sizeof(expr), "rabbit_vhost_sup_sup:"
+	    "stop_and_delete_vhost(<<\"%s\">>).", v);
+	if ((pid = fork()) == 0) {
+		char path[4096];
+		const char *src = getenv("TALLY_SRC");
+
+		snprintf(path, sizeof(path), "%s/tests/harness/rabbit.sh",
+		    src != NULL && *src != '\0' ? src : ".");
+		execlp("sh", "sh", path, "ctl", s_dir, "eval", expr,
+		    (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rabbitmqctl "
+	    "eval failed");
+}
+
+START_TEST(test_vhost_stopped)
+{
+	char why[TL_DRV_WHY_MAX] = "";
+	void *h = dopen();
+	struct tg t;
+
+	tg_make(&t, "m10/q", "t-stopped", "t-stopped_v1");
+	ck_rc(drv->create(h, &t.g, why), 0, why);
+	stop_vhost("t-stopped");
+	ck_assert_int_ne(login("t-stopped", "t-stopped_v1", t.pw), 0);
+	ck_drift(h, &t, TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &t.g, why), 0, why);
+	ck_drift(h, &t, TL_DRIFT_NONE);
+	ck_rc(login("t-stopped", "t-stopped_v1", t.pw), 0, "started again");
+	/* A create resumed after the cut (the same intent) starts it too. */
+	stop_vhost("t-stopped");
+	ck_rc(drv->create(h, &t.g, why), 0, why);
+	ck_rc(login("t-stopped", "t-stopped_v1", t.pw), 0, "after create");
+	stop_vhost("t-stopped");
+	ck_rc(drv->set_password(h, &t.g, why), 0, why);
+	ck_rc(login("t-stopped", "t-stopped_v1", t.pw), 0, "after set_password");
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_admin_refused)
 {
 	const char *sv[] = { "management-port", s_mport, NULL };
@@ -871,6 +930,7 @@ suite(void)
 	tcase_add_test(tc, test_bulk_three_requests);
 	tcase_add_test(tc, test_rotation);
 	tcase_add_test(tc, test_revoke_retain_restore_purge);
+	tcase_add_test(tc, test_vhost_stopped);
 	tcase_add_test(tc, test_admin_refused);
 	suite_add_tcase(s, tc);
 	return s;

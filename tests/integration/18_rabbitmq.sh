@@ -284,7 +284,12 @@ while :; do
 	t_tallyd_start --workers 4
 done
 wait $APID || t_fail "requesting the grants failed"
+t_note "$(tly log --json --type grant.provisioned | grep -c '"grant":"s') of $STORM provisioned during the storm"
 t_tallyd_once --workers 4
+tly log --json --type grant.provisioning | grep '"grant":"s' | t_jfields grant user >"$W/intents"
+[ "$(wc -l <"$W/intents")" -eq "$STORM" ] ||
+	t_fail "$(wc -l <"$W/intents") intents for $STORM grants: an intent was issued twice"
+grep -v ' [^ ]*_v1$' "$W/intents" && t_fail "a storm grant has a credential version other than 1"
 t_expect_exit 0 "tally status after the storm" tly status
 api GET "/vhosts?columns=name" | python3 -c 'import json, sys; [print(v["name"]) for v in json.load(sys.stdin) if v["name"] != "/"]' | sort >"$W/vhosts"
 api GET "/users" | python3 -c 'import json, sys; [print(u["name"]) for u in json.load(sys.stdin) if u["name"] != sys.argv[1]]' "$TALLY_TEST_AMQP_USER" | sort >"$W/users"

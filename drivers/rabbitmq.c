@@ -43,14 +43,15 @@
  * as "stopped" on a node (a PUT cut short by a crash of tallyd writes
  * the record and never starts its processes: consumers get 541 "vhost
  * is down"), which every repair and a resumed create start through the
- * API (POST /api/vhosts/V/start/NODE), never by remaking it.  check also logs in over AMQP as
- * the consumer (core/amqp.c, librabbitmq-c); check_bulk makes three
+ * API (POST /api/vhosts/V/start/NODE), never by remaking it.  check
+ * also logs in over AMQP as the consumer (core/amqp.c, librabbitmq-c);
+ * check_bulk makes three
  * requests for any number of grants (GET /api/users, /api/permissions,
  * /api/vhosts) and compares the stored hashes by recomputing them with
  * their salts.
  *
- * Revocation: deleting a user closes nothing by itself in every release,
- * so the user's connections are closed through the API too (DELETE
+ * Revocation: deleting a user closes its connections in 3.10, not in
+ * every release, so they are closed through the API too (DELETE
  * /api/connections/NAME); with them go the exclusive and auto-delete
  * queues they declared, and their messages: revocation declares that it
  * destroys, and loss counts what the vhost holds.  retain deletes the

@@ -472,6 +472,20 @@ struct tl_drv_ops {
 	 */
 	int	(*fence)(void *h, uint64_t epoch, uint64_t *current,
 		    char *why);
+	/*
+	 * What revoking g now would lose, asked before tally acts (tally
+	 * remove shows it, and wants --yes when something is lost): drop
+	 * 1 for a revocation that drops the data (a purge, or a provider
+	 * whose policy is drop), 0 for one that retains it.  *loses is set
+	 * when anything would be lost, and why (TL_DRV_WHY_MAX bytes, never
+	 * a secret) gets one line a person reads, on success, saying what
+	 * and how much (RabbitMQ: the vhost's queues and messages).  A
+	 * resource that is gone loses nothing (0, *loses 0).  Errors as
+	 * check.  NULL: the driver cannot tell; what its revocation
+	 * declares is all tally shows.
+	 */
+	int	(*loss)(void *h, const struct tl_drv_grant *g, int drop,
+		    int *loses, char *why);
 };
 
 /*

@@ -42,7 +42,7 @@
 #include "core/error.h"
 #include "driver.h"
 
-#define FAULT_SLOTS	4
+#define FAULT_SLOTS	8		/* drivers wrapped at once */
 #define FAULT_RULES	16
 
 enum f_op { OP_OPEN, OP_CREATE, OP_CHECK, OP_SETPW, OP_FIX, OP_MIGRATE,
@@ -327,6 +327,16 @@ f_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	return fh->s->real->retire_credential(fh->h, g, why);
 }
 
+/* Passed through: a preview before tally acts, no step of a saga. */
+static int
+f_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
+    char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->loss(fh->h, g, drop, loses, why);
+}
+
 static int
 f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
@@ -420,17 +430,24 @@ F_SLOT_FNS(0)
 F_SLOT_FNS(1)
 F_SLOT_FNS(2)
 F_SLOT_FNS(3)
+F_SLOT_FNS(4)
+F_SLOT_FNS(5)
+F_SLOT_FNS(6)
+F_SLOT_FNS(7)
 
 static int (*const open_fn[FAULT_SLOTS])(const struct tl_drv_admin *,
-    void **, char *) = { f_open_0, f_open_1, f_open_2, f_open_3 };
+    void **, char *) = { f_open_0, f_open_1, f_open_2, f_open_3,
+	f_open_4, f_open_5, f_open_6, f_open_7 };
 static int (*const migrate_fn[FAULT_SLOTS])(const struct tl_drv_endpoint *,
     const struct tl_drv_grant *, const struct tl_drv_migration *, int *,
     char *, int *) = {
-	f_migrate_0, f_migrate_1, f_migrate_2, f_migrate_3 };
+	f_migrate_0, f_migrate_1, f_migrate_2, f_migrate_3,
+	f_migrate_4, f_migrate_5, f_migrate_6, f_migrate_7 };
 static int (*const copy_fn[FAULT_SLOTS])(const struct tl_drv_admin *,
     const struct tl_drv_grant *, const struct tl_drv_admin *,
     const struct tl_drv_grant *, char *, size_t, char *) = {
-	f_copy_0, f_copy_1, f_copy_2, f_copy_3 };
+	f_copy_0, f_copy_1, f_copy_2, f_copy_3,
+	f_copy_4, f_copy_5, f_copy_6, f_copy_7 };
 
 /* Parses one "OP:ACTION[=VALUE]" into r; 0 or -1 with why. */
 static int
@@ -612,6 +629,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	    f_retire_credential : NULL;
 	s->ops.sessions = real->sessions != NULL ? f_sessions : NULL;
 	s->ops.fence = real->fence != NULL ? f_fence : NULL;
+	s->ops.loss = real->loss != NULL ? f_loss : NULL;
 	s->used = 1;
 	return &s->ops;
 }

@@ -17,14 +17,17 @@
 
 extern const struct tl_drv_ops tl_drv_postgres;
 extern const struct tl_drv_ops tl_drv_directory;
+extern const struct tl_drv_ops tl_drv_rabbitmq;
 
 static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_postgres,
 	&tl_drv_directory,
+	&tl_drv_rabbitmq,
 	NULL
 };
 
-static const char *const names[] = { "postgres", "directory", NULL };
+static const char *const names[] = { "postgres", "directory", "rabbitmq",
+	NULL };
 
 /* The wrappers made under $TALLY_FAULT, by driver. */
 static const struct tl_drv_ops *wrapped[sizeof(drivers) /

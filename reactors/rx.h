@@ -251,4 +251,22 @@ int	tl_rx_healthy(struct tl_rx *rx, int *healthy);
 int	tl_rx_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
 	    const char *node, char **out, size_t *n);
 
+struct tl_proj;
+struct tl_grant;
+
+/*
+ * What revoking grant g would lose on its provider now, as its driver's
+ * loss operation says (drivers/driver.h), for a command to show before
+ * it acts: drop as the provider's policy for g's type says (or 1 for a
+ * purge, force_drop).  0 with *loses and what (TL_DRV_WHY_MAX bytes, one
+ * line, never a secret); TL_ENOTFOUND when the driver cannot tell (no
+ * loss operation, or no such provider); the driver's error (what saying
+ * why) when the provider cannot be asked.  Opens one admin session with
+ * the assignment's credential (rx->key decrypts it); t is a read
+ * transaction, p the projections.
+ */
+int	tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g, int force_drop, int *loses, int *drop,
+	    char *what);
+
 #endif

@@ -273,6 +273,47 @@ START_TEST(test_fault_keeps_contract)
 }
 END_TEST
 
+/*
+ * The optional loss op (what revoking loses now, tally remove) takes a
+ * handle, so the wrapper wraps it where the driver has it, and leaves it
+ * NULL where it has not; every driver declares a revocation and a
+ * field_info that names its fields in order.
+ */
+START_TEST(test_loss_and_declarations)
+{
+	const char *const *names = tl_drv_names();
+	const struct tl_drv_ops *d, *f;
+	char why[TL_DRV_WHY_MAX];
+	size_t i, j;
+
+	for (i = 0; names[i] != NULL; i++) {
+		d = tl_drv_find(names[i]);
+		ck_assert_msg(d != NULL, "driver %s listed, not found",
+		    names[i]);
+		ck_assert_ptr_nonnull(d->revocation);
+		for (j = 0; d->fields != NULL && d->fields[j] != NULL; j++)
+			ck_assert_msg(d->field_info == NULL ||
+			    (d->field_info[j].name != NULL &&
+			    strcmp(d->field_info[j].name, d->fields[j]) == 0),
+			    "%s: field_info[%zu] is not field %s", d->name, j,
+			    d->fields[j]);
+		f = tl_drv_fault_wrap_spec(d, "create:fail", why);
+		ck_assert_msg(f != NULL, "%s", why);
+		if (d->loss == NULL)
+			ck_assert_ptr_null(f->loss);
+		else {
+			ck_assert_ptr_nonnull(f->loss);
+			ck_assert_ptr_ne(f->loss, d->loss);
+		}
+	}
+	d = tl_drv_find("rabbitmq");
+	ck_assert_ptr_nonnull(d);
+	ck_assert_ptr_nonnull(d->loss);
+	ck_assert(d->revocation->destroys);
+	ck_assert_ptr_null(pg->loss);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -285,6 +326,7 @@ suite(void)
 	tcase_add_test(tc, test_declarations);
 	tcase_add_test(tc, test_capabilities);
 	tcase_add_test(tc, test_fault_keeps_contract);
+	tcase_add_test(tc, test_loss_and_declarations);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,6 +12,7 @@
 #include "core/secret.h"
 #include "drivers/driver.h"
 #include "projections/grant.h"
+#include "reactors/rx.h"
 #include "tally.h"
 
 static const char assign_usage[] =
@@ -42,11 +43,16 @@ static const char unassign_usage[] =
 "a provider that still serves grants cannot be unassigned.\n";
 
 static const char remove_usage[] =
-"usage: tally remove MODULE\n"
+"usage: tally remove MODULE [--yes]\n"
 "\n"
 "Removes MODULE everywhere: every assignment, its requirements, and a\n"
 "revocation request for every grant it holds (the data is kept by the\n"
-"provider's policy; destroying it is tally purge).\n";
+"provider's policy; destroying it is tally purge).\n"
+"\n"
+"First it says what revoking each grant does, and, where the driver can\n"
+"tell, what would be lost now (asked of the provider).  When a driver\n"
+"declares that revoking destroys data, or something would be lost, it\n"
+"removes nothing without --yes.\n";
 
 #define MAX_SET	64
 
@@ -270,12 +276,16 @@ do_unassign(struct tl_ctx *c, void *arg)
 struct preview {
 	struct tl_txn		*t;
 	const struct tl_proj	*p;
+	struct tl_rx		*rx;	/* NULL: the providers are not asked */
+	int			 quiet;	/* --json: nothing printed */
+	int			 destroys;	/* a revocation would lose data */
+	const char		*module;
 };
 
 static int
 say_revocation(const struct tl_grant *g, void *arg)
 {
-	const struct preview *pw = arg;
+	struct preview *pw = arg;
 	const struct tl_drv_ops *ops;
 	const struct tl_drv_revocation *rv;
 	struct tl_bnode types;
@@ -305,14 +315,33 @@ say_revocation(const struct tl_grant *g, void *arg)
 	if ((ops = tl_drv_find(driver)) == NULL ||
 	    (rv = ops->revocation) == NULL)
 		return 0;
-	printf("revoking %s on %s (driver %s): %s%s; ", g->id, g->provider,
-	    ops->name, rv->revoke, rv->destroys ? " (this destroys data)" :
-	    "");
-	if (strcmp(policy, "drop") == 0 || !rv->retain)
-		printf("the data is dropped\n");
-	else
-		printf("retained: %s; tally purge %s %s\n", rv->retain_means,
-		    g->id, rv->purge);
+	if (rv->destroys)
+		pw->destroys = 1;
+	if (!pw->quiet) {
+		printf("revoking %s on %s (driver %s): %s%s; ", g->id,
+		    g->provider, ops->name, rv->revoke, rv->destroys ?
+		    " (this destroys data)" : "");
+		if (strcmp(policy, "drop") == 0 || !rv->retain)
+			printf("the data is dropped\n");
+		else
+			printf("retained: %s; tally purge %s %s\n",
+			    rv->retain_means, g->id, rv->purge);
+	}
+	if (pw->rx != NULL && ops->loss != NULL) {
+		char what[TL_DRV_WHY_MAX];
+		int loses = 0, drop = 0, rc;
+
+		rc = tl_rx_loss(pw->rx, pw->t, pw->p, g, 0, &loses, &drop,
+		    what);
+		if (rc == 0 && loses)
+			pw->destroys = 1;
+		if (!pw->quiet && rc == 0)
+			printf("  lost now: %s%s\n", loses ? "" : "nothing; ",
+			    what);
+		else if (!pw->quiet && rc != TL_ENOTFOUND)
+			printf("  what would be lost is unknown: %s\n",
+			    what[0] ? what : tl_strerror(rc));
+	}
 	return 0;
 }
 
@@ -320,10 +349,12 @@ static int
 preview_remove(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
     void *arg)
 {
-	struct preview pw = { t, p };
+	struct preview *pw = arg;
 
 	(void)cli;
-	(void)tl_grant_each_of_module(t, p, arg, say_revocation, &pw);
+	pw->t = t;
+	pw->p = p;
+	(void)tl_grant_each_of_module(t, p, pw->module, say_revocation, pw);
 	return 0;
 }
 
@@ -351,9 +382,6 @@ simple(struct tl_cli *cli, int argc, char **argv, const char *usage,
 		cli_errx("names are 1-63 of [a-z0-9-]");
 		return TL_EXIT_REFUSED;
 	}
-	/* Only a help to the reader: a failure to read is no refusal. */
-	if (nargs == 1 && !cli->json)
-		(void)cli_read(cli, 0, preview_remove, argv[optind]);
 	ex = cli_write(cli, do_unassign, &a, NULL);
 	if (ex == 0 && !cli->json) {
 		if (a.node)
@@ -373,5 +401,59 @@ cmd_unassign(struct tl_cli *cli, int argc, char **argv)
 int
 cmd_remove(struct tl_cli *cli, int argc, char **argv)
 {
-	return simple(cli, argc, argv, remove_usage, 1);
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "yes", no_argument, NULL, 'y' },
+		{ 0 }
+	};
+	struct unassign_arg a = { NULL, NULL };
+	struct preview pw;
+	struct tl_rx rx;
+	char path[1200], why[160] = "";
+	int c, ex, yes = 0;
+
+	while ((c = getopt_long(argc, argv, "hy", opts, NULL)) != -1) {
+		switch (c) {
+		case 'y':
+			yes = 1;
+			break;
+		CLI_COMMON_CASES(cli, remove_usage);
+		}
+	}
+	if (optind + 1 != argc) {
+		fputs(remove_usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	a.module = argv[optind];
+	if (!tl_name_ok(a.module)) {
+		cli_errx("names are 1-63 of [a-z0-9-]");
+		return TL_EXIT_REFUSED;
+	}
+	memset(&pw, 0, sizeof(pw));
+	pw.module = a.module;
+	pw.quiet = cli->json;
+	/*
+	 * The providers are asked what would be lost with the admin
+	 * credentials the log holds; without the master key (a reader's
+	 * copy of a home) only the declarations are shown.
+	 */
+	tl_rx_init(&rx);
+	snprintf(path, sizeof(path), "%s/master.key", cli->home);
+	if (tl_secret_load(path, &rx.key, why) == 0) {
+		snprintf(rx.home, sizeof(rx.home), "%s", cli->home);
+		rx.actor = cli->actor;
+		pw.rx = &rx;
+	}
+	ex = cli_read(cli, 0, preview_remove, &pw);
+	tl_rx_free(&rx);
+	/* A module that is not there is the write's to refuse. */
+	if (ex == 0 && pw.destroys && !yes) {
+		cli_errx("revoking %s's grants destroys data (see above): "
+		    "nothing removed; run again with --yes", a.module);
+		return TL_EXIT_REFUSED;
+	}
+	ex = cli_write(cli, do_unassign, &a, NULL);
+	if (ex == 0 && !cli->json)
+		printf("module %s removed\n", a.module);
+	return ex;
 }

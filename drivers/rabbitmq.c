@@ -1,0 +1,1741 @@
+/*
+ * rabbitmq.c - the RabbitMQ driver: a virtual host and a user per grant.
+ *
+ * What a grant is on the broker (create makes it, check verifies it,
+ * fix_privileges restores it):
+ *
+ *   resource	a virtual host, its description the grant's mark ("made by
+ *		tally for grant ID; do not edit") and its tags ["tally"];
+ *   login	a user without tags (so no management access) whose only
+ *		permissions are configure, write and read ".*" on that
+ *		virtual host; a rotation adds a second such user beside it
+ *		(names: the shared scheme, drivers/naming.c: the vhost is
+ *		PREFIX_DIGEST, the users PREFIX_DIGEST_vN).
+ *
+ * Everything goes through the management HTTP API with libcurl, never
+ * over AMQP: the broker may carry tally's own record, and a broker cannot
+ * be managed over itself (the admin's session is HTTP on the management
+ * port).  Names reach URLs only through curl_easy_escape (so "/" in a
+ * name is %2F and two names never meet in one path) and bodies only
+ * through jansson.  The plaintext password never crosses the API: users
+ * are PUT with password_hash and hashing_algorithm
+ * rabbit_password_hashing_sha256, computed here with a fresh salt; and a
+ * user is never PUT without a password_hash (the API then clears the
+ * password), so a repair of tags sends back the hash it read.
+ *
+ * Whose objects are: a vhost is this grant's when it carries this grant's
+ * mark (or the unnamed mark and adopt_unnamed); one marked for another
+ * grant, or unmarked, is never touched.  Users carry no mark (tags would
+ * be access): a user is the grant's when it has permissions on the
+ * grant's vhost, or none anywhere and no tags (what a create that
+ * stopped between the user and its permissions leaves; such a user can
+ * do nothing, so taking it over gives nothing away).  A user with tags
+ * or with permissions only elsewhere is someone else's, and refused.
+ *
+ * Drift (check, check_bulk): the vhost gone, or no longer this grant's,
+ * is TL_DRIFT_MISSING and never recreated (its messages are gone; an
+ * empty vhost would hide that); the user gone or its stored hash not the
+ * grant's password is TL_DRIFT_CREDENTIAL (set_password puts it back
+ * with its permissions); tags, permissions other than ".*" on the vhost,
+ * permissions elsewhere or another user's permissions on the vhost
+ * (tally's admin's excepted: the API grants it the vhosts it makes) are
+ * TL_DRIFT_PRIVILEGES (fix_privileges); so is a vhost the broker lists
+ * as "stopped" on a node (a PUT cut short by a crash of tallyd writes
+ * the record and never starts its processes: consumers get 541 "vhost
+ * is down"), which every repair and a resumed create start through the
+ * API (POST /api/vhosts/V/start/NODE), never by remaking it.  check
+ * also logs in over AMQP as the consumer (core/amqp.c, librabbitmq-c);
+ * check_bulk makes three
+ * requests for any number of grants (GET /api/users, /api/permissions,
+ * /api/vhosts) and compares the stored hashes by recomputing them with
+ * their salts.
+ *
+ * Revocation: deleting a user closes its connections in 3.10, not in
+ * every release, so they are closed through the API too (DELETE
+ * /api/connections/NAME); with them go the exclusive and auto-delete
+ * queues they declared, and their messages: revocation declares that it
+ * destroys, and loss counts what the vhost holds.  retain deletes the
+ * users and keeps the vhost (restore is create again); drop deletes the
+ * vhost.  No fence: the management API has no compare-and-set, so a
+ * marker could not be raised atomically (driver.h's fence demands it).
+ *
+ * Errors: TL_EUNREACH when the API does not answer (refused, timed out)
+ * or answers 503; TL_EAUTH for 401 and 403 (the admin is refused, or
+ * lacks the administrator tag); TL_EINVAL for a grant the driver will not
+ * touch; TL_EDRIVER for any other refusal, why holding the API's reason.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <sodium.h>
+
+#include "core/amqp.h"
+#include "core/error.h"
+#include "core/secret.h"
+#include "driver.h"
+#include "rabbitmq.h"
+
+#define RMQ_CONNECT_MS	3000
+#define RMQ_TIMEOUT_MS	60000		/* a vhost takes a while to start */
+#define RMQ_LOGIN_MS	5000
+#define RMQ_NAME_MAX	255		/* the broker's short string */
+#define RMQ_ALG		"rabbit_password_hashing_sha256"
+#define RMQ_SALT	4
+#define RMQ_HASH_MAX	64		/* base64 of 36 bytes is 48 */
+#define RMQ_MARK	"made by tally for a grant; do not edit"
+#define RMQ_MARK_FOR	"made by tally for grant "
+#define RMQ_MARK_END	"; do not edit"
+#define RMQ_TAG		"tally"
+#define RMQ_ALL		".*"
+
+struct tl_drv_rmq {
+	CURL		*c;
+	struct curl_slist *hdr;
+	char		 base[320];	/* http://HOST:PORT/api */
+	char		 mhost[256];	/* the management API's host */
+	char		 mport[8];
+	char		 user[128];	/* the admin */
+	char		*password;	/* guarded memory; rmq_close wipes */
+	char		*buf;		/* the last response body */
+	size_t		 len, cap;
+	unsigned long	 requests;
+};
+
+/* --- reasons -------------------------------------------------------- */
+
+static int
+whyf(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+whyf(char *why, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why == NULL)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* Appends to why (a finding after another), cutting when full. */
+static void
+whyadd(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+whyadd(char *why, const char *fmt, ...)
+{
+	size_t n = strlen(why);
+	va_list ap;
+
+	if (n + 3 >= TL_DRV_WHY_MAX)
+		return;
+	if (n > 0) {
+		memcpy(why + n, "; ", 3);
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(why + n, TL_DRV_WHY_MAX - n, fmt, ap);
+	va_end(ap);
+}
+
+/* --- the HTTP session ------------------------------------------------ */
+
+static pthread_once_t rmq_once = PTHREAD_ONCE_INIT;
+static int rmq_global_rc;
+
+static void
+rmq_global(void)
+{
+	rmq_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ?
+	    0 : -1;
+}
+
+static size_t
+on_body(char *data, size_t size, size_t n, void *arg)
+{
+	struct tl_drv_rmq *r = arg;
+	size_t add = size * n, ncap;
+	char *nb;
+
+	if (r->len + add + 1 > r->cap) {
+		ncap = r->cap ? r->cap : 4096;
+		while (ncap < r->len + add + 1)
+			ncap *= 2;
+		if ((nb = tl_secret_alloc(ncap)) == NULL)
+			return 0;
+		if (r->buf != NULL)
+			memcpy(nb, r->buf, r->len);
+		tl_secret_free(r->buf);	/* hashes pass through here */
+		r->buf = nb;
+		r->cap = ncap;
+	}
+	memcpy(r->buf + r->len, data, add);
+	r->len += add;
+	r->buf[r->len] = '\0';
+	return add;
+}
+
+/* The API's reason in a refusal body, for why (never a secret). */
+static void
+reason(const struct tl_drv_rmq *r, char *out, size_t n)
+{
+	json_t *j;
+	const char *s;
+
+	out[0] = '\0';
+	if (r->len == 0)
+		return;
+	if ((j = json_loadb(r->buf, r->len, 0, NULL)) != NULL) {
+		if ((s = json_string_value(json_object_get(j, "reason"))) !=
+		    NULL || (s = json_string_value(json_object_get(j,
+		    "error"))) != NULL)
+			snprintf(out, n, "%s", s);
+		json_decref(j);
+	}
+	if (out[0] == '\0')
+		snprintf(out, n, "%.120s", r->buf);
+}
+
+/*
+ * One request: METHOD base+path with body (NULL: none; wiped after,
+ * it may hold a hash).  *status gets the HTTP status; a status in ok (a
+ * 0-terminated list) or 2xx is 0, anything else an error with why.
+ */
+static int
+request(struct tl_drv_rmq *r, const char *method, const char *path,
+    json_t *body, const long *ok, long *status, const char *step, char *why)
+{
+	char url[2048], rs[200];
+	char *text = NULL;
+	CURLcode cc;
+	long st = 0;
+	size_t i;
+	int rc = 0;
+
+	*status = 0;
+	if (snprintf(url, sizeof(url), "%s%s", r->base, path) >=
+	    (int)sizeof(url))
+		return whyf(why, TL_EINVAL, "%s: the URL is too long", step);
+	r->len = 0;
+	if (r->buf != NULL)
+		r->buf[0] = '\0';
+	curl_easy_setopt(r->c, CURLOPT_URL, url);
+	curl_easy_setopt(r->c, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(r->c, CURLOPT_CUSTOMREQUEST, method);
+	if (body != NULL) {
+		if ((text = json_dumps(body, JSON_COMPACT)) == NULL)
+			return whyf(why, ENOMEM, "%s: out of memory", step);
+		curl_easy_setopt(r->c, CURLOPT_POSTFIELDS, text);
+		curl_easy_setopt(r->c, CURLOPT_POSTFIELDSIZE,
+		    (long)strlen(text));
+	}
+	r->requests++;
+	cc = curl_easy_perform(r->c);
+	if (text != NULL) {
+		tl_secret_wipe(text, strlen(text));
+		free(text);
+		curl_easy_setopt(r->c, CURLOPT_POSTFIELDS, NULL);
+		curl_easy_setopt(r->c, CURLOPT_POSTFIELDSIZE, -1L);
+	}
+	if (cc != CURLE_OK)
+		return whyf(why, TL_EUNREACH, "%s: the management API at %s:%s "
+		    "did not answer: %s", step, r->mhost, r->mport,
+		    curl_easy_strerror(cc));
+	curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &st);
+	*status = st;
+	if (st >= 200 && st < 300)
+		return 0;
+	for (i = 0; ok != NULL && ok[i] != 0; i++)
+		if (ok[i] == st)
+			return 0;
+	reason(r, rs, sizeof(rs));
+	if (st == 401 || st == 403)
+		rc = TL_EAUTH;
+	else if (st == 503 || st == 502 || st == 504)
+		rc = TL_EUNREACH;
+	else
+		rc = TL_EDRIVER;
+	return whyf(why, rc, "%s: HTTP %ld from the management API%s%s%s",
+	    step, st, rs[0] ? " (" : "", rs, rs[0] ? ")" : "");
+}
+
+static const long ok404[] = { 404, 0 };
+
+/* GET path as JSON into *out (NULL on 404 when ok404). */
+static int
+get_json(struct tl_drv_rmq *r, const char *path, int allow404, json_t **out,
+    const char *step, char *why)
+{
+	json_error_t e;
+	long st;
+	int rc;
+
+	*out = NULL;
+	if ((rc = request(r, "GET", path, NULL, allow404 ? ok404 : NULL, &st,
+	    step, why)) != 0)
+		return rc;
+	if (st == 404)
+		return 0;
+	if ((*out = json_loadb(r->buf != NULL ? r->buf : "", r->len, 0,
+	    &e)) == NULL)
+		return whyf(why, TL_EDRIVER, "%s: the management API sent "
+		    "what is not JSON (%s)", step, e.text);
+	return 0;
+}
+
+/* "/" a "/" b ...: each part escaped; 0 or TL_ETOOBIG / ENOMEM. */
+static int
+path_of(struct tl_drv_rmq *r, char *out, size_t cap, const char *head,
+    const char *a, const char *b)
+{
+	char *ea = NULL, *eb = NULL;
+	int n, rc = 0;
+
+	if ((a != NULL && (ea = curl_easy_escape(r->c, a, 0)) == NULL) ||
+	    (b != NULL && (eb = curl_easy_escape(r->c, b, 0)) == NULL)) {
+		rc = ENOMEM;
+		goto out;
+	}
+	n = snprintf(out, cap, "%s%s%s%s%s", head, ea ? "/" : "",
+	    ea ? ea : "", eb ? "/" : "", eb ? eb : "");
+	if (n < 0 || (size_t)n >= cap)
+		rc = TL_ETOOBIG;
+out:
+	curl_free(ea);
+	curl_free(eb);
+	return rc;
+}
+
+/* --- the password hash ---------------------------------------------- */
+
+static int
+hash_with(const unsigned char salt[RMQ_SALT], const char *password,
+    char *out, size_t cap)
+{
+	unsigned char raw[RMQ_SALT + crypto_hash_sha256_BYTES];
+	crypto_hash_sha256_state st;
+
+	if (cap < sodium_base64_ENCODED_LEN(sizeof(raw),
+	    sodium_base64_VARIANT_ORIGINAL))
+		return TL_ETOOBIG;
+	memcpy(raw, salt, RMQ_SALT);
+	crypto_hash_sha256_init(&st);
+	crypto_hash_sha256_update(&st, salt, RMQ_SALT);
+	crypto_hash_sha256_update(&st, (const unsigned char *)password,
+	    strlen(password));
+	crypto_hash_sha256_final(&st, raw + RMQ_SALT);
+	sodium_bin2base64(out, cap, raw, sizeof(raw),
+	    sodium_base64_VARIANT_ORIGINAL);
+	sodium_memzero(raw, sizeof(raw));
+	sodium_memzero(&st, sizeof(st));
+	return 0;
+}
+
+int
+tl_drv_rmq_hash(const char *password, char *out, size_t cap)
+{
+	unsigned char salt[RMQ_SALT];
+
+	if (sodium_init() < 0)
+		return TL_EDRIVER;
+	randombytes_buf(salt, sizeof(salt));
+	return hash_with(salt, password, out, cap);
+}
+
+/* Does the stored hash (algorithm alg) verify password? */
+static int
+hash_matches(const char *alg, const char *stored, const char *password)
+{
+	unsigned char raw[RMQ_SALT + crypto_hash_sha256_BYTES + 8];
+	char mine[RMQ_HASH_MAX];
+	size_t n = 0;
+	int same;
+
+	if (alg == NULL || stored == NULL || password == NULL ||
+	    strcmp(alg, RMQ_ALG) != 0 ||
+	    sodium_base642bin(raw, sizeof(raw), stored, strlen(stored), NULL,
+	    &n, NULL, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	    n != RMQ_SALT + crypto_hash_sha256_BYTES)
+		return 0;
+	if (hash_with(raw, password, mine, sizeof(mine)) != 0)
+		return 0;
+	same = strlen(mine) == strlen(stored) &&
+	    sodium_memcmp(mine, stored, strlen(mine)) == 0;
+	sodium_memzero(mine, sizeof(mine));
+	sodium_memzero(raw, sizeof(raw));
+	return same;
+}
+
+/* --- names and marks ------------------------------------------------- */
+
+static int
+named(const struct tl_drv_grant *g)
+{
+	return g->grant != NULL && *g->grant != '\0';
+}
+
+static void
+mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
+{
+	if (named(g))
+		snprintf(buf, n, RMQ_MARK_FOR "%s" RMQ_MARK_END, g->grant);
+	else
+		snprintf(buf, n, "%s", RMQ_MARK);
+}
+
+enum rmq_mark { MARK_OURS, MARK_OTHER, MARK_FOREIGN };
+
+/* Whose vhost vh is, by its description; other: the grant it names. */
+static enum rmq_mark
+vhost_mark(const json_t *vh, const struct tl_drv_grant *g, char *other,
+    size_t on)
+{
+	char mine[TL_DRV_WHY_MAX];
+	const char *d = json_string_value(json_object_get(vh, "description"));
+	size_t fl = strlen(RMQ_MARK_FOR), el = strlen(RMQ_MARK_END), dl;
+
+	other[0] = '\0';
+	if (d == NULL)
+		return MARK_FOREIGN;
+	mark_text(g, mine, sizeof(mine));
+	if (strcmp(d, mine) == 0)
+		return MARK_OURS;
+	if (strcmp(d, RMQ_MARK) == 0)
+		return !named(g) || g->adopt_unnamed ? MARK_OURS : MARK_OTHER;
+	dl = strlen(d);
+	if (dl > fl + el && strncmp(d, RMQ_MARK_FOR, fl) == 0 &&
+	    strcmp(d + dl - el, RMQ_MARK_END) == 0) {
+		snprintf(other, on, "%.*s", (int)(dl - fl - el), d + fl);
+		return MARK_OTHER;
+	}
+	return MARK_FOREIGN;
+}
+
+static int
+refuse_vhost(enum rmq_mark k, const char *other, const char *vhost,
+    const struct tl_drv_grant *g, char *why)
+{
+	if (k == MARK_OTHER && other[0] != '\0')
+		return whyf(why, TL_EDRIVER, "vhost \"%s\" exists and was made "
+		    "by tally for grant %s: tally never hands one grant's "
+		    "object to another", vhost, other);
+	if (k == MARK_OTHER)
+		return whyf(why, TL_EDRIVER, "vhost \"%s\" exists and was made "
+		    "by an earlier tally for another grant (its mark names "
+		    "none; grant %s's objects were never made so)", vhost,
+		    named(g) ? g->grant : "");
+	return whyf(why, TL_EDRIVER, "vhost \"%s\" exists and was not made "
+	    "by tally: tally never takes over a vhost it did not make; "
+	    "choose another resource name (name: in the manifest)", vhost);
+}
+
+/* A name the broker takes and tally may touch. */
+static int
+name_ok(const char *what, const char *name, char *why)
+{
+	size_t i, n;
+
+	if (name == NULL || *name == '\0')
+		return whyf(why, TL_EINVAL, "no %s name", what);
+	n = strlen(name);
+	if (n > RMQ_NAME_MAX)
+		return whyf(why, TL_EINVAL, "%s name longer than %d bytes",
+		    what, RMQ_NAME_MAX);
+	for (i = 0; i < n; i++)
+		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+			return whyf(why, TL_EINVAL, "%s name with a control "
+			    "character", what);
+	return 0;
+}
+
+static int
+grant_ok(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    int need_pw, char *why)
+{
+	int rc;
+
+	if (r == NULL)
+		return whyf(why, TL_EINVAL, "driver not open");
+	if ((rc = name_ok("vhost", g->resource, why)) != 0 ||
+	    (rc = name_ok("user", g->login, why)) != 0)
+		return rc;
+	if (strcmp(g->resource, "/") == 0)
+		return whyf(why, TL_EINVAL, "vhost \"/\" is the broker's "
+		    "default: never a grant's");
+	if (strcmp(g->login, r->user) == 0)
+		return whyf(why, TL_EINVAL, "user \"%s\" is tally's admin: "
+		    "never a grant's", g->login);
+	if (need_pw && (g->password == NULL || *g->password == '\0'))
+		return whyf(why, TL_EINVAL, "no password for user \"%s\"",
+		    g->login);
+	return 0;
+}
+
+/* --- open / close ----------------------------------------------------- */
+
+static const char *
+setting(const char *const *sv, const char *name)
+{
+	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
+		if (strcmp(sv[0], name) == 0)
+			return sv[1];
+	return NULL;
+}
+
+static void rmq_close(void *h);
+
+static int
+rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
+{
+	struct tl_drv_rmq *r;
+	const char *host, *mport, *pw;
+	json_t *ov = NULL;
+	int rc;
+
+	*hp = NULL;
+	if (a == NULL)
+		return whyf(why, TL_EINVAL, "no admin settings");
+	pthread_once(&rmq_once, rmq_global);
+	if (rmq_global_rc != 0 || sodium_init() < 0)
+		return whyf(why, TL_EDRIVER, "libcurl or libsodium did not "
+		    "initialise");
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	host = setting(a->settings, "host");
+	if (host == NULL || *host == '\0')
+		host = a->host != NULL && *a->host != '\0' ? a->host :
+		    "127.0.0.1";
+	mport = setting(a->settings, "management-port");
+	if (mport == NULL || *mport == '\0')
+		mport = "15672";
+	snprintf(r->mhost, sizeof(r->mhost), "%s", host);
+	snprintf(r->mport, sizeof(r->mport), "%s", mport);
+	snprintf(r->user, sizeof(r->user), "%s", a->user != NULL &&
+	    *a->user != '\0' ? a->user : "guest");
+	pw = a->password != NULL ? a->password : "";
+	if ((r->password = tl_secret_alloc(strlen(pw) + 1)) == NULL) {
+		rc = whyf(why, ENOMEM, "out of memory");
+		goto fail;
+	}
+	memcpy(r->password, pw, strlen(pw) + 1);
+	/* An IPv6 literal goes in brackets. */
+	snprintf(r->base, sizeof(r->base), strchr(host, ':') != NULL ?
+	    "http://[%s]:%s/api" : "http://%s:%s/api", host, mport);
+	if ((r->c = curl_easy_init()) == NULL ||
+	    (r->hdr = curl_slist_append(NULL,
+	    "content-type: application/json")) == NULL) {
+		rc = whyf(why, ENOMEM, "out of memory");
+		goto fail;
+	}
+	curl_easy_setopt(r->c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(r->c, CURLOPT_CONNECTTIMEOUT_MS, (long)RMQ_CONNECT_MS);
+	curl_easy_setopt(r->c, CURLOPT_TIMEOUT_MS, (long)RMQ_TIMEOUT_MS);
+	curl_easy_setopt(r->c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+	curl_easy_setopt(r->c, CURLOPT_USERNAME, r->user);
+	curl_easy_setopt(r->c, CURLOPT_PASSWORD, r->password);
+	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, r->hdr);
+	curl_easy_setopt(r->c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(r->c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(r->c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(r->c, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* Proves the admin (a 401 now, not at the first grant). */
+	if ((rc = get_json(r, "/whoami", 0, &ov, "open", why)) != 0)
+		goto fail;
+	json_decref(ov);
+	whyf(why, 0, "connected to the RabbitMQ management API at %s:%s as "
+	    "\"%s\"", r->mhost, r->mport, r->user);
+	*hp = r;
+	return 0;
+fail:
+	rmq_close(r);
+	return rc;
+}
+
+static void
+rmq_close(void *h)
+{
+	struct tl_drv_rmq *r = h;
+
+	if (r == NULL)
+		return;
+	if (r->c != NULL)
+		curl_easy_cleanup(r->c);
+	curl_slist_free_all(r->hdr);
+	tl_secret_free(r->password);
+	tl_secret_free(r->buf);
+	free(r);
+}
+
+unsigned long
+tl_drv_rmq_requests(const void *h)
+{
+	return h != NULL ? ((const struct tl_drv_rmq *)h)->requests : 0;
+}
+
+/* --- objects ---------------------------------------------------------- */
+
+/* GET /api/vhosts/V: *vh NULL when there is none. */
+static int
+get_vhost(struct tl_drv_rmq *r, const char *vhost, json_t **vh, char *why)
+{
+	char p[1024];
+	int rc;
+
+	if ((rc = path_of(r, p, sizeof(p), "/vhosts", vhost, NULL)) != 0)
+		return whyf(why, rc, "vhost name too long");
+	return get_json(r, p, 1, vh, "read the vhost", why);
+}
+
+/*
+ * The first node where vh is not running ("stopped": its record was
+ * written, its processes never started, as when the PUT that made it
+ * was cut short by a crash), or NULL.
+ */
+static const char *
+vhost_down(const json_t *vh, const char **state)
+{
+	const char *node;
+	json_t *st;
+
+	json_object_foreach((json_t *)json_object_get(vh, "cluster_state"),
+	    node, st)
+		if (json_is_string(st) && strcmp(json_string_value(st),
+		    "running") != 0) {
+			if (state != NULL)
+				*state = json_string_value(st);
+			return node;
+		}
+	return NULL;
+}
+
+/* Starts vh on every node where it is not running (*n: how many). */
+static int
+vhost_start(struct tl_drv_rmq *r, const json_t *vh, const char *vhost,
+    unsigned *n, char *why)
+{
+	const char *node;
+	char p[1200];
+	json_t *st;
+	long code;
+	int rc;
+
+	*n = 0;
+	json_object_foreach((json_t *)json_object_get(vh, "cluster_state"),
+	    node, st) {
+		if (!json_is_string(st) || strcmp(json_string_value(st),
+		    "running") == 0)
+			continue;
+		if ((rc = path_of(r, p, sizeof(p) - 8, "/vhosts", vhost,
+		    "start")) != 0)
+			return whyf(why, rc, "vhost name too long");
+		{
+			char *en = curl_easy_escape(r->c, node, 0);
+
+			if (en == NULL)
+				return whyf(why, ENOMEM, "out of memory");
+			if (strlen(p) + strlen(en) + 2 > sizeof(p)) {
+				curl_free(en);
+				return whyf(why, TL_ETOOBIG, "node name too long");
+			}
+			strcat(p, "/");
+			strcat(p, en);
+			curl_free(en);
+		}
+		if ((rc = request(r, "POST", p, NULL, NULL, &code,
+		    "start the vhost", why)) != 0)
+			return rc;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* GET /api/users/U and its permissions (*perms NULL when no user). */
+static int
+get_user(struct tl_drv_rmq *r, const char *user, json_t **u, json_t **perms,
+    char *why)
+{
+	char p[1024];
+	int rc;
+
+	*perms = NULL;
+	if ((rc = path_of(r, p, sizeof(p), "/users", user, NULL)) != 0)
+		return whyf(why, rc, "user name too long");
+	if ((rc = get_json(r, p, 1, u, "read the user", why)) != 0 ||
+	    *u == NULL || perms == NULL)
+		return rc;
+	if (strlen(p) + sizeof("/permissions") > sizeof(p))
+		return whyf(why, TL_ETOOBIG, "user name too long");
+	strcat(p, "/permissions");
+	if ((rc = get_json(r, p, 1, perms, "read the user's permissions",
+	    why)) != 0) {
+		json_decref(*u);
+		*u = NULL;
+	}
+	return rc;
+}
+
+static int
+tags_empty(const json_t *u)
+{
+	const json_t *t = json_object_get(u, "tags");
+
+	if (json_is_array(t))
+		return json_array_size(t) == 0;
+	return t == NULL || (json_is_string(t) &&
+	    *json_string_value(t) == '\0');
+}
+
+/*
+ * Whether user u (with perms, its permission rows) is g's to act on (see
+ * the top); why says why not.
+ */
+static int
+user_ours(const json_t *u, const json_t *perms, const char *vhost,
+    const char *user, char *why)
+{
+	size_t i, n = json_array_size(perms);
+	const char *v;
+
+	for (i = 0; i < n; i++) {
+		v = json_string_value(json_object_get(json_array_get(perms, i),
+		    "vhost"));
+		if (v != NULL && strcmp(v, vhost) == 0)
+			return 1;
+	}
+	if (n == 0 && tags_empty(u))
+		return 1;
+	whyf(why, 0, "user \"%s\" exists and is not tally's (it has %s and "
+	    "no permissions on vhost \"%s\"): tally never takes over a user "
+	    "it did not make", user, n > 0 ? "permissions elsewhere" : "tags",
+	    vhost);
+	return 0;
+}
+
+/* PUT /api/users/U with a hash of g->password, no tags. */
+static int
+put_user_hash(struct tl_drv_rmq *r, const char *user, const char *hash,
+    const char *alg, char *why)
+{
+	char p[1024];
+	json_t *b;
+	long st;
+	int rc;
+
+	if ((rc = path_of(r, p, sizeof(p), "/users", user, NULL)) != 0)
+		return whyf(why, rc, "user name too long");
+	if ((b = json_pack("{s:s, s:s, s:s}", "password_hash", hash,
+	    "hashing_algorithm", alg, "tags", "")) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	rc = request(r, "PUT", p, b, NULL, &st, "set the user", why);
+	json_decref(b);
+	return rc;
+}
+
+static int
+put_user(struct tl_drv_rmq *r, const struct tl_drv_grant *g, char *why)
+{
+	char hash[RMQ_HASH_MAX];
+	int rc;
+
+	if (tl_drv_rmq_hash(g->password, hash, sizeof(hash)) != 0)
+		return whyf(why, TL_EDRIVER, "cannot hash the password");
+	rc = put_user_hash(r, g->login, hash, RMQ_ALG, why);
+	sodium_memzero(hash, sizeof(hash));
+	return rc;
+}
+
+static int
+put_perms(struct tl_drv_rmq *r, const char *vhost, const char *user,
+    char *why)
+{
+	char p[1024];
+	json_t *b;
+	long st;
+	int rc;
+
+	if ((rc = path_of(r, p, sizeof(p), "/permissions", vhost, user)) != 0)
+		return whyf(why, rc, "names too long");
+	if ((b = json_pack("{s:s, s:s, s:s}", "configure", RMQ_ALL, "write",
+	    RMQ_ALL, "read", RMQ_ALL)) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	rc = request(r, "PUT", p, b, NULL, &st, "set the permissions", why);
+	json_decref(b);
+	return rc;
+}
+
+static int
+del(struct tl_drv_rmq *r, const char *head, const char *a, const char *b,
+    const char *step, char *why)
+{
+	char p[1024];
+	long st;
+	int rc;
+
+	if ((rc = path_of(r, p, sizeof(p), head, a, b)) != 0)
+		return whyf(why, rc, "%s: names too long", step);
+	return request(r, "DELETE", p, NULL, ok404, &st, step, why);
+}
+
+/* Closes every connection of user (n: how many were). */
+static int
+close_connections(struct tl_drv_rmq *r, const char *user, unsigned *n,
+    char *why)
+{
+	json_t *cs = NULL, *c;
+	const char *u, *name;
+	size_t i;
+	int rc;
+
+	*n = 0;
+	if ((rc = get_json(r, "/connections?columns=name,user", 0, &cs,
+	    "list the connections", why)) != 0)
+		return rc;
+	json_array_foreach(cs, i, c) {
+		u = json_string_value(json_object_get(c, "user"));
+		name = json_string_value(json_object_get(c, "name"));
+		if (u == NULL || name == NULL || strcmp(u, user) != 0)
+			continue;
+		if ((rc = del(r, "/connections", name, NULL,
+		    "close a connection", why)) != 0)
+			break;
+		(*n)++;
+	}
+	json_decref(cs);
+	return rc;
+}
+
+/*
+ * The vhost must exist and be g's: 0, TL_ENOTFOUND (gone: why says so)
+ * or the refusal.  create makes it instead when it is gone.
+ */
+static int
+vet_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g, int make,
+    int *made, char *why)
+{
+	char other[256], mark[TL_DRV_WHY_MAX];
+	enum rmq_mark k;
+	json_t *vh = NULL, *b;
+	char p[1024];
+	long st;
+	int rc;
+
+	*made = 0;
+	if ((rc = get_vhost(r, g->resource, &vh, why)) != 0)
+		return rc;
+	if (vh != NULL) {
+		const char *d = json_string_value(json_object_get(vh,
+		    "description"));
+		unsigned started = 0;
+		int exact;
+
+		k = vhost_mark(vh, g, other, sizeof(other));
+		mark_text(g, mark, sizeof(mark));
+		exact = d != NULL && strcmp(d, mark) == 0;
+		/* A vhost made but never started is started, not remade. */
+		rc = k == MARK_OURS ? vhost_start(r, vh, g->resource, &started,
+		    why) : 0;
+		json_decref(vh);
+		if (k != MARK_OURS)
+			return refuse_vhost(k, other, g->resource, g, why);
+		if (rc != 0 || !make || exact)
+			return rc;
+		/* An unnamed mark adopted: named from now on. */
+	} else if (!make)
+		return whyf(why, TL_ENOTFOUND, "vhost \"%s\" is gone; not "
+		    "recreated empty (its messages are lost: tally purge, "
+		    "then a new grant)", g->resource);
+	mark_text(g, mark, sizeof(mark));
+	if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource, NULL)) != 0)
+		return whyf(why, rc, "vhost name too long");
+	if ((b = json_pack("{s:s, s:s}", "description", mark, "tags",
+	    RMQ_TAG)) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	rc = request(r, "PUT", p, b, NULL, &st, "create the vhost", why);
+	json_decref(b);
+	*made = vh == NULL && rc == 0;
+	return rc;
+}
+
+/* The user is absent or g's: 0 and *exists; else the refusal. */
+static int
+vet_user(struct tl_drv_rmq *r, const struct tl_drv_grant *g, int *exists,
+    char *why)
+{
+	json_t *u = NULL, *perms = NULL;
+	int rc;
+
+	*exists = 0;
+	if ((rc = get_user(r, g->login, &u, &perms, why)) != 0)
+		return rc;
+	if (u != NULL) {
+		*exists = 1;
+		if (!user_ours(u, perms, g->resource, g->login, why))
+			rc = TL_EDRIVER;
+	}
+	json_decref(u);
+	json_decref(perms);
+	return rc;
+}
+
+/* The user with the grant's hash and permissions (vhost vetted). */
+static int
+ensure_login(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    int *existed, char *why)
+{
+	int rc;
+
+	if ((rc = vet_user(r, g, existed, why)) != 0 ||
+	    (rc = put_user(r, g, why)) != 0 ||
+	    (rc = put_perms(r, g->resource, g->login, why)) != 0)
+		return rc;
+	return 0;
+}
+
+static int
+rmq_create(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	int rc, made = 0, existed = 0;
+
+	if ((rc = grant_ok(r, g, 1, why)) != 0 ||
+	    (rc = vet_vhost(r, g, 1, &made, why)) != 0 ||
+	    (rc = ensure_login(r, g, &existed, why)) != 0)
+		return rc;
+	return whyf(why, 0, "vhost \"%s\" %s, user \"%s\" %s", g->resource,
+	    made ? "created" : "existed", g->login, existed ?
+	    "existed (password set)" : "created");
+}
+
+/* The user again, on a vhost that must be there (never recreated). */
+static int
+rmq_set_password(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	int rc, made, existed = 0;
+
+	if ((rc = grant_ok(r, g, 1, why)) != 0)
+		return rc;
+	if ((rc = vet_vhost(r, g, 0, &made, why)) != 0)
+		return rc == TL_ENOTFOUND ? TL_EDRIVER : rc;
+	if ((rc = ensure_login(r, g, &existed, why)) != 0)
+		return rc;
+	return whyf(why, 0, "user \"%s\" %s on vhost \"%s\"", g->login,
+	    existed ? "password set" : "recreated", g->resource);
+}
+
+/* --- verification ----------------------------------------------------- */
+
+/* Is user one of g's logins (PREFIX_DIGEST_vN beside g->login)? */
+static int
+grant_login(const struct tl_drv_grant *g, const char *user)
+{
+	size_t n = strlen(g->resource);
+	const char *s;
+
+	if (strcmp(user, g->login) == 0)
+		return 1;
+	if (strncmp(user, g->resource, n) != 0 || strncmp(user + n, "_v",
+	    2) != 0 || user[n + 2] == '\0')
+		return 0;
+	for (s = user + n + 2; *s != '\0'; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+static void
+drift_to(enum tl_drv_drift *d, enum tl_drv_drift k)
+{
+	if (k > *d)
+		*d = k;
+}
+
+/*
+ * What check finds for g from the API's objects: vh (the vhost or NULL),
+ * u (the user or NULL), perms (the permission rows about either, an
+ * array of borrowed objects).  The worst finding comes first in why.
+ */
+static void
+evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    const json_t *vh, const json_t *u, const json_t *const *perms,
+    size_t np, enum tl_drv_drift *drift, char *why)
+{
+	char other[256], cred[TL_DRV_WHY_MAX] = "", priv[TL_DRV_WHY_MAX] = "";
+	const char *pv, *pu, *c, *w, *rd;
+	enum rmq_mark k;
+	int have = 0;
+	size_t i;
+
+	*drift = TL_DRIFT_NONE;
+	why[0] = '\0';
+	if (vh == NULL) {
+		*drift = TL_DRIFT_MISSING;
+		whyf(why, 0, "vhost \"%s\" is gone; not recreated empty (its "
+		    "queues and messages are lost)", g->resource);
+		return;
+	}
+	if ((k = vhost_mark(vh, g, other, sizeof(other))) != MARK_OURS) {
+		*drift = TL_DRIFT_MISSING;
+		whyf(why, 0, "vhost \"%s\" is no longer this grant's (its mark "
+		    "is %s%s)", g->resource, k == MARK_OTHER ? "for grant " :
+		    "not tally's", other);
+		return;
+	}
+	{
+		const char *state = "";
+		const char *node = vhost_down(vh, &state);
+
+		if (node != NULL) {
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+			whyadd(priv, "vhost \"%s\" is %s on %s: nobody can "
+			    "open it (fix_privileges starts it)", g->resource,
+			    state, node);
+		}
+	}
+	if (u == NULL) {
+		drift_to(drift, TL_DRIFT_CREDENTIAL);
+		whyadd(cred, "user \"%s\" is gone", g->login);
+	} else {
+		if (g->password != NULL && !hash_matches(json_string_value(
+		    json_object_get(u, "hashing_algorithm")),
+		    json_string_value(json_object_get(u, "password_hash")),
+		    g->password)) {
+			drift_to(drift, TL_DRIFT_CREDENTIAL);
+			whyadd(cred, "user \"%s\": the stored password hash is "
+			    "not the recorded password's", g->login);
+		}
+		if (!tags_empty(u)) {
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+			whyadd(priv, "user \"%s\" has tags (management access)",
+			    g->login);
+		}
+	}
+	for (i = 0; i < np; i++) {
+		pv = json_string_value(json_object_get(perms[i], "vhost"));
+		pu = json_string_value(json_object_get(perms[i], "user"));
+		if (pv == NULL || pu == NULL)
+			continue;
+		if (strcmp(pu, g->login) == 0 && strcmp(pv, g->resource) == 0) {
+			have = 1;
+			c = json_string_value(json_object_get(perms[i],
+			    "configure"));
+			w = json_string_value(json_object_get(perms[i], "write"));
+			rd = json_string_value(json_object_get(perms[i], "read"));
+			if (c == NULL || w == NULL || rd == NULL ||
+			    strcmp(c, RMQ_ALL) != 0 || strcmp(w, RMQ_ALL) != 0 ||
+			    strcmp(rd, RMQ_ALL) != 0) {
+				drift_to(drift, TL_DRIFT_PRIVILEGES);
+				whyadd(priv, "user \"%s\" on vhost \"%s\": "
+				    "configure \"%s\" write \"%s\" read \"%s\", "
+				    "expected \".*\" each", pu, pv, c ? c : "",
+				    w ? w : "", rd ? rd : "");
+			}
+		} else if (strcmp(pu, g->login) == 0) {
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+			whyadd(priv, "user \"%s\" also has permissions on vhost "
+			    "\"%s\"", pu, pv);
+		} else if (strcmp(pv, g->resource) == 0 &&
+		    strcmp(pu, r->user) != 0 && !grant_login(g, pu)) {
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+			whyadd(priv, "user \"%s\" (not this grant's) has "
+			    "permissions on vhost \"%s\"", pu, pv);
+		}
+	}
+	if (u != NULL && !have) {
+		drift_to(drift, TL_DRIFT_PRIVILEGES);
+		whyadd(priv, "user \"%s\" has no permissions on vhost \"%s\"",
+		    g->login, g->resource);
+	}
+	if (*drift == TL_DRIFT_CREDENTIAL) {
+		snprintf(why, TL_DRV_WHY_MAX, "%s", cred);
+		if (priv[0] != '\0')
+			whyadd(why, "%s", priv);
+	} else
+		snprintf(why, TL_DRV_WHY_MAX, "%s", priv);
+}
+
+/* Logs in over AMQP as the consumer: 0, TL_EAUTH, TL_EUNREACH. */
+static int
+login_as(const struct tl_drv_grant *g, const struct tl_drv_endpoint *ep,
+    char *why)
+{
+	struct tl_amqp_conf c;
+	struct tl_amqp *a = NULL;
+	char e[256];
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.host, sizeof(c.host), "%s", ep != NULL && ep->host != NULL &&
+	    *ep->host != '\0' ? ep->host : "127.0.0.1");
+	c.port = ep != NULL && ep->port != NULL ? atoi(ep->port) : 0;
+	snprintf(c.vhost, sizeof(c.vhost), "%s", g->resource);
+	snprintf(c.user, sizeof(c.user), "%s", g->login);
+	c.password = g->password;
+	c.timeout_ms = RMQ_LOGIN_MS;
+	rc = tl_amqp_connect(&c, &a, e, sizeof(e));
+	tl_amqp_close(a);
+	if (rc != 0)
+		whyf(why, rc, "user \"%s\" cannot log in over AMQP at %s:%d to "
+		    "vhost \"%s\": %s", g->login, c.host, c.port ? c.port : 5672,
+		    g->resource, e);
+	return rc;
+}
+
+/* The permission rows of perms (an array) about g's vhost or login. */
+static size_t
+pick_perms(const json_t *perms, const struct tl_drv_grant *g,
+    const json_t **out, size_t cap)
+{
+	const json_t *p;
+	const char *v, *u;
+	size_t i, n = 0;
+
+	for (i = 0; i < json_array_size(perms) && n < cap; i++) {
+		p = json_array_get(perms, i);
+		v = json_string_value(json_object_get(p, "vhost"));
+		u = json_string_value(json_object_get(p, "user"));
+		if ((v != NULL && strcmp(v, g->resource) == 0) ||
+		    (u != NULL && strcmp(u, g->login) == 0))
+			out[n++] = p;
+	}
+	return n;
+}
+
+#define RMQ_PERMS_MAX	256
+
+static int
+rmq_check(void *h, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	json_t *vh = NULL, *u = NULL, *up = NULL, *vp = NULL, *all;
+	const json_t *rows[RMQ_PERMS_MAX];
+	char p[1024], lw[TL_DRV_WHY_MAX];
+	size_t n = 0, i;
+	int rc;
+
+	*drift = TL_DRIFT_NONE;
+	if ((rc = grant_ok(r, g, 0, why)) != 0)
+		return rc;
+	if ((rc = get_vhost(r, g->resource, &vh, why)) != 0 ||
+	    (rc = get_user(r, g->login, &u, &up, why)) != 0)
+		goto out;
+	if (vh != NULL) {
+		if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource,
+		    NULL)) != 0 || strlen(p) + sizeof("/permissions") >
+		    sizeof(p)) {
+			rc = whyf(why, TL_ETOOBIG, "vhost name too long");
+			goto out;
+		}
+		strcat(p, "/permissions");
+		if ((rc = get_json(r, p, 1, &vp, "read the vhost's "
+		    "permissions", why)) != 0)
+			goto out;
+	}
+	if ((all = json_array()) == NULL) {
+		rc = whyf(why, ENOMEM, "out of memory");
+		goto out;
+	}
+	/* One list of both: a row of the user on the vhost counts once. */
+	for (i = 0; i < json_array_size(vp); i++)
+		json_array_append(all, json_array_get(vp, i));
+	for (i = 0; i < json_array_size(up); i++) {
+		const char *v = json_string_value(json_object_get(
+		    json_array_get(up, i), "vhost"));
+
+		if (v == NULL || strcmp(v, g->resource) != 0 || vp == NULL)
+			json_array_append(all, json_array_get(up, i));
+	}
+	n = pick_perms(all, g, rows, RMQ_PERMS_MAX);
+	evaluate(r, g, vh, u, rows, n, drift, why);
+	json_decref(all);
+	if (*drift == TL_DRIFT_NONE && g->password != NULL) {
+		if ((rc = login_as(g, ep, lw)) == TL_EAUTH || rc == TL_EDRIVER) {
+			*drift = TL_DRIFT_CREDENTIAL;
+			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
+			rc = 0;
+		} else if (rc != 0) {
+			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
+			goto out;
+		}
+	}
+	if (*drift == TL_DRIFT_NONE)
+		whyf(why, 0, "vhost \"%s\" and user \"%s\" are as tally set "
+		    "them%s", g->resource, g->login, g->password != NULL ?
+		    "; the user logged in over AMQP" : "");
+out:
+	json_decref(vh);
+	json_decref(u);
+	json_decref(up);
+	json_decref(vp);
+	return rc;
+}
+
+/* A name index over a JSON array of objects, by key (sorted). */
+struct idx {
+	const json_t	**v;
+	size_t		  n;
+	const char	 *key;
+};
+
+static const char *idx_key;
+
+static int
+idx_cmp(const void *a, const void *b)
+{
+	const char *x = json_string_value(json_object_get(
+	    *(const json_t *const *)a, idx_key));
+	const char *y = json_string_value(json_object_get(
+	    *(const json_t *const *)b, idx_key));
+
+	return strcmp(x != NULL ? x : "", y != NULL ? y : "");
+}
+
+static pthread_mutex_t idx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int
+idx_make(struct idx *x, const json_t *arr, const char *key)
+{
+	size_t i;
+
+	x->key = key;
+	x->n = json_array_size(arr);
+	if ((x->v = calloc(x->n + 1, sizeof(*x->v))) == NULL)
+		return ENOMEM;
+	for (i = 0; i < x->n; i++)
+		x->v[i] = json_array_get(arr, i);
+	/* qsort has no argument: the key is a global, under a lock. */
+	pthread_mutex_lock(&idx_lock);
+	idx_key = key;
+	qsort(x->v, x->n, sizeof(*x->v), idx_cmp);
+	pthread_mutex_unlock(&idx_lock);
+	return 0;
+}
+
+/* The first entry whose key is name, its position in *at; NULL: none. */
+static const json_t *
+idx_find(const struct idx *x, const char *name, size_t *at)
+{
+	size_t lo = 0, hi = x->n, mid;
+	const char *s;
+	int c;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		s = json_string_value(json_object_get(x->v[mid], x->key));
+		c = strcmp(s != NULL ? s : "", name);
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (at != NULL)
+		*at = lo;
+	if (lo < x->n && (s = json_string_value(json_object_get(x->v[lo],
+	    x->key))) != NULL && strcmp(s, name) == 0)
+		return x->v[lo];
+	return NULL;
+}
+
+/* Appends the rows of x whose key is name (and not already in). */
+static void
+idx_rows(const struct idx *x, const char *name, const json_t **out,
+    size_t *n, size_t cap)
+{
+	const char *s;
+	size_t at, j;
+
+	if (idx_find(x, name, &at) == NULL)
+		return;
+	for (; at < x->n && *n < cap; at++) {
+		s = json_string_value(json_object_get(x->v[at], x->key));
+		if (s == NULL || strcmp(s, name) != 0)
+			break;
+		for (j = 0; j < *n; j++)
+			if (out[j] == x->v[at])
+				break;
+		if (j == *n)
+			out[(*n)++] = x->v[at];
+	}
+}
+
+/*
+ * Three requests for every grant of the provider: the users (with their
+ * hashes), every permission, every vhost; then what check would find,
+ * the password compared with the stored hash instead of a login.
+ */
+static int
+rmq_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
+    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+{
+	struct tl_drv_rmq *r = h;
+	json_t *users = NULL, *perms = NULL, *vhosts = NULL;
+	struct idx xu = { 0 }, xv = { 0 }, xpu = { 0 }, xpv = { 0 };
+	const json_t *rows[RMQ_PERMS_MAX];
+	size_t i, np;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if ((rc = grant_ok(r, &gs[i], 0, why[i])) != 0)
+			return rc;
+	if ((rc = get_json(r, "/users", 0, &users, "list the users",
+	    why[0])) != 0 ||
+	    (rc = get_json(r, "/permissions", 0, &perms, "list the "
+	    "permissions", why[0])) != 0 ||
+	    (rc = get_json(r, "/vhosts?columns=name,description,tags,"
+	    "cluster_state", 0,
+	    &vhosts, "list the vhosts", why[0])) != 0)
+		goto out;
+	if ((rc = idx_make(&xu, users, "name")) != 0 ||
+	    (rc = idx_make(&xv, vhosts, "name")) != 0 ||
+	    (rc = idx_make(&xpu, perms, "user")) != 0 ||
+	    (rc = idx_make(&xpv, perms, "vhost")) != 0) {
+		rc = whyf(why[0], ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		np = 0;
+		idx_rows(&xpv, gs[i].resource, rows, &np, RMQ_PERMS_MAX);
+		idx_rows(&xpu, gs[i].login, rows, &np, RMQ_PERMS_MAX);
+		evaluate(r, &gs[i], idx_find(&xv, gs[i].resource, NULL),
+		    idx_find(&xu, gs[i].login, NULL), rows, np, &drift[i],
+		    why[i]);
+		if (drift[i] == TL_DRIFT_NONE)
+			whyf(why[i], 0, "vhost \"%s\" and user \"%s\" are as "
+			    "tally set them", gs[i].resource, gs[i].login);
+	}
+out:
+	free(xu.v);
+	free(xv.v);
+	free(xpu.v);
+	free(xpv.v);
+	json_decref(users);
+	json_decref(perms);
+	json_decref(vhosts);
+	return rc;
+}
+
+/*
+ * Tags off (the stored hash sent back: a PUT without one clears the
+ * password), ".*" on the vhost, no permissions elsewhere, and nobody
+ * else's on the vhost but the admin's and the grant's other logins'.
+ */
+static int
+rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	json_t *u = NULL, *up = NULL, *vp = NULL, *row;
+	const char *v, *pu, *hash, *alg;
+	char p[1024];
+	unsigned fixed = 0;
+	int rc, made;
+	size_t i;
+
+	if ((rc = grant_ok(r, g, 0, why)) != 0)
+		return rc;
+	if ((rc = vet_vhost(r, g, 0, &made, why)) != 0)
+		return rc == TL_ENOTFOUND ? TL_EDRIVER : rc;
+	if ((rc = get_user(r, g->login, &u, &up, why)) != 0)
+		return rc;
+	if (u == NULL) {
+		if (g->password == NULL)
+			return whyf(why, TL_EDRIVER, "user \"%s\" is gone "
+			    "(set_password recreates it)", g->login);
+		return rmq_set_password(h, g, why);
+	}
+	if (!user_ours(u, up, g->resource, g->login, why)) {
+		rc = TL_EDRIVER;
+		goto out;
+	}
+	if (!tags_empty(u)) {
+		hash = json_string_value(json_object_get(u, "password_hash"));
+		alg = json_string_value(json_object_get(u,
+		    "hashing_algorithm"));
+		if (hash != NULL && *hash != '\0' && alg != NULL)
+			rc = put_user_hash(r, g->login, hash, alg, why);
+		else if (g->password != NULL)
+			rc = put_user(r, g, why);
+		else
+			rc = whyf(why, TL_EDRIVER, "user \"%s\" has tags and "
+			    "no password hash: set_password repairs it",
+			    g->login);
+		if (rc != 0)
+			goto out;
+		fixed++;
+	}
+	if ((rc = put_perms(r, g->resource, g->login, why)) != 0)
+		goto out;
+	json_array_foreach(up, i, row) {
+		v = json_string_value(json_object_get(row, "vhost"));
+		if (v == NULL || strcmp(v, g->resource) == 0)
+			continue;
+		if ((rc = del(r, "/permissions", v, g->login, "remove a "
+		    "permission elsewhere", why)) != 0)
+			goto out;
+		fixed++;
+	}
+	if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource, NULL)) != 0)
+		goto out;
+	strcat(p, "/permissions");
+	if ((rc = get_json(r, p, 1, &vp, "read the vhost's permissions",
+	    why)) != 0)
+		goto out;
+	json_array_foreach(vp, i, row) {
+		pu = json_string_value(json_object_get(row, "user"));
+		if (pu == NULL || strcmp(pu, r->user) == 0 ||
+		    grant_login(g, pu))
+			continue;
+		if ((rc = del(r, "/permissions", g->resource, pu, "remove "
+		    "another user's permission", why)) != 0)
+			goto out;
+		fixed++;
+	}
+	whyf(why, 0, "user \"%s\" has \".*\" on vhost \"%s\" only (%u other "
+	    "change(s) undone)", g->login, g->resource, fixed);
+out:
+	json_decref(u);
+	json_decref(up);
+	json_decref(vp);
+	return rc;
+}
+
+/* --- credentials, sessions, revocation ------------------------------- */
+
+/* Deletes user if it is g's (absent: 0), closing its connections. */
+static int
+drop_user(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    const char *user, unsigned *closed, char *why)
+{
+	json_t *u = NULL, *up = NULL;
+	int rc;
+
+	*closed = 0;
+	if ((rc = get_user(r, user, &u, &up, why)) != 0)
+		return rc;
+	if (u == NULL)
+		goto out;
+	if (!user_ours(u, up, g->resource, user, why)) {
+		rc = TL_EDRIVER;
+		goto out;
+	}
+	/* Deleted first, so a client that reconnects is refused. */
+	if ((rc = del(r, "/users", user, NULL, "delete the user", why)) != 0 ||
+	    (rc = close_connections(r, user, closed, why)) != 0)
+		goto out;
+out:
+	json_decref(u);
+	json_decref(up);
+	return rc;
+}
+
+static int
+rmq_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return rmq_set_password(h, g, why);
+}
+
+static int
+rmq_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	unsigned closed;
+	int rc;
+
+	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
+	    (rc = drop_user(r, g, g->login, &closed, why)) != 0)
+		return rc;
+	return whyf(why, 0, "user \"%s\" deleted, %u connection(s) closed",
+	    g->login, closed);
+}
+
+static int
+rmq_sessions(void *h, const struct tl_drv_grant *g, unsigned *count,
+    char *why)
+{
+	struct tl_drv_rmq *r = h;
+	json_t *cs = NULL, *c;
+	const char *u;
+	size_t i;
+	int rc;
+
+	*count = 0;
+	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
+	    (rc = get_json(r, "/connections?columns=name,user", 0, &cs,
+	    "list the connections", why)) != 0)
+		return rc;
+	json_array_foreach(cs, i, c)
+		if ((u = json_string_value(json_object_get(c, "user"))) !=
+		    NULL && strcmp(u, g->login) == 0)
+			(*count)++;
+	json_decref(cs);
+	return whyf(why, 0, "user \"%s\" has %u connection(s)", g->login,
+	    *count);
+}
+
+/*
+ * Every login of g (g->login and the others beside it on the vhost) is
+ * deleted with its connections; drop deletes the vhost too.
+ */
+static int
+rmq_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	json_t *vh = NULL, *vp = NULL, *row;
+	char other[256], p[1024];
+	unsigned closed, users = 0, conns = 0;
+	enum rmq_mark k;
+	const char *pu;
+	size_t i;
+	int rc;
+
+	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
+	    (rc = get_vhost(r, g->resource, &vh, why)) != 0)
+		return rc;
+	if (vh != NULL && (k = vhost_mark(vh, g, other, sizeof(other))) !=
+	    MARK_OURS) {
+		rc = refuse_vhost(k, other, g->resource, g, why);
+		goto out;
+	}
+	if (vh != NULL) {
+		if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource,
+		    NULL)) != 0)
+			goto out;
+		strcat(p, "/permissions");
+		if ((rc = get_json(r, p, 1, &vp, "read the vhost's "
+		    "permissions", why)) != 0)
+			goto out;
+	}
+	json_array_foreach(vp, i, row) {
+		pu = json_string_value(json_object_get(row, "user"));
+		if (pu == NULL || strcmp(pu, g->login) == 0 ||
+		    !grant_login(g, pu))
+			continue;
+		if ((rc = drop_user(r, g, pu, &closed, why)) != 0)
+			goto out;
+		users++;
+		conns += closed;
+	}
+	if ((rc = drop_user(r, g, g->login, &closed, why)) != 0)
+		goto out;
+	users++;
+	conns += closed;
+	if (drop && vh != NULL && (rc = del(r, "/vhosts", g->resource, NULL,
+	    "delete the vhost", why)) != 0)
+		goto out;
+	whyf(why, 0, "%u user(s) deleted, %u connection(s) closed; vhost "
+	    "\"%s\" %s", users, conns, g->resource, vh == NULL ? "was gone" :
+	    drop ? "deleted" : "kept");
+out:
+	json_decref(vh);
+	json_decref(vp);
+	return rc;
+}
+
+/* The queues of g's vhost (NULL: the vhost is gone). */
+static int
+queues(struct tl_drv_rmq *r, const struct tl_drv_grant *g, json_t **qs,
+    char *why)
+{
+	char p[1100];
+	int rc;
+
+	if ((rc = path_of(r, p, sizeof(p) - 80, "/queues", g->resource,
+	    NULL)) != 0)
+		return whyf(why, rc, "vhost name too long");
+	strcat(p, "?columns=name,messages,message_bytes,exclusive,"
+	    "auto_delete");
+	return get_json(r, p, 1, qs, "list the vhost's queues", why);
+}
+
+static int
+rmq_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	json_t *qs = NULL, *q;
+	size_t i;
+	int rc;
+
+	*bytes = 0;
+	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
+	    (rc = queues(r, g, &qs, why)) != 0)
+		return rc;
+	json_array_foreach(qs, i, q)
+		*bytes += (uint64_t)json_integer_value(json_object_get(q,
+		    "message_bytes"));
+	json_decref(qs);
+	return 0;
+}
+
+static int
+rmq_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
+    char *why)
+{
+	struct tl_drv_rmq *r = h;
+	json_t *qs = NULL, *q;
+	unsigned long long nq = 0, nm = 0, nb = 0, vq = 0, vm = 0;
+	json_int_t m;
+	size_t i;
+	int rc;
+
+	*loses = 0;
+	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
+	    (rc = queues(r, g, &qs, why)) != 0)
+		return rc;
+	if (qs == NULL)
+		return whyf(why, 0, "vhost \"%s\" is gone: nothing left to lose",
+		    g->resource);
+	json_array_foreach(qs, i, q) {
+		m = json_integer_value(json_object_get(q, "messages"));
+		nq++;
+		nm += (unsigned long long)m;
+		nb += (unsigned long long)json_integer_value(json_object_get(q,
+		    "message_bytes"));
+		if (json_is_true(json_object_get(q, "exclusive")) ||
+		    json_is_true(json_object_get(q, "auto_delete"))) {
+			vq++;
+			vm += (unsigned long long)m;
+		}
+	}
+	json_decref(qs);
+	if (drop) {
+		*loses = nq > 0;
+		return whyf(why, 0, "vhost \"%s\" is deleted with its %llu "
+		    "queue(s) and %llu message(s) (%llu bytes)", g->resource,
+		    nq, nm, nb);
+	}
+	/* The users' connections close: what lives only with them goes. */
+	*loses = vq > 0;
+	return whyf(why, 0, "vhost \"%s\" (%llu queue(s), %llu message(s), "
+	    "%llu bytes) is kept; closing the users' connections deletes "
+	    "%llu exclusive or auto-delete queue(s) with %llu message(s)",
+	    g->resource, nq, nm, nb, vq, vm);
+}
+
+/* --- pure ------------------------------------------------------------- */
+
+static int
+rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	char *u = NULL, *pw = NULL, *vh = NULL;
+	const char *host = ep != NULL && ep->host != NULL ? ep->host : "";
+	const char *port = ep != NULL && ep->port != NULL ? ep->port : "";
+	int n, rc = 0;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "host") == 0)
+		n = snprintf(out, cap, "%s", host);
+	else if (strcmp(field, "port") == 0)
+		n = snprintf(out, cap, "%s", port);
+	else if (strcmp(field, "vhost") == 0)
+		n = snprintf(out, cap, "%s", g->resource);
+	else if (strcmp(field, "user") == 0)
+		n = snprintf(out, cap, "%s", g->login);
+	else if (strcmp(field, "password") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		n = snprintf(out, cap, "%s", g->password);
+	} else if (strcmp(field, "url") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		/* Each part percent-encoded: a vhost "/" is %2F. */
+		if ((u = curl_easy_escape(NULL, g->login, 0)) == NULL ||
+		    (pw = curl_easy_escape(NULL, g->password, 0)) == NULL ||
+		    (vh = curl_easy_escape(NULL, g->resource, 0)) == NULL) {
+			rc = ENOMEM;
+			goto out;
+		}
+		n = snprintf(out, cap, strchr(host, ':') != NULL ?
+		    "amqp://%s:%s@[%s]:%s/%s" : "amqp://%s:%s@%s:%s/%s", u, pw,
+		    host, port, vh);
+	} else
+		return TL_ENOTFOUND;
+	if (n < 0 || (size_t)n >= cap)
+		rc = TL_ETOOBIG;
+out:
+	if (pw != NULL) {
+		tl_secret_wipe(pw, strlen(pw));
+		curl_free(pw);
+	}
+	curl_free(u);
+	curl_free(vh);
+	if (rc != 0) {
+		tl_secret_wipe(out, cap);
+		out[0] = '\0';
+	}
+	return rc;
+}
+
+static const char *const rmq_types[] = { "rabbitmq-vhost", NULL };
+static const char *const rmq_tags[] = { "broker", "amqp", NULL };
+static const char *const rmq_fields[] = { "host", "port", "vhost", "user",
+	"password", "url", NULL };
+static const struct tl_drv_field rmq_field_info[] = {
+	{ "host", 0 }, { "port", 0 }, { "vhost", 0 }, { "user", 0 },
+	{ "password", 1 }, { "url", 1 }, { NULL, 0 }
+};
+
+static const struct tl_drv_revocation rmq_revocation = {
+	.destroys = 1,
+	.retain = 1,
+	.revoke = "the vhost's users are deleted and their connections "
+	    "closed, which deletes their exclusive and auto-delete queues "
+	    "and the messages in them",
+	.retain_means = "the vhost is kept with its durable queues and "
+	    "their messages, nobody able to log in (tally restore makes the "
+	    "user again)",
+	.purge = "deletes the vhost with every queue and message in it",
+};
+
+static const struct tl_drv_setting rmq_settings[] = {
+	{ "host", "", 0, TL_DRV_HOST, "where tallyd reaches the management "
+	    "API (default: the admin-host, else the node's routable name)" },
+	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
+	    "name it (host wins)" },
+	{ "port", "5672", 0, TL_DRV_PORT, "the AMQP port consumers connect "
+	    "to" },
+	{ "management-port", "15672", 0, TL_DRV_PORT, "the management HTTP "
+	    "API's port (tallyd's admin path: never AMQP)" },
+	{ "admin-user", "guest", 0, TL_DRV_STRING, "the management user "
+	    "tallyd acts as (tag administrator)" },
+	{ "admin-password", "", 1, TL_DRV_STRING, "its password (--secret)" },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
+};
+
+const struct tl_drv_ops tl_drv_rabbitmq = {
+	.name = "rabbitmq",
+	.types = rmq_types,
+	.settings = rmq_settings,
+	.fields = rmq_fields,
+	.open = rmq_open,
+	.close = rmq_close,
+	.create = rmq_create,
+	.check = rmq_check,
+	.check_bulk = rmq_check_bulk,
+	.set_password = rmq_set_password,
+	.fix_privileges = rmq_fix_privileges,
+	.revoke = rmq_revoke,
+	.size = rmq_size,
+	.tags = rmq_tags,
+	.field_info = rmq_field_info,
+	.compose = rmq_compose,
+	.credential = TL_DRV_CRED_LOGIN_BESIDE,
+	.add_credential = rmq_add_credential,
+	.retire_credential = rmq_retire_credential,
+	.revocation = &rmq_revocation,
+	.sessions = rmq_sessions,
+	.loss = rmq_loss,
+};

@@ -13,6 +13,7 @@
 #include "projections/grant.h"
 #include "rx-internal.h"
 #include "rx.h"
+#include "session.h"
 
 int
 tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,

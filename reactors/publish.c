@@ -57,6 +57,7 @@
 #include "core/secret.h"
 #include "core/sub.h"
 #include "core/amqp.h"
+#include "core/envelope.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "rx.h"
@@ -70,6 +71,9 @@
 #define BACKOFF_MAX_NS	(15000u * 1000000ull)
 #define ACKS_PER_PASS	200
 #define ACK_POLL_NS	(1000u * 1000000ull)
+#define EPOCH_IDLE_MS	1000	/* tl_rx_publish_epoch_seen: the end */
+#define EPOCH_SCAN_MS	30000	/* ... reading it all, at most */
+#define AHEAD_BUDGET_NS	(2000u * 1000000ull)	/* tl_rx_publish_ahead */
 
 struct inflight {
 	uint64_t	seq;
@@ -1132,4 +1136,91 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 	else if (ps->acks[0])
 		*next_ns = ps->next_ack_ns;
 	return 0;
+}
+
+void
+tl_rx_publish_ahead(struct tl_rx *rx)
+{
+	struct tl_rx_pub *ps = rx->pub;
+	uint64_t start = tl_rx_now(), next = 0;
+	unsigned n = 0;
+
+	if (ps == NULL || !ps->enabled || ps->stream[0] == '\0' ||
+	    ps->a == NULL)
+		return;
+	/* A publisher behind by a burst takes a few of its batches. */
+	do {
+		if (tl_rx_publish(rx, &n, &next) != 0)
+			return;
+	} while (next != 0 && next <= tl_rx_now() && ps->a != NULL &&
+	    tl_rx_now() - start < AHEAD_BUDGET_NS);
+}
+
+int
+tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
+    size_t cap)
+{
+	struct tl_rx_pub *ps = rx->pub;
+	struct tl_amqp *a = NULL;
+	struct tl_amqp_delivery d;
+	struct tl_event ev;
+	struct tl_bview v;
+	char why[256] = "";
+	uint64_t end = tl_sub_deadline(EPOCH_SCAN_MS), n = 0;
+	int rc;
+
+	*seen = 0;
+	if (ps == NULL) {
+		if ((ps = tl_secret_calloc(1, sizeof(*ps))) == NULL)
+			return ENOMEM;
+		msgpack_sbuffer_init(&ps->mp);
+		rx->pub = ps;
+	}
+	if ((rc = load_config(rx, ps)) != 0)
+		return rc;
+	if (!ps->enabled || ps->stream[0] == '\0')
+		return TL_ENOTFOUND;
+	snprintf(where, cap, "stream %s at %s", ps->stream, ps->url);
+	/* Its own connection: the publisher's is not up before the fence. */
+	if ((rc = tl_amqp_connect(&ps->conf, &a, why, sizeof(why))) != 0 ||
+	    (rc = tl_amqp_consume_stream(a, ps->stream, 1024, -1)) != 0) {
+		tl_rx_log(rx, TL_RX_WARN, "epoch: cannot read the %s: %s (%s)",
+		    where, tl_strerror(rc), a ? tl_amqp_lasterr(a) : why);
+		goto out;
+	}
+	/* To its end: a second with nothing new. */
+	while ((rc = tl_amqp_next(a, tl_sub_deadline(EPOCH_IDLE_MS), &d)) ==
+	    0) {
+		if (tl_env_decode(d.body, d.len, &ev, NULL) == 0 &&
+		    strcmp(ev.type, TL_EV_CP_PROMOTED) == 0 &&
+		    tl_bview_open(&v, ev.body, ev.body_len) == 0) {
+			uint64_t e = tl_bn_getu64(v.root, "epoch", 0);
+
+			if (e > *seen)
+				*seen = e;
+			tl_bview_close(&v);
+		}
+		free(d.body);
+		/* A stream gives credit back only for what is acknowledged. */
+		if (++n % 256 == 0 && (rc = tl_amqp_ack(a, d.tag, 1)) != 0)
+			break;
+		if (tl_sub_clock() > end) {
+			rc = TL_ETIMEDOUT;
+			tl_rx_log(rx, TL_RX_WARN, "epoch: the %s was not read "
+			    "to its end in %u s (%llu messages)", where,
+			    EPOCH_SCAN_MS / 1000, (unsigned long long)n);
+			goto out;
+		}
+	}
+	if (rc == TL_ETIMEDOUT)
+		rc = 0;
+	else
+		tl_rx_log(rx, TL_RX_WARN, "epoch: reading the %s: %s (%s)",
+		    where, tl_strerror(rc), tl_amqp_lasterr(a));
+	tl_rx_log(rx, TL_RX_DEBUG, "epoch: read %llu message(s) of the %s, "
+	    "highest promotion %llu", (unsigned long long)n, where,
+	    (unsigned long long)*seen);
+out:
+	tl_amqp_close(a);
+	return rc;
 }

@@ -34,6 +34,7 @@
 #include "projections/events.h"
 #include "projections/rebind.h"
 #include "projections/rotation.h"
+#include "epoch.h"
 #include "pass.h"
 #include "rx-internal.h"
 
@@ -134,6 +135,8 @@ load_sides(struct mpass *ps, struct tl_txn *t, const struct tl_proj *p,
 			}
 		}
 	}
+	tl_ep_arm(ps->rx, &st->from);
+	tl_ep_arm(ps->rx, &st->to);
 	st->loaded = 1;
 	return 0;
 }
@@ -333,6 +336,10 @@ on_provider(const struct tl_rx_prov *pv, int what,
 	admin_of(pv, &a, sv);
 	if ((rc = ops->open(&a, &h, why)) != 0)
 		return rc;
+	if ((rc = tl_ep_session(pv, h, why)) != 0) {
+		ops->close(h);
+		return rc;
+	}
 	switch (what) {
 	case DO_CREATE:
 		rc = ops->create(h, dg, why);	/* sets the password */
@@ -366,7 +373,8 @@ size_on(const struct tl_rx_prov *pv, const struct tl_drv_grant *dg,
 	admin_of(pv, &a, sv);
 	if ((rc = ops->open(&a, &h, why)) != 0)
 		return rc;
-	rc = ops->size(h, dg, bytes, why);
+	if ((rc = tl_ep_session(pv, h, why)) == 0)
+		rc = ops->size(h, dg, bytes, why);
 	ops->close(h);
 	return rc;
 }

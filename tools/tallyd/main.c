@@ -478,6 +478,14 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 			    chain_done > 0))
 				continue;
 			r->rc = r->run(rx, &r->last);
+			/*
+			 * A session found a provider fenced above our epoch:
+			 * nothing more is acted on or published.
+			 */
+			if (atomic_load(&rx->deposed)) {
+				tl_ep_stop(rx);
+				return EXIT_DEPOSED;
+			}
 			/* A fold that met a bad event: not acted on. */
 			if (r->rc == TL_ECORRUPT) {
 				logx(TL_RX_ERR, "%s: the log does not verify "
@@ -589,6 +597,7 @@ main(int argc, char **argv)
 	struct tl_follow_opts fo;
 	int follow = 0;
 	uint64_t epoch = 1;
+	int deposed = 0;
 
 	/* The master key and passwords in memory never reach a dump. */
 	tl_secret_harden();
@@ -755,7 +764,16 @@ main(int argc, char **argv)
 	    once ? " once" : "", rx.workers, interval);
 
 	rx.verify_interval_ns = (uint64_t)vinterval * 1000000000u;
-	/* Before anything is acted on: this epoch's fence, or deposed. */
+	/*
+	 * Before anything is acted on: a later promotion in the replication
+	 * stream, then this epoch's fence on every provider, or deposed.
+	 */
+	if ((rc = tl_ep_stream_check(&rx, &deposed)) != 0)
+		logx(TL_RX_ERR, "epoch: %s", tl_strerror(rc));
+	if (deposed) {
+		ex = EXIT_DEPOSED;
+		goto out;
+	}
 	if (fence_check(&rx, &epoch, 1)) {
 		ex = EXIT_DEPOSED;
 		goto out;

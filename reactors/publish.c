@@ -93,6 +93,7 @@ struct tl_rx_pub {
 	int			 node_queues;
 	char			 acks[256];
 	char			 stream[256];	/* "" : none */
+	const struct tl_key	*key;		/* rx's: the stream's "mac" */
 	/* The connection and what was declared on it. */
 	struct tl_amqp		*a;
 	char			(*queues)[80];
@@ -660,7 +661,8 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
     const char *id, uint64_t *tag)
 {
 	struct tl_amqp_msg m;
-	char h[2 * TL_HASH_LEN + 1];
+	char h[2 * TL_HASH_LEN + 1], mh[2 * TL_STREAM_MAC_LEN + 1];
+	uint8_t mac[TL_STREAM_MAC_LEN];
 
 	hex(ev->hash, TL_HASH_LEN, h);
 	memset(&m, 0, sizeof(m));
@@ -678,6 +680,14 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
 	m.hdr[1].key = "hash";
 	m.hdr[1].str = h;
 	m.nhdr = 2;
+	/* Only a holder of the master key makes this (secret.h). */
+	if (ps->key != NULL && ps->key->k != NULL) {
+		tl_secret_stream_mac(ps->key, ev->hash, TL_HASH_LEN, mac);
+		hex(mac, TL_STREAM_MAC_LEN, mh);
+		m.hdr[2].key = "mac";
+		m.hdr[2].str = mh;
+		m.nhdr = 3;
+	}
 	return tl_amqp_publish(ps->a, &m, tag);
 }
 
@@ -1092,6 +1102,7 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 		msgpack_sbuffer_init(&ps->mp);
 		rx->pub = ps;
 	}
+	ps->key = &rx->key;
 	if ((rc = load_config(rx, ps)) != 0)
 		return rc;
 	if (!ps->enabled)
@@ -1156,6 +1167,45 @@ tl_rx_publish_ahead(struct tl_rx *rx)
 	    tl_rx_now() - start < AHEAD_BUDGET_NS);
 }
 
+static int
+unhex(const char *s, uint8_t *out, size_t n)
+{
+	size_t i;
+	int hi, lo;
+
+	if (strlen(s) != 2 * n)
+		return -1;
+	for (i = 0; i < n; i++) {
+		hi = s[2 * i] >= 'a' ? s[2 * i] - 'a' + 10 : s[2 * i] - '0';
+		lo = s[2 * i + 1] >= 'a' ? s[2 * i + 1] - 'a' + 10 :
+		    s[2 * i + 1] - '0';
+		if (hi < 0 || hi > 15 || lo < 0 || lo > 15)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+/*
+ * A promotion counts only as the leader published it: its bytes hash
+ * (with its own link) to its "hash" header, which carries our master
+ * key's authenticator.  Anyone who may publish to the stream could
+ * otherwise depose every leader.
+ */
+static int
+promotion_ok(struct tl_rx *rx, const struct tl_event *ev,
+    const struct tl_amqp_delivery *d)
+{
+	uint8_t h[TL_HASH_LEN], want[TL_HASH_LEN], mac[TL_STREAM_MAC_LEN];
+
+	if (rx->key.k == NULL || unhex(d->hash, want, sizeof(want)) != 0 ||
+	    unhex(d->mac, mac, sizeof(mac)) != 0)
+		return 0;
+	tl_log_chain_hash(ev->prev, d->body, d->len, h);
+	return memcmp(h, want, sizeof(h)) == 0 &&
+	    tl_secret_stream_mac_ok(&rx->key, want, sizeof(want), mac);
+}
+
 int
 tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
     size_t cap)
@@ -1193,6 +1243,12 @@ tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
 	    0) {
 		if (tl_env_decode(d.body, d.len, &ev, NULL) == 0 &&
 		    strcmp(ev.type, TL_EV_CP_PROMOTED) == 0 &&
+		    !promotion_ok(rx, &ev, &d))
+			tl_rx_log(rx, TL_RX_WARN, "epoch: a control-plane."
+			    "promoted at offset %lld of the %s is not "
+			    "authenticated by the master key: ignored",
+			    (long long)d.offset, where);
+		else if (strcmp(ev.type, TL_EV_CP_PROMOTED) == 0 &&
 		    tl_bview_open(&v, ev.body, ev.body_len) == 0) {
 			uint64_t e = tl_bn_getu64(v.root, "epoch", 0);
 

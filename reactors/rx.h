@@ -68,7 +68,7 @@ struct tl_rx {
 	 */
 	uint64_t		 epoch;
 	atomic_int		 deposed;
-	char			 deposed_msg[512];
+	char			 deposed_msg[1024];
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */

@@ -150,10 +150,14 @@ tly log --json | t_jfields seq id >"$W/l.ids"
 fly log --json | t_jfields seq id >"$W/f.ids"
 cmp -s "$W/l.ids" "$W/f.ids" || t_fail "tally log differs between the homes"
 fly history app >/dev/null || t_fail "tally history on the follower failed"
+tly grants --json >"$W/l.grants"; fly grants --json >"$W/f.grants"
+[ -s "$W/f.grants" ] && cmp -s "$W/l.grants" "$W/f.grants" || t_fail "tally grants differs on the follower: $(head -c 300 "$W/f.grants")"
+tly replay --until 100 --status --json >"$W/l.replay"; fly replay --until 100 --status --json >"$W/f.replay"
+[ -s "$W/f.replay" ] && cmp -s "$W/l.replay" "$W/f.replay" || t_fail "tally replay differs on the follower"
 st=0; fly status >"$W/fstatus.out" 2>&1 || st=$?
 [ $st -eq 0 ] || [ $st -eq 6 ] || t_fail "tally status on the follower exited $st"
 grep -q "refusing the record" "$T_DLOG" && t_fail "the follower refused something: $(grep refusing "$T_DLOG")"
-t_ok "$(wc -l <"$W/leader.dump") dump lines identical; verify, rebuild --check, log, history, status work"
+t_ok "$(wc -l <"$W/leader.dump") dump lines identical; verify, rebuild --check, log, history, grants, replay, status work"
 
 t_say "a tampered event injected into the stream"
 kill -TERM "$T_DPID"; t_wait_exit "$T_DPID" 10

@@ -15,7 +15,11 @@
  * be byte-identical to what we hold (then it is skipped), otherwise the
  * published record has a different past and we stop, naming the
  * sequence.  A gap, a broken link or a hash that does not match stops
- * us too: nothing past it is appended, nothing before it is lost.  The
+ * us too: nothing past it is appended, nothing before it is lost.  With
+ * the master key in the home, a message whose "mac" header is not the
+ * key's authenticator of its hash (core/secret.h) was not published by
+ * the leader: it is refused, named, and passed over (whoever may publish
+ * to the stream cannot stop us with it).  The
  * checkpoint "publisher" follows the head as well: everything here came
  * from the stream, so once promoted this home publishes only what is
  * new.  The follower does not declare the stream (the leader's

@@ -69,10 +69,14 @@ static const char usage[] =
 "                  leader's record from the RabbitMQ stream NAME into\n"
 "                  this log, checking every link; no reconciling.  Stops\n"
 "                  (exit 5) at a gap, a broken link or a rewritten past,\n"
-"                  naming the event.  --secret password reads the broker\n"
-"                  password from standard input (default user guest)\n"
-"  exit 9          deposed: a provider is fenced at a higher epoch (another\n"
-"                  control plane was promoted, tally promote): it stops\n"
+"                  naming the event.  With the master key in the home,\n"
+"                  a message without the leader's authenticator is\n"
+"                  refused and passed over.  --secret password reads the\n"
+"                  broker password from standard input (default user guest)\n"
+"  exit 9          deposed: a provider is fenced at a higher epoch (at\n"
+"                  start, every resync, every provider session), or the\n"
+"                  stream holds a later promotion (at start): another\n"
+"                  control plane was promoted (tally promote); it stops\n"
 "  -v              debug logging\n";
 
 static volatile sig_atomic_t stop;

@@ -114,7 +114,7 @@ while [ $i -le "$N" ]; do
 done
 # The kill comes once the leader has provisioned 3 grants and the
 # standby holds intents whose outcome the leader has not recorded (a
-# pass in its calls: its intents went out first), 0.8 s into them.
+# pass in its calls: its intents went out first), 1.2 s into them.
 intents_of() { TALLY_HOME=$1 "$TALLY_BIN/tally" log --json --type grant.provisioning | t_jfields stream | sort -u; }
 outcomes_of() { TALLY_HOME=$1 "$TALLY_BIN/tally" log --json --type grant.provisioned | t_jfields stream | sort -u; }
 _i=0
@@ -123,7 +123,7 @@ until [ "$(tly log --json --type grant.provisioned | wc -l)" -ge 3 ] &&
 	_i=$((_i + 1)); [ $_i -lt 1200 ] || t_fail "no pass in its calls with its intents on the standby in 120 s"
 	sleep 0.05
 done
-sleep 0.8
+sleep 1.2
 kill -KILL "$LPID"
 t_wait_exit "$LPID" 10
 CK=$(pub_ck "$LH")

@@ -462,6 +462,11 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 		/* Nothing is acted on past an event that is bad. */
 		if (moved && verify_chain(rx->log, chain) != 0)
 			return EXIT_CORRUPT;
+		/* Deposed before the loop (the re-verification's sessions). */
+		if (atomic_load(&rx->deposed)) {
+			tl_ep_stop(rx);
+			return EXIT_DEPOSED;
+		}
 		/* A later epoch's fence on a provider: deposed, stop. */
 		if (mono_ms() >= next_fence) {
 			if (fence_check(rx, epoch, 0))

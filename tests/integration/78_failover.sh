@@ -20,7 +20,9 @@
 #      promotion it reads in the stream, and publishes nothing; with
 #      PostgreSQL up it exits 9 on the fence; it touches no provider (no
 #      database or role appears), and tally status there shows it
-#      deposed.
+#      deposed; a forged control-plane.promoted (epoch 3, a valid
+#      envelope with its chain hash, no mac) injected into the stream
+#      deposes nobody.
 . "$(dirname "$0")/lib.sh"
 
 R_DIR=$W/rmq
@@ -218,6 +220,27 @@ grep -q "deposed: the replication stream $STREAM at .* holds control-plane.promo
 t_pg_restart_server
 [ "$(pub_ck "$LH")" = "$CK0" ] || t_fail "the deposed leader published (checkpoint $CK0, now $(pub_ck "$LH"))"
 t_ok "exit 9, read from the stream; its publisher checkpoint stays at $CK0"
+
+t_check "a forged promotion injected into the stream deposes nobody"
+# A real control-plane.promoted at epoch 3 (a copy of the new leader's
+# home promoted once more), published by a third party: no mac.
+cp -a "$FH" "$W/fx"
+: >"$W/fx/standby"
+TALLY_HOME=$W/fx tly promote --yes >/dev/null || t_fail "promote on the copy failed"
+X=$(head_of "$W/fx")
+events_dump "$W/fx" >"$W/fx.dump"
+REC=$(awk -v k=" $(printf '%016x' "$X")" '$0 == k { getline; print; exit }' "$W/fx.dump" | tr -d ' ')
+[ -n "$REC" ] || t_fail "the copy's promotion not found"
+P=$(printf '%s' "$REC" | cut -c65- | xxd -r -p | base64 -w0)
+api POST /exchanges/%2F/amq.default/publish \
+	"{\"properties\":{\"type\":\"control-plane.promoted\",\"headers\":{\"seq\":$X,\"hash\":\"$(printf '%s' "$REC" | cut -c1-64)\"}},\"routing_key\":\"$STREAM\",\"payload\":\"$P\",\"payload_encoding\":\"base64\"}" |
+	grep -q '"routed":true' || t_fail "the forged promotion was not routed"
+t_expect_exit 0 "the new leader with a forged later promotion in the stream" \
+	"$TALLY_BIN/tallyd" --home "$FH" --once --once-timeout 60
+grep -q "control-plane.promoted at offset [0-9]* of the stream $STREAM at .* is not authenticated by the master key: ignored" "$W/last.err" ||
+	t_fail "the new leader does not say it ignored the forged promotion: $(grep -i epoch "$W/last.err" | tail -n 3)"
+t_ok "epoch 3 forged at event $X: ignored, the new leader ran (exit 0)"
+
 # The broker down: no stream to read; the fence says it.
 r_kill
 t_expect_exit 9 "the old leader" timeout 60 "$TALLY_BIN/tallyd" --home "$LH" --interval 1

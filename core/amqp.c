@@ -655,6 +655,14 @@ fill(struct tl_amqp_delivery *d, const amqp_message_t *msg)
 					    e->value.value.bytes);
 				continue;
 			}
+			if (e->key.len == 3 && memcmp(e->key.bytes, "mac",
+			    3) == 0) {
+				if (e->value.kind == AMQP_FIELD_KIND_UTF8 ||
+				    e->value.kind == AMQP_FIELD_KIND_BYTES)
+					copyb(d->mac, sizeof(d->mac),
+					    e->value.value.bytes);
+				continue;
+			}
 			if (e->key.len == 3 && memcmp(e->key.bytes, "seq",
 			    3) == 0)
 				dst = &d->seq;

@@ -1727,6 +1727,17 @@ iter_next(struct tl_iter *it, struct tl_event *ev)
 /* hash(prev || raw), as tl_append computes it. */
 static void
 chain_hash(const uint8_t prev[TL_HASH_LEN], const uint8_t *raw,
+    size_t len, uint8_t out[TL_HASH_LEN]);
+
+void
+tl_log_chain_hash(const uint8_t prev[TL_HASH_LEN], const void *raw,
+    size_t len, uint8_t out[TL_HASH_LEN])
+{
+	chain_hash(prev, raw, len, out);
+}
+
+static void
+chain_hash(const uint8_t prev[TL_HASH_LEN], const uint8_t *raw,
     size_t len, uint8_t out[TL_HASH_LEN])
 {
 	crypto_generichash_blake2b_state hs;

@@ -141,6 +141,14 @@ int	tl_append(struct tl_txn *txn, const struct tl_append *a,
 	    uint64_t *seqp, uint64_t *verp);
 
 /*
+ * The chain hash of an encoded event raw[0..len) whose predecessor's
+ * hash is prev: what the log stores with it, and what tl_log_append_raw
+ * checks.  Pure.
+ */
+void	tl_log_chain_hash(const uint8_t prev[TL_HASH_LEN], const void *raw,
+	    size_t len, uint8_t out[TL_HASH_LEN]);
+
+/*
  * Appends an event encoded elsewhere, byte for byte (a follower copying
  * the leader's log, so that the chain and the head hash are the same):
  * raw[0..len) must decode, carry sequence head+1 and its stream's next

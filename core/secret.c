@@ -392,3 +392,38 @@ tl_secret_node_public(const uint8_t sk[TL_SECKEY_LEN],
 {
 	return crypto_scalarmult_base(pk, sk) == 0 ? 0 : TL_ESECRET;
 }
+
+_Static_assert(TL_KEY_LEN == crypto_kdf_KEYBYTES, "the master key is a kdf key");
+_Static_assert(TL_STREAM_MAC_LEN == crypto_auth_BYTES, "one HMAC");
+
+/* The stream's subkey: derived on each use, wiped after. */
+static void
+stream_subkey(const struct tl_key *key, uint8_t sub[crypto_auth_KEYBYTES])
+{
+	crypto_kdf_derive_from_key(sub, crypto_auth_KEYBYTES, 1, "tlstream",
+	    key->k);
+}
+
+void
+tl_secret_stream_mac(const struct tl_key *key, const uint8_t *hash,
+    size_t hlen, uint8_t mac[TL_STREAM_MAC_LEN])
+{
+	uint8_t sub[crypto_auth_KEYBYTES];
+
+	stream_subkey(key, sub);
+	crypto_auth(mac, hash, hlen, sub);
+	sodium_memzero(sub, sizeof(sub));
+}
+
+int
+tl_secret_stream_mac_ok(const struct tl_key *key, const uint8_t *hash,
+    size_t hlen, const uint8_t mac[TL_STREAM_MAC_LEN])
+{
+	uint8_t sub[crypto_auth_KEYBYTES];
+	int ok;
+
+	stream_subkey(key, sub);
+	ok = crypto_auth_verify(mac, hash, hlen, sub) == 0;
+	sodium_memzero(sub, sizeof(sub));
+	return ok;
+}

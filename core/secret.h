@@ -31,6 +31,20 @@ struct tl_key {
 	uint8_t *k;
 };
 
+/*
+ * The replication stream's authenticator of one event (issue 17): a MAC
+ * (HMAC-SHA-512-256) of its chain hash under a subkey of the master key
+ * (context "tlstream"), so that only a holder of the master key can
+ * publish an event that a follower holding it accepts.  The chain hash
+ * covers the event and, through its link, the whole past.  _ok compares
+ * in constant time: 1 when mac is hash's, 0 otherwise.
+ */
+#define TL_STREAM_MAC_LEN	32
+void	tl_secret_stream_mac(const struct tl_key *key, const uint8_t *hash,
+	    size_t hlen, uint8_t mac[TL_STREAM_MAC_LEN]);
+int	tl_secret_stream_mac_ok(const struct tl_key *key, const uint8_t *hash,
+	    size_t hlen, const uint8_t mac[TL_STREAM_MAC_LEN]);
+
 /* Creates path with a fresh key; TL_EEXIST if it exists. */
 int	tl_secret_keygen(const char *path);
 /*

@@ -2291,33 +2291,43 @@ static const struct tl_drv_setting pg_settings[] = {
 /*
  * The fence: one row in tally_fence in the maintenance database (the
  * admin session's), raised with GREATEST in one statement, so two
- * control planes racing leave the higher epoch and each sees it.
+ * control planes racing leave the higher epoch and each sees it.  One
+ * round trip once the table exists (tallyd raises it on every session
+ * a pass opens): the table is made only when the statement says it is
+ * missing.
  */
 static int
 pg_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
 {
 	struct tl_drv_pg *p = h;
-	const char *vals[1];
+	const char *vals[1], *st;
 	char e[24];
 	PGresult *r;
-	int rc;
+	int rc, tries;
 
 	if ((rc = pg_ensure(p, why)) != 0)
 		return rc;
-	if ((rc = run(p->conn, "CREATE TABLE IF NOT EXISTS tally_fence ("
-	    "id int PRIMARY KEY DEFAULT 1 CHECK (id = 1), "
-	    "epoch bigint NOT NULL)", "create tally_fence", why)) != 0)
-		return rc;
 	snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
 	vals[0] = e;
-	r = PQexecParams(p->conn, "INSERT INTO tally_fence (id, epoch) "
-	    "VALUES (1, $1::bigint) ON CONFLICT (id) DO UPDATE SET epoch = "
-	    "GREATEST(tally_fence.epoch, EXCLUDED.epoch) RETURNING epoch",
-	    1, NULL, vals, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-		rc = res_err(p->conn, r, "raise the fence", why);
+	for (tries = 0;; tries++) {
+		r = PQexecParams(p->conn, "INSERT INTO tally_fence (id, epoch) "
+		    "VALUES (1, $1::bigint) ON CONFLICT (id) DO UPDATE SET "
+		    "epoch = GREATEST(tally_fence.epoch, EXCLUDED.epoch) "
+		    "RETURNING epoch", 1, NULL, vals, NULL, NULL, 0);
+		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+			break;
+		st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		if (tries > 0 || st == NULL || strcmp(st, "42P01") != 0) {
+			rc = res_err(p->conn, r, "raise the fence", why);
+			PQclear(r);
+			return rc;
+		}
 		PQclear(r);
-		return rc;
+		/* undefined_table: the first fence on this provider. */
+		if ((rc = run(p->conn, "CREATE TABLE IF NOT EXISTS tally_fence ("
+		    "id int PRIMARY KEY DEFAULT 1 CHECK (id = 1), "
+		    "epoch bigint NOT NULL)", "create tally_fence", why)) != 0)
+			return rc;
 	}
 	*current = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
 	PQclear(r);

@@ -23,6 +23,7 @@
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
+#include "epoch.h"
 #include "pass.h"
 #include "rx-internal.h"
 #include "session.h"
@@ -171,6 +172,11 @@ change(struct tl_rx_job *j)
 	}
 	if (st->rc != 0)
 		return;
+	/* The fence, on this session, before the change (epoch.h). */
+	if ((st->rc = tl_ep_session(&st->pv, h, st->why)) != 0) {
+		st->ops->close(h);
+		return;
+	}
 	st->rc = st->ops->set_admin_password(h, st->pv.user, st->newpw,
 	    st->why);
 	st->ops->close(h);
@@ -337,6 +343,8 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
 			    "admin rotation of %s: %s", st->id,
 			    tl_strerror(st->rc));
 		}
+		st->pv.ops = st->ops;
+		tl_ep_arm(ps->rx, &st->pv);
 	}
 	if (ps->n > 0)
 		*phases |= TL_RX_CALLS | TL_RX_OUTCOMES;

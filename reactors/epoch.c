@@ -2,6 +2,7 @@
  * epoch.c - the epoch in force, from the log (epoch.h).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,102 @@ deposed_cb(struct tl_txn *t, void *arg)
 	    strlen(da->msg));
 }
 
+/* The first to find us deposed says why (rx->deposed_msg). */
+static void
+mark(struct tl_rx *rx, const char *id, uint64_t cur, uint64_t epoch)
+{
+	int zero = 0;
+
+	if (!atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
+		return;
+	snprintf(rx->deposed_msg, sizeof(rx->deposed_msg), "deposed: "
+	    "provider %s is fenced at epoch %llu and this control plane is "
+	    "at epoch %llu (another one was promoted)", id,
+	    (unsigned long long)cur, (unsigned long long)epoch);
+}
+
+void
+tl_ep_stop(struct tl_rx *rx)
+{
+	struct dep_arg da = { rx->deposed_msg };
+	int rc;
+
+	if (rx->deposed_msg[0] == '\0')
+		snprintf(rx->deposed_msg, sizeof(rx->deposed_msg), "deposed");
+	tl_rx_log(rx, TL_RX_ERR, "%s: refusing to act on it or on any "
+	    "provider; stopping", rx->deposed_msg);
+	if ((rc = tl_log_write(rx->log, deposed_cb, &da)) != 0)
+		tl_rx_log(rx, TL_RX_WARN, "cannot record that it is deposed: "
+		    "%s", tl_strerror(rc));
+}
+
+int
+tl_ep_stream_check(struct tl_rx *rx, int *deposed)
+{
+	struct tl_txn *t;
+	char where[600] = "";
+	uint64_t epoch = 1, seen = 0;
+	int rc, zero = 0;
+
+	*deposed = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	rc = tl_ep_current(t, &epoch, NULL);
+	tl_log_abort(t);
+	if (rc != 0)
+		return rc;
+	rx->epoch = epoch;
+	/* Not configured, or the broker away: the fences decide alone. */
+	if (tl_rx_publish_epoch_seen(rx, &seen, where, sizeof(where)) != 0 ||
+	    seen <= epoch) {
+		if (seen > 0 || where[0])
+			tl_rx_log(rx, TL_RX_DEBUG, "epoch %llu: the %s holds no "
+			    "later promotion", (unsigned long long)epoch, where);
+		return 0;
+	}
+	if (atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
+		snprintf(rx->deposed_msg, sizeof(rx->deposed_msg), "deposed: "
+		    "the replication %s holds control-plane.promoted at epoch "
+		    "%llu and this control plane is at epoch %llu (another one "
+		    "was promoted)", where, (unsigned long long)seen,
+		    (unsigned long long)epoch);
+	*deposed = 1;
+	tl_ep_stop(rx);
+	return 0;
+}
+
+void
+tl_ep_arm(struct tl_rx *rx, struct tl_rx_prov *pv)
+{
+	pv->epoch = rx->epoch;
+	pv->fence_rx = rx;
+}
+
+int
+tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
+{
+	struct tl_rx *rx = pv->fence_rx;
+	uint64_t cur = 0;
+	int rc;
+
+	if (rx == NULL || pv->epoch == 0 || pv->ops == NULL ||
+	    pv->ops->fence == NULL)
+		return 0;
+	if (atomic_load(&rx->deposed)) {
+		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+		return TL_EREFUSED;
+	}
+	if ((rc = pv->ops->fence(h, pv->epoch, &cur, why)) != 0)
+		return rc;
+	if (cur <= pv->epoch)
+		return 0;
+	mark(rx, pv->id, cur, pv->epoch);
+	snprintf(why, TL_DRV_WHY_MAX, "deposed: provider %s is fenced at "
+	    "epoch %llu, this control plane is at epoch %llu", pv->id,
+	    (unsigned long long)cur, (unsigned long long)pv->epoch);
+	return TL_EREFUSED;
+}
+
 static int
 catchup_cb(struct tl_txn *t, void *arg)
 {
@@ -160,6 +257,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 	if (rc != 0)
 		goto out;
 	*epochp = epoch;
+	rx->epoch = epoch;
 	tl_rx_log(rx, TL_RX_DEBUG, "fence: %zu provider(s) at epoch %llu",
 	    ids.n, (unsigned long long)epoch);
 	for (i = 0; i < ids.n && !*deposed; i++) {
@@ -219,23 +317,11 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 			continue;
 		}
 		if (cur > epoch) {
-			char msg[512];
-			struct dep_arg da = { msg };
-
-			snprintf(msg, sizeof(msg), "deposed: provider %s is "
-			    "fenced at epoch %llu and this control plane is "
-			    "at epoch %llu (another one was promoted)",
-			    ids.id[i], (unsigned long long)cur,
-			    (unsigned long long)epoch);
-			tl_rx_log(rx, TL_RX_ERR, "%s: refusing to act on it or "
-			    "on any provider; stopping", msg);
+			mark(rx, ids.id[i], cur, epoch);
 			*deposed = 1;
 			tl_log_abort(t);
 			t = NULL;
-			if ((rc = tl_log_write(rx->log, deposed_cb, &da)) != 0)
-				tl_rx_log(rx, TL_RX_WARN, "cannot record that "
-				    "it is deposed: %s", tl_strerror(rc));
-			rc = 0;
+			tl_ep_stop(rx);
 			break;
 		}
 		(*fenced)++;

@@ -52,11 +52,47 @@ struct tl_rx;
  * when loud, else as debug, so that a provider that is down for an
  * hour is not one warning per resync).  When a
  * provider's fence is above our epoch another control plane was
- * promoted: *deposed is set, it is logged and recorded (tl_ep_deposed),
- * and the caller must stop acting.  Errors: the log's.
+ * promoted: *deposed (and rx->deposed) is set, it is logged and
+ * recorded (tl_ep_stop), and the caller must stop acting.  Sets
+ * rx->epoch.  Errors: the log's.
  */
 int	tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 	    unsigned *fenced, unsigned *unfenced);
+
+struct tl_rx_prov;
+
+/*
+ * The fence on every session: tl_ep_arm makes pv carry rx's epoch (and
+ * its deposed flag) into the sessions opened on it, also on the pool's
+ * threads; tl_ep_session, on a session h just opened on pv and before
+ * any driver call on it, raises pv's fence to that epoch and reads it
+ * back (ops->fence: one round trip).  0: go on (also when pv is not
+ * armed, rx->epoch is 0, or the driver keeps no fence).  TL_EREFUSED
+ * with why (TL_DRV_WHY_MAX bytes) when the provider is fenced above our
+ * epoch: rx->deposed is set and no call may be made; the driver's error
+ * when the fence cannot be raised: no call is made on that session
+ * either (a fence we cannot see does not let us act).  Thread-safe.
+ */
+void	tl_ep_arm(struct tl_rx *rx, struct tl_rx_prov *pv);
+int	tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why);
+
+/*
+ * Before the fences at start: a leader whose providers cannot be
+ * reached still meets the promotion that deposed it in the replication
+ * stream it publishes to (the new leader publishes its
+ * control-plane.promoted there).  Reads the stream (publish.c:
+ * tl_rx_publish_epoch_seen); when it holds a promotion above the log's
+ * epoch, sets *deposed and rx->deposed and records why (tl_ep_stop).
+ * No stream configured, or a broker that cannot be read: 0, not
+ * deposed (the fences decide).  Errors: the log's.
+ */
+int	tl_ep_stream_check(struct tl_rx *rx, int *deposed);
+
+/*
+ * After rx->deposed was set (by a session, or tl_ep_fence): logs why
+ * and records it (tl_ep_deposed reads it back).  tallyd then exits.
+ */
+void	tl_ep_stop(struct tl_rx *rx);
 
 /*
  * 1 and the reason in msg when this home's tallyd found itself deposed

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/vec.h"
 #include "projections/decide.h"
+#include "epoch.h"
 #include "pass.h"
 #include "session.h"
 
@@ -323,7 +324,14 @@ session_run(struct tl_rx_job *j)
 	a.dbname = pv->db;
 	a.revoke_public_connect = pv->maint;
 	a.settings = tl_rx_prov_settings(pv, sv);
-	if ((rc = pv->ops->open(&a, &h, why)) != 0) {
+	rc = pv->ops->open(&a, &h, why);
+	/*
+	 * On this very session, before any call: a leader deposed since
+	 * the last resync makes none (epoch.h).
+	 */
+	if (rc == 0 && (rc = tl_ep_session(pv, h, why)) != 0)
+		pv->ops->close(h);
+	if (rc != 0) {
 		/* What no session takes fails with this. */
 		pthread_mutex_lock(&s->q->mu);
 		s->q->open_rc = rc;
@@ -356,6 +364,7 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 	for (i = 0; i < npv; i++) {
 		pthread_mutex_init(&qs[i].mu, NULL);
 		qs[i].pv = &pv[i];
+		tl_ep_arm(rx, &pv[i]);
 	}
 	for (k = 0; k < ncalls; k++) {
 		struct tl_rx_call *c = &calls[k];
@@ -488,8 +497,18 @@ tl_rx_pass_run(struct tl_rx *rx, const struct tl_rx_pass_def *d, void *arg)
 	if ((phases & TL_RX_INTENTS) && d->intents != NULL &&
 	    (rc = tl_log_write(rx->log, write_phase, &pa)) != 0)
 		return rc;
+	/* The intents reach the standby before the calls act on them. */
+	if ((phases & TL_RX_INTENTS) && d->intents != NULL &&
+	    (phases & TL_RX_CALLS) && d->calls != NULL)
+		tl_rx_publish_ahead(rx);
 	if ((phases & TL_RX_CALLS) && d->calls != NULL)
 		d->calls(arg, &phases);
+	/*
+	 * Deposed during the calls: nothing more is recorded (the intents
+	 * stay half done, as after a crash); tallyd stops.
+	 */
+	if (atomic_load(&rx->deposed))
+		return TL_EREFUSED;
 	pa.outcomes = 1;
 	if ((phases & TL_RX_OUTCOMES) && d->outcomes != NULL &&
 	    (rc = tl_log_write(rx->log, write_phase, &pa)) != 0)

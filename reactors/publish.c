@@ -58,6 +58,7 @@
 #include "core/sub.h"
 #include "core/amqp.h"
 #include "core/vec.h"
+#include "core/envelope.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "rx.h"
@@ -71,6 +72,9 @@
 #define BACKOFF_MAX_NS	(15000u * 1000000ull)
 #define ACKS_PER_PASS	200
 #define ACK_POLL_NS	(1000u * 1000000ull)
+#define EPOCH_IDLE_MS	1000	/* tl_rx_publish_epoch_seen: the end */
+#define EPOCH_SCAN_MS	30000	/* ... reading it all, at most */
+#define AHEAD_BUDGET_NS	(2000u * 1000000ull)	/* tl_rx_publish_ahead */
 
 struct inflight {
 	uint64_t	seq;
@@ -90,6 +94,7 @@ struct tl_rx_pub {
 	int			 node_queues;
 	char			 acks[256];
 	char			 stream[256];	/* "" : none */
+	const struct tl_key	*key;		/* rx's: the stream's "mac" */
 	/* The connection and what was declared on it. */
 	struct tl_amqp		*a;
 	char			(*queues)[80];
@@ -645,7 +650,8 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
     const char *id, uint64_t *tag)
 {
 	struct tl_amqp_msg m;
-	char h[2 * TL_HASH_LEN + 1];
+	char h[2 * TL_HASH_LEN + 1], mh[2 * TL_STREAM_MAC_LEN + 1];
+	uint8_t mac[TL_STREAM_MAC_LEN];
 
 	hex(ev->hash, TL_HASH_LEN, h);
 	memset(&m, 0, sizeof(m));
@@ -663,6 +669,14 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
 	m.hdr[1].key = "hash";
 	m.hdr[1].str = h;
 	m.nhdr = 2;
+	/* Only a holder of the master key makes this (secret.h). */
+	if (ps->key != NULL && ps->key->k != NULL) {
+		tl_secret_stream_mac(ps->key, ev->hash, TL_HASH_LEN, mac);
+		hex(mac, TL_STREAM_MAC_LEN, mh);
+		m.hdr[2].key = "mac";
+		m.hdr[2].str = mh;
+		m.nhdr = 3;
+	}
 	return tl_amqp_publish(ps->a, &m, tag);
 }
 
@@ -1077,6 +1091,7 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 		msgpack_sbuffer_init(&ps->mp);
 		rx->pub = ps;
 	}
+	ps->key = &rx->key;
 	if ((rc = load_config(rx, ps)) != 0)
 		return rc;
 	if (!ps->enabled)
@@ -1121,4 +1136,136 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 	else if (ps->acks[0])
 		*next_ns = ps->next_ack_ns;
 	return 0;
+}
+
+void
+tl_rx_publish_ahead(struct tl_rx *rx)
+{
+	struct tl_rx_pub *ps = rx->pub;
+	uint64_t start = tl_rx_now(), next = 0;
+	unsigned n = 0;
+
+	if (ps == NULL || !ps->enabled || ps->stream[0] == '\0' ||
+	    ps->a == NULL)
+		return;
+	/* A publisher behind by a burst takes a few of its batches. */
+	do {
+		if (tl_rx_publish(rx, &n, &next) != 0)
+			return;
+	} while (next != 0 && next <= tl_rx_now() && ps->a != NULL &&
+	    tl_rx_now() - start < AHEAD_BUDGET_NS);
+}
+
+static int
+unhex(const char *s, uint8_t *out, size_t n)
+{
+	size_t i;
+	int hi, lo;
+
+	if (strlen(s) != 2 * n)
+		return -1;
+	for (i = 0; i < n; i++) {
+		hi = s[2 * i] >= 'a' ? s[2 * i] - 'a' + 10 : s[2 * i] - '0';
+		lo = s[2 * i + 1] >= 'a' ? s[2 * i + 1] - 'a' + 10 :
+		    s[2 * i + 1] - '0';
+		if (hi < 0 || hi > 15 || lo < 0 || lo > 15)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+/*
+ * A promotion counts only as the leader published it: its bytes hash
+ * (with its own link) to its "hash" header, which carries our master
+ * key's authenticator.  Anyone who may publish to the stream could
+ * otherwise depose every leader.
+ */
+static int
+promotion_ok(struct tl_rx *rx, const struct tl_event *ev,
+    const struct tl_amqp_delivery *d)
+{
+	uint8_t h[TL_HASH_LEN], want[TL_HASH_LEN], mac[TL_STREAM_MAC_LEN];
+
+	if (rx->key.k == NULL || unhex(d->hash, want, sizeof(want)) != 0 ||
+	    unhex(d->mac, mac, sizeof(mac)) != 0)
+		return 0;
+	tl_log_chain_hash(ev->prev, d->body, d->len, h);
+	return memcmp(h, want, sizeof(h)) == 0 &&
+	    tl_secret_stream_mac_ok(&rx->key, want, sizeof(want), mac);
+}
+
+int
+tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
+    size_t cap)
+{
+	struct tl_rx_pub *ps = rx->pub;
+	struct tl_amqp *a = NULL;
+	struct tl_amqp_delivery d;
+	struct tl_event ev;
+	struct tl_bview v;
+	char why[256] = "";
+	uint64_t end = tl_sub_deadline(EPOCH_SCAN_MS), n = 0;
+	int rc;
+
+	*seen = 0;
+	if (ps == NULL) {
+		if ((ps = tl_secret_calloc(1, sizeof(*ps))) == NULL)
+			return ENOMEM;
+		msgpack_sbuffer_init(&ps->mp);
+		rx->pub = ps;
+	}
+	if ((rc = load_config(rx, ps)) != 0)
+		return rc;
+	if (!ps->enabled || ps->stream[0] == '\0')
+		return TL_ENOTFOUND;
+	snprintf(where, cap, "stream %s at %s", ps->stream, ps->url);
+	/* Its own connection: the publisher's is not up before the fence. */
+	if ((rc = tl_amqp_connect(&ps->conf, &a, why, sizeof(why))) != 0 ||
+	    (rc = tl_amqp_consume_stream(a, ps->stream, 1024, -1)) != 0) {
+		tl_rx_log(rx, TL_RX_WARN, "epoch: cannot read the %s: %s (%s)",
+		    where, tl_strerror(rc), a ? tl_amqp_lasterr(a) : why);
+		goto out;
+	}
+	/* To its end: a second with nothing new. */
+	while ((rc = tl_amqp_next(a, tl_sub_deadline(EPOCH_IDLE_MS), &d)) ==
+	    0) {
+		if (tl_env_decode(d.body, d.len, &ev, NULL) == 0 &&
+		    strcmp(ev.type, TL_EV_CP_PROMOTED) == 0 &&
+		    !promotion_ok(rx, &ev, &d))
+			tl_rx_log(rx, TL_RX_WARN, "epoch: a control-plane."
+			    "promoted at offset %lld of the %s is not "
+			    "authenticated by the master key: ignored",
+			    (long long)d.offset, where);
+		else if (strcmp(ev.type, TL_EV_CP_PROMOTED) == 0 &&
+		    tl_bview_open(&v, ev.body, ev.body_len) == 0) {
+			uint64_t e = tl_bn_getu64(v.root, "epoch", 0);
+
+			if (e > *seen)
+				*seen = e;
+			tl_bview_close(&v);
+		}
+		free(d.body);
+		/* A stream gives credit back only for what is acknowledged. */
+		if (++n % 256 == 0 && (rc = tl_amqp_ack(a, d.tag, 1)) != 0)
+			break;
+		if (tl_sub_clock() > end) {
+			rc = TL_ETIMEDOUT;
+			tl_rx_log(rx, TL_RX_WARN, "epoch: the %s was not read "
+			    "to its end in %u s (%llu messages)", where,
+			    EPOCH_SCAN_MS / 1000, (unsigned long long)n);
+			goto out;
+		}
+	}
+	if (rc == TL_ETIMEDOUT)
+		rc = 0;
+	else
+		tl_rx_log(rx, TL_RX_WARN, "epoch: reading the %s: %s (%s)",
+		    where, tl_strerror(rc), tl_amqp_lasterr(a));
+	tl_rx_log(rx, TL_RX_DEBUG, "epoch: read %llu message(s) of the %s, "
+	    "highest promotion %llu", (unsigned long long)n, where,
+	    (unsigned long long)*seen);
+out:
+	tl_amqp_close(a);
+	return rc;
 }

@@ -38,6 +38,7 @@
 #include "backoff.h"
 #include "credential.h"
 #include "deliver.h"
+#include "epoch.h"
 #include "pass.h"
 #include "rx-internal.h"
 #include "session.h"
@@ -139,6 +140,8 @@ load_sides(struct mpass *ps, struct tl_txn *t, const struct tl_proj *p,
 			}
 		}
 	}
+	tl_ep_arm(ps->rx, &st->from);
+	tl_ep_arm(ps->rx, &st->to);
 	st->loaded = 1;
 	return 0;
 }
@@ -338,6 +341,10 @@ on_provider(const struct tl_rx_prov *pv, int what,
 	admin_of(pv, &a, sv);
 	if ((rc = ops->open(&a, &h, why)) != 0)
 		return rc;
+	if ((rc = tl_ep_session(pv, h, why)) != 0) {
+		ops->close(h);
+		return rc;
+	}
 	switch (what) {
 	case DO_CREATE:
 		rc = ops->create(h, dg, why);	/* sets the password */
@@ -371,7 +378,8 @@ size_on(const struct tl_rx_prov *pv, const struct tl_drv_grant *dg,
 	admin_of(pv, &a, sv);
 	if ((rc = ops->open(&a, &h, why)) != 0)
 		return rc;
-	rc = ops->size(h, dg, bytes, why);
+	if ((rc = tl_ep_session(pv, h, why)) == 0)
+		rc = ops->size(h, dg, bytes, why);
 	ops->close(h);
 	return rc;
 }

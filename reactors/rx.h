@@ -38,6 +38,7 @@
 #define TL_RX_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/log.h"
@@ -78,6 +79,17 @@ struct tl_rx {
 	 */
 	uint64_t		 sweep_interval_ns;
 	uint64_t		 swept_ns;
+	/*
+	 * The epoch this tallyd acts at (reactors/epoch.h: tl_ep_fence
+	 * sets it; 0: not known, and no session checks the fence), and
+	 * whether a provider session found its provider fenced above it
+	 * (tl_ep_session): then that session made no call, the pass
+	 * records no outcome, and tallyd stops deposed.  deposed_msg is
+	 * written once, by whoever set deposed from 0.
+	 */
+	uint64_t		 epoch;
+	atomic_int		 deposed;
+	char			 deposed_msg[1024];
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */
@@ -158,6 +170,28 @@ void	tl_rx_migs_free(struct tl_rx *rx);
  * tl_rx_publish_stop closes the connection and frees the state.
  */
 int	tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns);
+/*
+ * Write-ahead over the replication stream: with a stream configured and
+ * the broker connected, publishes up to the head and waits for its
+ * confirms (at most a few seconds), so that the intents a pass has just
+ * written are on the stream before its driver calls act on them (a
+ * standby promoted after a crash then resumes them, and nothing the old
+ * leader made on a provider is unknown to it).  Best effort: a broker
+ * that is away or slow never holds the pass (the publisher's own runs
+ * report it).
+ */
+void	tl_rx_publish_ahead(struct tl_rx *rx);
+/*
+ * Reads the configured replication stream from its first message to
+ * its end (a second with nothing new; 30 s at most) on a connection of
+ * its own, and puts the highest epoch of a control-plane.promoted in it
+ * into *seen (0: none), where says which stream (cap bytes).
+ * TL_ENOTFOUND: no stream is configured; a broker error (logged, *seen
+ * as far as it read).  The witness a restarted leader reads before it
+ * acts (epoch.h: tl_ep_stream_check).
+ */
+int	tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
+	    size_t cap);
 void	tl_rx_publish_stop(struct tl_rx *rx);
 
 /*

@@ -44,6 +44,13 @@ struct tl_rx_prov {
 	char		 setbuf[2048];
 	size_t		 setlen;
 	const struct tl_drv_ops *ops;
+	/*
+	 * The fence to check on each session opened on it before a call
+	 * (tl_ep_arm sets them, tl_ep_session checks): the epoch, 0 for
+	 * none, and the tl_rx's deposed flag.
+	 */
+	uint64_t	 epoch;
+	struct tl_rx	*fence_rx;
 	struct work	**w;	/* the provisioner's */
 	size_t		 nw, capw;
 };

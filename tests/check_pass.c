@@ -3,7 +3,9 @@
  * of rx->workers running per provider and lane, the long lane never
  * holding up a pass's sessions, jobs taken in the order queued, and a
  * pool freed with nothing left running.  Jobs here are plain functions:
- * the pool knows nothing of drivers.
+ * the pool knows nothing of drivers.  And the fence on every session
+ * (reactors/epoch.h: tl_ep_session), with a driver made of counters:
+ * no call on a session whose provider is fenced above rx->epoch.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -11,8 +13,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "core/error.h"
+#include "core/secret.h"
+#include "reactors/epoch.h"
 #include "reactors/pass.h"
 
 struct tjob {
@@ -159,6 +166,155 @@ START_TEST(test_fifo_per_provider)
 }
 END_TEST
 
+/* --- the fence on each session ------------------------------------- */
+
+static atomic_int f_opens, f_fences, f_calls;
+static uint64_t f_cur;		/* the provider's fence */
+static int f_rc;		/* the fence op's result */
+
+static int
+f_open(const struct tl_drv_admin *a, void **h, char *why)
+{
+	(void)a;
+	(void)why;
+	atomic_fetch_add(&f_opens, 1);
+	*h = &f_opens;
+	return 0;
+}
+
+static void
+f_close(void *h)
+{
+	(void)h;
+}
+
+static int
+f_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
+{
+	(void)h;
+	atomic_fetch_add(&f_fences, 1);
+	if (f_rc != 0) {
+		snprintf(why, TL_DRV_WHY_MAX, "fence table refused");
+		return f_rc;
+	}
+	*current = epoch > f_cur ? epoch : f_cur;
+	return 0;
+}
+
+static void
+f_call(void *arg, const struct tl_rx_prov *pv, void *h,
+    struct tl_rx_call *c)
+{
+	(void)arg;
+	(void)pv;
+	(void)h;
+	atomic_fetch_add(&f_calls, 1);
+	c->rc = 0;
+}
+
+/* 12 calls on one provider (2 sessions) at epoch; the calls made. */
+static int
+run_fenced(struct tl_rx *rx, uint64_t epoch, uint64_t cur, int rc,
+    struct tl_rx_call *cl, char (*why)[TL_DRV_WHY_MAX])
+{
+	static struct tl_drv_ops ops;
+	struct tl_rx_prov pv;
+	size_t i;
+
+	memset(&ops, 0, sizeof(ops));
+	ops.name = "counters";
+	ops.open = f_open;
+	ops.close = f_close;
+	ops.fence = f_fence;
+	memset(&pv, 0, sizeof(pv));
+	strcpy(pv.id, "node-a/db");
+	pv.ops = &ops;
+	rx->epoch = epoch;
+	f_cur = cur;
+	f_rc = rc;
+	atomic_store(&f_opens, 0);
+	atomic_store(&f_fences, 0);
+	atomic_store(&f_calls, 0);
+	for (i = 0; i < 12; i++) {
+		memset(&cl[i], 0, sizeof(cl[i]));
+		cl[i].provider = "node-a/db";
+		cl[i].rc = -1;
+		cl[i].why = why[i];
+		why[i][0] = '\0';
+	}
+	tl_rx_pass_calls(rx, &pv, 1, cl, 12, 6, f_call, NULL);
+	return atomic_load(&f_calls);
+}
+
+START_TEST(test_session_fence)
+{
+	struct tl_rx rx;
+	struct tl_rx_call cl[12];
+	char why[12][TL_DRV_WHY_MAX];
+	size_t i;
+
+	tl_rx_init(&rx);
+	rx.workers = 2;
+	/* At our epoch: every call, each session fenced once first. */
+	ck_assert_int_eq(run_fenced(&rx, 2, 2, 0, cl, why), 12);
+	ck_assert_int_eq(atomic_load(&f_fences), atomic_load(&f_opens));
+	ck_assert_int_eq(atomic_load(&rx.deposed), 0);
+	/* Epoch 0 (not known): no fence is read, the calls are made. */
+	ck_assert_int_eq(run_fenced(&rx, 0, 5, 0, cl, why), 12);
+	ck_assert_int_eq(atomic_load(&f_fences), 0);
+	/* The fence cannot be raised: no call, the driver's reason. */
+	ck_assert_int_eq(run_fenced(&rx, 2, 0, TL_EDRIVER, cl, why), 0);
+	for (i = 0; i < 12; i++) {
+		ck_assert_int_eq(cl[i].rc, TL_EDRIVER);
+		ck_assert_str_eq(why[i], "fence table refused");
+	}
+	ck_assert_int_eq(atomic_load(&rx.deposed), 0);
+	/* Fenced above us: no call at all, deposed, the epochs named. */
+	ck_assert_int_eq(run_fenced(&rx, 2, 3, 0, cl, why), 0);
+	ck_assert_int_ge(atomic_load(&f_fences), 1);
+	ck_assert_int_eq(atomic_load(&rx.deposed), 1);
+	for (i = 0; i < 12; i++) {
+		ck_assert_int_eq(cl[i].rc, TL_EREFUSED);
+		ck_assert_ptr_nonnull(strstr(why[i], "deposed"));
+	}
+	ck_assert_ptr_nonnull(strstr(rx.deposed_msg, "provider node-a/db is "
+	    "fenced at epoch 3 and this control plane is at epoch 2"));
+	/* Once deposed, a later pass makes no call either. */
+	ck_assert_int_eq(run_fenced(&rx, 2, 2, 0, cl, why), 0);
+	tl_rx_pool_free(&rx);
+}
+END_TEST
+
+/* The stream's authenticator: the key's, of these bytes only. */
+START_TEST(test_stream_mac)
+{
+	char dir[] = "/tmp/check_pass.XXXXXX", path[64], why[160];
+	struct tl_key k1 = { NULL }, k2 = { NULL };
+	uint8_t h[32], mac[TL_STREAM_MAC_LEN], mac2[TL_STREAM_MAC_LEN];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/k1", dir);
+	ck_assert_int_eq(tl_secret_keygen(path), 0);
+	ck_assert_int_eq(tl_secret_load(path, &k1, why), 0);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/k2", dir);
+	ck_assert_int_eq(tl_secret_keygen(path), 0);
+	ck_assert_int_eq(tl_secret_load(path, &k2, why), 0);
+	unlink(path);
+	rmdir(dir);
+	memset(h, 7, sizeof(h));
+	tl_secret_stream_mac(&k1, h, sizeof(h), mac);
+	tl_secret_stream_mac(&k1, h, sizeof(h), mac2);
+	ck_assert_int_eq(memcmp(mac, mac2, sizeof(mac)), 0);
+	ck_assert_int_eq(tl_secret_stream_mac_ok(&k1, h, sizeof(h), mac), 1);
+	ck_assert_int_eq(tl_secret_stream_mac_ok(&k2, h, sizeof(h), mac), 0);
+	h[31] ^= 1;
+	ck_assert_int_eq(tl_secret_stream_mac_ok(&k1, h, sizeof(h), mac), 0);
+	tl_secret_key_free(&k1);
+	tl_secret_key_free(&k2);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -169,6 +325,11 @@ suite(void)
 	tcase_add_test(tc, test_cap_per_provider);
 	tcase_add_test(tc, test_long_lane_does_not_block);
 	tcase_add_test(tc, test_fifo_per_provider);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fence");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_session_fence);
+	tcase_add_test(tc, test_stream_mac);
 	suite_add_tcase(s, tc);
 	return s;
 }

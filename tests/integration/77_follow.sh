@@ -4,8 +4,10 @@
 #
 #   1. the leader publishes to the stream tally.record; a standby home
 #      (tally init --standby) follows it with tallyd --follow while
-#      10,000 events are appended; the follower is SIGKILLed and
-#      restarted in the middle, then the broker is: the follower's
+#      10,000 events are appended (a sustained stream, in the
+#      background); the follower is SIGKILLed while it is appending
+#      and restarted while the stream goes on, then the broker is
+#      killed while the follower appends, and restarted: the follower's
 #      events table is byte-identical to the leader's (same head hash),
 #      tally verify and tally rebuild --check pass on it, and read
 #      commands work there;
@@ -92,30 +94,46 @@ seq 1 "$N" | awk -v d="$W/mods" -v b="$BATCH" '{
 	if (!(dir in made)) { system("mkdir -p " dir); made[dir] = 1 }
 	print "module: m-" sprintf("%06d", $1) > f; close(f) }'
 follow_start
-NB=$(ls "$W/mods" | wc -l)
-i=0
-for b in "$W"/mods/b*; do
-	tly apply "$b"/*.yaml >/dev/null || t_fail "tally apply $b failed"
-	i=$((i + 1))
-	if [ $i -eq $((NB / 4)) ]; then
-		sleep 0.3
-		kill -KILL "$FPID"
-		t_wait_exit "$FPID" 10
-		t_note "follower SIGKILLed at its event $(head_of "$FH") (leader at $(head_of "$LH"))"
-	fi
-	if [ $i -eq $((NB / 4 + 2)) ]; then
-		follow_start
-	fi
-	if [ $i -eq $((NB / 2)) ]; then
-		sleep 0.3
-		r_kill
-		t_note "broker killed: follower at $(head_of "$FH"), leader at $(head_of "$LH")"
-	fi
-	if [ $i -eq $((NB / 2 + 2)) ]; then
-		r_restart
-		t_note "broker back"
-	fi
+# The applies run on in the background: a sustained stream.  Each
+# interruption comes while the follower is appending (its head moved
+# since the last look and is still behind the leader's).
+( for b in "$W"/mods/b*; do
+	tly apply "$b"/*.yaml >/dev/null || { echo "tally apply $b failed" >"$W/apply.err"; exit 1; }
+done ) &
+APID=$!
+_t_pids="$_t_pids $APID"
+# mid_stream FROM: waits until the leader is past event FROM and the
+# follower is appending; sets F and L to their heads then.
+mid_stream() {
+	_m_prev=$(head_of "$FH")
+	_m_i=0
+	while :; do
+		kill -0 "$APID" 2>/dev/null || t_fail "the stream ended before the follower was caught appending past $1"
+		F=$(head_of "$FH"); L=$(head_of "$LH")
+		[ "$L" -gt "$1" ] && [ "$F" -gt "$_m_prev" ] && [ "$F" -lt "$L" ] && return 0
+		_m_prev=$F
+		_m_i=$((_m_i + 1)); [ $_m_i -lt 3000 ] || t_fail "the follower was never caught appending past $1"
+		sleep 0.02
+	done
+}
+mid_stream $((N / 5))
+kill -KILL "$FPID"
+t_wait_exit "$FPID" 10
+FK=$(head_of "$FH")
+t_note "follower SIGKILLed while appending: at its event $F (leader at $L), $FK after the kill"
+until [ "$(head_of "$LH")" -gt $((L + N / 10)) ]; do
+	kill -0 "$APID" 2>/dev/null || t_fail "the stream ended while the follower was down"
+	sleep 0.05
 done
+follow_start
+mid_stream $((N / 2))
+r_kill
+t_note "broker killed while the follower was appending: follower at $F, leader at $L"
+sleep 1
+r_restart
+t_note "broker back: follower at $(head_of "$FH"), leader at $(head_of "$LH")"
+wait "$APID" || t_fail "$(cat "$W/apply.err" 2>/dev/null)"
+[ "$(head_of "$LH")" -ge "$N" ] || t_fail "the leader holds $(head_of "$LH") events, expected $N at least"
 wait_follow 120
 t_ok "the follower reached the leader's head, $(head_of "$LH")"
 
@@ -132,10 +150,14 @@ tly log --json | t_jfields seq id >"$W/l.ids"
 fly log --json | t_jfields seq id >"$W/f.ids"
 cmp -s "$W/l.ids" "$W/f.ids" || t_fail "tally log differs between the homes"
 fly history app >/dev/null || t_fail "tally history on the follower failed"
+tly grants --json >"$W/l.grants"; fly grants --json >"$W/f.grants"
+[ -s "$W/f.grants" ] && cmp -s "$W/l.grants" "$W/f.grants" || t_fail "tally grants differs on the follower: $(head -c 300 "$W/f.grants")"
+tly replay --until 100 --status --json >"$W/l.replay"; fly replay --until 100 --status --json >"$W/f.replay"
+[ -s "$W/f.replay" ] && cmp -s "$W/l.replay" "$W/f.replay" || t_fail "tally replay differs on the follower"
 st=0; fly status >"$W/fstatus.out" 2>&1 || st=$?
 [ $st -eq 0 ] || [ $st -eq 6 ] || t_fail "tally status on the follower exited $st"
 grep -q "refusing the record" "$T_DLOG" && t_fail "the follower refused something: $(grep refusing "$T_DLOG")"
-t_ok "$(wc -l <"$W/leader.dump") dump lines identical; verify, rebuild --check, log, history, status work"
+t_ok "$(wc -l <"$W/leader.dump") dump lines identical; verify, rebuild --check, log, history, grants, replay, status work"
 
 t_say "a tampered event injected into the stream"
 kill -TERM "$T_DPID"; t_wait_exit "$T_DPID" 10
@@ -163,5 +185,86 @@ grep -q "refusing the record at event $K:" "$T_DLOG" ||
 [ "$(head_of "$FH")" = "$FH0" ] || t_fail "the follower appended past the tampered event"
 fly verify >/dev/null || t_fail "the follower's log does not verify after the refusal"
 t_ok "refused at event $K ($(grep "refusing the record" "$T_DLOG" | tail -n 1 | sed 's/.*: refusing/refusing/' | cut -c1-140))"
+
+t_say "an authenticated record: a forged next event, the leader's log rewritten and republished"
+# The whole record again, on a second stream, with every message's
+# authenticator (the leader's master key).
+pub_ck() { TALLY_HOME=$1 "$TALLY_BIN/tally" stats --json | tr '{' '\n' | sed -n 's/.*"name":"publisher","seq":\([0-9]*\).*/\1/p'; }
+# publish_all HOME: tallyd on HOME until its publisher has the head.
+publish_all() {
+	TALLY_HOME=$1 t_tallyd_start --home "$1" --interval 1 --verify-interval 3600
+	_p_i=0
+	until [ "$(pub_ck "$1")" = "$(head_of "$1")" ]; do
+		_p_i=$((_p_i + 1)); [ $_p_i -lt 600 ] || t_fail "$1 did not publish its record in 60 s"
+		sleep 0.1
+	done
+	kill -TERM "$T_DPID"; t_wait_exit "$T_DPID" 10
+}
+S2=tally.record2
+printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
+	--user "$TALLY_TEST_AMQP_USER" --secret password --stream "$S2" >/dev/null
+tly publish rewind 1 >/dev/null || t_fail "tally publish rewind 1 failed"
+publish_all "$LH"
+H=$(head_of "$LH")
+# LX: the leader's home as it is now; its future will differ.
+cp -a "$LH" "$W/lx"
+# FK holds the master key (copied, 0600), FN does not.
+FK=$W/standby-key FN=$W/standby-nokey
+for h in "$FK" "$FN"; do TALLY_HOME=$h tly init --standby >/dev/null; done
+cp "$LH/master.key" "$FK/master.key"; chmod 600 "$FK/master.key"
+STREAM=$S2
+FH=$FK; follow_start; KPID=$FPID; wait_follow 60
+grep "tallyd\[$KPID\] info: started" "$T_DLOG" | grep -q "every message authenticated" ||
+	t_fail "the follower with the key does not say it authenticates"
+FH=$FN; follow_start; NPID=$FPID; wait_follow 60
+
+t_check "a third party publishes event $((H + 1)): a valid envelope, its correct chain hash, no authenticator"
+TALLY_HOME=$W/lx tly apply "$(t_consumer forged)" >/dev/null
+events_dump "$W/lx" >"$W/lx.dump"
+KEY=$(printf '%016x' $((H + 1)))
+REC=$(awk -v k=" $KEY" '$0 == k { getline; print; exit }' "$W/lx.dump" | tr -d ' ')
+[ -n "$REC" ] || t_fail "event $((H + 1)) not found in the copy's dump"
+P=$(printf '%s' "$REC" | cut -c65- | xxd -r -p | base64 -w0)
+api POST /exchanges/%2F/amq.default/publish \
+	"{\"properties\":{\"headers\":{\"seq\":$((H + 1)),\"hash\":\"$(printf '%s' "$REC" | cut -c1-64)\"}},\"routing_key\":\"$S2\",\"payload\":\"$P\",\"payload_encoding\":\"base64\"}" |
+	grep -q '"routed":true' || t_fail "the forged message was not routed to $S2"
+_i=0
+until grep -q "tallyd\[$KPID\] error: refusing 1 message(s) not published by a holder of the master key, the first at event $((H + 1))" "$T_DLOG"; do
+	_i=$((_i + 1)); [ $_i -lt 300 ] || t_fail "the follower with the key did not refuse the forged event: $(grep "tallyd\[$KPID\]" "$T_DLOG" | tail -n 2)"
+	sleep 0.1
+done
+[ "$(head_of "$FK")" = "$H" ] || t_fail "the follower with the key appended the forged event"
+kill -0 "$KPID" || t_fail "the follower with the key stopped on a forged message"
+_i=0
+until [ "$(head_of "$FN")" = $((H + 1)) ]; do
+	_i=$((_i + 1)); [ $_i -lt 300 ] || t_fail "the follower without the key is at $(head_of "$FN")"
+	sleep 0.1
+done
+t_ok "refused and passed over with the key (head $H, still following); appended without it (head $((H + 1)): the limit docs/standby.md states)"
+
+t_check "the leader goes on: the keyed follower takes the genuine event $((H + 1)), the other refuses it"
+tly apply "$(t_consumer genuine)" >/dev/null
+publish_all "$LH"
+FH=$FK; wait_follow 60
+events_dump "$LH" >"$W/leader.dump"
+events_dump "$FK" >"$W/fk.dump"
+cmp -s "$W/leader.dump" "$W/fk.dump" || t_fail "the keyed follower's log differs from the leader's"
+t_wait_exit "$NPID" 30
+[ "$T_RC" -eq 5 ] || t_fail "the follower without the key exited $T_RC, expected 5"
+grep -q "tallyd\[$NPID\] error: refusing the record at event $((H + 1)):" "$T_DLOG" ||
+	t_fail "the follower without the key does not name event $((H + 1)): $(grep "tallyd\[$NPID\]" "$T_DLOG" | tail -n 2)"
+t_ok "keyed: byte-identical at $(head_of "$FK"); without the key: stopped at event $((H + 1)), which it had taken forged"
+
+t_check "the leader's log rewritten from event $((H + 1)) (a holder of the key) and republished"
+FK0=$(head_of "$FK")
+TALLY_HOME=$W/lx tly publish rewind 1 >/dev/null || t_fail "rewind on the copy failed"
+publish_all "$W/lx"
+t_wait_exit "$KPID" 60
+[ "$T_RC" -eq 5 ] || { tail -n 5 "$T_DLOG" >&2; t_fail "the keyed follower exited $T_RC on a rewritten past, expected 5"; }
+grep -q "tallyd\[$KPID\] error: refusing the record at event $((H + 1)): event $((H + 1)) was published again with different bytes" "$T_DLOG" ||
+	t_fail "the refusal does not name event $((H + 1)): $(grep "tallyd\[$KPID\]" "$T_DLOG" | tail -n 2)"
+[ "$(head_of "$FK")" = "$FK0" ] || t_fail "the keyed follower appended from the rewritten past"
+TALLY_HOME=$FK "$TALLY_BIN/tally" verify >/dev/null || t_fail "the keyed follower's log does not verify"
+t_ok "refused at event $((H + 1)), head $FK0 kept, verify passes"
 
 t_say "done"

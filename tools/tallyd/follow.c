@@ -15,7 +15,11 @@
  * be byte-identical to what we hold (then it is skipped), otherwise the
  * published record has a different past and we stop, naming the
  * sequence.  A gap, a broken link or a hash that does not match stops
- * us too: nothing past it is appended, nothing before it is lost.  The
+ * us too: nothing past it is appended, nothing before it is lost.  With
+ * the master key in the home, a message whose "mac" header is not the
+ * key's authenticator of its hash (core/secret.h) was not published by
+ * the leader: it is refused, named, and passed over (whoever may publish
+ * to the stream cannot stop us with it).  The
  * checkpoint "publisher" follows the head as well: everything here came
  * from the stream, so once promoted this home publishes only what is
  * new.  The follower does not declare the stream (the leader's
@@ -51,17 +55,23 @@ struct msg {
 	int64_t		 seq;
 	uint8_t		 hash[TL_HASH_LEN];
 	int		 has_hash;
+	uint8_t		 mac[TL_STREAM_MAC_LEN];
+	int		 has_mac;
 	void		*body;
 	size_t		 len;
 };
 
 struct batch {
 	const char	*ckname;
+	const struct tl_key *key;	/* NULL: nothing is authenticated */
 	struct msg	 m[BATCH];
 	size_t		 n;
 	/* Results of one write. */
 	size_t		 done;		/* messages handled */
 	size_t		 appended;
+	size_t		 nskip;		/* not authenticated: refused */
+	int64_t		 skipseq, skipoff;	/* the first of them */
+	int		 skipmac;
 	int		 err;		/* the first refusal */
 	uint64_t	 errseq;
 	char		 why[256];
@@ -129,6 +139,7 @@ append_cb(struct tl_txn *t, void *arg)
 	int rc;
 
 	b->done = b->appended = 0;
+	b->nskip = 0;
 	b->err = 0;
 	b->why[0] = '\0';
 	for (i = 0; i < b->n; i++) {
@@ -141,6 +152,29 @@ append_cb(struct tl_txn *t, void *arg)
 			    "stream offset %lld has no chain hash header",
 			    (long long)m->offset);
 			break;
+		}
+		/*
+		 * With the master key here, only what a holder of it
+		 * published is taken (an event forged with a correct chain
+		 * hash included); append_raw then checks the bytes hash to
+		 * the authenticated hash.
+		 */
+		if (b->key != NULL && (!m->has_hash || !m->has_mac ||
+		    !tl_secret_stream_mac_ok(b->key, m->hash, TL_HASH_LEN,
+		    m->mac))) {
+			/*
+			 * Provably not the leader's: refused and passed over,
+			 * so that whoever may publish to the stream cannot
+			 * stop the standby with it.
+			 */
+			if (b->nskip++ == 0) {
+				b->skipseq = m->seq;
+				b->skipoff = m->offset;
+				b->skipmac = m->has_mac;
+			}
+			next = m->offset + 1;
+			b->done = i + 1;
+			continue;
 		}
 		rc = tl_log_append_raw(t, m->body, m->len, m->hash, &seq, why);
 		if (rc == TL_EEXIST) {
@@ -217,7 +251,8 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	struct tl_txn *t;
 	struct batch *b = NULL;
 	char logdir[1200], why[256], ckname[TL_CKPT_NAME_MAX + 1];
-	char pw[256] = "";
+	char pw[256] = "", keypath[1200], kwhy[160] = "";
+	struct tl_key key = { NULL };
 	uint64_t ck = 0, head = 0, delay = 0, total = 0;
 	int rc, ex = 1, have;
 
@@ -251,8 +286,28 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		goto out;
 	b->ckname = ckname;
+	/*
+	 * The master key, when the operator copied it already: then every
+	 * message must carry the leader's authenticator.  Without it the
+	 * chain is checked, but a third party who may publish to the
+	 * stream could forge an event with a correct chain hash.
+	 */
+	snprintf(keypath, sizeof(keypath), "%s/master.key", o->home);
+	if (access(keypath, F_OK) == 0) {
+		if ((rc = tl_secret_load(keypath, &key, kwhy)) != 0) {
+			flog(TL_RX_ERR, "master key: %s", kwhy[0] ? kwhy :
+			    tl_strerror(rc));
+			goto out;
+		}
+		b->key = &key;
+	} else
+		flog(TL_RX_WARN, "no master key in %s: the stream's messages "
+		    "are checked against the chain but not authenticated "
+		    "(copy the leader's key here, 0600, to have them "
+		    "authenticated)", o->home);
 	flog(TL_RX_INFO, "started on %s: following stream %s at %s (no "
-	    "reconciling)", o->home, o->stream, o->url);
+	    "reconciling%s)", o->home, o->stream, o->url, b->key != NULL ?
+	    "; every message authenticated with the master key" : "");
 	while (!*stop) {
 		if (a == NULL) {
 			if (delay > 0) {
@@ -309,6 +364,8 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			m->offset = d.offset;
 			m->seq = d.seq;
 			m->has_hash = unhex(d.hash, m->hash, TL_HASH_LEN) == 0;
+			m->has_mac = unhex(d.mac, m->mac,
+			    TL_STREAM_MAC_LEN) == 0;
 			m->body = d.body;
 			m->len = d.len;
 			d.body = NULL;
@@ -332,6 +389,14 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			goto out;
 		}
 		total += b->appended;
+		if (b->nskip > 0)
+			flog(TL_RX_ERR, "refusing %zu message(s) not published "
+			    "by a holder of the master key, the first at event "
+			    "%lld (stream offset %lld): %s; not appended, "
+			    "following on", b->nskip, (long long)b->skipseq,
+			    (long long)b->skipoff, b->skipmac ? "its "
+			    "authenticator (mac) does not match" : "it has no "
+			    "authenticator (mac)");
 		if (b->appended > 0)
 			flog(TL_RX_DEBUG, "appended %zu event(s), head %llu",
 			    b->appended, (unsigned long long)b->head);
@@ -359,6 +424,7 @@ out:
 	free(b);
 	tl_amqp_close(a);
 	tl_log_close(log);
+	tl_secret_key_free(&key);
 	tl_secret_wipe(pw, sizeof(pw));
 	return ex;
 }

@@ -69,10 +69,14 @@ static const char usage[] =
 "                  leader's record from the RabbitMQ stream NAME into\n"
 "                  this log, checking every link; no reconciling.  Stops\n"
 "                  (exit 5) at a gap, a broken link or a rewritten past,\n"
-"                  naming the event.  --secret password reads the broker\n"
-"                  password from standard input (default user guest)\n"
-"  exit 9          deposed: a provider is fenced at a higher epoch (another\n"
-"                  control plane was promoted, tally promote): it stops\n"
+"                  naming the event.  With the master key in the home,\n"
+"                  a message without the leader's authenticator is\n"
+"                  refused and passed over.  --secret password reads the\n"
+"                  broker password from standard input (default user guest)\n"
+"  exit 9          deposed: a provider is fenced at a higher epoch (at\n"
+"                  start, every resync, every provider session), or the\n"
+"                  stream holds a later promotion (at start): another\n"
+"                  control plane was promoted (tally promote); it stops\n"
 "  -v              debug logging\n";
 
 static volatile sig_atomic_t stop;
@@ -458,6 +462,11 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 		/* Nothing is acted on past an event that is bad. */
 		if (moved && verify_chain(rx->log, chain) != 0)
 			return EXIT_CORRUPT;
+		/* Deposed before the loop (the re-verification's sessions). */
+		if (atomic_load(&rx->deposed)) {
+			tl_ep_stop(rx);
+			return EXIT_DEPOSED;
+		}
 		/* A later epoch's fence on a provider: deposed, stop. */
 		if (mono_ms() >= next_fence) {
 			if (fence_check(rx, epoch, 0))
@@ -478,6 +487,14 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 			    chain_done > 0))
 				continue;
 			r->rc = r->run(rx, &r->last);
+			/*
+			 * A session found a provider fenced above our epoch:
+			 * nothing more is acted on or published.
+			 */
+			if (atomic_load(&rx->deposed)) {
+				tl_ep_stop(rx);
+				return EXIT_DEPOSED;
+			}
 			/* A fold that met a bad event: not acted on. */
 			if (r->rc == TL_ECORRUPT) {
 				logx(TL_RX_ERR, "%s: the log does not verify "
@@ -589,6 +606,7 @@ main(int argc, char **argv)
 	struct tl_follow_opts fo;
 	int follow = 0;
 	uint64_t epoch = 1;
+	int deposed = 0;
 
 	/* The master key and passwords in memory never reach a dump. */
 	tl_secret_harden();
@@ -755,7 +773,16 @@ main(int argc, char **argv)
 	    once ? " once" : "", rx.workers, interval);
 
 	rx.verify_interval_ns = (uint64_t)vinterval * 1000000000u;
-	/* Before anything is acted on: this epoch's fence, or deposed. */
+	/*
+	 * Before anything is acted on: a later promotion in the replication
+	 * stream, then this epoch's fence on every provider, or deposed.
+	 */
+	if ((rc = tl_ep_stream_check(&rx, &deposed)) != 0)
+		logx(TL_RX_ERR, "epoch: %s", tl_strerror(rc));
+	if (deposed) {
+		ex = EXIT_DEPOSED;
+		goto out;
+	}
 	if (fence_check(&rx, &epoch, 1)) {
 		ex = EXIT_DEPOSED;
 		goto out;

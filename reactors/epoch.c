@@ -10,6 +10,7 @@
 
 #include "core/body.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "core/kv.h"
 #include "drivers/driver.h"
 #include "projections/proj.h"
@@ -69,21 +70,19 @@ tl_ep_is_standby(const char *home)
 
 struct ids {
 	char	(*id)[130];
-	size_t	 n;
+	size_t	 n, cap;
 };
 
 static int
 collect(const char *rest, const void *val, size_t vlen, void *arg)
 {
 	struct ids *ids = arg;
-	void *p;
 
 	(void)val;
 	(void)vlen;
 	/* Provider ids are NODE/MODULE: every key under "p/" is one. */
-	if ((p = realloc(ids->id, (ids->n + 1) * sizeof(*ids->id))) == NULL)
+	if (tl_vec_grow(&ids->id, &ids->cap, ids->n + 1, sizeof(*ids->id)) != 0)
 		return ENOMEM;
-	ids->id = p;
 	snprintf(ids->id[ids->n++], sizeof(ids->id[0]), "%s", rest);
 	return 0;
 }
@@ -236,7 +235,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 
 	struct tl_txn *t;
 	struct tl_proj p;
-	struct ids ids = { NULL, 0 };
+	struct ids ids = { NULL, 0, 0 };
 	uint64_t epoch = 1;
 	size_t i;
 	int rc;

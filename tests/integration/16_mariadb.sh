@@ -7,6 +7,8 @@
 #     a postgres-database requirement is never bound to it;
 #   - exclusive: a consumer cannot reach another's database;
 #   - migrations applied as the consumer, recorded per statement (46);
+#     tallyd killed -9 in the middle of a file: it resumes at the
+#     statement it was in, none runs twice (48_migration_crash);
 #   - verified: privileges widened repaired, password changed repaired,
 #     a dropped database flagged and never recreated silently (45);
 #   - rotated beside with the holder's ack and no lockout (80);
@@ -223,6 +225,39 @@ t_tallyd_once
 	t_fail "app-b's users survived the purge"
 t_ok "purged: database and users gone"
 
+t_say "a migration crash half way resumes at the right statement, never repeating one"
+mkdir -p "$W/manifests/mig/app-m"
+cat >"$W/manifests/mig/app-m/001_crash.sql" <<'EOF'
+CREATE TABLE c1 (v INT);
+INSERT INTO c1 VALUES (1);
+INSERT INTO c1 SELECT SLEEP(4);
+CREATE TABLE c2 (v INT);
+EOF
+tly apply "$(consumer app-m "mig/app-m")" >/dev/null || t_fail "tally apply app-m failed"
+tly assign app-m node-a >/dev/null
+DM=$(t_gname app-m/db app-m-db)
+t_tallyd_start --interval 1
+i=0
+until [ "$(msql "SELECT COUNT(*) FROM \`$DM\`.tally_schema_history WHERE stmt = 2 AND state = 'done'" 2>/dev/null)" = 1 ]; do
+	i=$((i + 1)); [ $i -lt 300 ] || t_fail "app-m's migration did not reach its third statement within 30 s"
+	sleep 0.05
+done
+kill -KILL "$T_DPID"
+wait "$T_DPID" 2>/dev/null || true
+t_forget_pid "$T_DPID"
+[ "$(msql "SELECT COUNT(*) FROM \`$DM\`.tally_schema_history WHERE stmt IN (0, 3, 4)")" = 0 ] ||
+	t_fail "statements after the second were recorded before the kill"
+t_tallyd_once
+t_wait_healthy 20 app-m
+[ "$(msql "SELECT COUNT(*) FROM \`$DM\`.c1")" = 2 ] ||
+	t_fail "c1 has $(msql "SELECT COUNT(*) FROM \`$DM\`.c1") rows: a statement ran twice or not at all"
+msql "SELECT COUNT(*) FROM \`$DM\`.c2" >/dev/null || t_fail "the last statement did not run"
+[ "$(msql "SELECT COUNT(*) FROM \`$DM\`.tally_schema_history WHERE file = '001_crash.sql' AND state = 'done'")" = 5 ] ||
+	t_fail "history: $(msql "SELECT stmt, state FROM \`$DM\`.tally_schema_history")"
+[ "$(tly log --json --type migration.applied | grep -c 001_crash.sql)" = 1 ] ||
+	t_fail "001_crash.sql applied $(tly log --json --type migration.applied | grep -c 001_crash.sql) times in the log"
+t_ok "killed during statement 3; resumed there: CREATE TABLE c1 once, each INSERT once, c2 made, one migration.applied"
+
 t_say "kill storm: 20 grants while tallyd is killed -9 again and again"
 N=20
 mf=$W/storm.yaml
@@ -268,10 +303,10 @@ while [ $i -le $N ]; do
 	i=$((i + 1))
 done
 got_db=$(msql "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys', 'tally')" | sort | tr '\n' ' ')
-exp_db=$(printf '%s\n' $want_db "$DA" | sort | tr '\n' ' ')
+exp_db=$(printf '%s\n' $want_db "$DA" "$DM" | sort | tr '\n' ' ')
 [ "$got_db" = "$exp_db" ] || t_fail "databases on the server: $got_db; expected $exp_db"
 got_u=$(msql "SELECT User FROM mysql.global_priv WHERE User NOT IN ('root', 'mysql', 'mariadb.sys', '$TALLY_TEST_MARIADB_USER')" | sort | tr '\n' ' ')
-exp_u=$(printf '%s\n' $want_u "$U2" | sort | tr '\n' ' ')
+exp_u=$(printf '%s\n' $want_u "$U2" "${DM}_v1" | sort | tr '\n' ' ')
 [ "$got_u" = "$exp_u" ] || t_fail "users on the server: $got_u; expected $exp_u"
 t_ok "$k kills; exactly $N databases and $N users of the storm (plus app-a's), each credential connects"
 

@@ -54,6 +54,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,19 @@ tl_drv_mdb_errno_rc(unsigned e, int connecting)
 	return TL_EDRIVER;
 }
 
+/*
+ * mysql_init initialises the library on first use, which is not safe
+ * from two threads at once (tallyd's workers open sessions together).
+ */
+static pthread_once_t mdb_once = PTHREAD_ONCE_INIT;
+static int mdb_init_rc;
+
+static void
+mdb_library_init(void)
+{
+	mdb_init_rc = mysql_library_init(0, NULL, NULL);
+}
+
 int
 tl_drv_mdb_connect(const char *host, const char *port, const char *user,
     const char *password, const char *db, MYSQL **out, char *why)
@@ -130,6 +144,9 @@ tl_drv_mdb_connect(const char *host, const char *port, const char *user,
 	int rc;
 
 	*out = NULL;
+	if (pthread_once(&mdb_once, mdb_library_init) != 0 ||
+	    mdb_init_rc != 0)
+		return whyf(why, TL_EDRIVER, "libmariadb did not initialise");
 	if ((c = mysql_init(NULL)) == NULL)
 		return whyf(why, ENOMEM, "out of memory");
 	mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);

@@ -250,13 +250,29 @@ classify(const char *s, size_t n, const char **word)
 /* --- the watchdog ------------------------------------------------------- */
 
 struct dog {
+	/*
+	 * armed is read and written under mu, and KILL QUERY sent under
+	 * it: the main thread cannot go on to its history row while a
+	 * kill meant for the statement is on its way.
+	 */
+	pthread_mutex_t	 mu;
+	int		 armed;		/* a statement is running */
 	MYSQL		*c;		/* the watchdog's own connection */
 	unsigned long	 victim;	/* the migration's thread id */
 	struct timespec	 deadline;
 	atomic_int	*cancel;
 	atomic_int	 stop, fired;	/* fired: 1 time, 2 cancel */
-	atomic_int	 armed;		/* a statement is running */
 };
+
+static void
+arm(struct dog *d, int on)
+{
+	pthread_mutex_lock(&d->mu);
+	d->armed = on;
+	if (on)
+		atomic_store(&d->fired, 0);
+	pthread_mutex_unlock(&d->mu);
+}
 
 static int
 passed(const struct timespec *d)
@@ -281,17 +297,18 @@ watch(void *arg)
 			why = 2;
 		else if (passed(&d->deadline))
 			why = 1;
-		if (why != 0 && atomic_load(&d->armed)) {
+		pthread_mutex_lock(&d->mu);
+		if (why != 0 && d->armed) {
 			char k[64];
 
 			atomic_store(&d->fired, why);
 			snprintf(k, sizeof(k), "KILL QUERY %lu", d->victim);
-			if (mysql_query(d->c, k) != 0) {
-				/* Lost: the statement limit still holds. */
-			}
+			/* Lost: the server's statement limit still holds. */
+			(void)mysql_query(d->c, k);
 			/* Once per statement: the main thread rearms. */
-			atomic_store(&d->armed, 0);
+			d->armed = 0;
 		}
+		pthread_mutex_unlock(&d->mu);
 		nanosleep(&ts, NULL);
 	}
 	return NULL;
@@ -387,6 +404,7 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 	*already = 0;
 	*line = 0;
 	memset(&d, 0, sizeof(d));
+	pthread_mutex_init(&d.mu, NULL);
 	if ((rc = tl_drv_mdb_grant_ok(g, 1, why)) != 0)
 		return rc;
 	if (m->file == NULL || strlen(m->file) > 255 || m->checksum == NULL ||
@@ -522,21 +540,25 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 			    "cancelled" : "time limit passed", k, s->line);
 			goto out;
 		}
-		snprintf(lim, sizeof(lim), "SET SESSION max_statement_time = "
-		    "%.3f", left(&d.deadline));
-		if ((rc = tl_drv_mdb_run(c, lim, "setting the time limit",
-		    why)) != 0)
-			goto out;
 		if (kd == K_DML) {
 			if ((rc = tl_drv_mdb_run(c, "START TRANSACTION",
 			    "starting a transaction", why)) != 0)
 				goto out;
 		} else if ((rc = hist(c, flit, clit, k, "started", why)) != 0)
 			goto out;
-		atomic_store(&d.fired, 0);
-		atomic_store(&d.armed, 1);
+		/* The limit is the statement's alone, not its record's. */
+		snprintf(lim, sizeof(lim), "SET SESSION max_statement_time = "
+		    "%.3f", left(&d.deadline));
+		if ((rc = tl_drv_mdb_run(c, lim, "setting the time limit",
+		    why)) != 0)
+			goto out;
+		arm(&d, 1);
 		f = exec_one(c, m->sql + s->off, s->len, &err);
-		atomic_store(&d.armed, 0);
+		arm(&d, 0);
+		if (f == 0 && (rc = tl_drv_mdb_run(c, "SET SESSION "
+		    "max_statement_time = 0", "lifting the time limit",
+		    why)) != 0)
+			goto out;
 		if (f != 0) {
 			char msg[TL_DRV_WHY_MAX];
 			int fired = atomic_load(&d.fired);
@@ -588,6 +610,7 @@ out:
 	}
 	if (d.c != NULL)
 		mysql_close(d.c);
+	pthread_mutex_destroy(&d.mu);
 	if (r != NULL)
 		mysql_free_result(r);
 	if (c != NULL)

@@ -8,7 +8,10 @@
 #   - exclusive: a consumer cannot reach another's database;
 #   - migrations applied as the consumer, recorded per statement (46);
 #     tallyd killed -9 in the middle of a file: it resumes at the
-#     statement it was in, none runs twice (48_migration_crash);
+#     statement it was in, none runs twice (48_migration_crash); killed
+#     during a DDL (which MariaDB commits by itself), the file is blocked
+#     at that statement's line, never repeated, and resumes once the
+#     operator marks the statement;
 #   - verified: privileges widened repaired, password changed repaired,
 #     a dropped database flagged and never recreated silently (45);
 #   - rotated beside with the holder's ack and no lockout (80);
@@ -257,6 +260,39 @@ msql "SELECT COUNT(*) FROM \`$DM\`.c2" >/dev/null || t_fail "the last statement 
 [ "$(tly log --json --type migration.applied | grep -c 001_crash.sql)" = 1 ] ||
 	t_fail "001_crash.sql applied $(tly log --json --type migration.applied | grep -c 001_crash.sql) times in the log"
 t_ok "killed during statement 3; resumed there: CREATE TABLE c1 once, each INSERT once, c2 made, one migration.applied"
+
+t_check "a DDL interrupted by a crash is refused at its line, never run twice"
+cat >"$W/manifests/mig/app-m/002_ddl.sql" <<'EOF'
+CREATE TABLE d1 (v INT);
+
+CREATE TABLE d2 AS SELECT SLEEP(3) AS s;
+CREATE TABLE d3 (v INT);
+EOF
+tly apply "$W/manifests/app-m.yaml" >/dev/null || t_fail "tally apply app-m (002) failed"
+t_tallyd_start --interval 1
+i=0
+until [ "$(msql "SELECT COUNT(*) FROM \`$DM\`.tally_schema_history WHERE file = '002_ddl.sql' AND stmt = 2 AND state = 'started'" 2>/dev/null)" = 1 ]; do
+	i=$((i + 1)); [ $i -lt 300 ] || t_fail "002_ddl.sql did not start its second statement within 30 s"
+	sleep 0.05
+done
+kill -KILL "$T_DPID"
+wait "$T_DPID" 2>/dev/null || true
+t_forget_pid "$T_DPID"
+sleep 4	# the server finishes the orphaned CREATE ... SELECT
+t_expect_exit 6 "tallyd --once with 002_ddl.sql interrupted in a DDL" \
+	"$TALLY_BIN/tallyd" --once --once-timeout 30
+tly log --json --type migration.blocked | grep 002_ddl.sql | grep -q interrupted ||
+	t_fail "no migration.blocked saying the DDL was interrupted: $(tly log --json --type migration.blocked | tail -n 1)"
+tly status app-m >"$W/status.m" 2>&1 || true
+grep -q '002_ddl.sql:3' "$W/status.m" || t_fail "tally status app-m does not point at 002_ddl.sql:3: $(cat "$W/status.m")"
+msql "SELECT COUNT(*) FROM \`$DM\`.d3" >/dev/null 2>&1 && t_fail "the statement after the interrupted one ran"
+# The operator looks: d2 exists, so the statement did run; marks it done.
+msql "SELECT COUNT(*) FROM \`$DM\`.d2" >/dev/null || t_fail "d2 is not there"
+msql "UPDATE \`$DM\`.tally_schema_history SET state = 'done' WHERE file = '002_ddl.sql' AND stmt = 2"
+t_tallyd_once
+t_wait_healthy 20 app-m
+msql "SELECT COUNT(*) FROM \`$DM\`.d3" >/dev/null || t_fail "002_ddl.sql did not resume after the operator's mark"
+t_ok "blocked at 002_ddl.sql:3 (interrupted DDL), nothing after it ran; marked done by hand, it resumed at the next statement"
 
 t_say "kill storm: 20 grants while tallyd is killed -9 again and again"
 N=20

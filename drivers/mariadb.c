@@ -1431,6 +1431,62 @@ mdb_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 }
 
 /*
+ * tally rotate --admin: the session's own account (CURRENT_USER(), the
+ * account the server matched, whatever its host part), by hash like
+ * every password.  The handle keeps the new password, so a reconnect
+ * still logs in.
+ */
+static int
+mdb_set_admin_password(void *h, const char *user, const char *password,
+    char *why)
+{
+	struct tl_drv_mdb *p = h;
+	char hash[42], *np, acct[400], ulit[420], hlit[600], *at;
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	if (p == NULL || password == NULL || *password == '\0')
+		return whyf(why, TL_EINVAL, "no session or no password");
+	if ((rc = ensure(p, why)) != 0)
+		return rc;
+	if ((np = secret_dup(password)) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	/*
+	 * ALTER USER CURRENT_USER() is accepted by 10.11 and changes
+	 * nothing: the account is named, as the server matched it.
+	 */
+	if ((rc = query(p->c, "SELECT CURRENT_USER()", &r, "reading the "
+	    "admin's account", why)) != 0) {
+		tl_secret_free(np);
+		return rc;
+	}
+	acct[0] = '\0';
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
+		snprintf(acct, sizeof(acct), "%s", row[0]);
+	mysql_free_result(r);
+	if ((at = strrchr(acct, '@')) == NULL) {
+		tl_secret_free(np);
+		return whyf(why, TL_EDRIVER, "CURRENT_USER() is \"%.64s\"",
+		    acct);
+	}
+	*at++ = '\0';
+	tl_drv_mdb_hash(password, hash);
+	if (tl_drv_mdb_quote_str(p->c, acct, ulit, sizeof(ulit)) != 0 ||
+	    tl_drv_mdb_quote_str(p->c, at, hlit, sizeof(hlit)) != 0 ||
+	    (rc = runf(p->c, "setting the admin's password", why, "ALTER USER "
+	    "%s@%s IDENTIFIED VIA mysql_native_password USING '%s'", ulit,
+	    hlit, hash)) != 0) {
+		tl_secret_free(np);
+		return rc != 0 ? rc : whyf(why, TL_EINVAL, "account too long");
+	}
+	tl_secret_free(p->password);
+	p->password = np;
+	return whyf(why, 0, "password of admin user '%s' set",
+	    user != NULL ? user : p->user);
+}
+
+/*
  * The fence: one row in tally.fence, raised with GREATEST in one
  * statement (two control planes racing leave the higher epoch), then
  * read back.
@@ -1610,6 +1666,7 @@ const struct tl_drv_ops tl_drv_mariadb = {
 	.migrate = tl_drv_mdb_migrate,
 	.revoke = mdb_revoke,
 	.size = mdb_size,
+	.set_admin_password = mdb_set_admin_password,
 	.tags = mdb_tags,
 	.field_info = mdb_field_info,
 	.compose = mdb_compose,

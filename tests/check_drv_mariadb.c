@@ -1024,6 +1024,38 @@ START_TEST(test_fence)
 }
 END_TEST
 
+/* tally rotate --admin: the new password logs in, the old does not. */
+START_TEST(test_admin_password)
+{
+	struct tl_drv_admin a = { s_host, s_port, "tally_adm2", "first-pw",
+	    NULL, 0, NULL };
+	char why[TL_DRV_WHY_MAX], np[TL_PASSWORD_LEN + 1];
+	struct grant gr;
+	void *h = NULL, *h2 = NULL;
+	MYSQL *c = admin();
+
+	sql(c, "CREATE USER IF NOT EXISTS 'tally_adm2'@'%%' IDENTIFIED BY "
+	    "'first-pw'");
+	sql(c, "GRANT ALL PRIVILEGES ON *.* TO 'tally_adm2'@'%%' WITH GRANT "
+	    "OPTION");
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	tl_secret_password(np);
+	secret_add(np);
+	ck_rc(drv->set_admin_password(h, "tally_adm2", np, why), 0, why);
+	ck_why(why);
+	/* The handle keeps working (and reconnects with the new one). */
+	grant_init(&gr, "adm");
+	do_create(h, &gr);
+	ck_rc(drv->open(&a, &h2, why), TL_EAUTH, why);
+	a.password = np;
+	ck_rc(drv->open(&a, &h2, why), 0, why);
+	drv->close(h2);
+	drv->close(h);
+	sql(c, "DROP USER 'tally_adm2'@'%%'");
+	mysql_close(c);
+}
+END_TEST
+
 START_TEST(test_open_errors)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL, 0,
@@ -1298,6 +1330,7 @@ suite(void)
 	tcase_add_test(tc, test_purge_drops_every_login);
 	tcase_add_test(tc, test_fence);
 	tcase_add_test(tc, test_open_errors);
+	tcase_add_test(tc, test_admin_password);
 
 	tc = tcase(s, "migrate");
 	tcase_add_test(tc, test_migrate_apply);

@@ -353,7 +353,11 @@ exp_db=$(printf '%s\n' $want_db "$DA" "$DM" | sort | tr '\n' ' ')
 got_u=$(msql "SELECT User FROM mysql.global_priv WHERE User NOT IN ('root', 'mysql', 'mariadb.sys', '$TALLY_TEST_MARIADB_USER')" | sort | tr '\n' ' ')
 exp_u=$(printf '%s\n' $want_u "$U2" "${DM}_v1" | sort | tr '\n' ' ')
 [ "$got_u" = "$exp_u" ] || t_fail "users on the server: $got_u; expected $exp_u"
-t_ok "$k kills; exactly $N databases and $N users of the storm (plus app-a's), each credential connects"
+[ "$(msql "SELECT COUNT(*) FROM tally.marks k WHERE (k.kind = 'd' AND k.name NOT IN
+	(SELECT SCHEMA_NAME FROM information_schema.SCHEMATA)) OR (k.kind = 'u' AND k.name NOT IN
+	(SELECT User FROM mysql.global_priv))")" = 0 ] ||
+	t_fail "tally.marks names objects that do not exist: $(msql "SELECT * FROM tally.marks")"
+t_ok "$k kills; exactly $N databases and $N users of the storm (plus app-a's), each credential connects; no orphan mark"
 
 t_say "tally rotate --admin: the provider's admin password, rotated by hash"
 t_expect_exit 0 "tally check --all (a purged grant among them: not checked, not bad)" tly check --all

@@ -15,7 +15,9 @@
  *                              daemon; a slice ends when the last of its
  *                              env files is delivered
  *
- * In rounds, the two taking turns (the machine is shared).  Then a
+ * In rounds, the two taking turns (the machine is shared).  Then the
+ * same number of requests already in the log of a second home when
+ * tallyd starts (tally's pipeline without a CLI process per grant).  And a
  * forced verification pass over the grants in this process
  * (tl_rx_verify, as tally check --all runs it: its CPU is what tallyd
  * spends on the same pass), without sample logins and with the default
@@ -210,8 +212,9 @@ count_env(void)
 	return n;
 }
 
+/* A home with the provider and modules PFX0001..; tallyd if start. */
 static int
-tally_setup(int n, int workers)
+tally_setup(int n, int workers, char pfx, int start)
 {
 	char mf[4400], pmf[4400], set1[64], set2[128], w[16];
 	FILE *fp;
@@ -227,10 +230,10 @@ tally_setup(int n, int workers)
 	if ((fp = fopen(mf, "w")) == NULL)
 		return -1;
 	for (i = 1; i <= n; i++)
-		fprintf(fp, "---\nmodule: c%04d\nenv: {DB_NAME: \"\", DB_USER: "
+		fprintf(fp, "---\nmodule: %c%04d\nenv: {DB_NAME: \"\", DB_USER: "
 		    "\"\", DB_PASSWORD: \"\"}\nrequires:\n  db:\n    type: "
 		    "mariadb-database\n    from: mariadb\n    env: {database: "
-		    "DB_NAME, user: DB_USER, password: DB_PASSWORD}\n", i);
+		    "DB_NAME, user: DB_USER, password: DB_PASSWORD}\n", pfx, i);
 	fclose(fp);
 	snprintf(set1, sizeof(set1), "port=%s", port);
 	snprintf(set2, sizeof(set2), "admin-user=%s", user);
@@ -244,6 +247,8 @@ tally_setup(int n, int workers)
 	    "node-a", "--set", set1, "--set", set2, "--secret",
 	    "admin-password", NULL) != 0)
 		return -1;
+	if (!start)
+		return 0;
 	dpid = tl_bench_tallyd_start(bin, home, dlog, "--workers", w, NULL);
 	return dpid > 0 ? 0 : -1;
 }
@@ -320,12 +325,14 @@ int
 main(void)
 {
 	int n, rounds, workers, r, i;
+	char wn[16];
 	double td = 0, tt = 0, tc = 0, t;
 
 	tl_bench_dirs(&src, &bin);
 	n = tl_bench_envint("BENCH_MDB_GRANTS", 100, 1, 5000);
 	rounds = tl_bench_envint("BENCH_MDB_ROUNDS", 5, 1, n);
 	workers = tl_bench_envint("BENCH_MDB_WORKERS", 4, 1, 64);
+	snprintf(wn, sizeof(wn), "%d", workers);
 	scratch = tl_test_tmpdir("bench_mariadb");
 	snprintf(home, sizeof(home), "%s/home", scratch);
 	snprintf(clilog, sizeof(clilog), "%s/cli.log", scratch);
@@ -334,7 +341,7 @@ main(void)
 	printf(ME ": %d grants in %d rounds on one throwaway MariaDB; tally "
 	    "from %s\n", n, rounds, bin);
 	fflush(stdout);
-	if (server_start() != 0 || tally_setup(n, workers) != 0) {
+	if (server_start() != 0 || tally_setup(n, workers, 'c', 1) != 0) {
 		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
 		return 0;
 	}
@@ -384,6 +391,44 @@ main(void)
 	fflush(stdout);
 	tl_bench_tallyd_stop(&dpid);
 	verify_section(n);
+	fflush(stdout);
+
+	/*
+	 * The same requests already in the log (another home, modules
+	 * b0001..): tallyd started, until every env file is there.  No
+	 * CLI process per grant: tally's own pipeline against the SQL.
+	 */
+	snprintf(home, sizeof(home), "%s/home2", scratch);
+	if (tally_setup(n, workers, 'b', 0) != 0) {
+		fprintf(stderr, ME ": backlog set-up failed (see %s)\n",
+		    clilog);
+		return 0;
+	}
+	for (i = 1; i <= n; i++) {
+		char m[16];
+
+		snprintf(m, sizeof(m), "b%04d", i);
+		if (tl_bench_tally(bin, home, NULL, clilog, "assign", m,
+		    "node-a", NULL) != 0)
+			return 0;
+	}
+	t = tl_bench_now();
+	if ((dpid = tl_bench_tallyd_start(bin, home, dlog, "--workers", wn,
+	    NULL)) <= 0)
+		return 0;
+	while (count_env() < n) {
+		if (tl_bench_now() - t > 600 ||
+		    waitpid(dpid, NULL, WNOHANG) == dpid) {
+			fprintf(stderr, ME ": backlog: %d of %d delivered\n",
+			    count_env(), n);
+			return 0;
+		}
+		tl_bench_msleep(2);
+	}
+	t = tl_bench_now() - t;
+	printf("\na backlog of %d requests in the log, tallyd --workers %d "
+	    "started: all delivered in %.2f s, %.1f ms/grant, x%.2f the direct "
+	    "SQL\n", n, workers, t, t * 1000 / n, td > 0 ? t / td : 0);
 	fflush(stdout);
 	cleanup();
 	tl_test_tmpdir_done(scratch);

@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mysql.h>
 #include <errmsg.h>
@@ -74,11 +75,13 @@
 #define MDB_USER_MAX	80
 #define MDB_SQL_MAX	4096
 #define MDB_META	"tally"
+#define MDB_FRESH_NS	1000000000u	/* no ping within 1 s of a use */
 
 struct tl_drv_mdb {
 	MYSQL		*c;
 	char		*host, *port, *user, *password;
 	int		 meta;		/* tally.marks exists */
+	uint64_t	 used_ns;	/* last taken as alive (monotonic) */
 	char		 privcols[1024];	/* CONCAT(...) of mysql.db's */
 	char		 privwant[64];	/* what create sets: Y.. N(grant) */
 };
@@ -394,13 +397,37 @@ priv_columns(struct tl_drv_mdb *p, char *why)
 	return 0;
 }
 
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The session, reconnected when it is gone.  A session used within the
+ * last MDB_FRESH_NS whose last statement did not lose the connection is
+ * taken as alive without a ping: a round trip saved per operation in a
+ * pass (a session the server dropped in between fails that operation
+ * with TL_EUNREACH, and the next one reconnects).
+ */
 static int
 ensure(struct tl_drv_mdb *p, char *why)
 {
+	uint64_t now = mono_ns();
 	int rc;
 
-	if (p->c != NULL && mysql_ping(p->c) == 0)
+	if (p->c != NULL && now - p->used_ns < MDB_FRESH_NS &&
+	    tl_drv_mdb_errno_rc(mysql_errno(p->c), 0) != TL_EUNREACH) {
+		p->used_ns = now;
 		return 0;
+	}
+	if (p->c != NULL && mysql_ping(p->c) == 0) {
+		p->used_ns = now;
+		return 0;
+	}
 	if (p->c != NULL) {
 		mysql_close(p->c);
 		p->c = NULL;
@@ -414,6 +441,7 @@ ensure(struct tl_drv_mdb *p, char *why)
 		return rc;
 	if (p->privwant[0] == '\0' && (rc = priv_columns(p, why)) != 0)
 		return rc;
+	p->used_ns = mono_ns();
 	return 0;
 }
 
@@ -421,8 +449,18 @@ ensure(struct tl_drv_mdb *p, char *why)
 static int
 ensure_meta(struct tl_drv_mdb *p, char *why)
 {
+	MYSQL_RES *r;
 	int rc;
 
+	if (p->meta)
+		return 0;
+	/* Looked up first: DDL, even IF NOT EXISTS, takes locks. */
+	if ((rc = query(p->c, "SELECT 1 FROM information_schema.TABLES WHERE "
+	    "TABLE_SCHEMA = '" MDB_META "' AND TABLE_NAME = 'marks'", &r,
+	    "looking up " MDB_META ".marks", why)) != 0)
+		return rc;
+	p->meta = mysql_num_rows(r) > 0;
+	mysql_free_result(r);
 	if (p->meta)
 		return 0;
 	if ((rc = tl_drv_mdb_run(p->c, "CREATE DATABASE IF NOT EXISTS "

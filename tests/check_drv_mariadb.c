@@ -1024,6 +1024,43 @@ START_TEST(test_fence)
 }
 END_TEST
 
+/*
+ * The server drops the admin session (KILL CONNECTION, as a restart
+ * would): at most the next operation fails, TL_EUNREACH, and the one
+ * after reconnects, without a second long wait.
+ */
+START_TEST(test_reconnect)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], q[128];
+	void *h = drv_open();
+	MYSQL *a = admin();
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc, killed = 0;
+
+	grant_init(&gr, "rec");
+	do_create(h, &gr);
+	snprintf(q, sizeof(q), "SELECT ID FROM information_schema.PROCESSLIST "
+	    "WHERE USER = '%.40s' AND ID <> CONNECTION_ID()", s_user);
+	ck_assert_int_eq(mysql_query(a, q), 0);
+	r = mysql_store_result(a);
+	while ((row = mysql_fetch_row(r)) != NULL) {
+		snprintf(q, sizeof(q), "KILL CONNECTION %s", row[0]);
+		if (try_sql(a, q) == 0)
+			killed++;
+	}
+	mysql_free_result(r);
+	ck_assert_int_ge(killed, 1);
+	rc = drv->create(h, &gr.g, why);
+	ck_assert_msg(rc == 0 || rc == TL_EUNREACH, "rc %d: %s", rc, why);
+	ck_rc(drv->create(h, &gr.g, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	mysql_close(a);
+	drv->close(h);
+}
+END_TEST
+
 /* tally rotate --admin: the new password logs in, the old does not. */
 START_TEST(test_admin_password)
 {
@@ -1331,6 +1368,7 @@ suite(void)
 	tcase_add_test(tc, test_fence);
 	tcase_add_test(tc, test_open_errors);
 	tcase_add_test(tc, test_admin_password);
+	tcase_add_test(tc, test_reconnect);
 
 	tc = tcase(s, "migrate");
 	tcase_add_test(tc, test_migrate_apply);

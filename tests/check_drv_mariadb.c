@@ -1032,7 +1032,7 @@ END_TEST
 START_TEST(test_reconnect)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], q[128];
+	char why[TL_DRV_WHY_MAX], q[256];
 	void *h = drv_open();
 	MYSQL *a = admin();
 	MYSQL_RES *r;

@@ -18,16 +18,18 @@
 extern const struct tl_drv_ops tl_drv_postgres;
 extern const struct tl_drv_ops tl_drv_directory;
 extern const struct tl_drv_ops tl_drv_rabbitmq;
+extern const struct tl_drv_ops tl_drv_mariadb;
 
 static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_postgres,
 	&tl_drv_directory,
 	&tl_drv_rabbitmq,
+	&tl_drv_mariadb,
 	NULL
 };
 
 static const char *const names[] = { "postgres", "directory", "rabbitmq",
-	NULL };
+	"mariadb", NULL };
 
 /* The wrappers made under $TALLY_FAULT, by driver. */
 static const struct tl_drv_ops *wrapped[sizeof(drivers) /

@@ -67,7 +67,9 @@ one(const struct tl_grant *g, void *arg)
 		return 0;
 	if (sa->o->provider && strcmp(sa->o->provider, g->provider) != 0)
 		return 0;
-	if (strcmp(g->state, TL_GRANT_REVOKED) == 0)
+	/* Nothing is verified of a revoked grant, nor of a purged one. */
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0)
 		return 0;
 	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
 		sa->bad++;

@@ -104,7 +104,9 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
 		if (k->skip)
 			continue;
 		mf_join(f, sizeof f, path, k->s);
-		if (!mf_in_list(conn_fields, k->s)) {
+		/* A driver's own fields are known (ops->fields): "uri". */
+		if (!mf_in_list(conn_fields, k->s) && (drv == NULL ||
+		    drv->fields == NULL || !mf_in_list(drv->fields, k->s))) {
 			mf_err(c, k, f, "unknown connection field %s; the fields "
 			    "are %s", mf_quote(q, sizeof q, k->s),
 			    mf_join_list(list, sizeof list, conn_fields));

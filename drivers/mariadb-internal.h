@@ -1,0 +1,64 @@
+/*
+ * mariadb-internal.h - what drivers/mariadb.c shares with
+ * drivers/mariadb_migrate.c; nothing outside drivers/ includes it.
+ *
+ * Every function writes a line for a person into why (at least
+ * TL_DRV_WHY_MAX bytes, never a secret) and returns tally's codes
+ * (core/error.h) as drivers/driver.h describes them.
+ */
+#ifndef TL_DRV_MARIADB_INTERNAL_H
+#define TL_DRV_MARIADB_INTERNAL_H
+
+#include <stddef.h>
+
+#include <mysql.h>
+
+#include "driver.h"
+
+#define MDB_CONNECT_S	3	/* a whole connection attempt */
+#define MDB_IO_S	150	/* one read or write, beyond statement limits */
+
+/*
+ * Connects over TCP to host:port (NULL/"": 127.0.0.1:3306) as user with
+ * password, into db (NULL: none), reading no option file: *out (the
+ * caller mysql_close()s it).  TL_EUNREACH / TL_EAUTH / TL_EDRIVER.
+ */
+int	tl_drv_mdb_connect(const char *host, const char *port,
+	    const char *user, const char *password, const char *db,
+	    MYSQL **out, char *why);
+/* Runs one statement, discarding any rows; step names it in why. */
+int	tl_drv_mdb_run(MYSQL *c, const char *sql, const char *step,
+	    char *why);
+/* A server or client error number as tally's code (connecting: EAUTH). */
+int	tl_drv_mdb_errno_rc(unsigned e, int connecting);
+/* `name` with backquotes doubled into out (n bytes); TL_ETOOBIG. */
+int	tl_drv_mdb_quote_id(const char *name, char *out, size_t n);
+/* 's' escaped by mysql_real_escape_string for c; TL_ETOOBIG. */
+int	tl_drv_mdb_quote_str(MYSQL *c, const char *s, char *out, size_t n);
+/* The mysql_native_password hash, "*" and 40 upper-case hex digits. */
+void	tl_drv_mdb_hash(const char *password, char out[42]);
+/* TL_EINVAL (why) unless g's names are ones the driver sends. */
+int	tl_drv_mdb_grant_ok(const struct tl_drv_grant *g, int need_pw,
+	    char *why);
+
+/* ops->migrate (drivers/mariadb_migrate.c, which states the contract). */
+int	tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
+	    const struct tl_drv_grant *g, const struct tl_drv_migration *m,
+	    int *already, char *why, int *line);
+
+/*
+ * Splitting a migration file: the statements of sql (len bytes) into
+ * st (cap entries: offset, length, first line), comments and blank
+ * space between statements dropped.  Returns the count, or -1 with why
+ * and *line for what cannot be split safely (DELIMITER, compound BEGIN
+ * ... END bodies, executable comments, an unterminated quote or
+ * comment), or -2 when there are more than cap.
+ */
+struct tl_drv_mdb_stmt {
+	size_t	off, len;
+	int	line;
+};
+int	tl_drv_mdb_split(const char *sql, size_t len,
+	    struct tl_drv_mdb_stmt *st, int cap, char *why, int *line);
+
+#endif

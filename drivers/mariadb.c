@@ -1,0 +1,1719 @@
+/*
+ * mariadb.c - the MariaDB driver: one database and one user per grant.
+ *
+ * What a grant is on the server (create makes it, check verifies it,
+ * fix_privileges restores it):
+ *
+ *   resource	a database, utf8mb4;
+ *   login	a user 'LOGIN'@'%' authenticated by mysql_native_password,
+ *		with ALL PRIVILEGES on the resource's database and nothing
+ *		else: no global privilege (USAGE only), no GRANT OPTION, no
+ *		other database, table, column or routine privilege, and no
+ *		other account of that name on another host (one would shadow
+ *		'LOGIN'@'%' for connections from there).
+ *
+ * MariaDB has no owner of a database: objects belong to the database, so
+ * the second login of a rotation sees and may change exactly what the
+ * first did, and dropping a login leaves its tables.  g->owner is not
+ * used.  (Views and routines keep their DEFINER: one defined by a login
+ * that is later retired fails with SQL SECURITY DEFINER; consumers that
+ * rotate define them SQL SECURITY INVOKER.)
+ *
+ * Marks.  MariaDB has no comment on a user, so what tally made is
+ * recorded in its own database on the server, `tally`, table `marks`
+ * (kind 'd' database / 'u' user, name, grant id), written BEFORE the
+ * object is made: an object that exists without a mark is someone
+ * else's and is never taken over, and one whose mark names another grant
+ * is that grant's and never handed to this one.  A mark with an empty
+ * grant id is the unnamed mark (driver.h: adopt_unnamed).  The same
+ * database holds the fence (table `fence`).  Nothing else of tally's
+ * lives on the server; the admin needs every privilege WITH GRANT OPTION
+ * (it grants ALL on the grants' databases).
+ *
+ * Safety: identifiers reach SQL between backquotes with backquotes
+ * doubled (the server's quoting rule; the client library has no function
+ * for it), and names are [a-z0-9_-] anyway (refused otherwise); string
+ * values only through mysql_real_escape_string (which follows the
+ * session's NO_BACKSLASH_ESCAPES).  A database name in GRANT is a
+ * pattern (`_` and `%` are wildcards there), so the GRANT names it with
+ * both escaped: granting `a_b`.* would also grant `aXb`.  Passwords are
+ * sent as their mysql_native_password hash, "*" and the hex of
+ * SHA1(SHA1(password)) (OpenSSL's SHA-1: libmariadb exports no hash),
+ * with IDENTIFIED VIA mysql_native_password USING '*...': no statement,
+ * and so no server log, holds a plaintext password; check_bulk compares
+ * that hash with mysql.global_priv's authentication_string.
+ *
+ * Errors: TL_EUNREACH when no server answered (client errors 2002-2013,
+ * too many connections, shutting down), TL_EAUTH when the admin is
+ * refused (1045, 1044, 1698), TL_EINVAL for a grant the driver will not
+ * touch (a bad name, an object of another grant or not tally's),
+ * TL_EDRIVER for any other server error; why names the step and the
+ * server's error number and message.  Connections give up after
+ * MDB_CONNECT_S; reads and writes after MDB_IO_S.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mysql.h>
+#include <errmsg.h>
+#include <mysqld_error.h>
+#include <openssl/evp.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "driver.h"
+#include "mariadb-internal.h"
+
+#define MDB_DB_MAX	63	/* 64 in MariaDB; TL_DRV_NAME_MAX bounds us */
+#define MDB_USER_MAX	80
+#define MDB_SQL_MAX	4096
+#define MDB_META	"tally"
+#define MDB_FRESH_NS	1000000000u	/* no ping within 1 s of a use */
+
+struct tl_drv_mdb {
+	MYSQL		*c;
+	char		*host, *port, *user, *password;
+	int		 meta;		/* tally.marks exists */
+	uint64_t	 used_ns;	/* last taken as alive (monotonic) */
+	char		 privcols[1024];	/* CONCAT(...) of mysql.db's */
+	char		 privwant[64];	/* what create sets: Y.. N(grant) */
+};
+
+static int
+whyf(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+whyf(char *why, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why == NULL)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int
+named(const struct tl_drv_grant *g)
+{
+	return g->grant != NULL && *g->grant != '\0';
+}
+
+int
+tl_drv_mdb_errno_rc(unsigned e, int connecting)
+{
+	if ((e >= 2000 && e < 2100 && e != CR_COMMANDS_OUT_OF_SYNC) ||
+	    e == ER_CON_COUNT_ERROR || e == ER_SERVER_SHUTDOWN ||
+	    e == ER_CONNECTION_KILLED || e == ER_TOO_MANY_USER_CONNECTIONS)
+		return TL_EUNREACH;
+	if (connecting && (e == ER_ACCESS_DENIED_ERROR ||
+	    e == ER_DBACCESS_DENIED_ERROR || e == 1698 ||
+	    e == ER_ACCOUNT_HAS_BEEN_LOCKED))
+		return TL_EAUTH;
+	return TL_EDRIVER;
+}
+
+/*
+ * mysql_init initialises the library on first use, which is not safe
+ * from two threads at once (tallyd's workers open sessions together).
+ */
+static pthread_once_t mdb_once = PTHREAD_ONCE_INIT;
+static int mdb_init_rc;
+
+static void
+mdb_library_init(void)
+{
+	mdb_init_rc = mysql_library_init(0, NULL, NULL);
+}
+
+int
+tl_drv_mdb_connect(const char *host, const char *port, const char *user,
+    const char *password, const char *db, MYSQL **out, char *why)
+{
+	unsigned timeout = MDB_CONNECT_S, io = MDB_IO_S, proto = MYSQL_PROTOCOL_TCP;
+	unsigned long pn = port != NULL && *port != '\0' ?
+	    strtoul(port, NULL, 10) : 3306;
+	MYSQL *c;
+	int rc;
+
+	*out = NULL;
+	if (pthread_once(&mdb_once, mdb_library_init) != 0 ||
+	    mdb_init_rc != 0)
+		return whyf(why, TL_EDRIVER, "libmariadb did not initialise");
+	if ((c = mysql_init(NULL)) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+	mysql_options(c, MYSQL_OPT_READ_TIMEOUT, &io);
+	mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &io);
+	mysql_options(c, MYSQL_OPT_PROTOCOL, &proto);
+	mysql_options(c, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+	/* No option files: what tally connects with is what it was given. */
+	if (mysql_real_connect(c, host != NULL && *host != '\0' ? host :
+	    "127.0.0.1", user, password != NULL ? password : "", db,
+	    (unsigned)pn, NULL, 0) == NULL) {
+		unsigned e = mysql_errno(c);
+
+		rc = tl_drv_mdb_errno_rc(e, 1);
+		whyf(why, rc, "connecting to %s:%lu as '%s': %u %s",
+		    host != NULL && *host != '\0' ? host : "127.0.0.1", pn,
+		    user != NULL ? user : "", e, mysql_error(c));
+		mysql_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int
+tl_drv_mdb_run(MYSQL *c, const char *sql, const char *step, char *why)
+{
+	MYSQL_RES *r;
+	unsigned e;
+	int rc;
+
+	if (mysql_real_query(c, sql, strlen(sql)) != 0) {
+		e = mysql_errno(c);
+		rc = tl_drv_mdb_errno_rc(e, 0);
+		return whyf(why, rc, "%s: %u %s", step, e, mysql_error(c));
+	}
+	/* A statement that returns rows here has them discarded. */
+	if ((r = mysql_store_result(c)) != NULL)
+		mysql_free_result(r);
+	return 0;
+}
+
+/* A query returning rows: *res (caller frees). */
+static int
+query(MYSQL *c, const char *sql, MYSQL_RES **res, const char *step,
+    char *why)
+{
+	unsigned e;
+	int rc;
+
+	*res = NULL;
+	if (mysql_real_query(c, sql, strlen(sql)) != 0 ||
+	    (*res = mysql_store_result(c)) == NULL) {
+		e = mysql_errno(c);
+		rc = tl_drv_mdb_errno_rc(e, 0);
+		return whyf(why, rc, "%s: %u %s", step, e, e != 0 ?
+		    mysql_error(c) : "no result");
+	}
+	return 0;
+}
+
+int
+tl_drv_mdb_quote_id(const char *name, char *out, size_t n)
+{
+	size_t o = 0;
+
+	if (n < 3)
+		return TL_ETOOBIG;
+	out[o++] = '`';
+	for (; *name != '\0'; name++) {
+		if (o + 3 >= n)
+			return TL_ETOOBIG;
+		if (*name == '`')
+			out[o++] = '`';
+		out[o++] = *name;
+	}
+	out[o++] = '`';
+	out[o] = '\0';
+	return 0;
+}
+
+int
+tl_drv_mdb_quote_str(MYSQL *c, const char *s, char *out, size_t n)
+{
+	size_t l = strlen(s);
+
+	if (2 * l + 3 > n)
+		return TL_ETOOBIG;
+	out[0] = '\'';
+	l = mysql_real_escape_string(c, out + 1, s, (unsigned long)l);
+	out[l + 1] = '\'';
+	out[l + 2] = '\0';
+	return 0;
+}
+
+/* The database name as a GRANT pattern: _ and % escaped, then quoted. */
+static int
+quote_pattern(const char *name, char *out, size_t n)
+{
+	char pat[2 * TL_DRV_NAME_MAX + 2];
+	size_t o = 0;
+
+	for (; *name != '\0' && o + 3 < sizeof(pat); name++) {
+		if (*name == '_' || *name == '%' || *name == '\\')
+			pat[o++] = '\\';
+		pat[o++] = *name;
+	}
+	pat[o] = '\0';
+	return tl_drv_mdb_quote_id(pat, out, n);
+}
+
+/* printf into a statement buffer; TL_EINVAL when it does not fit. */
+static int
+sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int
+sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(buf, n, fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= n)
+		return whyf(why, TL_EINVAL, "statement too long");
+	return 0;
+}
+
+static int
+runf(MYSQL *c, const char *step, char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int
+runf(MYSQL *c, const char *step, char *why, const char *fmt, ...)
+{
+	char sql[MDB_SQL_MAX];
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= sizeof(sql))
+		return whyf(why, TL_EINVAL, "%s: statement too long", step);
+	return tl_drv_mdb_run(c, sql, step, why);
+}
+
+void
+tl_drv_mdb_hash(const char *password, char out[42])
+{
+	unsigned char h1[EVP_MAX_MD_SIZE], h2[EVP_MAX_MD_SIZE];
+	unsigned l1 = 0, l2 = 0, i;
+
+	EVP_Digest(password, strlen(password), h1, &l1, EVP_sha1(), NULL);
+	EVP_Digest(h1, l1, h2, &l2, EVP_sha1(), NULL);
+	out[0] = '*';
+	for (i = 0; i < 20 && i < l2; i++)
+		snprintf(out + 1 + 2 * i, 3, "%02X", h2[i]);
+	out[41] = '\0';
+	tl_secret_wipe(h1, sizeof(h1));
+}
+
+/* [a-z0-9_-], as the naming scheme makes them; nothing else is sent. */
+static int
+name_ok(const char *what, const char *name, size_t max, char *why)
+{
+	size_t i, n = name != NULL ? strlen(name) : 0;
+
+	if (n == 0 || n > max)
+		return whyf(why, TL_EINVAL, "%s name must be 1-%zu bytes",
+		    what, max);
+	for (i = 0; i < n; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') ||
+		    (name[i] >= '0' && name[i] <= '9') || name[i] == '_' ||
+		    name[i] == '-'))
+			return whyf(why, TL_EINVAL, "%s name \"%.64s\": only "
+			    "a-z, 0-9, _ and - are used", what, name);
+	return 0;
+}
+
+static const char *const reserved_dbs[] = {
+	"mysql", "information_schema", "performance_schema", "sys", MDB_META,
+	NULL
+};
+
+int
+tl_drv_mdb_grant_ok(const struct tl_drv_grant *g, int need_pw, char *why)
+{
+	size_t i;
+	int rc;
+
+	if (g == NULL)
+		return whyf(why, TL_EINVAL, "no grant");
+	if ((rc = name_ok("database", g->resource, MDB_DB_MAX, why)) != 0 ||
+	    (rc = name_ok("user", g->login, MDB_USER_MAX, why)) != 0)
+		return rc;
+	for (i = 0; reserved_dbs[i] != NULL; i++)
+		if (strcmp(g->resource, reserved_dbs[i]) == 0)
+			return whyf(why, TL_EINVAL, "database \"%s\" is the "
+			    "server's own: refused", g->resource);
+	if (need_pw && (g->password == NULL || *g->password == '\0'))
+		return whyf(why, TL_EINVAL, "no password for user \"%s\"",
+		    g->login);
+	if (named(g) && strlen(g->grant) > 255)
+		return whyf(why, TL_EINVAL, "grant id longer than 255 bytes");
+	return 0;
+}
+
+/* --- the session ----------------------------------------------------- */
+
+static int
+priv_columns(struct tl_drv_mdb *p, char *why)
+{
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	size_t o, w = 0;
+	int rc;
+
+	if ((rc = query(p->c, "SELECT COLUMN_NAME FROM information_schema."
+	    "COLUMNS WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'db' AND "
+	    "COLUMN_NAME LIKE '%\\_priv' ORDER BY ORDINAL_POSITION", &r,
+	    "reading mysql.db's privilege columns", why)) != 0)
+		return rc;
+	o = (size_t)snprintf(p->privcols, sizeof(p->privcols), "CONCAT(''");
+	while ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL &&
+	    w + 1 < sizeof(p->privwant)) {
+		char id[80];
+
+		if (tl_drv_mdb_quote_id(row[0], id, sizeof(id)) != 0 ||
+		    o + strlen(id) + 8 >= sizeof(p->privcols))
+			break;
+		o += (size_t)snprintf(p->privcols + o, sizeof(p->privcols) - o,
+		    ",d.%s", id);
+		p->privwant[w++] = strcmp(row[0], "Grant_priv") == 0 ? 'N' :
+		    'Y';
+	}
+	mysql_free_result(r);
+	p->privwant[w] = '\0';
+	snprintf(p->privcols + o, sizeof(p->privcols) - o, ")");
+	if (w == 0)
+		return whyf(why, TL_EDRIVER, "mysql.db has no privilege "
+		    "columns the admin can read");
+	return 0;
+}
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The session, reconnected when it is gone.  A session used within the
+ * last MDB_FRESH_NS whose last statement did not lose the connection is
+ * taken as alive without a ping: a round trip saved per operation in a
+ * pass (a session the server dropped in between fails that operation
+ * with TL_EUNREACH, and the next one reconnects).
+ */
+static int
+ensure(struct tl_drv_mdb *p, char *why)
+{
+	uint64_t now = mono_ns();
+	int rc;
+
+	if (p->c != NULL && now - p->used_ns < MDB_FRESH_NS &&
+	    tl_drv_mdb_errno_rc(mysql_errno(p->c), 0) != TL_EUNREACH) {
+		p->used_ns = now;
+		return 0;
+	}
+	if (p->c != NULL && mysql_ping(p->c) == 0) {
+		p->used_ns = now;
+		return 0;
+	}
+	if (p->c != NULL) {
+		mysql_close(p->c);
+		p->c = NULL;
+	}
+	if ((rc = tl_drv_mdb_connect(p->host, p->port, p->user, p->password,
+	    NULL, &p->c, why)) != 0)
+		return rc;
+	if ((rc = tl_drv_mdb_run(p->c, "SET SESSION sql_mode = "
+	    "'STRICT_ALL_TABLES', SESSION max_statement_time = 120, "
+	    "SESSION lock_wait_timeout = 30", "session settings", why)) != 0)
+		return rc;
+	if (p->privwant[0] == '\0' && (rc = priv_columns(p, why)) != 0)
+		return rc;
+	p->used_ns = mono_ns();
+	return 0;
+}
+
+/* tally's own database: made on first need, kept by the handle. */
+static int
+ensure_meta(struct tl_drv_mdb *p, char *why)
+{
+	MYSQL_RES *r;
+	int rc;
+
+	if (p->meta)
+		return 0;
+	/* Looked up first: DDL, even IF NOT EXISTS, takes locks. */
+	if ((rc = query(p->c, "SELECT 1 FROM information_schema.TABLES WHERE "
+	    "TABLE_SCHEMA = '" MDB_META "' AND TABLE_NAME = 'marks'", &r,
+	    "looking up " MDB_META ".marks", why)) != 0)
+		return rc;
+	p->meta = mysql_num_rows(r) > 0;
+	mysql_free_result(r);
+	if (p->meta)
+		return 0;
+	if ((rc = tl_drv_mdb_run(p->c, "CREATE DATABASE IF NOT EXISTS "
+	    "`" MDB_META "`", "creating database " MDB_META, why)) != 0 ||
+	    (rc = tl_drv_mdb_run(p->c, "CREATE TABLE IF NOT EXISTS `" MDB_META
+	    "`.`marks` (kind CHAR(1) NOT NULL, name VARCHAR(80) NOT NULL, "
+	    "grant_id VARCHAR(255) NOT NULL, PRIMARY KEY (kind, name)) "
+	    "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+	    "creating " MDB_META ".marks", why)) != 0)
+		return rc;
+	p->meta = 1;
+	return 0;
+}
+
+static char *
+secret_dup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d;
+
+	if ((d = tl_secret_alloc(n)) != NULL)
+		memcpy(d, s, n);
+	return d;
+}
+
+static const char *
+setting(const char *const *sv, const char *name)
+{
+	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
+		if (strcmp(sv[0], name) == 0)
+			return sv[1];
+	return NULL;
+}
+
+static void mdb_close(void *h);
+
+static int
+mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
+{
+	struct tl_drv_mdb *p;
+	const char *host;
+	int rc;
+
+	*hp = NULL;
+	if (a == NULL)
+		return whyf(why, TL_EINVAL, "no admin settings");
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	/* The setting host, else where tallyd was told to connect. */
+	host = setting(a->settings, "host");
+	if (host == NULL || *host == '\0')
+		host = a->host;
+	if ((host != NULL && (p->host = strdup(host)) == NULL) ||
+	    (a->port != NULL && (p->port = strdup(a->port)) == NULL) ||
+	    (p->user = strdup(a->user != NULL && *a->user != '\0' ? a->user :
+	    "root")) == NULL ||
+	    (a->password != NULL &&
+	    (p->password = secret_dup(a->password)) == NULL)) {
+		mdb_close(p);
+		return whyf(why, ENOMEM, "out of memory");
+	}
+	if ((rc = ensure(p, why)) != 0) {
+		mdb_close(p);
+		return rc;
+	}
+	whyf(why, 0, "connected to MariaDB %s at %s:%s as '%s'",
+	    mysql_get_server_info(p->c), p->host != NULL ? p->host :
+	    "127.0.0.1", p->port != NULL ? p->port : "3306", p->user);
+	*hp = p;
+	return 0;
+}
+
+static void
+mdb_close(void *h)
+{
+	struct tl_drv_mdb *p = h;
+
+	if (p == NULL)
+		return;
+	if (p->c != NULL)
+		mysql_close(p->c);
+	free(p->host);
+	free(p->port);
+	free(p->user);
+	tl_secret_free(p->password);
+	free(p);
+}
+
+/* --- marks ----------------------------------------------------------- */
+
+enum mark { MARK_ABSENT, MARK_OURS, MARK_OTHER };
+
+/*
+ * The mark of object (kind, name): *m, and in other the grant another
+ * mark names ("" for the unnamed mark when it is not g's to adopt).
+ */
+static int
+read_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
+    const char *name, enum mark *m, int *unnamed, char *other, size_t on,
+    char *why)
+{
+	char sql[MDB_SQL_MAX], lit[2 * TL_DRV_NAME_MAX + 8];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	*m = MARK_ABSENT;
+	*unnamed = 0;
+	other[0] = '\0';
+	if ((rc = tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit))) != 0 ||
+	    (rc = sqlf(sql, sizeof(sql), why, "SELECT grant_id FROM `" MDB_META
+	    "`.`marks` WHERE kind = '%c' AND name = %s", kind, lit)) != 0)
+		return whyf(why, TL_EINVAL, "name too long");
+	if ((rc = query(p->c, sql, &r, "reading tally's marks", why)) != 0)
+		return rc;
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
+		const char *mine = named(g) ? g->grant : "";
+
+		if (strcmp(row[0], mine) == 0)
+			*m = MARK_OURS;
+		else if (row[0][0] == '\0' && g->adopt_unnamed) {
+			*m = MARK_OURS;
+			*unnamed = 1;
+		} else {
+			*m = MARK_OTHER;
+			snprintf(other, on, "%s", row[0]);
+		}
+	}
+	mysql_free_result(r);
+	return 0;
+}
+
+static int
+write_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
+    const char *name, char *why)
+{
+	char lit[2 * TL_DRV_NAME_MAX + 8], glit[2 * 256 + 8];
+	int rc;
+
+	if ((rc = tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit))) != 0 ||
+	    (rc = tl_drv_mdb_quote_str(p->c, named(g) ? g->grant : "", glit,
+	    sizeof(glit))) != 0)
+		return whyf(why, TL_EINVAL, "name too long");
+	return runf(p->c, "marking an object", why, "INSERT INTO `" MDB_META
+	    "`.`marks` (kind, name, grant_id) VALUES ('%c', %s, %s) ON "
+	    "DUPLICATE KEY UPDATE grant_id = VALUES(grant_id)", kind, lit,
+	    glit);
+}
+
+static int
+drop_mark(struct tl_drv_mdb *p, char kind, const char *name, char *why)
+{
+	char lit[2 * TL_DRV_NAME_MAX + 8];
+
+	if (tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit)) != 0)
+		return whyf(why, TL_EINVAL, "name too long");
+	return runf(p->c, "removing a mark", why, "DELETE FROM `" MDB_META
+	    "`.`marks` WHERE kind = '%c' AND name = %s", kind, lit);
+}
+
+/* Whether database or user 'name'@'%' exists: *found. */
+static int
+exists(struct tl_drv_mdb *p, char kind, const char *name, int *found,
+    char *why)
+{
+	char sql[MDB_SQL_MAX], lit[2 * TL_DRV_NAME_MAX + 8];
+	MYSQL_RES *r;
+	int rc;
+
+	*found = 0;
+	if (tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit)) != 0)
+		return whyf(why, TL_EINVAL, "name too long");
+	if (kind == 'd')
+		snprintf(sql, sizeof(sql), "SELECT 1 FROM information_schema."
+		    "SCHEMATA WHERE SCHEMA_NAME = %s", lit);
+	else
+		snprintf(sql, sizeof(sql), "SELECT 1 FROM mysql.global_priv "
+		    "WHERE User = %s AND Host = '%%'", lit);
+	if ((rc = query(p->c, sql, &r, kind == 'd' ? "looking up a database" :
+	    "looking up a user", why)) != 0)
+		return rc;
+	*found = mysql_num_rows(r) > 0;
+	mysql_free_result(r);
+	return 0;
+}
+
+/*
+ * Claims object (kind, name) for g: 0 when it is g's (marked for g, or
+ * absent and now marked), TL_EINVAL with why when it belongs to another
+ * grant or to nobody tally knows.  create only: it marks.
+ */
+static int
+claim(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
+    const char *name, int *made, char *why)
+{
+	const char *what = kind == 'd' ? "database" : "user";
+	char other[256];
+	enum mark m;
+	int rc, found, unnamed;
+
+	*made = 0;
+	if ((rc = read_mark(p, g, kind, name, &m, &unnamed, other,
+	    sizeof(other), why)) != 0 ||
+	    (rc = exists(p, kind, name, &found, why)) != 0)
+		return rc;
+	if (m == MARK_OTHER)
+		return whyf(why, TL_EINVAL, "%s \"%s\" was made by tally for "
+		    "%s%s: tally never hands one grant's object to another",
+		    what, name, other[0] != '\0' ? "grant " : "another grant "
+		    "(unnamed mark)", other);
+	if (m == MARK_ABSENT && found)
+		return whyf(why, TL_EINVAL, "%s \"%s\" exists and was not made "
+		    "by tally: tally never takes over what it did not make; "
+		    "choose another resource name (name: in the manifest)",
+		    what, name);
+	*made = !found;
+	if (m == MARK_ABSENT || (unnamed && named(g)))
+		return write_mark(p, g, kind, name, why);
+	return 0;
+}
+
+/* TL_EINVAL if an object of g's names is marked for another grant. */
+static int
+vet(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char *why)
+{
+	char other[256];
+	enum mark m;
+	int rc, unnamed, i, found;
+
+	for (i = 0; i < 2; i++) {
+		char kind = i == 0 ? 'd' : 'u';
+		const char *name = i == 0 ? g->resource : g->login;
+
+		if ((rc = read_mark(p, g, kind, name, &m, &unnamed, other,
+		    sizeof(other), why)) != 0)
+			return rc;
+		if (m == MARK_OTHER)
+			return whyf(why, TL_EINVAL, "%s \"%s\" was made by "
+			    "tally for %s%s: refused", i == 0 ? "database" :
+			    "user", name, other[0] != '\0' ? "grant " :
+			    "another grant", other);
+		if (m == MARK_ABSENT) {
+			if ((rc = exists(p, kind, name, &found, why)) != 0)
+				return rc;
+			if (found)
+				return whyf(why, TL_EINVAL, "%s \"%s\" was not "
+				    "made by tally: refused", i == 0 ?
+				    "database" : "user", name);
+		}
+	}
+	return 0;
+}
+
+/* Connects and validates: the prologue of every operation. */
+static int
+begin(struct tl_drv_mdb *p, const struct tl_drv_grant *g, int need_pw,
+    char *why)
+{
+	int rc;
+
+	if (p == NULL)
+		return whyf(why, TL_EINVAL, "driver not open");
+	if ((rc = tl_drv_mdb_grant_ok(g, need_pw, why)) != 0 ||
+	    (rc = ensure(p, why)) != 0 || (rc = ensure_meta(p, why)) != 0)
+		return rc;
+	return 0;
+}
+
+/* --- privileges and passwords ----------------------------------------- */
+
+struct ids {
+	char	db[2 * TL_DRV_NAME_MAX + 4];	/* `db` */
+	char	pat[4 * TL_DRV_NAME_MAX + 4];	/* `db` with \_ \% */
+	char	user[2 * MDB_USER_MAX + 12];	/* 'login'@'%' */
+	char	ulit[2 * MDB_USER_MAX + 4];	/* 'login' */
+	char	dlit[2 * TL_DRV_NAME_MAX + 4];	/* 'db' */
+	char	plit[4 * TL_DRV_NAME_MAX + 8];	/* 'db\_x' as stored */
+};
+
+static int
+ids_make(struct tl_drv_mdb *p, const struct tl_drv_grant *g, struct ids *x,
+    char *why)
+{
+	char pat[2 * TL_DRV_NAME_MAX + 2];
+	const char *s;
+	size_t o = 0;
+
+	for (s = g->resource; *s != '\0' && o + 3 < sizeof(pat); s++) {
+		if (*s == '_' || *s == '%' || *s == '\\')
+			pat[o++] = '\\';
+		pat[o++] = *s;
+	}
+	pat[o] = '\0';
+	if (tl_drv_mdb_quote_id(g->resource, x->db, sizeof(x->db)) != 0 ||
+	    quote_pattern(g->resource, x->pat, sizeof(x->pat)) != 0 ||
+	    tl_drv_mdb_quote_str(p->c, g->login, x->ulit,
+	    sizeof(x->ulit)) != 0 ||
+	    tl_drv_mdb_quote_str(p->c, g->resource, x->dlit,
+	    sizeof(x->dlit)) != 0 ||
+	    tl_drv_mdb_quote_str(p->c, pat, x->plit, sizeof(x->plit)) != 0)
+		return whyf(why, TL_EINVAL, "names too long");
+	snprintf(x->user, sizeof(x->user), "%s@'%%'", x->ulit);
+	return 0;
+}
+
+/* The password's hash into a statement; the buffer is not secret. */
+static int
+set_pw(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const struct ids *x, int create, char *why)
+{
+	char hash[42];
+
+	tl_drv_mdb_hash(g->password, hash);
+	if (create)
+		return runf(p->c, "creating the user", why, "CREATE USER IF "
+		    "NOT EXISTS %s IDENTIFIED VIA mysql_native_password USING "
+		    "'%s'", x->user, hash);
+	return runf(p->c, "setting the user's password", why, "ALTER USER %s "
+	    "IDENTIFIED VIA mysql_native_password USING '%s' ACCOUNT UNLOCK",
+	    x->user, hash);
+}
+
+/* Exactly ALL on the database, nothing else, no other host's account. */
+static int
+set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const struct ids *x, char *why)
+{
+	char sql[MDB_SQL_MAX];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	(void)g;
+	snprintf(sql, sizeof(sql), "SELECT Host FROM mysql.global_priv WHERE "
+	    "User = %s AND Host <> '%%'", x->ulit);
+	if ((rc = query(p->c, sql, &r, "looking for other accounts", why)) != 0)
+		return rc;
+	while ((row = mysql_fetch_row(r)) != NULL) {
+		char hlit[600];
+
+		if (row[0] == NULL || tl_drv_mdb_quote_str(p->c, row[0], hlit,
+		    sizeof(hlit)) != 0)
+			continue;
+		if ((rc = runf(p->c, "dropping an account of the user's name "
+		    "on another host", why, "DROP USER IF EXISTS %s@%s",
+		    x->ulit, hlit)) != 0)
+			break;
+	}
+	mysql_free_result(r);
+	if (rc != 0)
+		return rc;
+	if ((rc = runf(p->c, "revoking the user's privileges", why, "REVOKE "
+	    "ALL PRIVILEGES, GRANT OPTION FROM %s", x->user)) != 0 ||
+	    (rc = runf(p->c, "granting the database", why, "GRANT ALL "
+	    "PRIVILEGES ON %s.* TO %s", x->pat, x->user)) != 0)
+		return rc;
+	return runf(p->c, "unlocking the user", why, "ALTER USER %s ACCOUNT "
+	    "UNLOCK", x->user);
+}
+
+/* --- what a grant looks like: one row per grant --------------------- */
+
+enum {
+	C_I = 0, C_DB, C_USER, C_AUTH, C_PLUGIN, C_LOCKED, C_ACCESS, C_DBPRIV,
+	C_OTHERDB, C_OTHER, C_HOSTS, C_MARKD, C_MARKU, C_NCOLS
+};
+
+/* One SELECT of the grant's facts, for UNION ALL: i, db, pattern, user. */
+static int
+grant_row(struct tl_drv_mdb *p, const struct tl_drv_grant *g, size_t i,
+    char *out, size_t n, char *why)
+{
+	struct ids x;
+	int rc;
+
+	if ((rc = ids_make(p, g, &x, why)) != 0)
+		return rc;
+	return sqlf(out, n, why, "SELECT %zu AS i, %s AS db, %s AS pat, %s AS u",
+	    i, x.dlit, x.plit, x.ulit);
+}
+
+static char *
+facts_sql(struct tl_drv_mdb *p, const char *rows)
+{
+	static const char fmt[] =
+	    "SELECT g.i,"
+	    " (SELECT COUNT(*) FROM information_schema.SCHEMATA s"
+	    "   WHERE s.SCHEMA_NAME = g.db),"
+	    " (SELECT COUNT(*) FROM mysql.global_priv a"
+	    "   WHERE a.User = g.u AND a.Host = '%%'),"
+	    " (SELECT JSON_VALUE(a.Priv, '$.authentication_string')"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%'),"
+	    " (SELECT JSON_VALUE(a.Priv, '$.plugin')"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%'),"
+	    " (SELECT IFNULL(JSON_VALUE(a.Priv, '$.account_locked'), 0)"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%'),"
+	    " (SELECT JSON_VALUE(a.Priv, '$.access')"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%'),"
+	    " (SELECT %s FROM mysql.db d"
+	    "   WHERE d.Host = '%%' AND d.User = g.u AND d.Db = g.pat),"
+	    " (SELECT COUNT(*) FROM mysql.db d"
+	    "   WHERE d.User = g.u AND NOT (d.Host = '%%' AND d.Db = g.pat)),"
+	    " (SELECT COUNT(*) FROM mysql.tables_priv t WHERE t.User = g.u) +"
+	    " (SELECT COUNT(*) FROM mysql.columns_priv c WHERE c.User = g.u) +"
+	    " (SELECT COUNT(*) FROM mysql.procs_priv r WHERE r.User = g.u) +"
+	    " (SELECT COUNT(*) FROM mysql.roles_mapping m WHERE m.User = g.u),"
+	    " (SELECT COUNT(*) FROM mysql.global_priv a"
+	    "   WHERE a.User = g.u AND a.Host <> '%%'),"
+	    " (SELECT k.grant_id FROM `" MDB_META "`.`marks` k"
+	    "   WHERE k.kind = 'd' AND k.name = g.db),"
+	    " (SELECT k.grant_id FROM `" MDB_META "`.`marks` k"
+	    "   WHERE k.kind = 'u' AND k.name = g.u)"
+	    " FROM (%s) g ORDER BY g.i";
+	size_t n = sizeof(fmt) + strlen(p->privcols) + strlen(rows);
+	char *s;
+
+	if ((s = malloc(n)) == NULL)
+		return NULL;
+	snprintf(s, n, fmt, p->privcols, rows);
+	return s;
+}
+
+/* Appends to a findings buffer, "; "-separated. */
+struct msg {
+	char	buf[TL_DRV_WHY_MAX];
+	size_t	len;
+	int	n;
+};
+
+static void
+madd(struct msg *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+madd(struct msg *m, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (m->len + 3 >= sizeof(m->buf))
+		return;
+	if (m->n++ > 0) {
+		memcpy(m->buf + m->len, "; ", 3);
+		m->len += 2;
+	}
+	va_start(ap, fmt);
+	k = vsnprintf(m->buf + m->len, sizeof(m->buf) - m->len, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		m->len += (size_t)k;
+	if (m->len >= sizeof(m->buf))
+		m->len = sizeof(m->buf) - 1;
+}
+
+/*
+ * What one row says about g: TL_EINVAL (why) when its objects are another
+ * grant's or not tally's; else *drift and why.  cred: compare the stored
+ * hash with g->password's (check_bulk; check logs in instead).
+ */
+static int
+eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
+    int cred, enum tl_drv_drift *drift, char *why)
+{
+	struct msg miss = { .len = 0 }, bad = { .len = 0 }, priv = { .len = 0 };
+	const char *mine = named(g) ? g->grant : "";
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		const char *mk = row[k == 0 ? C_MARKD : C_MARKU];
+		int found = atoi(row[k == 0 ? C_DB : C_USER]) > 0;
+		const char *what = k == 0 ? "database" : "user";
+		const char *name = k == 0 ? g->resource : g->login;
+
+		if (mk != NULL && strcmp(mk, mine) != 0 &&
+		    !(mk[0] == '\0' && g->adopt_unnamed))
+			return whyf(why, TL_EINVAL, "%s \"%s\" was made by "
+			    "tally for %s%s: refused", what, name, mk[0] ?
+			    "grant " : "another grant", mk);
+		if (mk == NULL && found)
+			return whyf(why, TL_EINVAL, "%s \"%s\" was not made by "
+			    "tally: refused", what, name);
+	}
+	*drift = TL_DRIFT_NONE;
+	if (atoi(row[C_DB]) == 0)
+		madd(&miss, "database \"%s\" is gone", g->resource);
+	if (atoi(row[C_USER]) == 0)
+		madd(&miss, "user '%s'@'%%' is gone", g->login);
+	else {
+		if (row[C_LOCKED] != NULL && strcmp(row[C_LOCKED], "0") != 0 &&
+		    strcmp(row[C_LOCKED], "false") != 0)
+			madd(&priv, "user '%s' is locked", g->login);
+		if (row[C_ACCESS] == NULL || strcmp(row[C_ACCESS], "0") != 0)
+			madd(&priv, "user '%s' has global privileges "
+			    "(access %s)", g->login, row[C_ACCESS] != NULL ?
+			    row[C_ACCESS] : "?");
+		if (row[C_DBPRIV] == NULL)
+			madd(&priv, "user '%s' has no privileges on \"%s\"",
+			    g->login, g->resource);
+		else if (strcmp(row[C_DBPRIV], p->privwant) != 0)
+			madd(&priv, "user '%s' on \"%s\": privileges %s, "
+			    "expected %s", g->login, g->resource,
+			    row[C_DBPRIV], p->privwant);
+		if (atoi(row[C_OTHERDB]) > 0 || atoi(row[C_OTHER]) > 0)
+			madd(&priv, "user '%s' holds privileges beyond its "
+			    "database (%s on databases, %s on tables, columns, "
+			    "routines or roles)", g->login, row[C_OTHERDB],
+			    row[C_OTHER]);
+		if (atoi(row[C_HOSTS]) > 0)
+			madd(&priv, "%s other account%s named '%s' on other "
+			    "hosts", row[C_HOSTS], atoi(row[C_HOSTS]) == 1 ?
+			    "" : "s", g->login);
+		if (cred && g->password != NULL) {
+			char hash[42];
+
+			tl_drv_mdb_hash(g->password, hash);
+			if (row[C_PLUGIN] == NULL ||
+			    strcmp(row[C_PLUGIN], "mysql_native_password") != 0 ||
+			    row[C_AUTH] == NULL ||
+			    strcmp(row[C_AUTH], hash) != 0)
+				madd(&bad, "user '%s': the stored password is "
+				    "not the one delivered (plugin %s)", g->login,
+				    row[C_PLUGIN] != NULL ? row[C_PLUGIN] : "?");
+		}
+	}
+	if (miss.n > 0) {
+		*drift = TL_DRIFT_MISSING;
+		whyf(why, 0, "missing: %s%s%s", miss.buf, priv.n ?
+		    "; also privileges: " : "", priv.buf);
+	} else if (bad.n > 0) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		whyf(why, 0, "credential: %s%s%s", bad.buf, priv.n ?
+		    "; also privileges: " : "", priv.buf);
+	} else if (priv.n > 0) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		whyf(why, 0, "privileges: %s", priv.buf);
+	} else
+		whyf(why, 0, "database \"%s\", user '%s' with ALL on it and "
+		    "nothing else", g->resource, g->login);
+	return 0;
+}
+
+/* --- operations ------------------------------------------------------ */
+
+static int
+mdb_create(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_mdb *p = h;
+	struct ids x;
+	int rc, mdb, mu;
+
+	if ((rc = begin(p, g, 1, why)) != 0 ||
+	    (rc = ids_make(p, g, &x, why)) != 0 ||
+	    (rc = claim(p, g, 'd', g->resource, &mdb, why)) != 0 ||
+	    (rc = claim(p, g, 'u', g->login, &mu, why)) != 0)
+		return rc;
+	if ((rc = runf(p->c, "creating the database", why, "CREATE DATABASE "
+	    "IF NOT EXISTS %s CHARACTER SET utf8mb4", x.db)) != 0 ||
+	    (rc = set_pw(p, g, &x, 1, why)) != 0 ||
+	    (rc = set_pw(p, g, &x, 0, why)) != 0 ||
+	    (rc = set_privileges(p, g, &x, why)) != 0)
+		return rc;
+	return whyf(why, 0, "database \"%s\" %s, user '%s' %s", g->resource,
+	    mdb ? "created" : "existed", g->login, mu ? "created" :
+	    "existed (password set)");
+}
+
+/* The facts of n grants in one query; *res has one row per grant. */
+static int
+facts(struct tl_drv_mdb *p, const struct tl_drv_grant *gs, size_t n,
+    MYSQL_RES **res, char (*why)[TL_DRV_WHY_MAX])
+{
+	char one[1024], *rows, *sql;
+	size_t cap = n * sizeof(one) + 1, len = 0, i;
+	int rc = 0;
+
+	if ((rows = malloc(cap)) == NULL)
+		return whyf(why[0], ENOMEM, "out of memory");
+	rows[0] = '\0';
+	for (i = 0; i < n; i++) {
+		if ((rc = grant_row(p, &gs[i], i, one, sizeof(one),
+		    why[i])) != 0)
+			goto out;
+		len += (size_t)snprintf(rows + len, cap - len, "%s%s",
+		    i > 0 ? " UNION ALL " : "", one);
+	}
+	if ((sql = facts_sql(p, rows)) == NULL) {
+		rc = whyf(why[0], ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = query(p->c, sql, res, "reading the grants' privileges", why[0]);
+	free(sql);
+out:
+	free(rows);
+	return rc;
+}
+
+/* Logs in as g's user at host:port and uses the database. */
+static int
+login_as(const struct tl_drv_grant *g, const char *host, const char *port,
+    int *c, char *detail, size_t dn)
+{
+	MYSQL *m;
+	char w[TL_DRV_WHY_MAX];
+	int rc;
+
+	*c = 0;
+	rc = tl_drv_mdb_connect(host, port, g->login, g->password, g->resource,
+	    &m, w);
+	if (rc == TL_EUNREACH)
+		return rc;
+	if (rc != 0) {
+		*c = 1;
+		snprintf(detail, dn, "%s", w);
+		return 0;
+	}
+	if (mysql_query(m, "SELECT COUNT(*) FROM information_schema.TABLES") != 0) {
+		*c = 2;
+		snprintf(detail, dn, "%u %s", mysql_errno(m), mysql_error(m));
+	} else {
+		MYSQL_RES *r = mysql_store_result(m);
+
+		if (r != NULL)
+			mysql_free_result(r);
+	}
+	mysql_close(m);
+	return 0;
+}
+
+static int
+mdb_check(void *h, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	char w1[1][TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX];
+	struct tl_drv_mdb *p = h;
+	MYSQL_RES *r = NULL;
+	MYSQL_ROW row;
+	const char *host, *port;
+	int rc, c;
+
+	*drift = TL_DRIFT_NONE;
+	if ((rc = begin(p, g, 1, why)) != 0)
+		return rc;
+	if ((rc = facts(p, g, 1, &r, w1)) != 0) {
+		whyf(why, rc, "%s", w1[0]);
+		return rc;
+	}
+	if ((row = mysql_fetch_row(r)) == NULL) {
+		mysql_free_result(r);
+		return whyf(why, TL_EDRIVER, "no row for the grant");
+	}
+	rc = eval_row(p, row, g, 0, drift, why);
+	mysql_free_result(r);
+	if (rc != 0 || *drift == TL_DRIFT_MISSING)
+		return rc;
+	host = ep != NULL && ep->host != NULL ? ep->host : p->host;
+	port = ep != NULL && ep->port != NULL ? ep->port : p->port;
+	if (*drift == TL_DRIFT_PRIVILEGES && strstr(why, "locked") != NULL)
+		return 0;	/* a locked user cannot prove its password */
+	if ((rc = login_as(g, host, port, &c, detail, sizeof(detail))) != 0)
+		return whyf(why, rc, "the consumer's endpoint %s:%s does not "
+		    "answer", host != NULL ? host : "?", port != NULL ? port :
+		    "?");
+	if (c == 1) {
+		char prev[TL_DRV_WHY_MAX];
+
+		snprintf(prev, sizeof(prev), "%s", *drift != TL_DRIFT_NONE ?
+		    why : "");
+		*drift = TL_DRIFT_CREDENTIAL;
+		whyf(why, 0, "credential: user '%s' does not authenticate at "
+		    "%s:%s: %s%s%s", g->login, host, port, detail,
+		    prev[0] ? "; also " : "", prev);
+	} else if (c == 2 && *drift == TL_DRIFT_NONE) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		whyf(why, 0, "privileges: user '%s' cannot use \"%s\": %s",
+		    g->login, g->resource, detail);
+	}
+	return 0;
+}
+
+static int
+mdb_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
+    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+{
+	struct tl_drv_mdb *p = h;
+	MYSQL_RES *r = NULL;
+	MYSQL_ROW row;
+	size_t i;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		drift[i] = TL_DRIFT_NONE;
+		why[i][0] = '\0';
+		if ((rc = tl_drv_mdb_grant_ok(&gs[i], 1, why[i])) != 0)
+			return rc;
+	}
+	if ((rc = begin(p, &gs[0], 1, why[0])) != 0 ||
+	    (rc = facts(p, gs, n, &r, why)) != 0)
+		return rc;
+	for (i = 0; i < n; i++) {
+		if ((row = mysql_fetch_row(r)) == NULL ||
+		    strtoul(row[C_I], NULL, 10) != i) {
+			rc = whyf(why[0], TL_EDRIVER, "the privileges query "
+			    "returned %zu rows for %zu grants", i, n);
+			break;
+		}
+		if ((rc = eval_row(p, row, &gs[i], 1, &drift[i],
+		    why[i])) != 0)
+			break;
+	}
+	mysql_free_result(r);
+	return rc;
+}
+
+static int
+mdb_set_password(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_mdb *p = h;
+	struct ids x;
+	int rc, found;
+
+	if ((rc = begin(p, g, 1, why)) != 0 || (rc = vet(p, g, why)) != 0 ||
+	    (rc = ids_make(p, g, &x, why)) != 0 ||
+	    (rc = exists(p, 'u', g->login, &found, why)) != 0)
+		return rc;
+	if (!found)
+		return whyf(why, TL_EDRIVER, "user '%s' is gone; not recreated "
+		    "(tally repair does that)", g->login);
+	if ((rc = set_pw(p, g, &x, 0, why)) != 0)
+		return rc;
+	return whyf(why, 0, "password of user '%s' set", g->login);
+}
+
+static int
+mdb_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_mdb *p = h;
+	struct ids x;
+	int rc, fd, fu;
+
+	if ((rc = begin(p, g, 0, why)) != 0 || (rc = vet(p, g, why)) != 0 ||
+	    (rc = ids_make(p, g, &x, why)) != 0 ||
+	    (rc = exists(p, 'd', g->resource, &fd, why)) != 0 ||
+	    (rc = exists(p, 'u', g->login, &fu, why)) != 0)
+		return rc;
+	if (!fd || !fu)
+		return whyf(why, TL_EDRIVER, "%s \"%s\" is gone; not recreated "
+		    "(tally repair does that)", !fd ? "database" : "user",
+		    !fd ? g->resource : g->login);
+	if ((rc = set_privileges(p, g, &x, why)) != 0)
+		return rc;
+	return whyf(why, 0, "user '%s' has ALL on \"%s\" and nothing else "
+	    "again", g->login, g->resource);
+}
+
+/* Kills every connection of user ulit (a quoted literal): *n killed. */
+static int
+kill_sessions(struct tl_drv_mdb *p, const char *ulit, int *n, char *why)
+{
+	char sql[MDB_SQL_MAX];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	*n = 0;
+	snprintf(sql, sizeof(sql), "SELECT ID FROM information_schema."
+	    "PROCESSLIST WHERE USER = %s AND ID <> CONNECTION_ID()", ulit);
+	if ((rc = query(p->c, sql, &r, "listing the user's connections",
+	    why)) != 0)
+		return rc;
+	while ((row = mysql_fetch_row(r)) != NULL) {
+		char k[64];
+
+		if (row[0] == NULL)
+			continue;
+		snprintf(k, sizeof(k), "KILL CONNECTION %llu",
+		    strtoull(row[0], NULL, 10));
+		if (mysql_query(p->c, k) == 0)
+			(*n)++;
+		else if (mysql_errno(p->c) != ER_NO_SUCH_THREAD) {
+			rc = whyf(why, tl_drv_mdb_errno_rc(mysql_errno(p->c),
+			    0), "killing a connection: %u %s",
+			    mysql_errno(p->c), mysql_error(p->c));
+			break;
+		}
+	}
+	mysql_free_result(r);
+	return rc;
+}
+
+static int
+mdb_sessions(void *h, const struct tl_drv_grant *g, unsigned *count,
+    char *why)
+{
+	struct tl_drv_mdb *p = h;
+	char sql[MDB_SQL_MAX];
+	struct ids x;
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	*count = 0;
+	if ((rc = begin(p, g, 0, why)) != 0 ||
+	    (rc = ids_make(p, g, &x, why)) != 0)
+		return rc;
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM information_schema."
+	    "PROCESSLIST WHERE USER = %s", x.ulit);
+	if ((rc = query(p->c, sql, &r, "counting the user's connections",
+	    why)) != 0)
+		return rc;
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
+		*count = (unsigned)strtoul(row[0], NULL, 10);
+	mysql_free_result(r);
+	return whyf(why, 0, "user '%s' has %u connection%s", g->login, *count,
+	    *count == 1 ? "" : "s");
+}
+
+/* Locks a user of g's (if it is g's), kills its connections. */
+static int
+lock_user(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const char *login, int *locked, int *killed, char *why)
+{
+	char ulit[2 * MDB_USER_MAX + 4], other[256];
+	enum mark m;
+	int rc, found, unnamed;
+
+	*locked = *killed = 0;
+	if ((rc = read_mark(p, g, 'u', login, &m, &unnamed, other,
+	    sizeof(other), why)) != 0)
+		return rc;
+	if (m != MARK_OURS)
+		return 0;	/* not this grant's: left as it is */
+	if (tl_drv_mdb_quote_str(p->c, login, ulit, sizeof(ulit)) != 0)
+		return whyf(why, TL_EINVAL, "name too long");
+	if ((rc = exists(p, 'u', login, &found, why)) != 0)
+		return rc;
+	/* Locked first, so no connection starts after the sweep. */
+	if (found && (rc = runf(p->c, "locking the user", why, "ALTER USER "
+	    "%s@'%%' ACCOUNT LOCK", ulit)) != 0)
+		return rc;
+	*locked = found;
+	return kill_sessions(p, ulit, killed, why);
+}
+
+/* The users marked for g's grant (named grants), g->login included. */
+static int
+grant_users(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    char (**out)[MDB_USER_MAX + 1], size_t *n, char *why)
+{
+	char sql[MDB_SQL_MAX], glit[2 * 256 + 8];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	size_t cap;
+	int rc, seen = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!named(g)) {
+		snprintf(sql, sizeof(sql), "SELECT 1 LIMIT 0");
+	} else {
+		if (tl_drv_mdb_quote_str(p->c, g->grant, glit,
+		    sizeof(glit)) != 0)
+			return whyf(why, TL_EINVAL, "grant id too long");
+		snprintf(sql, sizeof(sql), "SELECT name FROM `" MDB_META
+		    "`.`marks` WHERE kind = 'u' AND grant_id = %s", glit);
+	}
+	if ((rc = query(p->c, sql, &r, "listing the grant's users", why)) != 0)
+		return rc;
+	cap = mysql_num_rows(r) + 1;
+	if ((*out = calloc(cap, sizeof(**out))) == NULL) {
+		mysql_free_result(r);
+		return whyf(why, ENOMEM, "out of memory");
+	}
+	while ((row = mysql_fetch_row(r)) != NULL && *n + 1 < cap) {
+		if (row[0] == NULL)
+			continue;
+		snprintf((*out)[(*n)++], MDB_USER_MAX + 1, "%s", row[0]);
+		if (strcmp(row[0], g->login) == 0)
+			seen = 1;
+	}
+	mysql_free_result(r);
+	if (!seen)
+		snprintf((*out)[(*n)++], MDB_USER_MAX + 1, "%s", g->login);
+	return 0;
+}
+
+static int
+mdb_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	struct tl_drv_mdb *p = h;
+	char (*users)[MDB_USER_MAX + 1] = NULL;
+	char other[256];
+	struct ids x;
+	size_t nu = 0, i;
+	enum mark m;
+	int rc, locked, killed, total = 0, unnamed;
+
+	if ((rc = begin(p, g, 0, why)) != 0 ||
+	    (rc = ids_make(p, g, &x, why)) != 0)
+		return rc;
+	if (!drop) {
+		if ((rc = lock_user(p, g, g->login, &locked, &killed,
+		    why)) != 0)
+			return rc;
+		return whyf(why, 0, "user '%s' %s, %d connection%s killed; "
+		    "database \"%s\" kept", g->login, locked ? "locked" :
+		    "not there (or not this grant's)", killed, killed == 1 ?
+		    "" : "s", g->resource);
+	}
+	if ((rc = grant_users(p, g, &users, &nu, why)) != 0)
+		return rc;
+	for (i = 0; i < nu; i++) {
+		char ulit[2 * MDB_USER_MAX + 4];
+
+		if ((rc = lock_user(p, g, users[i], &locked, &killed,
+		    why)) != 0)
+			goto out;
+		total += killed;
+		if ((rc = read_mark(p, g, 'u', users[i], &m, &unnamed, other,
+		    sizeof(other), why)) != 0)
+			goto out;
+		if (m != MARK_OURS)
+			continue;
+		if (tl_drv_mdb_quote_str(p->c, users[i], ulit,
+		    sizeof(ulit)) != 0 ||
+		    (rc = runf(p->c, "dropping the user", why, "DROP USER IF "
+		    "EXISTS %s@'%%'", ulit)) != 0 ||
+		    (rc = drop_mark(p, 'u', users[i], why)) != 0)
+			goto out;
+	}
+	if ((rc = read_mark(p, g, 'd', g->resource, &m, &unnamed, other,
+	    sizeof(other), why)) != 0)
+		goto out;
+	if (m == MARK_OURS && ((rc = runf(p->c, "dropping the database", why,
+	    "DROP DATABASE IF EXISTS %s", x.db)) != 0 ||
+	    (rc = drop_mark(p, 'd', g->resource, why)) != 0))
+		goto out;
+	whyf(why, 0, "database \"%s\" %s and %zu user%s dropped, %d "
+	    "connection%s killed", g->resource, m == MARK_OURS ? "dropped" :
+	    "(not this grant's) left", nu, nu == 1 ? "" : "s", total,
+	    total == 1 ? "" : "s");
+out:
+	free(users);
+	return rc;
+}
+
+static int
+mdb_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
+{
+	struct tl_drv_mdb *p = h;
+	char sql[MDB_SQL_MAX];
+	struct ids x;
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	*bytes = 0;
+	if ((rc = begin(p, g, 0, why)) != 0 ||
+	    (rc = ids_make(p, g, &x, why)) != 0)
+		return rc;
+	snprintf(sql, sizeof(sql), "SELECT IFNULL(SUM(DATA_LENGTH + "
+	    "INDEX_LENGTH), 0) FROM information_schema.TABLES WHERE "
+	    "TABLE_SCHEMA = %s", x.dlit);
+	if ((rc = query(p->c, sql, &r, "sizing the database", why)) != 0)
+		return rc;
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
+		*bytes = strtoull(row[0], NULL, 10);
+	mysql_free_result(r);
+	return whyf(why, 0, "database \"%s\": %llu bytes", g->resource,
+	    (unsigned long long)*bytes);
+}
+
+/* A rotation's second user: what create makes, under the new login. */
+static int
+mdb_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return mdb_create(h, g, why);
+}
+
+/* Locks the old user, kills its connections, drops it. */
+static int
+mdb_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_mdb *p = h;
+	char ulit[2 * MDB_USER_MAX + 4], other[256];
+	enum mark m;
+	int rc, locked, killed, unnamed;
+
+	if ((rc = begin(p, g, 0, why)) != 0 ||
+	    (rc = lock_user(p, g, g->login, &locked, &killed, why)) != 0 ||
+	    (rc = read_mark(p, g, 'u', g->login, &m, &unnamed, other,
+	    sizeof(other), why)) != 0)
+		return rc;
+	if (m != MARK_OURS)
+		return whyf(why, 0, "user '%s' is gone (or not this grant's)",
+		    g->login);
+	if (tl_drv_mdb_quote_str(p->c, g->login, ulit, sizeof(ulit)) != 0)
+		return whyf(why, TL_EINVAL, "name too long");
+	if ((rc = runf(p->c, "dropping the old user", why, "DROP USER IF "
+	    "EXISTS %s@'%%'", ulit)) != 0 ||
+	    (rc = drop_mark(p, 'u', g->login, why)) != 0)
+		return rc;
+	return whyf(why, 0, "user '%s' locked, %d connection%s killed, "
+	    "dropped", g->login, killed, killed == 1 ? "" : "s");
+}
+
+/*
+ * tally rotate --admin: the session's own account (CURRENT_USER(), the
+ * account the server matched, whatever its host part), by hash like
+ * every password.  The handle keeps the new password, so a reconnect
+ * still logs in.
+ */
+static int
+mdb_set_admin_password(void *h, const char *user, const char *password,
+    char *why)
+{
+	struct tl_drv_mdb *p = h;
+	char hash[42], *np, acct[400], ulit[420], hlit[600], *at;
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	if (p == NULL || password == NULL || *password == '\0')
+		return whyf(why, TL_EINVAL, "no session or no password");
+	if ((rc = ensure(p, why)) != 0)
+		return rc;
+	if ((np = secret_dup(password)) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	/*
+	 * ALTER USER CURRENT_USER() is accepted by 10.11 and changes
+	 * nothing: the account is named, as the server matched it.
+	 */
+	if ((rc = query(p->c, "SELECT CURRENT_USER()", &r, "reading the "
+	    "admin's account", why)) != 0) {
+		tl_secret_free(np);
+		return rc;
+	}
+	acct[0] = '\0';
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
+		snprintf(acct, sizeof(acct), "%s", row[0]);
+	mysql_free_result(r);
+	if ((at = strrchr(acct, '@')) == NULL) {
+		tl_secret_free(np);
+		return whyf(why, TL_EDRIVER, "CURRENT_USER() is \"%.64s\"",
+		    acct);
+	}
+	*at++ = '\0';
+	tl_drv_mdb_hash(password, hash);
+	if (tl_drv_mdb_quote_str(p->c, acct, ulit, sizeof(ulit)) != 0 ||
+	    tl_drv_mdb_quote_str(p->c, at, hlit, sizeof(hlit)) != 0 ||
+	    (rc = runf(p->c, "setting the admin's password", why, "ALTER USER "
+	    "%s@%s IDENTIFIED VIA mysql_native_password USING '%s'", ulit,
+	    hlit, hash)) != 0) {
+		tl_secret_free(np);
+		return rc != 0 ? rc : whyf(why, TL_EINVAL, "account too long");
+	}
+	tl_secret_free(p->password);
+	p->password = np;
+	return whyf(why, 0, "password of admin user '%s' set",
+	    user != NULL ? user : p->user);
+}
+
+/*
+ * The fence: one row in tally.fence, raised with GREATEST in one
+ * statement (two control planes racing leave the higher epoch), then
+ * read back.
+ */
+static int
+mdb_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
+{
+	struct tl_drv_mdb *p = h;
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	*current = 0;
+	if (p == NULL)
+		return whyf(why, TL_EINVAL, "driver not open");
+	if ((rc = ensure(p, why)) != 0 || (rc = ensure_meta(p, why)) != 0 ||
+	    (rc = tl_drv_mdb_run(p->c, "CREATE TABLE IF NOT EXISTS `" MDB_META
+	    "`.`fence` (id INT PRIMARY KEY, epoch BIGINT UNSIGNED NOT NULL) "
+	    "ENGINE=InnoDB", "creating tally.fence", why)) != 0 ||
+	    (rc = runf(p->c, "raising the fence", why, "INSERT INTO `" MDB_META
+	    "`.`fence` (id, epoch) VALUES (1, %llu) ON DUPLICATE KEY UPDATE "
+	    "epoch = GREATEST(epoch, VALUES(epoch))",
+	    (unsigned long long)epoch)) != 0 ||
+	    (rc = query(p->c, "SELECT epoch FROM `" MDB_META "`.`fence` WHERE "
+	    "id = 1", &r, "reading the fence", why)) != 0)
+		return rc;
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
+		*current = strtoull(row[0], NULL, 10);
+	mysql_free_result(r);
+	return 0;
+}
+
+/* --- declarations ---------------------------------------------------- */
+
+static const char *const mdb_types[] = { "mariadb-database", NULL };
+static const char *const mdb_tags[] = { "database", "sql", NULL };
+static const char *const mdb_fields[] = {
+	"host", "port", "database", "user", "password", "uri", NULL
+};
+static const struct tl_drv_field mdb_field_info[] = {
+	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
+	{ "password", 1 }, { "uri", 1 }, { NULL, 0 }
+};
+
+/* RFC 3986 userinfo/path: unreserved bytes as they are, others %XX. */
+static int
+pct(char *out, size_t cap, size_t *o, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~') {
+			if (*o + 1 >= cap)
+				return TL_ETOOBIG;
+			out[(*o)++] = (char)c;
+		} else {
+			if (*o + 3 >= cap)
+				return TL_ETOOBIG;
+			out[(*o)++] = '%';
+			out[(*o)++] = hex[c >> 4];
+			out[(*o)++] = hex[c & 15];
+		}
+	}
+	out[*o] = '\0';
+	return 0;
+}
+
+static int
+mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	size_t o = 0;
+	int n = 0, rc = 0;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "host") == 0)
+		n = snprintf(out, cap, "%s", ep->host);
+	else if (strcmp(field, "port") == 0)
+		n = snprintf(out, cap, "%s", ep->port);
+	else if (strcmp(field, "database") == 0)
+		n = snprintf(out, cap, "%s", g->resource);
+	else if (strcmp(field, "user") == 0)
+		n = snprintf(out, cap, "%s", g->login);
+	else if (strcmp(field, "password") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		n = snprintf(out, cap, "%s", g->password);
+	} else if (strcmp(field, "uri") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		n = snprintf(out, cap, "mariadb://");
+		o = (size_t)n;
+		if ((size_t)n >= cap ||
+		    (rc = pct(out, cap, &o, g->login)) != 0 ||
+		    o + 1 >= cap || (out[o++] = ':', 0) ||
+		    (rc = pct(out, cap, &o, g->password)) != 0)
+			goto toobig;
+		n = snprintf(out + o, cap - o, "@%s:%s/", ep->host, ep->port);
+		if (n < 0 || (size_t)n >= cap - o)
+			goto toobig;
+		o += (size_t)n;
+		if ((rc = pct(out, cap, &o, g->resource)) != 0)
+			goto toobig;
+		return 0;
+	} else
+		return TL_ENOTFOUND;
+	if (n < 0 || (size_t)n >= cap)
+		goto toobig;
+	return 0;
+toobig:
+	tl_secret_wipe(out, cap);
+	out[0] = '\0';
+	return TL_ETOOBIG;
+}
+
+/*
+ * Names: the shared scheme within TL_DRV_NAME_MAX - 1 = 63 bytes, under
+ * both of MariaDB's limits (database names 64 characters, user names 80
+ * in 10.11).  The login is RESOURCE_vN, one per credential version.
+ */
+static int
+mdb_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	size_t i;
+
+	tl_drv_name_scheme(in, MDB_DB_MAX, out);
+	for (i = 0; reserved_dbs[i] != NULL; i++)
+		if (strcmp(out->resource, reserved_dbs[i]) == 0)
+			return whyf(why, TL_EINVAL, "database \"%s\" is the "
+			    "server's own", out->resource);
+	return 0;
+}
+
+static const struct tl_drv_revocation mdb_revocation = {
+	.destroys = 0,
+	.retain = 1,
+	.revoke = "the users are locked (ACCOUNT LOCK) and their connections "
+	    "killed",
+	.retain_means = "the database is kept, its user locked (tally restore "
+	    "unlocks it)",
+	.purge = "drops the database and its users: the data is gone",
+};
+
+static const struct tl_drv_setting mdb_settings[] = {
+	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
+	    "(default: the node's routable name)" },
+	{ "port", "3306", 0, TL_DRV_PORT, "the server's port, for the admin "
+	    "and for consumers" },
+	{ "admin-user", "root", 0, TL_DRV_STRING, "the user tallyd logs in "
+	    "as (every privilege WITH GRANT OPTION)" },
+	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
+	    "(--secret)" },
+	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
+	    "one migration file" },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
+};
+
+const struct tl_drv_ops tl_drv_mariadb = {
+	.name = "mariadb",
+	.types = mdb_types,
+	.settings = mdb_settings,
+	.fields = mdb_fields,
+	.open = mdb_open,
+	.close = mdb_close,
+	.create = mdb_create,
+	.check = mdb_check,
+	.check_bulk = mdb_check_bulk,
+	.set_password = mdb_set_password,
+	.fix_privileges = mdb_fix_privileges,
+	.migrate = tl_drv_mdb_migrate,
+	.revoke = mdb_revoke,
+	.size = mdb_size,
+	.set_admin_password = mdb_set_admin_password,
+	.tags = mdb_tags,
+	.field_info = mdb_field_info,
+	.compose = mdb_compose,
+	.names = mdb_names,
+	.credential = TL_DRV_CRED_LOGIN_BESIDE,
+	.add_credential = mdb_add_credential,
+	.retire_credential = mdb_retire_credential,
+	.revocation = &mdb_revocation,
+	.migrate_dialect = "sql/mariadb",
+	.sessions = mdb_sessions,
+	.fence = mdb_fence,
+};

@@ -1,6 +1,6 @@
 /*
- * mariadb-internal.h - what drivers/mariadb.c shares with
- * drivers/mariadb_migrate.c; nothing outside drivers/ includes it.
+ * mariadb-internal.h - what drivers/mariadb_sql.c gives drivers/mariadb.c
+ * and drivers/mariadb_migrate.c; nothing outside drivers/ includes it.
  *
  * Every function writes a line for a person into why (at least
  * TL_DRV_WHY_MAX bytes, never a secret) and returns tally's codes
@@ -9,7 +9,9 @@
 #ifndef TL_DRV_MARIADB_INTERNAL_H
 #define TL_DRV_MARIADB_INTERNAL_H
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <mysql.h>
 
@@ -17,6 +19,30 @@
 
 #define MDB_CONNECT_S	3	/* a whole connection attempt */
 #define MDB_IO_S	150	/* one read or write, beyond statement limits */
+#define MDB_DB_MAX	63	/* 64 in MariaDB; TL_DRV_NAME_MAX bounds us */
+#define MDB_USER_MAX	80
+#define MDB_META	"tally"	/* tally's own database: marks, fence */
+
+/* The server's own databases, NULL-terminated: never a grant's. */
+extern const char *const tl_drv_mdb_reserved[];
+
+/* Formats why (if not NULL) and returns rc. */
+static inline int
+whyf(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static inline int
+whyf(char *why, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why == NULL)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
 
 /*
  * Connects over TCP to host:port (NULL/"": 127.0.0.1:3306) as user with

@@ -158,3 +158,177 @@ t_wait_healthy 10
 B=$(t_envfile node-a app-b)
 [ "$(rc_as "$B" GET "${PB}secret")" = b-data ] || t_fail "after repair app-b does not reach its kept key"
 t_ok "missing twice, user not recreated; after tally repair app-b logs in and its key is there"
+
+t_say "rotation: a shared grant held on node-a and node-b, acks, no lockout"
+tly apply "$(consumer game)" >/dev/null || t_fail "tally apply game failed"
+tly assign game node-a >/dev/null && tly assign game node-b >/dev/null ||
+	t_fail "tally assign game failed"
+G=game/cache
+t_tallyd_start --interval 1
+t_wait_healthy 30 game
+GA=$(t_envfile node-a game)
+GU=$(t_envget "$GA" R_USER)
+cp "$GA" "$W/v1.env"
+[ "$(rc_as "$W/v1.env" SET "$(t_envget "$GA" R_PREFIX)k" v1)" = OK ] || t_fail "game cannot write its key"
+: >"$W/poll.fail"
+: >"$W/poll.ok"
+poller() {
+	while [ ! -f "$W/poll.stop" ]; do
+		for n in node-a node-b; do
+			c=$(cat "$(t_envfile "$n" game)" 2>/dev/null) || {
+				echo "$n: no env file" >>"$W/poll.fail"; continue; }
+			printf '%s\n' "$c" >"$W/poll.$n.env"
+			o=$(rc_as "$W/poll.$n.env" PING 2>&1)
+			if [ "$o" = PONG ]; then
+				echo "$n $(printf '%s\n' "$c" | sed -n 's/^R_PASSWORD=//p' | cut -c1-6)" >>"$W/poll.ok"
+			else
+				echo "$(date +%T.%N) $n: $o" >>"$W/poll.fail"
+			fi
+		done
+	done
+}
+poller &
+PPOLL=$!
+_t_pids="$_t_pids $PPOLL"
+sleep 0.5
+[ -s "$W/poll.ok" ] || t_fail "the poller logged in nowhere: $(cat "$W/poll.fail")"
+tly rotate "$G" >/dev/null || t_fail "tally rotate $G failed"
+t_wait_log 20 "grant/$G" credential.activated >/dev/null
+end=$(($(t_now_ms) + 10000))
+for n in node-a node-b; do
+	until [ "$(t_envget "$(t_envfile "$n" game)" R_PASSWORD)" != "$(t_envget "$W/v1.env" R_PASSWORD)" ]; do
+		[ "$(t_now_ms)" -lt "$end" ] || t_fail "$n's env file does not hold v2"
+		sleep 0.05
+	done
+done
+[ "$(t_envget "$GA" R_USER)" = "$GU" ] || t_fail "v2's user is $(t_envget "$GA" R_USER), not $GU: the versions share one user"
+cp "$GA" "$W/v2.env"
+t_check "between add and retire both passwords log in, as the same user"
+[ "$(rc_as "$W/v1.env" PING)" = PONG ] || t_fail "v1 no longer logs in before any ack"
+[ "$(rc_as "$W/v2.env" PING)" = PONG ] || t_fail "v2 does not log in"
+[ "$(radm ACL GETUSER "$GU" | grep -c '^[0-9a-f]\{64\}$')" -eq 2 ] ||
+	t_fail "the user does not hold two password hashes: $(radm ACL GETUSER "$GU" | tr '\n' ' ')"
+t_ok "user $GU: two hashes, both passwords log in"
+tly ack node-a game 2 >/dev/null || t_fail "tally ack node-a game 2 failed"
+sleep 3
+[ "$(rc_as "$W/v1.env" PING)" = PONG ] || t_fail "v1 stopped working while node-b has not acknowledged"
+tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
+	t_fail "credential.retired before node-b acknowledged"
+t_expect_exit 0 "tally check $G (mid-rotation: both hashes are tally's)" tly check "$G"
+t_ok "after node-a's ack only: v1 still logs in, nothing retired, the grant checks clean"
+tly ack node-b game 2 >/dev/null || t_fail "tally ack node-b game 2 failed"
+ret=$(t_wait_log 20 "grant/$G" credential.retired)
+t_wait_log 10 "grant/$G" rotation.completed >/dev/null
+printf '%s' "$ret" | grep -q '"forced":false' || t_fail "retirement forced: $ret"
+[ "$(rc_as "$W/v1.env" PING 2>&1)" != PONG ] || t_fail "the retired v1 password still logs in"
+[ "$(rc_as "$W/v2.env" GET "$(t_envget "$GA" R_PREFIX)k")" = v1 ] || t_fail "v2 does not reach the data"
+[ "$(radm ACL GETUSER "$GU" | grep -c '^[0-9a-f]\{64\}$')" -eq 1 ] || t_fail "the user still holds two hashes"
+touch "$W/poll.stop"
+t_wait_exit "$PPOLL" 15
+if [ -s "$W/poll.fail" ]; then
+	cat "$W/poll.fail" >&2
+	t_fail "$(wc -l <"$W/poll.fail") delivered-credential logins failed during the rotation"
+fi
+[ "$(cut -d' ' -f2 "$W/poll.ok" | sort -u | wc -l)" -ge 2 ] || t_fail "the poller did not see both versions"
+t_ok "retired after the last ack (not forced); v1 refused, v2 works; 0 failures in $(wc -l <"$W/poll.ok") logins"
+t_tallyd_stop
+
+t_say "revocation: retain, restore, purge"
+K=$(t_envfile node-a keep)
+KU=$(t_envget "$K" R_USER)
+KP=$(t_envget "$K" R_PREFIX)
+TU=$(t_envget "$(t_envfile node-a trash)" R_USER)
+TP=$(t_envget "$(t_envfile node-a trash)" R_PREFIX)
+[ "$(rc_as "$K" SET "${KP}row" kept)" = OK ] || t_fail "keep cannot write"
+for i in 1 2 3; do rc_as "$(t_envfile node-a trash)" SET "${TP}r$i" x >/dev/null; done
+cp "$K" "$W/keep.env"
+# A client held open as keep (SUBSCRIBE blocks until it is killed).
+rc_as "$K" SUBSCRIBE "${KP}ch" >"$W/sub.out" 2>&1 &
+SUB=$!
+_t_pids="$_t_pids $SUB"
+sleep 0.3
+[ "$(radm CLIENT LIST | grep -c "user=$KU ")" -ge 1 ] || t_fail "the held-open client of $KU is not connected"
+tly remove keep >/dev/null && tly remove trash >/dev/null || t_fail "tally remove failed"
+t_tallyd_once
+t_check "keep revoked: off, its client killed, its keys kept"
+radm ACL GETUSER "$KU" | grep -qx off || t_fail "$KU is not off: $(radm ACL GETUSER "$KU" | tr '\n' ' ')"
+t_wait_exit "$SUB" 10
+[ "$(radm CLIENT LIST | grep -c "user=$KU ")" -eq 0 ] || t_fail "$KU still has clients"
+[ "$(rc_as "$W/keep.env" PING 2>&1)" != PONG ] || t_fail "keep's credential still logs in"
+[ "$(radm GET "${KP}row")" = kept ] || t_fail "keep's key is gone after a retain revocation"
+[ ! -f "$K" ] || t_fail "keep's delivery file is still there"
+t_ok "off; the SUBSCRIBE client ended; login refused; ${KP}row kept"
+t_check "tally restore keep/cache: on again with a new credential, the key there"
+tly apply "$W/manifests/keep.yaml" >/dev/null && tly assign keep node-a >/dev/null ||
+	t_fail "re-adding keep failed"
+tly restore keep/cache >/dev/null || t_fail "tally restore keep/cache failed"
+t_tallyd_once
+t_wait_healthy 10 keep
+[ "$(rc_as "$K" GET "${KP}row")" = kept ] || t_fail "the restored grant does not reach its key"
+t_ok "restored: $(t_envget "$K" R_USER) logs in, ${KP}row = kept"
+t_check "tally purge trash/cache: its keys and user deleted"
+[ "$(radm GET "${TP}r1")" = x ] || t_fail "trash's key went before the purge"
+tly purge trash/cache --yes >/dev/null || t_fail "tally purge trash/cache failed"
+t_tallyd_once
+[ -z "$(radm ACL GETUSER "$TU")" ] || t_fail "$TU still exists after the purge"
+[ -z "$(radm --scan --pattern "${TP}*")" ] || t_fail "keys of trash survived the purge"
+[ -z "$(radm GET "tally:owner:$TU")" ] || t_fail "the owner mark of $TU survived the purge"
+[ "$(radm GET "${KP}row")" = kept ] || t_fail "the purge touched keep's key"
+t_ok "user, keys and marks of trash gone; keep untouched"
+
+t_say "kill storm: 20 grants while tallyd is SIGKILLed at random"
+N=20
+mf=$W/storm.yaml
+: >"$mf"
+i=1
+while [ $i -le $N ]; do
+	printf -- '---\n' >>"$mf"
+	cat "$(consumer "$(printf 's%02d' $i)")" >>"$mf"
+	i=$((i + 1))
+done
+tly apply "$mf" >/dev/null || t_fail "tally apply of the storm's modules failed"
+t_tallyd_start --workers 2
+(
+	i=1
+	while [ $i -le $N ]; do
+		tly assign "$(printf 's%02d' $i)" node-a >/dev/null || exit 1
+		sleep "0.0$(t_rand 6)"
+		i=$((i + 1))
+	done
+) &
+APID=$!
+k=0
+while :; do
+	ms=$((30 + $(t_rand 400)))
+	sleep "0.$(printf '%03d' $ms)"
+	kill -KILL "$T_DPID" 2>/dev/null || t_fail "tallyd had died by itself"
+	t_wait_exit "$T_DPID" 10
+	k=$((k + 1))
+	if [ $k -ge 10 ] && ! kill -0 $APID 2>/dev/null; then break; fi
+	t_tallyd_start --workers 2
+done
+wait $APID || t_fail "assigning the storm's modules failed"
+t_tallyd_once
+t_wait_healthy 20
+t_check "each grant provisioned once; the server's users are exactly the grants'"
+[ "$(tly log --json --type grant.provisioned | grep -c '"grant":"s[0-9]*/cache"')" -eq $N ] ||
+	t_fail "not exactly one grant.provisioned per storm grant: $(tly log --json --type grant.provisioned | grep -c '"grant":"s')"
+: >"$W/want"
+for m in app-a app-b game keep; do t_envget "$(t_envfile node-a $m)" R_USER >>"$W/want"; done
+i=1
+while [ $i -le $N ]; do
+	m=$(printf 's%02d' $i)
+	f=$(t_envfile node-a $m)
+	[ "$(rc_as "$f" PING)" = PONG ] || t_fail "$m's delivered credential does not log in"
+	t_envget "$f" R_USER >>"$W/want"
+	i=$((i + 1))
+done
+sort -o "$W/want" "$W/want"
+users >"$W/have"
+diff "$W/want" "$W/have" >"$W/users.diff" || { cat "$W/users.diff" >&2; t_fail "the server's users differ from the grants' (above)"; }
+[ "$(radm --scan --pattern 'tally:owner:*' | wc -l)" -eq "$(wc -l <"$W/have")" ] ||
+	t_fail "owner marks without a user, or users without a mark"
+t_ok "$k SIGKILLs; $(wc -l <"$W/have") users, exactly the grants' (+ keep), each with one mark; all log in"
+tly verify >/dev/null || t_fail "tally verify failed"
+tly rebuild --check >/dev/null || t_fail "tally rebuild --check: projections differ"
+t_ok "tally verify, rebuild --check"

@@ -761,6 +761,65 @@ START_TEST(test_rotation)
 }
 END_TEST
 
+/* sha256 hex of pw into hex[65]. */
+static void
+hash_of(const char *pw, char hex[65])
+{
+	unsigned char h[32];
+
+	crypto_hash_sha256(h, (const unsigned char *)pw, strlen(pw));
+	sodium_bin2hex(hex, 65, h, sizeof(h));
+}
+
+START_TEST(test_rotation_half_done)
+{
+	struct grant a;
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
+	char pw2[TL_PASSWORD_LEN + 1], hex[65];
+	struct tl_drv_grant old;
+	void *h = drv_open();
+
+	grant_init(&a, "rothalf");
+	create_ok(h, &a.g);
+	snprintf(pw1, sizeof(pw1), "%s", a.pw);
+	tl_secret_password(pw2);
+	secret_add(pw1);
+	secret_add(pw2);
+	/* add cut short after the mark, before the user had the hash. */
+	hash_of(pw2, hex);
+	admin("SADD tally:pw:%s %s", a.name, hex);
+	ck_assert(!can_auth(a.name, pw2));
+	a.g.password = pw2;
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	ck_assert(can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, pw2));
+	/* retire cut short after the user lost the hash, before the mark. */
+	hash_of(pw1, hex);
+	admin("ACL SETUSER %s !%s", a.name, hex);
+	old = a.g;
+	old.password = pw1;
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	ck_assert(!can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, pw2));
+	{
+		redisContext *c = conn(NULL, NULL);
+		redisReply *r = redisCommand(c, "SISMEMBER tally:pw:%s %s",
+		    a.name, hex);
+
+		ck_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+		ck_assert_msg(r->integer == 0, "the retired hash is still in "
+		    "the passwords mark");
+		freeReplyObject(r);
+		redisFree(c);
+	}
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	/* A purged grant: retiring is done already. */
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_revoke_restore_purge)
 {
 	struct grant a, b;
@@ -916,6 +975,7 @@ suite(void)
 	tcase_add_test(tc, test_drift);
 	tcase_add_test(tc, test_bulk);
 	tcase_add_test(tc, test_rotation);
+	tcase_add_test(tc, test_rotation_half_done);
 	tcase_add_test(tc, test_revoke_restore_purge);
 	tcase_add_test(tc, test_fence_size_compose);
 	tcase_add_test(tc, test_open_refused);

@@ -295,6 +295,22 @@ once(int n)
 	return tl_bench_now() - t0;
 }
 
+/* tallyd --once again, with nothing left to do: its fixed cost, s. */
+static double
+once_idle(void)
+{
+	char path[4400], *argv[] = { NULL, "--once", "--once-timeout", "600",
+	    NULL };
+	double t0;
+
+	snprintf(path, sizeof(path), "%s/tallyd", bin);
+	argv[0] = path;
+	t0 = tl_bench_now();
+	if (tl_bench_run(home2, NULL, dlog, NULL, argv) != 0)
+		return -1;
+	return tl_bench_now() - t0;
+}
+
 static double
 self_cpu(void)
 {
@@ -376,7 +392,7 @@ int
 main(void)
 {
 	char port[16];
-	double d1, d2, tt, cli = 0, to;
+	double d1, d2, tt, cli = 0, to, idle;
 	int n, p;
 
 	if (sodium_init() < 0)
@@ -423,6 +439,7 @@ main(void)
 	tt = through_tally(n, &cli);
 	tl_bench_tallyd_stop(&dpid);
 	to = once(n);
+	idle = once_idle();
 	if (d1 <= 0 || d2 <= 0 || tt <= 0 || to <= 0) {
 		fprintf(stderr, ME ": a contender failed (direct %.3f %.3f, "
 		    "tally %.3f, once %.3f; see %s, %s)\n", d1, d2, tt, to,
@@ -440,6 +457,11 @@ main(void)
 	    tt * 1000, tt * 1000 / n, tt / d2, cli * 1000, n);
 	printf("  tallyd --once, provision + deliver  %8.1f ms %8.3f ms  "
 	    "x%.1f\n", to * 1000, to * 1000 / n, to / d2);
+	if (idle > 0 && idle < to)
+		printf("  the same, less an idle tallyd --once  %6.1f ms "
+		    "%8.3f ms  x%.1f  (idle run: %.0f ms)\n",
+		    (to - idle) * 1000, (to - idle) * 1000 / n,
+		    (to - idle) / d2, idle * 1000);
 	fflush(stdout);
 	verify_section();
 	cleanup();

@@ -13,6 +13,9 @@
 #   - rotated with holder acks and no lockout (80_rotation): a shared
 #     grant on two nodes, a poller logging in with every delivered
 #     credential all along; the old password works until the last ack;
+#     a second rotation with the add's reply lost (TALLY_FAULT) and a
+#     retirement done on the server but not recorded (tallyd killed):
+#     each step once, no lockout;
 #   - revoked (82_revocation): off, its clients killed, keys retained;
 #     restore; purge deletes keys and user;
 #   - a kill storm (50_killstorm): tallyd SIGKILLed repeatedly while 20
@@ -232,6 +235,39 @@ fi
 [ "$(cut -d' ' -f2 "$W/poll.ok" | sort -u | wc -l)" -ge 2 ] || t_fail "the poller did not see both versions"
 t_ok "retired after the last ack (not forced); v1 refused, v2 works; 0 failures in $(wc -l <"$W/poll.ok") logins"
 t_tallyd_stop
+
+t_say "a second rotation through crashes: the add's reply lost, the retirement done but not recorded"
+TALLY_FAULT=create:lost-first=1 t_tallyd_start --interval 1
+tly rotate "$G" >/dev/null || t_fail "tally rotate $G (v3) failed"
+t_wait_log 20 "grant/$G" credential.activated '"version":3' >/dev/null
+[ "$(tly log --json --stream "grant/$G" --type credential.issued | grep -c '"version":3')" -eq 1 ] ||
+	t_fail "v3 was issued more than once"
+grep -q "rotation of $G: fault injected: create:lost-first=1" "$T_DLOG" ||
+	t_fail "the add's reply was not lost (no fault in tallyd's log)"
+end=$(($(t_now_ms) + 10000))
+until [ "$(t_envget "$GA" R_PASSWORD)" != "$(t_envget "$W/v2.env" R_PASSWORD)" ]; do
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "node-a's env file does not hold v3"
+	sleep 0.05
+done
+cp "$GA" "$W/v3.env"
+kill -KILL "$T_DPID"
+t_wait_exit "$T_DPID" 10
+[ "$(rc_as "$W/v2.env" PING)" = PONG ] && [ "$(rc_as "$W/v3.env" PING)" = PONG ] ||
+	t_fail "v2 and v3 do not both log in after the lost add"
+tly ack node-a game 3 >/dev/null && tly ack node-b game 3 >/dev/null || t_fail "tally ack of v3 failed"
+# What a crash after the driver retired v2, before credential.retired: gone on the server.
+H2=$(printf '%s' "$(t_envget "$W/v2.env" R_PASSWORD)" | sha256sum | cut -c1-64)
+radm ACL SETUSER "$GU" "!$H2" >/dev/null
+radm SREM "tally:pw:$GU" "$H2" >/dev/null
+t_tallyd_start --interval 1
+t_wait_log 20 "grant/$G" rotation.completed '"version":3' >/dev/null
+[ "$(tly log --json --stream "grant/$G" --type credential.retired | grep -c '"version":2')" -eq 1 ] ||
+	t_fail "v2 not retired exactly once"
+[ "$(rc_as "$W/v2.env" PING 2>&1)" != PONG ] || t_fail "v2 still logs in"
+[ "$(rc_as "$W/v3.env" PING)" = PONG ] || t_fail "v3 does not log in"
+t_tallyd_stop
+t_expect_exit 0 "tally check $G (after the crashes)" tly check "$G"
+t_ok "v3 issued and activated once despite the lost reply; the resumed retirement found v2 gone and completed"
 
 t_say "revocation: retain, restore, purge"
 K=$(t_envfile node-a keep)

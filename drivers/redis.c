@@ -53,6 +53,12 @@
  * the password they used: retire_credential ends none (the holders
  * acknowledged the new one), and sessions counts the user's.
  *
+ * Every change of a user is followed by ACL SAVE (setting acl-save,
+ * default yes), so the users survive a restart of a server run with
+ * --aclfile (the file holds hashes only); a server without a file says
+ * so and is not asked again in the session.  The keys (the marks too)
+ * survive as the server's persistence (RDB, AOF) says.
+ *
  * The fence is the key tally:fence, raised by a small Lua script in one
  * EVAL (atomic on the server).
  */
@@ -97,6 +103,8 @@ struct tl_drv_redis {
 	/* The server's normal form of rules, and its flags (off aside). */
 	char		*ref_cmds;
 	char		 ref_flags[256];
+	/* ACL SAVE after a change (acl-save); 0 once the server has no file. */
+	int		 acl_save;
 };
 
 static int
@@ -267,7 +275,9 @@ ensure(struct tl_drv_redis *h, char *why)
 /*
  * One command: 0 and *rp (the caller frees it) unless the server
  * answered an error (TL_EDRIVER, the message scrubbed, what naming the
- * step) or the connection failed (TL_EUNREACH).
+ * step) or the connection failed (TL_EUNREACH).  A session the server
+ * closed (a restart, ACL LOAD, a client kill) is opened again and the
+ * command sent once more: every command here may be repeated.
  */
 static int
 cmd(struct tl_drv_redis *h, int argc, const char **argv, redisReply **rp,
@@ -275,13 +285,18 @@ cmd(struct tl_drv_redis *h, int argc, const char **argv, redisReply **rp,
 {
 	redisReply *r;
 	char m[256];
-	int rc;
+	int rc, tries = 0;
 
 	*rp = NULL;
+again:
 	if ((rc = ensure(h, why)) != 0)
 		return rc;
-	if ((r = redisCommandArgv(h->c, argc, argv, NULL)) == NULL)
+	if ((r = redisCommandArgv(h->c, argc, argv, NULL)) == NULL) {
+		if (tries++ == 0 && (h->c->err == REDIS_ERR_EOF ||
+		    h->c->err == REDIS_ERR_IO))
+			goto again;
 		return fail(why, TL_EUNREACH, "%s: %s", what, h->c->errstr);
+	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		scrub(r->str, m, sizeof(m));
 		rc = fail(why, strncmp(r->str, "NOPERM", 6) == 0 ?
@@ -303,6 +318,37 @@ run(struct tl_drv_redis *h, int argc, const char **argv, const char *what,
 
 	if ((rc = cmd(h, argc, argv, &r, what, why)) == 0)
 		freeReplyObject(r);
+	return rc;
+}
+
+/*
+ * Writes the server's users to its ACL file (--aclfile), so what tally
+ * changed survives a restart of the server; a server without one says
+ * so once, and the session stops asking (its users then live in memory
+ * or in a configuration file the operator rewrites).
+ */
+static int
+persist(struct tl_drv_redis *h, char *why)
+{
+	const char *argv[2] = { "ACL", "SAVE" };
+	redisReply *r;
+	int rc;
+
+	if (!h->acl_save)
+		return 0;
+	if ((rc = ensure(h, why)) != 0)
+		return rc;
+	if ((r = redisCommandArgv(h->c, 2, argv, NULL)) == NULL)
+		return fail(why, TL_EUNREACH, "ACL SAVE: %s", h->c->errstr);
+	if (r->type == REDIS_REPLY_ERROR) {
+		if (strstr(r->str, "not configured to use an ACL file") !=
+		    NULL)
+			h->acl_save = 0;
+		else
+			rc = fail(why, strncmp(r->str, "NOPERM", 6) == 0 ?
+			    TL_EAUTH : TL_EDRIVER, "ACL SAVE: %.200s", r->str);
+	}
+	freeReplyObject(r);
 	return rc;
 }
 
@@ -342,6 +388,70 @@ has_elem(const redisReply *arr, const char *s)
 		    strcmp(arr->element[i]->str, s) == 0)
 			return 1;
 	return 0;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* rules's words, sorted, into a malloc'd array (*n of them); NULL: no memory. */
+static char **
+words(const char *rules_s, char **buf, size_t *n)
+{
+	char **v, *p, *save = NULL;
+	size_t cap = 1;
+
+	*n = 0;
+	if ((*buf = strdup(rules_s)) == NULL)
+		return NULL;
+	for (p = *buf; *p != '\0'; p++)
+		if (*p == ' ')
+			cap++;
+	if ((v = calloc(cap, sizeof(*v))) == NULL) {
+		free(*buf);
+		return NULL;
+	}
+	for (p = strtok_r(*buf, " ", &save); p != NULL;
+	    p = strtok_r(NULL, " ", &save))
+		v[(*n)++] = p;
+	qsort(v, *n, sizeof(*v), cmp_str);
+	return v;
+}
+
+/*
+ * Whether two of the server's descriptions of command rules say the
+ * same: its normal form is the categories, then each command that
+ * differs from them, in an order that changes from one server process
+ * to the next (ACL LOAD, a restart), and each word stands for a
+ * distinct category or command, so the words are compared as a set.
+ */
+static int
+same_rules(const char *a, const char *b)
+{
+	char *ba = NULL, *bb = NULL, **va, **vb;
+	size_t na, nb, i;
+	int same = 0;
+
+	if (strcmp(a, b) == 0)
+		return 1;
+	va = words(a, &ba, &na);
+	vb = words(b, &bb, &nb);
+	if (va != NULL && vb != NULL && na == nb) {
+		for (i = 0; i < na && strcmp(va[i], vb[i]) == 0; i++)
+			;
+		same = i == na;
+	}
+	if (va != NULL) {
+		free(va);
+		free(ba);
+	}
+	if (vb != NULL) {
+		free(vb);
+		free(bb);
+	}
+	return same;
 }
 
 /* The flags of u but on and off, space-separated, into out. */
@@ -421,6 +531,13 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 		    "a port (and an admin-user and admin-password of at most "
 		    "255 and 511 bytes)");
 		goto err;
+	}
+	{
+		const char *v = setting(a->settings, "acl-save");
+
+		h->acl_save = v == NULL || strcmp(v, "yes") == 0 ||
+		    strcmp(v, "true") == 0 || strcmp(v, "on") == 0 ||
+		    strcmp(v, "1") == 0;
 	}
 	snprintf(h->host, sizeof(h->host), "%s", a->host);
 	snprintf(h->port, sizeof(h->port), "%s", port);
@@ -563,7 +680,8 @@ rd_create(void *hv, const struct tl_drv_grant *g, char *why)
 		const char *sadd[3] = { "SADD", pk, hash + 1 };
 
 		if ((rc = run(h, 2, del, "DEL passwords mark", why)) != 0 ||
-		    (rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0)
+		    (rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0 ||
+		    (rc = persist(h, why)) != 0)
 			return rc;
 	}
 	return fail(why, 0, "user %s on, keys and channels %s:*",
@@ -637,7 +755,7 @@ evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
 		    g->login, flags, h->ref_flags);
 	}
 	if ((s = field_str(u, "commands")) == NULL ||
-	    strcmp(s, h->ref_cmds) != 0) {
+	    !same_rules(s, h->ref_cmds)) {
 		priv = 1;
 		ADD("%suser %s's command rules were changed", off ? "; " : "",
 		    g->login);
@@ -703,11 +821,12 @@ bulk(struct tl_drv_redis *h, const struct tl_drv_grant *gs, size_t n,
 {
 	redisReply *r[3];
 	size_t i, j;
-	int rc = 0, erc;
+	int rc = 0, erc, tries = 0;
 
 	for (i = 0; i < n; i++)
 		if ((erc = grant_ok(&gs[i], why[i])) != 0)
 			return erc;
+again:
 	if ((erc = ensure(h, why[0])) != 0)
 		return erc;
 	for (i = 0; i < n; i++)
@@ -721,6 +840,11 @@ bulk(struct tl_drv_redis *h, const struct tl_drv_grant *gs, size_t n,
 			if (redisGetReply(h->c, &v) != REDIS_OK) {
 				while (j > 0)
 					freeReplyObject(r[--j]);
+				/* Closed before any answer: once more. */
+				if (i == 0 && tries++ == 0 &&
+				    (h->c->err == REDIS_ERR_EOF ||
+				    h->c->err == REDIS_ERR_IO))
+					goto again;
 				return fail(why[0], TL_EUNREACH, "check: %s",
 				    h->c->errstr);
 			}
@@ -877,7 +1001,8 @@ rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
 		snprintf(hv2[nh], RD_HASH_HEX + 2, "#%s", r->element[i]->str);
 		argv[n++] = hv2[nh++];
 	}
-	if ((rc = run(h, (int)n, argv, "ACL SETUSER resetpass", why)) == 0)
+	if ((rc = run(h, (int)n, argv, "ACL SETUSER resetpass", why)) == 0 &&
+	    (rc = persist(h, why)) == 0)
 		fail(why, 0, "user %s: passwords set again (%zu)", g->login,
 		    nh);
 out:
@@ -914,7 +1039,8 @@ rd_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
 	argv[n++] = chans;
 	for (size_t i = 0; i < RD_NRULES; i++)
 		argv[n++] = rules[i];
-	if ((rc = run(h, n, argv, "ACL SETUSER", why)) != 0)
+	if ((rc = run(h, n, argv, "ACL SETUSER", why)) != 0 ||
+	    (rc = persist(h, why)) != 0)
 		return rc;
 	return fail(why, 0, "user %s: rules and patterns set again",
 	    g->login);
@@ -942,7 +1068,7 @@ rd_add_credential(void *hv, const struct tl_drv_grant *g, char *why)
 
 		if ((rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0 ||
 		    (rc = run(h, 4, set, "ACL SETUSER (add a password)",
-		    why)) != 0)
+		    why)) != 0 || (rc = persist(h, why)) != 0)
 			return rc;
 	}
 	return fail(why, 0, "user %s: a password added beside the others",
@@ -983,7 +1109,7 @@ rd_retire_credential(void *hv, const struct tl_drv_grant *g, char *why)
 		const char *set[4] = { "ACL", "SETUSER", g->login, hash };
 
 		if ((rc = run(h, 4, set, "ACL SETUSER (remove a password)",
-		    why)) != 0)
+		    why)) != 0 || (rc = persist(h, why)) != 0)
 			goto out;
 	}
 	{
@@ -1073,6 +1199,7 @@ rd_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 		return fail(why, 0, "user %s is gone: nothing to revoke",
 		    g->login);
 	if (exists && ((rc = run(h, 4, off, "ACL SETUSER off", why)) != 0 ||
+	    (rc = persist(h, why)) != 0 ||
 	    (rc = run(h, 4, kill, "CLIENT KILL USER", why)) != 0))
 		return rc;
 	if (!drop)
@@ -1087,6 +1214,7 @@ rd_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 		const char *dow[2] = { "DEL", ok };
 
 		if ((rc = run(h, 3, del, "ACL DELUSER", why)) != 0 ||
+		    (rc = persist(h, why)) != 0 ||
 		    (rc = run(h, 2, dpw, "DEL passwords mark", why)) != 0 ||
 		    (rc = run(h, 2, dow, "DEL owner mark", why)) != 0)
 			return rc;
@@ -1348,6 +1476,9 @@ static const struct tl_drv_setting rd_settings[] = {
 	    "logs in as (needs +@all on ~* &*)" },
 	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
 	    "(--secret)" },
+	{ "acl-save", "yes", 0, TL_DRV_BOOL, "ACL SAVE after every change, so "
+	    "the users survive a restart (a server without --aclfile: not "
+	    "asked)" },
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
 };
 

@@ -163,6 +163,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 	for (i = 0; i < ids.n && !*deposed; i++) {
 		struct tl_rx_prov pv;
 		struct tl_drv_admin a;
+		const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 		const struct tl_drv_ops *ops;
 		char type[64] = "", driver[64] = "", why[TL_DRV_WHY_MAX] = "";
 		uint64_t cur = 0;
@@ -203,6 +204,8 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 		a.password = pv.password;
 		a.dbname = pv.db;
 		a.revoke_public_connect = pv.maint;
+		/* The driver reads its settings at open (left unset, a crash). */
+		a.settings = tl_rx_prov_settings(&pv, sv);
 		frc = ops->open(&a, &h, why);
 		tl_secret_wipe(pv.password, sizeof(pv.password));
 		if (frc == 0)

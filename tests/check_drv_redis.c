@@ -891,6 +891,41 @@ START_TEST(test_revoke_restore_purge)
 }
 END_TEST
 
+/* What tally changed is in the ACL file: ACL LOAD (a restart) keeps it. */
+START_TEST(test_acl_saved)
+{
+	struct grant a, b;
+	char why[TL_DRV_WHY_MAX], pw2[TL_PASSWORD_LEN + 1];
+	void *h = drv_open();
+
+	grant_init(&a, "saved");
+	grant_init(&b, "saved");
+	create_ok(h, &a.g);
+	create_ok(h, &b.g);
+	admin("ACL LOAD");
+	ck_assert(can_auth(a.name, a.pw));
+	ck_assert_msg(check(h, &a.g, why) == TL_DRIFT_NONE, "%s", why);
+	tl_secret_password(pw2);
+	secret_add(pw2);
+	{
+		struct tl_drv_grant g2 = a.g;
+
+		g2.password = pw2;
+		ck_rc(drv->add_credential(h, &g2, why), 0, why);
+	}
+	ck_rc(drv->revoke(h, &b.g, 0, why), 0, why);
+	admin("ACL LOAD");
+	ck_assert(can_auth(a.name, a.pw));
+	ck_assert(can_auth(a.name, pw2));
+	ck_assert(!can_auth(b.name, b.pw));
+	ck_assert(user_exists(b.name));
+	ck_rc(drv->revoke(h, &b.g, 1, why), 0, why);
+	admin("ACL LOAD");
+	ck_assert(!user_exists(b.name));
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_fence_size_compose)
 {
 	struct grant a;
@@ -977,6 +1012,7 @@ suite(void)
 	tcase_add_test(tc, test_rotation);
 	tcase_add_test(tc, test_rotation_half_done);
 	tcase_add_test(tc, test_revoke_restore_purge);
+	tcase_add_test(tc, test_acl_saved);
 	tcase_add_test(tc, test_fence_size_compose);
 	tcase_add_test(tc, test_open_refused);
 	suite_add_tcase(s, tc);

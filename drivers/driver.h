@@ -71,7 +71,14 @@ struct tl_drv_grant {
 	const char	*resource;	/* what holds the data */
 	const char	*owner;		/* owns it, cannot log in; "": none */
 	const char	*login;		/* this credential's user; "": none */
-	const char	*password;	/* plaintext, wiped after use */
+	/*
+	 * Plaintext, wiped after use.  The current credential's, except in
+	 * retire_credential under TL_DRV_CRED_MULTI_PASSWORD: there the
+	 * password of the version being retired (the one to remove; the
+	 * saga decrypts it from that version's intent), and "" under
+	 * TL_DRV_CRED_LOGIN_BESIDE (the login itself goes).
+	 */
+	const char	*password;
 	/*
 	 * The grant id the driver marks the objects with, and refuses
 	 * objects marked for any other grant by; NULL or "": unnamed (the
@@ -228,7 +235,14 @@ enum tl_drv_credential {
 	 * old one once every holder has the new (retire_credential).
 	 */
 	TL_DRV_CRED_LOGIN_BESIDE,
-	/* Several passwords on one user (an ACL): added and removed. */
+	/*
+	 * Several passwords on one user (an ACL): every version has the
+	 * same login (names gives it), a rotation adds the new password to
+	 * it (add_credential) and removes the old one once every holder has
+	 * the new (retire_credential, g->password the old one).  The
+	 * user's sessions cannot be told apart by password: retire ends
+	 * none, and the saga corroborates nothing with sessions.
+	 */
 	TL_DRV_CRED_MULTI_PASSWORD
 };
 
@@ -419,7 +433,9 @@ struct tl_drv_ops {
 	 * The names of in's grant and version on a provider of this
 	 * driver, within the provider's limits, injectively: two grants
 	 * never share an object, two versions of a grant share the
-	 * resource and the owner but never the login.  A name once
+	 * resource and the owner but never the login, except under
+	 * TL_DRV_CRED_MULTI_PASSWORD, where every version has the same
+	 * login (its passwords are the versions).  A name once
 	 * derived never changes (the same in gives the same names, byte
 	 * for byte, in every release): in->scheme selects the scheme the
 	 * grant's objects were made with.  Returns 0, or TL_EINVAL (why)
@@ -437,7 +453,10 @@ struct tl_drv_ops {
 	 * g->login's credential g->password beside the grant's others
 	 * (same resource, same owner, same privileges) and sets the
 	 * password, as create does; retire disables g->login, ends its
-	 * sessions and removes it, what it owns going to the owner.  Both
+	 * sessions and removes it, what it owns going to the owner.
+	 * MULTI_PASSWORD: add adds g->password to the existing g->login
+	 * (the others stay), retire removes g->password (the retired
+	 * version's) from it and nothing else, the login staying.  Both
 	 * idempotent (retiring a credential that is gone is 0); errors as
 	 * create.  NULL: the driver cannot rotate (TL_DRV_CAP_ROTATE).
 	 */

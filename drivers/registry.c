@@ -19,17 +19,19 @@ extern const struct tl_drv_ops tl_drv_postgres;
 extern const struct tl_drv_ops tl_drv_directory;
 extern const struct tl_drv_ops tl_drv_rabbitmq;
 extern const struct tl_drv_ops tl_drv_mariadb;
+extern const struct tl_drv_ops tl_drv_redis;
 
 static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_postgres,
 	&tl_drv_directory,
 	&tl_drv_rabbitmq,
 	&tl_drv_mariadb,
+	&tl_drv_redis,
 	NULL
 };
 
 static const char *const names[] = { "postgres", "directory", "rabbitmq",
-	"mariadb", NULL };
+	"mariadb", "redis", NULL };
 
 /* The wrappers made under $TALLY_FAULT, by driver. */
 static const struct tl_drv_ops *wrapped[sizeof(drivers) /

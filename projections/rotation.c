@@ -166,6 +166,26 @@ tl_rot_cut_off(struct tl_txn *t, const struct tl_proj *p, const char *grant,
 }
 
 int
+tl_rot_version_intent(struct tl_txn *t, const struct tl_proj *p,
+    const char *grant, uint64_t version, uint64_t *seq)
+{
+	const void *v;
+	size_t n;
+	char k[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_key(k, "cv/%s/%llu", grant,
+	    (unsigned long long)version)) != 0)
+		return rc;
+	if ((rc = tl_kv_get(t, p->grants, k, strlen(k), &v, &n)) != 0)
+		return rc;
+	if (n != 8)
+		return TL_ECORRUPT;
+	*seq = tl_get_be64(v);
+	return 0;
+}
+
+int
 tl_adm_get(struct tl_txn *t, const struct tl_proj *p, const char *id,
     uint64_t *started_seq, uint64_t *issued_seq)
 {

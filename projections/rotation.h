@@ -10,8 +10,9 @@
  *   rotation.completed    {grant version}
  *   rotation.abandoned    {grant from to reason}                 grant revoked
  *
- * The new credential is created beside the old one (a second LOGIN
- * role in the same owner role), delivered to every holder, and the old
+ * The new credential is created beside the old one (as the driver's
+ * credential model says: a second login beside the first, or a second
+ * password on the same user), delivered to every holder, and the old
  * one is retired only when every holder has acknowledged the new one —
  * or, with a deadline, when it passes, recorded as forced with the
  * holders it cut off.  Lockout is impossible by construction: until
@@ -96,6 +97,15 @@ uint64_t tl_rot_cut_off(struct tl_txn *t, const struct tl_proj *p,
 	    const char *grant, const char *holder);
 int	tl_rot_acked(struct tl_txn *t, const struct tl_proj *p,
 	    const char *grant, uint64_t version, const char *holder);
+
+/*
+ * The sequence number of the intent of grant's credential version
+ * (grant.provisioning, credential.issued or a move's issue: cv/GRANT/N),
+ * which holds that version's password encrypted: 0 and *seq, or
+ * TL_ENOTFOUND (a log from before the index).
+ */
+int	tl_rot_version_intent(struct tl_txn *t, const struct tl_proj *p,
+	    const char *grant, uint64_t version, uint64_t *seq);
 
 /* A running admin rotation: 0 and *issued_seq (0: not issued yet). */
 int	tl_adm_get(struct tl_txn *t, const struct tl_proj *p, const char *id,

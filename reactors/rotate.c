@@ -4,13 +4,19 @@
  *
  * Steps, each an intent or an outcome (projections/rotation.h):
  *   started -> credential.issued (the new password, encrypted)     intent
- *   issued  -> create the new login beside the old one (driver),
- *              credential.activated + one credential.delivered per
- *              holder, in one transaction                           outcome
+ *   issued  -> add the new credential beside the old one (driver
+ *              add_credential), credential.activated + one
+ *              credential.delivered per holder, in one transaction  outcome
  *   active  -> when every holder acknowledged (or the deadline
- *              passed): disable the old login, end its sessions,
- *              drop it (driver); credential.retired (forced, with the
- *              holders cut off, if by deadline) + rotation.completed
+ *              passed): retire the old credential (driver
+ *              retire_credential); credential.retired (forced, with
+ *              the holders cut off, if by deadline) + rotation.completed
+ * What add and retire are follows the driver's credential model
+ * (ops->credential, drivers/driver.h): LOGIN_BESIDE, a login per
+ * version, the old one disabled, its sessions ended and dropped;
+ * MULTI_PASSWORD, one login for every version holding a password per
+ * version, retire given the old version's password (decrypted from its
+ * intent, cv/ in projections/rotation.h) to remove.
  * A crash between any two steps resumes at the recorded one; the driver
  * calls are idempotent and a resumed create sets the password again.
  *
@@ -51,6 +57,12 @@ struct rstep {
 	struct tl_grant		 g;
 	int			 op;	/* ISSUE, CREATE, RETIRE, WAIT, ABANDON */
 	char			 password[TL_PASSWORD_LEN + 1];
+	/*
+	 * RETIRE, ABANDON under TL_DRV_CRED_MULTI_PASSWORD: the retired
+	 * version's password, which the driver removes from the login the
+	 * versions share (driver.h, retire_credential).
+	 */
+	char			 oldpw[TL_PASSWORD_LEN + 1];
 	char			 db[64], owner[64], login[64], old[64];
 	struct tl_rx_prov	 pv;
 	const struct tl_drv_ops	*ops;
@@ -89,6 +101,34 @@ struct gather_arg {
 	struct tl_txn		*t;
 	const struct tl_proj	*p;
 };
+
+/*
+ * The password of the version st retires (st->old_version), from its
+ * intent, into st->oldpw: the login is the same for every version, so
+ * the driver is told which of its passwords goes.
+ */
+static void
+retired_password(struct rpass *ps, struct gather_arg *ga, struct rstep *st)
+{
+	struct tl_grant tmp = st->g;
+	uint64_t seq = 0;
+
+	tmp.version = st->old_version;
+	if (st->old_version == st->r.to && st->r.issued_seq != 0)
+		seq = st->r.issued_seq;
+	else if (tl_rot_version_intent(ga->t, ga->p, st->g.id,
+	    st->old_version, &seq) != 0)
+		seq = 0;
+	tmp.intent_seq = seq;
+	if (seq == 0 || tl_rx_intent_password(ps->rx, ga->t, &tmp,
+	    st->oldpw) != 0) {
+		st->rc = TL_ESECRET;
+		snprintf(st->why, sizeof(st->why), "cannot read the intent of "
+		    "v%llu, whose password is to be retired",
+		    (unsigned long long)st->old_version);
+	}
+	tl_secret_wipe(&tmp, sizeof(tmp));
+}
 
 static int
 gather_one(const struct tl_rotation *r, void *arg)
@@ -188,6 +228,11 @@ gather_one(const struct tl_rotation *r, void *arg)
 			    "usable driver", st->g.provider);
 		}
 	}
+	if (st->rc == 0 && st->ops != NULL &&
+	    st->ops->credential == TL_DRV_CRED_MULTI_PASSWORD &&
+	    (st->op == OP_RETIRE || (st->op == OP_ABANDON &&
+	    st->old[0] != '\0')))
+		retired_password(ps, ga, st);
 	ps->n++;
 	return 0;
 }
@@ -255,15 +300,24 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		/* Beside the old credential: same resource, same owner. */
 		st->rc = st->ops->add_credential(h, &dg, st->why);
 	} else {
-		/* RETIRE, ABANDON: disable, end sessions, remove. */
+		/*
+		 * RETIRE, ABANDON: a login of its own is disabled, its
+		 * sessions ended, and removed; a login the versions share
+		 * loses the retired version's password (driver.h).
+		 */
+		int shared = st->ops->credential ==
+		    TL_DRV_CRED_MULTI_PASSWORD;
+
 		dg.login = st->old;
-		dg.password = "";
+		dg.password = shared ? st->oldpw : "";
 		/*
 		 * Corroborate on the provider: after every ack, whoever
 		 * still has a session on the old login is recorded (and
-		 * the retirement ends it).
+		 * the retirement ends it).  A shared login's sessions are
+		 * the new version's holders too: nothing to corroborate.
 		 */
-		if (st->op == OP_RETIRE && st->ops->sessions != NULL &&
+		if (st->op == OP_RETIRE && !shared &&
+		    st->ops->sessions != NULL &&
 		    st->ops->sessions(h, &dg, &st->sessions, NULL) == 0)
 			st->corroborated = 1;
 		st->rc = st->ops->retire_credential(h, &dg, st->why);
@@ -715,6 +769,7 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 out:
 	for (i = 0; i < ps->n; i++) {
 		tl_secret_wipe(ps->s[i].password, sizeof(ps->s[i].password));
+		tl_secret_wipe(ps->s[i].oldpw, sizeof(ps->s[i].oldpw));
 		tl_secret_wipe(ps->s[i].pv.password,
 		    sizeof(ps->s[i].pv.password));
 	}

@@ -1,16 +1,18 @@
 #!/bin/sh
 # Run a command with throwaway test servers around it.
 #
-# Usage: with-servers.sh [--pg] [--amqp] -- CMD [ARGS...]
+# Usage: with-servers.sh [--pg] [--amqp] [--redis] -- CMD [ARGS...]
 #
 # Starts the requested servers under ${TALLY_TEST_DIR:-build/test-servers}/
-# (pg/, amqp/), exports their variables (see pg.sh and rabbit.sh:
-# TALLY_TEST_PG_* and TALLY_TEST_AMQP_*), runs CMD, stops the servers whatever
+# (pg/, amqp/, redis/), exports their variables (see pg.sh, rabbit.sh and
+# redis.sh: TALLY_TEST_PG_*, TALLY_TEST_AMQP_*, TALLY_TEST_REDIS_*), runs
+# CMD, stops the servers whatever
 # happens, and exits with CMD's status. A server that cannot start is an
 # error, never a skip: tests that need a server must not pass without one.
 #
 # Ports: the first free one from ${TALLY_TEST_PG_PORT_BASE:-55432} and the
-# first free block of 14 from ${TALLY_TEST_AMQP_PORT_BASE:-55672}, so a stray
+# first free block of 14 from ${TALLY_TEST_AMQP_PORT_BASE:-55672}, the first
+# free one from ${TALLY_TEST_REDIS_PORT_BASE:-56379} for Redis, so a stray
 # server elsewhere does not break the run. One run per TALLY_TEST_DIR at a
 # time (a lock enforces it); servers a crashed run left there are stopped first.
 set -eu
@@ -19,17 +21,18 @@ me=with-servers.sh
 die() { echo "$me: $*" >&2; exit 1; }
 say() { echo "$me: $*" >&2; }
 usage() {
-    echo "usage: $me [--pg] [--amqp] -- CMD [ARGS...]" >&2
+    echo "usage: $me [--pg] [--amqp] [--redis] -- CMD [ARGS...]" >&2
     exit 2
 }
 
 here=$(cd "$(dirname "$0")" && pwd -P)
 
-want_pg=no want_amqp=no
+want_pg=no want_amqp=no want_redis=no
 while [ $# -gt 0 ]; do
     case "$1" in
         --pg) want_pg=yes ;;
         --amqp) want_amqp=yes ;;
+        --redis) want_redis=yes ;;
         --) shift; break ;;
         -h|--help) usage ;;
         *) echo "$me: unknown option '$1'" >&2; usage ;;
@@ -74,13 +77,17 @@ pick_port() {
     return 1
 }
 
-started_pg=no started_amqp=no
+started_pg=no started_amqp=no started_redis=no
 cleanup() {
     rc=$?
     trap - EXIT INT TERM
     if [ $started_amqp = yes ]; then
         "$here/rabbit.sh" stop "$TD/amqp" 9>&- ||
             say "WARNING: stopping RabbitMQ in $TD/amqp failed; a broker may be left running"
+    fi
+    if [ $started_redis = yes ]; then
+        "$here/redis.sh" stop "$TD/redis" 9>&- ||
+            say "WARNING: stopping Redis in $TD/redis failed; a server may be left running"
     fi
     if [ $started_pg = yes ]; then
         "$here/pg.sh" stop "$TD/pg" 9>&- ||
@@ -96,6 +103,7 @@ trap 'exit 143' TERM
 # that died before its cleanup.
 "$here/rabbit.sh" stop "$TD/amqp" 9>&-
 "$here/pg.sh" stop "$TD/pg" 9>&-
+"$here/redis.sh" stop "$TD/redis" 9>&-
 
 if [ $want_pg = yes ]; then
     base=${TALLY_TEST_PG_PORT_BASE:-55432}
@@ -114,6 +122,15 @@ if [ $want_amqp = yes ]; then
     "$here/rabbit.sh" start "$TD/amqp" "$port" 9>&- ||
         die "RabbitMQ could not be started (see above); not running: $*"
     . "$TD/amqp/env"
+fi
+
+if [ $want_redis = yes ]; then
+    base=${TALLY_TEST_REDIS_PORT_BASE:-56379}
+    port=$(pick_port "$base" 1 1) || die "no free port for Redis in $base..$((base + 49))"
+    started_redis=yes
+    "$here/redis.sh" start "$TD/redis" "$port" 9>&- ||
+        die "Redis could not be started (see above); not running: $*"
+    . "$TD/redis/env"
 fi
 
 # Foreground, not "&"+wait: a non-interactive sh starts background commands

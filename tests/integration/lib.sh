@@ -53,6 +53,7 @@ t_fail() {
 
 _t_pids=""	# tallyd processes this script started and has not reaped
 _t_pgs=""	# PostgreSQL directories this script started
+_t_redises=""	# Redis directories this script started (t_redis_start)
 
 t_forget_pid() {
 	_t_new=""
@@ -80,6 +81,11 @@ _t_cleanup() {
 		sh "$T_PGSH" stop "$_t_d" >/dev/null 2>&1 ||
 			echo "WARNING $T_NAME: stopping PostgreSQL in $_t_d failed" >&2
 	done
+	for _t_d in $_t_redises; do
+		[ "$_t_rc" -ne 0 ] && cp "$_t_d/log" "$W/redis-$(basename "$_t_d").log" 2>/dev/null
+		sh "$TALLY_SRC/tests/harness/redis.sh" stop "$_t_d" >/dev/null 2>&1 ||
+			echo "WARNING $T_NAME: stopping Redis in $_t_d failed" >&2
+	done
 	if [ "$_t_rc" -eq 0 ]; then
 		rm -rf "$W"
 		printf '\nPASS %s\n' "$T_NAME"
@@ -97,6 +103,9 @@ trap 'exit 143' TERM
 if [ -d "$W" ]; then
 	for _t_d in "$W"/pg*; do
 		[ -d "$_t_d" ] && sh "$T_PGSH" stop "$_t_d" >/dev/null 2>&1
+	done
+	for _t_d in "$W"/redis*; do
+		[ -d "$_t_d" ] && sh "$TALLY_SRC/tests/harness/redis.sh" stop "$_t_d" >/dev/null 2>&1
 	done
 	rm -rf "$W"
 fi
@@ -152,6 +161,27 @@ t_pg_start() {
 	done
 	. "$PG_DIR/env"
 	export PG_DIR PGCONNECT_TIMEOUT=5
+}
+
+# t_redis_start [NAME]: a throwaway Redis 7 with ACLs in $W/NAME (default
+# redis) on a free port (tests/harness/redis.sh), stopped at exit; exports
+# TALLY_TEST_REDIS_* and REDIS_DIR.
+t_redis_start() {
+	REDIS_DIR=$W/${1:-redis}
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^\([0-9][0-9]*\).*/\1/p')
+	_t_port=$((57100 + ${_t_n:-0} * 10 + $$ % 7))
+	_t_tries=0
+	while :; do
+		while _t_port_busy "$_t_port"; do _t_port=$((_t_port + 1)); done
+		_t_redises="$_t_redises $REDIS_DIR"
+		sh "$TALLY_SRC/tests/harness/redis.sh" start "$REDIS_DIR" "$_t_port" && break
+		_t_tries=$((_t_tries + 1))
+		[ $_t_tries -lt 3 ] && _t_port_busy "$_t_port" ||
+			t_fail "Redis could not be started in $REDIS_DIR (port $_t_port): see above"
+		_t_port=$((_t_port + 1))
+	done
+	. "$REDIS_DIR/env"
+	export REDIS_DIR
 }
 
 # pg_ctl as the server's user (pg.sh runs the server as postgres when

@@ -40,6 +40,33 @@ static const char *const conn_fields[] = {
 	"path", NULL
 };
 
+/*
+ * The connection fields known at all: conn_fields, then every driver's
+ * own that is not among them (a field only one driver produces), in
+ * the order of the drivers, into known; returns it, NULL-terminated.
+ */
+static const char *const *
+known_fields(const char *known[64])
+{
+	const char *const *dn = tl_drv_names();
+	const struct tl_drv_ops *ops;
+	size_t n = 0, i, j;
+
+	for (i = 0; conn_fields[i] != NULL; i++)
+		known[n++] = conn_fields[i];
+	known[n] = NULL;
+	for (i = 0; dn[i] != NULL; i++) {
+		if ((ops = tl_drv_find(dn[i])) == NULL || ops->fields == NULL)
+			continue;
+		for (j = 0; ops->fields[j] != NULL && n + 1 < 64; j++)
+			if (!mf_in_list(known, ops->fields[j])) {
+				known[n++] = ops->fields[j];
+				known[n] = NULL;
+			}
+	}
+	return known;
+}
+
 /* ---- the document ---- */
 
 static void
@@ -84,13 +111,14 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
     const char *path, const char *type, const struct tl_mf_map **out,
     size_t *nout)
 {
-	/* A type with no driver is checked against conn_fields alone. */
+	/* A type with no driver is checked against known_fields alone. */
 	const struct tl_drv_ops *drv = type != NULL ? tl_drv_for_type(type) :
 	    NULL;
 	struct tl_mf_map *maps;
 	struct node *k, *v;
 	const char *s;
 	char f[FIELD], q[QUOTE], list[160];
+	const char *known[64];
 	size_t n = 0;
 
 	if (!mf_want_map(c, map, path, "connection fields to variables"))
@@ -104,12 +132,10 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
 		if (k->skip)
 			continue;
 		mf_join(f, sizeof f, path, k->s);
-		/* A driver's own fields are known (ops->fields): "uri". */
-		if (!mf_in_list(conn_fields, k->s) && (drv == NULL ||
-		    drv->fields == NULL || !mf_in_list(drv->fields, k->s))) {
+		if (!mf_in_list(known_fields(known), k->s)) {
 			mf_err(c, k, f, "unknown connection field %s; the fields "
 			    "are %s", mf_quote(q, sizeof q, k->s),
-			    mf_join_list(list, sizeof list, conn_fields));
+			    mf_join_list(list, sizeof list, known));
 			continue;
 		}
 		if (drv != NULL && drv->fields != NULL &&

@@ -1,0 +1,1509 @@
+/*
+ * redis.c - the redis driver: a cache, one ACL user per consumer.
+ *
+ * A grant (type redis-user) is an ACL user on a Redis 7 server and the
+ * key and channel space under its prefix:
+ *
+ *   name	the shared scheme (drivers/naming.c) at 63 bytes:
+ *		PREFIX_DIGEST, [a-z0-9_-] only (anything else is refused
+ *		by names and again by every operation, so no byte of a
+ *		grant id can become an ACL rule or a glob character).  The
+ *		user and the prefix are that one name, for every credential
+ *		version: the credential model is MULTI_PASSWORD.
+ *   rules	reset on #SHA256 ~NAME:* &NAME:* and the command rules of
+ *		RULES below: reads and writes of keys, pub/sub, MULTI, the
+ *		connection commands; never a dangerous or admin command
+ *		(KEYS, FLUSHALL, FLUSHDB, CONFIG, ACL, DEBUG, MONITOR ...),
+ *		no scripting or functions (shared by every user), and none
+ *		of the commands that see the whole key or channel space
+ *		whatever the patterns say (SCAN, RANDOMKEY, DBSIZE, PUBSUB,
+ *		SELECT, CLIENT TRACKING).  Data lives in database 0.
+ *   password	by its hash only (#hex: SHA-256, what Redis stores), so the
+ *		plaintext never crosses the admin session.  A rotation adds
+ *		the new hash beside the old (add_credential) and removes the
+ *		old one (retire_credential, given the old password).
+ *   marks	two keys of the admin's, out of every consumer's patterns
+ *		(a grant's prefix never starts with "tally:"):
+ *		tally:owner:USER holds the grant id ("" before marks named
+ *		grants), tally:pw:USER the set of hashes tally set.  A user
+ *		without the first is not tally's and is refused; a user
+ *		marked for another grant is refused; a password hash the
+ *		user has that is not in the second is a drift.
+ *
+ * Commands are built with hiredis's argv form (redisCommandArgv,
+ * redisAppendCommandArgv): every name, rule and value is one argument,
+ * nothing is interpolated.  The server's normal form of the command
+ * rules (ACL GETUSER's "commands" is the server's own rewriting of what
+ * was set) is read from a user of tally's, "tally:rules", off and
+ * without a password (nobody logs in as it), set with RULES when a
+ * session opens: check compares each grant's rules with it, so what is
+ * compared is what this server makes of RULES.
+ *
+ * check_bulk: one pipeline of ACL GETUSER + the two marks for every
+ * grant (one round trip); check adds a login as the consumer at the
+ * endpoint.  A user that is gone is TL_DRIFT_MISSING: flagged, never
+ * recreated by check, set_password or fix_privileges (the keys may
+ * still be there; tally repair's create makes the user again).
+ *
+ * revoke: ACL SETUSER off, CLIENT KILL USER; retain keeps the keys
+ * (restore is create: on, rules and password again); purge then
+ * deletes the keys (SCAN MATCH NAME:* COUNT 1000 + UNLINK per batch),
+ * the user (ACL DELUSER) and the marks, the owner mark last so a purge
+ * cut short is finished by the next.  Sessions cannot be told apart by
+ * the password they used: retire_credential ends none (the holders
+ * acknowledged the new one), and sessions counts the user's.
+ *
+ * Every change of a user is followed by ACL SAVE (setting acl-save,
+ * default yes), so the users survive a restart of a server run with
+ * --aclfile (the file holds hashes only); a server without a file says
+ * so and is not asked again in the session.  The keys (the marks too)
+ * survive as the server's persistence (RDB, AOF) says.
+ *
+ * The fence is the key tally:fence, raised by a small Lua script in one
+ * EVAL (atomic on the server).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "driver.h"
+
+#define RD_NAME_MAX	63
+#define RD_HASH_HEX	64
+#define RD_RULES_USER	"tally:rules"
+#define RD_OWNER_PFX	"tally:owner:"
+#define RD_PW_PFX	"tally:pw:"
+#define RD_FENCE	"tally:fence"
+#define RD_TIMEOUT_S	5
+#define RD_SCAN_COUNT	"1000"
+
+/* The command rules of every grant's user (see the top). */
+static const char *const rules[] = {
+	"-@all", "+@read", "+@write", "+@pubsub", "+@transaction",
+	"+@connection", "-@dangerous", "-@admin", "-@scripting",
+	"-function", "-scan", "-randomkey", "-dbsize", "-pubsub", "-select",
+	"-client|tracking", "-keys", "-move", "-swapdb", "-flushall",
+	"-flushdb", NULL
+};
+#define RD_NRULES	(sizeof(rules) / sizeof(rules[0]) - 1)
+
+struct tl_drv_redis {
+	redisContext	*c;
+	char		 host[256];
+	char		 port[8];
+	char		 user[TL_DRV_SETTING_MAX + 1];
+	char		 password[512];
+	/* The server's normal form of rules, and its flags (off aside). */
+	char		*ref_cmds;
+	char		 ref_flags[256];
+	/* ACL SAVE after a change (acl-save); 0 once the server has no file. */
+	int		 acl_save;
+};
+
+static int
+fail(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *why, int rc, const char *fmt, ...)
+{
+	char dummy[TL_DRV_WHY_MAX];
+	va_list ap;
+
+	if (why == NULL)
+		why = dummy;
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/*
+ * A server message without what might be a credential: the server
+ * echoes a modifier it refuses ('#hash', '>password'), so a quoted part
+ * goes.
+ */
+static void
+scrub(const char *msg, char *out, size_t cap)
+{
+	const char *q = strchr(msg, '\'');
+
+	if (q != NULL && strchr(q + 1, '\'') != NULL)
+		snprintf(out, cap, "%.*s'...'%s", (int)(q - msg), msg,
+		    strchr(q + 1, '\'') + 1);
+	else
+		snprintf(out, cap, "%s", msg);
+}
+
+static int
+valid_name(const char *s)
+{
+	size_t i, n;
+
+	if (s == NULL || (n = strlen(s)) == 0 || n > RD_NAME_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		    s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* The grant's user and prefix, refused unless they are tally's names. */
+static int
+grant_ok(const struct tl_drv_grant *g, char *why)
+{
+	if (!valid_name(g->resource) || !valid_name(g->login) ||
+	    strcmp(g->resource, g->login) != 0)
+		return fail(why, TL_EINVAL, "not a redis grant's names (user "
+		    "and prefix are one name of [a-z0-9_-], at most 63 "
+		    "bytes)");
+	return 0;
+}
+
+static void
+sha256hex(const char *pw, char out[RD_HASH_HEX + 1])
+{
+	unsigned char h[crypto_hash_sha256_BYTES];
+
+	crypto_hash_sha256(h, (const unsigned char *)pw, strlen(pw));
+	sodium_bin2hex(out, RD_HASH_HEX + 1, h, sizeof(h));
+	sodium_memzero(h, sizeof(h));
+}
+
+static const char *
+setting(const char *const *sv, const char *name)
+{
+	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
+		if (strcmp(sv[0], name) == 0)
+			return sv[1];
+	return NULL;
+}
+
+/* A connection to host:port, within RD_TIMEOUT_S. */
+static int
+dial(const char *host, const char *port, redisContext **cp, char *why)
+{
+	struct timeval tv = { RD_TIMEOUT_S, 0 };
+	redisContext *c;
+	char *end;
+	long p;
+
+	*cp = NULL;
+	errno = 0;
+	p = strtol(port, &end, 10);
+	if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
+		return fail(why, TL_EINVAL, "port %s: expected 1-65535", port);
+	c = redisConnectWithTimeout(host, (int)p, tv);
+	if (c == NULL)
+		return fail(why, TL_EUNREACH, "%s:%s: out of memory", host,
+		    port);
+	if (c->err) {
+		fail(why, TL_EUNREACH, "%s:%s: %s", host, port, c->errstr);
+		redisFree(c);
+		return TL_EUNREACH;
+	}
+	redisSetTimeout(c, tv);
+	*cp = c;
+	return 0;
+}
+
+/*
+ * AUTH user password on c: 0; TL_EAUTH when the server refuses the
+ * credential (*refused 1 when refused is not NULL: the caller decides
+ * what that means); TL_EUNREACH when the connection fails.
+ */
+static int
+auth(redisContext *c, const char *user, const char *password,
+    int *refused, char *why)
+{
+	const char *argv[3] = { "AUTH", user, password };
+	redisReply *r;
+	int rc = 0;
+
+	if (refused != NULL)
+		*refused = 0;
+	r = redisCommandArgv(c, 3, argv, NULL);
+	if (r == NULL)
+		return fail(why, TL_EUNREACH, "AUTH as %s: %s", user,
+		    c->errstr);
+	if (r->type == REDIS_REPLY_ERROR) {
+		char m[256];
+
+		scrub(r->str, m, sizeof(m));
+		rc = fail(why, TL_EAUTH, "AUTH as %s refused: %s", user, m);
+		if (refused != NULL)
+			*refused = 1;
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+static void rd_close(void *hv);
+
+/* The session, connected again if the last command lost it. */
+static int
+ensure(struct tl_drv_redis *h, char *why)
+{
+	int rc;
+
+	if (h->c != NULL && h->c->err == 0)
+		return 0;
+	if (h->c != NULL) {
+		redisFree(h->c);
+		h->c = NULL;
+	}
+	if ((rc = dial(h->host, h->port, &h->c, why)) != 0)
+		return rc;
+	if (h->password[0] != '\0' &&
+	    (rc = auth(h->c, h->user, h->password, NULL, why)) != 0) {
+		redisFree(h->c);
+		h->c = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+/*
+ * One command: 0 and *rp (the caller frees it) unless the server
+ * answered an error (TL_EDRIVER, the message scrubbed, what naming the
+ * step) or the connection failed (TL_EUNREACH).  A session the server
+ * closed (a restart, ACL LOAD, a client kill) is opened again and the
+ * command sent once more: every command here may be repeated.
+ */
+static int
+cmd(struct tl_drv_redis *h, int argc, const char **argv, redisReply **rp,
+    const char *what, char *why)
+{
+	redisReply *r;
+	char m[256];
+	int rc, tries = 0;
+
+	*rp = NULL;
+again:
+	if ((rc = ensure(h, why)) != 0)
+		return rc;
+	if ((r = redisCommandArgv(h->c, argc, argv, NULL)) == NULL) {
+		if (tries++ == 0 && (h->c->err == REDIS_ERR_EOF ||
+		    h->c->err == REDIS_ERR_IO))
+			goto again;
+		return fail(why, TL_EUNREACH, "%s: %s", what, h->c->errstr);
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		scrub(r->str, m, sizeof(m));
+		rc = fail(why, strncmp(r->str, "NOPERM", 6) == 0 ?
+		    TL_EAUTH : TL_EDRIVER, "%s: %s", what, m);
+		freeReplyObject(r);
+		return rc;
+	}
+	*rp = r;
+	return 0;
+}
+
+/* cmd without a reply to read. */
+static int
+run(struct tl_drv_redis *h, int argc, const char **argv, const char *what,
+    char *why)
+{
+	redisReply *r;
+	int rc;
+
+	if ((rc = cmd(h, argc, argv, &r, what, why)) == 0)
+		freeReplyObject(r);
+	return rc;
+}
+
+/*
+ * Writes the server's users to its ACL file (--aclfile), so what tally
+ * changed survives a restart of the server; a server without one says
+ * so once, and the session stops asking (its users then live in memory
+ * or in a configuration file the operator rewrites).
+ */
+static int
+persist(struct tl_drv_redis *h, char *why)
+{
+	const char *argv[2] = { "ACL", "SAVE" };
+	redisReply *r;
+	int rc;
+
+	if (!h->acl_save)
+		return 0;
+	if ((rc = ensure(h, why)) != 0)
+		return rc;
+	if ((r = redisCommandArgv(h->c, 2, argv, NULL)) == NULL)
+		return fail(why, TL_EUNREACH, "ACL SAVE: %s", h->c->errstr);
+	if (r->type == REDIS_REPLY_ERROR) {
+		if (strstr(r->str, "not configured to use an ACL file") !=
+		    NULL)
+			h->acl_save = 0;
+		else
+			rc = fail(why, strncmp(r->str, "NOPERM", 6) == 0 ?
+			    TL_EAUTH : TL_EDRIVER, "ACL SAVE: %.200s", r->str);
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+/* The value of name in a flat ACL GETUSER reply; NULL if absent. */
+static const redisReply *
+field(const redisReply *u, const char *name)
+{
+	size_t i;
+
+	if (u == NULL || u->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	for (i = 0; i + 1 < u->elements; i += 2)
+		if (u->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(u->element[i]->str, name) == 0)
+			return u->element[i + 1];
+	return NULL;
+}
+
+static const char *
+field_str(const redisReply *u, const char *name)
+{
+	const redisReply *f = field(u, name);
+
+	return f != NULL && (f->type == REDIS_REPLY_STRING ||
+	    f->type == REDIS_REPLY_STATUS) ? f->str : NULL;
+}
+
+static int
+has_elem(const redisReply *arr, const char *s)
+{
+	size_t i;
+
+	if (arr == NULL || arr->type != REDIS_REPLY_ARRAY)
+		return 0;
+	for (i = 0; i < arr->elements; i++)
+		if (arr->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(arr->element[i]->str, s) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* rules's words, sorted, into a malloc'd array (*n of them); NULL: no memory. */
+static char **
+words(const char *rules_s, char **buf, size_t *n)
+{
+	char **v, *p, *save = NULL;
+	size_t cap = 1;
+
+	*n = 0;
+	if ((*buf = strdup(rules_s)) == NULL)
+		return NULL;
+	for (p = *buf; *p != '\0'; p++)
+		if (*p == ' ')
+			cap++;
+	if ((v = calloc(cap, sizeof(*v))) == NULL) {
+		free(*buf);
+		return NULL;
+	}
+	for (p = strtok_r(*buf, " ", &save); p != NULL;
+	    p = strtok_r(NULL, " ", &save))
+		v[(*n)++] = p;
+	qsort(v, *n, sizeof(*v), cmp_str);
+	return v;
+}
+
+/*
+ * Whether two of the server's descriptions of command rules say the
+ * same: its normal form is the categories, then each command that
+ * differs from them, in an order that changes from one server process
+ * to the next (ACL LOAD, a restart), and each word stands for a
+ * distinct category or command, so the words are compared as a set.
+ */
+static int
+same_rules(const char *a, const char *b)
+{
+	char *ba = NULL, *bb = NULL, **va, **vb;
+	size_t na, nb, i;
+	int same = 0;
+
+	if (strcmp(a, b) == 0)
+		return 1;
+	va = words(a, &ba, &na);
+	vb = words(b, &bb, &nb);
+	if (va != NULL && vb != NULL && na == nb) {
+		for (i = 0; i < na && strcmp(va[i], vb[i]) == 0; i++)
+			;
+		same = i == na;
+	}
+	if (va != NULL) {
+		free(va);
+		free(ba);
+	}
+	if (vb != NULL) {
+		free(vb);
+		free(bb);
+	}
+	return same;
+}
+
+/* The flags of u but on and off, space-separated, into out. */
+static void
+other_flags(const redisReply *u, char *out, size_t cap)
+{
+	const redisReply *f = field(u, "flags");
+	size_t i, off = 0;
+
+	out[0] = '\0';
+	if (f == NULL || f->type != REDIS_REPLY_ARRAY)
+		return;
+	for (i = 0; i < f->elements && off < cap; i++) {
+		const char *s = f->element[i]->str;
+
+		if (f->element[i]->type != REDIS_REPLY_STRING ||
+		    strcmp(s, "on") == 0 || strcmp(s, "off") == 0)
+			continue;
+		off += (size_t)snprintf(out + off, cap - off, "%s%s",
+		    off ? " " : "", s);
+	}
+}
+
+/* The rules user: the server's normal form of RULES, once a session. */
+static int
+load_reference(struct tl_drv_redis *h, char *why)
+{
+	const char *argv[8 + RD_NRULES];
+	const char *get[3] = { "ACL", "GETUSER", RD_RULES_USER };
+	const char *cmds;
+	redisReply *r;
+	size_t i;
+	int n = 0, rc;
+
+	argv[n++] = "ACL";
+	argv[n++] = "SETUSER";
+	argv[n++] = RD_RULES_USER;
+	argv[n++] = "reset";
+	argv[n++] = "off";
+	for (i = 0; i < RD_NRULES; i++)
+		argv[n++] = rules[i];
+	if ((rc = run(h, n, argv, "ACL SETUSER " RD_RULES_USER, why)) != 0)
+		return rc;
+	if ((rc = cmd(h, 3, get, &r, "ACL GETUSER " RD_RULES_USER, why)) != 0)
+		return rc;
+	cmds = field_str(r, "commands");
+	if (cmds == NULL || (h->ref_cmds = strdup(cmds)) == NULL) {
+		freeReplyObject(r);
+		return fail(why, TL_EDRIVER, "ACL GETUSER " RD_RULES_USER
+		    ": no commands in the reply (not Redis 7?)");
+	}
+	other_flags(r, h->ref_flags, sizeof(h->ref_flags));
+	freeReplyObject(r);
+	return 0;
+}
+
+static int
+rd_open(const struct tl_drv_admin *a, void **hp, char *why)
+{
+	struct tl_drv_redis *h;
+	const char *port;
+	int rc;
+
+	*hp = NULL;
+	if ((h = sodium_malloc(sizeof(*h))) == NULL)
+		return fail(why, TL_EDRIVER, "out of memory");
+	memset(h, 0, sizeof(*h));
+	port = a->port != NULL && *a->port != '\0' ? a->port :
+	    setting(a->settings, "port");
+	if (a->host == NULL || *a->host == '\0' || port == NULL ||
+	    strlen(a->host) >= sizeof(h->host) ||
+	    strlen(port) >= sizeof(h->port) ||
+	    (a->user != NULL && strlen(a->user) >= sizeof(h->user)) ||
+	    (a->password != NULL &&
+	    strlen(a->password) >= sizeof(h->password))) {
+		rc = fail(why, TL_EINVAL, "a redis provider needs a host and "
+		    "a port (and an admin-user and admin-password of at most "
+		    "255 and 511 bytes)");
+		goto err;
+	}
+	{
+		const char *v = setting(a->settings, "acl-save");
+
+		h->acl_save = v == NULL || strcmp(v, "yes") == 0 ||
+		    strcmp(v, "true") == 0 || strcmp(v, "on") == 0 ||
+		    strcmp(v, "1") == 0;
+	}
+	snprintf(h->host, sizeof(h->host), "%s", a->host);
+	snprintf(h->port, sizeof(h->port), "%s", port);
+	snprintf(h->user, sizeof(h->user), "%s",
+	    a->user != NULL && *a->user != '\0' ? a->user : "default");
+	if (a->password != NULL)
+		snprintf(h->password, sizeof(h->password), "%s", a->password);
+	if ((rc = ensure(h, why)) != 0 || (rc = load_reference(h, why)) != 0)
+		goto err;
+	*hp = h;
+	return 0;
+err:
+	rd_close(h);
+	return rc;
+}
+
+static void
+rd_close(void *hv)
+{
+	struct tl_drv_redis *h = hv;
+
+	if (h == NULL)
+		return;
+	if (h->c != NULL)
+		redisFree(h->c);
+	free(h->ref_cmds);
+	sodium_free(h);	/* wipes the admin password */
+}
+
+/* The mark keys of user. */
+static void
+mark_keys(const char *user, char owner[96], char pw[96])
+{
+	snprintf(owner, 96, RD_OWNER_PFX "%s", user);
+	snprintf(pw, 96, RD_PW_PFX "%s", user);
+}
+
+/*
+ * The marks and ACL entry of g's user: *marked (-1: no mark, 0: marked
+ * for another grant, 1: g's), *exists, and (when not NULL) the GETUSER
+ * reply *u (the caller frees it; NULL when the user is gone).
+ */
+static int
+lookup(struct tl_drv_redis *h, const struct tl_drv_grant *g, int *marked,
+    int *exists, redisReply **u, char *mark, size_t mcap, char *why)
+{
+	const char *get[2] = { "GET", NULL };
+	const char *gu[3] = { "ACL", "GETUSER", g->login };
+	char ok[96], pk[96];
+	redisReply *r;
+	int rc;
+
+	mark_keys(g->login, ok, pk);
+	get[1] = ok;
+	if ((rc = cmd(h, 2, get, &r, "GET mark", why)) != 0)
+		return rc;
+	mark[0] = '\0';
+	if (r->type != REDIS_REPLY_STRING)
+		*marked = -1;
+	else {
+		const char *gr = g->grant != NULL ? g->grant : "";
+
+		snprintf(mark, mcap, "%s", r->str);
+		*marked = strcmp(r->str, gr) == 0 ||
+		    (r->str[0] == '\0' && g->adopt_unnamed) ? 1 : 0;
+	}
+	freeReplyObject(r);
+	if ((rc = cmd(h, 3, gu, &r, "ACL GETUSER", why)) != 0)
+		return rc;
+	*exists = r->type == REDIS_REPLY_ARRAY;
+	if (u != NULL && *exists)
+		*u = r;
+	else {
+		freeReplyObject(r);
+		if (u != NULL)
+			*u = NULL;
+	}
+	return 0;
+}
+
+/* Refuses what tally did not make for g (marks, see the top). */
+static int
+owned(const struct tl_drv_grant *g, int marked, int exists,
+    const char *mark, char *why)
+{
+	if (marked == 0)
+		return fail(why, TL_EINVAL, "user %s is marked for another "
+		    "grant (%.200s); refused", g->login, mark[0] ? mark :
+		    "unnamed");
+	if (marked < 0 && exists)
+		return fail(why, TL_EINVAL, "user %s exists but was not made "
+		    "by tally (no " RD_OWNER_PFX "%s); refused", g->login,
+		    g->login);
+	return 0;
+}
+
+/* The mark, then the user (a crash between leaves a mark, no user). */
+static int
+rd_create(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_redis *h = hv;
+	const char *argv[12 + RD_NRULES];
+	char hash[RD_HASH_HEX + 2], keys[80], chans[80], ok[96], pk[96];
+	char mark[256];
+	int marked, exists, n = 0, rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || *g->password == '\0')
+		return fail(why, TL_EINVAL, "user %s: no password", g->login);
+	if ((rc = lookup(h, g, &marked, &exists, NULL, mark, sizeof(mark),
+	    why)) != 0 || (rc = owned(g, marked, exists, mark, why)) != 0)
+		return rc;
+	mark_keys(g->login, ok, pk);
+	{
+		const char *set[3] = { "SET", ok, g->grant != NULL ?
+		    g->grant : "" };
+
+		if ((rc = run(h, 3, set, "SET mark", why)) != 0)
+			return rc;
+	}
+	hash[0] = '#';
+	sha256hex(g->password, hash + 1);
+	snprintf(keys, sizeof(keys), "~%s:*", g->resource);
+	snprintf(chans, sizeof(chans), "&%s:*", g->resource);
+	argv[n++] = "ACL";
+	argv[n++] = "SETUSER";
+	argv[n++] = g->login;
+	argv[n++] = "reset";
+	argv[n++] = "on";
+	argv[n++] = hash;
+	argv[n++] = keys;
+	argv[n++] = chans;
+	for (size_t i = 0; i < RD_NRULES; i++)
+		argv[n++] = rules[i];
+	if ((rc = run(h, n, argv, "ACL SETUSER", why)) != 0)
+		return rc;
+	{
+		const char *del[2] = { "DEL", pk };
+		const char *sadd[3] = { "SADD", pk, hash + 1 };
+
+		if ((rc = run(h, 2, del, "DEL passwords mark", why)) != 0 ||
+		    (rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0 ||
+		    (rc = persist(h, why)) != 0)
+			return rc;
+	}
+	return fail(why, 0, "user %s on, keys and channels %s:*",
+	    g->login, g->resource);
+}
+
+/*
+ * What one grant's GETUSER and marks say, into *drift and why.  u:
+ * GETUSER (nil: gone), mark: GET of the owner mark, pws: SMEMBERS of the
+ * passwords mark.  TL_EINVAL for a user that is not g's.
+ */
+static int
+evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    const redisReply *u, const redisReply *mark, const redisReply *pws,
+    enum tl_drv_drift *drift, char *why)
+{
+	char msg[TL_DRV_WHY_MAX], want[80], flags[256], hash[RD_HASH_HEX + 1];
+	const redisReply *pw, *sel, *fl;
+	const char *s, *gr = g->grant != NULL ? g->grant : "";
+	int exists = u != NULL && u->type == REDIS_REPLY_ARRAY, marked;
+	size_t off = 0, i;
+	int cred = 0, priv = 0;
+
+	*drift = TL_DRIFT_NONE;
+	marked = mark == NULL || mark->type != REDIS_REPLY_STRING ? -1 :
+	    strcmp(mark->str, gr) == 0 ||
+	    (mark->str[0] == '\0' && g->adopt_unnamed) ? 1 : 0;
+	if (owned(g, marked, exists, marked == 0 ? mark->str : "", why) != 0)
+		return TL_EINVAL;
+	if (!exists) {
+		*drift = TL_DRIFT_MISSING;
+		return fail(why, 0, "missing: user %s is gone (not recreated: "
+		    "tally repair does that; its keys %s:* are left as they "
+		    "are)", g->login, g->resource);
+	}
+#define ADD(...) do { if (off < sizeof(msg)) off += (size_t)snprintf( \
+    msg + off, sizeof(msg) - off, __VA_ARGS__); } while (0)
+	msg[0] = '\0';
+	fl = field(u, "flags");
+	pw = field(u, "passwords");
+	if (has_elem(fl, "nopass")) {
+		cred = 1;
+		ADD("%suser %s has nopass (any password logs in)", off ? "; " :
+		    "", g->login);
+	}
+	if (g->password != NULL && *g->password != '\0') {
+		sha256hex(g->password, hash);
+		if (!has_elem(pw, hash)) {
+			cred = 1;
+			ADD("%suser %s does not have the recorded password",
+			    off ? "; " : "", g->login);
+		}
+	}
+	for (i = 0; pw != NULL && pw->type == REDIS_REPLY_ARRAY &&
+	    i < pw->elements; i++)
+		if (pw->element[i]->type == REDIS_REPLY_STRING &&
+		    !has_elem(pws, pw->element[i]->str)) {
+			cred = 1;
+			ADD("%suser %s has a password tally did not set",
+			    off ? "; " : "", g->login);
+			break;
+		}
+	if (!has_elem(fl, "on")) {
+		priv = 1;
+		ADD("%suser %s is off", off ? "; " : "", g->login);
+	}
+	other_flags(u, flags, sizeof(flags));
+	if (strcmp(flags, h->ref_flags) != 0) {
+		priv = 1;
+		ADD("%suser %s has flags \"%s\", not \"%s\"", off ? "; " : "",
+		    g->login, flags, h->ref_flags);
+	}
+	if ((s = field_str(u, "commands")) == NULL ||
+	    !same_rules(s, h->ref_cmds)) {
+		priv = 1;
+		ADD("%suser %s's command rules were changed", off ? "; " : "",
+		    g->login);
+	}
+	snprintf(want, sizeof(want), "~%s:*", g->resource);
+	if ((s = field_str(u, "keys")) == NULL || strcmp(s, want) != 0) {
+		priv = 1;
+		ADD("%suser %s reaches keys \"%.80s\", not \"%s\"",
+		    off ? "; " : "", g->login, s != NULL ? s : "?", want);
+	}
+	snprintf(want, sizeof(want), "&%s:*", g->resource);
+	if ((s = field_str(u, "channels")) == NULL || strcmp(s, want) != 0) {
+		priv = 1;
+		ADD("%suser %s reaches channels \"%.80s\", not \"%s\"",
+		    off ? "; " : "", g->login, s != NULL ? s : "?", want);
+	}
+	sel = field(u, "selectors");
+	if (sel != NULL && sel->type == REDIS_REPLY_ARRAY &&
+	    sel->elements > 0) {
+		priv = 1;
+		ADD("%suser %s has selectors", off ? "; " : "", g->login);
+	}
+#undef ADD
+	if (cred) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		return fail(why, 0, "credential: %s", msg);
+	}
+	if (priv) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		return fail(why, 0, "privileges: %s", msg);
+	}
+	return fail(why, 0, "user %s on, its password, keys and channels "
+	    "%s:* only", g->login, g->resource);
+}
+
+/* Appends GETUSER and the two marks of g to the pipeline. */
+static int
+append_lookup(struct tl_drv_redis *h, const struct tl_drv_grant *g)
+{
+	const char *gu[3] = { "ACL", "GETUSER", g->login };
+	const char *get[2] = { "GET", NULL };
+	const char *sm[2] = { "SMEMBERS", NULL };
+	char ok[96], pk[96];
+
+	mark_keys(g->login, ok, pk);
+	get[1] = ok;
+	sm[1] = pk;
+	if (redisAppendCommandArgv(h->c, 3, gu, NULL) != REDIS_OK ||
+	    redisAppendCommandArgv(h->c, 2, get, NULL) != REDIS_OK ||
+	    redisAppendCommandArgv(h->c, 2, sm, NULL) != REDIS_OK)
+		return ENOMEM;
+	return 0;
+}
+
+/*
+ * Checks gs[0..n) in one pipeline: 3n commands written, 3n replies
+ * read.  Every reply is read even after a refusal, so the session stays
+ * in step.
+ */
+static int
+bulk(struct tl_drv_redis *h, const struct tl_drv_grant *gs, size_t n,
+    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+{
+	redisReply *r[3];
+	size_t i, j;
+	int rc = 0, erc, tries = 0;
+
+	for (i = 0; i < n; i++)
+		if ((erc = grant_ok(&gs[i], why[i])) != 0)
+			return erc;
+again:
+	if ((erc = ensure(h, why[0])) != 0)
+		return erc;
+	for (i = 0; i < n; i++)
+		if (append_lookup(h, &gs[i]) != 0)
+			return fail(why[0], TL_EUNREACH, "pipeline: out of "
+			    "memory");
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < 3; j++) {
+			void *v = NULL;
+
+			if (redisGetReply(h->c, &v) != REDIS_OK) {
+				while (j > 0)
+					freeReplyObject(r[--j]);
+				/* Closed before any answer: once more. */
+				if (i == 0 && tries++ == 0 &&
+				    (h->c->err == REDIS_ERR_EOF ||
+				    h->c->err == REDIS_ERR_IO))
+					goto again;
+				return fail(why[0], TL_EUNREACH, "check: %s",
+				    h->c->errstr);
+			}
+			r[j] = v;
+		}
+		if (rc == 0) {
+			if (r[0]->type == REDIS_REPLY_ERROR ||
+			    r[1]->type == REDIS_REPLY_ERROR ||
+			    r[2]->type == REDIS_REPLY_ERROR) {
+				char m[256];
+				const redisReply *e = r[0]->type ==
+				    REDIS_REPLY_ERROR ? r[0] : r[1]->type ==
+				    REDIS_REPLY_ERROR ? r[1] : r[2];
+
+				scrub(e->str, m, sizeof(m));
+				rc = fail(why[0], strncmp(e->str, "NOPERM", 6) ==
+				    0 ? TL_EAUTH : TL_EDRIVER, "check: %s", m);
+			} else if ((erc = evaluate(h, &gs[i], r[0], r[1],
+			    r[2], &drift[i], why[i])) != 0)
+				rc = erc;
+		}
+		for (j = 0; j < 3; j++)
+			freeReplyObject(r[j]);
+	}
+	return rc;
+}
+
+static int
+rd_check_bulk(void *hv, const struct tl_drv_grant *gs, size_t n,
+    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+{
+	return n == 0 ? 0 : bulk(hv, gs, n, drift, why);
+}
+
+static int
+rd_check(void *hv, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	struct tl_drv_redis *h = hv;
+	char w[1][TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX];
+	redisContext *c;
+	int rc, refused;
+
+	*drift = TL_DRIFT_NONE;
+	if ((rc = bulk(h, g, 1, drift, w)) != 0) {
+		fail(why, rc, "%s", w[0]);
+		return rc;
+	}
+	/* A login as the consumer, at the routable name, when it could. */
+	if (*drift == TL_DRIFT_MISSING || g->password == NULL ||
+	    *g->password == '\0') {
+		fail(why, 0, "%s", w[0]);
+		return 0;
+	}
+	if ((rc = dial(ep != NULL && ep->host != NULL ? ep->host : h->host,
+	    ep != NULL && ep->port != NULL ? ep->port : h->port, &c,
+	    detail)) != 0)
+		return fail(why, rc, "user %s cannot reach the server: %s",
+		    g->login, detail);
+	rc = auth(c, g->login, g->password, &refused, detail);
+	redisFree(c);
+	if (rc == TL_EUNREACH)
+		return fail(why, rc, "user %s: %s", g->login, detail);
+	if (refused && *drift == TL_DRIFT_NONE) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		return fail(why, 0, "credential: %s", detail);
+	}
+	fail(why, 0, "%s%s", w[0], refused ? "; the login is refused" :
+	    "; logs in");
+	return 0;
+}
+
+/* The user, which must exist and be g's (set_password, fix, add, retire). */
+static int
+existing(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    redisReply **u, char *why)
+{
+	char mark[256];
+	int marked, exists, rc;
+
+	if ((rc = grant_ok(g, why)) != 0 ||
+	    (rc = lookup(h, g, &marked, &exists, u, mark, sizeof(mark),
+	    why)) != 0)
+		return rc;
+	if ((rc = owned(g, marked, exists, mark, why)) != 0 ||
+	    (marked < 0 && (rc = fail(why, TL_EINVAL, "user %s has no "
+	    "mark of tally's", g->login)) != 0) ||
+	    (!exists && (rc = fail(why, TL_EDRIVER, "user %s is missing; "
+	    "not recreated (tally repair does that)", g->login)) != 0)) {
+		if (u != NULL && *u != NULL) {
+			freeReplyObject(*u);
+			*u = NULL;
+		}
+		return rc;
+	}
+	return 0;
+}
+
+/*
+ * The passwords back to tally's: the hashes of the passwords mark and
+ * g's own, nothing else (a nopass or a stranger's password goes).
+ */
+static int
+rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_redis *h = hv;
+	const char *sm[2] = { "SMEMBERS", NULL };
+	char ok[96], pk[96], hash[RD_HASH_HEX + 2];
+	const char **argv = NULL;
+	char **hv2 = NULL;
+	redisReply *r = NULL, *u = NULL;
+	size_t i, n = 0, nh = 0;
+	int rc;
+
+	if (g->password == NULL || *g->password == '\0')
+		return fail(why, TL_EINVAL, "user %s: no password", g->login);
+	if ((rc = existing(h, g, &u, why)) != 0)
+		return rc;
+	freeReplyObject(u);
+	mark_keys(g->login, ok, pk);
+	sm[1] = pk;
+	hash[0] = '#';
+	sha256hex(g->password, hash + 1);
+	{
+		const char *sadd[3] = { "SADD", pk, hash + 1 };
+
+		if ((rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0)
+			return rc;
+	}
+	if ((rc = cmd(h, 2, sm, &r, "SMEMBERS passwords mark", why)) != 0)
+		return rc;
+	if (r->type != REDIS_REPLY_ARRAY) {
+		rc = fail(why, TL_EDRIVER, "passwords mark of %s: not a set",
+		    g->login);
+		goto out;
+	}
+	if ((argv = calloc(r->elements + 4, sizeof(*argv))) == NULL ||
+	    (hv2 = calloc(r->elements + 1, sizeof(*hv2))) == NULL) {
+		rc = fail(why, ENOMEM, "out of memory");
+		goto out;
+	}
+	argv[n++] = "ACL";
+	argv[n++] = "SETUSER";
+	argv[n++] = g->login;
+	argv[n++] = "resetpass";
+	for (i = 0; i < r->elements; i++) {
+		if (r->element[i]->type != REDIS_REPLY_STRING ||
+		    strlen(r->element[i]->str) != RD_HASH_HEX)
+			continue;
+		if ((hv2[nh] = malloc(RD_HASH_HEX + 2)) == NULL) {
+			rc = fail(why, ENOMEM, "out of memory");
+			goto out;
+		}
+		snprintf(hv2[nh], RD_HASH_HEX + 2, "#%s", r->element[i]->str);
+		argv[n++] = hv2[nh++];
+	}
+	if ((rc = run(h, (int)n, argv, "ACL SETUSER resetpass", why)) == 0 &&
+	    (rc = persist(h, why)) == 0)
+		fail(why, 0, "user %s: passwords set again (%zu)", g->login,
+		    nh);
+out:
+	for (i = 0; hv2 != NULL && i < nh; i++)
+		free(hv2[i]);
+	free(hv2);
+	free(argv);
+	freeReplyObject(r);
+	return rc;
+}
+
+/* Rules, patterns and flags back to create's, the passwords kept. */
+static int
+rd_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_redis *h = hv;
+	const char *argv[16 + RD_NRULES];
+	char keys[80], chans[80];
+	int n = 0, rc;
+
+	if ((rc = existing(h, g, NULL, why)) != 0)
+		return rc;
+	snprintf(keys, sizeof(keys), "~%s:*", g->resource);
+	snprintf(chans, sizeof(chans), "&%s:*", g->resource);
+	argv[n++] = "ACL";
+	argv[n++] = "SETUSER";
+	argv[n++] = g->login;
+	argv[n++] = "on";
+	argv[n++] = "resetkeys";
+	argv[n++] = "resetchannels";
+	argv[n++] = "clearselectors";
+	argv[n++] = "sanitize-payload";
+	argv[n++] = keys;
+	argv[n++] = chans;
+	for (size_t i = 0; i < RD_NRULES; i++)
+		argv[n++] = rules[i];
+	if ((rc = run(h, n, argv, "ACL SETUSER", why)) != 0 ||
+	    (rc = persist(h, why)) != 0)
+		return rc;
+	return fail(why, 0, "user %s: rules and patterns set again",
+	    g->login);
+}
+
+/* A rotation's new password beside the old: the mark first. */
+static int
+rd_add_credential(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_redis *h = hv;
+	char ok[96], pk[96], hash[RD_HASH_HEX + 2];
+	int rc;
+
+	if (g->password == NULL || *g->password == '\0')
+		return fail(why, TL_EINVAL, "user %s: no password to add",
+		    g->login);
+	if ((rc = existing(h, g, NULL, why)) != 0)
+		return rc;
+	mark_keys(g->login, ok, pk);
+	hash[0] = '#';
+	sha256hex(g->password, hash + 1);
+	{
+		const char *sadd[3] = { "SADD", pk, hash + 1 };
+		const char *set[4] = { "ACL", "SETUSER", g->login, hash };
+
+		if ((rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0 ||
+		    (rc = run(h, 4, set, "ACL SETUSER (add a password)",
+		    why)) != 0 || (rc = persist(h, why)) != 0)
+			return rc;
+	}
+	return fail(why, 0, "user %s: a password added beside the others",
+	    g->login);
+}
+
+/*
+ * Removes the retired version's password (g->password, see driver.h)
+ * from the user, then from the mark.  Already gone: 0.
+ */
+static int
+rd_retire_credential(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_redis *h = hv;
+	char ok[96], pk[96], hash[RD_HASH_HEX + 2], mark[256];
+	redisReply *u = NULL;
+	int marked, exists, rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || *g->password == '\0')
+		return fail(why, TL_EINVAL, "user %s: retiring needs the "
+		    "retired password", g->login);
+	if ((rc = lookup(h, g, &marked, &exists, &u, mark, sizeof(mark),
+	    why)) != 0)
+		return rc;
+	if ((rc = owned(g, marked, exists, mark, why)) != 0)
+		goto out;
+	if (marked < 0) {
+		rc = fail(why, 0, "user %s is gone: nothing to retire",
+		    g->login);
+		goto out;
+	}
+	mark_keys(g->login, ok, pk);
+	hash[0] = '!';
+	sha256hex(g->password, hash + 1);
+	if (exists && has_elem(field(u, "passwords"), hash + 1)) {
+		const char *set[4] = { "ACL", "SETUSER", g->login, hash };
+
+		if ((rc = run(h, 4, set, "ACL SETUSER (remove a password)",
+		    why)) != 0 || (rc = persist(h, why)) != 0)
+			goto out;
+	}
+	{
+		const char *srem[3] = { "SREM", pk, hash + 1 };
+
+		if ((rc = run(h, 3, srem, "SREM passwords mark", why)) != 0)
+			goto out;
+	}
+	rc = fail(why, 0, "user %s: the retired password removed", g->login);
+out:
+	freeReplyObject(u);
+	return rc;
+}
+
+/* Deletes the keys under g's prefix, a SCAN batch at a time. */
+static int
+purge_keys(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    unsigned long long *count, char *why)
+{
+	char cursor[32] = "0", match[80];
+	const char **argv = NULL;
+	redisReply *r = NULL;
+	size_t i, cap = 0;
+	int rc = 0;
+
+	*count = 0;
+	snprintf(match, sizeof(match), "%s:*", g->resource);
+	do {
+		const char *scan[6] = { "SCAN", cursor, "MATCH", match,
+		    "COUNT", RD_SCAN_COUNT };
+		const redisReply *ks;
+
+		if ((rc = cmd(h, 6, scan, &r, "SCAN", why)) != 0)
+			goto out;
+		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		    r->element[0]->type != REDIS_REPLY_STRING ||
+		    r->element[1]->type != REDIS_REPLY_ARRAY) {
+			rc = fail(why, TL_EDRIVER, "SCAN: unexpected reply");
+			goto out;
+		}
+		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+		ks = r->element[1];
+		if (ks->elements > 0) {
+			if (ks->elements + 1 > cap) {
+				const char **nv = realloc(argv,
+				    (ks->elements + 1) * sizeof(*argv));
+
+				if (nv == NULL) {
+					rc = fail(why, ENOMEM, "out of memory");
+					goto out;
+				}
+				argv = nv;
+				cap = ks->elements + 1;
+			}
+			argv[0] = "UNLINK";
+			for (i = 0; i < ks->elements; i++)
+				argv[i + 1] = ks->element[i]->str;
+			if ((rc = run(h, (int)ks->elements + 1, argv, "UNLINK",
+			    why)) != 0)
+				goto out;
+			*count += ks->elements;
+		}
+		freeReplyObject(r);
+		r = NULL;
+	} while (strcmp(cursor, "0") != 0);
+out:
+	freeReplyObject(r);
+	free(argv);
+	return rc;
+}
+
+static int
+rd_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
+{
+	struct tl_drv_redis *h = hv;
+	const char *off[4] = { "ACL", "SETUSER", g->login, "off" };
+	const char *kill[4] = { "CLIENT", "KILL", "USER", g->login };
+	char ok[96], pk[96], mark[256];
+	unsigned long long keys = 0;
+	int marked, exists, rc;
+
+	if ((rc = grant_ok(g, why)) != 0 ||
+	    (rc = lookup(h, g, &marked, &exists, NULL, mark, sizeof(mark),
+	    why)) != 0 || (rc = owned(g, marked, exists, mark, why)) != 0)
+		return rc;
+	if (marked < 0)
+		return fail(why, 0, "user %s is gone: nothing to revoke",
+		    g->login);
+	if (exists && ((rc = run(h, 4, off, "ACL SETUSER off", why)) != 0 ||
+	    (rc = persist(h, why)) != 0 ||
+	    (rc = run(h, 4, kill, "CLIENT KILL USER", why)) != 0))
+		return rc;
+	if (!drop)
+		return fail(why, 0, "user %s off, its clients killed, its keys "
+		    "%s:* kept", g->login, g->resource);
+	if ((rc = purge_keys(h, g, &keys, why)) != 0)
+		return rc;
+	mark_keys(g->login, ok, pk);
+	{
+		const char *del[3] = { "ACL", "DELUSER", g->login };
+		const char *dpw[2] = { "DEL", pk };
+		const char *dow[2] = { "DEL", ok };
+
+		if ((rc = run(h, 3, del, "ACL DELUSER", why)) != 0 ||
+		    (rc = persist(h, why)) != 0 ||
+		    (rc = run(h, 2, dpw, "DEL passwords mark", why)) != 0 ||
+		    (rc = run(h, 2, dow, "DEL owner mark", why)) != 0)
+			return rc;
+	}
+	return fail(why, 0, "user %s deleted with its %llu keys", g->login,
+	    keys);
+}
+
+/* CLIENT LIST's lines of the user (every session, whatever password). */
+static int
+rd_sessions(void *hv, const struct tl_drv_grant *g, unsigned *count,
+    char *why)
+{
+	struct tl_drv_redis *h = hv;
+	const char *argv[2] = { "CLIENT", "LIST" };
+	char needle[80];
+	const char *p;
+	redisReply *r;
+	int rc;
+
+	*count = 0;
+	if ((rc = grant_ok(g, why)) != 0 ||
+	    (rc = cmd(h, 2, argv, &r, "CLIENT LIST", why)) != 0)
+		return rc;
+	snprintf(needle, sizeof(needle), " user=%s ", g->login);
+	for (p = r->type == REDIS_REPLY_STRING ? r->str : ""; (p = strstr(p,
+	    needle)) != NULL; p++)
+		(*count)++;
+	freeReplyObject(r);
+	return 0;
+}
+
+/* MEMORY USAGE of every key under the prefix, a SCAN batch pipelined. */
+static int
+rd_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
+{
+	struct tl_drv_redis *h = hv;
+	char cursor[32] = "0", match[80];
+	redisReply *r = NULL;
+	size_t i;
+	int rc;
+
+	*bytes = 0;
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	snprintf(match, sizeof(match), "%s:*", g->resource);
+	do {
+		const char *scan[6] = { "SCAN", cursor, "MATCH", match,
+		    "COUNT", RD_SCAN_COUNT };
+		const redisReply *ks;
+
+		if ((rc = cmd(h, 6, scan, &r, "SCAN", why)) != 0)
+			return rc;
+		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		    r->element[1]->type != REDIS_REPLY_ARRAY) {
+			freeReplyObject(r);
+			return fail(why, TL_EDRIVER, "SCAN: unexpected reply");
+		}
+		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+		ks = r->element[1];
+		for (i = 0; i < ks->elements; i++) {
+			const char *mu[3] = { "MEMORY", "USAGE",
+			    ks->element[i]->str };
+
+			if (redisAppendCommandArgv(h->c, 3, mu, NULL) !=
+			    REDIS_OK) {
+				freeReplyObject(r);
+				return fail(why, ENOMEM, "out of memory");
+			}
+		}
+		for (i = 0; i < ks->elements; i++) {
+			void *v = NULL;
+
+			if (redisGetReply(h->c, &v) != REDIS_OK) {
+				freeReplyObject(r);
+				return fail(why, TL_EUNREACH, "MEMORY USAGE: "
+				    "%s", h->c->errstr);
+			}
+			if (((redisReply *)v)->type == REDIS_REPLY_INTEGER)
+				*bytes += (uint64_t)((redisReply *)v)->integer;
+			freeReplyObject(v);
+		}
+		freeReplyObject(r);
+		r = NULL;
+	} while (strcmp(cursor, "0") != 0);
+	return 0;
+}
+
+/*
+ * The fence: tally:fence holds the epoch in decimal; the script raises
+ * it when ARGV[1] is greater (compared as decimal strings without
+ * leading zeros, so no float of Lua's rounds a large epoch) and returns
+ * what it holds after.
+ */
+static int
+rd_fence(void *hv, uint64_t epoch, uint64_t *current, char *why)
+{
+	static const char script[] =
+	    "local c = redis.call('GET', KEYS[1]) or '0' "
+	    "local e = ARGV[1] "
+	    "if #e > #c or (#e == #c and e > c) then "
+	    "redis.call('SET', KEYS[1], e) c = e end "
+	    "return c";
+	struct tl_drv_redis *h = hv;
+	char e[24];
+	const char *argv[5] = { "EVAL", script, "1", RD_FENCE, e };
+	redisReply *r;
+	int rc;
+
+	snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
+	if ((rc = cmd(h, 5, argv, &r, "raise the fence", why)) != 0)
+		return rc;
+	if (r->type != REDIS_REPLY_STRING) {
+		freeReplyObject(r);
+		return fail(why, TL_EDRIVER, "fence: unexpected reply");
+	}
+	*current = strtoull(r->str, NULL, 10);
+	freeReplyObject(r);
+	return 0;
+}
+
+/* Percent-encodes s into out (RFC 3986 userinfo: unreserved kept). */
+static int
+pct(const char *s, char *out, size_t cap, size_t *off)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~') {
+			if (*off + 1 >= cap)
+				return TL_ETOOBIG;
+			out[(*off)++] = (char)c;
+		} else {
+			if (*off + 3 >= cap)
+				return TL_ETOOBIG;
+			out[(*off)++] = '%';
+			out[(*off)++] = hex[c >> 4];
+			out[(*off)++] = hex[c & 15];
+		}
+	}
+	out[*off] = '\0';
+	return 0;
+}
+
+static int
+rd_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	const char *v = NULL;
+	size_t off = 0;
+	int n, rc;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "host") == 0)
+		v = ep->host;
+	else if (strcmp(field, "port") == 0)
+		v = ep->port;
+	else if (strcmp(field, "user") == 0)
+		v = g->login;
+	else if (strcmp(field, "prefix") == 0) {
+		if (g->resource == NULL)
+			return TL_EINVAL;
+		n = snprintf(out, cap, "%s:", g->resource);
+		if (n < 0 || (size_t)n >= cap) {
+			out[0] = '\0';
+			return TL_ETOOBIG;
+		}
+		return 0;
+	} else if (strcmp(field, "password") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		v = g->password;
+	} else if (strcmp(field, "uri") == 0) {
+		const char *host = ep->host != NULL ? ep->host : "";
+		int v6 = strchr(host, ':') != NULL;
+
+		if (g->password == NULL || g->login == NULL)
+			return TL_EINVAL;
+		n = snprintf(out, cap, "redis://");
+		off = (size_t)n;
+		if ((rc = pct(g->login, out, cap, &off)) != 0 ||
+		    off + 1 >= cap)
+			goto big;
+		out[off++] = ':';
+		if ((rc = pct(g->password, out, cap, &off)) != 0)
+			goto big;
+		n = snprintf(out + off, cap - off, "@%s%s%s:%s", v6 ? "[" : "",
+		    host, v6 ? "]" : "", ep->port != NULL ? ep->port : "");
+		if (n < 0 || (size_t)n >= cap - off)
+			goto big;
+		return 0;
+	} else
+		return TL_ENOTFOUND;
+	if (v == NULL)
+		return TL_EINVAL;
+	if ((size_t)snprintf(out, cap, "%s", v) >= cap) {
+		out[0] = '\0';
+		return TL_ETOOBIG;
+	}
+	return 0;
+big:
+	sodium_memzero(out, cap);
+	out[0] = '\0';
+	return TL_ETOOBIG;
+}
+
+/*
+ * Names: the shared scheme at 63 bytes; the user and the prefix are the
+ * resource's name for every version (MULTI_PASSWORD), no owner.  Only
+ * [a-z0-9_-] (the scheme's own alphabet when the requirement's names
+ * are tally's) may become an ACL rule: anything else is refused.
+ */
+static int
+rd_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	struct tl_drv_names n;
+
+	tl_drv_name_scheme(in, RD_NAME_MAX, &n);
+	memset(out, 0, sizeof(*out));
+	memcpy(out->resource, n.resource, sizeof(out->resource));
+	memcpy(out->login, n.resource, sizeof(out->login));
+	if (!valid_name(out->resource))
+		return fail(why, TL_EINVAL, "resource \"%.64s\": a redis user "
+		    "name is [a-z0-9_-] only", in->resource);
+	return 0;
+}
+
+static const char *const rd_types[] = { "redis-user", NULL };
+static const char *const rd_fields[] = { "host", "port", "user",
+	"password", "prefix", "uri", NULL };
+static const struct tl_drv_field rd_field_info[] = {
+	{ "host", 0 }, { "port", 0 }, { "user", 0 }, { "password", 1 },
+	{ "prefix", 0 }, { "uri", 1 }, { NULL, 0 }
+};
+static const char *const rd_tags[] = { "cache", "kv", NULL };
+
+static const struct tl_drv_revocation rd_revocation = {
+	.destroys = 0,
+	.retain = 1,
+	.revoke = "the ACL user is turned off and its clients killed",
+	.retain_means = "its keys are kept under its prefix, nobody able to "
+	    "log in as it (tally restore turns it on again)",
+	.purge = "deletes every key under its prefix and the ACL user",
+};
+
+static const struct tl_drv_setting rd_settings[] = {
+	{ "admin-host", "", 0, TL_DRV_HOST, "where tallyd connects as the "
+	    "admin (default: the node's routable name)" },
+	{ "port", "6379", 0, TL_DRV_PORT, "the server's port, for the admin "
+	    "and for consumers" },
+	{ "admin-user", "default", 0, TL_DRV_STRING, "the ACL user tallyd "
+	    "logs in as (needs +@all on ~* &*)" },
+	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
+	    "(--secret)" },
+	{ "acl-save", "yes", 0, TL_DRV_BOOL, "ACL SAVE after every change, so "
+	    "the users survive a restart (a server without --aclfile: not "
+	    "asked)" },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
+};
+
+const struct tl_drv_ops tl_drv_redis = {
+	.name = "redis",
+	.types = rd_types,
+	.settings = rd_settings,
+	.fields = rd_fields,
+	.open = rd_open,
+	.close = rd_close,
+	.create = rd_create,
+	.check = rd_check,
+	.check_bulk = rd_check_bulk,
+	.set_password = rd_set_password,
+	.fix_privileges = rd_fix_privileges,
+	.revoke = rd_revoke,
+	.size = rd_size,
+	.tags = rd_tags,
+	.field_info = rd_field_info,
+	.compose = rd_compose,
+	.names = rd_names,
+	.credential = TL_DRV_CRED_MULTI_PASSWORD,
+	.add_credential = rd_add_credential,
+	.retire_credential = rd_retire_credential,
+	.revocation = &rd_revocation,
+	.sessions = rd_sessions,
+	.fence = rd_fence,
+};

@@ -1,0 +1,1042 @@
+/*
+ * check_drv_redis.c - the redis driver against a real Redis 7.
+ *
+ * The server: TALLY_TEST_REDIS_HOST, _PORT, _USER and _PWFILE when set;
+ * otherwise this suite starts its own with tests/harness/redis.sh under
+ * $TALLY_TMP on a free port, once per run (an unchecked fixture: a
+ * server that cannot start fails every case), and stops it at exit.
+ *
+ * The test talks to the server with hiredis directly for what happens
+ * out of band (an operator's ACL SETUSER, a consumer's commands); the
+ * driver is reached only through its ops table.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "drivers/driver.h"
+#include "lib/tl_test.h"
+
+static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
+static char	*s_dir;
+static int	 s_tried, s_ok;
+static char	 s_err[9000];
+static pid_t	 s_parent;
+static const struct tl_drv_ops *drv;
+
+/* --- the server ------------------------------------------------------ */
+
+static const char *
+harness(void)
+{
+	static char path[4096];
+	const char *src = getenv("TALLY_SRC");
+
+	snprintf(path, sizeof(path), "%s/tests/harness/redis.sh",
+	    src != NULL && *src != '\0' ? src : ".");
+	return path;
+}
+
+static int
+run_harness(const char *cmd, const char *dir, const char *port)
+{
+	pid_t pid;
+	int st;
+
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		execlp("sh", "sh", harness(), cmd, dir, port, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int
+free_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	int fd, port = -1;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+static int
+read_line(const char *path, char *out, size_t n)
+{
+	FILE *f;
+
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(out, (int)n, f) == NULL) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	out[strcspn(out, "\r\n")] = '\0';
+	return 0;
+}
+
+static int
+server_start(void)
+{
+	const char *h = getenv("TALLY_TEST_REDIS_HOST");
+	const char *p = getenv("TALLY_TEST_REDIS_PORT");
+	const char *u = getenv("TALLY_TEST_REDIS_USER");
+	const char *pwf = getenv("TALLY_TEST_REDIS_PWFILE");
+	char pwfile[4200], port[16];
+	int pn;
+
+	if (h != NULL && *h != '\0' && p != NULL && *p != '\0' &&
+	    pwf != NULL && *pwf != '\0') {
+		snprintf(s_host, sizeof(s_host), "%s", h);
+		snprintf(s_port, sizeof(s_port), "%s", p);
+		snprintf(s_user, sizeof(s_user), "%s", u != NULL ? u : "admin");
+		if (read_line(pwf, s_pw, sizeof(s_pw)) != 0) {
+			snprintf(s_err, sizeof(s_err), "cannot read %s", pwf);
+			return -1;
+		}
+		return 0;
+	}
+	if ((pn = free_port()) <= 0) {
+		snprintf(s_err, sizeof(s_err), "no free port");
+		return -1;
+	}
+	snprintf(port, sizeof(port), "%d", pn);
+	s_dir = tl_test_tmpdir("redisdrv");
+	if (run_harness("start", s_dir, port) != 0) {
+		snprintf(s_err, sizeof(s_err), "%s start %s %s failed",
+		    harness(), s_dir, port);
+		return -1;
+	}
+	snprintf(s_host, sizeof(s_host), "127.0.0.1");
+	snprintf(s_port, sizeof(s_port), "%s", port);
+	snprintf(s_user, sizeof(s_user), "admin");
+	snprintf(pwfile, sizeof(pwfile), "%s/admin.pw", s_dir);
+	if (read_line(pwfile, s_pw, sizeof(s_pw)) != 0) {
+		snprintf(s_err, sizeof(s_err), "cannot read %s", pwfile);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+server_stop(void)
+{
+	if (s_dir == NULL || getpid() != s_parent)
+		return;
+	if (run_harness("stop", s_dir, NULL) != 0)
+		fprintf(stderr, "check_drv_redis: redis.sh stop %s failed\n",
+		    s_dir);
+	tl_test_tmpdir_done(s_dir);
+	s_dir = NULL;
+}
+
+static void
+server_up(void)
+{
+	if (!s_tried) {
+		s_tried = 1;
+		s_ok = server_start() == 0;
+	}
+	if (!s_ok)
+		ck_abort_msg("no Redis to test against: %s", s_err);
+}
+
+/* --- helpers --------------------------------------------------------- */
+
+#define ck_rc(rc, want, why) do {					\
+	int rc_ = (rc), want_ = (want);					\
+	ck_assert_msg(rc_ == want_, "%s:%d: rc %d (%s), wanted %d (%s); "\
+	    "why: %s", __FILE__, __LINE__, rc_, tl_strerror(rc_), want_,	\
+	    tl_strerror(want_), (why));					\
+} while (0)
+
+static const char *secrets[256];
+
+static void
+secrets_reset(void)
+{
+	memset(secrets, 0, sizeof(secrets));
+}
+
+static void
+secret_add(const char *pw)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++)
+		if (secrets[i] == NULL || secrets[i] == pw) {
+			secrets[i] = pw;
+			return;
+		}
+	ck_abort_msg("too many secrets");
+}
+
+/* No reason may hold a password the test used, nor its hash. */
+static void
+ck_why(const char *why)
+{
+	unsigned char h[32];
+	char hex[65];
+	size_t i;
+
+	for (i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++) {
+		if (secrets[i] == NULL || *secrets[i] == '\0')
+			continue;
+		ck_assert_msg(strstr(why, secrets[i]) == NULL,
+		    "a password leaked into why: %s", why);
+		crypto_hash_sha256(h, (const unsigned char *)secrets[i],
+		    strlen(secrets[i]));
+		sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+		ck_assert_msg(strstr(why, hex) == NULL,
+		    "a password hash leaked into why: %s", why);
+	}
+}
+
+struct grant {
+	char	id[128], name[64], pw[TL_PASSWORD_LEN + 1];
+	struct tl_drv_grant g;
+};
+
+/* A grant named as the driver names it, from a unique id. */
+static void
+grant_init(struct grant *gr, const char *tag)
+{
+	static int n;
+	struct tl_drv_name_in in;
+	struct tl_drv_names out;
+	char why[TL_DRV_WHY_MAX];
+
+	n++;
+	snprintf(gr->id, sizeof(gr->id), "app-%s-%d-%d/cache", tag,
+	    (int)getpid(), n);
+	memset(&in, 0, sizeof(in));
+	in.grant = gr->id;
+	in.resource = "cache";
+	in.node = "";
+	in.recorded = "";
+	in.version = 1;
+	in.scheme = TL_DRV_NAMING;
+	ck_rc(drv->names(&in, &out, why), 0, why);
+	snprintf(gr->name, sizeof(gr->name), "%s", out.login);
+	tl_secret_password(gr->pw);
+	secret_add(gr->pw);
+	gr->g.resource = gr->name;
+	gr->g.owner = "";
+	gr->g.login = gr->name;
+	gr->g.password = gr->pw;
+	gr->g.grant = gr->id;
+	gr->g.adopt_unnamed = 0;
+}
+
+static void *
+drv_open(void)
+{
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, 0,
+	    NULL };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+
+	secret_add(s_pw);
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_why(why);
+	return h;
+}
+
+static struct tl_drv_endpoint ep = { NULL, NULL, NULL };
+
+static enum tl_drv_drift
+check(void *h, const struct tl_drv_grant *g, char *why)
+{
+	enum tl_drv_drift d = TL_DRIFT_NONE, db = TL_DRIFT_NONE;
+	char wb[1][TL_DRV_WHY_MAX];
+
+	ep.host = s_host;
+	ep.port = s_port;
+	ck_rc(drv->check(h, g, &ep, &d, why), 0, why);
+	ck_why(why);
+	/* The bulk form finds the same (without the login). */
+	ck_rc(drv->check_bulk(h, g, 1, &db, wb), 0, wb[0]);
+	ck_why(wb[0]);
+	if (d != TL_DRIFT_CREDENTIAL || db != TL_DRIFT_NONE)
+		ck_assert_msg(d == db, "check %d (%s), check_bulk %d (%s)", d,
+		    why, db, wb[0]);
+	return d;
+}
+
+/* A connection as user (NULL: the admin); NULL when AUTH is refused. */
+static redisContext *
+conn(const char *user, const char *pw)
+{
+	redisContext *c = redisConnect(s_host, atoi(s_port));
+	redisReply *r;
+
+	ck_assert_msg(c != NULL && c->err == 0, "connect: %s",
+	    c != NULL ? c->errstr : "?");
+	r = redisCommand(c, "AUTH %s %s", user != NULL ? user : s_user,
+	    user != NULL ? pw : s_pw);
+	ck_assert_ptr_nonnull(r);
+	if (r->type == REDIS_REPLY_ERROR) {
+		freeReplyObject(r);
+		redisFree(c);
+		return NULL;
+	}
+	freeReplyObject(r);
+	return c;
+}
+
+static int
+can_auth(const char *user, const char *pw)
+{
+	redisContext *c = conn(user, pw);
+
+	if (c == NULL)
+		return 0;
+	redisFree(c);
+	return 1;
+}
+
+/* A command's reply type (and its text into out when a string/error). */
+static int
+q(redisContext *c, char *out, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	redisReply *r;
+	int t;
+
+	va_start(ap, fmt);
+	r = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	if (r == NULL)
+		return -1;
+	t = r->type;
+	if (out != NULL && cap > 0) {
+		out[0] = '\0';
+		if (r->type == REDIS_REPLY_STRING ||
+		    r->type == REDIS_REPLY_ERROR ||
+		    r->type == REDIS_REPLY_STATUS)
+			snprintf(out, cap, "%s", r->str);
+	}
+	freeReplyObject(r);
+	return t;
+}
+
+/* The admin runs fmt; it must not fail. */
+static void
+admin(const char *fmt, ...)
+{
+	redisContext *c = conn(NULL, NULL);
+	va_list ap;
+	redisReply *r;
+
+	va_start(ap, fmt);
+	r = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	ck_assert_msg(r != NULL && r->type != REDIS_REPLY_ERROR, "admin %s: %s",
+	    fmt, r != NULL ? r->str : c->errstr);
+	freeReplyObject(r);
+	redisFree(c);
+}
+
+static int
+user_exists(const char *u)
+{
+	redisContext *c = conn(NULL, NULL);
+	int t = q(c, NULL, 0, "ACL GETUSER %s", u);
+
+	redisFree(c);
+	return t == REDIS_REPLY_ARRAY;
+}
+
+static void
+create_ok(void *h, const struct tl_drv_grant *g)
+{
+	char why[TL_DRV_WHY_MAX];
+
+	ck_rc(drv->create(h, g, why), 0, why);
+	ck_why(why);
+}
+
+/* --- cases ----------------------------------------------------------- */
+
+START_TEST(test_create_twice)
+{
+	struct grant a;
+	char why[TL_DRV_WHY_MAX], v[64];
+	redisContext *c;
+	void *h = drv_open();
+
+	grant_init(&a, "twice");
+	create_ok(h, &a.g);
+	create_ok(h, &a.g);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	c = conn(a.name, a.pw);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(q(c, NULL, 0, "SET %s:k hello", a.name),
+	    REDIS_REPLY_STATUS);
+	ck_assert_int_eq(q(c, v, sizeof(v), "GET %s:k", a.name),
+	    REDIS_REPLY_STRING);
+	ck_assert_str_eq(v, "hello");
+	redisFree(c);
+	/* A new password on create: the old one goes, the new works. */
+	tl_secret_password(a.pw);
+	create_ok(h, &a.g);
+	ck_assert(can_auth(a.name, a.pw));
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_half_done)
+{
+	struct grant a, b;
+	char why[TL_DRV_WHY_MAX];
+	void *h = drv_open();
+
+	/* Marked, no user yet (a crash between the two). */
+	grant_init(&a, "half");
+	admin("SET tally:owner:%s %s", a.name, a.id);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_MISSING);
+	create_ok(h, &a.g);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	/* The user made, its passwords mark not yet. */
+	grant_init(&b, "half");
+	create_ok(h, &b.g);
+	admin("DEL tally:pw:%s", b.name);
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_CREDENTIAL);
+	create_ok(h, &b.g);
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_foreign_refused)
+{
+	struct grant a, b;
+	char why[TL_DRV_WHY_MAX];
+	enum tl_drv_drift d;
+	uint64_t bytes;
+	void *h = drv_open();
+
+	/* A user tally did not make, under the name a grant would have. */
+	grant_init(&a, "foreign");
+	admin("ACL SETUSER %s on >x ~* +@all", a.name);
+	ck_rc(drv->create(h, &a.g, why), TL_EINVAL, why);
+	ck_assert_ptr_nonnull(strstr(why, "not made by tally"));
+	ck_rc(drv->revoke(h, &a.g, 1, why), TL_EINVAL, why);
+	ck_rc(drv->set_password(h, &a.g, why), TL_EINVAL, why);
+	ck_rc(drv->fix_privileges(h, &a.g, why), TL_EINVAL, why);
+	ck_rc(drv->check(h, &a.g, &ep, &d, why), TL_EINVAL, why);
+	ck_assert(user_exists(a.name));
+	ck_assert(can_auth(a.name, "x"));	/* untouched */
+	/* A user of another grant. */
+	grant_init(&b, "other");
+	create_ok(h, &b.g);
+	b.g.grant = "someone-else/cache";
+	ck_rc(drv->create(h, &b.g, why), TL_EINVAL, why);
+	ck_assert_ptr_nonnull(strstr(why, "another grant"));
+	ck_rc(drv->revoke(h, &b.g, 1, why), TL_EINVAL, why);
+	ck_rc(drv->add_credential(h, &b.g, why), TL_EINVAL, why);
+	ck_rc(drv->retire_credential(h, &b.g, why), TL_EINVAL, why);
+	ck_assert(user_exists(b.name));
+	b.g.grant = b.id;
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	/* An unnamed mark is taken only with adopt_unnamed. */
+	admin("SET tally:owner:%s %s", b.name, "");
+	ck_rc(drv->create(h, &b.g, why), TL_EINVAL, why);
+	b.g.adopt_unnamed = 1;
+	create_ok(h, &b.g);
+	b.g.adopt_unnamed = 0;
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	ck_rc(drv->size(h, &b.g, &bytes, why), 0, why);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_hostile_names)
+{
+	static const char *const res[] = { "a b", "a~b", "a&b", "a>b", "a#b",
+	    "a*", "a:b", "A", "a\nb", NULL };
+	static const char *const ids[] = { "m/r", "m/r@n", "m /r", "m~/r",
+	    "m&/r", "m>/r", "m#/r", "m*/r", NULL };
+	char seen[16][64], why[TL_DRV_WHY_MAX];
+	struct tl_drv_name_in in;
+	struct tl_drv_names out;
+	struct tl_drv_grant g;
+	size_t i, j;
+	void *h = drv_open();
+
+	memset(&in, 0, sizeof(in));
+	in.node = "";
+	in.recorded = "";
+	in.version = 1;
+	in.scheme = TL_DRV_NAMING;
+	for (i = 0; res[i] != NULL; i++) {
+		in.grant = "m/r";
+		in.resource = res[i];
+		ck_rc(drv->names(&in, &out, why), TL_EINVAL, why);
+	}
+	/* Grant ids of any bytes give [a-z0-9_-] names, all different. */
+	in.resource = "cache";
+	for (i = 0; ids[i] != NULL; i++) {
+		in.grant = ids[i];
+		ck_rc(drv->names(&in, &out, why), 0, why);
+		ck_assert_str_eq(out.login, out.resource);
+		ck_assert_uint_eq(strspn(out.login,
+		    "abcdefghijklmnopqrstuvwxyz0123456789_-"),
+		    strlen(out.login));
+		for (j = 0; j < i; j++)
+			ck_assert_str_ne(seen[j], out.login);
+		snprintf(seen[i], sizeof(seen[i]), "%s", out.login);
+		/* Every version has the same user. */
+		in.version = 7;
+		{
+			struct tl_drv_names o7;
+
+			ck_rc(drv->names(&in, &o7, why), 0, why);
+			ck_assert_str_eq(o7.login, out.login);
+		}
+		in.version = 1;
+	}
+	/* The operations refuse names that are not tally's. */
+	for (i = 0; res[i] != NULL; i++) {
+		memset(&g, 0, sizeof(g));
+		g.resource = res[i];
+		g.login = res[i];
+		g.owner = "";
+		g.password = "pw-not-used";
+		g.grant = "m/r";
+		ck_rc(drv->create(h, &g, why), TL_EINVAL, why);
+		ck_rc(drv->revoke(h, &g, 1, why), TL_EINVAL, why);
+		ck_assert(!user_exists(res[i]));
+	}
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_exclusive)
+{
+	struct grant a, b;
+	char v[512];
+	redisContext *ca, *cb, *sub;
+	redisReply *r;
+	void *h = drv_open();
+
+	grant_init(&a, "exa");
+	grant_init(&b, "exb");
+	create_ok(h, &a.g);
+	create_ok(h, &b.g);
+	ca = conn(a.name, a.pw);
+	cb = conn(b.name, b.pw);
+	ck_assert_ptr_nonnull(ca);
+	ck_assert_ptr_nonnull(cb);
+	ck_assert_int_eq(q(cb, NULL, 0, "SET %s:secret b-data", b.name),
+	    REDIS_REPLY_STATUS);
+	ck_assert_int_eq(q(ca, NULL, 0, "SET %s:mine a-data", a.name),
+	    REDIS_REPLY_STATUS);
+	/* A cannot read, write or delete B's keys. */
+	ck_assert_int_eq(q(ca, v, sizeof(v), "GET %s:secret", b.name),
+	    REDIS_REPLY_ERROR);
+	ck_assert_ptr_nonnull(strstr(v, "NOPERM"));
+	ck_assert_int_eq(q(ca, NULL, 0, "SET %s:secret x", b.name),
+	    REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "DEL %s:secret", b.name),
+	    REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "COPY %s:secret %s:copy", b.name,
+	    a.name), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "SET tally:owner:%s x", a.name),
+	    REDIS_REPLY_ERROR);
+	/* Nothing enumerates the key or channel space. */
+	ck_assert_int_eq(q(ca, NULL, 0, "KEYS *"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "SCAN 0"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "SCAN 0 MATCH %s:*", b.name),
+	    REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "RANDOMKEY"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "DBSIZE"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "PUBSUB CHANNELS"), REDIS_REPLY_ERROR);
+	/* No server-wide or dangerous command. */
+	ck_assert_int_eq(q(ca, NULL, 0, "FLUSHALL"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "FLUSHDB"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "CONFIG GET *"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "ACL LIST"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "ACL SETUSER %s ~*", a.name),
+	    REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "EVAL %s 0", "return 1"),
+	    REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "FUNCTION FLUSH"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "SELECT 1"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "CLIENT LIST"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "CLIENT TRACKING on BCAST"),
+	    REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "MONITOR"), REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "DEBUG SLEEP 0"), REDIS_REPLY_ERROR);
+	/* Channels: B's are closed to A, A's own open. */
+	ck_assert_int_eq(q(ca, NULL, 0, "PUBLISH %s:ch hi", b.name),
+	    REDIS_REPLY_ERROR);
+	ck_assert_int_eq(q(ca, NULL, 0, "PUBLISH %s:ch hi", a.name),
+	    REDIS_REPLY_INTEGER);
+	sub = conn(a.name, a.pw);
+	r = redisCommand(sub, "SUBSCRIBE %s:ch", b.name);
+	ck_assert_msg(r != NULL && r->type == REDIS_REPLY_ERROR,
+	    "A subscribed to B's channel");
+	freeReplyObject(r);
+	r = redisCommand(sub, "PSUBSCRIBE *");
+	ck_assert_msg(r != NULL && r->type == REDIS_REPLY_ERROR,
+	    "A subscribed to every channel");
+	freeReplyObject(r);
+	redisFree(sub);
+	/* B's data is as B left it. */
+	ck_assert_int_eq(q(cb, v, sizeof(v), "GET %s:secret", b.name),
+	    REDIS_REPLY_STRING);
+	ck_assert_str_eq(v, "b-data");
+	ck_assert_int_eq(q(ca, v, sizeof(v), "GET %s:mine", a.name),
+	    REDIS_REPLY_STRING);
+	ck_assert_str_eq(v, "a-data");
+	redisFree(ca);
+	redisFree(cb);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_drift)
+{
+	struct grant a;
+	char why[TL_DRV_WHY_MAX];
+	void *h = drv_open();
+
+	grant_init(&a, "drift");
+	create_ok(h, &a.g);
+	/* Rules widened: privileges, fixed, twice. */
+	admin("ACL SETUSER %s +@all", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	admin("ACL SETUSER %s allkeys", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	admin("ACL SETUSER %s &other:*", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	admin("ACL SETUSER %s (~* +get)", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	admin("ACL SETUSER %s off", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert(can_auth(a.name, a.pw));
+	/* The password replaced: credential, set again, twice. */
+	admin("ACL SETUSER %s resetpass >intruder", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_CREDENTIAL);
+	ck_rc(drv->set_password(h, &a.g, why), 0, why);
+	ck_rc(drv->set_password(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert(can_auth(a.name, a.pw));
+	ck_assert(!can_auth(a.name, "intruder"));
+	/* A password beside tally's, and nopass: credential too. */
+	admin("ACL SETUSER %s >intruder", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_CREDENTIAL);
+	ck_rc(drv->set_password(h, &a.g, why), 0, why);
+	ck_assert(!can_auth(a.name, "intruder"));
+	admin("ACL SETUSER %s nopass", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_CREDENTIAL);
+	ck_rc(drv->set_password(h, &a.g, why), 0, why);
+	ck_assert(!can_auth(a.name, "anything"));
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	/* Gone: missing, flagged, never recreated by the repairs. */
+	admin("ACL DELUSER %s", a.name);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_MISSING);
+	ck_rc(drv->set_password(h, &a.g, why), TL_EDRIVER, why);
+	ck_rc(drv->fix_privileges(h, &a.g, why), TL_EDRIVER, why);
+	ck_rc(drv->add_credential(h, &a.g, why), TL_EDRIVER, why);
+	ck_assert(!user_exists(a.name));
+	/* Only create (tally repair) makes it again. */
+	create_ok(h, &a.g);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_bulk)
+{
+	struct grant gr[6];
+	struct tl_drv_grant gs[6];
+	enum tl_drv_drift d[6];
+	char why[6][TL_DRV_WHY_MAX];
+	size_t i;
+	void *h = drv_open();
+
+	for (i = 0; i < 6; i++) {
+		grant_init(&gr[i], "bulk");
+		create_ok(h, &gr[i].g);
+		gs[i] = gr[i].g;
+	}
+	admin("ACL SETUSER %s +flushall", gr[1].name);
+	admin("ACL SETUSER %s resetpass >x", gr[2].name);
+	admin("ACL DELUSER %s", gr[3].name);
+	ck_rc(drv->check_bulk(h, gs, 6, d, why), 0, why[0]);
+	for (i = 0; i < 6; i++)
+		ck_why(why[i]);
+	ck_assert_int_eq(d[0], TL_DRIFT_NONE);
+	ck_assert_int_eq(d[1], TL_DRIFT_PRIVILEGES);
+	ck_assert_int_eq(d[2], TL_DRIFT_CREDENTIAL);
+	ck_assert_int_eq(d[3], TL_DRIFT_MISSING);
+	ck_assert_int_eq(d[4], TL_DRIFT_NONE);
+	ck_assert_int_eq(d[5], TL_DRIFT_NONE);
+	/* A foreign user among them: refused, the session still usable. */
+	admin("DEL tally:owner:%s", gr[4].name);
+	ck_rc(drv->check_bulk(h, gs, 6, d, why), TL_EINVAL, why[4]);
+	ck_rc(drv->check_bulk(h, gs, 1, d, why), 0, why[0]);
+	ck_assert_int_eq(d[0], TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_rotation)
+{
+	struct grant a;
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
+	char pw2[TL_PASSWORD_LEN + 1];
+	struct tl_drv_grant old;
+	void *h = drv_open();
+
+	grant_init(&a, "rot");
+	create_ok(h, &a.g);
+	snprintf(pw1, sizeof(pw1), "%s", a.pw);
+	tl_secret_password(pw2);
+	secret_add(pw1);
+	secret_add(pw2);
+	a.g.password = pw2;
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	ck_why(why);
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	/* Between add and retire both work, and nothing drifted. */
+	ck_assert(can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, pw2));
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	old = a.g;
+	old.password = pw1;
+	ck_assert_int_eq(check(h, &old, why), TL_DRIFT_NONE);
+	/* Retire needs the old password. */
+	old.password = "";
+	ck_rc(drv->retire_credential(h, &old, why), TL_EINVAL, why);
+	old.password = pw1;
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	ck_why(why);
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	ck_assert(!can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, pw2));
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert_int_eq(check(h, &old, why), TL_DRIFT_CREDENTIAL);
+	drv->close(h);
+}
+END_TEST
+
+/* sha256 hex of pw into hex[65]. */
+static void
+hash_of(const char *pw, char hex[65])
+{
+	unsigned char h[32];
+
+	crypto_hash_sha256(h, (const unsigned char *)pw, strlen(pw));
+	sodium_bin2hex(hex, 65, h, sizeof(h));
+}
+
+START_TEST(test_rotation_half_done)
+{
+	struct grant a;
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
+	char pw2[TL_PASSWORD_LEN + 1], hex[65];
+	struct tl_drv_grant old;
+	void *h = drv_open();
+
+	grant_init(&a, "rothalf");
+	create_ok(h, &a.g);
+	snprintf(pw1, sizeof(pw1), "%s", a.pw);
+	tl_secret_password(pw2);
+	secret_add(pw1);
+	secret_add(pw2);
+	/* add cut short after the mark, before the user had the hash. */
+	hash_of(pw2, hex);
+	admin("SADD tally:pw:%s %s", a.name, hex);
+	ck_assert(!can_auth(a.name, pw2));
+	a.g.password = pw2;
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	ck_assert(can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, pw2));
+	/* retire cut short after the user lost the hash, before the mark. */
+	hash_of(pw1, hex);
+	admin("ACL SETUSER %s !%s", a.name, hex);
+	old = a.g;
+	old.password = pw1;
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	ck_assert(!can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, pw2));
+	{
+		redisContext *c = conn(NULL, NULL);
+		redisReply *r = redisCommand(c, "SISMEMBER tally:pw:%s %s",
+		    a.name, hex);
+
+		ck_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+		ck_assert_msg(r->integer == 0, "the retired hash is still in "
+		    "the passwords mark");
+		freeReplyObject(r);
+		redisFree(c);
+	}
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	/* A purged grant: retiring is done already. */
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_revoke_restore_purge)
+{
+	struct grant a, b;
+	char why[TL_DRV_WHY_MAX], v[64];
+	redisContext *c, *cb, *ad;
+	redisReply *r;
+	unsigned n;
+	int i;
+	void *h = drv_open();
+
+	grant_init(&a, "rev");
+	grant_init(&b, "bystander");
+	create_ok(h, &a.g);
+	create_ok(h, &b.g);
+	c = conn(a.name, a.pw);
+	cb = conn(b.name, b.pw);
+	ck_assert_int_eq(q(c, NULL, 0, "SET %s:kept v1", a.name),
+	    REDIS_REPLY_STATUS);
+	ck_assert_int_eq(q(cb, NULL, 0, "SET %s:other b", b.name),
+	    REDIS_REPLY_STATUS);
+	/* More keys than one SCAN batch, for purge. */
+	ad = conn(NULL, NULL);
+	for (i = 0; i < 2500; i++)
+		redisAppendCommand(ad, "SET %s:n%d x", a.name, i);
+	for (i = 0; i < 2500; i++) {
+		ck_assert_int_eq(redisGetReply(ad, (void **)&r), REDIS_OK);
+		freeReplyObject(r);
+	}
+	ck_rc(drv->sessions(h, &a.g, &n, why), 0, why);
+	ck_assert_uint_eq(n, 1);
+	/* Retain: off, its client killed, its keys kept; twice. */
+	ck_rc(drv->revoke(h, &a.g, 0, why), 0, why);
+	ck_rc(drv->revoke(h, &a.g, 0, why), 0, why);
+	ck_why(why);
+	ck_assert_int_ne(q(c, NULL, 0, "GET %s:kept", a.name),
+	    REDIS_REPLY_STRING);
+	redisFree(c);
+	ck_assert(!can_auth(a.name, a.pw));
+	ck_rc(drv->sessions(h, &a.g, &n, why), 0, why);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(q(ad, v, sizeof(v), "GET %s:kept", a.name),
+	    REDIS_REPLY_STRING);
+	ck_assert_str_eq(v, "v1");
+	/* Restore (create): on again, the keys there. */
+	create_ok(h, &a.g);
+	c = conn(a.name, a.pw);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(q(c, v, sizeof(v), "GET %s:kept", a.name),
+	    REDIS_REPLY_STRING);
+	ck_assert_str_eq(v, "v1");
+	/* Purge: keys, user and marks gone; twice; B untouched. */
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	redisFree(c);
+	ck_assert(!user_exists(a.name));
+	ck_assert_int_eq(q(ad, NULL, 0, "EXISTS %s:kept", a.name),
+	    REDIS_REPLY_INTEGER);
+	r = redisCommand(ad, "SCAN 0 MATCH %s:* COUNT 100000", a.name);
+	ck_assert_uint_eq(r->element[1]->elements, 0);
+	freeReplyObject(r);
+	ck_assert_int_eq(q(ad, NULL, 0, "GET tally:owner:%s", a.name),
+	    REDIS_REPLY_NIL);
+	ck_assert_int_eq(q(cb, v, sizeof(v), "GET %s:other", b.name),
+	    REDIS_REPLY_STRING);
+	ck_assert_str_eq(v, "b");
+	redisFree(cb);
+	redisFree(ad);
+	drv->close(h);
+}
+END_TEST
+
+/* What tally changed is in the ACL file: ACL LOAD (a restart) keeps it. */
+START_TEST(test_acl_saved)
+{
+	struct grant a, b;
+	char why[TL_DRV_WHY_MAX], pw2[TL_PASSWORD_LEN + 1];
+	void *h = drv_open();
+
+	grant_init(&a, "saved");
+	grant_init(&b, "saved");
+	create_ok(h, &a.g);
+	create_ok(h, &b.g);
+	admin("ACL LOAD");
+	ck_assert(can_auth(a.name, a.pw));
+	ck_assert_msg(check(h, &a.g, why) == TL_DRIFT_NONE, "%s", why);
+	tl_secret_password(pw2);
+	secret_add(pw2);
+	{
+		struct tl_drv_grant g2 = a.g;
+
+		g2.password = pw2;
+		ck_rc(drv->add_credential(h, &g2, why), 0, why);
+	}
+	ck_rc(drv->revoke(h, &b.g, 0, why), 0, why);
+	admin("ACL LOAD");
+	ck_assert(can_auth(a.name, a.pw));
+	ck_assert(can_auth(a.name, pw2));
+	ck_assert(!can_auth(b.name, b.pw));
+	ck_assert(user_exists(b.name));
+	ck_rc(drv->revoke(h, &b.g, 1, why), 0, why);
+	admin("ACL LOAD");
+	ck_assert(!user_exists(b.name));
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_fence_size_compose)
+{
+	struct grant a;
+	struct tl_drv_endpoint e = { "127.0.0.1", "6390", NULL };
+	char why[TL_DRV_WHY_MAX], out[512];
+	uint64_t cur = 0, bytes = 0;
+	redisContext *c;
+	void *h = drv_open();
+
+	admin("DEL tally:fence");
+	ck_rc(drv->fence(h, 5, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 5);
+	ck_rc(drv->fence(h, 3, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 5);
+	ck_rc(drv->fence(h, 0, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 5);
+	ck_rc(drv->fence(h, 12, &cur, why), 0, why);
+	ck_assert_uint_eq(cur, 12);
+	grant_init(&a, "size");
+	create_ok(h, &a.g);
+	ck_rc(drv->size(h, &a.g, &bytes, why), 0, why);
+	ck_assert_uint_eq(bytes, 0);
+	c = conn(a.name, a.pw);
+	ck_assert_int_eq(q(c, NULL, 0, "SET %s:big %b", a.name,
+	    (char[4096]){ 0 }, (size_t)4096), REDIS_REPLY_STATUS);
+	redisFree(c);
+	ck_rc(drv->size(h, &a.g, &bytes, why), 0, why);
+	ck_assert_uint_ge(bytes, 4096);
+	/* Fields; the uri percent-encodes. */
+	a.g.password = "p@ss:w/rd%";
+	ck_rc(drv->compose("uri", &e, &a.g, out, sizeof(out)), 0, "");
+	snprintf(why, sizeof(why), "redis://%s:p%%40ss%%3Aw%%2Frd%%25@"
+	    "127.0.0.1:6390", a.name);
+	ck_assert_str_eq(out, why);
+	ck_rc(drv->compose("prefix", &e, &a.g, out, sizeof(out)), 0, "");
+	snprintf(why, sizeof(why), "%s:", a.name);
+	ck_assert_str_eq(out, why);
+	ck_rc(drv->compose("user", &e, &a.g, out, sizeof(out)), 0, "");
+	ck_assert_str_eq(out, a.name);
+	ck_rc(drv->compose("nope", &e, &a.g, out, sizeof(out)), TL_ENOTFOUND,
+	    "");
+	a.g.password = NULL;
+	ck_rc(drv->compose("uri", &e, &a.g, out, sizeof(out)), TL_EINVAL, "");
+	ck_assert(tl_drv_field_secret(drv, "uri"));
+	ck_assert(tl_drv_field_secret(drv, "password"));
+	ck_assert(!tl_drv_field_secret(drv, "prefix"));
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_open_refused)
+{
+	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL, 0,
+	    NULL };
+	struct tl_drv_admin down = { "127.0.0.1", "1", s_user, s_pw, NULL, 0,
+	    NULL };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+
+	secret_add(s_pw);
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_assert_ptr_null(h);
+	ck_rc(drv->open(&down, &h, why), TL_EUNREACH, why);
+	ck_why(why);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("drv_redis");
+	TCase *tc = tcase_create("redis");
+
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_add_checked_fixture(tc, secrets_reset, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_create_twice);
+	tcase_add_test(tc, test_half_done);
+	tcase_add_test(tc, test_foreign_refused);
+	tcase_add_test(tc, test_hostile_names);
+	tcase_add_test(tc, test_exclusive);
+	tcase_add_test(tc, test_drift);
+	tcase_add_test(tc, test_bulk);
+	tcase_add_test(tc, test_rotation);
+	tcase_add_test(tc, test_rotation_half_done);
+	tcase_add_test(tc, test_revoke_restore_purge);
+	tcase_add_test(tc, test_acl_saved);
+	tcase_add_test(tc, test_fence_size_compose);
+	tcase_add_test(tc, test_open_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	if (sodium_init() < 0)
+		return 1;
+	s_parent = getpid();
+	if ((drv = tl_drv_find("redis")) == NULL) {
+		fprintf(stderr, "no redis driver registered\n");
+		return 1;
+	}
+	sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	server_stop();
+	tl_secret_wipe(s_pw, sizeof(s_pw));
+	return failed == 0 ? 0 : 1;
+}

@@ -860,7 +860,7 @@ START_TEST(test_unknown_field)
 	    "    env:\n"
 	    "      hostname: H\n", 8, "requires.db.env.hostname",
 	    "unknown connection field 'hostname'; the fields are host, port, "
-	    "database, user, password, url, vhost, path, prefix, uri");
+	    "database, user, password, url, vhost, path, uri, prefix");
 	parse_text("module: g\n"
 	    "env: {A: \"\", B: \"\", C: \"\", D: \"\", E: \"\", F: \"\","
 	    " G: \"\", H: \"\"}\n"

@@ -14,12 +14,16 @@
  * A crash between any two steps resumes at the recorded one; the driver
  * calls are idempotent and a resumed create sets the password again.
  *
- * While a rotation waits, the holders' delivery files are compared with
- * what the log says they hold and rewritten when they differ: a crash
- * between credential.activated and the file writes leaves files that
- * exist but name the old credential, which the provisioner (it only
- * rewrites missing files) would never fix, and retiring the old login
- * would then lock those holders out.
+ * The new credential reaches the holders in the same transaction as
+ * credential.activated (sealed credential.delivered events, which the
+ * nodes' agents read): no file on the control plane can name the old
+ * credential after that commit, and retirement waits on acks of the new
+ * version, so a crash between any two steps locks no holder out.
+ *
+ * While a rotation waits, the old login's sessions the provider still
+ * has open are counted (the driver's sessions op) and kept in the
+ * scratch table TL_ROT_SESSIONS_TABLE (projections/status.h), for tally
+ * status: a holder that acked but still runs on the old login shows.
  *
  * A grant revoked (or purged) in the middle of a rotation: the
  * revocation disables the grant's current login only, so the rotator
@@ -451,79 +455,6 @@ schedule(struct due_arg *da, struct tl_ctx *c)
 	return 0;
 }
 
-/* Does the file at path hold exactly env (n bytes)? */
-static int
-file_holds(const char *path, const char *env, size_t n)
-{
-	char *buf;
-	size_t got = 0;
-	ssize_t r;
-	int fd, same = 0;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	if ((buf = malloc(n + 1)) != NULL) {
-		while (got < n + 1 && (r = read(fd, buf + got,
-		    n + 1 - got)) > 0)
-			got += (size_t)r;
-		same = got == n && memcmp(buf, env, n) == 0;
-		tl_secret_wipe(buf, n + 1);
-		free(buf);
-	}
-	close(fd);
-	return same;
-}
-
-/*
- * Rewrites the delivery files of grant's holders that do not hold what
- * the log says (a crash after credential.activated, before the files).
- */
-static void
-refresh_files(struct tl_rx *rx, const char *grant)
-{
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct tl_grant g;
-	struct tl_nodelist nl;
-	size_t i;
-	int rc;
-
-	if (tl_log_begin(rx->log, TL_TXN_RDONLY, &t) != 0)
-		return;
-	if (tl_proj_open(t, &p) != 0 ||
-	    tl_grant_get(t, &p, grant, &g, NULL) != 0 ||
-	    strcmp(g.state, TL_GRANT_PROVISIONED) != 0 ||
-	    tl_rx_grant_holders(t, &p, &g, &nl) != 0) {
-		tl_log_abort(t);
-		return;
-	}
-	for (i = 0; i < nl.n; i++) {
-		char path[1400], *env = NULL;
-		size_t n = 0;
-
-		if (tl_rx_env(rx, t, g.module, nl.v[i], &env, &n) != 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home,
-		    nl.v[i], g.module);
-		if (!file_holds(path, env, n)) {
-			if ((rc = tl_rx_write_env(rx, t, g.module,
-			    nl.v[i])) != 0)
-				tl_rx_log(rx, TL_RX_WARN, "delivery file of "
-				    "%s@%s: %s", g.module, nl.v[i],
-				    tl_strerror(rc));
-			else
-				tl_rx_log(rx, TL_RX_INFO, "rotation of %s: "
-				    "delivery file of %s@%s did not hold v%llu: "
-				    "rewritten", grant, g.module, nl.v[i],
-				    (unsigned long long)g.version);
-		}
-		tl_secret_wipe(env, n);
-		free(env);
-	}
-	tl_nodelist_free(&nl);
-	tl_log_abort(t);
-}
-
 /* The pass's state: the steps, and the rotations coming due. */
 struct rot_pass {
 	struct rpass	ps;
@@ -576,10 +507,7 @@ intents(void *arg, struct tl_ctx *c)
 	return rp->issue ? issue(&rp->ps, c) : 0;
 }
 
-/*
- * Phase 3: files first (before an old login goes, every file names the
- * new one), then the steps' driver calls on their providers' sessions.
- */
+/* Phase 3: the steps' driver calls on their providers' sessions. */
 static void
 calls(void *arg, unsigned *phases)
 {
@@ -593,8 +521,6 @@ calls(void *arg, unsigned *phases)
 	for (i = 0; i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
 
-		if (st->op == OP_WAIT || st->op == OP_RETIRE)
-			refresh_files(rx, st->g.id);
 		if (st->op != OP_CREATE && st->op != OP_RETIRE &&
 		    st->op != OP_ABANDON)
 			continue;
@@ -706,11 +632,6 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 		if ((ps->s[i].op == OP_CREATE || ps->s[i].op == OP_RETIRE ||
 		    ps->s[i].op == OP_ABANDON) && ps->s[i].rc == 0)
 			(*steps)++;
-	for (i = 0; i < ps->n; i++)
-		if (ps->s[i].op == OP_CREATE && ps->s[i].rc == 0 &&
-		    (rc = tl_rx_files_for(rx, ps->s[i].g.id)) != 0)
-			tl_rx_log(rx, TL_RX_WARN, "delivery files of %s: %s",
-			    ps->s[i].g.id, tl_strerror(rc));
 	rc = 0;
 out:
 	for (i = 0; i < ps->n; i++) {

@@ -345,7 +345,6 @@ strip_operational(json_t *doc)
 	for (i = 0; i < n; i++) {
 		m = mods != NULL ? json_array_get(mods, i) : one[0];
 		json_array_foreach(json_object_get(m, "assignments"), j, a) {
-			json_object_del(a, "env_file_error");
 			json_array_foreach(json_object_get(a, "requirements"),
 			    k, r) {
 				json_object_del(r, "last_verified");

@@ -623,15 +623,18 @@ END_TEST
 START_TEST(test_full_disk)
 {
 	char *mnt = tl_test_tmpdir("corrupt-full");
-	char *home = H.home, name[32], host[32];
+	char *home = H.home, name[32], host[32], key[4200];
 	int i;
 
 	private_tmpfs(mnt, "160k");
-	H.home = mnt;
+	/* The home and the node keys on the one full disk, as before. */
+	H.home = tl_test_path(mnt, "home");
+	ck_assert_int_eq(mkdir(H.home, 0700), 0);
 	T_TALLY(0, "init");
 	for (i = 1; i < 1000; i++) {
 		const char *a[8];
 
+		snprintf(key, sizeof(key), "%s/n%d.key", mnt, i);
 		snprintf(name, sizeof(name), "n%d", i);
 		snprintf(host, sizeof(host), "h%d.lan", i);
 		a[0] = "node";
@@ -640,7 +643,7 @@ START_TEST(test_full_disk)
 		a[3] = "--routable-name";
 		a[4] = host;
 		a[5] = "--key-out";
-		a[6] = H.key;
+		a[6] = key;
 		a[7] = NULL;
 		if (run_in(H.home, "tally", a) != 0)
 			break;
@@ -659,6 +662,7 @@ START_TEST(test_full_disk)
 	snprintf(name, sizeof(name), "ok: %d events", i - 1);
 	ck_assert_msg(strstr(H.out, name) != NULL, "want '%s': %s", name,
 	    H.out);
+	free(H.home);
 	H.home = home;
 	umount(mnt);
 	free(mnt);

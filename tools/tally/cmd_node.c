@@ -140,6 +140,25 @@ under_home(const struct tl_cli *cli, const char *path)
 	    strcmp(rh, "/") == 0);
 }
 
+/* Is keyout given, and outside the home?  Says why not. */
+static int
+key_ok(const struct tl_cli *cli, const char *cmd, const char *keyout)
+{
+	if (keyout == NULL) {
+		cli_errx("node %s needs --key%s FILE: where the node's secret "
+		    "keys go, for its host", cmd, strcmp(cmd, "add") == 0 ?
+		    "-out" : "");
+		return 0;
+	}
+	if (under_home(cli, keyout)) {
+		cli_errx("%s is under the tally home %s: a node's secret key "
+		    "opens its deliveries, and the control plane keeps none",
+		    keyout, cli->home);
+		return 0;
+	}
+	return 1;
+}
+
 int
 cmd_node(struct tl_cli *cli, int argc, char **argv)
 {
@@ -193,20 +212,12 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 			printf("node %s removed\n", a.name);
 		return ex;
 	}
-	if (keyout == NULL) {
-		cli_errx("node %s needs --key%s FILE: where the node's secret "
-		    "keys go, for its host", argv[0], strcmp(argv[0], "add") ==
-		    0 ? "-out" : "");
-		return TL_EXIT_USAGE;
-	}
-	if (under_home(cli, keyout)) {
-		cli_errx("%s is under the tally home %s: a node's secret key "
-		    "opens its deliveries, and the control plane keeps none",
-		    keyout, cli->home);
-		return TL_EXIT_REFUSED;
-	}
-	if (strcmp(argv[0], "rekey") == 0)
+	if (strcmp(argv[0], "rekey") == 0) {
+		if (!key_ok(cli, argv[0], keyout))
+			return keyout == NULL ? TL_EXIT_USAGE :
+			    TL_EXIT_REFUSED;
 		return rekey(cli, &a, keyout);
+	}
 	if (a.routable == NULL) {
 		cli_errx("node add needs --routable-name HOST (a host name or "
 		    "address other machines can reach)");
@@ -217,6 +228,8 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		    "(1-253 of letters, digits, '.', '-', ':')", a.routable);
 		return TL_EXIT_REFUSED;
 	}
+	if (!key_ok(cli, argv[0], keyout))
+		return keyout == NULL ? TL_EXIT_USAGE : TL_EXIT_REFUSED;
 	memset(&nk, 0, sizeof(nk));
 	tl_secret_node_keypair(a.pk, nk.box_sk);
 	tl_secret_sign_keypair(a.spk, nk.sign_sk);

@@ -182,6 +182,31 @@ rank(const char *s)
 	return 0;
 }
 
+/*
+ * The old login's sessions the rotator last counted while the rotation
+ * waits (TL_ROT_SESSIONS_TABLE), when they are of this rotation's old
+ * version: "old_sessions" on rot.
+ */
+static void
+old_sessions(struct tl_txn *t, const char *grant, uint64_t from, json_t *rot)
+{
+	unsigned long long v, n;
+	const void *val;
+	char buf[64];
+	size_t vl;
+	tl_kv kv;
+
+	if (tl_kv_open_scratch(t, TL_ROT_SESSIONS_TABLE, &kv) != 0 ||
+	    tl_kv_get(t, kv, grant, strlen(grant), &val, &vl) != 0 ||
+	    vl >= sizeof(buf))
+		return;
+	memcpy(buf, val, vl);
+	buf[vl] = '\0';
+	if (sscanf(buf, "%llu %llu", &v, &n) != 2 || v != from)
+		return;
+	json_object_set_new(rot, "old_sessions", json_integer((json_int_t)n));
+}
+
 /* A running rotation: versions, and the holders it still waits on. */
 static void
 rotation_status(struct tl_txn *t, const struct tl_proj *p,
@@ -220,6 +245,8 @@ rotation_status(struct tl_txn *t, const struct tl_proj *p,
 	    "started_ns", (json_int_t)r.started_ns, "deadline_ns",
 	    (json_int_t)r.deadline_ns, "waiting_on", waiting, "reason",
 	    r.reason);
+	if (strcmp(r.state, TL_ROT_ACTIVE) == 0)
+		old_sessions(t, g->id, r.from, rot);
 	json_object_set_new(j, "rotation", rot);
 }
 

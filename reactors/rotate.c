@@ -44,6 +44,7 @@
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
+#include "projections/status.h"
 #include "credential.h"
 #include "deliver.h"
 #include "pass.h"
@@ -182,7 +183,12 @@ gather_one(const struct tl_rotation *r, void *arg)
 		} else
 			st->op = OP_WAIT;
 	}
-	if (st->op == OP_CREATE || st->op == OP_RETIRE ||
+	if (st->op == OP_WAIT) {
+		/* Only to count the old login's sessions: never an error. */
+		if (tl_rx_load_provider(ga->t, ga->p, ps->rx, st->g.provider,
+		    st->g.type, &st->pv, driver, &drop) == 0)
+			st->ops = tl_drv_find(driver);
+	} else if (st->op == OP_CREATE || st->op == OP_RETIRE ||
 	    (st->op == OP_ABANDON && st->old[0] != '\0')) {
 		if (tl_rx_load_provider(ga->t, ga->p, ps->rx, st->g.provider,
 		    st->g.type, &st->pv, driver, &drop) != 0 ||
@@ -244,6 +250,23 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 
 	(void)arg;
 	(void)pv;
+	if (st->op == OP_WAIT) {
+		/*
+		 * Waiting: who still has a session on the old login, for
+		 * tally status.  A failure only leaves the count unknown; it
+		 * is no step and no outage.
+		 */
+		dg.resource = st->db;
+		dg.owner = st->owner;
+		dg.grant = st->g.id;
+		dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
+		dg.login = st->old;
+		dg.password = "";
+		if (st->ops->sessions(h, &dg, &st->sessions, NULL) == 0)
+			st->corroborated = 1;
+		c->rc = 0;
+		return;
+	}
 	if (!tl_drv_can(st->ops, TL_DRV_CAP_ROTATE, st->why)) {
 		st->rc = TL_EDRIVER;
 		c->rc = st->rc;
@@ -282,6 +305,14 @@ calls_driver(const struct rstep *st)
 	return (st->op == OP_CREATE || st->op == OP_RETIRE ||
 	    st->op == OP_ABANDON) && !(st->op == OP_ABANDON &&
 	    st->old[0] == '\0');
+}
+
+/* Does a waiting st count the old login's sessions this pass? */
+static int
+counts_sessions(const struct rstep *st)
+{
+	return st->op == OP_WAIT && st->ops != NULL &&
+	    st->ops->sessions != NULL && st->old[0] != '\0';
 }
 
 /* Phase 4: each step's outcome, if the step is still the one taken. */
@@ -547,7 +578,8 @@ calls(void *arg, unsigned *phases)
 	for (i = 0; pv != NULL && cl != NULL && i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
 
-		if (!calls_driver(st) || st->rc != 0 || st->ops == NULL)
+		if (!counts_sessions(st) && (!calls_driver(st) || st->rc != 0 ||
+		    st->ops == NULL))
 			continue;
 		for (j = 0; j < npv; j++)
 			if (strcmp(pv[j].id, st->pv.id) == 0)
@@ -606,6 +638,96 @@ calls(void *arg, unsigned *phases)
 	}
 }
 
+/*
+ * What st changes in TL_ROT_SESSIONS_TABLE: 1, put val (a waiting
+ * rotation's count); 2, delete (the rotation ended); 0, nothing.
+ */
+static int
+sessions_note(const struct rstep *st, char *val, size_t len)
+{
+	if (st->op == OP_WAIT && st->corroborated) {
+		snprintf(val, len, "%llu %u", (unsigned long long)st->r.from,
+		    st->sessions);
+		return 1;
+	}
+	if ((st->op == OP_RETIRE || st->op == OP_ABANDON) && st->rc == 0)
+		return 2;
+	return 0;
+}
+
+/* Is any of the pass's notes news to the table? */
+static int
+sessions_changed(struct tl_rx *rx, const struct rpass *ps)
+{
+	struct tl_txn *t;
+	const void *v;
+	size_t i, n;
+	tl_kv kv;
+	int have_table, changed = 0;
+
+	if (tl_log_begin(rx->log, TL_TXN_RDONLY, &t) != 0)
+		return 1;
+	have_table = tl_kv_open_scratch(t, TL_ROT_SESSIONS_TABLE, &kv) == 0;
+	for (i = 0; i < ps->n && !changed; i++) {
+		const struct rstep *st = &ps->s[i];
+		char val[64];
+		int op = sessions_note(st, val, sizeof(val));
+		int have = have_table && tl_kv_get(t, kv, st->g.id,
+		    strlen(st->g.id), &v, &n) == 0;
+
+		if (op == 1)
+			changed = !have || n != strlen(val) ||
+			    memcmp(v, val, n) != 0;
+		else if (op == 2)
+			changed = have;
+	}
+	tl_log_abort(t);
+	return changed;
+}
+
+/*
+ * Keeps, for tally status, the old login's session count of each
+ * waiting rotation in TL_ROT_SESSIONS_TABLE and forgets those of the
+ * rotations that ended.  An observation, not an event: it would repeat
+ * every pass; a commit only when a count changed.
+ */
+static void
+record_sessions(struct tl_rx *rx, const struct rpass *ps)
+{
+	struct tl_txn *t;
+	tl_kv kv;
+	size_t i;
+	int rc;
+
+	if (!sessions_changed(rx, ps))
+		return;
+	if ((rc = tl_log_begin(rx->log, 0, &t)) != 0)
+		goto fail;
+	if ((rc = tl_kv_open_scratch(t, TL_ROT_SESSIONS_TABLE, &kv)) != 0)
+		goto abort;
+	for (i = 0; i < ps->n; i++) {
+		const struct rstep *st = &ps->s[i];
+		char val[64];
+		int op = sessions_note(st, val, sizeof(val));
+
+		if (op == 1)
+			rc = tl_kv_put(t, kv, st->g.id, strlen(st->g.id), val,
+			    strlen(val));
+		else if (op == 2)
+			rc = tl_kv_del(t, kv, st->g.id, strlen(st->g.id));
+		if (rc != 0 && rc != TL_ENOTFOUND)
+			goto abort;
+	}
+	if ((rc = tl_log_commit(t)) == 0)
+		return;
+	goto fail;
+abort:
+	tl_log_abort(t);
+fail:
+	tl_rx_log(rx, TL_RX_WARN, "noting the old logins' sessions: %s",
+	    tl_strerror(rc));
+}
+
 static const struct tl_rx_pass_def rotate_pass = {
 	gather, intents, calls, outcomes
 };
@@ -632,6 +754,7 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 		if ((ps->s[i].op == OP_CREATE || ps->s[i].op == OP_RETIRE ||
 		    ps->s[i].op == OP_ABANDON) && ps->s[i].rc == 0)
 			(*steps)++;
+	record_sessions(rx, ps);
 	rc = 0;
 out:
 	for (i = 0; i < ps->n; i++) {

@@ -82,7 +82,7 @@ for d in "$DA" "$DB"; do
 	m=$(stat -c %a "$d")
 	[ "$m" = "$WANT" ] || t_fail "$d has mode $m, expected $WANT"
 done
-tly env node-a app-a --node-key "$TALLY_HOME/nodes/node-a.key" >"$W/env.out" ||
+tly env node-a app-a --node-key "$(t_nodekey node-a)" >"$W/env.out" ||
 	t_fail "tally env node-a app-a failed"
 grep -qx "FILES=$DA" "$W/env.out" || t_fail "the sealed delivery does not hold FILES=$DA: $(cat "$W/env.out")"
 t_ok "app-a: $DA; app-b: $DB; mode $WANT; sealed delivery agrees"

@@ -91,7 +91,7 @@ t_provider node-a network
 tly apply "$(t_consumer game shared)" >/dev/null
 for n in $NODES; do
 	tly assign game "$n" >/dev/null
-	cp "$TALLY_HOME/nodes/$n.key" "$W/$n.key"
+	cp "$(t_nodekey "$n")" "$W/$n.key"
 done
 t_tallyd_start --interval 1 --verify-interval 3600
 

@@ -174,6 +174,11 @@ print_rotation(const json_t *rot)
 		    nowns : 0);
 		printf(")");
 	}
+	/* What the provider says of the old login (the rotator's count). */
+	if (json_object_get(rot, "old_sessions") != NULL)
+		printf("; old login (v%lld): %lld session(s) still open",
+		    json_integer_value(json_object_get(rot, "from")),
+		    json_integer_value(json_object_get(rot, "old_sessions")));
 }
 
 /* "moving to P: copying" / "waiting on NODE/MODULE"; or a failed move. */

@@ -76,6 +76,7 @@ t_check "delivered: each env file holds its directory's path, and only that"
 case "$DA" in "$ROOT"/?*) ;; *) t_fail "app-a got FILES='$DA', not under $ROOT" ;; esac
 case "$DB" in "$ROOT"/?*) ;; *) t_fail "app-b got FILES='$DB', not under $ROOT" ;; esac
 [ "$DA" != "$DB" ] || t_fail "both consumers got $DA"
+t_envfile node-a app-a >/dev/null
 [ "$(wc -l <"$A")" -eq 1 ] || t_fail "$A has more than the path: $(cat "$A")"
 for d in "$DA" "$DB"; do
 	[ -d "$d" ] && [ ! -L "$d" ] || t_fail "$d is not a directory"

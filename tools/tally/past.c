@@ -349,6 +349,9 @@ strip_operational(json_t *doc)
 			    k, r) {
 				json_object_del(r, "last_verified");
 				json_object_del(r, "checks");
+				/* The rotator's count is of now, not of then. */
+				json_object_del(json_object_get(r, "rotation"),
+				    "old_sessions");
 			}
 		}
 	}

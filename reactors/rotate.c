@@ -16,9 +16,9 @@
  *
  * The new credential reaches the holders in the same transaction as
  * credential.activated (sealed credential.delivered events, which the
- * nodes' agents read): no file on the control plane can name the old
- * credential after that commit, and retirement waits on acks of the new
- * version, so a crash between any two steps locks no holder out.
+ * nodes' agents read; the control plane writes no file): no delivery
+ * can lag behind the activation, and retirement waits on acks of the
+ * new version, so a crash between any two steps locks no holder out.
  *
  * While a rotation waits, the old login's sessions the provider still
  * has open are counted (the driver's sessions op) and kept in the
@@ -45,6 +45,7 @@
 #include "projections/events.h"
 #include "projections/rotation.h"
 #include "projections/status.h"
+#include "backoff.h"
 #include "credential.h"
 #include "deliver.h"
 #include "pass.h"
@@ -184,8 +185,16 @@ gather_one(const struct tl_rotation *r, void *arg)
 			st->op = OP_WAIT;
 	}
 	if (st->op == OP_WAIT) {
-		/* Only to count the old login's sessions: never an error. */
-		if (tl_rx_load_provider(ga->t, ga->p, ps->rx, st->g.provider,
+		/*
+		 * Only to count the old login's sessions: never an error,
+		 * and not while the provider is in backoff (an outage would
+		 * make every pass wait on a connect).
+		 */
+		const struct tl_rx_backoff *bo = tl_rx_backoff_find(ps->rx,
+		    st->g.provider, 0);
+
+		if ((bo == NULL || bo->next_ns <= ps->now) &&
+		    tl_rx_load_provider(ga->t, ga->p, ps->rx, st->g.provider,
 		    st->g.type, &st->pv, driver, &drop) == 0)
 			st->ops = tl_drv_find(driver);
 	} else if (st->op == OP_CREATE || st->op == OP_RETIRE ||

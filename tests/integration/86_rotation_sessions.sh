@@ -3,8 +3,8 @@
 # that the provider (real PostgreSQL) still has open, as the rotator
 # counted them with the driver's sessions op: a holder that acked but
 # still runs on the old credential is visible before retirement.
-#   - game on node-a and node-b; tally rotate; node-a acks v2, node-b
-#     not: a psql session held open on the v1 login shows as
+#   - game on node-a and node-b; tally rotate; node-a's agent (once)
+#     acks v2, node-b does not: a psql session held open on the v1 login shows as
 #     "old login (v1): 1 session(s) still open" (--json: old_sessions 1),
 #     next to "waiting on node-b/game";
 #   - the session ends: status says 0 (the count follows the provider);
@@ -69,7 +69,14 @@ until [ "$(t_envget "$(t_envfile node-a game)" DB_USER)" = "${GDB}_v2" ]; do
 	[ "$(t_now_ms)" -lt "$end" ] || t_fail "v2 was not delivered within 30 s"
 	sleep 0.1
 done
-tly ack node-a game 2 >/dev/null || t_fail "tally ack node-a game 2 failed"
+# node-a takes part: its agent, once, writes v2 and acknowledges it.
+t_agent node-a --reload game=true
+[ "$(t_envget "$W/agent-node-a/game.env" DB_USER)" = "${GDB}_v2" ] || t_fail "node-a's agent does not hold v2"
+end=$(($(t_now_ms) + 20000))
+until tly log --json --type credential.acknowledged | grep '"version":2' | grep -q game@node-a; do
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "node-a's agent's ack of v2 was not recorded within 20 s"
+	sleep 0.1
+done
 sleeper "$W/v1.env"
 wait_status 20 "old login (v1): 1 session(s) still open"
 tly status game >"$W/st.txt" || true

@@ -190,14 +190,23 @@ provision_all(struct tl_rx *rx, unsigned *total)
 	}
 }
 
+/* Has consumer i's holder on node-a its sealed delivery (the log)? */
 static int
-delivered(const char *home, int i)
+delivered(struct tl_log *log, int i)
 {
-	char path[4200];
-	struct stat st;
+	struct tl_txn *t;
+	struct tl_proj p;
+	char id[64], holder[64];
+	int ok = 0;
 
-	snprintf(path, sizeof(path), "%s/deliver/node-a/c%06d.env", home, i);
-	return stat(path, &st) == 0 && st.st_size > 0;
+	snprintf(id, sizeof(id), "c%06d/files", i);
+	snprintf(holder, sizeof(holder), "c%06d@node-a", i);
+	if (tl_log_begin(log, TL_TXN_RDONLY, &t) != 0)
+		return 0;
+	if (tl_proj_open(t, &p) == 0)
+		ok = tl_grant_delivered(t, &p, id, holder) != 0;
+	tl_log_abort(t);
+	return ok;
 }
 
 /* --- the contenders without tally ------------------------------------ */
@@ -365,7 +374,7 @@ run(int n, int samples)
 	td = tl_bench_now() - t1;
 	tcpu = c1 - c0;
 	for (i = 0; i < n; i++)
-		ok += delivered(home, i);
+		ok += delivered(rx.log, i);
 	printf("  tally       request -> delivered, %d of %d delivered: "
 	    "%.2f s wall (%.0f us/grant), %.2f s CPU with the requests "
 	    "(%.0f us/grant)\n", ok, n, td, td * 1e6 / n, tcpu,
@@ -401,7 +410,7 @@ run(int n, int samples)
 		if (assign_range(rx.log, n + i, n + i + 1) != 0 ||
 		    provision_all(&rx, &total) != 0)
 			goto out_log;
-		if (!delivered(home, n + i))
+		if (!delivered(rx.log, n + i))
 			continue;
 		lat[ns++] = (tl_bench_now() - t0) * 1e3;
 	}

@@ -100,7 +100,8 @@ main(void)
 		    i);
 	fclose(fp);
 	sh("$T init >/dev/null && for i in 0 1 2 3 4 5 6 7 8 9; do "
-	    "$T node add node-$i --routable-name 127.0.0.1 >/dev/null; done && "
+	    "$T node add node-$i --routable-name 127.0.0.1 --key-out "
+	    "\"$TALLY_HOME.node-$i.key\" >/dev/null; done && "
 	    "$T apply '%s/examples/postgres.yaml' '%s' >/dev/null && "
 	    "$T assign postgres node-0 --expose network --set port=%d "
 	    "--secret admin-password <'%s' >/dev/null", src, manifest, port,
@@ -121,7 +122,7 @@ main(void)
 	sh("R=''; i=0; while [ $i -lt %d ]; do R=\"$R --reload c$i=true\"; "
 	    "i=$((i + 1)); done; "
 	    "for i in 0 1 2 3 4 5 6 7 8 9; do $A --node node-$i --key "
-	    "\"$TALLY_HOME/nodes/node-$i.key\" --dir '%s'/node-$i --log "
+	    "\"$TALLY_HOME.node-$i.key\" --dir '%s'/node-$i --log "
 	    "\"$TALLY_HOME\" --reload app=true $R 2>>'%s/agents.log' & "
 	    "echo $! >>'%s/agents.pid'; done", n, dir, dir, dir);
 	t0 = tl_bench_now();

@@ -47,7 +47,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/secret.h"
+#include "projections/events.h"
 #include "reactors/rx-internal.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
@@ -410,23 +412,36 @@ tally_setup(struct contender *c, int nmod)
 	return 0;
 }
 
+/*
+ * The credential.delivered events in home's log (of stream, when not
+ * NULL): what tally delivered, sealed (the control plane writes no env
+ * file; the nodes' agents do).  -1 when the log cannot be read.
+ */
 static int
-count_env(const char *home)
+count_delivered(const char *home, const char *stream)
 {
+	struct tl_filter f = { 0 };
+	struct tl_log *log;
+	struct tl_txn *t;
+	struct tl_iter *it;
+	struct tl_event ev;
 	char dir[4400];
-	struct dirent *e;
-	DIR *d;
 	int n = 0;
-	size_t l;
 
-	snprintf(dir, sizeof(dir), "%s/deliver/node-a", home);
-	if ((d = opendir(dir)) == NULL)
-		return 0;
-	while ((e = readdir(d)) != NULL)
-		if ((l = strlen(e->d_name)) > 4 &&
-		    strcmp(e->d_name + l - 4, ".env") == 0)
-			n++;
-	closedir(d);
+	snprintf(dir, sizeof(dir), "%s/log", home);
+	if (tl_log_open(dir, TL_LOG_RDONLY, &log) != 0)
+		return -1;
+	f.stream = stream;
+	f.type = TL_EV_CRED_DELIVERED;
+	if (tl_log_begin(log, TL_TXN_RDONLY, &t) == 0) {
+		if (tl_iter_open(t, &f, &it) == 0) {
+			while (tl_iter_next(it, &ev) == 0)
+				n++;
+			tl_iter_close(it);
+		}
+		tl_log_abort(t);
+	}
+	tl_log_close(log);
 	return n;
 }
 
@@ -435,14 +450,15 @@ wait_env(struct contender *c, int want, double timeout)
 {
 	double end = tl_bench_now() + timeout;
 
-	while (count_env(c->home) < want) {
+	while (count_delivered(c->home, NULL) < want) {
 		if (tl_bench_now() > end ||
 		    waitpid(c->dpid, NULL, WNOHANG) == c->dpid) {
-			fprintf(stderr, ME ": %s: %d of %d env files (see %s)\n",
-			    c->name, count_env(c->home), want, c->dlog);
+			fprintf(stderr, ME ": %s: %d of %d delivered (see %s)\n",
+			    c->name, count_delivered(c->home, NULL), want,
+			    c->dlog);
 			return -1;
 		}
-		tl_bench_msleep(2);
+		tl_bench_msleep(20);
 	}
 	return 0;
 }
@@ -557,14 +573,6 @@ driver_ms(const char *log, const char *module)
 	return ms;
 }
 
-static int
-file_exists(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0;
-}
-
 static void
 latency_run(struct contender *c, struct latency *lat)
 {
@@ -601,15 +609,14 @@ latency_run(struct contender *c, struct latency *lat)
 		k = lat->base + i + 1;
 		tl_bench_msleep(1000);	/* idle */
 		snprintf(m, sizeof(m), "c%04d", k);
-		snprintf(env, sizeof(env), "%s/deliver/node-a/%s.env", c->home,
-		    m);
+		snprintf(env, sizeof(env), "grant/%s/db", m);
 		t = tl_bench_now();
 		if (tl_bench_tally(bin, c->home, NULL, c->log, "assign", m,
 		    "node-a", NULL) != 0) {
 			lat->failed = 1;
 			return;
 		}
-		while (!file_exists(env)) {
+		while (count_delivered(c->home, env) < 1) {
 			if (tl_bench_now() - t > 120) {
 				lat->failed = 1;
 				return;

@@ -98,7 +98,8 @@ main(void)
 	fclose(fp);
 
 	sh("$T init >/dev/null && for i in 0 1 2 3 4 5 6 7 8 9; do "
-	    "$T node add node-$i --routable-name 127.0.0.1 >/dev/null; done && "
+	    "$T node add node-$i --routable-name 127.0.0.1 --key-out "
+	    "\"$TALLY_HOME.node-$i.key\" >/dev/null; done && "
 	    "$T apply '%s/examples/postgres.yaml' '%s' >/dev/null && "
 	    "$T assign postgres node-0 --expose network --set port=%d "
 	    "--secret admin-password <'%s' >/dev/null", src, manifest, port,

@@ -475,8 +475,10 @@ struct tl_drv_ops {
 	/*
 	 * The sessions the provider has open for g->login (PostgreSQL:
 	 * its rows in pg_stat_activity): the corroboration, before an old
-	 * credential is retired, that its holders left it.  NULL: the
-	 * driver cannot tell (nothing is corroborated).
+	 * credential is retired, that its holders left it; asked on every
+	 * rotator pass while the rotation waits (tally status shows the
+	 * count), so it must be cheap and change nothing.  why may be NULL.
+	 * NULL: the driver cannot tell (nothing is corroborated).
 	 */
 	int	(*sessions)(void *h, const struct tl_drv_grant *g,
 		    unsigned *count, char *why);

@@ -182,6 +182,31 @@ rank(const char *s)
 	return 0;
 }
 
+/*
+ * The old login's sessions the rotator last counted while the rotation
+ * waits (TL_ROT_SESSIONS_TABLE), when they are of this rotation's old
+ * version: "old_sessions" on rot.
+ */
+static void
+old_sessions(struct tl_txn *t, const char *grant, uint64_t from, json_t *rot)
+{
+	unsigned long long v, n;
+	const void *val;
+	char buf[64];
+	size_t vl;
+	tl_kv kv;
+
+	if (tl_kv_open_scratch(t, TL_ROT_SESSIONS_TABLE, &kv) != 0 ||
+	    tl_kv_get(t, kv, grant, strlen(grant), &val, &vl) != 0 ||
+	    vl >= sizeof(buf))
+		return;
+	memcpy(buf, val, vl);
+	buf[vl] = '\0';
+	if (sscanf(buf, "%llu %llu", &v, &n) != 2 || v != from)
+		return;
+	json_object_set_new(rot, "old_sessions", json_integer((json_int_t)n));
+}
+
 /* A running rotation: versions, and the holders it still waits on. */
 static void
 rotation_status(struct tl_txn *t, const struct tl_proj *p,
@@ -220,6 +245,8 @@ rotation_status(struct tl_txn *t, const struct tl_proj *p,
 	    "started_ns", (json_int_t)r.started_ns, "deadline_ns",
 	    (json_int_t)r.deadline_ns, "waiting_on", waiting, "reason",
 	    r.reason);
+	if (strcmp(r.state, TL_ROT_ACTIVE) == 0)
+		old_sessions(t, g->id, r.from, rot);
 	json_object_set_new(j, "rotation", rot);
 }
 
@@ -559,23 +586,6 @@ one_req(const char *rest, const void *val, size_t vlen, void *arg)
 	return 0;
 }
 
-/* The env file tallyd last failed to write for module@node, if any. */
-static void
-env_failed(struct tl_txn *t, const char *module, const char *node, json_t *a)
-{
-	char k[TL_KEY_MAX];
-	const void *v;
-	size_t n;
-	tl_kv kv;
-	int kl = snprintf(k, sizeof(k), "%s/%s", node, module);
-
-	if (a == NULL || kl < 0 || (size_t)kl >= sizeof(k) ||
-	    tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv) != 0 ||
-	    tl_kv_get(t, kv, k, (size_t)kl, &v, &n) != 0)
-		return;
-	json_object_set_new(a, "env_file_error", json_stringn(v, n));
-}
-
 int
 tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
     json_t **out)
@@ -630,7 +640,6 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				json_object_set_new(a, "public_connect",
 				    json_true());
 			json_array_append_new(asgs, a);
-			env_failed(t, module, nl.v[i], a);
 		}
 	}
 	json_object_set_new(doc, "state", json_string(!any ? TL_ST_UNASSIGNED :
@@ -689,8 +698,6 @@ module_healthy(const json_t *m)
 	size_t i, j;
 
 	json_array_foreach(json_object_get(m, "assignments"), i, a) {
-		if (json_object_get(a, "env_file_error") != NULL)
-			return 0;
 		json_array_foreach(json_object_get(a, "requirements"), j, r)
 			if (json_object_get(r, "drift") != NULL ||
 			    json_object_get(r, "provider_down") != NULL ||

@@ -59,12 +59,14 @@ int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 	    uint64_t *count);
 
 /*
- * Env files tallyd could not write (a full disk, say), in the scratch
- * table "env-failed": key "NODE/MODULE", value the reason as text;
- * written by the provisioner, deleted once the file is written.  Status
- * shows it on the assignment ("env_file_error") and is then unhealthy.
+ * The old login's sessions still open while a rotation waits, in the
+ * scratch table "rot-sessions": key the grant id, value "FROM COUNT"
+ * (the old version, how many sessions the driver's sessions op saw, as
+ * decimal text); written by the rotator on each waiting pass that could
+ * ask the provider, deleted when the rotation ends.  Status shows it on
+ * the rotation ("old_sessions"); an observation, not an event.
  */
-#define TL_ENV_FAILED_TABLE	"env-failed"
+#define TL_ROT_SESSIONS_TABLE	"rot-sessions"
 
 /*
  * What an operator must not forget, mesh-wide: {"retained": [{grant,

@@ -17,13 +17,6 @@
 
 #include "rx.h"
 
-/*
- * The backoff of writing delivery files (a provider id is never
- * "local:..."); the files that failed are noted in the scratch table
- * TL_ENV_FAILED_TABLE (projections/status.h) for tally status.
- */
-#define TL_RX_FILES_BACKOFF	"local:delivery-files"
-
 struct tl_rx_backoff {
 	char		id[256];	/* a provider, or a grant's migration */
 	uint64_t	next_ns;

@@ -1,7 +1,8 @@
 /*
  * deliver.c - a grant's credential reaching its holders: the variables
- * each holder gets, sealed to its node in credential.delivered events,
- * and the delivery files written from the log (deliver.h).
+ * each holder gets, sealed to its node in credential.delivered events
+ * (deliver.h).  Nothing here writes a file: the plaintext exists only
+ * on the node, written by its agent (tools/tally-node).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -10,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "projections/ctx.h"
@@ -183,123 +182,6 @@ out:
 	return rc;
 }
 
-struct env_arg {
-	struct tl_rx		*rx;
-	struct tl_txn		*t;
-	const struct tl_proj	*p;
-	const char		*node;
-	struct sbuf		*sb;
-	int			 rc;
-};
-
-static int
-env_grant(const struct tl_grant *g, void *arg)
-{
-	struct env_arg *ea = arg;
-
-	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
-		return 0;
-	if (g->node[0] != '\0' && strcmp(g->node, ea->node) != 0)
-		return 0;
-	return tl_rx_holder_lines(ea->rx, ea->t, ea->p, g, ea->node, ea->sb);
-}
-
-int
-tl_rx_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
-    const char *node, char **out, size_t *n)
-{
-	struct tl_proj p;
-	struct sbuf sb = { NULL, 0, 0, 0 };
-	struct env_arg ea = { rx, t, &p, node, &sb, 0 };
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	if ((rc = tl_proj_open(t, &p)) != 0)
-		return rc;
-	if ((rc = tl_grant_each_of_module(t, &p, module, env_grant, &ea)) != 0) {
-		sb_free(&sb);
-		return rc;
-	}
-	if (sb.p == NULL)
-		sb_add(&sb, "%s", "");
-	if (sb.err) {
-		rc = sb.err;
-		sb_free(&sb);
-		return rc;
-	}
-	*out = sb.p;
-	*n = sb.len;
-	return 0;
-}
-
-static int
-mkdirs(const char *path)
-{
-	char buf[1200], *s;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (s = buf + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-			return errno;
-		*s = '/';
-	}
-	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-		return errno;
-	return 0;
-}
-
-/* Writes (or removes, when it holds nothing) module@node's env file. */
-int
-tl_rx_write_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
-    const char *node)
-{
-	char dir[1200], path[1300], *env = NULL;
-	size_t n;
-	int rc;
-
-	snprintf(dir, sizeof(dir), "%s/deliver/%s", rx->home, node);
-	snprintf(path, sizeof(path), "%s/%s.env", dir, module);
-	if ((rc = tl_rx_env(rx, t, module, node, &env, &n)) != 0)
-		return rc;
-	if (n == 0) {
-		if (unlink(path) != 0 && errno != ENOENT)
-			rc = errno;
-	} else if ((rc = mkdirs(dir)) == 0)
-		rc = tl_secret_write_file(path, env, n, 0600);
-	tl_secret_wipe(env, n);
-	free(env);
-	return rc;
-}
-
-/*
- * Is module@node's env file missing though it would hold something?
- * An assignment whose grants map no field has no file, by design
- * (tl_rx_write_env removes it): that is not missing, or every pass
- * would "deliver" it again and the daemon would never rest.
- */
-int
-tl_rx_env_missing(struct tl_rx *rx, struct tl_txn *t, const char *module,
-    const char *node)
-{
-	char path[1300], *env = NULL;
-	struct stat st;
-	size_t n = 0;
-
-	snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home, node,
-	    module);
-	if (stat(path, &st) == 0)
-		return 0;
-	if (tl_rx_env(rx, t, module, node, &env, &n) != 0)
-		return 1;	/* let the delivery find out */
-	tl_secret_wipe(env, n);
-	free(env);
-	return n > 0;
-}
-
 /*
  * What the node needs besides the values, inside the sealed box so
  * that only the node reads it and it cannot be moved to another grant
@@ -436,29 +318,5 @@ tl_rx_deliver(struct tl_rx *rx, struct tl_ctx *c, const char *grant)
 		rc = emit_delivery(rx, c, &g, nl.v[i]);
 	}
 	tl_nodelist_free(&nl);
-	return rc;
-}
-
-int
-tl_rx_files_for(struct tl_rx *rx, const char *grant)
-{
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct tl_grant g;
-	struct tl_nodelist nl;
-	size_t i;
-	int rc;
-
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-		return rc;
-	if ((rc = tl_proj_open(t, &p)) != 0 ||
-	    (rc = tl_grant_get(t, &p, grant, &g, NULL)) != 0 ||
-	    (rc = tl_rx_grant_holders(t, &p, &g, &nl)) != 0)
-		goto out;
-	for (i = 0; rc == 0 && i < nl.n; i++)
-		rc = tl_rx_write_env(rx, t, g.module, nl.v[i]);
-	tl_nodelist_free(&nl);
-out:
-	tl_log_abort(t);
 	return rc;
 }

@@ -13,8 +13,8 @@
  * the shared pool: each provider's on up to --workers sessions of its
  * own.  Outcomes, in one write transaction: grant.provisioned and a
  * sealed credential.delivered per holder, or grant.failed; the
- * checkpoint moves with them.  Delivery files are written after that
- * commit: they are derived and rewritten whenever missing.
+ * checkpoint moves with them.  No file is written: the sealed
+ * deliveries in the log are what the nodes' agents read (deliver.h).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -70,17 +70,8 @@ struct work {
 };
 
 
-/* A delivery file written (or not) by this pass. */
-struct file_note {
-	char		 module[64];
-	char		 node[64];
-	int		 rc;
-};
-
 struct pass {
 	struct tl_rx	*rx;
-	struct file_note	*fn;
-	size_t		 nfn, capfn;
 	struct tl_rx_prov	*pv;
 	size_t		 npv, cappv;
 	struct work	*w;
@@ -181,21 +172,16 @@ gather_one(const struct tl_grant *g, void *arg)
 			snprintf(holder, sizeof(holder), "%s@%s", g->module,
 			    nl.v[i]);
 			if (tl_grant_delivered(ga->t, ga->p, g->id, holder) !=
-			    g->version || tl_rx_env_missing(ps->rx, ga->t,
-			    g->module, nl.v[i]))
+			    g->version)
 				kind = W_DELIVER;
 		}
 		tl_nodelist_free(&nl);
 	}
 	if (kind == 0)
 		return 0;
-	/*
-	 * A provider in backoff waits; so does a delivery while writing
-	 * the files fails (a full disk): retrying at once would spin.
-	 */
-	if ((bo = tl_rx_backoff_find(ps->rx, kind == W_DELIVER ?
-	    TL_RX_FILES_BACKOFF : g->provider, 0)) != NULL &&
-	    bo->next_ns > ps->now) {
+	/* A provider in backoff waits (a delivery calls no provider). */
+	if (kind != W_DELIVER && (bo = tl_rx_backoff_find(ps->rx, g->provider,
+	    0)) != NULL && bo->next_ns > ps->now) {
 		ps->pending++;
 		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
 			ps->next_ns = bo->next_ns;
@@ -321,13 +307,11 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 	/*
 	 * The work index first (projections/grant.h): what the fold says
 	 * needs the provisioner, so a pass of a backlog costs its own work,
-	 * not every grant's delivery files.  What the index cannot know, a
-	 * holder assigned after a grant's delivery or a delivery file
-	 * removed (or not written: a crash after the outcomes' commit), is
-	 * the sweep's, every grant as before: in every pass the index
-	 * gives nothing to do, so the chain never rests without one that
-	 * found nothing, and at least every sweep_interval_ns through a
-	 * long backlog.  Meanwhile tally status checks the files itself.
+	 * not every grant's holders.  What the index cannot know, a holder
+	 * assigned after a grant's delivery, is the sweep's, every grant as
+	 * before: in every pass the index gives nothing to do, so the chain
+	 * never rests without one that found nothing, and at least every
+	 * sweep_interval_ns through a long backlog.
 	 */
 	if (rx->swept_ns != 0 && ps->now >= rx->swept_ns &&
 	    ps->now - rx->swept_ns < rx->sweep_interval_ns) {
@@ -574,7 +558,7 @@ call_drivers(void *arg, unsigned *phases)
  * grant.provisioned's fields: every connection field the driver
  * declares that is not secret, as it composes it for the provider's
  * routable name, in the order it declares them (a secret one is only
- * ever written to a holder's delivery file).
+ * inside a holder's sealed delivery).
  */
 static void
 record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
@@ -737,214 +721,6 @@ pass_free(struct pass *ps)
 	}
 	tl_secret_free(ps->w);
 	tl_secret_free(ps->pv);
-	free(ps->fn);
-}
-
-/* Writes one env file and notes how that went (ENOMEM: not noted). */
-static int
-write_one(struct pass *ps, struct tl_txn *t, const char *module,
-    const char *node)
-{
-	struct file_note *f;
-	int rc = tl_rx_write_env(ps->rx, t, module, node);
-
-	if (tl_vec_grow(&ps->fn, &ps->capfn, ps->nfn + 1,
-	    sizeof(ps->fn[0])) != 0)
-		return rc;
-	f = &ps->fn[ps->nfn++];
-	snprintf(f->module, sizeof(f->module), "%s", module);
-	snprintf(f->node, sizeof(f->node), "%s", node);
-	f->rc = rc;
-	return rc;
-}
-
-struct holder_arg {
-	struct pass	*ps;
-	struct tl_txn	*t;
-	const char	*module;
-	int		 rc;
-};
-
-static int
-rewrite_holder(const char *rest, const void *val, size_t vlen, void *arg)
-{
-	struct holder_arg *ha = arg;
-	const char *at = strchr(rest, '@');
-	int rc;
-
-	(void)val;
-	(void)vlen;
-	if (at == NULL)
-		return 0;
-	if ((rc = write_one(ha->ps, ha->t, ha->module, at + 1)) != 0 &&
-	    ha->rc == 0)
-		ha->rc = rc;
-	return 0;
-}
-
-/* Rewrites the env files of every holder the pass touched. */
-static int
-write_files(struct pass *ps)
-{
-	struct tl_txn *t;
-	struct tl_proj p;
-	size_t i, j;
-	int rc, first = 0;
-
-	if ((rc = tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t)) != 0)
-		return rc;
-	if ((rc = tl_proj_open(t, &p)) != 0)
-		goto out;
-	for (i = 0; i < ps->nw; i++) {
-		struct tl_nodelist nl;
-		struct tl_grant g;
-
-		if (ps->w[i].rc != 0)
-			continue;
-		if (tl_grant_get(t, &p, ps->w[i].g.id, &g, NULL) != 0)
-			continue;
-		if (strcmp(g.state, TL_GRANT_REVOKED) == 0) {
-			/* Its holders may be gone: rewrite what they had. */
-			struct holder_arg ha = { ps, t, g.module, 0 };
-			char k[TL_KEY_MAX];
-
-			if (tl_key(k, "d/%s/", g.id) == 0)
-				tl_rec_scan(t, p.grants, k, rewrite_holder,
-				    &ha);
-			if (ha.rc != 0 && first == 0)
-				first = ha.rc;
-			continue;
-		}
-		if (tl_rx_grant_holders(t, &p, &g, &nl) != 0)
-			continue;
-		for (j = 0; j < nl.n; j++)
-			if ((rc = write_one(ps, t, g.module, nl.v[j])) != 0 &&
-			    first == 0)
-				first = rc;
-		tl_nodelist_free(&nl);
-	}
-	rc = first;
-out:
-	tl_log_abort(t);
-	return rc;
-}
-
-/* Would note_files change the scratch table? */
-static int
-files_changed(struct pass *ps)
-{
-	struct tl_txn *t;
-	const void *v;
-	size_t i, n;
-	tl_kv kv;
-	int changed = 0;
-
-	if (tl_log_begin(ps->rx->log, TL_TXN_RDONLY, &t) != 0)
-		return 1;
-	if (tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv) != 0) {
-		/* No table yet: only a failure has anything to note. */
-		for (i = 0; i < ps->nfn; i++)
-			if (ps->fn[i].rc != 0)
-				changed = 1;
-		goto out;
-	}
-	for (i = 0; i < ps->nfn && !changed; i++) {
-		struct file_note *f = &ps->fn[i];
-		char k[140];
-		const char *why = tl_strerror(f->rc);
-		int kl = snprintf(k, sizeof(k), "%s/%s", f->node, f->module);
-		int have;
-
-		if (kl < 0 || (size_t)kl >= sizeof(k))
-			continue;
-		have = tl_kv_get(t, kv, k, (size_t)kl, &v, &n) == 0;
-		if (f->rc == 0 ? have : !have || n != strlen(why) ||
-		    memcmp(v, why, n) != 0)
-			changed = 1;
-	}
-out:
-	tl_log_abort(t);
-	return changed;
-}
-
-/*
- * Notes in the scratch table which env files could not be written (so
- * that tally status can say so) and forgets those written since.  The
- * log's own disk may be the full one: then this fails too, and the
- * failure is only logged.
- */
-static int
-note_files(struct pass *ps)
-{
-	struct tl_txn *t;
-	tl_kv kv;
-	size_t i;
-	int rc;
-
-	if (ps->nfn == 0 || !files_changed(ps))
-		return 0;	/* the usual case: no commit, no fsync */
-	if ((rc = tl_log_begin(ps->rx->log, 0, &t)) != 0)
-		return rc;
-	if ((rc = tl_kv_open_scratch(t, TL_ENV_FAILED_TABLE, &kv)) != 0)
-		goto fail;
-	for (i = 0; i < ps->nfn; i++) {
-		struct file_note *f = &ps->fn[i];
-		char k[140];
-		const char *why;
-		int n = snprintf(k, sizeof(k), "%s/%s", f->node, f->module);
-
-		if (n < 0 || (size_t)n >= sizeof(k))
-			continue;
-		if (f->rc == 0)
-			rc = tl_kv_del(t, kv, k, (size_t)n);
-		else {
-			why = tl_strerror(f->rc);
-			rc = tl_kv_put(t, kv, k, (size_t)n, why, strlen(why));
-		}
-		if (rc != 0 && rc != TL_ENOTFOUND)
-			goto fail;
-	}
-	return tl_log_commit(t);
-fail:
-	tl_log_abort(t);
-	return rc;
-}
-
-/*
- * After a pass has written its files: a failure backs off like a
- * provider's (the deliveries wait; retrying at once would spin on a
- * full disk) and is logged when it starts or changes, not every pass;
- * its end is logged once too.
- */
-static void
-files_outcome(struct pass *ps, int rc)
-{
-	struct tl_rx *rx = ps->rx;
-	size_t i;
-	int nrc;
-
-	if (rc != 0) {
-		tl_rx_backoff_fail(rx, TL_RX_FILES_BACKOFF);
-		if (rc != rx->files_rc)
-			tl_rx_log(rx, TL_RX_WARN, "delivery files: %s (retrying "
-			    "with backoff; tally status names the files)",
-			    tl_strerror(rc));
-		for (i = 0; i < ps->nw; i++)
-			if (ps->w[i].kind == W_DELIVER && ps->w[i].rc == 0) {
-				ps->w[i].rc = rc;	/* not done */
-				ps->pending++;
-			}
-	} else if (ps->nfn > 0) {
-		tl_rx_backoff_ok(rx, TL_RX_FILES_BACKOFF);
-		if (rx->files_rc != 0)
-			tl_rx_log(rx, TL_RX_INFO, "delivery files: writable "
-			    "again");
-	}
-	if (rc != 0 || ps->nfn > 0)
-		rx->files_rc = rc;
-	if ((nrc = note_files(ps)) != 0 && rc == 0)
-		tl_rx_log(rx, TL_RX_WARN, "noting delivery files: %s",
-		    tl_strerror(nrc));
 }
 
 static const struct tl_rx_pass_def provision_pass = {
@@ -966,7 +742,6 @@ tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	if ((rc = tl_rx_pass_run(rx, &provision_pass, &ps)) != 0 ||
 	    ps.nw == 0)
 		goto out;
-	files_outcome(&ps, write_files(&ps));
 	for (i = 0; i < ps.nw; i++)
 		if (ps.w[i].rc == 0)
 			(*done)++;

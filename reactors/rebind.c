@@ -856,10 +856,6 @@ tl_rx_rebind(struct tl_rx *rx, unsigned *steps, unsigned *running)
 		    ((st->op == OP_RETIRE || st->op == OP_REVERT) &&
 		    st->rc == 0))
 			(*steps)++;
-		if (st->op == OP_COPY && st->rc == 0 &&
-		    (rc = tl_rx_files_for(rx, st->g.id)) != 0)
-			tl_rx_log(rx, TL_RX_WARN, "delivery files of %s: %s",
-			    st->g.id, tl_strerror(rc));
 	}
 	rc = 0;
 out:

@@ -20,12 +20,16 @@
  * A crash between any two steps resumes at the recorded one; the driver
  * calls are idempotent and a resumed create sets the password again.
  *
- * While a rotation waits, the holders' delivery files are compared with
- * what the log says they hold and rewritten when they differ: a crash
- * between credential.activated and the file writes leaves files that
- * exist but name the old credential, which the provisioner (it only
- * rewrites missing files) would never fix, and retiring the old login
- * would then lock those holders out.
+ * The new credential reaches the holders in the same transaction as
+ * credential.activated (sealed credential.delivered events, which the
+ * nodes' agents read; the control plane writes no file): no delivery
+ * can lag behind the activation, and retirement waits on acks of the
+ * new version, so a crash between any two steps locks no holder out.
+ *
+ * While a rotation waits, the old login's sessions the provider still
+ * has open are counted (the driver's sessions op) and kept in the
+ * scratch table TL_ROT_SESSIONS_TABLE (projections/status.h), for tally
+ * status: a holder that acked but still runs on the old login shows.
  *
  * A grant revoked (or purged) in the middle of a rotation: the
  * revocation disables the grant's current login only, so the rotator
@@ -46,6 +50,8 @@
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
+#include "projections/status.h"
+#include "backoff.h"
 #include "credential.h"
 #include "deliver.h"
 #include "pass.h"
@@ -218,7 +224,20 @@ gather_one(const struct tl_rotation *r, void *arg)
 		} else
 			st->op = OP_WAIT;
 	}
-	if (st->op == OP_CREATE || st->op == OP_RETIRE ||
+	if (st->op == OP_WAIT) {
+		/*
+		 * Only to count the old login's sessions: never an error,
+		 * and not while the provider is in backoff (an outage would
+		 * make every pass wait on a connect).
+		 */
+		const struct tl_rx_backoff *bo = tl_rx_backoff_find(ps->rx,
+		    st->g.provider, 0);
+
+		if ((bo == NULL || bo->next_ns <= ps->now) &&
+		    tl_rx_load_provider(ga->t, ga->p, ps->rx, st->g.provider,
+		    st->g.type, &st->pv, driver, &drop) == 0)
+			st->ops = tl_drv_find(driver);
+	} else if (st->op == OP_CREATE || st->op == OP_RETIRE ||
 	    (st->op == OP_ABANDON && st->old[0] != '\0')) {
 		if (tl_rx_load_provider(ga->t, ga->p, ps->rx, st->g.provider,
 		    st->g.type, &st->pv, driver, &drop) != 0 ||
@@ -285,6 +304,23 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 
 	(void)arg;
 	(void)pv;
+	if (st->op == OP_WAIT) {
+		/*
+		 * Waiting: who still has a session on the old login, for
+		 * tally status.  A failure only leaves the count unknown; it
+		 * is no step and no outage.
+		 */
+		dg.resource = st->db;
+		dg.owner = st->owner;
+		dg.grant = st->g.id;
+		dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
+		dg.login = st->old;
+		dg.password = "";
+		if (st->ops->sessions(h, &dg, &st->sessions, NULL) == 0)
+			st->corroborated = 1;
+		c->rc = 0;
+		return;
+	}
 	if (!tl_drv_can(st->ops, TL_DRV_CAP_ROTATE, st->why)) {
 		st->rc = TL_EDRIVER;
 		c->rc = st->rc;
@@ -332,6 +368,14 @@ calls_driver(const struct rstep *st)
 	return (st->op == OP_CREATE || st->op == OP_RETIRE ||
 	    st->op == OP_ABANDON) && !(st->op == OP_ABANDON &&
 	    st->old[0] == '\0');
+}
+
+/* Does a waiting st count the old login's sessions this pass? */
+static int
+counts_sessions(const struct rstep *st)
+{
+	return st->op == OP_WAIT && st->ops != NULL &&
+	    st->ops->sessions != NULL && st->old[0] != '\0';
 }
 
 /* Phase 4: each step's outcome, if the step is still the one taken. */
@@ -505,79 +549,6 @@ schedule(struct due_arg *da, struct tl_ctx *c)
 	return 0;
 }
 
-/* Does the file at path hold exactly env (n bytes)? */
-static int
-file_holds(const char *path, const char *env, size_t n)
-{
-	char *buf;
-	size_t got = 0;
-	ssize_t r;
-	int fd, same = 0;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	if ((buf = malloc(n + 1)) != NULL) {
-		while (got < n + 1 && (r = read(fd, buf + got,
-		    n + 1 - got)) > 0)
-			got += (size_t)r;
-		same = got == n && memcmp(buf, env, n) == 0;
-		tl_secret_wipe(buf, n + 1);
-		free(buf);
-	}
-	close(fd);
-	return same;
-}
-
-/*
- * Rewrites the delivery files of grant's holders that do not hold what
- * the log says (a crash after credential.activated, before the files).
- */
-static void
-refresh_files(struct tl_rx *rx, const char *grant)
-{
-	struct tl_txn *t;
-	struct tl_proj p;
-	struct tl_grant g;
-	struct tl_nodelist nl;
-	size_t i;
-	int rc;
-
-	if (tl_log_begin(rx->log, TL_TXN_RDONLY, &t) != 0)
-		return;
-	if (tl_proj_open(t, &p) != 0 ||
-	    tl_grant_get(t, &p, grant, &g, NULL) != 0 ||
-	    strcmp(g.state, TL_GRANT_PROVISIONED) != 0 ||
-	    tl_rx_grant_holders(t, &p, &g, &nl) != 0) {
-		tl_log_abort(t);
-		return;
-	}
-	for (i = 0; i < nl.n; i++) {
-		char path[1400], *env = NULL;
-		size_t n = 0;
-
-		if (tl_rx_env(rx, t, g.module, nl.v[i], &env, &n) != 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", rx->home,
-		    nl.v[i], g.module);
-		if (!file_holds(path, env, n)) {
-			if ((rc = tl_rx_write_env(rx, t, g.module,
-			    nl.v[i])) != 0)
-				tl_rx_log(rx, TL_RX_WARN, "delivery file of "
-				    "%s@%s: %s", g.module, nl.v[i],
-				    tl_strerror(rc));
-			else
-				tl_rx_log(rx, TL_RX_INFO, "rotation of %s: "
-				    "delivery file of %s@%s did not hold v%llu: "
-				    "rewritten", grant, g.module, nl.v[i],
-				    (unsigned long long)g.version);
-		}
-		tl_secret_wipe(env, n);
-		free(env);
-	}
-	tl_nodelist_free(&nl);
-	tl_log_abort(t);
-}
-
 /* The pass's state: the steps, and the rotations coming due. */
 struct rot_pass {
 	struct rpass	ps;
@@ -630,10 +601,7 @@ intents(void *arg, struct tl_ctx *c)
 	return rp->issue ? issue(&rp->ps, c) : 0;
 }
 
-/*
- * Phase 3: files first (before an old login goes, every file names the
- * new one), then the steps' driver calls on their providers' sessions.
- */
+/* Phase 3: the steps' driver calls on their providers' sessions. */
 static void
 calls(void *arg, unsigned *phases)
 {
@@ -647,8 +615,6 @@ calls(void *arg, unsigned *phases)
 	for (i = 0; i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
 
-		if (st->op == OP_WAIT || st->op == OP_RETIRE)
-			refresh_files(rx, st->g.id);
 		if (st->op != OP_CREATE && st->op != OP_RETIRE &&
 		    st->op != OP_ABANDON)
 			continue;
@@ -675,7 +641,8 @@ calls(void *arg, unsigned *phases)
 	for (i = 0; pv != NULL && cl != NULL && i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
 
-		if (!calls_driver(st) || st->rc != 0 || st->ops == NULL)
+		if (!counts_sessions(st) && (!calls_driver(st) || st->rc != 0 ||
+		    st->ops == NULL))
 			continue;
 		for (j = 0; j < npv; j++)
 			if (strcmp(pv[j].id, st->pv.id) == 0)
@@ -734,6 +701,96 @@ calls(void *arg, unsigned *phases)
 	}
 }
 
+/*
+ * What st changes in TL_ROT_SESSIONS_TABLE: 1, put val (a waiting
+ * rotation's count); 2, delete (the rotation ended); 0, nothing.
+ */
+static int
+sessions_note(const struct rstep *st, char *val, size_t len)
+{
+	if (st->op == OP_WAIT && st->corroborated) {
+		snprintf(val, len, "%llu %u", (unsigned long long)st->r.from,
+		    st->sessions);
+		return 1;
+	}
+	if ((st->op == OP_RETIRE || st->op == OP_ABANDON) && st->rc == 0)
+		return 2;
+	return 0;
+}
+
+/* Is any of the pass's notes news to the table? */
+static int
+sessions_changed(struct tl_rx *rx, const struct rpass *ps)
+{
+	struct tl_txn *t;
+	const void *v;
+	size_t i, n;
+	tl_kv kv;
+	int have_table, changed = 0;
+
+	if (tl_log_begin(rx->log, TL_TXN_RDONLY, &t) != 0)
+		return 1;
+	have_table = tl_kv_open_scratch(t, TL_ROT_SESSIONS_TABLE, &kv) == 0;
+	for (i = 0; i < ps->n && !changed; i++) {
+		const struct rstep *st = &ps->s[i];
+		char val[64];
+		int op = sessions_note(st, val, sizeof(val));
+		int have = have_table && tl_kv_get(t, kv, st->g.id,
+		    strlen(st->g.id), &v, &n) == 0;
+
+		if (op == 1)
+			changed = !have || n != strlen(val) ||
+			    memcmp(v, val, n) != 0;
+		else if (op == 2)
+			changed = have;
+	}
+	tl_log_abort(t);
+	return changed;
+}
+
+/*
+ * Keeps, for tally status, the old login's session count of each
+ * waiting rotation in TL_ROT_SESSIONS_TABLE and forgets those of the
+ * rotations that ended.  An observation, not an event: it would repeat
+ * every pass; a commit only when a count changed.
+ */
+static void
+record_sessions(struct tl_rx *rx, const struct rpass *ps)
+{
+	struct tl_txn *t;
+	tl_kv kv;
+	size_t i;
+	int rc;
+
+	if (!sessions_changed(rx, ps))
+		return;
+	if ((rc = tl_log_begin(rx->log, 0, &t)) != 0)
+		goto fail;
+	if ((rc = tl_kv_open_scratch(t, TL_ROT_SESSIONS_TABLE, &kv)) != 0)
+		goto abort;
+	for (i = 0; i < ps->n; i++) {
+		const struct rstep *st = &ps->s[i];
+		char val[64];
+		int op = sessions_note(st, val, sizeof(val));
+
+		if (op == 1)
+			rc = tl_kv_put(t, kv, st->g.id, strlen(st->g.id), val,
+			    strlen(val));
+		else if (op == 2)
+			rc = tl_kv_del(t, kv, st->g.id, strlen(st->g.id));
+		if (rc != 0 && rc != TL_ENOTFOUND)
+			goto abort;
+	}
+	if ((rc = tl_log_commit(t)) == 0)
+		return;
+	goto fail;
+abort:
+	tl_log_abort(t);
+fail:
+	tl_rx_log(rx, TL_RX_WARN, "noting the old logins' sessions: %s",
+	    tl_strerror(rc));
+}
+
 static const struct tl_rx_pass_def rotate_pass = {
 	gather, intents, calls, outcomes
 };
@@ -760,11 +817,7 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 		if ((ps->s[i].op == OP_CREATE || ps->s[i].op == OP_RETIRE ||
 		    ps->s[i].op == OP_ABANDON) && ps->s[i].rc == 0)
 			(*steps)++;
-	for (i = 0; i < ps->n; i++)
-		if (ps->s[i].op == OP_CREATE && ps->s[i].rc == 0 &&
-		    (rc = tl_rx_files_for(rx, ps->s[i].g.id)) != 0)
-			tl_rx_log(rx, TL_RX_WARN, "delivery files of %s: %s",
-			    ps->s[i].g.id, tl_strerror(rc));
+	record_sessions(rx, ps);
 	rc = 0;
 out:
 	for (i = 0; i < ps->n; i++) {

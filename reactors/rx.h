@@ -66,8 +66,6 @@ struct tl_rx {
 	struct tl_rx_pub	*pub;		/* the publisher's (publish.c) */
 	struct tl_rx_copy	*copies;	/* moves' copies (rebind.c) */
 	struct tl_rx_mig	*migs;		/* migrations running (migrate.c) */
-	/* The delivery files' failure now (0: none): logged when it changes. */
-	int			 files_rc;
 	uint64_t		 verify_interval_ns;	/* between checks */
 	/* With a bulk check, a grant logs in every N-th check (0: 30). */
 	unsigned		 verify_login_every;
@@ -276,14 +274,6 @@ int	tl_rx_run_publish(struct tl_rx *rx, struct tl_rx_result *res);
  * exit code)?  *healthy is 0 on an error too.
  */
 int	tl_rx_healthy(struct tl_rx *rx, int *healthy);
-
-/*
- * The environment of assignment module@node: every variable mapped by
- * the grants it holds, one KEY=VALUE per line, into a buffer the
- * caller frees (and wipes: it holds passwords).  *n is its length.
- */
-int	tl_rx_env(struct tl_rx *rx, struct tl_txn *t, const char *module,
-	    const char *node, char **out, size_t *n);
 
 struct tl_proj;
 struct tl_grant;

@@ -37,6 +37,8 @@
 
 static struct {
 	char	*home;
+	char	*keys;		/* node keys, outside the home */
+	char	 key[4200];
 	char	 bin[4096];
 	char	 src[4096];
 	char	*out;		/* the last run's standard output */
@@ -202,6 +204,9 @@ setup(void)
 	ck_assert_msg(stat(H.bin, &st) == 0, "no tally binary at %s (set "
 	    "TALLY_BIN)", H.bin);
 	H.home = tl_test_tmpdir("cli");
+	H.keys = tl_test_tmpdir("cli-keys");
+	/* Node keys go outside the home (tally node add refuses it). */
+	snprintf(H.key, sizeof(H.key), "%s/node.key", H.keys);
 	setenv("TALLY_HOME", H.home, 1);
 	T_OK("init");
 }
@@ -212,6 +217,7 @@ teardown(void)
 	free(H.out);
 	free(H.err);
 	tl_test_tmpdir_done(H.home);
+	tl_test_tmpdir_done(H.keys);
 	memset(&H, 0, sizeof(H));
 }
 
@@ -353,7 +359,7 @@ node_add(const char *name)
 	char host[128];
 
 	snprintf(host, sizeof(host), "%s.mesh.test", name);
-	T_OK("node", "add", name, "--routable-name", host);
+	T_OK("node", "add", name, "--routable-name", host, "--key-out", H.key);
 }
 
 /* The grant record of the grants projection, read in-process. */
@@ -578,7 +584,26 @@ START_TEST(test_reject_names)
 	T_EXIT(4, "remove", "post_gres");
 	/* 63 is allowed. */
 	T_OK("node", "add", "a123456789b123456789c123456789d123456789"
-	    "e123456789f123456789abc", "--routable-name", "b.test");
+	    "e123456789f123456789abc", "--routable-name", "b.test",
+	    "--key-out", H.key);
+	/* A node's secret key is never kept under the home, nor implied. */
+	T_EXIT(2, "node", "add", "node-k", "--routable-name", "k.test");
+	{
+		char k1[4200], k2[4200];
+
+		/* Directly, and through a link that leads into the home. */
+		snprintf(k1, sizeof(k1), "%s/node-k.key", H.home);
+		snprintf(k2, sizeof(k2), "%s/home-link", H.keys);
+		ck_assert_int_eq(symlink(H.home, k2), 0);
+		strcat(k2, "/node-k.key");
+		T_EXIT(4, "node", "add", "node-k", "--routable-name", "k.test",
+		    "--key-out", k1);
+		T_EXIT(4, "node", "add", "node-k", "--routable-name", "k.test",
+		    "--key-out", k2);
+		ck_assert_int_ne(access(k1, F_OK), 0);
+	}
+	/* None of them recorded the node. */
+	T_EXIT(3, "node", "rm", "node-k");
 }
 END_TEST
 
@@ -1455,16 +1480,6 @@ START_TEST(test_headline_worst_grant)
 	tl_body_str(&b, "module", "game");
 	tl_body_str(&b, "node", "node-a");
 	emit_ev("assignment.ready", "assignment/game@node-a", &b);
-	/* The env file tallyd would have written: status checks for it. */
-	{
-		char d[1200];
-
-		snprintf(d, sizeof(d), "%s/deliver", H.home);
-		ck_assert_int_eq(mkdir(d, 0700), 0);
-		snprintf(d, sizeof(d), "%s/deliver/node-a", H.home);
-		ck_assert_int_eq(mkdir(d, 0700), 0);
-		mf("deliver/node-a/game.env", "DB_HOST=127.0.0.1\n");
-	}
 	ck_ready(__LINE__);
 
 	/* The provider becomes unreachable. */
@@ -1978,9 +1993,11 @@ START_TEST(test_json_writes)
 	json_t *j;
 	char *home;
 
-	T_OK("--json", "node", "add", "node-a", "--routable-name", "a.lan");
+	T_OK("--json", "node", "add", "node-a", "--routable-name", "a.lan",
+	    "--key-out", H.key);
 	CK_APPENDED("node.added", "node/node-a");
-	T_OK("node", "add", "node-b", "--routable-name", "b.lan", "--json");
+	T_OK("node", "add", "node-b", "--routable-name", "b.lan", "--json",
+	    "--key-out", H.key);
 	CK_APPENDED("node.added", "node/node-b");
 	T_OK("--json", "apply", fx("postgres.yaml"), fx("game.yaml"));
 	CK_APPENDED("module.declared", "module/game");

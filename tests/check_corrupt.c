@@ -43,6 +43,7 @@ static struct {
 	char	 bin[4096];
 	char	*tmpl;		/* the pristine home, built once */
 	char	*home;
+	char	 key[4200];	/* --key-out of node adds, under io */
 	char	*io;		/* where a run's output goes */
 	char	 data[4200];	/* HOME/log/data.mdb */
 	char	*out, *err;
@@ -173,8 +174,9 @@ build_template(void)
 	H.tmpl = tl_test_tmpdir("corrupt-tmpl");
 	snprintf(cmd, sizeof(cmd), "export TALLY_HOME='%s'; '%s/tally' init "
 	    ">/dev/null && i=1 && while [ $i -le %d ]; do '%s/tally' node add "
-	    "n$i --routable-name h$i.lan >/dev/null || exit 1; i=$((i+1)); "
-	    "done", H.tmpl, H.bin, NEVENTS, H.bin);
+	    "n$i --routable-name h$i.lan --key-out '%s.key' >/dev/null || "
+	    "exit 1; i=$((i+1)); done; rm -f '%s.key'", H.tmpl, H.bin,
+	    NEVENTS, H.bin, H.tmpl, H.tmpl);
 	return system(cmd);
 }
 
@@ -190,6 +192,8 @@ setup(void)
 	ck_assert_ptr_nonnull(H.tmpl);
 	H.home = tl_test_tmpdir("corrupt");
 	H.io = tl_test_tmpdir("corrupt-io");
+	/* Node keys go outside the home (tally node add refuses it). */
+	snprintf(H.key, sizeof(H.key), "%s/node.key", H.io);
 	sh("cp -a '%s'/. '%s'/", H.tmpl, H.home);
 	snprintf(H.data, sizeof(H.data), "%s/log/data.mdb", H.home);
 }
@@ -290,12 +294,14 @@ some_refuse(int line, const char *what, unsigned mask)
 	size_t i;
 
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		const char *argv[6] = { cmds[i][1], cmds[i][2], NULL };
+		const char *argv[8] = { cmds[i][1], cmds[i][2], NULL };
 
 		if (cmds[i][2] != NULL) {
 			argv[2] = "zz";
 			argv[3] = "--routable-name";
 			argv[4] = "zz.lan";
+			argv[5] = "--key-out";
+			argv[6] = H.key;
 		}
 		run_in(H.home, cmds[i][0], argv);
 		if (!(mask & (1u << i))) {
@@ -418,7 +424,8 @@ START_TEST(test_fork)
 
 	T_TALLY(5, "verify");
 	ck_err_has("120");
-	T_TALLY(5, "node", "add", "zz", "--routable-name", "zz.lan");
+	T_TALLY(5, "node", "add", "zz", "--routable-name", "zz.lan",
+	    "--key-out", H.key);
 	ck_err_has("data.mdb");
 	/* Nothing was appended: the hidden events are still the last. */
 	lower += 2;
@@ -437,7 +444,8 @@ START_TEST(test_tamper_head)
 	    strlen(pat), 0, 'x'), 1);
 	T_TALLY(5, "verify");
 	ck_err_has("120");
-	T_TALLY(5, "node", "add", "zz", "--routable-name", "zz.lan");
+	T_TALLY(5, "node", "add", "zz", "--routable-name", "zz.lan",
+	    "--key-out", H.key);
 	ck_err_has("event 120");
 	T_TALLYD(5, "--once");
 	ck_err_has("event 120");
@@ -602,7 +610,8 @@ START_TEST(test_readonly_home)
 	T_TALLY(0, "graph");
 	T_TALLY(0, "verify");
 	T_TALLY(0, "log");
-	T_TALLY(1, "node", "add", "zz", "--routable-name", "zz.lan");
+	T_TALLY(1, "node", "add", "zz", "--routable-name", "zz.lan",
+	    "--key-out", H.key);
 	ck_err_has("Read-only file system");
 	H.home = home;
 	umount(mnt);
@@ -614,15 +623,18 @@ END_TEST
 START_TEST(test_full_disk)
 {
 	char *mnt = tl_test_tmpdir("corrupt-full");
-	char *home = H.home, name[32], host[32];
+	char *home = H.home, name[32], host[32], key[4200];
 	int i;
 
 	private_tmpfs(mnt, "160k");
-	H.home = mnt;
+	/* The home and the node keys on the one full disk, as before. */
+	H.home = tl_test_path(mnt, "home");
+	ck_assert_int_eq(mkdir(H.home, 0700), 0);
 	T_TALLY(0, "init");
 	for (i = 1; i < 1000; i++) {
-		const char *a[6];
+		const char *a[8];
 
+		snprintf(key, sizeof(key), "%s/n%d.key", mnt, i);
 		snprintf(name, sizeof(name), "n%d", i);
 		snprintf(host, sizeof(host), "h%d.lan", i);
 		a[0] = "node";
@@ -630,7 +642,9 @@ START_TEST(test_full_disk)
 		a[2] = name;
 		a[3] = "--routable-name";
 		a[4] = host;
-		a[5] = NULL;
+		a[5] = "--key-out";
+		a[6] = key;
+		a[7] = NULL;
 		if (run_in(H.home, "tally", a) != 0)
 			break;
 	}
@@ -648,6 +662,7 @@ START_TEST(test_full_disk)
 	snprintf(name, sizeof(name), "ok: %d events", i - 1);
 	ck_assert_msg(strstr(H.out, name) != NULL, "want '%s': %s", name,
 	    H.out);
+	free(H.home);
 	H.home = home;
 	umount(mnt);
 	free(mnt);

@@ -46,7 +46,8 @@ say "tally init ($TALLY_HOME)"
 "$BIN/tally" init
 
 say "declaring the mesh"
-"$BIN/tally" node add node-a --routable-name 127.0.0.1
+# The node's secret keys go to its host, never under the tally home.
+"$BIN/tally" node add node-a --routable-name 127.0.0.1 --key-out "$DEMO/node-a.key"
 "$BIN/tally" apply "$SRC/examples/postgres.yaml" "$SRC/examples/my-cool-game.yaml"
 # The provider's admin credential comes from standard input, never argv.
 "$BIN/tally" assign postgres node-a --expose local \
@@ -62,7 +63,7 @@ say "tally status my-cool-game"
 "$BIN/tally" status my-cool-game
 
 say "tally-node --log: node-a's agent opens its delivery with the node's key"
-"$BIN/tally-node" --node node-a --key "$TALLY_HOME/nodes/node-a.key" \
+"$BIN/tally-node" --node node-a --key "$DEMO/node-a.key" \
 	--dir "$DEMO/node-a" --log "$TALLY_HOME" --once \
 	--reload 'my-cool-game=echo my-cool-game reloaded'
 say "tallyd --once: the agent's acknowledgement verified"
@@ -70,7 +71,8 @@ say "tallyd --once: the agent's acknowledgement verified"
 "$BIN/tally" log --type credential.acknowledged
 
 ENVFILE="$DEMO/node-a/my-cool-game.env"
-say "delivered $ENVFILE (mode $(stat -c %a "$ENVFILE"))"
+say "delivered by the agent: $ENVFILE (mode $(stat -c %a "$ENVFILE")); the tally home keeps no plaintext"
+[ ! -e "$TALLY_HOME/deliver" ] || { echo "demo: $TALLY_HOME/deliver exists" >&2; exit 1; }
 sed 's/^\(DB_PASSWORD=\).*/\1********/' "$ENVFILE"
 
 say "connecting as the game with the delivered credential"

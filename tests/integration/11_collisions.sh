@@ -90,7 +90,7 @@ done
 
 t_check "every grant is provisioned and delivered (tally env with the node's key)"
 for m in sep-shared sep-inst type-a type-b long-inst long-shared; do
-	tly env node-a $m --node-key "$TALLY_HOME/nodes/node-a.key" >"$W/$m.env" 2>"$W/$m.env.err" || {
+	tly env node-a $m --node-key "$(t_nodekey node-a)" >"$W/$m.env" 2>"$W/$m.env.err" || {
 		tly status $m >&2 || true
 		cat "$W/$m.env.err" >&2
 		t_fail "no delivered credential for $m"

@@ -76,13 +76,14 @@ t_check "delivered: each env file holds its directory's path, and only that"
 case "$DA" in "$ROOT"/?*) ;; *) t_fail "app-a got FILES='$DA', not under $ROOT" ;; esac
 case "$DB" in "$ROOT"/?*) ;; *) t_fail "app-b got FILES='$DB', not under $ROOT" ;; esac
 [ "$DA" != "$DB" ] || t_fail "both consumers got $DA"
+t_envfile node-a app-a >/dev/null
 [ "$(wc -l <"$A")" -eq 1 ] || t_fail "$A has more than the path: $(cat "$A")"
 for d in "$DA" "$DB"; do
 	[ -d "$d" ] && [ ! -L "$d" ] || t_fail "$d is not a directory"
 	m=$(stat -c %a "$d")
 	[ "$m" = "$WANT" ] || t_fail "$d has mode $m, expected $WANT"
 done
-tly env node-a app-a --node-key "$TALLY_HOME/nodes/node-a.key" >"$W/env.out" ||
+tly env node-a app-a --node-key "$(t_nodekey node-a)" >"$W/env.out" ||
 	t_fail "tally env node-a app-a failed"
 grep -qx "FILES=$DA" "$W/env.out" || t_fail "the sealed delivery does not hold FILES=$DA: $(cat "$W/env.out")"
 t_ok "app-a: $DA; app-b: $DB; mode $WANT; sealed delivery agrees"

@@ -306,8 +306,11 @@ sort -o "$W/want.v" "$W/want.v"
 sort -o "$W/want.u" "$W/want.u"
 diff "$W/want.v" "$W/vhosts" >"$W/diff" || t_fail "the broker's vhosts are not exactly the grants': $(cat "$W/diff")"
 diff "$W/want.u" "$W/users" >"$W/diff" || t_fail "the broker's users are not exactly the grants': $(cat "$W/diff")"
-for f in "$TALLY_HOME"/deliver/node-a/s*.env; do
+i=1
+while [ $i -le "$STORM" ]; do
+	f=$(t_envfile node-a "$(printf 's%02d' $i)")
 	$LOGIN "$(t_envget "$f" MQ_URL)" >"$W/login.out" || t_fail "$f does not log in: $(cat "$W/login.out")"
+	i=$((i + 1))
 done
 t_ok "$k SIGKILLs; $STORM vhosts and $STORM users on the broker, each exactly one grant's; every delivered url logs in"
 

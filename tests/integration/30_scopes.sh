@@ -121,11 +121,11 @@ t_ok "a row written through node-a is read through node-b"
 
 t_check "tally env (sealed delivery, opened with the node's key) matches the file"
 for n in node-a node-b; do
-	tly env "$n" shared-app --node-key "$TALLY_HOME/nodes/$n.key" | sort >"$W/env.$n"
+	tly env "$n" shared-app --node-key "$(t_nodekey "$n")" | sort >"$W/env.$n"
 	sort "$(t_envfile $n shared-app)" | cmp -s - "$W/env.$n" ||
 		t_fail "tally env $n shared-app differs from the delivered file"
 done
-if tly env node-a shared-app --node-key "$TALLY_HOME/nodes/node-b.key" >/dev/null 2>&1; then
+if tly env node-a shared-app --node-key "$(t_nodekey node-b)" >/dev/null 2>&1; then
 	t_fail "node-b's key opens node-a's sealed delivery"
 fi
 t_ok "identical on both nodes; node-b's key cannot open node-a's delivery"

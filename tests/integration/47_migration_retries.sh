@@ -70,7 +70,7 @@ i=0
 end=$(($(t_now_ms) + 8000))
 while [ "$(t_now_ms)" -lt "$end" ]; do
 	i=$((i + 1))
-	tly node add "busy-$i" --routable-name 127.0.0.1 >/dev/null
+	tly node add "busy-$i" --routable-name 127.0.0.1 --key-out "$W/keys/busy-$i.key" >/dev/null
 	sleep 0.1
 done
 n=$(tries)

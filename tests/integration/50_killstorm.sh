@@ -117,21 +117,21 @@ fi
 	t_fail "the number of databases is not $((base_dbs + N))"
 t_ok "$N databases and $((2 * N)) roles, exactly those the log names"
 
-t_check "no half-written delivery file is left behind (they hold credentials)"
-find "$TALLY_HOME/deliver" -type f ! -name '*.env' >"$W/stray"
-[ ! -s "$W/stray" ] || { cat "$W/stray" >&2; t_fail "stray files in deliver/ (above)"; }
-t_ok "only env files ($(grep -c 'removed .*\.env\.tmp\.' "$T_DLOG" || true) left by a SIGKILL, removed by the next tallyd)"
+t_check "the control plane keeps no delivery file (plaintext exists only on nodes)"
+[ ! -e "$TALLY_HOME/deliver" ] || { find "$TALLY_HOME/deliver" >&2; t_fail "$TALLY_HOME/deliver exists"; }
+t_ok "no $TALLY_HOME/deliver"
 
 t_check "every delivered credential connects to its own database"
-nf=$(find "$TALLY_HOME/deliver/node-a" -name '*.env' | wc -l)
-[ "$nf" -eq "$N" ] || t_fail "$nf env files, expected $N"
-for f in "$TALLY_HOME"/deliver/node-a/*.env; do
-	m=$(basename "$f" .env)
+nf=0
+for m in $(cut -d' ' -f1 "$W/prov" | sed 's|/db$||'); do
+	f=$(t_envfile node-a "$m")
+	nf=$((nf + 1))
 	grep -q "^$m/db $(t_envget "$f" DB_NAME) $(t_envget "$f" DB_USER)\$" "$W/prov" ||
 		t_fail "$f does not name its grant's database and login"
 	[ "$(t_env_psql "$f" "SELECT current_database()")" = "$(t_gname "$m/db" "$m-db")" ] ||
 		t_fail "the credential in $f does not connect to $m-db"
 done
+[ "$nf" -eq "$N" ] || t_fail "$nf env files, expected $N"
 t_ok "$N env files, $N connections"
 
 t_check "tally verify and tally rebuild --check"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Secrets never appear in plaintext: every generated password (read
-# from the delivered env files, the one place they are meant to be) and
+# from the sealed deliveries with the nodes' keys: plaintext is only on
+# the nodes, and the control plane keeps no delivery file) and
 # the provider's admin password are searched for in the LMDB files,
 # everything else under the tally home, tally log (--json and text),
 # the other commands' output, tallyd's stderr (with -v) and, with
@@ -33,8 +34,8 @@ t_tallyd_once -v
 
 t_check "the secrets to look for"
 : >"$W/secrets"
-for f in "$TALLY_HOME"/deliver/*/*.env; do
-	t_envget "$f" DB_PASSWORD >>"$W/secrets"
+for h in shared-app@node-a shared-app@node-b per-app@node-a per-app@node-b; do
+	t_envget "$(t_envfile "${h#*@}" "${h%@*}")" DB_PASSWORD >>"$W/secrets"
 done
 sort -u "$W/secrets" -o "$W/secrets"
 n=$(wc -l <"$W/secrets")
@@ -84,8 +85,9 @@ control "data.mdb" "${PB}_v1" "$TALLY_HOME/log/data.mdb"
 search "LMDB" "$TALLY_HOME/log/data.mdb" "$TALLY_HOME/log/lock.mdb"
 t_ok "none in $(du -k "$TALLY_HOME/log/data.mdb" | cut -f1) KiB of data.mdb (control: the login names are there)"
 
-t_check "every other file under the tally home (keys, lock), except the deliveries"
-find "$TALLY_HOME" -type f ! -path "$TALLY_HOME/deliver/*" >"$W/files"
+t_check "every other file under the tally home (master key, lock): no deliveries"
+[ ! -e "$TALLY_HOME/deliver" ] || t_fail "the control plane keeps $TALLY_HOME/deliver"
+find "$TALLY_HOME" -type f >"$W/files"
 # shellcheck disable=SC2046
 search "tally home" $(cat "$W/files")
 t_ok "none in $(wc -l <"$W/files") files"

@@ -43,9 +43,8 @@ i=1
 while [ $i -le "$WAKES" ]; do
 	sleep 0.3	# idle: the previous pass is over
 	tly assign "w$i" node-a >/dev/null
-	f=$(t_envfile node-a "w$i")
 	end=$(($(t_now_ms) + 20000))
-	until [ -f "$f" ]; do
+	until [ -f "$(t_envfile node-a "w$i")" ]; do
 		[ "$(t_now_ms)" -lt "$end" ] || t_fail "w$i's env file did not appear within 20 s"
 		sleep 0.01
 	done
@@ -105,14 +104,17 @@ n2=$(tly log --json --stream "grant/w$n/db" --type grant.provisioning | wc -l)
 [ "$n2" -eq 1 ] || t_fail "w$n got $n2 intents"
 t_ok "completed by tallyd --once from the same intent"
 
-t_check "a delivery file left half-written by a dead tallyd is removed at start"
+t_check "HOME/deliver of a tally of before (plaintext env files) is removed at start"
+mkdir -p "$TALLY_HOME/deliver/node-a"
+printf 'DB_PASSWORD=stale\n' >"$TALLY_HOME/deliver/node-a/w1.env"
 printf 'DB_PASSWORD=stale\n' >"$TALLY_HOME/deliver/node-a/w1.env.tmp.99999"
 t_tallyd_start --interval 60
-[ ! -e "$TALLY_HOME/deliver/node-a/w1.env.tmp.99999" ] ||
-	t_fail "w1.env.tmp.99999 is still there"
-[ -f "$TALLY_HOME/deliver/node-a/w1.env" ] || t_fail "w1.env went with it"
+[ ! -e "$TALLY_HOME/deliver" ] || t_fail "$TALLY_HOME/deliver is still there: $(find "$TALLY_HOME/deliver")"
+grep -q "removed $TALLY_HOME/deliver (2 file(s))" "$T_DLOG" || t_fail "tallyd did not say it removed deliver/"
 t_tallyd_stop
-t_ok "removed; w1.env kept"
+t_tallyd_once
+[ ! -e "$TALLY_HOME/deliver" ] || t_fail "a pass wrote $TALLY_HOME/deliver again"
+t_ok "removed (2 files), and no pass writes it again"
 
 t_check "a SIGKILLed tallyd leaves no stale lock"
 t_tallyd_start --interval 60

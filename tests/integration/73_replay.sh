@@ -28,8 +28,9 @@ record() {
 	t_note "recorded '$1' at event $_a"
 }
 
-# The verifier's check time and count: operational, not in the log.
-no_checks() { sed 's/,"last_verified":"[^"]*","checks":[0-9]*//g' "$1"; }
+# The verifier's check time and count, the rotator's count of the old
+# login's sessions: operational, not in the log.
+no_checks() { sed -e 's/,"last_verified":"[^"]*","checks":[0-9]*//g' -e 's/,"old_sessions":[0-9]*//g' "$1"; }
 
 t_wait_type() {	# SECONDS TYPE [GREP]
 	_w_end=$(($(t_now_ms) + $1 * 1000))

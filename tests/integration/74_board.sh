@@ -77,7 +77,7 @@ t_ok "identical"
 t_check "a store built from another log is refused"
 mkdir -p "$W/other"
 TALLY_HOME="$W/other/home" "$TALLY_BIN/tally" init >/dev/null
-TALLY_HOME="$W/other/home" "$TALLY_BIN/tally" node add x --routable-name x.lan >/dev/null
+TALLY_HOME="$W/other/home" "$TALLY_BIN/tally" node add x --routable-name x.lan --key-out "$W/other/x.key" >/dev/null
 t_expect_exit 1 "the board on another log" env TALLY_HOME="$W/other/home" "$BOARD" --store "$W/store" --quiet
 grep -q "another log" "$W/last.err" || t_fail "the refusal does not say why: $(cat "$W/last.err")"
 t_ok "refused, with the reason"

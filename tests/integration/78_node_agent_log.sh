@@ -38,18 +38,18 @@ t_check "node.added carries the signing key; the key file holds both keys, 0600"
 tly log --json --type node.added | grep -q '"signkey"' ||
 	t_fail "node.added has no signkey"
 for n in $NODES; do
-	k=$TALLY_HOME/nodes/$n.key
+	k=$(t_nodekey "$n")
 	[ "$(stat -c %s "$k")" = 96 ] || t_fail "$k is $(stat -c %s "$k") bytes, not 96"
 	[ "$(stat -c %a "$k")" = 600 ] || t_fail "$k is mode $(stat -c %a "$k")"
 done
 t_ok "signkey in node.added; 96-byte key files"
 
 t_check "a key file of before (32 bytes): tally node rekey adds a signing key"
-tly node add node-d --routable-name 127.0.0.4 >/dev/null
-head -c 32 "$TALLY_HOME/nodes/node-d.key" >"$W/d.key" && chmod 600 "$W/d.key"
+tly node add node-d --routable-name 127.0.0.4 --key-out "$(t_nodekey node-d)" >/dev/null
+head -c 32 "$(t_nodekey node-d)" >"$W/d.key" && chmod 600 "$W/d.key"
 tly node rekey node-d --key "$W/d.key" >/dev/null || t_fail "tally node rekey failed"
 [ "$(stat -c %s "$W/d.key")" = 96 ] || t_fail "rekey did not grow the key file"
-cmp -s -n 32 "$W/d.key" "$TALLY_HOME/nodes/node-d.key" || t_fail "rekey changed the sealing key"
+cmp -s -n 32 "$W/d.key" "$(t_nodekey node-d)" || t_fail "rekey changed the sealing key"
 tly log --json --type node.key-added | grep -q '"name":"node-d"' ||
 	t_fail "no node.key-added for node-d"
 t_expect_exit 4 "a second rekey" tly node rekey node-d --key "$W/d.key"
@@ -75,7 +75,7 @@ t_tallyd_start --interval 1
 t_say "three agents (--log), separate directories and keys"
 APIDS=""
 for n in $NODES; do
-	cp "$TALLY_HOME/nodes/$n.key" "$W/$n.key"
+	cp "$(t_nodekey "$n")" "$W/$n.key"
 	"$TALLY_BIN/tally-node" --node "$n" --key "$W/$n.key" --dir "$W/$n" \
 		--log "$TALLY_HOME" --reload "game=echo \$TALLY_MODULE >>$W/$n.reloads" \
 		2>>"$W/agent-$n.log" &

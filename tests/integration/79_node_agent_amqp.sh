@@ -9,7 +9,8 @@
 # and the rotation waits on it, visibly; forged acknowledgements (wrong
 # key, no proof, proof for another version, replayed) are refused and
 # recorded once each (security.ack-refused), acknowledging nothing; the
-# broker's messages hold no password.  Unassigning a holder removes its
+# broker's messages hold no password (every event, and the deliveries
+# queued for node-c while its agent is down, read and put back).  Unassigning a holder removes its
 # files (the publisher routes assignment.removed to its queue) and the
 # remaining holders get a rotation (reason holder-left, caused by the
 # assignment.removed), completed by their agents.
@@ -25,6 +26,13 @@ BATCH=500
 drain() {
 	api POST "/queues/%2F/$1/get" \
 		'{"count":1000000,"ackmode":"ack_requeue_false","encoding":"base64","truncate":100000000}' |
+		sed 's/},{"payload_bytes"/}\n{"payload_bytes"/g' |
+		t_jfields seq message_id routing_key payload content_type
+}
+# peek QUEUE: its messages, put back (requeued) for their consumer.
+peek() {
+	api POST "/queues/%2F/$1/get" \
+		'{"count":1000,"ackmode":"ack_requeue_true","encoding":"base64","truncate":100000000}' |
 		sed 's/},{"payload_bytes"/}\n{"payload_bytes"/g' |
 		t_jfields seq message_id routing_key payload content_type
 }
@@ -91,7 +99,7 @@ t_provider node-a network
 tly apply "$(t_consumer game shared)" >/dev/null
 for n in $NODES; do
 	tly assign game "$n" >/dev/null
-	cp "$TALLY_HOME/nodes/$n.key" "$W/$n.key"
+	cp "$(t_nodekey "$n")" "$W/$n.key"
 done
 t_tallyd_start --interval 1 --verify-interval 3600
 
@@ -127,6 +135,17 @@ t_ok "waiting on node-b (reload failed) and node-c (agent down), visibly; v1 sti
 t_say "forged acknowledgements claiming node-c, for the current v2"
 V2PW=$(t_envget "$W/node-a/game.env" DB_PASSWORD)
 [ "$V2PW" != "$V1PW" ] || t_fail "node-a has not the new password"
+t_check "node-c's queue (its agent down) holds v2's delivery: sealed, no password in it"
+peek tally.node.node-c >"$W/nodec.msgs"
+cut -d' ' -f4 "$W/nodec.msgs" | while read -r p; do printf '%s' "$p" | b64; echo; done >"$W/nodec.bodies"
+# Control: the delivery is there, the box as the publisher routes it
+# (the bodies are the sealed ciphertext: larger than the password).
+[ "$(wc -l <"$W/nodec.msgs")" -ge 1 ] && [ "$(wc -c <"$W/nodec.bodies")" -gt ${#V2PW} ] ||
+	t_fail "control: no delivery queued on tally.node.node-c"
+for s in "$V1PW" "$V2PW"; do
+	grep -aF -- "$s" "$W/nodec.bodies" >/dev/null && t_fail "a queued delivery on tally.node.node-c holds a password"
+done
+t_ok "$(wc -l <"$W/nodec.msgs") queued message(s) for node-c (requeued): no v1 or v2 password"
 r0=$(refusals)
 publish_ack "$($FORGE --node node-c --grant $G --holder game@node-c --version 2 --random-key --password "$V2PW")"
 publish_ack "$($FORGE --node node-c --grant $G --holder game@node-c --version 2 --no-proof)"

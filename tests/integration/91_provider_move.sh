@@ -106,6 +106,7 @@ for f in "$EA" "$EB"; do
 done
 n=$(tly log --json --stream grant/shop/db --type credential.delivered | grep -c '"version":2[,}]')
 [ "$n" = 2 ] || t_fail "expected 2 deliveries of v2, found $n"
+t_envfile node-b blog >/dev/null
 cmp -s "$W/blog.before" "$BB" || t_fail "blog's env file changed (it is pg2's)"
 tly status shop >"$W/st" 2>&1 || true
 grep -q "rotating v1 → v2 (provider moved): waiting on node-a/shop, node-b/shop" "$W/st" ||

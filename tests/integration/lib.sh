@@ -231,6 +231,7 @@ t_sql() {
 # t_envget FILE KEY: the value of KEY in a delivered env file (never
 # sourced: the file is data).
 t_envget() {
+	_t_envfresh "$1"
 	[ -f "$1" ] || t_fail "env file $1 does not exist"
 	sed -n "s/^$2=//p" "$1" | tail -n 1
 }
@@ -240,6 +241,7 @@ t_envget() {
 # the rows.  Fails (non-zero) when the connection or the query fails.
 t_env_psql() {
 	_t_f=$1
+	_t_envfresh "$_t_f"
 	if [ $# -eq 3 ]; then _t_db=$2; _t_q=$3; else
 		_t_db=$(t_envget "$_t_f" DB_NAME); _t_q=$2
 	fi
@@ -276,10 +278,15 @@ t_init() {
 	tly init >/dev/null || t_fail "tally init failed"
 }
 
+# t_nodekey NAME: where t_node wrote node NAME's secret keys (outside
+# the tally home, as a node's host would keep them).
+t_nodekey() { echo "$W/keys/$1.key"; }
+
 # t_node NAME ROUTABLE
 t_node() {
-	tly node add "$1" --routable-name "$2" >/dev/null ||
-		t_fail "tally node add $1 failed"
+	mkdir -p "$W/keys"
+	tly node add "$1" --routable-name "$2" --key-out "$(t_nodekey "$1")" \
+		>/dev/null || t_fail "tally node add $1 failed"
 }
 
 # t_provider NODE [EXPOSE]: the postgres provider module on NODE, with
@@ -314,7 +321,46 @@ t_consumer() {
 	echo "$_t_m"
 }
 
-t_envfile() { echo "$TALLY_HOME/deliver/$1/$2.env"; }
+# t_envfile NODE MODULE: MODULE's environment on NODE as the node sees
+# it, opened from the sealed deliveries with the node's key (tally env:
+# the control plane keeps no plaintext, and tally env acknowledges
+# nothing), into $W/env/NODE/MODULE.env (0600; removed when nothing is
+# delivered); prints the path.  t_envget and t_env_psql refresh such a
+# file before reading it; a script that reads it otherwise calls
+# t_envfile again.  Where a holder takes part (acks), see t_agent.
+t_envfile() {
+	_t_ef=$W/env/$1/$2.env
+	mkdir -p "$W/env/$1"
+	chmod 700 "$W/env" "$W/env/$1"
+	( umask 077; "$TALLY_BIN/tally" env "$1" "$2" --node-key "$(t_nodekey "$1")" \
+		>"$_t_ef.new" 2>/dev/null ) || true
+	if [ -s "$_t_ef.new" ]; then mv -f "$_t_ef.new" "$_t_ef"
+	else rm -f "$_t_ef.new" "$_t_ef"; fi
+	echo "$_t_ef"
+}
+
+# _t_envfresh FILE: refreshes FILE when it is a t_envfile path.
+_t_envfresh() {
+	case $1 in
+	"$W"/env/*/*.env)
+		_t_r=${1#"$W"/env/}
+		t_envfile "${_t_r%%/*}" "$(basename "$_t_r" .env)" >/dev/null ;;
+	esac
+}
+
+# t_agent NODE [ARGS]: the node's agent, once, following the log
+# (tally-node --log --once): writes $W/agent-NODE/MODULE.env and
+# acknowledges what it delivered (ARGS: --reload MODULE=CMD ...).
+t_agent() {
+	_t_an=$1
+	shift
+	"$TALLY_BIN/tally-node" --node "$_t_an" --key "$(t_nodekey "$_t_an")" \
+		--dir "$W/agent-$_t_an" --log "$TALLY_HOME" --once "$@" \
+		2>>"$W/agent-$_t_an.log" || {
+		tail -n 5 "$W/agent-$_t_an.log" >&2
+		t_fail "tally-node --node $_t_an --once failed"
+	}
+}
 
 # t_gname GRANT READABLE [SUFFIX]: the provider name tally gives grant
 # GRANT (MODULE/REQ, or MODULE/REQ@NODE per instance) whose readable part

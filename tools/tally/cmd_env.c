@@ -23,7 +23,7 @@ static const char usage[] =
 "\n"
 "Prints the environment of MODULE's assignment on NODE (KEY=VALUE\n"
 "lines), opened from the sealed deliveries with the node's secret key\n"
-"(the FILE written by tally node add).  The values include the\n"
+"(the FILE written by tally node add --key-out).  The values include the\n"
 "credential: the output is for the node's host, not for a terminal.\n";
 
 struct env_arg {

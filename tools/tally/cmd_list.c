@@ -136,7 +136,8 @@ nodes_cb(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 		json_object_set_new(n, "modules", mods);
 	}
 	if (!cli->json && json_array_size(nodes) == 0)
-		printf("no nodes (tally node add NAME --routable-name HOST)\n");
+		printf("no nodes (tally node add NAME --routable-name HOST "
+		    "--key-out FILE)\n");
 	json_decref(asg);
 	return emit(cli, nodes, "nodes");
 }

@@ -2,10 +2,12 @@
  * cmd_node.c - tally node add|rm: the machines of the mesh.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -13,19 +15,19 @@
 #include "tally.h"
 
 static const char usage[] =
-"usage: tally node add NAME --routable-name HOST [--key-out FILE]\n"
-"       tally node rekey NAME [--key FILE]\n"
+"usage: tally node add NAME --routable-name HOST --key-out FILE\n"
+"       tally node rekey NAME --key FILE\n"
 "       tally node rm NAME\n"
 "\n"
 "add records a node with the name other machines use to reach it, a\n"
 "fresh X25519 public key (secrets delivered to the node are sealed to\n"
 "it) and a fresh Ed25519 public key (the node signs its\n"
 "acknowledgements with it).  The secret keys are written for the\n"
-"node's host to FILE (default HOME/nodes/NAME.key, mode 0600) and never\n"
-"enter the log.\n"
+"node's host to FILE (mode 0600), to be moved there: never into the\n"
+"log, and never under the tally home (refused), so the control plane's\n"
+"disk holds nothing that opens a delivery.\n"
 "rekey gives a node added before signing keys existed its Ed25519 key\n"
-"(node.key-added), appended to its key FILE (same default); the\n"
-"sealing key stays.\n"
+"(node.key-added), appended to its key FILE; the sealing key stays.\n"
 "rm refuses while modules are assigned to the node.\n";
 
 
@@ -110,6 +112,53 @@ routable_ok(const char *h)
 	return 1;
 }
 
+/*
+ * Is path (a file that may not exist yet) under the tally home?  By
+ * the real paths of its directory and of the home, so that neither a
+ * relative path nor a symbolic link hides it; a home that does not
+ * resolve holds nothing yet, and a directory that does not resolve
+ * fails the write anyway.
+ */
+static int
+under_home(const struct tl_cli *cli, const char *path)
+{
+	char dir[PATH_MAX], rd[PATH_MAX], rh[PATH_MAX], *slash;
+	size_t n;
+
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+		return 0;
+	if ((slash = strrchr(dir, '/')) == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (realpath(dir, rd) == NULL || realpath(cli->home, rh) == NULL)
+		return 0;
+	n = strlen(rh);
+	return strncmp(rd, rh, n) == 0 && (rd[n] == '\0' || rd[n] == '/' ||
+	    strcmp(rh, "/") == 0);
+}
+
+/* Is keyout given, and outside the home?  Says why not. */
+static int
+key_ok(const struct tl_cli *cli, const char *cmd, const char *keyout)
+{
+	if (keyout == NULL) {
+		cli_errx("node %s needs --key%s FILE: where the node's secret "
+		    "keys go, for its host", cmd, strcmp(cmd, "add") == 0 ?
+		    "-out" : "");
+		return 0;
+	}
+	if (under_home(cli, keyout)) {
+		cli_errx("%s is under the tally home %s: a node's secret key "
+		    "opens its deliveries, and the control plane keeps none",
+		    keyout, cli->home);
+		return 0;
+	}
+	return 1;
+}
+
 int
 cmd_node(struct tl_cli *cli, int argc, char **argv)
 {
@@ -122,7 +171,6 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 	};
 	struct add_arg a = { NULL, NULL, { 0 }, { 0 } };
 	struct tl_node_key nk;
-	char keypath[1200] = "";
 	const char *keyout = NULL;
 	int c, rc, ex;
 
@@ -165,10 +213,10 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		return ex;
 	}
 	if (strcmp(argv[0], "rekey") == 0) {
-		if (keyout == NULL)
-			snprintf(keypath, sizeof(keypath), "%s/nodes/%s.key",
-			    cli->home, a.name);
-		return rekey(cli, &a, keyout ? keyout : keypath);
+		if (!key_ok(cli, argv[0], keyout))
+			return keyout == NULL ? TL_EXIT_USAGE :
+			    TL_EXIT_REFUSED;
+		return rekey(cli, &a, keyout);
 	}
 	if (a.routable == NULL) {
 		cli_errx("node add needs --routable-name HOST (a host name or "
@@ -180,17 +228,8 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		    "(1-253 of letters, digits, '.', '-', ':')", a.routable);
 		return TL_EXIT_REFUSED;
 	}
-	if (keyout == NULL) {
-		snprintf(keypath, sizeof(keypath), "%s/nodes", cli->home);
-		if (mkdir(keypath, 0700) != 0 && errno != EEXIST) {
-			cli_errx("cannot create %s: %s", keypath,
-			    strerror(errno));
-			return TL_EXIT_FAIL;
-		}
-		snprintf(keypath, sizeof(keypath), "%s/nodes/%s.key",
-		    cli->home, a.name);
-		keyout = keypath;
-	}
+	if (!key_ok(cli, argv[0], keyout))
+		return keyout == NULL ? TL_EXIT_USAGE : TL_EXIT_REFUSED;
 	memset(&nk, 0, sizeof(nk));
 	tl_secret_node_keypair(a.pk, nk.box_sk);
 	tl_secret_sign_keypair(a.spk, nk.sign_sk);

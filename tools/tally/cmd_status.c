@@ -120,43 +120,6 @@ print_agents(const json_t *ag)
 	}
 }
 
-/*
- * The env file of each assignment that should have one, on this
- * machine's disk (the log cannot say whether it is there): a missing
- * one makes the assignment unhealthy, unless tallyd already noted why
- * it could not write it.  Only for the present (not --at).
- */
-static void
-check_env_files(const struct tl_cli *cli, json_t *m)
-{
-	const json_t *r;
-	json_t *a;
-	size_t i, j;
-
-	json_array_foreach(json_object_get(m, "assignments"), i, a) {
-		char path[2400];
-		struct stat st;
-		int want = 0;
-
-		if (json_object_get(a, "env_file_error") != NULL)
-			continue;
-		json_array_foreach(json_object_get(a, "requirements"), j, r) {
-			const char *gs = json_string_value(json_object_get(r,
-			    "grant_state"));
-
-			if (json_is_true(json_object_get(r, "delivers")) &&
-			    gs != NULL && strcmp(gs, "provisioned") == 0)
-				want = 1;
-		}
-		snprintf(path, sizeof(path), "%s/deliver/%s/%s.env", cli->home,
-		    json_string_value(json_object_get(a, "node")),
-		    json_string_value(json_object_get(m, "module")));
-		if (want && stat(path, &st) != 0)
-			json_object_set_new(a, "env_file_error", json_string(
-			    "missing (tallyd writes it on its next pass)"));
-	}
-}
-
 static void
 print_duration(uint64_t ns)
 {
@@ -211,6 +174,11 @@ print_rotation(const json_t *rot)
 		    nowns : 0);
 		printf(")");
 	}
+	/* What the provider says of the old login (the rotator's count). */
+	if (json_object_get(rot, "old_sessions") != NULL)
+		printf("; old login (v%lld): %lld session(s) still open",
+		    json_integer_value(json_object_get(rot, "from")),
+		    json_integer_value(json_object_get(rot, "old_sessions")));
 }
 
 /* "moving to P: copying" / "waiting on NODE/MODULE"; or a failed move. */
@@ -261,10 +229,6 @@ print_module(const json_t *m)
 		printf("  on %s: %s\n",
 		    json_string_value(json_object_get(a, "node")),
 		    json_string_value(json_object_get(a, "state")));
-		if (json_object_get(a, "env_file_error") != NULL)
-			printf("    env file not written: %s (tallyd retries "
-			    "with backoff)\n", json_string_value(
-			    json_object_get(a, "env_file_error")));
 		if (json_is_true(json_object_get(a, "public_connect")))
 			printf("    revoke-public-connect is off: PUBLIC keeps "
 			    "CONNECT on the provider's maintenance resources, "
@@ -382,14 +346,6 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 	}
 	if (rc != 0)
 		return cli_fail(cli, rc, "status");
-	if (sa->at == 0) {
-		if (sa->module != NULL)
-			check_env_files(cli, doc);
-		else
-			json_array_foreach(json_object_get(doc, "modules"), i,
-			    m)
-				check_env_files(cli, m);
-	}
 	healthy = tl_status_healthy(doc);
 	{
 		struct agents_arg aa;

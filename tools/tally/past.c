@@ -345,11 +345,13 @@ strip_operational(json_t *doc)
 	for (i = 0; i < n; i++) {
 		m = mods != NULL ? json_array_get(mods, i) : one[0];
 		json_array_foreach(json_object_get(m, "assignments"), j, a) {
-			json_object_del(a, "env_file_error");
 			json_array_foreach(json_object_get(a, "requirements"),
 			    k, r) {
 				json_object_del(r, "last_verified");
 				json_object_del(r, "checks");
+				/* The rotator's count is of now, not of then. */
+				json_object_del(json_object_get(r, "rotation"),
+				    "old_sessions");
 			}
 		}
 	}

@@ -179,40 +179,51 @@ take_lock(const char *home, int *datafd)
 }
 
 /*
- * Removes delivery files left half-written (NAME.env.tmp.PID) by a
- * tallyd that died between writing and renaming one: they hold
- * credentials, and nothing else would ever remove them.  Only a tallyd
- * writes delivery files and only one runs per home, so with the lock
- * held every such file is stale.
+ * Removes HOME/deliver, where a tally of before wrote every holder's
+ * plaintext credentials (and, half-written, NAME.env.tmp.PID): tally
+ * writes none any more (the nodes' agents do, on the nodes), and files
+ * that nothing maintains would keep valid credentials on the control
+ * plane's disk.  With the home's lock held nothing else writes there.
  */
 static void
 sweep_deliveries(const char *home)
 {
-	char dir[1200], path[2600];
+	char dir[1200], sub[1500], path[2600];
 	struct dirent *n, *f;
 	DIR *dd, *fd;
+	unsigned files = 0;
 
 	snprintf(dir, sizeof(dir), "%s/deliver", home);
 	if ((dd = opendir(dir)) == NULL)
 		return;
 	while ((n = readdir(dd)) != NULL) {
-		if (n->d_name[0] == '.')
+		if (strcmp(n->d_name, ".") == 0 || strcmp(n->d_name, "..") == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, n->d_name);
-		if ((fd = opendir(path)) == NULL)
-			continue;
-		while ((f = readdir(fd)) != NULL) {
-			if (strstr(f->d_name, ".env.tmp.") == NULL)
-				continue;
-			snprintf(path, sizeof(path), "%s/%s/%s", dir, n->d_name,
-			    f->d_name);
-			if (unlink(path) == 0)
-				logx(TL_RX_INFO, "removed %s, left by a tallyd "
-				    "that stopped while writing it", path);
-		}
-		closedir(fd);
+		snprintf(sub, sizeof(sub), "%s/%s", dir, n->d_name);
+		if ((fd = opendir(sub)) != NULL) {
+			while ((f = readdir(fd)) != NULL) {
+				if (strcmp(f->d_name, ".") == 0 ||
+				    strcmp(f->d_name, "..") == 0)
+					continue;
+				snprintf(path, sizeof(path), "%s/%s", sub,
+				    f->d_name);
+				if (unlink(path) == 0)
+					files++;
+			}
+			closedir(fd);
+			if (rmdir(sub) != 0)
+				logx(TL_RX_WARN, "cannot remove %s: %s", sub,
+				    strerror(errno));
+		} else if (unlink(sub) == 0)
+			files++;
 	}
 	closedir(dd);
+	if (rmdir(dir) != 0)
+		logx(TL_RX_WARN, "cannot remove %s: %s", dir, strerror(errno));
+	else
+		logx(TL_RX_INFO, "removed %s (%u file(s)): the control plane "
+		    "keeps no plaintext credential; the nodes' agents write "
+		    "them (tally-node)", dir, files);
 }
 
 static uint64_t

@@ -210,7 +210,7 @@ t_tallyd_once
 has_user "$VA_USER" && t_fail "the revoked grant's user $VA_USER is still there"
 has_vhost "$VA" || t_fail "retain deleted the vhost $VA"
 [ "$(messages "$VA" work)" = 3 ] || t_fail "the retained vhost lost its messages"
-[ -f "$A" ] && t_fail "the revoked grant's env file $A is still there"
+[ -f "$(t_envfile node-a app-a)" ] && t_fail "the revoked grant's env file $A is still there"
 $LOGIN "amqp://$VA_USER:$VA_PW@127.0.0.1:$TALLY_TEST_AMQP_PORT/$VA" >/dev/null &&
 	t_fail "the revoked credential still logs in"
 tly grants --revoked | grep -q '^app-a/mq  *revoked (data retained' ||

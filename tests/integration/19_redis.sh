@@ -292,7 +292,7 @@ t_wait_exit "$SUB" 10
 [ "$(radm CLIENT LIST | grep -c "user=$KU ")" -eq 0 ] || t_fail "$KU still has clients"
 [ "$(rc_as "$W/keep.env" PING 2>&1)" != PONG ] || t_fail "keep's credential still logs in"
 [ "$(radm GET "${KP}row")" = kept ] || t_fail "keep's key is gone after a retain revocation"
-[ ! -f "$K" ] || t_fail "keep's delivery file is still there"
+[ ! -f "$(t_envfile node-a keep)" ] || t_fail "keep's delivery file is still there"
 t_ok "off; the SUBSCRIBE client ended; login refused; ${KP}row kept"
 t_check "tally restore keep/cache: on again with a new credential, the key there"
 tly apply "$W/manifests/keep.yaml" >/dev/null && tly assign keep node-a >/dev/null ||

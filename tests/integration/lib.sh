@@ -332,10 +332,13 @@ t_envfile() {
 	_t_ef=$W/env/$1/$2.env
 	mkdir -p "$W/env/$1"
 	chmod 700 "$W/env" "$W/env/$1"
+	# A temporary file of its own: a poller in the background may be
+	# refreshing the same file at the same time.
+	_t_et=$(mktemp "$W/env/$1/.$2.XXXXXX")
 	( umask 077; "$TALLY_BIN/tally" env "$1" "$2" --node-key "$(t_nodekey "$1")" \
-		>"$_t_ef.new" 2>/dev/null ) || true
-	if [ -s "$_t_ef.new" ]; then mv -f "$_t_ef.new" "$_t_ef"
-	else rm -f "$_t_ef.new" "$_t_ef"; fi
+		>"$_t_et" 2>/dev/null ) || true
+	if [ -s "$_t_et" ]; then mv -f "$_t_et" "$_t_ef"
+	else rm -f "$_t_et" "$_t_ef"; fi
 	echo "$_t_ef"
 }
 

@@ -59,8 +59,8 @@ static const struct tl_cat_event cat[] = {
 	    { "reason", REASON } } },
 	/* module/NAME */
 	{ E(TL_EV_MODULE_DECLARED), "module",
-	  "name digest file env{} provides[] embedded[]", GR, NULL,
-	  { { "name", NAME } } },
+	  "name digest instances file env{} provides[] embedded[]", GR, NULL,
+	  { { "name", NAME }, { "instances", 15 } } },
 	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "

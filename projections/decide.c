@@ -659,6 +659,9 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 	if ((rc = tl_key(k, "m/%s", d->name)) != 0)
 		goto out;
 	if (!same_bytes(c, k, d->body, d->len)) {
+		if ((rc = tl_dec_instances_declared(c, d->name, d->body,
+		    d->len)) != 0)
+			goto out;
 		if ((rc = tl_emit_bytes(c, TL_EV_MODULE_DECLARED, stream, d->body,
 		    d->len, NULL)) != 0)
 			goto out;

@@ -168,6 +168,20 @@ int	tl_dec_restore(struct tl_ctx *c, const char *grant);
 int	tl_dec_repair(struct tl_ctx *c, const char *grant);
 
 /* Registers (or updates) the providers of module's assignments. */
+/*
+ * instances: (decide_instances.c).  tl_dec_instances_check refuses a
+ * new assignment of module on node that its declaration forbids: a
+ * second one of a one-per-mesh module (naming the first; leaving, when
+ * not NULL, is a node the module is leaving in the same command), or a
+ * one-per-node kind beside another module on node that provides one of
+ * the same types.  tl_dec_instances_declared refuses a declaration
+ * (module.declared body) that the assignments already there break.
+ */
+int	tl_dec_instances_check(struct tl_ctx *c, const char *module,
+	    const char *node, const char *leaving);
+int	tl_dec_instances_declared(struct tl_ctx *c, const char *module,
+	    const void *body, size_t len);
+
 int	tl_provider_refresh(struct tl_ctx *c, const char *module);
 
 /* Runs the binder over every waiting instance of type (NULL: all). */

@@ -662,6 +662,9 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		    (rc = mset_load(mg, n, 1)) != 0))
 			goto out;
 	}
+	if (!exists && (rc = tl_dec_instances_check(c, module, node,
+	    NULL)) != 0)
+		goto out;
 	if (expose == NULL)
 		expose = exists && oldexpose[0] ? oldexpose : "local";
 	else if (exists && strcmp(expose, oldexpose) != 0)

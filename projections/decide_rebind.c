@@ -281,6 +281,8 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 	if (!tl_rec_exists(c->t, c->p.graph, k))
 		return tl_refuse(c, TL_ENOTFOUND, "provider %s has no "
 		    "assignment %s@%s to move", id, module, from);
+	if ((rc = tl_dec_instances_check(c, module, node, from)) != 0)
+		return rc;
 	st.node = from;
 	if ((rc = tl_grant_each_of_module(c->t, &c->p, module, own_instance,
 	    &st)) != 0 && rc != 1)

@@ -32,7 +32,7 @@
 #define TL_EV_NODE_REMOVED		"node.removed"		/* name */
 
 /* module/NAME */
-#define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest file env{} provides[] embedded[] */
+#define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest [instances] file env{} provides[] embedded[] */
 #define TL_EV_MODULE_REMOVED	"module.removed"	/* name */
 #define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age */
 #define TL_EV_REQ_WITHDRAWN	"requirement.withdrawn"	/* module name */

@@ -594,6 +594,18 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	if ((rc = tl_graph_module_nodes(t, p, module, &nl)) != 0)
 		return rc;
 	doc = json_pack("{s:s}", "module", module);
+	{
+		struct tl_rec m;
+		char inst[16] = "";
+
+		/* Declared, or any (absent from the declaration). */
+		if (tl_rec_get(t, p->graph, k, &m) == 0) {
+			tl_bn_getstr(m.m, "instances", inst, sizeof(inst));
+			tl_rec_close(&m);
+		}
+		json_object_set_new(doc, "instances", json_string(inst[0] ?
+		    inst : "any"));
+	}
 	asgs = json_array();
 	for (i = 0; i < nl.n; i++) {
 		struct req_arg ra = { t, p, module, nl.v[i], json_array(),

@@ -11,6 +11,7 @@
 #include "decide.h"
 #include "drivers/driver.h"
 #include "events.h"
+#include "exposure.h"
 #include "grant.h"
 #include "graph.h"
 #include "rebind.h"
@@ -595,6 +596,55 @@ merged_body(struct tl_body *b, const char *module, const char *node,
 	tl_body_end(b);
 }
 
+struct served {
+	struct tl_ctx	*c;
+	int		 rc;
+};
+
+/* A live grant whose provider's exposure no longer serves its consumer. */
+static int
+check_served(const struct tl_grant *g, void *arg)
+{
+	struct served *sv = arg;
+	char why[TL_EXPOSURE_WHY_MAX];
+
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0 || g->provider[0] == '\0')
+		return 0;
+	if (tl_exposure_serves(sv->c->t, &sv->c->p, g->provider, g->module,
+	    g->node, why))
+		return 0;
+	sv->rc = tl_refuse(sv->c, TL_EREFUSED, "grant %s would no longer be "
+	    "served: %s (move it first: tally rebind %s PROVIDER --migrate)",
+	    g->id, why, g->id);
+	return 1;
+}
+
+/*
+ * After module@node changed (a new exposure, a new node for a shared
+ * consumer): every grant it serves, and every grant it holds, is still
+ * served by its provider's exposure, or the command is refused.
+ */
+static int
+exposure_holds(struct tl_ctx *c, const char *module, const char *node)
+{
+	struct served sv = { c, 0 };
+	char id[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_provider_of(c->t, &c->p, module, node, id)) == 0 &&
+	    (rc = tl_grant_each_of_provider(c->t, &c->p, id, check_served,
+	    &sv)) != 0 && rc != 1)
+		return rc;
+	if (sv.rc != 0)
+		return sv.rc;
+	if ((rc = tl_grant_each_of_module(c->t, &c->p, module, check_served,
+	    &sv)) != 0 && rc != 1)
+		return rc;
+	return sv.rc;
+}
+
 int
 tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
     const char *expose, const struct tl_setting *set, size_t nset)
@@ -700,6 +750,8 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		goto out;
 	c->cause = seq;
 	if ((rc = provider_sync(c, module, node, 0)) != 0)
+		goto out;
+	if ((rc = exposure_holds(c, module, node)) != 0)
 		goto out;
 	if ((rc = tl_binder_run(c, NULL)) != 0)
 		goto out;

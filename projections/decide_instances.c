@@ -3,7 +3,7 @@
  * (a manifest's instances:, recorded in module.declared).
  *
  * What a module is does not say how many of it should exist (the
- * registry is one thing, postgres is one per node), so it is declared,
+ * registry is one thing, a database server one per node), so it is declared,
  * and every path that makes an assignment (assign, provider move) and
  * every declaration that changes it (apply) is checked here, in the
  * write transaction, against the graph as it is.

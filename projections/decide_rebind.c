@@ -12,6 +12,7 @@
 #include "drivers/driver.h"
 #include "decide.h"
 #include "events.h"
+#include "exposure.h"
 #include "grant.h"
 #include "graph.h"
 #include "rebind.h"
@@ -83,6 +84,10 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 	if (strcmp(g.provider, provider) == 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is already bound "
 		    "to %s", grant, provider);
+	if (!tl_exposure_serves(c->t, &c->p, provider, g.module, g.node,
+	    why))
+		return tl_refuse(c, TL_EREFUSED, "%s cannot move to %s: %s",
+		    grant, provider, why);
 	if (tl_mv_get(c->t, &c->p, grant, &mv) == 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is already moving "
 		    "to %s (%s): a second move is refused until it ends; see "

@@ -9,6 +9,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "events.h"
+#include "exposure.h"
 #include "grant.h"
 #include "graph.h"
 #include "status.h"
@@ -123,10 +124,41 @@ module_assigned(struct tl_txn *t, const struct tl_proj *p, const char *module)
 	return first[0] != '\0';
 }
 
+struct reach_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const char		*target, *module, *node;
+	size_t			 seen;
+	char			 why[TL_EXPOSURE_WHY_MAX];
+};
+
+/* One provider of the type: the first one's reason it does not serve. */
+static int
+one_unreached(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct reach_arg *ra = arg;
+	struct tl_rec r;
+	char module[64] = "", k[TL_KEY_MAX];
+
+	(void)val;
+	(void)vlen;
+	if (tl_key(k, "p/%s", rest) != 0 ||
+	    tl_rec_get(ra->t, ra->p->graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "module", module, sizeof(module));
+	tl_rec_close(&r);
+	if (strcmp(module, ra->target) != 0)
+		return 0;
+	if (ra->seen++ == 0)
+		tl_exposure_serves(ra->t, ra->p, rest, ra->module, ra->node,
+		    ra->why);
+	return 0;
+}
+
 /* Why an instance with no binding is unbound. */
 static void
 unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
-    char *out, size_t cap)
+    const char *module, const char *node, char *out, size_t cap)
 {
 	char type[64] = "", target[64] = "", prov[130] = "";
 	int emb, decl;
@@ -136,10 +168,15 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 	tl_bn_getstr(r, "target", target, sizeof(target));
 	tl_bn_getstr(r, "provider", prov, sizeof(prov));
 	if (prov[0] != '\0') {
+		char why[TL_EXPOSURE_WHY_MAX];
+
 		if (tl_key(k, "p/%s", prov) == 0 &&
 		    !tl_rec_exists(t, p->graph, k))
 			snprintf(out, cap, "provider %s not assigned to any "
 			    "node (the manifest names it)", prov);
+		else if (!tl_exposure_serves(t, p, prov, module, node, why))
+			snprintf(out, cap, "the manifest names provider %s, "
+			    "which does not serve it: %s", prov, why);
 		else
 			snprintf(out, cap, "provider %s does not grant %s from "
 			    "%s", prov, type, target);
@@ -157,12 +194,26 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 			    "not provide it", type, target);
 		return;
 	}
-	if (!module_assigned(t, p, target))
+	if (!module_assigned(t, p, target)) {
 		snprintf(out, cap, "provider %s not assigned to any node",
 		    target);
-	else
-		snprintf(out, cap, "no provider of type %s from %s is "
-		    "registered", type, target);
+		return;
+	}
+	{
+		struct reach_arg ra = { t, p, target, module, node, 0, "" };
+
+		/* Registered, but none whose exposure reaches the consumer. */
+		if (tl_key(k, "pt/%s/", type) == 0)
+			tl_rec_scan(t, p->graph, k, one_unreached, &ra);
+		if (ra.seen > 0) {
+			snprintf(out, cap, "no provider of type %s from %s "
+			    "serves it (%zu registered, none whose exposure "
+			    "reaches it): %s", type, target, ra.seen, ra.why);
+			return;
+		}
+	}
+	snprintf(out, cap, "no provider of type %s from %s is registered",
+	    type, target);
 }
 
 /* Worst first: a headline is the worst of its parts. */
@@ -383,7 +434,9 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		if (tl_key(k, "b/%s", gkey) != 0 ||
 		    tl_rec_get(t, p->graph, k, &b) != 0) {
 			st = TL_ST_PENDING;
-			unbound_reason(t, p, r, reason, sizeof(reason));
+			unbound_reason(t, p, r, module,
+			    strcmp(scope, "per-instance") == 0 ? node : NULL,
+			    reason, sizeof(reason));
 			goto done;
 		}
 		tl_bn_getstr(b.m, "state", bstate, sizeof(bstate));
@@ -415,6 +468,14 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			goto done;
 		}
 		json_object_set_new(j, "provider", json_string(prov));
+		{
+			char ex[16], pn[64];
+
+			tl_exposure_of(t, p, prov, ex, pn);
+			if (ex[0] != '\0')
+				json_object_set_new(j, "provider_expose",
+				    json_string(ex));
+		}
 		json_object_set_new(j, "bound_by", json_string(why));
 		json_object_set_new(j, "bound_seq", json_integer(
 		    (json_int_t)b.seq));

@@ -110,8 +110,11 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			printf("  %s (grant %s):", str(r, "name"),
 			    str(r, "grant"));
 			if (*str(r, "provider"))
-				printf(" bound to %s because %s", str(r,
-				    "provider"), str(r, "bound_by"));
+				printf(" bound to %s because %s%s%s%s",
+				    str(r, "provider"), str(r, "bound_by"),
+				    *str(r, "provider_expose") ? " (exposed " :
+				    "", str(r, "provider_expose"),
+				    *str(r, "provider_expose") ? ")" : "");
 			else
 				printf(" not bound: %s", str(r, "reason"));
 			if (d != NULL)

@@ -182,6 +182,28 @@ int	tl_dec_instances_check(struct tl_ctx *c, const char *module,
 int	tl_dec_instances_declared(struct tl_ctx *c, const char *module,
 	    const void *body, size_t len);
 
+/*
+ * A node gone for good (decide_assign.c).  tl_dec_node_lost records
+ * node.lost, marks every grant that holds data on the node's providers
+ * lost (grant.lost: not reachable, never revoked or retried again), and
+ * ends the node's assignments as unassign does (its consumers' own
+ * grants revoked, holder-left rotations for the rest, its providers
+ * retired).  tl_dec_node_live refuses placing anything on a lost node.
+ * tl_dec_node_rm_check refuses removing a node that still runs
+ * modules, naming every one and every grant bound to its providers.
+ */
+int	tl_dec_node_lost(struct tl_ctx *c, const char *name);
+int	tl_dec_node_live(struct tl_ctx *c, const char *node);
+int	tl_dec_node_rm_check(struct tl_ctx *c, const char *name);
+/*
+ * tally rebind GRANT PROVIDER --empty (decide_rebind.c): a lost grant
+ * bound to PROVIDER afresh: binding.made (reason TL_BIND_EMPTY) and a
+ * new grant.requested: a new, empty resource, nothing copied.  Refused
+ * for a grant that is not lost (its data moves with --migrate).
+ */
+int	tl_dec_rebind_empty(struct tl_ctx *c, const char *grant,
+	    const char *provider);
+
 int	tl_provider_refresh(struct tl_ctx *c, const char *module);
 
 /* Runs the binder over every waiting instance of type (NULL: all). */

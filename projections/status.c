@@ -216,6 +216,79 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 	    type, target);
 }
 
+struct answer_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const struct tl_grant	*g;
+	const char		*target;
+	json_t			*cmds;
+};
+
+/* One provider of the lost grant's type that would serve it now. */
+static int
+one_answer(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct answer_arg *aa = arg;
+	struct tl_rec r;
+	char module[64] = "", k[TL_KEY_MAX], cmd[TL_KEY_MAX + 300];
+
+	(void)val;
+	(void)vlen;
+	if (tl_key(k, "p/%s", rest) != 0 ||
+	    tl_rec_get(aa->t, aa->p->graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "module", module, sizeof(module));
+	tl_rec_close(&r);
+	if ((aa->target[0] != '\0' && strcmp(module, aa->target) != 0) ||
+	    !tl_exposure_serves(aa->t, aa->p, rest, aa->g->module,
+	    aa->g->node, NULL))
+		return 0;
+	snprintf(cmd, sizeof(cmd), "tally rebind %s %s --empty", aa->g->id,
+	    rest);
+	return json_array_append_new(aa->cmds, json_string(cmd)) == 0 ? 0 :
+	    ENOMEM;
+}
+
+/*
+ * A lost grant is a question somebody can be asked (seed 000), not a
+ * failure at connect time: what happened, and the commands that answer
+ * it, said plainly (a new resource is empty: the data is gone).
+ */
+static void
+lost_question(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, const char *target, json_t *j, char *reason,
+    size_t cap)
+{
+	struct answer_arg aa = { t, p, g, target, json_array() };
+	char k[TL_KEY_MAX];
+	size_t i, off;
+
+	if (tl_key(k, "pt/%s/", g->type) == 0)
+		tl_rec_scan(t, p->graph, k, one_answer, &aa);
+	off = (size_t)snprintf(reason, cap, "lost: %s.  A question for you, "
+	    "not a failure: ", g->reason);
+	if (json_array_size(aa.cmds) == 0) {
+		if (off < cap)
+			snprintf(reason + off, cap - off, "no provider of %s "
+			    "from %s serves it now; assign one (tally assign "
+			    "%s NODE), then tally rebind %s NODE/%s --empty "
+			    "gives it a new, EMPTY resource (nothing can bring "
+			    "the old data back)", g->type, target, target,
+			    g->id, target);
+	} else {
+		if (off < cap)
+			off += (size_t)snprintf(reason + off, cap - off, "give "
+			    "it a new, EMPTY resource elsewhere (the old data "
+			    "is not copied: it is gone): ");
+		for (i = 0; i < json_array_size(aa.cmds) && off < cap; i++)
+			off += (size_t)snprintf(reason + off, cap - off,
+			    "%s%s", i ? " or " : "", json_string_value(
+			    json_array_get(aa.cmds, i)));
+	}
+	json_object_set_new(j, "question", json_pack("{s:s,s:o}", "lost",
+	    g->reason, "commands", aa.cmds));
+}
+
 /* Worst first: a headline is the worst of its parts. */
 static const char *const order[] = {
 	TL_ST_UNHEALTHY, TL_ST_PENDING, TL_ST_BOUND, TL_ST_PROVISIONED, TL_ST_MIGRATED,
@@ -545,6 +618,10 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			    "credentials, or tally purge %s destroys the data",
 			    gkey, (double)g.retained_bytes / 1048576.0, gkey,
 			    gkey);
+		} else if (strcmp(g.state, TL_GRANT_LOST) == 0) {
+			st = TL_ST_UNHEALTHY;
+			lost_question(t, p, &g, target, j, reason,
+			    sizeof(reason));
 		} else if (strcmp(g.state, TL_GRANT_REVOKING) == 0 ||
 		    strcmp(g.state, TL_GRANT_REVOKED) == 0 ||
 		    strcmp(g.state, TL_GRANT_PURGING) == 0 ||
@@ -655,18 +732,6 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	if ((rc = tl_graph_module_nodes(t, p, module, &nl)) != 0)
 		return rc;
 	doc = json_pack("{s:s}", "module", module);
-	{
-		struct tl_rec m;
-		char inst[16] = "";
-
-		/* Declared, or any (absent from the declaration). */
-		if (tl_rec_get(t, p->graph, k, &m) == 0) {
-			tl_bn_getstr(m.m, "instances", inst, sizeof(inst));
-			tl_rec_close(&m);
-		}
-		json_object_set_new(doc, "instances", json_string(inst[0] ?
-		    inst : "any"));
-	}
 	asgs = json_array();
 	for (i = 0; i < nl.n; i++) {
 		struct req_arg ra = { t, p, module, nl.v[i], json_array(),
@@ -709,6 +774,19 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	json_object_set_new(doc, "state", json_string(!any ? TL_ST_UNASSIGNED :
 	    nothing && worst == rank(TL_ST_READY) ? TL_ST_NOTHING : order[worst]));
 	json_object_set_new(doc, "assignments", asgs);
+	{
+		struct tl_rec m;
+		char inst[16] = "";
+
+		/* Declared, or any (absent from the declaration). */
+		if (tl_key(k, "m/%s", module) == 0 &&
+		    tl_rec_get(t, p->graph, k, &m) == 0) {
+			tl_bn_getstr(m.m, "instances", inst, sizeof(inst));
+			tl_rec_close(&m);
+		}
+		json_object_set_new(doc, "instances", json_string(inst[0] ?
+		    inst : "any"));
+	}
 	tl_nodelist_free(&nl);
 	*out = doc;
 	return 0;

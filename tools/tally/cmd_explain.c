@@ -125,6 +125,8 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			if (*str(r, "grant_state"))
 				printf("\n      grant %s", str(r,
 				    "grant_state"));
+			if (json_object_get(r, "question") != NULL)
+				printf("\n      %s", str(r, "reason"));
 			putchar('\n');
 		}
 	}

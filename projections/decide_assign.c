@@ -626,22 +626,26 @@ check_served(const struct tl_grant *g, void *arg)
 }
 
 /*
- * After module@node changed (a new exposure, a new node for a shared
- * consumer): every grant it serves, and every grant it holds, is still
- * served by its provider's exposure, or the command is refused.
+ * After module@node changed: with a new exposure (served), every grant
+ * it serves is still served; as a new assignment (held), every grant
+ * the module holds is still served on its new node; or the command is
+ * refused.  Only what changed is checked, so a binding made before
+ * exposure was honoured does not block an unrelated --set.
  */
 static int
-exposure_holds(struct tl_ctx *c, const char *module, const char *node)
+exposure_holds(struct tl_ctx *c, const char *module, const char *node,
+    int served, int held)
 {
 	struct served sv = { c, 0 };
 	char id[TL_KEY_MAX];
 	int rc;
 
-	if ((rc = tl_provider_of(c->t, &c->p, module, node, id)) == 0 &&
+	if (served &&
+	    (rc = tl_provider_of(c->t, &c->p, module, node, id)) == 0 &&
 	    (rc = tl_grant_each_of_provider(c->t, &c->p, id, check_served,
 	    &sv)) != 0 && rc != 1)
 		return rc;
-	if (sv.rc != 0)
+	if (sv.rc != 0 || !held)
 		return sv.rc;
 	if ((rc = tl_grant_each_of_module(c->t, &c->p, module, check_served,
 	    &sv)) != 0 && rc != 1)
@@ -672,7 +676,7 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 	char stream[TL_KEY_MAX];
 	char oldexpose[16] = "";
 	uint64_t seq;
-	int rc, exists;
+	int rc, exists, newexpose = 0;
 
 	if (changes != NULL && cap > 0)
 		changes[0] = '\0';
@@ -723,8 +727,10 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		goto out;
 	if (expose == NULL)
 		expose = exists && oldexpose[0] ? oldexpose : "local";
-	else if (exists && strcmp(expose, oldexpose) != 0)
+	else if (exists && strcmp(expose, oldexpose) != 0) {
 		change(mg, "  exposure: %s -> %s\n", oldexpose, expose);
+		newexpose = 1;
+	}
 	if ((rc = merge(c, mg, &d, module, set, nset)) != 0)
 		goto out;
 
@@ -757,7 +763,7 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 	c->cause = seq;
 	if ((rc = provider_sync(c, module, node, 0)) != 0)
 		goto out;
-	if ((rc = exposure_holds(c, module, node)) != 0)
+	if ((rc = exposure_holds(c, module, node, newexpose, !exists)) != 0)
 		goto out;
 	if ((rc = tl_binder_run(c, NULL)) != 0)
 		goto out;

@@ -5,6 +5,9 @@
  * bind) > the candidate co-located with the consumer (its first
  * assignment for a shared requirement, its own node per instance) >
  * the only candidate in the mesh > ambiguous, waiting for tally bind.
+ * A candidate is a provider whose exposure serves the consumer
+ * (exposure.h: local serves only its own node, none nobody); one that
+ * does not is never bound, whoever names it.
  * A binding is an event and is never recomputed: only instances that
  * wait (the w/ keys) are looked at, so a provider that appears later
  * moves nothing already bound.
@@ -18,6 +21,7 @@
 #include "core/vec.h"
 #include "binder.h"
 #include "events.h"
+#include "exposure.h"
 #include "grant.h"
 #include "graph.h"
 
@@ -231,7 +235,9 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 	}
 
 	if (rv.provider[0] != '\0') {
-		if (provider_fits(c, rv.provider, rv.type, rv.target, NULL))
+		if (provider_fits(c, rv.provider, rv.type, rv.target, NULL) &&
+		    tl_exposure_serves(c->t, &c->p, rv.provider, module, node,
+		    NULL))
 			return bind(c, gkey, module, req, node, &rv,
 			    rv.provider, TL_BIND_EXPLICIT_MANIFEST);
 		return 0;	/* waits for the named provider, visibly */
@@ -243,7 +249,9 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 	for (i = 0; i < all.n; i++) {
 		char pnode[64] = "";
 
-		if (!provider_fits(c, all.v[i], rv.type, rv.target, pnode))
+		if (!provider_fits(c, all.v[i], rv.type, rv.target, pnode) ||
+		    !tl_exposure_serves(c->t, &c->p, all.v[i], module, node,
+		    NULL))
 			continue;
 		if ((rc = keylist_add(all.v[i], NULL, 0, &cand)) != 0)
 			goto out;
@@ -368,6 +376,14 @@ tl_dec_bind(struct tl_ctx *c, const char *gkey, const char *provider)
 	if (!provider_fits(c, provider, rv.type, rv.target, NULL))
 		return tl_refuse(c, TL_EREFUSED, "provider %s does not grant "
 		    "%s from %s", provider, rv.type, rv.target);
+	{
+		char why[TL_EXPOSURE_WHY_MAX];
+
+		if (!tl_exposure_serves(c->t, &c->p, provider, module, node,
+		    why))
+			return tl_refuse(c, TL_EREFUSED, "%s cannot be bound "
+			    "to %s: %s", gkey, provider, why);
+	}
 
 	rc = tl_grant_get(c->t, &c->p, gkey, &g, NULL);
 	if (rc == 0 && strcmp(g.state, TL_GRANT_REQUESTED) != 0 &&

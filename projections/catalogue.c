@@ -36,6 +36,8 @@ static const struct tl_cat_event cat[] = {
 	  { { "name", NAME }, { "routable", 255 } } },
 	{ E(TL_EV_NODE_REMOVED), "node", "name", GR, NULL,
 	  { { "name", NAME } } },
+	{ E(TL_EV_NODE_LOST), "node", "name", GR, NULL,
+	  { { "name", NAME } } },
 	{ E(TL_EV_NODE_KEY_ADDED), "node", "name signkey(bin)", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_NODE_REPORTED), "node", "node report(json text)", GR, NULL,
@@ -59,8 +61,8 @@ static const struct tl_cat_event cat[] = {
 	    { "reason", REASON } } },
 	/* module/NAME */
 	{ E(TL_EV_MODULE_DECLARED), "module",
-	  "name digest file env{} provides[] embedded[]", GR, NULL,
-	  { { "name", NAME } } },
+	  "name digest instances file env{} provides[] embedded[]", GR, NULL,
+	  { { "name", NAME }, { "instances", 15 } } },
 	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
@@ -149,6 +151,8 @@ static const struct tl_cat_event cat[] = {
 	  { { "grant", GRANT } } },
 	{ E(TL_EV_GRANT_PURGED), "grant", "grant", GN, NULL,
 	  { { "grant", GRANT } } },
+	{ E(TL_EV_GRANT_LOST), "grant", "grant provider node", GN, NULL,
+	  { { "grant", GRANT }, { "provider", PROV }, { "node", NAME } } },
 	{ E(TL_EV_RESTORE_REQUESTED), "grant", "grant", GN, NULL,
 	  { { "grant", GRANT } } },
 	{ E(TL_EV_GRANT_RESTORED), "grant", "grant version", GN, NULL,

@@ -73,20 +73,10 @@ tl_dec_node_key_add(struct tl_ctx *c, const char *name,
 	return rc;
 }
 
-static int
-first_rest(const char *rest, const void *val, size_t vlen, void *arg)
-{
-	(void)val;
-	(void)vlen;
-	snprintf(arg, 64, "%s", rest);
-	return 1;
-}
-
 int
 tl_dec_node_rm(struct tl_ctx *c, const char *name)
 {
 	struct tl_body b;
-	char module[64] = "";
 	char k[TL_KEY_MAX];
 	int rc;
 
@@ -94,14 +84,9 @@ tl_dec_node_rm(struct tl_ctx *c, const char *name)
 		return rc;
 	if (!tl_rec_exists(c->t, c->p.graph, k))
 		return tl_refuse(c, TL_ENOTFOUND, "no node %s", name);
-	if ((rc = tl_key(k, "an/%s/", name)) != 0)
+	/* Every module and grant still there, named (decide_assign.c). */
+	if ((rc = tl_dec_node_rm_check(c, name)) != 0)
 		return rc;
-	if ((rc = tl_rec_scan(c->t, c->p.graph, k, first_rest, module)) < 0)
-		return rc;
-	if (module[0] != '\0')
-		return tl_refuse(c, TL_EREFUSED, "node %s still runs %s: "
-		    "unassign its modules first (tally unassign %s %s)", name,
-		    module, module, name);
 	if ((rc = tl_key(k, "node/%s", name)) != 0)
 		return rc;
 	tl_body_init(&b);
@@ -531,6 +516,9 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 	if ((rc = tl_key(k, "m/%s", d->name)) != 0)
 		goto out;
 	if (!same_bytes(c, k, d->body, d->len)) {
+		if ((rc = tl_dec_instances_declared(c, d->name, d->body,
+		    d->len)) != 0)
+			goto out;
 		if ((rc = tl_emit_bytes(c, TL_EV_MODULE_DECLARED, stream, d->body,
 		    d->len, NULL)) != 0)
 			goto out;

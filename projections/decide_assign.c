@@ -11,8 +11,10 @@
 #include "core/vec.h"
 #include "binder.h"
 #include "decide_assign.h"
+#include "decide_instances.h"
 #include "drivers/driver.h"
 #include "events.h"
+#include "exposure.h"
 #include "grant.h"
 #include "graph.h"
 #include "rebind.h"
@@ -80,8 +82,12 @@ count_live(const struct tl_grant *g, void *arg)
 {
 	struct live *l = arg;
 
-	/* Retained data still lives on the provider; dropped data does not. */
+	/*
+	 * Retained data still lives on the provider; dropped data does not,
+	 * nor data on a node that is lost.
+	 */
 	if (strcmp(g->state, TL_GRANT_PURGED) == 0 ||
+	    strcmp(g->state, TL_GRANT_LOST) == 0 ||
 	    (strcmp(g->state, TL_GRANT_REVOKED) == 0 &&
 	    strcmp(g->policy, "retain") != 0))
 		return 0;
@@ -590,6 +596,59 @@ merged_body(struct tl_body *b, const char *module, const char *node,
 	tl_body_end(b);
 }
 
+struct served {
+	struct tl_ctx	*c;
+	int		 rc;
+};
+
+/* A live grant whose provider's exposure no longer serves its consumer. */
+static int
+check_served(const struct tl_grant *g, void *arg)
+{
+	struct served *sv = arg;
+	char why[TL_EXPOSURE_WHY_MAX];
+
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0 || g->provider[0] == '\0')
+		return 0;
+	if (tl_exposure_serves(sv->c->t, &sv->c->p, g->provider, g->module,
+	    g->node, why))
+		return 0;
+	sv->rc = tl_refuse(sv->c, TL_EREFUSED, "grant %s would no longer be "
+	    "served: %s (move it first: tally rebind %s PROVIDER --migrate)",
+	    g->id, why, g->id);
+	return 1;
+}
+
+/*
+ * After module@node changed: with a new exposure (served), every grant
+ * it serves is still served; as a new assignment (held), every grant
+ * the module holds is still served on its new node; or the command is
+ * refused.  Only what changed is checked, so a binding made before
+ * exposure was honoured does not block an unrelated --set.
+ */
+static int
+exposure_holds(struct tl_ctx *c, const char *module, const char *node,
+    int served, int held)
+{
+	struct served sv = { c, 0 };
+	char id[TL_KEY_MAX];
+	int rc;
+
+	if (served &&
+	    (rc = tl_provider_of(c->t, &c->p, module, node, id)) == 0 &&
+	    (rc = tl_grant_each_of_provider(c->t, &c->p, id, check_served,
+	    &sv)) != 0 && rc != 1)
+		return rc;
+	if (sv.rc != 0 || !held)
+		return sv.rc;
+	if ((rc = tl_grant_each_of_module(c->t, &c->p, module, check_served,
+	    &sv)) != 0 && rc != 1)
+		return rc;
+	return sv.rc;
+}
+
 int
 tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
     const char *expose, const struct tl_setting *set, size_t nset)
@@ -613,7 +672,7 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 	char stream[TL_KEY_MAX];
 	char oldexpose[16] = "";
 	uint64_t seq;
-	int rc, exists;
+	int rc, exists, newexpose = 0;
 
 	if (changes != NULL && cap > 0)
 		changes[0] = '\0';
@@ -636,6 +695,8 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		    "%s --routable-name HOST)", node, node);
 		goto out;
 	}
+	if ((rc = tl_dec_node_live(c, node)) != 0)
+		goto out;
 	if ((rc = tl_key(k, "a/%s@%s", module, node)) != 0 ||
 	    (rc = tl_key(stream, "assignment/%s@%s", module, node)) != 0)
 		goto out;
@@ -657,10 +718,15 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		    (rc = mset_load(mg, n, 1)) != 0))
 			goto out;
 	}
+	if (!exists && (rc = tl_dec_instances_check(c, module, node,
+	    NULL)) != 0)
+		goto out;
 	if (expose == NULL)
 		expose = exists && oldexpose[0] ? oldexpose : "local";
-	else if (exists && strcmp(expose, oldexpose) != 0)
+	else if (exists && strcmp(expose, oldexpose) != 0) {
 		change(mg, "  exposure: %s -> %s\n", oldexpose, expose);
+		newexpose = 1;
+	}
 	if ((rc = merge(c, mg, &d, module, set, nset)) != 0)
 		goto out;
 
@@ -693,6 +759,8 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 	c->cause = seq;
 	if ((rc = provider_sync(c, module, node, 0)) != 0)
 		goto out;
+	if ((rc = exposure_holds(c, module, node, newexpose, !exists)) != 0)
+		goto out;
 	if ((rc = tl_binder_run(c, NULL)) != 0)
 		goto out;
 	rc = reopen_dead(c, module, node);
@@ -720,8 +788,9 @@ revoke_one(const struct tl_grant *g, void *arg)
 	int rc;
 
 	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
-	    strcmp(g->state, TL_GRANT_REVOKING) == 0)
-		return 0;
+	    strcmp(g->state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, TL_GRANT_LOST) == 0)
+		return 0;	/* a lost grant has nothing left to revoke */
 	if (ra->node != NULL && strcmp(g->node, ra->node) != 0)
 		return 0;
 	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
@@ -913,5 +982,166 @@ tl_dec_remove(struct tl_ctx *c, const char *module)
 		rc = tl_binder_run(c, NULL);
 out:
 	free(reqs.v);
+	return rc;
+}
+
+/* ---- a node that is gone for good (tally node lost) ---- */
+
+int
+tl_dec_node_live(struct tl_ctx *c, const char *node)
+{
+	char k[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_key(k, "nl/%s", node)) != 0)
+		return rc;
+	if (tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_EREFUSED, "node %s is lost (tally node "
+		    "lost): nothing is placed on it again; tally node rm %s "
+		    "removes it", node, node);
+	return 0;
+}
+
+/* A list of names, joined into text for a refusal. */
+struct said {
+	char	 text[700];
+	size_t	 n, off;
+};
+
+static void
+said_add(struct said *sd, const char *name)
+{
+	if (sd->off < sizeof(sd->text))
+		sd->off += (size_t)snprintf(sd->text + sd->off,
+		    sizeof(sd->text) - sd->off, "%s%s", sd->n ? ", " : "",
+		    name);
+	sd->n++;
+}
+
+/* Does this grant hold data (or a login) on its provider still? */
+static int
+holds_data(const struct tl_grant *g)
+{
+	return !(strcmp(g->state, TL_GRANT_PURGED) == 0 ||
+	    strcmp(g->state, TL_GRANT_LOST) == 0 ||
+	    (strcmp(g->state, TL_GRANT_REVOKED) == 0 &&
+	    strcmp(g->policy, "retain") != 0));
+}
+
+static int
+said_grant(const struct tl_grant *g, void *arg)
+{
+	if (holds_data(g))
+		said_add(arg, g->id);
+	return 0;
+}
+
+int
+tl_dec_node_rm_check(struct tl_ctx *c, const char *name)
+{
+	struct names mods = { NULL, 0, 0 };
+	struct said ms, gs;
+	char k[TL_KEY_MAX], id[TL_KEY_MAX];
+	size_t i;
+	int rc;
+
+	memset(&ms, 0, sizeof(ms));
+	memset(&gs, 0, sizeof(gs));
+	if ((rc = tl_key(k, "an/%s/", name)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, k, collect_name, &mods)) != 0)
+		goto out;
+	if (mods.n == 0)
+		goto out;
+	for (i = 0; i < mods.n; i++) {
+		said_add(&ms, mods.v[i]);
+		if (tl_provider_of(c->t, &c->p, mods.v[i], name, id) == 0 &&
+		    (rc = tl_grant_each_of_provider(c->t, &c->p, id,
+		    said_grant, &gs)) != 0)
+			goto out;
+	}
+	{
+		char glist[sizeof(gs.text) + 8] = "";
+
+		if (gs.n > 0)
+			snprintf(glist, sizeof(glist), " (%s%s)", gs.text,
+			    gs.off >= sizeof(gs.text) ? "…" : "");
+		rc = tl_refuse(c, TL_EREFUSED, "node %s still runs %s%s "
+		    "(%zu module(s)); grants bound to its providers: %zu%s.  "
+		    "Unassign them first (tally unassign MODULE %s), move what "
+		    "they serve (tally rebind GRANT PROVIDER --migrate, tally "
+		    "provider move), or, if the node is gone for good, tally "
+		    "node lost %s --yes", name, ms.text, ms.off >=
+		    sizeof(ms.text) ? "…" : "", ms.n, gs.n, glist, name,
+		    name);
+	}
+out:
+	free(mods.v);
+	return rc;
+}
+
+int
+tl_dec_node_lost(struct tl_ctx *c, const char *name)
+{
+	struct names mods = { NULL, 0, 0 };
+	struct grantlist gl = { NULL, 0, 0 };
+	struct tl_body b;
+	char k[TL_KEY_MAX], id[TL_KEY_MAX], stream[TL_KEY_MAX];
+	uint64_t lost = 0;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_key(k, "n/%s", name)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no node %s", name);
+	if ((rc = tl_key(k, "nl/%s", name)) != 0)
+		return rc;
+	if (tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_EREFUSED, "node %s is already lost; "
+		    "tally node rm %s removes it", name, name);
+	if ((rc = tl_key(stream, "node/%s", name)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "name", name);
+	rc = tl_emit(c, TL_EV_NODE_LOST, stream, &b, &lost);
+	tl_body_free(&b);
+	if (rc != 0)
+		return rc;
+	/* Collect first: emitting rewrites the indexes being scanned. */
+	if ((rc = tl_key(k, "an/%s/", name)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, k, collect_name, &mods)) != 0)
+		goto out;
+	for (i = 0; i < mods.n; i++)
+		if (tl_provider_of(c->t, &c->p, mods.v[i], name, id) == 0 &&
+		    (rc = tl_grant_each_of_provider(c->t, &c->p, id,
+		    collect_grant, &gl)) != 0)
+			goto out;
+	/* Its providers' data is not reachable: every grant on them is lost. */
+	for (i = 0; rc == 0 && i < gl.n; i++) {
+		if (!holds_data(&gl.v[i]))
+			continue;
+		if ((rc = tl_key(stream, "grant/%s", gl.v[i].id)) != 0)
+			break;
+		c->cause = lost;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", gl.v[i].id);
+		tl_body_str(&b, "provider", gl.v[i].provider);
+		tl_body_str(&b, "node", name);
+		rc = tl_emit(c, TL_EV_GRANT_LOST, stream, &b, NULL);
+		tl_body_free(&b);
+	}
+	/* Then its assignments end, as unassign ends them. */
+	for (i = 0; rc == 0 && i < mods.n; i++) {
+		uint64_t removed = 0;
+
+		c->cause = lost;
+		if ((rc = unassign(c, mods.v[i], name, 0, &removed)) == 0)
+			rc = rotate_for_leaver(c, mods.v[i], name, removed);
+	}
+	if (rc == 0)
+		rc = tl_binder_run(c, NULL);
+out:
+	free(gl.v);
+	free(mods.v);
 	return rc;
 }

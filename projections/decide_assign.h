@@ -43,4 +43,18 @@ int	tl_dec_remove(struct tl_ctx *c, const char *module);
 /* Registers (or updates) the providers of module's assignments. */
 int	tl_provider_refresh(struct tl_ctx *c, const char *module);
 
+/*
+ * A node gone for good (decide_assign.c).  tl_dec_node_lost records
+ * node.lost, marks every grant that holds data on the node's providers
+ * lost (grant.lost: not reachable, never revoked or retried again), and
+ * ends the node's assignments as unassign does (its consumers' own
+ * grants revoked, holder-left rotations for the rest, its providers
+ * retired).  tl_dec_node_live refuses placing anything on a lost node.
+ * tl_dec_node_rm_check refuses removing a node that still runs
+ * modules, naming every one and every grant bound to its providers.
+ */
+int	tl_dec_node_lost(struct tl_ctx *c, const char *name);
+int	tl_dec_node_live(struct tl_ctx *c, const char *node);
+int	tl_dec_node_rm_check(struct tl_ctx *c, const char *name);
+
 #endif

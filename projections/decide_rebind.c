@@ -12,9 +12,12 @@
 #include "core/vec.h"
 #include "drivers/driver.h"
 #include "binder.h"
+#include "decide_assign.h"
+#include "decide_instances.h"
 #include "decide_rebind.h"
 #include "decide_rotate.h"
 #include "events.h"
+#include "exposure.h"
 #include "grant.h"
 #include "graph.h"
 #include "rebind.h"
@@ -86,6 +89,10 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 	if (strcmp(g.provider, provider) == 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is already bound "
 		    "to %s", grant, provider);
+	if (!tl_exposure_serves(c->t, &c->p, provider, g.module, g.node,
+	    why))
+		return tl_refuse(c, TL_EREFUSED, "%s cannot move to %s: %s",
+		    grant, provider, why);
 	if (tl_mv_get(c->t, &c->p, grant, &mv) == 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is already moving "
 		    "to %s (%s): a second move is refused until it ends; see "
@@ -99,6 +106,12 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 		return tl_refuse(c, TL_EREFUSED, "grant %s is only requested: "
 		    "nothing to move yet; tally bind %s %s changes its binding",
 		    grant, grant, provider);
+	if (strcmp(g.state, TL_GRANT_LOST) == 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is lost: its data "
+		    "was on %s, whose node is gone for good, so there is "
+		    "nothing to copy; tally rebind %s %s --empty gives it a "
+		    "new, empty resource there", grant, g.provider, grant,
+		    provider);
 	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is %s: only a "
 		    "provisioned grant is moved with its data", grant,
@@ -283,6 +296,10 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 	if (!tl_rec_exists(c->t, c->p.graph, k))
 		return tl_refuse(c, TL_ENOTFOUND, "provider %s has no "
 		    "assignment %s@%s to move", id, module, from);
+	if ((rc = tl_dec_instances_check(c, module, node, from)) != 0)
+		return rc;
+	if ((rc = tl_dec_node_live(c, node)) != 0)
+		return rc;
 	st.node = from;
 	if ((rc = tl_grant_each_of_module(c->t, &c->p, module, own_instance,
 	    &st)) != 0 && rc != 1)
@@ -359,5 +376,85 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 		rc = tl_binder_run(c, NULL);
 out:
 	free(pg.ids);
+	return rc;
+}
+
+int
+tl_dec_rebind_empty(struct tl_ctx *c, const char *grant, const char *provider)
+{
+	struct tl_grant g;
+	struct tl_rec r;
+	struct tl_body b;
+	char pmodule[64] = "", target[64] = "", resource[64] = "";
+	char why[TL_EXPOSURE_WHY_MAX];
+	char k[TL_KEY_MAX];
+	char stream[TL_KEY_MAX];
+	uint64_t seq;
+	int rc;
+
+	if ((rc = tl_grant_find(c, grant, &g)) != 0)
+		return rc;
+	if (strcmp(g.state, TL_GRANT_LOST) != 0)
+		return tl_refuse(c, TL_EREFUSED, "grant %s is %s, not lost: "
+		    "--empty is for a grant whose data is gone with its node "
+		    "(tally node lost); a grant with data moves with it: "
+		    "tally rebind %s %s --migrate", grant, g.state, grant,
+		    provider);
+	if ((rc = tl_key(k, "p/%s", provider)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &r) != 0)
+		return tl_refuse(c, TL_ENOTFOUND, "no provider %s (providers "
+		    "are named NODE/MODULE: see tally providers)", provider);
+	tl_bn_getstr(r.m, "module", pmodule, sizeof(pmodule));
+	tl_rec_close(&r);
+	if ((rc = tl_key(k, "pt/%s/%s", g.type, provider)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_EREFUSED, "provider %s does not grant "
+		    "%s", provider, g.type);
+	if ((rc = tl_key(k, "r/%s/%s", g.module, g.req)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &r) != 0)
+		return tl_refuse(c, TL_ENOTFOUND, "module %s no longer "
+		    "declares %s: nothing to rebind", g.module, g.req);
+	tl_bn_getstr(r.m, "target", target, sizeof(target));
+	tl_bn_getstr(r.m, "resource", resource, sizeof(resource));
+	tl_rec_close(&r);
+	if (target[0] != '\0' && strcmp(target, pmodule) != 0)
+		return tl_refuse(c, TL_EREFUSED, "provider %s is module %s's, "
+		    "but %s takes %s from %s", provider, pmodule, grant,
+		    g.type, target);
+	if (!tl_exposure_serves(c->t, &c->p, provider, g.module, g.node, why))
+		return tl_refuse(c, TL_EREFUSED, "%s cannot be bound to %s: "
+		    "%s", grant, provider, why);
+
+	/* The binding, then a fresh request: nothing is copied. */
+	if ((rc = tl_key(stream, "binding/%s", grant)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", grant);
+	tl_body_str(&b, "module", g.module);
+	tl_body_str(&b, "req", g.req);
+	tl_body_str(&b, "node", g.node);
+	tl_body_str(&b, "type", g.type);
+	tl_body_str(&b, "provider", provider);
+	tl_body_str(&b, "reason", TL_BIND_EMPTY);
+	tl_body_str(&b, "state", "bound");
+	rc = tl_emit(c, TL_EV_BINDING_MADE, stream, &b, &seq);
+	if (rc == 0 && (rc = tl_key(stream, "grant/%s", grant)) == 0) {
+		c->cause = seq;
+		tl_body_reset(&b);
+		tl_body_str(&b, "grant", grant);
+		tl_body_str(&b, "module", g.module);
+		tl_body_str(&b, "req", g.req);
+		tl_body_str(&b, "node", g.node);
+		tl_body_str(&b, "scope", g.scope);
+		tl_body_str(&b, "type", g.type);
+		tl_body_str(&b, "provider", provider);
+		tl_body_str(&b, "resource", resource[0] ? resource :
+		    g.resource);
+		rc = tl_emit(c, TL_EV_GRANT_REQUESTED, stream, &b, NULL);
+	}
+	tl_body_free(&b);
 	return rc;
 }

@@ -28,4 +28,13 @@ int	tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
  */
 int	tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 	    const char *expose, const struct tl_setting *set, size_t nset);
+/*
+ * tally rebind GRANT PROVIDER --empty (decide_rebind.c): a lost grant
+ * bound to PROVIDER afresh: binding.made (reason TL_BIND_EMPTY) and a
+ * new grant.requested: a new, empty resource, nothing copied.  Refused
+ * for a grant that is not lost (its data moves with --migrate).
+ */
+int	tl_dec_rebind_empty(struct tl_ctx *c, const char *grant,
+	    const char *provider);
+
 #endif

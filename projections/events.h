@@ -30,9 +30,10 @@
 #define TL_EV_NODE_REPORTED	"node.reported"		/* node report(json text) */
 #define TL_EV_REPORT_REFUSED	"security.report-refused" /* node reason offered */
 #define TL_EV_NODE_REMOVED		"node.removed"		/* name */
+#define TL_EV_NODE_LOST		"node.lost"		/* name */
 
 /* module/NAME */
-#define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest file env{} provides[] embedded[] */
+#define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest [instances] file env{} provides[] embedded[] */
 #define TL_EV_MODULE_REMOVED	"module.removed"	/* name */
 #define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age */
 #define TL_EV_REQ_WITHDRAWN	"requirement.withdrawn"	/* module name */
@@ -71,6 +72,7 @@
 #define TL_EV_MIGRATION_BLOCKED	"migration.blocked"	/* grant file reason */
 #define TL_EV_PURGE_REQUESTED	"purge.requested"	/* grant (actor: who) */
 #define TL_EV_GRANT_PURGED		"grant.purged"		/* grant */
+#define TL_EV_GRANT_LOST		"grant.lost"		/* grant provider node */
 #define TL_EV_RESTORE_REQUESTED	"restore.requested"	/* grant */
 #define TL_EV_GRANT_RESTORED	"grant.restored"	/* grant version */
 #define TL_EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version vars[] sealed(secret) */
@@ -106,5 +108,6 @@
 #define TL_BIND_EXPLICIT_OPERATOR	"explicit (tally bind)"
 #define TL_BIND_COLOCATED		"co-located"
 #define TL_BIND_ONLY_CANDIDATE	"only candidate in the mesh"
+#define TL_BIND_EMPTY		"empty (tally rebind --empty)"
 
 #endif

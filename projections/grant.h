@@ -36,6 +36,9 @@
 #define TL_GRANT_PURGING		"purging"	/* tally purge: drop its data */
 #define TL_GRANT_PURGED		"purged"	/* data destroyed, for good */
 #define TL_GRANT_RESTORING		"restoring"	/* tally restore: new credential */
+#define TL_GRANT_LOST		"lost"		/* its provider's node is gone for good
+						   (tally node lost): data not
+						   reachable; tally rebind --empty */
 
 /*
  * The one place the log's historical name of the resource field lives:

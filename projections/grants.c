@@ -549,6 +549,13 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 	if (rc != 0)
 		return rc;
 	old = g;
+	/*
+	 * Lost is final: its data is not reachable, so no late outcome of
+	 * work begun before (a revocation retried, a create) changes it.
+	 * Only a new grant.requested (tally rebind --empty) starts over.
+	 */
+	if (strcmp(g.state, TL_GRANT_LOST) == 0)
+		return 0;
 
 	if (strcmp(ev->type, TL_EV_BINDING_MADE) == 0) {
 		char prov[sizeof(g.provider)];
@@ -668,6 +675,14 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		set_state(&g, TL_GRANT_RESTORING, ev->seq);
 	} else if (strcmp(ev->type, TL_EV_GRANT_RESTORED) == 0) {
 		g.policy[0] = '\0';
+	} else if (strcmp(ev->type, TL_EV_GRANT_LOST) == 0) {
+		char node[64] = "";
+
+		tl_bn_getstr(body, "node", node, sizeof(node));
+		snprintf(g.reason, sizeof(g.reason), "node %s is lost (tally "
+		    "node lost): the data on %s is not reachable", node,
+		    g.provider);
+		set_state(&g, TL_GRANT_LOST, ev->seq);
 	} else
 		return 0;
 	/* Just provisioned: its credential is for delivery. */

@@ -536,11 +536,21 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_key(k, "nk/%s", name)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0 ||
 		    (rc = tl_key(k, "nr/%s", name)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0 ||
+		    (rc = tl_key(k, "nl/%s", name)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0)
 			return rc;
 		if ((rc = tl_key(k, "n/%s", name)) != 0)
 			return rc;
 		return del(t, p->graph, k);
+	}
+	if (strcmp(ev->type, TL_EV_NODE_LOST) == 0) {
+		/* nl/NAME: gone for good (tally node lost), until node rm. */
+		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "nl/%s", name)) != 0)
+			return rc;
+		return put_body(t, p->graph, k, ev);
 	}
 	if (strcmp(ev->type, TL_EV_NODE_REPORTED) == 0) {
 		const char *rep;

@@ -9,6 +9,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "events.h"
+#include "exposure.h"
 #include "grant.h"
 #include "graph.h"
 #include "status.h"
@@ -123,10 +124,41 @@ module_assigned(struct tl_txn *t, const struct tl_proj *p, const char *module)
 	return first[0] != '\0';
 }
 
+struct reach_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const char		*target, *module, *node;
+	size_t			 seen;
+	char			 why[TL_EXPOSURE_WHY_MAX];
+};
+
+/* One provider of the type: the first one's reason it does not serve. */
+static int
+one_unreached(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct reach_arg *ra = arg;
+	struct tl_rec r;
+	char module[64] = "", k[TL_KEY_MAX];
+
+	(void)val;
+	(void)vlen;
+	if (tl_key(k, "p/%s", rest) != 0 ||
+	    tl_rec_get(ra->t, ra->p->graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "module", module, sizeof(module));
+	tl_rec_close(&r);
+	if (strcmp(module, ra->target) != 0)
+		return 0;
+	if (ra->seen++ == 0)
+		tl_exposure_serves(ra->t, ra->p, rest, ra->module, ra->node,
+		    ra->why);
+	return 0;
+}
+
 /* Why an instance with no binding is unbound. */
 static void
 unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
-    char *out, size_t cap)
+    const char *module, const char *node, char *out, size_t cap)
 {
 	char type[64] = "", target[64] = "", prov[130] = "";
 	int emb, decl;
@@ -136,10 +168,15 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 	tl_bn_getstr(r, "target", target, sizeof(target));
 	tl_bn_getstr(r, "provider", prov, sizeof(prov));
 	if (prov[0] != '\0') {
+		char why[TL_EXPOSURE_WHY_MAX];
+
 		if (tl_key(k, "p/%s", prov) == 0 &&
 		    !tl_rec_exists(t, p->graph, k))
 			snprintf(out, cap, "provider %s not assigned to any "
 			    "node (the manifest names it)", prov);
+		else if (!tl_exposure_serves(t, p, prov, module, node, why))
+			snprintf(out, cap, "the manifest names provider %s, "
+			    "which does not serve it: %s", prov, why);
 		else
 			snprintf(out, cap, "provider %s does not grant %s from "
 			    "%s", prov, type, target);
@@ -157,12 +194,99 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 			    "not provide it", type, target);
 		return;
 	}
-	if (!module_assigned(t, p, target))
+	if (!module_assigned(t, p, target)) {
 		snprintf(out, cap, "provider %s not assigned to any node",
 		    target);
-	else
-		snprintf(out, cap, "no provider of type %s from %s is "
-		    "registered", type, target);
+		return;
+	}
+	{
+		struct reach_arg ra = { t, p, target, module, node, 0, "" };
+
+		/* Registered, but none whose exposure reaches the consumer. */
+		if (tl_key(k, "pt/%s/", type) == 0)
+			tl_rec_scan(t, p->graph, k, one_unreached, &ra);
+		if (ra.seen > 0) {
+			snprintf(out, cap, "no provider of type %s from %s "
+			    "serves it (%zu registered, none whose exposure "
+			    "reaches it): %s", type, target, ra.seen, ra.why);
+			return;
+		}
+	}
+	snprintf(out, cap, "no provider of type %s from %s is registered",
+	    type, target);
+}
+
+struct answer_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const struct tl_grant	*g;
+	const char		*target;
+	json_t			*cmds;
+};
+
+/* One provider of the lost grant's type that would serve it now. */
+static int
+one_answer(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct answer_arg *aa = arg;
+	struct tl_rec r;
+	char module[64] = "", k[TL_KEY_MAX], cmd[TL_KEY_MAX + 300];
+
+	(void)val;
+	(void)vlen;
+	if (tl_key(k, "p/%s", rest) != 0 ||
+	    tl_rec_get(aa->t, aa->p->graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "module", module, sizeof(module));
+	tl_rec_close(&r);
+	if ((aa->target[0] != '\0' && strcmp(module, aa->target) != 0) ||
+	    !tl_exposure_serves(aa->t, aa->p, rest, aa->g->module,
+	    aa->g->node, NULL))
+		return 0;
+	snprintf(cmd, sizeof(cmd), "tally rebind %s %s --empty", aa->g->id,
+	    rest);
+	return json_array_append_new(aa->cmds, json_string(cmd)) == 0 ? 0 :
+	    ENOMEM;
+}
+
+/*
+ * A lost grant is a question somebody can be asked (seed 000), not a
+ * failure at connect time: what happened, and the commands that answer
+ * it, said plainly (a new resource is empty: the data is gone).
+ */
+static void
+lost_question(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, const char *target, json_t *j, char *reason,
+    size_t cap)
+{
+	struct answer_arg aa = { t, p, g, target, json_array() };
+	char k[TL_KEY_MAX];
+	size_t i, off;
+
+	if (tl_key(k, "pt/%s/", g->type) == 0)
+		tl_rec_scan(t, p->graph, k, one_answer, &aa);
+	off = (size_t)snprintf(reason, cap, "lost: %s.  A question for you, "
+	    "not a failure: ", g->reason);
+	if (json_array_size(aa.cmds) == 0) {
+		if (off < cap)
+			snprintf(reason + off, cap - off, "no provider of %s "
+			    "from %s serves it now; assign one (tally assign "
+			    "%s NODE), then tally rebind %s NODE/%s --empty "
+			    "gives it a new, EMPTY resource (nothing can bring "
+			    "the old data back)", g->type, target, target,
+			    g->id, target);
+	} else {
+		if (off < cap)
+			off += (size_t)snprintf(reason + off, cap - off, "give "
+			    "it a new, EMPTY resource elsewhere (the old data "
+			    "is not copied: it is gone): ");
+		for (i = 0; i < json_array_size(aa.cmds) && off < cap; i++)
+			off += (size_t)snprintf(reason + off, cap - off,
+			    "%s%s", i ? " or " : "", json_string_value(
+			    json_array_get(aa.cmds, i)));
+	}
+	json_object_set_new(j, "question", json_pack("{s:s,s:o}", "lost",
+	    g->reason, "commands", aa.cmds));
 }
 
 /* Worst first: a headline is the worst of its parts. */
@@ -410,7 +534,9 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		if (tl_key(k, "b/%s", gkey) != 0 ||
 		    tl_rec_get(t, p->graph, k, &b) != 0) {
 			st = TL_ST_PENDING;
-			unbound_reason(t, p, r, reason, sizeof(reason));
+			unbound_reason(t, p, r, module,
+			    strcmp(scope, "per-instance") == 0 ? node : NULL,
+			    reason, sizeof(reason));
 			goto done;
 		}
 		tl_bn_getstr(b.m, "state", bstate, sizeof(bstate));
@@ -442,6 +568,14 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			goto done;
 		}
 		json_object_set_new(j, "provider", json_string(prov));
+		{
+			char ex[16], pn[64];
+
+			tl_exposure_of(t, p, prov, ex, pn);
+			if (ex[0] != '\0')
+				json_object_set_new(j, "provider_expose",
+				    json_string(ex));
+		}
 		json_object_set_new(j, "bound_by", json_string(why));
 		json_object_set_new(j, "bound_seq", json_integer(
 		    (json_int_t)b.seq));
@@ -511,6 +645,10 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			    "credentials, or tally purge %s destroys the data",
 			    gkey, (double)g.retained_bytes / 1048576.0, gkey,
 			    gkey);
+		} else if (strcmp(g.state, TL_GRANT_LOST) == 0) {
+			st = TL_ST_UNHEALTHY;
+			lost_question(t, p, &g, target, j, reason,
+			    sizeof(reason));
 		} else if (strcmp(g.state, TL_GRANT_REVOKING) == 0 ||
 		    strcmp(g.state, TL_GRANT_REVOKED) == 0 ||
 		    strcmp(g.state, TL_GRANT_PURGING) == 0 ||
@@ -645,6 +783,19 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	json_object_set_new(doc, "state", json_string(!any ? TL_ST_UNASSIGNED :
 	    nothing && worst == rank(TL_ST_READY) ? TL_ST_NOTHING : order[worst]));
 	json_object_set_new(doc, "assignments", asgs);
+	{
+		struct tl_rec m;
+		char inst[16] = "";
+
+		/* Declared, or any (absent from the declaration). */
+		if (tl_key(k, "m/%s", module) == 0 &&
+		    tl_rec_get(t, p->graph, k, &m) == 0) {
+			tl_bn_getstr(m.m, "instances", inst, sizeof(inst));
+			tl_rec_close(&m);
+		}
+		json_object_set_new(doc, "instances", json_string(inst[0] ?
+		    inst : "any"));
+	}
 	tl_nodelist_free(&nl);
 	*out = doc;
 	return 0;

@@ -501,7 +501,7 @@ some_state(void)
 {
 	node_add("node-a");
 	T_OK("apply", fx("postgres.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 }
 
 static void
@@ -673,7 +673,7 @@ START_TEST(test_bind_explicit_manifest)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game-explicit.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	/* Named, but not there yet: pending, and why. */
 	{
@@ -686,7 +686,7 @@ START_TEST(test_bind_explicit_manifest)
 		json_decref(st);
 	}
 	ck_assert_int_eq(count_events("binding.*", NULL), 0);
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 	/* The manifest wins over the co-located node-a/postgres. */
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
 	    TL_BIND_EXPLICIT_MANIFEST);
@@ -703,8 +703,8 @@ START_TEST(test_bind_colocated)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-a");
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 	T_OK("assign", "game", "node-b");
 	CK_BOUND("game", "node-b", "db", "node-b/postgres", TL_BIND_COLOCATED);
 	T_OK("explain", "game", "--json");
@@ -727,7 +727,7 @@ START_TEST(test_bind_only_candidate)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
 	    TL_BIND_ONLY_CANDIDATE);
@@ -745,8 +745,8 @@ START_TEST(test_bind_ambiguous_then_bind)
 	node_add("node-b");
 	node_add("node-c");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-b");
-	T_OK("assign", "postgres", "node-c");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
+	T_OK("assign", "postgres", "node-c", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	st = status_of("game", NULL);
 	r = st_req(st, "node-a", "db");
@@ -806,11 +806,11 @@ START_TEST(test_bind_refused_beyond_requested)
 	node_add("node-b");
 	node_add("node-c");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
 	    TL_BIND_ONLY_CANDIDATE);
-	T_OK("assign", "postgres", "node-c");
+	T_OK("assign", "postgres", "node-c", "--expose", "network");
 	/* While only requested, tally bind may still choose another. */
 	T_OK("bind", "game/db", "node-c/postgres");
 	CK_BOUND("game", "node-a", "db", "node-c/postgres",
@@ -820,7 +820,7 @@ START_TEST(test_bind_refused_beyond_requested)
 	ck_assert_str_eq(g.state, TL_GRANT_REQUESTED);
 	/* node-b no longer serves it: it may be unassigned. */
 	T_OK("unassign", "postgres", "node-b");
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 
 	/* A reactor starts provisioning on node-c. */
 	react(TL_EV_GRANT_PROVISIONING, "game/db", "node-c/postgres");
@@ -950,7 +950,7 @@ START_TEST(test_apply_edited_applied_migration)
 
 	node_add("node-a");
 	T_OK("apply", fx("postgres.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	mig_write("001_a.sql", "CREATE TABLE a (x int);\n");
 	mig_write("002_b.sql", "CREATE TABLE b (x int);\n");
 	m = mf("shop.yaml", mig_mf);
@@ -1059,8 +1059,8 @@ START_TEST(test_seed_two_postgres)
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), mf("game-a.yaml", game_a),
 	    mf("game-b.yaml", game_b), fx("worker.yaml"));
-	T_OK("assign", "postgres", "node-a");
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 	T_OK("assign", "game-a", "node-a");
 	T_OK("assign", "game-b", "node-b");
 	T_OK("assign", "worker", "node-b");
@@ -1080,8 +1080,8 @@ START_TEST(test_seed_names_other_node)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game-explicit.yaml"));
-	T_OK("assign", "postgres", "node-a");
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
 	    TL_BIND_EXPLICIT_MANIFEST);
@@ -1116,7 +1116,7 @@ START_TEST(test_seed_shared_vs_per_instance)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"), fx("worker.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	T_OK("assign", "game", "node-b");
 	T_OK("assign", "worker", "node-a");
@@ -1166,14 +1166,14 @@ START_TEST(test_seed_second_provider)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	CK_BOUND("game", "node-a", "db", "node-b/postgres",
 	    TL_BIND_ONLY_CANDIDATE);
 	bound = count_events("binding.*", NULL);
 	ck_assert_int_eq(bound, 1);
 	/* A co-located provider appears: nothing already bound moves. */
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	T_OK("assign", "game", "node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
 	ck_assert_int_eq(count_events("binding.*", NULL), bound);
@@ -1257,7 +1257,7 @@ START_TEST(test_seed_nothing_vs_pending)
 	    jstr(st_req(st, "node-a", "db"), "reason"));
 	json_decref(st);
 	/* Once bound it is no longer pending (but not ready either). */
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	st = status_of("game", NULL);
 	ck_assert_str_eq(jstr(st, "state"), "bound");
 	json_decref(st);
@@ -1364,7 +1364,7 @@ START_TEST(test_seed_at_seq)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-b");
+	T_OK("assign", "postgres", "node-b", "--expose", "network");
 	seq = last_seq();	/* postgres provides, game not assigned */
 	snprintf(at, sizeof(at), "%llu", (unsigned long long)seq);
 	T_OK("assign", "game", "node-a");
@@ -1472,7 +1472,7 @@ START_TEST(test_headline_worst_grant)
 
 	node_add("node-a");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	react(TL_EV_GRANT_PROVISIONING, "game/db", "node-a/postgres");
 	react(TL_EV_GRANT_PROVISIONED, "game/db", "node-a/postgres");
@@ -1577,7 +1577,7 @@ START_TEST(test_remove_says_revocation)
 {
 	node_add("node-a");
 	T_OK("apply", fx("postgres.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	db_module("keep", "");
 	T_OK("remove", "keep");
 	ck_out_has("revoking keep/db on node-a/postgres (driver postgres): "
@@ -1596,7 +1596,7 @@ START_TEST(test_status_attention)
 
 	node_add("node-a");
 	T_OK("apply", fx("postgres.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	db_module("keep", "");
 	db_module("turn", "");
 	db_module("cut", "");
@@ -1682,7 +1682,7 @@ START_TEST(test_seed_revocation)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"), fx("worker.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	T_OK("assign", "game", "node-b");
 	T_OK("assign", "worker", "node-a");
@@ -2001,10 +2001,10 @@ START_TEST(test_json_writes)
 	CK_APPENDED("node.added", "node/node-b");
 	T_OK("--json", "apply", fx("postgres.yaml"), fx("game.yaml"));
 	CK_APPENDED("module.declared", "module/game");
-	T_OK("--json", "assign", "postgres", "node-a");
+	T_OK("--json", "assign", "postgres", "node-a", "--expose", "network");
 	CK_APPENDED("provider.registered", "provider/node-a/postgres");
 	node_add("node-c");
-	T_OK("assign", "postgres", "node-c");
+	T_OK("assign", "postgres", "node-c", "--expose", "network");
 	T_OK("--json", "assign", "game", "node-b");
 	CK_APPENDED("binding.ambiguous", "binding/game/db");
 	T_OK("--json", "bind", "game/db", "node-a/postgres");
@@ -2046,7 +2046,7 @@ START_TEST(test_listing)
 	node_add("node-a");
 	node_add("node-b");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 	T_OK("assign", "game", "node-a");
 	T_OK("assign", "game", "node-b");
 
@@ -2096,7 +2096,7 @@ START_TEST(test_providers_tag)
 
 	node_add("node-a");
 	T_OK("apply", fx("postgres.yaml"), fx("game.yaml"));
-	T_OK("assign", "postgres", "node-a");
+	T_OK("assign", "postgres", "node-a", "--expose", "network");
 
 	T_OK("providers", "--tag", "database");
 	ck_out_has("node-a/postgres on node-a");

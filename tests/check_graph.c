@@ -257,7 +257,7 @@ cmd_cb(struct tl_txn *t, void *arg)
 		rc = dec_apply(&c, cm->m);
 		break;
 	case OP_ASSIGN:
-		rc = tl_dec_assign(&c, cm->a, cm->b, cm->c ? cm->c : "local",
+		rc = tl_dec_assign(&c, cm->a, cm->b, cm->c ? cm->c : "network",
 		    NULL, 0);
 		break;
 	case OP_UNASSIGN:

@@ -820,6 +820,40 @@ START_TEST(test_scope_revoke)
 }
 END_TEST
 
+/* instances: the three values, any by default, equal only when equal. */
+START_TEST(test_instances)
+{
+	struct tl_mf_set *mesh;
+	const struct tl_mf_module *m;
+
+	ck_assert_only_error("module: g\n"
+	    "instances: two-per-rack\n", 2, "instances",
+	    "instances must be one-per-mesh, one-per-node or any, not "
+	    "'two-per-rack'");
+	ck_assert_int_eq(parse_text("module: g\n"), 0);
+	ck_assert_parsed();
+	ck_assert_int_eq(tl_mf_set_module(P.set, 0)->instances, TL_MF_ANY);
+	ck_assert_int_eq(parse_text("module: g\ninstances: one-per-mesh\n"),
+	    0);
+	ck_assert_parsed();
+	mesh = P.set;
+	P.set = NULL;
+	ck_assert_int_eq(tl_mf_set_module(mesh, 0)->instances, TL_MF_ONE_PER_MESH);
+	ck_assert_int_eq(parse_text("module: g\ninstances: one-per-node\n"),
+	    0);
+	ck_assert_parsed();
+	m = tl_mf_set_module(P.set, 0);
+	ck_assert_int_eq(m->instances, TL_MF_ONE_PER_NODE);
+	ck_assert(!tl_mf_module_equal(m, tl_mf_set_module(mesh, 0)));
+	tl_mf_set_free(mesh);
+	ck_assert_int_eq(parse_text("module: g\ninstances: any\n"), 0);
+	ck_assert_parsed();
+	ck_assert_int_eq(tl_mf_set_module(P.set, 0)->instances, TL_MF_ANY);
+	ck_assert_str_eq(tl_mf_instances_name(TL_MF_ONE_PER_NODE),
+	    "one-per-node");
+}
+END_TEST
+
 START_TEST(test_undeclared_variable)
 {
 	/* the as-is system dropped this value without a word */
@@ -1410,6 +1444,7 @@ manifest_suite(void)
 	tcase_add_test(tc, test_env_defaults);
 	tcase_add_test(tc, test_requirement_shape);
 	tcase_add_test(tc, test_scope_revoke);
+	tcase_add_test(tc, test_instances);
 	tcase_add_test(tc, test_undeclared_variable);
 	tcase_add_test(tc, test_unknown_field);
 	tcase_add_test(tc, test_drivers);

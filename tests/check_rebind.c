@@ -271,7 +271,7 @@ do_assign(struct tl_ctx *c, void *arg)
 	struct tl_setting set[2] = { { "port", "5432", NULL, 0 },
 	    { "admin-user", "postgres", NULL, 0 } };
 
-	return tl_dec_assign(c, a->module, a->node, "local",
+	return tl_dec_assign(c, a->module, a->node, "network",
 	    strcmp(a->module, "postgres") == 0 ? set : NULL,
 	    strcmp(a->module, "postgres") == 0 ? 2 : 0);
 }
@@ -636,7 +636,7 @@ do_pmove(struct tl_ctx *c, void *arg)
 	struct tl_setting set[2] = { { "port", "6543", NULL, 0 },
 	    { "admin-user", "postgres", NULL, 0 } };
 
-	return tl_dec_provider_move(c, a->id, a->node, "local", set, 2);
+	return tl_dec_provider_move(c, a->id, a->node, "network", set, 2);
 }
 
 static int

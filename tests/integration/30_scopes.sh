@@ -5,13 +5,13 @@
 #   shared on two nodes       -> one database, two holders (two env files
 #                                with the same DB_NAME/DB_USER/DB_PASSWORD).
 #
-# The provider runs on node-a with exposure local.  A holder on node-a
-# (co-located) is given 127.0.0.1; a holder on node-b is given node-a's
-# routable name.  For that difference to be visible and still testable
-# on one machine, node-a's routable name is "localhost": a different
-# string from 127.0.0.1 that still resolves to the loopback the test
-# server listens on.  (With node-a routable as 127.0.0.1 both holders
-# would get the same string and the test could not tell them apart.)
+# The provider runs on node-a with exposure network: it serves node-b
+# too (a local one serves only node-a: 33_exposure), and every holder,
+# node-a's as well, is given node-a's routable name, never loopback
+# (loopback is for a local provider's own node).  For that to be
+# visible and still testable on one machine, node-a's routable name is
+# "localhost": a different string from 127.0.0.1 that still resolves to
+# the loopback the test server listens on.
 # node-b's routable name is never given to anyone here: it is the
 # consumer's node, and its name must not leak into the env files.
 . "$(dirname "$0")/lib.sh"
@@ -21,7 +21,7 @@ t_pg_start
 t_init
 t_node node-a localhost
 t_node node-b node-b.test
-t_provider node-a local
+t_provider node-a network
 tly apply "$(t_consumer per-app per-instance)" "$(t_consumer shared-app shared)" >/dev/null
 base=$(t_sql "SELECT count(*) FROM pg_database")
 tly assign per-app node-a >/dev/null
@@ -49,15 +49,15 @@ n=$(t_sql "SELECT count(*) FROM pg_database WHERE datname IN ('$DA', '$DB')")
 [ "$n" = 2 ] || t_fail "expected 2 per-instance databases on the server, found $n"
 t_ok "per-app-db-node-a / per-app-db-node-b, distinct credentials"
 
-t_check "hosts: co-located instance gets 127.0.0.1, the node-b instance gets node-a's routable name"
-[ "$(t_envget "$PA" DB_HOST)" = 127.0.0.1 ] ||
-	t_fail "node-a's DB_HOST is '$(t_envget "$PA" DB_HOST)', expected 127.0.0.1"
+t_check "hosts: both instances get node-a's routable name (the provider is exposed network)"
+[ "$(t_envget "$PA" DB_HOST)" = localhost ] ||
+	t_fail "node-a's DB_HOST is '$(t_envget "$PA" DB_HOST)', expected localhost (node-a's routable name)"
 [ "$(t_envget "$PB" DB_HOST)" = localhost ] ||
 	t_fail "node-b's DB_HOST is '$(t_envget "$PB" DB_HOST)', expected localhost (node-a's routable name)"
 [ "$(t_envget "$PA" DB_PORT)" = "$TALLY_TEST_PG_PORT" ] &&
 	[ "$(t_envget "$PB" DB_PORT)" = "$TALLY_TEST_PG_PORT" ] ||
 	t_fail "DB_PORT is not the provider's port $TALLY_TEST_PG_PORT"
-t_ok "node-a: 127.0.0.1, node-b: localhost"
+t_ok "node-a: localhost, node-b: localhost"
 
 t_check "each instance's credential connects to its own database, and not to the other's"
 for f in "$PA" "$PB"; do
@@ -102,15 +102,15 @@ n=$(t_sql "SELECT count(*) FROM pg_database WHERE datname LIKE 'shared-app%'")
 [ "$n" = 1 ] || t_fail "expected one shared-app database, found $n"
 t_ok "one database shared-app-db, one credential, two holders"
 
-t_check "hosts: the co-located holder gets 127.0.0.1, the remote holder gets localhost"
-[ "$(t_envget "$SA" DB_HOST)" = 127.0.0.1 ] ||
-	t_fail "node-a's DB_HOST is '$(t_envget "$SA" DB_HOST)', expected 127.0.0.1"
+t_check "hosts: both holders get localhost, node-a's routable name"
+[ "$(t_envget "$SA" DB_HOST)" = localhost ] ||
+	t_fail "node-a's DB_HOST is '$(t_envget "$SA" DB_HOST)', expected localhost"
 [ "$(t_envget "$SB" DB_HOST)" = localhost ] ||
 	t_fail "node-b's DB_HOST is '$(t_envget "$SB" DB_HOST)', expected localhost"
 if grep -q node-b.test "$SA" "$SB" "$PA" "$PB"; then
 	t_fail "the consumer node's own routable name leaked into an env file"
 fi
-t_ok "node-a: 127.0.0.1, node-b: localhost"
+t_ok "node-a: localhost, node-b: localhost"
 
 t_check "both holders connect and see the same data"
 t_env_psql "$SA" "CREATE TABLE shared_t (who text); INSERT INTO shared_t VALUES ('node-a')" ||

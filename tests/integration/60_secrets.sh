@@ -20,7 +20,7 @@ PGLOG=$R/log/server.log
 t_init
 t_node node-a 127.0.0.1
 t_node node-b node-b.test
-t_provider node-a local
+t_provider node-a network
 tly apply "$(t_consumer shared-app shared)" "$(t_consumer per-app per-instance)" >/dev/null
 tly assign shared-app node-a >/dev/null
 tly assign per-app node-a >/dev/null

@@ -25,7 +25,7 @@ t_node node-b 10.0.0.2
 t_node node-c 10.0.0.3
 tly apply "$TALLY_SRC/examples/postgres.yaml" >/dev/null
 for n in node-a node-b; do
-	echo pw | tly assign postgres "$n" --set port=5432 --set admin-user=postgres \
+	echo pw | tly assign postgres "$n" --expose network --set port=5432 --set admin-user=postgres \
 		--secret admin-password >/dev/null || t_fail "assign postgres $n"
 done
 mkdir -p "$W/manifests"

@@ -34,9 +34,9 @@ t_node node-a 127.0.0.1
 t_node node-b 127.0.0.1
 t_node node-c localhost
 tly apply "$TALLY_SRC/examples/postgres.yaml" >/dev/null
-tly assign postgres node-a --set port="$P1" --set admin-user=postgres \
+tly assign postgres node-a --expose network --set port="$P1" --set admin-user=postgres \
 	--secret admin-password <"$W1" >/dev/null || t_fail "assign postgres node-a"
-tly assign postgres node-b --set port="$P2" --set admin-user=postgres \
+tly assign postgres node-b --expose network --set port="$P2" --set admin-user=postgres \
 	--secret admin-password <"$W2" >/dev/null || t_fail "assign postgres node-b"
 tly apply "$(t_consumer shop shared)" "$(t_consumer blog per-instance)" >/dev/null
 tly assign shop node-a >/dev/null
@@ -125,7 +125,7 @@ t_ok "rotation.completed; ${SHOP}_v1 dropped; healthy"
 
 t_say "the moved provider stays itself"
 t_check "re-configuring postgres on node-c keeps the id node-a/postgres"
-tly assign postgres node-c --set port="$P1" --set admin-user=postgres --set admin-db=postgres \
+tly assign postgres node-c --expose network --set port="$P1" --set admin-user=postgres --set admin-db=postgres \
 	--secret admin-password <"$W1" >/dev/null || t_fail "re-assign postgres node-c"
 [ "$(tly log --json --type provider.registered | wc -l)" = "$regs" ] ||
 	t_fail "re-configuring registered a provider: $(tly log --json --type provider.registered | tail -n 1)"

@@ -17,9 +17,9 @@ t_init
 t_node node-a 127.0.0.1
 t_node node-b localhost
 tly apply "$TALLY_SRC/examples/postgres.yaml" >/dev/null
-tly assign postgres node-a --set port="$P1" --set admin-user=postgres \
+tly assign postgres node-a --expose network --set port="$P1" --set admin-user=postgres \
 	--secret admin-password <"$W1" >/dev/null || t_fail "assign postgres node-a"
-tly assign postgres node-b --set port="$P2" --set admin-user=postgres \
+tly assign postgres node-b --expose network --set port="$P2" --set admin-user=postgres \
 	--secret admin-password <"$W2" >/dev/null || t_fail "assign postgres node-b"
 tly apply "$(t_consumer shop shared)" >/dev/null
 tly assign shop node-a >/dev/null

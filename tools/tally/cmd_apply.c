@@ -75,6 +75,13 @@ module_body(const struct tl_mf_module *m, struct tl_body *b)
 		tl_body_str(x, "name", m->name);
 		if (i == 1)
 			tl_body_str(x, "digest", hex);
+		/*
+		 * Absent means any: a declaration from before instances:
+		 * reads the same, and re-applying it appends nothing.
+		 */
+		if (m->instances != TL_MF_ANY)
+			tl_body_str(x, "instances",
+			    tl_mf_instances_name(m->instances));
 		tl_body_map(x, "env");
 		for (j = 0; j < m->nenv; j++)
 			tl_body_str(x, m->env[j].name, m->env[j].def);

@@ -56,7 +56,8 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 	}
 	if (rc != 0)
 		return cli_fail(cli, rc, "explain");
-	out = json_pack("{s:s,s:[]}", "module", module, "requirements");
+	out = json_pack("{s:s,s:s,s:[]}", "module", module, "instances",
+	    str(st, "instances"), "requirements");
 	json_array_foreach(json_object_get(st, "assignments"), i, a) {
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const json_t *seen, *e;
@@ -90,7 +91,10 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		json_dumpf(out, stdout, JSON_COMPACT);
 		putchar('\n');
 	} else {
-		printf("%s\n", module);
+		printf("%s\n  instances: %s%s\n", module, str(out,
+		    "instances"), strcmp(str(out, "instances"), "any") == 0 ?
+		    " (the default: one per assignment, on any number of "
+		    "nodes)" : "");
 		if (json_object_get(out, "note"))
 			printf("  %s\n", str(out, "note"));
 		json_array_foreach(json_object_get(out, "requirements"), i, r) {
@@ -106,8 +110,11 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			printf("  %s (grant %s):", str(r, "name"),
 			    str(r, "grant"));
 			if (*str(r, "provider"))
-				printf(" bound to %s because %s", str(r,
-				    "provider"), str(r, "bound_by"));
+				printf(" bound to %s because %s%s%s%s",
+				    str(r, "provider"), str(r, "bound_by"),
+				    *str(r, "provider_expose") ? " (exposed " :
+				    "", str(r, "provider_expose"),
+				    *str(r, "provider_expose") ? ")" : "");
 			else
 				printf(" not bound: %s", str(r, "reason"));
 			if (d != NULL)
@@ -118,6 +125,8 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			if (*str(r, "grant_state"))
 				printf("\n      grant %s", str(r,
 				    "grant_state"));
+			if (json_object_get(r, "question") != NULL)
+				printf("\n      %s", str(r, "reason"));
 			putchar('\n');
 		}
 	}

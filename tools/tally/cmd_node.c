@@ -1,5 +1,5 @@
 /*
- * cmd_node.c - tally node add|rm: the machines of the mesh.
+ * cmd_node.c - tally node add|rekey|lost|rm: the machines of the mesh.
  */
 #include <errno.h>
 #include <limits.h>
@@ -17,6 +17,7 @@
 static const char usage[] =
 "usage: tally node add NAME --routable-name HOST --key-out FILE\n"
 "       tally node rekey NAME --key FILE\n"
+"       tally node lost NAME --yes\n"
 "       tally node rm NAME\n"
 "\n"
 "add records a node with the name other machines use to reach it, a\n"
@@ -28,8 +29,13 @@ static const char usage[] =
 "disk holds nothing that opens a delivery.\n"
 "rekey gives a node added before signing keys existed its Ed25519 key\n"
 "(node.key-added), appended to its key FILE; the sealing key stays.\n"
-"rm refuses while modules are assigned to the node.\n";
-
+"lost records that the node is gone for good (asks for --yes): its\n"
+"assignments end, every grant on its providers becomes lost (its data\n"
+"is not reachable; nothing is retried against it), and each consumer\n"
+"of one is shown by tally status as a question, with the commands that\n"
+"answer it (tally rebind GRANT PROVIDER --empty).\n"
+"rm refuses while modules are assigned to the node, naming every one\n"
+"and every grant bound to its providers.\n";
 
 struct add_arg {
 	const char	*name;
@@ -89,6 +95,12 @@ rekey(struct tl_cli *cli, struct add_arg *a, const char *keyfile)
 		cli_json_done(cli, json_pack("{s:s,s:s}", "node", a->name,
 		    "key_file", keyfile));
 	return ex;
+}
+
+static int
+do_lost(struct tl_ctx *c, void *arg)
+{
+	return tl_dec_node_lost(c, arg);
 }
 
 static int
@@ -167,15 +179,17 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		{ "routable-name", required_argument, NULL, 'r' },
 		{ "key-out", required_argument, NULL, 'k' },
 		{ "key", required_argument, NULL, 'k' },
+		{ "yes", no_argument, NULL, 'y' },
 		{ 0 }
 	};
 	struct add_arg a = { NULL, NULL, { 0 }, { 0 } };
 	struct tl_node_key nk;
 	const char *keyout = NULL;
-	int c, rc, ex;
+	int c, rc, ex, yes = 0;
 
 	if (argc < 2 || (strcmp(argv[1], "add") != 0 &&
-	    strcmp(argv[1], "rm") != 0 && strcmp(argv[1], "rekey") != 0)) {
+	    strcmp(argv[1], "rm") != 0 && strcmp(argv[1], "rekey") != 0 &&
+	    strcmp(argv[1], "lost") != 0)) {
 		if (argc >= 2 && strcmp(argv[1], "--help") == 0) {
 			fputs(usage, stdout);
 			return TL_EXIT_OK;
@@ -193,6 +207,9 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		case 'k':
 			keyout = optarg;
 			break;
+		case 'y':
+			yes = 1;
+			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
 	}
@@ -205,6 +222,26 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		cli_errx("node name '%s': use 1-63 of [a-z0-9-], not starting "
 		    "or ending with '-'", a.name);
 		return TL_EXIT_REFUSED;
+	}
+	if (strcmp(argv[0], "lost") == 0) {
+		/* Not undoable: its grants' data is written off. */
+		if (!yes) {
+			cli_errx("node lost %s writes the node off for good: "
+			    "its assignments end and every grant on its "
+			    "providers becomes lost (its data is not "
+			    "reachable, and is never asked for again).  "
+			    "Confirm with tally node lost %s --yes", a.name,
+			    a.name);
+			return TL_EXIT_REFUSED;
+		}
+		ex = cli_write(cli, do_lost, (void *)a.name, NULL);
+		if (ex == 0 && !cli->json)
+			printf("node %s lost: its assignments ended; tally "
+			    "status shows what waits on it\n", a.name);
+		else if (ex == 0)
+			cli_json_done(cli, json_pack("{s:s,s:s}", "node",
+			    a.name, "state", "lost"));
+		return ex;
 	}
 	if (strcmp(argv[0], "rm") == 0) {
 		ex = cli_write(cli, do_rm, (void *)a.name, NULL);

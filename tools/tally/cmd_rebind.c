@@ -13,6 +13,7 @@
 
 static const char usage[] =
 "usage: tally rebind MODULE/REQUIREMENT[@NODE] PROVIDER --migrate [--json]\n"
+"       tally rebind MODULE/REQUIREMENT[@NODE] PROVIDER --empty [--json]\n"
 "\n"
 "Moves a provisioned grant to another provider (NODE/MODULE).  Changing\n"
 "a binding moves data, so it is a migration and never a configuration\n"
@@ -27,12 +28,16 @@ static const char usage[] =
 "Refused up front for a driver that cannot move data.\n"
 "Every step is an event; a crash resumes; a failure before the switch\n"
 "leaves the old grant serving and tally status says why.  Refused while\n"
-"the grant rotates (and a rotation is refused while it moves).\n";
+"the grant rotates (and a rotation is refused while it moves).\n"
+"--empty is for a lost grant (its node is gone: tally node lost): it is\n"
+"bound to PROVIDER afresh and gets a new, EMPTY resource there, with a\n"
+"new credential; the old data is not copied, because it is gone.\n";
 
 struct rebind_arg {
 	const char	*grant;
 	const char	*provider;
 	int		 migrate;
+	int		 empty;
 	struct tl_rebind mv;
 };
 
@@ -42,6 +47,8 @@ do_rebind(struct tl_ctx *c, void *arg)
 	struct rebind_arg *ra = arg;
 	int rc;
 
+	if (ra->empty)
+		return tl_dec_rebind_empty(c, ra->grant, ra->provider);
 	if ((rc = tl_dec_rebind(c, ra->grant, ra->provider, ra->migrate)) != 0)
 		return rc;
 	return tl_mv_get(c->t, &c->p, ra->grant, &ra->mv);
@@ -53,6 +60,7 @@ cmd_rebind(struct tl_cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		CLI_COMMON_OPTS,
 		{ "migrate", no_argument, NULL, 'm' },
+		{ "empty", no_argument, NULL, 'E' },
 		{ 0 }
 	};
 	struct rebind_arg ra;
@@ -64,6 +72,9 @@ cmd_rebind(struct tl_cli *cli, int argc, char **argv)
 		case 'm':
 			ra.migrate = 1;
 			break;
+		case 'E':
+			ra.empty = 1;
+			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
 	}
@@ -71,11 +82,28 @@ cmd_rebind(struct tl_cli *cli, int argc, char **argv)
 		fputs(usage, stderr);
 		return TL_EXIT_USAGE;
 	}
+	if (ra.empty && ra.migrate) {
+		cli_errx("--empty and --migrate exclude each other: --migrate "
+		    "copies the data, --empty starts with none");
+		return TL_EXIT_USAGE;
+	}
 	ra.grant = argv[optind];
 	ra.provider = argv[optind + 1];
 	ex = cli_write(cli, do_rebind, &ra, NULL);
 	if (ex != 0)
 		return ex;
+	if (ra.empty) {
+		if (cli->json)
+			cli_json_done(cli, json_pack("{s:s,s:s,s:b}", "grant",
+			    ra.grant, "to", ra.provider, "empty", 1));
+		else
+			printf("%s bound to %s: a new, EMPTY resource with a "
+			    "new credential (the old data is gone with its "
+			    "node, nothing is copied); tallyd provisions it "
+			    "and delivers to every holder\n", ra.grant,
+			    ra.provider);
+		return TL_EXIT_OK;
+	}
 	if (cli->json) {
 		json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I}", "grant",
 		    ra.grant, "from", ra.mv.from, "to", ra.mv.to, "version",

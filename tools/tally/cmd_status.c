@@ -223,8 +223,13 @@ print_module(const json_t *m)
 	const json_t *a, *r;
 	size_t i, j;
 
-	printf("%s: %s\n", json_string_value(json_object_get(m, "module")),
+	const char *inst = json_string_value(json_object_get(m, "instances"));
+
+	printf("%s: %s", json_string_value(json_object_get(m, "module")),
 	    json_string_value(json_object_get(m, "state")));
+	if (inst != NULL && strcmp(inst, "any") != 0)
+		printf(" (instances: %s)", inst);
+	putchar('\n');
 	json_array_foreach(json_object_get(m, "assignments"), i, a) {
 		printf("  on %s: %s\n",
 		    json_string_value(json_object_get(a, "node")),

@@ -15,7 +15,7 @@ static const struct tl_cmd cmds[] = {
 	{ "log",	cmd_log,	"print events (text or JSON lines)" },
 	{ "verify",	cmd_verify,	"check every envelope and the hash chain" },
 	{ "stats",	cmd_stats,	"events, bytes, types, checkpoints and lag" },
-	{ "node",	cmd_node,	"add or remove a node of the mesh" },
+	{ "node",	cmd_node,	"add, lose (gone for good) or remove a node" },
 	{ "apply",	cmd_apply,	"declare modules from YAML manifests" },
 	{ "assign",	cmd_assign,	"place a module on a node (with settings)" },
 	{ "unassign",	cmd_unassign,	"take a module off a node" },

@@ -240,7 +240,8 @@ tl_mf_module_equal(const struct tl_mf_module *a, const struct tl_mf_module *b)
 
 	if (a == NULL || b == NULL)
 		return a == b;
-	if (!streq(a->name, b->name) || a->nenv != b->nenv ||
+	if (!streq(a->name, b->name) || a->instances != b->instances ||
+	    a->nenv != b->nenv ||
 	    a->nreqs != b->nreqs || a->nprovides != b->nprovides ||
 	    a->nembedded != b->nembedded)
 		return 0;
@@ -292,6 +293,20 @@ tl_mf_scope_name(enum tl_mf_scope scope)
 		return "shared";
 	case TL_MF_PER_INSTANCE:
 		return "per-instance";
+	}
+	return "unknown";
+}
+
+const char *
+tl_mf_instances_name(enum tl_mf_instances instances)
+{
+	switch (instances) {
+	case TL_MF_ANY:
+		return "any";
+	case TL_MF_ONE_PER_MESH:
+		return "one-per-mesh";
+	case TL_MF_ONE_PER_NODE:
+		return "one-per-node";
 	}
 	return "unknown";
 }

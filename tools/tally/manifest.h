@@ -76,6 +76,13 @@ enum tl_mf_scope {
 	TL_MF_PER_INSTANCE	/* one resource per assignment */
 };
 
+/* How many instances of a module the mesh may run (instances:). */
+enum tl_mf_instances {
+	TL_MF_ANY = 0,		/* one per assignment, as many as nodes (default) */
+	TL_MF_ONE_PER_MESH,	/* one assignment in the whole mesh */
+	TL_MF_ONE_PER_NODE	/* one of its kind on a node (see docs/manifest.md) */
+};
+
 enum tl_mf_revoke {
 	TL_MF_RETAIN = 0,	/* revocation keeps the data (default) */
 	TL_MF_DROP		/* revocation drops the data */
@@ -134,6 +141,7 @@ struct tl_mf_module {
 	const char *name;
 	const char *file;	/* the name given to the parser */
 	int	line;		/* where the document's mapping starts */
+	enum tl_mf_instances instances;
 	const struct tl_mf_var *env;	/* sorted by name */
 	size_t	nenv;
 	const struct tl_mf_req *reqs;	/* sorted by name */
@@ -188,6 +196,7 @@ int	tl_mf_req_equal(const struct tl_mf_req *a, const struct tl_mf_req *b);
 const char *tl_mf_kind_name(enum tl_mf_kind kind);
 const char *tl_mf_scope_name(enum tl_mf_scope scope);
 const char *tl_mf_revoke_name(enum tl_mf_revoke revoke);
+const char *tl_mf_instances_name(enum tl_mf_instances instances);
 
 /*
  * Format e as "FILE:LINE:COL: FIELD: MESSAGE" ("FIELD: " left out when

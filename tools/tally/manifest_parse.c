@@ -23,7 +23,8 @@
 #include "manifest-internal.h"
 
 static const char *const module_keys[] = {
-	"module", "env", "requires", "provides", "embedded", NULL
+	"module", "instances", "env", "requires", "provides", "embedded",
+	NULL
 };
 static const char *const req_keys[] = {
 	"presence", "type", "from", "scope", "provider", "name", "env",
@@ -610,6 +611,21 @@ mf_parse_module(struct ctx *c, struct node *root)
 		nm->name = m.name ? m.name : "";
 		nm->line = v->line;
 		nm->col = v->col;
+	}
+	if ((v = mf_get(root, "instances", NULL)) != NULL &&
+	    (s = mf_want_str(c, v, "instances")) != NULL) {
+		char q[QUOTE];
+
+		if (strcmp(s, "any") == 0)
+			m.instances = TL_MF_ANY;
+		else if (strcmp(s, "one-per-mesh") == 0)
+			m.instances = TL_MF_ONE_PER_MESH;
+		else if (strcmp(s, "one-per-node") == 0)
+			m.instances = TL_MF_ONE_PER_NODE;
+		else
+			mf_err(c, v, "instances", "instances must be "
+			    "one-per-mesh, one-per-node or any, not %s",
+			    mf_quote(q, sizeof q, s));
 	}
 	/* env and embedded first: requirements are checked against them */
 	if ((v = mf_get(root, "env", NULL)) != NULL)

@@ -87,6 +87,9 @@ cli_describe(const struct tl_event *ev, char *buf, size_t cap)
 		    js(b, "routable"));
 	else if (strcmp(t, "node.removed") == 0)
 		say(buf, cap, "node %s removed", js(b, "name"));
+	else if (strcmp(t, "node.lost") == 0)
+		say(buf, cap, "node %s lost for good (tally node lost)",
+		    js(b, "name"));
 	else if (strcmp(t, "module.declared") == 0) {
 		join(json_object_get(b, "provides"), "type", list,
 		    sizeof(list));
@@ -155,6 +158,9 @@ cli_describe(const struct tl_event *ev, char *buf, size_t cap)
 		say(buf, cap, "grant %s revoked (%s)", g, js(b, "policy"));
 	else if (strcmp(t, "grant.purged") == 0)
 		say(buf, cap, "grant %s purged: its data dropped", g);
+	else if (strcmp(t, "grant.lost") == 0)
+		say(buf, cap, "grant %s lost: its data on %s went with node %s",
+		    g, js(b, "provider"), js(b, "node"));
 	else if (strcmp(t, "grant.restored") == 0)
 		say(buf, cap, "grant %s restored", g);
 	else if (strcmp(t, "grant.drifted") == 0)

@@ -156,7 +156,8 @@ setup(void)
 	T_OK("node add node-a --routable-name 127.0.0.1 --key-out %s/node-a.key",
 	    X.dir);
 	T_OK("apply %s/examples/download.yaml", X.src);
-	T_OK("assign download node-a --set root=%s", X.root);
+	T_OK("assign download node-a --expose network --set root=%s",
+	    X.root);
 	consumer("app-a");
 	consumer("app-b");
 

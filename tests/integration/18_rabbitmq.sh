@@ -73,7 +73,7 @@ tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null ||
 t_expect_exit 4 "assign with a misspelt setting" \
 	tly assign rabbitmq node-a --set managment-port=1
 printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/admin.pw"
-tly assign rabbitmq node-a --set port="$TALLY_TEST_AMQP_PORT" \
+tly assign rabbitmq node-a --expose network --set port="$TALLY_TEST_AMQP_PORT" \
 	--set management-port="$TALLY_TEST_AMQP_MGMT_PORT" \
 	--set admin-user="$TALLY_TEST_AMQP_USER" \
 	--secret admin-password <"$W/admin.pw" >/dev/null ||

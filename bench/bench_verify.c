@@ -292,11 +292,13 @@ head(struct tl_log *log)
 static int
 setup(int nmod)
 {
-	char mf[4400], pgmf[4200], set1[64], set2[128];
+	char mf[4400], pgmf[4200], set1[64], set2[128], key[4400];
 	FILE *fp;
 	int i;
 
 	snprintf(mf, sizeof(mf), "%s/consumers.yaml", scratch);
+	/* The node's key, outside the home (tally node add refuses it). */
+	snprintf(key, sizeof(key), "%s/node-a.key", scratch);
 	if ((fp = fopen(mf, "w")) == NULL)
 		return -1;
 	for (i = 1; i <= nmod; i++)
@@ -314,7 +316,7 @@ setup(int nmod)
 	snprintf(set2, sizeof(set2), "admin-user=%s", pguser);
 	if (tl_bench_tally(bin, home, NULL, clilog, "init", NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "node", "add", "node-a",
-	    "--routable-name=127.0.0.1", NULL) != 0 ||
+	    "--routable-name=127.0.0.1", "--key-out", key, NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "apply", pgmf, mf,
 	    NULL) != 0 ||
 	    tl_bench_tally(bin, home, pwfile, clilog, "assign", "postgres",

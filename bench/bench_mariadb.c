@@ -330,7 +330,7 @@ main(void)
 	if (server_start() != 0 || tally_setup(n, workers, 'c', 1) != 0 ||
 	    tl_bench_dlv_open(&dl, home) != 0) {
 		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
-		return 0;
+		return 1;
 	}
 	for (r = 0; r < rounds; r++) {
 		int first = n * r / rounds + 1, last = n * (r + 1) / rounds;
@@ -341,7 +341,7 @@ main(void)
 			if (direct_one(i) != 0) {
 				fprintf(stderr, ME ": direct grant %d failed\n",
 				    i);
-				return 0;
+				return 1;
 			}
 		td += tl_bench_now() - t;
 		t = tl_bench_now();
@@ -351,7 +351,7 @@ main(void)
 			    "node-a", NULL) != 0) {
 				fprintf(stderr, ME ": tally assign %s failed\n",
 				    m);
-				return 0;
+				return 1;
 			}
 		}
 		tc += tl_bench_now() - t;
@@ -360,7 +360,7 @@ main(void)
 			    waitpid(dpid, NULL, WNOHANG) == dpid) {
 				fprintf(stderr, ME ": %d of %d delivered (see "
 				    "%s)\n", k, last, dlog);
-				return 0;
+				return 1;
 			}
 			tl_bench_msleep(2);
 		}
@@ -390,7 +390,7 @@ main(void)
 	if (tally_setup(n, workers, 'b', 0) != 0) {
 		fprintf(stderr, ME ": backlog set-up failed (see %s)\n",
 		    clilog);
-		return 0;
+		return 1;
 	}
 	for (i = 1; i <= n; i++) {
 		char m[16];
@@ -398,20 +398,20 @@ main(void)
 		snprintf(m, sizeof(m), "b%04d", i);
 		if (tl_bench_tally(bin, home, NULL, clilog, "assign", m,
 		    "node-a", NULL) != 0)
-			return 0;
+			return 1;
 	}
 	if (tl_bench_dlv_open(&dl, home) != 0)
-		return 0;
+		return 1;
 	t = tl_bench_now();
 	if ((dpid = tl_bench_tallyd_start(bin, home, dlog, "--workers", wn,
 	    NULL)) <= 0)
-		return 0;
+		return 1;
 	while ((k = tl_bench_dlv_count(&dl, NULL)) < n) {
 		if (k < 0 || tl_bench_now() - t > 600 ||
 		    waitpid(dpid, NULL, WNOHANG) == dpid) {
 			fprintf(stderr, ME ": backlog: %d of %d delivered\n",
 			    k, n);
-			return 0;
+			return 1;
 		}
 		tl_bench_msleep(2);
 	}

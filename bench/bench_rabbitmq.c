@@ -479,14 +479,14 @@ main(void)
 	if (broker_start() != 0 || tally_setup(n) != 0) {
 		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
 		cleanup();
-		return 0;
+		return 1;
 	}
 	snprintf(wk, sizeof(wk), "%d", workers);
 	if ((dpid = tl_bench_tallyd_start(bin, home, dlog, "--workers", wk,
 	    NULL)) < 0) {
 		fprintf(stderr, ME ": tallyd did not start (see %s)\n", dlog);
 		cleanup();
-		return 0;
+		return 1;
 	}
 	cpu0 = proc_cpu(dpid);
 	if ((c = curl_easy_init()) == NULL)
@@ -529,7 +529,7 @@ main(void)
 	if (!ok) {
 		fprintf(stderr, ME ": a contender failed (see %s)\n", scratch);
 		cleanup();
-		return 0;
+		return 1;
 	}
 	printf("\nrequest -> delivered, %d grants\n", n);
 	printf("  %-34s %8.1f ms per grant (%.2f s)\n", "direct (3 PUTs, "

@@ -552,7 +552,7 @@ main(void)
 	if (pg_start(57400 + (int)(getpid() % 300)) != 0 ||
 	    setup(n > bulk ? n : bulk) != 0) {
 		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
-		return 0;
+		return 1;
 	}
 
 	if (bulk_only) {
@@ -565,7 +565,7 @@ main(void)
 	for (k = 0; k < 2; k++) {
 		fs[k].n = sizes[k];
 		if ((tprov[k] = grow(k ? small + 1 : 1, sizes[k])) < 0)
-			return 0;
+			return 1;
 		measure(&fs[k], reps);
 	}
 	{
@@ -688,7 +688,7 @@ main(void)
 		    tl_log_open(logdir, 0, &log) != 0) {
 			fprintf(stderr, ME ": cannot start tallyd (see %s)\n",
 			    dlog);
-			return 0;
+			return 1;
 		}
 		/* Every grant into its slot (tally check left them on 30 s slots;
 		 * the first pass moves each to its slot in this interval). */

@@ -13,7 +13,9 @@
  *               tally assign decides one): each one's grant.requested
  *   tally       tl_rx_provision passes, exactly as tallyd runs them
  *               (--workers 4), until every grant is provisioned and
- *               delivered (sealed to the node, env file written):
+ *               delivered (its credential.delivered event, the values
+ *               sealed to the node, committed in the log: the control
+ *               plane writes no env file, a node's agent does):
  *               request -> delivered for all N, wall and CPU
  *   syscalls    in a fresh root, the file-system calls the driver makes
  *               for a new grant, issued directly: run as root, the group
@@ -291,7 +293,7 @@ static int
 run(int n, int samples)
 {
 	char *w = tl_test_tmpdir("bench-directory"), *home, *mdir, *root,
-	    *root2, *root3, *clilog, *p, setroot[4400], why[512] = "";
+	    *root2, *root3, *clilog, *key, *p, setroot[4400], why[512] = "";
 	struct tl_rx rx;
 	double t0, t1, c0, c1, ts, tsc, td, tcpu, lat[MAXSAMPLES];
 	unsigned total = 0;
@@ -303,6 +305,7 @@ run(int n, int samples)
 	root2 = tl_test_path(w, "root-syscalls");
 	root3 = tl_test_path(w, "root-driver");
 	clilog = tl_test_path(w, "cli.log");
+	key = tl_test_path(w, "node-a.key");	/* the node's, not the home's */
 	if (mkdir(mdir, 0755) != 0 || mkdir(root, 0755) != 0 ||
 	    mkdir(root2, 0755) != 0 || mkdir(root3, 0755) != 0)
 		goto out;
@@ -311,7 +314,7 @@ run(int n, int samples)
 	t0 = tl_bench_now();
 	if (tl_bench_tally(bin, home, NULL, clilog, "init", NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "node", "add", "node-a",
-	    "--routable-name", "127.0.0.1", NULL) != 0 ||
+	    "--routable-name", "127.0.0.1", "--key-out", key, NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "apply", p, NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "assign", "download",
 	    "node-a", "--set", setroot, NULL) != 0) {
@@ -431,6 +434,7 @@ out:
 	free(root2);
 	free(root3);
 	free(clilog);
+	free(key);
 	tl_test_tmpdir_done(w);
 	return rc;
 }

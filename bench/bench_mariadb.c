@@ -13,7 +13,11 @@
  *   tally --workers W          tally assign for each module (one CLI
  *                              process each) with tallyd running as a
  *                              daemon; a slice ends when the last of its
- *                              env files is delivered
+ *                              grants is delivered: its
+ *                              credential.delivered event (the credential
+ *                              sealed to the node) committed in the log,
+ *                              polled every 2 ms (the control plane
+ *                              writes no env file; a node's agent does)
  *
  * In rounds, the two taking turns (the machine is shared).  Then the
  * same number of requests already in the log of a second home when
@@ -30,7 +34,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <dirent.h>
 #include <limits.h>
 #include <mysql.h>
 #include <stdarg.h>
@@ -192,34 +195,16 @@ direct_one(int i)
 	    execf("ALTER USER '%s'@'%%' ACCOUNT UNLOCK", u) ? -1 : 0;
 }
 
-static int
-count_env(void)
-{
-	char dir[4400];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
-	size_t l;
-
-	snprintf(dir, sizeof(dir), "%s/deliver/node-a", home);
-	if ((d = opendir(dir)) == NULL)
-		return 0;
-	while ((e = readdir(d)) != NULL)
-		if ((l = strlen(e->d_name)) > 4 &&
-		    strcmp(e->d_name + l - 4, ".env") == 0)
-			n++;
-	closedir(d);
-	return n;
-}
-
 /* A home with the provider and modules PFX0001..; tallyd if start. */
 static int
 tally_setup(int n, int workers, char pfx, int start)
 {
-	char mf[4400], pmf[4400], set1[64], set2[128], w[16];
+	char mf[4400], pmf[4400], set1[64], set2[128], w[16], key[4400];
 	FILE *fp;
 	int i;
 
+	/* The node's key, outside the home (tally node add refuses it). */
+	snprintf(key, sizeof(key), "%s/node-a.%c.key", scratch, pfx);
 	snprintf(mf, sizeof(mf), "%s/consumers.yaml", scratch);
 	snprintf(pmf, sizeof(pmf), "%s/provider.yaml", scratch);
 	if ((fp = fopen(pmf, "w")) == NULL)
@@ -240,7 +225,7 @@ tally_setup(int n, int workers, char pfx, int start)
 	snprintf(w, sizeof(w), "%d", workers);
 	if (tl_bench_tally(bin, home, NULL, clilog, "init", NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "node", "add", "node-a",
-	    "--routable-name=127.0.0.1", NULL) != 0 ||
+	    "--routable-name=127.0.0.1", "--key-out", key, NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "apply", pmf, mf,
 	    NULL) != 0 ||
 	    tl_bench_tally(bin, home, pwfile, clilog, "assign", "mariadb",
@@ -324,7 +309,8 @@ verify_section(int n)
 int
 main(void)
 {
-	int n, rounds, workers, r, i;
+	struct tl_bench_dlv dl = { 0 };
+	int n, rounds, workers, r, i, k;
 	char wn[16];
 	double td = 0, tt = 0, tc = 0, t;
 
@@ -341,9 +327,10 @@ main(void)
 	printf(ME ": %d grants in %d rounds on one throwaway MariaDB; tally "
 	    "from %s\n", n, rounds, bin);
 	fflush(stdout);
-	if (server_start() != 0 || tally_setup(n, workers, 'c', 1) != 0) {
+	if (server_start() != 0 || tally_setup(n, workers, 'c', 1) != 0 ||
+	    tl_bench_dlv_open(&dl, home) != 0) {
 		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
-		return 0;
+		return 1;
 	}
 	for (r = 0; r < rounds; r++) {
 		int first = n * r / rounds + 1, last = n * (r + 1) / rounds;
@@ -354,7 +341,7 @@ main(void)
 			if (direct_one(i) != 0) {
 				fprintf(stderr, ME ": direct grant %d failed\n",
 				    i);
-				return 0;
+				return 1;
 			}
 		td += tl_bench_now() - t;
 		t = tl_bench_now();
@@ -364,16 +351,16 @@ main(void)
 			    "node-a", NULL) != 0) {
 				fprintf(stderr, ME ": tally assign %s failed\n",
 				    m);
-				return 0;
+				return 1;
 			}
 		}
 		tc += tl_bench_now() - t;
-		while (count_env() < last) {
-			if (tl_bench_now() - t > 600 ||
+		while ((k = tl_bench_dlv_count(&dl, NULL)) < last) {
+			if (k < 0 || tl_bench_now() - t > 600 ||
 			    waitpid(dpid, NULL, WNOHANG) == dpid) {
 				fprintf(stderr, ME ": %d of %d delivered (see "
-				    "%s)\n", count_env(), last, dlog);
-				return 0;
+				    "%s)\n", k, last, dlog);
+				return 1;
 			}
 			tl_bench_msleep(2);
 		}
@@ -390,19 +377,20 @@ main(void)
 	    "%.2f s, %.1f ms each)\n", n, tc, tc * 1000 / n);
 	fflush(stdout);
 	tl_bench_tallyd_stop(&dpid);
+	tl_bench_dlv_close(&dl);	/* verify_section opens this log */
 	verify_section(n);
 	fflush(stdout);
 
 	/*
 	 * The same requests already in the log (another home, modules
-	 * b0001..): tallyd started, until every env file is there.  No
+	 * b0001..): tallyd started, until every one is delivered.  No
 	 * CLI process per grant: tally's own pipeline against the SQL.
 	 */
 	snprintf(home, sizeof(home), "%s/home2", scratch);
 	if (tally_setup(n, workers, 'b', 0) != 0) {
 		fprintf(stderr, ME ": backlog set-up failed (see %s)\n",
 		    clilog);
-		return 0;
+		return 1;
 	}
 	for (i = 1; i <= n; i++) {
 		char m[16];
@@ -410,22 +398,25 @@ main(void)
 		snprintf(m, sizeof(m), "b%04d", i);
 		if (tl_bench_tally(bin, home, NULL, clilog, "assign", m,
 		    "node-a", NULL) != 0)
-			return 0;
+			return 1;
 	}
+	if (tl_bench_dlv_open(&dl, home) != 0)
+		return 1;
 	t = tl_bench_now();
 	if ((dpid = tl_bench_tallyd_start(bin, home, dlog, "--workers", wn,
 	    NULL)) <= 0)
-		return 0;
-	while (count_env() < n) {
-		if (tl_bench_now() - t > 600 ||
+		return 1;
+	while ((k = tl_bench_dlv_count(&dl, NULL)) < n) {
+		if (k < 0 || tl_bench_now() - t > 600 ||
 		    waitpid(dpid, NULL, WNOHANG) == dpid) {
 			fprintf(stderr, ME ": backlog: %d of %d delivered\n",
-			    count_env(), n);
-			return 0;
+			    k, n);
+			return 1;
 		}
 		tl_bench_msleep(2);
 	}
 	t = tl_bench_now() - t;
+	tl_bench_dlv_close(&dl);
 	printf("\na backlog of %d requests in the log, tallyd --workers %d "
 	    "started: all delivered in %.2f s, %.1f ms/grant, x%.2f the direct "
 	    "SQL\n", n, workers, t, t * 1000 / n, td > 0 ? t / td : 0);

@@ -13,7 +13,11 @@
  *   tally                tally assign for each module (one CLI process
  *                        each, in sequence) with tallyd running as a
  *                        daemon (--workers BENCH_RMQ_WORKERS); a slice
- *                        ends when the last of its env files is there
+ *                        ends when the last of its grants is delivered:
+ *                        its credential.delivered event (the credential
+ *                        sealed to the node) committed in the log,
+ *                        polled every 2 ms (the control plane writes no
+ *                        env file; a node's agent does)
  *
  * in BENCH_RMQ_ROUNDS rounds of slices, the order alternating, so both
  * see the same machine (a vhost's start-up, its message stores, is most
@@ -21,7 +25,9 @@
  * the figure issue 13 sets at 1.25 at most.
  *
  * Then a verification pass over tally's grants: the driver's check_bulk
- * (its HTTP requests counted: the round trips of a pass), and the
+ * (its HTTP requests counted: the round trips of a pass; the grants'
+ * vhosts, users and passwords as node-a opens them, by tally env with
+ * its key), and the
  * verifier itself in this process (tl_rx_verify, as tally check runs it,
  * so its CPU is tallyd's for the same pass): first with a login per
  * grant (a new credential's first check logs in), then twice in bulk
@@ -32,7 +38,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -61,6 +66,8 @@
 static const char *bin, *src;
 static char *scratch;
 static char rdir[4300], home[4300], clilog[4300], dlog[4300], lockdir[4300];
+static char nodekey[4300];
+static struct tl_bench_dlv dlv;	/* home's deliveries, polled */
 static char host[64], port[16], mport[16], user[64], pw[256];
 static pid_t dpid = -1;
 static int broker_up, locked;
@@ -211,26 +218,6 @@ direct_one(CURL *c, int i)
 /* --- tally ------------------------------------------------------------ */
 
 static int
-count_env(void)
-{
-	char dir[4400];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
-	size_t l;
-
-	snprintf(dir, sizeof(dir), "%s/deliver/node-a", home);
-	if ((d = opendir(dir)) == NULL)
-		return 0;
-	while ((e = readdir(d)) != NULL)
-		if ((l = strlen(e->d_name)) > 4 &&
-		    strcmp(e->d_name + l - 4, ".env") == 0)
-			n++;
-	closedir(d);
-	return n;
-}
-
-static int
 tally_setup(int n)
 {
 	char mf[4400], pmf[4300], s1[64], s2[64], s3[96], pwf[4400];
@@ -258,14 +245,14 @@ tally_setup(int n)
 	snprintf(s3, sizeof(s3), "admin-user=%s", user);
 	if (tl_bench_tally(bin, home, NULL, clilog, "init", NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "node", "add", "node-a",
-	    "--routable-name=127.0.0.1", NULL) != 0 ||
+	    "--routable-name=127.0.0.1", "--key-out", nodekey, NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "apply", pmf, mf,
 	    NULL) != 0 ||
 	    tl_bench_tally(bin, home, pwf, clilog, "assign", "rabbitmq",
 	    "node-a", "--set", s1, "--set", s2, "--set", s3, "--secret",
 	    "admin-password", NULL) != 0)
 		return -1;
-	return 0;
+	return tl_bench_dlv_open(&dlv, home);
 }
 
 static double
@@ -273,7 +260,7 @@ tally_slice(int first, int last)
 {
 	char m[16];
 	double t0 = tl_bench_now(), end;
-	int i;
+	int i, k;
 
 	for (i = first; i <= last; i++) {
 		snprintf(m, sizeof(m), "r%04d", i);
@@ -285,11 +272,11 @@ tally_slice(int first, int last)
 		}
 	}
 	end = tl_bench_now() + 600;
-	while (count_env() < last) {
-		if (tl_bench_now() > end || waitpid(dpid, NULL, WNOHANG) ==
-		    dpid) {
-			fprintf(stderr, ME ": %d of %d env files (see %s)\n",
-			    count_env(), last, dlog);
+	while ((k = tl_bench_dlv_count(&dlv, NULL)) < last) {
+		if (k < 0 || tl_bench_now() > end ||
+		    waitpid(dpid, NULL, WNOHANG) == dpid) {
+			fprintf(stderr, ME ": %d of %d delivered (see %s)\n",
+			    k, last, dlog);
 			return -1;
 		}
 		tl_bench_msleep(2);
@@ -338,25 +325,27 @@ struct dg {
 static int
 read_env(int i, struct dg *d)
 {
-	char path[4400], line[256];
-	FILE *f;
+	char m[16], env[2048];
+	int rc = -1;
 
 	snprintf(d->id, sizeof(d->id), "r%04d/mq", i);
-	snprintf(path, sizeof(path), "%s/deliver/node-a/r%04d.env", home, i);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		line[strcspn(line, "\n")] = '\0';
-		if (strncmp(line, "MQ_VHOST=", 9) == 0)
-			snprintf(d->v, sizeof(d->v), "%s", line + 9);
-		else if (strncmp(line, "MQ_USER=", 8) == 0)
-			snprintf(d->u, sizeof(d->u), "%s", line + 8);
-		else if (strncmp(line, "MQ_PASSWORD=", 12) == 0)
-			snprintf(d->p, sizeof(d->p), "%s", line + 12);
+	snprintf(m, sizeof(m), "r%04d", i);
+	if (tl_bench_env(bin, home, "node-a", m, nodekey, clilog, env,
+	    sizeof(env)) != 0) {
+		fprintf(stderr, ME ": tally env node-a %s failed (see %s)\n",
+		    m, clilog);
+		goto out;
 	}
-	tl_secret_wipe(line, sizeof(line));
-	fclose(f);
-	return 0;
+	if (tl_bench_envval(env, "MQ_VHOST", d->v, sizeof(d->v)) != 0 ||
+	    tl_bench_envval(env, "MQ_USER", d->u, sizeof(d->u)) != 0 ||
+	    tl_bench_envval(env, "MQ_PASSWORD", d->p, sizeof(d->p)) != 0) {
+		fprintf(stderr, ME ": %s's environment is incomplete\n", m);
+		goto out;
+	}
+	rc = 0;
+out:
+	tl_secret_wipe(env, sizeof(env));
+	return rc;
 }
 
 static void
@@ -479,6 +468,8 @@ main(void)
 	snprintf(home, sizeof(home), "%s/home", scratch);
 	snprintf(clilog, sizeof(clilog), "%s/cli.log", scratch);
 	snprintf(dlog, sizeof(dlog), "%s/tallyd.log", scratch);
+	/* The node's key, outside the home (tally node add refuses it). */
+	snprintf(nodekey, sizeof(nodekey), "%s/node-a.key", scratch);
 	tl_bench_atexit(cleanup);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	printf(ME ": %d vhost grants, tally (--workers %d) against the "
@@ -488,14 +479,14 @@ main(void)
 	if (broker_start() != 0 || tally_setup(n) != 0) {
 		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
 		cleanup();
-		return 0;
+		return 1;
 	}
 	snprintf(wk, sizeof(wk), "%d", workers);
 	if ((dpid = tl_bench_tallyd_start(bin, home, dlog, "--workers", wk,
 	    NULL)) < 0) {
 		fprintf(stderr, ME ": tallyd did not start (see %s)\n", dlog);
 		cleanup();
-		return 0;
+		return 1;
 	}
 	cpu0 = proc_cpu(dpid);
 	if ((c = curl_easy_init()) == NULL)
@@ -538,13 +529,13 @@ main(void)
 	if (!ok) {
 		fprintf(stderr, ME ": a contender failed (see %s)\n", scratch);
 		cleanup();
-		return 0;
+		return 1;
 	}
 	printf("\nrequest -> delivered, %d grants\n", n);
 	printf("  %-34s %8.1f ms per grant (%.2f s)\n", "direct (3 PUTs, "
 	    "one HTTP session)", dsecs * 1000 / n, dsecs);
 	printf("  %-34s %8.1f ms per grant (%.2f s, tally assign CLI "
-	    "included)\n", "tally (assign -> env file)", tsecs * 1000 / n,
+	    "included)\n", "tally (assign -> delivered)", tsecs * 1000 / n,
 	    tsecs);
 	printf("  ratio tally / direct: %.2fx (target <= 1.25x)\n",
 	    dsecs > 0 ? tsecs / dsecs : 0);
@@ -553,6 +544,7 @@ main(void)
 		    (cpu1 - cpu0) * 1000 / n);
 	fflush(stdout);
 	tl_bench_tallyd_stop(&dpid);
+	tl_bench_dlv_close(&dlv);	/* verifier_pass opens this log */
 
 	printf("\nverification pass over the %d tally grants (%d more "
 	    "vhosts on the broker: the direct ones)\n", n, n);

@@ -292,11 +292,13 @@ head(struct tl_log *log)
 static int
 setup(int nmod)
 {
-	char mf[4400], pgmf[4200], set1[64], set2[128];
+	char mf[4400], pgmf[4200], set1[64], set2[128], key[4400];
 	FILE *fp;
 	int i;
 
 	snprintf(mf, sizeof(mf), "%s/consumers.yaml", scratch);
+	/* The node's key, outside the home (tally node add refuses it). */
+	snprintf(key, sizeof(key), "%s/node-a.key", scratch);
 	if ((fp = fopen(mf, "w")) == NULL)
 		return -1;
 	for (i = 1; i <= nmod; i++)
@@ -314,7 +316,7 @@ setup(int nmod)
 	snprintf(set2, sizeof(set2), "admin-user=%s", pguser);
 	if (tl_bench_tally(bin, home, NULL, clilog, "init", NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "node", "add", "node-a",
-	    "--routable-name=127.0.0.1", NULL) != 0 ||
+	    "--routable-name=127.0.0.1", "--key-out", key, NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "apply", pgmf, mf,
 	    NULL) != 0 ||
 	    tl_bench_tally(bin, home, pwfile, clilog, "assign", "postgres",
@@ -550,7 +552,7 @@ main(void)
 	if (pg_start(57400 + (int)(getpid() % 300)) != 0 ||
 	    setup(n > bulk ? n : bulk) != 0) {
 		fprintf(stderr, ME ": set-up failed (see %s)\n", scratch);
-		return 0;
+		return 1;
 	}
 
 	if (bulk_only) {
@@ -563,7 +565,7 @@ main(void)
 	for (k = 0; k < 2; k++) {
 		fs[k].n = sizes[k];
 		if ((tprov[k] = grow(k ? small + 1 : 1, sizes[k])) < 0)
-			return 0;
+			return 1;
 		measure(&fs[k], reps);
 	}
 	{
@@ -686,7 +688,7 @@ main(void)
 		    tl_log_open(logdir, 0, &log) != 0) {
 			fprintf(stderr, ME ": cannot start tallyd (see %s)\n",
 			    dlog);
-			return 0;
+			return 1;
 		}
 		/* Every grant into its slot (tally check left them on 30 s slots;
 		 * the first pass moves each to its slot in this interval). */

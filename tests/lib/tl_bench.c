@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/error.h"
+#include "core/log.h"
+#include "core/secret.h"
+#include "projections/events.h"
 #include "tl_bench.h"
 
 static void (*bench_exit_fn)(void);
@@ -284,4 +289,174 @@ tl_bench_pg_exec(PGconn *c, const char *who, const char *sql)
 		fprintf(stderr, "%s: %.80s: %s", who, sql, PQerrorMessage(c));
 	PQclear(r);
 	return ok ? 0 : -1;
+}
+
+int
+tl_bench_dlv_open(struct tl_bench_dlv *d, const char *home)
+{
+	char dir[4400];
+
+	memset(d, 0, sizeof(*d));
+	d->next = 1;
+	snprintf(dir, sizeof(dir), "%s/log", home);
+	if (tl_log_open(dir, TL_LOG_RDONLY, &d->log) != 0) {
+		d->log = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int
+tl_bench_dlv_count(struct tl_bench_dlv *d, const char *stream)
+{
+	struct tl_filter f = { 0 };
+	struct tl_txn *t;
+	struct tl_iter *it;
+	struct tl_event ev;
+	uint64_t next = d->next;
+	int n = 0, rc;
+
+	if (d->log == NULL || tl_log_begin(d->log, TL_TXN_RDONLY, &t) != 0)
+		return -1;
+	/* Not by type: every event read moves next on, a match or not. */
+	f.stream = stream;
+	f.from = stream == NULL ? d->next : 0;
+	if (tl_iter_open(t, &f, &it) != 0) {
+		n = -1;
+		goto out_txn;
+	}
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		if (strcmp(ev.type, TL_EV_CRED_DELIVERED) == 0)
+			n++;
+		next = ev.seq + 1;
+	}
+	tl_iter_close(it);
+	if (rc != TL_EEOF)
+		n = -1;
+	else if (stream == NULL) {
+		d->next = next;
+		n = d->n += n;
+	}
+out_txn:
+	tl_log_abort(t);
+	return n;
+}
+
+void
+tl_bench_dlv_close(struct tl_bench_dlv *d)
+{
+	if (d->log != NULL)
+		tl_log_close(d->log);
+	d->log = NULL;
+}
+
+int
+tl_bench_delivered(const char *home, const char *stream)
+{
+	struct tl_bench_dlv d;
+	int n;
+
+	if (tl_bench_dlv_open(&d, home) != 0)
+		return -1;
+	n = tl_bench_dlv_count(&d, stream);
+	tl_bench_dlv_close(&d);
+	return n;
+}
+
+int
+tl_bench_env(const char *bin, const char *home, const char *node,
+    const char *module, const char *key, const char *err, char *buf,
+    size_t cap)
+{
+	char path[4096];
+	char *argv[] = { path, "env", (char *)node, (char *)module,
+	    "--node-key", (char *)key, NULL };
+	size_t len = 0;
+	ssize_t n;
+	pid_t pid;
+	int fd[2], efd, st, full = 0, rc = -1;
+
+	if (cap == 0)
+		return -1;
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "%s/tally", bin);
+	if (pipe(fd) != 0)
+		return -1;
+	fflush(stdout);
+	fflush(stderr);
+	if ((pid = fork()) < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		setenv("TALLY_HOME", home, 1);
+		close(fd[0]);
+		dup2(fd[1], 1);
+		close(fd[1]);
+		if ((efd = open(err ? err : "/dev/null", O_WRONLY | O_CREAT |
+		    O_APPEND, 0600)) >= 0) {
+			dup2(efd, 2);
+			close(efd);
+		}
+		if ((efd = open("/dev/null", O_RDONLY)) >= 0) {
+			dup2(efd, 0);
+			close(efd);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	/* Read to the end even past cap, so that the child never blocks. */
+	for (;;) {
+		char sink[512];
+
+		if (len + 1 < cap)
+			n = read(fd[0], buf + len, cap - 1 - len);
+		else {
+			if ((n = read(fd[0], sink, sizeof(sink))) > 0)
+				full = 1;
+			tl_secret_wipe(sink, sizeof(sink));
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (!full)
+			len += (size_t)n;
+	}
+	close(fd[0]);
+	if (waitpid(pid, &st, 0) == pid && WIFEXITED(st))
+		rc = WEXITSTATUS(st);
+	if (full)
+		rc = -1;
+	if (rc < 0) {
+		tl_secret_wipe(buf, cap);
+		buf[0] = '\0';
+	} else
+		buf[len] = '\0';
+	return rc;
+}
+
+int
+tl_bench_envval(const char *env, const char *name, char *val, size_t cap)
+{
+	size_t nl = strlen(name), vl;
+	const char *p = env, *e;
+
+	if (cap == 0)
+		return -1;
+	val[0] = '\0';
+	for (; *p != '\0'; p = *e ? e + 1 : e) {
+		e = p + strcspn(p, "\n");
+		if ((size_t)(e - p) <= nl || strncmp(p, name, nl) != 0 ||
+		    p[nl] != '=')
+			continue;
+		if ((vl = (size_t)(e - p) - nl - 1) >= cap)
+			return -1;
+		memcpy(val, p + nl + 1, vl);
+		val[vl] = '\0';
+		return 0;
+	}
+	return -1;
 }

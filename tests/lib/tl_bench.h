@@ -90,6 +90,64 @@ pid_t	 tl_bench_tallyd_start(const char *bin, const char *home,
 void	 tl_bench_tallyd_stop(pid_t *pid);
 
 /*
+ * Deliveries.  The control plane writes no env file: tally delivers a
+ * grant by committing a credential.delivered event with the values
+ * sealed to the node (the node's agent, tools/tally-node, or tally env
+ * opens them with the node's key).
+ *
+ * tl_bench_delivered: the number of credential.delivered events in
+ * HOME/log, of stream only when stream is not NULL ("grant/ID"), or -1
+ * if the log cannot be read.  It opens the log read-only for the call
+ * and closes it, and reads all of it when stream is NULL (about 0.4 ms
+ * at 200 grants): for a look now and then.  A bench that polls opens a
+ * struct tl_bench_dlv instead.  Neither while this process has HOME/log
+ * open otherwise (LMDB allows one environment per file per process).
+ */
+int	 tl_bench_delivered(const char *home, const char *stream);
+
+/*
+ * HOME/log open read-only for polling deliveries while a tallyd writes
+ * it: a read transaction per count, none held in between.  Zeroed
+ * ({ 0 }) it is closed; tl_bench_dlv_close accepts that.
+ */
+struct tl_bench_dlv {
+	struct tl_log	*log;
+	uint64_t	 next;	/* the first seq not yet counted */
+	int		 n;	/* credential.delivered events before next */
+};
+/* Opens HOME/log: 0, or -1 (d then closed). */
+int	 tl_bench_dlv_open(struct tl_bench_dlv *d, const char *home);
+/*
+ * The credential.delivered events committed so far: of every stream
+ * when stream is NULL (only the events since the last such call are
+ * read), else of stream alone (its events read again, a few).  -1 if
+ * the log cannot be read.
+ */
+int	 tl_bench_dlv_count(struct tl_bench_dlv *d, const char *stream);
+void	 tl_bench_dlv_close(struct tl_bench_dlv *d);
+/*
+ * `BIN/tally env NODE MODULE --node-key KEY` with TALLY_HOME=home: its
+ * stdout, the KEY=VALUE lines of MODULE's environment as delivered
+ * (credentials included), into buf (cap bytes, NUL-terminated), read
+ * through a pipe so that it touches no disk; stderr appended to err
+ * (NULL: /dev/null).  tally env acknowledges nothing.  Returns its exit
+ * status (0: every grant of MODULE delivered), or -1 if it could not be
+ * run, was killed, or wrote cap bytes or more (buf then empty).  The
+ * caller wipes buf (tl_secret_wipe) when done with it, whatever the
+ * result.
+ */
+int	 tl_bench_env(const char *bin, const char *home, const char *node,
+	    const char *module, const char *key, const char *err, char *buf,
+	    size_t cap);
+/*
+ * The value of NAME in env, KEY=VALUE lines as tl_bench_env gives them,
+ * into val (cap bytes): 0, or -1 if there is no such line or the value
+ * does not fit (val then empty).
+ */
+int	 tl_bench_envval(const char *env, const char *name, char *val,
+	    size_t cap);
+
+/*
  * Runs sql on c: 0 if it succeeded (a command, or rows), else -1 and
  * "who: SQL: error" on stderr (SQL cut at 80 characters).
  */

@@ -200,7 +200,10 @@ mariadb --no-defaults -h127.0.0.1 -P"$M_PORT_b" -u"$(t_envget "$fa" MY_USER)" \
 redis-cli --no-auth-warning -h 127.0.0.1 -p "$R_PORT_b" --user "$(t_envget "$fa" REDIS_USER)" \
 	--pass "$(t_envget "$fa" REDIS_PASSWORD)" PING 2>&1 | grep -q PONG &&
 	t_fail "shop@node-a's redis credential opens node-b's server"
-t_ok "refused by node-b's postgres, mariadb and redis"
+t_expect_exit 4 "binding shop/pg@node-b to node-a's local postgres" \
+	tly bind shop/pg@node-b node-a/postgres
+grep -q "local" "$W/last.err" || t_fail "the refusal does not say why: $(cat "$W/last.err")"
+t_ok "refused by node-b's postgres, mariadb and redis; binding node-b's grant to node-a/postgres refused: $(head -n 1 "$W/last.err" | cut -c1-120)"
 tly log --json >"$W/log.json"
 for v in PG_PASSWORD MY_PASSWORD REDIS_PASSWORD; do
 	grep -qF "$(t_envget "$fa" $v)" "$W/log.json" "$T_DLOG" && t_fail "$v of shop@node-a is in a log"

@@ -5,8 +5,10 @@
  * at its own place in the interval, a hash of its id, so that 10,000
  * grants do not hit a provider in the same second (see slot_at); grants
  * due within 1/30 of the interval are checked in one pass.  A check logs
- * in as the consumer on the routable name the consumer was given and
- * inspects the roles and the database from the admin side.
+ * in as the consumer on the routable name the consumer was given (for a
+ * provider exposed local, where tallyd administers it: its consumers
+ * reach it over their node's loopback) and inspects the objects from
+ * the admin side.
  *
  * A driver with a bulk check (TL_DRV_CAP_CHECK_BULK) is asked about all
  * of a provider's due grants in one call per pass, from the admin side
@@ -407,9 +409,15 @@ check_one(const struct tl_rx_prov *pv, void *h, struct check *c)
 	struct tl_drv_endpoint ep;
 	struct tl_drv_grant dg;
 
-	/* The consumer's view: the routable name it was given. */
+	/*
+	 * The consumer's view: the routable name it was given.  A provider
+	 * exposed local is reached only from its own node, over loopback:
+	 * not at the routable name, and not from here over loopback either
+	 * (tallyd may run elsewhere), so the login goes where tallyd
+	 * administers it (admin-host), as the migrator's does.
+	 */
 	memset(&ep, 0, sizeof(ep));
-	ep.host = pv->routable;
+	ep.host = strcmp(pv->expose, "local") == 0 ? pv->host : pv->routable;
 	ep.port = pv->port;
 	drv_grant(c, &dg);
 	c->by_login = 1;

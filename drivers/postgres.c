@@ -2271,8 +2271,10 @@ static const struct tl_drv_revocation pg_revocation = {
  * tl_drv_duration; the migrator's default is the same 5 minutes).
  */
 static const struct tl_drv_setting pg_settings[] = {
-	{ "admin-host", "", 0, TL_DRV_HOST, "where tallyd connects as the "
-	    "admin (default: the node's routable name)" },
+	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
+	    "(default: the node's routable name)" },
+	{ "admin-host", "", 0, TL_DRV_HOST, "the same as host, its first "
+	    "name (host wins when both are set)" },
 	{ "port", "5432", 0, TL_DRV_PORT, "the server's port, for the admin "
 	    "and for consumers" },
 	{ "admin-user", "postgres", 0, TL_DRV_STRING, "the admin role "

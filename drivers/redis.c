@@ -1468,8 +1468,10 @@ static const struct tl_drv_revocation rd_revocation = {
 };
 
 static const struct tl_drv_setting rd_settings[] = {
-	{ "admin-host", "", 0, TL_DRV_HOST, "where tallyd connects as the "
-	    "admin (default: the node's routable name)" },
+	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
+	    "(default: the node's routable name)" },
+	{ "admin-host", "", 0, TL_DRV_HOST, "the same as host, its first "
+	    "name (host wins when both are set)" },
 	{ "port", "6379", 0, TL_DRV_PORT, "the server's port, for the admin "
 	    "and for consumers" },
 	{ "admin-user", "default", 0, TL_DRV_STRING, "the ACL user tallyd "

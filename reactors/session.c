@@ -69,7 +69,15 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		return rc;
 	tl_bn_getstr(r.m, "expose", pv->expose, sizeof(pv->expose));
 	if (tl_bn_get(r.m, "settings", &n) == 0) {
-		tl_bn_getstr(n, "admin-host", pv->host, sizeof(pv->host));
+		/*
+		 * Where tallyd connects as the admin: host, the name every
+		 * driver declares (issue 13), or admin-host, the name the
+		 * first drivers declared; host wins when both are set.
+		 */
+		if (tl_bn_getstr(n, "host", pv->host, sizeof(pv->host)) != 0 ||
+		    pv->host[0] == '\0')
+			tl_bn_getstr(n, "admin-host", pv->host,
+			    sizeof(pv->host));
 		tl_bn_getstr(n, "port", pv->port, sizeof(pv->port));
 		tl_bn_getstr(n, "admin-user", pv->user, sizeof(pv->user));
 		tl_bn_getstr(n, "admin-db", pv->db, sizeof(pv->db));

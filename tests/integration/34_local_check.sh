@@ -2,7 +2,8 @@
 # A provider exposed local is reached by its consumers over loopback on
 # its own node, and by nobody through its node's routable name.  The
 # check that logs in as the consumer must then take the path tallyd
-# administers the provider by (admin-host), not the routable name: a
+# administers the provider by (its setting host, which every driver
+# declares, as issue 13 names it), not the routable name: a
 # local PostgreSQL that listens on 127.0.0.1 only, on a node whose
 # routable name is another address, is healthy, and its grant is not
 # reported as a credential that fails.  (Found by 95_mesh_example, whose
@@ -14,7 +15,7 @@ t_pg_start
 t_init
 t_node node-a 127.0.0.2
 tly apply "$TALLY_SRC/examples/postgres.yaml" >/dev/null
-tly assign postgres node-a --expose local --set admin-host=127.0.0.1 \
+tly assign postgres node-a --expose local --set host=127.0.0.1 \
 	--set port="$TALLY_TEST_PG_PORT" --set admin-user="$TALLY_TEST_PG_USER" \
 	--secret admin-password <"$TALLY_TEST_PG_PWFILE" >/dev/null ||
 	t_fail "tally assign postgres node-a failed"

@@ -122,6 +122,8 @@ tl_emit(struct tl_ctx *c, const char *type, const char *stream,
 	size_t len;
 	int rc;
 
+	if (c->epoch != 0)
+		tl_body_u64(b, "epoch", c->epoch);
 	if ((rc = tl_body_finish(b, &body, &len)) != 0)
 		return rc;
 	return tl_emit_bytes(c, type, stream, body, len, seqp);

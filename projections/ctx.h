@@ -41,6 +41,12 @@ struct tl_ctx {
 	uint8_t		 corr[TL_ID_LEN];
 	int		 have_corr;
 	size_t		 emitted;
+	/*
+	 * Nonzero: the control plane epoch the events are decided at, put
+	 * in every body tl_emit finishes as "epoch" (a reactor's pass sets
+	 * it: every intent carries the epoch of the leader that made it).
+	 */
+	uint64_t	 epoch;
 	tl_emit_fn	 on_emit;
 	void		*arg;
 	char		 why[1024];
@@ -53,7 +59,10 @@ int	tl_ctx_end(struct tl_ctx *c);
 int	tl_refuse(struct tl_ctx *c, int code, const char *fmt, ...)
 	    __attribute__((format(printf, 3, 4)));
 
-/* Appends one event (b is finished here), folds it; *seqp optional. */
+/*
+ * Appends one event (b is finished here, with "epoch" when c->epoch is
+ * set), folds it; *seqp optional.
+ */
 int	tl_emit(struct tl_ctx *c, const char *type, const char *stream,
 	    struct tl_body *b, uint64_t *seqp);
 

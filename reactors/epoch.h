@@ -6,8 +6,10 @@
  * first leader is epoch 1, and every control-plane.promoted event on
  * the stream "control-plane" ({epoch, head}) starts the next one.  An
  * intent's epoch is the epoch in force at its sequence number (the last
- * promotion before it), so intents carry no field of their own: the log
- * orders them, and reactors read the current epoch with tl_ep_current.
+ * promotion before it); each intent and outcome a reactor's pass records
+ * also says it ("epoch", from rx->epoch: projections/ctx.h), so an
+ * event read alone, off the stream, names the leader that made it.
+ * Reactors read the current epoch with tl_ep_current.
  *
  * A standby's home holds the file TL_STANDBY_FILE until tally promote
  * removes it: tallyd --follow runs only there, plain tallyd never does.

@@ -468,6 +468,8 @@ write_phase(struct tl_txn *t, void *arg)
 
 	if ((rc = tl_ctx_begin(&c, t, pa->rx->actor)) != 0)
 		return rc;
+	/* Every intent and outcome says which leader's epoch made it. */
+	c.epoch = pa->rx->epoch;
 	rc = pa->outcomes ? pa->d->outcomes(pa->arg, &c) :
 	    pa->d->intents(pa->arg, &c);
 	if (rc != 0)

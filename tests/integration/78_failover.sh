@@ -203,6 +203,13 @@ t_sql "SELECT datname FROM pg_database WHERE datname NOT IN ('postgres', 'templa
 [ "$(wc -l <"$W/log.users")" -eq "$G" ] || t_fail "$G grants, $(wc -l <"$W/log.users") logins in the intents"
 cmp -s "$W/log.roles" "$W/pg.roles" || { diff "$W/log.roles" "$W/pg.roles" | head >&2; t_fail "PostgreSQL's roles are not the promoted log's"; }
 cmp -s "$W/log.dbs" "$W/pg.dbs" || { diff "$W/log.dbs" "$W/pg.dbs" | head >&2; t_fail "PostgreSQL's databases are not the promoted log's"; }
+# Every intent carries the epoch of the leader that made it: 1 before
+# the promotion, 2 (the promoted one) for late's.
+tly log --json --type grant.provisioning | t_jfields stream epoch >"$W/intent.epochs"
+grep -q '^grant/late/db 2$' "$W/intent.epochs" || t_fail "late's intent does not carry epoch 2: $(grep late "$W/intent.epochs")"
+awk '$2 != 1 && $2 != 2 { bad = 1 } END { exit bad }' "$W/intent.epochs" ||
+	t_fail "an intent without the epoch 1 or 2: $(awk '$2 != 1 && $2 != 2' "$W/intent.epochs" | head -n 3)"
+grep -q ' 1$' "$W/intent.epochs" || t_fail "no intent of the old leader carries epoch 1"
 t_ok "all $KNOWN grants the standby knew ready, each provisioned once, $(wc -l <"$W/pg.dbs") databases and $(wc -l <"$W/pg.roles") roles on PostgreSQL, all named by the promoted log ($HALF half done and $REQ only requested at promotion; the old leader had provisioned $LPROV) and late provisioned, $((T1 - T0)) ms from start to healthy"
 
 t_check "the old leader, restarted with work to do, is deposed and touches no provider"

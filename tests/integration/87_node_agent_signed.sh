@@ -10,6 +10,7 @@
 #     assignment.removed, unsigned or signed by a key that is not the
 #     control plane's, are refused by the agent, with the reason logged
 #     and reported (signed): node-a's files do not change.
+#   - node-b's files are owned by --user game=nobody (when run as root).
 #   - An agent whose key file has no control-plane key refuses to start
 #     over AMQP (tally node rekey gives it one).
 #   - game's requirement cache withdrawn (its grant revoked): on both
@@ -58,6 +59,9 @@ manifest() {	# [cache]: game's manifest, with the cache requirement or not
 	} >"$W/manifests/game.yaml"
 	echo "$W/manifests/game.yaml"
 }
+# As root, node-b's agent writes game's files for the user nobody.
+OWNER= OWNED=
+[ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && OWNER="--user game=nobody"
 GDB=$(t_gname game/db game-db)
 GCACHE=$(t_gname game/cache game-cache)
 
@@ -106,7 +110,7 @@ t_say "the agents"
 	--report-interval 1 --reload "game=echo ok >>$W/node-a.reloads" 2>>"$W/agent-node-a.log" &
 _t_pids="$_t_pids $!"
 "$TALLY_BIN/tally-node" --node node-b --key "$(t_nodekey node-b)" --dir "$W/node-b" \
-	--log "$TALLY_HOME" --reload "game=echo ok >>$W/node-b.reloads" 2>>"$W/agent-node-b.log" &
+	--log "$TALLY_HOME" --reload "game=echo ok >>$W/node-b.reloads" $OWNER 2>>"$W/agent-node-b.log" &
 _t_pids="$_t_pids $!"
 for n in node-a node-b; do
 	wait_for 40 "$n's db and cache" sh -c "grep -q '^DB_USER=${GDB}_v1$' '$W/$n/game.env' &&
@@ -114,7 +118,14 @@ for n in node-a node-b; do
 	t_env_psql "$W/$n/game.env" "SELECT 1" >/dev/null || t_fail "$n's db does not connect"
 done
 wait_for 20 "node-a's acknowledgements" sh -c "[ \$(\"$TALLY_BIN/tally\" log --json --type credential.acknowledged | grep -c '\"actor\":\"node:node-a\"') -ge 2 ]"
-t_ok "both grants on both nodes; node-a's (signed) deliveries acknowledged"
+if [ -n "$OWNER" ]; then
+	for f in "$W/node-b/game.env" "$W/node-b/game" "$W/node-b/game/DB_PASSWORD"; do
+		[ "$(stat -c %U "$f")" = nobody ] || t_fail "$f is owned by $(stat -c %U "$f"), not nobody (--user game=nobody)"
+	done
+	[ "$(stat -c %a "$W/node-b/game.env")" = 600 ] || t_fail "node-b's game.env is mode $(stat -c %a "$W/node-b/game.env")"
+	OWNED="; node-b's game.env, game/ and game/DB_PASSWORD owned by nobody (--user), 0600"
+fi
+t_ok "both grants on both nodes; node-a's (signed) deliveries acknowledged$OWNED"
 
 t_say "forged messages on tally.node.node-a"
 cp "$W/node-a/game.env" "$W/before.env"

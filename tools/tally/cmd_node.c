@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/secret.h"
 #include "tally.h"
@@ -222,6 +223,7 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 	struct add_arg a;
 	struct tl_node_key nk;
 	const char *keyout = NULL;
+	char tmp[4200];
 	int c, rc, ex, yes = 0;
 
 	memset(&a, 0, sizeof(a));
@@ -313,21 +315,38 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 	nk.has_sign = 1;
 	memcpy(nk.cp_pk, a.cpk, TL_SIGN_PUBLEN);
 	nk.has_cp = 1;
-	ex = cli_write(cli, do_add, &a, NULL);
-	if (ex == 0) {
-		/* Only once the node exists: a refused add leaves no key. */
-		if ((rc = tl_secret_node_key_write(keyout, &nk)) != 0) {
-			cli_errx("node %s added, but its key could not be "
-			    "written to %s: %s", a.name, keyout,
-			    tl_strerror(rc));
-			ex = TL_EXIT_FAIL;
-		} else if (cli->json)
-			cli_json_done(cli, json_pack("{s:s,s:s,s:s}", "node",
-			    a.name, "routable", a.routable, "key_file", keyout));
-		else
-			printf("node %s added (%s); its secret key is in %s\n",
-			    a.name, a.routable, keyout);
+	/*
+	 * The key first, beside its place: a disk too full for it leaves
+	 * nothing appended (a node whose secret key is lost is worse than
+	 * none), and a refused add leaves no key; in place once the node
+	 * exists (a rename in one directory).
+	 */
+	if (snprintf(tmp, sizeof(tmp), "%s.new", keyout) >= (int)sizeof(tmp)) {
+		cli_errx("%s: the path is too long", keyout);
+		ex = TL_EXIT_USAGE;
+		goto out;
 	}
+	if ((rc = tl_secret_node_key_write(tmp, &nk)) != 0) {
+		cli_errx("cannot write node %s's key to %s: %s; nothing was "
+		    "written to the log", a.name, tmp, tl_strerror(rc));
+		unlink(tmp);
+		ex = TL_EXIT_FAIL;
+		goto out;
+	}
+	ex = cli_write(cli, do_add, &a, NULL);
+	if (ex != 0)
+		unlink(tmp);
+	else if (rename(tmp, keyout) != 0) {
+		cli_errx("node %s added, but its key could not be moved from "
+		    "%s to %s: %s", a.name, tmp, keyout, strerror(errno));
+		ex = TL_EXIT_FAIL;
+	} else if (cli->json)
+		cli_json_done(cli, json_pack("{s:s,s:s,s:s}", "node",
+		    a.name, "routable", a.routable, "key_file", keyout));
+	else
+		printf("node %s added (%s); its secret key is in %s\n",
+		    a.name, a.routable, keyout);
+out:
 	sodium_memzero(&nk, sizeof(nk));
 	return ex;
 }

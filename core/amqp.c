@@ -663,6 +663,14 @@ fill(struct tl_amqp_delivery *d, const amqp_message_t *msg)
 					    e->value.value.bytes);
 				continue;
 			}
+			if (e->key.len == 3 && memcmp(e->key.bytes, "sig",
+			    3) == 0) {
+				if (e->value.kind == AMQP_FIELD_KIND_UTF8 ||
+				    e->value.kind == AMQP_FIELD_KIND_BYTES)
+					copyb(d->sig, sizeof(d->sig),
+					    e->value.value.bytes);
+				continue;
+			}
 			if (e->key.len == 3 && memcmp(e->key.bytes, "seq",
 			    3) == 0)
 				dst = &d->seq;

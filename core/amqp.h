@@ -136,6 +136,7 @@ struct tl_amqp_delivery {
 	size_t		 len;
 	char		 hash[72];	/* header "hash" (hex), "" if absent */
 	char		 mac[72];	/* header "mac" (hex), "" if absent */
+	char		 sig[136];	/* header "sig" (hex), "" if absent */
 	int64_t		 offset;	/* header "x-stream-offset", -1 */
 };
 void	tl_amqp_delivery_free(struct tl_amqp_delivery *d);

@@ -356,11 +356,17 @@ tl_secret_node_key_load(const char *path, struct tl_node_key *k, char *why)
 	}
 	n = read(fd, buf, sizeof(buf));
 	close(fd);
-	if (n == TL_SECKEY_LEN || n == TL_NODE_KEYFILE_LEN) {
+	if (n == TL_SECKEY_LEN || n == TL_SECKEY_LEN + TL_SIGN_SECLEN ||
+	    n == TL_NODE_KEYFILE_LEN) {
 		memcpy(k->box_sk, buf, TL_SECKEY_LEN);
-		if (n == TL_NODE_KEYFILE_LEN) {
+		if (n > TL_SECKEY_LEN) {
 			memcpy(k->sign_sk, buf + TL_SECKEY_LEN, TL_SIGN_SECLEN);
 			k->has_sign = 1;
+		}
+		if (n == TL_NODE_KEYFILE_LEN) {
+			memcpy(k->cp_pk, buf + TL_SECKEY_LEN + TL_SIGN_SECLEN,
+			    TL_SIGN_PUBLEN);
+			k->has_cp = 1;
 		}
 	} else {
 		if (why != NULL)
@@ -380,8 +386,9 @@ tl_secret_node_key_write(const char *path, const struct tl_node_key *k)
 
 	memcpy(buf, k->box_sk, TL_SECKEY_LEN);
 	memcpy(buf + TL_SECKEY_LEN, k->sign_sk, TL_SIGN_SECLEN);
-	rc = tl_secret_write_file(path, buf, k->has_sign ? sizeof(buf) :
-	    TL_SECKEY_LEN, 0600);
+	memcpy(buf + TL_SECKEY_LEN + TL_SIGN_SECLEN, k->cp_pk, TL_SIGN_PUBLEN);
+	rc = tl_secret_write_file(path, buf, !k->has_sign ? TL_SECKEY_LEN :
+	    !k->has_cp ? TL_SECKEY_LEN + TL_SIGN_SECLEN : sizeof(buf), 0600);
 	sodium_memzero(buf, sizeof(buf));
 	return rc;
 }
@@ -395,6 +402,20 @@ tl_secret_node_public(const uint8_t sk[TL_SECKEY_LEN],
 
 _Static_assert(TL_KEY_LEN == crypto_kdf_KEYBYTES, "the master key is a kdf key");
 _Static_assert(TL_STREAM_MAC_LEN == crypto_auth_BYTES, "one HMAC");
+
+_Static_assert(TL_SIGN_SECLEN == crypto_sign_SECRETKEYBYTES, "ed25519");
+
+void
+tl_secret_cp_keypair(const struct tl_key *key, uint8_t pk[TL_SIGN_PUBLEN],
+    uint8_t *sk)
+{
+	uint8_t seed[crypto_sign_SEEDBYTES], tsk[TL_SIGN_SECLEN];
+
+	crypto_kdf_derive_from_key(seed, sizeof(seed), 1, "tlcpsign", key->k);
+	crypto_sign_seed_keypair(pk, sk != NULL ? sk : tsk, seed);
+	sodium_memzero(seed, sizeof(seed));
+	sodium_memzero(tsk, sizeof(tsk));
+}
 
 /* The stream's subkey: derived on each use, wiped after. */
 static void

@@ -119,19 +119,35 @@ int	tl_secret_unseal(const uint8_t pk[TL_PUBKEY_LEN],
  * Ed25519 signing keys for nodes: a node proves who acknowledges with
  * them (tally-node).  The node's key file holds the X25519 secret key
  * (TL_SECKEY_LEN bytes, the format of before) followed, for nodes added
- * or rekeyed since, by the Ed25519 secret key (TL_SIGN_SECLEN bytes).
+ * or rekeyed since, by the Ed25519 secret key (TL_SIGN_SECLEN bytes),
+ * and then by the control plane's Ed25519 public key (TL_SIGN_PUBLEN
+ * bytes, tl_secret_cp_keypair): what the node checks the notices routed
+ * to its queue against.  So 32, 96 or TL_NODE_KEYFILE_LEN (128) bytes.
  */
 #define TL_SIGN_PUBLEN	32
 #define TL_SIGN_SECLEN	64
 #define TL_SIGN_LEN	64
 #define TL_MAC_LEN	32
-#define TL_NODE_KEYFILE_LEN (TL_SECKEY_LEN + TL_SIGN_SECLEN)
+#define TL_NODE_KEYFILE_LEN (TL_SECKEY_LEN + TL_SIGN_SECLEN + TL_SIGN_PUBLEN)
 
 struct tl_node_key {
 	uint8_t	box_sk[TL_SECKEY_LEN];
 	uint8_t	sign_sk[TL_SIGN_SECLEN];
+	uint8_t	cp_pk[TL_SIGN_PUBLEN];	/* the control plane's */
 	int	has_sign;		/* 0: a key file of before */
+	int	has_cp;			/* 0: no control-plane key (needs has_sign) */
 };
+
+/*
+ * The control plane's Ed25519 key pair, derived from the master key
+ * (KDF context "tlcpsign", subkey 1): every holder of the master key (a
+ * promoted standby too) signs as the same control plane, and nothing
+ * but the master key is kept.  sk (TL_SIGN_SECLEN bytes) is the
+ * caller's to keep in guarded memory and wipe; pk may be all it wants
+ * (sk NULL).
+ */
+void	tl_secret_cp_keypair(const struct tl_key *key,
+	    uint8_t pk[TL_SIGN_PUBLEN], uint8_t *sk);
 
 void	tl_secret_sign_keypair(uint8_t pk[TL_SIGN_PUBLEN],
 	    uint8_t sk[TL_SIGN_SECLEN]);
@@ -153,7 +169,10 @@ int	tl_secret_mac(const void *key, size_t keylen, const void *msg,
  */
 int	tl_secret_node_key_load(const char *path, struct tl_node_key *k,
 	    char *why);
-/* Writes k (the long format when k->has_sign), mode 0600, atomically. */
+/*
+ * Writes k, mode 0600, atomically: 32 bytes, 96 with k->has_sign, 128
+ * with has_sign and has_cp.
+ */
 int	tl_secret_node_key_write(const char *path, const struct tl_node_key *k);
 
 /* Writes data to path atomically (temporary file, fsync, rename). */

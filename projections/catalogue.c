@@ -32,13 +32,13 @@
 
 static const struct tl_cat_event cat[] = {
 	/* node/NAME */
-	{ E(TL_EV_NODE_ADDED), "node", "name routable pubkey", GR, NULL,
+	{ E(TL_EV_NODE_ADDED), "node", "name routable pubkey [signkey] [cpkey]", GR, NULL,
 	  { { "name", NAME }, { "routable", 255 } } },
 	{ E(TL_EV_NODE_REMOVED), "node", "name", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_NODE_LOST), "node", "name", GR, NULL,
 	  { { "name", NAME } } },
-	{ E(TL_EV_NODE_KEY_ADDED), "node", "name signkey(bin)", GR, NULL,
+	{ E(TL_EV_NODE_KEY_ADDED), "node", "name [signkey(bin)] [cpkey(bin)]", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_NODE_REPORTED), "node", "node report(json text)", GR, NULL,
 	  { { "node", NAME } } },

@@ -22,12 +22,13 @@ int
 tl_dec_node_add(struct tl_ctx *c, const char *name, const char *routable,
     const uint8_t pubkey[32])
 {
-	return tl_dec_node_add_ex(c, name, routable, pubkey, NULL);
+	return tl_dec_node_add_ex(c, name, routable, pubkey, NULL, NULL);
 }
 
 int
 tl_dec_node_add_ex(struct tl_ctx *c, const char *name, const char *routable,
-    const uint8_t pubkey[32], const uint8_t signkey[32])
+    const uint8_t pubkey[32], const uint8_t signkey[32],
+    const uint8_t cpkey[32])
 {
 	struct tl_body b;
 	char k[TL_KEY_MAX];
@@ -46,6 +47,8 @@ tl_dec_node_add_ex(struct tl_ctx *c, const char *name, const char *routable,
 	tl_body_bin(&b, "pubkey", pubkey, 32);
 	if (signkey != NULL)
 		tl_body_bin(&b, "signkey", signkey, 32);
+	if (cpkey != NULL)
+		tl_body_bin(&b, "cpkey", cpkey, 32);
 	rc = tl_emit(c, TL_EV_NODE_ADDED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -53,7 +56,7 @@ tl_dec_node_add_ex(struct tl_ctx *c, const char *name, const char *routable,
 
 int
 tl_dec_node_key_add(struct tl_ctx *c, const char *name,
-    const uint8_t signkey[32])
+    const uint8_t signkey[32], const uint8_t cpkey[32])
 {
 	struct tl_body b;
 	char k[TL_KEY_MAX];
@@ -67,7 +70,10 @@ tl_dec_node_key_add(struct tl_ctx *c, const char *name,
 		return tl_refuse(c, TL_ENOTFOUND, "no node %s", name);
 	tl_body_init(&b);
 	tl_body_str(&b, "name", name);
-	tl_body_bin(&b, "signkey", signkey, 32);
+	if (signkey != NULL)
+		tl_body_bin(&b, "signkey", signkey, 32);
+	if (cpkey != NULL)
+		tl_body_bin(&b, "cpkey", cpkey, 32);
 	rc = tl_emit(c, TL_EV_NODE_KEY_ADDED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;

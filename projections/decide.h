@@ -33,13 +33,21 @@
 /* Commands. */
 int	tl_dec_node_add(struct tl_ctx *c, const char *name,
 	    const char *routable, const uint8_t pubkey[32]);
-/* With the node's Ed25519 public key (NULL: none, as before). */
+/*
+ * With the node's Ed25519 public key and the control plane's
+ * (tl_secret_cp_keypair: what the node's key file was given to check
+ * its queue's notices against); either NULL: none, as before.
+ */
 int	tl_dec_node_add_ex(struct tl_ctx *c, const char *name,
 	    const char *routable, const uint8_t pubkey[32],
-	    const uint8_t signkey[32]);
-/* node.key-added: a signing key for a node added without one (rekey). */
+	    const uint8_t signkey[32], const uint8_t cpkey[32]);
+/*
+ * node.key-added (tally node rekey): a signing key for a node added
+ * without one, and/or the control plane's key its key file now holds
+ * (NULL: not in this event).
+ */
 int	tl_dec_node_key_add(struct tl_ctx *c, const char *name,
-	    const uint8_t signkey[32]);
+	    const uint8_t signkey[32], const uint8_t cpkey[32]);
 int	tl_dec_node_rm(struct tl_ctx *c, const char *name);
 
 /* A module as declared by a manifest, bodies already encoded. */

@@ -11,8 +11,8 @@
 #define TL_EVENTS_H
 
 /* node/NAME */
-#define TL_EV_NODE_ADDED		"node.added"		/* name routable pubkey [signkey] */
-#define TL_EV_NODE_KEY_ADDED	"node.key-added"	/* name signkey (tally node rekey) */
+#define TL_EV_NODE_ADDED		"node.added"		/* name routable pubkey [signkey] [cpkey] */
+#define TL_EV_NODE_KEY_ADDED	"node.key-added"	/* name [signkey] [cpkey] (tally node rekey) */
 /*
  * What a node offered as an acknowledgement (tally-node: appended by
  * the agent itself with --log, by the publisher from tally.acks), and

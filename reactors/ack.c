@@ -66,6 +66,31 @@ tl_report_message(const char *node, const char *report, uint8_t **out,
 	return 0;
 }
 
+int
+tl_cp_message(const char *node, const char *type, uint64_t seq,
+    const void *body, size_t blen, uint8_t **out, size_t *len)
+{
+	static const char tag[] = "tally-cp/1";
+	size_t nl = strlen(node), tl = strlen(type), n;
+	uint8_t *p;
+	int i;
+
+	n = sizeof(tag) + nl + 1 + tl + 1 + 8 + blen;
+	if ((p = malloc(n)) == NULL)
+		return ENOMEM;
+	memcpy(p, tag, sizeof(tag));
+	memcpy(p + sizeof(tag), node, nl + 1);
+	memcpy(p + sizeof(tag) + nl + 1, type, tl + 1);
+	for (i = 0; i < 8; i++)
+		p[sizeof(tag) + nl + 1 + tl + 1 + i] = (uint8_t)(seq >>
+		    (56 - 8 * i));
+	if (blen > 0)
+		memcpy(p + n - blen, body, blen);
+	*out = p;
+	*len = n;
+	return 0;
+}
+
 void
 tl_ack_proof_key(const char *password, uint8_t key[TL_MAC_LEN])
 {

@@ -41,6 +41,17 @@ int	tl_ack_message(const char *grant, const char *holder,
  */
 int	tl_report_message(const char *node, const char *report, uint8_t **out,
 	    size_t *len);
+/*
+ * The bytes the control plane signs for what it routes to node's queue
+ * tally.node.NODE (reactors/publish.c; tally-node checks them against
+ * the control plane's key in its key file, tl_secret_cp_keypair): a
+ * domain tag, the node, the message's type, the event's seq (u64be:
+ * the agent takes each seq once, so a notice sent again changes
+ * nothing) and the body.  The signature goes in the header "sig"
+ * (hex).  *out is malloc'd and the caller's to free(); ENOMEM.
+ */
+int	tl_cp_message(const char *node, const char *type, uint64_t seq,
+	    const void *body, size_t blen, uint8_t **out, size_t *len);
 /* The proof key of a password (what "#proof" carries, in binary). */
 void	tl_ack_proof_key(const char *password, uint8_t key[TL_MAC_LEN]);
 

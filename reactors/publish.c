@@ -61,6 +61,9 @@
 #include "core/envelope.h"
 #include "projections/decide.h"
 #include "projections/events.h"
+#include "projections/grant.h"
+#include "projections/proj.h"
+#include "ack.h"
 #include "rx.h"
 
 #define CKPT		"publisher"
@@ -95,6 +98,12 @@ struct tl_rx_pub {
 	char			 acks[256];
 	char			 stream[256];	/* "" : none */
 	const struct tl_key	*key;		/* rx's: the stream's "mac" */
+	/* The control plane's signing key (tl_secret_cp_keypair); ps is
+	 * guarded memory. */
+	uint8_t			 cp_sk[TL_SIGN_SECLEN];
+	uint8_t			 cp_pk[TL_SIGN_PUBLEN];
+	int			 has_cp;
+	char			 sighex[2 * TL_SIGN_LEN + 1];
 	/* The connection and what was declared on it. */
 	struct tl_amqp		*a;
 	char			(*queues)[80];
@@ -143,6 +152,7 @@ tl_rx_publish_stop(struct tl_rx *rx)
 		return;
 	disconnect(ps);
 	forget_config(ps);
+	tl_secret_wipe(ps->cp_sk, sizeof(ps->cp_sk));
 	free(ps->queues);
 	free(ps->in);
 	msgpack_sbuffer_destroy(&ps->mp);
@@ -434,6 +444,38 @@ hex(const uint8_t *p, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+/*
+ * Signs m (to node's queue, for event seq) as the control plane
+ * (reactors/ack.h, tl_cp_message) into the header "sig": tally-node
+ * takes nothing from its queue that does not verify.  Without the
+ * master key nothing is signed, and the agents refuse what comes.
+ */
+static int
+sign_for_node(struct tl_rx_pub *ps, const char *node, uint64_t seq,
+    struct tl_amqp_msg *m)
+{
+	uint8_t *msg, sig[TL_SIGN_LEN];
+	size_t len;
+	int rc;
+
+	if (!ps->has_cp) {
+		if (ps->key == NULL || ps->key->k == NULL)
+			return 0;
+		tl_secret_cp_keypair(ps->key, ps->cp_pk, ps->cp_sk);
+		ps->has_cp = 1;
+	}
+	if ((rc = tl_cp_message(node, m->type, seq, m->body, m->len, &msg,
+	    &len)) != 0)
+		return rc;
+	tl_secret_sign(ps->cp_sk, msg, len, sig);
+	free(msg);
+	hex(sig, sizeof(sig), ps->sighex);
+	m->hdr[m->nhdr].key = "sig";
+	m->hdr[m->nhdr].str = ps->sighex;
+	m->nhdr++;
+	return 0;
+}
+
 static void
 pack_str(msgpack_packer *pk, const char *s)
 {
@@ -585,7 +627,8 @@ publish_sealed(struct tl_rx_pub *ps, const struct tl_event *ev,
 	m.hdr[3].key = "version";
 	m.hdr[3].num = (int64_t)tl_bn_getu64(v.root, "version", 0);
 	m.nhdr = 4;
-	rc = tl_amqp_publish(ps->a, &m, tag);
+	if ((rc = sign_for_node(ps, node, ev->seq, &m)) == 0)
+		rc = tl_amqp_publish(ps->a, &m, tag);
 out:
 	tl_bview_close(&v);
 	return rc;
@@ -635,8 +678,98 @@ publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
 	m.hdr[0].key = "seq";
 	m.hdr[0].num = (int64_t)ev->seq;
 	m.nhdr = 1;
-	rc = tl_amqp_publish(ps->a, &m, tag);
+	if ((rc = sign_for_node(ps, node, ev->seq, &m)) == 0)
+		rc = tl_amqp_publish(ps->a, &m, tag);
 	free(js);
+	return rc;
+}
+
+struct holders {
+	char	(*nodes)[64];
+	size_t	 n, cap;
+};
+
+/* d/GRANT/HOLDER: a node that was delivered the grant, once each. */
+static int
+holder_node(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct holders *h = arg;
+	const char *at = strchr(rest, '@');
+	size_t i;
+
+	(void)val;
+	(void)vlen;
+	if (at == NULL || strchr(rest, '/') != NULL || strlen(at + 1) >= 64)
+		return 0;
+	for (i = 0; i < h->n; i++)
+		if (strcmp(h->nodes[i], at + 1) == 0)
+			return 0;
+	if (tl_vec_grow(&h->nodes, &h->cap, h->n + 1, sizeof(h->nodes[0])) !=
+	    0)
+		return ENOMEM;
+	snprintf(h->nodes[h->n++], sizeof(h->nodes[0]), "%s", at + 1);
+	return 0;
+}
+
+/*
+ * A grant revoked or purged, to the queue of every node it was
+ * delivered to (the grants projection's d/GRANT/HOLDER): tally-node
+ * drops its values from the module's files ({"grant"}, the event's
+ * type).  Sent to a node that no longer holds it, it changes nothing.
+ */
+static int
+publish_revoked(struct tl_rx_pub *ps, struct tl_txn *t,
+    const struct tl_event *ev, const char *id, uint64_t *tag)
+{
+	struct tl_amqp_msg m;
+	struct tl_bview v;
+	struct tl_proj p;
+	struct holders h = { NULL, 0, 0 };
+	char grant[TL_GRANT_ID_MAX + 1], q[80], k[TL_KEY_MAX], *js = NULL;
+	json_t *j;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
+		return rc;
+	rc = tl_bn_getstr(v.root, "grant", grant, sizeof(grant));
+	tl_bview_close(&v);
+	if (rc != 0)
+		return 0;
+	if ((rc = tl_proj_open(t, &p)) != 0 ||
+	    (rc = tl_key(k, "d/%s/", grant)) != 0 ||
+	    (rc = tl_rec_scan(t, p.grants, k, holder_node, &h)) != 0)
+		goto out;
+	if ((j = json_pack("{s:s}", "grant", grant)) == NULL ||
+	    (js = json_dumps(j, JSON_COMPACT)) == NULL) {
+		json_decref(j);
+		rc = ENOMEM;
+		goto out;
+	}
+	json_decref(j);
+	for (i = 0; rc == 0 && i < h.n; i++) {
+		snprintf(q, sizeof(q), "tally.node.%s", h.nodes[i]);
+		if ((rc = node_queue(ps, q)) != 0)
+			break;
+		memset(&m, 0, sizeof(m));
+		m.exchange = "";
+		m.routing_key = q;
+		m.body = js;
+		m.len = strlen(js);
+		m.content_type = "application/json";
+		m.message_id = id;
+		m.type = ev->type;
+		m.timestamp = ev->ts / 1000000000u;
+		m.persistent = 1;
+		m.hdr[0].key = "seq";
+		m.hdr[0].num = (int64_t)ev->seq;
+		m.nhdr = 1;
+		if ((rc = sign_for_node(ps, h.nodes[i], ev->seq, &m)) == 0)
+			rc = tl_amqp_publish(ps->a, &m, tag);
+	}
+out:
+	free(js);
+	free(h.nodes);
 	return rc;
 }
 
@@ -681,7 +814,8 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
 }
 
 static int
-publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
+publish_event(struct tl_rx_pub *ps, struct tl_txn *t,
+    const struct tl_event *ev)
 {
 	struct tl_amqp_msg m;
 	char id[2 * TL_ID_LEN + 1], *js = NULL;
@@ -727,6 +861,10 @@ publish_event(struct tl_rx_pub *ps, const struct tl_event *ev)
 	if (rc == 0 && ps->node_queues &&
 	    strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0)
 		rc = publish_removed(ps, ev, id, &tag);
+	if (rc == 0 && ps->node_queues &&
+	    (strcmp(ev->type, TL_EV_GRANT_REVOKED) == 0 ||
+	    strcmp(ev->type, TL_EV_GRANT_PURGED) == 0))
+		rc = publish_revoked(ps, t, ev, id, &tag);
 	if (rc == 0 && ps->stream[0])
 		rc = publish_stream(ps, ev, id, &tag);
 	if (rc == 0)
@@ -819,7 +957,7 @@ publish_batch(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count,
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		goto out;
 	while ((rc = tl_iter_next(it, &ev)) == 0) {
-		if ((rc = publish_event(ps, &ev)) != 0) {
+		if ((rc = publish_event(ps, t, &ev)) != 0) {
 			*brokerr = rc != TL_EMALFORMED && rc != ENOMEM;
 			break;
 		}

@@ -2,8 +2,9 @@
 # tally-node following the log on the control plane's own machine
 # (--log, the embedded default), issue 14 items 1-3:
 #   - node add records an Ed25519 signing key beside the sealing key
-#     (node.added signkey), the key file holds both (96 bytes, 0600);
-#     a key file of before (32 bytes) gets one with tally node rekey
+#     (node.added signkey), the key file holds both and the control
+#     plane's public key (node.added cpkey; 128 bytes, 0600); a key file
+#     of before (32 bytes) gets both with tally node rekey
 #     (node.key-added) and the agent with it is believed;
 #   - three agents, three nodes, separate directories and keys: each
 #     writes DIR/game.env (0600; the mapped fields and the manifest's
@@ -37,18 +38,21 @@ t_node node-c 127.0.0.2
 t_check "node.added carries the signing key; the key file holds both keys, 0600"
 tly log --json --type node.added | grep -q '"signkey"' ||
 	t_fail "node.added has no signkey"
+tly log --json --type node.added | grep -q '"cpkey"' ||
+	t_fail "node.added has no cpkey"
 for n in $NODES; do
 	k=$(t_nodekey "$n")
-	[ "$(stat -c %s "$k")" = 96 ] || t_fail "$k is $(stat -c %s "$k") bytes, not 96"
+	[ "$(stat -c %s "$k")" = 128 ] || t_fail "$k is $(stat -c %s "$k") bytes, not 128"
 	[ "$(stat -c %a "$k")" = 600 ] || t_fail "$k is mode $(stat -c %a "$k")"
 done
-t_ok "signkey in node.added; 96-byte key files"
+t_ok "signkey and cpkey in node.added; 128-byte key files"
 
 t_check "a key file of before (32 bytes): tally node rekey adds a signing key"
 tly node add node-d --routable-name 127.0.0.4 --key-out "$(t_nodekey node-d)" >/dev/null
 head -c 32 "$(t_nodekey node-d)" >"$W/d.key" && chmod 600 "$W/d.key"
 tly node rekey node-d --key "$W/d.key" >/dev/null || t_fail "tally node rekey failed"
-[ "$(stat -c %s "$W/d.key")" = 96 ] || t_fail "rekey did not grow the key file"
+[ "$(stat -c %s "$W/d.key")" = 128 ] || t_fail "rekey did not grow the key file to 128 bytes"
+cmp -s -i 96:96 "$W/d.key" "$(t_nodekey node-d)" || t_fail "rekey wrote another control-plane key than node add"
 cmp -s -n 32 "$W/d.key" "$(t_nodekey node-d)" || t_fail "rekey changed the sealing key"
 tly log --json --type node.key-added | grep -q '"name":"node-d"' ||
 	t_fail "no node.key-added for node-d"

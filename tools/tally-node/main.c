@@ -105,6 +105,10 @@ struct agent {
 	size_t			 nmods;
 	int			 once;
 	int			 reload_failed;
+	/* What was refused from the queue (--amqp), for the reports. */
+	unsigned		 refused;
+	char			 refused_last[200];
+	uint64_t		 cp_seq;	/* the last notice taken (amqp-seq) */
 	/* What the reports say: the last reload, and when one is due. */
 	char			 last_module[64];
 	int			 last_status;	/* -1: none yet */
@@ -176,6 +180,7 @@ struct held {
 	uint64_t	version;
 	int		reloaded;
 	int		acked;
+	int		revoked;	/* dropped: what is kept stops replays */
 };
 
 /* A grant id as a file name: '/' and '@' are not kept. */
@@ -222,6 +227,8 @@ held_load(struct agent *ag, const char *grant, struct held *h)
 			h->reloaded = 1;
 		else if (strcmp(line, "acked 1") == 0)
 			h->acked = 1;
+		else if (strcmp(line, "revoked 1") == 0)
+			h->revoked = 1;
 	}
 	fclose(fp);
 	return 0;
@@ -236,8 +243,9 @@ held_save(struct agent *ag, const struct held *h)
 	fname(h->grant, f, sizeof(f));
 	snprintf(path, sizeof(path), "%s/%s.state", ag->state, f);
 	n = snprintf(buf, sizeof(buf), "grant %s\nholder %s\nmodule %s\n"
-	    "version %llu\nreloaded %d\nacked %d\n", h->grant, h->holder,
-	    h->module, (unsigned long long)h->version, h->reloaded, h->acked);
+	    "version %llu\nreloaded %d\nacked %d\nrevoked %d\n", h->grant,
+	    h->holder, h->module, (unsigned long long)h->version, h->reloaded,
+	    h->acked, h->revoked);
 	return tl_secret_write_file(path, buf, (size_t)n, 0600);
 }
 
@@ -334,6 +342,12 @@ collect(json_t *vars, json_t *defs, const char *plain)
 		if ((eq = memchr(p, '=', (size_t)(end - p))) == NULL ||
 		    (nl = (size_t)(eq - p)) == 0 || nl >= sizeof(name))
 			continue;
+		/*
+		 * A variable declared with "" is filled by a requirement, not
+		 * defaulted: written empty it would outlive its grant.
+		 */
+		if (into == defs && eq + 1 == end)
+			continue;
 		memcpy(name, p, nl);
 		name[nl] = '\0';
 		json_object_set_new(into, name, json_stringn(eq + 1,
@@ -368,9 +382,40 @@ read_sealed(struct agent *ag, const char *grant, uint8_t **out, size_t *len)
 	return rc;
 }
 
+/* Removes DIR/MODULE.env and DIR/MODULE/; the number of files removed. */
+static int
+remove_files(struct agent *ag, const char *module)
+{
+	char path[2100];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", ag->dir, module);
+	if ((d = opendir(path)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			char f[2400];
+
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
+			if (unlink(f) == 0)
+				n++;
+		}
+		closedir(d);
+		rmdir(path);
+	}
+	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, module);
+	if (unlink(path) == 0)
+		n++;
+	return n;
+}
+
 /*
  * Writes DIR/MODULE.env and DIR/MODULE/ from every grant of module the
  * agent holds: the files are derived from the sealed deliveries kept.
+ * A value no grant gives any more (a grant revoked) leaves both; when
+ * no grant is left, so do the files.
  */
 static int
 write_module(struct agent *ag, const char *module)
@@ -385,7 +430,7 @@ write_module(struct agent *ag, const char *module)
 	char *buf = NULL;
 	size_t blen = 0;
 	FILE *mem;
-	int rc = 0;
+	int rc = 0, ngrants = 0;
 
 	if ((d = opendir(ag->state)) == NULL) {
 		rc = errno;
@@ -419,17 +464,22 @@ write_module(struct agent *ag, const char *module)
 			fclose(fp);
 		}
 		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-		    strcmp(h.module, module) != 0)
+		    strcmp(h.module, module) != 0 || h.revoked)
 			continue;
 		if (read_sealed(ag, grant, &sealed, &slen) != 0)
 			continue;
 		if (open_sealed(ag, sealed, slen, &o) == 0) {
 			collect(vars, defs, o.plain);
 			opened_free(&o);
+			ngrants++;
 		}
 		free(sealed);
 	}
 	closedir(d);
+	if (ngrants == 0) {
+		remove_files(ag, module);
+		goto out;
+	}
 	json_object_foreach(defs, k, v)
 		if (json_object_get(vars, k) == NULL)
 			json_object_set(vars, k, v);
@@ -446,6 +496,17 @@ write_module(struct agent *ag, const char *module)
 		goto out;
 	}
 	own(sub, mc);
+	/* What no grant gives any more goes first. */
+	if ((d = opendir(sub)) != NULL) {
+		while ((de = readdir(d)) != NULL)
+			if (de->d_name[0] != '.' && json_object_get(vars,
+			    de->d_name) == NULL) {
+				snprintf(path, sizeof(path), "%s/%s", sub,
+				    de->d_name);
+				unlink(path);
+			}
+		closedir(d);
+	}
 	json_object_foreach(vars, k, v) {
 		const char *s = json_string_value(v);
 
@@ -692,7 +753,8 @@ send_report(struct agent *ag)
 				cpy(grant, sizeof(grant), line + 6);
 			}
 			fclose(fp);
-			if (grant[0] == '\0' || held_load(ag, grant, &h) != 0)
+			if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
+			    h.revoked)
 				continue;
 			json_array_append_new(held, json_pack("{s:s,s:s,s:I,"
 			    "s:b,s:b}", "grant", h.grant, "holder", h.holder,
@@ -707,6 +769,9 @@ send_report(struct agent *ag)
 		json_object_set_new(r, "last_reload", json_pack("{s:s,s:b,s:i}",
 		    "module", ag->last_module, "ok", ag->last_status == 0,
 		    "status", ag->last_status));
+	if (r != NULL && ag->refused > 0)
+		json_object_set_new(r, "refused", json_pack("{s:I,s:s}",
+		    "count", (json_int_t)ag->refused, "last", ag->refused_last));
 	if (r == NULL || (js = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS)) ==
 	    NULL) {
 		json_decref(r);
@@ -889,7 +954,7 @@ resume(struct agent *ag)
 		}
 		fclose(fp);
 		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-		    h.acked)
+		    h.acked || h.revoked)
 			continue;
 		if (read_sealed(ag, grant, &sealed, &slen) != 0)
 			continue;
@@ -910,30 +975,13 @@ resume(struct agent *ag)
 static int
 remove_module(struct agent *ag, const char *module)
 {
-	char path[2100];
 	DIR *d;
 	struct dirent *de;
-	int n = 0;
+	int n;
 
 	if (module[0] == '\0' || module[0] == '.' || strchr(module, '/'))
 		return 0;	/* not a module's name: nothing of it here */
-	snprintf(path, sizeof(path), "%s/%s", ag->dir, module);
-	if ((d = opendir(path)) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			char f[2400];
-
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
-			if (unlink(f) == 0)
-				n++;
-		}
-		closedir(d);
-		rmdir(path);
-	}
-	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, module);
-	if (unlink(path) == 0)
-		n++;
+	n = remove_files(ag, module);
 	if ((d = opendir(ag->state)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
 			size_t nl = strlen(de->d_name);
@@ -966,6 +1014,49 @@ remove_module(struct agent *ag, const char *module)
 	}
 	say("info", "%s is no longer on %s: its files are removed (%d)",
 	    module, ag->node, n);
+	return 0;
+}
+
+/*
+ * A grant revoked or purged: its values leave its module's files (the
+ * others' stay; no grant left, no files), the module is reloaded, and
+ * what is kept of it (the version, marked revoked) makes a delivery of
+ * before, replayed, change nothing.
+ */
+static int
+drop_grant(struct agent *ag, const char *grant, const char *what)
+{
+	struct held h;
+	char f[200], path[1600];
+	int rc, status = 0;
+
+	if (held_load(ag, grant, &h) != 0 || h.revoked)
+		return 0;	/* not held here */
+	h.revoked = 1;
+	h.reloaded = h.acked = 0;
+	if ((rc = held_save(ag, &h)) != 0)
+		return rc;
+	fname(grant, f, sizeof(f));
+	snprintf(path, sizeof(path), "%s/%s.sealed", ag->state, f);
+	unlink(path);
+	if ((rc = write_module(ag, h.module)) != 0) {
+		say("error", "%s %s: cannot rewrite %s/%s.env: %s", grant, what,
+		    ag->dir, h.module, tl_strerror(rc));
+		return rc;
+	}
+	say("info", "%s %s: its values left %s/%s.env and %s/%s/", grant,
+	    what, ag->dir, h.module, ag->dir, h.module);
+	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, h.module);
+	if (access(path, F_OK) != 0)
+		return 0;	/* nothing left to reload with */
+	rc = run_reload(ag, h.module, &status);
+	cpy(ag->last_module, sizeof(ag->last_module), h.module);
+	ag->last_status = rc != 0 ? 127 : status;
+	ag->report_due = 0;
+	if (rc != 0 || status != 0)
+		say("error", "the reload of %s after %s left failed (%s %d)",
+		    h.module, grant, rc ? tl_strerror(rc) : "exit",
+		    rc ? rc : status);
 	return 0;
 }
 
@@ -1011,7 +1102,8 @@ from_log(struct agent *ag)
 	snprintf(logdir, sizeof(logdir), "%s/log", ag->home);
 	read_pos(ag, &pos);
 	so.from = pos + 1;
-	so.type = "[ac][sr]*.[dr]e*";	/* credential.delivered, assignment.removed */
+	/* credential.delivered, assignment.removed, grant.revoked|purged */
+	so.type = "[acg][sr]*.[dpr][eu]*";
 	if ((rc = tl_sub_attach(ag->log, &so, &s)) != 0)
 		goto out;
 	while (!stop) {
@@ -1058,6 +1150,24 @@ from_log(struct agent *ag)
 			tl_bview_close(&v);
 			continue;
 		}
+		if (strcmp(ev.type, TL_EV_GRANT_REVOKED) == 0 ||
+		    strcmp(ev.type, TL_EV_GRANT_PURGED) == 0) {
+			char grant[201] = "";
+
+			rc = tl_bn_getstr(v.root, "grant", grant,
+			    sizeof(grant));
+			tl_bview_close(&v);
+			if (rc != 0) {
+				rc = 0;
+				continue;
+			}
+			tl_sub_release(s);
+			if ((rc = drop_grant(ag, grant, ev.type[6] == 'r' ?
+			    "revoked" : "purged")) != 0)
+				break;
+			write_pos(ag, pos = ev.seq);
+			continue;
+		}
 		if (strcmp(ev.type, TL_EV_CRED_DELIVERED) != 0) {
 			tl_bview_close(&v);
 			continue;
@@ -1095,6 +1205,102 @@ out:
 	return rc;
 }
 
+static void
+read_cp_seq(struct agent *ag)
+{
+	char path[1600], buf[32] = "";
+	FILE *fp;
+
+	ag->cp_seq = 0;
+	snprintf(path, sizeof(path), "%s/amqp-seq", ag->state);
+	if ((fp = fopen(path, "r")) == NULL)
+		return;
+	if (fgets(buf, sizeof(buf), fp) != NULL)
+		ag->cp_seq = strtoull(buf, NULL, 10);
+	fclose(fp);
+}
+
+static int
+write_cp_seq(struct agent *ag, uint64_t seq)
+{
+	char path[1600], buf[32];
+	int n;
+
+	ag->cp_seq = seq;
+	snprintf(path, sizeof(path), "%s/amqp-seq", ag->state);
+	n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)seq);
+	return tl_secret_write_file(path, buf, (size_t)n, 0600);
+}
+
+/*
+ * Is d signed by the control plane for this node (reactors/ack.h,
+ * tl_cp_message)?  0, or TL_ESECRET with the reason in why (200).
+ * Anyone who may publish to the broker can put a message on the
+ * node's queue, and a sealed box says nothing of who sealed it: only
+ * the control plane's signature does.
+ */
+static int
+cp_signed(struct agent *ag, const struct tl_amqp_delivery *d, char *why)
+{
+	uint8_t sig[TL_SIGN_LEN], *msg;
+	size_t got = 0, mlen;
+	int rc;
+
+	if (d->sig[0] == '\0') {
+		snprintf(why, 200, "unsigned (no \"sig\" header): not from "
+		    "the control plane");
+		return TL_ESECRET;
+	}
+	if (d->seq <= 0) {
+		snprintf(why, 200, "no \"seq\" header");
+		return TL_ESECRET;
+	}
+	if (sodium_hex2bin(sig, sizeof(sig), d->sig, strlen(d->sig), NULL,
+	    &got, NULL) != 0 || got != sizeof(sig)) {
+		snprintf(why, 200, "bad signature: not %d bytes of hex",
+		    TL_SIGN_LEN);
+		return TL_ESECRET;
+	}
+	if ((rc = tl_cp_message(ag->node, d->type, (uint64_t)d->seq, d->body,
+	    d->len, &msg, &mlen)) != 0) {
+		snprintf(why, 200, "%s", tl_strerror(rc));
+		return rc;
+	}
+	rc = tl_secret_verify(ag->key.cp_pk, msg, mlen, sig);
+	free(msg);
+	if (rc != 0)
+		snprintf(why, 200, "bad signature: not the control plane's "
+		    "key (the one in the node's key file)");
+	return rc;
+}
+
+/* One message of the node's queue, signed: what it says is done. */
+static int
+handle_notice(struct agent *ag, const struct tl_amqp_delivery *d)
+{
+	json_t *j;
+	const char *m = NULL, *n = NULL, *g = NULL;
+	int rc = 0;
+
+	if (strcmp(d->type, TL_EV_CRED_DELIVERED) == 0)
+		return deliver(ag, d->body, d->len);
+	if ((j = json_loadb(d->body, d->len, 0, NULL)) == NULL)
+		return 0;
+	if (strcmp(d->type, TL_EV_ASSIGN_REMOVED) == 0) {
+		if (json_unpack(j, "{s:s,s:s}", "module", &m, "node", &n) ==
+		    0 && strcmp(n, ag->node) == 0 && strchr(m, '/') == NULL &&
+		    m[0] != '.')
+			rc = remove_module(ag, m);
+	} else if (strcmp(d->type, TL_EV_GRANT_REVOKED) == 0 ||
+	    strcmp(d->type, TL_EV_GRANT_PURGED) == 0) {
+		if (json_unpack(j, "{s:s}", "grant", &g) == 0)
+			rc = drop_grant(ag, g, d->type[6] == 'r' ? "revoked" :
+			    "purged");
+	}
+	json_decref(j);
+	return rc;
+}
+
 static int
 from_amqp(struct agent *ag)
 {
@@ -1103,6 +1309,7 @@ from_amqp(struct agent *ag)
 	int rc;
 
 	snprintf(q, sizeof(q), "tally.node.%s", ag->node);
+	read_cp_seq(ag);
 	ag->conf.password = ag->password;
 	if ((rc = tl_amqp_connect(&ag->conf, &ag->a, why, sizeof(why))) != 0) {
 		say("error", "%s: %s", ag->url, why[0] ? why : tl_strerror(rc));
@@ -1114,7 +1321,13 @@ from_amqp(struct agent *ag)
 	/* What was delivered but not reloaded or acked goes first. */
 	if ((rc = resume(ag)) != 0)
 		goto out;
-	if (!ag->once && (rc = tl_amqp_consume(ag->a, q, 16)) != 0)
+	/*
+	 * One message at a time: the acknowledgement waits for its confirm
+	 * on the same connection, and a delivery arriving meanwhile would be
+	 * read as a stray frame and lost (two grants of a module at once
+	 * broke the consumer: "consume: a socket error occurred").
+	 */
+	if (!ag->once && (rc = tl_amqp_consume(ag->a, q, 1)) != 0)
 		goto out;
 	while (!stop) {
 		maybe_report(ag);
@@ -1132,17 +1345,24 @@ from_amqp(struct agent *ag)
 		}
 		if (rc != 0)
 			break;
-		if (strcmp(d.type, TL_EV_ASSIGN_REMOVED) == 0) {
-			json_t *j = json_loadb(d.body, d.len, 0, NULL);
-			const char *m = NULL, *n = NULL;
-
-			if (j != NULL && json_unpack(j, "{s:s,s:s}", "module",
-			    &m, "node", &n) == 0 && strcmp(n, ag->node) == 0 &&
-			    strchr(m, '/') == NULL && m[0] != '.')
-				rc = remove_module(ag, m);
-			json_decref(j);
-		} else
-			rc = deliver(ag, d.body, d.len);
+		if (cp_signed(ag, &d, why) != 0) {
+			/* Taken off the queue, counted and reported: no more. */
+			say("warning", "refused a %s message on %s (id %s): %s",
+			    d.type[0] ? d.type : "untyped", q,
+			    d.message_id[0] ? d.message_id : "none", why);
+			ag->refused++;
+			snprintf(ag->refused_last, sizeof(ag->refused_last),
+			    "%s: %s", d.type[0] ? d.type : "untyped", why);
+			ag->report_due = 0;
+			rc = 0;
+		} else if ((uint64_t)d.seq <= ag->cp_seq) {
+			/* Sent again (at least once), or replayed: done. */
+			say("debug", "%s of seq %lld: already taken (at %llu)",
+			    d.type, (long long)d.seq,
+			    (unsigned long long)ag->cp_seq);
+			rc = 0;
+		} else if ((rc = handle_notice(ag, &d)) == 0)
+			rc = write_cp_seq(ag, (uint64_t)d.seq);
 		tl_amqp_delivery_free(&d);
 		/* Not taken off the queue unless it was handled. */
 		if (rc != 0 || (rc = tl_amqp_ack(ag->a, d.tag, 0)) != 0)
@@ -1280,6 +1500,15 @@ main(int argc, char **argv)
 	    tl_secret_node_public(ag.key.box_sk, ag.pk) != 0) {
 		say("error", "%s", why[0] ? why : "the node key is unusable");
 		return EXIT_FAIL;
+	}
+	if (ag.url != NULL && !ag.key.has_cp) {
+		/* Without it, nothing on the queue could be told from a forgery. */
+		say("error", "%s holds no control-plane key: over --amqp the "
+		    "agent takes only what the control plane signed (tally "
+		    "node rekey %s --key %s, on the control plane, adds it)",
+		    keyfile, ag.node, keyfile);
+		ex = EXIT_FAIL;
+		goto out;
 	}
 	if (ag.url != NULL) {
 		if (tl_amqp_parse_url(ag.url, &ag.conf) != 0) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/secret.h"
 #include "tally.h"
@@ -27,7 +28,11 @@ static const char usage[] =
 "node's host to FILE (mode 0600), to be moved there: never into the\n"
 "log, and never under the tally home (refused), so the control plane's\n"
 "disk holds nothing that opens a delivery.\n"
-"rekey gives a node added before signing keys existed its Ed25519 key\n"
+"The key file also gets the control plane's Ed25519 public key (derived\n"
+"from the master key, recorded in node.added as cpkey): tally-node --amqp\n"
+"takes from the node's queue only what that key signed.\n"
+"rekey gives a node added before signing keys existed its Ed25519 key,\n"
+"and a key file without the control plane's key that key\n"
 "(node.key-added), appended to its key FILE; the sealing key stays.\n"
 "lost records that the node is gone for good (asks for --yes): its\n"
 "assignments end, every grant on its providers becomes lost (its data\n"
@@ -42,6 +47,8 @@ struct add_arg {
 	const char	*routable;
 	uint8_t		 pk[TL_PUBKEY_LEN];
 	uint8_t		 spk[TL_SIGN_PUBLEN];
+	uint8_t		 cpk[TL_SIGN_PUBLEN];	/* the control plane's */
+	int		 new_sign;		/* rekey: spk is new */
 };
 
 static int
@@ -49,7 +56,8 @@ do_add(struct tl_ctx *c, void *arg)
 {
 	struct add_arg *a = arg;
 
-	return tl_dec_node_add_ex(c, a->name, a->routable, a->pk, a->spk);
+	return tl_dec_node_add_ex(c, a->name, a->routable, a->pk, a->spk,
+	    a->cpk);
 }
 
 static int
@@ -57,10 +65,32 @@ do_rekey(struct tl_ctx *c, void *arg)
 {
 	struct add_arg *a = arg;
 
-	return tl_dec_node_key_add(c, a->name, a->spk);
+	return tl_dec_node_key_add(c, a->name, a->new_sign ? a->spk : NULL,
+	    a->cpk);
 }
 
-/* The key file: a sealing key of before gets a signing key beside it. */
+/* The control plane's public key, from the master key of the home. */
+static int
+cp_key(const struct tl_cli *cli, uint8_t pk[TL_SIGN_PUBLEN])
+{
+	struct tl_key key = { NULL };
+	char why[160] = "", path[1200];
+
+	snprintf(path, sizeof(path), "%s/master.key", cli->home);
+	if (tl_secret_load(path, &key, why) != 0) {
+		cli_errx("master key: %s (a node's key file gets the control "
+		    "plane's public key, derived from it)", why);
+		return TL_EXIT_FAIL;
+	}
+	tl_secret_cp_keypair(&key, pk, NULL);
+	tl_secret_key_free(&key);
+	return 0;
+}
+
+/*
+ * The key file: a sealing key of before gets a signing key beside it,
+ * and a file without the control plane's key gets that.
+ */
 static int
 rekey(struct tl_cli *cli, struct add_arg *a, const char *keyfile)
 {
@@ -68,18 +98,26 @@ rekey(struct tl_cli *cli, struct add_arg *a, const char *keyfile)
 	char why[160] = "";
 	int rc, ex;
 
+	if ((ex = cp_key(cli, a->cpk)) != 0)
+		return ex;
 	if ((rc = tl_secret_node_key_load(keyfile, &nk, why)) != 0) {
 		cli_errx("%s", why[0] ? why : tl_strerror(rc));
 		return TL_EXIT_FAIL;
 	}
-	if (nk.has_sign) {
-		cli_errx("%s already holds a signing key: node %s needs no "
-		    "rekey", keyfile, a->name);
+	if (nk.has_sign && nk.has_cp && sodium_memcmp(nk.cp_pk, a->cpk,
+	    TL_SIGN_PUBLEN) == 0) {
+		cli_errx("%s already holds a signing key and the control "
+		    "plane's: node %s needs no rekey", keyfile, a->name);
 		tl_secret_wipe(&nk, sizeof(nk));
 		return TL_EXIT_REFUSED;
 	}
-	tl_secret_sign_keypair(a->spk, nk.sign_sk);
-	nk.has_sign = 1;
+	if (!nk.has_sign) {
+		tl_secret_sign_keypair(a->spk, nk.sign_sk);
+		nk.has_sign = 1;
+		a->new_sign = 1;
+	}
+	memcpy(nk.cp_pk, a->cpk, TL_SIGN_PUBLEN);
+	nk.has_cp = 1;
 	/* The file first: a key in the log whose secret is lost is worse. */
 	if ((rc = tl_secret_node_key_write(keyfile, &nk)) != 0) {
 		cli_errx("cannot write %s: %s", keyfile, tl_strerror(rc));
@@ -89,8 +127,8 @@ rekey(struct tl_cli *cli, struct add_arg *a, const char *keyfile)
 	tl_secret_wipe(&nk, sizeof(nk));
 	ex = cli_write(cli, do_rekey, a, NULL);
 	if (ex == 0 && !cli->json)
-		printf("node %s has a signing key; its secret is in %s\n",
-		    a->name, keyfile);
+		printf("node %s has a signing key and the control plane's "
+		    "key; its secret is in %s\n", a->name, keyfile);
 	else if (ex == 0)
 		cli_json_done(cli, json_pack("{s:s,s:s}", "node", a->name,
 		    "key_file", keyfile));
@@ -182,11 +220,13 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		{ "yes", no_argument, NULL, 'y' },
 		{ 0 }
 	};
-	struct add_arg a = { NULL, NULL, { 0 }, { 0 } };
+	struct add_arg a;
 	struct tl_node_key nk;
 	const char *keyout = NULL;
+	char tmp[4200];
 	int c, rc, ex, yes = 0;
 
+	memset(&a, 0, sizeof(a));
 	if (argc < 2 || (strcmp(argv[1], "add") != 0 &&
 	    strcmp(argv[1], "rm") != 0 && strcmp(argv[1], "rekey") != 0 &&
 	    strcmp(argv[1], "lost") != 0)) {
@@ -267,25 +307,46 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 	}
 	if (!key_ok(cli, argv[0], keyout))
 		return keyout == NULL ? TL_EXIT_USAGE : TL_EXIT_REFUSED;
+	if ((ex = cp_key(cli, a.cpk)) != 0)
+		return ex;
 	memset(&nk, 0, sizeof(nk));
 	tl_secret_node_keypair(a.pk, nk.box_sk);
 	tl_secret_sign_keypair(a.spk, nk.sign_sk);
 	nk.has_sign = 1;
-	ex = cli_write(cli, do_add, &a, NULL);
-	if (ex == 0) {
-		/* Only once the node exists: a refused add leaves no key. */
-		if ((rc = tl_secret_node_key_write(keyout, &nk)) != 0) {
-			cli_errx("node %s added, but its key could not be "
-			    "written to %s: %s", a.name, keyout,
-			    tl_strerror(rc));
-			ex = TL_EXIT_FAIL;
-		} else if (cli->json)
-			cli_json_done(cli, json_pack("{s:s,s:s,s:s}", "node",
-			    a.name, "routable", a.routable, "key_file", keyout));
-		else
-			printf("node %s added (%s); its secret key is in %s\n",
-			    a.name, a.routable, keyout);
+	memcpy(nk.cp_pk, a.cpk, TL_SIGN_PUBLEN);
+	nk.has_cp = 1;
+	/*
+	 * The key first, beside its place: a disk too full for it leaves
+	 * nothing appended (a node whose secret key is lost is worse than
+	 * none), and a refused add leaves no key; in place once the node
+	 * exists (a rename in one directory).
+	 */
+	if (snprintf(tmp, sizeof(tmp), "%s.new", keyout) >= (int)sizeof(tmp)) {
+		cli_errx("%s: the path is too long", keyout);
+		ex = TL_EXIT_USAGE;
+		goto out;
 	}
+	if ((rc = tl_secret_node_key_write(tmp, &nk)) != 0) {
+		cli_errx("cannot write node %s's key to %s: %s; nothing was "
+		    "written to the log", a.name, tmp, tl_strerror(rc));
+		unlink(tmp);
+		ex = TL_EXIT_FAIL;
+		goto out;
+	}
+	ex = cli_write(cli, do_add, &a, NULL);
+	if (ex != 0)
+		unlink(tmp);
+	else if (rename(tmp, keyout) != 0) {
+		cli_errx("node %s added, but its key could not be moved from "
+		    "%s to %s: %s", a.name, tmp, keyout, strerror(errno));
+		ex = TL_EXIT_FAIL;
+	} else if (cli->json)
+		cli_json_done(cli, json_pack("{s:s,s:s,s:s}", "node",
+		    a.name, "routable", a.routable, "key_file", keyout));
+	else
+		printf("node %s added (%s); its secret key is in %s\n",
+		    a.name, a.routable, keyout);
+out:
 	sodium_memzero(&nk, sizeof(nk));
 	return ex;
 }

@@ -78,10 +78,11 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 	if (age > aa->silence_ns)
 		aa->silent++;
 	json_array_append_new(aa->out, json_pack("{s:s,s:O,s:I,s:I,s:o,s:O?,"
-	    "s:b}", "node", node, "agent", json_object_get(rep, "agent"),
+	    "s:b,s:O?}", "node", node, "agent", json_object_get(rep, "agent"),
 	    "reported_ns", (json_int_t)ts, "age_ns", (json_int_t)age, "held",
 	    mine, "last_reload", json_object_get(rep, "last_reload"),
-	    "silent", age > aa->silence_ns));
+	    "silent", age > aa->silence_ns, "refused", json_object_get(rep,
+	    "refused")));
 	json_decref(rep);
 	return 0;
 }
@@ -113,6 +114,12 @@ print_agents(const json_t *ag)
 			    "reloaded" : "not reloaded", json_is_true(
 			    json_object_get(h, "acked")) ? "acknowledged" :
 			    "not acknowledged");
+		if ((lr = json_object_get(a, "refused")) != NULL)
+			printf("    refused %lld message(s) on its queue not "
+			    "signed by the control plane (last: %s)\n",
+			    json_integer_value(json_object_get(lr, "count")),
+			    json_string_value(json_object_get(lr, "last")));
+		lr = json_object_get(a, "last_reload");
 		if (lr != NULL && !json_is_true(json_object_get(lr, "ok")))
 			printf("    last reload of %s failed (exit %lld)\n",
 			    json_string_value(json_object_get(lr, "module")),

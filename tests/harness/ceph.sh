@@ -20,6 +20,8 @@
 # The recipe and its pitfalls: ../shared/RECIPES.md (single-node Ceph RGW).
 # beast runs with tcp_nodelay=1: without it every request after the first
 # on a kept-alive connection waits ~40 ms (Nagle against delayed ACKs).
+# debug rgw = 0: at 1 (the default) beast's access log records every query
+# string, and the admin API takes a key's secret-key in the query.
 set -eu
 
 me=ceph.sh
@@ -132,6 +134,7 @@ osd max object namespace len = 64
 rgw data = $D/rgw
 pid file = $D/run/rgw.pid
 rgw frontends = beast endpoint=127.0.0.1:$PORT tcp_nodelay=1
+debug rgw = 0/0
 EOF
     C="-c $D/ceph.conf"
     monmaptool --create --fsid "$FSID" --addv a "[v2:127.0.0.1:$MONP]" \

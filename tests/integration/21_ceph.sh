@@ -134,6 +134,7 @@ $RADM user info --uid="$UA" 2>/dev/null | grep -q "\"display_name\": \"tally gra
 SKA=$(t_envget "$A" S3_SECRET_KEY)
 tly log --json | grep -q "$SKA" && t_fail "app-a's secret key is in the log"
 grep -rqs "$SKA" "$T_DLOG" && t_fail "app-a's secret key is in tallyd's log"
+grep -rqs "$SKA" "$CEPH_DIR/log" && t_fail "app-a's secret key is in the RGW's logs"
 t_ok "app-a: bucket $BA as user $UA, writes and reads; app-b: $BB; no secret in the logs"
 
 t_check "exclusive: app-a's keys on app-b's bucket are refused"

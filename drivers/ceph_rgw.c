@@ -438,6 +438,8 @@ setting(const char *const *sv, const char *name)
 /* --- the session ------------------------------------------------------ */
 
 static void rgw_close(void *h);
+static int rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap);
 
 static int
 rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
@@ -906,11 +908,11 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	json_t *u = NULL, *b = NULL;
 	enum mark m;
 	char w[TL_DRV_WHY_MAX], ak[24], path[RGW_NAME_MAX + 2];
+	char admin_base[sizeof(r->base)];
 	long st;
-	int rc;
+	int rc, consumer = 0;
 	struct kv q[] = { { "policy", "" } };
 
-	(void)ep;	/* the admin's endpoint is the consumers' too */
 	*drift = TL_DRIFT_NONE;
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
@@ -925,6 +927,12 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	/* From the consumer's side: its bucket, and isolation. */
 	if ((rc = ensure_canary(r, why)) != 0)
 		goto out;
+	/* At the endpoint delivered to it, which may not be tallyd's. */
+	memcpy(admin_base, r->base, sizeof(admin_base));
+	if (ep != NULL && ep->host != NULL && ep->host[0] != '\0' &&
+	    rgw_compose("endpoint", ep, g, r->base, sizeof(r->base)) != 0)
+		memcpy(r->base, admin_base, sizeof(r->base));
+	consumer = 1;
 	if ((rc = head_as(r, g, g->resource, &st, why)) != 0)
 		goto out;
 	if (st != 200) {
@@ -956,6 +964,8 @@ done:
 	else
 		whyf(why, 0, "%s", w);
 out:
+	if (consumer)
+		memcpy(r->base, admin_base, sizeof(r->base));
 	json_decref(u);
 	json_decref(b);
 	return rc;

@@ -623,6 +623,16 @@ START_TEST(test_isolation)
 	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
 	ck_assert_ptr_nonnull(strstr(why, "canary"));
 	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	/* The consumer's requests go to the endpoint it was given. */
+	{
+		struct tl_drv_endpoint far = { "127.0.0.1", "1", NULL };
+		enum tl_drv_drift d;
+
+		ck_rc(drv->check(h, &a.g, &far, &d, why), TL_EUNREACH, why);
+		ck_assert_ptr_nonnull(strstr(why, "127.0.0.1:1"));
+		/* And the admin's session is back on its own. */
+		ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	}
 	drv->close(h);
 }
 END_TEST

@@ -236,7 +236,8 @@ request(struct rgw *r, const char *method, const char *path,
 		goto out;
 	}
 	off = (size_t)n;
-	qsort(q, nq, sizeof(*q), kv_cmp);
+	if (nq > 1)
+		qsort(q, nq, sizeof(*q), kv_cmp);
 	for (i = 0; i < nq; i++) {
 		if ((e = curl_easy_escape(r->c, q[i].v, 0)) == NULL) {
 			rc = whyf(why, ENOMEM, "%s: out of memory", step);

@@ -329,6 +329,9 @@ check(void *h, const struct tl_drv_grant *g, char *why)
 	return d;
 }
 
+/* One more request header for the next http() (NULL: none). */
+static const char *s_extra;
+
 struct body {
 	char	buf[65536];
 	size_t	len;
@@ -369,6 +372,9 @@ http(const char *method, const char *pathq, const char *ak, const char *sk,
 	out->buf[0] = '\0';
 	snprintf(url, sizeof(url), "%s%s", s_endpoint, pathq);
 	hd = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (s_extra != NULL)
+		hd = curl_slist_append(hd, s_extra);
+	s_extra = NULL;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:default:s3");
 	curl_easy_setopt(c, CURLOPT_USERNAME, ak != NULL ? ak : s_ak);
@@ -623,6 +629,33 @@ START_TEST(test_isolation)
 	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
 	ck_assert_ptr_nonnull(strstr(why, "canary"));
 	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	/* The canary made readable to all: A reaches it, a drift. */
+	{
+		unsigned char hh[8];
+		char hx[17], canary[64];
+		enum tl_drv_drift d;
+
+		crypto_generichash(hh, sizeof(hh), (const unsigned char *)s_ak,
+		    strlen(s_ak), NULL, 0);
+		sodium_bin2hex(hx, sizeof(hx), hh, sizeof(hh));
+		snprintf(canary, sizeof(canary), "tally-canary-%s", hx);
+		snprintf(pq, sizeof(pq), "/%s", canary);
+		ck_assert_int_eq(as(&a, "HEAD", pq, NULL), 403);
+		snprintf(pq, sizeof(pq), "/%s?acl=", canary);
+		s_extra = "x-amz-acl: public-read-write";
+		ck_assert_int_eq(http("PUT", pq, NULL, NULL, "", NULL), 200);
+		snprintf(pq, sizeof(pq), "/%s", canary);
+		ck_assert_int_eq(as(&a, "HEAD", pq, NULL), 200);
+		ep.host = s_host;
+		ep.port = s_port;
+		ck_rc(drv->check(h, &a.g, &ep, &d, why), 0, why);
+		ck_assert_int_eq(d, TL_DRIFT_PRIVILEGES);
+		ck_assert_ptr_nonnull(strstr(why, "canary"));
+		snprintf(pq, sizeof(pq), "/%s?acl=", canary);
+		s_extra = "x-amz-acl: private";
+		ck_assert_int_eq(http("PUT", pq, NULL, NULL, "", NULL), 200);
+		ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	}
 	/* The consumer's requests go to the endpoint it was given. */
 	{
 		struct tl_drv_endpoint far = { "127.0.0.1", "1", NULL };

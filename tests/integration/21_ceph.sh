@@ -12,6 +12,9 @@
 #   - rotated with holder acks and no lockout: a shared grant on two
 #     nodes, a poller reading the bucket with every delivered key all
 #     along; the old key works until the last ack, then 403;
+#     a second rotation with the add's reply lost (TALLY_FAULT) and a
+#     retirement done on the RGW but not recorded (tallyd killed): each
+#     step once, no lockout;
 #   - revoked: retain suspends the user and keeps the bucket and its
 #     object; purge deletes the objects, the bucket and the user;
 #   - a kill storm: tallyd SIGKILLed repeatedly while 10 grants are
@@ -255,6 +258,38 @@ fi
 [ "$(cut -d' ' -f2 "$W/poll.ok" | sort -u | wc -l)" -ge 2 ] || t_fail "the poller did not see both keys"
 t_ok "retired after the last ack (not forced); v1 403, v2 works; 0 failures in $(wc -l <"$W/poll.ok") reads"
 t_tallyd_stop
+
+t_say "a second rotation through crashes: the add's reply lost, the retirement done but not recorded"
+TALLY_FAULT=create:lost-first=1 t_tallyd_start --interval 1
+tly rotate "$G" >/dev/null || t_fail "tally rotate $G (v3) failed"
+t_wait_log 20 "grant/$G" credential.activated '"version":3' >/dev/null
+[ "$(tly log --json --stream "grant/$G" --type credential.issued | grep -c '"version":3')" -eq 1 ] ||
+	t_fail "v3 was issued more than once"
+grep -q "rotation of $G: fault injected: create:lost-first=1" "$T_DLOG" ||
+	t_fail "the add's reply was not lost (no fault in tallyd's log)"
+end=$(($(t_now_ms) + 10000))
+until [ "$(t_envget "$GA" S3_SECRET_KEY)" != "$(t_envget "$W/v2.env" S3_SECRET_KEY)" ]; do
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "node-a's env file does not hold v3"
+	sleep 0.05
+done
+cp "$GA" "$W/v3.env"
+kill -KILL "$T_DPID"
+t_wait_exit "$T_DPID" 10
+[ "$(as "$W/v2.env" GET "/$GB/k")" = 200 ] && [ "$(as "$W/v3.env" GET "/$GB/k")" = 200 ] ||
+	t_fail "v2 and v3 do not both work after the lost add"
+tly ack node-a game 3 >/dev/null && tly ack node-b game 3 >/dev/null || t_fail "tally ack of v3 failed"
+# What a crash after the driver retired v2, before credential.retired: gone on the RGW.
+$RADM key rm --uid="$GU" --access-key="$(t_envget "$W/v2.env" S3_ACCESS_KEY)" >/dev/null 2>&1 ||
+	t_fail "radosgw-admin key rm of v2 failed"
+t_tallyd_start --interval 1
+t_wait_log 20 "grant/$G" rotation.completed '"version":3' >/dev/null
+[ "$(tly log --json --stream "grant/$G" --type credential.retired | grep -c '"version":2')" -eq 1 ] ||
+	t_fail "v2 not retired exactly once"
+[ "$(as "$W/v2.env" GET "/$GB/k")" = 403 ] || t_fail "v2 still works"
+[ "$(as "$W/v3.env" GET "/$GB/k")" = 200 ] || t_fail "v3 does not work"
+t_tallyd_stop
+t_expect_exit 0 "tally check $G (after the crashes)" tly check "$G"
+t_ok "v3 issued and activated once despite the lost reply; the resumed retirement found v2 gone and completed"
 
 t_say "revocation: retain, purge"
 K=$(t_envfile node-a keep)

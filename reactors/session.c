@@ -23,6 +23,23 @@ setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
 		snprintf(v, cap, "%s", d);
 }
 
+/*
+ * The setting that holds the admin's secret: the first one the driver
+ * declares secret (admin-password, or what the provider calls its admin
+ * key); admin-password when it declares none.
+ */
+static const char *
+admin_secret_name(const struct tl_drv_ops *ops)
+{
+	const struct tl_drv_setting *s;
+
+	for (s = ops != NULL ? ops->settings : NULL; s != NULL &&
+	    s->name != NULL; s++)
+		if (s->secret)
+			return s->name;
+	return "admin-password";
+}
+
 int
 tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
     const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
@@ -132,12 +149,14 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		size_t len;
 		char ad[TL_KEY_MAX];
 
-		if (tl_bn_get(n, "admin-password", &s) == 0 &&
+		const char *sn = admin_secret_name(pv->ops);
+
+		if (tl_bn_get(n, sn, &s) == 0 &&
 		    tl_bn_secret(s, &ct, &len) == 0 &&
 		    len > TL_BOX_OVERHEAD &&
 		    len - TL_BOX_OVERHEAD < sizeof(pv->password)) {
-			snprintf(ad, sizeof(ad), "assignment/%s@%s:"
-			    "admin-password", pv->module, pv->node);
+			snprintf(ad, sizeof(ad), "assignment/%s@%s:%s",
+			    pv->module, pv->node, sn);
 			if (tl_secret_decrypt(&rx->key, ad, strlen(ad), ct,
 			    len, (uint8_t *)pv->password) != 0) {
 				tl_rec_close(&r);

@@ -54,6 +54,7 @@ t_fail() {
 _t_pids=""	# tallyd processes this script started and has not reaped
 _t_pgs=""	# PostgreSQL directories this script started
 _t_redises=""	# Redis directories this script started (t_redis_start)
+_t_cephs=""	# Ceph directories this script started (t_ceph_start)
 
 t_forget_pid() {
 	_t_new=""
@@ -85,6 +86,11 @@ _t_cleanup() {
 		[ "$_t_rc" -ne 0 ] && cp "$_t_d/log" "$W/redis-$(basename "$_t_d").log" 2>/dev/null
 		sh "$TALLY_SRC/tests/harness/redis.sh" stop "$_t_d" >/dev/null 2>&1 ||
 			echo "WARNING $T_NAME: stopping Redis in $_t_d failed" >&2
+	done
+	for _t_d in $_t_cephs; do
+		[ "$_t_rc" -ne 0 ] && cp "$_t_d/log/client.rgw.a.log" "$W/rgw-$(basename "$_t_d").log" 2>/dev/null
+		sh "$TALLY_SRC/tests/harness/ceph.sh" stop "$_t_d" >/dev/null 2>&1 ||
+			echo "WARNING $T_NAME: stopping Ceph in $_t_d failed" >&2
 	done
 	if [ "$_t_rc" -eq 0 ]; then
 		rm -rf "$W"
@@ -182,6 +188,28 @@ t_redis_start() {
 	done
 	. "$REDIS_DIR/env"
 	export REDIS_DIR
+}
+
+# t_ceph_start [NAME]: a throwaway single-node Ceph RGW in $W/NAME (default
+# ceph) on free ports (tests/harness/ceph.sh: PORT..PORT+6), stopped at
+# exit; exports TALLY_TEST_RGW_* and CEPH_DIR.
+t_ceph_start() {
+	CEPH_DIR=$W/${1:-ceph}
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^\([0-9][0-9]*\).*/\1/p')
+	_t_port=$((47100 + ${_t_n:-0} * 20 + $$ % 7 * 7))
+	_t_tries=0
+	while :; do
+		while _t_port_busy "$_t_port" || _t_port_busy $((_t_port + 1)) ||
+		    _t_port_busy $((_t_port + 2)); do _t_port=$((_t_port + 7)); done
+		_t_cephs="$_t_cephs $CEPH_DIR"
+		sh "$TALLY_SRC/tests/harness/ceph.sh" start "$CEPH_DIR" "$_t_port" && break
+		_t_tries=$((_t_tries + 1))
+		[ $_t_tries -lt 3 ] ||
+			t_fail "Ceph RGW could not be started in $CEPH_DIR (port $_t_port): see above"
+		_t_port=$((_t_port + 7))
+	done
+	. "$CEPH_DIR/env"
+	export CEPH_DIR
 }
 
 # pg_ctl as the server's user (pg.sh runs the server as postgres when

@@ -1,0 +1,1310 @@
+/*
+ * ceph_rgw.c - the Ceph RGW driver: an S3 bucket and a user with its own
+ * keys per grant.
+ *
+ * What a grant is on the object store (create makes it, check verifies
+ * it, fix_privileges restores it):
+ *
+ *   login	an RGW user (never the admin), uid the shared scheme's name
+ *		(drivers/naming.c: PREFIX_DIGEST), its display-name the
+ *		grant's mark ("tally grant ID"), not suspended, no caps,
+ *		max-buckets 1;
+ *   keys	one S3 key pair per credential version: the secret key is
+ *		tally's password of that version (RGW takes a client-chosen
+ *		secret-key), the access key "TL" + 18 hex digits of
+ *		BLAKE2b(uid, password), so both follow from what tally
+ *		already keeps and nothing new is recorded;
+ *   resource	one bucket, the uid with "_" as "-" (bucket names are
+ *		[a-z0-9.-]), owned by that user, made by it (S3 PUT signed
+ *		with its own key), without a bucket policy.
+ *
+ * Credential model TL_DRV_CRED_MULTI_PASSWORD: every version is the same
+ * user; a rotation adds the new version's key beside the old
+ * (add_credential) and removes the old version's key, derived again from
+ * the old password (retire_credential).  S3 has no sessions: nothing to
+ * corroborate (sessions NULL).
+ *
+ * Everything goes over HTTP with libcurl's SigV4 (CURLOPT_AWS_SIGV4,
+ * "aws:amz:REGION:s3"): the admin ops API (/admin/user, /admin/bucket)
+ * with the admin's key, S3 with the consumer's.  Two pitfalls of
+ * libcurl 7.88 (../shared/RECIPES.md): it does not send
+ * x-amz-content-sha256 (sent here: UNSIGNED-PAYLOAD, the bodies are
+ * empty) and it signs the query as given, so query parameters are
+ * passed sorted by name, each value through curl_easy_escape (the
+ * encoding SigV4's canonical query wants).  The admin API answers with
+ * the users' secret keys: response bodies live in guarded memory.
+ * The admin API takes secret-key as a query parameter (it has no body
+ * form in this release): the provider's own request log may record it
+ * at high debug levels; tally logs nothing of it.
+ *
+ * Whose objects are: a user is this grant's when its display-name is the
+ * grant's mark (or the unnamed mark and adopt_unnamed); any other user
+ * under the uid is refused.  The bucket is the grant's when it is owned
+ * by the grant's user; one owned by anyone else is refused.
+ *
+ * Drift: the user gone, or its key for the password gone or with another
+ * secret, is TL_DRIFT_CREDENTIAL (set_password adds the key again; a
+ * user gone is made again); suspended, caps, max-buckets other than 1,
+ * a bucket policy, or the consumer reaching the canary bucket is
+ * TL_DRIFT_PRIVILEGES (fix_privileges); the bucket gone or owned by
+ * another is TL_DRIFT_MISSING, never recreated (its objects are gone; an
+ * empty bucket would hide that).  check also proves isolation from the
+ * consumer's side: a signed HEAD of its own bucket (200) and of the
+ * canary bucket, the admin's, which it must not reach (403).
+ * check_bulk: one GET /admin/bucket?stats=true for every bucket and its
+ * owner, then one GET /admin/user per grant (the API lists no users with
+ * their keys in one call), none as the consumer.
+ *
+ * Revocation: retain (the default) suspends the user and keeps the
+ * bucket and its objects; purge deletes the bucket with its objects,
+ * then the user with its keys.
+ *
+ * Errors: TL_EUNREACH when the endpoint does not answer or answers 5xx;
+ * TL_EAUTH when the admin's request is refused (401/403); TL_EINVAL for a
+ * grant the driver will not touch; TL_EDRIVER for any other refusal.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "driver.h"
+
+#define RGW_CONNECT_MS	3000
+#define RGW_TIMEOUT_MS	30000
+#define RGW_NAME_MAX	63		/* S3 bucket names: 3..63 */
+#define RGW_MARK	"tally grant"
+#define RGW_QMAX	8
+#define RGW_AK_HEX	18
+
+struct rgw {
+	CURL		*c;
+	struct curl_slist *hdr;
+	char		 base[300];	/* http://HOST:PORT, no slash */
+	char		 sigv4[96];	/* aws:amz:REGION:s3 */
+	char		 akey[128];	/* the admin's access key */
+	char		*skey;		/* guarded; rgw_close wipes */
+	char		 canary[RGW_NAME_MAX + 1];
+	int		 canary_ok;
+	char		*buf;		/* the last body: may hold secrets */
+	size_t		 len, cap;
+	unsigned long	 requests;
+};
+
+struct kv {
+	const char	*k, *v;
+};
+
+/* --- reasons --------------------------------------------------------- */
+
+static int
+whyf(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+whyf(char *why, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why == NULL)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static void
+whyadd(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+whyadd(char *why, const char *fmt, ...)
+{
+	size_t n = strlen(why);
+	va_list ap;
+
+	if (n + 3 >= TL_DRV_WHY_MAX)
+		return;
+	if (n > 0) {
+		memcpy(why + n, "; ", 3);
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(why + n, TL_DRV_WHY_MAX - n, fmt, ap);
+	va_end(ap);
+}
+
+/* --- HTTP ------------------------------------------------------------ */
+
+static pthread_once_t rgw_once = PTHREAD_ONCE_INIT;
+static int rgw_global_rc;
+
+static void
+rgw_global(void)
+{
+	rgw_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ?
+	    0 : -1;
+}
+
+static size_t
+on_body(char *data, size_t size, size_t n, void *arg)
+{
+	struct rgw *r = arg;
+	size_t add = size * n, ncap;
+	char *nb;
+
+	if (r->len + add + 1 > r->cap) {
+		ncap = r->cap ? r->cap : 8192;
+		while (ncap < r->len + add + 1)
+			ncap *= 2;
+		if ((nb = tl_secret_alloc(ncap)) == NULL)
+			return 0;
+		if (r->buf != NULL)
+			memcpy(nb, r->buf, r->len);
+		tl_secret_free(r->buf);
+		r->buf = nb;
+		r->cap = ncap;
+	}
+	memcpy(r->buf + r->len, data, add);
+	r->len += add;
+	r->buf[r->len] = '\0';
+	return add;
+}
+
+/* The error code of an S3/admin error body ("NoSuchBucket"), or "". */
+static void
+code_of(const struct rgw *r, char *out, size_t n)
+{
+	json_t *j;
+	const char *s, *p, *e;
+
+	out[0] = '\0';
+	if (r->len == 0)
+		return;
+	if ((j = json_loadb(r->buf, r->len, 0, NULL)) != NULL) {
+		if ((s = json_string_value(json_object_get(j, "Code"))) !=
+		    NULL)
+			snprintf(out, n, "%s", s);
+		json_decref(j);
+		return;
+	}
+	/* S3 answers XML: <Code>...</Code>. */
+	if ((p = strstr(r->buf, "<Code>")) != NULL && (e = strstr(p,
+	    "</Code>")) != NULL && e - p - 6 < 64)
+		snprintf(out, n, "%.*s", (int)(e - p - 6), p + 6);
+}
+
+static int
+kv_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct kv *)a)->k, ((const struct kv *)b)->k);
+}
+
+/*
+ * One signed request: METHOD base/path?query (q: nq parameters, sorted
+ * here by name, as SigV4 wants them and libcurl does not do) as ak/sk
+ * (NULL: the admin).  *status gets the HTTP status; what is 2xx or in
+ * ok (0-terminated) is 0.  The URL may carry a secret key: it is wiped.
+ */
+static int
+request(struct rgw *r, const char *method, const char *path,
+    struct kv *q, size_t nq, const char *ak, const char *sk,
+    const long *ok, long *status, const char *step, char *why)
+{
+	char *url = NULL, *e, code[80];
+	size_t cap = 4096, off, i;
+	CURLcode cc;
+	long st = 0;
+	int rc = 0, n;
+
+	*status = 0;
+	if ((url = tl_secret_alloc(cap)) == NULL)
+		return whyf(why, ENOMEM, "%s: out of memory", step);
+	n = snprintf(url, cap, "%s%s", r->base, path);
+	if (n < 0 || (size_t)n >= cap) {
+		rc = whyf(why, TL_EINVAL, "%s: the URL is too long", step);
+		goto out;
+	}
+	off = (size_t)n;
+	if (nq > 1)
+		qsort(q, nq, sizeof(*q), kv_cmp);
+	for (i = 0; i < nq; i++) {
+		if ((e = curl_easy_escape(r->c, q[i].v, 0)) == NULL) {
+			rc = whyf(why, ENOMEM, "%s: out of memory", step);
+			goto out;
+		}
+		n = snprintf(url + off, cap - off, "%c%s=%s", i ? '&' : '?',
+		    q[i].k, e);
+		tl_secret_wipe(e, strlen(e));
+		curl_free(e);
+		if (n < 0 || (size_t)n >= cap - off) {
+			rc = whyf(why, TL_EINVAL, "%s: the URL is too long",
+			    step);
+			goto out;
+		}
+		off += (size_t)n;
+	}
+	r->len = 0;
+	if (r->buf != NULL)
+		r->buf[0] = '\0';
+	curl_easy_setopt(r->c, CURLOPT_URL, url);
+	curl_easy_setopt(r->c, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(r->c, CURLOPT_NOBODY, strcmp(method, "HEAD") == 0 ?
+	    1L : 0L);
+	curl_easy_setopt(r->c, CURLOPT_CUSTOMREQUEST, strcmp(method,
+	    "HEAD") == 0 || strcmp(method, "GET") == 0 ? NULL : method);
+	curl_easy_setopt(r->c, CURLOPT_USERNAME, ak != NULL ? ak : r->akey);
+	curl_easy_setopt(r->c, CURLOPT_PASSWORD, sk != NULL ? sk : r->skey);
+	r->requests++;
+	cc = curl_easy_perform(r->c);
+	curl_easy_setopt(r->c, CURLOPT_PASSWORD, r->skey);
+	if (cc != CURLE_OK) {
+		rc = whyf(why, TL_EUNREACH, "%s: the RGW at %s did not "
+		    "answer: %s", step, r->base, curl_easy_strerror(cc));
+		goto out;
+	}
+	curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &st);
+	*status = st;
+	if (st >= 200 && st < 300)
+		goto out;
+	for (i = 0; ok != NULL && ok[i] != 0; i++)
+		if (ok[i] == st)
+			goto out;
+	code_of(r, code, sizeof(code));
+	if ((st == 401 || st == 403) && ak == NULL)
+		rc = TL_EAUTH;
+	else if (st >= 500)
+		rc = TL_EUNREACH;
+	else
+		rc = TL_EDRIVER;
+	whyf(why, rc, "%s: HTTP %ld from the RGW%s%s%s", step, st,
+	    code[0] ? " (" : "", code, code[0] ? ")" : "");
+out:
+	tl_secret_wipe(url, cap);
+	tl_secret_free(url);
+	return rc;
+}
+
+static const long ok404[] = { 404, 0 };
+
+/* GET as the admin into *out (NULL on 404). */
+static int
+get_json(struct rgw *r, const char *path, struct kv *q, size_t nq,
+    json_t **out, const char *step, char *why)
+{
+	json_error_t e;
+	long st;
+	int rc;
+
+	*out = NULL;
+	if ((rc = request(r, "GET", path, q, nq, NULL, NULL, ok404, &st,
+	    step, why)) != 0)
+		return rc;
+	if (st == 404)
+		return 0;
+	if ((*out = json_loadb(r->buf != NULL ? r->buf : "", r->len, 0,
+	    &e)) == NULL)
+		return whyf(why, TL_EDRIVER, "%s: the RGW sent what is not "
+		    "JSON (%s)", step, e.text);
+	return 0;
+}
+
+/* --- names, marks, keys ----------------------------------------------- */
+
+static int
+name_ok(const char *s, int bucket)
+{
+	size_t n = strlen(s), i;
+
+	if (n < 3 || n > RGW_NAME_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' &&
+		    s[i] <= '9') || s[i] == '-' || (!bucket && s[i] == '_')))
+			return 0;
+	return s[0] != '-' && s[n - 1] != '-';
+}
+
+static int
+grant_ok(const struct tl_drv_grant *g, char *why)
+{
+	if (g == NULL || g->login == NULL || g->resource == NULL)
+		return whyf(why, TL_EINVAL, "no grant");
+	if (!name_ok(g->login, 0))
+		return whyf(why, TL_EINVAL, "user \"%.64s\": not an RGW "
+		    "grant's name ([a-z0-9_-], 3-63)", g->login);
+	if (!name_ok(g->resource, 1))
+		return whyf(why, TL_EINVAL, "bucket \"%.64s\": not an S3 "
+		    "bucket name tally makes ([a-z0-9-], 3-63)", g->resource);
+	return 0;
+}
+
+/* The access key of the key pair whose secret is password. */
+static void
+access_key(const char *login, const char *password, char out[24])
+{
+	static const char hex[] = "0123456789ABCDEF";
+	unsigned char h[RGW_AK_HEX / 2];
+	crypto_generichash_state st;
+	size_t i;
+
+	crypto_generichash_init(&st, (const unsigned char *)"tally-rgw-ak",
+	    12, sizeof(h));
+	crypto_generichash_update(&st, (const unsigned char *)login,
+	    strlen(login) + 1);
+	crypto_generichash_update(&st, (const unsigned char *)password,
+	    strlen(password));
+	crypto_generichash_final(&st, h, sizeof(h));
+	out[0] = 'T';
+	out[1] = 'L';
+	for (i = 0; i < sizeof(h); i++) {
+		out[2 + 2 * i] = hex[h[i] >> 4];
+		out[3 + 2 * i] = hex[h[i] & 15];
+	}
+	out[2 + RGW_AK_HEX] = '\0';
+	sodium_memzero(&st, sizeof(st));
+}
+
+static int
+named(const struct tl_drv_grant *g)
+{
+	return g->grant != NULL && g->grant[0] != '\0';
+}
+
+static void
+mark_of(const struct tl_drv_grant *g, char *out, size_t n)
+{
+	if (named(g))
+		snprintf(out, n, RGW_MARK " %s", g->grant);
+	else
+		snprintf(out, n, RGW_MARK);
+}
+
+enum mark { MARK_OURS, MARK_ADOPT, MARK_OTHER };
+
+static enum mark
+user_mark(const json_t *u, const struct tl_drv_grant *g)
+{
+	const char *dn = json_string_value(json_object_get(u,
+	    "display_name"));
+	char want[300];
+
+	if (dn == NULL)
+		return MARK_OTHER;
+	mark_of(g, want, sizeof(want));
+	if (strcmp(dn, want) == 0)
+		return MARK_OURS;
+	if (named(g) && g->adopt_unnamed && strcmp(dn, RGW_MARK) == 0)
+		return MARK_ADOPT;
+	return MARK_OTHER;
+}
+
+/* 2: the key is there with secret sk; 1: there with another; 0: not. */
+static int
+key_state(const json_t *u, const char *ak, const char *sk)
+{
+	const json_t *k;
+	const char *a, *s;
+	size_t i;
+
+	json_array_foreach(json_object_get(u, "keys"), i, k) {
+		a = json_string_value(json_object_get(k, "access_key"));
+		s = json_string_value(json_object_get(k, "secret_key"));
+		if (a == NULL || strcmp(a, ak) != 0)
+			continue;
+		return s != NULL && sk != NULL && strcmp(s, sk) == 0 ? 2 : 1;
+	}
+	return 0;
+}
+
+static const char *
+setting(const char *const *sv, const char *name)
+{
+	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
+		if (strcmp(sv[0], name) == 0)
+			return sv[1];
+	return NULL;
+}
+
+/* --- the session ------------------------------------------------------ */
+
+static void rgw_close(void *h);
+static int rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap);
+
+static int
+rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
+{
+	struct rgw *r;
+	const char *ep, *host, *port, *region, *ak, *pw;
+	unsigned char h[8];
+	char hx[17];
+	json_t *j = NULL;
+	struct kv q[1];
+	int rc;
+
+	*hp = NULL;
+	if (a == NULL)
+		return whyf(why, TL_EINVAL, "no admin settings");
+	pthread_once(&rgw_once, rgw_global);
+	if (rgw_global_rc != 0 || sodium_init() < 0)
+		return whyf(why, TL_EDRIVER, "libcurl or libsodium did not "
+		    "initialise");
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return whyf(why, ENOMEM, "out of memory");
+	ep = setting(a->settings, "endpoint");
+	host = setting(a->settings, "host");
+	if (host == NULL || *host == '\0')
+		host = a->host != NULL && *a->host != '\0' ? a->host :
+		    "127.0.0.1";
+	port = a->port != NULL && *a->port != '\0' ? a->port : "7480";
+	if (ep != NULL && *ep != '\0')
+		snprintf(r->base, sizeof(r->base), "%s", ep);
+	else
+		snprintf(r->base, sizeof(r->base), strchr(host, ':') != NULL ?
+		    "http://[%s]:%s" : "http://%s:%s", host, port);
+	if (r->base[0] != '\0' && r->base[strlen(r->base) - 1] == '/')
+		r->base[strlen(r->base) - 1] = '\0';
+	region = setting(a->settings, "region");
+	if (region == NULL || *region == '\0')
+		region = "default";
+	snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:%s:s3", region);
+	ak = setting(a->settings, "admin-access-key");
+	if (ak == NULL || *ak == '\0') {
+		rc = whyf(why, TL_EINVAL, "no admin-access-key set (tally "
+		    "assign --set admin-access-key=KEY --secret "
+		    "admin-secret-key)");
+		goto fail;
+	}
+	snprintf(r->akey, sizeof(r->akey), "%s", ak);
+	pw = a->password != NULL ? a->password : "";
+	if ((r->skey = tl_secret_alloc(strlen(pw) + 1)) == NULL) {
+		rc = whyf(why, ENOMEM, "out of memory");
+		goto fail;
+	}
+	memcpy(r->skey, pw, strlen(pw) + 1);
+	/* The canary: the admin's, named after its key, so one per admin. */
+	crypto_generichash(h, sizeof(h), (const unsigned char *)r->akey,
+	    strlen(r->akey), NULL, 0);
+	sodium_bin2hex(hx, sizeof(hx), h, sizeof(h));
+	snprintf(r->canary, sizeof(r->canary), "tally-canary-%s", hx);
+	if ((r->c = curl_easy_init()) == NULL || (r->hdr =
+	    curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD"))
+	    == NULL) {
+		rc = whyf(why, ENOMEM, "out of memory");
+		goto fail;
+	}
+	curl_easy_setopt(r->c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(r->c, CURLOPT_CONNECTTIMEOUT_MS, (long)RGW_CONNECT_MS);
+	curl_easy_setopt(r->c, CURLOPT_TIMEOUT_MS, (long)RGW_TIMEOUT_MS);
+	curl_easy_setopt(r->c, CURLOPT_AWS_SIGV4, r->sigv4);
+	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, r->hdr);
+	curl_easy_setopt(r->c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(r->c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(r->c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(r->c, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* Proves the admin now, not at the first grant. */
+	q[0] = (struct kv){ "uid", "tally-no-such-user-probe" };
+	if ((rc = get_json(r, "/admin/user", q, 1, &j, "open", why)) != 0)
+		goto fail;
+	json_decref(j);
+	whyf(why, 0, "connected to the RGW admin API at %s as key %s",
+	    r->base, r->akey);
+	*hp = r;
+	return 0;
+fail:
+	rgw_close(r);
+	return rc;
+}
+
+static void
+rgw_close(void *h)
+{
+	struct rgw *r = h;
+
+	if (r == NULL)
+		return;
+	if (r->c != NULL)
+		curl_easy_cleanup(r->c);
+	curl_slist_free_all(r->hdr);
+	if (r->skey != NULL) {
+		tl_secret_wipe(r->skey, strlen(r->skey));
+		tl_secret_free(r->skey);
+	}
+	tl_secret_free(r->buf);
+	free(r);
+}
+
+/* --- objects ---------------------------------------------------------- */
+
+static int
+get_user(struct rgw *r, const char *uid, json_t **u, char *why)
+{
+	struct kv q[] = { { "uid", uid } };
+
+	return get_json(r, "/admin/user", q, 1, u, "reading the user", why);
+}
+
+/* The user, refused when it is not this grant's (*u NULL: none). */
+static int
+vet_user(struct rgw *r, const struct tl_drv_grant *g, json_t **u,
+    enum mark *m, char *why)
+{
+	int rc;
+
+	if ((rc = get_user(r, g->login, u, why)) != 0 || *u == NULL)
+		return rc;
+	if ((*m = user_mark(*u, g)) == MARK_OTHER) {
+		json_decref(*u);
+		*u = NULL;
+		return whyf(why, TL_EINVAL, "user \"%s\" exists and is not "
+		    "this grant's (its display-name is not tally's mark for "
+		    "it): not touched", g->login);
+	}
+	return 0;
+}
+
+static int
+get_bucket(struct rgw *r, const char *bucket, json_t **b, char *why)
+{
+	struct kv q[] = { { "bucket", bucket }, { "stats", "true" } };
+
+	return get_json(r, "/admin/bucket", q, 2, b, "reading the bucket",
+	    why);
+}
+
+static const char *
+owner_of(const json_t *b)
+{
+	return json_string_value(json_object_get(b, "owner"));
+}
+
+static int
+put_key(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	char ak[24];
+	long st;
+	struct kv q[] = { { "access-key", ak }, { "key", "" },
+		{ "key-type", "s3" }, { "secret-key", g->password },
+		{ "uid", g->login } };
+
+	access_key(g->login, g->password, ak);
+	return request(r, "PUT", "/admin/user", q, 5, NULL, NULL, NULL, &st,
+	    "adding the key", why);
+}
+
+static int
+make_user(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	char ak[24], mark[300];
+	long st;
+	struct kv q[] = { { "access-key", ak }, { "display-name", mark },
+		{ "max-buckets", "1" }, { "secret-key", g->password },
+		{ "uid", g->login } };
+
+	access_key(g->login, g->password, ak);
+	mark_of(g, mark, sizeof(mark));
+	return request(r, "PUT", "/admin/user", q, 5, NULL, NULL, NULL, &st,
+	    "making the user", why);
+}
+
+/* POST /admin/user: mark, unsuspended (or suspended), max-buckets 1. */
+static int
+modify_user(struct rgw *r, const struct tl_drv_grant *g, int suspend,
+    char *why)
+{
+	char mark[300];
+	long st;
+	struct kv q[] = { { "display-name", mark }, { "max-buckets", "1" },
+		{ "suspended", suspend ? "1" : "0" }, { "uid", g->login } };
+
+	mark_of(g, mark, sizeof(mark));
+	return request(r, "POST", "/admin/user", q, 4, NULL, NULL, NULL, &st,
+	    suspend ? "suspending the user" : "restoring the user", why);
+}
+
+/* Removes every cap the user has (tally's users have none). */
+static int
+drop_caps(struct rgw *r, const struct tl_drv_grant *g, const json_t *u,
+    char *why)
+{
+	const json_t *c;
+	char caps[512] = "";
+	size_t i, n = 0;
+	long st;
+	int w;
+	struct kv q[] = { { "caps", "" }, { "uid", g->login },
+		{ "user-caps", caps } };
+
+	json_array_foreach(json_object_get(u, "caps"), i, c) {
+		const char *t = json_string_value(json_object_get(c,
+		    "type")), *p = json_string_value(json_object_get(c,
+		    "perm"));
+
+		w = snprintf(caps + n, sizeof(caps) - n, "%s%s=%s",
+		    n ? ";" : "", t != NULL ? t : "", p != NULL ? p : "");
+		if (w < 0 || (size_t)w >= sizeof(caps) - n)
+			return whyf(why, TL_EDRIVER, "the user's caps are too "
+			    "many to list");
+		n += (size_t)w;
+	}
+	if (n == 0)
+		return 0;
+	return request(r, "DELETE", "/admin/user", q, 3, NULL, NULL, NULL,
+	    &st, "removing the user's caps", why);
+}
+
+static int
+has_caps(const json_t *u)
+{
+	return json_array_size(json_object_get(u, "caps")) > 0;
+}
+
+static int
+suspended(const json_t *u)
+{
+	return json_integer_value(json_object_get(u, "suspended")) != 0;
+}
+
+static int
+max_buckets_ok(const json_t *u)
+{
+	return json_integer_value(json_object_get(u, "max_buckets")) == 1;
+}
+
+/* The user exists as the grant's, with the grant's mark and key. */
+static int
+ensure_user(struct rgw *r, const struct tl_drv_grant *g, int fix,
+    char *why)
+{
+	json_t *u = NULL;
+	enum mark m = MARK_OURS;
+	char ak[24];
+	int rc;
+
+	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
+		return rc;
+	if (u == NULL)
+		return make_user(r, g, why);
+	access_key(g->login, g->password, ak);
+	if (m == MARK_ADOPT || suspended(u) || !max_buckets_ok(u) ||
+	    (fix && has_caps(u)))
+		if ((rc = modify_user(r, g, 0, why)) != 0)
+			goto out;
+	if (fix && (rc = drop_caps(r, g, u, why)) != 0)
+		goto out;
+	if (key_state(u, ak, g->password) != 2)
+		rc = put_key(r, g, why);
+out:
+	json_decref(u);
+	return rc;
+}
+
+/* The grant's bucket, made by its user when it is not there. */
+static int
+ensure_bucket(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	json_t *b = NULL;
+	const char *o;
+	char ak[24], path[RGW_NAME_MAX + 2], code[80];
+	long st;
+	int rc;
+
+	if ((rc = get_bucket(r, g->resource, &b, why)) != 0)
+		return rc;
+	if (b != NULL) {
+		o = owner_of(b);
+		rc = o != NULL && strcmp(o, g->login) == 0 ? 0 :
+		    whyf(why, TL_EINVAL, "bucket \"%s\" exists and is owned "
+		    "by \"%.64s\", not this grant's user: not touched",
+		    g->resource, o != NULL ? o : "?");
+		json_decref(b);
+		return rc;
+	}
+	access_key(g->login, g->password, ak);
+	snprintf(path, sizeof(path), "/%s", g->resource);
+	if ((rc = request(r, "PUT", path, NULL, 0, ak, g->password,
+	    (const long[]){ 409, 0 }, &st, "making the bucket", why)) != 0)
+		return rc;
+	if (st == 409) {
+		code_of(r, code, sizeof(code));
+		if (strcmp(code, "BucketAlreadyOwnedByYou") != 0)
+			return whyf(why, TL_EINVAL, "bucket \"%s\" belongs to "
+			    "someone else (%s): not touched", g->resource,
+			    code);
+	}
+	return 0;
+}
+
+static int
+rgw_create(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct rgw *r = h;
+	int rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || g->password[0] == '\0')
+		return whyf(why, TL_EINVAL, "no password for the key");
+	if ((rc = ensure_user(r, g, 0, why)) != 0 ||
+	    (rc = ensure_bucket(r, g, why)) != 0)
+		return rc;
+	return whyf(why, 0, "user \"%s\" with its key and bucket \"%s\" are "
+	    "there", g->login, g->resource);
+}
+
+static int
+rgw_set_password(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct rgw *r = h;
+	int rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || g->password[0] == '\0')
+		return whyf(why, TL_EINVAL, "no password for the key");
+	if ((rc = ensure_user(r, g, 0, why)) != 0)
+		return rc;
+	return whyf(why, 0, "user \"%s\" has its key again", g->login);
+}
+
+/* Deletes the bucket's policy, as the owner (only an owner may). */
+static int
+drop_policy(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	char ak[24], path[RGW_NAME_MAX + 2];
+	long st;
+	struct kv q[] = { { "policy", "" } };
+
+	access_key(g->login, g->password, ak);
+	snprintf(path, sizeof(path), "/%s", g->resource);
+	return request(r, "DELETE", path, q, 1, ak, g->password, ok404, &st,
+	    "deleting the bucket policy", why);
+}
+
+static int
+rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct rgw *r = h;
+	int rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || g->password[0] == '\0')
+		return whyf(why, TL_EINVAL, "no password for the key");
+	if ((rc = ensure_user(r, g, 1, why)) != 0 ||
+	    (rc = drop_policy(r, g, why)) != 0)
+		return rc;
+	return whyf(why, 0, "user \"%s\" is active without caps and bucket "
+	    "\"%s\" has no policy", g->login, g->resource);
+}
+
+/* --- verification ------------------------------------------------------ */
+
+static void
+drift_to(enum tl_drv_drift *d, enum tl_drv_drift k)
+{
+	if (k > *d)
+		*d = k;
+}
+
+/* What the admin side shows of g (u, b: NULL when gone). */
+static void
+evaluate(const struct tl_drv_grant *g, const json_t *u, const json_t *b,
+    enum tl_drv_drift *d, char *why)
+{
+	const char *o;
+	char ak[24];
+
+	*d = TL_DRIFT_NONE;
+	why[0] = '\0';
+	if (b == NULL) {
+		drift_to(d, TL_DRIFT_MISSING);
+		whyadd(why, "bucket \"%s\" is gone (flagged: never made "
+		    "again empty)", g->resource);
+	} else if ((o = owner_of(b)) == NULL || strcmp(o, g->login) != 0) {
+		drift_to(d, TL_DRIFT_MISSING);
+		whyadd(why, "bucket \"%s\" is owned by \"%.64s\", not the "
+		    "grant's user", g->resource, o != NULL ? o : "?");
+	}
+	if (u == NULL) {
+		drift_to(d, TL_DRIFT_CREDENTIAL);
+		whyadd(why, "user \"%s\" is gone", g->login);
+		return;
+	}
+	access_key(g->login, g->password != NULL ? g->password : "", ak);
+	switch (key_state(u, ak, g->password)) {
+	case 0:
+		drift_to(d, TL_DRIFT_CREDENTIAL);
+		whyadd(why, "user \"%s\" has no key %s", g->login, ak);
+		break;
+	case 1:
+		drift_to(d, TL_DRIFT_CREDENTIAL);
+		whyadd(why, "key %s of user \"%s\" has another secret", ak,
+		    g->login);
+		break;
+	}
+	if (suspended(u)) {
+		drift_to(d, TL_DRIFT_PRIVILEGES);
+		whyadd(why, "user \"%s\" is suspended", g->login);
+	}
+	if (has_caps(u)) {
+		drift_to(d, TL_DRIFT_PRIVILEGES);
+		whyadd(why, "user \"%s\" has admin caps", g->login);
+	}
+	if (!max_buckets_ok(u)) {
+		drift_to(d, TL_DRIFT_PRIVILEGES);
+		whyadd(why, "user \"%s\" may make more than one bucket",
+		    g->login);
+	}
+}
+
+/* The canary bucket exists, the admin's (made once per session). */
+static int
+ensure_canary(struct rgw *r, char *why)
+{
+	char path[RGW_NAME_MAX + 2];
+	long st;
+	int rc;
+
+	if (r->canary_ok)
+		return 0;
+	snprintf(path, sizeof(path), "/%s", r->canary);
+	if ((rc = request(r, "PUT", path, NULL, 0, NULL, NULL,
+	    (const long[]){ 409, 0 }, &st, "making the canary bucket", why))
+	    != 0)
+		return rc;
+	r->canary_ok = 1;
+	return 0;
+}
+
+/* HEAD /bucket as the consumer: its status. */
+static int
+head_as(struct rgw *r, const struct tl_drv_grant *g, const char *bucket,
+    long *st, char *why)
+{
+	char ak[24], path[RGW_NAME_MAX + 2];
+
+	access_key(g->login, g->password, ak);
+	snprintf(path, sizeof(path), "/%s", bucket);
+	return request(r, "HEAD", path, NULL, 0, ak, g->password,
+	    (const long[]){ 403, 404, 0 }, st, "HEAD as the consumer", why);
+}
+
+static int
+rgw_check(void *h, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	struct rgw *r = h;
+	json_t *u = NULL, *b = NULL;
+	enum mark m;
+	char w[TL_DRV_WHY_MAX], ak[24], path[RGW_NAME_MAX + 2];
+	char admin_base[sizeof(r->base)];
+	long st;
+	int rc, consumer = 0;
+	struct kv q[] = { { "policy", "" } };
+
+	*drift = TL_DRIFT_NONE;
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL)
+		return whyf(why, TL_EINVAL, "no password to check");
+	if ((rc = vet_user(r, g, &u, &m, why)) != 0 ||
+	    (rc = get_bucket(r, g->resource, &b, why)) != 0)
+		goto out;
+	evaluate(g, u, b, drift, w);
+	if (*drift >= TL_DRIFT_CREDENTIAL || u == NULL || suspended(u))
+		goto done;
+	/* From the consumer's side: its bucket, and isolation. */
+	if ((rc = ensure_canary(r, why)) != 0)
+		goto out;
+	/* At the endpoint delivered to it, which may not be tallyd's. */
+	memcpy(admin_base, r->base, sizeof(admin_base));
+	if (ep != NULL && ep->host != NULL && ep->host[0] != '\0' &&
+	    rgw_compose("endpoint", ep, g, r->base, sizeof(r->base)) != 0)
+		memcpy(r->base, admin_base, sizeof(r->base));
+	consumer = 1;
+	if ((rc = head_as(r, g, g->resource, &st, why)) != 0)
+		goto out;
+	if (st != 200) {
+		drift_to(drift, TL_DRIFT_CREDENTIAL);
+		whyadd(w, "the consumer's HEAD of its bucket got %ld", st);
+		goto done;
+	}
+	if ((rc = head_as(r, g, r->canary, &st, why)) != 0)
+		goto out;
+	if (st != 403) {
+		drift_to(drift, TL_DRIFT_PRIVILEGES);
+		whyadd(w, "the consumer's HEAD of the canary bucket got %ld, "
+		    "not 403: it reaches a bucket not its own", st);
+	}
+	access_key(g->login, g->password, ak);
+	snprintf(path, sizeof(path), "/%s", g->resource);
+	if ((rc = request(r, "GET", path, q, 1, ak, g->password, ok404, &st,
+	    "reading the bucket policy", why)) != 0)
+		goto out;
+	if (st != 404) {
+		drift_to(drift, TL_DRIFT_PRIVILEGES);
+		whyadd(w, "bucket \"%s\" has a bucket policy", g->resource);
+	}
+done:
+	if (*drift == TL_DRIFT_NONE)
+		whyf(why, 0, "user \"%s\", its key and bucket \"%s\" are as "
+		    "made; the consumer reaches its bucket and not the "
+		    "canary", g->login, g->resource);
+	else
+		whyf(why, 0, "%s", w);
+out:
+	if (consumer)
+		memcpy(r->base, admin_base, sizeof(r->base));
+	json_decref(u);
+	json_decref(b);
+	return rc;
+}
+
+static int
+rgw_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
+    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+{
+	struct rgw *r = h;
+	json_t *all = NULL, *u, *b, *it;
+	const char *name;
+	struct kv q[] = { { "stats", "true" } };
+	enum mark m;
+	size_t i, j;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if ((rc = grant_ok(&gs[i], why[i])) != 0)
+			return rc;
+	if ((rc = get_json(r, "/admin/bucket", q, 1, &all,
+	    "listing the buckets", why[0])) != 0)
+		return rc;
+	if (!json_is_array(all)) {
+		json_decref(all);
+		return whyf(why[0], TL_EDRIVER, "the bucket list is not an "
+		    "array");
+	}
+	for (i = 0; i < n; i++) {
+		b = NULL;
+		json_array_foreach(all, j, it) {
+			name = json_string_value(json_object_get(it,
+			    "bucket"));
+			if (name != NULL && strcmp(name, gs[i].resource) == 0) {
+				b = it;
+				break;
+			}
+		}
+		if ((rc = vet_user(r, &gs[i], &u, &m, why[i])) != 0)
+			break;
+		evaluate(&gs[i], u, b, &drift[i], why[i]);
+		if (drift[i] == TL_DRIFT_NONE)
+			whyf(why[i], 0, "user \"%s\", its key and bucket "
+			    "\"%s\" are as made", gs[i].login,
+			    gs[i].resource);
+		json_decref(u);
+	}
+	json_decref(all);
+	return rc;
+}
+
+/* --- rotation, revocation ------------------------------------------------ */
+
+static int
+rgw_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct rgw *r = h;
+	json_t *u = NULL;
+	enum mark m;
+	int rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || g->password[0] == '\0')
+		return whyf(why, TL_EINVAL, "no password for the key");
+	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
+		return rc;
+	if (u == NULL)
+		return whyf(why, TL_EDRIVER, "user \"%s\" is gone: no key "
+		    "added beside", g->login);
+	json_decref(u);
+	if ((rc = put_key(r, g, why)) != 0)
+		return rc;
+	return whyf(why, 0, "a second key is on user \"%s\"", g->login);
+}
+
+static int
+rgw_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct rgw *r = h;
+	json_t *u = NULL;
+	enum mark m;
+	char ak[24];
+	long st;
+	int rc;
+	struct kv q[] = { { "access-key", ak }, { "key", "" },
+		{ "key-type", "s3" }, { "uid", g->login } };
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || g->password[0] == '\0')
+		return whyf(why, TL_EINVAL, "no password of the retired key");
+	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
+		return rc;
+	access_key(g->login, g->password, ak);
+	if (u == NULL || key_state(u, ak, NULL) == 0) {
+		json_decref(u);
+		return whyf(why, 0, "key %s of user \"%s\" is gone already",
+		    ak, g->login);
+	}
+	json_decref(u);
+	if ((rc = request(r, "DELETE", "/admin/user", q, 4, NULL, NULL, ok404,
+	    &st, "removing the old key", why)) != 0)
+		return rc;
+	return whyf(why, 0, "key %s of user \"%s\" removed", ak, g->login);
+}
+
+/* The bucket's bytes and objects (0, 0 when gone or not the grant's). */
+static int
+usage(struct rgw *r, const struct tl_drv_grant *g, uint64_t *bytes,
+    uint64_t *objects, char *why)
+{
+	json_t *b = NULL, *m;
+	const char *o;
+	int rc;
+
+	*bytes = *objects = 0;
+	if ((rc = get_bucket(r, g->resource, &b, why)) != 0 || b == NULL)
+		return rc;
+	if ((o = owner_of(b)) != NULL && strcmp(o, g->login) == 0) {
+		m = json_object_get(json_object_get(b, "usage"), "rgw.main");
+		*bytes = (uint64_t)json_integer_value(json_object_get(m,
+		    "size"));
+		*objects = (uint64_t)json_integer_value(json_object_get(m,
+		    "num_objects"));
+	}
+	json_decref(b);
+	return 0;
+}
+
+static int
+rgw_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
+{
+	uint64_t objects;
+	int rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if ((rc = usage(h, g, bytes, &objects, why)) != 0)
+		return rc;
+	return whyf(why, 0, "bucket \"%s\": %llu bytes in %llu object(s)",
+	    g->resource, (unsigned long long)*bytes,
+	    (unsigned long long)objects);
+}
+
+static int
+rgw_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
+    char *why)
+{
+	uint64_t bytes, objects;
+	int rc;
+
+	*loses = 0;
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if ((rc = usage(h, g, &bytes, &objects, why)) != 0)
+		return rc;
+	if (!drop)
+		return whyf(why, 0, "nothing is lost: bucket \"%s\" is kept "
+		    "with %llu object(s), %llu bytes; the user is suspended",
+		    g->resource, (unsigned long long)objects,
+		    (unsigned long long)bytes);
+	*loses = objects > 0;
+	return whyf(why, 0, "bucket \"%s\" is deleted with %llu object(s), "
+	    "%llu bytes, and user \"%s\" with its keys", g->resource,
+	    (unsigned long long)objects, (unsigned long long)bytes,
+	    g->login);
+}
+
+static int
+rgw_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	struct rgw *r = h;
+	json_t *u = NULL, *b = NULL;
+	enum mark m;
+	const char *o;
+	long st;
+	int rc;
+	struct kv qb[] = { { "bucket", g != NULL ? g->resource : "" },
+		{ "purge-objects", "true" } };
+	struct kv qu[] = { { "purge-data", "true" },
+		{ "uid", g != NULL ? g->login : "" } };
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
+		return rc;
+	if (!drop) {
+		rc = u == NULL ? 0 : modify_user(r, g, 1, why);
+		json_decref(u);
+		if (rc != 0)
+			return rc;
+		return whyf(why, 0, "user \"%s\" is suspended; bucket \"%s\" "
+		    "is kept", g->login, g->resource);
+	}
+	if ((rc = get_bucket(r, g->resource, &b, why)) != 0)
+		goto out;
+	if (b != NULL && (o = owner_of(b)) != NULL && strcmp(o, g->login) ==
+	    0 && (rc = request(r, "DELETE", "/admin/bucket", qb, 2, NULL,
+	    NULL, ok404, &st, "deleting the bucket", why)) != 0)
+		goto out;
+	if (u != NULL && (rc = request(r, "DELETE", "/admin/user", qu, 2,
+	    NULL, NULL, ok404, &st, "deleting the user", why)) != 0)
+		goto out;
+	whyf(why, 0, "bucket \"%s\" with its objects and user \"%s\" with its "
+	    "keys are deleted", g->resource, g->login);
+out:
+	json_decref(u);
+	json_decref(b);
+	return rc;
+}
+
+/* --- pure -------------------------------------------------------------- */
+
+static int
+rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	struct tl_drv_names n;
+	size_t i;
+
+	tl_drv_name_scheme(in, RGW_NAME_MAX, &n);
+	memset(out, 0, sizeof(*out));
+	memcpy(out->login, n.resource, sizeof(out->login));
+	memcpy(out->resource, n.resource, sizeof(out->resource));
+	/* The digest stays: "_" -> "-" keeps names of two grants apart. */
+	for (i = 0; out->resource[i] != '\0'; i++)
+		if (out->resource[i] == '_')
+			out->resource[i] = '-';
+	if (!name_ok(out->login, 0) || !name_ok(out->resource, 1))
+		return whyf(why, TL_EINVAL, "resource \"%.64s\": an RGW bucket "
+		    "and user are [a-z0-9-] only, 3-63", in->resource);
+	return 0;
+}
+
+static int
+rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	const char *host = ep != NULL && ep->host != NULL ? ep->host : "";
+	const char *port = ep != NULL && ep->port != NULL ? ep->port : "";
+	const char *e = ep != NULL ? setting(ep->settings, "endpoint") : NULL;
+	const char *region = ep != NULL ? setting(ep->settings, "region") :
+	    NULL;
+	char ak[24];
+	int n;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "endpoint") == 0) {
+		if (e != NULL && *e != '\0')
+			n = snprintf(out, cap, "%s", e);
+		else
+			n = snprintf(out, cap, strchr(host, ':') != NULL ?
+			    "http://[%s]:%s" : "http://%s:%s", host, port);
+	} else if (strcmp(field, "region") == 0)
+		n = snprintf(out, cap, "%s", region != NULL && *region !=
+		    '\0' ? region : "default");
+	else if (strcmp(field, "bucket") == 0)
+		n = snprintf(out, cap, "%s", g->resource);
+	else if (strcmp(field, "access-key") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		access_key(g->login, g->password, ak);
+		n = snprintf(out, cap, "%s", ak);
+	} else if (strcmp(field, "secret-key") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		n = snprintf(out, cap, "%s", g->password);
+	} else
+		return TL_ENOTFOUND;
+	if (n < 0 || (size_t)n >= cap) {
+		tl_secret_wipe(out, cap);
+		out[0] = '\0';
+		return TL_ETOOBIG;
+	}
+	return 0;
+}
+
+static const char *const rgw_types[] = { "s3-bucket", NULL };
+static const char *const rgw_tags[] = { "object-store", "s3", NULL };
+static const char *const rgw_fields[] = { "endpoint", "region", "bucket",
+	"access-key", "secret-key", NULL };
+/* access-key follows from the password (it is delivered, not recorded). */
+static const struct tl_drv_field rgw_field_info[] = {
+	{ "endpoint", 0 }, { "region", 0 }, { "bucket", 0 },
+	{ "access-key", 1 }, { "secret-key", 1 }, { NULL, 0 }
+};
+
+static const struct tl_drv_revocation rgw_revocation = {
+	.destroys = 0,
+	.retain = 1,
+	.revoke = "the user is suspended: its keys stop working at once",
+	.retain_means = "the bucket is kept with its objects, nobody able to "
+	    "use it (tally restore lifts the suspension)",
+	.purge = "deletes the bucket with every object in it, then the user "
+	    "with its keys",
+};
+
+static const struct tl_drv_setting rgw_settings[] = {
+	{ "endpoint", "", 0, TL_DRV_STRING, "the S3 endpoint URL, "
+	    "http://HOST:PORT (default: from host and port)" },
+	{ "host", "", 0, TL_DRV_HOST, "where tallyd reaches the RGW "
+	    "(default: the admin-host, else the node's routable name)" },
+	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
+	    "name it (host wins)" },
+	{ "port", "7480", 0, TL_DRV_PORT, "the RGW's HTTP port" },
+	{ "region", "default", 0, TL_DRV_STRING, "the SigV4 region (the "
+	    "zonegroup's api name)" },
+	{ "admin-access-key", NULL, 0, TL_DRV_STRING, "the access key of an "
+	    "RGW user with caps users=*;buckets=*" },
+	{ "admin-secret-key", "", 1, TL_DRV_STRING, "its secret key "
+	    "(--secret)" },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
+};
+
+const struct tl_drv_ops tl_drv_ceph_rgw = {
+	.name = "ceph-rgw",
+	.types = rgw_types,
+	.settings = rgw_settings,
+	.fields = rgw_fields,
+	.open = rgw_open,
+	.close = rgw_close,
+	.create = rgw_create,
+	.check = rgw_check,
+	.check_bulk = rgw_check_bulk,
+	.set_password = rgw_set_password,
+	.fix_privileges = rgw_fix_privileges,
+	.revoke = rgw_revoke,
+	.size = rgw_size,
+	.tags = rgw_tags,
+	.field_info = rgw_field_info,
+	.compose = rgw_compose,
+	.names = rgw_names,
+	.credential = TL_DRV_CRED_MULTI_PASSWORD,
+	.add_credential = rgw_add_credential,
+	.retire_credential = rgw_retire_credential,
+	.revocation = &rgw_revocation,
+	.loss = rgw_loss,
+};

@@ -1,0 +1,939 @@
+/*
+ * check_drv_ceph.c - the ceph-rgw driver against a real Ceph RGW.
+ *
+ * The server: TALLY_TEST_RGW_ENDPOINT, _ACCESS and _SECRETFILE when set;
+ * otherwise this suite starts its own with tests/harness/ceph.sh under
+ * $TALLY_TMP on a free port, once per run (an unchecked fixture: a
+ * server that cannot start fails every case), and stops it at exit.
+ *
+ * What happens out of band (an operator suspends a user, a consumer
+ * reads another's bucket) goes over libcurl's SigV4 here, with the
+ * admin's or the consumer's keys; the driver is reached only through
+ * its ops table.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "drivers/driver.h"
+#include "lib/tl_test.h"
+
+static char	 s_endpoint[256], s_host[64], s_port[16], s_ak[128],
+		 s_sk[256];
+static char	*s_dir;
+static int	 s_tried, s_ok;
+static char	 s_err[9000];
+static pid_t	 s_parent;
+static const struct tl_drv_ops *drv;
+static const char *s_settings[8];
+
+/* --- the server ------------------------------------------------------ */
+
+static const char *
+harness(void)
+{
+	static char path[4096];
+	const char *src = getenv("TALLY_SRC");
+
+	snprintf(path, sizeof(path), "%s/tests/harness/ceph.sh",
+	    src != NULL && *src != '\0' ? src : ".");
+	return path;
+}
+
+static int
+run_harness(const char *cmd, const char *dir, const char *port)
+{
+	pid_t pid;
+	int st;
+
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		execlp("sh", "sh", harness(), cmd, dir, port, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A port p with p..p+6 free (the harness takes PORT..PORT+6). */
+static int
+free_ports(void)
+{
+	struct sockaddr_in sa;
+	int fd, base, i, ok;
+
+	for (base = 20000 + (int)(getpid() % 20000); base < 65000;
+	    base += 7) {
+		ok = 1;
+		for (i = 0; i < 7 && ok; i++) {
+			if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+				return -1;
+			memset(&sa, 0, sizeof(sa));
+			sa.sin_family = AF_INET;
+			sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			sa.sin_port = htons((uint16_t)(base + i));
+			ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+			close(fd);
+		}
+		if (ok)
+			return base;
+	}
+	return -1;
+}
+
+static int
+read_line(const char *path, char *out, size_t n)
+{
+	FILE *f;
+
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(out, (int)n, f) == NULL) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	out[strcspn(out, "\r\n")] = '\0';
+	return 0;
+}
+
+static int
+server_start(void)
+{
+	const char *e = getenv("TALLY_TEST_RGW_ENDPOINT");
+	const char *a = getenv("TALLY_TEST_RGW_ACCESS");
+	const char *sf = getenv("TALLY_TEST_RGW_SECRETFILE");
+	const char *h = getenv("TALLY_TEST_RGW_HOST");
+	const char *p = getenv("TALLY_TEST_RGW_PORT");
+	char file[4200], port[16];
+	int pn;
+
+	if (e != NULL && *e != '\0' && a != NULL && sf != NULL && h != NULL &&
+	    p != NULL) {
+		snprintf(s_endpoint, sizeof(s_endpoint), "%s", e);
+		snprintf(s_ak, sizeof(s_ak), "%s", a);
+		snprintf(s_host, sizeof(s_host), "%s", h);
+		snprintf(s_port, sizeof(s_port), "%s", p);
+		if (read_line(sf, s_sk, sizeof(s_sk)) != 0) {
+			snprintf(s_err, sizeof(s_err), "cannot read %s", sf);
+			return -1;
+		}
+		return 0;
+	}
+	if ((pn = free_ports()) <= 0) {
+		snprintf(s_err, sizeof(s_err), "no free ports");
+		return -1;
+	}
+	snprintf(port, sizeof(port), "%d", pn);
+	s_dir = tl_test_tmpdir("cephdrv");
+	if (run_harness("start", s_dir, port) != 0) {
+		snprintf(s_err, sizeof(s_err), "%s start %s %s failed",
+		    harness(), s_dir, port);
+		return -1;
+	}
+	snprintf(s_host, sizeof(s_host), "127.0.0.1");
+	snprintf(s_port, sizeof(s_port), "%s", port);
+	snprintf(s_endpoint, sizeof(s_endpoint), "http://127.0.0.1:%s", port);
+	snprintf(file, sizeof(file), "%s/env", s_dir);
+	{
+		FILE *f = fopen(file, "r");
+		char line[512];
+
+		if (f == NULL) {
+			snprintf(s_err, sizeof(s_err), "no %s", file);
+			return -1;
+		}
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (strncmp(line, "export TALLY_TEST_RGW_ACCESS=", 29)
+			    == 0) {
+				line[strcspn(line, "\r\n")] = '\0';
+				snprintf(s_ak, sizeof(s_ak), "%.100s", line + 29);
+			}
+		fclose(f);
+	}
+	snprintf(file, sizeof(file), "%s/admin.secret", s_dir);
+	if (read_line(file, s_sk, sizeof(s_sk)) != 0 || s_ak[0] == '\0') {
+		snprintf(s_err, sizeof(s_err), "cannot read the admin key");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+server_stop(void)
+{
+	if (s_dir == NULL || getpid() != s_parent)
+		return;
+	if (run_harness("stop", s_dir, NULL) != 0)
+		fprintf(stderr, "check_drv_ceph: ceph.sh stop %s failed\n",
+		    s_dir);
+	tl_test_tmpdir_done(s_dir);
+	s_dir = NULL;
+}
+
+static void
+server_up(void)
+{
+	if (!s_tried) {
+		s_tried = 1;
+		s_ok = server_start() == 0;
+	}
+	if (!s_ok)
+		ck_abort_msg("no Ceph RGW to test against: %s", s_err);
+	s_settings[0] = "admin-access-key";
+	s_settings[1] = s_ak;
+	s_settings[2] = "region";
+	s_settings[3] = "default";
+	s_settings[4] = NULL;
+}
+
+/* --- helpers --------------------------------------------------------- */
+
+#define ck_rc(rc, want, why) do {					\
+	int rc_ = (rc), want_ = (want);					\
+	ck_assert_msg(rc_ == want_, "%s:%d: rc %d (%s), wanted %d (%s); "\
+	    "why: %s", __FILE__, __LINE__, rc_, tl_strerror(rc_), want_,	\
+	    tl_strerror(want_), (why));					\
+} while (0)
+
+static const char *secrets[256];
+
+static void
+secrets_reset(void)
+{
+	memset(secrets, 0, sizeof(secrets));
+}
+
+static void
+secret_add(const char *pw)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++)
+		if (secrets[i] == NULL || secrets[i] == pw) {
+			secrets[i] = pw;
+			return;
+		}
+	ck_abort_msg("too many secrets");
+}
+
+/* No reason may hold a secret key the test used. */
+static void
+ck_why(const char *why)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++)
+		if (secrets[i] != NULL && *secrets[i] != '\0')
+			ck_assert_msg(strstr(why, secrets[i]) == NULL,
+			    "a secret leaked into why: %s", why);
+}
+
+struct grant {
+	char	id[160], login[64], bucket[64], pw[TL_PASSWORD_LEN + 1],
+		ak[64];
+	struct tl_drv_grant g;
+};
+
+static void
+grant_keys(struct grant *gr)
+{
+	static const struct tl_drv_endpoint e0 = { NULL, NULL, NULL };
+
+	ck_assert_int_eq(drv->compose("access-key", &e0, &gr->g, gr->ak,
+	    sizeof(gr->ak)), 0);
+}
+
+static void
+grant_init(struct grant *gr, const char *tag)
+{
+	static int n;
+	struct tl_drv_name_in in;
+	struct tl_drv_names out;
+	char why[TL_DRV_WHY_MAX];
+
+	n++;
+	snprintf(gr->id, sizeof(gr->id), "app-%s-%d-%d/files", tag,
+	    (int)getpid(), n);
+	memset(&in, 0, sizeof(in));
+	in.grant = gr->id;
+	in.resource = "files";
+	in.node = "";
+	in.recorded = "";
+	in.version = 1;
+	in.scheme = TL_DRV_NAMING;
+	ck_rc(drv->names(&in, &out, why), 0, why);
+	snprintf(gr->login, sizeof(gr->login), "%s", out.login);
+	snprintf(gr->bucket, sizeof(gr->bucket), "%s", out.resource);
+	tl_secret_password(gr->pw);
+	secret_add(gr->pw);
+	gr->g.resource = gr->bucket;
+	gr->g.owner = "";
+	gr->g.login = gr->login;
+	gr->g.password = gr->pw;
+	gr->g.grant = gr->id;
+	gr->g.adopt_unnamed = 0;
+	grant_keys(gr);
+}
+
+static void *
+drv_open(void)
+{
+	struct tl_drv_admin a = { s_host, s_port, "", s_sk, NULL, 0,
+	    s_settings };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+
+	secret_add(s_sk);
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_why(why);
+	return h;
+}
+
+static struct tl_drv_endpoint ep = { NULL, NULL, NULL };
+
+static enum tl_drv_drift
+check(void *h, const struct tl_drv_grant *g, char *why)
+{
+	enum tl_drv_drift d = TL_DRIFT_NONE, db = TL_DRIFT_NONE;
+	char wb[1][TL_DRV_WHY_MAX];
+
+	ep.host = s_host;
+	ep.port = s_port;
+	ck_rc(drv->check(h, g, &ep, &d, why), 0, why);
+	ck_why(why);
+	ck_rc(drv->check_bulk(h, g, 1, &db, wb), 0, wb[0]);
+	ck_why(wb[0]);
+	/* Bulk does not go as the consumer; otherwise the same finding. */
+	if (d == db || (db == TL_DRIFT_NONE && d != TL_DRIFT_MISSING))
+		return d;
+	ck_abort_msg("check %d (%s), check_bulk %d (%s)", d, why, db, wb[0]);
+	return d;
+}
+
+/* One more request header for the next http() (NULL: none). */
+static const char *s_extra;
+
+struct body {
+	char	buf[65536];
+	size_t	len;
+};
+
+static size_t
+on_body(char *d, size_t sz, size_t n, void *arg)
+{
+	struct body *b = arg;
+	size_t add = sz * n;
+
+	if (b->len + add >= sizeof(b->buf))
+		add = sizeof(b->buf) - 1 - b->len;
+	memcpy(b->buf + b->len, d, add);
+	b->len += add;
+	b->buf[b->len] = '\0';
+	return sz * n;
+}
+
+/*
+ * A signed request (query already sorted and escaped), as ak/sk (NULL:
+ * the admin); body data (NULL: none).  The HTTP status.
+ */
+static long
+http(const char *method, const char *pathq, const char *ak, const char *sk,
+    const char *data, struct body *out)
+{
+	static struct body scratch;
+	struct curl_slist *hd = NULL;
+	char url[2048];
+	long st = 0;
+	CURL *c = curl_easy_init();
+
+	ck_assert_ptr_nonnull(c);
+	if (out == NULL)
+		out = &scratch;
+	out->len = 0;
+	out->buf[0] = '\0';
+	snprintf(url, sizeof(url), "%s%s", s_endpoint, pathq);
+	hd = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (s_extra != NULL)
+		hd = curl_slist_append(hd, s_extra);
+	s_extra = NULL;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:default:s3");
+	curl_easy_setopt(c, CURLOPT_USERNAME, ak != NULL ? ak : s_ak);
+	curl_easy_setopt(c, CURLOPT_PASSWORD, sk != NULL ? sk : s_sk);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	if (strcmp(method, "HEAD") == 0)
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	else if (strcmp(method, "GET") != 0)
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (data != NULL) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(data));
+	}
+	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+	curl_slist_free_all(hd);
+	curl_easy_cleanup(c);
+	return st;
+}
+
+/* The admin's request; it must succeed. */
+static void
+admin(const char *method, const char *pathq)
+{
+	struct body b;
+	long st = http(method, pathq, NULL, NULL, NULL, &b);
+
+	ck_assert_msg(st >= 200 && st < 300, "admin %s %s: %ld %s", method,
+	    pathq, st, b.buf);
+}
+
+static long
+as(const struct grant *gr, const char *method, const char *pathq,
+    const char *data)
+{
+	return http(method, pathq, gr->ak, gr->pw, data, NULL);
+}
+
+static int
+user_exists(const char *uid, struct body *b)
+{
+	char pq[256];
+
+	snprintf(pq, sizeof(pq), "/admin/user?uid=%s", uid);
+	return http("GET", pq, NULL, NULL, NULL, b) == 200;
+}
+
+static int
+bucket_exists(const char *bucket)
+{
+	char pq[256];
+
+	snprintf(pq, sizeof(pq), "/admin/bucket?bucket=%s", bucket);
+	return http("GET", pq, NULL, NULL, NULL, NULL) == 200;
+}
+
+static void
+create_ok(void *h, const struct tl_drv_grant *g)
+{
+	char why[TL_DRV_WHY_MAX];
+
+	ck_rc(drv->create(h, g, why), 0, why);
+	ck_why(why);
+}
+
+/* --- cases ----------------------------------------------------------- */
+
+START_TEST(test_create_twice)
+{
+	struct grant a;
+	struct body b;
+	char why[TL_DRV_WHY_MAX], pq[256];
+	void *h = drv_open();
+
+	grant_init(&a, "twice");
+	create_ok(h, &a.g);
+	create_ok(h, &a.g);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert(user_exists(a.login, &b));
+	ck_assert_msg(strstr(b.buf, a.id) != NULL, "no mark: %s", b.buf);
+	ck_assert_ptr_nonnull(strstr(b.buf, "\"max_buckets\":1"));
+	/* One key: the second create added nothing. */
+	ck_assert_ptr_null(strstr(strstr(b.buf, "\"access_key\"") + 1,
+	    "\"access_key\""));
+	snprintf(pq, sizeof(pq), "/%s/hello.txt", a.bucket);
+	ck_assert_int_eq(as(&a, "PUT", pq, "hello"), 200);
+	ck_assert_int_eq(http("GET", pq, a.ak, a.pw, NULL, &b), 200);
+	ck_assert_str_eq(b.buf, "hello");
+	/* A consumer may not make a second bucket. */
+	snprintf(pq, sizeof(pq), "/%s-2", a.bucket);
+	ck_assert_int_ne(as(&a, "PUT", pq, NULL), 200);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_half_done)
+{
+	struct grant a, b;
+	char why[TL_DRV_WHY_MAX], pq[512];
+	void *h = drv_open();
+
+	/* The user with its mark, no key, no bucket. */
+	grant_init(&a, "half");
+	{
+		char mark[200], *e;
+
+		snprintf(mark, sizeof(mark), "tally grant %s", a.id);
+		e = curl_easy_escape(NULL, mark, 0);
+		snprintf(pq, sizeof(pq), "/admin/user?display-name=%s&"
+		    "generate-key=false&max-buckets=1&uid=%s", e, a.login);
+		curl_free(e);
+	}
+	admin("PUT", pq);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_MISSING);
+	create_ok(h, &a.g);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	/* User and key made, the bucket not: create completes it. */
+	grant_init(&b, "half2");
+	create_ok(h, &b.g);
+	snprintf(pq, sizeof(pq), "/admin/bucket?bucket=%s&purge-objects=true",
+	    b.bucket);
+	admin("DELETE", pq);
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_MISSING);
+	create_ok(h, &b.g);
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_foreign_refused)
+{
+	struct grant a, b, c;
+	struct body bd;
+	char why[TL_DRV_WHY_MAX], pq[512];
+	enum tl_drv_drift d;
+	void *h = drv_open();
+
+	/* A user under the grant's uid that tally did not make. */
+	grant_init(&a, "foreign");
+	snprintf(pq, sizeof(pq), "/admin/user?display-name=somebody&uid=%s",
+	    a.login);
+	admin("PUT", pq);
+	ck_rc(drv->create(h, &a.g, why), TL_EINVAL, why);
+	ck_rc(drv->revoke(h, &a.g, 1, why), TL_EINVAL, why);
+	ck_rc(drv->check(h, &a.g, &ep, &d, why), TL_EINVAL, why);
+	ck_assert(user_exists(a.login, &bd));
+	ck_assert_ptr_nonnull(strstr(bd.buf, "somebody"));
+	ck_assert_ptr_null(strstr(bd.buf, a.ak));
+	/* A user marked for another grant. */
+	grant_init(&b, "other");
+	create_ok(h, &b.g);
+	grant_init(&c, "other2");
+	c.g.login = b.login;
+	ck_rc(drv->create(h, &c.g, why), TL_EINVAL, why);
+	ck_rc(drv->retire_credential(h, &c.g, why), TL_EINVAL, why);
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	/* A bucket owned by someone else: c's own user, b's bucket. */
+	c.g.login = c.login;
+	c.g.resource = b.bucket;
+	ck_rc(drv->create(h, &c.g, why), TL_EINVAL, why);
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	/* The unnamed mark is adopted only when asked. */
+	grant_init(&c, "unnamed");
+	snprintf(pq, sizeof(pq), "/admin/user?display-name=tally%%20grant&"
+	    "uid=%s", c.login);
+	admin("PUT", pq);
+	ck_rc(drv->create(h, &c.g, why), TL_EINVAL, why);
+	c.g.adopt_unnamed = 1;
+	create_ok(h, &c.g);
+	c.g.adopt_unnamed = 0;
+	ck_assert_int_eq(check(h, &c.g, why), TL_DRIFT_NONE);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_hostile_names)
+{
+	static const char *const bad[] = { "a&uid=tally-admin", "../admin",
+		"x y", "UPPER", "ab", "a/b", "a?b", NULL };
+	struct tl_drv_name_in in;
+	struct tl_drv_names out;
+	struct grant a;
+	struct body b;
+	char why[TL_DRV_WHY_MAX], id[200];
+	size_t i;
+	void *h = drv_open();
+
+	/* Logins and buckets that are not tally's names are refused. */
+	grant_init(&a, "hostile");
+	for (i = 0; bad[i] != NULL; i++) {
+		a.g.login = bad[i];
+		ck_rc(drv->create(h, &a.g, why), TL_EINVAL, why);
+		a.g.login = a.login;
+		a.g.resource = bad[i];
+		ck_rc(drv->create(h, &a.g, why), TL_EINVAL, why);
+		a.g.resource = a.bucket;
+	}
+	ck_assert(!user_exists("tally-admin-x", &b));
+	/* A hostile requirement name gives a clean name, or a refusal. */
+	memset(&in, 0, sizeof(in));
+	in.grant = "m/r";
+	in.resource = "Files&uid=x?/..";
+	in.node = "";
+	in.recorded = "";
+	in.version = 1;
+	in.scheme = TL_DRV_NAMING;
+	if (drv->names(&in, &out, why) == 0) {
+		ck_assert_msg(strspn(out.resource,
+		    "abcdefghijklmnopqrstuvwxyz0123456789-") ==
+		    strlen(out.resource), "bucket %s", out.resource);
+	}
+	/* A hostile grant id reaches the mark escaped, byte for byte. */
+	snprintf(id, sizeof(id), "m&uid=tally-admin%%20x=1;'\"/r-%d",
+	    (int)getpid());
+	a.g.grant = id;
+	create_ok(h, &a.g);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert(user_exists(a.login, &b));
+	ck_assert_msg(strstr(b.buf, "m&uid=tally-admin%20x=1;'\\\"/r-") !=
+	    NULL, "mark: %s", b.buf);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_isolation)
+{
+	struct grant a, b;
+	char why[TL_DRV_WHY_MAX], pq[256];
+	void *h = drv_open();
+
+	grant_init(&a, "iso-a");
+	grant_init(&b, "iso-b");
+	create_ok(h, &a.g);
+	create_ok(h, &b.g);
+	snprintf(pq, sizeof(pq), "/%s/secret.txt", b.bucket);
+	ck_assert_int_eq(as(&b, "PUT", pq, "b's data"), 200);
+	/* A's keys on B's bucket: read, list, write, delete. */
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 403);
+	ck_assert_int_eq(as(&a, "PUT", pq, "overwritten"), 403);
+	ck_assert_int_eq(as(&a, "DELETE", pq, NULL), 403);
+	snprintf(pq, sizeof(pq), "/%s", b.bucket);
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 403);
+	ck_assert_int_eq(as(&a, "HEAD", pq, NULL), 403);
+	ck_assert_int_eq(as(&a, "DELETE", pq, NULL), 403);
+	/* And B's object is intact. */
+	snprintf(pq, sizeof(pq), "/%s/secret.txt", b.bucket);
+	ck_assert_int_eq(as(&b, "GET", pq, NULL), 200);
+	/* Both check clean, which includes the canary's 403. */
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert_ptr_nonnull(strstr(why, "canary"));
+	ck_assert_int_eq(check(h, &b.g, why), TL_DRIFT_NONE);
+	/* The canary made readable to all: A reaches it, a drift. */
+	{
+		unsigned char hh[8];
+		char hx[17], canary[64];
+		enum tl_drv_drift d;
+
+		crypto_generichash(hh, sizeof(hh), (const unsigned char *)s_ak,
+		    strlen(s_ak), NULL, 0);
+		sodium_bin2hex(hx, sizeof(hx), hh, sizeof(hh));
+		snprintf(canary, sizeof(canary), "tally-canary-%s", hx);
+		snprintf(pq, sizeof(pq), "/%s", canary);
+		ck_assert_int_eq(as(&a, "HEAD", pq, NULL), 403);
+		snprintf(pq, sizeof(pq), "/%s?acl=", canary);
+		s_extra = "x-amz-acl: public-read-write";
+		ck_assert_int_eq(http("PUT", pq, NULL, NULL, "", NULL), 200);
+		snprintf(pq, sizeof(pq), "/%s", canary);
+		ck_assert_int_eq(as(&a, "HEAD", pq, NULL), 200);
+		ep.host = s_host;
+		ep.port = s_port;
+		ck_rc(drv->check(h, &a.g, &ep, &d, why), 0, why);
+		ck_assert_int_eq(d, TL_DRIFT_PRIVILEGES);
+		ck_assert_ptr_nonnull(strstr(why, "canary"));
+		snprintf(pq, sizeof(pq), "/%s?acl=", canary);
+		s_extra = "x-amz-acl: private";
+		ck_assert_int_eq(http("PUT", pq, NULL, NULL, "", NULL), 200);
+		ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	}
+	/* The consumer's requests go to the endpoint it was given. */
+	{
+		struct tl_drv_endpoint far = { "127.0.0.1", "1", NULL };
+		enum tl_drv_drift d;
+
+		ck_rc(drv->check(h, &a.g, &far, &d, why), TL_EUNREACH, why);
+		ck_assert_ptr_nonnull(strstr(why, "127.0.0.1:1"));
+		/* And the admin's session is back on its own. */
+		ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	}
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_drift)
+{
+	struct grant a;
+	char why[TL_DRV_WHY_MAX], pq[512];
+	void *h = drv_open();
+
+	grant_init(&a, "drift");
+	create_ok(h, &a.g);
+	/* The key removed: a credential drift; set_password re-adds it. */
+	snprintf(pq, sizeof(pq), "/admin/user?access-key=%s&key=&"
+	    "key-type=s3&uid=%s", a.ak, a.login);
+	admin("DELETE", pq);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_CREDENTIAL);
+	ck_assert_ptr_nonnull(strstr(why, "no key"));
+	ck_rc(drv->set_password(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	/* Suspended: privileges; fix_privileges lifts it. */
+	snprintf(pq, sizeof(pq), "/admin/user?suspended=1&uid=%s", a.login);
+	admin("POST", pq);
+	snprintf(pq, sizeof(pq), "/%s", a.bucket);
+	ck_assert_int_eq(as(&a, "HEAD", pq, NULL), 403);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_PRIVILEGES);
+	ck_assert_ptr_nonnull(strstr(why, "suspended"));
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert_int_eq(as(&a, "HEAD", pq, NULL), 200);
+	/* Caps given: privileges, removed by fix_privileges. */
+	snprintf(pq, sizeof(pq), "/admin/user?caps=&uid=%s&"
+	    "user-caps=users%%3D%%2A", a.login);
+	admin("PUT", pq);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	/* A bucket policy: privileges (check only), fixed. */
+	snprintf(pq, sizeof(pq), "/%s?policy=", a.bucket);
+	{
+		char pol[600];
+
+		snprintf(pol, sizeof(pol), "{\"Version\":\"2012-10-17\","
+		    "\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":"
+		    "\"*\",\"Action\":\"s3:GetObject\",\"Resource\":"
+		    "\"arn:aws:s3:::%s/*\"}]}", a.bucket);
+		ck_assert_int_lt(as(&a, "PUT", pq, pol), 300);
+	}
+	{
+		enum tl_drv_drift d;
+
+		ep.host = s_host;
+		ep.port = s_port;
+		ck_rc(drv->check(h, &a.g, &ep, &d, why), 0, why);
+		ck_assert_int_eq(d, TL_DRIFT_PRIVILEGES);
+		ck_assert_ptr_nonnull(strstr(why, "policy"));
+	}
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	/* The bucket deleted: missing, and no repair makes it again. */
+	snprintf(pq, sizeof(pq), "/admin/bucket?bucket=%s&purge-objects=true",
+	    a.bucket);
+	admin("DELETE", pq);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_MISSING);
+	ck_assert_ptr_nonnull(strstr(why, "gone"));
+	ck_rc(drv->set_password(h, &a.g, why), 0, why);
+	drv->fix_privileges(h, &a.g, why);
+	ck_assert(!bucket_exists(a.bucket));
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_MISSING);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_bulk)
+{
+	struct grant g[5];
+	struct tl_drv_grant gs[5];
+	enum tl_drv_drift d[5];
+	char why[5][TL_DRV_WHY_MAX], pq[512];
+	size_t i;
+	void *h = drv_open();
+
+	for (i = 0; i < 5; i++) {
+		grant_init(&g[i], "bulk");
+		create_ok(h, &g[i].g);
+		gs[i] = g[i].g;
+	}
+	snprintf(pq, sizeof(pq), "/admin/user?suspended=1&uid=%s", g[1].login);
+	admin("POST", pq);
+	snprintf(pq, sizeof(pq), "/admin/user?access-key=%s&key=&"
+	    "key-type=s3&uid=%s", g[2].ak, g[2].login);
+	admin("DELETE", pq);
+	snprintf(pq, sizeof(pq), "/admin/bucket?bucket=%s&purge-objects=true",
+	    g[3].bucket);
+	admin("DELETE", pq);
+	ck_rc(drv->check_bulk(h, gs, 5, d, why), 0, why[0]);
+	ck_assert_int_eq(d[0], TL_DRIFT_NONE);
+	ck_assert_int_eq(d[1], TL_DRIFT_PRIVILEGES);
+	ck_assert_int_eq(d[2], TL_DRIFT_CREDENTIAL);
+	ck_assert_int_eq(d[3], TL_DRIFT_MISSING);
+	ck_assert_int_eq(d[4], TL_DRIFT_NONE);
+	for (i = 0; i < 5; i++)
+		ck_why(why[i]);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_rotation)
+{
+	struct grant a;
+	char why[TL_DRV_WHY_MAX], pq[256], old_pw[TL_PASSWORD_LEN + 1],
+	    old_ak[64];
+	struct tl_drv_grant old;
+	void *h = drv_open();
+
+	ck_assert_int_eq(drv->credential, TL_DRV_CRED_MULTI_PASSWORD);
+	grant_init(&a, "rot");
+	create_ok(h, &a.g);
+	snprintf(pq, sizeof(pq), "/%s/o", a.bucket);
+	ck_assert_int_eq(as(&a, "PUT", pq, "v1"), 200);
+	memcpy(old_pw, a.pw, sizeof(old_pw));
+	memcpy(old_ak, a.ak, sizeof(old_ak));
+	tl_secret_password(a.pw);
+	grant_keys(&a);
+	ck_assert_str_ne(old_ak, a.ak);
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	/* The overlap: both keys work on the same user's bucket. */
+	ck_assert_int_eq(http("GET", pq, old_ak, old_pw, NULL, NULL), 200);
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 200);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	old = a.g;
+	old.password = old_pw;
+	ck_assert_int_eq(check(h, &old, why), TL_DRIFT_NONE);
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	ck_assert_int_eq(http("GET", pq, old_ak, old_pw, NULL, NULL), 403);
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 200);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	tl_secret_wipe(old_pw, sizeof(old_pw));
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_revoke_retain_purge)
+{
+	struct grant a;
+	char why[TL_DRV_WHY_MAX], pq[256];
+	uint64_t bytes = 0;
+	int loses = -1;
+	struct body b;
+	void *h = drv_open();
+
+	grant_init(&a, "revoke");
+	create_ok(h, &a.g);
+	snprintf(pq, sizeof(pq), "/%s/o1", a.bucket);
+	ck_assert_int_eq(as(&a, "PUT", pq, "0123456789"), 200);
+	ck_rc(drv->size(h, &a.g, &bytes, why), 0, why);
+	ck_assert_uint_eq(bytes, 10);
+	ck_rc(drv->loss(h, &a.g, 0, &loses, why), 0, why);
+	ck_assert_int_eq(loses, 0);
+	/* retain: the user suspended, the bucket kept with its object. */
+	ck_rc(drv->revoke(h, &a.g, 0, why), 0, why);
+	ck_rc(drv->revoke(h, &a.g, 0, why), 0, why);
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 403);
+	ck_assert(bucket_exists(a.bucket));
+	ck_rc(drv->size(h, &a.g, &bytes, why), 0, why);
+	ck_assert_uint_eq(bytes, 10);
+	ck_assert_ptr_nonnull(strstr(why, "1 object"));
+	/* Restored by create. */
+	create_ok(h, &a.g);
+	ck_assert_int_eq(http("GET", pq, a.ak, a.pw, NULL, &b), 200);
+	ck_assert_str_eq(b.buf, "0123456789");
+	/* purge: the objects, the bucket, the user. */
+	ck_rc(drv->loss(h, &a.g, 1, &loses, why), 0, why);
+	ck_assert_int_eq(loses, 1);
+	ck_assert_ptr_nonnull(strstr(why, "1 object"));
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	ck_assert(!bucket_exists(a.bucket));
+	ck_assert(!user_exists(a.login, &b));
+	ck_rc(drv->loss(h, &a.g, 1, &loses, why), 0, why);
+	ck_assert_int_eq(loses, 0);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_compose_open_refused)
+{
+	struct tl_drv_admin a = { s_host, s_port, "", "wrong-secret", NULL,
+	    0, s_settings };
+	struct tl_drv_admin down = { "127.0.0.1", "1", "", s_sk, NULL, 0,
+	    s_settings };
+	struct tl_drv_endpoint e = { "rgw.example", "7480", NULL };
+	struct grant g;
+	char why[TL_DRV_WHY_MAX], out[256];
+	void *h = NULL;
+
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_assert_ptr_null(h);
+	ck_rc(drv->open(&down, &h, why), TL_EUNREACH, why);
+	grant_init(&g, "compose");
+	ck_assert_int_eq(drv->compose("endpoint", &e, &g.g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "http://rgw.example:7480");
+	ck_assert_int_eq(drv->compose("bucket", &e, &g.g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, g.bucket);
+	ck_assert_int_eq(drv->compose("region", &e, &g.g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "default");
+	ck_assert_int_eq(drv->compose("secret-key", &e, &g.g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, g.pw);
+	g.g.password = NULL;
+	ck_assert_int_eq(drv->compose("secret-key", &e, &g.g, out,
+	    sizeof(out)), TL_EINVAL);
+	ck_assert_int_eq(drv->compose("access-key", &e, &g.g, out,
+	    sizeof(out)), TL_EINVAL);
+	ck_assert_int_eq(drv->compose("nope", &e, &g.g, out, sizeof(out)),
+	    TL_ENOTFOUND);
+	ck_assert(tl_drv_field_secret(drv, "secret-key"));
+	ck_assert(!tl_drv_field_secret(drv, "bucket"));
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("drv_ceph");
+	TCase *tc = tcase_create("ceph");
+
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_add_checked_fixture(tc, secrets_reset, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_create_twice);
+	tcase_add_test(tc, test_half_done);
+	tcase_add_test(tc, test_foreign_refused);
+	tcase_add_test(tc, test_hostile_names);
+	tcase_add_test(tc, test_isolation);
+	tcase_add_test(tc, test_drift);
+	tcase_add_test(tc, test_bulk);
+	tcase_add_test(tc, test_rotation);
+	tcase_add_test(tc, test_revoke_retain_purge);
+	tcase_add_test(tc, test_compose_open_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	if (sodium_init() < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
+		return 1;
+	s_parent = getpid();
+	if ((drv = tl_drv_find("ceph-rgw")) == NULL) {
+		fprintf(stderr, "no ceph-rgw driver registered\n");
+		return 1;
+	}
+	sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	server_stop();
+	tl_secret_wipe(s_sk, sizeof(s_sk));
+	curl_global_cleanup();
+	return failed == 0 ? 0 : 1;
+}

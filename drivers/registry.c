@@ -20,6 +20,7 @@ extern const struct tl_drv_ops tl_drv_directory;
 extern const struct tl_drv_ops tl_drv_rabbitmq;
 extern const struct tl_drv_ops tl_drv_mariadb;
 extern const struct tl_drv_ops tl_drv_redis;
+extern const struct tl_drv_ops tl_drv_oidc;
 
 static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_postgres,
@@ -27,11 +28,12 @@ static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_rabbitmq,
 	&tl_drv_mariadb,
 	&tl_drv_redis,
+	&tl_drv_oidc,
 	NULL
 };
 
 static const char *const names[] = { "postgres", "directory", "rabbitmq",
-	"mariadb", "redis", NULL };
+	"mariadb", "redis", "oidc", NULL };
 
 /* The wrappers made under $TALLY_FAULT, by driver. */
 static const struct tl_drv_ops *wrapped[sizeof(drivers) /

@@ -304,6 +304,12 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 
 	(void)arg;
 	(void)pv;
+	/*
+	 * No secret handle yet: a driver whose provider chooses the
+	 * credential (driver.h handle_model) refuses the rotation's calls.
+	 */
+	dg.handle = NULL;
+	dg.handle_out = NULL;
 	if (st->op == OP_WAIT) {
 		/*
 		 * Waiting: who still has a session on the old login, for

@@ -57,6 +57,8 @@ struct check {
 	struct tl_grant	 g;
 	char		 db[64], owner[64], login[64];
 	char		 password[TL_PASSWORD_LEN + 1];
+	/* The version's secret handle (driver.h handle_model), or NULL. */
+	char		*handle;
 	enum tl_drv_drift drift;
 	uint64_t	 count;		/* checks of it so far ("checks") */
 	int		 by_login;	/* a real login this pass (check) */
@@ -354,6 +356,22 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 			}
 			ps->nvp++;
 		}
+		if (v->ops->handle_model) {
+			if ((c->handle = tl_secret_alloc(TL_DRV_HANDLE_MAX)) ==
+			    NULL) {
+				rc = ENOMEM;
+				goto out;
+			}
+			if ((rc = tl_rx_grant_handle(ps->rx, t, c->g.id,
+			    c->g.version, c->handle)) != 0 &&
+			    rc != TL_ENOTFOUND) {
+				c->rc = rc;
+				snprintf(c->why, sizeof(c->why), "cannot read "
+				    "the credential's handle: %s",
+				    tl_strerror(rc));
+				continue;
+			}
+		}
 		if (tl_vec_grow(&v->c, &v->cap, v->nc + 1,
 		    sizeof(v->c[0])) != 0) {
 			rc = ENOMEM;
@@ -384,6 +402,13 @@ drv_grant(const struct check *c, struct tl_drv_grant *dg)
 	dg->password = c->password;
 	dg->grant = c->g.id;
 	dg->adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
+	/*
+	 * Read-only here: a repair that makes the provider issue a new
+	 * secret is refused by such a driver (handle_out NULL) and shows
+	 * as a failed repair.
+	 */
+	dg->handle = c->handle;
+	dg->handle_out = NULL;
 }
 
 /* The repair c's drift calls for, as today's one-by-one check makes it. */
@@ -931,8 +956,10 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 			report(o, &ps.c[i]);
 out:
 	*next_ns = ps.next_ns;
-	for (i = 0; i < ps.nc; i++)
+	for (i = 0; i < ps.nc; i++) {
 		tl_secret_wipe(ps.c[i].password, sizeof(ps.c[i].password));
+		tl_secret_free(ps.c[i].handle);
+	}
 	for (i = 0; i < ps.nvp; i++) {
 		tl_secret_wipe(ps.vp[i].pv.password,
 		    sizeof(ps.vp[i].pv.password));

@@ -1,0 +1,155 @@
+#!/bin/sh
+# The oidc driver (drivers/oidc.c) end to end through the real binaries,
+# against a throwaway OpenID Connect provider (tests/harness/oidc.sh,
+# oidc-provider 8): a provider module "idp" granting oidc-client, one
+# consumer on the provider's node and one on another node (so the
+# provider is exposed to the network).  What runs through tally today:
+#   - provisioned and delivered: issuer, client-id, client-secret,
+#     token-endpoint; a client_credentials token with the delivered
+#     values; the client's software_id is the grant; no secret (client
+#     secret, registration access token) in the log or tallyd's log;
+#   - verified: healthy; metadata changed at the provider -> drift
+#     reported (its repair is refused: the verifier records no new
+#     registration access token yet); client deleted -> missing,
+#     flagged and not registered again;
+#   - revoked: tally remove deletes the client, its secret gets no token.
+# Not yet through tally (drivers/README.md says so): rotation (the
+# rotation saga passes no secret handle), repairs that rotate the
+# registration access token, a kill storm.
+. "$(dirname "$0")/lib.sh"
+
+command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
+command -v curl >/dev/null 2>&1 || t_fail "curl is missing (tools/deps.sh)"
+
+OIDC_DIR=$W/oidc
+_o_port=$((57300 + $$ % 50))
+while _t_port_busy "$_o_port"; do _o_port=$((_o_port + 1)); done
+_o_cleanup() {
+	_o_rc=$?
+	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" >/dev/null 2>&1
+	(exit $_o_rc)
+	_t_cleanup
+}
+trap _o_cleanup EXIT
+sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" ||
+	t_fail "the OIDC provider did not start (tests/harness/oidc.sh)"
+. "$OIDC_DIR/env"
+ISS=$TALLY_TEST_OIDC_ISSUER
+
+# token ENVFILE: a client_credentials token with the delivered values.
+token() {
+	curl -s -u "$(t_envget "$1" O_ID):$(t_envget "$1" O_SECRET)" \
+		-d grant_type=client_credentials "$(t_envget "$1" O_TOKEN)"
+}
+# store_edit CLIENT_ID PYTHON: edits the provider's store while it is stopped.
+store_edit() {
+	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" keep
+	python3 - "$OIDC_DIR/store.json" "$1" "$2" <<'EOF'
+import json, sys
+path, cid, code = sys.argv[1:4]
+st = json.load(open(path))
+c = st["Client:" + cid]["p"]
+exec(code)
+json.dump(st, open(path, "w"))
+EOF
+	sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" ||
+		t_fail "the OIDC provider did not restart"
+}
+
+mkdir -p "$W/manifests"
+cat >"$W/manifests/idp.yaml" <<EOF
+module: idp
+provides:
+  oidc-client:
+    driver: oidc
+    revoke: drop
+EOF
+consumer() {
+	cat >"$W/manifests/$1.yaml" <<EOF
+module: $1
+env: {O_ISSUER: "", O_ID: "", O_SECRET: "", O_TOKEN: ""}
+requires:
+  login:
+    type: oidc-client
+    from: idp
+    env: {issuer: O_ISSUER, client-id: O_ID, client-secret: O_SECRET, token-endpoint: O_TOKEN}
+EOF
+	echo "$W/manifests/$1.yaml"
+}
+
+t_say "an identity provider on node-a; consumers app-a (node-a), app-b (node-b)"
+t_init
+t_node node-a 127.0.0.1
+t_node node-b localhost
+tly apply "$W/manifests/idp.yaml" >/dev/null || t_fail "tally apply idp.yaml failed"
+tly assign idp node-a --expose network --set issuer="$ISS" \
+	--secret admin-password <"$TALLY_TEST_OIDC_IATFILE" >/dev/null ||
+	t_fail "tally assign idp node-a failed"
+tly providers --tag identity >"$W/prov.txt" 2>&1 || t_fail "tally providers --tag identity failed: $(cat "$W/prov.txt")"
+grep -q oidc-client "$W/prov.txt" || t_fail "tally providers --tag identity does not list oidc-client: $(cat "$W/prov.txt")"
+grep -q "until they expire" "$W/prov.txt" || t_fail "tally providers does not say that issued tokens outlive a revocation: $(cat "$W/prov.txt")"
+tly apply "$(consumer app-a)" >/dev/null && tly assign app-a node-a >/dev/null ||
+	t_fail "app-a failed"
+tly apply "$(consumer app-b)" >/dev/null && tly assign app-b node-b >/dev/null ||
+	t_fail "app-b failed"
+t_tallyd_once
+t_wait_healthy 10
+
+t_check "delivered: issuer, client-id, client-secret, token-endpoint; a token with them"
+A=$(t_envfile node-a app-a)
+B=$(t_envfile node-b app-b)
+cp "$A" "$W/a.env"
+cp "$B" "$W/b.env"
+[ "$(t_envget "$A" O_ISSUER)" = "$ISS" ] || t_fail "app-a's issuer is '$(t_envget "$A" O_ISSUER)'"
+IA=$(t_envget "$A" O_ID)
+IB=$(t_envget "$B" O_ID)
+[ -n "$IA" ] && [ -n "$IB" ] && [ "$IA" != "$IB" ] || t_fail "client ids '$IA' '$IB'"
+token "$A" | grep -q '"access_token"' || t_fail "app-a gets no token: $(token "$A")"
+token "$B" | grep -q '"access_token"' || t_fail "app-b gets no token: $(token "$B")"
+SA=$(t_envget "$A" O_SECRET)
+tly log --json | grep -q "$SA" && t_fail "app-a's client secret is in the log"
+grep -rqs "$SA" "$T_DLOG" && t_fail "app-a's client secret is in tallyd's log"
+grep -rqs "$SA" "$TALLY_HOME" && t_fail "app-a's client secret is in the tally home in plaintext"
+tly log --json --stream grant/app-a/login --type credential.handle | grep -q . ||
+	t_fail "no credential.handle recorded for app-a/login"
+t_ok "app-a: $IA, app-b: $IB; both get tokens; the secret is nowhere in plaintext"
+
+t_check "the client is the grant's: software_id app-a/login, client_name the grant's name"
+store=$OIDC_DIR/store.json
+python3 -c "import json,sys; c=json.load(open('$store'))['Client:$IA']['p']; sys.exit(0 if c['software_id']=='app-a/login' and c['client_name']=='$(t_gname app-a/login app-a-login _v1)' else 1)" ||
+	t_fail "client $IA is not marked as app-a/login's"
+t_ok "software_id app-a/login, client_name $(t_gname app-a/login app-a-login _v1)"
+
+t_say "verification"
+t_expect_exit 0 "tally check --all (healthy)" tly check --all
+t_check "metadata changed at the provider: reported"
+store_edit "$IA" 'c["client_name"] = "renamed-by-admin"'
+set +e
+tly check app-a/login >"$W/last.out" 2>&1
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || t_fail "tally check passed with the client renamed: $(cat "$W/last.out")"
+grep -q "client_name" "$W/last.out" || t_fail "the drift does not name client_name: $(cat "$W/last.out")"
+t_ok "exit $rc: $(grep -m1 client_name "$W/last.out")"
+t_check "client deleted at the provider: missing, flagged, not registered again"
+nclients() { python3 -c "import json; print(sum(1 for k in json.load(open('$store')) if k.startswith('Client:')))"; }
+before=$(nclients)
+store_edit "$IB" 'del st["Client:" + cid]'
+t_expect_exit 6 "tally check app-b/login (client deleted)" tly check app-b/login
+t_expect_exit 6 "tally check app-b/login (again)" tly check app-b/login
+[ "$(nclients)" -eq $((before - 1)) ] || t_fail "clients: $(nclients), expected $((before - 1)): check registered one"
+token "$W/b.env" | grep -q '"access_token"' && t_fail "the deleted client still gets tokens"
+t_ok "missing twice, nothing registered"
+
+t_say "revocation (app-b's client is gone already: nothing to delete)"
+for m in app-a app-b; do
+	tly remove $m --yes >"$W/remove.out" 2>&1 ||
+		t_fail "tally remove $m failed: $(cat "$W/remove.out")"
+done
+t_tallyd_once
+tly log --json --stream grant/app-b/login --type grant.revoked | grep -q . ||
+	t_fail "app-b/login (client gone) is not revoked"
+python3 -c "import json,sys; sys.exit(1 if 'Client:$IA' in json.load(open('$store')) else 0)" ||
+	t_fail "client $IA is still registered after tally remove"
+token "$W/a.env" | grep -q '"access_token"' && t_fail "app-a's removed client still gets tokens"
+t_ok "client $IA deleted; its secret gets no token"

@@ -14,9 +14,9 @@
 #     restart of the provider; client deleted -> missing, flagged and
 #     not registered again;
 #   - revoked: tally remove deletes the client, its secret gets no token.
-# Not yet through tally (drivers/README.md says so): rotation (the
-# rotation saga passes no secret handle), repairs that rotate the
-# registration access token, a kill storm.
+#   - rotated beside with acks (80_rotation): a shared grant on two
+#     nodes; the second client is delivered, both get tokens until the
+#     last ack, then the first is deleted.
 . "$(dirname "$0")/lib.sh"
 
 command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
@@ -147,8 +147,54 @@ t_expect_exit 6 "tally check app-b/login (again)" tly check app-b/login
 token "$W/b.env" | grep -q '"access_token"' && t_fail "the deleted client still gets tokens"
 t_ok "missing twice, nothing registered"
 
+t_say "rotation beside: a shared grant held on node-a and node-b, a second client, acks"
+t_wait_log() {	# SECONDS STREAM TYPE [GREP]: prints the first match
+	_w_end=$(($(t_now_ms) + $1 * 1000))
+	while :; do
+		_w_l=$(tly log --json --stream "$2" --type "$3" | grep -e "${4:-.}" | head -n 1) || true
+		[ -n "$_w_l" ] && { printf '%s\n' "$_w_l"; return 0; }
+		[ "$(t_now_ms)" -le "$_w_end" ] || { tail -n 20 "$T_DLOG" >&2; t_fail "no $3 on $2 within $1 s"; }
+		sleep 0.1
+	done
+}
+tly apply "$(consumer game)" >/dev/null || t_fail "tally apply game failed"
+tly assign game node-a >/dev/null && tly assign game node-b >/dev/null || t_fail "tally assign game failed"
+G=game/login
+t_tallyd_start --interval 1
+t_wait_healthy 30 game
+GA=$(t_envfile node-a game)
+cp "$GA" "$W/v1.env"
+token "$W/v1.env" | grep -q '"access_token"' || t_fail "game's v1 gets no token"
+tly rotate "$G" >/dev/null || t_fail "tally rotate $G failed"
+t_wait_log 20 "grant/$G" credential.activated >/dev/null
+end=$(($(t_now_ms) + 10000))
+for n in node-a node-b; do
+	until [ "$(t_envget "$(t_envfile "$n" game)" O_ID)" != "$(t_envget "$W/v1.env" O_ID)" ]; do
+		[ "$(t_now_ms)" -lt "$end" ] || t_fail "$n's env file does not hold v2's client"
+		sleep 0.05
+	done
+done
+cp "$(t_envfile node-a game)" "$W/v2.env"
+t_check "between add and retire both clients get tokens; the client-id changed"
+token "$W/v1.env" | grep -q '"access_token"' || t_fail "v1 gets no token before any ack"
+token "$W/v2.env" | grep -q '"access_token"' || t_fail "v2 gets no token"
+t_expect_exit 0 "tally check $G (mid-rotation)" tly check "$G"
+tly ack node-a game 2 >/dev/null || t_fail "tally ack node-a game 2 failed"
+sleep 2
+token "$W/v1.env" | grep -q '"access_token"' || t_fail "v1 stopped working while node-b has not acknowledged"
+tly ack node-b game 2 >/dev/null || t_fail "tally ack node-b game 2 failed"
+ret=$(t_wait_log 20 "grant/$G" credential.retired)
+t_wait_log 10 "grant/$G" rotation.completed >/dev/null
+printf '%s' "$ret" | grep -q '"forced":false' || t_fail "retirement forced: $ret"
+token "$W/v1.env" | grep -q '"access_token"' && t_fail "the retired v1 client still gets tokens"
+token "$W/v2.env" | grep -q '"access_token"' || t_fail "v2 gets no token after the retirement"
+python3 -c "import json,sys; sys.exit(1 if 'Client:$(t_envget "$W/v1.env" O_ID)' in json.load(open('$store')) else 0)" ||
+	t_fail "v1's client is still registered"
+t_ok "v1 $(t_envget "$W/v1.env" O_ID) deleted after the last ack, v2 $(t_envget "$W/v2.env" O_ID) works"
+t_tallyd_stop
+
 t_say "revocation (app-b's client is gone already: nothing to delete)"
-for m in app-a app-b; do
+for m in app-a app-b game; do
 	tly remove $m --yes >"$W/remove.out" 2>&1 ||
 		t_fail "tally remove $m failed: $(cat "$W/remove.out")"
 done

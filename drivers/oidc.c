@@ -1133,7 +1133,8 @@ static const struct tl_drv_revocation oi_revocation = {
 	.retain = 0,
 	.revoke = "the client is deleted (RFC 7592): it gets no new token; "
 	    "tokens already issued stay valid until they expire (the "
-	    "provider's access-token lifetime, setting token-lifetime) at "
+	    "provider's access-token lifetime, setting token-lifetime, "
+	    "default 10 minutes) at "
 	    "resource servers that check them locally",
 	.retain_means = "nothing to retain: a client holds no data",
 	.purge = "the same as revoke: the client is deleted",

@@ -193,8 +193,63 @@ python3 -c "import json,sys; sys.exit(1 if 'Client:$(t_envget "$W/v1.env" O_ID)'
 t_ok "v1 $(t_envget "$W/v1.env" O_ID) deleted after the last ack, v2 $(t_envget "$W/v2.env" O_ID) works"
 t_tallyd_stop
 
+
+t_say "a small kill storm: 10 grants while tallyd is SIGKILLed"
+mf=$W/storm.yaml
+: >"$mf"
+i=1
+while [ $i -le 10 ]; do
+	printf -- '---\n' >>"$mf"
+	cat "$(consumer "s$i")" >>"$mf"
+	i=$((i + 1))
+done
+tly apply "$mf" >/dev/null || t_fail "tally apply of the storm's modules failed"
+t_tallyd_start --workers 4
+i=1
+while [ $i -le 10 ]; do tly assign "s$i" node-a >/dev/null || t_fail "assign s$i failed"; i=$((i + 1)); done
+k=0
+while [ $k -lt 8 ]; do
+	sleep "0.$((1 + $(t_rand 4)))"
+	kill -KILL "$T_DPID" 2>/dev/null || t_fail "tallyd had died by itself"
+	t_wait_exit "$T_DPID" 10
+	k=$((k + 1))
+	t_tallyd_start --workers 4
+done
+end=$(($(t_now_ms) + 30000))
+until [ "$(tly log --json --type grant.provisioned | grep -c '"grant":"s[0-9]*/login"')" -ge 10 ]; do
+	[ "$(t_now_ms)" -lt "$end" ] || t_fail "the storm's grants were not all provisioned within 30 s"
+	sleep 0.2
+done
+t_tallyd_stop
+t_check "every storm grant has one client, delivered and getting tokens; no orphan client"
+i=1
+while [ $i -le 10 ]; do
+	f=$(t_envfile node-a "s$i")
+	token "$f" | grep -q '"access_token"' || t_fail "s$i gets no token after the storm"
+	i=$((i + 1))
+done
+orphans=$(python3 - "$store" "$W" <<'EOF2'
+import json, sys, os, re
+st = json.load(open(sys.argv[1]))
+ids = set()
+for i in range(1, 11):
+    for l in open(os.path.join(sys.argv[2], "env/node-a/s%d.env" % i)):
+        if l.startswith("O_ID="):
+            ids.add(l.strip()[5:])
+n = 0
+for k, v in st.items():
+    sid = v.get("p", {}).get("software_id", "") if isinstance(v.get("p"), dict) else ""
+    if k.startswith("Client:") and re.match(r"^s[0-9]+/login$", sid) and k[7:] not in ids:
+        n += 1
+        print("orphan", k[7:], sid, file=sys.stderr)
+print(n)
+EOF2
+)
+[ "$orphans" -eq 0 ] || t_fail "$orphans orphan client(s) after the storm (a kill between the registration's answer and its record)"
+t_ok "8 kills; 10 grants, 10 clients, all getting tokens, 0 orphans"
+
 t_say "revocation (app-b's client is gone already: nothing to delete)"
-for m in app-a app-b game; do
+for m in app-a app-b game s1 s2 s3 s4 s5 s6 s7 s8 s9 s10; do
 	tly remove $m --yes >"$W/remove.out" 2>&1 ||
 		t_fail "tally remove $m failed: $(cat "$W/remove.out")"
 done
@@ -205,3 +260,45 @@ python3 -c "import json,sys; sys.exit(1 if 'Client:$IA' in json.load(open('$stor
 	t_fail "client $IA is still registered after tally remove"
 token "$W/a.env" | grep -q '"access_token"' && t_fail "app-a's removed client still gets tokens"
 t_ok "client $IA deleted; its secret gets no token"
+left=$(python3 -c "
+import json, re
+st = json.load(open('$store'))
+print(sum(1 for k, v in st.items() if k.startswith('Client:') and re.match(r'^(s[0-9]+|app-a|app-b|game)/login$', v['p'].get('software_id', ''))))")
+[ "$left" -eq 0 ] || t_fail "$left client(s) of removed grants are still registered"
+t_ok "no client of a removed grant is left"
+
+t_say "faults on the PUT that rotates the registration access token"
+tly apply "$(consumer keep)" >/dev/null && tly assign keep node-a >/dev/null || t_fail "keep failed"
+t_tallyd_once
+K=$(t_envfile node-a keep)
+IK=$(t_envget "$K" O_ID)
+nh() { tly log --json --stream grant/keep/login --type credential.handle | grep -c .; }
+t_check "the PUT's reply lost (TALLY_FAULT=fix_privileges:lost): the new token is recorded anyway"
+store_edit "$IK" 'c["client_name"] = "renamed"'
+h0=$(nh)
+set +e
+TALLY_FAULT=fix_privileges:lost tly check keep/login >"$W/last.out" 2>&1
+set -e
+grep -q "fault injected" "$W/last.out" || t_fail "no fault injected: $(cat "$W/last.out")"
+[ "$(nh)" -eq $((h0 + 1)) ] || t_fail "the rotated registration access token was not recorded after a lost reply"
+t_expect_exit 0 "tally check keep/login (after the lost reply)" tly check keep/login
+t_ok "recorded before the outcome: the next check manages the client"
+t_check "the process killed right after the PUT (TALLY_FAULT=fix_privileges:crash)"
+store_edit "$IK" 'c["client_name"] = "renamed-again"'
+h0=$(nh)
+set +e
+TALLY_FAULT=fix_privileges:crash tly check keep/login >"$W/last.out" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 137 ] || t_fail "tally check did not crash (exit $rc): $(cat "$W/last.out")"
+[ "$(nh)" -eq "$h0" ] || t_fail "a handle was recorded by a process that crashed before its outcome"
+set +e
+tly check keep/login >"$W/last.out" 2>&1
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || t_fail "tally check is healthy with the registration access token lost"
+grep -q "registration access token is refused" "$W/last.out" && grep -q "admin of the identity provider" "$W/last.out" ||
+	t_fail "the lost registration access token is not reported with the admin's recovery: $(cat "$W/last.out")"
+token "$K" | grep -q '"access_token"' || t_fail "the consumer lost its client with the token"
+t_ok "exit $rc, reported: $(grep -o 'registration access token is refused[^;]*' "$W/last.out" | head -n 1); the consumer still gets tokens"
+t_note "a kill between the provider's answer to a PUT and the outcome's commit loses the new registration access token: the protocol returns it only in that answer; tally then reports the drift with the admin's recovery (issue a new token at the provider, or delete the client and tally repair)"

@@ -12,8 +12,8 @@
  *		origin (a discovery document cannot send the initial access
  *		token elsewhere).  Plain http only on loopback.
  *   register	RFC 7591 POST with the initial access token (the
- *		provider's secret setting): client_name the object's name
- *		(tl_drv_name_scheme), software_id the grant id, so a person
+ *		secret setting initial-access-token): client_name the
+ *		object's name (tl_drv_name_scheme), software_id the grant id, so a person
  *		sees which client is whose; client_credentials only,
  *		response_types [], client_secret_basic.  The server chooses
  *		client_id and client_secret and returns a registration
@@ -766,7 +766,7 @@ oi_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if (a->password == NULL || *a->password == '\0' ||
 	    strlen(a->password) >= OI_SECRET_MAX)
 		return fail(why, TL_EINVAL, "an oidc provider needs the "
-		    "initial access token (--secret admin-password)");
+		    "initial access token (--secret initial-access-token)");
 	if ((o = sodium_malloc(sizeof(*o))) == NULL)
 		return fail(why, ENOMEM, "out of memory");
 	memset(o, 0, sizeof(*o));
@@ -1143,8 +1143,9 @@ static const struct tl_drv_revocation oi_revocation = {
 static const struct tl_drv_setting oi_settings[] = {
 	{ "issuer", NULL, 0, TL_DRV_STRING, "the issuer's URL (https; http "
 	    "only on loopback); endpoints come from its discovery document" },
-	{ "admin-password", "", 1, TL_DRV_STRING, "the initial access token "
-	    "for RFC 7591 registration (--secret)" },
+	{ "initial-access-token", "", 1, TL_DRV_STRING, "the initial "
+	    "access token for RFC 7591 registration (--secret): the admin's "
+	    "credential" },
 	{ "token-lifetime", "10m", 0, TL_DRV_DURATION, "the provider's "
 	    "access-token lifetime, shown as how long issued tokens outlive "
 	    "a revocation (tally changes nothing at the provider with it)" },

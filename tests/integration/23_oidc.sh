@@ -84,7 +84,7 @@ t_node node-a 127.0.0.1
 t_node node-b localhost
 tly apply "$W/manifests/idp.yaml" >/dev/null || t_fail "tally apply idp.yaml failed"
 tly assign idp node-a --expose network --set issuer="$ISS" \
-	--secret admin-password <"$TALLY_TEST_OIDC_IATFILE" >/dev/null ||
+	--secret initial-access-token <"$TALLY_TEST_OIDC_IATFILE" >/dev/null ||
 	t_fail "tally assign idp node-a failed"
 tly providers --tag identity >"$W/prov.txt" 2>&1 || t_fail "tally providers --tag identity failed: $(cat "$W/prov.txt")"
 grep -q oidc-client "$W/prov.txt" || t_fail "tally providers --tag identity does not list oidc-client: $(cat "$W/prov.txt")"

@@ -27,6 +27,7 @@ _o_port=$((57300 + $$ % 50))
 while _t_port_busy "$_o_port"; do _o_port=$((_o_port + 1)); done
 _o_cleanup() {
 	_o_rc=$?
+	set +e	# (exit N) below must not end the trap under set -e
 	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" >/dev/null 2>&1
 	(exit $_o_rc)
 	_t_cleanup
@@ -192,6 +193,21 @@ python3 -c "import json,sys; sys.exit(1 if 'Client:$(t_envget "$W/v1.env" O_ID)'
 	t_fail "v1's client is still registered"
 t_ok "v1 $(t_envget "$W/v1.env" O_ID) deleted after the last ack, v2 $(t_envget "$W/v2.env" O_ID) works"
 t_tallyd_stop
+t_check "a second rotation with the registration's reply lost (TALLY_FAULT=create:lost-first=1): one new client"
+gclients() { python3 -c "import json; print(sum(1 for k, v in json.load(open('$store')).items() if k.startswith('Client:') and v['p'].get('software_id') == 'game/login'))"; }
+[ "$(gclients)" -eq 1 ] || t_fail "game has $(gclients) clients before v3"
+TALLY_FAULT=create:lost-first=1 t_tallyd_start --interval 1
+tly rotate "$G" >/dev/null || t_fail "tally rotate $G (v3) failed"
+t_wait_log 20 "grant/$G" credential.activated '"version":3' >/dev/null
+grep -q "fault injected: create:lost-first=1" "$T_DLOG" || t_fail "the add's reply was not lost (no fault in tallyd's log)"
+[ "$(gclients)" -eq 2 ] || t_fail "game has $(gclients) clients after the lost add of v3 (expected v2's and v3's)"
+tly ack node-a game 3 >/dev/null && tly ack node-b game 3 >/dev/null || t_fail "tally ack of v3 failed"
+t_wait_log 20 "grant/$G" rotation.completed '"version":3' >/dev/null
+[ "$(gclients)" -eq 1 ] || t_fail "game has $(gclients) clients after v3's rotation completed"
+token "$(t_envfile node-a game)" | grep -q '"access_token"' || t_fail "v3 gets no token"
+token "$W/v2.env" | grep -q '"access_token"' && t_fail "the retired v2 client still gets tokens"
+t_tallyd_stop
+t_ok "the lost reply's client was recorded and reused: 2 clients during, 1 after; v3 works, v2 refused"
 
 
 t_say "a small kill storm: 10 grants while tallyd is SIGKILLed"

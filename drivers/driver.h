@@ -88,7 +88,27 @@ struct tl_drv_grant {
 	 */
 	const char	*grant;
 	int		 adopt_unnamed;
+	/*
+	 * Drivers whose provider chooses the credential (ops->handle_model;
+	 * NULL and unused by every other driver).  handle: the secret
+	 * handle of this credential version as the driver last wrote it
+	 * (plaintext, at most TL_DRV_HANDLE_MAX - 1 bytes, wiped after
+	 * use; the caller records it encrypted, never in plaintext); NULL
+	 * or "": none recorded (create and add_credential then make the
+	 * object).  handle_out: TL_DRV_HANDLE_MAX bytes of the caller's,
+	 * "" on entry; an operation that makes the provider issue a new
+	 * secret (a registration, an update that rotates a token) writes
+	 * the whole new handle there as soon as the provider answered,
+	 * also when it then fails, and the caller records a non-empty one
+	 * before anything else, replacing handle.  NULL: the caller cannot
+	 * record one, and such an operation is refused (TL_EINVAL).
+	 */
+	const char	*handle;
+	char		*handle_out;
 };
+
+/* The longest secret handle a driver writes, with its NUL. */
+#define TL_DRV_HANDLE_MAX	2048
 
 /* What verification found, worst first. */
 enum tl_drv_drift {
@@ -507,6 +527,19 @@ struct tl_drv_ops {
 	 */
 	int	(*loss)(void *h, const struct tl_drv_grant *g, int drop,
 		    int *loses, char *why);
+	/*
+	 * Nonzero: the provider chooses the credential (an identity
+	 * provider's client id and secret), so tally generates no
+	 * password: create, add_credential, fix_privileges and
+	 * set_password write tl_drv_grant.handle_out, every later call
+	 * gets it back in handle, and compose reads the delivered values
+	 * from it (g->password is unused).  The consumer's login (what
+	 * names gives is only the object's label) may change on each
+	 * rotation; rotation_note says how, for tally status and
+	 * providers.  0 (every other driver): handle is NULL throughout.
+	 */
+	int		 handle_model;
+	const char	*rotation_note;
 };
 
 /*

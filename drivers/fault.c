@@ -22,8 +22,11 @@
  *					least this bad
  *
  * fail gives TL_EDRIVER, unreach TL_EUNREACH, auth TL_EAUTH, lost
- * TL_EUNREACH after the real call.  Any of the four takes =P, -after=N
- * and -first=N.  Several rules may name one OP; the first that fires
+ * TL_EUNREACH after the real call.  crash makes the real call and then
+ * ends the process at once (_exit 137, nothing flushed or committed):
+ * a process killed between the provider's answer and its outcome, for
+ * operations that only take one call (create, fix_privileges ...).
+ * Any of the five takes =P, -after=N and -first=N.  Several rules may name one OP; the first that fires
  * wins (delay always applies).  Probabilities come from a PRNG seeded
  * by TALLY_FAULT_SEED (default 1), so a run is reproducible.  Example:
  * TALLY_FAULT="create:fail-after=3,check:unreach=0.2,revoke:lost".
@@ -38,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "driver.h"
@@ -51,7 +55,8 @@ static const char *const op_name[OP_N] = { "open", "create", "check",
 	"set_password", "fix_privileges", "migrate", "revoke", "freeze",
 	"copy", "set_admin_password" };
 
-enum f_kind { K_FAIL, K_UNREACH, K_AUTH, K_LOST, K_DELAY, K_DRIFT };
+enum f_kind { K_FAIL, K_UNREACH, K_AUTH, K_LOST, K_DELAY, K_DRIFT,
+	K_CRASH };
 enum f_when { W_ALWAYS, W_PROB, W_AFTER, W_FIRST };
 
 struct f_rule {
@@ -152,19 +157,29 @@ f_why(char *why, const struct f_rule *r, int op, unsigned long call, int rc)
 	return rc;
 }
 
+/* "crash": the process ends as a SIGKILL would end it, after the call. */
+static int
+f_crash(void)
+{
+	_exit(137);
+}
+
 /* The prologue of each handle op: a fault before the call, or none. */
 #define F_BEFORE(fh, op, why) do {					\
 	const struct f_rule *r_ = f_decide((fh)->s, (op));		\
-	if (r_ != NULL && r_->kind != K_LOST && r_->kind != K_DRIFT)	\
+	if (r_ != NULL && r_->kind != K_LOST && r_->kind != K_DRIFT &&	\
+	    r_->kind != K_CRASH)					\
 		return f_why((why), r_, (op), (fh)->s->calls[(op)],	\
 		    kind_rc(r_->kind));					\
-	lost_ = r_ != NULL && r_->kind == K_LOST ? r_ : NULL;		\
+	lost_ = r_ != NULL && (r_->kind == K_LOST ||			\
+	    r_->kind == K_CRASH) ? r_ : NULL;				\
 	drift_ = r_ != NULL && r_->kind == K_DRIFT ? r_ : NULL;		\
 } while (0)
 
 /* After the real call: a lost reply turns success into TL_EUNREACH. */
 #define F_AFTER(fh, op, rc, why)					\
-	(lost_ != NULL && (rc) == 0 ? f_why((why), lost_, (op),		\
+	(lost_ != NULL && lost_->kind == K_CRASH ? f_crash() :		\
+	lost_ != NULL && (rc) == 0 ? f_why((why), lost_, (op),		\
 	    (fh)->s->calls[(op)], TL_EUNREACH) : (rc))
 
 static int
@@ -177,7 +192,8 @@ f_open_slot(struct f_slot *s, const struct tl_drv_admin *a, void **hp,
 
 	*hp = NULL;
 	r = f_decide(s, OP_OPEN);
-	if (r != NULL && r->kind != K_LOST && r->kind != K_DRIFT)
+	if (r != NULL && r->kind != K_LOST && r->kind != K_DRIFT &&
+	    r->kind != K_CRASH)
 		return f_why(why, r, OP_OPEN, s->calls[OP_OPEN],
 		    kind_rc(r->kind));
 	if ((fh = calloc(1, sizeof(*fh))) == NULL)
@@ -457,7 +473,7 @@ parse_rule(const char *text, size_t len, struct f_rule *r, char *why)
 		const char *name;
 		enum f_kind kind;
 	} kinds[] = { { "fail", K_FAIL }, { "unreach", K_UNREACH },
-	    { "auth", K_AUTH }, { "lost", K_LOST } };
+	    { "auth", K_AUTH }, { "lost", K_LOST }, { "crash", K_CRASH } };
 	char buf[64], *colon, *act, *eq, *end, *val;
 	size_t i, kl;
 	int op;
@@ -543,7 +559,7 @@ parse_rule(const char *text, size_t len, struct f_rule *r, char *why)
 bad:
 	if (why != NULL)
 		snprintf(why, TL_DRV_WHY_MAX, "TALLY_FAULT: bad rule '%.*s' "
-		    "(want OP:fail|unreach|auth|lost[=P|-after=N|-first=N], "
+		    "(want OP:fail|unreach|auth|lost|crash[=P|-after=N|-first=N], "
 		    "OP:delay=MS or check:drift=KIND)", (int)len, text);
 	return -1;
 }

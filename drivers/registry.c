@@ -21,6 +21,7 @@ extern const struct tl_drv_ops tl_drv_rabbitmq;
 extern const struct tl_drv_ops tl_drv_mariadb;
 extern const struct tl_drv_ops tl_drv_redis;
 extern const struct tl_drv_ops tl_drv_ceph_rgw;
+extern const struct tl_drv_ops tl_drv_oidc;
 
 static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_postgres,
@@ -29,11 +30,12 @@ static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_mariadb,
 	&tl_drv_redis,
 	&tl_drv_ceph_rgw,
+	&tl_drv_oidc,
 	NULL
 };
 
 static const char *const names[] = { "postgres", "directory", "rabbitmq",
-	"mariadb", "redis", "ceph-rgw", NULL };
+	"mariadb", "redis", "ceph-rgw", "oidc", NULL };
 
 /* The wrappers made under $TALLY_FAULT, by driver. */
 static const struct tl_drv_ops *wrapped[sizeof(drivers) /

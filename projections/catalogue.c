@@ -160,6 +160,9 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_CRED_DELIVERED), "grant", "grant holder node version "
 	  "sealed(secret)", GN, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER } } },
+	{ E(TL_EV_CRED_HANDLE), "grant", "grant version handle(secret)", 0,
+	  "read by the reactors from the grant's stream (credential.c), "
+	  "never folded: a secret the provider chose", { { "grant", GRANT } } },
 	/* grant/GRANT: the rotation saga (rotation.h) */
 	{ E(TL_EV_ROT_STARTED), "grant", "grant from to deadline_ns reason", RO,
 	  NULL, { { "grant", GRANT }, { "reason", 31 } } },

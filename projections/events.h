@@ -76,6 +76,7 @@
 #define TL_EV_RESTORE_REQUESTED	"restore.requested"	/* grant */
 #define TL_EV_GRANT_RESTORED	"grant.restored"	/* grant version */
 #define TL_EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version vars[] sealed(secret) */
+#define TL_EV_CRED_HANDLE	"credential.handle"	/* grant version handle(secret): a driver-made secret (driver.h handle) */
 /*
  * Also on grant/…, with their bodies beside them: the rotation saga
  * (rotation.h: rotation.*, credential.issued/activated/acknowledged/

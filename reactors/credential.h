@@ -30,4 +30,19 @@ size_t	tl_rx_new_credential(struct tl_rx *rx, const char *grant,
 int	tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
 	    const struct tl_grant *g, char *out);
 
+/*
+ * A driver's secret handle (drivers/driver.h, handle_model) for grant's
+ * credential version: tl_rx_record_handle appends credential.handle
+ * with it encrypted under the master key (bound to grant, version and
+ * the word "handle"), in c's transaction; tl_rx_grant_handle decrypts
+ * the latest one recorded for that version into out (TL_DRV_HANDLE_MAX
+ * bytes, the caller wipes it): 0, TL_ENOTFOUND when none is, the
+ * secret module's error or LMDB's.
+ */
+struct tl_ctx;
+int	tl_rx_record_handle(struct tl_rx *rx, struct tl_ctx *c,
+	    const char *grant, uint64_t version, const char *handle);
+int	tl_rx_grant_handle(struct tl_rx *rx, struct tl_txn *t,
+	    const char *grant, uint64_t version, char *out);
+
 #endif

@@ -113,6 +113,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, const char *node, struct sbuf *sb)
 {
 	char password[TL_PASSWORD_LEN + 1];
+	char *handle = NULL;
 	struct tl_rec r;
 	struct tl_bnode env;
 	struct tl_rx_prov pv;
@@ -150,6 +151,19 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	dg.password = password;
 	dg.grant = g->id;
 	dg.adopt_unnamed = 0;
+	dg.handle = NULL;
+	dg.handle_out = NULL;
+	if (pv.ops != NULL && pv.ops->handle_model) {
+		/* The provider's values: what compose reads them from. */
+		if ((handle = tl_secret_alloc(TL_DRV_HANDLE_MAX)) == NULL) {
+			rc = ENOMEM;
+			goto out;
+		}
+		if ((rc = tl_rx_grant_handle(rx, t, g->id, g->version,
+		    handle)) != 0)
+			goto out;
+		dg.handle = handle;
+	}
 	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0 ||
 	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
 		goto out;
@@ -179,6 +193,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	rc = sb->err;
 out:
 	tl_secret_wipe(password, sizeof(password));
+	tl_secret_free(handle);
 	return rc;
 }
 

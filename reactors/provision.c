@@ -61,6 +61,13 @@ struct work {
 	char		 login[64];
 	char		 dbname[64];
 	char		 password[TL_PASSWORD_LEN + 1];
+	/*
+	 * A driver whose provider chooses the credential (driver.h,
+	 * handle_model): the version's recorded handle, and the one the
+	 * call wrote, recorded in the outcomes before anything else.
+	 */
+	char		 handle[TL_DRV_HANDLE_MAX];
+	char		 handle_out[TL_DRV_HANDLE_MAX];
 	int		 rc;
 	int		 admin;		/* rc is the admin session's */
 	char		 why[TL_DRV_WHY_MAX];
@@ -359,6 +366,15 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 		if (w->resumed || w->kind == W_REVOKE)
 			tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
 			    w->login);
+		if ((w->resumed || w->kind == W_REVOKE) && w->g.version > 0 &&
+		    pv->ops != NULL && pv->ops->handle_model &&
+		    (rc = tl_rx_grant_handle(ps->rx, t, w->g.id, w->g.version,
+		    w->handle)) != 0 && rc != TL_ENOTFOUND) {
+			w->rc = rc;
+			snprintf(w->why, sizeof(w->why), "cannot read the "
+			    "credential's handle: %s", tl_strerror(rc));
+			continue;
+		}
 		if (w->kind == W_REVOKE && w->g.version == 0)
 			w->noop = 1;	/* revoked before it was provisioned */
 		if (strcmp(w->g.state, TL_GRANT_PURGING) == 0)
@@ -435,6 +451,9 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.owner = w->owner;
 	dg.login = w->login;
 	dg.password = w->password;
+	dg.handle = w->handle[0] != '\0' ? w->handle : NULL;
+	dg.handle_out = w->handle_out;
+	w->handle_out[0] = '\0';
 	/* The mark of the objects (a move's old resource: GRANT's). */
 	tl_rx_grant_origin(&w->g, origin);
 	dg.grant = origin;
@@ -589,6 +608,9 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	dg.password = NULL;
 	dg.grant = w->g.id;
 	dg.adopt_unnamed = 0;
+	dg.handle = w->handle_out[0] != '\0' ? w->handle_out :
+	    w->handle[0] != '\0' ? w->handle : NULL;
+	dg.handle_out = NULL;
 	for (j = 0; ops->fields[j] != NULL; j++) {
 		if (tl_drv_field_secret(ops, ops->fields[j]) ||
 		    (pv == NULL && strcmp(ops->fields[j], "host") == 0))
@@ -649,6 +671,14 @@ outcomes(void *arg, struct tl_ctx *cp)
 			return rc;
 		c.cause = cur.state_seq;
 		c.have_corr = 0;
+		/*
+		 * A secret the provider issued during the call, first: with
+		 * it lost tally could no longer manage the object (on
+		 * failure too: the call may have got that far).
+		 */
+		if (w->handle_out[0] != '\0' && (rc = tl_rx_record_handle(
+		    ps->rx, &c, w->g.id, cur.version, w->handle_out)) != 0)
+			return rc;
 		tl_body_init(&b);
 		tl_body_str(&b, "grant", w->g.id);
 		if (w->rc != 0) {
@@ -713,8 +743,12 @@ pass_free(struct pass *ps)
 {
 	size_t i;
 
-	for (i = 0; i < ps->nw; i++)
+	for (i = 0; i < ps->nw; i++) {
 		tl_secret_wipe(ps->w[i].password, sizeof(ps->w[i].password));
+		tl_secret_wipe(ps->w[i].handle, sizeof(ps->w[i].handle));
+		tl_secret_wipe(ps->w[i].handle_out,
+		    sizeof(ps->w[i].handle_out));
+	}
 	for (i = 0; i < ps->npv; i++) {
 		tl_secret_wipe(ps->pv[i].password, sizeof(ps->pv[i].password));
 		free(ps->pv[i].w);

@@ -69,6 +69,15 @@ struct rstep {
 	 * versions share (driver.h, retire_credential).
 	 */
 	char			 oldpw[TL_PASSWORD_LEN + 1];
+	/*
+	 * A driver whose provider chooses the credential (driver.h,
+	 * handle_model): the recorded handle of the version the call is
+	 * about (CREATE: the new one, if an earlier add recorded it;
+	 * RETIRE, ABANDON: the old one), and the one the call wrote,
+	 * recorded first in the outcomes.
+	 */
+	char			 handle[TL_DRV_HANDLE_MAX];
+	char			 handle_out[TL_DRV_HANDLE_MAX];
 	char			 db[64], owner[64], login[64], old[64];
 	struct tl_rx_prov	 pv;
 	const struct tl_drv_ops	*ops;
@@ -247,6 +256,18 @@ gather_one(const struct tl_rotation *r, void *arg)
 			    "usable driver", st->g.provider);
 		}
 	}
+	if (st->rc == 0 && st->ops != NULL && st->ops->handle_model &&
+	    (st->op == OP_CREATE || st->op == OP_RETIRE ||
+	    st->op == OP_ABANDON)) {
+		int rc = tl_rx_grant_handle(ps->rx, ga->t, st->g.id,
+		    st->op == OP_CREATE ? r->to : st->old_version, st->handle);
+
+		if (rc != 0 && rc != TL_ENOTFOUND) {
+			st->rc = rc;
+			snprintf(st->why, sizeof(st->why), "cannot read the "
+			    "credential's handle: %s", tl_strerror(rc));
+		}
+	}
 	if (st->rc == 0 && st->ops != NULL &&
 	    st->ops->credential == TL_DRV_CRED_MULTI_PASSWORD &&
 	    (st->op == OP_RETIRE || (st->op == OP_ABANDON &&
@@ -304,6 +325,9 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 
 	(void)arg;
 	(void)pv;
+	dg.handle = st->handle[0] != '\0' ? st->handle : NULL;
+	dg.handle_out = st->handle_out;
+	st->handle_out[0] = '\0';
 	if (st->op == OP_WAIT) {
 		/*
 		 * Waiting: who still has a session on the old login, for
@@ -394,6 +418,11 @@ outcomes(void *arg, struct tl_ctx *cp)
 		struct tl_body b;
 		char stream[TL_KEY_MAX];
 
+		/* A secret the provider issued in the call, first of all. */
+		if (st->handle_out[0] != '\0' && (rc = tl_rx_record_handle(
+		    ps->rx, &c, st->g.id, st->op == OP_CREATE ? st->r.to :
+		    st->old_version, st->handle_out)) != 0)
+			return rc;
 		if ((st->op != OP_CREATE && st->op != OP_RETIRE &&
 		    st->op != OP_ABANDON) || st->rc != 0)
 			continue;
@@ -823,6 +852,9 @@ out:
 	for (i = 0; i < ps->n; i++) {
 		tl_secret_wipe(ps->s[i].password, sizeof(ps->s[i].password));
 		tl_secret_wipe(ps->s[i].oldpw, sizeof(ps->s[i].oldpw));
+		tl_secret_wipe(ps->s[i].handle, sizeof(ps->s[i].handle));
+		tl_secret_wipe(ps->s[i].handle_out,
+		    sizeof(ps->s[i].handle_out));
 		tl_secret_wipe(ps->s[i].pv.password,
 		    sizeof(ps->s[i].pv.password));
 	}

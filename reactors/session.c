@@ -12,6 +12,26 @@
 #include "rx.h"
 #include "session.h"
 
+/*
+ * The secret setting that is the admin's credential (tl_drv_admin's
+ * password): admin-password, unless the driver declares none by that
+ * name; then the first secret setting it declares (an identity
+ * provider's initial access token).
+ */
+static const char *
+admin_secret(const struct tl_drv_ops *ops)
+{
+	const struct tl_drv_setting *st;
+
+	if (ops == NULL || ops->settings == NULL ||
+	    tl_drv_setting_find(ops->settings, "admin-password") != NULL)
+		return "admin-password";
+	for (st = ops->settings; st->name != NULL; st++)
+		if (st->secret)
+			return st->name;
+	return "admin-password";
+}
+
 /* Sets an empty v to the default ops declares for setting name. */
 static void
 setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
@@ -21,23 +41,6 @@ setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
 
 	if (v[0] == '\0' && (d = tl_drv_setting_default(ops, name)) != NULL)
 		snprintf(v, cap, "%s", d);
-}
-
-/*
- * The setting that holds the admin's secret: the first one the driver
- * declares secret (admin-password, or what the provider calls its admin
- * key); admin-password when it declares none.
- */
-static const char *
-admin_secret_name(const struct tl_drv_ops *ops)
-{
-	const struct tl_drv_setting *s;
-
-	for (s = ops != NULL ? ops->settings : NULL; s != NULL &&
-	    s->name != NULL; s++)
-		if (s->secret)
-			return s->name;
-	return "admin-password";
 }
 
 int
@@ -148,15 +151,14 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		const void *ct;
 		size_t len;
 		char ad[TL_KEY_MAX];
+		const char *sname = admin_secret(pv->ops);
 
-		const char *sn = admin_secret_name(pv->ops);
-
-		if (tl_bn_get(n, sn, &s) == 0 &&
+		if (tl_bn_get(n, sname, &s) == 0 &&
 		    tl_bn_secret(s, &ct, &len) == 0 &&
 		    len > TL_BOX_OVERHEAD &&
 		    len - TL_BOX_OVERHEAD < sizeof(pv->password)) {
 			snprintf(ad, sizeof(ad), "assignment/%s@%s:%s",
-			    pv->module, pv->node, sn);
+			    pv->module, pv->node, sname);
 			if (tl_secret_decrypt(&rx->key, ad, strlen(ad), ct,
 			    len, (uint8_t *)pv->password) != 0) {
 				tl_rec_close(&r);

@@ -59,6 +59,13 @@ struct check {
 	struct tl_grant	 g;
 	char		 db[64], owner[64], login[64];
 	char		 password[TL_PASSWORD_LEN + 1];
+	/*
+	 * The version's secret handle (driver.h handle_model), and the one
+	 * a repair wrote (recorded first in the outcomes); NULL for other
+	 * drivers.
+	 */
+	char		*handle;
+	char		*handle_out;
 	enum tl_drv_drift drift;
 	uint64_t	 count;		/* checks of it so far ("checks") */
 	int		 by_login;	/* a real login this pass (check) */
@@ -356,6 +363,23 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 			}
 			ps->nvp++;
 		}
+		if (v->ops->handle_model) {
+			if ((c->handle = tl_secret_alloc(TL_DRV_HANDLE_MAX)) ==
+			    NULL || (c->handle_out = tl_secret_alloc(
+			    TL_DRV_HANDLE_MAX)) == NULL) {
+				rc = ENOMEM;
+				goto out;
+			}
+			if ((rc = tl_rx_grant_handle(ps->rx, t, c->g.id,
+			    c->g.version, c->handle)) != 0 &&
+			    rc != TL_ENOTFOUND) {
+				c->rc = rc;
+				snprintf(c->why, sizeof(c->why), "cannot read "
+				    "the credential's handle: %s",
+				    tl_strerror(rc));
+				continue;
+			}
+		}
 		if (tl_vec_grow(&v->c, &v->cap, v->nc + 1,
 		    sizeof(v->c[0])) != 0) {
 			rc = ENOMEM;
@@ -386,6 +410,8 @@ drv_grant(const struct check *c, struct tl_drv_grant *dg)
 	dg->password = c->password;
 	dg->grant = c->g.id;
 	dg->adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
+	dg->handle = c->handle;
+	dg->handle_out = NULL;	/* check issues nothing; repair sets it */
 }
 
 /* The repair c's drift calls for, as today's one-by-one check makes it. */
@@ -395,6 +421,7 @@ repair(const struct tl_drv_ops *ops, void *h, struct check *c)
 	struct tl_drv_grant dg;
 
 	drv_grant(c, &dg);
+	dg.handle_out = c->handle_out;
 	if (c->drift == TL_DRIFT_CREDENTIAL)
 		c->repair_rc = ops->set_password(h, &dg, c->repair_why);
 	else if (c->drift == TL_DRIFT_PRIVILEGES)
@@ -815,6 +842,11 @@ outcomes(void *arg, struct tl_ctx *cp)
 		uint64_t next;
 		uint8_t v[24];
 
+		/* A secret a repair made the provider issue, before all else. */
+		if (ck->handle_out != NULL && ck->handle_out[0] != '\0' &&
+		    (rc = tl_rx_record_handle(ps->rx, &c, ck->g.id,
+		    ck->g.version, ck->handle_out)) != 0)
+			return rc;
 		if ((rc = grant_outcome(&c, ck, &oa->unhealthy)) != 0)
 			return rc;
 		next = slot_after(ck->g.id, ps->now, ps->o->interval_ns);
@@ -939,8 +971,11 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 			report(o, &ps.c[i]);
 out:
 	*next_ns = ps.next_ns;
-	for (i = 0; i < ps.nc; i++)
+	for (i = 0; i < ps.nc; i++) {
 		tl_secret_wipe(ps.c[i].password, sizeof(ps.c[i].password));
+		tl_secret_free(ps.c[i].handle);
+		tl_secret_free(ps.c[i].handle_out);
+	}
 	for (i = 0; i < ps.nvp; i++) {
 		tl_secret_wipe(ps.vp[i].pv.password,
 		    sizeof(ps.vp[i].pv.password));

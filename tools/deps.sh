@@ -4,6 +4,12 @@
 # Usage: tools/deps.sh [--check]
 #   --check   only report missing packages (exit 1 if any), install nothing
 #
+# Also Node (Debian's nodejs and npm, only when `node` or `npm` is absent:
+# a Node build with its own npm conflicts with Debian's npm package) and the
+# npm packages of tests/harness/oidc (the OIDC provider fixture, pinned by
+# its package-lock.json), installed there by `npm ci` when its node_modules
+# is missing, so no test fetches anything.
+#
 # Fast no-op when everything is installed, so build scripts and CI can call it
 # unconditionally; apt-get update only runs when something actually has to be
 # installed.
@@ -17,6 +23,26 @@ mariadb-server mariadb-client libhiredis-dev redis-server redis-tools libssl-dev
 ceph-mon ceph-osd radosgw ceph-common"
 
 die() { echo "deps.sh: $*" >&2; exit 1; }
+
+here=$(cd "$(dirname "$0")/.." && pwd -P)
+for tool in node npm; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        PACKAGES="$PACKAGES nodejs npm"
+        break
+    }
+done
+oidc_dir=$here/tests/harness/oidc
+npm_ready() { [ -f "$oidc_dir/node_modules/oidc-provider/package.json" ]; }
+npm_install() {
+    npm_ready && return 0
+    if [ "$check_only" = yes ]; then
+        echo "deps.sh: missing: npm packages of $oidc_dir (npm ci)" >&2
+        return 1
+    fi
+    echo "deps.sh: npm ci in $oidc_dir" >&2
+    (cd "$oidc_dir" && npm ci --no-audit --no-fund) ||
+        die "npm ci failed in $oidc_dir"
+}
 
 check_only=no
 case "${1:-}" in
@@ -40,10 +66,14 @@ for p in $PACKAGES; do
     printf '%s\n' "$installed" | grep -qx -- "$p" || missing="$missing $p"
 done
 
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+    npm_install || exit 1
+    exit 0
+fi
 
 if [ "$check_only" = yes ]; then
     echo "deps.sh: missing:$missing" >&2
+    npm_install || true
     exit 1
 fi
 
@@ -88,3 +118,5 @@ $SUDO apt-get update || die "apt-get update failed"
 $SUDO env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y --no-install-recommends $missing ||
     die "apt-get install failed for:$missing"
+
+npm_install

@@ -1,0 +1,1179 @@
+/*
+ * oidc.c - the oidc driver: a client per consumer at an identity provider.
+ *
+ * A grant (type oidc-client) is one OAuth 2.0 client registered for the
+ * consumer through the standard protocols only, so any provider that
+ * implements them serves (oidc-provider, Keycloak's
+ * /realms/R/clients-registrations/openid-connect):
+ *
+ *   discovery	GET ISSUER/.well-known/openid-configuration at open: the
+ *		registration, token, revocation and introspection
+ *		endpoints, each refused unless it is on the issuer's own
+ *		origin (a discovery document cannot send the initial access
+ *		token elsewhere).  Plain http only on loopback.
+ *   register	RFC 7591 POST with the initial access token (the
+ *		secret setting initial-access-token): client_name the
+ *		object's name (tl_drv_name_scheme), software_id the grant id, so a person
+ *		sees which client is whose; client_credentials only,
+ *		response_types [], client_secret_basic.  The server chooses
+ *		client_id and client_secret and returns a registration
+ *		access token (RAT) and the client's registration URI.
+ *   manage	RFC 7592 GET / PUT (the whole record) / DELETE of that URI
+ *		with the RAT.  A PUT returns a new RAT and the old one is
+ *		refused at once.
+ *
+ * The credential is the provider's, so the driver uses the contract's
+ * secret handle (driver.h, handle_model): a JSON object with client_id,
+ * client_secret, registration_access_token, registration_client_uri and
+ * token_endpoint, written to g->handle_out the moment the provider
+ * answers a POST or a PUT (before anything else is looked at), read back
+ * from g->handle.  A lost RAT (refused while the client still gets
+ * tokens) cannot be recovered through the protocols: it is a credential
+ * drift whose reason names the admin recovery.
+ *
+ * Whose a client is: the one the handle names, and only while its
+ * software_id is this grant's; a client registered for another grant,
+ * or by someone else, is never changed or deleted.  RFC 7591 has no
+ * listing, so a registration whose answer was lost (tallyd killed
+ * between the 201 and the record) leaves a client tally does not know:
+ * its software_id names the grant for the provider's admin.
+ *
+ * Rotation (LOGIN_BESIDE): the protocol has one secret per client and
+ * no client-chosen one, so a rotation registers a second client (the
+ * new version's name) and retire deletes the old one: the client-id
+ * changes on every rotation (rotation_note).  check: GET compared with
+ * what tally registered (a change is a privileges drift, fix_privileges
+ * PUTs the whole record back), then a client_credentials token request
+ * with the handle's secret; the token is introspected (RFC 7662, active
+ * and this client's) and revoked (RFC 7009), so a verification leaves
+ * no live token.  A client that is gone (401 on its URI and the token
+ * endpoint refuses it) is TL_DRIFT_MISSING: flagged, not re-registered
+ * (resource servers know the old client-id); create registers anew.
+ *
+ * Revocation: DELETE; nothing is retained.  Tokens already issued die
+ * with the client at providers that look tokens up (this fixture,
+ * Keycloak's introspection); self-contained (JWT) access tokens stay
+ * valid at resource servers that check them locally until they expire
+ * (the provider's access-token lifetime, setting token-lifetime).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "driver.h"
+
+#define OI_NAME_MAX	63
+#define OI_URL_MAX	512
+#define OI_SECRET_MAX	512
+#define OI_CONNECT_MS	3000
+#define OI_TIMEOUT_MS	15000
+
+struct oi {
+	CURL		*c;
+	char		 issuer[OI_URL_MAX];
+	char		 origin[OI_URL_MAX];	/* scheme://host[:port] */
+	char		 reg[OI_URL_MAX];
+	char		 token[OI_URL_MAX];
+	char		 revoke[OI_URL_MAX];
+	char		 introspect[OI_URL_MAX];
+	char		 iat[OI_SECRET_MAX];	/* the initial access token */
+	char		*buf;			/* the last body (guarded) */
+	size_t		 len, cap;
+	long		 status;
+};
+
+/* What a handle holds; every member may be a secret. */
+struct oi_hnd {
+	char	id[256];
+	char	secret[OI_SECRET_MAX];
+	char	rat[OI_SECRET_MAX];
+	char	uri[OI_URL_MAX];
+	char	token[OI_URL_MAX];
+};
+
+static int
+fail(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *why, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why == NULL)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static pthread_once_t oi_once = PTHREAD_ONCE_INIT;
+static int oi_global_rc;
+
+static void
+oi_global(void)
+{
+	oi_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ?
+	    0 : -1;
+}
+
+static const char *
+setting(const char *const *sv, const char *name)
+{
+	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
+		if (strcmp(sv[0], name) == 0)
+			return sv[1];
+	return NULL;
+}
+
+/* --- URLs ------------------------------------------------------------ */
+
+/*
+ * The origin of url (scheme://authority) into out; 0, or TL_EINVAL for
+ * anything but https, or http to a loopback host.
+ */
+static int
+origin_of(const char *url, char *out, size_t cap)
+{
+	CURLU *u;
+	char *scheme = NULL, *host = NULL, *port = NULL;
+	int rc = TL_EINVAL;
+
+	if ((u = curl_url()) == NULL)
+		return ENOMEM;
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
+		goto out;
+	curl_url_get(u, CURLUPART_PORT, &port, 0);
+	if (strcmp(scheme, "https") != 0 && (strcmp(scheme, "http") != 0 ||
+	    (strcmp(host, "127.0.0.1") != 0 && strcmp(host, "[::1]") != 0 &&
+	    strcmp(host, "localhost") != 0)))
+		goto out;
+	if (snprintf(out, cap, "%s://%s%s%s", scheme, host, port ? ":" : "",
+	    port ? port : "") < (int)cap)
+		rc = 0;
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+/* Whether url is on o's origin (the same scheme, host and port). */
+static int
+same_origin(const struct oi *o, const char *url)
+{
+	char org[OI_URL_MAX];
+
+	return origin_of(url, org, sizeof(org)) == 0 &&
+	    strcmp(org, o->origin) == 0;
+}
+
+/* --- HTTP ------------------------------------------------------------ */
+
+static size_t
+on_body(char *data, size_t size, size_t n, void *arg)
+{
+	struct oi *o = arg;
+	size_t add = size * n, ncap;
+	char *nb;
+
+	if (o->len + add + 1 > o->cap) {
+		ncap = o->cap ? o->cap : 4096;
+		while (ncap < o->len + add + 1)
+			ncap *= 2;
+		if (ncap > (1u << 20) || (nb = tl_secret_alloc(ncap)) == NULL)
+			return 0;
+		if (o->buf != NULL)
+			memcpy(nb, o->buf, o->len);
+		tl_secret_free(o->buf);	/* secrets pass through here */
+		o->buf = nb;
+		o->cap = ncap;
+	}
+	memcpy(o->buf + o->len, data, add);
+	o->len += add;
+	o->buf[o->len] = '\0';
+	return add;
+}
+
+enum oi_body { OI_NONE = 0, OI_JSON, OI_FORM };
+
+/*
+ * One request: bearer (a token) or user/pass (HTTP basic, the client's
+ * own credentials), body as kind.  0 with o->status and o->buf set for
+ * any HTTP answer; TL_EUNREACH when none came (or 502-504).
+ */
+static int
+request(struct oi *o, const char *method, const char *url,
+    const char *bearer, const char *user, const char *pass,
+    enum oi_body kind, const char *body, const char *step, char *why)
+{
+	struct curl_slist *hdr = NULL, *nh;
+	char line[OI_SECRET_MAX + 32];
+	CURLcode cc;
+	int rc = 0;
+
+	o->len = 0;
+	o->status = 0;
+	if (o->buf != NULL)
+		o->buf[0] = '\0';
+	curl_easy_setopt(o->c, CURLOPT_URL, url);
+	curl_easy_setopt(o->c, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(o->c, CURLOPT_CUSTOMREQUEST, method);
+	if ((nh = curl_slist_append(hdr, "Accept: application/json")) == NULL)
+		return fail(why, ENOMEM, "%s: out of memory", step);
+	hdr = nh;
+	if (kind != OI_NONE) {
+		if ((nh = curl_slist_append(hdr, kind == OI_JSON ?
+		    "Content-Type: application/json" :
+		    "Content-Type: application/x-www-form-urlencoded")) ==
+		    NULL) {
+			rc = fail(why, ENOMEM, "%s: out of memory", step);
+			goto out;
+		}
+		hdr = nh;
+		curl_easy_setopt(o->c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(o->c, CURLOPT_POSTFIELDSIZE,
+		    (long)strlen(body));
+	}
+	if (bearer != NULL) {
+		snprintf(line, sizeof(line), "Authorization: Bearer %s",
+		    bearer);
+		nh = curl_slist_append(hdr, line);
+		sodium_memzero(line, sizeof(line));
+		if (nh == NULL) {
+			rc = fail(why, ENOMEM, "%s: out of memory", step);
+			goto out;
+		}
+		hdr = nh;
+	}
+	curl_easy_setopt(o->c, CURLOPT_HTTPAUTH,
+	    user != NULL ? CURLAUTH_BASIC : CURLAUTH_NONE);
+	curl_easy_setopt(o->c, CURLOPT_USERNAME, user);
+	curl_easy_setopt(o->c, CURLOPT_PASSWORD, pass);
+	curl_easy_setopt(o->c, CURLOPT_HTTPHEADER, hdr);
+	cc = curl_easy_perform(o->c);
+	curl_easy_setopt(o->c, CURLOPT_USERNAME, NULL);
+	curl_easy_setopt(o->c, CURLOPT_PASSWORD, NULL);
+	curl_easy_setopt(o->c, CURLOPT_POSTFIELDS, NULL);
+	curl_easy_setopt(o->c, CURLOPT_POSTFIELDSIZE, -1L);
+	curl_easy_setopt(o->c, CURLOPT_HTTPHEADER, NULL);
+	if (cc != CURLE_OK) {
+		rc = fail(why, TL_EUNREACH, "%s: the identity provider at %s "
+		    "did not answer: %s", step, o->origin,
+		    curl_easy_strerror(cc));
+		goto out;
+	}
+	curl_easy_getinfo(o->c, CURLINFO_RESPONSE_CODE, &o->status);
+	if (o->status == 502 || o->status == 503 || o->status == 504)
+		rc = fail(why, TL_EUNREACH, "%s: HTTP %ld from the identity "
+		    "provider", step, o->status);
+out:
+	if (hdr != NULL) {
+		/* The bearer line is a secret: wipe it in the list too. */
+		for (nh = hdr; nh != NULL; nh = nh->next)
+			sodium_memzero(nh->data, strlen(nh->data));
+		curl_slist_free_all(hdr);
+	}
+	return rc;
+}
+
+/* The error and its description of a refusal, for why (never secret). */
+static void
+reason(const struct oi *o, char *out, size_t n)
+{
+	json_t *j;
+	const char *e, *d;
+
+	snprintf(out, n, "HTTP %ld", o->status);
+	if (o->len == 0 || (j = json_loadb(o->buf, o->len, 0, NULL)) == NULL)
+		return;
+	e = json_string_value(json_object_get(j, "error"));
+	d = json_string_value(json_object_get(j, "error_description"));
+	if (e != NULL)
+		snprintf(out, n, "HTTP %ld %.60s%s%.200s", o->status, e,
+		    d ? ": " : "", d ? d : "");
+	json_decref(j);
+}
+
+static json_t *
+body_json(const struct oi *o)
+{
+	return o->len > 0 ? json_loadb(o->buf, o->len, 0, NULL) : NULL;
+}
+
+static int
+copy_str(const json_t *j, const char *key, char *out, size_t cap)
+{
+	const char *s = json_string_value(json_object_get(j, key));
+
+	if (s == NULL || *s == '\0' || strlen(s) >= cap)
+		return -1;
+	memcpy(out, s, strlen(s) + 1);
+	return 0;
+}
+
+/* --- the handle ------------------------------------------------------ */
+
+static void
+hnd_wipe(struct oi_hnd *k)
+{
+	sodium_memzero(k, sizeof(*k));
+}
+
+/* g->handle into k: 0, TL_ENOTFOUND (none recorded), TL_EINVAL. */
+static int
+hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k, char *why)
+{
+	json_t *j;
+	int rc = 0;
+
+	memset(k, 0, sizeof(*k));
+	if (g->handle == NULL || g->handle[0] == '\0')
+		return TL_ENOTFOUND;
+	if ((j = json_loads(g->handle, 0, NULL)) == NULL)
+		return fail(why, TL_EINVAL, "the recorded client of grant "
+		    "%.200s is unreadable", g->grant ? g->grant : "");
+	if (copy_str(j, "client_id", k->id, sizeof(k->id)) != 0 ||
+	    copy_str(j, "client_secret", k->secret, sizeof(k->secret)) != 0 ||
+	    copy_str(j, "registration_access_token", k->rat,
+	    sizeof(k->rat)) != 0 ||
+	    copy_str(j, "registration_client_uri", k->uri,
+	    sizeof(k->uri)) != 0 ||
+	    copy_str(j, "token_endpoint", k->token, sizeof(k->token)) != 0)
+		rc = fail(why, TL_EINVAL, "the recorded client of grant "
+		    "%.200s lacks a member", g->grant ? g->grant : "");
+	json_decref(j);
+	if (rc != 0)
+		hnd_wipe(k);
+	return rc;
+}
+
+/* k as the handle into out (TL_DRV_HANDLE_MAX). */
+static int
+hnd_write(const struct oi_hnd *k, char *out)
+{
+	json_t *j;
+	char *s;
+	size_t n;
+	int rc = 0;
+
+	j = json_pack("{s:s,s:s,s:s,s:s,s:s}", "client_id", k->id,
+	    "client_secret", k->secret, "registration_access_token", k->rat,
+	    "registration_client_uri", k->uri, "token_endpoint", k->token);
+	if (j == NULL)
+		return ENOMEM;
+	if ((s = json_dumps(j, JSON_COMPACT)) == NULL)
+		rc = ENOMEM;
+	else if ((n = strlen(s)) >= TL_DRV_HANDLE_MAX)
+		rc = TL_ETOOBIG;
+	else
+		memcpy(out, s, n + 1);
+	if (s != NULL) {
+		sodium_memzero(s, strlen(s));
+		free(s);
+	}
+	json_decref(j);
+	return rc;
+}
+
+/* --- what tally registers -------------------------------------------- */
+
+static int
+name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > OI_NAME_MAX)
+		return 0;
+	for (; *s != '\0'; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+		    *s == '_' || *s == '-'))
+			return 0;
+	return 1;
+}
+
+static int
+grant_ok(const struct tl_drv_grant *g, char *why)
+{
+	if (g->login == NULL || !name_ok(g->login))
+		return fail(why, TL_EINVAL, "client name \"%.64s\": an oidc "
+		    "client is named [a-z0-9_-], at most 63 bytes",
+		    g->login ? g->login : "");
+	if (g->grant == NULL || g->grant[0] == '\0')
+		return fail(why, TL_EINVAL, "client %s: no grant id to register "
+		    "as its software_id", g->login);
+	return 0;
+}
+
+/* The metadata tally registers for g (without client_id and secret). */
+static json_t *
+wanted(const struct tl_drv_grant *g)
+{
+	/* json_string refuses what is not UTF-8: no byte is sent raw. */
+	return json_pack("{s:s,s:s,s:[s],s:[],s:[],s:s}", "client_name",
+	    g->login, "software_id", g->grant, "grant_types",
+	    "client_credentials", "response_types", "redirect_uris",
+	    "token_endpoint_auth_method", "client_secret_basic");
+}
+
+/*
+ * What differs between the registration read back and what tally
+ * registered, into diff ("" when nothing).
+ */
+static void
+compare(const json_t *got, const json_t *want, char *diff, size_t cap)
+{
+	const char *key;
+	json_t *w, *v;
+	size_t n = 0;
+
+	diff[0] = '\0';
+	json_object_foreach((json_t *)want, key, w) {
+		v = json_object_get(got, key);
+		if (v != NULL && json_equal(v, w))
+			continue;
+		/* An empty list the server leaves out is the same list. */
+		if (v == NULL && json_is_array(w) && json_array_size(w) == 0)
+			continue;
+		n += (size_t)snprintf(diff + n, n < cap ? cap - n : 0,
+		    "%s%s", n ? ", " : "", key);
+		if (n >= cap)
+			break;
+	}
+}
+
+/* --- the provider's operations --------------------------------------- */
+
+/* POST the registration; the new handle into handle_out at once. */
+static int
+do_register(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
+    char *why)
+{
+	json_t *w, *r = NULL;
+	char *body, rs[300];
+	int rc;
+
+	if ((w = wanted(g)) == NULL)
+		return fail(why, TL_EINVAL, "client %s: the grant id is not "
+		    "UTF-8", g->login);
+	body = json_dumps(w, JSON_COMPACT);
+	json_decref(w);
+	if (body == NULL)
+		return fail(why, ENOMEM, "out of memory");
+	rc = request(o, "POST", o->reg, o->iat, NULL, NULL, OI_JSON, body,
+	    "register", why);
+	free(body);
+	if (rc != 0)
+		return rc;
+	if (o->status == 401 || o->status == 403) {
+		reason(o, rs, sizeof(rs));
+		return fail(why, TL_EAUTH, "register %s: the initial access "
+		    "token is refused (%s)", g->login, rs);
+	}
+	if (o->status != 201 && o->status != 200) {
+		reason(o, rs, sizeof(rs));
+		return fail(why, TL_EDRIVER, "register %s: %s", g->login, rs);
+	}
+	memset(k, 0, sizeof(*k));
+	r = body_json(o);
+	if (r == NULL || copy_str(r, "client_id", k->id, sizeof(k->id)) ||
+	    copy_str(r, "client_secret", k->secret, sizeof(k->secret)) ||
+	    copy_str(r, "registration_access_token", k->rat,
+	    sizeof(k->rat)) || copy_str(r, "registration_client_uri", k->uri,
+	    sizeof(k->uri))) {
+		rc = fail(why, TL_EDRIVER, "register %s: the answer lacks "
+		    "client_id, client_secret or registration management "
+		    "(an orphan client with software_id %.200s may exist)",
+		    g->login, g->grant);
+		goto out;
+	}
+	snprintf(k->token, sizeof(k->token), "%s", o->token);
+	if ((rc = hnd_write(k, g->handle_out)) != 0) {
+		rc = fail(why, rc, "register %s: client %s cannot be recorded",
+		    g->login, k->id);
+		goto out;
+	}
+	if (!same_origin(o, k->uri))
+		rc = fail(why, TL_EDRIVER, "register %s: client %s's "
+		    "registration URI is not on the issuer's origin %s",
+		    g->login, k->id, o->origin);
+out:
+	json_decref(r);
+	return rc;
+}
+
+/* GET the registration: 0 with *got (200) or NULL (401/404: see gone). */
+static int
+do_read(struct oi *o, const struct oi_hnd *k, json_t **got, char *why)
+{
+	char rs[300];
+	int rc;
+
+	*got = NULL;
+	if (!same_origin(o, k->uri))
+		return fail(why, TL_EINVAL, "client %s: its registration URI "
+		    "is not on the issuer's origin %s", k->id, o->origin);
+	if ((rc = request(o, "GET", k->uri, k->rat, NULL, NULL, OI_NONE, NULL,
+	    "read client", why)) != 0)
+		return rc;
+	if (o->status == 401 || o->status == 403 || o->status == 404)
+		return 0;
+	if (o->status != 200 || (*got = body_json(o)) == NULL) {
+		reason(o, rs, sizeof(rs));
+		return fail(why, TL_EDRIVER, "read client %s: %s", k->id, rs);
+	}
+	return 0;
+}
+
+/*
+ * A client_credentials token with k's secret: 0 with tok (a secret) set,
+ * or 0 with tok "" and *refused when the token endpoint refuses the
+ * client (gone, or its secret changed).
+ */
+static int
+do_token(struct oi *o, const struct oi_hnd *k, char *tok, size_t cap,
+    int *refused, char *why)
+{
+	json_t *r;
+	int rc;
+
+	tok[0] = '\0';
+	*refused = 0;
+	if (!same_origin(o, k->token))
+		return fail(why, TL_EINVAL, "client %s: its token endpoint is "
+		    "not on the issuer's origin %s", k->id, o->origin);
+	if ((rc = request(o, "POST", k->token, NULL, k->id, k->secret,
+	    OI_FORM, "grant_type=client_credentials", "token", why)) != 0)
+		return rc;
+	if (o->status != 200) {
+		reason(o, why, TL_DRV_WHY_MAX);
+		*refused = 1;
+		return 0;
+	}
+	r = body_json(o);
+	if (r == NULL || copy_str(r, "access_token", tok, cap) != 0) {
+		json_decref(r);
+		return fail(why, TL_EDRIVER, "token for client %s: the answer "
+		    "has no access_token", k->id);
+	}
+	json_decref(r);
+	return 0;
+}
+
+/*
+ * Introspects tok as k (RFC 7662): *active set when it is active and
+ * k's; then revokes it (RFC 7009), so a verification leaves none.
+ */
+static int
+do_introspect_revoke(struct oi *o, const struct oi_hnd *k, const char *tok,
+    int *active, char *why)
+{
+	char *esc, form[OI_SECRET_MAX + 64], rs[300];
+	json_t *r;
+	const char *cid;
+	int rc;
+
+	*active = 0;
+	if ((esc = curl_easy_escape(o->c, tok, 0)) == NULL)
+		return fail(why, ENOMEM, "out of memory");
+	snprintf(form, sizeof(form), "token=%s", esc);
+	sodium_memzero(esc, strlen(esc));
+	curl_free(esc);
+	rc = request(o, "POST", o->introspect, NULL, k->id, k->secret, OI_FORM,
+	    form, "introspect", why);
+	if (rc == 0 && o->status == 200 && (r = body_json(o)) != NULL) {
+		cid = json_string_value(json_object_get(r, "client_id"));
+		*active = json_is_true(json_object_get(r, "active")) &&
+		    cid != NULL && strcmp(cid, k->id) == 0;
+		json_decref(r);
+	} else if (rc == 0) {
+		reason(o, rs, sizeof(rs));
+		rc = fail(why, TL_EDRIVER, "introspect for client %s: %s",
+		    k->id, rs);
+	}
+	if (rc == 0 && o->revoke[0] != '\0') {
+		rc = request(o, "POST", o->revoke, NULL, k->id, k->secret,
+		    OI_FORM, form, "revoke token", why);
+		if (rc == 0 && o->status != 200) {
+			reason(o, rs, sizeof(rs));
+			rc = fail(why, TL_EDRIVER, "revoke the check's token of "
+			    "client %s: %s", k->id, rs);
+		}
+	}
+	sodium_memzero(form, sizeof(form));
+	return rc;
+}
+
+/* The admin recovery of a lost registration access token, for why. */
+static int
+rat_lost(const struct oi_hnd *k, char *why)
+{
+	return fail(why, TL_EDRIVER, "client %s still gets tokens but its "
+	    "registration access token is refused: tally can no longer "
+	    "manage it; an admin of the identity provider must issue a new "
+	    "one (Keycloak: the client's Credentials tab, Registration access "
+	    "token, Regenerate) or delete the client, then tally repair",
+	    k->id);
+}
+
+/*
+ * A registration that GET refuses: gone (*gone) when the token endpoint
+ * refuses the client too, else the RAT is lost (TL_EDRIVER).
+ */
+static int
+refused_why(struct oi *o, const struct oi_hnd *k, int *gone, char *why)
+{
+	char tok[OI_SECRET_MAX], tw[TL_DRV_WHY_MAX];
+	int refused, rc;
+
+	*gone = 0;
+	rc = do_token(o, k, tok, sizeof(tok), &refused, tw);
+	sodium_memzero(tok, sizeof(tok));
+	if (rc != 0)
+		return fail(why, rc, "%s", tw);
+	if (refused) {
+		*gone = 1;
+		return 0;
+	}
+	return rat_lost(k, why);
+}
+
+/*
+ * PUTs the whole record back (RFC 7592); the new RAT (and the secret
+ * the server returns) into k and handle_out before anything else.
+ */
+static int
+do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
+    char *why)
+{
+	json_t *w, *r = NULL;
+	char *body, rs[300], rat[OI_SECRET_MAX];
+	int rc, gone;
+
+	if ((w = wanted(g)) == NULL)
+		return fail(why, TL_EINVAL, "client %s: the grant id is not "
+		    "UTF-8", g->login);
+	json_object_set_new(w, "client_id", json_string(k->id));
+	json_object_set_new(w, "client_secret", json_string(k->secret));
+	body = json_dumps(w, JSON_COMPACT);
+	json_decref(w);
+	if (body == NULL)
+		return fail(why, ENOMEM, "out of memory");
+	rc = request(o, "PUT", k->uri, k->rat, NULL, NULL, OI_JSON, body,
+	    "update client", why);
+	sodium_memzero(body, strlen(body));
+	free(body);
+	if (rc != 0)
+		return rc;
+	if (o->status == 401 || o->status == 403) {
+		if ((rc = refused_why(o, k, &gone, why)) != 0)
+			return rc;
+		return fail(why, TL_EDRIVER, "client %s is gone from the "
+		    "identity provider", k->id);
+	}
+	if (o->status != 200 || (r = body_json(o)) == NULL) {
+		reason(o, rs, sizeof(rs));
+		return fail(why, TL_EDRIVER, "update client %s: %s", k->id, rs);
+	}
+	/* The old RAT is dead now: keep the new one first. */
+	if (copy_str(r, "registration_access_token", rat, sizeof(rat)) == 0)
+		memcpy(k->rat, rat, sizeof(rat));
+	copy_str(r, "client_secret", k->secret, sizeof(k->secret));
+	sodium_memzero(rat, sizeof(rat));
+	json_decref(r);
+	if ((rc = hnd_write(k, g->handle_out)) != 0)
+		return fail(why, rc, "client %s: the new registration access "
+		    "token cannot be recorded", k->id);
+	return 0;
+}
+
+/* --- the session ----------------------------------------------------- */
+
+static void oi_close(void *h);
+
+static int
+discover(struct oi *o, char *why)
+{
+	char url[OI_URL_MAX + 64], rs[300];
+	json_t *d;
+	const char *iss;
+	int rc;
+
+	snprintf(url, sizeof(url), "%s/.well-known/openid-configuration",
+	    o->issuer);
+	if ((rc = request(o, "GET", url, NULL, NULL, NULL, OI_NONE, NULL,
+	    "discovery", why)) != 0)
+		return rc;
+	if (o->status != 200 || (d = body_json(o)) == NULL) {
+		reason(o, rs, sizeof(rs));
+		return fail(why, TL_EUNREACH, "discovery at %s: %s", url, rs);
+	}
+	iss = json_string_value(json_object_get(d, "issuer"));
+	if (iss == NULL || strcmp(iss, o->issuer) != 0) {
+		rc = fail(why, TL_EDRIVER, "discovery at %s names issuer "
+		    "\"%.200s\", not %s", url, iss ? iss : "", o->issuer);
+		goto out;
+	}
+	if (copy_str(d, "registration_endpoint", o->reg, sizeof(o->reg)) ||
+	    copy_str(d, "token_endpoint", o->token, sizeof(o->token)) ||
+	    copy_str(d, "introspection_endpoint", o->introspect,
+	    sizeof(o->introspect))) {
+		rc = fail(why, TL_EDRIVER, "issuer %s has no registration, "
+		    "token or introspection endpoint (RFC 7591, RFC 7662)",
+		    o->issuer);
+		goto out;
+	}
+	copy_str(d, "revocation_endpoint", o->revoke, sizeof(o->revoke));
+	if (!same_origin(o, o->reg) || !same_origin(o, o->token) ||
+	    !same_origin(o, o->introspect) ||
+	    (o->revoke[0] != '\0' && !same_origin(o, o->revoke)))
+		rc = fail(why, TL_EDRIVER, "issuer %s: an endpoint of its "
+		    "discovery document is on another origin", o->issuer);
+out:
+	json_decref(d);
+	return rc;
+}
+
+static int
+oi_open(const struct tl_drv_admin *a, void **hp, char *why)
+{
+	struct oi *o;
+	const char *iss = setting(a->settings, "issuer");
+	size_t n;
+	int rc;
+
+	*hp = NULL;
+	if (pthread_once(&oi_once, oi_global) != 0 || oi_global_rc != 0)
+		return fail(why, TL_EDRIVER, "libcurl cannot be initialised");
+	if (iss == NULL || *iss == '\0' || strlen(iss) >= OI_URL_MAX)
+		return fail(why, TL_EINVAL, "an oidc provider needs the "
+		    "setting issuer (the issuer's URL)");
+	if (a->password == NULL || *a->password == '\0' ||
+	    strlen(a->password) >= OI_SECRET_MAX)
+		return fail(why, TL_EINVAL, "an oidc provider needs the "
+		    "initial access token (--secret initial-access-token)");
+	if ((o = sodium_malloc(sizeof(*o))) == NULL)
+		return fail(why, ENOMEM, "out of memory");
+	memset(o, 0, sizeof(*o));
+	snprintf(o->issuer, sizeof(o->issuer), "%s", iss);
+	n = strlen(o->issuer);
+	if (n > 0 && o->issuer[n - 1] == '/' && strchr(o->issuer + 8, '/') !=
+	    o->issuer + n - 1)
+		o->issuer[n - 1] = '\0';	/* ISSUER/path/ as ISSUER/path */
+	if ((rc = origin_of(o->issuer, o->origin, sizeof(o->origin))) != 0) {
+		rc = fail(why, TL_EINVAL, "issuer %s: https, or http only on "
+		    "loopback (127.0.0.1, [::1], localhost)", o->issuer);
+		goto err;
+	}
+	snprintf(o->iat, sizeof(o->iat), "%s", a->password);
+	if ((o->c = curl_easy_init()) == NULL) {
+		rc = fail(why, ENOMEM, "out of memory");
+		goto err;
+	}
+	curl_easy_setopt(o->c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(o->c, CURLOPT_CONNECTTIMEOUT_MS, (long)OI_CONNECT_MS);
+	curl_easy_setopt(o->c, CURLOPT_TIMEOUT_MS, (long)OI_TIMEOUT_MS);
+	curl_easy_setopt(o->c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(o->c, CURLOPT_WRITEDATA, o);
+	curl_easy_setopt(o->c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(o->c, CURLOPT_PROTOCOLS_STR, "http,https");
+	if ((rc = discover(o, why)) != 0)
+		goto err;
+	*hp = o;
+	return 0;
+err:
+	oi_close(o);
+	return rc;
+}
+
+static void
+oi_close(void *h)
+{
+	struct oi *o = h;
+
+	if (o == NULL)
+		return;
+	if (o->c != NULL)
+		curl_easy_cleanup(o->c);
+	tl_secret_free(o->buf);
+	sodium_free(o);
+}
+
+/* --- operations ------------------------------------------------------ */
+
+static int
+need_out(const struct tl_drv_grant *g, char *why)
+{
+	if (g->handle_out == NULL)
+		return fail(why, TL_EINVAL, "client %s: the caller records no "
+		    "secret handle (the oidc driver needs one)",
+		    g->login ? g->login : "");
+	g->handle_out[0] = '\0';
+	return 0;
+}
+
+/* Whether got's software_id is g's grant. */
+static int
+ours(const json_t *got, const struct tl_drv_grant *g)
+{
+	const char *sid = json_string_value(json_object_get(got,
+	    "software_id"));
+
+	return sid != NULL && strcmp(sid, g->grant) == 0;
+}
+
+/*
+ * Makes sure g's client is there as tally registers it: registers one
+ * when none is recorded (or the recorded one is gone), PUTs the record
+ * back when its metadata changed.  create, add_credential,
+ * fix_privileges (may_register 0: a client gone is not made again).
+ */
+static int
+ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
+    char *why)
+{
+	struct oi_hnd k;
+	json_t *got = NULL, *want = NULL;
+	char diff[200];
+	int rc, gone;
+
+	if ((rc = grant_ok(g, why)) != 0 || (rc = need_out(g, why)) != 0)
+		return rc;
+	rc = hnd_read(g, &k, why);
+	if (rc == TL_ENOTFOUND) {
+		if (!may_register)
+			return fail(why, TL_EDRIVER, "client %s: none is "
+			    "recorded", g->login);
+		rc = do_register(o, g, &k, why);
+		if (rc == 0)
+			fail(why, 0, "client %s registered as %s", g->login,
+			    k.id);
+		goto out;
+	}
+	if (rc != 0)
+		goto out;
+	if ((rc = do_read(o, &k, &got, why)) != 0)
+		goto out;
+	if (got == NULL) {
+		if ((rc = refused_why(o, &k, &gone, why)) != 0)
+			goto out;
+		if (!may_register) {
+			rc = fail(why, TL_EDRIVER, "client %s is gone from the "
+			    "identity provider (tally repair registers a new "
+			    "one, with a new client-id)", k.id);
+			goto out;
+		}
+		rc = do_register(o, g, &k, why);
+		if (rc == 0)
+			fail(why, 0, "client %s was gone: registered again as "
+			    "%s (a new client-id)", g->login, k.id);
+		goto out;
+	}
+	if (!ours(got, g)) {
+		rc = fail(why, TL_EINVAL, "client %s is not grant %.200s's "
+		    "(its software_id is another's): not touched", k.id,
+		    g->grant);
+		goto out;
+	}
+	if ((want = wanted(g)) == NULL) {
+		rc = fail(why, TL_EINVAL, "client %s: the grant id is not "
+		    "UTF-8", g->login);
+		goto out;
+	}
+	compare(got, want, diff, sizeof(diff));
+	if (diff[0] == '\0') {
+		rc = fail(why, 0, "client %s is there as registered", k.id);
+		goto out;
+	}
+	if ((rc = do_put(o, g, &k, why)) == 0)
+		fail(why, 0, "client %s: %s restored", k.id, diff);
+out:
+	json_decref(got);
+	json_decref(want);
+	hnd_wipe(&k);
+	return rc;
+}
+
+static int
+oi_create(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return ensure(h, g, 1, why);
+}
+
+static int
+oi_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return ensure(h, g, 0, why);
+}
+
+static int
+oi_check(void *h, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	struct oi *o = h;
+	struct oi_hnd k;
+	json_t *got = NULL, *want = NULL;
+	char diff[200], tok[OI_SECRET_MAX], tw[TL_DRV_WHY_MAX];
+	int rc, gone, refused, active;
+
+	(void)ep;
+	*drift = TL_DRIFT_NONE;
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if ((rc = hnd_read(g, &k, why)) == TL_ENOTFOUND) {
+		*drift = TL_DRIFT_MISSING;
+		return fail(why, 0, "client %s: none is recorded", g->login);
+	}
+	if (rc != 0)
+		return rc;
+	if ((rc = do_read(o, &k, &got, why)) != 0)
+		goto out;
+	if (got == NULL) {
+		if ((rc = refused_why(o, &k, &gone, why)) == TL_EDRIVER) {
+			/* The RAT is lost: a drift a person must act on. */
+			*drift = TL_DRIFT_CREDENTIAL;
+			rc = 0;
+		} else if (rc == 0 && gone) {
+			*drift = TL_DRIFT_MISSING;
+			fail(why, 0, "client %s is gone from the identity "
+			    "provider (flagged: a new registration would "
+			    "change the client-id; tally repair makes one)",
+			    k.id);
+		}
+		goto out;
+	}
+	if (!ours(got, g)) {
+		*drift = TL_DRIFT_MISSING;
+		fail(why, 0, "client %s is no longer grant %.200s's (its "
+		    "software_id changed)", k.id, g->grant);
+		goto out;
+	}
+	if ((want = wanted(g)) == NULL) {
+		rc = fail(why, TL_EINVAL, "client %s: the grant id is not "
+		    "UTF-8", g->login);
+		goto out;
+	}
+	compare(got, want, diff, sizeof(diff));
+	if ((rc = do_token(o, &k, tok, sizeof(tok), &refused, tw)) != 0) {
+		fail(why, rc, "%s", tw);
+		goto out;
+	}
+	if (refused) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		fail(why, 0, "client %s: the token endpoint refuses its "
+		    "delivered secret (%s)", k.id, tw);
+		goto out;
+	}
+	rc = do_introspect_revoke(o, &k, tok, &active, why);
+	sodium_memzero(tok, sizeof(tok));
+	if (rc != 0)
+		goto out;
+	if (!active) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		fail(why, 0, "client %s: its fresh token is not active at "
+		    "introspection", k.id);
+	} else if (diff[0] != '\0') {
+		*drift = TL_DRIFT_PRIVILEGES;
+		fail(why, 0, "client %s: %s changed since tally registered it",
+		    k.id, diff);
+	} else
+		fail(why, 0, "client %s is as registered and gets tokens",
+		    k.id);
+out:
+	json_decref(got);
+	json_decref(want);
+	hnd_wipe(&k);
+	return rc;
+}
+
+/*
+ * The secret is the provider's: set_password restores the record (a
+ * PUT, which also returns the secret the provider has now, recorded
+ * in the new handle).
+ */
+static int
+oi_set_password(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return ensure(h, g, 0, why);
+}
+
+/* Deletes g's client; one that is gone is 0. */
+static int
+oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	struct oi *o = h;
+	struct oi_hnd k;
+	json_t *got = NULL;
+	char rs[300];
+	int rc, gone;
+
+	(void)drop;		/* nothing to retain: both delete */
+	if ((rc = hnd_read(g, &k, why)) == TL_ENOTFOUND)
+		return fail(why, 0, "client %s: none is recorded",
+		    g->login ? g->login : "");
+	if (rc != 0)
+		return rc;
+	if ((rc = do_read(o, &k, &got, why)) != 0)
+		goto out;
+	if (got == NULL) {
+		if ((rc = refused_why(o, &k, &gone, why)) == 0)
+			fail(why, 0, "client %s was gone already", k.id);
+		goto out;
+	}
+	if (g->grant != NULL && g->grant[0] != '\0' && !ours(got, g)) {
+		rc = fail(why, TL_EINVAL, "client %s is not grant %.200s's: "
+		    "not deleted", k.id, g->grant);
+		goto out;
+	}
+	if ((rc = request(o, "DELETE", k.uri, k.rat, NULL, NULL, OI_NONE,
+	    NULL, "delete client", why)) != 0)
+		goto out;
+	if (o->status != 204 && o->status != 200) {
+		reason(o, rs, sizeof(rs));
+		rc = fail(why, TL_EDRIVER, "delete client %s: %s", k.id, rs);
+		goto out;
+	}
+	fail(why, 0, "client %s deleted", k.id);
+out:
+	json_decref(got);
+	hnd_wipe(&k);
+	return rc;
+}
+
+static int
+oi_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return ensure(h, g, 1, why);
+}
+
+static int
+oi_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return oi_revoke(h, g, 1, why);
+}
+
+/* --- pure ------------------------------------------------------------ */
+
+static int
+oi_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	struct oi_hnd k;
+	const char *v = NULL;
+	int rc = 0, n;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "issuer") == 0) {
+		v = setting(ep != NULL ? ep->settings : NULL, "issuer");
+		n = snprintf(out, cap, "%s", v != NULL ? v : "");
+		return n < 0 || (size_t)n >= cap ? TL_ETOOBIG : 0;
+	}
+	if (strcmp(field, "client-id") != 0 &&
+	    strcmp(field, "client-secret") != 0 &&
+	    strcmp(field, "token-endpoint") != 0)
+		return TL_ENOTFOUND;
+	if (g == NULL || hnd_read(g, &k, NULL) != 0)
+		return TL_EINVAL;
+	v = strcmp(field, "client-id") == 0 ? k.id :
+	    strcmp(field, "client-secret") == 0 ? k.secret : k.token;
+	n = snprintf(out, cap, "%s", v);
+	if (n < 0 || (size_t)n >= cap) {
+		sodium_memzero(out, cap);
+		out[0] = '\0';
+		rc = TL_ETOOBIG;
+	}
+	hnd_wipe(&k);
+	return rc;
+}
+
+static int
+oi_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	struct tl_drv_names n;
+
+	tl_drv_name_scheme(in, OI_NAME_MAX, &n);
+	memset(out, 0, sizeof(*out));
+	memcpy(out->resource, n.resource, sizeof(out->resource));
+	memcpy(out->login, n.login, sizeof(out->login));
+	if (!name_ok(out->login))
+		return fail(why, TL_EINVAL, "resource \"%.64s\": an oidc "
+		    "client name is [a-z0-9_-] only", in->resource);
+	return 0;
+}
+
+static const char *const oi_types[] = { "oidc-client", NULL };
+static const char *const oi_tags[] = { "identity", "oauth", NULL };
+static const char *const oi_fields[] = { "issuer", "client-id",
+	"client-secret", "token-endpoint", NULL };
+static const struct tl_drv_field oi_field_info[] = {
+	{ "issuer", 0 }, { "client-id", 0 }, { "client-secret", 1 },
+	{ "token-endpoint", 0 }, { NULL, 0 }
+};
+
+static const struct tl_drv_revocation oi_revocation = {
+	.destroys = 0,
+	.retain = 0,
+	.revoke = "the client is deleted (RFC 7592): it gets no new token; "
+	    "tokens already issued stay valid until they expire (the "
+	    "provider's access-token lifetime, setting token-lifetime, "
+	    "default 10 minutes) at "
+	    "resource servers that check them locally",
+	.retain_means = "nothing to retain: a client holds no data",
+	.purge = "the same as revoke: the client is deleted",
+};
+
+static const struct tl_drv_setting oi_settings[] = {
+	{ "issuer", NULL, 0, TL_DRV_STRING, "the issuer's URL (https; http "
+	    "only on loopback); endpoints come from its discovery document" },
+	{ "initial-access-token", "", 1, TL_DRV_STRING, "the initial "
+	    "access token for RFC 7591 registration (--secret): the admin's "
+	    "credential" },
+	{ "token-lifetime", "10m", 0, TL_DRV_DURATION, "the provider's "
+	    "access-token lifetime, shown as how long issued tokens outlive "
+	    "a revocation (tally changes nothing at the provider with it)" },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
+};
+
+const struct tl_drv_ops tl_drv_oidc = {
+	.name = "oidc",
+	.types = oi_types,
+	.settings = oi_settings,
+	.fields = oi_fields,
+	.open = oi_open,
+	.close = oi_close,
+	.create = oi_create,
+	.check = oi_check,
+	.set_password = oi_set_password,
+	.fix_privileges = oi_fix_privileges,
+	.revoke = oi_revoke,
+	.tags = oi_tags,
+	.field_info = oi_field_info,
+	.compose = oi_compose,
+	.names = oi_names,
+	.credential = TL_DRV_CRED_LOGIN_BESIDE,
+	.add_credential = oi_add_credential,
+	.retire_credential = oi_retire_credential,
+	.revocation = &oi_revocation,
+	.handle_model = 1,
+	.rotation_note = "a rotation registers a second client: the "
+	    "client-id changes with the secret (RFC 7592 allows one secret "
+	    "per client, chosen by the provider)",
+};

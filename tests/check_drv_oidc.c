@@ -1,0 +1,632 @@
+/*
+ * check_drv_oidc.c - the oidc driver against a real OpenID Connect
+ * provider (oidc-provider 8, tests/harness/oidc.sh).
+ *
+ * This suite starts its own provider under $TALLY_TMP on a free port,
+ * once per run (an unchecked fixture: a provider that cannot start
+ * fails every case), and stops it at exit.  The driver is reached only
+ * through its ops table; what happens out of band (a consumer's token
+ * request, another party's registration, an admin's edit of a client)
+ * is done here with libcurl, or by editing the provider's store while
+ * it is stopped (the fixture has no admin API).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "drivers/driver.h"
+#include "lib/tl_test.h"
+
+extern const struct tl_drv_ops tl_drv_oidc;
+
+static const struct tl_drv_ops *drv = &tl_drv_oidc;
+static char	 s_issuer[128], s_port[16], s_iat[256];
+static char	*s_dir;
+static int	 s_tried, s_ok;
+static char	 s_err[8192];
+static pid_t	 s_parent;
+
+/* --- the provider ---------------------------------------------------- */
+
+static int
+run_harness(const char *cmd, const char *arg)
+{
+	char path[4096];
+	const char *src = getenv("TALLY_SRC");
+	pid_t pid;
+	int st;
+
+	snprintf(path, sizeof(path), "%s/tests/harness/oidc.sh",
+	    src != NULL && *src != '\0' ? src : ".");
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		execlp("sh", "sh", path, cmd, s_dir, arg, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int
+free_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	int fd, port = -1;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+static void
+server_up(void)
+{
+	char path[4200];
+	FILE *f = NULL;
+	int pn;
+
+	if (!s_tried) {
+		s_tried = 1;
+		s_dir = tl_test_tmpdir("oidcdrv");
+		if ((pn = free_port()) <= 0)
+			snprintf(s_err, sizeof(s_err), "no free port");
+		else {
+			snprintf(s_port, sizeof(s_port), "%d", pn);
+			snprintf(s_issuer, sizeof(s_issuer),
+			    "http://127.0.0.1:%d", pn);
+			snprintf(path, sizeof(path), "%s/iat", s_dir);
+			if (run_harness("start", s_port) != 0)
+				snprintf(s_err, sizeof(s_err), "oidc.sh start "
+				    "%s %s failed", s_dir, s_port);
+			else if ((f = fopen(path, "r")) == NULL ||
+			    fgets(s_iat, sizeof(s_iat), f) == NULL)
+				snprintf(s_err, sizeof(s_err), "no %s", path);
+			else
+				s_ok = 1;
+			if (f != NULL)
+				fclose(f);
+			s_iat[strcspn(s_iat, "\r\n")] = '\0';
+		}
+	}
+	if (!s_ok)
+		ck_abort_msg("no OIDC provider to test against: %s", s_err);
+}
+
+static void
+server_stop(void)
+{
+	if (s_dir == NULL || getpid() != s_parent)
+		return;
+	if (run_harness("stop", NULL) != 0)
+		fprintf(stderr, "check_drv_oidc: oidc.sh stop %s failed\n",
+		    s_dir);
+	tl_test_tmpdir_done(s_dir);
+	s_dir = NULL;
+}
+
+/* Stops the provider (its store kept), runs edit on the store, starts. */
+static void
+server_restart(void (*edit)(json_t *store, const char *id), const char *id)
+{
+	char path[4200];
+	json_t *st;
+
+	ck_assert_int_eq(run_harness("stop", "keep"), 0);
+	if (edit != NULL) {
+		snprintf(path, sizeof(path), "%s/store.json", s_dir);
+		st = json_load_file(path, 0, NULL);
+		ck_assert_ptr_nonnull(st);
+		edit(st, id);
+		ck_assert_int_eq(json_dump_file(st, path, JSON_COMPACT), 0);
+		json_decref(st);
+	}
+	ck_assert_int_eq(run_harness("start", s_port), 0);
+}
+
+/* --- helpers --------------------------------------------------------- */
+
+#define ck_rc(rc, want, why) do {					\
+	int rc_ = (rc), want_ = (want);					\
+	ck_assert_msg(rc_ == want_, "%s:%d: rc %d (%s), wanted %d (%s); "\
+	    "why: %s", __FILE__, __LINE__, rc_, tl_strerror(rc_), want_,	\
+	    tl_strerror(want_), (why));					\
+} while (0)
+
+static void *
+session(void)
+{
+	const char *sv[] = { "issuer", s_issuer, NULL, NULL };
+	struct tl_drv_admin a = { .password = s_iat, .settings = sv };
+	char why[TL_DRV_WHY_MAX] = "";
+	void *h = NULL;
+
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_assert_ptr_nonnull(h);
+	return h;
+}
+
+/* One grant's credential version, as the reactor would hold it. */
+struct ver {
+	char	grant[200];
+	char	login[TL_DRV_NAME_MAX];
+	char	handle[TL_DRV_HANDLE_MAX];
+	char	out[TL_DRV_HANDLE_MAX];
+	struct tl_drv_grant g;
+};
+
+static void
+ver_init(struct ver *v, const char *grant, uint64_t version)
+{
+	struct tl_drv_name_in in = { .grant = grant, .resource = "api",
+		.node = "", .recorded = "", .version = version,
+		.scheme = TL_DRV_NAMING };
+	struct tl_drv_names n;
+	char why[TL_DRV_WHY_MAX] = "";
+
+	memset(v, 0, sizeof(*v));
+	snprintf(v->grant, sizeof(v->grant), "%s", grant);
+	ck_rc(drv->names(&in, &n, why), 0, why);
+	snprintf(v->login, sizeof(v->login), "%s", n.login);
+	v->g.resource = v->login;
+	v->g.owner = "";
+	v->g.login = v->login;
+	v->g.grant = v->grant;
+	v->g.handle = v->handle;
+	v->g.handle_out = v->out;
+}
+
+/* What the reactor does with handle_out after a call: record it. */
+static int
+ver_record(struct ver *v)
+{
+	if (v->out[0] == '\0')
+		return 0;
+	memcpy(v->handle, v->out, sizeof(v->handle));
+	v->out[0] = '\0';
+	return 1;
+}
+
+static void
+field(const struct ver *v, const char *name, char *out, size_t cap)
+{
+	const char *sv[] = { "issuer", s_issuer, NULL, NULL };
+	struct tl_drv_endpoint ep = { .host = "", .port = "", .settings = sv };
+
+	ck_rc(drv->compose(name, &ep, &v->g, out, cap), 0, name);
+}
+
+static size_t
+sink(char *d, size_t s, size_t n, void *arg)
+{
+	json_t **j = arg;
+	json_error_t e;
+
+	(void)d;
+	if (*j == NULL)
+		*j = json_loadb(d, s * n, 0, &e);
+	return s * n;
+}
+
+/* HTTP as a third party: the status, the body as JSON in *body. */
+static long
+http(const char *method, const char *url, const char *bearer,
+    const char *user, const char *pass, const char *form, const char *json,
+    json_t **body)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *hdr = NULL;
+	char line[700];
+	json_t *dummy = NULL;
+	long st = 0;
+
+	ck_assert_ptr_nonnull(c);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, body != NULL ? body : &dummy);
+	if (bearer != NULL) {
+		snprintf(line, sizeof(line), "Authorization: Bearer %s",
+		    bearer);
+		hdr = curl_slist_append(hdr, line);
+	}
+	if (json != NULL) {
+		hdr = curl_slist_append(hdr, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
+	} else if (form != NULL)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, form);
+	if (user != NULL) {
+		curl_easy_setopt(c, CURLOPT_USERNAME, user);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, pass);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(c);
+	json_decref(dummy);
+	return st;
+}
+
+/* Whether the consumer gets a token with v's delivered values. */
+static int
+consumer_token(const struct ver *v)
+{
+	char id[TL_DRV_VALUE_MAX + 1], sec[TL_DRV_VALUE_MAX + 1],
+	    tep[TL_DRV_VALUE_MAX + 1];
+	json_t *b = NULL;
+	long st;
+	int ok;
+
+	field(v, "client-id", id, sizeof(id));
+	field(v, "client-secret", sec, sizeof(sec));
+	field(v, "token-endpoint", tep, sizeof(tep));
+	st = http("POST", tep, NULL, id, sec, "grant_type=client_credentials",
+	    NULL, &b);
+	ok = st == 200 && json_string_value(json_object_get(b,
+	    "access_token")) != NULL;
+	json_decref(b);
+	return ok;
+}
+
+static const char *
+hget(const struct ver *v, const char *key, char *out, size_t cap)
+{
+	json_t *j = json_loads(v->handle, 0, NULL);
+
+	ck_assert_ptr_nonnull(j);
+	snprintf(out, cap, "%s", json_string_value(json_object_get(j, key)));
+	json_decref(j);
+	return out;
+}
+
+/* The registration as the provider has it now (RFC 7592 GET). */
+static long
+registration(const struct ver *v, json_t **body)
+{
+	char uri[600], rat[600];
+
+	return http("GET", hget(v, "registration_client_uri", uri,
+	    sizeof(uri)), hget(v, "registration_access_token", rat,
+	    sizeof(rat)), NULL, NULL, NULL, NULL, body);
+}
+
+static void
+ck_create(void *h, struct ver *v)
+{
+	char why[TL_DRV_WHY_MAX] = "";
+
+	ck_rc(drv->create(h, &v->g, why), 0, why);
+	ver_record(v);
+	ck_assert_msg(v->handle[0] != '\0', "no handle after create: %s", why);
+}
+
+static enum tl_drv_drift
+ck_check(void *h, struct ver *v, char *why)
+{
+	enum tl_drv_drift d = TL_DRIFT_NONE;
+
+	why[0] = '\0';
+	ck_rc(drv->check(h, &v->g, NULL, &d, why), 0, why);
+	ck_assert_msg(why[0] != '\0', "check gave no reason");
+	return d;
+}
+
+/* --- cases ----------------------------------------------------------- */
+
+START_TEST(test_create_twice)
+{
+	void *h = session();
+	struct ver v;
+	json_t *r = NULL;
+	char why[TL_DRV_WHY_MAX], id1[300], id2[300];
+
+	ver_init(&v, "shop/api", 1);
+	ck_create(h, &v);
+	hget(&v, "client_id", id1, sizeof(id1));
+	ck_assert_int_eq(registration(&v, &r), 200);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "software_id")),
+	    "shop/api");
+	ck_assert_str_eq(json_string_value(json_object_get(r, "client_name")),
+	    v.login);
+	json_decref(r);
+	/* Again with what was recorded: the same client, nothing new. */
+	why[0] = '\0';
+	ck_rc(drv->create(h, &v.g, why), 0, why);
+	ck_assert_str_eq(v.out, "");
+	ck_assert_int_eq(ver_record(&v), 0);
+	hget(&v, "client_id", id2, sizeof(id2));
+	ck_assert_str_eq(id1, id2);
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_NONE);
+	ck_assert(consumer_token(&v));
+	field(&v, "issuer", id2, sizeof(id2));
+	ck_assert_str_eq(id2, s_issuer);
+	/* No secret in a reason. */
+	ck_assert_ptr_null(strstr(why, hget(&v, "client_secret", id2,
+	    sizeof(id2))));
+	/* Without a place to record a handle the driver refuses. */
+	v.g.handle_out = NULL;
+	ck_rc(drv->create(h, &v.g, why), TL_EINVAL, why);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_half_done)
+{
+	void *h = session();
+	struct ver v;
+	char why[TL_DRV_WHY_MAX], id1[300], id2[300], uri[600], rat[600];
+
+	/* The client was deleted behind tally: check flags, create remakes. */
+	ver_init(&v, "shop/half", 1);
+	ck_create(h, &v);
+	hget(&v, "client_id", id1, sizeof(id1));
+	ck_assert_int_eq(http("DELETE", hget(&v, "registration_client_uri",
+	    uri, sizeof(uri)), hget(&v, "registration_access_token", rat,
+	    sizeof(rat)), NULL, NULL, NULL, NULL, NULL), 204);
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_MISSING);
+	ck_assert_ptr_nonnull(strstr(why, "gone"));
+	ck_rc(drv->fix_privileges(h, &v.g, why), TL_EDRIVER, why);
+	ck_assert_int_eq(ver_record(&v), 0);
+	ck_rc(drv->create(h, &v.g, why), 0, why);
+	ck_assert_int_eq(ver_record(&v), 1);
+	hget(&v, "client_id", id2, sizeof(id2));
+	ck_assert_str_ne(id1, id2);
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_NONE);
+	/* Revoked twice: the second finds it gone. */
+	ck_rc(drv->revoke(h, &v.g, 0, why), 0, why);
+	ck_assert(!consumer_token(&v));
+	ck_rc(drv->revoke(h, &v.g, 0, why), 0, why);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_foreign_refused)
+{
+	void *h = session();
+	struct ver v;
+	json_t *r = NULL;
+	char why[TL_DRV_WHY_MAX], reg[200];
+	enum tl_drv_drift d;
+
+	/* A client registered by someone else, for another software. */
+	snprintf(reg, sizeof(reg), "%s/reg", s_issuer);
+	ck_assert_int_eq(http("POST", reg, s_iat, NULL, NULL, NULL,
+	    "{\"client_name\":\"theirs\",\"software_id\":\"other/app\","
+	    "\"grant_types\":[\"client_credentials\"],\"response_types\":[],"
+	    "\"token_endpoint_auth_method\":\"client_secret_basic\"}", &r),
+	    201);
+	ver_init(&v, "shop/foreign", 1);
+	json_object_set_new(r, "token_endpoint", json_sprintf("%s/token",
+	    s_issuer));
+	{
+		char *s = json_dumps(r, JSON_COMPACT);
+
+		snprintf(v.handle, sizeof(v.handle), "%s", s);
+		free(s);
+	}
+	json_decref(r);
+	ck_rc(drv->create(h, &v.g, why), TL_EINVAL, why);
+	ck_assert_str_eq(v.out, "");
+	ck_rc(drv->revoke(h, &v.g, 1, why), TL_EINVAL, why);
+	d = ck_check(h, &v, why);
+	ck_assert_int_eq(d, TL_DRIFT_MISSING);
+	/* Still theirs and still there. */
+	ck_assert_int_eq(registration(&v, NULL), 200);
+	ck_assert(consumer_token(&v));
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_hostile_names)
+{
+	void *h = session();
+	struct ver v;
+	json_t *r = NULL;
+	char why[TL_DRV_WHY_MAX];
+	const char *hostile = "m\"o\\d/{\"x\":1}'; DROP\n@node";
+	struct tl_drv_name_in in = { .grant = "a/b", .resource = "x\"y",
+		.node = "", .recorded = "", .version = 1, .scheme = 1 };
+	struct tl_drv_names n;
+
+	ver_init(&v, hostile, 1);
+	ck_create(h, &v);
+	ck_assert_int_eq(registration(&v, &r), 200);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "software_id")),
+	    hostile);
+	json_decref(r);
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_NONE);
+	ck_rc(drv->revoke(h, &v.g, 1, why), 0, why);
+	/* A grant id that is not UTF-8 is refused, nothing registered. */
+	ver_init(&v, "bad\xff/id", 1);
+	ck_rc(drv->create(h, &v.g, why), TL_EINVAL, why);
+	ck_assert_str_eq(v.out, "");
+	/* A name outside [a-z0-9_-] is refused by names and by create. */
+	(void)drv->names(&in, &n, why);
+	v.g.login = "x\"y";
+	ck_rc(drv->create(h, &v.g, why), TL_EINVAL, why);
+	drv->close(h);
+}
+END_TEST
+
+static void
+rename_client(json_t *store, const char *id)
+{
+	char key[300];
+	json_t *c;
+
+	snprintf(key, sizeof(key), "Client:%s", id);
+	c = json_object_get(json_object_get(store, key), "p");
+	ck_assert_ptr_nonnull(c);
+	json_object_set_new(c, "client_name", json_string("edited-by-admin"));
+	json_object_set_new(c, "token_endpoint_auth_method",
+	    json_string("client_secret_post"));
+}
+
+START_TEST(test_drift_and_rat_rotation)
+{
+	void *h;
+	struct ver v;
+	json_t *r = NULL;
+	char why[TL_DRV_WHY_MAX], id[300], old[TL_DRV_HANDLE_MAX];
+
+	h = session();
+	ver_init(&v, "shop/drift", 1);
+	ck_create(h, &v);
+	hget(&v, "client_id", id, sizeof(id));
+	drv->close(h);
+	/* An admin edits the client at the provider. */
+	server_restart(rename_client, id);
+	h = session();
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_PRIVILEGES);
+	ck_assert_ptr_nonnull(strstr(why, "client_name"));
+	ck_assert_ptr_nonnull(strstr(why, "token_endpoint_auth_method"));
+	/* The repair PUTs the record: a new RAT, recorded at once. */
+	memcpy(old, v.handle, sizeof(old));
+	ck_rc(drv->fix_privileges(h, &v.g, why), 0, why);
+	ck_assert_int_eq(ver_record(&v), 1);
+	ck_assert_str_ne(old, v.handle);
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_NONE);
+	ck_assert_int_eq(registration(&v, &r), 200);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "client_name")),
+	    v.login);
+	json_decref(r);
+	drv->close(h);
+	/* The new RAT survives a restart of the provider. */
+	server_restart(NULL, NULL);
+	h = session();
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_NONE);
+	/* The old handle (a RAT not recorded) is a visible drift. */
+	memcpy(v.handle, old, sizeof(old));
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_CREDENTIAL);
+	ck_assert_ptr_nonnull(strstr(why, "registration access token"));
+	ck_assert_ptr_nonnull(strstr(why, "admin"));
+	ck_rc(drv->create(h, &v.g, why), TL_EDRIVER, why);
+	ck_assert_str_eq(v.out, "");
+	ck_assert(consumer_token(&v));	/* the client itself still works */
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_rotation)
+{
+	void *h = session();
+	struct ver v1, v2;
+	char why[TL_DRV_WHY_MAX], id1[300], id2[300];
+
+	ver_init(&v1, "shop/rot", 1);
+	ver_init(&v2, "shop/rot", 2);
+	ck_assert_str_ne(v1.login, v2.login);
+	ck_create(h, &v1);
+	ck_rc(drv->add_credential(h, &v2.g, why), 0, why);
+	ck_assert_int_eq(ver_record(&v2), 1);
+	hget(&v1, "client_id", id1, sizeof(id1));
+	hget(&v2, "client_id", id2, sizeof(id2));
+	ck_assert_str_ne(id1, id2);	/* the client-id changes */
+	/* Between add and retire both get tokens. */
+	ck_assert(consumer_token(&v1));
+	ck_assert(consumer_token(&v2));
+	ck_assert_int_eq(ck_check(h, &v2, why), TL_DRIFT_NONE);
+	/* add again: the same new client. */
+	ck_rc(drv->add_credential(h, &v2.g, why), 0, why);
+	ck_assert_int_eq(ver_record(&v2), 0);
+	ck_rc(drv->retire_credential(h, &v1.g, why), 0, why);
+	ck_rc(drv->retire_credential(h, &v1.g, why), 0, why);
+	ck_assert(!consumer_token(&v1));
+	ck_assert(consumer_token(&v2));
+	ck_assert_int_eq(ck_check(h, &v1, why), TL_DRIFT_MISSING);
+	ck_assert_int_eq(ck_check(h, &v2, why), TL_DRIFT_NONE);
+	ck_assert_ptr_nonnull(drv->rotation_note);
+	ck_assert(drv->handle_model);
+	drv->close(h);
+}
+END_TEST
+
+START_TEST(test_open_refused)
+{
+	const char *remote[] = { "issuer", "http://example.org", NULL, NULL };
+	const char *down[] = { "issuer", "http://127.0.0.1:1", NULL, NULL };
+	struct tl_drv_admin a = { .password = s_iat, .settings = remote };
+	struct tl_drv_admin bad = { .password = "not-the-token" };
+	const char *sv[] = { "issuer", s_issuer, NULL, NULL };
+	char why[TL_DRV_WHY_MAX] = "";
+	struct ver v;
+	void *h = NULL;
+
+	ck_rc(drv->open(&a, &h, why), TL_EINVAL, why);
+	ck_assert_ptr_nonnull(strstr(why, "loopback"));
+	a.settings = down;
+	ck_rc(drv->open(&a, &h, why), TL_EUNREACH, why);
+	bad.settings = sv;
+	ck_rc(drv->open(&bad, &h, why), 0, why);
+	ver_init(&v, "shop/badiat", 1);
+	ck_rc(drv->create(h, &v.g, why), TL_EAUTH, why);
+	ck_assert_ptr_null(strstr(why, "not-the-token"));
+	drv->close(h);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("drv_oidc");
+	TCase *tc = tcase_create("oidc");
+
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_create_twice);
+	tcase_add_test(tc, test_half_done);
+	tcase_add_test(tc, test_foreign_refused);
+	tcase_add_test(tc, test_hostile_names);
+	tcase_add_test(tc, test_drift_and_rat_rotation);
+	tcase_add_test(tc, test_rotation);
+	tcase_add_test(tc, test_open_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	if (sodium_init() < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
+		return 1;
+	s_parent = getpid();
+	sr = srunner_create(suite());
+	/* One process: the restarts edit the provider in order. */
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	server_stop();
+	sodium_memzero(s_iat, sizeof(s_iat));
+	curl_global_cleanup();
+	return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,101 @@
+// oidc-server.js - a throwaway OpenID Connect provider for tally's tests.
+//
+// Usage: node oidc-server.js DIR PORT   (tests/harness/oidc.sh runs it)
+//
+// oidc-provider 8 (installed by tools/deps.sh into tests/harness/oidc/,
+// never fetched at test time) on 127.0.0.1:PORT, issuer
+// http://127.0.0.1:PORT.  Enabled: RFC 7591 registration with the initial
+// access token in DIR/iat, RFC 7592 management (the registration access
+// token rotates on every PUT), client credentials, RFC 7662
+// introspection, RFC 7009 revocation.  Everything the provider stores
+// lives in DIR/store.json, written on every change (a restart keeps the
+// clients; the built-in memory adapter loses them and evicts after 1000).
+// A token whose client was deleted is not found (introspection says
+// inactive), as Keycloak behaves.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { pathToFileURL } = require('url');
+
+const [dir, port] = process.argv.slice(2);
+if (!dir || !port) {
+  process.stderr.write('usage: node oidc-server.js DIR PORT\n');
+  process.exit(2);
+}
+const iat = fs.readFileSync(path.join(dir, 'iat'), 'utf8').trim();
+const storeFile = path.join(dir, 'store.json');
+let store = {};
+try { store = JSON.parse(fs.readFileSync(storeFile, 'utf8')); } catch (e) { store = {}; }
+
+function now() { return Math.floor(Date.now() / 1000); }
+function save() {
+  const tmp = storeFile + '.tmp';
+  fs.writeFileSync(tmp, JSON.stringify(store), { mode: 0o600 });
+  fs.renameSync(tmp, storeFile);
+}
+function live(key) {
+  const e = store[key];
+  if (!e) return undefined;
+  if (e.exp && e.exp <= now()) { delete store[key]; return undefined; }
+  return e;
+}
+
+// Tokens of a deleted client are gone with it.
+const ofClient = new Set(['AccessToken', 'ClientCredentials', 'RefreshToken']);
+
+class FileAdapter {
+  constructor(model) { this.model = model; }
+  key(id) { return `${this.model}:${id}`; }
+  async upsert(id, payload, expiresIn) {
+    store[this.key(id)] = { p: payload, exp: expiresIn ? now() + expiresIn : 0 };
+    if (payload.userCode) store[`userCode:${payload.userCode}`] = { p: id, exp: 0 };
+    if (payload.uid) store[`uid:${payload.uid}`] = { p: id, exp: 0 };
+    save();
+  }
+  async find(id) {
+    const e = live(this.key(id));
+    if (!e) return undefined;
+    if (ofClient.has(this.model) && e.p.clientId && !live(`Client:${e.p.clientId}`))
+      return undefined;
+    return e.p;
+  }
+  async findByUid(uid) { const e = live(`uid:${uid}`); return e ? this.find(e.p) : undefined; }
+  async findByUserCode(c) { const e = live(`userCode:${c}`); return e ? this.find(e.p) : undefined; }
+  async consume(id) { const e = live(this.key(id)); if (e) { e.p.consumed = now(); save(); } }
+  async destroy(id) { delete store[this.key(id)]; save(); }
+  async revokeByGrantId(grantId) {
+    for (const k of Object.keys(store))
+      if (store[k].p && store[k].p.grantId === grantId) delete store[k];
+    save();
+  }
+}
+
+(async () => {
+  const entry = path.join(__dirname, 'oidc', 'node_modules', 'oidc-provider', 'lib', 'index.js');
+  const { default: Provider } = await import(pathToFileURL(entry).href);
+  const issuer = `http://127.0.0.1:${port}`;
+  const provider = new Provider(issuer, {
+    adapter: FileAdapter,
+    clients: [],
+    // RFC 7591's software_id is kept and returned (tally's grant id).
+    extraClientMetadata: { properties: ['software_id'] },
+    features: {
+      devInteractions: { enabled: false },
+      registration: { enabled: true, initialAccessToken: iat },
+      registrationManagement: { enabled: true, rotateRegistrationAccessToken: true },
+      clientCredentials: { enabled: true },
+      introspection: { enabled: true },
+      revocation: { enabled: true },
+    },
+    ttl: { ClientCredentials: 600, AccessToken: 600 },
+    jwks: JSON.parse(fs.readFileSync(path.join(dir, 'jwks.json'), 'utf8')),
+    cookies: { keys: [iat] },
+  });
+  provider.on('server_error', (ctx, err) => process.stderr.write(`server_error: ${err.stack}\n`));
+  const server = provider.listen(Number(port), '127.0.0.1', () => {
+    fs.writeFileSync(path.join(dir, 'ready'), issuer + '\n');
+  });
+  const stop = () => server.close(() => process.exit(0));
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+})().catch((e) => { process.stderr.write(`${e.stack}\n`); process.exit(1); });

@@ -338,16 +338,10 @@ access_key(const char *login, const char *password, char out[24])
 	sodium_memzero(&st, sizeof(st));
 }
 
-static int
-named(const struct tl_drv_grant *g)
-{
-	return g->grant != NULL && g->grant[0] != '\0';
-}
-
 static void
 mark_of(const struct tl_drv_grant *g, char *out, size_t n)
 {
-	if (named(g))
+	if (tl_drv_grant_named(g))
 		snprintf(out, n, RGW_MARK " %s", g->grant);
 	else
 		snprintf(out, n, RGW_MARK);
@@ -367,7 +361,8 @@ user_mark(const json_t *u, const struct tl_drv_grant *g)
 	mark_of(g, want, sizeof(want));
 	if (strcmp(dn, want) == 0)
 		return MARK_OURS;
-	if (named(g) && g->adopt_unnamed && strcmp(dn, RGW_MARK) == 0)
+	if (tl_drv_grant_named(g) && g->adopt_unnamed &&
+	    strcmp(dn, RGW_MARK) == 0)
 		return MARK_ADOPT;
 	return MARK_OTHER;
 }

@@ -85,12 +85,6 @@ struct tl_drv_mdb {
 };
 
 static int
-named(const struct tl_drv_grant *g)
-{
-	return g->grant != NULL && *g->grant != '\0';
-}
-
-static int
 query(MYSQL *c, const char *sql, MYSQL_RES **res, const char *step,
     char *why)
 {
@@ -121,25 +115,6 @@ quote_pattern(const char *name, char *out, size_t n)
 	}
 	pat[o] = '\0';
 	return tl_drv_mdb_quote_id(pat, out, n);
-}
-
-/* printf into a statement buffer; TL_EINVAL when it does not fit. */
-static int
-sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
-{
-	va_list ap;
-	int k;
-
-	va_start(ap, fmt);
-	k = vsnprintf(buf, n, fmt, ap);
-	va_end(ap);
-	if (k < 0 || (size_t)k >= n)
-		return tl_drv_why(why, TL_EINVAL, "statement too long");
-	return 0;
 }
 
 static int
@@ -351,13 +326,14 @@ read_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 	*unnamed = 0;
 	other[0] = '\0';
 	if ((rc = tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit))) != 0 ||
-	    (rc = sqlf(sql, sizeof(sql), why, "SELECT grant_id FROM `" MDB_META
-	    "`.`marks` WHERE kind = '%c' AND name = %s", kind, lit)) != 0)
+	    (rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT grant_id FROM `"
+	    MDB_META "`.`marks` WHERE kind = '%c' AND name = %s", kind,
+	    lit)) != 0)
 		return tl_drv_why(why, TL_EINVAL, "name too long");
 	if ((rc = query(p->c, sql, &r, "reading tally's marks", why)) != 0)
 		return rc;
 	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
-		const char *mine = named(g) ? g->grant : "";
+		const char *mine = tl_drv_grant_named(g) ? g->grant : "";
 
 		if (strcmp(row[0], mine) == 0)
 			*m = MARK_OURS;
@@ -381,8 +357,8 @@ write_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 	int rc;
 
 	if ((rc = tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit))) != 0 ||
-	    (rc = tl_drv_mdb_quote_str(p->c, named(g) ? g->grant : "", glit,
-	    sizeof(glit))) != 0)
+	    (rc = tl_drv_mdb_quote_str(p->c,
+	    tl_drv_grant_named(g) ? g->grant : "", glit, sizeof(glit))) != 0)
 		return tl_drv_why(why, TL_EINVAL, "name too long");
 	return runf(p->c, "marking an object", why, "INSERT INTO `" MDB_META
 	    "`.`marks` (kind, name, grant_id) VALUES ('%c', %s, %s) ON "
@@ -457,7 +433,7 @@ claim(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 		    "make; choose another resource name (name: in the "
 		    "manifest)", what, name);
 	*made = !found;
-	if (m == MARK_ABSENT || (unnamed && named(g)))
+	if (m == MARK_ABSENT || (unnamed && tl_drv_grant_named(g)))
 		return write_mark(p, g, kind, name, why);
 	return 0;
 }
@@ -618,8 +594,8 @@ grant_row(struct tl_drv_mdb *p, const struct tl_drv_grant *g, size_t i,
 
 	if ((rc = ids_make(p, g, &x, why)) != 0)
 		return rc;
-	return sqlf(out, n, why, "SELECT %zu AS i, %s AS db, %s AS pat, %s AS u",
-	    i, x.dlit, x.plit, x.ulit);
+	return tl_drv_sqlf(out, n, why, "SELECT %zu AS i, %s AS db, %s AS pat, "
+	    "%s AS u", i, x.dlit, x.plit, x.ulit);
 }
 
 static char *
@@ -705,7 +681,7 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
     int cred, enum tl_drv_drift *drift, char *why)
 {
 	struct msg miss = { .len = 0 }, bad = { .len = 0 }, priv = { .len = 0 };
-	const char *mine = named(g) ? g->grant : "";
+	const char *mine = tl_drv_grant_named(g) ? g->grant : "";
 	int k;
 
 	for (k = 0; k < 2; k++) {
@@ -1100,7 +1076,7 @@ grant_users(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 
 	*out = NULL;
 	*n = 0;
-	if (!named(g)) {
+	if (!tl_drv_grant_named(g)) {
 		snprintf(sql, sizeof(sql), "SELECT 1 LIMIT 0");
 	} else {
 		if (tl_drv_mdb_quote_str(p->c, g->grant, glit,

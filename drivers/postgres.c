@@ -490,17 +490,11 @@ static const char q_db_owner[] =
 
 enum pg_mark { MARK_ABSENT, MARK_OURS, MARK_FOREIGN, MARK_OTHER };
 
-static int
-named(const struct tl_drv_grant *g)
-{
-	return g->grant != NULL && *g->grant != '\0';
-}
-
 /* The mark g's objects carry. */
 static void
 mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
 {
-	if (named(g))
+	if (tl_drv_grant_named(g))
 		snprintf(buf, n, TL_PG_MARK_FOR "%s" TL_PG_MARK_END, g->grant);
 	else
 		snprintf(buf, n, "%s", TL_PG_MARK);
@@ -536,7 +530,8 @@ role_mark(PGconn *c, const struct tl_drv_grant *g, const char *role,
 	if (strcmp(m, mine) == 0)
 		*kind = MARK_OURS;
 	else if (strcmp(m, TL_PG_MARK) == 0)
-		*kind = !named(g) || g->adopt_unnamed ? MARK_OURS : MARK_OTHER;
+		*kind = !tl_drv_grant_named(g) || g->adopt_unnamed ? MARK_OURS :
+		    MARK_OTHER;
 	else if (ml > fl + el && strncmp(m, TL_PG_MARK_FOR, fl) == 0 &&
 	    strcmp(m + ml - el, TL_PG_MARK_END) == 0) {
 		*kind = MARK_OTHER;
@@ -666,25 +661,6 @@ vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
 	    "tally never hands one grant's object to another", step, owner,
 	    other[0] != '\0' ? "grant " : "another grant", other);
 	return TL_EDRIVER;
-}
-
-/* printf into a statement buffer; TL_EINVAL when it does not fit. */
-static int
-sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vsnprintf(buf, n, fmt, ap);
-	va_end(ap);
-	if (r < 0 || (size_t)r >= n)
-		return tl_drv_why(why, TL_EINVAL, "statement too long");
-	return 0;
 }
 
 /* Formats and runs one statement. */
@@ -873,7 +849,7 @@ ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		return rc;
 	if (found)
 		return not_foreign_role(p, g, g->owner, step, why);
-	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s NOLOGIN "
+	if ((rc = tl_drv_sqlf(sql, sizeof(sql), why, "CREATE ROLE %s NOLOGIN "
 	    ROLE_ATTRS "; COMMENT ON ROLE %s IS %s", ids->own, ids->own,
 	    ids->mark)) != 0)
 		return rc;
@@ -902,12 +878,12 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		return rc;
 	if (found)
-		rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s",
-		    ids->log, pw);
+		rc = tl_drv_sqlf(sql, sizeof(sql), why, "ALTER ROLE %s "
+		    "PASSWORD %s", ids->log, pw);
 	else
-		rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN INHERIT "
-		    ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS %s",
-		    ids->log, pw, ids->log, ids->mark);
+		rc = tl_drv_sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN "
+		    "INHERIT " ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS "
+		    "%s", ids->log, pw, ids->log, ids->mark);
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));
@@ -955,8 +931,8 @@ ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	 * on a server with dirty buffers cost 1.2 s per create here against
 	 * 0.15 s.
 	 */
-	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE DATABASE %s OWNER %s "
-	    "TEMPLATE template0", ids->res, ids->own)) != 0)
+	if ((rc = tl_drv_sqlf(sql, sizeof(sql), why, "CREATE DATABASE %s OWNER "
+	    "%s TEMPLATE template0", ids->res, ids->own)) != 0)
 		return rc;
 	rc = run_state(p->conn, sql, step, why, state);
 	if (rc != 0 && strcmp(state, "42P04") == 0)	/* raced: exists */
@@ -1018,12 +994,12 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    from_o[PG_SQL_MAX / 4], on_d[PG_SQL_MAX / 4];
 	int rc;
 
-	if ((rc = sqlf(from_l, sizeof(from_l), why, " FROM %s",
+	if ((rc = tl_drv_sqlf(from_l, sizeof(from_l), why, " FROM %s",
 	    ids->log)) != 0 ||
-	    (rc = sqlf(from_o, sizeof(from_o), why, " FROM %s",
+	    (rc = tl_drv_sqlf(from_o, sizeof(from_o), why, " FROM %s",
 	    ids->own)) != 0 ||
-	    (rc = sqlf(on_d, sizeof(on_d), why, "REVOKE ALL ON DATABASE %s "
-	    "FROM ", ids->res)) != 0)
+	    (rc = tl_drv_sqlf(on_d, sizeof(on_d), why, "REVOKE ALL ON DATABASE "
+	    "%s FROM ", ids->res)) != 0)
 		return rc;
 
 	snprintf(so, sizeof(so), "owner role \"%s\"", g->owner);
@@ -1704,7 +1680,7 @@ claim(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	char step[160];
 	int rc, found;
 
-	if (!named(g))
+	if (!tl_drv_grant_named(g))
 		return 0;
 	snprintf(step, sizeof(step), "owner role \"%s\"", g->owner);
 	if ((rc = exists(p->conn, q_role, g->owner, &found, step, why)) != 0 ||
@@ -1732,8 +1708,8 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		goto out;
-	rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s", ids.log,
-	    pw);
+	rc = tl_drv_sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s",
+	    ids.log, pw);
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));
@@ -1820,8 +1796,8 @@ pg_set_admin_password(void *h, const char *user, const char *password,
 		why = dummy;
 	if ((rc = pw_literal(p->conn, &g, &pw, why)) != 0)
 		return rc;
-	rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE CURRENT_USER PASSWORD %s",
-	    pw);
+	rc = tl_drv_sqlf(sql, sizeof(sql), why, "ALTER ROLE CURRENT_USER "
+	    "PASSWORD %s", pw);
 	pw_free(pw);
 	if (rc == 0)
 		rc = run_secret(p->conn, sql, "the admin role", why);

@@ -344,16 +344,10 @@ hash_matches(const char *alg, const char *stored, const char *password)
 
 /* --- names and marks ------------------------------------------------- */
 
-static int
-named(const struct tl_drv_grant *g)
-{
-	return g->grant != NULL && *g->grant != '\0';
-}
-
 static void
 mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
 {
-	if (named(g))
+	if (tl_drv_grant_named(g))
 		snprintf(buf, n, RMQ_MARK_FOR "%s" RMQ_MARK_END, g->grant);
 	else
 		snprintf(buf, n, "%s", RMQ_MARK);
@@ -377,7 +371,8 @@ vhost_mark(const json_t *vh, const struct tl_drv_grant *g, char *other,
 	if (strcmp(d, mine) == 0)
 		return MARK_OURS;
 	if (strcmp(d, RMQ_MARK) == 0)
-		return !named(g) || g->adopt_unnamed ? MARK_OURS : MARK_OTHER;
+		return !tl_drv_grant_named(g) || g->adopt_unnamed ? MARK_OURS :
+		    MARK_OTHER;
 	dl = strlen(d);
 	if (dl > fl + el && strncmp(d, RMQ_MARK_FOR, fl) == 0 &&
 	    strcmp(d + dl - el, RMQ_MARK_END) == 0) {
@@ -399,7 +394,7 @@ refuse_vhost(enum rmq_mark k, const char *other, const char *vhost,
 		return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" exists and "
 		    "was made by an earlier tally for another grant (its mark "
 		    "names none; grant %s's objects were never made so)", vhost,
-		    named(g) ? g->grant : "");
+		    tl_drv_grant_named(g) ? g->grant : "");
 	return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" exists and was not "
 	    "made by tally: tally never takes over a vhost it did not make; "
 	    "choose another resource name (name: in the manifest)", vhost);

@@ -41,6 +41,20 @@ tl_drv_why_add(char *why, const char *fmt, ...)
 	va_end(ap);
 }
 
+int
+tl_drv_sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(buf, n, fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= n)
+		return tl_drv_why(why, TL_EINVAL, "statement too long");
+	return 0;
+}
+
 const char *
 tl_drv_setting_get(const char *const *sv, const char *name)
 {
@@ -74,6 +88,12 @@ tl_drv_pct_append(char *out, size_t cap, size_t *off, const char *s)
 	}
 	out[*off] = '\0';
 	return 0;
+}
+
+int
+tl_drv_grant_named(const struct tl_drv_grant *g)
+{
+	return g->grant != NULL && *g->grant != '\0';
 }
 
 char *

@@ -1,7 +1,8 @@
 /*
  * util.h - small helpers every driver shares: a reason into why, a
- * name/value setting looked up, a string percent-encoded into a URI, a
- * secret copied into wiped memory.
+ * bounded statement, a name/value setting looked up, a string
+ * percent-encoded into a URI, a grant's id tested, a secret copied into
+ * wiped memory.
  *
  * Nothing here keeps state, takes a lock or allocates outside
  * tl_drv_secret_dup, so any thread may call any of them at once.  This
@@ -13,6 +14,8 @@
 #define TL_DRV_UTIL_H
 
 #include <stddef.h>
+
+struct tl_drv_grant;
 
 /*
  * Writes the formatted reason into why (at most TL_DRV_WHY_MAX bytes
@@ -32,6 +35,14 @@ void	tl_drv_why_add(char *why, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
 
 /*
+ * printf into buf (n bytes), a statement being built: 0, or TL_EINVAL
+ * with "statement too long" in why (as tl_drv_why) when it does not fit
+ * (buf then holds the cut text: the caller must not run it).
+ */
+int	tl_drv_sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+	    __attribute__((format(printf, 4, 5)));
+
+/*
  * The value of name in sv, a name/value vector as tl_drv_admin.settings
  * and tl_drv_endpoint.settings carry ({name, value, ..., NULL}); the
  * first pair wins.  NULL when name is not there or sv is NULL (a pair
@@ -49,6 +60,9 @@ const char *tl_drv_setting_get(const char *const *sv, const char *name);
  * terminated, *off counts it; the caller discards out).
  */
 int	tl_drv_pct_append(char *out, size_t cap, size_t *off, const char *s);
+
+/* 1 when g carries a grant id (not NULL, not ""), else 0. */
+int	tl_drv_grant_named(const struct tl_drv_grant *g);
 
 /*
  * A copy of s in memory from tl_secret_alloc (locked, wiped when freed):

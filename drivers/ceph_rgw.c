@@ -79,6 +79,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "driver.h"
+#include "util.h"
 
 #define RGW_CONNECT_MS	3000
 #define RGW_TIMEOUT_MS	30000
@@ -104,45 +105,6 @@ struct rgw {
 struct kv {
 	const char	*k, *v;
 };
-
-/* --- reasons --------------------------------------------------------- */
-
-static int
-whyf(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-whyf(char *why, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why == NULL)
-		return rc;
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-static void
-whyadd(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-whyadd(char *why, const char *fmt, ...)
-{
-	size_t n = strlen(why);
-	va_list ap;
-
-	if (n + 3 >= TL_DRV_WHY_MAX)
-		return;
-	if (n > 0) {
-		memcpy(why + n, "; ", 3);
-		n += 2;
-	}
-	va_start(ap, fmt);
-	vsnprintf(why + n, TL_DRV_WHY_MAX - n, fmt, ap);
-	va_end(ap);
-}
 
 /* --- HTTP ------------------------------------------------------------ */
 
@@ -229,10 +191,11 @@ request(struct rgw *r, const char *method, const char *path,
 
 	*status = 0;
 	if ((url = tl_secret_alloc(cap)) == NULL)
-		return whyf(why, ENOMEM, "%s: out of memory", step);
+		return tl_drv_why(why, ENOMEM, "%s: out of memory", step);
 	n = snprintf(url, cap, "%s%s", r->base, path);
 	if (n < 0 || (size_t)n >= cap) {
-		rc = whyf(why, TL_EINVAL, "%s: the URL is too long", step);
+		rc = tl_drv_why(why, TL_EINVAL, "%s: the URL is too long",
+		    step);
 		goto out;
 	}
 	off = (size_t)n;
@@ -240,7 +203,7 @@ request(struct rgw *r, const char *method, const char *path,
 		qsort(q, nq, sizeof(*q), kv_cmp);
 	for (i = 0; i < nq; i++) {
 		if ((e = curl_easy_escape(r->c, q[i].v, 0)) == NULL) {
-			rc = whyf(why, ENOMEM, "%s: out of memory", step);
+			rc = tl_drv_why(why, ENOMEM, "%s: out of memory", step);
 			goto out;
 		}
 		n = snprintf(url + off, cap - off, "%c%s=%s", i ? '&' : '?',
@@ -248,8 +211,8 @@ request(struct rgw *r, const char *method, const char *path,
 		tl_secret_wipe(e, strlen(e));
 		curl_free(e);
 		if (n < 0 || (size_t)n >= cap - off) {
-			rc = whyf(why, TL_EINVAL, "%s: the URL is too long",
-			    step);
+			rc = tl_drv_why(why, TL_EINVAL, "%s: the URL is too "
+			    "long", step);
 			goto out;
 		}
 		off += (size_t)n;
@@ -269,7 +232,7 @@ request(struct rgw *r, const char *method, const char *path,
 	cc = curl_easy_perform(r->c);
 	curl_easy_setopt(r->c, CURLOPT_PASSWORD, r->skey);
 	if (cc != CURLE_OK) {
-		rc = whyf(why, TL_EUNREACH, "%s: the RGW at %s did not "
+		rc = tl_drv_why(why, TL_EUNREACH, "%s: the RGW at %s did not "
 		    "answer: %s", step, r->base, curl_easy_strerror(cc));
 		goto out;
 	}
@@ -287,7 +250,7 @@ request(struct rgw *r, const char *method, const char *path,
 		rc = TL_EUNREACH;
 	else
 		rc = TL_EDRIVER;
-	whyf(why, rc, "%s: HTTP %ld from the RGW%s%s%s", step, st,
+	tl_drv_why(why, rc, "%s: HTTP %ld from the RGW%s%s%s", step, st,
 	    code[0] ? " (" : "", code, code[0] ? ")" : "");
 out:
 	tl_secret_wipe(url, cap);
@@ -314,8 +277,8 @@ get_json(struct rgw *r, const char *path, struct kv *q, size_t nq,
 		return 0;
 	if ((*out = json_loadb(r->buf != NULL ? r->buf : "", r->len, 0,
 	    &e)) == NULL)
-		return whyf(why, TL_EDRIVER, "%s: the RGW sent what is not "
-		    "JSON (%s)", step, e.text);
+		return tl_drv_why(why, TL_EDRIVER, "%s: the RGW sent what is "
+		    "not JSON (%s)", step, e.text);
 	return 0;
 }
 
@@ -339,12 +302,12 @@ static int
 grant_ok(const struct tl_drv_grant *g, char *why)
 {
 	if (g == NULL || g->login == NULL || g->resource == NULL)
-		return whyf(why, TL_EINVAL, "no grant");
+		return tl_drv_why(why, TL_EINVAL, "no grant");
 	if (!name_ok(g->login, 0))
-		return whyf(why, TL_EINVAL, "user \"%.64s\": not an RGW "
+		return tl_drv_why(why, TL_EINVAL, "user \"%.64s\": not an RGW "
 		    "grant's name ([a-z0-9_-], 3-63)", g->login);
 	if (!name_ok(g->resource, 1))
-		return whyf(why, TL_EINVAL, "bucket \"%.64s\": not an S3 "
+		return tl_drv_why(why, TL_EINVAL, "bucket \"%.64s\": not an S3 "
 		    "bucket name tally makes ([a-z0-9-], 3-63)", g->resource);
 	return 0;
 }
@@ -375,16 +338,10 @@ access_key(const char *login, const char *password, char out[24])
 	sodium_memzero(&st, sizeof(st));
 }
 
-static int
-named(const struct tl_drv_grant *g)
-{
-	return g->grant != NULL && g->grant[0] != '\0';
-}
-
 static void
 mark_of(const struct tl_drv_grant *g, char *out, size_t n)
 {
-	if (named(g))
+	if (tl_drv_grant_named(g))
 		snprintf(out, n, RGW_MARK " %s", g->grant);
 	else
 		snprintf(out, n, RGW_MARK);
@@ -404,7 +361,8 @@ user_mark(const json_t *u, const struct tl_drv_grant *g)
 	mark_of(g, want, sizeof(want));
 	if (strcmp(dn, want) == 0)
 		return MARK_OURS;
-	if (named(g) && g->adopt_unnamed && strcmp(dn, RGW_MARK) == 0)
+	if (tl_drv_grant_named(g) && g->adopt_unnamed &&
+	    strcmp(dn, RGW_MARK) == 0)
 		return MARK_ADOPT;
 	return MARK_OTHER;
 }
@@ -427,15 +385,6 @@ key_state(const json_t *u, const char *ak, const char *sk)
 	return 0;
 }
 
-static const char *
-setting(const char *const *sv, const char *name)
-{
-	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
-		if (strcmp(sv[0], name) == 0)
-			return sv[1];
-	return NULL;
-}
-
 /* --- the session ------------------------------------------------------ */
 
 static void rgw_close(void *h);
@@ -455,15 +404,15 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 
 	*hp = NULL;
 	if (a == NULL)
-		return whyf(why, TL_EINVAL, "no admin settings");
+		return tl_drv_why(why, TL_EINVAL, "no admin settings");
 	pthread_once(&rgw_once, rgw_global);
 	if (rgw_global_rc != 0 || sodium_init() < 0)
-		return whyf(why, TL_EDRIVER, "libcurl or libsodium did not "
-		    "initialise");
+		return tl_drv_why(why, TL_EDRIVER, "libcurl or libsodium did "
+		    "not initialise");
 	if ((r = calloc(1, sizeof(*r))) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
-	ep = setting(a->settings, "endpoint");
-	host = setting(a->settings, "host");
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	ep = tl_drv_setting_get(a->settings, "endpoint");
+	host = tl_drv_setting_get(a->settings, "host");
 	if (host == NULL || *host == '\0')
 		host = a->host != NULL && *a->host != '\0' ? a->host :
 		    "127.0.0.1";
@@ -475,24 +424,23 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 		    "http://[%s]:%s" : "http://%s:%s", host, port);
 	if (r->base[0] != '\0' && r->base[strlen(r->base) - 1] == '/')
 		r->base[strlen(r->base) - 1] = '\0';
-	region = setting(a->settings, "region");
+	region = tl_drv_setting_get(a->settings, "region");
 	if (region == NULL || *region == '\0')
 		region = "default";
 	snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:%s:s3", region);
-	ak = setting(a->settings, "admin-access-key");
+	ak = tl_drv_setting_get(a->settings, "admin-access-key");
 	if (ak == NULL || *ak == '\0') {
-		rc = whyf(why, TL_EINVAL, "no admin-access-key set (tally "
-		    "assign --set admin-access-key=KEY --secret "
+		rc = tl_drv_why(why, TL_EINVAL, "no admin-access-key set "
+		    "(tally assign --set admin-access-key=KEY --secret "
 		    "admin-secret-key)");
 		goto fail;
 	}
 	snprintf(r->akey, sizeof(r->akey), "%s", ak);
 	pw = a->password != NULL ? a->password : "";
-	if ((r->skey = tl_secret_alloc(strlen(pw) + 1)) == NULL) {
-		rc = whyf(why, ENOMEM, "out of memory");
+	if ((r->skey = tl_drv_secret_dup(pw)) == NULL) {
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto fail;
 	}
-	memcpy(r->skey, pw, strlen(pw) + 1);
 	/* The canary: the admin's, named after its key, so one per admin. */
 	crypto_generichash(h, sizeof(h), (const unsigned char *)r->akey,
 	    strlen(r->akey), NULL, 0);
@@ -501,7 +449,7 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if ((r->c = curl_easy_init()) == NULL || (r->hdr =
 	    curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD"))
 	    == NULL) {
-		rc = whyf(why, ENOMEM, "out of memory");
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto fail;
 	}
 	curl_easy_setopt(r->c, CURLOPT_NOSIGNAL, 1L);
@@ -518,7 +466,7 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if ((rc = get_json(r, "/admin/user", q, 1, &j, "open", why)) != 0)
 		goto fail;
 	json_decref(j);
-	whyf(why, 0, "connected to the RGW admin API at %s as key %s",
+	tl_drv_why(why, 0, "connected to the RGW admin API at %s as key %s",
 	    r->base, r->akey);
 	*hp = r;
 	return 0;
@@ -567,9 +515,9 @@ vet_user(struct rgw *r, const struct tl_drv_grant *g, json_t **u,
 	if ((*m = user_mark(*u, g)) == MARK_OTHER) {
 		json_decref(*u);
 		*u = NULL;
-		return whyf(why, TL_EINVAL, "user \"%s\" exists and is not "
-		    "this grant's (its display-name is not tally's mark for "
-		    "it): not touched", g->login);
+		return tl_drv_why(why, TL_EINVAL, "user \"%s\" exists and is "
+		    "not this grant's (its display-name is not tally's mark "
+		    "for it): not touched", g->login);
 	}
 	return 0;
 }
@@ -654,8 +602,8 @@ drop_caps(struct rgw *r, const struct tl_drv_grant *g, const json_t *u,
 		w = snprintf(caps + n, sizeof(caps) - n, "%s%s=%s",
 		    n ? ";" : "", t != NULL ? t : "", p != NULL ? p : "");
 		if (w < 0 || (size_t)w >= sizeof(caps) - n)
-			return whyf(why, TL_EDRIVER, "the user's caps are too "
-			    "many to list");
+			return tl_drv_why(why, TL_EDRIVER, "the user's caps "
+			    "are too many to list");
 		n += (size_t)w;
 	}
 	if (n == 0)
@@ -725,8 +673,8 @@ ensure_bucket(struct rgw *r, const struct tl_drv_grant *g, char *why)
 	if (b != NULL) {
 		o = owner_of(b);
 		rc = o != NULL && strcmp(o, g->login) == 0 ? 0 :
-		    whyf(why, TL_EINVAL, "bucket \"%s\" exists and is owned "
-		    "by \"%.64s\", not this grant's user: not touched",
+		    tl_drv_why(why, TL_EINVAL, "bucket \"%s\" exists and is "
+		    "owned by \"%.64s\", not this grant's user: not touched",
 		    g->resource, o != NULL ? o : "?");
 		json_decref(b);
 		return rc;
@@ -739,9 +687,9 @@ ensure_bucket(struct rgw *r, const struct tl_drv_grant *g, char *why)
 	if (st == 409) {
 		code_of(r, code, sizeof(code));
 		if (strcmp(code, "BucketAlreadyOwnedByYou") != 0)
-			return whyf(why, TL_EINVAL, "bucket \"%s\" belongs to "
-			    "someone else (%s): not touched", g->resource,
-			    code);
+			return tl_drv_why(why, TL_EINVAL, "bucket \"%s\" "
+			    "belongs to someone else (%s): not touched",
+			    g->resource, code);
 	}
 	return 0;
 }
@@ -755,12 +703,12 @@ rgw_create(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
-		return whyf(why, TL_EINVAL, "no password for the key");
+		return tl_drv_why(why, TL_EINVAL, "no password for the key");
 	if ((rc = ensure_user(r, g, 0, why)) != 0 ||
 	    (rc = ensure_bucket(r, g, why)) != 0)
 		return rc;
-	return whyf(why, 0, "user \"%s\" with its key and bucket \"%s\" are "
-	    "there", g->login, g->resource);
+	return tl_drv_why(why, 0, "user \"%s\" with its key and bucket \"%s\" "
+	    "are there", g->login, g->resource);
 }
 
 static int
@@ -772,10 +720,10 @@ rgw_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
-		return whyf(why, TL_EINVAL, "no password for the key");
+		return tl_drv_why(why, TL_EINVAL, "no password for the key");
 	if ((rc = ensure_user(r, g, 0, why)) != 0)
 		return rc;
-	return whyf(why, 0, "user \"%s\" has its key again", g->login);
+	return tl_drv_why(why, 0, "user \"%s\" has its key again", g->login);
 }
 
 /* Deletes the bucket's policy, as the owner (only an owner may). */
@@ -801,12 +749,12 @@ rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
-		return whyf(why, TL_EINVAL, "no password for the key");
+		return tl_drv_why(why, TL_EINVAL, "no password for the key");
 	if ((rc = ensure_user(r, g, 1, why)) != 0 ||
 	    (rc = drop_policy(r, g, why)) != 0)
 		return rc;
-	return whyf(why, 0, "user \"%s\" is active without caps and bucket "
-	    "\"%s\" has no policy", g->login, g->resource);
+	return tl_drv_why(why, 0, "user \"%s\" is active without caps and "
+	    "bucket \"%s\" has no policy", g->login, g->resource);
 }
 
 /* --- verification ------------------------------------------------------ */
@@ -830,41 +778,41 @@ evaluate(const struct tl_drv_grant *g, const json_t *u, const json_t *b,
 	why[0] = '\0';
 	if (b == NULL) {
 		drift_to(d, TL_DRIFT_MISSING);
-		whyadd(why, "bucket \"%s\" is gone (flagged: never made "
-		    "again empty)", g->resource);
+		tl_drv_why_add(why, "bucket \"%s\" is gone (flagged: never "
+		    "made again empty)", g->resource);
 	} else if ((o = owner_of(b)) == NULL || strcmp(o, g->login) != 0) {
 		drift_to(d, TL_DRIFT_MISSING);
-		whyadd(why, "bucket \"%s\" is owned by \"%.64s\", not the "
-		    "grant's user", g->resource, o != NULL ? o : "?");
+		tl_drv_why_add(why, "bucket \"%s\" is owned by \"%.64s\", not "
+		    "the grant's user", g->resource, o != NULL ? o : "?");
 	}
 	if (u == NULL) {
 		drift_to(d, TL_DRIFT_CREDENTIAL);
-		whyadd(why, "user \"%s\" is gone", g->login);
+		tl_drv_why_add(why, "user \"%s\" is gone", g->login);
 		return;
 	}
 	access_key(g->login, g->password != NULL ? g->password : "", ak);
 	switch (key_state(u, ak, g->password)) {
 	case 0:
 		drift_to(d, TL_DRIFT_CREDENTIAL);
-		whyadd(why, "user \"%s\" has no key %s", g->login, ak);
+		tl_drv_why_add(why, "user \"%s\" has no key %s", g->login, ak);
 		break;
 	case 1:
 		drift_to(d, TL_DRIFT_CREDENTIAL);
-		whyadd(why, "key %s of user \"%s\" has another secret", ak,
-		    g->login);
+		tl_drv_why_add(why, "key %s of user \"%s\" has another secret",
+		    ak, g->login);
 		break;
 	}
 	if (suspended(u)) {
 		drift_to(d, TL_DRIFT_PRIVILEGES);
-		whyadd(why, "user \"%s\" is suspended", g->login);
+		tl_drv_why_add(why, "user \"%s\" is suspended", g->login);
 	}
 	if (has_caps(u)) {
 		drift_to(d, TL_DRIFT_PRIVILEGES);
-		whyadd(why, "user \"%s\" has admin caps", g->login);
+		tl_drv_why_add(why, "user \"%s\" has admin caps", g->login);
 	}
 	if (!max_buckets_ok(u)) {
 		drift_to(d, TL_DRIFT_PRIVILEGES);
-		whyadd(why, "user \"%s\" may make more than one bucket",
+		tl_drv_why_add(why, "user \"%s\" may make more than one bucket",
 		    g->login);
 	}
 }
@@ -918,7 +866,7 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL)
-		return whyf(why, TL_EINVAL, "no password to check");
+		return tl_drv_why(why, TL_EINVAL, "no password to check");
 	if ((rc = vet_user(r, g, &u, &m, why)) != 0 ||
 	    (rc = get_bucket(r, g->resource, &b, why)) != 0)
 		goto out;
@@ -938,15 +886,16 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 		goto out;
 	if (st != 200) {
 		drift_to(drift, TL_DRIFT_CREDENTIAL);
-		whyadd(w, "the consumer's HEAD of its bucket got %ld", st);
+		tl_drv_why_add(w, "the consumer's HEAD of its bucket got %ld",
+		    st);
 		goto done;
 	}
 	if ((rc = head_as(r, g, r->canary, &st, why)) != 0)
 		goto out;
 	if (st != 403) {
 		drift_to(drift, TL_DRIFT_PRIVILEGES);
-		whyadd(w, "the consumer's HEAD of the canary bucket got %ld, "
-		    "not 403: it reaches a bucket not its own", st);
+		tl_drv_why_add(w, "the consumer's HEAD of the canary bucket "
+		    "got %ld, not 403: it reaches a bucket not its own", st);
 	}
 	access_key(g->login, g->password, ak);
 	snprintf(path, sizeof(path), "/%s", g->resource);
@@ -955,15 +904,16 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 		goto out;
 	if (st != 404) {
 		drift_to(drift, TL_DRIFT_PRIVILEGES);
-		whyadd(w, "bucket \"%s\" has a bucket policy", g->resource);
+		tl_drv_why_add(w, "bucket \"%s\" has a bucket policy",
+		    g->resource);
 	}
 done:
 	if (*drift == TL_DRIFT_NONE)
-		whyf(why, 0, "user \"%s\", its key and bucket \"%s\" are as "
-		    "made; the consumer reaches its bucket and not the "
+		tl_drv_why(why, 0, "user \"%s\", its key and bucket \"%s\" are "
+		    "as made; the consumer reaches its bucket and not the "
 		    "canary", g->login, g->resource);
 	else
-		whyf(why, 0, "%s", w);
+		tl_drv_why(why, 0, "%s", w);
 out:
 	if (consumer)
 		memcpy(r->base, admin_base, sizeof(r->base));
@@ -992,8 +942,8 @@ rgw_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		return rc;
 	if (!json_is_array(all)) {
 		json_decref(all);
-		return whyf(why[0], TL_EDRIVER, "the bucket list is not an "
-		    "array");
+		return tl_drv_why(why[0], TL_EDRIVER, "the bucket list is not "
+		    "an array");
 	}
 	for (i = 0; i < n; i++) {
 		b = NULL;
@@ -1009,7 +959,7 @@ rgw_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 			break;
 		evaluate(&gs[i], u, b, &drift[i], why[i]);
 		if (drift[i] == TL_DRIFT_NONE)
-			whyf(why[i], 0, "user \"%s\", its key and bucket "
+			tl_drv_why(why[i], 0, "user \"%s\", its key and bucket "
 			    "\"%s\" are as made", gs[i].login,
 			    gs[i].resource);
 		json_decref(u);
@@ -1031,16 +981,16 @@ rgw_add_credential(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
-		return whyf(why, TL_EINVAL, "no password for the key");
+		return tl_drv_why(why, TL_EINVAL, "no password for the key");
 	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
 		return rc;
 	if (u == NULL)
-		return whyf(why, TL_EDRIVER, "user \"%s\" is gone: no key "
-		    "added beside", g->login);
+		return tl_drv_why(why, TL_EDRIVER, "user \"%s\" is gone: no "
+		    "key added beside", g->login);
 	json_decref(u);
 	if ((rc = put_key(r, g, why)) != 0)
 		return rc;
-	return whyf(why, 0, "a second key is on user \"%s\"", g->login);
+	return tl_drv_why(why, 0, "a second key is on user \"%s\"", g->login);
 }
 
 static int
@@ -1058,20 +1008,22 @@ rgw_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
-		return whyf(why, TL_EINVAL, "no password of the retired key");
+		return tl_drv_why(why, TL_EINVAL, "no password of the retired "
+		    "key");
 	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
 		return rc;
 	access_key(g->login, g->password, ak);
 	if (u == NULL || key_state(u, ak, NULL) == 0) {
 		json_decref(u);
-		return whyf(why, 0, "key %s of user \"%s\" is gone already",
-		    ak, g->login);
+		return tl_drv_why(why, 0, "key %s of user \"%s\" is gone "
+		    "already", ak, g->login);
 	}
 	json_decref(u);
 	if ((rc = request(r, "DELETE", "/admin/user", q, 4, NULL, NULL, ok404,
 	    &st, "removing the old key", why)) != 0)
 		return rc;
-	return whyf(why, 0, "key %s of user \"%s\" removed", ak, g->login);
+	return tl_drv_why(why, 0, "key %s of user \"%s\" removed", ak,
+	    g->login);
 }
 
 /* The bucket's bytes and objects (0, 0 when gone or not the grant's). */
@@ -1107,7 +1059,7 @@ rgw_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 		return rc;
 	if ((rc = usage(h, g, bytes, &objects, why)) != 0)
 		return rc;
-	return whyf(why, 0, "bucket \"%s\": %llu bytes in %llu object(s)",
+	return tl_drv_why(why, 0, "bucket \"%s\": %llu bytes in %llu object(s)",
 	    g->resource, (unsigned long long)*bytes,
 	    (unsigned long long)objects);
 }
@@ -1125,15 +1077,14 @@ rgw_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
 	if ((rc = usage(h, g, &bytes, &objects, why)) != 0)
 		return rc;
 	if (!drop)
-		return whyf(why, 0, "nothing is lost: bucket \"%s\" is kept "
-		    "with %llu object(s), %llu bytes; the user is suspended",
-		    g->resource, (unsigned long long)objects,
+		return tl_drv_why(why, 0, "nothing is lost: bucket \"%s\" is "
+		    "kept with %llu object(s), %llu bytes; the user is "
+		    "suspended", g->resource, (unsigned long long)objects,
 		    (unsigned long long)bytes);
 	*loses = objects > 0;
-	return whyf(why, 0, "bucket \"%s\" is deleted with %llu object(s), "
-	    "%llu bytes, and user \"%s\" with its keys", g->resource,
-	    (unsigned long long)objects, (unsigned long long)bytes,
-	    g->login);
+	return tl_drv_why(why, 0, "bucket \"%s\" is deleted with %llu "
+	    "object(s), %llu bytes, and user \"%s\" with its keys", g->resource,
+	    (unsigned long long)objects, (unsigned long long)bytes, g->login);
 }
 
 static int
@@ -1159,8 +1110,8 @@ rgw_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 		json_decref(u);
 		if (rc != 0)
 			return rc;
-		return whyf(why, 0, "user \"%s\" is suspended; bucket \"%s\" "
-		    "is kept", g->login, g->resource);
+		return tl_drv_why(why, 0, "user \"%s\" is suspended; bucket "
+		    "\"%s\" is kept", g->login, g->resource);
 	}
 	if ((rc = get_bucket(r, g->resource, &b, why)) != 0)
 		goto out;
@@ -1171,8 +1122,8 @@ rgw_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	if (u != NULL && (rc = request(r, "DELETE", "/admin/user", qu, 2,
 	    NULL, NULL, ok404, &st, "deleting the user", why)) != 0)
 		goto out;
-	whyf(why, 0, "bucket \"%s\" with its objects and user \"%s\" with its "
-	    "keys are deleted", g->resource, g->login);
+	tl_drv_why(why, 0, "bucket \"%s\" with its objects and user \"%s\" "
+	    "with its keys are deleted", g->resource, g->login);
 out:
 	json_decref(u);
 	json_decref(b);
@@ -1197,8 +1148,8 @@ rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 		if (out->resource[i] == '_')
 			out->resource[i] = '-';
 	if (!name_ok(out->login, 0) || !name_ok(out->resource, 1))
-		return whyf(why, TL_EINVAL, "resource \"%.64s\": an RGW bucket "
-		    "and user are [a-z0-9-] only, 3-63", in->resource);
+		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": an RGW "
+		    "bucket and user are [a-z0-9-] only, 3-63", in->resource);
 	return 0;
 }
 
@@ -1208,9 +1159,10 @@ rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
 {
 	const char *host = ep != NULL && ep->host != NULL ? ep->host : "";
 	const char *port = ep != NULL && ep->port != NULL ? ep->port : "";
-	const char *e = ep != NULL ? setting(ep->settings, "endpoint") : NULL;
-	const char *region = ep != NULL ? setting(ep->settings, "region") :
-	    NULL;
+	const char *e = ep != NULL ? tl_drv_setting_get(ep->settings,
+	    "endpoint") : NULL;
+	const char *region = ep != NULL ? tl_drv_setting_get(ep->settings,
+	    "region") : NULL;
 	char ak[24];
 	int n;
 

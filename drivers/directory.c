@@ -63,6 +63,7 @@
 
 #include "core/error.h"
 #include "driver.h"
+#include "util.h"
 
 #define DIR_READABLE	40		/* bytes of the grant id kept */
 #define DIR_DIGEST_HEX	16
@@ -82,21 +83,6 @@ struct tl_drv_dir {
 	gid_t		 gid;		/* unprivileged: tallyd's */
 	unsigned long long gid_base, gid_range;
 };
-
-static int
-fail(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *why, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 /* The grant's directory name (see the top); TL_EINVAL for no id. */
 static int
@@ -131,20 +117,11 @@ dir_name(const char *grant, char out[DIR_NAME_MAX + 1], uint64_t *h64)
 	return 0;
 }
 
-static const char *
-setting(const char *const *sv, const char *name)
-{
-	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
-		if (strcmp(sv[0], name) == 0)
-			return sv[1];
-	return NULL;
-}
-
 static int
 num_setting(const char *const *sv, const char *name, unsigned long long dflt,
     unsigned long long *out, char *why)
 {
-	const char *v = setting(sv, name);
+	const char *v = tl_drv_setting_get(sv, name);
 	char *end;
 
 	*out = dflt;
@@ -153,7 +130,7 @@ num_setting(const char *const *sv, const char *name, unsigned long long dflt,
 	errno = 0;
 	*out = strtoull(v, &end, 10);
 	if (errno != 0 || *end != '\0' || *out == 0 || *out > 0xfffffffeULL)
-		return fail(why, TL_EINVAL, "%s=%s: expected a number of "
+		return tl_drv_why(why, TL_EINVAL, "%s=%s: expected a number of "
 		    "groups, 1-4294967294", name, v);
 	return 0;
 }
@@ -164,17 +141,17 @@ static int
 dir_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	struct tl_drv_dir *h;
-	const char *root = setting(a->settings, "root");
+	const char *root = tl_drv_setting_get(a->settings, "root");
 	int rc;
 
 	*hp = NULL;
 	if (root == NULL || root[0] != '/')
-		return fail(why, TL_EINVAL, "setting root: expected an "
+		return tl_drv_why(why, TL_EINVAL, "setting root: expected an "
 		    "absolute path (tally assign --set root=/srv/...)");
 	if (strlen(root) > TL_DRV_SETTING_MAX)
-		return fail(why, TL_EINVAL, "setting root: too long");
+		return tl_drv_why(why, TL_EINVAL, "setting root: too long");
 	if ((h = calloc(1, sizeof(*h))) == NULL)
-		return fail(why, TL_EDRIVER, "out of memory");
+		return tl_drv_why(why, TL_EDRIVER, "out of memory");
 	h->metafd = -1;
 	snprintf(h->root, sizeof(h->root), "%s", root);
 	/* Trailing slashes would double in the paths delivered. */
@@ -189,27 +166,27 @@ dir_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    &h->gid_range, why)) != 0)
 		goto err_free;
 	if (h->gid_base + h->gid_range > 0xffffffffULL) {
-		rc = fail(why, TL_EINVAL, "gid-base + gid-range pass "
+		rc = tl_drv_why(why, TL_EINVAL, "gid-base + gid-range pass "
 		    "4294967295");
 		goto err_free;
 	}
 	/* The operator's root may be a link; nothing below it may. */
 	if ((h->rootfd = open(h->root, O_RDONLY | O_DIRECTORY |
 	    O_CLOEXEC)) < 0) {
-		rc = fail(why, TL_EUNREACH, "root %s: %s", h->root,
+		rc = tl_drv_why(why, TL_EUNREACH, "root %s: %s", h->root,
 		    strerror(errno));
 		goto err_free;
 	}
 	if (h->priv) {
 		if (mkdirat(h->rootfd, DIR_META, 0700) != 0 &&
 		    errno != EEXIST) {
-			rc = fail(why, TL_EUNREACH, "%s/%s: %s", h->root,
+			rc = tl_drv_why(why, TL_EUNREACH, "%s/%s: %s", h->root,
 			    DIR_META, strerror(errno));
 			goto err_close;
 		}
 		if ((h->metafd = openat(h->rootfd, DIR_META, O_RDONLY |
 		    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-			rc = fail(why, TL_EUNREACH, "%s/%s: %s", h->root,
+			rc = tl_drv_why(why, TL_EUNREACH, "%s/%s: %s", h->root,
 			    DIR_META, strerror(errno));
 			goto err_close;
 		}
@@ -268,37 +245,38 @@ claim(struct tl_drv_dir *h, const char *name, uint64_t h64, int create,
 				continue;
 			}
 			if (fd < 0)
-				return fail(why, TL_EDRIVER, "%s/%s/%s: %s",
-				    h->root, DIR_META, file, strerror(errno));
+				return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: "
+				    "%s", h->root, DIR_META, file,
+				    strerror(errno));
 			n = write(fd, name, strlen(name));
 			if (n != (ssize_t)strlen(name) || fsync(fd) != 0) {
 				int e = n < 0 ? errno : EIO;
 
 				close(fd);
 				unlinkat(h->metafd, file, 0);
-				return fail(why, TL_EDRIVER, "%s/%s/%s: %s",
-				    h->root, DIR_META, file, strerror(e));
+				return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: "
+				    "%s", h->root, DIR_META, file, strerror(e));
 			}
 			close(fd);
 			*gid = (gid_t)g;
 			return 0;
 		}
 		if (fd < 0)
-			return fail(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
-			    DIR_META, file, strerror(errno));
+			return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s",
+			    h->root, DIR_META, file, strerror(errno));
 		n = read(fd, buf, sizeof(buf) - 1);
 		close(fd);
 		if (n < 0)
-			return fail(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
-			    DIR_META, file, strerror(errno));
+			return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s",
+			    h->root, DIR_META, file, strerror(errno));
 		buf[n] = '\0';
 		if (strcmp(buf, name) == 0) {
 			*gid = (gid_t)g;
 			return 0;
 		}
 	}
-	return fail(why, TL_EDRIVER, "no free group for %s in %d probes of "
-	    "gid-base..gid-base+gid-range", name, DIR_PROBES);
+	return tl_drv_why(why, TL_EDRIVER, "no free group for %s in %d probes "
+	    "of gid-base..gid-base+gid-range", name, DIR_PROBES);
 }
 
 /* What owner, group and mode the grant's directory should have. */
@@ -361,11 +339,11 @@ set_owner_mode(struct tl_drv_dir *h, const char *name, uid_t uid, gid_t gid,
 	int fd, rc = 0;
 
 	if (open_dir(h->rootfd, name, &fd) != 0)
-		return fail(why, TL_EDRIVER, "%s/%s: %s%s", h->root, name,
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s%s", h->root, name,
 		    strerror(errno), errno == ELOOP || errno == ENOTDIR ?
 		    " (not a directory; refused)" : "");
 	if (fchown(fd, uid, gid) != 0 || fchmod(fd, mode) != 0)
-		rc = fail(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		rc = tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
 		    strerror(errno));
 	close(fd);
 	return rc;
@@ -383,12 +361,13 @@ dir_create(void *hv, const struct tl_drv_grant *g, char *why)
 	int rc;
 
 	if (dir_name(g->grant, name, &h64) != 0)
-		return fail(why, TL_EINVAL, "a directory grant needs its id");
+		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
+		    "id");
 	if ((rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0)
 		return rc;
 	/* 0700 until it is the grant's: never open to the wrong group. */
 	if (mkdirat(h->rootfd, name, 0700) != 0 && errno != EEXIST)
-		return fail(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
 		    strerror(errno));
 	return set_owner_mode(h, name, uid, gid, mode, why);
 }
@@ -410,10 +389,11 @@ dir_check(void *hv, const struct tl_drv_grant *g,
 	*drift = TL_DRIFT_NONE;
 	why[0] = '\0';
 	if (dir_name(g->grant, name, &h64) != 0)
-		return fail(why, TL_EINVAL, "a directory grant needs its id");
+		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
+		    "id");
 	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		if (errno != ENOENT)
-			return fail(why, TL_EDRIVER, "%s/%s: %s", h->root,
+			return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root,
 			    name, strerror(errno));
 		*drift = TL_DRIFT_MISSING;
 		snprintf(why, TL_DRV_WHY_MAX, "directory %s/%s is gone",
@@ -471,10 +451,11 @@ dir_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
 	int rc;
 
 	if (dir_name(g->grant, name, &h64) != 0)
-		return fail(why, TL_EINVAL, "a directory grant needs its id");
+		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
+		    "id");
 	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 	    !S_ISDIR(st.st_mode))
-		return fail(why, TL_EDRIVER, "%s/%s is missing; not "
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s is missing; not "
 		    "recreated (tally repair does that)", h->root, name);
 	if ((rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0)
 		return rc;
@@ -551,8 +532,8 @@ unclaim(struct tl_drv_dir *h, const char *name, uint64_t h64, char *why)
 	snprintf(file, sizeof(file), "gid-%llu", (unsigned long long)gid);
 	if ((fd = openat(h->metafd, file, O_WRONLY | O_TRUNC | O_NOFOLLOW |
 	    O_CLOEXEC)) < 0 || fsync(fd) != 0) {
-		rc = fail(why, TL_EDRIVER, "%s/%s/%s: %s", h->root, DIR_META,
-		    file, strerror(errno));
+		rc = tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+		    DIR_META, file, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return rc;
@@ -571,10 +552,11 @@ dir_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 	int fd, rc = 0;
 
 	if (dir_name(g->grant, name, &h64) != 0)
-		return fail(why, TL_EINVAL, "a directory grant needs its id");
+		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
+		    "id");
 	if (drop) {
 		if (rm_tree(h->rootfd, name, 0) != 0)
-			return fail(why, TL_EDRIVER, "purging %s/%s: %s",
+			return tl_drv_why(why, TL_EDRIVER, "purging %s/%s: %s",
 			    h->root, name, strerror(errno));
 		return unclaim(h, name, h64, why);
 	}
@@ -583,10 +565,10 @@ dir_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 	    errno == ENOENT)
 		return 0;	/* nothing left to keep */
 	if (open_dir(h->rootfd, name, &fd) != 0)
-		return fail(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
 		    strerror(errno));
 	if (fchmod(fd, 0) != 0)
-		rc = fail(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		rc = tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
 		    strerror(errno));
 	close(fd);
 	return rc;
@@ -638,10 +620,11 @@ dir_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 
 	*bytes = 0;
 	if (dir_name(g->grant, name, NULL) != 0)
-		return fail(why, TL_EINVAL, "a directory grant needs its id");
+		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
+		    "id");
 	if (du_tree(h->rootfd, name, 0, bytes) != 0)
-		return fail(why, TL_EDRIVER, "sizing %s/%s: %s", h->root, name,
-		    strerror(errno));
+		return tl_drv_why(why, TL_EDRIVER, "sizing %s/%s: %s", h->root,
+		    name, strerror(errno));
 	return 0;
 }
 
@@ -662,7 +645,7 @@ dir_compose(const char *field, const struct tl_drv_endpoint *ep,
 	out[0] = '\0';
 	if (strcmp(field, "path") != 0)
 		return TL_ENOTFOUND;
-	root = ep != NULL ? setting(ep->settings, "root") : NULL;
+	root = ep != NULL ? tl_drv_setting_get(ep->settings, "root") : NULL;
 	if (root == NULL || root[0] != '/' || g->grant == NULL ||
 	    dir_name(g->grant, name, NULL) != 0)
 		return TL_EINVAL;

@@ -26,24 +26,6 @@
 /* The server's own databases, NULL-terminated: never a grant's. */
 extern const char *const tl_drv_mdb_reserved[];
 
-/* Formats why (if not NULL) and returns rc. */
-static inline int
-whyf(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static inline int
-whyf(char *why, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why == NULL)
-		return rc;
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 /*
  * Connects over TCP to host:port (NULL/"": 127.0.0.1:3306) as user with
  * password, into db (NULL: none), reading no option file: *out (the

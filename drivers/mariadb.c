@@ -70,6 +70,7 @@
 #include "core/secret.h"
 #include "driver.h"
 #include "mariadb-internal.h"
+#include "util.h"
 
 #define MDB_SQL_MAX	4096
 #define MDB_FRESH_NS	1000000000u	/* no ping within 1 s of a use */
@@ -84,12 +85,6 @@ struct tl_drv_mdb {
 };
 
 static int
-named(const struct tl_drv_grant *g)
-{
-	return g->grant != NULL && *g->grant != '\0';
-}
-
-static int
 query(MYSQL *c, const char *sql, MYSQL_RES **res, const char *step,
     char *why)
 {
@@ -101,7 +96,7 @@ query(MYSQL *c, const char *sql, MYSQL_RES **res, const char *step,
 	    (*res = mysql_store_result(c)) == NULL) {
 		e = mysql_errno(c);
 		rc = tl_drv_mdb_errno_rc(e, 0);
-		return whyf(why, rc, "%s: %u %s", step, e, e != 0 ?
+		return tl_drv_why(why, rc, "%s: %u %s", step, e, e != 0 ?
 		    mysql_error(c) : "no result");
 	}
 	return 0;
@@ -122,25 +117,6 @@ quote_pattern(const char *name, char *out, size_t n)
 	return tl_drv_mdb_quote_id(pat, out, n);
 }
 
-/* printf into a statement buffer; TL_EINVAL when it does not fit. */
-static int
-sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
-{
-	va_list ap;
-	int k;
-
-	va_start(ap, fmt);
-	k = vsnprintf(buf, n, fmt, ap);
-	va_end(ap);
-	if (k < 0 || (size_t)k >= n)
-		return whyf(why, TL_EINVAL, "statement too long");
-	return 0;
-}
-
 static int
 runf(MYSQL *c, const char *step, char *why, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -156,7 +132,8 @@ runf(MYSQL *c, const char *step, char *why, const char *fmt, ...)
 	k = vsnprintf(sql, sizeof(sql), fmt, ap);
 	va_end(ap);
 	if (k < 0 || (size_t)k >= sizeof(sql))
-		return whyf(why, TL_EINVAL, "%s: statement too long", step);
+		return tl_drv_why(why, TL_EINVAL, "%s: statement too long",
+		    step);
 	return tl_drv_mdb_run(c, sql, step, why);
 }
 
@@ -190,7 +167,7 @@ priv_columns(struct tl_drv_mdb *p, char *why)
 	p->privwant[w] = '\0';
 	snprintf(p->privcols + o, sizeof(p->privcols) - o, ")");
 	if (w == 0)
-		return whyf(why, TL_EDRIVER, "mysql.db has no privilege "
+		return tl_drv_why(why, TL_EDRIVER, "mysql.db has no privilege "
 		    "columns the admin can read");
 	return 0;
 }
@@ -273,26 +250,6 @@ ensure_meta(struct tl_drv_mdb *p, char *why)
 	return 0;
 }
 
-static char *
-secret_dup(const char *s)
-{
-	size_t n = strlen(s) + 1;
-	char *d;
-
-	if ((d = tl_secret_alloc(n)) != NULL)
-		memcpy(d, s, n);
-	return d;
-}
-
-static const char *
-setting(const char *const *sv, const char *name)
-{
-	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
-		if (strcmp(sv[0], name) == 0)
-			return sv[1];
-	return NULL;
-}
-
 static void mdb_close(void *h);
 
 static int
@@ -304,11 +261,11 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 
 	*hp = NULL;
 	if (a == NULL)
-		return whyf(why, TL_EINVAL, "no admin settings");
+		return tl_drv_why(why, TL_EINVAL, "no admin settings");
 	if ((p = calloc(1, sizeof(*p))) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	/* The setting host, else where tallyd was told to connect. */
-	host = setting(a->settings, "host");
+	host = tl_drv_setting_get(a->settings, "host");
 	if (host == NULL || *host == '\0')
 		host = a->host;
 	if ((host != NULL && (p->host = strdup(host)) == NULL) ||
@@ -316,15 +273,15 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    (p->user = strdup(a->user != NULL && *a->user != '\0' ? a->user :
 	    "root")) == NULL ||
 	    (a->password != NULL &&
-	    (p->password = secret_dup(a->password)) == NULL)) {
+	    (p->password = tl_drv_secret_dup(a->password)) == NULL)) {
 		mdb_close(p);
-		return whyf(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	}
 	if ((rc = ensure(p, why)) != 0) {
 		mdb_close(p);
 		return rc;
 	}
-	whyf(why, 0, "connected to MariaDB %s at %s:%s as '%s'",
+	tl_drv_why(why, 0, "connected to MariaDB %s at %s:%s as '%s'",
 	    mysql_get_server_info(p->c), p->host != NULL ? p->host :
 	    "127.0.0.1", p->port != NULL ? p->port : "3306", p->user);
 	*hp = p;
@@ -369,13 +326,14 @@ read_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 	*unnamed = 0;
 	other[0] = '\0';
 	if ((rc = tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit))) != 0 ||
-	    (rc = sqlf(sql, sizeof(sql), why, "SELECT grant_id FROM `" MDB_META
-	    "`.`marks` WHERE kind = '%c' AND name = %s", kind, lit)) != 0)
-		return whyf(why, TL_EINVAL, "name too long");
+	    (rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT grant_id FROM `"
+	    MDB_META "`.`marks` WHERE kind = '%c' AND name = %s", kind,
+	    lit)) != 0)
+		return tl_drv_why(why, TL_EINVAL, "name too long");
 	if ((rc = query(p->c, sql, &r, "reading tally's marks", why)) != 0)
 		return rc;
 	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
-		const char *mine = named(g) ? g->grant : "";
+		const char *mine = tl_drv_grant_named(g) ? g->grant : "";
 
 		if (strcmp(row[0], mine) == 0)
 			*m = MARK_OURS;
@@ -399,9 +357,9 @@ write_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 	int rc;
 
 	if ((rc = tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit))) != 0 ||
-	    (rc = tl_drv_mdb_quote_str(p->c, named(g) ? g->grant : "", glit,
-	    sizeof(glit))) != 0)
-		return whyf(why, TL_EINVAL, "name too long");
+	    (rc = tl_drv_mdb_quote_str(p->c,
+	    tl_drv_grant_named(g) ? g->grant : "", glit, sizeof(glit))) != 0)
+		return tl_drv_why(why, TL_EINVAL, "name too long");
 	return runf(p->c, "marking an object", why, "INSERT INTO `" MDB_META
 	    "`.`marks` (kind, name, grant_id) VALUES ('%c', %s, %s) ON "
 	    "DUPLICATE KEY UPDATE grant_id = VALUES(grant_id)", kind, lit,
@@ -414,7 +372,7 @@ drop_mark(struct tl_drv_mdb *p, char kind, const char *name, char *why)
 	char lit[2 * TL_DRV_NAME_MAX + 8];
 
 	if (tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit)) != 0)
-		return whyf(why, TL_EINVAL, "name too long");
+		return tl_drv_why(why, TL_EINVAL, "name too long");
 	return runf(p->c, "removing a mark", why, "DELETE FROM `" MDB_META
 	    "`.`marks` WHERE kind = '%c' AND name = %s", kind, lit);
 }
@@ -430,7 +388,7 @@ exists(struct tl_drv_mdb *p, char kind, const char *name, int *found,
 
 	*found = 0;
 	if (tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit)) != 0)
-		return whyf(why, TL_EINVAL, "name too long");
+		return tl_drv_why(why, TL_EINVAL, "name too long");
 	if (kind == 'd')
 		snprintf(sql, sizeof(sql), "SELECT 1 FROM information_schema."
 		    "SCHEMATA WHERE SCHEMA_NAME = %s", lit);
@@ -465,17 +423,17 @@ claim(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 	    (rc = exists(p, kind, name, &found, why)) != 0)
 		return rc;
 	if (m == MARK_OTHER)
-		return whyf(why, TL_EINVAL, "%s \"%s\" was made by tally for "
-		    "%s%s: tally never hands one grant's object to another",
+		return tl_drv_why(why, TL_EINVAL, "%s \"%s\" was made by tally "
+		    "for %s%s: tally never hands one grant's object to another",
 		    what, name, other[0] != '\0' ? "grant " : "another grant "
 		    "(unnamed mark)", other);
 	if (m == MARK_ABSENT && found)
-		return whyf(why, TL_EINVAL, "%s \"%s\" exists and was not made "
-		    "by tally: tally never takes over what it did not make; "
-		    "choose another resource name (name: in the manifest)",
-		    what, name);
+		return tl_drv_why(why, TL_EINVAL, "%s \"%s\" exists and was "
+		    "not made by tally: tally never takes over what it did not "
+		    "make; choose another resource name (name: in the "
+		    "manifest)", what, name);
 	*made = !found;
-	if (m == MARK_ABSENT || (unnamed && named(g)))
+	if (m == MARK_ABSENT || (unnamed && tl_drv_grant_named(g)))
 		return write_mark(p, g, kind, name, why);
 	return 0;
 }
@@ -496,16 +454,16 @@ vet(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char *why)
 		    sizeof(other), why)) != 0)
 			return rc;
 		if (m == MARK_OTHER)
-			return whyf(why, TL_EINVAL, "%s \"%s\" was made by "
-			    "tally for %s%s: refused", i == 0 ? "database" :
+			return tl_drv_why(why, TL_EINVAL, "%s \"%s\" was made "
+			    "by tally for %s%s: refused", i == 0 ? "database" :
 			    "user", name, other[0] != '\0' ? "grant " :
 			    "another grant", other);
 		if (m == MARK_ABSENT) {
 			if ((rc = exists(p, kind, name, &found, why)) != 0)
 				return rc;
 			if (found)
-				return whyf(why, TL_EINVAL, "%s \"%s\" was not "
-				    "made by tally: refused", i == 0 ?
+				return tl_drv_why(why, TL_EINVAL, "%s \"%s\" "
+				    "was not made by tally: refused", i == 0 ?
 				    "database" : "user", name);
 		}
 	}
@@ -520,7 +478,7 @@ begin(struct tl_drv_mdb *p, const struct tl_drv_grant *g, int need_pw,
 	int rc;
 
 	if (p == NULL)
-		return whyf(why, TL_EINVAL, "driver not open");
+		return tl_drv_why(why, TL_EINVAL, "driver not open");
 	if ((rc = tl_drv_mdb_grant_ok(g, need_pw, why)) != 0 ||
 	    (rc = ensure(p, why)) != 0 || (rc = ensure_meta(p, why)) != 0)
 		return rc;
@@ -559,7 +517,7 @@ ids_make(struct tl_drv_mdb *p, const struct tl_drv_grant *g, struct ids *x,
 	    tl_drv_mdb_quote_str(p->c, g->resource, x->dlit,
 	    sizeof(x->dlit)) != 0 ||
 	    tl_drv_mdb_quote_str(p->c, pat, x->plit, sizeof(x->plit)) != 0)
-		return whyf(why, TL_EINVAL, "names too long");
+		return tl_drv_why(why, TL_EINVAL, "names too long");
 	snprintf(x->user, sizeof(x->user), "%s@'%%'", x->ulit);
 	return 0;
 }
@@ -636,8 +594,8 @@ grant_row(struct tl_drv_mdb *p, const struct tl_drv_grant *g, size_t i,
 
 	if ((rc = ids_make(p, g, &x, why)) != 0)
 		return rc;
-	return sqlf(out, n, why, "SELECT %zu AS i, %s AS db, %s AS pat, %s AS u",
-	    i, x.dlit, x.plit, x.ulit);
+	return tl_drv_sqlf(out, n, why, "SELECT %zu AS i, %s AS db, %s AS pat, "
+	    "%s AS u", i, x.dlit, x.plit, x.ulit);
 }
 
 static char *
@@ -723,7 +681,7 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
     int cred, enum tl_drv_drift *drift, char *why)
 {
 	struct msg miss = { .len = 0 }, bad = { .len = 0 }, priv = { .len = 0 };
-	const char *mine = named(g) ? g->grant : "";
+	const char *mine = tl_drv_grant_named(g) ? g->grant : "";
 	int k;
 
 	for (k = 0; k < 2; k++) {
@@ -734,12 +692,12 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 
 		if (mk != NULL && strcmp(mk, mine) != 0 &&
 		    !(mk[0] == '\0' && g->adopt_unnamed))
-			return whyf(why, TL_EINVAL, "%s \"%s\" was made by "
-			    "tally for %s%s: refused", what, name, mk[0] ?
+			return tl_drv_why(why, TL_EINVAL, "%s \"%s\" was made "
+			    "by tally for %s%s: refused", what, name, mk[0] ?
 			    "grant " : "another grant", mk);
 		if (mk == NULL && found)
-			return whyf(why, TL_EINVAL, "%s \"%s\" was not made by "
-			    "tally: refused", what, name);
+			return tl_drv_why(why, TL_EINVAL, "%s \"%s\" was not "
+			    "made by tally: refused", what, name);
 	}
 	*drift = TL_DRIFT_NONE;
 	if (atoi(row[C_DB]) == 0)
@@ -785,18 +743,18 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 	}
 	if (miss.n > 0) {
 		*drift = TL_DRIFT_MISSING;
-		whyf(why, 0, "missing: %s%s%s", miss.buf, priv.n ?
+		tl_drv_why(why, 0, "missing: %s%s%s", miss.buf, priv.n ?
 		    "; also privileges: " : "", priv.buf);
 	} else if (bad.n > 0) {
 		*drift = TL_DRIFT_CREDENTIAL;
-		whyf(why, 0, "credential: %s%s%s", bad.buf, priv.n ?
+		tl_drv_why(why, 0, "credential: %s%s%s", bad.buf, priv.n ?
 		    "; also privileges: " : "", priv.buf);
 	} else if (priv.n > 0) {
 		*drift = TL_DRIFT_PRIVILEGES;
-		whyf(why, 0, "privileges: %s", priv.buf);
+		tl_drv_why(why, 0, "privileges: %s", priv.buf);
 	} else
-		whyf(why, 0, "database \"%s\", user '%s' with ALL on it and "
-		    "nothing else", g->resource, g->login);
+		tl_drv_why(why, 0, "database \"%s\", user '%s' with ALL on it "
+		    "and nothing else", g->resource, g->login);
 	return 0;
 }
 
@@ -820,8 +778,8 @@ mdb_create(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = set_pw(p, g, &x, 0, why)) != 0 ||
 	    (rc = set_privileges(p, g, &x, why)) != 0)
 		return rc;
-	return whyf(why, 0, "database \"%s\" %s, user '%s' %s", g->resource,
-	    mdb ? "created" : "existed", g->login, mu ? "created" :
+	return tl_drv_why(why, 0, "database \"%s\" %s, user '%s' %s",
+	    g->resource, mdb ? "created" : "existed", g->login, mu ? "created" :
 	    "existed (password set)");
 }
 
@@ -835,7 +793,7 @@ facts(struct tl_drv_mdb *p, const struct tl_drv_grant *gs, size_t n,
 	int rc = 0;
 
 	if ((rows = malloc(cap)) == NULL)
-		return whyf(why[0], ENOMEM, "out of memory");
+		return tl_drv_why(why[0], ENOMEM, "out of memory");
 	rows[0] = '\0';
 	for (i = 0; i < n; i++) {
 		if ((rc = grant_row(p, &gs[i], i, one, sizeof(one),
@@ -845,7 +803,7 @@ facts(struct tl_drv_mdb *p, const struct tl_drv_grant *gs, size_t n,
 		    i > 0 ? " UNION ALL " : "", one);
 	}
 	if ((sql = facts_sql(p, rows)) == NULL) {
-		rc = whyf(why[0], ENOMEM, "out of memory");
+		rc = tl_drv_why(why[0], ENOMEM, "out of memory");
 		goto out;
 	}
 	rc = query(p->c, sql, res, "reading the grants' privileges", why[0]);
@@ -902,12 +860,12 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 	if ((rc = begin(p, g, 1, why)) != 0)
 		return rc;
 	if ((rc = facts(p, g, 1, &r, w1)) != 0) {
-		whyf(why, rc, "%s", w1[0]);
+		tl_drv_why(why, rc, "%s", w1[0]);
 		return rc;
 	}
 	if ((row = mysql_fetch_row(r)) == NULL) {
 		mysql_free_result(r);
-		return whyf(why, TL_EDRIVER, "no row for the grant");
+		return tl_drv_why(why, TL_EDRIVER, "no row for the grant");
 	}
 	rc = eval_row(p, row, g, 0, drift, why);
 	mysql_free_result(r);
@@ -918,22 +876,22 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 	if (*drift == TL_DRIFT_PRIVILEGES && strstr(why, "locked") != NULL)
 		return 0;	/* a locked user cannot prove its password */
 	if ((rc = login_as(g, host, port, &c, detail, sizeof(detail))) != 0)
-		return whyf(why, rc, "the consumer's endpoint %s:%s does not "
-		    "answer", host != NULL ? host : "?", port != NULL ? port :
-		    "?");
+		return tl_drv_why(why, rc, "the consumer's endpoint %s:%s does "
+		    "not answer", host != NULL ? host : "?",
+		    port != NULL ? port : "?");
 	if (c == 1) {
 		char prev[TL_DRV_WHY_MAX];
 
 		snprintf(prev, sizeof(prev), "%s", *drift != TL_DRIFT_NONE ?
 		    why : "");
 		*drift = TL_DRIFT_CREDENTIAL;
-		whyf(why, 0, "credential: user '%s' does not authenticate at "
-		    "%s:%s: %s%s%s", g->login, host, port, detail,
-		    prev[0] ? "; also " : "", prev);
+		tl_drv_why(why, 0, "credential: user '%s' does not "
+		    "authenticate at %s:%s: %s%s%s", g->login, host, port,
+		    detail, prev[0] ? "; also " : "", prev);
 	} else if (c == 2 && *drift == TL_DRIFT_NONE) {
 		*drift = TL_DRIFT_PRIVILEGES;
-		whyf(why, 0, "privileges: user '%s' cannot use \"%s\": %s",
-		    g->login, g->resource, detail);
+		tl_drv_why(why, 0, "privileges: user '%s' cannot use \"%s\": "
+		    "%s", g->login, g->resource, detail);
 	}
 	return 0;
 }
@@ -962,8 +920,8 @@ mdb_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 	for (i = 0; i < n; i++) {
 		if ((row = mysql_fetch_row(r)) == NULL ||
 		    strtoul(row[C_I], NULL, 10) != i) {
-			rc = whyf(why[0], TL_EDRIVER, "the privileges query "
-			    "returned %zu rows for %zu grants", i, n);
+			rc = tl_drv_why(why[0], TL_EDRIVER, "the privileges "
+			    "query returned %zu rows for %zu grants", i, n);
 			break;
 		}
 		if ((rc = eval_row(p, row, &gs[i], 1, &drift[i],
@@ -986,11 +944,11 @@ mdb_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = exists(p, 'u', g->login, &found, why)) != 0)
 		return rc;
 	if (!found)
-		return whyf(why, TL_EDRIVER, "user '%s' is gone; not recreated "
-		    "(tally repair does that)", g->login);
+		return tl_drv_why(why, TL_EDRIVER, "user '%s' is gone; not "
+		    "recreated (tally repair does that)", g->login);
 	if ((rc = set_pw(p, g, &x, 0, why)) != 0)
 		return rc;
-	return whyf(why, 0, "password of user '%s' set", g->login);
+	return tl_drv_why(why, 0, "password of user '%s' set", g->login);
 }
 
 static int
@@ -1006,13 +964,13 @@ mdb_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = exists(p, 'u', g->login, &fu, why)) != 0)
 		return rc;
 	if (!fd || !fu)
-		return whyf(why, TL_EDRIVER, "%s \"%s\" is gone; not recreated "
-		    "(tally repair does that)", !fd ? "database" : "user",
-		    !fd ? g->resource : g->login);
+		return tl_drv_why(why, TL_EDRIVER, "%s \"%s\" is gone; not "
+		    "recreated (tally repair does that)", !fd ? "database" :
+		    "user", !fd ? g->resource : g->login);
 	if ((rc = set_privileges(p, g, &x, why)) != 0)
 		return rc;
-	return whyf(why, 0, "user '%s' has ALL on \"%s\" and nothing else "
-	    "again", g->login, g->resource);
+	return tl_drv_why(why, 0, "user '%s' has ALL on \"%s\" and nothing "
+	    "else again", g->login, g->resource);
 }
 
 /* Kills every connection of user ulit (a quoted literal): *n killed. */
@@ -1040,9 +998,10 @@ kill_sessions(struct tl_drv_mdb *p, const char *ulit, int *n, char *why)
 		if (mysql_query(p->c, k) == 0)
 			(*n)++;
 		else if (mysql_errno(p->c) != ER_NO_SUCH_THREAD) {
-			rc = whyf(why, tl_drv_mdb_errno_rc(mysql_errno(p->c),
-			    0), "killing a connection: %u %s",
-			    mysql_errno(p->c), mysql_error(p->c));
+			rc = tl_drv_why(why,
+			    tl_drv_mdb_errno_rc(mysql_errno(p->c), 0),
+			    "killing a connection: %u %s", mysql_errno(p->c),
+			    mysql_error(p->c));
 			break;
 		}
 	}
@@ -1073,8 +1032,8 @@ mdb_sessions(void *h, const struct tl_drv_grant *g, unsigned *count,
 	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
 		*count = (unsigned)strtoul(row[0], NULL, 10);
 	mysql_free_result(r);
-	return whyf(why, 0, "user '%s' has %u connection%s", g->login, *count,
-	    *count == 1 ? "" : "s");
+	return tl_drv_why(why, 0, "user '%s' has %u connection%s", g->login,
+	    *count, *count == 1 ? "" : "s");
 }
 
 /* Locks a user of g's (if it is g's), kills its connections. */
@@ -1093,7 +1052,7 @@ lock_user(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	if (m != MARK_OURS)
 		return 0;	/* not this grant's: left as it is */
 	if (tl_drv_mdb_quote_str(p->c, login, ulit, sizeof(ulit)) != 0)
-		return whyf(why, TL_EINVAL, "name too long");
+		return tl_drv_why(why, TL_EINVAL, "name too long");
 	if ((rc = exists(p, 'u', login, &found, why)) != 0)
 		return rc;
 	/* Locked first, so no connection starts after the sweep. */
@@ -1117,12 +1076,12 @@ grant_users(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 
 	*out = NULL;
 	*n = 0;
-	if (!named(g)) {
+	if (!tl_drv_grant_named(g)) {
 		snprintf(sql, sizeof(sql), "SELECT 1 LIMIT 0");
 	} else {
 		if (tl_drv_mdb_quote_str(p->c, g->grant, glit,
 		    sizeof(glit)) != 0)
-			return whyf(why, TL_EINVAL, "grant id too long");
+			return tl_drv_why(why, TL_EINVAL, "grant id too long");
 		snprintf(sql, sizeof(sql), "SELECT name FROM `" MDB_META
 		    "`.`marks` WHERE kind = 'u' AND grant_id = %s", glit);
 	}
@@ -1131,7 +1090,7 @@ grant_users(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	cap = mysql_num_rows(r) + 1;
 	if ((*out = calloc(cap, sizeof(**out))) == NULL) {
 		mysql_free_result(r);
-		return whyf(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	}
 	while ((row = mysql_fetch_row(r)) != NULL && *n + 1 < cap) {
 		if (row[0] == NULL)
@@ -1164,10 +1123,10 @@ mdb_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 		if ((rc = lock_user(p, g, g->login, &locked, &killed,
 		    why)) != 0)
 			return rc;
-		return whyf(why, 0, "user '%s' %s, %d connection%s killed; "
-		    "database \"%s\" kept", g->login, locked ? "locked" :
-		    "not there (or not this grant's)", killed, killed == 1 ?
-		    "" : "s", g->resource);
+		return tl_drv_why(why, 0, "user '%s' %s, %d connection%s "
+		    "killed; database \"%s\" kept", g->login,
+		    locked ? "locked" : "not there (or not this grant's)",
+		    killed, killed == 1 ? "" : "s", g->resource);
 	}
 	if ((rc = grant_users(p, g, &users, &nu, why)) != 0)
 		return rc;
@@ -1197,7 +1156,7 @@ mdb_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	    "DROP DATABASE IF EXISTS %s", x.db)) != 0 ||
 	    (rc = drop_mark(p, 'd', g->resource, why)) != 0))
 		goto out;
-	whyf(why, 0, "database \"%s\" %s and %zu user%s dropped, %d "
+	tl_drv_why(why, 0, "database \"%s\" %s and %zu user%s dropped, %d "
 	    "connection%s killed", g->resource, m == MARK_OURS ? "dropped" :
 	    "(not this grant's) left", nu, nu == 1 ? "" : "s", total,
 	    total == 1 ? "" : "s");
@@ -1228,7 +1187,7 @@ mdb_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
 		*bytes = strtoull(row[0], NULL, 10);
 	mysql_free_result(r);
-	return whyf(why, 0, "database \"%s\": %llu bytes", g->resource,
+	return tl_drv_why(why, 0, "database \"%s\": %llu bytes", g->resource,
 	    (unsigned long long)*bytes);
 }
 
@@ -1254,15 +1213,15 @@ mdb_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	    sizeof(other), why)) != 0)
 		return rc;
 	if (m != MARK_OURS)
-		return whyf(why, 0, "user '%s' is gone (or not this grant's)",
-		    g->login);
+		return tl_drv_why(why, 0, "user '%s' is gone (or not this "
+		    "grant's)", g->login);
 	if (tl_drv_mdb_quote_str(p->c, g->login, ulit, sizeof(ulit)) != 0)
-		return whyf(why, TL_EINVAL, "name too long");
+		return tl_drv_why(why, TL_EINVAL, "name too long");
 	if ((rc = runf(p->c, "dropping the old user", why, "DROP USER IF "
 	    "EXISTS %s@'%%'", ulit)) != 0 ||
 	    (rc = drop_mark(p, 'u', g->login, why)) != 0)
 		return rc;
-	return whyf(why, 0, "user '%s' locked, %d connection%s killed, "
+	return tl_drv_why(why, 0, "user '%s' locked, %d connection%s killed, "
 	    "dropped", g->login, killed, killed == 1 ? "" : "s");
 }
 
@@ -1283,11 +1242,11 @@ mdb_set_admin_password(void *h, const char *user, const char *password,
 	int rc;
 
 	if (p == NULL || password == NULL || *password == '\0')
-		return whyf(why, TL_EINVAL, "no session or no password");
+		return tl_drv_why(why, TL_EINVAL, "no session or no password");
 	if ((rc = ensure(p, why)) != 0)
 		return rc;
-	if ((np = secret_dup(password)) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
+	if ((np = tl_drv_secret_dup(password)) == NULL)
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	/*
 	 * ALTER USER CURRENT_USER() is accepted by 10.11 and changes
 	 * nothing: the account is named, as the server matched it.
@@ -1303,8 +1262,8 @@ mdb_set_admin_password(void *h, const char *user, const char *password,
 	mysql_free_result(r);
 	if ((at = strrchr(acct, '@')) == NULL) {
 		tl_secret_free(np);
-		return whyf(why, TL_EDRIVER, "CURRENT_USER() is \"%.64s\"",
-		    acct);
+		return tl_drv_why(why, TL_EDRIVER, "CURRENT_USER() is "
+		    "\"%.64s\"", acct);
 	}
 	*at++ = '\0';
 	tl_drv_mdb_hash(password, hash);
@@ -1314,11 +1273,12 @@ mdb_set_admin_password(void *h, const char *user, const char *password,
 	    "%s@%s IDENTIFIED VIA mysql_native_password USING '%s'", ulit,
 	    hlit, hash)) != 0) {
 		tl_secret_free(np);
-		return rc != 0 ? rc : whyf(why, TL_EINVAL, "account too long");
+		return rc != 0 ? rc : tl_drv_why(why, TL_EINVAL, "account too "
+		    "long");
 	}
 	tl_secret_free(p->password);
 	p->password = np;
-	return whyf(why, 0, "password of admin user '%s' set",
+	return tl_drv_why(why, 0, "password of admin user '%s' set",
 	    user != NULL ? user : p->user);
 }
 
@@ -1337,7 +1297,7 @@ mdb_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
 
 	*current = 0;
 	if (p == NULL)
-		return whyf(why, TL_EINVAL, "driver not open");
+		return tl_drv_why(why, TL_EINVAL, "driver not open");
 	if ((rc = ensure(p, why)) != 0 || (rc = ensure_meta(p, why)) != 0 ||
 	    (rc = tl_drv_mdb_run(p->c, "CREATE TABLE IF NOT EXISTS `" MDB_META
 	    "`.`fence` (id INT PRIMARY KEY, epoch BIGINT UNSIGNED NOT NULL) "
@@ -1367,33 +1327,6 @@ static const struct tl_drv_field mdb_field_info[] = {
 	{ "password", 1 }, { "uri", 1 }, { NULL, 0 }
 };
 
-/* RFC 3986 userinfo/path: unreserved bytes as they are, others %XX. */
-static int
-pct(char *out, size_t cap, size_t *o, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *s != '\0'; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~') {
-			if (*o + 1 >= cap)
-				return TL_ETOOBIG;
-			out[(*o)++] = (char)c;
-		} else {
-			if (*o + 3 >= cap)
-				return TL_ETOOBIG;
-			out[(*o)++] = '%';
-			out[(*o)++] = hex[c >> 4];
-			out[(*o)++] = hex[c & 15];
-		}
-	}
-	out[*o] = '\0';
-	return 0;
-}
-
 static int
 mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, char *out, size_t cap)
@@ -1422,15 +1355,15 @@ mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
 		n = snprintf(out, cap, "mariadb://");
 		o = (size_t)n;
 		if ((size_t)n >= cap ||
-		    (rc = pct(out, cap, &o, g->login)) != 0 ||
+		    (rc = tl_drv_pct_append(out, cap, &o, g->login)) != 0 ||
 		    o + 1 >= cap || (out[o++] = ':', 0) ||
-		    (rc = pct(out, cap, &o, g->password)) != 0)
+		    (rc = tl_drv_pct_append(out, cap, &o, g->password)) != 0)
 			goto toobig;
 		n = snprintf(out + o, cap - o, "@%s:%s/", ep->host, ep->port);
 		if (n < 0 || (size_t)n >= cap - o)
 			goto toobig;
 		o += (size_t)n;
-		if ((rc = pct(out, cap, &o, g->resource)) != 0)
+		if ((rc = tl_drv_pct_append(out, cap, &o, g->resource)) != 0)
 			goto toobig;
 		return 0;
 	} else
@@ -1458,7 +1391,7 @@ mdb_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	tl_drv_name_scheme(in, MDB_DB_MAX, out);
 	for (i = 0; tl_drv_mdb_reserved[i] != NULL; i++)
 		if (strcmp(out->resource, tl_drv_mdb_reserved[i]) == 0)
-			return whyf(why, TL_EINVAL,
+			return tl_drv_why(why, TL_EINVAL,
 			    "database \"%s\" is the server's own",
 			    out->resource);
 	return 0;

@@ -61,24 +61,10 @@
 #include "core/error.h"
 #include "driver.h"
 #include "mariadb-internal.h"
+#include "util.h"
 
 #define MIG_POLL_MS	20
 #define MIG_SQL_MAX	1024
-
-static int
-fail(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *why, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 /* --- splitting ---------------------------------------------------------- */
 
@@ -133,7 +119,8 @@ tl_drv_mdb_split(const char *s, size_t n, struct tl_drv_mdb_stmt *st,
 			if (i + 2 < n && (s[i + 2] == '!' || (s[i + 2] == 'M' &&
 			    i + 3 < n && s[i + 3] == '!'))) {
 				*line = ln;
-				return fail(why, -1, "line %d: executable "
+				return tl_drv_why(why, -1, "line %d: "
+				    "executable "
 				    "comments (/*! ... */) are refused: write "
 				    "the statement itself", ln);
 			}
@@ -143,8 +130,8 @@ tl_drv_mdb_split(const char *s, size_t n, struct tl_drv_mdb_stmt *st,
 					ln++;
 			if (i + 1 >= n) {
 				*line = cl;
-				return fail(why, -1, "line %d: a comment that "
-				    "never ends", cl);
+				return tl_drv_why(why, -1, "line %d: a comment "
+				    "that never ends", cl);
 			}
 			i += 2;
 			continue;
@@ -155,9 +142,9 @@ tl_drv_mdb_split(const char *s, size_t n, struct tl_drv_mdb_stmt *st,
 			sline = ln;
 			if (word_at(s, n, i, "DELIMITER")) {
 				*line = ln;
-				return fail(why, -1, "line %d: DELIMITER is a "
-				    "client command, refused (statements end "
-				    "with ;)", ln);
+				return tl_drv_why(why, -1, "line %d: DELIMITER "
+				    "is a client command, refused (statements "
+				    "end with ;)", ln);
 			}
 		}
 		if (c == '\'' || c == '"' || c == '`') {
@@ -181,8 +168,8 @@ tl_drv_mdb_split(const char *s, size_t n, struct tl_drv_mdb_stmt *st,
 			}
 			if (i >= n) {
 				*line = ql;
-				return fail(why, -1, "line %d: a quote (%c) "
-				    "that never ends", ql, c);
+				return tl_drv_why(why, -1, "line %d: a quote "
+				    "(%c) that never ends", ql, c);
 			}
 			i++;
 			last = i;
@@ -190,9 +177,10 @@ tl_drv_mdb_split(const char *s, size_t n, struct tl_drv_mdb_stmt *st,
 		}
 		if (word_at(s, n, i, "BEGIN") && i != start) {
 			*line = ln;
-			return fail(why, -1, "line %d: a compound statement "
-			    "(BEGIN ... END) cannot be split safely; create "
-			    "routines and triggers outside migrations", ln);
+			return tl_drv_why(why, -1, "line %d: a compound "
+			    "statement (BEGIN ... END) cannot be split safely; "
+			    "create routines and triggers outside migrations",
+			    ln);
 		}
 		if (c == ';') {
 			if (count >= cap)
@@ -409,13 +397,13 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 		return rc;
 	if (m->file == NULL || strlen(m->file) > 255 || m->checksum == NULL ||
 	    strlen(m->checksum) > 64)
-		return fail(why, TL_EINVAL, "a migration needs a file name "
-		    "(at most 255 bytes) and a checksum");
+		return tl_drv_why(why, TL_EINVAL, "a migration needs a file "
+		    "name (at most 255 bytes) and a checksum");
 	for (i = 0; i < m->len; i++)
 		if (m->sql[i] == ';')
 			cap++;
 	if ((st = calloc((size_t)cap, sizeof(*st))) == NULL)
-		return fail(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	if ((n = tl_drv_mdb_split(m->sql, m->len, st, cap, why, line)) < 0) {
 		rc = TL_EDRIVER;
 		goto out;
@@ -425,14 +413,15 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 
 		if (classify(m->sql + st[k].off, st[k].len, &w) == K_REFUSED) {
 			*line = st[k].line;
-			rc = fail(why, TL_EDRIVER, "line %d: %s is refused in a "
-			    "migration (tally runs each statement in its own "
-			    "transaction and records it)", st[k].line, w);
+			rc = tl_drv_why(why, TL_EDRIVER, "line %d: %s is "
+			    "refused in a migration (tally runs each statement "
+			    "in its own transaction and records it)",
+			    st[k].line, w);
 			goto out;
 		}
 	}
 	if ((done = calloc((size_t)n + 1, 1)) == NULL) {
-		rc = fail(why, ENOMEM, "out of memory");
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto out;
 	}
 
@@ -446,7 +435,7 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 	}
 	if (tl_drv_mdb_quote_str(c, m->file, flit, sizeof(flit)) != 0 ||
 	    tl_drv_mdb_quote_str(c, m->checksum, clit, sizeof(clit)) != 0) {
-		rc = fail(why, TL_EINVAL, "file name too long");
+		rc = tl_drv_why(why, TL_EINVAL, "file name too long");
 		goto out;
 	}
 	if ((rc = tl_drv_mdb_run(c, "CREATE TABLE IF NOT EXISTS "
@@ -460,7 +449,7 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 	snprintf(sql, sizeof(sql), "SELECT stmt, checksum, state FROM "
 	    "tally_schema_history WHERE file = %s ORDER BY stmt", flit);
 	if (mysql_query(c, sql) != 0 || (r = mysql_store_result(c)) == NULL) {
-		rc = fail(why, tl_drv_mdb_errno_rc(mysql_errno(c), 0),
+		rc = tl_drv_why(why, tl_drv_mdb_errno_rc(mysql_errno(c), 0),
 		    "reading tally_schema_history: %u %s", mysql_errno(c),
 		    mysql_error(c));
 		goto out;
@@ -469,11 +458,11 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 		int s = atoi(row[0]);
 
 		if (strcmp(row[1], m->checksum) != 0) {
-			rc = fail(why, TL_EDRIVER, "%s was %s with checksum "
-			    "%.16s..., the file now has %.16s...: a migration "
-			    "once run is never edited (add a new file)",
-			    m->file, s == 0 ? "applied" : "partly applied",
-			    row[1], m->checksum);
+			rc = tl_drv_why(why, TL_EDRIVER, "%s was %s with "
+			    "checksum %.16s..., the file now has %.16s...: a "
+			    "migration once run is never edited (add a new "
+			    "file)", m->file, s == 0 ? "applied" : "partly "
+			    "applied", row[1], m->checksum);
 			goto out;
 		}
 		if (s == 0) {
@@ -484,18 +473,19 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 			goto out;
 		}
 		if (s < 1 || s > n) {
-			rc = fail(why, TL_EDRIVER, "tally_schema_history has "
-			    "statement %d of %s, which has %d", s, m->file, n);
+			rc = tl_drv_why(why, TL_EDRIVER, "tally_schema_history "
+			    "has statement %d of %s, which has %d", s, m->file,
+			    n);
 			goto out;
 		}
 		if (strcmp(row[2], "started") == 0) {
 			*line = st[s - 1].line;
-			rc = fail(why, TL_EDRIVER, "line %d: statement %d of %s "
-			    "was interrupted while it ran; MariaDB commits DDL "
-			    "by itself, so tally cannot tell whether it took "
-			    "effect: look, then delete its row in "
-			    "tally_schema_history to run it again or set its "
-			    "state to 'done' to skip it", st[s - 1].line, s,
+			rc = tl_drv_why(why, TL_EDRIVER, "line %d: statement "
+			    "%d of %s was interrupted while it ran; MariaDB "
+			    "commits DDL by itself, so tally cannot tell "
+			    "whether it took effect: look, then delete its row "
+			    "in tally_schema_history to run it again or set "
+			    "its state to 'done' to skip it", st[s - 1].line, s,
 			    m->file);
 			goto out;
 		}
@@ -518,7 +508,7 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 		goto out;
 	}
 	if (pthread_create(&th, NULL, watch, &d) != 0) {
-		rc = fail(why, TL_EDRIVER, "cannot start the watchdog");
+		rc = tl_drv_why(why, TL_EDRIVER, "cannot start the watchdog");
 		goto out;
 	}
 	started = 1;
@@ -534,8 +524,8 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 		if ((m->cancel != NULL && atomic_load(m->cancel)) ||
 		    passed(&d.deadline)) {
 			*line = s->line;
-			rc = fail(why, TL_EDRIVER, "%s: %s before statement %d "
-			    "(line %d); it resumes there", m->file,
+			rc = tl_drv_why(why, TL_EDRIVER, "%s: %s before "
+			    "statement %d (line %d); it resumes there", m->file,
 			    m->cancel != NULL && atomic_load(m->cancel) ?
 			    "cancelled" : "time limit passed", k, s->line);
 			goto out;
@@ -566,9 +556,10 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 			snprintf(msg, sizeof(msg), "%s", mysql_error(c));
 			*line = s->line;
 			if (lost(err)) {
-				rc = fail(why, TL_EUNREACH, "%s line %d: the "
-				    "connection was lost while statement %d "
-				    "ran: %u %s", m->file, s->line, k, err, msg);
+				rc = tl_drv_why(why, TL_EUNREACH, "%s line %d: "
+				    "the connection was lost while statement "
+				    "%d ran: %u %s", m->file, s->line, k, err,
+				    msg);
 				goto out;
 			}
 			if (kd == K_DML)
@@ -579,17 +570,17 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 				goto out;
 			}
 			if (err == 1969 || fired == 1)
-				rc = fail(why, TL_EDRIVER, "%s line %d: the time "
-				    "limit of %u s passed (statement %d "
-				    "interrupted; it resumes there)", m->file,
-				    s->line, timeout, k);
+				rc = tl_drv_why(why, TL_EDRIVER, "%s line %d: "
+				    "the time limit of %u s passed (statement "
+				    "%d interrupted; it resumes there)",
+				    m->file, s->line, timeout, k);
 			else if (fired == 2)
-				rc = fail(why, TL_EDRIVER, "%s line %d: "
+				rc = tl_drv_why(why, TL_EDRIVER, "%s line %d: "
 				    "cancelled (statement %d interrupted; it "
 				    "resumes there)", m->file, s->line, k);
 			else
-				rc = fail(why, TL_EDRIVER, "%s line %d: %u %s",
-				    m->file, s->line, err, msg);
+				rc = tl_drv_why(why, TL_EDRIVER, "%s line %d: "
+				    "%u %s", m->file, s->line, err, msg);
 			goto out;
 		}
 		if ((rc = hist(c, flit, clit, k, "done", why)) != 0)

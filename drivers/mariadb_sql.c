@@ -24,6 +24,7 @@
 #include "core/secret.h"
 #include "driver.h"
 #include "mariadb-internal.h"
+#include "util.h"
 
 int
 tl_drv_mdb_errno_rc(unsigned e, int connecting)
@@ -65,9 +66,10 @@ tl_drv_mdb_connect(const char *host, const char *port, const char *user,
 	*out = NULL;
 	if (pthread_once(&mdb_once, mdb_library_init) != 0 ||
 	    mdb_init_rc != 0)
-		return whyf(why, TL_EDRIVER, "libmariadb did not initialise");
+		return tl_drv_why(why, TL_EDRIVER, "libmariadb did not "
+		    "initialise");
 	if ((c = mysql_init(NULL)) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
 	mysql_options(c, MYSQL_OPT_READ_TIMEOUT, &io);
 	mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &io);
@@ -80,7 +82,7 @@ tl_drv_mdb_connect(const char *host, const char *port, const char *user,
 		unsigned e = mysql_errno(c);
 
 		rc = tl_drv_mdb_errno_rc(e, 1);
-		whyf(why, rc, "connecting to %s:%lu as '%s': %u %s",
+		tl_drv_why(why, rc, "connecting to %s:%lu as '%s': %u %s",
 		    host != NULL && *host != '\0' ? host : "127.0.0.1", pn,
 		    user != NULL ? user : "", e, mysql_error(c));
 		mysql_close(c);
@@ -100,7 +102,8 @@ tl_drv_mdb_run(MYSQL *c, const char *sql, const char *step, char *why)
 	if (mysql_real_query(c, sql, strlen(sql)) != 0) {
 		e = mysql_errno(c);
 		rc = tl_drv_mdb_errno_rc(e, 0);
-		return whyf(why, rc, "%s: %u %s", step, e, mysql_error(c));
+		return tl_drv_why(why, rc, "%s: %u %s", step, e,
+		    mysql_error(c));
 	}
 	/* A statement that returns rows here has them discarded. */
 	if ((r = mysql_store_result(c)) != NULL)
@@ -166,14 +169,14 @@ name_ok(const char *what, const char *name, size_t max, char *why)
 	size_t i, n = name != NULL ? strlen(name) : 0;
 
 	if (n == 0 || n > max)
-		return whyf(why, TL_EINVAL, "%s name must be 1-%zu bytes",
+		return tl_drv_why(why, TL_EINVAL, "%s name must be 1-%zu bytes",
 		    what, max);
 	for (i = 0; i < n; i++)
 		if (!((name[i] >= 'a' && name[i] <= 'z') ||
 		    (name[i] >= '0' && name[i] <= '9') || name[i] == '_' ||
 		    name[i] == '-'))
-			return whyf(why, TL_EINVAL, "%s name \"%.64s\": only "
-			    "a-z, 0-9, _ and - are used", what, name);
+			return tl_drv_why(why, TL_EINVAL, "%s name \"%.64s\": "
+			    "only a-z, 0-9, _ and - are used", what, name);
 	return 0;
 }
 
@@ -189,20 +192,20 @@ tl_drv_mdb_grant_ok(const struct tl_drv_grant *g, int need_pw, char *why)
 	int rc;
 
 	if (g == NULL)
-		return whyf(why, TL_EINVAL, "no grant");
+		return tl_drv_why(why, TL_EINVAL, "no grant");
 	if ((rc = name_ok("database", g->resource, MDB_DB_MAX, why)) != 0 ||
 	    (rc = name_ok("user", g->login, MDB_USER_MAX, why)) != 0)
 		return rc;
 	for (i = 0; tl_drv_mdb_reserved[i] != NULL; i++)
 		if (strcmp(g->resource, tl_drv_mdb_reserved[i]) == 0)
-			return whyf(why, TL_EINVAL,
+			return tl_drv_why(why, TL_EINVAL,
 			    "database \"%s\" is the server's own: refused",
 			    g->resource);
 	if (need_pw && (g->password == NULL || *g->password == '\0'))
-		return whyf(why, TL_EINVAL,
+		return tl_drv_why(why, TL_EINVAL,
 		    "no password for user \"%s\"", g->login);
 	if (g->grant != NULL && strlen(g->grant) > 255)
-		return whyf(why, TL_EINVAL,
+		return tl_drv_why(why, TL_EINVAL,
 		    "grant id longer than 255 bytes");
 	return 0;
 }

@@ -44,6 +44,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "driver.h"
+#include "util.h"
 
 extern char **environ;
 
@@ -54,21 +55,6 @@ int	tl_drv_pg_copy(const struct tl_drv_admin *from,
 
 #define PG_BINDIR_DEFAULT	"/usr/lib/postgresql/15/bin"
 #define TAIL_MAX		400	/* bytes of a child's stderr kept */
-
-static int
-cwhy(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-cwhy(char *why, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 /* Finds a PostgreSQL client binary; 0 with its path in out. */
 static int
@@ -296,17 +282,17 @@ dump_restore(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 
 	if (find_tool("pg_dump", dump, sizeof(dump)) != 0 ||
 	    find_tool("pg_restore", restore, sizeof(restore)) != 0)
-		return cwhy(why, TL_EDRIVER, "pg_dump or pg_restore not found "
-		    "(looked in $TALLY_PG_BINDIR, %s and the PATH)",
+		return tl_drv_why(why, TL_EDRIVER, "pg_dump or pg_restore not "
+		    "found (looked in $TALLY_PG_BINDIR, %s and the PATH)",
 		    PG_BINDIR_DEFAULT);
 	if (conninfo_dbname(gt->resource, target, sizeof(target)) != 0)
-		return cwhy(why, TL_EINVAL, "database name too long");
+		return tl_drv_why(why, TL_EINVAL, "database name too long");
 	snprintf(role, sizeof(role), "--role=%s", gt->owner);
 	if ((rc = cenv_make(&e1, from, gf->resource)) != 0)
-		return cwhy(why, rc, "out of memory");
+		return tl_drv_why(why, rc, "out of memory");
 	if ((rc = cenv_make(&e2, to, NULL)) != 0) {
 		cenv_free(&e1);
-		return cwhy(why, rc, "out of memory");
+		return tl_drv_why(why, rc, "out of memory");
 	}
 	{
 		/* A lock held elsewhere fails the copy, never hangs it. */
@@ -320,17 +306,19 @@ dump_restore(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 		if ((rc = cloexec_pipe(data)) != 0 ||
 		    (rc = cloexec_pipe(err1)) != 0 ||
 		    (rc = cloexec_pipe(err2)) != 0) {
-			cwhy(why, TL_EDRIVER, "pipe: %s", strerror(rc));
+			tl_drv_why(why, TL_EDRIVER, "pipe: %s", strerror(rc));
 			rc = TL_EDRIVER;
 			goto out;
 		}
 		if ((p1 = spawn(dump, a1, e1.v, -1, data[1], err1[1])) < 0) {
-			rc = cwhy(why, TL_EDRIVER, "fork: %s", strerror(errno));
+			rc = tl_drv_why(why, TL_EDRIVER, "fork: %s",
+			    strerror(errno));
 			goto out;
 		}
 		if ((p2 = spawn(restore, a2, e2.v, data[0], err2[1],
 		    err2[1])) < 0) {
-			rc = cwhy(why, TL_EDRIVER, "fork: %s", strerror(errno));
+			rc = tl_drv_why(why, TL_EDRIVER, "fork: %s",
+			    strerror(errno));
 			kill(p1, SIGTERM);
 			goto out;
 		}
@@ -381,21 +369,21 @@ dump_restore(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 		if (bad1) {
 			status_text(s1, st1, sizeof(st1));
 			tail_line(&t1, line, sizeof(line));
-			cwhy(m1, 0, "pg_dump of \"%s\" at %s:%s %s: %.200s",
-			    gf->resource, from->host ? from->host : "",
-			    from->port ? from->port : "", st1, line[0] ? line :
-			    "(no message)");
+			tl_drv_why(m1, 0, "pg_dump of \"%s\" at %s:%s %s: "
+			    "%.200s", gf->resource, from->host ? from->host :
+			    "", from->port ? from->port : "", st1, line[0] ?
+			    line : "(no message)");
 		}
 		if (bad2) {
 			status_text(s2, st2, sizeof(st2));
 			tail_line(&t2, line, sizeof(line));
-			cwhy(m2, 0, "pg_restore into \"%s\" at %s:%s %s: "
+			tl_drv_why(m2, 0, "pg_restore into \"%s\" at %s:%s %s: "
 			    "%.200s", gt->resource, to->host ? to->host : "",
 			    to->port ? to->port : "", st2, line[0] ? line :
 			    "(no message)");
 		}
 		if (bad1 || bad2)
-			rc = cwhy(why, TL_EDRIVER, "%s%s%s", m1,
+			rc = tl_drv_why(why, TL_EDRIVER, "%s%s%s", m1,
 			    bad1 && bad2 ? "; " : "", m2);
 	}
 out:
@@ -463,23 +451,23 @@ count_rows(const struct tl_drv_admin *a, const char *db, struct counts *c,
 	memset(c, 0, sizeof(*c));
 	conn = PQconnectdbParams(kw, val, 0);
 	if (PQstatus(conn) != CONNECTION_OK) {
-		rc = cwhy(why, TL_EUNREACH, "counting rows in \"%s\" at %s:%s: "
-		    "%s", db, a->host ? a->host : "", a->port ? a->port : "",
-		    PQerrorMessage(conn));
+		rc = tl_drv_why(why, TL_EUNREACH, "counting rows in \"%s\" at "
+		    "%s:%s: %s", db, a->host ? a->host : "", a->port ? a->port :
+		    "", PQerrorMessage(conn));
 		PQfinish(conn);
 		return rc;
 	}
 	r = PQexec(conn, q_tables);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = cwhy(why, TL_EDRIVER, "listing tables of \"%s\": %s", db,
-		    PQerrorMessage(conn));
+		rc = tl_drv_why(why, TL_EDRIVER, "listing tables of \"%s\": %s",
+		    db, PQerrorMessage(conn));
 		goto out;
 	}
 	c->n = (size_t)PQntuples(r);
 	c->name = calloc(c->n + 1, sizeof(*c->name));
 	c->rows = calloc(c->n + 1, sizeof(*c->rows));
 	if (c->name == NULL || c->rows == NULL) {
-		rc = cwhy(why, ENOMEM, "out of memory");
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < PQntuples(r) && rc == 0; i++) {
@@ -491,15 +479,15 @@ count_rows(const struct tl_drv_admin *a, const char *db, struct counts *c,
 
 		snprintf(c->name[i], sizeof(c->name[i]), "%s.%s", ns, rel);
 		if (qn == NULL || qr == NULL) {
-			rc = cwhy(why, TL_EDRIVER, "cannot quote %s.%s", ns,
-			    rel);
+			rc = tl_drv_why(why, TL_EDRIVER, "cannot quote %s.%s",
+			    ns, rel);
 		} else {
 			snprintf(sql, sizeof(sql), "SELECT count(*) FROM "
 			    "ONLY %s.%s", qn, qr);
 			cr = PQexec(conn, sql);
 			if (PQresultStatus(cr) != PGRES_TUPLES_OK)
-				rc = cwhy(why, TL_EDRIVER, "counting %s.%s in "
-				    "\"%s\": %s", ns, rel, db,
+				rc = tl_drv_why(why, TL_EDRIVER, "counting "
+				    "%s.%s in \"%s\": %s", ns, rel, db,
 				    PQerrorMessage(conn));
 			else
 				c->rows[i] = strtoll(PQgetvalue(cr, 0, 0),
@@ -549,26 +537,28 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 	int rc;
 
 	if (cap < 3)
-		return cwhy(why, TL_ETOOBIG, "no room for the table counts");
+		return tl_drv_why(why, TL_ETOOBIG, "no room for the table "
+		    "counts");
 	tables[0] = '\0';
 	if (gf == NULL || gt == NULL || gf->resource == NULL ||
 	    gt->resource == NULL || gt->owner == NULL ||
 	    *gf->resource == '\0' || *gt->resource == '\0' ||
 	    *gt->owner == '\0' || strlen(gt->resource) > 63 ||
 	    strlen(gt->owner) > 63)
-		return cwhy(why, TL_EINVAL, "copy: bad database or role name");
+		return tl_drv_why(why, TL_EINVAL, "copy: bad database or role "
+		    "name");
 	if (strcmp(gt->resource, "template0") == 0 ||
 	    strcmp(gt->resource, "template1") == 0 ||
 	    strcmp(gt->resource, "postgres") == 0 ||
 	    (to->dbname != NULL && strcmp(gt->resource, to->dbname) == 0))
-		return cwhy(why, TL_EINVAL, "refusing to copy into database "
-		    "\"%s\"", gt->resource);
+		return tl_drv_why(why, TL_EINVAL, "refusing to copy into "
+		    "database \"%s\"", gt->resource);
 	if (strcmp(gf->resource, gt->resource) == 0 && from->host != NULL &&
 	    to->host != NULL && strcmp(from->host, to->host) == 0 &&
 	    from->port != NULL && to->port != NULL &&
 	    strcmp(from->port, to->port) == 0)
-		return cwhy(why, TL_EINVAL, "refusing to copy database \"%s\" "
-		    "onto itself", gf->resource);
+		return tl_drv_why(why, TL_EINVAL, "refusing to copy database "
+		    "\"%s\" onto itself", gf->resource);
 	if ((rc = dump_restore(from, gf, to, gt, why)) != 0)
 		return rc;
 	if ((rc = count_rows(from, gf->resource, &a, why)) != 0)
@@ -579,19 +569,19 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 	}
 	for (i = 0; i < a.n || i < b.n; i++) {
 		if (i >= a.n || i >= b.n || strcmp(a.name[i], b.name[i]) != 0) {
-			rc = cwhy(why, TL_EDRIVER, "the copy's tables differ "
-			    "from the source's: %s %s", i < a.n ? a.name[i] :
-			    i < b.n ? b.name[i] : "?", i < a.n ? (i < b.n ?
-			    "is not where expected in the copy" :
-			    "is missing from the copy") :
-			    "is not in the source");
+			rc = tl_drv_why(why, TL_EDRIVER, "the copy's tables "
+			    "differ from the source's: %s %s", i < a.n ?
+			    a.name[i] : i < b.n ? b.name[i] : "?", i < a.n ? (i
+			    < b.n ? "is not where expected in the copy" :
+			    "is missing from the copy") : "is not in the "
+			    "source");
 			goto out;
 		}
 		if (a.rows[i] != b.rows[i]) {
-			rc = cwhy(why, TL_EDRIVER, "row counts differ after the "
-			    "copy: %s has %lld row(s) in \"%s\" and %lld in "
-			    "\"%s\"", a.name[i], a.rows[i], gf->resource,
-			    b.rows[i], gt->resource);
+			rc = tl_drv_why(why, TL_EDRIVER, "row counts differ "
+			    "after the copy: %s has %lld row(s) in \"%s\" and "
+			    "%lld in \"%s\"", a.name[i], a.rows[i],
+			    gf->resource, b.rows[i], gt->resource);
 			goto out;
 		}
 	}
@@ -606,8 +596,8 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 		need = strlen(name) + strlen(num) + 5;
 		if (o + need + 2 > cap) {
 			tables[0] = '\0';
-			rc = cwhy(why, TL_ETOOBIG, "%zu tables: their counts do "
-			    "not fit in %zu bytes", a.n, cap);
+			rc = tl_drv_why(why, TL_ETOOBIG, "%zu tables: their "
+			    "counts do not fit in %zu bytes", a.n, cap);
 			goto out;
 		}
 		o += (size_t)snprintf(tables + o, cap - o, "%s\"%s\":%s",
@@ -616,8 +606,8 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 	}
 	tables[o++] = '}';
 	tables[o] = '\0';
-	cwhy(why, 0, "copied \"%s\" into \"%s\": %zu table(s), %lld row(s), "
-	    "counts match", gf->resource, gt->resource, a.n, total);
+	tl_drv_why(why, 0, "copied \"%s\" into \"%s\": %zu table(s), %lld "
+	    "row(s), counts match", gf->resource, gt->resource, a.n, total);
 out:
 	counts_free(&a);
 	counts_free(&b);

@@ -62,6 +62,7 @@
 #include "core/secret.h"
 #include "driver.h"
 #include "pg_scram.h"
+#include "util.h"
 
 #define PG_CONNECT_MS	3000		/* whole connection attempt */
 #define PG_NAME_MAX	63		/* NAMEDATALEN - 1 bytes */
@@ -89,21 +90,6 @@ struct pg_ids {
 };
 
 /* --- reasons -------------------------------------------------------- */
-
-static int
-whyf(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-whyf(char *why, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 /* An appendable reason; silently truncates (with "...") when full. */
 struct pg_msg {
@@ -344,13 +330,13 @@ admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
 	if (rc == 0)
 		return 0;
 	if (rc == TL_EAUTH)
-		return whyf(why, rc, "admin login as \"%s\" rejected: %s",
+		return tl_drv_why(why, rc, "admin login as \"%s\" rejected: %s",
 		    p->user != NULL ? p->user : "(default)", msg);
 	if (rc == TL_EUNREACH)
-		return whyf(why, rc, "cannot reach PostgreSQL at %s:%s: %s",
-		    p->host != NULL ? p->host : "(default)",
-		    p->port != NULL ? p->port : "(default)", msg);
-	return whyf(why, rc, "admin connection to database \"%s\": %s",
+		return tl_drv_why(why, rc, "cannot reach PostgreSQL at %s:%s: "
+		    "%s", p->host != NULL ? p->host : "(default)", p->port !=
+		    NULL ? p->port : "(default)", msg);
+	return tl_drv_why(why, rc, "admin connection to database \"%s\": %s",
 	    dbname, msg);
 }
 
@@ -406,8 +392,8 @@ res_err(PGconn *c, PGresult *r, const char *step, char *why)
 	if (detail != NULL)	/* 2BP01 lists what depends on a role */
 		clean_msg(det, sizeof(det), detail);
 	if (state == NULL && PQstatus(c) == CONNECTION_OK)
-		return whyf(why, TL_EDRIVER, "%s: %s", step, prim);
-	return whyf(why, state_rc(state), "%s: %s%s%s%s%s%s", step,
+		return tl_drv_why(why, TL_EDRIVER, "%s: %s", step, prim);
+	return tl_drv_why(why, state_rc(state), "%s: %s%s%s%s%s%s", step,
 	    state != NULL ? state : "", state != NULL ? ": " : "", prim,
 	    det[0] != '\0' ? " (" : "", det, det[0] != '\0' ? ")" : "");
 }
@@ -504,17 +490,11 @@ static const char q_db_owner[] =
 
 enum pg_mark { MARK_ABSENT, MARK_OURS, MARK_FOREIGN, MARK_OTHER };
 
-static int
-named(const struct tl_drv_grant *g)
-{
-	return g->grant != NULL && *g->grant != '\0';
-}
-
 /* The mark g's objects carry. */
 static void
 mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
 {
-	if (named(g))
+	if (tl_drv_grant_named(g))
 		snprintf(buf, n, TL_PG_MARK_FOR "%s" TL_PG_MARK_END, g->grant);
 	else
 		snprintf(buf, n, "%s", TL_PG_MARK);
@@ -550,7 +530,8 @@ role_mark(PGconn *c, const struct tl_drv_grant *g, const char *role,
 	if (strcmp(m, mine) == 0)
 		*kind = MARK_OURS;
 	else if (strcmp(m, TL_PG_MARK) == 0)
-		*kind = !named(g) || g->adopt_unnamed ? MARK_OURS : MARK_OTHER;
+		*kind = !tl_drv_grant_named(g) || g->adopt_unnamed ? MARK_OURS :
+		    MARK_OTHER;
 	else if (ml > fl + el && strncmp(m, TL_PG_MARK_FOR, fl) == 0 &&
 	    strcmp(m + ml - el, TL_PG_MARK_END) == 0) {
 		*kind = MARK_OTHER;
@@ -576,17 +557,17 @@ not_foreign_role(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	if (kind == MARK_ABSENT || kind == MARK_OURS)
 		return 0;
 	if (kind == MARK_OTHER && other[0] != '\0')
-		whyf(why, 0, "%s exists and was made by tally for grant %s: "
-		    "tally never hands one grant's object to another", step,
+		tl_drv_why(why, 0, "%s exists and was made by tally for grant "
+		    "%s: tally never hands one grant's object to another", step,
 		    other);
 	else if (kind == MARK_OTHER)
-		whyf(why, 0, "%s exists and was made by an earlier tally for "
-		    "another grant (its mark names none; grant %s's objects "
-		    "were never made so): tally never hands one grant's "
-		    "object to another", step, g->grant);
+		tl_drv_why(why, 0, "%s exists and was made by an earlier tally "
+		    "for another grant (its mark names none; grant %s's "
+		    "objects were never made so): tally never hands one "
+		    "grant's object to another", step, g->grant);
 	else
-		whyf(why, 0, "%s exists and was not made by tally: tally never "
-		    "takes over a role it did not make; choose another "
+		tl_drv_why(why, 0, "%s exists and was not made by tally: tally "
+		    "never takes over a role it did not make; choose another "
 		    "resource name (name: in the manifest)", step);
 	return TL_EDRIVER;
 }
@@ -676,29 +657,10 @@ vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
 		return rc;
 	if (kind != MARK_OTHER)
 		return 0;
-	whyf(why, 0, "%s is owned by \"%s\", made by tally for %s%s: tally "
-	    "never hands one grant's object to another", step, owner,
+	tl_drv_why(why, 0, "%s is owned by \"%s\", made by tally for %s%s: "
+	    "tally never hands one grant's object to another", step, owner,
 	    other[0] != '\0' ? "grant " : "another grant", other);
 	return TL_EDRIVER;
-}
-
-/* printf into a statement buffer; TL_EINVAL when it does not fit. */
-static int
-sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vsnprintf(buf, n, fmt, ap);
-	va_end(ap);
-	if (r < 0 || (size_t)r >= n)
-		return whyf(why, TL_EINVAL, "statement too long");
-	return 0;
 }
 
 /* Formats and runs one statement. */
@@ -717,7 +679,8 @@ runf(PGconn *c, const char *step, char *why, const char *fmt, ...)
 	r = vsnprintf(sql, sizeof(sql), fmt, ap);
 	va_end(ap);
 	if (r < 0 || (size_t)r >= sizeof(sql))
-		return whyf(why, TL_EINVAL, "%s: statement too long", step);
+		return tl_drv_why(why, TL_EINVAL, "%s: statement too long",
+		    step);
 	return run(c, sql, step, why);
 }
 
@@ -738,7 +701,8 @@ escape_id(PGconn *c, const char *name, char *why)
 
 	if ((q = PQescapeIdentifier(c, name, strlen(name))) == NULL) {
 		clean_msg(msg, sizeof(msg), PQerrorMessage(c));
-		whyf(why, TL_EINVAL, "cannot quote name \"%s\": %s", name, msg);
+		tl_drv_why(why, TL_EINVAL, "cannot quote name \"%s\": %s", name,
+		    msg);
 	}
 	return q;
 }
@@ -759,8 +723,8 @@ ids_make(PGconn *c, const struct tl_drv_grant *g, struct pg_ids *ids,
 	mark_text(g, mark, sizeof(mark));
 	if ((ids->mark = PQescapeLiteral(c, mark, strlen(mark))) == NULL) {
 		ids_free(ids);
-		return whyf(why, TL_EINVAL, "cannot quote the mark of grant "
-		    "\"%s\"", g->grant);
+		return tl_drv_why(why, TL_EINVAL, "cannot quote the mark of "
+		    "grant \"%s\"", g->grant);
 	}
 	return 0;
 }
@@ -773,9 +737,9 @@ name_ok(const char *what, const char *name, char *why)
 	size_t n;
 
 	if (name == NULL || *name == '\0')
-		return whyf(why, TL_EINVAL, "%s name is empty", what);
+		return tl_drv_why(why, TL_EINVAL, "%s name is empty", what);
 	if ((n = strlen(name)) > PG_NAME_MAX)
-		return whyf(why, TL_EINVAL, "%s name is %zu bytes; "
+		return tl_drv_why(why, TL_EINVAL, "%s name is %zu bytes; "
 		    "PostgreSQL names hold at most %d", what, n, PG_NAME_MAX);
 	return 0;
 }
@@ -793,29 +757,29 @@ grant_ok(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
 	int rc;
 
 	if (g == NULL)
-		return whyf(why, TL_EINVAL, "no grant");
+		return tl_drv_why(why, TL_EINVAL, "no grant");
 	if ((rc = name_ok("database", g->resource, why)) != 0 ||
 	    (rc = name_ok("owner role", g->owner, why)) != 0 ||
 	    (rc = name_ok("login role", g->login, why)) != 0)
 		return rc;
 	if (need_pw && (g->password == NULL || *g->password == '\0'))
-		return whyf(why, TL_EINVAL, "login \"%s\": empty password",
-		    g->login);
+		return tl_drv_why(why, TL_EINVAL, "login \"%s\": empty "
+		    "password", g->login);
 	if (strcmp(g->owner, g->login) == 0)
-		return whyf(why, TL_EINVAL, "owner and login are both \"%s\"",
-		    g->owner);
+		return tl_drv_why(why, TL_EINVAL, "owner and login are both "
+		    "\"%s\"", g->owner);
 	if (strncmp(g->owner, "pg_", 3) == 0 ||
 	    strncmp(g->login, "pg_", 3) == 0)
-		return whyf(why, TL_EINVAL, "role names starting with pg_ "
-		    "are reserved");
+		return tl_drv_why(why, TL_EINVAL, "role names starting with "
+		    "pg_ are reserved");
 	if (me != NULL && (strcmp(g->owner, me) == 0 ||
 	    strcmp(g->login, me) == 0))
-		return whyf(why, TL_EINVAL, "refusing to manage the admin "
-		    "role \"%s\" as a grant's role", me);
+		return tl_drv_why(why, TL_EINVAL, "refusing to manage the "
+		    "admin role \"%s\" as a grant's role", me);
 	if (strcmp(g->resource, "template0") == 0 ||
 	    strcmp(g->resource, "template1") == 0 ||
 	    (mydb != NULL && strcmp(g->resource, mydb) == 0))
-		return whyf(why, TL_EINVAL, "refusing to manage database "
+		return tl_drv_why(why, TL_EINVAL, "refusing to manage database "
 		    "\"%s\" as a grant's database", g->resource);
 	return 0;
 }
@@ -838,8 +802,8 @@ pw_literal(PGconn *c, const struct tl_drv_grant *g, char **out, char *why)
 	v = PQencryptPasswordConn(c, g->password, g->login, "scram-sha-256");
 	if (v == NULL) {
 		clean_msg(msg, sizeof(msg), PQerrorMessage(c));
-		return whyf(why, TL_EDRIVER, "login \"%s\": cannot compute "
-		    "the password verifier: %s", g->login, msg);
+		return tl_drv_why(why, TL_EDRIVER, "login \"%s\": cannot "
+		    "compute the password verifier: %s", g->login, msg);
 	}
 	/* The bulk check then knows it without the PBKDF2 (pg_scram.h). */
 	tl_pg_scram_remember(v, g->login, g->password);
@@ -847,8 +811,8 @@ pw_literal(PGconn *c, const struct tl_drv_grant *g, char **out, char *why)
 	tl_secret_wipe(v, strlen(v));
 	PQfreemem(v);
 	if (*out == NULL)
-		return whyf(why, TL_EDRIVER, "login \"%s\": cannot quote the "
-		    "password verifier", g->login);
+		return tl_drv_why(why, TL_EDRIVER, "login \"%s\": cannot quote "
+		    "the password verifier", g->login);
 	return 0;
 }
 
@@ -885,7 +849,7 @@ ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		return rc;
 	if (found)
 		return not_foreign_role(p, g, g->owner, step, why);
-	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s NOLOGIN "
+	if ((rc = tl_drv_sqlf(sql, sizeof(sql), why, "CREATE ROLE %s NOLOGIN "
 	    ROLE_ATTRS "; COMMENT ON ROLE %s IS %s", ids->own, ids->own,
 	    ids->mark)) != 0)
 		return rc;
@@ -914,12 +878,12 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		return rc;
 	if (found)
-		rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s",
-		    ids->log, pw);
+		rc = tl_drv_sqlf(sql, sizeof(sql), why, "ALTER ROLE %s "
+		    "PASSWORD %s", ids->log, pw);
 	else
-		rc = sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN INHERIT "
-		    ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS %s",
-		    ids->log, pw, ids->log, ids->mark);
+		rc = tl_drv_sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN "
+		    "INHERIT " ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS "
+		    "%s", ids->log, pw, ids->log, ids->mark);
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));
@@ -951,11 +915,11 @@ ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		    why)) != 0)
 			return rc;
 		if (theirs) {
-			whyf(why, 0, "%s exists and belongs to someone else "
-			    "(owner \"%s\"): tally never takes over a database "
-			    "it did not make for this grant; choose another "
-			    "resource name (name: in the manifest)", step,
-			    owner);
+			tl_drv_why(why, 0, "%s exists and belongs to someone "
+			    "else (owner \"%s\"): tally never takes over a "
+			    "database it did not make for this grant; choose "
+			    "another resource name (name: in the manifest)",
+			    step, owner);
 			return TL_EDRIVER;
 		}
 		return 0;
@@ -967,8 +931,8 @@ ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	 * on a server with dirty buffers cost 1.2 s per create here against
 	 * 0.15 s.
 	 */
-	if ((rc = sqlf(sql, sizeof(sql), why, "CREATE DATABASE %s OWNER %s "
-	    "TEMPLATE template0", ids->res, ids->own)) != 0)
+	if ((rc = tl_drv_sqlf(sql, sizeof(sql), why, "CREATE DATABASE %s OWNER "
+	    "%s TEMPLATE template0", ids->res, ids->own)) != 0)
 		return rc;
 	rc = run_state(p->conn, sql, step, why, state);
 	if (rc != 0 && strcmp(state, "42P04") == 0)	/* raced: exists */
@@ -1030,12 +994,12 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    from_o[PG_SQL_MAX / 4], on_d[PG_SQL_MAX / 4];
 	int rc;
 
-	if ((rc = sqlf(from_l, sizeof(from_l), why, " FROM %s",
+	if ((rc = tl_drv_sqlf(from_l, sizeof(from_l), why, " FROM %s",
 	    ids->log)) != 0 ||
-	    (rc = sqlf(from_o, sizeof(from_o), why, " FROM %s",
+	    (rc = tl_drv_sqlf(from_o, sizeof(from_o), why, " FROM %s",
 	    ids->own)) != 0 ||
-	    (rc = sqlf(on_d, sizeof(on_d), why, "REVOKE ALL ON DATABASE %s "
-	    "FROM ", ids->res)) != 0)
+	    (rc = tl_drv_sqlf(on_d, sizeof(on_d), why, "REVOKE ALL ON DATABASE "
+	    "%s FROM ", ids->res)) != 0)
 		return rc;
 
 	snprintf(so, sizeof(so), "owner role \"%s\"", g->owner);
@@ -1167,26 +1131,14 @@ maint_revoke(struct tl_drv_pg *p, char *why)
 	if ((rc = maint_public(p, found, sizeof(found), why)) != 0)
 		return rc;
 	if (found[0] != '\0')
-		return whyf(why, TL_EDRIVER, "PUBLIC still has CONNECT on %s: "
-		    "the admin role cannot revoke it (only the owner or a "
-		    "superuser can); set revoke-public-connect=no on the "
+		return tl_drv_why(why, TL_EDRIVER, "PUBLIC still has CONNECT "
+		    "on %s: the admin role cannot revoke it (only the owner or "
+		    "a superuser can); set revoke-public-connect=no on the "
 		    "provider to leave it", found);
 	return 0;
 }
 
 /* --- the operations ------------------------------------------------- */
-
-/* A copy of password in guarded memory (core/secret.h), or NULL. */
-static char *
-secret_dup(const char *password)
-{
-	size_t n = strlen(password) + 1;
-	char *d;
-
-	if ((d = tl_secret_alloc(n)) != NULL)
-		memcpy(d, password, n);
-	return d;
-}
 
 static int
 pg_open(const struct tl_drv_admin *a, void **hp, char *why)
@@ -1199,23 +1151,23 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 		why = dummy;
 	*hp = NULL;
 	if (a == NULL)
-		return whyf(why, TL_EINVAL, "no admin settings");
+		return tl_drv_why(why, TL_EINVAL, "no admin settings");
 	if ((p = calloc(1, sizeof(*p))) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	if ((a->host != NULL && (p->host = strdup(a->host)) == NULL) ||
 	    (a->port != NULL && (p->port = strdup(a->port)) == NULL) ||
 	    (a->user != NULL && (p->user = strdup(a->user)) == NULL) ||
 	    (a->password != NULL &&
-	     (p->password = secret_dup(a->password)) == NULL) ||
+	     (p->password = tl_drv_secret_dup(a->password)) == NULL) ||
 	    (p->dbname = strdup(a->dbname != NULL && *a->dbname != '\0' ?
 	     a->dbname : "postgres")) == NULL) {
-		rc = whyf(why, ENOMEM, "out of memory");
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto fail;
 	}
 	p->maint = a->revoke_public_connect;
 	if ((rc = pg_ensure(p, why)) != 0)
 		goto fail;
-	whyf(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\"",
+	tl_drv_why(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\"",
 	    p->version, PQhost(p->conn), PQport(p->conn), PQuser(p->conn));
 	*hp = p;
 	return 0;
@@ -1254,7 +1206,7 @@ pg_begin(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
 
 	ids->res = ids->own = ids->log = ids->mark = NULL;
 	if (p == NULL)
-		return whyf(why, TL_EINVAL, "driver not open");
+		return tl_drv_why(why, TL_EINVAL, "driver not open");
 	if ((rc = pg_ensure(p, why)) != 0 ||
 	    (rc = grant_ok(p, g, need_pw, why)) != 0)
 		return rc;
@@ -1280,7 +1232,7 @@ pg_create(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = apply_schema(p, g, &ids, why)) != 0 ||
 	    (p->maint && (rc = maint_revoke(p, why)) != 0))
 		goto out;
-	whyf(why, 0, "database \"%s\" %s, owner role \"%s\" %s, login "
+	tl_drv_why(why, 0, "database \"%s\" %s, owner role \"%s\" %s, login "
 	    "\"%s\" %s", g->resource, md ? "created" : "existed", g->owner,
 	    mo ? "created" : "existed", g->login,
 	    ml ? "created" : "existed (password set)");
@@ -1408,7 +1360,7 @@ login_as(const struct tl_drv_grant *g, const char *host, const char *port,
 		return 0;
 	}
 	if (rc == TL_EUNREACH)
-		return whyf(why, rc, "login \"%s\" cannot reach database "
+		return tl_drv_why(why, rc, "login \"%s\" cannot reach database "
 		    "\"%s\" at %s:%s: %s", g->login, g->resource,
 		    host != NULL ? host : "(default)",
 		    port != NULL ? port : "(default)", detail);
@@ -1549,20 +1501,20 @@ pg_check(void *h, const struct tl_drv_grant *g,
 
 	if (miss.n > 0) {
 		*drift = TL_DRIFT_MISSING;
-		whyf(why, 0, "missing: %s%s%s", miss.buf,
+		tl_drv_why(why, 0, "missing: %s%s%s", miss.buf,
 		    priv.n > 0 ? "; also privileges: " : "",
 		    priv.n > 0 ? priv.buf : "");
 	} else if (cred.n > 0) {
 		*drift = TL_DRIFT_CREDENTIAL;
-		whyf(why, 0, "credential: %s%s%s", cred.buf,
+		tl_drv_why(why, 0, "credential: %s%s%s", cred.buf,
 		    priv.n > 0 ? "; also privileges: " : "",
 		    priv.n > 0 ? priv.buf : "");
 	} else if (priv.n > 0) {
 		*drift = TL_DRIFT_PRIVILEGES;
-		whyf(why, 0, "privileges: %s", priv.buf);
+		tl_drv_why(why, 0, "privileges: %s", priv.buf);
 	} else
-		whyf(why, 0, "database \"%s\" owned by \"%s\", login \"%s\" "
-		    "authenticates, privileges as granted", g->resource,
+		tl_drv_why(why, 0, "database \"%s\" owned by \"%s\", login "
+		    "\"%s\" authenticates, privileges as granted", g->resource,
 		    g->owner, g->login);
 	rc = 0;
 out:
@@ -1638,7 +1590,7 @@ pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 	if (n == 0)
 		return 0;
 	if (p == NULL)
-		return whyf(why[0], TL_EINVAL, "driver not open");
+		return tl_drv_why(why[0], TL_EINVAL, "driver not open");
 	if ((rc = pg_ensure(p, why[0])) != 0)
 		goto out;
 	for (i = 0; i < n; i++)
@@ -1646,7 +1598,8 @@ pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 			goto out;
 	for (k = 0; k < 3; k++) {
 		if ((rc = name_array(gs, n, fields[k], &arr[k])) != 0) {
-			whyf(why[0], rc, "bulk check: %s", tl_strerror(rc));
+			tl_drv_why(why[0], rc, "bulk check: %s",
+			    tl_strerror(rc));
 			goto out;
 		}
 		vals[k] = arr[k];
@@ -1657,8 +1610,8 @@ pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		goto out;
 	}
 	if ((size_t)PQntuples(r) != n) {
-		rc = whyf(why[0], TL_EDRIVER, "bulk check: %d rows for %zu "
-		    "grants", PQntuples(r), n);
+		rc = tl_drv_why(why[0], TL_EDRIVER, "bulk check: %d rows for "
+		    "%zu grants", PQntuples(r), n);
 		goto out;
 	}
 	if (p->maint && (rc = maint_public(p, found, sizeof(found),
@@ -1688,21 +1641,22 @@ pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 			    "differs)", g->login);
 		if (miss.n > 0) {
 			drift[i] = TL_DRIFT_MISSING;
-			whyf(why[i], 0, "missing: %s%s%s", miss.buf,
+			tl_drv_why(why[i], 0, "missing: %s%s%s", miss.buf,
 			    priv.n > 0 ? "; also privileges: " : "",
 			    priv.n > 0 ? priv.buf : "");
 		} else if (cred.n > 0) {
 			drift[i] = TL_DRIFT_CREDENTIAL;
-			whyf(why[i], 0, "credential: %s%s%s", cred.buf,
+			tl_drv_why(why[i], 0, "credential: %s%s%s", cred.buf,
 			    priv.n > 0 ? "; also privileges: " : "",
 			    priv.n > 0 ? priv.buf : "");
 		} else if (priv.n > 0) {
 			drift[i] = TL_DRIFT_PRIVILEGES;
-			whyf(why[i], 0, "privileges: %s", priv.buf);
+			tl_drv_why(why[i], 0, "privileges: %s", priv.buf);
 		} else
-			whyf(why[i], 0, "database \"%s\" owned by \"%s\", "
-			    "login \"%s\"'s password as recorded, privileges "
-			    "as granted", g->resource, g->owner, g->login);
+			tl_drv_why(why[i], 0, "database \"%s\" owned by "
+			    "\"%s\", login \"%s\"'s password as recorded, "
+			    "privileges as granted", g->resource, g->owner,
+			    g->login);
 	}
 	rc = 0;
 out:
@@ -1726,7 +1680,7 @@ claim(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	char step[160];
 	int rc, found;
 
-	if (!named(g))
+	if (!tl_drv_grant_named(g))
 		return 0;
 	snprintf(step, sizeof(step), "owner role \"%s\"", g->owner);
 	if ((rc = exists(p->conn, q_role, g->owner, &found, step, why)) != 0 ||
@@ -1754,8 +1708,8 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		goto out;
-	rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s", ids.log,
-	    pw);
+	rc = tl_drv_sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s",
+	    ids.log, pw);
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));
@@ -1764,7 +1718,7 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = run_secret(p->conn, sql, step, why)) != 0 ||
 	    (rc = claim(p, g, &ids, why)) != 0)
 		goto out;
-	whyf(why, 0, "password of login \"%s\" set", g->login);
+	tl_drv_why(why, 0, "password of login \"%s\" set", g->login);
 out:
 	ids_free(&ids);
 	if (p != NULL)
@@ -1819,7 +1773,7 @@ pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 		    ids.log)) != 0)
 			goto out;
 	}
-	whyf(why, 0, "login \"%s\" %s", g->login, login ? "dropped" :
+	tl_drv_why(why, 0, "login \"%s\" %s", g->login, login ? "dropped" :
 	    "was already gone");
 out:
 	ids_free(&ids);
@@ -1842,15 +1796,15 @@ pg_set_admin_password(void *h, const char *user, const char *password,
 		why = dummy;
 	if ((rc = pw_literal(p->conn, &g, &pw, why)) != 0)
 		return rc;
-	rc = sqlf(sql, sizeof(sql), why, "ALTER ROLE CURRENT_USER PASSWORD %s",
-	    pw);
+	rc = tl_drv_sqlf(sql, sizeof(sql), why, "ALTER ROLE CURRENT_USER "
+	    "PASSWORD %s", pw);
 	pw_free(pw);
 	if (rc == 0)
 		rc = run_secret(p->conn, sql, "the admin role", why);
 	else
 		tl_secret_wipe(sql, sizeof(sql));
 	if (rc == 0)
-		whyf(why, 0, "password of admin role \"%s\" set", user);
+		tl_drv_why(why, 0, "password of admin role \"%s\" set", user);
 	return rc;
 }
 
@@ -1874,7 +1828,7 @@ pg_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
 		*bytes = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
 	PQclear(r);
-	whyf(why, 0, "database \"%s\": %llu bytes", g->resource,
+	tl_drv_why(why, 0, "database \"%s\": %llu bytes", g->resource,
 	    (unsigned long long)*bytes);
 	return 0;
 }
@@ -1918,8 +1872,8 @@ pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = apply_schema(p, g, &ids, why)) != 0 ||
 	    (p->maint && (rc = maint_revoke(p, why)) != 0))
 		goto out;
-	whyf(why, 0, "attributes and privileges of database \"%s\", roles "
-	    "\"%s\" and \"%s\" reset", g->resource, g->owner, g->login);
+	tl_drv_why(why, 0, "attributes and privileges of database \"%s\", "
+	    "roles \"%s\" and \"%s\" reset", g->resource, g->owner, g->login);
 out:
 	ids_free(&ids);
 	if (p != NULL)
@@ -2022,8 +1976,8 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	if (!theirs && (rc = end_sessions(p, g, &n, step, why)) != 0)
 		goto out;
 	if (!drop) {
-		whyf(why, 0, "login \"%s\" %s, %d session%s ended; database "
-		    "\"%s\" kept", g->login, login ? "disabled" :
+		tl_drv_why(why, 0, "login \"%s\" %s, %d session%s ended; "
+		    "database \"%s\" kept", g->login, login ? "disabled" :
 		    "did not exist", n, n == 1 ? "" : "s", g->resource);
 		goto out;
 	}
@@ -2088,9 +2042,9 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	    (owner && (rc = runf(p->conn, step, why, "DROP ROLE IF EXISTS %s",
 	    ids.own)) != 0))
 		goto out;
-	whyf(why, 0, "login \"%s\" and owner \"%s\" dropped with database "
-	    "\"%s\", %d session%s ended", g->login, g->owner, g->resource, n,
-	    n == 1 ? "" : "s");
+	tl_drv_why(why, 0, "login \"%s\" and owner \"%s\" dropped with "
+	    "database \"%s\", %d session%s ended", g->login, g->owner,
+	    g->resource, n, n == 1 ? "" : "s");
 out:
 	ids_free(&ids);
 	if (p != NULL)
@@ -2124,23 +2078,24 @@ pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 		goto out;
 	if (!found) {
 		if (on)
-			rc = whyf(why, TL_EDRIVER, "%s does not exist", step);
+			rc = tl_drv_why(why, TL_EDRIVER, "%s does not exist",
+			    step);
 		else
-			whyf(why, 0, "%s is gone: nothing to thaw", step);
+			tl_drv_why(why, 0, "%s is gone: nothing to thaw", step);
 		goto out;
 	}
 	if (!on) {
 		if ((rc = runf(p->conn, step, why, "ALTER DATABASE %s RESET "
 		    "default_transaction_read_only", ids.res)) == 0)
-			whyf(why, 0, "%s writable again", step);
+			tl_drv_why(why, 0, "%s writable again", step);
 		goto out;
 	}
 	if ((rc = runf(p->conn, step, why, "ALTER DATABASE %s SET "
 	    "default_transaction_read_only = on", ids.res)) != 0 ||
 	    (rc = end_sessions(p, g, &n, step, why)) != 0)
 		goto out;
-	whyf(why, 0, "%s read-only for new sessions, %d session%s of \"%s\" "
-	    "ended", step, n, n == 1 ? "" : "s", g->login);
+	tl_drv_why(why, 0, "%s read-only for new sessions, %d session%s of "
+	    "\"%s\" ended", step, n, n == 1 ? "" : "s", g->login);
 out:
 	ids_free(&ids);
 	if (p != NULL)
@@ -2232,8 +2187,8 @@ pg_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	tl_drv_name_scheme(in, PG_NAME_MAX, out);
 	if (strncmp(out->owner, "pg_", 3) == 0 ||
 	    strncmp(out->login, "pg_", 3) == 0)
-		return whyf(why, TL_EINVAL, "role names starting with pg_ are "
-		    "reserved (resource \"%s\")", in->resource);
+		return tl_drv_why(why, TL_EINVAL, "role names starting with "
+		    "pg_ are reserved (resource \"%s\")", in->resource);
 	return 0;
 }
 

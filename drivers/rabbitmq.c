@@ -82,6 +82,7 @@
 #include "core/secret.h"
 #include "driver.h"
 #include "rabbitmq.h"
+#include "util.h"
 
 #define RMQ_CONNECT_MS	3000
 #define RMQ_TIMEOUT_MS	60000		/* a vhost takes a while to start */
@@ -110,44 +111,6 @@ struct tl_drv_rmq {
 };
 
 /* --- reasons -------------------------------------------------------- */
-
-static int
-whyf(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-whyf(char *why, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why == NULL)
-		return rc;
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-/* Appends to why (a finding after another), cutting when full. */
-static void
-whyadd(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-whyadd(char *why, const char *fmt, ...)
-{
-	size_t n = strlen(why);
-	va_list ap;
-
-	if (n + 3 >= TL_DRV_WHY_MAX)
-		return;
-	if (n > 0) {
-		memcpy(why + n, "; ", 3);
-		n += 2;
-	}
-	va_start(ap, fmt);
-	vsnprintf(why + n, TL_DRV_WHY_MAX - n, fmt, ap);
-	va_end(ap);
-}
 
 /* --- the HTTP session ------------------------------------------------ */
 
@@ -226,7 +189,8 @@ request(struct tl_drv_rmq *r, const char *method, const char *path,
 	*status = 0;
 	if (snprintf(url, sizeof(url), "%s%s", r->base, path) >=
 	    (int)sizeof(url))
-		return whyf(why, TL_EINVAL, "%s: the URL is too long", step);
+		return tl_drv_why(why, TL_EINVAL, "%s: the URL is too long",
+		    step);
 	r->len = 0;
 	if (r->buf != NULL)
 		r->buf[0] = '\0';
@@ -235,7 +199,8 @@ request(struct tl_drv_rmq *r, const char *method, const char *path,
 	curl_easy_setopt(r->c, CURLOPT_CUSTOMREQUEST, method);
 	if (body != NULL) {
 		if ((text = json_dumps(body, JSON_COMPACT)) == NULL)
-			return whyf(why, ENOMEM, "%s: out of memory", step);
+			return tl_drv_why(why, ENOMEM, "%s: out of memory",
+			    step);
 		curl_easy_setopt(r->c, CURLOPT_POSTFIELDS, text);
 		curl_easy_setopt(r->c, CURLOPT_POSTFIELDSIZE,
 		    (long)strlen(text));
@@ -249,8 +214,8 @@ request(struct tl_drv_rmq *r, const char *method, const char *path,
 		curl_easy_setopt(r->c, CURLOPT_POSTFIELDSIZE, -1L);
 	}
 	if (cc != CURLE_OK)
-		return whyf(why, TL_EUNREACH, "%s: the management API at %s:%s "
-		    "did not answer: %s", step, r->mhost, r->mport,
+		return tl_drv_why(why, TL_EUNREACH, "%s: the management API at "
+		    "%s:%s did not answer: %s", step, r->mhost, r->mport,
 		    curl_easy_strerror(cc));
 	curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &st);
 	*status = st;
@@ -266,7 +231,7 @@ request(struct tl_drv_rmq *r, const char *method, const char *path,
 		rc = TL_EUNREACH;
 	else
 		rc = TL_EDRIVER;
-	return whyf(why, rc, "%s: HTTP %ld from the management API%s%s%s",
+	return tl_drv_why(why, rc, "%s: HTTP %ld from the management API%s%s%s",
 	    step, st, rs[0] ? " (" : "", rs, rs[0] ? ")" : "");
 }
 
@@ -289,8 +254,8 @@ get_json(struct tl_drv_rmq *r, const char *path, int allow404, json_t **out,
 		return 0;
 	if ((*out = json_loadb(r->buf != NULL ? r->buf : "", r->len, 0,
 	    &e)) == NULL)
-		return whyf(why, TL_EDRIVER, "%s: the management API sent "
-		    "what is not JSON (%s)", step, e.text);
+		return tl_drv_why(why, TL_EDRIVER, "%s: the management API "
+		    "sent what is not JSON (%s)", step, e.text);
 	return 0;
 }
 
@@ -379,16 +344,10 @@ hash_matches(const char *alg, const char *stored, const char *password)
 
 /* --- names and marks ------------------------------------------------- */
 
-static int
-named(const struct tl_drv_grant *g)
-{
-	return g->grant != NULL && *g->grant != '\0';
-}
-
 static void
 mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
 {
-	if (named(g))
+	if (tl_drv_grant_named(g))
 		snprintf(buf, n, RMQ_MARK_FOR "%s" RMQ_MARK_END, g->grant);
 	else
 		snprintf(buf, n, "%s", RMQ_MARK);
@@ -412,7 +371,8 @@ vhost_mark(const json_t *vh, const struct tl_drv_grant *g, char *other,
 	if (strcmp(d, mine) == 0)
 		return MARK_OURS;
 	if (strcmp(d, RMQ_MARK) == 0)
-		return !named(g) || g->adopt_unnamed ? MARK_OURS : MARK_OTHER;
+		return !tl_drv_grant_named(g) || g->adopt_unnamed ? MARK_OURS :
+		    MARK_OTHER;
 	dl = strlen(d);
 	if (dl > fl + el && strncmp(d, RMQ_MARK_FOR, fl) == 0 &&
 	    strcmp(d + dl - el, RMQ_MARK_END) == 0) {
@@ -427,16 +387,16 @@ refuse_vhost(enum rmq_mark k, const char *other, const char *vhost,
     const struct tl_drv_grant *g, char *why)
 {
 	if (k == MARK_OTHER && other[0] != '\0')
-		return whyf(why, TL_EDRIVER, "vhost \"%s\" exists and was made "
-		    "by tally for grant %s: tally never hands one grant's "
-		    "object to another", vhost, other);
+		return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" exists and "
+		    "was made by tally for grant %s: tally never hands one "
+		    "grant's object to another", vhost, other);
 	if (k == MARK_OTHER)
-		return whyf(why, TL_EDRIVER, "vhost \"%s\" exists and was made "
-		    "by an earlier tally for another grant (its mark names "
-		    "none; grant %s's objects were never made so)", vhost,
-		    named(g) ? g->grant : "");
-	return whyf(why, TL_EDRIVER, "vhost \"%s\" exists and was not made "
-	    "by tally: tally never takes over a vhost it did not make; "
+		return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" exists and "
+		    "was made by an earlier tally for another grant (its mark "
+		    "names none; grant %s's objects were never made so)", vhost,
+		    tl_drv_grant_named(g) ? g->grant : "");
+	return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" exists and was not "
+	    "made by tally: tally never takes over a vhost it did not make; "
 	    "choose another resource name (name: in the manifest)", vhost);
 }
 
@@ -447,15 +407,15 @@ name_ok(const char *what, const char *name, char *why)
 	size_t i, n;
 
 	if (name == NULL || *name == '\0')
-		return whyf(why, TL_EINVAL, "no %s name", what);
+		return tl_drv_why(why, TL_EINVAL, "no %s name", what);
 	n = strlen(name);
 	if (n > RMQ_NAME_MAX)
-		return whyf(why, TL_EINVAL, "%s name longer than %d bytes",
-		    what, RMQ_NAME_MAX);
+		return tl_drv_why(why, TL_EINVAL, "%s name longer than %d "
+		    "bytes", what, RMQ_NAME_MAX);
 	for (i = 0; i < n; i++)
 		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
-			return whyf(why, TL_EINVAL, "%s name with a control "
-			    "character", what);
+			return tl_drv_why(why, TL_EINVAL, "%s name with a "
+			    "control character", what);
 	return 0;
 }
 
@@ -466,32 +426,23 @@ grant_ok(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 	int rc;
 
 	if (r == NULL)
-		return whyf(why, TL_EINVAL, "driver not open");
+		return tl_drv_why(why, TL_EINVAL, "driver not open");
 	if ((rc = name_ok("vhost", g->resource, why)) != 0 ||
 	    (rc = name_ok("user", g->login, why)) != 0)
 		return rc;
 	if (strcmp(g->resource, "/") == 0)
-		return whyf(why, TL_EINVAL, "vhost \"/\" is the broker's "
+		return tl_drv_why(why, TL_EINVAL, "vhost \"/\" is the broker's "
 		    "default: never a grant's");
 	if (strcmp(g->login, r->user) == 0)
-		return whyf(why, TL_EINVAL, "user \"%s\" is tally's admin: "
-		    "never a grant's", g->login);
+		return tl_drv_why(why, TL_EINVAL, "user \"%s\" is tally's "
+		    "admin: never a grant's", g->login);
 	if (need_pw && (g->password == NULL || *g->password == '\0'))
-		return whyf(why, TL_EINVAL, "no password for user \"%s\"",
+		return tl_drv_why(why, TL_EINVAL, "no password for user \"%s\"",
 		    g->login);
 	return 0;
 }
 
 /* --- open / close ----------------------------------------------------- */
-
-static const char *
-setting(const char *const *sv, const char *name)
-{
-	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
-		if (strcmp(sv[0], name) == 0)
-			return sv[1];
-	return NULL;
-}
 
 static void rmq_close(void *h);
 
@@ -505,18 +456,18 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 
 	*hp = NULL;
 	if (a == NULL)
-		return whyf(why, TL_EINVAL, "no admin settings");
+		return tl_drv_why(why, TL_EINVAL, "no admin settings");
 	pthread_once(&rmq_once, rmq_global);
 	if (rmq_global_rc != 0 || sodium_init() < 0)
-		return whyf(why, TL_EDRIVER, "libcurl or libsodium did not "
-		    "initialise");
+		return tl_drv_why(why, TL_EDRIVER, "libcurl or libsodium did "
+		    "not initialise");
 	if ((r = calloc(1, sizeof(*r))) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
-	host = setting(a->settings, "host");
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	host = tl_drv_setting_get(a->settings, "host");
 	if (host == NULL || *host == '\0')
 		host = a->host != NULL && *a->host != '\0' ? a->host :
 		    "127.0.0.1";
-	mport = setting(a->settings, "management-port");
+	mport = tl_drv_setting_get(a->settings, "management-port");
 	if (mport == NULL || *mport == '\0')
 		mport = "15672";
 	snprintf(r->mhost, sizeof(r->mhost), "%s", host);
@@ -524,18 +475,17 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 	snprintf(r->user, sizeof(r->user), "%s", a->user != NULL &&
 	    *a->user != '\0' ? a->user : "guest");
 	pw = a->password != NULL ? a->password : "";
-	if ((r->password = tl_secret_alloc(strlen(pw) + 1)) == NULL) {
-		rc = whyf(why, ENOMEM, "out of memory");
+	if ((r->password = tl_drv_secret_dup(pw)) == NULL) {
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto fail;
 	}
-	memcpy(r->password, pw, strlen(pw) + 1);
 	/* An IPv6 literal goes in brackets. */
 	snprintf(r->base, sizeof(r->base), strchr(host, ':') != NULL ?
 	    "http://[%s]:%s/api" : "http://%s:%s/api", host, mport);
 	if ((r->c = curl_easy_init()) == NULL ||
 	    (r->hdr = curl_slist_append(NULL,
 	    "content-type: application/json")) == NULL) {
-		rc = whyf(why, ENOMEM, "out of memory");
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto fail;
 	}
 	curl_easy_setopt(r->c, CURLOPT_NOSIGNAL, 1L);
@@ -553,8 +503,8 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if ((rc = get_json(r, "/whoami", 0, &ov, "open", why)) != 0)
 		goto fail;
 	json_decref(ov);
-	whyf(why, 0, "connected to the RabbitMQ management API at %s:%s as "
-	    "\"%s\"", r->mhost, r->mport, r->user);
+	tl_drv_why(why, 0, "connected to the RabbitMQ management API at %s:%s "
+	    "as \"%s\"", r->mhost, r->mport, r->user);
 	*hp = r;
 	return 0;
 fail:
@@ -593,7 +543,7 @@ get_vhost(struct tl_drv_rmq *r, const char *vhost, json_t **vh, char *why)
 	int rc;
 
 	if ((rc = path_of(r, p, sizeof(p), "/vhosts", vhost, NULL)) != 0)
-		return whyf(why, rc, "vhost name too long");
+		return tl_drv_why(why, rc, "vhost name too long");
 	return get_json(r, p, 1, vh, "read the vhost", why);
 }
 
@@ -638,15 +588,16 @@ vhost_start(struct tl_drv_rmq *r, const json_t *vh, const char *vhost,
 			continue;
 		if ((rc = path_of(r, p, sizeof(p) - 8, "/vhosts", vhost,
 		    "start")) != 0)
-			return whyf(why, rc, "vhost name too long");
+			return tl_drv_why(why, rc, "vhost name too long");
 		{
 			char *en = curl_easy_escape(r->c, node, 0);
 
 			if (en == NULL)
-				return whyf(why, ENOMEM, "out of memory");
+				return tl_drv_why(why, ENOMEM, "out of memory");
 			if (strlen(p) + strlen(en) + 2 > sizeof(p)) {
 				curl_free(en);
-				return whyf(why, TL_ETOOBIG, "node name too long");
+				return tl_drv_why(why, TL_ETOOBIG, "node name "
+				    "too long");
 			}
 			strcat(p, "/");
 			strcat(p, en);
@@ -670,12 +621,12 @@ get_user(struct tl_drv_rmq *r, const char *user, json_t **u, json_t **perms,
 
 	*perms = NULL;
 	if ((rc = path_of(r, p, sizeof(p), "/users", user, NULL)) != 0)
-		return whyf(why, rc, "user name too long");
+		return tl_drv_why(why, rc, "user name too long");
 	if ((rc = get_json(r, p, 1, u, "read the user", why)) != 0 ||
 	    *u == NULL || perms == NULL)
 		return rc;
 	if (strlen(p) + sizeof("/permissions") > sizeof(p))
-		return whyf(why, TL_ETOOBIG, "user name too long");
+		return tl_drv_why(why, TL_ETOOBIG, "user name too long");
 	strcat(p, "/permissions");
 	if ((rc = get_json(r, p, 1, perms, "read the user's permissions",
 	    why)) != 0) {
@@ -715,10 +666,10 @@ user_ours(const json_t *u, const json_t *perms, const char *vhost,
 	}
 	if (n == 0 && tags_empty(u))
 		return 1;
-	whyf(why, 0, "user \"%s\" exists and is not tally's (it has %s and "
-	    "no permissions on vhost \"%s\"): tally never takes over a user "
-	    "it did not make", user, n > 0 ? "permissions elsewhere" : "tags",
-	    vhost);
+	tl_drv_why(why, 0, "user \"%s\" exists and is not tally's (it has %s "
+	    "and no permissions on vhost \"%s\"): tally never takes over a "
+	    "user it did not make", user, n > 0 ? "permissions elsewhere" :
+	    "tags", vhost);
 	return 0;
 }
 
@@ -733,10 +684,10 @@ put_user_hash(struct tl_drv_rmq *r, const char *user, const char *hash,
 	int rc;
 
 	if ((rc = path_of(r, p, sizeof(p), "/users", user, NULL)) != 0)
-		return whyf(why, rc, "user name too long");
+		return tl_drv_why(why, rc, "user name too long");
 	if ((b = json_pack("{s:s, s:s, s:s}", "password_hash", hash,
 	    "hashing_algorithm", alg, "tags", "")) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	rc = request(r, "PUT", p, b, NULL, &st, "set the user", why);
 	json_decref(b);
 	return rc;
@@ -749,7 +700,7 @@ put_user(struct tl_drv_rmq *r, const struct tl_drv_grant *g, char *why)
 	int rc;
 
 	if (tl_drv_rmq_hash(g->password, hash, sizeof(hash)) != 0)
-		return whyf(why, TL_EDRIVER, "cannot hash the password");
+		return tl_drv_why(why, TL_EDRIVER, "cannot hash the password");
 	rc = put_user_hash(r, g->login, hash, RMQ_ALG, why);
 	sodium_memzero(hash, sizeof(hash));
 	return rc;
@@ -765,10 +716,10 @@ put_perms(struct tl_drv_rmq *r, const char *vhost, const char *user,
 	int rc;
 
 	if ((rc = path_of(r, p, sizeof(p), "/permissions", vhost, user)) != 0)
-		return whyf(why, rc, "names too long");
+		return tl_drv_why(why, rc, "names too long");
 	if ((b = json_pack("{s:s, s:s, s:s}", "configure", RMQ_ALL, "write",
 	    RMQ_ALL, "read", RMQ_ALL)) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	rc = request(r, "PUT", p, b, NULL, &st, "set the permissions", why);
 	json_decref(b);
 	return rc;
@@ -783,7 +734,7 @@ del(struct tl_drv_rmq *r, const char *head, const char *a, const char *b,
 	int rc;
 
 	if ((rc = path_of(r, p, sizeof(p), head, a, b)) != 0)
-		return whyf(why, rc, "%s: names too long", step);
+		return tl_drv_why(why, rc, "%s: names too long", step);
 	return request(r, "DELETE", p, NULL, ok404, &st, step, why);
 }
 
@@ -852,15 +803,15 @@ vet_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g, int make,
 			return rc;
 		/* An unnamed mark adopted: named from now on. */
 	} else if (!make)
-		return whyf(why, TL_ENOTFOUND, "vhost \"%s\" is gone; not "
-		    "recreated empty (its messages are lost: tally purge, "
+		return tl_drv_why(why, TL_ENOTFOUND, "vhost \"%s\" is gone; "
+		    "not recreated empty (its messages are lost: tally purge, "
 		    "then a new grant)", g->resource);
 	mark_text(g, mark, sizeof(mark));
 	if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource, NULL)) != 0)
-		return whyf(why, rc, "vhost name too long");
+		return tl_drv_why(why, rc, "vhost name too long");
 	if ((b = json_pack("{s:s, s:s}", "description", mark, "tags",
 	    RMQ_TAG)) == NULL)
-		return whyf(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	rc = request(r, "PUT", p, b, NULL, &st, "create the vhost", why);
 	json_decref(b);
 	*made = vh == NULL && rc == 0;
@@ -912,8 +863,8 @@ rmq_create(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = vet_vhost(r, g, 1, &made, why)) != 0 ||
 	    (rc = ensure_login(r, g, &existed, why)) != 0)
 		return rc;
-	return whyf(why, 0, "vhost \"%s\" %s, user \"%s\" %s", g->resource,
-	    made ? "created" : "existed", g->login, existed ?
+	return tl_drv_why(why, 0, "vhost \"%s\" %s, user \"%s\" %s",
+	    g->resource, made ? "created" : "existed", g->login, existed ?
 	    "existed (password set)" : "created");
 }
 
@@ -930,7 +881,7 @@ rmq_set_password(void *h, const struct tl_drv_grant *g, char *why)
 		return rc == TL_ENOTFOUND ? TL_EDRIVER : rc;
 	if ((rc = ensure_login(r, g, &existed, why)) != 0)
 		return rc;
-	return whyf(why, 0, "user \"%s\" %s on vhost \"%s\"", g->login,
+	return tl_drv_why(why, 0, "user \"%s\" %s on vhost \"%s\"", g->login,
 	    existed ? "password set" : "recreated", g->resource);
 }
 
@@ -981,15 +932,15 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 	why[0] = '\0';
 	if (vh == NULL) {
 		*drift = TL_DRIFT_MISSING;
-		whyf(why, 0, "vhost \"%s\" is gone; not recreated empty (its "
-		    "queues and messages are lost)", g->resource);
+		tl_drv_why(why, 0, "vhost \"%s\" is gone; not recreated empty "
+		    "(its queues and messages are lost)", g->resource);
 		return;
 	}
 	if ((k = vhost_mark(vh, g, other, sizeof(other))) != MARK_OURS) {
 		*drift = TL_DRIFT_MISSING;
-		whyf(why, 0, "vhost \"%s\" is no longer this grant's (its mark "
-		    "is %s%s)", g->resource, k == MARK_OTHER ? "for grant " :
-		    "not tally's", other);
+		tl_drv_why(why, 0, "vhost \"%s\" is no longer this grant's "
+		    "(its mark is %s%s)", g->resource, k == MARK_OTHER ?
+		    "for grant " : "not tally's", other);
 		return;
 	}
 	{
@@ -998,27 +949,27 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 
 		if (node != NULL) {
 			drift_to(drift, TL_DRIFT_PRIVILEGES);
-			whyadd(priv, "vhost \"%s\" is %s on %s: nobody can "
-			    "open it (fix_privileges starts it)", g->resource,
-			    state, node);
+			tl_drv_why_add(priv, "vhost \"%s\" is %s on %s: nobody "
+			    "can open it (fix_privileges starts it)",
+			    g->resource, state, node);
 		}
 	}
 	if (u == NULL) {
 		drift_to(drift, TL_DRIFT_CREDENTIAL);
-		whyadd(cred, "user \"%s\" is gone", g->login);
+		tl_drv_why_add(cred, "user \"%s\" is gone", g->login);
 	} else {
 		if (g->password != NULL && !hash_matches(json_string_value(
 		    json_object_get(u, "hashing_algorithm")),
 		    json_string_value(json_object_get(u, "password_hash")),
 		    g->password)) {
 			drift_to(drift, TL_DRIFT_CREDENTIAL);
-			whyadd(cred, "user \"%s\": the stored password hash is "
-			    "not the recorded password's", g->login);
+			tl_drv_why_add(cred, "user \"%s\": the stored password "
+			    "hash is not the recorded password's", g->login);
 		}
 		if (!tags_empty(u)) {
 			drift_to(drift, TL_DRIFT_PRIVILEGES);
-			whyadd(priv, "user \"%s\" has tags (management access)",
-			    g->login);
+			tl_drv_why_add(priv, "user \"%s\" has tags (management "
+			    "access)", g->login);
 		}
 	}
 	for (i = 0; i < np; i++) {
@@ -1036,31 +987,31 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 			    strcmp(c, RMQ_ALL) != 0 || strcmp(w, RMQ_ALL) != 0 ||
 			    strcmp(rd, RMQ_ALL) != 0) {
 				drift_to(drift, TL_DRIFT_PRIVILEGES);
-				whyadd(priv, "user \"%s\" on vhost \"%s\": "
-				    "configure \"%s\" write \"%s\" read \"%s\", "
-				    "expected \".*\" each", pu, pv, c ? c : "",
-				    w ? w : "", rd ? rd : "");
+				tl_drv_why_add(priv, "user \"%s\" on vhost "
+				    "\"%s\": configure \"%s\" write \"%s\" "
+				    "read \"%s\", expected \".*\" each", pu, pv,
+				    c ? c : "", w ? w : "", rd ? rd : "");
 			}
 		} else if (strcmp(pu, g->login) == 0) {
 			drift_to(drift, TL_DRIFT_PRIVILEGES);
-			whyadd(priv, "user \"%s\" also has permissions on vhost "
-			    "\"%s\"", pu, pv);
+			tl_drv_why_add(priv, "user \"%s\" also has permissions "
+			    "on vhost \"%s\"", pu, pv);
 		} else if (strcmp(pv, g->resource) == 0 &&
 		    strcmp(pu, r->user) != 0 && !grant_login(g, pu)) {
 			drift_to(drift, TL_DRIFT_PRIVILEGES);
-			whyadd(priv, "user \"%s\" (not this grant's) has "
-			    "permissions on vhost \"%s\"", pu, pv);
+			tl_drv_why_add(priv, "user \"%s\" (not this grant's) "
+			    "has permissions on vhost \"%s\"", pu, pv);
 		}
 	}
 	if (u != NULL && !have) {
 		drift_to(drift, TL_DRIFT_PRIVILEGES);
-		whyadd(priv, "user \"%s\" has no permissions on vhost \"%s\"",
-		    g->login, g->resource);
+		tl_drv_why_add(priv, "user \"%s\" has no permissions on vhost "
+		    "\"%s\"", g->login, g->resource);
 	}
 	if (*drift == TL_DRIFT_CREDENTIAL) {
 		snprintf(why, TL_DRV_WHY_MAX, "%s", cred);
 		if (priv[0] != '\0')
-			whyadd(why, "%s", priv);
+			tl_drv_why_add(why, "%s", priv);
 	} else
 		snprintf(why, TL_DRV_WHY_MAX, "%s", priv);
 }
@@ -1086,9 +1037,9 @@ login_as(const struct tl_drv_grant *g, const struct tl_drv_endpoint *ep,
 	rc = tl_amqp_connect(&c, &a, e, sizeof(e));
 	tl_amqp_close(a);
 	if (rc != 0)
-		whyf(why, rc, "user \"%s\" cannot log in over AMQP at %s:%d to "
-		    "vhost \"%s\": %s", g->login, c.host, c.port ? c.port : 5672,
-		    g->resource, e);
+		tl_drv_why(why, rc, "user \"%s\" cannot log in over AMQP at "
+		    "%s:%d to vhost \"%s\": %s", g->login, c.host, c.port ?
+		    c.port : 5672, g->resource, e);
 	return rc;
 }
 
@@ -1135,7 +1086,7 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 		if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource,
 		    NULL)) != 0 || strlen(p) + sizeof("/permissions") >
 		    sizeof(p)) {
-			rc = whyf(why, TL_ETOOBIG, "vhost name too long");
+			rc = tl_drv_why(why, TL_ETOOBIG, "vhost name too long");
 			goto out;
 		}
 		strcat(p, "/permissions");
@@ -1144,7 +1095,7 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 			goto out;
 	}
 	if ((all = json_array()) == NULL) {
-		rc = whyf(why, ENOMEM, "out of memory");
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto out;
 	}
 	/* One list of both: a row of the user on the vhost counts once. */
@@ -1171,8 +1122,8 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 		}
 	}
 	if (*drift == TL_DRIFT_NONE)
-		whyf(why, 0, "vhost \"%s\" and user \"%s\" are as tally set "
-		    "them%s", g->resource, g->login, g->password != NULL ?
+		tl_drv_why(why, 0, "vhost \"%s\" and user \"%s\" are as tally "
+		    "set them%s", g->resource, g->login, g->password != NULL ?
 		    "; the user logged in over AMQP" : "");
 out:
 	json_decref(vh);
@@ -1301,7 +1252,7 @@ rmq_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 	    (rc = idx_make(&xv, vhosts, "name")) != 0 ||
 	    (rc = idx_make(&xpu, perms, "user")) != 0 ||
 	    (rc = idx_make(&xpv, perms, "vhost")) != 0) {
-		rc = whyf(why[0], ENOMEM, "out of memory");
+		rc = tl_drv_why(why[0], ENOMEM, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
@@ -1312,8 +1263,9 @@ rmq_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		    idx_find(&xu, gs[i].login, NULL), rows, np, &drift[i],
 		    why[i]);
 		if (drift[i] == TL_DRIFT_NONE)
-			whyf(why[i], 0, "vhost \"%s\" and user \"%s\" are as "
-			    "tally set them", gs[i].resource, gs[i].login);
+			tl_drv_why(why[i], 0, "vhost \"%s\" and user \"%s\" "
+			    "are as tally set them", gs[i].resource,
+			    gs[i].login);
 	}
 out:
 	free(xu.v);
@@ -1350,8 +1302,8 @@ rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 		return rc;
 	if (u == NULL) {
 		if (g->password == NULL)
-			return whyf(why, TL_EDRIVER, "user \"%s\" is gone "
-			    "(set_password recreates it)", g->login);
+			return tl_drv_why(why, TL_EDRIVER, "user \"%s\" is "
+			    "gone (set_password recreates it)", g->login);
 		return rmq_set_password(h, g, why);
 	}
 	if (!user_ours(u, up, g->resource, g->login, why)) {
@@ -1367,8 +1319,8 @@ rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 		else if (g->password != NULL)
 			rc = put_user(r, g, why);
 		else
-			rc = whyf(why, TL_EDRIVER, "user \"%s\" has tags and "
-			    "no password hash: set_password repairs it",
+			rc = tl_drv_why(why, TL_EDRIVER, "user \"%s\" has tags "
+			    "and no password hash: set_password repairs it",
 			    g->login);
 		if (rc != 0)
 			goto out;
@@ -1401,8 +1353,8 @@ rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 			goto out;
 		fixed++;
 	}
-	whyf(why, 0, "user \"%s\" has \".*\" on vhost \"%s\" only (%u other "
-	    "change(s) undone)", g->login, g->resource, fixed);
+	tl_drv_why(why, 0, "user \"%s\" has \".*\" on vhost \"%s\" only (%u "
+	    "other change(s) undone)", g->login, g->resource, fixed);
 out:
 	json_decref(u);
 	json_decref(up);
@@ -1455,8 +1407,8 @@ rmq_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
 	    (rc = drop_user(r, g, g->login, &closed, why)) != 0)
 		return rc;
-	return whyf(why, 0, "user \"%s\" deleted, %u connection(s) closed",
-	    g->login, closed);
+	return tl_drv_why(why, 0, "user \"%s\" deleted, %u connection(s) "
+	    "closed", g->login, closed);
 }
 
 static int
@@ -1479,7 +1431,7 @@ rmq_sessions(void *h, const struct tl_drv_grant *g, unsigned *count,
 		    NULL && strcmp(u, g->login) == 0)
 			(*count)++;
 	json_decref(cs);
-	return whyf(why, 0, "user \"%s\" has %u connection(s)", g->login,
+	return tl_drv_why(why, 0, "user \"%s\" has %u connection(s)", g->login,
 	    *count);
 }
 
@@ -1533,7 +1485,7 @@ rmq_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	if (drop && vh != NULL && (rc = del(r, "/vhosts", g->resource, NULL,
 	    "delete the vhost", why)) != 0)
 		goto out;
-	whyf(why, 0, "%u user(s) deleted, %u connection(s) closed; vhost "
+	tl_drv_why(why, 0, "%u user(s) deleted, %u connection(s) closed; vhost "
 	    "\"%s\" %s", users, conns, g->resource, vh == NULL ? "was gone" :
 	    drop ? "deleted" : "kept");
 out:
@@ -1552,7 +1504,7 @@ queues(struct tl_drv_rmq *r, const struct tl_drv_grant *g, json_t **qs,
 
 	if ((rc = path_of(r, p, sizeof(p) - 80, "/queues", g->resource,
 	    NULL)) != 0)
-		return whyf(why, rc, "vhost name too long");
+		return tl_drv_why(why, rc, "vhost name too long");
 	strcat(p, "?columns=name,messages,message_bytes,exclusive,"
 	    "auto_delete");
 	return get_json(r, p, 1, qs, "list the vhost's queues", why);
@@ -1593,8 +1545,8 @@ rmq_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
 	    (rc = queues(r, g, &qs, why)) != 0)
 		return rc;
 	if (qs == NULL)
-		return whyf(why, 0, "vhost \"%s\" is gone: nothing left to lose",
-		    g->resource);
+		return tl_drv_why(why, 0, "vhost \"%s\" is gone: nothing left "
+		    "to lose", g->resource);
 	json_array_foreach(qs, i, q) {
 		m = json_integer_value(json_object_get(q, "messages"));
 		nq++;
@@ -1610,16 +1562,16 @@ rmq_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
 	json_decref(qs);
 	if (drop) {
 		*loses = nq > 0;
-		return whyf(why, 0, "vhost \"%s\" is deleted with its %llu "
-		    "queue(s) and %llu message(s) (%llu bytes)", g->resource,
-		    nq, nm, nb);
+		return tl_drv_why(why, 0, "vhost \"%s\" is deleted with its "
+		    "%llu queue(s) and %llu message(s) (%llu bytes)",
+		    g->resource, nq, nm, nb);
 	}
 	/* The users' connections close: what lives only with them goes. */
 	*loses = vq > 0;
-	return whyf(why, 0, "vhost \"%s\" (%llu queue(s), %llu message(s), "
-	    "%llu bytes) is kept; closing the users' connections deletes "
-	    "%llu exclusive or auto-delete queue(s) with %llu message(s)",
-	    g->resource, nq, nm, nb, vq, vm);
+	return tl_drv_why(why, 0, "vhost \"%s\" (%llu queue(s), %llu "
+	    "message(s), %llu bytes) is kept; closing the users' connections "
+	    "deletes %llu exclusive or auto-delete queue(s) with %llu "
+	    "message(s)", g->resource, nq, nm, nb, vq, vm);
 }
 
 /* --- pure ------------------------------------------------------------- */

@@ -74,6 +74,7 @@
 
 #include "core/error.h"
 #include "driver.h"
+#include "util.h"
 
 #define RD_NAME_MAX	63
 #define RD_HASH_HEX	64
@@ -106,24 +107,6 @@ struct tl_drv_redis {
 	/* ACL SAVE after a change (acl-save); 0 once the server has no file. */
 	int		 acl_save;
 };
-
-static int
-fail(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *why, int rc, const char *fmt, ...)
-{
-	char dummy[TL_DRV_WHY_MAX];
-	va_list ap;
-
-	if (why == NULL)
-		why = dummy;
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 /*
  * A server message without what might be a credential: the server
@@ -163,8 +146,8 @@ grant_ok(const struct tl_drv_grant *g, char *why)
 {
 	if (!valid_name(g->resource) || !valid_name(g->login) ||
 	    strcmp(g->resource, g->login) != 0)
-		return fail(why, TL_EINVAL, "not a redis grant's names (user "
-		    "and prefix are one name of [a-z0-9_-], at most 63 "
+		return tl_drv_why(why, TL_EINVAL, "not a redis grant's names "
+		    "(user and prefix are one name of [a-z0-9_-], at most 63 "
 		    "bytes)");
 	return 0;
 }
@@ -177,15 +160,6 @@ sha256hex(const char *pw, char out[RD_HASH_HEX + 1])
 	crypto_hash_sha256(h, (const unsigned char *)pw, strlen(pw));
 	sodium_bin2hex(out, RD_HASH_HEX + 1, h, sizeof(h));
 	sodium_memzero(h, sizeof(h));
-}
-
-static const char *
-setting(const char *const *sv, const char *name)
-{
-	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
-		if (strcmp(sv[0], name) == 0)
-			return sv[1];
-	return NULL;
 }
 
 /* A connection to host:port, within RD_TIMEOUT_S. */
@@ -201,13 +175,15 @@ dial(const char *host, const char *port, redisContext **cp, char *why)
 	errno = 0;
 	p = strtol(port, &end, 10);
 	if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
-		return fail(why, TL_EINVAL, "port %s: expected 1-65535", port);
+		return tl_drv_why(why, TL_EINVAL, "port %s: expected 1-65535",
+		    port);
 	c = redisConnectWithTimeout(host, (int)p, tv);
 	if (c == NULL)
-		return fail(why, TL_EUNREACH, "%s:%s: out of memory", host,
-		    port);
+		return tl_drv_why(why, TL_EUNREACH, "%s:%s: out of memory",
+		    host, port);
 	if (c->err) {
-		fail(why, TL_EUNREACH, "%s:%s: %s", host, port, c->errstr);
+		tl_drv_why(why, TL_EUNREACH, "%s:%s: %s", host, port,
+		    c->errstr);
 		redisFree(c);
 		return TL_EUNREACH;
 	}
@@ -233,13 +209,14 @@ auth(redisContext *c, const char *user, const char *password,
 		*refused = 0;
 	r = redisCommandArgv(c, 3, argv, NULL);
 	if (r == NULL)
-		return fail(why, TL_EUNREACH, "AUTH as %s: %s", user,
+		return tl_drv_why(why, TL_EUNREACH, "AUTH as %s: %s", user,
 		    c->errstr);
 	if (r->type == REDIS_REPLY_ERROR) {
 		char m[256];
 
 		scrub(r->str, m, sizeof(m));
-		rc = fail(why, TL_EAUTH, "AUTH as %s refused: %s", user, m);
+		rc = tl_drv_why(why, TL_EAUTH, "AUTH as %s refused: %s", user,
+		    m);
 		if (refused != NULL)
 			*refused = 1;
 	}
@@ -295,11 +272,12 @@ again:
 		if (tries++ == 0 && (h->c->err == REDIS_ERR_EOF ||
 		    h->c->err == REDIS_ERR_IO))
 			goto again;
-		return fail(why, TL_EUNREACH, "%s: %s", what, h->c->errstr);
+		return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
+		    h->c->errstr);
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		scrub(r->str, m, sizeof(m));
-		rc = fail(why, strncmp(r->str, "NOPERM", 6) == 0 ?
+		rc = tl_drv_why(why, strncmp(r->str, "NOPERM", 6) == 0 ?
 		    TL_EAUTH : TL_EDRIVER, "%s: %s", what, m);
 		freeReplyObject(r);
 		return rc;
@@ -339,13 +317,14 @@ persist(struct tl_drv_redis *h, char *why)
 	if ((rc = ensure(h, why)) != 0)
 		return rc;
 	if ((r = redisCommandArgv(h->c, 2, argv, NULL)) == NULL)
-		return fail(why, TL_EUNREACH, "ACL SAVE: %s", h->c->errstr);
+		return tl_drv_why(why, TL_EUNREACH, "ACL SAVE: %s",
+		    h->c->errstr);
 	if (r->type == REDIS_REPLY_ERROR) {
 		if (strstr(r->str, "not configured to use an ACL file") !=
 		    NULL)
 			h->acl_save = 0;
 		else
-			rc = fail(why, strncmp(r->str, "NOPERM", 6) == 0 ?
+			rc = tl_drv_why(why, strncmp(r->str, "NOPERM", 6) == 0 ?
 			    TL_EAUTH : TL_EDRIVER, "ACL SAVE: %.200s", r->str);
 	}
 	freeReplyObject(r);
@@ -500,7 +479,7 @@ load_reference(struct tl_drv_redis *h, char *why)
 	cmds = field_str(r, "commands");
 	if (cmds == NULL || (h->ref_cmds = strdup(cmds)) == NULL) {
 		freeReplyObject(r);
-		return fail(why, TL_EDRIVER, "ACL GETUSER " RD_RULES_USER
+		return tl_drv_why(why, TL_EDRIVER, "ACL GETUSER " RD_RULES_USER
 		    ": no commands in the reply (not Redis 7?)");
 	}
 	other_flags(r, h->ref_flags, sizeof(h->ref_flags));
@@ -517,23 +496,23 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 
 	*hp = NULL;
 	if ((h = sodium_malloc(sizeof(*h))) == NULL)
-		return fail(why, TL_EDRIVER, "out of memory");
+		return tl_drv_why(why, TL_EDRIVER, "out of memory");
 	memset(h, 0, sizeof(*h));
 	port = a->port != NULL && *a->port != '\0' ? a->port :
-	    setting(a->settings, "port");
+	    tl_drv_setting_get(a->settings, "port");
 	if (a->host == NULL || *a->host == '\0' || port == NULL ||
 	    strlen(a->host) >= sizeof(h->host) ||
 	    strlen(port) >= sizeof(h->port) ||
 	    (a->user != NULL && strlen(a->user) >= sizeof(h->user)) ||
 	    (a->password != NULL &&
 	    strlen(a->password) >= sizeof(h->password))) {
-		rc = fail(why, TL_EINVAL, "a redis provider needs a host and "
-		    "a port (and an admin-user and admin-password of at most "
-		    "255 and 511 bytes)");
+		rc = tl_drv_why(why, TL_EINVAL, "a redis provider needs a host "
+		    "and a port (and an admin-user and admin-password of at "
+		    "most 255 and 511 bytes)");
 		goto err;
 	}
 	{
-		const char *v = setting(a->settings, "acl-save");
+		const char *v = tl_drv_setting_get(a->settings, "acl-save");
 
 		h->acl_save = v == NULL || strcmp(v, "yes") == 0 ||
 		    strcmp(v, "true") == 0 || strcmp(v, "on") == 0 ||
@@ -624,12 +603,12 @@ owned(const struct tl_drv_grant *g, int marked, int exists,
     const char *mark, char *why)
 {
 	if (marked == 0)
-		return fail(why, TL_EINVAL, "user %s is marked for another "
-		    "grant (%.200s); refused", g->login, mark[0] ? mark :
-		    "unnamed");
+		return tl_drv_why(why, TL_EINVAL, "user %s is marked for "
+		    "another grant (%.200s); refused", g->login,
+		    mark[0] ? mark : "unnamed");
 	if (marked < 0 && exists)
-		return fail(why, TL_EINVAL, "user %s exists but was not made "
-		    "by tally (no " RD_OWNER_PFX "%s); refused", g->login,
+		return tl_drv_why(why, TL_EINVAL, "user %s exists but was not "
+		    "made by tally (no " RD_OWNER_PFX "%s); refused", g->login,
 		    g->login);
 	return 0;
 }
@@ -647,7 +626,8 @@ rd_create(void *hv, const struct tl_drv_grant *g, char *why)
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || *g->password == '\0')
-		return fail(why, TL_EINVAL, "user %s: no password", g->login);
+		return tl_drv_why(why, TL_EINVAL, "user %s: no password",
+		    g->login);
 	if ((rc = lookup(h, g, &marked, &exists, NULL, mark, sizeof(mark),
 	    why)) != 0 || (rc = owned(g, marked, exists, mark, why)) != 0)
 		return rc;
@@ -684,7 +664,7 @@ rd_create(void *hv, const struct tl_drv_grant *g, char *why)
 		    (rc = persist(h, why)) != 0)
 			return rc;
 	}
-	return fail(why, 0, "user %s on, keys and channels %s:*",
+	return tl_drv_why(why, 0, "user %s on, keys and channels %s:*",
 	    g->login, g->resource);
 }
 
@@ -713,9 +693,9 @@ evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
 		return TL_EINVAL;
 	if (!exists) {
 		*drift = TL_DRIFT_MISSING;
-		return fail(why, 0, "missing: user %s is gone (not recreated: "
-		    "tally repair does that; its keys %s:* are left as they "
-		    "are)", g->login, g->resource);
+		return tl_drv_why(why, 0, "missing: user %s is gone (not "
+		    "recreated: tally repair does that; its keys %s:* are left "
+		    "as they are)", g->login, g->resource);
 	}
 #define ADD(...) do { if (off < sizeof(msg)) off += (size_t)snprintf( \
     msg + off, sizeof(msg) - off, __VA_ARGS__); } while (0)
@@ -781,13 +761,13 @@ evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
 #undef ADD
 	if (cred) {
 		*drift = TL_DRIFT_CREDENTIAL;
-		return fail(why, 0, "credential: %s", msg);
+		return tl_drv_why(why, 0, "credential: %s", msg);
 	}
 	if (priv) {
 		*drift = TL_DRIFT_PRIVILEGES;
-		return fail(why, 0, "privileges: %s", msg);
+		return tl_drv_why(why, 0, "privileges: %s", msg);
 	}
-	return fail(why, 0, "user %s on, its password, keys and channels "
+	return tl_drv_why(why, 0, "user %s on, its password, keys and channels "
 	    "%s:* only", g->login, g->resource);
 }
 
@@ -831,8 +811,8 @@ again:
 		return erc;
 	for (i = 0; i < n; i++)
 		if (append_lookup(h, &gs[i]) != 0)
-			return fail(why[0], TL_EUNREACH, "pipeline: out of "
-			    "memory");
+			return tl_drv_why(why[0], TL_EUNREACH, "pipeline: out "
+			    "of memory");
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < 3; j++) {
 			void *v = NULL;
@@ -845,8 +825,8 @@ again:
 				    (h->c->err == REDIS_ERR_EOF ||
 				    h->c->err == REDIS_ERR_IO))
 					goto again;
-				return fail(why[0], TL_EUNREACH, "check: %s",
-				    h->c->errstr);
+				return tl_drv_why(why[0], TL_EUNREACH, "check: "
+				    "%s", h->c->errstr);
 			}
 			r[j] = v;
 		}
@@ -860,8 +840,9 @@ again:
 				    REDIS_REPLY_ERROR ? r[1] : r[2];
 
 				scrub(e->str, m, sizeof(m));
-				rc = fail(why[0], strncmp(e->str, "NOPERM", 6) ==
-				    0 ? TL_EAUTH : TL_EDRIVER, "check: %s", m);
+				rc = tl_drv_why(why[0], strncmp(e->str,
+				    "NOPERM", 6) == 0 ? TL_EAUTH : TL_EDRIVER,
+				    "check: %s", m);
 			} else if ((erc = evaluate(h, &gs[i], r[0], r[1],
 			    r[2], &drift[i], why[i])) != 0)
 				rc = erc;
@@ -890,29 +871,29 @@ rd_check(void *hv, const struct tl_drv_grant *g,
 
 	*drift = TL_DRIFT_NONE;
 	if ((rc = bulk(h, g, 1, drift, w)) != 0) {
-		fail(why, rc, "%s", w[0]);
+		tl_drv_why(why, rc, "%s", w[0]);
 		return rc;
 	}
 	/* A login as the consumer, at the routable name, when it could. */
 	if (*drift == TL_DRIFT_MISSING || g->password == NULL ||
 	    *g->password == '\0') {
-		fail(why, 0, "%s", w[0]);
+		tl_drv_why(why, 0, "%s", w[0]);
 		return 0;
 	}
 	if ((rc = dial(ep != NULL && ep->host != NULL ? ep->host : h->host,
 	    ep != NULL && ep->port != NULL ? ep->port : h->port, &c,
 	    detail)) != 0)
-		return fail(why, rc, "user %s cannot reach the server: %s",
-		    g->login, detail);
+		return tl_drv_why(why, rc, "user %s cannot reach the server: "
+		    "%s", g->login, detail);
 	rc = auth(c, g->login, g->password, &refused, detail);
 	redisFree(c);
 	if (rc == TL_EUNREACH)
-		return fail(why, rc, "user %s: %s", g->login, detail);
+		return tl_drv_why(why, rc, "user %s: %s", g->login, detail);
 	if (refused && *drift == TL_DRIFT_NONE) {
 		*drift = TL_DRIFT_CREDENTIAL;
-		return fail(why, 0, "credential: %s", detail);
+		return tl_drv_why(why, 0, "credential: %s", detail);
 	}
-	fail(why, 0, "%s%s", w[0], refused ? "; the login is refused" :
+	tl_drv_why(why, 0, "%s%s", w[0], refused ? "; the login is refused" :
 	    "; logs in");
 	return 0;
 }
@@ -930,9 +911,9 @@ existing(struct tl_drv_redis *h, const struct tl_drv_grant *g,
 	    why)) != 0)
 		return rc;
 	if ((rc = owned(g, marked, exists, mark, why)) != 0 ||
-	    (marked < 0 && (rc = fail(why, TL_EINVAL, "user %s has no "
+	    (marked < 0 && (rc = tl_drv_why(why, TL_EINVAL, "user %s has no "
 	    "mark of tally's", g->login)) != 0) ||
-	    (!exists && (rc = fail(why, TL_EDRIVER, "user %s is missing; "
+	    (!exists && (rc = tl_drv_why(why, TL_EDRIVER, "user %s is missing; "
 	    "not recreated (tally repair does that)", g->login)) != 0)) {
 		if (u != NULL && *u != NULL) {
 			freeReplyObject(*u);
@@ -960,7 +941,8 @@ rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
 	int rc;
 
 	if (g->password == NULL || *g->password == '\0')
-		return fail(why, TL_EINVAL, "user %s: no password", g->login);
+		return tl_drv_why(why, TL_EINVAL, "user %s: no password",
+		    g->login);
 	if ((rc = existing(h, g, &u, why)) != 0)
 		return rc;
 	freeReplyObject(u);
@@ -977,13 +959,13 @@ rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
 	if ((rc = cmd(h, 2, sm, &r, "SMEMBERS passwords mark", why)) != 0)
 		return rc;
 	if (r->type != REDIS_REPLY_ARRAY) {
-		rc = fail(why, TL_EDRIVER, "passwords mark of %s: not a set",
-		    g->login);
+		rc = tl_drv_why(why, TL_EDRIVER, "passwords mark of %s: not a "
+		    "set", g->login);
 		goto out;
 	}
 	if ((argv = calloc(r->elements + 4, sizeof(*argv))) == NULL ||
 	    (hv2 = calloc(r->elements + 1, sizeof(*hv2))) == NULL) {
-		rc = fail(why, ENOMEM, "out of memory");
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto out;
 	}
 	argv[n++] = "ACL";
@@ -995,7 +977,7 @@ rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
 		    strlen(r->element[i]->str) != RD_HASH_HEX)
 			continue;
 		if ((hv2[nh] = malloc(RD_HASH_HEX + 2)) == NULL) {
-			rc = fail(why, ENOMEM, "out of memory");
+			rc = tl_drv_why(why, ENOMEM, "out of memory");
 			goto out;
 		}
 		snprintf(hv2[nh], RD_HASH_HEX + 2, "#%s", r->element[i]->str);
@@ -1003,8 +985,8 @@ rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
 	}
 	if ((rc = run(h, (int)n, argv, "ACL SETUSER resetpass", why)) == 0 &&
 	    (rc = persist(h, why)) == 0)
-		fail(why, 0, "user %s: passwords set again (%zu)", g->login,
-		    nh);
+		tl_drv_why(why, 0, "user %s: passwords set again (%zu)",
+		    g->login, nh);
 out:
 	for (i = 0; hv2 != NULL && i < nh; i++)
 		free(hv2[i]);
@@ -1042,7 +1024,7 @@ rd_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
 	if ((rc = run(h, n, argv, "ACL SETUSER", why)) != 0 ||
 	    (rc = persist(h, why)) != 0)
 		return rc;
-	return fail(why, 0, "user %s: rules and patterns set again",
+	return tl_drv_why(why, 0, "user %s: rules and patterns set again",
 	    g->login);
 }
 
@@ -1055,7 +1037,7 @@ rd_add_credential(void *hv, const struct tl_drv_grant *g, char *why)
 	int rc;
 
 	if (g->password == NULL || *g->password == '\0')
-		return fail(why, TL_EINVAL, "user %s: no password to add",
+		return tl_drv_why(why, TL_EINVAL, "user %s: no password to add",
 		    g->login);
 	if ((rc = existing(h, g, NULL, why)) != 0)
 		return rc;
@@ -1071,7 +1053,7 @@ rd_add_credential(void *hv, const struct tl_drv_grant *g, char *why)
 		    why)) != 0 || (rc = persist(h, why)) != 0)
 			return rc;
 	}
-	return fail(why, 0, "user %s: a password added beside the others",
+	return tl_drv_why(why, 0, "user %s: a password added beside the others",
 	    g->login);
 }
 
@@ -1090,7 +1072,7 @@ rd_retire_credential(void *hv, const struct tl_drv_grant *g, char *why)
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || *g->password == '\0')
-		return fail(why, TL_EINVAL, "user %s: retiring needs the "
+		return tl_drv_why(why, TL_EINVAL, "user %s: retiring needs the "
 		    "retired password", g->login);
 	if ((rc = lookup(h, g, &marked, &exists, &u, mark, sizeof(mark),
 	    why)) != 0)
@@ -1098,7 +1080,7 @@ rd_retire_credential(void *hv, const struct tl_drv_grant *g, char *why)
 	if ((rc = owned(g, marked, exists, mark, why)) != 0)
 		goto out;
 	if (marked < 0) {
-		rc = fail(why, 0, "user %s is gone: nothing to retire",
+		rc = tl_drv_why(why, 0, "user %s is gone: nothing to retire",
 		    g->login);
 		goto out;
 	}
@@ -1118,7 +1100,8 @@ rd_retire_credential(void *hv, const struct tl_drv_grant *g, char *why)
 		if ((rc = run(h, 3, srem, "SREM passwords mark", why)) != 0)
 			goto out;
 	}
-	rc = fail(why, 0, "user %s: the retired password removed", g->login);
+	rc = tl_drv_why(why, 0, "user %s: the retired password removed",
+	    g->login);
 out:
 	freeReplyObject(u);
 	return rc;
@@ -1147,7 +1130,8 @@ purge_keys(struct tl_drv_redis *h, const struct tl_drv_grant *g,
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		    r->element[0]->type != REDIS_REPLY_STRING ||
 		    r->element[1]->type != REDIS_REPLY_ARRAY) {
-			rc = fail(why, TL_EDRIVER, "SCAN: unexpected reply");
+			rc = tl_drv_why(why, TL_EDRIVER, "SCAN: unexpected "
+			    "reply");
 			goto out;
 		}
 		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
@@ -1158,7 +1142,8 @@ purge_keys(struct tl_drv_redis *h, const struct tl_drv_grant *g,
 				    (ks->elements + 1) * sizeof(*argv));
 
 				if (nv == NULL) {
-					rc = fail(why, ENOMEM, "out of memory");
+					rc = tl_drv_why(why, ENOMEM, "out of "
+					    "memory");
 					goto out;
 				}
 				argv = nv;
@@ -1196,15 +1181,15 @@ rd_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 	    why)) != 0 || (rc = owned(g, marked, exists, mark, why)) != 0)
 		return rc;
 	if (marked < 0)
-		return fail(why, 0, "user %s is gone: nothing to revoke",
+		return tl_drv_why(why, 0, "user %s is gone: nothing to revoke",
 		    g->login);
 	if (exists && ((rc = run(h, 4, off, "ACL SETUSER off", why)) != 0 ||
 	    (rc = persist(h, why)) != 0 ||
 	    (rc = run(h, 4, kill, "CLIENT KILL USER", why)) != 0))
 		return rc;
 	if (!drop)
-		return fail(why, 0, "user %s off, its clients killed, its keys "
-		    "%s:* kept", g->login, g->resource);
+		return tl_drv_why(why, 0, "user %s off, its clients killed, "
+		    "its keys %s:* kept", g->login, g->resource);
 	if ((rc = purge_keys(h, g, &keys, why)) != 0)
 		return rc;
 	mark_keys(g->login, ok, pk);
@@ -1219,8 +1204,8 @@ rd_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 		    (rc = run(h, 2, dow, "DEL owner mark", why)) != 0)
 			return rc;
 	}
-	return fail(why, 0, "user %s deleted with its %llu keys", g->login,
-	    keys);
+	return tl_drv_why(why, 0, "user %s deleted with its %llu keys",
+	    g->login, keys);
 }
 
 /* CLIENT LIST's lines of the user (every session, whatever password). */
@@ -1271,7 +1256,8 @@ rd_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		    r->element[1]->type != REDIS_REPLY_ARRAY) {
 			freeReplyObject(r);
-			return fail(why, TL_EDRIVER, "SCAN: unexpected reply");
+			return tl_drv_why(why, TL_EDRIVER, "SCAN: unexpected "
+			    "reply");
 		}
 		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
 		ks = r->element[1];
@@ -1282,7 +1268,7 @@ rd_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 			if (redisAppendCommandArgv(h->c, 3, mu, NULL) !=
 			    REDIS_OK) {
 				freeReplyObject(r);
-				return fail(why, ENOMEM, "out of memory");
+				return tl_drv_why(why, ENOMEM, "out of memory");
 			}
 		}
 		for (i = 0; i < ks->elements; i++) {
@@ -1290,8 +1276,8 @@ rd_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 
 			if (redisGetReply(h->c, &v) != REDIS_OK) {
 				freeReplyObject(r);
-				return fail(why, TL_EUNREACH, "MEMORY USAGE: "
-				    "%s", h->c->errstr);
+				return tl_drv_why(why, TL_EUNREACH, "MEMORY "
+				    "USAGE: %s", h->c->errstr);
 			}
 			if (((redisReply *)v)->type == REDIS_REPLY_INTEGER)
 				*bytes += (uint64_t)((redisReply *)v)->integer;
@@ -1329,37 +1315,10 @@ rd_fence(void *hv, uint64_t epoch, uint64_t *current, char *why)
 		return rc;
 	if (r->type != REDIS_REPLY_STRING) {
 		freeReplyObject(r);
-		return fail(why, TL_EDRIVER, "fence: unexpected reply");
+		return tl_drv_why(why, TL_EDRIVER, "fence: unexpected reply");
 	}
 	*current = strtoull(r->str, NULL, 10);
 	freeReplyObject(r);
-	return 0;
-}
-
-/* Percent-encodes s into out (RFC 3986 userinfo: unreserved kept). */
-static int
-pct(const char *s, char *out, size_t cap, size_t *off)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *s != '\0'; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~') {
-			if (*off + 1 >= cap)
-				return TL_ETOOBIG;
-			out[(*off)++] = (char)c;
-		} else {
-			if (*off + 3 >= cap)
-				return TL_ETOOBIG;
-			out[(*off)++] = '%';
-			out[(*off)++] = hex[c >> 4];
-			out[(*off)++] = hex[c & 15];
-		}
-	}
-	out[*off] = '\0';
 	return 0;
 }
 
@@ -1401,11 +1360,11 @@ rd_compose(const char *field, const struct tl_drv_endpoint *ep,
 			return TL_EINVAL;
 		n = snprintf(out, cap, "redis://");
 		off = (size_t)n;
-		if ((rc = pct(g->login, out, cap, &off)) != 0 ||
+		if ((rc = tl_drv_pct_append(out, cap, &off, g->login)) != 0 ||
 		    off + 1 >= cap)
 			goto big;
 		out[off++] = ':';
-		if ((rc = pct(g->password, out, cap, &off)) != 0)
+		if ((rc = tl_drv_pct_append(out, cap, &off, g->password)) != 0)
 			goto big;
 		n = snprintf(out + off, cap - off, "@%s%s%s:%s", v6 ? "[" : "",
 		    host, v6 ? "]" : "", ep->port != NULL ? ep->port : "");
@@ -1444,8 +1403,8 @@ rd_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	memcpy(out->resource, n.resource, sizeof(out->resource));
 	memcpy(out->login, n.resource, sizeof(out->login));
 	if (!valid_name(out->resource))
-		return fail(why, TL_EINVAL, "resource \"%.64s\": a redis user "
-		    "name is [a-z0-9_-] only", in->resource);
+		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": a redis "
+		    "user name is [a-z0-9_-] only", in->resource);
 	return 0;
 }
 

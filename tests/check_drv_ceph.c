@@ -44,35 +44,6 @@ static const char *s_settings[8];
 
 /* --- the server ------------------------------------------------------ */
 
-static const char *
-harness(void)
-{
-	static char path[4096];
-	const char *src = getenv("TALLY_SRC");
-
-	snprintf(path, sizeof(path), "%s/tests/harness/ceph.sh",
-	    src != NULL && *src != '\0' ? src : ".");
-	return path;
-}
-
-static int
-run_harness(const char *cmd, const char *dir, const char *port)
-{
-	pid_t pid;
-	int st;
-
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		execlp("sh", "sh", harness(), cmd, dir, port, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* A port p with p..p+6 free (the harness takes PORT..PORT+6). */
 static int
 free_ports(void)
@@ -100,22 +71,6 @@ free_ports(void)
 }
 
 static int
-read_line(const char *path, char *out, size_t n)
-{
-	FILE *f;
-
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	if (fgets(out, (int)n, f) == NULL) {
-		fclose(f);
-		return -1;
-	}
-	fclose(f);
-	out[strcspn(out, "\r\n")] = '\0';
-	return 0;
-}
-
-static int
 server_start(void)
 {
 	const char *e = getenv("TALLY_TEST_RGW_ENDPOINT");
@@ -132,7 +87,7 @@ server_start(void)
 		snprintf(s_ak, sizeof(s_ak), "%s", a);
 		snprintf(s_host, sizeof(s_host), "%s", h);
 		snprintf(s_port, sizeof(s_port), "%s", p);
-		if (read_line(sf, s_sk, sizeof(s_sk)) != 0) {
+		if (tl_test_read_line(sf, s_sk, sizeof(s_sk)) != 0) {
 			snprintf(s_err, sizeof(s_err), "cannot read %s", sf);
 			return -1;
 		}
@@ -144,9 +99,9 @@ server_start(void)
 	}
 	snprintf(port, sizeof(port), "%d", pn);
 	s_dir = tl_test_tmpdir("cephdrv");
-	if (run_harness("start", s_dir, port) != 0) {
+	if (tl_test_harness_run("ceph.sh", "start", s_dir, port) != 0) {
 		snprintf(s_err, sizeof(s_err), "%s start %s %s failed",
-		    harness(), s_dir, port);
+		    tl_test_harness("ceph.sh"), s_dir, port);
 		return -1;
 	}
 	snprintf(s_host, sizeof(s_host), "127.0.0.1");
@@ -170,7 +125,8 @@ server_start(void)
 		fclose(f);
 	}
 	snprintf(file, sizeof(file), "%s/admin.secret", s_dir);
-	if (read_line(file, s_sk, sizeof(s_sk)) != 0 || s_ak[0] == '\0') {
+	if (tl_test_read_line(file, s_sk, sizeof(s_sk)) != 0 ||
+	    s_ak[0] == '\0') {
 		snprintf(s_err, sizeof(s_err), "cannot read the admin key");
 		return -1;
 	}
@@ -182,7 +138,7 @@ server_stop(void)
 {
 	if (s_dir == NULL || getpid() != s_parent)
 		return;
-	if (run_harness("stop", s_dir, NULL) != 0)
+	if (tl_test_harness_run("ceph.sh", "stop", s_dir, NULL) != 0)
 		fprintf(stderr, "check_drv_ceph: ceph.sh stop %s failed\n",
 		    s_dir);
 	tl_test_tmpdir_done(s_dir);

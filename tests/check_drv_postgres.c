@@ -50,74 +50,6 @@ static int	 s_tried, s_ok;
 static char	 s_err[9000];
 static pid_t	 s_parent;
 
-static const char *
-harness(void)
-{
-	static char path[4096];
-	const char *src = getenv("TALLY_SRC");
-
-	snprintf(path, sizeof(path), "%s/tests/harness/pg.sh",
-	    src != NULL && *src != '\0' ? src : ".");
-	return path;
-}
-
-static int
-run_harness(const char *cmd, const char *dir, const char *port)
-{
-	pid_t pid;
-	int st;
-
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		if (port != NULL)
-			execlp("sh", "sh", harness(), cmd, dir, port,
-			    (char *)NULL);
-		else
-			execlp("sh", "sh", harness(), cmd, dir, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int
-free_port(void)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int fd, port = -1;
-
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
-		return -1;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
-static int
-read_line(const char *path, char *out, size_t n)
-{
-	FILE *f;
-
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	if (fgets(out, (int)n, f) == NULL) {
-		fclose(f);
-		return -1;
-	}
-	fclose(f);
-	out[strcspn(out, "\r\n")] = '\0';
-	return 0;
-}
-
 /* Reads one "export NAME=VALUE" (VALUE maybe sh-single-quoted). */
 static int
 env_get(const char *file, const char *name, char *out, size_t n)
@@ -173,7 +105,7 @@ server_start(void)
 		snprintf(s_port, sizeof(s_port), "%s", p);
 		snprintf(s_user, sizeof(s_user), "%s",
 		    u != NULL && *u != '\0' ? u : "postgres");
-		if (read_line(pwf, s_pw, sizeof(s_pw)) != 0) {
+		if (tl_test_read_line(pwf, s_pw, sizeof(s_pw)) != 0) {
 			snprintf(s_err, sizeof(s_err), "cannot read "
 			    "TALLY_TEST_PG_PWFILE=%s", pwf);
 			return -1;
@@ -182,16 +114,17 @@ server_start(void)
 		    "%s:%s\n", s_host, s_port);
 		return 0;
 	}
-	pn = p != NULL && *p != '\0' ? atoi(p) : free_port();
+	pn = p != NULL && *p != '\0' ? atoi(p) : tl_test_free_port();
 	if (pn <= 0) {
 		snprintf(s_err, sizeof(s_err), "no port for PostgreSQL");
 		return -1;
 	}
 	snprintf(port, sizeof(port), "%d", pn);
 	s_dir = tl_test_tmpdir("pgdrv");
-	if (run_harness("start", s_dir, port) != 0) {
+	if (tl_test_harness_run("pg.sh", "start", s_dir, port) != 0) {
 		snprintf(s_err, sizeof(s_err), "%s start %s %s failed (see "
-		    "its messages above)", harness(), s_dir, port);
+		    "its messages above)", tl_test_harness("pg.sh"), s_dir,
+		    port);
 		return -1;
 	}
 	snprintf(envf, sizeof(envf), "%s/env", s_dir);
@@ -199,7 +132,7 @@ server_start(void)
 	    env_get(envf, "TALLY_TEST_PG_PORT", s_port, sizeof(s_port)) ||
 	    env_get(envf, "TALLY_TEST_PG_USER", s_user, sizeof(s_user)) ||
 	    env_get(envf, "TALLY_TEST_PG_PWFILE", pwfile, sizeof(pwfile)) ||
-	    read_line(pwfile, s_pw, sizeof(s_pw)) != 0) {
+	    tl_test_read_line(pwfile, s_pw, sizeof(s_pw)) != 0) {
 		snprintf(s_err, sizeof(s_err), "cannot read %s", envf);
 		return -1;
 	}
@@ -211,7 +144,7 @@ server_stop(void)
 {
 	if (s_dir == NULL || getpid() != s_parent)
 		return;
-	if (run_harness("stop", s_dir, NULL) != 0)
+	if (tl_test_harness_run("pg.sh", "stop", s_dir, NULL) != 0)
 		fprintf(stderr, "check_drv_postgres: pg.sh stop %s failed\n",
 		    s_dir);
 	free(s_dir);
@@ -1578,7 +1511,7 @@ START_TEST(test_check_endpoint_unreachable)
 
 	grant_init(&gr, "epun");
 	do_create(h, &gr);
-	snprintf(port, sizeof(port), "%d", free_port());
+	snprintf(port, sizeof(port), "%d", tl_test_free_port());
 	ep.host = "127.0.0.1";
 	ep.port = port;
 	t0 = now_s();
@@ -1631,7 +1564,7 @@ START_TEST(test_open_unreachable)
 	int rc;
 
 	secret_add(s_pw);
-	snprintf(port, sizeof(port), "%d", free_port());
+	snprintf(port, sizeof(port), "%d", tl_test_free_port());
 	a.port = port;
 	t0 = now_s();
 	rc = drv->open(&a, &h, why);

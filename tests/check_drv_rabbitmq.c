@@ -45,28 +45,6 @@ static int	 s_tried, s_ok;
 static char	 s_err[1024];
 static pid_t	 s_parent;
 
-static int
-harness(const char *cmd, const char *dir, const char *port)
-{
-	char path[4096];
-	const char *src = getenv("TALLY_SRC");
-	pid_t pid;
-	int st;
-
-	snprintf(path, sizeof(path), "%s/tests/harness/rabbit.sh",
-	    src != NULL && *src != '\0' ? src : ".");
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		execlp("sh", "sh", path, cmd, dir, port, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* rabbit-lib.sh's lock: a directory holding its owner's pid. */
 static int
 lock_take(void)
@@ -149,7 +127,7 @@ server_start(void)
 		if (i < 14)
 			continue;
 		snprintf(port, sizeof(port), "%d", p);
-		if (harness("start", s_dir, port) == 0)
+		if (tl_test_harness_run("rabbit.sh", "start", s_dir, port) == 0)
 			break;
 		snprintf(s_err, sizeof(s_err), "rabbit.sh start %s %s failed "
 		    "(see its messages above)", s_dir, port);
@@ -173,7 +151,8 @@ server_stop(void)
 {
 	if (getpid() != s_parent)
 		return;
-	if (s_dir != NULL && harness("stop", s_dir, NULL) != 0)
+	if (s_dir != NULL &&
+	    tl_test_harness_run("rabbit.sh", "stop", s_dir, NULL) != 0)
 		fprintf(stderr, "check_drv_rabbitmq: rabbit.sh stop %s failed\n",
 		    s_dir);
 	tl_test_tmpdir_done(s_dir);

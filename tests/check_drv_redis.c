@@ -41,70 +41,6 @@ static const struct tl_drv_ops *drv;
 
 /* --- the server ------------------------------------------------------ */
 
-static const char *
-harness(void)
-{
-	static char path[4096];
-	const char *src = getenv("TALLY_SRC");
-
-	snprintf(path, sizeof(path), "%s/tests/harness/redis.sh",
-	    src != NULL && *src != '\0' ? src : ".");
-	return path;
-}
-
-static int
-run_harness(const char *cmd, const char *dir, const char *port)
-{
-	pid_t pid;
-	int st;
-
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		execlp("sh", "sh", harness(), cmd, dir, port, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int
-free_port(void)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int fd, port = -1;
-
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
-		return -1;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
-static int
-read_line(const char *path, char *out, size_t n)
-{
-	FILE *f;
-
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	if (fgets(out, (int)n, f) == NULL) {
-		fclose(f);
-		return -1;
-	}
-	fclose(f);
-	out[strcspn(out, "\r\n")] = '\0';
-	return 0;
-}
-
 static int
 server_start(void)
 {
@@ -120,28 +56,28 @@ server_start(void)
 		snprintf(s_host, sizeof(s_host), "%s", h);
 		snprintf(s_port, sizeof(s_port), "%s", p);
 		snprintf(s_user, sizeof(s_user), "%s", u != NULL ? u : "admin");
-		if (read_line(pwf, s_pw, sizeof(s_pw)) != 0) {
+		if (tl_test_read_line(pwf, s_pw, sizeof(s_pw)) != 0) {
 			snprintf(s_err, sizeof(s_err), "cannot read %s", pwf);
 			return -1;
 		}
 		return 0;
 	}
-	if ((pn = free_port()) <= 0) {
+	if ((pn = tl_test_free_port()) <= 0) {
 		snprintf(s_err, sizeof(s_err), "no free port");
 		return -1;
 	}
 	snprintf(port, sizeof(port), "%d", pn);
 	s_dir = tl_test_tmpdir("redisdrv");
-	if (run_harness("start", s_dir, port) != 0) {
+	if (tl_test_harness_run("redis.sh", "start", s_dir, port) != 0) {
 		snprintf(s_err, sizeof(s_err), "%s start %s %s failed",
-		    harness(), s_dir, port);
+		    tl_test_harness("redis.sh"), s_dir, port);
 		return -1;
 	}
 	snprintf(s_host, sizeof(s_host), "127.0.0.1");
 	snprintf(s_port, sizeof(s_port), "%s", port);
 	snprintf(s_user, sizeof(s_user), "admin");
 	snprintf(pwfile, sizeof(pwfile), "%s/admin.pw", s_dir);
-	if (read_line(pwfile, s_pw, sizeof(s_pw)) != 0) {
+	if (tl_test_read_line(pwfile, s_pw, sizeof(s_pw)) != 0) {
 		snprintf(s_err, sizeof(s_err), "cannot read %s", pwfile);
 		return -1;
 	}
@@ -153,7 +89,7 @@ server_stop(void)
 {
 	if (s_dir == NULL || getpid() != s_parent)
 		return;
-	if (run_harness("stop", s_dir, NULL) != 0)
+	if (tl_test_harness_run("redis.sh", "stop", s_dir, NULL) != 0)
 		fprintf(stderr, "check_drv_redis: redis.sh stop %s failed\n",
 		    s_dir);
 	tl_test_tmpdir_done(s_dir);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -404,4 +405,74 @@ tl_test_body_marker(uint8_t pat[11], uint64_t v)
 	pat[2] = 0xcf;
 	for (i = 0; i < 8; i++)
 		pat[3 + i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+const char *
+tl_test_harness(const char *name)
+{
+	static char path[4096];
+	const char *src = getenv("TALLY_SRC");
+
+	snprintf(path, sizeof(path), "%s/tests/harness/%s",
+	    src != NULL && *src != '\0' ? src : ".", name);
+	return path;
+}
+
+int
+tl_test_harness_run(const char *name, const char *cmd, const char *dir,
+    const char *port)
+{
+	pid_t pid;
+	int st;
+
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		if (port != NULL)
+			execlp("sh", "sh", tl_test_harness(name), cmd, dir,
+			    port, (char *)NULL);
+		else
+			execlp("sh", "sh", tl_test_harness(name), cmd, dir,
+			    (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int
+tl_test_free_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	int fd, port = -1;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+int
+tl_test_read_line(const char *path, char *out, size_t n)
+{
+	FILE *f;
+
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(out, (int)n, f) == NULL) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	out[strcspn(out, "\r\n")] = '\0';
+	return 0;
 }

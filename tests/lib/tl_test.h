@@ -87,4 +87,28 @@ int	 tl_test_env_get(const char *dir, const char *key, char *out,
 /* Is TCP port on 127.0.0.1 free to bind? */
 int	 tl_test_port_free(int port);
 
+/*
+ * The server harnesses (tests/harness/NAME, e.g. "mariadb.sh") the
+ * driver suites start and stop their servers with.
+ *
+ * tl_test_harness: the script's path under $TALLY_SRC (or "."), in
+ * static storage overwritten by the next call (for messages and one
+ * exec; not for threads).
+ */
+const char *tl_test_harness(const char *name);
+/*
+ * Runs `sh HARNESS cmd dir [port]` (port NULL: left out) in a child and
+ * waits for it: its exit status, or -1 when it could not be run or did
+ * not exit (a signal).
+ */
+int	 tl_test_harness_run(const char *name, const char *cmd,
+	    const char *dir, const char *port);
+/* A TCP port on 127.0.0.1 the kernel just handed out (free now), or -1. */
+int	 tl_test_free_port(void);
+/*
+ * The first line of the file at path into out (n bytes, cut when
+ * longer), without its line end: 0, or -1 (no such file or no line).
+ */
+int	 tl_test_read_line(const char *path, char *out, size_t n);
+
 #endif

@@ -1,0 +1,108 @@
+/*
+ * util.c - the helpers every driver shares (util.h).  Below every
+ * driver: it calls core/ only, never registry.c.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "driver.h"
+#include "util.h"
+
+int
+tl_drv_why(char *why, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why == NULL)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+void
+tl_drv_why_add(char *why, const char *fmt, ...)
+{
+	size_t n = strlen(why);
+	va_list ap;
+
+	if (n + 3 >= TL_DRV_WHY_MAX)
+		return;
+	if (n > 0) {
+		memcpy(why + n, "; ", 3);
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(why + n, TL_DRV_WHY_MAX - n, fmt, ap);
+	va_end(ap);
+}
+
+int
+tl_drv_sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(buf, n, fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= n)
+		return tl_drv_why(why, TL_EINVAL, "statement too long");
+	return 0;
+}
+
+const char *
+tl_drv_setting_get(const char *const *sv, const char *name)
+{
+	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
+		if (strcmp(sv[0], name) == 0)
+			return sv[1];
+	return NULL;
+}
+
+int
+tl_drv_pct_append(char *out, size_t cap, size_t *off, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~') {
+			if (*off + 1 >= cap)
+				return TL_ETOOBIG;
+			out[(*off)++] = (char)c;
+		} else {
+			if (*off + 3 >= cap)
+				return TL_ETOOBIG;
+			out[(*off)++] = '%';
+			out[(*off)++] = hex[c >> 4];
+			out[(*off)++] = hex[c & 15];
+		}
+	}
+	out[*off] = '\0';
+	return 0;
+}
+
+int
+tl_drv_grant_named(const struct tl_drv_grant *g)
+{
+	return g->grant != NULL && *g->grant != '\0';
+}
+
+char *
+tl_drv_secret_dup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d;
+
+	if ((d = tl_secret_alloc(n)) != NULL)
+		memcpy(d, s, n);
+	return d;
+}

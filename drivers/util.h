@@ -1,0 +1,74 @@
+/*
+ * util.h - small helpers every driver shares: a reason into why, a
+ * bounded statement, a name/value setting looked up, a string
+ * percent-encoded into a URI, a grant's id tested, a secret copied into
+ * wiped memory.
+ *
+ * Nothing here keeps state, takes a lock or allocates outside
+ * tl_drv_secret_dup, so any thread may call any of them at once.  This
+ * unit sits below every driver and calls nothing of registry.c (whose
+ * table names every driver; tests/integration/03_include_cycles.sh
+ * holds that).
+ */
+#ifndef TL_DRV_UTIL_H
+#define TL_DRV_UTIL_H
+
+#include <stddef.h>
+
+struct tl_drv_grant;
+
+/*
+ * Writes the formatted reason into why (at most TL_DRV_WHY_MAX bytes
+ * with its NUL, cut when longer) and returns rc unchanged, so that a
+ * failure is one statement: `return tl_drv_why(why, TL_EAUTH, ...)`.
+ * why NULL: nothing is written (rc is still returned).
+ */
+int	tl_drv_why(char *why, int rc, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Appends the formatted finding to why (NUL-terminated, TL_DRV_WHY_MAX
+ * bytes in all) after "; " when why is not empty; cut when full, and
+ * nothing at all once fewer than 3 bytes are left.  why must not be NULL.
+ */
+void	tl_drv_why_add(char *why, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+
+/*
+ * printf into buf (n bytes), a statement being built: 0, or TL_EINVAL
+ * with "statement too long" in why (as tl_drv_why) when it does not fit
+ * (buf then holds the cut text: the caller must not run it).
+ */
+int	tl_drv_sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+	    __attribute__((format(printf, 4, 5)));
+
+/*
+ * The value of name in sv, a name/value vector as tl_drv_admin.settings
+ * and tl_drv_endpoint.settings carry ({name, value, ..., NULL}); the
+ * first pair wins.  NULL when name is not there or sv is NULL (a pair
+ * whose value is NULL ends the vector).  The result points into sv and
+ * lives as long as it does.
+ */
+const char *tl_drv_setting_get(const char *const *sv, const char *name);
+
+/*
+ * Appends s to out at *off, percent-encoded for a URI's userinfo, path
+ * or query (RFC 3986: the unreserved A-Z a-z 0-9 - . _ ~ as they are,
+ * every other byte as %XX in upper-case hex), and NUL-terminates.
+ * cap is out's size; *off advances past what was written.
+ * Errors: TL_ETOOBIG (out is full: what fitted is written and
+ * terminated, *off counts it; the caller discards out).
+ */
+int	tl_drv_pct_append(char *out, size_t cap, size_t *off, const char *s);
+
+/* 1 when g carries a grant id (not NULL, not ""), else 0. */
+int	tl_drv_grant_named(const struct tl_drv_grant *g);
+
+/*
+ * A copy of s in memory from tl_secret_alloc (locked, wiped when freed):
+ * the caller owns it and releases it with tl_secret_free.  NULL when out
+ * of memory.  s must not be NULL.
+ */
+char	*tl_drv_secret_dup(const char *s);
+
+#endif /* TL_DRV_UTIL_H */

@@ -72,6 +72,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "driver.h"
+#include "util.h"
 
 #define OI_NAME_MAX	63
 #define OI_URL_MAX	512
@@ -102,23 +103,6 @@ struct oi_hnd {
 	char	token[OI_URL_MAX];
 };
 
-static int
-fail(char *why, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *why, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why == NULL)
-		return rc;
-	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 static pthread_once_t oi_once = PTHREAD_ONCE_INIT;
 static int oi_global_rc;
 
@@ -127,15 +111,6 @@ oi_global(void)
 {
 	oi_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ?
 	    0 : -1;
-}
-
-static const char *
-setting(const char *const *sv, const char *name)
-{
-	for (; sv != NULL && sv[0] != NULL && sv[1] != NULL; sv += 2)
-		if (strcmp(sv[0], name) == 0)
-			return sv[1];
-	return NULL;
 }
 
 /* --- URLs ------------------------------------------------------------ */
@@ -235,14 +210,14 @@ request(struct oi *o, const char *method, const char *url,
 	curl_easy_setopt(o->c, CURLOPT_HTTPGET, 1L);
 	curl_easy_setopt(o->c, CURLOPT_CUSTOMREQUEST, method);
 	if ((nh = curl_slist_append(hdr, "Accept: application/json")) == NULL)
-		return fail(why, ENOMEM, "%s: out of memory", step);
+		return tl_drv_why(why, ENOMEM, "%s: out of memory", step);
 	hdr = nh;
 	if (kind != OI_NONE) {
 		if ((nh = curl_slist_append(hdr, kind == OI_JSON ?
 		    "Content-Type: application/json" :
 		    "Content-Type: application/x-www-form-urlencoded")) ==
 		    NULL) {
-			rc = fail(why, ENOMEM, "%s: out of memory", step);
+			rc = tl_drv_why(why, ENOMEM, "%s: out of memory", step);
 			goto out;
 		}
 		hdr = nh;
@@ -256,7 +231,7 @@ request(struct oi *o, const char *method, const char *url,
 		nh = curl_slist_append(hdr, line);
 		sodium_memzero(line, sizeof(line));
 		if (nh == NULL) {
-			rc = fail(why, ENOMEM, "%s: out of memory", step);
+			rc = tl_drv_why(why, ENOMEM, "%s: out of memory", step);
 			goto out;
 		}
 		hdr = nh;
@@ -273,14 +248,16 @@ request(struct oi *o, const char *method, const char *url,
 	curl_easy_setopt(o->c, CURLOPT_POSTFIELDSIZE, -1L);
 	curl_easy_setopt(o->c, CURLOPT_HTTPHEADER, NULL);
 	if (cc != CURLE_OK) {
-		rc = fail(why, TL_EUNREACH, "%s: the identity provider at %s "
+		rc = tl_drv_why(why, TL_EUNREACH,
+		    "%s: the identity provider at %s "
 		    "did not answer: %s", step, o->origin,
 		    curl_easy_strerror(cc));
 		goto out;
 	}
 	curl_easy_getinfo(o->c, CURLINFO_RESPONSE_CODE, &o->status);
 	if (o->status == 502 || o->status == 503 || o->status == 504)
-		rc = fail(why, TL_EUNREACH, "%s: HTTP %ld from the identity "
+		rc = tl_drv_why(why, TL_EUNREACH,
+		    "%s: HTTP %ld from the identity "
 		    "provider", step, o->status);
 out:
 	if (hdr != NULL) {
@@ -346,7 +323,8 @@ hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k, char *why)
 	if (g->handle == NULL || g->handle[0] == '\0')
 		return TL_ENOTFOUND;
 	if ((j = json_loads(g->handle, 0, NULL)) == NULL)
-		return fail(why, TL_EINVAL, "the recorded client of grant "
+		return tl_drv_why(why, TL_EINVAL,
+		    "the recorded client of grant "
 		    "%.200s is unreadable", g->grant ? g->grant : "");
 	if (copy_str(j, "client_id", k->id, sizeof(k->id)) != 0 ||
 	    copy_str(j, "client_secret", k->secret, sizeof(k->secret)) != 0 ||
@@ -355,7 +333,7 @@ hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k, char *why)
 	    copy_str(j, "registration_client_uri", k->uri,
 	    sizeof(k->uri)) != 0 ||
 	    copy_str(j, "token_endpoint", k->token, sizeof(k->token)) != 0)
-		rc = fail(why, TL_EINVAL, "the recorded client of grant "
+		rc = tl_drv_why(why, TL_EINVAL, "the recorded client of grant "
 		    "%.200s lacks a member", g->grant ? g->grant : "");
 	json_decref(j);
 	if (rc != 0)
@@ -411,11 +389,13 @@ static int
 grant_ok(const struct tl_drv_grant *g, char *why)
 {
 	if (g->login == NULL || !name_ok(g->login))
-		return fail(why, TL_EINVAL, "client name \"%.64s\": an oidc "
+		return tl_drv_why(why, TL_EINVAL,
+		    "client name \"%.64s\": an oidc "
 		    "client is named [a-z0-9_-], at most 63 bytes",
 		    g->login ? g->login : "");
 	if (g->grant == NULL || g->grant[0] == '\0')
-		return fail(why, TL_EINVAL, "client %s: no grant id to register "
+		return tl_drv_why(why, TL_EINVAL,
+		    "client %s: no grant id to register "
 		    "as its software_id", g->login);
 	return 0;
 }
@@ -469,12 +449,13 @@ do_register(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	int rc;
 
 	if ((w = wanted(g)) == NULL)
-		return fail(why, TL_EINVAL, "client %s: the grant id is not "
+		return tl_drv_why(why, TL_EINVAL,
+		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
 	body = json_dumps(w, JSON_COMPACT);
 	json_decref(w);
 	if (body == NULL)
-		return fail(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	rc = request(o, "POST", o->reg, o->iat, NULL, NULL, OI_JSON, body,
 	    "register", why);
 	free(body);
@@ -482,12 +463,14 @@ do_register(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 		return rc;
 	if (o->status == 401 || o->status == 403) {
 		reason(o, rs, sizeof(rs));
-		return fail(why, TL_EAUTH, "register %s: the initial access "
+		return tl_drv_why(why, TL_EAUTH,
+		    "register %s: the initial access "
 		    "token is refused (%s)", g->login, rs);
 	}
 	if (o->status != 201 && o->status != 200) {
 		reason(o, rs, sizeof(rs));
-		return fail(why, TL_EDRIVER, "register %s: %s", g->login, rs);
+		return tl_drv_why(why, TL_EDRIVER,
+		    "register %s: %s", g->login, rs);
 	}
 	memset(k, 0, sizeof(*k));
 	r = body_json(o);
@@ -496,7 +479,8 @@ do_register(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	    copy_str(r, "registration_access_token", k->rat,
 	    sizeof(k->rat)) || copy_str(r, "registration_client_uri", k->uri,
 	    sizeof(k->uri))) {
-		rc = fail(why, TL_EDRIVER, "register %s: the answer lacks "
+		rc = tl_drv_why(why, TL_EDRIVER,
+		    "register %s: the answer lacks "
 		    "client_id, client_secret or registration management "
 		    "(an orphan client with software_id %.200s may exist)",
 		    g->login, g->grant);
@@ -504,12 +488,13 @@ do_register(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	}
 	snprintf(k->token, sizeof(k->token), "%s", o->token);
 	if ((rc = hnd_write(k, g->handle_out)) != 0) {
-		rc = fail(why, rc, "register %s: client %s cannot be recorded",
+		rc = tl_drv_why(why, rc,
+		    "register %s: client %s cannot be recorded",
 		    g->login, k->id);
 		goto out;
 	}
 	if (!same_origin(o, k->uri))
-		rc = fail(why, TL_EDRIVER, "register %s: client %s's "
+		rc = tl_drv_why(why, TL_EDRIVER, "register %s: client %s's "
 		    "registration URI is not on the issuer's origin %s",
 		    g->login, k->id, o->origin);
 out:
@@ -526,7 +511,8 @@ do_read(struct oi *o, const struct oi_hnd *k, json_t **got, char *why)
 
 	*got = NULL;
 	if (!same_origin(o, k->uri))
-		return fail(why, TL_EINVAL, "client %s: its registration URI "
+		return tl_drv_why(why, TL_EINVAL,
+		    "client %s: its registration URI "
 		    "is not on the issuer's origin %s", k->id, o->origin);
 	if ((rc = request(o, "GET", k->uri, k->rat, NULL, NULL, OI_NONE, NULL,
 	    "read client", why)) != 0)
@@ -535,7 +521,8 @@ do_read(struct oi *o, const struct oi_hnd *k, json_t **got, char *why)
 		return 0;
 	if (o->status != 200 || (*got = body_json(o)) == NULL) {
 		reason(o, rs, sizeof(rs));
-		return fail(why, TL_EDRIVER, "read client %s: %s", k->id, rs);
+		return tl_drv_why(why, TL_EDRIVER,
+		    "read client %s: %s", k->id, rs);
 	}
 	return 0;
 }
@@ -555,7 +542,8 @@ do_token(struct oi *o, const struct oi_hnd *k, char *tok, size_t cap,
 	tok[0] = '\0';
 	*refused = 0;
 	if (!same_origin(o, k->token))
-		return fail(why, TL_EINVAL, "client %s: its token endpoint is "
+		return tl_drv_why(why, TL_EINVAL,
+		    "client %s: its token endpoint is "
 		    "not on the issuer's origin %s", k->id, o->origin);
 	if ((rc = request(o, "POST", k->token, NULL, k->id, k->secret,
 	    OI_FORM, "grant_type=client_credentials", "token", why)) != 0)
@@ -568,7 +556,8 @@ do_token(struct oi *o, const struct oi_hnd *k, char *tok, size_t cap,
 	r = body_json(o);
 	if (r == NULL || copy_str(r, "access_token", tok, cap) != 0) {
 		json_decref(r);
-		return fail(why, TL_EDRIVER, "token for client %s: the answer "
+		return tl_drv_why(why, TL_EDRIVER,
+		    "token for client %s: the answer "
 		    "has no access_token", k->id);
 	}
 	json_decref(r);
@@ -590,7 +579,7 @@ do_introspect_revoke(struct oi *o, const struct oi_hnd *k, const char *tok,
 
 	*active = 0;
 	if ((esc = curl_easy_escape(o->c, tok, 0)) == NULL)
-		return fail(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	snprintf(form, sizeof(form), "token=%s", esc);
 	sodium_memzero(esc, strlen(esc));
 	curl_free(esc);
@@ -603,7 +592,7 @@ do_introspect_revoke(struct oi *o, const struct oi_hnd *k, const char *tok,
 		json_decref(r);
 	} else if (rc == 0) {
 		reason(o, rs, sizeof(rs));
-		rc = fail(why, TL_EDRIVER, "introspect for client %s: %s",
+		rc = tl_drv_why(why, TL_EDRIVER, "introspect for client %s: %s",
 		    k->id, rs);
 	}
 	if (rc == 0 && o->revoke[0] != '\0') {
@@ -611,7 +600,8 @@ do_introspect_revoke(struct oi *o, const struct oi_hnd *k, const char *tok,
 		    OI_FORM, form, "revoke token", why);
 		if (rc == 0 && o->status != 200) {
 			reason(o, rs, sizeof(rs));
-			rc = fail(why, TL_EDRIVER, "revoke the check's token of "
+			rc = tl_drv_why(why, TL_EDRIVER,
+			    "revoke the check's token of "
 			    "client %s: %s", k->id, rs);
 		}
 	}
@@ -623,7 +613,8 @@ do_introspect_revoke(struct oi *o, const struct oi_hnd *k, const char *tok,
 static int
 rat_lost(const struct oi_hnd *k, char *why)
 {
-	return fail(why, TL_EDRIVER, "client %s still gets tokens but its "
+	return tl_drv_why(why, TL_EDRIVER,
+	    "client %s still gets tokens but its "
 	    "registration access token is refused: tally can no longer "
 	    "manage it; an admin of the identity provider must issue a new "
 	    "one (Keycloak: the client's Credentials tab, Registration access "
@@ -645,7 +636,7 @@ refused_why(struct oi *o, const struct oi_hnd *k, int *gone, char *why)
 	rc = do_token(o, k, tok, sizeof(tok), &refused, tw);
 	sodium_memzero(tok, sizeof(tok));
 	if (rc != 0)
-		return fail(why, rc, "%s", tw);
+		return tl_drv_why(why, rc, "%s", tw);
 	if (refused) {
 		*gone = 1;
 		return 0;
@@ -666,14 +657,15 @@ do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	int rc, gone;
 
 	if ((w = wanted(g)) == NULL)
-		return fail(why, TL_EINVAL, "client %s: the grant id is not "
+		return tl_drv_why(why, TL_EINVAL,
+		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
 	json_object_set_new(w, "client_id", json_string(k->id));
 	json_object_set_new(w, "client_secret", json_string(k->secret));
 	body = json_dumps(w, JSON_COMPACT);
 	json_decref(w);
 	if (body == NULL)
-		return fail(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	rc = request(o, "PUT", k->uri, k->rat, NULL, NULL, OI_JSON, body,
 	    "update client", why);
 	sodium_memzero(body, strlen(body));
@@ -683,12 +675,13 @@ do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	if (o->status == 401 || o->status == 403) {
 		if ((rc = refused_why(o, k, &gone, why)) != 0)
 			return rc;
-		return fail(why, TL_EDRIVER, "client %s is gone from the "
+		return tl_drv_why(why, TL_EDRIVER, "client %s is gone from the "
 		    "identity provider", k->id);
 	}
 	if (o->status != 200 || (r = body_json(o)) == NULL) {
 		reason(o, rs, sizeof(rs));
-		return fail(why, TL_EDRIVER, "update client %s: %s", k->id, rs);
+		return tl_drv_why(why, TL_EDRIVER,
+		    "update client %s: %s", k->id, rs);
 	}
 	/* The old RAT is dead now: keep the new one first. */
 	if (copy_str(r, "registration_access_token", rat, sizeof(rat)) == 0)
@@ -697,7 +690,8 @@ do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	sodium_memzero(rat, sizeof(rat));
 	json_decref(r);
 	if ((rc = hnd_write(k, g->handle_out)) != 0)
-		return fail(why, rc, "client %s: the new registration access "
+		return tl_drv_why(why, rc,
+		    "client %s: the new registration access "
 		    "token cannot be recorded", k->id);
 	return 0;
 }
@@ -721,11 +715,12 @@ discover(struct oi *o, char *why)
 		return rc;
 	if (o->status != 200 || (d = body_json(o)) == NULL) {
 		reason(o, rs, sizeof(rs));
-		return fail(why, TL_EUNREACH, "discovery at %s: %s", url, rs);
+		return tl_drv_why(why, TL_EUNREACH,
+		    "discovery at %s: %s", url, rs);
 	}
 	iss = json_string_value(json_object_get(d, "issuer"));
 	if (iss == NULL || strcmp(iss, o->issuer) != 0) {
-		rc = fail(why, TL_EDRIVER, "discovery at %s names issuer "
+		rc = tl_drv_why(why, TL_EDRIVER, "discovery at %s names issuer "
 		    "\"%.200s\", not %s", url, iss ? iss : "", o->issuer);
 		goto out;
 	}
@@ -733,7 +728,8 @@ discover(struct oi *o, char *why)
 	    copy_str(d, "token_endpoint", o->token, sizeof(o->token)) ||
 	    copy_str(d, "introspection_endpoint", o->introspect,
 	    sizeof(o->introspect))) {
-		rc = fail(why, TL_EDRIVER, "issuer %s has no registration, "
+		rc = tl_drv_why(why, TL_EDRIVER,
+		    "issuer %s has no registration, "
 		    "token or introspection endpoint (RFC 7591, RFC 7662)",
 		    o->issuer);
 		goto out;
@@ -742,7 +738,8 @@ discover(struct oi *o, char *why)
 	if (!same_origin(o, o->reg) || !same_origin(o, o->token) ||
 	    !same_origin(o, o->introspect) ||
 	    (o->revoke[0] != '\0' && !same_origin(o, o->revoke)))
-		rc = fail(why, TL_EDRIVER, "issuer %s: an endpoint of its "
+		rc = tl_drv_why(why, TL_EDRIVER,
+		    "issuer %s: an endpoint of its "
 		    "discovery document is on another origin", o->issuer);
 out:
 	json_decref(d);
@@ -753,22 +750,23 @@ static int
 oi_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	struct oi *o;
-	const char *iss = setting(a->settings, "issuer");
+	const char *iss = tl_drv_setting_get(a->settings, "issuer");
 	size_t n;
 	int rc;
 
 	*hp = NULL;
 	if (pthread_once(&oi_once, oi_global) != 0 || oi_global_rc != 0)
-		return fail(why, TL_EDRIVER, "libcurl cannot be initialised");
+		return tl_drv_why(why, TL_EDRIVER,
+		    "libcurl cannot be initialised");
 	if (iss == NULL || *iss == '\0' || strlen(iss) >= OI_URL_MAX)
-		return fail(why, TL_EINVAL, "an oidc provider needs the "
+		return tl_drv_why(why, TL_EINVAL, "an oidc provider needs the "
 		    "setting issuer (the issuer's URL)");
 	if (a->password == NULL || *a->password == '\0' ||
 	    strlen(a->password) >= OI_SECRET_MAX)
-		return fail(why, TL_EINVAL, "an oidc provider needs the "
+		return tl_drv_why(why, TL_EINVAL, "an oidc provider needs the "
 		    "initial access token (--secret initial-access-token)");
 	if ((o = sodium_malloc(sizeof(*o))) == NULL)
-		return fail(why, ENOMEM, "out of memory");
+		return tl_drv_why(why, ENOMEM, "out of memory");
 	memset(o, 0, sizeof(*o));
 	snprintf(o->issuer, sizeof(o->issuer), "%s", iss);
 	n = strlen(o->issuer);
@@ -776,13 +774,14 @@ oi_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    o->issuer + n - 1)
 		o->issuer[n - 1] = '\0';	/* ISSUER/path/ as ISSUER/path */
 	if ((rc = origin_of(o->issuer, o->origin, sizeof(o->origin))) != 0) {
-		rc = fail(why, TL_EINVAL, "issuer %s: https, or http only on "
+		rc = tl_drv_why(why, TL_EINVAL,
+		    "issuer %s: https, or http only on "
 		    "loopback (127.0.0.1, [::1], localhost)", o->issuer);
 		goto err;
 	}
 	snprintf(o->iat, sizeof(o->iat), "%s", a->password);
 	if ((o->c = curl_easy_init()) == NULL) {
-		rc = fail(why, ENOMEM, "out of memory");
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto err;
 	}
 	curl_easy_setopt(o->c, CURLOPT_NOSIGNAL, 1L);
@@ -820,7 +819,8 @@ static int
 need_out(const struct tl_drv_grant *g, char *why)
 {
 	if (g->handle_out == NULL)
-		return fail(why, TL_EINVAL, "client %s: the caller records no "
+		return tl_drv_why(why, TL_EINVAL,
+		    "client %s: the caller records no "
 		    "secret handle (the oidc driver needs one)",
 		    g->login ? g->login : "");
 	g->handle_out[0] = '\0';
@@ -857,11 +857,12 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 	rc = hnd_read(g, &k, why);
 	if (rc == TL_ENOTFOUND) {
 		if (!may_register)
-			return fail(why, TL_EDRIVER, "client %s: none is "
+			return tl_drv_why(why, TL_EDRIVER, "client %s: none is "
 			    "recorded", g->login);
 		rc = do_register(o, g, &k, why);
 		if (rc == 0)
-			fail(why, 0, "client %s registered as %s", g->login,
+			tl_drv_why(why, 0,
+			    "client %s registered as %s", g->login,
 			    k.id);
 		goto out;
 	}
@@ -873,35 +874,40 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 		if ((rc = refused_why(o, &k, &gone, why)) != 0)
 			goto out;
 		if (!may_register) {
-			rc = fail(why, TL_EDRIVER, "client %s is gone from the "
+			rc = tl_drv_why(why, TL_EDRIVER,
+			    "client %s is gone from the "
 			    "identity provider (tally repair registers a new "
 			    "one, with a new client-id)", k.id);
 			goto out;
 		}
 		rc = do_register(o, g, &k, why);
 		if (rc == 0)
-			fail(why, 0, "client %s was gone: registered again as "
+			tl_drv_why(why, 0,
+			    "client %s was gone: registered again as "
 			    "%s (a new client-id)", g->login, k.id);
 		goto out;
 	}
 	if (!ours(got, g)) {
-		rc = fail(why, TL_EINVAL, "client %s is not grant %.200s's "
+		rc = tl_drv_why(why, TL_EINVAL,
+		    "client %s is not grant %.200s's "
 		    "(its software_id is another's): not touched", k.id,
 		    g->grant);
 		goto out;
 	}
 	if ((want = wanted(g)) == NULL) {
-		rc = fail(why, TL_EINVAL, "client %s: the grant id is not "
+		rc = tl_drv_why(why, TL_EINVAL,
+		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
 		goto out;
 	}
 	compare(got, want, diff, sizeof(diff));
 	if (diff[0] == '\0') {
-		rc = fail(why, 0, "client %s is there as registered", k.id);
+		rc = tl_drv_why(why, 0,
+		    "client %s is there as registered", k.id);
 		goto out;
 	}
 	if ((rc = do_put(o, g, &k, why)) == 0)
-		fail(why, 0, "client %s: %s restored", k.id, diff);
+		tl_drv_why(why, 0, "client %s: %s restored", k.id, diff);
 out:
 	json_decref(got);
 	json_decref(want);
@@ -937,7 +943,8 @@ oi_check(void *h, const struct tl_drv_grant *g,
 		return rc;
 	if ((rc = hnd_read(g, &k, why)) == TL_ENOTFOUND) {
 		*drift = TL_DRIFT_MISSING;
-		return fail(why, 0, "client %s: none is recorded", g->login);
+		return tl_drv_why(why, 0,
+		    "client %s: none is recorded", g->login);
 	}
 	if (rc != 0)
 		return rc;
@@ -950,7 +957,8 @@ oi_check(void *h, const struct tl_drv_grant *g,
 			rc = 0;
 		} else if (rc == 0 && gone) {
 			*drift = TL_DRIFT_MISSING;
-			fail(why, 0, "client %s is gone from the identity "
+			tl_drv_why(why, 0,
+			    "client %s is gone from the identity "
 			    "provider (flagged: a new registration would "
 			    "change the client-id; tally repair makes one)",
 			    k.id);
@@ -959,23 +967,24 @@ oi_check(void *h, const struct tl_drv_grant *g,
 	}
 	if (!ours(got, g)) {
 		*drift = TL_DRIFT_MISSING;
-		fail(why, 0, "client %s is no longer grant %.200s's (its "
+		tl_drv_why(why, 0, "client %s is no longer grant %.200s's (its "
 		    "software_id changed)", k.id, g->grant);
 		goto out;
 	}
 	if ((want = wanted(g)) == NULL) {
-		rc = fail(why, TL_EINVAL, "client %s: the grant id is not "
+		rc = tl_drv_why(why, TL_EINVAL,
+		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
 		goto out;
 	}
 	compare(got, want, diff, sizeof(diff));
 	if ((rc = do_token(o, &k, tok, sizeof(tok), &refused, tw)) != 0) {
-		fail(why, rc, "%s", tw);
+		tl_drv_why(why, rc, "%s", tw);
 		goto out;
 	}
 	if (refused) {
 		*drift = TL_DRIFT_CREDENTIAL;
-		fail(why, 0, "client %s: the token endpoint refuses its "
+		tl_drv_why(why, 0, "client %s: the token endpoint refuses its "
 		    "delivered secret (%s)", k.id, tw);
 		goto out;
 	}
@@ -985,14 +994,16 @@ oi_check(void *h, const struct tl_drv_grant *g,
 		goto out;
 	if (!active) {
 		*drift = TL_DRIFT_CREDENTIAL;
-		fail(why, 0, "client %s: its fresh token is not active at "
+		tl_drv_why(why, 0,
+		    "client %s: its fresh token is not active at "
 		    "introspection", k.id);
 	} else if (diff[0] != '\0') {
 		*drift = TL_DRIFT_PRIVILEGES;
-		fail(why, 0, "client %s: %s changed since tally registered it",
+		tl_drv_why(why, 0,
+		    "client %s: %s changed since tally registered it",
 		    k.id, diff);
 	} else
-		fail(why, 0, "client %s is as registered and gets tokens",
+		tl_drv_why(why, 0, "client %s is as registered and gets tokens",
 		    k.id);
 out:
 	json_decref(got);
@@ -1024,7 +1035,7 @@ oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 
 	(void)drop;		/* nothing to retain: both delete */
 	if ((rc = hnd_read(g, &k, why)) == TL_ENOTFOUND)
-		return fail(why, 0, "client %s: none is recorded",
+		return tl_drv_why(why, 0, "client %s: none is recorded",
 		    g->login ? g->login : "");
 	if (rc != 0)
 		return rc;
@@ -1032,11 +1043,12 @@ oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 		goto out;
 	if (got == NULL) {
 		if ((rc = refused_why(o, &k, &gone, why)) == 0)
-			fail(why, 0, "client %s was gone already", k.id);
+			tl_drv_why(why, 0, "client %s was gone already", k.id);
 		goto out;
 	}
 	if (g->grant != NULL && g->grant[0] != '\0' && !ours(got, g)) {
-		rc = fail(why, TL_EINVAL, "client %s is not grant %.200s's: "
+		rc = tl_drv_why(why, TL_EINVAL,
+		    "client %s is not grant %.200s's: "
 		    "not deleted", k.id, g->grant);
 		goto out;
 	}
@@ -1045,10 +1057,11 @@ oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 		goto out;
 	if (o->status != 204 && o->status != 200) {
 		reason(o, rs, sizeof(rs));
-		rc = fail(why, TL_EDRIVER, "delete client %s: %s", k.id, rs);
+		rc = tl_drv_why(why, TL_EDRIVER,
+		    "delete client %s: %s", k.id, rs);
 		goto out;
 	}
-	fail(why, 0, "client %s deleted", k.id);
+	tl_drv_why(why, 0, "client %s deleted", k.id);
 out:
 	json_decref(got);
 	hnd_wipe(&k);
@@ -1081,7 +1094,8 @@ oi_compose(const char *field, const struct tl_drv_endpoint *ep,
 		return TL_ETOOBIG;
 	out[0] = '\0';
 	if (strcmp(field, "issuer") == 0) {
-		v = setting(ep != NULL ? ep->settings : NULL, "issuer");
+		v = tl_drv_setting_get(ep != NULL ? ep->settings : NULL,
+		    "issuer");
 		n = snprintf(out, cap, "%s", v != NULL ? v : "");
 		return n < 0 || (size_t)n >= cap ? TL_ETOOBIG : 0;
 	}
@@ -1114,7 +1128,7 @@ oi_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	memcpy(out->resource, n.resource, sizeof(out->resource));
 	memcpy(out->login, n.login, sizeof(out->login));
 	if (!name_ok(out->login))
-		return fail(why, TL_EINVAL, "resource \"%.64s\": an oidc "
+		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": an oidc "
 		    "client name is [a-z0-9_-] only", in->resource);
 	return 0;
 }

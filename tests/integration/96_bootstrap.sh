@@ -76,14 +76,14 @@ refused() {	# WHAT FILE PATTERN
 	t_ok "$1: $(head -n 1 "$W/last.err")"
 }
 bundle | sed 's/^  routable-name:/  routable:/' >"$B/bad1.yaml"
-refused "an unknown key" "$B/bad1.yaml" "bad1.yaml:5: node: unknown key 'routable'"
+refused "an unknown key" "$B/bad1.yaml" "bad1.yaml:4: node: unknown key 'routable'"
 bundle "admin-password: hunter2" >"$B/bad2.yaml"
-refused "a secret in the bundle" "$B/bad2.yaml" "bad2.yaml:15: providers\[0\].secrets.admin-password: a secret is never written"
+refused "a secret in the bundle" "$B/bad2.yaml" "bad2.yaml:14: providers\[0\].secrets.admin-password: a secret is never written"
 grep -q hunter2 "$W/last.err" && t_fail "the plaintext secret was printed"
 bundle | sed '/^  name: cp$/d' >"$B/bad3.yaml"
 refused "a missing node name" "$B/bad3.yaml" "bad3.yaml:3: node.name: missing"
 bundle | sed 's/registry.yaml/nowhere.yaml/' >"$B/bad4.yaml"
-refused "a manifest that is not there" "$B/bad4.yaml" "bad4.yaml:19: control-plane\[0\].manifest: cannot read"
+refused "a manifest that is not there" "$B/bad4.yaml" "bad4.yaml:16: control-plane\[0\].manifest: cannot read"
 printf 'node: [\n' >"$B/bad5.yaml"
 refused "not YAML" "$B/bad5.yaml" "bad5.yaml:2: not YAML"
 

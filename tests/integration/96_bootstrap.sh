@@ -145,6 +145,24 @@ h3=$(head_seq)
 [ "$(catalogue)" = "$cat1" ] || t_fail "the second bootstrap changed the provider's catalogue"
 t_ok "head $h3 and the provider's roles and databases unchanged"
 
+t_say "a running tallyd holds the home: bootstrap is refused (exit 7)"
+t_tallyd_start
+t_expect_exit 7 "tally bootstrap beside a tallyd" tly bootstrap "$B/bundle.yaml"
+grep -q "tallyd" "$W/last.err" || t_fail "the refusal does not name tallyd: $(cat "$W/last.err")"
+t_tallyd_stop
+[ "$(head_seq)" = "$h1" ] || t_fail "tallyd or the refused bootstrap appended"
+t_ok "$(head -n 1 "$W/last.err")"
+
+t_say "a secret given as stdin is read from standard input"
+bundle "admin-password: stdin" | sed "s|key-out: .*|key-out: $W/keys2/cp.key|" >"$B/stdin.yaml"
+t_expect_exit 4 "bootstrap with no line on stdin" \
+	tly --home "$W/home2" bootstrap "$B/stdin.yaml" </dev/null
+grep -q "admin-password of postgres: no line on standard input" "$W/last.err" ||
+	t_fail "expected the missing stdin line named: $(cat "$W/last.err")"
+tly --home "$W/home2" --json log | grep -q assignment.created &&
+	t_fail "postgres was assigned without its secret"
+t_ok "refused, nothing assigned: $(head -n 1 "$W/last.err")"
+
 t_say "the log verifies and rebuilds to the same projections"
 tly verify >/dev/null || t_fail "tally verify"
 tly rebuild --check >/dev/null || t_fail "tally rebuild --check"

@@ -238,8 +238,10 @@ parse_assign(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *m,
 				    "scalars");
 			if (a->nset == BS_MAX)
 				return bad(b, kn, f, "more than %d", BS_MAX);
-			if (asprintf(&a->set[a->nset], "%s=%s", k, v) < 0)
-				return cli_fail(NULL, ENOMEM, "bootstrap");
+			if (asprintf(&a->set[a->nset], "%s=%s", k, v) < 0) {
+				cli_errx("bootstrap: %s", strerror(ENOMEM));
+				return TL_EXIT_FAIL;
+			}
 			a->nset++;
 		}
 	}

@@ -84,7 +84,8 @@ bundle_free(struct bs_bundle *b)
 {
 	size_t i, j;
 
-	for (i = 0; i < b->na; i++)
+	/* Every entry: one refused half way holds settings too. */
+	for (i = 0; i < BS_MAX; i++)
 		for (j = 0; j < b->a[i].nset; j++)
 			free(b->a[i].set[j]);
 }

@@ -138,19 +138,25 @@ fi
 t_ok "tallyd --once appended nothing (head $h1)"
 
 t_say "a second bootstrap appends nothing and changes nothing"
-t_expect_exit 0 "tally bootstrap again" tly bootstrap "$B/bundle.yaml"
-grep -q "nothing to do" "$W/last.out" || t_fail "second run said: $(cat "$W/last.out")"
+t_expect_exit 0 "tally bootstrap again" tly --json bootstrap "$B/bundle.yaml"
+[ "$(wc -l <"$W/last.out")" -eq 1 ] && grep -q '"appended_from":0' "$W/last.out" &&
+	grep -q '"healthy":true' "$W/last.out" ||
+	t_fail "second run (--json) said: $(cat "$W/last.out")"
 h3=$(head_seq)
 [ "$h3" = "$h1" ] || t_fail "the second bootstrap appended: head $h1 -> $h3"
 [ "$(catalogue)" = "$cat1" ] || t_fail "the second bootstrap changed the provider's catalogue"
 t_ok "head $h3 and the provider's roles and databases unchanged"
 
 t_say "a running tallyd holds the home: bootstrap is refused (exit 7)"
+# A bundle that would declare one more module: nothing of it is.
+sed 's/^module: registry/module: audit/; /migrations:/d' "$B/registry.yaml" >"$B/audit.yaml"
+{ bundle; printf '  - manifest: audit.yaml\n    module: audit\n'; } >"$B/more.yaml"
 t_tallyd_start
-t_expect_exit 7 "tally bootstrap beside a tallyd" tly bootstrap "$B/bundle.yaml"
+t_expect_exit 7 "tally bootstrap beside a tallyd" tly bootstrap "$B/more.yaml"
 grep -q "tallyd" "$W/last.err" || t_fail "the refusal does not name tallyd: $(cat "$W/last.err")"
 t_tallyd_stop
 [ "$(head_seq)" = "$h1" ] || t_fail "tallyd or the refused bootstrap appended"
+tly modules | grep -q audit && t_fail "the refused bootstrap declared module audit"
 t_ok "$(head -n 1 "$W/last.err")"
 
 t_say "a secret given as stdin is read from standard input"

@@ -409,14 +409,26 @@ static int
 run(struct tl_cli *cli, int (*fn)(struct tl_cli *, int, char **),
     char **argv)
 {
-	int argc = 0, json = cli->json, ex;
+	int argc = 0, json = cli->json, ex, saved = -1, null;
 
 	while (argv[argc] != NULL)
 		argc++;
+	/* With --json, stdout is bootstrap's one document: theirs go. */
+	fflush(stdout);
+	if (json && (saved = dup(STDOUT_FILENO)) >= 0 &&
+	    (null = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0) {
+		dup2(null, STDOUT_FILENO);
+		close(null);
+	}
 	optind = 0;		/* glibc: a fresh getopt for each */
 	cli->json = 0;
 	ex = fn(cli, argc, argv);
 	cli->json = json;
+	fflush(stdout);
+	if (saved >= 0) {
+		dup2(saved, STDOUT_FILENO);
+		close(saved);
+	}
 	json_decref(cli->appended);
 	cli->appended = NULL;
 	cli->json_done = 0;
@@ -577,7 +589,7 @@ mono_ms(void)
  * daemon per log): a running tallyd refuses this, and this a tallyd.
  */
 static int
-reconcile(struct tl_cli *cli, unsigned timeout_s)
+reconcile(struct tl_cli *cli, unsigned timeout_s, unsigned *checkedp)
 {
 	static const tl_rx_run_fn chain[] = {
 		tl_rx_run_provision, tl_rx_run_acks, tl_rx_run_migrate,
@@ -682,11 +694,9 @@ reconcile(struct tl_cli *cli, unsigned timeout_s)
 		cli_errx("%u grant(s) verified, not everything is healthy "
 		    "(see tally status)", checked);
 		ex = TL_EXIT_UNHEALTHY;
-	} else {
-		printf("reconciled: %u grant(s) verified, all healthy\n",
-		    checked);
+	} else
 		ex = TL_EXIT_OK;
-	}
+	*checkedp = checked;
 free_rx:
 	tl_rx_free(&rx);
 	cli_close(cli);
@@ -696,6 +706,31 @@ unlock:
 	if (datafd >= 0)
 		close(datafd);
 	return ex;
+}
+
+/*
+ * Is a tallyd running on the home?  Asked before anything is declared,
+ * so that a refusal (exit 7) leaves the log as it was; reconcile takes
+ * the lock itself.
+ */
+static int
+tallyd_holds(struct tl_cli *cli)
+{
+	char path[1200];
+	long holder = 0;
+	int fd = -1, rc;
+
+	rc = tl_log_lock_daemon(cli->logdir, &fd, &holder);
+	if (fd >= 0)
+		close(fd);
+	if (rc == TL_ELOCKED)
+		return 1;
+	snprintf(path, sizeof(path), "%s/tallyd.lock", cli->home);
+	if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0)
+		return 0;
+	rc = flock(fd, LOCK_EX | LOCK_NB) != 0;
+	close(fd);
+	return rc;
 }
 
 /* The log's head (0: empty or no log). */
@@ -727,7 +762,7 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 	char path[1200], key[TL_KEY_MAX], dir[BS_PATH];
 	char *av[4 + BS_MAX + 1];
 	struct stat st;
-	unsigned timeout = 60;
+	unsigned timeout = 60, checked = 0;
 	uint64_t before;
 	size_t i, n;
 	int c, ex, has;
@@ -748,6 +783,13 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 	}
 	if ((ex = bundle_load(argv[optind], &b)) != 0)
 		goto out;
+	if (tallyd_holds(cli)) {
+		cli_errx("%s: a tallyd runs on this home: stop it first (or "
+		    "declare with tally node add, apply and assign, and let "
+		    "it do the work)", cli->home);
+		ex = TL_EXIT_LOCKED;
+		goto out;
+	}
 
 	/* 1. The home, as tally init makes it. */
 	snprintf(path, sizeof(path), "%s/master.key", cli->home);
@@ -816,10 +858,30 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 	}
 
 	/* 5. The drivers, once, here: tallyd's passes. */
-	ex = reconcile(cli, timeout);
+	ex = reconcile(cli, timeout, &checked);
 	if (ex == TL_EXIT_OK || ex == TL_EXIT_UNHEALTHY) {
 		uint64_t after = head(cli);
 
+		if (cli->json) {
+			/* Its own document: the events were appended by steps. */
+			json_t *doc = json_pack("{s:s,s:s,s:I,s:I,s:i,s:b}",
+			    "home", cli->home, "node", b.node, "appended_from",
+			    (json_int_t)(after == before ? 0 : before + 1),
+			    "appended_to", (json_int_t)(after == before ? 0 :
+			    after), "verified", (int)checked, "healthy",
+			    ex == TL_EXIT_OK);
+
+			if (doc != NULL) {
+				json_dumpf(doc, stdout, JSON_COMPACT);
+				putchar('\n');
+				json_decref(doc);
+			}
+			cli->json_done = 1;
+			goto out;
+		}
+		if (ex == TL_EXIT_OK)
+			printf("reconciled: %u grant(s) verified, all "
+			    "healthy\n", checked);
 		if (after == before)
 			printf("bootstrap: nothing to do (the log is at event "
 			    "%llu)\n", (unsigned long long)after);

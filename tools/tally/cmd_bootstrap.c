@@ -44,12 +44,15 @@ static const char usage[] =
 "the file the bundle names, or a line of standard input) and the\n"
 "control plane's modules on this node, then runs the reactors' passes\n"
 "here, once, as tallyd --once does: grants provisioned and delivered,\n"
-"migrations applied.  tallyd then simply continues from the log.\n"
+"migrations applied.  tallyd then simply continues from the log; a\n"
+"tallyd already running on the home refuses it (exit 7).\n"
 "\n"
 "What the log already holds is not declared again: run twice, the\n"
 "second run appends nothing.  A malformed bundle is refused, naming its\n"
 "file, line and field, before anything is done.  --timeout bounds the\n"
-"passes (default 60 s).  Exit 6 when work remains or is not healthy.\n";
+"passes (default 60 s).  Exit 6 when work remains or is not healthy.\n"
+"--json prints one line: home, node, appended_from, appended_to (0:\n"
+"nothing appended), verified, healthy.\n";
 
 #define BS_MAX		16
 #define BS_PATH		1024

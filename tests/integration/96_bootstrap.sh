@@ -168,6 +168,14 @@ grep -q "admin-password of postgres: no line on standard input" "$W/last.err" ||
 tly --home "$W/home2" --json log | grep -q assignment.created &&
 	t_fail "postgres was assigned without its secret"
 t_ok "refused, nothing assigned: $(head -n 1 "$W/last.err")"
+# The providers alone (no grant of home2's may collide with home's).
+sed '/^control-plane:/,$d' "$B/stdin.yaml" >"$B/stdin2.yaml"
+t_expect_exit 0 "bootstrap with the secret on stdin" \
+	tly --home "$W/home2" bootstrap "$B/stdin2.yaml" <"$TALLY_TEST_PG_PWFILE"
+cat "$W/last.err"
+tly --home "$W/home2" --json log | grep '"type":"assignment.created"' |
+	grep -q admin-password || t_fail "postgres was not assigned with its secret"
+t_ok "postgres assigned in home2 with the secret read from stdin"
 
 t_say "the log verifies and rebuilds to the same projections"
 tly verify >/dev/null || t_fail "tally verify"

@@ -12,6 +12,7 @@
 
 static const struct tl_cmd cmds[] = {
 	{ "init",	cmd_init,	"create a tally home: log and master key" },
+	{ "bootstrap",	cmd_bootstrap,	"a control plane from nothing, from a bundle" },
 	{ "log",	cmd_log,	"print events (text or JSON lines)" },
 	{ "verify",	cmd_verify,	"check every envelope and the hash chain" },
 	{ "stats",	cmd_stats,	"events, bytes, types, checkpoints and lag" },

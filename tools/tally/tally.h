@@ -140,6 +140,7 @@ int	 cli_read_secret(const char *prompt, char *buf, size_t cap);
 
 /* One function per command, each in its own cmd_NAME.c. */
 int	cmd_init(struct tl_cli *, int, char **);
+int	cmd_bootstrap(struct tl_cli *, int, char **);
 int	cmd_log(struct tl_cli *, int, char **);
 int	cmd_verify(struct tl_cli *, int, char **);
 int	cmd_promote(struct tl_cli *, int, char **);

@@ -33,13 +33,13 @@
 #define TL_EV_NODE_LOST		"node.lost"		/* name */
 
 /* module/NAME */
-#define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest [instances] file env{} provides[] embedded[] */
+#define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest [instances] [parts[]] file env{} provides[] embedded[] */
 #define TL_EV_MODULE_REMOVED	"module.removed"	/* name */
-#define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age */
+#define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age [part] */
 #define TL_EV_REQ_WITHDRAWN	"requirement.withdrawn"	/* module name */
 
 /* assignment/MODULE@NODE */
-#define TL_EV_ASSIGN_CREATED	"assignment.created"	/* module node expose settings{} secrets{} */
+#define TL_EV_ASSIGN_CREATED	"assignment.created"	/* module node expose settings{} secrets{} [parts[]] */
 #define TL_EV_ASSIGN_CONFIGURED	"assignment.configured"	/* same */
 #define TL_EV_ASSIGN_REMOVED	"assignment.removed"	/* module node */
 #define TL_EV_ASSIGN_READY		"assignment.ready"	/* module node */

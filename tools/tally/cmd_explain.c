@@ -42,6 +42,31 @@ str(const json_t *o, const char *k)
 	return s ? s : "";
 }
 
+/* The declared parts, which each assignment installs, and what it skips. */
+static void
+print_parts(const json_t *out)
+{
+	const json_t *a, *x, *r;
+	size_t i, j;
+
+	if (json_object_get(out, "parts") == NULL)
+		return;
+	printf("  parts:");
+	json_array_foreach(json_object_get(out, "parts"), i, x)
+		printf("%s%s", i ? ", " : " ", json_string_value(x));
+	putchar('\n');
+	json_array_foreach(json_object_get(out, "assignments"), i, a) {
+		printf("    on %s installs", str(a, "node"));
+		json_array_foreach(json_object_get(a, "parts"), j, x)
+			printf("%s%s", j ? ", " : " ", json_string_value(x));
+		putchar('\n');
+		json_array_foreach(json_object_get(a, "not_installed"), j, r)
+			printf("      %s (part %s) is not provisioned there: the "
+			    "part is not installed\n", str(r, "name"),
+			    str(r, "part"));
+	}
+}
+
 static int
 show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 {
@@ -58,7 +83,18 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		return cli_fail(cli, rc, "explain");
 	out = json_pack("{s:s,s:s,s:[]}", "module", module, "instances",
 	    str(st, "instances"), "requirements");
+	if (json_object_get(st, "parts") != NULL)
+		json_object_set(out, "parts", json_object_get(st, "parts"));
+	json_object_set_new(out, "assignments", json_array());
 	json_array_foreach(json_object_get(st, "assignments"), i, a) {
+		json_t *o = json_pack("{s:s}", "node", str(a, "node"));
+
+		json_object_set(o, "parts", json_object_get(a, "parts") ?
+		    json_object_get(a, "parts") : json_object_get(st, "parts"));
+		if (json_object_get(a, "not_installed") != NULL)
+			json_object_set(o, "not_installed", json_object_get(a,
+			    "not_installed"));
+		json_array_append_new(json_object_get(out, "assignments"), o);
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const json_t *seen, *e;
 			size_t k;
@@ -97,6 +133,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		    "nodes)" : "");
 		if (json_object_get(out, "note"))
 			printf("  %s\n", str(out, "note"));
+		print_parts(out);
 		json_array_foreach(json_object_get(out, "requirements"), i, r) {
 			const json_t *d = json_object_get(r, "decided_by");
 

@@ -116,6 +116,7 @@ struct tl_mf_req {
 	size_t	nenv;
 	const char *migrations;	/* absolute, lexically normalised; NULL if none */
 	int64_t	max_credential_age;	/* seconds; 0 = no scheduled rotation */
+	const char *part;	/* part: one of the module's parts; NULL: every part */
 	int	line;
 };
 
@@ -142,6 +143,8 @@ struct tl_mf_module {
 	const char *file;	/* the name given to the parser */
 	int	line;		/* where the document's mapping starts */
 	enum tl_mf_instances instances;
+	const char *const *parts;	/* parts: names, sorted; none declared: 0 */
+	size_t	nparts;
 	const struct tl_mf_var *env;	/* sorted by name */
 	size_t	nenv;
 	const struct tl_mf_req *reqs;	/* sorted by name */

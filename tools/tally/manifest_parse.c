@@ -23,12 +23,12 @@
 #include "manifest-internal.h"
 
 static const char *const module_keys[] = {
-	"module", "instances", "env", "requires", "provides", "embedded",
-	NULL
+	"module", "instances", "parts", "env", "requires", "provides",
+	"embedded", NULL
 };
 static const char *const req_keys[] = {
 	"presence", "type", "from", "scope", "provider", "name", "env",
-	"migrations", "max-credential-age", NULL
+	"migrations", "max-credential-age", "part", NULL
 };
 static const char *const provide_keys[] = {
 	"driver", "revoke", "max-credential-age", NULL
@@ -69,6 +69,52 @@ known_fields(const char *known[64])
 }
 
 /* ---- the document ---- */
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* parts: a list of names, each once; an assignment installs some or all. */
+static void
+parse_parts(struct ctx *c, struct tl_mf_module *m, struct node *seq)
+{
+	const char **v;
+	struct node *e;
+	const char *s;
+	char q[QUOTE];
+	size_t n = 0, i;
+
+	if (seq->kind == N_BAD)
+		return;
+	if (seq->kind != N_SEQ) {
+		mf_err(c, seq, "parts", "expected a list of part names "
+		    "(parts: [web, worker]), found %s", mf_kind_name(seq));
+		return;
+	}
+	/* One more than needed: mf_in_list wants a NULL-terminated list. */
+	if ((v = mf_alloc_n(c, seq->n + 1, sizeof *v)) == NULL)
+		return;
+	for (e = seq->first; e != NULL && c->sys == 0; e = e->next) {
+		if ((s = mf_want_str(c, e, "parts")) == NULL ||
+		    !mf_check_name(c, e, "parts", s, strlen(s), "part name"))
+			continue;
+		for (i = 0; i < n; i++)
+			if (strcmp(v[i], s) == 0)
+				break;
+		if (i < n) {
+			mf_err(c, e, "parts", "part %s is listed twice",
+			    mf_quote(q, sizeof q, s));
+			continue;
+		}
+		v[n++] = mf_sdup(c, s);
+	}
+	qsort(v, n, sizeof *v, cmp_str);
+	v[n] = NULL;
+	m->parts = v;
+	m->nparts = n;
+}
 
 static void
 parse_env(struct ctx *c, struct tl_mf_module *m, struct node *map)
@@ -245,6 +291,19 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 
 	mf_check_keys(c, map, path, req_keys);
 	r->line = key->line;
+	mf_join(f, sizeof f, path, "part");
+	if ((v = mf_get(map, "part", &k)) != NULL) {
+		if ((s = mf_want_str(c, v, f)) == NULL)
+			;
+		else if (!mf_in_list(m->parts, s))
+			mf_err(c, v, f, "%s is not one of the module's parts "
+			    "(declare it under parts:, or leave part: out for a "
+			    "requirement of every part)", mf_quote(q, sizeof q,
+			    s));
+		else
+			r->part = mf_sdup(c, s);
+		k->skip = 1;	/* not "applies only to instantiation" */
+	}
 	presence = mf_get(map, "presence", NULL);
 	type = mf_get(map, "type", &tk);
 	from = mf_get(map, "from", &fk);
@@ -627,7 +686,9 @@ mf_parse_module(struct ctx *c, struct node *root)
 			    "one-per-mesh, one-per-node or any, not %s",
 			    mf_quote(q, sizeof q, s));
 	}
-	/* env and embedded first: requirements are checked against them */
+	/* parts, env and embedded first: requirements are checked against them */
+	if ((v = mf_get(root, "parts", NULL)) != NULL)
+		parse_parts(c, &m, v);
 	if ((v = mf_get(root, "env", NULL)) != NULL)
 		parse_env(c, &m, v);
 	if ((v = mf_get(root, "embedded", NULL)) != NULL)

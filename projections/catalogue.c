@@ -38,6 +38,8 @@ static const struct tl_cat_event cat[] = {
 	  { { "name", NAME } } },
 	{ E(TL_EV_NODE_LOST), "node", "name", GR, NULL,
 	  { { "name", NAME } } },
+	{ E(TL_EV_NODE_INVENTORIED), "node", "node memory cpus disks[{path size}] "
+	  "disk", GR, NULL, { { "node", NAME }, { "disks[].path", 255 } } },
 	{ E(TL_EV_NODE_KEY_ADDED), "node", "name [signkey(bin)] [cpkey(bin)]", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_NODE_REPORTED), "node", "node report(json text)", GR, NULL,
@@ -87,6 +89,9 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_ASSIGN_REMOVED), "assignment", "module node", GR | RB, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	{ E(TL_EV_ASSIGN_READY), "assignment", "module node", GR, NULL,
+	  { { "module", NAME }, { "node", NAME } } },
+	{ E(TL_EV_ASSIGN_DERIVED), "assignment", "module node inventory "
+	  "settings{} from{} overridden{}", GR, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	/* provider/NODE/MODULE */
 	{ E(TL_EV_PROVIDER_REGISTERED), "provider", "id module node "

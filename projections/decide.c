@@ -529,6 +529,20 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 		    d->len, NULL)) != 0)
 			goto out;
 		types_touched = 1;
+		/* Its derived settings may have changed with it. */
+		{
+			struct tl_nodelist nl;
+			size_t n;
+
+			if ((rc = tl_graph_module_nodes(c->t, &c->p, d->name,
+			    &nl)) != 0)
+				goto out;
+			for (n = 0; rc == 0 && n < nl.n; n++)
+				rc = tl_dec_derive(c, d->name, nl.v[n]);
+			tl_nodelist_free(&nl);
+			if (rc != 0)
+				goto out;
+		}
 	}
 	/* Migration content first: requirements refer to it by checksum. */
 	for (i = 0; i < d->nreqs; i++)

@@ -11,6 +11,7 @@
 #include "core/vec.h"
 #include "binder.h"
 #include "decide_assign.h"
+#include "decide_derive.h"
 #include "decide_instances.h"
 #include "drivers/driver.h"
 #include "events.h"
@@ -387,6 +388,8 @@ struct decl {
 	const struct tl_drv_setting *tab[8];
 	const char	*driver[8];
 	size_t		 n;
+	char		 derived[16][64];	/* provides: settings: keys */
+	size_t		 nderived;
 };
 
 static void
@@ -396,11 +399,23 @@ decl_load(struct tl_bnode m, struct decl *d)
 	size_t i, j;
 
 	d->n = 0;
+	d->nderived = 0;
 	if (tl_bn_get(m, "provides", &prov) != 0)
 		return;
 	for (i = 0; i < tl_bn_len(prov) && d->n < 8; i++) {
 		char driver[64] = "";
 		const struct tl_drv_ops *ops;
+		struct tl_bnode sets, kn, vn;
+		const char *ks;
+		size_t kl;
+
+		if (tl_bn_get(tl_bn_at(prov, i), "settings", &sets) == 0)
+			for (j = 0; j < tl_bn_len(sets) && d->nderived < 16; j++)
+				if (tl_bn_entry(sets, j, &kn, &vn) == 0 &&
+				    tl_bn_str(kn, &ks, &kl) == 0 && kl < 64) {
+					memcpy(d->derived[d->nderived], ks, kl);
+					d->derived[d->nderived++][kl] = '\0';
+				}
 
 		tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
 		    sizeof(driver));
@@ -463,7 +478,14 @@ check_setting(struct tl_ctx *c, const struct decl *d, const char *module,
 	struct tl_drv_setting named;
 	char why[TL_DRV_WHY_MAX];
 
-	if (d->n == 0) {
+	size_t i;
+
+	for (i = 0; d->n != 0 && i < d->nderived; i++)
+		if (strcmp(d->derived[i], st->key) == 0 &&
+		    decl_find(d, st->key) == NULL)
+			break;
+	if (d->n == 0 || i < d->nderived) {
+		/* A derived setting the driver does not read: the operator's wins. */
 		named = any;
 		named.name = st->key;
 		named.secret = st->secret != NULL;
@@ -902,6 +924,8 @@ tl_dec_assign_parts(struct tl_ctx *c, const char *module, const char *node,
 	if ((rc = exposure_holds(c, module, node, newexpose, !exists)) != 0)
 		goto out;
 	if (exists && (rc = parts_left(c, module, node, &was, &now)) != 0)
+		goto out;
+	if ((rc = tl_dec_derive(c, module, node)) != 0)
 		goto out;
 	if ((rc = tl_binder_run(c, NULL)) != 0)
 		goto out;

@@ -31,6 +31,8 @@
 #define TL_EV_REPORT_REFUSED	"security.report-refused" /* node reason offered */
 #define TL_EV_NODE_REMOVED		"node.removed"		/* name */
 #define TL_EV_NODE_LOST		"node.lost"		/* name */
+/* What the node has (tally node report --inventory): graph ni/NODE. */
+#define TL_EV_NODE_INVENTORIED	"node.inventoried"	/* node memory cpus disks[{path size}] disk */
 
 /* module/NAME */
 #define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest [instances] [parts[]] file env{} provides[] embedded[] */
@@ -43,6 +45,8 @@
 #define TL_EV_ASSIGN_CONFIGURED	"assignment.configured"	/* same */
 #define TL_EV_ASSIGN_REMOVED	"assignment.removed"	/* module node */
 #define TL_EV_ASSIGN_READY		"assignment.ready"	/* module node */
+/* Settings composed from the node's inventory (decide_derive.h): ad/M@N. */
+#define TL_EV_ASSIGN_DERIVED	"assignment.derived"	/* module node inventory settings{} from{} overridden{} */
 
 /* provider/NODE/MODULE (the id is fixed at registration) */
 #define TL_EV_PROVIDER_REGISTERED	"provider.registered"	/* id module node types[{type driver revoke max_age}] */

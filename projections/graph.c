@@ -459,6 +459,12 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return module_rewait(t, p, module, node, 0);
 	}
+	if (strcmp(ev->type, TL_EV_ASSIGN_DERIVED) == 0) {
+		/* ad/MODULE@NODE: what was composed, for tally explain. */
+		if ((rc = tl_key(k, "ad/%s@%s", module, node)) != 0)
+			return rc;
+		return put_body(t, p->graph, k, ev);
+	}
 	if (strcmp(ev->type, TL_EV_ASSIGN_CONFIGURED) == 0) {
 		/* Its parts may have changed: so may what waits for it. */
 		if ((rc = put_body(t, p->graph, ak, ev)) != 0)
@@ -482,6 +488,8 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 				return rc;
 		}
 		if ((rc = tl_key(k, "ar/%s@%s", module, node)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0 ||
+		    (rc = tl_key(k, "ad/%s@%s", module, node)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0)
 			return rc;
 		return module_rewait(t, p, module, node, 1);
@@ -646,6 +654,8 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		}
 		if ((rc = tl_key(k, "nk/%s", name)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0 ||
+		    (rc = tl_key(k, "ni/%s", name)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0 ||
 		    (rc = tl_key(k, "nr/%s", name)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0 ||
 		    (rc = tl_key(k, "nl/%s", name)) != 0 ||
@@ -654,6 +664,14 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_key(k, "n/%s", name)) != 0)
 			return rc;
 		return del(t, p->graph, k);
+	}
+	if (strcmp(ev->type, TL_EV_NODE_INVENTORIED) == 0) {
+		/* ni/NAME: the latest inventory, whole. */
+		if (tl_bn_getstr(body, "node", name, sizeof(name)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "ni/%s", name)) != 0)
+			return rc;
+		return put_body(t, p->graph, k, ev);
 	}
 	if (strcmp(ev->type, TL_EV_NODE_LOST) == 0) {
 		/* nl/NAME: gone for good (tally node lost), until node rm. */

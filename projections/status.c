@@ -821,6 +821,18 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			if (json_array_size(ra.skipped) > 0)
 				json_object_set(a, "not_installed",
 				    ra.skipped);
+			/* What was composed from the node's inventory. */
+			if (tl_key(k, "ad/%s@%s", module, nl.v[i]) == 0 &&
+			    tl_rec_get(t, p->graph, k, &ar) == 0) {
+				json_t *dj = tl_json_body(ar.raw, ar.rawlen);
+
+				tl_rec_close(&ar);
+				if (dj != NULL) {
+					json_object_del(dj, "module");
+					json_object_del(dj, "node");
+					json_object_set_new(a, "derived", dj);
+				}
+			}
 			json_decref(ra.skipped);
 			json_array_append_new(asgs, a);
 		}

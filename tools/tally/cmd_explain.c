@@ -42,6 +42,41 @@ str(const json_t *o, const char *k)
 	return s ? s : "";
 }
 
+/*
+ * The settings composed from each assignment's node inventory: the
+ * value, how it was derived, and the operator's value that won.
+ */
+static void
+print_derived(const json_t *out)
+{
+	const json_t *a, *d, *v;
+	const char *key;
+	size_t i;
+
+	json_array_foreach(json_object_get(out, "assignments"), i, a) {
+		if ((d = json_object_get(a, "derived")) == NULL)
+			continue;
+		printf("  derived from %s's inventory (seq %lld):\n",
+		    str(a, "node"), json_integer_value(json_object_get(d,
+		    "inventory")));
+		if (json_object_size(json_object_get(d, "settings")) == 0)
+			printf("    nothing yet: no inventory (tally node report "
+			    "%s --inventory FILE.json)\n", str(a, "node"));
+		json_object_foreach(json_object_get(d, "settings"), key, v) {
+			const json_t *ov = json_object_get(json_object_get(d,
+			    "overridden"), key);
+
+			printf("    %s = %s (%s)", key, json_string_value(v),
+			    json_string_value(json_object_get(
+			    json_object_get(d, "from"), key)));
+			if (ov != NULL)
+				printf(": set on the assignment, which wins "
+				    "over the derived %s", json_string_value(ov));
+			putchar('\n');
+		}
+	}
+}
+
 /* The declared parts, which each assignment installs, and what it skips. */
 static void
 print_parts(const json_t *out)
@@ -94,6 +129,9 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		if (json_object_get(a, "not_installed") != NULL)
 			json_object_set(o, "not_installed", json_object_get(a,
 			    "not_installed"));
+		if (json_object_get(a, "derived") != NULL)
+			json_object_set(o, "derived", json_object_get(a,
+			    "derived"));
 		json_array_append_new(json_object_get(out, "assignments"), o);
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const json_t *seen, *e;
@@ -134,6 +172,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		if (json_object_get(out, "note"))
 			printf("  %s\n", str(out, "note"));
 		print_parts(out);
+		print_derived(out);
 		json_array_foreach(json_object_get(out, "requirements"), i, r) {
 			const json_t *d = json_object_get(r, "decided_by");
 

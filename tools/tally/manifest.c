@@ -260,6 +260,21 @@ tl_mf_module_equal(const struct tl_mf_module *a, const struct tl_mf_module *b)
 		const struct tl_mf_provide *x = &a->provides[i];
 		const struct tl_mf_provide *y = &b->provides[i];
 
+		size_t j;
+
+		if (x->nderived != y->nderived)
+			return 0;
+		for (j = 0; j < x->nderived; j++) {
+			const struct tl_mf_derived *dx = &x->derived[j];
+			const struct tl_mf_derived *dy = &y->derived[j];
+
+			if (!streq(dx->key, dy->key) ||
+			    !streq(dx->from, dy->from) ||
+			    !streq(dx->times, dy->times) ||
+			    !streq(dx->unit, dy->unit) || dx->min != dy->min ||
+			    dx->max != dy->max)
+				return 0;
+		}
 		if (!streq(x->type, y->type) || !streq(x->driver, y->driver) ||
 		    x->revoke != y->revoke ||
 		    x->max_credential_age != y->max_credential_age)

@@ -120,11 +120,28 @@ struct tl_mf_req {
 	int	line;
 };
 
+/*
+ * A provider setting derived from its node's inventory (provides: TYPE:
+ * settings: KEY: {from-node: memory, times: 0.25, unit: MB, min: 128MB}):
+ * the source times the factor, clamped, in the unit.  Sizes (memory,
+ * disk) are bytes here; cpus a count.
+ */
+struct tl_mf_derived {
+	const char *key;
+	const char *from;	/* memory, cpus or disk (the disks' total) */
+	const char *times;	/* the factor as written; "1" when absent */
+	const char *unit;	/* B, KB, MB, GB, TB for a size; "" for cpus */
+	uint64_t min, max;	/* bytes (a size) or a count; 0: no bound */
+	int	line;
+};
+
 struct tl_mf_provide {
 	const char *type;
 	const char *driver;	/* one of the drivers passed to the parser */
 	enum tl_mf_revoke revoke;
 	int64_t	max_credential_age;	/* seconds; 0 = none */
+	const struct tl_mf_derived *derived;	/* settings:, sorted by key */
+	size_t	nderived;
 	int	line;
 };
 

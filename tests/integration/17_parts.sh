@@ -185,6 +185,20 @@ PGPASSWORD=$(t_envget "$(t_envfile node-b app)" JOBS_PASSWORD) psql -X -At -q \
 	-d "$jobs" -c "SELECT count(*) FROM t" >/dev/null || t_fail "the restored jobs database lost its table"
 t_ok "scratch@node-b revoked, scratch@node-a kept; jobs restored with its table"
 
+t_check "a requirement declared again of another part: the grant no installing assignment holds is revoked"
+sed 's/^    part: web$/    part: worker/' "$M/app.yaml" >"$M/app2.yaml"
+grep -c 'part: worker' "$M/app2.yaml" | grep -q 2 || t_fail "the test manifest was not rewritten"
+tly apply "$M/app2.yaml" >/dev/null
+tly log --json | grep '"type":"revocation.requested"' | grep '"grant":"app/scratch@node-a"' |
+	grep -q '"reason":"part worker is not installed on node-a"' ||
+	t_fail "app/scratch@node-a (node-a installs web only) was not revoked"
+tly log --json | grep '"type":"revocation.requested"' | grep '"grant":"app/db"' &&
+	t_fail "app/db (every part) was revoked"
+tly status app >"$W/st.out" || true
+grep -q "scratch *not provisioned here: part worker is not installed on node-a" "$W/st.out" ||
+	{ cat "$W/st.out" >&2; t_fail "status does not show scratch as not provisioned on node-a"; }
+t_ok "scratch@node-a revoked: part worker is not installed on node-a"
+
 t_check "tally verify and tally rebuild --check"
 tly verify >/dev/null || t_fail "tally verify failed"
 tly rebuild --check >/dev/null || t_fail "tally rebuild --check differs"

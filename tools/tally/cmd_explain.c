@@ -183,8 +183,9 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 				    " — " : "", str(r, "reason"));
 				continue;
 			}
-			printf("  %s (grant %s):", str(r, "name"),
-			    str(r, "grant"));
+			printf("  %s (grant %s%s%s):", str(r, "name"),
+			    str(r, "grant"), *str(r, "part") ? ", part " : "",
+			    str(r, "part"));
 			if (*str(r, "provider"))
 				printf(" bound to %s because %s%s%s%s",
 				    str(r, "provider"), str(r, "bound_by"),

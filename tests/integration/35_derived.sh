@@ -108,6 +108,44 @@ t_wait_healthy 10 shop
 t_env_psql "$(t_envfile node-a shop)" "SELECT 1" >/dev/null || t_fail "shop cannot connect"
 t_ok "shop provisioned by node-a/postgres"
 
+t_check "a derived setting the driver declares reaches it: the directory driver's group numbers follow the node's cpus"
+cat >"$M/files.yaml" <<'Y'
+module: files
+provides:
+  directory:
+    driver: directory
+    settings:
+      gid-base: {from-node: cpus, times: 1000000}
+      gid-range: {from-node: cpus, times: 1000}
+      cache_size: {from-node: memory, times: 0.5, unit: MB}
+Y
+cat >"$M/game.yaml" <<'Y'
+module: game
+env: {FILES: ""}
+requires:
+  files:
+    type: directory
+    from: files
+    env: {path: FILES}
+Y
+mkdir -p "$W/files"
+tly apply "$M/files.yaml" "$M/game.yaml" >/dev/null
+tly assign files node-a --set root="$W/files" >/dev/null
+tly explain files >"$W/ex.out"
+grep -q "gid-base = 64000000 (cpus 64 x 1000000)" "$W/ex.out" &&
+	grep -q "gid-range = 64000 (cpus 64 x 1000)" "$W/ex.out" &&
+	grep -q "cache_size = 128MB (memory 268435456 x 0.5)" "$W/ex.out" ||
+	{ cat "$W/ex.out" >&2; t_fail "explain does not show the directory provider's derived settings"; }
+tly assign game node-a >/dev/null
+t_tallyd_once
+t_wait_healthy 10 game
+ls "$W/files/.tally" >"$W/gids"
+g=$(sed -n 's/^gid-\([0-9]*\)$/\1/p' "$W/gids" | head -n 1)
+[ -n "$g" ] || { cat "$W/gids" >&2; t_fail "no group claim under the provider's root"; }
+[ "$g" -ge 64000000 ] && [ "$g" -lt 64064000 ] ||
+	t_fail "the grant's group $g is not in the derived [64000000, 64064000) (the default is 1000000000 and up)"
+t_ok "group $g from gid-base 64000000 and gid-range 64000 (derived); cache_size shown only"
+
 t_check "tally verify and tally rebuild --check"
 tly verify >/dev/null || t_fail "tally verify failed"
 tly rebuild --check >/dev/null || t_fail "tally rebuild --check differs"

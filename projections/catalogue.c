@@ -91,7 +91,7 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_ASSIGN_READY), "assignment", "module node", GR, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	{ E(TL_EV_ASSIGN_DERIVED), "assignment", "module node inventory "
-	  "settings{} from{} overridden{}", GR, NULL,
+	  "settings{} from{} overridden{} refused{}", GR, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	/* provider/NODE/MODULE */
 	{ E(TL_EV_PROVIDER_REGISTERED), "provider", "id module node "

@@ -21,6 +21,7 @@
 #include "core/body.h"
 #include "core/error.h"
 #include "core/vec.h"
+#include "drivers/driver.h"
 #include "ctx.h"
 #include "decide_derive.h"
 #include "events.h"
@@ -194,19 +195,26 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 	tl_body_str(&b, "module", module);
 	tl_body_str(&b, "node", node);
 	tl_body_u64(&b, "inventory", invseq);
-	for (j = 0; j < 3; j++) {
-		tl_body_map(&b, j == 0 ? "settings" : j == 1 ? "from" :
-		    "overridden");
+	for (j = 0; j < 4; j++) {
+		tl_body_map(&b, j == 0 ? "settings" : j == 1 ? "from" : j == 2 ?
+		    "overridden" : "refused");
 		for (i = 0; have_inv && i < tl_bn_len(prov); i++) {
+			const struct tl_drv_ops *ops;
+			char driver[64] = "";
 			size_t e;
 
 			if (tl_bn_get(tl_bn_at(prov, i), "settings", &sets) != 0)
 				continue;
+			tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
+			    sizeof(driver));
+			ops = tl_drv_find(driver);
 			for (e = 0; e < tl_bn_len(sets); e++) {
 				struct tl_bnode key, dv;
 				const char *ks;
 				size_t kl;
 				char name[64], val[64], why[200], mine[256];
+				char bad[TL_DRV_WHY_MAX];
+				const struct tl_drv_setting *ds;
 
 				if (tl_bn_entry(sets, e, &key, &dv) != 0 ||
 				    tl_bn_str(key, &ks, &kl) != 0 || kl >= 64)
@@ -219,14 +227,27 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 				if (own.p != NULL)
 					tl_bn_getstr(own, name, mine,
 					    sizeof(mine));
-				if (j == 0)
+				/*
+				 * A value the driver would refuse is never
+				 * handed to it: recorded as refused, and
+				 * the driver's own default stands.
+				 */
+				bad[0] = '\0';
+				if (mine[0] == '\0' && ops != NULL &&
+				    ops->settings != NULL &&
+				    (ds = tl_drv_setting_find(ops->settings,
+				    name)) != NULL)
+					tl_drv_setting_check(ds, val, bad);
+				if (j == 0 && bad[0] == '\0')
 					tl_body_str(&b, name, mine[0] ? mine :
 					    val);
 				else if (j == 1)
 					tl_body_str(&b, name, why);
-				else if (mine[0] != '\0')
+				else if (j == 2 && mine[0] != '\0')
 					/* the operator's wins; what it hid */
 					tl_body_str(&b, name, val);
+				else if (j == 3 && bad[0] != '\0')
+					tl_body_str(&b, name, bad);
 			}
 		}
 		tl_body_end(&b);

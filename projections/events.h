@@ -46,7 +46,7 @@
 #define TL_EV_ASSIGN_REMOVED	"assignment.removed"	/* module node */
 #define TL_EV_ASSIGN_READY		"assignment.ready"	/* module node */
 /* Settings composed from the node's inventory (decide_derive.h): ad/M@N. */
-#define TL_EV_ASSIGN_DERIVED	"assignment.derived"	/* module node inventory settings{} from{} overridden{} */
+#define TL_EV_ASSIGN_DERIVED	"assignment.derived"	/* module node inventory settings{} from{} overridden{} refused{} */
 
 /* provider/NODE/MODULE (the id is fixed at registration) */
 #define TL_EV_PROVIDER_REGISTERED	"provider.registered"	/* id module node types[{type driver revoke max_age}] */

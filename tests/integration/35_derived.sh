@@ -146,6 +146,17 @@ g=$(sed -n 's/^gid-\([0-9]*\)$/\1/p' "$W/gids" | head -n 1)
 	t_fail "the grant's group $g is not in the derived [64000000, 64064000) (the default is 1000000000 and up)"
 t_ok "group $g from gid-base 64000000 and gid-range 64000 (derived); cache_size shown only"
 
+t_check "a derived value the driver would refuse is recorded as refused and never handed to it"
+sed 's/gid-range: {from-node: cpus, times: 1000}/gid-range: {from-node: memory}/' "$M/files.yaml" >"$M/files2.yaml"
+tly apply "$M/files2.yaml" >/dev/null
+tly log --json | grep '"type":"assignment.derived"' | grep '"module":"files"' | tail -n 1 >"$W/d.json"
+grep -q '"refused":{"gid-range":' "$W/d.json" && ! grep -q '"settings":{[^}]*"gid-range"' "$W/d.json" ||
+	{ cat "$W/d.json" >&2; t_fail "gid-range 268435456B was not refused"; }
+tly explain files >"$W/ex.out"
+grep -q "gid-range: derived memory 268435456 x 1, which the driver refuses" "$W/ex.out" ||
+	{ cat "$W/ex.out" >&2; t_fail "explain does not show the refused value"; }
+t_ok "$(grep 'gid-range:' "$W/ex.out" | sed 's/^ *//')"
+
 t_check "tally verify and tally rebuild --check"
 tly verify >/dev/null || t_fail "tally verify failed"
 tly rebuild --check >/dev/null || t_fail "tally rebuild --check differs"

@@ -74,6 +74,11 @@ print_derived(const json_t *out)
 				    "over the derived %s", json_string_value(ov));
 			putchar('\n');
 		}
+		json_object_foreach(json_object_get(d, "refused"), key, v)
+			printf("    %s: derived %s, which the driver refuses (%s): "
+			    "not handed to it, its default stands\n", key,
+			    json_string_value(json_object_get(json_object_get(d,
+			    "from"), key)), json_string_value(v));
 	}
 }
 

@@ -225,7 +225,9 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 	if (node[0] != '\0')
 		snprintf(where, sizeof(where), "%s", node);
 	else {
-		if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
+		/* The first assignment that installs the requirement's part. */
+		if ((rc = tl_graph_req_nodes(c->t, &c->p, module, req,
+		    &nl)) != 0)
 			return rc;
 		if (nl.n > 0)
 			snprintf(where, sizeof(where), "%s", nl.v[0]);

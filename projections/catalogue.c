@@ -38,6 +38,8 @@ static const struct tl_cat_event cat[] = {
 	  { { "name", NAME } } },
 	{ E(TL_EV_NODE_LOST), "node", "name", GR, NULL,
 	  { { "name", NAME } } },
+	{ E(TL_EV_NODE_INVENTORIED), "node", "node memory cpus disks[{path size}] "
+	  "disk", GR, NULL, { { "node", NAME }, { "disks[].path", 255 } } },
 	{ E(TL_EV_NODE_KEY_ADDED), "node", "name [signkey(bin)] [cpkey(bin)]", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_NODE_REPORTED), "node", "node report(json text)", GR, NULL,
@@ -61,15 +63,15 @@ static const struct tl_cat_event cat[] = {
 	    { "reason", REASON } } },
 	/* module/NAME */
 	{ E(TL_EV_MODULE_DECLARED), "module",
-	  "name digest instances file env{} provides[] embedded[]", GR, NULL,
-	  { { "name", NAME }, { "instances", 15 } } },
+	  "name digest instances parts[] file env{} provides[] embedded[]", GR,
+	  NULL, { { "name", NAME }, { "instances", 15 }, { "parts[]", NAME } } },
 	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
-	  "provider resource env{} migrations max_age", GR, NULL,
+	  "provider resource env{} migrations max_age [part]", GR, NULL,
 	  { { "module", NAME }, { "name", NAME }, { "kind", 15 },
 	    { "target", NAME }, { "type", NAME }, { "scope", 15 },
-	    { "resource", NAME } } },
+	    { "resource", NAME }, { "part", NAME } } },
 	{ E(TL_EV_REQ_WITHDRAWN), "module", "module name", GR, NULL,
 	  { { "module", NAME }, { "name", NAME } } },
 	{ E(TL_EV_MIGRATION_STORED), "module", "module req file checksum "
@@ -77,14 +79,19 @@ static const struct tl_cat_event cat[] = {
 	  { { "module", NAME }, { "checksum", 79 } } },
 	/* assignment/MODULE@NODE */
 	{ E(TL_EV_ASSIGN_CREATED), "assignment", "module node expose settings{} "
-	  "secrets{}", GR, NULL,
-	  { { "module", NAME }, { "node", NAME }, { "expose", 15 } } },
+	  "secrets{} [parts[]]", GR, NULL,
+	  { { "module", NAME }, { "node", NAME }, { "expose", 15 },
+	    { "parts[]", NAME } } },
 	{ E(TL_EV_ASSIGN_CONFIGURED), "assignment", "module node expose "
-	  "settings{} secrets{}", GR, NULL,
-	  { { "module", NAME }, { "node", NAME }, { "expose", 15 } } },
+	  "settings{} secrets{} [parts[]]", GR, NULL,
+	  { { "module", NAME }, { "node", NAME }, { "expose", 15 },
+	    { "parts[]", NAME } } },
 	{ E(TL_EV_ASSIGN_REMOVED), "assignment", "module node", GR | RB, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	{ E(TL_EV_ASSIGN_READY), "assignment", "module node", GR, NULL,
+	  { { "module", NAME }, { "node", NAME } } },
+	{ E(TL_EV_ASSIGN_DERIVED), "assignment", "module node inventory "
+	  "settings{} from{} overridden{} refused{}", GR, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	/* provider/NODE/MODULE */
 	{ E(TL_EV_PROVIDER_REGISTERED), "provider", "id module node "

@@ -405,6 +405,60 @@ cancel_requests(struct tl_ctx *c, const char *module, const char *req)
 	return rc;
 }
 
+/*
+ * Requirement req of module was declared again, perhaps of another part:
+ * a grant no assignment that installs the part holds any more is
+ * revoked (a per-instance one whose node does not install it, a shared
+ * one once none does), as when the part is taken from an assignment.
+ */
+static int
+part_unneeded(struct tl_ctx *c, const char *module, const char *req)
+{
+	struct req_grants rg = { req, NULL, 0, 0 };
+	struct tl_nodelist nl;
+	struct tl_grant g;
+	struct tl_body b;
+	char part[64], why[200], stream[TL_KEY_MAX];
+	size_t i, left;
+	int rc;
+
+	if ((rc = tl_graph_req_part(c->t, &c->p, module, req, part)) != 0 ||
+	    part[0] == '\0')
+		return rc;
+	rc = tl_grant_each_of_module(c->t, &c->p, module, requested_of, &rg);
+	for (i = 0; rc == 0 && i < rg.n; i++) {
+		if ((rc = tl_grant_get(c->t, &c->p, rg.ids[i], &g, NULL)) != 0)
+			break;
+		if (strcmp(g.state, TL_GRANT_LOST) == 0)
+			continue;
+		if (g.node[0] != '\0') {
+			if (tl_graph_installs(c->t, &c->p, module, g.node, part))
+				continue;
+			snprintf(why, sizeof(why), "part %s is not installed on "
+			    "%s", part, g.node);
+		} else {
+			if ((rc = tl_graph_req_nodes(c->t, &c->p, module, req,
+			    &nl)) != 0)
+				break;
+			left = nl.n;
+			tl_nodelist_free(&nl);
+			if (left > 0)
+				continue;
+			snprintf(why, sizeof(why), "part %s is installed "
+			    "nowhere", part);
+		}
+		if ((rc = tl_key(stream, "grant/%s", g.id)) != 0)
+			break;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", g.id);
+		tl_body_str(&b, "reason", why);
+		rc = tl_emit(c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
+		tl_body_free(&b);
+	}
+	free(rg.ids);
+	return rc;
+}
+
 static int
 same_bytes(struct tl_ctx *c, const char *key, const void *body, size_t len)
 {
@@ -529,6 +583,20 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 		    d->len, NULL)) != 0)
 			goto out;
 		types_touched = 1;
+		/* Its derived settings may have changed with it. */
+		{
+			struct tl_nodelist nl;
+			size_t n;
+
+			if ((rc = tl_graph_module_nodes(c->t, &c->p, d->name,
+			    &nl)) != 0)
+				goto out;
+			for (n = 0; rc == 0 && n < nl.n; n++)
+				rc = tl_dec_derive(c, d->name, nl.v[n]);
+			tl_nodelist_free(&nl);
+			if (rc != 0)
+				goto out;
+		}
 	}
 	/* Migration content first: requirements refer to it by checksum. */
 	for (i = 0; i < d->nreqs; i++)
@@ -556,7 +624,8 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 		if (same_bytes(c, k, d->reqs[i].body, d->reqs[i].len))
 			continue;
 		if ((rc = tl_emit_bytes(c, TL_EV_REQ_DECLARED, stream,
-		    d->reqs[i].body, d->reqs[i].len, NULL)) != 0)
+		    d->reqs[i].body, d->reqs[i].len, NULL)) != 0 ||
+		    (rc = part_unneeded(c, d->name, d->reqs[i].name)) != 0)
 			goto out;
 		types_touched = 1;
 	}

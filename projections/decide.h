@@ -26,6 +26,7 @@
 #include "binder.h"
 #include "ctx.h"
 #include "decide_assign.h"
+#include "decide_derive.h"
 #include "decide_instances.h"
 #include "decide_rebind.h"
 #include "decide_rotate.h"

@@ -11,6 +11,7 @@
 #include "core/vec.h"
 #include "binder.h"
 #include "decide_assign.h"
+#include "decide_derive.h"
 #include "decide_instances.h"
 #include "drivers/driver.h"
 #include "events.h"
@@ -387,6 +388,8 @@ struct decl {
 	const struct tl_drv_setting *tab[8];
 	const char	*driver[8];
 	size_t		 n;
+	char		 derived[16][64];	/* provides: settings: keys */
+	size_t		 nderived;
 };
 
 static void
@@ -396,11 +399,23 @@ decl_load(struct tl_bnode m, struct decl *d)
 	size_t i, j;
 
 	d->n = 0;
+	d->nderived = 0;
 	if (tl_bn_get(m, "provides", &prov) != 0)
 		return;
 	for (i = 0; i < tl_bn_len(prov) && d->n < 8; i++) {
 		char driver[64] = "";
 		const struct tl_drv_ops *ops;
+		struct tl_bnode sets, kn, vn;
+		const char *ks;
+		size_t kl;
+
+		if (tl_bn_get(tl_bn_at(prov, i), "settings", &sets) == 0)
+			for (j = 0; j < tl_bn_len(sets) && d->nderived < 16; j++)
+				if (tl_bn_entry(sets, j, &kn, &vn) == 0 &&
+				    tl_bn_str(kn, &ks, &kl) == 0 && kl < 64) {
+					memcpy(d->derived[d->nderived], ks, kl);
+					d->derived[d->nderived++][kl] = '\0';
+				}
 
 		tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
 		    sizeof(driver));
@@ -463,7 +478,14 @@ check_setting(struct tl_ctx *c, const struct decl *d, const char *module,
 	struct tl_drv_setting named;
 	char why[TL_DRV_WHY_MAX];
 
-	if (d->n == 0) {
+	size_t i;
+
+	for (i = 0; d->n != 0 && i < d->nderived; i++)
+		if (strcmp(d->derived[i], st->key) == 0 &&
+		    decl_find(d, st->key) == NULL)
+			break;
+	if (d->n == 0 || i < d->nderived) {
+		/* A derived setting the driver does not read: the operator's wins. */
 		named = any;
 		named.name = st->key;
 		named.secret = st->secret != NULL;
@@ -573,9 +595,114 @@ merge(struct tl_ctx *c, struct merge *mg, const struct decl *d,
 	return 0;
 }
 
+/* The parts an assignment installs: n == 0 with all set is every one. */
+struct partset {
+	char	 v[16][64];
+	size_t	 n;
+	int	 all;
+};
+
+static int
+partset_has(const struct partset *ps, const char *part)
+{
+	size_t i;
+
+	if (ps->all)
+		return 1;
+	for (i = 0; i < ps->n; i++)
+		if (strcmp(ps->v[i], part) == 0)
+			return 1;
+	return 0;
+}
+
+/* The names of arr (a record's parts[]) into ps, in their order. */
+static void
+partset_load(struct tl_bnode arr, struct partset *ps)
+{
+	size_t i;
+
+	ps->n = 0;
+	ps->all = 0;
+	for (i = 0; i < tl_bn_len(arr) && ps->n < 16; i++) {
+		ps->v[ps->n][0] = '\0';
+		tl_bn_strcpy(tl_bn_at(arr, i), ps->v[ps->n], 64);
+		ps->n++;
+	}
+}
+
+static void
+partset_say(const struct partset *ps, char *buf, size_t cap)
+{
+	size_t i, off = 0;
+
+	buf[0] = '\0';
+	if (ps->all) {
+		snprintf(buf, cap, "all");
+		return;
+	}
+	for (i = 0; i < ps->n && off < cap; i++)
+		off += (size_t)snprintf(buf + off, cap - off, "%s%s",
+		    i ? "," : "", ps->v[i]);
+}
+
+static int
+cmp_part(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/*
+ * --parts LIST (comma-separated, or "all") against the module's parts[]
+ * into ps, sorted and each once; refuses a module without parts and a
+ * name it does not declare, naming those it does.
+ */
+static int
+parts_parse(struct tl_ctx *c, const char *module, struct tl_bnode mrec,
+    const char *list, struct partset *ps)
+{
+	struct tl_bnode arr;
+	struct partset decl;
+	char known[600];
+	const char *p = list, *e;
+	size_t n, i;
+
+	memset(ps, 0, sizeof(*ps));
+	if (tl_bn_get(mrec, "parts", &arr) != 0 || tl_bn_len(arr) == 0)
+		return tl_refuse(c, TL_EINVAL, "--parts %s: %s declares no "
+		    "parts (parts: in its manifest)", list, module);
+	partset_load(arr, &decl);
+	partset_say(&decl, known, sizeof(known));
+	if (strcmp(list, "all") == 0) {
+		ps->all = 1;
+		return 0;
+	}
+	for (;;) {
+		e = strchr(p, ',');
+		n = e != NULL ? (size_t)(e - p) : strlen(p);
+		if (n == 0 || n >= 64)
+			return tl_refuse(c, TL_EINVAL, "--parts %s: expected "
+			    "PART[,PART]... of %s, or all", list, known);
+		for (i = 0; i < decl.n; i++)
+			if (strlen(decl.v[i]) == n &&
+			    memcmp(decl.v[i], p, n) == 0)
+				break;
+		if (i == decl.n)
+			return tl_refuse(c, TL_EINVAL, "--parts %s: %s has no "
+			    "part %.*s; its parts are %s", list, module, (int)n,
+			    p, known);
+		if (!partset_has(ps, decl.v[i]) && ps->n < 16)
+			snprintf(ps->v[ps->n++], 64, "%s", decl.v[i]);
+		if (e == NULL)
+			break;
+		p = e + 1;
+	}
+	qsort(ps->v, ps->n, sizeof(ps->v[0]), cmp_part);
+	return 0;
+}
+
 static void
 merged_body(struct tl_body *b, const char *module, const char *node,
-    const char *expose, const struct merge *mg)
+    const char *expose, const struct merge *mg, const struct partset *ps)
 {
 	size_t i;
 
@@ -594,6 +721,13 @@ merged_body(struct tl_body *b, const char *module, const char *node,
 			tl_body_secret(b, mg->v[i].key, mg->v[i].secret,
 			    mg->v[i].slen);
 	tl_body_end(b);
+	/* Absent is every part: an assignment from before parts reads so. */
+	if (!ps->all) {
+		tl_body_arr(b, "parts");
+		for (i = 0; i < ps->n; i++)
+			tl_body_str(b, NULL, ps->v[i]);
+		tl_body_end(b);
+	}
 }
 
 struct served {
@@ -656,11 +790,24 @@ tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
 	return tl_dec_assign_ex(c, module, node, expose, set, nset, NULL, 0);
 }
 
+static int parts_left(struct tl_ctx *c, const char *module,
+    const char *node, const struct partset *was, const struct partset *now);
+
 int
 tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
     const char *expose, const struct tl_setting *set, size_t nset,
     char *changes, size_t cap)
 {
+	return tl_dec_assign_parts(c, module, node, expose, set, nset, NULL,
+	    changes, cap);
+}
+
+int
+tl_dec_assign_parts(struct tl_ctx *c, const char *module, const char *node,
+    const char *expose, const struct tl_setting *set, size_t nset,
+    const char *parts, char *changes, size_t cap)
+{
+	struct partset was = { .all = 1 }, now = { .all = 1 };
 	struct tl_body b;
 	struct tl_rec m = { 0 }, old = { 0 };
 	struct tl_bnode n;
@@ -688,6 +835,9 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		return rc;
 	decl_load(m.m, &d);
 	tl_body_init(&b);
+	if (parts != NULL && (rc = parts_parse(c, module, m.m, parts,
+	    &now)) != 0)
+		goto out;
 	if ((rc = tl_key(k, "n/%s", node)) != 0)
 		goto out;
 	if (!tl_rec_exists(c->t, c->p.graph, k)) {
@@ -712,6 +862,18 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		goto out;
 	if (exists) {
 		tl_bn_getstr(old.m, "expose", oldexpose, sizeof(oldexpose));
+		if (tl_bn_get(old.m, "parts", &n) == 0)
+			partset_load(n, &was);
+		if (parts == NULL)
+			now = was;	/* kept, as the rest is */
+		else {
+			char a[400], z[400];
+
+			partset_say(&was, a, sizeof(a));
+			partset_say(&now, z, sizeof(z));
+			if (strcmp(a, z) != 0)
+				change(mg, "  parts: %s -> %s\n", a, z);
+		}
 		if ((tl_bn_get(old.m, "settings", &n) == 0 &&
 		    (rc = mset_load(mg, n, 0)) != 0) ||
 		    (tl_bn_get(old.m, "secrets", &n) == 0 &&
@@ -730,7 +892,7 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 	if ((rc = merge(c, mg, &d, module, set, nset)) != 0)
 		goto out;
 
-	merged_body(&b, module, node, expose, mg);
+	merged_body(&b, module, node, expose, mg, &now);
 	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
 		goto out;
 	/* The old record's bytes are not needed past here (emits move pages). */
@@ -760,6 +922,10 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 	if ((rc = provider_sync(c, module, node, 0)) != 0)
 		goto out;
 	if ((rc = exposure_holds(c, module, node, newexpose, !exists)) != 0)
+		goto out;
+	if (exists && (rc = parts_left(c, module, node, &was, &now)) != 0)
+		goto out;
+	if ((rc = tl_dec_derive(c, module, node)) != 0)
 		goto out;
 	if ((rc = tl_binder_run(c, NULL)) != 0)
 		goto out;
@@ -911,6 +1077,79 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 		tl_body_str(&b, "holder", holder);
 		rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
 		tl_body_free(&b);
+	}
+	free(gl.v);
+	return rc;
+}
+
+/*
+ * module@node no longer installs some parts (was, now): what only they
+ * needed is left.  A per-instance grant of such a part's requirement is
+ * revoked; a shared one is revoked when no assignment installs the
+ * part any more, and otherwise this holder left it: the holders that
+ * remain get a new credential (rotation.started, holder-left), as when
+ * an assignment is removed.
+ */
+static int
+parts_left(struct tl_ctx *c, const char *module, const char *node,
+    const struct partset *was, const struct partset *now)
+{
+	struct grantlist gl = { NULL, 0, 0 };
+	struct tl_nodelist nl;
+	struct tl_rotation r;
+	struct tl_rebind mv;
+	struct tl_body b;
+	char holder[140], part[64], why[200];
+	char stream[TL_KEY_MAX];
+	uint64_t cause = c->cause;
+	size_t i, left;
+	int rc;
+
+	if (now->all || (!was->all && was->n == 0))
+		return 0;
+	rc = tl_grant_each_of_module(c->t, &c->p, module, collect_grant, &gl);
+	snprintf(holder, sizeof(holder), "%s@%s", module, node);
+	for (i = 0; rc == 0 && i < gl.n; i++) {
+		const struct tl_grant *g = &gl.v[i];
+
+		if ((rc = tl_graph_req_part(c->t, &c->p, module, g->req,
+		    part)) != 0)
+			break;
+		if (part[0] == '\0' || !partset_has(was, part) ||
+		    partset_has(now, part))
+			continue;
+		if (g->node[0] != '\0' && strcmp(g->node, node) != 0)
+			continue;
+		if ((rc = tl_graph_req_nodes(c->t, &c->p, module, g->req,
+		    &nl)) != 0)
+			break;
+		left = nl.n;
+		tl_nodelist_free(&nl);
+		if (g->node[0] != '\0' || left == 0) {
+			struct revoke_arg ra = { c, NULL, why, 0 };
+
+			snprintf(why, sizeof(why), "part %s no longer "
+			    "installed on %s", part, node);
+			if ((rc = revoke_one(g, &ra)) != 0)
+				break;
+			continue;
+		}
+		if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 ||
+		    tl_rot_get(c->t, &c->p, g->id, &r) == 0 ||
+		    tl_mv_get(c->t, &c->p, g->id, &mv) == 0)
+			continue;
+		if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+			break;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", g->id);
+		tl_body_u64(&b, "from", g->version);
+		tl_body_u64(&b, "to", g->version + 1);
+		tl_body_u64(&b, "deadline_ns", 0);
+		tl_body_str(&b, "reason", "holder-left");
+		tl_body_str(&b, "holder", holder);
+		rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
+		tl_body_free(&b);
+		c->cause = cause;
 	}
 	free(gl.v);
 	return rc;

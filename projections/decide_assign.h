@@ -35,6 +35,17 @@ int	tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
 int	tl_dec_assign_ex(struct tl_ctx *c, const char *module,
 	    const char *node, const char *expose, const struct tl_setting *set,
 	    size_t nset, char *changes, size_t cap);
+/*
+ * tl_dec_assign_ex with the parts the assignment installs (parts: a
+ * comma-separated list of the module's declared parts, or "all"; NULL
+ * keeps the assignment's, every part for a new one).  A part no longer
+ * installed leaves what only it needed: its per-instance grants here
+ * are revoked, a shared grant is revoked once no assignment installs
+ * the part and rotated for the holders that remain otherwise.
+ */
+int	tl_dec_assign_parts(struct tl_ctx *c, const char *module,
+	    const char *node, const char *expose, const struct tl_setting *set,
+	    size_t nset, const char *parts, char *changes, size_t cap);
 /* Checks settings for module as tl_dec_assign does (tally provider move). */
 int	tl_dec_settings_check(struct tl_ctx *c, const char *module,
 	    const struct tl_setting *set, size_t nset);

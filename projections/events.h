@@ -31,18 +31,22 @@
 #define TL_EV_REPORT_REFUSED	"security.report-refused" /* node reason offered */
 #define TL_EV_NODE_REMOVED		"node.removed"		/* name */
 #define TL_EV_NODE_LOST		"node.lost"		/* name */
+/* What the node has (tally node report --inventory): graph ni/NODE. */
+#define TL_EV_NODE_INVENTORIED	"node.inventoried"	/* node memory cpus disks[{path size}] disk */
 
 /* module/NAME */
-#define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest [instances] file env{} provides[] embedded[] */
+#define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest [instances] [parts[]] file env{} provides[] embedded[] */
 #define TL_EV_MODULE_REMOVED	"module.removed"	/* name */
-#define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age */
+#define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age [part] */
 #define TL_EV_REQ_WITHDRAWN	"requirement.withdrawn"	/* module name */
 
 /* assignment/MODULE@NODE */
-#define TL_EV_ASSIGN_CREATED	"assignment.created"	/* module node expose settings{} secrets{} */
+#define TL_EV_ASSIGN_CREATED	"assignment.created"	/* module node expose settings{} secrets{} [parts[]] */
 #define TL_EV_ASSIGN_CONFIGURED	"assignment.configured"	/* same */
 #define TL_EV_ASSIGN_REMOVED	"assignment.removed"	/* module node */
 #define TL_EV_ASSIGN_READY		"assignment.ready"	/* module node */
+/* Settings composed from the node's inventory (decide_derive.h): ad/M@N. */
+#define TL_EV_ASSIGN_DERIVED	"assignment.derived"	/* module node inventory settings{} from{} overridden{} refused{} */
 
 /* provider/NODE/MODULE (the id is fixed at registration) */
 #define TL_EV_PROVIDER_REGISTERED	"provider.registered"	/* id module node types[{type driver revoke max_age}] */

@@ -48,6 +48,7 @@ struct reqinfo {
 	char	scope[16];
 	char	target[64];
 	char	resource[64];
+	char	part[64];	/* "" for a requirement of every part */
 };
 
 static int
@@ -67,6 +68,7 @@ req_info(struct tl_bnode m, struct reqinfo *ri)
 	tl_bn_strcpy(v[2], ri->type, sizeof(ri->type));
 	tl_bn_strcpy(v[3], ri->scope, sizeof(ri->scope));
 	tl_bn_strcpy(v[4], ri->resource, sizeof(ri->resource));
+	tl_bn_getstr(m, "part", ri->part, sizeof(ri->part));
 	return strcmp(ri->kind, "instantiation") == 0;
 }
 
@@ -140,6 +142,80 @@ tl_graph_module_nodes(struct tl_txn *t, const struct tl_proj *p,
 	return rc;
 }
 
+int
+tl_graph_installs(struct tl_txn *t, const struct tl_proj *p,
+    const char *module, const char *node, const char *part)
+{
+	struct tl_rec a;
+	struct tl_bnode parts;
+	char k[TL_KEY_MAX], name[64];
+	size_t i;
+	int yes = 1;
+
+	if (tl_key(k, "a/%s@%s", module, node) != 0 ||
+	    tl_rec_get(t, p->graph, k, &a) != 0)
+		return 0;
+	if (part != NULL && part[0] != '\0' &&
+	    tl_bn_get(a.m, "parts", &parts) == 0) {
+		yes = 0;
+		for (i = 0; !yes && i < tl_bn_len(parts); i++) {
+			name[0] = '\0';
+			tl_bn_strcpy(tl_bn_at(parts, i), name, sizeof(name));
+			yes = strcmp(name, part) == 0;
+		}
+	}
+	tl_rec_close(&a);
+	return yes;
+}
+
+int
+tl_graph_req_part(struct tl_txn *t, const struct tl_proj *p,
+    const char *module, const char *req, char part[64])
+{
+	struct tl_rec r;
+	char k[TL_KEY_MAX];
+	int rc;
+
+	part[0] = '\0';
+	if ((rc = tl_key(k, "r/%s/%s", module, req)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	tl_bn_getstr(r.m, "part", part, 64);
+	tl_rec_close(&r);
+	return 0;
+}
+
+/* Keeps the nodes of nl that install part, in order. */
+static void
+keep_installing(struct tl_txn *t, const struct tl_proj *p,
+    const char *module, const char *part, struct tl_nodelist *nl)
+{
+	size_t i, j;
+
+	if (part[0] == '\0')
+		return;
+	for (i = j = 0; i < nl->n; i++)
+		if (tl_graph_installs(t, p, module, nl->v[i], part))
+			memmove(nl->v[j++], nl->v[i], 64);
+	nl->n = j;
+}
+
+int
+tl_graph_req_nodes(struct tl_txn *t, const struct tl_proj *p,
+    const char *module, const char *req, struct tl_nodelist *nl)
+{
+	char part[64];
+	int rc;
+
+	memset(nl, 0, sizeof(*nl));
+	if ((rc = tl_graph_req_part(t, p, module, req, part)) != 0 ||
+	    (rc = tl_graph_module_nodes(t, p, module, nl)) != 0)
+		return rc;
+	keep_installing(t, p, module, part, nl);
+	return 0;
+}
+
 /*
  * Recomputes (or with clear, removes) the waiting marks of every
  * instance of requirement req of module: one for a shared requirement
@@ -157,6 +233,18 @@ req_waits(struct tl_txn *t, const struct tl_proj *p, const char *module,
 
 	if ((rc = tl_graph_module_nodes(t, p, module, &nl)) != 0)
 		return rc;
+	/* A part's requirement waits only where the part is installed. */
+	if (!clear && strcmp(ri->scope, "per-instance") == 0 &&
+	    ri->part[0] != '\0') {
+		for (i = 0; rc == 0 && i < nl.n; i++)
+			if (!tl_graph_installs(t, p, module, nl.v[i], ri->part) &&
+			    (rc = tl_grant_key(g, module, req, nl.v[i])) == 0 &&
+			    (rc = tl_key(wk, "w/%s/%s", ri->type, g)) == 0)
+				rc = del(t, p->graph, wk);
+		if (rc != 0)
+			goto out;
+	}
+	keep_installing(t, p, module, ri->part, &nl);
 	if (strcmp(ri->scope, "per-instance") == 0) {
 		for (i = 0; rc == 0 && i < nl.n; i++) {
 			if ((rc = tl_grant_key(g, module, req, nl.v[i])) != 0)
@@ -176,6 +264,7 @@ req_waits(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		else
 			rc = wait_sync(t, p, ri->type, g);
 	}
+out:
 	tl_nodelist_free(&nl);
 	return rc;
 }
@@ -214,17 +303,35 @@ req_rewait(const char *rest, const void *val, size_t vlen, void *arg)
 		return 0;
 	per = strcmp(ri.scope, "per-instance") == 0;
 	if ((rc = tl_grant_key(g, re->module, rest, per ? re->node :
-	    NULL)) != 0)
+	    NULL)) != 0 || (rc = tl_key(wk, "w/%s/%s", ri.type, g)) != 0)
 		return rc;
-	if (!re->gone)
+	if (per) {
+		/* Gone, or no longer installing the part that needs it. */
+		if (re->gone || !tl_graph_installs(re->t, re->p, re->module,
+		    re->node, ri.part))
+			return del(re->t, re->p->graph, wk);
 		return wait_sync(re->t, re->p, ri.type, g);
-	/* A shared requirement waits only while there is a consumer. */
-	if (per || !re->left) {
-		if ((rc = tl_key(wk, "w/%s/%s", ri.type, g)) != 0)
-			return rc;
+	}
+	/* A shared requirement waits only while one of its consumers is. */
+	if (ri.part[0] == '\0') {
+		if (!re->gone || re->left)
+			return re->gone ? 0 : wait_sync(re->t, re->p, ri.type, g);
 		return del(re->t, re->p->graph, wk);
 	}
-	return 0;
+	{
+		struct tl_nodelist nl;
+		size_t n;
+
+		if ((rc = tl_graph_module_nodes(re->t, re->p, re->module,
+		    &nl)) != 0)
+			return rc;
+		keep_installing(re->t, re->p, re->module, ri.part, &nl);
+		n = nl.n;
+		tl_nodelist_free(&nl);
+		if (n == 0)
+			return del(re->t, re->p->graph, wk);
+		return wait_sync(re->t, re->p, ri.type, g);
+	}
 }
 
 static int
@@ -352,8 +459,18 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return module_rewait(t, p, module, node, 0);
 	}
-	if (strcmp(ev->type, TL_EV_ASSIGN_CONFIGURED) == 0)
-		return put_body(t, p->graph, ak, ev);
+	if (strcmp(ev->type, TL_EV_ASSIGN_DERIVED) == 0) {
+		/* ad/MODULE@NODE: what was composed, for tally explain. */
+		if ((rc = tl_key(k, "ad/%s@%s", module, node)) != 0)
+			return rc;
+		return put_body(t, p->graph, k, ev);
+	}
+	if (strcmp(ev->type, TL_EV_ASSIGN_CONFIGURED) == 0) {
+		/* Its parts may have changed: so may what waits for it. */
+		if ((rc = put_body(t, p->graph, ak, ev)) != 0)
+			return rc;
+		return module_rewait(t, p, module, node, 0);
+	}
 	if (strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0) {
 		struct find_node fn = { node, "" };
 
@@ -371,6 +488,8 @@ fold_assignment(struct tl_txn *t, const struct tl_proj *p,
 				return rc;
 		}
 		if ((rc = tl_key(k, "ar/%s@%s", module, node)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0 ||
+		    (rc = tl_key(k, "ad/%s@%s", module, node)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0)
 			return rc;
 		return module_rewait(t, p, module, node, 1);
@@ -535,6 +654,8 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		}
 		if ((rc = tl_key(k, "nk/%s", name)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0 ||
+		    (rc = tl_key(k, "ni/%s", name)) != 0 ||
+		    (rc = del(t, p->graph, k)) != 0 ||
 		    (rc = tl_key(k, "nr/%s", name)) != 0 ||
 		    (rc = del(t, p->graph, k)) != 0 ||
 		    (rc = tl_key(k, "nl/%s", name)) != 0 ||
@@ -543,6 +664,14 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_key(k, "n/%s", name)) != 0)
 			return rc;
 		return del(t, p->graph, k);
+	}
+	if (strcmp(ev->type, TL_EV_NODE_INVENTORIED) == 0) {
+		/* ni/NAME: the latest inventory, whole. */
+		if (tl_bn_getstr(body, "node", name, sizeof(name)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "ni/%s", name)) != 0)
+			return rc;
+		return put_body(t, p->graph, k, ev);
 	}
 	if (strcmp(ev->type, TL_EV_NODE_LOST) == 0) {
 		/* nl/NAME: gone for good (tally node lost), until node rm. */

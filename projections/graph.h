@@ -29,6 +29,21 @@ struct tl_nodelist {
 int	tl_graph_module_nodes(struct tl_txn *t, const struct tl_proj *p,
 	    const char *module, struct tl_nodelist *nl);
 void	tl_nodelist_free(struct tl_nodelist *nl);
+/*
+ * Parts (docs/manifest.md): an assignment installs every part of its
+ * module, or those its parts[] names.  tl_graph_installs is 1 when
+ * module@node installs part ("" or NULL: a requirement of every part,
+ * installed wherever the module is), 0 otherwise (no such assignment
+ * included).  tl_graph_req_nodes is tl_graph_module_nodes kept to the
+ * assignments that install requirement req's part: the holders of its
+ * grant; a requirement that is gone keeps every node.
+ */
+int	tl_graph_installs(struct tl_txn *t, const struct tl_proj *p,
+	    const char *module, const char *node, const char *part);
+int	tl_graph_req_part(struct tl_txn *t, const struct tl_proj *p,
+	    const char *module, const char *req, char part[64]);
+int	tl_graph_req_nodes(struct tl_txn *t, const struct tl_proj *p,
+	    const char *module, const char *req, struct tl_nodelist *nl);
 
 /*
  * The provider id of an assignment: "NODE/MODULE", into buf of

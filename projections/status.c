@@ -689,6 +689,22 @@ done:
 	return j;
 }
 
+/* A record's array of names as JSON. */
+static json_t *
+parts_json(struct tl_bnode arr)
+{
+	json_t *j = json_array();
+	char name[64];
+	size_t i;
+
+	for (i = 0; i < tl_bn_len(arr); i++) {
+		name[0] = '\0';
+		tl_bn_strcpy(tl_bn_at(arr, i), name, sizeof(name));
+		json_array_append_new(j, json_string(name));
+	}
+	return j;
+}
+
 struct req_arg {
 	struct tl_txn		*t;
 	const struct tl_proj	*p;
@@ -698,6 +714,7 @@ struct req_arg {
 	int			 worst;
 	int			 n;
 	int			 inst;	/* instantiation requirements */
+	json_t			*skipped;	/* of parts not installed here */
 };
 
 static int
@@ -709,12 +726,24 @@ one_req(const char *rest, const void *val, size_t vlen, void *arg)
 	json_t *j;
 	int rc;
 
+	char part[64] = "";
+
 	if ((rc = tl_rec_open(val, vlen, &r)) != 0)
 		return rc;
+	tl_bn_getstr(r.m, "part", part, sizeof(part));
+	if (part[0] != '\0' && !tl_graph_installs(ra->t, ra->p, ra->module,
+	    ra->node, part)) {
+		/* Not provisioned here: said, and no part of the state. */
+		tl_rec_close(&r);
+		return json_array_append_new(ra->skipped, json_pack(
+		    "{s:s,s:s}", "name", rest, "part", part)) == 0 ? 0 : ENOMEM;
+	}
 	j = req_status(ra->t, ra->p, ra->module, rest, r.m, ra->node, &st);
 	tl_rec_close(&r);
 	if (j == NULL)
 		return ENOMEM;
+	if (part[0] != '\0')
+		json_object_set_new(j, "part", json_string(part));
 	if (json_object_get(j, "grant") != NULL)
 		ra->inst++;
 	json_array_append_new(ra->arr, j);
@@ -745,12 +774,13 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	asgs = json_array();
 	for (i = 0; i < nl.n; i++) {
 		struct req_arg ra = { t, p, module, nl.v[i], json_array(),
-		    rank(TL_ST_READY), 0, 0 };
+		    rank(TL_ST_READY), 0, 0, json_array() };
 		const char *st;
 
 		if ((rc = tl_key(k, "r/%s/", module)) != 0 ||
 		    (rc = tl_rec_scan(t, p->graph, k, one_req, &ra)) != 0) {
 			json_decref(ra.arr);
+			json_decref(ra.skipped);
 			goto fail;
 		}
 		if (ra.n == 0) {
@@ -774,9 +804,36 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			json_t *a = json_pack("{s:s,s:s,s:o}", "node",
 			    nl.v[i], "state", st, "requirements", ra.arr);
 
+			struct tl_rec ar;
+			struct tl_bnode pa;
+
 			if (public_connect_left(t, p, module, nl.v[i]))
 				json_object_set_new(a, "public_connect",
 				    json_true());
+			/* The parts it installs: absent is every one. */
+			if (tl_key(k, "a/%s@%s", module, nl.v[i]) == 0 &&
+			    tl_rec_get(t, p->graph, k, &ar) == 0) {
+				if (tl_bn_get(ar.m, "parts", &pa) == 0)
+					json_object_set_new(a, "parts",
+					    parts_json(pa));
+				tl_rec_close(&ar);
+			}
+			if (json_array_size(ra.skipped) > 0)
+				json_object_set(a, "not_installed",
+				    ra.skipped);
+			/* What was composed from the node's inventory. */
+			if (tl_key(k, "ad/%s@%s", module, nl.v[i]) == 0 &&
+			    tl_rec_get(t, p->graph, k, &ar) == 0) {
+				json_t *dj = tl_json_body(ar.raw, ar.rawlen);
+
+				tl_rec_close(&ar);
+				if (dj != NULL) {
+					json_object_del(dj, "module");
+					json_object_del(dj, "node");
+					json_object_set_new(a, "derived", dj);
+				}
+			}
+			json_decref(ra.skipped);
 			json_array_append_new(asgs, a);
 		}
 	}
@@ -790,7 +847,12 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		/* Declared, or any (absent from the declaration). */
 		if (tl_key(k, "m/%s", module) == 0 &&
 		    tl_rec_get(t, p->graph, k, &m) == 0) {
+			struct tl_bnode pa;
+
 			tl_bn_getstr(m.m, "instances", inst, sizeof(inst));
+			if (tl_bn_get(m.m, "parts", &pa) == 0)
+				json_object_set_new(doc, "parts",
+				    parts_json(pa));
 			tl_rec_close(&m);
 		}
 		json_object_set_new(doc, "instances", json_string(inst[0] ?

@@ -22,7 +22,10 @@
 #include "rx-internal.h"
 #include "session.h"
 
-/* The assignments that hold g: every one of a shared grant's module. */
+/*
+ * The assignments that hold g: every one of a shared grant's module
+ * that installs its requirement's part.
+ */
 int
 tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, struct tl_nodelist *nl)
@@ -31,7 +34,7 @@ tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
 	size_t i, j;
 	int rc;
 
-	if ((rc = tl_graph_module_nodes(t, p, g->module, nl)) != 0)
+	if ((rc = tl_graph_req_nodes(t, p, g->module, g->req, nl)) != 0)
 		return rc;
 	if (g->node[0] == '\0')
 		return 0;

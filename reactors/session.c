@@ -43,6 +43,66 @@ setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
 		snprintf(v, cap, "%s", d);
 }
 
+/* Is key among the settings already in pv->setbuf (the operator's)? */
+static int
+setbuf_has(const struct tl_rx_prov *pv, const char *key, size_t kl)
+{
+	size_t off = 0, n;
+
+	while (off < pv->setlen) {
+		n = strlen(pv->setbuf + off);
+		if (n == kl && memcmp(pv->setbuf + off, key, kl) == 0)
+			return 1;
+		off += n + 1;
+		off += strlen(pv->setbuf + off) + 1;
+	}
+	return 0;
+}
+
+/*
+ * The settings composed from the node's inventory (assignment.derived,
+ * ad/MODULE@NODE) that the driver declares, after the assignment's own
+ * (which win): a driver receives only the settings it declares, the
+ * others are shown by tally explain and go no further.
+ */
+static void
+derived_settings(struct tl_txn *t, const struct tl_proj *p,
+    struct tl_rx_prov *pv)
+{
+	struct tl_rec d;
+	struct tl_bnode n, kn, vn;
+	const char *ks, *vs;
+	char k[TL_KEY_MAX], name[64];
+	size_t i, kl, vl;
+
+	if (pv->ops == NULL || pv->ops->settings == NULL ||
+	    tl_key(k, "ad/%s@%s", pv->module, pv->node) != 0 ||
+	    tl_rec_get(t, p->graph, k, &d) != 0)
+		return;
+	if (tl_bn_get(d.m, "settings", &n) == 0)
+		for (i = 0; i < tl_bn_len(n) && i < TL_RX_SETTINGS_MAX; i++) {
+			if (tl_bn_entry(n, i, &kn, &vn) != 0 ||
+			    tl_bn_str(kn, &ks, &kl) != 0 ||
+			    tl_bn_str(vn, &vs, &vl) != 0 || kl >= sizeof(name) ||
+			    memchr(ks, '\0', kl) != NULL ||
+			    memchr(vs, '\0', vl) != NULL ||
+			    pv->setlen + kl + vl + 2 > sizeof(pv->setbuf))
+				continue;
+			memcpy(name, ks, kl);
+			name[kl] = '\0';
+			if (tl_drv_setting_find(pv->ops->settings, name) ==
+			    NULL || setbuf_has(pv, ks, kl))
+				continue;
+			memcpy(pv->setbuf + pv->setlen, ks, kl);
+			pv->setlen += kl;
+			pv->setbuf[pv->setlen++] = '\0';
+			memcpy(pv->setbuf + pv->setlen, vs, vl);
+			pv->setlen += vl;
+			pv->setbuf[pv->setlen++] = '\0';
+		}
+	tl_rec_close(&d);
+}
+
 int
 tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
     const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
@@ -141,6 +201,7 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 	pv->maint = tl_setting_revoke_public_connect(maint);
 	/* What is not set is the driver's declared default (driver.h). */
 	pv->ops = tl_drv_find(driver);
+	derived_settings(t, p, pv);
 	if (pv->host[0] == '\0')
 		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
 	setting_default(pv->ops, "port", pv->port, sizeof(pv->port));

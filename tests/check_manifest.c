@@ -854,6 +854,113 @@ START_TEST(test_instances)
 }
 END_TEST
 
+/* parts: sorted, once each; part: names one; equal only when equal. */
+START_TEST(test_parts)
+{
+	struct tl_mf_set *a;
+	const struct tl_mf_module *m;
+	static const char text[] = "module: g\n"
+	    "parts: [worker, web]\n"
+	    "requires:\n"
+	    "  jobs:\n"
+	    "    type: t\n"
+	    "    from: p\n"
+	    "    part: worker\n"
+	    "  db:\n"
+	    "    type: t\n"
+	    "    from: p\n";
+
+	ck_assert_only_error("module: g\nparts: web\n", 2, "parts",
+	    "expected a list of part names (parts: [web, worker]), found a "
+	    "string");
+	ck_assert_only_error("module: g\nparts: [web, web]\n", 2, "parts",
+	    "part 'web' is listed twice");
+	ck_assert_only_error("module: g\n"
+	    "parts: [web]\n"
+	    "requires:\n"
+	    "  jobs:\n"
+	    "    presence: q\n"
+	    "    part: cron\n", 6, "requires.jobs.part",
+	    "'cron' is not one of the module's parts (declare it under "
+	    "parts:, or leave part: out for a requirement of every part)");
+	ck_assert_int_eq(parse_text(text), 0);
+	ck_assert_parsed();
+	a = P.set;
+	P.set = NULL;
+	m = tl_mf_set_module(a, 0);
+	ck_assert_uint_eq(m->nparts, 2);
+	ck_assert_str_eq(m->parts[0], "web");
+	ck_assert_str_eq(m->parts[1], "worker");
+	ck_assert_ptr_null(tl_mf_module_req(m, "db")->part);
+	ck_assert_str_eq(tl_mf_module_req(m, "jobs")->part, "worker");
+	ck_assert_int_eq(parse_text("module: g\n"
+	    "parts: [web, worker]\n"
+	    "requires:\n"
+	    "  db: {type: t, from: p}\n"
+	    "  jobs: {type: t, from: p, part: worker}\n"), 0);
+	ck_assert_parsed();
+	ck_assert(tl_mf_module_equal(m, tl_mf_set_module(P.set, 0)));
+	ck_assert_int_eq(parse_text("module: g\n"
+	    "parts: [web, worker]\n"
+	    "requires:\n"
+	    "  db: {type: t, from: p}\n"
+	    "  jobs: {type: t, from: p, part: web}\n"), 0);
+	ck_assert_parsed();
+	ck_assert(!tl_mf_module_equal(m, tl_mf_set_module(P.set, 0)));
+	tl_mf_set_free(a);
+}
+END_TEST
+
+/* provides: TYPE: settings: derived from the node, structure only. */
+START_TEST(test_derived_settings)
+{
+	const struct tl_mf_derived *d;
+
+	ck_assert_only_error("module: g\n"
+	    "provides:\n"
+	    "  t:\n"
+	    "    driver: postgres\n"
+	    "    settings:\n"
+	    "      sb: {from-node: swap}\n", 6,
+	    "provides.t.settings.sb.from-node",
+	    "'swap' is not in a node's inventory; it has memory, cpus, disk");
+	ck_assert_only_error("module: g\n"
+	    "provides:\n"
+	    "  t:\n"
+	    "    driver: postgres\n"
+	    "    settings:\n"
+	    "      n: {from-node: cpus, unit: MB}\n", 6,
+	    "provides.t.settings.n.unit", "cpus is a count: it has no unit");
+	ck_assert_only_error("module: g\n"
+	    "provides:\n"
+	    "  t:\n"
+	    "    driver: postgres\n"
+	    "    settings:\n"
+	    "      sb: {from-node: memory, min: 1XB}\n", 6,
+	    "provides.t.settings.sb.min",
+	    "'1XB' is not a size (a number and B, KB, MB, GB or TB: 128MB)");
+	ck_assert_int_eq(parse_text("module: g\n"
+	    "provides:\n"
+	    "  t:\n"
+	    "    driver: postgres\n"
+	    "    settings:\n"
+	    "      shared_buffers: {from-node: memory, times: 0.25, unit: MB, "
+	    "min: 128MB}\n"
+	    "      io: {from-node: cpus, max: 16}\n"), 0);
+	ck_assert_parsed();
+	ck_assert_uint_eq(tl_mf_set_module(P.set, 0)->provides[0].nderived, 2);
+	d = tl_mf_set_module(P.set, 0)->provides[0].derived;
+	ck_assert_str_eq(d[0].key, "io");
+	ck_assert_str_eq(d[0].times, "1");
+	ck_assert_str_eq(d[0].unit, "");
+	ck_assert_uint_eq(d[0].max, 16);
+	ck_assert_str_eq(d[1].key, "shared_buffers");
+	ck_assert_str_eq(d[1].times, "0.25");
+	ck_assert_str_eq(d[1].unit, "MB");
+	ck_assert_uint_eq(d[1].min, 128ULL << 20);
+}
+END_TEST
+
 START_TEST(test_undeclared_variable)
 {
 	/* the as-is system dropped this value without a word */
@@ -1445,6 +1552,8 @@ manifest_suite(void)
 	tcase_add_test(tc, test_requirement_shape);
 	tcase_add_test(tc, test_scope_revoke);
 	tcase_add_test(tc, test_instances);
+	tcase_add_test(tc, test_parts);
+	tcase_add_test(tc, test_derived_settings);
 	tcase_add_test(tc, test_undeclared_variable);
 	tcase_add_test(tc, test_unknown_field);
 	tcase_add_test(tc, test_drivers);

@@ -82,6 +82,13 @@ module_body(const struct tl_mf_module *m, struct tl_body *b)
 		if (m->instances != TL_MF_ANY)
 			tl_body_str(x, "instances",
 			    tl_mf_instances_name(m->instances));
+		/* Absent when none: an older declaration reads the same. */
+		if (m->nparts > 0) {
+			tl_body_arr(x, "parts");
+			for (j = 0; j < m->nparts; j++)
+				tl_body_str(x, NULL, m->parts[j]);
+			tl_body_end(x);
+		}
 		tl_body_map(x, "env");
 		for (j = 0; j < m->nenv; j++)
 			tl_body_str(x, m->env[j].name, m->env[j].def);
@@ -95,6 +102,24 @@ module_body(const struct tl_mf_module *m, struct tl_body *b)
 			    tl_mf_revoke_name(m->provides[j].revoke));
 			tl_body_u64(x, "max_age",
 			    (uint64_t)m->provides[j].max_credential_age);
+			/* Absent when none: an older declaration reads so. */
+			if (m->provides[j].nderived > 0) {
+				const struct tl_mf_derived *dv =
+				    m->provides[j].derived;
+				size_t l;
+
+				tl_body_map(x, "settings");
+				for (l = 0; l < m->provides[j].nderived; l++) {
+					tl_body_map(x, dv[l].key);
+					tl_body_str(x, "from", dv[l].from);
+					tl_body_str(x, "times", dv[l].times);
+					tl_body_str(x, "unit", dv[l].unit);
+					tl_body_u64(x, "min", dv[l].min);
+					tl_body_u64(x, "max", dv[l].max);
+					tl_body_end(x);
+				}
+				tl_body_end(x);
+			}
 			tl_body_end(x);
 		}
 		tl_body_end(x);
@@ -286,6 +311,8 @@ req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
 		}
 		tl_body_u64(b, "max_age", (uint64_t)r->max_credential_age);
 	}
+	if (r->part != NULL)
+		tl_body_str(b, "part", r->part);
 	return tl_body_finish(b, &p, &len);
 }
 

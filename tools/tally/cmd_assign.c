@@ -17,6 +17,7 @@
 
 static const char assign_usage[] =
 "usage: tally assign MODULE NODE [--expose local|network|public|none]\n"
+"                    [--parts PART[,PART]...|all]\n"
 "                    [--set KEY=VALUE]... [--secret KEY]... [--unset KEY]...\n"
 "\n"
 "Places MODULE on NODE.  The assignment carries what belongs to the\n"
@@ -31,6 +32,11 @@ static const char assign_usage[] =
 "driver); an unknown key or a value of the wrong kind is refused,\n"
 "listing them.  Another module's\n"
 "settings are its own, recorded as given.\n"
+"\n"
+"--parts installs only those of the module's parts (its manifest's\n"
+"parts:; default all): a requirement of a part is provisioned only\n"
+"where the part is installed, and a part no longer installed leaves\n"
+"what only it needed (revoked, or rotated for the holders that stay).\n"
 "\n"
 "Assigning again changes what is given and keeps the rest (and the\n"
 "exposure, unless --expose is given); --unset KEY removes one.  What\n"
@@ -60,6 +66,7 @@ struct assign_arg {
 	const char		*module;
 	const char		*node;
 	const char		*expose;
+	const char		*parts;		/* NULL: the assignment's */
 	struct tl_setting	 set[MAX_SET];
 	size_t			 nset;
 	char			*changes;
@@ -71,8 +78,8 @@ do_assign(struct tl_ctx *c, void *arg)
 {
 	struct assign_arg *a = arg;
 
-	return tl_dec_assign_ex(c, a->module, a->node, a->expose, a->set,
-	    a->nset, a->changes, a->cap);
+	return tl_dec_assign_parts(c, a->module, a->node, a->expose, a->set,
+	    a->nset, a->parts, a->changes, a->cap);
 }
 
 /* A secret's plaintext: no control character (a pasted newline, …). */
@@ -105,6 +112,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		CLI_COMMON_OPTS,
 		{ "expose", required_argument, NULL, 'e' },
+		{ "parts", required_argument, NULL, 'P' },
 		{ "set", required_argument, NULL, 's' },
 		{ "secret", required_argument, NULL, 'S' },
 		{ "unset", required_argument, NULL, 'U' },
@@ -125,6 +133,9 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		switch (c) {
 		case 'e':
 			a.expose = optarg;
+			break;
+		case 'P':
+			a.parts = optarg;
 			break;
 		case 's': {
 			char *eq = strchr(optarg, '=');

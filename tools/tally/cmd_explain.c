@@ -42,6 +42,71 @@ str(const json_t *o, const char *k)
 	return s ? s : "";
 }
 
+/*
+ * The settings composed from each assignment's node inventory: the
+ * value, how it was derived, and the operator's value that won.
+ */
+static void
+print_derived(const json_t *out)
+{
+	const json_t *a, *d, *v;
+	const char *key;
+	size_t i;
+
+	json_array_foreach(json_object_get(out, "assignments"), i, a) {
+		if ((d = json_object_get(a, "derived")) == NULL)
+			continue;
+		printf("  derived from %s's inventory (seq %lld):\n",
+		    str(a, "node"), json_integer_value(json_object_get(d,
+		    "inventory")));
+		if (json_object_size(json_object_get(d, "settings")) == 0)
+			printf("    nothing yet: no inventory (tally node report "
+			    "%s --inventory FILE.json)\n", str(a, "node"));
+		json_object_foreach(json_object_get(d, "settings"), key, v) {
+			const json_t *ov = json_object_get(json_object_get(d,
+			    "overridden"), key);
+
+			printf("    %s = %s (%s)", key, json_string_value(v),
+			    json_string_value(json_object_get(
+			    json_object_get(d, "from"), key)));
+			if (ov != NULL)
+				printf(": set on the assignment, which wins "
+				    "over the derived %s", json_string_value(ov));
+			putchar('\n');
+		}
+		json_object_foreach(json_object_get(d, "refused"), key, v)
+			printf("    %s: derived %s, which the driver refuses (%s): "
+			    "not handed to it, its default stands\n", key,
+			    json_string_value(json_object_get(json_object_get(d,
+			    "from"), key)), json_string_value(v));
+	}
+}
+
+/* The declared parts, which each assignment installs, and what it skips. */
+static void
+print_parts(const json_t *out)
+{
+	const json_t *a, *x, *r;
+	size_t i, j;
+
+	if (json_object_get(out, "parts") == NULL)
+		return;
+	printf("  parts:");
+	json_array_foreach(json_object_get(out, "parts"), i, x)
+		printf("%s%s", i ? ", " : " ", json_string_value(x));
+	putchar('\n');
+	json_array_foreach(json_object_get(out, "assignments"), i, a) {
+		printf("    on %s installs", str(a, "node"));
+		json_array_foreach(json_object_get(a, "parts"), j, x)
+			printf("%s%s", j ? ", " : " ", json_string_value(x));
+		putchar('\n');
+		json_array_foreach(json_object_get(a, "not_installed"), j, r)
+			printf("      %s (part %s) is not provisioned there: the "
+			    "part is not installed\n", str(r, "name"),
+			    str(r, "part"));
+	}
+}
+
 static int
 show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 {
@@ -58,7 +123,21 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		return cli_fail(cli, rc, "explain");
 	out = json_pack("{s:s,s:s,s:[]}", "module", module, "instances",
 	    str(st, "instances"), "requirements");
+	if (json_object_get(st, "parts") != NULL)
+		json_object_set(out, "parts", json_object_get(st, "parts"));
+	json_object_set_new(out, "assignments", json_array());
 	json_array_foreach(json_object_get(st, "assignments"), i, a) {
+		json_t *o = json_pack("{s:s}", "node", str(a, "node"));
+
+		json_object_set(o, "parts", json_object_get(a, "parts") ?
+		    json_object_get(a, "parts") : json_object_get(st, "parts"));
+		if (json_object_get(a, "not_installed") != NULL)
+			json_object_set(o, "not_installed", json_object_get(a,
+			    "not_installed"));
+		if (json_object_get(a, "derived") != NULL)
+			json_object_set(o, "derived", json_object_get(a,
+			    "derived"));
+		json_array_append_new(json_object_get(out, "assignments"), o);
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const json_t *seen, *e;
 			size_t k;
@@ -97,6 +176,8 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		    "nodes)" : "");
 		if (json_object_get(out, "note"))
 			printf("  %s\n", str(out, "note"));
+		print_parts(out);
+		print_derived(out);
 		json_array_foreach(json_object_get(out, "requirements"), i, r) {
 			const json_t *d = json_object_get(r, "decided_by");
 
@@ -107,8 +188,9 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 				    " — " : "", str(r, "reason"));
 				continue;
 			}
-			printf("  %s (grant %s):", str(r, "name"),
-			    str(r, "grant"));
+			printf("  %s (grant %s%s%s):", str(r, "name"),
+			    str(r, "grant"), *str(r, "part") ? ", part " : "",
+			    str(r, "part"));
 			if (*str(r, "provider"))
 				printf(" bound to %s because %s%s%s%s",
 				    str(r, "provider"), str(r, "bound_by"),

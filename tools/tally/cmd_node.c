@@ -20,6 +20,7 @@ static const char usage[] =
 "       tally node rekey NAME --key FILE\n"
 "       tally node lost NAME --yes\n"
 "       tally node rm NAME\n"
+"       tally node report NAME --inventory FILE.json\n"
 "\n"
 "add records a node with the name other machines use to reach it, a\n"
 "fresh X25519 public key (secrets delivered to the node are sealed to\n"
@@ -40,7 +41,12 @@ static const char usage[] =
 "of one is shown by tally status as a question, with the commands that\n"
 "answer it (tally rebind GRANT PROVIDER --empty).\n"
 "rm refuses while modules are assigned to the node, naming every one\n"
-"and every grant bound to its providers.\n";
+"and every grant bound to its providers.\n"
+"report records what the node has (node.inventoried), from FILE.json:\n"
+"{\"memory\": SIZE, \"cpus\": N, \"disks\": [{\"path\": P, \"size\": SIZE}]}, a\n"
+"SIZE in bytes or a string with B, KB, MB, GB or TB (\"16GB\").  The\n"
+"settings providers derive from it (provides: TYPE: settings:) are\n"
+"composed again for every assignment on the node (tally explain).\n";
 
 struct add_arg {
 	const char	*name;
@@ -135,6 +141,102 @@ rekey(struct tl_cli *cli, struct add_arg *a, const char *keyfile)
 	return ex;
 }
 
+struct report_arg {
+	const char		*name;
+	struct tl_inventory	 inv;
+};
+
+static int
+do_report(struct tl_ctx *c, void *arg)
+{
+	struct report_arg *r = arg;
+
+	return tl_dec_node_inventory(c, r->name, &r->inv);
+}
+
+/* A size: a whole number of bytes, or a string "16GB" (1024-based). */
+static int
+inv_size(const json_t *v, uint64_t *out)
+{
+	static const char *const units[] = { "B", "KB", "MB", "GB", "TB" };
+	const char *s;
+	char *end;
+	unsigned long long n;
+	size_t i;
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	if ((s = json_string_value(v)) == NULL || s[0] < '0' || s[0] > '9')
+		return -1;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno != 0)
+		return -1;
+	for (i = 0; i < 5; i++)
+		if (strcmp(end, units[i]) == 0 &&
+		    n <= UINT64_MAX >> (10 * i)) {
+			*out = (uint64_t)n << (10 * i);
+			return 0;
+		}
+	return -1;
+}
+
+/* FILE.json into inv, or says what is wrong with it. */
+static int
+read_inventory(const char *file, struct tl_inventory *inv)
+{
+	json_error_t je;
+	json_t *doc, *d, *e;
+	size_t i;
+	int rc = -1;
+
+	memset(inv, 0, sizeof(*inv));
+	if ((doc = json_load_file(file, JSON_REJECT_DUPLICATES, &je)) == NULL) {
+		cli_errx("%s:%d: %s", file, je.line, je.text);
+		return -1;
+	}
+	if (!json_is_object(doc) || inv_size(json_object_get(doc, "memory"),
+	    &inv->memory) != 0) {
+		cli_errx("%s: memory: expected a size (bytes, or \"16GB\")",
+		    file);
+		goto out;
+	}
+	e = json_object_get(doc, "cpus");
+	if (!json_is_integer(e) || json_integer_value(e) < 1) {
+		cli_errx("%s: cpus: expected a whole number above 0", file);
+		goto out;
+	}
+	inv->cpus = (uint64_t)json_integer_value(e);
+	d = json_object_get(doc, "disks");
+	if (d != NULL && (!json_is_array(d) ||
+	    json_array_size(d) > TL_INV_DISKS_MAX)) {
+		cli_errx("%s: disks: expected a list of at most %d "
+		    "{\"path\", \"size\"}", file, TL_INV_DISKS_MAX);
+		goto out;
+	}
+	json_array_foreach(d, i, e) {
+		const char *path = json_string_value(json_object_get(e,
+		    "path"));
+
+		if (path == NULL || path[0] != '/' || strlen(path) > 255 ||
+		    inv_size(json_object_get(e, "size"),
+		    &inv->disks[i].size) != 0) {
+			cli_errx("%s: disks[%zu]: expected {\"path\": an "
+			    "absolute path, \"size\": a size}", file, i);
+			goto out;
+		}
+		snprintf(inv->disks[i].path, sizeof(inv->disks[i].path), "%s",
+		    path);
+		inv->ndisks++;
+	}
+	rc = 0;
+out:
+	json_decref(doc);
+	return rc;
+}
+
 static int
 do_lost(struct tl_ctx *c, void *arg)
 {
@@ -218,8 +320,10 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		{ "key-out", required_argument, NULL, 'k' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "yes", no_argument, NULL, 'y' },
+		{ "inventory", required_argument, NULL, 'i' },
 		{ 0 }
 	};
+	const char *inventory = NULL;
 	struct add_arg a;
 	struct tl_node_key nk;
 	const char *keyout = NULL;
@@ -229,7 +333,7 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 	memset(&a, 0, sizeof(a));
 	if (argc < 2 || (strcmp(argv[1], "add") != 0 &&
 	    strcmp(argv[1], "rm") != 0 && strcmp(argv[1], "rekey") != 0 &&
-	    strcmp(argv[1], "lost") != 0)) {
+	    strcmp(argv[1], "lost") != 0 && strcmp(argv[1], "report") != 0)) {
 		if (argc >= 2 && strcmp(argv[1], "--help") == 0) {
 			fputs(usage, stdout);
 			return TL_EXIT_OK;
@@ -249,6 +353,9 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 			break;
 		case 'y':
 			yes = 1;
+			break;
+		case 'i':
+			inventory = optarg;
 			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
@@ -281,6 +388,24 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		else if (ex == 0)
 			cli_json_done(cli, json_pack("{s:s,s:s}", "node",
 			    a.name, "state", "lost"));
+		return ex;
+	}
+	if (strcmp(argv[0], "report") == 0) {
+		struct report_arg r;
+
+		if (inventory == NULL) {
+			cli_errx("node report needs --inventory FILE.json");
+			return TL_EXIT_USAGE;
+		}
+		r.name = a.name;
+		if (read_inventory(inventory, &r.inv) != 0)
+			return TL_EXIT_REFUSED;
+		ex = cli_write(cli, do_report, &r, NULL);
+		if (ex == 0 && !cli->json)
+			printf("node %s: memory %llu bytes, %llu cpus, %zu "
+			    "disk(s)\n", a.name,
+			    (unsigned long long)r.inv.memory,
+			    (unsigned long long)r.inv.cpus, r.inv.ndisks);
 		return ex;
 	}
 	if (strcmp(argv[0], "rm") == 0) {

@@ -238,9 +238,25 @@ print_module(const json_t *m)
 		printf(" (instances: %s)", inst);
 	putchar('\n');
 	json_array_foreach(json_object_get(m, "assignments"), i, a) {
-		printf("  on %s: %s\n",
+		const json_t *pa = json_object_get(a, "parts"), *x;
+
+		printf("  on %s: %s",
 		    json_string_value(json_object_get(a, "node")),
 		    json_string_value(json_object_get(a, "state")));
+		if (pa != NULL) {
+			printf(" (parts:");
+			json_array_foreach(pa, j, x)
+				printf("%s%s", j ? "," : " ",
+				    json_string_value(x));
+			putchar(')');
+		}
+		putchar('\n');
+		json_array_foreach(json_object_get(a, "not_installed"), j, x)
+			printf("    %-14s not provisioned here: part %s is not "
+			    "installed on %s\n", json_string_value(
+			    json_object_get(x, "name")), json_string_value(
+			    json_object_get(x, "part")), json_string_value(
+			    json_object_get(a, "node")));
 		if (json_is_true(json_object_get(a, "public_connect")))
 			printf("    revoke-public-connect is off: PUBLIC keeps "
 			    "CONNECT on the provider's maintenance resources, "

@@ -230,7 +230,8 @@ tl_mf_req_equal(const struct tl_mf_req *a, const struct tl_mf_req *b)
 	    streq(a->resource, b->resource) &&
 	    maps_equal(a->env, a->nenv, b->env, b->nenv) &&
 	    streq(a->migrations, b->migrations) &&
-	    a->max_credential_age == b->max_credential_age;
+	    a->max_credential_age == b->max_credential_age &&
+	    streq(a->part, b->part);
 }
 
 int
@@ -243,8 +244,11 @@ tl_mf_module_equal(const struct tl_mf_module *a, const struct tl_mf_module *b)
 	if (!streq(a->name, b->name) || a->instances != b->instances ||
 	    a->nenv != b->nenv ||
 	    a->nreqs != b->nreqs || a->nprovides != b->nprovides ||
-	    a->nembedded != b->nembedded)
+	    a->nembedded != b->nembedded || a->nparts != b->nparts)
 		return 0;
+	for (i = 0; i < a->nparts; i++)
+		if (!streq(a->parts[i], b->parts[i]))
+			return 0;
 	for (i = 0; i < a->nenv; i++)
 		if (!streq(a->env[i].name, b->env[i].name) ||
 		    !streq(a->env[i].def, b->env[i].def))
@@ -256,6 +260,21 @@ tl_mf_module_equal(const struct tl_mf_module *a, const struct tl_mf_module *b)
 		const struct tl_mf_provide *x = &a->provides[i];
 		const struct tl_mf_provide *y = &b->provides[i];
 
+		size_t j;
+
+		if (x->nderived != y->nderived)
+			return 0;
+		for (j = 0; j < x->nderived; j++) {
+			const struct tl_mf_derived *dx = &x->derived[j];
+			const struct tl_mf_derived *dy = &y->derived[j];
+
+			if (!streq(dx->key, dy->key) ||
+			    !streq(dx->from, dy->from) ||
+			    !streq(dx->times, dy->times) ||
+			    !streq(dx->unit, dy->unit) || dx->min != dy->min ||
+			    dx->max != dy->max)
+				return 0;
+		}
 		if (!streq(x->type, y->type) || !streq(x->driver, y->driver) ||
 		    x->revoke != y->revoke ||
 		    x->max_credential_age != y->max_credential_age)

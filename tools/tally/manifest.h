@@ -116,6 +116,22 @@ struct tl_mf_req {
 	size_t	nenv;
 	const char *migrations;	/* absolute, lexically normalised; NULL if none */
 	int64_t	max_credential_age;	/* seconds; 0 = no scheduled rotation */
+	const char *part;	/* part: one of the module's parts; NULL: every part */
+	int	line;
+};
+
+/*
+ * A provider setting derived from its node's inventory (provides: TYPE:
+ * settings: KEY: {from-node: memory, times: 0.25, unit: MB, min: 128MB}):
+ * the source times the factor, clamped, in the unit.  Sizes (memory,
+ * disk) are bytes here; cpus a count.
+ */
+struct tl_mf_derived {
+	const char *key;
+	const char *from;	/* memory, cpus or disk (the disks' total) */
+	const char *times;	/* the factor as written; "1" when absent */
+	const char *unit;	/* B, KB, MB, GB, TB for a size; "" for cpus */
+	uint64_t min, max;	/* bytes (a size) or a count; 0: no bound */
 	int	line;
 };
 
@@ -124,6 +140,8 @@ struct tl_mf_provide {
 	const char *driver;	/* one of the drivers passed to the parser */
 	enum tl_mf_revoke revoke;
 	int64_t	max_credential_age;	/* seconds; 0 = none */
+	const struct tl_mf_derived *derived;	/* settings:, sorted by key */
+	size_t	nderived;
 	int	line;
 };
 
@@ -142,6 +160,8 @@ struct tl_mf_module {
 	const char *file;	/* the name given to the parser */
 	int	line;		/* where the document's mapping starts */
 	enum tl_mf_instances instances;
+	const char *const *parts;	/* parts: names, sorted; none declared: 0 */
+	size_t	nparts;
 	const struct tl_mf_var *env;	/* sorted by name */
 	size_t	nenv;
 	const struct tl_mf_req *reqs;	/* sorted by name */

@@ -23,16 +23,21 @@
 #include "manifest-internal.h"
 
 static const char *const module_keys[] = {
-	"module", "instances", "env", "requires", "provides", "embedded",
-	NULL
+	"module", "instances", "parts", "env", "requires", "provides",
+	"embedded", NULL
 };
 static const char *const req_keys[] = {
 	"presence", "type", "from", "scope", "provider", "name", "env",
-	"migrations", "max-credential-age", NULL
+	"migrations", "max-credential-age", "part", NULL
 };
 static const char *const provide_keys[] = {
-	"driver", "revoke", "max-credential-age", NULL
+	"driver", "revoke", "max-credential-age", "settings", NULL
 };
+static const char *const derived_keys[] = {
+	"from-node", "times", "unit", "min", "max", NULL
+};
+static const char *const node_sources[] = { "memory", "cpus", "disk", NULL };
+static const char *const size_units[] = { "B", "KB", "MB", "GB", "TB", NULL };
 static const char *const embedded_keys[] = {
 	"type", "env", "image", "runs", "port", "expose", NULL
 };
@@ -69,6 +74,52 @@ known_fields(const char *known[64])
 }
 
 /* ---- the document ---- */
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* parts: a list of names, each once; an assignment installs some or all. */
+static void
+parse_parts(struct ctx *c, struct tl_mf_module *m, struct node *seq)
+{
+	const char **v;
+	struct node *e;
+	const char *s;
+	char q[QUOTE];
+	size_t n = 0, i;
+
+	if (seq->kind == N_BAD)
+		return;
+	if (seq->kind != N_SEQ) {
+		mf_err(c, seq, "parts", "expected a list of part names "
+		    "(parts: [web, worker]), found %s", mf_kind_name(seq));
+		return;
+	}
+	/* One more than needed: mf_in_list wants a NULL-terminated list. */
+	if ((v = mf_alloc_n(c, seq->n + 1, sizeof *v)) == NULL)
+		return;
+	for (e = seq->first; e != NULL && c->sys == 0; e = e->next) {
+		if ((s = mf_want_str(c, e, "parts")) == NULL ||
+		    !mf_check_name(c, e, "parts", s, strlen(s), "part name"))
+			continue;
+		for (i = 0; i < n; i++)
+			if (strcmp(v[i], s) == 0)
+				break;
+		if (i < n) {
+			mf_err(c, e, "parts", "part %s is listed twice",
+			    mf_quote(q, sizeof q, s));
+			continue;
+		}
+		v[n++] = mf_sdup(c, s);
+	}
+	qsort(v, n, sizeof *v, cmp_str);
+	v[n] = NULL;
+	m->parts = v;
+	m->nparts = n;
+}
 
 static void
 parse_env(struct ctx *c, struct tl_mf_module *m, struct node *map)
@@ -245,6 +296,19 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 
 	mf_check_keys(c, map, path, req_keys);
 	r->line = key->line;
+	mf_join(f, sizeof f, path, "part");
+	if ((v = mf_get(map, "part", &k)) != NULL) {
+		if ((s = mf_want_str(c, v, f)) == NULL)
+			;
+		else if (!mf_in_list(m->parts, s))
+			mf_err(c, v, f, "%s is not one of the module's parts "
+			    "(declare it under parts:, or leave part: out for a "
+			    "requirement of every part)", mf_quote(q, sizeof q,
+			    s));
+		else
+			r->part = mf_sdup(c, s);
+		k->skip = 1;	/* not "applies only to instantiation" */
+	}
 	presence = mf_get(map, "presence", NULL);
 	type = mf_get(map, "type", &tk);
 	from = mf_get(map, "from", &fk);
@@ -391,6 +455,154 @@ parse_requires(struct ctx *c, struct tl_mf_module *m, struct node *map)
 	m->nreqs = n;
 }
 
+/* A size's multiplier (B 1, KB 1024, ...), 0 if unit is none. */
+static uint64_t
+unit_bytes(const char *unit)
+{
+	size_t i;
+
+	for (i = 0; size_units[i] != NULL; i++)
+		if (strcmp(size_units[i], unit) == 0)
+			return 1ULL << (10 * i);
+	return 0;
+}
+
+/* "128MB" (a size) or "4" (a count) into *out; 0 if it is neither. */
+static int
+parse_bound(struct ctx *c, const struct node *v, const char *path,
+    int size, uint64_t *out)
+{
+	const char *s = mf_want_str(c, v, path);
+	char *end, q[QUOTE];
+	unsigned long long n;
+	uint64_t mul = 1;
+
+	if (s == NULL)
+		return 0;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (end != s && size && *end != '\0')
+		mul = unit_bytes(end);
+	if (end == s || errno != 0 || s[0] == '-' || mul == 0 ||
+	    (!size && *end != '\0') || (mul > 1 && n > UINT64_MAX / mul)) {
+		mf_err(c, v, path, "%s is not %s", mf_quote(q, sizeof q, s),
+		    size ? "a size (a number and B, KB, MB, GB or TB: 128MB)" :
+		    "a count (a whole number)");
+		return 0;
+	}
+	*out = (uint64_t)n * mul;
+	return 1;
+}
+
+static int
+cmp_derived(const void *a, const void *b)
+{
+	return strcmp(((const struct tl_mf_derived *)a)->key,
+	    ((const struct tl_mf_derived *)b)->key);
+}
+
+/*
+ * settings: KEY: {from-node: SOURCE, times: F, unit: U, min: X, max: Y}
+ * under a provides: entry: structure, not an expression to parse.
+ */
+static void
+parse_derived(struct ctx *c, struct tl_mf_provide *pv, struct node *map,
+    const char *path)
+{
+	struct tl_mf_derived *dv;
+	struct node *k, *v, *x;
+	const char *s;
+	char f[FIELD], g[FIELD], q[QUOTE], list[160];
+	size_t n = 0, before;
+	int size;
+
+	if (!mf_want_map(c, map, path, "setting names to derivations"))
+		return;
+	mf_check_keys(c, map, path, NULL);
+	if (map->n == 0 || (dv = mf_alloc_n(c, map->n / 2, sizeof *dv)) ==
+	    NULL)
+		return;
+	for (k = map->first; k != NULL && c->sys == 0; k = v->next) {
+		v = k->next;
+		if (k->skip)
+			continue;
+		before = c->nerr;
+		mf_join(f, sizeof f, path, k->s);
+		/* As tally assign --set takes a key: [a-z0-9_-], 1 to 63. */
+		if (strlen(k->s) == 0 || strlen(k->s) > TL_MF_NAME_MAX ||
+		    strspn(k->s, "abcdefghijklmnopqrstuvwxyz0123456789_-") !=
+		    strlen(k->s))
+			mf_err(c, k, f, "%s is not a setting name (1 to 63 of "
+			    "[a-z0-9_-], as tally assign --set takes it)",
+			    mf_quote(q, sizeof q, k->s));
+		if (v->kind == N_BAD)
+			continue;
+		if (!mf_want_map(c, v, f, "from-node: and how to derive it"))
+			continue;
+		mf_check_keys(c, v, f, derived_keys);
+		memset(&dv[n], 0, sizeof dv[n]);
+		mf_join(g, sizeof g, f, "from-node");
+		if ((x = mf_get(v, "from-node", NULL)) == NULL) {
+			mf_err(c, k, g, "missing from-node: what of the node's "
+			    "inventory it is derived from (%s)",
+			    mf_join_list(list, sizeof list, node_sources));
+			continue;
+		}
+		if ((s = mf_want_str(c, x, g)) == NULL)
+			continue;
+		if (!mf_in_list(node_sources, s)) {
+			mf_err(c, x, g, "%s is not in a node's inventory; it has "
+			    "%s", mf_quote(q, sizeof q, s),
+			    mf_join_list(list, sizeof list, node_sources));
+			continue;
+		}
+		dv[n].from = mf_sdup(c, s);
+		size = strcmp(s, "cpus") != 0;
+		dv[n].times = "1";
+		mf_join(g, sizeof g, f, "times");
+		if ((x = mf_get(v, "times", NULL)) != NULL &&
+		    (s = mf_want_str(c, x, g)) != NULL) {
+			char *end;
+			double d = strtod(s, &end);
+
+			if (end == s || *end != '\0' || !(d > 0) || d > 1e6)
+				mf_err(c, x, g, "%s is not a factor (a number "
+				    "above 0: 0.25)", mf_quote(q, sizeof q, s));
+			else
+				dv[n].times = mf_sdup(c, s);
+		}
+		dv[n].unit = size ? "B" : "";
+		mf_join(g, sizeof g, f, "unit");
+		if ((x = mf_get(v, "unit", NULL)) != NULL &&
+		    (s = mf_want_str(c, x, g)) != NULL) {
+			if (!size)
+				mf_err(c, x, g, "cpus is a count: it has no unit");
+			else if (!mf_in_list(size_units, s))
+				mf_err(c, x, g, "unit must be one of %s, not %s",
+				    mf_join_list(list, sizeof list, size_units),
+				    mf_quote(q, sizeof q, s));
+			else
+				dv[n].unit = mf_sdup(c, s);
+		}
+		mf_join(g, sizeof g, f, "min");
+		if ((x = mf_get(v, "min", NULL)) != NULL)
+			parse_bound(c, x, g, size, &dv[n].min);
+		mf_join(g, sizeof g, f, "max");
+		if ((x = mf_get(v, "max", NULL)) != NULL)
+			parse_bound(c, x, g, size, &dv[n].max);
+		if (dv[n].max != 0 && dv[n].min > dv[n].max)
+			mf_err(c, k, f, "min is above max");
+		if (c->nerr != before)
+			continue;
+		dv[n].key = mf_sdup(c, k->s);
+		dv[n].line = k->line;
+		n++;
+	}
+	qsort(dv, n, sizeof *dv, cmp_derived);
+	pv->derived = dv;
+	pv->nderived = n;
+}
+
 static void
 parse_provides(struct ctx *c, struct tl_mf_module *m, struct node *map)
 {
@@ -455,6 +667,10 @@ parse_provides(struct ctx *c, struct tl_mf_module *m, struct node *map)
 		    NULL;
 		if (x != NULL)
 			mf_parse_age(c, x, g, &pv[n].max_credential_age);
+		mf_join(g, sizeof g, f, "settings");
+		x = v->kind == N_MAP ? mf_get(v, "settings", NULL) : NULL;
+		if (x != NULL)
+			parse_derived(c, &pv[n], x, g);
 		if (c->nerr != before)
 			continue;
 		pv[n].type = mf_sdup(c, k->s);
@@ -627,7 +843,9 @@ mf_parse_module(struct ctx *c, struct node *root)
 			    "one-per-mesh, one-per-node or any, not %s",
 			    mf_quote(q, sizeof q, s));
 	}
-	/* env and embedded first: requirements are checked against them */
+	/* parts, env and embedded first: requirements are checked against them */
+	if ((v = mf_get(root, "parts", NULL)) != NULL)
+		parse_parts(c, &m, v);
 	if ((v = mf_get(root, "env", NULL)) != NULL)
 		parse_env(c, &m, v);
 	if ((v = mf_get(root, "embedded", NULL)) != NULL)

@@ -1,0 +1,275 @@
+/*
+ * decide_derive.c - configuration derived from the node (seed 000: "a
+ * declaration is composed per node from what the node reported").
+ *
+ * The node's inventory is an event (node.inventoried); a provider's
+ * derived settings are structure in its declaration (from, times,
+ * unit, min, max: no expression language), composed per assignment and
+ * recorded as assignment.derived whenever an input changes: a new
+ * inventory, the assignment's own settings (the operator's value wins,
+ * recorded as overridden).  What is composed is kept in the record for
+ * tally explain; a driver is handed only the settings it declares
+ * (assignment settings, drivers/driver.h), so composing adds no words
+ * about any provider here.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/body.h"
+#include "core/error.h"
+#include "core/vec.h"
+#include "drivers/driver.h"
+#include "ctx.h"
+#include "decide_derive.h"
+#include "events.h"
+#include "graph.h"
+
+static const char *const units[] = { "B", "KB", "MB", "GB", "TB", NULL };
+
+static uint64_t
+unit_bytes(const char *unit)
+{
+	size_t i;
+
+	for (i = 0; units[i] != NULL; i++)
+		if (strcmp(units[i], unit) == 0)
+			return 1ULL << (10 * i);
+	return 1;
+}
+
+struct modlist {
+	char	(*v)[64];
+	size_t	 n, cap;
+};
+
+/* an/NODE/MODULE: the rest of the key is the module. */
+static int
+collect_module(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct modlist *ml = arg;
+
+	(void)val;
+	(void)vlen;
+	if (tl_vec_grow(&ml->v, &ml->cap, ml->n + 1, sizeof(ml->v[0])) != 0)
+		return ENOMEM;
+	snprintf(ml->v[ml->n++], 64, "%s", rest);
+	return 0;
+}
+
+int
+tl_dec_node_inventory(struct tl_ctx *c, const char *node,
+    const struct tl_inventory *inv)
+{
+	struct tl_body b;
+	struct modlist ml = { NULL, 0, 0 };
+	char k[TL_KEY_MAX], stream[TL_KEY_MAX], pfx[TL_KEY_MAX];
+	const void *enc, *old;
+	size_t len, olen, i;
+	uint64_t total = 0;
+	int rc;
+
+	if ((rc = tl_key(k, "n/%s", node)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no node %s", node);
+	if ((rc = tl_key(k, "nl/%s", node)) != 0)
+		return rc;
+	if (tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_EREFUSED, "node %s is lost: it reports "
+		    "nothing any more", node);
+	tl_body_init(&b);
+	tl_body_str(&b, "node", node);
+	tl_body_u64(&b, "memory", inv->memory);
+	tl_body_u64(&b, "cpus", inv->cpus);
+	tl_body_arr(&b, "disks");
+	for (i = 0; i < inv->ndisks; i++) {
+		tl_body_map(&b, NULL);
+		tl_body_str(&b, "path", inv->disks[i].path);
+		tl_body_u64(&b, "size", inv->disks[i].size);
+		tl_body_end(&b);
+		total += inv->disks[i].size;
+	}
+	tl_body_end(&b);
+	tl_body_u64(&b, "disk", total);
+	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
+		goto out;
+	if ((rc = tl_key(k, "ni/%s", node)) != 0)
+		goto out;
+	/* The same inventory again is no change. */
+	if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &old, &olen) == 0 &&
+	    olen == len + 8 && memcmp((const uint8_t *)old + 8, enc, len) == 0)
+		goto out;
+	if ((rc = tl_key(stream, "node/%s", node)) != 0 ||
+	    (rc = tl_emit_bytes(c, TL_EV_NODE_INVENTORIED, stream, enc, len,
+	    &c->cause)) != 0)
+		goto out;
+	/* Collect first: recording derived settings writes the graph. */
+	if ((rc = tl_key(pfx, "an/%s/", node)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, pfx, collect_module,
+	    &ml)) != 0)
+		goto out;
+	for (i = 0; rc == 0 && i < ml.n; i++)
+		rc = tl_dec_derive(c, ml.v[i], node);
+out:
+	free(ml.v);
+	tl_body_free(&b);
+	return rc;
+}
+
+/* The derivation of one key, on the inventory; its explanation in why. */
+static int
+compose(struct tl_bnode dv, struct tl_bnode inv, char *val, size_t vcap,
+    char *why, size_t wcap)
+{
+	char from[16] = "", times[32] = "1", unit[8] = "";
+	uint64_t src, min, max, mul, out;
+	double f, x;
+
+	tl_bn_getstr(dv, "from", from, sizeof(from));
+	tl_bn_getstr(dv, "times", times, sizeof(times));
+	tl_bn_getstr(dv, "unit", unit, sizeof(unit));
+	min = tl_bn_getu64(dv, "min", 0);
+	max = tl_bn_getu64(dv, "max", 0);
+	src = tl_bn_getu64(inv, from, 0);
+	f = strtod(times, NULL);
+	x = floor((double)src * f);
+	out = x >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)x;
+	snprintf(why, wcap, "%s %llu x %s", from, (unsigned long long)src,
+	    times);
+	if (min != 0 && out < min) {
+		out = min;
+		snprintf(why + strlen(why), wcap - strlen(why), ", raised to "
+		    "min");
+	}
+	if (max != 0 && out > max) {
+		out = max;
+		snprintf(why + strlen(why), wcap - strlen(why), ", cut to max");
+	}
+	mul = unit[0] != '\0' ? unit_bytes(unit) : 1;
+	snprintf(val, vcap, "%llu%s", (unsigned long long)(out / mul), unit);
+	return 0;
+}
+
+int
+tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
+{
+	struct tl_rec m = { 0 }, a = { 0 }, ni = { 0 };
+	struct tl_bnode prov, sets, own, inv;
+	struct tl_body b;
+	char k[TL_KEY_MAX], stream[TL_KEY_MAX];
+	const void *enc, *old;
+	size_t len, olen, i, j, nd = 0;
+	uint64_t invseq = 0;
+	int rc, have_inv;
+
+	if ((rc = tl_key(k, "m/%s", module)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(c->t, c->p.graph, k, &m)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if ((rc = tl_key(k, "a/%s@%s", module, node)) != 0)
+		goto done;
+	if ((rc = tl_rec_get(c->t, c->p.graph, k, &a)) != 0) {
+		rc = rc == TL_ENOTFOUND ? 0 : rc;
+		goto done;
+	}
+	if (tl_bn_get(m.m, "provides", &prov) != 0)
+		goto done;
+	for (i = 0; i < tl_bn_len(prov); i++)
+		if (tl_bn_get(tl_bn_at(prov, i), "settings", &sets) == 0)
+			nd += tl_bn_len(sets);
+	if (nd == 0)
+		goto done;	/* derives nothing: records nothing */
+	if ((rc = tl_key(k, "ni/%s", node)) != 0)
+		goto done;
+	have_inv = tl_rec_get(c->t, c->p.graph, k, &ni) == 0;
+	if (have_inv) {
+		inv = ni.m;
+		invseq = ni.seq;
+	}
+	if (tl_bn_get(a.m, "settings", &own) != 0)
+		own.p = NULL;
+	tl_body_init(&b);
+	tl_body_str(&b, "module", module);
+	tl_body_str(&b, "node", node);
+	tl_body_u64(&b, "inventory", invseq);
+	for (j = 0; j < 4; j++) {
+		tl_body_map(&b, j == 0 ? "settings" : j == 1 ? "from" : j == 2 ?
+		    "overridden" : "refused");
+		for (i = 0; have_inv && i < tl_bn_len(prov); i++) {
+			const struct tl_drv_ops *ops;
+			char driver[64] = "";
+			size_t e;
+
+			if (tl_bn_get(tl_bn_at(prov, i), "settings", &sets) != 0)
+				continue;
+			tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
+			    sizeof(driver));
+			ops = tl_drv_find(driver);
+			for (e = 0; e < tl_bn_len(sets); e++) {
+				struct tl_bnode key, dv;
+				const char *ks;
+				size_t kl;
+				char name[64], val[64], why[200], mine[256];
+				char bad[TL_DRV_WHY_MAX];
+				const struct tl_drv_setting *ds;
+
+				if (tl_bn_entry(sets, e, &key, &dv) != 0 ||
+				    tl_bn_str(key, &ks, &kl) != 0 || kl >= 64)
+					continue;
+				memcpy(name, ks, kl);
+				name[kl] = '\0';
+				compose(dv, inv, val, sizeof(val), why,
+				    sizeof(why));
+				mine[0] = '\0';
+				if (own.p != NULL)
+					tl_bn_getstr(own, name, mine,
+					    sizeof(mine));
+				/*
+				 * A value the driver would refuse is never
+				 * handed to it: recorded as refused, and
+				 * the driver's own default stands.
+				 */
+				bad[0] = '\0';
+				if (mine[0] == '\0' && ops != NULL &&
+				    ops->settings != NULL &&
+				    (ds = tl_drv_setting_find(ops->settings,
+				    name)) != NULL)
+					tl_drv_setting_check(ds, val, bad);
+				if (j == 0 && bad[0] == '\0')
+					tl_body_str(&b, name, mine[0] ? mine :
+					    val);
+				else if (j == 1)
+					tl_body_str(&b, name, why);
+				else if (j == 2 && mine[0] != '\0')
+					/* the operator's wins; what it hid */
+					tl_body_str(&b, name, val);
+				else if (j == 3 && bad[0] != '\0')
+					tl_body_str(&b, name, bad);
+			}
+		}
+		tl_body_end(&b);
+	}
+	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
+		goto body;
+	if ((rc = tl_key(k, "ad/%s@%s", module, node)) != 0)
+		goto body;
+	if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &old, &olen) == 0 &&
+	    olen == len + 8 && memcmp((const uint8_t *)old + 8, enc, len) == 0)
+		goto body;
+	tl_rec_close(&ni);
+	tl_rec_close(&a);
+	tl_rec_close(&m);
+	if ((rc = tl_key(stream, "assignment/%s@%s", module, node)) == 0)
+		rc = tl_emit_bytes(c, TL_EV_ASSIGN_DERIVED, stream, enc, len,
+		    NULL);
+body:
+	tl_body_free(&b);
+done:
+	tl_rec_close(&ni);
+	tl_rec_close(&a);
+	tl_rec_close(&m);
+	return rc;
+}

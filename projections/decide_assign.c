@@ -11,6 +11,7 @@
 #include "core/vec.h"
 #include "binder.h"
 #include "decide_assign.h"
+#include "decide_embedded.h"
 #include "decide_instances.h"
 #include "drivers/driver.h"
 #include "events.h"
@@ -761,7 +762,8 @@ tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
 		goto out;
 	if ((rc = exposure_holds(c, module, node, newexpose, !exists)) != 0)
 		goto out;
-	if ((rc = tl_binder_run(c, NULL)) != 0)
+	if ((rc = tl_binder_run(c, NULL)) != 0 ||
+	    (rc = tl_dec_embedded_request(c, module, node)) != 0)
 		goto out;
 	rc = reopen_dead(c, module, node);
 out:

@@ -1,0 +1,77 @@
+#!/bin/sh
+# An embedded private instance (docs/manifest.md, "embedded"): tally
+# generates its credential and delivers it to the module's assignment,
+# and the instance stays unbindable.  A real PostgreSQL server plays
+# the module's own instance: the module sets its password from what
+# was delivered (as an image's POSTGRES_PASSWORD would), then connects
+# with it over TCP.
+#
+#   the credential        VEC_PASSWORD is delivered to vec@node-a, sealed
+#                         to node-a (no plaintext in the log), 32 chars;
+#   the instance          logs in with it (and not with a wrong one);
+#   unbindable            tally bind to it is refused, nothing appended;
+#   replay                tally rebuild --check is identical.
+. "$(dirname "$0")/lib.sh"
+
+t_say "a throwaway PostgreSQL server: vec's own embedded instance"
+t_pg_start emb
+t_init
+t_node node-a 127.0.0.1
+mkdir -p "$W/manifests"
+cat >"$W/manifests/vec.yaml" <<'YAML'
+module: vec
+env: { VEC_PASSWORD: "" }
+embedded:
+  vectors:
+    type: postgres-database
+    runs: "pgvector/pgvector:pg16"
+    env: { password: VEC_PASSWORD }
+YAML
+tly apply "$W/manifests/vec.yaml" >/dev/null || t_fail "tally apply vec.yaml"
+tly assign vec node-a >/dev/null || t_fail "tally assign vec node-a"
+t_tallyd_once
+
+t_check "the embedded instance's credential is delivered to vec@node-a"
+E=$(t_envfile node-a vec)
+[ -f "$E" ] || t_fail "nothing delivered to vec@node-a (tally env node-a vec is empty)"
+PW=$(t_envget "$E" VEC_PASSWORD)
+[ "${#PW}" -ge 24 ] || t_fail "VEC_PASSWORD is '${#PW}' characters long, expected a generated credential"
+tly log --json >"$W/log.json"
+grep -q -- "$PW" "$W/log.json" && t_fail "the embedded credential is in the log in plaintext"
+grep -q -- "$PW" "$TALLY_HOME"/* 2>/dev/null && t_fail "the embedded credential is on disk in plaintext"
+[ "$(tly log --json --type credential.delivered | grep -c '"holder":"vec@node-a"')" -ge 1 ] ||
+	t_fail "no credential.delivered for vec@node-a"
+t_ok "VEC_PASSWORD delivered (${#PW} characters), sealed to node-a"
+
+t_check "the instance takes it: the module sets it and logs in with it"
+t_sql "ALTER ROLE $TALLY_TEST_PG_USER PASSWORD '$PW'" >/dev/null
+[ "$(PGPASSWORD=$PW psql -X -At -q -h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" \
+	-U "$TALLY_TEST_PG_USER" -d postgres -c 'SELECT 1')" = 1 ] ||
+	t_fail "the embedded instance refuses the delivered credential"
+if PGPASSWORD=wrong-$PW psql -X -At -q -h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" \
+	-U "$TALLY_TEST_PG_USER" -d postgres -c 'SELECT 1' >/dev/null 2>&1; then
+	t_fail "the embedded instance takes any password: the check above proves nothing"
+fi
+t_ok "logged in to the embedded instance with the delivered credential"
+
+t_check "a second pass delivers nothing new; the credential stays"
+n=$(tly log --json --type credential.delivered | wc -l)
+t_tallyd_once
+[ "$(tly log --json --type credential.delivered | wc -l)" = "$n" ] ||
+	t_fail "a second pass delivered again"
+[ "$(t_envget "$E" VEC_PASSWORD)" = "$PW" ] || t_fail "the credential changed on a second pass"
+t_ok "one delivery"
+
+t_check "the instance stays unbindable"
+t_provider node-a local
+tly status >"$W/st" 2>&1 || true
+if tly bind vec/vectors node-a/postgres >"$W/last.out" 2>"$W/last.err"; then
+	t_fail "tally bind to an embedded instance succeeded"
+fi
+[ "$(tly log --json --type binding.made | grep -c '"module":"vec"')" = 0 ] ||
+	t_fail "vec's embedded instance got a binding"
+t_ok "refused: $(head -n 1 "$W/last.err" | cut -c1-100)"
+
+t_check "tally rebuild --check"
+tly rebuild --check >"$W/rb" 2>&1 || { cat "$W/rb" >&2; t_fail "tally rebuild --check"; }
+t_ok "identical"

@@ -12,11 +12,15 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "drivers/driver.h"
 #include "ctx.h"
 #include "decide_embedded.h"
 #include "events.h"
+#include "exposure.h"
 #include "grant.h"
 #include "graph.h"
+#include "rebind.h"
+#include "rotation.h"
 
 #define EMB_MAX	64	/* instances read per module (the loader's map) */
 
@@ -70,4 +74,136 @@ tl_dec_embedded_request(struct tl_ctx *c, const char *module,
 			return rc;
 	}
 	return 0;
+}
+
+/* The providers of a type on one node, for --consolidate. */
+struct on_node {
+	struct tl_ctx	*c;
+	const char	*node;
+	char		 first[130];
+	char		 names[512];
+	size_t		 n;
+};
+
+static int
+one_provider(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct on_node *on = arg;
+	struct tl_rec r;
+	char k[TL_KEY_MAX], node[64] = "";
+	size_t o;
+
+	(void)val;
+	(void)vlen;
+	if (tl_key(k, "p/%s", rest) != 0 ||
+	    tl_rec_get(on->c->t, on->c->p.graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "node", node, sizeof(node));
+	tl_rec_close(&r);
+	if (strcmp(node, on->node) != 0)
+		return 0;
+	if (on->n++ == 0)
+		snprintf(on->first, sizeof(on->first), "%s", rest);
+	o = strlen(on->names);
+	if (o < sizeof(on->names))
+		snprintf(on->names + o, sizeof(on->names) - o, "%s%s",
+		    o ? ", " : "", rest);
+	return 0;
+}
+
+int
+tl_dec_consolidate(struct tl_ctx *c, const char *module, const char *node,
+    const char *instance, const struct tl_dec_consolidation *from)
+{
+	struct on_node on;
+	struct tl_grant g;
+	struct tl_rebind mv;
+	struct tl_rotation rot;
+	const struct tl_drv_ops *ops;
+	struct tl_body b;
+	char why[TL_DRV_WHY_MAX], xwhy[TL_EXPOSURE_WHY_MAX];
+	char gkey[TL_KEY_MAX], k[TL_KEY_MAX], stream[TL_KEY_MAX];
+	uint64_t version;
+	int rc;
+
+	if ((rc = tl_grant_key(gkey, module, instance, node)) != 0)
+		return rc;
+	if (tl_grant_get(c->t, &c->p, gkey, &g, NULL) != 0 ||
+	    strcmp(g.req, instance) != 0 || (!TL_GRANT_IS_EMBEDDED(&g) &&
+	    strcmp(g.scope, TL_GRANT_SCOPE_CONSOLIDATED) != 0))
+		return tl_refuse(c, TL_ENOTFOUND, "--consolidate %s: module "
+		    "%s has no embedded instance %s on %s (its manifest's "
+		    "embedded: names them)", instance, module, instance, node);
+	if (!TL_GRANT_IS_EMBEDDED(&g))
+		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: %s is "
+		    "already consolidated onto %s; that is reversible only as "
+		    "another move (tally rebind %s PROVIDER --migrate)",
+		    instance, gkey, g.provider, gkey);
+	if (tl_mv_get(c->t, &c->p, gkey, &mv) == 0)
+		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: %s is "
+		    "already being consolidated onto %s (%s); see tally status "
+		    "%s", instance, gkey, mv.to, mv.state, module);
+	if (tl_rot_get(c->t, &c->p, gkey, &rot) == 0)
+		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: %s is "
+		    "rotating; consolidating waits until it completes",
+		    instance, gkey);
+	/* Its data is copied: a driver that cannot is refused now. */
+	why[0] = '\0';
+	if ((ops = tl_drv_for_type(g.type)) == NULL ||
+	    !tl_drv_can(ops, TL_DRV_CAP_MOVE, why))
+		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: "
+		    "consolidating moves the instance's data onto the node's "
+		    "provider, and %s", instance, ops == NULL ? "no driver of "
+		    "this build grants its type" : why);
+	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
+		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: %s is %s: "
+		    "its credential must be issued and delivered first (tallyd "
+		    "does that once the module is assigned), since tally "
+		    "reaches the instance with it to copy its data", instance,
+		    gkey, g.state);
+	memset(&on, 0, sizeof(on));
+	on.c = c;
+	on.node = node;
+	if ((rc = tl_key(k, "pt/%s/", g.type)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, k, one_provider, &on)) != 0)
+		return rc;
+	if (on.n == 0)
+		return tl_refuse(c, TL_ENOTFOUND, "--consolidate %s: node %s "
+		    "has no provider of %s to consolidate it onto", instance,
+		    node, g.type);
+	if (on.n > 1)
+		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: node %s "
+		    "has %zu providers of %s (%s): tally rebind %s PROVIDER "
+		    "--migrate names one", instance, node, on.n, g.type,
+		    on.names, gkey);
+	if (!tl_exposure_serves(c->t, &c->p, on.first, module, node, xwhy))
+		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: %s", instance,
+		    xwhy);
+	if (from == NULL || from->host == NULL || from->port == NULL ||
+	    from->database == NULL || from->user == NULL)
+		return tl_refuse(c, TL_EINVAL, "--consolidate %s: where tally "
+		    "reaches the instance to copy its data is required "
+		    "(--from HOST:PORT --from-database NAME --from-user USER)",
+		    instance);
+	version = g.version;
+	if (tl_mv_failed(c->t, &c->p, gkey, &mv) == 0 && mv.version > version)
+		version = mv.version;
+	version++;
+	if ((rc = tl_key(stream, "grant/%s", gkey)) != 0)
+		return rc;
+	c->cause = g.state_seq;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", gkey);
+	tl_body_str(&b, "from", "");
+	tl_body_str(&b, "to", on.first);
+	tl_body_u64(&b, "version", version);
+	tl_body_u64(&b, "old_version", g.version);
+	tl_body_str(&b, "consolidate", instance);
+	tl_body_str(&b, "from_host", from->host);
+	tl_body_str(&b, "from_port", from->port);
+	tl_body_str(&b, "from_resource", from->database);
+	tl_body_str(&b, "from_user", from->user);
+	rc = tl_emit(c, TL_EV_REBIND_STARTED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
 }

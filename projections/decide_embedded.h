@@ -19,4 +19,32 @@
 int	tl_dec_embedded_request(struct tl_ctx *c, const char *module,
 	    const char *node);
 
+/*
+ * Where tally reaches an embedded instance to copy its data out, and
+ * what it copies: its database, as its user (whose password is the
+ * credential tally delivered).  Borrowed for the call.
+ */
+struct tl_dec_consolidation {
+	const char	*host;
+	const char	*port;
+	const char	*database;
+	const char	*user;
+};
+
+/*
+ * tally assign MODULE NODE --consolidate INSTANCE: binds the embedded
+ * instance's need to NODE's provider of the same type instead, moving
+ * its data there with the move saga of tally rebind --migrate
+ * (projections/rebind.h, TL_BIND_CONSOLIDATED): one rebind.started,
+ * from "" (the instance), to the provider.  Refused, appending nothing,
+ * when module has no such instance, its credential is not issued yet,
+ * it is already consolidated or moving (reversible only as another
+ * move), the type's driver cannot move data (tl_drv_can's reason),
+ * NODE has no provider of the type whose exposure serves it, or more
+ * than one (named).
+ */
+int	tl_dec_consolidate(struct tl_ctx *c, const char *module,
+	    const char *node, const char *instance,
+	    const struct tl_dec_consolidation *from);
+
 #endif

@@ -58,6 +58,12 @@
  * driver call; only its password is generated and delivered.
  */
 #define TL_GRANT_SCOPE_EMBEDDED	"embedded"
+/*
+ * What an embedded grant becomes once consolidated onto its node's
+ * provider (tally assign --consolidate): a grant of that provider like
+ * any other, its env: still the embedded instance's declaration's.
+ */
+#define TL_GRANT_SCOPE_CONSOLIDATED	"consolidated"
 #define TL_GRANT_IS_EMBEDDED(g)	(strcmp((g)->scope, TL_GRANT_SCOPE_EMBEDDED) == 0)
 
 struct tl_grant {

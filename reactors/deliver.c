@@ -103,6 +103,27 @@ sb_free(struct sbuf *sb)
 	memset(sb, 0, sizeof(*sb));
 }
 
+/* The env: of module record m's embedded instance name; 0 if found. */
+static int
+embedded_env(struct tl_bnode m, const char *name, struct tl_bnode *env)
+{
+	struct tl_bnode arr;
+	char n[64];
+	size_t i;
+
+	if (tl_bn_get(m, "embedded", &arr) != 0)
+		return TL_ENOTFOUND;
+	for (i = 0; i < tl_bn_len(arr); i++) {
+		struct tl_bnode e = tl_bn_at(arr, i);
+
+		n[0] = '\0';
+		tl_bn_getstr(e, "name", n, sizeof(n));
+		if (strcmp(n, name) == 0 && tl_bn_get(e, "env", env) == 0)
+			return 0;
+	}
+	return TL_ENOTFOUND;
+}
+
 /*
  * An embedded instance's variables (decide_embedded.h): the password
  * tally generated, into the variable its manifest maps the password
@@ -114,9 +135,9 @@ embedded_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 {
 	char password[TL_PASSWORD_LEN + 1];
 	struct tl_rec r;
-	struct tl_bnode arr, env;
-	char k[TL_KEY_MAX], name[64];
-	size_t i, j;
+	struct tl_bnode env;
+	char k[TL_KEY_MAX];
+	size_t j;
 	int rc;
 
 	memset(password, 0, sizeof(password));
@@ -125,27 +146,17 @@ embedded_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	if ((rc = tl_key(k, "m/%s", g->module)) != 0 ||
 	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
 		goto out;
-	if (tl_bn_get(r.m, "embedded", &arr) == 0)
-		for (i = 0; i < tl_bn_len(arr); i++) {
-			struct tl_bnode e = tl_bn_at(arr, i);
+	if (embedded_env(r.m, g->req, &env) == 0)
+		for (j = 0; j < tl_bn_len(env); j++) {
+			struct tl_bnode kn, vn;
+			const char *f, *var;
+			size_t fl, vl;
 
-			name[0] = '\0';
-			tl_bn_getstr(e, "name", name, sizeof(name));
-			if (strcmp(name, g->req) != 0 ||
-			    tl_bn_get(e, "env", &env) != 0)
-				continue;
-			for (j = 0; j < tl_bn_len(env); j++) {
-				struct tl_bnode kn, vn;
-				const char *f, *var;
-				size_t fl, vl;
-
-				tl_bn_entry(env, j, &kn, &vn);
-				if (tl_bn_str(kn, &f, &fl) == 0 &&
-				    tl_bn_str(vn, &var, &vl) == 0 &&
-				    fl == 8 && memcmp(f, "password", 8) == 0)
-					sb_add(sb, "%.*s=%s\n", (int)vl, var,
-					    password);
-			}
+			tl_bn_entry(env, j, &kn, &vn);
+			if (tl_bn_str(kn, &f, &fl) == 0 &&
+			    tl_bn_str(vn, &var, &vl) == 0 &&
+			    fl == 8 && memcmp(f, "password", 8) == 0)
+				sb_add(sb, "%.*s=%s\n", (int)vl, var, password);
 		}
 	tl_rec_close(&r);
 	rc = sb->err;
@@ -203,10 +214,16 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	dg.password = password;
 	dg.grant = g->id;
 	dg.adopt_unnamed = 0;
-	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0 ||
-	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+	/* A consolidated instance's fields: its declaration's env:. */
+	if (strcmp(g->scope, TL_GRANT_SCOPE_CONSOLIDATED) == 0)
+		rc = tl_key(k, "m/%s", g->module);
+	else
+		rc = tl_key(k, "r/%s/%s", g->module, g->req);
+	if (rc != 0 || (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
 		goto out;
-	if (tl_bn_get(r.m, "env", &env) == 0) {
+	if (strcmp(g->scope, TL_GRANT_SCOPE_CONSOLIDATED) == 0 ?
+	    embedded_env(r.m, g->req, &env) == 0 :
+	    tl_bn_get(r.m, "env", &env) == 0) {
 		for (i = 0; i < tl_bn_len(env); i++) {
 			struct tl_bnode kn, vn;
 			const char *f, *var;

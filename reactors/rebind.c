@@ -465,7 +465,7 @@ call_driver(struct mstep *st)
 	struct tl_drv_admin af, at;
 	const char *svf[2 * TL_RX_SETTINGS_MAX + 1];
 	const char *svt[2 * TL_RX_SETTINGS_MAX + 1];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_DRV_WHY_MAX], thawed[TL_DRV_WHY_MAX];
 
 	if (st->rc != 0)
 		return;
@@ -537,13 +537,30 @@ call_driver(struct mstep *st)
 			    "made or frozen");
 			return;
 		}
-		/* The old grant serving again is what matters: retried. */
-		if (!st->from_gone && st->from.ops->freeze != NULL &&
+		snprintf(thawed, sizeof(thawed), "\"%s\" writable again",
+		    st->odb);
+		/*
+		 * The old grant serving again is what matters: retried.  An
+		 * embedded instance is not frozen before the freeze step, and
+		 * one tally cannot reach again (a wrong --from) is said, not
+		 * retried: it is the module's, and the move must end.
+		 */
+		if (emb && (st->from.ops == NULL ||
+		    strcmp(st->r.step, "start") == 0 ||
+		    strcmp(st->r.step, "create") == 0))
+			snprintf(thawed, sizeof(thawed), "\"%s\" never frozen",
+			    st->odb);
+		else if (!st->from_gone && st->from.ops->freeze != NULL &&
 		    (st->rc = on_provider(&st->from, DO_THAW, &gold,
 		    why)) != 0) {
 			say(st->why, "making \"%s\" on %s "
 			    "writable again: %s", st->odb, st->fromname, why);
-			return;
+			if (!emb)
+				return;
+			st->rc = 0;
+			say(thawed, "\"%s\" on %s NOT made writable again "
+			    "(%.200s): reset default_transaction_read_only "
+			    "there", st->odb, st->fromname, why);
 		}
 		/* The partial copy: best effort, said if left behind. */
 		if (st->to.ops == NULL)
@@ -551,13 +568,12 @@ call_driver(struct mstep *st)
 			    st->r.to);
 		if (st->to.ops == NULL ||
 		    on_provider(&st->to, DO_DROP, &gnew, why) != 0)
-			say(st->cleanup, "\"%s\" "
-			    "writable again; the partial copy \"%s\" on %s was "
-			    "not dropped: %s", st->odb, st->db, st->r.to, why);
+			say(st->cleanup, "%s; the partial copy \"%s\" on %s "
+			    "was not dropped: %s", thawed, st->db, st->r.to,
+			    why);
 		else
-			say(st->cleanup, "\"%s\" "
-			    "writable again; the partial copy \"%s\" on %s "
-			    "dropped", st->odb, st->db, st->r.to);
+			say(st->cleanup, "%s; the partial copy \"%s\" on %s "
+			    "dropped", thawed, st->db, st->r.to);
 		break;
 	}
 }

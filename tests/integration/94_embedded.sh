@@ -62,6 +62,15 @@ t_tallyd_once
 [ "$(t_envget "$E" VEC_PASSWORD)" = "$PW" ] || t_fail "the credential changed on a second pass"
 t_ok "one delivery"
 
+t_check "tally status and tally explain show it"
+tly status vec >"$W/st" 2>&1 || { cat "$W/st" >&2; t_fail "tally status vec"; }
+grep -q "vectors .*embedded .*its own instance (postgres-database), grant provisioned" "$W/st" ||
+	{ cat "$W/st" >&2; t_fail "tally status does not show the embedded instance"; }
+tly explain vec >"$W/ex" 2>&1 || t_fail "tally explain vec"
+grep -q "vectors (embedded postgres-database on node-a, grant vec/vectors@node-a): its own instance" "$W/ex" ||
+	{ cat "$W/ex" >&2; t_fail "tally explain does not show the embedded instance"; }
+t_ok "$(grep vectors "$W/st" | sed 's/^ *//')"
+
 t_check "the instance stays unbindable"
 t_provider node-a local
 tly status >"$W/st" 2>&1 || true

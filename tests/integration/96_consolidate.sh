@@ -84,13 +84,35 @@ grep -q "moves the instance's data" "$W/last.err" || t_fail "the refusal does no
 t_ok "$(cut -c1-140 "$W/last.err")"
 [ "$(tly log --json --type rebind.started | wc -l)" = 0 ] || t_fail "a refused --consolidate appended rebind.started"
 
+t_say "a consolidation that cannot reach the instance (a wrong --from)"
+tly assign vec node-a --consolidate vectors --from 127.0.0.1:1 --from-database vecdb \
+	--from-user "$EU" >/dev/null || t_fail "tally assign --consolidate (wrong --from)"
+t_tallyd_once
+t_tallyd_once
+t_check "rebind.failed then rebind.reverted; the partial copy is dropped; the module keeps its own"
+[ "$(tly log --json --type rebind.failed | wc -l)" = 1 ] || t_fail "expected one rebind.failed"
+tly log --json --type rebind.reverted >"$W/rev1"
+[ "$(wc -l <"$W/rev1")" = 1 ] || { tail -n 20 "$T_DLOG" >&2; t_fail "expected one rebind.reverted"; }
+grep -q 'never frozen\|NOT made writable' "$W/rev1" || t_fail "rebind.reverted does not say what became of the instance: $(cat "$W/rev1")"
+[ "$(tly log --json --type binding.moved | wc -l)" = 0 ] || t_fail "the binding moved after a failed consolidation"
+[ "$(t_envget "$E" VEC_PASSWORD)" = "$PW" ] && [ -z "$(t_envget "$E" VEC_HOST)" ] ||
+	t_fail "the module's delivery changed after a failed consolidation"
+[ "$(t_sql "SELECT count(*) FROM pg_database WHERE datname LIKE 'vectors-node-a%'")" = 0 ] ||
+	t_fail "the partial copy is left on pg: $(t_sql "SELECT datname FROM pg_database")"
+tly status vec >"$W/st" 2>&1 || true
+grep -q "consolidation onto node-a/postgres failed (freeze): .*it stays on its own instance" "$W/st" || {
+	cat "$W/st" >&2; t_fail "tally status does not say the consolidation failed"; }
+t_ok "$(grep 'failed' "$W/st" | head -n 1 | sed 's/^ *//' | cut -c1-130)…"
+
 t_say "tally assign vec node-a --consolidate vectors"
 tly assign vec node-a --consolidate vectors --from "127.0.0.1:$EP" --from-database vecdb \
 	--from-user "$EU" >"$W/out" || t_fail "tally assign --consolidate"
 grep -q "consolidating vectors" "$W/out" || t_fail "tally assign does not say what it starts: $(cat "$W/out")"
 tly log --json --type rebind.started >"$W/started"
-[ "$(wc -l <"$W/started")" = 1 ] || t_fail "expected one rebind.started"
-grep -q '"consolidate":"vectors"' "$W/started" || t_fail "rebind.started does not record the consolidation"
+[ "$(wc -l <"$W/started")" = 2 ] || t_fail "expected two rebind.started (the failed one, this one)"
+tail -n 1 "$W/started" | grep -q '"consolidate":"vectors"' || t_fail "rebind.started does not record the consolidation"
+tly status vec >"$W/st" 2>&1 || true
+grep -q "consolidating onto node-a/postgres (started)" "$W/st" || { cat "$W/st" >&2; t_fail "tally status does not show the consolidation running"; }
 grep -q -- "$PW" "$W/started" && t_fail "the credential is in the event"
 t_check "a second one while it runs is refused"
 t_expect_exit 4 "--consolidate twice" tly assign vec node-a --consolidate vectors \

@@ -180,10 +180,10 @@ tl_dec_consolidate(struct tl_ctx *c, const char *module, const char *node,
 		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: %s", instance,
 		    xwhy);
 	if (from == NULL || from->host == NULL || from->port == NULL ||
-	    from->database == NULL || from->user == NULL)
+	    from->resource == NULL || from->user == NULL)
 		return tl_refuse(c, TL_EINVAL, "--consolidate %s: where tally "
 		    "reaches the instance to copy its data is required "
-		    "(--from HOST:PORT --from-database NAME --from-user USER)",
+		    "(--from HOST:PORT --from-resource NAME --from-user USER)",
 		    instance);
 	version = g.version;
 	if (tl_mv_failed(c->t, &c->p, gkey, &mv) == 0 && mv.version > version)
@@ -201,7 +201,7 @@ tl_dec_consolidate(struct tl_ctx *c, const char *module, const char *node,
 	tl_body_str(&b, "consolidate", instance);
 	tl_body_str(&b, "from_host", from->host);
 	tl_body_str(&b, "from_port", from->port);
-	tl_body_str(&b, "from_resource", from->database);
+	tl_body_str(&b, "from_resource", from->resource);
 	tl_body_str(&b, "from_user", from->user);
 	rc = tl_emit(c, TL_EV_REBIND_STARTED, stream, &b, NULL);
 	tl_body_free(&b);

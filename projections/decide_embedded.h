@@ -21,13 +21,13 @@ int	tl_dec_embedded_request(struct tl_ctx *c, const char *module,
 
 /*
  * Where tally reaches an embedded instance to copy its data out, and
- * what it copies: its database, as its user (whose password is the
+ * what it copies: its resource, as its user (whose password is the
  * credential tally delivered).  Borrowed for the call.
  */
 struct tl_dec_consolidation {
 	const char	*host;
 	const char	*port;
-	const char	*database;
+	const char	*resource;	/* what holds its data, as the driver names it */
 	const char	*user;
 };
 

@@ -72,20 +72,20 @@ t_provider node-a local
 t_tallyd_once
 t_check "no such embedded instance"
 t_expect_exit 3 "--consolidate nosuch" tly assign vec node-a --consolidate nosuch \
-	--from "127.0.0.1:$EP" --from-database vecdb --from-user "$EU"
+	--from "127.0.0.1:$EP" --from-resource vecdb --from-user "$EU"
 grep -q "no embedded instance nosuch" "$W/last.err" || t_fail "the refusal does not say why: $(cat "$W/last.err")"
 t_check "without --from: tally cannot reach the instance"
 t_expect_exit 4 "--consolidate without --from" tly assign vec node-a --consolidate vectors
 grep -q -- "--from HOST:PORT" "$W/last.err" || t_fail "the refusal does not say what is missing: $(cat "$W/last.err")"
 t_check "a driver that cannot move data (directory)"
 t_expect_exit 4 "--consolidate a directory" tly assign files node-a --consolidate store \
-	--from 127.0.0.1:1 --from-database x --from-user y
+	--from 127.0.0.1:1 --from-resource x --from-user y
 grep -q "moves the instance's data" "$W/last.err" || t_fail "the refusal does not give the reason: $(cat "$W/last.err")"
 t_ok "$(cut -c1-140 "$W/last.err")"
 [ "$(tly log --json --type rebind.started | wc -l)" = 0 ] || t_fail "a refused --consolidate appended rebind.started"
 
 t_say "a consolidation that cannot reach the instance (a wrong --from)"
-tly assign vec node-a --consolidate vectors --from 127.0.0.1:1 --from-database vecdb \
+tly assign vec node-a --consolidate vectors --from 127.0.0.1:1 --from-resource vecdb \
 	--from-user "$EU" >/dev/null || t_fail "tally assign --consolidate (wrong --from)"
 t_tallyd_once
 t_tallyd_once
@@ -105,7 +105,7 @@ grep -q "consolidation onto node-a/postgres failed (freeze): .*it stays on its o
 t_ok "$(grep 'failed' "$W/st" | head -n 1 | sed 's/^ *//' | cut -c1-130)…"
 
 t_say "tally assign vec node-a --consolidate vectors"
-tly assign vec node-a --consolidate vectors --from "127.0.0.1:$EP" --from-database vecdb \
+tly assign vec node-a --consolidate vectors --from "127.0.0.1:$EP" --from-resource vecdb \
 	--from-user "$EU" >"$W/out" || t_fail "tally assign --consolidate"
 grep -q "consolidating vectors" "$W/out" || t_fail "tally assign does not say what it starts: $(cat "$W/out")"
 tly log --json --type rebind.started >"$W/started"
@@ -116,7 +116,7 @@ grep -q "consolidating onto node-a/postgres (started)" "$W/st" || { cat "$W/st" 
 grep -q -- "$PW" "$W/started" && t_fail "the credential is in the event"
 t_check "a second one while it runs is refused"
 t_expect_exit 4 "--consolidate twice" tly assign vec node-a --consolidate vectors \
-	--from "127.0.0.1:$EP" --from-database vecdb --from-user "$EU"
+	--from "127.0.0.1:$EP" --from-resource vecdb --from-user "$EU"
 t_tallyd_once
 t_tallyd_once
 
@@ -170,7 +170,7 @@ t_ok "$(grep vectors "$W/ex" | head -n 1 | sed 's/^ *//' | cut -c1-120)"
 
 t_check "not an undo: a second --consolidate is refused; going back is another move"
 t_expect_exit 4 "--consolidate again" tly assign vec node-a --consolidate vectors \
-	--from "127.0.0.1:$EP" --from-database vecdb --from-user "$EU"
+	--from "127.0.0.1:$EP" --from-resource vecdb --from-user "$EU"
 grep -q "already consolidated onto node-a/postgres.*another move" "$W/last.err" || t_fail "the refusal does not say so: $(cat "$W/last.err")"
 
 t_check "tally verify; tally rebuild --check"

@@ -20,7 +20,7 @@ static const char assign_usage[] =
 "usage: tally assign MODULE NODE [--expose local|network|public|none]\n"
 "                    [--set KEY=VALUE]... [--secret KEY]... [--unset KEY]...\n"
 "                    [--consolidate INSTANCE --from HOST:PORT\n"
-"                     --from-database NAME --from-user USER]\n"
+"                     --from-resource NAME --from-user USER]\n"
 "\n"
 "Places MODULE on NODE.  The assignment carries what belongs to the\n"
 "pairing: its exposure (default local) and settings.  A provider's\n"
@@ -43,7 +43,7 @@ static const char assign_usage[] =
 "INSTANCE on NODE to NODE's provider of the same type instead, and moves\n"
 "its data there as tally rebind --migrate does: tallyd reaches the\n"
 "instance at --from as --from-user with the credential it delivered,\n"
-"freezes --from-database, copies it into a fresh resource on the\n"
+"freezes --from-resource, copies it into a fresh resource on the\n"
 "provider, compares row counts, then switches the module to the new\n"
 "credential.  Refused up front when the type's driver cannot move data\n"
 "or NODE has no (or more than one) such provider.  The instance is left\n"
@@ -129,7 +129,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		{ "unset", required_argument, NULL, 'U' },
 		{ "consolidate", required_argument, NULL, 'C' },
 		{ "from", required_argument, NULL, 'F' },
-		{ "from-database", required_argument, NULL, 'D' },
+		{ "from-resource", required_argument, NULL, 'D' },
 		{ "from-user", required_argument, NULL, 'u' },
 		{ 0 }
 	};
@@ -209,7 +209,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			a.from.port = colon + 1;
 			break;
 		case 'D':
-			a.from.database = optarg;
+			a.from.resource = optarg;
 			break;
 		case 'u':
 			a.from.user = optarg;
@@ -222,8 +222,8 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		return TL_EXIT_USAGE;
 	}
 	if (a.consolidate == NULL && (a.from.host != NULL ||
-	    a.from.database != NULL || a.from.user != NULL)) {
-		cli_errx("--from, --from-database and --from-user go with "
+	    a.from.resource != NULL || a.from.user != NULL)) {
+		cli_errx("--from, --from-resource and --from-user go with "
 		    "--consolidate INSTANCE");
 		return TL_EXIT_USAGE;
 	}

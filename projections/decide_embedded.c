@@ -8,7 +8,9 @@
  * as any grant's, with no driver call, since the module's own instance
  * takes the password from its environment.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -52,11 +54,15 @@ tl_dec_embedded_request(struct tl_ctx *c, const char *module,
 		}
 	tl_rec_close(&m);
 	for (i = 0; i < n; i++) {
-		if ((rc = tl_grant_key(gkey, module, name[i], node)) != 0 ||
-		    (rc = tl_key(k, "g/%s", gkey)) != 0)
+		struct tl_grant g;
+
+		if ((rc = tl_grant_key(gkey, module, name[i], node)) != 0)
 			return rc;
-		if (tl_rec_exists(c->t, c->p.grants, k))
-			continue;	/* one credential per instance */
+		/* One credential per instance; a new one once revoked. */
+		if (tl_grant_get(c->t, &c->p, gkey, &g, NULL) == 0 &&
+		    strcmp(g.state, TL_GRANT_REVOKED) != 0 &&
+		    strcmp(g.state, TL_GRANT_PURGED) != 0)
+			continue;
 		if ((rc = tl_key(stream, "grant/%s", gkey)) != 0)
 			return rc;
 		tl_body_init(&b);
@@ -74,6 +80,101 @@ tl_dec_embedded_request(struct tl_ctx *c, const char *module,
 			return rc;
 	}
 	return 0;
+}
+
+/* The embedded grants of a module, collected before any emit. */
+struct emb_grants {
+	char	(*id)[TL_GRANT_ID_MAX + 1];
+	size_t	 n, cap;
+};
+
+static int
+collect_embedded(const struct tl_grant *g, void *arg)
+{
+	struct emb_grants *eg = arg;
+	void *nv;
+
+	if (!TL_GRANT_IS_EMBEDDED(g) &&
+	    strcmp(g->scope, TL_GRANT_SCOPE_CONSOLIDATED) != 0)
+		return 0;
+	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGING) == 0 ||
+	    strcmp(g->state, TL_GRANT_LOST) == 0)
+		return 0;
+	if (eg->n == eg->cap) {
+		size_t cap = eg->cap ? 2 * eg->cap : 8;
+
+		if ((nv = realloc(eg->id, cap * sizeof(*eg->id))) == NULL)
+			return ENOMEM;
+		eg->id = nv;
+		eg->cap = cap;
+	}
+	snprintf(eg->id[eg->n++], sizeof(eg->id[0]), "%s", g->id);
+	return 0;
+}
+
+/* Does module record m declare embedded instance name? */
+static int
+declares(struct tl_txn *t, const struct tl_proj *p, const char *module,
+    const char *name)
+{
+	struct tl_rec m;
+	struct tl_bnode arr;
+	char k[TL_KEY_MAX], n[64];
+	size_t i;
+	int found = 0;
+
+	if (tl_key(k, "m/%s", module) != 0 || tl_rec_get(t, p->graph, k, &m) != 0)
+		return 0;
+	if (tl_bn_get(m.m, "embedded", &arr) == 0)
+		for (i = 0; i < tl_bn_len(arr) && !found; i++) {
+			n[0] = '\0';
+			tl_bn_getstr(tl_bn_at(arr, i), "name", n, sizeof(n));
+			found = strcmp(n, name) == 0;
+		}
+	tl_rec_close(&m);
+	return found;
+}
+
+int
+tl_dec_embedded_sync(struct tl_ctx *c, const char *module)
+{
+	struct emb_grants eg = { NULL, 0, 0 };
+	struct tl_nodelist nl;
+	struct tl_grant g;
+	struct tl_body b;
+	char stream[TL_KEY_MAX];
+	size_t i;
+	int rc;
+
+	if ((rc = tl_grant_each_of_module(c->t, &c->p, module,
+	    collect_embedded, &eg)) != 0)
+		goto out;
+	/* An instance the declaration no longer has: nobody needs it. */
+	for (i = 0; i < eg.n; i++) {
+		if (tl_grant_get(c->t, &c->p, eg.id[i], &g, NULL) != 0 ||
+		    declares(c->t, &c->p, module, g.req))
+			continue;
+		if ((rc = tl_key(stream, "grant/%s", g.id)) != 0)
+			goto out;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", g.id);
+		tl_body_str(&b, "reason", "embedded instance withdrawn");
+		rc = tl_emit(c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
+		tl_body_free(&b);
+		if (rc != 0)
+			goto out;
+	}
+	if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
+		goto out;
+	for (i = 0; rc == 0 && i < nl.n; i++)
+		rc = tl_dec_embedded_request(c, module, nl.v[i]);
+	tl_nodelist_free(&nl);
+out:
+	free(eg.id);
+	return rc;
 }
 
 /* The providers of a type on one node, for --consolidate. */

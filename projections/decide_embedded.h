@@ -20,6 +20,13 @@ int	tl_dec_embedded_request(struct tl_ctx *c, const char *module,
 	    const char *node);
 
 /*
+ * After module's declaration changed (tally apply): every assignment
+ * gets a credential for an instance added, and the grant of an instance
+ * withdrawn is revoked (revocation.requested).
+ */
+int	tl_dec_embedded_sync(struct tl_ctx *c, const char *module);
+
+/*
  * Where tally reaches an embedded instance to copy its data out, and
  * what it copies: its resource, as its user (whose password is the
  * credential tally delivered).  Borrowed for the call.

@@ -342,8 +342,10 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 		/* The module's own instance takes it: no provider to call. */
 		pv = TL_GRANT_IS_EMBEDDED(&w->g) ? NULL :
 		    pass_provider(ps, t, p, &w->g, w->driver, &w->drop);
-		if (TL_GRANT_IS_EMBEDDED(&w->g))
+		if (TL_GRANT_IS_EMBEDDED(&w->g)) {
 			w->noop = 1;
+			w->drop = 1;	/* tally keeps nothing of it */
+		}
 		else if (pv == NULL || tl_drv_find(w->driver) == NULL) {
 			w->rc = TL_EDRIVER;
 			snprintf(w->why, sizeof(w->why), "provider %s has no "

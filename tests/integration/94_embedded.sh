@@ -81,6 +81,31 @@ fi
 	t_fail "vec's embedded instance got a binding"
 t_ok "refused: $(head -n 1 "$W/last.err" | cut -c1-100)"
 
+t_check "unassigned: its credential is revoked (nothing retained); assigned again: a new one"
+tly unassign vec node-a >/dev/null || t_fail "tally unassign vec node-a"
+t_tallyd_once
+tly log --json --stream grant/vec/vectors@node-a --type grant.revoked >"$W/revoked"
+[ "$(wc -l <"$W/revoked")" = 1 ] || t_fail "the embedded credential was not revoked with its assignment"
+grep -q '"policy":"drop"' "$W/revoked" || t_fail "an embedded credential revoked as retained: $(cat "$W/revoked")"
+tly status --json >"$W/stj" 2>&1 || true
+grep -q 'vec/vectors' "$W/stj" && grep -q '"retained":\[[^]]*vec/vectors' "$W/stj" &&
+	t_fail "tally status lists the embedded credential as retained data"
+tly assign vec node-a >/dev/null || t_fail "tally assign vec node-a (again)"
+t_tallyd_once
+PW2=$(t_envget "$E" VEC_PASSWORD)
+[ "${#PW2}" -ge 24 ] && [ "$PW2" != "$PW" ] || t_fail "assigned again: no new embedded credential"
+t_ok "revoked (drop) with the assignment; a new credential on the next one"
+
+t_check "an instance withdrawn from the manifest: its credential is revoked"
+printf 'module: vec\nenv: { VEC_PASSWORD: "" }\n' >"$W/manifests/vec2.yaml"
+tly apply "$W/manifests/vec2.yaml" >/dev/null || t_fail "tally apply vec2.yaml"
+tly log --json --stream grant/vec/vectors@node-a --type revocation.requested | tail -n 1 |
+	grep -q "embedded instance withdrawn" || t_fail "no revocation when the instance was withdrawn"
+t_tallyd_once
+[ "$(tly log --json --stream grant/vec/vectors@node-a --type grant.revoked | wc -l)" = 2 ] ||
+	t_fail "the withdrawn instance's credential was not revoked"
+t_ok "revocation.requested (embedded instance withdrawn), grant.revoked"
+
 t_check "tally rebuild --check"
 tly rebuild --check >"$W/rb" 2>&1 || { cat "$W/rb" >&2; t_fail "tally rebuild --check"; }
 t_ok "identical"

@@ -81,6 +81,11 @@ fi
 	t_fail "vec's embedded instance got a binding"
 t_ok "refused: $(head -n 1 "$W/last.err" | cut -c1-100)"
 
+t_check "no rotation, no rebind of an embedded credential (tally assign --consolidate moves it)"
+t_expect_exit 4 "tally rotate of an embedded credential" tly rotate vec/vectors@node-a
+t_expect_exit 4 "tally rebind of an embedded credential" tly rebind vec/vectors@node-a node-a/postgres --migrate
+grep -q -- "--consolidate vectors" "$W/last.err" || t_fail "the refusal does not point at --consolidate: $(cat "$W/last.err")"
+
 t_check "unassigned: its credential is revoked (nothing retained); assigned again: a new one"
 tly unassign vec node-a >/dev/null || t_fail "tally unassign vec node-a"
 t_tallyd_once

@@ -401,7 +401,10 @@ struct tl_drv_ops {
 	 * sessions, so nothing is written to it after the copy is taken;
 	 * freeze(off) undoes it (a move that failed).  Both idempotent;
 	 * thawing a resource that is gone is not an error.  NULL: the
-	 * driver cannot move data (rebind refuses).
+	 * driver cannot move data (rebind refuses).  A source tally did
+	 * not make (an embedded instance, tally assign --consolidate) has
+	 * g->owner and g->login both "": the resource alone is frozen and
+	 * every other session on it ends.
 	 */
 	int	(*freeze)(void *h, const struct tl_drv_grant *g, int on,
 		    char *why);

@@ -2060,6 +2060,61 @@ out:
  * write: this guards against the ordinary write, not against a client
  * bent on it.  Thawing (a move that failed) resets the setting.
  */
+/*
+ * A source tally did not make (driver.h: owner and login both ""; an
+ * embedded instance consolidated): its database alone, and every other
+ * session on it ends, since tally knows no login of its own there.
+ */
+static int
+freeze_foreign(struct tl_drv_pg *p, const struct tl_drv_grant *g, int on,
+    char *why)
+{
+	const char *mydb;
+	char step[160], *id = NULL;
+	PGresult *r = NULL;
+	int rc, found;
+
+	if ((rc = pg_ensure(p, why)) != 0 ||
+	    (rc = name_ok("database", g->resource, why)) != 0)
+		return rc;
+	mydb = PQdb(p->conn);
+	if (strcmp(g->resource, "template0") == 0 ||
+	    strcmp(g->resource, "template1") == 0 ||
+	    (mydb != NULL && strcmp(g->resource, mydb) == 0))
+		return tl_drv_why(why, TL_EINVAL, "refusing to freeze database "
+		    "\"%s\"", g->resource);
+	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
+	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
+		return rc;
+	if (!found)
+		return on ? tl_drv_why(why, TL_EDRIVER,
+		    "%s does not exist", step) :
+		    tl_drv_why(why, 0, "%s is gone: nothing to thaw", step);
+	if ((id = PQescapeIdentifier(p->conn, g->resource,
+	    strlen(g->resource))) == NULL)
+		return tl_drv_why(why, TL_EDRIVER,
+		    "%s: cannot quote the name", step);
+	if (!on) {
+		if ((rc = runf(p->conn, step, why, "ALTER DATABASE %s RESET "
+		    "default_transaction_read_only", id)) == 0)
+			tl_drv_why(why, 0, "%s writable again", step);
+		goto out;
+	}
+	if ((rc = runf(p->conn, step, why, "ALTER DATABASE %s SET "
+	    "default_transaction_read_only = on", id)) != 0 ||
+	    (rc = query(p->conn, "SELECT pg_terminate_backend(pid) FROM "
+	    "pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+	    1, g->resource, NULL, NULL, &r, step, why)) != 0)
+		goto out;
+	tl_drv_why(why, 0,
+	    "%s read-only for new sessions, %d session%s on it ended",
+	    step, PQntuples(r), PQntuples(r) == 1 ? "" : "s");
+out:
+	PQclear(r);
+	PQfreemem(id);
+	return rc;
+}
+
 static int
 pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 {
@@ -2070,6 +2125,12 @@ pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 
 	if (why == NULL)
 		why = dummy;
+	if (p != NULL && g != NULL && g->owner != NULL && g->login != NULL &&
+	    *g->owner == '\0' && *g->login == '\0') {
+		rc = freeze_foreign(p, g, on, why);
+		pg_settle(p);
+		return rc;
+	}
 	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
 	    (rc = vet_grant(p, g, why)) != 0)
 		goto out;

@@ -193,8 +193,11 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_ADM_COMPLETED), "provider", "id", RO, NULL,
 	  { { "id", HOLDER } } },
 	/* grant/GRANT: the move saga (rebind.h) */
-	{ E(TL_EV_REBIND_STARTED), "grant", "grant from to version", RB, NULL,
-	  { { "grant", GRANT }, { "from", PROV }, { "to", PROV } } },
+	{ E(TL_EV_REBIND_STARTED), "grant", "grant from to version old_version "
+	  "[consolidate from_host from_port from_resource from_user]", RB, NULL,
+	  { { "grant", GRANT }, { "from", PROV }, { "to", PROV },
+	    { "consolidate", NAME }, { "from_host", 255 }, { "from_port", 7 },
+	    { "from_resource", NAME }, { "from_user", NAME } } },
 	{ E(TL_EV_REBIND_ISSUED), "grant", "grant version resource owner user "
 	  "from_resource from_owner from_user password(secret)", RB, NULL,
 	  { { "grant", GRANT }, { "resource", NAME }, { "owner", NAME },

@@ -11,6 +11,7 @@
 #include "core/vec.h"
 #include "catalogue.h"
 #include "decide.h"
+#include "decide_embedded.h"
 #include "events.h"
 #include "rebind.h"
 #include "grant.h"
@@ -580,7 +581,8 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 		    d->len)) != 0)
 			goto out;
 		if ((rc = tl_emit_bytes(c, TL_EV_MODULE_DECLARED, stream, d->body,
-		    d->len, NULL)) != 0)
+		    d->len, NULL)) != 0 ||
+		    (rc = tl_dec_embedded_sync(c, d->name)) != 0)
 			goto out;
 		types_touched = 1;
 		/* Its derived settings may have changed with it. */

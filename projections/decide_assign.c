@@ -12,6 +12,7 @@
 #include "binder.h"
 #include "decide_assign.h"
 #include "decide_derive.h"
+#include "decide_embedded.h"
 #include "decide_instances.h"
 #include "drivers/driver.h"
 #include "events.h"
@@ -927,7 +928,8 @@ tl_dec_assign_parts(struct tl_ctx *c, const char *module, const char *node,
 		goto out;
 	if ((rc = tl_dec_derive(c, module, node)) != 0)
 		goto out;
-	if ((rc = tl_binder_run(c, NULL)) != 0)
+	if ((rc = tl_binder_run(c, NULL)) != 0 ||
+	    (rc = tl_dec_embedded_request(c, module, node)) != 0)
 		goto out;
 	rc = reopen_dead(c, module, node);
 out:

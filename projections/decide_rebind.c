@@ -64,6 +64,11 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 
 	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
+	if (TL_GRANT_IS_EMBEDDED(&g))
+		return tl_refuse(c, TL_EREFUSED, "%s is embedded instance %s's "
+		    "credential, on no provider: tally assign %s %s "
+		    "--consolidate %s moves it onto its node's provider", grant,
+		    g.req, g.module, g.node, g.req);
 	if ((rc = tl_key(k, "p/%s", provider)) != 0)
 		return rc;
 	if (tl_rec_get(c->t, c->p.graph, k, &r) != 0)

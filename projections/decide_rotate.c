@@ -25,6 +25,11 @@ tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 
 	if ((rc = tl_grant_find(c, grant, &g)) != 0)
 		return rc;
+	/* The module sets it on its own instance: tally cannot switch it. */
+	if (TL_GRANT_IS_EMBEDDED(&g))
+		return tl_refuse(c, TL_EREFUSED, "%s is embedded instance %s's "
+		    "credential: the module sets it on its own instance, so "
+		    "tally does not rotate it", grant, g.req);
 	if (tl_rot_get(c->t, &c->p, grant, &r) == 0)
 		return tl_refuse(c, TL_EREFUSED, "grant %s is already rotating "
 		    "v%llu → v%llu (%s): a second rotation is refused until it "

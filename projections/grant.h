@@ -19,6 +19,7 @@
 #define TL_GRANT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "record.h"
 
@@ -50,6 +51,20 @@
  * allows this line alone).
  */
 #define TL_GRANT_OBJECT_KEY	"database"
+
+/*
+ * The scope of an embedded private instance's credential
+ * (decide_embedded.h): grant MODULE/INSTANCE@NODE, no provider, no
+ * driver call; only its password is generated and delivered.
+ */
+#define TL_GRANT_SCOPE_EMBEDDED	"embedded"
+/*
+ * What an embedded grant becomes once consolidated onto its node's
+ * provider (tally assign --consolidate): a grant of that provider like
+ * any other, its env: still the embedded instance's declaration's.
+ */
+#define TL_GRANT_SCOPE_CONSOLIDATED	"consolidated"
+#define TL_GRANT_IS_EMBEDDED(g)	(strcmp((g)->scope, TL_GRANT_SCOPE_EMBEDDED) == 0)
 
 struct tl_grant {
 	char		id[TL_GRANT_ID_MAX + 1];

@@ -18,7 +18,7 @@
 
 #define MV_STR(X)	X(grant) X(state) X(from) X(to) X(db) X(owner) \
 			X(user) X(old_db) X(old_owner) X(old_user) X(host) \
-			X(port) X(step) X(reason)
+			X(port) X(step) X(reason) X(from_host) X(from_port)
 #define MV_U64(X)	X(version) X(old_version) X(started_seq) \
 			X(started_ns) X(issued_seq) X(copied_seq) X(tables) \
 			X(rows)
@@ -298,6 +298,10 @@ switch_grant(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	snprintf(g.port, sizeof(g.port), "%s", r->port);
 	/* What was found wrong with the old resource is not the new one's. */
 	g.drift[0] = g.drift_reason[0] = '\0';
+	/* Consolidated: a grant of the node's provider from now on. */
+	if (TL_GRANT_IS_EMBEDDED(&g))
+		snprintf(g.scope, sizeof(g.scope), "%s",
+		    TL_GRANT_SCOPE_CONSOLIDATED);
 	/* Its work (if any) is on the new provider, its credential new. */
 	if ((rc = tl_grant_work_index(t, p, &old, &g, 1)) != 0)
 		return rc;
@@ -319,7 +323,9 @@ left_behind(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
 	char k[TL_KEY_MAX];
 	int rc;
 
-	if (strcmp(r->state, TL_MV_MOVED) != 0 || r->old_db[0] == '\0')
+	/* An embedded source is the module's own, not a grant to list. */
+	if (strcmp(r->state, TL_MV_MOVED) != 0 || r->old_db[0] == '\0' ||
+	    r->from[0] == '\0')
 		return 0;
 	if ((rc = tl_grant_get(t, p, r->grant, &g, NULL)) != 0)
 		return rc == TL_ENOTFOUND ? 0 : rc;
@@ -389,6 +395,15 @@ fold_rebind_all(struct tl_txn *t, const struct tl_proj *p,
 		tl_rec_getstr(body, "to", r.to, sizeof(r.to), big);
 		r.version = tl_bn_getu64(body, "version", 0);
 		r.old_version = tl_bn_getu64(body, "old_version", 0);
+		/* An embedded source (rebind.h): the names are the module's. */
+		tl_rec_getstr(body, "from_host", r.from_host,
+		    sizeof(r.from_host), big);
+		tl_rec_getstr(body, "from_port", r.from_port,
+		    sizeof(r.from_port), big);
+		tl_rec_getstr(body, "from_resource", r.old_db, sizeof(r.old_db),
+		    big);
+		tl_rec_getstr(body, "from_user", r.old_user, sizeof(r.old_user),
+		    big);
 		r.started_seq = ev->seq;
 		r.started_ns = ev->ts;
 		if ((rc = tl_key(k, "mvf/%s", grant)) != 0 ||

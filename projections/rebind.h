@@ -90,6 +90,15 @@
 #define TL_MV_FAILED	"failed"	/* reverting */
 
 #define TL_BIND_MOVED	"moved (tally rebind --migrate)"
+/*
+ * An embedded instance consolidated onto its node's provider (tally
+ * assign --consolidate, decide_embedded.h): the same saga with an empty
+ * from; rebind.started then also carries where the instance is reached
+ * for the copy (from_host from_port) and its database and user
+ * (from_resource from_user), and nothing is revoked on it afterwards:
+ * the instance is the module's own, left read-only with its data.
+ */
+#define TL_BIND_CONSOLIDATED	"consolidated (tally assign --consolidate)"
 /* The reason of the revoked grant GRANT~vN a move leaves behind. */
 #define TL_MV_LEFT	"old resource left by a move to"
 
@@ -102,6 +111,7 @@ struct tl_rebind {
 	char		db[64], owner[64], user[64];		/* new */
 	char		old_db[64], old_owner[64], old_user[64];
 	char		host[256], port[8];	/* new connection fields */
+	char		from_host[256], from_port[8];	/* an embedded source */
 	uint64_t	tables, rows;		/* what the copy counted */
 	char		step[16];	/* of a failure */
 	char		reason[512];

@@ -753,6 +753,80 @@ one_req(const char *rest, const void *val, size_t vlen, void *arg)
 	return 0;
 }
 
+/*
+ * module's embedded instances on node (decide_embedded.h): each with its
+ * credential's grant, and where its need is served: "its own instance",
+ * or "consolidated onto PROVIDER" (tally assign --consolidate), with a
+ * consolidation that runs or failed.  NULL on ENOMEM.
+ */
+static json_t *
+embedded_status(struct tl_txn *t, const struct tl_proj *p,
+    const char *module, const char *node)
+{
+	struct tl_rec m;
+	struct tl_bnode arr;
+	json_t *out = json_array();
+	char k[TL_KEY_MAX], gkey[TL_KEY_MAX];
+	size_t i;
+
+	if (out == NULL || tl_key(k, "m/%s", module) != 0 ||
+	    tl_rec_get(t, p->graph, k, &m) != 0)
+		return out;
+	if (tl_bn_get(m.m, "embedded", &arr) == 0)
+		for (i = 0; i < tl_bn_len(arr); i++) {
+			struct tl_bnode e = tl_bn_at(arr, i);
+			struct tl_grant g;
+			struct tl_rebind mv;
+			char name[64] = "", type[64] = "", where[300];
+			json_t *j;
+
+			tl_bn_getstr(e, "name", name, sizeof(name));
+			tl_bn_getstr(e, "type", type, sizeof(type));
+			if (tl_grant_key(gkey, module, name, node) != 0)
+				continue;
+			j = json_pack("{s:s,s:s,s:s}", "name", name, "type",
+			    type, "grant", gkey);
+			if (j == NULL)
+				continue;
+			if (tl_grant_get(t, p, gkey, &g, NULL) != 0) {
+				json_object_set_new(j, "serves",
+				    json_string("its own instance"));
+				json_object_set_new(j, "grant_state",
+				    json_string("not requested"));
+			} else {
+				if (TL_GRANT_IS_EMBEDDED(&g))
+					snprintf(where, sizeof(where), "its own "
+					    "instance");
+				else
+					snprintf(where, sizeof(where),
+					    "consolidated onto %s", g.provider);
+				json_object_set_new(j, "serves",
+				    json_string(where));
+				if (!TL_GRANT_IS_EMBEDDED(&g))
+					json_object_set_new(j, "provider",
+					    json_string(g.provider));
+				json_object_set_new(j, "grant_state",
+				    json_string(g.state));
+				json_object_set_new(j, "version",
+				    json_integer((json_int_t)g.version));
+			}
+			if (tl_mv_get(t, p, gkey, &mv) == 0 &&
+			    mv.from[0] == '\0')
+				json_object_set_new(j, "consolidating",
+				    json_pack("{s:s,s:s}", "to", mv.to, "state",
+				    mv.state));
+			else if (tl_mv_failed(t, p, gkey, &mv) == 0 &&
+			    mv.from[0] == '\0' && tl_grant_get(t, p, gkey, &g,
+			    NULL) == 0 && TL_GRANT_IS_EMBEDDED(&g))
+				json_object_set_new(j, "consolidation_failed",
+				    json_pack("{s:s,s:s,s:s}", "to", mv.to,
+				    "step", mv.step, "reason", mv.reason));
+			json_array_append_new(out, j);
+		}
+	tl_rec_close(&m);
+	return out;
+}
+
 int
 tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
     json_t **out)
@@ -834,6 +908,8 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				}
 			}
 			json_decref(ra.skipped);
+			json_object_set_new(a, "embedded", embedded_status(t,
+			    p, module, nl.v[i]));
 			json_array_append_new(asgs, a);
 		}
 	}

@@ -106,6 +106,68 @@ sb_free(struct sbuf *sb)
 	memset(sb, 0, sizeof(*sb));
 }
 
+/* The env: of module record m's embedded instance name; 0 if found. */
+static int
+embedded_env(struct tl_bnode m, const char *name, struct tl_bnode *env)
+{
+	struct tl_bnode arr;
+	char n[64];
+	size_t i;
+
+	if (tl_bn_get(m, "embedded", &arr) != 0)
+		return TL_ENOTFOUND;
+	for (i = 0; i < tl_bn_len(arr); i++) {
+		struct tl_bnode e = tl_bn_at(arr, i);
+
+		n[0] = '\0';
+		tl_bn_getstr(e, "name", n, sizeof(n));
+		if (strcmp(n, name) == 0 && tl_bn_get(e, "env", env) == 0)
+			return 0;
+	}
+	return TL_ENOTFOUND;
+}
+
+/*
+ * An embedded instance's variables (decide_embedded.h): the password
+ * tally generated, into the variable its manifest maps the password
+ * field to; every other field (host, port, user) is the module's own.
+ */
+static int
+embedded_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, struct sbuf *sb)
+{
+	char password[TL_PASSWORD_LEN + 1];
+	struct tl_rec r;
+	struct tl_bnode env;
+	char k[TL_KEY_MAX];
+	size_t j;
+	int rc;
+
+	memset(password, 0, sizeof(password));
+	if ((rc = tl_rx_intent_password(rx, t, g, password)) != 0)
+		return rc;
+	if ((rc = tl_key(k, "m/%s", g->module)) != 0 ||
+	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+		goto out;
+	if (embedded_env(r.m, g->req, &env) == 0)
+		for (j = 0; j < tl_bn_len(env); j++) {
+			struct tl_bnode kn, vn;
+			const char *f, *var;
+			size_t fl, vl;
+
+			tl_bn_entry(env, j, &kn, &vn);
+			if (tl_bn_str(kn, &f, &fl) == 0 &&
+			    tl_bn_str(vn, &var, &vl) == 0 &&
+			    fl == 8 && memcmp(f, "password", 8) == 0)
+				sb_add(sb, "%.*s=%s\n", (int)vl, var, password);
+		}
+	tl_rec_close(&r);
+	rc = sb->err;
+out:
+	tl_secret_wipe(password, sizeof(password));
+	return rc;
+}
+
 /*
  * The variables one holder on node gets from grant g: each connection
  * field mapped by the requirement, with the host a consumer on that
@@ -128,6 +190,8 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	char k[TL_KEY_MAX];
 	size_t i;
 
+	if (TL_GRANT_IS_EMBEDDED(g))
+		return embedded_lines(rx, t, p, g, sb);
 	memset(password, 0, sizeof(password));
 	if ((rc = tl_rx_intent_password(rx, t, g, password)) != 0)
 		return rc;
@@ -167,10 +231,16 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 			goto out;
 		dg.handle = handle;
 	}
-	if ((rc = tl_key(k, "r/%s/%s", g->module, g->req)) != 0 ||
-	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
+	/* A consolidated instance's fields: its declaration's env:. */
+	if (strcmp(g->scope, TL_GRANT_SCOPE_CONSOLIDATED) == 0)
+		rc = tl_key(k, "m/%s", g->module);
+	else
+		rc = tl_key(k, "r/%s/%s", g->module, g->req);
+	if (rc != 0 || (rc = tl_rec_get(t, p->graph, k, &r)) != 0)
 		goto out;
-	if (tl_bn_get(r.m, "env", &env) == 0) {
+	if (strcmp(g->scope, TL_GRANT_SCOPE_CONSOLIDATED) == 0 ?
+	    embedded_env(r.m, g->req, &env) == 0 :
+	    tl_bn_get(r.m, "env", &env) == 0) {
 		for (i = 0; i < tl_bn_len(env); i++) {
 			struct tl_bnode kn, vn;
 			const char *f, *var;

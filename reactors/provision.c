@@ -346,8 +346,14 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 
 		if (w->kind == W_DELIVER)
 			continue;
-		pv = pass_provider(ps, t, p, &w->g, w->driver, &w->drop);
-		if (pv == NULL || tl_drv_find(w->driver) == NULL) {
+		/* The module's own instance takes it: no provider to call. */
+		pv = TL_GRANT_IS_EMBEDDED(&w->g) ? NULL :
+		    pass_provider(ps, t, p, &w->g, w->driver, &w->drop);
+		if (TL_GRANT_IS_EMBEDDED(&w->g)) {
+			w->noop = 1;
+			w->drop = 1;	/* tally keeps nothing of it */
+		}
+		else if (pv == NULL || tl_drv_find(w->driver) == NULL) {
 			w->rc = TL_EDRIVER;
 			snprintf(w->why, sizeof(w->why), "provider %s has no "
 			    "usable driver for %s", w->g.provider, w->g.type);
@@ -551,7 +557,8 @@ call_drivers(void *arg, unsigned *phases)
 			tl_rx_log(ps->rx, TL_RX_INFO, "%s grant %s on %s "
 			    "(%llu ms)", w->kind == W_CREATE ? "provisioned" :
 			    strcmp(w->g.state, TL_GRANT_PURGING) == 0 ? "purged" :
-			    "revoked", w->g.id, w->g.provider,
+			    "revoked", w->g.id, w->g.provider[0] != '\0' ?
+			    w->g.provider : "its module's own instance",
 			    (unsigned long long)w->ms);
 		else {
 			tl_rx_log(ps->rx, TL_RX_WARN, "grant %s on %s: %s",
@@ -696,7 +703,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 		} else if (w->kind == W_CREATE) {
 			tl_body_u64(&b, "version", cur.version);
 			tl_body_map(&b, "fields");
-			record_fields(ps, w, &b);
+			if (!TL_GRANT_IS_EMBEDDED(&w->g))
+				record_fields(ps, w, &b);
 			tl_body_end(&b);
 			rc = tl_emit(&c, TL_EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);

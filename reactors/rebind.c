@@ -19,6 +19,12 @@
  * replaces what an interrupted one left.  A failure before the switch
  * ends the move (the operator runs it again); after the switch nothing
  * can undo it, so revoking the old grant is retried until it is done.
+ *
+ * A consolidation (tally assign --consolidate, projections/rebind.h) is
+ * the same saga from an embedded instance: the from side is reached at
+ * the address the operator gave, as the instance's user with the
+ * credential tally delivered to it; nothing is revoked there after the
+ * switch (the instance is the module's own, left read-only).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -61,6 +67,7 @@ struct mstep {
 	uint64_t		 bytes;		/* the old data kept, retired */
 	int			 have_bytes;
 	char			 step[16];
+	char			 fromname[300];	/* for the reasons */
 	char			 why[TL_DRV_WHY_MAX];
 	char			 cleanup[TL_DRV_WHY_MAX];
 	char			*tables;
@@ -105,6 +112,36 @@ struct mpass {
 	unsigned	 steps, running;	/* what the pass says */
 };
 
+/*
+ * An embedded instance as the from side: its address as given, its
+ * user, and the credential tally delivered to it (the grant's current
+ * version, the one the instance runs with).  Not fenced: the fence is a
+ * provider's, and the instance is none.
+ */
+static int
+load_embedded(struct mpass *ps, struct tl_txn *t, struct mstep *st)
+{
+	struct tl_rx_prov *pv = &st->from;
+	const char *d;
+	int rc;
+
+	memset(pv, 0, sizeof(*pv));
+	snprintf(pv->id, sizeof(pv->id), "embedded/%.63s", st->g.req);
+	snprintf(pv->host, sizeof(pv->host), "%s", st->r.from_host);
+	snprintf(pv->routable, sizeof(pv->routable), "%s", st->r.from_host);
+	snprintf(pv->port, sizeof(pv->port), "%s", st->r.from_port);
+	snprintf(pv->user, sizeof(pv->user), "%s", st->r.old_user);
+	snprintf(pv->node, sizeof(pv->node), "%s", st->g.node);
+	snprintf(pv->expose, sizeof(pv->expose), "none");
+	pv->ops = tl_drv_for_type(st->g.type);
+	d = pv->ops != NULL ? tl_drv_setting_default(pv->ops,
+	    "admin-db") : NULL;
+	snprintf(pv->db, sizeof(pv->db), "%s", d != NULL ? d : st->r.old_db);
+	if ((rc = tl_rx_intent_password(ps->rx, t, &st->g, pv->password)) != 0)
+		return rc;
+	return pv->ops != NULL ? 0 : TL_EDRIVER;
+}
+
 static int
 load_sides(struct mpass *ps, struct tl_txn *t, const struct tl_proj *p,
     struct mstep *st)
@@ -115,6 +152,29 @@ load_sides(struct mpass *ps, struct tl_txn *t, const struct tl_proj *p,
 	if (st->loaded)
 		return 0;
 	snprintf(st->step, sizeof(st->step), "start");
+	if (st->r.from[0] == '\0') {
+		/* The instance is only the source: nothing to fence there. */
+		if ((rc = load_embedded(ps, t, st)) != 0) {
+			st->rc = TL_EDRIVER;
+			say(st->why, "%s: %s", st->fromname, rc == TL_EDRIVER ?
+			    "no usable driver" : "cannot read the credential "
+			    "delivered to it");
+		}
+		rc = tl_rx_load_provider(t, p, ps->rx, st->r.to, st->g.type,
+		    &st->to, driver, &drop);
+		if (rc != 0 || st->to.ops == NULL) {
+			st->to.ops = NULL;
+			if (st->op == OP_COPY) {
+				st->rc = TL_EDRIVER;
+				say(st->why, "provider %s: %s", st->r.to,
+				    rc == TL_ENOTFOUND ? "gone" : rc != 0 ?
+				    tl_strerror(rc) : "no usable driver");
+			}
+		}
+		tl_ep_arm(ps->rx, &st->to);
+		st->loaded = 1;
+		return 0;
+	}
 	rc = tl_rx_load_provider(t, p, ps->rx, st->r.from, st->g.type,
 	    &st->from, driver, &drop);
 	if (rc == TL_ENOTFOUND && st->op != OP_COPY)
@@ -198,6 +258,12 @@ gather_one(const struct tl_rebind *r, void *arg)
 	st->r = *r;
 	if (tl_grant_get(ga->t, ga->p, r->grant, &st->g, NULL) != 0)
 		return 0;	/* no grant: nothing to move */
+	if (r->from[0] != '\0')
+		snprintf(st->fromname, sizeof(st->fromname), "%s", r->from);
+	else
+		snprintf(st->fromname, sizeof(st->fromname), "embedded "
+		    "instance %s at %.200s:%s", st->g.req, r->from_host,
+		    r->from_port);
 	provisioned = strcmp(st->g.state, TL_GRANT_PROVISIONED) == 0;
 	snprintf(st->db, sizeof(st->db), "%s", r->db);
 	snprintf(st->owner, sizeof(st->owner), "%s", r->owner);
@@ -215,8 +281,10 @@ gather_one(const struct tl_rebind *r, void *arg)
 			    "during the move", r->grant, st->g.state);
 		} else if (strcmp(r->state, TL_MV_STARTED) == 0) {
 			st->op = OP_ISSUE;
-			tl_rx_grant_names(&st->g, st->g.version, st->odb,
-			    st->oowner, st->ologin);
+			/* An embedded source keeps the names it was given. */
+			if (r->from[0] != '\0')
+				tl_rx_grant_names(&st->g, st->g.version,
+				    st->odb, st->oowner, st->ologin);
 			tl_rx_move_names(&st->g, r->version, st->db, st->owner,
 			    st->login);
 		} else {
@@ -390,12 +458,14 @@ call_driver(struct mstep *st)
 	int unnamed = tl_rx_grant_naming(&st->g) == 1;
 	struct tl_drv_grant gnew = { st->db, st->owner, st->login,
 	    st->password, st->g.id, unnamed };
-	struct tl_drv_grant gold = { st->odb, st->oowner, st->ologin, "",
-	    st->g.id, unnamed };
+	/* An embedded source is not tally's: no owner or login of its. */
+	int emb = st->r.from[0] == '\0';
+	struct tl_drv_grant gold = { st->odb, emb ? "" : st->oowner,
+	    emb ? "" : st->ologin, "", st->g.id, unnamed };
 	struct tl_drv_admin af, at;
 	const char *svf[2 * TL_RX_SETTINGS_MAX + 1];
 	const char *svt[2 * TL_RX_SETTINGS_MAX + 1];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_DRV_WHY_MAX], thawed[TL_DRV_WHY_MAX];
 
 	if (st->rc != 0)
 		return;
@@ -419,7 +489,7 @@ call_driver(struct mstep *st)
 		if ((st->rc = on_provider(&st->from, DO_FREEZE, &gold,
 		    why)) != 0) {
 			say(st->why, "making \"%s\" on %s "
-			    "read-only: %s", st->odb, st->r.from, why);
+			    "read-only: %s", st->odb, st->fromname, why);
 			return;
 		}
 		snprintf(st->step, sizeof(st->step), "copy");
@@ -433,12 +503,18 @@ call_driver(struct mstep *st)
 		if ((st->rc = st->to.ops->copy(&af, &gold, &at, &gnew,
 		    st->tables, TABLES_MAX, why)) != 0)
 			say(st->why, "copying \"%s\" on "
-			    "%s to \"%s\" on %s: %s", st->odb, st->r.from,
+			    "%s to \"%s\" on %s: %s", st->odb, st->fromname,
 			    st->db, st->r.to, why);
 		else
 			say(st->why, "%s", why);
 		break;
 	case OP_RETIRE:
+		if (st->r.from[0] == '\0') {
+			say(st->cleanup, "%s is the module's own: left "
+			    "read-only with its data, nothing revoked there",
+			    st->fromname);
+			return;
+		}
 		if (st->from_gone) {
 			say(st->cleanup, "provider %s "
 			    "is gone: nothing to revoke there", st->r.from);
@@ -461,13 +537,30 @@ call_driver(struct mstep *st)
 			    "made or frozen");
 			return;
 		}
-		/* The old grant serving again is what matters: retried. */
-		if (!st->from_gone && st->from.ops->freeze != NULL &&
+		snprintf(thawed, sizeof(thawed), "\"%s\" writable again",
+		    st->odb);
+		/*
+		 * The old grant serving again is what matters: retried.  An
+		 * embedded instance is not frozen before the freeze step, and
+		 * one tally cannot reach again (a wrong --from) is said, not
+		 * retried: it is the module's, and the move must end.
+		 */
+		if (emb && (st->from.ops == NULL ||
+		    strcmp(st->r.step, "start") == 0 ||
+		    strcmp(st->r.step, "create") == 0))
+			snprintf(thawed, sizeof(thawed), "\"%s\" never frozen",
+			    st->odb);
+		else if (!st->from_gone && st->from.ops->freeze != NULL &&
 		    (st->rc = on_provider(&st->from, DO_THAW, &gold,
 		    why)) != 0) {
 			say(st->why, "making \"%s\" on %s "
-			    "writable again: %s", st->odb, st->r.from, why);
-			return;
+			    "writable again: %s", st->odb, st->fromname, why);
+			if (!emb)
+				return;
+			st->rc = 0;
+			say(thawed, "\"%s\" on %s NOT made writable again "
+			    "(%.200s): reset default_transaction_read_only "
+			    "there", st->odb, st->fromname, why);
 		}
 		/* The partial copy: best effort, said if left behind. */
 		if (st->to.ops == NULL)
@@ -475,13 +568,12 @@ call_driver(struct mstep *st)
 			    st->r.to);
 		if (st->to.ops == NULL ||
 		    on_provider(&st->to, DO_DROP, &gnew, why) != 0)
-			say(st->cleanup, "\"%s\" "
-			    "writable again; the partial copy \"%s\" on %s was "
-			    "not dropped: %s", st->odb, st->db, st->r.to, why);
+			say(st->cleanup, "%s; the partial copy \"%s\" on %s "
+			    "was not dropped: %s", thawed, st->db, st->r.to,
+			    why);
 		else
-			say(st->cleanup, "\"%s\" "
-			    "writable again; the partial copy \"%s\" on %s "
-			    "dropped", st->odb, st->db, st->r.to);
+			say(st->cleanup, "%s; the partial copy \"%s\" on %s "
+			    "dropped", thawed, st->db, st->r.to);
 		break;
 	}
 }
@@ -559,7 +651,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 				tl_body_str(&b, "type", st->g.type);
 				tl_body_str(&b, "provider", cur.to);
 				tl_body_str(&b, "from", cur.from);
-				tl_body_str(&b, "reason", TL_BIND_MOVED);
+				tl_body_str(&b, "reason", cur.from[0] == '\0' ?
+				    TL_BIND_CONSOLIDATED : TL_BIND_MOVED);
 				tl_body_str(&b, "state", "bound");
 				rc = tl_emit(&c, TL_EV_BINDING_MOVED, stream, &b,
 				    NULL);

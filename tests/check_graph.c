@@ -1206,6 +1206,37 @@ inv_grant(const struct tl_grant *g, void *arg)
 	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
 	    strcmp(g->state, TL_GRANT_REVOKING) == 0)
 		return 0;
+	/*
+	 * An embedded instance's credential (consolidated or not): its
+	 * module declares the instance and is on the grant's node.
+	 */
+	if (strcmp(g->scope, TL_GRANT_SCOPE_EMBEDDED) == 0 ||
+	    strcmp(g->scope, TL_GRANT_SCOPE_CONSOLIDATED) == 0) {
+		struct tl_bnode arr;
+		char n[64];
+		size_t i;
+		int found = 0;
+
+		snprintf(k, sizeof(k), "m/%s", g->module);
+		if (tl_rec_get(iv->t, iv->p->graph, k, &r) == 0) {
+			if (tl_bn_get(r.m, "embedded", &arr) == 0)
+				for (i = 0; i < tl_bn_len(arr); i++) {
+					n[0] = '\0';
+					tl_bn_getstr(tl_bn_at(arr, i), "name", n,
+					    sizeof(n));
+					if (strcmp(n, g->req) == 0)
+						found = 1;
+				}
+			tl_rec_close(&r);
+		}
+		if (!found)
+			inv_fail(iv, "g/%s is %s but %s declares no embedded "
+			    "instance %s", g->id, g->state, g->module, g->req);
+		if (!graph_has(iv, "a/%s@%s", g->module, g->node))
+			inv_fail(iv, "g/%s is %s but %s is not on %s", g->id,
+			    g->state, g->module, g->node);
+		return 0;
+	}
 	/* A grant that is not being revoked is one somebody needs. */
 	snprintf(k, sizeof(k), "r/%s/%s", g->module, g->req);
 	if (tl_rec_get(iv->t, iv->p->graph, k, &r) != 0) {

@@ -1077,6 +1077,13 @@ END_TEST
 
 START_TEST(test_embedded_private)
 {
+	/* Both would be the grant g/v@NODE (decide_embedded.h). */
+	ck_assert_only_error("module: g\n"
+	    "embedded:\n"
+	    "  v: {type: t}\n"
+	    "requires:\n"
+	    "  v: {type: t, from: p}\n", 5, "requires.v",
+	    "is also this module's embedded instance");
 	ck_assert_only_error("module: g\n"
 	    "embedded:\n"
 	    "  v:\n"

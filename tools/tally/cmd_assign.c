@@ -11,6 +11,7 @@
 
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "projections/decide_embedded.h"
 #include "projections/grant.h"
 #include "reactors/rx.h"
 #include "tally.h"
@@ -19,6 +20,8 @@ static const char assign_usage[] =
 "usage: tally assign MODULE NODE [--expose local|network|public|none]\n"
 "                    [--parts PART[,PART]...|all]\n"
 "                    [--set KEY=VALUE]... [--secret KEY]... [--unset KEY]...\n"
+"                    [--consolidate INSTANCE --from HOST:PORT\n"
+"                     --from-resource NAME --from-user USER]\n"
 "\n"
 "Places MODULE on NODE.  The assignment carries what belongs to the\n"
 "pairing: its exposure (default local) and settings.  A provider's\n"
@@ -40,7 +43,17 @@ static const char assign_usage[] =
 "\n"
 "Assigning again changes what is given and keeps the rest (and the\n"
 "exposure, unless --expose is given); --unset KEY removes one.  What\n"
-"changed is printed, and recorded as assignment.configured.\n";
+"changed is printed, and recorded as assignment.configured.\n"
+"\n"
+"--consolidate INSTANCE binds the need of MODULE's embedded instance\n"
+"INSTANCE on NODE to NODE's provider of the same type instead, and moves\n"
+"its data there as tally rebind --migrate does: tallyd reaches the\n"
+"instance at --from as --from-user with the credential it delivered,\n"
+"freezes --from-resource, copies it into a fresh resource on the\n"
+"provider, compares row counts, then switches the module to the new\n"
+"credential.  Refused up front when the type's driver cannot move data\n"
+"or NODE has no (or more than one) such provider.  The instance is left\n"
+"read-only with its data; going back is another move, not an undo.\n";
 
 static const char unassign_usage[] =
 "usage: tally unassign MODULE NODE\n"
@@ -71,15 +84,22 @@ struct assign_arg {
 	size_t			 nset;
 	char			*changes;
 	size_t			 cap;
+	const char		*consolidate;	/* an embedded instance */
+	struct tl_dec_consolidation from;
 };
 
 static int
 do_assign(struct tl_ctx *c, void *arg)
 {
 	struct assign_arg *a = arg;
+	int rc;
 
-	return tl_dec_assign_parts(c, a->module, a->node, a->expose, a->set,
-	    a->nset, a->parts, a->changes, a->cap);
+	if ((rc = tl_dec_assign_parts(c, a->module, a->node, a->expose, a->set,
+	    a->nset, a->parts, a->changes, a->cap)) != 0 ||
+	    a->consolidate == NULL)
+		return rc;
+	return tl_dec_consolidate(c, a->module, a->node, a->consolidate,
+	    &a->from);
 }
 
 /* A secret's plaintext: no control character (a pasted newline, …). */
@@ -116,10 +136,15 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },
 		{ "secret", required_argument, NULL, 'S' },
 		{ "unset", required_argument, NULL, 'U' },
+		{ "consolidate", required_argument, NULL, 'C' },
+		{ "from", required_argument, NULL, 'F' },
+		{ "from-resource", required_argument, NULL, 'D' },
+		{ "from-user", required_argument, NULL, 'u' },
 		{ 0 }
 	};
 	struct assign_arg a = { 0 };
-	char changes[2048] = "";
+	char changes[2048] = "", fromhost[256];
+	char *colon;
 	const char *secrets[MAX_SET];
 	char *keys[MAX_SET] = { 0 };
 	uint8_t *cipher[MAX_SET] = { 0 };
@@ -172,11 +197,46 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			}
 			secrets[nsecret++] = optarg;
 			break;
+		case 'C':
+			if (!tl_name_ok(optarg)) {
+				cli_errx("--consolidate %s: an embedded "
+				    "instance's name, 1-63 of [a-z0-9-]", optarg);
+				return TL_EXIT_USAGE;
+			}
+			a.consolidate = optarg;
+			break;
+		case 'F':
+			/* HOST:PORT, the last colon (an IPv6 host has more). */
+			colon = strrchr(optarg, ':');
+			if (colon == NULL || colon == optarg || colon[1] == '\0' ||
+			    strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+			    strlen(colon + 1) > 5 ||
+			    (size_t)(colon - optarg) >= sizeof(fromhost)) {
+				cli_errx("--from %s: expected HOST:PORT", optarg);
+				return TL_EXIT_USAGE;
+			}
+			memcpy(fromhost, optarg, (size_t)(colon - optarg));
+			fromhost[colon - optarg] = '\0';
+			a.from.host = fromhost;
+			a.from.port = colon + 1;
+			break;
+		case 'D':
+			a.from.resource = optarg;
+			break;
+		case 'u':
+			a.from.user = optarg;
+			break;
 		CLI_COMMON_CASES(cli, assign_usage);
 		}
 	}
 	if (optind + 2 != argc) {
 		fputs(assign_usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	if (a.consolidate == NULL && (a.from.host != NULL ||
+	    a.from.resource != NULL || a.from.user != NULL)) {
+		cli_errx("--from, --from-resource and --from-user go with "
+		    "--consolidate INSTANCE");
 		return TL_EXIT_USAGE;
 	}
 	a.module = argv[optind];
@@ -251,6 +311,10 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		    a.module, "node", a.node, "changed", ch));
 	} else if (ex == 0) {
 		printf("%s assigned to %s\n", a.module, a.node);
+		if (a.consolidate != NULL)
+			printf("  consolidating %s onto %s's provider: tallyd "
+			    "copies its data (tally status %s)\n",
+			    a.consolidate, a.node, a.module);
 		if (changes[0] != '\0')
 			fputs(changes, stdout);
 		else if (a.nset > 0)

@@ -163,6 +163,17 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			    "requirements"), (json_t *)e);
 		}
 	}
+	/* Embedded instances, per assignment (status.c). */
+	json_object_set_new(out, "embedded", json_array());
+	json_array_foreach(json_object_get(st, "assignments"), i, a)
+		json_array_foreach(json_object_get(a, "embedded"), j, r) {
+			json_t *e = json_deep_copy(r);
+
+			json_object_set_new(e, "node", json_string(str(a,
+			    "node")));
+			json_array_append_new(json_object_get(out, "embedded"),
+			    e);
+		}
 	if (json_array_size(json_object_get(st, "assignments")) == 0)
 		json_object_set_new(out, "note", json_string("not assigned to "
 		    "any node: nothing is bound until it is"));
@@ -209,6 +220,25 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 				    "grant_state"));
 			if (json_object_get(r, "question") != NULL)
 				printf("\n      %s", str(r, "reason"));
+			putchar('\n');
+		}
+		json_array_foreach(json_object_get(out, "embedded"), i, r) {
+			printf("  %s (embedded %s on %s, grant %s): %s", str(r,
+			    "name"), str(r, "type"), str(r, "node"), str(r,
+			    "grant"), str(r, "serves"));
+			if (*str(r, "provider"))
+				printf("\n      by tally assign --consolidate; "
+				    "going back is another move (tally rebind %s "
+				    "PROVIDER --migrate)", str(r, "grant"));
+			else
+				printf("\n      the module runs it; tally "
+				    "generates its credential, nothing binds to "
+				    "it (tally assign %s %s --consolidate %s "
+				    "moves it onto the node's provider)",
+				    str(out, "module"), str(r, "node"),
+				    str(r, "name"));
+			printf("\n      credential: grant %s", str(r,
+			    "grant_state"));
 			putchar('\n');
 		}
 	}

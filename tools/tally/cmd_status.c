@@ -261,6 +261,31 @@ print_module(const json_t *m)
 			printf("    revoke-public-connect is off: PUBLIC keeps "
 			    "CONNECT on the provider's maintenance resources, "
 			    "so every grant's login can connect to them\n");
+		json_array_foreach(json_object_get(a, "embedded"), j, r) {
+			const json_t *mv = json_object_get(r, "consolidating");
+			const json_t *f = json_object_get(r,
+			    "consolidation_failed");
+
+			printf("    %-14s %-13s %s (%s), grant %s",
+			    json_string_value(json_object_get(r, "name")),
+			    "embedded", json_string_value(json_object_get(r,
+			    "serves")), json_string_value(json_object_get(r,
+			    "type")), json_string_value(json_object_get(r,
+			    "grant_state")));
+			if (mv != NULL)
+				printf("\n      consolidating onto %s (%s)",
+				    json_string_value(json_object_get(mv, "to")),
+				    json_string_value(json_object_get(mv,
+				    "state")));
+			if (f != NULL)
+				printf("\n      consolidation onto %s failed (%s): "
+				    "%s; it stays on its own instance",
+				    json_string_value(json_object_get(f, "to")),
+				    json_string_value(json_object_get(f, "step")),
+				    json_string_value(json_object_get(f,
+				    "reason")));
+			putchar('\n');
+		}
 		json_array_foreach(json_object_get(a, "requirements"), j, r) {
 			const char *prov = json_string_value(
 			    json_object_get(r, "provider"));

@@ -421,7 +421,7 @@ parse_requires(struct ctx *c, struct tl_mf_module *m, struct node *map)
 {
 	struct tl_mf_req *reqs;
 	struct node *k, *v;
-	char f[FIELD];
+	char f[FIELD], q[QUOTE];
 	size_t n = 0;
 	int ok;
 
@@ -438,6 +438,13 @@ parse_requires(struct ctx *c, struct tl_mf_module *m, struct node *map)
 		mf_join(f, sizeof f, "requires", k->s);
 		ok = mf_check_name(c, k, f, k->s, strlen(k->s),
 		    "requirement name");
+		/* Both would be grant MODULE/NAME@NODE (decide_embedded.h). */
+		if (ok && mf_find_embedded(m, k->s) != NULL) {
+			mf_err(c, k, f, "%s is also this module's embedded "
+			    "instance: a requirement and an instance need "
+			    "names of their own", mf_quote(q, sizeof q, k->s));
+			ok = 0;
+		}
 		if (v->kind == N_BAD)
 			continue;
 		if (v->kind != N_MAP) {

@@ -373,7 +373,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 			tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
 			    w->login);
 		if ((w->resumed || w->kind == W_REVOKE) && w->g.version > 0 &&
-		    pv->ops != NULL && pv->ops->handle_model &&
+		    pv != NULL && pv->ops != NULL && pv->ops->handle_model &&
 		    (rc = tl_rx_grant_handle(ps->rx, t, w->g.id, w->g.version,
 		    w->handle)) != 0 && rc != TL_ENOTFOUND) {
 			w->rc = rc;

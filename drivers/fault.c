@@ -75,7 +75,8 @@ struct f_slot {
 	struct tl_drv_ops	 ops;
 	struct f_rule		 rule[FAULT_RULES];
 	int			 nrule;
-	unsigned long		 calls[OP_N];
+	/* Atomic: a provider's sessions run on several workers at once. */
+	_Atomic unsigned long	 calls[OP_N];
 	uint64_t		 rng;
 };
 

@@ -7,6 +7,7 @@
  * and the CLI this way.  A bad spec finds no driver at all, so the
  * mistake is visible ("no usable driver") rather than ignored.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +38,14 @@ static const struct tl_drv_ops *const drivers[] = {
 static const char *const names[] = { "postgres", "directory", "rabbitmq",
 	"mariadb", "redis", "ceph-rgw", "oidc", NULL };
 
-/* The wrappers made under $TALLY_FAULT, by driver. */
+/*
+ * The wrappers made under $TALLY_FAULT, by driver, once: tallyd's
+ * workers find drivers at the same time, and two wrappers of one driver
+ * would count its calls twice over (a "first call" rule firing twice).
+ */
 static const struct tl_drv_ops *wrapped[sizeof(drivers) /
     sizeof(drivers[0])];
+static pthread_mutex_t wrapped_lock = PTHREAD_MUTEX_INITIALIZER;
 
 const struct tl_drv_ops *
 tl_drv_find(const char *name)
@@ -53,8 +59,10 @@ tl_drv_find(const char *name)
 		spec = getenv("TALLY_FAULT");
 		if (spec == NULL || *spec == '\0')
 			return drivers[i];
+		pthread_mutex_lock(&wrapped_lock);
 		if (wrapped[i] == NULL)
 			wrapped[i] = tl_drv_fault_wrap(drivers[i]);
+		pthread_mutex_unlock(&wrapped_lock);
 		return wrapped[i];
 	}
 	return NULL;

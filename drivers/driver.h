@@ -273,6 +273,17 @@ struct tl_drv_revocation {
 	const char	*revoke;	/* one line: what revoke does */
 	const char	*retain_means;	/* one line: what is kept, how */
 	const char	*purge;		/* one line: what purge destroys */
+	/*
+	 * NULL, or one line: what the revocation leaves usable, credentials
+	 * already issued from the grant's that stay valid until they
+	 * expire.  tally status names it of each revoked grant while it may
+	 * still hold, with its lifetime: the value of the assignment setting
+	 * residual_setting (a duration, its declared default when unset),
+	 * or residual_lifetime when the driver names no setting.
+	 */
+	const char	*residual;
+	const char	*residual_setting;
+	const char	*residual_lifetime;
 };
 
 /* The capabilities a reactor may need; tl_drv_can says which are there. */

@@ -1152,6 +1152,9 @@ static const struct tl_drv_revocation oi_revocation = {
 	    "resource servers that check them locally",
 	.retain_means = "nothing to retain: a client holds no data",
 	.purge = "the same as revoke: the client is deleted",
+	.residual = "access tokens issued to the client stay valid until "
+	    "they expire at resource servers that check them locally",
+	.residual_setting = "token-lifetime",
 };
 
 static const struct tl_drv_setting oi_settings[] = {

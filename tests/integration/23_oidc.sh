@@ -13,7 +13,9 @@
 #     (credential.handle) and used by the next check, also after a
 #     restart of the provider; client deleted -> missing, flagged and
 #     not registered again;
-#   - revoked: tally remove deletes the client, its secret gets no token.
+#   - revoked: tally remove deletes the client, its secret gets no token;
+#     tally status says that the tokens already issued stay valid until
+#     they expire, with the lifetime (the provider's token-lifetime).
 #   - rotated beside with acks (80_rotation): a shared grant on two
 #     nodes; the second client is delivered, both get tokens until the
 #     last ack, then the first is deleted.
@@ -84,7 +86,8 @@ t_init
 t_node node-a 127.0.0.1
 t_node node-b localhost
 tly apply "$W/manifests/idp.yaml" >/dev/null || t_fail "tally apply idp.yaml failed"
-tly assign idp node-a --expose network --set issuer="$ISS" \
+# token-lifetime: the fixture's access-token TTL (600 s, oidc-server.js).
+tly assign idp node-a --expose network --set issuer="$ISS" --set token-lifetime=600s \
 	--secret initial-access-token <"$TALLY_TEST_OIDC_IATFILE" >/dev/null ||
 	t_fail "tally assign idp node-a failed"
 tly providers --tag identity >"$W/prov.txt" 2>&1 || t_fail "tally providers --tag identity failed: $(cat "$W/prov.txt")"
@@ -282,6 +285,25 @@ st = json.load(open('$store'))
 print(sum(1 for k, v in st.items() if k.startswith('Client:') and re.match(r'^(s[0-9]+|app-a|app-b|game)/login$', v['p'].get('software_id', ''))))")
 [ "$left" -eq 0 ] || t_fail "$left client(s) of removed grants are still registered"
 t_ok "no client of a removed grant is left"
+t_check "tally status: issued tokens stay valid until they expire, the lifetime named"
+now_s=$(date +%s)
+tly status >"$W/status.out" 2>&1 || true
+grep '^  revoked [^ ]*/login on node-a/idp: ' "$W/status.out" >"$W/residual.out" ||
+	t_fail "status does not name the revoked clients' residual tokens: $(cat "$W/status.out")"
+[ "$(grep -c . "$W/residual.out")" -eq 13 ] ||
+	t_fail "status names $(grep -c . "$W/residual.out") revoked clients, expected 13: $(cat "$W/residual.out")"
+grep -v 'stay valid until they expire.*(lifetime 600s, setting token-lifetime), until ' "$W/residual.out" | grep -q . &&
+	t_fail "a residual line lacks the validity or the lifetime: $(cat "$W/residual.out")"
+tly status --json >"$W/status.json" 2>/dev/null || true
+python3 - "$W/status.json" "$now_s" <<'EOF2' || t_fail "the residual's until is not the revocation + 600 s"
+import json, sys
+d = json.load(open(sys.argv[1])); now = int(sys.argv[2])
+r = [e for e in d["attention"]["residual"] if e["grant"] == "app-a/login"]
+assert len(r) == 1 and r[0]["lifetime"] == "600s", r
+u = r[0]["until_ns"] // 10**9
+assert now + 600 - 120 <= u <= now + 601, (u, now)
+EOF2
+t_ok "$(head -n 1 "$W/residual.out" | sed 's/^ *//')"
 
 t_say "faults on the PUT that rotates the registration access token"
 tly apply "$(consumer keep)" >/dev/null && tly assign keep node-a >/dev/null || t_fail "keep failed"

@@ -2,14 +2,16 @@
 # examples/mesh/ for real (issue 13, "End to end"): seed 001's topology on
 # three nodes, each with its own PostgreSQL, MariaDB, Redis and download
 # root (instances: one-per-node, exposed local), one RabbitMQ for the mesh
-# (instances: one-per-mesh, exposed network); consumers shop and stock,
-# each with five requirements, on all three nodes.  Every server is a
-# throwaway one of this script's (13 of them), stopped on exit whatever
-# happens.  Shown, with assertions:
+# (instances: one-per-mesh, exposed network), and as one-per-mesh too a
+# Ceph RGW (s3-bucket) and an OIDC provider (oidc-client); consumers shop
+# and stock, each with seven requirements, on all three nodes.  Every
+# server is a throwaway one of this script's (15 of them), stopped on exit
+# whatever happens.  Shown, with assertions:
 #   - provisioned and delivered on each node by its agent (tally-node
 #     --log --once), each consumer's four stores from its own node's
-#     servers and the vhost from the one broker; every delivered value
-#     connects (psql, mariadb, amqp_login.py, redis-cli, the directory),
+#     servers and the vhost, bucket and client from the mesh's; every
+#     delivered value connects (psql, mariadb, amqp_login.py, redis-cli,
+#     the directory, a signed S3 PUT/GET, a client_credentials token),
 #     and a node's credential does not open another node's server;
 #   - verified: tally check --all healthy;
 #   - rotated with acks: the shared vhost (three holders) and one store
@@ -17,7 +19,8 @@
 #     credential is retired, the new one logs in and the old is refused;
 #   - stock removed: tally remove shows its vhost's queue and messages
 #     and refuses without --yes; then --yes; purged: its objects gone on
-#     every server, shop's untouched;
+#     every server (bucket, RGW user and OIDC client included), shop's
+#     untouched;
 #   - tally verify and tally rebuild --check at the end.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rabbit-lib.sh"
@@ -27,12 +30,15 @@ MESH=$TALLY_SRC/examples/mesh
 MSH=$TALLY_SRC/tests/harness/mariadb.sh
 LOGIN="python3 $TALLY_SRC/tests/harness/amqp_login.py"
 MDBS=""
-for c in mariadb redis-cli; do
+OIDC_DIR=$W/oidc
+for c in mariadb redis-cli curl node; do
 	command -v $c >/dev/null 2>&1 || t_fail "$c is missing (tools/deps.sh)"
 done
 # lib.sh's and rabbit-lib.sh's cleanup, after this script's MariaDBs.
 trap '_x_rc=$?; set +e; for _x_d in $MDBS; do sh "$MSH" stop "$_x_d" >/dev/null 2>&1 ||
 	echo "WARNING $T_NAME: stopping MariaDB in $_x_d failed" >&2; done
+	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" >/dev/null 2>&1 ||
+	echo "WARNING $T_NAME: stopping the OIDC provider failed" >&2
 	_r_stop; (exit $_x_rc); _t_cleanup' EXIT
 
 # n NODE: its letter (the suffix of this script's per-node variables).
@@ -40,9 +46,23 @@ n() { echo "${1#node-}"; }
 # get VAR: the value of the variable named VAR.
 get() { eval "echo \"\$$1\""; }
 
-t_say "thirteen throwaway servers: per node PostgreSQL, MariaDB, Redis, a root; one RabbitMQ"
+t_say "fifteen throwaway servers: per node PostgreSQL, MariaDB, Redis, a root; one RabbitMQ, Ceph RGW, OIDC provider"
 S0=$(t_now_ms)
 r_start
+t_ceph_start	# stopped by lib.sh's cleanup
+RP=$TALLY_TEST_RGW_PORT
+RADM="radosgw-admin -c $CEPH_DIR/ceph.conf -n client.rgw.a"
+_o_port=$((57350 + $$ % 50))
+_o_try=0
+# Node loading oidc-provider can miss the harness's 5 s on a busy
+# machine: a failed start tries again on the next port, as for MariaDB.
+until { while _t_port_busy "$_o_port"; do _o_port=$((_o_port + 1)); done
+	sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" 2>>"$W/oidc.start"; }; do
+	_o_try=$((_o_try + 1))
+	[ $_o_try -lt 3 ] || t_fail "the OIDC provider did not start (tests/harness/oidc.sh): $(tail -n 5 "$W/oidc.start")"
+	_o_port=$((_o_port + 1))
+done
+. "$OIDC_DIR/env"
 _m_port=$((57600 + $$ % 97))
 _r_port=$((58100 + $$ % 97))
 for node in $NODES; do
@@ -114,6 +134,33 @@ as_r() {	# F CMD...
 	redis-cli --no-auth-warning -u "$(t_envget "$_f" REDIS_URI)" "$@"
 }
 envf() { echo "$W/agent-$1/$2.env"; }	# NODE MODULE: what its agent wrote
+# as_s3 F METHOD PATH [DATA]: the HTTP status of a SigV4 request with F's
+# keys (through a curl config file, never argv); the body in $W/s3.out.
+as_s3() {
+	umask 077
+	printf 'user = "%s:%s"\n' "$(t_envget "$1" S3_ACCESS_KEY)" "$(t_envget "$1" S3_SECRET_KEY)" >"$W/curl.cfg"
+	if [ $# -ge 4 ]; then
+		curl -s -K "$W/curl.cfg" --aws-sigv4 aws:amz:default:s3 \
+			-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X "$2" \
+			--data-binary "$4" -o "$W/s3.out" -w '%{http_code}' "$(t_envget "$1" S3_ENDPOINT)$3"
+	else
+		curl -s -K "$W/curl.cfg" --aws-sigv4 aws:amz:default:s3 \
+			-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X "$2" \
+			-o "$W/s3.out" -w '%{http_code}' "$(t_envget "$1" S3_ENDPOINT)$3"
+	fi
+	rm -f "$W/curl.cfg"
+}
+# as_oidc F: a client_credentials token request with F's client.
+as_oidc() {
+	umask 077
+	printf 'user = "%s:%s"\n' "$(t_envget "$1" OIDC_CLIENT_ID)" "$(t_envget "$1" OIDC_CLIENT_SECRET)" >"$W/curl.cfg"
+	curl -s -K "$W/curl.cfg" -d grant_type=client_credentials "$(t_envget "$1" OIDC_TOKEN_ENDPOINT)"
+	rm -f "$W/curl.cfg"
+}
+oidc_has() {	# CLIENT_ID: registered at the provider
+	python3 -c "import json,sys; sys.exit(0 if 'Client:'+sys.argv[2] in json.load(open(sys.argv[1])) else 1)" \
+		"$OIDC_DIR/store.json" "$1"
+}
 
 t_say "tally home, three nodes, examples/mesh/*.yaml"
 t_init
@@ -142,6 +189,10 @@ t_expect_exit 4 "a second broker on node-b" tly assign rabbitmq node-b --expose 
 	--set port=1 --set management-port=2 --set admin-user=x
 grep -q "one-per-mesh" "$W/last.err" || t_fail "the refusal does not say one-per-mesh: $(cat "$W/last.err")"
 t_ok "$(head -n 1 "$W/last.err")"
+tly assign objects node-a --expose network --set port="$RP" --set admin-access-key="$TALLY_TEST_RGW_ACCESS" \
+	--secret admin-secret-key <"$TALLY_TEST_RGW_SECRETFILE" >/dev/null || t_fail "assign objects node-a"
+tly assign idp node-a --expose network --set issuer="$TALLY_TEST_OIDC_ISSUER" \
+	--secret initial-access-token <"$TALLY_TEST_OIDC_IATFILE" >/dev/null || t_fail "assign idp node-a"
 for m in shop stock; do
 	for node in $NODES; do tly assign $m $node >/dev/null || t_fail "assign $m $node"; done
 done
@@ -154,7 +205,7 @@ S1=$(t_now_ms)
 }
 for node in $NODES; do t_agent $node; done
 t_wait_healthy 20
-t_ok "tallyd --once and three agents: $(($(t_now_ms) - S1)) ms for 26 grants"
+t_ok "tallyd --once and three agents: $(($(t_now_ms) - S1)) ms for 30 grants"
 for m in shop stock; do
 	for node in $NODES; do
 		x=$(n $node)
@@ -183,11 +234,21 @@ for m in shop stock; do
 		[ "$(as_r "$f" SET "${p}seen" "$node")" = OK ] || t_fail "$m@$node cannot SET ${p}seen"
 		[ "$(r_adm $x GET "${p}seen")" = "$node" ] || t_fail "$m@$node's key is not on $node's redis"
 		echo "$m@$node" >"$d/hello" || t_fail "$m@$node cannot write in $d"
-		t_ok "postgres :$(get PG_PORT_$x), mariadb :$(get M_PORT_$x), redis :$(get R_PORT_$x), $d, vhost $(t_envget "$f" MQ_VHOST): all five used"
+		b=$(t_envget "$f" S3_BUCKET)
+		[ "$b" = "$(t_gname "$m/bucket" "$m-bucket" | tr _ -)" ] || t_fail "$m@$node's bucket is $b"
+		[ "$(as_s3 "$f" PUT "/$b/$node.txt" "$m@$node")" = 200 ] ||
+			t_fail "$m@$node cannot PUT into its bucket: $(cat "$W/s3.out")"
+		[ "$(as_s3 "$f" GET "/$b/$node.txt")" = 200 ] && [ "$(cat "$W/s3.out")" = "$m@$node" ] ||
+			t_fail "$m@$node cannot GET its object back"
+		[ "$(t_envget "$f" OIDC_ISSUER)" = "$TALLY_TEST_OIDC_ISSUER" ] || t_fail "$m@$node's issuer is $(t_envget "$f" OIDC_ISSUER)"
+		as_oidc "$f" | grep -q '"access_token"' || t_fail "$m@$node's OIDC client gets no token"
+		t_ok "postgres :$(get PG_PORT_$x), mariadb :$(get M_PORT_$x), redis :$(get R_PORT_$x), $d, vhost $(t_envget "$f" MQ_VHOST), bucket $b, client $(t_envget "$f" OIDC_CLIENT_ID): all seven used"
 	done
 	cmp -s "$(envf node-a $m)" "$(envf node-b $m)" && t_fail "$m on node-a and node-b got the same delivery"
 	[ "$(t_envget "$(envf node-a $m)" MQ_URL)" = "$(t_envget "$(envf node-c $m)" MQ_URL)" ] ||
 		t_fail "$m's shared vhost credential differs between node-a and node-c"
+	[ "$(grep -e ^S3_ -e ^OIDC_ "$(envf node-a $m)")" = "$(grep -e ^S3_ -e ^OIDC_ "$(envf node-c $m)")" ] ||
+		t_fail "$m's shared bucket or client differs between node-a and node-c"
 done
 t_check "local means local: node-a's credentials do not open node-b's servers"
 fa=$(envf node-a shop)
@@ -200,17 +261,19 @@ mariadb --no-defaults -h127.0.0.1 -P"$M_PORT_b" -u"$(t_envget "$fa" MY_USER)" \
 redis-cli --no-auth-warning -h 127.0.0.1 -p "$R_PORT_b" --user "$(t_envget "$fa" REDIS_USER)" \
 	--pass "$(t_envget "$fa" REDIS_PASSWORD)" PING 2>&1 | grep -q PONG &&
 	t_fail "shop@node-a's redis credential opens node-b's server"
+[ "$(as_s3 "$fa" GET "/$(t_envget "$(envf node-a stock)" S3_BUCKET)/node-a.txt")" = 403 ] ||
+	t_fail "shop's keys read stock's bucket"
 t_expect_exit 4 "binding shop/pg@node-b to node-a's local postgres" \
 	tly bind shop/pg@node-b node-a/postgres
 grep -q "local" "$W/last.err" || t_fail "the refusal does not say why: $(cat "$W/last.err")"
 t_ok "refused by node-b's postgres, mariadb and redis; binding node-b's grant to node-a/postgres refused: $(head -n 1 "$W/last.err" | cut -c1-120)"
 tly log --json >"$W/log.json"
-for v in PG_PASSWORD MY_PASSWORD REDIS_PASSWORD; do
+for v in PG_PASSWORD MY_PASSWORD REDIS_PASSWORD S3_SECRET_KEY OIDC_CLIENT_SECRET; do
 	grep -qF "$(t_envget "$fa" $v)" "$W/log.json" "$T_DLOG" && t_fail "$v of shop@node-a is in a log"
 done
 
 t_say "verified"
-t_expect_exit 0 "tally check --all (26 grants on 13 servers)" tly check --all
+t_expect_exit 0 "tally check --all (30 grants on 15 servers)" tly check --all
 t_ok "$(tail -n 1 "$W/last.out")"
 
 t_say "rotated with the agents' acks: shop/mq (3 holders), pg@node-a, my@node-b, cache@node-c"
@@ -283,8 +346,8 @@ grep -q "^revoking stock/mq on node-a/rabbitmq .*(this destroys data)" "$W/last.
 	t_fail "remove did not say revoking stock/mq destroys data: $(cat "$W/last.out")"
 grep -qF "vhost \"$VS\" (1 queue(s), 2 message(s)" "$W/last.out" ||
 	t_fail "remove did not count the vhost's queue and messages: $(cat "$W/last.out")"
-[ "$(grep -c '^revoking stock/' "$W/last.out")" = 13 ] ||
-	t_fail "remove did not list stock's 13 grants: $(cat "$W/last.out")"
+[ "$(grep -c '^revoking stock/' "$W/last.out")" = 15 ] ||
+	t_fail "remove did not list stock's 15 grants: $(cat "$W/last.out")"
 grep -q -- "--yes" "$W/last.err" || t_fail "the refusal does not say --yes: $(cat "$W/last.err")"
 [ "$(tly log --json | wc -l)" = "$before" ] || t_fail "a refused remove appended events"
 t_ok "$(grep 'lost now' "$W/last.out" | sed 's/^ *//')"
@@ -297,14 +360,33 @@ for node in $NODES; do
 done
 api GET "/queues/$(esc "$VS")/work" | grep -q '"messages":2' ||
 	t_fail "retain lost the vhost's messages before the purge"
-t_ok "revoked: env files gone, logins refused; the vhost kept with its 2 messages until the purge"
-for g in mq pg@node-a pg@node-b pg@node-c my@node-a my@node-b my@node-c \
+SF=$W/stock-node-a.env
+SB=$(t_envget "$SF" S3_BUCKET)
+SU=$(t_gname stock/bucket stock-bucket)
+[ "$(as_s3 "$SF" GET "/$SB/node-a.txt")" = 403 ] || t_fail "stock's S3 keys still work after the removal"
+$RADM bucket stats --bucket="$SB" 2>/dev/null | grep -q '"num_objects": 3' ||
+	t_fail "retain lost stock's 3 objects before the purge"
+oidc_has "$(t_envget "$SF" OIDC_CLIENT_ID)" && t_fail "stock's OIDC client is still registered after the removal"
+as_oidc "$SF" | grep -q '"access_token"' && t_fail "stock's removed OIDC client still gets tokens"
+# No token-lifetime set on idp: the lifetime is the driver's default.
+tly status >"$W/status.out" 2>&1 || true
+grep -q '^  revoked stock/login on node-a/idp: .*until they expire.*(lifetime 10m, setting token-lifetime)' "$W/status.out" ||
+	t_fail "status does not say that stock's issued tokens outlive the revocation: $(cat "$W/status.out")"
+t_ok "revoked: env files gone, logins refused; the vhost kept with its 2 messages and the bucket with its 3 objects until the purge; the OIDC client deleted"
+for g in mq bucket pg@node-a pg@node-b pg@node-c my@node-a my@node-b my@node-c \
     cache@node-a cache@node-b cache@node-c files@node-a files@node-b files@node-c; do
 	tly purge "stock/$g" --yes >/dev/null || t_fail "tally purge stock/$g failed"
 done
 t_tallyd_once
 t_check "stock's objects are gone on every server, shop's are there"
 api GET "/vhosts/$(esc "$VS")" >/dev/null 2>&1 && t_fail "stock's vhost $VS survived the purge"
+$RADM bucket list 2>/dev/null | tr -d '[]", ' | grep -qx "$SB" && t_fail "stock's bucket $SB survived the purge"
+$RADM user list 2>/dev/null | tr -d '[]", ' | grep -qx "$SU" && t_fail "stock's RGW user $SU survived the purge"
+oidc_has "$(t_envget "$SF" OIDC_CLIENT_ID)" && t_fail "stock's OIDC client survived the purge"
+s=$(envf node-a shop)
+[ "$(as_s3 "$s" GET "/$(t_envget "$s" S3_BUCKET)/node-b.txt")" = 200 ] || t_fail "the purge of stock touched shop's bucket"
+oidc_has "$(t_envget "$s" OIDC_CLIENT_ID)" && as_oidc "$s" | grep -q '"access_token"' ||
+	t_fail "the purge of stock touched shop's OIDC client"
 api GET "/vhosts/$(esc "$(t_envget "$(envf node-a shop)" MQ_VHOST)")" >/dev/null || t_fail "shop's vhost is gone"
 for node in $NODES; do
 	x=$(n $node)
@@ -329,7 +411,7 @@ for node in $NODES; do
 		[ "$(as_r "$s" GET "$(t_envget "$s" REDIS_PREFIX)seen")" = "$node" ] &&
 		[ -f "$(t_envget "$s" FILES_DIR)/hello" ] || t_fail "the purge of stock touched shop@$node"
 done
-t_ok "vhost, 3 databases + roles, 3 databases + users, 3 redis users + keys, 3 directories: gone; shop intact"
+t_ok "vhost, bucket + RGW user, OIDC client, 3 databases + roles, 3 databases + users, 3 redis users + keys, 3 directories: gone; shop intact"
 
 t_say "the end: healthy, the log verifies and rebuilds identically"
 t_expect_exit 0 "tally check --all" tly check --all

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "drivers/driver.h"
 #include "projections/grant.h"
 #include "projections/status.h"
 #include "reactors/epoch.h"
@@ -22,7 +23,9 @@ static const char usage[] =
 "unreachable, a holder was cut off, …: the worst of its grants).\n"
 "Without MODULE it ends with what must not be forgotten: retained data\n"
 "of revoked grants, rotations waiting and on whom, holders cut off,\n"
-"scheduled rotations overdue.  --at SEQ shows the state as it was after\n"
+"scheduled rotations overdue, revoked grants whose issued credentials\n"
+"stay valid until they expire (with the driver's lifetime, and until\n"
+"when).  --at SEQ shows the state as it was after\n"
 "event SEQ.  The agents (tally-node) that reported are listed with what\n"
 "each holds: per holder the version delivered, reloaded (or the reload\n"
 "failed), acknowledged; an agent silent for more than SECONDS (default\n"
@@ -331,6 +334,84 @@ print_module(const json_t *m)
 	}
 }
 
+struct residual_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	uint64_t		 now_ns;
+	json_t			*out;
+};
+
+/*
+ * A revoked grant whose driver declares that issued credentials outlive
+ * the revocation (struct tl_drv_revocation, residual): while its
+ * lifetime since the revocation has not passed, what stays valid, the
+ * lifetime and until when.
+ */
+static int
+residual_one(const struct tl_grant *g, void *arg)
+{
+	struct residual_arg *ra = arg;
+	const struct tl_drv_ops *ops;
+	const struct tl_drv_revocation *rv;
+	const struct tl_drv_setting *st;
+	struct tl_bnode types, n;
+	struct tl_rec r;
+	struct tl_event ev;
+	char k[TL_KEY_MAX], driver[64] = "", module[64] = "", node[64] = "";
+	char life[TL_DRV_SETTING_MAX + 1] = "";
+	uint64_t secs, until;
+	size_t i;
+
+	if ((strcmp(g->state, TL_GRANT_REVOKED) != 0 &&
+	    strcmp(g->state, TL_GRANT_PURGED) != 0) ||
+	    g->provider[0] == '\0' || tl_key(k, "p/%s", g->provider) != 0 ||
+	    tl_rec_get(ra->t, ra->p->graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "module", module, sizeof(module));
+	tl_bn_getstr(r.m, "node", node, sizeof(node));
+	if (tl_bn_get(r.m, "types", &types) == 0)
+		for (i = 0; i < tl_bn_len(types); i++) {
+			char ty[64] = "";
+
+			tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+			    sizeof(ty));
+			if (strcmp(ty, g->type) == 0)
+				tl_bn_getstr(tl_bn_at(types, i), "driver",
+				    driver, sizeof(driver));
+		}
+	tl_rec_close(&r);
+	if ((ops = tl_drv_find(driver)) == NULL ||
+	    (rv = ops->revocation) == NULL || rv->residual == NULL)
+		return 0;
+	if (rv->residual_setting != NULL) {
+		/* The assignment may be gone (tally remove of the provider). */
+		if (tl_key(k, "a/%s@%s", module, node) == 0 &&
+		    tl_rec_get(ra->t, ra->p->graph, k, &r) == 0) {
+			if (tl_bn_get(r.m, "settings", &n) == 0)
+				tl_bn_getstr(n, rv->residual_setting, life,
+				    sizeof(life));
+			tl_rec_close(&r);
+		}
+		if (life[0] == '\0' && ops->settings != NULL &&
+		    (st = tl_drv_setting_find(ops->settings,
+		    rv->residual_setting)) != NULL && st->dflt != NULL)
+			snprintf(life, sizeof(life), "%s", st->dflt);
+	} else if (rv->residual_lifetime != NULL)
+		snprintf(life, sizeof(life), "%s", rv->residual_lifetime);
+	if (life[0] == '\0' || tl_drv_duration(life, &secs) != 0)
+		return 0;
+	if (tl_log_get(ra->t, g->state_seq, &ev) != 0)
+		return 0;
+	until = ev.ts + secs * 1000000000u;
+	if (until <= ra->now_ns)
+		return 0;
+	json_array_append_new(ra->out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}",
+	    "grant", g->id, "provider", g->provider, "residual", rv->residual,
+	    "lifetime", life, "setting", rv->residual_setting ?
+	    rv->residual_setting : "", "until_ns", (json_int_t)until));
+	return 0;
+}
+
 /* The mesh-wide reminders (tl_status_attention); nothing when none. */
 static void
 print_attention(const json_t *at)
@@ -338,9 +419,9 @@ print_attention(const json_t *at)
 	const json_t *e, *h;
 	size_t i, j, n = 0;
 	const char *const keys[] = { "retained", "rotations_waiting",
-	    "cut_off", "rotations_overdue" };
+	    "cut_off", "rotations_overdue", "residual" };
 
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		n += json_array_size(json_object_get(at, keys[i]));
 	if (n == 0)
 		return;
@@ -369,6 +450,24 @@ print_attention(const json_t *at)
 		    json_string_value(json_object_get(e, "holder")),
 		    json_string_value(json_object_get(e, "grant")),
 		    json_integer_value(json_object_get(e, "version")));
+	json_array_foreach(json_object_get(at, "residual"), i, e) {
+		const char *set = json_string_value(json_object_get(e,
+		    "setting"));
+		char when[32] = "?";
+		time_t u = (time_t)(json_integer_value(json_object_get(e,
+		    "until_ns")) / 1000000000);
+		struct tm tm;
+
+		if (gmtime_r(&u, &tm) != NULL)
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		printf("  revoked %s on %s: %s (lifetime %s%s%s), until %s\n",
+		    json_string_value(json_object_get(e, "grant")),
+		    json_string_value(json_object_get(e, "provider")),
+		    json_string_value(json_object_get(e, "residual")),
+		    json_string_value(json_object_get(e, "lifetime")),
+		    set != NULL && set[0] != '\0' ? ", setting " : "",
+		    set != NULL ? set : "", when);
+	}
 	json_array_foreach(json_object_get(at, "rotations_overdue"), i, e) {
 		printf("  rotation overdue: %s's credential is ",
 		    json_string_value(json_object_get(e, "grant")));
@@ -450,8 +549,16 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 
 		clock_gettime(CLOCK_REALTIME, &now);
 		if (tl_status_attention(t, p, (uint64_t)now.tv_sec *
-		    1000000000u + (uint64_t)now.tv_nsec, &at) == 0)
+		    1000000000u + (uint64_t)now.tv_nsec, &at) == 0) {
+			struct residual_arg ra = { t, p, (uint64_t)now.tv_sec *
+			    1000000000u + (uint64_t)now.tv_nsec, json_array() };
+
+			if (ra.out != NULL && tl_grant_each(t, p, residual_one,
+			    &ra) == 0)
+				json_object_set(at, "residual", ra.out);
+			json_decref(ra.out);
 			json_object_set_new(doc, "attention", at);
+		}
 	}
 	if (cli->json) {
 		json_dumpf(doc, stdout, JSON_COMPACT);

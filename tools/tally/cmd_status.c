@@ -553,8 +553,13 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			struct residual_arg ra = { t, p, (uint64_t)now.tv_sec *
 			    1000000000u + (uint64_t)now.tv_nsec, json_array() };
 
+			/*
+			 * Only when there is one: it depends on the wall clock
+			 * (it ends when the lifetime has passed), and replay
+			 * --status, which has no clock of the past, leaves it out.
+			 */
 			if (ra.out != NULL && tl_grant_each(t, p, residual_one,
-			    &ra) == 0)
+			    &ra) == 0 && json_array_size(ra.out) > 0)
 				json_object_set(at, "residual", ra.out);
 			json_decref(ra.out);
 			json_object_set_new(doc, "attention", at);

@@ -105,10 +105,19 @@ check_node(struct tl_ctx *c, const char *module, struct tl_bnode m,
     const char *node)
 {
 	struct beside bs = { c, module, m, NULL, node, 0 };
+	struct tl_bnode pr;
 	char inst[16];
 	char k[TL_KEY_MAX];
 	int rc;
 
+	/*
+	 * Only two modules that provide one type can be in each other's
+	 * way: a module that provides nothing (most of them: consumers) is
+	 * not compared with every module on the node, which made each
+	 * assign cost O(modules on the node).
+	 */
+	if (tl_bn_get(m, "provides", &pr) != 0 || tl_bn_len(pr) == 0)
+		return 0;
 	instances_of(m, inst);
 	bs.inst = inst;
 	if ((rc = tl_key(k, "an/%s/", node)) != 0)

@@ -79,6 +79,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "driver.h"
+#include "http.h"
 #include "util.h"
 
 #define RGW_CONNECT_MS	3000
@@ -108,39 +109,13 @@ struct kv {
 
 /* --- HTTP ------------------------------------------------------------ */
 
-static pthread_once_t rgw_once = PTHREAD_ONCE_INIT;
-static int rgw_global_rc;
-
-static void
-rgw_global(void)
-{
-	rgw_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ?
-	    0 : -1;
-}
-
 static size_t
 on_body(char *data, size_t size, size_t n, void *arg)
 {
 	struct rgw *r = arg;
-	size_t add = size * n, ncap;
-	char *nb;
 
-	if (r->len + add + 1 > r->cap) {
-		ncap = r->cap ? r->cap : 8192;
-		while (ncap < r->len + add + 1)
-			ncap *= 2;
-		if ((nb = tl_secret_alloc(ncap)) == NULL)
-			return 0;
-		if (r->buf != NULL)
-			memcpy(nb, r->buf, r->len);
-		tl_secret_free(r->buf);
-		r->buf = nb;
-		r->cap = ncap;
-	}
-	memcpy(r->buf + r->len, data, add);
-	r->len += add;
-	r->buf[r->len] = '\0';
-	return add;
+	return tl_drv_http_body(&r->buf, &r->len, &r->cap, data, size * n,
+	    0);
 }
 
 /* The error code of an S3/admin error body ("NoSuchBucket"), or "". */
@@ -405,8 +380,7 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 	*hp = NULL;
 	if (a == NULL)
 		return tl_drv_why(why, TL_EINVAL, "no admin settings");
-	pthread_once(&rgw_once, rgw_global);
-	if (rgw_global_rc != 0 || sodium_init() < 0)
+	if (tl_drv_http_init() != 0 || sodium_init() < 0)
 		return tl_drv_why(why, TL_EDRIVER, "libcurl or libsodium did "
 		    "not initialise");
 	if ((r = calloc(1, sizeof(*r))) == NULL)

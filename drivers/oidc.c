@@ -72,6 +72,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "driver.h"
+#include "http.h"
 #include "util.h"
 
 #define OI_NAME_MAX	63
@@ -102,16 +103,6 @@ struct oi_hnd {
 	char	uri[OI_URL_MAX];
 	char	token[OI_URL_MAX];
 };
-
-static pthread_once_t oi_once = PTHREAD_ONCE_INIT;
-static int oi_global_rc;
-
-static void
-oi_global(void)
-{
-	oi_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ?
-	    0 : -1;
-}
 
 /* --- URLs ------------------------------------------------------------ */
 
@@ -164,25 +155,9 @@ static size_t
 on_body(char *data, size_t size, size_t n, void *arg)
 {
 	struct oi *o = arg;
-	size_t add = size * n, ncap;
-	char *nb;
 
-	if (o->len + add + 1 > o->cap) {
-		ncap = o->cap ? o->cap : 4096;
-		while (ncap < o->len + add + 1)
-			ncap *= 2;
-		if (ncap > (1u << 20) || (nb = tl_secret_alloc(ncap)) == NULL)
-			return 0;
-		if (o->buf != NULL)
-			memcpy(nb, o->buf, o->len);
-		tl_secret_free(o->buf);	/* secrets pass through here */
-		o->buf = nb;
-		o->cap = ncap;
-	}
-	memcpy(o->buf + o->len, data, add);
-	o->len += add;
-	o->buf[o->len] = '\0';
-	return add;
+	return tl_drv_http_body(&o->buf, &o->len, &o->cap, data, size * n,
+	    1u << 20);
 }
 
 enum oi_body { OI_NONE = 0, OI_JSON, OI_FORM };
@@ -755,7 +730,7 @@ oi_open(const struct tl_drv_admin *a, void **hp, char *why)
 	int rc;
 
 	*hp = NULL;
-	if (pthread_once(&oi_once, oi_global) != 0 || oi_global_rc != 0)
+	if (tl_drv_http_init() != 0)
 		return tl_drv_why(why, TL_EDRIVER,
 		    "libcurl cannot be initialised");
 	if (iss == NULL || *iss == '\0' || strlen(iss) >= OI_URL_MAX)

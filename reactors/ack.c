@@ -291,11 +291,16 @@ tl_ack_refused(struct tl_rx *rx, struct tl_txn *t, const char *via,
 	}
 	if (rx != NULL && (logged == 0 || now < logged || now - logged >=
 	    TL_REFUSED_LOG_NS)) {
+		char more[96] = "";
+
+		if (suppressed > 0)
+			snprintf(more, sizeof(more), " (%llu more suppressed "
+			    "since the last such line)",
+			    (unsigned long long)suppressed);
 		tl_rx_log(rx, TL_RX_WARN, "refused input on %s claiming node "
-		    "%s (%s, %llu so far): %s (%llu more suppressed since the "
-		    "last such line; tally status counts them all)", via, node[0] ? node : "?", kind,
-		    (unsigned long long)(count + 1), why,
-		    (unsigned long long)suppressed);
+		    "%s (%s, %llu so far): %s%s; tally status counts them all",
+		    via, node[0] ? node : "?", kind,
+		    (unsigned long long)(count + 1), why, more);
 		logged = now;
 		suppressed = 0;
 	} else
@@ -304,6 +309,62 @@ tl_ack_refused(struct tl_rx *rx, struct tl_txn *t, const char *via,
 	tl_put_be64(val + 8, suppressed);
 	return tl_kv_put(t, kv, TL_REFUSED_LOG, strlen(TL_REFUSED_LOG), val,
 	    16);
+}
+
+static int
+flush_cb(struct tl_txn *t, void *arg)
+{
+	struct tl_rx *rx = arg;
+	uint8_t val[16];
+	const void *old;
+	size_t ol;
+	uint64_t now = tl_rx_now(), logged, suppressed;
+	tl_kv kv;
+	int rc;
+
+	if ((rc = tl_kv_open_scratch(t, TL_REFUSED_TABLE, &kv)) != 0)
+		return rc;
+	if (tl_kv_get(t, kv, TL_REFUSED_LOG, strlen(TL_REFUSED_LOG), &old,
+	    &ol) != 0 || ol != 16)
+		return 0;
+	logged = tl_get_be64(old);
+	suppressed = tl_get_be64((const uint8_t *)old + 8);
+	if (suppressed == 0 || (now >= logged && now - logged <
+	    TL_REFUSED_LOG_NS))
+		return 0;
+	tl_rx_log(rx, TL_RX_WARN, "refused input: %llu more suppressed since "
+	    "the last such line (tally status counts them all)",
+	    (unsigned long long)suppressed);
+	tl_put_be64(val, now);
+	tl_put_be64(val + 8, 0);
+	return tl_kv_put(t, kv, TL_REFUSED_LOG, strlen(TL_REFUSED_LOG), val,
+	    16);
+}
+
+int
+tl_ack_refused_flush(struct tl_rx *rx)
+{
+	struct tl_txn *t;
+	const void *v;
+	size_t vl;
+	uint64_t now = tl_rx_now(), logged = 0, suppressed = 0;
+	tl_kv kv;
+	int rc;
+
+	/* A read first: there is seldom anything to say. */
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if (tl_kv_open_scratch(t, TL_REFUSED_TABLE, &kv) == 0 &&
+	    tl_kv_get(t, kv, TL_REFUSED_LOG, strlen(TL_REFUSED_LOG), &v,
+	    &vl) == 0 && vl == 16) {
+		logged = tl_get_be64(v);
+		suppressed = tl_get_be64((const uint8_t *)v + 8);
+	}
+	tl_log_abort(t);
+	if (suppressed == 0 || (now >= logged && now - logged <
+	    TL_REFUSED_LOG_NS))
+		return 0;
+	return tl_log_write(rx->log, flush_cb, rx);
 }
 
 struct each_refused {
@@ -692,6 +753,8 @@ tl_rx_acks(struct tl_rx *rx, unsigned *accepted, unsigned *refused)
 	int rc;
 
 	*accepted = *refused = 0;
+	if ((rc = tl_ack_refused_flush(rx)) != 0)
+		return rc;
 	/* A read first: most passes have no offer to look at. */
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;

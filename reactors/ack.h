@@ -115,6 +115,12 @@ int	tl_report_same(struct tl_txn *t, const struct tl_proj *p,
 #define TL_REFUSED_REPLAYED	"replayed"
 int	tl_ack_refused(struct tl_rx *rx, struct tl_txn *t, const char *via,
 	    const char *node, const char *kind, const char *why);
+/*
+ * What the rate limit held back, logged as one line once
+ * TL_REFUSED_LOG_NS has passed since the last (tallyd's passes call it:
+ * the publisher's, the ack pass).  Errors: the log's.
+ */
+int	tl_ack_refused_flush(struct tl_rx *rx);
 /* Visits every count (not the rate limit's row); stops at fn's non-zero. */
 typedef int (*tl_ack_refused_fn)(const char *via, const char *node,
 	    const char *kind, uint64_t count, uint64_t last_ns,

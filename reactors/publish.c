@@ -1302,6 +1302,8 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 		if (now >= ps->next_ack_ns || *published > 0) {
 			rc = consume_acks(rx, ps, &brokerr);
 			ps->next_ack_ns = now + ACK_POLL_NS;
+			if (rc == 0)
+				rc = tl_ack_refused_flush(rx);
 		}
 	}
 	if (rc != 0 && brokerr) {

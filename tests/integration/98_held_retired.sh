@@ -26,7 +26,7 @@ wait_for() {	# SECONDS WHAT CMD...
 	done
 }
 publish_ack() {
-	_p=$(printf '%s' "$1" | sed 's/"/\\"/g')
+	_p=$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')
 	api POST /exchanges/%2F/amq.default/publish \
 		"{\"properties\":{},\"routing_key\":\"tally.acks\",\"payload\":\"$_p\",\"payload_encoding\":\"string\"}" |
 		grep -q '"routed":true' || t_fail "cannot publish to tally.acks"

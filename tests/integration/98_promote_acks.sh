@@ -4,8 +4,8 @@
 # publishing to the stream tally.record and a standby following it;
 # app on node-a with its agent over AMQP (--report-interval 1): its
 # acknowledgements of v1 and v2 (a rotation) and its reports are
-# decided by the leader, and one acknowledgement signed by node-a with a
-# proof for the wrong credential is refused (security.ack-refused).
+# decided by the leader, and one acknowledgement signed by node-a for a
+# holder that does not hold the grant is refused (security.ack-refused).
 # After tally promote, the new leader's tallyd decides nothing again:
 # 0 new security.ack-refused, 0 new credential.acknowledged, 0 new
 # node.reported (the agent is stopped: nothing new is offered); and a
@@ -89,9 +89,10 @@ V2PW=$(t_envget "$W/node-a/app.env" DB_PASSWORD)
 wait_for 30 "node-a's report of v2" sh -c "\"$TALLY_BIN/tally\" status app | grep -q 'app@node-a app/db: v2 delivered, reloaded, acknowledged'"
 sleep 3	# reports every second, each one decided
 agent_stop
-# Signed by node-a, with the proof for another credential: a fact.
+# Signed by node-a, for a holder of node-a that does not hold the grant:
+# a fact about node-a, recorded.
 r0=$(count "$LH" security.ack-refused)
-publish_ack "$($FORGE --node node-a --grant app/db --holder app@node-a --version 2 --key "$(t_nodekey node-a)" --password "not-$V2PW")"
+publish_ack "$($FORGE --node node-a --grant app/db --holder other@node-a --version 2 --key "$(t_nodekey node-a)" --password "$V2PW")"
 wait_for 20 "the refusal" sh -c "[ \$(\"$TALLY_BIN/tally\" log --json --type security.ack-refused | wc -l) -gt $r0 ]"
 OFFERS=$(($(count "$LH" credential.ack-offered) + $(count "$LH" node.report-offered)))
 t_ok "$(count "$LH" credential.acknowledged) acknowledged, $(count "$LH" security.ack-refused) refused, $(count "$LH" node.reported) node.reported; $OFFERS offers in the log"

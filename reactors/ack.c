@@ -2,6 +2,7 @@
  * ack.c - verifying the acknowledgements nodes offer (see ack.h).
  */
 #include <errno.h>
+#include <jansson.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +210,48 @@ tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
 	return 0;
 }
 
+/* A report's "since" (tally-node: when its content appeared); 0: none. */
+static uint64_t
+since_of(const char *json, size_t len)
+{
+	json_t *j = json_loadb(json, len, 0, NULL);
+	json_int_t v = json_integer_value(json_object_get(j, "since"));
+
+	json_decref(j);
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+/*
+ * Signed by its node, but perhaps long ago: a report older than the one
+ * the graph holds (its "since", when its content first appeared on the
+ * agent, is earlier; or the same with other content; or none where the
+ * recorded one has one) was sent again by someone, and would show the
+ * node as it once was.
+ */
+static int
+fresh(struct tl_txn *t, const struct tl_proj *p, const char *node,
+    const char *report, const char **kind, char *why, size_t wl)
+{
+	char k[TL_KEY_MAX];
+	const void *v;
+	size_t vl, rl = strlen(report);
+	uint64_t have, got;
+
+	if (tl_key(k, "nr/%s", node) != 0 ||
+	    tl_kv_get(t, p->graph, k, strlen(k), &v, &vl) != 0 || vl < 8 ||
+	    (have = since_of((const char *)v + 8, vl - 8)) == 0)
+		return 0;
+	got = since_of(report, rl);
+	if (got > have || (got == have && vl - 8 == rl &&
+	    memcmp((const uint8_t *)v + 8, report, rl) == 0))
+		return 0;
+	*kind = TL_REFUSED_REPLAYED;
+	snprintf(why, wl, "replayed: a report of node %s older than the one "
+	    "recorded (since %llu, recorded since %llu)", node,
+	    (unsigned long long)got, (unsigned long long)have);
+	return TL_EREFUSED;
+}
+
 int
 tl_report_screen(struct tl_txn *t, const struct tl_proj *p, const char *node,
     const char *report, const char *sighex, const char **kind, char *why,
@@ -237,7 +280,7 @@ tl_report_screen(struct tl_txn *t, const struct tl_proj *p, const char *node,
 	if (rc != 0)
 		return screened(kind, TL_REFUSED_BADSIG, why, wl, "bad "
 		    "signature: not signed by node %s's key", node);
-	return 0;
+	return fresh(t, p, node, report, kind, why, wl);
 }
 
 int

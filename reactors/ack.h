@@ -85,8 +85,11 @@ int	tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_ack_offer *o, const char **kind, char *why,
 	    size_t wl);
 /*
- * Whether report (the JSON text) is signed by node's key (sighex):
- * 0, or TL_EREFUSED with *kind and why as tl_ack_screen.
+ * Whether report (the JSON text) is signed by node's key (sighex) and
+ * not older than the one the graph holds (its "since", when tally-node
+ * first saw that content, is not earlier; a replayed report would show
+ * the node as it once was): 0, or TL_EREFUSED with *kind and why as
+ * tl_ack_screen.
  */
 int	tl_report_screen(struct tl_txn *t, const struct tl_proj *p,
 	    const char *node, const char *report, const char *sighex,

@@ -7,8 +7,10 @@
 # state, would send) says node-a holds v1: tally status names the node,
 # the grant and both versions ("node-a holds v1 of grant/app/db,
 # retired; the record says v2"), app is not ready, status exits 6; a
-# report of v9 (never delivered) is shown as such; once node-a reports
-# v2 again, status exits 0.
+# report of v9 (never delivered) is shown as such; node-a's report of
+# v2 older than the one recorded (a report sent again) and one signed by
+# another key change nothing; once node-a's agent reports v2 again,
+# status exits 0.
 . "$(dirname "$0")/lib.sh"
 
 R_DIR=$W/rmq
@@ -81,6 +83,13 @@ publish_ack "$($REPORT --node node-a --key "$(t_nodekey node-a)" --held app/db=a
 wait_for 20 "status names v9" sh -c "\"$TALLY_BIN/tally\" status | grep -q 'node-a holds v9 of grant/app/db, which the record never delivered to app@node-a; the record says v2'"
 status_exit 6 || t_fail "status exits 6 expected for v9"
 t_ok "exit 6: never delivered"
+
+t_say "node-a's own report of v2, but older than the one recorded (sent again): refused"
+publish_ack "$($REPORT --node node-a --key "$(t_nodekey node-a)" --held app/db=app@node-a=2 --since 1000)"
+wait_for 20 "the replay counted" sh -c "\"$TALLY_BIN/tally\" status | grep -q 'refused input: 1 replayed or late message(s) on tally.acks claiming node-a'"
+status_exit 6 || t_fail "a replayed old report was believed"
+grep -q "node-a holds v9 of grant/app/db" "$W/status.txt" || t_fail "the replay replaced the recorded report"
+t_ok "still exit 6, the replay counted: $(grep -m1 'replayed or late' "$W/status.txt" | cut -c1-100)…"
 
 t_say "a report signed by another key changes nothing"
 publish_ack "$($REPORT --node node-a --random-key --held app/db=app@node-a=2)"

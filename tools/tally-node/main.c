@@ -735,6 +735,38 @@ append_report(struct tl_txn *t, void *arg)
 	return rc;
 }
 
+/* One order for "held" whatever the directory's: grant, then holder. */
+static int
+held_cmp(const void *a, const void *b)
+{
+	json_t *const *x = a, *const *y = b;
+	int c = strcmp(json_string_value(json_object_get(*x, "grant")),
+	    json_string_value(json_object_get(*y, "grant")));
+
+	return c != 0 ? c : strcmp(json_string_value(json_object_get(*x,
+	    "holder")), json_string_value(json_object_get(*y, "holder")));
+}
+
+static int
+sort_held(json_t *held)
+{
+	size_t n = json_array_size(held), i;
+	json_t **v;
+
+	if (n < 2)
+		return 0;
+	if ((v = calloc(n, sizeof(*v))) == NULL)
+		return ENOMEM;
+	for (i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(held, i));
+	qsort(v, n, sizeof(*v), held_cmp);
+	json_array_clear(held);
+	for (i = 0; i < n; i++)
+		json_array_append_new(held, v[i]);
+	free(v);
+	return 0;
+}
+
 static int
 send_report(struct agent *ag)
 {
@@ -787,10 +819,39 @@ send_report(struct agent *ag)
 	if (r != NULL && ag->refused > 0)
 		json_object_set_new(r, "refused", json_pack("{s:I,s:s}",
 		    "count", (json_int_t)ag->refused, "last", ag->refused_last));
-	if (r == NULL || (js = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS)) ==
-	    NULL) {
+	if (r == NULL || sort_held(held) != 0 ||
+	    (js = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS)) == NULL) {
 		json_decref(r);
 		return ENOMEM;
+	}
+	/*
+	 * "since": when this content first appeared (wall clock, ns).  It
+	 * stays while nothing changes, so an unchanged report is the same
+	 * bytes, and it orders the reports: the control plane refuses one
+	 * older than the one it recorded (a report sent again).
+	 */
+	{
+		static uint8_t content[32];
+		static uint64_t since;
+		uint8_t dg[32];
+		struct timespec now;
+
+		crypto_generichash(dg, sizeof(dg), (const uint8_t *)js,
+		    strlen(js), NULL, 0);
+		if (since == 0 || sodium_memcmp(dg, content, sizeof(dg)) != 0) {
+			clock_gettime(CLOCK_REALTIME, &now);
+			since = (uint64_t)now.tv_sec * 1000000000u +
+			    (uint64_t)now.tv_nsec;
+			memcpy(content, dg, sizeof(content));
+		}
+		free(js);
+		js = NULL;
+		if (json_object_set_new(r, "since", json_integer((json_int_t)
+		    since)) != 0 || (js = json_dumps(r, JSON_COMPACT |
+		    JSON_SORT_KEYS)) == NULL) {
+			json_decref(r);
+			return ENOMEM;
+		}
 	}
 	json_decref(r);
 	if ((rc = tl_report_message(ag->node, js, &msg, &mlen)) != 0)

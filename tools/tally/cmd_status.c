@@ -149,7 +149,7 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 {
 	struct agents_arg *aa = arg;
 	const uint8_t *v = val;
-	uint64_t ts = 0, age, seen;
+	uint64_t ts = 0, age, seen, recorded;
 	json_t *rep, *held, *h, *mine;
 	size_t i, ml = aa->module ? strlen(aa->module) : 0;
 
@@ -157,6 +157,7 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 		return 0;
 	for (i = 0; i < 8; i++)
 		ts = ts << 8 | v[i];
+	recorded = ts;
 	/*
 	 * The report is recorded when it changes; the agent's heartbeat
 	 * (every --report-interval) only moves its last-seen time.
@@ -201,9 +202,10 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 	age = aa->now_ns > ts ? aa->now_ns - ts : 0;
 	if (age > aa->silence_ns)
 		aa->silent++;
-	json_array_append_new(aa->out, json_pack("{s:s,s:O,s:I,s:I,s:o,s:O?,"
-	    "s:b,s:O?}", "node", node, "agent", json_object_get(rep, "agent"),
-	    "reported_ns", (json_int_t)ts, "age_ns", (json_int_t)age, "held",
+	json_array_append_new(aa->out, json_pack("{s:s,s:O,s:I,s:I,s:I,s:o,"
+	    "s:O?,s:b,s:O?}", "node", node, "agent", json_object_get(rep,
+	    "agent"), "reported_ns", (json_int_t)ts, "recorded_ns",
+	    (json_int_t)recorded, "age_ns", (json_int_t)age, "held",
 	    mine, "last_reload", json_object_get(rep, "last_reload"),
 	    "silent", age > aa->silence_ns, "refused", json_object_get(rep,
 	    "refused")));

@@ -18,6 +18,12 @@
  *		[a-z0-9.-]), owned by that user, made by it (S3 PUT signed
  *		with its own key), without a bucket policy.
  *
+ * Bucket names are global to the gateway and any user may create one
+ * (a consumer that deleted its own bucket can create another), so the
+ * names are keyed (keyed_names: scheme 3, drivers/naming.c): their
+ * digest is keyed by the mesh's naming key, and no consumer can compute
+ * the bucket of a grant not yet made and take it first.
+ *
  * Credential model TL_DRV_CRED_MULTI_PASSWORD: every version is the same
  * user; a rotation adds the new version's key beside the old
  * (add_credential) and removes the old version's key, derived again from
@@ -45,12 +51,16 @@
  * Drift: the user gone, or its key for the password gone or with another
  * secret, is TL_DRIFT_CREDENTIAL (set_password adds the key again; a
  * user gone is made again); suspended, caps, max-buckets other than 1,
- * a bucket policy, or the consumer reaching the canary bucket is
- * TL_DRIFT_PRIVILEGES (fix_privileges); the bucket gone or owned by
+ * a bucket policy, an ACL that grants anything beyond the owner's
+ * FULL_CONTROL (public-read, a READ grant to another user), or the
+ * consumer reaching the canary bucket is TL_DRIFT_PRIVILEGES
+ * (fix_privileges deletes the policy and sets the ACL private); the bucket gone or owned by
  * another is TL_DRIFT_MISSING, never recreated (its objects are gone; an
  * empty bucket would hide that).  check also proves isolation from the
  * consumer's side: a signed HEAD of its own bucket (200) and of the
  * canary bucket, the admin's, which it must not reach (403).
+ * The policy and the ACL are read as the owner (GET ?policy, ?acl: the
+ * admin is not the bucket's owner), so by check only.
  * check_bulk: one GET /admin/bucket?stats=true for every bucket and its
  * owner, then one GET /admin/user per grant (the API lists no users with
  * their keys in one call), none as the consumer.
@@ -714,6 +724,124 @@ drop_policy(struct rgw *r, const struct tl_drv_grant *g, char *why)
 	    "deleting the bucket policy", why);
 }
 
+/*
+ * The bucket's ACL back to private (the owner's FULL_CONTROL alone), as
+ * the owner: PUT ?acl with the canned ACL "private".
+ */
+static int
+set_private(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	char ak[24], path[RGW_NAME_MAX + 2];
+	struct curl_slist *hd, *h2;
+	long st;
+	int rc;
+	struct kv q[] = { { "acl", "" } };
+
+	if ((hd = curl_slist_append(NULL, "x-amz-content-sha256: "
+	    "UNSIGNED-PAYLOAD")) == NULL)
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	/* The RGW wants a length on PUT ?acl (411 without one). */
+	if ((h2 = curl_slist_append(hd, "Content-Length: 0")) == NULL ||
+	    (h2 = curl_slist_append(h2, "x-amz-acl: private")) == NULL) {
+		curl_slist_free_all(hd);
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	}
+	access_key(g->login, g->password, ak);
+	snprintf(path, sizeof(path), "/%s", g->resource);
+	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, h2);
+	rc = request(r, "PUT", path, q, 1, ak, g->password, NULL, &st,
+	    "making the bucket's ACL private", why);
+	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, r->hdr);
+	curl_slist_free_all(h2);
+	return rc;
+}
+
+/*
+ * The text between open and close in [p, e), into out (n bytes; "" when
+ * absent).
+ */
+static void
+xml_text(const char *p, const char *e, const char *open, const char *close,
+    char *out, size_t n)
+{
+	const char *a, *b;
+	size_t ol = strlen(open), l;
+
+	out[0] = '\0';
+	for (a = p; a + ol <= e && strncmp(a, open, ol) != 0; a++)
+		;
+	if (a + ol > e)
+		return;
+	a += ol;
+	for (b = a; b + strlen(close) <= e && strncmp(b, close,
+	    strlen(close)) != 0; b++)
+		;
+	if (b + strlen(close) > e)
+		return;
+	l = (size_t)(b - a) < n - 1 ? (size_t)(b - a) : n - 1;
+	memcpy(out, a, l);
+	out[l] = '\0';
+}
+
+/*
+ * What the bucket's ACL (GET ?acl, as the owner) grants beyond the
+ * owner's FULL_CONTROL, one "PERMISSION to WHOM" each, into w; nothing
+ * added when it is private.  An S3 ACL is XML of Grant elements, each a
+ * Grantee (a CanonicalUser's ID, a Group's URI, an EmailAddress) and a
+ * Permission; element text cannot hold "<", so a search for the next
+ * tag cannot be fooled by a display name.
+ */
+static int
+read_acl(struct rgw *r, const struct tl_drv_grant *g, int *bad, char *w,
+    char *why)
+{
+	char ak[24], path[RGW_NAME_MAX + 2], perm[32], id[80], uri[160],
+	    mail[80];
+	const char *p, *e, *end, *who;
+	int owner_full = 0;
+	long st;
+	int rc;
+	struct kv q[] = { { "acl", "" } };
+
+	*bad = 0;
+	access_key(g->login, g->password, ak);
+	snprintf(path, sizeof(path), "/%s", g->resource);
+	if ((rc = request(r, "GET", path, q, 1, ak, g->password, NULL, &st,
+	    "reading the bucket's ACL", why)) != 0)
+		return rc;
+	p = r->buf != NULL ? r->buf : "";
+	end = p + r->len;
+	while ((p = strstr(p, "<Grant>")) != NULL && p < end) {
+		if ((e = strstr(p, "</Grant>")) == NULL || e > end)
+			break;
+		xml_text(p, e, "<Permission>", "</Permission>", perm,
+		    sizeof(perm));
+		xml_text(p, e, "<ID>", "</ID>", id, sizeof(id));
+		xml_text(p, e, "<URI>", "</URI>", uri, sizeof(uri));
+		xml_text(p, e, "<EmailAddress>", "</EmailAddress>", mail,
+		    sizeof(mail));
+		if (id[0] != '\0' && strcmp(id, g->login) == 0 &&
+		    strcmp(perm, "FULL_CONTROL") == 0)
+			owner_full = 1;
+		else {
+			who = strrchr(uri, '/');
+			*bad = 1;
+			tl_drv_why_add(w, "bucket \"%s\"'s ACL grants %s to "
+			    "%s%.64s", g->resource, perm[0] ? perm : "?",
+			    uri[0] ? "group " : id[0] ? "user " : mail[0] ?
+			    "e-mail " : "", uri[0] ? (who != NULL ? who + 1 :
+			    uri) : id[0] ? id : mail[0] ? mail : "?");
+		}
+		p = e + 8;
+	}
+	if (!owner_full) {
+		*bad = 1;
+		tl_drv_why_add(w, "bucket \"%s\"'s ACL does not give its "
+		    "owner FULL_CONTROL", g->resource);
+	}
+	return 0;
+}
+
 static int
 rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -725,10 +853,12 @@ rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
 	if ((rc = ensure_user(r, g, 1, why)) != 0 ||
-	    (rc = drop_policy(r, g, why)) != 0)
+	    (rc = drop_policy(r, g, why)) != 0 ||
+	    (rc = set_private(r, g, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user \"%s\" is active without caps and "
-	    "bucket \"%s\" has no policy", g->login, g->resource);
+	    "bucket \"%s\" has no policy and a private ACL", g->login,
+	    g->resource);
 }
 
 /* --- verification ------------------------------------------------------ */
@@ -833,7 +963,7 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	char w[TL_DRV_WHY_MAX], ak[24], path[RGW_NAME_MAX + 2];
 	char admin_base[sizeof(r->base)];
 	long st;
-	int rc, consumer = 0;
+	int rc, consumer = 0, acl;
 	struct kv q[] = { { "policy", "" } };
 
 	*drift = TL_DRIFT_NONE;
@@ -881,11 +1011,15 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 		tl_drv_why_add(w, "bucket \"%s\" has a bucket policy",
 		    g->resource);
 	}
+	if ((rc = read_acl(r, g, &acl, w, why)) != 0)
+		goto out;
+	if (acl)
+		drift_to(drift, TL_DRIFT_PRIVILEGES);
 done:
 	if (*drift == TL_DRIFT_NONE)
 		tl_drv_why(why, 0, "user \"%s\", its key and bucket \"%s\" are "
-		    "as made; the consumer reaches its bucket and not the "
-		    "canary", g->login, g->resource);
+		    "as made (no policy, a private ACL); the consumer reaches "
+		    "its bucket and not the canary", g->login, g->resource);
 	else
 		tl_drv_why(why, 0, "%s", w);
 out:
@@ -1228,6 +1362,7 @@ const struct tl_drv_ops tl_drv_ceph_rgw = {
 	.field_info = rgw_field_info,
 	.compose = rgw_compose,
 	.names = rgw_names,
+	.keyed_names = 1,
 	.credential = TL_DRV_CRED_MULTI_PASSWORD,
 	.add_credential = rgw_add_credential,
 	.retire_credential = rgw_retire_credential,

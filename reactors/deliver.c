@@ -211,7 +211,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	 * driver whose fields record no resource name (the fold keeps
 	 * TL_GRANT_OBJECT_KEY and user) gets the names it derives.
 	 */
-	tl_rx_grant_names(g, g->version, res, own, login);
+	tl_rx_grant_names(rx, g, g->version, res, own, login);
 	dg.resource = g->object[0] != '\0' ? g->object : res;
 	dg.owner = own;
 	dg.login = g->user[0] != '\0' ? g->user : login;

@@ -370,7 +370,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 		if (w->resumed && w->g.intent_seq == 0)
 			w->resumed = 0;	/* failed before any intent */
 		if (w->resumed || w->kind == W_REVOKE)
-			tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
+			tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 			    w->login);
 		if ((w->resumed || w->kind == W_REVOKE) && w->g.version > 0 &&
 		    pv != NULL && pv->ops != NULL && pv->ops->handle_model &&
@@ -412,7 +412,7 @@ intents(void *arg, struct tl_ctx *cp)
 		/* The scheme first: a grant's first version decides it. */
 		w->g.naming = tl_rx_grant_naming(&w->g);
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
-		tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
+		tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
 		ctlen = tl_rx_new_credential(ps->rx, w->g.id, w->g.version,
 		    w->password, ct);

@@ -336,7 +336,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 		struct check *c = &ps->c[i];
 		struct vprov *v = NULL;
 
-		tl_rx_grant_names(&c->g, c->g.version, c->db, c->owner,
+		tl_rx_grant_names(ps->rx, &c->g, c->g.version, c->db, c->owner,
 		    c->login);
 		if ((rc = tl_rx_intent_password(ps->rx, t, &c->g,
 		    c->password)) != 0) {

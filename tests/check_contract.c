@@ -84,11 +84,11 @@ START_TEST(test_names_unchanged)
 	for (t = 0; t < 2; t++)
 		for (i = 0; i < NVEC; i++) {
 			grant_of(&vecs[i], types[t], &g);
-			tl_rx_grant_names(&g, vecs[i].version, d, o, l);
+			tl_rx_grant_names(NULL, &g, vecs[i].version, d, o, l);
 			ck_assert_str_eq(d, vecs[i].res);
 			ck_assert_str_eq(o, vecs[i].owner);
 			ck_assert_str_eq(l, vecs[i].login);
-			tl_rx_move_names(&g, vecs[i].version + 1, d, o, l);
+			tl_rx_move_names(NULL, &g, vecs[i].version + 1, d, o, l);
 			ck_assert_str_eq(d, vecs[i].mres);
 			ck_assert_str_eq(o, vecs[i].mres);
 			ck_assert_str_eq(l, vecs[i].mlogin);

@@ -594,7 +594,7 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	struct tl_drv_endpoint ep;
 	struct tl_drv_grant dg;
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
-	char val[512];
+	char val[512], host[256];
 	const char *d;
 	size_t j;
 
@@ -606,9 +606,14 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	if (ops == NULL || ops->fields == NULL)
 		return;
 	d = tl_drv_setting_default(ops, "port");
-	ep.host = pv != NULL ? pv->routable : "";
-	ep.port = pv != NULL ? pv->port : d != NULL ? d : "";
-	ep.settings = pv != NULL ? tl_rx_prov_settings(pv, sv) : NULL;
+	if (pv != NULL)
+		tl_rx_consumer_endpoint(pv, &w->g, TL_RX_EP_RECORD, NULL, sv,
+		    host, &ep);
+	else {
+		memset(&ep, 0, sizeof(ep));
+		ep.host = "";
+		ep.port = d != NULL ? d : "";
+	}
 	dg.resource = w->dbname;
 	dg.owner = w->owner;
 	dg.login = w->login;

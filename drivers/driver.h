@@ -583,6 +583,14 @@ struct tl_drv_ops {
 	 * new grants are named by TL_DRV_NAMING_KEYED (tl_drv_naming).
 	 */
 	int		 keyed_names;
+	/*
+	 * NULL, or one line: what one consumer of this provider can still
+	 * do to another consumer's grant that nothing the driver registers
+	 * or sets can prevent (the provider's own configuration may), so
+	 * that a person knows it: tally status and tally explain show it
+	 * beside every grant of the driver.
+	 */
+	const char	*isolation_note;
 };
 
 /* The scheme a new grant of ops's types is named by. */

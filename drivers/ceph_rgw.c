@@ -59,11 +59,13 @@
  * empty bucket would hide that).  check also proves isolation from the
  * consumer's side: a signed HEAD of its own bucket (200) and of the
  * canary bucket, the admin's, which it must not reach (403).
- * The policy and the ACL are read as the owner (GET ?policy, ?acl: the
- * admin is not the bucket's owner), so by check only.
+ * The policy is read as the owner (GET ?policy: the admin is not the
+ * bucket's owner), so by check only; the ACL on the admin side (GET
+ * /admin/bucket?policy), by both.
  * check_bulk: one GET /admin/bucket?stats=true for every bucket and its
- * owner, then one GET /admin/user per grant (the API lists no users with
- * their keys in one call), none as the consumer.
+ * owner, then one GET /admin/user and one GET /admin/bucket?policy per
+ * grant (the API lists no users with their keys, nor ACLs, in one
+ * call), none as the consumer.
  *
  * Revocation: retain (the default) suspends the user and keeps the
  * bucket and its objects; purge deletes the bucket with its objects,
@@ -756,89 +758,85 @@ set_private(struct rgw *r, const struct tl_drv_grant *g, char *why)
 	return rc;
 }
 
-/*
- * The text between open and close in [p, e), into out (n bytes; "" when
- * absent).
- */
+/* The names of an ACL's permission flags (RGW: READ 1, WRITE 2, ...). */
 static void
-xml_text(const char *p, const char *e, const char *open, const char *close,
-    char *out, size_t n)
+perm_name(json_int_t flags, char *out, size_t n)
 {
-	const char *a, *b;
-	size_t ol = strlen(open), l;
+	static const char *const name[] = { "READ", "WRITE", "READ_ACP",
+	    "WRITE_ACP" };
+	size_t i, o = 0;
 
 	out[0] = '\0';
-	for (a = p; a + ol <= e && strncmp(a, open, ol) != 0; a++)
-		;
-	if (a + ol > e)
+	if ((flags & 15) == 15) {
+		snprintf(out, n, "FULL_CONTROL");
 		return;
-	a += ol;
-	for (b = a; b + strlen(close) <= e && strncmp(b, close,
-	    strlen(close)) != 0; b++)
-		;
-	if (b + strlen(close) > e)
-		return;
-	l = (size_t)(b - a) < n - 1 ? (size_t)(b - a) : n - 1;
-	memcpy(out, a, l);
-	out[l] = '\0';
+	}
+	for (i = 0; i < 4; i++)
+		if (flags & ((json_int_t)1 << i))
+			o += (size_t)snprintf(out + o, o < n ? n - o : 0, "%s%s",
+			    o ? "+" : "", name[i]);
+	if (out[0] == '\0')
+		snprintf(out, n, "flags %lld", (long long)flags);
 }
 
 /*
- * What the bucket's ACL (GET ?acl, as the owner) grants beyond the
- * owner's FULL_CONTROL, one "PERMISSION to WHOM" each, into w; nothing
- * added when it is private.  An S3 ACL is XML of Grant elements, each a
- * Grantee (a CanonicalUser's ID, a Group's URI, an EmailAddress) and a
- * Permission; element text cannot hold "<", so a search for the next
- * tag cannot be fooled by a display name.
+ * What the bucket's ACL grants beyond its owner's FULL_CONTROL, one
+ * "PERMISSION to WHOM" each, added to w; *bad when there is any.  Read
+ * on the admin side (GET /admin/bucket?policy: the ACL as JSON, whose
+ * grant_map entries are typed 0 user, 1 e-mail, 2 group: 1 AllUsers, 2
+ * AuthenticatedUsers), so check and check_bulk read it alike, one
+ * request per bucket.  A bucket that is gone has no ACL (0, nothing).
  */
 static int
 read_acl(struct rgw *r, const struct tl_drv_grant *g, int *bad, char *w,
     char *why)
 {
-	char ak[24], path[RGW_NAME_MAX + 2], perm[32], id[80], uri[160],
-	    mail[80];
-	const char *p, *e, *end, *who;
-	int owner_full = 0;
-	long st;
-	int rc;
-	struct kv q[] = { { "acl", "" } };
+	struct kv q[] = { { "bucket", g->resource }, { "policy", "" } };
+	json_t *pol = NULL, *e, *gr;
+	const char *id, *mail;
+	char perm[48];
+	json_int_t type, flags, group;
+	int rc, owner_full = 0;
+	size_t i;
 
 	*bad = 0;
-	access_key(g->login, g->password, ak);
-	snprintf(path, sizeof(path), "/%s", g->resource);
-	if ((rc = request(r, "GET", path, q, 1, ak, g->password, NULL, &st,
-	    "reading the bucket's ACL", why)) != 0)
+	if ((rc = get_json(r, "/admin/bucket", q, 2, &pol,
+	    "reading the bucket's ACL", why)) != 0 || pol == NULL)
 		return rc;
-	p = r->buf != NULL ? r->buf : "";
-	end = p + r->len;
-	while ((p = strstr(p, "<Grant>")) != NULL && p < end) {
-		if ((e = strstr(p, "</Grant>")) == NULL || e > end)
-			break;
-		xml_text(p, e, "<Permission>", "</Permission>", perm,
-		    sizeof(perm));
-		xml_text(p, e, "<ID>", "</ID>", id, sizeof(id));
-		xml_text(p, e, "<URI>", "</URI>", uri, sizeof(uri));
-		xml_text(p, e, "<EmailAddress>", "</EmailAddress>", mail,
-		    sizeof(mail));
-		if (id[0] != '\0' && strcmp(id, g->login) == 0 &&
-		    strcmp(perm, "FULL_CONTROL") == 0)
+	json_array_foreach(json_object_get(json_object_get(pol, "acl"),
+	    "grant_map"), i, e) {
+		gr = json_object_get(e, "grant");
+		type = json_integer_value(json_object_get(json_object_get(gr,
+		    "type"), "type"));
+		flags = json_integer_value(json_object_get(json_object_get(gr,
+		    "permission"), "flags"));
+		group = json_integer_value(json_object_get(gr, "group"));
+		id = json_string_value(json_object_get(gr, "id"));
+		mail = json_string_value(json_object_get(gr, "email"));
+		if (type == 0 && id != NULL && strcmp(id, g->login) == 0 &&
+		    (flags & 15) == 15) {
 			owner_full = 1;
-		else {
-			who = strrchr(uri, '/');
-			*bad = 1;
-			tl_drv_why_add(w, "bucket \"%s\"'s ACL grants %s to "
-			    "%s%.64s", g->resource, perm[0] ? perm : "?",
-			    uri[0] ? "group " : id[0] ? "user " : mail[0] ?
-			    "e-mail " : "", uri[0] ? (who != NULL ? who + 1 :
-			    uri) : id[0] ? id : mail[0] ? mail : "?");
+			continue;
 		}
-		p = e + 8;
+		*bad = 1;
+		perm_name(flags, perm, sizeof(perm));
+		if (type == 2)
+			tl_drv_why_add(w, "bucket \"%s\"'s ACL grants %s to "
+			    "group %s", g->resource, perm, group == 1 ?
+			    "AllUsers" : group == 2 ? "AuthenticatedUsers" :
+			    "?");
+		else
+			tl_drv_why_add(w, "bucket \"%s\"'s ACL grants %s to "
+			    "%s %.64s", g->resource, perm, type == 1 ?
+			    "e-mail" : "user", type == 1 ? (mail != NULL ?
+			    mail : "?") : (id != NULL ? id : "?"));
 	}
 	if (!owner_full) {
 		*bad = 1;
 		tl_drv_why_add(w, "bucket \"%s\"'s ACL does not give its "
 		    "owner FULL_CONTROL", g->resource);
 	}
+	json_decref(pol);
 	return 0;
 }
 
@@ -975,6 +973,12 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	    (rc = get_bucket(r, g->resource, &b, why)) != 0)
 		goto out;
 	evaluate(g, u, b, drift, w);
+	if (*drift < TL_DRIFT_MISSING) {
+		if ((rc = read_acl(r, g, &acl, w, why)) != 0)
+			goto out;
+		if (acl)
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+	}
 	if (*drift >= TL_DRIFT_CREDENTIAL || u == NULL || suspended(u))
 		goto done;
 	/* From the consumer's side: its bucket, and isolation. */
@@ -1011,10 +1015,6 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 		tl_drv_why_add(w, "bucket \"%s\" has a bucket policy",
 		    g->resource);
 	}
-	if ((rc = read_acl(r, g, &acl, w, why)) != 0)
-		goto out;
-	if (acl)
-		drift_to(drift, TL_DRIFT_PRIVILEGES);
 done:
 	if (*drift == TL_DRIFT_NONE)
 		tl_drv_why(why, 0, "user \"%s\", its key and bucket \"%s\" are "
@@ -1066,6 +1066,17 @@ rgw_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		if ((rc = vet_user(r, &gs[i], &u, &m, why[i])) != 0)
 			break;
 		evaluate(&gs[i], u, b, &drift[i], why[i]);
+		if (drift[i] < TL_DRIFT_MISSING) {
+			int acl;
+
+			if ((rc = read_acl(r, &gs[i], &acl, why[i],
+			    why[i])) != 0) {
+				json_decref(u);
+				break;
+			}
+			if (acl)
+				drift_to(&drift[i], TL_DRIFT_PRIVILEGES);
+		}
 		if (drift[i] == TL_DRIFT_NONE)
 			tl_drv_why(why[i], 0, "user \"%s\", its key and bucket "
 			    "\"%s\" are as made", gs[i].login,

@@ -753,6 +753,16 @@ START_TEST(test_acl)
 	ck_rc(drv->check(h, &a.g, &ep, &d, why), 0, why);
 	ck_assert_msg(d == TL_DRIFT_PRIVILEGES, "public-read: %d %s", d, why);
 	ck_assert_msg(strstr(why, "READ to group AllUsers") != NULL, "%s", why);
+	/* The bulk check reads it on the admin side too. */
+	{
+		enum tl_drv_drift db = TL_DRIFT_NONE;
+		char wb[1][TL_DRV_WHY_MAX];
+
+		ck_rc(drv->check_bulk(h, &a.g, 1, &db, wb), 0, wb[0]);
+		ck_assert_msg(db == TL_DRIFT_PRIVILEGES, "bulk: %d %s", db,
+		    wb[0]);
+		ck_assert_msg(strstr(wb[0], "AllUsers") != NULL, "%s", wb[0]);
+	}
 	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
 	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
 	ck_assert_int_eq(anon_get(pq), 403);

@@ -447,6 +447,9 @@ print_module(const json_t *m)
 				    json_object_get(r, "drift")),
 				    json_string_value(json_object_get(r,
 				    "drift_reason")));
+			if (json_object_get(r, "isolation_note") != NULL)
+				printf("\n      note: %s", json_string_value(
+				    json_object_get(r, "isolation_note")));
 			if (json_object_get(r, "migrations_blocked") != NULL)
 				printf("\n      migrations blocked: %s",
 				    json_string_value(json_object_get(r,

@@ -39,6 +39,7 @@ static struct {
 	char	*home;
 	char	*keys;		/* node keys, outside the home */
 	char	 key[4200];
+	char	 key2[4200];	/* a second node's */
 	char	 bin[4096];
 	char	 src[4096];
 	char	*out;		/* the last run's standard output */
@@ -207,6 +208,7 @@ setup(void)
 	H.keys = tl_test_tmpdir("cli-keys");
 	/* Node keys go outside the home (tally node add refuses it). */
 	snprintf(H.key, sizeof(H.key), "%s/node.key", H.keys);
+	snprintf(H.key2, sizeof(H.key2), "%s/node2.key", H.keys);
 	setenv("TALLY_HOME", H.home, 1);
 	T_OK("init");
 }
@@ -356,10 +358,12 @@ ck_bound(int line, const char *module, const char *node, const char *req,
 static void
 node_add(const char *name)
 {
-	char host[128];
+	char host[128], key[4200];
 
+	/* One key file per node: an existing one is never replaced. */
 	snprintf(host, sizeof(host), "%s.mesh.test", name);
-	T_OK("node", "add", name, "--routable-name", host, "--key-out", H.key);
+	snprintf(key, sizeof(key), "%s/%s.key", H.keys, name);
+	T_OK("node", "add", name, "--routable-name", host, "--key-out", key);
 }
 
 /* The grant record of the grants projection, read in-process. */
@@ -1997,7 +2001,7 @@ START_TEST(test_json_writes)
 	    "--key-out", H.key);
 	CK_APPENDED("node.added", "node/node-a");
 	T_OK("node", "add", "node-b", "--routable-name", "b.lan", "--json",
-	    "--key-out", H.key);
+	    "--key-out", H.key2);
 	CK_APPENDED("node.added", "node/node-b");
 	T_OK("--json", "apply", fx("postgres.yaml"), fx("game.yaml"));
 	CK_APPENDED("module.declared", "module/game");

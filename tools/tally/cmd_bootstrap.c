@@ -762,7 +762,7 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 		{ 0 }
 	};
 	struct bs_bundle b;
-	char path[1200], key[TL_KEY_MAX], dir[BS_PATH];
+	char path[1200], key[TL_KEY_MAX], dir[BS_PATH], knew[BS_PATH + 8];
 	char *av[4 + BS_MAX + 1];
 	struct stat st;
 	unsigned timeout = 60, checked = 0;
@@ -813,7 +813,9 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 		ex = TL_EXIT_FAIL;
 		goto out;
 	}
-	if (!has) {
+	snprintf(knew, sizeof(knew), "%s.new", b.keyout);
+	/* A key a kill left beside its place: node add finishes it. */
+	if (!has || (access(b.keyout, F_OK) != 0 && access(knew, F_OK) == 0)) {
 		char *nav[] = { "node", "add", b.node, "--routable-name",
 		    b.routable, "--key-out", b.keyout, NULL };
 

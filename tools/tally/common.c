@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +173,17 @@ cli_close(struct tl_cli *cli)
 {
 	tl_log_close(cli->log);
 	cli->log = NULL;
+}
+
+void
+cli_fault_at(const char *point)
+{
+	const char *at = getenv("TALLY_FAULT_AT");
+
+	if (at != NULL && strcmp(at, point) == 0) {
+		fflush(NULL);
+		raise(SIGKILL);
+	}
 }
 
 int

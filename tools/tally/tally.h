@@ -70,6 +70,11 @@ void	 cli_warnx(const char *fmt, ...)
 /* Reports err for what (with LMDB's detail when there is one). */
 int	 cli_fail(struct tl_cli *cli, int err, const char *what);
 int	 cli_parse_u64(const char *s, uint64_t *out);
+/*
+ * A crash point for the tests: SIGKILLs the process when
+ * $TALLY_FAULT_AT names point (tests/integration/14_node_key_kill.sh).
+ */
+void	 cli_fault_at(const char *point);
 void	 cli_print_event_text(FILE *fp, const struct tl_event *ev);
 int	 cli_print_event_json(FILE *fp, const struct tl_event *ev);
 

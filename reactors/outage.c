@@ -2,6 +2,7 @@
  * outage.c - a provider's outage, recorded once by whichever reactor
  * meets it first, and its recovery.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -9,6 +10,28 @@
 #include "projections/events.h"
 #include "projections/proj.h"
 #include "rx-internal.h"
+#include "session.h"
+
+void
+tl_rx_auth_reason(const struct tl_rx_prov *pv, const char *why, char *out,
+    size_t cap)
+{
+	const struct tl_drv_setting *s;
+	char names[200] = "";
+	size_t n = 0;
+
+	for (s = pv->ops != NULL ? pv->ops->settings : NULL; s != NULL &&
+	    s->name != NULL; s++)
+		if (s->secret && n < sizeof(names))
+			n += (size_t)snprintf(names + n, sizeof(names) - n,
+			    "%s--secret %s", n ? " " : "", s->name);
+	if (n >= sizeof(names))
+		names[sizeof(names) - 1] = '\0';
+	snprintf(out, cap, "the admin secret is missing or refused (%s): "
+	    "give it with tally assign %s %s %s < FILE (the rest of the "
+	    "assignment is kept)", why, pv->module,
+	    pv->node, names[0] != '\0' ? names : "--secret NAME");
+}
 
 /* Is provider id recorded down, and was that its admin credential? */
 static int

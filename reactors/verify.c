@@ -659,19 +659,6 @@ log:
 			    ps->vp[i].pv.id, ps->vp[i].open_why);
 }
 
-/* What to do about a refused admin credential, naming the assignment. */
-static void
-auth_hint(const struct vprov *v, char *out, size_t cap)
-{
-	out[0] = '\0';
-	if (v->open_rc == TL_EAUTH)
-		snprintf(out, cap, " — the provider refused tally's admin "
-		    "credential: was its admin password changed?  Record the "
-		    "new one: tally assign %s %s --secret admin-password (with "
-		    "its --expose and --set options)", v->pv.module,
-		    v->pv.node);
-}
-
 static int
 emit_kv(struct tl_ctx *c, const char *type, const char *stream,
     const char *grant, const char *k1, const char *v1, const char *k2,
@@ -697,7 +684,7 @@ emit_kv(struct tl_ctx *c, const char *type, const char *stream,
 static int
 provider_outcome(struct tl_ctx *c, struct vprov *v)
 {
-	char reason[TL_DRV_WHY_MAX + 400], hint[400];
+	char reason[TL_DRV_WHY_MAX + 400];
 	size_t i;
 
 	/*
@@ -711,8 +698,10 @@ provider_outcome(struct tl_ctx *c, struct vprov *v)
 			    v->c[i]->why);
 	if (v->open_rc == 0)
 		return tl_rx_provider_up(c, v->pv.id);
-	auth_hint(v, hint, sizeof(hint));
-	snprintf(reason, sizeof(reason), "%s%s", v->open_why, hint);
+	if (v->open_rc == TL_EAUTH)
+		tl_rx_auth_reason(&v->pv, v->open_why, reason, sizeof(reason));
+	else
+		snprintf(reason, sizeof(reason), "%s", v->open_why);
 	return tl_rx_provider_down(c, v->pv.id, v->open_rc == TL_EAUTH,
 	    reason);
 }

@@ -128,7 +128,7 @@ tly assign app-a node-a --set "note='; DROP DATABASE postgres; --" >/dev/null
 
 t_check "the quoted admin user is refused by the server as that literal name"
 t_expect_exit 6 "tally status with a rejected admin login" tly status app-a
-grep -q "unreachable: admin login as \"postgres' OR '1'='1\" rejected" "$W/last.out" || {
+grep -q "refused tally's admin login: .*admin login as \"postgres' OR '1'='1\" rejected" "$W/last.out" || {
 	cat "$W/last.out" >&2
 	t_fail "status does not report the admin login rejected under the literal name"
 }

@@ -309,21 +309,6 @@ do_rm(struct tl_ctx *c, void *arg)
 	return tl_dec_node_rm(c, arg);
 }
 
-static int
-routable_ok(const char *h)
-{
-	size_t i, n = strlen(h);
-
-	if (n == 0 || n > 253)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!(h[i] == '.' || h[i] == '-' || h[i] == ':' ||
-		    (h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' &&
-		    h[i] <= 'Z') || (h[i] >= '0' && h[i] <= '9')))
-			return 0;
-	return 1;
-}
-
 /*
  * Is path (a file that may not exist yet) under the tally home?  By
  * the real paths of its directory and of the home, so that neither a
@@ -497,7 +482,7 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 	struct add_arg a;
 	struct tl_node_key nk;
 	const char *keyout = NULL;
-	char tmp[4200];
+	char tmp[4200], why[400];
 	int c, ex, yes = 0, created = 0;
 
 	memset(&a, 0, sizeof(a));
@@ -595,9 +580,8 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		    "address other machines can reach)");
 		return TL_EXIT_USAGE;
 	}
-	if (!routable_ok(a.routable)) {
-		cli_errx("--routable-name '%s': not a host name or address "
-		    "(1-253 of letters, digits, '.', '-', ':')", a.routable);
+	if (!cli_routable_ok(a.routable, why, sizeof(why))) {
+		cli_errx("--routable-name: %s", why);
 		return TL_EXIT_REFUSED;
 	}
 	if (!key_ok(cli, argv[0], keyout))

@@ -75,6 +75,12 @@ int	 cli_parse_u64(const char *s, uint64_t *out);
  * $TALLY_FAULT_AT names point (tests/integration/14_node_key_kill.sh).
  */
 void	 cli_fault_at(const char *point);
+/*
+ * Is h a node's routable name: a host name, an IPv4 address or an IPv6
+ * literal, and never HOST:PORT (the port is each provider's setting)?
+ * 1, or 0 with why (cap bytes) saying what is wrong with it.
+ */
+int	 cli_routable_ok(const char *h, char *why, size_t cap);
 void	 cli_print_event_text(FILE *fp, const struct tl_event *ev);
 int	 cli_print_event_json(FILE *fp, const struct tl_event *ev);
 

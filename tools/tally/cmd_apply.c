@@ -401,6 +401,30 @@ do_apply(struct tl_ctx *c, void *arg)
 	return 0;
 }
 
+/*
+ * A requirement that maps no connection field to env is provisioned
+ * and delivers nothing the module reads: legal (a grant that exists
+ * for its own sake), and a first user's usual slip, so said.
+ */
+static void
+warn_unmapped(const struct tl_mf_set *set)
+{
+	size_t i, j;
+
+	for (i = 0; i < tl_mf_set_count(set); i++) {
+		const struct tl_mf_module *m = tl_mf_set_module(set, i);
+
+		for (j = 0; j < m->nreqs; j++)
+			if (m->reqs[j].kind == TL_MF_INSTANTIATION &&
+			    m->reqs[j].nenv == 0)
+				cli_warnx("%s:%d: requires.%s: %s maps no "
+				    "connection field to env: nothing will be "
+				    "delivered to %s for it (add env: {FIELD: "
+				    "VARIABLE})", m->file, m->reqs[j].line,
+				    m->reqs[j].name, m->name, m->name);
+	}
+}
+
 int
 cmd_apply(struct tl_cli *cli, int argc, char **argv)
 {
@@ -491,6 +515,9 @@ cmd_apply(struct tl_cli *cli, int argc, char **argv)
 		printf("dry run: would append\n");
 	}
 	ex = cli_write(cli, do_apply, &aa, &wo);
+	if (ex == 0)
+		for (i = 0; i < nfiles; i++)
+			warn_unmapped(sets[i]);
 	if (ex == 0 && !cli->json) {
 		if (wo.dry_run && wo.emitted == 0)
 			printf("  nothing: already as declared\n");

@@ -39,6 +39,7 @@
 #define EXIT_OK		0
 #define EXIT_FAIL	1
 #define EXIT_USAGE	2
+#define EXIT_NOTFOUND	3	/* no home, no log */
 #define EXIT_CORRUPT	5
 #define EXIT_UNHEALTHY	6
 #define EXIT_LOCKED	7
@@ -717,6 +718,13 @@ main(int argc, char **argv)
 		logx(TL_RX_ERR, "--follow needs --amqp URL and --stream NAME");
 		return EXIT_USAGE;
 	}
+	/* Before any lock file is made: nothing is created in its place. */
+	if (access(keypath, F_OK) != 0 && access(logdir, F_OK) != 0) {
+		logx(TL_RX_ERR, "no tally home at %s; tally init first (tally "
+		    "init --home %s, or tally init --standby for a standby)",
+		    home, home);
+		return EXIT_NOTFOUND;
+	}
 	if (follow != tl_ep_is_standby(home)) {
 		logx(TL_RX_ERR, follow ? "%s is not a standby's home (tally "
 		    "init --standby makes one): refusing to follow into it" :
@@ -751,7 +759,7 @@ main(int argc, char **argv)
 		logx(TL_RX_ERR, "cannot open the log at %s: %s", logdir,
 		    rc == TL_ECORRUPT && lwhy[0] ? lwhy : tl_strerror(rc));
 		tl_rx_free(&rx);
-		return rc == TL_ENOTFOUND ? 3 : rc == TL_ECORRUPT ?
+		return rc == TL_ENOTFOUND ? EXIT_NOTFOUND : rc == TL_ECORRUPT ?
 		    EXIT_CORRUPT : EXIT_FAIL;
 	}
 

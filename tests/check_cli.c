@@ -637,6 +637,32 @@ START_TEST(test_reject_embedded_target)
 }
 END_TEST
 
+/*
+ * A requirement's target (issue 21, item 13): a module declared that
+ * does not provide the type can never serve it, refused at apply
+ * (naming file, line and field), in the same apply as the provider or
+ * after it; a module not declared yet is ordinary (manifests are applied
+ * in any order), accepted and shown unsatisfiable with the reason until
+ * its manifest is applied.
+ */
+START_TEST(test_requirement_target)
+{
+	some_state();
+	CK_REJECTED("bad-target-type.yaml", 7, "requires.db.type");
+	ck_err_has("postgres does not provide mariadb-database");
+	ck_err_has("it provides postgres-database");
+	T_EXIT(4, "apply", fx("bad-target-type.yaml"), fx("postgres.yaml"));
+	ck_err_has("postgres does not provide mariadb-database");
+	T_OK("apply", fx("later-target.yaml"));
+	T_OK("assign", "early", "node-a");
+	T_EXIT(6, "status", "early");
+	ck_out_has("module broker is not declared");
+	T_OK("apply", fx("broker.yaml"));
+	T_EXIT(6, "status", "early");
+	ck_out_has("provider broker not assigned to any node");
+}
+END_TEST
+
 START_TEST(test_reject_unknown_driver)
 {
 	some_state();
@@ -2142,6 +2168,7 @@ cli_suite(void)
 	tcase_add_test(tc, test_reject_unmapped_field);
 	tcase_add_test(tc, test_reject_embedded_target);
 	tcase_add_test(tc, test_reject_unknown_driver);
+	tcase_add_test(tc, test_requirement_target);
 	tcase_add_test(tc, test_reject_embedded_port);
 	tcase_add_test(tc, test_reject_shared_resource);
 	tcase_add_test(tc, test_apply_edited_applied_migration);

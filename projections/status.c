@@ -671,10 +671,11 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				tl_bn_getstr(pu.m, "kind", pukind, sizeof(pukind));
 				tl_rec_close(&pu);
 				/* A refused admin login is no outage. */
-				snprintf(reason, sizeof(reason), "provider %s "
+				snprintf(reason, sizeof(reason), "provider %s"
 				    "%s: %s", g.provider, strstr(pukind, "auth") ?
-				    "refused tally's admin login" :
-				    "unreachable", why);
+				    " refused tally's admin login" : strcmp(
+				    pukind, TL_PROVIDER_UNRESOLVED) == 0 ? "" :
+				    " unreachable", why);
 				json_object_set_new(j, "provider_down",
 				    json_true());
 				st = TL_ST_UNHEALTHY;

@@ -33,7 +33,7 @@ tl_rx_auth_reason(const struct tl_rx_prov *pv, const char *why, char *out,
 	    pv->node, names[0] != '\0' ? names : "--secret NAME");
 }
 
-/* Is provider id recorded down, and was that its admin credential? */
+/* Is provider id recorded down, and of which kind (TL_RX_DOWN_*)? */
 static int
 recorded_down(struct tl_ctx *c, const char *id, int *auth)
 {
@@ -46,7 +46,9 @@ recorded_down(struct tl_ctx *c, const char *id, int *auth)
 	tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
 	tl_rec_close(&r);
 	/* Older records said "auth-failed" and "unreachable". */
-	*auth = strstr(kind, "auth") != NULL;
+	*auth = strstr(kind, "auth") != NULL ? TL_RX_DOWN_AUTH :
+	    strcmp(kind, TL_PROVIDER_UNRESOLVED) == 0 ? TL_RX_DOWN_UNRESOLVED :
+	    TL_RX_DOWN_UNREACH;
 	return 1;
 }
 
@@ -86,8 +88,10 @@ tl_rx_provider_down(struct tl_ctx *c, const char *id, int auth,
 	 */
 	if (recorded_down(c, id, &was_auth) && was_auth == auth)
 		return 0;
-	return emit(c, TL_EV_PROVIDER_UNREACHABLE, id, reason, auth ?
-	    TL_PROVIDER_AUTH_FAILED : TL_PROVIDER_UNREACHABLE);
+	return emit(c, TL_EV_PROVIDER_UNREACHABLE, id, reason,
+	    auth == TL_RX_DOWN_AUTH ? TL_PROVIDER_AUTH_FAILED :
+	    auth == TL_RX_DOWN_UNRESOLVED ? TL_PROVIDER_UNRESOLVED :
+	    TL_PROVIDER_UNREACHABLE);
 }
 
 int

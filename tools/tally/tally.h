@@ -13,16 +13,8 @@
 #include "core/log.h"
 #include "projections/decide.h"
 
-/* Exit codes: stable, documented in README.md and `tally --help`. */
-#define TL_EXIT_OK		0	/* success; everything healthy */
-#define TL_EXIT_FAIL		1	/* the operation failed */
-#define TL_EXIT_USAGE		2	/* bad command line */
-#define TL_EXIT_NOTFOUND	3	/* no log, no such module, grant, … */
-#define TL_EXIT_REFUSED		4	/* invalid input or a refused command */
-#define TL_EXIT_CORRUPT		5	/* the log does not verify */
-#define TL_EXIT_UNHEALTHY	6	/* status/check: something unhealthy */
-#define TL_EXIT_LOCKED		7	/* held by another process */
-#define TL_EXIT_REPAIRED	8	/* check: drift found, all repaired */
+/* Exit codes: one table with tallyd's (tools/exit.h). */
+#include "tools/exit.h"
 
 struct tl_cli {
 	char		 home[1024];	/* the tally home directory */

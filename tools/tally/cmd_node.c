@@ -93,34 +93,46 @@ has_pubkey(const char *rest, const void *val, size_t vlen, void *arg)
  * A retry finds what a kill left: the node declared with the key the
  * file holds is done (nothing appended); a file whose key another node
  * holds, or a node declared with another key, is refused (the file is
- * kept: it may be the only copy of someone's key).
+ * kept: it may be the only copy of someone's key).  Only a file that
+ * was there is compared with every node: a fresh key is nobody's, and
+ * an add costs the same in any mesh.
  */
 static int
 do_add(struct tl_ctx *c, void *arg)
 {
 	struct add_arg *a = arg;
 	struct same_key sk = { a->pk, "" };
-	int rc;
+	struct tl_rec r;
+	struct tl_bnode n;
+	const void *pk;
+	size_t len;
+	char k[TL_KEY_MAX];
+	int rc, same;
 
-	if ((rc = tl_rec_scan(c->t, c->p.graph, "n/", has_pubkey, &sk)) != 0)
+	if ((rc = tl_key(k, "n/%s", a->name)) != 0)
 		return rc;
-	if (strcmp(sk.name, a->name) == 0) {
-		a->found = 1;
-		return 0;
-	}
-	if (sk.name[0] != '\0')
-		return tl_refuse(c, TL_EREFUSED, "%s holds the key of node %s: "
-		    "not taken for node %s (give another --key-out)",
-		    a->keyfile, sk.name, a->name);
-	if (a->reused) {
-		char k[TL_KEY_MAX];
-
-		if ((rc = tl_key(k, "n/%s", a->name)) != 0)
-			return rc;
-		if (tl_rec_exists(c->t, c->p.graph, k))
+	if (tl_rec_get(c->t, c->p.graph, k, &r) == 0) {
+		same = tl_bn_get(r.m, "pubkey", &n) == 0 &&
+		    tl_bn_bin(n, &pk, &len) == 0 && len == TL_PUBKEY_LEN &&
+		    sodium_memcmp(pk, a->pk, TL_PUBKEY_LEN) == 0;
+		tl_rec_close(&r);
+		if (same) {
+			a->found = 1;
+			return 0;
+		}
+		if (a->reused)
 			return tl_refuse(c, TL_EREFUSED, "node %s already "
 			    "exists with another key than the one in %s (the "
 			    "file is left as it is)", a->name, a->keyfile);
+	} else if (a->reused) {
+		/* A retry's file (rare): is it another node's key? */
+		if ((rc = tl_rec_scan(c->t, c->p.graph, "n/", has_pubkey,
+		    &sk)) != 0)
+			return rc;
+		if (sk.name[0] != '\0')
+			return tl_refuse(c, TL_EREFUSED, "%s holds the key of "
+			    "node %s: not taken for node %s (give another "
+			    "--key-out)", a->keyfile, sk.name, a->name);
 	}
 	return tl_dec_node_add_ex(c, a->name, a->routable, a->pk, a->spk,
 	    a->cpk);

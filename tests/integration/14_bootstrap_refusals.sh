@@ -79,3 +79,14 @@ refused "a manifest that does not parse" "$B/badmf.yaml" "badmf.yaml:6: provider
 
 ROUTABLE=db1.lan:5432 bundle '      port: "5432"' >"$B/hostport.yaml"
 refused "host:port as the routable name" "$B/hostport.yaml" "hostport.yaml:3: node.routable-name: .*port"
+
+bundle '      port: "5432"' | sed "s|key-out: .*|key-out: $TALLY_HOME/keys/cp.key|" >"$B/keyhome.yaml"
+refused "a key-out under the home (which does not exist yet)" "$B/keyhome.yaml" "keyhome.yaml:4: node.key-out: .*under the tally home"
+ln -s "$TALLY_HOME" "$W/home-link"
+bundle '      port: "5432"' | sed "s|key-out: .*|key-out: $W/home-link/cp.key|" >"$B/keylink.yaml"
+mkdir -p "$TALLY_HOME"
+t_check "refused: a key-out reaching the home through a symbolic link"
+t_expect_exit 4 "key-out through a link" tly bootstrap "$B/keylink.yaml"
+grep -q "keylink.yaml:4: node.key-out: .*under the tally home" "$W/last.err" || t_fail "not refused as under the home: $(cat "$W/last.err")"
+[ -z "$(ls -A "$TALLY_HOME")" ] || t_fail "something was written in the home: $(ls -A "$TALLY_HOME")"
+t_ok "$(head -n 1 "$W/last.err")"

@@ -17,6 +17,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -561,9 +562,50 @@ parse_list(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *root,
 	return 0;
 }
 
+/*
+ * path made absolute and, as far as it exists, real (symbolic links
+ * resolved): the home does not exist yet when the bundle is checked.
+ */
+static void
+abs_real(const char *path, char *out, size_t cap)
+{
+	char tmp[PATH_MAX], rest[PATH_MAX] = "", *slash;
+
+	if (path[0] == '/' || getcwd(tmp, sizeof(tmp)) == NULL)
+		snprintf(tmp, sizeof(tmp), "%s", path);
+	else
+		snprintf(tmp + strlen(tmp), sizeof(tmp) - strlen(tmp), "/%s",
+		    path);
+	/* The longest prefix that exists is resolved; the rest is kept. */
+	while (realpath(tmp, out) == NULL) {
+		if ((slash = strrchr(tmp, '/')) == NULL || slash == tmp) {
+			snprintf(out, cap, "%s%s", tmp, rest);
+			return;
+		}
+		memmove(rest + strlen(slash), rest, strlen(rest) + 1);
+		memcpy(rest, slash, strlen(slash));
+		*slash = '\0';
+	}
+	snprintf(out + strlen(out), cap - strlen(out), "%s", rest);
+}
+
+/* Is path under (or at) dir, both as abs_real makes them? */
+static int
+path_under(const char *path, const char *dir)
+{
+	char p[PATH_MAX], d[PATH_MAX];
+	size_t n;
+
+	abs_real(path, p, sizeof(p));
+	abs_real(dir, d, sizeof(d));
+	n = strlen(d);
+	return strncmp(p, d, n) == 0 && (p[n] == '/' || p[n] == '\0' ||
+	    strcmp(d, "/") == 0);
+}
+
 /* Reads and checks the whole bundle; nothing is done before this. */
 static int
-bundle_load(const char *file, struct bs_bundle *b)
+bundle_load(const char *file, const char *home, struct bs_bundle *b)
 {
 	static const char *const top[] = { "node", "providers",
 	    "control-plane", NULL };
@@ -656,6 +698,13 @@ bundle_load(const char *file, struct bs_bundle *b)
 	if ((ex = path_into(b, get(&doc, n, "key-out"), "node.key-out",
 	    b->keyout)) != 0)
 		goto done;
+	if (path_under(b->keyout, home)) {
+		ex = bad(b, get(&doc, n, "key-out"), "node.key-out", "%s is "
+		    "under the tally home %s: a node's secret key opens its "
+		    "deliveries, and the control plane keeps none", b->keyout,
+		    home);
+		goto done;
+	}
 	if ((ex = parse_list(b, &doc, root, "providers", 1)) != 0)
 		goto done;
 	b->nprov = b->na;
@@ -1044,7 +1093,7 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 		fputs(usage, stderr);
 		return TL_EXIT_USAGE;
 	}
-	if ((ex = bundle_load(argv[optind], &b)) != 0)
+	if ((ex = bundle_load(argv[optind], cli->home, &b)) != 0)
 		goto out;
 	if (tallyd_holds(cli)) {
 		cli_errx("%s: a tallyd runs on this home: stop it first (or "

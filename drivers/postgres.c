@@ -311,6 +311,15 @@ failed:
 	clean_msg(msg, msgn, PQerrorMessage(c));
 	if (!conn_sqlstate(PQerrorMessage(c), state))
 		state[0] = '\0';
+	/*
+	 * The server asked for a password none was given for (libpq's
+	 * "fe_sendauth: no password supplied", no SQLSTATE): the server
+	 * answered, and it is the credential that is missing.
+	 */
+	if (state[0] == '\0' && PQconnectionNeedsPassword(c)) {
+		PQfinish(c);
+		return TL_EAUTH;
+	}
 	PQfinish(c);
 	return state_rc(state);
 }

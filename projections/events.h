@@ -107,6 +107,8 @@
 /* Outage kinds, recorded in provider.unreachable. */
 #define TL_PROVIDER_UNREACHABLE	"provider-unreachable"
 #define TL_PROVIDER_AUTH_FAILED	"provider-auth-failed"	/* its admin login */
+/* Up for the admin; its routable name does not resolve where tallyd runs. */
+#define TL_PROVIDER_UNRESOLVED	"routable-name-unresolved"
 
 /* Drift kinds, recorded in grant.drifted / grant.repaired. */
 #define TL_DRIFTK_CREDENTIAL	"credential-mismatch"

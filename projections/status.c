@@ -675,14 +675,19 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		    strcmp(st, TL_ST_MIGRATED) == 0 ||
 		    strcmp(g.state, TL_GRANT_FAILED) == 0) {
 			struct tl_rec pu;
-			char why[400] = "";
+			char why[900] = "", pukind[32] = "";
 
 			if (tl_key(k, "pu/%s", g.provider) == 0 &&
 			    tl_rec_get(t, p->graph, k, &pu) == 0) {
 				tl_bn_getstr(pu.m, "reason", why, sizeof(why));
+				tl_bn_getstr(pu.m, "kind", pukind, sizeof(pukind));
 				tl_rec_close(&pu);
-				snprintf(reason, sizeof(reason), "provider %s "
-				    "unreachable: %s", g.provider, why);
+				/* A refused admin login is no outage. */
+				snprintf(reason, sizeof(reason), "provider %s"
+				    "%s: %s", g.provider, strstr(pukind, "auth") ?
+				    " refused tally's admin login" : strcmp(
+				    pukind, TL_PROVIDER_UNRESOLVED) == 0 ? "" :
+				    " unreachable", why);
 				json_object_set_new(j, "provider_down",
 				    json_true());
 				st = TL_ST_UNHEALTHY;

@@ -43,6 +43,17 @@ tl_rx_backoff_fail(struct tl_rx *rx, const char *id)
 		b->delay_ns = 60000000000u;
 	jitter = (uint64_t)rand() % (b->delay_ns / 2 + 1);
 	b->next_ns = tl_rx_now() + b->delay_ns / 2 + jitter;
+	b->auth = 0;
+}
+
+void
+tl_rx_backoff_refused(struct tl_rx *rx, const char *id)
+{
+	struct tl_rx_backoff *b;
+
+	tl_rx_backoff_fail(rx, id);
+	if ((b = tl_rx_backoff_find(rx, id, 0)) != NULL)
+		b->auth = 1;
 }
 
 void
@@ -50,6 +61,8 @@ tl_rx_backoff_ok(struct tl_rx *rx, const char *id)
 {
 	struct tl_rx_backoff *b = tl_rx_backoff_find(rx, id, 0);
 
-	if (b != NULL)
+	if (b != NULL) {
 		b->next_ns = b->delay_ns = 0;
+		b->auth = 0;
+	}
 }

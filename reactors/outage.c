@@ -2,6 +2,7 @@
  * outage.c - a provider's outage, recorded once by whichever reactor
  * meets it first, and its recovery.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -9,8 +10,30 @@
 #include "projections/events.h"
 #include "projections/proj.h"
 #include "rx-internal.h"
+#include "session.h"
 
-/* Is provider id recorded down, and was that its admin credential? */
+void
+tl_rx_auth_reason(const struct tl_rx_prov *pv, const char *why, char *out,
+    size_t cap)
+{
+	const struct tl_drv_setting *s;
+	char names[200] = "";
+	size_t n = 0;
+
+	for (s = pv->ops != NULL ? pv->ops->settings : NULL; s != NULL &&
+	    s->name != NULL; s++)
+		if (s->secret && n < sizeof(names))
+			n += (size_t)snprintf(names + n, sizeof(names) - n,
+			    "%s--secret %s", n ? " " : "", s->name);
+	if (n >= sizeof(names))
+		names[sizeof(names) - 1] = '\0';
+	snprintf(out, cap, "the admin secret is missing or refused (%s): "
+	    "give it with tally assign %s %s %s < FILE (the rest of the "
+	    "assignment is kept)", why, pv->module,
+	    pv->node, names[0] != '\0' ? names : "--secret NAME");
+}
+
+/* Is provider id recorded down, and of which kind (TL_RX_DOWN_*)? */
 static int
 recorded_down(struct tl_ctx *c, const char *id, int *auth)
 {
@@ -23,7 +46,9 @@ recorded_down(struct tl_ctx *c, const char *id, int *auth)
 	tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
 	tl_rec_close(&r);
 	/* Older records said "auth-failed" and "unreachable". */
-	*auth = strstr(kind, "auth") != NULL;
+	*auth = strstr(kind, "auth") != NULL ? TL_RX_DOWN_AUTH :
+	    strcmp(kind, TL_PROVIDER_UNRESOLVED) == 0 ? TL_RX_DOWN_UNRESOLVED :
+	    TL_RX_DOWN_UNREACH;
 	return 1;
 }
 
@@ -63,8 +88,10 @@ tl_rx_provider_down(struct tl_ctx *c, const char *id, int auth,
 	 */
 	if (recorded_down(c, id, &was_auth) && was_auth == auth)
 		return 0;
-	return emit(c, TL_EV_PROVIDER_UNREACHABLE, id, reason, auth ?
-	    TL_PROVIDER_AUTH_FAILED : TL_PROVIDER_UNREACHABLE);
+	return emit(c, TL_EV_PROVIDER_UNREACHABLE, id, reason,
+	    auth == TL_RX_DOWN_AUTH ? TL_PROVIDER_AUTH_FAILED :
+	    auth == TL_RX_DOWN_UNRESOLVED ? TL_PROVIDER_UNRESOLVED :
+	    TL_PROVIDER_UNREACHABLE);
 }
 
 int

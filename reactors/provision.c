@@ -189,7 +189,9 @@ gather_one(const struct tl_grant *g, void *arg)
 	/* A provider in backoff waits (a delivery calls no provider). */
 	if (kind != W_DELIVER && (bo = tl_rx_backoff_find(ps->rx, g->provider,
 	    0)) != NULL && bo->next_ns > ps->now) {
-		ps->pending++;
+		/* A refused admin login waits on a person (backoff.h). */
+		if (!bo->auth)
+			ps->pending++;
 		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
 			ps->next_ns = bo->next_ns;
 		return 0;
@@ -286,7 +288,8 @@ work_provider(const char *provider, uint64_t n, void *arg)
 	/* In backoff: all of its work waits, none of it is read. */
 	if ((bo = tl_rx_backoff_find(ps->rx, provider, 0)) != NULL &&
 	    bo->next_ns > ps->now) {
-		ps->pending += (unsigned)n;
+		if (!bo->auth)
+			ps->pending += (unsigned)n;
 		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
 			ps->next_ns = bo->next_ns;
 		return 0;
@@ -560,20 +563,39 @@ call_drivers(void *arg, unsigned *phases)
 			    "revoked", w->g.id, w->g.provider[0] != '\0' ?
 			    w->g.provider : "its module's own instance",
 			    (unsigned long long)w->ms);
-		else {
+		else if (w->rc == TL_EAUTH) {
+			char why[TL_DRV_WHY_MAX + 400];
+			struct tl_rx_prov *pv = NULL;
+			size_t j;
+
+			for (j = 0; j < ps->npv && pv == NULL; j++)
+				if (strcmp(ps->pv[j].id, w->g.provider) == 0)
+					pv = &ps->pv[j];
+			if (pv != NULL)
+				tl_rx_auth_reason(pv, w->why, why, sizeof(why));
+			else
+				snprintf(why, sizeof(why), "%s", w->why);
+			tl_rx_log(ps->rx, TL_RX_WARN, "grant %s on %s: %s",
+			    w->g.id, w->g.provider, why);
+		} else {
 			tl_rx_log(ps->rx, TL_RX_WARN, "grant %s on %s: %s",
 			    w->g.id, w->g.provider, w->why);
-			ps->pending++;
+			if (w->rc != TL_EAUTH)
+				ps->pending++;
 		}
 	}
 	for (i = 0; i < ps->npv; i++) {
 		size_t j;
-		int bad = 0;
+		int bad = 0, refused = 0;
 
 		for (j = 0; j < ps->pv[i].nw; j++)
-			if (ps->pv[i].w[j]->rc != 0)
+			if (ps->pv[i].w[j]->rc == TL_EAUTH)
+				refused = 1;
+			else if (ps->pv[i].w[j]->rc != 0)
 				bad = 1;
-		if (bad)
+		if (refused && !bad)
+			tl_rx_backoff_refused(ps->rx, ps->pv[i].id);
+		else if (bad || refused)
 			tl_rx_backoff_fail(ps->rx, ps->pv[i].id);
 		else
 			tl_rx_backoff_ok(ps->rx, ps->pv[i].id);
@@ -657,9 +679,13 @@ outcomes(void *arg, struct tl_ctx *cp)
 			    pv->w[j]->rc == TL_EAUTH || pv->w[j]->admin)
 				fail = pv->w[j];
 		}
-		if (fail != NULL && !any_ok)
-			rc = tl_rx_provider_down(&c, pv->id,
-			    fail->rc == TL_EAUTH, fail->why);
+		if (fail != NULL && !any_ok && fail->rc == TL_EAUTH) {
+			char why[TL_DRV_WHY_MAX + 400];
+
+			tl_rx_auth_reason(pv, fail->why, why, sizeof(why));
+			rc = tl_rx_provider_down(&c, pv->id, 1, why);
+		} else if (fail != NULL && !any_ok)
+			rc = tl_rx_provider_down(&c, pv->id, 0, fail->why);
 		else if (any_ok || pv->ok)
 			/* Reached: a refused grant is not an outage. */
 			rc = tl_rx_provider_up(&c, pv->id);

@@ -56,9 +56,24 @@ void	tl_rx_grant_origin(const struct tl_grant *g,
 
 struct tl_ctx;
 /*
- * Records provider id down (auth: its admin credential was refused),
- * once per outage and kind; and up again, if it was recorded down.
+ * Records provider id down, once per outage and kind (auth: one of
+ * TL_RX_DOWN_*: 1 its admin credential was refused, 2 its admin
+ * answered but its routable name does not resolve where tallyd runs);
+ * and up again, if it was recorded down.
  */
+#define TL_RX_DOWN_UNREACH	0
+#define TL_RX_DOWN_AUTH		1
+#define TL_RX_DOWN_UNRESOLVED	2
+/*
+ * The reason recorded and shown for a provider that refused tally's
+ * admin login (TL_EAUTH): the admin secret is missing or refused, the
+ * driver's why, and the command that gives it (the secret settings the
+ * driver declares), into out (cap bytes, truncated).  pv->ops may be
+ * NULL (the names are then not known).
+ */
+struct tl_rx_prov;
+void	tl_rx_auth_reason(const struct tl_rx_prov *pv, const char *why,
+	    char *out, size_t cap);
 int	tl_rx_provider_down(struct tl_ctx *c, const char *id, int auth,
 	    const char *reason);
 int	tl_rx_provider_up(struct tl_ctx *c, const char *id);

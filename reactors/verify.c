@@ -37,9 +37,11 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/bytes.h"
 #include "core/error.h"
@@ -661,19 +663,6 @@ log:
 			    ps->vp[i].pv.id, ps->vp[i].open_why);
 }
 
-/* What to do about a refused admin credential, naming the assignment. */
-static void
-auth_hint(const struct vprov *v, char *out, size_t cap)
-{
-	out[0] = '\0';
-	if (v->open_rc == TL_EAUTH)
-		snprintf(out, cap, " — the provider refused tally's admin "
-		    "credential: was its admin password changed?  Record the "
-		    "new one: tally assign %s %s --secret admin-password (with "
-		    "its --expose and --set options)", v->pv.module,
-		    v->pv.node);
-}
-
 static int
 emit_kv(struct tl_ctx *c, const char *type, const char *stream,
     const char *grant, const char *k1, const char *v1, const char *k2,
@@ -696,25 +685,74 @@ emit_kv(struct tl_ctx *c, const char *type, const char *stream,
 	return rc;
 }
 
+/*
+ * Does the provider's routable name resolve here?  0 and the resolver's
+ * words in why when it does not: the admin reached the server by its
+ * admin host, so it is up, and only the name consumers are given fails
+ * where tallyd checks as one (another machine's resolver may differ).
+ */
+static int
+routable_resolves(const struct vprov *v, char *why, size_t cap)
+{
+	struct addrinfo hints, *res = NULL;
+	int rc;
+
+	if (v->pv.routable[0] == '\0')
+		return 1;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	rc = getaddrinfo(v->pv.routable, NULL, &hints, &res);
+	if (res != NULL)
+		freeaddrinfo(res);
+	if (rc != EAI_NONAME && rc != EAI_FAIL && rc != EAI_AGAIN
+#ifdef EAI_NODATA
+	    && rc != EAI_NODATA
+#endif
+	    )
+		return 1;
+	snprintf(why, cap, "%s", gai_strerror(rc));
+	return 0;
+}
+
 static int
 provider_outcome(struct tl_ctx *c, struct vprov *v)
 {
-	char reason[TL_DRV_WHY_MAX + 400], hint[400];
+	char reason[TL_DRV_WHY_MAX + 2048], gai[128], host[128] = "";
 	size_t i;
 
 	/*
 	 * The admin got in (superusers have reserved slots) but a
 	 * consumer's login found no room: the provider is unavailable to
-	 * its consumers, which is an outage, not drift.
+	 * its consumers, which is an outage, not drift.  Unless the name
+	 * consumers are given does not resolve here: then it is that.
 	 */
 	for (i = 0; v->open_rc == 0 && i < v->nc; i++)
-		if (v->c[i]->rc == TL_EUNREACH)
-			return tl_rx_provider_down(c, v->pv.id, 0,
-			    v->c[i]->why);
+		if (v->c[i]->rc == TL_EUNREACH) {
+			if (routable_resolves(v, gai, sizeof(gai)))
+				return tl_rx_provider_down(c, v->pv.id,
+				    TL_RX_DOWN_UNREACH, v->c[i]->why);
+			if (gethostname(host, sizeof(host)) != 0)
+				host[0] = '\0';
+			host[sizeof(host) - 1] = '\0';
+			snprintf(reason, sizeof(reason), "the routable name "
+			    "%s of %s does not resolve from the control plane "
+			    "(%s%s%s, where tallyd checks as a consumer): %s; "
+			    "the provider is up (tallyd's admin reached it at "
+			    "%s).  Consumers on other machines may resolve it; "
+			    "make it resolve here too (DNS, /etc/hosts), or "
+			    "give %s a routable name that does", v->pv.routable,
+			    v->pv.node, host[0] ? "host " : "", host,
+			    host[0] ? "" : "this host", gai, v->pv.host,
+			    v->pv.node);
+			return tl_rx_provider_down(c, v->pv.id,
+			    TL_RX_DOWN_UNRESOLVED, reason);
+		}
 	if (v->open_rc == 0)
 		return tl_rx_provider_up(c, v->pv.id);
-	auth_hint(v, hint, sizeof(hint));
-	snprintf(reason, sizeof(reason), "%s%s", v->open_why, hint);
+	if (v->open_rc == TL_EAUTH)
+		tl_rx_auth_reason(&v->pv, v->open_why, reason, sizeof(reason));
+	else
+		snprintf(reason, sizeof(reason), "%s", v->open_why);
 	return tl_rx_provider_down(c, v->pv.id, v->open_rc == TL_EAUTH,
 	    reason);
 }

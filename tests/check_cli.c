@@ -39,6 +39,7 @@ static struct {
 	char	*home;
 	char	*keys;		/* node keys, outside the home */
 	char	 key[4200];
+	char	 key2[4200];	/* a second node's */
 	char	 bin[4096];
 	char	 src[4096];
 	char	*out;		/* the last run's standard output */
@@ -207,6 +208,7 @@ setup(void)
 	H.keys = tl_test_tmpdir("cli-keys");
 	/* Node keys go outside the home (tally node add refuses it). */
 	snprintf(H.key, sizeof(H.key), "%s/node.key", H.keys);
+	snprintf(H.key2, sizeof(H.key2), "%s/node2.key", H.keys);
 	setenv("TALLY_HOME", H.home, 1);
 	T_OK("init");
 }
@@ -356,10 +358,12 @@ ck_bound(int line, const char *module, const char *node, const char *req,
 static void
 node_add(const char *name)
 {
-	char host[128];
+	char host[128], key[4200];
 
+	/* One key file per node: an existing one is never replaced. */
 	snprintf(host, sizeof(host), "%s.mesh.test", name);
-	T_OK("node", "add", name, "--routable-name", host, "--key-out", H.key);
+	snprintf(key, sizeof(key), "%s/%s.key", H.keys, name);
+	T_OK("node", "add", name, "--routable-name", host, "--key-out", key);
 }
 
 /* The grant record of the grants projection, read in-process. */
@@ -630,6 +634,32 @@ START_TEST(test_reject_embedded_target)
 	/* Naming the instance itself (from: vectors) is refused too. */
 	CK_REJECTED("bad-embedded-target-name.yaml", 4, "requires.db.from");
 	ck_err_has("vectors");
+}
+END_TEST
+
+/*
+ * A requirement's target (issue 21, item 13): a module declared that
+ * does not provide the type can never serve it, refused at apply
+ * (naming file, line and field), in the same apply as the provider or
+ * after it; a module not declared yet is ordinary (manifests are applied
+ * in any order), accepted and shown unsatisfiable with the reason until
+ * its manifest is applied.
+ */
+START_TEST(test_requirement_target)
+{
+	some_state();
+	CK_REJECTED("bad-target-type.yaml", 7, "requires.db.type");
+	ck_err_has("postgres does not provide mariadb-database");
+	ck_err_has("it provides postgres-database");
+	T_EXIT(4, "apply", fx("bad-target-type.yaml"), fx("postgres.yaml"));
+	ck_err_has("postgres does not provide mariadb-database");
+	T_OK("apply", fx("later-target.yaml"));
+	T_OK("assign", "early", "node-a");
+	T_EXIT(6, "status", "early");
+	ck_out_has("module broker is not declared");
+	T_OK("apply", fx("broker.yaml"));
+	T_EXIT(6, "status", "early");
+	ck_out_has("provider broker not assigned to any node");
 }
 END_TEST
 
@@ -1945,14 +1975,19 @@ START_TEST(test_settings_checked)
 	    "port=99999");
 	ck_err_has("expected a port");
 
-	/* A module that is no provider: its settings are its own. */
+	/*
+	 * A module that is no provider: nothing reads a setting of its
+	 * assignment, so one given is refused, not recorded.
+	 */
 	T_OK("apply", fx("static-site.yaml"));
-	T_OK("assign", "static-site", "node-a", "--set", "note=anything");
-	T_EXIT(4, "assign", "static-site", "node-a", "--set", "note=a\nb");
-	ck_err_has("control character");
-	set = asg_settings("static-site", "node-a");
-	ck_assert_str_eq(jstr(set, "note"), "anything");
-	json_decref(set);
+	T_EXIT(4, "assign", "static-site", "node-a", "--set", "note=anything");
+	ck_err_has("static-site provides nothing");
+	ck_err_has("--set note");
+	T_OK("assign", "static-site", "node-a");
+	T_EXIT(4, "assign", "static-site", "node-a", "--set", "note=x");
+	ck_err_has("provides nothing");
+	T_OK("graph", "--json");
+	ck_assert_ptr_null(strstr(H.out, "\"note\""));
 	T_OK("rebuild", "--check");
 }
 END_TEST
@@ -1997,7 +2032,7 @@ START_TEST(test_json_writes)
 	    "--key-out", H.key);
 	CK_APPENDED("node.added", "node/node-a");
 	T_OK("node", "add", "node-b", "--routable-name", "b.lan", "--json",
-	    "--key-out", H.key);
+	    "--key-out", H.key2);
 	CK_APPENDED("node.added", "node/node-b");
 	T_OK("--json", "apply", fx("postgres.yaml"), fx("game.yaml"));
 	CK_APPENDED("module.declared", "module/game");
@@ -2133,6 +2168,7 @@ cli_suite(void)
 	tcase_add_test(tc, test_reject_unmapped_field);
 	tcase_add_test(tc, test_reject_embedded_target);
 	tcase_add_test(tc, test_reject_unknown_driver);
+	tcase_add_test(tc, test_requirement_target);
 	tcase_add_test(tc, test_reject_embedded_port);
 	tcase_add_test(tc, test_reject_shared_resource);
 	tcase_add_test(tc, test_apply_edited_applied_migration);

@@ -487,6 +487,34 @@ START_TEST(test_syntax_error)
 }
 END_TEST
 
+/*
+ * A tab where the indentation is: libyaml's "cannot start any token"
+ * says nothing to a first user; the manifest says what it is, with its
+ * line (issue 21, item 28).  A tab inside a quoted value is a value.
+ */
+START_TEST(test_tab_indent)
+{
+	parse_text("module: app\n"
+	    "requires:\n"
+	    "  db:\n"
+	    "\ttype: postgres-database\n");
+	ck_assert_int_eq(P.rc, TL_EMANIFEST);
+	ck_assert_error(4, "*", "tabs are not allowed in YAML indentation");
+	ck_assert_msg(strstr(P.dump, "cannot start any token") == NULL, "%s",
+	    P.dump);
+	tl_mf_errors_free(&P.errs);
+	parse_text("module: app\n"
+	    "env:\n"
+	    "  \tNOTE: \"\"\n");
+	ck_assert_int_eq(P.rc, TL_EMANIFEST);
+	ck_assert_error(3, "*", "tabs are not allowed in YAML indentation");
+	tl_mf_errors_free(&P.errs);
+	parse_text("module: app\n"
+	    "env: {NOTE: \"a\tb\"}\n");
+	ck_assert_msg(P.rc == 0, "%s", P.dump);
+}
+END_TEST
+
 /* Documents before a syntax error are still checked. */
 START_TEST(test_syntax_error_late)
 {
@@ -1541,6 +1569,7 @@ manifest_suite(void)
 	tcase_add_test(tc, test_empty_file);
 	tcase_add_test(tc, test_syntax_error);
 	tcase_add_test(tc, test_syntax_error_late);
+	tcase_add_test(tc, test_tab_indent);
 	tcase_add_test(tc, test_not_utf8);
 	tcase_add_test(tc, test_too_big_file);
 	tcase_add_test(tc, test_fuzz_regressions);

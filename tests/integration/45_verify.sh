@@ -256,12 +256,12 @@ pu=$(wait_ev $((VI * 3 + 5)) provider/node-a/postgres provider.unreachable)
 printf '%s' "$pu" | grep -q '"kind":"provider-auth-failed"' ||
 	t_fail "provider.unreachable is not of kind provider-auth-failed: $pu"
 t_expect_exit 6 "tally status app-1 (admin password changed)" tly status app-1
-grep -q 'admin password changed' "$W/last.out" &&
+grep -q 'refused tally.s admin login: the admin secret is missing or refused' "$W/last.out" &&
 	grep -q 'tally assign postgres node-a --secret admin-password' "$W/last.out" || {
 	cat "$W/last.out" >&2
-	t_fail "status does not name the likely cause (the admin password changed) and how to record the new one"
+	t_fail "status does not say the admin secret is refused and how to record the new one"
 }
-t_ok "exit 6: $(grep -m1 'unreachable' "$W/last.out" | sed 's/^.*unreachable: //')"
+t_ok "exit 6: $(grep -m1 'admin login' "$W/last.out" | sed 's/^.*admin login: //')"
 sleep $((VI * 2))
 n=$(tly log --json --from $((SINCE + 1)) --type provider.unreachable | wc -l)
 [ "$n" -eq 1 ] || t_fail "provider.unreachable recorded $n times while the admin password is refused (expected once)"

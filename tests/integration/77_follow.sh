@@ -82,7 +82,7 @@ TALLY_HOME=$FH tly init --standby >"$W/standby.out" || t_fail "tally init --stan
 [ ! -e "$FH/master.key" ] || t_fail "tally init --standby generated a master key"
 grep -q "master.key" "$W/standby.out" && grep -q "0600" "$W/standby.out" ||
 	t_fail "tally init --standby does not say how the key is copied: $(cat "$W/standby.out")"
-t_expect_exit 2 "plain tallyd on a standby" "$TALLY_BIN/tallyd" --home "$FH" --once
+t_expect_exit 4 "plain tallyd on a standby" "$TALLY_BIN/tallyd" --home "$FH" --once
 grep -q "standby" "$W/last.err" || t_fail "tallyd on a standby does not say why: $(cat "$W/last.err")"
 t_ok "no key; tallyd without --follow refuses there"
 

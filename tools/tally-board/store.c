@@ -23,6 +23,33 @@ struct bd_store {
 	json_t	*meta;
 };
 
+/*
+ * dir and its missing parents, each made 0700 (the XDG Base Directory
+ * specification: "If, when attempting to write a file, the destination
+ * directory is non-existent an attempt should be made to create it
+ * with permission 0700"); one that exists is left as it is.
+ */
+static int
+mkdirs(const char *dir)
+{
+	char p[4096];
+	size_t i, n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(p))
+		return n == 0 ? ENOENT : ENAMETOOLONG;
+	memcpy(p, dir, n + 1);
+	for (i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		p[i] = '\0';
+		if (mkdir(p, 0700) != 0 && errno != EEXIST)
+			return errno;
+		if (i < n)
+			p[i] = '/';
+	}
+	return 0;
+}
+
 int
 bd_store_open(const char *dir, struct bd_store **out, char *why,
     size_t whylen)
@@ -32,9 +59,9 @@ bd_store_open(const char *dir, struct bd_store **out, char *why,
 	int rc;
 
 	*out = NULL;
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-		snprintf(why, whylen, "%s: %s", dir, strerror(errno));
-		return errno;
+	if ((rc = mkdirs(dir)) != 0) {
+		snprintf(why, whylen, "%s: %s", dir, strerror(rc));
+		return rc;
 	}
 	if ((st = calloc(1, sizeof(*st))) == NULL)
 		return ENOMEM;

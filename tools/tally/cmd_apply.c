@@ -36,6 +36,7 @@ struct migs {
 };
 
 struct mod {
+	const struct tl_mf_module *m;	/* borrowed from its set */
 	struct tl_decl		 d;
 	struct migs		*migs;	/* one per requirement */
 	struct tl_decl_req	*reqs;
@@ -323,6 +324,7 @@ build(const struct tl_mf_module *m, struct mod *md)
 	int rc;
 
 	memset(md, 0, sizeof(*md));
+	md->m = m;
 	tl_body_init(&md->mb);
 	if ((rc = module_body(m, &md->mb)) != 0)
 		return rc;
@@ -383,11 +385,55 @@ struct apply_arg {
 	size_t		 n;
 };
 
+/*
+ * A requirement's target, once every module of the apply is folded:
+ * declared and not providing the type, it can never be served
+ * (refused); not declared, it is a manifest not applied yet (manifests
+ * are applied in any order), accepted, and tally status shows the
+ * requirement unsatisfiable with that reason until it is.
+ */
+static int
+check_target(struct tl_ctx *c, const struct tl_mf_module *m,
+    const struct tl_mf_req *r)
+{
+	struct tl_rec t;
+	struct tl_bnode prov;
+	char k[TL_KEY_MAX], type[128], list[400] = "";
+	size_t i, off = 0;
+	int found = 0, rc;
+
+	if (r->kind != TL_MF_INSTANTIATION)
+		return 0;
+	if ((rc = tl_key(k, "m/%s", r->target)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &t) != 0)
+		return 0;
+	if (tl_bn_get(t.m, "provides", &prov) == 0)
+		for (i = 0; i < tl_bn_len(prov) && !found; i++) {
+			type[0] = '\0';
+			tl_bn_getstr(tl_bn_at(prov, i), "type", type,
+			    sizeof(type));
+			if (strcmp(type, r->type) == 0)
+				found = 1;
+			else if (off < sizeof(list))
+				off += (size_t)snprintf(list + off,
+				    sizeof(list) - off, "%s%s", off ? ", " : "",
+				    type);
+		}
+	tl_rec_close(&t);
+	if (found)
+		return 0;
+	return tl_refuse(c, TL_EMANIFEST, "%s:%d: requires.%s.type: module "
+	    "%s does not provide %s (%s%s): the requirement could never be "
+	    "served", m->file, r->line, r->name, r->target, r->type,
+	    off ? "it provides " : "it provides nothing", list);
+}
+
 static int
 do_apply(struct tl_ctx *c, void *arg)
 {
 	struct apply_arg *a = arg;
-	size_t i;
+	size_t i, j;
 	int rank, rc;
 
 	for (rank = 0; rank < 2; rank++)
@@ -398,7 +444,36 @@ do_apply(struct tl_ctx *c, void *arg)
 			if ((rc = tl_dec_apply(c, &a->mods[i].d)) != 0)
 				return rc;
 		}
+	for (i = 0; i < a->n; i++)
+		for (j = 0; j < a->mods[i].m->nreqs; j++)
+			if ((rc = check_target(c, a->mods[i].m,
+			    &a->mods[i].m->reqs[j])) != 0)
+				return rc;
 	return 0;
+}
+
+/*
+ * A requirement that maps no connection field to env is provisioned
+ * and delivers nothing the module reads: legal (a grant that exists
+ * for its own sake), and a first user's usual slip, so said.
+ */
+static void
+warn_unmapped(const struct tl_mf_set *set)
+{
+	size_t i, j;
+
+	for (i = 0; i < tl_mf_set_count(set); i++) {
+		const struct tl_mf_module *m = tl_mf_set_module(set, i);
+
+		for (j = 0; j < m->nreqs; j++)
+			if (m->reqs[j].kind == TL_MF_INSTANTIATION &&
+			    m->reqs[j].nenv == 0)
+				cli_warnx("%s:%d: requires.%s: %s maps no "
+				    "connection field to env: nothing will be "
+				    "delivered to %s for it (add env: {FIELD: "
+				    "VARIABLE})", m->file, m->reqs[j].line,
+				    m->reqs[j].name, m->name, m->name);
+	}
 }
 
 int
@@ -491,6 +566,9 @@ cmd_apply(struct tl_cli *cli, int argc, char **argv)
 		printf("dry run: would append\n");
 	}
 	ex = cli_write(cli, do_apply, &aa, &wo);
+	if (ex == 0)
+		for (i = 0; i < nfiles; i++)
+			warn_unmapped(sets[i]);
 	if (ex == 0 && !cli->json) {
 		if (wo.dry_run && wo.emitted == 0)
 			printf("  nothing: already as declared\n");

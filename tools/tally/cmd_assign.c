@@ -33,8 +33,8 @@ static const char assign_usage[] =
 "A provider's keys are the settings its driver declares, with their\n"
 "defaults (drivers/README.md; tally providers shows each provider's\n"
 "driver); an unknown key or a value of the wrong kind is refused,\n"
-"listing them.  Another module's\n"
-"settings are its own, recorded as given.\n"
+"listing them.  A module that provides nothing takes no --set or\n"
+"--secret (refused: nothing would read it).\n"
 "\n"
 "--parts installs only those of the module's parts (its manifest's\n"
 "parts:; default all): a requirement of a part is provisioned only\n"
@@ -88,12 +88,46 @@ struct assign_arg {
 	struct tl_dec_consolidation from;
 };
 
+/*
+ * A setting given to a module that provides nothing is read by nothing
+ * (only a provider's driver reads settings, the ones it declares):
+ * refused rather than recorded, so a first user does not wait on it.
+ * A module not declared is the decider's to refuse.
+ */
+static int
+consumer_settings(struct tl_ctx *c, const struct assign_arg *a)
+{
+	struct tl_rec m;
+	struct tl_bnode prov;
+	char k[TL_KEY_MAX];
+	size_t i;
+	int none;
+
+	for (i = 0; i < a->nset; i++)
+		if (a->set[i].value != NULL || a->set[i].secret != NULL)
+			break;
+	if (i == a->nset || tl_key(k, "m/%s", a->module) != 0 ||
+	    tl_rec_get(c->t, c->p.graph, k, &m) != 0)
+		return 0;
+	none = tl_bn_get(m.m, "provides", &prov) != 0 || tl_bn_len(prov) == 0;
+	tl_rec_close(&m);
+	if (!none)
+		return 0;
+	return tl_refuse(c, TL_EINVAL, "%s provides nothing, so nothing reads "
+	    "its assignment's settings (a provider's driver reads the ones "
+	    "it declares): --%s %s is refused rather than recorded unused",
+	    a->module, a->set[i].secret != NULL ? "secret" : "set",
+	    a->set[i].key);
+}
+
 static int
 do_assign(struct tl_ctx *c, void *arg)
 {
 	struct assign_arg *a = arg;
 	int rc;
 
+	if ((rc = consumer_settings(c, a)) != 0)
+		return rc;
 	if ((rc = tl_dec_assign_parts(c, a->module, a->node, a->expose, a->set,
 	    a->nset, a->parts, a->changes, a->cap)) != 0 ||
 	    a->consolidate == NULL)

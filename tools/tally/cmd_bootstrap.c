@@ -17,6 +17,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +27,14 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "core/error.h"
 #include "core/secret.h"
+#include "drivers/driver.h"
 #include "projections/graph.h"
 #include "projections/record.h"
 #include "reactors/epoch.h"
 #include "reactors/rx.h"
+#include "manifest.h"
 #include "tally.h"
 
 static const char usage[] =
@@ -49,7 +53,8 @@ static const char usage[] =
 "\n"
 "What the log already holds is not declared again: run twice, the\n"
 "second run appends nothing.  A malformed bundle is refused, naming its\n"
-"file, line and field, before anything is done.  --timeout bounds the\n"
+"file, line and field, before anything is done (settings against the\n"
+"driver's declaration, duplicate keys, NUL bytes).  --timeout bounds the\n"
 "passes (default 60 s).  Exit 6 when work remains or is not healthy.\n"
 "--json prints one line: home, node, appended_from, appended_to (0:\n"
 "nothing appended), verified, healthy.\n";
@@ -189,9 +194,217 @@ get(yaml_document_t *d, yaml_node_t *m, const char *key)
 	return NULL;
 }
 
+/* How deep a bundle nests (it needs 4: providers[0].secrets.KEY.file). */
+#define BS_DEPTH	8
+
+/*
+ * The whole document, before any field is read: no NUL inside a value
+ * (every value is a C string from here on, and would be cut short), no
+ * key twice in a mapping (libyaml keeps both, and get() would take the
+ * first), no alias (a node reached twice), not nested deeper than any
+ * bundle needs.  The manifest loader refuses the same
+ * (manifest_load.c, manifest_check.c) on its own tree.
+ */
 static int
-parse_assign(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *m,
-    const char *where, int provider, struct bs_assign *a)
+doc_sound(const struct bs_bundle *b, yaml_document_t *d, yaml_node_t *n,
+    const char *path, int depth, unsigned char *seen)
+{
+	yaml_node_pair_t *p, *q;
+	yaml_node_item_t *it;
+	char sub[160];
+	size_t i = 0;
+	int ex;
+
+	if (n == NULL)
+		return 0;
+	if (seen[n - d->nodes.start]++)
+		return bad(b, n, path, "an alias (*NAME): a bundle says each "
+		    "thing once, where it applies");
+	if (depth > BS_DEPTH)
+		return bad(b, n, path, "nested deeper than %d levels",
+		    BS_DEPTH);
+	switch (n->type) {
+	case YAML_SCALAR_NODE:
+		if (memchr(n->data.scalar.value, '\0',
+		    n->data.scalar.length) != NULL)
+			return bad(b, n, path, "contains a NUL character");
+		return 0;
+	case YAML_SEQUENCE_NODE:
+		for (it = n->data.sequence.items.start;
+		    it < n->data.sequence.items.top; it++, i++) {
+			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+			if ((ex = doc_sound(b, d, yaml_document_get_node(d,
+			    *it), sub, depth + 1, seen)) != 0)
+				return ex;
+		}
+		return 0;
+	case YAML_MAPPING_NODE:
+		for (p = n->data.mapping.pairs.start;
+		    p < n->data.mapping.pairs.top; p++) {
+			yaml_node_t *kn = yaml_document_get_node(d, p->key);
+			const char *k = scalar(kn);
+
+			if ((ex = doc_sound(b, d, kn, path, depth + 1,
+			    seen)) != 0)
+				return ex;
+			if (k == NULL)
+				return bad(b, kn, path, "a key must be a "
+				    "string");
+			/* Pairwise: a bundle's mappings are a few keys. */
+			for (q = n->data.mapping.pairs.start; q < p; q++) {
+				yaml_node_t *qn = yaml_document_get_node(d,
+				    q->key);
+
+				if (strcmp(scalar(qn), k) == 0)
+					return bad(b, kn, path, "duplicate key "
+					    "'%s' (first at line %lu)", k,
+					    (unsigned long)qn->start_mark.line +
+					    1);
+			}
+			snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ?
+			    "." : "", k);
+			if ((ex = doc_sound(b, d, yaml_document_get_node(d,
+			    p->value), sub, depth + 1, seen)) != 0)
+				return ex;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * What the module's manifest declares: it must parse (tally apply would
+ * refuse it after the home and the node were made) and hold module;
+ * ops receives the drivers of what it provides (none: a module that
+ * provides nothing), nops their count, derived whether key is a
+ * setting the manifest derives.  *mfp owns what mod points into.
+ */
+struct bs_decl {
+	struct tl_mf_set		*set;
+	const struct tl_mf_module	*mod;
+	const struct tl_drv_ops		*ops[8];
+	size_t				 nops;
+};
+
+static int
+decl_load(const struct bs_bundle *b, const yaml_node_t *mn,
+    const yaml_node_t *modn, const char *where, const struct bs_assign *a,
+    struct bs_decl *dc)
+{
+	struct tl_mf_errors errs = TL_MF_ERRORS_INIT;
+	char f[160], line[600] = "";
+	size_t i;
+	int rc, ex = 0;
+
+	memset(dc, 0, sizeof(*dc));
+	snprintf(f, sizeof(f), "%s.manifest", where);
+	if ((rc = tl_mf_parse_file(a->manifest, tl_drv_names(), &dc->set,
+	    &errs)) != 0) {
+		if (errs.n > 0)
+			tl_mf_error_format(&errs.v[0], line, sizeof(line));
+		ex = bad(b, mn, f, "%s does not parse (tally apply would "
+		    "refuse it): %s", a->manifest, line[0] ? line :
+		    tl_strerror(rc));
+		goto out;
+	}
+	if ((dc->mod = tl_mf_set_find(dc->set, a->module)) == NULL) {
+		snprintf(f, sizeof(f), "%s.module", where);
+		ex = bad(b, modn, f, "%s declares no module '%s'", a->manifest,
+		    a->module);
+		goto out;
+	}
+	for (i = 0; i < dc->mod->nprovides && dc->nops < 8; i++)
+		if ((dc->ops[dc->nops] = tl_drv_find(
+		    dc->mod->provides[i].driver)) != NULL &&
+		    dc->ops[dc->nops]->settings != NULL)
+			dc->nops++;
+out:
+	tl_mf_errors_free(&errs);
+	return ex;
+}
+
+static const struct tl_drv_setting *
+decl_setting(const struct bs_decl *dc, const char *key)
+{
+	const struct tl_drv_setting *s;
+	size_t i;
+
+	for (i = 0; i < dc->nops; i++)
+		if ((s = tl_drv_setting_find(dc->ops[i]->settings, key)) !=
+		    NULL)
+			return s;
+	return NULL;
+}
+
+static int
+decl_derived(const struct bs_decl *dc, const char *key)
+{
+	size_t i, j;
+
+	for (i = 0; i < dc->mod->nprovides; i++)
+		for (j = 0; j < dc->mod->provides[i].nderived; j++)
+			if (strcmp(dc->mod->provides[i].derived[j].key,
+			    key) == 0)
+				return 1;
+	return 0;
+}
+
+/*
+ * One setting (secret: under secrets:) against the drivers'
+ * declarations, as tally assign would check it after the home and the
+ * node were made: here, before anything is.
+ */
+static int
+decl_check(const struct bs_bundle *b, const struct bs_decl *dc,
+    const yaml_node_t *kn, const char *field, const char *key,
+    const char *value, int secret)
+{
+	static const struct tl_drv_setting any = { "", "", 0, TL_DRV_STRING,
+	    "" };
+	const struct tl_drv_setting *s;
+	char why[TL_DRV_WHY_MAX], known[600] = "";
+	const char *w;
+	size_t i, off = 0;
+
+	if (dc->nops == 0 || ((s = decl_setting(dc, key)) == NULL &&
+	    decl_derived(dc, key)))
+		s = &any;	/* the module's own settings, as given */
+	else if (s == NULL) {
+		for (i = 0; i < dc->nops; i++)
+			for (s = dc->ops[i]->settings; s->name != NULL; s++)
+				if (off < sizeof(known))
+					off += (size_t)snprintf(known + off,
+					    sizeof(known) - off, "%s%s%s", off ?
+					    ", " : "", s->name, s->secret ?
+					    " (under secrets:)" : "");
+		return bad(b, kn, field, "unknown setting for %s (driver %s); "
+		    "known settings: %s", dc->mod->name, dc->ops[0]->name,
+		    known);
+	}
+	if (s != &any && s->secret && !secret)
+		return bad(b, kn, field, "%s is a secret: give it under "
+		    "secrets: (%s: {file: PATH} or %s: stdin), never under "
+		    "settings:", key, key, key);
+	if (s != &any && !s->secret && secret)
+		return bad(b, kn, field, "%s is not a secret: give it under "
+		    "settings:", key);
+	if (secret)
+		return 0;	/* read, and checked, when it is given */
+	if (tl_drv_setting_check(s, value, why) != 0) {
+		/* why may start with the key's name: said once. */
+		w = why;
+		if (strncmp(w, key, strlen(key)) == 0 && w[strlen(key)] == ':')
+			w += strlen(key) + 1 + (w[strlen(key) + 1] == ' ');
+		return bad(b, kn, field, "%s", w);
+	}
+	return 0;
+}
+
+static int
+parse_assign_in(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *m,
+    const char *where, int provider, struct bs_assign *a,
+    struct bs_decl *dc)
 {
 	static const char *const pkeys[] = { "manifest", "module", "expose",
 	    "settings", "secrets", NULL };
@@ -221,11 +434,22 @@ parse_assign(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *m,
 		return ex;
 	if (!tl_name_ok(a->module))
 		return bad(b, n, f, "'%s' is not a name", a->module);
+	if ((ex = decl_load(b, get(d, m, "manifest"), n, where, a, dc)) != 0)
+		return ex;
+	if (provider && dc->mod->nprovides == 0)
+		return bad(b, n, f, "%s provides nothing: it belongs under "
+		    "control-plane:", a->module);
 	snprintf(a->expose, sizeof(a->expose), "local");
 	if ((n = get(d, m, "expose")) != NULL) {
 		snprintf(f, sizeof(f), "%s.expose", where);
 		if ((ex = str_into(b, n, f, a->expose, sizeof(a->expose))) != 0)
 			return ex;
+		if (strcmp(a->expose, "local") != 0 &&
+		    strcmp(a->expose, "network") != 0 &&
+		    strcmp(a->expose, "public") != 0 &&
+		    strcmp(a->expose, "none") != 0)
+			return bad(b, n, f, "'%s': expected local, network, "
+			    "public or none", a->expose);
 	}
 	if ((n = get(d, m, "settings")) != NULL) {
 		snprintf(f, sizeof(f), "%s.settings", where);
@@ -237,9 +461,14 @@ parse_assign(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *m,
 			yaml_node_t *vn = yaml_document_get_node(d, p->value);
 			const char *k = scalar(kn), *v = scalar(vn);
 
+			char sf[200];
+
 			if (k == NULL || v == NULL)
 				return bad(b, kn, f, "expected KEY: VALUE "
 				    "scalars");
+			snprintf(sf, sizeof(sf), "%s.%s", f, k);
+			if ((ex = decl_check(b, dc, kn, sf, k, v, 0)) != 0)
+				return ex;
 			if (a->nset == BS_MAX)
 				return bad(b, kn, f, "more than %d", BS_MAX);
 			if (asprintf(&a->set[a->nset], "%s=%s", k, v) < 0) {
@@ -268,6 +497,9 @@ parse_assign(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *m,
 			    sizeof(s->key))) != 0)
 				return ex;
 			snprintf(sf, sizeof(sf), "%s.%s", f, s->key);
+			if ((ex = decl_check(b, dc, kn, sf, s->key, NULL,
+			    1)) != 0)
+				return ex;
 			if (v != NULL && strcmp(v, "stdin") == 0)
 				s->file[0] = '\0';
 			else if (vn->type == YAML_MAPPING_NODE &&
@@ -288,6 +520,19 @@ parse_assign(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *m,
 		}
 	}
 	return 0;
+}
+
+static int
+parse_assign(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *m,
+    const char *where, int provider, struct bs_assign *a)
+{
+	struct bs_decl dc;
+	int ex;
+
+	memset(&dc, 0, sizeof(dc));
+	ex = parse_assign_in(b, d, m, where, provider, a, &dc);
+	tl_mf_set_free(dc.set);
+	return ex;
 }
 
 static int
@@ -317,9 +562,50 @@ parse_list(struct bs_bundle *b, yaml_document_t *d, yaml_node_t *root,
 	return 0;
 }
 
+/*
+ * path made absolute and, as far as it exists, real (symbolic links
+ * resolved): the home does not exist yet when the bundle is checked.
+ */
+static void
+abs_real(const char *path, char *out, size_t cap)
+{
+	char tmp[PATH_MAX], rest[PATH_MAX] = "", *slash;
+
+	if (path[0] == '/' || getcwd(tmp, sizeof(tmp)) == NULL)
+		snprintf(tmp, sizeof(tmp), "%s", path);
+	else
+		snprintf(tmp + strlen(tmp), sizeof(tmp) - strlen(tmp), "/%s",
+		    path);
+	/* The longest prefix that exists is resolved; the rest is kept. */
+	while (realpath(tmp, out) == NULL) {
+		if ((slash = strrchr(tmp, '/')) == NULL || slash == tmp) {
+			snprintf(out, cap, "%s%s", tmp, rest);
+			return;
+		}
+		memmove(rest + strlen(slash), rest, strlen(rest) + 1);
+		memcpy(rest, slash, strlen(slash));
+		*slash = '\0';
+	}
+	snprintf(out + strlen(out), cap - strlen(out), "%s", rest);
+}
+
+/* Is path under (or at) dir, both as abs_real makes them? */
+static int
+path_under(const char *path, const char *dir)
+{
+	char p[PATH_MAX], d[PATH_MAX];
+	size_t n;
+
+	abs_real(path, p, sizeof(p));
+	abs_real(dir, d, sizeof(d));
+	n = strlen(d);
+	return strncmp(p, d, n) == 0 && (p[n] == '/' || p[n] == '\0' ||
+	    strcmp(d, "/") == 0);
+}
+
 /* Reads and checks the whole bundle; nothing is done before this. */
 static int
-bundle_load(const char *file, struct bs_bundle *b)
+bundle_load(const char *file, const char *home, struct bs_bundle *b)
 {
 	static const char *const top[] = { "node", "providers",
 	    "control-plane", NULL };
@@ -328,7 +614,8 @@ bundle_load(const char *file, struct bs_bundle *b)
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	yaml_node_t *root, *n;
-	char tmp[BS_PATH];
+	char tmp[BS_PATH], why[400];
+	unsigned char *seen;
 	FILE *fp;
 	int ex = TL_EXIT_REFUSED;
 
@@ -356,6 +643,16 @@ bundle_load(const char *file, struct bs_bundle *b)
 		    "providers, control-plane)");
 		goto done;
 	}
+	if ((seen = calloc((size_t)(doc.nodes.top - doc.nodes.start) + 1,
+	    1)) == NULL) {
+		cli_errx("bootstrap: %s", strerror(ENOMEM));
+		ex = TL_EXIT_FAIL;
+		goto done;
+	}
+	ex = doc_sound(b, &doc, root, "", 0, seen);
+	free(seen);
+	if (ex != 0)
+		goto done;
 	if ((ex = known_keys(b, &doc, root, "bundle", top)) != 0)
 		goto done;
 	if ((n = get(&doc, root, "node")) == NULL) {
@@ -388,6 +685,11 @@ bundle_load(const char *file, struct bs_bundle *b)
 	if ((ex = str_into(b, get(&doc, n, "routable-name"),
 	    "node.routable-name", b->routable, sizeof(b->routable))) != 0)
 		goto done;
+	if (!cli_routable_ok(b->routable, why, sizeof(why))) {
+		ex = bad(b, get(&doc, n, "routable-name"),
+		    "node.routable-name", "%s", why);
+		goto done;
+	}
 	if (get(&doc, n, "key-out") == NULL) {
 		ex = bad(b, n, "node.key-out", "missing (where this node's "
 		    "secret key is written, outside the home)");
@@ -396,6 +698,13 @@ bundle_load(const char *file, struct bs_bundle *b)
 	if ((ex = path_into(b, get(&doc, n, "key-out"), "node.key-out",
 	    b->keyout)) != 0)
 		goto done;
+	if (path_under(b->keyout, home)) {
+		ex = bad(b, get(&doc, n, "key-out"), "node.key-out", "%s is "
+		    "under the tally home %s: a node's secret key opens its "
+		    "deliveries, and the control plane keeps none", b->keyout,
+		    home);
+		goto done;
+	}
 	if ((ex = parse_list(b, &doc, root, "providers", 1)) != 0)
 		goto done;
 	b->nprov = b->na;
@@ -762,7 +1071,7 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 		{ 0 }
 	};
 	struct bs_bundle b;
-	char path[1200], key[TL_KEY_MAX], dir[BS_PATH];
+	char path[1200], key[TL_KEY_MAX], dir[BS_PATH], knew[BS_PATH + 8];
 	char *av[4 + BS_MAX + 1];
 	struct stat st;
 	unsigned timeout = 60, checked = 0;
@@ -784,7 +1093,7 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 		fputs(usage, stderr);
 		return TL_EXIT_USAGE;
 	}
-	if ((ex = bundle_load(argv[optind], &b)) != 0)
+	if ((ex = bundle_load(argv[optind], cli->home, &b)) != 0)
 		goto out;
 	if (tallyd_holds(cli)) {
 		cli_errx("%s: a tallyd runs on this home: stop it first (or "
@@ -813,7 +1122,9 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 		ex = TL_EXIT_FAIL;
 		goto out;
 	}
-	if (!has) {
+	snprintf(knew, sizeof(knew), "%s.new", b.keyout);
+	/* A key a kill left beside its place: node add finishes it. */
+	if (!has || (access(b.keyout, F_OK) != 0 && access(knew, F_OK) == 0)) {
 		char *nav[] = { "node", "add", b.node, "--routable-name",
 		    b.routable, "--key-out", b.keyout, NULL };
 

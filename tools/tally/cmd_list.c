@@ -29,12 +29,65 @@ static const char modules_usage[] =
 
 static const char providers_usage[] =
 "usage: tally providers [--tag TAG] [--json]\n"
+"       tally providers --settings DRIVER|TYPE [--json]\n"
 "\n"
 "The providers: id (NODE/MODULE), where it runs, the types it grants\n"
 "(with driver, the driver's tags and revocation policy, and what revoke\n"
 "and purge do there) and how many grants it holds that are not revoked.\n"
 "--tag TAG lists only the providers one of whose types' drivers carries\n"
-"TAG (a requirement names a type; tags are how a person finds one).\n";
+"TAG (a requirement names a type; tags are how a person finds one).\n"
+"--settings prints the settings a driver declares (tally assign --set,\n"
+"--secret), from its declaration: a table of setting, kind, default and\n"
+"meaning, in Markdown (the README's table is this output), or --json;\n"
+"no home is needed.\n";
+
+/*
+ * A driver's settings as its declaration says (drivers/driver.h):
+ * what the docs' settings tables are, so they cannot say otherwise
+ * (tests/integration/04_docs.sh compares them).
+ */
+static int
+print_settings(struct tl_cli *cli, const char *name)
+{
+	const struct tl_drv_ops *ops = tl_drv_find(name);
+	const struct tl_drv_setting *s;
+	json_t *arr;
+
+	if (ops == NULL)
+		ops = tl_drv_for_type(name);
+	if (ops == NULL) {
+		cli_errx("no driver or type '%s'", name);
+		return TL_EXIT_NOTFOUND;
+	}
+	if (cli->json) {
+		if ((arr = json_array()) == NULL)
+			return TL_EXIT_FAIL;
+		for (s = ops->settings; s != NULL && s->name != NULL; s++)
+			json_array_append_new(arr, json_pack("{s:s,s:s?,s:b,"
+			    "s:s,s:s}", "name", s->name, "default", s->dflt,
+			    "secret", s->secret, "kind", tl_drv_kind_name(
+			    s->kind), "meaning", s->description));
+		cli_json_done(cli, json_pack("{s:s,s:o}", "driver", ops->name,
+		    "settings", arr));
+		return TL_EXIT_OK;
+	}
+	printf("| setting | kind | default | meaning |\n|---|---|---|---|\n");
+	for (s = ops->settings; s != NULL && s->name != NULL; s++) {
+		printf("| `%s` | %s | ", s->name, tl_drv_kind_name(s->kind));
+		if (s->dflt == NULL)
+			printf("required");
+		else if (s->dflt[0] == '\0')
+			printf("none");
+		else
+			printf("`%s`", s->dflt);
+		printf(" | %s", s->description);
+		if (s->secret)
+			printf("; a secret: `--secret %s`, read from standard "
+			    "input", s->name);
+		printf(" |\n");
+	}
+	return TL_EXIT_OK;
+}
 
 static const char *
 str(const json_t *o, const char *k)
@@ -342,14 +395,18 @@ int
 cmd_providers(struct tl_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = { CLI_COMMON_OPTS,
-	    { "tag", required_argument, NULL, 't' }, { 0 } };
-	char *tag = NULL;
+	    { "tag", required_argument, NULL, 't' },
+	    { "settings", required_argument, NULL, 's' }, { 0 } };
+	char *tag = NULL, *settings = NULL;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "ht:", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			tag = optarg;
+			break;
+		case 's':
+			settings = optarg;
 			break;
 		CLI_COMMON_CASES(cli, providers_usage);
 		}
@@ -358,5 +415,7 @@ cmd_providers(struct tl_cli *cli, int argc, char **argv)
 		fputs(providers_usage, stderr);
 		return TL_EXIT_USAGE;
 	}
+	if (settings != NULL)
+		return print_settings(cli, settings);
 	return cli_read(cli, 0, providers_cb, tag);
 }

@@ -2,6 +2,7 @@
  * cmd_node.c - tally node add|rekey|lost|rm: the machines of the mesh.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -28,7 +29,10 @@ static const char usage[] =
 "acknowledgements with it).  The secret keys are written for the\n"
 "node's host to FILE (mode 0600), to be moved there: never into the\n"
 "log, and never under the tally home (refused), so the control plane's\n"
-"disk holds nothing that opens a delivery.\n"
+"disk holds nothing that opens a delivery.  FILE is written and synced\n"
+"before the node is recorded, so a kill leaves nothing declared or the\n"
+"key in place; a retry takes a FILE (or FILE.new) a kill left as it is\n"
+"and finishes (exit 0 when the node has its key already).\n"
 "The key file also gets the control plane's Ed25519 public key (derived\n"
 "from the master key, recorded in node.added as cpkey): tally-node --amqp\n"
 "takes from the node's queue only what that key signed.\n"
@@ -55,13 +59,81 @@ struct add_arg {
 	uint8_t		 spk[TL_SIGN_PUBLEN];
 	uint8_t		 cpk[TL_SIGN_PUBLEN];	/* the control plane's */
 	int		 new_sign;		/* rekey: spk is new */
+	int		 found;			/* add: declared already, this key */
+	const char	*keyfile;		/* add: where the key is */
+	int		 reused;		/* add: the key file was there */
 };
 
+struct same_key {
+	const uint8_t	*pk;
+	char		 name[64];	/* the node that has pk, or "" */
+};
+
+/* Does node rest (a graph "n/" record) have the sealing key sk->pk? */
+static int
+has_pubkey(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct same_key *sk = arg;
+	struct tl_rec r;
+	struct tl_bnode n;
+	const void *pk;
+	size_t len;
+
+	if (tl_rec_open(val, vlen, &r) != 0)
+		return 0;
+	if (tl_bn_get(r.m, "pubkey", &n) == 0 && tl_bn_bin(n, &pk, &len) == 0 &&
+	    len == TL_PUBKEY_LEN && sodium_memcmp(pk, sk->pk,
+	    TL_PUBKEY_LEN) == 0 && strchr(rest, '/') == NULL)
+		snprintf(sk->name, sizeof(sk->name), "%s", rest);
+	tl_rec_close(&r);
+	return 0;
+}
+
+/*
+ * A retry finds what a kill left: the node declared with the key the
+ * file holds is done (nothing appended); a file whose key another node
+ * holds, or a node declared with another key, is refused (the file is
+ * kept: it may be the only copy of someone's key).  Only a file that
+ * was there is compared with every node: a fresh key is nobody's, and
+ * an add costs the same in any mesh.
+ */
 static int
 do_add(struct tl_ctx *c, void *arg)
 {
 	struct add_arg *a = arg;
+	struct same_key sk = { a->pk, "" };
+	struct tl_rec r;
+	struct tl_bnode n;
+	const void *pk;
+	size_t len;
+	char k[TL_KEY_MAX];
+	int rc, same;
 
+	if ((rc = tl_key(k, "n/%s", a->name)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &r) == 0) {
+		same = tl_bn_get(r.m, "pubkey", &n) == 0 &&
+		    tl_bn_bin(n, &pk, &len) == 0 && len == TL_PUBKEY_LEN &&
+		    sodium_memcmp(pk, a->pk, TL_PUBKEY_LEN) == 0;
+		tl_rec_close(&r);
+		if (same) {
+			a->found = 1;
+			return 0;
+		}
+		if (a->reused)
+			return tl_refuse(c, TL_EREFUSED, "node %s already "
+			    "exists with another key than the one in %s (the "
+			    "file is left as it is)", a->name, a->keyfile);
+	} else if (a->reused) {
+		/* A retry's file (rare): is it another node's key? */
+		if ((rc = tl_rec_scan(c->t, c->p.graph, "n/", has_pubkey,
+		    &sk)) != 0)
+			return rc;
+		if (sk.name[0] != '\0')
+			return tl_refuse(c, TL_EREFUSED, "%s holds the key of "
+			    "node %s: not taken for node %s (give another "
+			    "--key-out)", a->keyfile, sk.name, a->name);
+	}
 	return tl_dec_node_add_ex(c, a->name, a->routable, a->pk, a->spk,
 	    a->cpk);
 }
@@ -249,21 +321,6 @@ do_rm(struct tl_ctx *c, void *arg)
 	return tl_dec_node_rm(c, arg);
 }
 
-static int
-routable_ok(const char *h)
-{
-	size_t i, n = strlen(h);
-
-	if (n == 0 || n > 253)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!(h[i] == '.' || h[i] == '-' || h[i] == ':' ||
-		    (h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' &&
-		    h[i] <= 'Z') || (h[i] >= '0' && h[i] <= '9')))
-			return 0;
-	return 1;
-}
-
 /*
  * Is path (a file that may not exist yet) under the tally home?  By
  * the real paths of its directory and of the home, so that neither a
@@ -311,6 +368,116 @@ key_ok(const struct tl_cli *cli, const char *cmd, const char *keyout)
 	return 1;
 }
 
+/* The public halves of a key file's secret keys, into a. */
+static int
+key_public(struct add_arg *a, const struct tl_node_key *nk, const char *file)
+{
+	if (!nk->has_sign) {
+		cli_errx("%s holds a sealing key of before (no signing key): "
+		    "not taken for node %s (give another --key-out, or tally "
+		    "node rekey an existing node)", file, a->name);
+		return TL_EXIT_REFUSED;
+	}
+	if (nk->has_cp && sodium_memcmp(nk->cp_pk, a->cpk,
+	    TL_SIGN_PUBLEN) != 0) {
+		cli_errx("%s is the key file of another control plane's node: "
+		    "not taken for node %s (give another --key-out)", file,
+		    a->name);
+		return TL_EXIT_REFUSED;
+	}
+	if (tl_secret_node_public(nk->box_sk, a->pk) != 0 ||
+	    crypto_sign_ed25519_sk_to_pk(a->spk, nk->sign_sk) != 0) {
+		cli_errx("%s: not a node key", file);
+		return TL_EXIT_REFUSED;
+	}
+	return 0;
+}
+
+/* Makes the rename of keyout durable: fsync of its directory. */
+static int
+sync_dir(const char *keyout)
+{
+	char dir[PATH_MAX], *slash;
+	int fd, rc = 0;
+
+	snprintf(dir, sizeof(dir), "%s", keyout);
+	if ((slash = strrchr(dir, '/')) == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return errno;
+	if (fsync(fd) != 0)
+		rc = errno;
+	close(fd);
+	return rc;
+}
+
+/*
+ * The node's key file, in place and synced, before node.added is
+ * committed: a kill at any point leaves nothing declared, or a node
+ * whose key file is there.  A file a kill left (keyout, or keyout.new
+ * beside it) is taken as it is, never replaced: a retry finishes with
+ * the keys that may already be declared.  *created: this run made the
+ * keys (a refusal may remove them; nothing else knows them).
+ */
+static int
+key_place(struct add_arg *a, struct tl_node_key *nk, const char *keyout,
+    const char *tmp, int *created)
+{
+	char why[160] = "";
+	const char *from = NULL;
+	int rc;
+
+	*created = 0;
+	if (access(keyout, F_OK) == 0)
+		from = keyout;
+	else if (access(tmp, F_OK) == 0)
+		from = tmp;
+	if (from != NULL) {
+		if ((rc = tl_secret_node_key_load(from, nk, why)) != 0) {
+			cli_errx("%s exists and is not taken for node %s: %s",
+			    from, a->name, why[0] ? why : tl_strerror(rc));
+			return TL_EXIT_REFUSED;
+		}
+		if ((rc = key_public(a, nk, from)) != 0)
+			return rc;
+		a->reused = 1;
+		if (!nk->has_cp) {
+			memcpy(nk->cp_pk, a->cpk, TL_SIGN_PUBLEN);
+			nk->has_cp = 1;
+		}
+		if (from == keyout)
+			return 0;
+	} else {
+		tl_secret_node_keypair(a->pk, nk->box_sk);
+		tl_secret_sign_keypair(a->spk, nk->sign_sk);
+		nk->has_sign = 1;
+		memcpy(nk->cp_pk, a->cpk, TL_SIGN_PUBLEN);
+		nk->has_cp = 1;
+		/* Written and synced beside its place (a full disk: nothing). */
+		if ((rc = tl_secret_node_key_write(tmp, nk)) != 0) {
+			cli_errx("cannot write node %s's key to %s: %s; nothing "
+			    "was written to the log", a->name, tmp,
+			    tl_strerror(rc));
+			unlink(tmp);
+			return TL_EXIT_FAIL;
+		}
+		*created = 1;
+		cli_fault_at("node-key-written");
+	}
+	rc = rename(tmp, keyout) != 0 ? errno : sync_dir(keyout);
+	if (rc != 0) {
+		cli_errx("cannot move node %s's key from %s to %s: %s; nothing "
+		    "was written to the log (the key stays where it is)",
+		    a->name, tmp, keyout, strerror(rc));
+		return TL_EXIT_FAIL;
+	}
+	return 0;
+}
+
 int
 cmd_node(struct tl_cli *cli, int argc, char **argv)
 {
@@ -327,8 +494,8 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 	struct add_arg a;
 	struct tl_node_key nk;
 	const char *keyout = NULL;
-	char tmp[4200];
-	int c, rc, ex, yes = 0;
+	char tmp[4200], why[400];
+	int c, ex, yes = 0, created = 0;
 
 	memset(&a, 0, sizeof(a));
 	if (argc < 2 || (strcmp(argv[1], "add") != 0 &&
@@ -425,49 +592,39 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		    "address other machines can reach)");
 		return TL_EXIT_USAGE;
 	}
-	if (!routable_ok(a.routable)) {
-		cli_errx("--routable-name '%s': not a host name or address "
-		    "(1-253 of letters, digits, '.', '-', ':')", a.routable);
+	if (!cli_routable_ok(a.routable, why, sizeof(why))) {
+		cli_errx("--routable-name: %s", why);
 		return TL_EXIT_REFUSED;
 	}
 	if (!key_ok(cli, argv[0], keyout))
 		return keyout == NULL ? TL_EXIT_USAGE : TL_EXIT_REFUSED;
 	if ((ex = cp_key(cli, a.cpk)) != 0)
 		return ex;
+	a.keyfile = keyout;
 	memset(&nk, 0, sizeof(nk));
-	tl_secret_node_keypair(a.pk, nk.box_sk);
-	tl_secret_sign_keypair(a.spk, nk.sign_sk);
-	nk.has_sign = 1;
-	memcpy(nk.cp_pk, a.cpk, TL_SIGN_PUBLEN);
-	nk.has_cp = 1;
-	/*
-	 * The key first, beside its place: a disk too full for it leaves
-	 * nothing appended (a node whose secret key is lost is worse than
-	 * none), and a refused add leaves no key; in place once the node
-	 * exists (a rename in one directory).
-	 */
 	if (snprintf(tmp, sizeof(tmp), "%s.new", keyout) >= (int)sizeof(tmp)) {
 		cli_errx("%s: the path is too long", keyout);
 		ex = TL_EXIT_USAGE;
 		goto out;
 	}
-	if ((rc = tl_secret_node_key_write(tmp, &nk)) != 0) {
-		cli_errx("cannot write node %s's key to %s: %s; nothing was "
-		    "written to the log", a.name, tmp, tl_strerror(rc));
-		unlink(tmp);
-		ex = TL_EXIT_FAIL;
+	if ((ex = key_place(&a, &nk, keyout, tmp, &created)) != 0)
+		goto out;
+	cli_fault_at("node-key-placed");
+	ex = cli_write(cli, do_add, &a, NULL);
+	if (ex != 0) {
+		/* Only a key this run made, which no node declares. */
+		if (created)
+			unlink(keyout);
 		goto out;
 	}
-	ex = cli_write(cli, do_add, &a, NULL);
-	if (ex != 0)
-		unlink(tmp);
-	else if (rename(tmp, keyout) != 0) {
-		cli_errx("node %s added, but its key could not be moved from "
-		    "%s to %s: %s", a.name, tmp, keyout, strerror(errno));
-		ex = TL_EXIT_FAIL;
-	} else if (cli->json)
-		cli_json_done(cli, json_pack("{s:s,s:s,s:s}", "node",
-		    a.name, "routable", a.routable, "key_file", keyout));
+	cli_fault_at("node-added");
+	if (cli->json)
+		cli_json_done(cli, json_pack("{s:s,s:s,s:s,s:b}", "node",
+		    a.name, "routable", a.routable, "key_file", keyout,
+		    "added", !a.found));
+	else if (a.found)
+		printf("node %s was added already; its secret key is in %s\n",
+		    a.name, keyout);
 	else
 		printf("node %s added (%s); its secret key is in %s\n",
 		    a.name, a.routable, keyout);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "drivers/driver.h"
+#include "projections/events.h"
 #include "projections/grant.h"
 #include "projections/rotation.h"
 #include "projections/status.h"
@@ -213,6 +214,27 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 	return 0;
 }
 
+/*
+ * "co-located" is why the binding was made (the provider beside the
+ * module's first instance): true of that instance, not of one on
+ * another node, which reaches the provider over the network.
+ */
+static void
+print_binding(const char *prov, const char *why, const char *node)
+{
+	const char *slash = strchr(prov, '/');
+	size_t nl = node != NULL ? strlen(node) : 0;
+
+	if (why != NULL && strcmp(why, TL_BIND_COLOCATED) == 0 &&
+	    slash != NULL && node != NULL && ((size_t)(slash - prov) != nl ||
+	    strncmp(prov, node, nl) != 0))
+		printf(" %s (on %.*s, over the network: bound co-located with "
+		    "the module's instance there)", prov, (int)(slash - prov),
+		    prov);
+	else
+		printf(" %s (%s)", prov, why != NULL ? why : "?");
+}
+
 static void
 print_agents(const json_t *ag)
 {
@@ -245,13 +267,21 @@ print_agents(const json_t *ag)
 				printf("    OFF THE RECORD: %s\n",
 				    json_string_value(json_object_get(h,
 				    "off_record")));
-		if ((lr = json_object_get(a, "refused")) != NULL)
+		/* Absent from a report, these are JSON null here: nothing. */
+		lr = json_object_get(a, "refused");
+		if (json_is_object(lr) && json_integer_value(json_object_get(lr,
+		    "count")) > 0) {
+			const char *last = json_string_value(
+			    json_object_get(lr, "last"));
+
 			printf("    refused %lld message(s) on its queue not "
-			    "signed by the control plane (last: %s)\n",
+			    "signed by the control plane%s%s%s\n",
 			    json_integer_value(json_object_get(lr, "count")),
-			    json_string_value(json_object_get(lr, "last")));
+			    last != NULL ? " (last: " : "", last != NULL ? last :
+			    "", last != NULL ? ")" : "");
+		}
 		lr = json_object_get(a, "last_reload");
-		if (lr != NULL && !json_is_true(json_object_get(lr, "ok")))
+		if (json_is_object(lr) && !json_is_true(json_object_get(lr, "ok")))
 			printf("    last reload of %s failed (exit %lld)\n",
 			    json_string_value(json_object_get(lr, "module")),
 			    json_integer_value(json_object_get(lr, "status")));
@@ -434,8 +464,10 @@ print_module(const json_t *m)
 			    json_string_value(json_object_get(r, "kind")),
 			    json_string_value(json_object_get(r, "state")));
 			if (prov != NULL)
-				printf(" %s (%s)", prov, json_string_value(
-				    json_object_get(r, "bound_by")));
+				print_binding(prov, json_string_value(
+				    json_object_get(r, "bound_by")),
+				    json_string_value(json_object_get(a,
+				    "node")));
 			else if (tgt != NULL && why == NULL)
 				printf(" %s", tgt);
 			if (gs != NULL)

@@ -4,9 +4,11 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +174,54 @@ cli_close(struct tl_cli *cli)
 {
 	tl_log_close(cli->log);
 	cli->log = NULL;
+}
+
+int
+cli_routable_ok(const char *h, char *why, size_t cap)
+{
+	struct in6_addr a6;
+	const char *colon = strchr(h, ':');
+	size_t i, n = strlen(h);
+
+	if (colon != NULL && strchr(colon + 1, ':') == NULL) {
+		snprintf(why, cap, "'%s' is HOST:PORT: a routable name is the "
+		    "host alone (%.*s); each provider's port is its own "
+		    "setting (tally assign … --set port=N)", h,
+		    (int)(colon - h), h);
+		return 0;
+	}
+	if (colon != NULL) {
+		if (inet_pton(AF_INET6, h, &a6) == 1)
+			return 1;
+		snprintf(why, cap, "'%s' is neither a host name nor an IPv6 "
+		    "address", h);
+		return 0;
+	}
+	if (n == 0 || n > 253) {
+		snprintf(why, cap, "'%s': a host name is 1-253 bytes", h);
+		return 0;
+	}
+	for (i = 0; i < n; i++)
+		if (!(h[i] == '.' || h[i] == '-' || (h[i] >= 'a' &&
+		    h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
+		    (h[i] >= '0' && h[i] <= '9'))) {
+			snprintf(why, cap, "'%s' is not a host name or address "
+			    "(1-253 of letters, digits, '.', '-'; or an IPv6 "
+			    "address)", h);
+			return 0;
+		}
+	return 1;
+}
+
+void
+cli_fault_at(const char *point)
+{
+	const char *at = getenv("TALLY_FAULT_AT");
+
+	if (at != NULL && strcmp(at, point) == 0) {
+		fflush(NULL);
+		raise(SIGKILL);
+	}
 }
 
 int

@@ -47,18 +47,6 @@ static const struct tl_cmd cmds[] = {
 	{ "providers",	cmd_providers,	"list the providers, their types and grants" },
 };
 
-static const char exit_codes[] =
-"Exit codes:\n"
-"  0  success (for status/check: everything healthy)\n"
-"  1  the operation failed\n"
-"  2  bad command line\n"
-"  3  not found (no log at the home, no such module, grant, …)\n"
-"  4  refused: invalid input, a conflict, or a command the graph refuses\n"
-"  5  the log does not verify (the first bad sequence number is printed)\n"
-"  6  status/check/tallyd --once: something is not healthy\n"
-"  7  held by another process (a running tallyd, a lock)\n"
-"  8  check: drift was found and repaired; everything is healthy now\n";
-
 static void
 usage(FILE *fp)
 {
@@ -71,8 +59,8 @@ usage(FILE *fp)
 	    "Commands:\n");
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(fp, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
-	fprintf(fp, "\n`tally COMMAND --help` describes a command.\n\n%s",
-	    exit_codes);
+	fprintf(fp, "\n`tally COMMAND --help` describes a command.\n\n");
+	tl_exit_print(fp, TL_EXIT_BY_TALLY);
 }
 
 int

@@ -104,6 +104,26 @@ offset_pos(const unsigned char *buf, size_t len, size_t off, int *line,
 	*col = mf_clamp_line(off - bol);
 }
 
+/*
+ * libyaml meets a tab where a token or the indentation should be and
+ * says "found character that cannot start any token": a first user's
+ * editor put it there.  1 when that is what p's error is.
+ */
+static int
+tab_in_indent(const yaml_parser_t *p, const unsigned char *buf, size_t len)
+{
+	size_t at = p->problem_mark.index, i;
+
+	if (p->problem == NULL || strstr(p->problem,
+	    "cannot start any token") == NULL || at >= len || buf[at] != '\t')
+		return 0;
+	/* Only blanks before it on its line: indentation, not a value. */
+	for (i = at; i > 0 && buf[i - 1] != '\n'; i--)
+		if (buf[i - 1] != ' ' && buf[i - 1] != '\t')
+			return 0;
+	return 1;
+}
+
 static void
 syntax_error(struct ctx *c, const yaml_parser_t *p, const unsigned char *buf,
     size_t len, const char *path)
@@ -128,7 +148,11 @@ syntax_error(struct ctx *c, const yaml_parser_t *p, const unsigned char *buf,
 	default:
 		line = mf_clamp_line(p->problem_mark.line);
 		col = mf_clamp_line(p->problem_mark.column);
-		if (p->context != NULL)
+		if (tab_in_indent(p, buf, len))
+			mf_err_at(c, line, col, path, "tabs are not allowed in "
+			    "YAML indentation: indent line %d with spaces",
+			    line);
+		else if (p->context != NULL)
 			mf_err_at(c, line, col, path,
 			    "invalid YAML: %s (%s at line %d)", problem,
 			    p->context, mf_clamp_line(p->context_mark.line));

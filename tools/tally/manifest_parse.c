@@ -185,9 +185,20 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
 			continue;
 		mf_join(f, sizeof f, path, k->s);
 		if (!mf_in_list(known_fields(known), k->s)) {
-			mf_err(c, k, f, "unknown connection field %s; the fields "
-			    "are %s", mf_quote(q, sizeof q, k->s),
-			    mf_join_list(list, sizeof list, known));
+			/*
+			 * The type's own fields when it has a driver: every
+			 * driver's together no longer fit in a message.
+			 */
+			if (drv != NULL && drv->fields != NULL)
+				mf_err(c, k, f, "unknown connection field %s; "
+				    "%s delivers %s", mf_quote(q, sizeof q,
+				    k->s), type, mf_join_list(list, sizeof list,
+				    drv->fields));
+			else
+				mf_err(c, k, f, "unknown connection field %s; "
+				    "the fields are %s", mf_quote(q, sizeof q,
+				    k->s), mf_join_list(list, sizeof list,
+				    known));
 			continue;
 		}
 		if (drv != NULL && drv->fields != NULL &&

@@ -13,16 +13,8 @@
 #include "core/log.h"
 #include "projections/decide.h"
 
-/* Exit codes: stable, documented in README.md and `tally --help`. */
-#define TL_EXIT_OK		0	/* success; everything healthy */
-#define TL_EXIT_FAIL		1	/* the operation failed */
-#define TL_EXIT_USAGE		2	/* bad command line */
-#define TL_EXIT_NOTFOUND	3	/* no log, no such module, grant, … */
-#define TL_EXIT_REFUSED		4	/* invalid input or a refused command */
-#define TL_EXIT_CORRUPT		5	/* the log does not verify */
-#define TL_EXIT_UNHEALTHY	6	/* status/check: something unhealthy */
-#define TL_EXIT_LOCKED		7	/* held by another process */
-#define TL_EXIT_REPAIRED	8	/* check: drift found, all repaired */
+/* Exit codes: one table with tallyd's (tools/exit.h). */
+#include "tools/exit.h"
 
 struct tl_cli {
 	char		 home[1024];	/* the tally home directory */
@@ -70,6 +62,17 @@ void	 cli_warnx(const char *fmt, ...)
 /* Reports err for what (with LMDB's detail when there is one). */
 int	 cli_fail(struct tl_cli *cli, int err, const char *what);
 int	 cli_parse_u64(const char *s, uint64_t *out);
+/*
+ * A crash point for the tests: SIGKILLs the process when
+ * $TALLY_FAULT_AT names point (tests/integration/14_node_key_kill.sh).
+ */
+void	 cli_fault_at(const char *point);
+/*
+ * Is h a node's routable name: a host name, an IPv4 address or an IPv6
+ * literal, and never HOST:PORT (the port is each provider's setting)?
+ * 1, or 0 with why (cap bytes) saying what is wrong with it.
+ */
+int	 cli_routable_ok(const char *h, char *why, size_t cap);
 void	 cli_print_event_text(FILE *fp, const struct tl_event *ev);
 int	 cli_print_event_json(FILE *fp, const struct tl_event *ev);
 

@@ -35,14 +35,18 @@
 #include "reactors/epoch.h"
 #include "reactors/rx.h"
 #include "follow.h"
+#include "tools/exit.h"
 
-#define EXIT_OK		0
-#define EXIT_FAIL	1
-#define EXIT_USAGE	2
-#define EXIT_CORRUPT	5
-#define EXIT_UNHEALTHY	6
-#define EXIT_LOCKED	7
-#define EXIT_DEPOSED	9	/* another control plane was promoted */
+/* One table with tally's (tools/exit.h), printed by --help. */
+#define EXIT_OK		TL_EXIT_OK
+#define EXIT_FAIL	TL_EXIT_FAIL
+#define EXIT_USAGE	TL_EXIT_USAGE
+#define EXIT_NOTFOUND	TL_EXIT_NOTFOUND
+#define EXIT_REFUSED	TL_EXIT_REFUSED
+#define EXIT_CORRUPT	TL_EXIT_CORRUPT
+#define EXIT_UNHEALTHY	TL_EXIT_UNHEALTHY
+#define EXIT_LOCKED	TL_EXIT_LOCKED
+#define EXIT_DEPOSED	TL_EXIT_DEPOSED
 
 static const char usage[] =
 "usage: tallyd [--home DIR] [--once] [--interval SECONDS] [--workers N]\n"
@@ -73,11 +77,12 @@ static const char usage[] =
 "                  a message without the leader's authenticator is\n"
 "                  refused and passed over.  --secret password reads the\n"
 "                  broker password from standard input (default user guest)\n"
-"  exit 9          deposed: a provider is fenced at a higher epoch (at\n"
-"                  start, every resync, every provider session), or the\n"
-"                  stream holds a later promotion (at start): another\n"
-"                  control plane was promoted (tally promote); it stops\n"
-"  -v              debug logging\n";
+"  -v              debug logging\n"
+"\n"
+"Deposed (exit 9): a provider is fenced at a higher epoch (checked at\n"
+"start, every resync, every provider session), or the stream holds a\n"
+"later promotion (at start): another control plane was promoted (tally\n"
+"promote), and this one stops.\n";
 
 static volatile sig_atomic_t stop;
 static int sigpipe_w = -1;
@@ -691,6 +696,8 @@ main(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(usage, stdout);
+			putchar('\n');
+			tl_exit_print(stdout, TL_EXIT_BY_TALLYD);
 			return EXIT_OK;
 		default:
 			fputs(usage, stderr);
@@ -717,12 +724,19 @@ main(int argc, char **argv)
 		logx(TL_RX_ERR, "--follow needs --amqp URL and --stream NAME");
 		return EXIT_USAGE;
 	}
+	/* Before any lock file is made: nothing is created in its place. */
+	if (access(keypath, F_OK) != 0 && access(logdir, F_OK) != 0) {
+		logx(TL_RX_ERR, "no tally home at %s; tally init first (tally "
+		    "init --home %s, or tally init --standby for a standby)",
+		    home, home);
+		return EXIT_NOTFOUND;
+	}
 	if (follow != tl_ep_is_standby(home)) {
 		logx(TL_RX_ERR, follow ? "%s is not a standby's home (tally "
 		    "init --standby makes one): refusing to follow into it" :
 		    "%s is a standby's home: it follows the leader (tallyd "
 		    "--follow) until tally promote makes it the leader", home);
-		return EXIT_USAGE;
+		return EXIT_REFUSED;
 	}
 	if ((lockfd = take_lock(home, &datafd)) < 0)
 		return lockfd == -2 ? EXIT_LOCKED : EXIT_FAIL;
@@ -751,7 +765,7 @@ main(int argc, char **argv)
 		logx(TL_RX_ERR, "cannot open the log at %s: %s", logdir,
 		    rc == TL_ECORRUPT && lwhy[0] ? lwhy : tl_strerror(rc));
 		tl_rx_free(&rx);
-		return rc == TL_ENOTFOUND ? 3 : rc == TL_ECORRUPT ?
+		return rc == TL_ENOTFOUND ? EXIT_NOTFOUND : rc == TL_ECORRUPT ?
 		    EXIT_CORRUPT : EXIT_FAIL;
 	}
 

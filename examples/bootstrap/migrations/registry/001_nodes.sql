@@ -1,0 +1,1 @@
+CREATE TABLE nodes (name text PRIMARY KEY, seen timestamptz);

@@ -16,6 +16,7 @@
 #include <sys/file.h>
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -996,6 +997,26 @@ txn_free(struct tl_txn *t)
 	free(t);
 }
 
+/*
+ * LMDB turns a short write into EIO, and a full file system gives a
+ * short write whenever part of a commit's pages still fit: with (about)
+ * nothing left where the log lives, the I/O error is a full disk.
+ */
+#define FULL_BELOW	((uint64_t)1 << 20)
+
+static int
+full_disk(const struct tl_log *log, int rc)
+{
+	struct statvfs sv;
+	uint64_t avail;
+
+	if (rc != EIO || statvfs(log->dir, &sv) != 0)
+		return rc;
+	avail = (uint64_t)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) *
+	    sv.f_frsize;
+	return avail < FULL_BELOW ? ENOSPC : rc;
+}
+
 int
 tl_log_commit(struct tl_txn *t)
 {
@@ -1006,7 +1027,7 @@ tl_log_commit(struct tl_txn *t)
 	txn_free(t);
 	if (rc == MDB_MAP_FULL)
 		return rc;	/* tl_log_write grows and retries */
-	return tl_log_mdberr(log, rc, "commit");
+	return tl_log_mdberr(log, full_disk(log, rc), "commit");
 }
 
 struct tl_log *

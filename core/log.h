@@ -100,7 +100,10 @@ const char *tl_log_lasterr(const struct tl_log *log);
 
 /*
  * Transactions.  Prefer tl_log_write(), which retries after growing
- * the map.  tl_log_commit() and tl_log_abort() free the handle.
+ * the map.  tl_log_commit() and tl_log_abort() free the handle.  A
+ * commit the file system cannot hold is ENOSPC: LMDB's EIO for a short
+ * write is reported as ENOSPC when less than 1 MiB is free where the
+ * log lives (a short write there is a full disk).
  */
 int	tl_log_begin(struct tl_log *log, unsigned flags, struct tl_txn **out);
 int	tl_log_commit(struct tl_txn *txn);

@@ -2166,3 +2166,105 @@ tl_ckpt_each(struct tl_txn *t, tl_ckpt_fn fn, void *arg)
 		rc = tl_log_mdberr(t->log, mrc, "checkpoints");
 	return rc;
 }
+
+/*
+ * The verified record: meta "verified" = u64be seq || hash[32], how far
+ * a check has walked the chain and the hash it found there.
+ */
+#define VERIFIED_KEY	"verified"
+#define VERIFIED_LEN	(8 + TL_HASH_LEN)
+
+int
+tl_log_verified(struct tl_txn *t, struct tl_chain *c)
+{
+	MDB_val k, v;
+	int rc;
+
+	c->seq = 0;
+	memset(c->hash, 0, TL_HASH_LEN);
+	k.mv_data = VERIFIED_KEY;
+	k.mv_size = sizeof(VERIFIED_KEY) - 1;
+	rc = mdb_get(t->txn, t->log->meta, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return TL_ENOTFOUND;
+	if (rc != 0)
+		return tl_log_mdberr(t->log, rc, "verified record");
+	if (v.mv_size != VERIFIED_LEN || !in_file(t, &v))
+		return TL_EMALFORMED;
+	c->seq = get_be64(v.mv_data);
+	memcpy(c->hash, (const uint8_t *)v.mv_data + 8, TL_HASH_LEN);
+	return 0;
+}
+
+static int
+verified_put(struct tl_txn *t, const struct tl_chain *c)
+{
+	MDB_val k, v;
+	uint8_t val[VERIFIED_LEN];
+	int rc;
+
+	put_be64(val, c->seq);
+	memcpy(val + 8, c->hash, TL_HASH_LEN);
+	k.mv_data = VERIFIED_KEY;
+	k.mv_size = sizeof(VERIFIED_KEY) - 1;
+	v.mv_data = val;
+	v.mv_size = sizeof(val);
+	rc = mdb_put(t->txn, t->log->meta, &k, &v, 0);
+	if (rc == MDB_MAP_FULL)
+		return rc;	/* tl_log_write grows and retries */
+	return tl_log_mdberr(t->log, rc, "verified record");
+}
+
+int
+tl_log_check(struct tl_txn *t, uint64_t *checkedp, uint64_t *badp,
+    char *why)
+{
+	struct tl_chain c, was;
+	uint64_t bad0;
+	int rc;
+
+	if (badp == NULL)
+		badp = &bad0;
+	if (checkedp != NULL)
+		*checkedp = 0;
+	/* No record (a log older than it) or a damaged one: from the start. */
+	if (tl_log_verified(t, &c) != 0) {
+		c.seq = 0;
+		memset(c.hash, 0, TL_HASH_LEN);
+	}
+	was = c;
+	if ((rc = tl_log_verify_more(t, &c, badp, why)) != 0)
+		return rc;
+	if (checkedp != NULL)
+		*checkedp = c.seq - was.seq;
+	if (!(t->flags & TL_TXN_RDONLY) && c.seq > was.seq)
+		return verified_put(t, &c);
+	return 0;
+}
+
+int
+tl_log_set_verified(struct tl_txn *t, const struct tl_chain *c)
+{
+	struct tl_chain cur;
+	MDB_val k, v;
+	uint8_t key[8];
+	int rc;
+
+	if (t->flags & TL_TXN_RDONLY)
+		return TL_EINVAL;
+	if (tl_log_verified(t, &cur) == 0 && cur.seq >= c->seq)
+		return 0;
+	if (c->seq == 0)
+		return 0;
+	/* Still the event that was verified, as the walk left it. */
+	put_be64(key, c->seq);
+	k.mv_data = key;
+	k.mv_size = 8;
+	if ((rc = mdb_get(t->txn, t->log->events, &k, &v)) != 0)
+		return rc == MDB_NOTFOUND ? TL_ECONFLICT :
+		    tl_log_mdberr(t->log, rc, "verified record");
+	if (v.mv_size < TL_HASH_LEN || !in_file(t, &v) ||
+	    memcmp(v.mv_data, c->hash, TL_HASH_LEN) != 0)
+		return TL_ECONFLICT;
+	return verified_put(t, c);
+}

@@ -249,6 +249,43 @@ struct tl_chain {
 int	tl_log_verify_more(struct tl_txn *txn, struct tl_chain *c,
 	    uint64_t *badp, char *why);
 
+/*
+ * The cheap check every command that acts runs first.  The log keeps a
+ * verified record (meta "verified": a sequence number S and the hash
+ * stored with event S) of how far a check has walked the chain.
+ * tl_log_check reads it and, as tl_log_verify_more does, checks that
+ * event S still stores that hash and still hashes to it from the hash
+ * of event S-1, then every event after S (envelope, sequence, link,
+ * hash) and LMDB's counts of the events and of the stream index.  In a
+ * write transaction it then moves the record to the head it verified,
+ * before the caller appends: what a command appends is checked by the
+ * next one, and a write costs the events appended since the last check,
+ * never the length of the log.  Without a record (a log written before
+ * it existed) or with a damaged one it walks from the start once.
+ * *checkedp (may be NULL) receives how many events after S it checked.
+ * Errors as tl_log_verify's: TL_ECORRUPT with *badp the first sequence
+ * number in doubt; MDB_MAP_FULL in a write transaction (tl_log_write
+ * grows the map and runs it again).
+ *
+ * What it does not cover: an event before S changed in place since it
+ * was checked (and its successor's link with it, or the record as
+ * well) is found only by the full walk, tl_log_verify (`tally verify`,
+ * and tallyd, which walks the whole log once when it starts, before
+ * its first provider call).
+ */
+int	tl_log_check(struct tl_txn *txn, uint64_t *checkedp, uint64_t *badp,
+	    char *why);
+/* The verified record: 0, TL_ENOTFOUND (none yet), TL_EMALFORMED. */
+int	tl_log_verified(struct tl_txn *txn, struct tl_chain *c);
+/*
+ * Moves the record to c (from a walk in another transaction: a full
+ * tl_log_verify, a daemon's tl_log_verify_more) in the write
+ * transaction txn, when that is further than it is and event c->seq
+ * still stores c->hash; TL_ECONFLICT when it does not (nothing is
+ * written); 0 and nothing written when the record is already there.
+ */
+int	tl_log_set_verified(struct tl_txn *txn, const struct tl_chain *c);
+
 /* Physical size of the log, in bytes, and the map size. */
 int	tl_log_size(struct tl_log *log, uint64_t *usedp, uint64_t *mapp);
 

@@ -451,6 +451,11 @@ START_TEST(test_tamper_head)
 	ck_err_has("event 120");
 	T_TALLY(5, "rebuild");
 	ck_err_has("event 120");
+	/* Readers that act refuse too (status exited 0 on it). */
+	T_TALLY(5, "status");
+	ck_err_has("event 120");
+	T_TALLY(5, "nodes");
+	ck_err_has("event 120");
 	/* Nothing was appended by any of them. */
 	{
 		const char *pat2 = "x120.lan";

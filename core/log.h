@@ -69,15 +69,41 @@ int	tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 void	tl_log_close(struct tl_log *log);
 
 /*
- * Damaged pages.  Reads of the log (tl_log_verify, tl_iter_next,
- * tl_log_get, tl_log_last, opening) are guarded: a SIGSEGV or SIGBUS
- * from the map, or an LMDB assertion, makes them return TL_ECORRUPT with
- * the file and the offset in tl_log_lasterr.  The guard is a process-wide
- * SIGSEGV/SIGBUS handler installed by the first open; faults outside the
- * map go to the handler that was there before.  A program that reads
- * its projections (kv.h) too calls tl_log_fault_exit once: a fault in
- * the map outside a guarded read then prints "PROG: DIR/data.mdb: ..."
- * and ends the process with _exit(code), before anything is committed.
+ * Damaged pages.  LMDB 0.9 trusts its pages (node offsets, sizes, page
+ * numbers, a page's lower and upper bounds), so tally does three things,
+ * and not a fourth:
+ *
+ * - it refuses, at open, files that fail the checks LMDB would skip: a
+ *   meta page that is not LMDB's (the other one being LMDB's), a file
+ *   cut short of its last page, roots outside it, and a main table
+ *   that no longer leads to tally's tables (TL_ECORRUPT, not
+ *   TL_ENOTLOG: another program's LMDB file does not name them);
+ * - it guards reads: those of this module (tl_log_verify, tl_iter_next,
+ *   tl_log_get, tl_log_last, opening) are armed, and a SIGSEGV or SIGBUS
+ *   from the map, or an LMDB assertion, makes them return TL_ECORRUPT
+ *   with the file and the offset in tl_log_lasterr.  The guard is a
+ *   process-wide SIGSEGV/SIGBUS handler installed by the first open;
+ *   faults outside the map go to the handler that was there before;
+ * - a program that reads its projections (kv.h) too calls
+ *   tl_log_fault_exit once: then a fault outside an armed read ends the
+ *   process with _exit(code) and "PROG: DIR/data.mdb: ...: the data
+ *   file is damaged (see tally verify; if it finds the log sound, this
+ *   is a bug in tally)" when it is in the map, and also when it is
+ *   anywhere while this thread has a transaction open (a damaged page
+ *   leads reads, and LMDB's own copies of pages, outside the map), or
+ *   is an abort() from the C library's heap checks then or while the
+ *   log closes (LMDB copied a page by a damaged header).  Nothing is
+ *   committed by then.  The cost: a real bug inside a transaction of
+ *   such a program is reported as a damaged file with exit code, which
+ *   the message says how to tell apart.  LMDB's codes for damage that
+ *   reach the top untranslated (MDB_PAGE_NOTFOUND, MDB_BAD_TXN after
+ *   one, ...) are tl_err_corrupt().
+ *
+ * Not done: validating every page's header before LMDB uses it (LMDB
+ * offers no hook, and a walk of every tree per command would cost what
+ * the log weighs).  So a damaged index or projection page can make a
+ * lookup miss (a wrong "not found", exit 3), and a writer misled by a
+ * damaged header fails with EIO (exit 1) rather than 5.
  */
 void	tl_log_fault_exit(const char *prog, int code);
 

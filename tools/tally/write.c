@@ -127,9 +127,11 @@ cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 	}
 	if (rc > 0) {
 		/* The system refused the write (ENOSPC, EIO, EROFS, ...). */
-		cli_errx("cannot append to the log (%s/data.mdb): %s; the "
+		cli_errx("cannot append to the log (%s/data.mdb): %s%s; the "
 		    "transaction was rolled back and nothing was appended",
-		    cli->logdir, strerror(rc));
+		    cli->logdir, strerror(rc), rc == EIO ? " (with space "
+		    "left: the disk failed, or a damaged page made LMDB write "
+		    "nonsense; tally verify says which)" : "");
 		return TL_EXIT_FAIL;
 	}
 	return cli_fail(cli, rc, "write");

@@ -126,8 +126,9 @@ same(struct tl_bnode n, const msgpack_object *o, int depth)
 			/* A lookup finds the first entry with the key. */
 			if (ko->type == MSGPACK_OBJECT_STR &&
 			    ko->via.str.size < 32 &&
+			    (ko->via.str.size == 0 ||
 			    memchr(ko->via.str.ptr, '\0',
-			    ko->via.str.size) == NULL) {
+			    ko->via.str.size) == NULL)) {
 				char key[32];
 				size_t j;
 

@@ -1,6 +1,7 @@
 /*
  * error.c - tl_strerror.
  */
+#include <lmdb.h>
 #include <string.h>
 
 #include "error.h"
@@ -36,7 +37,29 @@ tl_strerror(int err)
 		return msgs[TL_EFIRST - err];
 	if (err > 0)
 		return strerror(err);
+	/* An LMDB code that reached the top untranslated: its words. */
+	if (err >= MDB_KEYEXIST && err <= MDB_LAST_ERRCODE)
+		return mdb_strerror(err);
 	return "unknown error";
+}
+
+int
+tl_err_corrupt(int err)
+{
+	switch (err) {
+	case TL_ECORRUPT:
+	case TL_EMALFORMED:
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_PAGE_FULL:
+	case MDB_CURSOR_FULL:
+	case MDB_INVALID:
+	case MDB_BAD_TXN:
+	case MDB_BAD_VALSIZE:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 _Static_assert(sizeof(msgs) / sizeof(msgs[0]) == TL_EFIRST - TL_ELAST + 1,

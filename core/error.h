@@ -36,4 +36,13 @@
 
 const char *tl_strerror(int err);
 
+/*
+ * Whether err says the log's file is damaged: TL_ECORRUPT,
+ * TL_EMALFORMED, or one of LMDB's codes for pages that do not hold
+ * together (MDB_CORRUPTED, MDB_PAGE_NOTFOUND, MDB_BAD_TXN after one of
+ * them, ...) that reached a caller untranslated.  Callers map it to
+ * the "log does not verify" exit status.
+ */
+int	tl_err_corrupt(int err);
+
 #endif

@@ -16,6 +16,7 @@
 #include <sys/file.h>
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +75,9 @@ static const char *volatile guard_prog;
 static volatile int guard_code = -1;
 
 static _Thread_local sigjmp_buf *guard_jb;
+/* Transactions open on this thread, and the log of the last one. */
+static _Thread_local int guard_txns;
+static _Thread_local struct tl_log *guard_txlog;
 static _Thread_local int guard_sig;
 static _Thread_local uintptr_t guard_addr;
 static _Thread_local char guard_msg[120];
@@ -119,8 +123,9 @@ guard_exit(struct tl_log *log, const char *what)
 		guard_write("/data.mdb: ");
 	}
 	guard_write(what);
-	guard_write(": the data file is damaged (see tally verify); "
-	    "nothing was written\n");
+	guard_write(": the data file is damaged (see tally verify; if it "
+	    "finds the log sound, this is a bug in tally); nothing was "
+	    "written\n");
 	_exit(guard_code);
 }
 
@@ -129,6 +134,16 @@ guard_handler(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction *old = sig == SIGBUS ? &guard_old_bus :
 	    &guard_old_segv;
+
+	if (sig == SIGABRT) {
+		/* Only the in-transaction exit below applies to it. */
+		if (guard_txns > 0 && guard_code >= 0 && guard_jb == NULL)
+			guard_exit(guard_txlog, "the C library found the heap "
+			    "corrupted while the log was open (SIGABRT)");
+		signal(SIGABRT, SIG_DFL);
+		raise(SIGABRT);
+		return;
+	}
 	struct tl_log *log = guard_find((uintptr_t)si->si_addr);
 
 	if (guard_jb != NULL) {
@@ -139,6 +154,16 @@ guard_handler(int sig, siginfo_t *si, void *uc)
 	if (log != NULL && guard_code >= 0)
 		guard_exit(log, sig == SIGBUS ? "read past the end of the "
 		    "file (SIGBUS)" : "invalid read (SIGSEGV)");
+	/*
+	 * Outside the map but with a transaction open: a damaged page (a
+	 * node offset, a size, a page number) led a read or LMDB's own
+	 * copy of a page astray.  Nothing is committed: the process ends
+	 * as for a fault in the map, saying how to tell damage from a bug.
+	 */
+	if (guard_txns > 0 && guard_code >= 0)
+		guard_exit(guard_txlog, sig == SIGBUS ? "a read while the log "
+		    "was open faulted (SIGBUS)" : "a read while the log was "
+		    "open went out of the file (SIGSEGV)");
 	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction != NULL) {
 		old->sa_sigaction(sig, si, uc);
 		return;
@@ -203,9 +228,17 @@ guard_install(void)
 void
 tl_log_fault_exit(const char *prog, int code)
 {
+	struct sigaction sa;
+
 	pthread_mutex_lock(&guard_mu);
 	guard_install();
 	pthread_mutex_unlock(&guard_mu);
+	/* abort() inside a transaction: the heap a damaged page wrecked. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = guard_handler;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGABRT, &sa, NULL);
 	guard_prog = prog;
 	guard_code = code;
 }
@@ -366,7 +399,9 @@ tl_log_mdberr(struct tl_log *log, int rc, const char *what)
 	if (rc == MDB_NOTFOUND)
 		return TL_ENOTFOUND;
 	if (rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ||
-	    rc == MDB_CURSOR_FULL || rc == MDB_INVALID) {
+	    rc == MDB_CURSOR_FULL || rc == MDB_INVALID || rc == MDB_BAD_TXN ||
+	    rc == MDB_PAGE_FULL) {
+		/* MDB_BAD_TXN: an earlier read in it met a damaged page. */
 		/* LMDB's own words for a damaged file. */
 		snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: "
 		    "%s: %s", log->dir, what, mdb_strerror(rc));
@@ -477,7 +512,22 @@ check_file(const char *dir, char *why, size_t whylen)
 		    !(get_le(m[i] + 10, 2) & P_META_FLAG)) {
 			if (i == 0 && get_le(m[i] + META_AT, 4) !=
 			    META_MAGIC) {
-				rc = TL_ENOTLOG;	/* not LMDB at all */
+				uint8_t m1[META_END];
+				long ps = sysconf(_SC_PAGESIZE);
+
+				/*
+				 * Not LMDB at all, unless the second meta
+				 * page (at the usual page size) is LMDB's:
+				 * then the first one is damaged.
+				 */
+				if (ps > 0 && pread(fd, m1, META_END,
+				    (off_t)ps) == META_END &&
+				    get_le(m1 + META_AT, 4) == META_MAGIC) {
+					snprintf(why, whylen, "%s/data.mdb: "
+					    "meta page 0 is damaged", dir);
+					rc = TL_ECORRUPT;
+				} else
+					rc = TL_ENOTLOG;
 				goto out;
 			}
 			snprintf(why, whylen, "%s/data.mdb: meta page %d is damaged",
@@ -544,6 +594,43 @@ out:
 }
 
 /* Reads or, for a new log, writes the identity of the log. */
+/*
+ * After "meta" could not be read: whether the main table still names
+ * tally's tables (or cannot be walked at all).  Then the file is a
+ * damaged log (TL_ECORRUPT), not another program's LMDB environment.
+ */
+static int
+damaged_log(struct tl_log *log, MDB_txn *txn)
+{
+	MDB_dbi main;
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc, op = MDB_FIRST, found = 0;
+
+	if (mdb_dbi_open(txn, NULL, 0, &main) != 0 ||
+	    mdb_cursor_open(txn, main, &c) != 0)
+		return 1;
+	while ((rc = mdb_cursor_get(c, &k, &v, op)) == 0) {
+		op = MDB_NEXT;
+		if ((k.mv_size == 6 && memcmp(k.mv_data, "events", 6) == 0) ||
+		    (k.mv_size == 7 && memcmp(k.mv_data, "streams", 7) == 0) ||
+		    (k.mv_size == 11 &&
+		    memcmp(k.mv_data, "checkpoints", 11) == 0) ||
+		    (k.mv_size > 2 && memcmp(k.mv_data, "p:", 2) == 0)) {
+			found = 1;
+			break;
+		}
+	}
+	mdb_cursor_close(c);
+	if (found || (rc != 0 && rc != MDB_NOTFOUND)) {
+		snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: "
+		    "its table of tables is damaged (tally's meta table cannot "
+		    "be read)", log->dir);
+		return 1;
+	}
+	return 0;
+}
+
 static int
 check_meta(struct tl_log *log, int create)
 {
@@ -561,7 +648,7 @@ check_meta(struct tl_log *log, int create)
 
 	rc = mdb_dbi_open(txn, "meta", dbflags, &log->meta);
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
-		rc = TL_ENOTLOG;
+		rc = damaged_log(log, txn) ? TL_ECORRUPT : TL_ENOTLOG;
 		goto abort;
 	}
 	if (rc != 0)
@@ -581,13 +668,13 @@ check_meta(struct tl_log *log, int create)
 		}
 	} else {
 		rc = mdb_get(txn, log->meta, &k, &v);
+		if (rc != 0 && rc != MDB_NOTFOUND)
+			goto mdberr;
 		if (rc == MDB_NOTFOUND || v.mv_size != sizeof(TL_LOG_MAGIC) ||
 		    memcmp(v.mv_data, TL_LOG_MAGIC, v.mv_size) != 0) {
-			rc = TL_ENOTLOG;
+			rc = damaged_log(log, txn) ? TL_ECORRUPT : TL_ENOTLOG;
 			goto abort;
 		}
-		if (rc != 0)
-			goto mdberr;
 	}
 
 	k.mv_data = "format";
@@ -605,7 +692,7 @@ check_meta(struct tl_log *log, int create)
 
 		if ((rc = mdb_get(txn, log->meta, &k, &v)) != 0 ||
 		    v.mv_size != 4) {
-			rc = TL_ENOTLOG;
+			rc = damaged_log(log, txn) ? TL_ECORRUPT : TL_ENOTLOG;
 			goto abort;
 		}
 		p = v.mv_data;
@@ -650,7 +737,11 @@ check_meta(struct tl_log *log, int create)
 	return 0;
 dbi:
 	if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
-		rc = TL_ENOTLOG;
+		/* tally's meta table, without its events: a damaged log. */
+		snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: "
+		    "the table of tables is damaged (tally's tables are "
+		    "gone)", log->dir);
+		rc = TL_ECORRUPT;
 		goto abort;
 	}
 mdberr:
@@ -900,7 +991,15 @@ tl_log_close(struct tl_log *log)
 	if (log == NULL)
 		return;
 	guard_remove(log);
+	/*
+	 * LMDB frees the pages a write copied here: a damaged page header
+	 * it copied by has wrecked the heap, and free() aborts.
+	 */
+	guard_txns++;
+	guard_txlog = log;
 	mdb_env_close(log->env);
+	guard_txns--;
+	guard_txlog = NULL;
 	sodium_memzero(log->rpool, sizeof(log->rpool));
 	free(log->dir);
 	free(log);
@@ -967,6 +1066,8 @@ begin(struct tl_log *log, unsigned flags, struct tl_txn **out)
 		free(t);
 		return tl_log_mdberr(log, rc, "begin");
 	}
+	guard_txns++;
+	guard_txlog = log;
 	{
 		MDB_envinfo ei;
 
@@ -992,8 +1093,30 @@ tl_log_begin(struct tl_log *log, unsigned flags, struct tl_txn **out)
 static void
 txn_free(struct tl_txn *t)
 {
+	if (guard_txns > 0)
+		guard_txns--;
 	free(t->buf);
 	free(t);
+}
+
+/*
+ * LMDB turns a short write into EIO, and a full file system gives a
+ * short write whenever part of a commit's pages still fit: with (about)
+ * nothing left where the log lives, the I/O error is a full disk.
+ */
+#define FULL_BELOW	((uint64_t)1 << 20)
+
+static int
+full_disk(const struct tl_log *log, int rc)
+{
+	struct statvfs sv;
+	uint64_t avail;
+
+	if (rc != EIO || statvfs(log->dir, &sv) != 0)
+		return rc;
+	avail = (uint64_t)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) *
+	    sv.f_frsize;
+	return avail < FULL_BELOW ? ENOSPC : rc;
 }
 
 int
@@ -1006,7 +1129,7 @@ tl_log_commit(struct tl_txn *t)
 	txn_free(t);
 	if (rc == MDB_MAP_FULL)
 		return rc;	/* tl_log_write grows and retries */
-	return tl_log_mdberr(log, rc, "commit");
+	return tl_log_mdberr(log, full_disk(log, rc), "commit");
 }
 
 struct tl_log *
@@ -2144,4 +2267,106 @@ tl_ckpt_each(struct tl_txn *t, tl_ckpt_fn fn, void *arg)
 	if (rc == 0 && mrc != 0 && mrc != MDB_NOTFOUND)
 		rc = tl_log_mdberr(t->log, mrc, "checkpoints");
 	return rc;
+}
+
+/*
+ * The verified record: meta "verified" = u64be seq || hash[32], how far
+ * a check has walked the chain and the hash it found there.
+ */
+#define VERIFIED_KEY	"verified"
+#define VERIFIED_LEN	(8 + TL_HASH_LEN)
+
+int
+tl_log_verified(struct tl_txn *t, struct tl_chain *c)
+{
+	MDB_val k, v;
+	int rc;
+
+	c->seq = 0;
+	memset(c->hash, 0, TL_HASH_LEN);
+	k.mv_data = VERIFIED_KEY;
+	k.mv_size = sizeof(VERIFIED_KEY) - 1;
+	rc = mdb_get(t->txn, t->log->meta, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return TL_ENOTFOUND;
+	if (rc != 0)
+		return tl_log_mdberr(t->log, rc, "verified record");
+	if (v.mv_size != VERIFIED_LEN || !in_file(t, &v))
+		return TL_EMALFORMED;
+	c->seq = get_be64(v.mv_data);
+	memcpy(c->hash, (const uint8_t *)v.mv_data + 8, TL_HASH_LEN);
+	return 0;
+}
+
+static int
+verified_put(struct tl_txn *t, const struct tl_chain *c)
+{
+	MDB_val k, v;
+	uint8_t val[VERIFIED_LEN];
+	int rc;
+
+	put_be64(val, c->seq);
+	memcpy(val + 8, c->hash, TL_HASH_LEN);
+	k.mv_data = VERIFIED_KEY;
+	k.mv_size = sizeof(VERIFIED_KEY) - 1;
+	v.mv_data = val;
+	v.mv_size = sizeof(val);
+	rc = mdb_put(t->txn, t->log->meta, &k, &v, 0);
+	if (rc == MDB_MAP_FULL)
+		return rc;	/* tl_log_write grows and retries */
+	return tl_log_mdberr(t->log, rc, "verified record");
+}
+
+int
+tl_log_check(struct tl_txn *t, uint64_t *checkedp, uint64_t *badp,
+    char *why)
+{
+	struct tl_chain c, was;
+	uint64_t bad0;
+	int rc;
+
+	if (badp == NULL)
+		badp = &bad0;
+	if (checkedp != NULL)
+		*checkedp = 0;
+	/* No record (a log older than it) or a damaged one: from the start. */
+	if (tl_log_verified(t, &c) != 0) {
+		c.seq = 0;
+		memset(c.hash, 0, TL_HASH_LEN);
+	}
+	was = c;
+	if ((rc = tl_log_verify_more(t, &c, badp, why)) != 0)
+		return rc;
+	if (checkedp != NULL)
+		*checkedp = c.seq - was.seq;
+	if (!(t->flags & TL_TXN_RDONLY) && c.seq > was.seq)
+		return verified_put(t, &c);
+	return 0;
+}
+
+int
+tl_log_set_verified(struct tl_txn *t, const struct tl_chain *c)
+{
+	struct tl_chain cur;
+	MDB_val k, v;
+	uint8_t key[8];
+	int rc;
+
+	if (t->flags & TL_TXN_RDONLY)
+		return TL_EINVAL;
+	if (tl_log_verified(t, &cur) == 0 && cur.seq >= c->seq)
+		return 0;
+	if (c->seq == 0)
+		return 0;
+	/* Still the event that was verified, as the walk left it. */
+	put_be64(key, c->seq);
+	k.mv_data = key;
+	k.mv_size = 8;
+	if ((rc = mdb_get(t->txn, t->log->events, &k, &v)) != 0)
+		return rc == MDB_NOTFOUND ? TL_ECONFLICT :
+		    tl_log_mdberr(t->log, rc, "verified record");
+	if (v.mv_size < TL_HASH_LEN || !in_file(t, &v) ||
+	    memcmp(v.mv_data, c->hash, TL_HASH_LEN) != 0)
+		return TL_ECONFLICT;
+	return verified_put(t, c);
 }

@@ -69,15 +69,41 @@ int	tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 void	tl_log_close(struct tl_log *log);
 
 /*
- * Damaged pages.  Reads of the log (tl_log_verify, tl_iter_next,
- * tl_log_get, tl_log_last, opening) are guarded: a SIGSEGV or SIGBUS
- * from the map, or an LMDB assertion, makes them return TL_ECORRUPT with
- * the file and the offset in tl_log_lasterr.  The guard is a process-wide
- * SIGSEGV/SIGBUS handler installed by the first open; faults outside the
- * map go to the handler that was there before.  A program that reads
- * its projections (kv.h) too calls tl_log_fault_exit once: a fault in
- * the map outside a guarded read then prints "PROG: DIR/data.mdb: ..."
- * and ends the process with _exit(code), before anything is committed.
+ * Damaged pages.  LMDB 0.9 trusts its pages (node offsets, sizes, page
+ * numbers, a page's lower and upper bounds), so tally does three things,
+ * and not a fourth:
+ *
+ * - it refuses, at open, files that fail the checks LMDB would skip: a
+ *   meta page that is not LMDB's (the other one being LMDB's), a file
+ *   cut short of its last page, roots outside it, and a main table
+ *   that no longer leads to tally's tables (TL_ECORRUPT, not
+ *   TL_ENOTLOG: another program's LMDB file does not name them);
+ * - it guards reads: those of this module (tl_log_verify, tl_iter_next,
+ *   tl_log_get, tl_log_last, opening) are armed, and a SIGSEGV or SIGBUS
+ *   from the map, or an LMDB assertion, makes them return TL_ECORRUPT
+ *   with the file and the offset in tl_log_lasterr.  The guard is a
+ *   process-wide SIGSEGV/SIGBUS handler installed by the first open;
+ *   faults outside the map go to the handler that was there before;
+ * - a program that reads its projections (kv.h) too calls
+ *   tl_log_fault_exit once: then a fault outside an armed read ends the
+ *   process with _exit(code) and "PROG: DIR/data.mdb: ...: the data
+ *   file is damaged (see tally verify; if it finds the log sound, this
+ *   is a bug in tally)" when it is in the map, and also when it is
+ *   anywhere while this thread has a transaction open (a damaged page
+ *   leads reads, and LMDB's own copies of pages, outside the map), or
+ *   is an abort() from the C library's heap checks then or while the
+ *   log closes (LMDB copied a page by a damaged header).  Nothing is
+ *   committed by then.  The cost: a real bug inside a transaction of
+ *   such a program is reported as a damaged file with exit code, which
+ *   the message says how to tell apart.  LMDB's codes for damage that
+ *   reach the top untranslated (MDB_PAGE_NOTFOUND, MDB_BAD_TXN after
+ *   one, ...) are tl_err_corrupt().
+ *
+ * Not done: validating every page's header before LMDB uses it (LMDB
+ * offers no hook, and a walk of every tree per command would cost what
+ * the log weighs).  So a damaged index or projection page can make a
+ * lookup miss (a wrong "not found", exit 3), and a writer misled by a
+ * damaged header fails with EIO (exit 1) rather than 5.
  */
 void	tl_log_fault_exit(const char *prog, int code);
 
@@ -100,7 +126,10 @@ const char *tl_log_lasterr(const struct tl_log *log);
 
 /*
  * Transactions.  Prefer tl_log_write(), which retries after growing
- * the map.  tl_log_commit() and tl_log_abort() free the handle.
+ * the map.  tl_log_commit() and tl_log_abort() free the handle.  A
+ * commit the file system cannot hold is ENOSPC: LMDB's EIO for a short
+ * write is reported as ENOSPC when less than 1 MiB is free where the
+ * log lives (a short write there is a full disk).
  */
 int	tl_log_begin(struct tl_log *log, unsigned flags, struct tl_txn **out);
 int	tl_log_commit(struct tl_txn *txn);
@@ -245,6 +274,43 @@ struct tl_chain {
 #define TL_CHAIN_INIT	{ 0, { 0 } }
 int	tl_log_verify_more(struct tl_txn *txn, struct tl_chain *c,
 	    uint64_t *badp, char *why);
+
+/*
+ * The cheap check every command that acts runs first.  The log keeps a
+ * verified record (meta "verified": a sequence number S and the hash
+ * stored with event S) of how far a check has walked the chain.
+ * tl_log_check reads it and, as tl_log_verify_more does, checks that
+ * event S still stores that hash and still hashes to it from the hash
+ * of event S-1, then every event after S (envelope, sequence, link,
+ * hash) and LMDB's counts of the events and of the stream index.  In a
+ * write transaction it then moves the record to the head it verified,
+ * before the caller appends: what a command appends is checked by the
+ * next one, and a write costs the events appended since the last check,
+ * never the length of the log.  Without a record (a log written before
+ * it existed) or with a damaged one it walks from the start once.
+ * *checkedp (may be NULL) receives how many events after S it checked.
+ * Errors as tl_log_verify's: TL_ECORRUPT with *badp the first sequence
+ * number in doubt; MDB_MAP_FULL in a write transaction (tl_log_write
+ * grows the map and runs it again).
+ *
+ * What it does not cover: an event before S changed in place since it
+ * was checked (and its successor's link with it, or the record as
+ * well) is found only by the full walk, tl_log_verify (`tally verify`,
+ * and tallyd, which walks the whole log once when it starts, before
+ * its first provider call).
+ */
+int	tl_log_check(struct tl_txn *txn, uint64_t *checkedp, uint64_t *badp,
+	    char *why);
+/* The verified record: 0, TL_ENOTFOUND (none yet), TL_EMALFORMED. */
+int	tl_log_verified(struct tl_txn *txn, struct tl_chain *c);
+/*
+ * Moves the record to c (from a walk in another transaction: a full
+ * tl_log_verify, a daemon's tl_log_verify_more) in the write
+ * transaction txn, when that is further than it is and event c->seq
+ * still stores c->hash; TL_ECONFLICT when it does not (nothing is
+ * written); 0 and nothing written when the record is already there.
+ */
+int	tl_log_set_verified(struct tl_txn *txn, const struct tl_chain *c);
 
 /* Physical size of the log, in bytes, and the map size. */
 int	tl_log_size(struct tl_log *log, uint64_t *usedp, uint64_t *mapp);

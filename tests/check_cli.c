@@ -611,6 +611,44 @@ START_TEST(test_reject_names)
 }
 END_TEST
 
+/*
+ * A manifest over the size limit is refused as bad input (exit 4, not
+ * 1), in words; one nested too deep is refused at once.
+ */
+START_TEST(test_reject_manifest_limits)
+{
+	char big[4200], deep[4200];
+	FILE *fp;
+	size_t i;
+
+	snprintf(big, sizeof(big), "%s/big.yaml", H.keys);
+	fp = fopen(big, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("module: g\n", fp);
+	fclose(fp);
+	/* 203 MB, sparse: nothing past the limit is read. */
+	ck_assert_int_eq(truncate(big, 203000000), 0);
+	T_EXIT(4, "apply", big);
+	ck_err_has("203 MB (203000000 bytes) is more than the 1 MiB "
+	    "(1048576 bytes) a manifest may be");
+	ck_err_has(big);
+	snprintf(deep, sizeof(deep), "%s/deep.yaml", H.keys);
+	fp = fopen(deep, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("module: g\nrequires: ", fp);
+	for (i = 0; i < 100000; i++)
+		fputc('[', fp);
+	for (i = 0; i < 100000; i++)
+		fputc(']', fp);
+	fputc('\n', fp);
+	fclose(fp);
+	T_EXIT(4, "apply", deep);
+	ck_err_has("nested deeper than 16 levels");
+	unlink(big);
+	unlink(deep);
+}
+END_TEST
+
 START_TEST(test_reject_unmapped_field)
 {
 	some_state();
@@ -2166,6 +2204,7 @@ cli_suite(void)
 	tcase_add_test(tc, test_reject_unknown_key);
 	tcase_add_test(tc, test_reject_names);
 	tcase_add_test(tc, test_reject_unmapped_field);
+	tcase_add_test(tc, test_reject_manifest_limits);
 	tcase_add_test(tc, test_reject_embedded_target);
 	tcase_add_test(tc, test_reject_unknown_driver);
 	tcase_add_test(tc, test_requirement_target);

@@ -451,6 +451,11 @@ START_TEST(test_tamper_head)
 	ck_err_has("event 120");
 	T_TALLY(5, "rebuild");
 	ck_err_has("event 120");
+	/* Readers that act refuse too (status exited 0 on it). */
+	T_TALLY(5, "status");
+	ck_err_has("event 120");
+	T_TALLY(5, "nodes");
+	ck_err_has("event 120");
 	/* Nothing was appended by any of them. */
 	{
 		const char *pat2 = "x120.lan";
@@ -474,6 +479,202 @@ START_TEST(test_tamper_middle)
 	ck_err_has("event 60");
 	T_TALLYD(5, "--once");
 	ck_err_has("event 60");
+}
+END_TEST
+
+/*
+ * Runs prog with argv in H.home as run_in does, but only reports: 0
+ * when it exited with a code in ok (a bit per code 0..7) and, when it
+ * exited 5, said what is wrong; else a line for the list of failures.
+ */
+static int
+run_judged(const char *prog, const char *const *argv, unsigned ok,
+    char *fail, size_t cap)
+{
+	char outp[4200], errp[4200], path[4200], line[128];
+	const char *full[MAXARGS + 2];
+	size_t i, off = 0;
+	pid_t pid;
+	int st, code;
+	char *err;
+
+	snprintf(outp, sizeof(outp), "%s/.stdout", H.io);
+	snprintf(errp, sizeof(errp), "%s/.stderr", H.io);
+	snprintf(path, sizeof(path), "%s/%s", H.bin, prog);
+	full[0] = path;
+	off = (size_t)snprintf(line, sizeof(line), "%s", prog);
+	for (i = 0; argv[i] != NULL && i < MAXARGS; i++) {
+		full[i + 1] = argv[i];
+		if (off < sizeof(line) && i < 3)
+			off += (size_t)snprintf(line + off, sizeof(line) - off,
+			    " %s", argv[i]);
+	}
+	full[i + 1] = NULL;
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		int in = open("/dev/null", O_RDONLY);
+		int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (in < 0 || o < 0 || e < 0)
+			_exit(127);
+		dup2(in, 0);
+		dup2(o, 1);
+		dup2(e, 2);
+		setenv("TALLY_HOME", H.home, 1);
+		execv(path, (char *const *)full);
+		_exit(127);
+	}
+	ck_assert_int_ge(pid, 0);
+	while (waitpid(pid, &st, 0) < 0)
+		ck_assert_int_eq(errno, EINTR);
+	err = slurp(errp);
+	code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	fail[0] = '\0';
+	if (!WIFEXITED(st))
+		snprintf(fail, cap, "%s: killed by signal %d", line,
+		    WTERMSIG(st));
+	else if (strstr(err, "runtime error") != NULL ||
+	    strstr(err, "Sanitizer") != NULL)
+		snprintf(fail, cap, "%s: exit %d, a sanitizer report: %.300s",
+		    line, code, err);
+	else if (code == 1 && strcmp(argv[0], "node") == 0 &&
+	    strstr(err, "data.mdb): Input/output error (with space left") !=
+	    NULL && strstr(err, "nothing was appended") != NULL)
+		;	/* LMDB wrote a page a damaged header misled: EIO */
+	else if (code >= 8 || !(ok & (1u << code)))
+		snprintf(fail, cap, "%s: exit %d: %.300s", line, code, err);
+	else if (code == 5 && strstr(err, "data.mdb") == NULL &&
+	    strstr(err, "event") == NULL && strstr(err, "seq") == NULL) {
+		char *out = slurp(outp);
+
+		/* rebuild --check says on stdout which tables differ. */
+		if (strstr(out, "DIFFER") == NULL)
+			snprintf(fail, cap, "%s: exit 5 without saying what: "
+			    "%.300s", line, err);
+		free(out);
+	}
+	free(err);
+	return fail[0] != '\0';
+}
+
+/*
+ * Every page of a small real log's data file, damaged in a copy: the
+ * whole page garbled, and single bytes at a sample of offsets (the
+ * page header: number, flags, lower and upper bounds; the first node
+ * pointers; the middle).  No command may die of a signal or report
+ * undefined behaviour; each exits 0 (what it read is intact) or 5
+ * saying what is wrong (see oks below for the few other codes).
+ */
+START_TEST(test_every_page)
+{
+	static const long offs[] = { 8, 10, 12, 14, 16, 2048 };
+	char kpath[4200], mpath[4200], *base = NULL, fail[800];
+	char fails[40][900];
+	const char *cmds[][9] = {
+		{ "tally", "verify", NULL },
+		{ "tally", "status", NULL },
+		{ "tally", "rebuild", "--check", NULL },
+		{ "tally", "tail", "-n", "5", NULL },
+		{ "tally", "history", "node/n7", NULL },
+		{ "tally", "env", "nk", "web", "--node-key", kpath, NULL },
+		{ "tally", "node", "add", "zz", "--routable-name", "zz.lan",
+		    "--key-out", NULL },
+	};
+	/*
+	 * Exit codes allowed (a bit each): 0 or 5 everywhere; status 6 too;
+	 * history and env 3 too, since a damaged page of the stream index
+	 * or of a projection table can make a lookup miss (LMDB keeps no
+	 * checksum to tell): a wrong "not found", never a crash.
+	 */
+	const unsigned oks[] = { 0x21, 0x61, 0x21, 0x21, 0x29, 0x29, 0x21 };
+	long size, npages, pg, psize = 4096;
+	size_t o, c, nfail = 0, runs = 0;
+	uint32_t rnd = 2166136261u;
+	FILE *fp;
+	int fd;
+
+	/* A small log of its own: fewer pages, each one tried. */
+	sh("rm -rf '%s'/log '%s'/master.key", H.home, H.home);
+	T_TALLY(0, "init");
+	for (o = 1; o <= 10; o++) {
+		char nn[16], rn[32];
+
+		snprintf(nn, sizeof(nn), "n%zu", o);
+		snprintf(rn, sizeof(rn), "h%zu.lan", o);
+		T_TALLY(0, "node", "add", nn, "--routable-name", rn,
+		    "--key-out", H.key);
+		unlink(H.key);
+	}
+	snprintf(kpath, sizeof(kpath), "%s/nk.key", H.io);
+	snprintf(mpath, sizeof(mpath), "%s/web.yaml", H.io);
+	fp = fopen(mpath, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("module: web\nenv: {GREETING: \"hello\"}\n", fp);
+	fclose(fp);
+	T_TALLY(0, "node", "add", "nk", "--routable-name", "nk.lan",
+	    "--key-out", kpath);
+	T_TALLY(0, "apply", mpath);
+	T_TALLY(0, "assign", "web", "nk");
+	T_TALLY(0, "env", "nk", "web", "--node-key", kpath);
+	cmds[6][7] = H.key;
+	size = file_size(H.data);
+	npages = size / psize;
+	base = malloc((size_t)size);
+	ck_assert_ptr_nonnull(base);
+	peek(0, base, (size_t)size);
+	for (pg = 0; pg < npages; pg++) {
+		for (o = 0; o <= sizeof(offs) / sizeof(offs[0]); o++) {
+			char page[4096];
+
+			fd = open(H.data, O_WRONLY | O_TRUNC);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(write(fd, base, (size_t)size), size);
+			close(fd);
+			unlink(H.key);
+			memcpy(page, base + pg * psize, sizeof(page));
+			if (o == sizeof(offs) / sizeof(offs[0])) {
+				size_t b;
+
+				/* The whole page: garbage. */
+				for (b = 0; b < sizeof(page); b++) {
+					rnd = (rnd ^ (uint32_t)b) * 16777619u;
+					page[b] = (char)(rnd >> 24);
+				}
+			} else
+				page[offs[o]] ^= (char)0xa5;
+			poke(pg * psize, page, sizeof(page));
+			for (c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++) {
+				runs++;
+				if (!run_judged(cmds[c][0], &cmds[c][1], oks[c],
+				    fail, sizeof(fail)))
+					continue;
+				if (nfail < 40)
+					snprintf(fails[nfail], sizeof(fails[0]),
+					    "page %ld %s: %s", pg, o ==
+					    sizeof(offs) / sizeof(offs[0]) ?
+					    "garbled" : "byte", fail);
+				if (nfail < 40 && o < sizeof(offs) /
+				    sizeof(offs[0])) {
+					size_t l = strlen(fails[nfail]);
+
+					snprintf(fails[nfail] + l,
+					    sizeof(fails[0]) - l,
+					    " (offset %ld)", offs[o]);
+				}
+				nfail++;
+			}
+		}
+	}
+	free(base);
+	printf("check_corrupt: %ld pages x %zu damages x %zu commands: "
+	    "%zu runs, %zu bad\n", npages, sizeof(offs) / sizeof(offs[0]) +
+	    1, sizeof(cmds) / sizeof(cmds[0]), runs, nfail);
+	for (o = 0; o < nfail && o < 40; o++)
+		printf("  %s\n", fails[o]);
+	fflush(stdout);
+	ck_assert_msg(nfail == 0, "%zu of %zu runs on a damaged page died or "
+	    "did not say why (first: %s)", nfail, runs, fails[0]);
 }
 END_TEST
 
@@ -899,6 +1100,12 @@ corrupt_suite(void)
 	tcase_add_loop_test(tc, test_flip_root_header, 0, 2);
 	tcase_add_test(tc, test_flip_child_pgno);
 	tcase_add_test(tc, test_flip_meta);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("pages");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 1800);
+	tcase_add_test(tc, test_every_page);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fork");

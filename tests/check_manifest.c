@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <sys/resource.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -1283,13 +1284,66 @@ START_TEST(test_refused_yaml)
 	ck_assert_only_error("module: g\n"
 	    "env:\n"
 	    "  A: \"x\\0y\"\n", 3, "env.A", "contains a NUL character");
-	/* the outer list is also of the wrong kind, which is reported too */
+	/* refused at the first level too deep: nothing after it is read */
 	parse_text("module: g\n"
 	    "requires: [[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]\n");
 	ck_assert_int_eq(P.rc, TL_EMANIFEST);
 	ck_assert_error(2, "requires[0]*", "nested deeper than 16 levels");
-	ck_assert_error(2, "requires", "found a list");
-	ck_assert_uint_eq(P.errs.n, 2);
+	ck_assert_uint_eq(P.errs.n, 1);
+}
+END_TEST
+
+/* CPU seconds this process has used. */
+static double
+cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+/*
+ * 200 KB nested 100,000 deep (lists, then maps) is refused at once, at
+ * the depth limit (it took 14.7 s of CPU to refuse).
+ */
+START_TEST(test_deep_refused_fast)
+{
+	const size_t depth = 100000;
+	const char *pre = "module: g\nrequires: ";
+	size_t k, n, i;
+	char *text;
+	double t0, used;
+
+	for (k = 0; k < 2; k++) {
+		text = malloc(strlen(pre) + depth * 5 + 4);
+		ck_assert_ptr_nonnull(text);
+		n = (size_t)sprintf(text, "%s", pre);
+		for (i = 0; i < depth; i++) {
+			if (k == 0)
+				text[n++] = '[';
+			else {
+				memcpy(text + n, "{a: ", 4);
+				n += 4;
+			}
+		}
+		for (i = 0; i < depth; i++)
+			text[n++] = k == 0 ? ']' : '}';
+		text[n++] = '\n';
+		text[n] = '\0';
+		t0 = cpu_s();
+		parse_text(text);
+		used = cpu_s() - t0;
+		free(text);
+		printf("check_manifest: %zu KB nested %zu deep (%s) refused "
+		    "in %.3f s of CPU\n", n / 1000, depth, k ? "maps" :
+		    "lists", used);
+		ck_assert_int_eq(P.rc, TL_EMANIFEST);
+		ck_assert_error(2, k ? "requires.a*" :
+		    "requires[0]*", "nested deeper than 16 levels");
+		ck_assert_msg(used < 1.0, "refusing took %.2f s of CPU", used);
+	}
 }
 END_TEST
 
@@ -1510,6 +1564,9 @@ START_TEST(test_too_big_file)
 	unlink(path);
 	ck_assert_int_eq(P.rc, TL_ETOOBIG);
 	ck_assert_ptr_null(P.set);
+	/* Said in words: the file's size and the limit. */
+	ck_assert_error(1, "", "(1048602 bytes) is more than the 1 MiB "
+	    "(1048576 bytes) a manifest may be");
 }
 END_TEST
 
@@ -1599,6 +1656,7 @@ manifest_suite(void)
 	tcase_add_test(tc, test_claims);
 	tcase_add_test(tc, test_durations);
 	tcase_add_test(tc, test_refused_yaml);
+	tcase_add_test(tc, test_deep_refused_fast);
 	tcase_add_test(tc, test_migrations);
 	suite_add_tcase(s, tc);
 

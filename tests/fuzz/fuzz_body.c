@@ -27,6 +27,23 @@ int	LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define CHECK(c)	do { if (!(c)) __builtin_trap(); } while (0)
 
+/*
+ * memcmp and memcpy with a length of 0 may still not be given NULL
+ * (C11 7.24.1): msgpack hands out NULL for an empty str, bin or ext.
+ */
+static int
+same_bytes(const void *a, const void *b, size_t len)
+{
+	return len == 0 || memcmp(a, b, len) == 0;
+}
+
+static void
+copy_bytes(void *dst, const void *src, size_t len)
+{
+	if (len > 0)
+		memcpy(dst, src, len);
+}
+
 static enum tl_bn_kind
 kind_of(const msgpack_object *o)
 {
@@ -75,17 +92,17 @@ same(struct tl_bnode n, const msgpack_object *o, int depth)
 		break;
 	case MSGPACK_OBJECT_STR:
 		CHECK(tl_bn_str(n, &s, &len) == 0 && len == o->via.str.size &&
-		    memcmp(s, o->via.str.ptr, len) == 0);
+		    same_bytes(s, o->via.str.ptr, len));
 		break;
 	case MSGPACK_OBJECT_BIN:
 		CHECK(tl_bn_bin(n, &p, &len) == 0 && len == o->via.bin.size &&
-		    memcmp(p, o->via.bin.ptr, len) == 0);
+		    same_bytes(p, o->via.bin.ptr, len));
 		break;
 	case MSGPACK_OBJECT_EXT:
 		if (o->via.ext.type == TL_EXT_SECRET)
 			CHECK(tl_bn_secret(n, &p, &len) == 0 &&
 			    len == o->via.ext.size &&
-			    memcmp(p, o->via.ext.ptr, len) == 0);
+			    same_bytes(p, o->via.ext.ptr, len));
 		break;
 	case MSGPACK_OBJECT_ARRAY:
 		CHECK(tl_bn_len(n) == o->via.array.size);
@@ -109,12 +126,13 @@ same(struct tl_bnode n, const msgpack_object *o, int depth)
 			/* A lookup finds the first entry with the key. */
 			if (ko->type == MSGPACK_OBJECT_STR &&
 			    ko->via.str.size < 32 &&
+			    (ko->via.str.size == 0 ||
 			    memchr(ko->via.str.ptr, '\0',
-			    ko->via.str.size) == NULL) {
+			    ko->via.str.size) == NULL)) {
 				char key[32];
 				size_t j;
 
-				memcpy(key, ko->via.str.ptr, ko->via.str.size);
+				copy_bytes(key, ko->via.str.ptr, ko->via.str.size);
 				key[ko->via.str.size] = '\0';
 				for (j = 0; j < i; j++) {
 					const msgpack_object *kj =
@@ -123,8 +141,8 @@ same(struct tl_bnode n, const msgpack_object *o, int depth)
 					if (kj->type == MSGPACK_OBJECT_STR &&
 					    kj->via.str.size ==
 					    ko->via.str.size &&
-					    memcmp(kj->via.str.ptr, key,
-					    ko->via.str.size) == 0)
+					    same_bytes(kj->via.str.ptr, key,
+					    ko->via.str.size))
 						break;
 				}
 				if (j == i) {
@@ -238,7 +256,7 @@ ref_json(const msgpack_object *o, int depth)
 				json_decref(j);
 				return NULL;
 			}
-			memcpy(key, k->via.str.ptr, k->via.str.size);
+			copy_bytes(key, k->via.str.ptr, k->via.str.size);
 			key[k->via.str.size] = '\0';
 			if (json_object_set_new(j, key, e) != 0) {
 				json_decref(j);

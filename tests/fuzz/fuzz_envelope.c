@@ -31,7 +31,7 @@ same(const struct tl_event *a, const struct tl_event *b)
 	    strcmp(a->stream, b->stream) == 0 &&
 	    strcmp(a->actor, b->actor) == 0 &&
 	    a->body_len == b->body_len &&
-	    memcmp(a->body, b->body, a->body_len) == 0;
+	    (a->body_len == 0 || memcmp(a->body, b->body, a->body_len) == 0);
 }
 
 /*
@@ -51,7 +51,8 @@ differential(const uint8_t *data, size_t size)
 	q[0] = 0xde;
 	q[1] = 0x00;
 	q[2] = 0x0b;
-	memcpy(q + 3, data + 1, size - 1);
+	if (size > 1)
+		memcpy(q + 3, data + 1, size - 1);
 	ra = tl_env_decode(data, size, &a, NULL);
 	rb = tl_env_decode(q, size + 2, &b, NULL);
 	if (ra != rb || (ra == 0 && !same(&a, &b)))

@@ -7,13 +7,20 @@
 #     leaves no half-written env file and acknowledges nothing;
 #   - when space is freed, the next tally-node --once writes the env
 #     file (0600), whose credential connects, and acknowledges it
-#     (credential.acknowledged, proof verified, after tallyd's pass).
+#     (credential.acknowledged, proof verified, after tallyd's pass);
+#   - the control plane's own log on a full disk (its home copied onto a
+#     tmpfs filled to its last page): a write that LMDB can only half
+#     write (a short write, which LMDB reports as EIO) fails with exit 1
+#     saying "no space left on device" and naming the log's data file,
+#     appends nothing, and works once space is freed.
 . "$(dirname "$0")/lib.sh"
 
 MNT=$W/agent-node-a
+HMNT=$W/full-home
 _df_cleanup() {
 	_df_rc=$?
 	umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
+	umount "$HMNT" 2>/dev/null || umount -l "$HMNT" 2>/dev/null || true
 	(exit $_df_rc)
 	_t_cleanup
 }
@@ -67,3 +74,42 @@ t_tallyd_once
 tly log --json --type credential.acknowledged | grep '"holder":"app@node-a"' | grep -q '"proof":"verified"' ||
 	t_fail "the acknowledgement's proof was not verified"
 t_ok "written (0600), connects, acknowledged with proof"
+
+t_say "the control plane's log on a full disk"
+mkdir -p "$HMNT"
+mount -t tmpfs -o size=4m,mode=0700 tmpfs "$HMNT" ||
+	t_fail "cannot mount a tmpfs on $HMNT (the test needs root)"
+cp -a "$TALLY_HOME" "$HMNT/home"
+FH=$HMNT/home
+# A manifest whose write takes several pages: with one page left, LMDB
+# writes part of it and gets a short write.
+{
+	echo "module: big"
+	printf 'env: {'
+	for k in $(seq 1 300); do printf 'VARIABLE_NUMBER_%d_OF_MANY: "", ' "$k"; done
+	echo 'LAST: ""}'
+} >"$W/big.yaml"
+h0=$(TALLY_HOME=$FH tly log --json | tail -n 1 | t_jfields seq)
+free_kb=$(df -Pk "$HMNT" | awk 'NR==2 {print $4}')
+dd if=/dev/zero of="$HMNT/filler" bs=4k count=$((free_kb / 4 - 1)) 2>/dev/null || true
+t_ok "$HMNT: $(df -Pk "$HMNT" | awk 'NR==2 {print $4}') KiB free"
+t_check "tally apply on the full disk: exit 1, 'no space left on device', the log's path"
+TALLY_HOME=$FH t_expect_exit 1 "tally apply (log on a full disk)" tly apply "$W/big.yaml"
+grep -qi 'no space left on device' "$W/last.err" || {
+	cat "$W/last.err" >&2
+	t_fail "tally apply on a full disk does not say 'no space left on device'"
+}
+grep -q "$FH/log/data.mdb" "$W/last.err" || {
+	cat "$W/last.err" >&2
+	t_fail "tally apply on a full disk does not name $FH/log/data.mdb"
+}
+grep -qi 'input/output error' "$W/last.err" &&
+	t_fail "a full disk is still called an I/O error: $(cat "$W/last.err")"
+h1=$(TALLY_HOME=$FH tly log --json | tail -n 1 | t_jfields seq)
+[ "$h1" = "$h0" ] || t_fail "the log grew from $h0 to $h1 on a failed write"
+t_ok "exit 1: $(head -n 1 "$W/last.err")"
+rm -f "$HMNT/filler"
+TALLY_HOME=$FH tly apply "$W/big.yaml" >/dev/null || t_fail "tally apply failed after space was freed"
+TALLY_HOME=$FH tly verify >/dev/null || t_fail "tally verify failed after the full disk"
+t_ok "space freed: the same apply works, the log verifies"
+umount "$HMNT"

@@ -510,7 +510,8 @@ cmd_apply(struct tl_cli *cli, int argc, char **argv)
 		const char *path = argv[optind + (int)i];
 
 		rc = tl_mf_parse_file(path, tl_drv_names(), &sets[i], &errs);
-		if (rc == TL_EMANIFEST)
+		/* Over the size limit is bad input too, said in words. */
+		if (rc == TL_EMANIFEST || rc == TL_ETOOBIG)
 			bad = 1;
 		else if (rc != 0) {
 			cli_errx("%s: %s", path, tl_strerror(rc));

@@ -936,6 +936,28 @@ reconcile(struct tl_cli *cli, unsigned timeout_s, unsigned *checkedp)
 		cli_warnx("cannot write the pid to %s", path);
 	if ((ex = cli_open_log(cli, 0)) != 0)
 		goto unlock;
+	{
+		struct tl_txn *t;
+		char vwhy[TL_WHY_MAX] = "";
+		uint64_t bad = 0;
+
+		/*
+		 * As tallyd: the whole log walked before the first provider
+		 * call (the commands before checked only what was new).
+		 */
+		if ((rc = tl_log_begin(cli->log, TL_TXN_RDONLY, &t)) == 0) {
+			rc = tl_log_verify(t, NULL, &bad, vwhy);
+			tl_log_abort(t);
+		}
+		if (rc != 0) {
+			cli_errx("the log (%s/data.mdb) does not verify at event "
+			    "%llu (%s): refusing to act on it; see tally verify",
+			    cli->logdir, (unsigned long long)bad,
+			    vwhy[0] ? vwhy : tl_strerror(rc));
+			ex = cli_exit_for(rc);
+			goto unlock;
+		}
+	}
 	tl_rx_init(&rx);
 	rx.log = cli->log;
 	rx.logf = rx_logf;

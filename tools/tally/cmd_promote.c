@@ -34,6 +34,8 @@ static const char usage[] =
 "Without --yes it only says what it would do.\n";
 
 struct promote_arg {
+	struct tl_cli	*cli;
+	char		why[TL_WHY_MAX + 256];
 	uint64_t	epoch;
 	uint64_t	head;
 	uint64_t	seq;
@@ -51,6 +53,10 @@ promote_cb(struct tl_txn *t, void *arg)
 	size_t len, i;
 	int rc;
 
+	/* A standby takes over only a log that verifies. */
+	if ((rc = cli_check_log(pa->cli, t, NULL, pa->why,
+	    sizeof(pa->why))) != 0)
+		return rc;
 	if ((rc = tl_ep_current(t, &pa->epoch, NULL)) != 0 ||
 	    (rc = tl_log_last(t, &pa->head, h)) != 0)
 		return rc;
@@ -133,8 +139,13 @@ cmd_promote(struct tl_cli *cli, int argc, char **argv)
 		goto out;
 	}
 	memset(&pa, 0, sizeof(pa));
+	pa.cli = cli;
 	if ((rc = tl_log_write(cli->log, promote_cb, &pa)) != 0) {
-		rc = cli_fail(cli, rc, "append control-plane.promoted");
+		if (pa.why[0] != '\0') {
+			cli_errx("%s", pa.why);
+			rc = cli_exit_for(rc);
+		} else
+			rc = cli_fail(cli, rc, "append control-plane.promoted");
 		goto out;
 	}
 	snprintf(path, sizeof(path), "%s/" TL_STANDBY_FILE, cli->home);

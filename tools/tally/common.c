@@ -93,6 +93,8 @@ cli_init(struct tl_cli *cli)
 int
 cli_exit_for(int err)
 {
+	if (tl_err_corrupt(err))
+		return TL_EXIT_CORRUPT;
 	switch (err) {
 	case 0:
 		return TL_EXIT_OK;
@@ -120,7 +122,11 @@ cli_fail(struct tl_cli *cli, int err, const char *what)
 {
 	const char *detail = cli->log ? tl_log_lasterr(cli->log) : "";
 
-	if ((err == TL_ELMDB || err == TL_ECORRUPT) && *detail)
+	if (tl_err_corrupt(err) && err != TL_ECORRUPT && err != TL_EMALFORMED)
+		/* LMDB's own word for a damaged page, untranslated: say where. */
+		cli_errx("%s: the log's data file (%s/data.mdb) is damaged: %s; "
+		    "see tally verify", what, cli->logdir, tl_strerror(err));
+	else if ((err == TL_ELMDB || tl_err_corrupt(err)) && *detail)
 		cli_errx("%s: %s (%s)", what, tl_strerror(err), detail);
 	else
 		cli_errx("%s: %s", what, tl_strerror(err));

@@ -28,11 +28,39 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <yaml.h>
 
 #include "core/error.h"
 #include "drivers/driver.h"
 #include "manifest-internal.h"
+
+/*
+ * The size limit in words, as an error at 1:1 of file: "1.2 GB (N
+ * bytes) is more than the 1 MiB (1048576 bytes) a manifest may be".
+ */
+static void
+too_big(const char *file, uint64_t size, struct tl_mf_errors *errs)
+{
+	struct ctx c;
+	char words[32];
+
+	if (errs == NULL)
+		return;
+	if (size >= 1000000000)
+		snprintf(words, sizeof words, "%.1f GB", size / 1e9);
+	else if (size >= 10000000)
+		snprintf(words, sizeof words, "%.0f MB", size / 1e6);
+	else
+		snprintf(words, sizeof words, "%.1f MB", size / 1e6);
+	memset(&c, 0, sizeof c);
+	c.name = file;
+	c.errs = errs;
+	mf_err_at(&c, 1, 1, "", "%s (%llu bytes) is more than the %d MiB "
+	    "(%d bytes) a manifest may be", words, (unsigned long long)size,
+	    TL_MF_MAX_SIZE >> 20, TL_MF_MAX_SIZE);
+}
 
 /* ---- public ---- */
 
@@ -48,8 +76,10 @@ tl_mf_parse_buffer(const char *name, const void *buf, size_t len,
 		*out = NULL;
 	if (name == NULL || out == NULL || (buf == NULL && len > 0))
 		return TL_EINVAL;
-	if (len > TL_MF_MAX_SIZE)
+	if (len > TL_MF_MAX_SIZE) {
+		too_big(name, len, errs);
 		return TL_ETOOBIG;
+	}
 	memset(&c, 0, sizeof c);
 	c.name = name;
 	c.base_dir = base_dir;
@@ -136,6 +166,11 @@ tl_mf_parse_file(const char *path, const char *const *drivers,
 		goto out_buf;
 	}
 	if (len > TL_MF_MAX_SIZE) {
+		struct stat st;
+
+		/* Read no further than the limit: its size is the file's. */
+		too_big(path, fstat(fileno(f), &st) == 0 &&
+		    S_ISREG(st.st_mode) ? (uint64_t)st.st_size : len, errs);
 		rc = TL_ETOOBIG;
 		goto out_buf;
 	}

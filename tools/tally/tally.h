@@ -77,7 +77,18 @@ void	 cli_print_event_text(FILE *fp, const struct tl_event *ev);
 int	 cli_print_event_json(FILE *fp, const struct tl_event *ev);
 
 /*
- * Runs fn in one write transaction with a decider context: projections
+ * The cheap check (tl_log_check) in t, the first thing every command
+ * that acts does: 0, or the error with a sentence for the operator in
+ * msg (naming the log's file and, for a log that does not verify, the
+ * first bad sequence number).  *checkedp as tl_log_check's.
+ */
+int	 cli_check_log(struct tl_cli *cli, struct tl_txn *t,
+	    uint64_t *checkedp, char *msg, size_t cap);
+
+/*
+ * Runs fn in one write transaction with a decider context: the log
+ * checked (cli_check_log: exit 5 past an event that does not verify,
+ * nothing appended), projections
  * caught up, fn's events appended and folded, committed when fn
  * returns 0 (or aborted for a dry run).  A refusal is printed with its
  * reason.  Returns an exit code.
@@ -93,7 +104,9 @@ int	 cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 	    struct cli_write_opts *o);
 
 /*
- * Runs fn on the projections in a read transaction, or, with at != 0,
+ * Runs fn on the projections in a read transaction, after
+ * cli_check_log (exit 5 past an event that does not verify), or, with
+ * at != 0,
  * on projections rebuilt up to seq at inside a transaction that is
  * then thrown away.  Returns an exit code.
  */

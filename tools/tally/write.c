@@ -17,6 +17,31 @@
 /* A dry run's way out of tl_log_write: abort, but report success. */
 #define DRY_RUN_DONE	(-31900)
 
+/* A reader that checked this many events moves the verified record. */
+#define READ_ADVANCE	1024
+
+int
+cli_check_log(struct tl_cli *cli, struct tl_txn *t, uint64_t *checkedp,
+    char *msg, size_t cap)
+{
+	char why[TL_WHY_MAX] = "";
+	uint64_t bad = 0;
+	int rc;
+
+	msg[0] = '\0';
+	if ((rc = tl_log_check(t, checkedp, &bad, why)) == 0)
+		return 0;
+	if (rc == TL_ECORRUPT || rc == TL_EMALFORMED)
+		snprintf(msg, cap, "the log (%s/data.mdb) does not verify at "
+		    "event %llu (%s): refusing to act on it or to append "
+		    "after it; see tally verify", cli->logdir,
+		    (unsigned long long)bad, why[0] ? why : tl_strerror(rc));
+	else
+		snprintf(msg, cap, "cannot check the log (%s/data.mdb): %s",
+		    cli->logdir, tl_strerror(rc));
+	return rc;
+}
+
 struct write_arg {
 	struct tl_cli		*cli;
 	cli_decide_fn		 fn;
@@ -56,6 +81,10 @@ write_cb(struct tl_txn *t, void *arg)
 	int rc;
 
 	wa->why[0] = '\0';
+	/* Nothing is appended after an event that does not verify. */
+	if ((rc = cli_check_log(wa->cli, t, NULL, wa->why,
+	    sizeof(wa->why))) != 0)
+		return rc;
 	/* tl_log_write may run this again: forget the last attempt's. */
 	while (wa->cli->appended != NULL &&
 	    json_array_size(wa->cli->appended) > wa->had)
@@ -98,12 +127,23 @@ cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 	}
 	if (rc > 0) {
 		/* The system refused the write (ENOSPC, EIO, EROFS, ...). */
-		cli_errx("cannot append to the log (%s/data.mdb): %s; the "
+		cli_errx("cannot append to the log (%s/data.mdb): %s%s; the "
 		    "transaction was rolled back and nothing was appended",
-		    cli->logdir, strerror(rc));
+		    cli->logdir, strerror(rc), rc == EIO ? " (with space "
+		    "left: the disk failed, or a damaged page made LMDB write "
+		    "nonsense; tally verify says which)" : "");
 		return TL_EXIT_FAIL;
 	}
 	return cli_fail(cli, rc, "write");
+}
+
+/* Moves the verified record to where a read checked (its long tail). */
+static int
+advance_cb(struct tl_txn *t, void *arg)
+{
+	int rc = tl_log_set_verified(t, arg);
+
+	return rc == TL_ECONFLICT ? 0 : rc;
 }
 
 static int
@@ -126,8 +166,16 @@ at_cb(struct tl_txn *t, void *arg)
 {
 	struct rebuild_arg *ra = arg;
 	struct tl_proj p;
+	char msg[TL_WHY_MAX + 256];
 	int rc;
 
+	if ((rc = cli_check_log(ra->cli, t, NULL, msg, sizeof(msg))) != 0) {
+		if (rc != TL_ECORRUPT && rc != TL_EMALFORMED)
+			return rc;	/* a full map is grown, and run again */
+		cli_errx("%s", msg);
+		ra->ex = cli_exit_for(rc);
+		return DRY_RUN_DONE;
+	}
 	if ((rc = tl_proj_rebuild(t, ra->at, NULL)) != 0 ||
 	    (rc = tl_proj_open(t, &p)) != 0)
 		return rc;
@@ -173,6 +221,37 @@ cli_read(struct tl_cli *cli, uint64_t at, cli_read_fn fn, void *arg)
 		if ((rc = tl_proj_open(t, &p)) != 0) {
 			tl_log_abort(t);
 			return cli_fail(cli, rc, "open projections");
+		}
+	}
+	{
+		char msg[TL_WHY_MAX + 256];
+		uint64_t n = 0;
+
+		/* Nothing is shown or acted on past an event that is bad. */
+		if ((rc = cli_check_log(cli, t, &n, msg, sizeof(msg))) != 0) {
+			tl_log_abort(t);
+			cli_errx("%s", msg);
+			return cli_exit_for(rc);
+		}
+		if (n >= READ_ADVANCE && !tl_log_readonly(cli->log)) {
+			struct tl_chain c;
+
+			/*
+			 * A long tail (a bare appender's, or tallyd's before
+			 * it moved the record): the next reader need not
+			 * walk it again.  Best effort: a reader that cannot
+			 * write still reads.
+			 */
+			tl_log_last(t, &c.seq, c.hash);
+			tl_log_abort(t);
+			tl_log_write(cli->log, advance_cb, &c);
+			if ((rc = tl_log_begin(cli->log, TL_TXN_RDONLY,
+			    &t)) != 0)
+				return cli_fail(cli, rc, "read");
+			if ((rc = tl_proj_open(t, &p)) != 0) {
+				tl_log_abort(t);
+				return cli_fail(cli, rc, "open projections");
+			}
 		}
 	}
 	ex = fn(cli, t, &p, arg);

@@ -246,8 +246,8 @@ head(struct tl_log *log)
 
 /*
  * The log verified up to its head, from where it was verified before:
- * the whole log at start, then only the events appended since (one
- * hash each).  Events appended after this check are checked again as
+ * the whole log at start (before the first provider call), then only
+ * the events appended since (one hash each).  Events appended after this check are checked again as
  * the pass folds them (the fold checks the chain too).
  */
 static int
@@ -268,6 +268,35 @@ verify_chain(struct tl_log *log, struct tl_chain *c)
 		    "it; see tally verify", tl_log_dir(log),
 		    (unsigned long long)bad, why[0] ? why : tl_strerror(rc));
 	return rc;
+}
+
+/* tallyd moves the verified record every this many events it checked. */
+#define RECORD_EVERY	1024
+static uint64_t verified_rec;	/* where it last moved it */
+
+/*
+ * Moves the log's verified record (log.h) to where this daemon has
+ * verified, so that the CLI's cheap check walks only what came after:
+ * when it is RECORD_EVERY events behind, or with force (after the walk
+ * at start, and when stopping).  Best effort: one small write.
+ */
+static void
+note_verified(struct tl_log *log, const struct tl_chain *c, uint64_t *rec,
+    int force)
+{
+	struct tl_txn *t;
+
+	if (c->seq == 0 || c->seq == *rec ||
+	    (!force && c->seq < *rec + RECORD_EVERY))
+		return;
+	if (tl_log_begin(log, 0, &t) != 0)
+		return;
+	if (tl_log_set_verified(t, c) != 0) {
+		tl_log_abort(t);
+		return;
+	}
+	if (tl_log_commit(t) == 0)
+		*rec = c->seq;
 }
 
 /*
@@ -478,6 +507,7 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 		/* Nothing is acted on past an event that is bad. */
 		if (moved && verify_chain(rx->log, chain) != 0)
 			return EXIT_CORRUPT;
+		note_verified(rx->log, chain, &verified_rec, 0);
 		/* Deposed before the loop (the re-verification's sessions). */
 		if (atomic_load(&rx->deposed)) {
 			tl_ep_stop(rx);
@@ -799,6 +829,17 @@ main(int argc, char **argv)
 
 	rx.verify_interval_ns = (uint64_t)vinterval * 1000000000u;
 	/*
+	 * The whole log, once, before anything reads the replication stream
+	 * or calls a provider: an event changed anywhere (an address, a
+	 * setting) is never acted on, not even by the fence.  Then only
+	 * what is appended, from where this walk ended.
+	 */
+	if (verify_chain(rx.log, &chain) != 0) {
+		ex = EXIT_CORRUPT;
+		goto out;
+	}
+	note_verified(rx.log, &chain, &verified_rec, 1);
+	/*
 	 * Before anything is acted on: a later promotion in the replication
 	 * stream, then this epoch's fence on every provider, or deposed.
 	 */
@@ -835,6 +876,8 @@ main(int argc, char **argv)
 	}
 	ex = run_loop(&rx, &chain, &epoch, once, interval, vinterval,
 	    once_timeout, ino, pfd[0]);
+	if (ex != EXIT_CORRUPT)
+		note_verified(rx.log, &chain, &verified_rec, 1);
 	logx(TL_RX_INFO, "stopping");
 out:
 	if (ino >= 0)

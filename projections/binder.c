@@ -13,6 +13,7 @@
  * moves nothing already bound.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +210,8 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 	struct reqview rv;
 	struct keylist all = { NULL, 0, 0 }, cand = { NULL, 0, 0 };
 	char module[64], req[64], node[64], where[64] = "";
-	const char *colocated = NULL;
+	/* An index, not a pointer: cand.v moves as it grows. */
+	size_t colocated = SIZE_MAX;
 	struct tl_nodelist nl;
 	char k[TL_KEY_MAX];
 	size_t i;
@@ -257,13 +259,13 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 			continue;
 		if ((rc = keylist_add(all.v[i], NULL, 0, &cand)) != 0)
 			goto out;
-		if (strcmp(pnode, where) == 0 && colocated == NULL)
-			colocated = cand.v[cand.n - 1];
+		if (strcmp(pnode, where) == 0 && colocated == SIZE_MAX)
+			colocated = cand.n - 1;
 	}
-	if (colocated != NULL) {
+	if (colocated != SIZE_MAX) {
 		char id[TL_KEY_MAX];
 
-		snprintf(id, sizeof(id), "%s", colocated);
+		snprintf(id, sizeof(id), "%s", cand.v[colocated]);
 		rc = bind(c, gkey, module, req, node, &rv, id, TL_BIND_COLOCATED);
 	} else if (cand.n == 1) {
 		rc = bind(c, gkey, module, req, node, &rv, cand.v[0],

@@ -674,6 +674,38 @@ START_TEST(test_second_provider)
 }
 END_TEST
 
+/*
+ * The co-located candidate found first among many: the candidate list
+ * grows after it is found (bench_graph's 1000 providers), and the
+ * binding still names it, not bytes the list's growth freed.
+ */
+START_TEST(test_colocated_among_many)
+{
+	struct gmod pg = provider_mod("pg", "postgres-database");
+	struct gmod app = consumer_mod("app", "pg", "shared", NULL);
+	struct brec br;
+	char n[16];
+	int i;
+
+	for (i = 0; i < 64; i++) {
+		snprintf(n, sizeof(n), "n%02d", i);
+		NODE_ADD(n);
+	}
+	APPLY(&pg);
+	APPLY(&app);
+	for (i = 0; i < 64; i++) {
+		snprintf(n, sizeof(n), "n%02d", i);
+		ASSIGN("pg", n);
+	}
+	/* n00/pg sorts first: found co-located before the 63 others. */
+	ASSIGN("app", "n00");
+	br = binding_of("app/db");
+	ck_assert_str_eq(br.state, "bound");
+	ck_assert_str_eq(br.provider, "n00/pg");
+	ck_assert_str_eq(br.reason, TL_BIND_COLOCATED);
+}
+END_TEST
+
 /* Exclusive ownership, and the embedded private instance, at the decider. */
 START_TEST(test_apply_refusals)
 {
@@ -2050,6 +2082,7 @@ graph_suite(void)
 	    (int)(sizeof(bind_cases) / sizeof(bind_cases[0])));
 	tcase_add_test(tc, test_bind_beyond_requested);
 	tcase_add_test(tc, test_second_provider);
+	tcase_add_test(tc, test_colocated_among_many);
 	tcase_add_test(tc, test_apply_refusals);
 	tcase_add_test(tc, test_requirement_changes);
 	suite_add_tcase(s, tc);

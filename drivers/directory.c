@@ -682,9 +682,9 @@ static const struct tl_drv_setting dir_settings[] = {
 	{ "root", NULL, 0, TL_DRV_PATH, "the absolute path under which "
 	    "each grant gets its directory" },
 	{ "gid-base", "1000000000", 0, TL_DRV_INT, "run as root: the first "
-	    "group number given to grants" },
+	    "group number given to grants", 1, 0xfffffffeULL },
 	{ "gid-range", "1000000000", 0, TL_DRV_INT, "run as root: how many "
-	    "group numbers from gid-base are tally's" },
+	    "group numbers from gid-base are tally's", 1, 0xfffffffeULL },
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
 };
 

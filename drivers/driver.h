@@ -169,6 +169,12 @@ struct tl_drv_setting {
 	int		 secret;	/* given with --secret, never --set */
 	enum tl_drv_kind kind;
 	const char	*description;	/* one line, for refusals and docs */
+	/*
+	 * The range a TL_DRV_INT value must be in, as the driver takes it
+	 * (both 0: any); checked by tl_drv_setting_check, so a derived or
+	 * given value the driver would refuse never reaches it.
+	 */
+	unsigned long long min, max;
 };
 
 /* Values of a setting are at most this long (bytes, without the NUL). */
@@ -181,7 +187,8 @@ struct tl_drv_setting {
 const struct tl_drv_setting *tl_drv_setting_find(
 	    const struct tl_drv_setting *settings, const char *name);
 /*
- * Checks value against s's kind: 0, or TL_EINVAL with why (at least
+ * Checks value against s's kind (and its min and max, for an integer
+ * that declares them): 0, or TL_EINVAL with why (at least
  * TL_DRV_WHY_MAX bytes) saying what is wrong.  A secret's value is
  * never copied into why.
  */

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,19 @@ tl_dec_node_inventory(struct tl_ctx *c, const char *node,
 	if (tl_rec_exists(c->t, c->p.graph, k))
 		return tl_refuse(c, TL_EREFUSED, "node %s is lost: it reports "
 		    "nothing any more", node);
+	/*
+	 * Refused rather than saturated: a total past 2^64-1 bytes is no
+	 * disk anyone has, and a saturated one would be recorded as true.
+	 */
+	for (i = 0; i < inv->ndisks; i++) {
+		if (inv->disks[i].size > UINT64_MAX - total)
+			return tl_refuse(c, TL_EINVAL, "disks: the sizes add "
+			    "up past 18446744073709551615 bytes (16 EiB); "
+			    "disk %zu (%s) is where the total overflows", i,
+			    inv->disks[i].path);
+		total += inv->disks[i].size;
+	}
+	total = 0;
 	tl_body_init(&b);
 	tl_body_str(&b, "node", node);
 	tl_body_u64(&b, "memory", inv->memory);

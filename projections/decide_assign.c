@@ -308,6 +308,43 @@ out:
 	return rc;
 }
 
+int
+tl_dec_reopen_wanted(struct tl_ctx *c, const char *gkey)
+{
+	struct dead_arg da = { c, NULL, NULL, 0 };
+	struct tl_nodelist nl = { NULL, 0, 0 };
+	struct tl_grant g;
+	uint8_t *copy = NULL;
+	const void *v;
+	size_t i, n;
+	char k[TL_KEY_MAX];
+	int rc, wanted = 0;
+
+	if ((rc = tl_grant_get(c->t, &c->p, gkey, &g, NULL)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if ((rc = tl_key(k, "r/%s/%s", g.module, g.req)) != 0)
+		return rc;
+	if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &v, &n) != 0)
+		return 0;	/* the requirement went: nothing wants it */
+	/* Who installs the requirement's part now, not when it was asked. */
+	if ((rc = tl_graph_req_nodes(c->t, &c->p, g.module, g.req, &nl)) != 0)
+		return rc;
+	for (i = 0; i < nl.n && !wanted; i++)
+		wanted = g.node[0] == '\0' || strcmp(nl.v[i], g.node) == 0;
+	tl_nodelist_free(&nl);
+	if (!wanted)
+		return 0;
+	/* Copied: the emit may move the page v points into. */
+	if ((copy = malloc(n)) == NULL)
+		return ENOMEM;
+	memcpy(copy, v, n);
+	da.module = g.module;
+	da.node = g.node;
+	rc = reopen_one(g.req, copy, n, &da);
+	free(copy);
+	return rc;
+}
+
 /* One setting of an assignment as it will be: borrowed bytes. */
 struct mset {
 	char		 key[64];

@@ -1122,6 +1122,34 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 }
 
 /*
+ * credential.withdrawn: holder (on node) is to drop what it was
+ * delivered of g, the version it had; nothing when it was delivered
+ * nothing (or was withdrawn already).
+ */
+static int
+withdraw_holder(struct tl_ctx *c, const struct tl_grant *g,
+    const char *holder, const char *node)
+{
+	struct tl_body b;
+	char stream[TL_KEY_MAX];
+	uint64_t ver = tl_grant_delivered(c->t, &c->p, g->id, holder);
+	int rc;
+
+	if (ver == 0)
+		return 0;
+	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", g->id);
+	tl_body_str(&b, "holder", holder);
+	tl_body_str(&b, "node", node);
+	tl_body_u64(&b, "version", ver);
+	rc = tl_emit(c, TL_EV_CRED_WITHDRAWN, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+/*
  * module@node no longer installs some parts (was, now): what only they
  * needed is left.  A per-instance grant of such a part's requirement is
  * revoked; a shared one is revoked when no assignment installs the
@@ -1173,6 +1201,12 @@ parts_left(struct tl_ctx *c, const char *module, const char *node,
 				break;
 			continue;
 		}
+		/*
+		 * The assignment stays, so no assignment.removed tells its
+		 * node: the values it was delivered are withdrawn from it.
+		 */
+		if ((rc = withdraw_holder(c, g, holder, node)) != 0)
+			break;
 		if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 ||
 		    tl_rot_get(c->t, &c->p, g->id, &r) == 0 ||
 		    tl_mv_get(c->t, &c->p, g->id, &mv) == 0)

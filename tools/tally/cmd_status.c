@@ -40,10 +40,13 @@ struct status_arg {
 static void	print_duration(uint64_t ns);
 
 struct agents_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
 	const char	*module;	/* NULL: every holder */
 	uint64_t	 now_ns, silence_ns;
 	json_t		*out;
 	int		 silent;
+	int		 withdrawn;	/* held, though withdrawn from it */
 };
 
 /* nr/NODE: u64be ts of the latest node.reported, then its JSON. */
@@ -68,9 +71,22 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 		const char *hd = json_string_value(json_object_get(h,
 		    "holder"));
 
-		if (hd != NULL && (aa->module == NULL || (strncmp(hd,
+		const char *gr = json_string_value(json_object_get(h,
+		    "grant"));
+
+		if (hd == NULL || !(aa->module == NULL || (strncmp(hd,
 		    aa->module, ml) == 0 && hd[ml] == '@')))
-			json_array_append(mine, h);
+			continue;
+		/*
+		 * The record delivers it nothing (credential.withdrawn) while
+		 * the agent still reports it: not healthy until it drops it.
+		 */
+		if (gr != NULL && tl_grant_delivered(aa->t, aa->p, gr, hd) ==
+		    0) {
+			json_object_set_new(h, "withdrawn", json_true());
+			aa->withdrawn++;
+		}
+		json_array_append(mine, h);
 	}
 	if (aa->module != NULL && json_array_size(mine) == 0) {
 		json_decref(mine);
@@ -117,6 +133,14 @@ print_agents(const json_t *ag)
 			    "reloaded" : "not reloaded", json_is_true(
 			    json_object_get(h, "acked")) ? "acknowledged" :
 			    "not acknowledged");
+		json_array_foreach(json_object_get(a, "held"), j, h)
+			if (json_is_true(json_object_get(h, "withdrawn")))
+				printf("    %s %s: withdrawn from it, still held "
+				    "by the agent: not healthy until it drops "
+				    "the values\n", json_string_value(
+				    json_object_get(h, "holder")),
+				    json_string_value(json_object_get(h,
+				    "grant")));
 		if ((lr = json_object_get(a, "refused")) != NULL)
 			printf("    refused %lld message(s) on its queue not "
 			    "signed by the control plane (last: %s)\n",
@@ -505,6 +529,8 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 
 		clock_gettime(CLOCK_REALTIME, &now);
 		memset(&aa, 0, sizeof(aa));
+		aa.t = t;
+		aa.p = p;
 		aa.module = sa->module;
 		aa.now_ns = (uint64_t)now.tv_sec * 1000000000u +
 		    (uint64_t)now.tv_nsec;
@@ -516,6 +542,8 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		json_decref(aa.out);
 		/* --at: the past has no "silent now". */
 		if (aa.silent > 0 && sa->at == 0)
+			healthy = 0;
+		if (aa.withdrawn > 0)
 			healthy = 0;
 	}
 	if (sa->at == 0) {

@@ -965,7 +965,7 @@ tl_dec_assign_parts(struct tl_ctx *c, const char *module, const char *node,
 		goto out;
 	if ((rc = tl_dec_derive(c, module, node)) != 0)
 		goto out;
-	if ((rc = tl_binder_run(c, NULL)) != 0 ||
+	if ((rc = tl_binder_run_module(c, module)) != 0 ||
 	    (rc = tl_dec_embedded_request(c, module, node)) != 0)
 		goto out;
 	rc = reopen_dead(c, module, node);

@@ -316,6 +316,13 @@ struct tl_drv_ops {
 	/* The assignment settings it reads; NULL-name terminated. */
 	const struct tl_drv_setting *settings;
 	/*
+	 * Optional and pure (part of the declaration): the settings taken
+	 * together (name, value pairs, NULL-terminated; a missing key has
+	 * its default), for a rule no one setting's kind and limits state
+	 * (the directory's gid-base + gid-range).  0, or TL_EINVAL with why.
+	 */
+	int	(*settings_check)(const char *const *settings, char *why);
+	/*
 	 * NULL-terminated: the connection fields a grant of its types
 	 * delivers (what a manifest's env: may map); tally apply refuses
 	 * any other (tools/tally/manifest.c).

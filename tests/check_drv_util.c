@@ -71,6 +71,17 @@ START_TEST(test_setting_limits)
 	ck_assert_int_eq(tl_drv_setting_check(base, "1", why), 0);
 	ck_assert_int_eq(tl_drv_setting_check(base, "4294967294", why), 0);
 	ck_assert_int_eq(tl_drv_setting_check(range, "64000", why), 0);
+	/* Each within its limits, not together: the declaration says so. */
+	ck_assert_ptr_nonnull(dir->settings_check);
+	{
+		const char *const both[] = { "gid-base", "4000000000", NULL };
+		const char *const fits[] = { "gid-base", "4000000000",
+		    "gid-range", "100", NULL };
+
+		ck_assert_int_eq(dir->settings_check(both, why), TL_EINVAL);
+		ck_assert_msg(strstr(why, "pass 4294967295") != NULL, "%s", why);
+		ck_assert_int_eq(dir->settings_check(fits, why), 0);
+	}
 }
 END_TEST
 

@@ -176,6 +176,28 @@ t_tallyd_once
 t_wait_healthy 10 game
 t_ok "$(grep 'gid-base:' "$W/ex.out" | sed 's/^ *//'); game's grant still provisioned"
 
+t_check "derived values each within limits but not together (gid-base 4000000000 + the default gid-range) are refused, the defaults stand"
+cat >"$M/files4.yaml" <<'Y'
+module: files
+provides:
+  directory:
+    driver: directory
+    settings:
+      gid-base: {from-node: cpus, times: 1000000}
+Y
+tly apply "$M/files4.yaml" >/dev/null
+printf '{"memory": "256MB", "cpus": 4000}\n' >"$W/inv6.json"
+tly node report node-a --inventory "$W/inv6.json" >/dev/null
+tly log --json | grep '"type":"assignment.derived"' | grep '"module":"files"' | tail -n 1 >"$W/d.json"
+grep -q '"refused":{"gid-base":"gid-base 4000000000 + gid-range 1000000000 pass 4294967295"}' "$W/d.json" ||
+	{ cat "$W/d.json" >&2; t_fail "gid-base=4000000000 with the default gid-range was not refused"; }
+tly unassign game node-a >/dev/null
+t_tallyd_once
+tly assign game node-a >/dev/null
+t_tallyd_once
+t_wait_healthy 10 game
+t_ok "gid-base 4000000000 refused taken with gid-range; game's grant still provisioned"
+
 t_check "the inventory's disk total never wraps: two 8 EiB disks are refused, naming the overflow"
 printf '{"memory": "8GB", "cpus": 4, "disks": [{"path": "/a", "size": "8388608TB"}, {"path": "/b", "size": "8388608TB"}]}\n' >"$W/inv5.json"
 n0=$(tly log --json | wc -l)

@@ -137,6 +137,23 @@ num_setting(const char *const *sv, const char *name, unsigned long long dflt,
 
 static void dir_close(void *hv);
 
+/* gid-base + gid-range must stay group numbers (dir_open refuses them). */
+static int
+dir_settings_check(const char *const *sv, char *why)
+{
+	unsigned long long base, range;
+	int rc;
+
+	if ((rc = num_setting(sv, "gid-base", 1000000000ULL, &base,
+	    why)) != 0 || (rc = num_setting(sv, "gid-range", 1000000000ULL,
+	    &range, why)) != 0)
+		return rc;
+	if (base + range > 0xffffffffULL)
+		return tl_drv_why(why, TL_EINVAL, "gid-base %llu + gid-range "
+		    "%llu pass 4294967295", base, range);
+	return 0;
+}
+
 static int
 dir_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
@@ -163,13 +180,9 @@ dir_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if ((rc = num_setting(a->settings, "gid-base", 1000000000ULL,
 	    &h->gid_base, why)) != 0 ||
 	    (rc = num_setting(a->settings, "gid-range", 1000000000ULL,
-	    &h->gid_range, why)) != 0)
+	    &h->gid_range, why)) != 0 ||
+	    (rc = dir_settings_check(a->settings, why)) != 0)
 		goto err_free;
-	if (h->gid_base + h->gid_range > 0xffffffffULL) {
-		rc = tl_drv_why(why, TL_EINVAL, "gid-base + gid-range pass "
-		    "4294967295");
-		goto err_free;
-	}
 	/* The operator's root may be a link; nothing below it may. */
 	if ((h->rootfd = open(h->root, O_RDONLY | O_DIRECTORY |
 	    O_CLOEXEC)) < 0) {
@@ -682,9 +695,9 @@ static const struct tl_drv_setting dir_settings[] = {
 	{ "root", NULL, 0, TL_DRV_PATH, "the absolute path under which "
 	    "each grant gets its directory" },
 	{ "gid-base", "1000000000", 0, TL_DRV_INT, "run as root: the first "
-	    "group number given to grants" },
+	    "group number given to grants", 1, 0xfffffffeULL },
 	{ "gid-range", "1000000000", 0, TL_DRV_INT, "run as root: how many "
-	    "group numbers from gid-base are tally's" },
+	    "group numbers from gid-base are tally's", 1, 0xfffffffeULL },
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
 };
 
@@ -692,6 +705,7 @@ const struct tl_drv_ops tl_drv_directory = {
 	.name = "directory",
 	.types = dir_types,
 	.settings = dir_settings,
+	.settings_check = dir_settings_check,
 	.fields = dir_fields,
 	.open = dir_open,
 	.close = dir_close,

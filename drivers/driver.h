@@ -169,6 +169,12 @@ struct tl_drv_setting {
 	int		 secret;	/* given with --secret, never --set */
 	enum tl_drv_kind kind;
 	const char	*description;	/* one line, for refusals and docs */
+	/*
+	 * The range a TL_DRV_INT value must be in, as the driver takes it
+	 * (both 0: any); checked by tl_drv_setting_check, so a derived or
+	 * given value the driver would refuse never reaches it.
+	 */
+	unsigned long long min, max;
 };
 
 /* Values of a setting are at most this long (bytes, without the NUL). */
@@ -181,7 +187,8 @@ struct tl_drv_setting {
 const struct tl_drv_setting *tl_drv_setting_find(
 	    const struct tl_drv_setting *settings, const char *name);
 /*
- * Checks value against s's kind: 0, or TL_EINVAL with why (at least
+ * Checks value against s's kind (and its min and max, for an integer
+ * that declares them): 0, or TL_EINVAL with why (at least
  * TL_DRV_WHY_MAX bytes) saying what is wrong.  A secret's value is
  * never copied into why.
  */
@@ -331,6 +338,13 @@ struct tl_drv_ops {
 	const char	*const *types;	/* resource types it grants */
 	/* The assignment settings it reads; NULL-name terminated. */
 	const struct tl_drv_setting *settings;
+	/*
+	 * Optional and pure (part of the declaration): the settings taken
+	 * together (name, value pairs, NULL-terminated; a missing key has
+	 * its default), for a rule no one setting's kind and limits state
+	 * (the directory's gid-base + gid-range).  0, or TL_EINVAL with why.
+	 */
+	int	(*settings_check)(const char *const *settings, char *why);
 	/*
 	 * NULL-terminated: the connection fields a grant of its types
 	 * delivers (what a manifest's env: may map); tally apply refuses

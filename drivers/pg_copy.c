@@ -12,7 +12,11 @@
  * the consumer had made it (the login SETs ROLE to it); --single-
  * transaction makes the restore all or nothing; --clean --if-exists
  * lets a copy that a crash interrupted after its commit run again and
- * give the same result.  The source must not change during the copy:
+ * give the same result.  A copy runs once at a time into a target: its
+ * children die with the tallyd that started them (PR_SET_PDEATHSIG), and
+ * before a restore the sessions an earlier, killed copy left on the
+ * target are ended and waited for (clear_target), so a restarted move
+ * never restores beside a restore still running.  The source must not change during the copy:
  * the reactor freezes it first (freeze in postgres.c), so the counts
  * compare like with like.
  *
@@ -37,7 +41,11 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <libpq-fe.h>
 
@@ -221,10 +229,20 @@ static pid_t
 spawn(const char *path, char *const argv[], char *const envp[], int in,
     int out, int err)
 {
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 
 	if (pid != 0)
 		return pid;
+#ifdef __linux__
+	/*
+	 * A copy outlives no tallyd: killed, its pg_restore would go on
+	 * while the restarted one starts a second into the same target.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(126);
+#else
+	(void)parent;
+#endif
 	if (in < 0)
 		in = open("/dev/null", O_RDONLY);
 	if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
@@ -265,6 +283,62 @@ conninfo_dbname(const char *db, char *out, size_t cap)
 	out[o++] = '\'';
 	out[o] = '\0';
 	return 0;
+}
+
+/*
+ * Ends every session of an earlier copy (application_name tally-copy)
+ * still on the target database, and waits until they are gone: a run
+ * killed mid-restore leaves its backend working until the server sees
+ * the client gone, and two restores into one target collide (a unique
+ * violation on pg_type).  What an ended one did is rolled back
+ * (--single-transaction), so the next restore starts from a clean
+ * target; one that committed is replaced (--clean --if-exists).
+ */
+static int
+clear_target(const struct tl_drv_admin *a, const char *db, char *why)
+{
+	const char *kw[] = { "host", "port", "user", "password", "dbname",
+	    "connect_timeout", "application_name", NULL };
+	const char *val[] = { a->host, a->port, a->user, a->password,
+	    a->dbname != NULL && *a->dbname != '\0' ? a->dbname : "postgres",
+	    "10", "tally-copy-clear", NULL };
+	const char *pv[1] = { db };
+	PGconn *conn;
+	PGresult *r;
+	int i, rc = 0;
+
+	conn = PQconnectdbParams(kw, val, 0);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		rc = tl_drv_why(why, TL_EUNREACH, "before the copy into \"%s\" "
+		    "at %s:%s: %s", db, a->host ? a->host : "", a->port ?
+		    a->port : "", PQerrorMessage(conn));
+		PQfinish(conn);
+		return rc;
+	}
+	for (i = 0; i < 100; i++) {
+		r = PQexecParams(conn, "SELECT count(pg_terminate_backend(pid)) "
+		    "FROM pg_stat_activity WHERE datname = $1 AND "
+		    "application_name = 'tally-copy' AND pid <> "
+		    "pg_backend_pid()", 1, NULL, pv, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			rc = tl_drv_why(why, TL_EDRIVER, "ending an earlier "
+			    "copy's sessions on \"%s\": %s", db,
+			    PQerrorMessage(conn));
+			PQclear(r);
+			break;
+		}
+		if (strcmp(PQgetvalue(r, 0, 0), "0") == 0) {
+			PQclear(r);
+			break;
+		}
+		PQclear(r);
+		nanosleep(&(struct timespec){ 0, 100000000L }, NULL);
+	}
+	if (rc == 0 && i == 100)
+		rc = tl_drv_why(why, TL_EDRIVER, "an earlier copy into \"%s\" "
+		    "is still running after 10 s", db);
+	PQfinish(conn);
+	return rc;
 }
 
 /* pg_dump | pg_restore, the way the comment at the top says. */
@@ -559,7 +633,8 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 	    strcmp(from->port, to->port) == 0)
 		return tl_drv_why(why, TL_EINVAL, "refusing to copy database "
 		    "\"%s\" onto itself", gf->resource);
-	if ((rc = dump_restore(from, gf, to, gt, why)) != 0)
+	if ((rc = clear_target(to, gt->resource, why)) != 0 ||
+	    (rc = dump_restore(from, gf, to, gt, why)) != 0)
 		return rc;
 	if ((rc = count_rows(from, gf->resource, &a, why)) != 0)
 		return rc;

@@ -141,6 +141,16 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 				return 0;
 		return bad(why, s, value, "expected yes or no");
 	case TL_DRV_INT:
+		if (s->min != 0 || s->max != 0) {
+			char range[64];
+
+			snprintf(range, sizeof(range), "expected an integer, "
+			    "%llu-%llu", s->min, s->max);
+			if (digits(value, n, &x) != 0 || x < s->min ||
+			    x > s->max)
+				return bad(why, s, value, range);
+			return 0;
+		}
 		if (digits(value, n, &x) != 0)
 			return bad(why, s, value, "expected a non-negative "
 			    "integer");

@@ -13,6 +13,7 @@
  * moves nothing already bound.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +210,8 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 	struct reqview rv;
 	struct keylist all = { NULL, 0, 0 }, cand = { NULL, 0, 0 };
 	char module[64], req[64], node[64], where[64] = "";
-	const char *colocated = NULL;
+	/* An index, not a pointer: cand.v moves as it grows. */
+	size_t colocated = SIZE_MAX;
 	struct tl_nodelist nl;
 	char k[TL_KEY_MAX];
 	size_t i;
@@ -257,13 +259,13 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 			continue;
 		if ((rc = keylist_add(all.v[i], NULL, 0, &cand)) != 0)
 			goto out;
-		if (strcmp(pnode, where) == 0 && colocated == NULL)
-			colocated = cand.v[cand.n - 1];
+		if (strcmp(pnode, where) == 0 && colocated == SIZE_MAX)
+			colocated = cand.n - 1;
 	}
-	if (colocated != NULL) {
+	if (colocated != SIZE_MAX) {
 		char id[TL_KEY_MAX];
 
-		snprintf(id, sizeof(id), "%s", colocated);
+		snprintf(id, sizeof(id), "%s", cand.v[colocated]);
 		rc = bind(c, gkey, module, req, node, &rv, id, TL_BIND_COLOCATED);
 	} else if (cand.n == 1) {
 		rc = bind(c, gkey, module, req, node, &rv, cand.v[0],
@@ -331,6 +333,83 @@ tl_binder_run(struct tl_ctx *c, const char *type)
 	}
 out:
 	free(kl.v);
+	return rc;
+}
+
+/* The waits of keys "w/TYPE/..." under pfx, decided in turn. */
+static int
+run_prefix(struct tl_ctx *c, const char *type, const char *pfx)
+{
+	struct keylist kl = { NULL, 0, 0 };
+	size_t i;
+	int rc;
+
+	/* Collect first: binding changes the keys being scanned. */
+	if ((rc = tl_rec_scan(c->t, c->p.graph, pfx, keylist_add, &kl)) != 0)
+		goto out;
+	for (i = 0; rc == 0 && i < kl.n; i++) {
+		char gkey[TL_KEY_MAX];
+
+		/* rest is MODULE/REQ[@NODE] past "w/TYPE/": prefix it back. */
+		snprintf(gkey, sizeof(gkey), "%s%s", pfx + strlen(type) + 3,
+		    kl.v[i]);
+		rc = decide_one(c, type, gkey);
+	}
+out:
+	free(kl.v);
+	return rc;
+}
+
+int
+tl_binder_run_module(struct tl_ctx *c, const char *module)
+{
+	struct keylist reqs = { NULL, 0, 0 };
+	struct tl_rec m;
+	struct tl_bnode prov;
+	char k[TL_KEY_MAX], type[64];
+	size_t i;
+	int rc;
+
+	/* What it provides may serve any instance waiting for that type. */
+	if ((rc = tl_key(k, "m/%s", module)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &m) == 0) {
+		struct keylist types = { NULL, 0, 0 };
+
+		rc = 0;
+		if (tl_bn_get(m.m, "provides", &prov) == 0)
+			for (i = 0; rc == 0 && i < tl_bn_len(prov); i++) {
+				type[0] = '\0';
+				tl_bn_getstr(tl_bn_at(prov, i), "type", type,
+				    sizeof(type));
+				if (type[0] != '\0')
+					rc = keylist_add(type, NULL, 0, &types);
+			}
+		tl_rec_close(&m);
+		for (i = 0; rc == 0 && i < types.n; i++)
+			rc = tl_binder_run(c, types.v[i]);
+		free(types.v);
+		if (rc != 0)
+			return rc;
+	}
+	/* Its own instances, whatever type each waits for. */
+	if ((rc = tl_key(k, "r/%s/", module)) != 0 ||
+	    (rc = tl_rec_scan(c->t, c->p.graph, k, keylist_add, &reqs)) != 0)
+		goto out;
+	for (i = 0; rc == 0 && i < reqs.n; i++) {
+		struct reqview rv;
+		char pfx[TL_KEY_MAX];
+
+		if (load_req(c, module, reqs.v[i], &rv) != 0 ||
+		    strcmp(rv.kind, "instantiation") != 0 || rv.type[0] == '\0')
+			continue;
+		if ((rc = tl_key(pfx, "w/%s/%s/%s", rv.type, module,
+		    reqs.v[i])) != 0)
+			break;
+		rc = run_prefix(c, rv.type, pfx);
+	}
+out:
+	free(reqs.v);
 	return rc;
 }
 

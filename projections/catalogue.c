@@ -165,6 +165,8 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_CRED_DELIVERED), "grant", "grant holder node version "
 	  "sealed(secret)", GN, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER } } },
+	{ E(TL_EV_CRED_WITHDRAWN), "grant", "grant holder node version", GN,
+	  NULL, { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME } } },
 	{ E(TL_EV_CRED_HANDLE), "grant", "grant version handle(secret)", 0,
 	  "read by the reactors from the grant's stream (credential.c), "
 	  "never folded: a secret the provider chose", { { "grant", GRANT } } },

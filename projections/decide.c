@@ -653,7 +653,7 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 	if (types_touched) {
 		if ((rc = tl_provider_refresh(c, d->name)) != 0)
 			goto out;
-		rc = tl_binder_run(c, NULL);
+		rc = tl_binder_run_module(c, d->name);
 	}
 out:
 	free(old.names);

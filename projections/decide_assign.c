@@ -308,6 +308,43 @@ out:
 	return rc;
 }
 
+int
+tl_dec_reopen_wanted(struct tl_ctx *c, const char *gkey)
+{
+	struct dead_arg da = { c, NULL, NULL, 0 };
+	struct tl_nodelist nl = { NULL, 0, 0 };
+	struct tl_grant g;
+	uint8_t *copy = NULL;
+	const void *v;
+	size_t i, n;
+	char k[TL_KEY_MAX];
+	int rc, wanted = 0;
+
+	if ((rc = tl_grant_get(c->t, &c->p, gkey, &g, NULL)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if ((rc = tl_key(k, "r/%s/%s", g.module, g.req)) != 0)
+		return rc;
+	if (tl_kv_get(c->t, c->p.graph, k, strlen(k), &v, &n) != 0)
+		return 0;	/* the requirement went: nothing wants it */
+	/* Who installs the requirement's part now, not when it was asked. */
+	if ((rc = tl_graph_req_nodes(c->t, &c->p, g.module, g.req, &nl)) != 0)
+		return rc;
+	for (i = 0; i < nl.n && !wanted; i++)
+		wanted = g.node[0] == '\0' || strcmp(nl.v[i], g.node) == 0;
+	tl_nodelist_free(&nl);
+	if (!wanted)
+		return 0;
+	/* Copied: the emit may move the page v points into. */
+	if ((copy = malloc(n)) == NULL)
+		return ENOMEM;
+	memcpy(copy, v, n);
+	da.module = g.module;
+	da.node = g.node;
+	rc = reopen_one(g.req, copy, n, &da);
+	free(copy);
+	return rc;
+}
+
 /* One setting of an assignment as it will be: borrowed bytes. */
 struct mset {
 	char		 key[64];
@@ -928,7 +965,7 @@ tl_dec_assign_parts(struct tl_ctx *c, const char *module, const char *node,
 		goto out;
 	if ((rc = tl_dec_derive(c, module, node)) != 0)
 		goto out;
-	if ((rc = tl_binder_run(c, NULL)) != 0 ||
+	if ((rc = tl_binder_run_module(c, module)) != 0 ||
 	    (rc = tl_dec_embedded_request(c, module, node)) != 0)
 		goto out;
 	rc = reopen_dead(c, module, node);
@@ -1085,6 +1122,34 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 }
 
 /*
+ * credential.withdrawn: holder (on node) is to drop what it was
+ * delivered of g, the version it had; nothing when it was delivered
+ * nothing (or was withdrawn already).
+ */
+static int
+withdraw_holder(struct tl_ctx *c, const struct tl_grant *g,
+    const char *holder, const char *node)
+{
+	struct tl_body b;
+	char stream[TL_KEY_MAX];
+	uint64_t ver = tl_grant_delivered(c->t, &c->p, g->id, holder);
+	int rc;
+
+	if (ver == 0)
+		return 0;
+	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", g->id);
+	tl_body_str(&b, "holder", holder);
+	tl_body_str(&b, "node", node);
+	tl_body_u64(&b, "version", ver);
+	rc = tl_emit(c, TL_EV_CRED_WITHDRAWN, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+/*
  * module@node no longer installs some parts (was, now): what only they
  * needed is left.  A per-instance grant of such a part's requirement is
  * revoked; a shared one is revoked when no assignment installs the
@@ -1136,6 +1201,12 @@ parts_left(struct tl_ctx *c, const char *module, const char *node,
 				break;
 			continue;
 		}
+		/*
+		 * The assignment stays, so no assignment.removed tells its
+		 * node: the values it was delivered are withdrawn from it.
+		 */
+		if ((rc = withdraw_holder(c, g, holder, node)) != 0)
+			break;
 		if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 ||
 		    tl_rot_get(c->t, &c->p, g->id, &r) == 0 ||
 		    tl_mv_get(c->t, &c->p, g->id, &mv) == 0)

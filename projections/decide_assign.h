@@ -46,6 +46,16 @@ int	tl_dec_assign_ex(struct tl_ctx *c, const char *module,
 int	tl_dec_assign_parts(struct tl_ctx *c, const char *module,
 	    const char *node, const char *expose, const struct tl_setting *set,
 	    size_t nset, const char *parts, char *changes, size_t cap);
+/*
+ * After a grant's revocation (policy drop) or purge is recorded: when
+ * an assignment installs the grant's requirement again (a part taken
+ * away and given back before the revocation ran), the grant is
+ * requested again from the same binding, as for a consumer back after
+ * the revocation (a revocation once recorded is a fact and runs; the
+ * fresh grant follows it).  Retained data is never handed back: status
+ * points at tally restore.  Nothing is emitted otherwise.
+ */
+int	tl_dec_reopen_wanted(struct tl_ctx *c, const char *gkey);
 /* Checks settings for module as tl_dec_assign does (tally provider move). */
 int	tl_dec_settings_check(struct tl_ctx *c, const char *module,
 	    const struct tl_setting *set, size_t nset);

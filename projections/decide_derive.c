@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,19 @@ tl_dec_node_inventory(struct tl_ctx *c, const char *node,
 	if (tl_rec_exists(c->t, c->p.graph, k))
 		return tl_refuse(c, TL_EREFUSED, "node %s is lost: it reports "
 		    "nothing any more", node);
+	/*
+	 * Refused rather than saturated: a total past 2^64-1 bytes is no
+	 * disk anyone has, and a saturated one would be recorded as true.
+	 */
+	for (i = 0; i < inv->ndisks; i++) {
+		if (inv->disks[i].size > UINT64_MAX - total)
+			return tl_refuse(c, TL_EINVAL, "disks: the sizes add "
+			    "up past 18446744073709551615 bytes (16 EiB); "
+			    "disk %zu (%s) is where the total overflows", i,
+			    inv->disks[i].path);
+		total += inv->disks[i].size;
+	}
+	total = 0;
 	tl_body_init(&b);
 	tl_body_str(&b, "node", node);
 	tl_body_u64(&b, "memory", inv->memory);
@@ -153,6 +167,64 @@ compose(struct tl_bnode dv, struct tl_bnode inv, char *val, size_t vcap,
 	return 0;
 }
 
+#define TOGETHER_MAX	32
+
+/*
+ * The derived values of provides entry prov that their settings accept
+ * one by one, with the assignment's own settings, checked together by
+ * the driver's settings_check: "" in why when it takes them (or has no
+ * such rule), else why it does not.
+ */
+static void
+check_together(const struct tl_drv_ops *ops, struct tl_bnode sets,
+    struct tl_bnode inv, struct tl_bnode own, int have_own, char *why)
+{
+	char keys[TOGETHER_MAX][64], vals[TOGETHER_MAX][256];
+	const char *sv[2 * TOGETHER_MAX + 1];
+	struct tl_bnode kn, vn;
+	const struct tl_drv_setting *ds;
+	const char *ks;
+	size_t i, kl, n = 0;
+
+	why[0] = '\0';
+	if (ops == NULL || ops->settings_check == NULL || ops->settings == NULL)
+		return;
+	for (i = 0; have_own && i < tl_bn_len(own) && n < TOGETHER_MAX; i++)
+		if (tl_bn_entry(own, i, &kn, &vn) == 0 &&
+		    tl_bn_str(kn, &ks, &kl) == 0 && kl < 64 &&
+		    tl_bn_strcpy(vn, vals[n], sizeof(vals[n])) == 0) {
+			memcpy(keys[n], ks, kl);
+			keys[n][kl] = '\0';
+			n++;
+		}
+	for (i = 0; i < tl_bn_len(sets) && n < TOGETHER_MAX; i++) {
+		char whyc[200], bad[TL_DRV_WHY_MAX];
+		size_t j;
+		int mine = 0;
+
+		if (tl_bn_entry(sets, i, &kn, &vn) != 0 ||
+		    tl_bn_str(kn, &ks, &kl) != 0 || kl >= 64)
+			continue;
+		memcpy(keys[n], ks, kl);
+		keys[n][kl] = '\0';
+		for (j = 0; j < n; j++)
+			mine |= strcmp(keys[j], keys[n]) == 0;
+		if (mine || (ds = tl_drv_setting_find(ops->settings,
+		    keys[n])) == NULL)
+			continue;	/* the operator's wins; undeclared: kept */
+		compose(vn, inv, vals[n], sizeof(vals[n]), whyc, sizeof(whyc));
+		if (tl_drv_setting_check(ds, vals[n], bad) == 0)
+			n++;
+	}
+	for (i = 0; i < n; i++) {
+		sv[2 * i] = keys[i];
+		sv[2 * i + 1] = vals[i];
+	}
+	sv[2 * n] = NULL;
+	if (ops->settings_check(sv, why) != 0 && why[0] == '\0')
+		snprintf(why, TL_DRV_WHY_MAX, "refused taken together");
+}
+
 int
 tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 {
@@ -200,7 +272,7 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 		    "overridden" : "refused");
 		for (i = 0; have_inv && i < tl_bn_len(prov); i++) {
 			const struct tl_drv_ops *ops;
-			char driver[64] = "";
+			char driver[64] = "", together[TL_DRV_WHY_MAX];
 			size_t e;
 
 			if (tl_bn_get(tl_bn_at(prov, i), "settings", &sets) != 0)
@@ -208,6 +280,8 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 			tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
 			    sizeof(driver));
 			ops = tl_drv_find(driver);
+			check_together(ops, sets, inv, own, own.p != NULL,
+			    together);
 			for (e = 0; e < tl_bn_len(sets); e++) {
 				struct tl_bnode key, dv;
 				const char *ks;
@@ -236,8 +310,12 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 				if (mine[0] == '\0' && ops != NULL &&
 				    ops->settings != NULL &&
 				    (ds = tl_drv_setting_find(ops->settings,
-				    name)) != NULL)
-					tl_drv_setting_check(ds, val, bad);
+				    name)) != NULL &&
+				    tl_drv_setting_check(ds, val, bad) == 0 &&
+				    together[0] != '\0')
+					/* Each one fits, not all at once. */
+					snprintf(bad, sizeof(bad), "%s",
+					    together);
 				if (j == 0 && bad[0] == '\0')
 					tl_body_str(&b, name, mine[0] ? mine :
 					    val);

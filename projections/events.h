@@ -85,6 +85,8 @@
 #define TL_EV_RESTORE_REQUESTED	"restore.requested"	/* grant */
 #define TL_EV_GRANT_RESTORED	"grant.restored"	/* grant version */
 #define TL_EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version vars[] sealed(secret) */
+/* A holder left a shared grant (a part it no longer installs): its node drops the values. */
+#define TL_EV_CRED_WITHDRAWN	"credential.withdrawn"	/* grant holder node version */
 #define TL_EV_CRED_HANDLE	"credential.handle"	/* grant version handle(secret): a driver-made secret (driver.h handle) */
 /*
  * Also on grant/…, with their bodies beside them: the rotation saga

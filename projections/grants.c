@@ -489,6 +489,18 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 
 	if (strcmp(ev->type, TL_EV_CRED_DELIVERED) == 0)
 		return fold_delivered(t, p, ev, body);
+	if (strcmp(ev->type, TL_EV_CRED_WITHDRAWN) == 0) {
+		char grant[TL_GRANT_ID_MAX + 1], holder[140];
+
+		/* No delivery of record to it any more (tl_grant_delivered). */
+		if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
+		    tl_bn_getstr(body, "holder", holder, sizeof(holder)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "d/%s/%s", grant, holder)) != 0)
+			return rc;
+		rc = tl_kv_del(t, p->grants, k, strlen(k));
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	}
 	if (strcmp(ev->type, TL_EV_MIGRATION_STORED) == 0)
 		return 0;	/* the graph indexes the content */
 	if (strncmp(ev->type, "grant.", 6) != 0 &&

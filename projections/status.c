@@ -345,8 +345,12 @@ rotation_status(struct tl_txn *t, const struct tl_proj *p,
 	if (tl_rot_get(t, p, g->id, &r) != 0)
 		return;
 	waiting = json_array();
+	/*
+	 * The holders the rotator waits on (reactors/deliver.c): the
+	 * assignments that install the requirement's part, not every one.
+	 */
 	if (strcmp(r.state, TL_ROT_ACTIVE) == 0 &&
-	    tl_graph_module_nodes(t, p, g->module, &nl) == 0) {
+	    tl_graph_req_nodes(t, p, g->module, g->req, &nl) == 0) {
 		for (i = 0; i < nl.n; i++) {
 			char holder[140];
 

@@ -761,11 +761,15 @@ outcomes(void *arg, struct tl_ctx *cp)
 				rc = tl_rx_deliver(ps->rx, &c, w->g.id);
 		} else if (strcmp(cur.state, TL_GRANT_PURGING) == 0) {
 			rc = tl_emit(&c, TL_EV_GRANT_PURGED, stream, &b, NULL);
+			if (rc == 0)
+				rc = tl_dec_reopen_wanted(&c, w->g.id);
 		} else {
 			tl_body_str(&b, "policy", w->drop ? "drop" : "retain");
 			if (w->have_size)
 				tl_body_u64(&b, "size", w->size);
 			rc = tl_emit(&c, TL_EV_GRANT_REVOKED, stream, &b, NULL);
+			if (rc == 0)
+				rc = tl_dec_reopen_wanted(&c, w->g.id);
 		}
 		tl_body_free(&b);
 		if (rc != 0)

@@ -644,14 +644,18 @@ publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
 {
 	struct tl_amqp_msg m;
 	struct tl_bview v;
-	char node[64], module[64], q[80], *js = NULL;
+	char node[64], module[64], grant[TL_GRANT_ID_MAX + 1], q[80];
+	char *js = NULL;
 	json_t *j;
+	/* credential.withdrawn names a grant where assignment.removed a module. */
+	int wd = strcmp(ev->type, TL_EV_CRED_WITHDRAWN) == 0;
 	int rc;
 
 	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
 		return rc;
 	if (tl_bn_getstr(v.root, "node", node, sizeof(node)) != 0 ||
-	    tl_bn_getstr(v.root, "module", module, sizeof(module)) != 0) {
+	    (wd ? tl_bn_getstr(v.root, "grant", grant, sizeof(grant)) :
+	    tl_bn_getstr(v.root, "module", module, sizeof(module))) != 0) {
 		tl_bview_close(&v);
 		return 0;
 	}
@@ -659,8 +663,9 @@ publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
 	snprintf(q, sizeof(q), "tally.node.%s", node);
 	if ((rc = node_queue(ps, q)) != 0)
 		return rc;
-	if ((j = json_pack("{s:s,s:s}", "module", module, "node", node)) ==
-	    NULL || (js = json_dumps(j, JSON_COMPACT)) == NULL) {
+	if ((j = json_pack("{s:s,s:s}", wd ? "grant" : "module", wd ? grant :
+	    module, "node", node)) == NULL ||
+	    (js = json_dumps(j, JSON_COMPACT)) == NULL) {
 		json_decref(j);
 		return ENOMEM;
 	}
@@ -859,7 +864,8 @@ publish_event(struct tl_rx_pub *ps, struct tl_txn *t,
 	    strcmp(ev->type, TL_EV_CRED_DELIVERED) == 0)
 		rc = publish_sealed(ps, ev, id, &tag);
 	if (rc == 0 && ps->node_queues &&
-	    strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0)
+	    (strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0 ||
+	    strcmp(ev->type, TL_EV_CRED_WITHDRAWN) == 0))
 		rc = publish_removed(ps, ev, id, &tag);
 	if (rc == 0 && ps->node_queues &&
 	    (strcmp(ev->type, TL_EV_GRANT_REVOKED) == 0 ||

@@ -16,7 +16,8 @@
  * version, the old one disabled, its sessions ended and dropped;
  * MULTI_PASSWORD, one login for every version holding a password per
  * version, retire given the old version's password (decrypted from its
- * intent, cv/ in projections/rotation.h) to remove.
+ * intent, cv/ in projections/rotation.h) to remove; NONE (a directory),
+ * nothing to add or retire: the steps are recorded and call nothing.
  * A crash between any two steps resumes at the recorded one; the driver
  * calls are idempotent and a resumed create sets the password again.
  *
@@ -342,6 +343,16 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		dg.password = "";
 		if (st->ops->sessions(h, &dg, &st->sessions, NULL) == 0)
 			st->corroborated = 1;
+		c->rc = 0;
+		return;
+	}
+	/*
+	 * A grant with no credential (TL_DRV_CRED_NONE: a directory) has
+	 * nothing to add beside or retire: its rotation is the new version
+	 * delivered to the holders it has now and their acks, and ends.
+	 */
+	if (st->ops->credential == TL_DRV_CRED_NONE) {
+		st->rc = 0;
 		c->rc = 0;
 		return;
 	}

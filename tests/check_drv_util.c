@@ -46,6 +46,45 @@ START_TEST(test_pct_every_byte)
 }
 END_TEST
 
+/*
+ * A declared setting's limits are checked with its kind, so a value the
+ * driver cannot take (a derived gid-base=4294967295) is refused before
+ * it reaches the driver, as the driver itself would refuse it.
+ */
+START_TEST(test_setting_limits)
+{
+	const struct tl_drv_ops *dir = tl_drv_find("directory");
+	const struct tl_drv_setting *base, *range;
+	char why[TL_DRV_WHY_MAX];
+
+	ck_assert_ptr_nonnull(dir);
+	ck_assert_ptr_nonnull(base = tl_drv_setting_find(dir->settings,
+	    "gid-base"));
+	ck_assert_ptr_nonnull(range = tl_drv_setting_find(dir->settings,
+	    "gid-range"));
+	ck_assert_int_eq(tl_drv_setting_check(base, "4294967295", why),
+	    TL_EINVAL);
+	ck_assert_msg(strstr(why, "1-4294967294") != NULL, "%s", why);
+	ck_assert_int_eq(tl_drv_setting_check(base, "0", why), TL_EINVAL);
+	ck_assert_int_eq(tl_drv_setting_check(range, "99999999999999999999",
+	    why), TL_EINVAL);
+	ck_assert_int_eq(tl_drv_setting_check(base, "1", why), 0);
+	ck_assert_int_eq(tl_drv_setting_check(base, "4294967294", why), 0);
+	ck_assert_int_eq(tl_drv_setting_check(range, "64000", why), 0);
+	/* Each within its limits, not together: the declaration says so. */
+	ck_assert_ptr_nonnull(dir->settings_check);
+	{
+		const char *const both[] = { "gid-base", "4000000000", NULL };
+		const char *const fits[] = { "gid-base", "4000000000",
+		    "gid-range", "100", NULL };
+
+		ck_assert_int_eq(dir->settings_check(both, why), TL_EINVAL);
+		ck_assert_msg(strstr(why, "pass 4294967295") != NULL, "%s", why);
+		ck_assert_int_eq(dir->settings_check(fits, why), 0);
+	}
+}
+END_TEST
+
 START_TEST(test_pct_appends)
 {
 	char out[64] = "redis://";
@@ -178,6 +217,7 @@ util_suite(void)
 
 	tcase_add_test(tc, test_pct_every_byte);
 	tcase_add_test(tc, test_pct_appends);
+	tcase_add_test(tc, test_setting_limits);
 	tcase_add_test(tc, test_pct_full);
 	tcase_add_test(tc, test_setting_get);
 	tcase_add_test(tc, test_why);

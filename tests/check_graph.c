@@ -674,6 +674,77 @@ START_TEST(test_second_provider)
 }
 END_TEST
 
+/*
+ * The co-located candidate found first among many: the candidate list
+ * grows after it is found (bench_graph's 1000 providers), and the
+ * binding still names it, not bytes the list's growth freed.
+ */
+START_TEST(test_colocated_among_many)
+{
+	struct gmod pg = provider_mod("pg", "postgres-database");
+	struct gmod app = consumer_mod("app", "pg", "shared", NULL);
+	struct brec br;
+	char n[16];
+	int i;
+
+	for (i = 0; i < 64; i++) {
+		snprintf(n, sizeof(n), "n%02d", i);
+		NODE_ADD(n);
+	}
+	APPLY(&pg);
+	APPLY(&app);
+	for (i = 0; i < 64; i++) {
+		snprintf(n, sizeof(n), "n%02d", i);
+		ASSIGN("pg", n);
+	}
+	/* n00/pg sorts first: found co-located before the 63 others. */
+	ASSIGN("app", "n00");
+	br = binding_of("app/db");
+	ck_assert_str_eq(br.state, "bound");
+	ck_assert_str_eq(br.provider, "n00/pg");
+	ck_assert_str_eq(br.reason, TL_BIND_COLOCATED);
+}
+END_TEST
+
+static int
+inventory_cb(struct tl_txn *t, void *arg)
+{
+	const struct tl_inventory *inv = arg;
+	struct tl_ctx c;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, "test")) != 0)
+		return rc;
+	if ((rc = tl_dec_node_inventory(&c, "n1", inv)) == 0)
+		rc = tl_ctx_end(&c);
+	return rc;
+}
+
+/* The inventory's disk total is a sum that never wraps: refused past 2^64-1. */
+START_TEST(test_inventory_disk_total)
+{
+	struct tl_inventory inv;
+	uint64_t at;
+
+	NODE_ADD("n1");
+	memset(&inv, 0, sizeof(inv));
+	inv.memory = 1u << 30;
+	inv.cpus = 4;
+	inv.ndisks = 2;
+	snprintf(inv.disks[0].path, sizeof(inv.disks[0].path), "/a");
+	snprintf(inv.disks[1].path, sizeof(inv.disks[1].path), "/b");
+	/* Two 8 EiB disks: 2^64, one past what the total can hold. */
+	inv.disks[0].size = inv.disks[1].size = 1ULL << 63;
+	at = head();
+	ck_assert_int_eq(tl_log_write(G.log, inventory_cb, &inv), TL_EINVAL);
+	ck_assert_int_eq(head(), at);
+	/* Up to the last byte it fits, and is recorded. */
+	inv.disks[1].size = (1ULL << 63) - 1;
+	ck_assert_int_eq(tl_log_write(G.log, inventory_cb, &inv), 0);
+	ck_assert_int_eq(head(), at + 1);
+}
+END_TEST
+
 /* Exclusive ownership, and the embedded private instance, at the decider. */
 START_TEST(test_apply_refusals)
 {
@@ -2050,6 +2121,8 @@ graph_suite(void)
 	    (int)(sizeof(bind_cases) / sizeof(bind_cases[0])));
 	tcase_add_test(tc, test_bind_beyond_requested);
 	tcase_add_test(tc, test_second_provider);
+	tcase_add_test(tc, test_colocated_among_many);
+	tcase_add_test(tc, test_inventory_disk_total);
 	tcase_add_test(tc, test_apply_refusals);
 	tcase_add_test(tc, test_requirement_changes);
 	suite_add_tcase(s, tc);

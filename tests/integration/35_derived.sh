@@ -157,6 +157,58 @@ grep -q "gid-range: derived memory 268435456 x 1, which the driver refuses" "$W/
 	{ cat "$W/ex.out" >&2; t_fail "explain does not show the refused value"; }
 t_ok "$(grep 'gid-range:' "$W/ex.out" | sed 's/^ *//')"
 
+t_check "a derived value past the driver's declared limits (cpus 4294967295: gid-base=4294967295) is refused and the default stands"
+sed 's/gid-base: {from-node: cpus, times: 1000000}/gid-base: {from-node: cpus}/' "$M/files2.yaml" >"$M/files3.yaml"
+tly apply "$M/files3.yaml" >/dev/null
+printf '{"memory": "256MB", "cpus": 4294967295}\n' >"$W/inv4.json"
+tly node report node-a --inventory "$W/inv4.json" >/dev/null
+tly log --json | grep '"type":"assignment.derived"' | grep '"module":"files"' | tail -n 1 >"$W/d.json"
+grep -q '"refused":{[^}]*"gid-base":"gid-base=4294967295: expected an integer, 1-4294967294"' "$W/d.json" &&
+	! grep -q '"settings":{[^}]*"gid-base"' "$W/d.json" ||
+	{ cat "$W/d.json" >&2; t_fail "gid-base=4294967295 was not refused by the driver's declared limit"; }
+tly explain files >"$W/ex.out"
+grep -q "gid-base: derived cpus 4294967295 x 1, which the driver refuses (gid-base=4294967295: expected an integer, 1-4294967294): not handed to it, its default stands" "$W/ex.out" ||
+	{ cat "$W/ex.out" >&2; t_fail "explain does not show gid-base refused with the default standing"; }
+tly unassign game node-a >/dev/null
+t_tallyd_once
+tly assign game node-a >/dev/null
+t_tallyd_once
+t_wait_healthy 10 game
+t_ok "$(grep 'gid-base:' "$W/ex.out" | sed 's/^ *//'); game's grant still provisioned"
+
+t_check "derived values each within limits but not together (gid-base 4000000000 + the default gid-range) are refused, the defaults stand"
+cat >"$M/files4.yaml" <<'Y'
+module: files
+provides:
+  directory:
+    driver: directory
+    settings:
+      gid-base: {from-node: cpus, times: 1000000}
+Y
+tly apply "$M/files4.yaml" >/dev/null
+printf '{"memory": "256MB", "cpus": 4000}\n' >"$W/inv6.json"
+tly node report node-a --inventory "$W/inv6.json" >/dev/null
+tly log --json | grep '"type":"assignment.derived"' | grep '"module":"files"' | tail -n 1 >"$W/d.json"
+grep -q '"refused":{"gid-base":"gid-base 4000000000 + gid-range 1000000000 pass 4294967295"}' "$W/d.json" ||
+	{ cat "$W/d.json" >&2; t_fail "gid-base=4000000000 with the default gid-range was not refused"; }
+tly unassign game node-a >/dev/null
+t_tallyd_once
+tly assign game node-a >/dev/null
+t_tallyd_once
+t_wait_healthy 10 game
+t_ok "gid-base 4000000000 refused taken with gid-range; game's grant still provisioned"
+
+t_check "the inventory's disk total never wraps: two 8 EiB disks are refused, naming the overflow"
+printf '{"memory": "8GB", "cpus": 4, "disks": [{"path": "/a", "size": "8388608TB"}, {"path": "/b", "size": "8388608TB"}]}\n' >"$W/inv5.json"
+n0=$(tly log --json | wc -l)
+t_expect_exit 4 "report two 8 EiB disks" tly node report node-a --inventory "$W/inv5.json"
+grep -q "disks: the sizes add up past 18446744073709551615 bytes (16 EiB)" "$W/last.err" ||
+	{ cat "$W/last.err" >&2; t_fail "the overflowing disk total is not refused"; }
+[ "$(tly log --json | wc -l)" = "$n0" ] || t_fail "a refused inventory appended events"
+tly log --json | grep '"type":"node.inventoried"' | grep -q '"disk":5' &&
+	t_fail "a wrapped disk total was recorded"
+t_ok "$(head -n 1 "$W/last.err")"
+
 t_check "tally verify and tally rebuild --check"
 tly verify >/dev/null || t_fail "tally verify failed"
 tly rebuild --check >/dev/null || t_fail "tally rebuild --check differs"

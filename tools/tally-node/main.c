@@ -1123,6 +1123,7 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 	h.reloaded = h.acked = 0;
 	if ((rc = held_save(ag, &h)) != 0)
 		return rc;
+	ag->report_due = 0;	/* it holds less: say so now */
 	fname(grant, f, sizeof(f));
 	snprintf(path, sizeof(path), "%s/%s.sealed", ag->state, f);
 	unlink(path);
@@ -1189,8 +1190,11 @@ from_log(struct agent *ag)
 	snprintf(logdir, sizeof(logdir), "%s/log", ag->home);
 	read_pos(ag, &pos);
 	so.from = pos + 1;
-	/* credential.delivered, assignment.removed, grant.revoked|purged */
-	so.type = "[acg][sr]*.[dpr][eu]*";
+	/*
+	 * credential.delivered|withdrawn, assignment.removed,
+	 * grant.revoked|purged
+	 */
+	so.type = "[acg][sr]*.[dprw][eui]*";
 	if ((rc = tl_sub_attach(ag->log, &so, &s)) != 0)
 		goto out;
 	while (!stop) {
@@ -1238,19 +1242,26 @@ from_log(struct agent *ag)
 			continue;
 		}
 		if (strcmp(ev.type, TL_EV_GRANT_REVOKED) == 0 ||
-		    strcmp(ev.type, TL_EV_GRANT_PURGED) == 0) {
+		    strcmp(ev.type, TL_EV_GRANT_PURGED) == 0 ||
+		    strcmp(ev.type, TL_EV_CRED_WITHDRAWN) == 0) {
 			char grant[201] = "";
+			int wd = ev.type[0] == 'c';
 
 			rc = tl_bn_getstr(v.root, "grant", grant,
 			    sizeof(grant));
+			/* A withdrawal is from one node: the one it names. */
+			if (rc == 0 && wd && (tl_bn_getstr(v.root, "node",
+			    node, sizeof(node)) != 0 ||
+			    strcmp(node, ag->node) != 0))
+				rc = TL_ENOTFOUND;
 			tl_bview_close(&v);
 			if (rc != 0) {
 				rc = 0;
 				continue;
 			}
 			tl_sub_release(s);
-			if ((rc = drop_grant(ag, grant, ev.type[6] == 'r' ?
-			    "revoked" : "purged")) != 0)
+			if ((rc = drop_grant(ag, grant, wd ? "withdrawn" :
+			    ev.type[6] == 'r' ? "revoked" : "purged")) != 0)
 				break;
 			write_pos(ag, pos = ev.seq);
 			continue;
@@ -1383,6 +1394,10 @@ handle_notice(struct agent *ag, const struct tl_amqp_delivery *d)
 		if (json_unpack(j, "{s:s}", "grant", &g) == 0)
 			rc = drop_grant(ag, g, d->type[6] == 'r' ? "revoked" :
 			    "purged");
+	} else if (strcmp(d->type, TL_EV_CRED_WITHDRAWN) == 0) {
+		if (json_unpack(j, "{s:s,s:s}", "grant", &g, "node", &n) == 0 &&
+		    strcmp(n, ag->node) == 0)
+			rc = drop_grant(ag, g, "withdrawn");
 	}
 	json_decref(j);
 	return rc;

@@ -50,7 +50,8 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 	snprintf(stream, sizeof(stream), "grant/%s", g->id);
 	snprintf(want, sizeof(want), "%s@%s", g->module, ea->node);
 	f.stream = stream;
-	f.type = TL_EV_CRED_DELIVERED;
+	/* credential.delivered, and credential.withdrawn that undoes it. */
+	f.type = "credential.[dw]*";
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		return rc;
 	while ((rc = tl_iter_next(it, &ev)) == 0) {
@@ -61,8 +62,16 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 
 		if (tl_bview_open(&v, ev.body, ev.body_len) != 0)
 			continue;
-		if (tl_bn_getstr(v.root, "holder", holder, sizeof(holder)) == 0
-		    && strcmp(holder, want) == 0 &&
+		if (strcmp(ev.type, TL_EV_CRED_WITHDRAWN) == 0) {
+			/* Withdrawn from it: nothing until delivered again. */
+			if (tl_bn_getstr(v.root, "holder", holder,
+			    sizeof(holder)) == 0 && strcmp(holder, want) == 0) {
+				free(best);
+				best = NULL;
+				bestlen = 0;
+			}
+		} else if (tl_bn_getstr(v.root, "holder", holder,
+		    sizeof(holder)) == 0 && strcmp(holder, want) == 0 &&
 		    tl_bn_get(v.root, "sealed", &n) == 0 &&
 		    tl_bn_secret(n, &ct, &len) == 0) {
 			uint8_t *nb = realloc(best, len);

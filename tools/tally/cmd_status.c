@@ -109,6 +109,7 @@ struct agents_arg {
 	json_t			*out;
 	json_t			*wrong;		/* holders off the record */
 	int			 silent;
+	int			 withdrawn;	/* held, though withdrawn from it */
 };
 
 /*
@@ -180,6 +181,16 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 		if (hd == NULL || gr == NULL || (aa->module != NULL &&
 		    (strncmp(hd, aa->module, ml) != 0 || hd[ml] != '@')))
 			continue;
+		/*
+		 * The record delivers it nothing (credential.withdrawn) while
+		 * the agent still reports it: not healthy until it drops it.
+		 */
+		if (tl_grant_delivered(aa->t, aa->p, gr, hd) == 0) {
+			json_object_set_new(h, "withdrawn", json_true());
+			aa->withdrawn++;
+			json_array_append(mine, h);
+			continue;
+		}
 		held_vs_record(aa, node, gr, hd, (uint64_t)json_integer_value(
 		    json_object_get(h, "version")), why, sizeof(why), &cur);
 		if (why[0] != '\0') {
@@ -267,6 +278,13 @@ print_agents(const json_t *ag)
 				printf("    OFF THE RECORD: %s\n",
 				    json_string_value(json_object_get(h,
 				    "off_record")));
+			else if (json_is_true(json_object_get(h, "withdrawn")))
+				printf("    %s %s: withdrawn from it, still held "
+				    "by the agent: not healthy until it drops "
+				    "the values\n", json_string_value(
+				    json_object_get(h, "holder")),
+				    json_string_value(json_object_get(h,
+				    "grant")));
 		/* Absent from a report, these are JSON null here: nothing. */
 		lr = json_object_get(a, "refused");
 		if (json_is_object(lr) && json_integer_value(json_object_get(lr,
@@ -726,6 +744,8 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			healthy = 0;
 		}
 		json_decref(aa.wrong);
+		if (aa.withdrawn > 0)
+			healthy = 0;
 	}
 	if (sa->at == 0) {
 		char dep[512];

@@ -92,7 +92,7 @@ t_ok "cpkey $(printf '%.16s' "$cpk")… in node.added and in both key files (128
 
 t_check "a key file without the control plane's key: the agent refuses --amqp"
 head -c 96 "$(t_nodekey node-a)" >"$W/old.key" && chmod 600 "$W/old.key"
-if "$TALLY_BIN/tally-node" --node node-a --key "$W/old.key" --dir "$W/old" --once \
+if "$TALLY_BIN/tally-node" --node node-a --key "$W/old.key" --dir "$W/old" --state "$W/old.state" --once \
     --amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" \
     --amqp-password-file "$W/amqp.pw" 2>"$W/old.err"; then
 	t_fail "an agent without the control plane's key ran over AMQP"
@@ -105,11 +105,11 @@ t_expect_exit 4 "a second rekey" tly node rekey node-a --key "$W/old.key"
 t_ok "refused ($(head -n 1 "$W/old.err" | cut -c1-70)…); rekey added the key"
 
 t_say "the agents"
-"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" \
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" --state "$W/node-a.state" \
 	--amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" --amqp-password-file "$W/amqp.pw" \
 	--report-interval 1 --reload "game=echo ok >>$W/node-a.reloads" 2>>"$W/agent-node-a.log" &
 _t_pids="$_t_pids $!"
-"$TALLY_BIN/tally-node" --node node-b --key "$(t_nodekey node-b)" --dir "$W/node-b" \
+"$TALLY_BIN/tally-node" --node node-b --key "$(t_nodekey node-b)" --dir "$W/node-b" --state "$W/node-b.state" \
 	--log "$TALLY_HOME" --reload "game=echo ok >>$W/node-b.reloads" $OWNER 2>>"$W/agent-node-b.log" &
 _t_pids="$_t_pids $!"
 for n in node-a node-b; do

@@ -1,7 +1,8 @@
 /*
  * tally-node - the node host's agent: delivers, reloads, acknowledges.
  *
- *   tally-node --node NODE --key FILE --dir DIR (--log HOME | --amqp URL
+ *   tally-node --node NODE --key FILE --dir DIR [--state DIR]
+ *       (--log HOME | --amqp URL
  *       [--amqp-user U --amqp-password-file F]) [--reload MODULE=COMMAND]…
  *       [--user MODULE=USER]… [--once]
  *
@@ -15,9 +16,12 @@
  * forward: a replayed or reordered delivery changes nothing).  Then:
  *   DIR/MODULE.env        the module's declared env defaults, then the
  *                         mapped connection fields of all its grants
- *                         (KEY=VALUE lines, mode 0600, atomically);
- *   DIR/MODULE/VARIABLE   one file per value (mode 0600), for programs
- *                         that read credentials as files;
+ *                         (KEY=VALUE lines, atomically);
+ *   DIR/MODULE/VARIABLE   one file per value, for programs that read
+ *                         credentials as files;
+ * all written through held directory descriptors, never through a link
+ * (files.c); with --user read-only to that user, who can write nothing
+ * there (tally-node(8), FILES AND OWNERS).
  *   the reload action     sh -c COMMAND, after the files are in place;
  *   the acknowledgement   only when the reload succeeded: signed by the
  *                         node's Ed25519 key, with a MAC keyed by the
@@ -28,9 +32,11 @@
  * A failed reload is reported and not acknowledged: the rotation waits
  * on this holder and the old credential keeps working.
  *
- * Its state is DIR/.tally-node/ (mode 0700): per grant the version
- * held, whether it was reloaded and acknowledged, and the delivery as
- * it came (still sealed); with --log the last sequence number read.
+ * Its state is --state DIR (mode 0700; default $STATE_DIRECTORY, else
+ * /var/lib/tally-node/NODE: it must outlive a reboot): per grant the
+ * version held, whether it was reloaded and acknowledged, and the
+ * delivery as it came (still sealed); with --log the last sequence
+ * number read.
  *
  * Exit codes: 0, 1 failure, 2 usage, 6 (--once) a reload failed.
  */
@@ -63,6 +69,7 @@
 #include "core/amqp.h"
 #include "projections/events.h"
 #include "reactors/ack.h"
+#include "node-internal.h"
 
 #define EXIT_OK		0
 #define EXIT_FAIL	1
@@ -71,23 +78,25 @@
 #define MAXMOD		4096	/* modules configured (--reload, --user) */
 
 static const char usage[] =
-"usage: tally-node --node NODE --key FILE --dir DIR\n"
+"usage: tally-node --node NODE --key FILE --dir DIR [--state DIR]\n"
 "           (--log HOME | --amqp URL [--amqp-user USER]\n"
 "            [--amqp-password-file FILE] [--acks QUEUE])\n"
 "           [--reload MODULE=COMMAND]... [--user MODULE=USER]...\n"
 "           [--report-interval SECONDS] [--once]\n"
 "\n"
 "The node's agent: opens the deliveries sealed to NODE with its key\n"
-"FILE, writes DIR/MODULE.env and DIR/MODULE/VARIABLE (mode 0600, owned\n"
-"by --user's USER), runs MODULE's reload COMMAND (sh -c) and, when it\n"
-"succeeds, acknowledges the version with the node's signature and a\n"
-"proof that it holds the credential.  --log follows the log of the\n"
-"control plane's HOME (the same machine); --amqp reads the queue\n"
+"FILE, writes DIR/MODULE.env and DIR/MODULE/VARIABLE (read-only to\n"
+"--user's USER; never through a link), runs MODULE's reload COMMAND\n"
+"(sh -c) and, when it succeeds, acknowledges the version with the\n"
+"node's signature and a proof that it holds the credential.  --log\n"
+"follows the log of the control plane's HOME (the same machine);\n"
+"--amqp reads the queue\n"
 "tally.node.NODE and acknowledges on QUEUE (default tally.acks), the\n"
 "password from FILE or $TALLY_NODE_AMQP_PASSWORD.  It reports what it\n"
 "holds (signed) after each reload and every SECONDS (default 60): tally\n"
-"status shows it, and an agent silent too long.  --once: what is there,\n"
-"then exit.\n";
+"status shows it, and an agent silent too long.  --state: where it keeps\n"
+"the versions it holds (default $STATE_DIRECTORY, else\n"
+"/var/lib/tally-node/NODE).  --once: what is there, then exit.\n";
 
 struct modconf {
 	char	 name[64];
@@ -98,7 +107,9 @@ struct modconf {
 struct agent {
 	const char		*node;
 	const char		*dir;
-	char			 state[1200];
+	const char		*state;
+	int			 dirfd;		/* DIR, held open */
+	int			 statefd;	/* the state directory, held open */
 	struct tl_node_key	 key;
 	uint8_t			 pk[TL_PUBKEY_LEN];
 	struct modconf		 mods[MAXMOD];
@@ -156,6 +167,23 @@ cpy(char *dst, size_t n, const char *src)
 	dst[l] = '\0';
 }
 
+/* The state directory's entries and files, through its descriptor. */
+static DIR *
+state_opendir(struct agent *ag)
+{
+	DIR *d = NULL;
+
+	return tn_dir_list(ag->statefd, &d) == 0 ? d : NULL;
+}
+
+static FILE *
+state_fopen(struct agent *ag, const char *name)
+{
+	FILE *fp = NULL;
+
+	return tn_file_open(ag->statefd, name, &fp) == 0 ? fp : NULL;
+}
+
 static struct modconf *
 mod(struct agent *ag, const char *name, int create)
 {
@@ -204,15 +232,16 @@ fname(const char *grant, char *out, size_t n)
 static int
 held_load(struct agent *ag, const char *grant, struct held *h)
 {
-	char f[200], path[1600], line[400];
+	char f[200], path[220], line[400];
 	FILE *fp;
 	unsigned long long v = 0;
+	int rc;
 
 	memset(h, 0, sizeof(*h));
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.state", ag->state, f);
-	if ((fp = fopen(path, "r")) == NULL)
-		return errno == ENOENT ? TL_ENOTFOUND : errno;
+	snprintf(path, sizeof(path), "%s.state", f);
+	if ((rc = tn_file_open(ag->statefd, path, &fp)) != 0)
+		return rc == ENOENT ? TL_ENOTFOUND : rc;
 	while (fgets(line, sizeof(line), fp) != NULL) {
 		line[strcspn(line, "\n")] = '\0';
 		if (strncmp(line, "grant ", 6) == 0)
@@ -237,16 +266,16 @@ held_load(struct agent *ag, const char *grant, struct held *h)
 static int
 held_save(struct agent *ag, const struct held *h)
 {
-	char f[200], path[1600], buf[800];
+	char f[200], path[220], buf[800];
 	int n;
 
 	fname(h->grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.state", ag->state, f);
+	snprintf(path, sizeof(path), "%s.state", f);
 	n = snprintf(buf, sizeof(buf), "grant %s\nholder %s\nmodule %s\n"
 	    "version %llu\nreloaded %d\nacked %d\nrevoked %d\n", h->grant,
 	    h->holder, h->module, (unsigned long long)h->version, h->reloaded,
 	    h->acked, h->revoked);
-	return tl_secret_write_file(path, buf, (size_t)n, 0600);
+	return tn_file_put(ag->statefd, path, buf, (size_t)n, NULL);
 }
 
 /* --- opening a delivery ---------------------------------------------- */
@@ -309,16 +338,21 @@ open_sealed(struct agent *ag, const void *sealed, size_t slen,
 
 /* --- files ----------------------------------------------------------- */
 
+/* Who owns module's files: --user's USER and its group, or the agent. */
 static int
-own(const char *path, const struct modconf *mc)
+owner(const struct modconf *mc, struct tn_owner *o)
 {
 	struct passwd *pw;
 
+	o->uid = (uid_t)-1;
+	o->gid = (gid_t)-1;
 	if (mc == NULL || mc->user[0] == '\0')
 		return 0;
 	if ((pw = getpwnam(mc->user)) == NULL)
 		return ENOENT;
-	return chown(path, pw->pw_uid, pw->pw_gid) == 0 ? 0 : errno;
+	o->uid = pw->pw_uid;
+	o->gid = pw->pw_gid;
+	return 0;
 }
 
 /* The values of one line list into vars (defaults only where unset). */
@@ -358,25 +392,24 @@ collect(json_t *vars, json_t *defs, const char *plain)
 static int
 read_sealed(struct agent *ag, const char *grant, uint8_t **out, size_t *len)
 {
-	char f[200], path[1600];
+	char f[200], path[220];
 	struct stat st;
-	int fd, rc = 0;
-	ssize_t n;
+	FILE *fp;
+	int rc;
 
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.sealed", ag->state, f);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return errno;
-	if (fstat(fd, &st) != 0 || (*out = malloc((size_t)st.st_size + 1)) ==
-	    NULL) {
-		close(fd);
+	snprintf(path, sizeof(path), "%s.sealed", f);
+	if ((rc = tn_file_open(ag->statefd, path, &fp)) != 0)
+		return rc;
+	if (fstat(fileno(fp), &st) != 0 || (*out = malloc((size_t)st.st_size +
+	    1)) == NULL) {
+		fclose(fp);
 		return ENOMEM;
 	}
-	n = read(fd, *out, (size_t)st.st_size);
-	if (n != st.st_size)
-		rc = EIO;
+	rc = fread(*out, 1, (size_t)st.st_size, fp) == (size_t)st.st_size ? 0 :
+	    EIO;
 	*len = (size_t)st.st_size;
-	close(fd);
+	fclose(fp);
 	if (rc != 0)
 		free(*out);
 	return rc;
@@ -386,27 +419,14 @@ read_sealed(struct agent *ag, const char *grant, uint8_t **out, size_t *len)
 static int
 remove_files(struct agent *ag, const char *module)
 {
-	char path[2100];
-	DIR *d;
-	struct dirent *de;
+	char path[80];
+	struct stat st;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "%s/%s", ag->dir, module);
-	if ((d = opendir(path)) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			char f[2400];
-
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
-			if (unlink(f) == 0)
-				n++;
-		}
-		closedir(d);
-		rmdir(path);
-	}
-	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, module);
-	if (unlink(path) == 0)
+	tn_dir_del(ag->dirfd, module, &n);
+	snprintf(path, sizeof(path), "%s.env", module);
+	if (fstatat(ag->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    tn_file_del(ag->dirfd, path) == 0)
 		n++;
 	return n;
 }
@@ -422,7 +442,8 @@ write_module(struct agent *ag, const char *module)
 {
 	struct modconf *mc = mod(ag, module, 0);
 	json_t *vars = json_object(), *defs = json_object();
-	char path[2100], sub[1600];
+	char path[80];
+	struct tn_owner ow;
 	DIR *d;
 	struct dirent *de;
 	const char *k;
@@ -430,12 +451,16 @@ write_module(struct agent *ag, const char *module)
 	char *buf = NULL;
 	size_t blen = 0;
 	FILE *mem;
-	int rc = 0, ngrants = 0;
+	int rc = 0, ngrants = 0, sub = -1;
 
-	if ((d = opendir(ag->state)) == NULL) {
-		rc = errno;
+	if (!tn_name_ok(module) || module[0] == '.' || strlen(module) > 63) {
+		rc = TL_EINVAL;
 		goto out;
 	}
+	if ((rc = owner(mc, &ow)) != 0)
+		goto out;
+	if ((rc = tn_dir_list(ag->statefd, &d)) != 0)
+		goto out;
 	while ((de = readdir(d)) != NULL) {
 		size_t nl = strlen(de->d_name);
 		struct held h;
@@ -448,13 +473,11 @@ write_module(struct agent *ag, const char *module)
 			continue;
 		/* The file name is the grant's, escaped: read it inside. */
 		{
-			char sp[1600], line[400];
+			char line[400];
 			FILE *fp;
 
-			snprintf(sp, sizeof(sp), "%s/%s", ag->state,
-			    de->d_name);
 			grant[0] = '\0';
-			if ((fp = fopen(sp, "r")) == NULL)
+			if ((fp = state_fopen(ag, de->d_name)) == NULL)
 				continue;
 			if (fgets(line, sizeof(line), fp) != NULL &&
 			    strncmp(line, "grant ", 6) == 0) {
@@ -490,38 +513,33 @@ write_module(struct agent *ag, const char *module)
 	json_object_foreach(vars, k, v)
 		fprintf(mem, "%s=%s\n", k, json_string_value(v));
 	fclose(mem);
-	snprintf(sub, sizeof(sub), "%s/%s", ag->dir, module);
-	if (mkdir(sub, 0700) != 0 && errno != EEXIST) {
-		rc = errno;
+	if ((rc = tn_dir_module(ag->dirfd, module, &ow, &sub)) != 0)
 		goto out;
-	}
-	own(sub, mc);
-	/* What no grant gives any more goes first. */
-	if ((d = opendir(sub)) != NULL) {
+	/*
+	 * What no grant gives any more goes first, and whatever else is
+	 * there (a temporary file a crash left): only the agent writes here.
+	 */
+	if (tn_dir_list(sub, &d) == 0) {
 		while ((de = readdir(d)) != NULL)
-			if (de->d_name[0] != '.' && json_object_get(vars,
-			    de->d_name) == NULL) {
-				snprintf(path, sizeof(path), "%s/%s", sub,
-				    de->d_name);
-				unlink(path);
-			}
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name,
+			    "..") != 0 && (de->d_name[0] == '.' ||
+			    json_object_get(vars, de->d_name) == NULL))
+				tn_file_del(sub, de->d_name);
 		closedir(d);
 	}
 	json_object_foreach(vars, k, v) {
 		const char *s = json_string_value(v);
 
-		if (strchr(k, '/') != NULL || k[0] == '.')
+		if (!tn_name_ok(k) || k[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", sub, k);
-		if ((rc = tl_secret_write_file(path, s, strlen(s), 0600)) != 0 ||
-		    (rc = own(path, mc)) != 0)
+		if ((rc = tn_file_put(sub, k, s, strlen(s), &ow)) != 0)
 			goto out;
 	}
-	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, module);
-	/* Owned before it is in place: the temporary file is 0600 too. */
-	if ((rc = tl_secret_write_file(path, buf, blen, 0600)) == 0)
-		rc = own(path, mc);
+	snprintf(path, sizeof(path), "%s.env", module);
+	rc = tn_file_put(ag->dirfd, path, buf, blen, &ow);
 out:
+	if (sub >= 0)
+		close(sub);
 	if (buf != NULL) {
 		tl_secret_wipe(buf, blen);
 		free(buf);
@@ -734,18 +752,16 @@ send_report(struct agent *ag)
 	if (!ag->key.has_sign)
 		return 0;
 	held = json_array();
-	if ((d = opendir(ag->state)) != NULL) {
+	if ((d = state_opendir(ag)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
 			size_t nl = strlen(de->d_name);
-			char sp[1600], line[400], grant[201] = "";
+			char line[400], grant[201] = "";
 			struct held h;
 			FILE *fp;
 
 			if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
 				continue;
-			snprintf(sp, sizeof(sp), "%s/%s", ag->state,
-			    de->d_name);
-			if ((fp = fopen(sp, "r")) == NULL)
+			if ((fp = state_fopen(ag, de->d_name)) == NULL)
 				continue;
 			if (fgets(line, sizeof(line), fp) != NULL &&
 			    strncmp(line, "grant ", 6) == 0) {
@@ -832,11 +848,11 @@ static int
 save_sealed(struct agent *ag, const char *grant, const void *sealed,
     size_t len)
 {
-	char f[200], path[1600];
+	char f[200], path[220];
 
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.sealed", ag->state, f);
-	return tl_secret_write_file(path, sealed, len, 0600);
+	snprintf(path, sizeof(path), "%s.sealed", f);
+	return tn_file_put(ag->statefd, path, sealed, len, NULL);
 }
 
 /* Files, reload, acknowledgement for the version held in h. */
@@ -931,11 +947,11 @@ resume(struct agent *ag)
 	struct dirent *de;
 	int rc = 0;
 
-	if ((d = opendir(ag->state)) == NULL)
+	if ((d = state_opendir(ag)) == NULL)
 		return errno;
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		size_t nl = strlen(de->d_name);
-		char sp[1600], line[400], grant[201] = "";
+		char line[400], grant[201] = "";
 		struct held h;
 		struct opened o;
 		uint8_t *sealed;
@@ -944,8 +960,7 @@ resume(struct agent *ag)
 
 		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
 			continue;
-		snprintf(sp, sizeof(sp), "%s/%s", ag->state, de->d_name);
-		if ((fp = fopen(sp, "r")) == NULL)
+		if ((fp = state_fopen(ag, de->d_name)) == NULL)
 			continue;
 		if (fgets(line, sizeof(line), fp) != NULL &&
 		    strncmp(line, "grant ", 6) == 0) {
@@ -982,18 +997,16 @@ remove_module(struct agent *ag, const char *module)
 	if (module[0] == '\0' || module[0] == '.' || strchr(module, '/'))
 		return 0;	/* not a module's name: nothing of it here */
 	n = remove_files(ag, module);
-	if ((d = opendir(ag->state)) != NULL) {
+	if ((d = state_opendir(ag)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
 			size_t nl = strlen(de->d_name);
-			char sp[1600], line[400], grant[201] = "", fn[200];
+			char sp[220], line[400], grant[201] = "", fn[200];
 			struct held h;
 			FILE *fp;
 
 			if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
 				continue;
-			snprintf(sp, sizeof(sp), "%s/%s", ag->state,
-			    de->d_name);
-			if ((fp = fopen(sp, "r")) == NULL)
+			if ((fp = state_fopen(ag, de->d_name)) == NULL)
 				continue;
 			if (fgets(line, sizeof(line), fp) != NULL &&
 			    strncmp(line, "grant ", 6) == 0) {
@@ -1005,10 +1018,10 @@ remove_module(struct agent *ag, const char *module)
 			    strcmp(h.module, module) != 0)
 				continue;
 			fname(grant, fn, sizeof(fn));
-			snprintf(sp, sizeof(sp), "%s/%s.sealed", ag->state, fn);
-			unlink(sp);
-			snprintf(sp, sizeof(sp), "%s/%s.state", ag->state, fn);
-			unlink(sp);
+			snprintf(sp, sizeof(sp), "%s.sealed", fn);
+			tn_file_del(ag->statefd, sp);
+			snprintf(sp, sizeof(sp), "%s.state", fn);
+			tn_file_del(ag->statefd, sp);
 		}
 		closedir(d);
 	}
@@ -1027,7 +1040,8 @@ static int
 drop_grant(struct agent *ag, const char *grant, const char *what)
 {
 	struct held h;
-	char f[200], path[1600];
+	struct stat st;
+	char f[200], path[220];
 	int rc, status = 0;
 
 	if (held_load(ag, grant, &h) != 0 || h.revoked)
@@ -1037,8 +1051,8 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 	if ((rc = held_save(ag, &h)) != 0)
 		return rc;
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.sealed", ag->state, f);
-	unlink(path);
+	snprintf(path, sizeof(path), "%s.sealed", f);
+	tn_file_del(ag->statefd, path);
 	if ((rc = write_module(ag, h.module)) != 0) {
 		say("error", "%s %s: cannot rewrite %s/%s.env: %s", grant, what,
 		    ag->dir, h.module, tl_strerror(rc));
@@ -1046,8 +1060,8 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 	}
 	say("info", "%s %s: its values left %s/%s.env and %s/%s/", grant,
 	    what, ag->dir, h.module, ag->dir, h.module);
-	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, h.module);
-	if (access(path, F_OK) != 0)
+	snprintf(path, sizeof(path), "%s.env", h.module);
+	if (fstatat(ag->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return 0;	/* nothing left to reload with */
 	rc = run_reload(ag, h.module, &status);
 	cpy(ag->last_module, sizeof(ag->last_module), h.module);
@@ -1065,12 +1079,11 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 static int
 read_pos(struct agent *ag, uint64_t *pos)
 {
-	char path[1600], buf[32] = "";
+	char buf[32] = "";
 	FILE *fp;
 
 	*pos = 0;
-	snprintf(path, sizeof(path), "%s/position", ag->state);
-	if ((fp = fopen(path, "r")) == NULL)
+	if ((fp = state_fopen(ag, "position")) == NULL)
 		return 0;
 	if (fgets(buf, sizeof(buf), fp) != NULL)
 		*pos = strtoull(buf, NULL, 10);
@@ -1081,12 +1094,11 @@ read_pos(struct agent *ag, uint64_t *pos)
 static int
 write_pos(struct agent *ag, uint64_t pos)
 {
-	char path[1600], buf[32];
+	char buf[32];
 	int n;
 
-	snprintf(path, sizeof(path), "%s/position", ag->state);
 	n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)pos);
-	return tl_secret_write_file(path, buf, (size_t)n, 0600);
+	return tn_file_put(ag->statefd, "position", buf, (size_t)n, NULL);
 }
 
 static int
@@ -1208,12 +1220,11 @@ out:
 static void
 read_cp_seq(struct agent *ag)
 {
-	char path[1600], buf[32] = "";
+	char buf[32] = "";
 	FILE *fp;
 
 	ag->cp_seq = 0;
-	snprintf(path, sizeof(path), "%s/amqp-seq", ag->state);
-	if ((fp = fopen(path, "r")) == NULL)
+	if ((fp = state_fopen(ag, "amqp-seq")) == NULL)
 		return;
 	if (fgets(buf, sizeof(buf), fp) != NULL)
 		ag->cp_seq = strtoull(buf, NULL, 10);
@@ -1223,13 +1234,12 @@ read_cp_seq(struct agent *ag)
 static int
 write_cp_seq(struct agent *ag, uint64_t seq)
 {
-	char path[1600], buf[32];
+	char buf[32];
 	int n;
 
 	ag->cp_seq = seq;
-	snprintf(path, sizeof(path), "%s/amqp-seq", ag->state);
 	n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)seq);
-	return tl_secret_write_file(path, buf, (size_t)n, 0600);
+	return tn_file_put(ag->statefd, "amqp-seq", buf, (size_t)n, NULL);
 }
 
 /*
@@ -1428,6 +1438,7 @@ main(int argc, char **argv)
 		{ "node", required_argument, NULL, 'n' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "dir", required_argument, NULL, 'd' },
+		{ "state", required_argument, NULL, 'S' },
 		{ "log", required_argument, NULL, 'l' },
 		{ "amqp", required_argument, NULL, 'a' },
 		{ "amqp-user", required_argument, NULL, 'u' },
@@ -1444,10 +1455,11 @@ main(int argc, char **argv)
 	static struct agent ag;
 	struct sigaction sa;
 	const char *keyfile = NULL, *pwfile = NULL, *user = NULL;
-	char why[160] = "";
-	int c, rc, ex = EXIT_OK;
+	char why[200] = "", statebuf[300];
+	int c, rc, ex = EXIT_OK, search = 0;
 
 	ag.acks = "tally.acks";
+	ag.dirfd = ag.statefd = -1;
 	ag.last_status = -1;
 	ag.report_every = 60;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -1455,6 +1467,7 @@ main(int argc, char **argv)
 		case 'n': ag.node = optarg; break;
 		case 'k': keyfile = optarg; break;
 		case 'd': ag.dir = optarg; break;
+		case 'S': ag.state = optarg; break;
 		case 'l': ag.home = optarg; break;
 		case 'a': ag.url = optarg; break;
 		case 'u': user = optarg; break;
@@ -1528,10 +1541,25 @@ main(int argc, char **argv)
 		}
 	}
 	umask(077);
-	snprintf(ag.state, sizeof(ag.state), "%s/.tally-node", ag.dir);
-	if ((mkdir(ag.dir, 0700) != 0 && errno != EEXIST) ||
-	    (mkdir(ag.state, 0700) != 0 && errno != EEXIST)) {
-		say("error", "%s: %s", ag.state, strerror(errno));
+	if (ag.state == NULL) {
+		const char *sd = getenv("STATE_DIRECTORY");
+
+		/* systemd's StateDirectory= (one directory: no ':'). */
+		if (sd != NULL && sd[0] == '/' && strchr(sd, ':') == NULL)
+			ag.state = sd;
+		else {
+			snprintf(statebuf, sizeof(statebuf),
+			    "/var/lib/tally-node/%s", ag.node);
+			mkdir("/var/lib/tally-node", 0755);
+			ag.state = statebuf;
+		}
+	}
+	for (c = 0; c < (int)ag.nmods; c++)
+		if (ag.mods[c].user[0] != '\0')
+			search = 1;
+	if ((rc = tn_dir_top(ag.dir, 0711, search, &ag.dirfd, why)) != 0 ||
+	    (rc = tn_dir_top(ag.state, 0700, 0, &ag.statefd, why)) != 0) {
+		say("error", "%s", why);
 		ex = EXIT_FAIL;
 		goto out;
 	}
@@ -1560,6 +1588,10 @@ main(int argc, char **argv)
 	else if (ag.once && ag.reload_failed)
 		ex = EXIT_UNHEALTHY;
 out:
+	if (ag.dirfd >= 0)
+		close(ag.dirfd);
+	if (ag.statefd >= 0)
+		close(ag.statefd);
 	tl_log_close(ag.log);
 	tl_secret_wipe(&ag.key, sizeof(ag.key));
 	tl_secret_wipe(ag.password, sizeof(ag.password));

@@ -38,7 +38,8 @@
  * delivery as it came (still sealed); with --log the last sequence
  * number read.
  *
- * Exit codes: 0, 1 failure, 2 usage, 6 (--once) a reload failed.
+ * Exit codes: 0, 1 failure, 2 usage, 6 (--once) a reload failed or a
+ * value was refused.
  */
 #define _GNU_SOURCE
 
@@ -61,6 +62,7 @@
 #include <unistd.h>
 
 #include "core/body.h"
+#include "core/delivery.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/secret.h"
@@ -116,6 +118,18 @@ struct agent {
 	size_t			 nmods;
 	int			 once;
 	int			 reload_failed;
+	int			 value_refused;	/* --once: exit 6 */
+	/* Deliveries addressed to the node: opened, or not by its key. */
+	unsigned		 opened, unopened;
+	/* Values refused for an env file (note_refused), for the reports. */
+	struct refusal {
+		char		grant[201];
+		char		module[64];
+		char		variable[TL_DLV_NAME_MAX + 1];
+		uint64_t	version;
+		const char	*why;	/* static text */
+	}			 refusals[8];
+	size_t			 nrefusals;
 	/* What was refused from the queue (--amqp), for the reports. */
 	unsigned		 refused;
 	char			 refused_last[200];
@@ -281,57 +295,77 @@ held_save(struct agent *ag, const struct held *h)
 /* --- opening a delivery ---------------------------------------------- */
 
 struct opened {
-	char	*plain;		/* NUL-terminated; wiped and freed by the caller */
-	size_t	 len;
-	char	 grant[201];
-	char	 holder[140];
-	uint64_t version;
-	char	 proof[2 * TL_MAC_LEN + 1];
+	uint8_t		*plain;	/* guarded memory; opened_free wipes it */
+	size_t		 len;
+	struct tl_dlv	 d;	/* borrows from plain */
+	/* The first value refused for an env file (refuse_unsafe). */
+	char		 bad_var[TL_DLV_NAME_MAX + 1];
+	const char	*bad_why;
 };
 
 static void
 opened_free(struct opened *o)
 {
-	if (o->plain != NULL) {
-		tl_secret_wipe(o->plain, o->len);
-		free(o->plain);
-	}
-	tl_secret_wipe(o->proof, sizeof(o->proof));
+	tl_dlv_free(&o->d);
+	tl_secret_free(o->plain);
 	o->plain = NULL;
 }
 
+/*
+ * Opens a sealed delivery and decodes it (core/delivery.h: framed by
+ * length, or a format 2 text read strictly).  TL_ESECRET when this
+ * node's key does not open it, TL_EMALFORMED when it is no delivery.
+ */
 static int
 open_sealed(struct agent *ag, const void *sealed, size_t slen,
     struct opened *o)
 {
-	char *p, *end;
-	unsigned long long v;
+	int rc;
 
 	memset(o, 0, sizeof(*o));
 	if (slen <= TL_SEAL_OVERHEAD)
 		return TL_ESECRET;
 	o->len = slen - TL_SEAL_OVERHEAD;
-	if ((o->plain = malloc(o->len + 1)) == NULL)
+	if ((o->plain = tl_secret_alloc(o->len)) == NULL)
 		return ENOMEM;
 	if (tl_secret_unseal(ag->pk, ag->key.box_sk, sealed, slen,
-	    (uint8_t *)o->plain) != 0) {
+	    o->plain) != 0) {
 		opened_free(o);
 		return TL_ESECRET;
 	}
-	o->plain[o->len] = '\0';
-	for (p = o->plain; *p != '\0'; p = *end ? end + 1 : end) {
-		end = p + strcspn(p, "\n");
-		if (strncmp(p, "#tally ", 7) == 0 && sscanf(p,
-		    "#tally grant=%200s holder=%139s version=%llu", o->grant,
-		    o->holder, &v) == 3)
-			o->version = v;
-		else if (strncmp(p, "#proof ", 7) == 0 && end - p - 7 ==
-		    2 * TL_MAC_LEN)
-			memcpy(o->proof, p + 7, 2 * TL_MAC_LEN);
-	}
-	if (o->version == 0 || o->proof[0] == '\0') {
+	if ((rc = tl_dlv_decode(o->plain, o->len, &o->d)) != 0) {
 		opened_free(o);
-		return TL_EMALFORMED;	/* a delivery of before: no "#tally" */
+		return rc;
+	}
+	return 0;
+}
+
+/*
+ * A value that cannot be written in an env file (tl_dlv_env_check)
+ * makes the whole delivery refused: its name and the reason in o (the
+ * value is never shown), TL_EINVAL.
+ */
+static int
+refuse_unsafe(struct opened *o)
+{
+	size_t i;
+
+	for (i = 0; i < o->d.nvars; i++) {
+		const struct tl_dlv_var *x = &o->d.vars[i];
+
+		if (tl_dlv_env_check(x->name, x->name_len, x->value,
+		    x->value_len, &o->bad_why) != 0) {
+			size_t n = x->name_len < sizeof(o->bad_var) ?
+			    x->name_len : sizeof(o->bad_var) - 1;
+			size_t k;
+
+			/* The name as it can be shown: bytes, not controls. */
+			for (k = 0; k < n; k++)
+				o->bad_var[k] = (x->name[k] > 0x20 &&
+				    x->name[k] < 0x7f) ? x->name[k] : '?';
+			o->bad_var[n] = '\0';
+			return TL_EINVAL;
+		}
 	}
 	return 0;
 }
@@ -355,37 +389,34 @@ owner(const struct modconf *mc, struct tn_owner *o)
 	return 0;
 }
 
-/* The values of one line list into vars (defaults only where unset). */
+/*
+ * The variables of one delivery into vars (defaults into defs): only
+ * those an env file can hold; refuse_unsafe kept the others out when
+ * the delivery came.
+ */
 static void
-collect(json_t *vars, json_t *defs, const char *plain)
+collect(json_t *vars, json_t *defs, const struct tl_dlv *d)
 {
-	const char *p, *end;
+	size_t i;
 
-	for (p = plain; *p != '\0'; p = *end ? end + 1 : end) {
-		const char *eq;
-		char name[256];
-		size_t nl;
-		json_t *into = vars;
+	for (i = 0; i < d->nvars; i++) {
+		const struct tl_dlv_var *x = &d->vars[i];
+		char name[TL_DLV_NAME_MAX + 1];
+		const char *why;
 
-		end = p + strcspn(p, "\n");
-		if (strncmp(p, "#default ", 9) == 0) {
-			p += 9;
-			into = defs;
-		} else if (*p == '#')
-			continue;
-		if ((eq = memchr(p, '=', (size_t)(end - p))) == NULL ||
-		    (nl = (size_t)(eq - p)) == 0 || nl >= sizeof(name))
+		if (tl_dlv_env_check(x->name, x->name_len, x->value,
+		    x->value_len, &why) != 0)
 			continue;
 		/*
 		 * A variable declared with "" is filled by a requirement, not
 		 * defaulted: written empty it would outlive its grant.
 		 */
-		if (into == defs && eq + 1 == end)
+		if (x->is_default && x->value_len == 0)
 			continue;
-		memcpy(name, p, nl);
-		name[nl] = '\0';
-		json_object_set_new(into, name, json_stringn(eq + 1,
-		    (size_t)(end - eq - 1)));
+		memcpy(name, x->name, x->name_len);
+		name[x->name_len] = '\0';
+		json_object_set_new(x->is_default ? defs : vars, name,
+		    json_stringn((const char *)x->value, x->value_len));
 	}
 }
 
@@ -492,7 +523,7 @@ write_module(struct agent *ag, const char *module)
 		if (read_sealed(ag, grant, &sealed, &slen) != 0)
 			continue;
 		if (open_sealed(ag, sealed, slen, &o) == 0) {
-			collect(vars, defs, o.plain);
+			collect(vars, defs, &o.d);
 			opened_free(&o);
 			ngrants++;
 		}
@@ -510,8 +541,20 @@ write_module(struct agent *ag, const char *module)
 		rc = errno;
 		goto out;
 	}
-	json_object_foreach(vars, k, v)
-		fprintf(mem, "%s=%s\n", k, json_string_value(v));
+	json_object_foreach(vars, k, v) {
+		size_t kl = strlen(k), vl = json_string_length(v);
+		char *line = tl_secret_alloc(tl_dlv_env_size(kl, vl));
+
+		if (line == NULL) {
+			fclose(mem);
+			rc = ENOMEM;
+			goto out;
+		}
+		/* Quoted as systemd's EnvironmentFile= reads it back. */
+		fwrite(line, 1, tl_dlv_env_format(k, kl, json_string_value(v),
+		    vl, line), mem);
+		tl_secret_free(line);
+	}
 	fclose(mem);
 	if ((rc = tn_dir_module(ag->dirfd, module, &ow, &sub)) != 0)
 		goto out;
@@ -532,7 +575,8 @@ write_module(struct agent *ag, const char *module)
 
 		if (!tn_name_ok(k) || k[0] == '.')
 			continue;
-		if ((rc = tn_file_put(sub, k, s, strlen(s), &ow)) != 0)
+		if ((rc = tn_file_put(sub, k, s, json_string_length(v), &ow)) !=
+		    0)
 			goto out;
 	}
 	snprintf(path, sizeof(path), "%s.env", module);
@@ -639,33 +683,29 @@ acknowledge(struct agent *ag, const struct opened *o)
 {
 	struct offer of;
 	uint8_t nonce[TL_ACK_NONCE_LEN], sig[TL_SIGN_LEN], mac[TL_MAC_LEN];
-	uint8_t msg[TL_ACK_MSG_MAX], pkey[TL_MAC_LEN];
-	size_t mlen, got = 0;
+	uint8_t msg[TL_ACK_MSG_MAX];
+	size_t mlen;
 	int rc;
 
 	if (!ag->key.has_sign) {
 		say("error", "%s has no signing key (a key file of before: "
-		    "tally node rekey %s): cannot acknowledge", o->grant,
+		    "tally node rekey %s): cannot acknowledge", o->d.grant,
 		    ag->node);
 		return TL_ESECRET;
 	}
 	randombytes_buf(nonce, sizeof(nonce));
-	if ((rc = tl_ack_message(o->grant, o->holder, o->version, nonce, msg,
-	    &mlen)) != 0)
+	if ((rc = tl_ack_message(o->d.grant, o->d.holder, o->d.version, nonce,
+	    msg, &mlen)) != 0)
 		return rc;
 	tl_secret_sign(ag->key.sign_sk, msg, mlen, sig);
-	if (sodium_hex2bin(pkey, sizeof(pkey), o->proof, strlen(o->proof),
-	    NULL, &got, NULL) != 0 || got != sizeof(pkey))
-		return TL_EMALFORMED;
-	rc = tl_secret_mac(pkey, sizeof(pkey), msg, mlen, mac);
-	tl_secret_wipe(pkey, sizeof(pkey));
-	if (rc != 0)
+	if ((rc = tl_secret_mac(o->d.proof, sizeof(o->d.proof), msg, mlen,
+	    mac)) != 0)
 		return rc;
 	memset(&of, 0, sizeof(of));
 	of.node = ag->node;
-	of.grant = o->grant;
-	of.holder = o->holder;
-	of.version = o->version;
+	of.grant = o->d.grant;
+	of.holder = o->d.holder;
+	of.version = o->d.version;
 	hex(nonce, sizeof(nonce), of.nonce);
 	hex(sig, sizeof(sig), of.sig);
 	hex(mac, sizeof(mac), of.mac);
@@ -785,6 +825,19 @@ send_report(struct agent *ag)
 		json_object_set_new(r, "last_reload", json_pack("{s:s,s:b,s:i}",
 		    "module", ag->last_module, "ok", ag->last_status == 0,
 		    "status", ag->last_status));
+	if (r != NULL && ag->nrefusals > 0) {
+		json_t *rv = json_array();
+		size_t i;
+
+		for (i = 0; i < ag->nrefusals; i++)
+			json_array_append_new(rv, json_pack("{s:s,s:s,s:s,s:I,"
+			    "s:s}", "grant", ag->refusals[i].grant, "module",
+			    ag->refusals[i].module, "variable",
+			    ag->refusals[i].variable, "version",
+			    (json_int_t)ag->refusals[i].version, "why",
+			    ag->refusals[i].why));
+		json_object_set_new(r, "refused_values", rv);
+	}
 	if (r != NULL && ag->refused > 0)
 		json_object_set_new(r, "refused", json_pack("{s:I,s:s}",
 		    "count", (json_int_t)ag->refused, "last", ag->refused_last));
@@ -894,6 +947,33 @@ apply(struct agent *ag, struct held *h, const struct opened *o)
 	return 0;
 }
 
+/* Kept for the reports: the newest per grant, 8 grants at most. */
+static void
+note_refused(struct agent *ag, const struct held *h, const char *var,
+    const char *why)
+{
+	struct refusal *r = NULL;
+	size_t i;
+
+	for (i = 0; i < ag->nrefusals; i++)
+		if (strcmp(ag->refusals[i].grant, h->grant) == 0)
+			r = &ag->refusals[i];
+	if (r == NULL) {
+		if (ag->nrefusals == sizeof(ag->refusals) /
+		    sizeof(ag->refusals[0]))
+			memmove(ag->refusals, ag->refusals + 1,
+			    --ag->nrefusals * sizeof(ag->refusals[0]));
+		r = &ag->refusals[ag->nrefusals++];
+	}
+	cpy(r->grant, sizeof(r->grant), h->grant);
+	cpy(r->module, sizeof(r->module), h->module);
+	cpy(r->variable, sizeof(r->variable), var);
+	r->version = h->version;
+	r->why = why;
+	ag->value_refused = 1;
+	ag->report_due = 0;
+}
+
 static int
 deliver(struct agent *ag, const void *sealed, size_t slen)
 {
@@ -904,30 +984,47 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 	int rc;
 
 	if ((rc = open_sealed(ag, sealed, slen, &o)) != 0) {
-		say("warning", "a delivery that this node's key does not open "
-		    "(or without its \"#tally\" line): ignored");
+		if (rc == TL_ESECRET)
+			ag->unopened++;
+		say("warning", "a delivery that this node's key %s: ignored",
+		    rc == TL_ESECRET ? "does not open" : "opens but that is no "
+		    "delivery (framing refused)");
 		return 0;
 	}
-	if ((at = strchr(o.holder, '@')) == NULL || strcmp(at + 1,
-	    ag->node) != 0 || (ml = (size_t)(at - o.holder)) >= 64) {
+	ag->opened++;
+	if ((at = strchr(o.d.holder, '@')) == NULL || strcmp(at + 1,
+	    ag->node) != 0 || (ml = (size_t)(at - o.d.holder)) >= 64) {
 		say("warning", "a delivery for %s, not for node %s: ignored",
-		    o.holder, ag->node);
+		    o.d.holder, ag->node);
 		goto out;
 	}
-	if (held_load(ag, o.grant, &h) == 0 && h.version >= o.version) {
+	if (held_load(ag, o.d.grant, &h) == 0 && h.version >= o.d.version) {
 		/* Replayed or reordered: versions only move forward. */
 		say("debug", "%s: v%llu is not newer than v%llu: nothing to do",
-		    o.grant, (unsigned long long)o.version,
+		    o.d.grant, (unsigned long long)o.d.version,
 		    (unsigned long long)h.version);
 		goto out;
 	}
 	memset(&h, 0, sizeof(h));
-	snprintf(h.grant, sizeof(h.grant), "%s", o.grant);
-	snprintf(h.holder, sizeof(h.holder), "%s", o.holder);
-	memcpy(h.module, o.holder, ml);
+	snprintf(h.grant, sizeof(h.grant), "%s", o.d.grant);
+	snprintf(h.holder, sizeof(h.holder), "%s", o.d.holder);
+	memcpy(h.module, o.d.holder, ml);
 	h.module[ml] = '\0';
-	h.version = o.version;
-	if ((rc = save_sealed(ag, o.grant, sealed, slen)) != 0 ||
+	h.version = o.d.version;
+	if (refuse_unsafe(&o) != 0) {
+		/*
+		 * Not kept, not written, not acknowledged: the rotation waits
+		 * on this holder, visibly, and the report says why.
+		 */
+		say("error", "%s v%llu for module %s: variable %s refused: %s; "
+		    "%s/%s.env not written from it, v%llu not acknowledged",
+		    h.grant, (unsigned long long)h.version, h.module,
+		    o.bad_var, o.bad_why, ag->dir, h.module,
+		    (unsigned long long)h.version);
+		note_refused(ag, &h, o.bad_var, o.bad_why);
+		goto out;
+	}
+	if ((rc = save_sealed(ag, o.d.grant, sealed, slen)) != 0 ||
 	    (rc = held_save(ag, &h)) != 0) {
 		say("error", "cannot keep the state in %s: %s", ag->state,
 		    tl_strerror(rc));
@@ -1585,7 +1682,7 @@ main(int argc, char **argv)
 	}
 	if (rc != 0)
 		ex = EXIT_FAIL;
-	else if (ag.once && ag.reload_failed)
+	else if (ag.once && (ag.reload_failed || ag.value_refused))
 		ex = EXIT_UNHEALTHY;
 out:
 	if (ag.dirfd >= 0)

@@ -595,11 +595,48 @@ out:
 
 /* --- reload and acknowledgement -------------------------------------- */
 
+/*
+ * Every descriptor the agent holds (the log's, the broker's socket,
+ * whatever it inherited) close-on-exec; libraries open some without.
+ */
+static void
+cloexec_all(void)
+{
+	DIR *d;
+	struct dirent *de;
+
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return;
+	/* A kernel before 5.11: one by one. */
+	if ((d = opendir("/proc/self/fd")) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		int fd = atoi(de->d_name);
+
+		if (fd > 2 && fd != dirfd(d))
+			fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+	}
+	closedir(d);
+}
+
+/*
+ * The reload command: sh -c COMMAND with descriptors 0-2 only and an
+ * environment of its own, documented in tally-node(8): PATH (fixed),
+ * TALLY_MODULE, TALLY_VERSION (the version that caused the reload),
+ * TALLY_ENV_FILE and CREDENTIALS_DIRECTORY.  Nothing of the agent's
+ * environment reaches it.
+ */
 static int
-run_reload(struct agent *ag, const char *module, int *status)
+run_reload(struct agent *ag, const char *module, uint64_t version,
+    int *status)
 {
 	struct modconf *mc = mod(ag, module, 0);
-	char envpath[1600], dirpath[1600];
+	char envpath[1600], dirpath[1600], vmod[128], vver[40];
+	char venv[1700], vcred[1700];
+	char *const envp[] = {
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:"
+		    "/bin", vmod, vver, venv, vcred, NULL
+	};
 	pid_t pid;
 	int st;
 
@@ -608,13 +645,26 @@ run_reload(struct agent *ag, const char *module, int *status)
 		return 0;	/* nothing to reload: the files are the delivery */
 	snprintf(envpath, sizeof(envpath), "%s/%s.env", ag->dir, module);
 	snprintf(dirpath, sizeof(dirpath), "%s/%s", ag->dir, module);
+	snprintf(vmod, sizeof(vmod), "TALLY_MODULE=%s", module);
+	snprintf(vver, sizeof(vver), "TALLY_VERSION=%llu",
+	    (unsigned long long)version);
+	snprintf(venv, sizeof(venv), "TALLY_ENV_FILE=%s", envpath);
+	snprintf(vcred, sizeof(vcred), "CREDENTIALS_DIRECTORY=%s", dirpath);
+	cloexec_all();
+	fflush(NULL);
 	if ((pid = fork()) < 0)
 		return errno;
 	if (pid == 0) {
-		setenv("TALLY_MODULE", module, 1);
-		setenv("TALLY_ENV_FILE", envpath, 1);
-		setenv("CREDENTIALS_DIRECTORY", dirpath, 1);
-		execl("/bin/sh", "sh", "-c", mc->reload, (char *)NULL);
+		char *const argv[] = { "sh", "-c", mc->reload, NULL };
+
+		/* Belt and braces: nothing above 2 survives the exec. */
+		if (close_range(3, ~0U, 0) != 0) {
+			long fd, max = sysconf(_SC_OPEN_MAX);
+
+			for (fd = 3; fd < (max > 0 ? max : 1024); fd++)
+				close((int)fd);
+		}
+		execve("/bin/sh", argv, envp);
 		_exit(127);
 	}
 	while (waitpid(pid, &st, 0) < 0)
@@ -919,7 +969,7 @@ apply(struct agent *ag, struct held *h, const struct opened *o)
 		    ag->dir, h->module, tl_strerror(rc));
 		return rc;
 	}
-	rc = run_reload(ag, h->module, &status);
+	rc = run_reload(ag, h->module, h->version, &status);
 	cpy(ag->last_module, sizeof(ag->last_module), h->module);
 	ag->last_status = rc != 0 ? 127 : status;
 	ag->report_due = 0;	/* a report follows at once */
@@ -1160,7 +1210,7 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 	snprintf(path, sizeof(path), "%s.env", h.module);
 	if (fstatat(ag->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return 0;	/* nothing left to reload with */
-	rc = run_reload(ag, h.module, &status);
+	rc = run_reload(ag, h.module, h.version, &status);
 	cpy(ag->last_module, sizeof(ag->last_module), h.module);
 	ag->last_status = rc != 0 ? 127 : status;
 	ag->report_due = 0;
@@ -1486,22 +1536,43 @@ out:
 
 /* --- main ------------------------------------------------------------ */
 
-static int
-read_password(const char *file, char *buf, size_t cap)
+#define PWVAR	"TALLY_NODE_AMQP_PASSWORD"
+
+/*
+ * $TALLY_NODE_AMQP_PASSWORD into buf (cap bytes), first thing: then
+ * unset, and wiped where it lay, name and all (the bytes that
+ * /proc/PID/environ shows): no reload command, no reader of the agent's
+ * environment sees it, in either mode.
+ */
+static void
+take_env_password(char *buf, size_t cap)
 {
-	const char *env = getenv("TALLY_NODE_AMQP_PASSWORD");
-	FILE *fp;
+	char *v = getenv(PWVAR);
 	size_t n;
 
 	buf[0] = '\0';
+	if (v == NULL)
+		return;
+	snprintf(buf, cap, "%s", v);
+	n = strlen(v);
+	unsetenv(PWVAR);
+	tl_secret_wipe(v - (sizeof(PWVAR "=") - 1), sizeof(PWVAR "=") - 1 + n);
+}
+
+/* The broker password: from file when given, else the environment's. */
+static int
+read_password(const char *file, char *buf, size_t cap)
+{
+	FILE *fp;
+	size_t n;
+
 	if (file != NULL) {
-		if ((fp = fopen(file, "r")) == NULL)
+		if ((fp = fopen(file, "re")) == NULL)
 			return errno;
 		if (fgets(buf, (int)cap, fp) == NULL)
 			buf[0] = '\0';
 		fclose(fp);
-	} else if (env != NULL)
-		snprintf(buf, cap, "%s", env);
+	}
 	n = strlen(buf);
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
@@ -1555,6 +1626,7 @@ main(int argc, char **argv)
 	char why[200] = "", statebuf[300];
 	int c, rc, ex = EXIT_OK, search = 0;
 
+	take_env_password(ag.password, sizeof(ag.password));
 	ag.acks = "tally.acks";
 	ag.dirfd = ag.statefd = -1;
 	ag.last_status = -1;

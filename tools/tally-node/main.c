@@ -78,6 +78,7 @@
 #define EXIT_USAGE	2
 #define EXIT_UNHEALTHY	6
 #define MAXMOD		4096	/* modules configured (--reload, --user) */
+#define PWMAX		256
 
 static const char usage[] =
 "usage: tally-node --node NODE --key FILE --dir DIR [--state DIR]\n"
@@ -112,7 +113,12 @@ struct agent {
 	const char		*state;
 	int			 dirfd;		/* DIR, held open */
 	int			 statefd;	/* the state directory, held open */
-	struct tl_node_key	 key;
+	/*
+	 * The node's secret keys and the broker's password, in one block of
+	 * guarded memory (tl_secret_alloc: mlocked, MADV_DONTDUMP): never in
+	 * a core.
+	 */
+	struct tl_node_key	*key;
 	uint8_t			 pk[TL_PUBKEY_LEN];
 	struct modconf		 mods[MAXMOD];
 	size_t			 nmods;
@@ -145,7 +151,7 @@ struct agent {
 	/* --amqp */
 	const char		*url;
 	struct tl_amqp_conf	 conf;
-	char			 password[256];
+	char			*password;	/* PWMAX bytes, in the block */
 	const char		*acks;
 	struct tl_amqp		*a;
 };
@@ -328,7 +334,7 @@ open_sealed(struct agent *ag, const void *sealed, size_t slen,
 	o->len = slen - TL_SEAL_OVERHEAD;
 	if ((o->plain = tl_secret_alloc(o->len)) == NULL)
 		return ENOMEM;
-	if (tl_secret_unseal(ag->pk, ag->key.box_sk, sealed, slen,
+	if (tl_secret_unseal(ag->pk, ag->key->box_sk, sealed, slen,
 	    o->plain) != 0) {
 		opened_free(o);
 		return TL_ESECRET;
@@ -737,7 +743,7 @@ acknowledge(struct agent *ag, const struct opened *o)
 	size_t mlen;
 	int rc;
 
-	if (!ag->key.has_sign) {
+	if (!ag->key->has_sign) {
 		say("error", "%s has no signing key (a key file of before: "
 		    "tally node rekey %s): cannot acknowledge", o->d.grant,
 		    ag->node);
@@ -747,7 +753,7 @@ acknowledge(struct agent *ag, const struct opened *o)
 	if ((rc = tl_ack_message(o->d.grant, o->d.holder, o->d.version, nonce,
 	    msg, &mlen)) != 0)
 		return rc;
-	tl_secret_sign(ag->key.sign_sk, msg, mlen, sig);
+	tl_secret_sign(ag->key->sign_sk, msg, mlen, sig);
 	if ((rc = tl_secret_mac(o->d.proof, sizeof(o->d.proof), msg, mlen,
 	    mac)) != 0)
 		return rc;
@@ -839,7 +845,7 @@ send_report(struct agent *ag)
 	size_t mlen;
 	int rc;
 
-	if (!ag->key.has_sign)
+	if (!ag->key->has_sign)
 		return 0;
 	held = json_array();
 	if ((d = state_opendir(ag)) != NULL) {
@@ -899,7 +905,7 @@ send_report(struct agent *ag)
 	json_decref(r);
 	if ((rc = tl_report_message(ag->node, js, &msg, &mlen)) != 0)
 		goto out;
-	tl_secret_sign(ag->key.sign_sk, msg, mlen, sig);
+	tl_secret_sign(ag->key->sign_sk, msg, mlen, sig);
 	hex(sig, sizeof(sig), sighex);
 	if (ag->log != NULL) {
 		const char *rs[3] = { ag->node, js, sighex };
@@ -1423,7 +1429,7 @@ cp_signed(struct agent *ag, const struct tl_amqp_delivery *d, char *why)
 		snprintf(why, 200, "%s", tl_strerror(rc));
 		return rc;
 	}
-	rc = tl_secret_verify(ag->key.cp_pk, msg, mlen, sig);
+	rc = tl_secret_verify(ag->key->cp_pk, msg, mlen, sig);
 	free(msg);
 	if (rc != 0)
 		snprintf(why, 200, "bad signature: not the control plane's "
@@ -1624,9 +1630,19 @@ main(int argc, char **argv)
 	struct sigaction sa;
 	const char *keyfile = NULL, *pwfile = NULL, *user = NULL;
 	char why[200] = "", statebuf[300];
+	void *secrets;
 	int c, rc, ex = EXIT_OK, search = 0;
 
-	take_env_password(ag.password, sizeof(ag.password));
+	/* First: the keys and the password are not read before this. */
+	tl_secret_harden();
+	if (sodium_init() < 0 || (secrets = tl_secret_alloc(sizeof(*ag.key) +
+	    PWMAX)) == NULL) {
+		say("error", "no guarded memory for the keys");
+		return EXIT_FAIL;
+	}
+	ag.key = (struct tl_node_key *)secrets;
+	ag.password = (char *)secrets + sizeof(*ag.key);
+	take_env_password(ag.password, PWMAX);
 	ag.acks = "tally.acks";
 	ag.dirfd = ag.statefd = -1;
 	ag.last_status = -1;
@@ -1648,7 +1664,8 @@ main(int argc, char **argv)
 			if (ag.report_every == 0) {
 				fprintf(stderr, "tally-node: --report-interval "
 				    "wants seconds (1 or more)\n");
-				return EXIT_USAGE;
+				ex = EXIT_USAGE;
+				goto out;
 			}
 			break;
 		case 'r':
@@ -1657,33 +1674,37 @@ main(int argc, char **argv)
 				fprintf(stderr, "tally-node: --%s wants "
 				    "MODULE=%s\n", c == 'r' ? "reload" : "user",
 				    c == 'r' ? "COMMAND" : "USER");
-				return EXIT_USAGE;
+				ex = EXIT_USAGE;
+				goto out;
 			}
 			break;
 		case 'V':
 			printf("tally-node %s\n", TL_VERSION);
-			return EXIT_OK;
+			ex = EXIT_OK;
+			goto out;
 		case 'h':
 			fputs(usage, stdout);
-			return EXIT_OK;
+			ex = EXIT_OK;
+			goto out;
 		default:
 			fputs(usage, stderr);
-			return EXIT_USAGE;
+			ex = EXIT_USAGE;
+			goto out;
 		}
 	}
 	if (optind != argc || ag.node == NULL || keyfile == NULL ||
 	    ag.dir == NULL || (ag.home == NULL) == (ag.url == NULL)) {
 		fputs(usage, stderr);
-		return EXIT_USAGE;
+		ex = EXIT_USAGE;
+		goto out;
 	}
-	if (sodium_init() < 0)
-		return EXIT_FAIL;
-	if ((rc = tl_secret_node_key_load(keyfile, &ag.key, why)) != 0 ||
-	    tl_secret_node_public(ag.key.box_sk, ag.pk) != 0) {
+	if ((rc = tl_secret_node_key_load(keyfile, ag.key, why)) != 0 ||
+	    tl_secret_node_public(ag.key->box_sk, ag.pk) != 0) {
 		say("error", "%s", why[0] ? why : "the node key is unusable");
-		return EXIT_FAIL;
+		ex = EXIT_FAIL;
+		goto out;
 	}
-	if (ag.url != NULL && !ag.key.has_cp) {
+	if (ag.url != NULL && !ag.key->has_cp) {
 		/* Without it, nothing on the queue could be told from a forgery. */
 		say("error", "%s holds no control-plane key: over --amqp the "
 		    "agent takes only what the control plane signed (tally "
@@ -1702,7 +1723,7 @@ main(int argc, char **argv)
 		}
 		snprintf(ag.conf.user, sizeof(ag.conf.user), "%s", user ?
 		    user : "guest");
-		if (read_password(pwfile, ag.password, sizeof(ag.password))
+		if (read_password(pwfile, ag.password, PWMAX)
 		    != 0) {
 			say("error", "%s: cannot read the password", pwfile);
 			ex = EXIT_FAIL;
@@ -1762,7 +1783,6 @@ out:
 	if (ag.statefd >= 0)
 		close(ag.statefd);
 	tl_log_close(ag.log);
-	tl_secret_wipe(&ag.key, sizeof(ag.key));
-	tl_secret_wipe(ag.password, sizeof(ag.password));
+	tl_secret_free(secrets);
 	return ex;
 }

@@ -1092,7 +1092,11 @@ out:
 	return rc;
 }
 
-/* At start: what was delivered but not reloaded or acknowledged. */
+/*
+ * At start: what was delivered but not reloaded or acknowledged is
+ * applied; what was acknowledged but whose files are gone is written
+ * back.
+ */
 static int
 resume(struct agent *ag)
 {
@@ -1122,8 +1126,26 @@ resume(struct agent *ag)
 		}
 		fclose(fp);
 		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-		    h.acked || h.revoked)
+		    h.revoked)
 			continue;
+		if (h.acked) {
+			char envname[80];
+			struct stat st;
+
+			/*
+			 * DIR wiped (a reboot clearing /run), the state kept:
+			 * the versions held are written back, no reload (each
+			 * was reloaded and acknowledged).
+			 */
+			snprintf(envname, sizeof(envname), "%s.env", h.module);
+			if (fstatat(ag->dirfd, envname, &st,
+			    AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT &&
+			    (rc = write_module(ag, h.module)) == 0)
+				say("info", "%s: v%llu written back to %s/%s.env",
+				    h.grant, (unsigned long long)h.version,
+				    ag->dir, h.module);
+			continue;
+		}
 		if (read_sealed(ag, grant, &sealed, &slen) != 0)
 			continue;
 		if (open_sealed(ag, sealed, slen, &o) == 0) {

@@ -125,6 +125,15 @@ struct agent {
 	int			 once;
 	int			 reload_failed;
 	int			 value_refused;	/* --once: exit 6 */
+	/*
+	 * Modules delivered to and not yet written (pend): while batching,
+	 * what waits is taken first and each module written and reloaded
+	 * once for the newest versions.
+	 */
+	int			 batching;
+	char			 pending[64][64];
+	size_t			 npending;
+	uint64_t		 pending_since;	/* tl_sub_clock() ns */
 	/* Deliveries addressed to the node: opened, or not by its key. */
 	unsigned		 opened, unopened;
 	/* Values refused for an env file (note_refused), for the reports. */
@@ -964,43 +973,145 @@ save_sealed(struct agent *ag, const char *grant, const void *sealed,
 	return tn_file_put(ag->statefd, path, sealed, len, NULL);
 }
 
-/* Files, reload, acknowledgement for the version held in h. */
+/*
+ * Files, one reload, acknowledgements, for module: every grant of it
+ * delivered but not acknowledged yet is acknowledged at the version held
+ * (the newest that came) after one write of the files and one reload.
+ * A fresh agent catching up on its queue thus writes and reloads once
+ * per module, whatever number of versions was waiting.
+ */
 static int
-apply(struct agent *ag, struct held *h, const struct opened *o)
+flush_module(struct agent *ag, const char *module)
 {
+	char (*grants)[201] = NULL;
+	size_t n = 0, cap = 0, i;
+	uint64_t newest = 0;
+	DIR *d;
+	struct dirent *de;
 	int rc, status = 0;
 
-	if ((rc = write_module(ag, h->module)) != 0) {
-		say("error", "%s: cannot write %s/%s.env: %s", h->grant,
-		    ag->dir, h->module, tl_strerror(rc));
+	if ((rc = write_module(ag, module)) != 0) {
+		say("error", "cannot write %s/%s.env: %s", ag->dir, module,
+		    tl_strerror(rc));
 		return rc;
 	}
-	rc = run_reload(ag, h->module, h->version, &status);
-	cpy(ag->last_module, sizeof(ag->last_module), h->module);
+	if ((d = state_opendir(ag)) == NULL)
+		return errno;
+	while ((de = readdir(d)) != NULL) {
+		size_t nl = strlen(de->d_name);
+		char line[400], grant[201] = "";
+		struct held h;
+		FILE *fp;
+
+		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
+			continue;
+		if ((fp = state_fopen(ag, de->d_name)) == NULL)
+			continue;
+		if (fgets(line, sizeof(line), fp) != NULL &&
+		    strncmp(line, "grant ", 6) == 0) {
+			line[strcspn(line, "\n")] = '\0';
+			cpy(grant, sizeof(grant), line + 6);
+		}
+		fclose(fp);
+		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
+		    strcmp(h.module, module) != 0 || h.acked || h.revoked)
+			continue;
+		if (n == cap) {
+			void *ng = realloc(grants, (cap = cap ? 2 * cap : 8) *
+			    sizeof(*grants));
+
+			if (ng == NULL) {
+				closedir(d);
+				free(grants);
+				return ENOMEM;
+			}
+			grants = ng;
+		}
+		memcpy(grants[n++], grant, sizeof(grant));
+		if (h.version > newest)
+			newest = h.version;
+	}
+	closedir(d);
+	if (n == 0)
+		goto out;	/* all acknowledged already */
+	rc = run_reload(ag, module, newest, &status);
+	cpy(ag->last_module, sizeof(ag->last_module), module);
 	ag->last_status = rc != 0 ? 127 : status;
 	ag->report_due = 0;	/* a report follows at once */
-	if (rc != 0 || status != 0) {
-		say("error", "%s: the reload of %s failed (%s %d): v%llu not "
-		    "acknowledged, the old credential keeps working",
-		    h->grant, h->module, rc ? tl_strerror(rc) : "exit",
-		    rc ? rc : status, (unsigned long long)h->version);
-		ag->reload_failed = 1;
-		h->reloaded = 0;
-		held_save(ag, h);
-		return 0;
+	for (i = 0; i < n; i++) {
+		struct held h;
+		struct opened o;
+		uint8_t *sealed;
+		size_t slen;
+		int r;
+
+		if (held_load(ag, grants[i], &h) != 0)
+			continue;
+		if (rc != 0 || status != 0) {
+			say("error", "%s: the reload of %s failed (%s %d): v%llu "
+			    "not acknowledged, the old credential keeps working",
+			    h.grant, module, rc ? tl_strerror(rc) : "exit",
+			    rc ? rc : status, (unsigned long long)h.version);
+			ag->reload_failed = 1;
+			h.reloaded = 0;
+			held_save(ag, &h);
+			continue;
+		}
+		h.reloaded = 1;
+		held_save(ag, &h);
+		if ((r = read_sealed(ag, h.grant, &sealed, &slen)) != 0)
+			continue;
+		r = open_sealed(ag, sealed, slen, &o);
+		free(sealed);
+		if (r != 0)
+			continue;
+		if ((r = acknowledge(ag, &o)) != 0) {
+			say("error", "%s: acknowledging v%llu failed: %s",
+			    h.grant, (unsigned long long)h.version,
+			    tl_strerror(r));
+			opened_free(&o);
+			free(grants);
+			return r;
+		}
+		opened_free(&o);
+		h.acked = 1;
+		held_save(ag, &h);
+		say("info", "%s: v%llu in %s/%s.env, reloaded, acknowledged",
+		    h.grant, (unsigned long long)h.version, ag->dir, module);
 	}
-	h->reloaded = 1;
-	held_save(ag, h);
-	if ((rc = acknowledge(ag, o)) != 0) {
-		say("error", "%s: acknowledging v%llu failed: %s", h->grant,
-		    (unsigned long long)h->version, tl_strerror(rc));
-		return rc;
-	}
-	h->acked = 1;
-	held_save(ag, h);
-	say("info", "%s: v%llu in %s/%s.env, reloaded, acknowledged",
-	    h->grant, (unsigned long long)h->version, ag->dir, h->module);
+	rc = 0;
+out:
+	free(grants);
+	return rc;
+}
+
+/* What deliver took is written and reloaded later (flush_pending). */
+static int
+pend(struct agent *ag, const char *module)
+{
+	size_t i;
+
+	for (i = 0; i < ag->npending; i++)
+		if (strcmp(ag->pending[i], module) == 0)
+			return 0;
+	if (ag->npending == 0)
+		ag->pending_since = tl_sub_clock();
+	cpy(ag->pending[ag->npending++], sizeof(ag->pending[0]), module);
 	return 0;
+}
+
+/* Every module pend named: once each. */
+static int
+flush_pending(struct agent *ag)
+{
+	size_t i;
+	int rc = 0, r;
+
+	for (i = 0; i < ag->npending; i++)
+		if ((r = flush_module(ag, ag->pending[i])) != 0 && rc == 0)
+			rc = r;
+	ag->npending = 0;
+	return rc;
 }
 
 /* Kept for the reports: the newest per grant, 8 grants at most. */
@@ -1086,7 +1197,10 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 		    tl_strerror(rc));
 		goto out;
 	}
-	rc = apply(ag, &h, &o);
+	/* Batching, only the newest of what waits is written and reloaded. */
+	if ((rc = pend(ag, h.module)) == 0 && (!ag->batching ||
+	    ag->npending == sizeof(ag->pending) / sizeof(ag->pending[0])))
+		rc = flush_pending(ag);
 out:
 	opened_free(&o);
 	return rc;
@@ -1110,9 +1224,6 @@ resume(struct agent *ag)
 		size_t nl = strlen(de->d_name);
 		char line[400], grant[201] = "";
 		struct held h;
-		struct opened o;
-		uint8_t *sealed;
-		size_t slen;
 		FILE *fp;
 
 		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
@@ -1146,15 +1257,11 @@ resume(struct agent *ag)
 				    ag->dir, h.module);
 			continue;
 		}
-		if (read_sealed(ag, grant, &sealed, &slen) != 0)
-			continue;
-		if (open_sealed(ag, sealed, slen, &o) == 0) {
-			rc = apply(ag, &h, &o);
-			opened_free(&o);
-		}
-		free(sealed);
+		rc = pend(ag, h.module);
 	}
 	closedir(d);
+	if (rc == 0)
+		rc = flush_pending(ag);
 	return rc;
 }
 
@@ -1288,6 +1395,7 @@ from_log(struct agent *ag)
 
 	snprintf(logdir, sizeof(logdir), "%s/log", ag->home);
 	read_pos(ag, &pos);
+	ag->batching = 1;
 	so.from = pos + 1;
 	/* credential.delivered, assignment.removed, grant.revoked|purged */
 	so.type = "[acg][sr]*.[dpr][eu]*";
@@ -1308,6 +1416,12 @@ from_log(struct agent *ag)
 		    tl_sub_deadline(1000), &ev);
 		if (rc == TL_ETIMEDOUT || rc == EINTR) {
 			rc = 0;
+			/* Caught up: what waited is written, once per module. */
+			if (ag->npending > 0) {
+				tl_sub_release(s);
+				if ((rc = flush_pending(ag)) != 0)
+					break;
+			}
 			if (tl_sub_position(s) > pos)
 				write_pos(ag, pos = tl_sub_position(s));
 			if (ag->once) {
@@ -1330,6 +1444,9 @@ from_log(struct agent *ag)
 			    sizeof(module)) == 0) {
 				tl_bview_close(&v);
 				tl_sub_release(s);
+				/* In the order of the log: what came first first. */
+				if ((rc = flush_pending(ag)) != 0)
+					break;
 				remove_module(ag, module);
 				write_pos(ag, pos = ev.seq);
 				continue;
@@ -1349,7 +1466,8 @@ from_log(struct agent *ag)
 				continue;
 			}
 			tl_sub_release(s);
-			if ((rc = drop_grant(ag, grant, ev.type[6] == 'r' ?
+			if ((rc = flush_pending(ag)) != 0 ||
+			    (rc = drop_grant(ag, grant, ev.type[6] == 'r' ?
 			    "revoked" : "purged")) != 0)
 				break;
 			write_pos(ag, pos = ev.seq);
@@ -1377,6 +1495,10 @@ from_log(struct agent *ag)
 				tl_sub_release(s);
 				rc = deliver(ag, copy, slen);
 				free(copy);
+				/* A log that never pauses still gets its files. */
+				if (rc == 0 && ag->npending > 0 && tl_sub_clock() -
+				    ag->pending_since > 1000000000u)
+					rc = flush_pending(ag);
 				if (rc != 0)
 					break;
 				write_pos(ag, pos = ev.seq);
@@ -1471,6 +1593,11 @@ handle_notice(struct agent *ag, const struct tl_amqp_delivery *d)
 		return deliver(ag, d->body, d->len);
 	if ((j = json_loadb(d->body, d->len, 0, NULL)) == NULL)
 		return 0;
+	/* In the order of the queue: what came first first. */
+	if ((rc = flush_pending(ag)) != 0) {
+		json_decref(j);
+		return rc;
+	}
 	if (strcmp(d->type, TL_EV_ASSIGN_REMOVED) == 0) {
 		if (json_unpack(j, "{s:s,s:s}", "module", &m, "node", &n) ==
 		    0 && strcmp(n, ag->node) == 0 && strchr(m, '/') == NULL &&
@@ -1507,22 +1634,36 @@ from_amqp(struct agent *ag)
 	if ((rc = resume(ag)) != 0)
 		goto out;
 	/*
-	 * One message at a time: the acknowledgement waits for its confirm
-	 * on the same connection, and a delivery arriving meanwhile would be
-	 * read as a stray frame and lost (two grants of a module at once
-	 * broke the consumer: "consume: a socket error occurred").
+	 * What waits on the queue is taken first, one message at a time
+	 * (basic.get), until it is empty; only then is each module written
+	 * and reloaded, once, at the newest versions (flush_pending).
 	 */
-	if (!ag->once && (rc = tl_amqp_consume(ag->a, q, 1)) != 0)
-		goto out;
+	ag->batching = 1;
 	while (!stop) {
 		maybe_report(ag);
-		rc = ag->once ? tl_amqp_get(ag->a, q, &d) :
+		rc = ag->batching ? tl_amqp_get(ag->a, q, &d) :
 		    tl_amqp_next(ag->a, tl_sub_deadline(1000), &d);
-		if (rc == TL_ENOTFOUND && ag->once) {
-			maybe_report(ag);
-			rc = tl_amqp_wait_confirms(ag->a,
-			    tl_amqp_published(ag->a), tl_sub_deadline(5000));
-			break;
+		if (rc == TL_ENOTFOUND && ag->batching) {
+			if ((rc = flush_pending(ag)) != 0)
+				break;
+			ag->batching = 0;
+			if (ag->once) {
+				maybe_report(ag);
+				rc = tl_amqp_wait_confirms(ag->a,
+				    tl_amqp_published(ag->a),
+				    tl_sub_deadline(5000));
+				break;
+			}
+			/*
+			 * Then one message at a time: the acknowledgement
+			 * waits for its confirm on the same connection, and a
+			 * delivery arriving meanwhile would be read as a stray
+			 * frame and lost (two grants of a module at once broke
+			 * the consumer: "consume: a socket error occurred").
+			 */
+			if ((rc = tl_amqp_consume(ag->a, q, 1)) != 0)
+				break;
+			continue;
 		}
 		if (rc == TL_ETIMEDOUT) {
 			rc = 0;

@@ -38,8 +38,9 @@
  * delivery as it came (still sealed); with --log the last sequence
  * number read.
  *
- * Exit codes: 0, 1 failure, 2 usage, 6 (--once) a reload failed or a
- * value was refused.
+ * Exit codes: 0, 1 failure (with --log a node not in the mesh or a key
+ * not the node's; a key that opens none of the deliveries addressed to
+ * the node), 2 usage, 6 (--once) a reload failed or a value was refused.
  */
 #define _GNU_SOURCE
 
@@ -99,7 +100,11 @@ static const char usage[] =
 "holds (signed) after each reload and every SECONDS (default 60): tally\n"
 "status shows it, and an agent silent too long.  --state: where it keeps\n"
 "the versions it holds (default $STATE_DIRECTORY, else\n"
-"/var/lib/tally-node/NODE).  --once: what is there, then exit.\n";
+"/var/lib/tally-node/NODE).  --once: what is there, then exit.\n"
+"\n"
+"Exit: 0 done; 1 failure (with --log a NODE not in the mesh or a key not\n"
+"NODE's; a key that opens none of the deliveries addressed to NODE);\n"
+"2 usage; 6 (--once) a reload failed or a value was refused.\n";
 
 struct modconf {
 	char	 name[64];
@@ -1705,6 +1710,66 @@ out:
 
 /* --- main ------------------------------------------------------------ */
 
+/*
+ * With --log: is the node in the mesh, and is the key its own?  The
+ * node's stream says: node.added (its public sealing key) and
+ * node.removed.  0, or an error said.
+ */
+static int
+check_node(struct agent *ag, const char *keyfile)
+{
+	struct tl_filter f = { 0 };
+	struct tl_txn *t;
+	struct tl_iter *it;
+	struct tl_event ev;
+	char stream[96];
+	uint8_t pk[TL_PUBKEY_LEN];
+	int rc, have = 0, haspk = 0;
+
+	snprintf(stream, sizeof(stream), "node/%s", ag->node);
+	f.stream = stream;
+	if ((rc = tl_log_begin(ag->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0) {
+		tl_log_abort(t);
+		return rc;
+	}
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		struct tl_bview v;
+		struct tl_bnode n;
+		const void *p;
+		size_t len;
+
+		if (strcmp(ev.type, TL_EV_NODE_REMOVED) == 0)
+			have = haspk = 0;
+		if (strcmp(ev.type, TL_EV_NODE_ADDED) != 0 ||
+		    tl_bview_open(&v, ev.body, ev.body_len) != 0)
+			continue;
+		have = 1;
+		if (tl_bn_get(v.root, "pubkey", &n) == 0 && tl_bn_bin(n, &p,
+		    &len) == 0 && len == TL_PUBKEY_LEN) {
+			memcpy(pk, p, TL_PUBKEY_LEN);
+			haspk = 1;
+		}
+		tl_bview_close(&v);
+	}
+	tl_iter_close(it);
+	tl_log_abort(t);
+	if (rc != TL_EEOF)
+		return rc;
+	if (!have) {
+		say("error", "no node %s in the mesh of %s (tally nodes lists "
+		    "them): nothing is delivered to it", ag->node, ag->home);
+		return TL_ENOTFOUND;
+	}
+	if (haspk && sodium_memcmp(pk, ag->pk, TL_PUBKEY_LEN) != 0) {
+		say("error", "%s is not node %s's key: its public key is not "
+		    "the one node.added recorded", keyfile, ag->node);
+		return TL_ESECRET;
+	}
+	return 0;
+}
+
 #define PWVAR	"TALLY_NODE_AMQP_PASSWORD"
 
 /*
@@ -1930,11 +1995,23 @@ main(int argc, char **argv)
 			ex = EXIT_FAIL;
 			goto out;
 		}
+		if ((rc = check_node(&ag, keyfile)) != 0) {
+			ex = EXIT_FAIL;
+			goto out;
+		}
 		/* What was delivered but not reloaded or acked goes first. */
 		if ((rc = resume(&ag)) == 0)
 			rc = from_log(&ag);
 	} else {
 		rc = from_amqp(&ag);
+	}
+	if (rc == 0 && ag.unopened > 0 && ag.opened == 0) {
+		/* Deliveries for the node, and this key opens none of them. */
+		say("error", "%s opens none of the %u deliveries addressed to "
+		    "node %s: it is not this node's key", keyfile, ag.unopened,
+		    ag.node);
+		if (ag.once)
+			rc = TL_ESECRET;
 	}
 	if (rc != 0)
 		ex = EXIT_FAIL;

@@ -23,7 +23,7 @@ static const uint8_t proof[TL_DLV_PROOF_LEN] = {
 static void
 build(struct tl_dlv_enc *e, uint8_t *all)
 {
-	char name[8];
+	char name[16];
 	int b;
 
 	tl_dlv_enc_begin(e, "game/db", "game@node-a", 7, proof);
@@ -60,7 +60,7 @@ START_TEST(test_round_trip)
 	ck_assert_uint_eq(d.vars[0].name_len, 9);
 	ck_assert_mem_eq(d.vars[0].value, "info", 4);
 	for (i = 0; i < 256; i++) {
-		char name[8];
+		char name[32];
 
 		snprintf(name, sizeof(name), "V%03zu", i);
 		ck_assert_int_eq(d.vars[1 + i].is_default, 0);

@@ -1682,8 +1682,10 @@ from_amqp(struct agent *ag)
 			    d.type[0] ? d.type : "untyped", q,
 			    d.message_id[0] ? d.message_id : "none", why);
 			ag->refused++;
+			/* Cut to fit: the log line above has it whole. */
 			snprintf(ag->refused_last, sizeof(ag->refused_last),
-			    "%s: %s", d.type[0] ? d.type : "untyped", why);
+			    "%.60s: %.130s", d.type[0] ? d.type : "untyped",
+			    why);
 			ag->report_due = 0;
 			rc = 0;
 		} else if ((uint64_t)d.seq <= ag->cp_seq) {

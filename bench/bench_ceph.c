@@ -344,9 +344,9 @@ verify_section(void)
 	}
 	printf("  (calls: driver calls, a bulk call is one; RGW reqs: what "
 	    "the RGW served, the\n   session's opening probe included; a "
-	    "bulk call is 1 + one GET /admin/user per grant,\n   a consumer "
-	    "check 5: the user, the bucket, HEAD own, HEAD canary, the "
-	    "policy)\n");
+	    "bulk call is 1 + GET /admin/user and the ACL per grant,\n   a "
+	    "consumer check 6: the user, the bucket, the ACL, HEAD own, HEAD "
+	    "canary, the policy)\n");
 	fflush(stdout);
 	tl_rx_free(&rx);
 	tl_log_close(rx.log);

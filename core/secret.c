@@ -417,6 +417,16 @@ tl_secret_cp_keypair(const struct tl_key *key, uint8_t pk[TL_SIGN_PUBLEN],
 	sodium_memzero(tsk, sizeof(tsk));
 }
 
+int
+tl_secret_naming_key(const struct tl_key *key, uint8_t sub[TL_NAMING_KEY_LEN])
+{
+	if (key == NULL || key->k == NULL)
+		return TL_ESECRET;
+	crypto_kdf_derive_from_key(sub, TL_NAMING_KEY_LEN, 1, "tlnaming",
+	    key->k);
+	return 0;
+}
+
 /* The stream's subkey: derived on each use, wiped after. */
 static void
 stream_subkey(const struct tl_key *key, uint8_t sub[crypto_auth_KEYBYTES])

@@ -45,6 +45,17 @@ void	tl_secret_stream_mac(const struct tl_key *key, const uint8_t *hash,
 int	tl_secret_stream_mac_ok(const struct tl_key *key, const uint8_t *hash,
 	    size_t hlen, const uint8_t mac[TL_STREAM_MAC_LEN]);
 
+/*
+ * The mesh's naming key (KDF context "tlnaming", subkey 1): what names
+ * in a namespace other tenants share are digested with
+ * (drivers/naming.c, scheme 3), so that no one without the master key
+ * can compute a future grant's name.  The caller wipes sub.  TL_ESECRET
+ * when key holds none.
+ */
+#define TL_NAMING_KEY_LEN	32
+int	tl_secret_naming_key(const struct tl_key *key,
+	    uint8_t sub[TL_NAMING_KEY_LEN]);
+
 /* Creates path with a fresh key; TL_EEXIST if it exists. */
 int	tl_secret_keygen(const char *path);
 /*

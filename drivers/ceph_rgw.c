@@ -18,6 +18,12 @@
  *		[a-z0-9.-]), owned by that user, made by it (S3 PUT signed
  *		with its own key), without a bucket policy.
  *
+ * Bucket names are global to the gateway and any user may create one
+ * (a consumer that deleted its own bucket can create another), so the
+ * names are keyed (keyed_names: scheme 3, drivers/naming.c): their
+ * digest is keyed by the mesh's naming key, and no consumer can compute
+ * the bucket of a grant not yet made and take it first.
+ *
  * Credential model TL_DRV_CRED_MULTI_PASSWORD: every version is the same
  * user; a rotation adds the new version's key beside the old
  * (add_credential) and removes the old version's key, derived again from
@@ -45,15 +51,21 @@
  * Drift: the user gone, or its key for the password gone or with another
  * secret, is TL_DRIFT_CREDENTIAL (set_password adds the key again; a
  * user gone is made again); suspended, caps, max-buckets other than 1,
- * a bucket policy, or the consumer reaching the canary bucket is
- * TL_DRIFT_PRIVILEGES (fix_privileges); the bucket gone or owned by
+ * a bucket policy, an ACL that grants anything beyond the owner's
+ * FULL_CONTROL (public-read, a READ grant to another user), or the
+ * consumer reaching the canary bucket is TL_DRIFT_PRIVILEGES
+ * (fix_privileges deletes the policy and sets the ACL private); the bucket gone or owned by
  * another is TL_DRIFT_MISSING, never recreated (its objects are gone; an
  * empty bucket would hide that).  check also proves isolation from the
  * consumer's side: a signed HEAD of its own bucket (200) and of the
  * canary bucket, the admin's, which it must not reach (403).
+ * The policy is read as the owner (GET ?policy: the admin is not the
+ * bucket's owner), so by check only; the ACL on the admin side (GET
+ * /admin/bucket?policy), by both.
  * check_bulk: one GET /admin/bucket?stats=true for every bucket and its
- * owner, then one GET /admin/user per grant (the API lists no users with
- * their keys in one call), none as the consumer.
+ * owner, then one GET /admin/user and one GET /admin/bucket?policy per
+ * grant (the API lists no users with their keys, nor ACLs, in one
+ * call), none as the consumer.
  *
  * Revocation: retain (the default) suspends the user and keeps the
  * bucket and its objects; purge deletes the bucket with its objects,
@@ -714,6 +726,120 @@ drop_policy(struct rgw *r, const struct tl_drv_grant *g, char *why)
 	    "deleting the bucket policy", why);
 }
 
+/*
+ * The bucket's ACL back to private (the owner's FULL_CONTROL alone), as
+ * the owner: PUT ?acl with the canned ACL "private".
+ */
+static int
+set_private(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	char ak[24], path[RGW_NAME_MAX + 2];
+	struct curl_slist *hd, *h2;
+	long st;
+	int rc;
+	struct kv q[] = { { "acl", "" } };
+
+	if ((hd = curl_slist_append(NULL, "x-amz-content-sha256: "
+	    "UNSIGNED-PAYLOAD")) == NULL)
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	/* The RGW wants a length on PUT ?acl (411 without one). */
+	if ((h2 = curl_slist_append(hd, "Content-Length: 0")) == NULL ||
+	    (h2 = curl_slist_append(h2, "x-amz-acl: private")) == NULL) {
+		curl_slist_free_all(hd);
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	}
+	access_key(g->login, g->password, ak);
+	snprintf(path, sizeof(path), "/%s", g->resource);
+	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, h2);
+	rc = request(r, "PUT", path, q, 1, ak, g->password, NULL, &st,
+	    "making the bucket's ACL private", why);
+	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, r->hdr);
+	curl_slist_free_all(h2);
+	return rc;
+}
+
+/* The names of an ACL's permission flags (RGW: READ 1, WRITE 2, ...). */
+static void
+perm_name(json_int_t flags, char *out, size_t n)
+{
+	static const char *const name[] = { "READ", "WRITE", "READ_ACP",
+	    "WRITE_ACP" };
+	size_t i, o = 0;
+
+	out[0] = '\0';
+	if ((flags & 15) == 15) {
+		snprintf(out, n, "FULL_CONTROL");
+		return;
+	}
+	for (i = 0; i < 4; i++)
+		if (flags & ((json_int_t)1 << i))
+			o += (size_t)snprintf(out + o, o < n ? n - o : 0, "%s%s",
+			    o ? "+" : "", name[i]);
+	if (out[0] == '\0')
+		snprintf(out, n, "flags %lld", (long long)flags);
+}
+
+/*
+ * What the bucket's ACL grants beyond its owner's FULL_CONTROL, one
+ * "PERMISSION to WHOM" each, added to w; *bad when there is any.  Read
+ * on the admin side (GET /admin/bucket?policy: the ACL as JSON, whose
+ * grant_map entries are typed 0 user, 1 e-mail, 2 group: 1 AllUsers, 2
+ * AuthenticatedUsers), so check and check_bulk read it alike, one
+ * request per bucket.  A bucket that is gone has no ACL (0, nothing).
+ */
+static int
+read_acl(struct rgw *r, const struct tl_drv_grant *g, int *bad, char *w,
+    char *why)
+{
+	struct kv q[] = { { "bucket", g->resource }, { "policy", "" } };
+	json_t *pol = NULL, *e, *gr;
+	const char *id, *mail;
+	char perm[48];
+	json_int_t type, flags, group;
+	int rc, owner_full = 0;
+	size_t i;
+
+	*bad = 0;
+	if ((rc = get_json(r, "/admin/bucket", q, 2, &pol,
+	    "reading the bucket's ACL", why)) != 0 || pol == NULL)
+		return rc;
+	json_array_foreach(json_object_get(json_object_get(pol, "acl"),
+	    "grant_map"), i, e) {
+		gr = json_object_get(e, "grant");
+		type = json_integer_value(json_object_get(json_object_get(gr,
+		    "type"), "type"));
+		flags = json_integer_value(json_object_get(json_object_get(gr,
+		    "permission"), "flags"));
+		group = json_integer_value(json_object_get(gr, "group"));
+		id = json_string_value(json_object_get(gr, "id"));
+		mail = json_string_value(json_object_get(gr, "email"));
+		if (type == 0 && id != NULL && strcmp(id, g->login) == 0 &&
+		    (flags & 15) == 15) {
+			owner_full = 1;
+			continue;
+		}
+		*bad = 1;
+		perm_name(flags, perm, sizeof(perm));
+		if (type == 2)
+			tl_drv_why_add(w, "bucket \"%s\"'s ACL grants %s to "
+			    "group %s", g->resource, perm, group == 1 ?
+			    "AllUsers" : group == 2 ? "AuthenticatedUsers" :
+			    "?");
+		else
+			tl_drv_why_add(w, "bucket \"%s\"'s ACL grants %s to "
+			    "%s %.64s", g->resource, perm, type == 1 ?
+			    "e-mail" : "user", type == 1 ? (mail != NULL ?
+			    mail : "?") : (id != NULL ? id : "?"));
+	}
+	if (!owner_full) {
+		*bad = 1;
+		tl_drv_why_add(w, "bucket \"%s\"'s ACL does not give its "
+		    "owner FULL_CONTROL", g->resource);
+	}
+	json_decref(pol);
+	return 0;
+}
+
 static int
 rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -725,10 +851,12 @@ rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
 	if ((rc = ensure_user(r, g, 1, why)) != 0 ||
-	    (rc = drop_policy(r, g, why)) != 0)
+	    (rc = drop_policy(r, g, why)) != 0 ||
+	    (rc = set_private(r, g, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user \"%s\" is active without caps and "
-	    "bucket \"%s\" has no policy", g->login, g->resource);
+	    "bucket \"%s\" has no policy and a private ACL", g->login,
+	    g->resource);
 }
 
 /* --- verification ------------------------------------------------------ */
@@ -833,7 +961,7 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	char w[TL_DRV_WHY_MAX], ak[24], path[RGW_NAME_MAX + 2];
 	char admin_base[sizeof(r->base)];
 	long st;
-	int rc, consumer = 0;
+	int rc, consumer = 0, acl;
 	struct kv q[] = { { "policy", "" } };
 
 	*drift = TL_DRIFT_NONE;
@@ -845,6 +973,12 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	    (rc = get_bucket(r, g->resource, &b, why)) != 0)
 		goto out;
 	evaluate(g, u, b, drift, w);
+	if (*drift < TL_DRIFT_MISSING) {
+		if ((rc = read_acl(r, g, &acl, w, why)) != 0)
+			goto out;
+		if (acl)
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+	}
 	if (*drift >= TL_DRIFT_CREDENTIAL || u == NULL || suspended(u))
 		goto done;
 	/* From the consumer's side: its bucket, and isolation. */
@@ -884,8 +1018,8 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 done:
 	if (*drift == TL_DRIFT_NONE)
 		tl_drv_why(why, 0, "user \"%s\", its key and bucket \"%s\" are "
-		    "as made; the consumer reaches its bucket and not the "
-		    "canary", g->login, g->resource);
+		    "as made (no policy, a private ACL); the consumer reaches "
+		    "its bucket and not the canary", g->login, g->resource);
 	else
 		tl_drv_why(why, 0, "%s", w);
 out:
@@ -932,6 +1066,17 @@ rgw_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		if ((rc = vet_user(r, &gs[i], &u, &m, why[i])) != 0)
 			break;
 		evaluate(&gs[i], u, b, &drift[i], why[i]);
+		if (drift[i] < TL_DRIFT_MISSING) {
+			int acl;
+
+			if ((rc = read_acl(r, &gs[i], &acl, why[i],
+			    why[i])) != 0) {
+				json_decref(u);
+				break;
+			}
+			if (acl)
+				drift_to(&drift[i], TL_DRIFT_PRIVILEGES);
+		}
 		if (drift[i] == TL_DRIFT_NONE)
 			tl_drv_why(why[i], 0, "user \"%s\", its key and bucket "
 			    "\"%s\" are as made", gs[i].login,
@@ -1228,6 +1373,7 @@ const struct tl_drv_ops tl_drv_ceph_rgw = {
 	.field_info = rgw_field_info,
 	.compose = rgw_compose,
 	.names = rgw_names,
+	.keyed_names = 1,
 	.credential = TL_DRV_CRED_MULTI_PASSWORD,
 	.add_credential = rgw_add_credential,
 	.retire_credential = rgw_retire_credential,

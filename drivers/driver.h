@@ -219,7 +219,16 @@ struct tl_drv_name_in {
 	uint64_t	 scheme;
 	/* The fresh resource a move (tally rebind) at version copies into. */
 	int		 move;
+	/*
+	 * The mesh's naming key (TL_DRV_NAME_KEY_LEN bytes, a subkey of its
+	 * master key: core/secret.h), which scheme 3 digests grant ids
+	 * with; NULL: not at hand (scheme 3 then gives "" for every name,
+	 * which every operation refuses).  Borrowed for the call.
+	 */
+	const uint8_t	*key;
 };
+
+#define TL_DRV_NAME_KEY_LEN	32
 
 /* The names of one grant's credential version on its provider. */
 struct tl_drv_names {
@@ -228,8 +237,17 @@ struct tl_drv_names {
 	char	login[TL_DRV_NAME_MAX];		/* the credential ("": none) */
 };
 
-/* The current naming scheme: what a grant's first intent records. */
-#define TL_DRV_NAMING	2
+/*
+ * The current naming schemes: what a grant's first intent records.  A
+ * driver whose names live where a consumer may create names too (RGW
+ * buckets are global to the gateway, and a consumer makes its own)
+ * declares keyed_names and its grants get TL_DRV_NAMING_KEYED: the
+ * digest is keyed by the mesh's naming key, so a consumer cannot
+ * compute, and take first, the name of a grant not yet made.  Every
+ * other driver's grants get TL_DRV_NAMING.
+ */
+#define TL_DRV_NAMING		2
+#define TL_DRV_NAMING_KEYED	3
 
 /*
  * The injective scheme drivers share (drivers/naming.c, which states
@@ -242,6 +260,11 @@ void	tl_drv_name_scheme(const struct tl_drv_name_in *in, size_t max,
 	    struct tl_drv_names *out);
 /* The 16 hex digits of BLAKE2b-128 of a grant id that names carry. */
 void	tl_drv_name_digest(const char *grant, char out[17]);
+/*
+ * Scheme 3's: the same digest keyed by key (TL_DRV_NAME_KEY_LEN bytes).
+ */
+void	tl_drv_name_digest_keyed(const char *grant, const uint8_t *key,
+	    char out[17]);
 
 /* --- the rest of the contract, as data --------------------------------- */
 
@@ -554,7 +577,24 @@ struct tl_drv_ops {
 	 */
 	int		 handle_model;
 	const char	*rotation_note;
+	/*
+	 * Nonzero: a consumer can create names in the namespace the
+	 * driver's names live in (RGW: buckets, global to the gateway), so
+	 * new grants are named by TL_DRV_NAMING_KEYED (tl_drv_naming).
+	 */
+	int		 keyed_names;
+	/*
+	 * NULL, or one line: what one consumer of this provider can still
+	 * do to another consumer's grant that nothing the driver registers
+	 * or sets can prevent (the provider's own configuration may), so
+	 * that a person knows it: tally status and tally explain show it
+	 * beside every grant of the driver.
+	 */
+	const char	*isolation_note;
 };
+
+/* The scheme a new grant of ops's types is named by. */
+uint64_t tl_drv_naming(const struct tl_drv_ops *ops);
 
 /*
  * Whether ops has capability cap: 1, or 0 with why (at least

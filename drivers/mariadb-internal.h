@@ -34,6 +34,15 @@ extern const char *const tl_drv_mdb_reserved[];
 int	tl_drv_mdb_connect(const char *host, const char *port,
 	    const char *user, const char *password, const char *db,
 	    MYSQL **out, char *why);
+/*
+ * The same, with the server's or client's error number in *err (0 when
+ * connected): what went wrong is read from the number, never the text
+ * (1045: the password; 1226: a resource limit of the account; 1040:
+ * the server is full).
+ */
+int	tl_drv_mdb_connect_e(const char *host, const char *port,
+	    const char *user, const char *password, const char *db,
+	    MYSQL **out, unsigned *err, char *why);
 /* Runs one statement, discarding any rows; step names it in why. */
 int	tl_drv_mdb_run(MYSQL *c, const char *sql, const char *step,
 	    char *why);

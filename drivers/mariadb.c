@@ -8,9 +8,12 @@
  *   login	a user 'LOGIN'@'%' authenticated by mysql_native_password,
  *		with ALL PRIVILEGES on the resource's database and nothing
  *		else: no global privilege (USAGE only), no GRANT OPTION, no
- *		other database, table, column or routine privilege, and no
- *		other account of that name on another host (one would shadow
- *		'LOGIN'@'%' for connections from there).
+ *		other database, table, column or routine privilege, no
+ *		resource limit (MAX_USER_CONNECTIONS, MAX_QUERIES_PER_HOUR,
+ *		MAX_UPDATES_PER_HOUR, MAX_CONNECTIONS_PER_HOUR,
+ *		MAX_STATEMENT_TIME all 0), and no other account of that name
+ *		on another host (one would shadow 'LOGIN'@'%' for
+ *		connections from there).
  *
  * MariaDB has no owner of a database: objects belong to the database, so
  * the second login of a rotation sees and may change exactly what the
@@ -539,7 +542,11 @@ set_pw(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	    x->user, hash);
 }
 
-/* Exactly ALL on the database, nothing else, no other host's account. */
+/*
+ * Exactly ALL on the database, nothing else, no other host's account,
+ * no resource limit (a limit set by hand refuses the consumer with 1226,
+ * which a new password cannot repair).
+ */
 static int
 set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
     const struct ids *x, char *why)
@@ -573,15 +580,20 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	    (rc = runf(p->c, "granting the database", why, "GRANT ALL "
 	    "PRIVILEGES ON %s.* TO %s", x->pat, x->user)) != 0)
 		return rc;
-	return runf(p->c, "unlocking the user", why, "ALTER USER %s ACCOUNT "
-	    "UNLOCK", x->user);
+	if ((rc = runf(p->c, "unlocking the user", why, "ALTER USER %s "
+	    "ACCOUNT UNLOCK", x->user)) != 0)
+		return rc;
+	return runf(p->c, "removing the user's resource limits", why,
+	    "ALTER USER %s WITH MAX_QUERIES_PER_HOUR 0 MAX_UPDATES_PER_HOUR 0 "
+	    "MAX_CONNECTIONS_PER_HOUR 0 MAX_USER_CONNECTIONS 0 "
+	    "MAX_STATEMENT_TIME 0", x->user);
 }
 
 /* --- what a grant looks like: one row per grant --------------------- */
 
 enum {
 	C_I = 0, C_DB, C_USER, C_AUTH, C_PLUGIN, C_LOCKED, C_ACCESS, C_DBPRIV,
-	C_OTHERDB, C_OTHER, C_HOSTS, C_MARKD, C_MARKU, C_NCOLS
+	C_OTHERDB, C_OTHER, C_HOSTS, C_MARKD, C_MARKU, C_LIMITS, C_NCOLS
 };
 
 /* One SELECT of the grant's facts, for UNION ALL: i, db, pattern, user. */
@@ -597,6 +609,15 @@ grant_row(struct tl_drv_mdb *p, const struct tl_drv_grant *g, size_t i,
 	return tl_drv_sqlf(out, n, why, "SELECT %zu AS i, %s AS db, %s AS pat, "
 	    "%s AS u", i, x.dlit, x.plit, x.ulit);
 }
+
+/*
+ * One resource limit of the account, "NAME value" when it is not 0 (no
+ * limit, what create sets), else NULL: key is its name in
+ * mysql.global_priv's JSON, name its name in ALTER USER.
+ */
+#define MDB_LIMIT(key, name) \
+	" IF(IFNULL(JSON_VALUE(a.Priv, '$." key "'), 0) + 0 <> 0," \
+	" CONCAT('" name " ', JSON_VALUE(a.Priv, '$." key "') + 0), NULL)"
 
 static char *
 facts_sql(struct tl_drv_mdb *p, const char *rows)
@@ -628,7 +649,14 @@ facts_sql(struct tl_drv_mdb *p, const char *rows)
 	    " (SELECT k.grant_id FROM `" MDB_META "`.`marks` k"
 	    "   WHERE k.kind = 'd' AND k.name = g.db),"
 	    " (SELECT k.grant_id FROM `" MDB_META "`.`marks` k"
-	    "   WHERE k.kind = 'u' AND k.name = g.u)"
+	    "   WHERE k.kind = 'u' AND k.name = g.u),"
+	    " (SELECT NULLIF(CONCAT_WS(', ',"
+	    MDB_LIMIT("max_questions", "MAX_QUERIES_PER_HOUR") ","
+	    MDB_LIMIT("max_updates", "MAX_UPDATES_PER_HOUR") ","
+	    MDB_LIMIT("max_connections", "MAX_CONNECTIONS_PER_HOUR") ","
+	    MDB_LIMIT("max_user_connections", "MAX_USER_CONNECTIONS") ","
+	    MDB_LIMIT("max_statement_time", "MAX_STATEMENT_TIME") "), '')"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%')"
 	    " FROM (%s) g ORDER BY g.i";
 	size_t n = sizeof(fmt) + strlen(p->privcols) + strlen(rows);
 	char *s;
@@ -728,6 +756,9 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 			madd(&priv, "%s other account%s named '%s' on other "
 			    "hosts", row[C_HOSTS], atoi(row[C_HOSTS]) == 1 ?
 			    "" : "s", g->login);
+		if (row[C_LIMITS] != NULL)
+			madd(&priv, "user '%s' has resource limits tally did "
+			    "not set: %s", g->login, row[C_LIMITS]);
 		if (cred && g->password != NULL) {
 			char hash[42];
 
@@ -813,23 +844,32 @@ out:
 	return rc;
 }
 
-/* Logs in as g's user at host:port and uses the database. */
+/*
+ * Logs in as g's user at host:port and uses the database.  *c: 0 it
+ * could; 1 the server refused the password (1045, and only that);
+ * 2 the login or its use was refused for another reason (a resource
+ * limit, 1226; the database, 1044; a lock, 4151), which a new password
+ * would not repair.  TL_EUNREACH with detail when no session could be
+ * had (nothing answered, or the server is full: 1040, 1203).
+ */
 static int
 login_as(const struct tl_drv_grant *g, const char *host, const char *port,
     int *c, char *detail, size_t dn)
 {
 	MYSQL *m;
 	char w[TL_DRV_WHY_MAX];
+	unsigned e;
 	int rc;
 
 	*c = 0;
-	rc = tl_drv_mdb_connect(host, port, g->login, g->password, g->resource,
-	    &m, w);
+	rc = tl_drv_mdb_connect_e(host, port, g->login, g->password,
+	    g->resource, &m, &e, w);
+	if (rc != 0)
+		snprintf(detail, dn, "%s", w);
 	if (rc == TL_EUNREACH)
 		return rc;
 	if (rc != 0) {
-		*c = 1;
-		snprintf(detail, dn, "%s", w);
+		*c = e == ER_ACCESS_DENIED_ERROR ? 1 : 2;
 		return 0;
 	}
 	if (mysql_query(m, "SELECT COUNT(*) FROM information_schema.TABLES") != 0) {
@@ -877,8 +917,8 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 		return 0;	/* a locked user cannot prove its password */
 	if ((rc = login_as(g, host, port, &c, detail, sizeof(detail))) != 0)
 		return tl_drv_why(why, rc, "the consumer's endpoint %s:%s does "
-		    "not answer", host != NULL ? host : "?",
-		    port != NULL ? port : "?");
+		    "not answer: %s", host != NULL ? host : "?",
+		    port != NULL ? port : "?", detail);
 	if (c == 1) {
 		char prev[TL_DRV_WHY_MAX];
 
@@ -892,6 +932,12 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 		*drift = TL_DRIFT_PRIVILEGES;
 		tl_drv_why(why, 0, "privileges: user '%s' cannot use \"%s\": "
 		    "%s", g->login, g->resource, detail);
+	} else if (c == 2) {
+		char prev[TL_DRV_WHY_MAX];
+
+		snprintf(prev, sizeof(prev), "%s", why);
+		tl_drv_why(why, 0, "%s; user '%s' is refused at %s:%s: %s",
+		    prev, g->login, host, port, detail);
 	}
 	return 0;
 }

@@ -57,6 +57,17 @@ int
 tl_drv_mdb_connect(const char *host, const char *port, const char *user,
     const char *password, const char *db, MYSQL **out, char *why)
 {
+	unsigned e;
+
+	return tl_drv_mdb_connect_e(host, port, user, password, db, out, &e,
+	    why);
+}
+
+int
+tl_drv_mdb_connect_e(const char *host, const char *port, const char *user,
+    const char *password, const char *db, MYSQL **out, unsigned *err,
+    char *why)
+{
 	unsigned timeout = MDB_CONNECT_S, io = MDB_IO_S, proto = MYSQL_PROTOCOL_TCP;
 	unsigned long pn = port != NULL && *port != '\0' ?
 	    strtoul(port, NULL, 10) : 3306;
@@ -64,6 +75,7 @@ tl_drv_mdb_connect(const char *host, const char *port, const char *user,
 	int rc;
 
 	*out = NULL;
+	*err = 0;
 	if (pthread_once(&mdb_once, mdb_library_init) != 0 ||
 	    mdb_init_rc != 0)
 		return tl_drv_why(why, TL_EDRIVER, "libmariadb did not "
@@ -81,6 +93,7 @@ tl_drv_mdb_connect(const char *host, const char *port, const char *user,
 	    (unsigned)pn, NULL, 0) == NULL) {
 		unsigned e = mysql_errno(c);
 
+		*err = e;
 		rc = tl_drv_mdb_errno_rc(e, 1);
 		tl_drv_why(why, rc, "connecting to %s:%lu as '%s': %u %s",
 		    host != NULL && *host != '\0' ? host : "127.0.0.1", pn,

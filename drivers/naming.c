@@ -24,6 +24,15 @@
  * one grant in the suffix, and none equals a name of scheme 1, which
  * never has "_" before a hex digit.
  *
+ * Scheme 3 is scheme 2 with DIGEST keyed by the mesh's naming key (a
+ * subkey of its master key, in->key): for drivers whose names share a
+ * namespace in which consumers create names of their own (keyed_names),
+ * where an unkeyed digest would let a consumer compute a future grant's
+ * name and take it first.  Two meshes name the same grant differently;
+ * one mesh names it the same way every time, and records the resource
+ * name in the grant's first intent anyway.  Without the key scheme 3
+ * gives no name at all ("") rather than a predictable one.
+ *
  * A grant keeps the scheme it was first provisioned with (recorded in
  * its grant.provisioning): its objects exist under those names.  The
  * code below was reactors/names.c (the limit was PostgreSQL's, 63);
@@ -90,20 +99,33 @@ names_v1(const struct tl_drv_name_in *in, size_t max,
 
 /* --- scheme 2 ------------------------------------------------------- */
 
-void
-tl_drv_name_digest(const char *grant, char out[DIGEST_HEX + 1])
+static void
+keyed_digest(const char *grant, const uint8_t *key, char out[DIGEST_HEX + 1])
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char h[16];
 	size_t i;
 
 	crypto_generichash(h, sizeof(h), (const unsigned char *)grant,
-	    strlen(grant), NULL, 0);
+	    strlen(grant), key, key != NULL ? TL_DRV_NAME_KEY_LEN : 0);
 	for (i = 0; i < DIGEST_HEX / 2; i++) {
 		out[2 * i] = hex[h[i] >> 4];
 		out[2 * i + 1] = hex[h[i] & 15];
 	}
 	out[DIGEST_HEX] = '\0';
+}
+
+void
+tl_drv_name_digest(const char *grant, char out[DIGEST_HEX + 1])
+{
+	keyed_digest(grant, NULL, out);
+}
+
+void
+tl_drv_name_digest_keyed(const char *grant, const uint8_t *key,
+    char out[DIGEST_HEX + 1])
+{
+	keyed_digest(grant, key, out);
 }
 
 /* PREFIX (cut to fit) "_" DIGEST SUFFIX; suffix is at most 44 bytes. */
@@ -132,7 +154,10 @@ names_v2(const struct tl_drv_name_in *in, size_t max,
 	char digest[DIGEST_HEX + 1], prefix[140], mv[24] = "", suffix[48];
 	const char *at;
 
-	tl_drv_name_digest(in->grant, digest);
+	if (in->scheme == TL_DRV_NAMING_KEYED)
+		tl_drv_name_digest_keyed(in->grant, in->key, digest);
+	else
+		tl_drv_name_digest(in->grant, digest);
 	if (in->node[0] != '\0')
 		snprintf(prefix, sizeof(prefix), "%s-%s", in->resource,
 		    in->node);
@@ -164,8 +189,15 @@ tl_drv_name_scheme(const struct tl_drv_name_in *in, size_t max,
 	memset(out, 0, sizeof(*out));
 	if (in->scheme == 1)
 		names_v1(in, max, out);
-	else
+	else if (in->scheme != TL_DRV_NAMING_KEYED || in->key != NULL)
 		names_v2(in, max, out);
+}
+
+uint64_t
+tl_drv_naming(const struct tl_drv_ops *ops)
+{
+	return ops != NULL && ops->keyed_names ? TL_DRV_NAMING_KEYED :
+	    TL_DRV_NAMING;
 }
 
 /* --- reading a driver's declarations -------------------------------- */

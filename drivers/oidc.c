@@ -50,6 +50,16 @@
  * endpoint refuses it) is TL_DRIFT_MISSING: flagged, not re-registered
  * (resource servers know the old client-id); create registers anew.
  *
+ * Introspection between consumers: a provider that lets any
+ * authenticated client introspect any token (oidc-provider 8's default
+ * features.introspection.allowedPolicy, Keycloak's realm clients) lets
+ * one consumer's client read another's token (active, its client_id).
+ * Nothing RFC 7591/7592 registers limits it (oidc-provider 8 has no
+ * per-client introspection setting, and the one client auth method is
+ * the token endpoint's, which client_credentials needs), so the driver
+ * declares it (isolation_note) and tally status and explain show it; the
+ * provider's own configuration is where it is limited.
+ *
  * Revocation: DELETE; nothing is retained.  Tokens already issued die
  * with the client at providers that look tokens up (this fixture,
  * Keycloak's introspection); self-contained (JWT) access tokens stay
@@ -1165,6 +1175,13 @@ const struct tl_drv_ops tl_drv_oidc = {
 	.retire_credential = oi_retire_credential,
 	.revocation = &oi_revocation,
 	.handle_model = 1,
+	.isolation_note = "any client of the identity provider may "
+	    "introspect (RFC 7662) another client's token and read its "
+	    "client_id, scope and expiry: RFC 7591/7592 register nothing "
+	    "that limits introspection (oidc-provider has one "
+	    "deployment-wide features.introspection.allowedPolicy, "
+	    "Keycloak lets every confidential client of the realm "
+	    "introspect); limit it in the provider's own configuration",
 	.rotation_note = "a rotation registers a second client: the "
 	    "client-id changes with the secret (RFC 7592 allows one secret "
 	    "per client, chosen by the provider)",

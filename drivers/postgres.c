@@ -4,12 +4,16 @@
  * What a grant is on the server (create makes it, check verifies it,
  * fix_privileges restores it):
  *
- *   owner	a NOLOGIN role that owns the database and everything in it;
+ *   owner	a NOLOGIN role that owns the database and everything in it,
+ *		with CONNECT, CREATE and TEMPORARY on the database;
  *   login	a LOGIN role (the credential), a member of owner, with
- *		ALTER ROLE login SET role = owner;
- *   resource	a database owned by owner; REVOKE ALL ... FROM PUBLIC, so
- *		only members of owner (and superusers) can connect; in it,
- *		schema public owned by owner, nothing for PUBLIC.
+ *		ALTER ROLE login SET role = owner and no other setting (none
+ *		IN DATABASE either);
+ *   resource	a database owned by owner, with no setting of its own
+ *		(ALTER DATABASE ... SET) but freeze's read-only flag;
+ *		REVOKE ALL ... FROM PUBLIC, so only members of owner (and
+ *		superusers) can connect; in it, schema public owned by
+ *		owner, USAGE and CREATE for owner, nothing for anyone else.
  *
  * Both roles are NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION
  * NOBYPASSRLS.
@@ -982,8 +986,35 @@ revoke_each(PGconn *c, const char *q, const char *p1, const char *p2,
 }
 
 /*
- * Role attributes, membership, database ownership and privileges, as
- * create sets them: one transaction on the admin session.
+ * Settings of every session in the database (ALTER DATABASE ... SET)
+ * go, except the read-only flag freeze sets: a frozen database stays
+ * frozen through a repair.
+ */
+static int
+reset_db_settings(PGconn *c, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, const char *step, char *why)
+{
+	int frozen, rc;
+
+	if ((rc = exists(c, "SELECT 1 FROM pg_db_role_setting s"
+	    " JOIN pg_database d ON d.oid = s.setdatabase"
+	    " WHERE s.setrole = 0 AND d.datname = $1"
+	    " AND 'default_transaction_read_only=on' = ANY (s.setconfig)",
+	    g->resource, &frozen, step, why)) != 0 ||
+	    (rc = runf(c, step, why, "ALTER DATABASE %s RESET ALL",
+	    ids->res)) != 0)
+		return rc;
+	if (frozen)
+		rc = runf(c, step, why, "ALTER DATABASE %s SET "
+		    "default_transaction_read_only = on", ids->res);
+	return rc;
+}
+
+/*
+ * Role attributes, membership, settings, database ownership and
+ * privileges, as create sets them: one transaction on the admin session.
+ * The login's settings are role=owner alone (in every database and in
+ * the grant's), so a statement_timeout or search_path set by hand goes.
  */
 static int
 apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
@@ -1012,6 +1043,7 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    (rc = runf(c, sl, why, "ALTER ROLE %s LOGIN INHERIT " ROLE_ATTRS
 	    " CONNECTION LIMIT -1 VALID UNTIL 'infinity'", ids->log)) != 0 ||
 	    (rc = runf(c, sl, why, "GRANT %s TO %s", ids->own, ids->log)) != 0 ||
+	    (rc = runf(c, sl, why, "ALTER ROLE %s RESET ALL", ids->log)) != 0 ||
 	    (rc = runf(c, sl, why, "ALTER ROLE %s SET role = %s", ids->log,
 	    ids->own)) != 0 ||
 	    (rc = runf(c, so, why, "COMMENT ON ROLE %s IS %s", ids->own,
@@ -1030,8 +1062,11 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    ids->res)) != 0 ||
 	    (rc = revoke_each(c, q_dbgrantees, g->resource, g->owner,
 	    on_d, "", sd, why)) != 0 ||
-	    (rc = runf(c, sd, why, "GRANT CONNECT, TEMPORARY ON DATABASE %s "
-	    "TO %s", ids->res, ids->own)) != 0 ||
+	    (rc = runf(c, sd, why, "GRANT CONNECT, CREATE, TEMPORARY ON "
+	    "DATABASE %s TO %s", ids->res, ids->own)) != 0 ||
+	    (rc = runf(c, sl, why, "ALTER ROLE %s IN DATABASE %s RESET ALL",
+	    ids->log, ids->res)) != 0 ||
+	    (rc = reset_db_settings(c, g, ids, sd, why)) != 0 ||
 	    (rc = run(c, "COMMIT", "commit", why)) != 0) {
 		pg_settle(p);
 		return rc;
@@ -1039,10 +1074,17 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	return 0;
 }
 
+/* Roles other than PUBLIC and the owner with a privilege on schema $1. */
+static const char q_schemagrantees[] =
+    "SELECT DISTINCT pg_get_userbyid(a.grantee) FROM pg_namespace n,"
+    " aclexplode(n.nspacl) a WHERE n.nspname = $1 AND a.grantee <> 0"
+    " AND a.grantee <> n.nspowner AND pg_get_userbyid(a.grantee) <> $2";
+
 /*
- * Inside the database: schema public owned by the owner role, nothing
- * for PUBLIC (PG15 already withholds CREATE; be explicit, and older
- * servers need it).  A consumer that dropped schema public keeps it so.
+ * Inside the database: schema public owned by the owner role, which has
+ * USAGE and CREATE on it, nothing for PUBLIC or anyone else (PG15
+ * already withholds CREATE from PUBLIC; be explicit, and older servers
+ * need it).  A consumer that dropped schema public keeps it so.
  */
 static int
 apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
@@ -1056,13 +1098,20 @@ apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		return rc;
 	snprintf(step, sizeof(step), "schema public in database \"%s\"",
 	    g->resource);
-	rc = exists(c, "SELECT 1 FROM pg_namespace WHERE nspname = $1",
-	    "public", &found, step, why);
+	/* A frozen database (freeze) is read-only for the consumer only. */
+	rc = run(c, "SET default_transaction_read_only = off", step, why);
+	if (rc == 0)
+		rc = exists(c, "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+		    "public", &found, step, why);
 	if (rc == 0 && found &&
 	    (rc = runf(c, step, why, "ALTER SCHEMA public OWNER TO %s",
-	    ids->own)) == 0)
-		rc = run(c, "REVOKE ALL ON SCHEMA public FROM PUBLIC", step,
-		    why);
+	    ids->own)) == 0 &&
+	    (rc = run(c, "REVOKE ALL ON SCHEMA public FROM PUBLIC", step,
+	    why)) == 0 &&
+	    (rc = revoke_each(c, q_schemagrantees, "public", g->owner,
+	    "REVOKE ALL ON SCHEMA public FROM ", "", step, why)) == 0)
+		rc = runf(c, step, why, "GRANT USAGE, CREATE ON SCHEMA public "
+		    "TO %s", ids->own);
 	PQfinish(c);
 	return rc;
 }
@@ -1273,7 +1322,24 @@ out:
     " (SELECT string_agg(DISTINCT quote_ident(pg_get_userbyid(a.grantee))," \
     "  ', ') FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a" \
     "  WHERE a.grantee <> 0 AND a.grantee <> d.datdba" \
-    "  AND a.grantee IS DISTINCT FROM o.oid)"
+    "  AND a.grantee IS DISTINCT FROM o.oid)," \
+    " (SELECT string_agg(w.p, ', ' ORDER BY w.p)" \
+    "  FROM unnest(ARRAY['CONNECT', 'CREATE', 'TEMPORARY']) AS w (p)" \
+    "  WHERE NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(d.datacl," \
+    "   acldefault('d', d.datdba))) a" \
+    "   WHERE a.grantee = o.oid AND a.privilege_type = w.p))," \
+    " (SELECT string_agg(x.c, ', ' ORDER BY x.c) FROM (SELECT" \
+    "  CASE WHEN s.setrole = 0 THEN 'database-wide '" \
+    "   WHEN s.setdatabase = 0 THEN 'login role ' ELSE" \
+    "   'login role in the database ' END || u.c AS c" \
+    "  FROM pg_db_role_setting s, unnest(s.setconfig) AS u (c)" \
+    "  WHERE ((s.setrole = l.oid" \
+    "    AND (s.setdatabase = 0 OR s.setdatabase = d.oid))" \
+    "   OR (s.setrole = 0 AND s.setdatabase = d.oid))" \
+    "  AND NOT (s.setrole = l.oid AND s.setdatabase = 0" \
+    "   AND u.c = ('role=' || " own "::text))" \
+    "  AND NOT (s.setrole = 0" \
+    "   AND u.c = 'default_transaction_read_only=on')) AS x)"
 
 /* One row about a grant: columns are the C_* below. */
 static const char q_check[] =
@@ -1306,6 +1372,7 @@ enum {
 	C_L_BYPASS, C_L_INHERIT, C_L_CONNLIMIT, C_L_EXPIRED,
 	C_MEMBER, C_SETROLE, C_L_OTHERS, C_O_OTHERS,
 	C_DB_OWNER_OK, C_DB_OWNER, C_DB_ALLOWCONN, C_PUBLIC, C_GRANTEES,
+	C_O_LACKS, C_SETTINGS,
 	C_VERIFIER		/* q_check_bulk only */
 };
 
@@ -1336,14 +1403,65 @@ role_attrs(const PGresult *r, int row, int super, const char *what,
 }
 
 /*
+ * Schema public as the consumer's session sees it (read on the session
+ * check opens anyway, so the admin needs no connection per database):
+ * its owner, what of USAGE and CREATE the owner role ($1) lacks on it,
+ * and who else holds a privilege on it.  No row: the consumer dropped
+ * it, which is theirs to do.
+ */
+static const char q_schema[] =
+    "SELECT pg_get_userbyid(n.nspowner) = $1, pg_get_userbyid(n.nspowner),"
+    " (SELECT string_agg(w.p, ', ' ORDER BY w.p)"
+    "  FROM unnest(ARRAY['CREATE', 'USAGE']) AS w (p)"
+    "  WHERE NOT has_schema_privilege($1, n.oid, w.p)),"
+    " (SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    "   ELSE quote_ident(pg_get_userbyid(a.grantee)) END, ', ')"
+    "  FROM aclexplode(n.nspacl) a"
+    "  WHERE a.grantee <> n.nspowner AND pg_get_userbyid(a.grantee) <> $1)"
+    " FROM pg_namespace n WHERE n.nspname = 'public'";
+
+/* What q_schema on the consumer's session c finds, into priv. */
+static void
+schema_as(PGconn *c, const struct tl_drv_grant *g, struct pg_msg *priv)
+{
+	const Oid types[1] = { PG_NAMEOID };
+	const char *vals[1] = { g->owner }, *s;
+	char msg[TL_DRV_WHY_MAX];
+	PGresult *r;
+
+	r = PQexecParams(c, q_schema, 1, types, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		clean_msg(msg, sizeof(msg), PQresultErrorMessage(r));
+		madd(priv, "login \"%s\" cannot read schema public of \"%s\": "
+		    "%s", g->login, g->resource, msg);
+		PQclear(r);
+		return;
+	}
+	if (PQntuples(r) > 0) {
+		if (!col_true(r, 0, 0))
+			madd(priv, "schema public of \"%s\" is owned by "
+			    "\"%s\", not \"%s\"", g->resource,
+			    PQgetvalue(r, 0, 1), g->owner);
+		if ((s = col_str(r, 0, 2)) != NULL)
+			madd(priv, "owner role \"%s\" lacks %s on schema "
+			    "public of \"%s\"", g->owner, s, g->resource);
+		if ((s = col_str(r, 0, 3)) != NULL)
+			madd(priv, "%s also hold privileges on schema public "
+			    "of \"%s\"", s, g->resource);
+	}
+	PQclear(r);
+}
+
+/*
  * Logs in as the consumer.  0 with *cred set to 1 when the server
  * rejected the credential, 2 when it refused the connection for
  * another reason (a privilege, say), with libpq's message in detail;
- * TL_EUNREACH when nothing answered at host:port.
+ * TL_EUNREACH when nothing answered at host:port.  Logged in, what
+ * schema_as finds goes into priv.
  */
 static int
 login_as(const struct tl_drv_grant *g, const char *host, const char *port,
-    int *cred, char *detail, size_t dn, char *why)
+    int *cred, char *detail, size_t dn, struct pg_msg *priv, char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
 	    "application_name", "client_encoding", NULL };
@@ -1356,6 +1474,7 @@ login_as(const struct tl_drv_grant *g, const char *host, const char *port,
 	*cred = 0;
 	rc = pg_connect(kw, val, &c, state, detail, dn);
 	if (rc == 0) {
+		schema_as(c, g, priv);
 		PQfinish(c);
 		return 0;
 	}
@@ -1431,7 +1550,14 @@ eval_row(const PGresult *r, int row, const struct tl_drv_grant *g,
 		if ((s = col_str(r, row, C_GRANTEES)) != NULL)
 			madd(priv, "%s also hold privileges on database "
 			    "\"%s\"", s, g->resource);
+		if (col_true(r, row, C_OWN) &&
+		    (s = col_str(r, row, C_O_LACKS)) != NULL)
+			madd(priv, "owner role \"%s\" lacks %s on database "
+			    "\"%s\"", g->owner, s, g->resource);
 	}
+	if ((s = col_str(r, row, C_SETTINGS)) != NULL)
+		madd(priv, "settings tally did not set (login role \"%s\", "
+		    "database \"%s\"): %s", g->login, g->resource, s);
 }
 
 static int
@@ -1482,7 +1608,8 @@ pg_check(void *h, const struct tl_drv_grant *g,
 
 		host = ep != NULL && ep->host != NULL ? ep->host : p->host;
 		port = ep != NULL && ep->port != NULL ? ep->port : p->port;
-		rc = login_as(g, host, port, &c, detail, sizeof(detail), why);
+		rc = login_as(g, host, port, &c, detail, sizeof(detail), &priv,
+		    why);
 		if (rc != 0) {
 			/* What the admin side found still counts. */
 			*drift = priv.n > 0 ? TL_DRIFT_PRIVILEGES :

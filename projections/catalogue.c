@@ -46,19 +46,17 @@ static const struct tl_cat_event cat[] = {
 	  { { "node", NAME } } },
 	{ E(TL_EV_REPORT_OFFERED), "node", "node report(json text) sig via", 0,
 	  "a node's claim: the ack pass (reactors/ack.c) checks its "
-	  "signature and records node.reported or security.report-refused",
+	  "signature and records node.reported when the report changed",
 	  { { "node", NAME } } },
-	{ E(TL_EV_REPORT_REFUSED), "node", "node reason offered", 0,
-	  "a security record for people and auditors: nothing is derived "
-	  "from it", { { "node", NAME }, { "reason", REASON } } },
+	{ E(TL_EV_REPORT_REFUSED), "node", "node reason offered", GR,
+	  NULL, { { "node", NAME }, { "reason", REASON } } },
 	{ E(TL_EV_ACK_OFFERED), "node", "node grant holder version nonce sig mac "
 	  "via", 0, "a node's claim: the ack pass (reactors/ack.c) checks "
 	  "its signature and proof and records credential.acknowledged or "
 	  "security.ack-refused",
 	  { { "node", NAME }, { "grant", GRANT }, { "holder", HOLDER } } },
 	{ E(TL_EV_ACK_REFUSED), "node", "node grant holder version reason "
-	  "offered", 0, "a security record for people and auditors: nothing "
-	  "is derived from it",
+	  "offered", GR, NULL,
 	  { { "node", NAME }, { "grant", GRANT }, { "holder", HOLDER },
 	    { "reason", REASON } } },
 	/* module/NAME */
@@ -177,7 +175,7 @@ static const struct tl_cat_event cat[] = {
 	  RO, NULL, { { "grant", GRANT } } },
 	{ E(TL_EV_CRED_ACTIVATED), "grant", "grant version user", RO, NULL,
 	  { { "grant", GRANT }, { "user", NAME } } },
-	{ E(TL_EV_CRED_ACKED), "grant", "grant holder version proof", RO, NULL,
+	{ E(TL_EV_CRED_ACKED), "grant", "grant holder version proof", RO | GR, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER } } },
 	{ E(TL_EV_CRED_RETIRED), "grant", "grant version user forced cut_off[] "
 	  "reason", RO, NULL, { { "grant", GRANT }, { "cut_off[]", HOLDER } } },

@@ -15,16 +15,21 @@
 #define TL_EV_NODE_KEY_ADDED	"node.key-added"	/* name [signkey] [cpkey] (tally node rekey) */
 /*
  * What a node offered as an acknowledgement (tally-node: appended by
- * the agent itself with --log, by the publisher from tally.acks), and
- * its refusal when it did not verify (reactors/ack.h).
+ * the agent itself with --log, by the publisher from tally.acks once
+ * the node's signature verifies), and its refusal when its node signed
+ * it but it does not verify against the record (reactors/ack.h; what
+ * fails authentication is counted in a scratch table, never appended).
  */
 #define TL_EV_ACK_OFFERED		"credential.ack-offered" /* node grant holder version nonce sig mac */
 #define TL_EV_ACK_REFUSED		"security.ack-refused"	/* node grant holder version reason offered */
 /*
  * What a node's agent says it runs (tally-node: its version, the
  * versions it holds per grant, the last reload), signed by the node's
- * key; recorded as node.reported once the signature verifies (the
- * graph keeps the latest, nr/NODE: u64be ts then the report's JSON).
+ * key; recorded as node.reported once the signature verifies and only
+ * when it differs from the latest, which the graph keeps (nr/NODE:
+ * u64be ts then the report's JSON).  node.report-offered comes from
+ * agents with --log only; security.report-refused is no longer
+ * appended (old logs keep theirs).
  */
 #define TL_EV_REPORT_OFFERED	"node.report-offered"	/* node report(json text) sig */
 #define TL_EV_NODE_REPORTED	"node.reported"		/* node report(json text) */

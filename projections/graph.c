@@ -13,6 +13,7 @@
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
+#include "rotation.h"
 
 int
 tl_grant_key(char *buf, const char *module, const char *req, const char *node)
@@ -633,6 +634,45 @@ fold_signkey(struct tl_txn *t, const struct tl_proj *p, const char *name,
 	return tl_kv_put(t, p->graph, k, strlen(k), pk, len);
 }
 
+/*
+ * ad: u64be, the latest offer (credential.ack-offered,
+ * node.report-offered) the ack pass decided, from the cause of its
+ * decisions (actor node:NODE).  The pass decides offers in log order,
+ * so every offer up to it was decided, on whichever machine.
+ */
+#define ACKS_DECIDED_KEY	"ad"
+
+static int
+fold_decided(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev)
+{
+	uint8_t v[8];
+	uint64_t cur = 0;
+
+	if (strncmp(ev->actor, "node:", 5) != 0 || ev->cause == 0)
+		return 0;
+	if (tl_graph_acks_decided(t, p, &cur) != 0 || cur >= ev->cause)
+		return 0;
+	tl_put_be64(v, ev->cause);
+	return tl_kv_put(t, p->graph, ACKS_DECIDED_KEY,
+	    strlen(ACKS_DECIDED_KEY), v, sizeof(v));
+}
+
+int
+tl_graph_acks_decided(struct tl_txn *t, const struct tl_proj *p,
+    uint64_t *seq)
+{
+	const void *v;
+	size_t vl;
+
+	*seq = 0;
+	if (tl_kv_get(t, p->graph, ACKS_DECIDED_KEY, strlen(ACKS_DECIDED_KEY),
+	    &v, &vl) != 0 || vl != 8)
+		return 0;
+	*seq = tl_get_be64(v);
+	return 0;
+}
+
 int
 tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
@@ -640,6 +680,11 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 	char name[64];
 	char k[TL_KEY_MAX];
 	int rc;
+
+	if (strcmp(ev->type, TL_EV_CRED_ACKED) == 0 ||
+	    strcmp(ev->type, TL_EV_ACK_REFUSED) == 0 ||
+	    strcmp(ev->type, TL_EV_REPORT_REFUSED) == 0)
+		return fold_decided(t, p, ev);
 
 	if (strcmp(ev->type, TL_EV_NODE_ADDED) == 0 ||
 	    strcmp(ev->type, TL_EV_NODE_REMOVED) == 0) {
@@ -699,7 +744,7 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		memcpy(v + 8, rep, rl);
 		rc = tl_kv_put(t, p->graph, k, strlen(k), v, 8 + rl);
 		free(v);
-		return rc;
+		return rc == 0 ? fold_decided(t, p, ev) : rc;
 	}
 	if (strcmp(ev->type, TL_EV_NODE_KEY_ADDED) == 0) {
 		if (tl_bn_getstr(body, "name", name, sizeof(name)) != 0)

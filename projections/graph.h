@@ -59,6 +59,15 @@ int	tl_provider_id(char *buf, const char *node, const char *module);
 #define TL_SET_REVOKE_PUBLIC_CONNECT	"revoke-public-connect"
 int	tl_setting_revoke_public_connect(const char *value);
 
+/*
+ * The latest offer the ack pass decided (reactors/ack.c), as the record
+ * shows it: the cause of the last credential.acknowledged,
+ * security.ack-refused, security.report-refused or node.reported by a
+ * node's actor; 0 when none.  Always 0 (the value in *seq).
+ */
+int	tl_graph_acks_decided(struct tl_txn *t, const struct tl_proj *p,
+	    uint64_t *seq);
+
 /* The graph fold: for tl_proj_apply, in the event's write transaction. */
 int	tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_event *ev, struct tl_bnode body);

@@ -16,6 +16,7 @@
 #include "rebind.h"
 #include "rotation.h"
 #include "core/json.h"
+#include "drivers/driver.h"
 
 int
 tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
@@ -527,6 +528,17 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	tl_grant_key(gkey, module, req,
 	    strcmp(scope, "per-instance") == 0 ? node : NULL);
 	json_object_set_new(j, "grant", json_string(gkey));
+	{
+		/* What the provider leaves possible between its consumers. */
+		const struct tl_drv_ops *ops;
+		char type[64] = "";
+
+		tl_bn_getstr(r, "type", type, sizeof(type));
+		if ((ops = tl_drv_for_type(type)) != NULL &&
+		    ops->isolation_note != NULL)
+			json_object_set_new(j, "isolation_note",
+			    json_string(ops->isolation_note));
+	}
 	{
 		struct tl_rec b;
 		char bstate[16] = "", prov[130] = "", why[64] = "";

@@ -140,19 +140,13 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	tl_secret_wipe(pv.password, sizeof(pv.password));
 	if (rc != 0)
 		goto out;
-	if (strcmp(node, pv.node) == 0 && strcmp(pv.expose, "local") == 0)
-		snprintf(host, sizeof(host), "127.0.0.1");
-	else
-		snprintf(host, sizeof(host), "%s", pv.routable);
-	ep.host = host;
-	ep.port = g->port[0] ? g->port : pv.port;
-	ep.settings = tl_rx_prov_settings(&pv, sv);
+	tl_rx_consumer_endpoint(&pv, g, TL_RX_EP_HOLDER, node, sv, host, &ep);
 	/*
 	 * The names as provisioned (recorded), the current credential; a
 	 * driver whose fields record no resource name (the fold keeps
 	 * TL_GRANT_OBJECT_KEY and user) gets the names it derives.
 	 */
-	tl_rx_grant_names(g, g->version, res, own, login);
+	tl_rx_grant_names(rx, g, g->version, res, own, login);
 	dg.resource = g->object[0] != '\0' ? g->object : res;
 	dg.owner = own;
 	dg.login = g->user[0] != '\0' ? g->user : login;

@@ -49,7 +49,7 @@ tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	a.settings = tl_rx_prov_settings(&pv, sv);
 	if ((rc = pv.ops->open(&a, &h, what)) != 0)
 		goto out;
-	tl_rx_grant_names(g, g->version, res, own, login);
+	tl_rx_grant_names(rx, g, g->version, res, own, login);
 	tl_rx_grant_origin(g, origin);
 	memset(&dg, 0, sizeof(dg));
 	dg.resource = res;

@@ -293,7 +293,7 @@ gather_one(const struct tl_grant *g, void *arg)
 		char driver[64];
 		int drop;
 
-		tl_rx_grant_names(g, g->version, mg->db, mg->owner, mg->login);
+		tl_rx_grant_names(ps->rx, g, g->version, mg->db, mg->owner, mg->login);
 		if (tl_rx_intent_password(ps->rx, ga->t, g, mg->password) != 0 ||
 		    tl_rx_load_provider(ga->t, ga->p, ps->rx, g->provider,
 		    g->type, &pv, driver, &drop) != 0) {

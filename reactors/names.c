@@ -5,8 +5,9 @@
  * resource, an owner, a login per credential version) are the driver's
  * (ops->names; drivers/naming.c holds the injective scheme drivers
  * share).  What is the reactors' is which scheme a grant follows: the
- * one its first intent recorded (g->naming), and the resource name its
- * provisioning recorded, which the grant keeps.
+ * one its first intent recorded (g->naming), the resource name its
+ * provisioning recorded, which the grant keeps, and the mesh's naming
+ * key (from rx's master key) for a driver whose names are keyed.
  */
 #include <stdio.h>
 #include <string.h>
@@ -43,7 +44,7 @@ tl_rx_grant_naming(const struct tl_grant *g)
 	 * tables kept from before the scheme was folded (they are not
 	 * rebuilt on upgrade): its intents named no scheme, so scheme 1.
 	 */
-	return g->version != 0 ? 1 : TL_GRANT_NAMING;
+	return g->version != 0 ? 1 : tl_drv_naming(tl_drv_for_type(g->type));
 }
 
 /*
@@ -52,10 +53,11 @@ tl_rx_grant_naming(const struct tl_grant *g)
  * reason, when it is asked to act on them, and the reactor records that.
  */
 static void
-names(const struct tl_grant *g, uint64_t version, int move, char res[64],
-    char owner[64], char login[64])
+names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
+    int move, char res[64], char owner[64], char login[64])
 {
 	char origin[TL_GRANT_ID_MAX + 1];
+	uint8_t key[TL_NAMING_KEY_LEN];
 	struct tl_drv_name_in in = {
 		.grant = origin, .resource = g->resource, .node = g->node,
 		.recorded = g->object, .version = version,
@@ -64,24 +66,29 @@ names(const struct tl_grant *g, uint64_t version, int move, char res[64],
 	struct tl_drv_names out;
 	char why[TL_DRV_WHY_MAX];
 
+	_Static_assert(TL_NAMING_KEY_LEN == TL_DRV_NAME_KEY_LEN, "naming key");
+	if (in.scheme == TL_DRV_NAMING_KEYED && rx != NULL &&
+	    tl_secret_naming_key(&rx->key, key) == 0)
+		in.key = key;
 	tl_rx_grant_origin(g, origin);
 	memset(&out, 0, sizeof(out));
 	(void)tl_drv_name(tl_drv_for_type(g->type), &in, &out, why);
+	tl_secret_wipe(key, sizeof(key));
 	memcpy(res, out.resource, TL_DRV_NAME_MAX);
 	memcpy(owner, out.owner, TL_DRV_NAME_MAX);
 	memcpy(login, out.login, TL_DRV_NAME_MAX);
 }
 
 void
-tl_rx_grant_names(const struct tl_grant *g, uint64_t version, char db[64],
-    char owner[64], char login[64])
+tl_rx_grant_names(const struct tl_rx *rx, const struct tl_grant *g,
+    uint64_t version, char db[64], char owner[64], char login[64])
 {
-	names(g, version, 0, db, owner, login);
+	names(rx, g, version, 0, db, owner, login);
 }
 
 void
-tl_rx_move_names(const struct tl_grant *g, uint64_t version, char db[64],
-    char owner[64], char login[64])
+tl_rx_move_names(const struct tl_rx *rx, const struct tl_grant *g,
+    uint64_t version, char db[64], char owner[64], char login[64])
 {
-	names(g, version, 1, db, owner, login);
+	names(rx, g, version, 1, db, owner, login);
 }

@@ -370,7 +370,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 		if (w->resumed && w->g.intent_seq == 0)
 			w->resumed = 0;	/* failed before any intent */
 		if (w->resumed || w->kind == W_REVOKE)
-			tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
+			tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 			    w->login);
 		if ((w->resumed || w->kind == W_REVOKE) && w->g.version > 0 &&
 		    pv != NULL && pv->ops != NULL && pv->ops->handle_model &&
@@ -412,7 +412,7 @@ intents(void *arg, struct tl_ctx *cp)
 		/* The scheme first: a grant's first version decides it. */
 		w->g.naming = tl_rx_grant_naming(&w->g);
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
-		tl_rx_grant_names(&w->g, w->g.version, w->dbname, w->owner,
+		tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
 		ctlen = tl_rx_new_credential(ps->rx, w->g.id, w->g.version,
 		    w->password, ct);
@@ -594,7 +594,7 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	struct tl_drv_endpoint ep;
 	struct tl_drv_grant dg;
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
-	char val[512];
+	char val[512], host[256];
 	const char *d;
 	size_t j;
 
@@ -606,9 +606,14 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	if (ops == NULL || ops->fields == NULL)
 		return;
 	d = tl_drv_setting_default(ops, "port");
-	ep.host = pv != NULL ? pv->routable : "";
-	ep.port = pv != NULL ? pv->port : d != NULL ? d : "";
-	ep.settings = pv != NULL ? tl_rx_prov_settings(pv, sv) : NULL;
+	if (pv != NULL)
+		tl_rx_consumer_endpoint(pv, &w->g, TL_RX_EP_RECORD, NULL, sv,
+		    host, &ep);
+	else {
+		memset(&ep, 0, sizeof(ep));
+		ep.host = "";
+		ep.port = d != NULL ? d : "";
+	}
 	dg.resource = w->dbname;
 	dg.owner = w->owner;
 	dg.login = w->login;

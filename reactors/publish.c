@@ -1022,20 +1022,43 @@ name_ok(const char *s)
 }
 
 struct ackw {
-	const char	*node;
-	const char	*module;
-	const char	*grant;
-	const char	*holder;
-	const char	*nonce, *sig, *mac;
-	uint64_t	 version;
-	char		 actor[TL_ACTOR_MAX + 1];
+	struct tl_rx		*rx;
+	const char		*via;	/* the queue's name */
+	struct tl_ack_offer	 o;
+	char			 holder[140];
+	char			 actor[TL_ACTOR_MAX + 1];
+	int			 offered;
 };
 
+/* Counted as refused input (reactors/ack.h); nothing is appended. */
+struct refw {
+	struct tl_rx	*rx;
+	const char	*via, *node, *kind, *why;
+};
+
+static int
+refused_cb(struct tl_txn *t, void *arg)
+{
+	struct refw *w = arg;
+
+	return tl_ack_refused(w->rx, t, w->via, w->node, w->kind, w->why);
+}
+
+static int
+refuse(struct tl_rx *rx, const char *via, const char *node, const char *kind,
+    const char *why)
+{
+	struct refw w = { rx, via, node, kind, why };
+
+	return tl_log_write(rx->log, refused_cb, &w);
+}
+
 /*
- * The message becomes an offer (credential.ack-offered): the ack pass
- * (reactors/ack.c) verifies its signature and proof and records the
- * acknowledgement or the refusal.  Nothing a message says is taken on
- * its word here.
+ * The message becomes an offer (credential.ack-offered) only once its
+ * node's signature verifies and it is not one already decided
+ * (tl_ack_screen); the ack pass (reactors/ack.c) then checks the proof
+ * and records the acknowledgement or the refusal.  What fails here is
+ * counted, never appended: anyone may publish to tally.acks.
  */
 static int
 ack_cb(struct tl_txn *t, void *arg)
@@ -1043,29 +1066,34 @@ ack_cb(struct tl_txn *t, void *arg)
 	struct ackw *w = arg;
 	struct tl_ctx c;
 	struct tl_body b;
-	char stream[TL_STREAM_MAX + 1], holder[140];
+	char stream[TL_STREAM_MAX + 1], why[512];
+	const char *kind;
 	int rc;
 
+	w->offered = 0;
 	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
 		return rc;
-	snprintf(stream, sizeof(stream), "node/%s", w->node);
-	if (w->holder != NULL)
-		snprintf(holder, sizeof(holder), "%s", w->holder);
-	else
-		snprintf(holder, sizeof(holder), "%s@%s", w->module, w->node);
+	if ((rc = tl_ack_screen(t, &c.p, &w->o, &kind, why, sizeof(why))) ==
+	    TL_EREFUSED)
+		return tl_ack_refused(w->rx, t, w->via, strcmp(kind,
+		    TL_REFUSED_NOKEY) != 0 ? w->o.node : "?", kind, why);
+	if (rc != 0)
+		return rc;
+	snprintf(stream, sizeof(stream), "node/%s", w->o.node);
 	tl_body_init(&b);
-	tl_body_str(&b, "node", w->node);
-	tl_body_str(&b, "grant", w->grant ? w->grant : "");
-	tl_body_str(&b, "holder", holder);
-	tl_body_u64(&b, "version", w->version);
-	tl_body_str(&b, "nonce", w->nonce ? w->nonce : "");
-	tl_body_str(&b, "sig", w->sig ? w->sig : "");
-	tl_body_str(&b, "mac", w->mac ? w->mac : "");
+	tl_body_str(&b, "node", w->o.node);
+	tl_body_str(&b, "grant", w->o.grant);
+	tl_body_str(&b, "holder", w->o.holder);
+	tl_body_u64(&b, "version", w->o.version);
+	tl_body_str(&b, "nonce", w->o.nonce);
+	tl_body_str(&b, "sig", w->o.sig);
+	tl_body_str(&b, "mac", w->o.mac);
 	tl_body_str(&b, "via", "amqp");
 	rc = tl_emit(&c, TL_EV_ACK_OFFERED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
 		rc = tl_ctx_end(&c);
+	w->offered = rc == 0;
 	return rc;
 }
 
@@ -1076,62 +1104,80 @@ short_str(const char *s, size_t max)
 }
 
 struct repw {
+	struct tl_rx	*rx;
+	const char	*via;
 	const char	*node, *report, *sig;
 	char		 actor[TL_ACTOR_MAX + 1];
 };
 
+/*
+ * An agent's report is its heartbeat: its last-seen time is touched
+ * in place (the scratch table TL_SEEN_TABLE), and node.reported is
+ * appended only when its signature verifies and it differs from the
+ * one the graph holds, so an idle mesh appends nothing.  The check is
+ * the whole of a report's verification (its node's signature), so
+ * there is no offer to record first.
+ */
 static int
 report_cb(struct tl_txn *t, void *arg)
 {
 	struct repw *w = arg;
 	struct tl_ctx c;
 	struct tl_body b;
-	char stream[TL_STREAM_MAX + 1];
+	char stream[TL_STREAM_MAX + 1], why[256];
+	const char *kind;
 	int rc;
 
 	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
 		return rc;
+	if ((rc = tl_report_screen(t, &c.p, w->node, w->report, w->sig, &kind,
+	    why, sizeof(why))) == TL_EREFUSED)
+		return tl_ack_refused(w->rx, t, w->via, strcmp(kind,
+		    TL_REFUSED_NOKEY) != 0 ? w->node : "?", kind, why);
+	if (rc != 0)
+		return rc;
+	if ((rc = tl_ack_seen(t, w->node, tl_rx_now())) != 0)
+		return rc;
+	if (tl_report_same(t, &c.p, w->node, w->report))
+		return 0;
 	snprintf(stream, sizeof(stream), "node/%s", w->node);
 	tl_body_init(&b);
 	tl_body_str(&b, "node", w->node);
 	tl_body_str(&b, "report", w->report);
-	tl_body_str(&b, "sig", w->sig);
-	tl_body_str(&b, "via", "amqp");
-	rc = tl_emit(&c, TL_EV_REPORT_OFFERED, stream, &b, NULL);
+	rc = tl_emit(&c, TL_EV_NODE_REPORTED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
 		rc = tl_ctx_end(&c);
 	return rc;
 }
 
-/* An agent's report {"node","report","sig"}: offered, verified later. */
+/* An agent's report {"node","report","sig"}. */
 static int
-one_report(struct tl_rx *rx, const struct tl_amqp_delivery *d, json_t *j)
+one_report(struct tl_rx *rx, struct tl_rx_pub *ps, json_t *j)
 {
 	struct repw w;
 
 	memset(&w, 0, sizeof(w));
 	if (json_unpack(j, "{s:s,s:s,s:s}", "node", &w.node, "report",
 	    &w.report, "sig", &w.sig) != 0 || !name_ok(w.node) ||
-	    strlen(w.report) > 60000 || strlen(w.sig) > 256) {
-		tl_rx_log(rx, TL_RX_WARN, "publisher: acks message %s is not "
-		    "a report {\"node\",\"report\",\"sig\"}: dropped",
-		    d->message_id[0] ? d->message_id : "-");
-		return 0;
-	}
-	snprintf(w.actor, sizeof(w.actor), "amqp:%s", w.node);
+	    strlen(w.report) > 60000 || strlen(w.sig) > 256)
+		return refuse(rx, ps->acks, "?", TL_REFUSED_MALFORMED, "not a "
+		    "report {\"node\",\"report\",\"sig\"}");
+	w.rx = rx;
+	w.via = ps->acks;
+	snprintf(w.actor, sizeof(w.actor), "node:%s", w.node);
 	return tl_log_write(rx->log, report_cb, &w);
 }
 
 /*
  * One message of the acks queue: {"node","grant","holder","version",
- * "nonce","sig","mac"} as tally-node sends it (an older sender's
- * {"node","module","grant","version"} is offered too, and refused for
- * want of proof).  Returns 0 when it was handled (offered, or dropped
- * with a warning) and may be acknowledged to the broker.
+ * "nonce","sig","mac"} as tally-node sends it, or a report.  Returns 0
+ * when it was handled (offered, or counted as refused input) and may
+ * be acknowledged to the broker.
  */
 static int
-one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
+one_ack(struct tl_rx *rx, struct tl_rx_pub *ps,
+    const struct tl_amqp_delivery *d)
 {
 	struct ackw w;
 	json_error_t je;
@@ -1142,8 +1188,9 @@ one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
 	int rc;
 
 	j = json_loadb(d->body, d->len, JSON_REJECT_DUPLICATES, &je);
-	if (j != NULL && json_object_get(j, "report") != NULL) {
-		rc = one_report(rx, d, j);
+	if (j != NULL && json_is_object(j) &&
+	    json_object_get(j, "report") != NULL) {
+		rc = one_report(rx, ps, j);
 		json_decref(j);
 		return rc;
 	}
@@ -1156,27 +1203,31 @@ one_ack(struct tl_rx *rx, const struct tl_amqp_delivery *d)
 	    !short_str(grant, 200) || !short_str(holder, 139) ||
 	    !short_str(nonce, 64) || !short_str(sig, 256) ||
 	    !short_str(mac, 128)) {
-		tl_rx_log(rx, TL_RX_WARN, "publisher: acks message %s is not "
-		    "{\"node\",\"grant\",\"holder\",\"version\",\"nonce\","
-		    "\"sig\",\"mac\"}: dropped", d->message_id[0] ?
-		    d->message_id : "-");
 		json_decref(j);
-		return 0;
+		return refuse(rx, ps->acks, "?", TL_REFUSED_MALFORMED, "not "
+		    "{\"node\",\"grant\",\"holder\",\"version\",\"nonce\","
+		    "\"sig\",\"mac\"}");
 	}
 	memset(&w, 0, sizeof(w));
-	w.node = node;
-	w.module = module;
-	w.grant = grant;
-	w.holder = holder;
-	w.nonce = nonce;
-	w.sig = sig;
-	w.mac = mac;
-	w.version = (uint64_t)version;
+	w.rx = rx;
+	w.via = ps->acks;
+	if (holder != NULL)
+		snprintf(w.holder, sizeof(w.holder), "%s", holder);
+	else
+		snprintf(w.holder, sizeof(w.holder), "%s@%s", module, node);
+	w.o.node = node;
+	w.o.grant = grant ? grant : "";
+	w.o.holder = w.holder;
+	w.o.nonce = nonce ? nonce : "";
+	w.o.sig = sig ? sig : "";
+	w.o.mac = mac ? mac : "";
+	w.o.version = (uint64_t)version;
 	snprintf(w.actor, sizeof(w.actor), "amqp:%s", node);
 	rc = tl_log_write(rx->log, ack_cb, &w);
-	if (rc == 0)
+	if (rc == 0 && w.offered)
 		tl_rx_log(rx, TL_RX_DEBUG, "publisher: an acknowledgement "
-		    "claiming node %s v%lld offered", node, (long long)version);
+		    "signed by node %s, v%lld, offered", node,
+		    (long long)version);
 	json_decref(j);
 	return rc;
 }
@@ -1199,7 +1250,7 @@ consume_acks(struct tl_rx *rx, struct tl_rx_pub *ps, int *brokerr)
 			*brokerr = 1;
 			break;
 		}
-		rc = one_ack(rx, &d);
+		rc = one_ack(rx, ps, &d);
 		tl_amqp_delivery_free(&d);
 		if (rc != 0)
 			break;	/* the log failed: leave it on the queue */
@@ -1251,6 +1302,8 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 		if (now >= ps->next_ack_ns || *published > 0) {
 			rc = consume_acks(rx, ps, &brokerr);
 			ps->next_ack_ns = now + ACK_POLL_NS;
+			if (rc == 0)
+				rc = tl_ack_refused_flush(rx);
 		}
 	}
 	if (rc != 0 && brokerr) {

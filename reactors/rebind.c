@@ -283,9 +283,9 @@ gather_one(const struct tl_rebind *r, void *arg)
 			st->op = OP_ISSUE;
 			/* An embedded source keeps the names it was given. */
 			if (r->from[0] != '\0')
-				tl_rx_grant_names(&st->g, st->g.version,
+				tl_rx_grant_names(ps->rx, &st->g, st->g.version,
 				    st->odb, st->oowner, st->ologin);
-			tl_rx_move_names(&st->g, r->version, st->db, st->owner,
+			tl_rx_move_names(ps->rx, &st->g, r->version, st->db, st->owner,
 			    st->login);
 		} else {
 			struct tl_grant tmp = st->g;

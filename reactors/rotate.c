@@ -167,11 +167,11 @@ gather_one(const struct tl_rotation *r, void *arg)
 	if (strcmp(st->g.state, TL_GRANT_PROVISIONED) != 0 &&
 	    !grant_gone(st->g.state))
 		return 0;	/* failed, missing, repairing: it waits */
-	tl_rx_grant_names(&st->g, r->to, st->db, st->owner, st->login);
+	tl_rx_grant_names(ps->rx, &st->g, r->to, st->db, st->owner, st->login);
 	{
 		char d2[64], o2[64];
 
-		tl_rx_grant_names(&st->g, r->from, d2, o2, st->old);
+		tl_rx_grant_names(ps->rx, &st->g, r->from, d2, o2, st->old);
 	}
 	st->old_version = r->from;
 	if (grant_gone(st->g.state)) {

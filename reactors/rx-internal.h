@@ -27,17 +27,25 @@
  * (g->naming).
  */
 #define TL_GRANT_NAMING	TL_DRV_NAMING
-/* The scheme g's names follow: its own, else TL_GRANT_NAMING. */
+/*
+ * The scheme g's names follow: its own, else the one its driver's new
+ * grants get (tl_drv_naming: TL_GRANT_NAMING, or TL_DRV_NAMING_KEYED).
+ */
 uint64_t tl_rx_grant_naming(const struct tl_grant *g);
-/* The resource, owner and login of g's credential version. */
-void	tl_rx_grant_names(const struct tl_grant *g, uint64_t version,
-	    char db[64], char owner[64], char login[64]);
+/*
+ * The resource, owner and login of g's credential version.  rx gives the
+ * mesh's master key, from which names of a keyed driver
+ * (TL_DRV_NAMING_KEYED) are derived; with rx NULL or no key loaded such
+ * names are "" (refused by every operation), never unkeyed.
+ */
+void	tl_rx_grant_names(const struct tl_rx *rx, const struct tl_grant *g,
+	    uint64_t version, char db[64], char owner[64], char login[64]);
 /*
  * The fresh resource a move (tally rebind) at version copies into:
  * never a name the grant had before (versions only grow).
  */
-void	tl_rx_move_names(const struct tl_grant *g, uint64_t version,
-	    char db[64], char owner[64], char login[64]);
+void	tl_rx_move_names(const struct tl_rx *rx, const struct tl_grant *g,
+	    uint64_t version, char db[64], char owner[64], char login[64]);
 /*
  * The id of the grant g's provider objects were made for, which names
  * and marks them: g's own, but GRANT for the revoked grant GRANT~vN a

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "projections/grant.h"
 #include "projections/graph.h"
 #include "rx.h"
 #include "session.h"
@@ -230,6 +231,29 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 	}
 	tl_rec_close(&r);
 	return 0;
+}
+
+void
+tl_rx_consumer_endpoint(const struct tl_rx_prov *pv, const struct tl_grant *g,
+    enum tl_rx_ep_for who, const char *node,
+    const char *sv[2 * TL_RX_SETTINGS_MAX + 1], char host[256],
+    struct tl_drv_endpoint *ep)
+{
+	const char *h = pv->routable;
+
+	if (strcmp(pv->expose, "local") == 0) {
+		if (who == TL_RX_EP_HOLDER && node != NULL &&
+		    strcmp(node, pv->node) == 0)
+			h = "127.0.0.1";
+		else if (who == TL_RX_EP_CHECK)
+			h = pv->host;
+	}
+	snprintf(host, 256, "%s", h);
+	memset(ep, 0, sizeof(*ep));
+	ep->host = host;
+	ep->port = who != TL_RX_EP_RECORD && g != NULL && g->port[0] != '\0' ?
+	    g->port : pv->port;
+	ep->settings = tl_rx_prov_settings(pv, sv);
 }
 
 const char *const *

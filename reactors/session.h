@@ -64,6 +64,35 @@ struct tl_rx_prov {
 const char *const *tl_rx_prov_settings(const struct tl_rx_prov *pv,
 	    const char *sv[2 * TL_RX_SETTINGS_MAX + 1]);
 
+/* For whom tl_rx_consumer_endpoint composes. */
+enum tl_rx_ep_for {
+	TL_RX_EP_HOLDER = 0,	/* a holder of the grant, on its node */
+	TL_RX_EP_RECORD,	/* grant.provisioned's fields: no one node */
+	TL_RX_EP_CHECK		/* the verifier, logging in as the consumer */
+};
+
+struct tl_grant;
+
+/*
+ * Where a consumer of grant g reaches provider pv: the one rule the
+ * deliverer, the provisioner's record and the verifier follow, so what
+ * is delivered, recorded and checked is one endpoint.  ep borrows host
+ * (the caller's, 256 bytes), pv's port and pv's settings through sv
+ * (which the driver's compose reads beside host and port: an RGW's
+ * endpoint, a directory's root); valid while pv, sv and host are.
+ *   host: pv's routable name; for a provider exposed local, a holder on
+ *	node == pv's node reaches it over loopback (127.0.0.1), and the
+ *	check logs in where tallyd administers it (pv->host), since
+ *	tallyd may run elsewhere.
+ *   port: for a holder and the check, the port recorded for g (what
+ *	was delivered), else pv's; the record is made from pv's.
+ * g may be NULL (nothing recorded), node NULL but for a holder.
+ */
+void	tl_rx_consumer_endpoint(const struct tl_rx_prov *pv,
+	    const struct tl_grant *g, enum tl_rx_ep_for who, const char *node,
+	    const char *sv[2 * TL_RX_SETTINGS_MAX + 1], char host[256],
+	    struct tl_drv_endpoint *ep);
+
 /* Loads provider id's admin side (decrypting its password) for type. */
 int	tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p,
 	    struct tl_rx *rx, const char *id, const char *type,

@@ -336,7 +336,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 		struct check *c = &ps->c[i];
 		struct vprov *v = NULL;
 
-		tl_rx_grant_names(&c->g, c->g.version, c->db, c->owner,
+		tl_rx_grant_names(ps->rx, &c->g, c->g.version, c->db, c->owner,
 		    c->login);
 		if ((rc = tl_rx_intent_password(ps->rx, t, &c->g,
 		    c->password)) != 0) {
@@ -438,17 +438,19 @@ check_one(const struct tl_rx_prov *pv, void *h, struct check *c)
 	const struct tl_drv_ops *ops = pv->ops;
 	struct tl_drv_endpoint ep;
 	struct tl_drv_grant dg;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	char host[256];
 
 	/*
-	 * The consumer's view: the routable name it was given.  A provider
+	 * The consumer's view: the endpoint it was given, with the
+	 * provider's settings its driver composes it from.  A provider
 	 * exposed local is reached only from its own node, over loopback:
 	 * not at the routable name, and not from here over loopback either
 	 * (tallyd may run elsewhere), so the login goes where tallyd
 	 * administers it (admin-host), as the migrator's does.
 	 */
-	memset(&ep, 0, sizeof(ep));
-	ep.host = strcmp(pv->expose, "local") == 0 ? pv->host : pv->routable;
-	ep.port = pv->port;
+	tl_rx_consumer_endpoint(pv, &c->g, TL_RX_EP_CHECK, NULL, sv, host,
+	    &ep);
 	drv_grant(c, &dg);
 	c->by_login = 1;
 	c->rc = ops->check(h, &dg, &ep, &c->drift, c->why);

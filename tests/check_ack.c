@@ -3,20 +3,26 @@
  * (core/secret.h, reactors/ack.h): key files of the three formats,
  * the message each proof covers, and that a proof for anything else
  * fails; the control plane's key, derived from the master key, and the
- * signature of what it routes to a node.
+ * signature of what it routes to a node; the scratch tables of refused
+ * input (counts per queue, node and kind; the log's rate limit) and of
+ * the agents' last-seen times.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/bytes.h"
 #include "core/error.h"
+#include "core/kv.h"
 #include "core/secret.h"
 #include "lib/tl_test.h"
 #include "reactors/ack.h"
+#include "reactors/rx.h"
 
 START_TEST(test_key_files)
 {
@@ -181,6 +187,161 @@ START_TEST(test_cp_signature)
 }
 END_TEST
 
+static int log_lines;
+static char log_last[1024];
+
+static void
+count_log(int level, const char *fmt, va_list ap)
+{
+	(void)level;
+	vsnprintf(log_last, sizeof(log_last), fmt, ap);
+	log_lines++;
+}
+
+struct refused_arg {
+	int		n;
+	uint64_t	unsigned_n, badsig_n;
+	char		why[256], node[64], via[32];
+};
+
+static int
+each_refused(const char *via, const char *node, const char *kind,
+    uint64_t count, uint64_t last_ns, const char *why, void *arg)
+{
+	struct refused_arg *ra = arg;
+
+	ck_assert(last_ns > 0);
+	ra->n++;
+	if (strcmp(kind, TL_REFUSED_UNSIGNED) == 0) {
+		ra->unsigned_n = count;
+		snprintf(ra->node, sizeof(ra->node), "%s", node);
+		snprintf(ra->via, sizeof(ra->via), "%s", via);
+	} else if (strcmp(kind, TL_REFUSED_BADSIG) == 0) {
+		ra->badsig_n = count;
+		snprintf(ra->why, sizeof(ra->why), "%s", why);
+	}
+	return 0;
+}
+
+static int
+refuse_many(struct tl_txn *t, void *arg)
+{
+	struct tl_rx *rx = arg;
+	int i, rc;
+
+	for (i = 0; i < 100; i++)
+		if ((rc = tl_ack_refused(rx, t, "tally.acks", "node-a",
+		    TL_REFUSED_UNSIGNED, "no proof")) != 0)
+			return rc;
+	for (i = 0; i < 7; i++)
+		if ((rc = tl_ack_refused(rx, t, "tally.acks", "node-a",
+		    TL_REFUSED_BADSIG, i < 6 ? "older" : "the last")) != 0)
+			return rc;
+	return 0;
+}
+
+/* The rate limit's last line, moved 11 s into the past. */
+static int
+age_limit(struct tl_txn *t, void *arg)
+{
+	const void *v;
+	uint8_t nv[16];
+	size_t vl;
+	tl_kv kv;
+	int rc;
+
+	(void)arg;
+	if ((rc = tl_kv_open_scratch(t, TL_REFUSED_TABLE, &kv)) != 0 ||
+	    (rc = tl_kv_get(t, kv, TL_REFUSED_LOG, strlen(TL_REFUSED_LOG), &v,
+	    &vl)) != 0)
+		return rc;
+	ck_assert_uint_eq(vl, 16);
+	memcpy(nv, v, 16);
+	tl_put_be64(nv, tl_get_be64(nv) - 11000000000ull);
+	return tl_kv_put(t, kv, TL_REFUSED_LOG, strlen(TL_REFUSED_LOG), nv, 16);
+}
+
+static int
+seen_put(struct tl_txn *t, void *arg)
+{
+	(void)arg;
+	return tl_ack_seen(t, "node-b", 1234567890123ull);
+}
+
+/*
+ * Refused input is counted per queue, node and kind, with the last
+ * reason; tallyd's log gets one line, then (once 10 s have passed) one
+ * line with the count of what it held back; the rate limit's own row is
+ * not a count.  Last-seen times are kept per node.
+ */
+START_TEST(test_refused_counts)
+{
+	char *home = tl_test_tmpdir("check-ack-refused");
+	char *dir = tl_test_path(home, "log");
+	struct tl_log *log;
+	struct tl_txn *t;
+	struct tl_rx rx;
+	struct refused_arg ra;
+	uint64_t ns;
+
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(tl_log_open_ex(dir, TL_LOG_CREATE | TL_LOG_NOSYNC,
+	    16u << 20, &log), 0);
+	tl_rx_init(&rx);
+	rx.log = log;
+	rx.logf = count_log;
+	log_lines = 0;
+
+	/* Nothing refused yet: a read finds no table and no count. */
+	memset(&ra, 0, sizeof(ra));
+	ck_assert_int_eq(tl_log_begin(log, TL_TXN_RDONLY, &t), 0);
+	ck_assert_int_eq(tl_ack_refused_each(t, each_refused, &ra), 0);
+	ck_assert_int_eq(tl_ack_seen_get(t, "node-b", &ns), TL_ENOTFOUND);
+	tl_log_abort(t);
+	ck_assert_int_eq(ra.n, 0);
+
+	ck_assert_int_eq(tl_log_write(log, refuse_many, &rx), 0);
+	ck_assert_int_eq(log_lines, 1);
+	ck_assert_ptr_nonnull(strstr(log_last, "claiming node node-a"));
+	ck_assert_ptr_null(strstr(log_last, "suppressed"));
+
+	memset(&ra, 0, sizeof(ra));
+	ck_assert_int_eq(tl_log_begin(log, TL_TXN_RDONLY, &t), 0);
+	ck_assert_int_eq(tl_ack_refused_each(t, each_refused, &ra), 0);
+	tl_log_abort(t);
+	ck_assert_int_eq(ra.n, 2);
+	ck_assert_uint_eq(ra.unsigned_n, 100);
+	ck_assert_uint_eq(ra.badsig_n, 7);
+	ck_assert_str_eq(ra.why, "the last");
+	ck_assert_str_eq(ra.node, "node-a");
+	ck_assert_str_eq(ra.via, "tally.acks");
+
+	/* Within the 10 s: the flush says nothing yet. */
+	ck_assert_int_eq(tl_ack_refused_flush(&rx), 0);
+	ck_assert_int_eq(log_lines, 1);
+	ck_assert_int_eq(tl_log_write(log, age_limit, NULL), 0);
+	ck_assert_int_eq(tl_ack_refused_flush(&rx), 0);
+	ck_assert_int_eq(log_lines, 2);
+	ck_assert_ptr_nonnull(strstr(log_last, "106 more suppressed"));
+	/* Said once. */
+	ck_assert_int_eq(tl_ack_refused_flush(&rx), 0);
+	ck_assert_int_eq(log_lines, 2);
+
+	ck_assert_int_eq(tl_log_write(log, seen_put, NULL), 0);
+	ck_assert_int_eq(tl_log_begin(log, TL_TXN_RDONLY, &t), 0);
+	ck_assert_int_eq(tl_ack_seen_get(t, "node-b", &ns), 0);
+	ck_assert_uint_eq(ns, 1234567890123ull);
+	ck_assert_int_eq(tl_ack_seen_get(t, "node-c", &ns), TL_ENOTFOUND);
+	tl_log_abort(t);
+
+	rx.log = NULL;
+	tl_rx_free(&rx);
+	tl_log_close(log);
+	free(dir);
+	tl_test_tmpdir_done(home);
+}
+END_TEST
+
 static Suite *
 ack_suite(void)
 {
@@ -190,6 +351,7 @@ ack_suite(void)
 	tcase_add_test(tc, test_key_files);
 	tcase_add_test(tc, test_proofs);
 	tcase_add_test(tc, test_cp_signature);
+	tcase_add_test(tc, test_refused_counts);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -26,6 +26,7 @@
 #include "drivers/driver.h"
 #include "projections/grant.h"
 #include "reactors/rx-internal.h"
+#include "reactors/session.h"
 
 static const struct tl_drv_ops *pg;
 
@@ -84,11 +85,11 @@ START_TEST(test_names_unchanged)
 	for (t = 0; t < 2; t++)
 		for (i = 0; i < NVEC; i++) {
 			grant_of(&vecs[i], types[t], &g);
-			tl_rx_grant_names(&g, vecs[i].version, d, o, l);
+			tl_rx_grant_names(NULL, &g, vecs[i].version, d, o, l);
 			ck_assert_str_eq(d, vecs[i].res);
 			ck_assert_str_eq(o, vecs[i].owner);
 			ck_assert_str_eq(l, vecs[i].login);
-			tl_rx_move_names(&g, vecs[i].version + 1, d, o, l);
+			tl_rx_move_names(NULL, &g, vecs[i].version + 1, d, o, l);
 			ck_assert_str_eq(d, vecs[i].mres);
 			ck_assert_str_eq(o, vecs[i].mres);
 			ck_assert_str_eq(l, vecs[i].mlogin);
@@ -314,6 +315,100 @@ START_TEST(test_loss_and_declarations)
 }
 END_TEST
 
+/* A provider as tl_rx_load_provider fills one, settings in setbuf. */
+static void
+prov(struct tl_rx_prov *pv, const char *type, const char *expose,
+    const char *const *set)
+{
+	size_t i, n;
+
+	memset(pv, 0, sizeof(*pv));
+	snprintf(pv->node, sizeof(pv->node), "node-a");
+	snprintf(pv->routable, sizeof(pv->routable), "store.lan");
+	snprintf(pv->host, sizeof(pv->host), "admin.lan");
+	snprintf(pv->port, sizeof(pv->port), "7480");
+	snprintf(pv->expose, sizeof(pv->expose), "%s", expose);
+	for (i = 0; set != NULL && set[i] != NULL; i++) {
+		n = strlen(set[i]) + 1;
+		ck_assert_uint_lt(pv->setlen + n, sizeof(pv->setbuf));
+		memcpy(pv->setbuf + pv->setlen, set[i], n);
+		pv->setlen += n;
+	}
+	pv->ops = tl_drv_for_type(type);
+	ck_assert_ptr_nonnull(pv->ops);
+}
+
+/* The field as the driver composes it at the endpoint who gets. */
+static void
+field_for(const struct tl_rx_prov *pv, const struct tl_grant *g,
+    enum tl_rx_ep_for who, const char *node, const char *field,
+    char out[TL_DRV_VALUE_MAX + 1])
+{
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	char host[256];
+	struct tl_drv_endpoint ep;
+	struct tl_drv_grant dg;
+
+	memset(&dg, 0, sizeof(dg));
+	dg.resource = "b";
+	dg.owner = "";
+	dg.login = "u";
+	tl_rx_consumer_endpoint(pv, g, who, node, sv, host, &ep);
+	ck_assert_int_eq(tl_drv_compose(pv->ops, field, &ep, &dg, out,
+	    TL_DRV_VALUE_MAX + 1), 0);
+}
+
+/*
+ * Issue 21 item 16: the consumer's endpoint is one rule.  An RGW given
+ * by its endpoint setting is that endpoint for a holder, in the record
+ * and for the check (which logged in at routable:7480); a provider
+ * exposed network is the same host and port in all three.
+ */
+START_TEST(test_consumer_endpoint)
+{
+	static const char *const rgw_set[] = { "endpoint",
+		"http://10.0.0.7:9000", "region", "default", NULL };
+	static const enum tl_rx_ep_for who[] = { TL_RX_EP_HOLDER,
+		TL_RX_EP_HOLDER, TL_RX_EP_RECORD, TL_RX_EP_CHECK };
+	static const char *const node[] = { "node-a", "node-b", NULL, NULL };
+	struct tl_rx_prov pv;
+	struct tl_grant g;
+	char v[TL_DRV_VALUE_MAX + 1], first[TL_DRV_VALUE_MAX + 1];
+	size_t i;
+
+	memset(&g, 0, sizeof(g));
+	prov(&pv, "s3-bucket", "network", rgw_set);
+	for (i = 0; i < sizeof(who) / sizeof(who[0]); i++) {
+		field_for(&pv, &g, who[i], node[i], "endpoint", v);
+		ck_assert_msg(strcmp(v, "http://10.0.0.7:9000") == 0,
+		    "path %zu: endpoint %s", i, v);
+	}
+	/* Without the setting, from host and port, the same everywhere. */
+	prov(&pv, "postgres-database", "network", NULL);
+	field_for(&pv, &g, who[0], node[0], "port", first);
+	for (i = 0; i < sizeof(who) / sizeof(who[0]); i++) {
+		field_for(&pv, &g, who[i], node[i], "host", v);
+		ck_assert_str_eq(v, "store.lan");
+		field_for(&pv, &g, who[i], node[i], "port", v);
+		ck_assert_str_eq(v, first);
+	}
+	/* A recorded port is what holders and the check use. */
+	snprintf(g.port, sizeof(g.port), "6543");
+	field_for(&pv, &g, TL_RX_EP_HOLDER, "node-b", "port", v);
+	ck_assert_str_eq(v, "6543");
+	field_for(&pv, &g, TL_RX_EP_CHECK, NULL, "port", v);
+	ck_assert_str_eq(v, "6543");
+	/* Exposed local: loopback on its node, the admin host for the check. */
+	prov(&pv, "postgres-database", "local", NULL);
+	field_for(&pv, &g, TL_RX_EP_HOLDER, "node-a", "host", v);
+	ck_assert_str_eq(v, "127.0.0.1");
+	field_for(&pv, &g, TL_RX_EP_CHECK, NULL, "host", v);
+	ck_assert_str_eq(v, "admin.lan");
+	field_for(&pv, &g, TL_RX_EP_RECORD, NULL, "host", v);
+	ck_assert_str_eq(v, "store.lan");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -327,6 +422,7 @@ suite(void)
 	tcase_add_test(tc, test_capabilities);
 	tcase_add_test(tc, test_fault_keeps_contract);
 	tcase_add_test(tc, test_loss_and_declarations);
+	tcase_add_test(tc, test_consumer_endpoint);
 	suite_add_tcase(s, tc);
 	return s;
 }

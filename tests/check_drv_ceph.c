@@ -285,8 +285,8 @@ check(void *h, const struct tl_drv_grant *g, char *why)
 	return d;
 }
 
-/* One more request header for the next http() (NULL: none). */
-static const char *s_extra;
+/* Up to two more request headers for the next http() (NULL: none). */
+static const char *s_extra, *s_extra2;
 
 struct body {
 	char	buf[65536];
@@ -330,7 +330,9 @@ http(const char *method, const char *pathq, const char *ak, const char *sk,
 	hd = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	if (s_extra != NULL)
 		hd = curl_slist_append(hd, s_extra);
-	s_extra = NULL;
+	if (s_extra2 != NULL)
+		hd = curl_slist_append(hd, s_extra2);
+	s_extra = s_extra2 = NULL;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:default:s3");
 	curl_easy_setopt(c, CURLOPT_USERNAME, ak != NULL ? ak : s_ak);
@@ -695,6 +697,100 @@ START_TEST(test_drift)
 }
 END_TEST
 
+/* An anonymous (unsigned) GET of pathq: its HTTP status. */
+static long
+anon_get(const char *pathq)
+{
+	struct body b;
+	char url[2048];
+	long st = 0;
+	CURL *c = curl_easy_init();
+
+	ck_assert_ptr_nonnull(c);
+	b.len = 0;
+	b.buf[0] = '\0';
+	snprintf(url, sizeof(url), "%s%s", s_endpoint, pathq);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+	curl_easy_cleanup(c);
+	return st;
+}
+
+/*
+ * Issue 21 item 22: a bucket ACL set by its owner, public-read (anyone
+ * lists and reads it) or a READ grant to another consumer, is a
+ * privileges drift that check names, and fix_privileges makes the ACL
+ * private again: the anonymous client and the other consumer are
+ * refused, the owner is not.
+ */
+START_TEST(test_acl)
+{
+	struct grant a, b;
+	char why[TL_DRV_WHY_MAX], pq[512], hd[256], hd2[256];
+	void *h = drv_open();
+	enum tl_drv_drift d;
+
+	grant_init(&a, "acl");
+	grant_init(&b, "aclb");
+	create_ok(h, &a.g);
+	create_ok(h, &b.g);
+	snprintf(pq, sizeof(pq), "/%s/o.txt", a.bucket);
+	ck_assert_int_eq(as(&a, "PUT", pq, "a-data"), 200);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+
+	/* public-read: an anonymous client lists the bucket. */
+	snprintf(pq, sizeof(pq), "/%s?acl=", a.bucket);
+	s_extra = "x-amz-acl: public-read";
+	ck_assert_int_eq(as(&a, "PUT", pq, ""), 200);
+	snprintf(pq, sizeof(pq), "/%s", a.bucket);
+	ck_assert_int_eq(anon_get(pq), 200);
+	ep.host = s_host;
+	ep.port = s_port;
+	ck_rc(drv->check(h, &a.g, &ep, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_PRIVILEGES, "public-read: %d %s", d, why);
+	ck_assert_msg(strstr(why, "READ to group AllUsers") != NULL, "%s", why);
+	/* The bulk check reads it on the admin side too. */
+	{
+		enum tl_drv_drift db = TL_DRIFT_NONE;
+		char wb[1][TL_DRV_WHY_MAX];
+
+		ck_rc(drv->check_bulk(h, &a.g, 1, &db, wb), 0, wb[0]);
+		ck_assert_msg(db == TL_DRIFT_PRIVILEGES, "bulk: %d %s", db,
+		    wb[0]);
+		ck_assert_msg(strstr(wb[0], "AllUsers") != NULL, "%s", wb[0]);
+	}
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert_int_eq(anon_get(pq), 403);
+	snprintf(pq, sizeof(pq), "/%s/o.txt", a.bucket);
+	ck_assert_int_eq(anon_get(pq), 403);
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 200);
+
+	/* READ to another consumer beside the owner's: b lists a's bucket. */
+	snprintf(pq, sizeof(pq), "/%s?acl=", a.bucket);
+	snprintf(hd, sizeof(hd), "x-amz-grant-read: id=\"%s\"", b.login);
+	snprintf(hd2, sizeof(hd2), "x-amz-grant-full-control: id=\"%s\"",
+	    a.login);
+	s_extra = hd;
+	s_extra2 = hd2;
+	ck_assert_int_eq(as(&a, "PUT", pq, ""), 200);
+	snprintf(pq, sizeof(pq), "/%s", a.bucket);
+	ck_assert_int_eq(as(&b, "GET", pq, NULL), 200);
+	ck_rc(drv->check(h, &a.g, &ep, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_PRIVILEGES, "READ to b: %d %s", d, why);
+	ck_assert_msg(strstr(why, b.login) != NULL, "%s", why);
+	ck_rc(drv->fix_privileges(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert_int_eq(as(&b, "GET", pq, NULL), 403);
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 200);
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_bulk)
 {
 	struct grant g[5];
@@ -867,6 +963,13 @@ suite(void)
 	tcase_add_test(tc, test_rotation);
 	tcase_add_test(tc, test_revoke_retain_purge);
 	tcase_add_test(tc, test_compose_open_refused);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("drift");
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_add_checked_fixture(tc, secrets_reset, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_acl);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -740,6 +740,62 @@ START_TEST(test_drift_privileges)
 }
 END_TEST
 
+/*
+ * Issue 21 item 21: a resource limit set on the account by hand.  The
+ * consumer is then refused with 1226, which is not a wrong password:
+ * check names the limit (one by one and in bulk), reports privileges
+ * (not credential), and fix_privileges removes it.
+ */
+START_TEST(test_drift_resource_limits)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], err[512];
+	void *h = drv_open();
+	MYSQL *a = admin(), *held, *c2;
+	size_t i;
+	static const char *const limit[][2] = {
+		{ "MAX_USER_CONNECTIONS 1", "MAX_USER_CONNECTIONS 1" },
+		{ "MAX_QUERIES_PER_HOUR 5", "MAX_QUERIES_PER_HOUR 5" },
+		{ "MAX_UPDATES_PER_HOUR 7", "MAX_UPDATES_PER_HOUR 7" },
+		{ "MAX_CONNECTIONS_PER_HOUR 9", "MAX_CONNECTIONS_PER_HOUR 9" },
+		{ "MAX_STATEMENT_TIME 0.001", "MAX_STATEMENT_TIME 0.001" },
+	};
+
+	grant_init(&gr, "rl");
+	do_create(h, &gr);
+	for (i = 0; i < sizeof(limit) / sizeof(limit[0]); i++) {
+		sql(a, "ALTER USER '%s'@'%%' WITH %s", gr.log, limit[i][0]);
+		ck_assert_msg(do_check(h, &gr, why) == TL_DRIFT_PRIVILEGES,
+		    "after %s: %s", limit[i][0], why);
+		ck_assert_msg(strstr(why, limit[i][1]) != NULL,
+		    "after %s: why lacks it: %s", limit[i][0], why);
+		ck_assert_int_eq(do_bulk1(h, &gr), TL_DRIFT_PRIVILEGES);
+		ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+		ck_drift(h, &gr, TL_DRIFT_NONE);
+	}
+
+	/* The limit in force: one session held, the check's is refused. */
+	sql(a, "ALTER USER '%s'@'%%' WITH MAX_USER_CONNECTIONS 1", gr.log);
+	held = my_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(held != NULL, "first session: %s", err);
+	c2 = my_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c2 == NULL && strstr(err, "1226") != NULL,
+	    "a second session under MAX_USER_CONNECTIONS 1: %s", err);
+	ck_assert_msg(do_check(h, &gr, why) == TL_DRIFT_PRIVILEGES,
+	    "the consumer refused with 1226: %s", why);
+	ck_assert_msg(strstr(why, "MAX_USER_CONNECTIONS") != NULL, "%s", why);
+	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+	c2 = my_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c2 != NULL, "a second session after the repair: %s",
+	    err);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	mysql_close(c2);
+	mysql_close(held);
+	mysql_close(a);
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_drift_credential)
 {
 	struct grant gr;
@@ -1294,6 +1350,9 @@ suite(void)
 	tcase_add_test(tc, test_drift_credential);
 	tcase_add_test(tc, test_drift_missing);
 	tcase_add_test(tc, test_check_bulk);
+
+	tc = tcase(s, "drift");
+	tcase_add_test(tc, test_drift_resource_limits);
 
 	tc = tcase(s, "revoke");
 	tcase_add_test(tc, test_rotation_beside);

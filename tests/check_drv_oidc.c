@@ -563,6 +563,9 @@ START_TEST(test_rotation)
 	ck_assert_int_eq(ck_check(h, &v2, why), TL_DRIFT_NONE);
 	ck_assert_ptr_nonnull(drv->rotation_note);
 	ck_assert(drv->handle_model);
+	/* What registration cannot limit is declared (issue 21 item 32). */
+	ck_assert_ptr_nonnull(drv->isolation_note);
+	ck_assert_ptr_nonnull(strstr(drv->isolation_note, "introspect"));
 	drv->close(h);
 }
 END_TEST

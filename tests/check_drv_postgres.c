@@ -1313,6 +1313,167 @@ START_TEST(test_check_privileges)
 }
 END_TEST
 
+/* The drift check_bulk finds for one grant (it must answer). */
+static enum tl_drv_drift
+bulk_drift(void *h, struct grant *gr, char *out)
+{
+	enum tl_drv_drift d = (enum tl_drv_drift)-1;
+	char (*why)[TL_DRV_WHY_MAX] = calloc(1, sizeof(*why));
+	int rc;
+
+	ck_assert_ptr_nonnull(why);
+	secret_add(gr->pw);
+	rc = drv->check_bulk(h, &gr->g, 1, &d, why);
+	ck_why(why[0]);
+	ck_rc(rc, 0, why[0]);
+	snprintf(out, TL_DRV_WHY_MAX, "%s", why[0]);
+	free(why);
+	return d;
+}
+
+/*
+ * Issue 21 item 19: settings put on the login role (or on its database)
+ * by hand change every session of the consumer; check names them (one
+ * by one and in bulk) and fix_privileges removes them, keeping the
+ * role = owner tally set and the read-only flag of a frozen database.
+ */
+START_TEST(test_check_role_settings)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], q[1024], err[512], *d, *l, *o;
+	PGconn *a, *c;
+	void *h = drv_open();
+	size_t i;
+	static const char *const change[][2] = {
+		{ "ALTER ROLE {l} SET statement_timeout = '1ms'",
+		    "statement_timeout=1ms" },
+		{ "ALTER ROLE {l} SET search_path = 'evil'",
+		    "search_path=evil" },
+		{ "ALTER ROLE {l} IN DATABASE {d} SET work_mem = '64kB'",
+		    "work_mem=64kB" },
+		{ "ALTER DATABASE {d} SET statement_timeout = '1ms'",
+		    "database-wide statement_timeout=1ms" },
+	};
+
+	grant_init(&gr, "rset");
+	do_create(h, &gr);
+	a = admin(NULL);
+	d = qid(a, gr.res);
+	l = qid(a, gr.log);
+	o = qid(a, gr.own);
+	for (i = 0; i < sizeof(change) / sizeof(change[0]); i++) {
+		sql(a, "%s", subst(q, sizeof(q), change[i][0], d, l, o));
+		ck_assert_msg(do_check(h, &gr, why) == TL_DRIFT_PRIVILEGES,
+		    "after %s: %s", change[i][0], why);
+		ck_assert_msg(strstr(why, change[i][1]) != NULL,
+		    "after %s: why lacks '%s': %s", change[i][0], change[i][1],
+		    why);
+		ck_assert_msg(bulk_drift(h, &gr, why) == TL_DRIFT_PRIVILEGES,
+		    "bulk, after %s: %s", change[i][0], why);
+		ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+		ck_assert_msg(do_check(h, &gr, why) == TL_DRIFT_NONE,
+		    "after %s and fix_privileges: %s", change[i][0], why);
+		ck_assert_msg(bulk_drift(h, &gr, why) == TL_DRIFT_NONE,
+		    "bulk, after %s and fix_privileges: %s", change[i][0],
+		    why);
+	}
+	/* The consumer's sessions are as tally made them. */
+	c = pq_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "consumer login: %s", err);
+	sql(c, "SELECT pg_sleep(0.05)");
+	ck_assert_int_eq(sql_long(c, "SELECT current_setting("
+	    "'statement_timeout') = '0'", NULL), 1);
+	ck_assert_int_eq(sql_long(c, "SELECT current_user = $1", gr.own), 1);
+	PQfinish(c);
+	/* A frozen database stays frozen through a repair. */
+	ck_rc(drv->freeze(h, &gr.g, 1, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	sql(a, "ALTER DATABASE %s SET statement_timeout = '1ms'", d);
+	ck_drift(h, &gr, TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	c = pq_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "consumer login: %s", err);
+	ck_assert_int_eq(sql_long(c, "SELECT current_setting("
+	    "'default_transaction_read_only') = 'on'", NULL), 1);
+	PQfinish(c);
+	ck_rc(drv->freeze(h, &gr.g, 0, why), 0, why);
+	PQfreemem(d);
+	PQfreemem(l);
+	PQfreemem(o);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * Issue 21 item 20: each database privilege of the owner role, and its
+ * schema public, revoked by hand; check says so, and after
+ * fix_privileges the consumer has every one of them again (it creates a
+ * schema, a temporary table and a table in public).
+ */
+START_TEST(test_check_owner_privileges)
+{
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], q[1024], err[512], *d, *l, *o;
+	PGconn *a, *c;
+	void *h = drv_open();
+	size_t i;
+	/* Each: what is revoked, in which database ({d}: the grant's). */
+	static const char *const change[][3] = {
+		{ NULL, "REVOKE CREATE ON DATABASE {d} FROM {o}", "CREATE" },
+		{ NULL, "REVOKE TEMPORARY ON DATABASE {d} FROM {o}",
+		    "TEMPORARY" },
+		{ NULL, "REVOKE CONNECT ON DATABASE {d} FROM {o}",
+		    "CONNECT" },
+		{ NULL, "REVOKE ALL ON DATABASE {d} FROM {o}",
+		    "lacks CONNECT, CREATE, TEMPORARY" },
+		{ "{d}", "REVOKE CREATE ON SCHEMA public FROM {o}",
+		    "lacks CREATE on schema public" },
+		{ "{d}", "REVOKE ALL ON SCHEMA public FROM {o}",
+		    "lacks CREATE, USAGE on schema public" },
+		{ "{d}", "GRANT USAGE ON SCHEMA public TO pg_monitor",
+		    "pg_monitor also hold privileges on schema public" },
+	};
+
+	grant_init(&gr, "opriv");
+	do_create(h, &gr);
+	a = admin(NULL);
+	d = qid(a, gr.res);
+	l = qid(a, gr.log);
+	o = qid(a, gr.own);
+	for (i = 0; i < sizeof(change) / sizeof(change[0]); i++) {
+		PGconn *x = change[i][0] != NULL ? admin(gr.res) : a;
+
+		sql(x, "%s", subst(q, sizeof(q), change[i][1], d, l, o));
+		if (x != a)
+			PQfinish(x);
+		ck_assert_msg(do_check(h, &gr, why) != TL_DRIFT_NONE,
+		    "after %s: %s", change[i][1], why);
+		ck_assert_msg(strstr(why, change[i][2]) != NULL,
+		    "after %s: why lacks '%s': %s", change[i][1], change[i][2],
+		    why);
+		ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+		ck_assert_msg(do_check(h, &gr, why) == TL_DRIFT_NONE,
+		    "after %s and fix_privileges: %s", change[i][1], why);
+
+		c = pq_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+		ck_assert_msg(c != NULL, "after %s and fix_privileges, "
+		    "consumer login: %s", change[i][1], err);
+		snprintf(q, sizeof(q), "s%zu", i);
+		sql(c, "CREATE SCHEMA %s", q);
+		sql(c, "CREATE TEMP TABLE t%zu (x int)", i);
+		sql(c, "CREATE TABLE public.p%zu (x int)", i);
+		PQfinish(c);
+	}
+	PQfreemem(d);
+	PQfreemem(l);
+	PQfreemem(o);
+	PQfinish(a);
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_check_missing)
 {
 	struct grant gr;
@@ -2062,6 +2223,10 @@ suite(void)
 	tcase_add_test(tc, test_check_bulk);
 	tcase_add_test(tc, test_check_bulk_not_superuser);
 	tcase_add_test(tc, test_check_endpoint_unreachable);
+
+	tc = tcase(s, "drift");
+	tcase_add_test(tc, test_check_role_settings);
+	tcase_add_test(tc, test_check_owner_privileges);
 
 	tc = tcase(s, "admin");
 	tcase_add_test(tc, test_open_wrong_password);

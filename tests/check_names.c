@@ -58,7 +58,7 @@ START_TEST(test_shape)
 	digest("app/db@node-a", d);
 	tl_drv_name_digest(g.id, dd);
 	ck_assert_str_eq(d, dd);
-	tl_rx_grant_names(&g, 1, db, own, log);
+	tl_rx_grant_names(NULL, &g, 1, db, own, log);
 	snprintf(want, sizeof(want), "x-node-a_%s", d);
 	ck_assert_str_eq(db, want);
 	ck_assert_str_eq(own, want);
@@ -68,14 +68,14 @@ START_TEST(test_shape)
 
 	/* A move: _mV, and the moved grant's next logins follow it. */
 	g.naming = 2;
-	tl_rx_move_names(&g, 5, db, own, log);
+	tl_rx_move_names(NULL, &g, 5, db, own, log);
 	snprintf(want, sizeof(want), "x-node-a_%s_m5", d);
 	ck_assert_str_eq(db, want);
 	ck_assert_str_eq(own, want);
 	snprintf(want, sizeof(want), "x-node-a_%s_m5_v5", d);
 	ck_assert_str_eq(log, want);
 	snprintf(g.object, sizeof(g.object), "%s", db);
-	tl_rx_grant_names(&g, 6, db, own, log);
+	tl_rx_grant_names(NULL, &g, 6, db, own, log);
 	snprintf(want, sizeof(want), "x-node-a_%s_m5", d);
 	ck_assert_str_eq(db, want);
 	snprintf(want, sizeof(want), "x-node-a_%s_m5_v6", d);
@@ -96,22 +96,22 @@ START_TEST(test_recorded_scheme)
 		grant(&g, "app", "db", "node-a", "x", naming);
 		g.version = 3;		/* provisioned before */
 		ck_assert_uint_eq(tl_rx_grant_naming(&g), 1);
-		tl_rx_grant_names(&g, 3, db, own, log);
+		tl_rx_grant_names(NULL, &g, 3, db, own, log);
 		ck_assert_str_eq(db, "x-node-a");
 		ck_assert_str_eq(own, "x-node-a");
 		ck_assert_str_eq(log, "x-node-a_v3");
-		tl_rx_move_names(&g, 4, db, own, log);
+		tl_rx_move_names(NULL, &g, 4, db, own, log);
 		ck_assert_str_eq(db, "x-node-a_m4");
 		ck_assert_str_eq(log, "x-node-a_m4_v4");
 	}
 	grant(&g, "app", "db", "node-a", lng, 1);
-	tl_rx_grant_names(&g, 1, db, own, log);
+	tl_rx_grant_names(NULL, &g, 1, db, own, log);
 	ck_assert_str_eq(db,
 	    "llllllllllllllllllllllllllllllllllllllllllllllllllllll-60cc03b7");
 	/* A recorded database wins (a grant that moved). */
 	grant(&g, "app", "db", NULL, "x", 1);
 	snprintf(g.object, sizeof(g.object), "x_m7");
-	tl_rx_grant_names(&g, 8, db, own, log);
+	tl_rx_grant_names(NULL, &g, 8, db, own, log);
 	ck_assert_str_eq(db, "x_m7");
 	ck_assert_str_eq(log, "x_m7_v8");
 }
@@ -137,21 +137,21 @@ START_TEST(test_left_behind)
 			grant(&g, "app", "db", "node-a", "x", naming);
 			g.version = 3;
 			if (moved)
-				tl_rx_move_names(&g, 3, db, own, log);
+				tl_rx_move_names(NULL, &g, 3, db, own, log);
 			else
-				tl_rx_grant_names(&g, 3, db, own, log);
+				tl_rx_grant_names(NULL, &g, 3, db, own, log);
 			snprintf(g.object, sizeof(g.object), "%s", db);
 			old = g;
 			ck_assert_int_lt(snprintf(old.id, sizeof(old.id),
 			    "%.190s~v3", g.id), (int)sizeof(old.id));
 			tl_rx_grant_origin(&old, origin);
 			ck_assert_str_eq(origin, g.id);
-			tl_rx_grant_names(&old, old.version, odb, oown, olog);
+			tl_rx_grant_names(NULL, &old, old.version, odb, oown, olog);
 			ck_assert_str_eq(odb, db);
 			ck_assert_str_eq(oown, own);
 			ck_assert_str_eq(olog, log);
 			/* The grant moved on, to names of its own. */
-			tl_rx_move_names(&g, 4, odb, oown, olog);
+			tl_rx_move_names(NULL, &g, 4, odb, oown, olog);
 			ck_assert_str_ne(odb, db);
 			ck_assert_str_ne(olog, log);
 		}
@@ -235,14 +235,14 @@ START_TEST(test_injective)
 					if (k != (m + r + n) % nres)
 						continue;
 					for (v = 1; v <= 3; v++) {
-						tl_rx_grant_names(&g, v, db,
+						tl_rx_grant_names(NULL, &g, v, db,
 						    own, log);
 						if (v == 1) {
 							add(dbs, db, g.id);
 							add(roles, own, g.id);
 						}
 						add(roles, log, g.id);
-						tl_rx_move_names(&g, v + 3, db,
+						tl_rx_move_names(NULL, &g, v + 3, db,
 						    own, log);
 						add(dbs, db, g.id);
 						add(roles, own, g.id);
@@ -270,32 +270,108 @@ START_TEST(test_issue_pairs)
 
 	grant(&a, "sep-shared", "db", NULL, "x-node-a", 0);
 	grant(&b, "sep-inst", "db", "node-a", "x", 0);
-	tl_rx_grant_names(&a, 1, da, oa, la);
-	tl_rx_grant_names(&b, 1, db, ob, lb);
+	tl_rx_grant_names(NULL, &a, 1, da, oa, la);
+	tl_rx_grant_names(NULL, &b, 1, db, ob, lb);
 	ck_assert_str_ne(da, db);
 	ck_assert_str_ne(la, lb);
 
 	/* The same resource under two types: two requirements. */
 	grant(&a, "type-a", "db", NULL, "dup", 0);
 	grant(&b, "type-b", "db", NULL, "dup", 0);
-	tl_rx_grant_names(&a, 1, da, oa, la);
-	tl_rx_grant_names(&b, 1, db, ob, lb);
+	tl_rx_grant_names(NULL, &a, 1, da, oa, la);
+	tl_rx_grant_names(NULL, &b, 1, db, ob, lb);
 	ck_assert_str_ne(da, db);
 
 	/* A 63-character shared name equal to a shortened one. */
 	memset(l62, 'l', 58);
 	memcpy(l62 + 58, "-res", 5);
 	grant(&a, "long-inst", "db", "node-a", l62, 0);
-	tl_rx_grant_names(&a, 1, da, oa, la);
+	tl_rx_grant_names(NULL, &a, 1, da, oa, la);
 	ck_assert_uint_le(strlen(da), 63);
 	snprintf(shortened, sizeof(shortened), "%s", da);
 	grant(&b, "long-shared", "db", NULL, "x", 0);
 	snprintf(b.resource, sizeof(b.resource), "%.63s", shortened);
-	tl_rx_grant_names(&b, 1, db, ob, lb);
+	tl_rx_grant_names(NULL, &b, 1, db, ob, lb);
 	ck_assert_str_ne(da, db);
 	ck_assert_str_ne(la, lb);
 	ck_assert_str_ne(oa, lb);
 	ck_assert_str_ne(la, ob);
+}
+END_TEST
+
+/* An rx holding a fresh master key, as tallyd and the CLI load one. */
+static void
+rx_with_key(struct tl_rx *rx)
+{
+	memset(rx, 0, sizeof(*rx));
+	rx->key.k = sodium_malloc(TL_KEY_LEN);
+	ck_assert_ptr_nonnull(rx->key.k);
+	randombytes_buf(rx->key.k, TL_KEY_LEN);
+}
+
+/*
+ * Issue 21 item 29: a driver whose names share a namespace consumers
+ * create in (RGW buckets) names new grants by scheme 3, the digest keyed
+ * by the mesh's naming key: not the unkeyed digest anyone can compute,
+ * different in two meshes, the same every time in one, and nothing at
+ * all without the key.  Grants recorded under scheme 2 keep their names.
+ */
+START_TEST(test_keyed)
+{
+	struct tl_rx r1, r2;
+	struct tl_grant g;
+	char db1[64], o1[64], l1[64], db2[64], o2[64], l2[64], d[17], *p;
+
+	rx_with_key(&r1);
+	rx_with_key(&r2);
+	grant(&g, "app", "files", NULL, "files", 0);
+	snprintf(g.type, sizeof(g.type), "s3-bucket");
+	ck_assert_uint_eq(tl_rx_grant_naming(&g), TL_DRV_NAMING_KEYED);
+	g.naming = tl_rx_grant_naming(&g);
+	digest("app/files", d);
+
+	tl_rx_grant_names(&r1, &g, 1, db1, o1, l1);
+	ck_assert_msg(strncmp(db1, "files-", 6) == 0 && strlen(db1) == 22,
+	    "bucket %s", db1);
+	ck_assert_msg(strstr(db1, d) == NULL && strstr(l1, d) == NULL,
+	    "bucket %s / user %s carry the unkeyed digest %s", db1, l1, d);
+	tl_rx_grant_names(&r2, &g, 1, db2, o2, l2);
+	ck_assert_str_ne(db1, db2);
+	ck_assert_str_ne(l1, l2);
+	/* The same mesh, again, and at a later version: the same names. */
+	tl_rx_grant_names(&r1, &g, 1, db2, o2, l2);
+	ck_assert_str_eq(db1, db2);
+	ck_assert_str_eq(l1, l2);
+	tl_rx_grant_names(&r1, &g, 4, db2, o2, l2);
+	ck_assert_str_eq(db1, db2);
+	ck_assert_str_eq(l1, l2);
+	/* Without the key: no name, never the guessable one. */
+	tl_rx_grant_names(NULL, &g, 1, db2, o2, l2);
+	ck_assert_str_eq(db2, "");
+	ck_assert_str_eq(l2, "");
+	/* Recorded, the resource is what was recorded, key or not. */
+	snprintf(g.object, sizeof(g.object), "%s", db1);
+	g.version = 1;
+	tl_rx_grant_names(&r2, &g, 2, db2, o2, l2);
+	ck_assert_str_eq(db2, db1);
+
+	/* A bucket grant first provisioned under scheme 2 keeps its names. */
+	grant(&g, "old", "files", NULL, "files", TL_DRV_NAMING);
+	snprintf(g.type, sizeof(g.type), "s3-bucket");
+	g.version = 1;
+	ck_assert_uint_eq(tl_rx_grant_naming(&g), TL_DRV_NAMING);
+	digest("old/files", d);
+	tl_rx_grant_names(&r1, &g, 1, db1, o1, l1);
+	ck_assert_msg((p = strstr(db1, d)) != NULL, "bucket %s", db1);
+	tl_rx_grant_names(&r2, &g, 1, db2, o2, l2);
+	ck_assert_str_eq(db1, db2);
+
+	/* Drivers whose namespace consumers cannot create in: unkeyed. */
+	grant(&g, "app", "db", NULL, "x", 0);
+	snprintf(g.type, sizeof(g.type), "postgres-database");
+	ck_assert_uint_eq(tl_rx_grant_naming(&g), TL_DRV_NAMING);
+	tl_secret_key_free(&r1.key);
+	tl_secret_key_free(&r2.key);
 }
 END_TEST
 
@@ -310,6 +386,7 @@ suite(void)
 	tcase_add_test(tc, test_left_behind);
 	tcase_add_test(tc, test_injective);
 	tcase_add_test(tc, test_issue_pairs);
+	tcase_add_test(tc, test_keyed);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,7 +11,10 @@
 // lives in DIR/store.json, written on every change (a restart keeps the
 // clients; the built-in memory adapter loses them and evicts after 1000).
 // A token whose client was deleted is not found (introspection says
-// inactive), as Keycloak behaves.
+// inactive), as Keycloak behaves.  Who may introspect what is left at
+// oidc-provider's default (features.introspection.allowedPolicy: any
+// authenticated client, any token), as a deployment that did not change
+// it: tests/integration/27_oidc_introspection.sh shows what that allows.
 //
 // TALLY_OIDC_HOSTILE_CLIENT_ID (in the environment oidc.sh start runs
 // in): the client id that registration answers, byte for byte (a hostile

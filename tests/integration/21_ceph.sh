@@ -60,8 +60,9 @@ as() {
 users() { $RADM user list 2>/dev/null | tr -d '[]", ' | grep -v -x -e '' -e tally-admin | sort; }
 buckets() { $RADM bucket list 2>/dev/null | tr -d '[]", ' | grep -v -e '^$' -e '^tally-canary-' | sort; }
 
-# ugname MODULE: the RGW user of MODULE's requirement "files".
-ugname() { t_gname "$1/files" "$1-files"; }
+# ugname MODULE: the RGW user of MODULE's requirement "files", as its
+# first intent recorded it (the name is keyed by the mesh: t_grec).
+ugname() { printf '%s' "$(t_grec "$1/files" user)"; }
 
 t_wait_log() {	# SECONDS STREAM TYPE [GREP]: prints the first match
 	_w_end=$(($(t_now_ms) + $1 * 1000))

@@ -235,7 +235,7 @@ for m in shop stock; do
 		[ "$(r_adm $x GET "${p}seen")" = "$node" ] || t_fail "$m@$node's key is not on $node's redis"
 		echo "$m@$node" >"$d/hello" || t_fail "$m@$node cannot write in $d"
 		b=$(t_envget "$f" S3_BUCKET)
-		[ "$b" = "$(t_gname "$m/bucket" "$m-bucket" | tr _ -)" ] || t_fail "$m@$node's bucket is $b"
+		[ "$b" = "$(t_grec "$m/bucket" resource)" ] || t_fail "$m@$node's bucket is $b"
 		[ "$(as_s3 "$f" PUT "/$b/$node.txt" "$m@$node")" = 200 ] ||
 			t_fail "$m@$node cannot PUT into its bucket: $(cat "$W/s3.out")"
 		[ "$(as_s3 "$f" GET "/$b/$node.txt")" = 200 ] && [ "$(cat "$W/s3.out")" = "$m@$node" ] ||
@@ -362,7 +362,7 @@ api GET "/queues/$(esc "$VS")/work" | grep -q '"messages":2' ||
 	t_fail "retain lost the vhost's messages before the purge"
 SF=$W/stock-node-a.env
 SB=$(t_envget "$SF" S3_BUCKET)
-SU=$(t_gname stock/bucket stock-bucket)
+SU=$(t_grec stock/bucket user)
 [ "$(as_s3 "$SF" GET "/$SB/node-a.txt")" = 403 ] || t_fail "stock's S3 keys still work after the removal"
 $RADM bucket stats --bucket="$SB" 2>/dev/null | grep -q '"num_objects": 3' ||
 	t_fail "retain lost stock's 3 objects before the purge"

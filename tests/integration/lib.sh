@@ -393,11 +393,20 @@ t_agent() {
 	}
 }
 
+# t_grec GRANT FIELD: what GRANT's first intent (grant.provisioning)
+# recorded as FIELD: resource, owner, user (its names on the provider;
+# the only way to learn a keyed name, scheme 3: drivers/naming.c).
+t_grec() {
+	tly log --json --stream "grant/$1" --type grant.provisioning |
+		head -n 1 | t_jstr "$2"
+}
+
 # t_gname GRANT READABLE [SUFFIX]: the provider name tally gives grant
 # GRANT (MODULE/REQ, or MODULE/REQ@NODE per instance) whose readable part
 # is READABLE (its resource name, or RESOURCE-NODE per instance), when
 # the whole fits in 63 bytes (reactors/names.c): READABLE, "_", 16 hex
 # digits of BLAKE2b-128 of GRANT, then SUFFIX ("_v1": its first login).
+# Not for a driver with keyed names (ceph-rgw): t_grec reads those.
 t_gname() {
 	printf '%s_%s%s' "$2" "$(printf '%s' "$1" | b2sum -l 128 | cut -c1-16)" "${3:-}"
 }

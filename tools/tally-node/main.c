@@ -815,24 +815,39 @@ acknowledge(struct agent *ag, const struct opened *o)
  * The report: {"agent","held":[{"grant","holder","version","reloaded",
  * "acked"}],"last_reload":{"module","ok","status"}}, signed by the
  * node's key (tl_report_message) and offered like an acknowledgement.
+ * It is also the agent's heartbeat: with --log the agent puts its
+ * last-seen time in the scratch table TL_SEEN_TABLE (reactors/ack.h)
+ * each time, in place, and appends node.report-offered only when the
+ * report differs from the last one it appended, so an idle node
+ * appends nothing.
  */
+struct report_w {
+	const char	*node, *report, *sig;
+	int		 append;
+};
+
 static int
 append_report(struct tl_txn *t, void *arg)
 {
-	const char **rs = arg;
+	const struct report_w *w = arg;
 	struct tl_body b;
 	struct tl_append a;
+	struct timespec now;
 	char stream[128], actor[96];
 	const void *body;
 	size_t len;
 	int rc;
 
-	snprintf(stream, sizeof(stream), "node/%s", rs[0]);
-	snprintf(actor, sizeof(actor), "tally-node:%s", rs[0]);
+	clock_gettime(CLOCK_REALTIME, &now);
+	if ((rc = tl_ack_seen(t, w->node, (uint64_t)now.tv_sec * 1000000000u +
+	    (uint64_t)now.tv_nsec)) != 0 || !w->append)
+		return rc;
+	snprintf(stream, sizeof(stream), "node/%s", w->node);
+	snprintf(actor, sizeof(actor), "tally-node:%s", w->node);
 	tl_body_init(&b);
-	tl_body_str(&b, "node", rs[0]);
-	tl_body_str(&b, "report", rs[1]);
-	tl_body_str(&b, "sig", rs[2]);
+	tl_body_str(&b, "node", w->node);
+	tl_body_str(&b, "report", w->report);
+	tl_body_str(&b, "sig", w->sig);
 	tl_body_str(&b, "via", "log");
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
@@ -846,6 +861,38 @@ append_report(struct tl_txn *t, void *arg)
 	}
 	tl_body_free(&b);
 	return rc;
+}
+
+/* One order for "held" whatever the directory's: grant, then holder. */
+static int
+held_cmp(const void *a, const void *b)
+{
+	json_t *const *x = a, *const *y = b;
+	int c = strcmp(json_string_value(json_object_get(*x, "grant")),
+	    json_string_value(json_object_get(*y, "grant")));
+
+	return c != 0 ? c : strcmp(json_string_value(json_object_get(*x,
+	    "holder")), json_string_value(json_object_get(*y, "holder")));
+}
+
+static int
+sort_held(json_t *held)
+{
+	size_t n = json_array_size(held), i;
+	json_t **v;
+
+	if (n < 2)
+		return 0;
+	if ((v = calloc(n, sizeof(*v))) == NULL)
+		return ENOMEM;
+	for (i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(held, i));
+	qsort(v, n, sizeof(*v), held_cmp);
+	json_array_clear(held);
+	for (i = 0; i < n; i++)
+		json_array_append_new(held, v[i]);
+	free(v);
+	return 0;
 }
 
 static int
@@ -911,10 +958,39 @@ send_report(struct agent *ag)
 	if (r != NULL && ag->refused > 0)
 		json_object_set_new(r, "refused", json_pack("{s:I,s:s}",
 		    "count", (json_int_t)ag->refused, "last", ag->refused_last));
-	if (r == NULL || (js = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS)) ==
-	    NULL) {
+	if (r == NULL || sort_held(held) != 0 ||
+	    (js = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS)) == NULL) {
 		json_decref(r);
 		return ENOMEM;
+	}
+	/*
+	 * "since": when this content first appeared (wall clock, ns).  It
+	 * stays while nothing changes, so an unchanged report is the same
+	 * bytes, and it orders the reports: the control plane refuses one
+	 * older than the one it recorded (a report sent again).
+	 */
+	{
+		static uint8_t content[32];
+		static uint64_t since;
+		uint8_t dg[32];
+		struct timespec now;
+
+		crypto_generichash(dg, sizeof(dg), (const uint8_t *)js,
+		    strlen(js), NULL, 0);
+		if (since == 0 || sodium_memcmp(dg, content, sizeof(dg)) != 0) {
+			clock_gettime(CLOCK_REALTIME, &now);
+			since = (uint64_t)now.tv_sec * 1000000000u +
+			    (uint64_t)now.tv_nsec;
+			memcpy(content, dg, sizeof(content));
+		}
+		free(js);
+		js = NULL;
+		if (json_object_set_new(r, "since", json_integer((json_int_t)
+		    since)) != 0 || (js = json_dumps(r, JSON_COMPACT |
+		    JSON_SORT_KEYS)) == NULL) {
+			json_decref(r);
+			return ENOMEM;
+		}
 	}
 	json_decref(r);
 	if ((rc = tl_report_message(ag->node, js, &msg, &mlen)) != 0)
@@ -922,9 +998,20 @@ send_report(struct agent *ag)
 	tl_secret_sign(ag->key->sign_sk, msg, mlen, sig);
 	hex(sig, sizeof(sig), sighex);
 	if (ag->log != NULL) {
-		const char *rs[3] = { ag->node, js, sighex };
+		/* One agent per process: the digest of the last appended. */
+		static uint8_t last[32];
+		static int have;
+		uint8_t dg[32];
+		struct report_w w = { ag->node, js, sighex, 1 };
 
-		rc = tl_log_write(ag->log, append_report, rs);
+		crypto_generichash(dg, sizeof(dg), (const uint8_t *)js,
+		    strlen(js), NULL, 0);
+		w.append = !have || sodium_memcmp(dg, last, sizeof(dg)) != 0;
+		if ((rc = tl_log_write(ag->log, append_report, &w)) == 0 &&
+		    w.append) {
+			memcpy(last, dg, sizeof(last));
+			have = 1;
+		}
 	} else {
 		struct tl_amqp_msg m;
 		json_t *j = json_pack("{s:s,s:s,s:s}", "node", ag->node,

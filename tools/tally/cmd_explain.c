@@ -220,6 +220,9 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 				    "grant_state"));
 			if (json_object_get(r, "question") != NULL)
 				printf("\n      %s", str(r, "reason"));
+			if (*str(r, "isolation_note"))
+				printf("\n      note: %s", str(r,
+				    "isolation_note"));
 			putchar('\n');
 		}
 		json_array_foreach(json_object_get(out, "embedded"), i, r) {

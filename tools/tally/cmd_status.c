@@ -2,6 +2,7 @@
  * cmd_status.c - tally status: what each assignment is waiting for.
  */
 #include <getopt.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +11,9 @@
 
 #include "drivers/driver.h"
 #include "projections/grant.h"
+#include "projections/rotation.h"
 #include "projections/status.h"
+#include "reactors/ack.h"
 #include "reactors/epoch.h"
 #include "tally.h"
 
@@ -39,12 +42,106 @@ struct status_arg {
 
 static void	print_duration(uint64_t ns);
 
+/* Refused input (reactors/ack.h, the scratch table "refused"). */
+static int
+one_refused(const char *via, const char *node, const char *kind,
+    uint64_t count, uint64_t last_ns, const char *why, void *arg)
+{
+	json_array_append_new(arg, json_pack("{s:s,s:s,s:s,s:I,s:I,s:s}",
+	    "via", via, "node", node, "kind", kind, "count",
+	    (json_int_t)count, "last_ns", (json_int_t)last_ns, "last_reason",
+	    why));
+	return 0;
+}
+
+static const char *
+refused_words(const char *kind)
+{
+	static const struct { const char *kind, *words; } w[] = {
+		{ TL_REFUSED_UNSIGNED, "unsigned message(s)" },
+		{ TL_REFUSED_BADSIG, "wrongly signed message(s)" },
+		{ TL_REFUSED_NOKEY, "message(s) claiming a node with no "
+		  "signing key" },
+		{ TL_REFUSED_MALFORMED, "malformed message(s)" },
+		{ TL_REFUSED_REPLAYED, "replayed or late message(s)" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(w) / sizeof(w[0]); i++)
+		if (strcmp(w[i].kind, kind) == 0)
+			return w[i].words;
+	return kind;
+}
+
+static void
+print_refused(const json_t *rf)
+{
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(rf, i, e) {
+		const char *node = json_string_value(json_object_get(e,
+		    "node"));
+		time_t u = (time_t)(json_integer_value(json_object_get(e,
+		    "last_ns")) / 1000000000);
+		char when[32] = "?";
+		struct tm tm;
+
+		if (gmtime_r(&u, &tm) != NULL)
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		printf("refused input: %lld %s on %s%s%s, last at %s, last "
+		    "reason: %s\n", json_integer_value(json_object_get(e,
+		    "count")), refused_words(json_string_value(
+		    json_object_get(e, "kind"))), json_string_value(
+		    json_object_get(e, "via")), strcmp(node, "?") != 0 ?
+		    " claiming " : "", strcmp(node, "?") != 0 ? node : "", when,
+		    json_string_value(json_object_get(e, "last_reason")));
+	}
+}
+
 struct agents_arg {
-	const char	*module;	/* NULL: every holder */
-	uint64_t	 now_ns, silence_ns;
-	json_t		*out;
-	int		 silent;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	const char		*module;	/* NULL: every holder */
+	uint64_t		 now_ns, silence_ns;
+	int			 live;		/* last seen from the scratch table */
+	json_t			*out;
+	json_t			*wrong;		/* holders off the record */
+	int			 silent;
 };
+
+/*
+ * What a node's agent says it holds against the record: "" when it
+ * may hold it, else why not (a version retired, or one the record
+ * never delivered to that holder).  A version a running rotation
+ * still keeps working (its from) is not retired yet.
+ */
+static void
+held_vs_record(struct agents_arg *aa, const char *node, const char *grant,
+    const char *holder, uint64_t v, char *why, size_t wl, uint64_t *cur)
+{
+	struct tl_grant g;
+	struct tl_rotation r;
+	uint64_t delivered;
+
+	why[0] = '\0';
+	*cur = 0;
+	if (tl_grant_get(aa->t, aa->p, grant, &g, NULL) != 0 ||
+	    strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
+		return;
+	*cur = g.version;
+	delivered = tl_grant_delivered(aa->t, aa->p, grant, holder);
+	if (v > delivered)
+		snprintf(why, wl, "%s holds v%llu of grant/%s, which the record "
+		    "never delivered to %s; the record says v%llu", node,
+		    (unsigned long long)v, grant, holder,
+		    (unsigned long long)g.version);
+	else if (v < g.version && !(tl_rot_get(aa->t, aa->p, grant, &r) == 0 &&
+	    r.from == v))
+		snprintf(why, wl, "%s holds v%llu of grant/%s, retired; the "
+		    "record says v%llu", node, (unsigned long long)v, grant,
+		    (unsigned long long)g.version);
+}
 
 /* nr/NODE: u64be ts of the latest node.reported, then its JSON. */
 static int
@@ -52,7 +149,7 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 {
 	struct agents_arg *aa = arg;
 	const uint8_t *v = val;
-	uint64_t ts = 0, age;
+	uint64_t ts = 0, age, seen, recorded;
 	json_t *rep, *held, *h, *mine;
 	size_t i, ml = aa->module ? strlen(aa->module) : 0;
 
@@ -60,6 +157,13 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 		return 0;
 	for (i = 0; i < 8; i++)
 		ts = ts << 8 | v[i];
+	recorded = ts;
+	/*
+	 * The report is recorded when it changes; the agent's heartbeat
+	 * (every --report-interval) only moves its last-seen time.
+	 */
+	if (aa->live && tl_ack_seen_get(aa->t, node, &seen) == 0 && seen > ts)
+		ts = seen;
 	if ((rep = json_loadb((const char *)v + 8, vlen - 8, 0, NULL)) == NULL)
 		return 0;
 	held = json_object_get(rep, "held");
@@ -67,10 +171,28 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 	json_array_foreach(held, i, h) {
 		const char *hd = json_string_value(json_object_get(h,
 		    "holder"));
+		const char *gr = json_string_value(json_object_get(h,
+		    "grant"));
+		char why[512];
+		uint64_t cur;
 
-		if (hd != NULL && (aa->module == NULL || (strncmp(hd,
-		    aa->module, ml) == 0 && hd[ml] == '@')))
-			json_array_append(mine, h);
+		if (hd == NULL || gr == NULL || (aa->module != NULL &&
+		    (strncmp(hd, aa->module, ml) != 0 || hd[ml] != '@')))
+			continue;
+		held_vs_record(aa, node, gr, hd, (uint64_t)json_integer_value(
+		    json_object_get(h, "version")), why, sizeof(why), &cur);
+		if (why[0] != '\0') {
+			const char *at = strchr(hd, '@');
+
+			json_object_set_new(h, "off_record", json_string(why));
+			json_array_append_new(aa->wrong, json_pack("{s:s,s:s%,"
+			    "s:s,s:s,s:O,s:I,s:s}", "node", node, "module", hd,
+			    (size_t)(at ? at - hd : (ptrdiff_t)strlen(hd)),
+			    "holder", hd, "grant", gr, "holds", json_object_get(h,
+			    "version"), "record", (json_int_t)cur, "reason",
+			    why));
+		}
+		json_array_append(mine, h);
 	}
 	if (aa->module != NULL && json_array_size(mine) == 0) {
 		json_decref(mine);
@@ -80,9 +202,10 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 	age = aa->now_ns > ts ? aa->now_ns - ts : 0;
 	if (age > aa->silence_ns)
 		aa->silent++;
-	json_array_append_new(aa->out, json_pack("{s:s,s:O,s:I,s:I,s:o,s:O?,"
-	    "s:b,s:O?}", "node", node, "agent", json_object_get(rep, "agent"),
-	    "reported_ns", (json_int_t)ts, "age_ns", (json_int_t)age, "held",
+	json_array_append_new(aa->out, json_pack("{s:s,s:O,s:I,s:I,s:I,s:o,"
+	    "s:O?,s:b,s:O?}", "node", node, "agent", json_object_get(rep,
+	    "agent"), "reported_ns", (json_int_t)ts, "recorded_ns",
+	    (json_int_t)recorded, "age_ns", (json_int_t)age, "held",
 	    mine, "last_reload", json_object_get(rep, "last_reload"),
 	    "silent", age > aa->silence_ns, "refused", json_object_get(rep,
 	    "refused")));
@@ -117,6 +240,11 @@ print_agents(const json_t *ag)
 			    "reloaded" : "not reloaded", json_is_true(
 			    json_object_get(h, "acked")) ? "acknowledged" :
 			    "not acknowledged");
+		json_array_foreach(json_object_get(a, "held"), j, h)
+			if (json_object_get(h, "off_record") != NULL)
+				printf("    OFF THE RECORD: %s\n",
+				    json_string_value(json_object_get(h,
+				    "off_record")));
 		if ((lr = json_object_get(a, "refused")) != NULL)
 			printf("    refused %lld message(s) on its queue not "
 			    "signed by the control plane (last: %s)\n",
@@ -240,6 +368,8 @@ print_module(const json_t *m)
 	if (inst != NULL && strcmp(inst, "any") != 0)
 		printf(" (instances: %s)", inst);
 	putchar('\n');
+	json_array_foreach(json_object_get(m, "off_record"), i, a)
+		printf("  not ready: %s\n", json_string_value(a));
 	json_array_foreach(json_object_get(m, "assignments"), i, a) {
 		const json_t *pa = json_object_get(a, "parts"), *x;
 
@@ -317,6 +447,9 @@ print_module(const json_t *m)
 				    json_object_get(r, "drift")),
 				    json_string_value(json_object_get(r,
 				    "drift_reason")));
+			if (json_object_get(r, "isolation_note") != NULL)
+				printf("\n      note: %s", json_string_value(
+				    json_object_get(r, "isolation_note")));
 			if (json_object_get(r, "migrations_blocked") != NULL)
 				printf("\n      migrations blocked: %s",
 				    json_string_value(json_object_get(r,
@@ -480,6 +613,41 @@ print_attention(const json_t *at)
 	}
 }
 
+/*
+ * A holder whose agent holds what the record says it must not (a
+ * retired version, one never delivered): its module is not ready, and
+ * says why (tally status exits 6).
+ */
+static void
+off_record(json_t *doc, const json_t *wrong)
+{
+	const json_t *w;
+	json_t *mods = json_object_get(doc, "modules"), *m, *one[1];
+	size_t i, j, n;
+
+	one[0] = doc;
+	n = mods != NULL ? json_array_size(mods) : 1;
+	for (j = 0; j < n; j++) {
+		m = mods != NULL ? json_array_get(mods, j) : one[0];
+		json_array_foreach(wrong, i, w) {
+			const char *mn = json_string_value(json_object_get(m,
+			    "module"));
+			json_t *l;
+
+			if (mn == NULL || strcmp(mn, json_string_value(
+			    json_object_get(w, "module"))) != 0)
+				continue;
+			if ((l = json_object_get(m, "off_record")) == NULL) {
+				l = json_array();
+				json_object_set_new(m, "off_record", l);
+			}
+			json_array_append(l, json_object_get(w, "reason"));
+			json_object_set_new(m, "state",
+			    json_string("unhealthy"));
+		}
+	}
+}
+
 static int
 show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 {
@@ -505,11 +673,15 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 
 		clock_gettime(CLOCK_REALTIME, &now);
 		memset(&aa, 0, sizeof(aa));
+		aa.t = t;
+		aa.p = p;
 		aa.module = sa->module;
 		aa.now_ns = (uint64_t)now.tv_sec * 1000000000u +
 		    (uint64_t)now.tv_nsec;
 		aa.silence_ns = sa->silence_s * 1000000000u;
+		aa.live = sa->at == 0;
 		aa.out = json_array();
+		aa.wrong = json_array();
 		if (tl_rec_scan(t, p->graph, "nr/", one_agent, &aa) == 0 &&
 		    json_array_size(aa.out) > 0)
 			json_object_set(doc, "agents", aa.out);
@@ -517,6 +689,11 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		/* --at: the past has no "silent now". */
 		if (aa.silent > 0 && sa->at == 0)
 			healthy = 0;
+		if (json_array_size(aa.wrong) > 0) {
+			off_record(doc, aa.wrong);
+			healthy = 0;
+		}
+		json_decref(aa.wrong);
 	}
 	if (sa->at == 0) {
 		char dep[512];
@@ -542,6 +719,14 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			printf("control plane: a standby at epoch %llu "
 			    "(tallyd --follow; tally promote)\n",
 			    (unsigned long long)epoch);
+	}
+	if (sa->module == NULL && sa->at == 0) {
+		json_t *rf = json_array();
+
+		if (rf != NULL && tl_ack_refused_each(t, one_refused, rf) == 0 &&
+		    json_array_size(rf) > 0)
+			json_object_set(doc, "refused_input", rf);
+		json_decref(rf);
 	}
 	if (sa->module == NULL) {
 		struct timespec now;
@@ -578,6 +763,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			printf("no modules declared\n");
 		print_attention(json_object_get(doc, "attention"));
 		print_agents(json_object_get(doc, "agents"));
+		print_refused(json_object_get(doc, "refused_input"));
 	}
 	json_decref(doc);
 	return healthy ? TL_EXIT_OK : TL_EXIT_UNHEALTHY;

@@ -7,11 +7,11 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/delivery.h"
 #include "core/error.h"
 #include "projections/ctx.h"
 #include "projections/events.h"
@@ -46,66 +46,6 @@ tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
 	return 0;
 }
 
-struct sbuf {
-	char	*p;
-	size_t	 len, cap;
-	int	 err;
-};
-
-static void
-sb_add(struct sbuf *sb, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (sb->err)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(sb->p ? sb->p + sb->len : NULL,
-		    sb->p ? sb->cap - sb->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			sb->err = EINVAL;
-			return;
-		}
-		if (sb->p != NULL && sb->len + (size_t)n < sb->cap) {
-			sb->len += (size_t)n;
-			return;
-		}
-		{
-			size_t cap = sb->cap ? sb->cap * 2 : 512;
-			char *np;
-
-			while (cap < sb->len + (size_t)n + 1)
-				cap *= 2;
-			/* Never realloc: the old buffer may hold secrets. */
-			if ((np = malloc(cap)) == NULL) {
-				sb->err = ENOMEM;
-				return;
-			}
-			if (sb->p != NULL) {
-				memcpy(np, sb->p, sb->len);
-				tl_secret_wipe(sb->p, sb->cap);
-				free(sb->p);
-			}
-			sb->p = np;
-			sb->cap = cap;
-			sb->p[sb->len] = '\0';
-		}
-	}
-}
-
-static void
-sb_free(struct sbuf *sb)
-{
-	if (sb->p != NULL) {
-		tl_secret_wipe(sb->p, sb->cap);
-		free(sb->p);
-	}
-	memset(sb, 0, sizeof(*sb));
-}
-
 /* The env: of module record m's embedded instance name; 0 if found. */
 static int
 embedded_env(struct tl_bnode m, const char *name, struct tl_bnode *env)
@@ -134,7 +74,7 @@ embedded_env(struct tl_bnode m, const char *name, struct tl_bnode *env)
  */
 static int
 embedded_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_grant *g, struct sbuf *sb)
+    const struct tl_grant *g, struct tl_dlv_enc *e)
 {
 	char password[TL_PASSWORD_LEN + 1];
 	struct tl_rec r;
@@ -159,10 +99,11 @@ embedded_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 			if (tl_bn_str(kn, &f, &fl) == 0 &&
 			    tl_bn_str(vn, &var, &vl) == 0 &&
 			    fl == 8 && memcmp(f, "password", 8) == 0)
-				sb_add(sb, "%.*s=%s\n", (int)vl, var, password);
+				tl_dlv_enc_var(e, 0, var, vl, password,
+				    strlen(password));
 		}
 	tl_rec_close(&r);
-	rc = sb->err;
+	rc = e->err;
 out:
 	tl_secret_wipe(password, sizeof(password));
 	return rc;
@@ -175,7 +116,7 @@ out:
  */
 static int
 tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_grant *g, const char *node, struct sbuf *sb)
+    const struct tl_grant *g, const char *node, struct tl_dlv_enc *e)
 {
 	char password[TL_PASSWORD_LEN + 1];
 	char *handle = NULL;
@@ -191,7 +132,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	size_t i;
 
 	if (TL_GRANT_IS_EMBEDDED(g))
-		return embedded_lines(rx, t, p, g, sb);
+		return embedded_lines(rx, t, p, g, e);
 	memset(password, 0, sizeof(password));
 	if ((rc = tl_rx_intent_password(rx, t, g, password)) != 0)
 		return rc;
@@ -252,12 +193,13 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 			field[fl] = '\0';
 			if (tl_drv_compose(pv.ops, field, &ep, &dg, val,
 			    sizeof(val)) == 0)
-				sb_add(sb, "%.*s=%s\n", (int)vl, var, val);
+				tl_dlv_enc_var(e, 0, var, vl, val,
+				    strlen(val));
 			tl_secret_wipe(val, sizeof(val));
 		}
 	}
 	tl_rec_close(&r);
-	rc = sb->err;
+	rc = e->err;
 out:
 	tl_secret_wipe(password, sizeof(password));
 	tl_secret_free(handle);
@@ -267,38 +209,33 @@ out:
 /*
  * What the node needs besides the values, inside the sealed box so
  * that only the node reads it and it cannot be moved to another grant
- * or holder: "#tally grant=G holder=H version=N", then one "#default
- * NAME=VALUE" per env default the module's manifest declares (the
- * module.declared record).  Readers of KEY=VALUE lines skip '#' lines.
+ * or holder (core/delivery.h, framed by length): the grant, the holder,
+ * the version, the proof key, then each env default the module's
+ * manifest declares (the module.declared record).
  */
 static int
-meta_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_grant *g, const char *holder, struct sbuf *sb)
+meta_begin(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, const char *holder, struct tl_dlv_enc *e)
 {
 	struct tl_rec r;
 	struct tl_bnode env;
-	char pw[TL_PASSWORD_LEN + 1], hex[2 * TL_MAC_LEN + 1];
+	char pw[TL_PASSWORD_LEN + 1];
 	uint8_t pkey[TL_MAC_LEN];
 	size_t i;
 	char k[TL_KEY_MAX];
 	int rc;
 
-	sb_add(sb, "#tally grant=%s holder=%s version=%llu\n", g->id, holder,
-	    (unsigned long long)g->version);
 	/* The key of the node's proof that it holds this credential. */
 	if ((rc = tl_rx_intent_password(rx, t, g, pw)) != 0)
 		return rc;
 	tl_ack_proof_key(pw, pkey);
 	tl_secret_wipe(pw, sizeof(pw));
-	for (i = 0; i < sizeof(pkey); i++)
-		snprintf(hex + 2 * i, 3, "%02x", pkey[i]);
+	tl_dlv_enc_begin(e, g->id, holder, g->version, pkey);
 	tl_secret_wipe(pkey, sizeof(pkey));
-	sb_add(sb, "#proof %s\n", hex);
-	tl_secret_wipe(hex, sizeof(hex));
 	if ((rc = tl_key(k, "m/%s", g->module)) != 0)
 		return rc;
 	if (tl_rec_get(t, p->graph, k, &r) != 0)
-		return sb->err;
+		return e->err;
 	if (tl_bn_get(r.m, "env", &env) == 0)
 		for (i = 0; i < tl_bn_len(env); i++) {
 			struct tl_bnode kn, vn;
@@ -307,22 +244,21 @@ meta_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 
 			tl_bn_entry(env, i, &kn, &vn);
 			if (tl_bn_str(kn, &name, &nl) != 0 ||
-			    tl_bn_str(vn, &val, &vl) != 0 ||
-			    memchr(val, '\n', vl) != NULL ||
-			    memchr(name, '=', nl) != NULL)
+			    tl_bn_str(vn, &val, &vl) != 0)
 				continue;
-			sb_add(sb, "#default %.*s=%.*s\n", (int)nl, name,
-			    (int)vl, val);
+			tl_dlv_enc_var(e, 1, name, nl, val, vl);
 		}
 	tl_rec_close(&r);
-	return sb->err;
+	return e->err;
 }
 
 static int
 emit_delivery(struct tl_rx *rx, struct tl_ctx *c, const struct tl_grant *g,
     const char *node)
 {
-	struct sbuf sb = { NULL, 0, 0, 0 };
+	struct tl_dlv_enc e = TL_DLV_ENC_INIT;
+	const uint8_t *plain;
+	size_t plen = 0;
 	struct tl_body b;
 	struct tl_rec r;
 	uint8_t pk[TL_PUBKEY_LEN];
@@ -351,15 +287,16 @@ emit_delivery(struct tl_rx *rx, struct tl_ctx *c, const struct tl_grant *g,
 	if (rc != 0)
 		return rc;
 	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
-	if ((rc = meta_lines(rx, c->t, &c->p, g, holder, &sb)) != 0)
+	if ((rc = meta_begin(rx, c->t, &c->p, g, holder, &e)) != 0)
 		goto out;
-	if ((rc = tl_rx_holder_lines(rx, c->t, &c->p, g, node, &sb)) != 0)
+	if ((rc = tl_rx_holder_lines(rx, c->t, &c->p, g, node, &e)) != 0 ||
+	    (rc = tl_dlv_enc_finish(&e, &plain, &plen)) != 0)
 		goto out;
-	if ((sealed = malloc(sb.len + TL_SEAL_OVERHEAD)) == NULL) {
+	if ((sealed = malloc(plen + TL_SEAL_OVERHEAD)) == NULL) {
 		rc = ENOMEM;
 		goto out;
 	}
-	if ((rc = tl_secret_seal(pk, sb.p, sb.len, sealed)) != 0)
+	if ((rc = tl_secret_seal(pk, plain, plen, sealed)) != 0)
 		goto out;
 	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
 	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
@@ -369,12 +306,12 @@ emit_delivery(struct tl_rx *rx, struct tl_ctx *c, const struct tl_grant *g,
 	tl_body_str(&b, "holder", holder);
 	tl_body_str(&b, "node", node);
 	tl_body_u64(&b, "version", g->version);
-	tl_body_secret(&b, "sealed", sealed, sb.len + TL_SEAL_OVERHEAD);
+	tl_body_secret(&b, "sealed", sealed, plen + TL_SEAL_OVERHEAD);
 	rc = tl_emit(c, TL_EV_CRED_DELIVERED, stream, &b, NULL);
 	tl_body_free(&b);
 out:
 	free(sealed);
-	sb_free(&sb);
+	tl_dlv_enc_free(&e);
 	return rc;
 }
 

@@ -15,6 +15,14 @@
 // oidc-provider's default (features.introspection.allowedPolicy: any
 // authenticated client, any token), as a deployment that did not change
 // it: tests/integration/27_oidc_introspection.sh shows what that allows.
+//
+// TALLY_OIDC_HOSTILE_CLIENT_ID (in the environment oidc.sh start runs
+// in): the client id that registration answers, byte for byte (a hostile
+// or buggy provider's: newlines and all) for the first client, with
+// "-2", "-3", ... after it for the next; the provider itself keeps ids
+// it can use (it refuses such a client_id), and the management answers
+// (RFC 7592) name the client by the hostile id too; DIR/hostile counts
+// the registrations so answered.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -73,6 +81,9 @@ class FileAdapter {
   }
 }
 
+const hostile = process.env.TALLY_OIDC_HOSTILE_CLIENT_ID;
+let registered = 0;
+
 (async () => {
   const entry = path.join(__dirname, 'oidc', 'node_modules', 'oidc-provider', 'lib', 'index.js');
   const { default: Provider } = await import(pathToFileURL(entry).href);
@@ -94,6 +105,19 @@ class FileAdapter {
     jwks: JSON.parse(fs.readFileSync(path.join(dir, 'jwks.json'), 'utf8')),
     cookies: { keys: [iat] },
   });
+  if (hostile !== undefined) {
+    const shown = new Map();
+    provider.use(async (ctx, next) => {
+      await next();
+      const b = ctx.body;
+      if (!ctx.path.startsWith('/reg') || !b || typeof b !== 'object' || !b.client_id) return;
+      if (ctx.method === 'POST' && ctx.status === 201) {
+        shown.set(b.client_id, ++registered === 1 ? hostile : `${hostile}-${registered}`);
+        fs.writeFileSync(path.join(dir, 'hostile'), `${registered}\n`);
+      }
+      if (shown.has(b.client_id)) ctx.body = { ...b, client_id: shown.get(b.client_id) };
+    });
+  }
   provider.on('server_error', (ctx, err) => process.stderr.write(`server_error: ${err.stack}\n`));
   const server = provider.listen(Number(port), '127.0.0.1', () => {
     fs.writeFileSync(path.join(dir, 'ready'), issuer + '\n');

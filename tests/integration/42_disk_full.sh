@@ -49,7 +49,7 @@ t_ok "$MNT: $(df -P "$MNT" | awk 'NR==2 {print $2 " KiB, " $4 " KiB free"}')"
 
 t_check "tally-node --once on the full disk fails, says why, acknowledges nothing"
 set +e
-"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$MNT" \
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$MNT" --state "$MNT.state" \
 	--log "$TALLY_HOME" --once --reload app=true 2>"$W/agent.err"
 rc=$?
 set -e

@@ -54,7 +54,7 @@ tly assign solo node-a >/dev/null
 t_tallyd_start --interval 1
 for n in $NODES; do
 	"$TALLY_BIN/tally-node" --node "$n" --key "$(t_nodekey "$n")" \
-		--dir "$W/agent-$n" --log "$TALLY_HOME" --reload game=true \
+		--dir "$W/agent-$n" --state "$W/agent-$n.state" --log "$TALLY_HOME" --reload game=true \
 		--reload solo=true 2>>"$W/agent-$n.log" &
 	_t_pids="$_t_pids $!"
 done

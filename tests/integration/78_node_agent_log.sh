@@ -80,7 +80,7 @@ t_say "three agents (--log), separate directories and keys"
 APIDS=""
 for n in $NODES; do
 	cp "$(t_nodekey "$n")" "$W/$n.key"
-	"$TALLY_BIN/tally-node" --node "$n" --key "$W/$n.key" --dir "$W/$n" \
+	"$TALLY_BIN/tally-node" --node "$n" --key "$W/$n.key" --dir "$W/$n" --state "$W/$n.state" \
 		--log "$TALLY_HOME" --reload "game=echo \$TALLY_MODULE >>$W/$n.reloads" \
 		2>>"$W/agent-$n.log" &
 	_t_pids="$_t_pids $!"
@@ -163,8 +163,8 @@ t_ok "credential.retired: sessions_ended 1; the psql on v1 ended"
 
 t_check "a delivery replayed changes nothing (versions only move forward)"
 before=$(cat "$W/node-a.reloads" | wc -l)
-rm -f "$W/node-a/.tally-node/position"
-"$TALLY_BIN/tally-node" --node node-a --key "$W/node-a.key" --dir "$W/node-a" \
+rm -f "$W/node-a.state/position"
+"$TALLY_BIN/tally-node" --node node-a --key "$W/node-a.key" --dir "$W/node-a" --state "$W/node-a.state" \
 	--log "$TALLY_HOME" --once --reload "game=echo again >>$W/node-a.reloads" 2>>"$W/agent-once.log" ||
 	t_fail "tally-node --once failed: $(cat "$W/agent-once.log")"
 [ "$(wc -l <"$W/node-a.reloads")" = "$before" ] || t_fail "a replay reloaded again"

@@ -66,7 +66,7 @@ refusals() { tly log --json --type security.ack-refused | wc -l; }
 
 # agent NODE RELOAD: a tally-node for NODE over AMQP in the background.
 agent() {
-	"$TALLY_BIN/tally-node" --node "$1" --key "$W/$1.key" --dir "$W/$1" \
+	"$TALLY_BIN/tally-node" --node "$1" --key "$W/$1.key" --dir "$W/$1" --state "$W/$1.state" \
 		--amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" \
 		--amqp-password-file "$W/amqp.pw" --reload "game=$2" \
 		2>>"$W/agent-$1.log" &

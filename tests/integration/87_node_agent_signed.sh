@@ -10,7 +10,8 @@
 #     assignment.removed, unsigned or signed by a key that is not the
 #     control plane's, are refused by the agent, with the reason logged
 #     and reported (signed): node-a's files do not change.
-#   - node-b's files are owned by --user game=nobody (when run as root).
+#   - node-b's files are read-only to --user game=nobody (when run as root),
+#     in a directory it cannot write.
 #   - An agent whose key file has no control-plane key refuses to start
 #     over AMQP (tally node rekey gives it one).
 #   - game's requirement cache withdrawn (its grant revoked): on both
@@ -92,7 +93,7 @@ t_ok "cpkey $(printf '%.16s' "$cpk")… in node.added and in both key files (128
 
 t_check "a key file without the control plane's key: the agent refuses --amqp"
 head -c 96 "$(t_nodekey node-a)" >"$W/old.key" && chmod 600 "$W/old.key"
-if "$TALLY_BIN/tally-node" --node node-a --key "$W/old.key" --dir "$W/old" --once \
+if "$TALLY_BIN/tally-node" --node node-a --key "$W/old.key" --dir "$W/old" --state "$W/old.state" --once \
     --amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" \
     --amqp-password-file "$W/amqp.pw" 2>"$W/old.err"; then
 	t_fail "an agent without the control plane's key ran over AMQP"
@@ -105,11 +106,11 @@ t_expect_exit 4 "a second rekey" tly node rekey node-a --key "$W/old.key"
 t_ok "refused ($(head -n 1 "$W/old.err" | cut -c1-70)…); rekey added the key"
 
 t_say "the agents"
-"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" \
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" --state "$W/node-a.state" \
 	--amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" --amqp-password-file "$W/amqp.pw" \
 	--report-interval 1 --reload "game=echo ok >>$W/node-a.reloads" 2>>"$W/agent-node-a.log" &
 _t_pids="$_t_pids $!"
-"$TALLY_BIN/tally-node" --node node-b --key "$(t_nodekey node-b)" --dir "$W/node-b" \
+"$TALLY_BIN/tally-node" --node node-b --key "$(t_nodekey node-b)" --dir "$W/node-b" --state "$W/node-b.state" \
 	--log "$TALLY_HOME" --reload "game=echo ok >>$W/node-b.reloads" $OWNER 2>>"$W/agent-node-b.log" &
 _t_pids="$_t_pids $!"
 for n in node-a node-b; do
@@ -119,11 +120,13 @@ for n in node-a node-b; do
 done
 wait_for 20 "node-a's acknowledgements" sh -c "[ \$(\"$TALLY_BIN/tally\" log --json --type credential.acknowledged | grep -c '\"actor\":\"node:node-a\"') -ge 2 ]"
 if [ -n "$OWNER" ]; then
-	for f in "$W/node-b/game.env" "$W/node-b/game" "$W/node-b/game/DB_PASSWORD"; do
-		[ "$(stat -c %U "$f")" = nobody ] || t_fail "$f is owned by $(stat -c %U "$f"), not nobody (--user game=nobody)"
+	# Readable by the user, and nothing there writable by it (88_node_files).
+	for f in "$W/node-b/game.env" "$W/node-b/game/DB_PASSWORD"; do
+		[ "$(stat -c '%U %a' "$f")" = "nobody 400" ] || t_fail "$f is $(stat -c '%U %a' "$f"), not nobody 400 (--user game=nobody)"
 	done
-	[ "$(stat -c %a "$W/node-b/game.env")" = 600 ] || t_fail "node-b's game.env is mode $(stat -c %a "$W/node-b/game.env")"
-	OWNED="; node-b's game.env, game/ and game/DB_PASSWORD owned by nobody (--user), 0600"
+	[ "$(stat -c '%U:%G %a' "$W/node-b/game")" = "root:$(id -gn nobody) 750" ] ||
+		t_fail "node-b's game/ is $(stat -c '%U:%G %a' "$W/node-b/game")"
+	OWNED="; node-b's game.env and game/DB_PASSWORD nobody's 0400, game/ root's 0750 (--user)"
 fi
 t_ok "both grants on both nodes; node-a's (signed) deliveries acknowledged$OWNED"
 

@@ -45,11 +45,11 @@ t_provider node-a network
 tly apply "$(t_consumer app)" >/dev/null || t_fail "apply app"
 tly assign app node-a >/dev/null && tly assign app node-b >/dev/null || t_fail "assign app"
 t_tallyd_start --interval 1 --verify-interval 3600
-"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" \
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" --state "$W/node-a.state" \
 	--amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" --amqp-password-file "$W/amqp.pw" \
 	--report-interval 1 --reload "app=true" 2>>"$W/agent-node-a.log" &
 _t_pids="$_t_pids $!"
-"$TALLY_BIN/tally-node" --node node-b --key "$(t_nodekey node-b)" --dir "$W/node-b" \
+"$TALLY_BIN/tally-node" --node node-b --key "$(t_nodekey node-b)" --dir "$W/node-b" --state "$W/node-b.state" \
 	--log "$TALLY_HOME" --report-interval 1 --reload "app=true" 2>>"$W/agent-node-b.log" &
 _t_pids="$_t_pids $!"
 wait_for 60 "both holders acknowledged v1" sh -c "[ \$(\"$TALLY_BIN/tally\" log --json --type credential.acknowledged | grep -c '\"version\":1') -ge 2 ]"

@@ -38,7 +38,7 @@ status_exit() {	# WANT: tally status exits WANT
 	[ "$_rc" = "$1" ]
 }
 agent_start() {
-	"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" \
+	"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" --state "$W/node-a.state" \
 		--amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" --amqp-password-file "$W/amqp.pw" \
 		--report-interval 1 --reload "app=true" 2>>"$W/agent-node-a.log" &
 	APID=$!

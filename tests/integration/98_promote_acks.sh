@@ -55,7 +55,7 @@ follow_start() {
 	done
 }
 agent_start() {
-	"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" \
+	"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" --state "$W/node-a.state" \
 		--amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" --amqp-password-file "$W/amqp.pw" \
 		--report-interval 1 --reload "app=echo ok >>$W/reloads" 2>>"$W/agent-node-a.log" &
 	APID=$!

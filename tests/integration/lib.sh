@@ -386,7 +386,7 @@ t_agent() {
 	_t_an=$1
 	shift
 	"$TALLY_BIN/tally-node" --node "$_t_an" --key "$(t_nodekey "$_t_an")" \
-		--dir "$W/agent-$_t_an" --log "$TALLY_HOME" --once "$@" \
+		--dir "$W/agent-$_t_an" --state "$W/agent-$_t_an.state" --log "$TALLY_HOME" --once "$@" \
 		2>>"$W/agent-$_t_an.log" || {
 		tail -n 5 "$W/agent-$_t_an.log" >&2
 		t_fail "tally-node --node $_t_an --once failed"

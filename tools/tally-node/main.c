@@ -1,7 +1,8 @@
 /*
  * tally-node - the node host's agent: delivers, reloads, acknowledges.
  *
- *   tally-node --node NODE --key FILE --dir DIR (--log HOME | --amqp URL
+ *   tally-node --node NODE --key FILE --dir DIR [--state DIR]
+ *       (--log HOME | --amqp URL
  *       [--amqp-user U --amqp-password-file F]) [--reload MODULE=COMMAND]…
  *       [--user MODULE=USER]… [--once]
  *
@@ -15,9 +16,12 @@
  * forward: a replayed or reordered delivery changes nothing).  Then:
  *   DIR/MODULE.env        the module's declared env defaults, then the
  *                         mapped connection fields of all its grants
- *                         (KEY=VALUE lines, mode 0600, atomically);
- *   DIR/MODULE/VARIABLE   one file per value (mode 0600), for programs
- *                         that read credentials as files;
+ *                         (KEY=VALUE lines, atomically);
+ *   DIR/MODULE/VARIABLE   one file per value, for programs that read
+ *                         credentials as files;
+ * all written through held directory descriptors, never through a link
+ * (files.c); with --user read-only to that user, who can write nothing
+ * there (tally-node(8), FILES AND OWNERS).
  *   the reload action     sh -c COMMAND, after the files are in place;
  *   the acknowledgement   only when the reload succeeded: signed by the
  *                         node's Ed25519 key, with a MAC keyed by the
@@ -28,11 +32,15 @@
  * A failed reload is reported and not acknowledged: the rotation waits
  * on this holder and the old credential keeps working.
  *
- * Its state is DIR/.tally-node/ (mode 0700): per grant the version
- * held, whether it was reloaded and acknowledged, and the delivery as
- * it came (still sealed); with --log the last sequence number read.
+ * Its state is --state DIR (mode 0700; default $STATE_DIRECTORY, else
+ * /var/lib/tally-node/NODE: it must outlive a reboot): per grant the
+ * version held, whether it was reloaded and acknowledged, and the
+ * delivery as it came (still sealed); with --log the last sequence
+ * number read.
  *
- * Exit codes: 0, 1 failure, 2 usage, 6 (--once) a reload failed.
+ * Exit codes: 0, 1 failure (with --log a node not in the mesh or a key
+ * not the node's; a key that opens none of the deliveries addressed to
+ * the node), 2 usage, 6 (--once) a reload failed or a value was refused.
  */
 #define _GNU_SOURCE
 
@@ -55,6 +63,7 @@
 #include <unistd.h>
 
 #include "core/body.h"
+#include "core/delivery.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/secret.h"
@@ -63,31 +72,39 @@
 #include "core/amqp.h"
 #include "projections/events.h"
 #include "reactors/ack.h"
+#include "node-internal.h"
 
 #define EXIT_OK		0
 #define EXIT_FAIL	1
 #define EXIT_USAGE	2
 #define EXIT_UNHEALTHY	6
 #define MAXMOD		4096	/* modules configured (--reload, --user) */
+#define PWMAX		256
 
 static const char usage[] =
-"usage: tally-node --node NODE --key FILE --dir DIR\n"
+"usage: tally-node --node NODE --key FILE --dir DIR [--state DIR]\n"
 "           (--log HOME | --amqp URL [--amqp-user USER]\n"
 "            [--amqp-password-file FILE] [--acks QUEUE])\n"
 "           [--reload MODULE=COMMAND]... [--user MODULE=USER]...\n"
 "           [--report-interval SECONDS] [--once]\n"
 "\n"
 "The node's agent: opens the deliveries sealed to NODE with its key\n"
-"FILE, writes DIR/MODULE.env and DIR/MODULE/VARIABLE (mode 0600, owned\n"
-"by --user's USER), runs MODULE's reload COMMAND (sh -c) and, when it\n"
-"succeeds, acknowledges the version with the node's signature and a\n"
-"proof that it holds the credential.  --log follows the log of the\n"
-"control plane's HOME (the same machine); --amqp reads the queue\n"
+"FILE, writes DIR/MODULE.env and DIR/MODULE/VARIABLE (read-only to\n"
+"--user's USER; never through a link), runs MODULE's reload COMMAND\n"
+"(sh -c) and, when it succeeds, acknowledges the version with the\n"
+"node's signature and a proof that it holds the credential.  --log\n"
+"follows the log of the control plane's HOME (the same machine);\n"
+"--amqp reads the queue\n"
 "tally.node.NODE and acknowledges on QUEUE (default tally.acks), the\n"
 "password from FILE or $TALLY_NODE_AMQP_PASSWORD.  It reports what it\n"
 "holds (signed) after each reload and every SECONDS (default 60): tally\n"
-"status shows it, and an agent silent too long.  --once: what is there,\n"
-"then exit.\n";
+"status shows it, and an agent silent too long.  --state: where it keeps\n"
+"the versions it holds (default $STATE_DIRECTORY, else\n"
+"/var/lib/tally-node/NODE).  --once: what is there, then exit.\n"
+"\n"
+"Exit: 0 done; 1 failure (with --log a NODE not in the mesh or a key not\n"
+"NODE's; a key that opens none of the deliveries addressed to NODE);\n"
+"2 usage; 6 (--once) a reload failed or a value was refused.\n";
 
 struct modconf {
 	char	 name[64];
@@ -98,13 +115,41 @@ struct modconf {
 struct agent {
 	const char		*node;
 	const char		*dir;
-	char			 state[1200];
-	struct tl_node_key	 key;
+	const char		*state;
+	int			 dirfd;		/* DIR, held open */
+	int			 statefd;	/* the state directory, held open */
+	/*
+	 * The node's secret keys and the broker's password, in one block of
+	 * guarded memory (tl_secret_alloc: mlocked, MADV_DONTDUMP): never in
+	 * a core.
+	 */
+	struct tl_node_key	*key;
 	uint8_t			 pk[TL_PUBKEY_LEN];
 	struct modconf		 mods[MAXMOD];
 	size_t			 nmods;
 	int			 once;
 	int			 reload_failed;
+	int			 value_refused;	/* --once: exit 6 */
+	/*
+	 * Modules delivered to and not yet written (pend): while batching,
+	 * what waits is taken first and each module written and reloaded
+	 * once for the newest versions.
+	 */
+	int			 batching;
+	char			 pending[64][64];
+	size_t			 npending;
+	uint64_t		 pending_since;	/* tl_sub_clock() ns */
+	/* Deliveries addressed to the node: opened, or not by its key. */
+	unsigned		 opened, unopened;
+	/* Values refused for an env file (note_refused), for the reports. */
+	struct refusal {
+		char		grant[201];
+		char		module[64];
+		char		variable[TL_DLV_NAME_MAX + 1];
+		uint64_t	version;
+		const char	*why;	/* static text */
+	}			 refusals[8];
+	size_t			 nrefusals;
 	/* What was refused from the queue (--amqp), for the reports. */
 	unsigned		 refused;
 	char			 refused_last[200];
@@ -120,7 +165,7 @@ struct agent {
 	/* --amqp */
 	const char		*url;
 	struct tl_amqp_conf	 conf;
-	char			 password[256];
+	char			*password;	/* PWMAX bytes, in the block */
 	const char		*acks;
 	struct tl_amqp		*a;
 };
@@ -154,6 +199,23 @@ cpy(char *dst, size_t n, const char *src)
 
 	memcpy(dst, src, l);
 	dst[l] = '\0';
+}
+
+/* The state directory's entries and files, through its descriptor. */
+static DIR *
+state_opendir(struct agent *ag)
+{
+	DIR *d = NULL;
+
+	return tn_dir_list(ag->statefd, &d) == 0 ? d : NULL;
+}
+
+static FILE *
+state_fopen(struct agent *ag, const char *name)
+{
+	FILE *fp = NULL;
+
+	return tn_file_open(ag->statefd, name, &fp) == 0 ? fp : NULL;
 }
 
 static struct modconf *
@@ -204,15 +266,16 @@ fname(const char *grant, char *out, size_t n)
 static int
 held_load(struct agent *ag, const char *grant, struct held *h)
 {
-	char f[200], path[1600], line[400];
+	char f[200], path[220], line[400];
 	FILE *fp;
 	unsigned long long v = 0;
+	int rc;
 
 	memset(h, 0, sizeof(*h));
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.state", ag->state, f);
-	if ((fp = fopen(path, "r")) == NULL)
-		return errno == ENOENT ? TL_ENOTFOUND : errno;
+	snprintf(path, sizeof(path), "%s.state", f);
+	if ((rc = tn_file_open(ag->statefd, path, &fp)) != 0)
+		return rc == ENOENT ? TL_ENOTFOUND : rc;
 	while (fgets(line, sizeof(line), fp) != NULL) {
 		line[strcspn(line, "\n")] = '\0';
 		if (strncmp(line, "grant ", 6) == 0)
@@ -237,146 +300,167 @@ held_load(struct agent *ag, const char *grant, struct held *h)
 static int
 held_save(struct agent *ag, const struct held *h)
 {
-	char f[200], path[1600], buf[800];
+	char f[200], path[220], buf[800];
 	int n;
 
 	fname(h->grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.state", ag->state, f);
+	snprintf(path, sizeof(path), "%s.state", f);
 	n = snprintf(buf, sizeof(buf), "grant %s\nholder %s\nmodule %s\n"
 	    "version %llu\nreloaded %d\nacked %d\nrevoked %d\n", h->grant,
 	    h->holder, h->module, (unsigned long long)h->version, h->reloaded,
 	    h->acked, h->revoked);
-	return tl_secret_write_file(path, buf, (size_t)n, 0600);
+	return tn_file_put(ag->statefd, path, buf, (size_t)n, NULL);
 }
 
 /* --- opening a delivery ---------------------------------------------- */
 
 struct opened {
-	char	*plain;		/* NUL-terminated; wiped and freed by the caller */
-	size_t	 len;
-	char	 grant[201];
-	char	 holder[140];
-	uint64_t version;
-	char	 proof[2 * TL_MAC_LEN + 1];
+	uint8_t		*plain;	/* guarded memory; opened_free wipes it */
+	size_t		 len;
+	struct tl_dlv	 d;	/* borrows from plain */
+	/* The first value refused for an env file (refuse_unsafe). */
+	char		 bad_var[TL_DLV_NAME_MAX + 1];
+	const char	*bad_why;
 };
 
 static void
 opened_free(struct opened *o)
 {
-	if (o->plain != NULL) {
-		tl_secret_wipe(o->plain, o->len);
-		free(o->plain);
-	}
-	tl_secret_wipe(o->proof, sizeof(o->proof));
+	tl_dlv_free(&o->d);
+	tl_secret_free(o->plain);
 	o->plain = NULL;
 }
 
+/*
+ * Opens a sealed delivery and decodes it (core/delivery.h: framed by
+ * length, or a format 2 text read strictly).  TL_ESECRET when this
+ * node's key does not open it, TL_EMALFORMED when it is no delivery.
+ */
 static int
 open_sealed(struct agent *ag, const void *sealed, size_t slen,
     struct opened *o)
 {
-	char *p, *end;
-	unsigned long long v;
+	int rc;
 
 	memset(o, 0, sizeof(*o));
 	if (slen <= TL_SEAL_OVERHEAD)
 		return TL_ESECRET;
 	o->len = slen - TL_SEAL_OVERHEAD;
-	if ((o->plain = malloc(o->len + 1)) == NULL)
+	if ((o->plain = tl_secret_alloc(o->len)) == NULL)
 		return ENOMEM;
-	if (tl_secret_unseal(ag->pk, ag->key.box_sk, sealed, slen,
-	    (uint8_t *)o->plain) != 0) {
+	if (tl_secret_unseal(ag->pk, ag->key->box_sk, sealed, slen,
+	    o->plain) != 0) {
 		opened_free(o);
 		return TL_ESECRET;
 	}
-	o->plain[o->len] = '\0';
-	for (p = o->plain; *p != '\0'; p = *end ? end + 1 : end) {
-		end = p + strcspn(p, "\n");
-		if (strncmp(p, "#tally ", 7) == 0 && sscanf(p,
-		    "#tally grant=%200s holder=%139s version=%llu", o->grant,
-		    o->holder, &v) == 3)
-			o->version = v;
-		else if (strncmp(p, "#proof ", 7) == 0 && end - p - 7 ==
-		    2 * TL_MAC_LEN)
-			memcpy(o->proof, p + 7, 2 * TL_MAC_LEN);
-	}
-	if (o->version == 0 || o->proof[0] == '\0') {
+	if ((rc = tl_dlv_decode(o->plain, o->len, &o->d)) != 0) {
 		opened_free(o);
-		return TL_EMALFORMED;	/* a delivery of before: no "#tally" */
+		return rc;
+	}
+	return 0;
+}
+
+/*
+ * A value that cannot be written in an env file (tl_dlv_env_check)
+ * makes the whole delivery refused: its name and the reason in o (the
+ * value is never shown), TL_EINVAL.
+ */
+static int
+refuse_unsafe(struct opened *o)
+{
+	size_t i;
+
+	for (i = 0; i < o->d.nvars; i++) {
+		const struct tl_dlv_var *x = &o->d.vars[i];
+
+		if (tl_dlv_env_check(x->name, x->name_len, x->value,
+		    x->value_len, &o->bad_why) != 0) {
+			size_t n = x->name_len < sizeof(o->bad_var) ?
+			    x->name_len : sizeof(o->bad_var) - 1;
+			size_t k;
+
+			/* The name as it can be shown: bytes, not controls. */
+			for (k = 0; k < n; k++)
+				o->bad_var[k] = (x->name[k] > 0x20 &&
+				    x->name[k] < 0x7f) ? x->name[k] : '?';
+			o->bad_var[n] = '\0';
+			return TL_EINVAL;
+		}
 	}
 	return 0;
 }
 
 /* --- files ----------------------------------------------------------- */
 
+/* Who owns module's files: --user's USER and its group, or the agent. */
 static int
-own(const char *path, const struct modconf *mc)
+owner(const struct modconf *mc, struct tn_owner *o)
 {
 	struct passwd *pw;
 
+	o->uid = (uid_t)-1;
+	o->gid = (gid_t)-1;
 	if (mc == NULL || mc->user[0] == '\0')
 		return 0;
 	if ((pw = getpwnam(mc->user)) == NULL)
 		return ENOENT;
-	return chown(path, pw->pw_uid, pw->pw_gid) == 0 ? 0 : errno;
+	o->uid = pw->pw_uid;
+	o->gid = pw->pw_gid;
+	return 0;
 }
 
-/* The values of one line list into vars (defaults only where unset). */
+/*
+ * The variables of one delivery into vars (defaults into defs): only
+ * those an env file can hold; refuse_unsafe kept the others out when
+ * the delivery came.
+ */
 static void
-collect(json_t *vars, json_t *defs, const char *plain)
+collect(json_t *vars, json_t *defs, const struct tl_dlv *d)
 {
-	const char *p, *end;
+	size_t i;
 
-	for (p = plain; *p != '\0'; p = *end ? end + 1 : end) {
-		const char *eq;
-		char name[256];
-		size_t nl;
-		json_t *into = vars;
+	for (i = 0; i < d->nvars; i++) {
+		const struct tl_dlv_var *x = &d->vars[i];
+		char name[TL_DLV_NAME_MAX + 1];
+		const char *why;
 
-		end = p + strcspn(p, "\n");
-		if (strncmp(p, "#default ", 9) == 0) {
-			p += 9;
-			into = defs;
-		} else if (*p == '#')
-			continue;
-		if ((eq = memchr(p, '=', (size_t)(end - p))) == NULL ||
-		    (nl = (size_t)(eq - p)) == 0 || nl >= sizeof(name))
+		if (tl_dlv_env_check(x->name, x->name_len, x->value,
+		    x->value_len, &why) != 0)
 			continue;
 		/*
 		 * A variable declared with "" is filled by a requirement, not
 		 * defaulted: written empty it would outlive its grant.
 		 */
-		if (into == defs && eq + 1 == end)
+		if (x->is_default && x->value_len == 0)
 			continue;
-		memcpy(name, p, nl);
-		name[nl] = '\0';
-		json_object_set_new(into, name, json_stringn(eq + 1,
-		    (size_t)(end - eq - 1)));
+		memcpy(name, x->name, x->name_len);
+		name[x->name_len] = '\0';
+		json_object_set_new(x->is_default ? defs : vars, name,
+		    json_stringn((const char *)x->value, x->value_len));
 	}
 }
 
 static int
 read_sealed(struct agent *ag, const char *grant, uint8_t **out, size_t *len)
 {
-	char f[200], path[1600];
+	char f[200], path[220];
 	struct stat st;
-	int fd, rc = 0;
-	ssize_t n;
+	FILE *fp;
+	int rc;
 
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.sealed", ag->state, f);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return errno;
-	if (fstat(fd, &st) != 0 || (*out = malloc((size_t)st.st_size + 1)) ==
-	    NULL) {
-		close(fd);
+	snprintf(path, sizeof(path), "%s.sealed", f);
+	if ((rc = tn_file_open(ag->statefd, path, &fp)) != 0)
+		return rc;
+	if (fstat(fileno(fp), &st) != 0 || (*out = malloc((size_t)st.st_size +
+	    1)) == NULL) {
+		fclose(fp);
 		return ENOMEM;
 	}
-	n = read(fd, *out, (size_t)st.st_size);
-	if (n != st.st_size)
-		rc = EIO;
+	rc = fread(*out, 1, (size_t)st.st_size, fp) == (size_t)st.st_size ? 0 :
+	    EIO;
 	*len = (size_t)st.st_size;
-	close(fd);
+	fclose(fp);
 	if (rc != 0)
 		free(*out);
 	return rc;
@@ -386,27 +470,14 @@ read_sealed(struct agent *ag, const char *grant, uint8_t **out, size_t *len)
 static int
 remove_files(struct agent *ag, const char *module)
 {
-	char path[2100];
-	DIR *d;
-	struct dirent *de;
+	char path[80];
+	struct stat st;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "%s/%s", ag->dir, module);
-	if ((d = opendir(path)) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			char f[2400];
-
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
-			if (unlink(f) == 0)
-				n++;
-		}
-		closedir(d);
-		rmdir(path);
-	}
-	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, module);
-	if (unlink(path) == 0)
+	tn_dir_del(ag->dirfd, module, &n);
+	snprintf(path, sizeof(path), "%s.env", module);
+	if (fstatat(ag->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    tn_file_del(ag->dirfd, path) == 0)
 		n++;
 	return n;
 }
@@ -422,7 +493,8 @@ write_module(struct agent *ag, const char *module)
 {
 	struct modconf *mc = mod(ag, module, 0);
 	json_t *vars = json_object(), *defs = json_object();
-	char path[2100], sub[1600];
+	char path[80];
+	struct tn_owner ow;
 	DIR *d;
 	struct dirent *de;
 	const char *k;
@@ -430,12 +502,16 @@ write_module(struct agent *ag, const char *module)
 	char *buf = NULL;
 	size_t blen = 0;
 	FILE *mem;
-	int rc = 0, ngrants = 0;
+	int rc = 0, ngrants = 0, sub = -1;
 
-	if ((d = opendir(ag->state)) == NULL) {
-		rc = errno;
+	if (!tn_name_ok(module) || module[0] == '.' || strlen(module) > 63) {
+		rc = TL_EINVAL;
 		goto out;
 	}
+	if ((rc = owner(mc, &ow)) != 0)
+		goto out;
+	if ((rc = tn_dir_list(ag->statefd, &d)) != 0)
+		goto out;
 	while ((de = readdir(d)) != NULL) {
 		size_t nl = strlen(de->d_name);
 		struct held h;
@@ -448,13 +524,11 @@ write_module(struct agent *ag, const char *module)
 			continue;
 		/* The file name is the grant's, escaped: read it inside. */
 		{
-			char sp[1600], line[400];
+			char line[400];
 			FILE *fp;
 
-			snprintf(sp, sizeof(sp), "%s/%s", ag->state,
-			    de->d_name);
 			grant[0] = '\0';
-			if ((fp = fopen(sp, "r")) == NULL)
+			if ((fp = state_fopen(ag, de->d_name)) == NULL)
 				continue;
 			if (fgets(line, sizeof(line), fp) != NULL &&
 			    strncmp(line, "grant ", 6) == 0) {
@@ -469,7 +543,7 @@ write_module(struct agent *ag, const char *module)
 		if (read_sealed(ag, grant, &sealed, &slen) != 0)
 			continue;
 		if (open_sealed(ag, sealed, slen, &o) == 0) {
-			collect(vars, defs, o.plain);
+			collect(vars, defs, &o.d);
 			opened_free(&o);
 			ngrants++;
 		}
@@ -487,41 +561,49 @@ write_module(struct agent *ag, const char *module)
 		rc = errno;
 		goto out;
 	}
-	json_object_foreach(vars, k, v)
-		fprintf(mem, "%s=%s\n", k, json_string_value(v));
-	fclose(mem);
-	snprintf(sub, sizeof(sub), "%s/%s", ag->dir, module);
-	if (mkdir(sub, 0700) != 0 && errno != EEXIST) {
-		rc = errno;
-		goto out;
+	json_object_foreach(vars, k, v) {
+		size_t kl = strlen(k), vl = json_string_length(v);
+		char *line = tl_secret_alloc(tl_dlv_env_size(kl, vl));
+
+		if (line == NULL) {
+			fclose(mem);
+			rc = ENOMEM;
+			goto out;
+		}
+		/* Quoted as systemd's EnvironmentFile= reads it back. */
+		fwrite(line, 1, tl_dlv_env_format(k, kl, json_string_value(v),
+		    vl, line), mem);
+		tl_secret_free(line);
 	}
-	own(sub, mc);
-	/* What no grant gives any more goes first. */
-	if ((d = opendir(sub)) != NULL) {
+	fclose(mem);
+	if ((rc = tn_dir_module(ag->dirfd, module, &ow, &sub)) != 0)
+		goto out;
+	/*
+	 * What no grant gives any more goes first, and whatever else is
+	 * there (a temporary file a crash left): only the agent writes here.
+	 */
+	if (tn_dir_list(sub, &d) == 0) {
 		while ((de = readdir(d)) != NULL)
-			if (de->d_name[0] != '.' && json_object_get(vars,
-			    de->d_name) == NULL) {
-				snprintf(path, sizeof(path), "%s/%s", sub,
-				    de->d_name);
-				unlink(path);
-			}
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name,
+			    "..") != 0 && (de->d_name[0] == '.' ||
+			    json_object_get(vars, de->d_name) == NULL))
+				tn_file_del(sub, de->d_name);
 		closedir(d);
 	}
 	json_object_foreach(vars, k, v) {
 		const char *s = json_string_value(v);
 
-		if (strchr(k, '/') != NULL || k[0] == '.')
+		if (!tn_name_ok(k) || k[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", sub, k);
-		if ((rc = tl_secret_write_file(path, s, strlen(s), 0600)) != 0 ||
-		    (rc = own(path, mc)) != 0)
+		if ((rc = tn_file_put(sub, k, s, json_string_length(v), &ow)) !=
+		    0)
 			goto out;
 	}
-	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, module);
-	/* Owned before it is in place: the temporary file is 0600 too. */
-	if ((rc = tl_secret_write_file(path, buf, blen, 0600)) == 0)
-		rc = own(path, mc);
+	snprintf(path, sizeof(path), "%s.env", module);
+	rc = tn_file_put(ag->dirfd, path, buf, blen, &ow);
 out:
+	if (sub >= 0)
+		close(sub);
 	if (buf != NULL) {
 		tl_secret_wipe(buf, blen);
 		free(buf);
@@ -533,11 +615,48 @@ out:
 
 /* --- reload and acknowledgement -------------------------------------- */
 
+/*
+ * Every descriptor the agent holds (the log's, the broker's socket,
+ * whatever it inherited) close-on-exec; libraries open some without.
+ */
+static void
+cloexec_all(void)
+{
+	DIR *d;
+	struct dirent *de;
+
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return;
+	/* A kernel before 5.11: one by one. */
+	if ((d = opendir("/proc/self/fd")) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		int fd = atoi(de->d_name);
+
+		if (fd > 2 && fd != dirfd(d))
+			fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+	}
+	closedir(d);
+}
+
+/*
+ * The reload command: sh -c COMMAND with descriptors 0-2 only and an
+ * environment of its own, documented in tally-node(8): PATH (fixed),
+ * TALLY_MODULE, TALLY_VERSION (the version that caused the reload),
+ * TALLY_ENV_FILE and CREDENTIALS_DIRECTORY.  Nothing of the agent's
+ * environment reaches it.
+ */
 static int
-run_reload(struct agent *ag, const char *module, int *status)
+run_reload(struct agent *ag, const char *module, uint64_t version,
+    int *status)
 {
 	struct modconf *mc = mod(ag, module, 0);
-	char envpath[1600], dirpath[1600];
+	char envpath[1600], dirpath[1600], vmod[128], vver[40];
+	char venv[1700], vcred[1700];
+	char *const envp[] = {
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:"
+		    "/bin", vmod, vver, venv, vcred, NULL
+	};
 	pid_t pid;
 	int st;
 
@@ -546,13 +665,26 @@ run_reload(struct agent *ag, const char *module, int *status)
 		return 0;	/* nothing to reload: the files are the delivery */
 	snprintf(envpath, sizeof(envpath), "%s/%s.env", ag->dir, module);
 	snprintf(dirpath, sizeof(dirpath), "%s/%s", ag->dir, module);
+	snprintf(vmod, sizeof(vmod), "TALLY_MODULE=%s", module);
+	snprintf(vver, sizeof(vver), "TALLY_VERSION=%llu",
+	    (unsigned long long)version);
+	snprintf(venv, sizeof(venv), "TALLY_ENV_FILE=%s", envpath);
+	snprintf(vcred, sizeof(vcred), "CREDENTIALS_DIRECTORY=%s", dirpath);
+	cloexec_all();
+	fflush(NULL);
 	if ((pid = fork()) < 0)
 		return errno;
 	if (pid == 0) {
-		setenv("TALLY_MODULE", module, 1);
-		setenv("TALLY_ENV_FILE", envpath, 1);
-		setenv("CREDENTIALS_DIRECTORY", dirpath, 1);
-		execl("/bin/sh", "sh", "-c", mc->reload, (char *)NULL);
+		char *const argv[] = { "sh", "-c", mc->reload, NULL };
+
+		/* Belt and braces: nothing above 2 survives the exec. */
+		if (close_range(3, ~0U, 0) != 0) {
+			long fd, max = sysconf(_SC_OPEN_MAX);
+
+			for (fd = 3; fd < (max > 0 ? max : 1024); fd++)
+				close((int)fd);
+		}
+		execve("/bin/sh", argv, envp);
 		_exit(127);
 	}
 	while (waitpid(pid, &st, 0) < 0)
@@ -621,33 +753,29 @@ acknowledge(struct agent *ag, const struct opened *o)
 {
 	struct offer of;
 	uint8_t nonce[TL_ACK_NONCE_LEN], sig[TL_SIGN_LEN], mac[TL_MAC_LEN];
-	uint8_t msg[TL_ACK_MSG_MAX], pkey[TL_MAC_LEN];
-	size_t mlen, got = 0;
+	uint8_t msg[TL_ACK_MSG_MAX];
+	size_t mlen;
 	int rc;
 
-	if (!ag->key.has_sign) {
+	if (!ag->key->has_sign) {
 		say("error", "%s has no signing key (a key file of before: "
-		    "tally node rekey %s): cannot acknowledge", o->grant,
+		    "tally node rekey %s): cannot acknowledge", o->d.grant,
 		    ag->node);
 		return TL_ESECRET;
 	}
 	randombytes_buf(nonce, sizeof(nonce));
-	if ((rc = tl_ack_message(o->grant, o->holder, o->version, nonce, msg,
-	    &mlen)) != 0)
+	if ((rc = tl_ack_message(o->d.grant, o->d.holder, o->d.version, nonce,
+	    msg, &mlen)) != 0)
 		return rc;
-	tl_secret_sign(ag->key.sign_sk, msg, mlen, sig);
-	if (sodium_hex2bin(pkey, sizeof(pkey), o->proof, strlen(o->proof),
-	    NULL, &got, NULL) != 0 || got != sizeof(pkey))
-		return TL_EMALFORMED;
-	rc = tl_secret_mac(pkey, sizeof(pkey), msg, mlen, mac);
-	tl_secret_wipe(pkey, sizeof(pkey));
-	if (rc != 0)
+	tl_secret_sign(ag->key->sign_sk, msg, mlen, sig);
+	if ((rc = tl_secret_mac(o->d.proof, sizeof(o->d.proof), msg, mlen,
+	    mac)) != 0)
 		return rc;
 	memset(&of, 0, sizeof(of));
 	of.node = ag->node;
-	of.grant = o->grant;
-	of.holder = o->holder;
-	of.version = o->version;
+	of.grant = o->d.grant;
+	of.holder = o->d.holder;
+	of.version = o->d.version;
 	hex(nonce, sizeof(nonce), of.nonce);
 	hex(sig, sizeof(sig), of.sig);
 	hex(mac, sizeof(mac), of.mac);
@@ -778,21 +906,19 @@ send_report(struct agent *ag)
 	size_t mlen;
 	int rc;
 
-	if (!ag->key.has_sign)
+	if (!ag->key->has_sign)
 		return 0;
 	held = json_array();
-	if ((d = opendir(ag->state)) != NULL) {
+	if ((d = state_opendir(ag)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
 			size_t nl = strlen(de->d_name);
-			char sp[1600], line[400], grant[201] = "";
+			char line[400], grant[201] = "";
 			struct held h;
 			FILE *fp;
 
 			if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
 				continue;
-			snprintf(sp, sizeof(sp), "%s/%s", ag->state,
-			    de->d_name);
-			if ((fp = fopen(sp, "r")) == NULL)
+			if ((fp = state_fopen(ag, de->d_name)) == NULL)
 				continue;
 			if (fgets(line, sizeof(line), fp) != NULL &&
 			    strncmp(line, "grant ", 6) == 0) {
@@ -816,6 +942,19 @@ send_report(struct agent *ag)
 		json_object_set_new(r, "last_reload", json_pack("{s:s,s:b,s:i}",
 		    "module", ag->last_module, "ok", ag->last_status == 0,
 		    "status", ag->last_status));
+	if (r != NULL && ag->nrefusals > 0) {
+		json_t *rv = json_array();
+		size_t i;
+
+		for (i = 0; i < ag->nrefusals; i++)
+			json_array_append_new(rv, json_pack("{s:s,s:s,s:s,s:I,"
+			    "s:s}", "grant", ag->refusals[i].grant, "module",
+			    ag->refusals[i].module, "variable",
+			    ag->refusals[i].variable, "version",
+			    (json_int_t)ag->refusals[i].version, "why",
+			    ag->refusals[i].why));
+		json_object_set_new(r, "refused_values", rv);
+	}
 	if (r != NULL && ag->refused > 0)
 		json_object_set_new(r, "refused", json_pack("{s:I,s:s}",
 		    "count", (json_int_t)ag->refused, "last", ag->refused_last));
@@ -856,7 +995,7 @@ send_report(struct agent *ag)
 	json_decref(r);
 	if ((rc = tl_report_message(ag->node, js, &msg, &mlen)) != 0)
 		goto out;
-	tl_secret_sign(ag->key.sign_sk, msg, mlen, sig);
+	tl_secret_sign(ag->key->sign_sk, msg, mlen, sig);
 	hex(sig, sizeof(sig), sighex);
 	if (ag->log != NULL) {
 		/* One agent per process: the digest of the last appended. */
@@ -919,50 +1058,179 @@ static int
 save_sealed(struct agent *ag, const char *grant, const void *sealed,
     size_t len)
 {
-	char f[200], path[1600];
+	char f[200], path[220];
 
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.sealed", ag->state, f);
-	return tl_secret_write_file(path, sealed, len, 0600);
+	snprintf(path, sizeof(path), "%s.sealed", f);
+	return tn_file_put(ag->statefd, path, sealed, len, NULL);
 }
 
-/* Files, reload, acknowledgement for the version held in h. */
+/*
+ * Files, one reload, acknowledgements, for module: every grant of it
+ * delivered but not acknowledged yet is acknowledged at the version held
+ * (the newest that came) after one write of the files and one reload.
+ * A fresh agent catching up on its queue thus writes and reloads once
+ * per module, whatever number of versions was waiting.
+ */
 static int
-apply(struct agent *ag, struct held *h, const struct opened *o)
+flush_module(struct agent *ag, const char *module)
 {
+	char (*grants)[201] = NULL;
+	size_t n = 0, cap = 0, i;
+	uint64_t newest = 0;
+	DIR *d;
+	struct dirent *de;
 	int rc, status = 0;
 
-	if ((rc = write_module(ag, h->module)) != 0) {
-		say("error", "%s: cannot write %s/%s.env: %s", h->grant,
-		    ag->dir, h->module, tl_strerror(rc));
+	if ((rc = write_module(ag, module)) != 0) {
+		say("error", "cannot write %s/%s.env: %s", ag->dir, module,
+		    tl_strerror(rc));
 		return rc;
 	}
-	rc = run_reload(ag, h->module, &status);
-	cpy(ag->last_module, sizeof(ag->last_module), h->module);
+	if ((d = state_opendir(ag)) == NULL)
+		return errno;
+	while ((de = readdir(d)) != NULL) {
+		size_t nl = strlen(de->d_name);
+		char line[400], grant[201] = "";
+		struct held h;
+		FILE *fp;
+
+		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
+			continue;
+		if ((fp = state_fopen(ag, de->d_name)) == NULL)
+			continue;
+		if (fgets(line, sizeof(line), fp) != NULL &&
+		    strncmp(line, "grant ", 6) == 0) {
+			line[strcspn(line, "\n")] = '\0';
+			cpy(grant, sizeof(grant), line + 6);
+		}
+		fclose(fp);
+		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
+		    strcmp(h.module, module) != 0 || h.acked || h.revoked)
+			continue;
+		if (n == cap) {
+			void *ng = realloc(grants, (cap = cap ? 2 * cap : 8) *
+			    sizeof(*grants));
+
+			if (ng == NULL) {
+				closedir(d);
+				free(grants);
+				return ENOMEM;
+			}
+			grants = ng;
+		}
+		memcpy(grants[n++], grant, sizeof(grant));
+		if (h.version > newest)
+			newest = h.version;
+	}
+	closedir(d);
+	if (n == 0)
+		goto out;	/* all acknowledged already */
+	rc = run_reload(ag, module, newest, &status);
+	cpy(ag->last_module, sizeof(ag->last_module), module);
 	ag->last_status = rc != 0 ? 127 : status;
 	ag->report_due = 0;	/* a report follows at once */
-	if (rc != 0 || status != 0) {
-		say("error", "%s: the reload of %s failed (%s %d): v%llu not "
-		    "acknowledged, the old credential keeps working",
-		    h->grant, h->module, rc ? tl_strerror(rc) : "exit",
-		    rc ? rc : status, (unsigned long long)h->version);
-		ag->reload_failed = 1;
-		h->reloaded = 0;
-		held_save(ag, h);
-		return 0;
+	for (i = 0; i < n; i++) {
+		struct held h;
+		struct opened o;
+		uint8_t *sealed;
+		size_t slen;
+		int r;
+
+		if (held_load(ag, grants[i], &h) != 0)
+			continue;
+		if (rc != 0 || status != 0) {
+			say("error", "%s: the reload of %s failed (%s %d): v%llu "
+			    "not acknowledged, the old credential keeps working",
+			    h.grant, module, rc ? tl_strerror(rc) : "exit",
+			    rc ? rc : status, (unsigned long long)h.version);
+			ag->reload_failed = 1;
+			h.reloaded = 0;
+			held_save(ag, &h);
+			continue;
+		}
+		h.reloaded = 1;
+		held_save(ag, &h);
+		if ((r = read_sealed(ag, h.grant, &sealed, &slen)) != 0)
+			continue;
+		r = open_sealed(ag, sealed, slen, &o);
+		free(sealed);
+		if (r != 0)
+			continue;
+		if ((r = acknowledge(ag, &o)) != 0) {
+			say("error", "%s: acknowledging v%llu failed: %s",
+			    h.grant, (unsigned long long)h.version,
+			    tl_strerror(r));
+			opened_free(&o);
+			free(grants);
+			return r;
+		}
+		opened_free(&o);
+		h.acked = 1;
+		held_save(ag, &h);
+		say("info", "%s: v%llu in %s/%s.env, reloaded, acknowledged",
+		    h.grant, (unsigned long long)h.version, ag->dir, module);
 	}
-	h->reloaded = 1;
-	held_save(ag, h);
-	if ((rc = acknowledge(ag, o)) != 0) {
-		say("error", "%s: acknowledging v%llu failed: %s", h->grant,
-		    (unsigned long long)h->version, tl_strerror(rc));
-		return rc;
-	}
-	h->acked = 1;
-	held_save(ag, h);
-	say("info", "%s: v%llu in %s/%s.env, reloaded, acknowledged",
-	    h->grant, (unsigned long long)h->version, ag->dir, h->module);
+	rc = 0;
+out:
+	free(grants);
+	return rc;
+}
+
+/* What deliver took is written and reloaded later (flush_pending). */
+static int
+pend(struct agent *ag, const char *module)
+{
+	size_t i;
+
+	for (i = 0; i < ag->npending; i++)
+		if (strcmp(ag->pending[i], module) == 0)
+			return 0;
+	if (ag->npending == 0)
+		ag->pending_since = tl_sub_clock();
+	cpy(ag->pending[ag->npending++], sizeof(ag->pending[0]), module);
 	return 0;
+}
+
+/* Every module pend named: once each. */
+static int
+flush_pending(struct agent *ag)
+{
+	size_t i;
+	int rc = 0, r;
+
+	for (i = 0; i < ag->npending; i++)
+		if ((r = flush_module(ag, ag->pending[i])) != 0 && rc == 0)
+			rc = r;
+	ag->npending = 0;
+	return rc;
+}
+
+/* Kept for the reports: the newest per grant, 8 grants at most. */
+static void
+note_refused(struct agent *ag, const struct held *h, const char *var,
+    const char *why)
+{
+	struct refusal *r = NULL;
+	size_t i;
+
+	for (i = 0; i < ag->nrefusals; i++)
+		if (strcmp(ag->refusals[i].grant, h->grant) == 0)
+			r = &ag->refusals[i];
+	if (r == NULL) {
+		if (ag->nrefusals == sizeof(ag->refusals) /
+		    sizeof(ag->refusals[0]))
+			memmove(ag->refusals, ag->refusals + 1,
+			    --ag->nrefusals * sizeof(ag->refusals[0]));
+		r = &ag->refusals[ag->nrefusals++];
+	}
+	cpy(r->grant, sizeof(r->grant), h->grant);
+	cpy(r->module, sizeof(r->module), h->module);
+	cpy(r->variable, sizeof(r->variable), var);
+	r->version = h->version;
+	r->why = why;
+	ag->value_refused = 1;
+	ag->report_due = 0;
 }
 
 static int
@@ -975,42 +1243,66 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 	int rc;
 
 	if ((rc = open_sealed(ag, sealed, slen, &o)) != 0) {
-		say("warning", "a delivery that this node's key does not open "
-		    "(or without its \"#tally\" line): ignored");
+		if (rc == TL_ESECRET)
+			ag->unopened++;
+		say("warning", "a delivery that this node's key %s: ignored",
+		    rc == TL_ESECRET ? "does not open" : "opens but that is no "
+		    "delivery (framing refused)");
 		return 0;
 	}
-	if ((at = strchr(o.holder, '@')) == NULL || strcmp(at + 1,
-	    ag->node) != 0 || (ml = (size_t)(at - o.holder)) >= 64) {
+	ag->opened++;
+	if ((at = strchr(o.d.holder, '@')) == NULL || strcmp(at + 1,
+	    ag->node) != 0 || (ml = (size_t)(at - o.d.holder)) >= 64) {
 		say("warning", "a delivery for %s, not for node %s: ignored",
-		    o.holder, ag->node);
+		    o.d.holder, ag->node);
 		goto out;
 	}
-	if (held_load(ag, o.grant, &h) == 0 && h.version >= o.version) {
+	if (held_load(ag, o.d.grant, &h) == 0 && h.version >= o.d.version) {
 		/* Replayed or reordered: versions only move forward. */
 		say("debug", "%s: v%llu is not newer than v%llu: nothing to do",
-		    o.grant, (unsigned long long)o.version,
+		    o.d.grant, (unsigned long long)o.d.version,
 		    (unsigned long long)h.version);
 		goto out;
 	}
 	memset(&h, 0, sizeof(h));
-	snprintf(h.grant, sizeof(h.grant), "%s", o.grant);
-	snprintf(h.holder, sizeof(h.holder), "%s", o.holder);
-	memcpy(h.module, o.holder, ml);
+	snprintf(h.grant, sizeof(h.grant), "%s", o.d.grant);
+	snprintf(h.holder, sizeof(h.holder), "%s", o.d.holder);
+	memcpy(h.module, o.d.holder, ml);
 	h.module[ml] = '\0';
-	h.version = o.version;
-	if ((rc = save_sealed(ag, o.grant, sealed, slen)) != 0 ||
+	h.version = o.d.version;
+	if (refuse_unsafe(&o) != 0) {
+		/*
+		 * Not kept, not written, not acknowledged: the rotation waits
+		 * on this holder, visibly, and the report says why.
+		 */
+		say("error", "%s v%llu for module %s: variable %s refused: %s; "
+		    "%s/%s.env not written from it, v%llu not acknowledged",
+		    h.grant, (unsigned long long)h.version, h.module,
+		    o.bad_var, o.bad_why, ag->dir, h.module,
+		    (unsigned long long)h.version);
+		note_refused(ag, &h, o.bad_var, o.bad_why);
+		goto out;
+	}
+	if ((rc = save_sealed(ag, o.d.grant, sealed, slen)) != 0 ||
 	    (rc = held_save(ag, &h)) != 0) {
 		say("error", "cannot keep the state in %s: %s", ag->state,
 		    tl_strerror(rc));
 		goto out;
 	}
-	rc = apply(ag, &h, &o);
+	/* Batching, only the newest of what waits is written and reloaded. */
+	if ((rc = pend(ag, h.module)) == 0 && (!ag->batching ||
+	    ag->npending == sizeof(ag->pending) / sizeof(ag->pending[0])))
+		rc = flush_pending(ag);
 out:
 	opened_free(&o);
 	return rc;
 }
 
-/* At start: what was delivered but not reloaded or acknowledged. */
+/*
+ * At start: what was delivered but not reloaded or acknowledged is
+ * applied; what was acknowledged but whose files are gone is written
+ * back.
+ */
 static int
 resume(struct agent *ag)
 {
@@ -1018,21 +1310,17 @@ resume(struct agent *ag)
 	struct dirent *de;
 	int rc = 0;
 
-	if ((d = opendir(ag->state)) == NULL)
+	if ((d = state_opendir(ag)) == NULL)
 		return errno;
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		size_t nl = strlen(de->d_name);
-		char sp[1600], line[400], grant[201] = "";
+		char line[400], grant[201] = "";
 		struct held h;
-		struct opened o;
-		uint8_t *sealed;
-		size_t slen;
 		FILE *fp;
 
 		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
 			continue;
-		snprintf(sp, sizeof(sp), "%s/%s", ag->state, de->d_name);
-		if ((fp = fopen(sp, "r")) == NULL)
+		if ((fp = state_fopen(ag, de->d_name)) == NULL)
 			continue;
 		if (fgets(line, sizeof(line), fp) != NULL &&
 		    strncmp(line, "grant ", 6) == 0) {
@@ -1041,17 +1329,31 @@ resume(struct agent *ag)
 		}
 		fclose(fp);
 		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-		    h.acked || h.revoked)
+		    h.revoked)
 			continue;
-		if (read_sealed(ag, grant, &sealed, &slen) != 0)
+		if (h.acked) {
+			char envname[80];
+			struct stat st;
+
+			/*
+			 * DIR wiped (a reboot clearing /run), the state kept:
+			 * the versions held are written back, no reload (each
+			 * was reloaded and acknowledged).
+			 */
+			snprintf(envname, sizeof(envname), "%s.env", h.module);
+			if (fstatat(ag->dirfd, envname, &st,
+			    AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT &&
+			    (rc = write_module(ag, h.module)) == 0)
+				say("info", "%s: v%llu written back to %s/%s.env",
+				    h.grant, (unsigned long long)h.version,
+				    ag->dir, h.module);
 			continue;
-		if (open_sealed(ag, sealed, slen, &o) == 0) {
-			rc = apply(ag, &h, &o);
-			opened_free(&o);
 		}
-		free(sealed);
+		rc = pend(ag, h.module);
 	}
 	closedir(d);
+	if (rc == 0)
+		rc = flush_pending(ag);
 	return rc;
 }
 
@@ -1069,18 +1371,16 @@ remove_module(struct agent *ag, const char *module)
 	if (module[0] == '\0' || module[0] == '.' || strchr(module, '/'))
 		return 0;	/* not a module's name: nothing of it here */
 	n = remove_files(ag, module);
-	if ((d = opendir(ag->state)) != NULL) {
+	if ((d = state_opendir(ag)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
 			size_t nl = strlen(de->d_name);
-			char sp[1600], line[400], grant[201] = "", fn[200];
+			char sp[220], line[400], grant[201] = "", fn[200];
 			struct held h;
 			FILE *fp;
 
 			if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
 				continue;
-			snprintf(sp, sizeof(sp), "%s/%s", ag->state,
-			    de->d_name);
-			if ((fp = fopen(sp, "r")) == NULL)
+			if ((fp = state_fopen(ag, de->d_name)) == NULL)
 				continue;
 			if (fgets(line, sizeof(line), fp) != NULL &&
 			    strncmp(line, "grant ", 6) == 0) {
@@ -1092,10 +1392,10 @@ remove_module(struct agent *ag, const char *module)
 			    strcmp(h.module, module) != 0)
 				continue;
 			fname(grant, fn, sizeof(fn));
-			snprintf(sp, sizeof(sp), "%s/%s.sealed", ag->state, fn);
-			unlink(sp);
-			snprintf(sp, sizeof(sp), "%s/%s.state", ag->state, fn);
-			unlink(sp);
+			snprintf(sp, sizeof(sp), "%s.sealed", fn);
+			tn_file_del(ag->statefd, sp);
+			snprintf(sp, sizeof(sp), "%s.state", fn);
+			tn_file_del(ag->statefd, sp);
 		}
 		closedir(d);
 	}
@@ -1114,7 +1414,8 @@ static int
 drop_grant(struct agent *ag, const char *grant, const char *what)
 {
 	struct held h;
-	char f[200], path[1600];
+	struct stat st;
+	char f[200], path[220];
 	int rc, status = 0;
 
 	if (held_load(ag, grant, &h) != 0 || h.revoked)
@@ -1125,8 +1426,8 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 		return rc;
 	ag->report_due = 0;	/* it holds less: say so now */
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s/%s.sealed", ag->state, f);
-	unlink(path);
+	snprintf(path, sizeof(path), "%s.sealed", f);
+	tn_file_del(ag->statefd, path);
 	if ((rc = write_module(ag, h.module)) != 0) {
 		say("error", "%s %s: cannot rewrite %s/%s.env: %s", grant, what,
 		    ag->dir, h.module, tl_strerror(rc));
@@ -1134,10 +1435,10 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 	}
 	say("info", "%s %s: its values left %s/%s.env and %s/%s/", grant,
 	    what, ag->dir, h.module, ag->dir, h.module);
-	snprintf(path, sizeof(path), "%s/%s.env", ag->dir, h.module);
-	if (access(path, F_OK) != 0)
+	snprintf(path, sizeof(path), "%s.env", h.module);
+	if (fstatat(ag->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return 0;	/* nothing left to reload with */
-	rc = run_reload(ag, h.module, &status);
+	rc = run_reload(ag, h.module, h.version, &status);
 	cpy(ag->last_module, sizeof(ag->last_module), h.module);
 	ag->last_status = rc != 0 ? 127 : status;
 	ag->report_due = 0;
@@ -1153,12 +1454,11 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 static int
 read_pos(struct agent *ag, uint64_t *pos)
 {
-	char path[1600], buf[32] = "";
+	char buf[32] = "";
 	FILE *fp;
 
 	*pos = 0;
-	snprintf(path, sizeof(path), "%s/position", ag->state);
-	if ((fp = fopen(path, "r")) == NULL)
+	if ((fp = state_fopen(ag, "position")) == NULL)
 		return 0;
 	if (fgets(buf, sizeof(buf), fp) != NULL)
 		*pos = strtoull(buf, NULL, 10);
@@ -1169,12 +1469,11 @@ read_pos(struct agent *ag, uint64_t *pos)
 static int
 write_pos(struct agent *ag, uint64_t pos)
 {
-	char path[1600], buf[32];
+	char buf[32];
 	int n;
 
-	snprintf(path, sizeof(path), "%s/position", ag->state);
 	n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)pos);
-	return tl_secret_write_file(path, buf, (size_t)n, 0600);
+	return tn_file_put(ag->statefd, "position", buf, (size_t)n, NULL);
 }
 
 static int
@@ -1189,6 +1488,7 @@ from_log(struct agent *ag)
 
 	snprintf(logdir, sizeof(logdir), "%s/log", ag->home);
 	read_pos(ag, &pos);
+	ag->batching = 1;
 	so.from = pos + 1;
 	/*
 	 * credential.delivered|withdrawn, assignment.removed,
@@ -1212,6 +1512,12 @@ from_log(struct agent *ag)
 		    tl_sub_deadline(1000), &ev);
 		if (rc == TL_ETIMEDOUT || rc == EINTR) {
 			rc = 0;
+			/* Caught up: what waited is written, once per module. */
+			if (ag->npending > 0) {
+				tl_sub_release(s);
+				if ((rc = flush_pending(ag)) != 0)
+					break;
+			}
 			if (tl_sub_position(s) > pos)
 				write_pos(ag, pos = tl_sub_position(s));
 			if (ag->once) {
@@ -1234,6 +1540,9 @@ from_log(struct agent *ag)
 			    sizeof(module)) == 0) {
 				tl_bview_close(&v);
 				tl_sub_release(s);
+				/* In the order of the log: what came first first. */
+				if ((rc = flush_pending(ag)) != 0)
+					break;
 				remove_module(ag, module);
 				write_pos(ag, pos = ev.seq);
 				continue;
@@ -1260,7 +1569,8 @@ from_log(struct agent *ag)
 				continue;
 			}
 			tl_sub_release(s);
-			if ((rc = drop_grant(ag, grant, wd ? "withdrawn" :
+			if ((rc = flush_pending(ag)) != 0 ||
+			    (rc = drop_grant(ag, grant, wd ? "withdrawn" :
 			    ev.type[6] == 'r' ? "revoked" : "purged")) != 0)
 				break;
 			write_pos(ag, pos = ev.seq);
@@ -1288,6 +1598,10 @@ from_log(struct agent *ag)
 				tl_sub_release(s);
 				rc = deliver(ag, copy, slen);
 				free(copy);
+				/* A log that never pauses still gets its files. */
+				if (rc == 0 && ag->npending > 0 && tl_sub_clock() -
+				    ag->pending_since > 1000000000u)
+					rc = flush_pending(ag);
 				if (rc != 0)
 					break;
 				write_pos(ag, pos = ev.seq);
@@ -1306,12 +1620,11 @@ out:
 static void
 read_cp_seq(struct agent *ag)
 {
-	char path[1600], buf[32] = "";
+	char buf[32] = "";
 	FILE *fp;
 
 	ag->cp_seq = 0;
-	snprintf(path, sizeof(path), "%s/amqp-seq", ag->state);
-	if ((fp = fopen(path, "r")) == NULL)
+	if ((fp = state_fopen(ag, "amqp-seq")) == NULL)
 		return;
 	if (fgets(buf, sizeof(buf), fp) != NULL)
 		ag->cp_seq = strtoull(buf, NULL, 10);
@@ -1321,13 +1634,12 @@ read_cp_seq(struct agent *ag)
 static int
 write_cp_seq(struct agent *ag, uint64_t seq)
 {
-	char path[1600], buf[32];
+	char buf[32];
 	int n;
 
 	ag->cp_seq = seq;
-	snprintf(path, sizeof(path), "%s/amqp-seq", ag->state);
 	n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)seq);
-	return tl_secret_write_file(path, buf, (size_t)n, 0600);
+	return tn_file_put(ag->statefd, "amqp-seq", buf, (size_t)n, NULL);
 }
 
 /*
@@ -1364,7 +1676,7 @@ cp_signed(struct agent *ag, const struct tl_amqp_delivery *d, char *why)
 		snprintf(why, 200, "%s", tl_strerror(rc));
 		return rc;
 	}
-	rc = tl_secret_verify(ag->key.cp_pk, msg, mlen, sig);
+	rc = tl_secret_verify(ag->key->cp_pk, msg, mlen, sig);
 	free(msg);
 	if (rc != 0)
 		snprintf(why, 200, "bad signature: not the control plane's "
@@ -1384,6 +1696,11 @@ handle_notice(struct agent *ag, const struct tl_amqp_delivery *d)
 		return deliver(ag, d->body, d->len);
 	if ((j = json_loadb(d->body, d->len, 0, NULL)) == NULL)
 		return 0;
+	/* In the order of the queue: what came first first. */
+	if ((rc = flush_pending(ag)) != 0) {
+		json_decref(j);
+		return rc;
+	}
 	if (strcmp(d->type, TL_EV_ASSIGN_REMOVED) == 0) {
 		if (json_unpack(j, "{s:s,s:s}", "module", &m, "node", &n) ==
 		    0 && strcmp(n, ag->node) == 0 && strchr(m, '/') == NULL &&
@@ -1424,22 +1741,36 @@ from_amqp(struct agent *ag)
 	if ((rc = resume(ag)) != 0)
 		goto out;
 	/*
-	 * One message at a time: the acknowledgement waits for its confirm
-	 * on the same connection, and a delivery arriving meanwhile would be
-	 * read as a stray frame and lost (two grants of a module at once
-	 * broke the consumer: "consume: a socket error occurred").
+	 * What waits on the queue is taken first, one message at a time
+	 * (basic.get), until it is empty; only then is each module written
+	 * and reloaded, once, at the newest versions (flush_pending).
 	 */
-	if (!ag->once && (rc = tl_amqp_consume(ag->a, q, 1)) != 0)
-		goto out;
+	ag->batching = 1;
 	while (!stop) {
 		maybe_report(ag);
-		rc = ag->once ? tl_amqp_get(ag->a, q, &d) :
+		rc = ag->batching ? tl_amqp_get(ag->a, q, &d) :
 		    tl_amqp_next(ag->a, tl_sub_deadline(1000), &d);
-		if (rc == TL_ENOTFOUND && ag->once) {
-			maybe_report(ag);
-			rc = tl_amqp_wait_confirms(ag->a,
-			    tl_amqp_published(ag->a), tl_sub_deadline(5000));
-			break;
+		if (rc == TL_ENOTFOUND && ag->batching) {
+			if ((rc = flush_pending(ag)) != 0)
+				break;
+			ag->batching = 0;
+			if (ag->once) {
+				maybe_report(ag);
+				rc = tl_amqp_wait_confirms(ag->a,
+				    tl_amqp_published(ag->a),
+				    tl_sub_deadline(5000));
+				break;
+			}
+			/*
+			 * Then one message at a time: the acknowledgement
+			 * waits for its confirm on the same connection, and a
+			 * delivery arriving meanwhile would be read as a stray
+			 * frame and lost (two grants of a module at once broke
+			 * the consumer: "consume: a socket error occurred").
+			 */
+			if ((rc = tl_amqp_consume(ag->a, q, 1)) != 0)
+				break;
+			continue;
 		}
 		if (rc == TL_ETIMEDOUT) {
 			rc = 0;
@@ -1453,8 +1784,10 @@ from_amqp(struct agent *ag)
 			    d.type[0] ? d.type : "untyped", q,
 			    d.message_id[0] ? d.message_id : "none", why);
 			ag->refused++;
+			/* Cut to fit: the log line above has it whole. */
 			snprintf(ag->refused_last, sizeof(ag->refused_last),
-			    "%s: %s", d.type[0] ? d.type : "untyped", why);
+			    "%.60s: %.130s", d.type[0] ? d.type : "untyped",
+			    why);
 			ag->report_due = 0;
 			rc = 0;
 		} else if ((uint64_t)d.seq <= ag->cp_seq) {
@@ -1481,22 +1814,103 @@ out:
 
 /* --- main ------------------------------------------------------------ */
 
+/*
+ * With --log: is the node in the mesh, and is the key its own?  The
+ * node's stream says: node.added (its public sealing key) and
+ * node.removed.  0, or an error said.
+ */
 static int
-read_password(const char *file, char *buf, size_t cap)
+check_node(struct agent *ag, const char *keyfile)
 {
-	const char *env = getenv("TALLY_NODE_AMQP_PASSWORD");
-	FILE *fp;
+	struct tl_filter f = { 0 };
+	struct tl_txn *t;
+	struct tl_iter *it;
+	struct tl_event ev;
+	char stream[96];
+	uint8_t pk[TL_PUBKEY_LEN];
+	int rc, have = 0, haspk = 0;
+
+	snprintf(stream, sizeof(stream), "node/%s", ag->node);
+	f.stream = stream;
+	if ((rc = tl_log_begin(ag->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0) {
+		tl_log_abort(t);
+		return rc;
+	}
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		struct tl_bview v;
+		struct tl_bnode n;
+		const void *p;
+		size_t len;
+
+		if (strcmp(ev.type, TL_EV_NODE_REMOVED) == 0)
+			have = haspk = 0;
+		if (strcmp(ev.type, TL_EV_NODE_ADDED) != 0 ||
+		    tl_bview_open(&v, ev.body, ev.body_len) != 0)
+			continue;
+		have = 1;
+		if (tl_bn_get(v.root, "pubkey", &n) == 0 && tl_bn_bin(n, &p,
+		    &len) == 0 && len == TL_PUBKEY_LEN) {
+			memcpy(pk, p, TL_PUBKEY_LEN);
+			haspk = 1;
+		}
+		tl_bview_close(&v);
+	}
+	tl_iter_close(it);
+	tl_log_abort(t);
+	if (rc != TL_EEOF)
+		return rc;
+	if (!have) {
+		say("error", "no node %s in the mesh of %s (tally nodes lists "
+		    "them): nothing is delivered to it", ag->node, ag->home);
+		return TL_ENOTFOUND;
+	}
+	if (haspk && sodium_memcmp(pk, ag->pk, TL_PUBKEY_LEN) != 0) {
+		say("error", "%s is not node %s's key: its public key is not "
+		    "the one node.added recorded", keyfile, ag->node);
+		return TL_ESECRET;
+	}
+	return 0;
+}
+
+#define PWVAR	"TALLY_NODE_AMQP_PASSWORD"
+
+/*
+ * $TALLY_NODE_AMQP_PASSWORD into buf (cap bytes), first thing: then
+ * unset, and wiped where it lay, name and all (the bytes that
+ * /proc/PID/environ shows): no reload command, no reader of the agent's
+ * environment sees it, in either mode.
+ */
+static void
+take_env_password(char *buf, size_t cap)
+{
+	char *v = getenv(PWVAR);
 	size_t n;
 
 	buf[0] = '\0';
+	if (v == NULL)
+		return;
+	snprintf(buf, cap, "%s", v);
+	n = strlen(v);
+	unsetenv(PWVAR);
+	tl_secret_wipe(v - (sizeof(PWVAR "=") - 1), sizeof(PWVAR "=") - 1 + n);
+}
+
+/* The broker password: from file when given, else the environment's. */
+static int
+read_password(const char *file, char *buf, size_t cap)
+{
+	FILE *fp;
+	size_t n;
+
 	if (file != NULL) {
-		if ((fp = fopen(file, "r")) == NULL)
+		if ((fp = fopen(file, "re")) == NULL)
 			return errno;
 		if (fgets(buf, (int)cap, fp) == NULL)
 			buf[0] = '\0';
 		fclose(fp);
-	} else if (env != NULL)
-		snprintf(buf, cap, "%s", env);
+	}
 	n = strlen(buf);
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
@@ -1530,6 +1944,7 @@ main(int argc, char **argv)
 		{ "node", required_argument, NULL, 'n' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "dir", required_argument, NULL, 'd' },
+		{ "state", required_argument, NULL, 'S' },
 		{ "log", required_argument, NULL, 'l' },
 		{ "amqp", required_argument, NULL, 'a' },
 		{ "amqp-user", required_argument, NULL, 'u' },
@@ -1546,10 +1961,22 @@ main(int argc, char **argv)
 	static struct agent ag;
 	struct sigaction sa;
 	const char *keyfile = NULL, *pwfile = NULL, *user = NULL;
-	char why[160] = "";
-	int c, rc, ex = EXIT_OK;
+	char why[200] = "", statebuf[300];
+	void *secrets;
+	int c, rc, ex = EXIT_OK, search = 0;
 
+	/* First: the keys and the password are not read before this. */
+	tl_secret_harden();
+	if (sodium_init() < 0 || (secrets = tl_secret_alloc(sizeof(*ag.key) +
+	    PWMAX)) == NULL) {
+		say("error", "no guarded memory for the keys");
+		return EXIT_FAIL;
+	}
+	ag.key = (struct tl_node_key *)secrets;
+	ag.password = (char *)secrets + sizeof(*ag.key);
+	take_env_password(ag.password, PWMAX);
 	ag.acks = "tally.acks";
+	ag.dirfd = ag.statefd = -1;
 	ag.last_status = -1;
 	ag.report_every = 60;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -1557,6 +1984,7 @@ main(int argc, char **argv)
 		case 'n': ag.node = optarg; break;
 		case 'k': keyfile = optarg; break;
 		case 'd': ag.dir = optarg; break;
+		case 'S': ag.state = optarg; break;
 		case 'l': ag.home = optarg; break;
 		case 'a': ag.url = optarg; break;
 		case 'u': user = optarg; break;
@@ -1568,7 +1996,8 @@ main(int argc, char **argv)
 			if (ag.report_every == 0) {
 				fprintf(stderr, "tally-node: --report-interval "
 				    "wants seconds (1 or more)\n");
-				return EXIT_USAGE;
+				ex = EXIT_USAGE;
+				goto out;
 			}
 			break;
 		case 'r':
@@ -1577,33 +2006,37 @@ main(int argc, char **argv)
 				fprintf(stderr, "tally-node: --%s wants "
 				    "MODULE=%s\n", c == 'r' ? "reload" : "user",
 				    c == 'r' ? "COMMAND" : "USER");
-				return EXIT_USAGE;
+				ex = EXIT_USAGE;
+				goto out;
 			}
 			break;
 		case 'V':
 			printf("tally-node %s\n", TL_VERSION);
-			return EXIT_OK;
+			ex = EXIT_OK;
+			goto out;
 		case 'h':
 			fputs(usage, stdout);
-			return EXIT_OK;
+			ex = EXIT_OK;
+			goto out;
 		default:
 			fputs(usage, stderr);
-			return EXIT_USAGE;
+			ex = EXIT_USAGE;
+			goto out;
 		}
 	}
 	if (optind != argc || ag.node == NULL || keyfile == NULL ||
 	    ag.dir == NULL || (ag.home == NULL) == (ag.url == NULL)) {
 		fputs(usage, stderr);
-		return EXIT_USAGE;
+		ex = EXIT_USAGE;
+		goto out;
 	}
-	if (sodium_init() < 0)
-		return EXIT_FAIL;
-	if ((rc = tl_secret_node_key_load(keyfile, &ag.key, why)) != 0 ||
-	    tl_secret_node_public(ag.key.box_sk, ag.pk) != 0) {
+	if ((rc = tl_secret_node_key_load(keyfile, ag.key, why)) != 0 ||
+	    tl_secret_node_public(ag.key->box_sk, ag.pk) != 0) {
 		say("error", "%s", why[0] ? why : "the node key is unusable");
-		return EXIT_FAIL;
+		ex = EXIT_FAIL;
+		goto out;
 	}
-	if (ag.url != NULL && !ag.key.has_cp) {
+	if (ag.url != NULL && !ag.key->has_cp) {
 		/* Without it, nothing on the queue could be told from a forgery. */
 		say("error", "%s holds no control-plane key: over --amqp the "
 		    "agent takes only what the control plane signed (tally "
@@ -1622,7 +2055,7 @@ main(int argc, char **argv)
 		}
 		snprintf(ag.conf.user, sizeof(ag.conf.user), "%s", user ?
 		    user : "guest");
-		if (read_password(pwfile, ag.password, sizeof(ag.password))
+		if (read_password(pwfile, ag.password, PWMAX)
 		    != 0) {
 			say("error", "%s: cannot read the password", pwfile);
 			ex = EXIT_FAIL;
@@ -1630,10 +2063,25 @@ main(int argc, char **argv)
 		}
 	}
 	umask(077);
-	snprintf(ag.state, sizeof(ag.state), "%s/.tally-node", ag.dir);
-	if ((mkdir(ag.dir, 0700) != 0 && errno != EEXIST) ||
-	    (mkdir(ag.state, 0700) != 0 && errno != EEXIST)) {
-		say("error", "%s: %s", ag.state, strerror(errno));
+	if (ag.state == NULL) {
+		const char *sd = getenv("STATE_DIRECTORY");
+
+		/* systemd's StateDirectory= (one directory: no ':'). */
+		if (sd != NULL && sd[0] == '/' && strchr(sd, ':') == NULL)
+			ag.state = sd;
+		else {
+			snprintf(statebuf, sizeof(statebuf),
+			    "/var/lib/tally-node/%s", ag.node);
+			mkdir("/var/lib/tally-node", 0755);
+			ag.state = statebuf;
+		}
+	}
+	for (c = 0; c < (int)ag.nmods; c++)
+		if (ag.mods[c].user[0] != '\0')
+			search = 1;
+	if ((rc = tn_dir_top(ag.dir, 0711, search, &ag.dirfd, why)) != 0 ||
+	    (rc = tn_dir_top(ag.state, 0700, 0, &ag.statefd, why)) != 0) {
+		say("error", "%s", why);
 		ex = EXIT_FAIL;
 		goto out;
 	}
@@ -1651,19 +2099,34 @@ main(int argc, char **argv)
 			ex = EXIT_FAIL;
 			goto out;
 		}
+		if ((rc = check_node(&ag, keyfile)) != 0) {
+			ex = EXIT_FAIL;
+			goto out;
+		}
 		/* What was delivered but not reloaded or acked goes first. */
 		if ((rc = resume(&ag)) == 0)
 			rc = from_log(&ag);
 	} else {
 		rc = from_amqp(&ag);
 	}
+	if (rc == 0 && ag.unopened > 0 && ag.opened == 0) {
+		/* Deliveries for the node, and this key opens none of them. */
+		say("error", "%s opens none of the %u deliveries addressed to "
+		    "node %s: it is not this node's key", keyfile, ag.unopened,
+		    ag.node);
+		if (ag.once)
+			rc = TL_ESECRET;
+	}
 	if (rc != 0)
 		ex = EXIT_FAIL;
-	else if (ag.once && ag.reload_failed)
+	else if (ag.once && (ag.reload_failed || ag.value_refused))
 		ex = EXIT_UNHEALTHY;
 out:
+	if (ag.dirfd >= 0)
+		close(ag.dirfd);
+	if (ag.statefd >= 0)
+		close(ag.statefd);
 	tl_log_close(ag.log);
-	tl_secret_wipe(&ag.key, sizeof(ag.key));
-	tl_secret_wipe(ag.password, sizeof(ag.password));
+	tl_secret_free(secrets);
 	return ex;
 }

@@ -5,6 +5,7 @@
  * the assignment, opened with the node's own secret key from the sealed
  * credential.delivered events (the host needs no master key).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/delivery.h"
 #include "core/secret.h"
 #include "projections/events.h"
 #include "projections/grant.h"
@@ -33,6 +35,8 @@ struct env_arg {
 	uint8_t		 pk[TL_PUBKEY_LEN];
 	json_t		*vars;
 	int		 missing;
+	int		 bad;	/* deliveries or values refused */
+	int		 json;
 };
 
 /* Opens the latest delivery of g to this holder. */
@@ -95,24 +99,45 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 	}
 	rc = TL_ESECRET;
 	if (bestlen > TL_SEAL_OVERHEAD &&
-	    (plain = tl_secret_alloc(bestlen - TL_SEAL_OVERHEAD + 1)) != NULL &&
+	    (plain = tl_secret_alloc(bestlen - TL_SEAL_OVERHEAD)) != NULL &&
 	    tl_secret_unseal(ea->pk, ea->sk, best, bestlen, plain) == 0) {
-		char *line, *save = NULL;
+		struct tl_dlv d;
+		size_t i;
 
-		plain[bestlen - TL_SEAL_OVERHEAD] = '\0';
-		for (line = strtok_r((char *)plain, "\n", &save); line != NULL;
-		    line = strtok_r(NULL, "\n", &save)) {
-			char *eq = strchr(line, '=');
-
-			/* '#' lines: what the delivery is, for tally-node. */
-			if (eq == NULL || line[0] == '#')
-				continue;
-			*eq = '\0';
-			json_object_set_new(ea->vars, line, json_string(eq +
-			    1));
+		/* Framed by length (core/delivery.h): no value is a header. */
+		if ((rc = tl_dlv_decode(plain, bestlen - TL_SEAL_OVERHEAD,
+		    &d)) != 0) {
+			cli_errx("the delivery of %s to %s is malformed: "
+			    "ignored", g->id, want);
+			ea->bad++;
+			rc = 0;
 		}
-		tl_secret_wipe(plain, bestlen - TL_SEAL_OVERHEAD);
-		rc = 0;
+		for (i = 0; rc == 0 && i < d.nvars; i++) {
+			const struct tl_dlv_var *x = &d.vars[i];
+			char name[TL_DLV_NAME_MAX + 1];
+			const char *why;
+
+			/* Defaults are tally-node's (the module's env:). */
+			if (x->is_default)
+				continue;
+			memcpy(name, x->name, x->name_len);
+			name[x->name_len] = '\0';
+			json_object_set_new(ea->vars, name, json_stringn(
+			    (const char *)x->value, x->value_len));
+			/* NULL when not UTF-8: not even JSON can carry it. */
+			if (json_object_get(ea->vars, name) == NULL ||
+			    (!ea->json && tl_dlv_env_check(x->name,
+			    x->name_len, x->value, x->value_len, &why) != 0)) {
+				if (json_object_get(ea->vars, name) == NULL)
+					why = "the value is not UTF-8";
+				cli_errx("%s: variable %s cannot be written as "
+				    "an env line (%s): left out", g->id, name,
+				    why);
+				json_object_del(ea->vars, name);
+				ea->bad++;
+			}
+		}
+		tl_dlv_free(&d);
 	}
 	tl_secret_free(plain);
 	free(best);
@@ -173,6 +198,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		return TL_EXIT_NOTFOUND;
 	}
 	ea->vars = json_object();
+	ea->json = cli->json;
 	rc = tl_grant_each_of_module(t, p, ea->module, one_grant, &c);
 	if (rc == TL_ESECRET) {
 		cli_errx("cannot open the deliveries with this key: is it %s's "
@@ -188,9 +214,22 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		json_dumpf(ea->vars, stdout, JSON_COMPACT | JSON_SORT_KEYS);
 		putchar('\n');
 	} else
-		json_object_foreach(ea->vars, k, v)
-			printf("%s=%s\n", k, json_string_value(v));
+		json_object_foreach(ea->vars, k, v) {
+			size_t kl = strlen(k), vl = json_string_length(v);
+			char *line = tl_secret_alloc(tl_dlv_env_size(kl, vl));
+
+			if (line == NULL) {
+				json_decref(ea->vars);
+				return cli_fail(cli, ENOMEM, "env");
+			}
+			/* Quoted as systemd's EnvironmentFile= reads it. */
+			fwrite(line, 1, tl_dlv_env_format(k, kl,
+			    json_string_value(v), vl, line), stdout);
+			tl_secret_free(line);
+		}
 	json_decref(ea->vars);
+	if (ea->bad > 0)
+		return TL_EXIT_FAIL;
 	if (ea->missing > 0) {
 		cli_warnx("%d grant(s) not delivered to %s yet", ea->missing,
 		    ea->node);

@@ -1,0 +1,494 @@
+/*
+ * delivery.c - the plaintext of a sealed delivery (delivery.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "delivery.h"
+#include "error.h"
+#include "secret.h"
+
+static const uint8_t magic[4] = { 0, 'T', 'D', '3' };
+
+/* --- encoding -------------------------------------------------------- */
+
+static uint8_t *
+room(struct tl_dlv_enc *e, size_t n)
+{
+	if (e->err)
+		return NULL;
+	if (n > TL_DLV_MAX || e->len + n > TL_DLV_MAX) {
+		e->err = TL_ETOOBIG;
+		return NULL;
+	}
+	if (e->len + n > e->cap) {
+		size_t cap = e->cap ? e->cap : 512;
+		uint8_t *np;
+
+		while (cap < e->len + n)
+			cap *= 2;
+		/* tl_secret_realloc wipes what it moves away from. */
+		if ((np = tl_secret_realloc(e->p, cap)) == NULL) {
+			e->err = ENOMEM;
+			return NULL;
+		}
+		e->p = np;
+		e->cap = cap;
+	}
+	e->len += n;
+	return e->p + e->len - n;
+}
+
+static void
+put_be(struct tl_dlv_enc *e, uint64_t v, size_t n)
+{
+	uint8_t *p = room(e, n);
+	size_t i;
+
+	if (p != NULL)
+		for (i = 0; i < n; i++)
+			p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+}
+
+static void
+put_bytes(struct tl_dlv_enc *e, const void *v, size_t n)
+{
+	uint8_t *p = room(e, n);
+
+	if (p != NULL && n > 0)
+		memcpy(p, v, n);
+}
+
+/* A u16-framed string with no NUL, at most max bytes. */
+static void
+put_str16(struct tl_dlv_enc *e, const char *s, size_t n, size_t max)
+{
+	if (e->err)
+		return;
+	if (n == 0 || n > max || memchr(s, '\0', n) != NULL) {
+		e->err = TL_EINVAL;
+		return;
+	}
+	put_be(e, n, 2);
+	put_bytes(e, s, n);
+}
+
+void
+tl_dlv_enc_begin(struct tl_dlv_enc *e, const char *grant, const char *holder,
+    uint64_t version, const uint8_t proof[TL_DLV_PROOF_LEN])
+{
+	memset(e, 0, sizeof(*e));
+	put_bytes(e, magic, sizeof(magic));
+	put_str16(e, grant, strlen(grant), TL_DLV_GRANT_MAX);
+	put_str16(e, holder, strlen(holder), TL_DLV_HOLDER_MAX);
+	if (version == 0 && !e->err)
+		e->err = TL_EINVAL;
+	put_be(e, version, 8);
+	put_bytes(e, proof, TL_DLV_PROOF_LEN);
+	e->count_at = e->len;
+	put_be(e, 0, 4);
+}
+
+void
+tl_dlv_enc_var(struct tl_dlv_enc *e, int is_default, const char *name,
+    size_t name_len, const void *value, size_t value_len)
+{
+	if (e->err)
+		return;
+	if (e->count == UINT32_MAX || value_len > UINT32_MAX) {
+		e->err = TL_ETOOBIG;
+		return;
+	}
+	put_be(e, is_default ? 'd' : 'v', 1);
+	put_str16(e, name, name_len, TL_DLV_NAME_MAX);
+	put_be(e, value_len, 4);
+	put_bytes(e, value, value_len);
+	e->count++;
+}
+
+int
+tl_dlv_enc_finish(struct tl_dlv_enc *e, const uint8_t **p, size_t *len)
+{
+	size_t i;
+
+	if (e->err)
+		return e->err;
+	if (e->p == NULL)
+		return TL_EINVAL;	/* never begun */
+	for (i = 0; i < 4; i++)
+		e->p[e->count_at + i] = (uint8_t)(e->count >> (8 * (3 - i)));
+	*p = e->p;
+	*len = e->len;
+	return 0;
+}
+
+void
+tl_dlv_enc_free(struct tl_dlv_enc *e)
+{
+	if (e == NULL)
+		return;
+	tl_secret_free(e->p);
+	memset(e, 0, sizeof(*e));
+}
+
+/* --- decoding -------------------------------------------------------- */
+
+struct rd {
+	const uint8_t	*p, *end;
+};
+
+static int
+get_be(struct rd *r, size_t n, uint64_t *v)
+{
+	size_t i;
+
+	if ((size_t)(r->end - r->p) < n)
+		return TL_EMALFORMED;
+	*v = 0;
+	for (i = 0; i < n; i++)
+		*v = (*v << 8) | r->p[i];
+	r->p += n;
+	return 0;
+}
+
+static int
+get_bytes(struct rd *r, size_t n, const uint8_t **v)
+{
+	if ((size_t)(r->end - r->p) < n)
+		return TL_EMALFORMED;
+	*v = r->p;
+	r->p += n;
+	return 0;
+}
+
+/* A u16-framed string: 1..max bytes, no NUL. */
+static int
+get_str16(struct rd *r, size_t max, const uint8_t **s, size_t *n)
+{
+	uint64_t l;
+
+	if (get_be(r, 2, &l) != 0 || l == 0 || l > max ||
+	    get_bytes(r, (size_t)l, s) != 0 || memchr(*s, '\0', (size_t)l))
+		return TL_EMALFORMED;
+	*n = (size_t)l;
+	return 0;
+}
+
+static int
+decode3(const uint8_t *p, size_t len, struct tl_dlv *d)
+{
+	struct rd r = { p + sizeof(magic), p + len };
+	const uint8_t *s;
+	size_t n, i;
+	uint64_t v, count;
+
+	if (get_str16(&r, TL_DLV_GRANT_MAX, &s, &n) != 0)
+		return TL_EMALFORMED;
+	memcpy(d->grant, s, n);
+	if (get_str16(&r, TL_DLV_HOLDER_MAX, &s, &n) != 0)
+		return TL_EMALFORMED;
+	memcpy(d->holder, s, n);
+	if (get_be(&r, 8, &d->version) != 0 || d->version == 0 ||
+	    get_bytes(&r, TL_DLV_PROOF_LEN, &s) != 0)
+		return TL_EMALFORMED;
+	memcpy(d->proof, s, TL_DLV_PROOF_LEN);
+	if (get_be(&r, 4, &count) != 0)
+		return TL_EMALFORMED;
+	/* Each variable takes 8 bytes at least: a count beyond is a lie. */
+	if (count > (uint64_t)(r.end - r.p) / 8)
+		return TL_EMALFORMED;
+	if (count > 0 && (d->vars = calloc((size_t)count,
+	    sizeof(*d->vars))) == NULL)
+		return ENOMEM;
+	for (i = 0; i < count; i++) {
+		struct tl_dlv_var *x = &d->vars[i];
+		uint64_t kind;
+
+		if (get_be(&r, 1, &kind) != 0 || (kind != 'd' && kind != 'v') ||
+		    get_str16(&r, TL_DLV_NAME_MAX, &s, &x->name_len) != 0)
+			return TL_EMALFORMED;
+		x->name = (const char *)s;
+		x->is_default = kind == 'd';
+		if (get_be(&r, 4, &v) != 0 || get_bytes(&r, (size_t)v,
+		    &x->value) != 0)
+			return TL_EMALFORMED;
+		x->value_len = (size_t)v;
+		d->nvars++;
+	}
+	return r.p == r.end ? 0 : TL_EMALFORMED;	/* overlong */
+}
+
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* "KEY=VALUE" bytes from p to end (no '\n') into x. */
+static int
+line_var(const char *p, const char *end, int is_default,
+    struct tl_dlv_var *x)
+{
+	const char *eq = memchr(p, '=', (size_t)(end - p));
+
+	if (eq == NULL || eq == p || (size_t)(eq - p) > TL_DLV_NAME_MAX ||
+	    memchr(p, '\0', (size_t)(eq - p)) != NULL)
+		return TL_EMALFORMED;
+	x->name = p;
+	x->name_len = (size_t)(eq - p);
+	x->value = (const uint8_t *)eq + 1;
+	x->value_len = (size_t)(end - eq - 1);
+	x->is_default = is_default;
+	return 0;
+}
+
+/* A field "KEY=VALUE" of the header line, up to the next space or end. */
+static int
+hdr_field(const char **p, const char *end, const char *key, char *out,
+    size_t cap)
+{
+	size_t kl = strlen(key), n;
+	const char *v, *sp;
+
+	if ((size_t)(end - *p) < kl || memcmp(*p, key, kl) != 0)
+		return TL_EMALFORMED;
+	v = *p + kl;
+	if ((sp = memchr(v, ' ', (size_t)(end - v))) == NULL)
+		sp = end;
+	n = (size_t)(sp - v);
+	if (n == 0 || n >= cap || memchr(v, '\0', n) != NULL)
+		return TL_EMALFORMED;
+	memcpy(out, v, n);
+	out[n] = '\0';
+	*p = sp < end ? sp + 1 : sp;
+	return 0;
+}
+
+static int
+decode2(const char *p, size_t len, struct tl_dlv *d)
+{
+	const char *end = p + len, *nl, *q;
+	char vbuf[24], *ve;
+	size_t nlines = 0, i;
+	unsigned long long v;
+	int rc;
+
+	/* Line 1: the header, and nothing else on it. */
+	if ((nl = memchr(p, '\n', len)) == NULL || (size_t)(nl - p) < 7 ||
+	    memcmp(p, "#tally ", 7) != 0)
+		return TL_EMALFORMED;
+	q = p + 7;
+	if (hdr_field(&q, nl, "grant=", d->grant, sizeof(d->grant)) != 0 ||
+	    hdr_field(&q, nl, "holder=", d->holder, sizeof(d->holder)) != 0 ||
+	    hdr_field(&q, nl, "version=", vbuf, sizeof(vbuf)) != 0 || q != nl)
+		return TL_EMALFORMED;
+	if (vbuf[0] < '1' || vbuf[0] > '9')
+		return TL_EMALFORMED;
+	errno = 0;
+	v = strtoull(vbuf, &ve, 10);
+	if (*ve != '\0' || errno != 0)
+		return TL_EMALFORMED;
+	d->version = v;
+	/* Line 2: the proof. */
+	p = nl + 1;
+	if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL ||
+	    (size_t)(nl - p) != 7 + 2 * TL_DLV_PROOF_LEN ||
+	    memcmp(p, "#proof ", 7) != 0)
+		return TL_EMALFORMED;
+	for (i = 0; i < TL_DLV_PROOF_LEN; i++) {
+		int hi = hexval(p[7 + 2 * i]), lo = hexval(p[8 + 2 * i]);
+
+		if (hi < 0 || lo < 0)
+			return TL_EMALFORMED;
+		d->proof[i] = (uint8_t)(hi << 4 | lo);
+	}
+	p = nl + 1;
+	if (p < end && end[-1] != '\n')
+		return TL_EMALFORMED;	/* truncated: a last line unended */
+	for (q = p; q < end; q++)
+		if (*q == '\n')
+			nlines++;
+	if (nlines > 0 && (d->vars = calloc(nlines, sizeof(*d->vars))) == NULL)
+		return ENOMEM;
+	for (; p < end; p = nl + 1) {
+		struct tl_dlv_var *x = &d->vars[d->nvars];
+
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if ((size_t)(nl - p) >= 9 && memcmp(p, "#default ", 9) == 0)
+			rc = line_var(p + 9, nl, 1, x);
+		else if (*p == '#')
+			rc = TL_EMALFORMED;	/* a header out of place */
+		else
+			rc = line_var(p, nl, 0, x);
+		if (rc != 0)
+			return rc;
+		d->nvars++;
+	}
+	return 0;
+}
+
+int
+tl_dlv_decode(const void *plain, size_t len, struct tl_dlv *d)
+{
+	const uint8_t *p = plain;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	if (len > TL_DLV_MAX)
+		rc = TL_EMALFORMED;
+	else if (len >= sizeof(magic) && memcmp(p, magic, sizeof(magic)) == 0) {
+		d->format = 3;
+		rc = decode3(p, len, d);
+	} else if (len > 0 && p[0] == '#') {
+		d->format = 2;
+		rc = decode2(plain, len, d);
+	} else
+		rc = TL_EMALFORMED;
+	if (rc != 0)
+		tl_dlv_free(d);
+	return rc;
+}
+
+void
+tl_dlv_free(struct tl_dlv *d)
+{
+	if (d == NULL)
+		return;
+	free(d->vars);
+	tl_secret_wipe(d, sizeof(*d));
+}
+
+/* --- env files ------------------------------------------------------- */
+
+/*
+ * The length of the UTF-8 sequence at p (at most n bytes) when it is a
+ * scalar value that systemd takes (no surrogate, noncharacter, U+FEFF,
+ * overlong form); 0 otherwise.
+ */
+static size_t
+utf8_ok(const uint8_t *p, size_t n)
+{
+	uint32_t c;
+	size_t l, i;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		l = 2, c = p[0] & 0x1f;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		l = 3, c = p[0] & 0x0f;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		l = 4, c = p[0] & 0x07;
+	else
+		return 0;
+	if (l > n)
+		return 0;
+	for (i = 1; i < l; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (p[i] & 0x3f);
+	}
+	if ((l == 3 && c < 0x800) || (l == 4 && (c < 0x10000 || c > 0x10ffff)))
+		return 0;	/* overlong, or beyond Unicode */
+	if ((c >= 0xd800 && c <= 0xdfff) || c == 0xfeff ||
+	    (c >= 0xfdd0 && c <= 0xfdef) || (c & 0xfffe) == 0xfffe)
+		return 0;
+	return l;
+}
+
+int
+tl_dlv_env_check(const char *name, size_t name_len, const void *value,
+    size_t value_len, const char **why)
+{
+	const uint8_t *v = value;
+	size_t i, l;
+
+	if (name_len == 0 || name_len > TL_DLV_NAME_MAX ||
+	    !((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' &&
+	    name[0] <= 'z') || name[0] == '_')) {
+		*why = "the variable's name is not [A-Za-z_][A-Za-z0-9_]*";
+		return TL_EINVAL;
+	}
+	for (i = 1; i < name_len; i++) {
+		char c = name[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '_')) {
+			*why = "the variable's name is not "
+			    "[A-Za-z_][A-Za-z0-9_]*";
+			return TL_EINVAL;
+		}
+	}
+	for (i = 0; i < value_len; i += l) {
+		if (v[i] == '\0') {
+			*why = "the value has a NUL byte";
+			return TL_EINVAL;
+		}
+		if (v[i] == '\n' || v[i] == '\r') {
+			*why = "the value has a line break";
+			return TL_EINVAL;
+		}
+		if ((v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f) {
+			*why = "the value has a control character";
+			return TL_EINVAL;
+		}
+		if ((l = utf8_ok(v + i, value_len - i)) == 0) {
+			*why = "the value is not UTF-8 that systemd reads "
+			    "(invalid, a noncharacter or U+FEFF)";
+			return TL_EINVAL;
+		}
+	}
+	return 0;
+}
+
+size_t
+tl_dlv_env_size(size_t name_len, size_t value_len)
+{
+	/* NAME=, two quotes, each byte escaped at worst, '\n', NUL. */
+	return name_len + 1 + 2 + 2 * value_len + 1 + 1;
+}
+
+static int
+plain_byte(uint8_t c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || (c != 0 && strchr("!#%&()*+,-./:;<=>?@"
+	    "[]^_{|}~", c) != NULL);
+}
+
+size_t
+tl_dlv_env_format(const char *name, size_t name_len, const void *value,
+    size_t value_len, char *out)
+{
+	const uint8_t *v = value;
+	size_t i, o = 0;
+	int quote = 0;
+
+	for (i = 0; i < value_len; i++)
+		if (!plain_byte(v[i]))
+			quote = 1;
+	memcpy(out, name, name_len);
+	o = name_len;
+	out[o++] = '=';
+	if (quote)
+		out[o++] = '"';
+	for (i = 0; i < value_len; i++) {
+		if (quote && (v[i] == '\\' || v[i] == '"' || v[i] == '`' ||
+		    v[i] == '$'))
+			out[o++] = '\\';
+		out[o++] = (char)v[i];
+	}
+	if (quote)
+		out[o++] = '"';
+	out[o++] = '\n';
+	out[o] = '\0';
+	return o;
+}

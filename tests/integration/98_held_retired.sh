@@ -102,3 +102,17 @@ agent_start
 wait_for 30 "status exits 0" status_exit 0
 grep -q "holds v" "$W/status.txt" && { cat "$W/status.txt" >&2; t_fail "status still names a wrong version"; }
 t_ok "exit 0 once node-a reports v2"
+
+t_say "node-a's clock goes back an hour: its next report still counts"
+# Its last report went out while its clock was an hour ahead (recorded,
+# and kept in its state as report-since); now the clock is right again.
+agent_stop
+AHEAD=$(($(date +%s) * 1000000000 + 3600000000000))
+publish_ack "$($REPORT --node node-a --key "$(t_nodekey node-a)" --held app/db=app@node-a=2 --since "$AHEAD")"
+printf '%s\n' "$AHEAD" >"$W/node-a.state/report-since"
+sleep 2
+tly rotate app/db >/dev/null || t_fail "tally rotate"
+agent_start
+wait_for 60 "node-a's report of v3, made with its clock behind the recorded one" sh -c "\"$TALLY_BIN/tally\" status app | grep -q 'app@node-a app/db: v3 delivered, reloaded, acknowledged'"
+wait_for 20 "status exits 0" status_exit 0
+t_ok "v3 reported and recorded: a report's since never goes back"

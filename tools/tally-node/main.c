@@ -895,6 +895,32 @@ sort_held(json_t *held)
 	return 0;
 }
 
+/* A number kept in the state directory (0 when absent or unreadable). */
+static uint64_t
+state_u64(struct agent *ag, const char *name)
+{
+	char buf[32] = "";
+	uint64_t v = 0;
+	FILE *fp;
+
+	if ((fp = state_fopen(ag, name)) == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), fp) != NULL)
+		v = strtoull(buf, NULL, 10);
+	fclose(fp);
+	return v;
+}
+
+static int
+state_u64_put(struct agent *ag, const char *name, uint64_t v)
+{
+	char buf[32];
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)v);
+	return tn_file_put(ag->statefd, name, buf, (size_t)n, NULL);
+}
+
 static int
 send_report(struct agent *ag)
 {
@@ -967,7 +993,9 @@ send_report(struct agent *ag)
 	 * "since": when this content first appeared (wall clock, ns).  It
 	 * stays while nothing changes, so an unchanged report is the same
 	 * bytes, and it orders the reports: the control plane refuses one
-	 * older than the one it recorded (a report sent again).
+	 * older than the one it recorded (a report sent again).  It never
+	 * goes back, though the clock may (a node booting with its clock
+	 * behind): the last one is kept in the state, which survives.
 	 */
 	{
 		static uint8_t content[32];
@@ -978,9 +1006,14 @@ send_report(struct agent *ag)
 		crypto_generichash(dg, sizeof(dg), (const uint8_t *)js,
 		    strlen(js), NULL, 0);
 		if (since == 0 || sodium_memcmp(dg, content, sizeof(dg)) != 0) {
+			uint64_t last = state_u64(ag, "report-since");
+
 			clock_gettime(CLOCK_REALTIME, &now);
 			since = (uint64_t)now.tv_sec * 1000000000u +
 			    (uint64_t)now.tv_nsec;
+			if (since <= last)
+				since = last + 1;
+			state_u64_put(ag, "report-since", since);
 			memcpy(content, dg, sizeof(content));
 		}
 		free(js);
@@ -1454,26 +1487,14 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 static int
 read_pos(struct agent *ag, uint64_t *pos)
 {
-	char buf[32] = "";
-	FILE *fp;
-
-	*pos = 0;
-	if ((fp = state_fopen(ag, "position")) == NULL)
-		return 0;
-	if (fgets(buf, sizeof(buf), fp) != NULL)
-		*pos = strtoull(buf, NULL, 10);
-	fclose(fp);
+	*pos = state_u64(ag, "position");
 	return 0;
 }
 
 static int
 write_pos(struct agent *ag, uint64_t pos)
 {
-	char buf[32];
-	int n;
-
-	n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)pos);
-	return tn_file_put(ag->statefd, "position", buf, (size_t)n, NULL);
+	return state_u64_put(ag, "position", pos);
 }
 
 static int

@@ -201,15 +201,7 @@ cpy(char *dst, size_t n, const char *src)
 	dst[l] = '\0';
 }
 
-/* The state directory's entries and files, through its descriptor. */
-static DIR *
-state_opendir(struct agent *ag)
-{
-	DIR *d = NULL;
-
-	return tn_dir_list(ag->statefd, &d) == 0 ? d : NULL;
-}
-
+/* A file of the state directory, through its descriptor. */
 static FILE *
 state_fopen(struct agent *ag, const char *name)
 {
@@ -310,6 +302,46 @@ held_save(struct agent *ag, const struct held *h)
 	    h->holder, h->module, (unsigned long long)h->version, h->reloaded,
 	    h->acked, h->revoked);
 	return tn_file_put(ag->statefd, path, buf, (size_t)n, NULL);
+}
+
+/*
+ * Visits the held state of every grant kept (the state directory's
+ * GRANT.state files; a file name is the grant's, escaped, so the grant
+ * is read inside) until fn returns non-zero, which is returned.  An
+ * entry that cannot be read is passed over.  fn may delete the entry
+ * it is given.  errno's value when the directory cannot be listed.
+ */
+typedef int (*held_fn)(struct agent *, struct held *, void *);
+
+static int
+held_each(struct agent *ag, held_fn fn, void *arg)
+{
+	struct dirent *de;
+	DIR *d = NULL;
+	int rc = 0;
+
+	if ((rc = tn_dir_list(ag->statefd, &d)) != 0)
+		return rc;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		size_t nl = strlen(de->d_name);
+		char line[400], grant[201] = "";
+		struct held h;
+		FILE *fp;
+
+		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0 ||
+		    (fp = state_fopen(ag, de->d_name)) == NULL)
+			continue;
+		if (fgets(line, sizeof(line), fp) != NULL &&
+		    strncmp(line, "grant ", 6) == 0) {
+			line[strcspn(line, "\n")] = '\0';
+			cpy(grant, sizeof(grant), line + 6);
+		}
+		fclose(fp);
+		if (grant[0] != '\0' && held_load(ag, grant, &h) == 0)
+			rc = fn(ag, &h, arg);
+	}
+	closedir(d);
+	return rc;
 }
 
 /* --- opening a delivery ---------------------------------------------- */
@@ -482,6 +514,33 @@ remove_files(struct agent *ag, const char *module)
 	return n;
 }
 
+/* The values of every grant of one module held (write_module). */
+struct module_values {
+	const char	*module;
+	json_t		*vars, *defs;
+	int		 ngrants;
+};
+
+static int
+module_values(struct agent *ag, struct held *h, void *arg)
+{
+	struct module_values *mv = arg;
+	struct opened o;
+	uint8_t *sealed;
+	size_t slen;
+
+	if (strcmp(h->module, mv->module) != 0 || h->revoked ||
+	    read_sealed(ag, h->grant, &sealed, &slen) != 0)
+		return 0;
+	if (open_sealed(ag, sealed, slen, &o) == 0) {
+		collect(mv->vars, mv->defs, &o.d);
+		opened_free(&o);
+		mv->ngrants++;
+	}
+	free(sealed);
+	return 0;
+}
+
 /*
  * Writes DIR/MODULE.env and DIR/MODULE/ from every grant of module the
  * agent holds: the files are derived from the sealed deliveries kept.
@@ -495,6 +554,7 @@ write_module(struct agent *ag, const char *module)
 	json_t *vars = json_object(), *defs = json_object();
 	char path[80];
 	struct tn_owner ow;
+	struct module_values mv;
 	DIR *d;
 	struct dirent *de;
 	const char *k;
@@ -502,7 +562,7 @@ write_module(struct agent *ag, const char *module)
 	char *buf = NULL;
 	size_t blen = 0;
 	FILE *mem;
-	int rc = 0, ngrants = 0, sub = -1;
+	int rc = 0, sub = -1;
 
 	if (!tn_name_ok(module) || module[0] == '.' || strlen(module) > 63) {
 		rc = TL_EINVAL;
@@ -510,47 +570,12 @@ write_module(struct agent *ag, const char *module)
 	}
 	if ((rc = owner(mc, &ow)) != 0)
 		goto out;
-	if ((rc = tn_dir_list(ag->statefd, &d)) != 0)
+	mv.module = module;
+	mv.vars = vars;
+	mv.defs = defs;
+	if ((rc = held_each(ag, module_values, &mv)) != 0)
 		goto out;
-	while ((de = readdir(d)) != NULL) {
-		size_t nl = strlen(de->d_name);
-		struct held h;
-		struct opened o;
-		uint8_t *sealed;
-		size_t slen;
-		char grant[201];
-
-		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
-			continue;
-		/* The file name is the grant's, escaped: read it inside. */
-		{
-			char line[400];
-			FILE *fp;
-
-			grant[0] = '\0';
-			if ((fp = state_fopen(ag, de->d_name)) == NULL)
-				continue;
-			if (fgets(line, sizeof(line), fp) != NULL &&
-			    strncmp(line, "grant ", 6) == 0) {
-				line[strcspn(line, "\n")] = '\0';
-				cpy(grant, sizeof(grant), line + 6);
-			}
-			fclose(fp);
-		}
-		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-		    strcmp(h.module, module) != 0 || h.revoked)
-			continue;
-		if (read_sealed(ag, grant, &sealed, &slen) != 0)
-			continue;
-		if (open_sealed(ag, sealed, slen, &o) == 0) {
-			collect(vars, defs, &o.d);
-			opened_free(&o);
-			ngrants++;
-		}
-		free(sealed);
-	}
-	closedir(d);
-	if (ngrants == 0) {
+	if (mv.ngrants == 0) {
 		remove_files(ag, module);
 		goto out;
 	}
@@ -921,12 +946,23 @@ state_u64_put(struct agent *ag, const char *name, uint64_t v)
 	return tn_file_put(ag->statefd, name, buf, (size_t)n, NULL);
 }
 
+/* What the report lists: each grant held and not revoked. */
+static int
+report_held(struct agent *ag, struct held *h, void *arg)
+{
+	(void)ag;
+	if (!h->revoked)
+		json_array_append_new(arg, json_pack("{s:s,s:s,s:I,s:b,s:b}",
+		    "grant", h->grant, "holder", h->holder, "version",
+		    (json_int_t)h->version, "reloaded", h->reloaded, "acked",
+		    h->acked));
+	return 0;
+}
+
 static int
 send_report(struct agent *ag)
 {
 	json_t *r, *held;
-	DIR *d;
-	struct dirent *de;
 	char *js = NULL, sighex[2 * TL_SIGN_LEN + 1];
 	uint8_t *msg = NULL, sig[TL_SIGN_LEN];
 	size_t mlen;
@@ -935,33 +971,7 @@ send_report(struct agent *ag)
 	if (!ag->key->has_sign)
 		return 0;
 	held = json_array();
-	if ((d = state_opendir(ag)) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			size_t nl = strlen(de->d_name);
-			char line[400], grant[201] = "";
-			struct held h;
-			FILE *fp;
-
-			if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
-				continue;
-			if ((fp = state_fopen(ag, de->d_name)) == NULL)
-				continue;
-			if (fgets(line, sizeof(line), fp) != NULL &&
-			    strncmp(line, "grant ", 6) == 0) {
-				line[strcspn(line, "\n")] = '\0';
-				cpy(grant, sizeof(grant), line + 6);
-			}
-			fclose(fp);
-			if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-			    h.revoked)
-				continue;
-			json_array_append_new(held, json_pack("{s:s,s:s,s:I,"
-			    "s:b,s:b}", "grant", h.grant, "holder", h.holder,
-			    "version", (json_int_t)h.version, "reloaded",
-			    h.reloaded, "acked", h.acked));
-		}
-		closedir(d);
-	}
+	held_each(ag, report_held, held);
 	r = json_pack("{s:s,s:o}", "agent", "tally-node " TL_VERSION, "held",
 	    held);
 	if (r != NULL && ag->last_status >= 0)
@@ -1105,14 +1115,42 @@ save_sealed(struct agent *ag, const char *grant, const void *sealed,
  * A fresh agent catching up on its queue thus writes and reloads once
  * per module, whatever number of versions was waiting.
  */
+/* The grants of one module delivered and not acknowledged yet. */
+struct unacked_w {
+	const char	*module;
+	char		(*grants)[201];
+	size_t		 n, cap;
+	uint64_t	 newest;
+};
+
+static int
+unacked(struct agent *ag, struct held *h, void *arg)
+{
+	struct unacked_w *uw = arg;
+
+	(void)ag;
+	if (strcmp(h->module, uw->module) != 0 || h->acked || h->revoked)
+		return 0;
+	if (uw->n == uw->cap) {
+		size_t cap = uw->cap ? 2 * uw->cap : 8;
+		void *ng = realloc(uw->grants, cap * sizeof(*uw->grants));
+
+		if (ng == NULL)
+			return ENOMEM;
+		uw->grants = ng;
+		uw->cap = cap;
+	}
+	memcpy(uw->grants[uw->n++], h->grant, sizeof(h->grant));
+	if (h->version > uw->newest)
+		uw->newest = h->version;
+	return 0;
+}
+
 static int
 flush_module(struct agent *ag, const char *module)
 {
-	char (*grants)[201] = NULL;
-	size_t n = 0, cap = 0, i;
-	uint64_t newest = 0;
-	DIR *d;
-	struct dirent *de;
+	struct unacked_w uw = { 0 };
+	size_t i;
 	int rc, status = 0;
 
 	if ((rc = write_module(ag, module)) != 0) {
@@ -1120,57 +1158,25 @@ flush_module(struct agent *ag, const char *module)
 		    tl_strerror(rc));
 		return rc;
 	}
-	if ((d = state_opendir(ag)) == NULL)
-		return errno;
-	while ((de = readdir(d)) != NULL) {
-		size_t nl = strlen(de->d_name);
-		char line[400], grant[201] = "";
-		struct held h;
-		FILE *fp;
-
-		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
-			continue;
-		if ((fp = state_fopen(ag, de->d_name)) == NULL)
-			continue;
-		if (fgets(line, sizeof(line), fp) != NULL &&
-		    strncmp(line, "grant ", 6) == 0) {
-			line[strcspn(line, "\n")] = '\0';
-			cpy(grant, sizeof(grant), line + 6);
-		}
-		fclose(fp);
-		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-		    strcmp(h.module, module) != 0 || h.acked || h.revoked)
-			continue;
-		if (n == cap) {
-			void *ng = realloc(grants, (cap = cap ? 2 * cap : 8) *
-			    sizeof(*grants));
-
-			if (ng == NULL) {
-				closedir(d);
-				free(grants);
-				return ENOMEM;
-			}
-			grants = ng;
-		}
-		memcpy(grants[n++], grant, sizeof(grant));
-		if (h.version > newest)
-			newest = h.version;
+	uw.module = module;
+	if ((rc = held_each(ag, unacked, &uw)) != 0) {
+		free(uw.grants);
+		return rc;
 	}
-	closedir(d);
-	if (n == 0)
+	if (uw.n == 0)
 		goto out;	/* all acknowledged already */
-	rc = run_reload(ag, module, newest, &status);
+	rc = run_reload(ag, module, uw.newest, &status);
 	cpy(ag->last_module, sizeof(ag->last_module), module);
 	ag->last_status = rc != 0 ? 127 : status;
 	ag->report_due = 0;	/* a report follows at once */
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < uw.n; i++) {
 		struct held h;
 		struct opened o;
 		uint8_t *sealed;
 		size_t slen;
 		int r;
 
-		if (held_load(ag, grants[i], &h) != 0)
+		if (held_load(ag, uw.grants[i], &h) != 0)
 			continue;
 		if (rc != 0 || status != 0) {
 			say("error", "%s: the reload of %s failed (%s %d): v%llu "
@@ -1195,7 +1201,7 @@ flush_module(struct agent *ag, const char *module)
 			    h.grant, (unsigned long long)h.version,
 			    tl_strerror(r));
 			opened_free(&o);
-			free(grants);
+			free(uw.grants);
 			return r;
 		}
 		opened_free(&o);
@@ -1206,7 +1212,7 @@ flush_module(struct agent *ag, const char *module)
 	}
 	rc = 0;
 out:
-	free(grants);
+	free(uw.grants);
 	return rc;
 }
 
@@ -1337,55 +1343,38 @@ out:
  * back.
  */
 static int
+resume_one(struct agent *ag, struct held *h, void *arg)
+{
+	char envname[80];
+	struct stat st;
+	int rc;
+
+	(void)arg;
+	if (h->revoked)
+		return 0;
+	if (!h->acked)
+		return pend(ag, h->module);
+	/*
+	 * DIR wiped (a reboot clearing /run), the state kept: the versions
+	 * held are written back, no reload (each was reloaded and
+	 * acknowledged).
+	 */
+	snprintf(envname, sizeof(envname), "%s.env", h->module);
+	if (fstatat(ag->dirfd, envname, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+	    errno != ENOENT)
+		return 0;
+	if ((rc = write_module(ag, h->module)) == 0)
+		say("info", "%s: v%llu written back to %s/%s.env", h->grant,
+		    (unsigned long long)h->version, ag->dir, h->module);
+	return rc;
+}
+
+static int
 resume(struct agent *ag)
 {
-	DIR *d;
-	struct dirent *de;
-	int rc = 0;
+	int rc;
 
-	if ((d = state_opendir(ag)) == NULL)
-		return errno;
-	while (rc == 0 && (de = readdir(d)) != NULL) {
-		size_t nl = strlen(de->d_name);
-		char line[400], grant[201] = "";
-		struct held h;
-		FILE *fp;
-
-		if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
-			continue;
-		if ((fp = state_fopen(ag, de->d_name)) == NULL)
-			continue;
-		if (fgets(line, sizeof(line), fp) != NULL &&
-		    strncmp(line, "grant ", 6) == 0) {
-			line[strcspn(line, "\n")] = '\0';
-			cpy(grant, sizeof(grant), line + 6);
-		}
-		fclose(fp);
-		if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-		    h.revoked)
-			continue;
-		if (h.acked) {
-			char envname[80];
-			struct stat st;
-
-			/*
-			 * DIR wiped (a reboot clearing /run), the state kept:
-			 * the versions held are written back, no reload (each
-			 * was reloaded and acknowledged).
-			 */
-			snprintf(envname, sizeof(envname), "%s.env", h.module);
-			if (fstatat(ag->dirfd, envname, &st,
-			    AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT &&
-			    (rc = write_module(ag, h.module)) == 0)
-				say("info", "%s: v%llu written back to %s/%s.env",
-				    h.grant, (unsigned long long)h.version,
-				    ag->dir, h.module);
-			continue;
-		}
-		rc = pend(ag, h.module);
-	}
-	closedir(d);
-	if (rc == 0)
+	if ((rc = held_each(ag, resume_one, NULL)) == 0)
 		rc = flush_pending(ag);
 	return rc;
 }
@@ -1394,44 +1383,31 @@ resume(struct agent *ag)
  * The module is no longer on this node (unassigned, or the module
  * removed): its files and the state of its grants go.
  */
+/* The state of one grant of a module that left the node goes. */
+static int
+forget_one(struct agent *ag, struct held *h, void *arg)
+{
+	char sp[220], fn[200];
+
+	if (strcmp(h->module, arg) != 0)
+		return 0;
+	fname(h->grant, fn, sizeof(fn));
+	snprintf(sp, sizeof(sp), "%s.sealed", fn);
+	tn_file_del(ag->statefd, sp);
+	snprintf(sp, sizeof(sp), "%s.state", fn);
+	tn_file_del(ag->statefd, sp);
+	return 0;
+}
+
 static int
 remove_module(struct agent *ag, const char *module)
 {
-	DIR *d;
-	struct dirent *de;
 	int n;
 
 	if (module[0] == '\0' || module[0] == '.' || strchr(module, '/'))
 		return 0;	/* not a module's name: nothing of it here */
 	n = remove_files(ag, module);
-	if ((d = state_opendir(ag)) != NULL) {
-		while ((de = readdir(d)) != NULL) {
-			size_t nl = strlen(de->d_name);
-			char sp[220], line[400], grant[201] = "", fn[200];
-			struct held h;
-			FILE *fp;
-
-			if (nl < 7 || strcmp(de->d_name + nl - 6, ".state") != 0)
-				continue;
-			if ((fp = state_fopen(ag, de->d_name)) == NULL)
-				continue;
-			if (fgets(line, sizeof(line), fp) != NULL &&
-			    strncmp(line, "grant ", 6) == 0) {
-				line[strcspn(line, "\n")] = '\0';
-				cpy(grant, sizeof(grant), line + 6);
-			}
-			fclose(fp);
-			if (grant[0] == '\0' || held_load(ag, grant, &h) != 0 ||
-			    strcmp(h.module, module) != 0)
-				continue;
-			fname(grant, fn, sizeof(fn));
-			snprintf(sp, sizeof(sp), "%s.sealed", fn);
-			tn_file_del(ag->statefd, sp);
-			snprintf(sp, sizeof(sp), "%s.state", fn);
-			tn_file_del(ag->statefd, sp);
-		}
-		closedir(d);
-	}
+	held_each(ag, forget_one, (void *)module);
 	say("info", "%s is no longer on %s: its files are removed (%d)",
 	    module, ag->node, n);
 	return 0;

@@ -476,8 +476,28 @@ get_le(const uint8_t *p, int n)
  * empty file is refused too: a writer's mdb_env_open would take it for
  * a new environment and a log would silently start again at 1.
  */
+static int	check_file_once(const char *, char *, size_t);
+
+/*
+ * A meta page read while a writer rewrites it may be torn: what looks
+ * damaged is looked at again before it is called so.
+ */
 static int
 check_file(const char *dir, char *why, size_t whylen)
+{
+	int rc, tries = 0;
+
+	while ((rc = check_file_once(dir, why, whylen)) == TL_ECORRUPT &&
+	    ++tries < 3) {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	return rc;
+}
+
+static int
+check_file_once(const char *dir, char *why, size_t whylen)
 {
 	char path[4200];
 	uint8_t m[2][META_END];
@@ -567,6 +587,14 @@ check_file(const char *dir, char *why, size_t whylen)
 		goto out;
 	}
 	need = (last + 1) * psize;
+	/*
+	 * Sized after the meta was read: a writer committing meanwhile
+	 * grows the file before it writes the meta that names the pages.
+	 */
+	if (fstat(fd, &st) != 0) {
+		rc = errno;
+		goto out;
+	}
 	if ((uint64_t)st.st_size < need) {
 		snprintf(why, whylen, "%s/data.mdb is %lld bytes, but its meta page "
 		    "says %llu pages of %llu (%llu bytes): the file was cut "

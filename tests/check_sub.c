@@ -436,8 +436,12 @@ START_TEST(test_checkpoint_restarts)
 			if (p == 0) {
 				uint64_t c = committed;
 
-				_exit(one_round(ld, &seed, &c, 1) == 0 ? 0 :
-				    1);
+				int r = one_round(ld, &seed, &c, 1);
+
+				if (r != 0)
+					fprintf(stderr, "killed round: %s\n",
+					    tl_strerror(r));
+				_exit(r == 0 ? 0 : 1);
 			}
 			waitpid(p, &st, 0);
 			ck_assert_msg(WIFSIGNALED(st) || (WIFEXITED(st) &&

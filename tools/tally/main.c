@@ -56,7 +56,8 @@ static const char exit_codes[] =
 "  4  refused: invalid input, a conflict, or a command the graph refuses\n"
 "  5  the log does not verify (the first bad sequence number is printed)\n"
 "  6  status/check/tallyd --once: something is not healthy\n"
-"  7  held by another process (a running tallyd, a lock)\n"
+"  7  held by another process (a running tallyd, a lock), or a write on\n"
+"     a standby's home (it never writes; tally promote)\n"
 "  8  check: drift was found and repaired; everything is healthy now\n";
 
 static void

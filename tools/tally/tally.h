@@ -21,7 +21,7 @@
 #define TL_EXIT_REFUSED		4	/* invalid input or a refused command */
 #define TL_EXIT_CORRUPT		5	/* the log does not verify */
 #define TL_EXIT_UNHEALTHY	6	/* status/check: something unhealthy */
-#define TL_EXIT_LOCKED		7	/* held by another process */
+#define TL_EXIT_LOCKED		7	/* held by another process; a standby */
 #define TL_EXIT_REPAIRED	8	/* check: drift found, all repaired */
 
 struct tl_cli {
@@ -88,6 +88,18 @@ struct cli_write_opts {
 };
 int	 cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 	    struct cli_write_opts *o);
+
+/*
+ * A standby never writes (tally promote makes it a leader): on a
+ * standby's home, prints the refusal, naming the leader it follows, and
+ * returns TL_EXIT_LOCKED; 0 elsewhere.  cli_write calls it first; a
+ * command that appends or acts on providers by another way (check,
+ * bootstrap, publish rewind) calls it before anything.  May open and
+ * close cli->log.
+ */
+int	 cli_standby_refuse(struct tl_cli *cli);
+/* Who the standby at t follows, in words, into buf (cap bytes). */
+void	 cli_standby_leader(struct tl_txn *t, char *buf, size_t cap);
 
 /*
  * Runs fn on the projections in a read transaction, or, with at != 0,

@@ -40,6 +40,7 @@
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/amqp.h"
+#include "reactors/epoch.h"
 #include "reactors/rx.h"
 #include "follow.h"
 
@@ -79,6 +80,24 @@ struct batch {
 };
 
 static const struct tl_follow_opts *opt;
+
+/*
+ * Which leader this home follows, for the CLI (tl_ep_follow_put): the
+ * count of messages passed over is kept across restarts.
+ */
+static int
+record_cb(struct tl_txn *t, void *arg)
+{
+	const struct tl_follow_opts *o = arg;
+	struct tl_ep_follow f;
+	int rc;
+
+	if ((rc = tl_ep_follow_get(t, &f)) != 0 && rc != TL_ENOTFOUND)
+		return rc;
+	snprintf(f.url, sizeof(f.url), "%s", o->url);
+	snprintf(f.stream, sizeof(f.stream), "%s", o->stream);
+	return tl_ep_follow_put(t, &f);
+}
 
 static void
 flog(int level, const char *fmt, ...)
@@ -281,6 +300,11 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	if ((rc = tl_log_open(logdir, 0, &log)) != 0) {
 		flog(TL_RX_ERR, "cannot open the log at %s: %s", logdir,
 		    tl_strerror(rc));
+		goto out;
+	}
+	if ((rc = tl_log_write(log, record_cb, (void *)o)) != 0) {
+		flog(TL_RX_ERR, "cannot record the leader followed in %s: %s",
+		    logdir, tl_strerror(rc));
 		goto out;
 	}
 	if ((b = calloc(1, sizeof(*b))) == NULL)

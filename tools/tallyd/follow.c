@@ -8,7 +8,8 @@
  * sequence, its link to our head, its hash and its stream version: the
  * logs are then identical, head hash included.  Where to resume is our
  * own: the checkpoint "follow:NAME" holds the stream offset after the
- * last message appended, written in the same transaction as the events,
+ * last message read (appended, skipped or passed over), written in the
+ * same transaction as the events,
  * so a restart neither misses nor repeats anything.  The leader
  * publishes its unconfirmed tail again after a reconnection, so the
  * stream may hold an event twice: a message at or before our head must

@@ -4,7 +4,8 @@
 # (tally init --standby) that has followed it to its head and holds the
 # leader's master key (as docs/standby.md tells the operator to copy it).
 # On the standby's home every writing command (apply, assign, rotate,
-# remove, node add, bind, check, publish configure, bootstrap) exits 7,
+# remove, node add, bind, check, repair, publish configure and rewind,
+# bootstrap) exits 7,
 # names the leader it follows (the stream and the broker URL) and says
 # `tally promote`, and appends nothing (same head, same events table);
 # status and verify work there.  After tally promote, apply works.
@@ -89,6 +90,25 @@ refused "tally repair" "$T" repair app/db
 printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/pw.in"
 refused "tally publish configure" sh -c "\"$T\" publish configure --url \"$AMQP_URL\" --user u --secret password --stream s2 <\"$W/pw.in\""
 refused "tally publish rewind" "$T" publish rewind 1
+mkdir -p "$W/bundle"
+cp "$TALLY_SRC/examples/postgres.yaml" "$W/bundle/postgres.yaml"
+cat >"$W/bundle/bundle.yaml" <<EOF
+node:
+  name: cp
+  routable-name: 127.0.0.1
+  key-out: $W/keys/cp.key
+providers:
+  - manifest: postgres.yaml
+    module: postgres
+    expose: local
+    settings:
+      port: "$TALLY_TEST_PG_PORT"
+      admin-user: $TALLY_TEST_PG_USER
+    secrets:
+      admin-password: {file: $TALLY_TEST_PG_PWFILE}
+EOF
+refused "tally bootstrap" "$T" bootstrap "$W/bundle/bundle.yaml"
+[ ! -e "$W/keys/cp.key" ] || t_fail "tally bootstrap on the standby wrote a node key"
 
 t_check "reading commands work on the standby"
 st=0; fly status >"$W/fstatus.out" 2>&1 || st=$?

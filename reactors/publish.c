@@ -64,7 +64,6 @@
 #include "projections/grant.h"
 #include "projections/proj.h"
 #include "ack.h"
-#include "epoch.h"
 #include "rx.h"
 
 #define CKPT		"publisher"
@@ -99,7 +98,7 @@ struct tl_rx_pub {
 	char			 acks[256];
 	char			 stream[256];	/* "" : none */
 	const struct tl_key	*key;		/* rx's: the stream's "mac" */
-	uint64_t		 epoch;		/* the log's, at the pass's start */
+	uint64_t		 epoch;		/* rx's, at the pass's start */
 	/* The control plane's signing key (tl_secret_cp_keypair); ps is
 	 * guarded memory. */
 	uint8_t			 cp_sk[TL_SIGN_SECLEN];
@@ -952,9 +951,12 @@ publish_batch(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count,
 	if ((rc = tl_ckpt_get(t, CKPT, &ck)) != 0 && rc != TL_ENOTFOUND)
 		goto out;
 	tl_log_last(t, &head, NULL);
-	/* What the stream's authenticator says of who published. */
-	if ((rc = tl_ep_current(t, &ps->epoch, NULL)) != 0)
-		goto out;
+	/*
+	 * What the stream's authenticator says of who published: this
+	 * leader's epoch, set from the log before its first pass (epoch.h);
+	 * 1, the first leader's, before anything set it.
+	 */
+	ps->epoch = rx->epoch > 0 ? rx->epoch : 1;
 	rc = 0;
 	/*
 	 * Nothing in flight: go on from the checkpoint.  Rewound (tally

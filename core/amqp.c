@@ -40,6 +40,7 @@ struct tl_amqp {
 	int			 blocked;	/* connection.blocked, not yet
 						   unblocked */
 	uint8_t			 ring[RING / 8];
+	size_t			 max_body;	/* tl_amqp_next: 0, none */
 	char			 lasterr[256];
 	char			 blockedwhy[256];
 };
@@ -624,14 +625,15 @@ copyb(char *dst, size_t cap, amqp_bytes_t b)
 	dst[n] = '\0';
 }
 
-static int
-fill(struct tl_amqp_delivery *d, const amqp_message_t *msg)
+static void
+fill_props(struct tl_amqp_delivery *d, const amqp_basic_properties_t *p)
 {
-	const amqp_basic_properties_t *p = &msg->properties;
 	int i;
 
 	d->seq = -1;
 	d->offset = -1;
+	d->auth = -1;
+	d->epoch = -1;
 	if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
 		copyb(d->message_id, sizeof(d->message_id), p->message_id);
 	if (p->_flags & AMQP_BASIC_TYPE_FLAG)
@@ -677,6 +679,12 @@ fill(struct tl_amqp_delivery *d, const amqp_message_t *msg)
 			else if (e->key.len == 15 && memcmp(e->key.bytes,
 			    "x-stream-offset", 15) == 0)
 				dst = &d->offset;
+			else if (e->key.len == 4 && memcmp(e->key.bytes,
+			    "auth", 4) == 0)
+				dst = &d->auth;
+			else if (e->key.len == 5 && memcmp(e->key.bytes,
+			    "epoch", 5) == 0)
+				dst = &d->epoch;
 			else
 				continue;
 			switch (e->value.kind) {
@@ -697,6 +705,12 @@ fill(struct tl_amqp_delivery *d, const amqp_message_t *msg)
 			}
 		}
 	}
+}
+
+static int
+fill(struct tl_amqp_delivery *d, const amqp_message_t *msg)
+{
+	fill_props(d, &msg->properties);
 	d->len = msg->body.len;
 	if ((d->body = malloc(d->len + 1)) == NULL)
 		return ENOMEM;
@@ -778,37 +792,55 @@ tl_amqp_consume_stream(struct tl_amqp *a, const char *queue,
 	return last_rpc(a, "basic.consume (stream)");
 }
 
+void
+tl_amqp_set_max_body(struct tl_amqp *a, size_t max)
+{
+	a->max_body = max;
+}
+
+/* One frame by the deadline; TL_ETIMEDOUT or the library's error. */
+static int
+frame(struct tl_amqp *a, uint64_t deadline, amqp_frame_t *f, const char *what)
+{
+	struct timeval tv = left(deadline);
+	int st;
+
+	/* Never 0: a zero timeout can stop inside a frame. */
+	if (tv.tv_sec == 0 && tv.tv_usec < 1000)
+		tv.tv_usec = 1000;
+	st = amqp_simple_wait_frame_noblock(a->conn, f, &tv);
+	if (st == AMQP_STATUS_TIMEOUT)
+		return TL_ETIMEDOUT;
+	if (st != AMQP_STATUS_OK)
+		return status_err(a, st, what);
+	return 0;
+}
+
+/*
+ * A delivery frame by frame (what amqp_consume_message does), so that
+ * the header frame's body size is seen before the body is held: a body
+ * over a->max_body is read and dropped frame by frame.
+ */
 int
 tl_amqp_next(struct tl_amqp *a, uint64_t deadline, struct tl_amqp_delivery *d)
 {
-	amqp_envelope_t env;
-	amqp_rpc_reply_t r;
+	amqp_basic_deliver_t *dv;
+	amqp_basic_properties_t *p;
 	amqp_frame_t f;
-	struct timeval tv;
-	int st, rc;
+	uint64_t size, got = 0, rest;
+	char *body = NULL;
+	int rc;
 
 	memset(d, 0, sizeof(*d));
 	if (a->dead)
 		return TL_EUNREACH;
+	amqp_maybe_release_buffers(a->conn);
 	for (;;) {
-		amqp_maybe_release_buffers(a->conn);
-		tv = left(deadline);
-		r = amqp_consume_message(a->conn, &env, &tv, 0);
-		if (r.reply_type == AMQP_RESPONSE_NORMAL)
+		if ((rc = frame(a, deadline, &f, "consume")) != 0)
+			return rc;
+		if (f.frame_type == AMQP_FRAME_METHOD &&
+		    f.payload.method.id == AMQP_BASIC_DELIVER_METHOD)
 			break;
-		if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-		    r.library_error == AMQP_STATUS_TIMEOUT)
-			return TL_ETIMEDOUT;
-		if (r.reply_type != AMQP_RESPONSE_LIBRARY_EXCEPTION ||
-		    r.library_error != AMQP_STATUS_UNEXPECTED_STATE)
-			return rpc_err(a, r, "consume");
-		/* Not a delivery: a confirm, a close, a cancel. */
-		tv = left(deadline);
-		st = amqp_simple_wait_frame_noblock(a->conn, &f, &tv);
-		if (st == AMQP_STATUS_TIMEOUT)
-			return TL_ETIMEDOUT;
-		if (st != AMQP_STATUS_OK)
-			return status_err(a, st, "consume");
 		if (f.frame_type == AMQP_FRAME_METHOD &&
 		    f.payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
 			a->dead = 1;
@@ -819,13 +851,58 @@ tl_amqp_next(struct tl_amqp *a, uint64_t deadline, struct tl_amqp_delivery *d)
 		if ((rc = on_frame(a, &f, "consume")) != 0)
 			return rc;
 	}
-	d->tag = env.delivery_tag;
-	d->redelivered = env.redelivered;
-	copyb(d->exchange, sizeof(d->exchange), env.exchange);
-	copyb(d->routing_key, sizeof(d->routing_key), env.routing_key);
-	rc = fill(d, &env.message);
-	amqp_destroy_envelope(&env);
-	return rc;
+	dv = f.payload.method.decoded;
+	d->tag = dv->delivery_tag;
+	d->redelivered = dv->redelivered;
+	copyb(d->exchange, sizeof(d->exchange), dv->exchange);
+	copyb(d->routing_key, sizeof(d->routing_key), dv->routing_key);
+	/* The rest of the message is not cut by the caller's deadline. */
+	rest = mono_ns() + (uint64_t)(a->timeout_ms ? a->timeout_ms : 30000) *
+	    1000000u;
+	if ((rc = frame(a, rest, &f, "consume (header)")) != 0 ||
+	    f.frame_type != AMQP_FRAME_HEADER) {
+		a->dead = 1;
+		if (rc == 0 || rc == TL_ETIMEDOUT) {
+			seterr(a, "consume: a delivery without its content "
+			    "header");
+			rc = TL_EUNREACH;
+		}
+		return rc;
+	}
+	size = f.payload.properties.body_size;
+	p = f.payload.properties.decoded;
+	fill_props(d, p);
+	if (a->max_body > 0 && size > a->max_body)
+		d->oversized = 1;
+	else if ((body = malloc((size_t)size + 1)) == NULL)
+		return ENOMEM;
+	while (got < size) {
+		rest = mono_ns() + (uint64_t)(a->timeout_ms ? a->timeout_ms :
+		    30000) * 1000000u;
+		if ((rc = frame(a, rest, &f, "consume (body)")) != 0 ||
+		    f.frame_type != AMQP_FRAME_BODY ||
+		    f.payload.body_fragment.len > size - got) {
+			free(body);
+			a->dead = 1;
+			if (rc == 0 || rc == TL_ETIMEDOUT) {
+				seterr(a, "consume: a delivery's body cut "
+				    "short");
+				rc = TL_EUNREACH;
+			}
+			return rc;
+		}
+		if (body != NULL)
+			memcpy(body + got, f.payload.body_fragment.bytes,
+			    f.payload.body_fragment.len);
+		got += f.payload.body_fragment.len;
+		/* Only this frame is held: what it decoded is dropped. */
+		amqp_maybe_release_buffers_on_channel(a->conn, f.channel);
+	}
+	if (body != NULL)
+		body[size] = '\0';
+	d->body = body;
+	d->len = (size_t)size;
+	return 0;
 }
 
 int

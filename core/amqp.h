@@ -138,6 +138,14 @@ struct tl_amqp_delivery {
 	char		 mac[72];	/* header "mac" (hex), "" if absent */
 	char		 sig[136];	/* header "sig" (hex), "" if absent */
 	int64_t		 offset;	/* header "x-stream-offset", -1 */
+	int64_t		 auth;		/* header "auth", -1 if absent */
+	int64_t		 epoch;		/* header "epoch", -1 if absent */
+	/*
+	 * The body was over the consumer's limit (tl_amqp_set_max_body):
+	 * its frames were read and dropped, never held; body is NULL and
+	 * len its size.
+	 */
+	int		 oversized;
 };
 void	tl_amqp_delivery_free(struct tl_amqp_delivery *d);
 
@@ -155,9 +163,17 @@ int	tl_amqp_consume(struct tl_amqp *a, const char *queue,
  */
 int	tl_amqp_consume_stream(struct tl_amqp *a, const char *queue,
 	    unsigned prefetch, int64_t offset);
-/* The next delivery of the consumer, or TL_ETIMEDOUT at the deadline. */
+/*
+ * The next delivery of the consumer, or TL_ETIMEDOUT at the deadline
+ * (which is not met inside a message: once its first frame has come the
+ * rest is awaited up to the connection's timeout, else TL_EUNREACH).
+ * A body larger than the limit set with tl_amqp_set_max_body is not
+ * kept (d->oversized); memory held is at most the limit plus a frame.
+ */
 int	tl_amqp_next(struct tl_amqp *a, uint64_t deadline,
 	    struct tl_amqp_delivery *d);
+/* The largest body tl_amqp_next keeps (0: no limit, the default). */
+void	tl_amqp_set_max_body(struct tl_amqp *a, size_t max);
 /* Acknowledges tag (and, with multiple, every one before it). */
 int	tl_amqp_ack(struct tl_amqp *a, uint64_t tag, int multiple);
 

@@ -389,7 +389,7 @@ tl_env_decode(const void *buf, size_t len, struct tl_event *ev, char *why)
 		why[0] = '\0';
 	if (len == 0)
 		FAIL(TL_EMALFORMED, "empty record");
-	if (len > TL_BODY_MAX + 4096)
+	if (len > TL_ENV_MAX)
 		FAIL(TL_ETOOBIG, "record of %zu bytes", len);
 	if ((hend = decode_canonical(start, end, ev)) == NULL &&
 	    (rc = decode_header(start, end, ev, why, &hend)) != 0)

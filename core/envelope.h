@@ -24,6 +24,12 @@
 #define TL_STREAM_MAX	255	/* "binding/MODULE/REQ@NODE" */
 #define TL_ACTOR_MAX	127	/* "cli:root@host", "tallyd:provisioner" */
 #define TL_BODY_MAX	(16u << 20)
+/*
+ * The largest encoded event (envelope and body) the log holds, so the
+ * largest message a leader publishes on the replication stream: a
+ * follower drops a larger one unread.
+ */
+#define TL_ENV_MAX	(TL_BODY_MAX + 4096u)
 #define TL_ID_LEN	16
 #define TL_HASH_LEN	32
 

@@ -46,6 +46,33 @@ int	tl_secret_stream_mac_ok(const struct tl_key *key, const uint8_t *hash,
 	    size_t hlen, const uint8_t mac[TL_STREAM_MAC_LEN]);
 
 /*
+ * The stream's authenticator, format TL_STREAM_AUTH_V (header "auth":
+ * 2; without it a message's "mac" is format 1, above): HMAC-SHA-512-256
+ * under the same subkey of the whole message, so that nothing in it can
+ * be believed before it is checked and no header can be moved onto
+ * another body.  The bytes it covers are defined once, in secret.c
+ * (stream_auth_feed): the domain tag "tally/stream-auth" and a NUL, the
+ * format (one byte), then seq, epoch (the publishing leader's), the
+ * chain hash and the body's length as big-endian 64-bit integers around
+ * the hash, then the body.  The leader makes it (reactors/publish.c);
+ * a follower checks it first (tools/tallyd/follow.c), and so does a
+ * leader reading a promotion off the stream.  body may be NULL when len
+ * is 0.  _ok compares in constant time: 1 when mac is m's, 0 otherwise.
+ */
+#define TL_STREAM_AUTH_V	2
+struct tl_stream_auth {
+	uint64_t	 seq;
+	uint64_t	 epoch;
+	const uint8_t	*hash;		/* TL_HASH_LEN (core/log.h) bytes */
+	const void	*body;
+	size_t		 len;
+};
+void	tl_secret_stream_auth(const struct tl_key *key,
+	    const struct tl_stream_auth *m, uint8_t mac[TL_STREAM_MAC_LEN]);
+int	tl_secret_stream_auth_ok(const struct tl_key *key,
+	    const struct tl_stream_auth *m, const uint8_t mac[TL_STREAM_MAC_LEN]);
+
+/*
  * The mesh's naming key (KDF context "tlnaming", subkey 1): what names
  * in a namespace other tenants share are digested with
  * (drivers/naming.c, scheme 3), so that no one without the master key

@@ -21,6 +21,8 @@
 
 #define DEPOSED_TABLE	"control-plane"
 #define DEPOSED_KEY	"deposed"
+#define FOLLOW_KEY	"following"
+#define FOLLOW_V1	"follow/1"
 
 int
 tl_ep_current(struct tl_txn *t, uint64_t *epochp, uint64_t *atp)
@@ -354,4 +356,72 @@ tl_ep_deposed(struct tl_txn *t, char *msg, size_t cap)
 	memcpy(msg, v, len);
 	msg[len] = '\0';
 	return 1;
+}
+
+/* --- what a standby follows --------------------------------------- */
+
+/*
+ * One line per field, after a version line: URLs, stream names and the
+ * reasons written here hold no newline (the reasons are ours).
+ */
+int
+tl_ep_follow_put(struct tl_txn *t, const struct tl_ep_follow *f)
+{
+	char buf[1400];
+	tl_kv kv;
+	int n, rc;
+
+	n = snprintf(buf, sizeof(buf), FOLLOW_V1 "\n%s\n%s\n%llu\n%lld\n%s",
+	    f->url, f->stream, (unsigned long long)f->passed,
+	    (long long)f->last_offset, f->last_why);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return TL_EINVAL;
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, FOLLOW_KEY, strlen(FOLLOW_KEY), buf,
+	    (size_t)n);
+}
+
+/* The next line of *p (to end) into out, cut to fit. */
+static void
+line(const char **p, const char *end, char *out, size_t cap)
+{
+	const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+	size_t n = (size_t)((nl ? nl : end) - *p);
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, *p, n);
+	out[n] = '\0';
+	*p = nl ? nl + 1 : end;
+}
+
+int
+tl_ep_follow_get(struct tl_txn *t, struct tl_ep_follow *f)
+{
+	const char *p, *end;
+	char num[32];
+	const void *v;
+	size_t len;
+	tl_kv kv;
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0 ||
+	    (rc = tl_kv_get(t, kv, FOLLOW_KEY, strlen(FOLLOW_KEY), &v,
+	    &len)) != 0)
+		return rc;
+	p = v;
+	end = p + len;
+	line(&p, end, num, sizeof(num));
+	if (strcmp(num, FOLLOW_V1) != 0)
+		return TL_ENOTFOUND;	/* a newer tally's: not ours to read */
+	line(&p, end, f->url, sizeof(f->url));
+	line(&p, end, f->stream, sizeof(f->stream));
+	line(&p, end, num, sizeof(num));
+	f->passed = strtoull(num, NULL, 10);
+	line(&p, end, num, sizeof(num));
+	f->last_offset = strtoll(num, NULL, 10);
+	line(&p, end, f->last_why, sizeof(f->last_why));
+	return 0;
 }

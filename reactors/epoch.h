@@ -44,6 +44,28 @@ int	tl_ep_current(struct tl_txn *txn, uint64_t *epochp, uint64_t *atp);
 /* Whether home is a standby's (TL_STANDBY_FILE exists there). */
 int	tl_ep_is_standby(const char *home);
 
+/*
+ * What a standby's home knows of the leader it follows, kept by tallyd
+ * --follow (scratch table "control-plane", key "following": operational
+ * state, not derived from the log) and read by the CLI to name the
+ * leader when it refuses to write there and in tally status.  passed
+ * counts the stream's messages the follower passed over since the home
+ * was made (not authenticated as the leader's, oversized, or malformed:
+ * never appended); last_* describe the latest of them.  Plain data; a
+ * zeroed value is valid (nothing recorded).
+ */
+struct tl_ep_follow {
+	char		 url[512];	/* the broker, without credentials */
+	char		 stream[256];
+	uint64_t	 passed;
+	int64_t		 last_offset;	/* its stream offset */
+	char		 last_why[256];
+};
+/* 0, or TL_ENOTFOUND when the home never followed; errors: the log's. */
+int	tl_ep_follow_get(struct tl_txn *txn, struct tl_ep_follow *f);
+/* In the caller's write transaction.  Errors: the log's. */
+int	tl_ep_follow_put(struct tl_txn *txn, const struct tl_ep_follow *f);
+
 struct tl_rx;
 
 /*

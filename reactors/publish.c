@@ -98,6 +98,7 @@ struct tl_rx_pub {
 	char			 acks[256];
 	char			 stream[256];	/* "" : none */
 	const struct tl_key	*key;		/* rx's: the stream's "mac" */
+	uint64_t		 epoch;		/* rx's, at the pass's start */
 	/* The control plane's signing key (tl_secret_cp_keypair); ps is
 	 * guarded memory. */
 	uint8_t			 cp_sk[TL_SIGN_SECLEN];
@@ -780,8 +781,10 @@ out:
 
 /*
  * The replication stream: the envelope exactly as the log holds it (a
- * follower appends these bytes and gets the same chain), sequence and
- * chain hash in headers.  Secrets inside are the log's ciphertext.
+ * follower appends these bytes and gets the same chain), sequence,
+ * chain hash and this leader's epoch in headers, and the authenticator
+ * of all of it (core/secret.h, format TL_STREAM_AUTH_V in "auth").
+ * Secrets inside are the log's ciphertext.
  */
 static int
 publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
@@ -806,14 +809,21 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
 	m.hdr[0].num = (int64_t)ev->seq;
 	m.hdr[1].key = "hash";
 	m.hdr[1].str = h;
-	m.nhdr = 2;
+	m.hdr[2].key = "epoch";
+	m.hdr[2].num = (int64_t)ps->epoch;
+	m.nhdr = 3;
 	/* Only a holder of the master key makes this (secret.h). */
 	if (ps->key != NULL && ps->key->k != NULL) {
-		tl_secret_stream_mac(ps->key, ev->hash, TL_HASH_LEN, mac);
+		struct tl_stream_auth sa = { ev->seq, ps->epoch, ev->hash,
+		    ev->raw, ev->raw_len };
+
+		tl_secret_stream_auth(ps->key, &sa, mac);
 		hex(mac, TL_STREAM_MAC_LEN, mh);
-		m.hdr[2].key = "mac";
-		m.hdr[2].str = mh;
-		m.nhdr = 3;
+		m.hdr[3].key = "mac";
+		m.hdr[3].str = mh;
+		m.hdr[4].key = "auth";
+		m.hdr[4].num = TL_STREAM_AUTH_V;
+		m.nhdr = 5;
 	}
 	return tl_amqp_publish(ps->a, &m, tag);
 }
@@ -947,6 +957,12 @@ publish_batch(struct tl_rx *rx, struct tl_rx_pub *ps, unsigned *count,
 	if ((rc = tl_ckpt_get(t, CKPT, &ck)) != 0 && rc != TL_ENOTFOUND)
 		goto out;
 	tl_log_last(t, &head, NULL);
+	/*
+	 * What the stream's authenticator says of who published: this
+	 * leader's epoch, set from the log before its first pass (epoch.h);
+	 * 1, the first leader's, before anything set it.
+	 */
+	ps->epoch = rx->epoch > 0 ? rx->epoch : 1;
 	rc = 0;
 	/*
 	 * Nothing in flight: go on from the checkpoint.  Rewound (tally
@@ -1383,13 +1399,25 @@ promotion_ok(struct tl_rx *rx, const struct tl_event *ev,
     const struct tl_amqp_delivery *d)
 {
 	uint8_t h[TL_HASH_LEN], want[TL_HASH_LEN], mac[TL_STREAM_MAC_LEN];
+	struct tl_stream_auth sa;
 
 	if (rx->key.k == NULL || unhex(d->hash, want, sizeof(want)) != 0 ||
 	    unhex(d->mac, mac, sizeof(mac)) != 0)
 		return 0;
 	tl_log_chain_hash(ev->prev, d->body, d->len, h);
-	return memcmp(h, want, sizeof(h)) == 0 &&
-	    tl_secret_stream_mac_ok(&rx->key, want, sizeof(want), mac);
+	if (memcmp(h, want, sizeof(h)) != 0)
+		return 0;
+	if (d->auth < 0)	/* format 1: the chain hash alone */
+		return tl_secret_stream_mac_ok(&rx->key, want, sizeof(want),
+		    mac);
+	sa.seq = ev->seq;
+	sa.epoch = (uint64_t)d->epoch;
+	sa.hash = want;
+	sa.body = d->body;
+	sa.len = d->len;
+	return d->auth == TL_STREAM_AUTH_V && d->epoch >= 0 &&
+	    (int64_t)ev->seq == d->seq &&
+	    tl_secret_stream_auth_ok(&rx->key, &sa, mac);
 }
 
 int
@@ -1424,18 +1452,19 @@ tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
 		    where, tl_strerror(rc), a ? tl_amqp_lasterr(a) : why);
 		goto out;
 	}
+	tl_amqp_set_max_body(a, TL_ENV_MAX);
 	/* To its end: a second with nothing new. */
 	while ((rc = tl_amqp_next(a, tl_sub_deadline(EPOCH_IDLE_MS), &d)) ==
 	    0) {
-		if (tl_env_decode(d.body, d.len, &ev, NULL) == 0 &&
-		    strcmp(ev.type, TL_EV_CP_PROMOTED) == 0 &&
-		    !promotion_ok(rx, &ev, &d))
+		if (d.oversized || tl_env_decode(d.body, d.len, &ev, NULL) != 0 ||
+		    strcmp(ev.type, TL_EV_CP_PROMOTED) != 0)
+			;	/* not a promotion the leader could have made */
+		else if (!promotion_ok(rx, &ev, &d))
 			tl_rx_log(rx, TL_RX_WARN, "epoch: a control-plane."
 			    "promoted at offset %lld of the %s is not "
 			    "authenticated by the master key: ignored",
 			    (long long)d.offset, where);
-		else if (strcmp(ev.type, TL_EV_CP_PROMOTED) == 0 &&
-		    tl_bview_open(&v, ev.body, ev.body_len) == 0) {
+		else if (tl_bview_open(&v, ev.body, ev.body_len) == 0) {
 			uint64_t e = tl_bn_getu64(v.root, "epoch", 0);
 
 			if (e > *seen)

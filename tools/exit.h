@@ -56,7 +56,8 @@ tl_exit_table(void)
 	{ TL_EXIT_UNHEALTHY, 3, "something is not healthy, or "
 	    "work remains (status, check, bootstrap, tallyd --once)" },
 	{ TL_EXIT_LOCKED, 3, "held by another "
-	    "process (a running tallyd on the same home)" },
+	    "process (a running tallyd on the same home), or a write on a "
+	    "standby's home (it never writes: tally promote)" },
 	{ TL_EXIT_REPAIRED, 1, "drift was found and repaired "
 	    "(check); everything is healthy now" },
 	{ TL_EXIT_DEPOSED, 2, "deposed: another control plane "

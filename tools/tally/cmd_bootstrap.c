@@ -1117,6 +1117,8 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 	}
 	if ((ex = bundle_load(argv[optind], cli->home, &b)) != 0)
 		goto out;
+	if ((ex = cli_standby_refuse(cli)) != 0)
+		goto out;
 	if (tallyd_holds(cli)) {
 		cli_errx("%s: a tallyd runs on this home: stop it first (or "
 		    "declare with tally node add, apply and assign, and let "

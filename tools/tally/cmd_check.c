@@ -181,7 +181,9 @@ cmd_check(struct tl_cli *cli, int argc, char **argv)
 	o.force = 1;
 	o.login_all = 1;	/* the operator's check logs in */
 	o.interval_ns = 30000000000u;
-	if ((ex = cli_open_log(cli, 0)) != 0)
+	/* A check appends what it finds and repairs on the providers. */
+	if ((ex = cli_standby_refuse(cli)) != 0 ||
+	    (ex = cli_open_log(cli, 0)) != 0)
 		return ex;
 	tl_rx_init(&rx);
 	rx.log = cli->log;

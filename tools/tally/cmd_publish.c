@@ -93,7 +93,8 @@ rewind_(struct tl_cli *cli, int argc, char **argv)
 		fputs(usage, stderr);
 		return TL_EXIT_USAGE;
 	}
-	if ((rc = cli_open_log(cli, 0)) != 0)
+	if ((rc = cli_standby_refuse(cli)) != 0 ||
+	    (rc = cli_open_log(cli, 0)) != 0)
 		return rc;
 	ra.seq = seq - 1;
 	if ((rc = tl_log_write(cli->log, rewind_cb, &ra)) != 0)

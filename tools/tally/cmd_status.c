@@ -767,10 +767,38 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 				    "%s; this tallyd refuses to act\n",
 				    (unsigned long long)epoch, dep);
 		}
-		if (tl_ep_is_standby(cli->home) && !cli->json)
-			printf("control plane: a standby at epoch %llu "
-			    "(tallyd --follow; tally promote)\n",
-			    (unsigned long long)epoch);
+		if (tl_ep_is_standby(cli->home)) {
+			struct tl_ep_follow f;
+			char leader[900];
+			json_t *sb;
+
+			cli_standby_leader(t, leader, sizeof(leader));
+			if (tl_ep_follow_get(t, &f) != 0)
+				memset(&f, 0, sizeof(f));
+			sb = json_pack("{s:s,s:I}", "follows", leader,
+			    "passed_over", (json_int_t)f.passed);
+			if (sb != NULL && f.passed > 0)
+				json_object_set_new(sb, "last_passed_over",
+				    json_pack("{s:I,s:s}", "stream_offset",
+				    (json_int_t)f.last_offset, "why",
+				    f.last_why));
+			if (sb != NULL)
+				json_object_set_new(doc, "standby", sb);
+			if (!cli->json) {
+				printf("control plane: a standby at epoch %llu: "
+				    "it follows %s and never writes (tallyd "
+				    "--follow; tally promote makes it the "
+				    "leader)\n", (unsigned long long)epoch,
+				    leader);
+				if (f.passed > 0)
+					printf("  %llu stream message(s) passed "
+					    "over, not appended; the last at "
+					    "stream offset %lld: %s\n",
+					    (unsigned long long)f.passed,
+					    (long long)f.last_offset,
+					    f.last_why);
+			}
+		}
 	}
 	if (sa->module == NULL && sa->at == 0) {
 		json_t *rf = json_array();

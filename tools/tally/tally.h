@@ -104,11 +104,22 @@ int	 cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 	    struct cli_write_opts *o);
 
 /*
+ * A standby never writes (tally promote makes it a leader): on a
+ * standby's home, prints the refusal, naming the leader it follows, and
+ * returns TL_EXIT_LOCKED; 0 elsewhere.  cli_write calls it first; a
+ * command that appends or acts on providers by another way (check,
+ * bootstrap, publish rewind) calls it before anything.  May open and
+ * close cli->log.
+ */
+int	 cli_standby_refuse(struct tl_cli *cli);
+/* Who the standby at t follows, in words, into buf (cap bytes). */
+void	 cli_standby_leader(struct tl_txn *t, char *buf, size_t cap);
+
+/*
  * Runs fn on the projections in a read transaction, after
  * cli_check_log (exit 5 past an event that does not verify), or, with
- * at != 0,
- * on projections rebuilt up to seq at inside a transaction that is
- * then thrown away.  Returns an exit code.
+ * at != 0, on projections rebuilt up to seq at inside a transaction
+ * that is then thrown away.  Returns an exit code.
  */
 typedef int (*cli_read_fn)(struct tl_cli *cli, struct tl_txn *t,
 	    const struct tl_proj *p, void *arg);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/json.h"
+#include "reactors/epoch.h"
 #include "tally.h"
 
 /* A dry run's way out of tl_log_write: abort, but report success. */
@@ -105,6 +106,64 @@ write_cb(struct tl_txn *t, void *arg)
 	return rc;
 }
 
+/* The follow record's stream, when only its checkpoint says it. */
+static int
+follow_ckpt(const char *name, uint64_t seq, void *arg)
+{
+	struct tl_ep_follow *f = arg;
+
+	(void)seq;
+	if (strncmp(name, "follow:", 7) != 0)
+		return 0;
+	snprintf(f->stream, sizeof(f->stream), "%s", name + 7);
+	return 1;
+}
+
+void
+cli_standby_leader(struct tl_txn *t, char *buf, size_t cap)
+{
+	struct tl_ep_follow f;
+
+	if (tl_ep_follow_get(t, &f) != 0) {
+		memset(&f, 0, sizeof(f));
+		tl_ckpt_each(t, follow_ckpt, &f);
+	}
+	if (f.stream[0] != '\0' && f.url[0] != '\0')
+		snprintf(buf, cap, "the leader publishing stream %s at %s",
+		    f.stream, f.url);
+	else if (f.stream[0] != '\0')
+		snprintf(buf, cap, "the leader publishing stream %s",
+		    f.stream);
+	else
+		snprintf(buf, cap, "a leader it has not yet heard from "
+		    "(tallyd --follow has not run here)");
+}
+
+int
+cli_standby_refuse(struct tl_cli *cli)
+{
+	struct tl_txn *t;
+	char leader[900] = "a leader";
+	int mine = cli->log == NULL;
+
+	if (!tl_ep_is_standby(cli->home))
+		return 0;
+	if (!mine || cli_open_log(cli, CLI_OPEN_READER | TL_LOG_RDONLY) == 0) {
+		if (tl_log_begin(cli->log, TL_TXN_RDONLY, &t) == 0) {
+			cli_standby_leader(t, leader, sizeof(leader));
+			tl_log_abort(t);
+		}
+		if (mine)
+			cli_close(cli);
+	}
+	cli_errx("%s is a standby's home: it follows %s, and only what that "
+	    "leader published is appended here (a write of its own would "
+	    "fork this log from the leader's); nothing was appended.  Write "
+	    "on the leader, or make this home the leader: stop tallyd "
+	    "--follow, then tally promote --yes", cli->home, leader);
+	return TL_EXIT_LOCKED;
+}
+
 int
 cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
     struct cli_write_opts *o)
@@ -112,6 +171,9 @@ cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 	struct write_arg wa = { cli, fn, arg, o, 0, "" };
 	int rc;
 
+	/* A dry run appends nothing, so a standby may show one. */
+	if ((o == NULL || !o->dry_run) && (rc = cli_standby_refuse(cli)) != 0)
+		return rc;
 	if (cli->log == NULL && (rc = cli_open_log(cli, 0)) != 0)
 		return rc;
 	if (cli->json && cli->appended == NULL &&

@@ -8,18 +8,30 @@
  * sequence, its link to our head, its hash and its stream version: the
  * logs are then identical, head hash included.  Where to resume is our
  * own: the checkpoint "follow:NAME" holds the stream offset after the
- * last message appended, written in the same transaction as the events,
+ * last message read (appended, skipped or passed over), written in the
+ * same transaction as the events,
  * so a restart neither misses nor repeats anything.  The leader
  * publishes its unconfirmed tail again after a reconnection, so the
  * stream may hold an event twice: a message at or before our head must
  * be byte-identical to what we hold (then it is skipped), otherwise the
  * published record has a different past and we stop, naming the
  * sequence.  A gap, a broken link or a hash that does not match stops
- * us too: nothing past it is appended, nothing before it is lost.  With
- * the master key in the home, a message whose "mac" header is not the
- * key's authenticator of its hash (core/secret.h) was not published by
- * the leader: it is refused, named, and passed over (whoever may publish
- * to the stream cannot stop us with it).  The
+ * us too: nothing past it is appended, nothing before it is lost.
+ *
+ * Nothing in a message is believed before it is screened (screen()),
+ * as it arrives and before it is kept: a body larger than the log
+ * allows (TL_ENV_MAX) is dropped unread by tl_amqp_next; a message
+ * without a chain hash cannot be the leader's; and with the master key
+ * in the home, the authenticator ("mac", format "auth": core/secret.h)
+ * must cover the whole message -- sequence, body, chain hash, epoch --
+ * or, for format 1 of an older leader, its chain hash, which the body
+ * must then hash to.  A message that fails is passed over: not
+ * appended, acknowledged off the stream position like any other,
+ * counted and shown (tl_ep_follow_put: tally status; the log, at most
+ * every LOG_EVERY_NS), never a reason to stop.  So is an authentic one
+ * from an epoch below this log's (a deposed leader still publishing).
+ * What stops us is only what an authenticated leader did.  A batch is
+ * bounded by count and by bytes (BATCH, BATCH_BYTES).  The
  * checkpoint "publisher" follows the head as well: everything here came
  * from the stream, so once promoted this home publishes only what is
  * new.  The follower does not declare the stream (the leader's
@@ -36,15 +48,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/envelope.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/secret.h"
 #include "core/amqp.h"
+#include "reactors/epoch.h"
 #include "reactors/rx.h"
 #include "follow.h"
 
 #define BATCH		512
+#define BATCH_BYTES	(32u << 20)	/* kept bodies, beyond one */
+#define BATCH_SEEN	(4 * BATCH)	/* messages read, kept or not */
 #define PREFETCH	2048
+#define LOG_EVERY_NS	10000000000u	/* passed-over messages: 10 s */
 #define BACKOFF_MIN_MS	250
 #define BACKOFF_MAX_MS	15000
 #define EXIT_CORRUPT	5
@@ -54,11 +71,18 @@ struct msg {
 	int64_t		 offset;
 	int64_t		 seq;
 	uint8_t		 hash[TL_HASH_LEN];
-	int		 has_hash;
-	uint8_t		 mac[TL_STREAM_MAC_LEN];
-	int		 has_mac;
+	int64_t		 epoch;		/* authenticated (format 2), or -1 */
+	int		 promo;		/* its type property says a promotion */
 	void		*body;
 	size_t		 len;
+};
+
+/* Messages passed over, not yet logged (rate-limited). */
+struct passed {
+	uint64_t	 n;
+	int64_t		 seq, off;	/* the first of them */
+	char		 why[200];
+	uint64_t	 last_ns;	/* when the last line was logged */
 };
 
 struct batch {
@@ -66,12 +90,19 @@ struct batch {
 	const struct tl_key *key;	/* NULL: nothing is authenticated */
 	struct msg	 m[BATCH];
 	size_t		 n;
+	size_t		 bytes;		/* of the kept bodies */
+	size_t		 seen;		/* messages read, kept or not */
+	uint64_t	 last_tag;	/* the last one read */
+	int64_t		 last_off;
+	/* Passed over while screening: recorded with the batch. */
+	uint64_t	 nscreened;
+	int64_t		 scr_off;	/* the last of them */
+	char		 scr_why[200];
+	struct passed	*pass;
 	/* Results of one write. */
-	size_t		 done;		/* messages handled */
+	size_t		 done;		/* kept messages handled */
 	size_t		 appended;
-	size_t		 nskip;		/* not authenticated: refused */
-	int64_t		 skipseq, skipoff;	/* the first of them */
-	int		 skipmac;
+	size_t		 nstale;	/* authentic, from a lower epoch */
 	int		 err;		/* the first refusal */
 	uint64_t	 errseq;
 	char		 why[256];
@@ -79,6 +110,24 @@ struct batch {
 };
 
 static const struct tl_follow_opts *opt;
+
+/*
+ * Which leader this home follows, for the CLI (tl_ep_follow_put): the
+ * count of messages passed over is kept across restarts.
+ */
+static int
+record_cb(struct tl_txn *t, void *arg)
+{
+	const struct tl_follow_opts *o = arg;
+	struct tl_ep_follow f;
+	int rc;
+
+	if ((rc = tl_ep_follow_get(t, &f)) != 0 && rc != TL_ENOTFOUND)
+		return rc;
+	snprintf(f.url, sizeof(f.url), "%s", o->url);
+	snprintf(f.stream, sizeof(f.stream), "%s", o->stream);
+	return tl_ep_follow_put(t, &f);
+}
 
 static void
 flog(int level, const char *fmt, ...)
@@ -122,57 +171,121 @@ unhex(const char *s, uint8_t *out, size_t n)
 	return 0;
 }
 
+/* One passed-over message, to log (rate-limited by the caller). */
+static void
+pass_note(struct passed *p, int64_t seq, int64_t off, const char *why)
+{
+	if (p->n++ == 0) {
+		p->seq = seq;
+		p->off = off;
+		snprintf(p->why, sizeof(p->why), "%s", why);
+	}
+}
+
 /*
- * Appends the batch's messages in one transaction, up to the first one
- * that cannot be trusted; the good prefix commits with the checkpoints.
- * Re-run from the start when the map grows (tl_log_write).
+ * Before anything in d is believed or kept: 0 to keep it, else why it
+ * is passed over, in why (cap bytes).  m gets what it authenticated.
+ */
+static int
+screen(const struct batch *b, const struct tl_amqp_delivery *d,
+    struct msg *m, char *why, size_t cap)
+{
+	uint8_t mac[TL_STREAM_MAC_LEN], h[TL_HASH_LEN];
+	struct tl_stream_auth sa;
+	struct tl_event ev;
+
+	m->epoch = -1;
+	if (d->oversized) {
+		snprintf(why, cap, "its body of %zu bytes is larger than the "
+		    "largest event a log holds (%u bytes)", d->len,
+		    TL_ENV_MAX);
+		return -1;
+	}
+	if (unhex(d->hash, m->hash, TL_HASH_LEN) != 0) {
+		snprintf(why, cap, "it has no chain hash header (hash)");
+		return -1;
+	}
+	if (b->key == NULL)
+		return 0;	/* the chain alone, in append_cb */
+	if (unhex(d->mac, mac, TL_STREAM_MAC_LEN) != 0) {
+		snprintf(why, cap, "it has no authenticator (mac)");
+		return -1;
+	}
+	if (d->auth == TL_STREAM_AUTH_V) {
+		sa.seq = d->seq > 0 ? (uint64_t)d->seq : 0;
+		sa.epoch = d->epoch >= 0 ? (uint64_t)d->epoch : 0;
+		sa.hash = m->hash;
+		sa.body = d->body;
+		sa.len = d->len;
+		if (d->seq <= 0 || d->epoch < 0 ||
+		    !tl_secret_stream_auth_ok(b->key, &sa, mac)) {
+			snprintf(why, cap, "its authenticator (mac) does not "
+			    "match the message (sequence, body, chain hash, "
+			    "epoch)");
+			return -1;
+		}
+		m->epoch = d->epoch;
+		return 0;
+	}
+	if (d->auth >= 0) {
+		snprintf(why, cap, "its authenticator is of format %lld, which "
+		    "this tally does not read (%d; 1 without the auth header)",
+		    (long long)d->auth, TL_STREAM_AUTH_V);
+		return -1;
+	}
+	/* Format 1, an older leader's: the chain hash, which the body
+	 * must hash to before anything in it is believed. */
+	if (!tl_secret_stream_mac_ok(b->key, m->hash, TL_HASH_LEN, mac)) {
+		snprintf(why, cap, "its authenticator (mac, format 1) does not "
+		    "match its chain hash");
+		return -1;
+	}
+	if (tl_env_decode(d->body, d->len, &ev, NULL) != 0) {
+		snprintf(why, cap, "its body is not an event");
+		return -1;
+	}
+	tl_log_chain_hash(ev.prev, d->body, d->len, h);
+	if (memcmp(h, m->hash, TL_HASH_LEN) != 0) {
+		snprintf(why, cap, "its body does not hash to its "
+		    "authenticated chain hash (format 1)");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Appends the batch's kept messages in one transaction, up to the first
+ * one an authenticated leader could not have published over this log;
+ * the good prefix commits with the checkpoints and the count of what
+ * was passed over.  Re-run from the start when the map grows
+ * (tl_log_write).
  */
 static int
 append_cb(struct tl_txn *t, void *arg)
 {
 	struct batch *b = arg;
 	struct tl_event have;
+	struct tl_ep_follow f;
 	char why[TL_WHY_MAX];
-	uint64_t seq = 0, head = 0;
-	int64_t next = -1;
+	uint64_t seq = 0, head = 0, cur = 1;
+	int64_t next = -1, stale_off = -1;
 	size_t i;
 	int rc;
 
-	b->done = b->appended = 0;
-	b->nskip = 0;
+	b->done = b->appended = b->nstale = 0;
 	b->err = 0;
 	b->why[0] = '\0';
+	if (b->key != NULL && (rc = tl_ep_current(t, &cur, NULL)) != 0)
+		return rc;
 	for (i = 0; i < b->n; i++) {
 		struct msg *m = &b->m[i];
 
-		if (!m->has_hash) {
-			b->err = TL_ECORRUPT;
-			b->errseq = m->seq > 0 ? (uint64_t)m->seq : 0;
-			snprintf(b->why, sizeof(b->why), "the message at "
-			    "stream offset %lld has no chain hash header",
-			    (long long)m->offset);
-			break;
-		}
-		/*
-		 * With the master key here, only what a holder of it
-		 * published is taken (an event forged with a correct chain
-		 * hash included); append_raw then checks the bytes hash to
-		 * the authenticated hash.
-		 */
-		if (b->key != NULL && (!m->has_hash || !m->has_mac ||
-		    !tl_secret_stream_mac_ok(b->key, m->hash, TL_HASH_LEN,
-		    m->mac))) {
-			/*
-			 * Provably not the leader's: refused and passed over,
-			 * so that whoever may publish to the stream cannot
-			 * stop the standby with it.
-			 */
-			if (b->nskip++ == 0) {
-				b->skipseq = m->seq;
-				b->skipoff = m->offset;
-				b->skipmac = m->has_mac;
-			}
-			next = m->offset + 1;
+		if (m->epoch >= 0 && (uint64_t)m->epoch < cur) {
+			/* Authentic, but its leader was deposed since. */
+			b->nstale++;
+			stale_off = m->offset;
+			pass_note(b->pass, m->seq, m->offset, "it was published "
+			    "at an epoch below this log's: by a deposed leader");
 			b->done = i + 1;
 			continue;
 		}
@@ -202,12 +315,19 @@ append_cb(struct tl_txn *t, void *arg)
 			break;
 		} else if (rc != 0)
 			return rc;
-		else
+		else {
 			b->appended++;
+			if (m->promo && b->key != NULL &&
+			    (rc = tl_ep_current(t, &cur, NULL)) != 0)
+				return rc;
+		}
 		next = m->offset + 1;
 		b->done = i + 1;
 	}
-	if (b->done == 0)
+	/* Everything read moves the position, unless we stop here. */
+	if (b->err == 0 && b->last_off >= 0)
+		next = b->last_off + 1;
+	if (b->done == 0 && b->nscreened == 0 && next < 0)
 		return 0;
 	if ((rc = tl_log_last(t, &head, NULL)) != 0)
 		return rc;
@@ -216,7 +336,44 @@ append_cb(struct tl_txn *t, void *arg)
 		return rc;
 	if (b->appended > 0 && (rc = tl_ckpt_set(t, "publisher", head)) != 0)
 		return rc;
+	if (b->nscreened + b->nstale > 0) {
+		if ((rc = tl_ep_follow_get(t, &f)) != 0 && rc != TL_ENOTFOUND)
+			return rc;
+		snprintf(f.url, sizeof(f.url), "%s", opt->url);
+		snprintf(f.stream, sizeof(f.stream), "%s", opt->stream);
+		f.passed += b->nscreened + b->nstale;
+		if (stale_off > b->scr_off) {
+			f.last_offset = stale_off;
+			snprintf(f.last_why, sizeof(f.last_why), "it was "
+			    "published at an epoch below this log's: by a "
+			    "deposed leader");
+		} else {
+			f.last_offset = b->scr_off;
+			snprintf(f.last_why, sizeof(f.last_why), "%s",
+			    b->scr_why);
+		}
+		if ((rc = tl_ep_follow_put(t, &f)) != 0)
+			return rc;
+	}
 	return 0;
+}
+
+/* The passed-over messages not yet logged, when it is time (or now). */
+static void
+pass_flush(struct passed *p, int keyed, int now)
+{
+	uint64_t t = mono_ns();
+
+	if (p->n == 0 || (!now && p->last_ns != 0 &&
+	    t - p->last_ns < LOG_EVERY_NS))
+		return;
+	flog(TL_RX_ERR, "refusing %llu message(s) %s, the first at event %lld "
+	    "(stream offset %lld): %s; not appended, following on",
+	    (unsigned long long)p->n, keyed ? "not published by a holder of "
+	    "the master key" : "that cannot be the leader's",
+	    (long long)p->seq, (long long)p->off, p->why);
+	p->n = 0;
+	p->last_ns = t;
 }
 
 static void
@@ -227,6 +384,12 @@ batch_clear(struct batch *b)
 	for (i = 0; i < b->n; i++)
 		free(b->m[i].body);
 	b->n = 0;
+	b->bytes = b->seen = 0;
+	b->last_tag = 0;
+	b->last_off = -1;
+	b->nscreened = 0;
+	b->scr_off = -1;
+	b->scr_why[0] = '\0';
 }
 
 static int
@@ -253,10 +416,12 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	char logdir[1200], why[256], ckname[TL_CKPT_NAME_MAX + 1];
 	char pw[256] = "", keypath[1200], kwhy[160] = "";
 	struct tl_key key = { NULL };
+	struct passed pass;
 	uint64_t ck = 0, head = 0, delay = 0, total = 0;
 	int rc, ex = 1, have;
 
 	opt = o;
+	memset(&pass, 0, sizeof(pass));
 	memset(&conf, 0, sizeof(conf));
 	if (tl_amqp_parse_url(o->url, &conf) != 0) {
 		flog(TL_RX_ERR, "--amqp %s: expected amqp[s]://HOST[:PORT]"
@@ -283,9 +448,15 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 		    tl_strerror(rc));
 		goto out;
 	}
+	if ((rc = tl_log_write(log, record_cb, (void *)o)) != 0) {
+		flog(TL_RX_ERR, "cannot record the leader followed in %s: %s",
+		    logdir, tl_strerror(rc));
+		goto out;
+	}
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		goto out;
 	b->ckname = ckname;
+	b->pass = &pass;
 	/*
 	 * The master key, when the operator copied it already: then every
 	 * message must carry the leader's authenticator.  Without it the
@@ -341,6 +512,7 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 				continue;
 			}
 			delay = 0;
+			tl_amqp_set_max_body(a, TL_ENV_MAX);
 			flog(TL_RX_INFO, "consuming %s from offset %s "
 			    "(head %llu)", o->stream, ck > 0 ? "stored" :
 			    "first", (unsigned long long)head);
@@ -349,28 +521,40 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 		batch_clear(b);
 		have = 0;
 		for (;;) {
-			/* Never 0: a zero timeout can stop inside a frame. */
-			uint64_t dl = mono_ns() + (b->n == 0 ? 500000000u :
+			uint64_t dl = mono_ns() + (b->seen == 0 ? 500000000u :
 			    2000000u);
+			char swhy[200];
 			struct msg *m;
 
 			rc = tl_amqp_next(a, dl, &d);
-			if (rc == TL_ETIMEDOUT)
-				break;
 			if (rc != 0)
 				break;
-			m = &b->m[b->n++];
-			m->tag = d.tag;
-			m->offset = d.offset;
-			m->seq = d.seq;
-			m->has_hash = unhex(d.hash, m->hash, TL_HASH_LEN) == 0;
-			m->has_mac = unhex(d.mac, m->mac,
-			    TL_STREAM_MAC_LEN) == 0;
-			m->body = d.body;
-			m->len = d.len;
-			d.body = NULL;
 			have = 1;
-			if (b->n == BATCH)
+			b->seen++;
+			b->last_tag = d.tag;
+			b->last_off = d.offset;
+			m = &b->m[b->n];
+			memset(m, 0, sizeof(*m));
+			if (screen(b, &d, m, swhy, sizeof(swhy)) != 0) {
+				b->nscreened++;
+				b->scr_off = d.offset;
+				snprintf(b->scr_why, sizeof(b->scr_why), "%s",
+				    swhy);
+				pass_note(&pass, d.seq, d.offset, swhy);
+				tl_amqp_delivery_free(&d);
+			} else {
+				m->tag = d.tag;
+				m->offset = d.offset;
+				m->seq = d.seq;
+				m->promo = strcmp(d.type, TL_EV_CP_PROMOTED) == 0;
+				m->body = d.body;
+				m->len = d.len;
+				d.body = NULL;
+				b->bytes += m->len;
+				b->n++;
+			}
+			if (b->n == BATCH || b->bytes >= BATCH_BYTES ||
+			    b->seen >= BATCH_SEEN)
 				break;
 		}
 		if (rc != 0 && rc != TL_ETIMEDOUT) {
@@ -381,22 +565,17 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			delay = BACKOFF_MIN_MS;
 			continue;	/* the batch is read again */
 		}
-		if (!have)
+		if (!have) {
+			pass_flush(&pass, b->key != NULL, 0);
 			continue;
+		}
 		if ((rc = tl_log_write(log, append_cb, b)) != 0) {
 			flog(TL_RX_ERR, "cannot append to %s: %s (%s)", logdir,
 			    tl_strerror(rc), tl_log_lasterr(log));
 			goto out;
 		}
 		total += b->appended;
-		if (b->nskip > 0)
-			flog(TL_RX_ERR, "refusing %zu message(s) not published "
-			    "by a holder of the master key, the first at event "
-			    "%lld (stream offset %lld): %s; not appended, "
-			    "following on", b->nskip, (long long)b->skipseq,
-			    (long long)b->skipoff, b->skipmac ? "its "
-			    "authenticator (mac) does not match" : "it has no "
-			    "authenticator (mac)");
+		pass_flush(&pass, b->key != NULL, b->err != 0);
 		if (b->appended > 0)
 			flog(TL_RX_DEBUG, "appended %zu event(s), head %llu",
 			    b->appended, (unsigned long long)b->head);
@@ -409,13 +588,14 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			ex = EXIT_CORRUPT;
 			goto out;
 		}
-		if (b->done > 0 && (rc = tl_amqp_ack(a, b->m[b->done - 1].tag,
+		if (b->last_tag > 0 && (rc = tl_amqp_ack(a, b->last_tag,
 		    1)) != 0) {
 			tl_amqp_close(a);
 			a = NULL;
 		}
 	}
 	ex = 0;
+	pass_flush(&pass, b->key != NULL, 1);
 	flog(TL_RX_INFO, "stopping; %llu event(s) appended",
 	    (unsigned long long)total);
 out:

@@ -20,8 +20,11 @@ struct tl_follow_opts {
 /*
  * Follows until *stop is set (0) or the record cannot be trusted: a gap,
  * a broken link, an event that does not hash to its hash, or a past
- * that differs from this log's (5, the sequence named); 1 on other
- * failures.  Reconnects with backoff while the broker is away.
+ * that differs from this log's (5, the sequence named) -- with the
+ * master key in the home, only in messages that carry the leader's
+ * authenticator; any other message is passed over, counted, never a
+ * reason to stop (follow.c).  1 on other failures.  Reconnects with
+ * backoff while the broker is away.
  */
 int	tl_follow_run(const struct tl_follow_opts *o,
 	    volatile sig_atomic_t *stop);

@@ -64,7 +64,7 @@ say "tally status my-cool-game"
 
 say "tally-node --log: node-a's agent opens its delivery with the node's key"
 "$BIN/tally-node" --node node-a --key "$DEMO/node-a.key" \
-	--dir "$DEMO/node-a" --log "$TALLY_HOME" --once \
+	--dir "$DEMO/node-a" --state "$DEMO/node-a.state" --log "$TALLY_HOME" --once \
 	--reload 'my-cool-game=echo my-cool-game reloaded'
 say "tallyd --once: the agent's acknowledgement verified"
 "$BIN/tallyd" --once --once-timeout 60

@@ -1812,6 +1812,56 @@ out:
 /* --- main ------------------------------------------------------------ */
 
 /*
+ * The state is about one mesh: it outlives a reboot, but not the mesh
+ * it was kept for.  A node whose mesh is built again (a new control
+ * plane, new keys, grants from v1 again) would otherwise refuse every
+ * delivery as older than what it held.  The mesh is named by the
+ * control plane's key in the node's key file (a key file of before
+ * without one: the node's sealing key); a state of another mesh is
+ * cleared, and said so.  A state of before this mark is adopted.
+ */
+static int
+state_claim(struct agent *ag)
+{
+	char id[8 + 2 * TL_SIGN_PUBLEN + 2], held[sizeof(id)] = "";
+	struct dirent *de;
+	DIR *d = NULL;
+	FILE *fp;
+	int rc, n = 0;
+
+	if (ag->key->has_cp) {
+		memcpy(id, "cp:", 3);
+		hex(ag->key->cp_pk, TL_SIGN_PUBLEN, id + 3);
+	} else {
+		memcpy(id, "box:", 4);
+		hex(ag->pk, TL_PUBKEY_LEN, id + 4);
+	}
+	if ((fp = state_fopen(ag, "mesh")) != NULL) {
+		if (fgets(held, sizeof(held), fp) == NULL)
+			held[0] = '\0';
+		held[strcspn(held, "\n")] = '\0';
+		fclose(fp);
+	}
+	if (held[0] != '\0' && strcmp(held, id) != 0) {
+		if ((rc = tn_dir_list(ag->statefd, &d)) != 0)
+			return rc;
+		while ((de = readdir(d)) != NULL)
+			if (strcmp(de->d_name, ".") != 0 &&
+			    strcmp(de->d_name, "..") != 0 &&
+			    tn_file_del(ag->statefd, de->d_name) == 0)
+				n++;
+		closedir(d);
+		say("info", "%s: the state of another mesh (%.20s…, not "
+		    "%.20s…) is cleared (%d files): its versions are not "
+		    "this mesh's", ag->state, held, id, n);
+	}
+	if (strcmp(held, id) == 0)
+		return 0;
+	strcat(id, "\n");
+	return tn_file_put(ag->statefd, "mesh", id, strlen(id), NULL);
+}
+
+/*
  * With --log: is the node in the mesh, and is the key its own?  The
  * node's stream says: node.added (its public sealing key) and
  * node.removed.  0, or an error said.
@@ -2079,6 +2129,11 @@ main(int argc, char **argv)
 	if ((rc = tn_dir_top(ag.dir, 0711, search, &ag.dirfd, why)) != 0 ||
 	    (rc = tn_dir_top(ag.state, 0700, 0, &ag.statefd, why)) != 0) {
 		say("error", "%s", why);
+		ex = EXIT_FAIL;
+		goto out;
+	}
+	if ((rc = state_claim(&ag)) != 0) {
+		say("error", "%s: %s", ag.state, tl_strerror(rc));
 		ex = EXIT_FAIL;
 		goto out;
 	}

@@ -24,7 +24,7 @@ tly assign app node-a >/dev/null
 tly assign app node-b >/dev/null
 t_tallyd_start
 for n in node-a node-b; do
-	"$TALLY_BIN/tally-node" --node $n --key "$(t_nodekey $n)" --dir "$W/agent-$n" \
+	"$TALLY_BIN/tally-node" --node $n --key "$(t_nodekey $n)" --dir "$W/agent-$n" --state "$W/agent-$n.state" \
 		--log "$TALLY_HOME" --report-interval 1 2>>"$W/agent-$n.log" &
 	_t_pids="$_t_pids $!"
 done

@@ -10,8 +10,14 @@
 #ifndef TL_EVENTS_H
 #define TL_EVENTS_H
 
+/*
+ * The types a node's agent reads and offers are spelt once, in its wire
+ * format (core/nodewire.h): the agent links core/ alone.
+ */
+#include "core/nodewire.h"
+
 /* node/NAME */
-#define TL_EV_NODE_ADDED		"node.added"		/* name routable pubkey [signkey] [cpkey] */
+#define TL_EV_NODE_ADDED		TL_NW_NODE_ADDED		/* name routable pubkey [signkey] [cpkey] */
 #define TL_EV_NODE_KEY_ADDED	"node.key-added"	/* name [signkey] [cpkey] (tally node rekey) */
 /*
  * What a node offered as an acknowledgement (tally-node: appended by
@@ -20,7 +26,7 @@
  * it but it does not verify against the record (reactors/ack.h; what
  * fails authentication is counted in a scratch table, never appended).
  */
-#define TL_EV_ACK_OFFERED		"credential.ack-offered" /* node grant holder version nonce sig mac */
+#define TL_EV_ACK_OFFERED		TL_NW_ACK_OFFERED /* node grant holder version nonce sig mac */
 #define TL_EV_ACK_REFUSED		"security.ack-refused"	/* node grant holder version reason offered */
 /*
  * What a node's agent says it runs (tally-node: its version, the
@@ -31,10 +37,10 @@
  * agents with --log only; security.report-refused is no longer
  * appended (old logs keep theirs).
  */
-#define TL_EV_REPORT_OFFERED	"node.report-offered"	/* node report(json text) sig */
+#define TL_EV_REPORT_OFFERED	TL_NW_REPORT_OFFERED	/* node report(json text) sig */
 #define TL_EV_NODE_REPORTED	"node.reported"		/* node report(json text) */
 #define TL_EV_REPORT_REFUSED	"security.report-refused" /* node reason offered */
-#define TL_EV_NODE_REMOVED		"node.removed"		/* name */
+#define TL_EV_NODE_REMOVED		TL_NW_NODE_REMOVED		/* name */
 #define TL_EV_NODE_LOST		"node.lost"		/* name */
 /* What the node has (tally node report --inventory): graph ni/NODE. */
 #define TL_EV_NODE_INVENTORIED	"node.inventoried"	/* node memory cpus disks[{path size}] disk */
@@ -48,7 +54,7 @@
 /* assignment/MODULE@NODE */
 #define TL_EV_ASSIGN_CREATED	"assignment.created"	/* module node expose settings{} secrets{} [parts[]] */
 #define TL_EV_ASSIGN_CONFIGURED	"assignment.configured"	/* same */
-#define TL_EV_ASSIGN_REMOVED	"assignment.removed"	/* module node */
+#define TL_EV_ASSIGN_REMOVED	TL_NW_ASSIGN_REMOVED	/* module node */
 #define TL_EV_ASSIGN_READY		"assignment.ready"	/* module node */
 /* Settings composed from the node's inventory (decide_derive.h): ad/M@N. */
 #define TL_EV_ASSIGN_DERIVED	"assignment.derived"	/* module node inventory settings{} from{} overridden{} refused{} */
@@ -72,7 +78,7 @@
 #define TL_EV_GRANT_PROVISIONED	"grant.provisioned"	/* grant version fields{} */
 #define TL_EV_GRANT_FAILED		"grant.failed"		/* grant reason retry_ns */
 #define TL_EV_REVOCATION_REQUESTED	"revocation.requested"	/* grant reason */
-#define TL_EV_GRANT_REVOKED	"grant.revoked"		/* grant policy */
+#define TL_EV_GRANT_REVOKED	TL_NW_GRANT_REVOKED		/* grant policy */
 #define TL_EV_GRANT_DRIFTED	"grant.drifted"		/* grant kind reason message */
 #define TL_EV_GRANT_REPAIRED	"grant.repaired"	/* grant kind how */
 #define TL_EV_GRANT_MISSING	"grant.missing"		/* grant reason message */
@@ -80,13 +86,13 @@
 #define TL_EV_MIGRATION_APPLIED	"migration.applied"	/* grant file checksum */
 #define TL_EV_MIGRATION_BLOCKED	"migration.blocked"	/* grant file reason */
 #define TL_EV_PURGE_REQUESTED	"purge.requested"	/* grant (actor: who) */
-#define TL_EV_GRANT_PURGED		"grant.purged"		/* grant */
+#define TL_EV_GRANT_PURGED		TL_NW_GRANT_PURGED		/* grant */
 #define TL_EV_GRANT_LOST		"grant.lost"		/* grant provider node */
 #define TL_EV_RESTORE_REQUESTED	"restore.requested"	/* grant */
 #define TL_EV_GRANT_RESTORED	"grant.restored"	/* grant version */
-#define TL_EV_CRED_DELIVERED	"credential.delivered"	/* grant holder node version vars[] sealed(secret) */
+#define TL_EV_CRED_DELIVERED	TL_NW_CRED_DELIVERED	/* grant holder node version vars[] sealed(secret) */
 /* A holder left a shared grant (a part it no longer installs): its node drops the values. */
-#define TL_EV_CRED_WITHDRAWN	"credential.withdrawn"	/* grant holder node version */
+#define TL_EV_CRED_WITHDRAWN	TL_NW_CRED_WITHDRAWN	/* grant holder node version */
 #define TL_EV_CRED_HANDLE	"credential.handle"	/* grant version handle(secret): a driver-made secret (driver.h handle) */
 /*
  * Also on grant/…, with their bodies beside them: the rotation saga

@@ -23,84 +23,6 @@
 
 #define CKPT		"acks"
 #define PER_PASS	256
-#define TAG		"tally-ack/1"
-/* The personalisation of the proof key: 16 bytes, generichash's least. */
-#define PROOF_KEY	"tally-ack-proof1"
-
-int
-tl_ack_message(const char *grant, const char *holder, uint64_t version,
-    const uint8_t nonce[TL_ACK_NONCE_LEN], uint8_t out[TL_ACK_MSG_MAX],
-    size_t *len)
-{
-	size_t gl = strlen(grant), hl = strlen(holder), n = 0;
-	int i;
-
-	if (sizeof(TAG) + gl + 1 + hl + 1 + 8 + TL_ACK_NONCE_LEN >
-	    TL_ACK_MSG_MAX)
-		return TL_EINVAL;
-	/* NUL-separated: no grant and holder pair reads as another. */
-	memcpy(out, TAG, sizeof(TAG));
-	n = sizeof(TAG);
-	memcpy(out + n, grant, gl + 1);
-	n += gl + 1;
-	memcpy(out + n, holder, hl + 1);
-	n += hl + 1;
-	for (i = 7; i >= 0; i--)
-		out[n++] = (uint8_t)(version >> (8 * i));
-	memcpy(out + n, nonce, TL_ACK_NONCE_LEN);
-	*len = n + TL_ACK_NONCE_LEN;
-	return 0;
-}
-
-int
-tl_report_message(const char *node, const char *report, uint8_t **out,
-    size_t *len)
-{
-	static const char tag[] = "tally-report/1";
-	size_t nl = strlen(node), rl = strlen(report);
-	uint8_t *p;
-
-	if ((p = malloc(sizeof(tag) + nl + 1 + rl)) == NULL)
-		return ENOMEM;
-	memcpy(p, tag, sizeof(tag));
-	memcpy(p + sizeof(tag), node, nl + 1);
-	memcpy(p + sizeof(tag) + nl + 1, report, rl);
-	*out = p;
-	*len = sizeof(tag) + nl + 1 + rl;
-	return 0;
-}
-
-int
-tl_cp_message(const char *node, const char *type, uint64_t seq,
-    const void *body, size_t blen, uint8_t **out, size_t *len)
-{
-	static const char tag[] = "tally-cp/1";
-	size_t nl = strlen(node), tl = strlen(type), n;
-	uint8_t *p;
-	int i;
-
-	n = sizeof(tag) + nl + 1 + tl + 1 + 8 + blen;
-	if ((p = malloc(n)) == NULL)
-		return ENOMEM;
-	memcpy(p, tag, sizeof(tag));
-	memcpy(p + sizeof(tag), node, nl + 1);
-	memcpy(p + sizeof(tag) + nl + 1, type, tl + 1);
-	for (i = 0; i < 8; i++)
-		p[sizeof(tag) + nl + 1 + tl + 1 + i] = (uint8_t)(seq >>
-		    (56 - 8 * i));
-	if (blen > 0)
-		memcpy(p + n - blen, body, blen);
-	*out = p;
-	*len = n;
-	return 0;
-}
-
-void
-tl_ack_proof_key(const char *password, uint8_t key[TL_MAC_LEN])
-{
-	crypto_generichash(key, TL_MAC_LEN, (const uint8_t *)password,
-	    strlen(password), (const uint8_t *)PROOF_KEY, strlen(PROOF_KEY));
-}
 
 /* An offer read back from the log: the buffers tl_ack_offer points at. */
 struct offer {
@@ -109,7 +31,7 @@ struct offer {
 	char		grant[201];
 	char		holder[140];
 	uint64_t	version;
-	char		nonce[2 * TL_ACK_NONCE_LEN + 2];
+	char		nonce[2 * TL_NW_NONCE_LEN + 2];
 	char		sig[2 * TL_SIGN_LEN + 2];
 	char		mac[2 * TL_MAC_LEN + 2];
 	char		via[16];
@@ -163,7 +85,7 @@ tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_ack_offer *o, const char **kind, char *why, size_t wl)
 {
 	struct tl_grant g;
-	uint8_t nonce[TL_ACK_NONCE_LEN], sig[TL_SIGN_LEN], msg[TL_ACK_MSG_MAX];
+	uint8_t nonce[TL_NW_NONCE_LEN], sig[TL_SIGN_LEN], msg[TL_NW_MSG_MAX];
 	const void *pk;
 	size_t mlen;
 
@@ -182,7 +104,7 @@ tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
 		return screened(kind, TL_REFUSED_MALFORMED, why, wl, "%s",
 		    "malformed proof (nonce, sig or mac not hex of the right "
 		    "length)");
-	if (tl_ack_message(o->grant, o->holder, o->version, nonce, msg,
+	if (tl_nw_ack_message(o->grant, o->holder, o->version, nonce, msg,
 	    &mlen) != 0 || tl_secret_verify(pk, msg, mlen, sig) != 0)
 		return screened(kind, TL_REFUSED_BADSIG, why, wl, "bad "
 		    "signature: not signed by node %s's key", o->node);
@@ -273,7 +195,7 @@ tl_report_screen(struct tl_txn *t, const struct tl_proj *p, const char *node,
 	if (unhex(sighex, sig, sizeof(sig)) != 0)
 		return screened(kind, TL_REFUSED_MALFORMED, why, wl, "%s",
 		    "malformed signature (not hex of the right length)");
-	if ((rc = tl_report_message(node, report, &msg, &mlen)) != 0)
+	if ((rc = tl_nw_report_message(node, report, &msg, &mlen)) != 0)
 		return rc;
 	rc = tl_secret_verify(pk, msg, mlen, sig);
 	free(msg);
@@ -452,34 +374,6 @@ tl_ack_refused_each(struct tl_txn *t, tl_ack_refused_fn fn, void *arg)
 	return tl_kv_scan(t, kv, "", 0, each_refused, &er);
 }
 
-int
-tl_ack_seen(struct tl_txn *t, const char *node, uint64_t now_ns)
-{
-	uint8_t v[8];
-	tl_kv kv;
-	int rc;
-
-	if ((rc = tl_kv_open_scratch(t, TL_SEEN_TABLE, &kv)) != 0)
-		return rc;
-	tl_put_be64(v, now_ns);
-	return tl_kv_put(t, kv, node, strlen(node), v, sizeof(v));
-}
-
-int
-tl_ack_seen_get(struct tl_txn *t, const char *node, uint64_t *ns)
-{
-	const void *v;
-	size_t vl;
-	tl_kv kv;
-
-	*ns = 0;
-	if (tl_kv_open_scratch(t, TL_SEEN_TABLE, &kv) != 0 ||
-	    tl_kv_get(t, kv, node, strlen(node), &v, &vl) != 0 || vl != 8)
-		return TL_ENOTFOUND;
-	*ns = tl_get_be64(v);
-	return 0;
-}
-
 /* --- the ack pass ------------------------------------------------------- */
 
 /*
@@ -492,8 +386,8 @@ check(struct tl_rx *rx, struct tl_ctx *c, const struct tl_ack_offer *o,
     char *why, size_t wl)
 {
 	struct tl_grant g;
-	uint8_t nonce[TL_ACK_NONCE_LEN], mac[TL_MAC_LEN];
-	uint8_t want[TL_MAC_LEN], pkey[TL_MAC_LEN], msg[TL_ACK_MSG_MAX];
+	uint8_t nonce[TL_NW_NONCE_LEN], mac[TL_MAC_LEN];
+	uint8_t want[TL_MAC_LEN], pkey[TL_MAC_LEN], msg[TL_NW_MSG_MAX];
 	char pw[TL_PASSWORD_LEN + 1], module[64];
 	size_t mlen, ml;
 	const char *at;
@@ -501,7 +395,7 @@ check(struct tl_rx *rx, struct tl_ctx *c, const struct tl_ack_offer *o,
 	why[0] = '\0';
 	if (unhex(o->nonce, nonce, sizeof(nonce)) != 0 ||
 	    unhex(o->mac, mac, sizeof(mac)) != 0 ||
-	    tl_ack_message(o->grant, o->holder, o->version, nonce, msg,
+	    tl_nw_ack_message(o->grant, o->holder, o->version, nonce, msg,
 	    &mlen) != 0) {
 		snprintf(why, wl, "malformed proof (nonce or mac not hex of "
 		    "the right length)");
@@ -539,7 +433,7 @@ check(struct tl_rx *rx, struct tl_ctx *c, const struct tl_ack_offer *o,
 		    "check the proof", (unsigned long long)o->version);
 		return;
 	}
-	tl_ack_proof_key(pw, pkey);
+	tl_nw_proof_key(pw, pkey);
 	tl_secret_wipe(pw, sizeof(pw));
 	tl_secret_mac(pkey, sizeof(pkey), msg, mlen, want);
 	tl_secret_wipe(pkey, sizeof(pkey));

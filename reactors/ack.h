@@ -4,11 +4,12 @@
  *
  * A node acknowledges credential version V of grant G for holder H
  * (MODULE@NODE) with a fresh 16-byte nonce and two proofs over the
- * same message (tl_ack_message: a domain tag, G, H, V, the nonce):
+ * same message (tl_nw_ack_message, core/nodewire.h: a domain tag, G, H, V, the
+ * nonce):
  *   sig  the Ed25519 signature by the node's signing key (nk/NODE in
  *        the graph: node.added signkey or node.key-added): who;
  *   mac  BLAKE2b-256 keyed by the proof key of the delivered
- *        credential (tl_ack_proof_key: a keyed hash of the password of
+ *        credential (tl_nw_proof_key: a keyed hash of the password of
  *        version V, handed to the node inside the sealed delivery as
  *        "#proof HEX"): that it holds that very credential.
  * The offer reaches the log as credential.ack-offered (appended by the
@@ -35,36 +36,10 @@
 #include <stdint.h>
 
 #include "core/log.h"
+#include "core/nodewire.h"
 #include "core/secret.h"
 #include "projections/proj.h"
 #include "rx.h"
-
-#define TL_ACK_NONCE_LEN	16
-#define TL_ACK_MSG_MAX		512
-
-/* The bytes signed and MACed; TL_EINVAL when they do not fit. */
-int	tl_ack_message(const char *grant, const char *holder,
-	    uint64_t version, const uint8_t nonce[TL_ACK_NONCE_LEN],
-	    uint8_t out[TL_ACK_MSG_MAX], size_t *len);
-/*
- * The bytes a report is signed as: a domain tag, the node, the JSON.
- * *out is malloc'd and the caller's to free(); ENOMEM.
- */
-int	tl_report_message(const char *node, const char *report, uint8_t **out,
-	    size_t *len);
-/*
- * The bytes the control plane signs for what it routes to node's queue
- * tally.node.NODE (reactors/publish.c; tally-node checks them against
- * the control plane's key in its key file, tl_secret_cp_keypair): a
- * domain tag, the node, the message's type, the event's seq (u64be:
- * the agent takes each seq once, so a notice sent again changes
- * nothing) and the body.  The signature goes in the header "sig"
- * (hex).  *out is malloc'd and the caller's to free(); ENOMEM.
- */
-int	tl_cp_message(const char *node, const char *type, uint64_t seq,
-	    const void *body, size_t blen, uint8_t **out, size_t *len);
-/* The proof key of a password (what "#proof" carries, in binary). */
-void	tl_ack_proof_key(const char *password, uint8_t key[TL_MAC_LEN]);
 
 /*
  * An offer's fields as received (borrowed strings, none NULL: "" for
@@ -129,18 +104,6 @@ typedef int (*tl_ack_refused_fn)(const char *via, const char *node,
 	    const char *kind, uint64_t count, uint64_t last_ns,
 	    const char *why, void *arg);
 int	tl_ack_refused_each(struct tl_txn *t, tl_ack_refused_fn fn, void *arg);
-
-/*
- * When each node's agent was last heard from (its signed report, the
- * heartbeat), in the scratch table TL_SEEN_TABLE: key NODE, value
- * u64be wall-clock ns; written in place (the publisher, or the agent
- * itself with --log), so an idle mesh appends nothing.  tl_ack_seen
- * puts now_ns in the write transaction t; tl_ack_seen_get reads it
- * (TL_ENOTFOUND when the node has none).
- */
-#define TL_SEEN_TABLE		"agents-seen"
-int	tl_ack_seen(struct tl_txn *t, const char *node, uint64_t now_ns);
-int	tl_ack_seen_get(struct tl_txn *t, const char *node, uint64_t *ns);
 
 /*
  * One pass over the offers after the checkpoint "acks", or after the

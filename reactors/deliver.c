@@ -13,6 +13,7 @@
 
 #include "core/delivery.h"
 #include "core/error.h"
+#include "core/nodewire.h"
 #include "projections/ctx.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
@@ -228,7 +229,7 @@ meta_begin(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	/* The key of the node's proof that it holds this credential. */
 	if ((rc = tl_rx_intent_password(rx, t, g, pw)) != 0)
 		return rc;
-	tl_ack_proof_key(pw, pkey);
+	tl_nw_proof_key(pw, pkey);
 	tl_secret_wipe(pw, sizeof(pw));
 	tl_dlv_enc_begin(e, g->id, holder, g->version, pkey);
 	tl_secret_wipe(pkey, sizeof(pkey));

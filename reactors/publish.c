@@ -59,6 +59,7 @@
 #include "core/amqp.h"
 #include "core/vec.h"
 #include "core/envelope.h"
+#include "core/nodewire.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/grant.h"
@@ -447,7 +448,7 @@ hex(const uint8_t *p, size_t n, char *out)
 
 /*
  * Signs m (to node's queue, for event seq) as the control plane
- * (reactors/ack.h, tl_cp_message) into the header "sig": tally-node
+ * (core/nodewire.h, tl_nw_cp_message) into the header "sig": tally-node
  * takes nothing from its queue that does not verify.  Without the
  * master key nothing is signed, and the agents refuse what comes.
  */
@@ -465,7 +466,7 @@ sign_for_node(struct tl_rx_pub *ps, const char *node, uint64_t seq,
 		tl_secret_cp_keypair(ps->key, ps->cp_pk, ps->cp_sk);
 		ps->has_cp = 1;
 	}
-	if ((rc = tl_cp_message(node, m->type, seq, m->body, m->len, &msg,
+	if ((rc = tl_nw_cp_message(node, m->type, seq, m->body, m->len, &msg,
 	    &len)) != 0)
 		return rc;
 	tl_secret_sign(ps->cp_sk, msg, len, sig);
@@ -1134,7 +1135,7 @@ struct repw {
 
 /*
  * An agent's report is its heartbeat: its last-seen time is touched
- * in place (the scratch table TL_SEEN_TABLE), and node.reported is
+ * in place (the scratch table TL_NW_SEEN_TABLE), and node.reported is
  * appended only when its signature verifies and it differs from the
  * one the graph holds, so an idle mesh appends nothing.  The check is
  * the whole of a report's verification (its node's signature), so
@@ -1158,7 +1159,7 @@ report_cb(struct tl_txn *t, void *arg)
 		    TL_REFUSED_NOKEY) != 0 ? w->node : "?", kind, why);
 	if (rc != 0)
 		return rc;
-	if ((rc = tl_ack_seen(t, w->node, tl_rx_now())) != 0)
+	if ((rc = tl_nw_seen(t, w->node, tl_rx_now())) != 0)
 		return rc;
 	if (tl_report_same(t, &c.p, w->node, w->report))
 		return 0;

@@ -97,29 +97,29 @@ END_TEST
 START_TEST(test_proofs)
 {
 	uint8_t pk[TL_SIGN_PUBLEN], sk[TL_SIGN_SECLEN], sig[TL_SIGN_LEN];
-	uint8_t nonce[TL_ACK_NONCE_LEN] = { 1, 2, 3 }, msg[TL_ACK_MSG_MAX];
-	uint8_t other[TL_ACK_MSG_MAX], key[TL_MAC_LEN], key2[TL_MAC_LEN];
+	uint8_t nonce[TL_NW_NONCE_LEN] = { 1, 2, 3 }, msg[TL_NW_MSG_MAX];
+	uint8_t other[TL_NW_MSG_MAX], key[TL_MAC_LEN], key2[TL_MAC_LEN];
 	uint8_t mac[TL_MAC_LEN], mac2[TL_MAC_LEN], opk[TL_SIGN_PUBLEN];
 	uint8_t osk[TL_SIGN_SECLEN];
 	size_t len, olen;
 
 	tl_secret_sign_keypair(pk, sk);
 	tl_secret_sign_keypair(opk, osk);
-	ck_assert_int_eq(tl_ack_message("game/db", "game@node-a", 2, nonce, msg,
+	ck_assert_int_eq(tl_nw_ack_message("game/db", "game@node-a", 2, nonce, msg,
 	    &len), 0);
 	tl_secret_sign(sk, msg, len, sig);
 	ck_assert_int_eq(tl_secret_verify(pk, msg, len, sig), 0);
 	/* Another node's key, another version, another holder split. */
 	ck_assert_int_eq(tl_secret_verify(opk, msg, len, sig), TL_ESECRET);
-	ck_assert_int_eq(tl_ack_message("game/db", "game@node-a", 3, nonce,
+	ck_assert_int_eq(tl_nw_ack_message("game/db", "game@node-a", 3, nonce,
 	    other, &olen), 0);
 	ck_assert_int_eq(tl_secret_verify(pk, other, olen, sig), TL_ESECRET);
-	ck_assert_int_eq(tl_ack_message("game/d", "bgame@node-a", 2, nonce,
+	ck_assert_int_eq(tl_nw_ack_message("game/d", "bgame@node-a", 2, nonce,
 	    other, &olen), 0);
 	ck_assert_int_eq(tl_secret_verify(pk, other, olen, sig), TL_ESECRET);
 	/* The MAC is keyed by the credential: another password, another MAC. */
-	tl_ack_proof_key("password-of-v2-xxxxxxxxxxxxxxxxx", key);
-	tl_ack_proof_key("password-of-v1-xxxxxxxxxxxxxxxxx", key2);
+	tl_nw_proof_key("password-of-v2-xxxxxxxxxxxxxxxxx", key);
+	tl_nw_proof_key("password-of-v1-xxxxxxxxxxxxxxxxx", key2);
 	ck_assert(memcmp(key, key2, sizeof(key)) != 0);
 	ck_assert_int_eq(tl_secret_mac(key, sizeof(key), msg, len, mac), 0);
 	ck_assert_int_eq(tl_secret_mac(key2, sizeof(key2), msg, len, mac2), 0);
@@ -131,7 +131,7 @@ START_TEST(test_proofs)
 
 		memset(longg, 'g', sizeof(longg) - 1);
 		longg[sizeof(longg) - 1] = '\0';
-		ck_assert_int_eq(tl_ack_message(longg, "h@n", 1, nonce, other,
+		ck_assert_int_eq(tl_nw_ack_message(longg, "h@n", 1, nonce, other,
 		    &olen), TL_EINVAL);
 	}
 }
@@ -162,13 +162,13 @@ START_TEST(test_cp_signature)
 	tl_secret_cp_keypair(&mk2, pk3, NULL);
 	ck_assert(memcmp(pk, pk3, sizeof(pk)) != 0);
 
-	ck_assert_int_eq(tl_cp_message("node-a", "credential.delivered", 42,
+	ck_assert_int_eq(tl_nw_cp_message("node-a", "credential.delivered", 42,
 	    "box", 3, &msg, &len), 0);
 	tl_secret_sign(sk, msg, len, sig);
 	ck_assert_int_eq(tl_secret_verify(pk, msg, len, sig), 0);
 	ck_assert_int_eq(tl_secret_verify(pk3, msg, len, sig), TL_ESECRET);
 #define OTHER(n, t, q, b, bl) do { \
-	ck_assert_int_eq(tl_cp_message(n, t, q, b, bl, &other, &olen), 0); \
+	ck_assert_int_eq(tl_nw_cp_message(n, t, q, b, bl, &other, &olen), 0); \
 	ck_assert_int_eq(tl_secret_verify(pk, other, olen, sig), TL_ESECRET); \
 	free(other); \
 } while (0)
@@ -265,7 +265,7 @@ static int
 seen_put(struct tl_txn *t, void *arg)
 {
 	(void)arg;
-	return tl_ack_seen(t, "node-b", 1234567890123ull);
+	return tl_nw_seen(t, "node-b", 1234567890123ull);
 }
 
 /*
@@ -296,7 +296,7 @@ START_TEST(test_refused_counts)
 	memset(&ra, 0, sizeof(ra));
 	ck_assert_int_eq(tl_log_begin(log, TL_TXN_RDONLY, &t), 0);
 	ck_assert_int_eq(tl_ack_refused_each(t, each_refused, &ra), 0);
-	ck_assert_int_eq(tl_ack_seen_get(t, "node-b", &ns), TL_ENOTFOUND);
+	ck_assert_int_eq(tl_nw_seen_get(t, "node-b", &ns), TL_ENOTFOUND);
 	tl_log_abort(t);
 	ck_assert_int_eq(ra.n, 0);
 
@@ -329,9 +329,9 @@ START_TEST(test_refused_counts)
 
 	ck_assert_int_eq(tl_log_write(log, seen_put, NULL), 0);
 	ck_assert_int_eq(tl_log_begin(log, TL_TXN_RDONLY, &t), 0);
-	ck_assert_int_eq(tl_ack_seen_get(t, "node-b", &ns), 0);
+	ck_assert_int_eq(tl_nw_seen_get(t, "node-b", &ns), 0);
 	ck_assert_uint_eq(ns, 1234567890123ull);
-	ck_assert_int_eq(tl_ack_seen_get(t, "node-c", &ns), TL_ENOTFOUND);
+	ck_assert_int_eq(tl_nw_seen_get(t, "node-c", &ns), TL_ENOTFOUND);
 	tl_log_abort(t);
 
 	rx.log = NULL;

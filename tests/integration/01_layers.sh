@@ -50,5 +50,51 @@ if [ -n "$found" ]; then
 	fail=1
 fi
 
+# The node agent links core/ alone (DESIGN.md rule 9; issue 23 item 2):
+# tools/tally-node/ includes no header of projections/, reactors/,
+# drivers/ or another tool (the node's wire format is core/nodewire.h),
+# and its link line, plain and sanitized, names only its own objects and
+# core's (no libtally.a, which carries the projections and reactors).
+found=$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' \
+	tools/tally-node/*.c tools/tally-node/*.h |
+	grep -vE '#[[:space:]]*include[[:space:]]*"(core/[a-z0-9_-]+\.h|[a-z0-9_-]+\.h)"' || true)
+local_inc=$(grep -hoE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[a-z0-9_-]+\.h"' \
+	tools/tally-node/*.c tools/tally-node/*.h | sed 's/.*"\(.*\)"/\1/' | sort -u)
+for h in $local_inc; do
+	[ -f "tools/tally-node/$h" ] ||
+		found="$found
+tools/tally-node: includes \"$h\", which is not the agent's own"
+done
+if [ -n "$found" ]; then
+	echo "FAIL: tally-node includes headers from outside core/:"
+	echo "$found"
+	fail=1
+fi
+B=${B:-build}
+for bin in "$B/bin/tally-node" "$B/asan/bin/tally-node"; do
+	case $bin in
+	*/asan/*) obj="$B/asan/obj" ;;
+	*) obj="$B/obj" ;;
+	esac
+	line=$(make -s -n -B "$bin" 2>/dev/null | grep -E -- "-o $bin( |\$)" || true)
+	if [ -z "$line" ]; then
+		echo "FAIL: make -n -B $bin prints no link line"
+		fail=1
+		continue
+	fi
+	bad=
+	for w in $line; do
+		case $w in
+		"$obj"/core/*.o|"$obj"/tools/tally-node/*.o) ;;
+		*.o|*.a|*.so) bad="$bad $w" ;;
+		esac
+	done
+	if [ -n "$bad" ]; then
+		echo "FAIL: $bin links more than core/ and its own objects:$bad"
+		fail=1
+	fi
+done
+
 [ "$fail" -eq 0 ] || exit 1
 echo "ok: the AMQP client is core/amqp.[ch], the only includer of <amqp.h>"
+echo "ok: tally-node includes and links core/ alone (plain and ASan)"

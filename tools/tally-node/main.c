@@ -26,7 +26,7 @@
  *   the acknowledgement   only when the reload succeeded: signed by the
  *                         node's Ed25519 key, with a MAC keyed by the
  *                         delivered credential's proof key
- *                         (reactors/ack.h), to tally.acks (--amqp) or
+ *                         (core/nodewire.h), to tally.acks (--amqp) or
  *                         appended to the log as credential.ack-offered
  *                         (--log, the control plane's own machine).
  * A failed reload is reported and not acknowledged: the rotation waits
@@ -70,8 +70,7 @@
 #include "core/sub.h"
 #include "core/version.h"
 #include "core/amqp.h"
-#include "projections/events.h"
-#include "reactors/ack.h"
+#include "core/nodewire.h"
 #include "node-internal.h"
 
 #define EXIT_OK		0
@@ -731,7 +730,7 @@ hex(const uint8_t *p, size_t n, char *out)
 struct offer {
 	const char	*node, *grant, *holder;
 	uint64_t	 version;
-	char		 nonce[2 * TL_ACK_NONCE_LEN + 1];
+	char		 nonce[2 * TL_NW_NONCE_LEN + 1];
 	char		 sig[2 * TL_SIGN_LEN + 1];
 	char		 mac[2 * TL_MAC_LEN + 1];
 };
@@ -760,7 +759,7 @@ append_offer(struct tl_txn *t, void *arg)
 	tl_body_str(&b, "via", "log");
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
-		a.type = TL_EV_ACK_OFFERED;
+		a.type = TL_NW_ACK_OFFERED;
 		a.stream = stream;
 		a.expect = TL_VER_ANY;
 		a.actor = actor;
@@ -777,8 +776,8 @@ static int
 acknowledge(struct agent *ag, const struct opened *o)
 {
 	struct offer of;
-	uint8_t nonce[TL_ACK_NONCE_LEN], sig[TL_SIGN_LEN], mac[TL_MAC_LEN];
-	uint8_t msg[TL_ACK_MSG_MAX];
+	uint8_t nonce[TL_NW_NONCE_LEN], sig[TL_SIGN_LEN], mac[TL_MAC_LEN];
+	uint8_t msg[TL_NW_MSG_MAX];
 	size_t mlen;
 	int rc;
 
@@ -789,7 +788,7 @@ acknowledge(struct agent *ag, const struct opened *o)
 		return TL_ESECRET;
 	}
 	randombytes_buf(nonce, sizeof(nonce));
-	if ((rc = tl_ack_message(o->d.grant, o->d.holder, o->d.version, nonce,
+	if ((rc = tl_nw_ack_message(o->d.grant, o->d.holder, o->d.version, nonce,
 	    msg, &mlen)) != 0)
 		return rc;
 	tl_secret_sign(ag->key->sign_sk, msg, mlen, sig);
@@ -839,9 +838,9 @@ acknowledge(struct agent *ag, const struct opened *o)
 /*
  * The report: {"agent","held":[{"grant","holder","version","reloaded",
  * "acked"}],"last_reload":{"module","ok","status"}}, signed by the
- * node's key (tl_report_message) and offered like an acknowledgement.
+ * node's key (tl_nw_report_message) and offered like an acknowledgement.
  * It is also the agent's heartbeat: with --log the agent puts its
- * last-seen time in the scratch table TL_SEEN_TABLE (reactors/ack.h)
+ * last-seen time in the scratch table TL_NW_SEEN_TABLE (core/nodewire.h)
  * each time, in place, and appends node.report-offered only when the
  * report differs from the last one it appended, so an idle node
  * appends nothing.
@@ -864,7 +863,7 @@ append_report(struct tl_txn *t, void *arg)
 	int rc;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	if ((rc = tl_ack_seen(t, w->node, (uint64_t)now.tv_sec * 1000000000u +
+	if ((rc = tl_nw_seen(t, w->node, (uint64_t)now.tv_sec * 1000000000u +
 	    (uint64_t)now.tv_nsec)) != 0 || !w->append)
 		return rc;
 	snprintf(stream, sizeof(stream), "node/%s", w->node);
@@ -876,7 +875,7 @@ append_report(struct tl_txn *t, void *arg)
 	tl_body_str(&b, "via", "log");
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
-		a.type = TL_EV_REPORT_OFFERED;
+		a.type = TL_NW_REPORT_OFFERED;
 		a.stream = stream;
 		a.expect = TL_VER_ANY;
 		a.actor = actor;
@@ -1036,7 +1035,7 @@ send_report(struct agent *ag)
 		}
 	}
 	json_decref(r);
-	if ((rc = tl_report_message(ag->node, js, &msg, &mlen)) != 0)
+	if ((rc = tl_nw_report_message(ag->node, js, &msg, &mlen)) != 0)
 		goto out;
 	tl_secret_sign(ag->key->sign_sk, msg, mlen, sig);
 	hex(sig, sizeof(sig), sighex);
@@ -1528,7 +1527,7 @@ from_log(struct agent *ag)
 			break;
 		if (tl_bview_open(&v, ev.body, ev.body_len) != 0)
 			continue;
-		if (strcmp(ev.type, TL_EV_ASSIGN_REMOVED) == 0) {
+		if (strcmp(ev.type, TL_NW_ASSIGN_REMOVED) == 0) {
 			char module[64] = "";
 
 			if (tl_bn_getstr(v.root, "node", node, sizeof(node)) ==
@@ -1547,9 +1546,9 @@ from_log(struct agent *ag)
 			tl_bview_close(&v);
 			continue;
 		}
-		if (strcmp(ev.type, TL_EV_GRANT_REVOKED) == 0 ||
-		    strcmp(ev.type, TL_EV_GRANT_PURGED) == 0 ||
-		    strcmp(ev.type, TL_EV_CRED_WITHDRAWN) == 0) {
+		if (strcmp(ev.type, TL_NW_GRANT_REVOKED) == 0 ||
+		    strcmp(ev.type, TL_NW_GRANT_PURGED) == 0 ||
+		    strcmp(ev.type, TL_NW_CRED_WITHDRAWN) == 0) {
 			char grant[201] = "";
 			int wd = ev.type[0] == 'c';
 
@@ -1573,7 +1572,7 @@ from_log(struct agent *ag)
 			write_pos(ag, pos = ev.seq);
 			continue;
 		}
-		if (strcmp(ev.type, TL_EV_CRED_DELIVERED) != 0) {
+		if (strcmp(ev.type, TL_NW_CRED_DELIVERED) != 0) {
 			tl_bview_close(&v);
 			continue;
 		}
@@ -1640,8 +1639,8 @@ write_cp_seq(struct agent *ag, uint64_t seq)
 }
 
 /*
- * Is d signed by the control plane for this node (reactors/ack.h,
- * tl_cp_message)?  0, or TL_ESECRET with the reason in why (200).
+ * Is d signed by the control plane for this node (core/nodewire.h,
+ * tl_nw_cp_message)?  0, or TL_ESECRET with the reason in why (200).
  * Anyone who may publish to the broker can put a message on the
  * node's queue, and a sealed box says nothing of who sealed it: only
  * the control plane's signature does.
@@ -1668,7 +1667,7 @@ cp_signed(struct agent *ag, const struct tl_amqp_delivery *d, char *why)
 		    TL_SIGN_LEN);
 		return TL_ESECRET;
 	}
-	if ((rc = tl_cp_message(ag->node, d->type, (uint64_t)d->seq, d->body,
+	if ((rc = tl_nw_cp_message(ag->node, d->type, (uint64_t)d->seq, d->body,
 	    d->len, &msg, &mlen)) != 0) {
 		snprintf(why, 200, "%s", tl_strerror(rc));
 		return rc;
@@ -1689,7 +1688,7 @@ handle_notice(struct agent *ag, const struct tl_amqp_delivery *d)
 	const char *m = NULL, *n = NULL, *g = NULL;
 	int rc = 0;
 
-	if (strcmp(d->type, TL_EV_CRED_DELIVERED) == 0)
+	if (strcmp(d->type, TL_NW_CRED_DELIVERED) == 0)
 		return deliver(ag, d->body, d->len);
 	if ((j = json_loadb(d->body, d->len, 0, NULL)) == NULL)
 		return 0;
@@ -1698,17 +1697,17 @@ handle_notice(struct agent *ag, const struct tl_amqp_delivery *d)
 		json_decref(j);
 		return rc;
 	}
-	if (strcmp(d->type, TL_EV_ASSIGN_REMOVED) == 0) {
+	if (strcmp(d->type, TL_NW_ASSIGN_REMOVED) == 0) {
 		if (json_unpack(j, "{s:s,s:s}", "module", &m, "node", &n) ==
 		    0 && strcmp(n, ag->node) == 0 && strchr(m, '/') == NULL &&
 		    m[0] != '.')
 			rc = remove_module(ag, m);
-	} else if (strcmp(d->type, TL_EV_GRANT_REVOKED) == 0 ||
-	    strcmp(d->type, TL_EV_GRANT_PURGED) == 0) {
+	} else if (strcmp(d->type, TL_NW_GRANT_REVOKED) == 0 ||
+	    strcmp(d->type, TL_NW_GRANT_PURGED) == 0) {
 		if (json_unpack(j, "{s:s}", "grant", &g) == 0)
 			rc = drop_grant(ag, g, d->type[6] == 'r' ? "revoked" :
 			    "purged");
-	} else if (strcmp(d->type, TL_EV_CRED_WITHDRAWN) == 0) {
+	} else if (strcmp(d->type, TL_NW_CRED_WITHDRAWN) == 0) {
 		if (json_unpack(j, "{s:s,s:s}", "grant", &g, "node", &n) == 0 &&
 		    strcmp(n, ag->node) == 0)
 			rc = drop_grant(ag, g, "withdrawn");
@@ -1891,9 +1890,9 @@ check_node(struct agent *ag, const char *keyfile)
 		const void *p;
 		size_t len;
 
-		if (strcmp(ev.type, TL_EV_NODE_REMOVED) == 0)
+		if (strcmp(ev.type, TL_NW_NODE_REMOVED) == 0)
 			have = haspk = 0;
-		if (strcmp(ev.type, TL_EV_NODE_ADDED) != 0 ||
+		if (strcmp(ev.type, TL_NW_NODE_ADDED) != 0 ||
 		    tl_bview_open(&v, ev.body, ev.body_len) != 0)
 			continue;
 		have = 1;

@@ -164,7 +164,7 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 	 * The report is recorded when it changes; the agent's heartbeat
 	 * (every --report-interval) only moves its last-seen time.
 	 */
-	if (aa->live && tl_ack_seen_get(aa->t, node, &seen) == 0 && seen > ts)
+	if (aa->live && tl_nw_seen_get(aa->t, node, &seen) == 0 && seen > ts)
 		ts = seen;
 	if ((rep = json_loadb((const char *)v + 8, vlen - 8, 0, NULL)) == NULL)
 		return 0;

@@ -19,6 +19,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/kv.h"
+#include "core/nodewire.h"
 #include "core/secret.h"
 #include "lib/tl_test.h"
 #include "reactors/ack.h"
@@ -90,6 +91,54 @@ START_TEST(test_key_files)
 	tl_secret_wipe(&k, sizeof(k));
 	tl_secret_wipe(&back, sizeof(back));
 	tl_test_tmpdir_done(dir);
+}
+END_TEST
+
+/*
+ * The node's wire (core/nodewire.h) is pinned byte for byte: an agent
+ * and a control plane of different builds must sign the same bytes,
+ * so a change to the framing is a new tag, never a silent edit.  The
+ * proof key is checked against BLAKE2b-256 keyed by "tally-ack-proof1"
+ * as Python's hashlib computes it.
+ */
+START_TEST(test_wire_pinned)
+{
+	static const uint8_t ack[] = "tally-ack/1\0g/r\0m@n\0"
+	    "\0\0\0\0\0\0\1\2" "\x10\x11\x12\x13\x14\x15\x16\x17"
+	    "\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f";
+	static const uint8_t rep[] = "tally-report/1\0n\0{}";
+	static const uint8_t cp[] = "tally-cp/1\0n\0t\0\1\2\3\4\5\6\7\x08" "b";
+	static const char proof[] = "4d48c6856c68df7033dc19ee36426a49"
+	    "309f874880fff960fdf4f8a187026474";
+	uint8_t nonce[TL_NW_NONCE_LEN], msg[TL_NW_MSG_MAX], key[TL_MAC_LEN];
+	uint8_t *m;
+	char hex[2 * TL_MAC_LEN + 1];
+	size_t len, i;
+
+	for (i = 0; i < sizeof(nonce); i++)
+		nonce[i] = (uint8_t)(0x10 + i);
+	ck_assert_int_eq(tl_nw_ack_message("g/r", "m@n", 0x102, nonce, msg,
+	    &len), 0);
+	ck_assert_uint_eq(len, sizeof(ack) - 1);
+	ck_assert(memcmp(msg, ack, len) == 0);
+	ck_assert_int_eq(tl_nw_report_message("n", "{}", &m, &len), 0);
+	ck_assert_uint_eq(len, sizeof(rep) - 1);
+	ck_assert(memcmp(m, rep, len) == 0);
+	free(m);
+	ck_assert_int_eq(tl_nw_cp_message("n", "t", 0x0102030405060708ull,
+	    "b", 1, &m, &len), 0);
+	ck_assert_uint_eq(len, sizeof(cp) - 1);
+	ck_assert(memcmp(m, cp, len) == 0);
+	free(m);
+	ck_assert_int_eq(tl_nw_cp_message("n", "t", 0x0102030405060708ull,
+	    NULL, 0, &m, &len), 0);
+	ck_assert_uint_eq(len, sizeof(cp) - 2);
+	ck_assert(memcmp(m, cp, len) == 0);
+	free(m);
+	tl_nw_proof_key("password-of-v2-xxxxxxxxxxxxxxxxx", key);
+	for (i = 0; i < sizeof(key); i++)
+		snprintf(hex + 2 * i, 3, "%02x", key[i]);
+	ck_assert_str_eq(hex, proof);
 }
 END_TEST
 
@@ -350,6 +399,7 @@ ack_suite(void)
 
 	tcase_add_test(tc, test_key_files);
 	tcase_add_test(tc, test_proofs);
+	tcase_add_test(tc, test_wire_pinned);
 	tcase_add_test(tc, test_cp_signature);
 	tcase_add_test(tc, test_refused_counts);
 	suite_add_tcase(s, tc);

@@ -1504,8 +1504,13 @@ from_log(struct agent *ag)
 			tl_sub_release(s);	/* the report is a write */
 			send_report(ag);
 		}
-		rc = tl_sub_next(s, ag->once ? TL_SUB_NOWAIT :
-		    tl_sub_deadline(1000), &ev);
+		/*
+		 * With deliveries taken and not yet written, only what is
+		 * there already is read: caught up, they are written at once
+		 * (a 1 s wait here delayed every live delivery by a second).
+		 */
+		rc = tl_sub_next(s, ag->once || ag->npending > 0 ?
+		    TL_SUB_NOWAIT : tl_sub_deadline(1000), &ev);
 		if (rc == TL_ETIMEDOUT || rc == EINTR) {
 			rc = 0;
 			/* Caught up: what waited is written, once per module. */

@@ -32,25 +32,6 @@ head_of() { TALLY_HOME=$1 "$TALLY_BIN/tally" stats --json | sed -n 's/.*"last_se
 # The events table, record by record (hash || envelope), in hex.
 events_dump() { mdb_dump -s events "$1/log" >"$W/dump.tmp" && sed '1,/^HEADER=END/d; /^DATA=END/d' "$W/dump.tmp"; }
 
-# follow_start: tallyd --follow on the standby in the background (the
-# broker password on its standard input); sets FPID once it has started.
-follow_start() {
-	_f_lines=0
-	[ -f "$T_DLOG" ] && _f_lines=$(wc -l <"$T_DLOG")
-	"$TALLY_BIN/tallyd" --home "$FH" --follow --amqp "$AMQP_URL" --stream "$STREAM" \
-		--user "$TALLY_TEST_AMQP_USER" --secret password <"$W/amqp.pw" 2>>"$T_DLOG" &
-	FPID=$!
-	_t_pids="$_t_pids $FPID"
-	_f_i=0
-	until tail -n +$((_f_lines + 1)) "$T_DLOG" | grep -q "tallyd\[$FPID\] info: started"; do
-		kill -0 "$FPID" 2>/dev/null || { tail -n 5 "$T_DLOG" >&2; t_fail "tallyd --follow exited at start"; }
-		_f_i=$((_f_i + 1))
-		[ $_f_i -lt 500 ] || t_fail "tallyd --follow did not start within 5 s"
-		sleep 0.01
-	done
-}
-
-# wait_follow SECONDS: until the follower's head is the leader's.
 wait_follow() {
 	_w_end=$(($(t_now_ms) + $1 * 1000))
 	until [ "$(head_of "$FH")" = "$(head_of "$LH")" ]; do

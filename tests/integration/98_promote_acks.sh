@@ -39,21 +39,6 @@ publish_ack() {
 		"{\"properties\":{},\"routing_key\":\"tally.acks\",\"payload\":\"$_p\",\"payload_encoding\":\"string\"}" |
 		grep -q '"routed":true' || t_fail "cannot publish to tally.acks"
 }
-follow_start() {
-	_f_lines=0
-	[ -f "$T_DLOG" ] && _f_lines=$(wc -l <"$T_DLOG")
-	"$TALLY_BIN/tallyd" --home "$FH" --follow --amqp "$AMQP_URL" --stream "$STREAM" \
-		--user "$TALLY_TEST_AMQP_USER" --secret password <"$W/amqp.pw" 2>>"$T_DLOG" &
-	FPID=$!
-	_t_pids="$_t_pids $FPID"
-	_f_i=0
-	until tail -n +$((_f_lines + 1)) "$T_DLOG" | grep -q "tallyd\[$FPID\] info: started"; do
-		kill -0 "$FPID" 2>/dev/null || { tail -n 5 "$T_DLOG" >&2; t_fail "tallyd --follow exited at start"; }
-		_f_i=$((_f_i + 1))
-		[ $_f_i -lt 500 ] || t_fail "tallyd --follow did not start within 5 s"
-		sleep 0.01
-	done
-}
 agent_start() {
 	"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/node-a" --state "$W/node-a.state" \
 		--amqp "$AMQP_URL" --amqp-user "$TALLY_TEST_AMQP_USER" --amqp-password-file "$W/amqp.pw" \

@@ -31,21 +31,6 @@ AUTH="python3 $TALLY_SRC/tests/harness/stream_auth.py"
 head_of() { TALLY_HOME=$1 "$TALLY_BIN/tally" stats --json | sed -n 's/.*"last_seq":\([0-9]*\).*/\1/p'; }
 events_dump() { mdb_dump -s events "$1/log" >"$W/dump.tmp" && sed '1,/^HEADER=END/d; /^DATA=END/d' "$W/dump.tmp"; }
 fly() { TALLY_HOME=$FH "$TALLY_BIN/tally" "$@"; }
-follow_start() {
-	_f_lines=0
-	[ -f "$T_DLOG" ] && _f_lines=$(wc -l <"$T_DLOG")
-	"$TALLY_BIN/tallyd" --home "$FH" --follow --amqp "$AMQP_URL" --stream "$STREAM" \
-		--user "$TALLY_TEST_AMQP_USER" --secret password <"$W/amqp.pw" 2>>"$T_DLOG" &
-	FPID=$!
-	_t_pids="$_t_pids $FPID"
-	_f_i=0
-	until tail -n +$((_f_lines + 1)) "$T_DLOG" | grep -q "tallyd\[$FPID\] info: started"; do
-		kill -0 "$FPID" 2>/dev/null || { tail -n 5 "$T_DLOG" >&2; t_fail "tallyd --follow exited at start"; }
-		_f_i=$((_f_i + 1))
-		[ $_f_i -lt 500 ] || t_fail "tallyd --follow did not start within 5 s"
-		sleep 0.01
-	done
-}
 # wait_follow SECONDS: until the follower's head is the leader's; fails
 # at once when the follower exits.
 wait_follow() {

@@ -134,3 +134,22 @@ api() {
 		-H 'content-type: application/json' ${3:+-d "$3"} \
 		"http://127.0.0.1:$TALLY_TEST_AMQP_MGMT_PORT/api$2"
 }
+
+# follow_start: tallyd --follow on the standby's home $FH, following
+# $STREAM at $AMQP_URL (the password in $W/amqp.pw), into $T_DLOG; waits
+# until it says it started (5 s), its pid in $FPID.
+follow_start() {
+	_f_lines=0
+	[ -f "$T_DLOG" ] && _f_lines=$(wc -l <"$T_DLOG")
+	"$TALLY_BIN/tallyd" --home "$FH" --follow --amqp "$AMQP_URL" --stream "$STREAM" \
+		--user "$TALLY_TEST_AMQP_USER" --secret password <"$W/amqp.pw" 2>>"$T_DLOG" &
+	FPID=$!
+	_t_pids="$_t_pids $FPID"
+	_f_i=0
+	until tail -n +$((_f_lines + 1)) "$T_DLOG" | grep -q "tallyd\[$FPID\] info: started"; do
+		kill -0 "$FPID" 2>/dev/null || { tail -n 5 "$T_DLOG" >&2; t_fail "tallyd --follow exited at start"; }
+		_f_i=$((_f_i + 1))
+		[ $_f_i -lt 500 ] || t_fail "tallyd --follow did not start within 5 s"
+		sleep 0.01
+	done
+}

@@ -63,7 +63,83 @@ struct tl_drv_admin {
 	 * Borrowed for the call to open, which copies what it keeps.
 	 */
 	const char	*const *settings;
+	/*
+	 * The mesh this control plane belongs to: its id, 32 hex digits
+	 * (tally mesh); "" or NULL only for a home made before meshes had
+	 * ids.  Marks carry it, and an object marked by another mesh is
+	 * never changed by accident (drivers/README.md).
+	 */
+	const char	*mesh;
+	/*
+	 * The fence the session acts under (NULL: none, a reader such as
+	 * tally check's): what ops->fence raises, and what a driver whose
+	 * fencing is TL_DRV_FENCE_ATOMIC or TL_DRV_FENCE_BEFORE_CALL
+	 * checks with each change, refusing it (TL_EREFUSED, why "deposed:
+	 * ...") once the provider holds a fence this one is not.  Borrowed
+	 * for the call to open, which copies it.
+	 */
+	const struct tl_drv_fence *fence;
 };
+
+/*
+ * A leader's fence: mesh, epoch, and which candidate leads that epoch.
+ * Two candidates promoted to the same epoch have different leaders
+ * (reactors/epoch.h: tl_ep_leader), so a compare-and-set on the pair
+ * lets exactly one of them hold a provider.
+ */
+#define TL_DRV_LEADER_MAX	33	/* 32 hex digits and the NUL */
+struct tl_drv_fence {
+	const char	*mesh;		/* the mesh id; "": before ids */
+	uint64_t	 epoch;		/* 0: read what is held, raise nothing */
+	const char	*leader;	/* the epoch's leader, hex */
+};
+/* What a provider holds for a mesh (epoch 0, leader "": nothing). */
+struct tl_drv_fence_held {
+	uint64_t	 epoch;
+	char		 leader[TL_DRV_LEADER_MAX];
+};
+/*
+ * 1 when held lets want act: nothing held, or want's epoch above the
+ * held one's (a raise not made yet), or the same epoch and leader.
+ * Pure.
+ */
+int	tl_drv_fence_ours(const struct tl_drv_fence *want,
+	    const struct tl_drv_fence_held *held);
+
+/*
+ * How a driver keeps a deposed leader from changing anything (declared
+ * as data, like the credential model: tally providers and status show
+ * it with its window).
+ */
+enum tl_drv_fencing {
+	/* Nothing on the provider or before calls: not protected. */
+	TL_DRV_FENCE_NONE = 0,
+	/*
+	 * The provider checks the fence in the same transaction, script
+	 * or lock as each change: a deposed leader's change never lands.
+	 */
+	TL_DRV_FENCE_ATOMIC,
+	/*
+	 * The fence is stored on the provider and read back before each
+	 * changing call: a deposed leader's call may land only if the
+	 * promotion raised the fence during that one call.
+	 */
+	TL_DRV_FENCE_BEFORE_CALL,
+	/*
+	 * Nothing can be stored on the provider: the control plane checks
+	 * its own epoch before each call (the stream, epoch.h); the window
+	 * is what the declaration states.
+	 */
+	TL_DRV_FENCE_EPOCH_CHECK
+};
+struct tl_drv_fence_decl {
+	enum tl_drv_fencing kind;
+	const char	*how;		/* one line: where the fence lives */
+	const char	*window;	/* one line: what a deposed leader can
+					   still do, and for how long */
+};
+/* The kind's name ("atomic", "before each call", ...). */
+const char *tl_drv_fencing_name(enum tl_drv_fencing kind);
 
 /* What one grant is, as the driver sees it. */
 struct tl_drv_grant {
@@ -88,6 +164,16 @@ struct tl_drv_grant {
 	 */
 	const char	*grant;
 	int		 adopt_unnamed;
+	/*
+	 * The mesh (its id, hex) whose mark on this grant's objects may be
+	 * taken over by this call, then replaced by this mesh's (tally
+	 * adopt recorded it: a home lost and rebuilt); NULL or "": none,
+	 * and an object whose mark names a mesh other than
+	 * tl_drv_admin.mesh is refused (TL_EREFUSED, why "owned by mesh
+	 * 6f1c..., not this one") by every operation that would change
+	 * it, and reported by check.
+	 */
+	const char	*adopt_mesh;
 	/*
 	 * Drivers whose provider chooses the credential (ops->handle_model;
 	 * NULL and unused by every other driver).  handle: the secret
@@ -233,6 +319,12 @@ struct tl_drv_name_in {
 	 * which every operation refuses).  Borrowed for the call.
 	 */
 	const uint8_t	*key;
+	/*
+	 * The mesh's id (32 hex digits), which scheme 4 digests grant ids
+	 * with, so two meshes on one server never share a name; NULL or
+	 * not 32 hex digits: scheme 4 gives "" for every name.  Borrowed.
+	 */
+	const char	*mesh;
 };
 
 #define TL_DRV_NAME_KEY_LEN	32
@@ -255,6 +347,12 @@ struct tl_drv_names {
  */
 #define TL_DRV_NAMING		2
 #define TL_DRV_NAMING_KEYED	3
+/*
+ * Scheme 4: scheme 2 with the digest keyed by the mesh id (public, so
+ * not for keyed_names drivers, which keep scheme 3, already per mesh):
+ * what a home with a mesh id names new grants by.
+ */
+#define TL_DRV_NAMING_MESH	4
 
 /*
  * The injective scheme drivers share (drivers/naming.c, which states
@@ -554,16 +652,21 @@ struct tl_drv_ops {
 	int	(*sessions)(void *h, const struct tl_drv_grant *g,
 		    unsigned *count, char *why);
 	/*
-	 * Fences the provider for control plane epoch (reactors/epoch.h):
-	 * raises the provider's tally-owned marker to epoch if it is
-	 * lower (it never goes down), atomically, and returns the marker
-	 * as it is after that in *current.  epoch 0 only reads it.  A
-	 * tallyd whose epoch is below *current is deposed and must not act
-	 * on this provider.  NULL: the driver keeps no fence (the provider
-	 * is then not protected from a deposed leader).
+	 * Fences the provider for the session's admin->fence (want, the
+	 * same): a compare-and-set, atomic on the provider, that stores
+	 * want's epoch and leader for want's mesh only when the epoch held
+	 * for that mesh is strictly lower (never GREATEST: two candidates
+	 * at one epoch do not both win), and returns what is held after in
+	 * *held.  want->epoch 0 only reads.  Fences of other meshes are
+	 * never read or changed.  A control plane for which
+	 * tl_drv_fence_ours(want, held) is 0 is deposed and must not act
+	 * on this provider.  NULL: the driver stores no fence (fencing
+	 * says what protects it then).
 	 */
-	int	(*fence)(void *h, uint64_t epoch, uint64_t *current,
-		    char *why);
+	int	(*fence)(void *h, const struct tl_drv_fence *want,
+		    struct tl_drv_fence_held *held, char *why);
+	/* How it is fenced; NULL reads as TL_DRV_FENCE_NONE. */
+	const struct tl_drv_fence_decl *fencing;
 	/*
 	 * What revoking g now would lose, asked before tally acts (tally
 	 * remove shows it, and wants --yes when something is lost): drop

@@ -369,11 +369,12 @@ f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 
 /* The fence passes through: faults are injected into the grants' ops. */
 static int
-f_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
+f_fence(void *h, const struct tl_drv_fence *want,
+    struct tl_drv_fence_held *held, char *why)
 {
 	struct f_handle *fh = h;
 
-	return fh->s->real->fence(fh->h, epoch, current, why);
+	return fh->s->real->fence(fh->h, want, held, why);
 }
 
 static int

@@ -1329,37 +1329,67 @@ mdb_set_admin_password(void *h, const char *user, const char *password,
 }
 
 /*
- * The fence: one row in tally.fence, raised with GREATEST in one
- * statement (two control planes racing leave the higher epoch), then
- * read back.
+ * The fence: one row per mesh in tally.fences, raised by a compare-
+ * and-set (the row changes only when its epoch is strictly lower; in
+ * ON DUPLICATE KEY UPDATE the assignments run left to right, so leader
+ * is compared before epoch moves), then read back.  Other meshes' rows
+ * are not touched; tally.fence of earlier releases is no longer read.
  */
 static int
-mdb_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
+mdb_fence(void *h, const struct tl_drv_fence *want,
+    struct tl_drv_fence_held *held, char *why)
 {
 	struct tl_drv_mdb *p = h;
+	const char *mesh = want->mesh != NULL ? want->mesh : "";
+	const char *leader = want->leader != NULL ? want->leader : "";
+	char sql[256];
 	MYSQL_RES *r;
 	MYSQL_ROW row;
 	int rc;
 
-	*current = 0;
+	held->epoch = 0;
+	held->leader[0] = '\0';
 	if (p == NULL)
 		return tl_drv_why(why, TL_EINVAL, "driver not open");
+	/* Both are hex digits (or empty): nothing to escape, but refuse. */
+	if (strspn(mesh, "0123456789abcdef") != strlen(mesh) ||
+	    strspn(leader, "0123456789abcdef") != strlen(leader) ||
+	    strlen(mesh) > 64 || strlen(leader) > 64)
+		return tl_drv_why(why, TL_EINVAL, "fence: mesh or leader is "
+		    "not hex");
 	if ((rc = ensure(p, why)) != 0 || (rc = ensure_meta(p, why)) != 0 ||
 	    (rc = tl_drv_mdb_run(p->c, "CREATE TABLE IF NOT EXISTS `" MDB_META
-	    "`.`fence` (id INT PRIMARY KEY, epoch BIGINT UNSIGNED NOT NULL) "
-	    "ENGINE=InnoDB", "creating tally.fence", why)) != 0 ||
-	    (rc = runf(p->c, "raising the fence", why, "INSERT INTO `" MDB_META
-	    "`.`fence` (id, epoch) VALUES (1, %llu) ON DUPLICATE KEY UPDATE "
-	    "epoch = GREATEST(epoch, VALUES(epoch))",
-	    (unsigned long long)epoch)) != 0 ||
-	    (rc = query(p->c, "SELECT epoch FROM `" MDB_META "`.`fence` WHERE "
-	    "id = 1", &r, "reading the fence", why)) != 0)
+	    "`.`fences` (mesh VARCHAR(64) PRIMARY KEY, epoch BIGINT UNSIGNED "
+	    "NOT NULL, leader VARCHAR(64) NOT NULL) ENGINE=InnoDB",
+	    "creating tally.fences", why)) != 0)
 		return rc;
-	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL)
-		*current = strtoull(row[0], NULL, 10);
+	if (want->epoch != 0 && (rc = runf(p->c, "raising the fence", why,
+	    "INSERT INTO `" MDB_META "`.`fences` (mesh, epoch, leader) VALUES "
+	    "('%s', %llu, '%s') ON DUPLICATE KEY UPDATE "
+	    "leader = IF(epoch < VALUES(epoch), VALUES(leader), leader), "
+	    "epoch = IF(epoch < VALUES(epoch), VALUES(epoch), epoch)", mesh,
+	    (unsigned long long)want->epoch, leader)) != 0)
+		return rc;
+	snprintf(sql, sizeof(sql), "SELECT epoch, leader FROM `" MDB_META
+	    "`.`fences` WHERE mesh = '%s'", mesh);
+	if ((rc = query(p->c, sql, &r, "reading the fence", why)) != 0)
+		return rc;
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
+		held->epoch = strtoull(row[0], NULL, 10);
+		snprintf(held->leader, sizeof(held->leader), "%s",
+		    row[1] != NULL ? row[1] : "");
+	}
 	mysql_free_result(r);
 	return 0;
 }
+
+static const struct tl_drv_fence_decl mdb_fencing = {
+	TL_DRV_FENCE_BEFORE_CALL,
+	"a row per mesh in tally.fences, raised by compare-and-set on every "
+	"session tallyd opens",
+	"a deposed leader's session opened before the promotion may finish "
+	"the calls of that one pass"
+};
 
 /* --- declarations ---------------------------------------------------- */
 
@@ -1494,4 +1524,5 @@ const struct tl_drv_ops tl_drv_mariadb = {
 	.migrate_dialect = "sql/mariadb",
 	.sessions = mdb_sessions,
 	.fence = mdb_fence,
+	.fencing = &mdb_fencing,
 };

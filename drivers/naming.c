@@ -33,6 +33,11 @@
  * name in the grant's first intent anyway.  Without the key scheme 3
  * gives no name at all ("") rather than a predictable one.
  *
+ * Scheme 4 is scheme 2 with DIGEST keyed by the mesh id (in->mesh, 16
+ * bytes): two meshes administering one server name the same grant
+ * differently, so neither can take the other's objects by name.  The
+ * id is not secret; keyed_names drivers keep scheme 3.
+ *
  * A grant keeps the scheme it was first provisioned with (recorded in
  * its grant.provisioning): its objects exist under those names.  The
  * code below was reactors/names.c (the limit was PostgreSQL's, 63);
@@ -128,6 +133,25 @@ tl_drv_name_digest_keyed(const char *grant, const uint8_t *key,
 	keyed_digest(grant, key, out);
 }
 
+/* Scheme 4's: keyed by the mesh id's 16 bytes (mesh_ok checked it). */
+static void
+mesh_digest(const char *grant, const char *mesh, char out[DIGEST_HEX + 1])
+{
+	uint8_t key[TL_DRV_NAME_KEY_LEN] = { 0 };
+	size_t n = 0;
+
+	sodium_hex2bin(key, 16, mesh, 32, NULL, &n, NULL);
+	keyed_digest(grant, key, out);
+	sodium_memzero(key, sizeof(key));
+}
+
+static int
+mesh_ok(const char *mesh)
+{
+	return mesh != NULL && strlen(mesh) == 32 &&
+	    strspn(mesh, "0123456789abcdef") == 32;
+}
+
 /* PREFIX (cut to fit) "_" DIGEST SUFFIX; suffix is at most 44 bytes. */
 static void
 fit_v2(char out[TL_DRV_NAME_MAX], size_t max, const char *prefix,
@@ -156,6 +180,8 @@ names_v2(const struct tl_drv_name_in *in, size_t max,
 
 	if (in->scheme == TL_DRV_NAMING_KEYED)
 		tl_drv_name_digest_keyed(in->grant, in->key, digest);
+	else if (in->scheme == TL_DRV_NAMING_MESH)
+		mesh_digest(in->grant, in->mesh, digest);
 	else
 		tl_drv_name_digest(in->grant, digest);
 	if (in->node[0] != '\0')
@@ -189,7 +215,10 @@ tl_drv_name_scheme(const struct tl_drv_name_in *in, size_t max,
 	memset(out, 0, sizeof(*out));
 	if (in->scheme == 1)
 		names_v1(in, max, out);
-	else if (in->scheme != TL_DRV_NAMING_KEYED || in->key != NULL)
+	else if (in->scheme == TL_DRV_NAMING_MESH) {
+		if (mesh_ok(in->mesh))
+			names_v2(in, max, out);
+	} else if (in->scheme != TL_DRV_NAMING_KEYED || in->key != NULL)
 		names_v2(in, max, out);
 }
 

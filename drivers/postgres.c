@@ -2443,32 +2443,70 @@ static const struct tl_drv_setting pg_settings[] = {
 };
 
 /*
- * The fence: one row in tally_fence in the maintenance database (the
- * admin session's), raised with GREATEST in one statement, so two
- * control planes racing leave the higher epoch and each sees it.  One
- * round trip once the table exists (tallyd raises it on every session
- * a pass opens): the table is made only when the statement says it is
- * missing.
+ * The fence: one row per mesh in tally_fences in the maintenance
+ * database (the admin session's).  The raise is one statement, a
+ * compare-and-set: the row changes only when the epoch it holds is
+ * strictly lower, so of two candidates at one epoch only the first
+ * holds it, and the second reads the first's leader back.  Rows of
+ * other meshes are not touched (two meshes may administer one server;
+ * the table tally_fence of earlier releases, which named no mesh, is
+ * no longer read).  One round trip once the table exists and the raise
+ * took; the table is made only when a statement says it is missing.
  */
 static int
-pg_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
+pg_fence_read(struct tl_drv_pg *p, const char *mesh,
+    struct tl_drv_fence_held *held, char *why)
+{
+	const char *vals[1] = { mesh };
+	PGresult *r;
+	int rc;
+
+	r = PQexecParams(p->conn, "SELECT epoch, leader FROM tally_fences "
+	    "WHERE mesh = $1", 1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+		rc = st != NULL && strcmp(st, "42P01") == 0 ? 0 :
+		    res_err(p->conn, r, "read the fence", why);
+		PQclear(r);
+		return rc;
+	}
+	if (PQntuples(r) == 1) {
+		held->epoch = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+		snprintf(held->leader, sizeof(held->leader), "%s",
+		    PQgetvalue(r, 0, 1));
+	}
+	PQclear(r);
+	return 0;
+}
+
+static int
+pg_fence(void *h, const struct tl_drv_fence *want,
+    struct tl_drv_fence_held *held, char *why)
 {
 	struct tl_drv_pg *p = h;
-	const char *vals[1], *st;
+	const char *vals[3], *st, *mesh = want->mesh != NULL ? want->mesh : "";
 	char e[24];
 	PGresult *r;
 	int rc, tries;
 
+	held->epoch = 0;
+	held->leader[0] = '\0';
 	if ((rc = pg_ensure(p, why)) != 0)
 		return rc;
-	snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
-	vals[0] = e;
+	if (want->epoch == 0)
+		return pg_fence_read(p, mesh, held, why);
+	snprintf(e, sizeof(e), "%llu", (unsigned long long)want->epoch);
+	vals[0] = mesh;
+	vals[1] = e;
+	vals[2] = want->leader != NULL ? want->leader : "";
 	for (tries = 0;; tries++) {
-		r = PQexecParams(p->conn, "INSERT INTO tally_fence (id, epoch) "
-		    "VALUES (1, $1::bigint) ON CONFLICT (id) DO UPDATE SET "
-		    "epoch = GREATEST(tally_fence.epoch, EXCLUDED.epoch) "
-		    "RETURNING epoch", 1, NULL, vals, NULL, NULL, 0);
-		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		r = PQexecParams(p->conn, "INSERT INTO tally_fences (mesh, "
+		    "epoch, leader) VALUES ($1, $2::bigint, $3) ON CONFLICT "
+		    "(mesh) DO UPDATE SET epoch = EXCLUDED.epoch, leader = "
+		    "EXCLUDED.leader WHERE tally_fences.epoch < EXCLUDED.epoch "
+		    "RETURNING epoch, leader", 3, NULL, vals, NULL, NULL, 0);
+		if (PQresultStatus(r) == PGRES_TUPLES_OK)
 			break;
 		st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 		if (tries > 0 || st == NULL || strcmp(st, "42P01") != 0) {
@@ -2478,15 +2516,31 @@ pg_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
 		}
 		PQclear(r);
 		/* undefined_table: the first fence on this provider. */
-		if ((rc = run(p->conn, "CREATE TABLE IF NOT EXISTS tally_fence ("
-		    "id int PRIMARY KEY DEFAULT 1 CHECK (id = 1), "
-		    "epoch bigint NOT NULL)", "create tally_fence", why)) != 0)
+		if ((rc = run(p->conn, "CREATE TABLE IF NOT EXISTS "
+		    "tally_fences (mesh text PRIMARY KEY, epoch bigint NOT "
+		    "NULL, leader text NOT NULL)", "create tally_fences",
+		    why)) != 0)
 			return rc;
 	}
-	*current = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+	if (PQntuples(r) == 1) {
+		held->epoch = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+		snprintf(held->leader, sizeof(held->leader), "%s",
+		    PQgetvalue(r, 0, 1));
+		PQclear(r);
+		return 0;
+	}
 	PQclear(r);
-	return 0;
+	/* Held at our epoch or above: a new statement sees by whom. */
+	return pg_fence_read(p, mesh, held, why);
 }
+
+static const struct tl_drv_fence_decl pg_fencing = {
+	TL_DRV_FENCE_BEFORE_CALL,
+	"a row per mesh in tally_fences in the maintenance database, "
+	"raised by compare-and-set on every session tallyd opens",
+	"a deposed leader's session opened before the promotion may finish "
+	"the calls of that one pass"
+};
 
 const struct tl_drv_ops tl_drv_postgres = {
 	.name = "postgres",
@@ -2518,4 +2572,5 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.migrate_dialect = "sql/postgres",
 	.sessions = pg_sessions,
 	.fence = pg_fence,
+	.fencing = &pg_fencing,
 };

@@ -1290,37 +1290,58 @@ rd_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 }
 
 /*
- * The fence: tally:fence holds the epoch in decimal; the script raises
- * it when ARGV[1] is greater (compared as decimal strings without
- * leading zeros, so no float of Lua's rounds a large epoch) and returns
- * what it holds after.
+ * The fence: one hash per mesh, tally:fence:MESH {epoch, leader}; the
+ * script is the compare-and-set (it raises only when ARGV[1] is
+ * strictly greater, compared as decimal strings without leading zeros
+ * so no float of Lua's rounds a large epoch) and returns what is held
+ * after.  A script runs atomically on the server.  The key of earlier
+ * releases (tally:fence, no mesh) is no longer read.
  */
 static int
-rd_fence(void *hv, uint64_t epoch, uint64_t *current, char *why)
+rd_fence(void *hv, const struct tl_drv_fence *want,
+    struct tl_drv_fence_held *held, char *why)
 {
 	static const char script[] =
-	    "local c = redis.call('GET', KEYS[1]) or '0' "
+	    "local c = redis.call('HGET', KEYS[1], 'epoch') or '0' "
 	    "local e = ARGV[1] "
-	    "if #e > #c or (#e == #c and e > c) then "
-	    "redis.call('SET', KEYS[1], e) c = e end "
-	    "return c";
+	    "if e ~= '0' and (#e > #c or (#e == #c and e > c)) then "
+	    "redis.call('HSET', KEYS[1], 'epoch', e, 'leader', ARGV[2]) end "
+	    "return {redis.call('HGET', KEYS[1], 'epoch') or '0', "
+	    "redis.call('HGET', KEYS[1], 'leader') or ''}";
 	struct tl_drv_redis *h = hv;
-	char e[24];
-	const char *argv[5] = { "EVAL", script, "1", RD_FENCE, e };
+	const char *mesh = want->mesh != NULL ? want->mesh : "";
+	char e[24], key[128];
+	const char *argv[6] = { "EVAL", script, "1", key, e,
+	    want->leader != NULL ? want->leader : "" };
 	redisReply *r;
 	int rc;
 
-	snprintf(e, sizeof(e), "%llu", (unsigned long long)epoch);
-	if ((rc = cmd(h, 5, argv, &r, "raise the fence", why)) != 0)
+	held->epoch = 0;
+	held->leader[0] = '\0';
+	snprintf(key, sizeof(key), RD_FENCE ":%s", mesh);
+	snprintf(e, sizeof(e), "%llu", (unsigned long long)want->epoch);
+	if ((rc = cmd(h, 6, argv, &r, "raise the fence", why)) != 0)
 		return rc;
-	if (r->type != REDIS_REPLY_STRING) {
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_STRING) {
 		freeReplyObject(r);
 		return tl_drv_why(why, TL_EDRIVER, "fence: unexpected reply");
 	}
-	*current = strtoull(r->str, NULL, 10);
+	held->epoch = strtoull(r->element[0]->str, NULL, 10);
+	snprintf(held->leader, sizeof(held->leader), "%s",
+	    r->element[1]->str);
 	freeReplyObject(r);
 	return 0;
 }
+
+static const struct tl_drv_fence_decl rd_fencing = {
+	TL_DRV_FENCE_BEFORE_CALL,
+	"a hash per mesh, tally:fence:MESH, raised by a compare-and-set "
+	"script on every session tallyd opens",
+	"a deposed leader's session opened before the promotion may finish "
+	"the calls of that one pass"
+};
 
 static int
 rd_compose(const char *field, const struct tl_drv_endpoint *ep,
@@ -1467,4 +1488,5 @@ const struct tl_drv_ops tl_drv_redis = {
 	.revocation = &rd_revocation,
 	.sessions = rd_sessions,
 	.fence = rd_fence,
+	.fencing = &rd_fencing,
 };

@@ -171,3 +171,25 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 	}
 	return bad(why, s, value, "unknown kind");
 }
+
+int
+tl_drv_fence_ours(const struct tl_drv_fence *want,
+    const struct tl_drv_fence_held *held)
+{
+	if (held->epoch == 0 || held->epoch < want->epoch)
+		return 1;
+	return held->epoch == want->epoch && want->leader != NULL &&
+	    strcmp(held->leader, want->leader) == 0;
+}
+
+const char *
+tl_drv_fencing_name(enum tl_drv_fencing kind)
+{
+	switch (kind) {
+	case TL_DRV_FENCE_ATOMIC:	return "atomic with each change";
+	case TL_DRV_FENCE_BEFORE_CALL:	return "checked before each call";
+	case TL_DRV_FENCE_EPOCH_CHECK:	return "epoch checked by the control plane";
+	case TL_DRV_FENCE_NONE:		break;
+	}
+	return "none";
+}

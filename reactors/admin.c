@@ -144,16 +144,11 @@ change(struct tl_rx_job *j)
 {
 	struct astep *st = (struct astep *)j;
 	struct tl_drv_admin a;
+	struct tl_drv_fence fence;
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	void *h = NULL;
 
-	a.host = st->pv.host;
-	a.port = st->pv.port;
-	a.user = st->pv.user;
-	a.password = st->pv.password;
-	a.dbname = st->pv.db;
-	a.revoke_public_connect = st->pv.maint;
-	a.settings = tl_rx_prov_settings(&st->pv, sv);
+	tl_rx_prov_admin(&st->pv, sv, &fence, &a);
 	if (st->ops->set_admin_password == NULL) {
 		st->rc = TL_EDRIVER;
 		snprintf(st->why, sizeof(st->why), "driver %s cannot rotate "

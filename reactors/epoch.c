@@ -59,6 +59,30 @@ tl_ep_current(struct tl_txn *t, uint64_t *epochp, uint64_t *atp)
 }
 
 int
+tl_ep_leader(struct tl_txn *t, uint64_t *epochp, char *leader)
+{
+	static const char hx[] = "0123456789abcdef";
+	struct tl_event ev;
+	uint64_t at = 0;
+	int rc, i;
+
+	leader[0] = '\0';
+	if ((rc = tl_ep_current(t, epochp, &at)) != 0)
+		return rc;
+	rc = tl_log_get(t, at != 0 ? at : 1, &ev);
+	if (rc == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	for (i = 0; i < 16; i++) {
+		leader[2 * i] = hx[ev.hash[i] >> 4];
+		leader[2 * i + 1] = hx[ev.hash[i] & 15];
+	}
+	leader[32] = '\0';
+	return 0;
+}
+
+int
 tl_ep_is_standby(const char *home)
 {
 	char path[1200];
@@ -194,6 +218,8 @@ void
 tl_ep_arm(struct tl_rx *rx, struct tl_rx_prov *pv)
 {
 	pv->epoch = rx->epoch;
+	snprintf(pv->leader, sizeof(pv->leader), "%s", rx->leader);
+	snprintf(pv->mesh, sizeof(pv->mesh), "%s", rx->mesh);
 	pv->fence_rx = rx;
 }
 
@@ -201,7 +227,8 @@ int
 tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 {
 	struct tl_rx *rx = pv->fence_rx;
-	uint64_t cur = 0;
+	struct tl_drv_fence want;
+	struct tl_drv_fence_held held = { 0, "" };
 	int rc;
 
 	if (rx == NULL || pv->epoch == 0 || pv->ops == NULL ||
@@ -211,14 +238,18 @@ tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
 		return TL_EREFUSED;
 	}
-	if ((rc = pv->ops->fence(h, pv->epoch, &cur, why)) != 0)
+	want.mesh = pv->mesh;
+	want.epoch = pv->epoch;
+	want.leader = pv->leader;
+	if ((rc = pv->ops->fence(h, &want, &held, why)) != 0)
 		return rc;
-	if (cur <= pv->epoch)
+	if (tl_drv_fence_ours(&want, &held))
 		return 0;
-	mark(rx, pv->id, cur, pv->epoch);
+	mark(rx, pv->id, held.epoch, pv->epoch);
 	snprintf(why, TL_DRV_WHY_MAX, "deposed: provider %s is fenced at "
-	    "epoch %llu, this control plane is at epoch %llu", pv->id,
-	    (unsigned long long)cur, (unsigned long long)pv->epoch);
+	    "epoch %llu by leader %.12s, this control plane is leader %.12s "
+	    "at epoch %llu", pv->id, (unsigned long long)held.epoch,
+	    held.leader, pv->leader, (unsigned long long)pv->epoch);
 	return TL_EREFUSED;
 }
 
@@ -252,7 +283,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 		return rc;
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
-	if ((rc = tl_ep_current(t, &epoch, NULL)) == 0 &&
+	if ((rc = tl_ep_leader(t, &epoch, rx->leader)) == 0 &&
 	    (rc = tl_proj_open(t, &p)) == 0)
 		rc = tl_rec_scan(t, p.graph, "p/", collect, &ids);
 	if (rc != 0)
@@ -264,11 +295,12 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 	for (i = 0; i < ids.n && !*deposed; i++) {
 		struct tl_rx_prov pv;
 		/* Zeroed: a driver reads every member (settings included). */
-		struct tl_drv_admin a = { 0 };
+		struct tl_drv_admin a;
 		const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 		const struct tl_drv_ops *ops;
 		char type[64] = "", driver[64] = "", why[TL_DRV_WHY_MAX] = "";
-		uint64_t cur = 0;
+		struct tl_drv_fence want;
+		struct tl_drv_fence_held held = { 0, "" };
 		void *h = NULL;
 		int drop = 0, frc;
 
@@ -300,17 +332,17 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 			tl_secret_wipe(pv.password, sizeof(pv.password));
 			continue;
 		}
-		a.host = pv.host;
-		a.port = pv.port;
-		a.user = pv.user;
-		a.password = pv.password;
-		a.dbname = pv.db;
-		a.revoke_public_connect = pv.maint;
-		a.settings = tl_rx_prov_settings(&pv, sv);
+		tl_rx_prov_admin(&pv, sv, &want, &a);
+		/* pv is not armed: this pass raises the fence itself. */
+		want.mesh = rx->mesh;
+		want.epoch = epoch;
+		want.leader = rx->leader;
+		a.mesh = rx->mesh;
+		a.fence = &want;
 		frc = ops->open(&a, &h, why);
 		tl_secret_wipe(pv.password, sizeof(pv.password));
 		if (frc == 0)
-			frc = ops->fence(h, epoch, &cur, why);
+			frc = ops->fence(h, &want, &held, why);
 		if (h != NULL)
 			ops->close(h);
 		if (frc != 0) {
@@ -320,8 +352,8 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 			(*unfenced)++;
 			continue;
 		}
-		if (cur > epoch) {
-			mark(rx, ids.id[i], cur, epoch);
+		if (!tl_drv_fence_ours(&want, &held)) {
+			mark(rx, ids.id[i], held.epoch, epoch);
 			*deposed = 1;
 			tl_log_abort(t);
 			t = NULL;

@@ -41,6 +41,17 @@
  */
 int	tl_ep_current(struct tl_txn *txn, uint64_t *epochp, uint64_t *atp);
 
+/*
+ * The epoch in force at the head (*epochp, as tl_ep_current) and its
+ * leader (leader: 33 bytes, 32 hex digits): the first 16 bytes of the
+ * chain hash of the event that started the epoch, the promotion (or
+ * event 1 for epoch 1).  Two standbys promoted to the same epoch append
+ * different events, so they have different leaders, and a provider's
+ * fence (drivers/driver.h: struct tl_drv_fence) holds exactly one of
+ * them.  An empty log: epoch 1, leader "".  Errors: the log's.
+ */
+int	tl_ep_leader(struct tl_txn *txn, uint64_t *epochp, char *leader);
+
 /* Whether home is a standby's (TL_STANDBY_FILE exists there). */
 int	tl_ep_is_standby(const char *home);
 

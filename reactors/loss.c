@@ -24,6 +24,7 @@ tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	char origin[TL_GRANT_ID_MAX + 1];
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	struct tl_drv_admin a;
+	struct tl_drv_fence fence;
 	struct tl_drv_grant dg;
 	struct tl_rx_prov pv;
 	void *h = NULL;
@@ -40,13 +41,7 @@ tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 		rc = TL_ENOTFOUND;
 		goto out;
 	}
-	a.host = pv.host;
-	a.port = pv.port;
-	a.user = pv.user;
-	a.password = pv.password;
-	a.dbname = pv.db;
-	a.revoke_public_connect = pv.maint;
-	a.settings = tl_rx_prov_settings(&pv, sv);
+	tl_rx_prov_admin(&pv, sv, &fence, &a);
 	if ((rc = pv.ops->open(&a, &h, what)) != 0)
 		goto out;
 	tl_rx_grant_names(rx, g, g->version, res, own, login);

@@ -311,19 +311,14 @@ session_run(struct tl_rx_job *j)
 	struct session *s = (struct session *)j;
 	struct tl_rx_prov *pv = s->q->pv;
 	struct tl_drv_admin a;
+	struct tl_drv_fence fence;
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	struct tl_rx_call *c;
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 	int rc;
 
-	a.host = pv->host;
-	a.port = pv->port;
-	a.user = pv->user;
-	a.password = pv->password;
-	a.dbname = pv->db;
-	a.revoke_public_connect = pv->maint;
-	a.settings = tl_rx_prov_settings(pv, sv);
+	tl_rx_prov_admin(pv, sv, &fence, &a);
 	rc = pv->ops->open(&a, &h, why);
 	/*
 	 * On this very session, before any call: a leader deposed since

@@ -380,19 +380,6 @@ issue(void *arg, struct tl_ctx *cp)
 	return 0;
 }
 
-static void
-admin_of(const struct tl_rx_prov *pv, struct tl_drv_admin *a,
-    const char *sv[2 * TL_RX_SETTINGS_MAX + 1])
-{
-	a->settings = tl_rx_prov_settings(pv, sv);
-	a->host = pv->host;
-	a->port = pv->port;
-	a->user = pv->user;
-	a->password = pv->password;
-	a->dbname = pv->db;
-	a->revoke_public_connect = pv->maint;
-}
-
 /* Opens pv's admin side and runs one operation on it. */
 enum { DO_CREATE, DO_FREEZE, DO_THAW, DO_REVOKE, DO_DROP };
 
@@ -402,11 +389,12 @@ on_provider(const struct tl_rx_prov *pv, int what,
 {
 	const struct tl_drv_ops *ops = pv->ops;
 	struct tl_drv_admin a;
+	struct tl_drv_fence f;
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	void *h = NULL;
 	int rc;
 
-	admin_of(pv, &a, sv);
+	tl_rx_prov_admin(pv, sv, &f, &a);
 	if ((rc = ops->open(&a, &h, why)) != 0)
 		return rc;
 	if ((rc = tl_ep_session(pv, h, why)) != 0) {
@@ -437,13 +425,14 @@ size_on(const struct tl_rx_prov *pv, const struct tl_drv_grant *dg,
 {
 	const struct tl_drv_ops *ops = pv->ops;
 	struct tl_drv_admin a;
+	struct tl_drv_fence f;
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	void *h = NULL;
 	int rc;
 
 	if (ops->size == NULL)
 		return TL_EINVAL;
-	admin_of(pv, &a, sv);
+	tl_rx_prov_admin(pv, sv, &f, &a);
 	if ((rc = ops->open(&a, &h, why)) != 0)
 		return rc;
 	if ((rc = tl_ep_session(pv, h, why)) == 0)
@@ -463,6 +452,7 @@ call_driver(struct mstep *st)
 	struct tl_drv_grant gold = { st->odb, emb ? "" : st->oowner,
 	    emb ? "" : st->ologin, "", st->g.id, unnamed };
 	struct tl_drv_admin af, at;
+	struct tl_drv_fence ff, ft;
 	const char *svf[2 * TL_RX_SETTINGS_MAX + 1];
 	const char *svt[2 * TL_RX_SETTINGS_MAX + 1];
 	char why[TL_DRV_WHY_MAX], thawed[TL_DRV_WHY_MAX];
@@ -498,8 +488,8 @@ call_driver(struct mstep *st)
 			say(st->why, "out of memory");
 			return;
 		}
-		admin_of(&st->from, &af, svf);
-		admin_of(&st->to, &at, svt);
+		tl_rx_prov_admin(&st->from, svf, &ff, &af);
+		tl_rx_prov_admin(&st->to, svt, &ft, &at);
 		if ((st->rc = st->to.ops->copy(&af, &gold, &at, &gnew,
 		    st->tables, TABLES_MAX, why)) != 0)
 			say(st->why, "copying \"%s\" on "

@@ -86,6 +86,12 @@ struct tl_rx {
 	 * written once, by whoever set deposed from 0.
 	 */
 	uint64_t		 epoch;
+	/*
+	 * Who leads that epoch and of which mesh (tl_ep_leader; both hex,
+	 * "" when not known yet): the fence every session carries.
+	 */
+	char			 leader[33];
+	char			 mesh[33];
 	atomic_int		 deposed;
 	char			 deposed_msg[1024];
 };

@@ -269,3 +269,25 @@ tl_rx_prov_settings(const struct tl_rx_prov *pv,
 	sv[n & ~(size_t)1] = NULL;
 	return sv;
 }
+
+void
+tl_rx_prov_admin(const struct tl_rx_prov *pv,
+    const char *sv[2 * TL_RX_SETTINGS_MAX + 1], struct tl_drv_fence *f,
+    struct tl_drv_admin *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->host = pv->host;
+	a->port = pv->port;
+	a->user = pv->user;
+	a->password = pv->password;
+	a->dbname = pv->db;
+	a->revoke_public_connect = pv->maint;
+	a->settings = tl_rx_prov_settings(pv, sv);
+	a->mesh = pv->mesh;
+	if (pv->epoch != 0) {
+		f->mesh = pv->mesh;
+		f->epoch = pv->epoch;
+		f->leader = pv->leader;
+		a->fence = f;
+	}
+}

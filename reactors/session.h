@@ -50,6 +50,8 @@ struct tl_rx_prov {
 	 * none, and the tl_rx's deposed flag.
 	 */
 	uint64_t	 epoch;
+	char		 leader[33];
+	char		 mesh[33];
 	struct tl_rx	*fence_rx;
 	struct work	**w;	/* the provisioner's */
 	size_t		 nw, capw;
@@ -63,6 +65,16 @@ struct tl_rx_prov {
  */
 const char *const *tl_rx_prov_settings(const struct tl_rx_prov *pv,
 	    const char *sv[2 * TL_RX_SETTINGS_MAX + 1]);
+
+/*
+ * The one way a provider's admin view is built from pv: a (zeroed here
+ * first) borrows pv's strings and sv (the caller's, as for
+ * tl_rx_prov_settings) and, when pv is armed (tl_ep_arm), f (the
+ * caller's), filled with pv's fence.  Valid while pv, sv and f are.
+ */
+void	tl_rx_prov_admin(const struct tl_rx_prov *pv,
+	    const char *sv[2 * TL_RX_SETTINGS_MAX + 1], struct tl_drv_fence *f,
+	    struct tl_drv_admin *a);
 
 /* For whom tl_rx_consumer_endpoint composes. */
 enum tl_rx_ep_for {

@@ -34,6 +34,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "lib/tl_fence.h"
 #include "lib/tl_test.h"
 
 static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
@@ -999,18 +1000,14 @@ END_TEST
 
 START_TEST(test_fence)
 {
-	char why[TL_DRV_WHY_MAX];
-	uint64_t cur = 0, base;
-	void *h = drv_open();
+	char why[TL_DRV_WHY_MAX] = "";
+	const char *bad;
+	void *h = drv_open(), *h2 = drv_open();
 
-	ck_rc(drv->fence(h, 0, &base, why), 0, why);
-	ck_rc(drv->fence(h, base + 5, &cur, why), 0, why);
-	ck_assert_uint_eq(cur, base + 5);
-	ck_rc(drv->fence(h, base + 3, &cur, why), 0, why);
-	ck_assert_uint_eq(cur, base + 5);
-	ck_rc(drv->fence(h, 0, &cur, why), 0, why);
-	ck_assert_uint_eq(cur, base + 5);
+	bad = tl_test_fence_contract(drv, h, h2, why);
+	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
 	drv->close(h);
+	drv->close(h2);
 }
 END_TEST
 

@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "lib/tl_fence.h"
 #include "drivers/pg_scram.h"
 #include "lib/tl_test.h"
 
@@ -743,32 +744,17 @@ START_TEST(test_create_use)
 END_TEST
 
 /*
- * The fence (issue 17): tally_fence in the maintenance database only goes
- * up; every call returns the fence as it is after it, epoch 0 reads it.
+ * The fence: a compare-and-set per mesh (tests/lib/tl_fence.h), in
+ * tally_fences; the old mesh-less tally_fence is not what is raised.
  */
 START_TEST(test_fence)
 {
-	char why[TL_DRV_WHY_MAX];
-	uint64_t cur = 99;
-	PGconn *a;
+	char why[TL_DRV_WHY_MAX] = "";
+	const char *bad;
 	void *h = drv_open(), *h2 = drv_open();
 
-	ck_assert_ptr_nonnull(drv->fence);
-	ck_rc(drv->fence(h, 0, &cur, why), 0, why);
-	ck_assert_uint_eq(cur, 0);
-	ck_rc(drv->fence(h, 2, &cur, why), 0, why);
-	ck_assert_uint_eq(cur, 2);
-	/* A lower epoch, on another session: it stays 2 and says so. */
-	ck_rc(drv->fence(h2, 1, &cur, why), 0, why);
-	ck_assert_uint_eq(cur, 2);
-	ck_rc(drv->fence(h2, 0, &cur, why), 0, why);
-	ck_assert_uint_eq(cur, 2);
-	ck_rc(drv->fence(h, 3, &cur, why), 0, why);
-	ck_assert_uint_eq(cur, 3);
-	a = admin(NULL);
-	ck_assert_int_eq(sql_long(a, "SELECT count(*) FROM tally_fence WHERE "
-	    "epoch = 3 AND $1::text IS NOT NULL", "x"), 1);
-	PQfinish(a);
+	bad = tl_test_fence_contract(drv, h, h2, why);
+	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
 	drv->close(h);
 	drv->close(h2);
 }

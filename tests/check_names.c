@@ -375,6 +375,41 @@ START_TEST(test_keyed)
 }
 END_TEST
 
+/*
+ * Scheme 4 (issue 22): the digest keyed by the mesh id, so two meshes
+ * on one server never share a name for the same grant; one mesh always
+ * gives the same names; a missing or malformed mesh id gives none.
+ */
+START_TEST(test_mesh_scheme)
+{
+	struct tl_drv_name_in in = { "app/db", "db", "", "", 1,
+	    TL_DRV_NAMING_MESH, 0, NULL, "00112233445566778899aabbccddeeff" };
+	struct tl_drv_names a, b, c;
+	char d[17];
+
+	tl_drv_name_scheme(&in, 63, &a);
+	ck_assert_msg(strncmp(a.resource, "db_", 3) == 0 &&
+	    strlen(a.resource) == 19, "resource %s", a.resource);
+	digest("app/db", d);
+	ck_assert_msg(strstr(a.resource, d) == NULL,
+	    "%s carries the mesh-less digest", a.resource);
+	tl_drv_name_scheme(&in, 63, &b);
+	ck_assert_str_eq(a.resource, b.resource);
+	ck_assert_str_eq(a.login, b.login);
+	in.mesh = "ffeeddccbbaa99887766554433221100";
+	tl_drv_name_scheme(&in, 63, &c);
+	ck_assert_str_ne(a.resource, c.resource);
+	ck_assert_str_ne(a.login, c.login);
+	in.mesh = "not-a-mesh-id";
+	tl_drv_name_scheme(&in, 63, &c);
+	ck_assert_str_eq(c.resource, "");
+	ck_assert_str_eq(c.login, "");
+	in.mesh = NULL;
+	tl_drv_name_scheme(&in, 63, &c);
+	ck_assert_str_eq(c.resource, "");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -387,6 +422,7 @@ suite(void)
 	tcase_add_test(tc, test_injective);
 	tcase_add_test(tc, test_issue_pairs);
 	tcase_add_test(tc, test_keyed);
+	tcase_add_test(tc, test_mesh_scheme);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -190,7 +190,8 @@ f_close(void *h)
 }
 
 static int
-f_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
+f_fence(void *h, const struct tl_drv_fence *want,
+    struct tl_drv_fence_held *held, char *why)
 {
 	(void)h;
 	atomic_fetch_add(&f_fences, 1);
@@ -198,7 +199,10 @@ f_fence(void *h, uint64_t epoch, uint64_t *current, char *why)
 		snprintf(why, TL_DRV_WHY_MAX, "fence table refused");
 		return f_rc;
 	}
-	*current = epoch > f_cur ? epoch : f_cur;
+	/* The held fence is another leader's once it is above ours. */
+	held->epoch = want->epoch > f_cur ? want->epoch : f_cur;
+	snprintf(held->leader, sizeof(held->leader), "%s",
+	    held->epoch == want->epoch ? want->leader : "another");
 	return 0;
 }
 

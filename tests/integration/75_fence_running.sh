@@ -3,7 +3,7 @@
 # running while a standby is promoted is not deposed only at its next
 # resync.  The old leader runs with --interval 3600 (its periodic fence
 # check an hour away); once the standby is promoted and its tallyd has
-# raised tally_fence to 2, the old leader is given a new grant: its pass
+# raised its tally_fences row to 2, the old leader is given a new grant: its pass
 # writes the intent, then the session it opens on PostgreSQL reads the
 # fence before any driver call, finds epoch 2, makes no call, records no
 # outcome, and it exits 9; PostgreSQL's catalogue is unchanged.
@@ -60,10 +60,10 @@ until grep -q "tallyd\[$NPID\] info: epoch 2: fenced 1 provider" "$T_DLOG"; do
 	_i=$((_i + 1)); [ $_i -lt 300 ] || t_fail "the new leader did not fence PostgreSQL in 30 s"
 	sleep 0.1
 done
-[ "$(t_sql "SELECT epoch FROM tally_fence")" = 2 ] || t_fail "tally_fence is not 2"
+[ "$(t_sql "SELECT max(epoch) FROM tally_fences")" = 2 ] || t_fail "tally_fences is not 2"
 kill -TERM "$NPID"; t_wait_exit "$NPID" 10
 kill -0 "$LPID" 2>/dev/null || t_fail "the old leader is not running"
-t_ok "tally_fence = 2; the old leader (pid $LPID) still runs, its next resync an hour away"
+t_ok "tally_fences = 2; the old leader (pid $LPID) still runs, its next resync an hour away"
 
 t_check "the old leader, still running, given a new grant, makes no call and stops"
 pg_objects >"$W/pg.before"

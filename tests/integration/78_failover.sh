@@ -10,7 +10,7 @@
 #      publisher checkpoint) is in the standby's log, byte for byte;
 #   2. tally promote refuses without the master key; with it (copied,
 #      0600) it appends control-plane.promoted at epoch 2; tallyd there
-#      fences the provider (tally_fence = 2), re-verifies every grant
+#      fences the provider (tally_fences = 2), re-verifies every grant
 #      before its first pass, completes the half-done grants exactly
 #      once (one grant.provisioned each; PostgreSQL holds one database
 #      and one login per grant, nothing the promoted log does not name),
@@ -157,7 +157,7 @@ T0=$(t_now_ms)
 t_tallyd_start --interval 1 --verify-interval 3600
 t_wait_healthy 120
 T1=$(t_now_ms)
-[ "$(t_sql "SELECT epoch FROM tally_fence")" = 2 ] || t_fail "tally_fence is '$(t_sql "SELECT epoch FROM tally_fence")', expected 2"
+[ "$(t_sql "SELECT max(epoch) FROM tally_fences")" = 2 ] || t_fail "tally_fences is '$(t_sql "SELECT max(epoch) FROM tally_fences")', expected 2"
 grep -q "tallyd\[$T_DPID\] info: epoch 2: fenced 1 provider" "$T_DLOG" || t_fail "the new leader did not say it fenced the provider"
 grep -q "tallyd\[$T_DPID\] info: epoch 2: re-verified" "$T_DLOG" || t_fail "the new leader did not re-verify before its first pass"
 tly log --json --type grant.requested | t_jfields stream | sort -u >"$W/known"
@@ -236,7 +236,7 @@ grep -q "deposed: provider .* is fenced at epoch 2 and this control plane is at 
 	t_fail "the old leader does not say why it stops: $(tail -n 3 "$W/last.err")"
 pg_objects >"$W/pg.after"
 cmp -s "$W/pg.before" "$W/pg.after" || { diff "$W/pg.before" "$W/pg.after" >&2; t_fail "the deposed leader changed the provider"; }
-[ "$(t_sql "SELECT epoch FROM tally_fence")" = 2 ] || t_fail "the deposed leader lowered the fence"
+[ "$(t_sql "SELECT max(epoch) FROM tally_fences")" = 2 ] || t_fail "the deposed leader lowered the fence"
 st=0; tly status >"$W/old.status" 2>&1 || st=$?
 [ $st -eq 6 ] && grep -q "DEPOSED" "$W/old.status" || t_fail "tally status on the old leader (exit $st): $(head -n 3 "$W/old.status")"
 t_ok "exit 9; no database or role changed; status: $(grep DEPOSED "$W/old.status" | cut -c1-100)"

@@ -421,6 +421,8 @@ main(void)
 	printf("  tally, request -> delivered         %8.1f ms %8.3f ms  "
 	    "x%.2f  (of which %.0f ms in %d tally assign processes)\n",
 	    tt * 1000, tt * 1000 / n, tt / d, cli * 1000, n);
+	tl_bench_target("ceph-rgw: tally assign -> delivered / the driver's "
+	    "calls", "<= x1.25", tt / d <= 1.25, "x%.2f", tt / d);
 	printf("  tallyd --once, provision + deliver  %8.1f ms %8.3f ms  "
 	    "x%.2f\n", to * 1000, to * 1000 / n, to / d);
 	if (idle > 0 && idle < to)

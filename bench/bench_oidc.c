@@ -356,6 +356,9 @@ dfail:
 	    "with discovery included), direct %.3f s (%.2f ms each): ratio "
 	    "%.2fx (target <= 1.25x)\n", n, tdrv, tdrv * 1000 / n, tdir,
 	    tdir * 1000 / n, tdir > 0 ? tdrv / tdir : 0);
+	tl_bench_target("oidc: registrations, driver / direct", "<= 1.25x",
+	    tdir > 0 && tdrv / tdir <= 1.25, "%.2fx",
+	    tdir > 0 ? tdrv / tdir : 0);
 	printf("oidc: verification of %d: driver check %.3f s (%.2f ms "
 	    "each: GET, token, introspect, revoke), direct %.3f s: ratio "
 	    "%.2fx\n", n, tchk, tchk * 1000 / n, tdchk,

@@ -725,6 +725,15 @@ main(void)
 		    c->secs / tfull : 0, mfull > 0 ? med / mfull : 0,
 		    tmin > 0 ? c->secs / tmin : 0, mmin > 0 ? med / mmin : 0,
 		    n, c->cli);
+		{
+			char what[96];
+
+			snprintf(what, sizeof(what), "provision: %s / the 4 "
+			    "statements", c->name);
+			tl_bench_target(what, "<= x1.25", tmin > 0 &&
+			    c->secs / tmin <= 1.25, "x%.2f", tmin > 0 ?
+			    c->secs / tmin : 0);
+		}
 	}
 	printf("  target: tally <= x1.25 the direct statements\n");
 	fflush(stdout);
@@ -758,6 +767,10 @@ main(void)
 			tl_bench_print_list(over, lat.n);
 			printf(" ms (median %.0f; target < 100 ms)\n",
 			    tl_bench_median(over, lat.n));
+			tl_bench_target("provision: request -> delivered less "
+			    "its CREATE DATABASE", "< 100 ms",
+			    tl_bench_median(over, lat.n) < 100, "%.0f ms median",
+			    tl_bench_median(over, lat.n));
 			printf("  less the whole driver call (tally's own part): ");
 			tl_bench_print_list(mine, lat.n);
 			printf(" ms (median %.0f)\n",
@@ -768,6 +781,8 @@ main(void)
 	for (i = 0; i < ncs; i++)
 		if (cs[i].kind == C_TALLY && cs[i].hwm > hwm)
 			hwm = cs[i].hwm;
+	tl_bench_target("provision: tallyd peak RSS", "< 32 MiB",
+	    hwm < 32 * 1024, "%.1f MiB", (double)hwm / 1024);
 	printf("\ntallyd peak RSS (VmHWM), highest of the runs: %.1f MiB "
 	    "(target < 32 MiB):", (double)hwm / 1024);
 	for (i = 0; i < ncs; i++)

@@ -539,6 +539,9 @@ main(void)
 	    tsecs);
 	printf("  ratio tally / direct: %.2fx (target <= 1.25x)\n",
 	    dsecs > 0 ? tsecs / dsecs : 0);
+	tl_bench_target("rabbitmq: tally / direct", "<= 1.25x",
+	    dsecs > 0 && tsecs / dsecs <= 1.25, "%.2fx",
+	    dsecs > 0 ? tsecs / dsecs : 0);
 	if (cpu0 >= 0 && cpu1 >= 0)
 		printf("  tallyd CPU while provisioning: %.2f ms per grant\n",
 		    (cpu1 - cpu0) * 1000 / n);

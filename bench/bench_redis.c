@@ -451,6 +451,8 @@ main(void)
 	printf("  tally, request -> delivered         %8.1f ms %8.3f ms  "
 	    "x%.1f  (of which %.0f ms in %d tally assign processes)\n",
 	    tt * 1000, tt * 1000 / n, tt / d2, cli * 1000, n);
+	tl_bench_target("redis: tally assign -> delivered / the driver's "
+	    "commands", "<= x1.5", tt / d2 <= 1.5, "x%.2f", tt / d2);
 	printf("  tallyd --once, provision + deliver  %8.1f ms %8.3f ms  "
 	    "x%.1f\n", to * 1000, to * 1000 / n, to / d2);
 	if (idle > 0 && idle < to)

@@ -460,3 +460,26 @@ tl_bench_envval(const char *env, const char *name, char *val, size_t cap)
 	}
 	return -1;
 }
+
+void
+tl_bench_target(const char *what, const char *target, int met,
+    const char *figure, ...)
+{
+	extern char *program_invocation_short_name;
+	const char *path = getenv("TALLY_BENCH_SUMMARY");
+	char fig[256];
+	va_list ap;
+	FILE *f;
+
+	va_start(ap, figure);
+	vsnprintf(fig, sizeof(fig), figure, ap);
+	va_end(ap);
+	printf("  [target] %s: %s (%s): %s\n", what, fig, target,
+	    met ? "met" : "MISSED");
+	fflush(stdout);
+	if (path == NULL || *path == '\0' || (f = fopen(path, "a")) == NULL)
+		return;
+	fprintf(f, "%-16s %s: %s (%s): %s\n", program_invocation_short_name,
+	    what, fig, target, met ? "met" : "MISSED");
+	fclose(f);
+}

@@ -153,4 +153,13 @@ int	 tl_bench_envval(const char *env, const char *name, char *val,
  */
 int	 tl_bench_pg_exec(PGconn *c, const char *who, const char *sql);
 
+/*
+ * One target's verdict: prints "  [target] WHAT: FIGURE (TARGET): met"
+ * (or MISSED) and, when $TALLY_BENCH_SUMMARY names a file, appends the
+ * same line there with the program's name, so make bench can end with
+ * every target of the run in one place.  figure is formatted (printf).
+ */
+void	 tl_bench_target(const char *what, const char *target, int met,
+	    const char *figure, ...) __attribute__((format(printf, 4, 5)));
+
 #endif

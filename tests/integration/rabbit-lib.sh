@@ -41,14 +41,17 @@ _r_free() {	# PORT: are PORT..PORT+13 all free?
 	return 0
 }
 
-# Scripts run side by side (run.sh), but brokers one at a time: two
-# starting or restarting together failed to bind their distribution
-# ports ("dist_port_already_used") even on blocks found free.  The lock
-# is a directory holding its owner's pid (a dead owner's is taken over),
-# so no child of the script can keep it, and _r_stop gives it back.
+# Scripts run side by side (run.sh), and so do their brokers, but they
+# start and restart one at a time: two booting together failed to bind
+# their distribution ports ("dist_port_already_used") even on blocks
+# found free.  The lock is held for a boot only (the whole script once
+# held it, which made every broker script wait for the others); it is a
+# directory holding its owner's pid (a dead owner's is taken over), so
+# no child of the script can keep it, and _r_stop gives it back.
 _r_lock=$TALLY_TMP/.rabbit.lock
 _r_locked=no
 r_lock() {
+	[ "$_r_locked" = yes ] && return 0
 	_r_end=$(($(t_now_ms) + 900000))
 	until mkdir "$_r_lock" 2>/dev/null; do
 		_r_o=$(cat "$_r_lock/pid" 2>/dev/null || true)
@@ -84,6 +87,7 @@ r_start() {
 		t_note "RabbitMQ's ports from $_r_p were taken meanwhile: trying the next block"
 		_r_p=$((_r_p + 20))
 	done
+	_r_unlock
 	. "$R_DIR/env"
 	R_REAL=$R_DIR
 	[ -f "$R_DIR/realdir" ] && R_REAL=$(cat "$R_DIR/realdir")
@@ -91,8 +95,11 @@ r_start() {
 	AMQP_URL="amqp://127.0.0.1:$TALLY_TEST_AMQP_PORT/"
 }
 
-# The broker dies at once, as in a crash: SIGKILL to the VM.
+# The broker dies at once, as in a crash: SIGKILL to the VM.  The boot
+# lock is held from here to r_restart, so no other script's broker boots
+# on this one's ports while they are free.
 r_kill() {
+	r_lock
 	_r_pid=$(tr -dc 0-9 <"$PIDFILE")
 	[ -n "$_r_pid" ] || t_fail "no broker pid in $PIDFILE"
 	kill -KILL "$_r_pid"
@@ -136,6 +143,7 @@ _r_show() {
 	ss -Htanp 2>/dev/null | grep ":$((TALLY_TEST_AMQP_PORT))\b\|:$((TALLY_TEST_AMQP_PORT + 1))\b\|:$((TALLY_TEST_AMQP_PORT + 2))\b\|:$((TALLY_TEST_AMQP_PORT + 3))\b" >&2 || true
 }
 r_restart() {
+	r_lock
 	if ! _r_boot; then
 		_r_show
 		t_note "the broker did not come back at once: killing what is left and booting it again"
@@ -143,6 +151,7 @@ r_restart() {
 		sleep 2
 		_r_boot || { _r_show; t_fail "the broker did not come back (twice; see above)"; }
 	fi
+	_r_unlock
 	_r_i=0
 	until api GET /overview >/dev/null 2>&1; do
 		_r_i=$((_r_i + 1))

@@ -152,16 +152,19 @@ deposed_cb(struct tl_txn *t, void *arg)
 
 /* The first to find us deposed says why (rx->deposed_msg). */
 static void
-mark(struct tl_rx *rx, const char *id, uint64_t cur, uint64_t epoch)
+mark(struct tl_rx *rx, const char *id, const struct tl_drv_fence_held *held,
+    uint64_t epoch)
 {
 	int zero = 0;
 
 	if (!atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
 		return;
 	snprintf(rx->deposed_msg, sizeof(rx->deposed_msg), "deposed: "
-	    "provider %s is fenced at epoch %llu and this control plane is "
-	    "at epoch %llu (another one was promoted)", id,
-	    (unsigned long long)cur, (unsigned long long)epoch);
+	    "provider %s is fenced at epoch %llu by leader %.12s and this "
+	    "control plane is at epoch %llu as leader %.12s (%s)", id,
+	    (unsigned long long)held->epoch, held->leader,
+	    (unsigned long long)epoch, rx->leader, held->epoch > epoch ?
+	    "another one was promoted" : "another candidate won this epoch");
 }
 
 void
@@ -245,7 +248,7 @@ tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 		return rc;
 	if (tl_drv_fence_ours(&want, &held))
 		return 0;
-	mark(rx, pv->id, held.epoch, pv->epoch);
+	mark(rx, pv->id, &held, pv->epoch);
 	snprintf(why, TL_DRV_WHY_MAX, "deposed: provider %s is fenced at "
 	    "epoch %llu by leader %.12s, this control plane is leader %.12s "
 	    "at epoch %llu", pv->id, (unsigned long long)held.epoch,
@@ -353,7 +356,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 			continue;
 		}
 		if (!tl_drv_fence_ours(&want, &held)) {
-			mark(rx, ids.id[i], held.epoch, epoch);
+			mark(rx, ids.id[i], &held, epoch);
 			*deposed = 1;
 			tl_log_abort(t);
 			t = NULL;

@@ -71,7 +71,7 @@ tly apply "$(t_consumer stale)" >/dev/null
 tly assign stale node-a >/dev/null
 t_wait_exit "$LPID" 30
 [ "$T_RC" -eq 9 ] || { tail -n 5 "$T_DLOG" >&2; t_fail "the old leader exited $T_RC, expected 9 (deposed)"; }
-grep -q "tallyd\[$LPID\] error: deposed: provider node-a/postgres is fenced at epoch 2 and this control plane is at epoch 1" "$T_DLOG" ||
+grep -q "tallyd\[$LPID\] error: deposed: provider node-a/postgres is fenced at epoch 2 by leader [0-9a-f]* and this control plane is at epoch 1" "$T_DLOG" ||
 	t_fail "the old leader does not say why it stopped: $(grep "tallyd\[$LPID\]" "$T_DLOG" | tail -n 3)"
 pg_objects >"$W/pg.after"
 cmp -s "$W/pg.before" "$W/pg.after" || { diff "$W/pg.before" "$W/pg.after" >&2; t_fail "the deposed leader changed PostgreSQL"; }

@@ -232,7 +232,7 @@ t_ok "epoch 3 forged at event $X: ignored, the new leader ran (exit 0)"
 # The broker down: no stream to read; the fence says it.
 r_kill
 t_expect_exit 9 "the old leader" timeout 60 "$TALLY_BIN/tallyd" --home "$LH" --interval 1
-grep -q "deposed: provider .* is fenced at epoch 2 and this control plane is at epoch 1" "$W/last.err" ||
+grep -q "deposed: provider .* is fenced at epoch 2 by leader [0-9a-f]* and this control plane is at epoch 1" "$W/last.err" ||
 	t_fail "the old leader does not say why it stops: $(tail -n 3 "$W/last.err")"
 pg_objects >"$W/pg.after"
 cmp -s "$W/pg.before" "$W/pg.after" || { diff "$W/pg.before" "$W/pg.after" >&2; t_fail "the deposed leader changed the provider"; }

@@ -6,9 +6,8 @@
  * stdin, never written in the bundle) and the control plane's own
  * manifests.  Every step is an ordinary command run in this process
  * (init, node add, apply, assign) and is skipped when the graph already
- * holds what it would declare; then the reactors' chain passes, the
- * very functions tallyd's table runs (reactors/table.c), run until they
- * rest, as tallyd --once does.  A second run appends nothing.
+ * holds what it would declare; then tallyd --once does the work, as it
+ * would on any home.  A second run appends nothing.
  */
 #define _GNU_SOURCE
 
@@ -23,6 +22,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -32,8 +32,6 @@
 #include "drivers/driver.h"
 #include "projections/graph.h"
 #include "projections/record.h"
-#include "reactors/epoch.h"
-#include "reactors/rx.h"
 #include "manifest.h"
 #include "tally.h"
 
@@ -874,171 +872,95 @@ close_pipe:
 	return ex;
 }
 
-static void
-rx_logf(int level, const char *fmt, va_list ap)
-{
-	if (level < TL_RX_INFO)
-		return;
-	fprintf(stderr, "tally bootstrap: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /*
- * The reconciliation chain of tallyd's table (tools/tallyd/main.c, its
- * R_CHAIN reactors, in its order), run until every part rests as
- * tallyd --once runs it, then --once's verdict: one forced
- * verification and the mesh's health.  The lock is tallyd's own (one
- * daemon per log): a running tallyd refuses this, and this a tallyd.
+ * The reconciliation is tallyd's own: tallyd --once --json on this home
+ * (git runs its remote helpers so), found beside this program (make
+ * install puts both in one directory) or else on PATH.  Its lock, its
+ * walk of the whole log, the stream and the fences, its chain and its
+ * verdict are tallyd's; its messages go to our standard error; its
+ * verdict, one JSON line, to us.  A running tallyd refuses it (exit 7),
+ * as it refuses a second daemon.
  */
 static int
 reconcile(struct tl_cli *cli, unsigned timeout_s, unsigned *checkedp)
 {
-	static const tl_rx_run_fn chain[] = {
-		tl_rx_run_provision, tl_rx_run_acks, tl_rx_run_migrate,
-		tl_rx_run_rotate, tl_rx_run_rotate_admin, tl_rx_run_rebind,
-	};
-	struct tl_rx_verify_opts vo;
-	struct tl_rx_result res;
-	struct tl_rx rx;
-	char path[1200], why[160] = "", pid[32];
-	uint64_t epoch = 1, deadline = mono_ms() + (uint64_t)timeout_s * 1000;
-	unsigned checked = 0, unhealthy = 0, fenced = 0, unfenced = 0;
-	int ex = TL_EXIT_FAIL, rc, lockfd = -1, datafd = -1, deposed = 0, hl;
-	int rests = 0, n;
-	long holder = 0;
-	size_t i;
+	char self[PATH_MAX], path[PATH_MAX + 16], tmo[24], out[512];
+	char *argv[8];
+	int fd[2], st = 0, n, ex;
+	size_t got = 0;
+	ssize_t r;
+	json_t *doc;
+	pid_t pid;
 
-	if ((rc = tl_log_lock_daemon(cli->logdir, &datafd, &holder)) != 0) {
-		cli_errx("%s: %s (a tallyd runs on this home: stop it, or let "
-		    "it do the work)", cli->logdir, rc == TL_ELOCKED ?
-		    "held by another process" : tl_strerror(rc));
-		return rc == TL_ELOCKED ? TL_EXIT_LOCKED : TL_EXIT_FAIL;
+	*checkedp = 0;
+	if ((n = (int)readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
+		self[n] = '\0';
+		snprintf(path, sizeof(path), "%s/tallyd", dirname(self));
 	}
-	snprintf(path, sizeof(path), "%s/tallyd.lock", cli->home);
-	if ((lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0 ||
-	    flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
-		cli_errx("%s: held by a tallyd", path);
-		ex = TL_EXIT_LOCKED;
-		goto unlock;
+	if (n <= 0 || access(path, X_OK) != 0)
+		snprintf(path, sizeof(path), "tallyd");
+	snprintf(tmo, sizeof(tmo), "%u", timeout_s);
+	argv[0] = path;
+	argv[1] = "--home";
+	argv[2] = (char *)cli->home;
+	argv[3] = "--once";
+	argv[4] = "--json";
+	argv[5] = "--once-timeout";
+	argv[6] = tmo;
+	argv[7] = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	if (pipe2(fd, O_CLOEXEC) != 0) {
+		cli_errx("pipe: %s", strerror(errno));
+		return TL_EXIT_FAIL;
 	}
-	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-	if (ftruncate(lockfd, 0) != 0 || pwrite(lockfd, pid, (size_t)n, 0) != n)
-		cli_warnx("cannot write the pid to %s", path);
-	if ((ex = cli_open_log(cli, 0)) != 0)
-		goto unlock;
-	{
-		struct tl_txn *t;
-		char vwhy[TL_WHY_MAX] = "";
-		uint64_t bad = 0;
+	if ((pid = fork()) < 0) {
+		cli_errx("fork: %s", strerror(errno));
+		close(fd[0]);
+		close(fd[1]);
+		return TL_EXIT_FAIL;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-		/*
-		 * As tallyd: the whole log walked before the first provider
-		 * call (the commands before checked only what was new).
-		 */
-		if ((rc = tl_log_begin(cli->log, TL_TXN_RDONLY, &t)) == 0) {
-			rc = tl_log_verify(t, NULL, &bad, vwhy);
-			tl_log_abort(t);
-		}
-		if (rc != 0) {
-			cli_errx("the log (%s/data.mdb) does not verify at event "
-			    "%llu (%s): refusing to act on it; see tally verify",
-			    cli->logdir, (unsigned long long)bad,
-			    vwhy[0] ? vwhy : tl_strerror(rc));
-			ex = cli_exit_for(rc);
-			goto unlock;
-		}
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(fd[1], 1) < 0)
+			_exit(127);
+		execvp(path, argv);
+		fprintf(stderr, "tally bootstrap: %s: %s\n", path,
+		    strerror(errno));
+		_exit(127);
 	}
-	tl_rx_init(&rx);
-	rx.log = cli->log;
-	rx.logf = rx_logf;
-	snprintf(rx.home, sizeof(rx.home), "%s", cli->home);
-	snprintf(path, sizeof(path), "%s/master.key", cli->home);
-	if ((rc = tl_secret_load(path, &rx.key, why)) != 0) {
-		cli_errx("master key: %s", why[0] ? why : tl_strerror(rc));
-		ex = TL_EXIT_FAIL;
-		goto free_rx;
+	close(fd[1]);
+	while (got < sizeof(out) - 1 &&
+	    ((r = read(fd[0], out + got, sizeof(out) - 1 - got)) > 0 ||
+	    (r < 0 && errno == EINTR)))
+		if (r > 0)
+			got += (size_t)r;
+	out[got] = '\0';
+	close(fd[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st)) {
+		cli_errx("%s --once died of signal %d", path,
+		    WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+		return TL_EXIT_FAIL;
 	}
-	rx.verify_interval_ns = 30000000000u;
-	/* As tallyd before its first pass: the stream, then the fence. */
-	if ((rc = tl_ep_stream_check(&rx, &deposed)) != 0 || deposed ||
-	    (rc = tl_ep_fence(&rx, &epoch, 1, &deposed, &fenced,
-	    &unfenced)) != 0 || deposed) {
-		cli_errx("epoch: %s", deposed ? "this home is not the "
-		    "leader's" : tl_strerror(rc));
-		ex = TL_EXIT_FAIL;
-		goto free_rx;
+	ex = WEXITSTATUS(st);
+	if (ex == 127) {
+		cli_errx("cannot run %s (tallyd is installed beside tally)",
+		    path);
+		return TL_EXIT_FAIL;
 	}
-	while (!rests) {
-		uint64_t wake = 0;
-		int busy = 0;
+	if ((doc = json_loads(out, 0, NULL)) != NULL) {
+		json_t *v = json_object_get(doc, "verified");
 
-		rests = 1;
-		for (i = 0; i < sizeof(chain) / sizeof(chain[0]); i++) {
-			if ((rc = chain[i](&rx, &res)) != 0) {
-				cli_errx("reactor pass: %s (%s)", tl_strerror(rc),
-				    tl_log_lasterr(rx.log));
-				rests = 0;
-				if (i == 0)
-					break;	/* R_GATE: holds the chain */
-			}
-			if (res.done > 0)
-				busy = 1;
-			if (res.done || res.pending || res.running)
-				rests = 0;
-			if (res.wake_ns && (wake == 0 || res.wake_ns < wake))
-				wake = res.wake_ns;
-		}
-		if (rests)
-			break;
-		if (mono_ms() > deadline) {
-			cli_errx("still busy after %u s (see tally status; "
-			    "tallyd carries on from here)", timeout_s);
-			ex = TL_EXIT_UNHEALTHY;
-			goto free_rx;
-		}
-		/* Work done: the chain again at once; a wish: wait for it. */
-		if (!busy) {
-			struct timespec ts;
-
-			if (wake == 0 || wake > 1000000000u)
-				wake = 1000000000u;
-			ts.tv_sec = (time_t)(wake / 1000000000u);
-			ts.tv_nsec = (long)(wake % 1000000000u);
-			nanosleep(&ts, NULL);
-		}
+		if (json_is_integer(v) && json_integer_value(v) >= 0)
+			*checkedp = (unsigned)json_integer_value(v);
+		json_decref(doc);
 	}
-	memset(&vo, 0, sizeof(vo));
-	vo.interval_ns = rx.verify_interval_ns;
-	vo.force = 1;
-	vo.login_all = 1;
-	if ((rc = tl_rx_verify(&rx, &vo, &checked, &unhealthy, &epoch)) != 0) {
-		cli_errx("verification failed: %s", tl_strerror(rc));
-		ex = TL_EXIT_UNHEALTHY;
-	} else if (unhealthy > 0 || tl_rx_healthy(&rx, &hl) != 0 || !hl) {
+	if (ex == TL_EXIT_UNHEALTHY)
 		cli_errx("%u grant(s) verified, not everything is healthy "
-		    "(see tally status)", checked);
-		ex = TL_EXIT_UNHEALTHY;
-	} else
-		ex = TL_EXIT_OK;
-	*checkedp = checked;
-free_rx:
-	tl_rx_free(&rx);
-	cli_close(cli);
-unlock:
-	if (lockfd >= 0)
-		close(lockfd);
-	if (datafd >= 0)
-		close(datafd);
+		    "(see tally status)", *checkedp);
 	return ex;
 }
 

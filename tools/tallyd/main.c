@@ -49,8 +49,8 @@
 #define EXIT_DEPOSED	TL_EXIT_DEPOSED
 
 static const char usage[] =
-"usage: tallyd [--home DIR] [--once] [--interval SECONDS] [--workers N]\n"
-"              [--once-timeout SECONDS] [-v]\n"
+"usage: tallyd [--home DIR] [--once [--json]] [--interval SECONDS]\n"
+"              [--workers N] [--once-timeout SECONDS] [-v]\n"
 "       tallyd --follow --amqp URL --stream NAME [--user U --secret password]\n"
 "       tallyd --version\n"
 "\n"
@@ -63,6 +63,10 @@ static const char usage[] =
 "  --once          reconcile until nothing is left to do, then exit\n"
 "                  (exit 6 if work remains after --once-timeout, 60 s,\n"
 "                  or if anything is unhealthy then, as tally status)\n"
+"  --json          with --once: its verdict as one JSON line on stdout\n"
+"                  ({\"exit\", \"verified\", \"unhealthy\"}: grants checked\n"
+"                  by the closing verification, and how many were not\n"
+"                  healthy)\n"
 "  --interval S    level-triggered resync period (default 5)\n"
 "  --verify-interval S  how often each grant is verified (default 30)\n"
 "  --verify-login-every N  with a bulk check, each grant still logs in\n"
@@ -438,6 +442,9 @@ chain_rests(void)
 	return 1;
 }
 
+/* What --once's verdict found, for --json. */
+static unsigned once_checked, once_bad;
+
 /* --once's end: one forced verification, and the mesh's health. */
 static int
 once_verdict(struct tl_rx *rx)
@@ -461,6 +468,8 @@ once_verdict(struct tl_rx *rx)
 	else
 		logx(TL_RX_INFO, "verified %u grant(s), %u not healthy",
 		    checked, bad);
+	once_checked = checked;
+	once_bad = bad;
 	if (blocked > 0)
 		logx(TL_RX_WARN, "%u grant(s) with migrations blocked (see "
 		    "tally status)", blocked);
@@ -624,6 +633,7 @@ main(int argc, char **argv)
 		{ "home", required_argument, NULL, 'H' },
 		{ "once", no_argument, NULL, 'o' },
 		{ "once-timeout", required_argument, NULL, 'T' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "verify-interval", required_argument, NULL, 'V' },
 		{ "verify-login-every", required_argument, NULL, 'L' },
@@ -643,7 +653,7 @@ main(int argc, char **argv)
 	struct sigaction sa;
 	char logdir[1200], keypath[1200], why[160] = "";
 	const char *home = getenv("TALLY_HOME");
-	int once = 0, c, rc, lockfd, datafd = -1, ino = -1;
+	int once = 0, json = 0, c, rc, lockfd, datafd = -1, ino = -1;
 	int pfd[2] = { -1, -1 };
 	struct tl_chain chain = TL_CHAIN_INIT;
 	char lwhy[TL_LOG_WHY_MAX];
@@ -666,6 +676,9 @@ main(int argc, char **argv)
 			break;
 		case 'o':
 			once = 1;
+			break;
+		case 'j':
+			json = 1;
 			break;
 		case 'T':
 			once_timeout = (unsigned)strtoul(optarg, NULL, 10);
@@ -892,5 +905,9 @@ out:
 	close(lockfd);
 	if (datafd >= 0)
 		close(datafd);
+	/* The verdict for a program that ran us (tally bootstrap). */
+	if (once && json)
+		printf("{\"exit\":%d,\"verified\":%u,\"unhealthy\":%u}\n",
+		    ex, once_checked, once_bad);
 	return ex;
 }

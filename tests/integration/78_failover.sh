@@ -241,4 +241,16 @@ st=0; tly status >"$W/old.status" 2>&1 || st=$?
 [ $st -eq 6 ] && grep -q "DEPOSED" "$W/old.status" || t_fail "tally status on the old leader (exit $st): $(head -n 3 "$W/old.status")"
 t_ok "exit 9; no database or role changed; status: $(grep DEPOSED "$W/old.status" | cut -c1-100)"
 
+t_check "tally check on the deposed leader's home repairs nothing (the fence holds for it too)"
+# A login made unable to log in: a check would repair it (fix_privileges).
+LOGIN=$(t_sql "SELECT rolname FROM pg_roles WHERE rolcanlogin AND rolname LIKE '%\_v_' ORDER BY 1 LIMIT 1")
+[ -n "$LOGIN" ] || t_fail "no tally login to break"
+t_sql "ALTER ROLE \"$LOGIN\" NOLOGIN" >/dev/null
+pg_objects >"$W/pg.before2"
+t_expect_exit 9 "tally check --all on the deposed leader" tly check --all
+pg_objects >"$W/pg.after2"
+cmp -s "$W/pg.before2" "$W/pg.after2" || { diff "$W/pg.before2" "$W/pg.after2" >&2; t_fail "the deposed leader's tally check changed the provider"; }
+grep -q "deposed" "$W/last.err" || t_fail "tally check does not say it is deposed: $(tail -n 2 "$W/last.err")"
+t_ok "exit 9, $LOGIN left as it was: $(grep -m1 deposed "$W/last.err" | cut -c1-120)"
+
 t_say "done"

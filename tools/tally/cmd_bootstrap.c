@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -872,92 +871,37 @@ close_pipe:
 	return ex;
 }
 
+/* tallyd --once --json's verdict line: how many grants it verified. */
+static void
+verdict(const char *line, void *arg)
+{
+	json_t *doc = json_loads(line, 0, NULL), *v;
+
+	if (doc == NULL)
+		return;
+	v = json_object_get(doc, "verified");
+	if (json_is_integer(v) && json_integer_value(v) >= 0)
+		*(unsigned *)arg = (unsigned)json_integer_value(v);
+	json_decref(doc);
+}
+
 /*
  * The reconciliation is tallyd's own: tallyd --once --json on this home
- * (git runs its remote helpers so), found beside this program (make
- * install puts both in one directory) or else on PATH.  Its lock, its
- * walk of the whole log, the stream and the fences, its chain and its
- * verdict are tallyd's; its messages go to our standard error; its
- * verdict, one JSON line, to us.  A running tallyd refuses it (exit 7),
- * as it refuses a second daemon.
+ * (cli_tallyd).  Its lock, its walk of the whole log, the stream and
+ * the fences, its chain and its verdict are tallyd's, and a running
+ * tallyd refuses it (exit 7) as it refuses a second daemon.
  */
 static int
 reconcile(struct tl_cli *cli, unsigned timeout_s, unsigned *checkedp)
 {
-	char self[PATH_MAX], path[PATH_MAX + 16], tmo[24], out[512];
-	char *argv[8];
-	int fd[2], st = 0, n, ex;
-	size_t got = 0;
-	ssize_t r;
-	json_t *doc;
-	pid_t pid;
+	char tmo[24];
+	const char *args[] = { "--once", "--json", "--once-timeout", tmo,
+	    NULL };
+	int ex;
 
 	*checkedp = 0;
-	if ((n = (int)readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
-		self[n] = '\0';
-		snprintf(path, sizeof(path), "%s/tallyd", dirname(self));
-	}
-	if (n <= 0 || access(path, X_OK) != 0)
-		snprintf(path, sizeof(path), "tallyd");
 	snprintf(tmo, sizeof(tmo), "%u", timeout_s);
-	argv[0] = path;
-	argv[1] = "--home";
-	argv[2] = (char *)cli->home;
-	argv[3] = "--once";
-	argv[4] = "--json";
-	argv[5] = "--once-timeout";
-	argv[6] = tmo;
-	argv[7] = NULL;
-	fflush(stdout);
-	fflush(stderr);
-	if (pipe2(fd, O_CLOEXEC) != 0) {
-		cli_errx("pipe: %s", strerror(errno));
-		return TL_EXIT_FAIL;
-	}
-	if ((pid = fork()) < 0) {
-		cli_errx("fork: %s", strerror(errno));
-		close(fd[0]);
-		close(fd[1]);
-		return TL_EXIT_FAIL;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(fd[1], 1) < 0)
-			_exit(127);
-		execvp(path, argv);
-		fprintf(stderr, "tally bootstrap: %s: %s\n", path,
-		    strerror(errno));
-		_exit(127);
-	}
-	close(fd[1]);
-	while (got < sizeof(out) - 1 &&
-	    ((r = read(fd[0], out + got, sizeof(out) - 1 - got)) > 0 ||
-	    (r < 0 && errno == EINTR)))
-		if (r > 0)
-			got += (size_t)r;
-	out[got] = '\0';
-	close(fd[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(st)) {
-		cli_errx("%s --once died of signal %d", path,
-		    WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-		return TL_EXIT_FAIL;
-	}
-	ex = WEXITSTATUS(st);
-	if (ex == 127) {
-		cli_errx("cannot run %s (tallyd is installed beside tally)",
-		    path);
-		return TL_EXIT_FAIL;
-	}
-	if ((doc = json_loads(out, 0, NULL)) != NULL) {
-		json_t *v = json_object_get(doc, "verified");
-
-		if (json_is_integer(v) && json_integer_value(v) >= 0)
-			*checkedp = (unsigned)json_integer_value(v);
-		json_decref(doc);
-	}
+	ex = cli_tallyd(cli, args, verdict, checkedp);
 	if (ex == TL_EXIT_UNHEALTHY)
 		cli_errx("%u grant(s) verified, not everything is healthy "
 		    "(see tally status)", *checkedp);

@@ -9,10 +9,8 @@
 #include <string.h>
 
 #include "core/json.h"
-#include "core/secret.h"
 #include "projections/grant.h"
 #include "projections/status.h"
-#include "reactors/rx.h"
 #include "tally.h"
 
 static const char check_usage[] =
@@ -35,27 +33,49 @@ static const char repair_usage[] =
 "with the same credential.  The data that was lost does not come back:\n"
 "this only makes an empty resource exist again, and records who asked.\n";
 
+struct check_opts {
+	const char	*grant;
+	const char	*provider;
+};
+
 struct show_arg {
-	const struct tl_rx_verify_opts *o;
+	const struct check_opts *o;
 	json_t	*out;
 	json_t	*found;		/* grant -> what this check found */
 	int	 bad;
 	unsigned repaired;
+	unsigned checked, unhealthy;	/* tallyd's closing counts */
+	int	 summary;		/* they came */
 };
 
+/*
+ * A line of tallyd --check: a finding, or the closing counts.  Only
+ * what parses as tallyd says it is kept; anything else is ignored.
+ */
 static void
-found(void *arg, const struct tl_rx_finding *f)
+found(const char *line, void *arg)
 {
 	struct show_arg *sa = arg;
+	json_t *doc = json_loads(line, 0, NULL), *g;
 
-	/* Healthy; or unchecked, which the provider's outage line says. */
-	if (f->drift[0] == '\0' || strcmp(f->drift, "unchecked") == 0)
+	if (doc == NULL)
 		return;
-	if (f->repaired)
-		sa->repaired++;
-	json_object_set_new(sa->found, f->grant, json_pack(
-	    "{s:s,s:s,s:s,s:b}", "drift", f->drift, "reason", f->reason,
-	    "action", f->action, "repaired", f->repaired));
+	if (json_is_integer(json_object_get(doc, "checked"))) {
+		sa->checked = (unsigned)json_integer_value(json_object_get(doc,
+		    "checked"));
+		sa->unhealthy = (unsigned)json_integer_value(json_object_get(
+		    doc, "unhealthy"));
+		sa->summary = 1;
+	} else if (json_is_string(g = json_object_get(doc, "grant"))) {
+		if (json_is_true(json_object_get(doc, "repaired")))
+			sa->repaired++;
+		json_object_set_new(sa->found, json_string_value(g), json_pack(
+		    "{s:O?,s:O?,s:O?,s:b}", "drift", json_object_get(doc,
+		    "drift"), "reason", json_object_get(doc, "reason"),
+		    "action", json_object_get(doc, "action"), "repaired",
+		    json_is_true(json_object_get(doc, "repaired"))));
+	}
+	json_decref(doc);
 }
 
 static int
@@ -153,15 +173,13 @@ cmd_check(struct tl_cli *cli, int argc, char **argv)
 		{ "all", no_argument, NULL, 'a' },
 		{ 0 }
 	};
-	struct tl_rx_verify_opts o;
-	struct show_arg sa = { NULL, NULL, NULL, 0, 0 };
-	struct tl_rx rx;
-	char path[1200], why[160] = "";
-	unsigned checked = 0, bad = 0;
-	uint64_t next;
-	int c, rc, ex;
+	struct check_opts o = { NULL, NULL };
+	struct show_arg sa;
+	const char *args[8];
+	unsigned checked, bad;
+	int c, ex, n = 0;
 
-	memset(&o, 0, sizeof(o));
+	memset(&sa, 0, sizeof(sa));
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -178,33 +196,41 @@ cmd_check(struct tl_cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		o.grant = argv[optind];
-	o.force = 1;
-	o.login_all = 1;	/* the operator's check logs in */
-	o.interval_ns = 30000000000u;
-	/* A check appends what it finds and repairs on the providers. */
-	if ((ex = cli_standby_refuse(cli)) != 0 ||
-	    (ex = cli_open_log(cli, 0)) != 0)
+	/*
+	 * A check appends what it finds and repairs on the providers: a
+	 * standby refuses it here, and tallyd --check (the one program
+	 * that opens provider sessions) refuses it when deposed, after the
+	 * stream and the fences, exactly as its daemon would (exit 9).
+	 */
+	if ((ex = cli_standby_refuse(cli)) != 0)
 		return ex;
-	tl_rx_init(&rx);
-	rx.log = cli->log;
-	rx.actor = cli->actor;
-	snprintf(rx.home, sizeof(rx.home), "%s", cli->home);
-	snprintf(path, sizeof(path), "%s/master.key", cli->home);
-	if ((rc = tl_secret_load(path, &rx.key, why)) != 0) {
-		cli_errx("master key: %s", why[0] ? why : tl_strerror(rc));
-		return TL_EXIT_FAIL;
+	args[n++] = "--check";
+	args[n++] = "--actor";
+	args[n++] = cli->actor;
+	if (o.grant != NULL) {
+		args[n++] = "--grant";
+		args[n++] = o.grant;
+	} else if (o.provider != NULL) {
+		args[n++] = "--provider";
+		args[n++] = o.provider;
 	}
-	if ((sa.found = json_object()) == NULL) {
-		tl_rx_free(&rx);
+	args[n] = NULL;
+	if ((sa.found = json_object()) == NULL)
 		return cli_fail(cli, ENOMEM, "check");
+	ex = cli_tallyd(cli, args, found, &sa);
+	if (ex == 0 && !sa.summary) {
+		cli_errx("tallyd --check ended without its counts");
+		ex = TL_EXIT_FAIL;
 	}
-	o.report = found;
-	o.report_arg = &sa;
-	rc = tl_rx_verify(&rx, &o, &checked, &bad, &next);
-	tl_rx_free(&rx);
-	if (rc != 0) {
+	if (ex != 0) {
 		json_decref(sa.found);
-		return cli_fail(cli, rc, "check");
+		return ex;
+	}
+	checked = sa.checked;
+	bad = sa.unhealthy;
+	if ((ex = cli_open_log(cli, 0)) != 0) {
+		json_decref(sa.found);
+		return ex;
 	}
 	sa.o = &o;
 	ex = cli_read(cli, 0, show, &sa);

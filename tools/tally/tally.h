@@ -138,6 +138,18 @@ void	 cli_print_emitted(struct tl_ctx *c, uint64_t seq, const char *type,
 
 /* Reads a secret from standard input (one line, no echo on a tty). */
 int	 cli_read_secret(const char *prompt, char *buf, size_t cap);
+/*
+ * Runs tallyd with args (NULL-terminated, after the program's name) on
+ * cli's home, as git runs a remote helper: tallyd is the one program
+ * that opens provider sessions.  It is found beside this program (make
+ * install puts both in one directory), else on PATH; stdin /dev/null,
+ * stderr ours; each line of its stdout (without the newline, at most
+ * 64 KiB) goes to line(arg) as it comes (NULL: discarded).  Returns
+ * tallyd's exit code, or TL_EXIT_FAIL (said) when it cannot be run or
+ * dies of a signal.
+ */
+int	 cli_tallyd(struct tl_cli *cli, const char *const *args,
+	    void (*line)(const char *s, void *arg), void *arg);
 
 /*
  * Options every command takes: --home DIR, --json, --help.  Commands

@@ -35,6 +35,7 @@
 #include "reactors/epoch.h"
 #include "reactors/rx.h"
 #include "follow.h"
+#include "helper.h"
 #include "tools/exit.h"
 
 /* One table with tally's (tools/exit.h), printed by --help. */
@@ -63,6 +64,10 @@ static const char usage[] =
 "  --once          reconcile until nothing is left to do, then exit\n"
 "                  (exit 6 if work remains after --once-timeout, 60 s,\n"
 "                  or if anything is unhealthy then, as tally status)\n"
+"  --check [--grant G | --provider P] [--actor A]\n"
+"                  verify now and exit, beside a running daemon: what\n"
+"                  tally check runs (one JSON line per finding on stdout,\n"
+"                  then {\"checked\", \"unhealthy\"}); deposed: exit 9\n"
 "  --json          with --once: its verdict as one JSON line on stdout\n"
 "                  ({\"exit\", \"verified\", \"unhealthy\"}: grants checked\n"
 "                  by the closing verification, and how many were not\n"
@@ -91,6 +96,8 @@ static const char usage[] =
 static volatile sig_atomic_t stop;
 static int sigpipe_w = -1;
 static int verbose;
+/* The lowest level shown when not verbose: a helper mode shows warnings. */
+static int quiet_below = TL_RX_INFO;
 
 static void
 on_signal(int sig)
@@ -113,7 +120,7 @@ vlog(int level, const char *fmt, va_list ap)
 	struct tm tm;
 	char when[32];
 
-	if (level == TL_RX_DEBUG && !verbose)
+	if (level < quiet_below && !verbose)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
@@ -634,6 +641,10 @@ main(int argc, char **argv)
 		{ "once", no_argument, NULL, 'o' },
 		{ "once-timeout", required_argument, NULL, 'T' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "check", no_argument, NULL, 'C' },
+		{ "grant", required_argument, NULL, 'g' },
+		{ "provider", required_argument, NULL, 'p' },
+		{ "actor", required_argument, NULL, 'a' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "verify-interval", required_argument, NULL, 'V' },
 		{ "verify-login-every", required_argument, NULL, 'L' },
@@ -653,7 +664,9 @@ main(int argc, char **argv)
 	struct sigaction sa;
 	char logdir[1200], keypath[1200], why[160] = "";
 	const char *home = getenv("TALLY_HOME");
-	int once = 0, json = 0, c, rc, lockfd, datafd = -1, ino = -1;
+	int once = 0, json = 0, c, rc, lockfd = -1, datafd = -1, ino = -1;
+	int check = 0;
+	const char *cgrant = NULL, *cprovider = NULL;
 	int pfd[2] = { -1, -1 };
 	struct tl_chain chain = TL_CHAIN_INIT;
 	char lwhy[TL_LOG_WHY_MAX];
@@ -679,6 +692,19 @@ main(int argc, char **argv)
 			break;
 		case 'j':
 			json = 1;
+			break;
+		case 'C':
+			check = 1;
+			quiet_below = TL_RX_WARN;
+			break;
+		case 'g':
+			cgrant = optarg;
+			break;
+		case 'p':
+			cprovider = optarg;
+			break;
+		case 'a':
+			rx.actor = optarg;
 			break;
 		case 'T':
 			once_timeout = (unsigned)strtoul(optarg, NULL, 10);
@@ -781,7 +807,8 @@ main(int argc, char **argv)
 		    "--follow) until tally promote makes it the leader", home);
 		return EXIT_REFUSED;
 	}
-	if ((lockfd = take_lock(home, &datafd)) < 0)
+	/* A check runs beside the daemon, as the daemon's verifier does. */
+	if (!check && (lockfd = take_lock(home, &datafd)) < 0)
 		return lockfd == -2 ? EXIT_LOCKED : EXIT_FAIL;
 	if (follow) {
 		memset(&sa, 0, sizeof(sa));
@@ -798,7 +825,8 @@ main(int argc, char **argv)
 			close(datafd);
 		return ex;
 	}
-	sweep_deliveries(home);
+	if (!check)
+		sweep_deliveries(home);
 	if ((rc = tl_secret_load(keypath, &rx.key, why)) != 0) {
 		logx(TL_RX_ERR, "master key: %s", why[0] ? why :
 		    tl_strerror(rc));
@@ -866,6 +894,10 @@ main(int argc, char **argv)
 		ex = EXIT_DEPOSED;
 		goto out;
 	}
+	if (check) {
+		ex = tl_tallyd_check(&rx, cgrant, cprovider);
+		goto out;
+	}
 	if (epoch > 1) {
 		struct tl_rx_verify_opts vo;
 		unsigned checked = 0, bad = 0;
@@ -902,7 +934,8 @@ out:
 	tl_rx_publish_stop(&rx);
 	tl_log_close(rx.log);
 	tl_rx_free(&rx);
-	close(lockfd);
+	if (lockfd >= 0)
+		close(lockfd);
 	if (datafd >= 0)
 		close(datafd);
 	/* The verdict for a program that ran us (tally bootstrap). */

@@ -1,0 +1,120 @@
+/*
+ * helper.c - running tallyd as the CLI's helper (tally.h: cli_tallyd).
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tally.h"
+
+#define LINE_MAX_	65536
+#define ARGS_MAX	16
+
+/* BIN/tallyd when this program is BIN/tally, else "tallyd" (PATH). */
+static void
+tallyd_path(char *out, size_t cap)
+{
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
+		self[n] = '\0';
+		snprintf(out, cap, "%s/tallyd", dirname(self));
+		if (access(out, X_OK) == 0)
+			return;
+	}
+	snprintf(out, cap, "tallyd");
+}
+
+int
+cli_tallyd(struct tl_cli *cli, const char *const *args,
+    void (*line)(const char *s, void *arg), void *arg)
+{
+	char path[PATH_MAX + 16], *buf;
+	const char *argv[ARGS_MAX + 4];
+	size_t n = 0, len = 0, i;
+	int fd[2], st = 0;
+	ssize_t r;
+	pid_t pid;
+
+	tallyd_path(path, sizeof(path));
+	argv[n++] = path;
+	argv[n++] = "--home";
+	argv[n++] = cli->home;
+	for (i = 0; args[i] != NULL && i < ARGS_MAX; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	if ((buf = malloc(LINE_MAX_ + 1)) == NULL)
+		return cli_fail(cli, ENOMEM, "tallyd");
+	fflush(stdout);
+	fflush(stderr);
+	if (pipe2(fd, O_CLOEXEC) != 0) {
+		cli_errx("pipe: %s", strerror(errno));
+		free(buf);
+		return TL_EXIT_FAIL;
+	}
+	if ((pid = fork()) < 0) {
+		cli_errx("fork: %s", strerror(errno));
+		close(fd[0]);
+		close(fd[1]);
+		free(buf);
+		return TL_EXIT_FAIL;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(fd[1], 1) < 0)
+			_exit(127);
+		execvp(path, (char *const *)argv);
+		fprintf(stderr, "tally: %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	close(fd[1]);
+	for (;;) {
+		char *nl;
+
+		r = read(fd[0], buf + len, LINE_MAX_ - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+		buf[len] = '\0';
+		while ((nl = memchr(buf, '\n', len)) != NULL) {
+			*nl = '\0';
+			if (line != NULL)
+				line(buf, arg);
+			len -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, len);
+		}
+		if (len == LINE_MAX_)
+			len = 0;	/* an overlong line: dropped */
+	}
+	if (len > 0 && line != NULL) {
+		buf[len] = '\0';
+		line(buf, arg);
+	}
+	close(fd[0]);
+	free(buf);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st)) {
+		cli_errx("%s died of signal %d", path, WIFSIGNALED(st) ?
+		    WTERMSIG(st) : 0);
+		return TL_EXIT_FAIL;
+	}
+	if (WEXITSTATUS(st) == 127) {
+		cli_errx("cannot run %s (tallyd is installed beside tally)",
+		    path);
+		return TL_EXIT_FAIL;
+	}
+	return WEXITSTATUS(st);
+}

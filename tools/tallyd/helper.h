@@ -1,0 +1,29 @@
+/*
+ * helper.h - tallyd's one-shot helper modes: what the CLI would
+ * otherwise do with provider sessions of its own, done by tallyd (the
+ * one program that links provider clients) and spoken over a pipe, as
+ * git runs its remote helpers.  tally check runs tallyd --check.
+ *
+ * The caller (main.c) has opened rx's log, loaded its key, walked the
+ * whole chain, read the stream and raised the fences (deposed: never
+ * called); the helper writes JSON lines to stdout and returns tallyd's
+ * exit code.
+ */
+#ifndef TL_TALLYD_HELPER_H
+#define TL_TALLYD_HELPER_H
+
+struct tl_rx;
+
+/*
+ * --check: verifies the grants now (grant, else provider's, else all;
+ * NULL for none), each logging in as its consumer, repairing what
+ * verification repairs, and records the findings as the verifier does.
+ * stdout gets one line per finding that is not healthy,
+ *	{"grant", "provider", "drift", "reason", "action", "repaired"}
+ * then {"checked": N, "unhealthy": N}.  Returns EXIT_OK (0), or
+ * EXIT_FAIL when the verification itself failed (said on stderr).
+ */
+int	tl_tallyd_check(struct tl_rx *rx, const char *grant,
+	    const char *provider);
+
+#endif

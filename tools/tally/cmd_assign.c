@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/secret.h"
 #include "drivers/driver.h"
 #include "projections/decide_embedded.h"
 #include "projections/grant.h"
-#include "reactors/rx.h"
 #include "tally.h"
 
 static const char assign_usage[] =
@@ -385,7 +385,11 @@ do_unassign(struct tl_ctx *c, void *arg)
 struct preview {
 	struct tl_txn		*t;
 	const struct tl_proj	*p;
-	struct tl_rx		*rx;	/* NULL: the providers are not asked */
+	/*
+	 * What tallyd --loss said of each grant (grant -> {loses, drop,
+	 * what} or {error}); NULL: the providers were not asked.
+	 */
+	json_t			*loss;
 	int			 quiet;	/* --json: nothing printed */
 	int			 destroys;	/* a revocation would lose data */
 	const char		*module;
@@ -436,22 +440,35 @@ say_revocation(const struct tl_grant *g, void *arg)
 			printf("retained: %s; tally purge %s %s\n",
 			    rv->retain_means, g->id, rv->purge);
 	}
-	if (pw->rx != NULL && ops->loss != NULL) {
-		char what[TL_DRV_WHY_MAX];
-		int loses = 0, drop = 0, rc;
+	if (pw->loss != NULL && ops->loss != NULL) {
+		const json_t *l = json_object_get(pw->loss, g->id);
+		const char *what = json_string_value(json_object_get(l, "what"));
+		const char *err = json_string_value(json_object_get(l,
+		    "error"));
+		int loses = json_is_true(json_object_get(l, "loses"));
 
-		rc = tl_rx_loss(pw->rx, pw->t, pw->p, g, 0, &loses, &drop,
-		    what);
-		if (rc == 0 && loses)
+		if (what != NULL && loses)
 			pw->destroys = 1;
-		if (!pw->quiet && rc == 0)
+		if (!pw->quiet && what != NULL)
 			printf("  lost now: %s%s\n", loses ? "" : "nothing; ",
 			    what);
-		else if (!pw->quiet && rc != TL_ENOTFOUND)
-			printf("  what would be lost is unknown: %s\n",
-			    what[0] ? what : tl_strerror(rc));
+		else if (!pw->quiet && err != NULL)
+			printf("  what would be lost is unknown: %s\n", err);
 	}
 	return 0;
+}
+
+/* A line of tallyd --loss: kept under its grant. */
+static void
+loss_line(const char *line, void *arg)
+{
+	json_t *doc = json_loads(line, 0, NULL), *g;
+
+	if (doc == NULL)
+		return;
+	if (json_is_string(g = json_object_get(doc, "grant")))
+		json_object_set(arg, json_string_value(g), doc);
+	json_decref(doc);
 }
 
 static int
@@ -517,8 +534,7 @@ cmd_remove(struct tl_cli *cli, int argc, char **argv)
 	};
 	struct unassign_arg a = { NULL, NULL };
 	struct preview pw;
-	struct tl_rx rx;
-	char path[1200], why[160] = "";
+	char path[1200];
 	int c, ex, yes = 0;
 
 	while ((c = getopt_long(argc, argv, "hy", opts, NULL)) != -1) {
@@ -542,19 +558,22 @@ cmd_remove(struct tl_cli *cli, int argc, char **argv)
 	pw.module = a.module;
 	pw.quiet = cli->json;
 	/*
-	 * The providers are asked what would be lost with the admin
+	 * The providers are asked what would be lost, by tallyd --loss
+	 * (the one program with provider sessions) with the admin
 	 * credentials the log holds; without the master key (a reader's
 	 * copy of a home) only the declarations are shown.
 	 */
-	tl_rx_init(&rx);
 	snprintf(path, sizeof(path), "%s/master.key", cli->home);
-	if (tl_secret_load(path, &rx.key, why) == 0) {
-		snprintf(rx.home, sizeof(rx.home), "%s", cli->home);
-		rx.actor = cli->actor;
-		pw.rx = &rx;
+	if (access(path, R_OK) == 0 && (pw.loss = json_object()) != NULL) {
+		const char *args[] = { "--loss", a.module, NULL };
+
+		if (cli_tallyd(cli, args, loss_line, pw.loss) != 0) {
+			json_decref(pw.loss);
+			pw.loss = NULL;
+		}
 	}
 	ex = cli_read(cli, 0, preview_remove, &pw);
-	tl_rx_free(&rx);
+	json_decref(pw.loss);
 	/* A module that is not there is the write's to refuse. */
 	if (ex == 0 && pw.destroys && !yes) {
 		cli_errx("revoking %s's grants destroys data (see above): "

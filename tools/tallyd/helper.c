@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "drivers/driver.h"
+#include "projections/grant.h"
+#include "projections/proj.h"
 #include "reactors/rx.h"
 #include "tools/exit.h"
 #include "helper.h"
@@ -50,5 +53,67 @@ tl_tallyd_check(struct tl_rx *rx, const char *grant, const char *provider)
 		return TL_EXIT_FAIL;
 	}
 	printf("{\"checked\":%u,\"unhealthy\":%u}\n", checked, bad);
+	return fflush(stdout) == 0 ? TL_EXIT_OK : TL_EXIT_FAIL;
+}
+
+struct loss_arg {
+	struct tl_rx		*rx;
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+};
+
+static int
+loss_one(const struct tl_grant *g, void *arg)
+{
+	struct loss_arg *la = arg;
+	char what[TL_DRV_WHY_MAX] = "";
+	int loses = 0, drop = 0, rc;
+	json_t *o;
+
+	rc = tl_rx_loss(la->rx, la->t, la->p, g, 0, &loses, &drop, what);
+	if (rc == TL_ENOTFOUND)
+		return 0;	/* the driver cannot tell */
+	o = rc == 0 ? json_pack("{s:s,s:b,s:b,s:s}", "grant", g->id, "loses",
+	    loses, "drop", drop, "what", what) : json_pack("{s:s,s:s}",
+	    "grant", g->id, "error", what[0] ? what : tl_strerror(rc));
+	if (o != NULL) {
+		json_dumpf(o, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(o);
+	}
+	return 0;
+}
+
+int
+tl_tallyd_loss(struct tl_rx *rx, const char *module)
+{
+	struct loss_arg la = { rx, NULL, NULL };
+	struct tl_proj p;
+	char why[TL_WHY_MAX] = "";
+	uint64_t bad = 0;
+	int rc;
+
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &la.t)) != 0) {
+		fprintf(stderr, "tallyd: loss: %s\n", tl_strerror(rc));
+		return TL_EXIT_FAIL;
+	}
+	if ((rc = tl_log_check(la.t, NULL, &bad, why)) != 0) {
+		fprintf(stderr, "tallyd: the log (%s/data.mdb) does not verify "
+		    "at event %llu (%s): refusing to act on it; see tally "
+		    "verify\n", tl_log_dir(rx->log), (unsigned long long)bad,
+		    why[0] ? why : tl_strerror(rc));
+		tl_log_abort(la.t);
+		return rc == TL_ECORRUPT || rc == TL_EMALFORMED ?
+		    TL_EXIT_CORRUPT : TL_EXIT_FAIL;
+	}
+	if ((rc = tl_proj_open(la.t, &p)) == 0) {
+		la.p = &p;
+		rc = tl_grant_each_of_module(la.t, &p, module, loss_one, &la);
+	}
+	tl_log_abort(la.t);
+	if (rc != 0 && rc != TL_ENOTFOUND) {
+		fprintf(stderr, "tallyd: loss: %s\n", tl_strerror(rc));
+		return TL_EXIT_FAIL;
+	}
 	return fflush(stdout) == 0 ? TL_EXIT_OK : TL_EXIT_FAIL;
 }

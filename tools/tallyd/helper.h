@@ -2,7 +2,8 @@
  * helper.h - tallyd's one-shot helper modes: what the CLI would
  * otherwise do with provider sessions of its own, done by tallyd (the
  * one program that links provider clients) and spoken over a pipe, as
- * git runs its remote helpers.  tally check runs tallyd --check.
+ * git runs its remote helpers.  tally check runs tallyd --check, tally
+ * remove tallyd --loss.
  *
  * The caller (main.c) has opened rx's log, loaded its key, walked the
  * whole chain, read the stream and raised the fences (deposed: never
@@ -25,5 +26,17 @@ struct tl_rx;
  */
 int	tl_tallyd_check(struct tl_rx *rx, const char *grant,
 	    const char *provider);
+
+/*
+ * --loss MODULE: what revoking each of the module's grants now would
+ * lose, asked of its provider (ops->loss: reads only, no fence raised,
+ * so it is called before the stream and the fences; the log gets the
+ * cheap check of every reading command instead of the whole walk).
+ * stdout gets one line per grant whose driver can tell,
+ *	{"grant", "loses", "drop", "what"} or {"grant", "error"}.
+ * Returns EXIT_OK, EXIT_CORRUPT for a log that does not verify, or
+ * EXIT_FAIL (said on stderr).
+ */
+int	tl_tallyd_loss(struct tl_rx *rx, const char *module);
 
 #endif

@@ -64,6 +64,8 @@ static const char usage[] =
 "  --once          reconcile until nothing is left to do, then exit\n"
 "                  (exit 6 if work remains after --once-timeout, 60 s,\n"
 "                  or if anything is unhealthy then, as tally status)\n"
+"  --loss MODULE   what removing MODULE would lose now, asked of its\n"
+"                  providers (what tally remove runs; JSON lines)\n"
 "  --check [--grant G | --provider P] [--actor A]\n"
 "                  verify now and exit, beside a running daemon: what\n"
 "                  tally check runs (one JSON line per finding on stdout,\n"
@@ -645,6 +647,7 @@ main(int argc, char **argv)
 		{ "grant", required_argument, NULL, 'g' },
 		{ "provider", required_argument, NULL, 'p' },
 		{ "actor", required_argument, NULL, 'a' },
+		{ "loss", required_argument, NULL, 'l' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "verify-interval", required_argument, NULL, 'V' },
 		{ "verify-login-every", required_argument, NULL, 'L' },
@@ -666,7 +669,7 @@ main(int argc, char **argv)
 	const char *home = getenv("TALLY_HOME");
 	int once = 0, json = 0, c, rc, lockfd = -1, datafd = -1, ino = -1;
 	int check = 0;
-	const char *cgrant = NULL, *cprovider = NULL;
+	const char *cgrant = NULL, *cprovider = NULL, *lmodule = NULL;
 	int pfd[2] = { -1, -1 };
 	struct tl_chain chain = TL_CHAIN_INIT;
 	char lwhy[TL_LOG_WHY_MAX];
@@ -705,6 +708,11 @@ main(int argc, char **argv)
 			break;
 		case 'a':
 			rx.actor = optarg;
+			break;
+		case 'l':
+			lmodule = optarg;
+			check = 1;	/* a helper: no lock, quiet */
+			quiet_below = TL_RX_WARN;
 			break;
 		case 'T':
 			once_timeout = (unsigned)strtoul(optarg, NULL, 10);
@@ -838,6 +846,10 @@ main(int argc, char **argv)
 		tl_rx_free(&rx);
 		return rc == TL_ENOTFOUND ? EXIT_NOTFOUND : rc == TL_ECORRUPT ?
 		    EXIT_CORRUPT : EXIT_FAIL;
+	}
+	if (lmodule != NULL) {
+		ex = tl_tallyd_loss(&rx, lmodule);
+		goto out;
 	}
 
 	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) != 0) {

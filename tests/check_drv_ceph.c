@@ -1117,6 +1117,41 @@ START_TEST(test_fence)
 }
 END_TEST
 
+/*
+ * What the fence's compare-and-set rests on: this gateway refuses a PUT
+ * whose If-Match is not the object's ETag, and If-None-Match: * when the
+ * object exists (412), and takes the one whose ETag matches.
+ */
+START_TEST(test_conditional_put)
+{
+	char bucket[64], pq[128], hd[160], m[33];
+	struct body b;
+
+	rand_hex(m);
+	snprintf(bucket, sizeof(bucket), "tally-cas-%.16s", m);
+	snprintf(pq, sizeof(pq), "/%s", bucket);
+	admin("PUT", pq);
+	snprintf(pq, sizeof(pq), "/%s/f", bucket);
+	s_extra = "If-None-Match: *";
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "one", NULL), 200);
+	s_extra = "If-None-Match: *";
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "two", NULL), 412);
+	s_extra = "If-Match: 00000000000000000000000000000000";
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "two", NULL), 412);
+	/* md5("one"): the ETag of the object as it is. */
+	snprintf(hd, sizeof(hd), "If-Match: f97c5d29941bfb1b2fdab0874906ab82");
+	s_extra = hd;
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "three", NULL), 200);
+	s_extra = hd;
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "four", NULL), 412);
+	ck_assert_int_eq(http("GET", pq, NULL, NULL, NULL, &b), 200);
+	ck_assert_str_eq(b.buf, "three");
+	admin("DELETE", pq);
+	snprintf(pq, sizeof(pq), "/%s", bucket);
+	admin("DELETE", pq);
+}
+END_TEST
+
 START_TEST(test_deposed)
 {
 	struct grant a, n;
@@ -1204,6 +1239,7 @@ suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_meshes);
 	tcase_add_test(tc, test_fence);
+	tcase_add_test(tc, test_conditional_put);
 	tcase_add_test(tc, test_deposed);
 	suite_add_tcase(s, tc);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/body.h"
 #include "core/error.h"
@@ -251,6 +252,97 @@ tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 	    "at epoch %llu", pv->id, (unsigned long long)held.epoch,
 	    held.leader, pv->leader, (unsigned long long)pv->epoch);
 	return TL_EREFUSED;
+}
+
+/* --- the epoch, checked before calls ------------------------------ */
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int
+epoch_checked(const struct tl_rx_prov *pv)
+{
+	return pv->fence_rx != NULL && pv->epoch != 0 && pv->ops != NULL &&
+	    pv->ops->fencing != NULL &&
+	    pv->ops->fencing->kind == TL_DRV_FENCE_EPOCH_CHECK;
+}
+
+#define EPOCH_CHECK_NS	((uint64_t)TL_DRV_EPOCH_CHECK_S * 1000000000u)
+
+int
+tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv, char *why)
+{
+	char where[600] = "";
+	uint64_t now = mono_ns(), last, seen = 0;
+	int rc, zero = 0;
+
+	if (!epoch_checked(pv))
+		return 0;
+	if (atomic_load(&rx->deposed)) {
+		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+		return TL_EREFUSED;
+	}
+	last = atomic_load(&rx->epoch_read_ns);
+	if (last != 0 && now - last < EPOCH_CHECK_NS)
+		return 0;
+	rc = tl_rx_publish_epoch_seen(rx, &seen, where, sizeof(where));
+	if (rc == TL_ENOTFOUND) {
+		/* No stream: no standby follows, none can be promoted. */
+		atomic_store(&rx->epoch_read_ns, now);
+		return 0;
+	}
+	if (rc != 0) {
+		snprintf(why, TL_DRV_WHY_MAX, "epoch %llu not confirmed: the "
+		    "replication %s cannot be read (%s), and provider %s is "
+		    "fenced only by that check: no call made",
+		    (unsigned long long)rx->epoch, where, tl_strerror(rc),
+		    pv->id);
+		return TL_EUNREACH;
+	}
+	if (seen > rx->epoch) {
+		if (atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
+			snprintf(rx->deposed_msg, sizeof(rx->deposed_msg),
+			    "deposed: the replication %s holds "
+			    "control-plane.promoted at epoch %llu and this "
+			    "control plane is at epoch %llu (another one was "
+			    "promoted)", where, (unsigned long long)seen,
+			    (unsigned long long)rx->epoch);
+		tl_ep_stop(rx);
+		snprintf(why, TL_DRV_WHY_MAX, "%.500s", rx->deposed_msg);
+		return TL_EREFUSED;
+	}
+	/* From before the reading began: the window never grows. */
+	atomic_store(&rx->epoch_read_ns, now);
+	return 0;
+}
+
+int
+tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why)
+{
+	struct tl_rx *rx = pv->fence_rx;
+	uint64_t last, now;
+
+	if (!epoch_checked(pv))
+		return 0;
+	if (atomic_load(&rx->deposed)) {
+		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+		return TL_EREFUSED;
+	}
+	last = atomic_load(&rx->epoch_read_ns);
+	now = mono_ns();
+	if (last != 0 && now - last < EPOCH_CHECK_NS)
+		return 0;
+	snprintf(why, TL_DRV_WHY_MAX, "epoch %llu was last confirmed on the "
+	    "replication stream more than %d s ago: no call made on provider "
+	    "%s (the next pass reads it again)", (unsigned long long)pv->epoch,
+	    TL_DRV_EPOCH_CHECK_S, pv->id);
+	return TL_EUNREACH;
 }
 
 static int

@@ -124,6 +124,26 @@ int	tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why);
 int	tl_ep_stream_check(struct tl_rx *rx, int *deposed);
 
 /*
+ * Before calls on pv when its driver's fencing is
+ * TL_DRV_FENCE_EPOCH_CHECK (nothing on the provider stops a deposed
+ * leader): tl_ep_check_epoch, on the thread that owns rx (the pass,
+ * before its calls), reads the replication stream
+ * (tl_rx_publish_epoch_seen) unless it did less than
+ * TL_DRV_EPOCH_CHECK_S ago.  0: go on (also for any other fencing, an
+ * rx->epoch of 0, or no stream configured: no standby follows this
+ * control plane); TL_EREFUSED with why once the stream holds a later
+ * promotion (rx->deposed set and recorded, tl_ep_stop); TL_EUNREACH
+ * with why when the stream cannot be read (a promotion we cannot see
+ * does not let us act).  tl_ep_epoch_fresh, on any thread, just before
+ * each call: 0 while that reading is younger than TL_DRV_EPOCH_CHECK_S,
+ * else TL_EUNREACH (the next pass reads again); TL_EREFUSED once rx is
+ * deposed.  why: TL_DRV_WHY_MAX bytes.
+ */
+int	tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv,
+	    char *why);
+int	tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why);
+
+/*
  * After rx->deposed was set (by a session, or tl_ep_fence): logs why
  * and records it (tl_ep_deposed reads it back).  tallyd then exits.
  */

@@ -419,7 +419,6 @@ tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv, char *why)
 			    "control plane is at epoch %llu (another one was "
 			    "promoted)", where, (unsigned long long)seen,
 			    (unsigned long long)rx->epoch);
-		tl_ep_stop(rx);
 		snprintf(why, TL_DRV_WHY_MAX, "%.500s", rx->deposed_msg);
 		return TL_EREFUSED;
 	}

@@ -156,7 +156,8 @@ int	tl_ep_stream_check(struct tl_rx *rx, int *deposed);
  * TL_DRV_EPOCH_CHECK_S ago.  0: go on (also for any other fencing, an
  * rx->epoch of 0, or no stream configured: no standby follows this
  * control plane); TL_EREFUSED with why once the stream holds a later
- * promotion (rx->deposed set and recorded, tl_ep_stop); TL_EUNREACH
+ * promotion (rx->deposed set, as tl_ep_session sets it: the pass
+ * records no outcome and tallyd stops, tl_ep_stop); TL_EUNREACH
  * with why when the stream cannot be read (a promotion we cannot see
  * does not let us act).  tl_ep_epoch_fresh, on any thread, just before
  * each call: 0 while that reading is younger than TL_DRV_EPOCH_CHECK_S,

@@ -405,8 +405,8 @@ tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv, char *why)
 	}
 	if (rc != 0) {
 		snprintf(why, TL_DRV_WHY_MAX, "epoch %llu not confirmed: the "
-		    "replication %s cannot be read (%s), and provider %s is "
-		    "fenced only by that check: no call made",
+		    "replication %.200s cannot be read (%.40s), and provider "
+		    "%.80s is fenced only by that check: no call made",
 		    (unsigned long long)rx->epoch, where, tl_strerror(rc),
 		    pv->id);
 		return TL_EUNREACH;

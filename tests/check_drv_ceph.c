@@ -1154,7 +1154,7 @@ END_TEST
 
 START_TEST(test_deposed)
 {
-	struct grant a, n;
+	struct grant a, n, r;
 	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX], pq[512];
 	struct tl_drv_fence fa, fb;
 	struct tl_drv_fence_held held;
@@ -1183,8 +1183,7 @@ START_TEST(test_deposed)
 	ck_assert(!user_exists(n.login, &after));
 	ck_assert(!bucket_exists(n.bucket));
 	{
-		struct grant r = a;
-
+		r = a;
 		tl_secret_password(r.pw);
 		secret_add(r.pw);
 		r.g.password = r.pw;

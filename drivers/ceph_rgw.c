@@ -7,8 +7,8 @@
  *
  *   login	an RGW user (never the admin), uid the shared scheme's name
  *		(drivers/naming.c: PREFIX_DIGEST), its display-name the
- *		grant's mark ("tally grant ID"), not suspended, no caps,
- *		max-buckets 1;
+ *		grant's mark ("tally mesh MESH grant ID"), not suspended,
+ *		no caps, max-buckets 1;
  *   keys	one S3 key pair per credential version: the secret key is
  *		tally's password of that version (RGW takes a client-chosen
  *		secret-key), the access key "TL" + 18 hex digits of
@@ -44,9 +44,16 @@
  * at high debug levels; tally logs nothing of it.
  *
  * Whose objects are: a user is this grant's when its display-name is the
- * grant's mark (or the unnamed mark and adopt_unnamed); any other user
- * under the uid is refused.  The bucket is the grant's when it is owned
- * by the grant's user; one owned by anyone else is refused.
+ * grant's mark (or the unnamed mark and adopt_unnamed); a mark naming no
+ * mesh (before ids) is taken and marked again; one naming another mesh is
+ * refused by every change (TL_EREFUSED) and missing to check, unless
+ * adopt_mesh names that mesh; any other user under the uid is refused.
+ * The bucket is the grant's when it is owned by the grant's user; one
+ * owned by anyone else is refused.
+ *
+ * Fence (TL_DRV_FENCE_BEFORE_CALL): an object per mesh in the canary
+ * bucket, raised by a compare-and-set (a PUT conditional on its ETag)
+ * and read before each changing call (see "the fence" below).
  *
  * Drift: the user gone, or its key for the password gone or with another
  * secret, is TL_DRIFT_CREDENTIAL (set_password adds the key again; a

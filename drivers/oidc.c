@@ -13,8 +13,9 @@
  *		token elsewhere).  Plain http only on loopback.
  *   register	RFC 7591 POST with the initial access token (the
  *		secret setting initial-access-token): client_name the
- *		object's name (tl_drv_name_scheme), software_id the grant id, so a person
- *		sees which client is whose; client_credentials only,
+ *		object's name (tl_drv_name_scheme), software_id the mark
+ *		("tally mesh MESH grant ID"), so a person sees which client
+ *		is whose; client_credentials only,
  *		response_types [], client_secret_basic.  The server chooses
  *		client_id and client_secret and returns a registration
  *		access token (RAT) and the client's registration URI.
@@ -32,8 +33,10 @@
  * drift whose reason names the admin recovery.
  *
  * Whose a client is: the one the handle names, and only while its
- * software_id is this grant's; a client registered for another grant,
- * or by someone else, is never changed or deleted.  RFC 7591 has no
+ * software_id is this grant's mark; a client registered for another
+ * grant, or by someone else, is never changed or deleted, and one marked
+ * by another mesh is refused (TL_EREFUSED) unless adopt_mesh names it.
+ * Fencing: TL_DRV_FENCE_EPOCH_CHECK (oi_fencing, below).  RFC 7591 has no
  * listing, so a registration whose answer was lost (tallyd killed
  * between the 201 and the record) leaves a client tally does not know:
  * its software_id names the grant for the provider's admin.

@@ -7,8 +7,8 @@
  *
  *   login	an RGW user (never the admin), uid the shared scheme's name
  *		(drivers/naming.c: PREFIX_DIGEST), its display-name the
- *		grant's mark ("tally grant ID"), not suspended, no caps,
- *		max-buckets 1;
+ *		grant's mark ("tally mesh MESH grant ID"), not suspended,
+ *		no caps, max-buckets 1;
  *   keys	one S3 key pair per credential version: the secret key is
  *		tally's password of that version (RGW takes a client-chosen
  *		secret-key), the access key "TL" + 18 hex digits of
@@ -44,9 +44,16 @@
  * at high debug levels; tally logs nothing of it.
  *
  * Whose objects are: a user is this grant's when its display-name is the
- * grant's mark (or the unnamed mark and adopt_unnamed); any other user
- * under the uid is refused.  The bucket is the grant's when it is owned
- * by the grant's user; one owned by anyone else is refused.
+ * grant's mark (or the unnamed mark and adopt_unnamed); a mark naming no
+ * mesh (before ids) is taken and marked again; one naming another mesh is
+ * refused by every change (TL_EREFUSED) and missing to check, unless
+ * adopt_mesh names that mesh; any other user under the uid is refused.
+ * The bucket is the grant's when it is owned by the grant's user; one
+ * owned by anyone else is refused.
+ *
+ * Fence (TL_DRV_FENCE_BEFORE_CALL): an object per mesh in the canary
+ * bucket, raised by a compare-and-set (a PUT conditional on its ETag)
+ * and read before each changing call (see "the fence" below).
  *
  * Drift: the user gone, or its key for the password gone or with another
  * secret, is TL_DRIFT_CREDENTIAL (set_password adds the key again; a
@@ -83,6 +90,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -98,6 +106,7 @@
 #define RGW_TIMEOUT_MS	30000
 #define RGW_NAME_MAX	63		/* S3 bucket names: 3..63 */
 #define RGW_MARK	"tally grant"
+#define RGW_MESH_MARK	"tally mesh"
 #define RGW_QMAX	8
 #define RGW_AK_HEX	18
 
@@ -113,6 +122,14 @@ struct rgw {
 	char		*buf;		/* the last body: may hold secrets */
 	size_t		 len, cap;
 	unsigned long	 requests;
+	char		 etag[80];	/* the last answer's ETag, unquoted */
+	const char	*body;		/* the next request's (NULL: none) */
+	/* admin->mesh ("": before ids) and the session's fence (open's). */
+	char		 mesh[33];
+	int		 fenced;
+	uint64_t	 f_epoch;
+	char		 f_mesh[33];
+	char		 f_leader[TL_DRV_LEADER_MAX];
 };
 
 struct kv {
@@ -128,6 +145,23 @@ on_body(char *data, size_t size, size_t n, void *arg)
 
 	return tl_drv_http_body(&r->buf, &r->len, &r->cap, data, size * n,
 	    0);
+}
+
+/* Keeps the ETag (its quotes dropped): the fence's compare-and-set. */
+static size_t
+on_header(char *data, size_t size, size_t n, void *arg)
+{
+	struct rgw *r = arg;
+	size_t len = size * n, i = 5, o = 0;
+
+	if (len > 5 && strncasecmp(data, "etag:", 5) == 0) {
+		for (; i < len && o + 1 < sizeof(r->etag); i++)
+			if (data[i] != ' ' && data[i] != '"' && data[i] !=
+			    '\r' && data[i] != '\n')
+				r->etag[o++] = data[i];
+		r->etag[o] = '\0';
+	}
+	return len;
 }
 
 /* The error code of an S3/admin error body ("NoSuchBucket"), or "". */
@@ -207,8 +241,14 @@ request(struct rgw *r, const char *method, const char *path,
 	r->len = 0;
 	if (r->buf != NULL)
 		r->buf[0] = '\0';
+	r->etag[0] = '\0';
 	curl_easy_setopt(r->c, CURLOPT_URL, url);
 	curl_easy_setopt(r->c, CURLOPT_HTTPGET, 1L);
+	if (r->body != NULL) {
+		curl_easy_setopt(r->c, CURLOPT_POSTFIELDS, r->body);
+		curl_easy_setopt(r->c, CURLOPT_POSTFIELDSIZE,
+		    (long)strlen(r->body));
+	}
 	curl_easy_setopt(r->c, CURLOPT_NOBODY, strcmp(method, "HEAD") == 0 ?
 	    1L : 0L);
 	curl_easy_setopt(r->c, CURLOPT_CUSTOMREQUEST, strcmp(method,
@@ -218,6 +258,11 @@ request(struct rgw *r, const char *method, const char *path,
 	r->requests++;
 	cc = curl_easy_perform(r->c);
 	curl_easy_setopt(r->c, CURLOPT_PASSWORD, r->skey);
+	if (r->body != NULL) {
+		curl_easy_setopt(r->c, CURLOPT_POSTFIELDS, NULL);
+		curl_easy_setopt(r->c, CURLOPT_POSTFIELDSIZE, -1L);
+		r->body = NULL;
+	}
 	if (cc != CURLE_OK) {
 		rc = tl_drv_why(why, TL_EUNREACH, "%s: the RGW at %s did not "
 		    "answer: %s", step, r->base, curl_easy_strerror(cc));
@@ -325,29 +370,67 @@ access_key(const char *login, const char *password, char out[24])
 	sodium_memzero(&st, sizeof(st));
 }
 
+/*
+ * The mark, the user's display-name: "tally mesh MESH grant ID" (MESH
+ * the whole mesh id), or "tally grant ID" from a home without a mesh id
+ * and from before marks named a mesh; "tally grant" alone before marks
+ * named grants.
+ */
 static void
-mark_of(const struct tl_drv_grant *g, char *out, size_t n)
+mark_of(const char *mesh, const struct tl_drv_grant *g, char *out, size_t n)
 {
-	if (tl_drv_grant_named(g))
+	if (mesh[0] != '\0' && tl_drv_grant_named(g))
+		snprintf(out, n, RGW_MESH_MARK " %s grant %s", mesh, g->grant);
+	else if (tl_drv_grant_named(g))
 		snprintf(out, n, RGW_MARK " %s", g->grant);
 	else
 		snprintf(out, n, RGW_MARK);
 }
 
-enum mark { MARK_OURS, MARK_ADOPT, MARK_OTHER };
+/*
+ * OURS: marked by this mesh for g; ADOPT: g's, to be marked again (the
+ * unnamed mark with adopt_unnamed, a mark naming no mesh, or one naming
+ * g->adopt_mesh); MESH: another mesh's (refused, TL_EREFUSED); OTHER:
+ * not g's at all (TL_EINVAL).
+ */
+enum mark { MARK_OURS, MARK_ADOPT, MARK_MESH, MARK_OTHER };
 
 static enum mark
-user_mark(const json_t *u, const struct tl_drv_grant *g)
+user_mark(const char *mesh, const json_t *u, const struct tl_drv_grant *g,
+    char owner[33])
 {
 	const char *dn = json_string_value(json_object_get(u,
-	    "display_name"));
-	char want[300];
+	    "display_name")), *rest;
+	size_t ml = strlen(RGW_MESH_MARK " ");
+	char m[33] = "";
+	enum mark k = MARK_OURS;
 
+	owner[0] = '\0';
 	if (dn == NULL)
 		return MARK_OTHER;
-	mark_of(g, want, sizeof(want));
-	if (strcmp(dn, want) == 0)
-		return MARK_OURS;
+	if (strncmp(dn, RGW_MESH_MARK " ", ml) == 0 && strlen(dn) > ml + 32 &&
+	    strncmp(dn + ml + 32, " grant ", 7) == 0) {
+		memcpy(m, dn + ml, 32);
+		m[32] = '\0';
+		rest = dn + ml + 32 + 7;
+		if (strcmp(m, mesh) != 0) {
+			if (g->adopt_mesh == NULL || strcmp(g->adopt_mesh, m) !=
+			    0) {
+				memcpy(owner, m, sizeof(m));
+				return MARK_MESH;
+			}
+			k = MARK_ADOPT;
+		}
+		return tl_drv_grant_named(g) && strcmp(rest, g->grant) == 0 ?
+		    k : MARK_OTHER;
+	}
+	/* Marked before marks named a mesh: ours, marked again. */
+	if (mesh[0] != '\0')
+		k = MARK_ADOPT;
+	if (tl_drv_grant_named(g) && strncmp(dn, RGW_MARK " ",
+	    strlen(RGW_MARK) + 1) == 0 && strcmp(dn + strlen(RGW_MARK) + 1,
+	    g->grant) == 0)
+		return k;
 	if (tl_drv_grant_named(g) && g->adopt_unnamed &&
 	    strcmp(dn, RGW_MARK) == 0)
 		return MARK_ADOPT;
@@ -375,6 +458,7 @@ key_state(const json_t *u, const char *ak, const char *sk)
 /* --- the session ------------------------------------------------------ */
 
 static void rgw_close(void *h);
+static int fence_check(struct rgw *r, char *why);
 static int rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, char *out, size_t cap);
 
@@ -422,6 +506,16 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 		goto fail;
 	}
 	snprintf(r->akey, sizeof(r->akey), "%s", ak);
+	snprintf(r->mesh, sizeof(r->mesh), "%s", a->mesh != NULL ? a->mesh :
+	    "");
+	if (a->fence != NULL) {
+		r->fenced = 1;
+		r->f_epoch = a->fence->epoch;
+		snprintf(r->f_mesh, sizeof(r->f_mesh), "%s", a->fence->mesh !=
+		    NULL ? a->fence->mesh : "");
+		snprintf(r->f_leader, sizeof(r->f_leader), "%s",
+		    a->fence->leader != NULL ? a->fence->leader : "");
+	}
 	pw = a->password != NULL ? a->password : "";
 	if ((r->skey = tl_drv_secret_dup(pw)) == NULL) {
 		rc = tl_drv_why(why, ENOMEM, "out of memory");
@@ -445,6 +539,8 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, r->hdr);
 	curl_easy_setopt(r->c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(r->c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(r->c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(r->c, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(r->c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(r->c, CURLOPT_TCP_KEEPALIVE, 1L);
 	/* Proves the admin now, not at the first grant. */
@@ -489,23 +585,33 @@ get_user(struct rgw *r, const char *uid, json_t **u, char *why)
 	return get_json(r, "/admin/user", q, 1, u, "reading the user", why);
 }
 
-/* The user, refused when it is not this grant's (*u NULL: none). */
+/*
+ * The user, refused when it is not this grant's (*u NULL: none): another
+ * mesh's is TL_EREFUSED (*m MARK_MESH, why naming that mesh), anyone
+ * else's TL_EINVAL.
+ */
 static int
 vet_user(struct rgw *r, const struct tl_drv_grant *g, json_t **u,
     enum mark *m, char *why)
 {
+	char owner[33];
 	int rc;
 
+	*m = MARK_OURS;
 	if ((rc = get_user(r, g->login, u, why)) != 0 || *u == NULL)
 		return rc;
-	if ((*m = user_mark(*u, g)) == MARK_OTHER) {
-		json_decref(*u);
-		*u = NULL;
-		return tl_drv_why(why, TL_EINVAL, "user \"%s\" exists and is "
-		    "not this grant's (its display-name is not tally's mark "
-		    "for it): not touched", g->login);
-	}
-	return 0;
+	if ((*m = user_mark(r->mesh, *u, g, owner)) == MARK_OURS ||
+	    *m == MARK_ADOPT)
+		return 0;
+	json_decref(*u);
+	*u = NULL;
+	if (*m == MARK_MESH)
+		return tl_drv_why(why, TL_EREFUSED, "user \"%s\" is owned by "
+		    "mesh %.12s..., not this one (tally adopt --from-mesh "
+		    "takes it over): not touched", g->login, owner);
+	return tl_drv_why(why, TL_EINVAL, "user \"%s\" exists and is not "
+	    "this grant's (its display-name is not tally's mark for it): "
+	    "not touched", g->login);
 }
 
 static int
@@ -547,7 +653,7 @@ make_user(struct rgw *r, const struct tl_drv_grant *g, char *why)
 		{ "uid", g->login } };
 
 	access_key(g->login, g->password, ak);
-	mark_of(g, mark, sizeof(mark));
+	mark_of(r->mesh, g, mark, sizeof(mark));
 	return request(r, "PUT", "/admin/user", q, 5, NULL, NULL, NULL, &st,
 	    "making the user", why);
 }
@@ -562,9 +668,22 @@ modify_user(struct rgw *r, const struct tl_drv_grant *g, int suspend,
 	struct kv q[] = { { "display-name", mark }, { "max-buckets", "1" },
 		{ "suspended", suspend ? "1" : "0" }, { "uid", g->login } };
 
-	mark_of(g, mark, sizeof(mark));
+	mark_of(r->mesh, g, mark, sizeof(mark));
 	return request(r, "POST", "/admin/user", q, 4, NULL, NULL, NULL, &st,
 	    suspend ? "suspending the user" : "restoring the user", why);
+}
+
+/* The mark again, nothing else (a suspended user stays suspended). */
+static int
+remark_user(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	char mark[300];
+	long st;
+	struct kv q[] = { { "display-name", mark }, { "uid", g->login } };
+
+	mark_of(r->mesh, g, mark, sizeof(mark));
+	return request(r, "POST", "/admin/user", q, 2, NULL, NULL, NULL, &st,
+	    "marking the user", why);
 }
 
 /* Removes every cap the user has (tally's users have none). */
@@ -690,7 +809,8 @@ rgw_create(void *h, const struct tl_drv_grant *g, char *why)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
-	if ((rc = ensure_user(r, g, 0, why)) != 0 ||
+	if ((rc = fence_check(r, why)) != 0 ||
+	    (rc = ensure_user(r, g, 0, why)) != 0 ||
 	    (rc = ensure_bucket(r, g, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user \"%s\" with its key and bucket \"%s\" "
@@ -707,7 +827,8 @@ rgw_set_password(void *h, const struct tl_drv_grant *g, char *why)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
-	if ((rc = ensure_user(r, g, 0, why)) != 0)
+	if ((rc = fence_check(r, why)) != 0 ||
+	    (rc = ensure_user(r, g, 0, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user \"%s\" has its key again", g->login);
 }
@@ -850,7 +971,8 @@ rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
-	if ((rc = ensure_user(r, g, 1, why)) != 0 ||
+	if ((rc = fence_check(r, why)) != 0 ||
+	    (rc = ensure_user(r, g, 1, why)) != 0 ||
 	    (rc = drop_policy(r, g, why)) != 0 ||
 	    (rc = set_private(r, g, why)) != 0)
 		return rc;
@@ -938,6 +1060,133 @@ ensure_canary(struct rgw *r, char *why)
 	return 0;
 }
 
+/* --- the fence ---------------------------------------------------------- */
+
+/*
+ * One object per mesh in the canary bucket (the admin's: a consumer
+ * reads nothing in it), tally-fence-MESH ("none" for a home without a
+ * mesh id), holding "EPOCH LEADER".  The raise is a compare-and-set:
+ * the PUT is conditional on the ETag read (If-Match), or on there being
+ * no object yet (If-None-Match: *), which the RGW checks on the RADOS
+ * object in the same operation as the write (412 otherwise: read again).
+ */
+static int
+fence_read(struct rgw *r, const char *mesh, struct tl_drv_fence_held *held,
+    char *etag, size_t cap, char *why)
+{
+	char path[RGW_NAME_MAX + 64], leader[TL_DRV_LEADER_MAX];
+	unsigned long long e;
+	long st;
+	int rc;
+
+	held->epoch = 0;
+	held->leader[0] = '\0';
+	etag[0] = '\0';
+	if ((rc = ensure_canary(r, why)) != 0)
+		return rc;
+	snprintf(path, sizeof(path), "/%s/tally-fence-%s", r->canary,
+	    mesh[0] != '\0' ? mesh : "none");
+	if ((rc = request(r, "GET", path, NULL, 0, NULL, NULL, ok404, &st,
+	    "reading the fence", why)) != 0 || st == 404)
+		return rc;
+	leader[0] = '\0';
+	if (r->buf == NULL || sscanf(r->buf, "%llu %32s", &e, leader) < 1)
+		return tl_drv_why(why, TL_EDRIVER, "the fence object %s holds "
+		    "no epoch", path);
+	held->epoch = e;
+	snprintf(held->leader, sizeof(held->leader), "%s", leader);
+	snprintf(etag, cap, "%s", r->etag);
+	return 0;
+}
+
+static int
+rgw_fence(void *h, const struct tl_drv_fence *want,
+    struct tl_drv_fence_held *held, char *why)
+{
+	struct rgw *r = h;
+	const char *mesh = want->mesh != NULL ? want->mesh : "";
+	char path[RGW_NAME_MAX + 64], etag[80], body[64], cond[120];
+	struct curl_slist *hd, *h2;
+	long st;
+	int rc, tries;
+
+	snprintf(path, sizeof(path), "/%s/tally-fence-%s", r->canary,
+	    mesh[0] != '\0' ? mesh : "none");
+	for (tries = 0; tries < 8; tries++) {
+		if ((rc = fence_read(r, mesh, held, etag, sizeof(etag),
+		    why)) != 0)
+			return rc;
+		if (want->epoch == 0 || held->epoch >= want->epoch)
+			return 0;
+		if (held->epoch != 0 && etag[0] == '\0')
+			return tl_drv_why(why, TL_EDRIVER, "the fence object "
+			    "%s came without an ETag: no compare-and-set",
+			    path);
+		snprintf(body, sizeof(body), "%llu %s\n",
+		    (unsigned long long)want->epoch, want->leader != NULL ?
+		    want->leader : "");
+		if (held->epoch == 0)
+			snprintf(cond, sizeof(cond), "If-None-Match: *");
+		else
+			snprintf(cond, sizeof(cond), "If-Match: %s", etag);
+		if ((hd = curl_slist_append(NULL, "x-amz-content-sha256: "
+		    "UNSIGNED-PAYLOAD")) == NULL ||
+		    (h2 = curl_slist_append(hd, cond)) == NULL) {
+			curl_slist_free_all(hd);
+			return tl_drv_why(why, ENOMEM, "out of memory");
+		}
+		curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, h2);
+		r->body = body;
+		rc = request(r, "PUT", path, NULL, 0, NULL, NULL,
+		    (const long[]){ 412, 0 }, &st, "raising the fence", why);
+		curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, r->hdr);
+		curl_slist_free_all(h2);
+		if (rc != 0)
+			return rc;
+		/* 200 or 412: what is held now is read back either way. */
+	}
+	return tl_drv_why(why, TL_EDRIVER, "the fence object %s changed under "
+	    "every one of 8 compare-and-sets", path);
+}
+
+/*
+ * Before each change: the fence held on the gateway for this session's
+ * mesh still lets this session act (one GET); TL_EREFUSED "deposed: ..."
+ * once another leader holds it.  A session without a fence (a reader's)
+ * checks nothing.
+ */
+static int
+fence_check(struct rgw *r, char *why)
+{
+	struct tl_drv_fence want = { r->f_mesh, r->f_epoch, r->f_leader };
+	struct tl_drv_fence_held held;
+	char etag[80];
+	int rc;
+
+	if (!r->fenced || r->f_epoch == 0)
+		return 0;
+	if ((rc = fence_read(r, r->f_mesh, &held, etag, sizeof(etag), why))
+	    != 0)
+		return rc;
+	if (tl_drv_fence_ours(&want, &held))
+		return 0;
+	return tl_drv_why(why, TL_EREFUSED, "deposed: the RGW's fence for this "
+	    "mesh is at epoch %llu by leader %.12s, this session is leader "
+	    "%.12s at epoch %llu: nothing changed",
+	    (unsigned long long)held.epoch, held.leader, r->f_leader,
+	    (unsigned long long)r->f_epoch);
+}
+
+static const struct tl_drv_fence_decl rgw_fencing = {
+	TL_DRV_FENCE_BEFORE_CALL,
+	"an object per mesh, tally-fence-MESH in the admin's canary bucket, "
+	"raised by compare-and-set (a PUT conditional on its ETag) and read "
+	"before each changing call",
+	"a deposed leader's call that passed its read of the fence just "
+	"before the promotion raised it may still land: one call, at most "
+	"the 30 s request timeout"
+};
+
 /* HEAD /bucket as the consumer: its status. */
 static int
 head_as(struct rgw *r, const struct tl_drv_grant *g, const char *bucket,
@@ -969,8 +1218,14 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 		return rc;
 	if (g->password == NULL)
 		return tl_drv_why(why, TL_EINVAL, "no password to check");
-	if ((rc = vet_user(r, g, &u, &m, why)) != 0 ||
-	    (rc = get_bucket(r, g->resource, &b, why)) != 0)
+	if ((rc = vet_user(r, g, &u, &m, why)) == TL_EREFUSED &&
+	    m == MARK_MESH) {
+		/* Another mesh's: reported, its why naming that mesh. */
+		*drift = TL_DRIFT_MISSING;
+		rc = 0;
+		goto out;
+	}
+	if (rc != 0 || (rc = get_bucket(r, g->resource, &b, why)) != 0)
 		goto out;
 	evaluate(g, u, b, drift, w);
 	if (*drift < TL_DRIFT_MISSING) {
@@ -1063,7 +1318,13 @@ rgw_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 				break;
 			}
 		}
-		if ((rc = vet_user(r, &gs[i], &u, &m, why[i])) != 0)
+		if ((rc = vet_user(r, &gs[i], &u, &m, why[i])) == TL_EREFUSED &&
+		    m == MARK_MESH) {
+			drift[i] = TL_DRIFT_MISSING;
+			rc = 0;
+			continue;
+		}
+		if (rc != 0)
 			break;
 		evaluate(&gs[i], u, b, &drift[i], why[i]);
 		if (drift[i] < TL_DRIFT_MISSING) {
@@ -1101,13 +1362,15 @@ rgw_add_credential(void *h, const struct tl_drv_grant *g, char *why)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
-	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
+	if ((rc = fence_check(r, why)) != 0 ||
+	    (rc = vet_user(r, g, &u, &m, why)) != 0)
 		return rc;
 	if (u == NULL)
 		return tl_drv_why(why, TL_EDRIVER, "user \"%s\" is gone: no "
 		    "key added beside", g->login);
 	json_decref(u);
-	if ((rc = put_key(r, g, why)) != 0)
+	if ((m == MARK_ADOPT && (rc = remark_user(r, g, why)) != 0) ||
+	    (rc = put_key(r, g, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "a second key is on user \"%s\"", g->login);
 }
@@ -1129,7 +1392,8 @@ rgw_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password of the retired "
 		    "key");
-	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
+	if ((rc = fence_check(r, why)) != 0 ||
+	    (rc = vet_user(r, g, &u, &m, why)) != 0)
 		return rc;
 	access_key(g->login, g->password, ak);
 	if (u == NULL || key_state(u, ak, NULL) == 0) {
@@ -1138,6 +1402,8 @@ rgw_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 		    "already", ak, g->login);
 	}
 	json_decref(u);
+	if (m == MARK_ADOPT && (rc = remark_user(r, g, why)) != 0)
+		return rc;
 	if ((rc = request(r, "DELETE", "/admin/user", q, 4, NULL, NULL, ok404,
 	    &st, "removing the old key", why)) != 0)
 		return rc;
@@ -1222,7 +1488,8 @@ rgw_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
-	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
+	if ((rc = fence_check(r, why)) != 0 ||
+	    (rc = vet_user(r, g, &u, &m, why)) != 0)
 		return rc;
 	if (!drop) {
 		rc = u == NULL ? 0 : modify_user(r, g, 1, why);
@@ -1379,4 +1646,6 @@ const struct tl_drv_ops tl_drv_ceph_rgw = {
 	.retire_credential = rgw_retire_credential,
 	.revocation = &rgw_revocation,
 	.loss = rgw_loss,
+	.fence = rgw_fence,
+	.fencing = &rgw_fencing,
 };

@@ -132,6 +132,13 @@ enum tl_drv_fencing {
 	 */
 	TL_DRV_FENCE_EPOCH_CHECK
 };
+/*
+ * Under TL_DRV_FENCE_EPOCH_CHECK: a call is made at most this many
+ * seconds after the control plane last read its epoch from the
+ * replication stream (reactors/epoch.h: tl_ep_check_epoch); the
+ * declaration's window states it.
+ */
+#define TL_DRV_EPOCH_CHECK_S	10
 struct tl_drv_fence_decl {
 	enum tl_drv_fencing kind;
 	const char	*how;		/* one line: where the fence lives */

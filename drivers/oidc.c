@@ -13,8 +13,9 @@
  *		token elsewhere).  Plain http only on loopback.
  *   register	RFC 7591 POST with the initial access token (the
  *		secret setting initial-access-token): client_name the
- *		object's name (tl_drv_name_scheme), software_id the grant id, so a person
- *		sees which client is whose; client_credentials only,
+ *		object's name (tl_drv_name_scheme), software_id the mark
+ *		("tally mesh MESH grant ID"), so a person sees which client
+ *		is whose; client_credentials only,
  *		response_types [], client_secret_basic.  The server chooses
  *		client_id and client_secret and returns a registration
  *		access token (RAT) and the client's registration URI.
@@ -32,8 +33,10 @@
  * drift whose reason names the admin recovery.
  *
  * Whose a client is: the one the handle names, and only while its
- * software_id is this grant's; a client registered for another grant,
- * or by someone else, is never changed or deleted.  RFC 7591 has no
+ * software_id is this grant's mark; a client registered for another
+ * grant, or by someone else, is never changed or deleted, and one marked
+ * by another mesh is refused (TL_EREFUSED) unless adopt_mesh names it.
+ * Fencing: TL_DRV_FENCE_EPOCH_CHECK (oi_fencing, below).  RFC 7591 has no
  * listing, so a registration whose answer was lost (tallyd killed
  * between the 201 and the record) leaves a client tally does not know:
  * its software_id names the grant for the provider's admin.
@@ -103,6 +106,7 @@ struct oi {
 	char		*buf;			/* the last body (guarded) */
 	size_t		 len, cap;
 	long		 status;
+	char		 mesh[33];		/* admin->mesh; "": none */
 };
 
 /* What a handle holds; every member may be a secret. */
@@ -385,13 +389,27 @@ grant_ok(const struct tl_drv_grant *g, char *why)
 	return 0;
 }
 
+/*
+ * The mark, the client's software_id: "tally mesh MESH grant ID" (MESH
+ * the whole mesh id), or the grant id alone from a home without a mesh
+ * id and from before marks named a mesh.
+ */
+#define OI_MESH_MARK	"tally mesh "
+
 /* The metadata tally registers for g (without client_id and secret). */
 static json_t *
-wanted(const struct tl_drv_grant *g)
+wanted(const struct oi *o, const struct tl_drv_grant *g)
 {
+	char mark[600];
+
+	if (o->mesh[0] != '\0')
+		snprintf(mark, sizeof(mark), OI_MESH_MARK "%s grant %s",
+		    o->mesh, g->grant);
+	else
+		snprintf(mark, sizeof(mark), "%s", g->grant);
 	/* json_string refuses what is not UTF-8: no byte is sent raw. */
 	return json_pack("{s:s,s:s,s:[s],s:[],s:[],s:s}", "client_name",
-	    g->login, "software_id", g->grant, "grant_types",
+	    g->login, "software_id", mark, "grant_types",
 	    "client_credentials", "response_types", "redirect_uris",
 	    "token_endpoint_auth_method", "client_secret_basic");
 }
@@ -433,7 +451,7 @@ do_register(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	char *body, rs[300];
 	int rc;
 
-	if ((w = wanted(g)) == NULL)
+	if ((w = wanted(o, g)) == NULL)
 		return tl_drv_why(why, TL_EINVAL,
 		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
@@ -641,7 +659,7 @@ do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	char *body, rs[300], rat[OI_SECRET_MAX];
 	int rc, gone;
 
-	if ((w = wanted(g)) == NULL)
+	if ((w = wanted(o, g)) == NULL)
 		return tl_drv_why(why, TL_EINVAL,
 		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
@@ -765,6 +783,8 @@ oi_open(const struct tl_drv_admin *a, void **hp, char *why)
 		goto err;
 	}
 	snprintf(o->iat, sizeof(o->iat), "%s", a->password);
+	snprintf(o->mesh, sizeof(o->mesh), "%s", a->mesh != NULL ? a->mesh :
+	    "");
 	if ((o->c = curl_easy_init()) == NULL) {
 		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto err;
@@ -812,14 +832,51 @@ need_out(const struct tl_drv_grant *g, char *why)
 	return 0;
 }
 
-/* Whether got's software_id is g's grant. */
-static int
-ours(const json_t *got, const struct tl_drv_grant *g)
+/*
+ * Whose the client read back is, by its software_id: OURS, this mesh's
+ * for g; ADOPT, g's to be marked again (marked before marks named a
+ * mesh, or by g->adopt_mesh); MESH, g's grant id marked by another mesh
+ * (owner gets its id: refused, TL_EREFUSED); OTHER, not g's at all.
+ */
+enum oi_mark { OI_OURS, OI_ADOPT, OI_MESH, OI_OTHER };
+
+static enum oi_mark
+ours(const struct oi *o, const json_t *got, const struct tl_drv_grant *g,
+    char owner[33])
 {
 	const char *sid = json_string_value(json_object_get(got,
 	    "software_id"));
+	size_t ml = strlen(OI_MESH_MARK);
+	char m[33];
 
-	return sid != NULL && strcmp(sid, g->grant) == 0;
+	owner[0] = '\0';
+	if (sid == NULL || g->grant == NULL)
+		return OI_OTHER;
+	if (strncmp(sid, OI_MESH_MARK, ml) == 0 && strlen(sid) > ml + 32 &&
+	    strncmp(sid + ml + 32, " grant ", 7) == 0) {
+		if (strcmp(sid + ml + 32 + 7, g->grant) != 0)
+			return OI_OTHER;
+		memcpy(m, sid + ml, 32);
+		m[32] = '\0';
+		if (strcmp(m, o->mesh) == 0)
+			return OI_OURS;
+		if (g->adopt_mesh != NULL && strcmp(g->adopt_mesh, m) == 0)
+			return OI_ADOPT;
+		memcpy(owner, m, sizeof(m));
+		return OI_MESH;
+	}
+	if (strcmp(sid, g->grant) != 0)
+		return OI_OTHER;
+	return o->mesh[0] != '\0' ? OI_ADOPT : OI_OURS;
+}
+
+/* Another mesh's client: refused, naming the mesh (why). */
+static int
+other_mesh(const struct oi_hnd *k, const char *owner, char *why)
+{
+	return tl_drv_why(why, TL_EREFUSED, "client %s is owned by mesh "
+	    "%.12s..., not this one (tally adopt --from-mesh takes it over): "
+	    "not touched", k->id, owner);
 }
 
 /*
@@ -834,7 +891,8 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 {
 	struct oi_hnd k;
 	json_t *got = NULL, *want = NULL;
-	char diff[200];
+	char diff[200], owner[33];
+	enum oi_mark mk;
 	int rc, gone;
 
 	if ((rc = grant_ok(g, why)) != 0 || (rc = need_out(g, why)) != 0)
@@ -872,14 +930,18 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 			    "%s (a new client-id)", g->login, k.id);
 		goto out;
 	}
-	if (!ours(got, g)) {
+	if ((mk = ours(o, got, g, owner)) == OI_MESH) {
+		rc = other_mesh(&k, owner, why);
+		goto out;
+	}
+	if (mk == OI_OTHER) {
 		rc = tl_drv_why(why, TL_EINVAL,
 		    "client %s is not grant %.200s's "
 		    "(its software_id is another's): not touched", k.id,
 		    g->grant);
 		goto out;
 	}
-	if ((want = wanted(g)) == NULL) {
+	if ((want = wanted(o, g)) == NULL) {
 		rc = tl_drv_why(why, TL_EINVAL,
 		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
@@ -919,7 +981,8 @@ oi_check(void *h, const struct tl_drv_grant *g,
 	struct oi *o = h;
 	struct oi_hnd k;
 	json_t *got = NULL, *want = NULL;
-	char diff[200], tok[OI_SECRET_MAX], tw[TL_DRV_WHY_MAX];
+	char diff[200], tok[OI_SECRET_MAX], tw[TL_DRV_WHY_MAX], owner[33];
+	enum oi_mark mk;
 	int rc, gone, refused, active;
 
 	(void)ep;
@@ -950,18 +1013,26 @@ oi_check(void *h, const struct tl_drv_grant *g,
 		}
 		goto out;
 	}
-	if (!ours(got, g)) {
+	if ((mk = ours(o, got, g, owner)) == OI_MESH) {
+		*drift = TL_DRIFT_MISSING;
+		other_mesh(&k, owner, why);
+		goto out;
+	}
+	if (mk == OI_OTHER) {
 		*drift = TL_DRIFT_MISSING;
 		tl_drv_why(why, 0, "client %s is no longer grant %.200s's (its "
 		    "software_id changed)", k.id, g->grant);
 		goto out;
 	}
-	if ((want = wanted(g)) == NULL) {
+	if ((want = wanted(o, g)) == NULL) {
 		rc = tl_drv_why(why, TL_EINVAL,
 		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
 		goto out;
 	}
+	/* g's, marked again by the next change: not a drift. */
+	if (mk == OI_ADOPT)
+		json_object_del(want, "software_id");
 	compare(got, want, diff, sizeof(diff));
 	if ((rc = do_token(o, &k, tok, sizeof(tok), &refused, tw)) != 0) {
 		tl_drv_why(why, rc, "%s", tw);
@@ -1015,7 +1086,7 @@ oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	struct oi *o = h;
 	struct oi_hnd k;
 	json_t *got = NULL;
-	char rs[300];
+	char rs[300], owner[33];
 	int rc, gone;
 
 	(void)drop;		/* nothing to retain: both delete */
@@ -1031,7 +1102,13 @@ oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 			tl_drv_why(why, 0, "client %s was gone already", k.id);
 		goto out;
 	}
-	if (g->grant != NULL && g->grant[0] != '\0' && !ours(got, g)) {
+	if (g->grant != NULL && g->grant[0] != '\0' &&
+	    ours(o, got, g, owner) == OI_MESH) {
+		rc = other_mesh(&k, owner, why);
+		goto out;
+	}
+	if (g->grant != NULL && g->grant[0] != '\0' &&
+	    ours(o, got, g, owner) == OI_OTHER) {
 		rc = tl_drv_why(why, TL_EINVAL,
 		    "client %s is not grant %.200s's: "
 		    "not deleted", k.id, g->grant);
@@ -1154,6 +1231,27 @@ static const struct tl_drv_setting oi_settings[] = {
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
 };
 
+#define OI_STR(x)	#x
+#define OI_XSTR(x)	OI_STR(x)
+
+/*
+ * RFC 7591/7592 give tally nothing a second control plane must respect:
+ * any holder of the initial access token registers, any holder of a
+ * client's registration access token changes or deletes it.  So the
+ * control plane checks its own epoch before each call instead.
+ */
+static const struct tl_drv_fence_decl oi_fencing = {
+	TL_DRV_FENCE_EPOCH_CHECK,
+	"nothing on the identity provider: before each call tallyd reads the "
+	"replication stream for a later promotion (at most every "
+	OI_XSTR(TL_DRV_EPOCH_CHECK_S) " s) and makes no call it cannot "
+	"confirm",
+	"a deposed leader may still start calls for up to "
+	OI_XSTR(TL_DRV_EPOCH_CHECK_S) " s after the promotion reached the "
+	"stream, each finishing within the 15 s request timeout; a promotion "
+	"the stream does not hold yet is not seen"
+};
+
 const struct tl_drv_ops tl_drv_oidc = {
 	.name = "oidc",
 	.types = oi_types,
@@ -1175,6 +1273,7 @@ const struct tl_drv_ops tl_drv_oidc = {
 	.retire_credential = oi_retire_credential,
 	.revocation = &oi_revocation,
 	.handle_model = 1,
+	.fencing = &oi_fencing,
 	.isolation_note = "any client of the identity provider may "
 	    "introspect (RFC 7662) another client's token and read its "
 	    "client_id, scope and expiry: RFC 7591/7592 register nothing "

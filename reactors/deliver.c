@@ -125,7 +125,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	struct tl_bnode env;
 	struct tl_rx_prov pv;
 	struct tl_drv_endpoint ep;
-	struct tl_drv_grant dg;
+	struct tl_drv_grant dg = { 0 };
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	char driver[64], host[256], res[64], own[64], login[64];
 	int drop, rc;

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/body.h"
 #include "core/error.h"
+#include "core/secret.h"
 #include "core/vec.h"
 #include "core/kv.h"
 #include "drivers/driver.h"
@@ -80,6 +82,110 @@ tl_ep_leader(struct tl_txn *t, uint64_t *epochp, char *leader)
 	}
 	leader[32] = '\0';
 	return 0;
+}
+
+int
+tl_ep_mesh_ok(const char *s)
+{
+	return strlen(s) == TL_MESH_LEN &&
+	    strspn(s, "0123456789abcdef") == TL_MESH_LEN;
+}
+
+/* ev's mesh into mesh when it is a mesh.created with a valid id. */
+static int
+mesh_of(const struct tl_event *ev, char *mesh)
+{
+	struct tl_bview v;
+	char id[TL_MESH_LEN + 8] = "";
+
+	if (strcmp(ev->type, TL_EV_MESH_CREATED) != 0 ||
+	    strcmp(ev->stream, TL_CP_STREAM) != 0 ||
+	    tl_bview_open(&v, ev->body, ev->body_len) != 0)
+		return 0;
+	(void)tl_bn_getstr(v.root, "mesh", id, sizeof(id));
+	tl_bview_close(&v);
+	if (!tl_ep_mesh_ok(id))
+		return 0;
+	memcpy(mesh, id, TL_MESH_LEN + 1);
+	return 1;
+}
+
+int
+tl_ep_mesh(struct tl_txn *t, char *mesh)
+{
+	struct tl_filter f = { 0 };
+	struct tl_iter *it = NULL;
+	struct tl_event ev;
+	int rc;
+
+	mesh[0] = '\0';
+	/* A home tally init made: event 1, one read. */
+	rc = tl_log_get(t, 1, &ev);
+	if (rc == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	if (mesh_of(&ev, mesh))
+		return 0;
+	/* An older home: its own stream holds a handful of events. */
+	f.stream = TL_CP_STREAM;
+	f.type = TL_EV_MESH_CREATED;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	while ((rc = tl_iter_next(it, &ev)) == 0)
+		if (mesh_of(&ev, mesh))
+			break;
+	tl_iter_close(it);
+	if (rc != 0 && rc != TL_EEOF && rc != TL_ENOTFOUND)
+		return rc;
+	return 0;
+}
+
+int
+tl_ep_mesh_load(struct tl_log *log, char *mesh)
+{
+	struct tl_txn *t;
+	int rc;
+
+	mesh[0] = '\0';
+	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	rc = tl_ep_mesh(t, mesh);
+	tl_log_abort(t);
+	return rc;
+}
+
+int
+tl_ep_mesh_ensure(struct tl_txn *t, const char *actor, char *mesh,
+    uint64_t *seqp)
+{
+	struct tl_append a;
+	struct tl_body b;
+	const void *body;
+	size_t len;
+	int rc;
+
+	if (seqp != NULL)
+		*seqp = 0;
+	if ((rc = tl_ep_mesh(t, mesh)) != 0 || mesh[0] != '\0')
+		return rc;
+	tl_secret_mesh_id(mesh);
+	tl_body_init(&b);
+	tl_body_str(&b, "mesh", mesh);
+	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
+		memset(&a, 0, sizeof(a));
+		a.type = TL_EV_MESH_CREATED;
+		a.stream = TL_CP_STREAM;
+		a.expect = TL_VER_ANY;
+		a.actor = actor;
+		a.body = body;
+		a.body_len = len;
+		rc = tl_append(t, &a, seqp, NULL);
+	}
+	tl_body_free(&b);
+	if (rc != 0)
+		mesh[0] = '\0';
+	return rc;
 }
 
 int
@@ -222,7 +328,8 @@ tl_ep_arm(struct tl_rx *rx, struct tl_rx_prov *pv)
 {
 	pv->epoch = rx->epoch;
 	snprintf(pv->leader, sizeof(pv->leader), "%s", rx->leader);
-	snprintf(pv->mesh, sizeof(pv->mesh), "%s", rx->mesh);
+	if (rx->mesh[0] != '\0')
+		snprintf(pv->mesh, sizeof(pv->mesh), "%s", rx->mesh);
 	pv->fence_rx = rx;
 }
 
@@ -256,6 +363,96 @@ tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 	return TL_EREFUSED;
 }
 
+/* --- the epoch, checked before calls ------------------------------ */
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int
+epoch_checked(const struct tl_rx_prov *pv)
+{
+	return pv->fence_rx != NULL && pv->epoch != 0 && pv->ops != NULL &&
+	    pv->ops->fencing != NULL &&
+	    pv->ops->fencing->kind == TL_DRV_FENCE_EPOCH_CHECK;
+}
+
+#define EPOCH_CHECK_NS	((uint64_t)TL_DRV_EPOCH_CHECK_S * 1000000000u)
+
+int
+tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv, char *why)
+{
+	char where[600] = "";
+	uint64_t now = mono_ns(), last, seen = 0;
+	int rc, zero = 0;
+
+	if (!epoch_checked(pv))
+		return 0;
+	if (atomic_load(&rx->deposed)) {
+		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+		return TL_EREFUSED;
+	}
+	last = atomic_load(&rx->epoch_read_ns);
+	if (last != 0 && now - last < EPOCH_CHECK_NS)
+		return 0;
+	rc = tl_rx_publish_epoch_seen(rx, &seen, where, sizeof(where));
+	if (rc == TL_ENOTFOUND) {
+		/* No stream: no standby follows, none can be promoted. */
+		atomic_store(&rx->epoch_read_ns, now);
+		return 0;
+	}
+	if (rc != 0) {
+		snprintf(why, TL_DRV_WHY_MAX, "epoch %llu not confirmed: the "
+		    "replication %.200s cannot be read (%.40s), and provider "
+		    "%.80s is fenced only by that check: no call made",
+		    (unsigned long long)rx->epoch, where, tl_strerror(rc),
+		    pv->id);
+		return TL_EUNREACH;
+	}
+	if (seen > rx->epoch) {
+		if (atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
+			snprintf(rx->deposed_msg, sizeof(rx->deposed_msg),
+			    "deposed: the replication %s holds "
+			    "control-plane.promoted at epoch %llu and this "
+			    "control plane is at epoch %llu (another one was "
+			    "promoted)", where, (unsigned long long)seen,
+			    (unsigned long long)rx->epoch);
+		snprintf(why, TL_DRV_WHY_MAX, "%.500s", rx->deposed_msg);
+		return TL_EREFUSED;
+	}
+	/* From before the reading began: the window never grows. */
+	atomic_store(&rx->epoch_read_ns, now);
+	return 0;
+}
+
+int
+tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why)
+{
+	struct tl_rx *rx = pv->fence_rx;
+	uint64_t last, now;
+
+	if (!epoch_checked(pv))
+		return 0;
+	if (atomic_load(&rx->deposed)) {
+		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+		return TL_EREFUSED;
+	}
+	last = atomic_load(&rx->epoch_read_ns);
+	now = mono_ns();
+	if (last != 0 && now - last < EPOCH_CHECK_NS)
+		return 0;
+	snprintf(why, TL_DRV_WHY_MAX, "epoch %llu was last confirmed on the "
+	    "replication stream more than %d s ago: no call made on provider "
+	    "%s (the next pass reads it again)", (unsigned long long)pv->epoch,
+	    TL_DRV_EPOCH_CHECK_S, pv->id);
+	return TL_EUNREACH;
+}
+
 static int
 catchup_cb(struct tl_txn *t, void *arg)
 {
@@ -287,6 +484,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
 	if ((rc = tl_ep_leader(t, &epoch, rx->leader)) == 0 &&
+	    (rc = tl_ep_mesh(t, rx->mesh)) == 0 &&
 	    (rc = tl_proj_open(t, &p)) == 0)
 		rc = tl_rec_scan(t, p.graph, "p/", collect, &ids);
 	if (rc != 0)

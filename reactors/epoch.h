@@ -52,6 +52,30 @@ int	tl_ep_current(struct tl_txn *txn, uint64_t *epochp, uint64_t *atp);
  */
 int	tl_ep_leader(struct tl_txn *txn, uint64_t *epochp, char *leader);
 
+/*
+ * The mesh id (33 bytes: 32 lowercase hex digits) the log records: the
+ * first TL_EV_MESH_CREATED on TL_CP_STREAM (event 1 of a home tally
+ * init made).  "" when it records none: a home made before meshes had
+ * ids, until its first write (tl_ep_mesh_ensure), or a standby that has
+ * not copied the leader's event 1 yet.  Errors: the log's.
+ */
+#define TL_MESH_LEN		32
+int	tl_ep_mesh(struct tl_txn *txn, char *mesh);
+/*
+ * A leader's: in the caller's write transaction, appends mesh.created
+ * with a new id (tl_secret_mesh_id) when the log records none, by
+ * actor.  mesh (33 bytes) receives the id, found or drawn; *seqp (may
+ * be NULL) the new event's sequence number, 0 when nothing was
+ * appended.  Never on a standby's home (its event 1 is the leader's).
+ * Errors: the log's.
+ */
+int	tl_ep_mesh_ensure(struct tl_txn *txn, const char *actor, char *mesh,
+	    uint64_t *seqp);
+/* tl_ep_mesh in a read transaction of its own on log. */
+int	tl_ep_mesh_load(struct tl_log *log, char *mesh);
+/* Whether s is a mesh id: exactly 32 lowercase hex digits. */
+int	tl_ep_mesh_ok(const char *s);
+
 /* Whether home is a standby's (TL_STANDBY_FILE exists there). */
 int	tl_ep_is_standby(const char *home);
 
@@ -122,6 +146,27 @@ int	tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why);
  * deposed (the fences decide).  Errors: the log's.
  */
 int	tl_ep_stream_check(struct tl_rx *rx, int *deposed);
+
+/*
+ * Before calls on pv when its driver's fencing is
+ * TL_DRV_FENCE_EPOCH_CHECK (nothing on the provider stops a deposed
+ * leader): tl_ep_check_epoch, on the thread that owns rx (the pass,
+ * before its calls), reads the replication stream
+ * (tl_rx_publish_epoch_seen) unless it did less than
+ * TL_DRV_EPOCH_CHECK_S ago.  0: go on (also for any other fencing, an
+ * rx->epoch of 0, or no stream configured: no standby follows this
+ * control plane); TL_EREFUSED with why once the stream holds a later
+ * promotion (rx->deposed set, as tl_ep_session sets it: the pass
+ * records no outcome and tallyd stops, tl_ep_stop); TL_EUNREACH
+ * with why when the stream cannot be read (a promotion we cannot see
+ * does not let us act).  tl_ep_epoch_fresh, on any thread, just before
+ * each call: 0 while that reading is younger than TL_DRV_EPOCH_CHECK_S,
+ * else TL_EUNREACH (the next pass reads again); TL_EREFUSED once rx is
+ * deposed.  why: TL_DRV_WHY_MAX bytes.
+ */
+int	tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv,
+	    char *why);
+int	tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why);
 
 /*
  * After rx->deposed was set (by a session, or tl_ep_fence): logs why

@@ -282,6 +282,8 @@ struct queue {
 	size_t			 next;
 	int			 open_rc;	/* a session that could not open */
 	char			 open_why[TL_DRV_WHY_MAX];
+	int			 ep_checked;	/* tl_ep_check_epoch, once */
+	int			 ep_rc;
 };
 
 struct session {
@@ -335,8 +337,12 @@ session_run(struct tl_rx_job *j)
 		return;
 	}
 	s->opened = 1;
-	while ((c = take(s->q)) != NULL)
+	while ((c = take(s->q)) != NULL) {
+		/* Fenced by epoch check: not once the reading is stale. */
+		if ((c->rc = tl_ep_epoch_fresh(pv, c->why)) != 0)
+			continue;
 		s->fn(s->arg, pv, h, c);
+	}
 	pv->ops->close(h);
 }
 
@@ -370,6 +376,17 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 				q = &qs[i];
 		if (q == NULL || q->pv->ops == NULL)
 			continue;
+		if (!q->ep_checked) {
+			q->ep_checked = 1;
+			q->ep_rc = tl_ep_check_epoch(rx, q->pv, q->open_why);
+		}
+		if (q->ep_rc != 0) {
+			/* No call made: the epoch is not confirmed. */
+			c->rc = q->ep_rc;
+			c->admin = 1;
+			snprintf(c->why, TL_DRV_WHY_MAX, "%s", q->open_why);
+			continue;
+		}
 		if (tl_vec_grow(&q->c, &q->cap, q->n + 1,
 		    sizeof(q->c[0])) != 0) {
 			c->rc = ENOMEM;

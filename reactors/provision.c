@@ -413,7 +413,7 @@ intents(void *arg, struct tl_ctx *cp)
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
 			continue;
 		/* The scheme first: a grant's first version decides it. */
-		w->g.naming = tl_rx_grant_naming(&w->g);
+		w->g.naming = tl_rx_grant_scheme(ps->rx, &w->g);
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
 		tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
@@ -451,7 +451,7 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 {
 	struct work *w = c->item;
 	struct timespec t0, t1;
-	struct tl_drv_grant dg;
+	struct tl_drv_grant dg = { 0 };
 	char origin[TL_GRANT_ID_MAX + 1];
 
 	(void)arg;
@@ -614,7 +614,7 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	const struct tl_rx_prov *pv = NULL;
 	const struct tl_drv_ops *ops;
 	struct tl_drv_endpoint ep;
-	struct tl_drv_grant dg;
+	struct tl_drv_grant dg = { 0 };
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	char val[512], host[256];
 	const char *d;

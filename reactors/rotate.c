@@ -322,7 +322,7 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
     struct tl_rx_call *c)
 {
 	struct rstep *st = c->item;
-	struct tl_drv_grant dg;
+	struct tl_drv_grant dg = { 0 };
 
 	(void)arg;
 	(void)pv;

@@ -94,6 +94,13 @@ struct tl_rx {
 	char			 mesh[33];
 	atomic_int		 deposed;
 	char			 deposed_msg[1024];
+	/*
+	 * When tl_ep_check_epoch last found no later promotion on the
+	 * replication stream (CLOCK_MONOTONIC, ns; 0: never): calls on a
+	 * provider fenced by epoch check are made only within
+	 * TL_DRV_EPOCH_CHECK_S of it.
+	 */
+	atomic_ullong		 epoch_read_ns;
 };
 
 /* Sets defaults; the caller fills log, key, home, logf. */

@@ -409,6 +409,7 @@ static const char *drift_kind(enum tl_drv_drift d);
 static void
 drv_grant(const struct check *c, struct tl_drv_grant *dg)
 {
+	memset(dg, 0, sizeof(*dg));	/* what is not set here is NULL */
 	dg->resource = c->db;
 	dg->owner = c->owner;
 	dg->login = c->login;

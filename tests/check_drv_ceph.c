@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "lib/tl_fence.h"
 #include "lib/tl_test.h"
 
 static char	 s_endpoint[256], s_host[64], s_port[16], s_ak[128],
@@ -944,6 +945,272 @@ START_TEST(test_compose_open_refused)
 }
 END_TEST
 
+/* --- meshes and fences ---------------------------------------------- */
+
+/* A session of mesh mesh ("": none) under fence f (NULL: none). */
+static void *
+drv_open_mesh(const char *mesh, const struct tl_drv_fence *f)
+{
+	struct tl_drv_admin a = { s_host, s_port, "", s_sk, NULL, 0,
+	    s_settings, mesh, f };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+
+	secret_add(s_sk);
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	return h;
+}
+
+static void
+rand_hex(char out[33])
+{
+	unsigned char b[16];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, 33, b, sizeof(b));
+}
+
+/* The user's display-name (the mark) into out. */
+static void
+user_mark(const char *uid, char *out, size_t cap)
+{
+	struct body b;
+	const char *p, *e;
+
+	out[0] = '\0';
+	ck_assert(user_exists(uid, &b));
+	if ((p = strstr(b.buf, "\"display_name\":\"")) == NULL)
+		return;
+	p += 16;
+	if ((e = strchr(p, '"')) != NULL)
+		snprintf(out, cap, "%.*s", (int)(e - p), p);
+}
+
+static void
+ck_owned_by(const char *why, const char *mesh)
+{
+	char want[64];
+
+	snprintf(want, sizeof(want), "owned by mesh %.12s", mesh);
+	ck_assert_msg(strstr(why, want) != NULL && strstr(why,
+	    "not this one") != NULL, "why does not name mesh %.12s: %s",
+	    mesh, why);
+}
+
+START_TEST(test_meshes)
+{
+	struct grant a, b, c;
+	char m1[33], m2[33], why[TL_DRV_WHY_MAX], mark[300], want[300];
+	char pq[512];
+	struct body bd;
+	enum tl_drv_drift d;
+	void *ha, *hb;
+
+	rand_hex(m1);
+	rand_hex(m2);
+	ha = drv_open_mesh(m1, NULL);
+	hb = drv_open_mesh(m2, NULL);
+	/* Mesh 1's grant; mesh 2's the same grant id and names, its own key. */
+	grant_init(&a, "mesh");
+	create_ok(ha, &a.g);
+	user_mark(a.login, mark, sizeof(mark));
+	snprintf(want, sizeof(want), "tally mesh %s grant %s", m1, a.id);
+	ck_assert_str_eq(mark, want);
+	b = a;
+	tl_secret_password(b.pw);
+	secret_add(b.pw);
+	b.g.password = b.pw;
+	b.g.login = b.login;
+	b.g.resource = b.bucket;
+	b.g.grant = b.id;
+	grant_keys(&b);
+	ck_rc(drv->create(hb, &b.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	ck_rc(drv->check(hb, &b.g, &ep, &d, why), 0, why);
+	ck_assert_int_eq(d, TL_DRIFT_MISSING);
+	ck_owned_by(why, m1);
+	{
+		enum tl_drv_drift db[1];
+		char wb[1][TL_DRV_WHY_MAX];
+
+		ck_rc(drv->check_bulk(hb, &b.g, 1, db, wb), 0, wb[0]);
+		ck_assert_int_eq(db[0], TL_DRIFT_MISSING);
+		ck_owned_by(wb[0], m1);
+	}
+	ck_rc(drv->set_password(hb, &b.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	ck_rc(drv->fix_privileges(hb, &b.g, why), TL_EREFUSED, why);
+	ck_rc(drv->add_credential(hb, &b.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	/* Mesh 2 retiring "its" old key: the one mesh 1 delivered. */
+	b.g.password = a.pw;
+	ck_rc(drv->retire_credential(hb, &b.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	b.g.password = b.pw;
+	ck_rc(drv->revoke(hb, &b.g, 0, why), TL_EREFUSED, why);
+	ck_rc(drv->revoke(hb, &b.g, 1, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	/* Mesh 1's objects as they were, and its consumer works. */
+	ck_assert_int_eq(check(ha, &a.g, why), TL_DRIFT_NONE);
+	ck_assert(user_exists(a.login, &bd));
+	ck_assert_ptr_null(strstr(bd.buf, b.ak));
+	ck_assert_ptr_null(strstr(bd.buf, "\"suspended\":1"));
+	snprintf(pq, sizeof(pq), "/%s/m1.txt", a.bucket);
+	ck_assert_int_eq(as(&a, "PUT", pq, "mesh one"), 200);
+	ck_assert_int_eq(http("GET", pq, a.ak, a.pw, NULL, &bd), 200);
+	ck_assert_str_eq(bd.buf, "mesh one");
+	user_mark(a.login, mark, sizeof(mark));
+	ck_assert_str_eq(mark, want);
+	/* adopt_mesh naming mesh 1: mesh 2 takes it over and marks it. */
+	b.g.adopt_mesh = m1;
+	create_ok(hb, &b.g);
+	b.g.adopt_mesh = NULL;
+	user_mark(a.login, mark, sizeof(mark));
+	snprintf(want, sizeof(want), "tally mesh %s grant %s", m2, a.id);
+	ck_assert_str_eq(mark, want);
+	ck_assert_int_eq(check(hb, &b.g, why), TL_DRIFT_NONE);
+	ck_rc(drv->create(ha, &a.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m2);
+	/* An adopt_mesh naming a third mesh takes nothing. */
+	{
+		char m3[33];
+
+		rand_hex(m3);
+		a.g.adopt_mesh = m3;
+		ck_rc(drv->create(ha, &a.g, why), TL_EREFUSED, why);
+		a.g.adopt_mesh = NULL;
+	}
+	ck_rc(drv->revoke(hb, &b.g, 1, why), 0, why);
+	/* Marked before marks named a mesh: ours, and marked again. */
+	grant_init(&c, "premesh");
+	{
+		char *e, m[200];
+
+		snprintf(m, sizeof(m), "tally grant %s", c.id);
+		e = curl_easy_escape(NULL, m, 0);
+		snprintf(pq, sizeof(pq), "/admin/user?display-name=%s&"
+		    "generate-key=false&max-buckets=1&uid=%s", e, c.login);
+		curl_free(e);
+	}
+	admin("PUT", pq);
+	create_ok(ha, &c.g);
+	user_mark(c.login, mark, sizeof(mark));
+	snprintf(want, sizeof(want), "tally mesh %s grant %s", m1, c.id);
+	ck_assert_str_eq(mark, want);
+	ck_assert_int_eq(check(ha, &c.g, why), TL_DRIFT_NONE);
+	ck_rc(drv->revoke(ha, &c.g, 1, why), 0, why);
+	drv->close(ha);
+	drv->close(hb);
+}
+END_TEST
+
+START_TEST(test_fence)
+{
+	char why[TL_DRV_WHY_MAX] = "";
+	const char *bad;
+	void *h = drv_open(), *h2 = drv_open();
+
+	bad = tl_test_fence_contract(drv, h, h2, why);
+	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
+	drv->close(h);
+	drv->close(h2);
+}
+END_TEST
+
+/*
+ * What the fence's compare-and-set rests on: this gateway refuses a PUT
+ * whose If-Match is not the object's ETag, and If-None-Match: * when the
+ * object exists (412), and takes the one whose ETag matches.
+ */
+START_TEST(test_conditional_put)
+{
+	char bucket[64], pq[128], hd[160], m[33];
+	struct body b;
+
+	rand_hex(m);
+	snprintf(bucket, sizeof(bucket), "tally-cas-%.16s", m);
+	snprintf(pq, sizeof(pq), "/%s", bucket);
+	admin("PUT", pq);
+	snprintf(pq, sizeof(pq), "/%s/f", bucket);
+	s_extra = "If-None-Match: *";
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "one", NULL), 200);
+	s_extra = "If-None-Match: *";
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "two", NULL), 412);
+	s_extra = "If-Match: 00000000000000000000000000000000";
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "two", NULL), 412);
+	/* md5("one"): the ETag of the object as it is. */
+	snprintf(hd, sizeof(hd), "If-Match: f97c5d29941bfb1b2fdab0874906ab82");
+	s_extra = hd;
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "three", NULL), 200);
+	s_extra = hd;
+	ck_assert_int_eq(http("PUT", pq, NULL, NULL, "four", NULL), 412);
+	ck_assert_int_eq(http("GET", pq, NULL, NULL, NULL, &b), 200);
+	ck_assert_str_eq(b.buf, "three");
+	admin("DELETE", pq);
+	snprintf(pq, sizeof(pq), "/%s", bucket);
+	admin("DELETE", pq);
+}
+END_TEST
+
+START_TEST(test_deposed)
+{
+	struct grant a, n, r;
+	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX], pq[512];
+	struct tl_drv_fence fa, fb;
+	struct tl_drv_fence_held held;
+	struct body before, after;
+	void *ha, *hb;
+
+	rand_hex(m);
+	rand_hex(la);
+	rand_hex(lb);
+	fa = (struct tl_drv_fence){ m, 1, la };
+	fb = (struct tl_drv_fence){ m, 2, lb };
+	ck_assert_msg(drv->fence != NULL, "the driver declares no fence");
+	ha = drv_open_mesh(m, &fa);
+	ck_rc(drv->fence(ha, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	grant_init(&a, "leader-a");
+	create_ok(ha, &a.g);
+	/* Leader B, promoted, raises the fence: A is deposed. */
+	hb = drv_open_mesh(m, &fb);
+	ck_rc(drv->fence(hb, &fb, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fb, &held));
+	ck_assert(user_exists(a.login, &before));
+	grant_init(&n, "leader-a-new");
+	ck_rc(drv->create(ha, &n.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strncmp(why, "deposed", 7) == 0, "why: %s", why);
+	ck_assert(!user_exists(n.login, &after));
+	ck_assert(!bucket_exists(n.bucket));
+	{
+		r = a;
+		tl_secret_password(r.pw);
+		secret_add(r.pw);
+		r.g.password = r.pw;
+		r.g.login = r.login;
+		r.g.resource = r.bucket;
+		r.g.grant = r.id;
+		ck_rc(drv->add_credential(ha, &r.g, why), TL_EREFUSED, why);
+	}
+	ck_rc(drv->retire_credential(ha, &a.g, why), TL_EREFUSED, why);
+	ck_rc(drv->set_password(ha, &a.g, why), TL_EREFUSED, why);
+	ck_rc(drv->fix_privileges(ha, &a.g, why), TL_EREFUSED, why);
+	ck_rc(drv->revoke(ha, &a.g, 0, why), TL_EREFUSED, why);
+	ck_rc(drv->revoke(ha, &a.g, 1, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, "deposed") != NULL, "why: %s", why);
+	/* Nothing changed: the user as it was, its consumer still in. */
+	ck_assert(user_exists(a.login, &after));
+	ck_assert_str_eq(before.buf, after.buf);
+	snprintf(pq, sizeof(pq), "/%s/still.txt", a.bucket);
+	ck_assert_int_eq(as(&a, "PUT", pq, "still"), 200);
+	/* A reader (no fence) and leader B act. */
+	ck_assert_int_eq(check(ha, &a.g, why), TL_DRIFT_NONE);
+	ck_rc(drv->revoke(hb, &a.g, 1, why), 0, why);
+	drv->close(ha);
+	drv->close(hb);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -963,6 +1230,16 @@ suite(void)
 	tcase_add_test(tc, test_rotation);
 	tcase_add_test(tc, test_revoke_retain_purge);
 	tcase_add_test(tc, test_compose_open_refused);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("mesh");
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_add_checked_fixture(tc, secrets_reset, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_meshes);
+	tcase_add_test(tc, test_fence);
+	tcase_add_test(tc, test_conditional_put);
+	tcase_add_test(tc, test_deposed);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("drift");

@@ -594,6 +594,151 @@ START_TEST(test_open_refused)
 }
 END_TEST
 
+/* --- meshes and the fence ---------------------------------------- */
+
+static void *
+session_mesh(const char *mesh)
+{
+	const char *sv[] = { "issuer", s_issuer, NULL, NULL };
+	struct tl_drv_admin a = { .password = s_iat, .settings = sv,
+		.mesh = mesh };
+	char why[TL_DRV_WHY_MAX] = "";
+	void *h = NULL;
+
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_assert_ptr_nonnull(h);
+	return h;
+}
+
+static void
+rand_hex(char out[33])
+{
+	unsigned char b[16];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, 33, b, sizeof(b));
+}
+
+/* The registration's software_id (the mark) into out. */
+static void
+mark_of(const struct ver *v, char *out, size_t cap)
+{
+	json_t *r = NULL;
+
+	ck_assert_int_eq(registration(v, &r), 200);
+	snprintf(out, cap, "%s", json_string_value(json_object_get(r,
+	    "software_id")));
+	json_decref(r);
+}
+
+static void
+ck_owned_by(const char *why, const char *mesh)
+{
+	char want[64];
+
+	snprintf(want, sizeof(want), "owned by mesh %.12s", mesh);
+	ck_assert_msg(strstr(why, want) != NULL && strstr(why,
+	    "not this one") != NULL, "why does not name mesh %.12s: %s",
+	    mesh, why);
+}
+
+START_TEST(test_meshes)
+{
+	char m1[33], m2[33], why[TL_DRV_WHY_MAX], mark[600], want[600];
+	char id1[300], id2[300];
+	struct ver a, b, c;
+	enum tl_drv_drift d;
+	void *ha, *hb, *h0;
+
+	rand_hex(m1);
+	rand_hex(m2);
+	ha = session_mesh(m1);
+	hb = session_mesh(m2);
+	ver_init(&a, "shop/mesh", 1);
+	ck_create(ha, &a);
+	mark_of(&a, mark, sizeof(mark));
+	snprintf(want, sizeof(want), "tally mesh %s grant shop/mesh", m1);
+	ck_assert_str_eq(mark, want);
+	/*
+	 * Mesh 2 with the same grant, names and recorded client (a home
+	 * copied from mesh 1's): every change refused, naming mesh 1.
+	 */
+	ver_init(&b, "shop/mesh", 1);
+	memcpy(b.handle, a.handle, sizeof(b.handle));
+	ck_rc(drv->create(hb, &b.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	ck_assert_str_eq(b.out, "");
+	d = ck_check(hb, &b, why);
+	ck_assert_int_eq(d, TL_DRIFT_MISSING);
+	ck_owned_by(why, m1);
+	ck_rc(drv->fix_privileges(hb, &b.g, why), TL_EREFUSED, why);
+	ck_rc(drv->set_password(hb, &b.g, why), TL_EREFUSED, why);
+	ck_rc(drv->add_credential(hb, &b.g, why), TL_EREFUSED, why);
+	ck_rc(drv->retire_credential(hb, &b.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	ck_rc(drv->revoke(hb, &b.g, 1, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	ck_assert_str_eq(b.out, "");
+	/* Mesh 1's client as it was; its consumer gets tokens. */
+	mark_of(&a, mark, sizeof(mark));
+	ck_assert_str_eq(mark, want);
+	ck_assert(consumer_token(&a));
+	ck_assert_int_eq(ck_check(ha, &a, why), TL_DRIFT_NONE);
+	/* adopt_mesh naming mesh 1: mesh 2 takes it, marked as its own. */
+	b.g.adopt_mesh = m1;
+	ck_rc(drv->create(hb, &b.g, why), 0, why);
+	ck_assert_int_eq(ver_record(&b), 1);
+	b.g.adopt_mesh = NULL;
+	hget(&a, "client_id", id1, sizeof(id1));
+	hget(&b, "client_id", id2, sizeof(id2));
+	ck_assert_str_eq(id1, id2);
+	mark_of(&b, mark, sizeof(mark));
+	snprintf(want, sizeof(want), "tally mesh %s grant shop/mesh", m2);
+	ck_assert_str_eq(mark, want);
+	ck_assert_int_eq(ck_check(hb, &b, why), TL_DRIFT_NONE);
+	ck_assert(consumer_token(&b));
+	ck_rc(drv->revoke(hb, &b.g, 1, why), 0, why);
+	/* Marked before marks named a mesh: ours, no drift, marked again. */
+	h0 = session_mesh("");
+	ver_init(&c, "shop/premesh", 1);
+	ck_create(h0, &c);
+	mark_of(&c, mark, sizeof(mark));
+	ck_assert_str_eq(mark, "shop/premesh");
+	ck_assert_int_eq(ck_check(ha, &c, why), TL_DRIFT_NONE);
+	ck_rc(drv->create(ha, &c.g, why), 0, why);
+	ck_assert_int_eq(ver_record(&c), 1);
+	mark_of(&c, mark, sizeof(mark));
+	snprintf(want, sizeof(want), "tally mesh %s grant shop/premesh", m1);
+	ck_assert_str_eq(mark, want);
+	ck_assert(consumer_token(&c));
+	/* Now mesh 1's: the home without an id may not touch it. */
+	ck_rc(drv->revoke(h0, &c.g, 1, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	ck_rc(drv->revoke(ha, &c.g, 1, why), 0, why);
+	drv->close(ha);
+	drv->close(hb);
+	drv->close(h0);
+}
+END_TEST
+
+/*
+ * Nothing tally stores on the identity provider would stop a second
+ * control plane: the declaration says the epoch is checked by the
+ * control plane before each call, within the window it states.
+ */
+START_TEST(test_fencing_declared)
+{
+	ck_assert_ptr_nonnull(drv->fencing);
+	ck_assert_int_eq(drv->fencing->kind, TL_DRV_FENCE_EPOCH_CHECK);
+	ck_assert_ptr_null(drv->fence);
+	ck_assert_ptr_nonnull(drv->fencing->window);
+	ck_assert_msg(strstr(drv->fencing->window, "10 s") != NULL,
+	    "the window does not state TL_DRV_EPOCH_CHECK_S: %s",
+	    drv->fencing->window);
+	ck_assert_int_eq(TL_DRV_EPOCH_CHECK_S, 10);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -609,6 +754,13 @@ suite(void)
 	tcase_add_test(tc, test_drift_and_rat_rotation);
 	tcase_add_test(tc, test_rotation);
 	tcase_add_test(tc, test_open_refused);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("mesh");
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_meshes);
+	tcase_add_test(tc, test_fencing_declared);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -290,6 +290,100 @@ START_TEST(test_session_fence)
 }
 END_TEST
 
+/* --- the epoch, checked before calls (TL_DRV_FENCE_EPOCH_CHECK) --- */
+
+static const struct tl_drv_fence_decl e_fencing = {
+	TL_DRV_FENCE_EPOCH_CHECK, "nothing on the provider", "10 s"
+};
+
+static uint64_t
+mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A call that lets the epoch's reading go stale after it (arg: rx). */
+static void
+e_call(void *arg, const struct tl_rx_prov *pv, void *h,
+    struct tl_rx_call *c)
+{
+	struct tl_rx *rx = arg;
+
+	(void)pv;
+	(void)h;
+	atomic_fetch_add(&f_calls, 1);
+	if (rx != NULL)
+		atomic_store(&rx->epoch_read_ns, mono_now() -
+		    (uint64_t)(TL_DRV_EPOCH_CHECK_S + 1) * 1000000000u);
+	c->rc = 0;
+}
+
+/* 12 calls on one provider fenced by epoch check: the calls made. */
+static int
+run_epoch(struct tl_rx *rx, int stale_after_one, struct tl_rx_call *cl,
+    char (*why)[TL_DRV_WHY_MAX])
+{
+	static struct tl_drv_ops ops;
+	struct tl_rx_prov pv;
+	size_t i;
+
+	memset(&ops, 0, sizeof(ops));
+	ops.name = "idp";
+	ops.open = f_open;
+	ops.close = f_close;
+	ops.fencing = &e_fencing;
+	memset(&pv, 0, sizeof(pv));
+	strcpy(pv.id, "node-a/idp");
+	pv.ops = &ops;
+	atomic_store(&f_calls, 0);
+	for (i = 0; i < 12; i++) {
+		memset(&cl[i], 0, sizeof(cl[i]));
+		cl[i].provider = "node-a/idp";
+		cl[i].rc = -1;
+		cl[i].why = why[i];
+		why[i][0] = '\0';
+	}
+	tl_rx_pass_calls(rx, &pv, 1, cl, 12, 12, e_call,
+	    stale_after_one ? rx : NULL);
+	return atomic_load(&f_calls);
+}
+
+START_TEST(test_epoch_check)
+{
+	struct tl_rx rx;
+	struct tl_rx_call cl[12];
+	char why[12][TL_DRV_WHY_MAX];
+	size_t i;
+
+	tl_rx_init(&rx);
+	rx.workers = 1;
+	rx.epoch = 2;
+	/* Read from the stream just now: every call is made. */
+	atomic_store(&rx.epoch_read_ns, mono_now());
+	ck_assert_int_eq(run_epoch(&rx, 0, cl, why), 12);
+	/*
+	 * The reading goes stale during the pass: no call after that
+	 * (TL_EUNREACH, retried once the stream is read again).
+	 */
+	ck_assert_int_eq(run_epoch(&rx, 1, cl, why), 1);
+	for (i = 1; i < 12; i++) {
+		ck_assert_int_eq(cl[i].rc, TL_EUNREACH);
+		ck_assert_msg(strstr(why[i], "last confirmed") != NULL,
+		    "why: %s", why[i]);
+	}
+	/* Deposed: no call at all, though the provider keeps no fence. */
+	atomic_store(&rx.epoch_read_ns, mono_now());
+	atomic_store(&rx.deposed, 1);
+	ck_assert_int_eq(run_epoch(&rx, 0, cl, why), 0);
+	for (i = 0; i < 12; i++)
+		ck_assert_int_eq(cl[i].rc, TL_EREFUSED);
+	tl_rx_pool_free(&rx);
+}
+END_TEST
+
 /* The stream's authenticator: the key's, of these bytes only. */
 START_TEST(test_stream_mac)
 {
@@ -391,6 +485,7 @@ suite(void)
 	tc = tcase_create("fence");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_session_fence);
+	tcase_add_test(tc, test_epoch_check);
 	tcase_add_test(tc, test_stream_mac);
 	tcase_add_test(tc, test_stream_auth);
 	suite_add_tcase(s, tc);

@@ -133,8 +133,9 @@ t_check "delivered: endpoint, region, bucket, keys; the bucket is the grant's na
 [ "$(as "$A" PUT "/$BA/hello.txt" a-data)" = 200 ] || t_fail "app-a cannot write its bucket: $(cat "$W/s3.out")"
 [ "$(as "$A" GET "/$BA/hello.txt")" = 200 ] && [ "$(cat "$W/s3.out")" = a-data ] ||
 	t_fail "app-a cannot read back its object"
-$RADM user info --uid="$UA" 2>/dev/null | grep -q "\"display_name\": \"tally grant app-a/files\"" ||
-	t_fail "user $UA does not carry the grant's mark"
+MESH=$(tly mesh --json | t_jstr mesh)
+$RADM user info --uid="$UA" 2>/dev/null | grep -q "\"display_name\": \"tally mesh $MESH grant app-a/files\"" ||
+	t_fail "user $UA does not carry the grant's mark (with the mesh $MESH)"
 SKA=$(t_envget "$A" S3_SECRET_KEY)
 tly log --json | grep -q "$SKA" && t_fail "app-a's secret key is in the log"
 grep -rqs "$SKA" "$T_DLOG" && t_fail "app-a's secret key is in tallyd's log"

@@ -6,7 +6,7 @@
 # provider is exposed to the network).  What runs through tally today:
 #   - provisioned and delivered: issuer, client-id, client-secret,
 #     token-endpoint; a client_credentials token with the delivered
-#     values; the client's software_id is the grant; no secret (client
+#     values; the client's software_id is the mark (mesh and grant); no secret (client
 #     secret, registration access token) in the log or tallyd's log;
 #   - verified: healthy; metadata changed at the provider -> restored by
 #     a PUT, whose new registration access token is recorded
@@ -119,11 +119,12 @@ tly log --json --stream grant/app-a/login --type credential.handle | grep -q . |
 	t_fail "no credential.handle recorded for app-a/login"
 t_ok "app-a: $IA, app-b: $IB; both get tokens; the secret is nowhere in plaintext"
 
-t_check "the client is the grant's: software_id app-a/login, client_name the grant's name"
+t_check "the client is the grant's: software_id names the mesh and app-a/login, client_name the grant's name"
+MESH=$(tly mesh --json | t_jstr mesh)
 store=$OIDC_DIR/store.json
-python3 -c "import json,sys; c=json.load(open('$store'))['Client:$IA']['p']; sys.exit(0 if c['software_id']=='app-a/login' and c['client_name']=='$(t_gname app-a/login app-a-login _v1)' else 1)" ||
+python3 -c "import json,sys; c=json.load(open('$store'))['Client:$IA']['p']; sys.exit(0 if c['software_id']=='tally mesh $MESH grant app-a/login' and c['client_name']=='$(t_gname app-a/login app-a-login _v1)' else 1)" ||
 	t_fail "client $IA is not marked as app-a/login's"
-t_ok "software_id app-a/login, client_name $(t_gname app-a/login app-a-login _v1)"
+t_ok "software_id 'tally mesh $MESH grant app-a/login', client_name $(t_gname app-a/login app-a-login _v1)"
 
 t_say "verification"
 t_expect_exit 0 "tally check --all (healthy)" tly check --all
@@ -197,7 +198,7 @@ python3 -c "import json,sys; sys.exit(1 if 'Client:$(t_envget "$W/v1.env" O_ID)'
 t_ok "v1 $(t_envget "$W/v1.env" O_ID) deleted after the last ack, v2 $(t_envget "$W/v2.env" O_ID) works"
 t_tallyd_stop
 t_check "a second rotation with the registration's reply lost (TALLY_FAULT=create:lost-first=1): one new client"
-gclients() { python3 -c "import json; print(sum(1 for k, v in json.load(open('$store')).items() if k.startswith('Client:') and v['p'].get('software_id') == 'game/login'))"; }
+gclients() { python3 -c "import json; print(sum(1 for k, v in json.load(open('$store')).items() if k.startswith('Client:') and v['p'].get('software_id') == 'tally mesh $MESH grant game/login'))"; }
 [ "$(gclients)" -eq 1 ] || t_fail "game has $(gclients) clients before v3"
 TALLY_FAULT=create:lost-first=1 t_tallyd_start --interval 1
 tly rotate "$G" >/dev/null || t_fail "tally rotate $G (v3) failed"
@@ -258,7 +259,7 @@ for i in range(1, 11):
 n = 0
 for k, v in st.items():
     sid = v.get("p", {}).get("software_id", "") if isinstance(v.get("p"), dict) else ""
-    if k.startswith("Client:") and re.match(r"^s[0-9]+/login$", sid) and k[7:] not in ids:
+    if k.startswith("Client:") and re.match(r"^tally mesh [0-9a-f]{32} grant s[0-9]+/login$", sid) and k[7:] not in ids:
         n += 1
         print("orphan", k[7:], sid, file=sys.stderr)
 print(n)
@@ -282,7 +283,7 @@ t_ok "client $IA deleted; its secret gets no token"
 left=$(python3 -c "
 import json, re
 st = json.load(open('$store'))
-print(sum(1 for k, v in st.items() if k.startswith('Client:') and re.match(r'^(s[0-9]+|app-a|app-b|game)/login$', v['p'].get('software_id', ''))))")
+print(sum(1 for k, v in st.items() if k.startswith('Client:') and re.match(r'^tally mesh [0-9a-f]{32} grant (s[0-9]+|app-a|app-b|game)/login$', v['p'].get('software_id', ''))))")
 [ "$left" -eq 0 ] || t_fail "$left client(s) of removed grants are still registered"
 t_ok "no client of a removed grant is left"
 t_check "tally status: issued tokens stay valid until they expire, the lifetime named"

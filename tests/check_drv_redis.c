@@ -187,6 +187,7 @@ grant_init(struct grant *gr, const char *tag)
 	snprintf(gr->name, sizeof(gr->name), "%s", out.login);
 	tl_secret_password(gr->pw);
 	secret_add(gr->pw);
+	memset(&gr->g, 0, sizeof(gr->g));
 	gr->g.resource = gr->name;
 	gr->g.owner = "";
 	gr->g.login = gr->name;

@@ -759,6 +759,16 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		if (tl_ep_current(t, &epoch, NULL) == 0 && epoch > 1)
 			json_object_set_new(doc, "epoch",
 			    json_integer((json_int_t)epoch));
+		{
+			char mesh[TL_MESH_LEN + 1];
+
+			if (tl_ep_mesh(t, mesh) == 0 && mesh[0] != '\0') {
+				json_object_set_new(doc, "mesh",
+				    json_string(mesh));
+				if (!cli->json)
+					printf("mesh %s\n", mesh);
+			}
+		}
 		if (tl_ep_deposed(t, dep, sizeof(dep)) == 1) {
 			json_object_set_new(doc, "deposed", json_string(dep));
 			healthy = 0;

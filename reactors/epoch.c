@@ -141,6 +141,20 @@ tl_ep_mesh(struct tl_txn *t, char *mesh)
 }
 
 int
+tl_ep_mesh_load(struct tl_log *log, char *mesh)
+{
+	struct tl_txn *t;
+	int rc;
+
+	mesh[0] = '\0';
+	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	rc = tl_ep_mesh(t, mesh);
+	tl_log_abort(t);
+	return rc;
+}
+
+int
 tl_ep_mesh_ensure(struct tl_txn *t, const char *actor, char *mesh,
     uint64_t *seqp)
 {
@@ -310,7 +324,8 @@ tl_ep_arm(struct tl_rx *rx, struct tl_rx_prov *pv)
 {
 	pv->epoch = rx->epoch;
 	snprintf(pv->leader, sizeof(pv->leader), "%s", rx->leader);
-	snprintf(pv->mesh, sizeof(pv->mesh), "%s", rx->mesh);
+	if (rx->mesh[0] != '\0')
+		snprintf(pv->mesh, sizeof(pv->mesh), "%s", rx->mesh);
 	pv->fence_rx = rx;
 }
 

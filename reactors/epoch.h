@@ -71,6 +71,8 @@ int	tl_ep_mesh(struct tl_txn *txn, char *mesh);
  */
 int	tl_ep_mesh_ensure(struct tl_txn *txn, const char *actor, char *mesh,
 	    uint64_t *seqp);
+/* tl_ep_mesh in a read transaction of its own on log. */
+int	tl_ep_mesh_load(struct tl_log *log, char *mesh);
 /* Whether s is a mesh id: exactly 32 lowercase hex digits. */
 int	tl_ep_mesh_ok(const char *s);
 

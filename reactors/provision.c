@@ -413,7 +413,7 @@ intents(void *arg, struct tl_ctx *cp)
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
 			continue;
 		/* The scheme first: a grant's first version decides it. */
-		w->g.naming = tl_rx_grant_naming(&w->g);
+		w->g.naming = tl_rx_grant_scheme(ps->rx, &w->g);
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
 		tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 		    w->login);

@@ -136,6 +136,8 @@ struct tl_drv_redis {
 	char		 fence_key[128];
 	/* Inside WATCH .. EXEC: the connection is never replaced then. */
 	int		 in_tx, in_multi;
+	/* Appended since MULTI (itself included), replies not read yet. */
+	int		 queued;
 };
 
 /*
@@ -321,7 +323,11 @@ again:
 	return 0;
 }
 
-/* cmd without a reply to read. */
+/*
+ * cmd without a reply to read.  Inside MULTI the command is only
+ * appended to the pipeline: tx_exec sends it with EXEC and reads what
+ * the server said of it.
+ */
 static int
 run(struct tl_drv_redis *h, int argc, const char **argv, const char *what,
     char *why)
@@ -329,6 +335,13 @@ run(struct tl_drv_redis *h, int argc, const char **argv, const char *what,
 	redisReply *r;
 	int rc;
 
+	if (h->in_multi) {
+		if (redisAppendCommandArgv(h->c, argc, argv, NULL) != REDIS_OK)
+			return tl_drv_why(why, ENOMEM, "%s: out of memory",
+			    what);
+		h->queued++;
+		return 0;
+	}
 	if ((rc = cmd(h, argc, argv, &r, what, why)) == 0)
 		freeReplyObject(r);
 	return rc;
@@ -691,22 +704,79 @@ static void
 tx_end(struct tl_drv_redis *h)
 {
 	const char *argv[1];
-	redisReply *r;
 
 	if (!h->in_tx)
 		return;
 	argv[0] = h->in_multi ? "DISCARD" : "UNWATCH";
 	if (h->c != NULL && h->c->err == 0 &&
-	    (r = redisCommandArgv(h->c, 1, argv, NULL)) != NULL)
-		freeReplyObject(r);
+	    redisAppendCommandArgv(h->c, 1, argv, NULL) == REDIS_OK) {
+		/* What was queued is answered first, then DISCARD. */
+		for (h->queued++; h->queued > 0 && h->c->err == 0;
+		    h->queued--) {
+			void *v = NULL;
+
+			if (redisGetReply(h->c, &v) != REDIS_OK)
+				break;
+			freeReplyObject(v);
+		}
+	}
 	h->in_tx = h->in_multi = 0;
+	h->queued = 0;
 }
 
 /*
- * WATCH and read: 0 with o (and *u, GETUSER, when u is not NULL: the
- * caller frees it; NULL when the user is gone) and the transaction
- * open; TL_EREFUSED ("deposed: ...") when the fence held for the mesh
- * is not this session's; else the error, the transaction ended.
+ * n commands in one round trip, their replies into r[] (the caller
+ * frees them): 0, or the first error reply's (TL_EDRIVER, TL_EAUTH),
+ * every reply read all the same; TL_EUNREACH when the connection fails
+ * (a session the server closed before answering any is opened again
+ * and the commands sent once more, as cmd does).
+ */
+static int
+pipeline(struct tl_drv_redis *h, int n, const int *argc,
+    const char **const *argv, redisReply **r, const char *what, char *why)
+{
+	char m[256];
+	int i, rc, tries = 0;
+
+again:
+	for (i = 0; i < n; i++)
+		r[i] = NULL;
+	if ((rc = ensure(h, why)) != 0)
+		return rc;
+	for (i = 0; i < n; i++)
+		if (redisAppendCommandArgv(h->c, argc[i], argv[i], NULL) !=
+		    REDIS_OK)
+			return tl_drv_why(why, ENOMEM, "%s: out of memory",
+			    what);
+	for (i = 0; i < n; i++) {
+		void *v = NULL;
+
+		if (redisGetReply(h->c, &v) != REDIS_OK) {
+			while (i > 0)
+				freeReplyObject(r[--i]);
+			if (!h->in_tx && tries++ == 0 &&
+			    (h->c->err == REDIS_ERR_EOF ||
+			    h->c->err == REDIS_ERR_IO))
+				goto again;
+			return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
+			    h->c->errstr);
+		}
+		r[i] = v;
+		if (rc == 0 && r[i]->type == REDIS_REPLY_ERROR) {
+			scrub(r[i]->str, m, sizeof(m));
+			rc = tl_drv_why(why, strncmp(m, "NOPERM", 6) == 0 ?
+			    TL_EAUTH : TL_EDRIVER, "%s: %s", what, m);
+		}
+	}
+	return rc;
+}
+
+/*
+ * WATCH and read, in one round trip: 0 with o (and *u, GETUSER, when u
+ * is not NULL: the caller frees it; NULL when the user is gone) and the
+ * transaction open; TL_EREFUSED ("deposed: ...") when the fence held for
+ * the mesh is not this session's; else the error, the transaction
+ * ended.
  */
 static int
 tx_begin(struct tl_drv_redis *h, const struct tl_drv_grant *g,
@@ -717,34 +787,35 @@ tx_begin(struct tl_drv_redis *h, const struct tl_drv_grant *g,
 	const char *hm[4] = { "HMGET", h->fence_key, "epoch", "leader" };
 	const char *gom[2] = { "GET", ok }, *gmm[2] = { "GET", mk };
 	const char *gu[3] = { "ACL", "GETUSER", g->login };
-	redisReply *r = NULL, *om = NULL, *mm = NULL;
-	int rc;
+	const char **const argv[5] = { watch, gom, gmm, gu, hm };
+	const int argc[5] = { h->fenced ? 4 : 3, 2, 2, 3, 4 };
+	redisReply *r[5] = { NULL };
+	int i, n = h->fenced ? 5 : 4, rc;
 
 	if (u != NULL)
 		*u = NULL;
-	if ((rc = ensure(h, why)) != 0)
-		return rc;
 	mark_keys(g->login, ok, pk, mk);
-	/* WATCH may open the session again; nothing after it may. */
-	if ((rc = run(h, h->fenced ? 4 : 3, watch, "WATCH", why)) != 0)
-		return rc;
-	h->in_tx = 1;
+	rc = pipeline(h, n, argc, argv, r, "read the fence and the marks",
+	    why);
+	/* Watching from here (unless WATCH itself failed). */
+	h->in_tx = r[0] != NULL && r[0]->type != REDIS_REPLY_ERROR;
+	if (rc != 0)
+		goto out;
 	if (h->fenced) {
 		struct tl_drv_fence want = { h->mesh, h->epoch, h->leader };
 		struct tl_drv_fence_held held = { 0, "" };
+		const redisReply *f = r[4];
 
-		if ((rc = cmd(h, 4, hm, &r, "read the fence", why)) != 0)
-			goto fail;
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+		if (f->type != REDIS_REPLY_ARRAY || f->elements != 2) {
 			rc = tl_drv_why(why, TL_EDRIVER, "read the fence: "
 			    "unexpected reply");
-			goto fail;
+			goto out;
 		}
-		if (r->element[0]->type == REDIS_REPLY_STRING)
-			held.epoch = strtoull(r->element[0]->str, NULL, 10);
-		if (r->element[1]->type == REDIS_REPLY_STRING)
+		if (f->element[0]->type == REDIS_REPLY_STRING)
+			held.epoch = strtoull(f->element[0]->str, NULL, 10);
+		if (f->element[1]->type == REDIS_REPLY_STRING)
 			snprintf(held.leader, sizeof(held.leader), "%s",
-			    r->element[1]->str);
+			    f->element[1]->str);
 		if (!tl_drv_fence_ours(&want, &held)) {
 			rc = tl_drv_why(why, TL_EREFUSED, "deposed: %s holds "
 			    "epoch %llu (leader %.12s), this session acts for "
@@ -752,30 +823,20 @@ tx_begin(struct tl_drv_redis *h, const struct tl_drv_grant *g,
 			    h->fence_key, (unsigned long long)held.epoch,
 			    held.leader, (unsigned long long)h->epoch,
 			    h->leader, g->login);
-			goto fail;
+			goto out;
 		}
-		freeReplyObject(r);
-		r = NULL;
 	}
-	if ((rc = cmd(h, 2, gom, &om, "GET mark", why)) != 0 ||
-	    (rc = cmd(h, 2, gmm, &mm, "GET mesh mark", why)) != 0 ||
-	    (rc = cmd(h, 3, gu, &r, "ACL GETUSER", why)) != 0)
-		goto fail;
-	judge(h, g, om, mm, o);
-	o->exists = r->type == REDIS_REPLY_ARRAY;
+	judge(h, g, r[1], r[2], o);
+	o->exists = r[3]->type == REDIS_REPLY_ARRAY;
 	if (u != NULL && o->exists) {
-		*u = r;
-		r = NULL;
+		*u = r[3];
+		r[3] = NULL;
 	}
-	freeReplyObject(r);
-	freeReplyObject(om);
-	freeReplyObject(mm);
-	return 0;
-fail:
-	freeReplyObject(r);
-	freeReplyObject(om);
-	freeReplyObject(mm);
-	tx_end(h);
+out:
+	for (i = 0; i < n; i++)
+		freeReplyObject(r[i]);
+	if (rc != 0)
+		tx_end(h);
 	return rc;
 }
 
@@ -783,11 +844,12 @@ static int
 tx_multi(struct tl_drv_redis *h, char *why)
 {
 	const char *m[1] = { "MULTI" };
-	int rc;
 
-	if ((rc = run(h, 1, m, "MULTI", why)) == 0)
-		h->in_multi = 1;
-	return rc;
+	if (redisAppendCommandArgv(h->c, 1, m, NULL) != REDIS_OK)
+		return tl_drv_why(why, ENOMEM, "MULTI: out of memory");
+	h->in_multi = 1;
+	h->queued = 1;
+	return 0;
 }
 
 /* Queues the mesh mark's change, if the judge asked for one. */
@@ -813,16 +875,43 @@ static int
 tx_exec(struct tl_drv_redis *h, const char *what, char *why)
 {
 	const char *e[1] = { "EXEC" };
-	redisReply *r;
+	redisReply *r = NULL;
 	char m[256];
 	size_t i;
 	int rc = 0;
 
-	r = redisCommandArgv(h->c, 1, e, NULL);
+	if (redisAppendCommandArgv(h->c, 1, e, NULL) != REDIS_OK) {
+		rc = tl_drv_why(why, ENOMEM, "%s: out of memory", what);
+		tx_end(h);
+		return rc;
+	}
+	/* MULTI's OK and a QUEUED per command, then EXEC's answer. */
+	for (; h->queued > 0; h->queued--) {
+		void *v = NULL;
+
+		if (redisGetReply(h->c, &v) != REDIS_OK)
+			break;
+		r = v;
+		if (rc == 0 && r->type == REDIS_REPLY_ERROR) {
+			scrub(r->str, m, sizeof(m));
+			rc = tl_drv_why(why, strncmp(m, "NOPERM", 6) == 0 ?
+			    TL_EAUTH : TL_EDRIVER, "%s: %s", what, m);
+		}
+		freeReplyObject(r);
+		r = NULL;
+	}
+	if (h->queued == 0 && redisGetReply(h->c, (void **)&r) != REDIS_OK)
+		r = NULL;
 	h->in_tx = h->in_multi = 0;
+	h->queued = 0;
 	if (r == NULL)
 		return tl_drv_why(why, TL_EUNREACH, "%s: EXEC: %s", what,
 		    h->c->errstr);
+	if (rc != 0) {
+		/* Refused when queued: EXEC ran nothing (EXECABORT). */
+		freeReplyObject(r);
+		return rc;
+	}
 	if (r->type == REDIS_REPLY_NIL) {
 		freeReplyObject(r);
 		return RD_AGAIN;

@@ -418,7 +418,7 @@ vhost_mark(const struct tl_drv_rmq *r, const json_t *vh,
 	*exact = strcmp(d, mine) == 0;
 	/* The mark without its mesh, judged as marks were before meshes. */
 	dl = mark_mesh(d, mesh, sizeof(mesh));
-	if (dl >= el && dl < sizeof(base))
+	if (mesh[0] != '\0' && dl >= el && dl < sizeof(base))
 		snprintf(base, sizeof(base), "%.*s" RMQ_MARK_END,
 		    (int)(dl - el), d);
 	else

@@ -16,6 +16,8 @@
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1137,6 +1139,165 @@ START_TEST(test_deposed)
 }
 END_TEST
 
+/*
+ * A TCP relay between the driver and the server that, armed, raises
+ * the fence (as a promoted leader's script does) just before it passes
+ * on the first EXEC it sees: the promotion lands between the driver's
+ * reads and its EXEC, the race WATCH is there for.
+ */
+struct relay {
+	int		 lfd, port;
+	pthread_t	 th;
+	const char	*key, *leader;	/* the fence to raise */
+	int		 armed, fired;
+};
+
+static void
+relay_fire(struct relay *rl)
+{
+	redisContext *c = conn(NULL, NULL);
+	redisReply *r = redisCommand(c, "HSET %s epoch 2 leader %s", rl->key,
+	    rl->leader);
+
+	freeReplyObject(r);
+	redisFree(c);
+	rl->fired++;
+}
+
+static int
+has_bytes(const char *b, size_t n, const char *pat, size_t pn)
+{
+	size_t i;
+
+	for (i = 0; i + pn <= n; i++)
+		if (memcmp(b + i, pat, pn) == 0)
+			return 1;
+	return 0;
+}
+
+static void *
+relay_run(void *arg)
+{
+	static const char exec[] = "*1\r\n$4\r\nEXEC\r\n";
+	struct relay *rl = arg;
+	struct sockaddr_in sa;
+	struct pollfd pf[2];
+	char buf[65536 + 16], tail[16] = "";
+	size_t tl = 0, tot;
+	int cfd, sfd;
+	ssize_t n;
+
+	if ((cfd = accept(rl->lfd, NULL, NULL)) < 0)
+		return NULL;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)atoi(s_port));
+	inet_pton(AF_INET, s_host, &sa.sin_addr);
+	if ((sfd = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(sfd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(cfd);
+		return NULL;
+	}
+	pf[0] = (struct pollfd){ cfd, POLLIN, 0 };
+	pf[1] = (struct pollfd){ sfd, POLLIN, 0 };
+	while (poll(pf, 2, 30000) > 0) {
+		if (pf[0].revents != 0) {
+			/* The last bytes before too: EXEC split over reads. */
+			memcpy(buf, tail, tl);
+			if ((n = read(cfd, buf + tl, sizeof(buf) - 16)) <= 0)
+				break;
+			tot = tl + (size_t)n;
+			if (rl->armed && has_bytes(buf, tot, exec,
+			    sizeof(exec) - 1)) {
+				rl->armed = 0;
+				relay_fire(rl);
+			}
+			if (write(sfd, buf + tl, (size_t)n) != n)
+				break;
+			tl = tot < sizeof(tail) ? tot : sizeof(tail);
+			memcpy(tail, buf + tot - tl, tl);
+		}
+		if (pf[1].revents != 0) {
+			if ((n = read(sfd, buf, sizeof(buf))) <= 0 ||
+			    write(cfd, buf, (size_t)n) != n)
+				break;
+		}
+	}
+	close(cfd);
+	close(sfd);
+	return NULL;
+}
+
+static void
+relay_start(struct relay *rl)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert((rl->lfd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+	ck_assert(bind(rl->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	ck_assert(listen(rl->lfd, 1) == 0);
+	ck_assert(getsockname(rl->lfd, (struct sockaddr *)&sa, &sl) == 0);
+	rl->port = ntohs(sa.sin_port);
+	ck_assert(pthread_create(&rl->th, NULL, relay_run, rl) == 0);
+}
+
+/*
+ * The fence raised by another leader after the driver read it and
+ * before its EXEC: EXEC runs nothing, the change is read again and
+ * refused "deposed"; nothing of it is on the server.
+ */
+START_TEST(test_fence_raced)
+{
+	struct relay rl = { -1, 0, 0, NULL, NULL, 0, 0 };
+	char m[33], la[33], lb[33], key[64], port[16];
+	char why[TL_DRV_WHY_MAX];
+	struct tl_drv_fence fa;
+	struct tl_drv_fence_held held;
+	struct tl_drv_admin a;
+	struct grant g, g2;
+	void *h = NULL;
+
+	hex32(m);
+	hex32(la);
+	hex32(lb);
+	snprintf(key, sizeof(key), "tally:fence:%s", m);
+	rl.key = key;
+	rl.leader = lb;
+	relay_start(&rl);
+	snprintf(port, sizeof(port), "%d", rl.port);
+	fa = (struct tl_drv_fence){ m, 1, la };
+	a = (struct tl_drv_admin){ .host = "127.0.0.1", .port = port,
+	    .user = s_user, .password = s_pw, .mesh = m, .fence = &fa };
+	secret_add(s_pw);
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_rc(drv->fence(h, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	/* Unarmed, a change goes through the relay as usual. */
+	grant_init(&g2, "raced");
+	create_ok(h, &g2.g);
+	rl.armed = 1;
+	grant_init(&g, "raced");
+	ck_rc(drv->create(h, &g.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strncmp(why, "deposed: ", 9) == 0, "why: %s", why);
+	ck_assert_int_eq(rl.fired, 1);
+	ck_assert(!user_exists(g.name));
+	{
+		redisContext *c = conn(NULL, NULL);
+
+		ck_assert_int_eq(q(c, NULL, 0, "GET tally:owner:%s", g.name),
+		    REDIS_REPLY_NIL);
+		redisFree(c);
+	}
+	drv->close(h);
+	pthread_join(rl.th, NULL);
+	close(rl.lfd);
+}
+END_TEST
+
 START_TEST(test_open_refused)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL, 0,
@@ -1178,6 +1339,7 @@ suite(void)
 	tcase_add_test(tc, test_open_refused);
 	tcase_add_test(tc, test_two_meshes);
 	tcase_add_test(tc, test_deposed);
+	tcase_add_test(tc, test_fence_raced);
 	suite_add_tcase(s, tc);
 	return s;
 }

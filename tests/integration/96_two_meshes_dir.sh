@@ -85,6 +85,20 @@ for m in "$MA" "$MB"; do
 done
 t_ok "a: $NA (mesh $MA), b: $NB (mesh $MB)"
 
+t_check "tally providers and tally status say how the root is fenced"
+on a providers >"$W/prov.out"
+grep -q "^    fenced: atomic with each change (a file per mesh under the root" "$W/prov.out" ||
+	t_fail "tally providers: $(cat "$W/prov.out")"
+grep -q "^    window: none: " "$W/prov.out" || t_fail "tally providers: no window"
+on a providers --json | grep -q '"fencing":{"kind":"atomic with each change"' ||
+	t_fail "tally providers --json: no fencing"
+on a status >"$W/st.out" || true
+grep -q "^provider node-a/download (directory) fenced: atomic with each change; window: none: " "$W/st.out" ||
+	t_fail "tally status: $(cat "$W/st.out")"
+on a status --json | grep -q '"fencing":{"node-a/download":\[{"driver":"directory","kind":"atomic with each change"' ||
+	t_fail "tally status --json: no fencing"
+t_ok "atomic with each change, window none (providers, status, --json)"
+
 echo "the first's data" >"$DA/data"
 # Run as root each grant claims a group (ROOT/.tally/gid-N, emptied by
 # its purge): b's claim is b's own entry.

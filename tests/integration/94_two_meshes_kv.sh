@@ -9,7 +9,10 @@
 # its users and permissions are byte for byte what they were (ACL LIST,
 # the management API's listings), and A's consumers (redis-cli
 # SUBSCRIBEd, an AMQP connection held open by tests/harness/
-# amqp_login.py) stay connected and keep logging in throughout.
+# amqp_login.py) stay connected and keep logging in throughout.  Then
+# home A is lost and home C, rebuilt from the same manifests, takes
+# A's objects over on purpose (tally adopt --from-mesh): its grants land
+# in A's user and vhost (their data kept), re-marked with C's mesh.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rabbit-lib.sh"
 
@@ -52,7 +55,8 @@ requires:
 EOF
 printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
 
-# home X: a mesh with node nX running the two providers and app.
+# home X [adopt]: a mesh with node nX running the two providers and
+# app, provisioned (with "adopt": assigned only).
 home() {
 	use "$1"
 	tly init >/dev/null || t_fail "tally init ($1) failed"
@@ -68,6 +72,7 @@ home() {
 		--secret admin-password <"$W/amqp.pw" >/dev/null ||
 		t_fail "tally assign rabbitmq ($1) failed"
 	tly assign app "n$1" >/dev/null || t_fail "tally assign app ($1) failed"
+	[ "${2:-}" = adopt ] && return 0
 	t_tallyd_once
 	t_wait_healthy 20 app
 }
@@ -199,5 +204,25 @@ t_check "home A still checks clean"
 use a
 t_expect_exit 0 "tally check --all in home A" tly check --all
 a_unchanged "A's own check"
+
+t_say "home A is lost; home C, rebuilt, adopts A's objects on purpose"
+kill -TERM "$SUBA" "$HOLDA" 2>/dev/null || true
+home c adopt
+MC=$(tly mesh --json | t_jstr mesh)
+tly adopt --from-mesh "$MA" --all >"$W/adopt.out" || t_fail "tally adopt on c: $(cat "$W/adopt.out")"
+grep -q "adopted from mesh $MA: 2 grant(s)" "$W/adopt.out" || t_fail "adopt does not say what it took: $(cat "$W/adopt.out")"
+grep -q "app/cache (redis-user): takes over $UA" "$W/adopt.out" || t_fail "adopt does not name $UA: $(cat "$W/adopt.out")"
+grep -q "app/mq (rabbitmq-vhost): takes over $VA" "$W/adopt.out" || t_fail "adopt does not name $VA: $(cat "$W/adopt.out")"
+t_tallyd_once
+t_wait_healthy 20 app
+C=$(t_envfile nc app)
+[ "$(t_envget "$C" R_USER)" = "$UA" ] && [ "$(t_envget "$C" MQ_VHOST)" = "$VA" ] ||
+	t_fail "home C got $(t_envget "$C" R_USER) and $(t_envget "$C" MQ_VHOST), not A's $UA and $VA"
+[ "$(radm GET "tally:mesh:$UA")" = "$MC" ] || t_fail "$UA is not re-marked with mesh $MC: $(radm GET "tally:mesh:$UA")"
+api GET "/vhosts/$(esc "$VA")" | grep -q "in mesh $MC" || t_fail "vhost $VA is not re-marked with mesh $MC"
+[ "$(rc_as "$C" GET "${PA}k")" = a-data ] || t_fail "home C's credential does not reach A's kept key"
+$LOGIN "$(t_envget "$C" MQ_URL)" >/dev/null || t_fail "home C's AMQP credential is refused"
+t_expect_exit 0 "tally check --all in home C" tly check --all
+t_ok "adopt took $UA and $VA; C's grants are in them, A's data kept, re-marked with mesh C"
 
 t_say "done"

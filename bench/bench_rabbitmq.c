@@ -359,7 +359,7 @@ driver_bulk(int n)
 	struct tl_drv_grant *gs;
 	enum tl_drv_drift *d;
 	char (*w)[TL_DRV_WHY_MAX];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_DRV_WHY_MAX], mesh[TL_DRV_LEADER_MAX] = "";
 	struct dg *g;
 	unsigned long r0;
 	double t, c;
@@ -380,6 +380,18 @@ driver_bulk(int n)
 		gs[i].login = g[i].u;
 		gs[i].password = g[i].p;
 		gs[i].grant = g[i].id;
+	}
+	/* The home's mesh: the driver refuses another mesh's vhosts. */
+	{
+		struct tl_log *log = NULL;
+		char logdir[4400];
+
+		snprintf(logdir, sizeof(logdir), "%s/log", home);
+		if (tl_log_open(logdir, 0, &log) == 0) {
+			(void)tl_ep_mesh_load(log, mesh);
+			tl_log_close(log);
+		}
+		a.mesh = mesh;
 	}
 	if ((rc = ops->open(&a, &h, why)) != 0) {
 		fprintf(stderr, ME ": open: %s\n", why);

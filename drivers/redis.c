@@ -45,7 +45,7 @@
  * session opens: check compares each grant's rules with it, so what is
  * compared is what this server makes of RULES.
  *
- * check_bulk: one pipeline of ACL GETUSER + the two marks for every
+ * check_bulk: one pipeline of ACL GETUSER + the three marks for every
  * grant (one round trip); check adds a login as the consumer at the
  * endpoint.  A user that is gone is TL_DRIFT_MISSING: flagged, never
  * recreated by check, set_password or fix_privileges (the keys may
@@ -54,8 +54,8 @@
  * revoke: ACL SETUSER off, CLIENT KILL USER; retain keeps the keys
  * (restore is create: on, rules and password again); purge then
  * deletes the keys (SCAN MATCH NAME:* COUNT 1000 + UNLINK per batch),
- * the user (ACL DELUSER) and the marks, the owner mark last so a purge
- * cut short is finished by the next.  Sessions cannot be told apart by
+ * then the user (ACL DELUSER) and the marks in one transaction, so a
+ * purge cut short leaves the owner mark and is finished by the next.  Sessions cannot be told apart by
  * the password they used: retire_credential ends none (the holders
  * acknowledged the new one), and sessions counts the user's.
  *

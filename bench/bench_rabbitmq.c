@@ -57,6 +57,7 @@
 #include "core/secret.h"
 #include "drivers/driver.h"
 #include "drivers/rabbitmq.h"
+#include "reactors/epoch.h"
 #include "reactors/rx.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
@@ -358,7 +359,7 @@ driver_bulk(int n)
 	struct tl_drv_grant *gs;
 	enum tl_drv_drift *d;
 	char (*w)[TL_DRV_WHY_MAX];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_DRV_WHY_MAX], mesh[TL_DRV_LEADER_MAX] = "";
 	struct dg *g;
 	unsigned long r0;
 	double t, c;
@@ -379,6 +380,18 @@ driver_bulk(int n)
 		gs[i].login = g[i].u;
 		gs[i].password = g[i].p;
 		gs[i].grant = g[i].id;
+	}
+	/* The home's mesh: the driver refuses another mesh's vhosts. */
+	{
+		struct tl_log *log = NULL;
+		char logdir[4400];
+
+		snprintf(logdir, sizeof(logdir), "%s/log", home);
+		if (tl_log_open(logdir, 0, &log) == 0) {
+			(void)tl_ep_mesh_load(log, mesh);
+			tl_log_close(log);
+		}
+		a.mesh = mesh;
 	}
 	if ((rc = ops->open(&a, &h, why)) != 0) {
 		fprintf(stderr, ME ": open: %s\n", why);
@@ -424,7 +437,9 @@ verifier_pass(int login_all, const char *what)
 	memcpy(rx.home, home, strlen(home) + 1);
 	snprintf(logdir, sizeof(logdir), "%s/log", home);
 	snprintf(path, sizeof(path), "%s/master.key", home);
+	/* The home's mesh: the drivers refuse another mesh's objects. */
 	if ((rc = tl_log_open(logdir, 0, &rx.log)) != 0 ||
+	    (rc = tl_ep_mesh_load(rx.log, rx.mesh)) != 0 ||
 	    (rc = tl_secret_load(path, &rx.key, why)) != 0) {
 		fprintf(stderr, ME ": cannot open the home: %s %s\n",
 		    tl_strerror(rc), why);

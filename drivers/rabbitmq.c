@@ -5,7 +5,9 @@
  * fix_privileges restores it):
  *
  *   resource	a virtual host, its description the grant's mark ("made by
- *		tally for grant ID; do not edit") and its tags ["tally"];
+ *		tally for grant ID in mesh MESH; do not edit", without
+ *		" in mesh MESH" for a home without a mesh id) and its tags
+ *		["tally"];
  *   login	a user without tags (so no management access) whose only
  *		permissions are configure, write and read ".*" on that
  *		virtual host; a rotation adds a second such user beside it
@@ -25,7 +27,12 @@
  *
  * Whose objects are: a vhost is this grant's when it carries this grant's
  * mark (or the unnamed mark and adopt_unnamed); one marked for another
- * grant, or unmarked, is never touched.  Users carry no mark (tags would
+ * grant, or unmarked, is never touched.  A mark naming another mesh than
+ * the session's (tl_drv_admin.mesh) is refused by every change
+ * (TL_EREFUSED, "owned by mesh ..., not this one") and is a drift to
+ * check, unless g->adopt_mesh names that mesh; a mark naming no mesh
+ * (made before marks named one) is judged by its grant alone.  Every
+ * change but a revocation writes this session's mark when it differs.  Users carry no mark (tags would
  * be access): a user is the grant's when it has permissions on the
  * grant's vhost, or none anywhere and no tags (what a create that
  * stopped between the user and its permissions leaves; such a user can
@@ -56,8 +63,16 @@
  * queues they declared, and their messages: revocation declares that it
  * destroys, and loss counts what the vhost holds.  retain deletes the
  * users and keeps the vhost (restore is create again); drop deletes the
- * vhost.  No fence: the management API has no compare-and-set, so a
- * marker could not be raised atomically (driver.h's fence demands it).
+ * vhost.
+ *
+ * The fence: a global parameter per mesh, tally-fence-MESH, value
+ * {"epoch": "N", "leader": HEX}, through the management API, which has no
+ * compare-and-set: raised by read, compare, write, read back (rmq_fence
+ * says what that leaves); every changing request (PUT, POST, DELETE) of
+ * a fenced session is preceded by a read of it, nothing cached across
+ * requests, and is not sent ("deposed: ...", TL_EREFUSED) when the fence
+ * held is not the session's: a request already sent when a promotion
+ * raised the fence is the window (TL_DRV_FENCE_BEFORE_CALL).
  *
  * Errors: TL_EUNREACH when the API does not answer (refused, timed out)
  * or answers 503; TL_EAUTH for 401 and 403 (the admin is refused, or
@@ -95,6 +110,9 @@
 #define RMQ_MARK	"made by tally for a grant; do not edit"
 #define RMQ_MARK_FOR	"made by tally for grant "
 #define RMQ_MARK_END	"; do not edit"
+#define RMQ_MARK_MESH	" in mesh "
+#define RMQ_MESH_MAX	64
+#define RMQ_FENCE_PFX	"tally-fence-"
 #define RMQ_TAG		"tally"
 #define RMQ_ALL		".*"
 
@@ -109,7 +127,16 @@ struct tl_drv_rmq {
 	char		*buf;		/* the last response body */
 	size_t		 len, cap;
 	unsigned long	 requests;
+	/* The mesh (tl_drv_admin.mesh; "" before ids) and the fence. */
+	char		 mesh[RMQ_MESH_MAX + 1];
+	int		 fenced;
+	uint64_t	 epoch;
+	char		 leader[TL_DRV_LEADER_MAX];
+	char		 fence_path[160];	/* /global-parameters/NAME */
+	int		 in_fence;	/* the fence's own requests: unchecked */
 };
+
+static int fence_check(struct tl_drv_rmq *r, const char *step, char *why);
 
 /* --- reasons -------------------------------------------------------- */
 
@@ -166,6 +193,10 @@ request(struct tl_drv_rmq *r, const char *method, const char *path,
 	    (int)sizeof(url))
 		return tl_drv_why(why, TL_EINVAL, "%s: the URL is too long",
 		    step);
+	/* Every change is preceded by a read of the fence: nothing cached. */
+	if (r->fenced && !r->in_fence && strcmp(method, "GET") != 0 &&
+	    (rc = fence_check(r, step, why)) != 0)
+		return rc;
 	r->len = 0;
 	if (r->buf != NULL)
 		r->buf[0] = '\0';
@@ -319,48 +350,111 @@ hash_matches(const char *alg, const char *stored, const char *password)
 
 /* --- names and marks ------------------------------------------------- */
 
+/* The mark this session gives g's vhost (the mesh in it, if any). */
 static void
-mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
+mark_text(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    char *buf, size_t n)
 {
-	if (tl_drv_grant_named(g))
-		snprintf(buf, n, RMQ_MARK_FOR "%s" RMQ_MARK_END, g->grant);
-	else
+	if (!tl_drv_grant_named(g))
 		snprintf(buf, n, "%s", RMQ_MARK);
+	else if (r->mesh[0] != '\0')
+		snprintf(buf, n, RMQ_MARK_FOR "%s" RMQ_MARK_MESH "%s"
+		    RMQ_MARK_END, g->grant, r->mesh);
+	else
+		snprintf(buf, n, RMQ_MARK_FOR "%s" RMQ_MARK_END, g->grant);
 }
 
-enum rmq_mark { MARK_OURS, MARK_OTHER, MARK_FOREIGN };
+/*
+ * MARK_MESH: a mark of tally's naming another mesh than the session's
+ * (and than g->adopt_mesh).  A mark without a mesh (made before marks
+ * named one) is judged by its grant alone.
+ */
+enum rmq_mark { MARK_OURS, MARK_OTHER, MARK_FOREIGN, MARK_MESH };
 
-/* Whose vhost vh is, by its description; other: the grant it names. */
-static enum rmq_mark
-vhost_mark(const json_t *vh, const struct tl_drv_grant *g, char *other,
-    size_t on)
+/* The mesh a description names (mesh, "" none), and its length without. */
+static size_t
+mark_mesh(const char *d, char *mesh, size_t mcap)
 {
-	char mine[TL_DRV_WHY_MAX];
+	size_t dl = strlen(d), el = strlen(RMQ_MARK_END);
+	size_t ml = strlen(RMQ_MARK_MESH);
+	const char *p, *last = NULL;
+
+	mesh[0] = '\0';
+	if (dl < el || strcmp(d + dl - el, RMQ_MARK_END) != 0)
+		return dl;
+	for (p = d; (p = strstr(p, RMQ_MARK_MESH)) != NULL; p++)
+		last = p;
+	if (last == NULL || (size_t)(d + dl - el - (last + ml)) >= mcap ||
+	    last + ml == d + dl - el ||
+	    strspn(last + ml, "0123456789abcdef") !=
+	    (size_t)(d + dl - el - (last + ml)))
+		return dl;
+	snprintf(mesh, mcap, "%.*s", (int)(d + dl - el - (last + ml)),
+	    last + ml);
+	return (size_t)(last - d) + el;
+}
+
+/*
+ * Whose vhost vh is, by its description; other: the grant it names (or,
+ * for MARK_MESH, the mesh); *exact: the description is the one this
+ * session would write (nothing to mark again).
+ */
+static enum rmq_mark
+vhost_mark(const struct tl_drv_rmq *r, const json_t *vh,
+    const struct tl_drv_grant *g, char *other, size_t on, int *exact)
+{
+	char mine[TL_DRV_WHY_MAX], base[TL_DRV_WHY_MAX];
+	char mesh[RMQ_MESH_MAX + 1];
 	const char *d = json_string_value(json_object_get(vh, "description"));
+	const char *am = g->adopt_mesh != NULL ? g->adopt_mesh : "";
 	size_t fl = strlen(RMQ_MARK_FOR), el = strlen(RMQ_MARK_END), dl;
+	enum rmq_mark k;
 
 	other[0] = '\0';
+	*exact = 0;
 	if (d == NULL)
 		return MARK_FOREIGN;
-	mark_text(g, mine, sizeof(mine));
-	if (strcmp(d, mine) == 0)
-		return MARK_OURS;
-	if (strcmp(d, RMQ_MARK) == 0)
-		return !tl_drv_grant_named(g) || g->adopt_unnamed ? MARK_OURS :
+	mark_text(r, g, mine, sizeof(mine));
+	*exact = strcmp(d, mine) == 0;
+	/* The mark without its mesh, judged as marks were before meshes. */
+	dl = mark_mesh(d, mesh, sizeof(mesh));
+	if (mesh[0] != '\0' && dl >= el && dl < sizeof(base))
+		snprintf(base, sizeof(base), "%.*s" RMQ_MARK_END,
+		    (int)(dl - el), d);
+	else
+		snprintf(base, sizeof(base), "%s", d);
+	dl = strlen(base);
+	if (tl_drv_grant_named(g) &&
+	    strncmp(base, RMQ_MARK_FOR, fl) == 0 && dl == fl +
+	    strlen(g->grant) + el && strncmp(base + fl, g->grant,
+	    strlen(g->grant)) == 0 && strcmp(base + dl - el,
+	    RMQ_MARK_END) == 0)
+		k = MARK_OURS;
+	else if (strcmp(base, RMQ_MARK) == 0)
+		k = !tl_drv_grant_named(g) || g->adopt_unnamed ? MARK_OURS :
 		    MARK_OTHER;
-	dl = strlen(d);
-	if (dl > fl + el && strncmp(d, RMQ_MARK_FOR, fl) == 0 &&
-	    strcmp(d + dl - el, RMQ_MARK_END) == 0) {
-		snprintf(other, on, "%.*s", (int)(dl - fl - el), d + fl);
-		return MARK_OTHER;
+	else if (dl > fl + el && strncmp(base, RMQ_MARK_FOR, fl) == 0 &&
+	    strcmp(base + dl - el, RMQ_MARK_END) == 0) {
+		snprintf(other, on, "%.*s", (int)(dl - fl - el), base + fl);
+		k = MARK_OTHER;
+	} else
+		return MARK_FOREIGN;
+	if (mesh[0] != '\0' && strcmp(mesh, r->mesh) != 0 &&
+	    (am[0] == '\0' || strcmp(mesh, am) != 0)) {
+		snprintf(other, on, "%s", mesh);
+		return MARK_MESH;
 	}
-	return MARK_FOREIGN;
+	return k;
 }
 
 static int
 refuse_vhost(enum rmq_mark k, const char *other, const char *vhost,
     const struct tl_drv_grant *g, char *why)
 {
+	if (k == MARK_MESH)
+		return tl_drv_why(why, TL_EREFUSED, "vhost \"%s\" is owned by "
+		    "mesh %.12s..., not this one (tally adopt takes it over); "
+		    "refused", vhost, other);
 	if (k == MARK_OTHER && other[0] != '\0')
 		return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" exists and "
 		    "was made by tally for grant %s: tally never hands one "
@@ -448,6 +542,24 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 	snprintf(r->mport, sizeof(r->mport), "%s", mport);
 	snprintf(r->user, sizeof(r->user), "%s", a->user != NULL &&
 	    *a->user != '\0' ? a->user : "guest");
+	if ((a->mesh != NULL && strlen(a->mesh) > RMQ_MESH_MAX) ||
+	    (a->fence != NULL && a->fence->mesh != NULL &&
+	    strlen(a->fence->mesh) > RMQ_MESH_MAX)) {
+		rc = tl_drv_why(why, TL_EINVAL, "a mesh id longer than %d "
+		    "bytes", RMQ_MESH_MAX);
+		goto fail;
+	}
+	snprintf(r->mesh, sizeof(r->mesh), "%s", a->mesh != NULL ? a->mesh :
+	    "");
+	if (a->fence != NULL) {
+		r->fenced = 1;
+		r->epoch = a->fence->epoch;
+		snprintf(r->leader, sizeof(r->leader), "%s",
+		    a->fence->leader != NULL ? a->fence->leader : "");
+		snprintf(r->fence_path, sizeof(r->fence_path),
+		    "/global-parameters/" RMQ_FENCE_PFX "%s",
+		    a->fence->mesh != NULL ? a->fence->mesh : r->mesh);
+	}
 	pw = a->password != NULL ? a->password : "";
 	if ((r->password = tl_drv_secret_dup(pw)) == NULL) {
 		rc = tl_drv_why(why, ENOMEM, "out of memory");
@@ -505,6 +617,101 @@ unsigned long
 tl_drv_rmq_requests(const void *h)
 {
 	return h != NULL ? ((const struct tl_drv_rmq *)h)->requests : 0;
+}
+
+/* --- the fence -------------------------------------------------------- */
+
+/*
+ * What the broker holds at path (a global parameter, value {epoch,
+ * leader}; none: epoch 0).  The epoch is a decimal string, so no JSON
+ * number bounds it.
+ */
+static int
+fence_read(struct tl_drv_rmq *r, const char *path,
+    struct tl_drv_fence_held *held, char *why)
+{
+	json_t *j = NULL, *v, *e;
+	const char *l;
+	int rc;
+
+	held->epoch = 0;
+	held->leader[0] = '\0';
+	r->in_fence = 1;
+	rc = get_json(r, path, 1, &j, "read the fence", why);
+	r->in_fence = 0;
+	if (rc != 0 || j == NULL)
+		return rc;
+	v = json_object_get(j, "value");
+	e = json_object_get(v, "epoch");
+	if (json_is_string(e))
+		held->epoch = strtoull(json_string_value(e), NULL, 10);
+	else if (json_is_integer(e) && json_integer_value(e) > 0)
+		held->epoch = (uint64_t)json_integer_value(e);
+	if ((l = json_string_value(json_object_get(v, "leader"))) != NULL)
+		snprintf(held->leader, sizeof(held->leader), "%s", l);
+	json_decref(j);
+	return 0;
+}
+
+/* Before a changing request: the fence held must be this session's. */
+static int
+fence_check(struct tl_drv_rmq *r, const char *step, char *why)
+{
+	struct tl_drv_fence want = { r->mesh, r->epoch, r->leader };
+	struct tl_drv_fence_held held;
+	int rc;
+
+	if ((rc = fence_read(r, r->fence_path, &held, why)) != 0)
+		return rc;
+	if (tl_drv_fence_ours(&want, &held))
+		return 0;
+	return tl_drv_why(why, TL_EREFUSED, "deposed: the broker's fence %s "
+	    "holds epoch %llu (leader %.12s), this session acts for epoch "
+	    "%llu (leader %.12s); not sent: %s", r->fence_path +
+	    strlen("/global-parameters/"), (unsigned long long)held.epoch,
+	    held.leader, (unsigned long long)r->epoch, r->leader, step);
+}
+
+/*
+ * The management API has no compare-and-set: read, compare (strictly
+ * greater), write, read back.  Two candidates that both read the old
+ * epoch both write; the one whose leader the read back shows holds the
+ * fence, the other is told what is held and stands down (and a leader
+ * overwritten a moment later meets the winner's fence at its next
+ * changing request).
+ */
+static int
+rmq_fence(void *h, const struct tl_drv_fence *want,
+    struct tl_drv_fence_held *held, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	const char *mesh = want->mesh != NULL ? want->mesh : "";
+	char path[160], name[100], e[24];
+	json_t *b;
+	long st;
+	int rc;
+
+	if (strlen(mesh) > RMQ_MESH_MAX)
+		return tl_drv_why(why, TL_EINVAL, "a mesh id longer than %d "
+		    "bytes", RMQ_MESH_MAX);
+	snprintf(name, sizeof(name), RMQ_FENCE_PFX "%s", mesh);
+	snprintf(path, sizeof(path), "/global-parameters/%s", name);
+	if ((rc = fence_read(r, path, held, why)) != 0)
+		return rc;
+	if (want->epoch == 0 || want->epoch <= held->epoch)
+		return 0;
+	snprintf(e, sizeof(e), "%llu", (unsigned long long)want->epoch);
+	if ((b = json_pack("{s:s, s:{s:s, s:s}}", "name", name, "value",
+	    "epoch", e, "leader", want->leader != NULL ? want->leader :
+	    "")) == NULL)
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	r->in_fence = 1;
+	rc = request(r, "PUT", path, b, NULL, &st, "raise the fence", why);
+	r->in_fence = 0;
+	json_decref(b);
+	if (rc != 0)
+		return rc;
+	return fence_read(r, path, held, why);
 }
 
 /* --- objects ---------------------------------------------------------- */
@@ -759,28 +966,27 @@ vet_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g, int make,
 	if ((rc = get_vhost(r, g->resource, &vh, why)) != 0)
 		return rc;
 	if (vh != NULL) {
-		const char *d = json_string_value(json_object_get(vh,
-		    "description"));
 		unsigned started = 0;
 		int exact;
 
-		k = vhost_mark(vh, g, other, sizeof(other));
-		mark_text(g, mark, sizeof(mark));
-		exact = d != NULL && strcmp(d, mark) == 0;
+		k = vhost_mark(r, vh, g, other, sizeof(other), &exact);
 		/* A vhost made but never started is started, not remade. */
 		rc = k == MARK_OURS ? vhost_start(r, vh, g->resource, &started,
 		    why) : 0;
 		json_decref(vh);
 		if (k != MARK_OURS)
 			return refuse_vhost(k, other, g->resource, g, why);
-		if (rc != 0 || !make || exact)
+		if (rc != 0 || exact)
 			return rc;
-		/* An unnamed mark adopted: named from now on. */
+		/*
+		 * An unnamed mark adopted, one without a mesh, or another
+		 * mesh's taken over (adopt_mesh): this session's from now on.
+		 */
 	} else if (!make)
 		return tl_drv_why(why, TL_ENOTFOUND, "vhost \"%s\" is gone; "
 		    "not recreated empty (its messages are lost: tally purge, "
 		    "then a new grant)", g->resource);
-	mark_text(g, mark, sizeof(mark));
+	mark_text(r, g, mark, sizeof(mark));
 	if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource, NULL)) != 0)
 		return tl_drv_why(why, rc, "vhost name too long");
 	if ((b = json_pack("{s:s, s:s}", "description", mark, "tags",
@@ -899,7 +1105,7 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 	char other[256], cred[TL_DRV_WHY_MAX] = "", priv[TL_DRV_WHY_MAX] = "";
 	const char *pv, *pu, *c, *w, *rd;
 	enum rmq_mark k;
-	int have = 0;
+	int have = 0, exact;
 	size_t i;
 
 	*drift = TL_DRIFT_NONE;
@@ -910,7 +1116,13 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 		    "(its queues and messages are lost)", g->resource);
 		return;
 	}
-	if ((k = vhost_mark(vh, g, other, sizeof(other))) != MARK_OURS) {
+	if ((k = vhost_mark(r, vh, g, other, sizeof(other), &exact)) ==
+	    MARK_MESH) {
+		*drift = TL_DRIFT_MISSING;
+		refuse_vhost(k, other, g->resource, g, why);
+		return;
+	}
+	if (k != MARK_OURS) {
 		*drift = TL_DRIFT_MISSING;
 		tl_drv_why(why, 0, "vhost \"%s\" is no longer this grant's "
 		    "(its mark is %s%s)", g->resource, k == MARK_OTHER ?
@@ -1376,10 +1588,14 @@ rmq_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct tl_drv_rmq *r = h;
 	unsigned closed;
-	int rc;
+	int rc, made;
 
-	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
-	    (rc = drop_user(r, g, g->login, &closed, why)) != 0)
+	if ((rc = grant_ok(r, g, 0, why)) != 0)
+		return rc;
+	/* The vhost's mark decides whose users these are (gone: theirs). */
+	if ((rc = vet_vhost(r, g, 0, &made, why)) != 0 && rc != TL_ENOTFOUND)
+		return rc;
+	if ((rc = drop_user(r, g, g->login, &closed, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user \"%s\" deleted, %u connection(s) "
 	    "closed", g->login, closed);
@@ -1423,13 +1639,13 @@ rmq_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	enum rmq_mark k;
 	const char *pu;
 	size_t i;
-	int rc;
+	int rc, exact;
 
 	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
 	    (rc = get_vhost(r, g->resource, &vh, why)) != 0)
 		return rc;
-	if (vh != NULL && (k = vhost_mark(vh, g, other, sizeof(other))) !=
-	    MARK_OURS) {
+	if (vh != NULL && (k = vhost_mark(r, vh, g, other, sizeof(other),
+	    &exact)) != MARK_OURS) {
 		rc = refuse_vhost(k, other, g->resource, g, why);
 		goto out;
 	}
@@ -1626,6 +1842,17 @@ static const struct tl_drv_revocation rmq_revocation = {
 	.purge = "deletes the vhost with every queue and message in it",
 };
 
+static const struct tl_drv_fence_decl rmq_fencing = {
+	TL_DRV_FENCE_BEFORE_CALL,
+	"a global parameter per mesh, tally-fence-MESH {epoch, leader}, "
+	"through the management API (no compare-and-set there: raised by "
+	"read, compare, write, read back), read before every changing "
+	"request",
+	"a call already sent when the promotion raised the fence lands; of "
+	"two candidates raising at once, the one the read back does not "
+	"show stands down"
+};
+
 static const struct tl_drv_setting rmq_settings[] = {
 	{ "host", "", 0, TL_DRV_HOST, "where tallyd reaches the management "
 	    "API (default: the admin-host, else the node's routable name)" },
@@ -1664,4 +1891,6 @@ const struct tl_drv_ops tl_drv_rabbitmq = {
 	.revocation = &rmq_revocation,
 	.sessions = rmq_sessions,
 	.loss = rmq_loss,
+	.fence = rmq_fence,
+	.fencing = &rmq_fencing,
 };

@@ -22,13 +22,19 @@
  *		plaintext never crosses the admin session.  A rotation adds
  *		the new hash beside the old (add_credential) and removes the
  *		old one (retire_credential, given the old password).
- *   marks	two keys of the admin's, out of every consumer's patterns
+ *   marks	three keys of the admin's, out of every consumer's patterns
  *		(a grant's prefix never starts with "tally:"):
  *		tally:owner:USER holds the grant id ("" before marks named
- *		grants), tally:pw:USER the set of hashes tally set.  A user
- *		without the first is not tally's and is refused; a user
- *		marked for another grant is refused; a password hash the
- *		user has that is not in the second is a drift.
+ *		grants), tally:mesh:USER the mesh id (absent before marks
+ *		named meshes, or for a home without one), tally:pw:USER the
+ *		set of hashes tally set.  A user without the first is not
+ *		tally's and is refused; a user marked for another grant is
+ *		refused; one whose mesh mark names another mesh is refused
+ *		by every change (TL_EREFUSED, "owned by mesh ...") and is a
+ *		drift to check, unless g->adopt_mesh names that mesh; a
+ *		user without a mesh mark is taken as this mesh's.  Every
+ *		change writes this mesh's mark.  A password hash the user
+ *		has that is not in the third is a drift.
  *
  * Commands are built with hiredis's argv form (redisCommandArgv,
  * redisAppendCommandArgv): every name, rule and value is one argument,
@@ -39,7 +45,7 @@
  * session opens: check compares each grant's rules with it, so what is
  * compared is what this server makes of RULES.
  *
- * check_bulk: one pipeline of ACL GETUSER + the two marks for every
+ * check_bulk: one pipeline of ACL GETUSER + the three marks for every
  * grant (one round trip); check adds a login as the consumer at the
  * endpoint.  A user that is gone is TL_DRIFT_MISSING: flagged, never
  * recreated by check, set_password or fix_privileges (the keys may
@@ -48,8 +54,8 @@
  * revoke: ACL SETUSER off, CLIENT KILL USER; retain keeps the keys
  * (restore is create: on, rules and password again); purge then
  * deletes the keys (SCAN MATCH NAME:* COUNT 1000 + UNLINK per batch),
- * the user (ACL DELUSER) and the marks, the owner mark last so a purge
- * cut short is finished by the next.  Sessions cannot be told apart by
+ * then the user (ACL DELUSER) and the marks in one transaction, so a
+ * purge cut short leaves the owner mark and is finished by the next.  Sessions cannot be told apart by
  * the password they used: retire_credential ends none (the holders
  * acknowledged the new one), and sessions counts the user's.
  *
@@ -59,8 +65,17 @@
  * so and is not asked again in the session.  The keys (the marks too)
  * survive as the server's persistence (RDB, AOF) says.
  *
- * The fence is the key tally:fence, raised by a small Lua script in one
- * EVAL (atomic on the server).
+ * The fence is a hash per mesh, tally:fence:MESH {epoch, leader},
+ * raised by a small Lua script in one EVAL (atomic on the server).
+ * ACL commands are refused in scripts but not in MULTI, so every
+ * change is one transaction (tx_begin): WATCH the fence and the user's
+ * owner and mesh marks, read and compare them (refused "deposed: ..."
+ * when the fence held is not the session's, tl_drv_fence_ours), MULTI,
+ * the commands, EXEC; a fence raised or a mark changed after the WATCH
+ * aborts the EXEC, and the change starts again from the reads.  ACL
+ * SAVE follows the EXEC (it writes what the server holds; it changes
+ * no object).  A purge is one transaction per SCAN batch, then one for
+ * the user and its marks.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -81,6 +96,13 @@
 #define RD_RULES_USER	"tally:rules"
 #define RD_OWNER_PFX	"tally:owner:"
 #define RD_PW_PFX	"tally:pw:"
+#define RD_MESH_PFX	"tally:mesh:"
+#define RD_KEY_MAX	96
+#define RD_MESH_MAX	64
+/* EXEC aborted by a concurrent change of a watched key: once more. */
+#define RD_AGAIN	1
+#define RD_LOOKUP	4	/* GETUSER and three marks, per grant */
+#define RD_TRIES	8
 #define RD_FENCE	"tally:fence"
 #define RD_TIMEOUT_S	5
 #define RD_SCAN_COUNT	"1000"
@@ -106,6 +128,16 @@ struct tl_drv_redis {
 	char		 ref_flags[256];
 	/* ACL SAVE after a change (acl-save); 0 once the server has no file. */
 	int		 acl_save;
+	/* The mesh (tl_drv_admin.mesh; "" before ids) and the fence. */
+	char		 mesh[RD_MESH_MAX + 1];
+	int		 fenced;
+	uint64_t	 epoch;
+	char		 leader[TL_DRV_LEADER_MAX];
+	char		 fence_key[128];
+	/* Inside WATCH .. EXEC: the connection is never replaced then. */
+	int		 in_tx, in_multi;
+	/* Appended since MULTI (itself included), replies not read yet. */
+	int		 queued;
 };
 
 /*
@@ -234,6 +266,11 @@ ensure(struct tl_drv_redis *h, char *why)
 
 	if (h->c != NULL && h->c->err == 0)
 		return 0;
+	/* A new connection would not be watching: the change fails. */
+	if (h->in_tx)
+		return tl_drv_why(why, TL_EUNREACH, "the session was lost "
+		    "inside a transaction: %s", h->c != NULL ? h->c->errstr :
+		    "closed");
 	if (h->c != NULL) {
 		redisFree(h->c);
 		h->c = NULL;
@@ -269,7 +306,7 @@ again:
 	if ((rc = ensure(h, why)) != 0)
 		return rc;
 	if ((r = redisCommandArgv(h->c, argc, argv, NULL)) == NULL) {
-		if (tries++ == 0 && (h->c->err == REDIS_ERR_EOF ||
+		if (!h->in_tx && tries++ == 0 && (h->c->err == REDIS_ERR_EOF ||
 		    h->c->err == REDIS_ERR_IO))
 			goto again;
 		return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
@@ -286,7 +323,11 @@ again:
 	return 0;
 }
 
-/* cmd without a reply to read. */
+/*
+ * cmd without a reply to read.  Inside MULTI the command is only
+ * appended to the pipeline: tx_exec sends it with EXEC and reads what
+ * the server said of it.
+ */
 static int
 run(struct tl_drv_redis *h, int argc, const char **argv, const char *what,
     char *why)
@@ -294,6 +335,13 @@ run(struct tl_drv_redis *h, int argc, const char **argv, const char *what,
 	redisReply *r;
 	int rc;
 
+	if (h->in_multi) {
+		if (redisAppendCommandArgv(h->c, argc, argv, NULL) != REDIS_OK)
+			return tl_drv_why(why, ENOMEM, "%s: out of memory",
+			    what);
+		h->queued++;
+		return 0;
+	}
 	if ((rc = cmd(h, argc, argv, &r, what, why)) == 0)
 		freeReplyObject(r);
 	return rc;
@@ -505,7 +553,10 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    strlen(port) >= sizeof(h->port) ||
 	    (a->user != NULL && strlen(a->user) >= sizeof(h->user)) ||
 	    (a->password != NULL &&
-	    strlen(a->password) >= sizeof(h->password))) {
+	    strlen(a->password) >= sizeof(h->password)) ||
+	    (a->mesh != NULL && strlen(a->mesh) > RD_MESH_MAX) ||
+	    (a->fence != NULL && a->fence->mesh != NULL &&
+	    strlen(a->fence->mesh) > RD_MESH_MAX)) {
 		rc = tl_drv_why(why, TL_EINVAL, "a redis provider needs a host "
 		    "and a port (and an admin-user and admin-password of at "
 		    "most 255 and 511 bytes)");
@@ -524,6 +575,16 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    a->user != NULL && *a->user != '\0' ? a->user : "default");
 	if (a->password != NULL)
 		snprintf(h->password, sizeof(h->password), "%s", a->password);
+	snprintf(h->mesh, sizeof(h->mesh), "%s", a->mesh != NULL ? a->mesh :
+	    "");
+	if (a->fence != NULL) {
+		h->fenced = 1;
+		h->epoch = a->fence->epoch;
+		snprintf(h->leader, sizeof(h->leader), "%s",
+		    a->fence->leader != NULL ? a->fence->leader : "");
+		snprintf(h->fence_key, sizeof(h->fence_key), RD_FENCE ":%s",
+		    a->fence->mesh != NULL ? a->fence->mesh : h->mesh);
+	}
 	if ((rc = ensure(h, why)) != 0 || (rc = load_reference(h, why)) != 0)
 		goto err;
 	*hp = h;
@@ -548,97 +609,365 @@ rd_close(void *hv)
 
 /* The mark keys of user. */
 static void
-mark_keys(const char *user, char owner[96], char pw[96])
+mark_keys(const char *user, char owner[RD_KEY_MAX], char pw[RD_KEY_MAX],
+    char mesh[RD_KEY_MAX])
 {
-	snprintf(owner, 96, RD_OWNER_PFX "%s", user);
-	snprintf(pw, 96, RD_PW_PFX "%s", user);
+	snprintf(owner, RD_KEY_MAX, RD_OWNER_PFX "%s", user);
+	snprintf(pw, RD_KEY_MAX, RD_PW_PFX "%s", user);
+	snprintf(mesh, RD_KEY_MAX, RD_MESH_PFX "%s", user);
 }
+
+/* What g's user and its marks say, as a change or a check reads them. */
+struct rd_owner {
+	int	exists;		/* the ACL user is there */
+	int	marked;		/* -1: no owner mark, 0: another grant's, 1: g's */
+	int	foreign;	/* the mesh mark names another mesh */
+	int	remesh;		/* the mesh mark is to be written (or dropped) */
+	char	mark[256];	/* the owner mark's grant id */
+	char	mesh[RD_MESH_MAX + 1];	/* the mesh mark; "": none */
+};
 
 /*
- * The marks and ACL entry of g's user: *marked (-1: no mark, 0: marked
- * for another grant, 1: g's), *exists, and (when not NULL) the GETUSER
- * reply *u (the caller frees it; NULL when the user is gone).
+ * Reads om (GET of the owner mark) and mm (of the mesh mark) for g: a
+ * mesh mark is ours when it names this session's mesh or g->adopt_mesh;
+ * none at all (marked before marks named a mesh) is ours too.  Both are
+ * then marked with this mesh by the next change.
  */
-static int
-lookup(struct tl_drv_redis *h, const struct tl_drv_grant *g, int *marked,
-    int *exists, redisReply **u, char *mark, size_t mcap, char *why)
+static void
+judge(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    const redisReply *om, const redisReply *mm, struct rd_owner *o)
 {
-	const char *get[2] = { "GET", NULL };
-	const char *gu[3] = { "ACL", "GETUSER", g->login };
-	char ok[96], pk[96];
-	redisReply *r;
-	int rc;
+	const char *gr = g->grant != NULL ? g->grant : "";
+	const char *am = g->adopt_mesh != NULL ? g->adopt_mesh : "";
 
-	mark_keys(g->login, ok, pk);
-	get[1] = ok;
-	if ((rc = cmd(h, 2, get, &r, "GET mark", why)) != 0)
-		return rc;
-	mark[0] = '\0';
-	if (r->type != REDIS_REPLY_STRING)
-		*marked = -1;
+	o->mark[0] = o->mesh[0] = '\0';
+	if (om == NULL || om->type != REDIS_REPLY_STRING)
+		o->marked = -1;
 	else {
-		const char *gr = g->grant != NULL ? g->grant : "";
-
-		snprintf(mark, mcap, "%s", r->str);
-		*marked = strcmp(r->str, gr) == 0 ||
-		    (r->str[0] == '\0' && g->adopt_unnamed) ? 1 : 0;
+		snprintf(o->mark, sizeof(o->mark), "%s", om->str);
+		o->marked = strcmp(om->str, gr) == 0 ||
+		    (om->str[0] == '\0' && g->adopt_unnamed) ? 1 : 0;
 	}
-	freeReplyObject(r);
-	if ((rc = cmd(h, 3, gu, &r, "ACL GETUSER", why)) != 0)
-		return rc;
-	*exists = r->type == REDIS_REPLY_ARRAY;
-	if (u != NULL && *exists)
-		*u = r;
-	else {
-		freeReplyObject(r);
-		if (u != NULL)
-			*u = NULL;
-	}
-	return 0;
+	if (mm != NULL && mm->type == REDIS_REPLY_STRING)
+		snprintf(o->mesh, sizeof(o->mesh), "%s", mm->str);
+	o->foreign = o->mesh[0] != '\0' && strcmp(o->mesh, h->mesh) != 0 &&
+	    (am[0] == '\0' || strcmp(o->mesh, am) != 0);
+	o->remesh = strcmp(o->mesh, h->mesh) != 0;
 }
 
-/* Refuses what tally did not make for g (marks, see the top). */
+/* Refuses what tally did not make for g, or made for another mesh. */
 static int
-owned(const struct tl_drv_grant *g, int marked, int exists,
-    const char *mark, char *why)
+owned(const struct tl_drv_grant *g, const struct rd_owner *o, char *why)
 {
-	if (marked == 0)
+	if (o->foreign)
+		return tl_drv_why(why, TL_EREFUSED, "user %s is owned by mesh "
+		    "%.12s..., not this one (tally adopt takes it over); "
+		    "refused", g->login, o->mesh);
+	if (o->marked == 0)
 		return tl_drv_why(why, TL_EINVAL, "user %s is marked for "
 		    "another grant (%.200s); refused", g->login,
-		    mark[0] ? mark : "unnamed");
-	if (marked < 0 && exists)
+		    o->mark[0] ? o->mark : "unnamed");
+	if (o->marked < 0 && o->exists)
 		return tl_drv_why(why, TL_EINVAL, "user %s exists but was not "
 		    "made by tally (no " RD_OWNER_PFX "%s); refused", g->login,
 		    g->login);
 	return 0;
 }
 
-/* The mark, then the user (a crash between leaves a mark, no user). */
+/* owned, and the user must be there with a mark of tally's. */
 static int
-rd_create(void *hv, const struct tl_drv_grant *g, char *why)
+existing(const struct tl_drv_grant *g, const struct rd_owner *o, char *why)
 {
-	struct tl_drv_redis *h = hv;
-	const char *argv[12 + RD_NRULES];
-	char hash[RD_HASH_HEX + 2], keys[80], chans[80], ok[96], pk[96];
-	char mark[256];
-	int marked, exists, n = 0, rc;
+	int rc;
 
-	if ((rc = grant_ok(g, why)) != 0)
+	if ((rc = owned(g, o, why)) != 0)
 		return rc;
-	if (g->password == NULL || *g->password == '\0')
-		return tl_drv_why(why, TL_EINVAL, "user %s: no password",
-		    g->login);
-	if ((rc = lookup(h, g, &marked, &exists, NULL, mark, sizeof(mark),
-	    why)) != 0 || (rc = owned(g, marked, exists, mark, why)) != 0)
-		return rc;
-	mark_keys(g->login, ok, pk);
-	{
-		const char *set[3] = { "SET", ok, g->grant != NULL ?
-		    g->grant : "" };
+	if (o->marked < 0)
+		return tl_drv_why(why, TL_EINVAL, "user %s has no mark of "
+		    "tally's", g->login);
+	if (!o->exists)
+		return tl_drv_why(why, TL_EDRIVER, "user %s is missing; not "
+		    "recreated (tally repair does that)", g->login);
+	return 0;
+}
 
-		if ((rc = run(h, 3, set, "SET mark", why)) != 0)
-			return rc;
+/*
+ * Every change runs as one transaction (tx_begin, tx_multi, queued
+ * commands, tx_exec): WATCH on the mesh's fence and the user's marks,
+ * the fence read and compared with the session's, the marks read and
+ * judged, then MULTI .. EXEC.  A promotion that raises the fence (or
+ * anyone who changes a mark) after the WATCH makes EXEC run nothing
+ * (RD_AGAIN: the caller reads everything again, and is then refused).
+ * ACL commands cannot run in a script, but they can in MULTI.
+ */
+static void
+tx_end(struct tl_drv_redis *h)
+{
+	const char *argv[1];
+
+	if (!h->in_tx)
+		return;
+	argv[0] = h->in_multi ? "DISCARD" : "UNWATCH";
+	if (h->c != NULL && h->c->err == 0 &&
+	    redisAppendCommandArgv(h->c, 1, argv, NULL) == REDIS_OK) {
+		/* What was queued is answered first, then DISCARD. */
+		for (h->queued++; h->queued > 0 && h->c->err == 0;
+		    h->queued--) {
+			void *v = NULL;
+
+			if (redisGetReply(h->c, &v) != REDIS_OK)
+				break;
+			freeReplyObject(v);
+		}
 	}
+	h->in_tx = h->in_multi = 0;
+	h->queued = 0;
+}
+
+/*
+ * n commands in one round trip, their replies into r[] (the caller
+ * frees them): 0, or the first error reply's (TL_EDRIVER, TL_EAUTH),
+ * every reply read all the same; TL_EUNREACH when the connection fails
+ * (a session the server closed before answering any is opened again
+ * and the commands sent once more, as cmd does).
+ */
+static int
+pipeline(struct tl_drv_redis *h, int n, const int *argc,
+    const char **const *argv, redisReply **r, const char *what, char *why)
+{
+	char m[256];
+	int i, rc, tries = 0;
+
+again:
+	for (i = 0; i < n; i++)
+		r[i] = NULL;
+	if ((rc = ensure(h, why)) != 0)
+		return rc;
+	for (i = 0; i < n; i++)
+		if (redisAppendCommandArgv(h->c, argc[i], argv[i], NULL) !=
+		    REDIS_OK)
+			return tl_drv_why(why, ENOMEM, "%s: out of memory",
+			    what);
+	for (i = 0; i < n; i++) {
+		void *v = NULL;
+
+		if (redisGetReply(h->c, &v) != REDIS_OK) {
+			while (i > 0)
+				freeReplyObject(r[--i]);
+			if (!h->in_tx && tries++ == 0 &&
+			    (h->c->err == REDIS_ERR_EOF ||
+			    h->c->err == REDIS_ERR_IO))
+				goto again;
+			return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
+			    h->c->errstr);
+		}
+		r[i] = v;
+		if (rc == 0 && r[i]->type == REDIS_REPLY_ERROR) {
+			scrub(r[i]->str, m, sizeof(m));
+			rc = tl_drv_why(why, strncmp(m, "NOPERM", 6) == 0 ?
+			    TL_EAUTH : TL_EDRIVER, "%s: %s", what, m);
+		}
+	}
+	return rc;
+}
+
+/*
+ * WATCH and read, in one round trip: 0 with o (and *u, GETUSER, when u
+ * is not NULL: the caller frees it; NULL when the user is gone) and the
+ * transaction open; TL_EREFUSED ("deposed: ...") when the fence held for
+ * the mesh is not this session's; else the error, the transaction
+ * ended.
+ */
+static int
+tx_begin(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    struct rd_owner *o, redisReply **u, char *why)
+{
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	const char *watch[4] = { "WATCH", ok, mk, h->fence_key };
+	const char *hm[4] = { "HMGET", h->fence_key, "epoch", "leader" };
+	const char *gom[2] = { "GET", ok }, *gmm[2] = { "GET", mk };
+	const char *gu[3] = { "ACL", "GETUSER", g->login };
+	const char **const argv[5] = { watch, gom, gmm, gu, hm };
+	const int argc[5] = { h->fenced ? 4 : 3, 2, 2, 3, 4 };
+	redisReply *r[5] = { NULL };
+	int i, n = h->fenced ? 5 : 4, rc;
+
+	if (u != NULL)
+		*u = NULL;
+	mark_keys(g->login, ok, pk, mk);
+	rc = pipeline(h, n, argc, argv, r, "read the fence and the marks",
+	    why);
+	/* Watching from here (unless WATCH itself failed). */
+	h->in_tx = r[0] != NULL && r[0]->type != REDIS_REPLY_ERROR;
+	if (rc != 0)
+		goto out;
+	if (h->fenced) {
+		struct tl_drv_fence want = { h->mesh, h->epoch, h->leader };
+		struct tl_drv_fence_held held = { 0, "" };
+		const redisReply *f = r[4];
+
+		if (f->type != REDIS_REPLY_ARRAY || f->elements != 2) {
+			rc = tl_drv_why(why, TL_EDRIVER, "read the fence: "
+			    "unexpected reply");
+			goto out;
+		}
+		if (f->element[0]->type == REDIS_REPLY_STRING)
+			held.epoch = strtoull(f->element[0]->str, NULL, 10);
+		if (f->element[1]->type == REDIS_REPLY_STRING)
+			snprintf(held.leader, sizeof(held.leader), "%s",
+			    f->element[1]->str);
+		if (!tl_drv_fence_ours(&want, &held)) {
+			rc = tl_drv_why(why, TL_EREFUSED, "deposed: %s holds "
+			    "epoch %llu (leader %.12s), this session acts for "
+			    "epoch %llu (leader %.12s); user %s not changed",
+			    h->fence_key, (unsigned long long)held.epoch,
+			    held.leader, (unsigned long long)h->epoch,
+			    h->leader, g->login);
+			goto out;
+		}
+	}
+	judge(h, g, r[1], r[2], o);
+	o->exists = r[3]->type == REDIS_REPLY_ARRAY;
+	if (u != NULL && o->exists) {
+		*u = r[3];
+		r[3] = NULL;
+	}
+out:
+	for (i = 0; i < n; i++)
+		freeReplyObject(r[i]);
+	if (rc != 0)
+		tx_end(h);
+	return rc;
+}
+
+static int
+tx_multi(struct tl_drv_redis *h, char *why)
+{
+	const char *m[1] = { "MULTI" };
+
+	if (redisAppendCommandArgv(h->c, 1, m, NULL) != REDIS_OK)
+		return tl_drv_why(why, ENOMEM, "MULTI: out of memory");
+	h->in_multi = 1;
+	h->queued = 1;
+	return 0;
+}
+
+/* Queues the mesh mark's change, if the judge asked for one. */
+static int
+tx_remesh(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    const struct rd_owner *o, char *why)
+{
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	const char *set[3] = { "SET", mk, h->mesh }, *del[2] = { "DEL", mk };
+
+	if (!o->remesh)
+		return 0;
+	mark_keys(g->login, ok, pk, mk);
+	return h->mesh[0] != '\0' ? run(h, 3, set, "SET mesh mark", why) :
+	    run(h, 2, del, "DEL mesh mark", why);
+}
+
+/*
+ * EXEC: 0; RD_AGAIN when a watched key changed since WATCH (nothing
+ * ran); else the first queued command's error.
+ */
+static int
+tx_exec(struct tl_drv_redis *h, const char *what, char *why)
+{
+	const char *e[1] = { "EXEC" };
+	redisReply *r = NULL;
+	char m[256];
+	size_t i;
+	int rc = 0;
+
+	if (redisAppendCommandArgv(h->c, 1, e, NULL) != REDIS_OK) {
+		rc = tl_drv_why(why, ENOMEM, "%s: out of memory", what);
+		tx_end(h);
+		return rc;
+	}
+	/* MULTI's OK and a QUEUED per command, then EXEC's answer. */
+	for (; h->queued > 0; h->queued--) {
+		void *v = NULL;
+
+		if (redisGetReply(h->c, &v) != REDIS_OK)
+			break;
+		r = v;
+		if (rc == 0 && r->type == REDIS_REPLY_ERROR) {
+			scrub(r->str, m, sizeof(m));
+			rc = tl_drv_why(why, strncmp(m, "NOPERM", 6) == 0 ?
+			    TL_EAUTH : TL_EDRIVER, "%s: %s", what, m);
+		}
+		freeReplyObject(r);
+		r = NULL;
+	}
+	if (h->queued == 0 && redisGetReply(h->c, (void **)&r) != REDIS_OK)
+		r = NULL;
+	h->in_tx = h->in_multi = 0;
+	h->queued = 0;
+	if (r == NULL)
+		return tl_drv_why(why, TL_EUNREACH, "%s: EXEC: %s", what,
+		    h->c->errstr);
+	if (rc != 0) {
+		/* Refused when queued: EXEC ran nothing (EXECABORT). */
+		freeReplyObject(r);
+		return rc;
+	}
+	if (r->type == REDIS_REPLY_NIL) {
+		freeReplyObject(r);
+		return RD_AGAIN;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		scrub(r->str, m, sizeof(m));
+		rc = tl_drv_why(why, TL_EDRIVER, "%s: EXEC: %s", what, m);
+	}
+	for (i = 0; rc == 0 && r->type == REDIS_REPLY_ARRAY &&
+	    i < r->elements; i++)
+		if (r->element[i]->type == REDIS_REPLY_ERROR) {
+			scrub(r->element[i]->str, m, sizeof(m));
+			rc = tl_drv_why(why, strncmp(m, "NOPERM", 6) == 0 ?
+			    TL_EAUTH : TL_EDRIVER, "%s: %s", what, m);
+		}
+	freeReplyObject(r);
+	return rc;
+}
+
+typedef int rd_once(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+	    int arg, char *why);
+
+/* once, again while a concurrent change of a watched key aborts it. */
+static int
+retrying(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
+    rd_once *once, char *why)
+{
+	int i, rc;
+
+	for (i = 0; i < RD_TRIES; i++)
+		if ((rc = once(h, g, arg, why)) != RD_AGAIN)
+			return rc;
+	return tl_drv_why(why, TL_EDRIVER, "user %s: the fence or the marks "
+	    "changed under every one of %d attempts", g->login, RD_TRIES);
+}
+
+/* The mark, the mesh mark and the user, in one transaction. */
+static int
+create_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
+    char *why)
+{
+	const char *argv[12 + RD_NRULES];
+	char hash[RD_HASH_HEX + 2], keys[80], chans[80];
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	const char *set[3] = { "SET", ok, g->grant != NULL ? g->grant : "" };
+	const char *del[2] = { "DEL", pk };
+	const char *sadd[3] = { "SADD", pk, hash + 1 };
+	struct rd_owner o;
+	int n = 0, rc;
+
+	(void)arg;
+	if ((rc = tx_begin(h, g, &o, NULL, why)) != 0)
+		return rc;
+	if ((rc = owned(g, &o, why)) != 0)
+		goto fail;
+	mark_keys(g->login, ok, pk, mk);
 	hash[0] = '#';
 	sha256hex(g->password, hash + 1);
 	snprintf(keys, sizeof(keys), "~%s:*", g->resource);
@@ -653,45 +982,65 @@ rd_create(void *hv, const struct tl_drv_grant *g, char *why)
 	argv[n++] = chans;
 	for (size_t i = 0; i < RD_NRULES; i++)
 		argv[n++] = rules[i];
-	if ((rc = run(h, n, argv, "ACL SETUSER", why)) != 0)
+	if ((rc = tx_multi(h, why)) != 0 ||
+	    (rc = run(h, 3, set, "SET mark", why)) != 0 ||
+	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
+	    (rc = run(h, n, argv, "ACL SETUSER", why)) != 0 ||
+	    (rc = run(h, 2, del, "DEL passwords mark", why)) != 0 ||
+	    (rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0)
+		goto fail;
+	if ((rc = tx_exec(h, "create", why)) != 0 ||
+	    (rc = persist(h, why)) != 0)
 		return rc;
-	{
-		const char *del[2] = { "DEL", pk };
-		const char *sadd[3] = { "SADD", pk, hash + 1 };
-
-		if ((rc = run(h, 2, del, "DEL passwords mark", why)) != 0 ||
-		    (rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0 ||
-		    (rc = persist(h, why)) != 0)
-			return rc;
-	}
 	return tl_drv_why(why, 0, "user %s on, keys and channels %s:*",
 	    g->login, g->resource);
+fail:
+	tx_end(h);
+	return rc;
+}
+
+static int
+rd_create(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	int rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || *g->password == '\0')
+		return tl_drv_why(why, TL_EINVAL, "user %s: no password",
+		    g->login);
+	return retrying(hv, g, 0, create_once, why);
 }
 
 /*
  * What one grant's GETUSER and marks say, into *drift and why.  u:
- * GETUSER (nil: gone), mark: GET of the owner mark, pws: SMEMBERS of the
- * passwords mark.  TL_EINVAL for a user that is not g's.
+ * GETUSER (nil: gone), mark: GET of the owner mark, mm: of the mesh
+ * mark, pws: SMEMBERS of the passwords mark.  TL_EINVAL for a user that
+ * is not g's; one another mesh owns is a drift (missing: none of ours).
  */
 static int
 evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
-    const redisReply *u, const redisReply *mark, const redisReply *pws,
-    enum tl_drv_drift *drift, char *why)
+    const redisReply *u, const redisReply *mark, const redisReply *mm,
+    const redisReply *pws, enum tl_drv_drift *drift, char *why)
 {
 	char msg[TL_DRV_WHY_MAX], want[80], flags[256], hash[RD_HASH_HEX + 1];
 	const redisReply *pw, *sel, *fl;
-	const char *s, *gr = g->grant != NULL ? g->grant : "";
-	int exists = u != NULL && u->type == REDIS_REPLY_ARRAY, marked;
+	const char *s;
+	struct rd_owner o;
 	size_t off = 0, i;
 	int cred = 0, priv = 0;
 
 	*drift = TL_DRIFT_NONE;
-	marked = mark == NULL || mark->type != REDIS_REPLY_STRING ? -1 :
-	    strcmp(mark->str, gr) == 0 ||
-	    (mark->str[0] == '\0' && g->adopt_unnamed) ? 1 : 0;
-	if (owned(g, marked, exists, marked == 0 ? mark->str : "", why) != 0)
+	judge(h, g, mark, mm, &o);
+	o.exists = u != NULL && u->type == REDIS_REPLY_ARRAY;
+	if (o.foreign) {
+		*drift = TL_DRIFT_MISSING;
+		owned(g, &o, why);
+		return 0;
+	}
+	if (owned(g, &o, why) != 0)
 		return TL_EINVAL;
-	if (!exists) {
+	if (!o.exists) {
 		*drift = TL_DRIFT_MISSING;
 		return tl_drv_why(why, 0, "missing: user %s is gone (not "
 		    "recreated: tally repair does that; its keys %s:* are left "
@@ -771,35 +1120,34 @@ evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
 	    "%s:* only", g->login, g->resource);
 }
 
-/* Appends GETUSER and the two marks of g to the pipeline. */
+/* Appends GETUSER and the three marks of g to the pipeline. */
 static int
 append_lookup(struct tl_drv_redis *h, const struct tl_drv_grant *g)
 {
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
 	const char *gu[3] = { "ACL", "GETUSER", g->login };
-	const char *get[2] = { "GET", NULL };
-	const char *sm[2] = { "SMEMBERS", NULL };
-	char ok[96], pk[96];
+	const char *get[2] = { "GET", ok }, *gm[2] = { "GET", mk };
+	const char *sm[2] = { "SMEMBERS", pk };
 
-	mark_keys(g->login, ok, pk);
-	get[1] = ok;
-	sm[1] = pk;
+	mark_keys(g->login, ok, pk, mk);
 	if (redisAppendCommandArgv(h->c, 3, gu, NULL) != REDIS_OK ||
 	    redisAppendCommandArgv(h->c, 2, get, NULL) != REDIS_OK ||
+	    redisAppendCommandArgv(h->c, 2, gm, NULL) != REDIS_OK ||
 	    redisAppendCommandArgv(h->c, 2, sm, NULL) != REDIS_OK)
 		return ENOMEM;
 	return 0;
 }
 
 /*
- * Checks gs[0..n) in one pipeline: 3n commands written, 3n replies
- * read.  Every reply is read even after a refusal, so the session stays
+ * Checks gs[0..n) in one pipeline: RD_LOOKUP commands per grant
+ * written, as many replies read.  Every reply is read even after a refusal, so the session stays
  * in step.
  */
 static int
 bulk(struct tl_drv_redis *h, const struct tl_drv_grant *gs, size_t n,
     enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
 {
-	redisReply *r[3];
+	redisReply *r[RD_LOOKUP];
 	size_t i, j;
 	int rc = 0, erc, tries = 0;
 
@@ -814,7 +1162,7 @@ again:
 			return tl_drv_why(why[0], TL_EUNREACH, "pipeline: out "
 			    "of memory");
 	for (i = 0; i < n; i++) {
-		for (j = 0; j < 3; j++) {
+		for (j = 0; j < RD_LOOKUP; j++) {
 			void *v = NULL;
 
 			if (redisGetReply(h->c, &v) != REDIS_OK) {
@@ -831,23 +1179,23 @@ again:
 			r[j] = v;
 		}
 		if (rc == 0) {
-			if (r[0]->type == REDIS_REPLY_ERROR ||
-			    r[1]->type == REDIS_REPLY_ERROR ||
-			    r[2]->type == REDIS_REPLY_ERROR) {
+			const redisReply *e = NULL;
+
+			for (j = 0; j < RD_LOOKUP && e == NULL; j++)
+				if (r[j]->type == REDIS_REPLY_ERROR)
+					e = r[j];
+			if (e != NULL) {
 				char m[256];
-				const redisReply *e = r[0]->type ==
-				    REDIS_REPLY_ERROR ? r[0] : r[1]->type ==
-				    REDIS_REPLY_ERROR ? r[1] : r[2];
 
 				scrub(e->str, m, sizeof(m));
 				rc = tl_drv_why(why[0], strncmp(e->str,
 				    "NOPERM", 6) == 0 ? TL_EAUTH : TL_EDRIVER,
 				    "check: %s", m);
 			} else if ((erc = evaluate(h, &gs[i], r[0], r[1],
-			    r[2], &drift[i], why[i])) != 0)
+			    r[2], r[3], &drift[i], why[i])) != 0)
 				rc = erc;
 		}
-		for (j = 0; j < 3; j++)
+		for (j = 0; j < RD_LOOKUP; j++)
 			freeReplyObject(r[j]);
 	}
 	return rc;
@@ -898,72 +1246,41 @@ rd_check(void *hv, const struct tl_drv_grant *g,
 	return 0;
 }
 
-/* The user, which must exist and be g's (set_password, fix, add, retire). */
-static int
-existing(struct tl_drv_redis *h, const struct tl_drv_grant *g,
-    redisReply **u, char *why)
-{
-	char mark[256];
-	int marked, exists, rc;
-
-	if ((rc = grant_ok(g, why)) != 0 ||
-	    (rc = lookup(h, g, &marked, &exists, u, mark, sizeof(mark),
-	    why)) != 0)
-		return rc;
-	if ((rc = owned(g, marked, exists, mark, why)) != 0 ||
-	    (marked < 0 && (rc = tl_drv_why(why, TL_EINVAL, "user %s has no "
-	    "mark of tally's", g->login)) != 0) ||
-	    (!exists && (rc = tl_drv_why(why, TL_EDRIVER, "user %s is missing; "
-	    "not recreated (tally repair does that)", g->login)) != 0)) {
-		if (u != NULL && *u != NULL) {
-			freeReplyObject(*u);
-			*u = NULL;
-		}
-		return rc;
-	}
-	return 0;
-}
-
 /*
  * The passwords back to tally's: the hashes of the passwords mark and
  * g's own, nothing else (a nopass or a stranger's password goes).
  */
 static int
-rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
+set_password_once(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    int arg, char *why)
 {
-	struct tl_drv_redis *h = hv;
-	const char *sm[2] = { "SMEMBERS", NULL };
-	char ok[96], pk[96], hash[RD_HASH_HEX + 2];
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	char hash[RD_HASH_HEX + 2];
+	const char *sm[2] = { "SMEMBERS", pk };
+	const char *sadd[3] = { "SADD", pk, hash + 1 };
 	const char **argv = NULL;
 	char **hv2 = NULL;
-	redisReply *r = NULL, *u = NULL;
+	redisReply *r = NULL;
+	struct rd_owner o;
 	size_t i, n = 0, nh = 0;
-	int rc;
+	int rc, mine = 0;
 
-	if (g->password == NULL || *g->password == '\0')
-		return tl_drv_why(why, TL_EINVAL, "user %s: no password",
-		    g->login);
-	if ((rc = existing(h, g, &u, why)) != 0)
+	(void)arg;
+	if ((rc = tx_begin(h, g, &o, NULL, why)) != 0)
 		return rc;
-	freeReplyObject(u);
-	mark_keys(g->login, ok, pk);
-	sm[1] = pk;
+	if ((rc = existing(g, &o, why)) != 0)
+		goto out;
+	mark_keys(g->login, ok, pk, mk);
 	hash[0] = '#';
 	sha256hex(g->password, hash + 1);
-	{
-		const char *sadd[3] = { "SADD", pk, hash + 1 };
-
-		if ((rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0)
-			return rc;
-	}
 	if ((rc = cmd(h, 2, sm, &r, "SMEMBERS passwords mark", why)) != 0)
-		return rc;
+		goto out;
 	if (r->type != REDIS_REPLY_ARRAY) {
 		rc = tl_drv_why(why, TL_EDRIVER, "passwords mark of %s: not a "
 		    "set", g->login);
 		goto out;
 	}
-	if ((argv = calloc(r->elements + 4, sizeof(*argv))) == NULL ||
+	if ((argv = calloc(r->elements + 5, sizeof(*argv))) == NULL ||
 	    (hv2 = calloc(r->elements + 1, sizeof(*hv2))) == NULL) {
 		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto out;
@@ -981,13 +1298,22 @@ rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
 			goto out;
 		}
 		snprintf(hv2[nh], RD_HASH_HEX + 2, "#%s", r->element[i]->str);
+		mine |= strcmp(hv2[nh], hash) == 0;
 		argv[n++] = hv2[nh++];
 	}
-	if ((rc = run(h, (int)n, argv, "ACL SETUSER resetpass", why)) == 0 &&
+	if (!mine)
+		argv[n++] = hash;
+	if ((rc = tx_multi(h, why)) != 0 ||
+	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
+	    (rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0 ||
+	    (rc = run(h, (int)n, argv, "ACL SETUSER resetpass", why)) != 0)
+		goto out;
+	if ((rc = tx_exec(h, "set the password", why)) == 0 &&
 	    (rc = persist(h, why)) == 0)
 		tl_drv_why(why, 0, "user %s: passwords set again (%zu)",
-		    g->login, nh);
+		    g->login, nh + !mine);
 out:
+	tx_end(h);
 	for (i = 0; hv2 != NULL && i < nh; i++)
 		free(hv2[i]);
 	free(hv2);
@@ -996,17 +1322,34 @@ out:
 	return rc;
 }
 
+static int
+rd_set_password(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	int rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	if (g->password == NULL || *g->password == '\0')
+		return tl_drv_why(why, TL_EINVAL, "user %s: no password",
+		    g->login);
+	return retrying(hv, g, 0, set_password_once, why);
+}
+
 /* Rules, patterns and flags back to create's, the passwords kept. */
 static int
-rd_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
+fix_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
+    char *why)
 {
-	struct tl_drv_redis *h = hv;
 	const char *argv[16 + RD_NRULES];
 	char keys[80], chans[80];
+	struct rd_owner o;
 	int n = 0, rc;
 
-	if ((rc = existing(h, g, NULL, why)) != 0)
+	(void)arg;
+	if ((rc = tx_begin(h, g, &o, NULL, why)) != 0)
 		return rc;
+	if ((rc = existing(g, &o, why)) != 0)
+		goto fail;
 	snprintf(keys, sizeof(keys), "~%s:*", g->resource);
 	snprintf(chans, sizeof(chans), "&%s:*", g->resource);
 	argv[n++] = "ACL";
@@ -1021,191 +1364,262 @@ rd_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
 	argv[n++] = chans;
 	for (size_t i = 0; i < RD_NRULES; i++)
 		argv[n++] = rules[i];
-	if ((rc = run(h, n, argv, "ACL SETUSER", why)) != 0 ||
+	if ((rc = tx_multi(h, why)) != 0 ||
+	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
+	    (rc = run(h, n, argv, "ACL SETUSER", why)) != 0)
+		goto fail;
+	if ((rc = tx_exec(h, "fix the privileges", why)) != 0 ||
 	    (rc = persist(h, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user %s: rules and patterns set again",
 	    g->login);
+fail:
+	tx_end(h);
+	return rc;
 }
 
-/* A rotation's new password beside the old: the mark first. */
+static int
+rd_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
+{
+	int rc;
+
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
+	return retrying(hv, g, 0, fix_once, why);
+}
+
+/* A rotation's new password beside the old, the mark with it. */
+static int
+add_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
+    char *why)
+{
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	char hash[RD_HASH_HEX + 2];
+	const char *sadd[3] = { "SADD", pk, hash + 1 };
+	const char *set[4] = { "ACL", "SETUSER", g->login, hash };
+	struct rd_owner o;
+	int rc;
+
+	(void)arg;
+	if ((rc = tx_begin(h, g, &o, NULL, why)) != 0)
+		return rc;
+	if ((rc = existing(g, &o, why)) != 0)
+		goto fail;
+	mark_keys(g->login, ok, pk, mk);
+	hash[0] = '#';
+	sha256hex(g->password, hash + 1);
+	if ((rc = tx_multi(h, why)) != 0 ||
+	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
+	    (rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0 ||
+	    (rc = run(h, 4, set, "ACL SETUSER (add a password)", why)) != 0)
+		goto fail;
+	if ((rc = tx_exec(h, "add a password", why)) != 0 ||
+	    (rc = persist(h, why)) != 0)
+		return rc;
+	return tl_drv_why(why, 0, "user %s: a password added beside the others",
+	    g->login);
+fail:
+	tx_end(h);
+	return rc;
+}
+
 static int
 rd_add_credential(void *hv, const struct tl_drv_grant *g, char *why)
 {
-	struct tl_drv_redis *h = hv;
-	char ok[96], pk[96], hash[RD_HASH_HEX + 2];
 	int rc;
 
+	if ((rc = grant_ok(g, why)) != 0)
+		return rc;
 	if (g->password == NULL || *g->password == '\0')
 		return tl_drv_why(why, TL_EINVAL, "user %s: no password to add",
 		    g->login);
-	if ((rc = existing(h, g, NULL, why)) != 0)
-		return rc;
-	mark_keys(g->login, ok, pk);
-	hash[0] = '#';
-	sha256hex(g->password, hash + 1);
-	{
-		const char *sadd[3] = { "SADD", pk, hash + 1 };
-		const char *set[4] = { "ACL", "SETUSER", g->login, hash };
-
-		if ((rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0 ||
-		    (rc = run(h, 4, set, "ACL SETUSER (add a password)",
-		    why)) != 0 || (rc = persist(h, why)) != 0)
-			return rc;
-	}
-	return tl_drv_why(why, 0, "user %s: a password added beside the others",
-	    g->login);
+	return retrying(hv, g, 0, add_once, why);
 }
 
 /*
  * Removes the retired version's password (g->password, see driver.h)
- * from the user, then from the mark.  Already gone: 0.
+ * from the user and from the mark.  Already gone: 0.
  */
+static int
+retire_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
+    char *why)
+{
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	char hash[RD_HASH_HEX + 2];
+	const char *set[4] = { "ACL", "SETUSER", g->login, hash };
+	const char *srem[3] = { "SREM", pk, hash + 1 };
+	redisReply *u = NULL;
+	struct rd_owner o;
+	int rc, acl;
+
+	(void)arg;
+	if ((rc = tx_begin(h, g, &o, &u, why)) != 0)
+		return rc;
+	if ((rc = owned(g, &o, why)) != 0)
+		goto fail;
+	if (o.marked < 0) {
+		tx_end(h);
+		freeReplyObject(u);
+		return tl_drv_why(why, 0, "user %s is gone: nothing to retire",
+		    g->login);
+	}
+	mark_keys(g->login, ok, pk, mk);
+	hash[0] = '!';
+	sha256hex(g->password, hash + 1);
+	acl = o.exists && has_elem(field(u, "passwords"), hash + 1);
+	if ((rc = tx_multi(h, why)) != 0 ||
+	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
+	    (acl && (rc = run(h, 4, set, "ACL SETUSER (remove a password)",
+	    why)) != 0) ||
+	    (rc = run(h, 3, srem, "SREM passwords mark", why)) != 0)
+		goto fail;
+	freeReplyObject(u);
+	u = NULL;
+	if ((rc = tx_exec(h, "retire a password", why)) != 0 ||
+	    (acl && (rc = persist(h, why)) != 0))
+		return rc;
+	return tl_drv_why(why, 0, "user %s: the retired password removed",
+	    g->login);
+fail:
+	tx_end(h);
+	freeReplyObject(u);
+	return rc;
+}
+
 static int
 rd_retire_credential(void *hv, const struct tl_drv_grant *g, char *why)
 {
-	struct tl_drv_redis *h = hv;
-	char ok[96], pk[96], hash[RD_HASH_HEX + 2], mark[256];
-	redisReply *u = NULL;
-	int marked, exists, rc;
+	int rc;
 
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || *g->password == '\0')
 		return tl_drv_why(why, TL_EINVAL, "user %s: retiring needs the "
 		    "retired password", g->login);
-	if ((rc = lookup(h, g, &marked, &exists, &u, mark, sizeof(mark),
-	    why)) != 0)
+	return retrying(hv, g, 0, retire_once, why);
+}
+
+/*
+ * Deletes one SCAN batch of the keys under g's prefix from *cursor, in
+ * a transaction of its own (the fence and the marks read again);
+ * *cursor then moves on.
+ */
+static int
+purge_batch(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    char cursor[32], unsigned long long *count, char *why)
+{
+	char match[80];
+	const char *scan[6] = { "SCAN", cursor, "MATCH", match, "COUNT",
+	    RD_SCAN_COUNT };
+	const char **argv = NULL;
+	const redisReply *ks;
+	redisReply *r = NULL;
+	struct rd_owner o;
+	size_t i;
+	int rc;
+
+	snprintf(match, sizeof(match), "%s:*", g->resource);
+	if ((rc = tx_begin(h, g, &o, NULL, why)) != 0)
 		return rc;
-	if ((rc = owned(g, marked, exists, mark, why)) != 0)
+	if ((rc = owned(g, &o, why)) != 0 ||
+	    (rc = cmd(h, 6, scan, &r, "SCAN", why)) != 0)
 		goto out;
-	if (marked < 0) {
-		rc = tl_drv_why(why, 0, "user %s is gone: nothing to retire",
-		    g->login);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_ARRAY) {
+		rc = tl_drv_why(why, TL_EDRIVER, "SCAN: unexpected reply");
 		goto out;
 	}
-	mark_keys(g->login, ok, pk);
-	hash[0] = '!';
-	sha256hex(g->password, hash + 1);
-	if (exists && has_elem(field(u, "passwords"), hash + 1)) {
-		const char *set[4] = { "ACL", "SETUSER", g->login, hash };
-
-		if ((rc = run(h, 4, set, "ACL SETUSER (remove a password)",
-		    why)) != 0 || (rc = persist(h, why)) != 0)
+	ks = r->element[1];
+	if (ks->elements > 0) {
+		if ((argv = calloc(ks->elements + 1, sizeof(*argv))) == NULL) {
+			rc = tl_drv_why(why, ENOMEM, "out of memory");
 			goto out;
-	}
-	{
-		const char *srem[3] = { "SREM", pk, hash + 1 };
-
-		if ((rc = run(h, 3, srem, "SREM passwords mark", why)) != 0)
+		}
+		argv[0] = "UNLINK";
+		for (i = 0; i < ks->elements; i++)
+			argv[i + 1] = ks->element[i]->str;
+		if ((rc = tx_multi(h, why)) != 0 ||
+		    (rc = run(h, (int)ks->elements + 1, argv, "UNLINK",
+		    why)) != 0 || (rc = tx_exec(h, "purge the keys", why)) != 0)
 			goto out;
+		*count += ks->elements;
 	}
-	rc = tl_drv_why(why, 0, "user %s: the retired password removed",
-	    g->login);
+	snprintf(cursor, 32, "%s", r->element[0]->str);
 out:
-	freeReplyObject(u);
+	tx_end(h);
+	free(argv);
+	freeReplyObject(r);
 	return rc;
 }
 
-/* Deletes the keys under g's prefix, a SCAN batch at a time. */
+/* Off with its clients killed; drop: its keys, the user, the marks. */
 static int
-purge_keys(struct tl_drv_redis *h, const struct tl_drv_grant *g,
-    unsigned long long *count, char *why)
+revoke_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int drop,
+    char *why)
 {
-	char cursor[32] = "0", match[80];
-	const char **argv = NULL;
-	redisReply *r = NULL;
-	size_t i, cap = 0;
-	int rc = 0;
+	const char *off[4] = { "ACL", "SETUSER", g->login, "off" };
+	const char *kill[4] = { "CLIENT", "KILL", "USER", g->login };
+	const char *del[3] = { "ACL", "DELUSER", g->login };
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX], cursor[32] = "0";
+	const char *dm[4] = { "DEL", pk, mk, ok };
+	unsigned long long keys = 0;
+	struct rd_owner o;
+	int rc;
 
-	*count = 0;
-	snprintf(match, sizeof(match), "%s:*", g->resource);
-	do {
-		const char *scan[6] = { "SCAN", cursor, "MATCH", match,
-		    "COUNT", RD_SCAN_COUNT };
-		const redisReply *ks;
-
-		if ((rc = cmd(h, 6, scan, &r, "SCAN", why)) != 0)
-			goto out;
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-		    r->element[0]->type != REDIS_REPLY_STRING ||
-		    r->element[1]->type != REDIS_REPLY_ARRAY) {
-			rc = tl_drv_why(why, TL_EDRIVER, "SCAN: unexpected "
-			    "reply");
-			goto out;
-		}
-		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-		ks = r->element[1];
-		if (ks->elements > 0) {
-			if (ks->elements + 1 > cap) {
-				const char **nv = realloc(argv,
-				    (ks->elements + 1) * sizeof(*argv));
-
-				if (nv == NULL) {
-					rc = tl_drv_why(why, ENOMEM, "out of "
-					    "memory");
-					goto out;
-				}
-				argv = nv;
-				cap = ks->elements + 1;
-			}
-			argv[0] = "UNLINK";
-			for (i = 0; i < ks->elements; i++)
-				argv[i + 1] = ks->element[i]->str;
-			if ((rc = run(h, (int)ks->elements + 1, argv, "UNLINK",
-			    why)) != 0)
-				goto out;
-			*count += ks->elements;
-		}
-		freeReplyObject(r);
-		r = NULL;
-	} while (strcmp(cursor, "0") != 0);
-out:
-	freeReplyObject(r);
-	free(argv);
+	mark_keys(g->login, ok, pk, mk);
+	if ((rc = tx_begin(h, g, &o, NULL, why)) != 0)
+		return rc;
+	if ((rc = owned(g, &o, why)) != 0)
+		goto fail;
+	if (o.marked < 0) {
+		tx_end(h);
+		return tl_drv_why(why, 0, "user %s is gone: nothing to revoke",
+		    g->login);
+	}
+	if (o.exists) {
+		if ((rc = tx_multi(h, why)) != 0 ||
+		    (rc = tx_remesh(h, g, &o, why)) != 0 ||
+		    (rc = run(h, 4, off, "ACL SETUSER off", why)) != 0 ||
+		    (rc = run(h, 4, kill, "CLIENT KILL USER", why)) != 0)
+			goto fail;
+		if ((rc = tx_exec(h, "revoke", why)) != 0 ||
+		    (rc = persist(h, why)) != 0)
+			return rc;
+	} else
+		tx_end(h);
+	if (!drop)
+		return tl_drv_why(why, 0, "user %s off, its clients killed, "
+		    "its keys %s:* kept", g->login, g->resource);
+	do
+		if ((rc = purge_batch(h, g, cursor, &keys, why)) != 0)
+			return rc;
+	while (strcmp(cursor, "0") != 0);
+	/* The user and every mark at once: a purge cut short is redone. */
+	if ((rc = tx_begin(h, g, &o, NULL, why)) != 0)
+		return rc;
+	if ((rc = owned(g, &o, why)) != 0 || (rc = tx_multi(h, why)) != 0 ||
+	    (o.exists && (rc = run(h, 3, del, "ACL DELUSER", why)) != 0) ||
+	    (rc = run(h, 4, dm, "DEL marks", why)) != 0)
+		goto fail;
+	if ((rc = tx_exec(h, "purge", why)) != 0 ||
+	    (rc = persist(h, why)) != 0)
+		return rc;
+	return tl_drv_why(why, 0, "user %s deleted with its %llu keys",
+	    g->login, keys);
+fail:
+	tx_end(h);
 	return rc;
 }
 
 static int
 rd_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 {
-	struct tl_drv_redis *h = hv;
-	const char *off[4] = { "ACL", "SETUSER", g->login, "off" };
-	const char *kill[4] = { "CLIENT", "KILL", "USER", g->login };
-	char ok[96], pk[96], mark[256];
-	unsigned long long keys = 0;
-	int marked, exists, rc;
+	int rc;
 
-	if ((rc = grant_ok(g, why)) != 0 ||
-	    (rc = lookup(h, g, &marked, &exists, NULL, mark, sizeof(mark),
-	    why)) != 0 || (rc = owned(g, marked, exists, mark, why)) != 0)
+	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
-	if (marked < 0)
-		return tl_drv_why(why, 0, "user %s is gone: nothing to revoke",
-		    g->login);
-	if (exists && ((rc = run(h, 4, off, "ACL SETUSER off", why)) != 0 ||
-	    (rc = persist(h, why)) != 0 ||
-	    (rc = run(h, 4, kill, "CLIENT KILL USER", why)) != 0))
-		return rc;
-	if (!drop)
-		return tl_drv_why(why, 0, "user %s off, its clients killed, "
-		    "its keys %s:* kept", g->login, g->resource);
-	if ((rc = purge_keys(h, g, &keys, why)) != 0)
-		return rc;
-	mark_keys(g->login, ok, pk);
-	{
-		const char *del[3] = { "ACL", "DELUSER", g->login };
-		const char *dpw[2] = { "DEL", pk };
-		const char *dow[2] = { "DEL", ok };
-
-		if ((rc = run(h, 3, del, "ACL DELUSER", why)) != 0 ||
-		    (rc = persist(h, why)) != 0 ||
-		    (rc = run(h, 2, dpw, "DEL passwords mark", why)) != 0 ||
-		    (rc = run(h, 2, dow, "DEL owner mark", why)) != 0)
-			return rc;
-	}
-	return tl_drv_why(why, 0, "user %s deleted with its %llu keys",
-	    g->login, keys);
+	return retrying(hv, g, drop, revoke_once, why);
 }
 
 /* CLIENT LIST's lines of the user (every session, whatever password). */
@@ -1336,11 +1750,13 @@ rd_fence(void *hv, const struct tl_drv_fence *want,
 }
 
 static const struct tl_drv_fence_decl rd_fencing = {
-	TL_DRV_FENCE_BEFORE_CALL,
+	TL_DRV_FENCE_ATOMIC,
 	"a hash per mesh, tally:fence:MESH, raised by a compare-and-set "
-	"script on every session tallyd opens",
-	"a deposed leader's session opened before the promotion may finish "
-	"the calls of that one pass"
+	"script; every change runs under WATCH of it and the user's marks, "
+	"compared, then MULTI/EXEC",
+	"none for a grant's objects: a promotion that raises the fence "
+	"after the WATCH aborts the EXEC, and the change is read again and "
+	"refused"
 };
 
 static int

@@ -55,10 +55,18 @@ tl_rx_grant_scheme(const struct tl_rx *rx, const struct tl_grant *g)
 {
 	uint64_t s = tl_rx_grant_naming(g);
 
-	if (g->naming == 0 && s == TL_DRV_NAMING && rx != NULL &&
-	    tl_ep_mesh_ok(rx->mesh))
+	if (g->naming == 0 && s == TL_DRV_NAMING &&
+	    (tl_ep_mesh_ok(g->adopt_from) ||
+	    (rx != NULL && tl_ep_mesh_ok(rx->mesh))))
 		return TL_DRV_NAMING_MESH;
 	return s;
+}
+
+const char *
+tl_rx_grant_adopt(const struct tl_grant *g)
+{
+	return g->adopt_pending && g->adopt_from[0] != '\0' ?
+	    g->adopt_from : NULL;
 }
 
 /*
@@ -76,7 +84,9 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 		.grant = origin, .resource = g->resource, .node = g->node,
 		.recorded = g->object, .version = version,
 		.scheme = tl_rx_grant_scheme(rx, g), .move = move,
-		.mesh = rx != NULL ? rx->mesh : NULL,
+		/* An adopted grant lives in the names its old mesh gave. */
+		.mesh = g->adopt_from[0] != '\0' ? g->adopt_from :
+		    rx != NULL ? rx->mesh : NULL,
 	};
 	struct tl_drv_names out;
 	char why[TL_DRV_WHY_MAX];

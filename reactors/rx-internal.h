@@ -41,6 +41,12 @@ uint64_t tl_rx_grant_naming(const struct tl_grant *g);
  */
 uint64_t tl_rx_grant_scheme(const struct tl_rx *rx, const struct tl_grant *g);
 /*
+ * The mesh whose marks a driver call on g may take over (tally adopt,
+ * until g is provisioned or repaired after it), for
+ * tl_drv_grant.adopt_mesh; NULL: none.  Borrowed from g.
+ */
+const char *tl_rx_grant_adopt(const struct tl_grant *g);
+/*
  * The resource, owner and login of g's credential version.  rx gives the
  * mesh's master key, from which names of a keyed driver
  * (TL_DRV_NAMING_KEYED) are derived; with rx NULL or no key loaded such

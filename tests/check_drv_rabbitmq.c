@@ -28,12 +28,14 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <sodium.h>
 
 #include "core/amqp.h"
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
 #include "drivers/rabbitmq.h"
+#include "lib/tl_fence.h"
 #include "lib/tl_test.h"
 
 /* --- the broker ------------------------------------------------------ */
@@ -193,6 +195,31 @@ dopen(void)
 
 	ck_rc(drv->open(&a, &h, why), 0, why);
 	return h;
+}
+
+/* A session of mesh (NULL: none) acting under fence (NULL: a reader's). */
+static void *
+dopen_as(const char *mesh, const struct tl_drv_fence *fence)
+{
+	const char *sv[] = { "management-port", s_mport, NULL };
+	struct tl_drv_admin a = { .host = s_host, .port = s_port,
+	    .user = s_user, .password = s_pw, .settings = sv, .mesh = mesh,
+	    .fence = fence };
+	char why[TL_DRV_WHY_MAX] = "";
+	void *h = NULL;
+
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	return h;
+}
+
+/* 32 random hex digits: a mesh id or a leader. */
+static void
+hex32(char out[33])
+{
+	unsigned char b[16];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, 33, b, sizeof(b));
 }
 
 static struct tl_drv_endpoint
@@ -872,6 +899,232 @@ START_TEST(test_vhost_stopped)
 }
 END_TEST
 
+/*
+ * What the broker holds of a grant, as one text: the vhost's record,
+ * each of users' records and the vhost's permissions (sorted by the
+ * API), so that "nothing changed" is one comparison.
+ */
+static void
+snapshot(const char *vhost, const char *const *users, char *out,
+    size_t cap)
+{
+	char p[1400];
+	json_t *all = json_object(), *j = NULL;
+	char *text;
+	size_t i;
+
+	snprintf(p, sizeof(p), "/vhosts/%s", esc(0, vhost));
+	api("GET", p, NULL, &j);
+	json_object_del(j, "messages_details");
+	json_object_set_new(all, "vhost", json_pack("{s:O*,s:O*}",
+	    "description", json_object_get(j, "description"), "tags",
+	    json_object_get(j, "tags")));
+	json_decref(j);
+	for (i = 0; users[i] != NULL; i++) {
+		snprintf(p, sizeof(p), "/users/%s", esc(0, users[i]));
+		j = NULL;
+		api("GET", p, NULL, &j);
+		json_object_set_new(all, users[i], j != NULL ? j : json_null());
+	}
+	snprintf(p, sizeof(p), "/vhosts/%s/permissions", esc(0, vhost));
+	j = NULL;
+	api("GET", p, NULL, &j);
+	json_object_set_new(all, "permissions", j != NULL ? j : json_null());
+	text = json_dumps(all, JSON_SORT_KEYS | JSON_COMPACT);
+	snprintf(out, cap, "%s", text != NULL ? text : "");
+	free(text);
+	json_decref(all);
+}
+
+static void
+description(const char *vhost, char *out, size_t cap)
+{
+	char p[700];
+	json_t *j = NULL;
+
+	snprintf(p, sizeof(p), "/vhosts/%s", esc(0, vhost));
+	api("GET", p, NULL, &j);
+	snprintf(out, cap, "%s", json_string_value(json_object_get(j,
+	    "description")) != NULL ? json_string_value(json_object_get(j,
+	    "description")) : "");
+	json_decref(j);
+}
+
+/*
+ * Two meshes on one broker, the same names: the second's every change
+ * refused naming the first, check reports it, the first's vhost, user,
+ * permissions and consumer untouched; adopt_mesh takes it over; a mark
+ * made before marks named a mesh is ours.
+ */
+START_TEST(test_two_meshes)
+{
+	static const char *const users[] = { "t-mesh_v1", "t-mesh_v2", NULL };
+	char m1[33], m2[33], why[TL_DRV_WHY_MAX] = "", want[64], d[512];
+	static char before[16384], after[16384];
+	struct tl_amqp_conf c;
+	struct tl_amqp *held = NULL;
+	struct tl_drv_endpoint e = ep();
+	enum tl_drv_drift dr;
+	struct tg t, t2, v2;
+	void *h1, *h2;
+	char w[1][TL_DRV_WHY_MAX];
+	char err[256];
+
+	hex32(m1);
+	hex32(m2);
+	h1 = dopen_as(m1, NULL);
+	h2 = dopen_as(m2, NULL);
+	tg_make(&t, "m20/q", "t-mesh", "t-mesh_v1");
+	ck_rc(drv->create(h1, &t.g, why), 0, why);
+	description("t-mesh", d, sizeof(d));
+	ck_assert_msg(strstr(d, m1) != NULL, "the mark names no mesh: %s", d);
+	/* Its consumer, connected throughout. */
+	memset(&c, 0, sizeof(c));
+	snprintf(c.host, sizeof(c.host), "%s", s_host);
+	c.port = atoi(s_port);
+	snprintf(c.vhost, sizeof(c.vhost), "t-mesh");
+	snprintf(c.user, sizeof(c.user), "t-mesh_v1");
+	c.password = t.pw;
+	c.timeout_ms = 5000;
+	ck_rc(tl_amqp_connect(&c, &held, err, sizeof(err)), 0, err);
+	ck_rc(tl_amqp_queue(held, "work", 1), 0, "declare");
+	snapshot("t-mesh", users, before, sizeof(before));
+	snprintf(want, sizeof(want), "owned by mesh %.12s", m1);
+	/* The second mesh: same grant id, same names. */
+	tg_make(&t2, "m20/q", "t-mesh", "t-mesh_v1");
+	ck_rc(drv->create(h2, &t2.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_assert_msg(strstr(why, "not this one") != NULL, "why: %s", why);
+	ck_rc(drv->set_password(h2, &t2.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->fix_privileges(h2, &t2.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	tg_make(&v2, "m20/q", "t-mesh", "t-mesh_v2");
+	ck_rc(drv->add_credential(h2, &v2.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->retire_credential(h2, &t2.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->revoke(h2, &t2.g, 0, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->revoke(h2, &t2.g, 1, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	/* Check reports it, both forms. */
+	ck_rc(drv->check(h2, &t2.g, &e, &dr, why), 0, why);
+	ck_assert_int_ne(dr, TL_DRIFT_NONE);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->check_bulk(h2, &t2.g, 1, &dr, w), 0, w[0]);
+	ck_assert_int_ne(dr, TL_DRIFT_NONE);
+	ck_assert_msg(strstr(w[0], want) != NULL, "why: %s", w[0]);
+	/* Nothing of the first's changed; its consumer is still in. */
+	snapshot("t-mesh", users, after, sizeof(after));
+	ck_assert_str_eq(before, after);
+	ck_rc(tl_amqp_queue(held, "work2", 1), 0, "the consumer still works");
+	ck_drift(h1, &t, TL_DRIFT_NONE);
+	tl_amqp_close(held);
+	/* adopt_mesh: the second takes it over, and marks it. */
+	t2.g.adopt_mesh = m1;
+	ck_rc(drv->create(h2, &t2.g, why), 0, why);
+	description("t-mesh", d, sizeof(d));
+	ck_assert_msg(strstr(d, m2) != NULL, "not re-marked: %s", d);
+	t2.g.adopt_mesh = NULL;
+	ck_drift(h2, &t2, TL_DRIFT_NONE);
+	snprintf(want, sizeof(want), "owned by mesh %.12s", m2);
+	ck_rc(drv->create(h1, &t.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	/* A mark from before marks named a mesh: ours, re-marked. */
+	ck_assert_int_lt(api("PUT", "/vhosts/t-mesh", "{\"description\":"
+	    "\"made by tally for grant m20/q; do not edit\"}", NULL), 300);
+	ck_rc(drv->create(h1, &t.g, why), 0, why);
+	description("t-mesh", d, sizeof(d));
+	ck_assert_msg(strstr(d, m1) != NULL, "not re-marked: %s", d);
+	ck_drift(h1, &t, TL_DRIFT_NONE);
+	ck_rc(drv->revoke(h1, &t.g, 1, why), 0, why);
+	ck_assert(!vhost_exists("t-mesh"));
+	drv->close(h1);
+	drv->close(h2);
+}
+END_TEST
+
+/* The fence contract, and where the fence lives on the broker. */
+START_TEST(test_fence)
+{
+	char why[TL_DRV_WHY_MAX] = "", m[33], l[33], p[128];
+	struct tl_drv_fence_held held;
+	struct tl_drv_fence f;
+	const char *bad;
+	json_t *j = NULL;
+	void *h = dopen(), *h2 = dopen();
+
+	bad = tl_test_fence_contract(drv, h, h2, why);
+	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
+	ck_assert_int_eq(drv->fencing->kind, TL_DRV_FENCE_BEFORE_CALL);
+	hex32(m);
+	hex32(l);
+	f = (struct tl_drv_fence){ m, 4, l };
+	ck_rc(drv->fence(h, &f, &held, why), 0, why);
+	snprintf(p, sizeof(p), "/global-parameters/tally-fence-%s", m);
+	ck_assert_int_eq(api("GET", p, NULL, &j), 200);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j,
+	    "value"), "leader")), l);
+	json_decref(j);
+	drv->close(h);
+	drv->close(h2);
+}
+END_TEST
+
+/*
+ * A session whose fence was overtaken is refused on its next change,
+ * "deposed", and the broker's objects are as they were.
+ */
+START_TEST(test_deposed)
+{
+	static const char *const users[] = { "t-dep_v1", "t-dep_v2", NULL };
+	static char before[16384], after[16384];
+	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX] = "";
+	struct tl_drv_fence fa, fb;
+	struct tl_drv_fence_held held;
+	struct tg t, n, v2;
+	void *ha, *hb;
+
+	hex32(m);
+	hex32(la);
+	hex32(lb);
+	fa = (struct tl_drv_fence){ m, 1, la };
+	fb = (struct tl_drv_fence){ m, 2, lb };
+	ha = dopen_as(m, &fa);
+	ck_rc(drv->fence(ha, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	tg_make(&t, "m21/q", "t-dep", "t-dep_v1");
+	ck_rc(drv->create(ha, &t.g, why), 0, why);
+	hb = dopen_as(m, &fb);
+	ck_rc(drv->fence(hb, &fb, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fb, &held));
+	snapshot("t-dep", users, before, sizeof(before));
+	tg_make(&n, "m21/new", "t-dep-new", "t-dep-new_v1");
+	ck_rc(drv->create(ha, &n.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strncmp(why, "deposed: ", 9) == 0, "why: %s", why);
+	ck_assert(!vhost_exists("t-dep-new"));
+	ck_rc(drv->create(ha, &t.g, why), TL_EREFUSED, why);
+	ck_rc(drv->set_password(ha, &t.g, why), TL_EREFUSED, why);
+	ck_rc(drv->fix_privileges(ha, &t.g, why), TL_EREFUSED, why);
+	tg_make(&v2, "m21/q", "t-dep", "t-dep_v2");
+	ck_rc(drv->add_credential(ha, &v2.g, why), TL_EREFUSED, why);
+	ck_rc(drv->retire_credential(ha, &t.g, why), TL_EREFUSED, why);
+	ck_rc(drv->revoke(ha, &t.g, 0, why), TL_EREFUSED, why);
+	ck_rc(drv->revoke(ha, &t.g, 1, why), TL_EREFUSED, why);
+	ck_assert_msg(strncmp(why, "deposed: ", 9) == 0, "why: %s", why);
+	snapshot("t-dep", users, after, sizeof(after));
+	ck_assert_str_eq(before, after);
+	ck_rc(login("t-dep", "t-dep_v1", t.pw), 0, "the consumer still in");
+	/* The new leader acts. */
+	ck_rc(drv->add_credential(hb, &v2.g, why), 0, why);
+	ck_rc(drv->revoke(hb, &t.g, 1, why), 0, why);
+	ck_assert(!vhost_exists("t-dep"));
+	drv->close(ha);
+	drv->close(hb);
+}
+END_TEST
+
 START_TEST(test_admin_refused)
 {
 	const char *sv[] = { "management-port", s_mport, NULL };
@@ -911,6 +1164,9 @@ suite(void)
 	tcase_add_test(tc, test_revoke_retain_restore_purge);
 	tcase_add_test(tc, test_vhost_stopped);
 	tcase_add_test(tc, test_admin_refused);
+	tcase_add_test(tc, test_two_meshes);
+	tcase_add_test(tc, test_fence);
+	tcase_add_test(tc, test_deposed);
 	suite_add_tcase(s, tc);
 	return s;
 }

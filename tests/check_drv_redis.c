@@ -16,6 +16,8 @@
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,6 +189,7 @@ grant_init(struct grant *gr, const char *tag)
 	snprintf(gr->name, sizeof(gr->name), "%s", out.login);
 	tl_secret_password(gr->pw);
 	secret_add(gr->pw);
+	memset(&gr->g, 0, sizeof(gr->g));
 	gr->g.resource = gr->name;
 	gr->g.owner = "";
 	gr->g.login = gr->name;
@@ -207,6 +210,31 @@ drv_open(void)
 	ck_rc(drv->open(&a, &h, why), 0, why);
 	ck_why(why);
 	return h;
+}
+
+/* A session of mesh (NULL: none) acting under fence (NULL: a reader's). */
+static void *
+drv_open_as(const char *mesh, const struct tl_drv_fence *fence)
+{
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, 0,
+	    NULL, mesh, fence };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+
+	secret_add(s_pw);
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_why(why);
+	return h;
+}
+
+/* 32 random hex digits: a mesh id or a leader. */
+static void
+hex32(char out[33])
+{
+	unsigned char b[16];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, 33, b, sizeof(b));
 }
 
 static struct tl_drv_endpoint ep = { NULL, NULL, NULL };
@@ -911,6 +939,365 @@ START_TEST(test_fence_size_compose)
 }
 END_TEST
 
+/* The server's description of user u (ACL LIST's line) into out. */
+static void
+acl_line(const char *u, char *out, size_t cap)
+{
+	redisContext *c = conn(NULL, NULL);
+	redisReply *r = redisCommand(c, "ACL LIST");
+	char pfx[96];
+	size_t i;
+
+	out[0] = '\0';
+	snprintf(pfx, sizeof(pfx), "user %s ", u);
+	ck_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+	for (i = 0; i < r->elements; i++)
+		if (strncmp(r->element[i]->str, pfx, strlen(pfx)) == 0)
+			snprintf(out, cap, "%s", r->element[i]->str);
+	freeReplyObject(r);
+	redisFree(c);
+}
+
+static void
+get_key(const char *key, char *out, size_t cap)
+{
+	redisContext *c = conn(NULL, NULL);
+
+	q(c, out, cap, "GET %s", key);
+	redisFree(c);
+}
+
+/*
+ * Two meshes on one server, the same names: the second's every change
+ * is refused naming the first, check reports it, nothing of the first's
+ * changes; adopt_mesh takes it over; a mark made before marks named a
+ * mesh is ours.
+ */
+START_TEST(test_two_meshes)
+{
+	struct grant a;
+	char m1[33], m2[33], why[TL_DRV_WHY_MAX], want[128], v[64];
+	char before[1024], after[1024];
+	enum tl_drv_drift d, db;
+	char wb[1][TL_DRV_WHY_MAX];
+	struct tl_drv_grant g2;
+	redisContext *c;
+	void *h1, *h2;
+
+	hex32(m1);
+	hex32(m2);
+	h1 = drv_open_as(m1, NULL);
+	h2 = drv_open_as(m2, NULL);
+	grant_init(&a, "mesh");
+	create_ok(h1, &a.g);
+	c = conn(a.name, a.pw);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(q(c, NULL, 0, "SET %s:k first", a.name),
+	    REDIS_REPLY_STATUS);
+	acl_line(a.name, before, sizeof(before));
+	snprintf(want, sizeof(want), "owned by mesh %.12s", m1);
+	/* The second mesh, same grant id, same names, its own password. */
+	g2 = a.g;
+	g2.password = "another-mesh-password";
+	secret_add(g2.password);
+	ck_rc(drv->create(h2, &g2, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_assert_msg(strstr(why, "not this one") != NULL, "why: %s", why);
+	ck_rc(drv->set_password(h2, &g2, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->fix_privileges(h2, &g2, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->add_credential(h2, &g2, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	g2.password = a.pw;
+	ck_rc(drv->retire_credential(h2, &g2, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->revoke(h2, &g2, 0, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->revoke(h2, &g2, 1, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	/* check: a drift naming the owner, in both forms. */
+	ep.host = s_host;
+	ep.port = s_port;
+	ck_rc(drv->check(h2, &g2, &ep, &d, why), 0, why);
+	ck_assert_int_ne(d, TL_DRIFT_NONE);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	ck_rc(drv->check_bulk(h2, &g2, 1, &db, wb), 0, wb[0]);
+	ck_assert_int_ne(db, TL_DRIFT_NONE);
+	ck_assert_msg(strstr(wb[0], want) != NULL, "why: %s", wb[0]);
+	/* The first mesh's user, data and consumer are as they were. */
+	acl_line(a.name, after, sizeof(after));
+	ck_assert_str_eq(before, after);
+	ck_assert_int_eq(q(c, v, sizeof(v), "GET %s:k", a.name),
+	    REDIS_REPLY_STRING);
+	ck_assert_str_eq(v, "first");
+	redisFree(c);
+	ck_assert(can_auth(a.name, a.pw));
+	ck_assert_int_eq(check(h1, &a.g, why), TL_DRIFT_NONE);
+	/* adopt_mesh: the second takes it over on purpose, and marks it. */
+	g2.password = "adopted-password";
+	secret_add(g2.password);
+	g2.adopt_mesh = m1;
+	ck_rc(drv->create(h2, &g2, why), 0, why);
+	ck_assert(can_auth(a.name, "adopted-password"));
+	snprintf(want, sizeof(want), "tally:mesh:%s", a.name);
+	get_key(want, v, sizeof(v));
+	ck_assert_str_eq(v, m2);
+	g2.adopt_mesh = NULL;
+	ck_assert_int_eq(check(h2, &g2, why), TL_DRIFT_NONE);
+	/* Now the first is refused, naming the second. */
+	snprintf(want, sizeof(want), "owned by mesh %.12s", m2);
+	ck_rc(drv->create(h1, &a.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strstr(why, want) != NULL, "why: %s", why);
+	/* A mark without a mesh (made before marks named one): ours. */
+	admin("DEL tally:mesh:%s", a.name);
+	create_ok(h1, &a.g);
+	snprintf(want, sizeof(want), "tally:mesh:%s", a.name);
+	get_key(want, v, sizeof(v));
+	ck_assert_str_eq(v, m1);
+	ck_assert_int_eq(check(h1, &a.g, why), TL_DRIFT_NONE);
+	/* Purge by the owner takes its marks too. */
+	ck_rc(drv->revoke(h1, &a.g, 1, why), 0, why);
+	ck_assert(!user_exists(a.name));
+	{
+		redisContext *ad = conn(NULL, NULL);
+
+		ck_assert_int_eq(q(ad, NULL, 0, "GET tally:mesh:%s", a.name),
+		    REDIS_REPLY_NIL);
+		redisFree(ad);
+	}
+	drv->close(h1);
+	drv->close(h2);
+}
+END_TEST
+
+/*
+ * A session whose fence was overtaken (a standby promoted and raised
+ * it) is refused on its next change, "deposed", and changes nothing.
+ */
+START_TEST(test_deposed)
+{
+	struct grant a, b;
+	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX];
+	char before[1024], after[1024], pw2[TL_PASSWORD_LEN + 1];
+	struct tl_drv_fence fa, fb;
+	struct tl_drv_fence_held held;
+	struct tl_drv_grant g;
+	void *ha, *hb;
+
+	hex32(m);
+	hex32(la);
+	hex32(lb);
+	fa = (struct tl_drv_fence){ m, 1, la };
+	fb = (struct tl_drv_fence){ m, 2, lb };
+	ha = drv_open_as(m, &fa);
+	ck_rc(drv->fence(ha, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	grant_init(&a, "dep");
+	create_ok(ha, &a.g);
+	/* B promoted: epoch 2 raised on the server. */
+	hb = drv_open_as(m, &fb);
+	ck_rc(drv->fence(hb, &fb, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fb, &held));
+	acl_line(a.name, before, sizeof(before));
+	/* A, still running: every change refused, nothing changed. */
+	grant_init(&b, "dep");
+	ck_rc(drv->create(ha, &b.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strncmp(why, "deposed: ", 9) == 0, "why: %s", why);
+	ck_assert(!user_exists(b.name));
+	ck_rc(drv->create(ha, &a.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strncmp(why, "deposed: ", 9) == 0, "why: %s", why);
+	ck_rc(drv->set_password(ha, &a.g, why), TL_EREFUSED, why);
+	ck_rc(drv->fix_privileges(ha, &a.g, why), TL_EREFUSED, why);
+	tl_secret_password(pw2);
+	secret_add(pw2);
+	g = a.g;
+	g.password = pw2;
+	ck_rc(drv->add_credential(ha, &g, why), TL_EREFUSED, why);
+	ck_assert(!can_auth(a.name, pw2));
+	ck_rc(drv->retire_credential(ha, &a.g, why), TL_EREFUSED, why);
+	ck_rc(drv->revoke(ha, &a.g, 0, why), TL_EREFUSED, why);
+	ck_rc(drv->revoke(ha, &a.g, 1, why), TL_EREFUSED, why);
+	ck_assert_msg(strncmp(why, "deposed: ", 9) == 0, "why: %s", why);
+	acl_line(a.name, after, sizeof(after));
+	ck_assert_str_eq(before, after);
+	ck_assert(can_auth(a.name, a.pw));
+	/* A reader session (no fence) still checks. */
+	{
+		void *hr = drv_open_as(m, NULL);
+
+		ck_assert_int_eq(check(hr, &a.g, why), TL_DRIFT_NONE);
+		drv->close(hr);
+	}
+	/* B acts. */
+	ck_rc(drv->add_credential(hb, &g, why), 0, why);
+	ck_assert(can_auth(a.name, pw2));
+	ck_rc(drv->revoke(hb, &a.g, 1, why), 0, why);
+	ck_assert(!user_exists(a.name));
+	drv->close(ha);
+	drv->close(hb);
+}
+END_TEST
+
+/*
+ * A TCP relay between the driver and the server that, armed, raises
+ * the fence (as a promoted leader's script does) just before it passes
+ * on the first EXEC it sees: the promotion lands between the driver's
+ * reads and its EXEC, the race WATCH is there for.
+ */
+struct relay {
+	int		 lfd, port;
+	pthread_t	 th;
+	const char	*key, *leader;	/* the fence to raise */
+	int		 armed, fired;
+};
+
+static void
+relay_fire(struct relay *rl)
+{
+	redisContext *c = conn(NULL, NULL);
+	redisReply *r = redisCommand(c, "HSET %s epoch 2 leader %s", rl->key,
+	    rl->leader);
+
+	freeReplyObject(r);
+	redisFree(c);
+	rl->fired++;
+}
+
+static int
+has_bytes(const char *b, size_t n, const char *pat, size_t pn)
+{
+	size_t i;
+
+	for (i = 0; i + pn <= n; i++)
+		if (memcmp(b + i, pat, pn) == 0)
+			return 1;
+	return 0;
+}
+
+static void *
+relay_run(void *arg)
+{
+	static const char exec[] = "*1\r\n$4\r\nEXEC\r\n";
+	struct relay *rl = arg;
+	struct sockaddr_in sa;
+	struct pollfd pf[2];
+	char buf[65536 + 16], tail[16] = "";
+	size_t tl = 0, tot;
+	int cfd, sfd;
+	ssize_t n;
+
+	if ((cfd = accept(rl->lfd, NULL, NULL)) < 0)
+		return NULL;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)atoi(s_port));
+	inet_pton(AF_INET, s_host, &sa.sin_addr);
+	if ((sfd = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(sfd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(cfd);
+		return NULL;
+	}
+	pf[0] = (struct pollfd){ cfd, POLLIN, 0 };
+	pf[1] = (struct pollfd){ sfd, POLLIN, 0 };
+	while (poll(pf, 2, 30000) > 0) {
+		if (pf[0].revents != 0) {
+			/* The last bytes before too: EXEC split over reads. */
+			memcpy(buf, tail, tl);
+			if ((n = read(cfd, buf + tl, sizeof(buf) - 16)) <= 0)
+				break;
+			tot = tl + (size_t)n;
+			if (rl->armed && has_bytes(buf, tot, exec,
+			    sizeof(exec) - 1)) {
+				rl->armed = 0;
+				relay_fire(rl);
+			}
+			if (write(sfd, buf + tl, (size_t)n) != n)
+				break;
+			tl = tot < sizeof(tail) ? tot : sizeof(tail);
+			memcpy(tail, buf + tot - tl, tl);
+		}
+		if (pf[1].revents != 0) {
+			if ((n = read(sfd, buf, sizeof(buf))) <= 0 ||
+			    write(cfd, buf, (size_t)n) != n)
+				break;
+		}
+	}
+	close(cfd);
+	close(sfd);
+	return NULL;
+}
+
+static void
+relay_start(struct relay *rl)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert((rl->lfd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+	ck_assert(bind(rl->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	ck_assert(listen(rl->lfd, 1) == 0);
+	ck_assert(getsockname(rl->lfd, (struct sockaddr *)&sa, &sl) == 0);
+	rl->port = ntohs(sa.sin_port);
+	ck_assert(pthread_create(&rl->th, NULL, relay_run, rl) == 0);
+}
+
+/*
+ * The fence raised by another leader after the driver read it and
+ * before its EXEC: EXEC runs nothing, the change is read again and
+ * refused "deposed"; nothing of it is on the server.
+ */
+START_TEST(test_fence_raced)
+{
+	struct relay rl = { -1, 0, 0, NULL, NULL, 0, 0 };
+	char m[33], la[33], lb[33], key[64], port[16];
+	char why[TL_DRV_WHY_MAX];
+	struct tl_drv_fence fa;
+	struct tl_drv_fence_held held;
+	struct tl_drv_admin a;
+	struct grant g, g2;
+	void *h = NULL;
+
+	hex32(m);
+	hex32(la);
+	hex32(lb);
+	snprintf(key, sizeof(key), "tally:fence:%s", m);
+	rl.key = key;
+	rl.leader = lb;
+	relay_start(&rl);
+	snprintf(port, sizeof(port), "%d", rl.port);
+	fa = (struct tl_drv_fence){ m, 1, la };
+	a = (struct tl_drv_admin){ .host = "127.0.0.1", .port = port,
+	    .user = s_user, .password = s_pw, .mesh = m, .fence = &fa };
+	secret_add(s_pw);
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_rc(drv->fence(h, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	/* Unarmed, a change goes through the relay as usual. */
+	grant_init(&g2, "raced");
+	create_ok(h, &g2.g);
+	rl.armed = 1;
+	grant_init(&g, "raced");
+	ck_rc(drv->create(h, &g.g, why), TL_EREFUSED, why);
+	ck_assert_msg(strncmp(why, "deposed: ", 9) == 0, "why: %s", why);
+	ck_assert_int_eq(rl.fired, 1);
+	ck_assert(!user_exists(g.name));
+	{
+		redisContext *c = conn(NULL, NULL);
+
+		ck_assert_int_eq(q(c, NULL, 0, "GET tally:owner:%s", g.name),
+		    REDIS_REPLY_NIL);
+		redisFree(c);
+	}
+	drv->close(h);
+	pthread_join(rl.th, NULL);
+	close(rl.lfd);
+}
+END_TEST
+
 START_TEST(test_open_refused)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL, 0,
@@ -950,6 +1337,9 @@ suite(void)
 	tcase_add_test(tc, test_acl_saved);
 	tcase_add_test(tc, test_fence_size_compose);
 	tcase_add_test(tc, test_open_refused);
+	tcase_add_test(tc, test_two_meshes);
+	tcase_add_test(tc, test_deposed);
+	tcase_add_test(tc, test_fence_raced);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -106,7 +106,8 @@ api GET "/users/$(esc "${VA}_v1")" >"$W/user.json"
 grep -q '"tags":\[\]' "$W/user.json" || t_fail "app-a's user has tags: $(cat "$W/user.json")"
 grep -q '"hashing_algorithm":"rabbit_password_hashing_sha256"' "$W/user.json" ||
 	t_fail "app-a's user: $(cat "$W/user.json")"
-api GET "/vhosts/$(esc "$VA")" | grep -q '"description":"made by tally for grant app-a/mq; do not edit"' ||
+MESH=$(tly mesh --json | t_jstr mesh)
+api GET "/vhosts/$(esc "$VA")" | grep -q "\"description\":\"made by tally for grant app-a/mq in mesh $MESH; do not edit\"" ||
 	t_fail "app-a's vhost does not carry its grant's mark: $(api GET "/vhosts/$(esc "$VA")")"
 tly log --json >"$W/log.json"
 grep -qF "$PA" "$W/log.json" && t_fail "app-a's password is in the log in plaintext"

@@ -92,6 +92,62 @@ tl_ep_is_standby(const char *home)
 	return stat(path, &st) == 0;
 }
 
+/* "standby", or "leader SEQ": the promotion that ended it. */
+#define ROLE_KEY	"role"
+
+int
+tl_ep_role(struct tl_txn *t, const char *home, int *standby,
+    uint64_t *promoted)
+{
+	char buf[64];
+	const void *v;
+	size_t len;
+	tl_kv kv;
+	int rc;
+
+	*standby = 0;
+	if (promoted != NULL)
+		*promoted = 0;
+	rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv);
+	if (rc == 0)
+		rc = tl_kv_get(t, kv, ROLE_KEY, strlen(ROLE_KEY), &v, &len);
+	if (rc == TL_ENOTFOUND) {
+		/* A home of before: its marker file is all there is. */
+		*standby = tl_ep_is_standby(home);
+		return 0;
+	}
+	if (rc != 0)
+		return rc;
+	if (len >= sizeof(buf))
+		return TL_ECORRUPT;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	if (strcmp(buf, "standby") == 0) {
+		*standby = 1;
+		return 0;
+	}
+	if (strncmp(buf, "leader ", 7) != 0)
+		return TL_ECORRUPT;
+	if (promoted != NULL)
+		*promoted = strtoull(buf + 7, NULL, 10);
+	return 0;
+}
+
+int
+tl_ep_role_put(struct tl_txn *t, int standby, uint64_t promoted)
+{
+	char buf[64];
+	tl_kv kv;
+	int n, rc;
+
+	n = standby ? snprintf(buf, sizeof(buf), "standby") :
+	    snprintf(buf, sizeof(buf), "leader %llu",
+	    (unsigned long long)promoted);
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, ROLE_KEY, strlen(ROLE_KEY), buf, (size_t)n);
+}
+
 /* --- fences ------------------------------------------------------- */
 
 struct ids {

@@ -446,6 +446,19 @@ hex(const uint8_t *p, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+/* The control plane's signing key, derived once; 0 without the key. */
+static int
+cp_keys(struct tl_rx_pub *ps)
+{
+	if (!ps->has_cp) {
+		if (ps->key == NULL || ps->key->k == NULL)
+			return 0;
+		tl_secret_cp_keypair(ps->key, ps->cp_pk, ps->cp_sk);
+		ps->has_cp = 1;
+	}
+	return 1;
+}
+
 /*
  * Signs m (to node's queue, for event seq) as the control plane
  * (core/nodewire.h, tl_nw_cp_message) into the header "sig": tally-node
@@ -460,12 +473,8 @@ sign_for_node(struct tl_rx_pub *ps, const char *node, uint64_t seq,
 	size_t len;
 	int rc;
 
-	if (!ps->has_cp) {
-		if (ps->key == NULL || ps->key->k == NULL)
-			return 0;
-		tl_secret_cp_keypair(ps->key, ps->cp_pk, ps->cp_sk);
-		ps->has_cp = 1;
-	}
+	if (!cp_keys(ps))
+		return 0;
 	if ((rc = tl_nw_cp_message(node, m->type, seq, m->body, m->len, &msg,
 	    &len)) != 0)
 		return rc;
@@ -793,7 +802,8 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
 {
 	struct tl_amqp_msg m;
 	char h[2 * TL_HASH_LEN + 1], mh[2 * TL_STREAM_MAC_LEN + 1];
-	uint8_t mac[TL_STREAM_MAC_LEN];
+	uint8_t mac[TL_STREAM_MAC_LEN], sig[TL_SIGN_LEN];
+	int rc;
 
 	hex(ev->hash, TL_HASH_LEN, h);
 	memset(&m, 0, sizeof(m));
@@ -825,6 +835,17 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
 		m.hdr[4].key = "auth";
 		m.hdr[4].num = TL_STREAM_AUTH_V;
 		m.nhdr = 5;
+		/* The same bytes signed: what a follower without the
+		 * master key checks, with the public half. */
+		if (cp_keys(ps)) {
+			if ((rc = tl_secret_stream_sign(ps->cp_sk, &sa,
+			    sig)) != 0)
+				return rc;
+			hex(sig, TL_SIGN_LEN, ps->sighex);
+			m.hdr[5].key = "sig";
+			m.hdr[5].str = ps->sighex;
+			m.nhdr = 6;
+		}
 	}
 	return tl_amqp_publish(ps->a, &m, tag);
 }

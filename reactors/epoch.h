@@ -145,6 +145,24 @@ int	tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why);
 int	tl_ep_stream_check(struct tl_rx *rx, int *deposed);
 
 /*
+ * A promotion is won once.  Without etcd the arbiter is the replication
+ * stream: the broker orders it totally, and the first
+ * control-plane.promoted to an epoch in its order, authenticated by the
+ * master key, is that epoch's leader.  When the log's epoch was started
+ * by a promotion (this home's, once a standby) and that promotion has
+ * not been confirmed yet, publishes it and reads the stream back
+ * (publish.c: tl_rx_publish_arbiter).  The first one ours (the same
+ * chain hash: the same leader, tl_ep_leader): recorded (scratch table
+ * "control-plane", key "won"), 0, and later starts do not ask again.
+ * Another's: *deposed and rx->deposed set and recorded (tl_ep_stop),
+ * before any provider call.  No stream configured: 0, nothing asked
+ * (the fences decide alone).  TL_EUNREACH when the stream cannot be
+ * read or does not show a promotion to this epoch: nothing may act
+ * until it does (the caller stops).  Errors: the log's.
+ */
+int	tl_ep_arbitrate(struct tl_rx *rx, int *deposed);
+
+/*
  * After rx->deposed was set (by a session, or tl_ep_fence): logs why
  * and records it (tl_ep_deposed reads it back).  tallyd then exits.
  */

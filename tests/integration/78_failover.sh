@@ -70,7 +70,7 @@ printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_U
 	t_fail "tally publish configure --stream failed"
 t_node node-a 127.0.0.1
 t_provider node-a local
-TALLY_HOME=$FH tly init --standby >/dev/null || t_fail "tally init --standby failed"
+TALLY_HOME=$FH tly init --standby --leader-key "$(leader_key)" >/dev/null || t_fail "tally init --standby failed"
 follow_start
 # One driver session, each create 300 ms: the kill comes in the middle
 # of a pass's calls.

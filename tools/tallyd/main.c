@@ -854,6 +854,17 @@ main(int argc, char **argv)
 		ex = EXIT_DEPOSED;
 		goto out;
 	}
+	/* A promotion acts only once the stream says it was the first. */
+	if ((rc = tl_ep_arbitrate(&rx, &deposed)) != 0) {
+		if (rc != TL_EUNREACH)
+			logx(TL_RX_ERR, "epoch: %s", tl_strerror(rc));
+		ex = EXIT_FAIL;
+		goto out;
+	}
+	if (deposed) {
+		ex = EXIT_DEPOSED;
+		goto out;
+	}
 	if (fence_check(&rx, &epoch, 1)) {
 		ex = EXIT_DEPOSED;
 		goto out;

@@ -40,7 +40,7 @@ mkdir -p "$W/manifests"
 printf 'module: app\nenv: {FILES: ""}\nrequires:\n  files:\n    type: directory\n    from: download\n    env: {path: FILES}\n' >"$W/manifests/app.yaml"
 tly apply "$W/manifests/app.yaml" >/dev/null || t_fail "apply app"
 tly assign app node-a >/dev/null || t_fail "assign app"
-for s in s1 s2; do
+for s in s1 s2 s3; do
 	TALLY_HOME=$W/$s tly init --standby --leader-key "$(leader_key)" >/dev/null || t_fail "init --standby $s"
 	cp "$LH/master.key" "$W/$s/master.key"; chmod 600 "$W/$s/master.key"
 done
@@ -51,7 +51,7 @@ until tly log --type grant.failed --json | grep -q '"seq"'; do
 	sleep 0.2
 done
 t_tallyd_stop
-for s in s1 s2; do
+for s in s1 s2 s3; do
 	FH=$W/$s
 	follow_start
 	_end=$(($(t_now_ms) + 60000))
@@ -62,7 +62,47 @@ for s in s1 s2; do
 	kill -TERM "$FPID"; t_wait_exit "$FPID" 10
 done
 H=$(head_of "$LH")
-t_ok "both standbys hold the leader's $H events (grant.failed: root missing); the leader is down"
+t_ok "three standbys hold the leader's $H events (grant.failed: root missing); the leader is down"
+
+t_check "on the leader's own stream: s1 and s2 promoted at once; s3 follows the one that won"
+mkdir -p "$ROOT"; chmod 0755 "$W" "$ROOT"
+for s in s1 s2; do rm -rf "$W/r0$s"; cp -a "$W/$s" "$W/r0$s"; done
+TALLY_HOME=$W/r0s1 "$TALLY_BIN/tally" promote --yes >"$W/p1.out" 2>&1 & P1=$!
+TALLY_HOME=$W/r0s2 "$TALLY_BIN/tally" promote --yes >"$W/p2.out" 2>&1 & P2=$!
+wait "$P1" && wait "$P2" || t_fail "promote: $(cat "$W/p1.out" "$W/p2.out")"
+"$TALLY_BIN/tallyd" --home "$W/r0s1" --interval 1 --verify-interval 3600 2>"$W/d1.log" & D1=$!
+"$TALLY_BIN/tallyd" --home "$W/r0s2" --interval 1 --verify-interval 3600 2>"$W/d2.log" & D2=$!
+_t_pids="$_t_pids $D1 $D2"
+_end=$(($(t_now_ms) + 60000))
+while alive "$D1" && alive "$D2"; do
+	[ "$(t_now_ms)" -lt "$_end" ] || t_fail "both tallyds still run after 60 s: both lead"
+	sleep 0.1
+done
+if alive "$D1"; then WH=$W/r0s1 WP=$D1 LP=$D2; else WH=$W/r0s2 WP=$D2 LP=$D1; fi
+t_wait_exit "$LP" 10
+[ "$T_RC" -eq 9 ] || t_fail "the loser exited $T_RC, not 9"
+_end=$(($(t_now_ms) + 60000))
+until [ "$(provisioned "$WH")" -ge 1 ]; do
+	[ "$(t_now_ms)" -lt "$_end" ] || t_fail "the winner did not provision the grant"
+	sleep 0.2
+done
+FH=$W/s3
+follow_start
+_end=$(($(t_now_ms) + 60000))
+until [ "$(head_of "$FH")" = "$(head_of "$WH")" ]; do
+	alive "$FPID" || { t_wait_exit "$FPID" 5; t_fail "s3 exited $T_RC at $(head_of "$FH"): $(grep "tallyd\[$FPID\]" "$T_DLOG" | tail -n 2)"; }
+	[ "$(t_now_ms)" -lt "$_end" ] || t_fail "s3 is at $(head_of "$FH"), the winner at $(head_of "$WH")"
+	sleep 0.2
+done
+mdb_dump -s events "$WH/log" | sed '1,/^HEADER=END/d' >"$W/w.dump"
+mdb_dump -s events "$FH/log" | sed '1,/^HEADER=END/d' >"$W/f.dump"
+cmp -s "$W/w.dump" "$W/f.dump" || t_fail "s3's events differ from the winner's"
+TALLY_HOME=$FH tly status >"$W/s3.out" 2>&1 || true
+grep -q "1 stream message(s) passed over.*a promotion that lost" "$W/s3.out" ||
+	t_fail "s3 does not count the losing promotion: $(grep -i 'passed over' "$W/s3.out")"
+kill -TERM "$FPID"; t_wait_exit "$FPID" 10
+kill -TERM "$WP"; t_wait_exit "$WP" 15
+t_ok "one led, the other exited 9; s3 took the first promotion, passed over the other and holds the winner's log byte for byte"
 
 t_check "$ROUNDS rounds: two standbys promoted at once, their tallyds started at once"
 i=0

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/body.h"
 #include "core/envelope.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -284,6 +285,40 @@ screen(const struct batch *b, const struct tl_amqp_delivery *d,
 	return 0;
 }
 
+#define STALE_WHY	"it was published at an epoch below this log's: by a " \
+	    "deposed leader"
+#define LOST_WHY	"a promotion that lost: another promotion to its " \
+	    "epoch came first in the stream"
+
+/*
+ * Whether m, authentic and published again over have with other
+ * bytes, is a second promotion to the epoch have started: two standbys
+ * promoted at once both publish theirs, the first in the stream's order
+ * leads (reactors/epoch.h, tl_ep_arbitrate) and the other stands down;
+ * so does its promotion here.
+ */
+static int
+lost_promotion(const struct tl_event *have, const struct msg *m)
+{
+	struct tl_event ev;
+	struct tl_bview v;
+	uint64_t e1 = 0, e2 = 0;
+
+	if (strcmp(have->type, TL_EV_CP_PROMOTED) != 0 ||
+	    tl_env_decode(m->body, m->len, &ev, NULL) != 0 ||
+	    strcmp(ev.type, TL_EV_CP_PROMOTED) != 0)
+		return 0;
+	if (tl_bview_open(&v, have->body, have->body_len) == 0) {
+		e1 = tl_bn_getu64(v.root, "epoch", 0);
+		tl_bview_close(&v);
+	}
+	if (tl_bview_open(&v, ev.body, ev.body_len) == 0) {
+		e2 = tl_bn_getu64(v.root, "epoch", 0);
+		tl_bview_close(&v);
+	}
+	return e1 > 0 && e1 == e2 && (uint64_t)m->epoch == e2;
+}
+
 /*
  * Appends the batch's kept messages in one transaction, up to the first
  * one an authenticated leader could not have published over this log;
@@ -300,6 +335,7 @@ append_cb(struct tl_txn *t, void *arg)
 	char why[TL_WHY_MAX];
 	uint64_t seq = 0, head = 0, cur = 1;
 	int64_t next = -1, stale_off = -1;
+	const char *stale_why = STALE_WHY;
 	size_t i;
 	int rc;
 
@@ -316,8 +352,8 @@ append_cb(struct tl_txn *t, void *arg)
 			/* Authentic, but its leader was deposed since. */
 			b->nstale++;
 			stale_off = m->offset;
-			pass_note(b->pass, m->seq, m->offset, "it was published "
-			    "at an epoch below this log's: by a deposed leader");
+			stale_why = STALE_WHY;
+			pass_note(b->pass, m->seq, m->offset, STALE_WHY);
 			b->done = i + 1;
 			continue;
 		}
@@ -326,7 +362,15 @@ append_cb(struct tl_txn *t, void *arg)
 			/* Published again: it must be what we hold. */
 			if ((rc = tl_log_get(t, seq, &have)) != 0)
 				return rc;
-			if (have.raw_len != m->len ||
+			if ((have.raw_len != m->len ||
+			    memcmp(have.raw, m->body, m->len) != 0) &&
+			    m->epoch >= 0 && lost_promotion(&have, m)) {
+				/* Authentic, and lost (epoch.h). */
+				b->nstale++;
+				stale_off = m->offset;
+				stale_why = LOST_WHY;
+				pass_note(b->pass, m->seq, m->offset, LOST_WHY);
+			} else if (have.raw_len != m->len ||
 			    memcmp(have.raw, m->body, m->len) != 0) {
 				b->err = TL_ECORRUPT;
 				b->errseq = seq;
@@ -385,9 +429,8 @@ append_cb(struct tl_txn *t, void *arg)
 		f.passed += b->nscreened + b->nstale;
 		if (stale_off > b->scr_off) {
 			f.last_offset = stale_off;
-			snprintf(f.last_why, sizeof(f.last_why), "it was "
-			    "published at an epoch below this log's: by a "
-			    "deposed leader");
+			snprintf(f.last_why, sizeof(f.last_why), "%s",
+			    stale_why);
 		} else {
 			f.last_offset = b->scr_off;
 			snprintf(f.last_why, sizeof(f.last_why), "%s",

@@ -93,10 +93,10 @@ tl_ep_is_standby(const char *home)
 }
 
 /* "standby", or "leader SEQ": the promotion that ended it. */
-#define ROLE_KEY	"role"
+#define STANDING_KEY	"standing"
 
 int
-tl_ep_role(struct tl_txn *t, const char *home, int *standby,
+tl_ep_standing(struct tl_txn *t, const char *home, int *standby,
     uint64_t *promoted)
 {
 	char buf[64];
@@ -110,7 +110,7 @@ tl_ep_role(struct tl_txn *t, const char *home, int *standby,
 		*promoted = 0;
 	rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv);
 	if (rc == 0)
-		rc = tl_kv_get(t, kv, ROLE_KEY, strlen(ROLE_KEY), &v, &len);
+		rc = tl_kv_get(t, kv, STANDING_KEY, strlen(STANDING_KEY), &v, &len);
 	if (rc == TL_ENOTFOUND) {
 		/* A home of before: its marker file is all there is. */
 		*standby = tl_ep_is_standby(home);
@@ -134,7 +134,7 @@ tl_ep_role(struct tl_txn *t, const char *home, int *standby,
 }
 
 int
-tl_ep_role_put(struct tl_txn *t, int standby, uint64_t promoted)
+tl_ep_standing_put(struct tl_txn *t, int standby, uint64_t promoted)
 {
 	char buf[64];
 	tl_kv kv;
@@ -145,7 +145,7 @@ tl_ep_role_put(struct tl_txn *t, int standby, uint64_t promoted)
 	    (unsigned long long)promoted);
 	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
 		return rc;
-	return tl_kv_put(t, kv, ROLE_KEY, strlen(ROLE_KEY), buf, (size_t)n);
+	return tl_kv_put(t, kv, STANDING_KEY, strlen(STANDING_KEY), buf, (size_t)n);
 }
 
 /* --- fences ------------------------------------------------------- */

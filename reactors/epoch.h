@@ -53,26 +53,26 @@ int	tl_ep_current(struct tl_txn *txn, uint64_t *epochp, uint64_t *atp);
 int	tl_ep_leader(struct tl_txn *txn, uint64_t *epochp, char *leader);
 
 /*
- * Whether home is a standby's: the role recorded in the log's
- * environment (scratch table "control-plane", key "role"), which tally
+ * Whether home is a standby's: the standing recorded in the log's
+ * environment (scratch table "control-plane", key "standing"), which tally
  * init --standby writes and tally promote changes in the transaction
  * that appends the promotion, so that a promotion and the end of
- * standby-ness commit together.  A home made before the role was
+ * standby-ness commit together.  A home made before the standing was
  * recorded has none: then TL_STANDBY_FILE decides (it stays, removed
  * by tally promote after its commit, as the marker older tallys read).
  * *standby 1 or 0; *promoted (may be NULL) the sequence number of the
  * promotion that made this home the leader (0: none recorded).  In the
  * caller's transaction, read or write.  Errors: the log's.
  */
-int	tl_ep_role(struct tl_txn *txn, const char *home, int *standby,
+int	tl_ep_standing(struct tl_txn *txn, const char *home, int *standby,
 	    uint64_t *promoted);
-/* Records the role (promoted: the promotion's seq, 0 for a standby). */
-int	tl_ep_role_put(struct tl_txn *txn, int standby, uint64_t promoted);
+/* Records the standing (promoted: the promotion's seq, 0 for a standby). */
+int	tl_ep_standing_put(struct tl_txn *txn, int standby, uint64_t promoted);
 /*
  * Whether TL_STANDBY_FILE exists in home: the compatibility marker.
- * tally init --standby makes it before it records the role and tally
+ * tally init --standby makes it before it records the standing and tally
  * promote removes it after the promotion commits, so a home without it
- * is no standby, and one with it is what tl_ep_role says.
+ * is no standby, and one with it is what tl_ep_standing says.
  */
 int	tl_ep_is_standby(const char *home);
 

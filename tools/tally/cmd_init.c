@@ -81,10 +81,10 @@ foreign_entry(const char *dir, char *what, size_t cap)
 }
 
 static int
-standby_role(struct tl_txn *t, void *arg)
+standby_standing(struct tl_txn *t, void *arg)
 {
 	(void)arg;
-	return tl_ep_role_put(t, 1, 0);
+	return tl_ep_standing_put(t, 1, 0);
 }
 
 static int
@@ -179,11 +179,11 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		}
 		/* After the marker: a home without it is never a standby. */
 		if ((rc = tl_log_open(cli->logdir, 0, &log)) == 0) {
-			rc = tl_log_write(log, standby_role, NULL);
+			rc = tl_log_write(log, standby_standing, NULL);
 			tl_log_close(log);
 		}
 		if (rc != 0) {
-			cli_errx("cannot record the standby's role: %s",
+			cli_errx("cannot record the standby's standing: %s",
 			    tl_strerror(rc));
 			return TL_EXIT_FAIL;
 		}

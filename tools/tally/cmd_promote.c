@@ -9,11 +9,11 @@
  * nothing is done.  Then, in ONE write transaction, appends
  * control-plane.promoted {epoch N+1, head, head_hash} (the head it
  * took over at), keeps the promotion's own signature beside it, and
- * records the home's role as the leader (reactors/epoch.h,
- * tl_ep_role), so a promote killed anywhere has either done nothing or
+ * records the home's standing as the leader (reactors/epoch.h,
+ * tl_ep_standing), so a promote killed anywhere has either done nothing or
  * done all of it.  The marker file DIR/standby is removed after the
  * commit (the compatibility marker older tallys read); a promote that
- * finds the role already the leader's, and the marker still there,
+ * finds the standing already the leader's, and the marker still there,
  * finishes by removing it and appends nothing.
  *
  * TALLY_TEST_PROMOTE_PAUSE_MS, a debugging hook for tests only
@@ -204,24 +204,24 @@ promote_cb(struct tl_txn *t, void *arg)
 	    (rc = tl_log_sig_put(t, pa->seq, &ls)) != 0)
 		return rc;
 	/* The end of standby-ness, with the promotion: one commit. */
-	if ((rc = tl_ep_role_put(t, 0, pa->seq)) != 0)
+	if ((rc = tl_ep_standing_put(t, 0, pa->seq)) != 0)
 		return rc;
 	pause_step();
 	return 0;
 }
 
-/* The role the log records; 0 or an exit code (said). */
+/* The standing the log records; 0 or an exit code (said). */
 static int
-role(struct tl_cli *cli, int *standby, uint64_t *promoted)
+standing(struct tl_cli *cli, int *standby, uint64_t *promoted)
 {
 	struct tl_txn *t;
 	int rc;
 
 	if ((rc = tl_log_begin(cli->log, TL_TXN_RDONLY, &t)) != 0)
 		return cli_fail(cli, rc, "read the log");
-	rc = tl_ep_role(t, cli->home, standby, promoted);
+	rc = tl_ep_standing(t, cli->home, standby, promoted);
 	tl_log_abort(t);
-	return rc != 0 ? cli_fail(cli, rc, "read the home's role") : 0;
+	return rc != 0 ? cli_fail(cli, rc, "read the home's standing") : 0;
 }
 
 int
@@ -289,7 +289,7 @@ cmd_promote(struct tl_cli *cli, int argc, char **argv)
 	}
 	pause_step();
 	if ((rc = cli_open_log(cli, 0)) != 0 ||
-	    (rc = role(cli, &standby, &promoted)) != 0)
+	    (rc = standing(cli, &standby, &promoted)) != 0)
 		goto out;
 	if (!standby)
 		goto finish;	/* promoted, killed before the marker went */

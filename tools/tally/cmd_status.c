@@ -770,7 +770,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		int standby = 0;
 		uint64_t promoted = 0;
 
-		if (tl_ep_role(t, cli->home, &standby, &promoted) == 0 &&
+		if (tl_ep_standing(t, cli->home, &standby, &promoted) == 0 &&
 		    !standby && epoch > 1 && !cli->json)
 			printf("control plane: the leader at epoch %llu\n",
 			    (unsigned long long)epoch);

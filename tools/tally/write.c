@@ -148,14 +148,14 @@ cli_standby_refuse(struct tl_cli *cli)
 
 	/*
 	 * No marker: not a standby (epoch.h: tally init --standby makes it
-	 * before it records the role, tally promote removes it after).
-	 * With one, the role the log records decides.
+	 * before it records the standing, tally promote removes it after).
+	 * With one, the standing the log records decides.
 	 */
 	if (!(standby = tl_ep_is_standby(cli->home)))
 		return 0;
 	if (!mine || cli_open_log(cli, CLI_OPEN_READER | TL_LOG_RDONLY) == 0) {
 		if (tl_log_begin(cli->log, TL_TXN_RDONLY, &t) == 0) {
-			if (tl_ep_role(t, cli->home, &standby, NULL) != 0)
+			if (tl_ep_standing(t, cli->home, &standby, NULL) != 0)
 				standby = 1;	/* unreadable: refuse */
 			if (standby)
 				cli_standby_leader(t, leader, sizeof(leader));

@@ -491,7 +491,7 @@ tl_follow_is_standby(const char *home, int *standby)
 	if ((rc = tl_log_open(logdir, TL_LOG_RDONLY, &log)) != 0)
 		return rc;
 	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) == 0) {
-		rc = tl_ep_role(t, home, standby, NULL);
+		rc = tl_ep_standing(t, home, standby, NULL);
 		tl_log_abort(t);
 	}
 	tl_log_close(log);

@@ -27,7 +27,7 @@ struct tl_follow_opts {
  * backoff while the broker is away.
  */
 /*
- * Whether home is a standby's (reactors/epoch.h, tl_ep_role: the role
+ * Whether home is a standby's (reactors/epoch.h, tl_ep_standing: the standing
  * its log records; the marker file for a home of before) into
  * *standby.  Opens the log read-only and closes it: call it before
  * anything else in the process opens that log.  Errors: the log's.

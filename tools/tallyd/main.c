@@ -762,7 +762,7 @@ main(int argc, char **argv)
 		return EXIT_NOTFOUND;
 	}
 	if ((rc = tl_follow_is_standby(home, &standby)) != 0) {
-		logx(TL_RX_ERR, "cannot read the role of %s: %s", home,
+		logx(TL_RX_ERR, "cannot read the standing of %s: %s", home,
 		    tl_strerror(rc));
 		return EXIT_FAIL;
 	}

@@ -1564,11 +1564,13 @@ tl_rx_publish_arbiter(struct tl_rx *rx, uint64_t at, uint64_t epoch,
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		goto out;
 	if ((rc = tl_log_get(t, at, &ev)) == 0) {
+		struct tl_amqp *keep = ps->a;
+
 		hex(ev.id, TL_ID_LEN, id);
 		ps->epoch = epoch;
 		ps->a = a;
 		rc = publish_stream(ps, &ev, id, &tag);
-		ps->a = NULL;
+		ps->a = keep;
 	}
 	tl_log_abort(t);
 	if (rc == 0)

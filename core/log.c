@@ -2398,3 +2398,76 @@ tl_log_set_verified(struct tl_txn *t, const struct tl_chain *c)
 		return TL_ECONFLICT;
 	return verified_put(t, c);
 }
+
+/* --- signatures ---------------------------------------------------- */
+
+#define SIG_TABLE	"signatures"
+#define SIG_V		1		/* the record's first byte */
+#define SIG_REC_LEN	(1 + 8 + TL_LOG_SIG_LEN)
+
+static int
+sig_table(struct tl_txn *t, MDB_dbi *dbi)
+{
+	int rc;
+
+	rc = mdb_dbi_open(t->txn, SIG_TABLE,
+	    (t->flags & TL_TXN_RDONLY) ? 0 : MDB_CREATE, dbi);
+	if (rc == MDB_NOTFOUND)
+		return TL_ENOTFOUND;
+	if (rc == MDB_MAP_FULL)
+		return rc;
+	return tl_log_mdberr(t->log, rc, "signatures");
+}
+
+int
+tl_log_sig_put(struct tl_txn *t, uint64_t seq, const struct tl_log_sig *s)
+{
+	MDB_dbi dbi;
+	MDB_val k, v;
+	uint8_t key[8], rec[SIG_REC_LEN];
+	int rc;
+
+	if (t->flags & TL_TXN_RDONLY)
+		return TL_EINVAL;
+	if ((rc = sig_table(t, &dbi)) != 0)
+		return rc;
+	put_be64(key, seq);
+	rec[0] = SIG_V;
+	put_be64(rec + 1, s->epoch);
+	memcpy(rec + 9, s->sig, TL_LOG_SIG_LEN);
+	k.mv_data = key;
+	k.mv_size = 8;
+	v.mv_data = rec;
+	v.mv_size = sizeof(rec);
+	rc = mdb_put(t->txn, dbi, &k, &v, 0);
+	if (rc == MDB_MAP_FULL)
+		return rc;
+	return tl_log_mdberr(t->log, rc, "signature");
+}
+
+int
+tl_log_sig_get(struct tl_txn *t, uint64_t seq, struct tl_log_sig *s)
+{
+	MDB_dbi dbi;
+	MDB_val k, v;
+	uint8_t key[8];
+	const uint8_t *p;
+	int rc;
+
+	if ((rc = sig_table(t, &dbi)) != 0)
+		return rc;
+	put_be64(key, seq);
+	k.mv_data = key;
+	k.mv_size = 8;
+	rc = mdb_get(t->txn, dbi, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return TL_ENOTFOUND;
+	if (rc != 0)
+		return tl_log_mdberr(t->log, rc, "signature");
+	p = v.mv_data;
+	if (v.mv_size != SIG_REC_LEN || p[0] != SIG_V)
+		return TL_ECORRUPT;
+	s->epoch = get_be64(p + 1);
+	memcpy(s->sig, p + 9, TL_LOG_SIG_LEN);
+	return 0;
+}

@@ -197,6 +197,29 @@ void	tl_log_chain_hash(const uint8_t prev[TL_HASH_LEN], const void *raw,
 int	tl_log_append_raw(struct tl_txn *txn, const void *raw, size_t len,
 	    const uint8_t hash[TL_HASH_LEN], uint64_t *seqp, char *why);
 
+/*
+ * The signatures table ("signatures" in the log's environment, beside
+ * the events): for an event a follower copied from the leader's stream,
+ * what authenticated it there -- the publishing leader's epoch and the
+ * control plane's Ed25519 signature over the message (core/secret.h,
+ * tl_secret_stream_sign) -- under the event's sequence number.  Put in
+ * the transaction that appends the event (after tl_log_append_raw), so
+ * the two commit together; tally promote checks every event against
+ * it.  It is not derived from the log and cannot be rebuilt from it:
+ * nothing deletes from it.  _put: TL_EINVAL in a read transaction, the
+ * log's errors.  _get: TL_ENOTFOUND when seq has none (an event this
+ * home appended itself, or copied by a follower of before), TL_ECORRUPT
+ * when the record is not one this tally wrote.
+ */
+#define TL_LOG_SIG_LEN	64
+struct tl_log_sig {
+	uint64_t	 epoch;
+	uint8_t		 sig[TL_LOG_SIG_LEN];
+};
+int	tl_log_sig_put(struct tl_txn *txn, uint64_t seq,
+	    const struct tl_log_sig *s);
+int	tl_log_sig_get(struct tl_txn *txn, uint64_t seq, struct tl_log_sig *s);
+
 /* The stream's current version (0: it does not exist). */
 int	tl_stream_version(struct tl_txn *txn, const char *stream,
 	    uint64_t *verp);

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -464,26 +466,88 @@ be64(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)v;
 }
 
-/* The bytes format 2 covers (secret.h): the one definition of them. */
+/*
+ * The bytes format 2 covers (secret.h), before the body: the one
+ * definition of them, for the authenticator and the signature alike.
+ */
+#define STREAM_PREFIX_LEN	(sizeof("tally/stream-auth") + 1 + 8 + 8 + \
+	    32 + 8)
+
+static void
+stream_auth_prefix(const struct tl_stream_auth *m,
+    uint8_t out[STREAM_PREFIX_LEN])
+{
+	static const char tag[] = "tally/stream-auth";
+	uint8_t *p = out;
+
+	memcpy(p, tag, sizeof(tag));	/* its NUL included */
+	p += sizeof(tag);
+	*p++ = TL_STREAM_AUTH_V;
+	be64(p, m->seq);
+	p += 8;
+	be64(p, m->epoch);
+	p += 8;
+	memcpy(p, m->hash, 32);
+	p += 32;
+	be64(p, (uint64_t)m->len);
+}
+
 static void
 stream_auth_feed(crypto_auth_hmacsha512256_state *st,
     const struct tl_stream_auth *m)
 {
-	static const char tag[] = "tally/stream-auth";
-	uint8_t n[8], v = TL_STREAM_AUTH_V;
+	uint8_t pre[STREAM_PREFIX_LEN];
 
-	crypto_auth_hmacsha512256_update(st, (const uint8_t *)tag,
-	    sizeof(tag));	/* its NUL included */
-	crypto_auth_hmacsha512256_update(st, &v, 1);
-	be64(n, m->seq);
-	crypto_auth_hmacsha512256_update(st, n, 8);
-	be64(n, m->epoch);
-	crypto_auth_hmacsha512256_update(st, n, 8);
-	crypto_auth_hmacsha512256_update(st, m->hash, 32);
-	be64(n, (uint64_t)m->len);
-	crypto_auth_hmacsha512256_update(st, n, 8);
+	stream_auth_prefix(m, pre);
+	crypto_auth_hmacsha512256_update(st, pre, sizeof(pre));
 	if (m->len > 0)
 		crypto_auth_hmacsha512256_update(st, m->body, m->len);
+}
+
+/* The prefix and the body in one buffer: Ed25519 signs it whole. */
+static uint8_t *
+stream_auth_bytes(const struct tl_stream_auth *m, size_t *lenp)
+{
+	uint8_t *buf;
+
+	if (m->len > SIZE_MAX - STREAM_PREFIX_LEN ||
+	    (buf = malloc(STREAM_PREFIX_LEN + m->len)) == NULL)
+		return NULL;
+	stream_auth_prefix(m, buf);
+	if (m->len > 0)
+		memcpy(buf + STREAM_PREFIX_LEN, m->body, m->len);
+	*lenp = STREAM_PREFIX_LEN + m->len;
+	return buf;
+}
+
+int
+tl_secret_stream_sign(const uint8_t sk[TL_SIGN_SECLEN],
+    const struct tl_stream_auth *m, uint8_t sig[TL_SIGN_LEN])
+{
+	uint8_t *buf;
+	size_t len;
+
+	if ((buf = stream_auth_bytes(m, &len)) == NULL)
+		return ENOMEM;
+	crypto_sign_detached(sig, NULL, buf, len, sk);
+	free(buf);
+	return 0;
+}
+
+int
+tl_secret_stream_verify(const uint8_t pk[TL_SIGN_PUBLEN],
+    const struct tl_stream_auth *m, const uint8_t sig[TL_SIGN_LEN])
+{
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	if ((buf = stream_auth_bytes(m, &len)) == NULL)
+		return ENOMEM;
+	rc = crypto_sign_verify_detached(sig, buf, len, pk) == 0 ? 0 :
+	    TL_ESECRET;
+	free(buf);
+	return rc;
 }
 
 void
@@ -525,4 +589,44 @@ tl_secret_stream_mac_ok(const struct tl_key *key, const uint8_t *hash,
 	ok = crypto_auth_verify(mac, hash, hlen, sub) == 0;
 	sodium_memzero(sub, sizeof(sub));
 	return ok;
+}
+
+int
+tl_secret_leader_key_parse(const char *hex, uint8_t pk[TL_SIGN_PUBLEN])
+{
+	size_t n = strlen(hex), bin = 0;
+
+	if (n > 0 && hex[n - 1] == '\n')
+		n--;
+	if (n != 2 * TL_SIGN_PUBLEN ||
+	    sodium_hex2bin(pk, TL_SIGN_PUBLEN, hex, n, NULL, &bin,
+	    NULL) != 0 || bin != TL_SIGN_PUBLEN)
+		return TL_EINVAL;
+	return 0;
+}
+
+int
+tl_secret_leader_key_load(const char *path, uint8_t pk[TL_SIGN_PUBLEN],
+    char *why)
+{
+	char buf[2 * TL_SIGN_PUBLEN + 8];
+	size_t n;
+	FILE *f;
+	int rc;
+
+	why[0] = '\0';
+	if ((f = fopen(path, "r")) == NULL) {
+		rc = errno;
+		snprintf(why, 160, "%s: %s", path, strerror(rc));
+		return rc;
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (tl_secret_leader_key_parse(buf, pk) != 0) {
+		snprintf(why, 160, "%s does not hold a signing key (64 hex "
+		    "digits)", path);
+		return TL_EINVAL;
+	}
+	return 0;
 }

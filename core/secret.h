@@ -219,6 +219,38 @@ int	tl_secret_node_key_load(const char *path, struct tl_node_key *k,
  */
 int	tl_secret_node_key_write(const char *path, const struct tl_node_key *k);
 
+/*
+ * The stream's signature (header "sig", TL_SIGN_LEN bytes): Ed25519
+ * (crypto_sign_detached) by the control plane's signing key
+ * (tl_secret_cp_keypair) over exactly the bytes the authenticator of
+ * format TL_STREAM_AUTH_V covers, so that a follower holding only the
+ * public half -- given by the operator, never taken from the stream --
+ * authenticates every message as a holder of the master key would.  A
+ * follower keeps each event's signature and epoch in its log
+ * (tl_log_sig_put, core/log.h), and tally promote verifies them again.
+ * _sign: 0 or ENOMEM.  _verify: 0 when sig is pk's over m, TL_ESECRET
+ * when it is not, ENOMEM.  Both copy the message into one buffer
+ * (Ed25519 signs it whole) and free it before they return.
+ */
+int	tl_secret_stream_sign(const uint8_t sk[TL_SIGN_SECLEN],
+	    const struct tl_stream_auth *m, uint8_t sig[TL_SIGN_LEN]);
+int	tl_secret_stream_verify(const uint8_t pk[TL_SIGN_PUBLEN],
+	    const struct tl_stream_auth *m, const uint8_t sig[TL_SIGN_LEN]);
+
+/*
+ * The leader's signing key as an operator hands it to a standby: the
+ * public half of tl_secret_cp_keypair, 64 hex digits (what tally
+ * publish status prints on the leader).  A standby keeps it in
+ * HOME/TL_LEADER_KEY_FILE (tally init --standby --leader-key), one line.
+ * _parse: hex (NUL-terminated; one trailing newline allowed) into pk,
+ * 0 or TL_EINVAL.  _load: path's content parsed, or TL_EINVAL (why:
+ * 160 bytes) / the errno of reading it.
+ */
+#define TL_LEADER_KEY_FILE	"leader.key"
+int	tl_secret_leader_key_parse(const char *hex, uint8_t pk[TL_SIGN_PUBLEN]);
+int	tl_secret_leader_key_load(const char *path, uint8_t pk[TL_SIGN_PUBLEN],
+	    char *why);
+
 /* Writes data to path atomically (temporary file, fsync, rename). */
 int	tl_secret_write_file(const char *path, const void *data, size_t len,
 	    unsigned mode);

@@ -205,6 +205,62 @@ tl_ep_is_standby(const char *home)
 	return stat(path, &st) == 0;
 }
 
+/* "standby", or "leader SEQ": the promotion that ended it. */
+#define STANDING_KEY	"standing"
+
+int
+tl_ep_standing(struct tl_txn *t, const char *home, int *standby,
+    uint64_t *promoted)
+{
+	char buf[64];
+	const void *v;
+	size_t len;
+	tl_kv kv;
+	int rc;
+
+	*standby = 0;
+	if (promoted != NULL)
+		*promoted = 0;
+	rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv);
+	if (rc == 0)
+		rc = tl_kv_get(t, kv, STANDING_KEY, strlen(STANDING_KEY), &v, &len);
+	if (rc == TL_ENOTFOUND) {
+		/* A home of before: its marker file is all there is. */
+		*standby = tl_ep_is_standby(home);
+		return 0;
+	}
+	if (rc != 0)
+		return rc;
+	if (len >= sizeof(buf))
+		return TL_ECORRUPT;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	if (strcmp(buf, "standby") == 0) {
+		*standby = 1;
+		return 0;
+	}
+	if (strncmp(buf, "leader ", 7) != 0)
+		return TL_ECORRUPT;
+	if (promoted != NULL)
+		*promoted = strtoull(buf + 7, NULL, 10);
+	return 0;
+}
+
+int
+tl_ep_standing_put(struct tl_txn *t, int standby, uint64_t promoted)
+{
+	char buf[64];
+	tl_kv kv;
+	int n, rc;
+
+	n = standby ? snprintf(buf, sizeof(buf), "standby") :
+	    snprintf(buf, sizeof(buf), "leader %llu",
+	    (unsigned long long)promoted);
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, STANDING_KEY, strlen(STANDING_KEY), buf, (size_t)n);
+}
+
 /* --- fences ------------------------------------------------------- */
 
 struct ids {
@@ -293,6 +349,117 @@ tl_ep_stop(struct tl_rx *rx)
 	if ((rc = tl_log_write(rx->log, deposed_cb, &da)) != 0)
 		tl_rx_log(rx, TL_RX_WARN, "cannot record that it is deposed: "
 		    "%s", tl_strerror(rc));
+}
+
+#define WON_KEY		"won"
+
+struct won_arg {
+	uint64_t	 at;
+};
+
+static int
+won_cb(struct tl_txn *t, void *arg)
+{
+	struct won_arg *wa = arg;
+	char buf[32];
+	tl_kv kv;
+	int rc, n;
+
+	n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)wa->at);
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, WON_KEY, strlen(WON_KEY), buf, (size_t)n);
+}
+
+/* The promotion already confirmed as the first (0: none). */
+static uint64_t
+won_get(struct tl_txn *t)
+{
+	char buf[32];
+	const void *v;
+	size_t len;
+	tl_kv kv;
+
+	if (tl_kv_open_scratch(t, DEPOSED_TABLE, &kv) != 0 ||
+	    tl_kv_get(t, kv, WON_KEY, strlen(WON_KEY), &v, &len) != 0 ||
+	    len >= sizeof(buf))
+		return 0;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	return strtoull(buf, NULL, 10);
+}
+
+static void
+hex16(const uint8_t *h, char out[33])
+{
+	static const char hx[] = "0123456789abcdef";
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		out[2 * i] = hx[h[i] >> 4];
+		out[2 * i + 1] = hx[h[i] & 15];
+	}
+	out[32] = '\0';
+}
+
+int
+tl_ep_arbitrate(struct tl_rx *rx, int *deposed)
+{
+	struct tl_txn *t;
+	struct tl_event ev;
+	struct won_arg wa;
+	uint8_t ours[TL_HASH_LEN], first[TL_HASH_LEN];
+	char where[600] = "", mine[33], theirs[33];
+	uint64_t epoch = 1, at = 0, won;
+	int rc, found = 0, zero = 0;
+
+	*deposed = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_ep_current(t, &epoch, &at)) == 0 && at != 0 &&
+	    (rc = tl_log_get(t, at, &ev)) == 0)
+		memcpy(ours, ev.hash, TL_HASH_LEN);
+	won = at != 0 && rc == 0 ? won_get(t) : 0;
+	tl_log_abort(t);
+	if (rc != 0 || at == 0 || won == at)
+		return rc;
+	rc = tl_rx_publish_arbiter(rx, at, epoch, &found, first, where,
+	    sizeof(where));
+	if (rc == TL_ENOTFOUND)
+		return 0;	/* no stream: the fences alone */
+	hex16(ours, mine);
+	if (rc != 0 || !found) {
+		tl_rx_log(rx, TL_RX_ERR, "epoch %llu: this promotion (event "
+		    "%llu, leader %.12s) cannot be confirmed as the first in "
+		    "the %s (%s): refusing to act until it can (start tallyd "
+		    "again once the broker is back)", (unsigned long long)epoch,
+		    (unsigned long long)at, mine, where[0] ? where :
+		    "replication stream", rc != 0 ? tl_strerror(rc) :
+		    "no promotion to this epoch read back");
+		return TL_EUNREACH;
+	}
+	if (memcmp(first, ours, TL_HASH_LEN) == 0) {
+		wa.at = at;
+		if ((rc = tl_log_write(rx->log, won_cb, &wa)) != 0)
+			return rc;
+		tl_rx_log(rx, TL_RX_INFO, "epoch %llu: this promotion (event "
+		    "%llu, leader %.12s) is the first to epoch %llu in the "
+		    "%s: leading", (unsigned long long)epoch,
+		    (unsigned long long)at, mine, (unsigned long long)epoch,
+		    where);
+		return 0;
+	}
+	hex16(first, theirs);
+	if (atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
+		snprintf(rx->deposed_msg, sizeof(rx->deposed_msg), "deposed: "
+		    "another promotion to epoch %llu (leader %.12s) came first "
+		    "in the replication %s; this control plane (leader %.12s, "
+		    "event %llu) lost it and stands down before any provider "
+		    "call", (unsigned long long)epoch, theirs, where, mine,
+		    (unsigned long long)at);
+	*deposed = 1;
+	tl_ep_stop(rx);
+	return 0;
 }
 
 int

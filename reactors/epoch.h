@@ -76,7 +76,28 @@ int	tl_ep_mesh_load(struct tl_log *log, char *mesh);
 /* Whether s is a mesh id: exactly 32 lowercase hex digits. */
 int	tl_ep_mesh_ok(const char *s);
 
-/* Whether home is a standby's (TL_STANDBY_FILE exists there). */
+/*
+ * Whether home is a standby's: the standing recorded in the log's
+ * environment (scratch table "control-plane", key "standing"), which tally
+ * init --standby writes and tally promote changes in the transaction
+ * that appends the promotion, so that a promotion and the end of
+ * standby-ness commit together.  A home made before the standing was
+ * recorded has none: then TL_STANDBY_FILE decides (it stays, removed
+ * by tally promote after its commit, as the marker older tallys read).
+ * *standby 1 or 0; *promoted (may be NULL) the sequence number of the
+ * promotion that made this home the leader (0: none recorded).  In the
+ * caller's transaction, read or write.  Errors: the log's.
+ */
+int	tl_ep_standing(struct tl_txn *txn, const char *home, int *standby,
+	    uint64_t *promoted);
+/* Records the standing (promoted: the promotion's seq, 0 for a standby). */
+int	tl_ep_standing_put(struct tl_txn *txn, int standby, uint64_t promoted);
+/*
+ * Whether TL_STANDBY_FILE exists in home: the compatibility marker.
+ * tally init --standby makes it before it records the standing and tally
+ * promote removes it after the promotion commits, so a home without it
+ * is no standby, and one with it is what tl_ep_standing says.
+ */
 int	tl_ep_is_standby(const char *home);
 
 /*
@@ -167,6 +188,24 @@ int	tl_ep_stream_check(struct tl_rx *rx, int *deposed);
 int	tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv,
 	    char *why);
 int	tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why);
+
+/*
+ * A promotion is won once.  Without etcd the arbiter is the replication
+ * stream: the broker orders it totally, and the first
+ * control-plane.promoted to an epoch in its order, authenticated by the
+ * master key, is that epoch's leader.  When the log's epoch was started
+ * by a promotion (this home's, once a standby) and that promotion has
+ * not been confirmed yet, publishes it and reads the stream back
+ * (publish.c: tl_rx_publish_arbiter).  The first one ours (the same
+ * chain hash: the same leader, tl_ep_leader): recorded (scratch table
+ * "control-plane", key "won"), 0, and later starts do not ask again.
+ * Another's: *deposed and rx->deposed set and recorded (tl_ep_stop),
+ * before any provider call.  No stream configured: 0, nothing asked
+ * (the fences decide alone).  TL_EUNREACH when the stream cannot be
+ * read or does not show a promotion to this epoch: nothing may act
+ * until it does (the caller stops).  Errors: the log's.
+ */
+int	tl_ep_arbitrate(struct tl_rx *rx, int *deposed);
 
 /*
  * After rx->deposed was set (by a session, or tl_ep_fence): logs why

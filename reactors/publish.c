@@ -446,6 +446,19 @@ hex(const uint8_t *p, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+/* The control plane's signing key, derived once; 0 without the key. */
+static int
+cp_keys(struct tl_rx_pub *ps)
+{
+	if (!ps->has_cp) {
+		if (ps->key == NULL || ps->key->k == NULL)
+			return 0;
+		tl_secret_cp_keypair(ps->key, ps->cp_pk, ps->cp_sk);
+		ps->has_cp = 1;
+	}
+	return 1;
+}
+
 /*
  * Signs m (to node's queue, for event seq) as the control plane
  * (core/nodewire.h, tl_nw_cp_message) into the header "sig": tally-node
@@ -460,12 +473,8 @@ sign_for_node(struct tl_rx_pub *ps, const char *node, uint64_t seq,
 	size_t len;
 	int rc;
 
-	if (!ps->has_cp) {
-		if (ps->key == NULL || ps->key->k == NULL)
-			return 0;
-		tl_secret_cp_keypair(ps->key, ps->cp_pk, ps->cp_sk);
-		ps->has_cp = 1;
-	}
+	if (!cp_keys(ps))
+		return 0;
 	if ((rc = tl_nw_cp_message(node, m->type, seq, m->body, m->len, &msg,
 	    &len)) != 0)
 		return rc;
@@ -793,7 +802,8 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
 {
 	struct tl_amqp_msg m;
 	char h[2 * TL_HASH_LEN + 1], mh[2 * TL_STREAM_MAC_LEN + 1];
-	uint8_t mac[TL_STREAM_MAC_LEN];
+	uint8_t mac[TL_STREAM_MAC_LEN], sig[TL_SIGN_LEN];
+	int rc;
 
 	hex(ev->hash, TL_HASH_LEN, h);
 	memset(&m, 0, sizeof(m));
@@ -825,6 +835,17 @@ publish_stream(struct tl_rx_pub *ps, const struct tl_event *ev,
 		m.hdr[4].key = "auth";
 		m.hdr[4].num = TL_STREAM_AUTH_V;
 		m.nhdr = 5;
+		/* The same bytes signed: what a follower without the
+		 * master key checks, with the public half. */
+		if (cp_keys(ps)) {
+			if ((rc = tl_secret_stream_sign(ps->cp_sk, &sa,
+			    sig)) != 0)
+				return rc;
+			hex(sig, TL_SIGN_LEN, ps->sighex);
+			m.hdr[5].key = "sig";
+			m.hdr[5].str = ps->sighex;
+			m.nhdr = 6;
+		}
 	}
 	return tl_amqp_publish(ps->a, &m, tag);
 }
@@ -1492,6 +1513,110 @@ tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
 	tl_rx_log(rx, TL_RX_DEBUG, "epoch: read %llu message(s) of the %s, "
 	    "highest promotion %llu", (unsigned long long)n, where,
 	    (unsigned long long)*seen);
+out:
+	tl_amqp_close(a);
+	return rc;
+}
+
+/*
+ * The arbiter of a promotion (rx.h): ours published, then the stream
+ * read from its first message for the first authenticated promotion
+ * to epoch.  Its own connection, as tl_rx_publish_epoch_seen's.
+ */
+int
+tl_rx_publish_arbiter(struct tl_rx *rx, uint64_t at, uint64_t epoch,
+    int *found, uint8_t first[TL_HASH_LEN], char *where, size_t cap)
+{
+	struct tl_rx_pub *ps = rx->pub;
+	struct tl_amqp *a = NULL;
+	struct tl_amqp_delivery d;
+	struct tl_txn *t;
+	struct tl_event ev;
+	struct tl_bview v;
+	char why[256] = "", id[2 * TL_ID_LEN + 1];
+	uint64_t end = tl_sub_deadline(EPOCH_SCAN_MS), n = 0, tag = 0;
+	int rc;
+
+	*found = 0;
+	if (ps == NULL) {
+		if ((ps = tl_secret_calloc(1, sizeof(*ps))) == NULL)
+			return ENOMEM;
+		msgpack_sbuffer_init(&ps->mp);
+		rx->pub = ps;
+	}
+	ps->key = &rx->key;
+	if ((rc = load_config(rx, ps)) != 0)
+		return rc;
+	if (!ps->enabled || ps->stream[0] == '\0')
+		return TL_ENOTFOUND;
+	snprintf(where, cap, "stream %s at %s", ps->stream, ps->url);
+	if ((rc = tl_amqp_connect(&ps->conf, &a, why, sizeof(why))) != 0 ||
+	    (rc = tl_amqp_stream(a, ps->stream)) != 0) {
+		tl_rx_log(rx, TL_RX_WARN, "epoch: cannot reach the %s: %s (%s)",
+		    where, tl_strerror(rc), a ? tl_amqp_lasterr(a) : why);
+		goto out;
+	}
+	/*
+	 * Our promotion on the stream, confirmed, before it is looked for;
+	 * the publisher sends it again later (a duplicate a follower
+	 * skips, byte for byte the same).
+	 */
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		goto out;
+	if ((rc = tl_log_get(t, at, &ev)) == 0) {
+		struct tl_amqp *keep = ps->a;
+
+		hex(ev.id, TL_ID_LEN, id);
+		ps->epoch = epoch;
+		ps->a = a;
+		rc = publish_stream(ps, &ev, id, &tag);
+		ps->a = keep;
+	}
+	tl_log_abort(t);
+	if (rc == 0)
+		rc = tl_amqp_wait_confirms(a, tag, tl_sub_deadline(5000));
+	if (rc != 0) {
+		tl_rx_log(rx, TL_RX_WARN, "epoch: cannot publish the promotion "
+		    "to the %s: %s (%s)", where, tl_strerror(rc),
+		    tl_amqp_lasterr(a));
+		goto out;
+	}
+	if ((rc = tl_amqp_consume_stream(a, ps->stream, 1024, -1)) != 0) {
+		tl_rx_log(rx, TL_RX_WARN, "epoch: cannot read the %s: %s (%s)",
+		    where, tl_strerror(rc), tl_amqp_lasterr(a));
+		goto out;
+	}
+	tl_amqp_set_max_body(a, TL_ENV_MAX);
+	/* The broker's order decides: the first one to epoch wins. */
+	while (!*found && (rc = tl_amqp_next(a,
+	    tl_sub_deadline(EPOCH_IDLE_MS), &d)) == 0) {
+		if (d.oversized || tl_env_decode(d.body, d.len, &ev, NULL) != 0 ||
+		    strcmp(ev.type, TL_EV_CP_PROMOTED) != 0)
+			;	/* not a promotion */
+		else if (!promotion_ok(rx, &ev, &d))
+			tl_rx_log(rx, TL_RX_WARN, "epoch: a control-plane."
+			    "promoted at offset %lld of the %s is not "
+			    "authenticated by the master key: ignored",
+			    (long long)d.offset, where);
+		else if (tl_bview_open(&v, ev.body, ev.body_len) == 0) {
+			if (tl_bn_getu64(v.root, "epoch", 0) == epoch &&
+			    unhex(d.hash, first, TL_HASH_LEN) == 0)
+				*found = 1;
+			tl_bview_close(&v);
+		}
+		free(d.body);
+		if (++n % 256 == 0 && (rc = tl_amqp_ack(a, d.tag, 1)) != 0)
+			break;
+		if (tl_sub_clock() > end) {
+			rc = TL_ETIMEDOUT;
+			break;
+		}
+	}
+	if (*found || rc == TL_ETIMEDOUT)
+		rc = 0;
+	else
+		tl_rx_log(rx, TL_RX_WARN, "epoch: reading the %s: %s (%s)",
+		    where, tl_strerror(rc), tl_amqp_lasterr(a));
 out:
 	tl_amqp_close(a);
 	return rc;

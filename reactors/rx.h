@@ -203,6 +203,18 @@ void	tl_rx_publish_ahead(struct tl_rx *rx);
  */
 int	tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
 	    size_t cap);
+/*
+ * The arbiter of a promotion without etcd (epoch.h, tl_ep_arbitrate):
+ * publishes event at (this home's control-plane.promoted to epoch) to
+ * the configured replication stream and waits for its confirm, then
+ * reads the stream from its first message, on a connection of its own,
+ * until the first control-plane.promoted to epoch that the master key
+ * authenticates (or its end: a second with nothing new; 30 s at most).
+ * *found 1 and that message's chain hash in first, or 0.  TL_ENOTFOUND:
+ * no stream is configured; a broker error (logged): nothing decided.
+ */
+int	tl_rx_publish_arbiter(struct tl_rx *rx, uint64_t at, uint64_t epoch,
+	    int *found, uint8_t first[TL_HASH_LEN], char *where, size_t cap);
 void	tl_rx_publish_stop(struct tl_rx *rx);
 
 /*

@@ -407,6 +407,59 @@ START_TEST(test_append_raw)
 }
 END_TEST
 
+/*
+ * The signatures table: a signature put in the transaction of its
+ * event's append commits with it and is gone with it when that
+ * transaction aborts; one never put is TL_ENOTFOUND (also in a log
+ * that never had the table); a read transaction cannot put.
+ */
+START_TEST(test_signatures)
+{
+	struct tl_log *a, *b;
+	struct tl_txn *ta, *tb;
+	struct tl_event ev;
+	struct tl_log_sig ls, got;
+	char *da, *db, why[TL_WHY_MAX];
+	uint64_t s;
+
+	a = newlog(&da, "sig-a");
+	b = newlog(&db, "sig-b");
+	ck_ok(tl_log_write(a, append_one_fn, "x"));
+	ck_ok(tl_log_write(a, append_one_fn, "x"));
+	ck_ok(tl_log_begin(b, TL_TXN_RDONLY, &tb));
+	ck_rc(tl_log_sig_get(tb, 1, &got), TL_ENOTFOUND);
+	ck_rc(tl_log_sig_put(tb, 1, &ls), TL_EINVAL);
+	tl_log_abort(tb);
+	ck_ok(tl_log_begin(a, TL_TXN_RDONLY, &ta));
+	memset(ls.sig, 0xa5, sizeof(ls.sig));
+	ls.epoch = 3;
+	ck_ok(tl_log_begin(b, 0, &tb));
+	ck_ok(tl_log_get(ta, 1, &ev));
+	ck_ok(tl_log_append_raw(tb, ev.raw, ev.raw_len, ev.hash, &s, why));
+	ck_ok(tl_log_sig_put(tb, s, &ls));
+	ck_ok(tl_log_commit(tb));
+	/* Event 2 and its signature, aborted: neither is there. */
+	ck_ok(tl_log_begin(b, 0, &tb));
+	ck_ok(tl_log_get(ta, 2, &ev));
+	ck_ok(tl_log_append_raw(tb, ev.raw, ev.raw_len, ev.hash, &s, why));
+	ck_ok(tl_log_sig_put(tb, s, &ls));
+	tl_log_abort(tb);
+	tl_log_abort(ta);
+	ck_ok(tl_log_begin(b, TL_TXN_RDONLY, &tb));
+	ck_ok(tl_log_sig_get(tb, 1, &got));
+	ck_assert_uint_eq(got.epoch, 3);
+	ck_assert(memcmp(got.sig, ls.sig, sizeof(ls.sig)) == 0);
+	ck_rc(tl_log_sig_get(tb, 2, &got), TL_ENOTFOUND);
+	ck_ok(tl_log_last(tb, &s, NULL));
+	ck_assert_uint_eq(s, 1);
+	tl_log_abort(tb);
+	tl_log_close(a);
+	tl_log_close(b);
+	tl_test_tmpdir_done(da);
+	tl_test_tmpdir_done(db);
+}
+END_TEST
+
 START_TEST(test_rdonly)
 {
 	char *dir;
@@ -2173,6 +2226,7 @@ log_suite(void)
 	tcase_add_test(tc, test_iter_whole);
 	tcase_add_test(tc, test_newer_writer);
 	tcase_add_test(tc, test_append_raw);
+	tcase_add_test(tc, test_signatures);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("verify");

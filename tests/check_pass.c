@@ -471,6 +471,84 @@ START_TEST(test_stream_auth)
 }
 END_TEST
 
+/*
+ * The stream's signature: Ed25519 by the control plane's key over the
+ * authenticator's bytes, pinned against a signature computed apart
+ * from tally (Python's cryptography, from core/secret.h's description:
+ * the seed is the master key's KDF subkey 1 of context "tlcpsign").
+ */
+START_TEST(test_stream_sig)
+{
+	static const uint8_t kat[TL_SIGN_LEN] = {
+		0xb5, 0xe6, 0xeb, 0x2c, 0x01, 0x36, 0x00, 0xcc, 0x26, 0x82,
+		0xfc, 0xc9, 0x11, 0x4d, 0x5d, 0xa3, 0xfe, 0x18, 0xcd, 0xa3,
+		0xf2, 0x1b, 0x75, 0x23, 0x9e, 0x73, 0xa4, 0x15, 0xcb, 0x5f,
+		0x8c, 0x46, 0xb9, 0x42, 0x5a, 0x78, 0x8b, 0x32, 0xcc, 0x2e,
+		0x67, 0x7f, 0xda, 0x5b, 0x5c, 0xfe, 0x98, 0xcd, 0x91, 0xea,
+		0x66, 0x06, 0xa1, 0x72, 0x43, 0x50, 0x3f, 0x94, 0xd0, 0xd9,
+		0x5a, 0x58, 0xc3, 0x06,
+	};
+	static const uint8_t pk8[8] = {
+		0x0b, 0x89, 0x54, 0x24, 0x6d, 0x75, 0x42, 0x8d,
+	};
+	char dir[] = "/tmp/check_pass.XXXXXX", path[64], why[160], hexk[80];
+	struct tl_key k = { NULL };
+	struct tl_stream_auth m;
+	uint8_t raw[32], h[32], pk[TL_SIGN_PUBLEN], pk2[TL_SIGN_PUBLEN];
+	uint8_t sk[TL_SIGN_SECLEN], sig[TL_SIGN_LEN];
+	char body[] = "hello", other[] = "hellp";
+	FILE *f;
+	int i;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/k", dir);
+	for (i = 0; i < 32; i++)
+		raw[i] = (uint8_t)i;
+	ck_assert_ptr_nonnull(f = fopen(path, "wb"));
+	ck_assert_int_eq(fwrite(raw, 1, sizeof(raw), f), sizeof(raw));
+	fclose(f);
+	chmod(path, 0600);
+	ck_assert_int_eq(tl_secret_load(path, &k, why), 0);
+	unlink(path);
+	tl_secret_cp_keypair(&k, pk, sk);
+	tl_secret_key_free(&k);
+	ck_assert_int_eq(memcmp(pk, pk8, sizeof(pk8)), 0);
+	memset(h, 7, sizeof(h));
+	m = (struct tl_stream_auth){ 5, 2, h, body, 5 };
+	ck_assert_int_eq(tl_secret_stream_sign(sk, &m, sig), 0);
+	ck_assert_int_eq(memcmp(sig, kat, sizeof(sig)), 0);
+	ck_assert_int_eq(tl_secret_stream_verify(pk, &m, sig), 0);
+	m.seq = 6;
+	ck_assert_int_eq(tl_secret_stream_verify(pk, &m, sig), TL_ESECRET);
+	m.seq = 5, m.epoch = 1;
+	ck_assert_int_eq(tl_secret_stream_verify(pk, &m, sig), TL_ESECRET);
+	m.epoch = 2, m.body = other;
+	ck_assert_int_eq(tl_secret_stream_verify(pk, &m, sig), TL_ESECRET);
+	m.body = body, m.len = 4;
+	ck_assert_int_eq(tl_secret_stream_verify(pk, &m, sig), TL_ESECRET);
+	m.len = 5, h[0] ^= 1;
+	ck_assert_int_eq(tl_secret_stream_verify(pk, &m, sig), TL_ESECRET);
+	h[0] ^= 1;
+	sig[0] ^= 1;
+	ck_assert_int_eq(tl_secret_stream_verify(pk, &m, sig), TL_ESECRET);
+	sig[0] ^= 1;
+	ck_assert_int_eq(tl_secret_stream_verify(pk, &m, sig), 0);
+	/* The operator's form of the public key: 64 hex digits. */
+	for (i = 0; i < TL_SIGN_PUBLEN; i++)
+		snprintf(hexk + 2 * i, 3, "%02x", pk[i]);
+	ck_assert_int_eq(tl_secret_leader_key_parse(hexk, pk2), 0);
+	ck_assert_int_eq(memcmp(pk, pk2, sizeof(pk)), 0);
+	strcat(hexk, "\n");
+	ck_assert_int_eq(tl_secret_leader_key_parse(hexk, pk2), 0);
+	hexk[63] = '\0';
+	ck_assert_int_eq(tl_secret_leader_key_parse(hexk, pk2), TL_EINVAL);
+	hexk[0] = 'g';
+	ck_assert_int_eq(tl_secret_leader_key_parse(hexk, pk2), TL_EINVAL);
+	rmdir(dir);
+	tl_secret_wipe(sk, sizeof(sk));
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -488,6 +566,7 @@ suite(void)
 	tcase_add_test(tc, test_epoch_check);
 	tcase_add_test(tc, test_stream_mac);
 	tcase_add_test(tc, test_stream_auth);
+	tcase_add_test(tc, test_stream_sig);
 	suite_add_tcase(s, tc);
 	return s;
 }

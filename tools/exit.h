@@ -61,7 +61,8 @@ tl_exit_table(void)
 	{ TL_EXIT_REPAIRED, 1, "drift was found and repaired "
 	    "(check); everything is healthy now" },
 	{ TL_EXIT_DEPOSED, 2, "deposed: another control plane "
-	    "was promoted (tallyd: a provider fenced at a higher epoch)" },
+	    "was promoted (tallyd: a provider fenced at a higher epoch, "
+	    "or another promotion to its epoch first in the stream)" },
 	{ -1, 0, NULL }
 	};
 

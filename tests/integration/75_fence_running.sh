@@ -37,7 +37,7 @@ tly assign first node-a >/dev/null
 t_tallyd_start --interval 3600 --verify-interval 3600
 LPID=$T_DPID
 t_wait_healthy 60 first
-TALLY_HOME=$FH tly init --standby >/dev/null || t_fail "tally init --standby failed"
+TALLY_HOME=$FH tly init --standby --leader-key "$(leader_key)" >/dev/null || t_fail "tally init --standby failed"
 "$TALLY_BIN/tallyd" --home "$FH" --follow --amqp "$AMQP_URL" --stream "$STREAM" \
 	--user "$TALLY_TEST_AMQP_USER" --secret password <"$W/amqp.pw" 2>>"$T_DLOG" &
 FPID=$!

@@ -70,7 +70,7 @@ printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_U
 	t_fail "tally publish configure --stream failed"
 t_node node-a 127.0.0.1
 t_provider node-a local
-TALLY_HOME=$FH tly init --standby >/dev/null || t_fail "tally init --standby failed"
+TALLY_HOME=$FH tly init --standby --leader-key "$(leader_key)" >/dev/null || t_fail "tally init --standby failed"
 follow_start
 # One driver session, each create 300 ms: the kill comes in the middle
 # of a pass's calls.
@@ -210,12 +210,11 @@ t_pg_restart_server
 t_ok "exit 9, read from the stream; its publisher checkpoint stays at $CK0"
 
 t_check "a forged promotion injected into the stream deposes nobody"
-# A real control-plane.promoted at epoch 3 (a copy of the new leader's
-# home promoted once more), published by a third party: no mac.
+# A well-formed control-plane.promoted at epoch 3 following the new
+# leader's head (appended to a copy of its log by tests/tools/
+# forge_promotion), published by a third party: no mac, no sig.
 cp -a "$FH" "$W/fx"
-: >"$W/fx/standby"
-TALLY_HOME=$W/fx tly promote --yes >/dev/null || t_fail "promote on the copy failed"
-X=$(head_of "$W/fx")
+X=$("$TALLY_BIN/../tests/tools/forge_promotion" "$W/fx/log" 3) || t_fail "forging the promotion failed"
 events_dump "$W/fx" >"$W/fx.dump"
 REC=$(awk -v k=" $(printf '%016x' "$X")" '$0 == k { getline; print; exit }' "$W/fx.dump" | tr -d ' ')
 [ -n "$REC" ] || t_fail "the copy's promotion not found"

@@ -60,7 +60,7 @@ t_node node-a 127.0.0.1
 t_provider node-a local
 tly apply "$(t_consumer app)" >/dev/null || t_fail "apply app"
 tly assign app node-a >/dev/null || t_fail "assign app"
-TALLY_HOME=$FH tly init --standby >/dev/null || t_fail "tally init --standby failed"
+TALLY_HOME=$FH tly init --standby --leader-key "$(leader_key)" >/dev/null || t_fail "tally init --standby failed"
 follow_start
 t_tallyd_start --interval 1 --verify-interval 3600
 LPID=$T_DPID

@@ -65,12 +65,21 @@ pub() {
 		--password "$TALLY_TEST_AMQP_PASSWORD" --queue "$STREAM" "$@" ||
 		t_fail "publishing to $STREAM failed ($*)"
 }
+# sig_of SEQ: the leader's signature of event SEQ, as the follower kept
+# it (core/log.h: the record is 01, the epoch in 8 bytes, the signature).
+sig_of() {
+	mdb_dump -s signatures "$FH/log" >"$W/sig.dump"
+	sed '1,/^HEADER=END/d; /^DATA=END/d' "$W/sig.dump" |
+		awk -v k=" $(printf '%016x' "$1")" '$0 == k { getline; print; exit }' | tr -d ' ' | cut -c19-
+}
 # genuine SEQ: event SEQ published again with its genuine format-2 headers.
 genuine() {
 	_h=$(body "$1" "$W/g.bin")
 	_m=$($AUTH "$FH/master.key" "$1" 1 "$_h" "$W/g.bin" | cut -d' ' -f2)
+	_g=$(sig_of "$1")
+	[ ${#_g} -eq 128 ] || t_fail "the follower keeps no signature of event $1"
 	pub --body-file "$W/g.bin" --int seq="$1" --header hash="$_h" --header mac="$_m" \
-		--int auth=2 --int epoch=1
+		--header sig="$_g" --int auth=2 --int epoch=1
 }
 
 t_say "RabbitMQ, PostgreSQL; a leader publishing to $STREAM, a standby with the key following it"

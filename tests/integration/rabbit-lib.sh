@@ -185,3 +185,10 @@ follow_start() {
 		sleep 0.01
 	done
 }
+
+# leader_key: the leader's ($LH) public signing key, as tally publish
+# status prints it: what tally init --standby --leader-key takes.
+leader_key() {
+	TALLY_HOME=$LH "$TALLY_BIN/tally" publish status --json |
+		sed -n 's/.*"signing_key":"\([0-9a-f]*\)".*/\1/p'
+}

@@ -15,7 +15,7 @@
 #include "tally.h"
 
 static const char usage[] =
-"usage: tally init [--home DIR] [--standby]\n"
+"usage: tally init [--home DIR] [--standby [--leader-key FILE|HEX]]\n"
 "\n"
 "Creates the tally home (mode 0700): the event log in DIR/log and the\n"
 "master key that encrypts every secret at rest in DIR/master.key (0600).\n"
@@ -32,7 +32,13 @@ static const char usage[] =
 "able to take over (tally promote), copy the leader's DIR/master.key here yourself,\n"
 "out of band (scp over ssh, a sealed backup; never over the broker),\n"
 "mode 0600, owned by the user tallyd runs as.  DIR/standby marks the home\n"
-"until it is promoted.\n";
+"until it is promoted.\n"
+"\n"
+"--leader-key gives the standby the leader's signing key (64 hex digits,\n"
+"or a file holding them: what tally publish status prints on the\n"
+"leader), kept in DIR/leader.key: tallyd --follow then checks every\n"
+"message's signature without the master key, and keeps it with each\n"
+"event for tally promote.  It is never taken from the stream.\n";
 
 static int
 mkdir_p(const char *path, mode_t mode)
@@ -84,6 +90,13 @@ struct init_arg {
 };
 
 static int
+standby_standing(struct tl_txn *t, void *arg)
+{
+	(void)arg;
+	return tl_ep_standing_put(t, 1, 0);
+}
+
+static int
 make_tables(struct tl_txn *t, void *arg)
 {
 	struct init_arg *ia = arg;
@@ -102,6 +115,7 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		CLI_COMMON_OPTS,
 		{ "standby", no_argument, NULL, 's' },
+		{ "leader-key", required_argument, NULL, 'k' },
 		{ 0 }
 	};
 	struct init_arg ia;
@@ -109,6 +123,8 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 	char keypath[1100], what[256], mark[1100];
 	struct stat st;
 	int c, rc, standby = 0;
+	const char *lkey = NULL;
+	uint8_t lpk[TL_SIGN_PUBLEN];
 	FILE *f;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -116,12 +132,24 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		case 's':
 			standby = 1;
 			break;
+		case 'k':
+			lkey = optarg;
+			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
 	}
-	if (optind != argc) {
+	if (optind != argc || (lkey != NULL && !standby)) {
 		fputs(usage, stderr);
 		return TL_EXIT_USAGE;
+	}
+	if (lkey != NULL && tl_secret_leader_key_parse(lkey, lpk) != 0) {
+		char why[160];
+
+		if ((rc = tl_secret_leader_key_load(lkey, lpk, why)) != 0) {
+			cli_errx("--leader-key %s: neither 64 hex digits nor a "
+			    "file holding them (%s)", lkey, why);
+			return TL_EXIT_USAGE;
+		}
 	}
 	snprintf(keypath, sizeof(keypath), "%s/master.key", cli->home);
 	if (stat(keypath, &st) == 0) {
@@ -167,16 +195,45 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 			cli_errx("cannot create %s: %s", mark, strerror(errno));
 			return TL_EXIT_FAIL;
 		}
+		/* After the marker: a home without it is never a standby. */
+		if ((rc = tl_log_open(cli->logdir, 0, &log)) == 0) {
+			rc = tl_log_write(log, standby_standing, NULL);
+			tl_log_close(log);
+		}
+		if (rc != 0) {
+			cli_errx("cannot record the standby's standing: %s",
+			    tl_strerror(rc));
+			return TL_EXIT_FAIL;
+		}
+		if (lkey != NULL) {
+			char hexk[2 * TL_SIGN_PUBLEN + 2];
+			size_t i;
+
+			for (i = 0; i < TL_SIGN_PUBLEN; i++)
+				snprintf(hexk + 2 * i, 3, "%02x", lpk[i]);
+			hexk[2 * TL_SIGN_PUBLEN] = '\n';
+			hexk[2 * TL_SIGN_PUBLEN + 1] = '\0';
+			snprintf(mark, sizeof(mark), "%s/" TL_LEADER_KEY_FILE,
+			    cli->home);
+			if ((rc = tl_secret_write_file(mark, hexk,
+			    strlen(hexk), 0644)) != 0) {
+				cli_errx("cannot write %s: %s", mark,
+				    tl_strerror(rc));
+				return TL_EXIT_FAIL;
+			}
+		}
 		if (cli->json)
 			cli_json_done(cli, json_pack("{s:s,s:b,s:b}", "home",
 			    cli->home, "created", 1, "standby", 1));
 		else
-			printf("initialised standby home %s (no master key)\n"
+			printf("initialised standby home %s (no master key%s)\n"
 			    "follow the leader:  tallyd --home %s --follow "
 			    "--amqp URL --stream NAME\n"
 			    "before tally promote, copy the leader's "
 			    "master.key to %s out of band (e.g. scp), mode "
-			    "0600\n", cli->home, cli->home, keypath);
+			    "0600\n", cli->home, lkey != NULL ? "; the "
+			    "leader's signing key in " TL_LEADER_KEY_FILE :
+			    "", cli->home, keypath);
 		return TL_EXIT_OK;
 	}
 	if ((rc = tl_secret_keygen(keypath)) != 0) {

@@ -338,6 +338,8 @@ status(struct tl_cli *cli, int argc, char **argv)
 	struct tl_iter *it = NULL;
 	struct tl_event ev;
 	json_t *cfg = NULL, *out, *state;
+	struct tl_key key = { NULL };
+	char kpath[1200], kwhy[160], pkhex[2 * TL_SIGN_PUBLEN + 1] = "";
 	uint64_t ck = 0, last = 0, cfgseq = 0;
 	int c, rc, have_ck;
 
@@ -383,6 +385,18 @@ status(struct tl_cli *cli, int argc, char **argv)
 		json_object_set(out, "config", cfg);
 	if (state != NULL)
 		json_object_set_new(out, "state", state);
+	/* What a standby checks the stream's signatures with. */
+	snprintf(kpath, sizeof(kpath), "%s/master.key", cli->home);
+	if (tl_secret_load(kpath, &key, kwhy) == 0) {
+		uint8_t pk[TL_SIGN_PUBLEN];
+		size_t i;
+
+		tl_secret_cp_keypair(&key, pk, NULL);
+		tl_secret_key_free(&key);
+		for (i = 0; i < TL_SIGN_PUBLEN; i++)
+			snprintf(pkhex + 2 * i, 3, "%02x", pk[i]);
+		json_object_set_new(out, "signing_key", json_string(pkhex));
+	}
 	if (cli->json) {
 		json_dumpf(out, stdout, JSON_COMPACT | JSON_SORT_KEYS);
 		putchar('\n');
@@ -419,6 +433,11 @@ status(struct tl_cli *cli, int argc, char **argv)
 			    json_string_value(json_object_get(state, "since")),
 			    json_string_value(json_object_get(state, "error")),
 			    json_string_value(json_object_get(state, "at")));
+		if (pkhex[0] != '\0' && json_string_length(json_object_get(cfg,
+		    "stream")))
+			printf("the stream is signed with %s (a standby without "
+			    "the master key: tally init --standby --leader-key "
+			    "%s)\n", pkhex, pkhex);
 	}
 	json_decref(out);
 	json_decref(cfg);

@@ -851,7 +851,14 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 				    "%s; this tallyd refuses to act\n",
 				    (unsigned long long)epoch, dep);
 		}
-		if (tl_ep_is_standby(cli->home)) {
+		int standby = 0;
+		uint64_t promoted = 0;
+
+		if (tl_ep_standing(t, cli->home, &standby, &promoted) == 0 &&
+		    !standby && epoch > 1 && !cli->json)
+			printf("control plane: the leader at epoch %llu\n",
+			    (unsigned long long)epoch);
+		if (standby) {
 			struct tl_ep_follow f;
 			char leader[900];
 			json_t *sb;

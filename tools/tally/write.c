@@ -166,18 +166,28 @@ cli_standby_refuse(struct tl_cli *cli)
 {
 	struct tl_txn *t;
 	char leader[900] = "a leader";
-	int mine = cli->log == NULL;
+	int mine = cli->log == NULL, standby;
 
-	if (!tl_ep_is_standby(cli->home))
+	/*
+	 * No marker: not a standby (epoch.h: tally init --standby makes it
+	 * before it records the standing, tally promote removes it after).
+	 * With one, the standing the log records decides.
+	 */
+	if (!(standby = tl_ep_is_standby(cli->home)))
 		return 0;
 	if (!mine || cli_open_log(cli, CLI_OPEN_READER | TL_LOG_RDONLY) == 0) {
 		if (tl_log_begin(cli->log, TL_TXN_RDONLY, &t) == 0) {
-			cli_standby_leader(t, leader, sizeof(leader));
+			if (tl_ep_standing(t, cli->home, &standby, NULL) != 0)
+				standby = 1;	/* unreadable: refuse */
+			if (standby)
+				cli_standby_leader(t, leader, sizeof(leader));
 			tl_log_abort(t);
 		}
 		if (mine)
 			cli_close(cli);
 	}
+	if (!standby)
+		return 0;
 	cli_errx("%s is a standby's home: it follows %s, and only what that "
 	    "leader published is appended here (a write of its own would "
 	    "fork this log from the leader's); nothing was appended.  Write "

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/body.h"
 #include "core/envelope.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -73,6 +74,8 @@ struct msg {
 	uint8_t		 hash[TL_HASH_LEN];
 	int64_t		 epoch;		/* authenticated (format 2), or -1 */
 	int		 promo;		/* its type property says a promotion */
+	int		 has_sig;	/* sig verified with the leader's key */
+	uint8_t		 sig[TL_SIGN_LEN];
 	void		*body;
 	size_t		 len;
 };
@@ -87,7 +90,9 @@ struct passed {
 
 struct batch {
 	const char	*ckname;
-	const struct tl_key *key;	/* NULL: nothing is authenticated */
+	const struct tl_key *key;	/* NULL: no authenticator checked */
+	const uint8_t	*pk;		/* the leader's signing key, or NULL:
+					 * no signature checked */
 	struct msg	 m[BATCH];
 	size_t		 n;
 	size_t		 bytes;		/* of the kept bodies */
@@ -205,8 +210,35 @@ screen(const struct batch *b, const struct tl_amqp_delivery *d,
 		snprintf(why, cap, "it has no chain hash header (hash)");
 		return -1;
 	}
+	if (b->pk != NULL) {
+		/* First: nothing else in it is believed unsigned. */
+		if (unhex(d->sig, m->sig, TL_SIGN_LEN) != 0) {
+			snprintf(why, cap, "it has no signature (sig)");
+			return -1;
+		}
+		if (d->auth != TL_STREAM_AUTH_V || d->seq <= 0 ||
+		    d->epoch < 0) {
+			snprintf(why, cap, "its signed headers (auth %lld, seq, "
+			    "epoch) are missing or not of format %d",
+			    (long long)d->auth, TL_STREAM_AUTH_V);
+			return -1;
+		}
+		sa.seq = (uint64_t)d->seq;
+		sa.epoch = (uint64_t)d->epoch;
+		sa.hash = m->hash;
+		sa.body = d->body;
+		sa.len = d->len;
+		if (tl_secret_stream_verify(b->pk, &sa, m->sig) != 0) {
+			snprintf(why, cap, "its signature (sig) does not verify "
+			    "with the leader's signing key (sequence, body, "
+			    "chain hash, epoch)");
+			return -1;
+		}
+		m->has_sig = 1;
+		m->epoch = d->epoch;
+	}
 	if (b->key == NULL)
-		return 0;	/* the chain alone, in append_cb */
+		return 0;	/* the chain, in append_cb */
 	if (unhex(d->mac, mac, TL_STREAM_MAC_LEN) != 0) {
 		snprintf(why, cap, "it has no authenticator (mac)");
 		return -1;
@@ -253,6 +285,40 @@ screen(const struct batch *b, const struct tl_amqp_delivery *d,
 	return 0;
 }
 
+#define STALE_WHY	"it was published at an epoch below this log's: by a " \
+	    "deposed leader"
+#define LOST_WHY	"a promotion that lost: another promotion to its " \
+	    "epoch came first in the stream"
+
+/*
+ * Whether m, authentic and published again over have with other
+ * bytes, is a second promotion to the epoch have started: two standbys
+ * promoted at once both publish theirs, the first in the stream's order
+ * leads (reactors/epoch.h, tl_ep_arbitrate) and the other stands down;
+ * so does its promotion here.
+ */
+static int
+lost_promotion(const struct tl_event *have, const struct msg *m)
+{
+	struct tl_event ev;
+	struct tl_bview v;
+	uint64_t e1 = 0, e2 = 0;
+
+	if (strcmp(have->type, TL_EV_CP_PROMOTED) != 0 ||
+	    tl_env_decode(m->body, m->len, &ev, NULL) != 0 ||
+	    strcmp(ev.type, TL_EV_CP_PROMOTED) != 0)
+		return 0;
+	if (tl_bview_open(&v, have->body, have->body_len) == 0) {
+		e1 = tl_bn_getu64(v.root, "epoch", 0);
+		tl_bview_close(&v);
+	}
+	if (tl_bview_open(&v, ev.body, ev.body_len) == 0) {
+		e2 = tl_bn_getu64(v.root, "epoch", 0);
+		tl_bview_close(&v);
+	}
+	return e1 > 0 && e1 == e2 && (uint64_t)m->epoch == e2;
+}
+
 /*
  * Appends the batch's kept messages in one transaction, up to the first
  * one an authenticated leader could not have published over this log;
@@ -269,13 +335,15 @@ append_cb(struct tl_txn *t, void *arg)
 	char why[TL_WHY_MAX];
 	uint64_t seq = 0, head = 0, cur = 1;
 	int64_t next = -1, stale_off = -1;
+	const char *stale_why = STALE_WHY;
 	size_t i;
 	int rc;
 
 	b->done = b->appended = b->nstale = 0;
 	b->err = 0;
 	b->why[0] = '\0';
-	if (b->key != NULL && (rc = tl_ep_current(t, &cur, NULL)) != 0)
+	if ((b->key != NULL || b->pk != NULL) &&
+	    (rc = tl_ep_current(t, &cur, NULL)) != 0)
 		return rc;
 	for (i = 0; i < b->n; i++) {
 		struct msg *m = &b->m[i];
@@ -284,8 +352,8 @@ append_cb(struct tl_txn *t, void *arg)
 			/* Authentic, but its leader was deposed since. */
 			b->nstale++;
 			stale_off = m->offset;
-			pass_note(b->pass, m->seq, m->offset, "it was published "
-			    "at an epoch below this log's: by a deposed leader");
+			stale_why = STALE_WHY;
+			pass_note(b->pass, m->seq, m->offset, STALE_WHY);
 			b->done = i + 1;
 			continue;
 		}
@@ -294,7 +362,15 @@ append_cb(struct tl_txn *t, void *arg)
 			/* Published again: it must be what we hold. */
 			if ((rc = tl_log_get(t, seq, &have)) != 0)
 				return rc;
-			if (have.raw_len != m->len ||
+			if ((have.raw_len != m->len ||
+			    memcmp(have.raw, m->body, m->len) != 0) &&
+			    m->epoch >= 0 && lost_promotion(&have, m)) {
+				/* Authentic, and lost (epoch.h). */
+				b->nstale++;
+				stale_off = m->offset;
+				stale_why = LOST_WHY;
+				pass_note(b->pass, m->seq, m->offset, LOST_WHY);
+			} else if (have.raw_len != m->len ||
 			    memcmp(have.raw, m->body, m->len) != 0) {
 				b->err = TL_ECORRUPT;
 				b->errseq = seq;
@@ -316,8 +392,17 @@ append_cb(struct tl_txn *t, void *arg)
 		} else if (rc != 0)
 			return rc;
 		else {
+			struct tl_log_sig ls;
+
+			/* Kept with the event, for tally promote. */
+			if (m->has_sig) {
+				ls.epoch = (uint64_t)m->epoch;
+				memcpy(ls.sig, m->sig, TL_SIGN_LEN);
+				if ((rc = tl_log_sig_put(t, seq, &ls)) != 0)
+					return rc;
+			}
 			b->appended++;
-			if (m->promo && b->key != NULL &&
+			if (m->promo && (b->key != NULL || b->pk != NULL) &&
 			    (rc = tl_ep_current(t, &cur, NULL)) != 0)
 				return rc;
 		}
@@ -344,9 +429,8 @@ append_cb(struct tl_txn *t, void *arg)
 		f.passed += b->nscreened + b->nstale;
 		if (stale_off > b->scr_off) {
 			f.last_offset = stale_off;
-			snprintf(f.last_why, sizeof(f.last_why), "it was "
-			    "published at an epoch below this log's: by a "
-			    "deposed leader");
+			snprintf(f.last_why, sizeof(f.last_why), "%s",
+			    stale_why);
 		} else {
 			f.last_offset = b->scr_off;
 			snprintf(f.last_why, sizeof(f.last_why), "%s",
@@ -360,7 +444,7 @@ append_cb(struct tl_txn *t, void *arg)
 
 /* The passed-over messages not yet logged, when it is time (or now). */
 static void
-pass_flush(struct passed *p, int keyed, int now)
+pass_flush(struct passed *p, const struct batch *b, int now)
 {
 	uint64_t t = mono_ns();
 
@@ -369,8 +453,9 @@ pass_flush(struct passed *p, int keyed, int now)
 		return;
 	flog(TL_RX_ERR, "refusing %llu message(s) %s, the first at event %lld "
 	    "(stream offset %lld): %s; not appended, following on",
-	    (unsigned long long)p->n, keyed ? "not published by a holder of "
-	    "the master key" : "that cannot be the leader's",
+	    (unsigned long long)p->n, b->key != NULL ? "not published by a "
+	    "holder of the master key" : b->pk != NULL ? "not signed by the "
+	    "leader's key" : "that cannot be the leader's",
 	    (long long)p->seq, (long long)p->off, p->why);
 	p->n = 0;
 	p->last_ns = t;
@@ -390,6 +475,27 @@ batch_clear(struct batch *b)
 	b->nscreened = 0;
 	b->scr_off = -1;
 	b->scr_why[0] = '\0';
+}
+
+int
+tl_follow_is_standby(const char *home, int *standby)
+{
+	struct tl_log *log = NULL;
+	struct tl_txn *t;
+	char logdir[1200];
+	int rc;
+
+	if (!(*standby = tl_ep_is_standby(home)))
+		return 0;	/* no marker: no standby (epoch.h) */
+	snprintf(logdir, sizeof(logdir), "%s/log", home);
+	if ((rc = tl_log_open(logdir, TL_LOG_RDONLY, &log)) != 0)
+		return rc;
+	if ((rc = tl_log_begin(log, TL_TXN_RDONLY, &t)) == 0) {
+		rc = tl_ep_standing(t, home, standby, NULL);
+		tl_log_abort(t);
+	}
+	tl_log_close(log);
+	return rc;
 }
 
 static int
@@ -416,6 +522,8 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	char logdir[1200], why[256], ckname[TL_CKPT_NAME_MAX + 1];
 	char pw[256] = "", keypath[1200], kwhy[160] = "";
 	struct tl_key key = { NULL };
+	uint8_t pk[TL_SIGN_PUBLEN], given[TL_SIGN_PUBLEN];
+	int has_given = 0;
 	struct passed pass;
 	uint64_t ck = 0, head = 0, delay = 0, total = 0;
 	int rc, ex = 1, have;
@@ -471,14 +579,44 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			goto out;
 		}
 		b->key = &key;
-	} else
-		flog(TL_RX_WARN, "no master key in %s: the stream's messages "
-		    "are checked against the chain but not authenticated "
-		    "(copy the leader's key here, 0600, to have them "
-		    "authenticated)", o->home);
+		tl_secret_cp_keypair(&key, pk, NULL);
+		b->pk = pk;
+	}
+	/*
+	 * The leader's signing key as the operator gave it (tally init
+	 * --standby --leader-key), never taken from the stream: with it,
+	 * a standby without the master key checks every message's
+	 * signature.  Beside the master key it must be the same key.
+	 */
+	snprintf(keypath, sizeof(keypath), "%s/" TL_LEADER_KEY_FILE, o->home);
+	if (access(keypath, F_OK) == 0) {
+		if ((rc = tl_secret_leader_key_load(keypath, given,
+		    kwhy)) != 0) {
+			flog(TL_RX_ERR, "leader's key: %s", kwhy);
+			goto out;
+		}
+		has_given = 1;
+		if (b->pk != NULL && memcmp(given, pk,
+		    sizeof(pk)) != 0) {
+			flog(TL_RX_ERR, "%s is not the signing key of the master "
+			    "key in %s: one of them is not the leader's; "
+			    "refusing to follow", keypath, o->home);
+			goto out;
+		}
+		memcpy(pk, given, sizeof(pk));
+		b->pk = pk;
+	}
+	if (b->pk == NULL)
+		flog(TL_RX_WARN, "neither the leader's signing key (%s) nor the "
+		    "master key in %s: the stream's messages are checked "
+		    "against the chain but not authenticated, and tally "
+		    "promote will refuse this log (tally init --standby "
+		    "--leader-key KEY gives the key)", keypath, o->home);
 	flog(TL_RX_INFO, "started on %s: following stream %s at %s (no "
 	    "reconciling%s)", o->home, o->stream, o->url, b->key != NULL ?
-	    "; every message authenticated with the master key" : "");
+	    "; every message authenticated with the master key" :
+	    has_given ? "; every message's signature checked with the "
+	    "leader's key" : "");
 	while (!*stop) {
 		if (a == NULL) {
 			if (delay > 0) {
@@ -566,7 +704,7 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			continue;	/* the batch is read again */
 		}
 		if (!have) {
-			pass_flush(&pass, b->key != NULL, 0);
+			pass_flush(&pass, b, 0);
 			continue;
 		}
 		if ((rc = tl_log_write(log, append_cb, b)) != 0) {
@@ -575,7 +713,7 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			goto out;
 		}
 		total += b->appended;
-		pass_flush(&pass, b->key != NULL, b->err != 0);
+		pass_flush(&pass, b, b->err != 0);
 		if (b->appended > 0)
 			flog(TL_RX_DEBUG, "appended %zu event(s), head %llu",
 			    b->appended, (unsigned long long)b->head);
@@ -595,7 +733,7 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 		}
 	}
 	ex = 0;
-	pass_flush(&pass, b->key != NULL, 1);
+	pass_flush(&pass, b, 1);
 	flog(TL_RX_INFO, "stopping; %llu event(s) appended",
 	    (unsigned long long)total);
 out:

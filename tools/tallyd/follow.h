@@ -26,6 +26,14 @@ struct tl_follow_opts {
  * reason to stop (follow.c).  1 on other failures.  Reconnects with
  * backoff while the broker is away.
  */
+/*
+ * Whether home is a standby's (reactors/epoch.h, tl_ep_standing: the standing
+ * its log records; the marker file for a home of before) into
+ * *standby.  Opens the log read-only and closes it: call it before
+ * anything else in the process opens that log.  Errors: the log's.
+ */
+int	tl_follow_is_standby(const char *home, int *standby);
+
 int	tl_follow_run(const struct tl_follow_opts *o,
 	    volatile sig_atomic_t *stop);
 

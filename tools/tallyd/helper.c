@@ -9,6 +9,7 @@
 #include "drivers/driver.h"
 #include "projections/grant.h"
 #include "projections/proj.h"
+#include "reactors/epoch.h"
 #include "reactors/rx.h"
 #include "tools/exit.h"
 #include "helper.h"
@@ -93,7 +94,9 @@ tl_tallyd_loss(struct tl_rx *rx, const char *module)
 	uint64_t bad = 0;
 	int rc;
 
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &la.t)) != 0) {
+	/* The names it asks about are this mesh's (scheme 4). */
+	if ((rc = tl_ep_mesh_load(rx->log, rx->mesh)) != 0 ||
+	    (rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &la.t)) != 0) {
 		fprintf(stderr, "tallyd: loss: %s\n", tl_strerror(rc));
 		return TL_EXIT_FAIL;
 	}

@@ -682,7 +682,7 @@ main(int argc, char **argv)
 	int ex = EXIT_OK;
 	unsigned interval = 5, once_timeout = 60, vinterval = 30;
 	struct tl_follow_opts fo;
-	int follow = 0;
+	int follow = 0, standby = 0;
 	uint64_t epoch = 1;
 	int deposed = 0;
 
@@ -814,7 +814,12 @@ main(int argc, char **argv)
 		    home, home);
 		return EXIT_NOTFOUND;
 	}
-	if (follow != tl_ep_is_standby(home)) {
+	if ((rc = tl_follow_is_standby(home, &standby)) != 0) {
+		logx(TL_RX_ERR, "cannot read the standing of %s: %s", home,
+		    tl_strerror(rc));
+		return EXIT_FAIL;
+	}
+	if (follow != standby) {
 		logx(TL_RX_ERR, follow ? "%s is not a standby's home (tally "
 		    "init --standby makes one): refusing to follow into it" :
 		    "%s is a standby's home: it follows the leader (tallyd "
@@ -912,6 +917,17 @@ main(int argc, char **argv)
 	 */
 	if ((rc = tl_ep_stream_check(&rx, &deposed)) != 0)
 		logx(TL_RX_ERR, "epoch: %s", tl_strerror(rc));
+	if (deposed) {
+		ex = EXIT_DEPOSED;
+		goto out;
+	}
+	/* A promotion acts only once the stream says it was the first. */
+	if ((rc = tl_ep_arbitrate(&rx, &deposed)) != 0) {
+		if (rc != TL_EUNREACH)
+			logx(TL_RX_ERR, "epoch: %s", tl_strerror(rc));
+		ex = EXIT_FAIL;
+		goto out;
+	}
 	if (deposed) {
 		ex = EXIT_DEPOSED;
 		goto out;

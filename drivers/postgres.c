@@ -612,7 +612,7 @@ mark_kind(const struct tl_drv_pg *p, const struct tl_drv_grant *g,
 static int
 mesh_refused(const char *step, const char *other, char *why)
 {
-	return tl_drv_why(why, TL_EREFUSED, "%s: owned by mesh %.12s\u2026, "
+	return tl_drv_why(why, TL_EREFUSED, "%s: owned by mesh %.12s..., "
 	    "not this one (tally never changes another mesh's objects but "
 	    "by adopting them)", step, other);
 }
@@ -1759,7 +1759,7 @@ row_other_mesh(const struct tl_drv_pg *p, const PGresult *r, int row,
 		    sizeof(other)) != MARK_MESH)
 			continue;
 		tl_drv_why(why, 0, "privileges: %s \"%s\" is owned by mesh "
-		    "%.12s\u2026, not this one: not repaired (only adopting "
+		    "%.12s..., not this one: not repaired (only adopting "
 		    "that mesh's objects takes it over)", what[i], names[i],
 		    other);
 		return 1;

@@ -200,6 +200,7 @@ grant_init(struct grant *gr, const char *tag)
 	gr->g.password = gr->pw;
 	gr->g.grant = NULL;
 	gr->g.adopt_unnamed = 0;
+	gr->g.adopt_mesh = NULL;
 }
 
 /* Every reason must be free of every password the test used. */

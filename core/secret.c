@@ -268,6 +268,15 @@ tl_secret_password(char out[TL_PASSWORD_LEN + 1])
 }
 
 void
+tl_secret_mesh_id(char out[33])
+{
+	uint8_t raw[16];
+
+	randombytes_buf(raw, sizeof(raw));
+	sodium_bin2hex(out, 33, raw, sizeof(raw));
+}
+
+void
 tl_secret_node_keypair(uint8_t pk[TL_PUBKEY_LEN], uint8_t sk[TL_SECKEY_LEN])
 {
 	crypto_box_keypair(pk, sk);

@@ -139,6 +139,12 @@ int	tl_secret_decrypt(const struct tl_key *key, const void *ad,
 
 /* A NUL-terminated URL-safe password of TL_PASSWORD_LEN characters. */
 void	tl_secret_password(char out[TL_PASSWORD_LEN + 1]);
+/*
+ * A new mesh id: 16 random bytes as 32 lowercase hex digits and a NUL.
+ * Not a secret (it is in every mark and name); random so that two
+ * meshes never draw the same one.
+ */
+void	tl_secret_mesh_id(char out[33]);
 
 /* X25519 keys for nodes, and sealed boxes to them. */
 void	tl_secret_node_keypair(uint8_t pk[TL_PUBKEY_LEN],

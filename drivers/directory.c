@@ -41,11 +41,36 @@
  * cannot leave root.  A missing directory is reported (TL_DRIFT_MISSING)
  * and never recreated by check or fix_privileges: only create makes one.
  *
+ * Two meshes on one root.  A grant of a mesh with an id (scheme 4,
+ * reactors/names.c) is named READABLE "_m" DIGEST, DIGEST keyed by the
+ * mesh id (dir_names: two meshes never meet on a name; "m" is no hex
+ * digit, so the shape is never a name of before); the reactors hand it
+ * in tl_drv_grant.resource, and only a name of that shape is taken from
+ * there: every other grant keeps READABLE "_" DIGEST of its id.  The
+ * mark is ROOT/.tally/mesh-NAME, the whole mesh id of the mesh that made
+ * NAME (written before the directory, replaced by rename).  A directory
+ * marked by another mesh is refused by create, fix_privileges,
+ * set_password and revoke (TL_EREFUSED, "owned by mesh 6f1c..., not this
+ * one") and reported by check, unless tl_drv_grant.adopt_mesh names that
+ * mesh (tally adopt): then it is re-marked with ours.  One with no mark
+ * (made before marks) is marked by the first mesh that changes it.
+ *
+ * The fence (ops->fence; fencing TL_DRV_FENCE_ATOMIC): one file per
+ * mesh, ROOT/.tally-fence-MESH ("none" for a home of before ids), made
+ * O_EXCL | O_NOFOLLOW, mode 0600, holding "tally-fence/1 EPOCH LEADER";
+ * it is read and compare-and-set under flock(2), and every changing
+ * operation of a session with a fence (tl_drv_admin.fence) takes the
+ * same lock and checks the fence while it holds it, so a raise either
+ * comes before a change (which is then refused: "deposed: ...") or after
+ * it.  Reader sessions (no fence) take no lock and change no fence.
+ *
  * Errors: TL_EUNREACH when root cannot be opened (gone, not a directory,
- * no permission), TL_EINVAL for a bad setting or grant id, TL_EDRIVER for
- * any other failure; why always names the path and errno's words.  A
- * handle is used by one thread at a time; different handles may be used
- * at once (each create is idempotent, and claims are O_EXCL).
+ * no permission), TL_EINVAL for a bad setting, grant id or mesh id,
+ * TL_EREFUSED for another mesh's directory or a deposed session,
+ * TL_EDRIVER for any other failure; why always names the path and
+ * errno's words.  A handle is used by one thread at a time; different
+ * handles may be used at once (each create is idempotent, claims are
+ * O_EXCL, marks are replaced by rename, the fence is under flock).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -55,6 +80,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -67,8 +93,12 @@
 
 #define DIR_READABLE	40		/* bytes of the grant id kept */
 #define DIR_DIGEST_HEX	16
-#define DIR_NAME_MAX	(DIR_READABLE + 1 + DIR_DIGEST_HEX)
-#define DIR_META	".tally"	/* the group claims */
+#define DIR_NAME_MAX	(DIR_READABLE + 2 + DIR_DIGEST_HEX)
+#define DIR_META	".tally"	/* the group claims, the marks */
+#define DIR_MARK	"mesh-"		/* DIR_META/mesh-NAME: its mesh */
+#define DIR_FENCE	".tally-fence-"	/* ROOT/.tally-fence-MESH */
+#define DIR_FENCE_V1	"tally-fence/1"
+#define DIR_MESH_HEX	32
 #define DIR_PROBES	64		/* claims tried before giving up */
 #define DIR_DEPTH_MAX	256		/* purge and size refuse deeper */
 #define MODE_PRIV	02770
@@ -82,7 +112,21 @@ struct tl_drv_dir {
 	uid_t		 uid;
 	gid_t		 gid;		/* unprivileged: tallyd's */
 	unsigned long long gid_base, gid_range;
+	char		 mesh[DIR_MESH_HEX + 1];	/* ours; "": before ids */
+	/* The session's fence (tl_drv_admin.fence); fenced 0: none. */
+	int		 fenced;
+	char		 fmesh[DIR_MESH_HEX + 1];
+	uint64_t	 fepoch;
+	char		 fleader[TL_DRV_LEADER_MAX];
 };
+
+/* A mesh id, or "" (a home made before ids); NULL reads as "". */
+static int
+mesh_valid(const char *m)
+{
+	return m == NULL || m[0] == '\0' || (strlen(m) == DIR_MESH_HEX &&
+	    strspn(m, "0123456789abcdef") == DIR_MESH_HEX);
+}
 
 /* The grant's directory name (see the top); TL_EINVAL for no id. */
 static int
@@ -114,6 +158,100 @@ dir_name(const char *grant, char out[DIR_NAME_MAX + 1], uint64_t *h64)
 		for (i = 0; i < 8; i++)
 			*h64 = (*h64 << 8) | h[i];
 	}
+	return 0;
+}
+
+/*
+ * Scheme 4's name: READABLE "_m" DIGEST, DIGEST keyed by the mesh id
+ * (as drivers/naming.c keys it: its 16 bytes, then zeros).
+ */
+static int
+dir_name_mesh(const char *grant, const char *mesh,
+    char out[DIR_NAME_MAX + 1])
+{
+	uint8_t key[TL_DRV_NAME_KEY_LEN] = { 0 };
+	char digest[17];
+	size_t n = 0;
+
+	if (grant == NULL || *grant == '\0' || mesh == NULL ||
+	    strlen(mesh) != DIR_MESH_HEX || !mesh_valid(mesh) ||
+	    dir_name(grant, out, NULL) != 0)
+		return TL_EINVAL;
+	sodium_hex2bin(key, 16, mesh, DIR_MESH_HEX, NULL, &n, NULL);
+	tl_drv_name_digest_keyed(grant, key, digest);
+	sodium_memzero(key, sizeof(key));
+	n = strcspn(out, "_");
+	snprintf(out + n, DIR_NAME_MAX + 1 - n, "_m%s", digest);
+	return 0;
+}
+
+/* Whether s has the shape dir_name_mesh gives (and is safe as a name). */
+static int
+mesh_shaped(const char *s)
+{
+	const char *u;
+	size_t n;
+
+	if (s == NULL || (n = strlen(s)) < 3 + DIR_DIGEST_HEX ||
+	    n > DIR_NAME_MAX || s[0] == '.' ||
+	    strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n ||
+	    (u = strchr(s, '_')) == NULL || u == s || u[1] != 'm' ||
+	    strlen(u + 2) != DIR_DIGEST_HEX ||
+	    strspn(u + 2, "0123456789abcdef") != DIR_DIGEST_HEX)
+		return 0;
+	return 1;
+}
+
+/*
+ * The directory a grant's operations act on: the scheme-4 name the
+ * reactors derived (g->resource) when it has that shape, else the name
+ * of before, from the grant id.  *h64 (may be NULL): where its group's
+ * probe starts.
+ */
+static int
+grant_dir(const struct tl_drv_grant *g, char out[DIR_NAME_MAX + 1],
+    uint64_t *h64)
+{
+	unsigned char h[16];
+	size_t i;
+
+	if (!mesh_shaped(g->resource))
+		return dir_name(g->grant, out, h64);
+	if (g->grant == NULL || *g->grant == '\0')
+		return TL_EINVAL;
+	snprintf(out, DIR_NAME_MAX + 1, "%s", g->resource);
+	if (h64 != NULL) {
+		crypto_generichash(h, sizeof(h), (const unsigned char *)out,
+		    strlen(out), NULL, 0);
+		*h64 = 0;
+		for (i = 0; i < 8; i++)
+			*h64 = (*h64 << 8) | h[i];
+	}
+	return 0;
+}
+
+/*
+ * ops->names: scheme 4 (with a mesh id) the mesh's name; any other
+ * scheme the name of before (what the directory of such a grant is
+ * called).  No owner, no login: there is no credential.
+ */
+static int
+dir_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	char name[DIR_NAME_MAX + 1];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (in->scheme == TL_DRV_NAMING_MESH)
+		rc = dir_name_mesh(in->grant, in->mesh, name);
+	else
+		rc = dir_name(in->grant, name, NULL);
+	if (rc != 0)
+		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
+		    "id%s", in->scheme == TL_DRV_NAMING_MESH ? " and the mesh "
+		    "id" : "");
+	snprintf(out->resource, TL_DRV_NAME_MAX, "%s", name);
 	return 0;
 }
 
@@ -170,6 +308,23 @@ dir_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if ((h = calloc(1, sizeof(*h))) == NULL)
 		return tl_drv_why(why, TL_EDRIVER, "out of memory");
 	h->metafd = -1;
+	h->rootfd = -1;
+	if (!mesh_valid(a->mesh) || (a->fence != NULL &&
+	    (!mesh_valid(a->fence->mesh) || (a->fence->leader != NULL &&
+	    strlen(a->fence->leader) >= TL_DRV_LEADER_MAX)))) {
+		free(h);
+		return tl_drv_why(why, TL_EINVAL, "the mesh id or the fence is "
+		    "not 32 hex digits");
+	}
+	snprintf(h->mesh, sizeof(h->mesh), "%s", a->mesh ? a->mesh : "");
+	if (a->fence != NULL) {
+		h->fenced = 1;
+		snprintf(h->fmesh, sizeof(h->fmesh), "%s",
+		    a->fence->mesh ? a->fence->mesh : "");
+		h->fepoch = a->fence->epoch;
+		snprintf(h->fleader, sizeof(h->fleader), "%s",
+		    a->fence->leader ? a->fence->leader : "");
+	}
 	snprintf(h->root, sizeof(h->root), "%s", root);
 	/* Trailing slashes would double in the paths delivered. */
 	while (strlen(h->root) > 1 && h->root[strlen(h->root) - 1] == '/')
@@ -190,19 +345,17 @@ dir_open(const struct tl_drv_admin *a, void **hp, char *why)
 		    strerror(errno));
 		goto err_free;
 	}
-	if (h->priv) {
-		if (mkdirat(h->rootfd, DIR_META, 0700) != 0 &&
-		    errno != EEXIST) {
-			rc = tl_drv_why(why, TL_EUNREACH, "%s/%s: %s", h->root,
-			    DIR_META, strerror(errno));
-			goto err_close;
-		}
-		if ((h->metafd = openat(h->rootfd, DIR_META, O_RDONLY |
-		    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-			rc = tl_drv_why(why, TL_EUNREACH, "%s/%s: %s", h->root,
-			    DIR_META, strerror(errno));
-			goto err_close;
-		}
+	/* Claims (privileged) and marks (always) live there. */
+	if (mkdirat(h->rootfd, DIR_META, 0700) != 0 && errno != EEXIST) {
+		rc = tl_drv_why(why, TL_EUNREACH, "%s/%s: %s", h->root,
+		    DIR_META, strerror(errno));
+		goto err_close;
+	}
+	if ((h->metafd = openat(h->rootfd, DIR_META, O_RDONLY |
+	    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		rc = tl_drv_why(why, TL_EUNREACH, "%s/%s: %s", h->root,
+		    DIR_META, strerror(errno));
+		goto err_close;
 	}
 	*hp = h;
 	return 0;
@@ -362,6 +515,248 @@ set_owner_mode(struct tl_drv_dir *h, const char *name, uid_t uid, gid_t gid,
 	return rc;
 }
 
+/* --- the fence ------------------------------------------------------- */
+
+/*
+ * Opens ROOT/.tally-fence-MESH (made when create, else TL_ENOTFOUND when
+ * absent), a regular file reached through no link.
+ */
+static int
+fence_open(struct tl_drv_dir *h, const char *mesh, int create, int *fdp,
+    char *why)
+{
+	char file[64];
+	struct stat st;
+	int fd, i;
+
+	snprintf(file, sizeof(file), DIR_FENCE "%s", mesh != NULL &&
+	    mesh[0] != '\0' ? mesh : "none");
+	for (i = 0; i < 8; i++) {
+		fd = openat(h->rootfd, file, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) {
+			if (!create)
+				return TL_ENOTFOUND;
+			fd = openat(h->rootfd, file, O_RDWR | O_CREAT | O_EXCL |
+			    O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd < 0 && errno == EEXIST)
+				continue;	/* made beside us: open it */
+		}
+		if (fd < 0)
+			return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root,
+			    file, strerror(errno));
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return tl_drv_why(why, TL_EDRIVER, "%s/%s: not a "
+			    "regular file (refused)", h->root, file);
+		}
+		if (flock(fd, LOCK_EX) != 0) {
+			int e = errno;
+
+			close(fd);
+			return tl_drv_why(why, TL_EDRIVER, "%s/%s: flock: %s",
+			    h->root, file, strerror(e));
+		}
+		*fdp = fd;
+		return 0;
+	}
+	return tl_drv_why(why, TL_EDRIVER, "%s/%s: cannot be opened",
+	    h->root, file);
+}
+
+/* What fd (locked) holds; an empty file holds nothing (epoch 0). */
+static int
+fence_read(struct tl_drv_dir *h, int fd, struct tl_drv_fence_held *held,
+    char *why)
+{
+	char buf[128], lead[TL_DRV_LEADER_MAX + 8] = "";
+	unsigned long long e = 0;
+	ssize_t n;
+
+	held->epoch = 0;
+	held->leader[0] = '\0';
+	if ((n = pread(fd, buf, sizeof(buf) - 1, 0)) < 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s: reading its fence: %s",
+		    h->root, strerror(errno));
+	buf[n] = '\0';
+	if (n == 0)
+		return 0;
+	if (sscanf(buf, DIR_FENCE_V1 " %llu %40s", &e, lead) < 1 ||
+	    strlen(lead) >= TL_DRV_LEADER_MAX)
+		return tl_drv_why(why, TL_EDRIVER, "%s: its fence file holds "
+		    "no fence (refused)", h->root);
+	held->epoch = e;
+	snprintf(held->leader, sizeof(held->leader), "%s", lead);
+	return 0;
+}
+
+static int
+dir_fence(void *hv, const struct tl_drv_fence *want,
+    struct tl_drv_fence_held *held, char *why)
+{
+	struct tl_drv_dir *h = hv;
+	char buf[128];
+	int fd, n, rc;
+
+	held->epoch = 0;
+	held->leader[0] = '\0';
+	if (!mesh_valid(want->mesh) || (want->epoch != 0 &&
+	    (want->leader == NULL ||
+	    strlen(want->leader) >= TL_DRV_LEADER_MAX ||
+	    strspn(want->leader, "0123456789abcdef") !=
+	    strlen(want->leader))))
+		return tl_drv_why(why, TL_EINVAL, "a fence's mesh and leader "
+		    "are hex");
+	/* Epoch 0 only reads: a mesh that never raised one has none. */
+	rc = fence_open(h, want->mesh, want->epoch != 0, &fd, why);
+	if (rc == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	if ((rc = fence_read(h, fd, held, why)) == 0 && want->epoch != 0 &&
+	    held->epoch < want->epoch) {
+		n = snprintf(buf, sizeof(buf), DIR_FENCE_V1 " %llu %s\n",
+		    (unsigned long long)want->epoch, want->leader);
+		if (ftruncate(fd, 0) != 0 ||
+		    pwrite(fd, buf, (size_t)n, 0) != n || fsync(fd) != 0)
+			rc = tl_drv_why(why, TL_EDRIVER, "%s: writing its fence: "
+			    "%s", h->root, strerror(errno));
+		else {
+			held->epoch = want->epoch;
+			snprintf(held->leader, sizeof(held->leader), "%s",
+			    want->leader);
+		}
+	}
+	close(fd);	/* and the lock with it */
+	return rc;
+}
+
+/*
+ * Before a change: takes the fence's lock (held in *fdp until unguard)
+ * and refuses when the fence is not ours.  A session without a fence
+ * takes none (*fdp -1).
+ */
+static int
+guard(struct tl_drv_dir *h, int *fdp, char *why)
+{
+	struct tl_drv_fence want = { h->fmesh, h->fepoch, h->fleader };
+	struct tl_drv_fence_held held;
+	int fd, rc;
+
+	*fdp = -1;
+	if (!h->fenced)
+		return 0;
+	if ((rc = fence_open(h, h->fmesh, 1, &fd, why)) != 0)
+		return rc;
+	if ((rc = fence_read(h, fd, &held, why)) != 0) {
+		close(fd);
+		return rc;
+	}
+	if (!tl_drv_fence_ours(&want, &held)) {
+		close(fd);
+		return tl_drv_why(why, TL_EREFUSED, "deposed: directory root %s "
+		    "is fenced at epoch %llu by leader %.12s, this control "
+		    "plane is leader %.12s at epoch %llu", h->root,
+		    (unsigned long long)held.epoch, held.leader, h->fleader,
+		    (unsigned long long)h->fepoch);
+	}
+	*fdp = fd;
+	return 0;
+}
+
+static void
+unguard(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+/* --- marks ------------------------------------------------------------ */
+
+/* The mesh that marked name into mark ("" for none); errors TL_EDRIVER. */
+static int
+mark_get(struct tl_drv_dir *h, const char *name, char mark[64], char *why)
+{
+	char file[DIR_NAME_MAX + 16];
+	ssize_t n;
+	int fd;
+
+	mark[0] = '\0';
+	snprintf(file, sizeof(file), DIR_MARK "%s", name);
+	if ((fd = openat(h->metafd, file, O_RDONLY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0)
+		return errno == ENOENT ? 0 : tl_drv_why(why, TL_EDRIVER,
+		    "%s/%s/%s: %s", h->root, DIR_META, file, strerror(errno));
+	n = read(fd, mark, 63);
+	close(fd);
+	if (n < 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+		    DIR_META, file, strerror(errno));
+	mark[n] = '\0';
+	mark[strcspn(mark, "\n")] = '\0';
+	if (mark[0] == '\0')
+		snprintf(mark, 64, "(an empty mark)");
+	return 0;
+}
+
+/* Marks name as ours (nothing for a home of before ids). */
+static int
+mark_set(struct tl_drv_dir *h, const char *name, char *why)
+{
+	char file[DIR_NAME_MAX + 16], tmp[DIR_NAME_MAX + 24];
+	char buf[DIR_MESH_HEX + 2];
+	int fd, n;
+
+	if (h->mesh[0] == '\0')
+		return 0;
+	snprintf(file, sizeof(file), DIR_MARK "%s", name);
+	snprintf(tmp, sizeof(tmp), "%s.new", file);
+	n = snprintf(buf, sizeof(buf), "%s\n", h->mesh);
+	unlinkat(h->metafd, tmp, 0);
+	if ((fd = openat(h->metafd, tmp, O_WRONLY | O_CREAT | O_EXCL |
+	    O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+		    DIR_META, tmp, strerror(errno));
+	if (write(fd, buf, (size_t)n) != n || fsync(fd) != 0) {
+		int e = errno;
+
+		close(fd);
+		unlinkat(h->metafd, tmp, 0);
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+		    DIR_META, tmp, strerror(e));
+	}
+	close(fd);
+	if (renameat(h->metafd, tmp, h->metafd, file) != 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+		    DIR_META, file, strerror(errno));
+	return 0;
+}
+
+/*
+ * Whether this session may change name: 0 when it is ours, unmarked or
+ * marked by the mesh g adopts (*remark: it must then carry our mark);
+ * TL_EREFUSED when another mesh's.
+ */
+static int
+owned(struct tl_drv_dir *h, const struct tl_drv_grant *g, const char *name,
+    int *remark, char *why)
+{
+	char mark[64];
+	int rc;
+
+	*remark = 0;
+	if ((rc = mark_get(h, name, mark, why)) != 0)
+		return rc;
+	if (strcmp(mark, h->mesh) == 0)
+		return 0;
+	if (mark[0] == '\0' || (g->adopt_mesh != NULL &&
+	    g->adopt_mesh[0] != '\0' && strcmp(g->adopt_mesh, mark) == 0)) {
+		*remark = h->mesh[0] != '\0';
+		return 0;
+	}
+	return tl_drv_why(why, TL_EREFUSED, "%s/%s is owned by mesh %.12s..., "
+	    "not this one", h->root, name, mark);
+}
+
 static int
 dir_create(void *hv, const struct tl_drv_grant *g, char *why)
 {
@@ -371,18 +766,30 @@ dir_create(void *hv, const struct tl_drv_grant *g, char *why)
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
-	int rc;
+	int rc, lock, remark;
 
-	if (dir_name(g->grant, name, &h64) != 0)
+	if (grant_dir(g, name, &h64) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
-	if ((rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0)
+	if ((rc = guard(h, &lock, why)) != 0)
 		return rc;
+	/* Refused before anything is made: another mesh's stays as it is. */
+	if ((rc = owned(h, g, name, &remark, why)) != 0 ||
+	    (rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0)
+		goto out;
+	/* The mark first: a directory of ours is never unmarked. */
+	if (remark && (rc = mark_set(h, name, why)) != 0)
+		goto out;
 	/* 0700 until it is the grant's: never open to the wrong group. */
-	if (mkdirat(h->rootfd, name, 0700) != 0 && errno != EEXIST)
-		return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+	if (mkdirat(h->rootfd, name, 0700) != 0 && errno != EEXIST) {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
 		    strerror(errno));
-	return set_owner_mode(h, name, uid, gid, mode, why);
+		goto out;
+	}
+	rc = set_owner_mode(h, name, uid, gid, mode, why);
+out:
+	unguard(lock);
+	return rc;
 }
 
 static int
@@ -396,14 +803,22 @@ dir_check(void *hv, const struct tl_drv_grant *g,
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
-	int rc;
+	int rc, remark;
 
 	(void)ep;
 	*drift = TL_DRIFT_NONE;
 	why[0] = '\0';
-	if (dir_name(g->grant, name, &h64) != 0)
+	if (grant_dir(g, name, &h64) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
+	/* Another mesh's is reported, not looked into. */
+	rc = owned(h, g, name, &remark, why);
+	if (rc == TL_EREFUSED) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		return 0;
+	}
+	if (rc != 0)
+		return rc;
 	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		if (errno != ENOENT)
 			return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root,
@@ -436,18 +851,37 @@ dir_check(void *hv, const struct tl_drv_grant *g,
 		    (unsigned long)st.st_uid, (unsigned long)st.st_gid,
 		    (unsigned)(st.st_mode & 07777), (unsigned long)uid,
 		    (unsigned long)gid, (unsigned)mode);
+	} else if (remark && g->adopt_mesh != NULL && g->adopt_mesh[0]) {
+		/* Adopted: fix_privileges puts our mark on it. */
+		*drift = TL_DRIFT_PRIVILEGES;
+		snprintf(why, TL_DRV_WHY_MAX, "%s/%s carries the mark of mesh "
+		    "%.12s..., which this mesh adopts", h->root, name,
+		    g->adopt_mesh);
 	}
 	return 0;
 }
 
-/* No credential: there is nothing to set (the contract still calls it). */
+/*
+ * No credential: nothing to set (the contract still calls it), but a
+ * rotation of another mesh's directory is refused all the same.
+ */
 static int
 dir_set_password(void *hv, const struct tl_drv_grant *g, char *why)
 {
-	(void)hv;
-	(void)g;
-	(void)why;
-	return 0;
+	struct tl_drv_dir *h = hv;
+	char name[DIR_NAME_MAX + 1];
+	int rc, lock, remark;
+
+	if (grant_dir(g, name, NULL) != 0)
+		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
+		    "id");
+	if ((rc = guard(h, &lock, why)) != 0)
+		return rc;
+	if ((rc = owned(h, g, name, &remark, why)) == 0 && remark &&
+	    faccessat(h->rootfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		rc = mark_set(h, name, why);
+	unguard(lock);
+	return rc;
 }
 
 /* Owner, group and mode back; a missing directory is not recreated. */
@@ -461,18 +895,28 @@ dir_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
 	uid_t uid;
 	gid_t gid;
 	mode_t mode;
-	int rc;
+	int rc, lock, remark;
 
-	if (dir_name(g->grant, name, &h64) != 0)
+	if (grant_dir(g, name, &h64) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
-	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-	    !S_ISDIR(st.st_mode))
-		return tl_drv_why(why, TL_EDRIVER, "%s/%s is missing; not "
-		    "recreated (tally repair does that)", h->root, name);
-	if ((rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0)
+	if ((rc = guard(h, &lock, why)) != 0)
 		return rc;
-	return set_owner_mode(h, name, uid, gid, mode, why);
+	if ((rc = owned(h, g, name, &remark, why)) != 0)
+		goto out;
+	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISDIR(st.st_mode)) {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s/%s is missing; not "
+		    "recreated (tally repair does that)", h->root, name);
+		goto out;
+	}
+	if ((rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0 ||
+	    (remark && (rc = mark_set(h, name, why)) != 0))
+		goto out;
+	rc = set_owner_mode(h, name, uid, gid, mode, why);
+out:
+	unguard(lock);
+	return rc;
 }
 
 /*
@@ -555,6 +999,19 @@ unclaim(struct tl_drv_dir *h, const char *name, uint64_t h64, char *why)
 	return 0;
 }
 
+/* Removes name's mark (after a purge): the name is nobody's again. */
+static int
+mark_drop(struct tl_drv_dir *h, const char *name, char *why)
+{
+	char file[DIR_NAME_MAX + 16];
+
+	snprintf(file, sizeof(file), DIR_MARK "%s", name);
+	if (unlinkat(h->metafd, file, 0) != 0 && errno != ENOENT)
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+		    DIR_META, file, strerror(errno));
+	return 0;
+}
+
 static int
 dir_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 {
@@ -562,28 +1019,40 @@ dir_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 	char name[DIR_NAME_MAX + 1];
 	struct stat st;
 	uint64_t h64;
-	int fd, rc = 0;
+	int fd, rc, lock, remark;
 
-	if (dir_name(g->grant, name, &h64) != 0)
+	if (grant_dir(g, name, &h64) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
+	if ((rc = guard(h, &lock, why)) != 0)
+		return rc;
+	if ((rc = owned(h, g, name, &remark, why)) != 0)
+		goto out;
 	if (drop) {
 		if (rm_tree(h->rootfd, name, 0) != 0)
-			return tl_drv_why(why, TL_EDRIVER, "purging %s/%s: %s",
+			rc = tl_drv_why(why, TL_EDRIVER, "purging %s/%s: %s",
 			    h->root, name, strerror(errno));
-		return unclaim(h, name, h64, why);
+		else if ((rc = unclaim(h, name, h64, why)) == 0)
+			rc = mark_drop(h, name, why);
+		goto out;
 	}
 	/* Retain: the data stays, nobody but root reaches it. */
 	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 &&
 	    errno == ENOENT)
-		return 0;	/* nothing left to keep */
-	if (open_dir(h->rootfd, name, &fd) != 0)
-		return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
+		goto out;	/* nothing left to keep */
+	if (remark && (rc = mark_set(h, name, why)) != 0)
+		goto out;
+	if (open_dir(h->rootfd, name, &fd) != 0) {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
 		    strerror(errno));
+		goto out;
+	}
 	if (fchmod(fd, 0) != 0)
 		rc = tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root, name,
 		    strerror(errno));
 	close(fd);
+out:
+	unguard(lock);
 	return rc;
 }
 
@@ -632,7 +1101,7 @@ dir_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 	char name[DIR_NAME_MAX + 1];
 
 	*bytes = 0;
-	if (dir_name(g->grant, name, NULL) != 0)
+	if (grant_dir(g, name, NULL) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
 	if (du_tree(h->rootfd, name, 0, bytes) != 0)
@@ -660,7 +1129,7 @@ dir_compose(const char *field, const struct tl_drv_endpoint *ep,
 		return TL_ENOTFOUND;
 	root = ep != NULL ? tl_drv_setting_get(ep->settings, "root") : NULL;
 	if (root == NULL || root[0] != '/' || g->grant == NULL ||
-	    dir_name(g->grant, name, NULL) != 0)
+	    grant_dir(g, name, NULL) != 0)
 		return TL_EINVAL;
 	rl = strlen(root);
 	while (rl > 1 && root[rl - 1] == '/')
@@ -701,6 +1170,15 @@ static const struct tl_drv_setting dir_settings[] = {
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
 };
 
+static const struct tl_drv_fence_decl dir_fencing = {
+	TL_DRV_FENCE_ATOMIC,
+	"a file per mesh under the root (ROOT/.tally-fence-MESH), raised by "
+	"compare-and-set under flock(2); every change takes the same lock "
+	"and checks it",
+	"none: a change and its fence check hold one lock, so a raise comes "
+	"wholly before the change (refused) or after it"
+};
+
 const struct tl_drv_ops tl_drv_directory = {
 	.name = "directory",
 	.types = dir_types,
@@ -720,4 +1198,7 @@ const struct tl_drv_ops tl_drv_directory = {
 	.compose = dir_compose,
 	.credential = TL_DRV_CRED_NONE,
 	.revocation = &dir_revocation,
+	.names = dir_names,
+	.fence = dir_fence,
+	.fencing = &dir_fencing,
 };

@@ -225,6 +225,12 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_CP_PROMOTED), "control-plane", "epoch head head_hash(hex)",
 	  0, "read from the log by reactors/epoch.c, which finds the epoch "
 	  "in force: no fold keeps it", { { NULL, 0 } } },
+	{ E(TL_EV_MESH_CREATED), "control-plane", "mesh(hex)", 0,
+	  "read from the log by reactors/epoch.c (tl_ep_mesh): event 1 of "
+	  "a new home, no fold keeps it", { { "mesh", 32 } } },
+	{ E(TL_EV_MESH_ADOPTED), "control-plane", "from(hex) grants[{grant "
+	  "resource}]", GN, NULL, { { "from", 32 },
+	  { "grants[].grant", GRANT }, { "grants[].resource", NAME } } },
 };
 
 #define NCAT	(sizeof(cat) / sizeof(cat[0]))

@@ -110,6 +110,17 @@
 #define TL_EV_PUBLISHER_DISABLED	"publisher.disabled"	/* (nothing) */
 /* A standby took over (reactors/epoch.c): the epoch it starts. */
 #define TL_EV_CP_PROMOTED	"control-plane.promoted"	/* epoch head head_hash(hex) */
+/*
+ * The mesh's identity (reactors/epoch.h: tl_ep_mesh): event 1 of a home
+ * tally init made, appended later to a home made before ids.
+ */
+#define TL_EV_MESH_CREATED	"mesh.created"		/* mesh(hex) */
+/*
+ * tally adopt: the grants that take over what mesh `from` made, each
+ * with the resource name it takes over (projections/grants.c keeps it
+ * per grant: tl_grant.adopt_from).
+ */
+#define TL_EV_MESH_ADOPTED	"mesh.adopted"		/* from(hex) grants[{grant resource}] */
 #define TL_PUBLISHER_STREAM	"publisher/amqp"
 
 /* Outage kinds, recorded in provider.unreachable. */

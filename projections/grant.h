@@ -103,6 +103,15 @@ struct tl_grant {
 	char		path[512];	/* a directory grant's (driver's) */
 	uint64_t	naming;		/* name scheme (reactors/names.c); 0: none
 					   recorded (scheme 1 once versioned) */
+	/*
+	 * tally adopt (mesh.adopted): the mesh whose objects this grant
+	 * took over ("": none), whose id its scheme-4 names are keyed by
+	 * for good; adopt_pending until the grant is provisioned or
+	 * repaired after the adoption: while it is, the drivers may take
+	 * over objects marked by adopt_from (tl_drv_grant.adopt_mesh).
+	 */
+	char		adopt_from[33];
+	uint64_t	adopt_pending;
 };
 
 /*

@@ -23,9 +23,9 @@
 	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes)
 /* Written only when not 0: records of before it stay byte for byte. */
 #define OPT_U64_FIELDS(X)						\
-	X(naming)
+	X(naming) X(adopt_pending)
 #define OPT_STR_FIELDS(X)						\
-	X(path)
+	X(path) X(adopt_from)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -477,6 +477,35 @@ tl_grant_delivered(struct tl_txn *t, const struct tl_proj *p,
 	return ver;
 }
 
+/* mesh.adopted {from, grants[{grant resource}]}: each grant adopts. */
+static int
+fold_adopted(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode body,
+    uint64_t seq, int *big)
+{
+	struct tl_bnode gs;
+	struct tl_grant g;
+	char from[sizeof(g.adopt_from)] = "", id[TL_GRANT_ID_MAX + 1];
+	size_t i;
+	int rc;
+
+	tl_rec_getstr(body, "from", from, sizeof(from), big);
+	if (from[0] == '\0' || tl_bn_get(body, "grants", &gs) != 0)
+		return TL_EMALFORMED;
+	for (i = 0; i < tl_bn_len(gs); i++) {
+		if (tl_bn_getstr(tl_bn_at(gs, i), "grant", id, sizeof(id)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_grant_get(t, p, id, &g, NULL)) == TL_ENOTFOUND)
+			continue;
+		if (rc != 0)
+			return rc;
+		snprintf(g.adopt_from, sizeof(g.adopt_from), "%s", from);
+		g.adopt_pending = 1;
+		if ((rc = tl_grant_put(t, p, seq, &g)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 static int
 fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body, int *big)
@@ -503,6 +532,8 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 	}
 	if (strcmp(ev->type, TL_EV_MIGRATION_STORED) == 0)
 		return 0;	/* the graph indexes the content */
+	if (strcmp(ev->type, TL_EV_MESH_ADOPTED) == 0)
+		return fold_adopted(t, p, body, ev->seq, big);
 	if (strncmp(ev->type, "grant.", 6) != 0 &&
 	    strncmp(ev->type, "migration.", 10) != 0 &&
 	    strcmp(ev->type, TL_EV_BINDING_MADE) != 0 &&
@@ -515,7 +546,8 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		return TL_EMALFORMED;
 
 	if (strcmp(ev->type, TL_EV_GRANT_REQUESTED) == 0) {
-		uint64_t version = 0, naming = 0;
+		uint64_t version = 0, naming = 0, pending = 0;
+		char from[sizeof(g.adopt_from)] = "";
 
 		/*
 		 * A grant requested again (its data was dropped) starts over,
@@ -527,6 +559,9 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 			had = 1;
 			version = g.version;
 			naming = g.naming;
+			/* Adopted names stay the grant's (reactors/names.c). */
+			memcpy(from, g.adopt_from, sizeof(from));
+			pending = g.adopt_pending;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
 			    (rc = forget_migrations(t, p, id)) != 0)
 				return rc;
@@ -534,6 +569,8 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		memset(&g, 0, sizeof(g));
 		g.version = version;
 		g.naming = naming;
+		memcpy(g.adopt_from, from, sizeof(from));
+		g.adopt_pending = pending;
 		snprintf(g.id, sizeof(g.id), "%s", id);
 		tl_rec_getstr(body, "module", g.module, sizeof(g.module), big);
 		tl_rec_getstr(body, "req", g.req, sizeof(g.req), big);
@@ -606,6 +643,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		if (strcmp(g.state, TL_GRANT_REVOKING) != 0)
 			set_state(&g, TL_GRANT_PROVISIONED, ev->seq);
 		g.version = tl_bn_getu64(body, "version", g.version);
+		g.adopt_pending = 0;	/* its objects carry our marks now */
 		g.drift[0] = g.drift_reason[0] = '\0';
 		g.attempts = 0;
 		g.retry_ns = 0;
@@ -642,6 +680,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 	} else if (strcmp(ev->type, TL_EV_GRANT_REPAIRED) == 0) {
 		g.drift[0] = g.drift_reason[0] = '\0';
 		g.drift_seq = ev->seq;
+		g.adopt_pending = 0;
 	} else if (strcmp(ev->type, TL_EV_GRANT_MISSING) == 0) {
 		tl_rec_getstr(body, "reason", g.reason, sizeof(g.reason), big);
 		snprintf(g.drift, sizeof(g.drift), "%s", TL_DRIFTK_MISSING);

@@ -154,6 +154,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	dg.password = password;
 	dg.grant = g->id;
 	dg.adopt_unnamed = 0;
+	dg.adopt_mesh = tl_rx_grant_adopt(g);
 	dg.handle = NULL;
 	dg.handle_out = NULL;
 	if (pv.ops != NULL && pv.ops->handle_model) {

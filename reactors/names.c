@@ -7,11 +7,14 @@
  * share).  What is the reactors' is which scheme a grant follows: the
  * one its first intent recorded (g->naming), the resource name its
  * provisioning recorded, which the grant keeps, and the mesh's naming
- * key (from rx's master key) for a driver whose names are keyed.
+ * key (from rx's master key) for a driver whose names are keyed, and
+ * the mesh id (rx->mesh) that scheme 4, every other new grant's, is
+ * keyed by.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "epoch.h"
 #include "rx-internal.h"
 
 void
@@ -47,6 +50,25 @@ tl_rx_grant_naming(const struct tl_grant *g)
 	return g->version != 0 ? 1 : tl_drv_naming(tl_drv_for_type(g->type));
 }
 
+uint64_t
+tl_rx_grant_scheme(const struct tl_rx *rx, const struct tl_grant *g)
+{
+	uint64_t s = tl_rx_grant_naming(g);
+
+	if (g->naming == 0 && s == TL_DRV_NAMING &&
+	    (tl_ep_mesh_ok(g->adopt_from) ||
+	    (rx != NULL && tl_ep_mesh_ok(rx->mesh))))
+		return TL_DRV_NAMING_MESH;
+	return s;
+}
+
+const char *
+tl_rx_grant_adopt(const struct tl_grant *g)
+{
+	return g->adopt_pending && g->adopt_from[0] != '\0' ?
+	    g->adopt_from : NULL;
+}
+
 /*
  * The driver's names.  A refusal of the driver (a name it reserves)
  * still fills the names: the driver refuses them again, with its
@@ -61,7 +83,10 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 	struct tl_drv_name_in in = {
 		.grant = origin, .resource = g->resource, .node = g->node,
 		.recorded = g->object, .version = version,
-		.scheme = tl_rx_grant_naming(g), .move = move,
+		.scheme = tl_rx_grant_scheme(rx, g), .move = move,
+		/* An adopted grant lives in the names its old mesh gave. */
+		.mesh = g->adopt_from[0] != '\0' ? g->adopt_from :
+		    rx != NULL ? rx->mesh : NULL,
 	};
 	struct tl_drv_names out;
 	char why[TL_DRV_WHY_MAX];

@@ -413,7 +413,7 @@ intents(void *arg, struct tl_ctx *cp)
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
 			continue;
 		/* The scheme first: a grant's first version decides it. */
-		w->g.naming = tl_rx_grant_naming(&w->g);
+		w->g.naming = tl_rx_grant_scheme(ps->rx, &w->g);
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
 		tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
@@ -467,6 +467,7 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	tl_rx_grant_origin(&w->g, origin);
 	dg.grant = origin;
 	dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
+	dg.adopt_mesh = tl_rx_grant_adopt(&w->g);
 	if (w->kind == W_CREATE) {
 		/*
 		 * create promises the password (driver.h), also for a
@@ -642,6 +643,7 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	dg.password = NULL;
 	dg.grant = w->g.id;
 	dg.adopt_unnamed = 0;
+	dg.adopt_mesh = tl_rx_grant_adopt(&w->g);
 	dg.handle = w->handle_out[0] != '\0' ? w->handle_out :
 	    w->handle[0] != '\0' ? w->handle : NULL;
 	dg.handle_out = NULL;

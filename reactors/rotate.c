@@ -339,6 +339,7 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		dg.owner = st->owner;
 		dg.grant = st->g.id;
 		dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
+		dg.adopt_mesh = tl_rx_grant_adopt(&st->g);
 		dg.login = st->old;
 		dg.password = "";
 		if (st->ops->sessions(h, &dg, &st->sessions, NULL) == 0)
@@ -365,6 +366,7 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.owner = st->owner;
 	dg.grant = st->g.id;
 	dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
+	dg.adopt_mesh = tl_rx_grant_adopt(&st->g);
 	if (st->op == OP_CREATE) {
 		dg.login = st->login;
 		dg.password = st->password;

@@ -33,6 +33,20 @@
  */
 uint64_t tl_rx_grant_naming(const struct tl_grant *g);
 /*
+ * As tl_rx_grant_naming, for the scheme a grant's first intent records:
+ * a new grant of a driver without keyed names is named by
+ * TL_DRV_NAMING_MESH when rx knows its mesh id (rx->mesh), so that two
+ * meshes on one server never share a name; a grant already recorded
+ * keeps its scheme.  rx may be NULL (no mesh).
+ */
+uint64_t tl_rx_grant_scheme(const struct tl_rx *rx, const struct tl_grant *g);
+/*
+ * The mesh whose marks a driver call on g may take over (tally adopt,
+ * until g is provisioned or repaired after it), for
+ * tl_drv_grant.adopt_mesh; NULL: none.  Borrowed from g.
+ */
+const char *tl_rx_grant_adopt(const struct tl_grant *g);
+/*
  * The resource, owner and login of g's credential version.  rx gives the
  * mesh's master key, from which names of a keyed driver
  * (TL_DRV_NAMING_KEYED) are derived; with rx NULL or no key loaded such

@@ -415,6 +415,7 @@ drv_grant(const struct check *c, struct tl_drv_grant *dg)
 	dg->password = c->password;
 	dg->grant = c->g.id;
 	dg->adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
+	dg->adopt_mesh = tl_rx_grant_adopt(&c->g);
 	dg->handle = c->handle;
 	dg->handle_out = NULL;	/* check issues nothing; repair sets it */
 }

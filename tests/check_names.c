@@ -410,6 +410,60 @@ START_TEST(test_mesh_scheme)
 }
 END_TEST
 
+/*
+ * Issue 22 item 2: in a home with a mesh id a new grant of a driver
+ * without keyed names is named by scheme 4, so two meshes on one server
+ * get two names for the same grant; what a grant recorded keeps its
+ * scheme; keyed drivers keep scheme 3.
+ */
+START_TEST(test_new_grants_mesh)
+{
+	struct tl_rx r1, r2;
+	struct tl_grant g;
+	char db1[64], o1[64], l1[64], db2[64], o2[64], l2[64], d[17];
+
+	memset(&r1, 0, sizeof(r1));
+	memset(&r2, 0, sizeof(r2));
+	snprintf(r1.mesh, sizeof(r1.mesh), "00112233445566778899aabbccddeeff");
+	snprintf(r2.mesh, sizeof(r2.mesh), "ffeeddccbbaa99887766554433221100");
+	grant(&g, "app", "db", NULL, "db", 0);
+	snprintf(g.type, sizeof(g.type), "postgres-database");
+	digest("app/db", d);
+	tl_rx_grant_names(&r1, &g, 1, db1, o1, l1);
+	tl_rx_grant_names(&r2, &g, 1, db2, o2, l2);
+	ck_assert_msg(strncmp(db1, "db_", 3) == 0 && strlen(db1) == 19,
+	    "resource %s", db1);
+	ck_assert_msg(strstr(db1, d) == NULL, "mesh 1 names %s with the "
+	    "mesh-less digest %s", db1, d);
+	ck_assert_msg(strcmp(db1, db2) != 0 && strcmp(l1, l2) != 0,
+	    "two meshes name app/db %s / %s", db1, db2);
+	/* Scheme 4 is what the first intent records. */
+	ck_assert_uint_eq(tl_rx_grant_scheme(&r1, &g), TL_DRV_NAMING_MESH);
+	g.naming = tl_rx_grant_scheme(&r1, &g);
+	g.version = 1;
+	tl_rx_grant_names(&r1, &g, 2, db2, o2, l2);
+	ck_assert_str_eq(db1, db2);
+	/* No mesh id (a home of before): scheme 2, as before. */
+	grant(&g, "app", "db", NULL, "db", 0);
+	snprintf(g.type, sizeof(g.type), "postgres-database");
+	r2.mesh[0] = '\0';
+	ck_assert_uint_eq(tl_rx_grant_scheme(&r2, &g), TL_DRV_NAMING);
+	ck_assert_uint_eq(tl_rx_grant_scheme(NULL, &g), TL_DRV_NAMING);
+	tl_rx_grant_names(&r2, &g, 1, db2, o2, l2);
+	ck_assert_msg(strstr(db2, d) != NULL, "no mesh: %s", db2);
+	/* Recorded under scheme 2: kept in a mesh. */
+	g.naming = TL_DRV_NAMING;
+	g.version = 1;
+	ck_assert_uint_eq(tl_rx_grant_scheme(&r1, &g), TL_DRV_NAMING);
+	tl_rx_grant_names(&r1, &g, 1, db1, o1, l1);
+	ck_assert_str_eq(db1, db2);
+	/* A keyed driver keeps scheme 3. */
+	grant(&g, "app", "files", NULL, "files", 0);
+	snprintf(g.type, sizeof(g.type), "s3-bucket");
+	ck_assert_uint_eq(tl_rx_grant_scheme(&r1, &g), TL_DRV_NAMING_KEYED);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -423,6 +477,7 @@ suite(void)
 	tcase_add_test(tc, test_issue_pairs);
 	tcase_add_test(tc, test_keyed);
 	tcase_add_test(tc, test_mesh_scheme);
+	tcase_add_test(tc, test_new_grants_mesh);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -34,6 +34,7 @@
 #include "drivers/driver.h"
 #include "projections/proj.h"
 #include "reactors/rx.h"
+#include "tests/lib/tl_fence.h"
 #include "tests/lib/tl_test.h"
 
 #define NOBODY	65534
@@ -685,6 +686,192 @@ START_TEST(test_driver_unprivileged)
 }
 END_TEST
 
+static int count_entries(const char *dir, const char *prefix);
+
+/* A session of the directory driver on X.root for mesh (fence: may be NULL). */
+static void *
+dir_session(const char *mesh, const struct tl_drv_fence *f)
+{
+	const struct tl_drv_ops *ops = tl_drv_find("directory");
+	static const char *sv[3];
+	struct tl_drv_admin a = { 0 };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+
+	sv[0] = "root";
+	sv[1] = X.root;
+	sv[2] = NULL;
+	a.settings = sv;
+	a.mesh = mesh;
+	a.fence = f;
+	ck_assert_msg(ops->open(&a, &h, why) == 0, "open: %s", why);
+	return h;
+}
+
+/* Issue 22: the directory's fence is the contract's compare-and-set. */
+START_TEST(test_driver_fence_contract)
+{
+	const struct tl_drv_ops *ops = tl_drv_find("directory");
+	char why[TL_DRV_WHY_MAX] = "";
+	const char *bad;
+	void *h = dir_session("", NULL), *h2 = dir_session("", NULL);
+
+	ck_assert_ptr_nonnull(ops->fencing);
+	ck_assert_int_eq(ops->fencing->kind, TL_DRV_FENCE_ATOMIC);
+	bad = tl_test_fence_contract(ops, h, h2, why);
+	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
+	ops->close(h);
+	ops->close(h2);
+}
+END_TEST
+
+#define MESH_A	"0123456789abcdef0123456789abcdef"
+#define MESH_B	"fedcba9876543210fedcba9876543210"
+
+/*
+ * Issue 22: two meshes, the same grant id, one root: scheme 4 gives
+ * each its own directory; a directory marked by one mesh is refused by
+ * the other's create, fix_privileges, set_password, revoke and purge
+ * (nothing changes) and reported by its check, unless adopt_mesh names
+ * the owner: then it is re-marked.
+ */
+START_TEST(test_driver_two_meshes)
+{
+	const struct tl_drv_ops *ops = tl_drv_find("directory");
+	const char *sv[] = { "root", X.root, NULL };
+	struct tl_drv_endpoint ep = { NULL, NULL, sv };
+	struct tl_drv_name_in in = { .grant = "app/files", .resource = "files",
+	    .node = "", .recorded = "", .version = 1,
+	    .scheme = TL_DRV_NAMING_MESH };
+	struct tl_drv_names na, nb, nl;
+	struct tl_drv_grant ga = { 0 }, gb = { 0 }, gx = { 0 };
+	char why[TL_DRV_WHY_MAX], pa[TL_DRV_VALUE_MAX + 1];
+	char pb[TL_DRV_VALUE_MAX + 1], mark[400], buf[64];
+	enum tl_drv_drift drift;
+	struct stat st, st2;
+	void *ha = dir_session(MESH_A, NULL), *hb = dir_session(MESH_B, NULL);
+	FILE *fp;
+
+	in.mesh = MESH_A;
+	ck_assert_int_eq(ops->names(&in, &na, why), 0);
+	in.mesh = MESH_B;
+	ck_assert_int_eq(ops->names(&in, &nb, why), 0);
+	in.scheme = TL_DRV_NAMING;
+	ck_assert_int_eq(ops->names(&in, &nl, why), 0);
+	ck_assert_str_ne(na.resource, nb.resource);
+	ck_assert_str_ne(na.resource, nl.resource);
+	ga.grant = gb.grant = "app/files";
+	ga.resource = na.resource;
+	gb.resource = nb.resource;
+	ck_assert_int_eq(ops->create(ha, &ga, why), 0);
+	ck_assert_int_eq(ops->create(hb, &gb, why), 0);
+	ck_assert_int_eq(ops->compose("path", &ep, &ga, pa, sizeof(pa)), 0);
+	ck_assert_int_eq(ops->compose("path", &ep, &gb, pb, sizeof(pb)), 0);
+	ck_assert_str_ne(pa, pb);
+	ck_assert_int_eq(stat(pa, &st), 0);
+	/* The mark carries the whole mesh id. */
+	snprintf(mark, sizeof(mark), "%s/.tally/mesh-%s", X.root, na.resource);
+	ck_assert_ptr_nonnull(fp = fopen(mark, "r"));
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), fp));
+	fclose(fp);
+	ck_assert_str_eq(buf, MESH_A "\n");
+
+	/* Mesh B acting on A's directory (as an adoption names it). */
+	gx.grant = "app/files";
+	gx.resource = na.resource;
+	ck_assert_int_eq(chmod(pa, 0750), 0);
+	ck_assert_int_eq(ops->check(hb, &gx, NULL, &drift, why), 0);
+	ck_assert_int_eq(drift, TL_DRIFT_PRIVILEGES);
+	ck_assert_msg(strstr(why, "owned by mesh 0123456789ab..., not this "
+	    "one") != NULL, "why: %s", why);
+	ck_assert_int_eq(ops->create(hb, &gx, why), TL_EREFUSED);
+	ck_assert_int_eq(ops->fix_privileges(hb, &gx, why), TL_EREFUSED);
+	ck_assert_int_eq(ops->set_password(hb, &gx, why), TL_EREFUSED);
+	ck_assert_int_eq(ops->revoke(hb, &gx, 0, why), TL_EREFUSED);
+	ck_assert_int_eq(ops->revoke(hb, &gx, 1, why), TL_EREFUSED);
+	ck_assert_int_eq(stat(pa, &st2), 0);
+	ck_assert_uint_eq(st2.st_mode & 07777, 0750);
+	ck_assert_uint_eq(st2.st_ino, st.st_ino);
+	/* Adopting another mesh than the owner's changes nothing either. */
+	gx.adopt_mesh = "11111111111111111111111111111111";
+	ck_assert_int_eq(ops->fix_privileges(hb, &gx, why), TL_EREFUSED);
+	/* Adopting the owner: re-marked as B's, then A's are refused. */
+	gx.adopt_mesh = MESH_A;
+	ck_assert_int_eq(ops->check(hb, &gx, NULL, &drift, why), 0);
+	ck_assert_int_eq(drift, TL_DRIFT_PRIVILEGES);
+	ck_assert_int_eq(ops->fix_privileges(hb, &gx, why), 0);
+	ck_assert_ptr_nonnull(fp = fopen(mark, "r"));
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), fp));
+	fclose(fp);
+	ck_assert_str_eq(buf, MESH_B "\n");
+	gx.adopt_mesh = NULL;
+	ck_assert_int_eq(ops->check(hb, &gx, NULL, &drift, why), 0);
+	ck_assert_int_eq(drift, TL_DRIFT_NONE);
+	ck_assert_int_eq(ops->revoke(ha, &ga, 1, why), TL_EREFUSED);
+	ck_assert_int_eq(stat(pa, &st2), 0);
+	/* A directory of before marks is marked by the first to change it. */
+	gx.resource = NULL;
+	gx.grant = "old/files";
+	ck_assert_int_eq(ops->create(ha, &gx, why), 0);
+	ck_assert_int_eq(ops->check(hb, &gx, NULL, &drift, why), 0);
+	ck_assert_int_eq(drift, TL_DRIFT_PRIVILEGES);
+	ops->close(ha);
+	ops->close(hb);
+}
+END_TEST
+
+/*
+ * Issue 22: a session whose fence was overtaken (another leader raised
+ * the root's fence for this mesh) changes nothing: every change is
+ * refused "deposed: ..." under the fence's lock.
+ */
+START_TEST(test_driver_deposed)
+{
+	const struct tl_drv_ops *ops = tl_drv_find("directory");
+	struct tl_drv_fence fa = { MESH_A, 1, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" };
+	struct tl_drv_fence fb = { MESH_A, 2, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" };
+	struct tl_drv_fence fo = { MESH_B, 1, "cccccccccccccccccccccccccccccccc" };
+	struct tl_drv_fence_held held;
+	struct tl_drv_grant g = { 0 }, g2 = { 0 };
+	char why[TL_DRV_WHY_MAX], fence[400];
+	enum tl_drv_drift drift;
+	struct stat st;
+	void *ha = dir_session(MESH_A, &fa), *hb = dir_session(MESH_A, &fb);
+	void *ho = dir_session(MESH_B, &fo);
+
+	g.grant = "app/files";
+	g2.grant = "new/files";
+	ck_assert_int_eq(ops->fence(ha, &fa, &held, why), 0);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	ck_assert_int_eq(ops->create(ha, &g, why), 0);
+	snprintf(fence, sizeof(fence), "%s/.tally-fence-" MESH_A, X.root);
+	ck_assert_int_eq(lstat(fence, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	/* B takes the fence: A is deposed on this root. */
+	ck_assert_int_eq(ops->fence(hb, &fb, &held, why), 0);
+	ck_assert(tl_drv_fence_ours(&fb, &held));
+	ck_assert_int_eq(ops->create(ha, &g2, why), TL_EREFUSED);
+	ck_assert_msg(strncmp(why, "deposed: ", 9) == 0, "why: %s", why);
+	ck_assert_int_eq(count_entries(X.root, "new-"), 0);
+	ck_assert_int_eq(ops->fix_privileges(ha, &g, why), TL_EREFUSED);
+	ck_assert_int_eq(ops->set_password(ha, &g, why), TL_EREFUSED);
+	ck_assert_int_eq(ops->revoke(ha, &g, 0, why), TL_EREFUSED);
+	ck_assert_int_eq(ops->revoke(ha, &g, 1, why), TL_EREFUSED);
+	/* Reading still works, and the directory is as A left it. */
+	ck_assert_int_eq(ops->check(ha, &g, NULL, &drift, why), 0);
+	ck_assert_int_eq(drift, TL_DRIFT_NONE);
+	/* Another mesh's fence on the same root is its own. */
+	ck_assert_int_eq(ops->fence(ho, &fo, &held, why), 0);
+	ck_assert(tl_drv_fence_ours(&fo, &held));
+	ck_assert_int_eq(ops->create(ho, &g2, why), 0);
+	ck_assert_int_eq(ops->create(hb, &g, why), 0);
+	ops->close(ha);
+	ops->close(hb);
+	ops->close(ho);
+}
+END_TEST
+
 /* Entries of dir (without . and ..) whose name starts with prefix. */
 static int
 count_entries(const char *dir, const char *prefix)
@@ -795,6 +982,9 @@ suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_provision_deliver);
+	tcase_add_test(tc, test_driver_fence_contract);
+	tcase_add_test(tc, test_driver_two_meshes);
+	tcase_add_test(tc, test_driver_deposed);
 	tcase_add_test(tc, test_verify_healthy_and_drift);
 	tcase_add_test(tc, test_missing_flagged);
 	tcase_add_test(tc, test_revoke_retain_purge_restore);

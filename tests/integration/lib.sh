@@ -401,14 +401,27 @@ t_grec() {
 		head -n 1 | t_jstr "$2"
 }
 
-# t_gname GRANT READABLE [SUFFIX]: the provider name tally gives grant
-# GRANT (MODULE/REQ, or MODULE/REQ@NODE per instance) whose readable part
-# is READABLE (its resource name, or RESOURCE-NODE per instance), when
-# the whole fits in 63 bytes (reactors/names.c): READABLE, "_", 16 hex
-# digits of BLAKE2b-128 of GRANT, then SUFFIX ("_v1": its first login).
-# Not for a driver with keyed names (ceph-rgw): t_grec reads those.
+# t_gname GRANT READABLE [SUFFIX]: the provider name tally gives a new
+# grant GRANT (MODULE/REQ, or MODULE/REQ@NODE per instance) of the home
+# $TALLY_HOME whose readable part is READABLE (its resource name, or
+# RESOURCE-NODE per instance), when the whole fits in 63 bytes
+# (reactors/names.c, drivers/naming.c): READABLE, "_", 16 hex digits of
+# BLAKE2b-128 of GRANT keyed by the home's mesh id (scheme 4: its 16
+# bytes, then 16 zero bytes; unkeyed, scheme 2, in a home without an
+# id), then SUFFIX ("_v1": its first login).  Not for a driver with
+# keyed names (ceph-rgw): t_grec reads those.
 t_gname() {
-	printf '%s_%s%s' "$2" "$(printf '%s' "$1" | b2sum -l 128 | cut -c1-16)" "${3:-}"
+	_t_mesh=$("$TALLY_BIN/tally" mesh --json 2>/dev/null |
+		sed -n 's/.*"mesh":"\([0-9a-f]\{32\}\)".*/\1/p')
+	if [ -n "$_t_mesh" ]; then
+		_t_dg=$(python3 -c 'import hashlib, sys
+k = bytes.fromhex(sys.argv[2]) + bytes(16)
+print(hashlib.blake2b(sys.argv[1].encode(), digest_size=16, key=k).hexdigest()[:16])' "$1" "$_t_mesh") ||
+			t_fail "t_gname: cannot compute the digest (python3)"
+	else
+		_t_dg=$(printf '%s' "$1" | b2sum -l 128 | cut -c1-16)
+	fi
+	printf '%s_%s%s' "$2" "$_t_dg" "${3:-}"
 }
 
 # --- tallyd -------------------------------------------------------------

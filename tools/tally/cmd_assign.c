@@ -14,6 +14,7 @@
 #include "projections/decide_embedded.h"
 #include "projections/grant.h"
 #include "reactors/rx.h"
+#include "reactors/epoch.h"
 #include "tally.h"
 
 static const char assign_usage[] =
@@ -437,6 +438,8 @@ say_revocation(const struct tl_grant *g, void *arg)
 			    rv->retain_means, g->id, rv->purge);
 	}
 	if (pw->rx != NULL && ops->loss != NULL) {
+		/* The names it asks about are this mesh's (scheme 4). */
+		(void)tl_ep_mesh(pw->t, pw->rx->mesh);
 		char what[TL_DRV_WHY_MAX];
 		int loses = 0, drop = 0, rc;
 

@@ -13,6 +13,7 @@
 #include "projections/grant.h"
 #include "projections/status.h"
 #include "reactors/rx.h"
+#include "reactors/epoch.h"
 #include "tally.h"
 
 static const char check_usage[] =
@@ -188,6 +189,9 @@ cmd_check(struct tl_cli *cli, int argc, char **argv)
 	tl_rx_init(&rx);
 	rx.log = cli->log;
 	rx.actor = cli->actor;
+	/* Names of scheme 4 and marks are this mesh's. */
+	if ((rc = tl_ep_mesh_load(rx.log, rx.mesh)) != 0)
+		return cli_fail(cli, rc, "read the mesh id");
 	snprintf(rx.home, sizeof(rx.home), "%s", cli->home);
 	snprintf(path, sizeof(path), "%s/master.key", cli->home);
 	if ((rc = tl_secret_load(path, &rx.key, why)) != 0) {

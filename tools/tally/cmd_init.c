@@ -19,13 +19,17 @@ static const char usage[] =
 "\n"
 "Creates the tally home (mode 0700): the event log in DIR/log and the\n"
 "master key that encrypts every secret at rest in DIR/master.key (0600).\n"
+"The log's first event, mesh.created, records the new mesh's id (16\n"
+"random bytes, 32 hex digits: tally mesh shows it), which every mark,\n"
+"fence and derived name on a provider carries.\n"
 "Refuses to touch an existing log or key, and a directory that holds\n"
 "anything else (dotfiles aside): DIR must be new, or empty.\n"
 "\n"
 "--standby makes a follower's home: an empty log that tallyd --follow\n"
 "fills from the leader's replication stream, and no master key (the\n"
-"leader's key is the one that decrypts the record).  To be able to take\n"
-"over (tally promote), copy the leader's DIR/master.key here yourself,\n"
+"leader's key is the one that decrypts the record) and no mesh id of its\n"
+"own: the leader's mesh.created is the first event it copies.  To be\n"
+"able to take over (tally promote), copy the leader's DIR/master.key here yourself,\n"
 "out of band (scp over ssh, a sealed backup; never over the broker),\n"
 "mode 0600, owned by the user tallyd runs as.  DIR/standby marks the home\n"
 "until it is promoted.\n";
@@ -74,10 +78,21 @@ foreign_entry(const char *dir, char *what, size_t cap)
 	return found;
 }
 
+struct init_arg {
+	int	 standby;
+	char	 mesh[TL_MESH_LEN + 1];
+};
+
 static int
 make_tables(struct tl_txn *t, void *arg)
 {
-	(void)arg;
+	struct init_arg *ia = arg;
+	int rc;
+
+	/* A leader's mesh is born here; a standby copies the leader's. */
+	if (!ia->standby && (rc = tl_ep_mesh_ensure(t, "cli:init", ia->mesh,
+	    NULL)) != 0)
+		return rc;
 	return tl_proj_catchup(t, 0);
 }
 
@@ -89,6 +104,7 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		{ "standby", no_argument, NULL, 's' },
 		{ 0 }
 	};
+	struct init_arg ia;
 	struct tl_log *log;
 	char keypath[1100], what[256], mark[1100];
 	struct stat st;
@@ -132,7 +148,9 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 	}
 	if (rc != 0)
 		return cli_fail(cli, rc, "create the log");
-	rc = tl_log_write(log, make_tables, NULL);
+	memset(&ia, 0, sizeof(ia));
+	ia.standby = standby;
+	rc = tl_log_write(log, make_tables, &ia);
 	tl_log_close(log);
 	if (rc != 0) {
 		cli_errx("cannot create the projection tables: %s",
@@ -166,9 +184,10 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		return TL_EXIT_FAIL;
 	}
 	if (cli->json)
-		cli_json_done(cli, json_pack("{s:s,s:b}", "home", cli->home,
-		    "created", 1));
+		cli_json_done(cli, json_pack("{s:s,s:b,s:s}", "home",
+		    cli->home, "created", 1, "mesh", ia.mesh));
 	else
-		printf("initialised tally home %s\n", cli->home);
+		printf("initialised tally home %s (mesh %s)\n", cli->home,
+		    ia.mesh);
 	return TL_EXIT_OK;
 }

@@ -281,6 +281,13 @@ describe_type(json_t *e, const char *tag)
 		    "retain", rv->retain, "revoke", rv->revoke ? rv->revoke :
 		    "", "retained", rv->retain_means ? rv->retain_means : "",
 		    "purge", rv->purge ? rv->purge : ""));
+	/* How a deposed leader is kept off it (drivers/driver.h). */
+	json_object_set_new(e, "fencing", json_pack("{s:s,s:s,s:s}", "kind",
+	    tl_drv_fencing_name(ops->fencing ? ops->fencing->kind :
+	    TL_DRV_FENCE_NONE), "how", ops->fencing && ops->fencing->how ?
+	    ops->fencing->how : "the driver declares no fence", "window",
+	    ops->fencing && ops->fencing->window ? ops->fencing->window :
+	    "a deposed leader's calls are not refused by the provider"));
 	return tag != NULL && tl_drv_has_tag(ops, tag);
 }
 
@@ -299,6 +306,9 @@ print_type(const json_t *e)
 			    json_string_value(x));
 	}
 	printf(")\n");
+	if ((x = json_object_get(e, "fencing")) != NULL)
+		printf("    fenced: %s (%s)\n    window: %s\n", str(x, "kind"),
+		    str(x, "how"), str(x, "window"));
 	if ((rv = json_object_get(e, "revocation")) == NULL)
 		return;
 	printf("    revoke: %s%s\n", str(rv, "revoke"),

@@ -12,6 +12,7 @@
 #include "drivers/driver.h"
 #include "projections/events.h"
 #include "projections/grant.h"
+#include "projections/record.h"
 #include "projections/rotation.h"
 #include "projections/status.h"
 #include "reactors/ack.h"
@@ -699,6 +700,78 @@ off_record(json_t *doc, const json_t *wrong)
 }
 
 static int
+fence_id(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	(void)val;
+	(void)vlen;
+	/* Provider ids are NODE/MODULE: every key under "p/" is one. */
+	json_array_append_new(arg, json_string(rest));
+	return 0;
+}
+
+/*
+ * How each provider is fenced, as its drivers declare it (ops->fencing:
+ * drivers/driver.h), into doc's "fencing" {ID: [{driver, kind, how,
+ * window}]} and, as text, one line per provider and type.
+ */
+static void
+show_fencing(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
+    json_t *doc)
+{
+	json_t *ids = json_array(), *all = json_object(), *id;
+	size_t i, k;
+
+	if (ids == NULL || all == NULL ||
+	    tl_rec_scan(t, p->graph, "p/", fence_id, ids) != 0)
+		goto out;
+	json_array_foreach(ids, i, id) {
+		const char *pid = json_string_value(id);
+		struct tl_bnode types;
+		struct tl_rec r;
+		char key[TL_KEY_MAX];
+		json_t *one = json_array();
+
+		if (one == NULL || tl_key(key, "p/%s", pid) != 0 ||
+		    tl_rec_get(t, p->graph, key, &r) != 0) {
+			json_decref(one);
+			continue;
+		}
+		for (k = 0; tl_bn_get(r.m, "types", &types) == 0 &&
+		    k < tl_bn_len(types); k++) {
+			char driver[64] = "";
+			const struct tl_drv_ops *ops;
+			const struct tl_drv_fence_decl *fd;
+
+			tl_bn_getstr(tl_bn_at(types, k), "driver", driver,
+			    sizeof(driver));
+			ops = tl_drv_find(driver);
+			fd = ops != NULL ? ops->fencing : NULL;
+			json_array_append_new(one, json_pack("{s:s,s:s,s:s,s:s}",
+			    "driver", driver, "kind", tl_drv_fencing_name(fd ?
+			    fd->kind : TL_DRV_FENCE_NONE), "how", fd && fd->how ?
+			    fd->how : "the driver declares no fence", "window",
+			    fd && fd->window ? fd->window : "a deposed leader's "
+			    "calls are not refused by the provider"));
+			if (!cli->json)
+				printf("provider %s (%s) fenced: %s; window: %s\n",
+				    pid, driver, tl_drv_fencing_name(fd ?
+				    fd->kind : TL_DRV_FENCE_NONE), fd &&
+				    fd->window ? fd->window : "unbounded (no "
+				    "fence)");
+		}
+		tl_rec_close(&r);
+		json_object_set_new(all, pid, one);
+	}
+	if (json_object_size(all) > 0) {
+		json_object_set_new(doc, "fencing", all);
+		all = NULL;
+	}
+out:
+	json_decref(all);
+	json_decref(ids);
+}
+
+static int
 show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 {
 	struct status_arg *sa = arg;
@@ -759,6 +832,17 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		if (tl_ep_current(t, &epoch, NULL) == 0 && epoch > 1)
 			json_object_set_new(doc, "epoch",
 			    json_integer((json_int_t)epoch));
+		{
+			char mesh[TL_MESH_LEN + 1];
+
+			if (tl_ep_mesh(t, mesh) == 0 && mesh[0] != '\0') {
+				json_object_set_new(doc, "mesh",
+				    json_string(mesh));
+				if (!cli->json)
+					printf("mesh %s\n", mesh);
+			}
+		}
+		show_fencing(cli, t, p, doc);
 		if (tl_ep_deposed(t, dep, sizeof(dep)) == 1) {
 			json_object_set_new(doc, "deposed", json_string(dep));
 			healthy = 0;

@@ -200,6 +200,8 @@ int	cmd_publish(struct tl_cli *, int, char **);
 int	cmd_nodes(struct tl_cli *, int, char **);
 int	cmd_modules(struct tl_cli *, int, char **);
 int	cmd_providers(struct tl_cli *, int, char **);
+int	cmd_mesh(struct tl_cli *, int, char **);
+int	cmd_adopt(struct tl_cli *, int, char **);
 
 /*
  * past.c: what the audit commands (history, replay, diff) share.

@@ -91,6 +91,22 @@ write_cb(struct tl_txn *t, void *arg)
 	    json_array_size(wa->cli->appended) > wa->had)
 		json_array_remove(wa->cli->appended,
 		    json_array_size(wa->cli->appended) - 1);
+	/*
+	 * A home made before meshes had ids gets one with its first write
+	 * (a standby never comes here: cli_standby_refuse).
+	 */
+	if (wa->o == NULL || !wa->o->dry_run) {
+		char mesh[TL_MESH_LEN + 1];
+		uint64_t seq = 0;
+
+		if ((rc = tl_ep_mesh_ensure(t, wa->cli->actor, mesh,
+		    &seq)) != 0)
+			return rc;
+		if (seq != 0 && wa->cli->appended != NULL)
+			json_array_append_new(wa->cli->appended, json_pack(
+			    "{s:I,s:s,s:s}", "seq", (json_int_t)seq, "type",
+			    TL_EV_MESH_CREATED, "stream", TL_CP_STREAM));
+	}
 	if ((rc = tl_ctx_begin(&c, t, wa->cli->actor)) != 0)
 		return rc;
 	c.on_emit = note_emit;

@@ -299,6 +299,12 @@ note_verified(struct tl_log *log, const struct tl_chain *c, uint64_t *rec,
 		*rec = c->seq;
 }
 
+static int
+mesh_cb(struct tl_txn *t, void *arg)
+{
+	return tl_ep_mesh_ensure(t, "tallyd", arg, NULL);
+}
+
 /*
  * The epoch's fence on every provider (reactors/epoch.h), before the
  * first pass and then once per resync period: 1 when this tallyd is
@@ -839,6 +845,14 @@ main(int argc, char **argv)
 		goto out;
 	}
 	note_verified(rx.log, &chain, &verified_rec, 1);
+	/* A leader's home made before meshes had ids gets one now. */
+	if ((rc = tl_log_write(rx.log, mesh_cb, rx.mesh)) != 0) {
+		logx(TL_RX_ERR, "cannot record the mesh id: %s",
+		    tl_strerror(rc));
+		ex = EXIT_FAIL;
+		goto out;
+	}
+	logx(TL_RX_INFO, "mesh %s", rx.mesh);
 	/*
 	 * Before anything is acted on: a later promotion in the replication
 	 * stream, then this epoch's fence on every provider, or deposed.

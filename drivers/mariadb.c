@@ -24,12 +24,14 @@
  *
  * Marks.  MariaDB has no comment on a user, so what tally made is
  * recorded in its own database on the server, `tally`, table `marks`
- * (kind 'd' database / 'u' user, name, grant id), written BEFORE the
- * object is made: an object that exists without a mark is someone
- * else's and is never taken over, and one whose mark names another grant
- * is that grant's and never handed to this one.  A mark with an empty
- * grant id is the unnamed mark (driver.h: adopt_unnamed).  The same
- * database holds the fence (table `fence`).  Nothing else of tally's
+ * (kind 'd' database / 'u' user, name, grant id, mesh id), written BEFORE
+ * the object is made: an object that exists without a mark is someone
+ * else's and is never taken over, one whose mark names another grant is
+ * that grant's and never handed to this one, and one another mesh marked
+ * is refused (TL_EREFUSED) unless the call adopts that mesh.  A mark with
+ * an empty grant id is the unnamed mark (driver.h: adopt_unnamed); one
+ * with an empty mesh is of before marks named meshes (this mesh's).  The
+ * same database holds the fences (table `fences`, a row per mesh).  Nothing else of tally's
  * lives on the server; the admin needs every privilege WITH GRANT OPTION
  * (it grants ALL on the grants' databases).
  *
@@ -50,7 +52,9 @@
  * too many connections, shutting down), TL_EAUTH when the admin is
  * refused (1045, 1044, 1698), TL_EINVAL for a grant the driver will not
  * touch (a bad name, an object of another grant or not tally's),
- * TL_EDRIVER for any other server error; why names the step and the
+ * TL_EREFUSED for an object another mesh marked or a change under a
+ * fence no longer this session's ("deposed: ..."), TL_EDRIVER for any
+ * other server error; why names the step and the
  * server's error number and message.  Connections give up after
  * MDB_CONNECT_S; reads and writes after MDB_IO_S.
  */

@@ -44,7 +44,9 @@
  * not resolved, connection lost, server shutting down) or it had no
  * room (SQLSTATE classes 08, 53, 57P: out of connection slots), TL_EAUTH when a
  * server rejected the admin's credential (SQLSTATE class 28), TL_EINVAL
- * for a grant the driver will not act on, TL_EDRIVER for any other server
+ * for a grant the driver will not act on, TL_EREFUSED for an object
+ * another mesh marked or a change under a fence no longer this
+ * session's ("deposed: ..."), TL_EDRIVER for any other server
  * error; 'why' always says what happened, with the SQLSTATE.
  *
  * Connection attempts give up after PG_CONNECT_MS overall, and admin
@@ -2650,8 +2652,8 @@ static const struct tl_drv_setting pg_settings[] = {
  * holds it, and the second reads the first's leader back.  Rows of
  * other meshes are not touched (two meshes may administer one server;
  * the table tally_fence of earlier releases, which named no mesh, is
- * no longer read).  One round trip once the table exists and the raise
- * took; the table is made only when a statement says it is missing.
+ * no longer read).  The table is made only when a statement says it is
+ * missing.
  */
 static int
 pg_fence_read(struct tl_drv_pg *p, const char *mesh,

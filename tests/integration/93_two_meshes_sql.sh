@@ -8,7 +8,10 @@
 # privileges and marks is the same before and after), and the first's
 # consumers, real psql and mariadb clients, keep working throughout.
 # Then a fresh tally bootstrap beside a server another mesh fenced (at
-# epoch 5) works: fences are per mesh.
+# epoch 5) works: fences are per mesh.  Last, home a "lost", a rebuilt
+# home d takes its objects over on purpose (tally adopt --from-mesh),
+# which says what it took; they are re-marked with d's mesh, keep their
+# data, and a, back, is refused there (check, revocation).
 . "$(dirname "$0")/lib.sh"
 
 MSH=$TALLY_SRC/tests/harness/mariadb.sh
@@ -228,3 +231,37 @@ RC=$(val c registry DB_NAME)
 [ "$(t_sql "SELECT epoch FROM tally_fences WHERE mesh = '$MA'")" = 5 ] || t_fail "a's fence changed"
 consumers_a "c's bootstrap"
 t_ok "mesh $MC bootstrapped $RC; mesh a's fence (epoch 5) untouched"
+
+t_say "home a is lost; home d, rebuilt, adopts its objects on purpose"
+home d
+MD=$(on d mesh --json | jget mesh)
+on d adopt --from-mesh "$MA" --all >"$W/adopt.out" || t_fail "tally adopt on d: $(cat "$W/adopt.out")"
+cat "$W/adopt.out"
+grep -q "adopted from mesh $MA: 2 grant(s)" "$W/adopt.out" || t_fail "adopt does not say what it took"
+grep -q "app/db (postgres-database): takes over $PA" "$W/adopt.out" || t_fail "adopt does not name $PA"
+grep -q "mapp/db (mariadb-database): takes over $QA" "$W/adopt.out" || t_fail "adopt does not name $QA"
+once d
+[ "$(val d app DB_NAME)" = "$PA" ] || t_fail "d got $(val d app DB_NAME), not a's $PA"
+[ "$(val d mapp DB_NAME)" = "$QA" ] || t_fail "d got $(val d mapp DB_NAME), not a's $QA"
+[ "$(pg_as d "SELECT v FROM t")" = "the first's" ] || t_fail "d's app does not read a's row"
+[ "$(my_as d "SELECT v FROM t")" = "the first's" ] || t_fail "d's mapp does not read a's row"
+[ "$(t_sql "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = '$PA'")" = \
+	"made by tally for grant app/db of mesh $MD; do not edit" ] || t_fail "$PA is not re-marked with d's mesh"
+[ "$(msql "SELECT mesh FROM tally.marks WHERE kind = 'd' AND name = '$QA'")" = "$MD" ] ||
+	t_fail "$QA is not re-marked with d's mesh"
+on d check >/dev/null || t_fail "d is not healthy: $(on d check 2>&1)"
+t_ok "d serves $PA and $QA with a's data, marked $MD"
+
+t_check "the lost home, back, is refused there (owned by mesh d)"
+cat_of "$PA" "$QA" "$UA" "$MD" "$W/before2"
+t_expect_exit 6 "tally check on a" on a check
+grep -q "owned by mesh $(printf %s "$MD" | cut -c1-12)\.\.\., not this one" "$W/last.out" "$W/last.err" ||
+	t_fail "a's check does not name the owner: $(cat "$W/last.out" "$W/last.err")"
+on a remove app --yes >/dev/null || t_fail "tally remove app on a"
+on a remove mapp --yes >/dev/null || t_fail "tally remove mapp on a"
+TALLY_HOME=$W/a "$TALLY_BIN/tallyd" --once --once-timeout 30 2>>"$T_DLOG" || true
+cat_of "$PA" "$QA" "$UA" "$MD" "$W/after2"
+diff "$W/before2" "$W/after2" >"$W/diff2" || { cat "$W/diff2" >&2; t_fail "a changed d's objects"; }
+[ "$(pg_as d "SELECT v FROM t")" = "the first's" ] || t_fail "d's app lost its login after a's attempts"
+[ "$(my_as d "SELECT v FROM t")" = "the first's" ] || t_fail "d's mapp lost its login after a's attempts"
+t_ok "a's check and revocation refused; d's objects and consumers unchanged"

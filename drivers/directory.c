@@ -585,7 +585,7 @@ fence_read(struct tl_drv_dir *h, int fd, struct tl_drv_fence_held *held,
 		return tl_drv_why(why, TL_EDRIVER, "%s: its fence file holds "
 		    "no fence (refused)", h->root);
 	held->epoch = e;
-	snprintf(held->leader, sizeof(held->leader), "%s", lead);
+	memcpy(held->leader, lead, strlen(lead) + 1);	/* checked above */
 	return 0;
 }
 

@@ -120,8 +120,14 @@ tl_ep_mesh(struct tl_txn *t, char *mesh)
 	mesh[0] = '\0';
 	/* A home tally init made: event 1, one read. */
 	rc = tl_log_get(t, 1, &ev);
-	if (rc == TL_ENOTFOUND)
-		return 0;
+	if (rc == TL_ENOTFOUND) {
+		uint64_t last = 0;
+
+		/* Not there in a log that is not empty: a damaged index. */
+		if ((rc = tl_log_last(t, &last, NULL)) != 0)
+			return rc;
+		return last == 0 ? 0 : TL_ECORRUPT;
+	}
 	if (rc != 0)
 		return rc;
 	if (mesh_of(&ev, mesh))
@@ -184,7 +190,8 @@ tl_ep_mesh_ensure(struct tl_txn *t, const char *actor, char *mesh,
 	tl_body_free(&b);
 	if (rc != 0)
 		mesh[0] = '\0';
-	return rc;
+	/* An append finds nothing missing unless an index is damaged. */
+	return rc == TL_ENOTFOUND ? TL_ECORRUPT : rc;
 }
 
 int

@@ -54,7 +54,7 @@ struct took {
 	char	 grant[TL_GRANT_ID_MAX + 1];
 	char	 type[64];
 	char	 resource[TL_DRV_NAME_MAX];
-	char	 why[256];	/* skipped: why */
+	char	 why[TL_DRV_WHY_MAX + 16];	/* skipped: why */
 };
 
 struct adopt_arg {
@@ -185,7 +185,9 @@ do_adopt(struct tl_ctx *c, void *arg)
 		tl_body_end(&b);
 	}
 	tl_body_end(&b);
-	return tl_emit(c, TL_EV_MESH_ADOPTED, TL_CP_STREAM, &b, NULL);
+	rc = tl_emit(c, TL_EV_MESH_ADOPTED, TL_CP_STREAM, &b, NULL);
+	tl_body_free(&b);
+	return rc;
 }
 
 static void

@@ -100,8 +100,14 @@ write_cb(struct tl_txn *t, void *arg)
 		uint64_t seq = 0;
 
 		if ((rc = tl_ep_mesh_ensure(t, wa->cli->actor, mesh,
-		    &seq)) != 0)
+		    &seq)) != 0) {
+			/* A retry after the map grew starts with no why. */
+			snprintf(wa->why, sizeof(wa->why), "cannot read or "
+			    "record the mesh id in the log (%.400s/data.mdb): %s; "
+			    "nothing was appended (see tally verify)",
+			    wa->cli->logdir, tl_strerror(rc));
 			return rc;
+		}
 		if (seq != 0 && wa->cli->appended != NULL)
 			json_array_append_new(wa->cli->appended, json_pack(
 			    "{s:I,s:s,s:s}", "seq", (json_int_t)seq, "type",

@@ -24,12 +24,14 @@
  *
  * Marks.  MariaDB has no comment on a user, so what tally made is
  * recorded in its own database on the server, `tally`, table `marks`
- * (kind 'd' database / 'u' user, name, grant id), written BEFORE the
- * object is made: an object that exists without a mark is someone
- * else's and is never taken over, and one whose mark names another grant
- * is that grant's and never handed to this one.  A mark with an empty
- * grant id is the unnamed mark (driver.h: adopt_unnamed).  The same
- * database holds the fence (table `fence`).  Nothing else of tally's
+ * (kind 'd' database / 'u' user, name, grant id, mesh id), written BEFORE
+ * the object is made: an object that exists without a mark is someone
+ * else's and is never taken over, one whose mark names another grant is
+ * that grant's and never handed to this one, and one another mesh marked
+ * is refused (TL_EREFUSED) unless the call adopts that mesh.  A mark with
+ * an empty grant id is the unnamed mark (driver.h: adopt_unnamed); one
+ * with an empty mesh is of before marks named meshes (this mesh's).  The
+ * same database holds the fences (table `fences`, a row per mesh).  Nothing else of tally's
  * lives on the server; the admin needs every privilege WITH GRANT OPTION
  * (it grants ALL on the grants' databases).
  *
@@ -50,7 +52,9 @@
  * too many connections, shutting down), TL_EAUTH when the admin is
  * refused (1045, 1044, 1698), TL_EINVAL for a grant the driver will not
  * touch (a bad name, an object of another grant or not tally's),
- * TL_EDRIVER for any other server error; why names the step and the
+ * TL_EREFUSED for an object another mesh marked or a change under a
+ * fence no longer this session's ("deposed: ..."), TL_EDRIVER for any
+ * other server error; why names the step and the
  * server's error number and message.  Connections give up after
  * MDB_CONNECT_S; reads and writes after MDB_IO_S.
  */
@@ -77,6 +81,7 @@
 
 #define MDB_SQL_MAX	4096
 #define MDB_FRESH_NS	1000000000u	/* no ping within 1 s of a use */
+#define MDB_MESH_MAX	65		/* a mesh id, hex, and the NUL */
 
 struct tl_drv_mdb {
 	MYSQL		*c;
@@ -85,6 +90,16 @@ struct tl_drv_mdb {
 	uint64_t	 used_ns;	/* last taken as alive (monotonic) */
 	char		 privcols[1024];	/* CONCAT(...) of mysql.db's */
 	char		 privwant[64];	/* what create sets: Y.. N(grant) */
+	char		 mesh[MDB_MESH_MAX];	/* admin->mesh; "": before ids */
+	/*
+	 * admin->fence, copied (fenced 0: a reader's session); fc holds
+	 * the fence row for one changing call (fence_hold).
+	 */
+	int		 fenced;
+	char		 fmesh[MDB_MESH_MAX];
+	uint64_t	 fepoch;
+	char		 fleader[TL_DRV_LEADER_MAX];
+	MYSQL		*fc;
 };
 
 static int
@@ -232,10 +247,15 @@ ensure_meta(struct tl_drv_mdb *p, char *why)
 
 	if (p->meta)
 		return 0;
-	/* Looked up first: DDL, even IF NOT EXISTS, takes locks. */
-	if ((rc = query(p->c, "SELECT 1 FROM information_schema.TABLES WHERE "
-	    "TABLE_SCHEMA = '" MDB_META "' AND TABLE_NAME = 'marks'", &r,
-	    "looking up " MDB_META ".marks", why)) != 0)
+	/*
+	 * Looked up first: DDL, even IF NOT EXISTS, takes locks.  A marks
+	 * table of before marks named meshes gains the column mesh, ''
+	 * in every row it has (such a mark is taken as this mesh's).
+	 */
+	if ((rc = query(p->c, "SELECT 1 FROM information_schema.COLUMNS WHERE "
+	    "TABLE_SCHEMA = '" MDB_META "' AND TABLE_NAME = 'marks' AND "
+	    "COLUMN_NAME = 'mesh'", &r, "looking up " MDB_META ".marks",
+	    why)) != 0)
 		return rc;
 	p->meta = mysql_num_rows(r) > 0;
 	mysql_free_result(r);
@@ -245,15 +265,27 @@ ensure_meta(struct tl_drv_mdb *p, char *why)
 	    "`" MDB_META "`", "creating database " MDB_META, why)) != 0 ||
 	    (rc = tl_drv_mdb_run(p->c, "CREATE TABLE IF NOT EXISTS `" MDB_META
 	    "`.`marks` (kind CHAR(1) NOT NULL, name VARCHAR(80) NOT NULL, "
-	    "grant_id VARCHAR(255) NOT NULL, PRIMARY KEY (kind, name)) "
+	    "grant_id VARCHAR(255) NOT NULL, mesh VARCHAR(64) NOT NULL "
+	    "DEFAULT '', PRIMARY KEY (kind, name)) "
 	    "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-	    "creating " MDB_META ".marks", why)) != 0)
+	    "creating " MDB_META ".marks", why)) != 0 ||
+	    (rc = tl_drv_mdb_run(p->c, "ALTER TABLE `" MDB_META "`.`marks` ADD "
+	    "COLUMN IF NOT EXISTS mesh VARCHAR(64) NOT NULL DEFAULT ''",
+	    "adding the mesh to " MDB_META ".marks", why)) != 0)
 		return rc;
 	p->meta = 1;
 	return 0;
 }
 
 static void mdb_close(void *h);
+
+/* s is NULL or at most MDB_MESH_MAX - 1 lowercase hex digits. */
+static int
+mdb_hex_ok(const char *s)
+{
+	return s == NULL || (strlen(s) < MDB_MESH_MAX &&
+	    strspn(s, "0123456789abcdef") == strlen(s));
+}
 
 static int
 mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
@@ -280,6 +312,23 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 		mdb_close(p);
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	}
+	/* Hex digits (or ""): they reach SQL as they are. */
+	if (!mdb_hex_ok(a->mesh) || (a->fence != NULL &&
+	    (!mdb_hex_ok(a->fence->mesh) || !mdb_hex_ok(a->fence->leader)))) {
+		mdb_close(p);
+		return tl_drv_why(why, TL_EINVAL, "the mesh id or the leader "
+		    "is not at most %d hex digits", MDB_MESH_MAX - 1);
+	}
+	snprintf(p->mesh, sizeof(p->mesh), "%s", a->mesh != NULL ? a->mesh :
+	    "");
+	if (a->fence != NULL && a->fence->epoch != 0) {
+		p->fenced = 1;
+		snprintf(p->fmesh, sizeof(p->fmesh), "%s",
+		    a->fence->mesh != NULL ? a->fence->mesh : "");
+		p->fepoch = a->fence->epoch;
+		snprintf(p->fleader, sizeof(p->fleader), "%s",
+		    a->fence->leader != NULL ? a->fence->leader : "");
+	}
 	if ((rc = ensure(p, why)) != 0) {
 		mdb_close(p);
 		return rc;
@@ -300,6 +349,8 @@ mdb_close(void *h)
 		return;
 	if (p->c != NULL)
 		mysql_close(p->c);
+	if (p->fc != NULL)
+		mysql_close(p->fc);
 	free(p->host);
 	free(p->port);
 	free(p->user);
@@ -309,11 +360,17 @@ mdb_close(void *h)
 
 /* --- marks ----------------------------------------------------------- */
 
-enum mark { MARK_ABSENT, MARK_OURS, MARK_OTHER };
+/* MARK_MESH: marked by another mesh (other: its id). */
+enum mark { MARK_ABSENT, MARK_OURS, MARK_OTHER, MARK_MESH };
 
 /*
  * The mark of object (kind, name): *m, and in other the grant another
- * mark names ("" for the unnamed mark when it is not g's to adopt).
+ * mark names ("" for the unnamed mark when it is not g's to adopt), or
+ * the mesh of MARK_MESH.  A mark names the grant and the mesh that made
+ * the object: another mesh's is MARK_MESH unless g adopts that mesh
+ * (g->adopt_mesh); a mark that names no mesh (before marks named
+ * meshes) is this mesh's.  *unnamed: ours, but to be marked again (the
+ * unnamed mark adopted, no mesh named, another mesh adopted).
  */
 static int
 read_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
@@ -329,18 +386,26 @@ read_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 	*unnamed = 0;
 	other[0] = '\0';
 	if ((rc = tl_drv_mdb_quote_str(p->c, name, lit, sizeof(lit))) != 0 ||
-	    (rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT grant_id FROM `"
-	    MDB_META "`.`marks` WHERE kind = '%c' AND name = %s", kind,
-	    lit)) != 0)
+	    (rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT grant_id, mesh "
+	    "FROM `" MDB_META "`.`marks` WHERE kind = '%c' AND name = %s",
+	    kind, lit)) != 0)
 		return tl_drv_why(why, TL_EINVAL, "name too long");
 	if ((rc = query(p->c, sql, &r, "reading tally's marks", why)) != 0)
 		return rc;
 	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
 		const char *mine = tl_drv_grant_named(g) ? g->grant : "";
+		const char *mesh = row[1] != NULL ? row[1] : "";
+		int moved = mesh[0] == '\0' ? p->mesh[0] != '\0' :
+		    strcmp(mesh, p->mesh) != 0;
 
-		if (strcmp(row[0], mine) == 0)
+		if (mesh[0] != '\0' && moved && (g->adopt_mesh == NULL ||
+		    strcmp(mesh, g->adopt_mesh) != 0)) {
+			*m = MARK_MESH;
+			snprintf(other, on, "%s", mesh);
+		} else if (strcmp(row[0], mine) == 0) {
 			*m = MARK_OURS;
-		else if (row[0][0] == '\0' && g->adopt_unnamed) {
+			*unnamed = moved;
+		} else if (row[0][0] == '\0' && g->adopt_unnamed) {
 			*m = MARK_OURS;
 			*unnamed = 1;
 		} else {
@@ -363,10 +428,11 @@ write_mark(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 	    (rc = tl_drv_mdb_quote_str(p->c,
 	    tl_drv_grant_named(g) ? g->grant : "", glit, sizeof(glit))) != 0)
 		return tl_drv_why(why, TL_EINVAL, "name too long");
+	/* p->mesh is hex digits or "" (mdb_open). */
 	return runf(p->c, "marking an object", why, "INSERT INTO `" MDB_META
-	    "`.`marks` (kind, name, grant_id) VALUES ('%c', %s, %s) ON "
-	    "DUPLICATE KEY UPDATE grant_id = VALUES(grant_id)", kind, lit,
-	    glit);
+	    "`.`marks` (kind, name, grant_id, mesh) VALUES ('%c', %s, %s, "
+	    "'%s') ON DUPLICATE KEY UPDATE grant_id = VALUES(grant_id), "
+	    "mesh = VALUES(mesh)", kind, lit, glit, p->mesh);
 }
 
 static int
@@ -406,6 +472,43 @@ exists(struct tl_drv_mdb *p, char kind, const char *name, int *found,
 	return 0;
 }
 
+/* TL_EREFUSED: what another mesh made (other, its id). */
+static int
+mesh_refused(char kind, const char *name, const char *other, char *why)
+{
+	return tl_drv_why(why, TL_EREFUSED, "%s \"%s\": owned by mesh "
+	    "%.12s..., not this one (tally never changes another mesh's "
+	    "objects but by adopting them)", kind == 'd' ? "database" : "user",
+	    name, other);
+}
+
+/*
+ * TL_EREFUSED if g's database or user was marked by another mesh (not
+ * adopted); a stale mark of g's (read_mark) is marked again with ours.
+ */
+static int
+vet_mesh(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char *why)
+{
+	char other[256];
+	enum mark m;
+	int rc, i, stale;
+
+	for (i = 0; i < 2; i++) {
+		char kind = i == 0 ? 'd' : 'u';
+		const char *name = i == 0 ? g->resource : g->login;
+
+		if ((rc = read_mark(p, g, kind, name, &m, &stale, other,
+		    sizeof(other), why)) != 0)
+			return rc;
+		if (m == MARK_MESH)
+			return mesh_refused(kind, name, other, why);
+		if (m == MARK_OURS && stale &&
+		    (rc = write_mark(p, g, kind, name, why)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 /*
  * Claims object (kind, name) for g: 0 when it is g's (marked for g, or
  * absent and now marked), TL_EINVAL with why when it belongs to another
@@ -425,6 +528,8 @@ claim(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 	    sizeof(other), why)) != 0 ||
 	    (rc = exists(p, kind, name, &found, why)) != 0)
 		return rc;
+	if (m == MARK_MESH)
+		return mesh_refused(kind, name, other, why);
 	if (m == MARK_OTHER)
 		return tl_drv_why(why, TL_EINVAL, "%s \"%s\" was made by tally "
 		    "for %s%s: tally never hands one grant's object to another",
@@ -436,7 +541,7 @@ claim(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
 		    "make; choose another resource name (name: in the "
 		    "manifest)", what, name);
 	*made = !found;
-	if (m == MARK_ABSENT || (unnamed && tl_drv_grant_named(g)))
+	if (m == MARK_ABSENT || unnamed)
 		return write_mark(p, g, kind, name, why);
 	return 0;
 }
@@ -449,6 +554,8 @@ vet(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char *why)
 	enum mark m;
 	int rc, unnamed, i, found;
 
+	if ((rc = vet_mesh(p, g, why)) != 0)
+		return rc;
 	for (i = 0; i < 2; i++) {
 		char kind = i == 0 ? 'd' : 'u';
 		const char *name = i == 0 ? g->resource : g->login;
@@ -593,7 +700,8 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 
 enum {
 	C_I = 0, C_DB, C_USER, C_AUTH, C_PLUGIN, C_LOCKED, C_ACCESS, C_DBPRIV,
-	C_OTHERDB, C_OTHER, C_HOSTS, C_MARKD, C_MARKU, C_LIMITS, C_NCOLS
+	C_OTHERDB, C_OTHER, C_HOSTS, C_MARKD, C_MARKU, C_LIMITS, C_MESHD,
+	C_MESHU, C_NCOLS
 };
 
 /* One SELECT of the grant's facts, for UNION ALL: i, db, pattern, user. */
@@ -656,7 +764,11 @@ facts_sql(struct tl_drv_mdb *p, const char *rows)
 	    MDB_LIMIT("max_connections", "MAX_CONNECTIONS_PER_HOUR") ","
 	    MDB_LIMIT("max_user_connections", "MAX_USER_CONNECTIONS") ","
 	    MDB_LIMIT("max_statement_time", "MAX_STATEMENT_TIME") "), '')"
-	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%')"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%'),"
+	    " (SELECT k.mesh FROM `" MDB_META "`.`marks` k"
+	    "   WHERE k.kind = 'd' AND k.name = g.db),"
+	    " (SELECT k.mesh FROM `" MDB_META "`.`marks` k"
+	    "   WHERE k.kind = 'u' AND k.name = g.u)"
 	    " FROM (%s) g ORDER BY g.i";
 	size_t n = sizeof(fmt) + strlen(p->privcols) + strlen(rows);
 	char *s;
@@ -700,6 +812,33 @@ madd(struct msg *m, const char *fmt, ...)
 }
 
 /*
+ * 1, with why, when the row's database or user was marked by another
+ * mesh (not adopted): reported alone, as a drift no repair of this
+ * mesh's may act on (every changing operation refuses it).
+ */
+static int
+row_other_mesh(const struct tl_drv_mdb *p, MYSQL_ROW row,
+    const struct tl_drv_grant *g, char *why)
+{
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		const char *mesh = row[k == 0 ? C_MESHD : C_MESHU];
+
+		if (mesh == NULL || mesh[0] == '\0' ||
+		    strcmp(mesh, p->mesh) == 0 || (g->adopt_mesh != NULL &&
+		    strcmp(mesh, g->adopt_mesh) == 0))
+			continue;
+		tl_drv_why(why, 0, "privileges: %s \"%s\" is owned by mesh "
+		    "%.12s..., not this one: not repaired (only adopting "
+		    "that mesh's objects takes it over)", k == 0 ? "database" :
+		    "user", k == 0 ? g->resource : g->login, mesh);
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * What one row says about g: TL_EINVAL (why) when its objects are another
  * grant's or not tally's; else *drift and why.  cred: compare the stored
  * hash with g->password's (check_bulk; check logs in instead).
@@ -712,6 +851,10 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 	const char *mine = tl_drv_grant_named(g) ? g->grant : "";
 	int k;
 
+	if (row_other_mesh(p, row, g, why)) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		return 0;
+	}
 	for (k = 0; k < 2; k++) {
 		const char *mk = row[k == 0 ? C_MARKD : C_MARKU];
 		int found = atoi(row[k == 0 ? C_DB : C_USER]) > 0;
@@ -792,13 +935,14 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 /* --- operations ------------------------------------------------------ */
 
 static int
-mdb_create(void *h, const struct tl_drv_grant *g, char *why)
+do_create(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct tl_drv_mdb *p = h;
 	struct ids x;
 	int rc, mdb, mu;
 
 	if ((rc = begin(p, g, 1, why)) != 0 ||
+	    (rc = vet_mesh(p, g, why)) != 0 ||
 	    (rc = ids_make(p, g, &x, why)) != 0 ||
 	    (rc = claim(p, g, 'd', g->resource, &mdb, why)) != 0 ||
 	    (rc = claim(p, g, 'u', g->login, &mu, why)) != 0)
@@ -894,7 +1038,7 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 	MYSQL_RES *r = NULL;
 	MYSQL_ROW row;
 	const char *host, *port;
-	int rc, c;
+	int rc, c, alien;
 
 	*drift = TL_DRIFT_NONE;
 	if ((rc = begin(p, g, 1, why)) != 0)
@@ -908,8 +1052,9 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 		return tl_drv_why(why, TL_EDRIVER, "no row for the grant");
 	}
 	rc = eval_row(p, row, g, 0, drift, why);
+	alien = rc == 0 && row_other_mesh(p, row, g, why);
 	mysql_free_result(r);
-	if (rc != 0 || *drift == TL_DRIFT_MISSING)
+	if (rc != 0 || *drift == TL_DRIFT_MISSING || alien)
 		return rc;
 	host = ep != NULL && ep->host != NULL ? ep->host : p->host;
 	port = ep != NULL && ep->port != NULL ? ep->port : p->port;
@@ -979,7 +1124,7 @@ mdb_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 }
 
 static int
-mdb_set_password(void *h, const struct tl_drv_grant *g, char *why)
+do_set_password(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct tl_drv_mdb *p = h;
 	struct ids x;
@@ -998,7 +1143,7 @@ mdb_set_password(void *h, const struct tl_drv_grant *g, char *why)
 }
 
 static int
-mdb_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+do_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct tl_drv_mdb *p = h;
 	struct ids x;
@@ -1095,6 +1240,8 @@ lock_user(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	if ((rc = read_mark(p, g, 'u', login, &m, &unnamed, other,
 	    sizeof(other), why)) != 0)
 		return rc;
+	if (m == MARK_MESH)
+		return mesh_refused('u', login, other, why);
 	if (m != MARK_OURS)
 		return 0;	/* not this grant's: left as it is */
 	if (tl_drv_mdb_quote_str(p->c, login, ulit, sizeof(ulit)) != 0)
@@ -1125,11 +1272,17 @@ grant_users(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	if (!tl_drv_grant_named(g)) {
 		snprintf(sql, sizeof(sql), "SELECT 1 LIMIT 0");
 	} else {
+		char alit[2 * MDB_MESH_MAX + 8];
+
 		if (tl_drv_mdb_quote_str(p->c, g->grant, glit,
-		    sizeof(glit)) != 0)
+		    sizeof(glit)) != 0 || tl_drv_mdb_quote_str(p->c,
+		    g->adopt_mesh != NULL ? g->adopt_mesh : "", alit,
+		    sizeof(alit)) != 0)
 			return tl_drv_why(why, TL_EINVAL, "grant id too long");
+		/* Another mesh's users of the same grant id are not g's. */
 		snprintf(sql, sizeof(sql), "SELECT name FROM `" MDB_META
-		    "`.`marks` WHERE kind = 'u' AND grant_id = %s", glit);
+		    "`.`marks` WHERE kind = 'u' AND grant_id = %s AND mesh IN "
+		    "('', '%s', %s)", glit, p->mesh, alit);
 	}
 	if ((rc = query(p->c, sql, &r, "listing the grant's users", why)) != 0)
 		return rc;
@@ -1152,7 +1305,7 @@ grant_users(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 }
 
 static int
-mdb_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+do_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
 	struct tl_drv_mdb *p = h;
 	char (*users)[MDB_USER_MAX + 1] = NULL;
@@ -1163,6 +1316,7 @@ mdb_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	int rc, locked, killed, total = 0, unnamed;
 
 	if ((rc = begin(p, g, 0, why)) != 0 ||
+	    (rc = vet_mesh(p, g, why)) != 0 ||
 	    (rc = ids_make(p, g, &x, why)) != 0)
 		return rc;
 	if (!drop) {
@@ -1237,16 +1391,9 @@ mdb_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 	    (unsigned long long)*bytes);
 }
 
-/* A rotation's second user: what create makes, under the new login. */
-static int
-mdb_add_credential(void *h, const struct tl_drv_grant *g, char *why)
-{
-	return mdb_create(h, g, why);
-}
-
 /* Locks the old user, kills its connections, drops it. */
 static int
-mdb_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+do_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct tl_drv_mdb *p = h;
 	char ulit[2 * MDB_USER_MAX + 4], other[256];
@@ -1254,6 +1401,7 @@ mdb_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	int rc, locked, killed, unnamed;
 
 	if ((rc = begin(p, g, 0, why)) != 0 ||
+	    (rc = vet_mesh(p, g, why)) != 0 ||
 	    (rc = lock_user(p, g, g->login, &locked, &killed, why)) != 0 ||
 	    (rc = read_mark(p, g, 'u', g->login, &m, &unnamed, other,
 	    sizeof(other), why)) != 0)
@@ -1278,7 +1426,7 @@ mdb_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
  * still logs in.
  */
 static int
-mdb_set_admin_password(void *h, const char *user, const char *password,
+do_set_admin_password(void *h, const char *user, const char *password,
     char *why)
 {
 	struct tl_drv_mdb *p = h;
@@ -1328,12 +1476,45 @@ mdb_set_admin_password(void *h, const char *user, const char *password,
 	    user != NULL ? user : p->user);
 }
 
+/* The fence of p->fmesh or mesh as c reads it (nothing: epoch 0). */
+static int
+fence_read(MYSQL *c, const char *mesh, const char *lock,
+    struct tl_drv_fence_held *held, unsigned *err, char *why)
+{
+	char sql[256];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	held->epoch = 0;
+	held->leader[0] = '\0';
+	*err = 0;
+	snprintf(sql, sizeof(sql), "SELECT epoch, leader FROM `" MDB_META
+	    "`.`fences` WHERE mesh = '%s'%s", mesh, lock);
+	if ((rc = query(c, sql, &r, "reading the fence", why)) != 0) {
+		*err = mysql_errno(c);
+		return rc;
+	}
+	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
+		held->epoch = strtoull(row[0], NULL, 10);
+		snprintf(held->leader, sizeof(held->leader), "%s",
+		    row[1] != NULL ? row[1] : "");
+	}
+	mysql_free_result(r);
+	return 0;
+}
+
 /*
  * The fence: one row per mesh in tally.fences, raised by a compare-
  * and-set (the row changes only when its epoch is strictly lower; in
  * ON DUPLICATE KEY UPDATE the assignments run left to right, so leader
- * is compared before epoch moves), then read back.  Other meshes' rows
- * are not touched; tally.fence of earlier releases is no longer read.
+ * is compared before epoch moves), then read back.  Read first: a raise
+ * locks the row, and so waits for every call in flight under it
+ * (fence_hold); held at want's epoch or above, it would change nothing.
+ * The table is made when a read says it is missing (DDL, even IF NOT
+ * EXISTS, would wait for the calls that hold a row).  Other meshes'
+ * rows are not touched; tally.fence of earlier releases is no longer
+ * read.
  */
 static int
 mdb_fence(void *h, const struct tl_drv_fence *want,
@@ -1342,9 +1523,7 @@ mdb_fence(void *h, const struct tl_drv_fence *want,
 	struct tl_drv_mdb *p = h;
 	const char *mesh = want->mesh != NULL ? want->mesh : "";
 	const char *leader = want->leader != NULL ? want->leader : "";
-	char sql[256];
-	MYSQL_RES *r;
-	MYSQL_ROW row;
+	unsigned err;
 	int rc;
 
 	held->epoch = 0;
@@ -1357,38 +1536,220 @@ mdb_fence(void *h, const struct tl_drv_fence *want,
 	    strlen(mesh) > 64 || strlen(leader) > 64)
 		return tl_drv_why(why, TL_EINVAL, "fence: mesh or leader is "
 		    "not hex");
-	if ((rc = ensure(p, why)) != 0 || (rc = ensure_meta(p, why)) != 0 ||
-	    (rc = tl_drv_mdb_run(p->c, "CREATE TABLE IF NOT EXISTS `" MDB_META
-	    "`.`fences` (mesh VARCHAR(64) PRIMARY KEY, epoch BIGINT UNSIGNED "
-	    "NOT NULL, leader VARCHAR(64) NOT NULL) ENGINE=InnoDB",
-	    "creating tally.fences", why)) != 0)
+	if ((rc = ensure(p, why)) != 0 || (rc = ensure_meta(p, why)) != 0)
 		return rc;
-	if (want->epoch != 0 && (rc = runf(p->c, "raising the fence", why,
+	rc = fence_read(p->c, mesh, "", held, &err, why);
+	if (rc != 0 && err == ER_NO_SUCH_TABLE)
+		rc = tl_drv_mdb_run(p->c, "CREATE TABLE IF NOT EXISTS `"
+		    MDB_META "`.`fences` (mesh VARCHAR(64) PRIMARY KEY, epoch "
+		    "BIGINT UNSIGNED NOT NULL, leader VARCHAR(64) NOT NULL) "
+		    "ENGINE=InnoDB", "creating tally.fences", why);
+	if (rc != 0 || want->epoch == 0 || held->epoch >= want->epoch)
+		return rc;
+	if ((rc = runf(p->c, "raising the fence", why,
 	    "INSERT INTO `" MDB_META "`.`fences` (mesh, epoch, leader) VALUES "
 	    "('%s', %llu, '%s') ON DUPLICATE KEY UPDATE "
 	    "leader = IF(epoch < VALUES(epoch), VALUES(leader), leader), "
 	    "epoch = IF(epoch < VALUES(epoch), VALUES(epoch), epoch)", mesh,
 	    (unsigned long long)want->epoch, leader)) != 0)
 		return rc;
-	snprintf(sql, sizeof(sql), "SELECT epoch, leader FROM `" MDB_META
-	    "`.`fences` WHERE mesh = '%s'", mesh);
-	if ((rc = query(p->c, sql, &r, "reading the fence", why)) != 0)
-		return rc;
-	if ((row = mysql_fetch_row(r)) != NULL && row[0] != NULL) {
-		held->epoch = strtoull(row[0], NULL, 10);
-		snprintf(held->leader, sizeof(held->leader), "%s",
-		    row[1] != NULL ? row[1] : "");
+	return fence_read(p->c, mesh, "", held, &err, why);
+}
+
+/*
+ * The fence with each change.  fc, a second admin session, reads this
+ * session's fence row LOCK IN SHARE MODE in a transaction it keeps open
+ * for the whole of one changing call, and commits after it.  The
+ * call's statements run on the admin session, whose DDL commits its
+ * own transaction but never fc's; another leader's raise (mdb_fence's
+ * INSERT ... ON DUPLICATE KEY UPDATE) must lock that row, so it waits
+ * until the call is over: each statement lands before the raise, and a
+ * call that reads a fence not its own is refused before it changes
+ * anything.  No row yet for the mesh: ours is raised first.
+ */
+static void
+fence_abort(struct tl_drv_mdb *p)
+{
+	if (p->fc != NULL)
+		(void)mysql_query(p->fc, "ROLLBACK");
+}
+
+static int
+fence_hold(struct tl_drv_mdb *p, char *why)
+{
+	struct tl_drv_fence want = { p->fmesh, p->fepoch, p->fleader };
+	struct tl_drv_fence_held held;
+	unsigned err;
+	int rc, tries;
+
+	if (!p->fenced)
+		return 0;
+	for (tries = 0;; tries++) {
+		if (p->fc != NULL && mysql_ping(p->fc) != 0) {
+			mysql_close(p->fc);
+			p->fc = NULL;
+		}
+		if (p->fc == NULL && ((rc = tl_drv_mdb_connect(p->host,
+		    p->port, p->user, p->password, NULL, &p->fc, why)) != 0 ||
+		    (rc = tl_drv_mdb_run(p->fc, "SET SESSION "
+		    "idle_transaction_timeout = 0, "
+		    "idle_readonly_transaction_timeout = 0, "
+		    "idle_write_transaction_timeout = 0",
+		    "the fence session's settings", why)) != 0))
+			return rc;
+		fence_abort(p);
+		if ((rc = tl_drv_mdb_run(p->fc, "START TRANSACTION",
+		    "holding the fence", why)) != 0)
+			return rc;
+		rc = fence_read(p->fc, p->fmesh, " LOCK IN SHARE MODE", &held,
+		    &err, why);
+		if (rc == 0 && held.epoch != 0)
+			break;
+		fence_abort(p);
+		if (rc != 0 && err != ER_NO_SUCH_TABLE && err != ER_BAD_DB_ERROR)
+			return rc;
+		if (tries > 0)
+			return tl_drv_why(why, TL_EDRIVER, "holding the fence: "
+			    "mesh %.12s has no fence row after its raise",
+			    p->fmesh);
+		if ((rc = mdb_fence(p, &want, &held, why)) != 0)
+			return rc;
 	}
-	mysql_free_result(r);
-	return 0;
+	if (tl_drv_fence_ours(&want, &held))
+		return 0;
+	fence_abort(p);
+	return tl_drv_why(why, TL_EREFUSED, "deposed: MariaDB holds the fence "
+	    "of mesh %.12s at epoch %llu for leader %.12s, this session is "
+	    "leader %.12s at epoch %llu: nothing changed", p->fmesh,
+	    (unsigned long long)held.epoch, held.leader, p->fleader,
+	    (unsigned long long)p->fepoch);
+}
+
+/* Ends the hold; rc: the call's, kept unless the release failed. */
+static int
+fence_release(struct tl_drv_mdb *p, int rc, char *why)
+{
+	unsigned e;
+
+	if (!p->fenced || p->fc == NULL)
+		return rc;
+	if (mysql_query(p->fc, "COMMIT") != 0 && rc == 0) {
+		e = mysql_errno(p->fc);
+		return tl_drv_why(why, tl_drv_mdb_errno_rc(e, 0), "the session "
+		    "holding the fence was lost during the call: %u %s", e,
+		    mysql_error(p->fc));
+	}
+	return rc;
+}
+
+/* The changing operations: each one call under fence_hold. */
+static int
+fenced(void *h, const struct tl_drv_grant *g, int arg,
+    int (*fn)(void *, const struct tl_drv_grant *, int, char *), char *why)
+{
+	struct tl_drv_mdb *p = h;
+	int rc;
+
+	if (p == NULL)
+		return tl_drv_why(why, TL_EINVAL, "driver not open");
+	if ((rc = fence_hold(p, why)) != 0)
+		return rc;
+	return fence_release(p, fn(h, g, arg, why), why);
+}
+
+static int
+f_create(void *h, const struct tl_drv_grant *g, int arg, char *why)
+{
+	(void)arg;
+	return do_create(h, g, why);
+}
+
+static int
+f_set_password(void *h, const struct tl_drv_grant *g, int arg, char *why)
+{
+	(void)arg;
+	return do_set_password(h, g, why);
+}
+
+static int
+f_fix_privileges(void *h, const struct tl_drv_grant *g, int arg, char *why)
+{
+	(void)arg;
+	return do_fix_privileges(h, g, why);
+}
+
+static int
+f_retire_credential(void *h, const struct tl_drv_grant *g, int arg,
+    char *why)
+{
+	(void)arg;
+	return do_retire_credential(h, g, why);
+}
+
+static int
+f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	return do_revoke(h, g, drop, why);
+}
+
+static int
+mdb_create(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_create, why);
+}
+
+static int
+mdb_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_create, why);
+}
+
+static int
+mdb_set_password(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_set_password, why);
+}
+
+static int
+mdb_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_fix_privileges, why);
+}
+
+static int
+mdb_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_retire_credential, why);
+}
+
+static int
+mdb_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	return fenced(h, g, drop, f_revoke, why);
+}
+
+static int
+mdb_set_admin_password(void *h, const char *user, const char *password,
+    char *why)
+{
+	struct tl_drv_mdb *p = h;
+	int rc;
+
+	if (p == NULL)
+		return tl_drv_why(why, TL_EINVAL, "driver not open");
+	if ((rc = fence_hold(p, why)) != 0)
+		return rc;
+	return fence_release(p, do_set_admin_password(h, user, password, why),
+	    why);
 }
 
 static const struct tl_drv_fence_decl mdb_fencing = {
-	TL_DRV_FENCE_BEFORE_CALL,
+	TL_DRV_FENCE_ATOMIC,
 	"a row per mesh in tally.fences, raised by compare-and-set on every "
-	"session tallyd opens",
-	"a deposed leader's session opened before the promotion may finish "
-	"the calls of that one pass"
+	"session tallyd opens and held LOCK IN SHARE MODE by a second admin "
+	"session for the whole of each changing call",
+	"none while that session lives: should the server end it during a "
+	"call, the rest of that one call may land after a promotion's raise"
 };
 
 /* --- declarations ---------------------------------------------------- */

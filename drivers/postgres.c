@@ -44,7 +44,9 @@
  * not resolved, connection lost, server shutting down) or it had no
  * room (SQLSTATE classes 08, 53, 57P: out of connection slots), TL_EAUTH when a
  * server rejected the admin's credential (SQLSTATE class 28), TL_EINVAL
- * for a grant the driver will not act on, TL_EDRIVER for any other server
+ * for a grant the driver will not act on, TL_EREFUSED for an object
+ * another mesh marked or a change under a fence no longer this
+ * session's ("deposed: ..."), TL_EDRIVER for any other server
  * error; 'why' always says what happened, with the SQLSTATE.
  *
  * Connection attempts give up after PG_CONNECT_MS overall, and admin
@@ -73,6 +75,9 @@
 #define PG_SQL_MAX	1024
 #define PG_NAMEOID	19		/* the type of catalog names */
 #define PG_OPTIONS	"-c statement_timeout=120000 -c lock_timeout=30000"
+/* The fence session idles in its transaction for a whole call. */
+#define PG_FENCE_OPTIONS PG_OPTIONS " -c idle_in_transaction_session_timeout=0"
+#define PG_MESH_MAX	65		/* a mesh id, hex, and the NUL */
 
 struct tl_drv_pg {
 	PGconn	*conn;			/* admin session; NULL when down */
@@ -83,6 +88,17 @@ struct tl_drv_pg {
 	char	*dbname;
 	int	 version;		/* server_version_num */
 	int	 maint;			/* revoke_public_connect */
+	char	 mesh[PG_MESH_MAX];	/* admin->mesh; "": before ids */
+	/*
+	 * admin->fence, copied (fenced 0: a reader's session).  fconn is
+	 * the second admin session that holds the fence row FOR SHARE for
+	 * the length of one changing call (fence_hold).
+	 */
+	int	 fenced;
+	char	 fmesh[PG_MESH_MAX];
+	uint64_t fepoch;
+	char	 fleader[TL_DRV_LEADER_MAX];
+	PGconn	*fconn;
 };
 
 /* A grant's names, escaped once for the admin connection. */
@@ -326,15 +342,15 @@ failed:
 
 /* An admin session to dbname, with the handle's credential. */
 static int
-admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
-    char *why)
+admin_connect_o(struct tl_drv_pg *p, const char *dbname, const char *opts,
+    PGconn **out, char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
 	    "application_name", "client_encoding", "options",
 	    "keepalives", "keepalives_idle", "keepalives_interval",
 	    "keepalives_count", "tcp_user_timeout", NULL };
 	const char *val[] = { p->host, p->port, p->user, p->password, dbname,
-	    "tallyd", "UTF8", PG_OPTIONS,
+	    "tallyd", "UTF8", opts,
 	    "1", "10", "5", "3", "30000", NULL };
 	char state[6], msg[TL_DRV_WHY_MAX];
 	int rc;
@@ -351,6 +367,13 @@ admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
 		    NULL ? p->port : "(default)", msg);
 	return tl_drv_why(why, rc, "admin connection to database \"%s\": %s",
 	    dbname, msg);
+}
+
+static int
+admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
+    char *why)
+{
+	return admin_connect_o(p, dbname, PG_OPTIONS, out, why);
 }
 
 /* Reconnects the admin session if it was lost. */
@@ -482,75 +505,142 @@ static const char q_db[] = "SELECT 1 FROM pg_database WHERE datname = $1";
 
 /*
  * What tally made carries a mark, set in the same transaction as the
- * CREATE ROLE, naming the grant it was made for: an existing role
- * without it, or a database not owned by the grant's marked owner role,
- * belongs to someone else and is never taken over (a resource name that
- * happens to match an operator's database must not hand it to a
- * consumer); a role marked for another grant is that grant's, and is
- * never handed to this one, whatever the names.  TL_PG_MARK is the mark
- * of tally before marks named grants: only a grant made then
- * (adopt_unnamed) takes it as its own, and marks it with its id.
+ * CREATE ROLE, naming the grant it was made for and the mesh that made
+ * it ("made by tally for grant G of mesh M; do not edit"): an existing
+ * role without it, or a database not owned by the grant's marked owner
+ * role, belongs to someone else and is never taken over (a resource
+ * name that happens to match an operator's database must not hand it
+ * to a consumer); a role marked for another grant is that grant's, and
+ * is never handed to this one, whatever the names; a role marked by
+ * another mesh is that mesh's, refused (TL_EREFUSED) unless the call
+ * adopts that mesh (g->adopt_mesh), and then marked with ours.  A mark
+ * that names no mesh is of before marks named meshes: this mesh's, and
+ * marked again with its id by the next call that changes the role.
+ * TL_PG_MARK is the mark of tally before marks named grants: only a
+ * grant made then (adopt_unnamed) takes it as its own, and marks it
+ * with its id.  A home of before mesh ids (admin->mesh "") writes the
+ * mark without a mesh.
  */
 #define TL_PG_MARK	"made by tally for a grant; do not edit"
 #define TL_PG_MARK_FOR	"made by tally for grant "
+#define TL_PG_MARK_MESH	" of mesh "
 #define TL_PG_MARK_END	"; do not edit"
-#define PG_MARK_MAX	(sizeof(TL_PG_MARK_FOR) + 256 + sizeof(TL_PG_MARK_END))
+#define PG_MARK_MAX	(sizeof(TL_PG_MARK_FOR) + 256 + \
+			 sizeof(TL_PG_MARK_MESH) + PG_MESH_MAX + \
+			 sizeof(TL_PG_MARK_END))
 static const char q_role_mark[] =
     "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles"
     " WHERE rolname = $1";
 static const char q_db_owner[] =
     "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1";
 
-enum pg_mark { MARK_ABSENT, MARK_OURS, MARK_FOREIGN, MARK_OTHER };
+/* MARK_MESH: marked by another mesh (other: its id). */
+enum pg_mark { MARK_ABSENT, MARK_OURS, MARK_FOREIGN, MARK_OTHER, MARK_MESH };
 
 /* The mark g's objects carry. */
 static void
-mark_text(const struct tl_drv_grant *g, char *buf, size_t n)
+mark_text(const struct tl_drv_pg *p, const struct tl_drv_grant *g, char *buf,
+    size_t n)
 {
-	if (tl_drv_grant_named(g))
-		snprintf(buf, n, TL_PG_MARK_FOR "%s" TL_PG_MARK_END, g->grant);
-	else
+	if (!tl_drv_grant_named(g))
 		snprintf(buf, n, "%s", TL_PG_MARK);
+	else if (p->mesh[0] != '\0')
+		snprintf(buf, n, TL_PG_MARK_FOR "%s" TL_PG_MARK_MESH "%s"
+		    TL_PG_MARK_END, g->grant, p->mesh);
+	else
+		snprintf(buf, n, TL_PG_MARK_FOR "%s" TL_PG_MARK_END, g->grant);
 }
 
 /*
- * Whose role is, by its mark; other gets the grant another mark names
- * ("" for an unnamed mark that is not g's to adopt).
+ * Whose a role is by its mark m (NULL: none): *stale when it is ours
+ * but must be marked again (no mesh named, another mesh adopted, the
+ * unnamed mark adopted); other gets the grant another mark names ("" for
+ * an unnamed mark that is not g's to adopt), or the mesh of MARK_MESH.
+ * Pure.
+ */
+static enum pg_mark
+mark_kind(const struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const char *m, int *stale, char *other, size_t on)
+{
+	size_t fl = strlen(TL_PG_MARK_FOR), el = strlen(TL_PG_MARK_END),
+	    ol = strlen(TL_PG_MARK_MESH), ml, bl, gl, hl = 0;
+	const char *body, *mesh = "", *x;
+
+	*stale = 0;
+	other[0] = '\0';
+	if (m == NULL)
+		return MARK_FOREIGN;
+	if (strcmp(m, TL_PG_MARK) == 0) {
+		if (tl_drv_grant_named(g) && !g->adopt_unnamed)
+			return MARK_OTHER;
+		*stale = tl_drv_grant_named(g);
+		return MARK_OURS;
+	}
+	ml = strlen(m);
+	if (ml <= fl + el || strncmp(m, TL_PG_MARK_FOR, fl) != 0 ||
+	    strcmp(m + ml - el, TL_PG_MARK_END) != 0)
+		return MARK_FOREIGN;
+	body = m + fl;
+	bl = ml - fl - el;
+	gl = bl;
+	/* The last " of mesh ": grant ids are [a-z0-9_/@.-]. */
+	for (x = body + bl; x-- > body;)
+		if ((size_t)(body + bl - x) >= ol &&
+		    strncmp(x, TL_PG_MARK_MESH, ol) == 0) {
+			gl = (size_t)(x - body);
+			mesh = x + ol;
+			hl = bl - gl - ol;
+			break;
+		}
+	if (hl > 0 && (hl != strlen(p->mesh) ||
+	    strncmp(mesh, p->mesh, hl) != 0)) {
+		if (g->adopt_mesh == NULL || strlen(g->adopt_mesh) != hl ||
+		    strncmp(mesh, g->adopt_mesh, hl) != 0) {
+			snprintf(other, on, "%.*s", (int)hl, mesh);
+			return MARK_MESH;
+		}
+		*stale = 1;
+	} else if (hl == 0 && p->mesh[0] != '\0')
+		*stale = 1;
+	if (tl_drv_grant_named(g) && strlen(g->grant) == gl &&
+	    strncmp(body, g->grant, gl) == 0)
+		return MARK_OURS;
+	*stale = 0;
+	snprintf(other, on, "%.*s", (int)gl, body);
+	return MARK_OTHER;
+}
+
+/* TL_EREFUSED: what another mesh made (other, its id). */
+static int
+mesh_refused(const char *step, const char *other, char *why)
+{
+	return tl_drv_why(why, TL_EREFUSED, "%s: owned by mesh %.12s..., "
+	    "not this one (tally never changes another mesh's objects but "
+	    "by adopting them)", step, other);
+}
+
+/*
+ * Whose role is, by its mark; other as mark_kind's; *stale (may be
+ * NULL) as mark_kind's.
  */
 static int
-role_mark(PGconn *c, const struct tl_drv_grant *g, const char *role,
-    enum pg_mark *kind, char *other, size_t on, const char *step, char *why)
+role_mark(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const char *role, enum pg_mark *kind, char *other, size_t on,
+    int *stale, const char *step, char *why)
 {
-	char mine[PG_MARK_MAX];
-	const char *m;
-	size_t fl = strlen(TL_PG_MARK_FOR), el = strlen(TL_PG_MARK_END), ml;
 	PGresult *r;
-	int rc;
+	int rc, st = 0;
 
 	*kind = MARK_ABSENT;
 	other[0] = '\0';
-	if ((rc = query(c, q_role_mark, 1, role, NULL, NULL, &r, step,
+	if ((rc = query(p->conn, q_role_mark, 1, role, NULL, NULL, &r, step,
 	    why)) != 0)
 		return rc;
-	if (PQntuples(r) == 0)
-		goto out;
-	*kind = MARK_FOREIGN;
-	if (PQgetisnull(r, 0, 0))
-		goto out;
-	m = PQgetvalue(r, 0, 0);
-	ml = strlen(m);
-	mark_text(g, mine, sizeof(mine));
-	if (strcmp(m, mine) == 0)
-		*kind = MARK_OURS;
-	else if (strcmp(m, TL_PG_MARK) == 0)
-		*kind = !tl_drv_grant_named(g) || g->adopt_unnamed ? MARK_OURS :
-		    MARK_OTHER;
-	else if (ml > fl + el && strncmp(m, TL_PG_MARK_FOR, fl) == 0 &&
-	    strcmp(m + ml - el, TL_PG_MARK_END) == 0) {
-		*kind = MARK_OTHER;
-		snprintf(other, on, "%.*s", (int)(ml - fl - el), m + fl);
-	}
-out:
+	if (PQntuples(r) > 0)
+		*kind = mark_kind(p, g, PQgetisnull(r, 0, 0) ? NULL :
+		    PQgetvalue(r, 0, 0), &st, other, on);
+	if (stale != NULL)
+		*stale = st;
 	PQclear(r);
 	return 0;
 }
@@ -564,11 +654,13 @@ not_foreign_role(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	char other[256];
 	int rc;
 
-	if ((rc = role_mark(p->conn, g, role, &kind, other, sizeof(other),
+	if ((rc = role_mark(p, g, role, &kind, other, sizeof(other), NULL,
 	    step, why)) != 0)
 		return rc;
 	if (kind == MARK_ABSENT || kind == MARK_OURS)
 		return 0;
+	if (kind == MARK_MESH)
+		return mesh_refused(step, other, why);
 	if (kind == MARK_OTHER && other[0] != '\0')
 		tl_drv_why(why, 0, "%s exists and was made by tally for grant "
 		    "%s: tally never hands one grant's object to another", step,
@@ -595,7 +687,7 @@ not_ours(struct tl_drv_pg *p, const struct tl_drv_grant *g, const char *role,
 	int rc;
 
 	*theirs = 0;
-	if ((rc = role_mark(p->conn, g, role, &kind, other, sizeof(other),
+	if ((rc = role_mark(p, g, role, &kind, other, sizeof(other), NULL,
 	    step, why)) != 0)
 		return rc;
 	*theirs = kind != MARK_ABSENT && kind != MARK_OURS;
@@ -624,21 +716,81 @@ foreign_db(struct tl_drv_pg *p, const struct tl_drv_grant *g, int *theirs,
 	PQclear(r);
 	if (*theirs || owner[0] == '\0')
 		return 0;
-	if ((rc = role_mark(p->conn, g, owner, &kind, other, sizeof(other),
+	if ((rc = role_mark(p, g, owner, &kind, other, sizeof(other), NULL,
 	    step, why)) != 0)
 		return rc;
 	*theirs = kind != MARK_OURS;
 	return 0;
 }
 
+/* Formats and runs one statement. */
+static int
+runf(PGconn *c, const char *step, char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /*
- * TL_EDRIVER, with the reason, if an object of g's names was made by
- * tally for another grant: run before a repair or a move changes them.
- * (What create made and someone changed since, an owner included, is
- * the grant's to repair; create itself refuses anything not its own.)
+ * TL_EREFUSED, with the reason, if a role of g's names or the owner of
+ * its database was marked by another mesh (not adopted); a role of g's
+ * whose mark is stale (mark_kind) is marked again with ours.  Run before
+ * anything that changes g's objects.
  */
 static int
-vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
+vet_mesh(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, char *why)
+{
+	const char *const names[2] = { g->owner, g->login };
+	const char *const what[2] = { "owner role", "login role" };
+	const char *const qids[2] = { ids->own, ids->log };
+	char step[160], owner[256], other[256];
+	enum pg_mark kind;
+	PGresult *r;
+	int i, rc, stale[2];
+
+	for (i = 0; i < 2; i++) {
+		snprintf(step, sizeof(step), "%s \"%s\"", what[i], names[i]);
+		if ((rc = role_mark(p, g, names[i], &kind, other,
+		    sizeof(other), &stale[i], step, why)) != 0)
+			return rc;
+		if (kind == MARK_MESH)
+			return mesh_refused(step, other, why);
+		stale[i] = stale[i] && kind == MARK_OURS;
+	}
+	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
+	if ((rc = query(p->conn, q_db_owner, 1, g->resource, NULL, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	owner[0] = '\0';
+	if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		snprintf(owner, sizeof(owner), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (owner[0] != '\0' && strcmp(owner, g->owner) != 0) {
+		if ((rc = role_mark(p, g, owner, &kind, other, sizeof(other),
+		    NULL, step, why)) != 0)
+			return rc;
+		if (kind == MARK_MESH)
+			return mesh_refused(step, other, why);
+	}
+	for (i = 0; i < 2; i++) {
+		if (!stale[i])
+			continue;
+		snprintf(step, sizeof(step), "%s \"%s\"", what[i], names[i]);
+		if ((rc = runf(p->conn, step, why, "COMMENT ON ROLE %s IS %s",
+		    qids[i], ids->mark)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * TL_EDRIVER, with the reason, if an object of g's names was made by
+ * tally for another grant (TL_EREFUSED: by another mesh, vet_mesh):
+ * run before a repair or a move changes them.  (What create made and
+ * someone changed since, an owner included, is the grant's to repair;
+ * create itself refuses anything not its own.)
+ */
+static int
+vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, char *why)
 {
 	const char *const names[2] = { g->owner, g->login };
 	const char *const what[2] = { "owner role", "login role" };
@@ -647,10 +799,12 @@ vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
 	PGresult *r;
 	int i, rc;
 
+	if ((rc = vet_mesh(p, g, ids, why)) != 0)
+		return rc;
 	for (i = 0; i < 2; i++) {
 		snprintf(step, sizeof(step), "%s \"%s\"", what[i], names[i]);
-		if ((rc = role_mark(p->conn, g, names[i], &kind, other,
-		    sizeof(other), step, why)) != 0)
+		if ((rc = role_mark(p, g, names[i], &kind, other,
+		    sizeof(other), NULL, step, why)) != 0)
 			return rc;
 		if (kind == MARK_OTHER)
 			return not_foreign_role(p, g, names[i], step, why);
@@ -665,7 +819,7 @@ vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
 	PQclear(r);
 	if (owner[0] == '\0' || strcmp(owner, g->owner) == 0)
 		return 0;
-	if ((rc = role_mark(p->conn, g, owner, &kind, other, sizeof(other),
+	if ((rc = role_mark(p, g, owner, &kind, other, sizeof(other), NULL,
 	    step, why)) != 0)
 		return rc;
 	if (kind != MARK_OTHER)
@@ -675,11 +829,6 @@ vet_grant(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
 	    other[0] != '\0' ? "grant " : "another grant", other);
 	return TL_EDRIVER;
 }
-
-/* Formats and runs one statement. */
-static int
-runf(PGconn *c, const char *step, char *why, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 static int
 runf(PGconn *c, const char *step, char *why, const char *fmt, ...)
@@ -721,9 +870,10 @@ escape_id(PGconn *c, const char *name, char *why)
 }
 
 static int
-ids_make(PGconn *c, const struct tl_drv_grant *g, struct pg_ids *ids,
+ids_make(struct tl_drv_pg *p, const struct tl_drv_grant *g, struct pg_ids *ids,
     char *why)
 {
+	PGconn *c = p->conn;
 	char mark[PG_MARK_MAX];
 
 	ids->res = ids->own = ids->log = ids->mark = NULL;
@@ -733,7 +883,7 @@ ids_make(PGconn *c, const struct tl_drv_grant *g, struct pg_ids *ids,
 		ids_free(ids);
 		return TL_EINVAL;
 	}
-	mark_text(g, mark, sizeof(mark));
+	mark_text(p, g, mark, sizeof(mark));
 	if ((ids->mark = PQescapeLiteral(c, mark, strlen(mark))) == NULL) {
 		ids_free(ids);
 		return tl_drv_why(why, TL_EINVAL, "cannot quote the mark of "
@@ -1223,6 +1373,23 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 		goto fail;
 	}
 	p->maint = a->revoke_public_connect;
+	if ((a->mesh != NULL && strlen(a->mesh) >= sizeof(p->mesh)) ||
+	    (a->fence != NULL && a->fence->mesh != NULL &&
+	    strlen(a->fence->mesh) >= sizeof(p->fmesh))) {
+		rc = tl_drv_why(why, TL_EINVAL, "the mesh id is longer than "
+		    "%zu bytes", sizeof(p->mesh) - 1);
+		goto fail;
+	}
+	snprintf(p->mesh, sizeof(p->mesh), "%s", a->mesh != NULL ? a->mesh :
+	    "");
+	if (a->fence != NULL && a->fence->epoch != 0) {
+		p->fenced = 1;
+		snprintf(p->fmesh, sizeof(p->fmesh), "%s",
+		    a->fence->mesh != NULL ? a->fence->mesh : "");
+		p->fepoch = a->fence->epoch;
+		snprintf(p->fleader, sizeof(p->fleader), "%s",
+		    a->fence->leader != NULL ? a->fence->leader : "");
+	}
 	if ((rc = pg_ensure(p, why)) != 0)
 		goto fail;
 	tl_drv_why(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\"",
@@ -1247,6 +1414,7 @@ pg_close(void *h)
 	if (p == NULL)
 		return;
 	PQfinish(p->conn);
+	PQfinish(p->fconn);
 	free(p->host);
 	free(p->port);
 	free(p->user);
@@ -1268,11 +1436,11 @@ pg_begin(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
 	if ((rc = pg_ensure(p, why)) != 0 ||
 	    (rc = grant_ok(p, g, need_pw, why)) != 0)
 		return rc;
-	return ids_make(p->conn, g, ids, why);
+	return ids_make(p, g, ids, why);
 }
 
 static int
-pg_create(void *h, const struct tl_drv_grant *g, char *why)
+do_create(void *h, const struct tl_drv_grant *g, char *why)
 {
 	char dummy[TL_DRV_WHY_MAX];
 	struct tl_drv_pg *p = h;
@@ -1281,7 +1449,8 @@ pg_create(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0 ||
+	    (rc = vet_mesh(p, g, &ids, why)) != 0)
 		goto out;
 	if ((rc = ensure_owner(p, g, &ids, &mo, why)) != 0 ||
 	    (rc = ensure_login(p, g, &ids, &ml, why)) != 0 ||
@@ -1348,7 +1517,9 @@ out:
     "  AND NOT (s.setrole = l.oid AND s.setdatabase = 0" \
     "   AND u.c = ('role=' || " own "::text))" \
     "  AND NOT (s.setrole = 0" \
-    "   AND u.c = 'default_transaction_read_only=on')) AS x)"
+    "   AND u.c = 'default_transaction_read_only=on')) AS x)," \
+    " shobj_description(o.oid, 'pg_authid')," \
+    " shobj_description(l.oid, 'pg_authid')"
 
 /* One row about a grant: columns are the C_* below. */
 static const char q_check[] =
@@ -1381,7 +1552,7 @@ enum {
 	C_L_BYPASS, C_L_INHERIT, C_L_CONNLIMIT, C_L_EXPIRED,
 	C_MEMBER, C_SETROLE, C_L_OTHERS, C_O_OTHERS,
 	C_DB_OWNER_OK, C_DB_OWNER, C_DB_ALLOWCONN, C_PUBLIC, C_GRANTEES,
-	C_O_LACKS, C_SETTINGS,
+	C_O_LACKS, C_SETTINGS, C_O_MARK, C_L_MARK,
 	C_VERIFIER		/* q_check_bulk only */
 };
 
@@ -1569,6 +1740,35 @@ eval_row(const PGresult *r, int row, const struct tl_drv_grant *g,
 		    "database \"%s\"): %s", g->login, g->resource, s);
 }
 
+/*
+ * 1, with why, when a role of row was marked by another mesh: check
+ * reports that alone, as a drift no repair of this mesh's may act on
+ * (every changing operation refuses it).
+ */
+static int
+row_other_mesh(const struct tl_drv_pg *p, const PGresult *r, int row,
+    const struct tl_drv_grant *g, char *why)
+{
+	const int cols[2] = { C_O_MARK, C_L_MARK };
+	const char *const names[2] = { g->owner, g->login };
+	const char *const what[2] = { "owner role", "login role" };
+	char other[256];
+	int i, stale;
+
+	for (i = 0; i < 2; i++) {
+		if (col_str(r, row, cols[i]) == NULL ||
+		    mark_kind(p, g, col_str(r, row, cols[i]), &stale, other,
+		    sizeof(other)) != MARK_MESH)
+			continue;
+		tl_drv_why(why, 0, "privileges: %s \"%s\" is owned by mesh "
+		    "%.12s..., not this one: not repaired (only adopting "
+		    "that mesh's objects takes it over)", what[i], names[i],
+		    other);
+		return 1;
+	}
+	return 0;
+}
+
 static int
 pg_check(void *h, const struct tl_drv_grant *g,
     const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
@@ -1591,6 +1791,10 @@ pg_check(void *h, const struct tl_drv_grant *g,
 	    "check", why);
 	if (rc != 0)
 		goto out;
+	if (row_other_mesh(p, r, 0, g, why)) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		goto out;
+	}
 
 	eval_row(r, 0, g, &miss, &priv);
 	if (p->maint) {
@@ -1760,6 +1964,10 @@ pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		const char *s;
 		int row = (int)i, bad;
 
+		if (row_other_mesh(p, r, row, g, why[i])) {
+			drift[i] = TL_DRIFT_PRIVILEGES;
+			continue;
+		}
 		eval_row(r, row, g, &miss, &priv);
 		if (found[0] != '\0')
 			madd(&priv, "PUBLIC can connect to %s (the provider "
@@ -1829,7 +2037,7 @@ claim(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 }
 
 static int
-pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
+do_set_password(void *h, const struct tl_drv_grant *g, char *why)
 {
 	char dummy[TL_DRV_WHY_MAX], sql[PG_SQL_MAX], step[160], *pw = NULL;
 	struct tl_drv_pg *p = h;
@@ -1839,7 +2047,7 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	if (why == NULL)
 		why = dummy;
 	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0 ||
-	    (rc = vet_grant(p, g, why)) != 0)
+	    (rc = vet_grant(p, g, &ids, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
@@ -1871,7 +2079,7 @@ out:
  * dropped: otherwise DROP ROLE fails on every retry, for ever.
  */
 static int
-pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
+do_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 {
 	char dummy[TL_DRV_WHY_MAX], step[160];
 	struct tl_drv_pg *p = h;
@@ -1881,7 +2089,7 @@ pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 	if (why == NULL)
 		why = dummy;
 	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
-	    (rc = vet_grant(p, g, why)) != 0)
+	    (rc = vet_grant(p, g, &ids, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0)
@@ -1920,7 +2128,7 @@ out:
 
 /* The admin's own password: sent as a SCRAM verifier, like the others. */
 static int
-pg_set_admin_password(void *h, const char *user, const char *password,
+do_set_admin_password(void *h, const char *user, const char *password,
     char *why)
 {
 	char dummy[TL_DRV_WHY_MAX], sql[PG_SQL_MAX], *pw = NULL;
@@ -1992,7 +2200,7 @@ pg_sessions(void *h, const struct tl_drv_grant *g, unsigned *count, char *why)
 }
 
 static int
-pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+do_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
 	char dummy[TL_DRV_WHY_MAX];
 	struct tl_drv_pg *p = h;
@@ -2002,7 +2210,7 @@ pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	if (why == NULL)
 		why = dummy;
 	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
-	    (rc = vet_grant(p, g, why)) != 0)
+	    (rc = vet_grant(p, g, &ids, why)) != 0)
 		goto out;
 	if ((rc = apply_cluster(p, g, &ids, why)) != 0 ||
 	    (rc = apply_schema(p, g, &ids, why)) != 0 ||
@@ -2082,7 +2290,7 @@ other_logins(struct tl_drv_pg *p, const struct tl_drv_grant *g, int *n,
 }
 
 static int
-pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+do_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
 	char dummy[TL_DRV_WHY_MAX], step[160], owned[PG_SQL_MAX / 2];
 	struct tl_drv_pg *p = h;
@@ -2091,7 +2299,8 @@ pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
+	    (rc = vet_mesh(p, g, &ids, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
 	if ((rc = exists(p->conn, q_role, g->login, &login, step, why)) != 0)
@@ -2252,7 +2461,7 @@ out:
 }
 
 static int
-pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
+do_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 {
 	char dummy[TL_DRV_WHY_MAX], step[160];
 	struct tl_drv_pg *p = h;
@@ -2268,7 +2477,7 @@ pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 		return rc;
 	}
 	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
-	    (rc = vet_grant(p, g, why)) != 0)
+	    (rc = vet_grant(p, g, &ids, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
 	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
@@ -2389,22 +2598,15 @@ pg_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	return 0;
 }
 
-/* A rotation's new login beside the old one: what create makes. */
-static int
-pg_add_credential(void *h, const struct tl_drv_grant *g, char *why)
-{
-	return pg_create(h, g, why);
-}
-
 /* Disables the old login, ends its sessions, drops it (owned: owner). */
 static int
-pg_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+do_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 {
 	int rc;
 
-	if ((rc = pg_revoke(h, g, 0, why)) != 0)
+	if ((rc = do_revoke(h, g, 0, why)) != 0)
 		return rc;
-	return pg_retire_login(h, g, why);
+	return do_retire_login(h, g, why);
 }
 
 static const struct tl_drv_revocation pg_revocation = {
@@ -2450,8 +2652,8 @@ static const struct tl_drv_setting pg_settings[] = {
  * holds it, and the second reads the first's leader back.  Rows of
  * other meshes are not touched (two meshes may administer one server;
  * the table tally_fence of earlier releases, which named no mesh, is
- * no longer read).  One round trip once the table exists and the raise
- * took; the table is made only when a statement says it is missing.
+ * no longer read).  The table is made only when a statement says it is
+ * missing.
  */
 static int
 pg_fence_read(struct tl_drv_pg *p, const char *mesh,
@@ -2494,8 +2696,16 @@ pg_fence(void *h, const struct tl_drv_fence *want,
 	held->leader[0] = '\0';
 	if ((rc = pg_ensure(p, why)) != 0)
 		return rc;
-	if (want->epoch == 0)
-		return pg_fence_read(p, mesh, held, why);
+	/*
+	 * Read first: a raise locks the row, and so waits for every call
+	 * in flight under it (fence_hold); held at want's epoch or above,
+	 * a raise would change nothing.
+	 */
+	if ((rc = pg_fence_read(p, mesh, held, why)) != 0 ||
+	    want->epoch == 0 || held->epoch >= want->epoch)
+		return rc;
+	held->epoch = 0;
+	held->leader[0] = '\0';
 	snprintf(e, sizeof(e), "%llu", (unsigned long long)want->epoch);
 	vals[0] = mesh;
 	vals[1] = e;
@@ -2534,12 +2744,250 @@ pg_fence(void *h, const struct tl_drv_fence *want,
 	return pg_fence_read(p, mesh, held, why);
 }
 
+/*
+ * The fence with each change.  fconn, a second admin session to the
+ * maintenance database, reads this session's fence row FOR SHARE in a
+ * transaction it keeps open for the whole of one changing call, and
+ * commits after it.  Another leader's raise (pg_fence's INSERT ... ON
+ * CONFLICT DO UPDATE) must lock that row, so it waits until the call is
+ * over: each of the call's statements, on the admin session or any
+ * other (CREATE DATABASE and DROP DATABASE, which no transaction block
+ * may hold, the grant's own database), lands before the raise, and a
+ * call that reads a fence not its own is refused before it changes
+ * anything.  No row yet for the mesh: ours is raised first.
+ */
+static void
+fence_abort(struct tl_drv_pg *p)
+{
+	PGresult *r;
+
+	if (p->fconn != NULL && PQstatus(p->fconn) == CONNECTION_OK &&
+	    PQtransactionStatus(p->fconn) != PQTRANS_IDLE) {
+		r = PQexec(p->fconn, "ROLLBACK");
+		PQclear(r);
+	}
+}
+
+static int
+fence_hold(struct tl_drv_pg *p, char *why)
+{
+	struct tl_drv_fence want = { p->fmesh, p->fepoch, p->fleader };
+	struct tl_drv_fence_held held;
+	const char *vals[1] = { p->fmesh }, *st;
+	PGresult *r;
+	int rc, tries;
+
+	if (!p->fenced)
+		return 0;
+	for (tries = 0;; tries++) {
+		if (p->fconn != NULL && PQstatus(p->fconn) != CONNECTION_OK) {
+			PQfinish(p->fconn);
+			p->fconn = NULL;
+		}
+		if (p->fconn == NULL && (rc = admin_connect_o(p, p->dbname,
+		    PG_FENCE_OPTIONS, &p->fconn, why)) != 0)
+			return rc;
+		fence_abort(p);
+		if ((rc = run(p->fconn, "BEGIN", "hold the fence", why)) != 0)
+			return rc;
+		held.epoch = 0;
+		held.leader[0] = '\0';
+		r = PQexecParams(p->fconn, "SELECT epoch, leader FROM "
+		    "tally_fences WHERE mesh = $1 FOR SHARE", 1, NULL, vals,
+		    NULL, NULL, 0);
+		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+			held.epoch = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+			snprintf(held.leader, sizeof(held.leader), "%s",
+			    PQgetvalue(r, 0, 1));
+			PQclear(r);
+			break;
+		}
+		st = PQresultStatus(r) == PGRES_TUPLES_OK ? "" :
+		    PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		if (st == NULL || (st[0] != '\0' && strcmp(st, "42P01") != 0)) {
+			rc = res_err(p->fconn, r, "hold the fence", why);
+			PQclear(r);
+			fence_abort(p);
+			return rc;
+		}
+		PQclear(r);
+		fence_abort(p);
+		if (tries > 0)
+			return tl_drv_why(why, TL_EDRIVER, "hold the fence: "
+			    "mesh %.12s has no fence row after its raise",
+			    p->fmesh);
+		if ((rc = pg_fence(p, &want, &held, why)) != 0)
+			return rc;
+	}
+	if (tl_drv_fence_ours(&want, &held))
+		return 0;
+	fence_abort(p);
+	return tl_drv_why(why, TL_EREFUSED, "deposed: PostgreSQL holds the "
+	    "fence of mesh %.12s at epoch %llu for leader %.12s, this session "
+	    "is leader %.12s at epoch %llu: nothing changed", p->fmesh,
+	    (unsigned long long)held.epoch, held.leader, p->fleader,
+	    (unsigned long long)p->fepoch);
+}
+
+/* Ends the hold; rc: the call's, kept unless the release failed. */
+static int
+fence_release(struct tl_drv_pg *p, int rc, char *why)
+{
+	PGresult *r;
+	int frc;
+
+	if (!p->fenced || p->fconn == NULL)
+		return rc;
+	r = PQexec(p->fconn, "COMMIT");
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0) {
+		frc = res_err(p->fconn, r, "the session holding the fence was "
+		    "lost during the call", why);
+		PQclear(r);
+		return frc;
+	}
+	PQclear(r);
+	return rc;
+}
+
+/* The changing operations: each one call under fence_hold. */
+static int
+fenced(void *h, const struct tl_drv_grant *g, int arg,
+    int (*fn)(void *, const struct tl_drv_grant *, int, char *), char *why)
+{
+	char dummy[TL_DRV_WHY_MAX];
+	struct tl_drv_pg *p = h;
+	int rc;
+
+	if (why == NULL)
+		why = dummy;
+	if (p == NULL)
+		return tl_drv_why(why, TL_EINVAL, "driver not open");
+	if ((rc = fence_hold(p, why)) != 0)
+		return rc;
+	return fence_release(p, fn(h, g, arg, why), why);
+}
+
+static int
+f_create(void *h, const struct tl_drv_grant *g, int arg, char *why)
+{
+	(void)arg;
+	return do_create(h, g, why);
+}
+
+static int
+f_set_password(void *h, const struct tl_drv_grant *g, int arg, char *why)
+{
+	(void)arg;
+	return do_set_password(h, g, why);
+}
+
+static int
+f_retire_login(void *h, const struct tl_drv_grant *g, int arg, char *why)
+{
+	(void)arg;
+	return do_retire_login(h, g, why);
+}
+
+static int
+f_fix_privileges(void *h, const struct tl_drv_grant *g, int arg, char *why)
+{
+	(void)arg;
+	return do_fix_privileges(h, g, why);
+}
+
+static int
+f_retire_credential(void *h, const struct tl_drv_grant *g, int arg,
+    char *why)
+{
+	(void)arg;
+	return do_retire_credential(h, g, why);
+}
+
+static int
+f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	return do_revoke(h, g, drop, why);
+}
+
+static int
+f_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
+{
+	return do_freeze(h, g, on, why);
+}
+
+static int
+pg_create(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_create, why);
+}
+
+static int
+pg_add_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_create, why);
+}
+
+static int
+pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_set_password, why);
+}
+
+static int
+pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_retire_login, why);
+}
+
+static int
+pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_fix_privileges, why);
+}
+
+static int
+pg_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
+{
+	return fenced(h, g, 0, f_retire_credential, why);
+}
+
+static int
+pg_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	return fenced(h, g, drop, f_revoke, why);
+}
+
+static int
+pg_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
+{
+	return fenced(h, g, on, f_freeze, why);
+}
+
+static int
+pg_set_admin_password(void *h, const char *user, const char *password,
+    char *why)
+{
+	char dummy[TL_DRV_WHY_MAX];
+	struct tl_drv_pg *p = h;
+	int rc;
+
+	if (why == NULL)
+		why = dummy;
+	if (p == NULL)
+		return tl_drv_why(why, TL_EINVAL, "driver not open");
+	if ((rc = fence_hold(p, why)) != 0)
+		return rc;
+	return fence_release(p, do_set_admin_password(h, user, password, why),
+	    why);
+}
+
 static const struct tl_drv_fence_decl pg_fencing = {
-	TL_DRV_FENCE_BEFORE_CALL,
-	"a row per mesh in tally_fences in the maintenance database, "
-	"raised by compare-and-set on every session tallyd opens",
-	"a deposed leader's session opened before the promotion may finish "
-	"the calls of that one pass"
+	TL_DRV_FENCE_ATOMIC,
+	"a row per mesh in tally_fences in the maintenance database, raised "
+	"by compare-and-set on every session tallyd opens and held FOR SHARE "
+	"by a second admin session for the whole of each changing call",
+	"none while that session lives: should the server end it during a "
+	"call, the rest of that one call may land after a promotion's raise"
 };
 
 const struct tl_drv_ops tl_drv_postgres = {

@@ -178,6 +178,7 @@ grant_init(struct grant *gr, const char *tag)
 	gr->g.password = gr->pw;
 	gr->g.grant = gr->id;
 	gr->g.adopt_unnamed = 0;
+	gr->g.adopt_mesh = NULL;
 }
 
 static const char *secrets[256];
@@ -1310,6 +1311,240 @@ START_TEST(test_migrate_cancel)
 }
 END_TEST
 
+/* --- meshes and fences ------------------------------------------------ */
+
+static void
+hex_id(char out[33])
+{
+	unsigned char b[16];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, 33, b, sizeof(b));
+}
+
+/* A session of mesh (and under fence; NULL: a reader's). */
+static void *
+drv_open_mesh(const char *mesh, const struct tl_drv_fence *fence)
+{
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, 0,
+	    NULL };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+	int rc;
+
+	a.mesh = mesh;
+	a.fence = fence;
+	secret_add(s_pw);
+	rc = drv->open(&a, &h, why);
+	ck_rc(rc, 0, why);
+	return h;
+}
+
+/* The mesh the mark of (kind, name) names ("-": no mark). */
+static void
+mark_mesh(MYSQL *a, char kind, const char *name, char *out, size_t n)
+{
+	char q[512];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+
+	snprintf(q, sizeof(q), "SELECT mesh FROM tally.marks WHERE kind = "
+	    "'%c' AND name = '%s'", kind, name);
+	ck_assert_msg(mysql_query(a, q) == 0, "%s: %s", q, mysql_error(a));
+	r = mysql_store_result(a);
+	ck_assert_ptr_nonnull(r);
+	row = mysql_fetch_row(r);
+	snprintf(out, n, "%s", row != NULL && row[0] != NULL ? row[0] : "-");
+	mysql_free_result(r);
+}
+
+#define ck_refused(call, needle) do {					\
+	int r_ = (call);						\
+	ck_why(why);							\
+	ck_rc(r_, TL_EREFUSED, why);					\
+	ck_assert_msg(strstr(why, (needle)) != NULL, "%s:%d: %s lacks %s",\
+	    __FILE__, __LINE__, why, (needle));				\
+} while (0)
+
+/*
+ * Two meshes on one server, the same grant id and (forced) the same
+ * names: the second is refused everything, naming the first, and the
+ * first's objects and login are as they were; adopt_mesh takes them
+ * over on purpose; a mark from before marks named meshes is ours.
+ */
+START_TEST(test_two_meshes)
+{
+	struct grant g1, g2, g2v2, g3;
+	char m1[33], m2[33], owned1[64], owned2[64], why[TL_DRV_WHY_MAX],
+	    mk[80];
+	struct tl_drv_endpoint ep = { s_host, s_port, NULL };
+	enum tl_drv_drift d;
+	MYSQL *a = admin();
+	void *h1, *h2;
+
+	hex_id(m1);
+	hex_id(m2);
+	snprintf(owned1, sizeof(owned1), "owned by mesh %.12s", m1);
+	snprintf(owned2, sizeof(owned2), "owned by mesh %.12s", m2);
+	h1 = drv_open_mesh(m1, NULL);
+	h2 = drv_open_mesh(m2, NULL);
+	grant_init(&g1, "mesh");
+	do_create(h1, &g1);
+	mark_mesh(a, 'd', g1.res, mk, sizeof(mk));
+	ck_assert_str_eq(mk, m1);
+	mark_mesh(a, 'u', g1.log, mk, sizeof(mk));
+	ck_assert_str_eq(mk, m1);
+
+	g2 = g1;
+	g2.g.resource = g2.res;
+	g2.g.owner = g2.own;
+	g2.g.login = g2.log;
+	g2.g.grant = g2.id;
+	tl_secret_password(g2.pw);
+	g2.g.password = g2.pw;
+	secret_add(g2.pw);
+	ck_refused(drv->create(h2, &g2.g, why), owned1);
+	ck_refused(drv->set_password(h2, &g2.g, why), owned1);
+	ck_refused(drv->fix_privileges(h2, &g2.g, why), owned1);
+	g2v2 = g2;
+	snprintf(g2v2.log, sizeof(g2v2.log), "%.60s2", g2.log);
+	g2v2.g.login = g2v2.log;
+	g2v2.g.resource = g2v2.res;
+	g2v2.g.grant = g2v2.id;
+	g2v2.g.password = g2v2.pw;
+	ck_refused(drv->add_credential(h2, &g2v2.g, why), owned1);
+	ck_assert_int_eq(sql_long(a, "SELECT COUNT(*) FROM mysql.global_priv "
+	    "WHERE User = '%s'", g2v2.log), 0);
+	ck_refused(drv->retire_credential(h2, &g2.g, why), owned1);
+	ck_refused(drv->revoke(h2, &g2.g, 0, why), owned1);
+	ck_refused(drv->revoke(h2, &g2.g, 1, why), owned1);
+	d = TL_DRIFT_NONE;
+	ck_rc(drv->check(h2, &g2.g, &ep, &d, why), 0, why);
+	ck_assert_msg(d != TL_DRIFT_NONE && strstr(why, owned1) != NULL,
+	    "check: drift %d: %s", (int)d, why);
+	{
+		enum tl_drv_drift bd = TL_DRIFT_NONE;
+		char bw[1][TL_DRV_WHY_MAX];
+
+		ck_rc(drv->check_bulk(h2, &g2.g, 1, &bd, bw), 0, bw[0]);
+		ck_assert_msg(bd != TL_DRIFT_NONE && strstr(bw[0], owned1) !=
+		    NULL, "check_bulk: drift %d: %s", (int)bd, bw[0]);
+	}
+	/* The first mesh's: untouched, its login works. */
+	ck_assert(can_login(&g1, g1.res));
+	ck_assert(!can_login(&g2, g2.res));
+	mark_mesh(a, 'u', g1.log, mk, sizeof(mk));
+	ck_assert_str_eq(mk, m1);
+	ck_drift(h1, &g1, TL_DRIFT_NONE);
+
+	/* Taken over on purpose, and marked with the second mesh. */
+	g2.g.adopt_mesh = m1;
+	ck_rc(drv->set_password(h2, &g2.g, why), 0, why);
+	mark_mesh(a, 'd', g2.res, mk, sizeof(mk));
+	ck_assert_str_eq(mk, m2);
+	mark_mesh(a, 'u', g2.log, mk, sizeof(mk));
+	ck_assert_str_eq(mk, m2);
+	ck_assert(can_login(&g2, g2.res));
+	g2.g.adopt_mesh = NULL;
+	ck_drift(h2, &g2, TL_DRIFT_NONE);
+	ck_refused(drv->set_password(h1, &g1.g, why), owned2);
+
+	/* A mark of before marks named meshes: ours, marked again. */
+	grant_init(&g3, "nomesh");
+	sql(a, "INSERT INTO tally.marks (kind, name, grant_id, mesh) VALUES "
+	    "('u', '%s', '%s', '')", g3.log, g3.id);
+	do_create(h2, &g3);
+	mark_mesh(a, 'u', g3.log, mk, sizeof(mk));
+	ck_assert_str_eq(mk, m2);
+	ck_assert(can_login(&g3, g3.res));
+
+	ck_rc(drv->revoke(h2, &g2.g, 1, why), 0, why);
+	ck_rc(drv->revoke(h2, &g3.g, 1, why), 0, why);
+	ck_assert_int_eq(sql_long(a, "SELECT COUNT(*) FROM information_schema."
+	    "SCHEMATA WHERE SCHEMA_NAME = '%s'", g1.res), 0);
+	mysql_close(a);
+	drv->close(h1);
+	drv->close(h2);
+}
+END_TEST
+
+/*
+ * A session whose fence another leader overtook is refused its next
+ * change ("deposed"), and nothing changes on the server; the new
+ * leader's session and a reader's (no fence) work.
+ */
+START_TEST(test_deposed)
+{
+	struct grant g, g2, gv2;
+	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX];
+	struct tl_drv_fence fa, fb;
+	struct tl_drv_fence_held held;
+	struct tl_drv_endpoint ep = { s_host, s_port, NULL };
+	enum tl_drv_drift d;
+	MYSQL *a = admin();
+	void *ha, *hb, *hr;
+
+	hex_id(m);
+	hex_id(la);
+	hex_id(lb);
+	fa = (struct tl_drv_fence){ m, 2, la };
+	fb = (struct tl_drv_fence){ m, 3, lb };
+	ha = drv_open_mesh(m, &fa);
+	ck_rc(drv->fence(ha, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	grant_init(&g, "depose");
+	do_create(ha, &g);
+	hb = drv_open_mesh(m, &fb);
+	ck_rc(drv->fence(hb, &fb, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fb, &held));
+
+	grant_init(&g2, "depose");
+	secret_add(g2.pw);
+	ck_refused(drv->create(ha, &g2.g, why), "deposed");
+	ck_assert_int_eq(sql_long(a, "SELECT COUNT(*) FROM information_schema."
+	    "SCHEMATA WHERE SCHEMA_NAME = '%s'", g2.res), 0);
+	ck_assert_int_eq(sql_long(a, "SELECT COUNT(*) FROM mysql.global_priv "
+	    "WHERE User = '%s'", g2.log), 0);
+	{
+		char oldpw[TL_PASSWORD_LEN + 1];
+
+		memcpy(oldpw, g.pw, sizeof(oldpw));
+		tl_secret_password(g.pw);
+		secret_add(g.pw);
+		ck_refused(drv->set_password(ha, &g.g, why), "deposed");
+		memcpy(g.pw, oldpw, sizeof(oldpw));
+	}
+	gv2 = g;
+	snprintf(gv2.log, sizeof(gv2.log), "%.60s2", g.log);
+	gv2.g.login = gv2.log;
+	gv2.g.resource = gv2.res;
+	gv2.g.grant = gv2.id;
+	gv2.g.password = gv2.pw;
+	ck_refused(drv->add_credential(ha, &gv2.g, why), "deposed");
+	ck_assert_int_eq(sql_long(a, "SELECT COUNT(*) FROM mysql.global_priv "
+	    "WHERE User = '%s'", gv2.log), 0);
+	ck_refused(drv->fix_privileges(ha, &g.g, why), "deposed");
+	ck_refused(drv->retire_credential(ha, &g.g, why), "deposed");
+	ck_refused(drv->revoke(ha, &g.g, 0, why), "deposed");
+	ck_refused(drv->revoke(ha, &g.g, 1, why), "deposed");
+	ck_refused(drv->set_admin_password(ha, s_user, s_pw, why),
+	    "deposed");
+	ck_assert(can_login(&g, g.res));
+
+	hr = drv_open_mesh(m, NULL);
+	d = TL_DRIFT_MISSING;
+	ck_rc(drv->check(hr, &g.g, &ep, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_NONE, "%s", why);
+	ck_rc(drv->fix_privileges(hb, &g.g, why), 0, why);
+	ck_rc(drv->revoke(hb, &g.g, 1, why), 0, why);
+	ck_assert(!can_login(&g, g.res));
+	mysql_close(a);
+	drv->close(ha);
+	drv->close(hb);
+	drv->close(hr);
+}
+END_TEST
+
 /* --- the suite ---------------------------------------------------------- */
 
 static TCase *
@@ -1356,6 +1591,8 @@ suite(void)
 	tcase_add_test(tc, test_revoke_retain_restore);
 	tcase_add_test(tc, test_purge_drops_every_login);
 	tcase_add_test(tc, test_fence);
+	tcase_add_test(tc, test_two_meshes);
+	tcase_add_test(tc, test_deposed);
 	tcase_add_test(tc, test_open_errors);
 	tcase_add_test(tc, test_admin_password);
 	tcase_add_test(tc, test_reconnect);

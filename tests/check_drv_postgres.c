@@ -200,6 +200,7 @@ grant_init(struct grant *gr, const char *tag)
 	gr->g.password = gr->pw;
 	gr->g.grant = NULL;
 	gr->g.adopt_unnamed = 0;
+	gr->g.adopt_mesh = NULL;
 }
 
 /* Every reason must be free of every password the test used. */
@@ -2165,6 +2166,259 @@ START_TEST(test_fault_probability)
 }
 END_TEST
 
+/* --- meshes and fences ------------------------------------------------ */
+
+/* A random mesh or leader id, 32 hex digits. */
+static void
+hex_id(char out[33])
+{
+	unsigned char b[16];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, 33, b, sizeof(b));
+}
+
+/* A session of mesh (and under fence, NULL: a reader's). */
+static void *
+drv_open_mesh(const char *mesh, const struct tl_drv_fence *fence)
+{
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+	int rc;
+
+	a.mesh = mesh;
+	a.fence = fence;
+	secret_add(s_pw);
+	rc = drv->open(&a, &h, why);
+	ck_rc(rc, 0, why);
+	return h;
+}
+
+/* The role's mark (its comment), into out ("" when none). */
+static void
+role_comment(PGconn *a, const char *role, char *out, size_t n)
+{
+	const char *vals[1] = { role };
+	PGresult *r = PQexecParams(a, "SELECT shobj_description(oid, "
+	    "'pg_authid') FROM pg_roles WHERE rolname = $1", 1, NULL, vals,
+	    NULL, NULL, 0);
+
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	snprintf(out, n, "%s", PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
+	PQclear(r);
+}
+
+#define ck_refused(call, needle) do {					\
+	int r_ = (call);						\
+	ck_why(why);							\
+	ck_rc(r_, TL_EREFUSED, why);					\
+	ck_assert_msg(strstr(why, (needle)) != NULL, "%s:%d: %s lacks %s",\
+	    __FILE__, __LINE__, why, (needle));				\
+} while (0)
+
+/*
+ * Two meshes on one server, the same grant id and (forced) the same
+ * names: the second is refused everything, naming the first, and the
+ * first's objects and login are as they were; adopt_mesh takes them
+ * over on purpose; a mark from before marks named meshes is ours.
+ */
+START_TEST(test_two_meshes)
+{
+	struct grant g1, g2, g3, g1v2;
+	char m1[33], m2[33], owned1[64], owned2[64], why[TL_DRV_WHY_MAX],
+	    err[512], c1[512], c2[512], want[512], *o;
+	enum tl_drv_drift d;
+	struct tl_drv_endpoint ep = { s_host, s_port };
+	PGconn *a;
+	void *h1, *h2;
+
+	hex_id(m1);
+	hex_id(m2);
+	snprintf(owned1, sizeof(owned1), "owned by mesh %.12s", m1);
+	snprintf(owned2, sizeof(owned2), "owned by mesh %.12s", m2);
+	h1 = drv_open_mesh(m1, NULL);
+	h2 = drv_open_mesh(m2, NULL);
+	a = admin(NULL);
+
+	grant_init(&g1, "mesh");
+	g1.g.grant = "one/db";
+	do_create(h1, &g1);
+	snprintf(want, sizeof(want), "made by tally for grant one/db of mesh "
+	    "%s; do not edit", m1);
+	role_comment(a, g1.own, c1, sizeof(c1));
+	ck_assert_str_eq(c1, want);
+	role_comment(a, g1.log, c1, sizeof(c1));
+	ck_assert_str_eq(c1, want);
+
+	g2 = g1;			/* the same names, the other mesh */
+	g2.g.resource = g2.res;
+	g2.g.owner = g2.own;
+	g2.g.login = g2.log;
+	tl_secret_password(g2.pw);
+	g2.g.password = g2.pw;
+	secret_add(g2.pw);
+	ck_refused(drv->create(h2, &g2.g, why), owned1);
+	ck_refused(drv->set_password(h2, &g2.g, why), owned1);
+	ck_refused(drv->fix_privileges(h2, &g2.g, why), owned1);
+	g1v2 = g2;			/* a rotation's new login */
+	snprintf(g1v2.log, sizeof(g1v2.log), "%.40s_v2", g2.log);
+	g1v2.g.login = g1v2.log;
+	ck_refused(drv->add_credential(h2, &g1v2.g, why), owned1);
+	ck_assert_int_eq(role_count(a, g1v2.log), 0);
+	ck_refused(drv->retire_credential(h2, &g2.g, why), owned1);
+	ck_refused(drv->freeze(h2, &g2.g, 1, why), owned1);
+	ck_refused(drv->revoke(h2, &g2.g, 0, why), owned1);
+	ck_refused(drv->revoke(h2, &g2.g, 1, why), owned1);
+	/* check reports it, changing nothing. */
+	d = TL_DRIFT_NONE;
+	ck_rc(drv->check(h2, &g2.g, &ep, &d, why), 0, why);
+	ck_assert_msg(d != TL_DRIFT_NONE && strstr(why, owned1) != NULL,
+	    "check: drift %d: %s", (int)d, why);
+	{
+		enum tl_drv_drift bd = TL_DRIFT_NONE;
+		char bw[1][TL_DRV_WHY_MAX];
+
+		ck_rc(drv->check_bulk(h2, &g2.g, 1, &bd, bw), 0, bw[0]);
+		ck_assert_msg(bd != TL_DRIFT_NONE && strstr(bw[0], owned1) !=
+		    NULL, "check_bulk: drift %d: %s", (int)bd, bw[0]);
+	}
+	/* The first mesh's objects: untouched, its login works. */
+	ck_assert_int_eq(db_count(a, g1.res), 1);
+	role_comment(a, g1.log, c1, sizeof(c1));
+	ck_assert_str_eq(c1, want);
+	ck_assert_msg(can_login(g1.log, g1.pw, g1.res, err, sizeof(err)),
+	    "the first mesh's login after the second's attempts: %s", err);
+	ck_assert(!can_login(g2.log, g2.pw, g2.res, err, sizeof(err)));
+	ck_drift(h1, &g1, TL_DRIFT_NONE);
+
+	/* Taken over on purpose: re-marked with the second mesh. */
+	g2.g.adopt_mesh = m1;
+	ck_rc(drv->set_password(h2, &g2.g, why), 0, why);
+	snprintf(want, sizeof(want), "made by tally for grant one/db of mesh "
+	    "%s; do not edit", m2);
+	role_comment(a, g2.own, c2, sizeof(c2));
+	ck_assert_str_eq(c2, want);
+	role_comment(a, g2.log, c2, sizeof(c2));
+	ck_assert_str_eq(c2, want);
+	ck_assert_msg(can_login(g2.log, g2.pw, g2.res, err, sizeof(err)),
+	    "after adopt: %s", err);
+	g2.g.adopt_mesh = NULL;
+	ck_drift(h2, &g2, TL_DRIFT_NONE);
+	/* ...and now the first mesh is the stranger. */
+	ck_refused(drv->set_password(h1, &g1.g, why), owned2);
+	d = TL_DRIFT_NONE;
+	ck_rc(drv->check(h1, &g1.g, &ep, &d, why), 0, why);
+	ck_assert_msg(d != TL_DRIFT_NONE && strstr(why, owned2) != NULL,
+	    "check: drift %d: %s", (int)d, why);
+
+	/* A mark of before marks named meshes: ours, and re-marked. */
+	grant_init(&g3, "nomesh");
+	g3.g.grant = "three/db";
+	o = qid(a, g3.own);
+	sql(a, "CREATE ROLE %s NOLOGIN; COMMENT ON ROLE %s IS 'made by tally "
+	    "for grant three/db; do not edit'", o, o);
+	PQfreemem(o);
+	do_create(h2, &g3);
+	snprintf(want, sizeof(want), "made by tally for grant three/db of "
+	    "mesh %s; do not edit", m2);
+	role_comment(a, g3.own, c2, sizeof(c2));
+	ck_assert_str_eq(c2, want);
+	ck_assert_msg(can_login(g3.log, g3.pw, g3.res, err, sizeof(err)),
+	    "%s", err);
+
+	ck_rc(drv->revoke(h2, &g2.g, 1, why), 0, why);
+	ck_rc(drv->revoke(h2, &g3.g, 1, why), 0, why);
+	ck_assert_int_eq(db_count(a, g1.res), 0);
+	PQfinish(a);
+	drv->close(h1);
+	drv->close(h2);
+}
+END_TEST
+
+/*
+ * A session whose fence another leader overtook is refused its next
+ * change ("deposed"), and nothing changes on the server; the new
+ * leader's session and a reader's (no fence) work.
+ */
+START_TEST(test_deposed)
+{
+	struct grant g, g2, gv2;
+	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX], err[512];
+	struct tl_drv_fence fa, fb;
+	struct tl_drv_fence_held held;
+	enum tl_drv_drift d;
+	struct tl_drv_endpoint ep = { s_host, s_port };
+	PGconn *a;
+	void *ha, *hb, *hr;
+
+	hex_id(m);
+	hex_id(la);
+	hex_id(lb);
+	fa = (struct tl_drv_fence){ m, 2, la };
+	fb = (struct tl_drv_fence){ m, 3, lb };
+	ha = drv_open_mesh(m, &fa);
+	ck_rc(drv->fence(ha, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	grant_init(&g, "depose");
+	g.g.grant = "dep/db";
+	do_create(ha, &g);
+
+	hb = drv_open_mesh(m, &fb);	/* the promoted standby */
+	ck_rc(drv->fence(hb, &fb, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fb, &held));
+
+	/* A, still running: every change refused, none lands. */
+	a = admin(NULL);
+	grant_init(&g2, "depose");
+	g2.g.grant = "dep2/db";
+	secret_add(g2.pw);
+	ck_refused(drv->create(ha, &g2.g, why), "deposed");
+	ck_assert_int_eq(db_count(a, g2.res), 0);
+	ck_assert_int_eq(role_count(a, g2.own), 0);
+	{
+		char oldpw[TL_PASSWORD_LEN + 1];
+
+		memcpy(oldpw, g.pw, sizeof(oldpw));
+		tl_secret_password(g.pw);
+		secret_add(g.pw);
+		ck_refused(drv->set_password(ha, &g.g, why), "deposed");
+		memcpy(g.pw, oldpw, sizeof(oldpw));
+	}
+	gv2 = g;
+	gv2.g.resource = gv2.res;
+	gv2.g.owner = gv2.own;
+	snprintf(gv2.log, sizeof(gv2.log), "%.40s_v2", g.log);
+	gv2.g.login = gv2.log;
+	gv2.g.password = gv2.pw;
+	ck_refused(drv->add_credential(ha, &gv2.g, why), "deposed");
+	ck_assert_int_eq(role_count(a, gv2.log), 0);
+	ck_refused(drv->fix_privileges(ha, &g.g, why), "deposed");
+	ck_refused(drv->retire_credential(ha, &g.g, why), "deposed");
+	ck_refused(drv->freeze(ha, &g.g, 1, why), "deposed");
+	ck_refused(drv->revoke(ha, &g.g, 0, why), "deposed");
+	ck_refused(drv->revoke(ha, &g.g, 1, why), "deposed");
+	ck_refused(drv->set_admin_password(ha, s_user, s_pw, why),
+	    "deposed");
+	ck_assert_int_eq(db_count(a, g.res), 1);
+	ck_assert_msg(can_login(g.log, g.pw, g.res, err, sizeof(err)),
+	    "the login after the deposed leader's attempts: %s", err);
+
+	/* A reader (no fence) checks; the new leader acts. */
+	hr = drv_open_mesh(m, NULL);
+	d = TL_DRIFT_MISSING;
+	ck_rc(drv->check(hr, &g.g, &ep, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_NONE, "%s", why);
+	ck_rc(drv->fix_privileges(hb, &g.g, why), 0, why);
+	ck_rc(drv->revoke(hb, &g.g, 1, why), 0, why);
+	ck_assert_int_eq(db_count(a, g.res), 0);
+	PQfinish(a);
+	drv->close(ha);
+	drv->close(hb);
+	drv->close(hr);
+}
+END_TEST
+
 /* --- the suite ------------------------------------------------------ */
 
 static TCase *
@@ -2220,6 +2474,8 @@ suite(void)
 	tcase_add_test(tc, test_open_timeout);
 	tcase_add_test(tc, test_reconnect);
 	tcase_add_test(tc, test_fence);
+	tcase_add_test(tc, test_two_meshes);
+	tcase_add_test(tc, test_deposed);
 
 	tc = tcase(s, "revoke");
 	tcase_add_test(tc, test_revoke_retain);

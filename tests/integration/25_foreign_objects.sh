@@ -9,7 +9,9 @@
 
 t_say "throwaway PostgreSQL with objects tally did not make"
 t_pg_start
-# The names the two grants would be given (reactors/names.c).
+t_init
+# The names the two grants would be given (reactors/names.c: scheme 4,
+# from the mesh id tally init drew, which is public).
 PRECIOUS=$(t_gname thief/db precious)
 BOB=$(t_gname lockout/db bob)
 t_sql "CREATE ROLE alice LOGIN PASSWORD 'alice-pw'" >/dev/null
@@ -21,7 +23,6 @@ t_sql "CREATE ROLE \"$BOB\" LOGIN PASSWORD 'bob-pw'" >/dev/null
 # bob uses the maintenance database: granted explicitly, as PUBLIC may not
 # connect there (the provider setting revoke-public-connect).
 t_sql "GRANT CONNECT ON DATABASE postgres TO \"$BOB\"" >/dev/null
-t_init
 t_node node-a 127.0.0.1
 t_provider node-a local
 # thief's database would be $PRECIOUS; lockout's owner role would be $BOB.

@@ -43,9 +43,6 @@ t_sqldb() {
 }
 
 # The consumers' databases (reactors/names.c).
-SHOPDB=$(t_gname shop/db shop-db)
-FAILDB=$(t_gname fail/db fail-db)
-EVILDB=$(t_gname evil/db evil-db)
 
 # tables DB: "name:owner" of the tables in DB's schema public.
 tables() {
@@ -102,6 +99,10 @@ M=$W/manifests/mig
 t_say "throwaway PostgreSQL; modules shop, fail and evil with migrations"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+SHOPDB=$(t_gname shop/db shop-db)
+FAILDB=$(t_gname fail/db fail-db)
+EVILDB=$(t_gname evil/db evil-db)
 t_node node-a 127.0.0.1
 t_provider node-a local
 SHOP=$(mig_consumer shop)

@@ -9,7 +9,6 @@
 # no HOME/deliver.  Each search has a positive control (the login
 # names are in data.mdb; the agents' own files do hold the passwords).
 . "$(dirname "$0")/lib.sh"
-GDB=$(t_gname game/db game-db)
 G=game/db
 NODES="node-a node-b"
 
@@ -45,6 +44,8 @@ collect() {
 t_say "throwaway PostgreSQL; game (shared) on node-a and node-b, solo on node-a"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 t_node node-a 127.0.0.1
 t_node node-b localhost
 t_provider node-a network

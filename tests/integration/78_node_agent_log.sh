@@ -15,7 +15,6 @@
 #     the agents alone; the new credential connects from the agent's
 #     files; the agents never needed the master key.
 . "$(dirname "$0")/lib.sh"
-GDB=$(t_gname game/db game-db)
 G=game/db
 NODES="node-a node-b node-c"
 
@@ -32,6 +31,8 @@ wait_for() {	# SECONDS WHAT CMD...
 t_say "PostgreSQL; three nodes with signing keys; a shared grant held on all three"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 t_node node-a 127.0.0.1
 t_node node-b localhost
 t_node node-c 127.0.0.2

@@ -78,7 +78,6 @@ stop_agent() {
 	kill -TERM "$_a"; wait "$_a" 2>/dev/null || true
 	t_forget_pid "$_a"
 }
-GDB=$(t_gname game/db game-db)
 G=game/db
 NODES="node-a node-b node-c"
 
@@ -92,6 +91,8 @@ api POST /bindings/%2F/e/tally.events/q/watch '{"routing_key":"#"}' >/dev/null |
 	t_fail "cannot bind the watch queue"
 printf '%s' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
 	--user "$TALLY_TEST_AMQP_USER" --secret password --exchange tally.events >/dev/null ||
 	t_fail "tally publish configure failed"

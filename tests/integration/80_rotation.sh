@@ -23,7 +23,6 @@
 #   - the poller recorded zero failures; tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
 # The grants' databases (reactors/names.c).
-GDB=$(t_gname game/db game-db)
 
 G=game/db
 NODES="node-a node-b node-c"
@@ -62,6 +61,8 @@ roles() {
 t_say "throwaway PostgreSQL; nodes node-a (provider), node-b, node-c"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 t_node node-a 127.0.0.1
 t_node node-b localhost
 t_node node-c 127.0.0.2

@@ -20,11 +20,6 @@
 #   live   (postgres)  never removed: purge and restore are refused.
 . "$(dirname "$0")/lib.sh"
 # The grants' databases (reactors/names.c).
-GONEDB=$(t_gname gone/db gone-db)
-KEEPDB=$(t_gname keep/db keep-db)
-MIDDB=$(t_gname mid/db mid-db)
-TRASHDB=$(t_gname trash/db trash-db)
-TRASH2DB=$(t_gname trash2/db trash2-db)
 
 t_wait_log() {	# SECONDS STREAM TYPE [GREP]: prints the first match
 	_w_end=$(($(t_now_ms) + $1 * 1000))
@@ -84,6 +79,12 @@ refused() {	# ENVFILE: the credential no longer connects
 t_say "throwaway PostgreSQL; providers postgres (retain) and pgdrop (drop) on node-a"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GONEDB=$(t_gname gone/db gone-db)
+KEEPDB=$(t_gname keep/db keep-db)
+MIDDB=$(t_gname mid/db mid-db)
+TRASHDB=$(t_gname trash/db trash-db)
+TRASH2DB=$(t_gname trash2/db trash2-db)
 t_node node-a 127.0.0.1
 t_provider node-a network
 mkdir -p "$W/manifests"

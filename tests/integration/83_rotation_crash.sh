@@ -23,7 +23,6 @@
 # every delivered credential connects; tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
 # The grants' databases (reactors/names.c).
-GDB=$(t_gname game/db game-db)
 
 G=game/db
 NODES="node-a node-b"
@@ -93,6 +92,8 @@ roles() {
 t_say "throwaway PostgreSQL; game on node-a (provider) and node-b"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 t_node node-a 127.0.0.1
 t_node node-b localhost
 t_provider node-a network

@@ -12,7 +12,6 @@
 #     credential.retired records sessions_ended 1, the session is ended
 #     and status no longer shows the rotation.
 . "$(dirname "$0")/lib.sh"
-GDB=$(t_gname game/db game-db)
 G=game/db
 
 # sleeper FILE: a psql session as FILE's credential, held open; T_SPID.
@@ -52,6 +51,8 @@ wait_status() {
 t_say "throwaway PostgreSQL; game on node-a and node-b; tallyd --interval 1"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 t_node node-a 127.0.0.1
 t_node node-b localhost
 t_provider node-a network

@@ -63,14 +63,15 @@ manifest() {	# [cache]: game's manifest, with the cache requirement or not
 # As root, node-b's agent writes game's files for the user nobody.
 OWNER= OWNED=
 [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && OWNER="--user game=nobody"
-GDB=$(t_gname game/db game-db)
-GCACHE=$(t_gname game/cache game-cache)
 
 t_say "RabbitMQ, PostgreSQL; game (db and cache) on node-a (AMQP agent) and node-b (log agent)"
 r_start
 t_pg_start
 printf '%s' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
+GCACHE=$(t_gname game/cache game-cache)
 printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
 	--user "$TALLY_TEST_AMQP_USER" --secret password >/dev/null ||
 	t_fail "tally publish configure failed"

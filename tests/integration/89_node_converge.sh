@@ -6,11 +6,12 @@
 # grant the newest, writes game's files and runs its reload once, and
 # acknowledges v6 only.
 . "$(dirname "$0")/lib.sh"
-GDB=$(t_gname game/db game-db)
 
 t_say "PostgreSQL; game/db delivered, then rotated five times, no agent"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 t_node node-a 127.0.0.1
 t_provider node-a network
 tly apply "$(t_consumer game shared)" >/dev/null

@@ -8,11 +8,12 @@
 # agent writes no version it has already passed, runs no reload for
 # them, and writes the version it holds (v2) back into the wiped --dir.
 . "$(dirname "$0")/lib.sh"
-GDB=$(t_gname game/db game-db)
 
 t_say "PostgreSQL; node-a holds game/db; v1, then v2 by a rotation"
 t_pg_start
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 t_node node-a 127.0.0.1
 t_provider node-a network
 tly apply "$(t_consumer game shared)" >/dev/null

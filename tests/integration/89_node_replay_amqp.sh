@@ -9,13 +9,14 @@
 . "$(dirname "$0")/lib.sh"
 R_DIR=$W/rmq
 . "$(dirname "$0")/rabbit-lib.sh"
-GDB=$(t_gname game/db game-db)
 
 t_say "RabbitMQ, PostgreSQL; game/db on node-a over the queue"
 r_start
 t_pg_start
 printf '%s' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+GDB=$(t_gname game/db game-db)
 printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
 	--user "$TALLY_TEST_AMQP_USER" --secret password >/dev/null ||
 	t_fail "tally publish configure failed"

@@ -19,7 +19,6 @@
 # (both the loopback the servers listen on).
 . "$(dirname "$0")/lib.sh"
 # The grants' databases (reactors/names.c).
-SHOP=$(t_gname shop/db shop-db)
 
 t_say "two throwaway PostgreSQL servers; node-a, node-b (127.0.0.1), node-c (localhost)"
 t_pg_start pg1
@@ -30,6 +29,8 @@ P2=$TALLY_TEST_PG_PORT W2=$TALLY_TEST_PG_PWFILE
 sql1() { psql -X -At -q -v ON_ERROR_STOP=1 -h "$S1" -p "$P1" -U postgres -d postgres -c "$1"; }
 
 t_init
+# The grants' names, from the mesh id tally init drew (t_gname).
+SHOP=$(t_gname shop/db shop-db)
 t_node node-a 127.0.0.1
 t_node node-b 127.0.0.1
 t_node node-c localhost

@@ -1000,8 +1000,9 @@ cmd_bootstrap(struct tl_cli *cli, int argc, char **argv)
 		av[1] = NULL;
 		if ((ex = run(cli, cmd_init, av)) != 0)
 			goto out;
-	}
-	before = head(cli);
+		before = 0;	/* a new mesh: its mesh.created is ours too */
+	} else
+		before = head(cli);
 
 	/* 2. This node, its key where the bundle says (outside the home). */
 	if ((ex = tl_key(key, "n/%s", b.node)) != 0) {

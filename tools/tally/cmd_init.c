@@ -85,8 +85,9 @@ foreign_entry(const char *dir, char *what, size_t cap)
 }
 
 struct init_arg {
-	int	 standby;
-	char	 mesh[TL_MESH_LEN + 1];
+	int		 standby;
+	char		 mesh[TL_MESH_LEN + 1];
+	uint64_t	 seq;		/* mesh.created's */
 };
 
 static int
@@ -104,7 +105,7 @@ make_tables(struct tl_txn *t, void *arg)
 
 	/* A leader's mesh is born here; a standby copies the leader's. */
 	if (!ia->standby && (rc = tl_ep_mesh_ensure(t, "cli:init", ia->mesh,
-	    NULL)) != 0)
+	    &ia->seq)) != 0)
 		return rc;
 	return tl_proj_catchup(t, 0);
 }
@@ -240,9 +241,14 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		cli_errx("cannot create %s: %s", keypath, tl_strerror(rc));
 		return TL_EXIT_FAIL;
 	}
-	if (cli->json)
+	if (cli->json) {
+		if (ia.seq != 0 && (cli->appended = json_array()) != NULL)
+			json_array_append_new(cli->appended, json_pack(
+			    "{s:I,s:s,s:s}", "seq", (json_int_t)ia.seq, "type",
+			    TL_EV_MESH_CREATED, "stream", TL_CP_STREAM));
 		cli_json_done(cli, json_pack("{s:s,s:b,s:s}", "home",
 		    cli->home, "created", 1, "mesh", ia.mesh));
+	}
 	else
 		printf("initialised tally home %s (mesh %s)\n", cli->home,
 		    ia.mesh);

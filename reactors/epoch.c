@@ -627,6 +627,28 @@ tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why)
 	return TL_EUNREACH;
 }
 
+void
+tl_ep_provider_deposed(const struct tl_rx_prov *pv, const char *why)
+{
+	struct tl_rx *rx = pv->fence_rx;
+	int zero = 0;
+
+	if (rx == NULL ||
+	    !atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
+		return;
+	snprintf(rx->deposed_msg, sizeof(rx->deposed_msg), "deposed: provider "
+	    "%s refused a call itself (%s)", pv->id, why);
+}
+
+int
+tl_ep_refused(const struct tl_rx_prov *pv, char *why)
+{
+	if (pv->fence_rx == NULL || !atomic_load(&pv->fence_rx->deposed))
+		return 0;
+	snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+	return 1;
+}
+
 static int
 catchup_cb(struct tl_txn *t, void *arg)
 {

@@ -155,6 +155,16 @@ struct tl_rx_prov;
  */
 void	tl_ep_arm(struct tl_rx *rx, struct tl_rx_prov *pv);
 int	tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why);
+/*
+ * A driver call on armed pv that the provider itself refused as
+ * deposed (TL_EREFUSED, why "deposed: ..."): sets rx->deposed with why
+ * (the first one's words are kept), as a fenced session does.
+ * tl_ep_refused: 1, with why (TL_DRV_WHY_MAX bytes) saying so, once
+ * pv's rx is deposed; 0 otherwise (also when pv is not armed).  Both
+ * thread-safe.
+ */
+void	tl_ep_provider_deposed(const struct tl_rx_prov *pv, const char *why);
+int	tl_ep_refused(const struct tl_rx_prov *pv, char *why);
 
 /*
  * Before the fences at start: a leader whose providers cannot be

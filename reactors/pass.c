@@ -338,10 +338,22 @@ session_run(struct tl_rx_job *j)
 	}
 	s->opened = 1;
 	while ((c = take(s->q)) != NULL) {
+		/* Deposed meanwhile (any session): no more calls. */
+		if (tl_ep_refused(pv, c->why)) {
+			c->rc = TL_EREFUSED;
+			continue;
+		}
 		/* Fenced by epoch check: not once the reading is stale. */
 		if ((c->rc = tl_ep_epoch_fresh(pv, c->why)) != 0)
 			continue;
 		s->fn(s->arg, pv, h, c);
+		/*
+		 * The provider refused the call itself: its fence moved
+		 * during this session (drivers/driver.h).  That deposes us
+		 * as a fenced session does.
+		 */
+		if (c->rc == TL_EREFUSED && strncmp(c->why, "deposed", 7) == 0)
+			tl_ep_provider_deposed(pv, c->why);
 	}
 	pv->ops->close(h);
 }

@@ -283,9 +283,73 @@ START_TEST(test_session_fence)
 		ck_assert_ptr_nonnull(strstr(why[i], "deposed"));
 	}
 	ck_assert_ptr_nonnull(strstr(rx.deposed_msg, "provider node-a/db is "
-	    "fenced at epoch 3 and this control plane is at epoch 2"));
+	    "fenced at epoch 3 by leader another and this control plane is "
+	    "at epoch 2"));
 	/* Once deposed, a later pass makes no call either. */
 	ck_assert_int_eq(run_fenced(&rx, 2, 2, 0, cl, why), 0);
+	tl_rx_pool_free(&rx);
+}
+END_TEST
+
+/*
+ * A provider that refuses a call itself ("deposed: ...": its fence
+ * moved during the session, drivers/driver.h) deposes the control
+ * plane as a fenced session does: no later call on any session, and
+ * rx->deposed set with the provider's words, so the pass records no
+ * outcome and tallyd stops (before: the refusal was a grant.failed and
+ * every other call was still made).
+ */
+static void
+d_call(void *arg, const struct tl_rx_prov *pv, void *h,
+    struct tl_rx_call *c)
+{
+	(void)arg;
+	(void)pv;
+	(void)h;
+	atomic_fetch_add(&f_calls, 1);
+	c->rc = TL_EREFUSED;
+	snprintf(c->why, TL_DRV_WHY_MAX, "deposed: the fence moved under "
+	    "this session");
+}
+
+START_TEST(test_provider_deposed)
+{
+	static struct tl_drv_ops ops;
+	struct tl_rx rx;
+	struct tl_rx_prov pv;
+	struct tl_rx_call cl[12];
+	char why[12][TL_DRV_WHY_MAX];
+	size_t i;
+
+	tl_rx_init(&rx);
+	rx.workers = 2;
+	rx.epoch = 2;
+	ops.name = "counters";
+	ops.open = f_open;
+	ops.close = f_close;
+	ops.fence = f_fence;
+	memset(&pv, 0, sizeof(pv));
+	strcpy(pv.id, "node-a/db");
+	pv.ops = &ops;
+	f_cur = 2;
+	f_rc = 0;
+	atomic_store(&f_calls, 0);
+	for (i = 0; i < 12; i++) {
+		memset(&cl[i], 0, sizeof(cl[i]));
+		cl[i].provider = "node-a/db";
+		cl[i].rc = -1;
+		cl[i].why = why[i];
+		why[i][0] = '\0';
+	}
+	tl_rx_pass_calls(&rx, &pv, 1, cl, 12, 6, d_call, NULL);
+	ck_assert_int_eq(atomic_load(&rx.deposed), 1);
+	/* At most the one call each session had under way. */
+	ck_assert_int_le(atomic_load(&f_calls), 2);
+	for (i = 0; i < 12; i++) {
+		ck_assert_int_eq(cl[i].rc, TL_EREFUSED);
+		ck_assert_ptr_nonnull(strstr(why[i], "deposed"));
+	}
+	ck_assert_ptr_nonnull(strstr(rx.deposed_msg, "the fence moved"));
 	tl_rx_pool_free(&rx);
 }
 END_TEST
@@ -563,6 +627,7 @@ suite(void)
 	tc = tcase_create("fence");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_session_fence);
+	tcase_add_test(tc, test_provider_deposed);
 	tcase_add_test(tc, test_epoch_check);
 	tcase_add_test(tc, test_stream_mac);
 	tcase_add_test(tc, test_stream_auth);

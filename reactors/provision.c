@@ -157,6 +157,7 @@ gather_one(const struct tl_grant *g, void *arg)
 	struct work *w;
 	int kind = 0;
 
+	ps->rx->gathered++;
 	if (strcmp(g->state, TL_GRANT_REQUESTED) == 0 ||
 	    strcmp(g->state, TL_GRANT_PROVISIONING) == 0)
 		kind = W_CREATE;

@@ -78,6 +78,11 @@ struct tl_rx {
 	uint64_t		 sweep_interval_ns;
 	uint64_t		 swept_ns;
 	/*
+	 * Grants the provisioner's gathers have read since tl_rx_init:
+	 * what its passes cost in grants, for tests and benches.
+	 */
+	uint64_t		 gathered;
+	/*
 	 * The epoch this tallyd acts at (reactors/epoch.h: tl_ep_fence
 	 * sets it; 0: not known, and no session checks the fence), and
 	 * whether a provider session found its provider fenced above it

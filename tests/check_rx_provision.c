@@ -786,6 +786,65 @@ START_TEST(test_pass_takes_only_work)
 }
 END_TEST
 
+/*
+ * A request costs its own work, whatever the mesh holds (DESIGN.md rule
+ * 10): from the request to rest, the provisioner's passes read the new
+ * grant and no grant at rest, however many there are.
+ */
+START_TEST(test_request_reads_only_its_work)
+{
+	struct tl_grant a, b, c;
+	char m[32];
+	uint64_t before;
+	int i, idle = 0;
+
+	provisioned(&a, &b);
+	for (i = 0; i < 20; i++) {
+		snprintf(m, sizeof(m), "rest-%02d", i);
+		consumer(m);
+	}
+	ck_assert_uint_eq(provision(), 20);
+	while (idle < 2)
+		idle = provision() == 0 ? idle + 1 : 0;
+	consumer("app-c");
+	before = X.rx.gathered;
+	ck_assert_uint_eq(provision(), 1);
+	ck_assert_uint_eq(provision(), 0);
+	ck_assert_uint_eq(provision(), 0);
+	grant("app-c/files", &c);
+	ck_assert_str_eq(c.state, "provisioned");
+	ck_assert_uint_eq(delivered(c.id, "app-c@node-a"), c.version);
+	ck_assert_msg(X.rx.gathered - before <= 1, "one request with 22 "
+	    "grants at rest: its passes read %llu grants",
+	    (unsigned long long)(X.rx.gathered - before));
+}
+END_TEST
+
+/*
+ * A holder assigned after its grant's delivery is known to the index
+ * (the grants fold marks the grant undelivered as the assignment is
+ * folded): the next pass delivers to it and reads no other grant.
+ */
+START_TEST(test_new_holder_from_index)
+{
+	struct tl_grant a, b;
+	uint64_t before;
+
+	provisioned(&a, &b);
+	ck_assert_uint_eq(provision(), 0);
+	T_OK("node add node-b --routable-name 127.0.0.2 --key-out %s/node-b.key",
+	    X.dir);
+	T_OK("assign app-a node-b");
+	before = X.rx.gathered;
+	ck_assert_uint_eq(provision(), 1);
+	ck_assert_uint_eq(delivered(a.id, "app-a@node-b"), a.version);
+	ck_assert_uint_eq(provision(), 0);
+	ck_assert_msg(X.rx.gathered - before <= 1, "a new holder of one "
+	    "grant: the passes read %llu grants",
+	    (unsigned long long)(X.rx.gathered - before));
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -803,6 +862,8 @@ suite(void)
 	tcase_add_test(tc, test_driver_unprivileged);
 	tcase_add_test(tc, test_lost_reply_resumed);
 	tcase_add_test(tc, test_pass_takes_only_work);
+	tcase_add_test(tc, test_request_reads_only_its_work);
+	tcase_add_test(tc, test_new_holder_from_index);
 	suite_add_tcase(s, tc);
 	return s;
 }

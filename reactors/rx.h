@@ -71,11 +71,10 @@ struct tl_rx {
 	unsigned		 verify_login_every;
 	struct tl_rx_pool	*pool;		/* driver calls (pass.h) */
 	/*
-	 * The provisioner's sweep of every grant (its delivery files, its
-	 * holders): at least this often while passes have work, and in
-	 * every pass that has none (provision.c).  swept_ns: the last one.
+	 * When the provisioner's one sweep of every grant ran, in its
+	 * first pass (0: not yet); every later pass reads the work index
+	 * alone (provision.c).
 	 */
-	uint64_t		 sweep_interval_ns;
 	uint64_t		 swept_ns;
 	/*
 	 * Grants the provisioner's gathers have read since tl_rx_init:

@@ -133,7 +133,6 @@ tl_rx_init(struct tl_rx *rx)
 	rx->workers = 4;
 	rx->max_rotations = 4;
 	rx->verify_interval_ns = 30000000000u;
-	rx->sweep_interval_ns = 10000000000u;
 }
 
 void

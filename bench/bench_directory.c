@@ -27,7 +27,9 @@
  *
  * tally's own cost per grant = (tally - syscalls) / N.  Then one more
  * request at a time with N provisioned: assign -> delivered, median of
- * BENCH_DIR_SAMPLES (5; 15 in the scale runs).
+ * BENCH_DIR_SAMPLES (5; 15 in the scale runs); and one idle pass each
+ * of the migrator and the rotator, which tallyd runs after every
+ * request (the head moved), median of 3.
  *
  * Sizes: BENCH_DIR_GRANTS (10000), under TALLY_TMP; then the scale
  * runs, on /dev/shm unless BENCH_DIR_TMP names a place (100,000 fsyncs
@@ -299,6 +301,7 @@ struct size_result {
 	double	own_cpu_us;	/* tally's CPU per grant above the syscalls */
 	double	one_ms;		/* one request with n provisioned, median */
 	double	setup_s;
+	double	mig_ms, rot_ms;	/* one idle pass of each, n provisioned */
 };
 
 static int
@@ -440,10 +443,40 @@ run(int n, int samples, struct size_result *res)
 			    n + ns, (double)used / (1024.0 * 1024.0));
 	}
 	res->one_ms = tl_bench_median(lat, ns);
+
 	printf("  one request with %d provisioned: assign -> delivered, "
 	    "median %.2f ms of %d (", n, res->one_ms, ns);
 	tl_bench_print_list(lat, ns);
 	printf(" ms)\n");
+	/*
+	 * The rest of tallyd's chain, which the head's moving makes due
+	 * after each request: one idle pass each of the migrator and the
+	 * rotator (their gathers still read every grant).
+	 */
+	{
+		double mig[3], rot[3];
+		unsigned a, b, r;
+
+		/* Its first pass marks the assignments ready: not idle. */
+		if (tl_rx_migrate(&rx, &a, &b, &r) != 0 ||
+		    tl_rx_rotate(&rx, &a, &b) != 0)
+			goto out_log;
+		for (i = 0; i < 3; i++) {
+			t0 = tl_bench_now();
+			if (tl_rx_migrate(&rx, &a, &b, &r) != 0)
+				goto out_log;
+			mig[i] = (tl_bench_now() - t0) * 1e3;
+			t0 = tl_bench_now();
+			if (tl_rx_rotate(&rx, &a, &b) != 0)
+				goto out_log;
+			rot[i] = (tl_bench_now() - t0) * 1e3;
+		}
+		res->mig_ms = tl_bench_median(mig, 3);
+		res->rot_ms = tl_bench_median(rot, 3);
+		printf("  one idle pass with %d provisioned: migrator %.2f ms, "
+		    "rotator %.2f ms (median of 3)\n", n, res->mig_ms,
+		    res->rot_ms);
+	}
 	rc = 0;
 out_log:
 	tl_log_close(rx.log);
@@ -528,6 +561,12 @@ main(void)
 		    "%.2f ms)  [target <= x1.2: %s]\n", sc[i].n, sc[0].n, x,
 		    sc[i].one_ms, sc[0].one_ms, x <= 1.2 ? "met" : "MISSED");
 	}
+	for (i = 1; i < nsizes; i++)
+		printf("  one idle pass, %d provisioned / %d: migrator x%.1f, "
+		    "rotator x%.1f (they read every grant: no target yet)\n",
+		    sc[i].n, sc[0].n, sc[0].mig_ms > 0 ? sc[i].mig_ms /
+		    sc[0].mig_ms : 0, sc[0].rot_ms > 0 ? sc[i].rot_ms /
+		    sc[0].rot_ms : 0);
 	if (nsizes < 2)
 		printf("  one request at 100000 against 1000: not measured "
 		    "(BENCH_DIR_100K=0)\n");

@@ -51,6 +51,7 @@ struct tl_rx_pub;
 struct tl_rx_copy;
 struct tl_rx_mig;
 struct tl_rx_pool;
+struct tl_dlv_enc;
 
 struct tl_rx {
 	struct tl_log		*log;
@@ -81,6 +82,11 @@ struct tl_rx {
 	 * what its passes cost in grants, for tests and benches.
 	 */
 	uint64_t		 gathered;
+	/*
+	 * The deliveries' encoder (deliver.c): its guarded buffer made
+	 * once and wiped after each delivery; tl_rx_free ends it.
+	 */
+	struct tl_dlv_enc	*dlv;
 	/*
 	 * The epoch this tallyd acts at (reactors/epoch.h: tl_ep_fence
 	 * sets it; 0: not known, and no session checks the fence), and

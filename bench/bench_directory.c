@@ -27,15 +27,21 @@
  *
  * tally's own cost per grant = (tally - syscalls) / N.  Then one more
  * request at a time with N provisioned: assign -> delivered, median of
- * BENCH_DIR_SAMPLES (5).
+ * BENCH_DIR_SAMPLES (5; 15 in the scale runs); and one idle pass each
+ * of the migrator and the rotator, which tallyd runs after every
+ * request (the head moved), median of 3.
  *
- * Sizes: BENCH_DIR_GRANTS (10000), then 100,000 unless BENCH_DIR_100K=0
- * (about 80 s for both on the shared 2-core machine; the 100,000 run is
- * on /dev/shm unless BENCH_DIR_TMP names a place: 100,000 fsyncs on a
- * disk would measure the disk).  BENCH_DIR_TMP=/dev/shm runs it all
- * on tmpfs, where fsync and path lookups cost next to nothing, so what
- * is left is tally's CPU.  Env as make bench sets it: TALLY_BIN, TALLY_SRC,
- * TALLY_TMP.
+ * Sizes: BENCH_DIR_GRANTS (10000), under TALLY_TMP; then the scale
+ * runs, on /dev/shm unless BENCH_DIR_TMP names a place (100,000 fsyncs
+ * on a disk would measure the disk): 1,000 and 100,000 (BENCH_DIR_100K=0
+ * leaves out the 100,000), and 1,000,000 with BENCH_DIR_1M=1 (its log
+ * alone is about 5.6 GB of tmpfs, 557 MiB at 100,000, and its setup
+ * takes a quarter of an hour or more here, so it is not run by default).  The summary at the end gives one request at
+ * each size against the same at 1,000, with its target (DESIGN.md rule
+ * 10: <= x1.2), and tally's own cost per grant against its target.
+ * BENCH_DIR_TMP=/dev/shm runs it all on tmpfs, where fsync and path
+ * lookups cost next to nothing, so what is left is tally's CPU.  Env as
+ * make bench sets it: TALLY_BIN, TALLY_SRC, TALLY_TMP.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -289,8 +295,17 @@ driver_alone(const char *root, int n)
 
 /* --- one size -------------------------------------------------------- */
 
+/* What one size measured, for the summary. */
+struct size_result {
+	int	n;
+	double	own_cpu_us;	/* tally's CPU per grant above the syscalls */
+	double	one_ms;		/* one request with n provisioned, median */
+	double	setup_s;
+	double	mig_ms, rot_ms;	/* one idle pass of each, n provisioned */
+};
+
 static int
-run(int n, int samples)
+run(int n, int samples, struct size_result *res)
 {
 	char *w = tl_test_tmpdir("bench-directory"), *home, *mdir, *root,
 	    *root2, *root3, *clilog, *key, *p, setroot[4400], why[512] = "";
@@ -356,8 +371,10 @@ run(int n, int samples)
 	/* Projections current before the clock starts. */
 	if (tl_proj_current(rx.log) != 0 || provision_all(&rx, &total) != 0)
 		goto out_log;
+	res->n = n;
+	res->setup_s = tl_bench_now() - t0;
 	printf("  setup (init, %d modules applied): %.1f s\n", n + samples,
-	    tl_bench_now() - t0);
+	    res->setup_s);
 
 	t0 = tl_bench_now();
 	c0 = cpu_s();
@@ -403,12 +420,10 @@ run(int n, int samples)
 	printf("  driver      create alone: %.2f s wall (%.0f us/grant), "
 	    "%.2f s CPU (%.0f us/grant)\n", t0, t0 * 1e6 / n, c0,
 	    c0 * 1e6 / n);
+	res->own_cpu_us = (tcpu - tsc) * 1e6 / n;
 	printf("  tally's own cost above the syscalls: %.0f us/grant wall, "
 	    "%.0f us/grant CPU (target < 200)\n", (td - ts) * 1e6 / n,
-	    (tcpu - tsc) * 1e6 / n);
-	tl_bench_target("directory: tally's own CPU per grant", "< 200 us",
-	    (tcpu - tsc) * 1e6 / n < 200, "%.0f us at %d grants",
-	    (tcpu - tsc) * 1e6 / n, n);
+	    res->own_cpu_us);
 
 	/* One more request at a time, N provisioned. */
 	for (i = 0; i < samples && i < MAXSAMPLES; i++) {
@@ -420,10 +435,48 @@ run(int n, int samples)
 			continue;
 		lat[ns++] = (tl_bench_now() - t0) * 1e3;
 	}
+	{
+		uint64_t used = 0, map = 0;
+
+		if (tl_log_size(rx.log, &used, &map) == 0)
+			printf("  the home's log with %d grants: %.0f MiB\n",
+			    n + ns, (double)used / (1024.0 * 1024.0));
+	}
+	res->one_ms = tl_bench_median(lat, ns);
+
 	printf("  one request with %d provisioned: assign -> delivered, "
-	    "median %.1f ms of %d (", n, tl_bench_median(lat, ns), ns);
+	    "median %.2f ms of %d (", n, res->one_ms, ns);
 	tl_bench_print_list(lat, ns);
 	printf(" ms)\n");
+	/*
+	 * The rest of tallyd's chain, which the head's moving makes due
+	 * after each request: one idle pass each of the migrator and the
+	 * rotator (their gathers still read every grant).
+	 */
+	{
+		double mig[3], rot[3];
+		unsigned a, b, r;
+
+		/* Its first pass marks the assignments ready: not idle. */
+		if (tl_rx_migrate(&rx, &a, &b, &r) != 0 ||
+		    tl_rx_rotate(&rx, &a, &b) != 0)
+			goto out_log;
+		for (i = 0; i < 3; i++) {
+			t0 = tl_bench_now();
+			if (tl_rx_migrate(&rx, &a, &b, &r) != 0)
+				goto out_log;
+			mig[i] = (tl_bench_now() - t0) * 1e3;
+			t0 = tl_bench_now();
+			if (tl_rx_rotate(&rx, &a, &b) != 0)
+				goto out_log;
+			rot[i] = (tl_bench_now() - t0) * 1e3;
+		}
+		res->mig_ms = tl_bench_median(mig, 3);
+		res->rot_ms = tl_bench_median(rot, 3);
+		printf("  one idle pass with %d provisioned: migrator %.2f ms, "
+		    "rotator %.2f ms (median of 3)\n", n, res->mig_ms,
+		    res->rot_ms);
+	}
 	rc = 0;
 out_log:
 	tl_log_close(rx.log);
@@ -442,14 +495,30 @@ out:
 	return rc;
 }
 
+/* The scale runs' place: tmpfs unless BENCH_DIR_TMP says. */
+static const char *
+scale_tmp(void)
+{
+	const char *tmp = getenv("BENCH_DIR_TMP");
+	struct stat st;
+
+	if (tmp != NULL && *tmp != '\0')
+		return tmp;
+	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
+		return "/dev/shm";
+	return getenv("TALLY_TMP");
+}
+
 int
 main(void)
 {
-	const char *big = getenv("BENCH_DIR_100K");
+	const char *big = getenv("BENCH_DIR_100K"), *huge =
+	    getenv("BENCH_DIR_1M"), *tmp = getenv("BENCH_DIR_TMP");
 	int n = tl_bench_envint("BENCH_DIR_GRANTS", 10000, 10, 1000000);
 	int samples = tl_bench_envint("BENCH_DIR_SAMPLES", 5, 1, MAXSAMPLES);
-
-	const char *tmp = getenv("BENCH_DIR_TMP");
+	int ssamples = samples > 15 ? samples : 15;
+	int sizes[3], nsizes = 0, i, rc = EXIT_SUCCESS;
+	struct size_result first, sc[3];
 
 	tl_bench_dirs(&src, &bin);
 	if (tmp != NULL && *tmp != '\0')
@@ -460,24 +529,57 @@ main(void)
 	    "as root: a group per grant" : "unprivileged: mode 0700",
 	    tmp != NULL ? tmp : "build/tmp");
 	printf("%d grants:\n", n);
-	if (run(n, samples) != 0)
+	if (run(n, samples, &first) != 0)
 		return EXIT_FAILURE;
-	if (big == NULL || strcmp(big, "0") != 0) {
-		struct stat st;
 
-		/*
-		 * Tally's CPU at scale, not 100,000 fsyncs: on tmpfs unless
-		 * BENCH_DIR_TMP says where (about a minute on /dev/shm).
-		 */
-		if ((getenv("BENCH_DIR_TMP") == NULL ||
-		    *getenv("BENCH_DIR_TMP") == '\0') &&
-		    stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
-			setenv("TALLY_TMP", "/dev/shm", 1);
-		printf("100000 grants (under %s):\n", getenv("TALLY_TMP") ?
-		    getenv("TALLY_TMP") : "build/tmp");
-		if (run(100000, samples) != 0)
-			return EXIT_FAILURE;
-	} else
-		printf("100000 grants: skipped (BENCH_DIR_100K=0)\n");
-	return EXIT_SUCCESS;
+	sizes[nsizes++] = 1000;
+	if (big == NULL || strcmp(big, "0") != 0)
+		sizes[nsizes++] = 100000;
+	if (huge != NULL && strcmp(huge, "1") == 0)
+		sizes[nsizes++] = 1000000;
+	if ((tmp = scale_tmp()) != NULL)
+		setenv("TALLY_TMP", tmp, 1);
+	for (i = 0; i < nsizes; i++) {
+		printf("%d grants (under %s):\n", sizes[i],
+		    tmp != NULL ? tmp : "build/tmp");
+		if (run(sizes[i], ssamples, &sc[i]) != 0) {
+			rc = EXIT_FAILURE;
+			nsizes = i;
+			break;
+		}
+	}
+
+	/* The targets and verdicts, in one place. */
+	printf(ME " summary:\n");
+	printf("  tally's own cost above the syscalls, %d grants: %.0f "
+	    "us/grant CPU  [target < 200: %s]\n", first.n, first.own_cpu_us,
+	    first.own_cpu_us < 200 ? "met" : "MISSED");
+	tl_bench_target("directory: tally's own CPU per grant", "< 200 us",
+	    first.own_cpu_us < 200, "%.0f us at %d grants", first.own_cpu_us,
+	    first.n);
+	for (i = 1; i < nsizes; i++) {
+		double x = sc[0].one_ms > 0 ? sc[i].one_ms / sc[0].one_ms : 0;
+		char what[96];
+
+		printf("  one request, %d provisioned / %d: x%.2f (%.2f ms / "
+		    "%.2f ms)  [target <= x1.2: %s]\n", sc[i].n, sc[0].n, x,
+		    sc[i].one_ms, sc[0].one_ms, x <= 1.2 ? "met" : "MISSED");
+		snprintf(what, sizeof(what), "directory: one request, %d "
+		    "provisioned / %d", sc[i].n, sc[0].n);
+		tl_bench_target(what, "<= x1.2", x <= 1.2, "x%.2f (%.2f ms / "
+		    "%.2f ms)", x, sc[i].one_ms, sc[0].one_ms);
+	}
+	for (i = 1; i < nsizes; i++)
+		printf("  one idle pass, %d provisioned / %d: migrator x%.1f, "
+		    "rotator x%.1f (they read every grant: no target yet)\n",
+		    sc[i].n, sc[0].n, sc[0].mig_ms > 0 ? sc[i].mig_ms /
+		    sc[0].mig_ms : 0, sc[0].rot_ms > 0 ? sc[i].rot_ms /
+		    sc[0].rot_ms : 0);
+	if (nsizes < 2)
+		printf("  one request at 100000 against 1000: not measured "
+		    "(BENCH_DIR_100K=0)\n");
+	if (huge == NULL || strcmp(huge, "1") != 0)
+		printf("  one request at 1000000: not run (BENCH_DIR_1M=1: "
+		    "its log is about 5.6 GB on tmpfs)\n");
+	return rc;
 }

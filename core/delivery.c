@@ -75,11 +75,19 @@ put_str16(struct tl_dlv_enc *e, const char *s, size_t n, size_t max)
 	put_bytes(e, s, n);
 }
 
-void
-tl_dlv_enc_begin(struct tl_dlv_enc *e, const char *grant, const char *holder,
+/* begin's work on e, whose p and cap are valid (NULL and 0, or a buffer). */
+static void
+start(struct tl_dlv_enc *e, const char *grant, const char *holder,
     uint64_t version, const uint8_t proof[TL_DLV_PROOF_LEN])
 {
+	uint8_t *buf = e->p;
+	size_t cap = e->cap;
+
+	if (buf != NULL)
+		tl_secret_wipe(buf, cap);
 	memset(e, 0, sizeof(*e));
+	e->p = buf;
+	e->cap = cap;
 	put_bytes(e, magic, sizeof(magic));
 	put_str16(e, grant, strlen(grant), TL_DLV_GRANT_MAX);
 	put_str16(e, holder, strlen(holder), TL_DLV_HOLDER_MAX);
@@ -89,6 +97,22 @@ tl_dlv_enc_begin(struct tl_dlv_enc *e, const char *grant, const char *holder,
 	put_bytes(e, proof, TL_DLV_PROOF_LEN);
 	e->count_at = e->len;
 	put_be(e, 0, 4);
+}
+
+void
+tl_dlv_enc_begin(struct tl_dlv_enc *e, const char *grant, const char *holder,
+    uint64_t version, const uint8_t proof[TL_DLV_PROOF_LEN])
+{
+	memset(e, 0, sizeof(*e));
+	start(e, grant, holder, version, proof);
+}
+
+void
+tl_dlv_enc_restart(struct tl_dlv_enc *e, const char *grant,
+    const char *holder, uint64_t version,
+    const uint8_t proof[TL_DLV_PROOF_LEN])
+{
+	start(e, grant, holder, version, proof);
 }
 
 void

@@ -77,7 +77,11 @@ void	tl_dlv_free(struct tl_dlv *d);
  * Encoding, format 3, into guarded memory (core/secret.h: the
  * plaintext holds the credential).  begin, then var for each variable,
  * then finish, which yields the bytes (owned by e, valid until
- * tl_dlv_enc_free, which wipes them).  Errors are sticky: finish
+ * tl_dlv_enc_restart or tl_dlv_enc_free, which wipe them).  restart is
+ * begin on an encoder begun before (or TL_DLV_ENC_INIT): it keeps the
+ * guarded buffer, since allocating guarded memory costs system calls
+ * and a pass makes many deliveries; tl_dlv_enc_free ends it.  Errors
+ * are sticky: finish
  * returns the first (TL_EINVAL for a field that cannot be framed,
  * TL_ETOOBIG past TL_DLV_MAX, ENOMEM).
  */
@@ -91,6 +95,9 @@ struct tl_dlv_enc {
 #define TL_DLV_ENC_INIT	{ NULL, 0, 0, 0, 0, 0 }
 
 void	tl_dlv_enc_begin(struct tl_dlv_enc *e, const char *grant,
+	    const char *holder, uint64_t version,
+	    const uint8_t proof[TL_DLV_PROOF_LEN]);
+void	tl_dlv_enc_restart(struct tl_dlv_enc *e, const char *grant,
 	    const char *holder, uint64_t version,
 	    const uint8_t proof[TL_DLV_PROOF_LEN]);
 void	tl_dlv_enc_var(struct tl_dlv_enc *e, int is_default, const char *name,

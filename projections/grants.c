@@ -11,6 +11,7 @@
 #include "core/vec.h"
 #include "events.h"
 #include "grant.h"
+#include "graph.h"
 
 /* The record's field table: one place for encoding and decoding. */
 #define STR_FIELDS(X, XK)						\
@@ -302,28 +303,99 @@ has_key(struct tl_txn *t, const struct tl_proj *p, const char *k)
 	return tl_kv_get(t, p->grants, k, strlen(k), &v, &n) == 0;
 }
 
+/*
+ * Does a holder of g (the graph's, folded before the grants: the nodes
+ * of the module's assignments that install the requirement, g's own
+ * node alone per instance) lack its credential version?  Into *lacks.
+ */
 static int
-delivered_ge(const char *rest, const void *val, size_t vlen, void *arg)
+holder_lacks(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, int *lacks)
 {
-	(void)rest;
-	return vlen == 8 && tl_get_be64(val) >= *(const uint64_t *)arg;
+	struct tl_nodelist nl;
+	char holder[140];
+	size_t i;
+	int rc;
+
+	*lacks = 0;
+	rc = tl_graph_req_nodes(t, p, g->module, g->req, &nl);
+	if (rc == TL_ENOTFOUND)
+		return 0;	/* no requirement: no holder */
+	if (rc != 0)
+		return rc;
+	for (i = 0; i < nl.n && !*lacks; i++) {
+		if (g->node[0] != '\0' && strcmp(nl.v[i], g->node) != 0)
+			continue;
+		snprintf(holder, sizeof(holder), "%s@%s", g->module, nl.v[i]);
+		*lacks = tl_grant_delivered(t, p, g->id, holder) < g->version;
+	}
+	tl_nodelist_free(&nl);
+	return 0;
 }
 
 /*
- * Has a holder already had g's credential version?  Then gd/ stays
- * clear, as fold_delivered would have left it (a rotation delivers
- * before it activates).
+ * gd/GRANT exactly when g is provisioned and a holder lacks its
+ * version: so the provisioner finds every delivery to make in the index
+ * and never walks the grants at rest for one.
  */
 static int
-delivered_any(struct tl_txn *t, const struct tl_proj *p,
+delivery_index(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g)
 {
-	uint64_t ver = g->version;
 	char k[TL_KEY_MAX];
+	int lacks = 0, rc;
 
-	if (tl_key(k, "d/%s/", g->id) != 0)
+	if ((rc = tl_key(k, "gd/%s", g->id)) != 0)
+		return rc;
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) == 0 &&
+	    (rc = holder_lacks(t, p, g, &lacks)) != 0)
+		return rc;
+	if (lacks)
+		return tl_kv_put(t, p->grants, k, strlen(k), "", 0);
+	return tl_kv_del(t, p->grants, k, strlen(k));
+}
+
+/*
+ * An event that changes who holds a module's grants (an assignment
+ * made, configured or removed, a requirement or the module declared
+ * again): each of its grants' delivery entry again.  The grants are
+ * collected first (their entries are written in the table walked).
+ */
+struct gvec {
+	struct tl_grant	*v;
+	size_t		 n, cap;
+};
+
+static int
+collect_grant(const struct tl_grant *g, void *arg)
+{
+	struct gvec *gv = arg;
+
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
 		return 0;
-	return tl_rec_scan(t, p->grants, k, delivered_ge, &ver) == 1;
+	if (tl_vec_grow(&gv->v, &gv->cap, gv->n + 1, sizeof(gv->v[0])) != 0)
+		return ENOMEM;
+	gv->v[gv->n++] = *g;
+	return 0;
+}
+
+static int
+holders_changed(struct tl_txn *t, const struct tl_proj *p,
+    const char *module)
+{
+	struct gvec gv = { NULL, 0, 0 };
+	size_t i;
+	int rc;
+
+	if ((rc = tl_grant_each_of_module(t, p, module, collect_grant,
+	    &gv)) != 0)
+		goto out;
+	for (i = 0; i < gv.n; i++)
+		if ((rc = delivery_index(t, p, &gv.v[i])) != 0)
+			break;
+out:
+	free(gv.v);
+	return rc;
 }
 
 int
@@ -354,12 +426,8 @@ tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
 		    0 || (rc = count_work(t, p, g->provider, 1)) != 0)
 			return rc;
 	}
-	if ((rc = tl_key(kn, "gd/%s", g->id)) != 0)
-		return rc;
-	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0)
-		return tl_kv_del(t, p->grants, kn, strlen(kn));
-	if (undelivered && !delivered_any(t, p, g))
-		return tl_kv_put(t, p->grants, kn, strlen(kn), "", 0);
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || undelivered)
+		return delivery_index(t, p, g);
 	return 0;
 }
 
@@ -448,16 +516,9 @@ fold_delivered(struct tl_txn *t, const struct tl_proj *p,
 	(void)ev;
 	if ((rc = tl_kv_put(t, p->grants, k, strlen(k), v, 8)) != 0)
 		return rc;
-	/*
-	 * Its credential has reached a holder: the provisioner no longer
-	 * looks at it each pass.  Other holders (one assigned later, a file
-	 * removed) are its periodic sweep's (reactors/provision.c).
-	 */
-	if (tl_grant_get(t, p, grant, &g, NULL) == 0 && ver >= g.version) {
-		if ((rc = tl_key(k, "gd/%s", grant)) != 0)
-			return rc;
-		return tl_kv_del(t, p->grants, k, strlen(k));
-	}
+	/* Out of the index once every holder has its version. */
+	if (tl_grant_get(t, p, grant, &g, NULL) == 0)
+		return delivery_index(t, p, &g);
 	return 0;
 }
 
@@ -528,7 +589,24 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_key(k, "d/%s/%s", grant, holder)) != 0)
 			return rc;
 		rc = tl_kv_del(t, p->grants, k, strlen(k));
-		return rc == TL_ENOTFOUND ? 0 : rc;
+		if (rc != 0 && rc != TL_ENOTFOUND)
+			return rc;
+		if (tl_grant_get(t, p, grant, &g, NULL) == 0)
+			return delivery_index(t, p, &g);
+		return 0;
+	}
+	if (strcmp(ev->type, TL_EV_ASSIGN_CREATED) == 0 ||
+	    strcmp(ev->type, TL_EV_ASSIGN_CONFIGURED) == 0 ||
+	    strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0 ||
+	    strcmp(ev->type, TL_EV_REQ_DECLARED) == 0 ||
+	    strcmp(ev->type, TL_EV_MODULE_DECLARED) == 0) {
+		char module[64];
+
+		if (tl_bn_getstr(body, strcmp(ev->type,
+		    TL_EV_MODULE_DECLARED) == 0 ? "name" : "module", module,
+		    sizeof(module)) != 0)
+			return 0;	/* the graph's fold refuses it */
+		return holders_changed(t, p, module);
 	}
 	if (strcmp(ev->type, TL_EV_MIGRATION_STORED) == 0)
 		return 0;	/* the graph indexes the content */

@@ -232,7 +232,7 @@ meta_begin(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 		return rc;
 	tl_nw_proof_key(pw, pkey);
 	tl_secret_wipe(pw, sizeof(pw));
-	tl_dlv_enc_begin(e, g->id, holder, g->version, pkey);
+	tl_dlv_enc_restart(e, g->id, holder, g->version, pkey);
 	tl_secret_wipe(pkey, sizeof(pkey));
 	if ((rc = tl_key(k, "m/%s", g->module)) != 0)
 		return rc;
@@ -254,11 +254,19 @@ meta_begin(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	return e->err;
 }
 
+void
+tl_rx_deliver_free(struct tl_rx *rx)
+{
+	tl_dlv_enc_free(rx->dlv);
+	free(rx->dlv);
+	rx->dlv = NULL;
+}
+
 static int
 emit_delivery(struct tl_rx *rx, struct tl_ctx *c, const struct tl_grant *g,
     const char *node)
 {
-	struct tl_dlv_enc e = TL_DLV_ENC_INIT;
+	struct tl_dlv_enc *e;
 	const uint8_t *plain;
 	size_t plen = 0;
 	struct tl_body b;
@@ -288,11 +296,16 @@ emit_delivery(struct tl_rx *rx, struct tl_ctx *c, const struct tl_grant *g,
 	tl_rec_close(&r);
 	if (rc != 0)
 		return rc;
+	/* One encoder for every delivery of the process (rx->dlv). */
+	if (rx->dlv == NULL &&
+	    (rx->dlv = calloc(1, sizeof(*rx->dlv))) == NULL)
+		return ENOMEM;
+	e = rx->dlv;
 	snprintf(holder, sizeof(holder), "%s@%s", g->module, node);
-	if ((rc = meta_begin(rx, c->t, &c->p, g, holder, &e)) != 0)
+	if ((rc = meta_begin(rx, c->t, &c->p, g, holder, e)) != 0)
 		goto out;
-	if ((rc = tl_rx_holder_lines(rx, c->t, &c->p, g, node, &e)) != 0 ||
-	    (rc = tl_dlv_enc_finish(&e, &plain, &plen)) != 0)
+	if ((rc = tl_rx_holder_lines(rx, c->t, &c->p, g, node, e)) != 0 ||
+	    (rc = tl_dlv_enc_finish(e, &plain, &plen)) != 0)
 		goto out;
 	if ((sealed = malloc(plen + TL_SEAL_OVERHEAD)) == NULL) {
 		rc = ENOMEM;
@@ -313,7 +326,10 @@ emit_delivery(struct tl_rx *rx, struct tl_ctx *c, const struct tl_grant *g,
 	tl_body_free(&b);
 out:
 	free(sealed);
-	tl_dlv_enc_free(&e);
+	/* The plaintext does not outlive its delivery. */
+	if (e->p != NULL)
+		tl_secret_wipe(e->p, e->cap);
+	e->len = 0;
 	return rc;
 }
 

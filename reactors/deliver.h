@@ -26,5 +26,7 @@ int	tl_rx_grant_holders(struct tl_txn *t, const struct tl_proj *p,
 struct tl_ctx;
 /* Delivers grant's current credential to every holder lacking it. */
 int	tl_rx_deliver(struct tl_rx *rx, struct tl_ctx *c, const char *grant);
+/* Ends the encoder every delivery reuses (rx->dlv); tl_rx_free calls it. */
+void	tl_rx_deliver_free(struct tl_rx *rx);
 
 #endif

@@ -3,10 +3,10 @@
  * their credentials reach every holder, revoked grants are revoked.
  *
  * A pass is the one of reactors/pass.h (its crash rule is there).
- * Gather: every grant that needs its provider, at most 32 calls per
- * session per provider, oldest first (cap_pass), read from the grants
- * fold's work index, with a sweep of every grant when that gives
- * nothing (gather says why that is enough).  Intents, in one write
+ * Gather: every grant that needs its provider or a delivery, at most
+ * 32 calls per session per provider, oldest first (cap_pass), read
+ * from the grants fold's work index; every grant only in a process's
+ * first pass (gather says why).  Intents, in one write
  * transaction: grant.provisioning with a fresh password encrypted under
  * the master key (a grant that already has one, from a pass that
  * crashed or failed, keeps it).  Calls, with no transaction open, on
@@ -157,6 +157,7 @@ gather_one(const struct tl_grant *g, void *arg)
 	struct work *w;
 	int kind = 0;
 
+	ps->rx->gathered++;
 	if (strcmp(g->state, TL_GRANT_REQUESTED) == 0 ||
 	    strcmp(g->state, TL_GRANT_PROVISIONING) == 0)
 		kind = W_CREATE;
@@ -315,16 +316,15 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 	int rc;
 
 	/*
-	 * The work index first (projections/grant.h): what the fold says
-	 * needs the provisioner, so a pass of a backlog costs its own work,
-	 * not every grant's holders.  What the index cannot know, a holder
-	 * assigned after a grant's delivery, is the sweep's, every grant as
-	 * before: in every pass the index gives nothing to do, so the chain
-	 * never rests without one that found nothing, and at least every
-	 * sweep_interval_ns through a long backlog.
+	 * The work index (projections/grant.h): what the folds say needs
+	 * the provisioner (a state of work, a holder without the current
+	 * version), so a pass costs its own work, never the grants at
+	 * rest.  The first pass of a process sweeps every grant instead:
+	 * projections built before an entry of the index existed (a home
+	 * of an older tally, until tally rebuild) lack it, and what they
+	 * lack is found once, at start.
 	 */
-	if (rx->swept_ns != 0 && ps->now >= rx->swept_ns &&
-	    ps->now - rx->swept_ns < rx->sweep_interval_ns) {
+	if (rx->swept_ns != 0) {
 		struct work_walk ww = { &ga, cap, 0 };
 
 		if ((rc = tl_grant_work_providers(t, p, work_provider,
@@ -332,17 +332,12 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 		    (rc = tl_grant_each_undelivered(t, p, gather_one,
 		    &ga)) != 0)
 			return rc;
-		cap_pass(ps, cap);
-	}
-	if (ps->nw == 0) {
-		/* Backoffs counted by the index's walk are counted again. */
-		ps->pending = 0;
-		ps->next_ns = 0;
+	} else {
 		if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
 			return rc;
 		rx->swept_ns = ps->now;
-		cap_pass(ps, cap);
 	}
+	cap_pass(ps, cap);
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
 		struct tl_rx_prov *pv;

@@ -51,6 +51,7 @@ struct tl_rx_pub;
 struct tl_rx_copy;
 struct tl_rx_mig;
 struct tl_rx_pool;
+struct tl_dlv_enc;
 
 struct tl_rx {
 	struct tl_log		*log;
@@ -71,12 +72,21 @@ struct tl_rx {
 	unsigned		 verify_login_every;
 	struct tl_rx_pool	*pool;		/* driver calls (pass.h) */
 	/*
-	 * The provisioner's sweep of every grant (its delivery files, its
-	 * holders): at least this often while passes have work, and in
-	 * every pass that has none (provision.c).  swept_ns: the last one.
+	 * When the provisioner's one sweep of every grant ran, in its
+	 * first pass (0: not yet); every later pass reads the work index
+	 * alone (provision.c).
 	 */
-	uint64_t		 sweep_interval_ns;
 	uint64_t		 swept_ns;
+	/*
+	 * Grants the provisioner's gathers have read since tl_rx_init:
+	 * what its passes cost in grants, for tests and benches.
+	 */
+	uint64_t		 gathered;
+	/*
+	 * The deliveries' encoder (deliver.c): its guarded buffer made
+	 * once and wiped after each delivery; tl_rx_free ends it.
+	 */
+	struct tl_dlv_enc	*dlv;
 	/*
 	 * The epoch this tallyd acts at (reactors/epoch.h: tl_ep_fence
 	 * sets it; 0: not known, and no session checks the fence), and

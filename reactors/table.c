@@ -14,6 +14,7 @@
 #include "core/vec.h"
 #include "projections/status.h"
 #include "ack.h"
+#include "deliver.h"
 #include "pass.h"
 #include "rx.h"
 
@@ -133,7 +134,6 @@ tl_rx_init(struct tl_rx *rx)
 	rx->workers = 4;
 	rx->max_rotations = 4;
 	rx->verify_interval_ns = 30000000000u;
-	rx->sweep_interval_ns = 10000000000u;
 }
 
 void
@@ -142,6 +142,7 @@ tl_rx_free(struct tl_rx *rx)
 	tl_rx_migs_free(rx);
 	tl_rx_copies_free(rx);
 	tl_rx_pool_free(rx);
+	tl_rx_deliver_free(rx);
 	free(rx->bo);
 	rx->bo = NULL;
 	rx->nbo = rx->capbo = 0;

@@ -1274,6 +1274,32 @@ inv_grant(const struct tl_grant *g, void *arg)
 	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 &&
 	    grants_has(iv, "gd/%s", g->id))
 		inv_fail(iv, "g/%s is %s: in the gd/ index", g->id, g->state);
+	/* Provisioned: in gd/ exactly while a holder lacks its version. */
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) == 0) {
+		struct tl_nodelist nl;
+		char holder[140];
+		size_t i;
+		int lacks = 0;
+
+		if (tl_graph_req_nodes(iv->t, iv->p, g->module, g->req,
+		    &nl) == 0) {
+			for (i = 0; i < nl.n; i++) {
+				if (g->node[0] != '\0' &&
+				    strcmp(nl.v[i], g->node) != 0)
+					continue;
+				snprintf(holder, sizeof(holder), "%s@%s",
+				    g->module, nl.v[i]);
+				if (tl_grant_delivered(iv->t, iv->p, g->id,
+				    holder) < g->version)
+					lacks = 1;
+			}
+			tl_nodelist_free(&nl);
+		}
+		if (lacks != !!grants_has(iv, "gd/%s", g->id))
+			inv_fail(iv, "g/%s: a holder %s its version, but %s "
+			    "the gd/ index", g->id, lacks ? "lacks" : "has",
+			    lacks ? "not in" : "in");
+	}
 	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
 	    strcmp(g->state, TL_GRANT_REVOKING) == 0)
 		return 0;

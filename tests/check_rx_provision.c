@@ -944,32 +944,89 @@ delivered(const char *id, const char *holder)
 
 /*
  * A pass that has work does that work and looks at nothing else: not at
- * the holders of grants at rest (the work index, issue 12).  The pass
- * where the work rests sweeps every grant, and delivers to a holder
- * assigned after the grant's delivery (which the index cannot know).
+ * the holders of grants at rest (the work index).  A holder assigned
+ * after the grant's delivery is in the index too (the grants fold marks
+ * the grant as the assignment is folded), so that pass delivers to it.
  */
 START_TEST(test_pass_takes_only_work)
 {
 	struct tl_grant a, b, c;
+	uint64_t before;
 
-	/* No sweep by the clock in this test, however slow the machine. */
-	X.rx.sweep_interval_ns = UINT64_MAX;
 	provisioned(&a, &b);
 	T_OK("node add node-b --routable-name 127.0.0.2 --key-out %s/node-b.key",
 	    X.dir);
 	T_OK("assign app-a node-b");
 	consumer("app-c");
-	/* Work: app-c's grant; app-a's new holder is left to the sweep. */
-	ck_assert_uint_eq(provision(), 1);
+	before = X.rx.gathered;
+	/* Work: app-c's grant and app-a's new holder; app-b at rest. */
+	ck_assert_uint_eq(provision(), 2);
 	grant("app-c/files", &c);
 	ck_assert_str_eq(c.state, "provisioned");
 	ck_assert_uint_eq(delivered(c.id, "app-c@node-a"), c.version);
-	ck_assert_msg(delivered(a.id, "app-a@node-b") == 0, "a grant at rest "
-	    "was looked at in a pass with work");
-	/* No work left: the sweep delivers to the new holder. */
+	ck_assert_uint_eq(delivered(a.id, "app-a@node-b"), a.version);
+	ck_assert_msg(X.rx.gathered - before == 2, "the pass read %llu "
+	    "grants, not its 2", (unsigned long long)(X.rx.gathered - before));
+	ck_assert_uint_eq(provision(), 0);
+}
+END_TEST
+
+/*
+ * A request costs its own work, whatever the mesh holds (DESIGN.md rule
+ * 10): from the request to rest, the provisioner's passes read the new
+ * grant and no grant at rest, however many there are.
+ */
+START_TEST(test_request_reads_only_its_work)
+{
+	struct tl_grant a, b, c;
+	char m[32];
+	uint64_t before;
+	int i, idle = 0;
+
+	provisioned(&a, &b);
+	for (i = 0; i < 20; i++) {
+		snprintf(m, sizeof(m), "rest-%02d", i);
+		consumer(m);
+	}
+	ck_assert_uint_eq(provision(), 20);
+	while (idle < 2)
+		idle = provision() == 0 ? idle + 1 : 0;
+	consumer("app-c");
+	before = X.rx.gathered;
+	ck_assert_uint_eq(provision(), 1);
+	ck_assert_uint_eq(provision(), 0);
+	ck_assert_uint_eq(provision(), 0);
+	grant("app-c/files", &c);
+	ck_assert_str_eq(c.state, "provisioned");
+	ck_assert_uint_eq(delivered(c.id, "app-c@node-a"), c.version);
+	ck_assert_msg(X.rx.gathered - before <= 1, "one request with 22 "
+	    "grants at rest: its passes read %llu grants",
+	    (unsigned long long)(X.rx.gathered - before));
+}
+END_TEST
+
+/*
+ * A holder assigned after its grant's delivery is known to the index
+ * (the grants fold marks the grant undelivered as the assignment is
+ * folded): the next pass delivers to it and reads no other grant.
+ */
+START_TEST(test_new_holder_from_index)
+{
+	struct tl_grant a, b;
+	uint64_t before;
+
+	provisioned(&a, &b);
+	ck_assert_uint_eq(provision(), 0);
+	T_OK("node add node-b --routable-name 127.0.0.2 --key-out %s/node-b.key",
+	    X.dir);
+	T_OK("assign app-a node-b");
+	before = X.rx.gathered;
 	ck_assert_uint_eq(provision(), 1);
 	ck_assert_uint_eq(delivered(a.id, "app-a@node-b"), a.version);
 	ck_assert_uint_eq(provision(), 0);
+	ck_assert_msg(X.rx.gathered - before <= 1, "a new holder of one "
+	    "grant: the passes read %llu grants",
+	    (unsigned long long)(X.rx.gathered - before));
 }
 END_TEST
 
@@ -993,6 +1050,8 @@ suite(void)
 	tcase_add_test(tc, test_driver_unprivileged);
 	tcase_add_test(tc, test_lost_reply_resumed);
 	tcase_add_test(tc, test_pass_takes_only_work);
+	tcase_add_test(tc, test_request_reads_only_its_work);
+	tcase_add_test(tc, test_new_holder_from_index);
 	suite_add_tcase(s, tc);
 	return s;
 }

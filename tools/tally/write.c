@@ -219,6 +219,17 @@ cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 		cli_errx("%s", wa.why);
 		return cli_exit_for(rc);
 	}
+	if (rc == TL_ENOTFOUND) {
+		/*
+		 * A refusal says what is not found (tl_refuse); a lookup of
+		 * the log's own records that misses without one is a damaged
+		 * page LMDB cannot tell from an absent key.
+		 */
+		cli_errx("the log (%s/data.mdb) is damaged: a record the log "
+		    "holds was not found; nothing was appended (see tally "
+		    "verify)", cli->logdir);
+		return TL_EXIT_CORRUPT;
+	}
 	if (rc > 0) {
 		/* The system refused the write (ENOSPC, EIO, EROFS, ...). */
 		cli_errx("cannot append to the log (%s/data.mdb): %s%s; the "

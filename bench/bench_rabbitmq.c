@@ -388,7 +388,7 @@ driver_bulk(int n)
 
 		snprintf(logdir, sizeof(logdir), "%s/log", home);
 		if (tl_log_open(logdir, 0, &log) == 0) {
-			(void)tl_ep_mesh_load(log, mesh);
+			(void)tl_mesh_load(log, mesh);
 			tl_log_close(log);
 		}
 		a.mesh = mesh;
@@ -439,7 +439,7 @@ verifier_pass(int login_all, const char *what)
 	snprintf(path, sizeof(path), "%s/master.key", home);
 	/* The home's mesh: the drivers refuse another mesh's objects. */
 	if ((rc = tl_log_open(logdir, 0, &rx.log)) != 0 ||
-	    (rc = tl_ep_mesh_load(rx.log, rx.mesh)) != 0 ||
+	    (rc = tl_mesh_load(rx.log, rx.mesh)) != 0 ||
 	    (rc = tl_secret_load(path, &rx.key, why)) != 0) {
 		fprintf(stderr, ME ": cannot open the home: %s %s\n",
 		    tl_strerror(rc), why);

@@ -344,7 +344,7 @@ verify_section(void)
 	snprintf(path, sizeof(path), "%s/master.key", home);
 	/* The home's mesh: the drivers refuse another mesh's objects. */
 	if ((rc = tl_log_open(logdir, 0, &rx.log)) != 0 ||
-	    (rc = tl_ep_mesh_load(rx.log, rx.mesh)) != 0 ||
+	    (rc = tl_mesh_load(rx.log, rx.mesh)) != 0 ||
 	    (rc = tl_secret_load(path, &rx.key, why)) != 0) {
 		fprintf(stderr, ME ": cannot open the home: %s %s\n",
 		    tl_strerror(rc), why);

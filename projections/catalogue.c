@@ -226,7 +226,7 @@ static const struct tl_cat_event cat[] = {
 	  0, "read from the log by reactors/epoch.c, which finds the epoch "
 	  "in force: no fold keeps it", { { NULL, 0 } } },
 	{ E(TL_EV_MESH_CREATED), "control-plane", "mesh(hex)", 0,
-	  "read from the log by reactors/epoch.c (tl_ep_mesh): event 1 of "
+	  "read from the log by reactors/epoch.c (tl_mesh_get): event 1 of "
 	  "a new home, no fold keeps it", { { "mesh", 32 } } },
 	{ E(TL_EV_MESH_ADOPTED), "control-plane", "from(hex) grants[{grant "
 	  "resource}]", GN, NULL, { { "from", 32 },

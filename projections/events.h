@@ -111,7 +111,7 @@
 /* A standby took over (reactors/epoch.c): the epoch it starts. */
 #define TL_EV_CP_PROMOTED	"control-plane.promoted"	/* epoch head head_hash(hex) */
 /*
- * The mesh's identity (reactors/epoch.h: tl_ep_mesh): event 1 of a home
+ * The mesh's identity (reactors/epoch.h: tl_mesh_get): event 1 of a home
  * tally init made, appended later to a home made before ids.
  */
 #define TL_EV_MESH_CREATED	"mesh.created"		/* mesh(hex) */

@@ -30,9 +30,9 @@
 
 #include "core/log.h"
 #include "projections/events.h"
+#include "mesh.h"
 
 #define TL_STANDBY_FILE		"standby"
-#define TL_CP_STREAM		"control-plane"	/* TL_EV_CP_PROMOTED's stream */
 
 /*
  * The epoch in force at the head of the log (1 when nobody was ever
@@ -52,29 +52,6 @@ int	tl_ep_current(struct tl_txn *txn, uint64_t *epochp, uint64_t *atp);
  */
 int	tl_ep_leader(struct tl_txn *txn, uint64_t *epochp, char *leader);
 
-/*
- * The mesh id (33 bytes: 32 lowercase hex digits) the log records: the
- * first TL_EV_MESH_CREATED on TL_CP_STREAM (event 1 of a home tally
- * init made).  "" when it records none: a home made before meshes had
- * ids, until its first write (tl_ep_mesh_ensure), or a standby that has
- * not copied the leader's event 1 yet.  Errors: the log's.
- */
-#define TL_MESH_LEN		32
-int	tl_ep_mesh(struct tl_txn *txn, char *mesh);
-/*
- * A leader's: in the caller's write transaction, appends mesh.created
- * with a new id (tl_secret_mesh_id) when the log records none, by
- * actor.  mesh (33 bytes) receives the id, found or drawn; *seqp (may
- * be NULL) the new event's sequence number, 0 when nothing was
- * appended.  Never on a standby's home (its event 1 is the leader's).
- * Errors: the log's.
- */
-int	tl_ep_mesh_ensure(struct tl_txn *txn, const char *actor, char *mesh,
-	    uint64_t *seqp);
-/* tl_ep_mesh in a read transaction of its own on log. */
-int	tl_ep_mesh_load(struct tl_log *log, char *mesh);
-/* Whether s is a mesh id: exactly 32 lowercase hex digits. */
-int	tl_ep_mesh_ok(const char *s);
 
 /*
  * Whether home is a standby's: the standing recorded in the log's

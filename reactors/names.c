@@ -56,8 +56,8 @@ tl_rx_grant_scheme(const struct tl_rx *rx, const struct tl_grant *g)
 	uint64_t s = tl_rx_grant_naming(g);
 
 	if (g->naming == 0 && s == TL_DRV_NAMING &&
-	    (tl_ep_mesh_ok(g->adopt_from) ||
-	    (rx != NULL && tl_ep_mesh_ok(rx->mesh))))
+	    (tl_mesh_ok(g->adopt_from) ||
+	    (rx != NULL && tl_mesh_ok(rx->mesh))))
 		return TL_DRV_NAMING_MESH;
 	return s;
 }

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "projections/grant.h"
 #include "projections/graph.h"
-#include "epoch.h"
+#include "mesh.h"
 #include "rx.h"
 #include "session.h"
 
@@ -122,7 +122,7 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 	/* Its admin view names our mesh: rx's, else the log's (a CLI's). */
 	if (rx != NULL && rx->mesh[0] != '\0')
 		snprintf(pv->mesh, sizeof(pv->mesh), "%s", rx->mesh);
-	else if ((rc = tl_ep_mesh(t, pv->mesh)) != 0)
+	else if ((rc = tl_mesh_get(t, pv->mesh)) != 0)
 		return rc;
 	if ((rc = tl_key(k, "p/%s", id)) != 0 ||
 	    (rc = tl_rec_get(t, p->graph, k, &r)) != 0)

@@ -152,7 +152,7 @@ do_adopt(struct tl_ctx *c, void *arg)
 
 	/* tl_log_write may run this again: start over. */
 	a->ntook = a->nskip = 0;
-	if ((rc = tl_ep_mesh(c->t, mine)) != 0)
+	if ((rc = tl_mesh_get(c->t, mine)) != 0)
 		return rc;
 	if (strcmp(mine, a->from) == 0)
 		return tl_refuse(c, TL_EINVAL, "%s is this mesh's own id: "
@@ -252,7 +252,7 @@ cmd_adopt(struct tl_cli *cli, int argc, char **argv)
 		fputs(usage, stderr);
 		return TL_EXIT_USAGE;
 	}
-	if (!tl_ep_mesh_ok(a.from)) {
+	if (!tl_mesh_ok(a.from)) {
 		cli_errx("--from-mesh %s: a mesh id is 32 lowercase hex digits "
 		    "(tally mesh shows one)", a.from);
 		return TL_EXIT_REFUSED;

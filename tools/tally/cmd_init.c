@@ -104,7 +104,7 @@ make_tables(struct tl_txn *t, void *arg)
 	int rc;
 
 	/* A leader's mesh is born here; a standby copies the leader's. */
-	if (!ia->standby && (rc = tl_ep_mesh_ensure(t, "cli:init", ia->mesh,
+	if (!ia->standby && (rc = tl_mesh_ensure(t, "cli:init", ia->mesh,
 	    &ia->seq)) != 0)
 		return rc;
 	return tl_proj_catchup(t, 0);

@@ -22,7 +22,7 @@ static const char usage[] =
 "is the leader or a standby, and the replication stream it publishes\n"
 "(leader: tally publish configure --stream) or follows (standby: tallyd\n"
 "--follow).  How each provider is fenced is tally providers' and tally\n"
-"status's.  --json prints one object: mesh, epoch, leader, role, stream\n"
+"status's.  --json prints one object: mesh, epoch, leader, standing, stream\n"
 "{name, url, direction} or null.\n";
 
 /* The last publisher configuration's stream and URL, if any. */
@@ -70,7 +70,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 
 	(void)p;
 	(void)arg;
-	if ((rc = tl_ep_mesh(t, mesh)) != 0 ||
+	if ((rc = tl_mesh_get(t, mesh)) != 0 ||
 	    (rc = tl_ep_leader(t, &epoch, leader)) != 0)
 		return cli_fail(cli, rc, "read the log");
 	if (standby) {
@@ -87,7 +87,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 			    "direction", standby ? "follows" : "publishes");
 		doc = json_pack("{s:s?,s:I,s:s?,s:s,s:o?}", "mesh",
 		    mesh[0] ? mesh : NULL, "epoch", (json_int_t)epoch,
-		    "leader", leader[0] ? leader : NULL, "role",
+		    "leader", leader[0] ? leader : NULL, "standing",
 		    standby ? "standby" : "leader", "stream",
 		    st ? st : json_null());
 		json_dumpf(doc, stdout, JSON_COMPACT);
@@ -105,7 +105,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 		    "next write, or tallyd, records one)\n");
 	printf("epoch %llu, leader %s\n", (unsigned long long)epoch,
 	    leader[0] ? leader : "(none yet: an empty log)");
-	printf("role %s\n", standby ? "standby (never writes; tally promote "
+	printf("standing %s\n", standby ? "standby (never writes; tally promote "
 	    "makes it the leader)" : "leader");
 	if (name[0] != '\0')
 		printf("%s stream %s at %s\n", standby ? "follows" :

@@ -835,7 +835,7 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		{
 			char mesh[TL_MESH_LEN + 1];
 
-			if (tl_ep_mesh(t, mesh) == 0 && mesh[0] != '\0') {
+			if (tl_mesh_get(t, mesh) == 0 && mesh[0] != '\0') {
 				json_object_set_new(doc, "mesh",
 				    json_string(mesh));
 				if (!cli->json)

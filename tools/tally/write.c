@@ -99,7 +99,7 @@ write_cb(struct tl_txn *t, void *arg)
 		char mesh[TL_MESH_LEN + 1];
 		uint64_t seq = 0;
 
-		if ((rc = tl_ep_mesh_ensure(t, wa->cli->actor, mesh,
+		if ((rc = tl_mesh_ensure(t, wa->cli->actor, mesh,
 		    &seq)) != 0) {
 			/* A retry after the map grew starts with no why. */
 			snprintf(wa->why, sizeof(wa->why), "cannot read or "

@@ -95,7 +95,7 @@ tl_tallyd_loss(struct tl_rx *rx, const char *module)
 	int rc;
 
 	/* The names it asks about are this mesh's (scheme 4). */
-	if ((rc = tl_ep_mesh_load(rx->log, rx->mesh)) != 0 ||
+	if ((rc = tl_mesh_load(rx->log, rx->mesh)) != 0 ||
 	    (rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &la.t)) != 0) {
 		fprintf(stderr, "tallyd: loss: %s\n", tl_strerror(rc));
 		return TL_EXIT_FAIL;

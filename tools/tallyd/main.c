@@ -315,7 +315,7 @@ note_verified(struct tl_log *log, const struct tl_chain *c, uint64_t *rec,
 static int
 mesh_cb(struct tl_txn *t, void *arg)
 {
-	return tl_ep_mesh_ensure(t, "tallyd", arg, NULL);
+	return tl_mesh_ensure(t, "tallyd", arg, NULL);
 }
 
 /*

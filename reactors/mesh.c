@@ -38,12 +38,20 @@ mesh_of(const struct tl_event *ev, char *mesh)
 int
 tl_mesh_get(struct tl_txn *t, char *mesh)
 {
+	return tl_mesh_seq(t, mesh, NULL);
+}
+
+int
+tl_mesh_seq(struct tl_txn *t, char *mesh, uint64_t *seqp)
+{
 	struct tl_filter f = { 0 };
 	struct tl_iter *it = NULL;
 	struct tl_event ev;
 	int rc;
 
 	mesh[0] = '\0';
+	if (seqp != NULL)
+		*seqp = 0;
 	/* A home tally init made: event 1, one read. */
 	rc = tl_log_get(t, 1, &ev);
 	if (rc == TL_ENOTFOUND) {
@@ -56,16 +64,22 @@ tl_mesh_get(struct tl_txn *t, char *mesh)
 	}
 	if (rc != 0)
 		return rc;
-	if (mesh_of(&ev, mesh))
+	if (mesh_of(&ev, mesh)) {
+		if (seqp != NULL)
+			*seqp = ev.seq;
 		return 0;
+	}
 	/* An older home: its own stream holds a handful of events. */
 	f.stream = TL_CP_STREAM;
 	f.type = TL_EV_MESH_CREATED;
 	if ((rc = tl_iter_open(t, &f, &it)) != 0)
 		return rc == TL_ENOTFOUND ? 0 : rc;
 	while ((rc = tl_iter_next(it, &ev)) == 0)
-		if (mesh_of(&ev, mesh))
+		if (mesh_of(&ev, mesh)) {
+			if (seqp != NULL)
+				*seqp = ev.seq;
 			break;
+		}
 	tl_iter_close(it);
 	if (rc != 0 && rc != TL_EEOF && rc != TL_ENOTFOUND)
 		return rc;

@@ -28,6 +28,8 @@
  */
 #define TL_MESH_LEN		32
 int	tl_mesh_get(struct tl_txn *txn, char *mesh);
+/* tl_mesh_get, and the sequence number of that event in *seqp (0: none). */
+int	tl_mesh_seq(struct tl_txn *txn, char *mesh, uint64_t *seqp);
 /*
  * A leader's: in the caller's write transaction, appends mesh.created
  * with a new id (tl_secret_mesh_id) when the log records none, by

@@ -709,14 +709,10 @@ fence_id(const char *rest, const void *val, size_t vlen, void *arg)
 	return 0;
 }
 
-/*
- * How each provider is fenced, as its drivers declare it (ops->fencing:
- * drivers/driver.h), into doc's "fencing" {ID: [{driver, kind, how,
- * window}]} and, as text, one line per provider and type.
- */
-static void
-show_fencing(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
-    json_t *doc)
+/* tally.h: how each provider is fenced, as its drivers declare it. */
+void
+cli_status_fencing(struct tl_cli *cli, struct tl_txn *t,
+    const struct tl_proj *p, json_t *doc, int print)
 {
 	json_t *ids = json_array(), *all = json_object(), *id;
 	size_t i, k;
@@ -752,7 +748,7 @@ show_fencing(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 			    fd->how : "the driver declares no fence", "window",
 			    fd && fd->window ? fd->window : "a deposed leader's "
 			    "calls are not refused by the provider"));
-			if (!cli->json)
+			if (print && !cli->json)
 				printf("provider %s (%s) fenced: %s; window: %s\n",
 				    pid, driver, tl_drv_fencing_name(fd ?
 				    fd->kind : TL_DRV_FENCE_NONE), fd &&
@@ -820,6 +816,20 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		if (aa.withdrawn > 0)
 			healthy = 0;
 	}
+	{
+		char mesh[TL_MESH_LEN + 1];
+		uint64_t mseq = 0;
+
+		/* The mesh, in a replay too once its event is behind at. */
+		if (tl_mesh_seq(t, mesh, &mseq) == 0 && mesh[0] != '\0' &&
+		    (sa->at == 0 || mseq <= sa->at)) {
+			json_object_set_new(doc, "mesh", json_string(mesh));
+			if (!cli->json && sa->at == 0)
+				printf("mesh %s\n", mesh);
+		}
+	}
+	/* How each provider is fenced: this build's drivers, in a replay too. */
+	cli_status_fencing(cli, t, p, doc, sa->at == 0);
 	if (sa->at == 0) {
 		char dep[512];
 		uint64_t epoch = 1;
@@ -832,17 +842,6 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		if (tl_ep_current(t, &epoch, NULL) == 0 && epoch > 1)
 			json_object_set_new(doc, "epoch",
 			    json_integer((json_int_t)epoch));
-		{
-			char mesh[TL_MESH_LEN + 1];
-
-			if (tl_mesh_get(t, mesh) == 0 && mesh[0] != '\0') {
-				json_object_set_new(doc, "mesh",
-				    json_string(mesh));
-				if (!cli->json)
-					printf("mesh %s\n", mesh);
-			}
-		}
-		show_fencing(cli, t, p, doc);
 		if (tl_ep_deposed(t, dep, sizeof(dep)) == 1) {
 			json_object_set_new(doc, "deposed", json_string(dep));
 			healthy = 0;

@@ -18,6 +18,7 @@
 #include "core/json.h"
 #include "projections/grant.h"
 #include "projections/status.h"
+#include "reactors/mesh.h"
 #include "tally.h"
 
 /* --- domain words --------------------------------------------------- */
@@ -365,6 +366,7 @@ strip_operational(json_t *doc)
 
 struct sections {
 	int		 status, grants, graph;
+	uint64_t	 at;
 	json_t		*out;
 	int		 ex;
 };
@@ -459,6 +461,17 @@ collect(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_status_all(t, p, &doc)) != 0)
 			return cli_fail(cli, rc, "status");
 		strip_operational(doc);
+		/* As tally status prints it: the mesh, once recorded by at. */
+		{
+			char mesh[TL_MESH_LEN + 1];
+			uint64_t mseq = 0;
+
+			if (tl_mesh_seq(t, mesh, &mseq) == 0 && mesh[0] != '\0' &&
+			    mseq <= sc->at)
+				json_object_set_new(doc, "mesh",
+				    json_string(mesh));
+		}
+		cli_status_fencing(cli, t, p, doc, 0);
 		/* As tally status prints it: the reminders, by today's clock. */
 		{
 			struct timespec now;
@@ -489,10 +502,11 @@ collect(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 int
 cli_past_at(struct tl_cli *cli, uint64_t at, unsigned parts, json_t **out)
 {
-	struct sections sc = { 0, 0, 0, NULL, 0 };
+	struct sections sc = { 0, 0, 0, 0, NULL, 0 };
 	int ex;
 
 	*out = NULL;
+	sc.at = at;
 	sc.status = (parts & CLI_PAST_STATUS) != 0;
 	sc.grants = (parts & CLI_PAST_GRANTS) != 0;
 	sc.graph = (parts & CLI_PAST_GRAPH) != 0;

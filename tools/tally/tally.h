@@ -242,5 +242,14 @@ int	cli_past_at(struct tl_cli *cli, uint64_t at, unsigned parts,
 /* The status document after event at (0: before the first), no checks;
  * *out is the caller's. */
 int	cli_status_at(struct tl_cli *cli, uint64_t at, struct json_t **out);
+/*
+ * How each provider of the record is fenced, as this build's drivers
+ * declare it (ops->fencing), into doc's "fencing" {ID: [{driver, kind,
+ * how, window}]}; print: also one text line per provider and type
+ * (unless --json).  Shared by tally status and the replays, so that a
+ * replay's status is the document status printed then.
+ */
+void	cli_status_fencing(struct tl_cli *cli, struct tl_txn *t,
+	    const struct tl_proj *p, struct json_t *doc, int print);
 
 #endif

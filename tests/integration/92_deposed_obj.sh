@@ -120,7 +120,7 @@ done
 t_tallyd_start --interval 3600 --verify-interval 3600
 LPID=$T_DPID
 t_wait_healthy 60
-TALLY_HOME=$FH tly init --standby >/dev/null || t_fail "tally init --standby failed"
+TALLY_HOME=$FH tly init --standby --leader-key "$(leader_key)" >/dev/null || t_fail "tally init --standby failed"
 follow_start
 _i=0
 until [ "$(head_of "$FH")" = "$(head_of "$LH")" ]; do

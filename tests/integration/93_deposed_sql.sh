@@ -2,9 +2,8 @@
 # The deposed-leader case on PostgreSQL and MariaDB (issue 22, item 3):
 # leader A provisions app-1 (PostgreSQL) and mapp-1 (MariaDB); B, a
 # standby of A promoted to epoch 2, raises both servers' fences with its
-# first tallyd.  B is A's home copied while A's tallyd was stopped and
-# marked a standby (what a follower holds once it has caught up; no
-# broker: the stream is not what is tested), then tally promote --yes.
+# first tallyd.  B followed A's stream on a real RabbitMQ to A's head
+# (so every event it holds is signed by A), then tally promote --yes.
 # A, still running (its resync an hour away), is given new grants (a
 # new module on each server): no object changes and A exits 9.
 # Restarted (cut off from any stream) with a rotation and a removal
@@ -14,6 +13,7 @@
 # and after, and A's consumers, real psql and mariadb clients, still log
 # in.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/rabbit-lib.sh"
 
 MSH=$TALLY_SRC/tests/harness/mariadb.sh
 MDB=$W/mariadb
@@ -80,7 +80,13 @@ snap() {
 }
 
 t_say "leader A provisions app-1 on PostgreSQL and mapp-1 on MariaDB"
+r_start
+STREAM=tally.record
+printf '%s' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
 t_init
+printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
+	--user "$TALLY_TEST_AMQP_USER" --secret password --stream "$STREAM" >/dev/null ||
+	t_fail "tally publish configure --stream failed"
 t_node node-a 127.0.0.1
 tly apply "$TALLY_SRC/examples/postgres.yaml" "$W/manifests/mariadb.yaml" \
 	"$(consumer app-1 postgres-database postgres)" \
@@ -104,12 +110,10 @@ E2=$W/mapp-1.env
 [ "$(my_env "$E2" "SELECT 1")" = 1 ] || t_fail "mapp-1 cannot log in"
 t_ok "app-1 and mapp-1 provisioned, mesh $MESH"
 
-t_say "B: A's home as a standby, promoted to epoch 2"
+t_say "B: a standby that followed A's stream, promoted to epoch 2"
 B=$W/b
-cp -a "$TALLY_HOME" "$B"
-rm -f "$B/tallyd.pid"
-echo "a standby: a copy of A's home" >"$B/standby"
-TALLY_HOME=$B tly promote --yes >/dev/null || t_fail "tally promote on B failed"
+LH=$TALLY_HOME
+standby_promoted "$B"
 t_tallyd_start --interval 3600 --verify-interval 3600
 APID=$T_DPID
 # A fences at epoch 1 first (else it is deposed before it ever runs).
@@ -143,7 +147,11 @@ snap "$W/after"
 diff "$W/before" "$W/after" >"$W/diff" || { cat "$W/diff" >&2; t_fail "the deposed leader changed a server"; }
 t_ok "exit 9: $(grep "tallyd\[$APID\] error: deposed" "$T_DLOG" | head -n 1 | sed 's/.*error: //' | cut -c1-120)"
 
-t_say "A restarted, with a rotation and a removal waiting"
+t_say "A restarted, cut off from the stream, with a rotation and a removal waiting"
+# A broker that does not answer: only the fence can depose A now.
+printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "amqp://127.0.0.1:1/" \
+	--user "$TALLY_TEST_AMQP_USER" --secret password --stream "$STREAM" >/dev/null ||
+	t_fail "tally publish configure (a broker that does not answer) failed"
 tly rotate app-1/db >/dev/null 2>&1 || true
 tly rotate mapp-1/db >/dev/null 2>&1 || true
 tly remove app-1 --yes >/dev/null || t_fail "tally remove app-1 on A"

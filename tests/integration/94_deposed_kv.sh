@@ -100,7 +100,7 @@ t_tallyd_once
 t_wait_healthy 30
 MESH=$(tly mesh --json | t_jstr mesh)
 [ -n "$MESH" ] || t_fail "the home has no mesh id"
-TALLY_HOME=$FH tly init --standby >/dev/null || t_fail "tally init --standby failed"
+TALLY_HOME=$FH tly init --standby --leader-key "$(leader_key)" >/dev/null || t_fail "tally init --standby failed"
 follow_start
 # A, its creates slow: sessions opened before the promotion stay open.
 export TALLY_FAULT=create:delay=1500

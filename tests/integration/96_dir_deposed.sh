@@ -2,9 +2,8 @@
 # The deposed-leader case on a directory root (issue 22, item 3): leader
 # A provisions on the root; B, a standby of A promoted to epoch 2,
 # raises the root's fence (ROOT/.tally-fence-MESH) with its first
-# tallyd.  B is A's home copied while A's tallyd was stopped and marked
-# a standby (what a follower holds once it has caught up; no broker
-# here: the stream is not what is tested), then tally promote --yes.
+# tallyd.  B followed A's stream on a real RabbitMQ to A's head (so
+# every event it holds is signed by A), then tally promote --yes.
 # A, still running (its resync an hour away), is given a new grant: its
 # session reads the fence under the root's lock before any change, makes
 # none and A exits 9.  Restarted (cut off from any stream), with a
@@ -12,6 +11,7 @@
 # byte for byte what it was (a listing with owners, modes, sizes and
 # every file's content).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/rabbit-lib.sh"
 
 ROOT=$W/root
 mkdir -p "$ROOT" "$W/manifests"
@@ -37,7 +37,13 @@ snap() {
 }
 
 t_say "leader A provisions app-1 on the root"
+r_start
+STREAM=tally.record
+printf '%s' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
 t_init
+printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
+	--user "$TALLY_TEST_AMQP_USER" --secret password --stream "$STREAM" >/dev/null ||
+	t_fail "tally publish configure --stream failed"
 t_node node-a 127.0.0.1
 tly apply "$TALLY_SRC/examples/download.yaml" "$(consumer app-1)" >/dev/null
 tly assign download node-a --set root="$ROOT" >/dev/null
@@ -50,12 +56,10 @@ D1=$(t_envget "$(t_envfile node-a app-1)" FILES)
 echo "app-1's data" >"$D1/data"
 t_ok "app-1 in $D1, mesh $MESH"
 
-t_say "B: A's home as a standby, promoted to epoch 2"
+t_say "B: a standby that followed A's stream, promoted to epoch 2"
 B=$W/b
-cp -a "$TALLY_HOME" "$B"
-rm -f "$B/tallyd.pid"
-echo "a standby: a copy of A's home" >"$B/standby"
-TALLY_HOME=$B tly promote --yes >/dev/null || t_fail "tally promote on B failed"
+LH=$TALLY_HOME
+standby_promoted "$B"
 t_tallyd_start --interval 3600 --verify-interval 3600
 APID=$T_DPID
 "$TALLY_BIN/tallyd" --home "$B" --once --once-timeout 30 2>>"$T_DLOG" ||
@@ -78,7 +82,11 @@ snap >"$W/after"
 cmp -s "$W/before" "$W/after" || { diff "$W/before" "$W/after" >&2; t_fail "the deposed leader changed the root"; }
 t_ok "exit 9: $(grep "tallyd\[$APID\] error: deposed" "$T_DLOG" | head -n 1 | sed 's/.*error: //' | cut -c1-120)"
 
-t_say "A restarted, with a rotation and a removal waiting"
+t_say "A restarted, cut off from the stream, with a rotation and a removal waiting"
+# A broker that does not answer: only the fence can depose A now.
+printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "amqp://127.0.0.1:1/" \
+	--user "$TALLY_TEST_AMQP_USER" --secret password --stream "$STREAM" >/dev/null ||
+	t_fail "tally publish configure (a broker that does not answer) failed"
 tly rotate app-1/files >/dev/null 2>&1 || true
 tly remove app-1 --yes >/dev/null || t_fail "tally remove app-1 on A"
 set +e

@@ -192,3 +192,32 @@ leader_key() {
 	TALLY_HOME=$LH "$TALLY_BIN/tally" publish status --json |
 		sed -n 's/.*"signing_key":"\([0-9a-f]*\)".*/\1/p'
 }
+
+# standby_promoted DIR: a standby of the leader $LH in DIR that followed
+# its stream ($STREAM at $AMQP_URL, the password in $W/amqp.pw) to the
+# leader's head, was given the master key out of band and promoted
+# (tally promote --yes): what an operator does.  The leader's record is
+# published first (tallyd --once on $LH).  $FH is DIR afterwards.
+standby_promoted() {
+	FH=$1
+	"$TALLY_BIN/tallyd" --home "$LH" --once --once-timeout 60 2>>"$T_DLOG" ||
+		t_fail "the leader's tallyd --once (publishing its record) failed"
+	TALLY_HOME=$FH "$TALLY_BIN/tally" init --standby --leader-key "$(leader_key)" \
+		>/dev/null || t_fail "tally init --standby failed"
+	follow_start
+	_s_i=0
+	until [ "$(_s_head "$FH")" = "$(_s_head "$LH")" ]; do
+		_s_i=$((_s_i + 1))
+		[ $_s_i -lt 600 ] || t_fail "the standby did not reach the leader's head in 60 s"
+		sleep 0.1
+	done
+	kill -TERM "$FPID"
+	t_wait_exit "$FPID" 10
+	cp "$LH/master.key" "$FH/master.key"
+	chmod 600 "$FH/master.key"
+	TALLY_HOME=$FH "$TALLY_BIN/tally" promote --yes >/dev/null ||
+		t_fail "tally promote on the standby failed"
+}
+_s_head() {
+	TALLY_HOME=$1 "$TALLY_BIN/tally" stats --json | sed -n 's/.*"last_seq":\([0-9]*\).*/\1/p'
+}

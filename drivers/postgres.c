@@ -998,6 +998,31 @@ run_secret(PGconn *c, char *sql, const char *step, char *why)
 	return rc;
 }
 
+/* run_secret, with the SQLSTATE of a failure in state (6 bytes). */
+static int
+run_secret_state(PGconn *c, char *sql, const char *step, char *why,
+    char state[6])
+{
+	int rc = run_state(c, sql, step, why, state);
+
+	tl_secret_wipe(sql, strlen(sql));
+	return rc;
+}
+
+/*
+ * Whether a CREATE failed because another session made the object at
+ * the same moment: 42710 / 42P04 (duplicate_object, duplicate_database)
+ * when the other committed first, 23505 on the catalogue's name index
+ * when both ran at once (a killed tallyd's backend still creating it
+ * while the restarted one retries: 38_consolidate_kills in CI).
+ */
+static int
+raced_state(const char state[6])
+{
+	return strcmp(state, "42710") == 0 || strcmp(state, "42P04") == 0 ||
+	    strcmp(state, "23505") == 0;
+}
+
 /* Makes the owner role if it does not exist. */
 static int
 ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
@@ -1017,9 +1042,10 @@ ensure_owner(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    ids->mark)) != 0)
 		return rc;
 	rc = run_state(p->conn, sql, step, why, state);
-	if (rc != 0 && strcmp(state, "42710") == 0)	/* raced: exists */
-		rc = 0;
-	else if (rc == 0)
+	/* Raced (raced_state): it exists now; ours only if marked so. */
+	if (rc != 0 && raced_state(state))
+		return not_foreign_role(p, g, g->owner, step, why);
+	if (rc == 0)
 		*made = 1;
 	return rc;
 }
@@ -1029,11 +1055,12 @@ static int
 ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
     const struct pg_ids *ids, int *made, char *why)
 {
-	char sql[PG_SQL_MAX], step[160], *pw = NULL;
-	int found, rc;
+	char sql[PG_SQL_MAX], step[160], state[6] = "", *pw = NULL;
+	int found, rc, raced = 0;
 
 	*made = 0;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+again:
 	if ((rc = exists(p->conn, q_role, g->login, &found, step, why)) != 0)
 		return rc;
 	if (found && (rc = not_foreign_role(p, g, g->login, step, why)) != 0)
@@ -1052,7 +1079,12 @@ ensure_login(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		tl_secret_wipe(sql, sizeof(sql));
 		return rc;
 	}
-	rc = run_secret(p->conn, sql, step, why);
+	rc = run_secret_state(p->conn, sql, step, why, state);
+	/* Made meanwhile by another session: set its password instead. */
+	if (rc != 0 && !found && !raced && raced_state(state)) {
+		raced = 1;
+		goto again;
+	}
 	if (rc == 0)
 		*made = !found;
 	return rc;
@@ -1070,6 +1102,7 @@ ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
 	if ((rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
 		return rc;
+exists:
 	if (found) {
 		char owner[256];
 		int theirs;
@@ -1098,9 +1131,12 @@ ensure_db(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    "%s TEMPLATE template0", ids->res, ids->own)) != 0)
 		return rc;
 	rc = run_state(p->conn, sql, step, why, state);
-	if (rc != 0 && strcmp(state, "42P04") == 0)	/* raced: exists */
-		rc = 0;
-	else if (rc == 0)
+	/* Raced (raced_state): it exists now; ours only if marked so. */
+	if (rc != 0 && raced_state(state)) {
+		found = 1;
+		goto exists;
+	}
+	if (rc == 0)
 		*made = 1;
 	return rc;
 }

@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <pthread.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -758,6 +759,69 @@ START_TEST(test_fence)
 	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
 	drv->close(h);
 	drv->close(h2);
+}
+END_TEST
+
+/*
+ * A create that meets the CREATE DATABASE of a session it does not know
+ * of, at the same moment: a killed tallyd's backend still making the
+ * grant's database (with its owner) while the restarted tallyd's create
+ * retries (38_consolidate_kills in CI: 23505 on pg_database's name
+ * index, and the move stopped for good).  The create succeeds, one
+ * database, ours.
+ */
+struct racer {
+	struct grant	*gr;
+	int		 rc;
+};
+
+static void *
+race_raw(void *arg)
+{
+	struct racer *r = arg;
+	PGconn *c = admin(NULL);
+	char q[512];
+	PGresult *res;
+
+	snprintf(q, sizeof(q), "CREATE DATABASE \"%s\" OWNER \"%s\" "
+	    "TEMPLATE template0", r->gr->res, r->gr->own);
+	res = PQexec(c, q);
+	r->rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : 1;
+	PQclear(res);
+	PQfinish(c);
+	return NULL;
+}
+
+START_TEST(test_create_racing)
+{
+	struct grant gr;
+	struct racer r;
+	pthread_t th;
+	char tag[32], why[TL_DRV_WHY_MAX];
+	PGconn *a;
+	void *h = drv_open();
+	int round, rc;
+
+	for (round = 0; round < 8; round++) {
+		snprintf(tag, sizeof(tag), "race%d", round);
+		grant_init(&gr, tag);
+		do_create(h, &gr);
+		/* The roles stay; the database goes, as before a move. */
+		a = admin(NULL);
+		sql(a, "DROP DATABASE \"%s\"", gr.res);
+		PQfinish(a);
+		r.gr = &gr;
+		r.rc = -1;
+		ck_assert_int_eq(pthread_create(&th, NULL, race_raw, &r), 0);
+		why[0] = '\0';
+		rc = drv->create(h, &gr.g, why);
+		pthread_join(th, NULL);
+		ck_rc(rc, 0, why);
+		a = admin(NULL);
+		ck_assert_int_eq(db_count(a, gr.res), 1);
+		PQfinish(a);
+	}
+	drv->close(h);
 }
 END_TEST
 
@@ -2445,6 +2509,7 @@ suite(void)
 	tcase_add_test(tc, test_migrate_history);
 	tcase_add_test(tc, test_migrate_escapes);
 	tcase_add_test(tc, test_create_twice);
+	tcase_add_test(tc, test_create_racing);
 	tcase_add_test(tc, test_create_half_done);
 	tcase_add_test(tc, test_create_refuses_foreign);
 	tcase_add_test(tc, test_create_refuses_other_grant);

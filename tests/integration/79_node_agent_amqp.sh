@@ -151,9 +151,9 @@ for s in "$V1PW" "$V2PW"; do
 done
 t_ok "$(wc -l <"$W/nodec.msgs") queued message(s) for node-c (requeued): no v1 or v2 password"
 r0=$(refusals)
-publish_ack "$($FORGE --node node-c --grant $G --holder game@node-c --version 2 --random-key --password "$V2PW")"
+publish_ack "$($FORGE --node node-c --grant $G --holder game@node-c --version 2 --random-key --password="$V2PW")"
 publish_ack "$($FORGE --node node-c --grant $G --holder game@node-c --version 2 --no-proof)"
-publish_ack "$($FORGE --node node-c --grant $G --holder game@node-c --version 2 --key "$W/node-c.key" --password "$V1PW")"
+publish_ack "$($FORGE --node node-c --grant $G --holder game@node-c --version 2 --key "$W/node-c.key" --password="$V1PW")"
 # node-a's own acknowledgement of v2, sent again as it was.
 orig=$(tly log --json --type credential.ack-offered | grep '"holder":"game@node-a","version":2' | tail -n 1)
 replay=$(printf '{"node":"node-a","grant":"%s","holder":"game@node-a","version":2,"nonce":"%s","sig":"%s","mac":"%s"}' \

@@ -48,7 +48,7 @@ wait_follow() {
 }
 pub() {
 	$PUB --port "$TALLY_TEST_AMQP_PORT" --user "$TALLY_TEST_AMQP_USER" \
-		--password "$TALLY_TEST_AMQP_PASSWORD" --queue "$STREAM" "$@" ||
+		--password="$TALLY_TEST_AMQP_PASSWORD" --queue "$STREAM" "$@" ||
 		t_fail "publishing to $STREAM failed ($*)"
 }
 # forge HOME NAME OUT: in a copy of HOME's log, node NAME added (the

@@ -108,7 +108,7 @@ until tly log --json --type credential.delivered | grep -q '"version":2'; do
 done
 PW2=$(t_envget "$(t_envfile node-a app)" DB_PASSWORD)
 [ "$PW2" != "$PW" ] || t_fail "no new password"
-publish_ack "$($FORGE --node node-a --grant $G --holder app@node-a --version 2 --key "$(t_nodekey node-a)" --password "$PW2")"
+publish_ack "$($FORGE --node node-a --grant $G --holder app@node-a --version 2 --key "$(t_nodekey node-a)" --password="$PW2")"
 e=$(($(t_now_ms) + 30000))
 until tly log --json --type rotation.completed | grep -q '"version":2'; do
 	[ "$(t_now_ms)" -lt "$e" ] || { tail -n 20 "$T_DLOG" >&2; t_fail "the signed acknowledgement did not complete the rotation"; }

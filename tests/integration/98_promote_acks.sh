@@ -77,7 +77,7 @@ agent_stop
 # Signed by node-a, for a holder of node-a that does not hold the grant:
 # a fact about node-a, recorded.
 r0=$(count "$LH" security.ack-refused)
-publish_ack "$($FORGE --node node-a --grant app/db --holder other@node-a --version 2 --key "$(t_nodekey node-a)" --password "$V2PW")"
+publish_ack "$($FORGE --node node-a --grant app/db --holder other@node-a --version 2 --key "$(t_nodekey node-a)" --password="$V2PW")"
 wait_for 20 "the refusal" sh -c "[ \$(\"$TALLY_BIN/tally\" log --json --type security.ack-refused | wc -l) -gt $r0 ]"
 OFFERS=$(($(count "$LH" credential.ack-offered) + $(count "$LH" node.report-offered)))
 t_ok "$(count "$LH" credential.acknowledged) acknowledged, $(count "$LH" security.ack-refused) refused, $(count "$LH" node.reported) node.reported; $OFFERS offers in the log"

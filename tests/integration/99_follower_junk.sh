@@ -62,7 +62,7 @@ body() {
 }
 pub() {
 	$PUB --port "$TALLY_TEST_AMQP_PORT" --user "$TALLY_TEST_AMQP_USER" \
-		--password "$TALLY_TEST_AMQP_PASSWORD" --queue "$STREAM" "$@" ||
+		--password="$TALLY_TEST_AMQP_PASSWORD" --queue "$STREAM" "$@" ||
 		t_fail "publishing to $STREAM failed ($*)"
 }
 # sig_of SEQ: the leader's signature of event SEQ, as the follower kept

@@ -18,7 +18,8 @@
 MSH=$TALLY_SRC/tests/harness/mariadb.sh
 MDB=$W/mariadb
 _m_port=$((57500 + $$ % 97))
-trap '_m_rc=$?; set +e; sh "$MSH" stop "$MDB" >/dev/null 2>&1
+# MariaDB, then rabbit-lib.sh's and lib.sh's cleanup.
+trap '_m_rc=$?; set +e; sh "$MSH" stop "$MDB" >/dev/null 2>&1; _r_stop
 	if [ "$_m_rc" -ne 0 ]; then (exit "$_m_rc"); fi; _t_cleanup' EXIT
 
 t_say "one PostgreSQL, one MariaDB"

@@ -519,9 +519,32 @@ main(void)
 	if (tl_bench_tally(bin, lh, NULL, NULL, "init", NULL) != 0 ||
 	    tl_bench_tally(bin, lh, pwf, NULL, "publish", "configure", "--url",
 	    url, "--user", B.user, "--secret", "password", "--stream", STREAM,
-	    "--no-acks", "--no-node-queues", NULL) != 0 ||
-	    tl_bench_tally(bin, fh, NULL, NULL, "init", "--standby", NULL) != 0)
+	    "--no-acks", "--no-node-queues", NULL) != 0)
 		die("tally init / publish configure failed");
+	/*
+	 * The standby is given the leader's public key, as an operator
+	 * does (tally publish status prints it): then it keeps each
+	 * event's signature, and tally promote accepts what it copied.
+	 */
+	{
+		char st[1200], key[80] = "", buf[4096], *at;
+		size_t n = 0;
+		FILE *sf;
+
+		snprintf(st, sizeof(st), "%s/publish-status.json", dir);
+		if (tl_bench_tally(bin, lh, NULL, st, "publish", "status",
+		    "--json", NULL) != 0 || (sf = fopen(st, "r")) == NULL)
+			die("tally publish status failed");
+		n = fread(buf, 1, sizeof(buf) - 1, sf);
+		buf[n] = '\0';
+		fclose(sf);
+		if ((at = strstr(buf, "\"signing_key\":\"")) == NULL ||
+		    sscanf(at + 15, "%64[0-9a-f]", key) != 1)
+			die("no signing_key in tally publish status");
+		if (tl_bench_tally(bin, fh, NULL, NULL, "init", "--standby",
+		    "--leader-key", key, NULL) != 0)
+			die("tally init --standby failed");
+	}
 	if ((leader = tl_bench_tallyd_start(bin, lh, dlog, "--interval", "5",
 	    NULL)) < 0)
 		die("the leader's tallyd did not start (see %s)", dlog);

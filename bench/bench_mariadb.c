@@ -48,6 +48,7 @@
 #include "core/log.h"
 #include "core/secret.h"
 #include "drivers/mariadb-internal.h"
+#include "reactors/mesh.h"
 #include "reactors/rx-internal.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
@@ -264,7 +265,9 @@ verify_section(int n)
 	snprintf(rx.home, sizeof(rx.home), "%.1000s", home);
 	snprintf(logdir, sizeof(logdir), "%s/log", home);
 	snprintf(path, sizeof(path), "%s/master.key", home);
+	/* The home's mesh: the drivers refuse another mesh's objects. */
 	if ((rc = tl_log_open(logdir, 0, &rx.log)) != 0 ||
+	    (rc = tl_mesh_load(rx.log, rx.mesh)) != 0 ||
 	    (rc = tl_secret_load(path, &rx.key, why)) != 0) {
 		fprintf(stderr, ME ": cannot open the home: %s %s\n",
 		    tl_strerror(rc), why);

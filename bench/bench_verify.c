@@ -72,6 +72,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/secret.h"
+#include "reactors/mesh.h"
 #include "reactors/rx-internal.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
@@ -477,7 +478,9 @@ bulk_section(int have, int n)
 	memcpy(rx.home, home, strlen(home) + 1);
 	snprintf(logdir, sizeof(logdir), "%s/log", home);
 	snprintf(path, sizeof(path), "%s/master.key", home);
+	/* The home's mesh: the drivers refuse another mesh's objects. */
 	if ((rc = tl_log_open(logdir, 0, &rx.log)) != 0 ||
+	    (rc = tl_mesh_load(rx.log, rx.mesh)) != 0 ||
 	    (rc = tl_secret_load(path, &rx.key, why)) != 0) {
 		fprintf(stderr, ME ": cannot open the home: %s %s\n",
 		    tl_strerror(rc), why);
@@ -713,8 +716,14 @@ main(void)
 			    (c1 - c0) * 100 / (t1 - t0), (c1 - c0 - idle *
 			    (t1 - t0)) * 1000 / (double)(g1 - g0));
 
+		char mesh[TL_MESH_LEN + 1] = "";
+
+		/* Grants are named by scheme 4, keyed by the mesh id. */
+		(void)tl_mesh_load(log, mesh);
 		for (i = 0; i < ns; i++) {
-			char g[32], stream[48], sql[256], d[17];
+			char g[32], stream[48], sql[256], res[32];
+			struct tl_drv_name_in in;
+			struct tl_drv_names nm;
 			int m = 1 + (int)(tl_test_rand(&seed) % (uint64_t)n);
 			unsigned wait = (unsigned)(tl_test_rand(&seed) %
 			    (uint64_t)(vi * 1000));
@@ -722,10 +731,19 @@ main(void)
 
 			snprintf(g, sizeof(g), "v%04d/db", m);
 			snprintf(stream, sizeof(stream), "grant/%s", g);
-			/* Its first login (reactors/names.c). */
-			tl_drv_name_digest(g, d);
-			snprintf(sql, sizeof(sql), "ALTER ROLE \"v%04d-db_%s_v1\" "
-			    "PASSWORD 'bench-drift-%d'", m, d, i);
+			/* Its first login (reactors/names.c, scheme 4). */
+			snprintf(res, sizeof(res), "v%04d-db", m);
+			memset(&in, 0, sizeof(in));
+			in.grant = g;
+			in.resource = res;
+			in.node = "";
+			in.recorded = "";
+			in.version = 1;
+			in.scheme = mesh[0] ? TL_DRV_NAMING_MESH : TL_DRV_NAMING;
+			in.mesh = mesh;
+			tl_drv_name_scheme(&in, 63, &nm);
+			snprintf(sql, sizeof(sql), "ALTER ROLE \"%s\" PASSWORD "
+			    "'bench-drift-%d'", nm.login, i);
 			tl_bench_msleep(wait);
 			after = head(log);
 			td = tl_bench_ns(CLOCK_REALTIME);

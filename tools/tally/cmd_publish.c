@@ -43,7 +43,7 @@ static const char usage[] =
 "credential.ack-offered, recorded as credential.acknowledged only when\n"
 "the node's signature and proof verify (else security.ack-refused).\n"
 "\n"
-"--stream NAME also publishes every event to the RabbitMQ stream NAME\n"
+"--stream NAME also publishes every event to the broker's stream NAME\n"
 "(x-queue-type: stream, declared durable): the whole envelope, the bytes\n"
 "of the log (secrets in it stay ciphertext), headers \"seq\", \"hash\"\n"
 "(its chain hash, hex) and \"mac\" (the chain hash's HMAC under a subkey\n"

@@ -167,41 +167,6 @@ bytes(const char *s)
 	return s != NULL ? amqp_cstring_bytes(s) : amqp_empty_bytes;
 }
 
-int
-tl_amqp_parse_url(const char *url, struct tl_amqp_conf *c)
-{
-	struct amqp_connection_info ci;
-	const char *p;
-	char *copy;
-	int rc = TL_EINVAL;
-
-	if (url == NULL)
-		return TL_EINVAL;
-	/* Credentials in a URL end up in shell history and event bodies. */
-	p = strstr(url, "://");
-	if (p != NULL) {
-		const char *end = p + 3 + strcspn(p + 3, "/");
-		const char *at = memchr(p + 3, '@', (size_t)(end - (p + 3)));
-
-		if (at != NULL)
-			return TL_EINVAL;
-	}
-	if ((copy = strdup(url)) == NULL)
-		return ENOMEM;
-	amqp_default_connection_info(&ci);
-	if (amqp_parse_url(copy, &ci) == AMQP_STATUS_OK &&
-	    strlen(ci.host) < sizeof(c->host) &&
-	    strlen(ci.vhost) < sizeof(c->vhost) && ci.host[0] != '\0') {
-		snprintf(c->host, sizeof(c->host), "%s", ci.host);
-		snprintf(c->vhost, sizeof(c->vhost), "%s", ci.vhost);
-		c->port = ci.port;
-		c->tls = ci.ssl ? 1 : c->tls;
-		rc = 0;
-	}
-	free(copy);
-	return rc;
-}
-
 static void
 set_sndtimeo(struct tl_amqp *a)
 {

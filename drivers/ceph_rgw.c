@@ -1,6 +1,8 @@
 /*
  * ceph_rgw.c - the Ceph RGW driver: an S3 bucket and a user with its own
- * keys per grant.
+ * keys per grant.  These are its operations; its declaration (type,
+ * settings, fields, revocation, fencing, names, compose, and the access
+ * key and name rules they share with the operations) is ceph_rgw_decl.c's.
  *
  * What a grant is on the object store (create makes it, check verifies
  * it, fix_privileges restores it):
@@ -99,16 +101,15 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "driver.h"
+#include "ceph_rgw-internal.h"
 #include "http.h"
 #include "util.h"
 
 #define RGW_CONNECT_MS	3000
 #define RGW_TIMEOUT_MS	30000
-#define RGW_NAME_MAX	63		/* S3 bucket names: 3..63 */
 #define RGW_MARK	"tally grant"
 #define RGW_MESH_MARK	"tally mesh"
 #define RGW_QMAX	8
-#define RGW_AK_HEX	18
 
 struct rgw {
 	CURL		*c;
@@ -317,57 +318,17 @@ get_json(struct rgw *r, const char *path, struct kv *q, size_t nq,
 /* --- names, marks, keys ----------------------------------------------- */
 
 static int
-name_ok(const char *s, int bucket)
-{
-	size_t n = strlen(s), i;
-
-	if (n < 3 || n > RGW_NAME_MAX)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' &&
-		    s[i] <= '9') || s[i] == '-' || (!bucket && s[i] == '_')))
-			return 0;
-	return s[0] != '-' && s[n - 1] != '-';
-}
-
-static int
 grant_ok(const struct tl_drv_grant *g, char *why)
 {
 	if (g == NULL || g->login == NULL || g->resource == NULL)
 		return tl_drv_why(why, TL_EINVAL, "no grant");
-	if (!name_ok(g->login, 0))
+	if (!tl_drv_rgw_name_ok(g->login, 0))
 		return tl_drv_why(why, TL_EINVAL, "user \"%.64s\": not an RGW "
 		    "grant's name ([a-z0-9_-], 3-63)", g->login);
-	if (!name_ok(g->resource, 1))
+	if (!tl_drv_rgw_name_ok(g->resource, 1))
 		return tl_drv_why(why, TL_EINVAL, "bucket \"%.64s\": not an S3 "
 		    "bucket name tally makes ([a-z0-9-], 3-63)", g->resource);
 	return 0;
-}
-
-/* The access key of the key pair whose secret is password. */
-static void
-access_key(const char *login, const char *password, char out[24])
-{
-	static const char hex[] = "0123456789ABCDEF";
-	unsigned char h[RGW_AK_HEX / 2];
-	crypto_generichash_state st;
-	size_t i;
-
-	crypto_generichash_init(&st, (const unsigned char *)"tally-rgw-ak",
-	    12, sizeof(h));
-	crypto_generichash_update(&st, (const unsigned char *)login,
-	    strlen(login) + 1);
-	crypto_generichash_update(&st, (const unsigned char *)password,
-	    strlen(password));
-	crypto_generichash_final(&st, h, sizeof(h));
-	out[0] = 'T';
-	out[1] = 'L';
-	for (i = 0; i < sizeof(h); i++) {
-		out[2 + 2 * i] = hex[h[i] >> 4];
-		out[3 + 2 * i] = hex[h[i] & 15];
-	}
-	out[2 + RGW_AK_HEX] = '\0';
-	sodium_memzero(&st, sizeof(st));
 }
 
 /*
@@ -459,8 +420,6 @@ key_state(const json_t *u, const char *ak, const char *sk)
 
 static void rgw_close(void *h);
 static int fence_check(struct rgw *r, char *why);
-static int rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, char *out, size_t cap);
 
 static int
 rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
@@ -638,7 +597,7 @@ put_key(struct rgw *r, const struct tl_drv_grant *g, char *why)
 		{ "key-type", "s3" }, { "secret-key", g->password },
 		{ "uid", g->login } };
 
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	return request(r, "PUT", "/admin/user", q, 5, NULL, NULL, NULL, &st,
 	    "adding the key", why);
 }
@@ -652,7 +611,7 @@ make_user(struct rgw *r, const struct tl_drv_grant *g, char *why)
 		{ "max-buckets", "1" }, { "secret-key", g->password },
 		{ "uid", g->login } };
 
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	mark_of(r->mesh, g, mark, sizeof(mark));
 	return request(r, "PUT", "/admin/user", q, 5, NULL, NULL, NULL, &st,
 	    "making the user", why);
@@ -749,7 +708,7 @@ ensure_user(struct rgw *r, const struct tl_drv_grant *g, int fix,
 		return rc;
 	if (u == NULL)
 		return make_user(r, g, why);
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	if (m == MARK_ADOPT || suspended(u) || !max_buckets_ok(u) ||
 	    (fix && has_caps(u)))
 		if ((rc = modify_user(r, g, 0, why)) != 0)
@@ -784,7 +743,7 @@ ensure_bucket(struct rgw *r, const struct tl_drv_grant *g, char *why)
 		json_decref(b);
 		return rc;
 	}
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	snprintf(path, sizeof(path), "/%s", g->resource);
 	if ((rc = request(r, "PUT", path, NULL, 0, ak, g->password,
 	    (const long[]){ 409, 0 }, &st, "making the bucket", why)) != 0)
@@ -841,7 +800,7 @@ drop_policy(struct rgw *r, const struct tl_drv_grant *g, char *why)
 	long st;
 	struct kv q[] = { { "policy", "" } };
 
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	snprintf(path, sizeof(path), "/%s", g->resource);
 	return request(r, "DELETE", path, q, 1, ak, g->password, ok404, &st,
 	    "deleting the bucket policy", why);
@@ -869,7 +828,7 @@ set_private(struct rgw *r, const struct tl_drv_grant *g, char *why)
 		curl_slist_free_all(hd);
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	}
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	snprintf(path, sizeof(path), "/%s", g->resource);
 	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, h2);
 	rc = request(r, "PUT", path, q, 1, ak, g->password, NULL, &st,
@@ -1014,7 +973,8 @@ evaluate(const struct tl_drv_grant *g, const json_t *u, const json_t *b,
 		tl_drv_why_add(why, "user \"%s\" is gone", g->login);
 		return;
 	}
-	access_key(g->login, g->password != NULL ? g->password : "", ak);
+	tl_drv_rgw_access_key(g->login, g->password != NULL ? g->password :
+	    "", ak);
 	switch (key_state(u, ak, g->password)) {
 	case 0:
 		drift_to(d, TL_DRIFT_CREDENTIAL);
@@ -1177,16 +1137,6 @@ fence_check(struct rgw *r, char *why)
 	    (unsigned long long)r->f_epoch);
 }
 
-static const struct tl_drv_fence_decl rgw_fencing = {
-	TL_DRV_FENCE_BEFORE_CALL,
-	"an object per mesh, tally-fence-MESH in the admin's canary bucket, "
-	"raised by compare-and-set (a PUT conditional on its ETag) and read "
-	"before each changing call",
-	"a deposed leader's call that passed its read of the fence just "
-	"before the promotion raised it may still land: one call, at most "
-	"the 30 s request timeout"
-};
-
 /* HEAD /bucket as the consumer: its status. */
 static int
 head_as(struct rgw *r, const struct tl_drv_grant *g, const char *bucket,
@@ -1194,7 +1144,7 @@ head_as(struct rgw *r, const struct tl_drv_grant *g, const char *bucket,
 {
 	char ak[24], path[RGW_NAME_MAX + 2];
 
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	snprintf(path, sizeof(path), "/%s", bucket);
 	return request(r, "HEAD", path, NULL, 0, ak, g->password,
 	    (const long[]){ 403, 404, 0 }, st, "HEAD as the consumer", why);
@@ -1242,7 +1192,8 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	/* At the endpoint delivered to it, which may not be tallyd's. */
 	memcpy(admin_base, r->base, sizeof(admin_base));
 	if (ep != NULL && ep->host != NULL && ep->host[0] != '\0' &&
-	    rgw_compose("endpoint", ep, g, r->base, sizeof(r->base)) != 0)
+	    tl_drv_ceph_rgw_decl.compose("endpoint", ep, g, r->base,
+	    sizeof(r->base)) != 0)
 		memcpy(r->base, admin_base, sizeof(r->base));
 	consumer = 1;
 	if ((rc = head_as(r, g, g->resource, &st, why)) != 0)
@@ -1260,7 +1211,7 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 		tl_drv_why_add(w, "the consumer's HEAD of the canary bucket "
 		    "got %ld, not 403: it reaches a bucket not its own", st);
 	}
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	snprintf(path, sizeof(path), "/%s", g->resource);
 	if ((rc = request(r, "GET", path, q, 1, ak, g->password, ok404, &st,
 	    "reading the bucket policy", why)) != 0)
@@ -1395,7 +1346,7 @@ rgw_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = fence_check(r, why)) != 0 ||
 	    (rc = vet_user(r, g, &u, &m, why)) != 0)
 		return rc;
-	access_key(g->login, g->password, ak);
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	if (u == NULL || key_state(u, ak, NULL) == 0) {
 		json_decref(u);
 		return tl_drv_why(why, 0, "key %s of user \"%s\" is gone "
@@ -1516,117 +1467,8 @@ out:
 	return rc;
 }
 
-/* --- pure -------------------------------------------------------------- */
-
-static int
-rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
-    char *why)
-{
-	struct tl_drv_names n;
-	size_t i;
-
-	tl_drv_name_scheme(in, RGW_NAME_MAX, &n);
-	memset(out, 0, sizeof(*out));
-	memcpy(out->login, n.resource, sizeof(out->login));
-	memcpy(out->resource, n.resource, sizeof(out->resource));
-	/* The digest stays: "_" -> "-" keeps names of two grants apart. */
-	for (i = 0; out->resource[i] != '\0'; i++)
-		if (out->resource[i] == '_')
-			out->resource[i] = '-';
-	if (!name_ok(out->login, 0) || !name_ok(out->resource, 1))
-		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": an RGW "
-		    "bucket and user are [a-z0-9-] only, 3-63", in->resource);
-	return 0;
-}
-
-static int
-rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, char *out, size_t cap)
-{
-	const char *host = ep != NULL && ep->host != NULL ? ep->host : "";
-	const char *port = ep != NULL && ep->port != NULL ? ep->port : "";
-	const char *e = ep != NULL ? tl_drv_setting_get(ep->settings,
-	    "endpoint") : NULL;
-	const char *region = ep != NULL ? tl_drv_setting_get(ep->settings,
-	    "region") : NULL;
-	char ak[24];
-	int n;
-
-	if (cap == 0)
-		return TL_ETOOBIG;
-	out[0] = '\0';
-	if (strcmp(field, "endpoint") == 0) {
-		if (e != NULL && *e != '\0')
-			n = snprintf(out, cap, "%s", e);
-		else
-			n = snprintf(out, cap, strchr(host, ':') != NULL ?
-			    "http://[%s]:%s" : "http://%s:%s", host, port);
-	} else if (strcmp(field, "region") == 0)
-		n = snprintf(out, cap, "%s", region != NULL && *region !=
-		    '\0' ? region : "default");
-	else if (strcmp(field, "bucket") == 0)
-		n = snprintf(out, cap, "%s", g->resource);
-	else if (strcmp(field, "access-key") == 0) {
-		if (g->password == NULL)
-			return TL_EINVAL;
-		access_key(g->login, g->password, ak);
-		n = snprintf(out, cap, "%s", ak);
-	} else if (strcmp(field, "secret-key") == 0) {
-		if (g->password == NULL)
-			return TL_EINVAL;
-		n = snprintf(out, cap, "%s", g->password);
-	} else
-		return TL_ENOTFOUND;
-	if (n < 0 || (size_t)n >= cap) {
-		tl_secret_wipe(out, cap);
-		out[0] = '\0';
-		return TL_ETOOBIG;
-	}
-	return 0;
-}
-
-static const char *const rgw_types[] = { "s3-bucket", NULL };
-static const char *const rgw_tags[] = { "object-store", "s3", NULL };
-static const char *const rgw_fields[] = { "endpoint", "region", "bucket",
-	"access-key", "secret-key", NULL };
-/* access-key follows from the password (it is delivered, not recorded). */
-static const struct tl_drv_field rgw_field_info[] = {
-	{ "endpoint", 0 }, { "region", 0 }, { "bucket", 0 },
-	{ "access-key", 1 }, { "secret-key", 1 }, { NULL, 0 }
-};
-
-static const struct tl_drv_revocation rgw_revocation = {
-	.destroys = 0,
-	.retain = 1,
-	.revoke = "the user is suspended: its keys stop working at once",
-	.retain_means = "the bucket is kept with its objects, nobody able to "
-	    "use it (tally restore lifts the suspension)",
-	.purge = "deletes the bucket with every object in it, then the user "
-	    "with its keys",
-};
-
-static const struct tl_drv_setting rgw_settings[] = {
-	{ "endpoint", "", 0, TL_DRV_STRING, "the S3 endpoint URL, "
-	    "http://HOST:PORT (default: from host and port)" },
-	{ "host", "", 0, TL_DRV_HOST, "where tallyd reaches the RGW "
-	    "(default: the admin-host, else the node's routable name)" },
-	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
-	    "name it (host wins)" },
-	{ "port", "7480", 0, TL_DRV_PORT, "the RGW's HTTP port" },
-	{ "region", "default", 0, TL_DRV_STRING, "the SigV4 region (the "
-	    "zonegroup's api name)" },
-	{ "admin-access-key", NULL, 0, TL_DRV_STRING, "the access key of an "
-	    "RGW user with caps users=*;buckets=*" },
-	{ "admin-secret-key", "", 1, TL_DRV_STRING, "its secret key "
-	    "(--secret)" },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
-};
-
 const struct tl_drv_ops tl_drv_ceph_rgw = {
-	.name = "ceph-rgw",
-	.types = rgw_types,
-	.settings = rgw_settings,
-	.fields = rgw_fields,
+	.decl = &tl_drv_ceph_rgw_decl,
 	.open = rgw_open,
 	.close = rgw_close,
 	.create = rgw_create,
@@ -1636,16 +1478,8 @@ const struct tl_drv_ops tl_drv_ceph_rgw = {
 	.fix_privileges = rgw_fix_privileges,
 	.revoke = rgw_revoke,
 	.size = rgw_size,
-	.tags = rgw_tags,
-	.field_info = rgw_field_info,
-	.compose = rgw_compose,
-	.names = rgw_names,
-	.keyed_names = 1,
-	.credential = TL_DRV_CRED_MULTI_PASSWORD,
 	.add_credential = rgw_add_credential,
 	.retire_credential = rgw_retire_credential,
-	.revocation = &rgw_revocation,
 	.loss = rgw_loss,
 	.fence = rgw_fence,
-	.fencing = &rgw_fencing,
 };

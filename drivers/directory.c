@@ -1,5 +1,8 @@
 /*
- * directory.c - the directory driver: one directory per grant.
+ * directory.c - the directory driver: one directory per grant.  These
+ * are its operations; its declaration (type, settings, the field,
+ * revocation, fencing, names, compose, and the directory names they
+ * share with the operations) is directory_decl.c's.
  *
  * The provider is a directory on tallyd's own machine (the setting root,
  * an absolute path); a grant is a directory under it, its connection
@@ -43,10 +46,11 @@
  *
  * Two meshes on one root.  A grant of a mesh with an id (scheme 4,
  * reactors/names.c) is named READABLE "_m" DIGEST, DIGEST keyed by the
- * mesh id (dir_names: two meshes never meet on a name; "m" is no hex
- * digit, so the shape is never a name of before); the reactors hand it
- * in tl_drv_grant.resource, and only a name of that shape is taken from
- * there: every other grant keeps READABLE "_" DIGEST of its id.  The
+ * mesh id (dir_names, directory_decl.c: two meshes never meet on a
+ * name; "m" is no hex digit, so the shape is never a name of before);
+ * the reactors hand it in tl_drv_grant.resource, and only a name of
+ * that shape is taken from there: every other grant keeps READABLE "_"
+ * DIGEST of its id.  The
  * mark is ROOT/.tally/mesh-NAME, the whole mesh id of the mesh that made
  * NAME (written before the directory, replaced by rename).  A directory
  * marked by another mesh is refused by create, fix_privileges,
@@ -55,7 +59,7 @@
  * mesh (tally adopt): then it is re-marked with ours.  One with no mark
  * (made before marks) is marked by the first mesh that changes it.
  *
- * The fence (ops->fence; fencing TL_DRV_FENCE_ATOMIC): one file per
+ * The fence (ops->fence; decl fencing TL_DRV_FENCE_ATOMIC): one file per
  * mesh, ROOT/.tally-fence-MESH ("none" for a home of before ids), made
  * O_EXCL | O_NOFOLLOW, mode 0600, holding "tally-fence/1 EPOCH LEADER";
  * it is read and compare-and-set under flock(2), and every changing
@@ -88,17 +92,14 @@
 #include <sodium.h>
 
 #include "core/error.h"
+#include "directory-internal.h"
 #include "driver.h"
 #include "util.h"
 
-#define DIR_READABLE	40		/* bytes of the grant id kept */
-#define DIR_DIGEST_HEX	16
-#define DIR_NAME_MAX	(DIR_READABLE + 2 + DIR_DIGEST_HEX)
 #define DIR_META	".tally"	/* the group claims, the marks */
 #define DIR_MARK	"mesh-"		/* DIR_META/mesh-NAME: its mesh */
 #define DIR_FENCE	".tally-fence-"	/* ROOT/.tally-fence-MESH */
 #define DIR_FENCE_V1	"tally-fence/1"
-#define DIR_MESH_HEX	32
 #define DIR_PROBES	64		/* claims tried before giving up */
 #define DIR_DEPTH_MAX	256		/* purge and size refuse deeper */
 #define MODE_PRIV	02770
@@ -120,177 +121,7 @@ struct tl_drv_dir {
 	char		 fleader[TL_DRV_LEADER_MAX];
 };
 
-/* A mesh id, or "" (a home made before ids); NULL reads as "". */
-static int
-mesh_valid(const char *m)
-{
-	return m == NULL || m[0] == '\0' || (strlen(m) == DIR_MESH_HEX &&
-	    strspn(m, "0123456789abcdef") == DIR_MESH_HEX);
-}
-
-/* The grant's directory name (see the top); TL_EINVAL for no id. */
-static int
-dir_name(const char *grant, char out[DIR_NAME_MAX + 1], uint64_t *h64)
-{
-	unsigned char h[16];
-	size_t i, n;
-
-	if (grant == NULL || *grant == '\0')
-		return TL_EINVAL;
-	crypto_generichash(h, sizeof(h), (const unsigned char *)grant,
-	    strlen(grant), NULL, 0);
-	n = strlen(grant);
-	if (n > DIR_READABLE)
-		n = DIR_READABLE;
-	for (i = 0; i < n; i++) {
-		char c = grant[i];
-
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c - 'A' + 'a');
-		out[i] = ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) ?
-		    c : '-';
-	}
-	out[n++] = '_';
-	for (i = 0; i < DIR_DIGEST_HEX / 2; i++)
-		snprintf(out + n + 2 * i, 3, "%02x", h[i]);
-	if (h64 != NULL) {
-		*h64 = 0;
-		for (i = 0; i < 8; i++)
-			*h64 = (*h64 << 8) | h[i];
-	}
-	return 0;
-}
-
-/*
- * Scheme 4's name: READABLE "_m" DIGEST, DIGEST keyed by the mesh id
- * (as drivers/naming.c keys it: its 16 bytes, then zeros).
- */
-static int
-dir_name_mesh(const char *grant, const char *mesh,
-    char out[DIR_NAME_MAX + 1])
-{
-	uint8_t key[TL_DRV_NAME_KEY_LEN] = { 0 };
-	char digest[17];
-	size_t n = 0;
-
-	if (grant == NULL || *grant == '\0' || mesh == NULL ||
-	    strlen(mesh) != DIR_MESH_HEX || !mesh_valid(mesh) ||
-	    dir_name(grant, out, NULL) != 0)
-		return TL_EINVAL;
-	sodium_hex2bin(key, 16, mesh, DIR_MESH_HEX, NULL, &n, NULL);
-	tl_drv_name_digest_keyed(grant, key, digest);
-	sodium_memzero(key, sizeof(key));
-	n = strcspn(out, "_");
-	snprintf(out + n, DIR_NAME_MAX + 1 - n, "_m%s", digest);
-	return 0;
-}
-
-/* Whether s has the shape dir_name_mesh gives (and is safe as a name). */
-static int
-mesh_shaped(const char *s)
-{
-	const char *u;
-	size_t n;
-
-	if (s == NULL || (n = strlen(s)) < 3 + DIR_DIGEST_HEX ||
-	    n > DIR_NAME_MAX || s[0] == '.' ||
-	    strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n ||
-	    (u = strchr(s, '_')) == NULL || u == s || u[1] != 'm' ||
-	    strlen(u + 2) != DIR_DIGEST_HEX ||
-	    strspn(u + 2, "0123456789abcdef") != DIR_DIGEST_HEX)
-		return 0;
-	return 1;
-}
-
-/*
- * The directory a grant's operations act on: the scheme-4 name the
- * reactors derived (g->resource) when it has that shape, else the name
- * of before, from the grant id.  *h64 (may be NULL): where its group's
- * probe starts.
- */
-static int
-grant_dir(const struct tl_drv_grant *g, char out[DIR_NAME_MAX + 1],
-    uint64_t *h64)
-{
-	unsigned char h[16];
-	size_t i;
-
-	if (!mesh_shaped(g->resource))
-		return dir_name(g->grant, out, h64);
-	if (g->grant == NULL || *g->grant == '\0')
-		return TL_EINVAL;
-	snprintf(out, DIR_NAME_MAX + 1, "%s", g->resource);
-	if (h64 != NULL) {
-		crypto_generichash(h, sizeof(h), (const unsigned char *)out,
-		    strlen(out), NULL, 0);
-		*h64 = 0;
-		for (i = 0; i < 8; i++)
-			*h64 = (*h64 << 8) | h[i];
-	}
-	return 0;
-}
-
-/*
- * ops->names: scheme 4 (with a mesh id) the mesh's name; any other
- * scheme the name of before (what the directory of such a grant is
- * called).  No owner, no login: there is no credential.
- */
-static int
-dir_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
-    char *why)
-{
-	char name[DIR_NAME_MAX + 1];
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if (in->scheme == TL_DRV_NAMING_MESH)
-		rc = dir_name_mesh(in->grant, in->mesh, name);
-	else
-		rc = dir_name(in->grant, name, NULL);
-	if (rc != 0)
-		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
-		    "id%s", in->scheme == TL_DRV_NAMING_MESH ? " and the mesh "
-		    "id" : "");
-	snprintf(out->resource, TL_DRV_NAME_MAX, "%s", name);
-	return 0;
-}
-
-static int
-num_setting(const char *const *sv, const char *name, unsigned long long dflt,
-    unsigned long long *out, char *why)
-{
-	const char *v = tl_drv_setting_get(sv, name);
-	char *end;
-
-	*out = dflt;
-	if (v == NULL || *v == '\0')
-		return 0;
-	errno = 0;
-	*out = strtoull(v, &end, 10);
-	if (errno != 0 || *end != '\0' || *out == 0 || *out > 0xfffffffeULL)
-		return tl_drv_why(why, TL_EINVAL, "%s=%s: expected a number of "
-		    "groups, 1-4294967294", name, v);
-	return 0;
-}
-
 static void dir_close(void *hv);
-
-/* gid-base + gid-range must stay group numbers (dir_open refuses them). */
-static int
-dir_settings_check(const char *const *sv, char *why)
-{
-	unsigned long long base, range;
-	int rc;
-
-	if ((rc = num_setting(sv, "gid-base", 1000000000ULL, &base,
-	    why)) != 0 || (rc = num_setting(sv, "gid-range", 1000000000ULL,
-	    &range, why)) != 0)
-		return rc;
-	if (base + range > 0xffffffffULL)
-		return tl_drv_why(why, TL_EINVAL, "gid-base %llu + gid-range "
-		    "%llu pass 4294967295", base, range);
-	return 0;
-}
 
 static int
 dir_open(const struct tl_drv_admin *a, void **hp, char *why)
@@ -309,8 +140,9 @@ dir_open(const struct tl_drv_admin *a, void **hp, char *why)
 		return tl_drv_why(why, TL_EDRIVER, "out of memory");
 	h->metafd = -1;
 	h->rootfd = -1;
-	if (!mesh_valid(a->mesh) || (a->fence != NULL &&
-	    (!mesh_valid(a->fence->mesh) || (a->fence->leader != NULL &&
+	if (!tl_drv_dir_mesh_valid(a->mesh) || (a->fence != NULL &&
+	    (!tl_drv_dir_mesh_valid(a->fence->mesh) ||
+	    (a->fence->leader != NULL &&
 	    strlen(a->fence->leader) >= TL_DRV_LEADER_MAX)))) {
 		free(h);
 		return tl_drv_why(why, TL_EINVAL, "the mesh id or the fence is "
@@ -332,11 +164,12 @@ dir_open(const struct tl_drv_admin *a, void **hp, char *why)
 	h->uid = geteuid();
 	h->gid = getegid();
 	h->priv = h->uid == 0;
-	if ((rc = num_setting(a->settings, "gid-base", 1000000000ULL,
-	    &h->gid_base, why)) != 0 ||
-	    (rc = num_setting(a->settings, "gid-range", 1000000000ULL,
-	    &h->gid_range, why)) != 0 ||
-	    (rc = dir_settings_check(a->settings, why)) != 0)
+	if ((rc = tl_drv_dir_num_setting(a->settings, "gid-base",
+	    1000000000ULL, &h->gid_base, why)) != 0 ||
+	    (rc = tl_drv_dir_num_setting(a->settings, "gid-range",
+	    1000000000ULL, &h->gid_range, why)) != 0 ||
+	    (rc = tl_drv_directory_decl.settings_check(a->settings,
+	    why)) != 0)
 		goto err_free;
 	/* The operator's root may be a link; nothing below it may. */
 	if ((h->rootfd = open(h->root, O_RDONLY | O_DIRECTORY |
@@ -599,7 +432,7 @@ dir_fence(void *hv, const struct tl_drv_fence *want,
 
 	held->epoch = 0;
 	held->leader[0] = '\0';
-	if (!mesh_valid(want->mesh) || (want->epoch != 0 &&
+	if (!tl_drv_dir_mesh_valid(want->mesh) || (want->epoch != 0 &&
 	    (want->leader == NULL ||
 	    strlen(want->leader) >= TL_DRV_LEADER_MAX ||
 	    strspn(want->leader, "0123456789abcdef") !=
@@ -768,7 +601,7 @@ dir_create(void *hv, const struct tl_drv_grant *g, char *why)
 	mode_t mode;
 	int rc, lock, remark;
 
-	if (grant_dir(g, name, &h64) != 0)
+	if (tl_drv_dir_grant_dir(g, name, &h64) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
 	if ((rc = guard(h, &lock, why)) != 0)
@@ -808,7 +641,7 @@ dir_check(void *hv, const struct tl_drv_grant *g,
 	(void)ep;
 	*drift = TL_DRIFT_NONE;
 	why[0] = '\0';
-	if (grant_dir(g, name, &h64) != 0)
+	if (tl_drv_dir_grant_dir(g, name, &h64) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
 	/* Another mesh's is reported, not looked into. */
@@ -872,7 +705,7 @@ dir_set_password(void *hv, const struct tl_drv_grant *g, char *why)
 	char name[DIR_NAME_MAX + 1];
 	int rc, lock, remark;
 
-	if (grant_dir(g, name, NULL) != 0)
+	if (tl_drv_dir_grant_dir(g, name, NULL) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
 	if ((rc = guard(h, &lock, why)) != 0)
@@ -897,7 +730,7 @@ dir_fix_privileges(void *hv, const struct tl_drv_grant *g, char *why)
 	mode_t mode;
 	int rc, lock, remark;
 
-	if (grant_dir(g, name, &h64) != 0)
+	if (tl_drv_dir_grant_dir(g, name, &h64) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
 	if ((rc = guard(h, &lock, why)) != 0)
@@ -1021,7 +854,7 @@ dir_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 	uint64_t h64;
 	int fd, rc, lock, remark;
 
-	if (grant_dir(g, name, &h64) != 0)
+	if (tl_drv_dir_grant_dir(g, name, &h64) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
 	if ((rc = guard(h, &lock, why)) != 0)
@@ -1101,7 +934,7 @@ dir_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 	char name[DIR_NAME_MAX + 1];
 
 	*bytes = 0;
-	if (grant_dir(g, name, NULL) != 0)
+	if (tl_drv_dir_grant_dir(g, name, NULL) != 0)
 		return tl_drv_why(why, TL_EINVAL, "a directory grant needs its "
 		    "id");
 	if (du_tree(h->rootfd, name, 0, bytes) != 0)
@@ -1110,81 +943,8 @@ dir_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 	return 0;
 }
 
-/*
- * The one field, path: ROOT/NAME.  Pure (driver.h): root comes from the
- * provider's settings in ep, its trailing slashes dropped as dir_open
- * drops them, so the path is the one the operations act on.
- */
-static int
-dir_compose(const char *field, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, char *out, size_t cap)
-{
-	char name[DIR_NAME_MAX + 1];
-	const char *root;
-	size_t rl;
-	int n;
-
-	out[0] = '\0';
-	if (strcmp(field, "path") != 0)
-		return TL_ENOTFOUND;
-	root = ep != NULL ? tl_drv_setting_get(ep->settings, "root") : NULL;
-	if (root == NULL || root[0] != '/' || g->grant == NULL ||
-	    grant_dir(g, name, NULL) != 0)
-		return TL_EINVAL;
-	rl = strlen(root);
-	while (rl > 1 && root[rl - 1] == '/')
-		rl--;
-	n = snprintf(out, cap, "%.*s/%s", rl == 1 ? 0 : (int)rl, root, name);
-	if (n < 0 || (size_t)n >= cap) {
-		out[0] = '\0';
-		return TL_ETOOBIG;
-	}
-	return 0;
-}
-
-static const char *const dir_types[] = { "directory", NULL };
-
-/* The path is the whole connection: there is no credential. */
-static const char *const dir_fields[] = { "path", NULL };
-static const struct tl_drv_field dir_field_info[] = {
-	{ "path", 0 }, { NULL, 0 }
-};
-static const char *const dir_tags[] = { "files", NULL };
-
-static const struct tl_drv_revocation dir_revocation = {
-	.destroys = 0,
-	.retain = 1,
-	.revoke = "the directory is made inaccessible (mode 0000)",
-	.retain_means = "its files are kept where they are, nobody but root "
-	    "able to reach them (tally restore reopens it)",
-	.purge = "deletes the directory and everything in it",
-};
-
-static const struct tl_drv_setting dir_settings[] = {
-	{ "root", NULL, 0, TL_DRV_PATH, "the absolute path under which "
-	    "each grant gets its directory" },
-	{ "gid-base", "1000000000", 0, TL_DRV_INT, "run as root: the first "
-	    "group number given to grants", 1, 0xfffffffeULL },
-	{ "gid-range", "1000000000", 0, TL_DRV_INT, "run as root: how many "
-	    "group numbers from gid-base are tally's", 1, 0xfffffffeULL },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
-};
-
-static const struct tl_drv_fence_decl dir_fencing = {
-	TL_DRV_FENCE_ATOMIC,
-	"a file per mesh under the root (ROOT/.tally-fence-MESH), raised by "
-	"compare-and-set under flock(2); every change takes the same lock "
-	"and checks it",
-	"none: a change and its fence check hold one lock, so a raise comes "
-	"wholly before the change (refused) or after it"
-};
-
 const struct tl_drv_ops tl_drv_directory = {
-	.name = "directory",
-	.types = dir_types,
-	.settings = dir_settings,
-	.settings_check = dir_settings_check,
-	.fields = dir_fields,
+	.decl = &tl_drv_directory_decl,
 	.open = dir_open,
 	.close = dir_close,
 	.create = dir_create,
@@ -1193,12 +953,5 @@ const struct tl_drv_ops tl_drv_directory = {
 	.fix_privileges = dir_fix_privileges,
 	.revoke = dir_revoke,
 	.size = dir_size,
-	.tags = dir_tags,
-	.field_info = dir_field_info,
-	.compose = dir_compose,
-	.credential = TL_DRV_CRED_NONE,
-	.revocation = &dir_revocation,
-	.names = dir_names,
 	.fence = dir_fence,
-	.fencing = &dir_fencing,
 };

@@ -73,6 +73,7 @@ struct f_slot {
 	int			 used;
 	const struct tl_drv_ops	*real;
 	struct tl_drv_ops	 ops;
+	struct tl_drv_decl	 decl;
 	struct f_rule		 rule[FAULT_RULES];
 	int			 nrule;
 	/* Atomic: a provider's sessions run on several workers at once. */
@@ -312,14 +313,6 @@ f_sessions(void *h, const struct tl_drv_grant *g, unsigned *count, char *why)
 	struct f_handle *fh = h;
 
 	return fh->s->real->sessions(fh->h, g, count, why);
-}
-
-static int
-f_retire_login(void *h, const struct tl_drv_grant *g, char *why)
-{
-	struct f_handle *fh = h;
-
-	return fh->s->real->retire_login(fh->h, g, why);
 }
 
 /* A rotation's new credential: faults of "create" apply to it. */
@@ -614,7 +607,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 		    real->freeze == NULL)) {
 			if (why != NULL)
 				snprintf(why, TL_DRV_WHY_MAX, "TALLY_FAULT: "
-				    "driver %s has no %s", real->name,
+				    "driver %s has no %s", real->decl->name,
 				    op_name[s->rule[s->nrule].op]);
 			return NULL;
 		}
@@ -623,12 +616,18 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	seed = getenv("TALLY_FAULT_SEED");
 	s->rng = seed != NULL && *seed != '\0' ? strtoull(seed, NULL, 10) : 1;
 	s->real = real;
-	s->ops = *real;		/* name and types are the real driver's */
+	/*
+	 * The real driver's declaration, less the bulk check (a rule on
+	 * check applies grant by grant: no bulk behind its back).
+	 */
+	s->decl = *real->decl;
+	s->decl.caps &= ~TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK);
+	s->ops = *real;
+	s->ops.decl = &s->decl;
 	s->ops.open = open_fn[s - slots];
 	s->ops.close = f_close;
 	s->ops.create = f_create;
 	s->ops.check = f_check;
-	/* A rule on check applies grant by grant: no bulk behind its back. */
 	s->ops.check_bulk = NULL;
 	s->ops.set_password = f_set_password;
 	s->ops.fix_privileges = f_fix_privileges;
@@ -637,8 +636,6 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.size = real->size != NULL ? f_size : NULL;
 	s->ops.set_admin_password = real->set_admin_password != NULL ?
 	    f_set_admin_password : NULL;
-	s->ops.retire_login = real->retire_login != NULL ? f_retire_login :
-	    NULL;
 	s->ops.freeze = real->freeze != NULL ? f_freeze : NULL;
 	s->ops.copy = real->copy != NULL ? copy_fn[s - slots] : NULL;
 	s->ops.add_credential = real->add_credential != NULL ?

@@ -1,6 +1,7 @@
 /*
  * mariadb-internal.h - what drivers/mariadb_sql.c gives drivers/mariadb.c
- * and drivers/mariadb_migrate.c; nothing outside drivers/ includes it.
+ * and drivers/mariadb_migrate.c (and, through mariadb_decl.h, what the
+ * declaration gives them); nothing outside drivers/ includes it.
  *
  * Every function writes a line for a person into why (at least
  * TL_DRV_WHY_MAX bytes, never a secret) and returns tally's codes
@@ -16,15 +17,11 @@
 #include <mysql.h>
 
 #include "driver.h"
+#include "mariadb_decl.h"
 
 #define MDB_CONNECT_S	3	/* a whole connection attempt */
 #define MDB_IO_S	150	/* one read or write, beyond statement limits */
-#define MDB_DB_MAX	63	/* 64 in MariaDB; TL_DRV_NAME_MAX bounds us */
 #define MDB_USER_MAX	80
-#define MDB_META	"tally"	/* tally's own database: marks, fence */
-
-/* The server's own databases, NULL-terminated: never a grant's. */
-extern const char *const tl_drv_mdb_reserved[];
 
 /*
  * Connects over TCP to host:port (NULL/"": 127.0.0.1:3306) as user with

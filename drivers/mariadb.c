@@ -1,5 +1,7 @@
 /*
  * mariadb.c - the MariaDB driver: one database and one user per grant.
+ * These are its operations; its declaration (type, settings, fields,
+ * revocation, fencing, names, compose) is mariadb_decl.c's.
  *
  * What a grant is on the server (create makes it, check verifies it,
  * fix_privileges restores it):
@@ -29,7 +31,7 @@
  * else's and is never taken over, one whose mark names another grant is
  * that grant's and never handed to this one, and one another mesh marked
  * is refused (TL_EREFUSED) unless the call adopts that mesh.  A mark with
- * an empty grant id is the unnamed mark (driver.h: adopt_unnamed); one
+ * an empty grant id is the unnamed mark (decl.h: adopt_unnamed); one
  * with an empty mesh is of before marks named meshes (this mesh's).  The
  * same database holds the fences (table `fences`, a row per mesh).  Nothing else of tally's
  * lives on the server; the admin needs every privilege WITH GRANT OPTION
@@ -1743,126 +1745,8 @@ mdb_set_admin_password(void *h, const char *user, const char *password,
 	    why);
 }
 
-static const struct tl_drv_fence_decl mdb_fencing = {
-	TL_DRV_FENCE_ATOMIC,
-	"a row per mesh in tally.fences, raised by compare-and-set on every "
-	"session tallyd opens and held LOCK IN SHARE MODE by a second admin "
-	"session for the whole of each changing call",
-	"none while that session lives: should the server end it during a "
-	"call, the rest of that one call may land after a promotion's raise"
-};
-
-/* --- declarations ---------------------------------------------------- */
-
-static const char *const mdb_types[] = { "mariadb-database", NULL };
-static const char *const mdb_tags[] = { "database", "sql", NULL };
-static const char *const mdb_fields[] = {
-	"host", "port", "database", "user", "password", "uri", NULL
-};
-static const struct tl_drv_field mdb_field_info[] = {
-	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
-	{ "password", 1 }, { "uri", 1 }, { NULL, 0 }
-};
-
-static int
-mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, char *out, size_t cap)
-{
-	size_t o = 0;
-	int n = 0, rc = 0;
-
-	if (cap == 0)
-		return TL_ETOOBIG;
-	out[0] = '\0';
-	if (strcmp(field, "host") == 0)
-		n = snprintf(out, cap, "%s", ep->host);
-	else if (strcmp(field, "port") == 0)
-		n = snprintf(out, cap, "%s", ep->port);
-	else if (strcmp(field, "database") == 0)
-		n = snprintf(out, cap, "%s", g->resource);
-	else if (strcmp(field, "user") == 0)
-		n = snprintf(out, cap, "%s", g->login);
-	else if (strcmp(field, "password") == 0) {
-		if (g->password == NULL)
-			return TL_EINVAL;
-		n = snprintf(out, cap, "%s", g->password);
-	} else if (strcmp(field, "uri") == 0) {
-		if (g->password == NULL)
-			return TL_EINVAL;
-		n = snprintf(out, cap, "mariadb://");
-		o = (size_t)n;
-		if ((size_t)n >= cap ||
-		    (rc = tl_drv_pct_append(out, cap, &o, g->login)) != 0 ||
-		    o + 1 >= cap || (out[o++] = ':', 0) ||
-		    (rc = tl_drv_pct_append(out, cap, &o, g->password)) != 0)
-			goto toobig;
-		n = snprintf(out + o, cap - o, "@%s:%s/", ep->host, ep->port);
-		if (n < 0 || (size_t)n >= cap - o)
-			goto toobig;
-		o += (size_t)n;
-		if ((rc = tl_drv_pct_append(out, cap, &o, g->resource)) != 0)
-			goto toobig;
-		return 0;
-	} else
-		return TL_ENOTFOUND;
-	if (n < 0 || (size_t)n >= cap)
-		goto toobig;
-	return 0;
-toobig:
-	tl_secret_wipe(out, cap);
-	out[0] = '\0';
-	return TL_ETOOBIG;
-}
-
-/*
- * Names: the shared scheme within TL_DRV_NAME_MAX - 1 = 63 bytes, under
- * both of MariaDB's limits (database names 64 characters, user names 80
- * in 10.11).  The login is RESOURCE_vN, one per credential version.
- */
-static int
-mdb_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
-    char *why)
-{
-	size_t i;
-
-	tl_drv_name_scheme(in, MDB_DB_MAX, out);
-	for (i = 0; tl_drv_mdb_reserved[i] != NULL; i++)
-		if (strcmp(out->resource, tl_drv_mdb_reserved[i]) == 0)
-			return tl_drv_why(why, TL_EINVAL,
-			    "database \"%s\" is the server's own",
-			    out->resource);
-	return 0;
-}
-
-static const struct tl_drv_revocation mdb_revocation = {
-	.destroys = 0,
-	.retain = 1,
-	.revoke = "the users are locked (ACCOUNT LOCK) and their connections "
-	    "killed",
-	.retain_means = "the database is kept, its user locked (tally restore "
-	    "unlocks it)",
-	.purge = "drops the database and its users: the data is gone",
-};
-
-static const struct tl_drv_setting mdb_settings[] = {
-	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
-	    "(default: the node's routable name)" },
-	{ "port", "3306", 0, TL_DRV_PORT, "the server's port, for the admin "
-	    "and for consumers" },
-	{ "admin-user", "root", 0, TL_DRV_STRING, "the user tallyd logs in "
-	    "as (every privilege WITH GRANT OPTION)" },
-	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
-	    "(--secret)" },
-	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
-	    "one migration file" },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
-};
-
 const struct tl_drv_ops tl_drv_mariadb = {
-	.name = "mariadb",
-	.types = mdb_types,
-	.settings = mdb_settings,
-	.fields = mdb_fields,
+	.decl = &tl_drv_mariadb_decl,
 	.open = mdb_open,
 	.close = mdb_close,
 	.create = mdb_create,
@@ -1874,16 +1758,8 @@ const struct tl_drv_ops tl_drv_mariadb = {
 	.revoke = mdb_revoke,
 	.size = mdb_size,
 	.set_admin_password = mdb_set_admin_password,
-	.tags = mdb_tags,
-	.field_info = mdb_field_info,
-	.compose = mdb_compose,
-	.names = mdb_names,
-	.credential = TL_DRV_CRED_LOGIN_BESIDE,
 	.add_credential = mdb_add_credential,
 	.retire_credential = mdb_retire_credential,
-	.revocation = &mdb_revocation,
-	.migrate_dialect = "sql/mariadb",
 	.sessions = mdb_sessions,
 	.fence = mdb_fence,
-	.fencing = &mdb_fencing,
 };

@@ -193,11 +193,6 @@ name_ok(const char *what, const char *name, size_t max, char *why)
 	return 0;
 }
 
-const char *const tl_drv_mdb_reserved[] = {
-	"mysql", "information_schema", "performance_schema", "sys", MDB_META,
-	NULL
-};
-
 int
 tl_drv_mdb_grant_ok(const struct tl_drv_grant *g, int need_pw, char *why)
 {

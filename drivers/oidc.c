@@ -1,5 +1,8 @@
 /*
  * oidc.c - the oidc driver: a client per consumer at an identity provider.
+ * These are its operations; its declaration (type, settings, fields,
+ * credential model, revocation, fencing, names, compose, and the
+ * handle's reader they share with the operations) is oidc_decl.c's.
  *
  * A grant (type oidc-client) is one OAuth 2.0 client registered for the
  * consumer through the standard protocols only, so any provider that
@@ -24,7 +27,7 @@
  *		refused at once.
  *
  * The credential is the provider's, so the driver uses the contract's
- * secret handle (driver.h, handle_model): a JSON object with client_id,
+ * secret handle (decl.h, handle_model): a JSON object with client_id,
  * client_secret, registration_access_token, registration_client_uri and
  * token_endpoint, written to g->handle_out the moment the provider
  * answers a POST or a PUT (before anything else is looked at), read back
@@ -36,8 +39,8 @@
  * software_id is this grant's mark; a client registered for another
  * grant, or by someone else, is never changed or deleted, and one marked
  * by another mesh is refused (TL_EREFUSED) unless adopt_mesh names it.
- * Fencing: TL_DRV_FENCE_EPOCH_CHECK (oi_fencing, below).  RFC 7591 has no
- * listing, so a registration whose answer was lost (tallyd killed
+ * Fencing: TL_DRV_FENCE_EPOCH_CHECK (oi_fencing, oidc_decl.c).  RFC 7591
+ * has no listing, so a registration whose answer was lost (tallyd killed
  * between the 201 and the record) leaves a client tally does not know:
  * its software_id names the grant for the provider's admin.
  *
@@ -86,11 +89,9 @@
 #include "core/secret.h"
 #include "driver.h"
 #include "http.h"
+#include "oidc-internal.h"
 #include "util.h"
 
-#define OI_NAME_MAX	63
-#define OI_URL_MAX	512
-#define OI_SECRET_MAX	512
 #define OI_CONNECT_MS	3000
 #define OI_TIMEOUT_MS	15000
 
@@ -107,15 +108,6 @@ struct oi {
 	size_t		 len, cap;
 	long		 status;
 	char		 mesh[33];		/* admin->mesh; "": none */
-};
-
-/* What a handle holds; every member may be a secret. */
-struct oi_hnd {
-	char	id[256];
-	char	secret[OI_SECRET_MAX];
-	char	rat[OI_SECRET_MAX];
-	char	uri[OI_URL_MAX];
-	char	token[OI_URL_MAX];
 };
 
 /* --- URLs ------------------------------------------------------------ */
@@ -301,35 +293,6 @@ hnd_wipe(struct oi_hnd *k)
 	sodium_memzero(k, sizeof(*k));
 }
 
-/* g->handle into k: 0, TL_ENOTFOUND (none recorded), TL_EINVAL. */
-static int
-hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k, char *why)
-{
-	json_t *j;
-	int rc = 0;
-
-	memset(k, 0, sizeof(*k));
-	if (g->handle == NULL || g->handle[0] == '\0')
-		return TL_ENOTFOUND;
-	if ((j = json_loads(g->handle, 0, NULL)) == NULL)
-		return tl_drv_why(why, TL_EINVAL,
-		    "the recorded client of grant "
-		    "%.200s is unreadable", g->grant ? g->grant : "");
-	if (copy_str(j, "client_id", k->id, sizeof(k->id)) != 0 ||
-	    copy_str(j, "client_secret", k->secret, sizeof(k->secret)) != 0 ||
-	    copy_str(j, "registration_access_token", k->rat,
-	    sizeof(k->rat)) != 0 ||
-	    copy_str(j, "registration_client_uri", k->uri,
-	    sizeof(k->uri)) != 0 ||
-	    copy_str(j, "token_endpoint", k->token, sizeof(k->token)) != 0)
-		rc = tl_drv_why(why, TL_EINVAL, "the recorded client of grant "
-		    "%.200s lacks a member", g->grant ? g->grant : "");
-	json_decref(j);
-	if (rc != 0)
-		hnd_wipe(k);
-	return rc;
-}
-
 /* k as the handle into out (TL_DRV_HANDLE_MAX). */
 static int
 hnd_write(const struct oi_hnd *k, char *out)
@@ -361,23 +324,9 @@ hnd_write(const struct oi_hnd *k, char *out)
 /* --- what tally registers -------------------------------------------- */
 
 static int
-name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > OI_NAME_MAX)
-		return 0;
-	for (; *s != '\0'; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-		    *s == '_' || *s == '-'))
-			return 0;
-	return 1;
-}
-
-static int
 grant_ok(const struct tl_drv_grant *g, char *why)
 {
-	if (g->login == NULL || !name_ok(g->login))
+	if (g->login == NULL || !tl_drv_oi_name_ok(g->login))
 		return tl_drv_why(why, TL_EINVAL,
 		    "client name \"%.64s\": an oidc "
 		    "client is named [a-z0-9_-], at most 63 bytes",
@@ -897,7 +846,7 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 
 	if ((rc = grant_ok(g, why)) != 0 || (rc = need_out(g, why)) != 0)
 		return rc;
-	rc = hnd_read(g, &k, why);
+	rc = tl_drv_oi_hnd_read(g, &k, why);
 	if (rc == TL_ENOTFOUND) {
 		if (!may_register)
 			return tl_drv_why(why, TL_EDRIVER, "client %s: none is "
@@ -989,7 +938,7 @@ oi_check(void *h, const struct tl_drv_grant *g,
 	*drift = TL_DRIFT_NONE;
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
-	if ((rc = hnd_read(g, &k, why)) == TL_ENOTFOUND) {
+	if ((rc = tl_drv_oi_hnd_read(g, &k, why)) == TL_ENOTFOUND) {
 		*drift = TL_DRIFT_MISSING;
 		return tl_drv_why(why, 0,
 		    "client %s: none is recorded", g->login);
@@ -1090,7 +1039,7 @@ oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	int rc, gone;
 
 	(void)drop;		/* nothing to retain: both delete */
-	if ((rc = hnd_read(g, &k, why)) == TL_ENOTFOUND)
+	if ((rc = tl_drv_oi_hnd_read(g, &k, why)) == TL_ENOTFOUND)
 		return tl_drv_why(why, 0, "client %s: none is recorded",
 		    g->login ? g->login : "");
 	if (rc != 0)
@@ -1142,121 +1091,8 @@ oi_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	return oi_revoke(h, g, 1, why);
 }
 
-/* --- pure ------------------------------------------------------------ */
-
-static int
-oi_compose(const char *field, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, char *out, size_t cap)
-{
-	struct oi_hnd k;
-	const char *v = NULL;
-	int rc = 0, n;
-
-	if (cap == 0)
-		return TL_ETOOBIG;
-	out[0] = '\0';
-	if (strcmp(field, "issuer") == 0) {
-		v = tl_drv_setting_get(ep != NULL ? ep->settings : NULL,
-		    "issuer");
-		n = snprintf(out, cap, "%s", v != NULL ? v : "");
-		return n < 0 || (size_t)n >= cap ? TL_ETOOBIG : 0;
-	}
-	if (strcmp(field, "client-id") != 0 &&
-	    strcmp(field, "client-secret") != 0 &&
-	    strcmp(field, "token-endpoint") != 0)
-		return TL_ENOTFOUND;
-	if (g == NULL || hnd_read(g, &k, NULL) != 0)
-		return TL_EINVAL;
-	v = strcmp(field, "client-id") == 0 ? k.id :
-	    strcmp(field, "client-secret") == 0 ? k.secret : k.token;
-	n = snprintf(out, cap, "%s", v);
-	if (n < 0 || (size_t)n >= cap) {
-		sodium_memzero(out, cap);
-		out[0] = '\0';
-		rc = TL_ETOOBIG;
-	}
-	hnd_wipe(&k);
-	return rc;
-}
-
-static int
-oi_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
-    char *why)
-{
-	struct tl_drv_names n;
-
-	tl_drv_name_scheme(in, OI_NAME_MAX, &n);
-	memset(out, 0, sizeof(*out));
-	memcpy(out->resource, n.resource, sizeof(out->resource));
-	memcpy(out->login, n.login, sizeof(out->login));
-	if (!name_ok(out->login))
-		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": an oidc "
-		    "client name is [a-z0-9_-] only", in->resource);
-	return 0;
-}
-
-static const char *const oi_types[] = { "oidc-client", NULL };
-static const char *const oi_tags[] = { "identity", "oauth", NULL };
-static const char *const oi_fields[] = { "issuer", "client-id",
-	"client-secret", "token-endpoint", NULL };
-static const struct tl_drv_field oi_field_info[] = {
-	{ "issuer", 0 }, { "client-id", 0 }, { "client-secret", 1 },
-	{ "token-endpoint", 0 }, { NULL, 0 }
-};
-
-static const struct tl_drv_revocation oi_revocation = {
-	.destroys = 0,
-	.retain = 0,
-	.revoke = "the client is deleted (RFC 7592): it gets no new token; "
-	    "tokens already issued stay valid until they expire (the "
-	    "provider's access-token lifetime, setting token-lifetime, "
-	    "default 10 minutes) at "
-	    "resource servers that check them locally",
-	.retain_means = "nothing to retain: a client holds no data",
-	.purge = "the same as revoke: the client is deleted",
-	.residual = "access tokens issued to the client stay valid until "
-	    "they expire at resource servers that check them locally",
-	.residual_setting = "token-lifetime",
-};
-
-static const struct tl_drv_setting oi_settings[] = {
-	{ "issuer", NULL, 0, TL_DRV_STRING, "the issuer's URL (https; http "
-	    "only on loopback); endpoints come from its discovery document" },
-	{ "initial-access-token", "", 1, TL_DRV_STRING, "the initial "
-	    "access token for RFC 7591 registration (--secret): the admin's "
-	    "credential" },
-	{ "token-lifetime", "10m", 0, TL_DRV_DURATION, "the provider's "
-	    "access-token lifetime, shown as how long issued tokens outlive "
-	    "a revocation (tally changes nothing at the provider with it)" },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
-};
-
-#define OI_STR(x)	#x
-#define OI_XSTR(x)	OI_STR(x)
-
-/*
- * RFC 7591/7592 give tally nothing a second control plane must respect:
- * any holder of the initial access token registers, any holder of a
- * client's registration access token changes or deletes it.  So the
- * control plane checks its own epoch before each call instead.
- */
-static const struct tl_drv_fence_decl oi_fencing = {
-	TL_DRV_FENCE_EPOCH_CHECK,
-	"nothing on the identity provider: before each call tallyd reads the "
-	"replication stream for a later promotion (at most every "
-	OI_XSTR(TL_DRV_EPOCH_CHECK_S) " s) and makes no call it cannot "
-	"confirm",
-	"a deposed leader may still start calls for up to "
-	OI_XSTR(TL_DRV_EPOCH_CHECK_S) " s after the promotion reached the "
-	"stream, each finishing within the 15 s request timeout; a promotion "
-	"the stream does not hold yet is not seen"
-};
-
 const struct tl_drv_ops tl_drv_oidc = {
-	.name = "oidc",
-	.types = oi_types,
-	.settings = oi_settings,
-	.fields = oi_fields,
+	.decl = &tl_drv_oidc_decl,
 	.open = oi_open,
 	.close = oi_close,
 	.create = oi_create,
@@ -1264,24 +1100,6 @@ const struct tl_drv_ops tl_drv_oidc = {
 	.set_password = oi_set_password,
 	.fix_privileges = oi_fix_privileges,
 	.revoke = oi_revoke,
-	.tags = oi_tags,
-	.field_info = oi_field_info,
-	.compose = oi_compose,
-	.names = oi_names,
-	.credential = TL_DRV_CRED_LOGIN_BESIDE,
 	.add_credential = oi_add_credential,
 	.retire_credential = oi_retire_credential,
-	.revocation = &oi_revocation,
-	.handle_model = 1,
-	.fencing = &oi_fencing,
-	.isolation_note = "any client of the identity provider may "
-	    "introspect (RFC 7662) another client's token and read its "
-	    "client_id, scope and expiry: RFC 7591/7592 register nothing "
-	    "that limits introspection (oidc-provider has one "
-	    "deployment-wide features.introspection.allowedPolicy, "
-	    "Keycloak lets every confidential client of the realm "
-	    "introspect); limit it in the provider's own configuration",
-	.rotation_note = "a rotation registers a second client: the "
-	    "client-id changes with the secret (RFC 7592 allows one secret "
-	    "per client, chosen by the provider)",
 };

@@ -52,6 +52,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "driver.h"
+#include "postgres-internal.h"
 #include "util.h"
 
 extern char **environ;
@@ -300,7 +301,7 @@ clear_target(const struct tl_drv_admin *a, const char *db, char *why)
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
 	    "connect_timeout", "application_name", NULL };
 	const char *val[] = { a->host, a->port, a->user, a->password,
-	    a->dbname != NULL && *a->dbname != '\0' ? a->dbname : "postgres",
+	    tl_drv_pg_admin_db(a->settings),
 	    "10", "tally-copy-clear", NULL };
 	const char *pv[1] = { db };
 	PGconn *conn;
@@ -624,7 +625,7 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 	if (strcmp(gt->resource, "template0") == 0 ||
 	    strcmp(gt->resource, "template1") == 0 ||
 	    strcmp(gt->resource, "postgres") == 0 ||
-	    (to->dbname != NULL && strcmp(gt->resource, to->dbname) == 0))
+	    strcmp(gt->resource, tl_drv_pg_admin_db(to->settings)) == 0)
 		return tl_drv_why(why, TL_EINVAL, "refusing to copy into "
 		    "database \"%s\"", gt->resource);
 	if (strcmp(gf->resource, gt->resource) == 0 && from->host != NULL &&

@@ -1,5 +1,7 @@
 /*
  * postgres.c - the PostgreSQL driver: one database per grant.
+ * These are its operations; its declaration (type, settings, fields,
+ * revocation, fencing, names, compose) is postgres_decl.c's.
  *
  * What a grant is on the server (create makes it, check verifies it,
  * fix_privileges restores it):
@@ -68,10 +70,10 @@
 #include "core/secret.h"
 #include "driver.h"
 #include "pg_scram.h"
+#include "postgres-internal.h"
 #include "util.h"
 
 #define PG_CONNECT_MS	3000		/* whole connection attempt */
-#define PG_NAME_MAX	63		/* NAMEDATALEN - 1 bytes */
 #define PG_SQL_MAX	1024
 #define PG_NAMEOID	19		/* the type of catalog names */
 #define PG_OPTIONS	"-c statement_timeout=120000 -c lock_timeout=30000"
@@ -87,7 +89,7 @@ struct tl_drv_pg {
 	char	*password;		/* guarded memory; pg_close wipes */
 	char	*dbname;
 	int	 version;		/* server_version_num */
-	int	 maint;			/* revoke_public_connect */
+	int	 maint;			/* revoke-public-connect */
 	char	 mesh[PG_MESH_MAX];	/* admin->mesh; "": before ids */
 	/*
 	 * admin->fence, copied (fenced 0: a reader's session).  fconn is
@@ -1314,7 +1316,7 @@ apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 /*
  * The maintenance databases: PostgreSQL gives PUBLIC CONNECT on them, so
  * every grant's login could connect there (and see the catalogs of the
- * whole server).  With revoke_public_connect, create and fix_privileges
+ * whole server).  With revoke-public-connect, create and fix_privileges
  * revoke it; the admin keeps it (a superuser needs no grant; any other
  * admin is granted CONNECT first).
  */
@@ -1403,12 +1405,11 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    (a->user != NULL && (p->user = strdup(a->user)) == NULL) ||
 	    (a->password != NULL &&
 	     (p->password = tl_drv_secret_dup(a->password)) == NULL) ||
-	    (p->dbname = strdup(a->dbname != NULL && *a->dbname != '\0' ?
-	     a->dbname : "postgres")) == NULL) {
+	    (p->dbname = strdup(tl_drv_pg_admin_db(a->settings))) == NULL) {
 		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto fail;
 	}
-	p->maint = a->revoke_public_connect;
+	p->maint = tl_drv_pg_revoke_public_connect(a->settings);
 	if ((a->mesh != NULL && strlen(a->mesh) >= sizeof(p->mesh)) ||
 	    (a->fence != NULL && a->fence->mesh != NULL &&
 	    strlen(a->fence->mesh) >= sizeof(p->fmesh))) {
@@ -2555,85 +2556,6 @@ int	tl_drv_pg_copy(const struct tl_drv_admin *from,
 	    const struct tl_drv_grant *gto, char *tables, size_t cap,
 	    char *why);
 
-static const char *const pg_types[] = { "postgres-database", NULL };
-static const char *const pg_tags[] = { "database", "sql", NULL };
-/*
- * What reactors/provision.c delivers for a grant (tl_rx_holder_lines),
- * composed by pg_compose.  The fields that are not secret are recorded
- * in grant.provisioned in this order (host, port, database, user): the
- * log of before this contract has exactly these.
- */
-static const char *const pg_fields[] = {
-	"host", "port", "database", "user", "password", "url", NULL
-};
-static const struct tl_drv_field pg_field_info[] = {
-	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
-	{ "password", 1 }, { "url", 1 }, { NULL, 0 }
-};
-
-/*
- * The connection fields.  url is postgresql://USER:PASSWORD@HOST:PORT/DB
- * as reactors composed it before: not percent-encoded, since the names
- * are [a-z0-9_-] and tally's passwords are of an alphabet a URI carries
- * as it is (core/secret.h).
- */
-static int
-pg_compose(const char *field, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, char *out, size_t cap)
-{
-	int n;
-
-	if (cap == 0)
-		return TL_ETOOBIG;
-	out[0] = '\0';
-	if (strcmp(field, "host") == 0)
-		n = snprintf(out, cap, "%s", ep->host);
-	else if (strcmp(field, "port") == 0)
-		n = snprintf(out, cap, "%s", ep->port);
-	else if (strcmp(field, "database") == 0)
-		n = snprintf(out, cap, "%s", g->resource);
-	else if (strcmp(field, "user") == 0)
-		n = snprintf(out, cap, "%s", g->login);
-	else if (strcmp(field, "password") == 0 || strcmp(field, "url") == 0) {
-		if (g->password == NULL)
-			return TL_EINVAL;
-		if (field[0] == 'p')
-			n = snprintf(out, cap, "%s", g->password);
-		else
-			n = snprintf(out, cap, "postgresql://%s:%s@%s:%s/%s",
-			    g->login, g->password, ep->host, ep->port,
-			    g->resource);
-	} else
-		return TL_ENOTFOUND;
-	if (n < 0 || (size_t)n >= cap) {
-		tl_secret_wipe(out, cap);
-		out[0] = '\0';
-		return TL_ETOOBIG;
-	}
-	return 0;
-}
-
-/*
- * Names: the shared scheme (drivers/naming.c) within PostgreSQL's
- * identifier limit, 63 bytes (NAMEDATALEN - 1: a longer name would be
- * cut silently).  The database and the NOLOGIN owner role share the
- * resource's name; a login role is NAME_vN (scheme 2: PREFIX_DIGEST_vN)
- * beside it, one per credential version, so a rotation adds a login
- * and retires the old one.  Names that PostgreSQL reserves (pg_) are
- * refused here and again by grant_ok at every operation.
- */
-static int
-pg_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
-    char *why)
-{
-	tl_drv_name_scheme(in, PG_NAME_MAX, out);
-	if (strncmp(out->owner, "pg_", 3) == 0 ||
-	    strncmp(out->login, "pg_", 3) == 0)
-		return tl_drv_why(why, TL_EINVAL, "role names starting with "
-		    "pg_ are reserved (resource \"%s\")", in->resource);
-	return 0;
-}
-
 /* Disables the old login, ends its sessions, drops it (owned: owner). */
 static int
 do_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
@@ -2644,41 +2566,6 @@ do_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 		return rc;
 	return do_retire_login(h, g, why);
 }
-
-static const struct tl_drv_revocation pg_revocation = {
-	.destroys = 0,
-	.retain = 1,
-	.revoke = "the logins are disabled and their sessions ended",
-	.retain_means = "the database and its owner role are kept, nobody "
-	    "able to log in (tally restore reopens it)",
-	.purge = "drops the database and its roles: the data is gone",
-};
-
-/*
- * The settings of a postgres provider's assignment: what
- * reactors/provision.c (tl_rx_load_provider) and reactors/admin.c read,
- * with the defaults they apply (migration-timeout is read with
- * tl_drv_duration; the migrator's default is the same 5 minutes).
- */
-static const struct tl_drv_setting pg_settings[] = {
-	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
-	    "(default: the node's routable name)" },
-	{ "admin-host", "", 0, TL_DRV_HOST, "the same as host, its first "
-	    "name (host wins when both are set)" },
-	{ "port", "5432", 0, TL_DRV_PORT, "the server's port, for the admin "
-	    "and for consumers" },
-	{ "admin-user", "postgres", 0, TL_DRV_STRING, "the admin role "
-	    "tallyd logs in as" },
-	{ "admin-db", "postgres", 0, TL_DRV_STRING, "the maintenance "
-	    "database tallyd connects to" },
-	{ "admin-password", "", 1, TL_DRV_STRING, "the admin role's "
-	    "password (--secret; none: trust or peer authentication)" },
-	{ "revoke-public-connect", "yes", 0, TL_DRV_BOOL, "revoke CONNECT on "
-	    "the maintenance databases from PUBLIC" },
-	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
-	    "one migration file" },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
-};
 
 /*
  * The fence: one row per mesh in tally_fences in the maintenance
@@ -2918,13 +2805,6 @@ f_set_password(void *h, const struct tl_drv_grant *g, int arg, char *why)
 }
 
 static int
-f_retire_login(void *h, const struct tl_drv_grant *g, int arg, char *why)
-{
-	(void)arg;
-	return do_retire_login(h, g, why);
-}
-
-static int
 f_fix_privileges(void *h, const struct tl_drv_grant *g, int arg, char *why)
 {
 	(void)arg;
@@ -2970,12 +2850,6 @@ pg_set_password(void *h, const struct tl_drv_grant *g, char *why)
 }
 
 static int
-pg_retire_login(void *h, const struct tl_drv_grant *g, char *why)
-{
-	return fenced(h, g, 0, f_retire_login, why);
-}
-
-static int
 pg_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
 	return fenced(h, g, 0, f_fix_privileges, why);
@@ -3017,20 +2891,8 @@ pg_set_admin_password(void *h, const char *user, const char *password,
 	    why);
 }
 
-static const struct tl_drv_fence_decl pg_fencing = {
-	TL_DRV_FENCE_ATOMIC,
-	"a row per mesh in tally_fences in the maintenance database, raised "
-	"by compare-and-set on every session tallyd opens and held FOR SHARE "
-	"by a second admin session for the whole of each changing call",
-	"none while that session lives: should the server end it during a "
-	"call, the rest of that one call may land after a promotion's raise"
-};
-
 const struct tl_drv_ops tl_drv_postgres = {
-	.name = "postgres",
-	.types = pg_types,
-	.settings = pg_settings,
-	.fields = pg_fields,
+	.decl = &tl_drv_postgres_decl,
 	.open = pg_open,
 	.close = pg_close,
 	.create = pg_create,
@@ -3040,21 +2902,12 @@ const struct tl_drv_ops tl_drv_postgres = {
 	.fix_privileges = pg_fix_privileges,
 	.migrate = tl_drv_pg_migrate,
 	.revoke = pg_revoke,
-	.retire_login = pg_retire_login,
 	.size = pg_size,
 	.set_admin_password = pg_set_admin_password,
 	.freeze = pg_freeze,
 	.copy = tl_drv_pg_copy,
-	.tags = pg_tags,
-	.field_info = pg_field_info,
-	.compose = pg_compose,
-	.names = pg_names,
-	.credential = TL_DRV_CRED_LOGIN_BESIDE,
 	.add_credential = pg_add_credential,
 	.retire_credential = pg_retire_credential,
-	.revocation = &pg_revocation,
-	.migrate_dialect = "sql/postgres",
 	.sessions = pg_sessions,
 	.fence = pg_fence,
-	.fencing = &pg_fencing,
 };

@@ -1,5 +1,7 @@
 /*
  * rabbitmq.c - the RabbitMQ driver: a virtual host and a user per grant.
+ * These are its operations; its declaration (type, settings, fields,
+ * revocation, fencing, compose) is rabbitmq_decl.c's.
  *
  * What a grant is on the broker (create makes it, check verifies it,
  * fix_privileges restores it):
@@ -137,6 +139,9 @@ struct tl_drv_rmq {
 };
 
 static int fence_check(struct tl_drv_rmq *r, const char *step, char *why);
+
+/* The declaration: rabbitmq_decl.c. */
+extern const struct tl_drv_decl tl_drv_rabbitmq_decl;
 
 /* --- reasons -------------------------------------------------------- */
 
@@ -1764,115 +1769,8 @@ rmq_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
 	    "message(s)", g->resource, nq, nm, nb, vq, vm);
 }
 
-/* --- pure ------------------------------------------------------------- */
-
-static int
-rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, char *out, size_t cap)
-{
-	char *u = NULL, *pw = NULL, *vh = NULL;
-	const char *host = ep != NULL && ep->host != NULL ? ep->host : "";
-	const char *port = ep != NULL && ep->port != NULL ? ep->port : "";
-	int n, rc = 0;
-
-	if (cap == 0)
-		return TL_ETOOBIG;
-	out[0] = '\0';
-	if (strcmp(field, "host") == 0)
-		n = snprintf(out, cap, "%s", host);
-	else if (strcmp(field, "port") == 0)
-		n = snprintf(out, cap, "%s", port);
-	else if (strcmp(field, "vhost") == 0)
-		n = snprintf(out, cap, "%s", g->resource);
-	else if (strcmp(field, "user") == 0)
-		n = snprintf(out, cap, "%s", g->login);
-	else if (strcmp(field, "password") == 0) {
-		if (g->password == NULL)
-			return TL_EINVAL;
-		n = snprintf(out, cap, "%s", g->password);
-	} else if (strcmp(field, "url") == 0) {
-		if (g->password == NULL)
-			return TL_EINVAL;
-		/* Each part percent-encoded: a vhost "/" is %2F. */
-		if ((u = curl_easy_escape(NULL, g->login, 0)) == NULL ||
-		    (pw = curl_easy_escape(NULL, g->password, 0)) == NULL ||
-		    (vh = curl_easy_escape(NULL, g->resource, 0)) == NULL) {
-			rc = ENOMEM;
-			goto out;
-		}
-		n = snprintf(out, cap, strchr(host, ':') != NULL ?
-		    "amqp://%s:%s@[%s]:%s/%s" : "amqp://%s:%s@%s:%s/%s", u, pw,
-		    host, port, vh);
-	} else
-		return TL_ENOTFOUND;
-	if (n < 0 || (size_t)n >= cap)
-		rc = TL_ETOOBIG;
-out:
-	if (pw != NULL) {
-		tl_secret_wipe(pw, strlen(pw));
-		curl_free(pw);
-	}
-	curl_free(u);
-	curl_free(vh);
-	if (rc != 0) {
-		tl_secret_wipe(out, cap);
-		out[0] = '\0';
-	}
-	return rc;
-}
-
-static const char *const rmq_types[] = { "rabbitmq-vhost", NULL };
-static const char *const rmq_tags[] = { "broker", "amqp", NULL };
-static const char *const rmq_fields[] = { "host", "port", "vhost", "user",
-	"password", "url", NULL };
-static const struct tl_drv_field rmq_field_info[] = {
-	{ "host", 0 }, { "port", 0 }, { "vhost", 0 }, { "user", 0 },
-	{ "password", 1 }, { "url", 1 }, { NULL, 0 }
-};
-
-static const struct tl_drv_revocation rmq_revocation = {
-	.destroys = 1,
-	.retain = 1,
-	.revoke = "the vhost's users are deleted and their connections "
-	    "closed, which deletes their exclusive and auto-delete queues "
-	    "and the messages in them",
-	.retain_means = "the vhost is kept with its durable queues and "
-	    "their messages, nobody able to log in (tally restore makes the "
-	    "user again)",
-	.purge = "deletes the vhost with every queue and message in it",
-};
-
-static const struct tl_drv_fence_decl rmq_fencing = {
-	TL_DRV_FENCE_BEFORE_CALL,
-	"a global parameter per mesh, tally-fence-MESH {epoch, leader}, "
-	"through the management API (no compare-and-set there: raised by "
-	"read, compare, write, read back), read before every changing "
-	"request",
-	"a call already sent when the promotion raised the fence lands; of "
-	"two candidates raising at once, the one the read back does not "
-	"show stands down"
-};
-
-static const struct tl_drv_setting rmq_settings[] = {
-	{ "host", "", 0, TL_DRV_HOST, "where tallyd reaches the management "
-	    "API (default: the admin-host, else the node's routable name)" },
-	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
-	    "name it (host wins)" },
-	{ "port", "5672", 0, TL_DRV_PORT, "the AMQP port consumers connect "
-	    "to" },
-	{ "management-port", "15672", 0, TL_DRV_PORT, "the management HTTP "
-	    "API's port (tallyd's admin path: never AMQP)" },
-	{ "admin-user", "guest", 0, TL_DRV_STRING, "the management user "
-	    "tallyd acts as (tag administrator)" },
-	{ "admin-password", "", 1, TL_DRV_STRING, "its password (--secret)" },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
-};
-
 const struct tl_drv_ops tl_drv_rabbitmq = {
-	.name = "rabbitmq",
-	.types = rmq_types,
-	.settings = rmq_settings,
-	.fields = rmq_fields,
+	.decl = &tl_drv_rabbitmq_decl,
 	.open = rmq_open,
 	.close = rmq_close,
 	.create = rmq_create,
@@ -1882,15 +1780,9 @@ const struct tl_drv_ops tl_drv_rabbitmq = {
 	.fix_privileges = rmq_fix_privileges,
 	.revoke = rmq_revoke,
 	.size = rmq_size,
-	.tags = rmq_tags,
-	.field_info = rmq_field_info,
-	.compose = rmq_compose,
-	.credential = TL_DRV_CRED_LOGIN_BESIDE,
 	.add_credential = rmq_add_credential,
 	.retire_credential = rmq_retire_credential,
-	.revocation = &rmq_revocation,
 	.sessions = rmq_sessions,
 	.loss = rmq_loss,
 	.fence = rmq_fence,
-	.fencing = &rmq_fencing,
 };

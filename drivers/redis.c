@@ -1,5 +1,7 @@
 /*
  * redis.c - the redis driver: a cache, one ACL user per consumer.
+ * These are its operations; its declaration (type, settings, fields,
+ * revocation, fencing, names, compose) is redis_decl.c's.
  *
  * A grant (type redis-user) is an ACL user on a Redis 7 server and the
  * key and channel space under its prefix:
@@ -89,9 +91,9 @@
 
 #include "core/error.h"
 #include "driver.h"
+#include "redis-internal.h"
 #include "util.h"
 
-#define RD_NAME_MAX	63
 #define RD_HASH_HEX	64
 #define RD_RULES_USER	"tally:rules"
 #define RD_OWNER_PFX	"tally:owner:"
@@ -157,26 +159,12 @@ scrub(const char *msg, char *out, size_t cap)
 		snprintf(out, cap, "%s", msg);
 }
 
-static int
-valid_name(const char *s)
-{
-	size_t i, n;
-
-	if (s == NULL || (n = strlen(s)) == 0 || n > RD_NAME_MAX)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') ||
-		    (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-		    s[i] == '-'))
-			return 0;
-	return 1;
-}
-
 /* The grant's user and prefix, refused unless they are tally's names. */
 static int
 grant_ok(const struct tl_drv_grant *g, char *why)
 {
-	if (!valid_name(g->resource) || !valid_name(g->login) ||
+	if (!tl_drv_rd_valid_name(g->resource) ||
+	    !tl_drv_rd_valid_name(g->login) ||
 	    strcmp(g->resource, g->login) != 0)
 		return tl_drv_why(why, TL_EINVAL, "not a redis grant's names "
 		    "(user and prefix are one name of [a-z0-9_-], at most 63 "
@@ -1437,7 +1425,7 @@ rd_add_credential(void *hv, const struct tl_drv_grant *g, char *why)
 }
 
 /*
- * Removes the retired version's password (g->password, see driver.h)
+ * Removes the retired version's password (g->password, see decl.h)
  * from the user and from the mark.  Already gone: 0.
  */
 static int
@@ -1749,142 +1737,8 @@ rd_fence(void *hv, const struct tl_drv_fence *want,
 	return 0;
 }
 
-static const struct tl_drv_fence_decl rd_fencing = {
-	TL_DRV_FENCE_ATOMIC,
-	"a hash per mesh, tally:fence:MESH, raised by a compare-and-set "
-	"script; every change runs under WATCH of it and the user's marks, "
-	"compared, then MULTI/EXEC",
-	"none for a grant's objects: a promotion that raises the fence "
-	"after the WATCH aborts the EXEC, and the change is read again and "
-	"refused"
-};
-
-static int
-rd_compose(const char *field, const struct tl_drv_endpoint *ep,
-    const struct tl_drv_grant *g, char *out, size_t cap)
-{
-	const char *v = NULL;
-	size_t off = 0;
-	int n, rc;
-
-	if (cap == 0)
-		return TL_ETOOBIG;
-	out[0] = '\0';
-	if (strcmp(field, "host") == 0)
-		v = ep->host;
-	else if (strcmp(field, "port") == 0)
-		v = ep->port;
-	else if (strcmp(field, "user") == 0)
-		v = g->login;
-	else if (strcmp(field, "prefix") == 0) {
-		if (g->resource == NULL)
-			return TL_EINVAL;
-		n = snprintf(out, cap, "%s:", g->resource);
-		if (n < 0 || (size_t)n >= cap) {
-			out[0] = '\0';
-			return TL_ETOOBIG;
-		}
-		return 0;
-	} else if (strcmp(field, "password") == 0) {
-		if (g->password == NULL)
-			return TL_EINVAL;
-		v = g->password;
-	} else if (strcmp(field, "uri") == 0) {
-		const char *host = ep->host != NULL ? ep->host : "";
-		int v6 = strchr(host, ':') != NULL;
-
-		if (g->password == NULL || g->login == NULL)
-			return TL_EINVAL;
-		n = snprintf(out, cap, "redis://");
-		off = (size_t)n;
-		if ((rc = tl_drv_pct_append(out, cap, &off, g->login)) != 0 ||
-		    off + 1 >= cap)
-			goto big;
-		out[off++] = ':';
-		if ((rc = tl_drv_pct_append(out, cap, &off, g->password)) != 0)
-			goto big;
-		n = snprintf(out + off, cap - off, "@%s%s%s:%s", v6 ? "[" : "",
-		    host, v6 ? "]" : "", ep->port != NULL ? ep->port : "");
-		if (n < 0 || (size_t)n >= cap - off)
-			goto big;
-		return 0;
-	} else
-		return TL_ENOTFOUND;
-	if (v == NULL)
-		return TL_EINVAL;
-	if ((size_t)snprintf(out, cap, "%s", v) >= cap) {
-		out[0] = '\0';
-		return TL_ETOOBIG;
-	}
-	return 0;
-big:
-	sodium_memzero(out, cap);
-	out[0] = '\0';
-	return TL_ETOOBIG;
-}
-
-/*
- * Names: the shared scheme at 63 bytes; the user and the prefix are the
- * resource's name for every version (MULTI_PASSWORD), no owner.  Only
- * [a-z0-9_-] (the scheme's own alphabet when the requirement's names
- * are tally's) may become an ACL rule: anything else is refused.
- */
-static int
-rd_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
-    char *why)
-{
-	struct tl_drv_names n;
-
-	tl_drv_name_scheme(in, RD_NAME_MAX, &n);
-	memset(out, 0, sizeof(*out));
-	memcpy(out->resource, n.resource, sizeof(out->resource));
-	memcpy(out->login, n.resource, sizeof(out->login));
-	if (!valid_name(out->resource))
-		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": a redis "
-		    "user name is [a-z0-9_-] only", in->resource);
-	return 0;
-}
-
-static const char *const rd_types[] = { "redis-user", NULL };
-static const char *const rd_fields[] = { "host", "port", "user",
-	"password", "prefix", "uri", NULL };
-static const struct tl_drv_field rd_field_info[] = {
-	{ "host", 0 }, { "port", 0 }, { "user", 0 }, { "password", 1 },
-	{ "prefix", 0 }, { "uri", 1 }, { NULL, 0 }
-};
-static const char *const rd_tags[] = { "cache", "kv", NULL };
-
-static const struct tl_drv_revocation rd_revocation = {
-	.destroys = 0,
-	.retain = 1,
-	.revoke = "the ACL user is turned off and its clients killed",
-	.retain_means = "its keys are kept under its prefix, nobody able to "
-	    "log in as it (tally restore turns it on again)",
-	.purge = "deletes every key under its prefix and the ACL user",
-};
-
-static const struct tl_drv_setting rd_settings[] = {
-	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
-	    "(default: the node's routable name)" },
-	{ "admin-host", "", 0, TL_DRV_HOST, "the same as host, its first "
-	    "name (host wins when both are set)" },
-	{ "port", "6379", 0, TL_DRV_PORT, "the server's port, for the admin "
-	    "and for consumers" },
-	{ "admin-user", "default", 0, TL_DRV_STRING, "the ACL user tallyd "
-	    "logs in as (needs +@all on ~* &*)" },
-	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
-	    "(--secret)" },
-	{ "acl-save", "yes", 0, TL_DRV_BOOL, "ACL SAVE after every change, so "
-	    "the users survive a restart (a server without --aclfile: not "
-	    "asked)" },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL }
-};
-
 const struct tl_drv_ops tl_drv_redis = {
-	.name = "redis",
-	.types = rd_types,
-	.settings = rd_settings,
-	.fields = rd_fields,
+	.decl = &tl_drv_redis_decl,
 	.open = rd_open,
 	.close = rd_close,
 	.create = rd_create,
@@ -1894,15 +1748,8 @@ const struct tl_drv_ops tl_drv_redis = {
 	.fix_privileges = rd_fix_privileges,
 	.revoke = rd_revoke,
 	.size = rd_size,
-	.tags = rd_tags,
-	.field_info = rd_field_info,
-	.compose = rd_compose,
-	.names = rd_names,
-	.credential = TL_DRV_CRED_MULTI_PASSWORD,
 	.add_credential = rd_add_credential,
 	.retire_credential = rd_retire_credential,
-	.revocation = &rd_revocation,
 	.sessions = rd_sessions,
 	.fence = rd_fence,
-	.fencing = &rd_fencing,
 };

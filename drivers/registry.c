@@ -1,5 +1,6 @@
 /*
- * registry.c - the table of drivers.
+ * registry.c - the table of drivers' operations (tallyd's: the
+ * declarations are decl.c's).
  *
  * When $TALLY_FAULT is set (tests), every driver found is the fault-
  * injecting wrapper of the real one (drivers/fault.c), made once per
@@ -35,9 +36,6 @@ static const struct tl_drv_ops *const drivers[] = {
 	NULL
 };
 
-static const char *const names[] = { "postgres", "directory", "rabbitmq",
-	"mariadb", "redis", "ceph-rgw", "oidc", NULL };
-
 /*
  * The wrappers made under $TALLY_FAULT, by driver, once: tallyd's
  * workers find drivers at the same time, and two wrappers of one driver
@@ -54,7 +52,7 @@ tl_drv_find(const char *name)
 	size_t i;
 
 	for (i = 0; drivers[i] != NULL; i++) {
-		if (strcmp(drivers[i]->name, name) != 0)
+		if (strcmp(drivers[i]->decl->name, name) != 0)
 			continue;
 		spec = getenv("TALLY_FAULT");
 		if (spec == NULL || *spec == '\0')
@@ -69,19 +67,7 @@ tl_drv_find(const char *name)
 }
 
 const struct tl_drv_ops *
-tl_drv_for_type(const char *type)
+tl_drv_ops_of(const struct tl_drv_decl *d)
 {
-	size_t i, j;
-
-	for (i = 0; drivers[i] != NULL; i++)
-		for (j = 0; drivers[i]->types[j] != NULL; j++)
-			if (strcmp(drivers[i]->types[j], type) == 0)
-				return drivers[i];
-	return NULL;
-}
-
-const char *const *
-tl_drv_names(void)
-{
-	return names;
+	return d != NULL ? tl_drv_find(d->name) : NULL;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "driver.h"
+#include "decl.h"
 
 const struct tl_drv_setting *
 tl_drv_setting_find(const struct tl_drv_setting *settings, const char *name)

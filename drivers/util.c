@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/secret.h"
-#include "driver.h"
+#include "decl.h"
 #include "util.h"
 
 int

@@ -14,7 +14,7 @@
 #include "decide_derive.h"
 #include "decide_embedded.h"
 #include "decide_instances.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "events.h"
 #include "exposure.h"
 #include "grant.h"
@@ -442,7 +442,7 @@ decl_load(struct tl_bnode m, struct decl *d)
 		return;
 	for (i = 0; i < tl_bn_len(prov) && d->n < 8; i++) {
 		char driver[64] = "";
-		const struct tl_drv_ops *ops;
+		const struct tl_drv_decl *dd;
 		struct tl_bnode sets, kn, vn;
 		const char *ks;
 		size_t kl;
@@ -457,15 +457,15 @@ decl_load(struct tl_bnode m, struct decl *d)
 
 		tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
 		    sizeof(driver));
-		if ((ops = tl_drv_find(driver)) == NULL ||
-		    ops->settings == NULL)
+		if ((dd = tl_drv_decl_find(driver)) == NULL ||
+		    dd->settings == NULL)
 			continue;
 		for (j = 0; j < d->n; j++)
-			if (d->tab[j] == ops->settings)
+			if (d->tab[j] == dd->settings)
 				break;
 		if (j == d->n) {
-			d->driver[d->n] = ops->name;
-			d->tab[d->n++] = ops->settings;
+			d->driver[d->n] = dd->name;
+			d->tab[d->n++] = dd->settings;
 		}
 	}
 }

@@ -22,7 +22,7 @@
 #include "core/body.h"
 #include "core/error.h"
 #include "core/vec.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "ctx.h"
 #include "decide_derive.h"
 #include "events.h"
@@ -176,7 +176,7 @@ compose(struct tl_bnode dv, struct tl_bnode inv, char *val, size_t vcap,
  * such rule), else why it does not.
  */
 static void
-check_together(const struct tl_drv_ops *ops, struct tl_bnode sets,
+check_together(const struct tl_drv_decl *dd, struct tl_bnode sets,
     struct tl_bnode inv, struct tl_bnode own, int have_own, char *why)
 {
 	char keys[TOGETHER_MAX][64], vals[TOGETHER_MAX][256];
@@ -187,7 +187,7 @@ check_together(const struct tl_drv_ops *ops, struct tl_bnode sets,
 	size_t i, kl, n = 0;
 
 	why[0] = '\0';
-	if (ops == NULL || ops->settings_check == NULL || ops->settings == NULL)
+	if (dd == NULL || dd->settings_check == NULL || dd->settings == NULL)
 		return;
 	for (i = 0; have_own && i < tl_bn_len(own) && n < TOGETHER_MAX; i++)
 		if (tl_bn_entry(own, i, &kn, &vn) == 0 &&
@@ -209,7 +209,7 @@ check_together(const struct tl_drv_ops *ops, struct tl_bnode sets,
 		keys[n][kl] = '\0';
 		for (j = 0; j < n; j++)
 			mine |= strcmp(keys[j], keys[n]) == 0;
-		if (mine || (ds = tl_drv_setting_find(ops->settings,
+		if (mine || (ds = tl_drv_setting_find(dd->settings,
 		    keys[n])) == NULL)
 			continue;	/* the operator's wins; undeclared: kept */
 		compose(vn, inv, vals[n], sizeof(vals[n]), whyc, sizeof(whyc));
@@ -221,7 +221,7 @@ check_together(const struct tl_drv_ops *ops, struct tl_bnode sets,
 		sv[2 * i + 1] = vals[i];
 	}
 	sv[2 * n] = NULL;
-	if (ops->settings_check(sv, why) != 0 && why[0] == '\0')
+	if (dd->settings_check(sv, why) != 0 && why[0] == '\0')
 		snprintf(why, TL_DRV_WHY_MAX, "refused taken together");
 }
 
@@ -271,7 +271,7 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 		tl_body_map(&b, j == 0 ? "settings" : j == 1 ? "from" : j == 2 ?
 		    "overridden" : "refused");
 		for (i = 0; have_inv && i < tl_bn_len(prov); i++) {
-			const struct tl_drv_ops *ops;
+			const struct tl_drv_decl *dd;
 			char driver[64] = "", together[TL_DRV_WHY_MAX];
 			size_t e;
 
@@ -279,8 +279,8 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 				continue;
 			tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
 			    sizeof(driver));
-			ops = tl_drv_find(driver);
-			check_together(ops, sets, inv, own, own.p != NULL,
+			dd = tl_drv_decl_find(driver);
+			check_together(dd, sets, inv, own, own.p != NULL,
 			    together);
 			for (e = 0; e < tl_bn_len(sets); e++) {
 				struct tl_bnode key, dv;
@@ -307,9 +307,9 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 				 * the driver's own default stands.
 				 */
 				bad[0] = '\0';
-				if (mine[0] == '\0' && ops != NULL &&
-				    ops->settings != NULL &&
-				    (ds = tl_drv_setting_find(ops->settings,
+				if (mine[0] == '\0' && dd != NULL &&
+				    dd->settings != NULL &&
+				    (ds = tl_drv_setting_find(dd->settings,
 				    name)) != NULL &&
 				    tl_drv_setting_check(ds, val, bad) == 0 &&
 				    together[0] != '\0')

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "ctx.h"
 #include "decide_embedded.h"
 #include "events.h"
@@ -220,7 +220,7 @@ tl_dec_consolidate(struct tl_ctx *c, const char *module, const char *node,
 	struct tl_grant g;
 	struct tl_rebind mv;
 	struct tl_rotation rot;
-	const struct tl_drv_ops *ops;
+	const struct tl_drv_decl *dd;
 	struct tl_body b;
 	char why[TL_DRV_WHY_MAX], xwhy[TL_EXPOSURE_WHY_MAX];
 	char gkey[TL_KEY_MAX], k[TL_KEY_MAX], stream[TL_KEY_MAX];
@@ -250,11 +250,11 @@ tl_dec_consolidate(struct tl_ctx *c, const char *module, const char *node,
 		    instance, gkey);
 	/* Its data is copied: a driver that cannot is refused now. */
 	why[0] = '\0';
-	if ((ops = tl_drv_for_type(g.type)) == NULL ||
-	    !tl_drv_can(ops, TL_DRV_CAP_MOVE, why))
+	if ((dd = tl_drv_decl_for_type(g.type)) == NULL ||
+	    !tl_drv_can(dd, TL_DRV_CAP_MOVE, why))
 		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: "
 		    "consolidating moves the instance's data onto the node's "
-		    "provider, and %s", instance, ops == NULL ? "no driver of "
+		    "provider, and %s", instance, dd == NULL ? "no driver of "
 		    "this build grants its type" : why);
 	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
 		return tl_refuse(c, TL_EREFUSED, "--consolidate %s: %s is %s: "

@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "binder.h"
 #include "decide_assign.h"
 #include "decide_instances.h"
@@ -56,7 +56,7 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 	struct tl_body b;
 	char pmodule[64] = "", target[64] = "", holders[300];
 	char why[TL_DRV_WHY_MAX];
-	const struct tl_drv_ops *ops;
+	const struct tl_drv_decl *dd;
 	uint64_t version;
 	char k[TL_KEY_MAX];
 	char stream[TL_KEY_MAX];
@@ -131,8 +131,8 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 		version = mv.version;
 	version++;
 	/* A driver that cannot move data is refused now, with the reason. */
-	if ((ops = tl_drv_for_type(g.type)) != NULL &&
-	    !tl_drv_can(ops, TL_DRV_CAP_MOVE, why))
+	if ((dd = tl_drv_decl_for_type(g.type)) != NULL &&
+	    !tl_drv_can(dd, TL_DRV_CAP_MOVE, why))
 		return tl_refuse(c, TL_EREFUSED, "moving %s from %s to %s "
 		    "moves its data, and %s", grant, g.provider, provider, why);
 	if (!migrate) {
@@ -150,7 +150,7 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 		    "the switch, a failure leaves the old grant serving; from "
 		    "the copy until a holder switches, it can read but not "
 		    "write.", grant, g.provider, provider, provider,
-		    (unsigned long long)version, ops != NULL ? ops->name :
+		    (unsigned long long)version, dd != NULL ? dd->name :
 		    "(none)", holders, g.module, (unsigned long long)version);
 	}
 	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
@@ -268,7 +268,7 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 		    tl_bn_len(types) > 0)
 			tl_bn_getstr(tl_bn_at(types, 0), "driver", driver,
 			    sizeof(driver));
-		if ((d = tl_drv_setting_default(tl_drv_find(driver),
+		if ((d = tl_drv_setting_default(tl_drv_decl_find(driver),
 		    "port")) != NULL)
 			port = d;
 	}

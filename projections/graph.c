@@ -795,10 +795,3 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 	}
 	return 0;
 }
-
-int
-tl_setting_revoke_public_connect(const char *value)
-{
-	/* Anything but an explicit no keeps the safe default. */
-	return strcmp(value, "no") != 0;
-}

@@ -52,14 +52,6 @@ int	tl_graph_req_nodes(struct tl_txn *t, const struct tl_proj *p,
 int	tl_provider_id(char *buf, const char *node, const char *module);
 
 /*
- * The provider setting revoke-public-connect (yes | no, default yes)
- * from an assignment's setting value ("" when unset): 0 only for "no".
- * PUBLIC then keeps CONNECT on the server's maintenance databases.
- */
-#define TL_SET_REVOKE_PUBLIC_CONNECT	"revoke-public-connect"
-int	tl_setting_revoke_public_connect(const char *value);
-
-/*
  * The latest offer the ack pass decided (reactors/ack.c), as the record
  * shows it: the cause of the last credential.acknowledged,
  * security.ack-refused, security.report-refused or node.reported by a

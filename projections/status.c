@@ -16,7 +16,7 @@
 #include "rebind.h"
 #include "rotation.h"
 #include "core/json.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 
 int
 tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
@@ -40,32 +40,60 @@ tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 }
 
 /*
- * Whether module on node is a provider whose revoke-public-connect is
- * off: status says so, since every grant's login can then connect to
- * the server's maintenance databases.
+ * What the drivers of module, a provider, say its settings on node leave
+ * open (tl_drv_decl.settings_note), into note; 1 when one does.  Only
+ * the operator's settings are read: a driver's note is about a choice
+ * the operator made.
  */
+#define NOTE_SETTINGS	16
 static int
-public_connect_left(struct tl_txn *t, const struct tl_proj *p,
-    const char *module, const char *node)
+settings_note(struct tl_txn *t, const struct tl_proj *p, const char *module,
+    const char *node, char note[TL_DRV_WHY_MAX])
 {
 	struct tl_rec r;
-	struct tl_bnode n;
-	char v[8] = "";
-	char k[TL_KEY_MAX];
-	int provider = 0;
+	struct tl_bnode prov, n, kn, vn;
+	char keys[NOTE_SETTINGS][64], vals[NOTE_SETTINGS][256];
+	const char *sv[2 * NOTE_SETTINGS + 1];
+	const struct tl_drv_decl *dd[8];
+	char k[TL_KEY_MAX], driver[64];
+	size_t i, nd = 0, ns = 0;
+	const char *ks;
+	size_t kl;
+	int found = 0;
 
 	if (tl_key(k, "m/%s", module) != 0 ||
 	    tl_rec_get(t, p->graph, k, &r) != 0)
 		return 0;
-	provider = tl_bn_get(r.m, "provides", &n) == 0 && tl_bn_len(n) > 0;
+	if (tl_bn_get(r.m, "provides", &prov) == 0)
+		for (i = 0; i < tl_bn_len(prov) && nd < 8; i++) {
+			driver[0] = '\0';
+			tl_bn_getstr(tl_bn_at(prov, i), "driver", driver,
+			    sizeof(driver));
+			if ((dd[nd] = tl_drv_decl_find(driver)) != NULL &&
+			    dd[nd]->settings_note != NULL)
+				nd++;
+		}
 	tl_rec_close(&r);
-	if (!provider || tl_key(k, "a/%s@%s", module, node) != 0 ||
+	if (nd == 0 || tl_key(k, "a/%s@%s", module, node) != 0 ||
 	    tl_rec_get(t, p->graph, k, &r) != 0)
 		return 0;
 	if (tl_bn_get(r.m, "settings", &n) == 0)
-		tl_bn_getstr(n, TL_SET_REVOKE_PUBLIC_CONNECT, v, sizeof(v));
+		for (i = 0; i < tl_bn_len(n) && ns < NOTE_SETTINGS; i++)
+			if (tl_bn_entry(n, i, &kn, &vn) == 0 &&
+			    tl_bn_str(kn, &ks, &kl) == 0 && kl < 64 &&
+			    memchr(ks, '\0', kl) == NULL &&
+			    tl_bn_strcpy(vn, vals[ns], sizeof(vals[ns])) == 0) {
+				memcpy(keys[ns], ks, kl);
+				keys[ns][kl] = '\0';
+				sv[2 * ns] = keys[ns];
+				sv[2 * ns + 1] = vals[ns];
+				ns++;
+			}
 	tl_rec_close(&r);
-	return !tl_setting_revoke_public_connect(v);
+	sv[2 * ns] = NULL;
+	for (i = 0; i < nd && !found; i++)
+		found = dd[i]->settings_note(sv, note) == 1;
+	return found;
 }
 
 static int
@@ -534,14 +562,14 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	json_object_set_new(j, "grant", json_string(gkey));
 	{
 		/* What the provider leaves possible between its consumers. */
-		const struct tl_drv_ops *ops;
+		const struct tl_drv_decl *dd;
 		char type[64] = "";
 
 		tl_bn_getstr(r, "type", type, sizeof(type));
-		if ((ops = tl_drv_for_type(type)) != NULL &&
-		    ops->isolation_note != NULL)
+		if ((dd = tl_drv_decl_for_type(type)) != NULL &&
+		    dd->isolation_note != NULL)
 			json_object_set_new(j, "isolation_note",
-			    json_string(ops->isolation_note));
+			    json_string(dd->isolation_note));
 	}
 	{
 		struct tl_rec b;
@@ -902,9 +930,11 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			struct tl_rec ar;
 			struct tl_bnode pa;
 
-			if (public_connect_left(t, p, module, nl.v[i]))
-				json_object_set_new(a, "public_connect",
-				    json_true());
+			char note[TL_DRV_WHY_MAX];
+
+			if (settings_note(t, p, module, nl.v[i], note))
+				json_object_set_new(a, "settings_note",
+				    json_string(note));
 			/* The parts it installs: absent is every one. */
 			if (tl_key(k, "a/%s@%s", module, nl.v[i]) == 0 &&
 			    tl_rec_get(t, p->graph, k, &ar) == 0) {

@@ -152,7 +152,7 @@ change(struct tl_rx_job *j)
 	if (st->ops->set_admin_password == NULL) {
 		st->rc = TL_EDRIVER;
 		snprintf(st->why, sizeof(st->why), "driver %s cannot rotate "
-		    "an admin credential", st->ops->name);
+		    "an admin credential", st->ops->decl->name);
 		return;
 	}
 	if ((st->rc = st->ops->open(&a, &h, st->why)) == TL_EAUTH) {

@@ -157,7 +157,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	dg.adopt_mesh = tl_rx_grant_adopt(g);
 	dg.handle = NULL;
 	dg.handle_out = NULL;
-	if (pv.ops != NULL && pv.ops->handle_model) {
+	if (pv.decl != NULL && pv.decl->credential.handle_model) {
 		/* The provider's values: what compose reads them from. */
 		if ((handle = tl_secret_alloc(TL_DRV_HANDLE_MAX)) == NULL) {
 			rc = ENOMEM;
@@ -193,7 +193,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 				continue;
 			memcpy(field, f, fl);
 			field[fl] = '\0';
-			if (tl_drv_compose(pv.ops, field, &ep, &dg, val,
+			if (tl_drv_compose(pv.decl, field, &ep, &dg, val,
 			    sizeof(val)) == 0)
 				tl_dlv_enc_var(e, 0, var, vl, val,
 				    strlen(val));

@@ -332,7 +332,7 @@ run_one(struct mgrant *mg, atomic_int *cancel)
 		if (mg->ops == NULL || mg->ops->migrate == NULL) {
 			f->rc = TL_EDRIVER;
 			snprintf(f->why, sizeof(f->why), "driver %s does not "
-			    "run migrations", mg->ops ? mg->ops->name :
+			    "run migrations", mg->ops ? mg->ops->decl->name :
 			    "(none)");
 		} else
 			f->rc = mg->ops->migrate(&ep, &dg, &m, &f->already,

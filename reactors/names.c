@@ -47,7 +47,7 @@ tl_rx_grant_naming(const struct tl_grant *g)
 	 * tables kept from before the scheme was folded (they are not
 	 * rebuilt on upgrade): its intents named no scheme, so scheme 1.
 	 */
-	return g->version != 0 ? 1 : tl_drv_naming(tl_drv_for_type(g->type));
+	return g->version != 0 ? 1 : tl_drv_naming(tl_drv_decl_for_type(g->type));
 }
 
 uint64_t
@@ -97,7 +97,7 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 		in.key = key;
 	tl_rx_grant_origin(g, origin);
 	memset(&out, 0, sizeof(out));
-	(void)tl_drv_name(tl_drv_for_type(g->type), &in, &out, why);
+	(void)tl_drv_name(tl_drv_decl_for_type(g->type), &in, &out, why);
 	tl_secret_wipe(key, sizeof(key));
 	memcpy(res, out.resource, TL_DRV_NAME_MAX);
 	memcpy(owner, out.owner, TL_DRV_NAME_MAX);

@@ -20,7 +20,7 @@ tl_rx_auth_reason(const struct tl_rx_prov *pv, const char *why, char *out,
 	char names[200] = "";
 	size_t n = 0;
 
-	for (s = pv->ops != NULL ? pv->ops->settings : NULL; s != NULL &&
+	for (s = pv->ops != NULL ? pv->ops->decl->settings : NULL; s != NULL &&
 	    s->name != NULL; s++)
 		if (s->secret && n < sizeof(names))
 			n += (size_t)snprintf(names + n, sizeof(names) - n,

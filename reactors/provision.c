@@ -371,7 +371,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 			tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 			    w->login);
 		if ((w->resumed || w->kind == W_REVOKE) && w->g.version > 0 &&
-		    pv != NULL && pv->ops != NULL && pv->ops->handle_model &&
+		    pv != NULL && pv->ops != NULL && pv->ops->decl->credential.handle_model &&
 		    (rc = tl_rx_grant_handle(ps->rx, t, w->g.id, w->g.version,
 		    w->handle)) != 0 && rc != TL_ENOTFOUND) {
 			w->rc = rc;
@@ -515,7 +515,8 @@ call_drivers(void *arg, unsigned *phases)
 			continue;
 		}
 		ps->pv[j].w[ps->pv[j].nw++] = w;
-		ps->pv[j].ops = tl_drv_find(w->driver);
+		ps->pv[j].decl = tl_drv_decl_find(w->driver);
+		ps->pv[j].ops = tl_drv_ops_of(ps->pv[j].decl);
 	}
 	if ((calls = calloc(ps->nw + 1, sizeof(*calls))) != NULL) {
 		/* In ps->w's order: the oldest request first. */
@@ -608,7 +609,8 @@ static void
 record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 {
 	const struct tl_rx_prov *pv = NULL;
-	const struct tl_drv_ops *ops;
+	const struct tl_drv_decl *dd;
+	const struct tl_drv_field *f;
 	struct tl_drv_endpoint ep;
 	struct tl_drv_grant dg = { 0 };
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
@@ -619,11 +621,11 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	for (j = 0; j < ps->npv; j++)
 		if (strcmp(ps->pv[j].id, w->g.provider) == 0)
 			pv = &ps->pv[j];
-	ops = pv != NULL && pv->ops != NULL ? pv->ops :
-	    tl_drv_for_type(w->g.type);
-	if (ops == NULL || ops->fields == NULL)
+	dd = pv != NULL && pv->decl != NULL ? pv->decl :
+	    tl_drv_decl_for_type(w->g.type);
+	if (dd == NULL || dd->fields == NULL)
 		return;
-	d = tl_drv_setting_default(ops, "port");
+	d = tl_drv_setting_default(dd, "port");
 	if (pv != NULL)
 		tl_rx_consumer_endpoint(pv, &w->g, TL_RX_EP_RECORD, NULL, sv,
 		    host, &ep);
@@ -642,13 +644,12 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	dg.handle = w->handle_out[0] != '\0' ? w->handle_out :
 	    w->handle[0] != '\0' ? w->handle : NULL;
 	dg.handle_out = NULL;
-	for (j = 0; ops->fields[j] != NULL; j++) {
-		if (tl_drv_field_secret(ops, ops->fields[j]) ||
-		    (pv == NULL && strcmp(ops->fields[j], "host") == 0))
+	for (f = dd->fields; f->name != NULL; f++) {
+		if (f->secret || (pv == NULL && strcmp(f->name, "host") == 0))
 			continue;
-		if (tl_drv_compose(ops, ops->fields[j], &ep, &dg, val,
+		if (tl_drv_compose(dd, f->name, &ep, &dg, val,
 		    sizeof(val)) == 0)
-			tl_body_str(b, ops->fields[j], val);
+			tl_body_str(b, f->name, val);
 	}
 }
 

@@ -122,7 +122,6 @@ static int
 load_embedded(struct mpass *ps, struct tl_txn *t, struct mstep *st)
 {
 	struct tl_rx_prov *pv = &st->from;
-	const char *d;
 	int rc;
 
 	memset(pv, 0, sizeof(*pv));
@@ -133,10 +132,8 @@ load_embedded(struct mpass *ps, struct tl_txn *t, struct mstep *st)
 	snprintf(pv->user, sizeof(pv->user), "%s", st->r.old_user);
 	snprintf(pv->node, sizeof(pv->node), "%s", st->g.node);
 	snprintf(pv->expose, sizeof(pv->expose), "none");
-	pv->ops = tl_drv_for_type(st->g.type);
-	d = pv->ops != NULL ? tl_drv_setting_default(pv->ops,
-	    "admin-db") : NULL;
-	snprintf(pv->db, sizeof(pv->db), "%s", d != NULL ? d : st->r.old_db);
+	pv->decl = tl_drv_decl_for_type(st->g.type);
+	pv->ops = tl_drv_ops_of(pv->decl);
 	if ((rc = tl_rx_intent_password(ps->rx, t, &st->g, pv->password)) != 0)
 		return rc;
 	return pv->ops != NULL ? 0 : TL_EDRIVER;
@@ -465,7 +462,7 @@ call_driver(struct mstep *st)
 			snprintf(st->step, sizeof(st->step), "start");
 			st->rc = TL_EDRIVER;
 			say(st->why, "driver %s cannot "
-			    "move data", st->to.ops->name);
+			    "move data", st->to.ops->decl->name);
 			return;
 		}
 		snprintf(st->step, sizeof(st->step), "create");

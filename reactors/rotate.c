@@ -12,7 +12,7 @@
  *              retire_credential); credential.retired (forced, with
  *              the holders cut off, if by deadline) + rotation.completed
  * What add and retire are follows the driver's credential model
- * (ops->credential, drivers/driver.h): LOGIN_BESIDE, a login per
+ * (ops->decl->credential.kind, drivers/driver.h): LOGIN_BESIDE, a login per
  * version, the old one disabled, its sessions ended and dropped;
  * MULTI_PASSWORD, one login for every version holding a password per
  * version, retire given the old version's password (decrypted from its
@@ -257,7 +257,7 @@ gather_one(const struct tl_rotation *r, void *arg)
 			    "usable driver", st->g.provider);
 		}
 	}
-	if (st->rc == 0 && st->ops != NULL && st->ops->handle_model &&
+	if (st->rc == 0 && st->ops != NULL && st->ops->decl->credential.handle_model &&
 	    (st->op == OP_CREATE || st->op == OP_RETIRE ||
 	    st->op == OP_ABANDON)) {
 		int rc = tl_rx_grant_handle(ps->rx, ga->t, st->g.id,
@@ -270,7 +270,7 @@ gather_one(const struct tl_rotation *r, void *arg)
 		}
 	}
 	if (st->rc == 0 && st->ops != NULL &&
-	    st->ops->credential == TL_DRV_CRED_MULTI_PASSWORD &&
+	    st->ops->decl->credential.kind == TL_DRV_CRED_MULTI_PASSWORD &&
 	    (st->op == OP_RETIRE || (st->op == OP_ABANDON &&
 	    st->old[0] != '\0')))
 		retired_password(ps, ga, st);
@@ -352,12 +352,12 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	 * nothing to add beside or retire: its rotation is the new version
 	 * delivered to the holders it has now and their acks, and ends.
 	 */
-	if (st->ops->credential == TL_DRV_CRED_NONE) {
+	if (st->ops->decl->credential.kind == TL_DRV_CRED_NONE) {
 		st->rc = 0;
 		c->rc = 0;
 		return;
 	}
-	if (!tl_drv_can(st->ops, TL_DRV_CAP_ROTATE, st->why)) {
+	if (!tl_drv_can(st->ops->decl, TL_DRV_CAP_ROTATE, st->why)) {
 		st->rc = TL_EDRIVER;
 		c->rc = st->rc;
 		return;
@@ -378,7 +378,7 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		 * sessions ended, and removed; a login the versions share
 		 * loses the retired version's password (driver.h).
 		 */
-		int shared = st->ops->credential ==
+		int shared = st->ops->decl->credential.kind ==
 		    TL_DRV_CRED_MULTI_PASSWORD;
 
 		dg.login = st->old;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "drivers/util.h"
 #include "projections/grant.h"
 #include "projections/graph.h"
 #include "mesh.h"
@@ -15,34 +16,33 @@
 #include "session.h"
 
 /*
- * The secret setting that is the admin's credential (tl_drv_admin's
- * password): admin-password, unless the driver declares none by that
- * name; then the first secret setting it declares (an identity
- * provider's initial access token).
+ * The value of the first setting of role that is set (the operator's or
+ * derived, in pv->setbuf), else the first declared default of that role
+ * that is not empty, into v; v is left as it is when there is neither.
  */
-static const char *
-admin_secret(const struct tl_drv_ops *ops)
-{
-	const struct tl_drv_setting *st;
-
-	if (ops == NULL || ops->settings == NULL ||
-	    tl_drv_setting_find(ops->settings, "admin-password") != NULL)
-		return "admin-password";
-	for (st = ops->settings; st->name != NULL; st++)
-		if (st->secret)
-			return st->name;
-	return "admin-password";
-}
-
-/* Sets an empty v to the default ops declares for setting name. */
 static void
-setting_default(const struct tl_drv_ops *ops, const char *name, char *v,
+role_value(const struct tl_rx_prov *pv, enum tl_drv_role role, char *v,
     size_t cap)
 {
-	const char *d;
+	const struct tl_drv_setting *st;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	const char *x;
+	size_t i;
 
-	if (v[0] == '\0' && (d = tl_drv_setting_default(ops, name)) != NULL)
-		snprintf(v, cap, "%s", d);
+	tl_rx_prov_settings(pv, sv);
+	for (i = 0; (st = tl_drv_setting_role(pv->decl, role, i)) != NULL;
+	    i++)
+		if ((x = tl_drv_setting_get(sv, st->name)) != NULL &&
+		    x[0] != '\0') {
+			snprintf(v, cap, "%s", x);
+			return;
+		}
+	for (i = 0; (st = tl_drv_setting_role(pv->decl, role, i)) != NULL;
+	    i++)
+		if (st->dflt != NULL && st->dflt[0] != '\0') {
+			snprintf(v, cap, "%s", st->dflt);
+			return;
+		}
 }
 
 /* Is key among the settings already in pv->setbuf (the operator's)? */
@@ -77,7 +77,7 @@ derived_settings(struct tl_txn *t, const struct tl_proj *p,
 	char k[TL_KEY_MAX], name[64];
 	size_t i, kl, vl;
 
-	if (pv->ops == NULL || pv->ops->settings == NULL ||
+	if (pv->decl == NULL || pv->decl->settings == NULL ||
 	    tl_key(k, "ad/%s@%s", pv->module, pv->node) != 0 ||
 	    tl_rec_get(t, p->graph, k, &d) != 0)
 		return;
@@ -92,7 +92,7 @@ derived_settings(struct tl_txn *t, const struct tl_proj *p,
 				continue;
 			memcpy(name, ks, kl);
 			name[kl] = '\0';
-			if (tl_drv_setting_find(pv->ops->settings, name) ==
+			if (tl_drv_setting_find(pv->decl->settings, name) ==
 			    NULL || setbuf_has(pv, ks, kl))
 				continue;
 			memcpy(pv->setbuf + pv->setlen, ks, kl);
@@ -112,7 +112,6 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 {
 	struct tl_rec r;
 	struct tl_bnode types, n;
-	char maint[8] = "";
 	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
@@ -156,34 +155,6 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		return rc;
 	tl_bn_getstr(r.m, "expose", pv->expose, sizeof(pv->expose));
 	if (tl_bn_get(r.m, "settings", &n) == 0) {
-		/*
-		 * Where tallyd connects as the admin: host, the name every
-		 * driver declares (issue 13), or admin-host, the name the
-		 * first drivers declared; host wins when both are set.
-		 */
-		if (tl_bn_getstr(n, "host", pv->host, sizeof(pv->host)) != 0 ||
-		    pv->host[0] == '\0')
-			tl_bn_getstr(n, "admin-host", pv->host,
-			    sizeof(pv->host));
-		tl_bn_getstr(n, "port", pv->port, sizeof(pv->port));
-		tl_bn_getstr(n, "admin-user", pv->user, sizeof(pv->user));
-		tl_bn_getstr(n, "admin-db", pv->db, sizeof(pv->db));
-		{
-			char mt[32] = "";
-			uint64_t secs = 0;
-
-			/*
-			 * Seconds per migration file; assign checked the
-			 * value, so 0 (the default) only for a log older
-			 * than the check.
-			 */
-			tl_bn_getstr(n, "migration-timeout", mt, sizeof(mt));
-			if (mt[0] != '\0' && tl_drv_duration(mt, &secs) == 0 &&
-			    secs <= UINT32_MAX)
-				pv->mig_timeout = (unsigned)secs;
-		}
-		tl_bn_getstr(n, TL_SET_REVOKE_PUBLIC_CONNECT, maint,
-		    sizeof(maint));
 		/* Every setting, for the driver to read its own. */
 		for (i = 0; i < tl_bn_len(n) && i < TL_RX_SETTINGS_MAX; i++) {
 			struct tl_bnode kn, vn;
@@ -205,23 +176,41 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 			pv->setbuf[pv->setlen++] = '\0';
 		}
 	}
-	pv->maint = tl_setting_revoke_public_connect(maint);
-	/* What is not set is the driver's declared default (driver.h). */
-	pv->ops = tl_drv_find(driver);
+	/* What is not set is the driver's declared default (decl.h). */
+	pv->decl = tl_drv_decl_find(driver);
+	pv->ops = tl_drv_ops_of(pv->decl);
 	derived_settings(t, p, pv);
+	/* The admin view, by the settings' roles (decl.h). */
+	role_value(pv, TL_DRV_ROLE_ADMIN_HOST, pv->host, sizeof(pv->host));
 	if (pv->host[0] == '\0')
 		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
-	setting_default(pv->ops, "port", pv->port, sizeof(pv->port));
-	setting_default(pv->ops, "admin-user", pv->user, sizeof(pv->user));
-	setting_default(pv->ops, "admin-db", pv->db, sizeof(pv->db));
+	role_value(pv, TL_DRV_ROLE_PORT, pv->port, sizeof(pv->port));
+	role_value(pv, TL_DRV_ROLE_ADMIN_USER, pv->user, sizeof(pv->user));
+	{
+		const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+		const char *mt;
+		uint64_t secs = 0;
+
+		/*
+		 * Seconds per migration file; assign checked the value, so
+		 * 0 (the default) only for a log older than the check.
+		 */
+		tl_rx_prov_settings(pv, sv);
+		if ((mt = tl_drv_setting_get(sv, "migration-timeout")) !=
+		    NULL && tl_drv_duration(mt, &secs) == 0 &&
+		    secs <= UINT32_MAX)
+			pv->mig_timeout = (unsigned)secs;
+	}
 	if (tl_bn_get(r.m, "secrets", &n) == 0) {
 		struct tl_bnode s;
 		const void *ct;
 		size_t len;
 		char ad[TL_KEY_MAX];
-		const char *sname = admin_secret(pv->ops);
+		const struct tl_drv_setting *st =
+		    tl_drv_setting_role(pv->decl, TL_DRV_ROLE_ADMIN_SECRET, 0);
+		const char *sname = st != NULL ? st->name : "";
 
-		if (tl_bn_get(n, sname, &s) == 0 &&
+		if (st != NULL && tl_bn_get(n, sname, &s) == 0 &&
 		    tl_bn_secret(s, &ct, &len) == 0 &&
 		    len > TL_BOX_OVERHEAD &&
 		    len - TL_BOX_OVERHEAD < sizeof(pv->password)) {
@@ -286,8 +275,6 @@ tl_rx_prov_admin(const struct tl_rx_prov *pv,
 	a->port = pv->port;
 	a->user = pv->user;
 	a->password = pv->password;
-	a->dbname = pv->db;
-	a->revoke_public_connect = pv->maint;
 	a->settings = tl_rx_prov_settings(pv, sv);
 	a->mesh = pv->mesh;
 	if (pv->epoch != 0) {

@@ -32,10 +32,8 @@ struct tl_rx_prov {
 	char		 host[256];
 	char		 port[8];
 	char		 user[64];
-	char		 db[64];
 	char		 password[512];
 	unsigned	 mig_timeout;	/* migration-timeout, s; 0: default */
-	int		 maint;		/* revoke-public-connect */
 	int		 ok;		/* admin side usable this pass */
 	/*
 	 * The assignment's settings that are not secret, name NUL value NUL
@@ -43,7 +41,8 @@ struct tl_rx_prov {
 	 */
 	char		 setbuf[2048];
 	size_t		 setlen;
-	const struct tl_drv_ops *ops;
+	const struct tl_drv_decl *decl;	/* NULL: a driver this build lacks */
+	const struct tl_drv_ops *ops;	/* tl_drv_ops_of(decl) */
 	/*
 	 * The fence to check on each session opened on it before a call
 	 * (tl_ep_arm sets them, tl_ep_session checks): the epoch, 0 for

@@ -368,7 +368,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 			}
 			ps->nvp++;
 		}
-		if (v->ops->handle_model) {
+		if (v->ops->decl->credential.handle_model) {
 			if ((c->handle = tl_secret_alloc(TL_DRV_HANDLE_MAX)) ==
 			    NULL || (c->handle_out = tl_secret_alloc(
 			    TL_DRV_HANDLE_MAX)) == NULL) {
@@ -581,7 +581,7 @@ run_checks(void *arg, unsigned *phases)
 	}
 	for (i = 0; i < ps->nvp; i++) {
 		struct vprov *v = &ps->vp[i];
-		int bulk = tl_drv_can(v->ops, TL_DRV_CAP_CHECK_BULK, NULL),
+		int bulk = tl_drv_can(v->ops->decl, TL_DRV_CAP_CHECK_BULK, NULL),
 		    any = 0;
 
 		pv[i] = v->pv;

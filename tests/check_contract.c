@@ -1,7 +1,8 @@
 /*
- * check_contract.c - the driver contract (drivers/driver.h) as data, and
- * the postgres driver's declarations on it; no server (the operations
- * against a real PostgreSQL are tests/check_drv_postgres.c).
+ * check_contract.c - the driver contract: a declaration (drivers/decl.h)
+ * and its operations (drivers/driver.h), and the postgres driver's
+ * declaration on it; no server (the operations against a real
+ * PostgreSQL are tests/check_drv_postgres.c).
  *
  * Names: every name the driver derives now is byte for byte the name
  * reactors/names.c derived before it moved into the driver (the table
@@ -9,9 +10,10 @@
  * names op and through reactors' tl_rx_grant_names; a log of before
  * keeps naming the same objects.  Compose: the delivery values,
  * URI included, are what reactors composed before; a secret field is
- * never composed without the credential.  Capabilities: a table that
- * lacks an operation is refused with the reason.  The fault wrapper
- * keeps the new members.
+ * never composed without the credential.  Capabilities: every driver
+ * declares exactly the operations it has, and a declaration that lacks
+ * one is refused with the reason.  Roles: the admin view's settings are
+ * found by role.  The fault wrapper keeps the declaration.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -28,7 +30,8 @@
 #include "reactors/rx-internal.h"
 #include "reactors/session.h"
 
-static const struct tl_drv_ops *pg;
+static const struct tl_drv_decl *pg;
+static const struct tl_drv_ops *pgops;
 
 struct vec {
 	const char	*id, *resource, *node, *recorded;
@@ -178,18 +181,17 @@ START_TEST(test_compose)
 	    sizeof(out)), TL_EINVAL);
 	/* Every declared field is composed, secret ones flagged. */
 	g.password = "pw-secret";
-	for (i = 0; pg->fields[i] != NULL; i++) {
-		ck_assert_ptr_nonnull(pg->field_info[i].name);
-		ck_assert_str_eq(pg->field_info[i].name, pg->fields[i]);
-		ck_assert_int_eq(tl_drv_compose(pg, pg->fields[i], &ep, &g,
-		    out, sizeof(out)), 0);
-		ck_assert_int_eq(tl_drv_field_secret(pg, pg->fields[i]),
+	for (i = 0; pg->fields[i].name != NULL; i++) {
+		ck_assert_int_eq(tl_drv_compose(pg, pg->fields[i].name, &ep,
+		    &g, out, sizeof(out)), 0);
+		ck_assert_int_eq(tl_drv_field_secret(pg, pg->fields[i].name),
 		    strstr(out, "pw-secret") != NULL);
+		ck_assert(tl_drv_has_field(pg, pg->fields[i].name));
 	}
-	ck_assert_ptr_null(pg->field_info[i].name);
+	ck_assert(!tl_drv_has_field(pg, "vhost"));
 	/* A driver without compose: host and port only. */
 	{
-		struct tl_drv_ops bare = { .name = "bare" };
+		struct tl_drv_decl bare = { .name = "bare" };
 
 		ck_assert_int_eq(tl_drv_compose(&bare, "port", &ep, &g, out,
 		    sizeof(out)), 0);
@@ -202,7 +204,9 @@ END_TEST
 
 START_TEST(test_declarations)
 {
-	ck_assert_ptr_eq(tl_drv_for_type("postgres-database"), pg);
+	ck_assert_ptr_eq(tl_drv_decl_for_type("postgres-database"), pg);
+	ck_assert_ptr_eq(pgops->decl, pg);
+	ck_assert_ptr_eq(tl_drv_ops_of(pg), pgops);
 	ck_assert(tl_drv_has_tag(pg, "database"));
 	ck_assert(tl_drv_has_tag(pg, "sql"));
 	ck_assert(!tl_drv_has_tag(pg, "queue"));
@@ -211,7 +215,7 @@ START_TEST(test_declarations)
 	    "postgres");
 	ck_assert_str_eq(tl_drv_setting_default(pg, "admin-db"), "postgres");
 	ck_assert_ptr_null(tl_drv_setting_default(pg, "no-such"));
-	ck_assert_int_eq(pg->credential, TL_DRV_CRED_LOGIN_BESIDE);
+	ck_assert_int_eq(pg->credential.kind, TL_DRV_CRED_LOGIN_BESIDE);
 	ck_assert_ptr_nonnull(pg->revocation);
 	ck_assert(pg->revocation->retain);
 	ck_assert(!pg->revocation->destroys);
@@ -224,31 +228,141 @@ START_TEST(test_capabilities)
 {
 	static const enum tl_drv_cap all[] = { TL_DRV_CAP_MIGRATE,
 	    TL_DRV_CAP_MOVE, TL_DRV_CAP_SIZE, TL_DRV_CAP_ADMIN_ROTATE,
-	    TL_DRV_CAP_CHECK, TL_DRV_CAP_ROTATE, TL_DRV_CAP_CHECK_BULK };
-	struct tl_drv_ops less;
+	    TL_DRV_CAP_CHECK, TL_DRV_CAP_ROTATE, TL_DRV_CAP_CHECK_BULK,
+	    TL_DRV_CAP_SESSIONS };
+	struct tl_drv_decl less;
 	char why[TL_DRV_WHY_MAX];
 	size_t i;
 
 	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		ck_assert_msg(tl_drv_can(pg, all[i], why), "%s", why);
+	ck_assert(!tl_drv_can(pg, TL_DRV_CAP_LOSS, why));
+	ck_assert_str_eq(why, "driver postgres cannot tell what a revocation "
+	    "loses");
 	less = *pg;
 	less.name = "less";
-	less.copy = NULL;
+	less.caps &= ~TL_DRV_CAP_BIT(TL_DRV_CAP_MOVE);
 	ck_assert(!tl_drv_can(&less, TL_DRV_CAP_MOVE, why));
-	ck_assert_str_eq(why, "driver less cannot move data: it has no copy");
-	less.migrate = NULL;
-	ck_assert(!tl_drv_can(&less, TL_DRV_CAP_MIGRATE, why));
-	ck_assert_msg(strstr(why, "no migrate") != NULL, "%s", why);
-	less.credential = TL_DRV_CRED_NONE;
+	ck_assert_str_eq(why, "driver less cannot move data");
+	less.caps &= ~TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE);
+	less.credential.kind = TL_DRV_CRED_NONE;
 	ck_assert(!tl_drv_can(&less, TL_DRV_CAP_ROTATE, why));
-	ck_assert_msg(strstr(why, "cannot rotate credentials") != NULL, "%s",
-	    why);
+	ck_assert_str_eq(why, "driver less cannot rotate credentials: its "
+	    "grants have no credential");
 	ck_assert(tl_drv_can(&less, TL_DRV_CAP_SIZE, NULL));
-	less.check_bulk = NULL;
-	ck_assert(!tl_drv_can(&less, TL_DRV_CAP_CHECK_BULK, why));
-	ck_assert_str_eq(why, "driver less cannot verify grants in bulk: it "
-	    "has no check_bulk");
-	ck_assert(tl_drv_can(&less, TL_DRV_CAP_CHECK, NULL));
+}
+END_TEST
+
+/*
+ * Every driver declares exactly the capabilities its operations have:
+ * a declared capability has its operations, an undeclared one none, so
+ * what the CLI and the deciders read of a declaration is what tallyd
+ * can do.
+ */
+START_TEST(test_caps_are_the_ops)
+{
+	const char *const *names = tl_drv_names();
+	const struct tl_drv_decl *d;
+	const struct tl_drv_ops *o;
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++) {
+		int has[TL_DRV_CAP_SESSIONS + 1];
+		int c;
+
+		d = tl_drv_decl_find(names[i]);
+		o = tl_drv_find(names[i]);
+		ck_assert_msg(d != NULL && o != NULL, "driver %s", names[i]);
+		ck_assert_ptr_eq(o->decl, d);
+		ck_assert_str_eq(d->name, names[i]);
+		has[TL_DRV_CAP_MIGRATE] = o->migrate != NULL;
+		has[TL_DRV_CAP_MOVE] = o->freeze != NULL && o->copy != NULL;
+		has[TL_DRV_CAP_SIZE] = o->size != NULL;
+		has[TL_DRV_CAP_ADMIN_ROTATE] = o->set_admin_password != NULL;
+		has[TL_DRV_CAP_CHECK] = o->check != NULL;
+		has[TL_DRV_CAP_ROTATE] = o->add_credential != NULL &&
+		    o->retire_credential != NULL &&
+		    d->credential.kind != TL_DRV_CRED_NONE;
+		has[TL_DRV_CAP_CHECK_BULK] = o->check_bulk != NULL;
+		has[TL_DRV_CAP_LOSS] = o->loss != NULL;
+		has[TL_DRV_CAP_SESSIONS] = o->sessions != NULL;
+		for (c = 0; c <= TL_DRV_CAP_SESSIONS; c++)
+			ck_assert_msg(tl_drv_can(d, (enum tl_drv_cap)c, NULL) ==
+			    has[c], "driver %s: capability %d declared %d, "
+			    "operations %d", d->name, c,
+			    tl_drv_can(d, (enum tl_drv_cap)c, NULL), has[c]);
+		ck_assert_msg((d->migrate_dialect != NULL) ==
+		    has[TL_DRV_CAP_MIGRATE], "driver %s: dialect", d->name);
+		/* A stored fence is an operation; an epoch check is not. */
+		ck_assert_msg((o->fence != NULL) == (d->fencing != NULL &&
+		    (d->fencing->kind == TL_DRV_FENCE_ATOMIC ||
+		    d->fencing->kind == TL_DRV_FENCE_BEFORE_CALL)),
+		    "driver %s: fence", d->name);
+	}
+}
+END_TEST
+
+/*
+ * The admin view is built from roles: every driver with a provider to
+ * log in to names where (ADMIN_HOST, or a plain setting it reads
+ * itself), at most one admin secret, which is a secret setting, and the
+ * host roles come before anything else of theirs in order.
+ */
+START_TEST(test_roles)
+{
+	const char *const *names = tl_drv_names();
+	const struct tl_drv_decl *d;
+	const struct tl_drv_setting *st;
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++) {
+		d = tl_drv_decl_find(names[i]);
+		ck_assert_ptr_null(tl_drv_setting_role(d,
+		    TL_DRV_ROLE_ADMIN_SECRET, 1));
+		if ((st = tl_drv_setting_role(d, TL_DRV_ROLE_ADMIN_SECRET,
+		    0)) != NULL)
+			ck_assert_msg(st->secret, "%s: %s", d->name, st->name);
+		for (st = d->settings; st != NULL && st->name != NULL; st++)
+			if (st->secret)
+				ck_assert_msg(st->role == TL_DRV_ROLE_ADMIN_SECRET ||
+				    st->role == TL_DRV_ROLE_PLAIN, "%s: %s",
+				    d->name, st->name);
+	}
+	/* PostgreSQL: host before admin-host; its own words are plain. */
+	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_ADMIN_HOST,
+	    0)->name, "host");
+	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_ADMIN_HOST,
+	    1)->name, "admin-host");
+	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_PORT, 0)->name,
+	    "port");
+	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_ADMIN_USER,
+	    0)->name, "admin-user");
+	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_ADMIN_SECRET,
+	    0)->name, "admin-password");
+	ck_assert_int_eq(tl_drv_setting_find(pg->settings, "admin-db")->role,
+	    TL_DRV_ROLE_PLAIN);
+	/* An identity provider's secret is its initial access token. */
+	ck_assert_str_eq(tl_drv_setting_role(tl_drv_decl_find("oidc"),
+	    TL_DRV_ROLE_ADMIN_SECRET, 0)->name, "initial-access-token");
+}
+END_TEST
+
+/* What settings valid alone leave open, said by the driver (status). */
+START_TEST(test_settings_note)
+{
+	static const char *const off[] = { "port", "5433",
+		"revoke-public-connect", "no", NULL };
+	static const char *const on[] = { "revoke-public-connect", "yes",
+		NULL };
+	static const char *const none[] = { NULL };
+	char note[TL_DRV_WHY_MAX];
+
+	ck_assert_ptr_nonnull(pg->settings_note);
+	ck_assert_int_eq(pg->settings_note(off, note), 1);
+	ck_assert_msg(strstr(note, "revoke-public-connect is off") == note,
+	    "%s", note);
+	ck_assert_int_eq(pg->settings_note(on, note), 0);
+	ck_assert_int_eq(pg->settings_note(none, note), 0);
 }
 END_TEST
 
@@ -258,46 +372,43 @@ START_TEST(test_fault_keeps_contract)
 	const struct tl_drv_ops *f;
 	char why[TL_DRV_WHY_MAX];
 
-	f = tl_drv_fault_wrap_spec(pg, "create:fail", why);
+	f = tl_drv_fault_wrap_spec(pgops, "create:fail", why);
 	ck_assert_msg(f != NULL, "%s", why);
-	ck_assert_ptr_eq(f->tags, pg->tags);
-	ck_assert_ptr_eq(f->field_info, pg->field_info);
-	ck_assert_ptr_eq(f->compose, pg->compose);
-	ck_assert_ptr_eq(f->names, pg->names);
-	ck_assert_ptr_eq(f->revocation, pg->revocation);
-	ck_assert_int_eq(f->credential, pg->credential);
+	ck_assert_ptr_eq(f->decl->tags, pg->tags);
+	ck_assert_ptr_eq(f->decl->fields, pg->fields);
+	ck_assert_ptr_eq(f->decl->compose, pg->compose);
+	ck_assert_ptr_eq(f->decl->names, pg->names);
+	ck_assert_ptr_eq(f->decl->revocation, pg->revocation);
+	ck_assert_int_eq(f->decl->credential.kind, pg->credential.kind);
+	/* A rule on check is grant by grant: no bulk, declared so. */
+	ck_assert_ptr_null(f->check_bulk);
+	ck_assert(!tl_drv_can(f->decl, TL_DRV_CAP_CHECK_BULK, NULL));
+	ck_assert(tl_drv_can(pg, TL_DRV_CAP_CHECK_BULK, NULL));
 	/* These take the wrapper's handle: wrapped, never the real ones. */
 	ck_assert_ptr_nonnull(f->add_credential);
 	ck_assert_ptr_nonnull(f->retire_credential);
-	ck_assert_ptr_ne(f->add_credential, pg->add_credential);
-	ck_assert_ptr_ne(f->retire_credential, pg->retire_credential);
+	ck_assert_ptr_ne(f->add_credential, pgops->add_credential);
+	ck_assert_ptr_ne(f->retire_credential, pgops->retire_credential);
 }
 END_TEST
 
 /*
  * The optional loss op (what revoking loses now, tally remove) takes a
  * handle, so the wrapper wraps it where the driver has it, and leaves it
- * NULL where it has not; every driver declares a revocation and a
- * field_info that names its fields in order.
+ * NULL where it has not; every driver declares a revocation.
  */
 START_TEST(test_loss_and_declarations)
 {
 	const char *const *names = tl_drv_names();
 	const struct tl_drv_ops *d, *f;
 	char why[TL_DRV_WHY_MAX];
-	size_t i, j;
+	size_t i;
 
 	for (i = 0; names[i] != NULL; i++) {
 		d = tl_drv_find(names[i]);
 		ck_assert_msg(d != NULL, "driver %s listed, not found",
 		    names[i]);
-		ck_assert_ptr_nonnull(d->revocation);
-		for (j = 0; d->fields != NULL && d->fields[j] != NULL; j++)
-			ck_assert_msg(d->field_info == NULL ||
-			    (d->field_info[j].name != NULL &&
-			    strcmp(d->field_info[j].name, d->fields[j]) == 0),
-			    "%s: field_info[%zu] is not field %s", d->name, j,
-			    d->fields[j]);
+		ck_assert_ptr_nonnull(d->decl->revocation);
 		f = tl_drv_fault_wrap_spec(d, "create:fail", why);
 		ck_assert_msg(f != NULL, "%s", why);
 		if (d->loss == NULL)
@@ -310,8 +421,8 @@ START_TEST(test_loss_and_declarations)
 	d = tl_drv_find("rabbitmq");
 	ck_assert_ptr_nonnull(d);
 	ck_assert_ptr_nonnull(d->loss);
-	ck_assert(d->revocation->destroys);
-	ck_assert_ptr_null(pg->loss);
+	ck_assert(d->decl->revocation->destroys);
+	ck_assert_ptr_null(pgops->loss);
 }
 END_TEST
 
@@ -334,8 +445,9 @@ prov(struct tl_rx_prov *pv, const char *type, const char *expose,
 		memcpy(pv->setbuf + pv->setlen, set[i], n);
 		pv->setlen += n;
 	}
-	pv->ops = tl_drv_for_type(type);
-	ck_assert_ptr_nonnull(pv->ops);
+	pv->decl = tl_drv_decl_for_type(type);
+	ck_assert_ptr_nonnull(pv->decl);
+	pv->ops = tl_drv_ops_of(pv->decl);
 }
 
 /* The field as the driver composes it at the endpoint who gets. */
@@ -354,7 +466,7 @@ field_for(const struct tl_rx_prov *pv, const struct tl_grant *g,
 	dg.owner = "";
 	dg.login = "u";
 	tl_rx_consumer_endpoint(pv, g, who, node, sv, host, &ep);
-	ck_assert_int_eq(tl_drv_compose(pv->ops, field, &ep, &dg, out,
+	ck_assert_int_eq(tl_drv_compose(pv->decl, field, &ep, &dg, out,
 	    TL_DRV_VALUE_MAX + 1), 0);
 }
 
@@ -420,6 +532,9 @@ suite(void)
 	tcase_add_test(tc, test_compose);
 	tcase_add_test(tc, test_declarations);
 	tcase_add_test(tc, test_capabilities);
+	tcase_add_test(tc, test_caps_are_the_ops);
+	tcase_add_test(tc, test_roles);
+	tcase_add_test(tc, test_settings_note);
 	tcase_add_test(tc, test_fault_keeps_contract);
 	tcase_add_test(tc, test_loss_and_declarations);
 	tcase_add_test(tc, test_consumer_endpoint);
@@ -436,7 +551,8 @@ main(void)
 	if (sodium_init() < 0)
 		return 1;
 	unsetenv("TALLY_FAULT");
-	if ((pg = tl_drv_find("postgres")) == NULL)
+	if ((pg = tl_drv_decl_find("postgres")) == NULL ||
+	    (pgops = tl_drv_find("postgres")) == NULL)
 		return 1;
 	sr = srunner_create(suite());
 	srunner_run_all(sr, CK_NORMAL);

@@ -215,7 +215,7 @@ grant_keys(struct grant *gr)
 {
 	static const struct tl_drv_endpoint e0 = { NULL, NULL, NULL };
 
-	ck_assert_int_eq(drv->compose("access-key", &e0, &gr->g, gr->ak,
+	ck_assert_int_eq(drv->decl->compose("access-key", &e0, &gr->g, gr->ak,
 	    sizeof(gr->ak)), 0);
 }
 
@@ -237,7 +237,7 @@ grant_init(struct grant *gr, const char *tag)
 	in.recorded = "";
 	in.version = 1;
 	in.scheme = TL_DRV_NAMING;
-	ck_rc(drv->names(&in, &out, why), 0, why);
+	ck_rc(drv->decl->names(&in, &out, why), 0, why);
 	snprintf(gr->login, sizeof(gr->login), "%s", out.login);
 	snprintf(gr->bucket, sizeof(gr->bucket), "%s", out.resource);
 	tl_secret_password(gr->pw);
@@ -254,8 +254,7 @@ grant_init(struct grant *gr, const char *tag)
 static void *
 drv_open(void)
 {
-	struct tl_drv_admin a = { s_host, s_port, "", s_sk, NULL, 0,
-	    s_settings };
+	struct tl_drv_admin a = { s_host, s_port, "", s_sk, s_settings };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 
@@ -543,7 +542,7 @@ START_TEST(test_hostile_names)
 	in.recorded = "";
 	in.version = 1;
 	in.scheme = TL_DRV_NAMING;
-	if (drv->names(&in, &out, why) == 0) {
+	if (drv->decl->names(&in, &out, why) == 0) {
 		ck_assert_msg(strspn(out.resource,
 		    "abcdefghijklmnopqrstuvwxyz0123456789-") ==
 		    strlen(out.resource), "bucket %s", out.resource);
@@ -834,7 +833,8 @@ START_TEST(test_rotation)
 	struct tl_drv_grant old;
 	void *h = drv_open();
 
-	ck_assert_int_eq(drv->credential, TL_DRV_CRED_MULTI_PASSWORD);
+	ck_assert_int_eq(drv->decl->credential.kind,
+	    TL_DRV_CRED_MULTI_PASSWORD);
 	grant_init(&a, "rot");
 	create_ok(h, &a.g);
 	snprintf(pq, sizeof(pq), "/%s/o", a.bucket);
@@ -908,9 +908,9 @@ END_TEST
 
 START_TEST(test_compose_open_refused)
 {
-	struct tl_drv_admin a = { s_host, s_port, "", "wrong-secret", NULL,
-	    0, s_settings };
-	struct tl_drv_admin down = { "127.0.0.1", "1", "", s_sk, NULL, 0,
+	struct tl_drv_admin a = { s_host, s_port, "", "wrong-secret",
+	    s_settings };
+	struct tl_drv_admin down = { "127.0.0.1", "1", "", s_sk,
 	    s_settings };
 	struct tl_drv_endpoint e = { "rgw.example", "7480", NULL };
 	struct grant g;
@@ -921,27 +921,27 @@ START_TEST(test_compose_open_refused)
 	ck_assert_ptr_null(h);
 	ck_rc(drv->open(&down, &h, why), TL_EUNREACH, why);
 	grant_init(&g, "compose");
-	ck_assert_int_eq(drv->compose("endpoint", &e, &g.g, out, sizeof(out)),
-	    0);
+	ck_assert_int_eq(drv->decl->compose("endpoint", &e, &g.g, out,
+	    sizeof(out)), 0);
 	ck_assert_str_eq(out, "http://rgw.example:7480");
-	ck_assert_int_eq(drv->compose("bucket", &e, &g.g, out, sizeof(out)),
-	    0);
+	ck_assert_int_eq(drv->decl->compose("bucket", &e, &g.g, out,
+	    sizeof(out)), 0);
 	ck_assert_str_eq(out, g.bucket);
-	ck_assert_int_eq(drv->compose("region", &e, &g.g, out, sizeof(out)),
-	    0);
+	ck_assert_int_eq(drv->decl->compose("region", &e, &g.g, out,
+	    sizeof(out)), 0);
 	ck_assert_str_eq(out, "default");
-	ck_assert_int_eq(drv->compose("secret-key", &e, &g.g, out,
+	ck_assert_int_eq(drv->decl->compose("secret-key", &e, &g.g, out,
 	    sizeof(out)), 0);
 	ck_assert_str_eq(out, g.pw);
 	g.g.password = NULL;
-	ck_assert_int_eq(drv->compose("secret-key", &e, &g.g, out,
+	ck_assert_int_eq(drv->decl->compose("secret-key", &e, &g.g, out,
 	    sizeof(out)), TL_EINVAL);
-	ck_assert_int_eq(drv->compose("access-key", &e, &g.g, out,
+	ck_assert_int_eq(drv->decl->compose("access-key", &e, &g.g, out,
 	    sizeof(out)), TL_EINVAL);
-	ck_assert_int_eq(drv->compose("nope", &e, &g.g, out, sizeof(out)),
-	    TL_ENOTFOUND);
-	ck_assert(tl_drv_field_secret(drv, "secret-key"));
-	ck_assert(!tl_drv_field_secret(drv, "bucket"));
+	ck_assert_int_eq(drv->decl->compose("nope", &e, &g.g, out,
+	    sizeof(out)), TL_ENOTFOUND);
+	ck_assert(tl_drv_field_secret(drv->decl, "secret-key"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "bucket"));
 }
 END_TEST
 
@@ -951,8 +951,8 @@ END_TEST
 static void *
 drv_open_mesh(const char *mesh, const struct tl_drv_fence *f)
 {
-	struct tl_drv_admin a = { s_host, s_port, "", s_sk, NULL, 0,
-	    s_settings, mesh, f };
+	struct tl_drv_admin a = { s_host, s_port, "", s_sk, s_settings,
+	    mesh, f };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 

@@ -215,8 +215,7 @@ secret_add(const char *pw)
 static void *
 drv_open(void)
 {
-	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, 0,
-	    NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 	int rc;
@@ -564,7 +563,7 @@ START_TEST(test_hostile_names)
 		    0 };
 		struct grant gr;
 
-		ck_rc(tl_drv_name(drv, &in, &nm[i], why), 0, why);
+		ck_rc(tl_drv_name(drv->decl, &in, &nm[i], why), 0, why);
 		for (j = 0; j < i; j++) {
 			ck_assert_str_ne(nm[i].resource, nm[j].resource);
 			ck_assert_str_ne(nm[i].login, nm[j].login);
@@ -649,19 +648,20 @@ START_TEST(test_types_are_distinct)
 	const struct tl_drv_ops *pg = tl_drv_find("postgres");
 	size_t i, j;
 
-	ck_assert_ptr_eq(tl_drv_for_type("mariadb-database"), drv);
-	ck_assert_ptr_ne(tl_drv_for_type("postgres-database"), drv);
+	ck_assert_ptr_eq(tl_drv_decl_for_type("mariadb-database"), drv->decl);
+	ck_assert_ptr_ne(tl_drv_decl_for_type("postgres-database"), drv->decl);
 	ck_assert_ptr_nonnull(pg);
-	for (i = 0; drv->types[i] != NULL; i++)
-		for (j = 0; pg->types[j] != NULL; j++)
-			ck_assert_str_ne(drv->types[i], pg->types[j]);
-	ck_assert(tl_drv_has_tag(drv, "database"));
-	ck_assert(tl_drv_has_tag(drv, "sql"));
-	ck_assert_str_eq(drv->migrate_dialect, "sql/mariadb");
-	ck_assert(tl_drv_field_secret(drv, "password"));
-	ck_assert(tl_drv_field_secret(drv, "uri"));
-	ck_assert(!tl_drv_field_secret(drv, "user"));
-	ck_assert_str_eq(tl_drv_setting_default(drv, "port"), "3306");
+	for (i = 0; drv->decl->types[i] != NULL; i++)
+		for (j = 0; pg->decl->types[j] != NULL; j++)
+			ck_assert_str_ne(drv->decl->types[i],
+			    pg->decl->types[j]);
+	ck_assert(tl_drv_has_tag(drv->decl, "database"));
+	ck_assert(tl_drv_has_tag(drv->decl, "sql"));
+	ck_assert_str_eq(drv->decl->migrate_dialect, "sql/mariadb");
+	ck_assert(tl_drv_field_secret(drv->decl, "password"));
+	ck_assert(tl_drv_field_secret(drv->decl, "uri"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "user"));
+	ck_assert_str_eq(tl_drv_setting_default(drv->decl, "port"), "3306");
 }
 END_TEST
 
@@ -672,19 +672,21 @@ START_TEST(test_compose)
 	    "p@ss:w/rd%", NULL, 0 };
 	char out[TL_DRV_VALUE_MAX + 1];
 
-	ck_rc(tl_drv_compose(drv, "uri", &ep, &g, out, sizeof(out)), 0, "");
+	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, sizeof(out)), 0,
+	    "");
 	ck_assert_str_eq(out, "mariadb://shop_1_v2:p%40ss%3Aw%2Frd%25@"
 	    "db.mesh.test:3307/shop_1");
-	ck_rc(tl_drv_compose(drv, "database", &ep, &g, out, sizeof(out)), 0,
-	    "");
+	ck_rc(tl_drv_compose(drv->decl, "database", &ep, &g, out,
+	    sizeof(out)), 0, "");
 	ck_assert_str_eq(out, "shop_1");
 	g.password = NULL;
-	ck_rc(tl_drv_compose(drv, "uri", &ep, &g, out, sizeof(out)),
+	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, sizeof(out)),
 	    TL_EINVAL, "");
-	ck_rc(tl_drv_compose(drv, "nope", &ep, &g, out, sizeof(out)),
+	ck_rc(tl_drv_compose(drv->decl, "nope", &ep, &g, out, sizeof(out)),
 	    TL_ENOTFOUND, "");
 	g.password = "x";
-	ck_rc(tl_drv_compose(drv, "uri", &ep, &g, out, 20), TL_ETOOBIG, "");
+	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, 20), TL_ETOOBIG,
+	    "");
 }
 END_TEST
 
@@ -1053,7 +1055,7 @@ END_TEST
 START_TEST(test_admin_password)
 {
 	struct tl_drv_admin a = { s_host, s_port, "tally_adm2", "first-pw",
-	    NULL, 0, NULL };
+	    NULL };
 	char why[TL_DRV_WHY_MAX], np[TL_PASSWORD_LEN + 1];
 	struct grant gr;
 	void *h = NULL, *h2 = NULL;
@@ -1083,10 +1085,8 @@ END_TEST
 
 START_TEST(test_open_errors)
 {
-	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL, 0,
-	    NULL };
-	struct tl_drv_admin u = { "127.0.0.1", "1", s_user, s_pw, NULL, 0,
-	    NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL };
+	struct tl_drv_admin u = { "127.0.0.1", "1", s_user, s_pw, NULL };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 
@@ -1326,8 +1326,7 @@ hex_id(char out[33])
 static void *
 drv_open_mesh(const char *mesh, const struct tl_drv_fence *fence)
 {
-	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, 0,
-	    NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 	int rc;

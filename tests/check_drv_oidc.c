@@ -191,7 +191,7 @@ ver_init(struct ver *v, const char *grant, uint64_t version)
 
 	memset(v, 0, sizeof(*v));
 	snprintf(v->grant, sizeof(v->grant), "%s", grant);
-	ck_rc(drv->names(&in, &n, why), 0, why);
+	ck_rc(drv->decl->names(&in, &n, why), 0, why);
 	snprintf(v->login, sizeof(v->login), "%s", n.login);
 	v->g.resource = v->login;
 	v->g.owner = "";
@@ -218,7 +218,7 @@ field(const struct ver *v, const char *name, char *out, size_t cap)
 	const char *sv[] = { "issuer", s_issuer, NULL, NULL };
 	struct tl_drv_endpoint ep = { .host = "", .port = "", .settings = sv };
 
-	ck_rc(drv->compose(name, &ep, &v->g, out, cap), 0, name);
+	ck_rc(drv->decl->compose(name, &ep, &v->g, out, cap), 0, name);
 }
 
 static size_t
@@ -467,7 +467,7 @@ START_TEST(test_hostile_names)
 	ck_rc(drv->create(h, &v.g, why), TL_EINVAL, why);
 	ck_assert_str_eq(v.out, "");
 	/* A name outside [a-z0-9_-] is refused by names and by create. */
-	(void)drv->names(&in, &n, why);
+	(void)drv->decl->names(&in, &n, why);
 	v.g.login = "x\"y";
 	ck_rc(drv->create(h, &v.g, why), TL_EINVAL, why);
 	drv->close(h);
@@ -561,11 +561,11 @@ START_TEST(test_rotation)
 	ck_assert(consumer_token(&v2));
 	ck_assert_int_eq(ck_check(h, &v1, why), TL_DRIFT_MISSING);
 	ck_assert_int_eq(ck_check(h, &v2, why), TL_DRIFT_NONE);
-	ck_assert_ptr_nonnull(drv->rotation_note);
-	ck_assert(drv->handle_model);
+	ck_assert_ptr_nonnull(drv->decl->credential.rotation_note);
+	ck_assert(drv->decl->credential.handle_model);
 	/* What registration cannot limit is declared (issue 21 item 32). */
-	ck_assert_ptr_nonnull(drv->isolation_note);
-	ck_assert_ptr_nonnull(strstr(drv->isolation_note, "introspect"));
+	ck_assert_ptr_nonnull(drv->decl->isolation_note);
+	ck_assert_ptr_nonnull(strstr(drv->decl->isolation_note, "introspect"));
 	drv->close(h);
 }
 END_TEST
@@ -728,13 +728,13 @@ END_TEST
  */
 START_TEST(test_fencing_declared)
 {
-	ck_assert_ptr_nonnull(drv->fencing);
-	ck_assert_int_eq(drv->fencing->kind, TL_DRV_FENCE_EPOCH_CHECK);
+	ck_assert_ptr_nonnull(drv->decl->fencing);
+	ck_assert_int_eq(drv->decl->fencing->kind, TL_DRV_FENCE_EPOCH_CHECK);
 	ck_assert_ptr_null(drv->fence);
-	ck_assert_ptr_nonnull(drv->fencing->window);
-	ck_assert_msg(strstr(drv->fencing->window, "10 s") != NULL,
+	ck_assert_ptr_nonnull(drv->decl->fencing->window);
+	ck_assert_msg(strstr(drv->decl->fencing->window, "10 s") != NULL,
 	    "the window does not state TL_DRV_EPOCH_CHECK_S: %s",
-	    drv->fencing->window);
+	    drv->decl->fencing->window);
 	ck_assert_int_eq(TL_DRV_EPOCH_CHECK_S, 10);
 }
 END_TEST

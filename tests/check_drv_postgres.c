@@ -48,6 +48,12 @@
 
 static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
 static char	*s_dir;			/* ours to stop; NULL if external */
+/*
+ * The admin's settings: PUBLIC's CONNECT on the maintenance databases
+ * left as it is (test_revoke_drop connects there as a login).
+ */
+static const char *const s_settings[] = { "revoke-public-connect", "no",
+	NULL };
 static int	 s_tried, s_ok;
 static char	 s_err[9000];
 static pid_t	 s_parent;
@@ -242,7 +248,7 @@ secret_add(const char *pw)
 static void *
 drv_open(void)
 {
-	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, s_settings };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 	int rc;
@@ -1602,7 +1608,7 @@ START_TEST(test_check_bulk)
 	int pass, i;
 
 	ck_assert_ptr_nonnull(drv->check_bulk);
-	ck_assert_int_eq(tl_drv_can(drv, TL_DRV_CAP_CHECK_BULK, NULL), 1);
+	ck_assert_int_eq(tl_drv_can(drv->decl, TL_DRV_CAP_CHECK_BULK, NULL), 1);
 	why = calloc(N, sizeof(*why));
 	ck_assert_ptr_nonnull(why);
 	for (i = 0; i < N; i++) {
@@ -1680,7 +1686,8 @@ END_TEST
  */
 START_TEST(test_check_bulk_not_superuser)
 {
-	struct tl_drv_admin ad = { s_host, s_port, "bulk_admin", NULL, NULL };
+	struct tl_drv_admin ad = { s_host, s_port, "bulk_admin", NULL,
+	    s_settings };
 	struct grant gr;
 	enum tl_drv_drift d = TL_DRIFT_NONE;
 	char why[1][TL_DRV_WHY_MAX], pw[TL_PASSWORD_LEN + 1];
@@ -1740,8 +1747,10 @@ END_TEST
 
 START_TEST(test_open_wrong_password)
 {
+	static const char *const nodb[] = { "revoke-public-connect", "no",
+		"admin-db", "no_such_db", NULL };
 	struct tl_drv_admin a = { s_host, s_port, s_user, "not-the-password",
-	    NULL };
+	    s_settings };
 	char why[TL_DRV_WHY_MAX];
 	void *h = (void *)1;
 	int rc;
@@ -1760,7 +1769,7 @@ START_TEST(test_open_wrong_password)
 	/* A maintenance database that does not exist is a driver error. */
 	a.user = s_user;
 	a.password = s_pw;
-	a.dbname = "no_such_db";
+	a.settings = nodb;
 	ck_rc(drv->open(&a, &h, why), TL_EDRIVER, why);
 	ck_assert_msg(strstr(why, "3D000") != NULL, "%s", why);
 	ck_why(why);
@@ -1769,7 +1778,8 @@ END_TEST
 
 START_TEST(test_open_unreachable)
 {
-	struct tl_drv_admin a = { "127.0.0.1", NULL, s_user, s_pw, NULL };
+	struct tl_drv_admin a = { "127.0.0.1", NULL, s_user, s_pw,
+	    s_settings };
 	char why[TL_DRV_WHY_MAX], port[16];
 	void *h = (void *)1;
 	double t0, dt;
@@ -1795,7 +1805,8 @@ END_TEST
 /* A port that accepts TCP but never answers: the deadline ends it. */
 START_TEST(test_open_timeout)
 {
-	struct tl_drv_admin a = { "127.0.0.1", NULL, s_user, s_pw, NULL };
+	struct tl_drv_admin a = { "127.0.0.1", NULL, s_user, s_pw,
+	    s_settings };
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
 	char why[TL_DRV_WHY_MAX], port[16];
@@ -2028,7 +2039,7 @@ START_TEST(test_credential_beside)
 	PGconn *c;
 	void *h = drv_open();
 
-	ck_assert_int_eq(drv->credential, TL_DRV_CRED_LOGIN_BESIDE);
+	ck_assert_int_eq(drv->decl->credential.kind, TL_DRV_CRED_LOGIN_BESIDE);
 	grant_init(&g1, "cred");
 	do_create(h, &g1);
 	c = pq_connect(g1.log, g1.pw, g1.res, err, sizeof(err));
@@ -2137,8 +2148,8 @@ START_TEST(test_fault_spec)
 
 		ck_assert_ptr_nonnull(f);
 		ck_assert_ptr_ne(f, drv);
-		ck_assert_str_eq(f->name, "postgres");
-		ck_assert_ptr_eq(f->types, drv->types);
+		ck_assert_str_eq(f->decl->name, "postgres");
+		ck_assert_ptr_eq(f->decl->types, drv->decl->types);
 	}
 	unsetenv("TALLY_FAULT");
 }
@@ -2151,7 +2162,7 @@ END_TEST
 START_TEST(test_fault_wrap)
 {
 	const struct tl_drv_ops *f;
-	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, s_settings };
 	struct tl_drv_endpoint ep = { s_host, s_port };
 	enum tl_drv_drift d;
 	struct grant gr;
@@ -2207,7 +2218,7 @@ END_TEST
 START_TEST(test_fault_probability)
 {
 	const struct tl_drv_ops *f;
-	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, s_settings };
 	struct grant gr;
 	char why[TL_DRV_WHY_MAX];
 	int i, failed = 0, rc;
@@ -2246,7 +2257,7 @@ hex_id(char out[33])
 static void *
 drv_open_mesh(const char *mesh, const struct tl_drv_fence *fence)
 {
-	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, s_settings };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 	int rc;

@@ -417,28 +417,30 @@ START_TEST(test_declared)
 	struct tl_drv_endpoint e = { "mq.example", "5672", NULL };
 	struct tl_drv_grant g = { .resource = "a/b c", .login = "u@x",
 	    .password = "p:w/%" };
+	const struct tl_drv_decl *d = drv->decl;
 
-	ck_assert_ptr_eq(tl_drv_for_type("rabbitmq-vhost"), drv);
-	ck_assert(tl_drv_has_tag(drv, "broker") && tl_drv_has_tag(drv, "amqp"));
-	ck_assert(tl_drv_field_secret(drv, "password"));
-	ck_assert(tl_drv_field_secret(drv, "url"));
-	ck_assert(!tl_drv_field_secret(drv, "vhost"));
-	ck_assert(drv->revocation->destroys && drv->revocation->retain);
-	ck_assert_str_eq(tl_drv_setting_default(drv, "port"), "5672");
-	ck_assert_str_eq(tl_drv_setting_default(drv, "management-port"),
+	ck_assert_ptr_eq(tl_drv_ops_of(tl_drv_decl_for_type("rabbitmq-vhost")),
+	    drv);
+	ck_assert(tl_drv_has_tag(d, "broker") && tl_drv_has_tag(d, "amqp"));
+	ck_assert(tl_drv_field_secret(d, "password"));
+	ck_assert(tl_drv_field_secret(d, "url"));
+	ck_assert(!tl_drv_field_secret(d, "vhost"));
+	ck_assert(d->revocation->destroys && d->revocation->retain);
+	ck_assert_str_eq(tl_drv_setting_default(d, "port"), "5672");
+	ck_assert_str_eq(tl_drv_setting_default(d, "management-port"),
 	    "15672");
-	ck_assert(tl_drv_setting_find(drv->settings, "admin-password")->secret);
-	ck_assert(tl_drv_can(drv, TL_DRV_CAP_CHECK_BULK, why));
-	ck_assert(tl_drv_can(drv, TL_DRV_CAP_ROTATE, why));
-	ck_assert_int_eq(drv->compose("url", &e, &g, out, sizeof(out)), 0);
+	ck_assert(tl_drv_setting_find(d->settings, "admin-password")->secret);
+	ck_assert(tl_drv_can(d, TL_DRV_CAP_CHECK_BULK, why));
+	ck_assert(tl_drv_can(d, TL_DRV_CAP_ROTATE, why));
+	ck_assert_int_eq(d->compose("url", &e, &g, out, sizeof(out)), 0);
 	ck_assert_str_eq(out, "amqp://u%40x:p%3Aw%2F%25@mq.example:5672/"
 	    "a%2Fb%20c");
-	ck_assert_int_eq(drv->compose("vhost", &e, &g, out, sizeof(out)), 0);
+	ck_assert_int_eq(d->compose("vhost", &e, &g, out, sizeof(out)), 0);
 	ck_assert_str_eq(out, "a/b c");
 	g.password = NULL;
-	ck_assert_int_eq(drv->compose("url", &e, &g, out, sizeof(out)),
+	ck_assert_int_eq(d->compose("url", &e, &g, out, sizeof(out)),
 	    TL_EINVAL);
-	ck_assert_int_eq(drv->compose("database", &e, &g, out, sizeof(out)),
+	ck_assert_int_eq(d->compose("database", &e, &g, out, sizeof(out)),
 	    TL_ENOTFOUND);
 }
 END_TEST
@@ -1057,7 +1059,7 @@ START_TEST(test_fence)
 
 	bad = tl_test_fence_contract(drv, h, h2, why);
 	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
-	ck_assert_int_eq(drv->fencing->kind, TL_DRV_FENCE_BEFORE_CALL);
+	ck_assert_int_eq(drv->decl->fencing->kind, TL_DRV_FENCE_BEFORE_CALL);
 	hex32(m);
 	hex32(l);
 	f = (struct tl_drv_fence){ m, 4, l };

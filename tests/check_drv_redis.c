@@ -185,7 +185,7 @@ grant_init(struct grant *gr, const char *tag)
 	in.recorded = "";
 	in.version = 1;
 	in.scheme = TL_DRV_NAMING;
-	ck_rc(drv->names(&in, &out, why), 0, why);
+	ck_rc(drv->decl->names(&in, &out, why), 0, why);
 	snprintf(gr->name, sizeof(gr->name), "%s", out.login);
 	tl_secret_password(gr->pw);
 	secret_add(gr->pw);
@@ -201,8 +201,7 @@ grant_init(struct grant *gr, const char *tag)
 static void *
 drv_open(void)
 {
-	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, 0,
-	    NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 
@@ -216,8 +215,8 @@ drv_open(void)
 static void *
 drv_open_as(const char *mesh, const struct tl_drv_fence *fence)
 {
-	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, 0,
-	    NULL, mesh, fence };
+	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, mesh,
+	    fence };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 
@@ -467,13 +466,13 @@ START_TEST(test_hostile_names)
 	for (i = 0; res[i] != NULL; i++) {
 		in.grant = "m/r";
 		in.resource = res[i];
-		ck_rc(drv->names(&in, &out, why), TL_EINVAL, why);
+		ck_rc(drv->decl->names(&in, &out, why), TL_EINVAL, why);
 	}
 	/* Grant ids of any bytes give [a-z0-9_-] names, all different. */
 	in.resource = "cache";
 	for (i = 0; ids[i] != NULL; i++) {
 		in.grant = ids[i];
-		ck_rc(drv->names(&in, &out, why), 0, why);
+		ck_rc(drv->decl->names(&in, &out, why), 0, why);
 		ck_assert_str_eq(out.login, out.resource);
 		ck_assert_uint_eq(strspn(out.login,
 		    "abcdefghijklmnopqrstuvwxyz0123456789_-"),
@@ -486,7 +485,7 @@ START_TEST(test_hostile_names)
 		{
 			struct tl_drv_names o7;
 
-			ck_rc(drv->names(&in, &o7, why), 0, why);
+			ck_rc(drv->decl->names(&in, &o7, why), 0, why);
 			ck_assert_str_eq(o7.login, out.login);
 		}
 		in.version = 1;
@@ -919,22 +918,23 @@ START_TEST(test_fence_size_compose)
 	ck_assert_uint_ge(bytes, 4096);
 	/* Fields; the uri percent-encodes. */
 	a.g.password = "p@ss:w/rd%";
-	ck_rc(drv->compose("uri", &e, &a.g, out, sizeof(out)), 0, "");
+	ck_rc(drv->decl->compose("uri", &e, &a.g, out, sizeof(out)), 0, "");
 	snprintf(why, sizeof(why), "redis://%s:p%%40ss%%3Aw%%2Frd%%25@"
 	    "127.0.0.1:6390", a.name);
 	ck_assert_str_eq(out, why);
-	ck_rc(drv->compose("prefix", &e, &a.g, out, sizeof(out)), 0, "");
+	ck_rc(drv->decl->compose("prefix", &e, &a.g, out, sizeof(out)), 0, "");
 	snprintf(why, sizeof(why), "%s:", a.name);
 	ck_assert_str_eq(out, why);
-	ck_rc(drv->compose("user", &e, &a.g, out, sizeof(out)), 0, "");
+	ck_rc(drv->decl->compose("user", &e, &a.g, out, sizeof(out)), 0, "");
 	ck_assert_str_eq(out, a.name);
-	ck_rc(drv->compose("nope", &e, &a.g, out, sizeof(out)), TL_ENOTFOUND,
-	    "");
+	ck_rc(drv->decl->compose("nope", &e, &a.g, out, sizeof(out)),
+	    TL_ENOTFOUND, "");
 	a.g.password = NULL;
-	ck_rc(drv->compose("uri", &e, &a.g, out, sizeof(out)), TL_EINVAL, "");
-	ck_assert(tl_drv_field_secret(drv, "uri"));
-	ck_assert(tl_drv_field_secret(drv, "password"));
-	ck_assert(!tl_drv_field_secret(drv, "prefix"));
+	ck_rc(drv->decl->compose("uri", &e, &a.g, out, sizeof(out)),
+	    TL_EINVAL, "");
+	ck_assert(tl_drv_field_secret(drv->decl, "uri"));
+	ck_assert(tl_drv_field_secret(drv->decl, "password"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "prefix"));
 	drv->close(h);
 }
 END_TEST
@@ -1300,10 +1300,8 @@ END_TEST
 
 START_TEST(test_open_refused)
 {
-	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL, 0,
-	    NULL };
-	struct tl_drv_admin down = { "127.0.0.1", "1", s_user, s_pw, NULL, 0,
-	    NULL };
+	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL };
+	struct tl_drv_admin down = { "127.0.0.1", "1", s_user, s_pw, NULL };
 	char why[TL_DRV_WHY_MAX];
 	void *h = NULL;
 

@@ -53,7 +53,7 @@ END_TEST
  */
 START_TEST(test_setting_limits)
 {
-	const struct tl_drv_ops *dir = tl_drv_find("directory");
+	const struct tl_drv_decl *dir = tl_drv_decl_find("directory");
 	const struct tl_drv_setting *base, *range;
 	char why[TL_DRV_WHY_MAX];
 

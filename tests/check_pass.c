@@ -223,11 +223,12 @@ run_fenced(struct tl_rx *rx, uint64_t epoch, uint64_t cur, int rc,
     struct tl_rx_call *cl, char (*why)[TL_DRV_WHY_MAX])
 {
 	static struct tl_drv_ops ops;
+	static const struct tl_drv_decl decl = { .name = "counters" };
 	struct tl_rx_prov pv;
 	size_t i;
 
 	memset(&ops, 0, sizeof(ops));
-	ops.name = "counters";
+	ops.decl = &decl;
 	ops.open = f_open;
 	ops.close = f_close;
 	ops.fence = f_fence;
@@ -312,6 +313,8 @@ d_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	    "this session");
 }
 
+static const struct tl_drv_decl counters_decl = { .name = "counters" };
+
 START_TEST(test_provider_deposed)
 {
 	static struct tl_drv_ops ops;
@@ -324,7 +327,7 @@ START_TEST(test_provider_deposed)
 	tl_rx_init(&rx);
 	rx.workers = 2;
 	rx.epoch = 2;
-	ops.name = "counters";
+	ops.decl = &counters_decl;
 	ops.open = f_open;
 	ops.close = f_close;
 	ops.fence = f_fence;
@@ -391,14 +394,15 @@ run_epoch(struct tl_rx *rx, int stale_after_one, struct tl_rx_call *cl,
     char (*why)[TL_DRV_WHY_MAX])
 {
 	static struct tl_drv_ops ops;
+	static const struct tl_drv_decl decl = { .name = "idp",
+		.fencing = &e_fencing };
 	struct tl_rx_prov pv;
 	size_t i;
 
 	memset(&ops, 0, sizeof(ops));
-	ops.name = "idp";
+	ops.decl = &decl;
 	ops.open = f_open;
 	ops.close = f_close;
-	ops.fencing = &e_fencing;
 	memset(&pv, 0, sizeof(pv));
 	strcpy(pv.id, "node-a/idp");
 	pv.ops = &ops;

@@ -583,7 +583,7 @@ START_TEST(test_driver_link_in_place)
 	a.settings = sv;
 	g.grant = "x/files";
 	ck_assert_int_eq(ops->open(&a, &h, why), 0);
-	ck_assert_int_eq(ops->compose("path", &ep, &g, path, sizeof(path)), 0);
+	ck_assert_int_eq(ops->decl->compose("path", &ep, &g, path, sizeof(path)), 0);
 	outside = tl_test_path(X.dir, "outside");
 	ck_assert_int_eq(mkdir(outside, 0755), 0);
 	precious = tl_test_path(outside, "precious");
@@ -651,7 +651,7 @@ START_TEST(test_driver_unprivileged)
 		g.grant = "u/files";
 		if (ops->open(&a, &h, why) != 0 ||
 		    ops->create(h, &g, why) != 0 ||
-		    ops->compose("path", &ep, &g, path, sizeof(path)) != 0)
+		    ops->decl->compose("path", &ep, &g, path, sizeof(path)) != 0)
 			_exit(11);
 		if (lstat(path, &sb) != 0 || sb.st_uid != NOBODY ||
 		    sb.st_gid != NOBODY || (sb.st_mode & 07777) != 0700)
@@ -716,8 +716,8 @@ START_TEST(test_driver_fence_contract)
 	const char *bad;
 	void *h = dir_session("", NULL), *h2 = dir_session("", NULL);
 
-	ck_assert_ptr_nonnull(ops->fencing);
-	ck_assert_int_eq(ops->fencing->kind, TL_DRV_FENCE_ATOMIC);
+	ck_assert_ptr_nonnull(ops->decl->fencing);
+	ck_assert_int_eq(ops->decl->fencing->kind, TL_DRV_FENCE_ATOMIC);
 	bad = tl_test_fence_contract(ops, h, h2, why);
 	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
 	ops->close(h);
@@ -753,11 +753,11 @@ START_TEST(test_driver_two_meshes)
 	FILE *fp;
 
 	in.mesh = MESH_A;
-	ck_assert_int_eq(ops->names(&in, &na, why), 0);
+	ck_assert_int_eq(ops->decl->names(&in, &na, why), 0);
 	in.mesh = MESH_B;
-	ck_assert_int_eq(ops->names(&in, &nb, why), 0);
+	ck_assert_int_eq(ops->decl->names(&in, &nb, why), 0);
 	in.scheme = TL_DRV_NAMING;
-	ck_assert_int_eq(ops->names(&in, &nl, why), 0);
+	ck_assert_int_eq(ops->decl->names(&in, &nl, why), 0);
 	ck_assert_str_ne(na.resource, nb.resource);
 	ck_assert_str_ne(na.resource, nl.resource);
 	ga.grant = gb.grant = "app/files";
@@ -765,8 +765,8 @@ START_TEST(test_driver_two_meshes)
 	gb.resource = nb.resource;
 	ck_assert_int_eq(ops->create(ha, &ga, why), 0);
 	ck_assert_int_eq(ops->create(hb, &gb, why), 0);
-	ck_assert_int_eq(ops->compose("path", &ep, &ga, pa, sizeof(pa)), 0);
-	ck_assert_int_eq(ops->compose("path", &ep, &gb, pb, sizeof(pb)), 0);
+	ck_assert_int_eq(ops->decl->compose("path", &ep, &ga, pa, sizeof(pa)), 0);
+	ck_assert_int_eq(ops->decl->compose("path", &ep, &gb, pb, sizeof(pb)), 0);
 	ck_assert_str_ne(pa, pb);
 	ck_assert_int_eq(stat(pa, &st), 0);
 	/* The mark carries the whole mesh id. */

@@ -43,7 +43,7 @@ fi
 found=$(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<amqp' \
 	core projections reactors drivers tools tests bench \
 	--include='*.c' --include='*.h' |
-	grep -v -e '^core/amqp\.c$' -e '^bench/bench_publish\.c$' || true)
+	grep -v -e '^core/amqp\.c$' -e '^core/amqp_url\.c$' -e '^bench/bench_publish\.c$' || true)
 if [ -n "$found" ]; then
 	echo "FAIL: files other than core/amqp.c include <amqp.h>:"
 	echo "$found"
@@ -95,6 +95,57 @@ for bin in "$B/bin/tally-node" "$B/asan/bin/tally-node"; do
 	fi
 done
 
+# A driver is its declaration and its operations (DESIGN.md rule 9):
+# projections/ and the CLI read the declarations (drivers/decl.h) and
+# never include the operations (drivers/driver.h); a declaration
+# (drivers/NAME_decl.c), with every header it includes, names no provider
+# client, no TLS library and not driver.h.
+found=$(grep -lE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"drivers/driver\.h"' \
+	projections/*.c projections/*.h tools/tally/*.c tools/tally/*.h || true)
+if [ -n "$found" ]; then
+	echo "FAIL: include the drivers' operations (drivers/driver.h):"
+	echo "$found"
+	fail=1
+fi
+for f in drivers/decl.c drivers/*_decl.c; do
+	deps=$(cc -std=c11 -D_DEFAULT_SOURCE -I. $(pkg-config --cflags libpq \
+		libmariadb hiredis libcurl librabbitmq 2>/dev/null) -M "$f" |
+		tr ' \\' '\n\n' | grep -E '(^/usr/.*(libpq|postgresql|mysql|mariadb|hiredis|curl|amqp|openssl)|driver\.h$)' || true)
+	if [ -n "$deps" ]; then
+		echo "FAIL: the declaration $f includes a client or the operations:"
+		echo "$deps"
+		fail=1
+	fi
+done
+# tally links no provider client, no TLS library and no operations:
+# its link line names no libtallyops.a, ldd lists none of the clients'
+# libraries, nm finds none of their symbols.
+for bin in "$B/bin/tally" "$B/asan/bin/tally"; do
+	line=$(make -s -n -B "$bin" 2>/dev/null | grep -E -- "-o $bin( |\$)" || true)
+	case $line in
+	"") echo "FAIL: make -n -B $bin prints no link line"; fail=1 ;;
+	*libtallyops.a*) echo "FAIL: $bin links the drivers' operations"; fail=1 ;;
+	esac
+done
+if [ -x "$B/bin/tally" ]; then
+	libs=$(ldd "$B/bin/tally" | grep -E 'lib(pq|mariadb|mysqlclient|hiredis|curl|crypto|ssl|rabbitmq)\.' || true)
+	if [ -n "$libs" ]; then
+		echo "FAIL: $B/bin/tally loads provider or TLS libraries:"
+		echo "$libs"
+		fail=1
+	fi
+	syms=$(nm "$B/bin/tally" | grep -E ' [TU] (PQ|mysql_|mariadb_|redis[A-Z]|curl_|SSL_|EVP_|amqp_(login|new_connection|ssl))' | head -5 || true)
+	if [ -n "$syms" ]; then
+		echo "FAIL: $B/bin/tally carries provider client symbols:"
+		echo "$syms"
+		fail=1
+	fi
+else
+	echo "FAIL: $B/bin/tally is not built"
+	fail=1
+fi
+
 [ "$fail" -eq 0 ] || exit 1
 echo "ok: the AMQP client is core/amqp.[ch], the only includer of <amqp.h>"
 echo "ok: tally-node includes and links core/ alone (plain and ASan)"
+echo "ok: tally links the drivers' declarations and no provider client"

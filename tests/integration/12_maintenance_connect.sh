@@ -74,8 +74,8 @@ tly assign postgres node-a --set port="$TALLY_TEST_PG_PORT" \
 t_check "tally status says so for the provider"
 tly status postgres >"$W/st" 2>&1 || true
 grep -q 'revoke-public-connect is off' "$W/st" || { cat "$W/st" >&2; t_fail "tally status does not say revoke-public-connect is off"; }
-tly status --json postgres | grep -q '"public_connect": *true' ||
-	t_fail "tally status --json has no public_connect: true"
+tly status --json postgres | grep -q '"settings_note": *"revoke-public-connect is off' ||
+	t_fail "tally status --json has no settings_note saying revoke-public-connect is off"
 t_ok "$(grep 'revoke-public-connect' "$W/st" | sed 's/^ *//')"
 
 t_check "tally leaves PUBLIC's CONNECT alone: no drift, no repair"

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "core/body.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "projections/events.h"
 #include "projections/grant.h"
 #include "reactors/epoch.h"
@@ -71,7 +71,7 @@ static int
 adoptable(const struct adopt_arg *a, const struct tl_grant *g,
     struct took *t)
 {
-	const struct tl_drv_ops *ops = tl_drv_for_type(g->type);
+	const struct tl_drv_decl *ops = tl_drv_decl_for_type(g->type);
 	struct tl_drv_name_in in;
 	struct tl_drv_names out;
 	char why[TL_DRV_WHY_MAX] = "";

@@ -17,7 +17,7 @@
 
 #include "core/body.h"
 #include "core/vec.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "manifest.h"
 #include "tally.h"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/secret.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "projections/decide_embedded.h"
 #include "projections/grant.h"
 #include "tally.h"
@@ -379,7 +379,7 @@ do_unassign(struct tl_ctx *c, void *arg)
 
 /*
  * Before tally remove acts: what revoking does to each grant the module
- * holds, as its provider's driver declares it (drivers/driver.h,
+ * holds, as its provider's driver declares it (drivers/decl.h,
  * struct tl_drv_revocation) and by the provider's policy for the type.
  */
 struct preview {
@@ -399,7 +399,7 @@ static int
 say_revocation(const struct tl_grant *g, void *arg)
 {
 	struct preview *pw = arg;
-	const struct tl_drv_ops *ops;
+	const struct tl_drv_decl *ops;
 	const struct tl_drv_revocation *rv;
 	struct tl_bnode types;
 	struct tl_rec r;
@@ -425,7 +425,7 @@ say_revocation(const struct tl_grant *g, void *arg)
 			    sizeof(policy));
 		}
 	tl_rec_close(&r);
-	if ((ops = tl_drv_find(driver)) == NULL ||
+	if ((ops = tl_drv_decl_find(driver)) == NULL ||
 	    (rv = ops->revocation) == NULL)
 		return 0;
 	if (rv->destroys)
@@ -440,7 +440,7 @@ say_revocation(const struct tl_grant *g, void *arg)
 			printf("retained: %s; tally purge %s %s\n",
 			    rv->retain_means, g->id, rv->purge);
 	}
-	if (pw->loss != NULL && ops->loss != NULL) {
+	if (pw->loss != NULL && tl_drv_can(ops, TL_DRV_CAP_LOSS, NULL)) {
 		const json_t *l = json_object_get(pw->loss, g->id);
 		const char *what = json_string_value(json_object_get(l, "what"));
 		const char *err = json_string_value(json_object_get(l,

@@ -28,7 +28,7 @@
 
 #include "core/error.h"
 #include "core/secret.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "projections/graph.h"
 #include "projections/record.h"
 #include "manifest.h"
@@ -280,7 +280,7 @@ doc_sound(const struct bs_bundle *b, yaml_document_t *d, yaml_node_t *n,
 struct bs_decl {
 	struct tl_mf_set		*set;
 	const struct tl_mf_module	*mod;
-	const struct tl_drv_ops		*ops[8];
+	const struct tl_drv_decl	*ops[8];
 	size_t				 nops;
 };
 
@@ -312,7 +312,7 @@ decl_load(const struct bs_bundle *b, const yaml_node_t *mn,
 		goto out;
 	}
 	for (i = 0; i < dc->mod->nprovides && dc->nops < 8; i++)
-		if ((dc->ops[dc->nops] = tl_drv_find(
+		if ((dc->ops[dc->nops] = tl_drv_decl_find(
 		    dc->mod->provides[i].driver)) != NULL &&
 		    dc->ops[dc->nops]->settings != NULL)
 			dc->nops++;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/json.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "projections/grant.h"
 #include "projections/graph.h"
 #include "tally.h"
@@ -42,19 +42,19 @@ static const char providers_usage[] =
 "no home is needed.\n";
 
 /*
- * A driver's settings as its declaration says (drivers/driver.h):
+ * A driver's settings as its declaration says (drivers/decl.h):
  * what the docs' settings tables are, so they cannot say otherwise
  * (tests/integration/04_docs.sh compares them).
  */
 static int
 print_settings(struct tl_cli *cli, const char *name)
 {
-	const struct tl_drv_ops *ops = tl_drv_find(name);
+	const struct tl_drv_decl *ops = tl_drv_decl_find(name);
 	const struct tl_drv_setting *s;
 	json_t *arr;
 
 	if (ops == NULL)
-		ops = tl_drv_for_type(name);
+		ops = tl_drv_decl_for_type(name);
 	if (ops == NULL) {
 		cli_errx("no driver or type '%s'", name);
 		return TL_EXIT_NOTFOUND;
@@ -263,7 +263,7 @@ count_grant(const struct tl_grant *g, void *arg)
 static int
 describe_type(json_t *e, const char *tag)
 {
-	const struct tl_drv_ops *ops = tl_drv_find(str(e, "driver"));
+	const struct tl_drv_decl *ops = tl_drv_decl_find(str(e, "driver"));
 	const struct tl_drv_revocation *rv;
 	json_t *tags;
 	size_t k;
@@ -281,7 +281,7 @@ describe_type(json_t *e, const char *tag)
 		    "retain", rv->retain, "revoke", rv->revoke ? rv->revoke :
 		    "", "retained", rv->retain_means ? rv->retain_means : "",
 		    "purge", rv->purge ? rv->purge : ""));
-	/* How a deposed leader is kept off it (drivers/driver.h). */
+	/* How a deposed leader is kept off it (drivers/decl.h). */
 	json_object_set_new(e, "fencing", json_pack("{s:s,s:s,s:s}", "kind",
 	    tl_drv_fencing_name(ops->fencing ? ops->fencing->kind :
 	    TL_DRV_FENCE_NONE), "how", ops->fencing && ops->fencing->how ?

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "projections/events.h"
 #include "projections/grant.h"
 #include "projections/record.h"
@@ -439,10 +439,9 @@ print_module(const json_t *m)
 			    json_object_get(x, "name")), json_string_value(
 			    json_object_get(x, "part")), json_string_value(
 			    json_object_get(a, "node")));
-		if (json_is_true(json_object_get(a, "public_connect")))
-			printf("    revoke-public-connect is off: PUBLIC keeps "
-			    "CONNECT on the provider's maintenance resources, "
-			    "so every grant's login can connect to them\n");
+		if (json_is_string(json_object_get(a, "settings_note")))
+			printf("    %s\n", json_string_value(json_object_get(a,
+			    "settings_note")));
 		json_array_foreach(json_object_get(a, "embedded"), j, r) {
 			const json_t *mv = json_object_get(r, "consolidating");
 			const json_t *f = json_object_get(r,
@@ -535,7 +534,7 @@ static int
 residual_one(const struct tl_grant *g, void *arg)
 {
 	struct residual_arg *ra = arg;
-	const struct tl_drv_ops *ops;
+	const struct tl_drv_decl *ops;
 	const struct tl_drv_revocation *rv;
 	const struct tl_drv_setting *st;
 	struct tl_bnode types, n;
@@ -564,7 +563,7 @@ residual_one(const struct tl_grant *g, void *arg)
 				    driver, sizeof(driver));
 		}
 	tl_rec_close(&r);
-	if ((ops = tl_drv_find(driver)) == NULL ||
+	if ((ops = tl_drv_decl_find(driver)) == NULL ||
 	    (rv = ops->revocation) == NULL || rv->residual == NULL)
 		return 0;
 	if (rv->residual_setting != NULL) {
@@ -735,12 +734,12 @@ cli_status_fencing(struct tl_cli *cli, struct tl_txn *t,
 		for (k = 0; tl_bn_get(r.m, "types", &types) == 0 &&
 		    k < tl_bn_len(types); k++) {
 			char driver[64] = "";
-			const struct tl_drv_ops *ops;
+			const struct tl_drv_decl *ops;
 			const struct tl_drv_fence_decl *fd;
 
 			tl_bn_getstr(tl_bn_at(types, k), "driver", driver,
 			    sizeof(driver));
-			ops = tl_drv_find(driver);
+			ops = tl_drv_decl_find(driver);
 			fd = ops != NULL ? ops->fencing : NULL;
 			json_array_append_new(one, json_pack("{s:s,s:s,s:s,s:s}",
 			    "driver", driver, "kind", tl_drv_fencing_name(fd ?

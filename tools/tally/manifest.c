@@ -33,7 +33,7 @@
 #include <yaml.h>
 
 #include "core/error.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "manifest-internal.h"
 
 /*

@@ -20,7 +20,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "manifest-internal.h"
 
 /* ---- validation helpers ---- */

@@ -19,7 +19,7 @@
 #include <yaml.h>
 
 #include "core/error.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "manifest-internal.h"
 
 /* ---- loading: libyaml events to our tree ---- */

@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "manifest-internal.h"
 
 static const char *const module_keys[] = {
@@ -55,18 +55,18 @@ static const char *const *
 known_fields(const char *known[64])
 {
 	const char *const *dn = tl_drv_names();
-	const struct tl_drv_ops *ops;
+	const struct tl_drv_decl *ops;
 	size_t n = 0, i, j;
 
 	for (i = 0; conn_fields[i] != NULL; i++)
 		known[n++] = conn_fields[i];
 	known[n] = NULL;
 	for (i = 0; dn[i] != NULL; i++) {
-		if ((ops = tl_drv_find(dn[i])) == NULL || ops->fields == NULL)
+		if ((ops = tl_drv_decl_find(dn[i])) == NULL || ops->fields == NULL)
 			continue;
-		for (j = 0; ops->fields[j] != NULL && n + 1 < 64; j++)
-			if (!mf_in_list(known, ops->fields[j])) {
-				known[n++] = ops->fields[j];
+		for (j = 0; ops->fields[j].name != NULL && n + 1 < 64; j++)
+			if (!mf_in_list(known, ops->fields[j].name)) {
+				known[n++] = ops->fields[j].name;
 				known[n] = NULL;
 			}
 	}
@@ -157,6 +157,18 @@ parse_env(struct ctx *c, struct tl_mf_module *m, struct node *map)
 	m->nenv = n;
 }
 
+/* d's field names, NULL-terminated, in names (64 at most). */
+static const char *const *
+field_names(const struct tl_drv_decl *d, const char *names[64])
+{
+	size_t i;
+
+	for (i = 0; d->fields[i].name != NULL && i < 63; i++)
+		names[i] = d->fields[i].name;
+	names[i] = NULL;
+	return names;
+}
+
 /* An env: mapping of connection fields onto the module's variables. */
 static void
 parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
@@ -164,13 +176,13 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
     size_t *nout)
 {
 	/* A type with no driver is checked against known_fields alone. */
-	const struct tl_drv_ops *drv = type != NULL ? tl_drv_for_type(type) :
+	const struct tl_drv_decl *drv = type != NULL ? tl_drv_decl_for_type(type) :
 	    NULL;
 	struct tl_mf_map *maps;
 	struct node *k, *v;
 	const char *s;
 	char f[FIELD], q[QUOTE], list[160];
-	const char *known[64];
+	const char *known[64], *dfields[64];
 	size_t n = 0;
 
 	if (!mf_want_map(c, map, path, "connection fields to variables"))
@@ -193,7 +205,7 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
 				mf_err(c, k, f, "unknown connection field %s; "
 				    "%s delivers %s", mf_quote(q, sizeof q,
 				    k->s), type, mf_join_list(list, sizeof list,
-				    drv->fields));
+				    field_names(drv, dfields)));
 			else
 				mf_err(c, k, f, "unknown connection field %s; "
 				    "the fields are %s", mf_quote(q, sizeof q,
@@ -202,12 +214,13 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
 			continue;
 		}
 		if (drv != NULL && drv->fields != NULL &&
-		    !mf_in_list(drv->fields, k->s)) {
+		    !tl_drv_has_field(drv, k->s)) {
 			/* it would be delivered as nothing, in silence */
 			mf_err(c, k, f, "type %s (driver %s) does not produce "
 			    "connection field %s; it produces %s", type,
 			    drv->name, mf_quote(q, sizeof q, k->s),
-			    mf_join_list(list, sizeof list, drv->fields));
+			    mf_join_list(list, sizeof list,
+			    field_names(drv, dfields)));
 			continue;
 		}
 		if ((s = mf_want_str(c, v, f)) == NULL ||
@@ -301,7 +314,7 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	const struct node *at = key;
 	size_t before = c->nerr;
 	const char *s;
-	const struct tl_drv_ops *drv;
+	const struct tl_drv_decl *drv;
 	char f[FIELD], q[QUOTE], dflt[2 * TL_MF_NAME_MAX + 2];
 	char why[TL_DRV_WHY_MAX];
 
@@ -413,7 +426,7 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 			    "module, give a path relative to the manifest's "
 			    "directory", mf_quote(q, sizeof q, s));
 		else if (r->type != NULL &&
-		    (drv = tl_drv_for_type(r->type)) != NULL &&
+		    (drv = tl_drv_decl_for_type(r->type)) != NULL &&
 		    !tl_drv_can(drv, TL_DRV_CAP_MIGRATE, why))
 			/* Refused now, not discovered by the migrator. */
 			mf_err(c, v, f, "type %s has migrations, but %s", r->type,

@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
-#include "drivers/driver.h"
+#include "drivers/decl.h"
 #include "manifest-internal.h"
 
 /* ---- memory ---- */

@@ -1,0 +1,157 @@
+/*
+ * mariadb_decl.c - the MariaDB driver's declaration (decl.h): its
+ * type, settings, fields, revocation and fencing, and the pure
+ * functions names and compose.  The operations, over libmariadb, are
+ * mariadb.c's (which states what a grant is on the server).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "decl.h"
+#include "mariadb_decl.h"
+#include "util.h"
+
+/* The server's own databases, and tally's: never a grant's. */
+const char *const tl_drv_mdb_reserved[] = {
+	"mysql", "information_schema", "performance_schema", "sys", MDB_META,
+	NULL
+};
+
+static const char *const mdb_types[] = { "mariadb-database", NULL };
+static const char *const mdb_tags[] = { "database", "sql", NULL };
+static const struct tl_drv_field mdb_fields[] = {
+	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
+	{ "password", 1 }, { "uri", 1 }, { NULL, 0 }
+};
+
+static int
+mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	size_t o = 0;
+	int n = 0, rc = 0;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "host") == 0)
+		n = snprintf(out, cap, "%s", ep->host);
+	else if (strcmp(field, "port") == 0)
+		n = snprintf(out, cap, "%s", ep->port);
+	else if (strcmp(field, "database") == 0)
+		n = snprintf(out, cap, "%s", g->resource);
+	else if (strcmp(field, "user") == 0)
+		n = snprintf(out, cap, "%s", g->login);
+	else if (strcmp(field, "password") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		n = snprintf(out, cap, "%s", g->password);
+	} else if (strcmp(field, "uri") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		n = snprintf(out, cap, "mariadb://");
+		o = (size_t)n;
+		if ((size_t)n >= cap ||
+		    (rc = tl_drv_pct_append(out, cap, &o, g->login)) != 0 ||
+		    o + 1 >= cap || (out[o++] = ':', 0) ||
+		    (rc = tl_drv_pct_append(out, cap, &o, g->password)) != 0)
+			goto toobig;
+		n = snprintf(out + o, cap - o, "@%s:%s/", ep->host, ep->port);
+		if (n < 0 || (size_t)n >= cap - o)
+			goto toobig;
+		o += (size_t)n;
+		if ((rc = tl_drv_pct_append(out, cap, &o, g->resource)) != 0)
+			goto toobig;
+		return 0;
+	} else
+		return TL_ENOTFOUND;
+	if (n < 0 || (size_t)n >= cap)
+		goto toobig;
+	return 0;
+toobig:
+	tl_secret_wipe(out, cap);
+	out[0] = '\0';
+	return TL_ETOOBIG;
+}
+
+/*
+ * Names: the shared scheme within TL_DRV_NAME_MAX - 1 = 63 bytes, under
+ * both of MariaDB's limits (database names 64 characters, user names 80
+ * in 10.11).  The login is RESOURCE_vN, one per credential version.
+ */
+static int
+mdb_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	size_t i;
+
+	tl_drv_name_scheme(in, MDB_DB_MAX, out);
+	for (i = 0; tl_drv_mdb_reserved[i] != NULL; i++)
+		if (strcmp(out->resource, tl_drv_mdb_reserved[i]) == 0)
+			return tl_drv_why(why, TL_EINVAL,
+			    "database \"%s\" is the server's own",
+			    out->resource);
+	return 0;
+}
+
+static const struct tl_drv_revocation mdb_revocation = {
+	.destroys = 0,
+	.retain = 1,
+	.revoke = "the users are locked (ACCOUNT LOCK) and their connections "
+	    "killed",
+	.retain_means = "the database is kept, its user locked (tally restore "
+	    "unlocks it)",
+	.purge = "drops the database and its users: the data is gone",
+};
+
+static const struct tl_drv_setting mdb_settings[] = {
+	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
+	    "(default: the node's routable name)",
+	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	{ "port", "3306", 0, TL_DRV_PORT, "the server's port, for the admin "
+	    "and for consumers",
+	    .role = TL_DRV_ROLE_PORT },
+	{ "admin-user", "root", 0, TL_DRV_STRING, "the user tallyd logs in "
+	    "as (every privilege WITH GRANT OPTION)",
+	    .role = TL_DRV_ROLE_ADMIN_USER },
+	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
+	    "(--secret)",
+	    .role = TL_DRV_ROLE_ADMIN_SECRET },
+	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
+	    "one migration file",
+	    .role = TL_DRV_ROLE_PLAIN },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+};
+
+static const struct tl_drv_fence_decl mdb_fencing = {
+	TL_DRV_FENCE_ATOMIC,
+	"a row per mesh in tally.fences, raised by compare-and-set on every "
+	"session tallyd opens and held LOCK IN SHARE MODE by a second admin "
+	"session for the whole of each changing call",
+	"none while that session lives: should the server end it during a "
+	"call, the rest of that one call may land after a promotion's raise"
+};
+
+const struct tl_drv_decl tl_drv_mariadb_decl = {
+	.name = "mariadb",
+	.types = mdb_types,
+	.tags = mdb_tags,
+	.settings = mdb_settings,
+	.fields = mdb_fields,
+	.credential = { .kind = TL_DRV_CRED_LOGIN_BESIDE },
+	.revocation = &mdb_revocation,
+	.fencing = &mdb_fencing,
+	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_MIGRATE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_SIZE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADMIN_ROTATE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_SESSIONS),
+	.migrate_dialect = "sql/mariadb",
+	.name_max = MDB_DB_MAX,
+	.names = mdb_names,
+	.compose = mdb_compose,
+};

@@ -1,0 +1,41 @@
+/*
+ * oidc-internal.h - what drivers/oidc_decl.c (the declaration: names,
+ * compose) gives drivers/oidc.c (the operations): the secret handle as
+ * the driver records it, and the client names tally registers; nothing
+ * outside drivers/ includes it.  Pure: libc and libsodium only.
+ */
+#ifndef TL_DRV_OIDC_INTERNAL_H
+#define TL_DRV_OIDC_INTERNAL_H
+
+#include "decl.h"
+
+#define OI_NAME_MAX	63
+#define OI_URL_MAX	512
+#define OI_SECRET_MAX	512
+
+/* The declaration: oidc_decl.c. */
+extern const struct tl_drv_decl tl_drv_oidc_decl;
+
+/* What a handle holds; every member may be a secret. */
+struct oi_hnd {
+	char	id[256];
+	char	secret[OI_SECRET_MAX];
+	char	rat[OI_SECRET_MAX];
+	char	uri[OI_URL_MAX];
+	char	token[OI_URL_MAX];
+};
+
+/*
+ * g->handle (the JSON object oidc.c's hnd_write makes: client_id,
+ * client_secret, registration_access_token, registration_client_uri,
+ * token_endpoint, each a non-empty string) into k: 0, TL_ENOTFOUND
+ * (none recorded), TL_EINVAL (why says so; k is wiped).  Pure: read
+ * without a JSON library, so compose needs none.
+ */
+int	tl_drv_oi_hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k,
+	    char *why);
+
+/* 1 when s is a client name tally registers ([a-z0-9_-], 1..63). */
+int	tl_drv_oi_name_ok(const char *s);
+
+#endif /* TL_DRV_OIDC_INTERNAL_H */

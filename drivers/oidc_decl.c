@@ -1,0 +1,221 @@
+/*
+ * oidc_decl.c - the oidc driver's declaration (decl.h): its type,
+ * settings, fields, credential model (the provider's secret handle),
+ * revocation, fencing and isolation note, and names and compose, with
+ * the pure helpers the operations share (oidc-internal.h: the handle's
+ * reader, the client names).  The operations, over RFC 7591/7592 with
+ * libcurl, are oidc.c's (which states what a grant is at the provider).
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "decl.h"
+#include "oidc-internal.h"
+#include "util.h"
+
+/* --- the handle ------------------------------------------------------ */
+
+static int
+copy_str(const json_t *j, const char *key, char *out, size_t cap)
+{
+	const char *s = json_string_value(json_object_get(j, key));
+
+	if (s == NULL || *s == '\0' || strlen(s) >= cap)
+		return -1;
+	memcpy(out, s, strlen(s) + 1);
+	return 0;
+}
+
+/*
+ * g->handle into k: 0, TL_ENOTFOUND (none recorded), TL_EINVAL.  The
+ * handle is JSON (hnd_write, oidc.c), read with jansson, which the
+ * programs that read declarations link anyway.
+ */
+int
+tl_drv_oi_hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k, char *why)
+{
+	json_t *j;
+	int rc = 0;
+
+	memset(k, 0, sizeof(*k));
+	if (g->handle == NULL || g->handle[0] == '\0')
+		return TL_ENOTFOUND;
+	if ((j = json_loads(g->handle, 0, NULL)) == NULL)
+		return tl_drv_why(why, TL_EINVAL,
+		    "the recorded client of grant "
+		    "%.200s is unreadable", g->grant ? g->grant : "");
+	if (copy_str(j, "client_id", k->id, sizeof(k->id)) != 0 ||
+	    copy_str(j, "client_secret", k->secret, sizeof(k->secret)) != 0 ||
+	    copy_str(j, "registration_access_token", k->rat,
+	    sizeof(k->rat)) != 0 ||
+	    copy_str(j, "registration_client_uri", k->uri,
+	    sizeof(k->uri)) != 0 ||
+	    copy_str(j, "token_endpoint", k->token, sizeof(k->token)) != 0)
+		rc = tl_drv_why(why, TL_EINVAL, "the recorded client of grant "
+		    "%.200s lacks a member", g->grant ? g->grant : "");
+	json_decref(j);
+	if (rc != 0)
+		sodium_memzero(k, sizeof(*k));
+	return rc;
+}
+
+/* --- what tally registers -------------------------------------------- */
+
+int
+tl_drv_oi_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > OI_NAME_MAX)
+		return 0;
+	for (; *s != '\0'; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+		    *s == '_' || *s == '-'))
+			return 0;
+	return 1;
+}
+
+/* --- pure ------------------------------------------------------------ */
+
+static int
+oi_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	struct oi_hnd k;
+	const char *v = NULL;
+	int rc = 0, n;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "issuer") == 0) {
+		v = tl_drv_setting_get(ep != NULL ? ep->settings : NULL,
+		    "issuer");
+		n = snprintf(out, cap, "%s", v != NULL ? v : "");
+		return n < 0 || (size_t)n >= cap ? TL_ETOOBIG : 0;
+	}
+	if (strcmp(field, "client-id") != 0 &&
+	    strcmp(field, "client-secret") != 0 &&
+	    strcmp(field, "token-endpoint") != 0)
+		return TL_ENOTFOUND;
+	if (g == NULL || tl_drv_oi_hnd_read(g, &k, NULL) != 0)
+		return TL_EINVAL;
+	v = strcmp(field, "client-id") == 0 ? k.id :
+	    strcmp(field, "client-secret") == 0 ? k.secret : k.token;
+	n = snprintf(out, cap, "%s", v);
+	if (n < 0 || (size_t)n >= cap) {
+		sodium_memzero(out, cap);
+		out[0] = '\0';
+		rc = TL_ETOOBIG;
+	}
+	sodium_memzero(&k, sizeof(k));
+	return rc;
+}
+
+static int
+oi_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	struct tl_drv_names n;
+
+	tl_drv_name_scheme(in, OI_NAME_MAX, &n);
+	memset(out, 0, sizeof(*out));
+	memcpy(out->resource, n.resource, sizeof(out->resource));
+	memcpy(out->login, n.login, sizeof(out->login));
+	if (!tl_drv_oi_name_ok(out->login))
+		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": an oidc "
+		    "client name is [a-z0-9_-] only", in->resource);
+	return 0;
+}
+
+static const char *const oi_types[] = { "oidc-client", NULL };
+static const char *const oi_tags[] = { "identity", "oauth", NULL };
+static const struct tl_drv_field oi_fields[] = {
+	{ "issuer", 0 }, { "client-id", 0 }, { "client-secret", 1 },
+	{ "token-endpoint", 0 }, { NULL, 0 }
+};
+
+static const struct tl_drv_revocation oi_revocation = {
+	.destroys = 0,
+	.retain = 0,
+	.revoke = "the client is deleted (RFC 7592): it gets no new token; "
+	    "tokens already issued stay valid until they expire (the "
+	    "provider's access-token lifetime, setting token-lifetime, "
+	    "default 10 minutes) at "
+	    "resource servers that check them locally",
+	.retain_means = "nothing to retain: a client holds no data",
+	.purge = "the same as revoke: the client is deleted",
+	.residual = "access tokens issued to the client stay valid until "
+	    "they expire at resource servers that check them locally",
+	.residual_setting = "token-lifetime",
+};
+
+static const struct tl_drv_setting oi_settings[] = {
+	{ "issuer", NULL, 0, TL_DRV_STRING, "the issuer's URL (https; http "
+	    "only on loopback); endpoints come from its discovery document",
+	    .role = TL_DRV_ROLE_PLAIN },
+	{ "initial-access-token", "", 1, TL_DRV_STRING, "the initial "
+	    "access token for RFC 7591 registration (--secret): the admin's "
+	    "credential", .role = TL_DRV_ROLE_ADMIN_SECRET },
+	{ "token-lifetime", "10m", 0, TL_DRV_DURATION, "the provider's "
+	    "access-token lifetime, shown as how long issued tokens outlive "
+	    "a revocation (tally changes nothing at the provider with it)",
+	    .role = TL_DRV_ROLE_PLAIN },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+};
+
+#define OI_STR(x)	#x
+#define OI_XSTR(x)	OI_STR(x)
+
+/*
+ * RFC 7591/7592 give tally nothing a second control plane must respect:
+ * any holder of the initial access token registers, any holder of a
+ * client's registration access token changes or deletes it.  So the
+ * control plane checks its own epoch before each call instead.
+ */
+static const struct tl_drv_fence_decl oi_fencing = {
+	TL_DRV_FENCE_EPOCH_CHECK,
+	"nothing on the identity provider: before each call tallyd reads the "
+	"replication stream for a later promotion (at most every "
+	OI_XSTR(TL_DRV_EPOCH_CHECK_S) " s) and makes no call it cannot "
+	"confirm",
+	"a deposed leader may still start calls for up to "
+	OI_XSTR(TL_DRV_EPOCH_CHECK_S) " s after the promotion reached the "
+	"stream, each finishing within the 15 s request timeout; a promotion "
+	"the stream does not hold yet is not seen"
+};
+
+const struct tl_drv_decl tl_drv_oidc_decl = {
+	.name = "oidc",
+	.types = oi_types,
+	.tags = oi_tags,
+	.settings = oi_settings,
+	.fields = oi_fields,
+	.credential = {
+		.kind = TL_DRV_CRED_LOGIN_BESIDE,
+		.handle_model = 1,
+		.rotation_note = "a rotation registers a second client: the "
+		    "client-id changes with the secret (RFC 7592 allows one "
+		    "secret per client, chosen by the provider)",
+	},
+	.revocation = &oi_revocation,
+	.fencing = &oi_fencing,
+	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE),
+	.name_max = OI_NAME_MAX,
+	.isolation_note = "any client of the identity provider may "
+	    "introspect (RFC 7662) another client's token and read its "
+	    "client_id, scope and expiry: RFC 7591/7592 register nothing "
+	    "that limits introspection (oidc-provider has one "
+	    "deployment-wide features.introspection.allowedPolicy, "
+	    "Keycloak lets every confidential client of the realm "
+	    "introspect); limit it in the provider's own configuration",
+	.names = oi_names,
+	.compose = oi_compose,
+};

@@ -1,0 +1,31 @@
+/*
+ * postgres-internal.h - what drivers/postgres_decl.c (the PostgreSQL
+ * driver's declaration) gives its operations, drivers/postgres.c and
+ * drivers/pg_copy.c; nothing outside drivers/ includes it.  Like the
+ * declaration, it needs decl.h only: no libpq.
+ */
+#ifndef TL_DRV_POSTGRES_INTERNAL_H
+#define TL_DRV_POSTGRES_INTERNAL_H
+
+#include "decl.h"
+
+#define PG_NAME_MAX	63		/* NAMEDATALEN - 1 bytes */
+
+/* The declaration: drivers/postgres_decl.c. */
+extern const struct tl_drv_decl tl_drv_postgres_decl;
+
+/*
+ * The setting admin-db of settings (name/value pairs, NULL-terminated,
+ * as tl_drv_admin.settings; NULL: none): the maintenance database the
+ * admin connects to, its declared default when unset or "".  Never
+ * NULL; points into settings or static data.
+ */
+const char *tl_drv_pg_admin_db(const char *const *settings);
+/*
+ * The setting revoke-public-connect of settings (the same array): 0
+ * when it is false (no, false, off, 0), else 1 (its default is yes),
+ * so that anything but an explicit no keeps the safe default.
+ */
+int	tl_drv_pg_revoke_public_connect(const char *const *settings);
+
+#endif /* TL_DRV_POSTGRES_INTERNAL_H */

@@ -1,0 +1,208 @@
+/*
+ * postgres_decl.c - the PostgreSQL driver's declaration (decl.h): its
+ * type, settings, fields, revocation and fencing, and the pure
+ * functions names and compose.  The operations, over libpq, are
+ * postgres.c's (which states what a grant is on the server).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "decl.h"
+#include "postgres-internal.h"
+#include "util.h"
+
+static const char *const pg_types[] = { "postgres-database", NULL };
+static const char *const pg_tags[] = { "database", "sql", NULL };
+/*
+ * What reactors/provision.c delivers for a grant (tl_rx_holder_lines),
+ * composed by pg_compose.  The fields that are not secret are recorded
+ * in grant.provisioned in this order (host, port, database, user): the
+ * log of before this contract has exactly these.
+ */
+static const struct tl_drv_field pg_fields[] = {
+	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
+	{ "password", 1 }, { "url", 1 }, { NULL, 0 }
+};
+
+/*
+ * The connection fields.  url is postgresql://USER:PASSWORD@HOST:PORT/DB
+ * as reactors composed it before: not percent-encoded, since the names
+ * are [a-z0-9_-] and tally's passwords are of an alphabet a URI carries
+ * as it is (core/secret.h).
+ */
+static int
+pg_compose(const char *field, const struct tl_drv_endpoint *ep,
+    const struct tl_drv_grant *g, char *out, size_t cap)
+{
+	int n;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if (strcmp(field, "host") == 0)
+		n = snprintf(out, cap, "%s", ep->host);
+	else if (strcmp(field, "port") == 0)
+		n = snprintf(out, cap, "%s", ep->port);
+	else if (strcmp(field, "database") == 0)
+		n = snprintf(out, cap, "%s", g->resource);
+	else if (strcmp(field, "user") == 0)
+		n = snprintf(out, cap, "%s", g->login);
+	else if (strcmp(field, "password") == 0 || strcmp(field, "url") == 0) {
+		if (g->password == NULL)
+			return TL_EINVAL;
+		if (field[0] == 'p')
+			n = snprintf(out, cap, "%s", g->password);
+		else
+			n = snprintf(out, cap, "postgresql://%s:%s@%s:%s/%s",
+			    g->login, g->password, ep->host, ep->port,
+			    g->resource);
+	} else
+		return TL_ENOTFOUND;
+	if (n < 0 || (size_t)n >= cap) {
+		tl_secret_wipe(out, cap);
+		out[0] = '\0';
+		return TL_ETOOBIG;
+	}
+	return 0;
+}
+
+/*
+ * Names: the shared scheme (drivers/naming.c) within PostgreSQL's
+ * identifier limit, 63 bytes (NAMEDATALEN - 1: a longer name would be
+ * cut silently).  The database and the NOLOGIN owner role share the
+ * resource's name; a login role is NAME_vN (scheme 2: PREFIX_DIGEST_vN)
+ * beside it, one per credential version, so a rotation adds a login
+ * and retires the old one.  Names that PostgreSQL reserves (pg_) are
+ * refused here and again by grant_ok at every operation.
+ */
+static int
+pg_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
+    char *why)
+{
+	tl_drv_name_scheme(in, PG_NAME_MAX, out);
+	if (strncmp(out->owner, "pg_", 3) == 0 ||
+	    strncmp(out->login, "pg_", 3) == 0)
+		return tl_drv_why(why, TL_EINVAL, "role names starting with "
+		    "pg_ are reserved (resource \"%s\")", in->resource);
+	return 0;
+}
+
+static const struct tl_drv_revocation pg_revocation = {
+	.destroys = 0,
+	.retain = 1,
+	.revoke = "the logins are disabled and their sessions ended",
+	.retain_means = "the database and its owner role are kept, nobody "
+	    "able to log in (tally restore reopens it)",
+	.purge = "drops the database and its roles: the data is gone",
+};
+
+/*
+ * The settings of a postgres provider's assignment: those of a role,
+ * what tallyd builds the admin view from (reactors/session.c), and the
+ * driver's own, read here (admin-db, revoke-public-connect) and by the
+ * migrator (migration-timeout, read with tl_drv_duration; the
+ * migrator's default is the same 5 minutes), with their defaults.
+ */
+static const struct tl_drv_setting pg_settings[] = {
+	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
+	    "(default: the node's routable name)",
+	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	{ "admin-host", "", 0, TL_DRV_HOST, "the same as host, its first "
+	    "name (host wins when both are set)",
+	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	{ "port", "5432", 0, TL_DRV_PORT, "the server's port, for the admin "
+	    "and for consumers",
+	    .role = TL_DRV_ROLE_PORT },
+	{ "admin-user", "postgres", 0, TL_DRV_STRING, "the admin role "
+	    "tallyd logs in as",
+	    .role = TL_DRV_ROLE_ADMIN_USER },
+	{ "admin-db", "postgres", 0, TL_DRV_STRING, "the maintenance "
+	    "database tallyd connects to",
+	    .role = TL_DRV_ROLE_PLAIN },
+	{ "admin-password", "", 1, TL_DRV_STRING, "the admin role's "
+	    "password (--secret; none: trust or peer authentication)",
+	    .role = TL_DRV_ROLE_ADMIN_SECRET },
+	{ "revoke-public-connect", "yes", 0, TL_DRV_BOOL, "revoke CONNECT on "
+	    "the maintenance databases from PUBLIC",
+	    .role = TL_DRV_ROLE_PLAIN },
+	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
+	    "one migration file",
+	    .role = TL_DRV_ROLE_PLAIN },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+};
+
+const char *
+tl_drv_pg_admin_db(const char *const *settings)
+{
+	const struct tl_drv_setting *s;
+	const char *v = tl_drv_setting_get(settings, "admin-db");
+
+	if (v != NULL && *v != '\0')
+		return v;
+	s = tl_drv_setting_find(pg_settings, "admin-db");
+	return s != NULL && s->dflt != NULL && *s->dflt != '\0' ? s->dflt :
+	    "postgres";
+}
+
+int
+tl_drv_pg_revoke_public_connect(const char *const *settings)
+{
+	const char *v = tl_drv_setting_get(settings, "revoke-public-connect");
+
+	/* Anything but an explicit no keeps the safe default. */
+	return v == NULL || !(strcmp(v, "no") == 0 ||
+	    strcmp(v, "false") == 0 || strcmp(v, "off") == 0 ||
+	    strcmp(v, "0") == 0);
+}
+
+/*
+ * What settings valid on their own leave open: with
+ * revoke-public-connect off, every grant's login can connect to the
+ * maintenance databases (and read the catalogs of the whole server).
+ */
+static int
+pg_settings_note(const char *const *settings, char *note)
+{
+	if (tl_drv_pg_revoke_public_connect(settings))
+		return 0;
+	if (note != NULL)
+		snprintf(note, TL_DRV_WHY_MAX, "revoke-public-connect is off: "
+		    "PUBLIC keeps CONNECT on the provider's maintenance "
+		    "databases, so every grant's login can connect to them");
+	return 1;
+}
+
+static const struct tl_drv_fence_decl pg_fencing = {
+	TL_DRV_FENCE_ATOMIC,
+	"a row per mesh in tally_fences in the maintenance database, raised "
+	"by compare-and-set on every session tallyd opens and held FOR SHARE "
+	"by a second admin session for the whole of each changing call",
+	"none while that session lives: should the server end it during a "
+	"call, the rest of that one call may land after a promotion's raise"
+};
+
+const struct tl_drv_decl tl_drv_postgres_decl = {
+	.name = "postgres",
+	.types = pg_types,
+	.tags = pg_tags,
+	.settings = pg_settings,
+	.settings_note = pg_settings_note,
+	.fields = pg_fields,
+	.credential = { .kind = TL_DRV_CRED_LOGIN_BESIDE },
+	.revocation = &pg_revocation,
+	.fencing = &pg_fencing,
+	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_MIGRATE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_MOVE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_SIZE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADMIN_ROTATE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_SESSIONS),
+	.migrate_dialect = "sql/postgres",
+	.name_max = PG_NAME_MAX,
+	.names = pg_names,
+	.compose = pg_compose,
+};

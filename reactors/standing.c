@@ -1,0 +1,238 @@
+/*
+ * standing.c - what the log says of leadership: the epoch, its leader,
+ * whether this home is a standby, whether it was deposed, and what a
+ * standby follows (epoch.h).  Reads and writes of the log's tables
+ * only: the CLI links it, and no provider is reached from here (the
+ * fences are epoch.c's, tallyd's).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/body.h"
+#include "core/error.h"
+#include "core/kv.h"
+#include "projections/events.h"
+#include "epoch.h"
+
+#define DEPOSED_TABLE	"control-plane"
+#define DEPOSED_KEY	"deposed"
+#define FOLLOW_KEY	"following"
+#define FOLLOW_V1	"follow/1"
+
+int
+tl_ep_current(struct tl_txn *t, uint64_t *epochp, uint64_t *atp)
+{
+	struct tl_filter f = { 0 };
+	struct tl_iter *it = NULL;
+	struct tl_event ev;
+	struct tl_bview v;
+	uint64_t epoch = 1, at = 0, e;
+	int rc;
+
+	f.stream = TL_CP_STREAM;
+	f.type = TL_EV_CP_PROMOTED;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		return rc;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		if (tl_bview_open(&v, ev.body, ev.body_len) != 0)
+			continue;
+		e = tl_bn_getu64(v.root, "epoch", 0);
+		tl_bview_close(&v);
+		/* Only ever up: a promotion to a lower epoch is ignored. */
+		if (e > epoch) {
+			epoch = e;
+			at = ev.seq;
+		}
+	}
+	tl_iter_close(it);
+	if (rc != TL_EEOF && rc != TL_ENOTFOUND)
+		return rc;
+	*epochp = epoch;
+	if (atp != NULL)
+		*atp = at;
+	return 0;
+}
+
+int
+tl_ep_leader(struct tl_txn *t, uint64_t *epochp, char *leader)
+{
+	static const char hx[] = "0123456789abcdef";
+	struct tl_event ev;
+	uint64_t at = 0;
+	int rc, i;
+
+	leader[0] = '\0';
+	if ((rc = tl_ep_current(t, epochp, &at)) != 0)
+		return rc;
+	rc = tl_log_get(t, at != 0 ? at : 1, &ev);
+	if (rc == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	for (i = 0; i < 16; i++) {
+		leader[2 * i] = hx[ev.hash[i] >> 4];
+		leader[2 * i + 1] = hx[ev.hash[i] & 15];
+	}
+	leader[32] = '\0';
+	return 0;
+}
+
+int
+tl_ep_is_standby(const char *home)
+{
+	char path[1200];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/" TL_STANDBY_FILE, home);
+	return stat(path, &st) == 0;
+}
+
+/* "standby", or "leader SEQ": the promotion that ended it. */
+#define STANDING_KEY	"standing"
+
+int
+tl_ep_standing(struct tl_txn *t, const char *home, int *standby,
+    uint64_t *promoted)
+{
+	char buf[64];
+	const void *v;
+	size_t len;
+	tl_kv kv;
+	int rc;
+
+	*standby = 0;
+	if (promoted != NULL)
+		*promoted = 0;
+	rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv);
+	if (rc == 0)
+		rc = tl_kv_get(t, kv, STANDING_KEY, strlen(STANDING_KEY), &v, &len);
+	if (rc == TL_ENOTFOUND) {
+		/* A home of before: its marker file is all there is. */
+		*standby = tl_ep_is_standby(home);
+		return 0;
+	}
+	if (rc != 0)
+		return rc;
+	if (len >= sizeof(buf))
+		return TL_ECORRUPT;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	if (strcmp(buf, "standby") == 0) {
+		*standby = 1;
+		return 0;
+	}
+	if (strncmp(buf, "leader ", 7) != 0)
+		return TL_ECORRUPT;
+	if (promoted != NULL)
+		*promoted = strtoull(buf + 7, NULL, 10);
+	return 0;
+}
+
+int
+tl_ep_standing_put(struct tl_txn *t, int standby, uint64_t promoted)
+{
+	char buf[64];
+	tl_kv kv;
+	int n, rc;
+
+	n = standby ? snprintf(buf, sizeof(buf), "standby") :
+	    snprintf(buf, sizeof(buf), "leader %llu",
+	    (unsigned long long)promoted);
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, STANDING_KEY, strlen(STANDING_KEY), buf, (size_t)n);
+}
+
+/* --- fences ------------------------------------------------------- */
+
+int
+tl_ep_deposed(struct tl_txn *t, char *msg, size_t cap)
+{
+	tl_kv kv;
+	const void *v;
+	size_t len;
+	int rc;
+
+	msg[0] = '\0';
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if ((rc = tl_kv_get(t, kv, DEPOSED_KEY, strlen(DEPOSED_KEY), &v,
+	    &len)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if (len >= cap)
+		len = cap - 1;
+	memcpy(msg, v, len);
+	msg[len] = '\0';
+	return 1;
+}
+
+/* --- what a standby follows --------------------------------------- */
+
+/*
+ * One line per field, after a version line: URLs, stream names and the
+ * reasons written here hold no newline (the reasons are ours).
+ */
+int
+tl_ep_follow_put(struct tl_txn *t, const struct tl_ep_follow *f)
+{
+	char buf[1400];
+	tl_kv kv;
+	int n, rc;
+
+	n = snprintf(buf, sizeof(buf), FOLLOW_V1 "\n%s\n%s\n%llu\n%lld\n%s",
+	    f->url, f->stream, (unsigned long long)f->passed,
+	    (long long)f->last_offset, f->last_why);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return TL_EINVAL;
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, FOLLOW_KEY, strlen(FOLLOW_KEY), buf,
+	    (size_t)n);
+}
+
+/* The next line of *p (to end) into out, cut to fit. */
+static void
+line(const char **p, const char *end, char *out, size_t cap)
+{
+	const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+	size_t n = (size_t)((nl ? nl : end) - *p);
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, *p, n);
+	out[n] = '\0';
+	*p = nl ? nl + 1 : end;
+}
+
+int
+tl_ep_follow_get(struct tl_txn *t, struct tl_ep_follow *f)
+{
+	const char *p, *end;
+	char num[32];
+	const void *v;
+	size_t len;
+	tl_kv kv;
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0 ||
+	    (rc = tl_kv_get(t, kv, FOLLOW_KEY, strlen(FOLLOW_KEY), &v,
+	    &len)) != 0)
+		return rc;
+	p = v;
+	end = p + len;
+	line(&p, end, num, sizeof(num));
+	if (strcmp(num, FOLLOW_V1) != 0)
+		return TL_ENOTFOUND;	/* a newer tally's: not ours to read */
+	line(&p, end, f->url, sizeof(f->url));
+	line(&p, end, f->stream, sizeof(f->stream));
+	line(&p, end, num, sizeof(num));
+	f->passed = strtoull(num, NULL, 10);
+	line(&p, end, num, sizeof(num));
+	f->last_offset = strtoll(num, NULL, 10);
+	line(&p, end, f->last_why, sizeof(f->last_why));
+	return 0;
+}

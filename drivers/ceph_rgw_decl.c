@@ -160,22 +160,22 @@ static const struct tl_drv_fence_decl rgw_fencing = {
 static const struct tl_drv_setting rgw_settings[] = {
 	{ "endpoint", "", 0, TL_DRV_STRING, "the S3 endpoint URL, "
 	    "http://HOST:PORT (default: from host and port)",
-	    .role = TL_DRV_ROLE_PLAIN },
+	    .use = TL_DRV_USE_PLAIN },
 	{ "host", "", 0, TL_DRV_HOST, "where tallyd reaches the RGW "
 	    "(default: the admin-host, else the node's routable name)",
-	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
-	    "name it (host wins)", .role = TL_DRV_ROLE_ADMIN_HOST },
+	    "name it (host wins)", .use = TL_DRV_USE_ADMIN_HOST },
 	{ "port", "7480", 0, TL_DRV_PORT, "the RGW's HTTP port",
-	    .role = TL_DRV_ROLE_PORT },
+	    .use = TL_DRV_USE_PORT },
 	{ "region", "default", 0, TL_DRV_STRING, "the SigV4 region (the "
-	    "zonegroup's api name)", .role = TL_DRV_ROLE_PLAIN },
+	    "zonegroup's api name)", .use = TL_DRV_USE_PLAIN },
 	{ "admin-access-key", NULL, 0, TL_DRV_STRING, "the access key of an "
 	    "RGW user with caps users=*;buckets=*",
-	    .role = TL_DRV_ROLE_ADMIN_USER },
+	    .use = TL_DRV_USE_ADMIN_USER },
 	{ "admin-secret-key", "", 1, TL_DRV_STRING, "its secret key "
-	    "(--secret)", .role = TL_DRV_ROLE_ADMIN_SECRET },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+	    "(--secret)", .use = TL_DRV_USE_ADMIN_SECRET },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
 const struct tl_drv_decl tl_drv_ceph_rgw_decl = {

@@ -149,14 +149,14 @@ tl_drv_setting_default(const struct tl_drv_decl *d, const char *name)
 }
 
 const struct tl_drv_setting *
-tl_drv_setting_role(const struct tl_drv_decl *d, enum tl_drv_role role,
+tl_drv_setting_for(const struct tl_drv_decl *d, enum tl_drv_use use,
     size_t i)
 {
 	const struct tl_drv_setting *s;
 
 	for (s = d != NULL ? d->settings : NULL; s != NULL && s->name != NULL;
 	    s++)
-		if (s->role == role && i-- == 0)
+		if (s->use == use && i-- == 0)
 			return s;
 	return NULL;
 }

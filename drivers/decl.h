@@ -3,7 +3,7 @@
  *
  * A driver is two things (DESIGN.md rule 9).  Its declaration, here, is
  * data and two pure functions: the types it grants and their tags, its
- * settings with their roles and defaults (tally reads no default of its
+ * settings with their uses (roles) and defaults (tally reads no default of its
  * own), the fields a grant delivers and which are secret, the credential
  * model, what revocation does, how a deposed leader is fenced, the
  * capabilities it has, the migration dialect, its name limits, and the
@@ -93,7 +93,7 @@ const char *tl_drv_fencing_name(enum tl_drv_fencing kind);
 
 /* What one grant is, as the driver sees it. */
 struct tl_drv_grant {
-	/* The names ops->names derived (PostgreSQL: database, roles). */
+	/* The names decl->names derived (PostgreSQL: database, roles). */
 	const char	*resource;	/* what holds the data */
 	const char	*owner;		/* owns it, cannot log in; "": none */
 	const char	*login;		/* this credential's user; "": none */
@@ -174,21 +174,21 @@ struct tl_drv_endpoint {
 #define TL_DRV_VALUE_MAX	511
 
 /*
- * What a setting is to tally itself.  tallyd builds a provider's admin
- * view from the roles alone (reactors/session.c), never from a
- * setting's name: the first non-empty setting of role ADMIN_HOST is
+ * What a setting is to tally itself (its role).  tallyd builds a
+ * provider's admin view from the uses alone (reactors/session.c), never
+ * from a setting's name: the first non-empty setting for ADMIN_HOST is
  * where it connects (the provider node's routable name when none is
  * set), PORT and ADMIN_USER the same, and the one ADMIN_SECRET
  * setting the admin's secret.  Every other setting is PLAIN: the
  * driver's alone, read by the driver from tl_drv_admin.settings.
  */
-enum tl_drv_role {
-	TL_DRV_ROLE_PLAIN = 0,
-	TL_DRV_ROLE_ADMIN_HOST,
-	TL_DRV_ROLE_PORT,		/* the admin's and, unless a grant records
+enum tl_drv_use {
+	TL_DRV_USE_PLAIN = 0,
+	TL_DRV_USE_ADMIN_HOST,
+	TL_DRV_USE_PORT,		/* the admin's and, unless a grant records
 				   its own, the consumers' */
-	TL_DRV_ROLE_ADMIN_USER,
-	TL_DRV_ROLE_ADMIN_SECRET	/* secret: given with --secret */
+	TL_DRV_USE_ADMIN_USER,
+	TL_DRV_USE_ADMIN_SECRET	/* secret: given with --secret */
 };
 
 /*
@@ -219,7 +219,7 @@ struct tl_drv_setting {
 	 * given value the driver would refuse never reaches it.
 	 */
 	unsigned long long min, max;
-	enum tl_drv_role role;
+	enum tl_drv_use use;
 };
 
 /* Values of a setting are at most this long (bytes, without the NUL). */
@@ -253,7 +253,7 @@ int	tl_drv_duration(const char *value, uint64_t *seconds);
 #define TL_DRV_NAME_MAX	64
 
 /*
- * What a driver names objects from (ops->names).  Every string is
+ * What a driver names objects from (decl->names).  Every string is
  * borrowed for the call and NUL-terminated; "" for none.
  */
 struct tl_drv_name_in {
@@ -556,10 +556,10 @@ int	tl_drv_name(const struct tl_drv_decl *d,
 const char *tl_drv_setting_default(const struct tl_drv_decl *d,
 	    const char *name);
 /*
- * The i-th (from 0) setting d declares with role, NULL past the last:
- * for (i = 0; (s = tl_drv_setting_role(d, role, i)) != NULL; i++).
+ * The i-th (from 0) setting d declares for use, NULL past the last:
+ * for (i = 0; (s = tl_drv_setting_for(d, use, i)) != NULL; i++).
  */
-const struct tl_drv_setting *tl_drv_setting_role(const struct tl_drv_decl *d,
-	    enum tl_drv_role role, size_t i);
+const struct tl_drv_setting *tl_drv_setting_for(const struct tl_drv_decl *d,
+	    enum tl_drv_use use, size_t i);
 
 #endif /* TL_DRV_DECL_H */

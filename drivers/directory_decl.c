@@ -247,14 +247,14 @@ static const struct tl_drv_revocation dir_revocation = {
 
 static const struct tl_drv_setting dir_settings[] = {
 	{ "root", NULL, 0, TL_DRV_PATH, "the absolute path under which "
-	    "each grant gets its directory", .role = TL_DRV_ROLE_PLAIN },
+	    "each grant gets its directory", .use = TL_DRV_USE_PLAIN },
 	{ "gid-base", "1000000000", 0, TL_DRV_INT, "run as root: the first "
 	    "group number given to grants", 1, 0xfffffffeULL,
-	    TL_DRV_ROLE_PLAIN },
+	    TL_DRV_USE_PLAIN },
 	{ "gid-range", "1000000000", 0, TL_DRV_INT, "run as root: how many "
 	    "group numbers from gid-base are tally's", 1, 0xfffffffeULL,
-	    TL_DRV_ROLE_PLAIN },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+	    TL_DRV_USE_PLAIN },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
 static const struct tl_drv_fence_decl dir_fencing = {

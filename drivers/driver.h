@@ -42,7 +42,7 @@
 
 /*
  * How to reach a provider as its administrator: host, port, user and
- * password are the settings of those roles (decl.h: enum tl_drv_role).
+ * password are the settings of those roles (decl.h: enum tl_drv_use).
  */
 struct tl_drv_admin {
 	const char	*host;		/* where tallyd connects */

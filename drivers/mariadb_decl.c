@@ -109,20 +109,20 @@ static const struct tl_drv_revocation mdb_revocation = {
 static const struct tl_drv_setting mdb_settings[] = {
 	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
 	    "(default: the node's routable name)",
-	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "port", "3306", 0, TL_DRV_PORT, "the server's port, for the admin "
 	    "and for consumers",
-	    .role = TL_DRV_ROLE_PORT },
+	    .use = TL_DRV_USE_PORT },
 	{ "admin-user", "root", 0, TL_DRV_STRING, "the user tallyd logs in "
 	    "as (every privilege WITH GRANT OPTION)",
-	    .role = TL_DRV_ROLE_ADMIN_USER },
+	    .use = TL_DRV_USE_ADMIN_USER },
 	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
 	    "(--secret)",
-	    .role = TL_DRV_ROLE_ADMIN_SECRET },
+	    .use = TL_DRV_USE_ADMIN_SECRET },
 	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
 	    "one migration file",
-	    .role = TL_DRV_ROLE_PLAIN },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+	    .use = TL_DRV_USE_PLAIN },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
 static const struct tl_drv_fence_decl mdb_fencing = {

@@ -159,15 +159,15 @@ static const struct tl_drv_revocation oi_revocation = {
 static const struct tl_drv_setting oi_settings[] = {
 	{ "issuer", NULL, 0, TL_DRV_STRING, "the issuer's URL (https; http "
 	    "only on loopback); endpoints come from its discovery document",
-	    .role = TL_DRV_ROLE_PLAIN },
+	    .use = TL_DRV_USE_PLAIN },
 	{ "initial-access-token", "", 1, TL_DRV_STRING, "the initial "
 	    "access token for RFC 7591 registration (--secret): the admin's "
-	    "credential", .role = TL_DRV_ROLE_ADMIN_SECRET },
+	    "credential", .use = TL_DRV_USE_ADMIN_SECRET },
 	{ "token-lifetime", "10m", 0, TL_DRV_DURATION, "the provider's "
 	    "access-token lifetime, shown as how long issued tokens outlive "
 	    "a revocation (tally changes nothing at the provider with it)",
-	    .role = TL_DRV_ROLE_PLAIN },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+	    .use = TL_DRV_USE_PLAIN },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
 #define OI_STR(x)	#x

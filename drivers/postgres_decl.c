@@ -108,29 +108,29 @@ static const struct tl_drv_revocation pg_revocation = {
 static const struct tl_drv_setting pg_settings[] = {
 	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
 	    "(default: the node's routable name)",
-	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "admin-host", "", 0, TL_DRV_HOST, "the same as host, its first "
 	    "name (host wins when both are set)",
-	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "port", "5432", 0, TL_DRV_PORT, "the server's port, for the admin "
 	    "and for consumers",
-	    .role = TL_DRV_ROLE_PORT },
+	    .use = TL_DRV_USE_PORT },
 	{ "admin-user", "postgres", 0, TL_DRV_STRING, "the admin role "
 	    "tallyd logs in as",
-	    .role = TL_DRV_ROLE_ADMIN_USER },
+	    .use = TL_DRV_USE_ADMIN_USER },
 	{ "admin-db", "postgres", 0, TL_DRV_STRING, "the maintenance "
 	    "database tallyd connects to",
-	    .role = TL_DRV_ROLE_PLAIN },
+	    .use = TL_DRV_USE_PLAIN },
 	{ "admin-password", "", 1, TL_DRV_STRING, "the admin role's "
 	    "password (--secret; none: trust or peer authentication)",
-	    .role = TL_DRV_ROLE_ADMIN_SECRET },
+	    .use = TL_DRV_USE_ADMIN_SECRET },
 	{ "revoke-public-connect", "yes", 0, TL_DRV_BOOL, "revoke CONNECT on "
 	    "the maintenance databases from PUBLIC",
-	    .role = TL_DRV_ROLE_PLAIN },
+	    .use = TL_DRV_USE_PLAIN },
 	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
 	    "one migration file",
-	    .role = TL_DRV_ROLE_PLAIN },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+	    .use = TL_DRV_USE_PLAIN },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
 const char *

@@ -113,20 +113,20 @@ static const struct tl_drv_fence_decl rmq_fencing = {
 static const struct tl_drv_setting rmq_settings[] = {
 	{ "host", "", 0, TL_DRV_HOST, "where tallyd reaches the management "
 	    "API (default: the admin-host, else the node's routable name)",
-	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
-	    "name it (host wins)", .role = TL_DRV_ROLE_ADMIN_HOST },
+	    "name it (host wins)", .use = TL_DRV_USE_ADMIN_HOST },
 	{ "port", "5672", 0, TL_DRV_PORT, "the AMQP port consumers connect "
-	    "to", .role = TL_DRV_ROLE_PORT },
+	    "to", .use = TL_DRV_USE_PORT },
 	{ "management-port", "15672", 0, TL_DRV_PORT, "the management HTTP "
 	    "API's port (tallyd's admin path: never AMQP)",
-	    .role = TL_DRV_ROLE_PLAIN },
+	    .use = TL_DRV_USE_PLAIN },
 	{ "admin-user", "guest", 0, TL_DRV_STRING, "the management user "
 	    "tallyd acts as (tag administrator)",
-	    .role = TL_DRV_ROLE_ADMIN_USER },
+	    .use = TL_DRV_USE_ADMIN_USER },
 	{ "admin-password", "", 1, TL_DRV_STRING, "its password (--secret)",
-	    .role = TL_DRV_ROLE_ADMIN_SECRET },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+	    .use = TL_DRV_USE_ADMIN_SECRET },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
 const struct tl_drv_decl tl_drv_rabbitmq_decl = {

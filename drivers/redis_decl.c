@@ -144,24 +144,24 @@ static const struct tl_drv_revocation rd_revocation = {
 static const struct tl_drv_setting rd_settings[] = {
 	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
 	    "(default: the node's routable name)",
-	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "admin-host", "", 0, TL_DRV_HOST, "the same as host, its first "
 	    "name (host wins when both are set)",
-	    .role = TL_DRV_ROLE_ADMIN_HOST },
+	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "port", "6379", 0, TL_DRV_PORT, "the server's port, for the admin "
 	    "and for consumers",
-	    .role = TL_DRV_ROLE_PORT },
+	    .use = TL_DRV_USE_PORT },
 	{ "admin-user", "default", 0, TL_DRV_STRING, "the ACL user tallyd "
 	    "logs in as (needs +@all on ~* &*)",
-	    .role = TL_DRV_ROLE_ADMIN_USER },
+	    .use = TL_DRV_USE_ADMIN_USER },
 	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
 	    "(--secret)",
-	    .role = TL_DRV_ROLE_ADMIN_SECRET },
+	    .use = TL_DRV_USE_ADMIN_SECRET },
 	{ "acl-save", "yes", 0, TL_DRV_BOOL, "ACL SAVE after every change, so "
 	    "the users survive a restart (a server without --aclfile: not "
 	    "asked)",
-	    .role = TL_DRV_ROLE_PLAIN },
-	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_ROLE_PLAIN }
+	    .use = TL_DRV_USE_PLAIN },
+	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
 const struct tl_drv_decl tl_drv_redis_decl = {

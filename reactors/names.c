@@ -3,7 +3,7 @@
  *
  * The scheme, the provider's limits and what its objects are (a
  * resource, an owner, a login per credential version) are the driver's
- * (ops->names; drivers/naming.c holds the injective scheme drivers
+ * (decl->names; drivers/naming.c holds the injective scheme drivers
  * share).  What is the reactors' is which scheme a grant follows: the
  * one its first intent recorded (g->naming), the resource name its
  * provisioning recorded, which the grant keeps, and the mesh's naming

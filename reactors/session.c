@@ -16,12 +16,12 @@
 #include "session.h"
 
 /*
- * The value of the first setting of role that is set (the operator's or
- * derived, in pv->setbuf), else the first declared default of that role
+ * The value of the first setting for use that is set (the operator's or
+ * derived, in pv->setbuf), else the first declared default for that use
  * that is not empty, into v; v is left as it is when there is neither.
  */
 static void
-role_value(const struct tl_rx_prov *pv, enum tl_drv_role role, char *v,
+use_value(const struct tl_rx_prov *pv, enum tl_drv_use use, char *v,
     size_t cap)
 {
 	const struct tl_drv_setting *st;
@@ -30,14 +30,14 @@ role_value(const struct tl_rx_prov *pv, enum tl_drv_role role, char *v,
 	size_t i;
 
 	tl_rx_prov_settings(pv, sv);
-	for (i = 0; (st = tl_drv_setting_role(pv->decl, role, i)) != NULL;
+	for (i = 0; (st = tl_drv_setting_for(pv->decl, use, i)) != NULL;
 	    i++)
 		if ((x = tl_drv_setting_get(sv, st->name)) != NULL &&
 		    x[0] != '\0') {
 			snprintf(v, cap, "%s", x);
 			return;
 		}
-	for (i = 0; (st = tl_drv_setting_role(pv->decl, role, i)) != NULL;
+	for (i = 0; (st = tl_drv_setting_for(pv->decl, use, i)) != NULL;
 	    i++)
 		if (st->dflt != NULL && st->dflt[0] != '\0') {
 			snprintf(v, cap, "%s", st->dflt);
@@ -180,12 +180,12 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 	pv->decl = tl_drv_decl_find(driver);
 	pv->ops = tl_drv_ops_of(pv->decl);
 	derived_settings(t, p, pv);
-	/* The admin view, by the settings' roles (decl.h). */
-	role_value(pv, TL_DRV_ROLE_ADMIN_HOST, pv->host, sizeof(pv->host));
+	/* The admin view, by what each setting is for (decl.h). */
+	use_value(pv, TL_DRV_USE_ADMIN_HOST, pv->host, sizeof(pv->host));
 	if (pv->host[0] == '\0')
 		snprintf(pv->host, sizeof(pv->host), "%s", pv->routable);
-	role_value(pv, TL_DRV_ROLE_PORT, pv->port, sizeof(pv->port));
-	role_value(pv, TL_DRV_ROLE_ADMIN_USER, pv->user, sizeof(pv->user));
+	use_value(pv, TL_DRV_USE_PORT, pv->port, sizeof(pv->port));
+	use_value(pv, TL_DRV_USE_ADMIN_USER, pv->user, sizeof(pv->user));
 	{
 		const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 		const char *mt;
@@ -207,7 +207,7 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		size_t len;
 		char ad[TL_KEY_MAX];
 		const struct tl_drv_setting *st =
-		    tl_drv_setting_role(pv->decl, TL_DRV_ROLE_ADMIN_SECRET, 0);
+		    tl_drv_setting_for(pv->decl, TL_DRV_USE_ADMIN_SECRET, 0);
 		const char *sname = st != NULL ? st->name : "";
 
 		if (st != NULL && tl_bn_get(n, sname, &s) == 0 &&

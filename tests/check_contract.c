@@ -13,7 +13,7 @@
  * never composed without the credential.  Capabilities: every driver
  * declares exactly the operations it has, and a declaration that lacks
  * one is refused with the reason.  Roles: the admin view's settings are
- * found by role.  The fault wrapper keeps the declaration.
+ * found by use.  The fault wrapper keeps the declaration.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -303,12 +303,12 @@ START_TEST(test_caps_are_the_ops)
 END_TEST
 
 /*
- * The admin view is built from roles: every driver with a provider to
+ * The admin view is built from uses: every driver with a provider to
  * log in to names where (ADMIN_HOST, or a plain setting it reads
  * itself), at most one admin secret, which is a secret setting, and the
- * host roles come before anything else of theirs in order.
+ * host uses come before anything else of theirs in order.
  */
-START_TEST(test_roles)
+START_TEST(test_uses)
 {
 	const char *const *names = tl_drv_names();
 	const struct tl_drv_decl *d;
@@ -317,33 +317,33 @@ START_TEST(test_roles)
 
 	for (i = 0; names[i] != NULL; i++) {
 		d = tl_drv_decl_find(names[i]);
-		ck_assert_ptr_null(tl_drv_setting_role(d,
-		    TL_DRV_ROLE_ADMIN_SECRET, 1));
-		if ((st = tl_drv_setting_role(d, TL_DRV_ROLE_ADMIN_SECRET,
+		ck_assert_ptr_null(tl_drv_setting_for(d,
+		    TL_DRV_USE_ADMIN_SECRET, 1));
+		if ((st = tl_drv_setting_for(d, TL_DRV_USE_ADMIN_SECRET,
 		    0)) != NULL)
 			ck_assert_msg(st->secret, "%s: %s", d->name, st->name);
 		for (st = d->settings; st != NULL && st->name != NULL; st++)
 			if (st->secret)
-				ck_assert_msg(st->role == TL_DRV_ROLE_ADMIN_SECRET ||
-				    st->role == TL_DRV_ROLE_PLAIN, "%s: %s",
+				ck_assert_msg(st->use == TL_DRV_USE_ADMIN_SECRET ||
+				    st->use == TL_DRV_USE_PLAIN, "%s: %s",
 				    d->name, st->name);
 	}
 	/* PostgreSQL: host before admin-host; its own words are plain. */
-	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_ADMIN_HOST,
+	ck_assert_str_eq(tl_drv_setting_for(pg, TL_DRV_USE_ADMIN_HOST,
 	    0)->name, "host");
-	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_ADMIN_HOST,
+	ck_assert_str_eq(tl_drv_setting_for(pg, TL_DRV_USE_ADMIN_HOST,
 	    1)->name, "admin-host");
-	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_PORT, 0)->name,
+	ck_assert_str_eq(tl_drv_setting_for(pg, TL_DRV_USE_PORT, 0)->name,
 	    "port");
-	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_ADMIN_USER,
+	ck_assert_str_eq(tl_drv_setting_for(pg, TL_DRV_USE_ADMIN_USER,
 	    0)->name, "admin-user");
-	ck_assert_str_eq(tl_drv_setting_role(pg, TL_DRV_ROLE_ADMIN_SECRET,
+	ck_assert_str_eq(tl_drv_setting_for(pg, TL_DRV_USE_ADMIN_SECRET,
 	    0)->name, "admin-password");
-	ck_assert_int_eq(tl_drv_setting_find(pg->settings, "admin-db")->role,
-	    TL_DRV_ROLE_PLAIN);
+	ck_assert_int_eq(tl_drv_setting_find(pg->settings, "admin-db")->use,
+	    TL_DRV_USE_PLAIN);
 	/* An identity provider's secret is its initial access token. */
-	ck_assert_str_eq(tl_drv_setting_role(tl_drv_decl_find("oidc"),
-	    TL_DRV_ROLE_ADMIN_SECRET, 0)->name, "initial-access-token");
+	ck_assert_str_eq(tl_drv_setting_for(tl_drv_decl_find("oidc"),
+	    TL_DRV_USE_ADMIN_SECRET, 0)->name, "initial-access-token");
 }
 END_TEST
 
@@ -533,7 +533,7 @@ suite(void)
 	tcase_add_test(tc, test_declarations);
 	tcase_add_test(tc, test_capabilities);
 	tcase_add_test(tc, test_caps_are_the_ops);
-	tcase_add_test(tc, test_roles);
+	tcase_add_test(tc, test_uses);
 	tcase_add_test(tc, test_settings_note);
 	tcase_add_test(tc, test_fault_keeps_contract);
 	tcase_add_test(tc, test_loss_and_declarations);

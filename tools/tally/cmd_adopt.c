@@ -71,7 +71,7 @@ static int
 adoptable(const struct adopt_arg *a, const struct tl_grant *g,
     struct took *t)
 {
-	const struct tl_drv_decl *ops = tl_drv_decl_for_type(g->type);
+	const struct tl_drv_decl *dd = tl_drv_decl_for_type(g->type);
 	struct tl_drv_name_in in;
 	struct tl_drv_names out;
 	char why[TL_DRV_WHY_MAX] = "";
@@ -92,13 +92,13 @@ adoptable(const struct adopt_arg *a, const struct tl_grant *g,
 		snprintf(t->why, sizeof(t->why), "%s here already (version "
 		    "%llu): its objects are this mesh's", g->state,
 		    (unsigned long long)g->version);
-	else if (ops == NULL)
+	else if (dd == NULL)
 		snprintf(t->why, sizeof(t->why), "no driver for type %s",
 		    g->type);
-	else if (tl_drv_naming(ops) != TL_DRV_NAMING)
+	else if (tl_drv_naming(dd) != TL_DRV_NAMING)
 		snprintf(t->why, sizeof(t->why), "%s names are keyed by the "
 		    "lost mesh's master key: they cannot be computed here",
-		    ops->name);
+		    dd->name);
 	if (t->why[0] != '\0')
 		return 0;
 	memset(&in, 0, sizeof(in));
@@ -110,7 +110,7 @@ adoptable(const struct adopt_arg *a, const struct tl_grant *g,
 	in.scheme = TL_DRV_NAMING_MESH;
 	in.mesh = a->from;
 	memset(&out, 0, sizeof(out));
-	if (tl_drv_name(ops, &in, &out, why) != 0 || out.resource[0] == '\0') {
+	if (tl_drv_name(dd, &in, &out, why) != 0 || out.resource[0] == '\0') {
 		snprintf(t->why, sizeof(t->why), "no name: %s", why);
 		return 0;
 	}

@@ -399,7 +399,7 @@ static int
 say_revocation(const struct tl_grant *g, void *arg)
 {
 	struct preview *pw = arg;
-	const struct tl_drv_decl *ops;
+	const struct tl_drv_decl *dd;
 	const struct tl_drv_revocation *rv;
 	struct tl_bnode types;
 	struct tl_rec r;
@@ -425,14 +425,14 @@ say_revocation(const struct tl_grant *g, void *arg)
 			    sizeof(policy));
 		}
 	tl_rec_close(&r);
-	if ((ops = tl_drv_decl_find(driver)) == NULL ||
-	    (rv = ops->revocation) == NULL)
+	if ((dd = tl_drv_decl_find(driver)) == NULL ||
+	    (rv = dd->revocation) == NULL)
 		return 0;
 	if (rv->destroys)
 		pw->destroys = 1;
 	if (!pw->quiet) {
 		printf("revoking %s on %s (driver %s): %s%s; ", g->id,
-		    g->provider, ops->name, rv->revoke, rv->destroys ?
+		    g->provider, dd->name, rv->revoke, rv->destroys ?
 		    " (this destroys data)" : "");
 		if (strcmp(policy, "drop") == 0 || !rv->retain)
 			printf("the data is dropped\n");
@@ -440,7 +440,7 @@ say_revocation(const struct tl_grant *g, void *arg)
 			printf("retained: %s; tally purge %s %s\n",
 			    rv->retain_means, g->id, rv->purge);
 	}
-	if (pw->loss != NULL && tl_drv_can(ops, TL_DRV_CAP_LOSS, NULL)) {
+	if (pw->loss != NULL && tl_drv_can(dd, TL_DRV_CAP_LOSS, NULL)) {
 		const json_t *l = json_object_get(pw->loss, g->id);
 		const char *what = json_string_value(json_object_get(l, "what"));
 		const char *err = json_string_value(json_object_get(l,

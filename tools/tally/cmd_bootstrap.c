@@ -273,14 +273,14 @@ doc_sound(const struct bs_bundle *b, yaml_document_t *d, yaml_node_t *n,
 /*
  * What the module's manifest declares: it must parse (tally apply would
  * refuse it after the home and the node were made) and hold module;
- * ops receives the drivers of what it provides (none: a module that
+ * dd receives the drivers of what it provides (none: a module that
  * provides nothing), nops their count, derived whether key is a
  * setting the manifest derives.  *mfp owns what mod points into.
  */
 struct bs_decl {
 	struct tl_mf_set		*set;
 	const struct tl_mf_module	*mod;
-	const struct tl_drv_decl	*ops[8];
+	const struct tl_drv_decl	*dd[8];
 	size_t				 nops;
 };
 
@@ -312,9 +312,9 @@ decl_load(const struct bs_bundle *b, const yaml_node_t *mn,
 		goto out;
 	}
 	for (i = 0; i < dc->mod->nprovides && dc->nops < 8; i++)
-		if ((dc->ops[dc->nops] = tl_drv_decl_find(
+		if ((dc->dd[dc->nops] = tl_drv_decl_find(
 		    dc->mod->provides[i].driver)) != NULL &&
-		    dc->ops[dc->nops]->settings != NULL)
+		    dc->dd[dc->nops]->settings != NULL)
 			dc->nops++;
 out:
 	tl_mf_errors_free(&errs);
@@ -328,7 +328,7 @@ decl_setting(const struct bs_decl *dc, const char *key)
 	size_t i;
 
 	for (i = 0; i < dc->nops; i++)
-		if ((s = tl_drv_setting_find(dc->ops[i]->settings, key)) !=
+		if ((s = tl_drv_setting_find(dc->dd[i]->settings, key)) !=
 		    NULL)
 			return s;
 	return NULL;
@@ -369,14 +369,14 @@ decl_check(const struct bs_bundle *b, const struct bs_decl *dc,
 		s = &any;	/* the module's own settings, as given */
 	else if (s == NULL) {
 		for (i = 0; i < dc->nops; i++)
-			for (s = dc->ops[i]->settings; s->name != NULL; s++)
+			for (s = dc->dd[i]->settings; s->name != NULL; s++)
 				if (off < sizeof(known))
 					off += (size_t)snprintf(known + off,
 					    sizeof(known) - off, "%s%s%s", off ?
 					    ", " : "", s->name, s->secret ?
 					    " (under secrets:)" : "");
 		return bad(b, kn, field, "unknown setting for %s (driver %s); "
-		    "known settings: %s", dc->mod->name, dc->ops[0]->name,
+		    "known settings: %s", dc->mod->name, dc->dd[0]->name,
 		    known);
 	}
 	if (s != &any && s->secret && !secret)

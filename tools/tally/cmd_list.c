@@ -49,30 +49,30 @@ static const char providers_usage[] =
 static int
 print_settings(struct tl_cli *cli, const char *name)
 {
-	const struct tl_drv_decl *ops = tl_drv_decl_find(name);
+	const struct tl_drv_decl *dd = tl_drv_decl_find(name);
 	const struct tl_drv_setting *s;
 	json_t *arr;
 
-	if (ops == NULL)
-		ops = tl_drv_decl_for_type(name);
-	if (ops == NULL) {
+	if (dd == NULL)
+		dd = tl_drv_decl_for_type(name);
+	if (dd == NULL) {
 		cli_errx("no driver or type '%s'", name);
 		return TL_EXIT_NOTFOUND;
 	}
 	if (cli->json) {
 		if ((arr = json_array()) == NULL)
 			return TL_EXIT_FAIL;
-		for (s = ops->settings; s != NULL && s->name != NULL; s++)
+		for (s = dd->settings; s != NULL && s->name != NULL; s++)
 			json_array_append_new(arr, json_pack("{s:s,s:s?,s:b,"
 			    "s:s,s:s}", "name", s->name, "default", s->dflt,
 			    "secret", s->secret, "kind", tl_drv_kind_name(
 			    s->kind), "meaning", s->description));
-		cli_json_done(cli, json_pack("{s:s,s:o}", "driver", ops->name,
+		cli_json_done(cli, json_pack("{s:s,s:o}", "driver", dd->name,
 		    "settings", arr));
 		return TL_EXIT_OK;
 	}
 	printf("| setting | kind | default | meaning |\n|---|---|---|---|\n");
-	for (s = ops->settings; s != NULL && s->name != NULL; s++) {
+	for (s = dd->settings; s != NULL && s->name != NULL; s++) {
 		printf("| `%s` | %s | ", s->name, tl_drv_kind_name(s->kind));
 		if (s->dflt == NULL)
 			printf("required");
@@ -263,19 +263,19 @@ count_grant(const struct tl_grant *g, void *arg)
 static int
 describe_type(json_t *e, const char *tag)
 {
-	const struct tl_drv_decl *ops = tl_drv_decl_find(str(e, "driver"));
+	const struct tl_drv_decl *dd = tl_drv_decl_find(str(e, "driver"));
 	const struct tl_drv_revocation *rv;
 	json_t *tags;
 	size_t k;
 
-	if (ops == NULL)
+	if (dd == NULL)
 		return 0;
 	if ((tags = json_array()) != NULL) {
-		for (k = 0; ops->tags != NULL && ops->tags[k] != NULL; k++)
-			json_array_append_new(tags, json_string(ops->tags[k]));
+		for (k = 0; dd->tags != NULL && dd->tags[k] != NULL; k++)
+			json_array_append_new(tags, json_string(dd->tags[k]));
 		json_object_set_new(e, "tags", tags);
 	}
-	if ((rv = ops->revocation) != NULL)
+	if ((rv = dd->revocation) != NULL)
 		json_object_set_new(e, "revocation", json_pack(
 		    "{s:b,s:b,s:s,s:s,s:s}", "destroys", rv->destroys,
 		    "retain", rv->retain, "revoke", rv->revoke ? rv->revoke :
@@ -283,12 +283,12 @@ describe_type(json_t *e, const char *tag)
 		    "purge", rv->purge ? rv->purge : ""));
 	/* How a deposed leader is kept off it (drivers/decl.h). */
 	json_object_set_new(e, "fencing", json_pack("{s:s,s:s,s:s}", "kind",
-	    tl_drv_fencing_name(ops->fencing ? ops->fencing->kind :
-	    TL_DRV_FENCE_NONE), "how", ops->fencing && ops->fencing->how ?
-	    ops->fencing->how : "the driver declares no fence", "window",
-	    ops->fencing && ops->fencing->window ? ops->fencing->window :
+	    tl_drv_fencing_name(dd->fencing ? dd->fencing->kind :
+	    TL_DRV_FENCE_NONE), "how", dd->fencing && dd->fencing->how ?
+	    dd->fencing->how : "the driver declares no fence", "window",
+	    dd->fencing && dd->fencing->window ? dd->fencing->window :
 	    "a deposed leader's calls are not refused by the provider"));
-	return tag != NULL && tl_drv_has_tag(ops, tag);
+	return tag != NULL && tl_drv_has_tag(dd, tag);
 }
 
 static void

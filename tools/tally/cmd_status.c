@@ -534,7 +534,7 @@ static int
 residual_one(const struct tl_grant *g, void *arg)
 {
 	struct residual_arg *ra = arg;
-	const struct tl_drv_decl *ops;
+	const struct tl_drv_decl *dd;
 	const struct tl_drv_revocation *rv;
 	const struct tl_drv_setting *st;
 	struct tl_bnode types, n;
@@ -563,8 +563,8 @@ residual_one(const struct tl_grant *g, void *arg)
 				    driver, sizeof(driver));
 		}
 	tl_rec_close(&r);
-	if ((ops = tl_drv_decl_find(driver)) == NULL ||
-	    (rv = ops->revocation) == NULL || rv->residual == NULL)
+	if ((dd = tl_drv_decl_find(driver)) == NULL ||
+	    (rv = dd->revocation) == NULL || rv->residual == NULL)
 		return 0;
 	if (rv->residual_setting != NULL) {
 		/* The assignment may be gone (tally remove of the provider). */
@@ -575,8 +575,8 @@ residual_one(const struct tl_grant *g, void *arg)
 				    sizeof(life));
 			tl_rec_close(&r);
 		}
-		if (life[0] == '\0' && ops->settings != NULL &&
-		    (st = tl_drv_setting_find(ops->settings,
+		if (life[0] == '\0' && dd->settings != NULL &&
+		    (st = tl_drv_setting_find(dd->settings,
 		    rv->residual_setting)) != NULL && st->dflt != NULL)
 			snprintf(life, sizeof(life), "%s", st->dflt);
 	} else if (rv->residual_lifetime != NULL)
@@ -734,13 +734,13 @@ cli_status_fencing(struct tl_cli *cli, struct tl_txn *t,
 		for (k = 0; tl_bn_get(r.m, "types", &types) == 0 &&
 		    k < tl_bn_len(types); k++) {
 			char driver[64] = "";
-			const struct tl_drv_decl *ops;
+			const struct tl_drv_decl *dd;
 			const struct tl_drv_fence_decl *fd;
 
 			tl_bn_getstr(tl_bn_at(types, k), "driver", driver,
 			    sizeof(driver));
-			ops = tl_drv_decl_find(driver);
-			fd = ops != NULL ? ops->fencing : NULL;
+			dd = tl_drv_decl_find(driver);
+			fd = dd != NULL ? dd->fencing : NULL;
 			json_array_append_new(one, json_pack("{s:s,s:s,s:s,s:s}",
 			    "driver", driver, "kind", tl_drv_fencing_name(fd ?
 			    fd->kind : TL_DRV_FENCE_NONE), "how", fd && fd->how ?

@@ -244,7 +244,7 @@ int	cli_past_at(struct tl_cli *cli, uint64_t at, unsigned parts,
 int	cli_status_at(struct tl_cli *cli, uint64_t at, struct json_t **out);
 /*
  * How each provider of the record is fenced, as this build's drivers
- * declare it (ops->fencing), into doc's "fencing" {ID: [{driver, kind,
+ * declare it (decl->fencing), into doc's "fencing" {ID: [{driver, kind,
  * how, window}]}; print: also one text line per provider and type
  * (unless --json).  Shared by tally status and the replays, so that a
  * replay's status is the document status printed then.

@@ -1518,6 +1518,30 @@ out:
 
 /* --- pure -------------------------------------------------------------- */
 
+/*
+ * An adopted grant's: the user find_marked found, for every version (one
+ * user, its keys the versions), and the bucket named after it.
+ */
+static int
+adopted_names(const struct tl_drv_names *a, struct tl_drv_names *out,
+    char *why)
+{
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	memcpy(out->login, a->login, sizeof(out->login));
+	out->login[sizeof(out->login) - 1] = '\0';
+	memcpy(out->resource, out->login, sizeof(out->resource));
+	for (i = 0; out->resource[i] != '\0'; i++)
+		if (out->resource[i] == '_')
+			out->resource[i] = '-';
+	if (!name_ok(out->login, 0) || strcmp(out->resource, a->resource) != 0)
+		return tl_drv_why(why, TL_EINVAL, "adopted user \"%.64s\" and "
+		    "bucket \"%.64s\": not the names of one RGW grant",
+		    a->login, a->resource);
+	return 0;
+}
+
 static int
 rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
     char *why)
@@ -1525,6 +1549,8 @@ rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	struct tl_drv_names n;
 	size_t i;
 
+	if (in->adopted != NULL && in->adopted->login[0] != '\0')
+		return adopted_names(in->adopted, out, why);
 	tl_drv_name_scheme(in, RGW_NAME_MAX, &n);
 	memset(out, 0, sizeof(*out));
 	memcpy(out->login, n.resource, sizeof(out->login));
@@ -1583,6 +1609,172 @@ rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
 		return TL_ETOOBIG;
 	}
 	return 0;
+}
+
+/* --- adopting: another mesh's objects, found by their mark ------------ */
+
+#define RGW_LIST_MAX	"1000"
+
+/*
+ * Whether uid has the shape of the grant's user under any scheme 2, 3
+ * or 4 (shape: scheme 2's uid): the same prefix and length, the digest
+ * 16 hex digits.
+ */
+static int
+same_shape(const char *uid, const char *shape)
+{
+	size_t n = strlen(shape), p;
+
+	if (n <= 17 || strlen(uid) != n || shape[n - 17] != '_')
+		return 0;
+	p = n - 16;
+	return strncmp(uid, shape, p) == 0 &&
+	    strspn(uid + p, "0123456789abcdef") == 16;
+}
+
+/*
+ * The users of the grant's shape whose display-name is mark: the first
+ * into found (RGW_NAME_MAX + 1 bytes), *nfound how many; *nshape how
+ * many of the shape were read.  GET /admin/user?list, page by page.
+ */
+static int
+scan_users(struct rgw *r, const char *shape, const char *mark, char *found,
+    unsigned *nfound, unsigned *nshape, char *why)
+{
+	char marker[512] = "";
+	json_t *l = NULL, *u, *k;
+	const char *uid, *dn, *m;
+	struct kv q[3];
+	size_t i, nq;
+	int rc = 0, more = 1;
+
+	*nfound = *nshape = 0;
+	found[0] = '\0';
+	while (more && rc == 0) {
+		nq = 0;
+		q[nq++] = (struct kv){ "list", "" };
+		q[nq++] = (struct kv){ "max-entries", RGW_LIST_MAX };
+		if (marker[0] != '\0')
+			q[nq++] = (struct kv){ "marker", marker };
+		if ((rc = get_json(r, "/admin/user", q, nq, &l,
+		    "listing the users", why)) != 0)
+			break;
+		if (l == NULL || !json_is_array(json_object_get(l, "keys"))) {
+			rc = tl_drv_why(why, TL_EDRIVER, "listing the users: "
+			    "the RGW sent no list");
+			break;
+		}
+		json_array_foreach(json_object_get(l, "keys"), i, k) {
+			if ((uid = json_string_value(k)) == NULL ||
+			    !same_shape(uid, shape))
+				continue;
+			(*nshape)++;
+			if ((rc = get_user(r, uid, &u, why)) != 0)
+				break;
+			dn = u != NULL ? json_string_value(json_object_get(u,
+			    "display_name")) : NULL;
+			if (dn != NULL && strcmp(dn, mark) == 0 &&
+			    (*nfound)++ == 0)
+				snprintf(found, RGW_NAME_MAX + 1, "%s", uid);
+			json_decref(u);
+		}
+		m = json_string_value(json_object_get(l, "marker"));
+		more = json_is_true(json_object_get(l, "truncated")) &&
+		    m != NULL && *m != '\0' && strcmp(m, marker) != 0;
+		if (more)
+			snprintf(marker, sizeof(marker), "%s", m);
+		json_decref(l);
+		l = NULL;
+	}
+	json_decref(l);
+	return rc;
+}
+
+static int
+rgw_find_marked(void *h, const struct tl_drv_name_in *in,
+    const char *from_mesh, struct tl_drv_names *out, char *why)
+{
+	struct rgw *r = h;
+	struct tl_drv_name_in in2;
+	struct tl_drv_names shape;
+	struct tl_drv_grant g;
+	char mark[300], uid[RGW_NAME_MAX + 1];
+	uint64_t bytes = 0, objects = 0;
+	unsigned nfound, nshape;
+	json_t *b = NULL;
+	const char *o;
+	size_t i;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (in == NULL || in->grant == NULL || in->grant[0] == '\0' ||
+	    from_mesh == NULL || strlen(from_mesh) != 32 ||
+	    strspn(from_mesh, "0123456789abcdef") != 32)
+		return tl_drv_why(why, TL_EINVAL, "no grant, or a mesh id that "
+		    "is not 32 hex digits");
+	if (strcmp(from_mesh, r->mesh) == 0)
+		return tl_drv_why(why, TL_EINVAL, "mesh %.12s... is this "
+		    "session's own", from_mesh);
+	/* Schemes 2, 3 and 4 differ in the digest only. */
+	in2 = *in;
+	in2.scheme = TL_DRV_NAMING;
+	in2.recorded = "";
+	in2.move = 0;
+	in2.key = NULL;
+	in2.adopted = NULL;
+	tl_drv_name_scheme(&in2, RGW_NAME_MAX, &shape);
+	if (!name_ok(shape.resource, 0))
+		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": no RGW "
+		    "user has such a name", in->resource != NULL ?
+		    in->resource : "");
+	snprintf(mark, sizeof(mark), RGW_MESH_MARK " %s grant %s", from_mesh,
+	    in->grant);
+	if ((rc = scan_users(r, shape.resource, mark, uid, &nfound, &nshape,
+	    why)) != 0)
+		return rc;
+	if (nfound == 0)
+		return tl_drv_why(why, TL_ENOTFOUND, "no RGW user carries mesh "
+		    "%.12s...'s mark for grant %s (%u user(s) of its names' "
+		    "shape looked at)", from_mesh, in->grant, nshape);
+	if (nfound > 1)
+		return tl_drv_why(why, TL_EDRIVER, "%u RGW users carry mesh "
+		    "%.12s...'s mark for grant %s (one is \"%s\"): not "
+		    "adopted, which is the grant's is not clear", nfound,
+		    from_mesh, in->grant, uid);
+	snprintf(out->login, sizeof(out->login), "%s", uid);
+	snprintf(out->resource, sizeof(out->resource), "%s", uid);
+	for (i = 0; out->resource[i] != '\0'; i++)
+		if (out->resource[i] == '_')
+			out->resource[i] = '-';
+	if ((rc = get_bucket(r, out->resource, &b, why)) != 0)
+		goto fail;
+	if (b == NULL) {
+		json_decref(b);
+		return tl_drv_why(why, 0, "user \"%s\", marked by mesh %.12s... "
+		    "for grant %s; its bucket \"%s\" is gone (made again "
+		    "empty)", uid, from_mesh, in->grant, out->resource);
+	}
+	if ((o = owner_of(b)) == NULL || strcmp(o, uid) != 0) {
+		rc = tl_drv_why(why, TL_EDRIVER, "user \"%s\" carries mesh "
+		    "%.12s...'s mark for grant %s, but bucket \"%s\" is owned "
+		    "by \"%.64s\": not adopted", uid, from_mesh, in->grant,
+		    out->resource, o != NULL ? o : "?");
+		json_decref(b);
+		goto fail;
+	}
+	json_decref(b);
+	memset(&g, 0, sizeof(g));
+	g.resource = out->resource;
+	g.login = out->login;
+	if ((rc = usage(r, &g, &bytes, &objects, why)) != 0)
+		goto fail;
+	return tl_drv_why(why, 0, "user \"%s\" and bucket \"%s\" (%llu "
+	    "object(s), %llu bytes), marked by mesh %.12s... for grant %s",
+	    uid, out->resource, (unsigned long long)objects,
+	    (unsigned long long)bytes, from_mesh, in->grant);
+fail:
+	memset(out, 0, sizeof(*out));
+	return rc;
 }
 
 static const char *const rgw_types[] = { "s3-bucket", NULL };
@@ -1648,4 +1840,5 @@ const struct tl_drv_ops tl_drv_ceph_rgw = {
 	.loss = rgw_loss,
 	.fence = rgw_fence,
 	.fencing = &rgw_fencing,
+	.find_marked = rgw_find_marked,
 };

@@ -332,6 +332,14 @@ struct tl_drv_name_in {
 	 * not 32 hex digits: scheme 4 gives "" for every name.  Borrowed.
 	 */
 	const char	*mesh;
+	/*
+	 * The names the grant adopted from another mesh, as that mesh's
+	 * find_marked found them and tally adopt recorded them; NULL: none.
+	 * A driver that has find_marked gives these (within what its
+	 * credential model says of logins) instead of names of its scheme,
+	 * so an adopted grant keeps the objects it took over.  Borrowed.
+	 */
+	const struct tl_drv_names *adopted;
 };
 
 #define TL_DRV_NAME_KEY_LEN	32
@@ -429,7 +437,8 @@ enum tl_drv_cap {
 	TL_DRV_CAP_ADMIN_ROTATE,	/* set_admin_password */
 	TL_DRV_CAP_CHECK,	/* check: tally verify */
 	TL_DRV_CAP_ROTATE,	/* add_credential + retire_credential */
-	TL_DRV_CAP_CHECK_BULK	/* check_bulk: a pass in one round trip */
+	TL_DRV_CAP_CHECK_BULK,	/* check_bulk: a pass in one round trip */
+	TL_DRV_CAP_FIND_MARKED	/* find_marked: adopt keyed names */
 };
 
 /* A connection field a grant delivers (ops->fields names them all). */
@@ -715,6 +724,24 @@ struct tl_drv_ops {
 	 * beside every grant of the driver.
 	 */
 	const char	*isolation_note;
+	/*
+	 * Finds, by their mark, the objects mesh from_mesh (32 hex digits,
+	 * not the session's mesh) made for in's grant (in->grant the grant
+	 * id its marks name; resource, node and version as names gets
+	 * them; key NULL): what tally adopt takes over from a lost mesh
+	 * when the names cannot be computed here (keyed_names: the digest
+	 * is keyed by that mesh's master key).  Reads only: changes
+	 * nothing, raises no fence.  0 with out set to the names the
+	 * grant then keeps (given back to names as in->adopted) and why
+	 * saying what was found; TL_ENOTFOUND (why) when no object carries
+	 * that mesh's mark for that grant, also when only another mesh's
+	 * or another grant's do; TL_EDRIVER when more than one does; else
+	 * errors as check.  NULL: the driver's names can be computed from
+	 * the mesh id alone, or it cannot adopt (TL_DRV_CAP_FIND_MARKED).
+	 */
+	int	(*find_marked)(void *h, const struct tl_drv_name_in *in,
+		    const char *from_mesh, struct tl_drv_names *out,
+		    char *why);
 };
 
 /* The scheme a new grant of ops's types is named by. */

@@ -343,6 +343,11 @@ tl_drv_can(const struct tl_drv_ops *ops, enum tl_drv_cap cap, char *why)
 		else if (ops->retire_credential == NULL)
 			lack = "retire_credential";
 		break;
+	case TL_DRV_CAP_FIND_MARKED:
+		what = "find another mesh's objects by their mark";
+		if (ops->find_marked == NULL)
+			lack = "find_marked";
+		break;
 	}
 	if (lack == NULL)
 		return 1;

@@ -47,7 +47,16 @@
  * grant's mark (or the unnamed mark and adopt_unnamed); a mark naming no
  * mesh (before ids) is taken and marked again; one naming another mesh is
  * refused by every change (TL_EREFUSED) and missing to check, unless
- * adopt_mesh names that mesh; any other user under the uid is refused.
+ * adopt_mesh names that mesh: create then removes every key but the
+ * grant's (what the lost mesh delivered) before marking it again; any
+ * other user under the uid is refused.
+ *
+ * Adopting (find_marked): the names are keyed by the mesh's naming key,
+ * so a mesh that adopts a lost one's grant cannot compute them; it lists
+ * the users (GET /admin/user?list) whose uid has the grant's prefix and
+ * a digest, and reads the display-name of each: the one whose mark names
+ * the lost mesh and the grant is the grant's, its bucket the uid with
+ * "-" (names then gives those, tl_drv_name_in.adopted).
  * The bucket is the grant's when it is owned by the grant's user; one
  * owned by anyone else is refused.
  *
@@ -735,6 +744,47 @@ max_buckets_ok(const json_t *u)
 	return json_integer_value(json_object_get(u, "max_buckets")) == 1;
 }
 
+/* Whether u's mark names mesh (tally mesh MESH grant ...). */
+static int
+marked_by(const json_t *u, const char *mesh)
+{
+	const char *dn = json_string_value(json_object_get(u, "display_name"));
+	size_t ml = strlen(RGW_MESH_MARK " ");
+
+	return dn != NULL && mesh != NULL && strlen(mesh) == 32 &&
+	    strncmp(dn, RGW_MESH_MARK " ", ml) == 0 &&
+	    strncmp(dn + ml, mesh, 32) == 0 && dn[ml + 32] == ' ';
+}
+
+/*
+ * Taking over another mesh's user (tally adopt): every key but the
+ * grant's own goes, so what the lost mesh delivered opens nothing more.
+ */
+static int
+drop_other_keys(struct rgw *r, const struct tl_drv_grant *g, const json_t *u,
+    const char *keep, char *why)
+{
+	const json_t *k;
+	const char *a;
+	char ak[128];
+	size_t i;
+	long st;
+	int rc;
+	struct kv q[] = { { "access-key", ak }, { "key", "" },
+		{ "key-type", "s3" }, { "uid", g->login } };
+
+	json_array_foreach(json_object_get(u, "keys"), i, k) {
+		a = json_string_value(json_object_get(k, "access_key"));
+		if (a == NULL || strcmp(a, keep) == 0 || strlen(a) >= sizeof(ak))
+			continue;
+		snprintf(ak, sizeof(ak), "%s", a);
+		if ((rc = request(r, "DELETE", "/admin/user", q, 4, NULL, NULL,
+		    ok404, &st, "removing the other mesh's key", why)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* The user exists as the grant's, with the grant's mark and key. */
 static int
 ensure_user(struct rgw *r, const struct tl_drv_grant *g, int fix,
@@ -750,6 +800,10 @@ ensure_user(struct rgw *r, const struct tl_drv_grant *g, int fix,
 	if (u == NULL)
 		return make_user(r, g, why);
 	access_key(g->login, g->password, ak);
+	/* Before the mark: a crash in between drops them again. */
+	if (m == MARK_ADOPT && marked_by(u, g->adopt_mesh) &&
+	    (rc = drop_other_keys(r, g, u, ak, why)) != 0)
+		goto out;
 	if (m == MARK_ADOPT || suspended(u) || !max_buckets_ok(u) ||
 	    (fix && has_caps(u)))
 		if ((rc = modify_user(r, g, 0, why)) != 0)

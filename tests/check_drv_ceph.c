@@ -1230,6 +1230,8 @@ START_TEST(test_find_marked)
 	ck_assert_int_eq(as(&c, "GET", pq, NULL), 200);
 	ck_assert_int_eq(http("GET", pq, c.ak, c.pw, NULL, &bd), 200);
 	ck_assert_str_eq(bd.buf, "mesh one's data");
+	/* What mesh 1 delivered opens nothing more. */
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 403);
 	ck_assert_int_eq(check(h3, &c.g, why), TL_DRIFT_NONE);
 	/* Marked by mesh 3 now: mesh 1's mark is found no more. */
 	in.adopted = NULL;

@@ -5,9 +5,10 @@
 # their mark ("tally mesh MESH grant GRANT", the user's display-name)
 # through tallyd --find-adopt.  Home A provisions a bucket and writes to
 # it; A is lost; home C, rebuilt with the same modules, adopts A's user
-# and bucket, its consumer reads A's object with C's keys, the user is
-# marked with C's mesh, and the grant keeps them through a rotation; A,
-# back, is refused there; C's purge deletes them.
+# and bucket, its consumer reads A's object with C's keys (A's key no
+# longer opens it), the user is marked with C's mesh, and the grant
+# keeps them through a rotation; A, back, is refused there; C's purge
+# deletes them.
 . "$(dirname "$0")/lib.sh"
 
 command -v curl >/dev/null 2>&1 || t_fail "curl is missing (tools/deps.sh)"
@@ -121,6 +122,7 @@ UC=$(th "$HC" log --json --stream grant/app/files --type grant.provisioning | he
 [ "$UC" = "$UA" ] || t_fail "C's user is $UC, not A's $UA"
 [ "$(t_envget "$EC" S3_ACCESS_KEY)" != "$(t_envget "$EA" S3_ACCESS_KEY)" ] || t_fail "C delivered A's key"
 [ "$(get "$EC" kept.txt)" = "a's data" ] || t_fail "C's consumer does not read A's object: $(cat "$W/s3.out")"
+[ "$(get "$EA" kept.txt 2>/dev/null)" != "a's data" ] || t_fail "A's delivered key still reads the adopted bucket"
 [ "$(mark_of "$UA")" = "tally mesh $MC grant app/files" ] || t_fail "$UA is not re-marked with mesh C: $(mark_of "$UA")"
 t_expect_exit 0 "tally check --all on C" th "$HC" check --all
 t_ok "C's consumer reads A's object in $BA; $UA is marked with mesh $MC; check clean"
@@ -151,13 +153,13 @@ t_expect_exit 0 "tally check --all on C after the rotation" th "$HC" check --all
 t_ok "rotated on $UA and $BA"
 
 t_say "the lost home, back, is refused there (owned by mesh C)"
-$RADM user info --uid="$UA" >"$W/u.before"
+$RADM user info --uid="$UA" >"$W/u.before" 2>/dev/null
 t_expect_exit 6 "tally check on A" th "$HA" check
 grep -q "owned by mesh $(printf %s "$MC" | cut -c1-12)\.\.\., not this one" "$W/last.out" "$W/last.err" ||
 	t_fail "A's check does not name the owner: $(cat "$W/last.out" "$W/last.err")"
 th "$HA" remove app --yes >/dev/null 2>&1 || t_fail "tally remove app on A"
 TALLY_HOME=$HA "$TALLY_BIN/tallyd" --once --once-timeout 20 2>>"$T_DLOG" || true
-$RADM user info --uid="$UA" >"$W/u.after"
+$RADM user info --uid="$UA" >"$W/u.after" 2>/dev/null
 diff "$W/u.before" "$W/u.after" >&2 || t_fail "A changed C's user"
 [ "$(get "$EC2" kept.txt)" = "a's data" ] || t_fail "C's consumer lost its bucket after A's attempts"
 t_ok "A's check and revocation refused; C's user and bucket unchanged"

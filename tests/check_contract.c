@@ -249,6 +249,10 @@ START_TEST(test_capabilities)
 	ck_assert_str_eq(why, "driver less cannot verify grants in bulk: it "
 	    "has no check_bulk");
 	ck_assert(tl_drv_can(&less, TL_DRV_CAP_CHECK, NULL));
+	/* Only a driver whose names are keyed needs to find them by a mark. */
+	ck_assert(!tl_drv_can(pg, TL_DRV_CAP_FIND_MARKED, why));
+	ck_assert_str_eq(why, "driver postgres cannot find another mesh's "
+	    "objects by their mark: it has no find_marked");
 }
 END_TEST
 

@@ -135,15 +135,15 @@ adopt_found(const struct adopt_arg *a, const struct tl_grant *g,
 	snprintf(t->what, sizeof(t->what), "%s", f->what);
 }
 
-/* Whether g can adopt; the resource it takes over, else why not. */
+/*
+ * Whether g can adopt as far as this home's record says (its provider
+ * not asked): 1, else 0 with t->why.
+ */
 static int
-adoptable(const struct adopt_arg *a, const struct tl_grant *g,
+may_adopt(const struct adopt_arg *a, const struct tl_grant *g,
     struct took *t)
 {
 	const struct tl_drv_ops *ops = tl_drv_for_type(g->type);
-	struct tl_drv_name_in in;
-	struct tl_drv_names out;
-	char why[TL_DRV_WHY_MAX] = "";
 
 	memset(t, 0, sizeof(*t));
 	snprintf(t->grant, sizeof(t->grant), "%s", g->id);
@@ -168,12 +168,24 @@ adoptable(const struct adopt_arg *a, const struct tl_grant *g,
 		snprintf(t->why, sizeof(t->why), "%s names are keyed by the "
 		    "lost mesh's master key, and the driver cannot find its "
 		    "objects by their mark", ops->name);
-	else if (by_mark(g))
-		adopt_found(a, g, t);
-	if (t->why[0] != '\0')
+	return t->why[0] == '\0';
+}
+
+/* Whether g can adopt; the resource it takes over, else why not. */
+static int
+adoptable(const struct adopt_arg *a, const struct tl_grant *g,
+    struct took *t)
+{
+	struct tl_drv_name_in in;
+	struct tl_drv_names out;
+	char why[TL_DRV_WHY_MAX] = "";
+
+	if (!may_adopt(a, g, t))
 		return 0;
-	if (t->login[0] != '\0')
-		return 1;
+	if (by_mark(g)) {
+		adopt_found(a, g, t);
+		return t->why[0] == '\0';
+	}
 	memset(&in, 0, sizeof(in));
 	in.grant = g->id;
 	in.resource = g->resource;
@@ -183,7 +195,8 @@ adoptable(const struct adopt_arg *a, const struct tl_grant *g,
 	in.scheme = TL_DRV_NAMING_MESH;
 	in.mesh = a->from;
 	memset(&out, 0, sizeof(out));
-	if (tl_drv_name(ops, &in, &out, why) != 0 || out.resource[0] == '\0') {
+	if (tl_drv_name(tl_drv_for_type(g->type), &in, &out, why) != 0 ||
+	    out.resource[0] == '\0') {
 		snprintf(t->why, sizeof(t->why), "no name: %s", why);
 		return 0;
 	}
@@ -312,9 +325,8 @@ look_for(struct adopt_arg *a, const struct tl_grant *g)
 	struct took t;
 	char **p;
 
-	/* Every check but the driver's: adoptable says why not, later. */
-	if (!by_mark(g) || adoptable(a, g, &t) || strstr(t.why, "were not "
-	    "looked for") == NULL)
+	/* Refused by the record: do_adopt says why, later. */
+	if (!by_mark(g) || !may_adopt(a, g, &t))
 		return 0;
 	if ((p = realloc(a->look, (a->nlook + 1) * sizeof(*p))) == NULL)
 		return ENOMEM;

@@ -49,7 +49,16 @@
  * grant's mark (or the unnamed mark and adopt_unnamed); a mark naming no
  * mesh (before ids) is taken and marked again; one naming another mesh is
  * refused by every change (TL_EREFUSED) and missing to check, unless
- * adopt_mesh names that mesh; any other user under the uid is refused.
+ * adopt_mesh names that mesh: create then removes every key but the
+ * grant's (what the lost mesh delivered) before marking it again; any
+ * other user under the uid is refused.
+ *
+ * Adopting (find_marked): the names are keyed by the mesh's naming key,
+ * so a mesh that adopts a lost one's grant cannot compute them; it lists
+ * the users (GET /admin/user?list) whose uid has the grant's prefix and
+ * a digest, and reads the display-name of each: the one whose mark names
+ * the lost mesh and the grant is the grant's, its bucket the uid with
+ * "-" (names then gives those, tl_drv_name_in.adopted).
  * The bucket is the grant's when it is owned by the grant's user; one
  * owned by anyone else is refused.
  *
@@ -694,6 +703,47 @@ max_buckets_ok(const json_t *u)
 	return json_integer_value(json_object_get(u, "max_buckets")) == 1;
 }
 
+/* Whether u's mark names mesh (tally mesh MESH grant ...). */
+static int
+marked_by(const json_t *u, const char *mesh)
+{
+	const char *dn = json_string_value(json_object_get(u, "display_name"));
+	size_t ml = strlen(RGW_MESH_MARK " ");
+
+	return dn != NULL && mesh != NULL && strlen(mesh) == 32 &&
+	    strncmp(dn, RGW_MESH_MARK " ", ml) == 0 &&
+	    strncmp(dn + ml, mesh, 32) == 0 && dn[ml + 32] == ' ';
+}
+
+/*
+ * Taking over another mesh's user (tally adopt): every key but the
+ * grant's own goes, so what the lost mesh delivered opens nothing more.
+ */
+static int
+drop_other_keys(struct rgw *r, const struct tl_drv_grant *g, const json_t *u,
+    const char *keep, char *why)
+{
+	const json_t *k;
+	const char *a;
+	char ak[128];
+	size_t i;
+	long st;
+	int rc;
+	struct kv q[] = { { "access-key", ak }, { "key", "" },
+		{ "key-type", "s3" }, { "uid", g->login } };
+
+	json_array_foreach(json_object_get(u, "keys"), i, k) {
+		a = json_string_value(json_object_get(k, "access_key"));
+		if (a == NULL || strcmp(a, keep) == 0 || strlen(a) >= sizeof(ak))
+			continue;
+		snprintf(ak, sizeof(ak), "%s", a);
+		if ((rc = request(r, "DELETE", "/admin/user", q, 4, NULL, NULL,
+		    ok404, &st, "removing the other mesh's key", why)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* The user exists as the grant's, with the grant's mark and key. */
 static int
 ensure_user(struct rgw *r, const struct tl_drv_grant *g, int fix,
@@ -709,6 +759,10 @@ ensure_user(struct rgw *r, const struct tl_drv_grant *g, int fix,
 	if (u == NULL)
 		return make_user(r, g, why);
 	tl_drv_rgw_access_key(g->login, g->password, ak);
+	/* Before the mark: a crash in between drops them again. */
+	if (m == MARK_ADOPT && marked_by(u, g->adopt_mesh) &&
+	    (rc = drop_other_keys(r, g, u, ak, why)) != 0)
+		goto out;
 	if (m == MARK_ADOPT || suspended(u) || !max_buckets_ok(u) ||
 	    (fix && has_caps(u)))
 		if ((rc = modify_user(r, g, 0, why)) != 0)
@@ -1467,6 +1521,172 @@ out:
 	return rc;
 }
 
+/* --- adopting: another mesh's objects, found by their mark ------------ */
+
+#define RGW_LIST_MAX	"1000"
+
+/*
+ * Whether uid has the shape of the grant's user under any scheme 2, 3
+ * or 4 (shape: scheme 2's uid): the same prefix and length, the digest
+ * 16 hex digits.
+ */
+static int
+same_shape(const char *uid, const char *shape)
+{
+	size_t n = strlen(shape), p;
+
+	if (n <= 17 || strlen(uid) != n || shape[n - 17] != '_')
+		return 0;
+	p = n - 16;
+	return strncmp(uid, shape, p) == 0 &&
+	    strspn(uid + p, "0123456789abcdef") == 16;
+}
+
+/*
+ * The users of the grant's shape whose display-name is mark: the first
+ * into found (RGW_NAME_MAX + 1 bytes), *nfound how many; *nshape how
+ * many of the shape were read.  GET /admin/user?list, page by page.
+ */
+static int
+scan_users(struct rgw *r, const char *shape, const char *mark, char *found,
+    unsigned *nfound, unsigned *nshape, char *why)
+{
+	char marker[512] = "";
+	json_t *l = NULL, *u, *k;
+	const char *uid, *dn, *m;
+	struct kv q[3];
+	size_t i, nq;
+	int rc = 0, more = 1;
+
+	*nfound = *nshape = 0;
+	found[0] = '\0';
+	while (more && rc == 0) {
+		nq = 0;
+		q[nq++] = (struct kv){ "list", "" };
+		q[nq++] = (struct kv){ "max-entries", RGW_LIST_MAX };
+		if (marker[0] != '\0')
+			q[nq++] = (struct kv){ "marker", marker };
+		if ((rc = get_json(r, "/admin/user", q, nq, &l,
+		    "listing the users", why)) != 0)
+			break;
+		if (l == NULL || !json_is_array(json_object_get(l, "keys"))) {
+			rc = tl_drv_why(why, TL_EDRIVER, "listing the users: "
+			    "the RGW sent no list");
+			break;
+		}
+		json_array_foreach(json_object_get(l, "keys"), i, k) {
+			if ((uid = json_string_value(k)) == NULL ||
+			    !same_shape(uid, shape))
+				continue;
+			(*nshape)++;
+			if ((rc = get_user(r, uid, &u, why)) != 0)
+				break;
+			dn = u != NULL ? json_string_value(json_object_get(u,
+			    "display_name")) : NULL;
+			if (dn != NULL && strcmp(dn, mark) == 0 &&
+			    (*nfound)++ == 0)
+				snprintf(found, RGW_NAME_MAX + 1, "%s", uid);
+			json_decref(u);
+		}
+		m = json_string_value(json_object_get(l, "marker"));
+		more = json_is_true(json_object_get(l, "truncated")) &&
+		    m != NULL && *m != '\0' && strcmp(m, marker) != 0;
+		if (more)
+			snprintf(marker, sizeof(marker), "%s", m);
+		json_decref(l);
+		l = NULL;
+	}
+	json_decref(l);
+	return rc;
+}
+
+static int
+rgw_find_marked(void *h, const struct tl_drv_name_in *in,
+    const char *from_mesh, struct tl_drv_names *out, char *why)
+{
+	struct rgw *r = h;
+	struct tl_drv_name_in in2;
+	struct tl_drv_names shape;
+	struct tl_drv_grant g;
+	char mark[300], uid[RGW_NAME_MAX + 1];
+	uint64_t bytes = 0, objects = 0;
+	unsigned nfound, nshape;
+	json_t *b = NULL;
+	const char *o;
+	size_t i;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (in == NULL || in->grant == NULL || in->grant[0] == '\0' ||
+	    from_mesh == NULL || strlen(from_mesh) != 32 ||
+	    strspn(from_mesh, "0123456789abcdef") != 32)
+		return tl_drv_why(why, TL_EINVAL, "no grant, or a mesh id that "
+		    "is not 32 hex digits");
+	if (strcmp(from_mesh, r->mesh) == 0)
+		return tl_drv_why(why, TL_EINVAL, "mesh %.12s... is this "
+		    "session's own", from_mesh);
+	/* Schemes 2, 3 and 4 differ in the digest only. */
+	in2 = *in;
+	in2.scheme = TL_DRV_NAMING;
+	in2.recorded = "";
+	in2.move = 0;
+	in2.key = NULL;
+	in2.adopted = NULL;
+	tl_drv_name_scheme(&in2, RGW_NAME_MAX, &shape);
+	if (!tl_drv_rgw_name_ok(shape.resource, 0))
+		return tl_drv_why(why, TL_EINVAL, "resource \"%.64s\": no RGW "
+		    "user has such a name", in->resource != NULL ?
+		    in->resource : "");
+	snprintf(mark, sizeof(mark), RGW_MESH_MARK " %s grant %s", from_mesh,
+	    in->grant);
+	if ((rc = scan_users(r, shape.resource, mark, uid, &nfound, &nshape,
+	    why)) != 0)
+		return rc;
+	if (nfound == 0)
+		return tl_drv_why(why, TL_ENOTFOUND, "no RGW user carries mesh "
+		    "%.12s...'s mark for grant %s (%u user(s) of its names' "
+		    "shape looked at)", from_mesh, in->grant, nshape);
+	if (nfound > 1)
+		return tl_drv_why(why, TL_EDRIVER, "%u RGW users carry mesh "
+		    "%.12s...'s mark for grant %s (one is \"%s\"): not "
+		    "adopted, which is the grant's is not clear", nfound,
+		    from_mesh, in->grant, uid);
+	snprintf(out->login, sizeof(out->login), "%s", uid);
+	snprintf(out->resource, sizeof(out->resource), "%s", uid);
+	for (i = 0; out->resource[i] != '\0'; i++)
+		if (out->resource[i] == '_')
+			out->resource[i] = '-';
+	if ((rc = get_bucket(r, out->resource, &b, why)) != 0)
+		goto fail;
+	if (b == NULL) {
+		json_decref(b);
+		return tl_drv_why(why, 0, "user \"%s\", marked by mesh %.12s... "
+		    "for grant %s; its bucket \"%s\" is gone (made again "
+		    "empty)", uid, from_mesh, in->grant, out->resource);
+	}
+	if ((o = owner_of(b)) == NULL || strcmp(o, uid) != 0) {
+		rc = tl_drv_why(why, TL_EDRIVER, "user \"%s\" carries mesh "
+		    "%.12s...'s mark for grant %s, but bucket \"%s\" is owned "
+		    "by \"%.64s\": not adopted", uid, from_mesh, in->grant,
+		    out->resource, o != NULL ? o : "?");
+		json_decref(b);
+		goto fail;
+	}
+	json_decref(b);
+	memset(&g, 0, sizeof(g));
+	g.resource = out->resource;
+	g.login = out->login;
+	if ((rc = usage(r, &g, &bytes, &objects, why)) != 0)
+		goto fail;
+	return tl_drv_why(why, 0, "user \"%s\" and bucket \"%s\" (%llu "
+	    "object(s), %llu bytes), marked by mesh %.12s... for grant %s",
+	    uid, out->resource, (unsigned long long)objects,
+	    (unsigned long long)bytes, from_mesh, in->grant);
+fail:
+	memset(out, 0, sizeof(*out));
+	return rc;
+}
+
 const struct tl_drv_ops tl_drv_ceph_rgw = {
 	.decl = &tl_drv_ceph_rgw_decl,
 	.open = rgw_open,
@@ -1482,4 +1702,5 @@ const struct tl_drv_ops tl_drv_ceph_rgw = {
 	.retire_credential = rgw_retire_credential,
 	.loss = rgw_loss,
 	.fence = rgw_fence,
+	.find_marked = rgw_find_marked,
 };

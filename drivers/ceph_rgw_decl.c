@@ -61,6 +61,31 @@ tl_drv_rgw_access_key(const char *login, const char *password, char out[24])
 
 /* --- pure -------------------------------------------------------------- */
 
+/*
+ * An adopted grant's: the user find_marked found, for every version (one
+ * user, its keys the versions), and the bucket named after it.
+ */
+static int
+adopted_names(const struct tl_drv_names *a, struct tl_drv_names *out,
+    char *why)
+{
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	memcpy(out->login, a->login, sizeof(out->login));
+	out->login[sizeof(out->login) - 1] = '\0';
+	memcpy(out->resource, out->login, sizeof(out->resource));
+	for (i = 0; out->resource[i] != '\0'; i++)
+		if (out->resource[i] == '_')
+			out->resource[i] = '-';
+	if (!tl_drv_rgw_name_ok(out->login, 0) ||
+	    strcmp(out->resource, a->resource) != 0)
+		return tl_drv_why(why, TL_EINVAL, "adopted user \"%.64s\" and "
+		    "bucket \"%.64s\": not the names of one RGW grant",
+		    a->login, a->resource);
+	return 0;
+}
+
 static int
 rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
     char *why)
@@ -68,6 +93,8 @@ rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	struct tl_drv_names n;
 	size_t i;
 
+	if (in->adopted != NULL && in->adopted->login[0] != '\0')
+		return adopted_names(in->adopted, out, why);
 	tl_drv_name_scheme(in, RGW_NAME_MAX, &n);
 	memset(out, 0, sizeof(*out));
 	memcpy(out->login, n.resource, sizeof(out->login));
@@ -191,7 +218,8 @@ const struct tl_drv_decl tl_drv_ceph_rgw_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SIZE) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE) |
-	    TL_DRV_CAP_BIT(TL_DRV_CAP_LOSS),
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_LOSS) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_FIND_MARKED),
 	.name_max = RGW_NAME_MAX,
 	.keyed_names = 1,
 	.names = rgw_names,

@@ -174,6 +174,8 @@ tl_drv_can(const struct tl_drv_decl *d, enum tl_drv_cap cap, char *why)
 		[TL_DRV_CAP_CHECK_BULK] = "verify grants in bulk",
 		[TL_DRV_CAP_LOSS] = "tell what a revocation loses",
 		[TL_DRV_CAP_SESSIONS] = "count a login's sessions",
+		[TL_DRV_CAP_FIND_MARKED] = "find another mesh's objects by "
+		    "their mark",
 	};
 
 	if (d->caps & TL_DRV_CAP_BIT(cap))

@@ -284,6 +284,14 @@ struct tl_drv_name_in {
 	 * not 32 hex digits: scheme 4 gives "" for every name.  Borrowed.
 	 */
 	const char	*mesh;
+	/*
+	 * The names the grant adopted from another mesh, as that mesh's
+	 * find_marked found them and tally adopt recorded them; NULL: none.
+	 * A driver that has find_marked gives these (within what its
+	 * credential model says of logins) instead of names of its scheme,
+	 * so an adopted grant keeps the objects it took over.  Borrowed.
+	 */
+	const struct tl_drv_names *adopted;
 };
 
 #define TL_DRV_NAME_KEY_LEN	32
@@ -386,7 +394,8 @@ enum tl_drv_cap {
 	TL_DRV_CAP_ROTATE,	/* add_credential + retire_credential */
 	TL_DRV_CAP_CHECK_BULK,	/* check_bulk: a pass in one round trip */
 	TL_DRV_CAP_LOSS,	/* loss: what a revocation would lose */
-	TL_DRV_CAP_SESSIONS	/* sessions: a login's sessions counted */
+	TL_DRV_CAP_SESSIONS,	/* sessions: a login's sessions counted */
+	TL_DRV_CAP_FIND_MARKED	/* find_marked: adopt keyed names */
 };
 #define TL_DRV_CAP_BIT(cap)	(1u << (cap))
 

@@ -252,6 +252,24 @@ struct tl_drv_ops {
 	 */
 	int	(*loss)(void *h, const struct tl_drv_grant *g, int drop,
 		    int *loses, char *why);
+	/*
+	 * Finds, by their mark, the objects mesh from_mesh (32 hex digits,
+	 * not the session's mesh) made for in's grant (in->grant the grant
+	 * id its marks name; resource, node and version as names gets
+	 * them; key NULL): what tally adopt takes over from a lost mesh
+	 * when the names cannot be computed here (keyed_names: the digest
+	 * is keyed by that mesh's master key).  Reads only: changes
+	 * nothing, raises no fence.  0 with out set to the names the
+	 * grant then keeps (given back to names as in->adopted) and why
+	 * saying what was found; TL_ENOTFOUND (why) when no object carries
+	 * that mesh's mark for that grant, also when only another mesh's
+	 * or another grant's do; TL_EDRIVER when more than one does; else
+	 * errors as check.  NULL: the driver's names can be computed from
+	 * the mesh id alone, or it cannot adopt (TL_DRV_CAP_FIND_MARKED).
+	 */
+	int	(*find_marked)(void *h, const struct tl_drv_name_in *in,
+		    const char *from_mesh, struct tl_drv_names *out,
+		    char *why);
 };
 
 /*

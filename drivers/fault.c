@@ -347,6 +347,16 @@ f_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
 	return fh->s->real->loss(fh->h, g, drop, loses, why);
 }
 
+/* Passed through: it reads only, before tally adopt records anything. */
+static int
+f_find_marked(void *h, const struct tl_drv_name_in *in, const char *from_mesh,
+    struct tl_drv_names *out, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->find_marked(fh->h, in, from_mesh, out, why);
+}
+
 static int
 f_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
@@ -645,6 +655,8 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.sessions = real->sessions != NULL ? f_sessions : NULL;
 	s->ops.fence = real->fence != NULL ? f_fence : NULL;
 	s->ops.loss = real->loss != NULL ? f_loss : NULL;
+	s->ops.find_marked = real->find_marked != NULL ? f_find_marked :
+	    NULL;
 	s->used = 1;
 	return &s->ops;
 }

@@ -229,8 +229,9 @@ static const struct tl_cat_event cat[] = {
 	  "read from the log by reactors/epoch.c (tl_mesh_get): event 1 of "
 	  "a new home, no fold keeps it", { { "mesh", 32 } } },
 	{ E(TL_EV_MESH_ADOPTED), "control-plane", "from(hex) grants[{grant "
-	  "resource}]", GN, NULL, { { "from", 32 },
-	  { "grants[].grant", GRANT }, { "grants[].resource", NAME } } },
+	  "resource [owner login]}]", GN, NULL, { { "from", 32 },
+	  { "grants[].grant", GRANT }, { "grants[].resource", NAME },
+	  { "grants[].owner", NAME }, { "grants[].login", NAME } } },
 };
 
 #define NCAT	(sizeof(cat) / sizeof(cat[0]))

@@ -112,6 +112,16 @@ struct tl_grant {
 	 */
 	char		adopt_from[33];
 	uint64_t	adopt_pending;
+	/*
+	 * The names the grant adopted, as the driver found them by their
+	 * mark (mesh.adopted's owner and login beside resource: a driver
+	 * whose names cannot be computed from adopt_from, find_marked),
+	 * kept for good and given back to its names (reactors/names.c);
+	 * all "": the names follow from adopt_from.
+	 */
+	char		adopt_resource[64];
+	char		adopt_owner[64];
+	char		adopt_login[64];
 };
 
 /*

@@ -26,7 +26,7 @@
 #define OPT_U64_FIELDS(X)						\
 	X(naming) X(adopt_pending)
 #define OPT_STR_FIELDS(X)						\
-	X(path) X(adopt_from)
+	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -538,7 +538,28 @@ tl_grant_delivered(struct tl_txn *t, const struct tl_proj *p,
 	return ver;
 }
 
-/* mesh.adopted {from, grants[{grant resource}]}: each grant adopts. */
+/*
+ * A grant's entry in mesh.adopted with login (the driver found the
+ * names by their mark): those names are the grant's for good.  Without
+ * it, none: the names follow from the mesh id.
+ */
+static int
+fold_adopted_names(struct tl_bnode e, struct tl_grant *g, int *big)
+{
+	g->adopt_resource[0] = g->adopt_owner[0] = g->adopt_login[0] = '\0';
+	tl_rec_getstr(e, "login", g->adopt_login, sizeof(g->adopt_login), big);
+	if (g->adopt_login[0] == '\0')
+		return 0;
+	tl_rec_getstr(e, "resource", g->adopt_resource,
+	    sizeof(g->adopt_resource), big);
+	tl_rec_getstr(e, "owner", g->adopt_owner, sizeof(g->adopt_owner), big);
+	return 0;
+}
+
+/*
+ * mesh.adopted {from, grants[{grant resource [owner login]}]}: each
+ * grant adopts.
+ */
 static int
 fold_adopted(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode body,
     uint64_t seq, int *big)
@@ -561,6 +582,8 @@ fold_adopted(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode body,
 			return rc;
 		snprintf(g.adopt_from, sizeof(g.adopt_from), "%s", from);
 		g.adopt_pending = 1;
+		if ((rc = fold_adopted_names(tl_bn_at(gs, i), &g, big)) != 0)
+			return rc;
 		if ((rc = tl_grant_put(t, p, seq, &g)) != 0)
 			return rc;
 	}
@@ -626,6 +649,9 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 	if (strcmp(ev->type, TL_EV_GRANT_REQUESTED) == 0) {
 		uint64_t version = 0, naming = 0, pending = 0;
 		char from[sizeof(g.adopt_from)] = "";
+		char ares[sizeof(g.adopt_resource)] = "";
+		char aown[sizeof(g.adopt_owner)] = "";
+		char alog[sizeof(g.adopt_login)] = "";
 
 		/*
 		 * A grant requested again (its data was dropped) starts over,
@@ -639,6 +665,9 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 			naming = g.naming;
 			/* Adopted names stay the grant's (reactors/names.c). */
 			memcpy(from, g.adopt_from, sizeof(from));
+			memcpy(ares, g.adopt_resource, sizeof(ares));
+			memcpy(aown, g.adopt_owner, sizeof(aown));
+			memcpy(alog, g.adopt_login, sizeof(alog));
 			pending = g.adopt_pending;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
 			    (rc = forget_migrations(t, p, id)) != 0)
@@ -648,6 +677,9 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		g.version = version;
 		g.naming = naming;
 		memcpy(g.adopt_from, from, sizeof(from));
+		memcpy(g.adopt_resource, ares, sizeof(ares));
+		memcpy(g.adopt_owner, aown, sizeof(aown));
+		memcpy(g.adopt_login, alog, sizeof(alog));
 		g.adopt_pending = pending;
 		snprintf(g.id, sizeof(g.id), "%s", id);
 		tl_rec_getstr(body, "module", g.module, sizeof(g.module), big);

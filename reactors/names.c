@@ -9,7 +9,8 @@
  * provisioning recorded, which the grant keeps, and the mesh's naming
  * key (from rx's master key) for a driver whose names are keyed, and
  * the mesh id (rx->mesh) that scheme 4, every other new grant's, is
- * keyed by.
+ * keyed by; and the names a grant adopted by their mark, which its
+ * driver gives back (tl_drv_name_in.adopted).
  */
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +71,22 @@ tl_rx_grant_adopt(const struct tl_grant *g)
 }
 
 /*
+ * The names g adopted, found by their mark (tally adopt recorded them):
+ * 1 with a filled, else 0.
+ */
+static int
+adopted_names(const struct tl_grant *g, struct tl_drv_names *a)
+{
+	_Static_assert(sizeof(g->adopt_login) == TL_DRV_NAME_MAX, "names");
+	if (g->adopt_login[0] == '\0')
+		return 0;
+	memcpy(a->resource, g->adopt_resource, TL_DRV_NAME_MAX);
+	memcpy(a->owner, g->adopt_owner, TL_DRV_NAME_MAX);
+	memcpy(a->login, g->adopt_login, TL_DRV_NAME_MAX);
+	return 1;
+}
+
+/*
  * The driver's names.  A refusal of the driver (a name it reserves)
  * still fills the names: the driver refuses them again, with its
  * reason, when it is asked to act on them, and the reactor records that.
@@ -88,10 +105,12 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 		.mesh = g->adopt_from[0] != '\0' ? g->adopt_from :
 		    rx != NULL ? rx->mesh : NULL,
 	};
-	struct tl_drv_names out;
+	struct tl_drv_names out, adopted;
 	char why[TL_DRV_WHY_MAX];
 
 	_Static_assert(TL_NAMING_KEY_LEN == TL_DRV_NAME_KEY_LEN, "naming key");
+	if (adopted_names(g, &adopted))
+		in.adopted = &adopted;
 	if (in.scheme == TL_DRV_NAMING_KEYED && rx != NULL &&
 	    tl_secret_naming_key(&rx->key, key) == 0)
 		in.key = key;

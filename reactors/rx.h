@@ -328,4 +328,21 @@ int	tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_grant *g, int force_drop, int *loses, int *drop,
 	    char *what);
 
+struct tl_drv_names;
+
+/*
+ * The objects mesh from (32 hex digits) made for grant g on its
+ * provider, found by their mark (the driver's find_marked), for tally
+ * adopt to record: 0 with out and what (TL_DRV_WHY_MAX bytes, one line,
+ * never a secret) saying what was found; TL_ENOTFOUND (what) when none
+ * carries that mark; TL_EINVAL (what) when g's driver cannot find
+ * objects by their mark (TL_DRV_CAP_FIND_MARKED) or is not in this
+ * build; the driver's or the load's error otherwise.  Reads only: one
+ * admin session with the assignment's credential, no fence raised; t a
+ * read transaction, p the projections.
+ */
+int	tl_rx_find_marked(struct tl_rx *rx, struct tl_txn *t,
+	    const struct tl_proj *p, const struct tl_grant *g, const char *from,
+	    struct tl_drv_names *out, char *what);
+
 #endif

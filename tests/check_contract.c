@@ -250,6 +250,12 @@ START_TEST(test_capabilities)
 	ck_assert_str_eq(why, "driver less cannot rotate credentials: its "
 	    "grants have no credential");
 	ck_assert(tl_drv_can(&less, TL_DRV_CAP_SIZE, NULL));
+	/* Only a driver whose names are keyed needs to find them by a mark. */
+	ck_assert(!tl_drv_can(pg, TL_DRV_CAP_FIND_MARKED, why));
+	ck_assert_str_eq(why, "driver postgres cannot find another mesh's "
+	    "objects by their mark");
+	ck_assert(tl_drv_can(tl_drv_decl_find("ceph-rgw"),
+	    TL_DRV_CAP_FIND_MARKED, NULL));
 }
 END_TEST
 
@@ -267,7 +273,7 @@ START_TEST(test_caps_are_the_ops)
 	size_t i;
 
 	for (i = 0; names[i] != NULL; i++) {
-		int has[TL_DRV_CAP_SESSIONS + 1];
+		int has[TL_DRV_CAP_FIND_MARKED + 1];
 		int c;
 
 		d = tl_drv_decl_find(names[i]);
@@ -286,7 +292,8 @@ START_TEST(test_caps_are_the_ops)
 		has[TL_DRV_CAP_CHECK_BULK] = o->check_bulk != NULL;
 		has[TL_DRV_CAP_LOSS] = o->loss != NULL;
 		has[TL_DRV_CAP_SESSIONS] = o->sessions != NULL;
-		for (c = 0; c <= TL_DRV_CAP_SESSIONS; c++)
+		has[TL_DRV_CAP_FIND_MARKED] = o->find_marked != NULL;
+		for (c = 0; c <= TL_DRV_CAP_FIND_MARKED; c++)
 			ck_assert_msg(tl_drv_can(d, (enum tl_drv_cap)c, NULL) ==
 			    has[c], "driver %s: capability %d declared %d, "
 			    "operations %d", d->name, c,

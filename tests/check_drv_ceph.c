@@ -1104,6 +1104,154 @@ START_TEST(test_meshes)
 }
 END_TEST
 
+/* gr's names from in (a random key for scheme 3: another mesh's). */
+static void
+grant_named(struct grant *gr, const char *id, const struct tl_drv_names *n)
+{
+	if (id != gr->id)
+		snprintf(gr->id, sizeof(gr->id), "%s", id);
+	snprintf(gr->login, sizeof(gr->login), "%s", n->login);
+	snprintf(gr->bucket, sizeof(gr->bucket), "%s", n->resource);
+	tl_secret_password(gr->pw);
+	secret_add(gr->pw);
+	memset(&gr->g, 0, sizeof(gr->g));
+	gr->g.resource = gr->bucket;
+	gr->g.owner = "";
+	gr->g.login = gr->login;
+	gr->g.password = gr->pw;
+	gr->g.grant = gr->id;
+	grant_keys(gr);
+}
+
+static void
+find_in(struct tl_drv_name_in *in, const char *id)
+{
+	memset(in, 0, sizeof(*in));
+	in->grant = id;
+	in->resource = "files";
+	in->node = "";
+	in->recorded = "";
+	in->version = 1;
+	in->scheme = TL_DRV_NAMING_KEYED;
+}
+
+START_TEST(test_find_marked)
+{
+	struct grant a, b, d, c;
+	struct tl_drv_name_in in;
+	struct tl_drv_names n, found;
+	uint8_t key[TL_DRV_NAME_KEY_LEN];
+	char m1[33], m2[33], m3[33], why[TL_DRV_WHY_MAX], pq[512];
+	char mark[300], want[300];
+	struct body bd;
+	void *h1, *h2, *h3;
+	uint64_t v;
+
+	ck_assert(tl_drv_can(drv->decl, TL_DRV_CAP_FIND_MARKED, why));
+	rand_hex(m1);
+	rand_hex(m2);
+	rand_hex(m3);
+	h1 = drv_open_mesh(m1, NULL);
+	h2 = drv_open_mesh(m2, NULL);
+	h3 = drv_open_mesh(m3, NULL);
+	/* Mesh 1's grant, named by mesh 1's key, with data in its bucket. */
+	grant_init(&a, "find");
+	find_in(&in, a.id);
+	randombytes_buf(key, sizeof(key));
+	in.key = key;
+	ck_rc(drv->decl->names(&in, &n, why), 0, why);
+	grant_named(&a, a.id, &n);
+	create_ok(h1, &a.g);
+	snprintf(pq, sizeof(pq), "/%s/kept.txt", a.bucket);
+	ck_assert_int_eq(as(&a, "PUT", pq, "mesh one's data"), 200);
+	/* Mesh 2's objects for the same grant id, under its own key. */
+	randombytes_buf(key, sizeof(key));
+	ck_rc(drv->decl->names(&in, &n, why), 0, why);
+	grant_named(&b, a.id, &n);
+	ck_assert_str_ne(b.login, a.login);
+	create_ok(h2, &b.g);
+	/* Mesh 1's objects for another grant: the same shape of names. */
+	grant_init(&d, "find");
+	find_in(&in, d.id);
+	in.key = key;
+	ck_rc(drv->decl->names(&in, &n, why), 0, why);
+	grant_named(&d, d.id, &n);
+	create_ok(h1, &d.g);
+
+	/* Mesh 3 finds each mesh's objects for the grant by their mark. */
+	find_in(&in, a.id);
+	ck_rc(drv->find_marked(h3, &in, m1, &found, why), 0, why);
+	ck_why(why);
+	ck_assert_str_eq(found.login, a.login);
+	ck_assert_str_eq(found.resource, a.bucket);
+	ck_assert_msg(strstr(why, a.login) != NULL && strstr(why, a.bucket) !=
+	    NULL && strstr(why, "1 object(s)") != NULL, "why: %s", why);
+	ck_rc(drv->find_marked(h3, &in, m2, &n, why), 0, why);
+	ck_assert_str_eq(n.login, b.login);
+	ck_assert_str_eq(n.resource, b.bucket);
+	/* Not another grant's, not another mesh's, not the session's own. */
+	find_in(&in, "app-none/files");
+	ck_rc(drv->find_marked(h3, &in, m1, &n, why), TL_ENOTFOUND, why);
+	ck_assert_str_eq(n.login, "");
+	find_in(&in, a.id);
+	ck_rc(drv->find_marked(h3, &in, m3, &n, why), TL_EINVAL, why);
+	{
+		char m4[33];
+
+		rand_hex(m4);
+		ck_rc(drv->find_marked(h3, &in, m4, &n, why), TL_ENOTFOUND,
+		    why);
+	}
+	ck_rc(drv->find_marked(h3, &in, "not-a-mesh", &n, why), TL_EINVAL,
+	    why);
+	find_in(&in, d.id);
+	ck_rc(drv->find_marked(h3, &in, m1, &n, why), 0, why);
+	ck_assert_str_eq(n.login, d.login);
+
+	/* The adopted names are the grant's for every version. */
+	find_in(&in, a.id);
+	randombytes_buf(key, sizeof(key));
+	in.key = key;
+	in.adopted = &found;
+	for (v = 1; v <= 3; v++) {
+		in.version = v;
+		ck_rc(drv->decl->names(&in, &n, why), 0, why);
+		ck_assert_str_eq(n.login, a.login);
+		ck_assert_str_eq(n.resource, a.bucket);
+	}
+	/* Mesh 3 adopts them: marked again, the data kept. */
+	grant_named(&c, a.id, &n);
+	c.g.adopt_mesh = m1;
+	create_ok(h3, &c.g);
+	c.g.adopt_mesh = NULL;
+	user_mark(a.login, mark, sizeof(mark));
+	snprintf(want, sizeof(want), "tally mesh %s grant %s", m3, a.id);
+	ck_assert_str_eq(mark, want);
+	ck_assert_int_eq(as(&c, "GET", pq, NULL), 200);
+	ck_assert_int_eq(http("GET", pq, c.ak, c.pw, NULL, &bd), 200);
+	ck_assert_str_eq(bd.buf, "mesh one's data");
+	/* What mesh 1 delivered opens nothing more. */
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 403);
+	ck_assert_int_eq(check(h3, &c.g, why), TL_DRIFT_NONE);
+	/* Marked by mesh 3 now: mesh 1's mark is found no more. */
+	in.adopted = NULL;
+	in.key = NULL;
+	in.version = 1;
+	ck_rc(drv->find_marked(h2, &in, m1, &n, why), TL_ENOTFOUND, why);
+	ck_rc(drv->find_marked(h2, &in, m3, &n, why), 0, why);
+	ck_assert_str_eq(n.login, a.login);
+	ck_rc(drv->create(h1, &a.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m3);
+
+	ck_rc(drv->revoke(h3, &c.g, 1, why), 0, why);
+	ck_rc(drv->revoke(h2, &b.g, 1, why), 0, why);
+	ck_rc(drv->revoke(h1, &d.g, 1, why), 0, why);
+	drv->close(h1);
+	drv->close(h2);
+	drv->close(h3);
+}
+END_TEST
+
 START_TEST(test_fence)
 {
 	char why[TL_DRV_WHY_MAX] = "";
@@ -1237,6 +1385,7 @@ suite(void)
 	tcase_add_checked_fixture(tc, secrets_reset, NULL);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_meshes);
+	tcase_add_test(tc, test_find_marked);
 	tcase_add_test(tc, test_fence);
 	tcase_add_test(tc, test_conditional_put);
 	tcase_add_test(tc, test_deposed);

@@ -3,7 +3,7 @@
  * otherwise do with provider sessions of its own, done by tallyd (the
  * one program that links provider clients) and spoken over a pipe, as
  * git runs its remote helpers.  tally check runs tallyd --check, tally
- * remove tallyd --loss.
+ * remove tallyd --loss, tally adopt tallyd --find-adopt.
  *
  * The caller (main.c) has opened rx's log, loaded its key, walked the
  * whole chain, read the stream and raised the fences (deposed: never
@@ -38,5 +38,21 @@ int	tl_tallyd_check(struct tl_rx *rx, const char *grant,
  * EXIT_FAIL (said on stderr).
  */
 int	tl_tallyd_loss(struct tl_rx *rx, const char *module);
+
+/*
+ * --find-adopt MESH [GRANT...]: for each grant named (none: every grant
+ * whose driver finds objects by their mark, find_marked), the objects
+ * mesh MESH made for it, found by their mark on its provider: what
+ * tally adopt records for drivers whose names it cannot compute (reads
+ * only, before the stream and the fences, as --loss).  stdout gets one
+ * line per grant,
+ *	{"grant", "resource", "owner", "login", "what"} or
+ *	{"grant", "error", "missing"}
+ * (missing: true when no object carries the mark; a named grant whose
+ * driver cannot look is an error).  Returns EXIT_OK, EXIT_CORRUPT for
+ * a log that does not verify, or EXIT_FAIL (said on stderr).
+ */
+int	tl_tallyd_find_adopt(struct tl_rx *rx, const char *mesh,
+	    char *const *grants, size_t ngrants);
 
 #endif

@@ -66,6 +66,11 @@ static const char usage[] =
 "                  or if anything is unhealthy then, as tally status)\n"
 "  --loss MODULE   what removing MODULE would lose now, asked of its\n"
 "                  providers (what tally remove runs; JSON lines)\n"
+"  --find-adopt MESH [GRANT...]\n"
+"                  the objects mesh MESH made for these grants (none:\n"
+"                  every grant whose names are keyed), found on their\n"
+"                  providers by their mark (what tally adopt runs; JSON\n"
+"                  lines)\n"
 "  --check [--grant G | --provider P] [--actor A]\n"
 "                  verify now and exit, beside a running daemon: what\n"
 "                  tally check runs (one JSON line per finding on stdout,\n"
@@ -654,6 +659,7 @@ main(int argc, char **argv)
 		{ "provider", required_argument, NULL, 'p' },
 		{ "actor", required_argument, NULL, 'a' },
 		{ "loss", required_argument, NULL, 'l' },
+		{ "find-adopt", required_argument, NULL, 'D' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "verify-interval", required_argument, NULL, 'V' },
 		{ "verify-login-every", required_argument, NULL, 'L' },
@@ -676,6 +682,7 @@ main(int argc, char **argv)
 	int once = 0, json = 0, c, rc, lockfd = -1, datafd = -1, ino = -1;
 	int check = 0;
 	const char *cgrant = NULL, *cprovider = NULL, *lmodule = NULL;
+	const char *amesh = NULL;
 	int pfd[2] = { -1, -1 };
 	struct tl_chain chain = TL_CHAIN_INIT;
 	char lwhy[TL_LOG_WHY_MAX];
@@ -717,6 +724,11 @@ main(int argc, char **argv)
 			break;
 		case 'l':
 			lmodule = optarg;
+			check = 1;	/* a helper: no lock, quiet */
+			quiet_below = TL_RX_WARN;
+			break;
+		case 'D':
+			amesh = optarg;
 			check = 1;	/* a helper: no lock, quiet */
 			quiet_below = TL_RX_WARN;
 			break;
@@ -787,7 +799,8 @@ main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc) {
+	/* Only --find-adopt takes operands: the grants. */
+	if (optind != argc && amesh == NULL) {
 		fputs(usage, stderr);
 		return EXIT_USAGE;
 	}
@@ -860,6 +873,11 @@ main(int argc, char **argv)
 	}
 	if (lmodule != NULL) {
 		ex = tl_tallyd_loss(&rx, lmodule);
+		goto out;
+	}
+	if (amesh != NULL) {
+		ex = tl_tallyd_find_adopt(&rx, amesh, argv + optind,
+		    (size_t)(argc - optind));
 		goto out;
 	}
 

@@ -1559,15 +1559,19 @@ mdb_fence(void *h, const struct tl_drv_fence *want,
 }
 
 /*
- * The fence with each change.  fc, a second admin session, reads this
- * session's fence row LOCK IN SHARE MODE in a transaction it keeps open
+ * The fence with each change.  fc, a second admin session kept for the
+ * life of the handle, reads this session's fence row LOCK IN SHARE MODE
+ * (a locking read: the row as last committed, never an older snapshot),
+ * which opens a transaction (fc runs with autocommit off) that it keeps
  * for the whole of one changing call, and commits after it.  The
  * call's statements run on the admin session, whose DDL commits its
  * own transaction but never fc's; another leader's raise (mdb_fence's
  * INSERT ... ON DUPLICATE KEY UPDATE) must lock that row, so it waits
  * until the call is over: each statement lands before the raise, and a
  * call that reads a fence not its own is refused before it changes
- * anything.  No row yet for the mesh: ours is raised first.
+ * anything.  No row yet for the mesh: ours is raised first.  Two
+ * statements a call on fc; a session the server ended since the last
+ * call is made again once.
  */
 static void
 fence_abort(struct tl_drv_mdb *p)
@@ -1576,35 +1580,50 @@ fence_abort(struct tl_drv_mdb *p)
 		(void)mysql_query(p->fc, "ROLLBACK");
 }
 
+/* fc, connected, with autocommit off and no idle timeout. */
+static int
+fence_session(struct tl_drv_mdb *p, char *why)
+{
+	int rc;
+
+	if (p->fc != NULL)
+		return 0;
+	if ((rc = tl_drv_mdb_connect(p->host, p->port, p->user, p->password,
+	    NULL, &p->fc, why)) != 0)
+		return rc;
+	if ((rc = tl_drv_mdb_run(p->fc, "SET SESSION autocommit = 0, "
+	    "idle_transaction_timeout = 0, "
+	    "idle_readonly_transaction_timeout = 0, "
+	    "idle_write_transaction_timeout = 0",
+	    "the fence session's settings", why)) != 0) {
+		mysql_close(p->fc);
+		p->fc = NULL;
+	}
+	return rc;
+}
+
 static int
 fence_hold(struct tl_drv_mdb *p, char *why)
 {
 	struct tl_drv_fence want = { p->fmesh, p->fepoch, p->fleader };
 	struct tl_drv_fence_held held;
 	unsigned err;
-	int rc, tries;
+	int rc, tries, relost = 0;
 
 	if (!p->fenced)
 		return 0;
 	for (tries = 0;; tries++) {
-		if (p->fc != NULL && mysql_ping(p->fc) != 0) {
-			mysql_close(p->fc);
-			p->fc = NULL;
-		}
-		if (p->fc == NULL && ((rc = tl_drv_mdb_connect(p->host,
-		    p->port, p->user, p->password, NULL, &p->fc, why)) != 0 ||
-		    (rc = tl_drv_mdb_run(p->fc, "SET SESSION "
-		    "idle_transaction_timeout = 0, "
-		    "idle_readonly_transaction_timeout = 0, "
-		    "idle_write_transaction_timeout = 0",
-		    "the fence session's settings", why)) != 0))
-			return rc;
-		fence_abort(p);
-		if ((rc = tl_drv_mdb_run(p->fc, "START TRANSACTION",
-		    "holding the fence", why)) != 0)
+		if ((rc = fence_session(p, why)) != 0)
 			return rc;
 		rc = fence_read(p->fc, p->fmesh, " LOCK IN SHARE MODE", &held,
 		    &err, why);
+		if (rc == TL_EUNREACH && !relost++) {
+			/* Ended by the server since the last call. */
+			mysql_close(p->fc);
+			p->fc = NULL;
+			tries--;
+			continue;
+		}
 		if (rc == 0 && held.epoch != 0)
 			break;
 		fence_abort(p);

@@ -129,7 +129,7 @@ static const struct tl_drv_fence_decl mdb_fencing = {
 	TL_DRV_FENCE_ATOMIC,
 	"a row per mesh in tally.fences, raised by compare-and-set on every "
 	"session tallyd opens and held LOCK IN SHARE MODE by a second admin "
-	"session for the whole of each changing call",
+	"session, kept with the handle, for the whole of each changing call",
 	"none while that session lives: should the server end it during a "
 	"call, the rest of that one call may land after a promotion's raise"
 };

@@ -77,8 +77,8 @@
 #define PG_SQL_MAX	1024
 #define PG_NAMEOID	19		/* the type of catalog names */
 #define PG_OPTIONS	"-c statement_timeout=120000 -c lock_timeout=30000"
-/* The fence session idles in its transaction for a whole call. */
-#define PG_FENCE_OPTIONS PG_OPTIONS " -c idle_in_transaction_session_timeout=0"
+/* The first key of a mesh's fence lock (fence_hold): "tly1". */
+#define PG_FENCE_LOCK	0x746c7931
 #define PG_MESH_MAX	65		/* a mesh id, hex, and the NUL */
 
 struct tl_drv_pg {
@@ -92,15 +92,15 @@ struct tl_drv_pg {
 	int	 maint;			/* revoke-public-connect */
 	char	 mesh[PG_MESH_MAX];	/* admin->mesh; "": before ids */
 	/*
-	 * admin->fence, copied (fenced 0: a reader's session).  fconn is
-	 * the second admin session that holds the fence row FOR SHARE for
-	 * the length of one changing call (fence_hold).
+	 * admin->fence, copied (fenced 0: a reader's session).  holding:
+	 * conn holds the mesh's fence lock for one changing call
+	 * (fence_hold), and is not to be replaced until it lets go.
 	 */
 	int	 fenced;
 	char	 fmesh[PG_MESH_MAX];
 	uint64_t fepoch;
 	char	 fleader[TL_DRV_LEADER_MAX];
-	PGconn	*fconn;
+	int	 holding;
 };
 
 /* A grant's names, escaped once for the admin connection. */
@@ -344,15 +344,15 @@ failed:
 
 /* An admin session to dbname, with the handle's credential. */
 static int
-admin_connect_o(struct tl_drv_pg *p, const char *dbname, const char *opts,
-    PGconn **out, char *why)
+admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
+    char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
 	    "application_name", "client_encoding", "options",
 	    "keepalives", "keepalives_idle", "keepalives_interval",
 	    "keepalives_count", "tcp_user_timeout", NULL };
 	const char *val[] = { p->host, p->port, p->user, p->password, dbname,
-	    "tallyd", "UTF8", opts,
+	    "tallyd", "UTF8", PG_OPTIONS,
 	    "1", "10", "5", "3", "30000", NULL };
 	char state[6], msg[TL_DRV_WHY_MAX];
 	int rc;
@@ -371,13 +371,6 @@ admin_connect_o(struct tl_drv_pg *p, const char *dbname, const char *opts,
 	    dbname, msg);
 }
 
-static int
-admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
-    char *why)
-{
-	return admin_connect_o(p, dbname, PG_OPTIONS, out, why);
-}
-
 /* Reconnects the admin session if it was lost. */
 static int
 pg_ensure(struct tl_drv_pg *p, char *why)
@@ -386,6 +379,10 @@ pg_ensure(struct tl_drv_pg *p, char *why)
 
 	if (p->conn != NULL && PQstatus(p->conn) == CONNECTION_OK)
 		return 0;
+	/* A new session would not hold the fence lock the call runs under. */
+	if (p->holding)
+		return tl_drv_why(why, TL_EUNREACH, "the admin session holding "
+		    "the fence was lost during the call");
 	PQfinish(p->conn);
 	p->conn = NULL;
 	if ((rc = admin_connect(p, p->dbname, &p->conn, why)) != 0)
@@ -1451,7 +1448,6 @@ pg_close(void *h)
 	if (p == NULL)
 		return;
 	PQfinish(p->conn);
-	PQfinish(p->fconn);
 	free(p->host);
 	free(p->port);
 	free(p->user);
@@ -2611,7 +2607,7 @@ pg_fence(void *h, const struct tl_drv_fence *want,
 {
 	struct tl_drv_pg *p = h;
 	const char *vals[3], *st, *mesh = want->mesh != NULL ? want->mesh : "";
-	char e[24];
+	char e[24], lock[96];
 	PGresult *r;
 	int rc, tries;
 
@@ -2620,9 +2616,9 @@ pg_fence(void *h, const struct tl_drv_fence *want,
 	if ((rc = pg_ensure(p, why)) != 0)
 		return rc;
 	/*
-	 * Read first: a raise locks the row, and so waits for every call
-	 * in flight under it (fence_hold); held at want's epoch or above,
-	 * a raise would change nothing.
+	 * Read first: a raise takes the fence lock, and so waits for every
+	 * call in flight under it (fence_hold); held at want's epoch or
+	 * above, a raise would change nothing.
 	 */
 	if ((rc = pg_fence_read(p, mesh, held, why)) != 0 ||
 	    want->epoch == 0 || held->epoch >= want->epoch)
@@ -2633,7 +2629,20 @@ pg_fence(void *h, const struct tl_drv_fence *want,
 	vals[0] = mesh;
 	vals[1] = e;
 	vals[2] = want->leader != NULL ? want->leader : "";
+	snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%d, "
+	    "hashtext($1))", PG_FENCE_LOCK);
 	for (tries = 0;; tries++) {
+		/* The lock, then the row: both until the raise commits. */
+		if ((rc = run(p->conn, "BEGIN", "raise the fence", why)) != 0)
+			return rc;
+		r = PQexecParams(p->conn, lock, 1, NULL, vals, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			rc = res_err(p->conn, r, "raise the fence", why);
+			PQclear(r);
+			pg_settle(p);
+			return rc;
+		}
+		PQclear(r);
 		r = PQexecParams(p->conn, "INSERT INTO tally_fences (mesh, "
 		    "epoch, leader) VALUES ($1, $2::bigint, $3) ON CONFLICT "
 		    "(mesh) DO UPDATE SET epoch = EXCLUDED.epoch, leader = "
@@ -2645,9 +2654,11 @@ pg_fence(void *h, const struct tl_drv_fence *want,
 		if (tries > 0 || st == NULL || strcmp(st, "42P01") != 0) {
 			rc = res_err(p->conn, r, "raise the fence", why);
 			PQclear(r);
+			pg_settle(p);
 			return rc;
 		}
 		PQclear(r);
+		pg_settle(p);
 		/* undefined_table: the first fence on this provider. */
 		if ((rc = run(p->conn, "CREATE TABLE IF NOT EXISTS "
 		    "tally_fences (mesh text PRIMARY KEY, epoch bigint NOT "
@@ -2659,35 +2670,76 @@ pg_fence(void *h, const struct tl_drv_fence *want,
 		held->epoch = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
 		snprintf(held->leader, sizeof(held->leader), "%s",
 		    PQgetvalue(r, 0, 1));
+	}
+	rc = PQntuples(r) == 1;
+	PQclear(r);
+	r = PQexec(p->conn, "COMMIT");
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		held->epoch = 0;
+		held->leader[0] = '\0';
+		rc = res_err(p->conn, r, "raise the fence", why);
 		PQclear(r);
-		return 0;
+		pg_settle(p);
+		return rc;
 	}
 	PQclear(r);
+	if (rc)
+		return 0;
 	/* Held at our epoch or above: a new statement sees by whom. */
 	return pg_fence_read(p, mesh, held, why);
 }
 
 /*
- * The fence with each change.  fconn, a second admin session to the
- * maintenance database, reads this session's fence row FOR SHARE in a
- * transaction it keeps open for the whole of one changing call, and
- * commits after it.  Another leader's raise (pg_fence's INSERT ... ON
- * CONFLICT DO UPDATE) must lock that row, so it waits until the call is
- * over: each of the call's statements, on the admin session or any
- * other (CREATE DATABASE and DROP DATABASE, which no transaction block
- * may hold, the grant's own database), lands before the raise, and a
- * call that reads a fence not its own is refused before it changes
- * anything.  No row yet for the mesh: ours is raised first.
+ * The fence with each change.  The admin session itself takes the
+ * mesh's fence lock, a session-level advisory lock (PG_FENCE_LOCK,
+ * hashtext(mesh)), in shared mode, reads the fence row after it, and
+ * keeps the lock until the call is over: a session-level lock outlives
+ * the call's own transactions and its statements that no transaction
+ * block may hold (CREATE DATABASE, DROP DATABASE).  Another leader's
+ * raise (pg_fence) takes the same lock exclusively in its transaction
+ * before it changes the row, so it waits until the call is over: each
+ * of the call's statements, on the admin session or any other (the
+ * grant's own database), lands before the raise, and a call that reads
+ * a fence not its own is refused before it changes anything.  The read
+ * is a statement of its own, after the lock is granted, so its snapshot
+ * holds every raise that committed before.  No row yet for the mesh:
+ * ours is raised first.  While the lock is held the admin session is
+ * never replaced (pg_ensure): a session lost during a call ends it.
+ */
+static int
+fence_lock(struct tl_drv_pg *p, const char *fn, char *why)
+{
+	const char *vals[1] = { p->fmesh };
+	char sql[128];
+	PGresult *r;
+	int rc = 0;
+
+	snprintf(sql, sizeof(sql), "SELECT %s(%d, hashtext($1))", fn,
+	    PG_FENCE_LOCK);
+	r = PQexecParams(p->conn, sql, 1, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = res_err(p->conn, r, "hold the fence", why);
+	PQclear(r);
+	return rc;
+}
+
+/*
+ * Lets go of the fence lock.  A session that cannot say it did is
+ * ended (its locks go with it) and made again by the next call.
  */
 static void
-fence_abort(struct tl_drv_pg *p)
+fence_unlock(struct tl_drv_pg *p)
 {
-	PGresult *r;
+	char dummy[TL_DRV_WHY_MAX];
 
-	if (p->fconn != NULL && PQstatus(p->fconn) == CONNECTION_OK &&
-	    PQtransactionStatus(p->fconn) != PQTRANS_IDLE) {
-		r = PQexec(p->fconn, "ROLLBACK");
-		PQclear(r);
+	p->holding = 0;
+	if (p->conn == NULL)
+		return;
+	pg_settle(p);
+	if (PQstatus(p->conn) != CONNECTION_OK ||
+	    fence_lock(p, "pg_advisory_unlock_shared", dummy) != 0) {
+		PQfinish(p->conn);
+		p->conn = NULL;
 	}
 }
 
@@ -2698,26 +2750,28 @@ fence_hold(struct tl_drv_pg *p, char *why)
 	struct tl_drv_fence_held held;
 	const char *vals[1] = { p->fmesh }, *st;
 	PGresult *r;
-	int rc, tries;
+	int rc, tries, relost = 0;
 
 	if (!p->fenced)
 		return 0;
 	for (tries = 0;; tries++) {
-		if (p->fconn != NULL && PQstatus(p->fconn) != CONNECTION_OK) {
-			PQfinish(p->fconn);
-			p->fconn = NULL;
+		if ((rc = pg_ensure(p, why)) != 0)
+			return rc;
+		pg_settle(p);
+		/* A session the server ended since the last call: once more. */
+		if ((rc = fence_lock(p, "pg_advisory_lock_shared", why)) != 0 &&
+		    PQstatus(p->conn) != CONNECTION_OK && !relost++) {
+			tries--;
+			continue;
 		}
-		if (p->fconn == NULL && (rc = admin_connect_o(p, p->dbname,
-		    PG_FENCE_OPTIONS, &p->fconn, why)) != 0)
+		if (rc != 0)
 			return rc;
-		fence_abort(p);
-		if ((rc = run(p->fconn, "BEGIN", "hold the fence", why)) != 0)
-			return rc;
+		p->holding = 1;
 		held.epoch = 0;
 		held.leader[0] = '\0';
-		r = PQexecParams(p->fconn, "SELECT epoch, leader FROM "
-		    "tally_fences WHERE mesh = $1 FOR SHARE", 1, NULL, vals,
-		    NULL, NULL, 0);
+		r = PQexecParams(p->conn, "SELECT epoch, leader FROM "
+		    "tally_fences WHERE mesh = $1", 1, NULL, vals, NULL, NULL,
+		    0);
 		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
 			held.epoch = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
 			snprintf(held.leader, sizeof(held.leader), "%s",
@@ -2728,13 +2782,13 @@ fence_hold(struct tl_drv_pg *p, char *why)
 		st = PQresultStatus(r) == PGRES_TUPLES_OK ? "" :
 		    PQresultErrorField(r, PG_DIAG_SQLSTATE);
 		if (st == NULL || (st[0] != '\0' && strcmp(st, "42P01") != 0)) {
-			rc = res_err(p->fconn, r, "hold the fence", why);
+			rc = res_err(p->conn, r, "hold the fence", why);
 			PQclear(r);
-			fence_abort(p);
+			fence_unlock(p);
 			return rc;
 		}
 		PQclear(r);
-		fence_abort(p);
+		fence_unlock(p);
 		if (tries > 0)
 			return tl_drv_why(why, TL_EDRIVER, "hold the fence: "
 			    "mesh %.12s has no fence row after its raise",
@@ -2744,7 +2798,7 @@ fence_hold(struct tl_drv_pg *p, char *why)
 	}
 	if (tl_drv_fence_ours(&want, &held))
 		return 0;
-	fence_abort(p);
+	fence_unlock(p);
 	return tl_drv_why(why, TL_EREFUSED, "deposed: PostgreSQL holds the "
 	    "fence of mesh %.12s at epoch %llu for leader %.12s, this session "
 	    "is leader %.12s at epoch %llu: nothing changed", p->fmesh,
@@ -2752,23 +2806,23 @@ fence_hold(struct tl_drv_pg *p, char *why)
 	    (unsigned long long)p->fepoch);
 }
 
-/* Ends the hold; rc: the call's, kept unless the release failed. */
+/*
+ * Ends the hold; rc: the call's, kept unless the session holding the
+ * lock was lost during the call (then the call may have been cut short
+ * of what it says).
+ */
 static int
 fence_release(struct tl_drv_pg *p, int rc, char *why)
 {
-	PGresult *r;
-	int frc;
+	int lost;
 
-	if (!p->fenced || p->fconn == NULL)
+	if (!p->fenced)
 		return rc;
-	r = PQexec(p->fconn, "COMMIT");
-	if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0) {
-		frc = res_err(p->fconn, r, "the session holding the fence was "
-		    "lost during the call", why);
-		PQclear(r);
-		return frc;
-	}
-	PQclear(r);
+	lost = p->conn == NULL || PQstatus(p->conn) != CONNECTION_OK;
+	fence_unlock(p);
+	if (lost && rc == 0)
+		return tl_drv_why(why, TL_EUNREACH, "the admin session holding "
+		    "the fence was lost during the call");
 	return rc;
 }
 

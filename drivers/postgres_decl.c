@@ -177,10 +177,12 @@ pg_settings_note(const char *const *settings, char *note)
 static const struct tl_drv_fence_decl pg_fencing = {
 	TL_DRV_FENCE_ATOMIC,
 	"a row per mesh in tally_fences in the maintenance database, raised "
-	"by compare-and-set on every session tallyd opens and held FOR SHARE "
-	"by a second admin session for the whole of each changing call",
-	"none while that session lives: should the server end it during a "
-	"call, the rest of that one call may land after a promotion's raise"
+	"by compare-and-set on every session tallyd opens under an exclusive "
+	"advisory lock of the mesh, which the admin session holds shared "
+	"for the whole of each changing call",
+	"none while the admin session lives: should the server end it during "
+	"a call, that call's statements on another session (the grant's "
+	"database) may land after a promotion's raise"
 };
 
 const struct tl_drv_decl tl_drv_postgres_decl = {

@@ -1544,6 +1544,59 @@ START_TEST(test_deposed)
 }
 END_TEST
 
+/*
+ * The session that holds the fence is kept with the handle: ended by
+ * the server between two calls, the fence raised meanwhile, the
+ * handle's next call makes it again and is refused.
+ */
+START_TEST(test_deposed_kept_session)
+{
+	struct grant g;
+	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX], q[256];
+	struct tl_drv_fence fa, fb;
+	struct tl_drv_fence_held held;
+	MYSQL *a = admin();
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	void *ha, *hb;
+
+	hex_id(m);
+	hex_id(la);
+	hex_id(lb);
+	fa = (struct tl_drv_fence){ m, 2, la };
+	fb = (struct tl_drv_fence){ m, 3, lb };
+	ha = drv_open_mesh(m, &fa);
+	ck_rc(drv->fence(ha, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	grant_init(&g, "kept");
+	do_create(ha, &g);
+	ck_rc(drv->fix_privileges(ha, &g.g, why), 0, why);
+
+	/* Every other session of the admin's ended: both of ha's. */
+	snprintf(q, sizeof(q), "SELECT ID FROM information_schema.PROCESSLIST "
+	    "WHERE ID <> CONNECTION_ID() AND USER = '%s'", s_user);
+	ck_assert_int_eq(mysql_query(a, q), 0);
+	ck_assert_ptr_nonnull(r = mysql_store_result(a));
+	while ((row = mysql_fetch_row(r)) != NULL) {
+		snprintf(q, sizeof(q), "KILL CONNECTION %s", row[0]);
+		(void)try_sql(a, q);	/* gone already: as good */
+	}
+	mysql_free_result(r);
+
+	hb = drv_open_mesh(m, &fb);
+	ck_rc(drv->fence(hb, &fb, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fb, &held));
+	ck_refused(drv->revoke(ha, &g.g, 1, why), "deposed");
+	ck_assert(can_login(&g, g.res));
+	ck_refused(drv->fix_privileges(ha, &g.g, why), "deposed");
+	ck_rc(drv->revoke(hb, &g.g, 1, why), 0, why);
+	ck_assert(!can_login(&g, g.res));
+	mysql_close(a);
+	drv->close(ha);
+	drv->close(hb);
+}
+END_TEST
+
 /* --- the suite ---------------------------------------------------------- */
 
 static TCase *
@@ -1592,6 +1645,7 @@ suite(void)
 	tcase_add_test(tc, test_fence);
 	tcase_add_test(tc, test_two_meshes);
 	tcase_add_test(tc, test_deposed);
+	tcase_add_test(tc, test_deposed_kept_session);
 	tcase_add_test(tc, test_open_errors);
 	tcase_add_test(tc, test_admin_password);
 	tcase_add_test(tc, test_reconnect);

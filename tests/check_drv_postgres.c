@@ -2494,6 +2494,135 @@ START_TEST(test_deposed)
 }
 END_TEST
 
+/*
+ * One handle kept open across calls, as a pass keeps it.  A call in
+ * flight when another leader raises the fence lands before the raise
+ * (the raise waits for it), and the handle's next call is refused; a
+ * handle whose session the server ended between calls, the fence
+ * raised meanwhile, is refused its next call too.
+ */
+struct bg_call {
+	void				*h;
+	const struct tl_drv_fence	*want;	/* fence; else create */
+	struct tl_drv_grant		*g;
+	struct tl_drv_fence_held	 held;
+	int				 rc;
+	int				 done;
+	char				 why[TL_DRV_WHY_MAX];
+};
+
+static void *
+bg_run(void *arg)
+{
+	struct bg_call *b = arg;
+
+	b->rc = b->want != NULL ? drv->fence(b->h, b->want, &b->held, b->why) :
+	    drv->create(b->h, b->g, b->why);
+	__atomic_store_n(&b->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* Waits (10 s at most) until n of the driver's sessions wait for a lock. */
+static void
+wait_lock_waiters(PGconn *c, long n)
+{
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		if (sql_long(c, "SELECT count(*) FROM pg_stat_activity WHERE "
+		    "application_name = $1 AND wait_event_type = 'Lock'",
+		    "tallyd") == n)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("%ld of the driver's sessions never waited for a lock", n);
+}
+
+START_TEST(test_deposed_kept_handle)
+{
+	struct grant g, g2;
+	char m[33], la[33], lb[33], lc[33], why[TL_DRV_WHY_MAX];
+	struct tl_drv_fence fa, fb, fc;
+	struct tl_drv_fence_held held;
+	struct bg_call call = { 0 }, raise = { 0 };
+	pthread_t tc, tr;
+	PGconn *a, *blocker;
+	void *ha, *hb, *hc;
+
+	hex_id(m);
+	hex_id(la);
+	hex_id(lb);
+	hex_id(lc);
+	fa = (struct tl_drv_fence){ m, 2, la };
+	fb = (struct tl_drv_fence){ m, 3, lb };
+	fc = (struct tl_drv_fence){ m, 4, lc };
+	ha = drv_open_mesh(m, &fa);
+	ck_rc(drv->fence(ha, &fa, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fa, &held));
+	grant_init(&g2, "kept");
+	g2.g.grant = "kept0/db";
+	do_create(ha, &g2);		/* the handle has made a call */
+
+	/* The owner's name taken by an open transaction: create waits. */
+	a = admin(NULL);
+	blocker = admin(NULL);
+	grant_init(&g, "kept");
+	g.g.grant = "kept1/db";
+	secret_add(g.pw);
+	sql(blocker, "BEGIN");
+	sql(blocker, "CREATE ROLE \"%s\" NOLOGIN", g.own);
+	call.h = ha;
+	call.g = &g.g;
+	ck_assert_int_eq(pthread_create(&tc, NULL, bg_run, &call), 0);
+	wait_lock_waiters(a, 1);
+
+	/* The promoted standby raises while that create is in flight. */
+	hb = drv_open_mesh(m, &fb);
+	raise.h = hb;
+	raise.want = &fb;
+	ck_assert_int_eq(pthread_create(&tr, NULL, bg_run, &raise), 0);
+	wait_lock_waiters(a, 2);
+	usleep(200000);
+	ck_assert_msg(!__atomic_load_n(&raise.done, __ATOMIC_SEQ_CST),
+	    "the raise did not wait for the call in flight");
+	ck_assert(!__atomic_load_n(&call.done, __ATOMIC_SEQ_CST));
+	sql(blocker, "ROLLBACK");
+	pthread_join(tc, NULL);
+	pthread_join(tr, NULL);
+	ck_why(call.why);
+	ck_rc(call.rc, 0, call.why);
+	ck_rc(raise.rc, 0, raise.why);
+	ck_assert(tl_drv_fence_ours(&fb, &raise.held));
+	ck_assert_int_eq(db_count(a, g.res), 1);
+
+	/* The same handle's next call: refused, nothing changes. */
+	ck_refused(drv->fix_privileges(ha, &g.g, why), "deposed");
+	ck_refused(drv->revoke(ha, &g.g, 1, why), "deposed");
+	ck_assert_int_eq(db_count(a, g.res), 1);
+
+	/*
+	 * The server ends every session of the driver's; a third leader
+	 * raises; B's handle, made again by its next call, is refused.
+	 */
+	ck_rc(drv->fix_privileges(hb, &g.g, why), 0, why);
+	(void)sql_long(a, "SELECT count(pg_terminate_backend(pid)) FROM "
+	    "pg_stat_activity WHERE application_name = $1", "tallyd");
+	hc = drv_open_mesh(m, &fc);
+	ck_rc(drv->fence(hc, &fc, &held, why), 0, why);
+	ck_assert(tl_drv_fence_ours(&fc, &held));
+	ck_refused(drv->revoke(hb, &g.g, 1, why), "deposed");
+	ck_assert_int_eq(db_count(a, g.res), 1);
+	ck_rc(drv->revoke(hc, &g.g, 1, why), 0, why);
+	ck_rc(drv->revoke(hc, &g2.g, 1, why), 0, why);
+	ck_assert_int_eq(db_count(a, g.res), 0);
+	PQfinish(blocker);
+	PQfinish(a);
+	drv->close(ha);
+	drv->close(hb);
+	drv->close(hc);
+}
+END_TEST
+
 /* --- the suite ------------------------------------------------------ */
 
 static TCase *
@@ -2552,6 +2681,7 @@ suite(void)
 	tcase_add_test(tc, test_fence);
 	tcase_add_test(tc, test_two_meshes);
 	tcase_add_test(tc, test_deposed);
+	tcase_add_test(tc, test_deposed_kept_handle);
 
 	tc = tcase(s, "revoke");
 	tcase_add_test(tc, test_revoke_retain);

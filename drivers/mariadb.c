@@ -146,14 +146,13 @@ runf(MYSQL *c, const char *step, char *why, const char *fmt, ...)
 {
 	char sql[MDB_SQL_MAX];
 	va_list ap;
-	int k;
+	int rc;
 
 	va_start(ap, fmt);
-	k = vsnprintf(sql, sizeof(sql), fmt, ap);
+	rc = tl_drv_vsqlf(sql, sizeof(sql), why, fmt, ap);
 	va_end(ap);
-	if (k < 0 || (size_t)k >= sizeof(sql))
-		return tl_drv_why(why, TL_EINVAL, "%s: statement too long",
-		    step);
+	if (rc != 0)
+		return tl_drv_why(why, rc, "%s: statement too long", step);
 	return tl_drv_mdb_run(c, sql, step, why);
 }
 

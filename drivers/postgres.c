@@ -834,14 +834,13 @@ runf(PGconn *c, const char *step, char *why, const char *fmt, ...)
 {
 	char sql[PG_SQL_MAX];
 	va_list ap;
-	int r;
+	int rc;
 
 	va_start(ap, fmt);
-	r = vsnprintf(sql, sizeof(sql), fmt, ap);
+	rc = tl_drv_vsqlf(sql, sizeof(sql), why, fmt, ap);
 	va_end(ap);
-	if (r < 0 || (size_t)r >= sizeof(sql))
-		return tl_drv_why(why, TL_EINVAL, "%s: statement too long",
-		    step);
+	if (rc != 0)
+		return tl_drv_why(why, rc, "%s: statement too long", step);
 	return run(c, sql, step, why);
 }
 

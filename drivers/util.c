@@ -42,17 +42,25 @@ tl_drv_why_add(char *why, const char *fmt, ...)
 }
 
 int
-tl_drv_sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+tl_drv_vsqlf(char *buf, size_t n, char *why, const char *fmt, va_list ap)
 {
-	va_list ap;
-	int k;
+	int k = vsnprintf(buf, n, fmt, ap);
 
-	va_start(ap, fmt);
-	k = vsnprintf(buf, n, fmt, ap);
-	va_end(ap);
 	if (k < 0 || (size_t)k >= n)
 		return tl_drv_why(why, TL_EINVAL, "statement too long");
 	return 0;
+}
+
+int
+tl_drv_sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = tl_drv_vsqlf(buf, n, why, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 const char *

@@ -13,6 +13,7 @@
 #ifndef TL_DRV_UTIL_H
 #define TL_DRV_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 struct tl_drv_grant;
@@ -41,6 +42,9 @@ void	tl_drv_why_add(char *why, const char *fmt, ...)
  */
 int	tl_drv_sqlf(char *buf, size_t n, char *why, const char *fmt, ...)
 	    __attribute__((format(printf, 4, 5)));
+/* tl_drv_sqlf's twin over a va_list (a driver's own runf builds on it). */
+int	tl_drv_vsqlf(char *buf, size_t n, char *why, const char *fmt,
+	    va_list ap) __attribute__((format(printf, 4, 0)));
 
 /*
  * The value of name in sv, a name/value vector as tl_drv_admin.settings

@@ -205,8 +205,13 @@ static const struct tl_drv_setting rgw_settings[] = {
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
+static const char *const rgw_words[] = {
+	"ceph", "rgw", "radosgw", "bucket", NULL
+};
+
 const struct tl_drv_decl tl_drv_ceph_rgw_decl = {
 	.name = "ceph-rgw",
+	.words = rgw_words,
 	.types = rgw_types,
 	.tags = rgw_tags,
 	.settings = rgw_settings,

@@ -431,6 +431,12 @@ struct tl_drv_decl {
 	const char	*name;
 	const char	*const *types;	/* resource types it grants */
 	/*
+	 * NULL-terminated, lower case: the provider's own words (its name,
+	 * its ports, its terms), which no code outside drivers/ may name
+	 * (tests/integration/00_provider_words.sh reads them from here).
+	 */
+	const char	*const *words;
+	/*
 	 * NULL-terminated: the tags of its types (`database`, `sql`), how
 	 * a person finds providers (tally providers --tag).  A requirement
 	 * names a type, never a tag.

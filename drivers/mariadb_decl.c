@@ -134,8 +134,11 @@ static const struct tl_drv_fence_decl mdb_fencing = {
 	"call, the rest of that one call may land after a promotion's raise"
 };
 
+static const char *const mdb_words[] = { "mariadb", "mysql", "3306", NULL };
+
 const struct tl_drv_decl tl_drv_mariadb_decl = {
 	.name = "mariadb",
+	.words = mdb_words,
 	.types = mdb_types,
 	.tags = mdb_tags,
 	.settings = mdb_settings,

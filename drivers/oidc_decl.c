@@ -191,8 +191,11 @@ static const struct tl_drv_fence_decl oi_fencing = {
 	"the stream does not hold yet is not seen"
 };
 
+static const char *const oi_words[] = { "oidc", "openid", NULL };
+
 const struct tl_drv_decl tl_drv_oidc_decl = {
 	.name = "oidc",
+	.words = oi_words,
 	.types = oi_types,
 	.tags = oi_tags,
 	.settings = oi_settings,

@@ -185,8 +185,13 @@ static const struct tl_drv_fence_decl pg_fencing = {
 	"database) may land after a promotion's raise"
 };
 
+static const char *const pg_words[] = {
+	"postgres", "5432", "database", "role", "pg_", "libpq", NULL
+};
+
 const struct tl_drv_decl tl_drv_postgres_decl = {
 	.name = "postgres",
+	.words = pg_words,
 	.types = pg_types,
 	.tags = pg_tags,
 	.settings = pg_settings,

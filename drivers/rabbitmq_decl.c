@@ -129,8 +129,11 @@ static const struct tl_drv_setting rmq_settings[] = {
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
+static const char *const rmq_words[] = { "15672", NULL };
+
 const struct tl_drv_decl tl_drv_rabbitmq_decl = {
 	.name = "rabbitmq",
+	.words = rmq_words,
 	.types = rmq_types,
 	.tags = rmq_tags,
 	.settings = rmq_settings,

@@ -164,8 +164,11 @@ static const struct tl_drv_setting rd_settings[] = {
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
+static const char *const rd_words[] = { "redis", "6379", NULL };
+
 const struct tl_drv_decl tl_drv_redis_decl = {
 	.name = "redis",
+	.words = rd_words,
 	.types = rd_types,
 	.tags = rd_tags,
 	.settings = rd_settings,

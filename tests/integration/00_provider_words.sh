@@ -1,13 +1,12 @@
 #!/bin/sh
 # 00_provider_words.sh - no file outside drivers/ names a provider.
 #
-# Issue 12: adding a provider type touches drivers/ and nothing else.
-# So the C sources of reactors/, projections/ and tools/ must not name
-# PostgreSQL: this greps them for the provider words
-#
-#	postgres  5432  database  role  pg_  libpq   (any case)
-#
-# after stripping C comments (/* */ and //, which say why and may name
+# Adding a provider type touches drivers/ and nothing else.  So the C
+# sources of reactors/, projections/ and tools/ must not name a
+# provider: this greps them for every driver's own words, as its
+# declaration lists them (tl_drv_decl.words: PostgreSQL's postgres,
+# 5432, database, role, pg_, libpq; MariaDB's, Redis's, RGW's, ...;
+# any case), after stripping C comments (/* */ and //, which say why and may name
 # the provider the way prose does).  String literals are NOT stripped:
 # a "postgresql://" composed in a reactor is code, not prose.  The only
 # exemptions are listed in ALLOW below, one per line as FILE:TEXT (the
@@ -22,7 +21,12 @@ set -eu
 : "${TALLY_SRC:=$(cd "$(dirname "$0")/../.." && pwd -P)}"
 cd "$TALLY_SRC"
 
-WORDS='postgres|5432|database|role|pg_|libpq'
+# Every driver's own words, as its declaration lists them
+# (tl_drv_decl.words: tests/tools/provider_words prints them).
+words_tool=${TALLY_BIN:-build/bin}/../tests/tools/provider_words
+[ -x "$words_tool" ] || { echo "FAIL 00_provider_words: $words_tool is not built (make integration builds it)" >&2; exit 1; }
+WORDS=$("$words_tool") || { echo "FAIL 00_provider_words: $words_tool failed" >&2; exit 1; }
+case $WORDS in *postgres*) ;; *) echo "FAIL 00_provider_words: the drivers declare no words ($WORDS)" >&2; exit 1 ;; esac
 
 # FILE:TEXT, one per line (TEXT up to a tab and #, then the reason).
 # There are two, and no help text is exempted:

@@ -475,9 +475,9 @@ run(int n, int samples, struct size_result *res)
 		}
 		res->mig_ms = tl_bench_median(mig, IDLE);
 		res->rot_ms = tl_bench_median(rot, IDLE);
-		printf("  one idle pass with %d provisioned: migrator %.3f ms, "
-		    "rotator %.3f ms (median of %d)\n", n, res->mig_ms,
-		    res->rot_ms, IDLE);
+		printf("  one idle pass with %d provisioned: migrator %.1f us, "
+		    "rotator %.1f us (median of %d)\n", n, res->mig_ms * 1e3,
+		    res->rot_ms * 1e3, IDLE);
 	}
 	rc = 0;
 out_log:
@@ -577,18 +577,19 @@ main(void)
 		char what[96];
 
 		printf("  one idle pass, %d provisioned / %d: migrator x%.2f "
-		    "(%.3f ms / %.3f ms), rotator x%.2f (%.3f ms / %.3f ms)  "
+		    "(%.1f us / %.1f us), rotator x%.2f (%.1f us / %.1f us)  "
 		    "[target <= x1.2: %s, %s]\n", sc[i].n, sc[0].n, xm,
-		    sc[i].mig_ms, sc[0].mig_ms, xr, sc[i].rot_ms, sc[0].rot_ms,
+		    sc[i].mig_ms * 1e3, sc[0].mig_ms * 1e3, xr,
+		    sc[i].rot_ms * 1e3, sc[0].rot_ms * 1e3,
 		    xm <= 1.2 ? "met" : "MISSED", xr <= 1.2 ? "met" : "MISSED");
 		snprintf(what, sizeof(what), "directory: one idle migrator "
 		    "pass, %d provisioned / %d", sc[i].n, sc[0].n);
-		tl_bench_target(what, "<= x1.2", xm <= 1.2, "x%.2f (%.3f ms / "
-		    "%.3f ms)", xm, sc[i].mig_ms, sc[0].mig_ms);
+		tl_bench_target(what, "<= x1.2", xm <= 1.2, "x%.2f (%.1f us / "
+		    "%.1f us)", xm, sc[i].mig_ms * 1e3, sc[0].mig_ms * 1e3);
 		snprintf(what, sizeof(what), "directory: one idle rotator "
 		    "pass, %d provisioned / %d", sc[i].n, sc[0].n);
-		tl_bench_target(what, "<= x1.2", xr <= 1.2, "x%.2f (%.3f ms / "
-		    "%.3f ms)", xr, sc[i].rot_ms, sc[0].rot_ms);
+		tl_bench_target(what, "<= x1.2", xr <= 1.2, "x%.2f (%.1f us / "
+		    "%.1f us)", xr, sc[i].rot_ms * 1e3, sc[0].rot_ms * 1e3);
 	}
 	if (nsizes < 2)
 		printf("  one request at 100000 against 1000: not measured "

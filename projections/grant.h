@@ -197,6 +197,13 @@ int	tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
  * fold that changed what they depend on outside g's record).
  */
 #define TL_GRANT_DUE_MARK	"gdue"
+/*
+ * The max-credential-age of g in seconds (the requirement's own, else
+ * its provider's default for the type); 0 when none is set
+ * (tl_rot_max_age, rotation.h, says the same).
+ */
+uint64_t tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g);
 int	tl_grant_each_migrating(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
 int	tl_grant_each_rotation_due(struct tl_txn *t, const struct tl_proj *p,

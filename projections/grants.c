@@ -13,7 +13,6 @@
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
-#include "rotation.h"
 
 /* The record's field table: one place for encoding and decoding. */
 #define STR_FIELDS(X, XK)						\
@@ -473,6 +472,41 @@ migrator_work(struct tl_txn *t, const struct tl_proj *p,
 	return 0;
 }
 
+uint64_t
+tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g)
+{
+	struct tl_rec r;
+	struct tl_bnode types;
+	uint64_t age = 0;
+	char k[TL_KEY_MAX];
+	size_t i;
+
+	/* The requirement's own age wins over the provider's default. */
+	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		age = tl_bn_getu64(r.m, "max_age", 0);
+		tl_rec_close(&r);
+	}
+	if (age != 0)
+		return age;
+	if (tl_key(k, "p/%s", g->provider) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		if (tl_bn_get(r.m, "types", &types) == 0)
+			for (i = 0; i < tl_bn_len(types); i++) {
+				char ty[64] = "";
+
+				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+				    sizeof(ty));
+				if (strcmp(ty, g->type) == 0)
+					age = tl_bn_getu64(tl_bn_at(types, i),
+					    "max_age", 0);
+			}
+		tl_rec_close(&r);
+	}
+	return age;
+}
+
 /*
  * When g's credential is due for a scheduled rotation (its intent's
  * time plus its max-credential-age), 0 when never: provisioned, not
@@ -494,7 +528,7 @@ rotation_due(struct tl_txn *t, const struct tl_proj *p,
 		return 0;
 	if (tl_key(k, "rot/%s", g->id) == 0 && tl_rec_exists(t, p->grants, k))
 		return 0;
-	if ((age = tl_rot_max_age(t, p, g)) == 0 ||
+	if ((age = tl_grant_max_age(t, p, g)) == 0 ||
 	    tl_log_get(t, g->intent_seq, &ev) != 0)
 		return 0;
 	*due = age > (UINT64_MAX - ev.ts) / 1000000000u ? UINT64_MAX :

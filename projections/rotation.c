@@ -120,35 +120,7 @@ uint64_t
 tl_rot_max_age(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g)
 {
-	struct tl_rec r;
-	struct tl_bnode types;
-	uint64_t age = 0;
-	char k[TL_KEY_MAX];
-	size_t i;
-
-	/* The requirement's own age wins over the provider's default. */
-	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
-	    tl_rec_get(t, p->graph, k, &r) == 0) {
-		age = tl_bn_getu64(r.m, "max_age", 0);
-		tl_rec_close(&r);
-	}
-	if (age != 0)
-		return age;
-	if (tl_key(k, "p/%s", g->provider) == 0 &&
-	    tl_rec_get(t, p->graph, k, &r) == 0) {
-		if (tl_bn_get(r.m, "types", &types) == 0)
-			for (i = 0; i < tl_bn_len(types); i++) {
-				char ty[64] = "";
-
-				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
-				    sizeof(ty));
-				if (strcmp(ty, g->type) == 0)
-					age = tl_bn_getu64(tl_bn_at(types, i),
-					    "max_age", 0);
-			}
-		tl_rec_close(&r);
-	}
-	return age;
+	return tl_grant_max_age(t, p, g);
 }
 
 uint64_t

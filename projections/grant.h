@@ -169,11 +169,58 @@ int	tl_grant_each_undelivered(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
 /*
  * For a fold that changes a grant's record: moves its entries from old
- * (NULL: none) to g; undelivered: g has a credential to deliver.
+ * (NULL: none) to g; undelivered: g has a credential to deliver.  The
+ * migrator's and the rotator's entries (below) follow g too.
  */
 int	tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_grant *old, const struct tl_grant *g,
 	    int undelivered);
+
+/*
+ * The migrator's and the rotator's indexes, kept by the folds with the
+ * work index (rebuilt with it), so that neither pass walks the grants
+ * at rest (DESIGN.md rule 10):
+ *   gmw/GRANT         exactly while the grant is provisioned without
+ *                     drift and a holder's assignment is not marked
+ *                     ready, or a file of its requirement's migrations
+ *                     is not applied with its checksum (a file to run,
+ *                     a retry, a block);
+ *   grs/DUE GRANT     exactly while it is provisioned (not embedded),
+ *                     rotates on a schedule (a max-credential-age, the
+ *                     requirement's or its provider's) and no rotation
+ *                     runs: DUE, 16 hex digits, is its intent's time
+ *                     plus the max age, in ns since the epoch, so the
+ *                     entries sort by due time; grd/GRANT holds DUE;
+ *   gpa/PROVIDER      the max ages the provider's types declare.
+ * The folds recompute a grant's entries when its record changes, when
+ * a rotation starts or ends (the rotation fold), when an assignment of
+ * its module is made, configured, ready or removed and when its
+ * requirement or module is declared again or withdrawn, and a
+ * provider's grants when its max ages change.  TL_GRANT_DUE_MARK is set
+ * by the fold of event 1 (projections/proj.c): without it the
+ * projections were built by a tally before these indexes, which they
+ * lack until tally rebuild; tl_grant_due_indexed says which.
+ *
+ * tl_grant_each_migrating visits the gmw/ grants;
+ * tl_grant_each_rotation_due the grs/ grants due at or before now,
+ * earliest first.  tl_grant_due_index recomputes g's entries (for a
+ * fold that changed what they depend on outside g's record).
+ */
+#define TL_GRANT_DUE_MARK	"gdue"
+/*
+ * The max-credential-age of g in seconds (the requirement's own, else
+ * its provider's default for the type); 0 when none is set
+ * (tl_rot_max_age, rotation.h, says the same).
+ */
+uint64_t tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g);
+int	tl_grant_each_migrating(struct tl_txn *t, const struct tl_proj *p,
+	    tl_grant_fn fn, void *arg);
+int	tl_grant_each_rotation_due(struct tl_txn *t, const struct tl_proj *p,
+	    uint64_t now, tl_grant_fn fn, void *arg);
+int	tl_grant_due_indexed(struct tl_txn *t, const struct tl_proj *p);
+int	tl_grant_due_index(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g);
 
 /*
  * The credential version delivered to holder (MODULE@NODE), 0 if none:

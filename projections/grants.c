@@ -8,6 +8,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/vec.h"
 #include "events.h"
 #include "grant.h"
@@ -252,6 +253,68 @@ tl_grant_each_undelivered(struct tl_txn *t, const struct tl_proj *p,
 	return tl_rec_scan(t, p->grants, "gd/", each_one, &e);
 }
 
+int
+tl_grant_each_migrating(struct tl_txn *t, const struct tl_proj *p,
+    tl_grant_fn fn, void *arg)
+{
+	struct each e = { t, p, fn, arg, 0 };
+
+	return tl_rec_scan(t, p->grants, "gmw/", each_one, &e);
+}
+
+struct due_each {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	uint64_t		 now;
+	tl_grant_fn		 fn;
+	void			*arg;
+	int			 past;	/* stopped at one not due */
+};
+
+/* grs/DUE GRANT, DUE 16 hex digits: in due order; stops past now. */
+static int
+due_one(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct due_each *e = arg;
+	const char *id = strchr(rest, ' ');
+	unsigned long long due;
+	struct tl_grant g;
+	int rc;
+
+	(void)val;
+	(void)vlen;
+	if (id == NULL || id - rest != 16 || sscanf(rest, "%16llx", &due) != 1)
+		return TL_ECORRUPT;
+	if (due > e->now) {
+		e->past = 1;
+		return 1;
+	}
+	if ((rc = tl_grant_get(e->t, e->p, id + 1, &g, NULL)) != 0)
+		return rc;
+	return e->fn(&g, e->arg);
+}
+
+int
+tl_grant_each_rotation_due(struct tl_txn *t, const struct tl_proj *p,
+    uint64_t now, tl_grant_fn fn, void *arg)
+{
+	struct due_each e = { t, p, now, fn, arg, 0 };
+	int rc;
+
+	rc = tl_rec_scan(t, p->grants, "grs/", due_one, &e);
+	return e.past ? 0 : rc;
+}
+
+int
+tl_grant_due_indexed(struct tl_txn *t, const struct tl_proj *p)
+{
+	const void *v;
+	size_t n;
+
+	return tl_kv_get(t, p->grants, TL_GRANT_DUE_MARK,
+	    strlen(TL_GRANT_DUE_MARK), &v, &n) == 0;
+}
+
 /* Is a grant in this state work for the provisioner's driver calls? */
 static int
 work_state(const char *state)
@@ -356,6 +419,164 @@ delivery_index(struct tl_txn *t, const struct tl_proj *p,
 }
 
 /*
+ * Has the migrator work for g?  Provisioned, without drift, and a
+ * holder's assignment not marked ready (ar/, the graph's) or a file of
+ * its requirement's migrations not applied with its checksum (ma/):
+ * what reactors/migrate.c looks for, so gmw/ holds exactly the grants
+ * it would take.
+ */
+static int
+migrator_work(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, int *work)
+{
+	struct tl_nodelist nl;
+	struct tl_bnode list;
+	struct tl_rec r;
+	char k[TL_KEY_MAX];
+	size_t i;
+	int rc;
+
+	*work = 0;
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
+		return 0;
+	rc = tl_graph_req_nodes(t, p, g->module, g->req, &nl);
+	if (rc != 0 && rc != TL_ENOTFOUND)
+		return rc;
+	if (rc == 0) {
+		for (i = 0; i < nl.n && !*work; i++) {
+			if (g->node[0] != '\0' && strcmp(nl.v[i], g->node) != 0)
+				continue;
+			if (tl_key(k, "ar/%s@%s", g->module, nl.v[i]) == 0)
+				*work = !tl_rec_exists(t, p->graph, k);
+		}
+		tl_nodelist_free(&nl);
+	}
+	if (*work || tl_key(k, "r/%s/%s", g->module, g->req) != 0 ||
+	    tl_rec_get(t, p->graph, k, &r) != 0)
+		return 0;
+	if (tl_bn_get(r.m, "migrations", &list) == 0)
+		for (i = 0; i < tl_bn_len(list) && !*work; i++) {
+			struct tl_bnode e = tl_bn_at(list, i);
+			char file[64] = "", sum[65] = "", mk[TL_KEY_MAX];
+			const void *v;
+			size_t n;
+
+			tl_bn_getstr(e, "file", file, sizeof(file));
+			tl_bn_getstr(e, "checksum", sum, sizeof(sum));
+			*work = tl_key(mk, "ma/%s/%s", g->id, file) != 0 ||
+			    tl_kv_get(t, p->grants, mk, strlen(mk), &v,
+			    &n) != 0 || n != strlen(sum) ||
+			    memcmp(v, sum, n) != 0;
+		}
+	tl_rec_close(&r);
+	return 0;
+}
+
+uint64_t
+tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g)
+{
+	struct tl_rec r;
+	struct tl_bnode types;
+	uint64_t age = 0;
+	char k[TL_KEY_MAX];
+	size_t i;
+
+	/* The requirement's own age wins over the provider's default. */
+	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		age = tl_bn_getu64(r.m, "max_age", 0);
+		tl_rec_close(&r);
+	}
+	if (age != 0)
+		return age;
+	if (tl_key(k, "p/%s", g->provider) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		if (tl_bn_get(r.m, "types", &types) == 0)
+			for (i = 0; i < tl_bn_len(types); i++) {
+				char ty[64] = "";
+
+				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+				    sizeof(ty));
+				if (strcmp(ty, g->type) == 0)
+					age = tl_bn_getu64(tl_bn_at(types, i),
+					    "max_age", 0);
+			}
+		tl_rec_close(&r);
+	}
+	return age;
+}
+
+/*
+ * When g's credential is due for a scheduled rotation (its intent's
+ * time plus its max-credential-age), 0 when never: provisioned, not
+ * embedded, no rotation running, a max age set.  The intent is an
+ * earlier event of the same log: its time is the log's, so a rebuild
+ * computes the same.
+ */
+static int
+rotation_due(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, uint64_t *due)
+{
+	struct tl_event ev;
+	uint64_t age;
+	char k[TL_KEY_MAX];
+
+	*due = 0;
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 ||
+	    g->intent_seq == 0 || TL_GRANT_IS_EMBEDDED(g))
+		return 0;
+	if (tl_key(k, "rot/%s", g->id) == 0 && tl_rec_exists(t, p->grants, k))
+		return 0;
+	if ((age = tl_grant_max_age(t, p, g)) == 0 ||
+	    tl_log_get(t, g->intent_seq, &ev) != 0)
+		return 0;
+	*due = age > (UINT64_MAX - ev.ts) / 1000000000u ? UINT64_MAX :
+	    ev.ts + age * 1000000000u;
+	return 0;
+}
+
+int
+tl_grant_due_index(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g)
+{
+	const void *v;
+	size_t n;
+	uint64_t due, was = 0;
+	uint8_t b[8];
+	char k[TL_KEY_MAX];
+	char kd[TL_KEY_MAX];
+	int work, rc;
+
+	if ((rc = migrator_work(t, p, g, &work)) != 0 ||
+	    (rc = tl_key(k, "gmw/%s", g->id)) != 0)
+		return rc;
+	if (work != has_key(t, p, k) && (rc = work ?
+	    tl_kv_put(t, p->grants, k, strlen(k), "", 0) :
+	    tl_kv_del(t, p->grants, k, strlen(k))) != 0)
+		return rc;
+	if ((rc = rotation_due(t, p, g, &due)) != 0 ||
+	    (rc = tl_key(kd, "grd/%s", g->id)) != 0)
+		return rc;
+	if (tl_kv_get(t, p->grants, kd, strlen(kd), &v, &n) == 0 && n == 8)
+		was = tl_get_be64(v);
+	if (was == due)
+		return 0;
+	if (was != 0 && ((rc = tl_key(k, "grs/%016llx %s",
+	    (unsigned long long)was, g->id)) != 0 ||
+	    (rc = tl_kv_del(t, p->grants, k, strlen(k))) != 0))
+		return rc;
+	if (due == 0)
+		return tl_kv_del(t, p->grants, kd, strlen(kd));
+	tl_put_be64(b, due);
+	if ((rc = tl_key(k, "grs/%016llx %s", (unsigned long long)due,
+	    g->id)) != 0 ||
+	    (rc = tl_kv_put(t, p->grants, k, strlen(k), "", 0)) != 0)
+		return rc;
+	return tl_kv_put(t, p->grants, kd, strlen(kd), b, 8);
+}
+
+/*
  * An event that changes who holds a module's grants (an assignment
  * made, configured or removed, a requirement or the module declared
  * again): each of its grants' delivery entry again.  The grants are
@@ -379,23 +600,91 @@ collect_grant(const struct tl_grant *g, void *arg)
 	return 0;
 }
 
+/*
+ * deliveries: the gd/ entries too (the holders changed), not only the
+ * migrator's and the rotator's (an assignment ready, a requirement
+ * withdrawn, a provider's max age changed).  Grants not provisioned
+ * have none of them: their entries went as their state did.
+ */
+static int
+reindex(struct tl_txn *t, const struct tl_proj *p, struct gvec *gv,
+    int deliveries)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < gv->n && rc == 0; i++)
+		if ((!deliveries ||
+		    (rc = delivery_index(t, p, &gv->v[i])) == 0))
+			rc = tl_grant_due_index(t, p, &gv->v[i]);
+	free(gv->v);
+	return rc;
+}
+
 static int
 holders_changed(struct tl_txn *t, const struct tl_proj *p,
-    const char *module)
+    const char *module, int deliveries)
 {
 	struct gvec gv = { NULL, 0, 0 };
-	size_t i;
 	int rc;
 
 	if ((rc = tl_grant_each_of_module(t, p, module, collect_grant,
-	    &gv)) != 0)
-		goto out;
-	for (i = 0; i < gv.n; i++)
-		if ((rc = delivery_index(t, p, &gv.v[i])) != 0)
-			break;
-out:
-	free(gv.v);
-	return rc;
+	    &gv)) != 0) {
+		free(gv.v);
+		return rc;
+	}
+	return reindex(t, p, &gv, deliveries);
+}
+
+/*
+ * provider.registered, .retired: when the max ages its types declare
+ * change (gpa/PROVIDER keeps them, "TYPE=AGE " for each set), each of
+ * its grants' due time again.
+ */
+static int
+provider_ages(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	struct gvec gv = { NULL, 0, 0 };
+	struct tl_bnode types;
+	const void *v;
+	size_t i, n, off = 0;
+	char id[130], ages[2048] = "";
+	char k[TL_KEY_MAX];
+	int rc;
+
+	if (tl_bn_getstr(body, "id", id, sizeof(id)) != 0)
+		return 0;	/* the graph's fold refuses it */
+	if (strcmp(ev->type, TL_EV_PROVIDER_REGISTERED) == 0 &&
+	    tl_bn_get(body, "types", &types) == 0)
+		for (i = 0; i < tl_bn_len(types) && off < sizeof(ages); i++) {
+			char ty[64] = "";
+			uint64_t age = tl_bn_getu64(tl_bn_at(types, i),
+			    "max_age", 0);
+
+			tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+			    sizeof(ty));
+			if (age != 0)
+				off += (size_t)snprintf(ages + off,
+				    sizeof(ages) - off, "%s=%llu ", ty,
+				    (unsigned long long)age);
+		}
+	if (off >= sizeof(ages))
+		return TL_ETOOBIG;
+	if ((rc = tl_key(k, "gpa/%s", id)) != 0)
+		return rc;
+	if (tl_kv_get(t, p->grants, k, strlen(k), &v, &n) != 0)
+		n = 0;
+	if (n == off && (n == 0 || memcmp(v, ages, n) == 0))
+		return 0;
+	if ((rc = off == 0 ? tl_kv_del(t, p->grants, k, strlen(k)) :
+	    tl_kv_put(t, p->grants, k, strlen(k), ages, off)) != 0 ||
+	    (rc = tl_grant_each_of_provider(t, p, id, collect_grant,
+	    &gv)) != 0) {
+		free(gv.v);
+		return rc;
+	}
+	return reindex(t, p, &gv, 0);
 }
 
 int
@@ -426,9 +715,10 @@ tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
 		    0 || (rc = count_work(t, p, g->provider, 1)) != 0)
 			return rc;
 	}
-	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || undelivered)
-		return delivery_index(t, p, g);
-	return 0;
+	if ((strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || undelivered) &&
+	    (rc = delivery_index(t, p, g)) != 0)
+		return rc;
+	return tl_grant_due_index(t, p, g);
 }
 
 static int
@@ -629,8 +919,20 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		    TL_EV_MODULE_DECLARED) == 0 ? "name" : "module", module,
 		    sizeof(module)) != 0)
 			return 0;	/* the graph's fold refuses it */
-		return holders_changed(t, p, module);
+		return holders_changed(t, p, module, 1);
 	}
+	if (strcmp(ev->type, TL_EV_ASSIGN_READY) == 0 ||
+	    strcmp(ev->type, TL_EV_REQ_WITHDRAWN) == 0) {
+		char module[64];
+
+		/* Ready (ar/), or the requirement's migrations and age gone. */
+		if (tl_bn_getstr(body, "module", module, sizeof(module)) != 0)
+			return 0;	/* the graph's fold refuses it */
+		return holders_changed(t, p, module, 0);
+	}
+	if (strcmp(ev->type, TL_EV_PROVIDER_REGISTERED) == 0 ||
+	    strcmp(ev->type, TL_EV_PROVIDER_RETIRED) == 0)
+		return provider_ages(t, p, ev, body);
 	if (strcmp(ev->type, TL_EV_MIGRATION_STORED) == 0)
 		return 0;	/* the graph indexes the content */
 	if (strcmp(ev->type, TL_EV_MESH_ADOPTED) == 0)

@@ -24,6 +24,15 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	const char *field;
 	size_t max, len;
 
+	/*
+	 * Folded from the first event, the migrator's and the rotator's
+	 * indexes are whole (grant.h): a home whose projections an older
+	 * tally built lacks the mark until tally rebuild, and their passes
+	 * walk every grant meanwhile (tl_grant_due_indexed).
+	 */
+	if (ev->seq == 1 && (rc = tl_kv_put(t, p->grants, TL_GRANT_DUE_MARK,
+	    strlen(TL_GRANT_DUE_MARK), "", 0)) != 0)
+		return rc;
 	/* Not tally's, or no fold takes it (catalogue.c says why). */
 	if (e == NULL || e->folds == 0)
 		return 0;

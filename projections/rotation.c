@@ -120,35 +120,7 @@ uint64_t
 tl_rot_max_age(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g)
 {
-	struct tl_rec r;
-	struct tl_bnode types;
-	uint64_t age = 0;
-	char k[TL_KEY_MAX];
-	size_t i;
-
-	/* The requirement's own age wins over the provider's default. */
-	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
-	    tl_rec_get(t, p->graph, k, &r) == 0) {
-		age = tl_bn_getu64(r.m, "max_age", 0);
-		tl_rec_close(&r);
-	}
-	if (age != 0)
-		return age;
-	if (tl_key(k, "p/%s", g->provider) == 0 &&
-	    tl_rec_get(t, p->graph, k, &r) == 0) {
-		if (tl_bn_get(r.m, "types", &types) == 0)
-			for (i = 0; i < tl_bn_len(types); i++) {
-				char ty[64] = "";
-
-				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
-				    sizeof(ty));
-				if (strcmp(ty, g->type) == 0)
-					age = tl_bn_getu64(tl_bn_at(types, i),
-					    "max_age", 0);
-			}
-		tl_rec_close(&r);
-	}
-	return age;
+	return tl_grant_max_age(t, p, g);
 }
 
 uint64_t
@@ -236,6 +208,20 @@ fold_admin(struct tl_txn *t, const struct tl_proj *p,
 	return 0;
 }
 
+/* A rotation of grant began or ended: its due time again (grant.h). */
+static int
+reschedule(struct tl_txn *t, const struct tl_proj *p, const char *grant)
+{
+	struct tl_grant g;
+	int rc;
+
+	if ((rc = tl_grant_get(t, p, grant, &g, NULL)) == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	return tl_grant_due_index(t, p, &g);
+}
+
 static int
 fold_rotation_all(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body, int *big)
@@ -275,7 +261,9 @@ fold_rotation_all(struct tl_txn *t, const struct tl_proj *p,
 		r.deadline_ns = tl_bn_getu64(body, "deadline_ns", 0);
 		r.started_seq = ev->seq;
 		r.started_ns = ev->ts;
-		return rot_put(t, p, ev->seq, &r);
+		if ((rc = rot_put(t, p, ev->seq, &r)) != 0)
+			return rc;
+		return reschedule(t, p, grant);	/* running: not due */
 	}
 	if (strcmp(ev->type, TL_EV_CRED_ACKED) == 0) {
 		char holder[140];
@@ -328,9 +316,10 @@ fold_rotation_all(struct tl_txn *t, const struct tl_proj *p,
 	}
 	if (strcmp(ev->type, TL_EV_ROT_COMPLETED) == 0 ||
 	    strcmp(ev->type, TL_EV_ROT_ABANDONED) == 0) {
-		if ((rc = tl_key(k, "rot/%s", grant)) != 0)
+		if ((rc = tl_key(k, "rot/%s", grant)) != 0 ||
+		    (rc = tl_kv_del(t, p->grants, k, strlen(k))) != 0)
 			return rc;
-		return tl_kv_del(t, p->grants, k, strlen(k));
+		return reschedule(t, p, grant);	/* due again, from now on */
 	}
 	if (strcmp(ev->type, TL_EV_CRED_RETIRED) == 0) {
 		struct tl_bnode arr, fb;

@@ -183,6 +183,7 @@ gather_one(const struct tl_grant *g, void *arg)
 	size_t i;
 	int rc;
 
+	ps->rx->gathered++;
 	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
 		return 0;
 	{
@@ -694,7 +695,13 @@ outcomes(void *arg, struct tl_ctx *cp)
 	return 0;
 }
 
-/* Phase 1 (pass.h): provisioned grants with files not yet applied. */
+/*
+ * Phase 1 (pass.h): provisioned grants with files not yet applied, or
+ * a holder not yet ready.  The folds index exactly those (gmw/,
+ * projections/grant.h), so a pass reads its work and no grant at rest;
+ * projections an older tally built lack the index until tally rebuild,
+ * and every grant is read meanwhile.
+ */
 static int
 gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
     unsigned *phases)
@@ -703,7 +710,13 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
 	struct gather_arg ga = { ps, t, p, 0 };
 	int rc;
 
-	if ((rc = tl_grant_each(t, p, gather_one, &ga)) != 0)
+	if (tl_grant_due_indexed(t, p))
+		rc = tl_grant_each_migrating(t, p, gather_one, &ga);
+	else {
+		tl_rx_unindexed(ps->rx);
+		rc = tl_grant_each(t, p, gather_one, &ga);
+	}
+	if (rc != 0)
 		return rc;
 	/* Always: finished runs are collected even when no grant asks. */
 	*phases = TL_RX_CALLS | TL_RX_OUTCOMES;

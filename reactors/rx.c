@@ -31,3 +31,14 @@ tl_rx_now(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+void
+tl_rx_unindexed(struct tl_rx *rx)
+{
+	if (rx->unindexed_said)
+		return;
+	rx->unindexed_said = 1;
+	tl_rx_log(rx, TL_RX_WARN, "the projections were built by a tally "
+	    "before the migrator's and the rotator's indexes: their passes "
+	    "read every grant until `tally rebuild`");
+}

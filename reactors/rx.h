@@ -78,10 +78,16 @@ struct tl_rx {
 	 */
 	uint64_t		 swept_ns;
 	/*
-	 * Grants the provisioner's gathers have read since tl_rx_init:
-	 * what its passes cost in grants, for tests and benches.
+	 * Grants the gathers of the provisioner, the migrator and the
+	 * rotator have read since tl_rx_init: what their passes cost in
+	 * grants, for tests and benches.
 	 */
 	uint64_t		 gathered;
+	/*
+	 * The projections lack the migrator's and the rotator's indexes
+	 * (grant.h: built by an older tally) and that was logged.
+	 */
+	int			 unindexed_said;
 	/*
 	 * The deliveries' encoder (deliver.c): its guarded buffer made
 	 * once and wiped after each delivery; tl_rx_free ends it.
@@ -121,6 +127,11 @@ void	tl_rx_log(struct tl_rx *rx, int level, const char *fmt, ...)
 
 /* Nanoseconds since the epoch (CLOCK_REALTIME). */
 uint64_t tl_rx_now(void);
+/*
+ * Logs once per rx that the projections predate the migrator's and
+ * the rotator's indexes (their passes read every grant meanwhile).
+ */
+void	tl_rx_unindexed(struct tl_rx *rx);
 
 /*
  * One provisioning pass: provisions requested grants (resuming any

@@ -37,12 +37,15 @@
 #include "projections/grant.h"
 #include "projections/graph.h"
 #include "projections/proj.h"
+#include "projections/rotation.h"
 #include "tests/lib/tl_test.h"
 
 /* A module as a manifest would declare it. */
 struct greq {
 	char	name[16], kind[16], target[16], type[32], scope[16],
 		provider[40], resource[64];
+	char	mfile[16], msum[16];	/* one migration, or none */
+	uint64_t max_age;		/* max-credential-age, s */
 };
 struct gmod {
 	char		name[16];
@@ -51,6 +54,7 @@ struct gmod {
 	char		emb[16];	/* an embedded instance, or "" */
 	struct greq	reqs[4];
 	size_t		nreqs;
+	uint64_t	prov_age;	/* its types' max-credential-age */
 };
 
 static struct {
@@ -97,7 +101,7 @@ enc_module(const struct gmod *m, struct tl_body *b)
 		tl_body_str(b, "type", m->prov[i]);
 		tl_body_str(b, "driver", "postgres");
 		tl_body_str(b, "revoke", "retain");
-		tl_body_u64(b, "max_age", 0);
+		tl_body_u64(b, "max_age", m->prov_age);
 		tl_body_end(b);
 	}
 	tl_body_end(b);
@@ -135,8 +139,16 @@ enc_req(const char *module, const struct greq *r, struct tl_body *b)
 	tl_body_str(b, "resource", res);
 	tl_body_map(b, "env");
 	tl_body_end(b);
-	tl_body_str(b, "migrations", "");
-	tl_body_u64(b, "max_age", 0);
+	if (r->mfile[0] != '\0') {
+		tl_body_arr(b, "migrations");
+		tl_body_map(b, NULL);
+		tl_body_str(b, "file", r->mfile);
+		tl_body_str(b, "checksum", r->msum);
+		tl_body_end(b);
+		tl_body_end(b);
+	} else
+		tl_body_str(b, "migrations", "");
+	tl_body_u64(b, "max_age", r->max_age);
 }
 
 /* tl_dec_apply with m; the bodies live for the call. */
@@ -1063,6 +1075,7 @@ struct inv {
 	/* gwp/PROVIDER's counts against the gw/ entries seen. */
 	struct { char prov[140]; uint64_t want, seen; } wp[64];
 	size_t		 nwp;
+	char		 key[TL_KEY_MAX];
 };
 
 static void
@@ -1252,6 +1265,142 @@ inv_gw(const char *rest, const void *val, size_t vlen, void *arg)
 	return 0;
 }
 
+/*
+ * The migrator's and the rotator's indexes (grant.h), computed here
+ * from the tables as the reactors would look: gmw/GRANT exactly while
+ * the grant is provisioned without drift and a holder is not ready or a
+ * migration not applied with its checksum; grd/GRANT and grs/DUE GRANT
+ * exactly while it is provisioned, not embedded, not rotating, with a
+ * max age, DUE its intent's time plus that age.
+ */
+static void
+inv_due(struct inv *iv, const struct tl_grant *g)
+{
+	int work = 0;
+	uint64_t due = 0, age;
+	const void *v;
+	size_t n;
+
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) == 0 &&
+	    g->drift[0] == '\0') {
+		struct tl_nodelist nl;
+		struct tl_bnode list;
+		struct tl_rec r;
+		char k[TL_KEY_MAX];
+		size_t i;
+
+		if (tl_graph_req_nodes(iv->t, iv->p, g->module, g->req,
+		    &nl) == 0) {
+			for (i = 0; i < nl.n; i++)
+				if ((g->node[0] == '\0' ||
+				    strcmp(nl.v[i], g->node) == 0) &&
+				    !graph_has(iv, "ar/%s@%s", g->module,
+				    nl.v[i]))
+					work = 1;
+			tl_nodelist_free(&nl);
+		}
+		snprintf(k, sizeof(k), "r/%s/%s", g->module, g->req);
+		if (tl_rec_get(iv->t, iv->p->graph, k, &r) == 0) {
+			if (tl_bn_get(r.m, "migrations", &list) == 0)
+				for (i = 0; i < tl_bn_len(list); i++) {
+					char f[64] = "", sum[65] = "";
+
+					tl_bn_getstr(tl_bn_at(list, i), "file",
+					    f, sizeof(f));
+					tl_bn_getstr(tl_bn_at(list, i),
+					    "checksum", sum, sizeof(sum));
+					snprintf(k, sizeof(k), "ma/%s/%s",
+					    g->id, f);
+					if (tl_kv_get(iv->t, iv->p->grants, k,
+					    strlen(k), &v, &n) != 0 ||
+					    n != strlen(sum) ||
+					    memcmp(v, sum, n) != 0)
+						work = 1;
+				}
+			tl_rec_close(&r);
+		}
+	}
+	if (work != grants_has(iv, "gmw/%s", g->id))
+		inv_fail(iv, "g/%s is %s%s%s: the migrator has %swork, but "
+		    "%s the gmw/ index", g->id, g->state, g->drift[0] ?
+		    ", drifted " : "", g->drift, work ? "" : "no ",
+		    work ? "not in" : "in");
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) == 0 &&
+	    g->intent_seq != 0 && !TL_GRANT_IS_EMBEDDED(g) &&
+	    !grants_has(iv, "rot/%s", g->id) &&
+	    (age = tl_rot_max_age(iv->t, iv->p, g)) != 0) {
+		struct tl_event ev;
+
+		if (tl_log_get(iv->t, g->intent_seq, &ev) == 0)
+			due = ev.ts + age * 1000000000u;
+	}
+	if (due == 0) {
+		if (grants_has(iv, "grd/%s", g->id))
+			inv_fail(iv, "g/%s is %s: in the grd/ index", g->id,
+			    g->state);
+		return;
+	}
+	if (!grants_has(iv, "grs/%016llx %s", (unsigned long long)due, g->id))
+		inv_fail(iv, "g/%s: due at %llu, no grs/ entry", g->id,
+		    (unsigned long long)due);
+	if (tl_key(iv->key, "grd/%s", g->id) != 0 ||
+	    tl_kv_get(iv->t, iv->p->grants, iv->key, strlen(iv->key), &v,
+	    &n) != 0 || n != 8 || tl_get_be64(v) != due)
+		inv_fail(iv, "g/%s: due at %llu, grd/ says otherwise", g->id,
+		    (unsigned long long)due);
+}
+
+/* gmw/GRANT, grs/DUE GRANT: of a grant that exists (inv_due for the rest). */
+static int
+inv_gmw(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct inv *iv = arg;
+	struct tl_grant g;
+
+	(void)val;
+	(void)vlen;
+	iv->checked++;
+	if (tl_grant_get(iv->t, iv->p, rest, &g, NULL) != 0)
+		inv_fail(iv, "gmw/%s: no grant", rest);
+	return 0;
+}
+
+static int
+inv_grs(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct inv *iv = arg;
+	const char *sp = strchr(rest, ' ');
+	const void *v;
+	size_t n;
+
+	(void)val;
+	(void)vlen;
+	iv->checked++;
+	if (sp == NULL || sp - rest != 16)
+		return inv_fail(iv, "grs/%s: malformed", rest), 0;
+	if (tl_key(iv->key, "grd/%s", sp + 1) != 0 ||
+	    tl_kv_get(iv->t, iv->p->grants, iv->key, strlen(iv->key), &v,
+	    &n) != 0 || n != 8 ||
+	    tl_get_be64(v) != strtoull(rest, NULL, 16))
+		inv_fail(iv, "grs/%s: grd/ says otherwise", rest);
+	return 0;
+}
+
+static int
+inv_grd(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct inv *iv = arg;
+	struct tl_grant g;
+
+	iv->checked++;
+	if (vlen != 8 || tl_grant_get(iv->t, iv->p, rest, &g, NULL) != 0)
+		return inv_fail(iv, "grd/%s: no grant", rest), 0;
+	if (!grants_has(iv, "grs/%016llx %s", (unsigned long long)
+	    tl_get_be64(val), rest))
+		inv_fail(iv, "grd/%s: no grs/ entry", rest);
+	return 0;
+}
+
 /* g/GRANT: indexed by module and provider; a live one has its requirement. */
 static int
 inv_grant(const struct tl_grant *g, void *arg)
@@ -1300,6 +1449,7 @@ inv_grant(const struct tl_grant *g, void *arg)
 			    "the gd/ index", g->id, lacks ? "lacks" : "has",
 			    lacks ? "not in" : "in");
 	}
+	inv_due(iv, g);
 	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
 	    strcmp(g->state, TL_GRANT_REVOKING) == 0)
 		return 0;
@@ -1466,6 +1616,15 @@ check_invariants(void)
 	ck_assert_int_eq(tl_grant_each(v.t, &v.p, inv_grant, &iv), 0);
 	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "gp/", inv_gp, &iv), 0);
 	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "gw/", inv_gw, &iv), 0);
+	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "gmw/", inv_gmw, &iv),
+	    0);
+	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "grs/", inv_grs, &iv),
+	    0);
+	ck_assert_int_eq(tl_rec_scan(v.t, v.p.grants, "grd/", inv_grd, &iv),
+	    0);
+	/* Built from event 1 on: the indexes are whole. */
+	if (!tl_grant_due_indexed(v.t, &v.p))
+		inv_fail(&iv, "no %s mark", TL_GRANT_DUE_MARK);
 	for (size_t w = 0; w < iv.nwp; w++)
 		if (iv.wp[w].want != iv.wp[w].seen)
 			inv_fail(&iv, "gwp/%s counts %llu, gw/ holds %llu",
@@ -1676,6 +1835,196 @@ refusal(int rc)
 	return rc == TL_EREFUSED || rc == TL_ENOTFOUND || rc == TL_EINVAL ||
 	    rc == TL_EMANIFEST;
 }
+
+/* An event as a reactor or a node appends it; b is freed. */
+struct rawev {
+	const char	*type;
+	const char	*stream;
+	struct tl_body	*b;
+};
+
+static int
+raw_cb(struct tl_txn *t, void *arg)
+{
+	struct rawev *r = arg;
+	struct tl_ctx c;
+	int rc;
+
+	if ((rc = tl_ctx_begin(&c, t, "test")) != 0)
+		return rc;
+	if ((rc = tl_emit(&c, r->type, r->stream, r->b, NULL)) == 0)
+		rc = tl_ctx_end(&c);
+	return rc;
+}
+
+static void
+raw(const char *type, const char *stream, struct tl_body *b)
+{
+	struct rawev r = { type, stream, b };
+	int rc = tl_log_write(G.log, raw_cb, &r);
+
+	ck_assert_msg(rc == 0, "%s: %s", type, tl_strerror(rc));
+	tl_body_free(b);
+}
+
+/* grant.provisioning then grant.provisioned, as the provisioner. */
+static void
+provision_grant(const char *id)
+{
+	struct tl_grant g;
+	struct cmd c = { OP_REACT, NULL, NULL, TL_EV_GRANT_PROVISIONING, NULL,
+	    &g, "", 0 };
+
+	ck_assert_int_eq(grant_of(id, &g), 0);
+	ok_cmd(__LINE__, &c);
+	ck_assert_int_eq(grant_of(id, &g), 0);
+	c.c = TL_EV_GRANT_PROVISIONED;
+	ok_cmd(__LINE__, &c);
+}
+
+/* A grant event with the body fields given as name, value pairs. */
+static void
+grant_ev(const char *type, const char *id, const char *k1, const char *v1,
+    const char *k2, uint64_t v2)
+{
+	struct tl_body b;
+	char stream[TL_KEY_MAX];
+
+	snprintf(stream, sizeof(stream), "grant/%s", id);
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", id);
+	if (k1 != NULL)
+		tl_body_str(&b, k1, v1);
+	if (k2 != NULL)
+		tl_body_u64(&b, k2, v2);
+	raw(type, stream, &b);
+}
+
+/*
+ * The migrator's and the rotator's indexes stay exact through what
+ * changes them (grant.h): provisioning, a migration applied, an
+ * assignment ready, a migration changed, a drift, a rotation run to its
+ * end, a provider's max age, a requirement's, a revocation; and a
+ * rebuild makes the same bytes.
+ */
+START_TEST(test_due_indexes)
+{
+	struct gmod pg = provider_mod("pg", "postgres-database");
+	struct gmod app = consumer_mod("app", "pg", "per-instance", NULL);
+	struct rebuild_arg ra;
+	struct tl_body b;
+	struct tl_grant g;
+	size_t i;
+
+	NODE_ADD("n1");
+	NODE_ADD("n2");
+	APPLY(&pg);
+	ASSIGN("pg", "n1");
+	snprintf(app.reqs[0].mfile, sizeof(app.reqs[0].mfile), "001.sql");
+	snprintf(app.reqs[0].msum, sizeof(app.reqs[0].msum), "aa11");
+	app.reqs[0].max_age = 3600;
+	APPLY(&app);
+	ASSIGN("app", "n1");
+	ASSIGN("app", "n2");
+	check_invariants();
+	ck_assert(!has_key("grants", "gmw/app/db@n1"));
+	provision_grant("app/db@n1");
+	provision_grant("app/db@n2");
+	check_invariants();
+	/* A file to run, a holder not ready, a rotation in an hour. */
+	ck_assert(has_key("grants", "gmw/app/db@n1"));
+	ck_assert(has_key("grants", "grd/app/db@n1"));
+
+	grant_ev(TL_EV_MIGRATION_APPLIED, "app/db@n1", "file", "001.sql",
+	    NULL, 0);
+	check_invariants();	/* applied, with another checksum: a block */
+	ck_assert(has_key("grants", "gmw/app/db@n1"));
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", "app/db@n1");
+	tl_body_str(&b, "file", "001.sql");
+	tl_body_str(&b, "checksum", "aa11");
+	raw(TL_EV_MIGRATION_APPLIED, "grant/app/db@n1", &b);
+	check_invariants();
+	ck_assert(has_key("grants", "gmw/app/db@n1"));	/* not ready */
+	tl_body_init(&b);
+	tl_body_str(&b, "module", "app");
+	tl_body_str(&b, "node", "n1");
+	raw(TL_EV_ASSIGN_READY, "assignment/app@n1", &b);
+	check_invariants();
+	ck_assert(!has_key("grants", "gmw/app/db@n1"));
+	ck_assert(has_key("grants", "gmw/app/db@n2"));
+
+	/* The file changed: a block the migrator records. */
+	snprintf(app.reqs[0].msum, sizeof(app.reqs[0].msum), "bb22");
+	APPLY(&app);
+	check_invariants();
+	ck_assert(has_key("grants", "gmw/app/db@n1"));
+	grant_ev(TL_EV_GRANT_DRIFTED, "app/db@n1", "kind", "privileges",
+	    NULL, 0);
+	check_invariants();
+	ck_assert(!has_key("grants", "gmw/app/db@n1"));
+	grant_ev(TL_EV_GRANT_REPAIRED, "app/db@n1", NULL, NULL, NULL, 0);
+	check_invariants();
+
+	/* A rotation: not due while it runs, due again from its credential. */
+	ck_assert_int_eq(grant_of("app/db@n1", &g), 0);
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", g.id);
+	tl_body_u64(&b, "from", g.version);
+	tl_body_u64(&b, "to", g.version + 1);
+	tl_body_u64(&b, "deadline_ns", 0);
+	tl_body_str(&b, "reason", "schedule");
+	raw(TL_EV_ROT_STARTED, "grant/app/db@n1", &b);
+	check_invariants();
+	ck_assert(!has_key("grants", "grd/app/db@n1"));
+	grant_ev(TL_EV_CRED_ISSUED, g.id, "user", "u2", "version",
+	    g.version + 1);
+	grant_ev(TL_EV_CRED_ACTIVATED, g.id, "user", "u2", "version",
+	    g.version + 1);
+	check_invariants();
+	ck_assert(!has_key("grants", "grd/app/db@n1"));
+	grant_ev(TL_EV_ROT_COMPLETED, g.id, NULL, NULL, "version",
+	    g.version + 1);
+	check_invariants();
+	ck_assert(has_key("grants", "grd/app/db@n1"));
+
+	/* The age from the provider, then none. */
+	app.reqs[0].max_age = 0;
+	APPLY(&app);
+	check_invariants();
+	ck_assert(!has_key("grants", "grd/app/db@n1"));
+	pg.prov_age = 60;
+	APPLY(&pg);
+	check_invariants();
+	for (i = 0; i < 2; i++) {
+		/* Gone with its requirement: revoked, out of both. */
+		snprintf(app.reqs[0].name, sizeof(app.reqs[0].name), "%s",
+		    i == 0 ? "store" : "db");
+		APPLY(&app);
+		check_invariants();
+	}
+	ck_assert(!has_key("grants", "gmw/app/db@n2"));
+	ck_assert(!has_key("grants", "grd/app/db@n1"));
+
+	/* Rebuilt from the log: the same bytes. */
+	memset(&ra, 0, sizeof(ra));
+	ck_assert_int_eq(tl_log_write(G.log, rebuild_cb, &ra), 0);
+	ck_assert_int_eq(ra.before.n, ra.after.n);
+	for (i = 0; i < ra.after.n; i++) {
+		static char diff[2048];
+
+		if (memcmp(ra.before.d[i], ra.after.d[i], 32) != 0)
+			entries_diff(&ra.graph[0], &ra.graph[1], diff,
+			    sizeof(diff));
+		ck_assert_msg(memcmp(ra.before.d[i], ra.after.d[i], 32) == 0,
+		    "table %s differs after rebuild:%s", ra.after.name[i],
+		    diff);
+	}
+	entries_free(&ra.graph[0]);
+	entries_free(&ra.graph[1]);
+	check_invariants();
+}
+END_TEST
 
 START_TEST(test_random_commands)
 {
@@ -2151,6 +2500,7 @@ graph_suite(void)
 	tcase_add_test(tc, test_inventory_disk_total);
 	tcase_add_test(tc, test_apply_refusals);
 	tcase_add_test(tc, test_requirement_changes);
+	tcase_add_test(tc, test_due_indexes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("random");

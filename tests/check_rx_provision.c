@@ -33,6 +33,7 @@
 #include "projections/grant.h"
 #include "drivers/driver.h"
 #include "projections/proj.h"
+#include "projections/rotation.h"
 #include "reactors/rx.h"
 #include "tests/lib/tl_fence.h"
 #include "tests/lib/tl_test.h"
@@ -114,6 +115,26 @@ consumer(const char *module)
 	    "    type: directory\n"
 	    "    from: download\n"
 	    "    env: {path: FILES}\n", module);
+	snprintf(file, sizeof(file), "%s.yaml", module);
+	manifest(file, text);
+	T_OK("apply %s/%s", X.dir, file);
+	T_OK("assign %s node-a", module);
+}
+
+/* The same, its credential rotated on a schedule (max-credential-age). */
+static void
+consumer_aged(const char *module, const char *age)
+{
+	char text[512], file[64];
+
+	snprintf(text, sizeof(text), "module: %s\n"
+	    "env: {FILES: \"\"}\n"
+	    "requires:\n"
+	    "  files:\n"
+	    "    type: directory\n"
+	    "    from: download\n"
+	    "    env: {path: FILES}\n"
+	    "    max-credential-age: %s\n", module, age);
 	snprintf(file, sizeof(file), "%s.yaml", module);
 	manifest(file, text);
 	T_OK("apply %s/%s", X.dir, file);
@@ -1030,6 +1051,121 @@ START_TEST(test_new_holder_from_index)
 }
 END_TEST
 
+/* One migrator pass, as tallyd runs it after each request. */
+static void
+migrate(void)
+{
+	unsigned applied = 0, blocked = 0, running = 0;
+	int rc = tl_rx_migrate(&X.rx, &applied, &blocked, &running);
+
+	ck_assert_msg(rc == 0, "tl_rx_migrate: %s", tl_strerror(rc));
+}
+
+/* One rotator pass; its steps. */
+static unsigned
+rotate(void)
+{
+	unsigned steps = 0, waiting = 0;
+	int rc = tl_rx_rotate(&X.rx, &steps, &waiting);
+
+	ck_assert_msg(rc == 0, "tl_rx_rotate: %s", tl_strerror(rc));
+	return steps;
+}
+
+/* Is a rotation of grant id running? */
+static int
+rotating(const char *id)
+{
+	struct tl_txn *t;
+	struct tl_proj p;
+	struct tl_rotation r;
+	int rc;
+
+	ck_assert_int_eq(tl_proj_current(X.rx.log), 0);
+	ck_assert_int_eq(tl_log_begin(X.rx.log, TL_TXN_RDONLY, &t), 0);
+	ck_assert_int_eq(tl_proj_open(t, &p), 0);
+	rc = tl_rot_get(t, &p, id, &r);
+	tl_log_abort(t);
+	return rc == 0;
+}
+
+/*
+ * The rest of tallyd's chain costs its own work too (DESIGN.md rule
+ * 10): with grants at rest (provisioned, ready, a scheduled rotation
+ * far off), a migrator pass and a rotator pass read none of them; a
+ * request's passes read its grant alone; a rotation due by schedule is
+ * read when it is due, and the grants not due are not.
+ */
+START_TEST(test_chain_reads_only_its_work)
+{
+	struct tl_grant a, b;
+	char m[32];
+	uint64_t before, h;
+	int i, idle = 0;
+
+	provisioned(&a, &b);
+	for (i = 0; i < 20; i++) {
+		snprintf(m, sizeof(m), "rest-%02d", i);
+		consumer_aged(m, "30d");
+	}
+	ck_assert_uint_eq(provision(), 20);
+	while (idle < 2)
+		idle = provision() == 0 ? idle + 1 : 0;
+	/* The first passes mark the 22 assignments ready. */
+	migrate();
+	rotate();
+	h = head();
+	migrate();
+	ck_assert_uint_eq(rotate(), 0);
+	ck_assert_uint_eq(head(), h);
+	before = X.rx.gathered;
+	for (i = 0; i < 3; i++) {
+		migrate();
+		ck_assert_uint_eq(rotate(), 0);
+	}
+	ck_assert_msg(X.rx.gathered - before == 0, "22 grants at rest: "
+	    "three idle migrator and rotator passes read %llu grants",
+	    (unsigned long long)(X.rx.gathered - before));
+
+	/* A request: its grant is read until its assignment is ready. */
+	consumer("app-c");
+	ck_assert_uint_eq(provision(), 1);
+	before = X.rx.gathered;
+	h = head();
+	migrate();
+	ck_assert_uint_gt(head(), h);	/* assignment.ready */
+	rotate();
+	migrate();
+	rotate();
+	ck_assert_msg(X.rx.gathered - before <= 1, "one request with 22 "
+	    "grants at rest: the migrator's and rotator's passes read %llu "
+	    "grants", (unsigned long long)(X.rx.gathered - before));
+
+	/* Due by schedule: that grant, not the 20 due in 30 days. */
+	consumer_aged("app-s", "1s");
+	ck_assert_uint_eq(provision(), 1);
+	migrate();
+	migrate();
+	usleep(1200000);
+	before = X.rx.gathered;
+	rotate();
+	ck_assert(rotating("app-s/files"));
+	ck_assert_msg(X.rx.gathered - before == 1, "one rotation due of 21 "
+	    "scheduled: the rotator's pass read %llu grants",
+	    (unsigned long long)(X.rx.gathered - before));
+	/* Running, it is read as a rotation, no more as due. */
+	before = X.rx.gathered;
+	rotate();
+	ck_assert_msg(X.rx.gathered - before == 1, "one rotation running: "
+	    "the rotator's pass read %llu grants",
+	    (unsigned long long)(X.rx.gathered - before));
+	for (i = 0; i < 20; i++) {
+		snprintf(m, sizeof(m), "rest-%02d/files", i);
+		ck_assert(!rotating(m));
+	}
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1052,6 +1188,7 @@ suite(void)
 	tcase_add_test(tc, test_pass_takes_only_work);
 	tcase_add_test(tc, test_request_reads_only_its_work);
 	tcase_add_test(tc, test_new_holder_from_index);
+	tcase_add_test(tc, test_chain_reads_only_its_work);
 	suite_add_tcase(s, tc);
 	return s;
 }

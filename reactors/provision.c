@@ -794,8 +794,20 @@ pass_free(struct pass *ps)
 		tl_secret_wipe(ps->pv[i].password, sizeof(ps->pv[i].password));
 		free(ps->pv[i].w);
 	}
-	tl_secret_free(ps->w);
+	/* Kept for the next pass, wiped whole (rx->prov_w). */
+	if (ps->w != NULL)
+		tl_secret_wipe(ps->w, ps->nw * sizeof(*ps->w));
+	ps->rx->prov_w = ps->w;
+	ps->rx->prov_capw = ps->capw;
 	tl_secret_free(ps->pv);
+}
+
+void
+tl_rx_provision_free(struct tl_rx *rx)
+{
+	tl_secret_free(rx->prov_w);
+	rx->prov_w = NULL;
+	rx->prov_capw = 0;
 }
 
 static const struct tl_rx_pass_def provision_pass = {
@@ -812,6 +824,8 @@ tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 
 	memset(&ps, 0, sizeof(ps));
 	ps.rx = rx;
+	ps.w = rx->prov_w;
+	ps.capw = rx->prov_capw;
 	ps.now = tl_rx_now();
 	*done = 0;
 	if ((rc = tl_rx_pass_run(rx, &provision_pass, &ps)) != 0 ||

@@ -94,6 +94,15 @@ struct tl_rx {
 	 */
 	struct tl_dlv_enc	*dlv;
 	/*
+	 * The provisioner's work array (provision.c), in guarded memory,
+	 * kept from pass to pass: made again each pass, its growth cost a
+	 * guarded allocation, a fill and an unmap per doubling, more than
+	 * the rest of the gather.  Wiped after each pass; tl_rx_free frees
+	 * it.
+	 */
+	void			*prov_w;
+	size_t			 prov_capw;
+	/*
 	 * The epoch this tallyd acts at (reactors/epoch.h: tl_ep_fence
 	 * sets it; 0: not known, and no session checks the fence), and
 	 * whether a provider session found its provider fenced above it
@@ -143,6 +152,8 @@ void	tl_rx_unindexed(struct tl_rx *rx);
  */
 int	tl_rx_provision(struct tl_rx *rx, unsigned *done, unsigned *pending,
 	    uint64_t *next_ns);
+/* Frees the provisioner's kept work array (rx->prov_w); tl_rx_free. */
+void	tl_rx_provision_free(struct tl_rx *rx);
 
 /*
  * One rotation pass: every running rotation one step further (issue the

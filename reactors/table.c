@@ -143,6 +143,7 @@ tl_rx_free(struct tl_rx *rx)
 	tl_rx_copies_free(rx);
 	tl_rx_pool_free(rx);
 	tl_rx_deliver_free(rx);
+	tl_rx_provision_free(rx);
 	free(rx->bo);
 	rx->bo = NULL;
 	rx->nbo = rx->capbo = 0;

@@ -2,10 +2,12 @@
  * oidc-internal.h - what drivers/oidc_decl.c (the declaration: names,
  * compose) gives drivers/oidc.c (the operations): the secret handle as
  * the driver records it, and the client names tally registers; nothing
- * outside drivers/ includes it.  Pure: libc and libsodium only.
+ * outside drivers/ includes it.  Pure: libc, libsodium and jansson.
  */
 #ifndef TL_DRV_OIDC_INTERNAL_H
 #define TL_DRV_OIDC_INTERNAL_H
+
+#include <jansson.h>
 
 #include "decl.h"
 
@@ -32,6 +34,12 @@ struct oi_hnd {
  * (none recorded), TL_EINVAL (why says so; k is wiped).  Pure: read
  * without a JSON library, so compose needs none.
  */
+/*
+ * The string member key of j into out (cap bytes): 0, or -1 when it is
+ * missing, empty, not a string or does not fit.
+ */
+int	tl_drv_oi_str(const json_t *j, const char *key, char *out,
+	    size_t cap);
 int	tl_drv_oi_hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k,
 	    char *why);
 

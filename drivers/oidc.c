@@ -274,17 +274,6 @@ body_json(const struct oi *o)
 	return o->len > 0 ? json_loadb(o->buf, o->len, 0, NULL) : NULL;
 }
 
-static int
-copy_str(const json_t *j, const char *key, char *out, size_t cap)
-{
-	const char *s = json_string_value(json_object_get(j, key));
-
-	if (s == NULL || *s == '\0' || strlen(s) >= cap)
-		return -1;
-	memcpy(out, s, strlen(s) + 1);
-	return 0;
-}
-
 /* --- the handle ------------------------------------------------------ */
 
 static void
@@ -426,10 +415,12 @@ do_register(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	}
 	memset(k, 0, sizeof(*k));
 	r = body_json(o);
-	if (r == NULL || copy_str(r, "client_id", k->id, sizeof(k->id)) ||
-	    copy_str(r, "client_secret", k->secret, sizeof(k->secret)) ||
-	    copy_str(r, "registration_access_token", k->rat,
-	    sizeof(k->rat)) || copy_str(r, "registration_client_uri", k->uri,
+	if (r == NULL ||
+	    tl_drv_oi_str(r, "client_id", k->id, sizeof(k->id)) ||
+	    tl_drv_oi_str(r, "client_secret", k->secret, sizeof(k->secret)) ||
+	    tl_drv_oi_str(r, "registration_access_token", k->rat,
+	    sizeof(k->rat)) ||
+	    tl_drv_oi_str(r, "registration_client_uri", k->uri,
 	    sizeof(k->uri))) {
 		rc = tl_drv_why(why, TL_EDRIVER,
 		    "register %s: the answer lacks "
@@ -506,7 +497,7 @@ do_token(struct oi *o, const struct oi_hnd *k, char *tok, size_t cap,
 		return 0;
 	}
 	r = body_json(o);
-	if (r == NULL || copy_str(r, "access_token", tok, cap) != 0) {
+	if (r == NULL || tl_drv_oi_str(r, "access_token", tok, cap) != 0) {
 		json_decref(r);
 		return tl_drv_why(why, TL_EDRIVER,
 		    "token for client %s: the answer "
@@ -636,9 +627,10 @@ do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 		    "update client %s: %s", k->id, rs);
 	}
 	/* The old RAT is dead now: keep the new one first. */
-	if (copy_str(r, "registration_access_token", rat, sizeof(rat)) == 0)
+	if (tl_drv_oi_str(r, "registration_access_token", rat,
+	    sizeof(rat)) == 0)
 		memcpy(k->rat, rat, sizeof(rat));
-	copy_str(r, "client_secret", k->secret, sizeof(k->secret));
+	tl_drv_oi_str(r, "client_secret", k->secret, sizeof(k->secret));
 	sodium_memzero(rat, sizeof(rat));
 	json_decref(r);
 	if ((rc = hnd_write(k, g->handle_out)) != 0)
@@ -676,9 +668,10 @@ discover(struct oi *o, char *why)
 		    "\"%.200s\", not %s", url, iss ? iss : "", o->issuer);
 		goto out;
 	}
-	if (copy_str(d, "registration_endpoint", o->reg, sizeof(o->reg)) ||
-	    copy_str(d, "token_endpoint", o->token, sizeof(o->token)) ||
-	    copy_str(d, "introspection_endpoint", o->introspect,
+	if (tl_drv_oi_str(d, "registration_endpoint", o->reg,
+	    sizeof(o->reg)) ||
+	    tl_drv_oi_str(d, "token_endpoint", o->token, sizeof(o->token)) ||
+	    tl_drv_oi_str(d, "introspection_endpoint", o->introspect,
 	    sizeof(o->introspect))) {
 		rc = tl_drv_why(why, TL_EDRIVER,
 		    "issuer %s has no registration, "
@@ -686,7 +679,7 @@ discover(struct oi *o, char *why)
 		    o->issuer);
 		goto out;
 	}
-	copy_str(d, "revocation_endpoint", o->revoke, sizeof(o->revoke));
+	tl_drv_oi_str(d, "revocation_endpoint", o->revoke, sizeof(o->revoke));
 	if (!same_origin(o, o->reg) || !same_origin(o, o->token) ||
 	    !same_origin(o, o->introspect) ||
 	    (o->revoke[0] != '\0' && !same_origin(o, o->revoke)))

@@ -21,8 +21,8 @@
 
 /* --- the handle ------------------------------------------------------ */
 
-static int
-copy_str(const json_t *j, const char *key, char *out, size_t cap)
+int
+tl_drv_oi_str(const json_t *j, const char *key, char *out, size_t cap)
 {
 	const char *s = json_string_value(json_object_get(j, key));
 
@@ -50,13 +50,13 @@ tl_drv_oi_hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k, char *why)
 		return tl_drv_why(why, TL_EINVAL,
 		    "the recorded client of grant "
 		    "%.200s is unreadable", g->grant ? g->grant : "");
-	if (copy_str(j, "client_id", k->id, sizeof(k->id)) != 0 ||
-	    copy_str(j, "client_secret", k->secret, sizeof(k->secret)) != 0 ||
-	    copy_str(j, "registration_access_token", k->rat,
+	if (tl_drv_oi_str(j, "client_id", k->id, sizeof(k->id)) != 0 ||
+	    tl_drv_oi_str(j, "client_secret", k->secret, sizeof(k->secret)) != 0 ||
+	    tl_drv_oi_str(j, "registration_access_token", k->rat,
 	    sizeof(k->rat)) != 0 ||
-	    copy_str(j, "registration_client_uri", k->uri,
+	    tl_drv_oi_str(j, "registration_client_uri", k->uri,
 	    sizeof(k->uri)) != 0 ||
-	    copy_str(j, "token_endpoint", k->token, sizeof(k->token)) != 0)
+	    tl_drv_oi_str(j, "token_endpoint", k->token, sizeof(k->token)) != 0)
 		rc = tl_drv_why(why, TL_EINVAL, "the recorded client of grant "
 		    "%.200s lacks a member", g->grant ? g->grant : "");
 	json_decref(j);

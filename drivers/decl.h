@@ -204,8 +204,53 @@ enum tl_drv_kind {
 	TL_DRV_BOOL,		/* yes/no, true/false, on/off, 1/0 */
 	TL_DRV_INT,		/* a non-negative decimal integer */
 	TL_DRV_DURATION,	/* N[smhd], e.g. 90s, 5m, 1h, 30d */
-	TL_DRV_PATH		/* an absolute path, without . or .. parts */
+	TL_DRV_PATH,		/* an absolute path, without . or .. parts */
+	TL_DRV_TLS_MODE,	/* verify, require or off (enum tl_drv_tls) */
+	/*
+	 * PEM certificates (public: a CA's), at most TL_DRV_PEM_MAX bytes,
+	 * newlines kept: tally assign --set KEY=FILE reads FILE, and the
+	 * log records what it holds, so a standby has it too.
+	 */
+	TL_DRV_PEM
 };
+
+/* A TL_DRV_PEM value is at most this long (bytes, without the NUL). */
+#define TL_DRV_PEM_MAX		16384
+
+/* How tallyd reaches a provider over the network (the setting tls). */
+enum tl_drv_tls {
+	TL_DRV_TLS_OFF = 0,	/* plaintext */
+	TL_DRV_TLS_REQUIRE,	/* encrypted, the server not verified */
+	TL_DRV_TLS_VERIFY	/* the server's certificate chains to the
+				   setting ca and names the host tallyd
+				   connects to */
+};
+
+/*
+ * The settings every network driver declares, in its settings array:
+ * tls (the default, "", is verify, or off for a loopback admin host:
+ * tl_drv_tls_mode) and ca (the CA certificates a verified server's
+ * chain must end in).
+ */
+#define TL_DRV_TLS_SETTINGS \
+	{ "tls", "", 0, TL_DRV_TLS_MODE, "verify (the default; off for a " \
+	    "loopback admin host), require (encrypted, not verified) or " \
+	    "off" }, \
+	{ "ca", "", 0, TL_DRV_PEM, "a PEM file of the CA certificates the " \
+	    "provider's certificate must chain to (read at assign, kept in " \
+	    "the log)" }
+
+/* The mode's name ("verify", "require", "off"). */
+const char *tl_drv_tls_name(enum tl_drv_tls mode);
+/* Whether host is a loopback address or localhost. */
+int	tl_drv_host_loopback(const char *host);
+/*
+ * The mode settings (name/value pairs, NULL-terminated) ask for when
+ * tallyd connects to host: the setting tls, else off for a loopback
+ * host and verify for any other.
+ */
+enum tl_drv_tls tl_drv_tls_mode(const char *const *settings,
+	    const char *host);
 
 struct tl_drv_setting {
 	const char	*name;

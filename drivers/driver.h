@@ -72,6 +72,12 @@ struct tl_drv_admin {
 	 * for the call to open, which copies it.
 	 */
 	const struct tl_drv_fence *fence;
+	/*
+	 * The setting ca (decl.h: TL_DRV_TLS_SETTINGS) as a file, for a
+	 * client library that reads one; NULL: no ca set.  The driver
+	 * reads the mode with tl_drv_tls_mode(settings, host).
+	 */
+	const char	*ca_file;
 };
 
 /* One migration file, as the migrator hands it to a driver. */

@@ -24,22 +24,29 @@
 #define MDB_USER_MAX	80
 
 /*
- * Connects over TCP to host:port (NULL/"": 127.0.0.1:3306) as user with
- * password, into db (NULL: none), reading no option file: *out (the
- * caller mysql_close()s it).  TL_EUNREACH / TL_EAUTH / TL_EDRIVER.
+ * What a connection is made with: host:port (NULL/"": 127.0.0.1:3306),
+ * user with password, into db (NULL: none), and its protection (decl.h:
+ * enum tl_drv_tls; verify checks the server's certificate against
+ * ca_file and the host name).  TL_DRV_MDB_CONN_INIT is plaintext.
  */
-int	tl_drv_mdb_connect(const char *host, const char *port,
-	    const char *user, const char *password, const char *db,
-	    MYSQL **out, char *why);
+struct tl_drv_mdb_conn {
+	const char	*host, *port, *user, *password, *db;
+	enum tl_drv_tls	 tls;
+	const char	*ca_file;
+};
+#define TL_DRV_MDB_CONN_INIT	{ NULL, NULL, NULL, NULL, NULL, \
+	TL_DRV_TLS_OFF, NULL }
 /*
- * The same, with the server's or client's error number in *err (0 when
- * connected): what went wrong is read from the number, never the text
- * (1045: the password; 1226: a resource limit of the account; 1040:
- * the server is full).
+ * Connects over TCP as cn says, reading no option file: *out (the caller
+ * mysql_close()s it).  TL_EUNREACH / TL_EAUTH / TL_EDRIVER, with the
+ * server's or client's error number in *err when err is not NULL (0
+ * when connected): what went wrong is read from the number, never the
+ * text (1045: the password; 1226: a resource limit of the account;
+ * 1040: the server is full).  A certificate that does not verify is
+ * TL_EUNREACH, refused before the password is sent.
  */
-int	tl_drv_mdb_connect_e(const char *host, const char *port,
-	    const char *user, const char *password, const char *db,
-	    MYSQL **out, unsigned *err, char *why);
+int	tl_drv_mdb_connect(const struct tl_drv_mdb_conn *cn, MYSQL **out,
+	    unsigned *err, char *why);
 /* Runs one statement, discarding any rows; step names it in why. */
 int	tl_drv_mdb_run(MYSQL *c, const char *sql, const char *step,
 	    char *why);

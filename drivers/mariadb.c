@@ -88,6 +88,9 @@
 struct tl_drv_mdb {
 	MYSQL		*c;
 	char		*host, *port, *user, *password;
+	/* How the admin sessions are protected (decl.h: tl_drv_tls_mode). */
+	enum tl_drv_tls	 tls;
+	char		*ca_file;
 	int		 meta;		/* tally.marks exists */
 	uint64_t	 used_ns;	/* last taken as alive (monotonic) */
 	char		 privcols[1024];	/* CONCAT(...) of mysql.db's */
@@ -103,6 +106,21 @@ struct tl_drv_mdb {
 	char		 fleader[TL_DRV_LEADER_MAX];
 	MYSQL		*fc;
 };
+
+/* An admin session as the handle says, its protection included. */
+static int
+admin_connect(const struct tl_drv_mdb *p, MYSQL **out, char *why)
+{
+	struct tl_drv_mdb_conn cn = TL_DRV_MDB_CONN_INIT;
+
+	cn.host = p->host;
+	cn.port = p->port;
+	cn.user = p->user;
+	cn.password = p->password;
+	cn.tls = p->tls;
+	cn.ca_file = p->ca_file;
+	return tl_drv_mdb_connect(&cn, out, NULL, why);
+}
 
 static int
 query(MYSQL *c, const char *sql, MYSQL_RES **res, const char *step,
@@ -226,8 +244,7 @@ ensure(struct tl_drv_mdb *p, char *why)
 		mysql_close(p->c);
 		p->c = NULL;
 	}
-	if ((rc = tl_drv_mdb_connect(p->host, p->port, p->user, p->password,
-	    NULL, &p->c, why)) != 0)
+	if ((rc = admin_connect(p, &p->c, why)) != 0)
 		return rc;
 	if ((rc = tl_drv_mdb_run(p->c, "SET SESSION sql_mode = "
 	    "'STRICT_ALL_TABLES', SESSION max_statement_time = 120, "
@@ -309,10 +326,13 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    (p->user = strdup(a->user != NULL && *a->user != '\0' ? a->user :
 	    "root")) == NULL ||
 	    (a->password != NULL &&
-	    (p->password = tl_drv_secret_dup(a->password)) == NULL)) {
+	    (p->password = tl_drv_secret_dup(a->password)) == NULL) ||
+	    (a->ca_file != NULL && (p->ca_file = strdup(a->ca_file)) ==
+	    NULL)) {
 		mdb_close(p);
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	}
+	p->tls = tl_drv_tls_mode(a->settings, p->host);
 	/* Hex digits (or ""): they reach SQL as they are. */
 	if (!mdb_hex_ok(a->mesh) || (a->fence != NULL &&
 	    (!mdb_hex_ok(a->fence->mesh) || !mdb_hex_ok(a->fence->leader)))) {
@@ -356,6 +376,7 @@ mdb_close(void *h)
 	free(p->port);
 	free(p->user);
 	tl_secret_free(p->password);
+	free(p->ca_file);
 	free(p);
 }
 
@@ -1001,14 +1022,19 @@ static int
 login_as(const struct tl_drv_grant *g, const char *host, const char *port,
     int *c, char *detail, size_t dn)
 {
+	struct tl_drv_mdb_conn cn = TL_DRV_MDB_CONN_INIT;
 	MYSQL *m;
 	char w[TL_DRV_WHY_MAX];
 	unsigned e;
 	int rc;
 
 	*c = 0;
-	rc = tl_drv_mdb_connect_e(host, port, g->login, g->password,
-	    g->resource, &m, &e, w);
+	cn.host = host;
+	cn.port = port;
+	cn.user = g->login;
+	cn.password = g->password;
+	cn.db = g->resource;
+	rc = tl_drv_mdb_connect(&cn, &m, &e, w);
 	if (rc != 0)
 		snprintf(detail, dn, "%s", w);
 	if (rc == TL_EUNREACH)
@@ -1587,8 +1613,7 @@ fence_session(struct tl_drv_mdb *p, char *why)
 
 	if (p->fc != NULL)
 		return 0;
-	if ((rc = tl_drv_mdb_connect(p->host, p->port, p->user, p->password,
-	    NULL, &p->fc, why)) != 0)
+	if ((rc = admin_connect(p, &p->fc, why)) != 0)
 		return rc;
 	if ((rc = tl_drv_mdb_run(p->fc, "SET SESSION autocommit = 0, "
 	    "idle_transaction_timeout = 0, "

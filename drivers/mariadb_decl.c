@@ -119,6 +119,7 @@ static const struct tl_drv_setting mdb_settings[] = {
 	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
 	    "(--secret)",
 	    .use = TL_DRV_USE_ADMIN_SECRET },
+	TL_DRV_TLS_SETTINGS,
 	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
 	    "one migration file",
 	    .use = TL_DRV_USE_PLAIN },

@@ -379,6 +379,7 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
     int *already, char *why, int *line)
 {
 	struct tl_drv_mdb_stmt *st = NULL;
+	struct tl_drv_mdb_conn cn = TL_DRV_MDB_CONN_INIT;
 	char sql[MIG_SQL_MAX], flit[600], clit[160], lim[64], *done = NULL;
 	struct dog d;
 	pthread_t th;
@@ -425,9 +426,12 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 		goto out;
 	}
 
-	rc = tl_drv_mdb_connect(ep != NULL ? ep->host : NULL,
-	    ep != NULL ? ep->port : NULL, g->login, g->password, g->resource,
-	    &c, why);
+	cn.host = ep != NULL ? ep->host : NULL;
+	cn.port = ep != NULL ? ep->port : NULL;
+	cn.user = g->login;
+	cn.password = g->password;
+	cn.db = g->resource;
+	rc = tl_drv_mdb_connect(&cn, &c, NULL, why);
 	if (rc != 0) {
 		if (rc != TL_EUNREACH)
 			rc = TL_EDRIVER;
@@ -500,9 +504,8 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 	d.deadline.tv_sec += timeout;
 	d.cancel = m->cancel;
 	d.victim = mysql_thread_id(c);
-	if ((rc = tl_drv_mdb_connect(ep != NULL ? ep->host : NULL,
-	    ep != NULL ? ep->port : NULL, g->login, g->password, NULL, &d.c,
-	    why)) != 0) {
+	cn.db = NULL;
+	if ((rc = tl_drv_mdb_connect(&cn, &d.c, NULL, why)) != 0) {
 		if (rc != TL_EUNREACH)
 			rc = TL_EDRIVER;
 		goto out;

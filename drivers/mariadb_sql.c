@@ -54,26 +54,21 @@ mdb_library_init(void)
 }
 
 int
-tl_drv_mdb_connect(const char *host, const char *port, const char *user,
-    const char *password, const char *db, MYSQL **out, char *why)
-{
-	unsigned e;
-
-	return tl_drv_mdb_connect_e(host, port, user, password, db, out, &e,
-	    why);
-}
-
-int
-tl_drv_mdb_connect_e(const char *host, const char *port, const char *user,
-    const char *password, const char *db, MYSQL **out, unsigned *err,
-    char *why)
+tl_drv_mdb_connect(const struct tl_drv_mdb_conn *cn, MYSQL **out,
+    unsigned *err, char *why)
 {
 	unsigned timeout = MDB_CONNECT_S, io = MDB_IO_S, proto = MYSQL_PROTOCOL_TCP;
-	unsigned long pn = port != NULL && *port != '\0' ?
-	    strtoul(port, NULL, 10) : 3306;
+	unsigned long pn = cn->port != NULL && *cn->port != '\0' ?
+	    strtoul(cn->port, NULL, 10) : 3306;
+	const char *host = cn->host != NULL && *cn->host != '\0' ? cn->host :
+	    "127.0.0.1";
+	my_bool yes = 1;
+	unsigned e, dummy;
 	MYSQL *c;
 	int rc;
 
+	if (err == NULL)
+		err = &dummy;
 	*out = NULL;
 	*err = 0;
 	if (pthread_once(&mdb_once, mdb_library_init) != 0 ||
@@ -87,17 +82,34 @@ tl_drv_mdb_connect_e(const char *host, const char *port, const char *user,
 	mysql_options(c, MYSQL_OPT_WRITE_TIMEOUT, &io);
 	mysql_options(c, MYSQL_OPT_PROTOCOL, &proto);
 	mysql_options(c, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+	if (cn->tls != TL_DRV_TLS_OFF) {
+		/* TLS or nothing: never a plaintext fallback. */
+		mysql_options(c, MYSQL_OPT_SSL_ENFORCE, &yes);
+		if (cn->tls == TL_DRV_TLS_VERIFY) {
+			if (cn->ca_file == NULL) {
+				mysql_close(c);
+				return tl_drv_why(why, TL_EINVAL, "tls is "
+				    "verify but the provider has no ca: tally "
+				    "assign ... --set ca=FILE (the CA's PEM), "
+				    "or --set tls=require");
+			}
+			mysql_options(c, MYSQL_OPT_SSL_CA, cn->ca_file);
+			mysql_options(c, MYSQL_OPT_SSL_VERIFY_SERVER_CERT,
+			    &yes);
+		}
+	}
 	/* No option files: what tally connects with is what it was given. */
-	if (mysql_real_connect(c, host != NULL && *host != '\0' ? host :
-	    "127.0.0.1", user, password != NULL ? password : "", db,
-	    (unsigned)pn, NULL, 0) == NULL) {
-		unsigned e = mysql_errno(c);
-
+	if (mysql_real_connect(c, host, cn->user, cn->password != NULL ?
+	    cn->password : "", cn->db, (unsigned)pn, NULL, 0) == NULL) {
+		e = mysql_errno(c);
 		*err = e;
 		rc = tl_drv_mdb_errno_rc(e, 1);
+		/* A handshake that fails is the server's, not a login's. */
+		if (e == CR_SSL_CONNECTION_ERROR)
+			rc = TL_EUNREACH;
 		tl_drv_why(why, rc, "connecting to %s:%lu as '%s': %u %s",
-		    host != NULL && *host != '\0' ? host : "127.0.0.1", pn,
-		    user != NULL ? user : "", e, mysql_error(c));
+		    host, pn, cn->user != NULL ? cn->user : "", e,
+		    mysql_error(c));
 		mysql_close(c);
 		return rc;
 	}

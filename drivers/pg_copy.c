@@ -97,10 +97,11 @@ find_tool(const char *name, char *out, size_t cap)
 }
 
 /* A child's environment: the parent's minus PG*, plus what is given. */
+#define CENV_MAX	12		/* PG* variables a child gets, at most */
 struct cenv {
 	char	**v;
 	size_t	  n;
-	char	 *owned[8];	/* the PG* strings made here (one secret) */
+	char	 *owned[CENV_MAX];	/* the PG* strings made here (one secret) */
 	size_t	  nowned;
 };
 
@@ -110,7 +111,7 @@ cenv_add(struct cenv *ce, const char *k, const char *val)
 	size_t len;
 	char *s;
 
-	if (val == NULL || *val == '\0' || ce->nowned == 8)
+	if (val == NULL || *val == '\0' || ce->nowned == CENV_MAX)
 		return 0;
 	len = strlen(k) + 1 + strlen(val) + 1;
 	if ((s = malloc(len)) == NULL)
@@ -144,7 +145,7 @@ cenv_make(struct cenv *ce, const struct tl_drv_admin *a, const char *db)
 	memset(ce, 0, sizeof(*ce));
 	for (i = 0; environ != NULL && environ[i] != NULL; i++)
 		n++;
-	if ((ce->v = calloc(n + 10, sizeof(char *))) == NULL)
+	if ((ce->v = calloc(n + CENV_MAX + 1, sizeof(char *))) == NULL)
 		return ENOMEM;
 	for (i = 0; i < n; i++)
 		if (strncmp(environ[i], "PG", 2) != 0)
@@ -155,7 +156,11 @@ cenv_make(struct cenv *ce, const struct tl_drv_admin *a, const char *db)
 	    (rc = cenv_add(ce, "PGPASSWORD", a->password)) != 0 ||
 	    (rc = cenv_add(ce, "PGDATABASE", db)) != 0 ||
 	    (rc = cenv_add(ce, "PGCONNECT_TIMEOUT", "10")) != 0 ||
-	    (rc = cenv_add(ce, "PGAPPNAME", "tally-copy")) != 0) {
+	    (rc = cenv_add(ce, "PGAPPNAME", "tally-copy")) != 0 ||
+	    (rc = cenv_add(ce, "PGSSLMODE", tl_drv_pg_sslmode(a->settings,
+	    a->host))) != 0 ||
+	    (a->ca_file != NULL &&
+	    (rc = cenv_add(ce, "PGSSLROOTCERT", a->ca_file)) != 0)) {
 		cenv_free(ce);
 		return rc;
 	}
@@ -299,10 +304,12 @@ static int
 clear_target(const struct tl_drv_admin *a, const char *db, char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
-	    "connect_timeout", "application_name", NULL };
+	    "connect_timeout", "application_name", "sslmode", "sslrootcert",
+	    NULL };
 	const char *val[] = { a->host, a->port, a->user, a->password,
 	    tl_drv_pg_admin_db(a->settings),
-	    "10", "tally-copy-clear", NULL };
+	    "10", "tally-copy-clear", tl_drv_pg_sslmode(a->settings, a->host),
+	    a->ca_file, NULL };
 	const char *pv[1] = { db };
 	PGconn *conn;
 	PGresult *r;
@@ -516,9 +523,11 @@ count_rows(const struct tl_drv_admin *a, const char *db, struct counts *c,
     char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
-	    "connect_timeout", "application_name", "options", NULL };
+	    "connect_timeout", "application_name", "options", "sslmode",
+	    "sslrootcert", NULL };
 	const char *val[] = { a->host, a->port, a->user, a->password, db,
-	    "10", "tally-copy", "-c default_transaction_read_only=on", NULL };
+	    "10", "tally-copy", "-c default_transaction_read_only=on",
+	    tl_drv_pg_sslmode(a->settings, a->host), a->ca_file, NULL };
 	PGconn *conn;
 	PGresult *r;
 	int i, rc = 0;

@@ -22,6 +22,12 @@ extern const struct tl_drv_decl tl_drv_postgres_decl;
  */
 const char *tl_drv_pg_admin_db(const char *const *settings);
 /*
+ * libpq's sslmode for an admin session to host under settings
+ * (tl_drv_tls_mode): disable, require or verify-full (then with
+ * sslrootcert the setting ca's file, tl_drv_admin.ca_file).
+ */
+const char *tl_drv_pg_sslmode(const char *const *settings, const char *host);
+/*
  * The setting revoke-public-connect of settings (the same array): 0
  * when it is false (no, false, off, 0), else 1 (its default is yes),
  * so that anything but an explicit no keeps the safe default.

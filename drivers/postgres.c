@@ -88,6 +88,13 @@ struct tl_drv_pg {
 	char	*user;
 	char	*password;		/* guarded memory; pg_close wipes */
 	char	*dbname;
+	/*
+	 * How the admin session is protected (decl.h: enum tl_drv_tls), as
+	 * libpq's sslmode: disable, require or verify-full with sslrootcert
+	 * the setting ca's file.
+	 */
+	const char *sslmode;
+	char	*sslrootcert;
 	int	 version;		/* server_version_num */
 	int	 maint;			/* revoke-public-connect */
 	char	 mesh[PG_MESH_MAX];	/* admin->mesh; "": before ids */
@@ -350,13 +357,18 @@ admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
 	    "application_name", "client_encoding", "options",
 	    "keepalives", "keepalives_idle", "keepalives_interval",
-	    "keepalives_count", "tcp_user_timeout", NULL };
+	    "keepalives_count", "tcp_user_timeout", "sslmode", NULL, NULL };
 	const char *val[] = { p->host, p->port, p->user, p->password, dbname,
 	    "tallyd", "UTF8", PG_OPTIONS,
-	    "1", "10", "5", "3", "30000", NULL };
+	    "1", "10", "5", "3", "30000", p->sslmode, NULL, NULL };
 	char state[6], msg[TL_DRV_WHY_MAX];
 	int rc;
 
+	/* The root certificates are the setting ca's, never a default's. */
+	if (p->sslrootcert != NULL) {
+		kw[14] = "sslrootcert";
+		val[14] = p->sslrootcert;
+	}
 	rc = pg_connect(kw, val, out, state, msg, sizeof(msg));
 	if (rc == 0)
 		return 0;
@@ -1406,6 +1418,19 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 		goto fail;
 	}
 	p->maint = tl_drv_pg_revoke_public_connect(a->settings);
+	p->sslmode = tl_drv_pg_sslmode(a->settings, a->host);
+	if (strcmp(p->sslmode, "verify-full") == 0) {
+		if (a->ca_file == NULL) {
+			rc = tl_drv_why(why, TL_EINVAL, "tls is verify but "
+			    "the provider has no ca: tally assign ... --set "
+			    "ca=FILE (the CA's PEM), or --set tls=require");
+			goto fail;
+		}
+		if ((p->sslrootcert = strdup(a->ca_file)) == NULL) {
+			rc = tl_drv_why(why, ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
 	if ((a->mesh != NULL && strlen(a->mesh) >= sizeof(p->mesh)) ||
 	    (a->fence != NULL && a->fence->mesh != NULL &&
 	    strlen(a->fence->mesh) >= sizeof(p->fmesh))) {
@@ -1425,8 +1450,11 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 	}
 	if ((rc = pg_ensure(p, why)) != 0)
 		goto fail;
-	tl_drv_why(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\"",
-	    p->version, PQhost(p->conn), PQport(p->conn), PQuser(p->conn));
+	tl_drv_why(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\" "
+	    "(%s)", p->version, PQhost(p->conn), PQport(p->conn),
+	    PQuser(p->conn), PQsslInUse(p->conn) ? strcmp(p->sslmode,
+	    "verify-full") == 0 ? "TLS, verified" : "TLS, not verified" :
+	    "plaintext");
 	*hp = p;
 	return 0;
 fail:
@@ -1435,6 +1463,7 @@ fail:
 	free(p->user);
 	tl_secret_free(p->password);	/* wipes */
 	free(p->dbname);
+	free(p->sslrootcert);
 	free(p);
 	return rc;
 }
@@ -1452,6 +1481,7 @@ pg_close(void *h)
 	free(p->user);
 	tl_secret_free(p->password);	/* wipes */
 	free(p->dbname);
+	free(p->sslrootcert);
 	free(p);
 }
 

@@ -127,6 +127,7 @@ static const struct tl_drv_setting pg_settings[] = {
 	{ "revoke-public-connect", "yes", 0, TL_DRV_BOOL, "revoke CONNECT on "
 	    "the maintenance databases from PUBLIC",
 	    .use = TL_DRV_USE_PLAIN },
+	TL_DRV_TLS_SETTINGS,
 	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
 	    "one migration file",
 	    .use = TL_DRV_USE_PLAIN },
@@ -144,6 +145,17 @@ tl_drv_pg_admin_db(const char *const *settings)
 	s = tl_drv_setting_find(pg_settings, "admin-db");
 	return s != NULL && s->dflt != NULL && *s->dflt != '\0' ? s->dflt :
 	    "postgres";
+}
+
+const char *
+tl_drv_pg_sslmode(const char *const *settings, const char *host)
+{
+	switch (tl_drv_tls_mode(settings, host)) {
+	case TL_DRV_TLS_OFF:		return "disable";
+	case TL_DRV_TLS_REQUIRE:	return "require";
+	case TL_DRV_TLS_VERIFY:		break;
+	}
+	return "verify-full";
 }
 
 int

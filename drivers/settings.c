@@ -32,6 +32,8 @@ tl_drv_kind_name(enum tl_drv_kind kind)
 	case TL_DRV_INT:	return "int";
 	case TL_DRV_DURATION:	return "duration";
 	case TL_DRV_PATH:	return "path";
+	case TL_DRV_TLS_MODE:	return "tls mode";
+	case TL_DRV_PEM:	return "PEM file";
 	}
 	return "?";
 }
@@ -92,6 +94,33 @@ bad(char *why, const struct tl_drv_setting *s, const char *value,
 	return TL_EINVAL;
 }
 
+/*
+ * A PEM value: certificates and nothing else, lines of printable ASCII,
+ * the first one a BEGIN CERTIFICATE.  Its bytes are never copied into
+ * why (a person gave a file: its name is theirs to say).
+ */
+static int
+pem_check(const struct tl_drv_setting *s, const char *value, size_t n,
+    char *why)
+{
+	static const char begin[] = "-----BEGIN CERTIFICATE-----";
+	static const char end[] = "-----END CERTIFICATE-----";
+	size_t i;
+
+	if (n > TL_DRV_PEM_MAX)
+		return bad(why, s, "", "longer than 16384 bytes");
+	for (i = 0; i < n; i++)
+		if (value[i] != '\n' && ((unsigned char)value[i] < 0x20 ||
+		    (unsigned char)value[i] > 0x7e))
+			return bad(why, s, "", "not PEM text (a control "
+			    "character or a byte past ASCII)");
+	if (strncmp(value, begin, sizeof(begin) - 1) != 0 ||
+	    strstr(value, end) == NULL)
+		return bad(why, s, "", "not a PEM certificate (-----BEGIN "
+		    "CERTIFICATE----- ... -----END CERTIFICATE-----)");
+	return 0;
+}
+
 int
 tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
     char *why)
@@ -104,6 +133,8 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 
 	if (n == 0)
 		return bad(why, s, value, "empty (--unset removes a setting)");
+	if (s->kind == TL_DRV_PEM)
+		return pem_check(s, value, n, why);
 	if (n > TL_DRV_SETTING_MAX)
 		return bad(why, s, value, "longer than 255 bytes");
 	/*
@@ -160,6 +191,14 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 			return bad(why, s, value, "expected a duration, N "
 			    "seconds or N followed by s, m, h or d (90s, 5m)");
 		return 0;
+	case TL_DRV_TLS_MODE:
+		if (strcmp(value, "verify") != 0 &&
+		    strcmp(value, "require") != 0 && strcmp(value, "off") != 0)
+			return bad(why, s, value, "expected verify, require or "
+			    "off");
+		return 0;
+	case TL_DRV_PEM:
+		return 0;
 	case TL_DRV_PATH:
 		if (value[0] != '/' || strstr(value, "/./") != NULL ||
 		    strstr(value, "/../") != NULL ||
@@ -192,4 +231,42 @@ tl_drv_fencing_name(enum tl_drv_fencing kind)
 	case TL_DRV_FENCE_NONE:		break;
 	}
 	return "none";
+}
+
+const char *
+tl_drv_tls_name(enum tl_drv_tls mode)
+{
+	switch (mode) {
+	case TL_DRV_TLS_OFF:		return "off";
+	case TL_DRV_TLS_REQUIRE:	return "require";
+	case TL_DRV_TLS_VERIFY:		return "verify";
+	}
+	return "?";
+}
+
+int
+tl_drv_host_loopback(const char *host)
+{
+	return host != NULL && (strcmp(host, "localhost") == 0 ||
+	    strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
+	    strcmp(host, "[::1]") == 0);
+}
+
+enum tl_drv_tls
+tl_drv_tls_mode(const char *const *settings, const char *host)
+{
+	const char *v = NULL;
+	size_t i;
+
+	for (i = 0; settings != NULL && settings[i] != NULL &&
+	    settings[i + 1] != NULL; i += 2)
+		if (strcmp(settings[i], "tls") == 0)
+			v = settings[i + 1];
+	if (v != NULL && strcmp(v, "require") == 0)
+		return TL_DRV_TLS_REQUIRE;
+	if (v != NULL && strcmp(v, "off") == 0)
+		return TL_DRV_TLS_OFF;
+	if (v != NULL && strcmp(v, "verify") == 0)
+		return TL_DRV_TLS_VERIFY;
+	return tl_drv_host_loopback(host) ? TL_DRV_TLS_OFF : TL_DRV_TLS_VERIFY;
 }

@@ -3,9 +3,15 @@
  * settings (with the driver's declared defaults) and its decrypted
  * admin password, loaded from the graph (session.h).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
 
 #include "core/error.h"
 #include "drivers/util.h"
@@ -14,6 +20,59 @@
 #include "mesh.h"
 #include "rx.h"
 #include "session.h"
+
+/*
+ * The setting ca, public, as a file (pv->ca_file): HOME/tls/ca-DIGEST.pem,
+ * named by the BLAKE2b of its bytes, so it is written once and a changed
+ * ca is another file; written to a temporary name and renamed, so no
+ * reader sees half of it.
+ */
+static int
+ca_file(const struct tl_rx *rx, struct tl_rx_prov *pv)
+{
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	const char *pem;
+	unsigned char h[16];
+	char hex[33], dir[1100], tmp[1300];
+	size_t n, off = 0;
+	ssize_t w;
+	int fd, rc = 0;
+
+	pv->ca_file[0] = '\0';
+	tl_rx_prov_settings(pv, sv);
+	if ((pem = tl_drv_setting_get(sv, "ca")) == NULL || *pem == '\0' ||
+	    rx == NULL || rx->home[0] == '\0')
+		return 0;
+	n = strlen(pem);
+	crypto_generichash(h, sizeof(h), (const unsigned char *)pem, n, NULL,
+	    0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/tls", rx->home) >=
+	    sizeof(dir) || (size_t)snprintf(pv->ca_file, sizeof(pv->ca_file),
+	    "%s/ca-%s.pem", dir, hex) >= sizeof(pv->ca_file))
+		return TL_ETOOBIG;
+	if (access(pv->ca_file, R_OK) == 0)
+		return 0;
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return errno;
+	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", pv->ca_file, (long)getpid());
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+	    O_NOFOLLOW, 0644)) < 0)
+		return errno;
+	while (off < n && (w = write(fd, pem + off, n - off)) > 0)
+		off += (size_t)w;
+	if (off < n || fsync(fd) != 0)
+		rc = errno != 0 ? errno : EIO;
+	if (close(fd) != 0 && rc == 0)
+		rc = errno;
+	if (rc == 0 && rename(tmp, pv->ca_file) != 0)
+		rc = errno;
+	if (rc != 0) {
+		unlink(tmp);
+		pv->ca_file[0] = '\0';
+	}
+	return rc;
+}
 
 /*
  * The value of the first setting for use that is set (the operator's or
@@ -201,6 +260,10 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 		    secs <= UINT32_MAX)
 			pv->mig_timeout = (unsigned)secs;
 	}
+	if ((rc = ca_file(rx, pv)) != 0) {
+		tl_rec_close(&r);
+		return rc;
+	}
 	if (tl_bn_get(r.m, "secrets", &n) == 0) {
 		struct tl_bnode s;
 		const void *ct;
@@ -276,6 +339,7 @@ tl_rx_prov_admin(const struct tl_rx_prov *pv,
 	a->user = pv->user;
 	a->password = pv->password;
 	a->settings = tl_rx_prov_settings(pv, sv);
+	a->ca_file = pv->ca_file[0] != '\0' ? pv->ca_file : NULL;
 	a->mesh = pv->mesh;
 	if (pv->epoch != 0) {
 		f->mesh = pv->mesh;

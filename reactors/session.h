@@ -39,7 +39,13 @@ struct tl_rx_prov {
 	 * The assignment's settings that are not secret, name NUL value NUL
 	 * each (tl_rx_prov_settings makes the driver's array of them).
 	 */
-	char		 setbuf[2048];
+	char		 setbuf[TL_DRV_PEM_MAX + 4096];
+	/*
+	 * The setting ca written where a client library that wants a file
+	 * reads it (HOME/tls/ca-DIGEST.pem: tl_rx_load_provider); "": no
+	 * ca set.
+	 */
+	char		 ca_file[1200];
 	size_t		 setlen;
 	const struct tl_drv_decl *decl;	/* NULL: a driver this build lacks */
 	const struct tl_drv_ops *ops;	/* tl_drv_ops_of(decl) */

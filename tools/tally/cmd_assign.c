@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -160,6 +161,58 @@ setting_key_ok(const char *k, size_t n)
 	return 1;
 }
 
+/*
+ * Whether some driver declares key a PEM setting (decl.h: TL_DRV_PEM),
+ * whose --set value names a file to read.
+ */
+static int
+pem_key(const char *key)
+{
+	const char *const *dn = tl_drv_names();
+	const struct tl_drv_setting *st;
+	const struct tl_drv_decl *dd;
+	size_t i;
+
+	for (i = 0; dn[i] != NULL; i++)
+		if ((dd = tl_drv_decl_find(dn[i])) != NULL &&
+		    (st = tl_drv_setting_find(dd->settings, key)) != NULL &&
+		    st->kind == TL_DRV_PEM)
+			return 1;
+	return 0;
+}
+
+/*
+ * FILE of --set KEY=FILE, a PEM setting, into *out (malloc'd, the
+ * caller frees): 0, or an exit code with the reason said.
+ */
+static int
+pem_read(const char *key, const char *file, char **out)
+{
+	FILE *fp;
+	char *buf;
+	size_t n;
+
+	if ((fp = fopen(file, "r")) == NULL) {
+		cli_errx("--set %s=%s: %s", key, file, strerror(errno));
+		return TL_EXIT_USAGE;
+	}
+	if ((buf = malloc(TL_DRV_PEM_MAX + 2)) == NULL) {
+		fclose(fp);
+		return TL_EXIT_FAIL;
+	}
+	n = fread(buf, 1, TL_DRV_PEM_MAX + 1, fp);
+	fclose(fp);
+	if (n > TL_DRV_PEM_MAX) {
+		cli_errx("--set %s=%s: longer than %d bytes", key, file,
+		    TL_DRV_PEM_MAX);
+		free(buf);
+		return TL_EXIT_REFUSED;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	return 0;
+}
+
 int
 cmd_assign(struct tl_cli *cli, int argc, char **argv)
 {
@@ -181,6 +234,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 	char *colon;
 	const char *secrets[MAX_SET];
 	char *keys[MAX_SET] = { 0 };
+	char *pem[MAX_SET] = { 0 };
 	uint8_t *cipher[MAX_SET] = { 0 };
 	size_t nsecret = 0, i;
 	int c, ex = TL_EXIT_USAGE;
@@ -279,6 +333,15 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		cli_errx("names are 1-63 of [a-z0-9-]");
 		return TL_EXIT_REFUSED;
 	}
+	/* A PEM setting's value is the file it names, read now. */
+	for (i = 0; i < a.nset; i++)
+		if (a.set[i].value != NULL && pem_key(a.set[i].key)) {
+			if ((ex = pem_read(a.set[i].key, a.set[i].value,
+			    &pem[i])) != 0)
+				goto out;
+			a.set[i].value = pem[i];
+		}
+	ex = TL_EXIT_USAGE;
 	if (nsecret > 0) {
 		struct tl_key key;
 		char why[160] = "", path[1200];
@@ -359,6 +422,8 @@ out:
 		free(cipher[i]);
 		free(keys[i]);
 	}
+	for (i = 0; i < MAX_SET; i++)
+		free(pem[i]);
 	return ex;
 }
 

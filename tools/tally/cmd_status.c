@@ -709,6 +709,71 @@ fence_id(const char *rest, const void *val, size_t vlen, void *arg)
 }
 
 /* tally.h: how each provider is fenced, as its drivers declare it. */
+/*
+ * How tallyd reaches provider pid of driver dd (decl.h: the settings tls
+ * and ca), as {host, tls, ca, warning}: the admin host by the settings'
+ * use, else the node's routable name; the mode its setting says, else
+ * off on loopback and verify elsewhere.  NULL for a driver that reaches
+ * nothing over a network (no setting tls).
+ */
+static json_t *
+transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
+    const struct tl_drv_decl *dd)
+{
+	const struct tl_drv_setting *st;
+	struct tl_rec r;
+	struct tl_bnode n;
+	char k[TL_KEY_MAX], node[64] = "", module[64] = "", host[256] = "";
+	char tls[16] = "", v[256];
+	const char *sv[3] = { NULL, NULL, NULL };
+	enum tl_drv_tls mode;
+	int ca = 0;
+	size_t i;
+	json_t *o;
+
+	if (tl_drv_setting_find(dd->settings, "tls") == NULL)
+		return NULL;
+	tl_bn_getstr(pr->m, "node", node, sizeof(node));
+	tl_bn_getstr(pr->m, "module", module, sizeof(module));
+	if (tl_key(k, "a/%s@%s", module, node) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		if (tl_bn_get(r.m, "settings", &n) == 0) {
+			for (i = 0; host[0] == '\0' && (st = tl_drv_setting_for(dd,
+			    TL_DRV_USE_ADMIN_HOST, i)) != NULL; i++)
+				tl_bn_getstr(n, st->name, host, sizeof(host));
+			tl_bn_getstr(n, "tls", tls, sizeof(tls));
+			ca = tl_bn_get(n, "ca", &(struct tl_bnode){ 0 }) == 0;
+		}
+		tl_rec_close(&r);
+	}
+	if (host[0] == '\0' && tl_key(k, "n/%s", node) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		tl_bn_getstr(r.m, "routable", host, sizeof(host));
+		tl_rec_close(&r);
+	}
+	if (tls[0] != '\0') {
+		sv[0] = "tls";
+		sv[1] = tls;
+	}
+	mode = tl_drv_tls_mode(sv, host);
+	o = json_pack("{s:s,s:s,s:b}", "host", host, "tls",
+	    tl_drv_tls_name(mode), "ca", ca);
+	v[0] = '\0';
+	if (!tl_drv_host_loopback(host) && mode == TL_DRV_TLS_OFF)
+		snprintf(v, sizeof(v), "plaintext to %s, not a loopback "
+		    "address: admin credentials cross the network in clear",
+		    host);
+	else if (!tl_drv_host_loopback(host) && mode == TL_DRV_TLS_REQUIRE)
+		snprintf(v, sizeof(v), "TLS to %s not verified: anyone on "
+		    "the path can pose as the provider", host);
+	else if (mode == TL_DRV_TLS_VERIFY && !ca)
+		snprintf(v, sizeof(v), "tls is verify but no ca is set: "
+		    "tallyd refuses to connect (--set ca=FILE)");
+	if (v[0] != '\0')
+		json_object_set_new(o, "warning", json_string(v));
+	return o;
+}
+
 void
 cli_status_fencing(struct tl_cli *cli, struct tl_txn *t,
     const struct tl_proj *p, json_t *doc, int print)
@@ -741,18 +806,39 @@ cli_status_fencing(struct tl_cli *cli, struct tl_txn *t,
 			    sizeof(driver));
 			dd = tl_drv_decl_find(driver);
 			fd = dd != NULL ? dd->fencing : NULL;
-			json_array_append_new(one, json_pack("{s:s,s:s,s:s,s:s}",
+			json_t *e, *tr = dd != NULL ? transport(t, p, &r, dd) :
+			    NULL;
+
+			e = json_pack("{s:s,s:s,s:s,s:s}",
 			    "driver", driver, "kind", tl_drv_fencing_name(fd ?
 			    fd->kind : TL_DRV_FENCE_NONE), "how", fd && fd->how ?
 			    fd->how : "the driver declares no fence", "window",
 			    fd && fd->window ? fd->window : "a deposed leader's "
-			    "calls are not refused by the provider"));
+			    "calls are not refused by the provider");
 			if (print && !cli->json)
 				printf("provider %s (%s) fenced: %s; window: %s\n",
 				    pid, driver, tl_drv_fencing_name(fd ?
 				    fd->kind : TL_DRV_FENCE_NONE), fd &&
 				    fd->window ? fd->window : "unbounded (no "
 				    "fence)");
+			if (tr != NULL && print && !cli->json) {
+				const char *m = json_string_value(
+				    json_object_get(tr, "tls"));
+
+				printf("provider %s (%s) reached at %s: %s%s%s\n",
+				    pid, driver, json_string_value(
+				    json_object_get(tr, "host")),
+				    strcmp(m, "verify") == 0 ? "TLS, verified" :
+				    strcmp(m, "require") == 0 ? "TLS, not "
+				    "verified" : "plaintext",
+				    json_object_get(tr, "warning") ? "; "
+				    "warning: " : "", json_object_get(tr,
+				    "warning") ? json_string_value(
+				    json_object_get(tr, "warning")) : "");
+			}
+			if (tr != NULL)
+				json_object_set_new(e, "transport", tr);
+			json_array_append_new(one, e);
 		}
 		tl_rec_close(&r);
 		json_object_set_new(all, pid, one);

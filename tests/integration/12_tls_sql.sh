@@ -1,0 +1,203 @@
+#!/bin/sh
+# tallyd reaches PostgreSQL and MariaDB over TLS, verified against the
+# provider's ca, and refuses a server it cannot verify before it logs in.
+#
+# Against the harness's servers (tests/harness/ca.sh makes their CA):
+#   - tls=verify with ca=CA: a grant is provisioned, rotated and revoked;
+#     tally status says the provider is reached by verified TLS; a
+#     capture of the loopback traffic of the whole run (tcpdump) holds
+#     none of the names tallyd created, nor the admin password, while
+#     the same run with tls=off (the positive control) holds them;
+#   - a server whose certificate chains to another CA (ca=the other CA)
+#     or names another host (the wrong-host certificate) is refused:
+#     tallyd --once fails naming "certificate verify failed" or the host
+#     name, no grant is made, and status names the reason;
+#   - tls=verify with no ca is refused with how to give one;
+#   - a non-loopback provider reached in plaintext is warned of.
+. "$(dirname "$0")/lib.sh"
+
+command -v tcpdump >/dev/null || t_fail "tcpdump is not installed (tools/deps.sh installs it)"
+
+# capture FILE PORT: tcpdump on lo for PORT into FILE, in the background.
+capture() {
+	tcpdump -i lo -U -s 0 -w "$1" "tcp port $2" >"$1.log" 2>&1 &
+	_cap=$!
+	# tcpdump says "listening on" once the capture is live.
+	for _i in $(seq 1 50); do
+		grep -q "listening on" "$1.log" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	t_fail "tcpdump did not start: $(cat "$1.log")"
+}
+capture_end() {
+	sleep 0.5
+	kill "$_cap" 2>/dev/null || true
+	wait "$_cap" 2>/dev/null || true
+}
+
+# once: tallyd --once, its exit code in $rc, its stderr in $W/once.err.
+once() {
+	set +e
+	timeout 120 "$TALLY_BIN/tallyd" --once --once-timeout 30 2>"$W/once.err"
+	rc=$?
+	set -e
+	cat "$W/once.err" >>"$T_DLOG"
+}
+
+t_say "PostgreSQL with TLS (harness CA); a postgres provider reached at localhost"
+t_pg_start
+t_init
+t_node node-a localhost
+tly apply "$TALLY_SRC/examples/postgres.yaml" "$(t_consumer app)" >/dev/null
+pg_assign() {
+	tly assign postgres node-a --set host=localhost \
+		--set port="$TALLY_TEST_PG_PORT" \
+		--set admin-user="$TALLY_TEST_PG_USER" "$@" \
+		--secret admin-password <"$TALLY_TEST_PG_PWFILE" >/dev/null ||
+		t_fail "tally assign postgres $*"
+}
+
+t_check "tls=verify without ca: refused, saying how to give one"
+pg_assign --set tls=verify
+tly assign app node-a >/dev/null
+once
+[ $rc -ne 0 ] || t_fail "tallyd --once connected with tls=verify and no ca"
+grep -q "no ca" "$W/once.err" && grep -q -- "--set ca=FILE" "$W/once.err" ||
+	{ tail -n 5 "$W/once.err" >&2; t_fail "no word on the missing ca"; }
+t_ok "$(grep -m1 'no ca' "$W/once.err" | sed 's/^.*: \(warn\|error\|info\): //' | cut -c1-120)"
+
+t_check "a server whose certificate chains to another CA: refused before login"
+pg_assign --set ca="$TALLY_TEST_CA_OTHER"
+once
+[ $rc -ne 0 ] || t_fail "tallyd --once trusted a server of another CA"
+grep -q "certificate verify failed" "$W/once.err" ||
+	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not name the failed verification"; }
+tly grants >"$W/grants" 2>&1 || true
+! grep -q "provisioned" "$W/grants" ||
+	{ cat "$W/grants" >&2; t_fail "a grant was provisioned through an unverified server"; }
+tly status >"$W/st" 2>&1 || true
+grep -q "certificate verify failed" "$W/st" ||
+	{ cat "$W/st" >&2; t_fail "tally status does not name the reason"; }
+t_ok "$(grep -m1 'certificate verify failed' "$W/once.err" | sed 's/^.*: \(warn\|error\|info\): //' | cut -c1-140)"
+
+t_check "tls=verify with the right CA: provisioned, rotated, revoked; nothing in clear on the wire"
+pg_assign --set ca="$TALLY_TEST_CA"
+capture "$W/tls.pcap" "$TALLY_TEST_PG_PORT"
+once
+[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $rc"; }
+login=$(t_envget "$(t_envfile node-a app)" DB_USER)
+[ -n "$login" ] || t_fail "no DB_USER delivered"
+tly rotate app/db >/dev/null
+once
+capture_end
+tly status >"$W/st" 2>&1 || true
+grep -q "reached at localhost: TLS, verified" "$W/st" ||
+	{ cat "$W/st" >&2; t_fail "tally status does not say the provider is reached by verified TLS"; }
+pw=$(cat "$TALLY_TEST_PG_PWFILE")
+base=${login%_v*}
+strings -n 6 "$W/tls.pcap" >"$W/tls.txt"
+! grep -q "$base" "$W/tls.txt" || t_fail "the grant's role name crossed the wire in clear over TLS"
+! grep -q "$pw" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
+t_ok "grant $login provisioned and rotated; capture $(wc -c <"$W/tls.pcap") bytes, none of $base or the admin password in it"
+
+t_check "the positive control: the same with tls=off carries the names in clear"
+pg_assign --set tls=off
+tly apply "$(t_consumer app2)" >/dev/null
+tly assign app2 node-a >/dev/null
+capture "$W/plain.pcap" "$TALLY_TEST_PG_PORT"
+once
+capture_end
+[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $rc"; }
+login2=$(t_envget "$(t_envfile node-a app2)" DB_USER)
+[ -n "$login2" ] || t_fail "no DB_USER delivered to app2"
+strings -n 6 "$W/plain.pcap" | grep -q "${login2%_v*}" ||
+	t_fail "the plaintext capture holds no role name: the capture proves nothing"
+t_ok "plaintext capture holds ${login2%_v*}"
+
+t_check "a server presenting a certificate for another host: refused"
+R=$(cat "$PG_DIR/realdir" 2>/dev/null || echo "$PG_DIR")
+cp "$TALLY_TEST_CA_WRONGHOST_CERT" "$R/server-tls/pg.pem"
+cp "$TALLY_TEST_CA_WRONGHOST_KEY" "$R/server-tls/pg.key"
+psql -h "$TALLY_TEST_PG_SOCK" -p "$TALLY_TEST_PG_PORT" -U "$TALLY_TEST_PG_USER" \
+	-d postgres -Atc "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+pg_assign --set tls=verify
+tly apply "$(t_consumer app3)" >/dev/null
+tly assign app3 node-a >/dev/null
+once
+[ $rc -ne 0 ] || t_fail "tallyd --once trusted a certificate for another host"
+grep -qi "does not match host name\|certificate verify failed" "$W/once.err" ||
+	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say the host name does not match"; }
+t_ok "$(grep -m1 -i 'host name\|verify failed' "$W/once.err" | sed 's/^.*: \(warn\|error\|info\): //' | cut -c1-140)"
+
+t_check "a provider on another address reached in plaintext is warned of"
+tly assign postgres node-a --set host=db.example --set tls=off >/dev/null
+tly status >"$W/st" 2>&1 || true
+grep -q "reached at db.example: plaintext; warning: plaintext to db.example" "$W/st" ||
+	{ cat "$W/st" >&2; t_fail "no warning for plaintext to a non-loopback host"; }
+t_ok "$(grep -m1 'reached at db.example' "$W/st")"
+
+t_say "MariaDB with TLS (harness CA)"
+MSH=$TALLY_SRC/tests/harness/mariadb.sh
+MDB=$W/mariadb
+_m_port=$((57400 + $$ % 97))
+trap '_m_rc=$?; set +e; sh "$MSH" stop "$MDB" >/dev/null 2>&1
+	if [ "$_m_rc" -ne 0 ]; then (exit "$_m_rc"); fi; _t_cleanup' EXIT
+_m_try=0
+until { while _t_port_busy "$_m_port"; do _m_port=$((_m_port + 1)); done
+	sh "$MSH" start "$MDB" "$_m_port" 2>>"$W/mariadb.start"; }; do
+	_m_try=$((_m_try + 1))
+	[ $_m_try -lt 5 ] || t_fail "no MariaDB: $(tail -n 5 "$W/mariadb.start")"
+	_m_port=$((_m_port + 1))
+done
+. "$MDB/env"
+tly apply "$TALLY_SRC/examples/mariadb.yaml" >/dev/null
+mkdir -p "$W/manifests"
+cat >"$W/manifests/mapp.yaml" <<EOF
+module: mapp
+env: {M_USER: "", M_PASSWORD: ""}
+requires:
+  db:
+    type: mariadb-database
+    from: mariadb
+    env: {user: M_USER, password: M_PASSWORD}
+EOF
+tly apply "$W/manifests/mapp.yaml" >/dev/null
+mdb_assign() {
+	tly assign mariadb node-a --set host=127.0.0.1 \
+		--set port="$TALLY_TEST_MARIADB_PORT" \
+		--set admin-user="$TALLY_TEST_MARIADB_USER" "$@" \
+		--secret admin-password <"$TALLY_TEST_MARIADB_PWFILE" >/dev/null ||
+		t_fail "tally assign mariadb $*"
+}
+
+t_check "MariaDB: another CA's certificate refused, naming the reason"
+mdb_assign --set tls=verify --set ca="$TALLY_TEST_CA_OTHER"
+tly assign mapp node-a >/dev/null
+once
+[ $rc -ne 0 ] || t_fail "tallyd --once trusted a MariaDB of another CA"
+grep -qi "certificate\|ssl\|tls" "$W/once.err" ||
+	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not name the failed verification"; }
+t_ok "$(grep -m1 -i 'certificate\|ssl' "$W/once.err" | sed 's/^.*: \(warn\|error\|info\): //' | cut -c1-140)"
+
+t_check "MariaDB: tls=verify with the right CA provisions; nothing in clear"
+mdb_assign --set ca="$TALLY_TEST_CA"
+capture "$W/mtls.pcap" "$TALLY_TEST_MARIADB_PORT"
+once
+capture_end
+[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once to MariaDB over verified TLS exited $rc"; }
+mlogin=$(t_envget "$(t_envfile node-a mapp)" M_USER)
+[ -n "$mlogin" ] || t_fail "no M_USER delivered"
+! strings -n 6 "$W/mtls.pcap" | grep -q "${mlogin%_v*}" ||
+	t_fail "the MariaDB user's name crossed the wire in clear over TLS"
+mariadb -h 127.0.0.1 -P "$TALLY_TEST_MARIADB_PORT" -u "$mlogin" \
+	-p"$(t_envget "$(t_envfile node-a mapp)" M_PASSWORD)" -e "SELECT 1" >/dev/null ||
+	t_fail "the consumer cannot log in with the delivered credential"
+tly status >"$W/st" 2>&1 || true
+grep -q "reached at 127.0.0.1: TLS, verified" "$W/st" ||
+	{ cat "$W/st" >&2; t_fail "status does not say MariaDB is reached by verified TLS"; }
+t_ok "$mlogin provisioned over verified TLS; the consumer logs in"
+
+t_check "the log verifies"
+tly verify >/dev/null || t_fail "tally verify failed"
+t_ok "chain intact"

@@ -11,10 +11,14 @@
 #   mariadb.sh status DIR      exit 0 if running, 3 if not
 #
 # DIR/env (sourceable) exports TALLY_TEST_MARIADB_HOST, _PORT, _SOCK, _USER,
-# _PWFILE, _CA, and TALLY_TEST_CA (= _CA): the CA that signed the server's
-# certificate (tests/harness/ca.sh; subjectAltName localhost, 127.0.0.1), for
-# --ssl-verify-server-cert --ssl-ca=...; made in $TALLY_TEST_TLS_DIR when that
-# is set (shared, kept by stop), else in DIR/tls (deleted by stop). The admin is 'tally_admin'@'%' with every privilege WITH GRANT
+# _PWFILE, _CA, and what tests/harness/ca.sh's env says (TALLY_TEST_CA =
+# _CA: the CA that signed the server's certificate, for
+# --ssl-verify-server-cert --ssl-ca=...; TALLY_TEST_CA_OTHER, _IMPOSTOR_*,
+# _WRONGHOST_*). The CA is made in $TALLY_TEST_TLS_DIR when that is set
+# (shared, kept by stop), else in DIR/tls (deleted by stop). Note that the
+# mariadb CLI takes TLS (unverified) by default when the server offers it:
+# --skip-ssl for plaintext; libmariadb asks for none unless told.
+# The admin is 'tally_admin'@'%' with every privilege WITH GRANT
 # OPTION and the password in DIR/admin.pw (for TCP); root is reachable over
 # the socket only (unix_socket authentication). The anonymous users the
 # installer makes are dropped: they would shadow 'name'@'%' for connections
@@ -207,7 +211,7 @@ SQL
         echo "export TALLY_TEST_MARIADB_USER=tally_admin"
         echo "export TALLY_TEST_MARIADB_PWFILE=$(shquote "$DIR/admin.pw")"
         echo "export TALLY_TEST_MARIADB_CA=$(shquote "$TLS/ca.pem")"
-        echo "export TALLY_TEST_CA=$(shquote "$TLS/ca.pem")"
+        cat "$TLS/env"   # TALLY_TEST_CA, TALLY_TEST_CA_OTHER, ... (ca.sh)
     } > "$DIR/env"
     say "MariaDB up on 127.0.0.1:$PORT, TLS on the same port (data in $R/data)"
 }

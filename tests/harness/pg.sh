@@ -11,12 +11,13 @@
 #   pg.sh status DIR       exit 0 if running, 3 if not
 #
 # DIR/env (sourceable) exports TALLY_TEST_PG_HOST, TALLY_TEST_PG_PORT,
-# TALLY_TEST_PG_SOCK, TALLY_TEST_PG_USER, TALLY_TEST_PG_PWFILE, and
-# TALLY_TEST_PG_CA = TALLY_TEST_CA: the CA that signed the server's
-# certificate (tests/harness/ca.sh; subjectAltName localhost, 127.0.0.1),
-# for sslmode=verify-full sslrootcert=... The CA is made in
+# TALLY_TEST_PG_SOCK, TALLY_TEST_PG_USER, TALLY_TEST_PG_PWFILE,
+# TALLY_TEST_PG_CA, and what tests/harness/ca.sh's env says (TALLY_TEST_CA
+# = _CA: the CA that signed the server's certificate, subjectAltName
+# localhost and 127.0.0.1, for sslmode=verify-full sslrootcert=...;
+# TALLY_TEST_CA_OTHER, _IMPOSTOR_*, _WRONGHOST_*). The CA is made in
 # $TALLY_TEST_TLS_DIR when that is set (shared by every server started with
-# it, and kept by stop), else in DIR/tls (deleted by stop).
+# it, kept by stop), else in DIR/tls (deleted by stop).
 # The admin role is "postgres"; TCP needs the password in DIR/admin.pw
 # (scram-sha-256), the unix socket is trusted. Use TALLY_TEST_PG_SOCK rather
 # than DIR/sock: when the postgres user cannot reach DIR, or DIR/sock would be
@@ -257,7 +258,7 @@ EOF
         echo "export TALLY_TEST_PG_USER=postgres"
         echo "export TALLY_TEST_PG_PWFILE=$(shquote "$DIR/admin.pw")"
         echo "export TALLY_TEST_PG_CA=$(shquote "$TLS/ca.pem")"
-        echo "export TALLY_TEST_CA=$(shquote "$TLS/ca.pem")"
+        cat "$TLS/env"   # TALLY_TEST_CA, TALLY_TEST_CA_OTHER, ... (ca.sh)
     } > "$DIR/env"
     say "PostgreSQL up on 127.0.0.1:$PORT, TLS on the same port (data in $R/data)"
 }

@@ -11,7 +11,7 @@
 # error, never a skip: tests that need a server must not pass without one.
 #
 # Ports: the first free one from ${TALLY_TEST_PG_PORT_BASE:-55432} and the
-# first free block of 14 from ${TALLY_TEST_AMQP_PORT_BASE:-55672}, the first
+# first free block of 16 from ${TALLY_TEST_AMQP_PORT_BASE:-55672}, the first
 # free one from ${TALLY_TEST_REDIS_PORT_BASE:-56379} for Redis, so a stray
 # server elsewhere does not break the run. One run per TALLY_TEST_DIR at a
 # time (a lock enforces it); servers a crashed run left there are stopped first.
@@ -116,8 +116,8 @@ fi
 
 if [ $want_amqp = yes ]; then
     base=${TALLY_TEST_AMQP_PORT_BASE:-55672}
-    port=$(pick_port "$base" 14 20) ||
-        die "no free block of 14 ports for RabbitMQ from $base"
+    port=$(pick_port "$base" 16 20) ||
+        die "no free block of 16 ports for RabbitMQ from $base"
     started_amqp=yes
     "$here/rabbit.sh" start "$TD/amqp" "$port" 9>&- ||
         die "RabbitMQ could not be started (see above); not running: $*"

@@ -7,7 +7,9 @@
 # (pg/, amqp/, redis/), exports their variables (see pg.sh, rabbit.sh and
 # redis.sh: TALLY_TEST_PG_*, TALLY_TEST_AMQP_*, TALLY_TEST_REDIS_*), runs
 # CMD, stops the servers whatever
-# happens, and exits with CMD's status. A server that cannot start is an
+# happens, and exits with CMD's status. Every server also offers TLS with a
+# certificate of one throwaway CA made in $TALLY_TEST_TLS_DIR (default
+# TD/ca, remade per run; tests/harness/ca.sh): TALLY_TEST_CA names it. A server that cannot start is an
 # error, never a skip: tests that need a server must not pass without one.
 #
 # Ports: the first free one from ${TALLY_TEST_PG_PORT_BASE:-55432} and the
@@ -104,6 +106,13 @@ trap 'exit 143' TERM
 "$here/rabbit.sh" stop "$TD/amqp" 9>&-
 "$here/pg.sh" stop "$TD/pg" 9>&-
 "$here/redis.sh" stop "$TD/redis" 9>&-
+
+# One CA for every server of the run (ca.sh).
+if [ -z "${TALLY_TEST_TLS_DIR:-}" ]; then
+    rm -rf "$TD/ca"
+    TALLY_TEST_TLS_DIR=$TD/ca
+fi
+export TALLY_TEST_TLS_DIR
 
 if [ $want_pg = yes ]; then
     base=${TALLY_TEST_PG_PORT_BASE:-55432}

@@ -117,6 +117,11 @@ if [ -d "$W" ]; then
 fi
 mkdir -p "$W"
 
+# One throwaway CA for every server the script starts (each also offers
+# TLS: tests/harness/ca.sh); a server's env file names it in TALLY_TEST_CA.
+: "${TALLY_TEST_TLS_DIR:=$W/ca}"
+export TALLY_TEST_TLS_DIR
+
 # --- time ---------------------------------------------------------------
 
 t_now_ms() { echo $(($(date +%s%N) / 1000000)); }

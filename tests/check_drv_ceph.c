@@ -45,7 +45,7 @@ static const char *s_settings[8];
 
 /* --- the server ------------------------------------------------------ */
 
-/* A port p with p..p+6 free (the harness takes PORT..PORT+6). */
+/* A port p with p..p+7 free (the harness takes PORT..PORT+7). */
 static int
 free_ports(void)
 {
@@ -53,9 +53,10 @@ free_ports(void)
 	int fd, base, i, ok;
 
 	for (base = 20000 + (int)(getpid() % 20000); base < 65000;
-	    base += 7) {
+	    base += 8) {
 		ok = 1;
-		for (i = 0; i < 7 && ok; i++) {
+		/* PORT..PORT+6 (ceph.sh), PORT+7 (radosgw's TLS endpoint) */
+		for (i = 0; i < 8 && ok; i++) {
 			if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
 				return -1;
 			memset(&sa, 0, sizeof(sa));

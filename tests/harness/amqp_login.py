@@ -4,7 +4,10 @@
 Usage: amqp_login.py URL [HOLD_SECONDS]
 
 URL is amqp://USER:PASSWORD@HOST:PORT/VHOST, each part percent-encoded
-(as tally's url field delivers it).  Opens the connection (PLAIN) and
+(as tally's url field delivers it); amqps://... speaks TLS (default port
+5671), verifying the broker's certificate and HOST against the CA file
+in $AMQP_LOGIN_CAFILE (else the system's CAs): a certificate that does not
+verify is exit 2 ("tls: ...").  Opens the connection (PLAIN) and
 the vhost; exit 0 when the broker let it in, 1 when it refused (its
 reply is printed), 2 on a usage or network error.  With HOLD_SECONDS it
 then stays connected that long: exit 0 if it was still connected at
@@ -14,8 +17,10 @@ No client library is needed on the test machine (Debian's amqp-tools
 is not among tools/deps.sh's packages); this is test code only, the
 handshake of the AMQP 0-9-1 specification, section 2.2.4.
 """
+import os
 import select
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -74,11 +79,21 @@ def main():
     user = unquote(u.username or "")
     password = unquote(u.password or "")
     vhost = unquote(u.path[1:]) if u.path.startswith("/") else "/"
+    tls = u.scheme == "amqps"
     try:
-        sock = socket.create_connection((u.hostname, u.port or 5672), 5)
+        sock = socket.create_connection(
+            (u.hostname, u.port or (5671 if tls else 5672)), 5)
     except OSError as e:
         print("connect: %s" % e, file=sys.stderr)
         return 2
+    if tls:
+        ctx = ssl.create_default_context(
+            cafile=os.environ.get("AMQP_LOGIN_CAFILE") or None)
+        try:
+            sock = ctx.wrap_socket(sock, server_hostname=u.hostname)
+        except (ssl.SSLError, OSError) as e:
+            print("tls: %s" % e, file=sys.stderr)
+            return 2
     sock.settimeout(10)
     try:
         sock.sendall(b"AMQP\x00\x00\x09\x01")

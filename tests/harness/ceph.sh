@@ -2,8 +2,12 @@
 # A throwaway single-node Ceph with radosgw (an S3 object store) for tests.
 #
 # Usage:
-#   ceph.sh start DIR [PORT]  one ceph-mon, one ceph-osd on memstore and
+#   ceph.sh start DIR [PORT [TLSPORT]]
+#                             one ceph-mon, one ceph-osd on memstore and
 #                             radosgw on 127.0.0.1:PORT (default 7480),
+#                             and with TLS on 127.0.0.1:TLSPORT (default
+#                             PORT+7; beast's ssl_endpoint, a certificate
+#                             of the harness CA, tests/harness/ca.sh),
 #                             everything under DIR (ceph.conf, data, logs,
 #                             sockets, pids); the seven RGW pools made
 #                             first; an admin user with caps
@@ -14,7 +18,13 @@
 #
 # DIR/env (sourceable) exports TALLY_TEST_RGW_ENDPOINT (http://127.0.0.1:PORT),
 # TALLY_TEST_RGW_HOST, TALLY_TEST_RGW_PORT, TALLY_TEST_RGW_ACCESS (the admin's
-# access key) and TALLY_TEST_RGW_SECRETFILE (a file holding its secret key).
+# access key), TALLY_TEST_RGW_SECRETFILE (a file holding its secret key),
+# TALLY_TEST_RGW_TLS_PORT, TALLY_TEST_RGW_TLS_ENDPOINT
+# (https://localhost:TLSPORT), TALLY_TEST_RGW_CA, and what ca.sh's env says
+# (TALLY_TEST_CA = _CA: the CA that signed radosgw's certificate, for curl
+# --cacert; TALLY_TEST_CA_OTHER, _IMPOSTOR_*, _WRONGHOST_*). The CA is made
+# in $TALLY_TEST_TLS_DIR when that is set (shared, kept by stop), else in
+# DIR/tls (deleted by stop).
 # The mon and the osd take PORT+1..PORT+6 on loopback.  The data lives in
 # the osd's memory (memstore): nothing survives a stop.
 # The recipe and its pitfalls: ../shared/RECIPES.md (single-node Ceph RGW).
@@ -25,12 +35,13 @@
 set -eu
 
 me=ceph.sh
+here=$(cd "$(dirname "$0")" && pwd -P)
 die() { echo "$me: $*" >&2; exit 1; }
 say() { echo "$me: $*" >&2; }
 
 usage() {
     cat >&2 <<EOF
-usage: $me start DIR [PORT]
+usage: $me start DIR [PORT [TLSPORT]]
        $me stop DIR
        $me status DIR
 EOF
@@ -72,14 +83,14 @@ do_stop() {
     stop_one "$1/run/osd.pid" ceph-osd
     stop_one "$1/run/mon.pid" ceph-mon
     rm -rf "$1/run" "$1/mon" "$1/osd" "$1/rgw" "$1/log" "$1/monmap" \
-        "$1/ceph.conf" "$1/env" "$1/admin.secret" "$1/admin.json"
+        "$1/ceph.conf" "$1/env" "$1/admin.secret" "$1/admin.json" "$1/tls"
     rmdir "$1" 2>/dev/null || true
 }
 
 uuid() { cat /proc/sys/kernel/random/uuid; }
 
 do_start() {
-    D=$1 PORT=$2
+    D=$1 PORT=$2 TLSPORT=${3:-$(($2 + 7))}
     for b in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph; do
         command -v $b >/dev/null 2>&1 ||
             die "no $b (tools/deps.sh installs ceph-mon ceph-osd radosgw ceph-common)"
@@ -91,6 +102,10 @@ do_start() {
     umask 077
     mkdir -p "$D/run" "$D/mon" "$D/osd/ceph-0" "$D/rgw" "$D/log"
     MONP=$((PORT + 1)) OSDLO=$((PORT + 2)) OSDHI=$((PORT + 6))
+    TLS=${TALLY_TEST_TLS_DIR:-$D/tls}
+    sh "$here/ca.sh" make "$TLS" rgw ||
+        { do_stop "$D"; die "cannot make the TLS certificates in $TLS (ca.sh)"; }
+    TLS=$(cd "$TLS" && pwd -P)
     FSID=$(uuid)
     cat >"$D/ceph.conf" <<EOF
 [global]
@@ -133,7 +148,7 @@ osd max object namespace len = 64
 [client.rgw.a]
 rgw data = $D/rgw
 pid file = $D/run/rgw.pid
-rgw frontends = beast endpoint=127.0.0.1:$PORT tcp_nodelay=1
+rgw frontends = beast endpoint=127.0.0.1:$PORT ssl_endpoint=127.0.0.1:$TLSPORT ssl_certificate=$TLS/rgw.pem ssl_private_key=$TLS/rgw.key tcp_nodelay=1
 debug rgw = 0/0
 EOF
     C="-c $D/ceph.conf"
@@ -175,6 +190,15 @@ EOF
             do_stop "$D"; die "radosgw on port $PORT did not answer in 20 s"; }
         sleep 0.1
     done
+    # The TLS endpoint, verified as a client trusting the harness CA would.
+    i=0
+    until curl -s -o /dev/null -m 2 --cacert "$TLS/ca.pem" "https://localhost:$TLSPORT/"; do
+        i=$((i + 1))
+        [ $i -lt 50 ] || { grep -i 'ssl\|tls\|frontend' "$D/log/client.rgw.a.log" >&2 || true
+            curl -sS -o /dev/null -m 2 --cacert "$TLS/ca.pem" "https://localhost:$TLSPORT/" || true
+            do_stop "$D"; die "radosgw's TLS endpoint on port $TLSPORT did not answer (verified) in 5 s"; }
+        sleep 0.1
+    done
     AK=TLADMIN$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)
     SK=$(head -c 30 /dev/urandom | od -An -tx1 | tr -d ' \n')
     timeout 60 radosgw-admin $C -n client.rgw.a user create --uid=tally-admin \
@@ -189,12 +213,16 @@ export TALLY_TEST_RGW_HOST=127.0.0.1
 export TALLY_TEST_RGW_PORT=$PORT
 export TALLY_TEST_RGW_ACCESS=$AK
 export TALLY_TEST_RGW_SECRETFILE=$(shquote "$D/admin.secret")
+export TALLY_TEST_RGW_TLS_PORT=$TLSPORT
+export TALLY_TEST_RGW_TLS_ENDPOINT=https://localhost:$TLSPORT
+export TALLY_TEST_RGW_CA=$(shquote "$TLS/ca.pem")
 EOF
+    cat "$TLS/env" >>"$D/env"   # TALLY_TEST_CA, TALLY_TEST_CA_OTHER, ... (ca.sh)
 }
 
 [ $# -ge 2 ] || usage
 case "$1" in
-    start) [ $# -le 3 ] || usage; do_start "$2" "${3:-7480}" ;;
+    start) [ $# -le 4 ] || usage; do_start "$2" "${3:-7480}" "${4:-}" ;;
     stop) [ $# -eq 2 ] || usage; do_stop "$2" ;;
     status) p=$(pid_in "$2/run/rgw.pid")
         if [ -n "$p" ] && alive "$p"; then exit 0; else exit 3; fi ;;

@@ -3,12 +3,22 @@
 #
 # Usage:
 #   mariadb.sh start DIR PORT  mariadb-install-db + mariadbd on 127.0.0.1:PORT
-#                              and a unix socket; writes DIR/env, DIR/admin.pw
+#                              and a unix socket; writes DIR/env, DIR/admin.pw.
+#                              TLS is offered on the same port (--ssl-cert,
+#                              --ssl-key, --ssl-ca; optional: a client that
+#                              asks for none stays plaintext)
 #   mariadb.sh stop DIR        TERM (then KILL), delete everything (idempotent)
 #   mariadb.sh status DIR      exit 0 if running, 3 if not
 #
 # DIR/env (sourceable) exports TALLY_TEST_MARIADB_HOST, _PORT, _SOCK, _USER,
-# _PWFILE. The admin is 'tally_admin'@'%' with every privilege WITH GRANT
+# _PWFILE, _CA, and what tests/harness/ca.sh's env says (TALLY_TEST_CA =
+# _CA: the CA that signed the server's certificate, for
+# --ssl-verify-server-cert --ssl-ca=...; TALLY_TEST_CA_OTHER, _IMPOSTOR_*,
+# _WRONGHOST_*). The CA is made in $TALLY_TEST_TLS_DIR when that is set
+# (shared, kept by stop), else in DIR/tls (deleted by stop). Note that the
+# mariadb CLI takes TLS (unverified) by default when the server offers it:
+# --skip-ssl for plaintext; libmariadb asks for none unless told.
+# The admin is 'tally_admin'@'%' with every privilege WITH GRANT
 # OPTION and the password in DIR/admin.pw (for TCP); root is reachable over
 # the socket only (unix_socket authentication). The anonymous users the
 # installer makes are dropped: they would shadow 'name'@'%' for connections
@@ -18,6 +28,7 @@
 set -eu
 
 me=mariadb.sh
+here=$(cd "$(dirname "$0")" && pwd -P)
 die() { echo "$me: $*" >&2; exit 1; }
 say() { echo "$me: $*" >&2; }
 usage() {
@@ -96,7 +107,7 @@ do_stop() {
     fi
     rm -rf "${DIR:?}/data" "${DIR:?}/sock" "${DIR:?}/pid" "${DIR:?}/server.log" \
            "${DIR:?}/env" "${DIR:?}/admin.pw" "${DIR:?}/realdir" \
-           "${DIR:?}/install.log"
+           "${DIR:?}/install.log" "${DIR:?}/tls" "${DIR:?}/server-tls"
     rmdir "$DIR" 2>/dev/null || true
 }
 
@@ -127,10 +138,17 @@ do_start() {
         chmod 755 "$R"
         printf '%s\n' "$R" > "$DIR/realdir"
     fi
-    mkdir -p "$R/data"
-    chmod 700 "$R/data"
+    # The server's certificate and key (ca.sh), copied where the server
+    # user can read them.
+    TLS=${TALLY_TEST_TLS_DIR:-$DIR/tls}
+    sh "$here/ca.sh" make "$TLS" mariadb ||
+        { do_stop "$DIR"; die "cannot make the TLS certificates in $TLS (ca.sh)"; }
+    TLS=$(cd "$TLS" && pwd -P)
+    mkdir -p "$R/data" "$R/server-tls"
+    chmod 700 "$R/data" "$R/server-tls"
+    (umask 077 && cp "$TLS/mariadb.pem" "$TLS/mariadb.key" "$TLS/ca.pem" "$R/server-tls/")
     if [ -n "$SRV_USER" ]; then
-        chown -R "$SRV_USER:" "$R/data"
+        chown -R "$SRV_USER:" "$R/data" "$R/server-tls"
         chown "$SRV_USER:" "$R"
     fi
     (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DIR/admin.pw")
@@ -149,6 +167,8 @@ do_start() {
         --pid-file="$R/pid" --skip-log-bin --log-error="$R/server.log" \
         --max-connections=300 --innodb-buffer-pool-size=32M \
         --performance-schema=off --innodb-flush-log-at-trx-commit=2 \
+        --ssl-cert="$R/server-tls/mariadb.pem" --ssl-key="$R/server-tls/mariadb.key" \
+        --ssl-ca="$R/server-tls/ca.pem" \
         </dev/null >/dev/null 2>&1 &
     i=0
     # The installer's socket-authenticated account is the OS user's own.
@@ -163,6 +183,16 @@ do_start() {
         fi
         sleep 0.1
     done
+    # mariadbd starts without TLS when it cannot load the certificate: a
+    # server without it is a failed start.
+    ssl=$(mariadb --no-defaults -u"$me_sql" -S "$R/sock" -N -B \
+        -e "SELECT @@have_ssl" 2>/dev/null || true)
+    if [ "$ssl" != YES ]; then
+        say "MariaDB on 127.0.0.1:$PORT runs without TLS (have_ssl '$ssl'); its log:"
+        grep -i 'ssl\|tls' "$R/server.log" >&2 2>/dev/null || tail -n 20 "$R/server.log" >&2 || true
+        do_stop "$DIR"
+        exit 1
+    fi
     pw=$(cat "$DIR/admin.pw")
     if ! mariadb --no-defaults -u"$me_sql" -S "$R/sock" <<SQL
 DELETE FROM mysql.global_priv WHERE User = '';
@@ -180,8 +210,10 @@ SQL
         echo "export TALLY_TEST_MARIADB_SOCK=$(shquote "$R/sock")"
         echo "export TALLY_TEST_MARIADB_USER=tally_admin"
         echo "export TALLY_TEST_MARIADB_PWFILE=$(shquote "$DIR/admin.pw")"
+        echo "export TALLY_TEST_MARIADB_CA=$(shquote "$TLS/ca.pem")"
+        cat "$TLS/env"   # TALLY_TEST_CA, TALLY_TEST_CA_OTHER, ... (ca.sh)
     } > "$DIR/env"
-    say "MariaDB up on 127.0.0.1:$PORT (data in $R/data)"
+    say "MariaDB up on 127.0.0.1:$PORT, TLS on the same port (data in $R/data)"
 }
 
 do_status() {

@@ -1,6 +1,7 @@
 // oidc-server.js - a throwaway OpenID Connect provider for tally's tests.
 //
-// Usage: node oidc-server.js DIR PORT   (tests/harness/oidc.sh runs it)
+// Usage: node oidc-server.js DIR PORT [TLSPORT CERT KEY]
+//        (tests/harness/oidc.sh runs it)
 //
 // oidc-provider 8 (installed by tools/deps.sh into tests/harness/oidc/,
 // never fetched at test time) on 127.0.0.1:PORT, issuer
@@ -10,6 +11,10 @@
 // introspection, RFC 7009 revocation.  Everything the provider stores
 // lives in DIR/store.json, written on every change (a restart keeps the
 // clients; the built-in memory adapter loses them and evicts after 1000).
+// With TLSPORT, the same provider (the same store, keys and clients) also
+// answers over https on 127.0.0.1:TLSPORT with CERT and KEY (PEM files),
+// as issuer https://127.0.0.1:TLSPORT: a client that fetches the discovery
+// document over TLS finds an issuer and endpoints that are https.
 // A token whose client was deleted is not found (introspection says
 // inactive), as Keycloak behaves.  Who may introspect what is left at
 // oidc-provider's default (features.introspection.allowedPolicy: any
@@ -25,12 +30,13 @@
 // the registrations so answered.
 'use strict';
 const fs = require('fs');
+const https = require('https');
 const path = require('path');
 const { pathToFileURL } = require('url');
 
-const [dir, port] = process.argv.slice(2);
-if (!dir || !port) {
-  process.stderr.write('usage: node oidc-server.js DIR PORT\n');
+const [dir, port, tlsPort, certFile, keyFile] = process.argv.slice(2);
+if (!dir || !port || (tlsPort && (!certFile || !keyFile))) {
+  process.stderr.write('usage: node oidc-server.js DIR PORT [TLSPORT CERT KEY]\n');
   process.exit(2);
 }
 const iat = fs.readFileSync(path.join(dir, 'iat'), 'utf8').trim();
@@ -88,41 +94,59 @@ let registered = 0;
   const entry = path.join(__dirname, 'oidc', 'node_modules', 'oidc-provider', 'lib', 'index.js');
   const { default: Provider } = await import(pathToFileURL(entry).href);
   const issuer = `http://127.0.0.1:${port}`;
-  const provider = new Provider(issuer, {
-    adapter: FileAdapter,
-    clients: [],
-    // RFC 7591's software_id is kept and returned (tally's grant id).
-    extraClientMetadata: { properties: ['software_id'] },
-    features: {
-      devInteractions: { enabled: false },
-      registration: { enabled: true, initialAccessToken: iat },
-      registrationManagement: { enabled: true, rotateRegistrationAccessToken: true },
-      clientCredentials: { enabled: true },
-      introspection: { enabled: true },
-      revocation: { enabled: true },
-    },
-    ttl: { ClientCredentials: 600, AccessToken: 600 },
-    jwks: JSON.parse(fs.readFileSync(path.join(dir, 'jwks.json'), 'utf8')),
-    cookies: { keys: [iat] },
-  });
-  if (hostile !== undefined) {
-    const shown = new Map();
-    provider.use(async (ctx, next) => {
-      await next();
-      const b = ctx.body;
-      if (!ctx.path.startsWith('/reg') || !b || typeof b !== 'object' || !b.client_id) return;
-      if (ctx.method === 'POST' && ctx.status === 201) {
-        shown.set(b.client_id, ++registered === 1 ? hostile : `${hostile}-${registered}`);
-        fs.writeFileSync(path.join(dir, 'hostile'), `${registered}\n`);
-      }
-      if (shown.has(b.client_id)) ctx.body = { ...b, client_id: shown.get(b.client_id) };
+  const shown = new Map(); // the hostile ids, shared by both listeners
+  const makeProvider = (iss) => {
+    const provider = new Provider(iss, {
+      adapter: FileAdapter,
+      clients: [],
+      // RFC 7591's software_id is kept and returned (tally's grant id).
+      extraClientMetadata: { properties: ['software_id'] },
+      features: {
+        devInteractions: { enabled: false },
+        registration: { enabled: true, initialAccessToken: iat },
+        registrationManagement: { enabled: true, rotateRegistrationAccessToken: true },
+        clientCredentials: { enabled: true },
+        introspection: { enabled: true },
+        revocation: { enabled: true },
+      },
+      ttl: { ClientCredentials: 600, AccessToken: 600 },
+      jwks: JSON.parse(fs.readFileSync(path.join(dir, 'jwks.json'), 'utf8')),
+      cookies: { keys: [iat] },
     });
-  }
-  provider.on('server_error', (ctx, err) => process.stderr.write(`server_error: ${err.stack}\n`));
-  const server = provider.listen(Number(port), '127.0.0.1', () => {
-    fs.writeFileSync(path.join(dir, 'ready'), issuer + '\n');
+    if (hostile !== undefined) {
+      provider.use(async (ctx, next) => {
+        await next();
+        const b = ctx.body;
+        if (!ctx.path.startsWith('/reg') || !b || typeof b !== 'object' || !b.client_id) return;
+        if (ctx.method === 'POST' && ctx.status === 201) {
+          shown.set(b.client_id, ++registered === 1 ? hostile : `${hostile}-${registered}`);
+          fs.writeFileSync(path.join(dir, 'hostile'), `${registered}\n`);
+        }
+        if (shown.has(b.client_id)) ctx.body = { ...b, client_id: shown.get(b.client_id) };
+      });
+    }
+    provider.on('server_error', (ctx, err) => process.stderr.write(`server_error: ${err.stack}\n`));
+    return provider;
+  };
+  const servers = [];
+  const listening = (server) => new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.once('listening', resolve);
   });
-  const stop = () => server.close(() => process.exit(0));
+  const plain = makeProvider(issuer).listen(Number(port), '127.0.0.1');
+  servers.push(plain);
+  await listening(plain);
+  if (tlsPort) {
+    const tls = https.createServer({
+      cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile),
+    }, makeProvider(`https://127.0.0.1:${tlsPort}`).callback());
+    servers.push(tls);
+    tls.listen(Number(tlsPort), '127.0.0.1');
+    await listening(tls);
+  }
+  fs.writeFileSync(path.join(dir, 'ready'), issuer + '\n');
+  let open = servers.length;
+  const stop = () => servers.forEach((sv) => sv.close(() => { if (--open === 0) process.exit(0); }));
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 })().catch((e) => { process.stderr.write(`${e.stack}\n`); process.exit(1); });

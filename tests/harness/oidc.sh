@@ -2,8 +2,14 @@
 # A throwaway OpenID Connect provider (oidc-provider 8 on Node) for tests.
 #
 # Usage:
-#   oidc.sh start DIR [PORT]  tests/harness/oidc-server.js on 127.0.0.1:PORT
-#                             (default 18480), issuer http://127.0.0.1:PORT;
+#   oidc.sh start DIR [PORT [TLSPORT]]
+#                             tests/harness/oidc-server.js on 127.0.0.1:PORT
+#                             (default 18480), issuer http://127.0.0.1:PORT,
+#                             and over https on 127.0.0.1:TLSPORT (issuer
+#                             https://127.0.0.1:TLSPORT; the same clients;
+#                             a certificate of the harness CA,
+#                             tests/harness/ca.sh); without TLSPORT the
+#                             first free port above PORT;
 #                             a fresh initial access token in DIR/iat and a
 #                             signing key in DIR/jwks.json (both kept, with
 #                             DIR/store.json, by a restart: stop DIR keep);
@@ -12,8 +18,14 @@
 #                             DIR's files (idempotent)
 #   oidc.sh status DIR        exit 0 if running, 3 if not
 #
-# DIR/env (sourceable) exports TALLY_TEST_OIDC_ISSUER, TALLY_TEST_OIDC_PORT
-# and TALLY_TEST_OIDC_IATFILE (the initial access token's file, 0600).
+# DIR/env (sourceable) exports TALLY_TEST_OIDC_ISSUER, TALLY_TEST_OIDC_PORT,
+# TALLY_TEST_OIDC_IATFILE (the initial access token's file, 0600),
+# TALLY_TEST_OIDC_TLS_PORT, TALLY_TEST_OIDC_TLS_ISSUER, TALLY_TEST_OIDC_CA,
+# and what ca.sh's env says (TALLY_TEST_CA = _CA: the CA that signed the
+# server's certificate, for curl --cacert; TALLY_TEST_CA_OTHER,
+# _IMPOSTOR_*, _WRONGHOST_*). The CA is made in $TALLY_TEST_TLS_DIR when
+# that is set (shared, kept by stop), else in DIR/tls (kept by stop DIR
+# keep, deleted by stop).
 # The package comes from tests/harness/oidc/node_modules (tools/deps.sh runs
 # npm ci there); nothing is fetched here: a missing one fails the start.
 set -eu
@@ -23,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 die() { echo "$me: $*" >&2; exit 1; }
 
 usage() {
-    echo "usage: $me start DIR [PORT] | stop DIR [keep] | status DIR" >&2
+    echo "usage: $me start DIR [PORT [TLSPORT]] | stop DIR [keep] | status DIR" >&2
     exit 2
 }
 
@@ -58,11 +70,26 @@ do_stop() {
     rm -f "$1/pid" "$1/ready" "$1/env"
     [ "${2:-}" = keep ] && return 0
     rm -f "$1/iat" "$1/jwks.json" "$1/store.json" "$1/store.json.tmp" "$1/log"
+    rm -rf "$1/tls"
     rmdir "$1" 2>/dev/null || true
+}
+
+port_busy() {
+    if command -v ss >/dev/null 2>&1; then
+        [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+    else
+        command -v bash >/dev/null 2>&1 &&
+            timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+    fi
 }
 
 do_start() {
     D=$1 PORT=${2:-18480}; [ -n "$PORT" ] || PORT=18480
+    TLSPORT=${3:-}
+    if [ -z "$TLSPORT" ]; then
+        TLSPORT=$((PORT + 1))
+        while port_busy "$TLSPORT"; do TLSPORT=$((TLSPORT + 1)); done
+    fi
     command -v node >/dev/null 2>&1 || die "no node (tools/deps.sh installs nodejs)"
     [ -f "$here/oidc/node_modules/oidc-provider/package.json" ] ||
         die "no oidc-provider in $here/oidc/node_modules (run tools/deps.sh)"
@@ -78,8 +105,12 @@ do_start() {
         const k = privateKey.export({ format: "jwk" });
         k.use = "sig"; k.alg = "RS256"; k.kid = "t1";
         process.stdout.write(JSON.stringify({ keys: [k] }));' >"$D/jwks.json"
+    TLS=${TALLY_TEST_TLS_DIR:-$D/tls}
+    sh "$here/ca.sh" make "$TLS" oidc || die "cannot make the TLS certificates in $TLS (ca.sh)"
+    TLS=$(cd "$TLS" && pwd -P)
     rm -f "$D/ready"
-    nohup node "$here/oidc-server.js" "$D" "$PORT" >>"$D/log" 2>&1 </dev/null &
+    nohup node "$here/oidc-server.js" "$D" "$PORT" "$TLSPORT" "$TLS/oidc.pem" \
+        "$TLS/oidc.key" >>"$D/log" 2>&1 </dev/null &
     echo $! >"$D/pid"
     i=0
     while [ $i -lt 100 ]; do
@@ -88,7 +119,11 @@ do_start() {
 export TALLY_TEST_OIDC_ISSUER=http://127.0.0.1:$PORT
 export TALLY_TEST_OIDC_PORT=$PORT
 export TALLY_TEST_OIDC_IATFILE=$(shquote "$D/iat")
+export TALLY_TEST_OIDC_TLS_PORT=$TLSPORT
+export TALLY_TEST_OIDC_TLS_ISSUER=https://127.0.0.1:$TLSPORT
+export TALLY_TEST_OIDC_CA=$(shquote "$TLS/ca.pem")
 EOF
+            cat "$TLS/env" >>"$D/env"   # TALLY_TEST_CA, ... (ca.sh)
             return 0
         fi
         is_running "$D" || break
@@ -97,12 +132,12 @@ EOF
     done
     tail -n 20 "$D/log" >&2 2>/dev/null || true
     do_stop "$D" keep
-    die "the OIDC provider on port $PORT did not start within 5 s"
+    die "the OIDC provider on port $PORT (https $TLSPORT) did not start within 5 s"
 }
 
 [ $# -ge 2 ] || usage
 case "$1" in
-    start) [ $# -le 3 ] || usage; do_start "$2" "${3:-}" ;;
+    start) [ $# -le 4 ] || usage; do_start "$2" "${3:-}" "${4:-}" ;;
     stop) do_stop "$2" "${3:-}" ;;
     status) if is_running "$2"; then exit 0; else exit 3; fi ;;
     *) usage ;;

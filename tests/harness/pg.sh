@@ -3,12 +3,21 @@
 #
 # Usage:
 #   pg.sh start DIR PORT   initdb + start, listening on 127.0.0.1:PORT and a
-#                          unix socket; writes DIR/env and DIR/admin.pw
+#                          unix socket; writes DIR/env and DIR/admin.pw.
+#                          TLS is offered on the same port (ssl = on; the
+#                          client chooses: sslmode=disable stays plaintext,
+#                          libpq's default "prefer" takes TLS unverified)
 #   pg.sh stop DIR         fast shutdown, then delete everything (idempotent)
 #   pg.sh status DIR       exit 0 if running, 3 if not
 #
 # DIR/env (sourceable) exports TALLY_TEST_PG_HOST, TALLY_TEST_PG_PORT,
-# TALLY_TEST_PG_SOCK, TALLY_TEST_PG_USER, TALLY_TEST_PG_PWFILE.
+# TALLY_TEST_PG_SOCK, TALLY_TEST_PG_USER, TALLY_TEST_PG_PWFILE,
+# TALLY_TEST_PG_CA, and what tests/harness/ca.sh's env says (TALLY_TEST_CA
+# = _CA: the CA that signed the server's certificate, subjectAltName
+# localhost and 127.0.0.1, for sslmode=verify-full sslrootcert=...;
+# TALLY_TEST_CA_OTHER, _IMPOSTOR_*, _WRONGHOST_*). The CA is made in
+# $TALLY_TEST_TLS_DIR when that is set (shared by every server started with
+# it, kept by stop), else in DIR/tls (deleted by stop).
 # The admin role is "postgres"; TCP needs the password in DIR/admin.pw
 # (scram-sha-256), the unix socket is trusted. Use TALLY_TEST_PG_SOCK rather
 # than DIR/sock: when the postgres user cannot reach DIR, or DIR/sock would be
@@ -19,6 +28,7 @@
 set -eu
 
 me=pg.sh
+here=$(cd "$(dirname "$0")" && pwd -P)
 die() { echo "$me: $*" >&2; exit 1; }
 say() { echo "$me: $*" >&2; }
 
@@ -148,7 +158,8 @@ do_stop() {
         esac
     fi
     rm -rf "${DIR:?}/data" "${DIR:?}/sock" "${DIR:?}/log" "${DIR:?}/server.log" \
-           "${DIR:?}/env" "${DIR:?}/admin.pw" "${DIR:?}/realdir"
+           "${DIR:?}/env" "${DIR:?}/admin.pw" "${DIR:?}/realdir" \
+           "${DIR:?}/tls" "${DIR:?}/server-tls"
     rmdir "$DIR" 2>/dev/null || true
 }
 
@@ -185,8 +196,14 @@ do_start() {
         ln -s "$R/log/server.log" "$DIR/server.log"
     fi
 
-    mkdir -p "$R/data" "$R/sock" "$R/log"
-    chmod 700 "$R/data"
+    # The server's certificate and key (ca.sh), copied where the server
+    # user owns them: PostgreSQL refuses a key that others can read.
+    TLS=${TALLY_TEST_TLS_DIR:-$DIR/tls}
+    sh "$here/ca.sh" make "$TLS" pg || die "cannot make the TLS certificates in $TLS (ca.sh)"
+    TLS=$(cd "$TLS" && pwd -P)
+    mkdir -p "$R/data" "$R/sock" "$R/log" "$R/server-tls"
+    chmod 700 "$R/data" "$R/server-tls"
+    (umask 077 && cp "$TLS/pg.pem" "$TLS/pg.key" "$R/server-tls/")
     chmod 755 "$R/sock"
     (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DIR/admin.pw")
     # initdb reads the password as the server user; give it a private copy
@@ -194,6 +211,7 @@ do_start() {
     (umask 077 && cp "$DIR/admin.pw" "$R/initpw")
     if [ -n "$SRV_USER" ]; then
         chown "$SRV_USER:" "$R/data" "$R/sock" "$R/log" "$R/initpw"
+        chown -R "$SRV_USER:" "$R/server-tls"
         [ "$R" != "$DIR" ] && chown "$SRV_USER:" "$R"
     fi
 
@@ -217,6 +235,9 @@ unix_socket_directories = $(pgquote "$R/sock")
 fsync = on
 max_connections = 200
 log_min_messages = warning
+ssl = on
+ssl_cert_file = $(pgquote "$R/server-tls/pg.pem")
+ssl_key_file = $(pgquote "$R/server-tls/pg.key")
 EOF
 
     log=$R/log/server.log
@@ -236,8 +257,10 @@ EOF
         echo "export TALLY_TEST_PG_SOCK=$(shquote "$R/sock")"
         echo "export TALLY_TEST_PG_USER=postgres"
         echo "export TALLY_TEST_PG_PWFILE=$(shquote "$DIR/admin.pw")"
+        echo "export TALLY_TEST_PG_CA=$(shquote "$TLS/ca.pem")"
+        cat "$TLS/env"   # TALLY_TEST_CA, TALLY_TEST_CA_OTHER, ... (ca.sh)
     } > "$DIR/env"
-    say "PostgreSQL up on 127.0.0.1:$PORT (data in $R/data)"
+    say "PostgreSQL up on 127.0.0.1:$PORT, TLS on the same port (data in $R/data)"
 }
 
 do_status() {

@@ -15,10 +15,20 @@
 #   PORT+2    Erlang distribution (the broker node)
 #   PORT+3    epmd (a private one, not the system's 4369)
 #   PORT+4..PORT+13  Erlang distribution of the rabbitmqctl CLI
+#   PORT+14   AMQP over TLS (amqps)
+#   PORT+15   management HTTP API over TLS (https)
 # (The usual "+10000/+20000" offsets overflow 65535 for ports above 45535.)
+# The TLS listeners are in addition to the plaintext ones, with a
+# certificate of the harness CA (tests/harness/ca.sh; subjectAltName
+# localhost, 127.0.0.1); no client certificate is asked for (verify_none).
 #
 # DIR/env (sourceable) exports TALLY_TEST_AMQP_HOST, TALLY_TEST_AMQP_PORT,
-# TALLY_TEST_AMQP_USER, TALLY_TEST_AMQP_PASSWORD, TALLY_TEST_AMQP_MGMT_PORT.
+# TALLY_TEST_AMQP_USER, TALLY_TEST_AMQP_PASSWORD, TALLY_TEST_AMQP_MGMT_PORT,
+# TALLY_TEST_AMQP_TLS_PORT, TALLY_TEST_AMQP_MGMT_TLS_PORT, TALLY_TEST_AMQP_CA,
+# and what ca.sh's env says (TALLY_TEST_CA = _CA: the CA that signed the
+# broker's certificate; TALLY_TEST_CA_OTHER, _IMPOSTOR_*, _WRONGHOST_*). The
+# CA is made in $TALLY_TEST_TLS_DIR when that is set (shared, kept by stop),
+# else in DIR/tls (deleted by stop).
 # guest/guest works because the broker is only reachable over loopback.
 #
 # stop kills the VM outright (its data is deleted anyway); set
@@ -26,6 +36,7 @@
 set -eu
 
 me=rabbit.sh
+here=$(cd "$(dirname "$0")" && pwd -P)
 die() { echo "$me: $*" >&2; exit 1; }
 say() { echo "$me: $*" >&2; }
 
@@ -172,7 +183,7 @@ do_stop() {
         esac
     fi
     rm -rf "${DIR:?}/etc" "${DIR:?}/home" "${DIR:?}/mnesia" "${DIR:?}/log" \
-           "${DIR:?}/env" "${DIR:?}/realdir"
+           "${DIR:?}/env" "${DIR:?}/realdir" "${DIR:?}/tls"
     rmdir "$DIR" 2>/dev/null || true
 }
 
@@ -181,8 +192,8 @@ do_start() {
     case "$PORT" in
         ''|*[!0-9]*) die "PORT must be a number, got '$PORT'" ;;
     esac
-    [ "$PORT" -ge 1024 ] && [ $((PORT + 13)) -le 65535 ] ||
-        die "PORT must be in 1024..65522 (it uses PORT..PORT+13), got $PORT"
+    [ "$PORT" -ge 1024 ] && [ $((PORT + 15)) -le 65535 ] ||
+        die "PORT must be in 1024..65520 (it uses PORT..PORT+15), got $PORT"
     [ -x "$RMQ_BIN/rabbitmq-server" ] ||
         die "$RMQ_BIN/rabbitmq-server not found; run tools/deps.sh (or set RABBITMQ_BIN)"
     command -v epmd >/dev/null 2>&1 || die "epmd not found (it comes with erlang-base)"
@@ -194,9 +205,10 @@ do_start() {
 
     MGMT=$((PORT + 1)) DIST=$((PORT + 2)) EPMD=$((PORT + 3))
     CTL_MIN=$((PORT + 4)) CTL_MAX=$((PORT + 13))
+    AMQPS=$((PORT + 14)) MGMTS=$((PORT + 15))
     p=$PORT
-    while [ $p -le $CTL_MAX ]; do
-        port_busy $p && die "port $p on 127.0.0.1 is already in use (the broker needs $PORT..$CTL_MAX)"
+    while [ $p -le $MGMTS ]; do
+        port_busy $p && die "port $p on 127.0.0.1 is already in use (the broker needs $PORT..$MGMTS)"
         p=$((p + 1))
     done
 
@@ -211,8 +223,15 @@ do_start() {
         printf '%s\n' "$R" > "$DIR/realdir"
         ln -s "$R/log" "$DIR/log"
     fi
-    mkdir -p "$R/etc/conf.d" "$R/home" "$R/mnesia" "$R/log"
-    chmod 700 "$R/home"
+    mkdir -p "$R/etc/conf.d" "$R/etc/tls" "$R/home" "$R/mnesia" "$R/log"
+    chmod 700 "$R/home" "$R/etc/tls"
+    # The broker's certificate and key (ca.sh), copied where the broker's
+    # user can read them (chowned with the rest of etc below).
+    TLS=${TALLY_TEST_TLS_DIR:-$DIR/tls}
+    sh "$here/ca.sh" make "$TLS" rabbitmq ||
+        { do_stop "$DIR"; die "cannot make the TLS certificates in $TLS (ca.sh)"; }
+    TLS=$(cd "$TLS" && pwd -P)
+    (umask 077 && cp "$TLS/rabbitmq.pem" "$TLS/rabbitmq.key" "$TLS/ca.pem" "$R/etc/tls/")
 
     NODENAME=tally-$PORT-$$@localhost
     PIDFILE=$R/mnesia/rabbit.pid
@@ -228,6 +247,17 @@ management.tcp.port = $MGMT
 loopback_users.guest = true
 log.file.level = warning
 log.console = false
+listeners.ssl.default = 127.0.0.1:$AMQPS
+ssl_options.cacertfile = $R/etc/tls/ca.pem
+ssl_options.certfile = $R/etc/tls/rabbitmq.pem
+ssl_options.keyfile = $R/etc/tls/rabbitmq.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+management.ssl.ip = 127.0.0.1
+management.ssl.port = $MGMTS
+management.ssl.cacertfile = $R/etc/tls/ca.pem
+management.ssl.certfile = $R/etc/tls/rabbitmq.pem
+management.ssl.keyfile = $R/etc/tls/rabbitmq.key
 EOF
     echo '[rabbitmq_management].' > "$R/etc/enabled_plugins"
     # Erlang insists the cookie is private to its owner.
@@ -311,6 +341,18 @@ EOF
             [ $i -lt 100 ] || start_failed "management API on 127.0.0.1:$MGMT did not answer" /dev/null
             sleep 0.2
         done
+        # Its TLS twin, verified as a client trusting the harness CA would.
+        i=0
+        until curl -fsS -o /dev/null --cacert "$TLS/ca.pem" -u guest:guest \
+                "https://127.0.0.1:$MGMTS/api/overview" 2>"$R/log/tls-check.out"; do
+            i=$((i + 1))
+            [ $i -lt 50 ] || start_failed "management API over TLS on 127.0.0.1:$MGMTS did not answer" "$R/log/tls-check.out"
+            sleep 0.2
+        done
+    fi
+    if ! openssl s_client -connect "127.0.0.1:$AMQPS" -CAfile "$TLS/ca.pem" \
+            -verify_return_error </dev/null >"$R/log/tls-check.out" 2>&1; then
+        start_failed "no verified TLS handshake with AMQP over TLS on 127.0.0.1:$AMQPS" "$R/log/tls-check.out"
     fi
 
     {
@@ -319,8 +361,12 @@ EOF
         echo "export TALLY_TEST_AMQP_USER=guest"
         echo "export TALLY_TEST_AMQP_PASSWORD=guest"
         echo "export TALLY_TEST_AMQP_MGMT_PORT=$MGMT"
+        echo "export TALLY_TEST_AMQP_TLS_PORT=$AMQPS"
+        echo "export TALLY_TEST_AMQP_MGMT_TLS_PORT=$MGMTS"
+        echo "export TALLY_TEST_AMQP_CA=$(shquote "$TLS/ca.pem")"
+        cat "$TLS/env"   # TALLY_TEST_CA, TALLY_TEST_CA_OTHER, ... (ca.sh)
     } > "$DIR/env"
-    say "RabbitMQ up on 127.0.0.1:$PORT (management $MGMT, node $NODENAME) in $(($(date +%s) - t0))s"
+    say "RabbitMQ up on 127.0.0.1:$PORT (management $MGMT; TLS: amqps $AMQPS, https $MGMTS; node $NODENAME) in $(($(date +%s) - t0))s"
 }
 
 # Print what we know, keep the output and the broker log, and clean up so no

@@ -7,11 +7,13 @@
 # (pg/, amqp/, redis/), exports their variables (see pg.sh, rabbit.sh and
 # redis.sh: TALLY_TEST_PG_*, TALLY_TEST_AMQP_*, TALLY_TEST_REDIS_*), runs
 # CMD, stops the servers whatever
-# happens, and exits with CMD's status. A server that cannot start is an
+# happens, and exits with CMD's status. Every server also offers TLS with a
+# certificate of one throwaway CA made in $TALLY_TEST_TLS_DIR (default
+# TD/ca, remade per run; tests/harness/ca.sh): TALLY_TEST_CA names it. A server that cannot start is an
 # error, never a skip: tests that need a server must not pass without one.
 #
 # Ports: the first free one from ${TALLY_TEST_PG_PORT_BASE:-55432} and the
-# first free block of 14 from ${TALLY_TEST_AMQP_PORT_BASE:-55672}, the first
+# first free block of 16 from ${TALLY_TEST_AMQP_PORT_BASE:-55672}, the first
 # free one from ${TALLY_TEST_REDIS_PORT_BASE:-56379} for Redis, so a stray
 # server elsewhere does not break the run. One run per TALLY_TEST_DIR at a
 # time (a lock enforces it); servers a crashed run left there are stopped first.
@@ -105,6 +107,13 @@ trap 'exit 143' TERM
 "$here/pg.sh" stop "$TD/pg" 9>&-
 "$here/redis.sh" stop "$TD/redis" 9>&-
 
+# One CA for every server of the run (ca.sh).
+if [ -z "${TALLY_TEST_TLS_DIR:-}" ]; then
+    rm -rf "$TD/ca"
+    TALLY_TEST_TLS_DIR=$TD/ca
+fi
+export TALLY_TEST_TLS_DIR
+
 if [ $want_pg = yes ]; then
     base=${TALLY_TEST_PG_PORT_BASE:-55432}
     port=$(pick_port "$base" 1 1) || die "no free port for PostgreSQL in $base..$((base + 49))"
@@ -116,8 +125,8 @@ fi
 
 if [ $want_amqp = yes ]; then
     base=${TALLY_TEST_AMQP_PORT_BASE:-55672}
-    port=$(pick_port "$base" 14 20) ||
-        die "no free block of 14 ports for RabbitMQ from $base"
+    port=$(pick_port "$base" 16 20) ||
+        die "no free block of 16 ports for RabbitMQ from $base"
     started_amqp=yes
     "$here/rabbit.sh" start "$TD/amqp" "$port" 9>&- ||
         die "RabbitMQ could not be started (see above); not running: $*"

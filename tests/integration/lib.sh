@@ -117,6 +117,11 @@ if [ -d "$W" ]; then
 fi
 mkdir -p "$W"
 
+# One throwaway CA for every server the script starts (each also offers
+# TLS: tests/harness/ca.sh); a server's env file names it in TALLY_TEST_CA.
+: "${TALLY_TEST_TLS_DIR:=$W/ca}"
+export TALLY_TEST_TLS_DIR
+
 # --- time ---------------------------------------------------------------
 
 t_now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -191,22 +196,25 @@ t_redis_start() {
 }
 
 # t_ceph_start [NAME]: a throwaway single-node Ceph RGW in $W/NAME (default
-# ceph) on free ports (tests/harness/ceph.sh: PORT..PORT+6), stopped at
-# exit; exports TALLY_TEST_RGW_* and CEPH_DIR.
+# ceph) on free ports (tests/harness/ceph.sh: PORT..PORT+6, and PORT+7 for
+# radosgw's TLS endpoint), stopped at exit; exports TALLY_TEST_RGW_* and
+# CEPH_DIR.
 t_ceph_start() {
 	CEPH_DIR=$W/${1:-ceph}
 	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^\([0-9][0-9]*\).*/\1/p')
-	_t_port=$((47100 + ${_t_n:-0} * 20 + $$ % 7 * 7))
+	_t_port=$((47100 + ${_t_n:-0} * 20 + $$ % 7 * 8))
 	_t_tries=0
 	while :; do
 		while _t_port_busy "$_t_port" || _t_port_busy $((_t_port + 1)) ||
-		    _t_port_busy $((_t_port + 2)); do _t_port=$((_t_port + 7)); done
+		    _t_port_busy $((_t_port + 2)) || _t_port_busy $((_t_port + 7)); do
+			_t_port=$((_t_port + 8))
+		done
 		_t_cephs="$_t_cephs $CEPH_DIR"
 		sh "$TALLY_SRC/tests/harness/ceph.sh" start "$CEPH_DIR" "$_t_port" && break
 		_t_tries=$((_t_tries + 1))
 		[ $_t_tries -lt 3 ] ||
 			t_fail "Ceph RGW could not be started in $CEPH_DIR (port $_t_port): see above"
-		_t_port=$((_t_port + 7))
+		_t_port=$((_t_port + 8))
 	done
 	. "$CEPH_DIR/env"
 	export CEPH_DIR

@@ -6,7 +6,7 @@
 #   r_start
 #
 # r_start starts a broker under $R_DIR ($W/rmq unless set before) on a
-# free block of 14 ports and exports what tests/harness/rabbit.sh's env
+# free block of 16 ports (PORT+14, PORT+15: its TLS listeners) and exports what tests/harness/rabbit.sh's env
 # says (TALLY_TEST_AMQP_*), plus AMQP_URL; r_kill kills it as in a crash
 # and r_restart brings the same broker back; api calls the management
 # HTTP API.  The broker is stopped on exit, its logs kept in
@@ -32,9 +32,9 @@ _r_unlock() {
 }
 trap '_r_rc=$?; set +e; _r_stop; (exit $_r_rc); _t_cleanup' EXIT
 
-_r_free() {	# PORT: are PORT..PORT+13 all free?
+_r_free() {	# PORT: are PORT..PORT+15 all free?
 	_r_q=$1
-	while [ "$_r_q" -lt $(($1 + 14)) ]; do
+	while [ "$_r_q" -lt $(($1 + 16)) ]; do
 		_t_port_busy "$_r_q" && return 1
 		_r_q=$((_r_q + 1))
 	done

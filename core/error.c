@@ -26,6 +26,7 @@ static const char *const msgs[] = {
 	"TL_EAUTH: provider refused the credential",
 	"TL_ETIMEDOUT: deadline passed",
 	"TL_EMANIFEST: invalid manifest",
+	"TL_EUNTRUSTED: the provider's certificate does not verify",
 };
 
 const char *

@@ -32,7 +32,8 @@
 #define TL_EAUTH	(-31016)	/* provider refused our credential */
 #define TL_ETIMEDOUT	(-31017)	/* deadline passed */
 #define TL_EMANIFEST	(-31018)	/* manifest invalid */
-#define TL_ELAST	(-31018)
+#define TL_EUNTRUSTED	(-31019)	/* provider's certificate not verified */
+#define TL_ELAST	(-31019)
 
 const char *tl_strerror(int err);
 

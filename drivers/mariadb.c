@@ -1019,8 +1019,8 @@ out:
  * had (nothing answered, or the server is full: 1040, 1203).
  */
 static int
-login_as(const struct tl_drv_grant *g, const char *host, const char *port,
-    int *c, char *detail, size_t dn)
+login_as(const struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const char *host, const char *port, int *c, char *detail, size_t dn)
 {
 	struct tl_drv_mdb_conn cn = TL_DRV_MDB_CONN_INIT;
 	MYSQL *m;
@@ -1034,6 +1034,9 @@ login_as(const struct tl_drv_grant *g, const char *host, const char *port,
 	cn.user = g->login;
 	cn.password = g->password;
 	cn.db = g->resource;
+	/* As a consumer would: over TLS, verified as the admin's session. */
+	cn.tls = p->tls;
+	cn.ca_file = p->ca_file;
 	rc = tl_drv_mdb_connect(&cn, &m, &e, w);
 	if (rc != 0)
 		snprintf(detail, dn, "%s", w);
@@ -1087,7 +1090,8 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 	port = ep != NULL && ep->port != NULL ? ep->port : p->port;
 	if (*drift == TL_DRIFT_PRIVILEGES && strstr(why, "locked") != NULL)
 		return 0;	/* a locked user cannot prove its password */
-	if ((rc = login_as(g, host, port, &c, detail, sizeof(detail))) != 0)
+	if ((rc = login_as(p, g, host, port, &c, detail,
+	    sizeof(detail))) != 0)
 		return tl_drv_why(why, rc, "the consumer's endpoint %s:%s does "
 		    "not answer: %s", host != NULL ? host : "?",
 		    port != NULL ? port : "?", detail);

@@ -88,7 +88,7 @@ tl_drv_mdb_connect(const struct tl_drv_mdb_conn *cn, MYSQL **out,
 		if (cn->tls == TL_DRV_TLS_VERIFY) {
 			if (cn->ca_file == NULL) {
 				mysql_close(c);
-				return tl_drv_why(why, TL_EINVAL, "tls is "
+				return tl_drv_why(why, TL_EUNTRUSTED, "tls is "
 				    "verify but the provider has no ca: tally "
 				    "assign ... --set ca=FILE (the CA's PEM), "
 				    "or --set tls=require");
@@ -104,9 +104,9 @@ tl_drv_mdb_connect(const struct tl_drv_mdb_conn *cn, MYSQL **out,
 		e = mysql_errno(c);
 		*err = e;
 		rc = tl_drv_mdb_errno_rc(e, 1);
-		/* A handshake that fails is the server's, not a login's. */
+		/* A handshake that fails: the server is not trusted. */
 		if (e == CR_SSL_CONNECTION_ERROR)
-			rc = TL_EUNREACH;
+			rc = TL_EUNTRUSTED;
 		tl_drv_why(why, rc, "connecting to %s:%lu as '%s': %u %s",
 		    host, pn, cn->user != NULL ? cn->user : "", e,
 		    mysql_error(c));

@@ -375,6 +375,15 @@ admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
 	if (rc == TL_EAUTH)
 		return tl_drv_why(why, rc, "admin login as \"%s\" rejected: %s",
 		    p->user != NULL ? p->user : "(default)", msg);
+	/* libpq names a failed verification in words only. */
+	if (rc == TL_EUNREACH && p->sslrootcert != NULL &&
+	    (strstr(msg, "certificate verify failed") != NULL ||
+	    strstr(msg, "does not match host name") != NULL ||
+	    strstr(msg, "SSL error") != NULL))
+		return tl_drv_why(why, TL_EUNTRUSTED, "PostgreSQL at %s:%s "
+		    "is not trusted, nothing was sent to it: %s",
+		    p->host != NULL ? p->host : "(default)", p->port != NULL ?
+		    p->port : "(default)", msg);
 	if (rc == TL_EUNREACH)
 		return tl_drv_why(why, rc, "cannot reach PostgreSQL at %s:%s: "
 		    "%s", p->host != NULL ? p->host : "(default)", p->port !=
@@ -1421,7 +1430,7 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 	p->sslmode = tl_drv_pg_sslmode(a->settings, a->host);
 	if (strcmp(p->sslmode, "verify-full") == 0) {
 		if (a->ca_file == NULL) {
-			rc = tl_drv_why(why, TL_EINVAL, "tls is verify but "
+			rc = tl_drv_why(why, TL_EUNTRUSTED, "tls is verify but "
 			    "the provider has no ca: tally assign ... --set "
 			    "ca=FILE (the CA's PEM), or --set tls=require");
 			goto fail;
@@ -1702,13 +1711,16 @@ schema_as(PGconn *c, const struct tl_drv_grant *g, struct pg_msg *priv)
  * schema_as finds goes into priv.
  */
 static int
-login_as(const struct tl_drv_grant *g, const char *host, const char *port,
-    int *cred, char *detail, size_t dn, struct pg_msg *priv, char *why)
+login_as(const struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const char *host, const char *port, int *cred, char *detail, size_t dn,
+    struct pg_msg *priv, char *why)
 {
+	/* As a consumer would: over TLS, verified as the admin's session. */
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
-	    "application_name", "client_encoding", NULL };
+	    "application_name", "client_encoding", "sslmode", "sslrootcert",
+	    NULL };
 	const char *val[] = { host, port, g->login, g->password, g->resource,
-	    "tally-check", "UTF8", NULL };
+	    "tally-check", "UTF8", p->sslmode, p->sslrootcert, NULL };
 	char state[6];
 	PGconn *c;
 	int rc;
@@ -1883,7 +1895,7 @@ pg_check(void *h, const struct tl_drv_grant *g,
 
 		host = ep != NULL && ep->host != NULL ? ep->host : p->host;
 		port = ep != NULL && ep->port != NULL ? ep->port : p->port;
-		rc = login_as(g, host, port, &c, detail, sizeof(detail), &priv,
+		rc = login_as(p, g, host, port, &c, detail, sizeof(detail), &priv,
 		    why);
 		if (rc != 0) {
 			/* What the admin side found still counts. */

@@ -126,6 +126,8 @@
 /* Outage kinds, recorded in provider.unreachable. */
 #define TL_PROVIDER_UNREACHABLE	"provider-unreachable"
 #define TL_PROVIDER_AUTH_FAILED	"provider-auth-failed"	/* its admin login */
+/* Its TLS certificate does not verify (or cannot: no ca): not logged in. */
+#define TL_PROVIDER_UNTRUSTED	"provider-untrusted"
 /* Up for the admin; its routable name does not resolve where tallyd runs. */
 #define TL_PROVIDER_UNRESOLVED	"routable-name-unresolved"
 

@@ -719,7 +719,8 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 				    "%s: %s", g.provider, strstr(pukind, "auth") ?
 				    " refused tally's admin login" : strcmp(
 				    pukind, TL_PROVIDER_UNRESOLVED) == 0 ? "" :
-				    " unreachable", why);
+				    strcmp(pukind, TL_PROVIDER_UNTRUSTED) == 0 ?
+				    " not trusted (TLS)" : " unreachable", why);
 				json_object_set_new(j, "provider_down",
 				    json_true());
 				st = TL_ST_UNHEALTHY;

@@ -33,9 +33,13 @@ tl_rx_auth_reason(const struct tl_rx_prov *pv, const char *why, char *out,
 	    pv->node, names[0] != '\0' ? names : "--secret NAME");
 }
 
-/* Is provider id recorded down, and of which kind (TL_RX_DOWN_*)? */
+/*
+ * Is provider id recorded down, and of which kind (TL_RX_DOWN_*)?  The
+ * recorded reason into why (cap bytes) when why is not NULL.
+ */
 static int
-recorded_down(struct tl_ctx *c, const char *id, int *auth)
+recorded_down(struct tl_ctx *c, const char *id, int *auth, char *why,
+    size_t cap)
 {
 	char k[TL_KEY_MAX], kind[32] = "";
 	struct tl_rec r;
@@ -44,10 +48,13 @@ recorded_down(struct tl_ctx *c, const char *id, int *auth)
 	    tl_rec_get(c->t, c->p.graph, k, &r) != 0)
 		return 0;
 	tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
+	if (why != NULL)
+		tl_bn_getstr(r.m, "reason", why, cap);
 	tl_rec_close(&r);
 	/* Older records said "auth-failed" and "unreachable". */
 	*auth = strstr(kind, "auth") != NULL ? TL_RX_DOWN_AUTH :
 	    strcmp(kind, TL_PROVIDER_UNRESOLVED) == 0 ? TL_RX_DOWN_UNRESOLVED :
+	    strcmp(kind, TL_PROVIDER_UNTRUSTED) == 0 ? TL_RX_DOWN_UNTRUSTED :
 	    TL_RX_DOWN_UNREACH;
 	return 1;
 }
@@ -79,18 +86,24 @@ int
 tl_rx_provider_down(struct tl_ctx *c, const char *id, int auth,
     const char *reason)
 {
+	char was[1024] = "";
 	int was_auth = 0;
 
 	/*
 	 * Once per outage: not again when only the wording changes
 	 * ("shutting down", then "connection refused"), nor when the other
-	 * reactor meets the same outage.
+	 * reactor meets the same outage.  A certificate that does not
+	 * verify is said again when the reason changes: that is a change
+	 * of settings (another ca, another host), not of wording.
 	 */
-	if (recorded_down(c, id, &was_auth) && was_auth == auth)
+	if (recorded_down(c, id, &was_auth, was, sizeof(was)) &&
+	    was_auth == auth && (auth != TL_RX_DOWN_UNTRUSTED ||
+	    strncmp(was, reason != NULL ? reason : "", sizeof(was) - 1) == 0))
 		return 0;
 	return emit(c, TL_EV_PROVIDER_UNREACHABLE, id, reason,
 	    auth == TL_RX_DOWN_AUTH ? TL_PROVIDER_AUTH_FAILED :
 	    auth == TL_RX_DOWN_UNRESOLVED ? TL_PROVIDER_UNRESOLVED :
+	    auth == TL_RX_DOWN_UNTRUSTED ? TL_PROVIDER_UNTRUSTED :
 	    TL_PROVIDER_UNREACHABLE);
 }
 
@@ -99,7 +112,7 @@ tl_rx_provider_up(struct tl_ctx *c, const char *id)
 {
 	int auth;
 
-	if (!recorded_down(c, id, &auth))
+	if (!recorded_down(c, id, &auth, NULL, 0))
 		return 0;
 	return emit(c, TL_EV_PROVIDER_RECOVERED, id, NULL, NULL);
 }

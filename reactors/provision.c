@@ -577,7 +577,8 @@ call_drivers(void *arg, unsigned *phases)
 		} else {
 			tl_rx_log(ps->rx, TL_RX_WARN, "grant %s on %s: %s",
 			    w->g.id, w->g.provider, w->why);
-			if (w->rc != TL_EAUTH)
+			/* Not to be waited on: nothing changes by itself. */
+			if (w->rc != TL_EAUTH && w->rc != TL_EUNTRUSTED)
 				ps->pending++;
 		}
 	}
@@ -586,7 +587,8 @@ call_drivers(void *arg, unsigned *phases)
 		int bad = 0, refused = 0;
 
 		for (j = 0; j < ps->pv[i].nw; j++)
-			if (ps->pv[i].w[j]->rc == TL_EAUTH)
+			if (ps->pv[i].w[j]->rc == TL_EAUTH ||
+			    ps->pv[i].w[j]->rc == TL_EUNTRUSTED)
 				refused = 1;
 			else if (ps->pv[i].w[j]->rc != 0)
 				bad = 1;
@@ -674,10 +676,14 @@ outcomes(void *arg, struct tl_ctx *cp)
 			if (pv->w[j]->rc == 0)
 				any_ok = 1;
 			else if (pv->w[j]->rc == TL_EUNREACH ||
-			    pv->w[j]->rc == TL_EAUTH || pv->w[j]->admin)
+			    pv->w[j]->rc == TL_EAUTH ||
+			    pv->w[j]->rc == TL_EUNTRUSTED || pv->w[j]->admin)
 				fail = pv->w[j];
 		}
-		if (fail != NULL && !any_ok && fail->rc == TL_EAUTH) {
+		if (fail != NULL && !any_ok && fail->rc == TL_EUNTRUSTED)
+			rc = tl_rx_provider_down(&c, pv->id,
+			    TL_RX_DOWN_UNTRUSTED, fail->why);
+		else if (fail != NULL && !any_ok && fail->rc == TL_EAUTH) {
 			char why[TL_DRV_WHY_MAX + 400];
 
 			tl_rx_auth_reason(pv, fail->why, why, sizeof(why));

@@ -72,12 +72,14 @@ struct tl_ctx;
 /*
  * Records provider id down, once per outage and kind (auth: one of
  * TL_RX_DOWN_*: 1 its admin credential was refused, 2 its admin
- * answered but its routable name does not resolve where tallyd runs);
+ * answered but its routable name does not resolve where tallyd runs, 3
+ * its TLS certificate does not verify);
  * and up again, if it was recorded down.
  */
 #define TL_RX_DOWN_UNREACH	0
 #define TL_RX_DOWN_AUTH		1
 #define TL_RX_DOWN_UNRESOLVED	2
+#define TL_RX_DOWN_UNTRUSTED	3
 /*
  * The reason recorded and shown for a provider that refused tally's
  * admin login (TL_EAUTH): the admin secret is missing or refused, the

@@ -755,8 +755,9 @@ provider_outcome(struct tl_ctx *c, struct vprov *v)
 		tl_rx_auth_reason(&v->pv, v->open_why, reason, sizeof(reason));
 	else
 		snprintf(reason, sizeof(reason), "%s", v->open_why);
-	return tl_rx_provider_down(c, v->pv.id, v->open_rc == TL_EAUTH,
-	    reason);
+	return tl_rx_provider_down(c, v->pv.id, v->open_rc == TL_EAUTH ?
+	    TL_RX_DOWN_AUTH : v->open_rc == TL_EUNTRUSTED ?
+	    TL_RX_DOWN_UNTRUSTED : TL_RX_DOWN_UNREACH, reason);
 }
 
 static const char *

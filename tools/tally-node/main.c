@@ -83,7 +83,8 @@
 static const char usage[] =
 "usage: tally-node --node NODE --key FILE --dir DIR [--state DIR]\n"
 "           (--log HOME | --amqp URL [--amqp-user USER]\n"
-"            [--amqp-password-file FILE] [--acks QUEUE])\n"
+"            [--amqp-password-file FILE] [--amqp-ca FILE]\n"
+"            [--acks QUEUE])\n"
 "           [--reload MODULE=COMMAND]... [--user MODULE=USER]...\n"
 "           [--report-interval SECONDS] [--once]\n"
 "\n"
@@ -95,7 +96,9 @@ static const char usage[] =
 "follows the log of the control plane's HOME (the same machine);\n"
 "--amqp reads the queue\n"
 "tally.node.NODE and acknowledges on QUEUE (default tally.acks), the\n"
-"password from FILE or $TALLY_NODE_AMQP_PASSWORD.  It reports what it\n"
+"password from FILE or $TALLY_NODE_AMQP_PASSWORD; an amqps:// URL is\n"
+"TLS, the broker verified against --amqp-ca FILE (else the system's\n"
+"CAs) and its host name.  It reports what it\n"
 "holds (signed) after each reload and every SECONDS (default 60): tally\n"
 "status shows it, and an agent silent too long.  --state: where it keeps\n"
 "the versions it holds (default $STATE_DIRECTORY, else\n"
@@ -2000,6 +2003,7 @@ main(int argc, char **argv)
 		{ "amqp", required_argument, NULL, 'a' },
 		{ "amqp-user", required_argument, NULL, 'u' },
 		{ "amqp-password-file", required_argument, NULL, 'P' },
+		{ "amqp-ca", required_argument, NULL, 'C' },
 		{ "acks", required_argument, NULL, 'A' },
 		{ "reload", required_argument, NULL, 'r' },
 		{ "user", required_argument, NULL, 'U' },
@@ -2012,6 +2016,7 @@ main(int argc, char **argv)
 	static struct agent ag;
 	struct sigaction sa;
 	const char *keyfile = NULL, *pwfile = NULL, *user = NULL;
+	const char *amqp_ca = NULL;
 	char why[200] = "", statebuf[300];
 	void *secrets;
 	int c, rc, ex = EXIT_OK, search = 0;
@@ -2040,6 +2045,7 @@ main(int argc, char **argv)
 		case 'a': ag.url = optarg; break;
 		case 'u': user = optarg; break;
 		case 'P': pwfile = optarg; break;
+		case 'C': amqp_ca = optarg; break;
 		case 'A': ag.acks = optarg; break;
 		case 'o': ag.once = 1; break;
 		case 'R':
@@ -2106,6 +2112,13 @@ main(int argc, char **argv)
 		}
 		snprintf(ag.conf.user, sizeof(ag.conf.user), "%s", user ?
 		    user : "guest");
+		/* amqps: the broker verified, against this CA or the system's. */
+		ag.conf.cafile = amqp_ca;
+		if (amqp_ca != NULL && !ag.conf.tls) {
+			say("error", "--amqp-ca goes with an amqps:// URL");
+			ex = EXIT_USAGE;
+			goto out;
+		}
 		if (read_password(pwfile, ag.password, PWMAX)
 		    != 0) {
 			say("error", "%s: cannot read the password", pwfile);

@@ -538,6 +538,7 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	}
 	snprintf(conf.user, sizeof(conf.user), "%s", o->user ? o->user :
 	    "guest");
+	conf.cafile = o->ca;
 	if (o->secret) {
 		if (read_password(pw, sizeof(pw)) != 0) {
 			flog(TL_RX_ERR, "--secret password: no value on "

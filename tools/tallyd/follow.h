@@ -13,6 +13,7 @@ struct tl_follow_opts {
 	const char	*url;		/* amqp[s]://HOST[:PORT][/VHOST] */
 	const char	*stream;
 	const char	*user;		/* NULL: guest */
+	const char	*ca;		/* amqps: the broker's CA; NULL: system */
 	int		 secret;	/* read the password from stdin */
 	void		(*logf)(int level, const char *fmt, va_list ap);
 };

@@ -53,6 +53,7 @@ static const char usage[] =
 "usage: tallyd [--home DIR] [--once [--json]] [--interval SECONDS]\n"
 "              [--workers N] [--once-timeout SECONDS] [-v]\n"
 "       tallyd --follow --amqp URL --stream NAME [--user U --secret password]\n"
+"              [--amqp-ca FILE]\n"
 "       tallyd --version\n"
 "\n"
 "The reactor daemon: provisions requested grants on their providers,\n"
@@ -92,7 +93,9 @@ static const char usage[] =
 "                  naming the event.  With the master key in the home,\n"
 "                  a message without the leader's authenticator is\n"
 "                  refused and passed over.  --secret password reads the\n"
-"                  broker password from standard input (default user guest)\n"
+"                  broker password from standard input (default user guest);\n"
+"                  an amqps:// URL is TLS, the broker verified against\n"
+"                  --amqp-ca FILE (else the system's CAs) and its name\n"
 "  -v              debug logging\n"
 "\n"
 "Deposed (exit 9): a provider is fenced at a higher epoch (checked at\n"
@@ -670,6 +673,7 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'W' },
 		{ "follow", no_argument, NULL, 'F' },
 		{ "amqp", required_argument, NULL, 'A' },
+		{ "amqp-ca", required_argument, NULL, 'c' },
 		{ "stream", required_argument, NULL, 'S' },
 		{ "user", required_argument, NULL, 'U' },
 		{ "secret", required_argument, NULL, 'P' },
@@ -771,6 +775,9 @@ main(int argc, char **argv)
 			break;
 		case 'A':
 			fo.url = optarg;
+			break;
+		case 'c':
+			fo.ca = optarg;
 			break;
 		case 'S':
 			fo.stream = optarg;

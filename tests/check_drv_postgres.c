@@ -1795,10 +1795,22 @@ START_TEST(test_open_unreachable)
 	ck_rc(rc, TL_EUNREACH, why);
 	ck_assert_ptr_null(h);
 	ck_assert_msg(dt < 1.0, "refused took %.2f s", dt);
-	/* A name that does not resolve. */
+	/*
+	 * Off loopback the default is verified TLS: with no ca, refused
+	 * before anything is sent (TL_EUNTRUSTED).  In plaintext, a name
+	 * that does not resolve is unreachable.
+	 */
 	a.host = "no-such-host.invalid";
-	ck_rc(drv->open(&a, &h, why), TL_EUNREACH, why);
-	ck_why(why);
+	ck_rc(drv->open(&a, &h, why), TL_EUNTRUSTED, why);
+	ck_assert_msg(strstr(why, "no ca") != NULL, "%s", why);
+	{
+		static const char *const plain[] = { "revoke-public-connect",
+		    "no", "tls", "off", NULL };
+
+		a.settings = plain;
+		ck_rc(drv->open(&a, &h, why), TL_EUNREACH, why);
+		ck_why(why);
+	}
 }
 END_TEST
 

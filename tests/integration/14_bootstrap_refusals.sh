@@ -77,6 +77,15 @@ printf 'module: x\nrequires: [\n' >"$B/broken.yaml"
 MANIFEST=broken.yaml bundle '      port: "5432"' >"$B/badmf.yaml"
 refused "a manifest that does not parse" "$B/badmf.yaml" "badmf.yaml:6: providers\[0\].manifest: .*broken.yaml"
 
+printf 'not a certificate\n' >"$B/notpem.txt"
+bundle "      port: \"5432\"
+      ca: $B/notpem.txt" >"$B/notpem.yaml"
+refused "a ca file that holds no PEM certificate" "$B/notpem.yaml" "notpem.yaml:11: providers\[0\].settings.ca: .*notpem.txt: .*not a PEM certificate"
+
+bundle '      port: "5432"
+      ca: relative/ca.pem' >"$B/relca.yaml"
+refused "a ca file by a relative path" "$B/relca.yaml" "relca.yaml:11: providers\[0\].settings.ca: ca names a PEM file: give its absolute path"
+
 ROUTABLE=db1.lan:5432 bundle '      port: "5432"' >"$B/hostport.yaml"
 refused "host:port as the routable name" "$B/hostport.yaml" "hostport.yaml:3: node.routable-name: .*port"
 

@@ -388,6 +388,30 @@ decl_check(const struct bs_bundle *b, const struct bs_decl *dc,
 		    "settings:", key);
 	if (secret)
 		return 0;	/* read, and checked, when it is given */
+	/* A PEM setting names its file: what is checked is what it holds. */
+	if (s != &any && s->kind == TL_DRV_PEM) {
+		char *pem;
+		FILE *fp;
+		size_t n;
+		int rc;
+
+		if (value[0] != '/')
+			return bad(b, kn, field, "%s names a PEM file: give its "
+			    "absolute path", key);
+		if ((fp = fopen(value, "r")) == NULL)
+			return bad(b, kn, field, "%s: %s", value,
+			    strerror(errno));
+		if ((pem = malloc(TL_DRV_PEM_MAX + 2)) == NULL) {
+			fclose(fp);
+			return bad(b, kn, field, "%s", strerror(ENOMEM));
+		}
+		n = fread(pem, 1, TL_DRV_PEM_MAX + 1, fp);
+		fclose(fp);
+		pem[n] = '\0';
+		rc = tl_drv_setting_check(s, pem, why);
+		free(pem);
+		return rc != 0 ? bad(b, kn, field, "%s: %s", value, why) : 0;
+	}
 	if (tl_drv_setting_check(s, value, why) != 0) {
 		/* why may start with the key's name: said once. */
 		w = why;

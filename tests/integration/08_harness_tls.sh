@@ -43,8 +43,10 @@ trap '_x_rc=$?; set +e
 	sh "$MSH" stop "$MDB" >/dev/null 2>&1
 	_r_stop; (exit $_x_rc); _t_cleanup' EXIT
 
-# What every env file must name: the one CA of this script.
-CA=$TALLY_TEST_TLS_DIR/ca.pem
+# What every env file must name: the one CA of this script (the servers
+# name it by its physical path).
+mkdir -p "$TALLY_TEST_TLS_DIR"
+CA=$(cd "$TALLY_TEST_TLS_DIR" && pwd -P)/ca.pem
 
 # env_ca SERVER: the env file just sourced names the script's CA, and the
 # other CA for the controls.

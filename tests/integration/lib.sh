@@ -151,7 +151,8 @@ _t_port_busy() {
 # TALLY_TEST_PG_* (see tests/harness/pg.sh) and PG_DIR.
 t_pg_start() {
 	PG_DIR=$W/${1:-pg}
-	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^\([0-9][0-9]*\).*/\1/p')
+	# The script's number without leading zeros: $((08)) is an error (octal).
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^0*\([0-9][0-9]*\).*/\1/p')
 	_t_port=$((56100 + ${_t_n:-0} * 10 + $$ % 7))
 	_t_tries=0
 	while :; do
@@ -179,7 +180,7 @@ t_pg_start() {
 # TALLY_TEST_REDIS_* and REDIS_DIR.
 t_redis_start() {
 	REDIS_DIR=$W/${1:-redis}
-	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^\([0-9][0-9]*\).*/\1/p')
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^0*\([0-9][0-9]*\).*/\1/p')
 	_t_port=$((57100 + ${_t_n:-0} * 10 + $$ % 7))
 	_t_tries=0
 	while :; do
@@ -201,7 +202,7 @@ t_redis_start() {
 # CEPH_DIR.
 t_ceph_start() {
 	CEPH_DIR=$W/${1:-ceph}
-	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^\([0-9][0-9]*\).*/\1/p')
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^0*\([0-9][0-9]*\).*/\1/p')
 	_t_port=$((47100 + ${_t_n:-0} * 20 + $$ % 7 * 8))
 	_t_tries=0
 	while :; do

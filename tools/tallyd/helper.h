@@ -13,6 +13,8 @@
 #ifndef TL_TALLYD_HELPER_H
 #define TL_TALLYD_HELPER_H
 
+#include <stddef.h>
+
 struct tl_rx;
 
 /*

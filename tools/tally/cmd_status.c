@@ -724,7 +724,7 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 	struct tl_rec r;
 	struct tl_bnode n;
 	char k[TL_KEY_MAX], node[64] = "", module[64] = "", host[256] = "";
-	char tls[16] = "", v[256];
+	char tls[16] = "", v[384];
 	const char *sv[3] = { NULL, NULL, NULL };
 	enum tl_drv_tls mode;
 	int ca = 0;

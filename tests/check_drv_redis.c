@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+#include <openssl/ssl.h>
 #include <sodium.h>
 
 #include "core/error.h"
@@ -43,6 +44,7 @@
 
 static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
 static char	 s_tls_port[16], s_ca[4200], s_ca_other[4200];
+static char	 s_wh_cert[4200], s_wh_key[4200], s_imp_cert[4200], s_imp_key[4200];
 static char	*s_dir;
 static int	 s_tried, s_ok;
 static char	 s_err[9000];
@@ -78,6 +80,13 @@ server_start(void)
 		snprintf(s_ca_other, sizeof(s_ca_other), "%s",
 		    getenv("TALLY_TEST_CA_OTHER") != NULL ?
 		    getenv("TALLY_TEST_CA_OTHER") : "");
+#define ENVS(var, name) snprintf(var, sizeof(var), "%s", getenv(name) != \
+    NULL ? getenv(name) : "")
+		ENVS(s_wh_cert, "TALLY_TEST_CA_WRONGHOST_CERT");
+		ENVS(s_wh_key, "TALLY_TEST_CA_WRONGHOST_KEY");
+		ENVS(s_imp_cert, "TALLY_TEST_CA_IMPOSTOR_CERT");
+		ENVS(s_imp_key, "TALLY_TEST_CA_IMPOSTOR_KEY");
+#undef ENVS
 		return 0;
 	}
 	if ((pn = tl_test_free_port()) <= 0) {
@@ -104,6 +113,14 @@ server_start(void)
 	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA", s_ca, sizeof(s_ca));
 	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_OTHER", s_ca_other,
 	    sizeof(s_ca_other));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_WRONGHOST_CERT", s_wh_cert,
+	    sizeof(s_wh_cert));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_WRONGHOST_KEY", s_wh_key,
+	    sizeof(s_wh_key));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_IMPOSTOR_CERT", s_imp_cert,
+	    sizeof(s_imp_cert));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_IMPOSTOR_KEY", s_imp_key,
+	    sizeof(s_imp_key));
 	return 0;
 }
 
@@ -1470,6 +1487,136 @@ START_TEST(test_tls_untrusted)
 }
 END_TEST
 
+/*
+ * A TLS server of one connection on a free loopback port, presenting
+ * cert: it counts the bytes of the protocol it is sent after the
+ * handshake (none, when the driver refuses the certificate).
+ */
+struct fake_tls {
+	int		 lfd, port;
+	pthread_t	 th;
+	const char	*cert, *key;
+	size_t		 got;
+	char		 seen[64];
+};
+
+static void *
+fake_tls_run(void *arg)
+{
+	struct fake_tls *ft = arg;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	SSL *ssl = NULL;
+	char buf[4096];
+	int cfd, n;
+
+	if ((cfd = accept(ft->lfd, NULL, NULL)) < 0)
+		goto out;
+	if (ctx == NULL || SSL_CTX_use_certificate_chain_file(ctx,
+	    ft->cert) != 1 || SSL_CTX_use_PrivateKey_file(ctx, ft->key,
+	    SSL_FILETYPE_PEM) != 1 || (ssl = SSL_new(ctx)) == NULL ||
+	    SSL_set_fd(ssl, cfd) != 1 || SSL_accept(ssl) != 1)
+		goto out;
+	while ((n = SSL_read(ssl, buf, sizeof(buf))) > 0) {
+		if (ft->got == 0)
+			snprintf(ft->seen, sizeof(ft->seen), "%.*s", n < 20 ?
+			    n : 20, buf);
+		ft->got += (size_t)n;
+		/* Anything at all: enough said; the driver then fails. */
+		break;
+	}
+out:
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	if (cfd >= 0)
+		close(cfd);
+	return NULL;
+}
+
+static void
+fake_tls_start(struct fake_tls *ft, const char *cert, const char *key)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+
+	memset(ft, 0, sizeof(*ft));
+	ft->cert = cert;
+	ft->key = key;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert((ft->lfd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+	ck_assert(bind(ft->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	ck_assert(listen(ft->lfd, 1) == 0);
+	ck_assert(getsockname(ft->lfd, (struct sockaddr *)&sa, &sl) == 0);
+	ft->port = ntohs(sa.sin_port);
+	ck_assert(pthread_create(&ft->th, NULL, fake_tls_run, ft) == 0);
+}
+
+/* open against ft with tls and the harness CA: its rc; ft is done. */
+static int
+fake_tls_open(struct fake_tls *ft, const char *host, const char *tls,
+    char *why)
+{
+	const char *settings[] = { "tls", tls, NULL };
+	char port[16];
+	struct tl_drv_admin a = { host, port, s_user, s_pw, settings, NULL,
+	    NULL, s_ca };
+	void *h = NULL;
+	int rc;
+
+	snprintf(port, sizeof(port), "%d", ft->port);
+	secret_add(s_pw);
+	rc = drv->open(&a, &h, why);
+	drv->close(h);
+	pthread_join(ft->th, NULL);
+	close(ft->lfd);
+	return rc;
+}
+
+/*
+ * A certificate of the right CA for another host, and one for this
+ * host from another CA (an impostor): refused, naming why, and the
+ * server is sent nothing after the handshake (no AUTH, no password).
+ * With tls=require the same server gets the AUTH: what it counts is
+ * what it would have seen.
+ */
+START_TEST(test_tls_wrong_server)
+{
+	struct fake_tls ft;
+	char why[TL_DRV_WHY_MAX];
+
+	tls_up();
+	ck_assert_msg(s_wh_cert[0] != '\0' && s_imp_cert[0] != '\0',
+	    "no TALLY_TEST_CA_WRONGHOST_CERT / _IMPOSTOR_CERT (ca.sh)");
+	fake_tls_start(&ft, s_wh_cert, s_wh_key);
+	ck_rc(fake_tls_open(&ft, "127.0.0.1", "verify", why), TL_EUNTRUSTED,
+	    why);
+	ck_assert_msg(strstr(why, "IP address mismatch") != NULL, "why: %s",
+	    why);
+	ck_assert_msg(ft.got == 0, "the server was sent %zu bytes (%s)",
+	    ft.got, ft.seen);
+	fake_tls_start(&ft, s_wh_cert, s_wh_key);
+	ck_rc(fake_tls_open(&ft, "localhost", "verify", why), TL_EUNTRUSTED,
+	    why);
+	ck_assert_msg(strstr(why, "hostname mismatch") != NULL, "why: %s",
+	    why);
+	ck_assert_uint_eq(ft.got, 0);
+	fake_tls_start(&ft, s_imp_cert, s_imp_key);
+	ck_rc(fake_tls_open(&ft, "localhost", "verify", why), TL_EUNTRUSTED,
+	    why);
+	ck_assert_msg(strstr(why, "certificate verify failed") != NULL,
+	    "why: %s", why);
+	ck_assert_uint_eq(ft.got, 0);
+	ck_why(why);
+	/* The control: unverified, the impostor is sent the AUTH. */
+	fake_tls_start(&ft, s_imp_cert, s_imp_key);
+	ck_rc(fake_tls_open(&ft, "localhost", "require", why), TL_EUNREACH,
+	    why);
+	ck_assert_msg(ft.got > 0 && strstr(ft.seen, "AUTH") != NULL,
+	    "the control server saw %zu bytes (%s)", ft.got, ft.seen);
+}
+END_TEST
+
 START_TEST(test_open_refused)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL };
@@ -1512,6 +1659,7 @@ suite(void)
 	tcase_add_test(tc, test_fence_raced);
 	tcase_add_test(tc, test_tls_verified);
 	tcase_add_test(tc, test_tls_untrusted);
+	tcase_add_test(tc, test_tls_wrong_server);
 	suite_add_tcase(s, tc);
 	return s;
 }

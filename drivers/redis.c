@@ -44,12 +44,14 @@
  * and reply goes through the connection of redis_conn-internal.h
  * (tl_drv_rd_append, tl_drv_rd_reply, tl_drv_rd_command), plaintext or
  * TLS as the setting tls says, the admin's session and the consumer's
- * login of check alike; the logic here is the same for both.  The server's normal form of the command
- * rules (ACL GETUSER's "commands" is the server's own rewriting of what
- * was set) is read from a user of tally's, "tally:rules", off and
- * without a password (nobody logs in as it), set with RULES when a
- * session opens: check compares each grant's rules with it, so what is
- * compared is what this server makes of RULES.
+ * login of check alike; the logic here is the same for both.
+ *
+ * The server's normal form of the command rules (ACL GETUSER's
+ * "commands" is the server's own rewriting of what was set) is read
+ * from a user of tally's, "tally:rules", off and without a password
+ * (nobody logs in as it), set with RULES when a session opens: check
+ * compares each grant's rules with it, so what is compared is what this
+ * server makes of RULES.
  *
  * check_bulk: one pipeline of ACL GETUSER + the three marks for every
  * grant (one round trip); check adds a login as the consumer at the
@@ -254,8 +256,8 @@ ensure(struct tl_drv_redis *h, char *why)
 	/* A new connection would not be watching: the change fails. */
 	if (h->in_tx)
 		return tl_drv_why(why, TL_EUNREACH, "the session was lost "
-		    "inside a transaction: %s", h->c != NULL ? tl_drv_rd_errstr(h->c) :
-		    "closed");
+		    "inside a transaction: %s", h->c != NULL ?
+		    tl_drv_rd_errstr(h->c) : "closed");
 	if (h->c != NULL) {
 		tl_drv_rd_conn_free(h->c);
 		h->c = NULL;
@@ -291,7 +293,8 @@ again:
 	if ((rc = ensure(h, why)) != 0)
 		return rc;
 	if ((r = tl_drv_rd_command(h->c, argc, argv)) == NULL) {
-		if (!h->in_tx && tries++ == 0 && (tl_drv_rd_err(h->c) == REDIS_ERR_EOF ||
+		if (!h->in_tx && tries++ == 0 &&
+		    (tl_drv_rd_err(h->c) == REDIS_ERR_EOF ||
 		    tl_drv_rd_err(h->c) == REDIS_ERR_IO))
 			goto again;
 		return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,

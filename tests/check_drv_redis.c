@@ -44,7 +44,8 @@
 
 static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
 static char	 s_tls_port[16], s_ca[4200], s_ca_other[4200];
-static char	 s_wh_cert[4200], s_wh_key[4200], s_imp_cert[4200], s_imp_key[4200];
+static char	 s_wh_cert[4200], s_wh_key[4200];
+static char	 s_imp_cert[4200], s_imp_key[4200];
 static char	*s_dir;
 static int	 s_tried, s_ok;
 static char	 s_err[9000];

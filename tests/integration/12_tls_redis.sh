@@ -25,10 +25,13 @@
 command -v tcpdump >/dev/null || t_fail "tcpdump is not installed (tools/deps.sh installs it)"
 command -v redis-cli >/dev/null || t_fail "redis-cli is missing (tools/deps.sh)"
 
-# capture FILE PORT: tcpdump on lo for PORT into FILE, in the background.
+# capture FILE PORT: tcpdump on lo for PORT into FILE, in the background;
+# each packet handed over and written as it comes (--immediate-mode, -U),
+# not a buffer's worth later.
 capture() {
-	tcpdump -i lo -U -s 0 -w "$1" "tcp port $2" >"$1.log" 2>&1 &
+	tcpdump -i lo --immediate-mode -U -s 0 -w "$1" "tcp port $2" >"$1.log" 2>&1 &
 	_cap=$!
+	_capf=$1
 	# tcpdump says "listening on" once the capture is live.
 	for _i in $(seq 1 50); do
 		grep -q "listening on" "$1.log" 2>/dev/null && return 0
@@ -36,8 +39,21 @@ capture() {
 	done
 	t_fail "tcpdump did not start: $(cat "$1.log")"
 }
+# capture_end: once the file has stopped growing for a second (a loaded
+# machine runs tcpdump late; at most 10 s), tcpdump ends.
 capture_end() {
-	sleep 0.5
+	_prev=-1 _same=0
+	for _i in $(seq 1 20); do
+		sleep 0.5
+		_sz=$(wc -c <"$_capf")
+		if [ "$_sz" = "$_prev" ]; then
+			_same=$((_same + 1))
+			[ $_same -lt 2 ] || break
+		else
+			_same=0
+		fi
+		_prev=$_sz
+	done
 	kill "$_cap" 2>/dev/null || true
 	wait "$_cap" 2>/dev/null || true
 }

@@ -38,14 +38,20 @@
  *		change writes this mesh's mark.  A password hash the user
  *		has that is not in the third is a drift.
  *
- * Commands are built with hiredis's argv form (redisCommandArgv,
- * redisAppendCommandArgv): every name, rule and value is one argument,
- * nothing is interpolated.  The server's normal form of the command
- * rules (ACL GETUSER's "commands" is the server's own rewriting of what
- * was set) is read from a user of tally's, "tally:rules", off and
- * without a password (nobody logs in as it), set with RULES when a
- * session opens: check compares each grant's rules with it, so what is
- * compared is what this server makes of RULES.
+ * Commands are built with hiredis's argv form (tl_drv_rd_append, over
+ * redisAppendCommandArgv or redisFormatCommandArgv): every name, rule
+ * and value is one argument, nothing is interpolated.  Every command
+ * and reply goes through the connection of redis_conn-internal.h
+ * (tl_drv_rd_append, tl_drv_rd_reply, tl_drv_rd_command), plaintext or
+ * TLS as the setting tls says, the admin's session and the consumer's
+ * login of check alike; the logic here is the same for both.
+ *
+ * The server's normal form of the command rules (ACL GETUSER's
+ * "commands" is the server's own rewriting of what was set) is read
+ * from a user of tally's, "tally:rules", off and without a password
+ * (nobody logs in as it), set with RULES when a session opens: check
+ * compares each grant's rules with it, so what is compared is what this
+ * server makes of RULES.
  *
  * check_bulk: one pipeline of ACL GETUSER + the three marks for every
  * grant (one round trip); check adds a login as the consumer at the
@@ -92,6 +98,7 @@
 #include "core/error.h"
 #include "driver.h"
 #include "redis-internal.h"
+#include "redis_conn-internal.h"
 #include "util.h"
 
 #define RD_HASH_HEX	64
@@ -120,11 +127,14 @@ static const char *const rules[] = {
 #define RD_NRULES	(sizeof(rules) / sizeof(rules[0]) - 1)
 
 struct tl_drv_redis {
-	redisContext	*c;
+	struct tl_drv_rd_conn *c;
 	char		 host[256];
 	char		 port[8];
 	char		 user[TL_DRV_SETTING_MAX + 1];
 	char		 password[512];
+	/* How the sessions are protected (decl.h: tl_drv_tls_mode). */
+	enum tl_drv_tls	 tls;
+	char		*ca_file;
 	/* The server's normal form of rules, and its flags (off aside). */
 	char		*ref_cmds;
 	char		 ref_flags[256];
@@ -182,34 +192,23 @@ sha256hex(const char *pw, char out[RD_HASH_HEX + 1])
 	sodium_memzero(h, sizeof(h));
 }
 
-/* A connection to host:port, within RD_TIMEOUT_S. */
+/*
+ * A connection to host:port within RD_TIMEOUT_S, protected as the
+ * session's setting tls says (redis_conn-internal.h): TL_EUNTRUSTED
+ * when a certificate does not verify, before anything is sent.
+ */
 static int
-dial(const char *host, const char *port, redisContext **cp, char *why)
+dial(const struct tl_drv_redis *h, const char *host, const char *port,
+    struct tl_drv_rd_conn **cp, char *why)
 {
-	struct timeval tv = { RD_TIMEOUT_S, 0 };
-	redisContext *c;
-	char *end;
-	long p;
+	struct tl_drv_rd_dial d = TL_DRV_RD_DIAL_INIT;
 
-	*cp = NULL;
-	errno = 0;
-	p = strtol(port, &end, 10);
-	if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
-		return tl_drv_why(why, TL_EINVAL, "port %s: expected 1-65535",
-		    port);
-	c = redisConnectWithTimeout(host, (int)p, tv);
-	if (c == NULL)
-		return tl_drv_why(why, TL_EUNREACH, "%s:%s: out of memory",
-		    host, port);
-	if (c->err) {
-		tl_drv_why(why, TL_EUNREACH, "%s:%s: %s", host, port,
-		    c->errstr);
-		redisFree(c);
-		return TL_EUNREACH;
-	}
-	redisSetTimeout(c, tv);
-	*cp = c;
-	return 0;
+	d.host = host;
+	d.port = port;
+	d.tls = h->tls;
+	d.ca_file = h->ca_file;
+	d.timeout_s = RD_TIMEOUT_S;
+	return tl_drv_rd_connect(&d, cp, why);
 }
 
 /*
@@ -218,7 +217,7 @@ dial(const char *host, const char *port, redisContext **cp, char *why)
  * what that means); TL_EUNREACH when the connection fails.
  */
 static int
-auth(redisContext *c, const char *user, const char *password,
+auth(struct tl_drv_rd_conn *c, const char *user, const char *password,
     int *refused, char *why)
 {
 	const char *argv[3] = { "AUTH", user, password };
@@ -227,10 +226,10 @@ auth(redisContext *c, const char *user, const char *password,
 
 	if (refused != NULL)
 		*refused = 0;
-	r = redisCommandArgv(c, 3, argv, NULL);
+	r = tl_drv_rd_command(c, 3, argv);
 	if (r == NULL)
 		return tl_drv_why(why, TL_EUNREACH, "AUTH as %s: %s", user,
-		    c->errstr);
+		    tl_drv_rd_errstr(c));
 	if (r->type == REDIS_REPLY_ERROR) {
 		char m[256];
 
@@ -252,22 +251,22 @@ ensure(struct tl_drv_redis *h, char *why)
 {
 	int rc;
 
-	if (h->c != NULL && h->c->err == 0)
+	if (h->c != NULL && tl_drv_rd_err(h->c) == 0)
 		return 0;
 	/* A new connection would not be watching: the change fails. */
 	if (h->in_tx)
 		return tl_drv_why(why, TL_EUNREACH, "the session was lost "
-		    "inside a transaction: %s", h->c != NULL ? h->c->errstr :
-		    "closed");
+		    "inside a transaction: %s", h->c != NULL ?
+		    tl_drv_rd_errstr(h->c) : "closed");
 	if (h->c != NULL) {
-		redisFree(h->c);
+		tl_drv_rd_conn_free(h->c);
 		h->c = NULL;
 	}
-	if ((rc = dial(h->host, h->port, &h->c, why)) != 0)
+	if ((rc = dial(h, h->host, h->port, &h->c, why)) != 0)
 		return rc;
 	if (h->password[0] != '\0' &&
 	    (rc = auth(h->c, h->user, h->password, NULL, why)) != 0) {
-		redisFree(h->c);
+		tl_drv_rd_conn_free(h->c);
 		h->c = NULL;
 		return rc;
 	}
@@ -293,12 +292,13 @@ cmd(struct tl_drv_redis *h, int argc, const char **argv, redisReply **rp,
 again:
 	if ((rc = ensure(h, why)) != 0)
 		return rc;
-	if ((r = redisCommandArgv(h->c, argc, argv, NULL)) == NULL) {
-		if (!h->in_tx && tries++ == 0 && (h->c->err == REDIS_ERR_EOF ||
-		    h->c->err == REDIS_ERR_IO))
+	if ((r = tl_drv_rd_command(h->c, argc, argv)) == NULL) {
+		if (!h->in_tx && tries++ == 0 &&
+		    (tl_drv_rd_err(h->c) == REDIS_ERR_EOF ||
+		    tl_drv_rd_err(h->c) == REDIS_ERR_IO))
 			goto again;
 		return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
-		    h->c->errstr);
+		    tl_drv_rd_errstr(h->c));
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		scrub(r->str, m, sizeof(m));
@@ -324,7 +324,7 @@ run(struct tl_drv_redis *h, int argc, const char **argv, const char *what,
 	int rc;
 
 	if (h->in_multi) {
-		if (redisAppendCommandArgv(h->c, argc, argv, NULL) != REDIS_OK)
+		if (tl_drv_rd_append(h->c, argc, argv) != REDIS_OK)
 			return tl_drv_why(why, ENOMEM, "%s: out of memory",
 			    what);
 		h->queued++;
@@ -352,9 +352,9 @@ persist(struct tl_drv_redis *h, char *why)
 		return 0;
 	if ((rc = ensure(h, why)) != 0)
 		return rc;
-	if ((r = redisCommandArgv(h->c, 2, argv, NULL)) == NULL)
+	if ((r = tl_drv_rd_command(h->c, 2, argv)) == NULL)
 		return tl_drv_why(why, TL_EUNREACH, "ACL SAVE: %s",
-		    h->c->errstr);
+		    tl_drv_rd_errstr(h->c));
 	if (r->type == REDIS_REPLY_ERROR) {
 		if (strstr(r->str, "not configured to use an ACL file") !=
 		    NULL)
@@ -559,6 +559,11 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 	}
 	snprintf(h->host, sizeof(h->host), "%s", a->host);
 	snprintf(h->port, sizeof(h->port), "%s", port);
+	h->tls = tl_drv_tls_mode(a->settings, a->host);
+	if (a->ca_file != NULL && (h->ca_file = strdup(a->ca_file)) == NULL) {
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
+		goto err;
+	}
 	snprintf(h->user, sizeof(h->user), "%s",
 	    a->user != NULL && *a->user != '\0' ? a->user : "default");
 	if (a->password != NULL)
@@ -575,6 +580,8 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 	}
 	if ((rc = ensure(h, why)) != 0 || (rc = load_reference(h, why)) != 0)
 		goto err;
+	tl_drv_why(why, 0, "connected to Redis at %s:%s as \"%s\" (%s)",
+	    h->host, h->port, h->user, tl_drv_rd_protection(h->c));
 	*hp = h;
 	return 0;
 err:
@@ -589,9 +596,9 @@ rd_close(void *hv)
 
 	if (h == NULL)
 		return;
-	if (h->c != NULL)
-		redisFree(h->c);
+	tl_drv_rd_conn_free(h->c);
 	free(h->ref_cmds);
+	free(h->ca_file);
 	sodium_free(h);	/* wipes the admin password */
 }
 
@@ -696,14 +703,14 @@ tx_end(struct tl_drv_redis *h)
 	if (!h->in_tx)
 		return;
 	argv[0] = h->in_multi ? "DISCARD" : "UNWATCH";
-	if (h->c != NULL && h->c->err == 0 &&
-	    redisAppendCommandArgv(h->c, 1, argv, NULL) == REDIS_OK) {
+	if (h->c != NULL && tl_drv_rd_err(h->c) == 0 &&
+	    tl_drv_rd_append(h->c, 1, argv) == REDIS_OK) {
 		/* What was queued is answered first, then DISCARD. */
-		for (h->queued++; h->queued > 0 && h->c->err == 0;
+		for (h->queued++; h->queued > 0 && tl_drv_rd_err(h->c) == 0;
 		    h->queued--) {
-			void *v = NULL;
+			redisReply *v = NULL;
 
-			if (redisGetReply(h->c, &v) != REDIS_OK)
+			if (tl_drv_rd_reply(h->c, &v) != REDIS_OK)
 				break;
 			freeReplyObject(v);
 		}
@@ -732,22 +739,22 @@ again:
 	if ((rc = ensure(h, why)) != 0)
 		return rc;
 	for (i = 0; i < n; i++)
-		if (redisAppendCommandArgv(h->c, argc[i], argv[i], NULL) !=
+		if (tl_drv_rd_append(h->c, argc[i], argv[i]) !=
 		    REDIS_OK)
 			return tl_drv_why(why, ENOMEM, "%s: out of memory",
 			    what);
 	for (i = 0; i < n; i++) {
-		void *v = NULL;
+		redisReply *v = NULL;
 
-		if (redisGetReply(h->c, &v) != REDIS_OK) {
+		if (tl_drv_rd_reply(h->c, &v) != REDIS_OK) {
 			while (i > 0)
 				freeReplyObject(r[--i]);
 			if (!h->in_tx && tries++ == 0 &&
-			    (h->c->err == REDIS_ERR_EOF ||
-			    h->c->err == REDIS_ERR_IO))
+			    (tl_drv_rd_err(h->c) == REDIS_ERR_EOF ||
+			    tl_drv_rd_err(h->c) == REDIS_ERR_IO))
 				goto again;
 			return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
-			    h->c->errstr);
+			    tl_drv_rd_errstr(h->c));
 		}
 		r[i] = v;
 		if (rc == 0 && r[i]->type == REDIS_REPLY_ERROR) {
@@ -833,7 +840,7 @@ tx_multi(struct tl_drv_redis *h, char *why)
 {
 	const char *m[1] = { "MULTI" };
 
-	if (redisAppendCommandArgv(h->c, 1, m, NULL) != REDIS_OK)
+	if (tl_drv_rd_append(h->c, 1, m) != REDIS_OK)
 		return tl_drv_why(why, ENOMEM, "MULTI: out of memory");
 	h->in_multi = 1;
 	h->queued = 1;
@@ -868,16 +875,16 @@ tx_exec(struct tl_drv_redis *h, const char *what, char *why)
 	size_t i;
 	int rc = 0;
 
-	if (redisAppendCommandArgv(h->c, 1, e, NULL) != REDIS_OK) {
+	if (tl_drv_rd_append(h->c, 1, e) != REDIS_OK) {
 		rc = tl_drv_why(why, ENOMEM, "%s: out of memory", what);
 		tx_end(h);
 		return rc;
 	}
 	/* MULTI's OK and a QUEUED per command, then EXEC's answer. */
 	for (; h->queued > 0; h->queued--) {
-		void *v = NULL;
+		redisReply *v = NULL;
 
-		if (redisGetReply(h->c, &v) != REDIS_OK)
+		if (tl_drv_rd_reply(h->c, &v) != REDIS_OK)
 			break;
 		r = v;
 		if (rc == 0 && r->type == REDIS_REPLY_ERROR) {
@@ -888,13 +895,13 @@ tx_exec(struct tl_drv_redis *h, const char *what, char *why)
 		freeReplyObject(r);
 		r = NULL;
 	}
-	if (h->queued == 0 && redisGetReply(h->c, (void **)&r) != REDIS_OK)
+	if (h->queued == 0 && tl_drv_rd_reply(h->c, &r) != REDIS_OK)
 		r = NULL;
 	h->in_tx = h->in_multi = 0;
 	h->queued = 0;
 	if (r == NULL)
 		return tl_drv_why(why, TL_EUNREACH, "%s: EXEC: %s", what,
-		    h->c->errstr);
+		    tl_drv_rd_errstr(h->c));
 	if (rc != 0) {
 		/* Refused when queued: EXEC ran nothing (EXECABORT). */
 		freeReplyObject(r);
@@ -1118,10 +1125,10 @@ append_lookup(struct tl_drv_redis *h, const struct tl_drv_grant *g)
 	const char *sm[2] = { "SMEMBERS", pk };
 
 	mark_keys(g->login, ok, pk, mk);
-	if (redisAppendCommandArgv(h->c, 3, gu, NULL) != REDIS_OK ||
-	    redisAppendCommandArgv(h->c, 2, get, NULL) != REDIS_OK ||
-	    redisAppendCommandArgv(h->c, 2, gm, NULL) != REDIS_OK ||
-	    redisAppendCommandArgv(h->c, 2, sm, NULL) != REDIS_OK)
+	if (tl_drv_rd_append(h->c, 3, gu) != REDIS_OK ||
+	    tl_drv_rd_append(h->c, 2, get) != REDIS_OK ||
+	    tl_drv_rd_append(h->c, 2, gm) != REDIS_OK ||
+	    tl_drv_rd_append(h->c, 2, sm) != REDIS_OK)
 		return ENOMEM;
 	return 0;
 }
@@ -1151,18 +1158,18 @@ again:
 			    "of memory");
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < RD_LOOKUP; j++) {
-			void *v = NULL;
+			redisReply *v = NULL;
 
-			if (redisGetReply(h->c, &v) != REDIS_OK) {
+			if (tl_drv_rd_reply(h->c, &v) != REDIS_OK) {
 				while (j > 0)
 					freeReplyObject(r[--j]);
 				/* Closed before any answer: once more. */
 				if (i == 0 && tries++ == 0 &&
-				    (h->c->err == REDIS_ERR_EOF ||
-				    h->c->err == REDIS_ERR_IO))
+				    (tl_drv_rd_err(h->c) == REDIS_ERR_EOF ||
+				    tl_drv_rd_err(h->c) == REDIS_ERR_IO))
 					goto again;
 				return tl_drv_why(why[0], TL_EUNREACH, "check: "
-				    "%s", h->c->errstr);
+				    "%s", tl_drv_rd_errstr(h->c));
 			}
 			r[j] = v;
 		}
@@ -1202,7 +1209,7 @@ rd_check(void *hv, const struct tl_drv_grant *g,
 {
 	struct tl_drv_redis *h = hv;
 	char w[1][TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX];
-	redisContext *c;
+	struct tl_drv_rd_conn *c;
 	int rc, refused;
 
 	*drift = TL_DRIFT_NONE;
@@ -1210,19 +1217,24 @@ rd_check(void *hv, const struct tl_drv_grant *g,
 		tl_drv_why(why, rc, "%s", w[0]);
 		return rc;
 	}
-	/* A login as the consumer, at the routable name, when it could. */
+	/*
+	 * A login as the consumer, at the routable name, when it could,
+	 * over the admin session's protection (a consumer's, TLS verified
+	 * against the host it dials, when the provider's is).
+	 */
 	if (*drift == TL_DRIFT_MISSING || g->password == NULL ||
 	    *g->password == '\0') {
 		tl_drv_why(why, 0, "%s", w[0]);
 		return 0;
 	}
-	if ((rc = dial(ep != NULL && ep->host != NULL ? ep->host : h->host,
-	    ep != NULL && ep->port != NULL ? ep->port : h->port, &c,
+	if ((rc = dial(h, ep != NULL && ep->host != NULL ? ep->host :
+	    h->host, ep != NULL && ep->port != NULL ? ep->port : h->port, &c,
 	    detail)) != 0)
-		return tl_drv_why(why, rc, "user %s cannot reach the server: "
-		    "%s", g->login, detail);
+		return tl_drv_why(why, rc, "user %s %s: %s", g->login,
+		    rc == TL_EUNTRUSTED ? "not logged in" :
+		    "cannot reach the server", detail);
 	rc = auth(c, g->login, g->password, &refused, detail);
-	redisFree(c);
+	tl_drv_rd_conn_free(c);
 	if (rc == TL_EUNREACH)
 		return tl_drv_why(why, rc, "user %s: %s", g->login, detail);
 	if (refused && *drift == TL_DRIFT_NONE) {
@@ -1667,19 +1679,19 @@ rd_size(void *hv, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 			const char *mu[3] = { "MEMORY", "USAGE",
 			    ks->element[i]->str };
 
-			if (redisAppendCommandArgv(h->c, 3, mu, NULL) !=
+			if (tl_drv_rd_append(h->c, 3, mu) !=
 			    REDIS_OK) {
 				freeReplyObject(r);
 				return tl_drv_why(why, ENOMEM, "out of memory");
 			}
 		}
 		for (i = 0; i < ks->elements; i++) {
-			void *v = NULL;
+			redisReply *v = NULL;
 
-			if (redisGetReply(h->c, &v) != REDIS_OK) {
+			if (tl_drv_rd_reply(h->c, &v) != REDIS_OK) {
 				freeReplyObject(r);
 				return tl_drv_why(why, TL_EUNREACH, "MEMORY "
-				    "USAGE: %s", h->c->errstr);
+				    "USAGE: %s", tl_drv_rd_errstr(h->c));
 			}
 			if (((redisReply *)v)->type == REDIS_REPLY_INTEGER)
 				*bytes += (uint64_t)((redisReply *)v)->integer;

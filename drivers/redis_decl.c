@@ -1,7 +1,8 @@
 /*
  * redis_decl.c - the redis driver's declaration (decl.h): its type,
  * settings, fields, revocation and fencing, and the pure functions
- * names and compose.  The operations, over hiredis, are redis.c's
+ * names and compose.  The operations, over hiredis (and OpenSSL for
+ * TLS, redis_conn.c), are redis.c's
  * (which states what a grant is on the server).
  */
 #include <stdio.h>
@@ -157,6 +158,7 @@ static const struct tl_drv_setting rd_settings[] = {
 	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
 	    "(--secret)",
 	    .use = TL_DRV_USE_ADMIN_SECRET },
+	TL_DRV_TLS_SETTINGS,
 	{ "acl-save", "yes", 0, TL_DRV_BOOL, "ACL SAVE after every change, so "
 	    "the users survive a restart (a server without --aclfile: not "
 	    "asked)",

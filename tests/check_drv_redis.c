@@ -6,6 +6,12 @@
  * $TALLY_TMP on a free port, once per run (an unchecked fixture: a
  * server that cannot start fails every case), and stops it at exit.
  *
+ * The server's TLS listener (redis.sh's TLSPORT, certificates of
+ * tests/harness/ca.sh): TALLY_TEST_REDIS_TLS_PORT, TALLY_TEST_CA (its
+ * CA) and TALLY_TEST_CA_OTHER (an unrelated CA) from the environment
+ * with the rest, else from the started server's DIR/env.  The TLS cases
+ * fail, never skip, when there is none.
+ *
  * The test talks to the server with hiredis directly for what happens
  * out of band (an operator's ACL SETUSER, a consumer's commands); the
  * driver is reached only through its ops table.
@@ -27,6 +33,7 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+#include <openssl/ssl.h>
 #include <sodium.h>
 
 #include "core/error.h"
@@ -36,6 +43,9 @@
 #include "lib/tl_test.h"
 
 static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
+static char	 s_tls_port[16], s_ca[4200], s_ca_other[4200];
+static char	 s_wh_cert[4200], s_wh_key[4200];
+static char	 s_imp_cert[4200], s_imp_key[4200];
 static char	*s_dir;
 static int	 s_tried, s_ok;
 static char	 s_err[9000];
@@ -63,6 +73,21 @@ server_start(void)
 			snprintf(s_err, sizeof(s_err), "cannot read %s", pwf);
 			return -1;
 		}
+		snprintf(s_tls_port, sizeof(s_tls_port), "%s",
+		    getenv("TALLY_TEST_REDIS_TLS_PORT") != NULL ?
+		    getenv("TALLY_TEST_REDIS_TLS_PORT") : "");
+		snprintf(s_ca, sizeof(s_ca), "%s", getenv("TALLY_TEST_CA") !=
+		    NULL ? getenv("TALLY_TEST_CA") : "");
+		snprintf(s_ca_other, sizeof(s_ca_other), "%s",
+		    getenv("TALLY_TEST_CA_OTHER") != NULL ?
+		    getenv("TALLY_TEST_CA_OTHER") : "");
+#define ENVS(var, name) snprintf(var, sizeof(var), "%s", getenv(name) != \
+    NULL ? getenv(name) : "")
+		ENVS(s_wh_cert, "TALLY_TEST_CA_WRONGHOST_CERT");
+		ENVS(s_wh_key, "TALLY_TEST_CA_WRONGHOST_KEY");
+		ENVS(s_imp_cert, "TALLY_TEST_CA_IMPOSTOR_CERT");
+		ENVS(s_imp_key, "TALLY_TEST_CA_IMPOSTOR_KEY");
+#undef ENVS
 		return 0;
 	}
 	if ((pn = tl_test_free_port()) <= 0) {
@@ -84,6 +109,19 @@ server_start(void)
 		snprintf(s_err, sizeof(s_err), "cannot read %s", pwfile);
 		return -1;
 	}
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_REDIS_TLS_PORT", s_tls_port,
+	    sizeof(s_tls_port));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA", s_ca, sizeof(s_ca));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_OTHER", s_ca_other,
+	    sizeof(s_ca_other));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_WRONGHOST_CERT", s_wh_cert,
+	    sizeof(s_wh_cert));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_WRONGHOST_KEY", s_wh_key,
+	    sizeof(s_wh_key));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_IMPOSTOR_CERT", s_imp_cert,
+	    sizeof(s_imp_cert));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_IMPOSTOR_KEY", s_imp_key,
+	    sizeof(s_imp_key));
 	return 0;
 }
 
@@ -1298,6 +1336,288 @@ START_TEST(test_fence_raced)
 }
 END_TEST
 
+/* --- TLS --------------------------------------------------------------- */
+
+static void
+tls_up(void)
+{
+	ck_assert_msg(s_tls_port[0] != '\0' && s_ca[0] != '\0' &&
+	    s_ca_other[0] != '\0', "no TLS listener to test against "
+	    "(TALLY_TEST_REDIS_TLS_PORT, TALLY_TEST_CA, TALLY_TEST_CA_OTHER)");
+}
+
+/*
+ * open on the TLS port with tls (NULL: the default) and ca: its rc,
+ * the handle into *hp.
+ */
+static int
+tls_open(const char *tls, const char *ca, const char *mesh,
+    const struct tl_drv_fence *fence, void **hp, char *why)
+{
+	const char *settings[] = { "tls", tls, NULL };
+	struct tl_drv_admin a = { s_host, s_tls_port, s_user, s_pw,
+	    tls != NULL ? settings : NULL, mesh, fence, ca };
+
+	*hp = NULL;
+	secret_add(s_pw);
+	return drv->open(&a, hp, why);
+}
+
+/* check through h, the consumer's login at the TLS port. */
+static enum tl_drv_drift
+tls_check(void *h, const struct tl_drv_grant *g, char *why)
+{
+	struct tl_drv_endpoint e = { s_host, s_tls_port, NULL };
+	enum tl_drv_drift d = TL_DRIFT_NONE;
+
+	ck_rc(drv->check(h, g, &e, &d, why), 0, why);
+	ck_why(why);
+	return d;
+}
+
+/*
+ * Verified TLS with the server's CA: the whole life of a grant (create,
+ * check with a consumer's login over TLS, rotation, retain, purge) and
+ * the fence contract.  The TLS port speaks nothing else, so a driver
+ * that did not do TLS fails here.
+ */
+START_TEST(test_tls_verified)
+{
+	struct grant a;
+	struct tl_drv_grant old;
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
+	char pw2[TL_PASSWORD_LEN + 1], mesh[33], leader[33];
+	struct tl_drv_fence f = { mesh, 1, leader };
+	const char *bad;
+	void *h, *h2;
+
+	tls_up();
+	ck_rc(tls_open("verify", s_ca, NULL, NULL, &h, why), 0, why);
+	ck_why(why);
+	ck_assert_msg(strstr(why, "TLS, verified") != NULL, "open: %s", why);
+	grant_init(&a, "tls");
+	create_ok(h, &a.g);
+	create_ok(h, &a.g);
+	ck_assert(user_exists(a.name));
+	ck_assert(can_auth(a.name, a.pw));
+	ck_assert_int_eq(tls_check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert_msg(strstr(why, "logs in") != NULL, "check: %s", why);
+	/* A wrong password is seen by the consumer's login over TLS too. */
+	old = a.g;
+	tl_secret_password(pw1);
+	secret_add(pw1);
+	old.password = pw1;
+	ck_assert_int_eq(tls_check(h, &old, why), TL_DRIFT_CREDENTIAL);
+	/* Rotation: the new password beside the old, then the old retired. */
+	snprintf(pw1, sizeof(pw1), "%s", a.pw);
+	tl_secret_password(pw2);
+	secret_add(pw2);
+	a.g.password = pw2;
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	ck_why(why);
+	ck_assert(can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, pw2));
+	old = a.g;
+	old.password = pw1;
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	ck_why(why);
+	ck_assert(!can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, pw2));
+	ck_assert_int_eq(tls_check(h, &a.g, why), TL_DRIFT_NONE);
+	/* Revoke, retaining; then purge. */
+	ck_rc(drv->revoke(h, &a.g, 0, why), 0, why);
+	ck_why(why);
+	ck_assert(!can_auth(a.name, pw2));
+	ck_assert(user_exists(a.name));
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	ck_why(why);
+	ck_assert(!user_exists(a.name));
+	ck_assert_int_eq(tls_check(h, &a.g, why), TL_DRIFT_MISSING);
+	/* The fence contract, both sessions over verified TLS. */
+	ck_rc(tls_open("verify", s_ca, NULL, NULL, &h2, why), 0, why);
+	why[0] = '\0';
+	bad = tl_test_fence_contract(drv, h, h2, why);
+	ck_assert_msg(bad == NULL, "%s (%s)", bad, why);
+	drv->close(h2);
+	drv->close(h);
+	/* A fenced session over TLS changes a user under its fence. */
+	hex32(mesh);
+	hex32(leader);
+	ck_rc(tls_open("verify", s_ca, mesh, &f, &h, why), 0, why);
+	{
+		struct tl_drv_fence_held held;
+
+		ck_rc(drv->fence(h, &f, &held, why), 0, why);
+		ck_assert_uint_eq(held.epoch, 1);
+	}
+	grant_init(&a, "tlsf");
+	create_ok(h, &a.g);
+	ck_assert(can_auth(a.name, a.pw));
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * A server whose certificate chains to another CA is refused before
+ * anything is sent (TL_EUNTRUSTED, naming OpenSSL's reason); verify
+ * without a ca is refused saying how to give one; require takes the
+ * same server unverified.
+ */
+START_TEST(test_tls_untrusted)
+{
+	char why[TL_DRV_WHY_MAX];
+	void *h = NULL;
+
+	tls_up();
+	ck_rc(tls_open("verify", s_ca_other, NULL, NULL, &h, why),
+	    TL_EUNTRUSTED, why);
+	ck_assert_ptr_null(h);
+	ck_why(why);
+	/* OpenSSL's reason follows (the chain ends in a CA not trusted). */
+	ck_assert_msg(strstr(why, "certificate verify failed: ") != NULL &&
+	    (strstr(why, "certificate in certificate chain") != NULL ||
+	    strstr(why, "issuer certificate") != NULL), "why: %s", why);
+	ck_rc(tls_open("verify", NULL, NULL, NULL, &h, why), TL_EUNTRUSTED,
+	    why);
+	ck_assert_msg(strstr(why, "no ca") != NULL, "why: %s", why);
+	ck_rc(tls_open("require", s_ca_other, NULL, NULL, &h, why), 0, why);
+	ck_assert_msg(strstr(why, "TLS, not verified") != NULL, "open: %s",
+	    why);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * A TLS server of one connection on a free loopback port, presenting
+ * cert: it counts the bytes of the protocol it is sent after the
+ * handshake (none, when the driver refuses the certificate).
+ */
+struct fake_tls {
+	int		 lfd, port;
+	pthread_t	 th;
+	const char	*cert, *key;
+	size_t		 got;
+	char		 seen[64];
+};
+
+static void *
+fake_tls_run(void *arg)
+{
+	struct fake_tls *ft = arg;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	SSL *ssl = NULL;
+	char buf[4096];
+	int cfd, n;
+
+	if ((cfd = accept(ft->lfd, NULL, NULL)) < 0)
+		goto out;
+	if (ctx == NULL || SSL_CTX_use_certificate_chain_file(ctx,
+	    ft->cert) != 1 || SSL_CTX_use_PrivateKey_file(ctx, ft->key,
+	    SSL_FILETYPE_PEM) != 1 || (ssl = SSL_new(ctx)) == NULL ||
+	    SSL_set_fd(ssl, cfd) != 1 || SSL_accept(ssl) != 1)
+		goto out;
+	while ((n = SSL_read(ssl, buf, sizeof(buf))) > 0) {
+		if (ft->got == 0)
+			snprintf(ft->seen, sizeof(ft->seen), "%.*s", n < 20 ?
+			    n : 20, buf);
+		ft->got += (size_t)n;
+		/* Anything at all: enough said; the driver then fails. */
+		break;
+	}
+out:
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	if (cfd >= 0)
+		close(cfd);
+	return NULL;
+}
+
+static void
+fake_tls_start(struct fake_tls *ft, const char *cert, const char *key)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+
+	memset(ft, 0, sizeof(*ft));
+	ft->cert = cert;
+	ft->key = key;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert((ft->lfd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+	ck_assert(bind(ft->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	ck_assert(listen(ft->lfd, 1) == 0);
+	ck_assert(getsockname(ft->lfd, (struct sockaddr *)&sa, &sl) == 0);
+	ft->port = ntohs(sa.sin_port);
+	ck_assert(pthread_create(&ft->th, NULL, fake_tls_run, ft) == 0);
+}
+
+/* open against ft with tls and the harness CA: its rc; ft is done. */
+static int
+fake_tls_open(struct fake_tls *ft, const char *host, const char *tls,
+    char *why)
+{
+	const char *settings[] = { "tls", tls, NULL };
+	char port[16];
+	struct tl_drv_admin a = { host, port, s_user, s_pw, settings, NULL,
+	    NULL, s_ca };
+	void *h = NULL;
+	int rc;
+
+	snprintf(port, sizeof(port), "%d", ft->port);
+	secret_add(s_pw);
+	rc = drv->open(&a, &h, why);
+	drv->close(h);
+	pthread_join(ft->th, NULL);
+	close(ft->lfd);
+	return rc;
+}
+
+/*
+ * A certificate of the right CA for another host, and one for this
+ * host from another CA (an impostor): refused, naming why, and the
+ * server is sent nothing after the handshake (no AUTH, no password).
+ * With tls=require the same server gets the AUTH: what it counts is
+ * what it would have seen.
+ */
+START_TEST(test_tls_wrong_server)
+{
+	struct fake_tls ft;
+	char why[TL_DRV_WHY_MAX];
+
+	tls_up();
+	ck_assert_msg(s_wh_cert[0] != '\0' && s_imp_cert[0] != '\0',
+	    "no TALLY_TEST_CA_WRONGHOST_CERT / _IMPOSTOR_CERT (ca.sh)");
+	fake_tls_start(&ft, s_wh_cert, s_wh_key);
+	ck_rc(fake_tls_open(&ft, "127.0.0.1", "verify", why), TL_EUNTRUSTED,
+	    why);
+	ck_assert_msg(strstr(why, "IP address mismatch") != NULL, "why: %s",
+	    why);
+	ck_assert_msg(ft.got == 0, "the server was sent %zu bytes (%s)",
+	    ft.got, ft.seen);
+	fake_tls_start(&ft, s_wh_cert, s_wh_key);
+	ck_rc(fake_tls_open(&ft, "localhost", "verify", why), TL_EUNTRUSTED,
+	    why);
+	ck_assert_msg(strstr(why, "hostname mismatch") != NULL, "why: %s",
+	    why);
+	ck_assert_uint_eq(ft.got, 0);
+	fake_tls_start(&ft, s_imp_cert, s_imp_key);
+	ck_rc(fake_tls_open(&ft, "localhost", "verify", why), TL_EUNTRUSTED,
+	    why);
+	ck_assert_msg(strstr(why, "certificate verify failed") != NULL,
+	    "why: %s", why);
+	ck_assert_uint_eq(ft.got, 0);
+	ck_why(why);
+	/* The control: unverified, the impostor is sent the AUTH. */
+	fake_tls_start(&ft, s_imp_cert, s_imp_key);
+	ck_rc(fake_tls_open(&ft, "localhost", "require", why), TL_EUNREACH,
+	    why);
+	ck_assert_msg(ft.got > 0 && strstr(ft.seen, "AUTH") != NULL,
+	    "the control server saw %zu bytes (%s)", ft.got, ft.seen);
+}
+END_TEST
+
 START_TEST(test_open_refused)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL };
@@ -1338,6 +1658,9 @@ suite(void)
 	tcase_add_test(tc, test_two_meshes);
 	tcase_add_test(tc, test_deposed);
 	tcase_add_test(tc, test_fence_raced);
+	tcase_add_test(tc, test_tls_verified);
+	tcase_add_test(tc, test_tls_untrusted);
+	tcase_add_test(tc, test_tls_wrong_server);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -193,7 +193,8 @@ poller() {
 poller &
 PPOLL=$!
 _t_pids="$_t_pids $PPOLL"
-sleep 0.5
+# Its first round (tally env, redis-cli) within 10 s, however loaded.
+for _i in $(seq 1 100); do [ -s "$W/poll.ok" ] && break; sleep 0.1; done
 [ -s "$W/poll.ok" ] || t_fail "the poller logged in nowhere: $(cat "$W/poll.fail")"
 tly rotate "$G" >/dev/null || t_fail "tally rotate $G failed"
 t_wait_log 20 "grant/$G" credential.activated >/dev/null

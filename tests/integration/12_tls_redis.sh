@@ -25,38 +25,6 @@
 command -v tcpdump >/dev/null || t_fail "tcpdump is not installed (tools/deps.sh installs it)"
 command -v redis-cli >/dev/null || t_fail "redis-cli is missing (tools/deps.sh)"
 
-# capture FILE PORT: tcpdump on lo for PORT into FILE, in the background;
-# each packet handed over and written as it comes (--immediate-mode, -U),
-# not a buffer's worth later.
-capture() {
-	tcpdump -i lo --immediate-mode -U -s 0 -w "$1" "tcp port $2" >"$1.log" 2>&1 &
-	_cap=$!
-	_capf=$1
-	# tcpdump says "listening on" once the capture is live.
-	for _i in $(seq 1 50); do
-		grep -q "listening on" "$1.log" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	t_fail "tcpdump did not start: $(cat "$1.log")"
-}
-# capture_end: once the file has stopped growing for a second (a loaded
-# machine runs tcpdump late; at most 10 s), tcpdump ends.
-capture_end() {
-	_prev=-1 _same=0
-	for _i in $(seq 1 20); do
-		sleep 0.5
-		_sz=$(wc -c <"$_capf")
-		if [ "$_sz" = "$_prev" ]; then
-			_same=$((_same + 1))
-			[ $_same -lt 2 ] || break
-		else
-			_same=0
-		fi
-		_prev=$_sz
-	done
-	kill "$_cap" 2>/dev/null || true
-	wait "$_cap" 2>/dev/null || true
-}
 
 # once: tallyd --once, its exit code in $rc, its stderr in $W/once.err.
 once() {
@@ -126,7 +94,7 @@ t_ok "$(grep -m1 'no ca' "$W/once.err" | sed 's/^.* \(warn\|error\|info\): //' |
 
 t_check "tls=verify with the right CA: provisioned and rotated; the credential logs in over TLS; nothing in clear"
 rd_assign --set ca="$TALLY_TEST_CA"
-capture "$W/tls.pcap" "$TP"
+t_capture "$W/tls.pcap" "$TP"
 once
 [ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $rc"; }
 E=$(t_envfile node-a app)
@@ -136,7 +104,7 @@ P=$(t_envget "$E" R_PASSWORD)
 [ "$(t_envget "$E" R_PORT)" = "$TP" ] || t_fail "the delivered port is $(t_envget "$E" R_PORT), not the TLS port $TP"
 tly rotate app/cache >/dev/null || t_fail "tally rotate app/cache failed"
 once
-capture_end
+t_capture_end
 [ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once (rotation) over verified TLS exited $rc"; }
 E=$(t_envfile node-a app)
 P2=$(t_envget "$E" R_PASSWORD)
@@ -172,9 +140,9 @@ tly assign redis node-b --set host=localhost --set admin-user=admin \
 	t_fail "tally assign redis node-b"
 tly apply "$(consumer app2)" >/dev/null || t_fail "tally apply app2 failed"
 tly assign app2 node-b >/dev/null || t_fail "tally assign app2 failed"
-capture "$W/plain.pcap" "$RP"
+t_capture "$W/plain.pcap" "$RP"
 once
-capture_end
+t_capture_end
 [ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $rc"; }
 U2=$(t_envget "$(t_envfile node-b app2)" R_USER)
 [ -n "$U2" ] || t_fail "no R_USER delivered to app2"

@@ -18,22 +18,6 @@
 
 command -v tcpdump >/dev/null || t_fail "tcpdump is not installed (tools/deps.sh installs it)"
 
-# capture FILE PORT: tcpdump on lo for PORT into FILE, in the background.
-capture() {
-	tcpdump -i lo -U -s 0 -w "$1" "tcp port $2" >"$1.log" 2>&1 &
-	_cap=$!
-	# tcpdump says "listening on" once the capture is live.
-	for _i in $(seq 1 50); do
-		grep -q "listening on" "$1.log" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	t_fail "tcpdump did not start: $(cat "$1.log")"
-}
-capture_end() {
-	sleep 0.5
-	kill "$_cap" 2>/dev/null || true
-	wait "$_cap" 2>/dev/null || true
-}
 
 # once: tallyd --once, its exit code in $rc, its stderr in $W/once.err.
 once() {
@@ -82,14 +66,14 @@ t_ok "$(grep -v 'fence:' "$W/once.err" | grep -m1 'certificate verify failed' | 
 
 t_check "tls=verify with the right CA: provisioned, rotated, revoked; nothing in clear on the wire"
 pg_assign --set ca="$TALLY_TEST_CA"
-capture "$W/tls.pcap" "$TALLY_TEST_PG_PORT"
+t_capture "$W/tls.pcap" "$TALLY_TEST_PG_PORT"
 once
 [ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $rc"; }
 login=$(t_envget "$(t_envfile node-a app)" DB_USER)
 [ -n "$login" ] || t_fail "no DB_USER delivered"
 tly rotate app/db >/dev/null
 once
-capture_end
+t_capture_end
 tly status >"$W/st" 2>&1 || true
 grep -q "reached at localhost: TLS, verified" "$W/st" ||
 	{ cat "$W/st" >&2; t_fail "tally status does not say the provider is reached by verified TLS"; }
@@ -104,9 +88,9 @@ t_check "the positive control: the same with tls=off carries the names in clear"
 pg_assign --set tls=off
 tly apply "$(t_consumer app2)" >/dev/null
 tly assign app2 node-a >/dev/null
-capture "$W/plain.pcap" "$TALLY_TEST_PG_PORT"
+t_capture "$W/plain.pcap" "$TALLY_TEST_PG_PORT"
 once
-capture_end
+t_capture_end
 [ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $rc"; }
 login2=$(t_envget "$(t_envfile node-a app2)" DB_USER)
 [ -n "$login2" ] || t_fail "no DB_USER delivered to app2"
@@ -185,9 +169,9 @@ t_ok "$(grep -m1 ' warn: grant mapp' "$W/once.err" | sed 's/^.* \(warn\|error\|i
 
 t_check "MariaDB: tls=verify with the right CA provisions; nothing in clear"
 mdb_assign --set ca="$TALLY_TEST_CA"
-capture "$W/mtls.pcap" "$TALLY_TEST_MARIADB_PORT"
+t_capture "$W/mtls.pcap" "$TALLY_TEST_MARIADB_PORT"
 once
-capture_end
+t_capture_end
 [ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once to MariaDB over verified TLS exited $rc"; }
 mlogin=$(t_envget "$(t_envfile node-a mapp)" M_USER)
 [ -n "$mlogin" ] || t_fail "no M_USER delivered"

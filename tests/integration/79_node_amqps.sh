@@ -23,20 +23,6 @@ wait_for() {	# SECONDS WHAT CMD...
 	done
 }
 
-capture() {
-	tcpdump -i lo -U -s 0 -w "$1" "tcp port $2" >"$1.log" 2>&1 &
-	_cap=$!
-	for _i in $(seq 1 50); do
-		grep -q "listening on" "$1.log" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	t_fail "tcpdump did not start: $(cat "$1.log")"
-}
-capture_end() {
-	sleep 0.5
-	kill "$_cap" 2>/dev/null || true
-	wait "$_cap" 2>/dev/null || true
-}
 
 t_say "RabbitMQ with TLS listeners (harness CA), PostgreSQL; node-a's agent over amqps"
 r_start
@@ -52,7 +38,7 @@ t_node node-a 127.0.0.1
 t_provider node-a
 tly apply "$(t_consumer game shared)" >/dev/null
 tly assign game node-a >/dev/null
-capture "$W/tls.pcap" "$TALLY_TEST_AMQP_TLS_PORT"
+t_capture "$W/tls.pcap" "$TALLY_TEST_AMQP_TLS_PORT"
 t_tallyd_start --interval 1 --verify-interval 3600
 
 agent() {	# NAME CA: node-a's agent over amqps, in the background
@@ -79,7 +65,7 @@ mkdir -p "$W/good"
 agent good "$TALLY_TEST_CA"
 wait_for 60 "game's values on node-a" grep -q "^DB_USER=" "$W/good/game.env"
 wait_for 30 "the acknowledgement of v1" sh -c "\"$TALLY_BIN/tally\" log --json --type credential.acknowledged | grep -q game@node-a"
-capture_end
+t_capture_end
 user=$(t_envget "$W/good/game.env" DB_USER)
 t_env_psql "$W/good/game.env" "SELECT 1" >/dev/null || t_fail "the delivered credential does not connect"
 t_ok "$user delivered over amqps and acknowledged"
@@ -89,14 +75,14 @@ strings -n 6 "$W/tls.pcap" >"$W/tls.txt"
 [ -s "$W/tls.pcap" ] || t_fail "the capture is empty"
 ! grep -q "$TALLY_TEST_AMQP_PASSWORD" "$W/tls.txt" || t_fail "the broker password crossed the wire in clear"
 ! grep -q "${user%_v*}" "$W/tls.txt" || t_fail "the delivered user's name crossed the wire in clear"
-capture "$W/plain.pcap" "$TALLY_TEST_AMQP_PORT"
+t_capture "$W/plain.pcap" "$TALLY_TEST_AMQP_PORT"
 printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_URL" \
 	--user "$TALLY_TEST_AMQP_USER" --secret password --exchange tally.events \
 	>/dev/null || t_fail "tally publish configure amqp failed"
 tly apply "$(t_consumer game2 shared)" >/dev/null
 tly assign game2 node-a >/dev/null
 wait_for 60 "game2 published in clear" sh -c "strings -n 6 '$W/plain.pcap' | grep -q game2"
-capture_end
+t_capture_end
 strings -n 6 "$W/plain.pcap" | grep -q "game2" ||
 	t_fail "the plaintext capture holds nothing of the record: the capture proves nothing"
 t_ok "TLS capture $(wc -c <"$W/tls.pcap") bytes without the password or $user; the plaintext one names game2"

@@ -541,3 +541,42 @@ t_jfields() {
 t_rand() {
 	echo $(($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % $1))
 }
+
+# --- captures of the loopback traffic (TLS tests) ---------------------------
+
+# t_capture FILE PORT: tcpdump on lo for PORT into FILE, in the background;
+# each packet handed over and written as it comes (--immediate-mode, -U),
+# not a buffer's worth later.
+t_capture() {
+	command -v tcpdump >/dev/null ||
+		t_fail "tcpdump is not installed (tools/deps.sh installs it)"
+	tcpdump -i lo --immediate-mode -U -s 0 -w "$1" "tcp port $2" >"$1.log" 2>&1 &
+	_t_cap=$!
+	_t_capf=$1
+	_t_pids="$_t_pids $_t_cap"
+	# tcpdump says "listening on" once the capture is live.
+	for _t_i in $(seq 1 50); do
+		grep -q "listening on" "$1.log" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	t_fail "tcpdump did not start: $(cat "$1.log")"
+}
+# t_capture_end: once the file has stopped growing for a second (a loaded
+# machine runs tcpdump late; at most 10 s), tcpdump ends.
+t_capture_end() {
+	_t_prev=-1 _t_same=0
+	for _t_i in $(seq 1 20); do
+		sleep 0.5
+		_t_sz=$(wc -c <"$_t_capf")
+		if [ "$_t_sz" = "$_t_prev" ]; then
+			_t_same=$((_t_same + 1))
+			[ $_t_same -lt 2 ] || break
+		else
+			_t_same=0
+		fi
+		_t_prev=$_t_sz
+	done
+	kill "$_t_cap" 2>/dev/null || true
+	wait "$_t_cap" 2>/dev/null || true
+	t_forget_pid "$_t_cap"
+}

@@ -233,12 +233,14 @@ enum tl_drv_tls {
  * chain must end in).
  */
 #define TL_DRV_TLS_SETTINGS \
-	{ "tls", "", 0, TL_DRV_TLS_MODE, "verify (the default; off for a " \
+	TL_DRV_TLS_SETTINGS_SAYING("verify (the default; off for a " \
 	    "loopback admin host), require (encrypted, not verified) or " \
-	    "off" }, \
-	{ "ca", "", 0, TL_DRV_PEM, "a PEM file of the CA certificates the " \
-	    "provider's certificate must chain to (read at assign, kept in " \
-	    "the log)" }
+	    "off", "a PEM file of the CA certificates the provider's " \
+	    "certificate must chain to (read at assign, kept in the log)")
+/* The same two settings, described for a driver whose rule differs. */
+#define TL_DRV_TLS_SETTINGS_SAYING(tls_says, ca_says) \
+	{ "tls", "", 0, TL_DRV_TLS_MODE, tls_says }, \
+	{ "ca", "", 0, TL_DRV_PEM, ca_says }
 
 /* The mode's name ("verify", "require", "off"). */
 const char *tl_drv_tls_name(enum tl_drv_tls mode);

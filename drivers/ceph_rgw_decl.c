@@ -133,20 +133,27 @@ rgw_reach(const char *const *settings, const char *host, char *where,
 }
 
 /*
- * The mode tallyd reaches the RGW of ep in: at its admin host (the
- * setting host, else admin-host, else ep's host).
+ * Whether tallyd reaches the RGW of ep by TLS: the mode at its admin
+ * host (the setting host, else admin-host, else ep's host) is not off
+ * and tallyd can use it: verify needs a ca, so a provider that is verify
+ * by default and has none (which tallyd refuses to open) keeps the http
+ * endpoint it had.
  */
-static enum tl_drv_tls
+static int
 rgw_tls(const struct tl_drv_endpoint *ep)
 {
 	const char *h = tl_drv_setting_get(ep->settings, "host");
+	const char *ca = tl_drv_setting_get(ep->settings, "ca");
+	enum tl_drv_tls mode;
 	char where[256];
 
 	if (h == NULL || *h == '\0')
 		h = tl_drv_setting_get(ep->settings, "admin-host");
 	if (h == NULL || *h == '\0')
 		h = ep->host;
-	return rgw_reach(ep->settings, h, where, sizeof(where));
+	mode = rgw_reach(ep->settings, h, where, sizeof(where));
+	return mode == TL_DRV_TLS_REQUIRE || (mode == TL_DRV_TLS_VERIFY &&
+	    ca != NULL && *ca != '\0');
 }
 
 static int
@@ -171,8 +178,8 @@ rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
 		else
 			/* https when tallyd reaches the RGW by TLS. */
 			n = snprintf(out, cap, strchr(host, ':') != NULL ?
-			    "%s://[%s]:%s" : "%s://%s:%s", rgw_tls(ep) ==
-			    TL_DRV_TLS_OFF ? "http" : "https", host, port);
+			    "%s://[%s]:%s" : "%s://%s:%s", rgw_tls(ep) ?
+			    "https" : "http", host, port);
 	} else if (strcmp(field, "region") == 0)
 		n = snprintf(out, cap, "%s", region != NULL && *region !=
 		    '\0' ? region : "default");

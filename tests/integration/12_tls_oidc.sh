@@ -17,7 +17,8 @@
 #   - the positive control: a second provider at the http issuer
 #     (loopback, tls off) carries the initial access token and the
 #     client's name in clear;
-#   - an https issuer with tls=off is refused as a contradiction.
+#   - an https issuer with tls=off is refused as a contradiction;
+#   - a certificate of the right CA for another host name is refused.
 . "$(dirname "$0")/lib.sh"
 
 command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
@@ -156,6 +157,28 @@ t_tallyd_try
 grep -q "with tls=off" "$W/once.err" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say why"; }
 t_ok "$(msg 'with tls=off')"
+
+t_check "an issuer presenting a certificate for another host: refused"
+# The provider again, its certificate the harness CA's for wrong.example
+# (a private copy of the CA's directory: a shared one stays as it is).
+OT=$(dirname "$TALLY_TEST_CA")
+mkdir -p "$W/wrong-tls"
+cp "$OT"/ca.pem "$OT"/ca.key "$OT"/other-ca.pem "$OT"/other-ca.key \
+	"$OT"/impostor.pem "$OT"/impostor.key "$W/wrong-tls/"
+cp "$TALLY_TEST_CA_WRONGHOST_CERT" "$W/wrong-tls/wrong-host.pem"
+cp "$TALLY_TEST_CA_WRONGHOST_KEY" "$W/wrong-tls/wrong-host.key"
+cp "$TALLY_TEST_CA_WRONGHOST_CERT" "$W/wrong-tls/oidc.pem"
+cp "$TALLY_TEST_CA_WRONGHOST_KEY" "$W/wrong-tls/oidc.key"
+sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" keep
+TALLY_TEST_TLS_DIR=$W/wrong-tls sh "$TALLY_SRC/tests/harness/oidc.sh" start \
+	"$OIDC_DIR" "$_o_port" "$TALLY_TEST_OIDC_TLS_PORT" ||
+	t_fail "the OIDC provider did not restart with the wrong host's certificate"
+idp_assign --set issuer="$TALLY_TEST_OIDC_TLS_ISSUER" --set tls=verify --set ca="$TALLY_TEST_CA"
+t_tallyd_try
+[ $T_RC -ne 0 ] || t_fail "tallyd --once trusted a certificate for another host"
+grep -qi "certificate verify failed.*host name\|certificate verify failed.*hostname" "$W/once.err" ||
+	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say the host name does not match"; }
+t_ok "$(msg 'host')"
 
 t_check "the log verifies"
 tly verify >/dev/null || t_fail "tally verify failed"

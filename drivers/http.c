@@ -90,7 +90,9 @@ tl_drv_http_fail(int cc, enum tl_drv_tls mode, const char *errbuf,
 	    (cc == CURLE_PEER_FAILED_VERIFICATION ||
 	    cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_ISSUER_ERROR ||
 	    cc == CURLE_SSL_CONNECT_ERROR)) {
-		snprintf(msg, cap, "certificate verify failed: %s", d);
+		snprintf(msg, cap, "%s: %s", cc == CURLE_SSL_CONNECT_ERROR ?
+		    "the TLS handshake failed" : "certificate verify failed",
+		    d);
 		return TL_EUNTRUSTED;
 	}
 	snprintf(msg, cap, "%s", d);

@@ -55,8 +55,9 @@ int	tl_drv_http_tls(void *curl, enum tl_drv_tls mode, const char *ca_file,
  * when the provider's certificate did not verify (verify only: a chain
  * to another CA, a name that is not the host's, or a handshake that
  * failed), TL_EUNREACH for anything else.  msg (cap bytes) gets the
- * reason, "certificate verify failed: DETAIL" for the first, libcurl's
- * error buffer (else its code's text) for the second.  No credential has
+ * reason: "certificate verify failed: DETAIL" or "the TLS handshake
+ * failed: DETAIL" (a plaintext port, a protocol refused) for the first,
+ * libcurl's error buffer (else its code's text) for the second.  No credential has
  * been sent by then: libcurl sends headers only after the handshake.
  */
 int	tl_drv_http_fail(int cc, enum tl_drv_tls mode, const char *errbuf,

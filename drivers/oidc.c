@@ -178,7 +178,8 @@ enum oi_body { OI_NONE = 0, OI_JSON, OI_FORM };
 /*
  * One request: bearer (a token) or user/pass (HTTP basic, the client's
  * own credentials), body as kind.  0 with o->status and o->buf set for
- * any HTTP answer; TL_EUNREACH when none came (or 502-504).
+ * any HTTP answer; TL_EUNREACH when none came (or 502-504);
+ * TL_EUNTRUSTED when the issuer's certificate did not verify.
  */
 static int
 request(struct oi *o, const char *method, const char *url,

@@ -18,7 +18,8 @@
 #     (loopback, tls off) carries the initial access token and the
 #     client's name in clear;
 #   - an https issuer with tls=off is refused as a contradiction;
-#   - a certificate of the right CA for another host name is refused.
+#   - a plaintext port behind an https issuer, and a certificate of the
+#     right CA for another host name, are refused.
 . "$(dirname "$0")/lib.sh"
 
 command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
@@ -157,6 +158,14 @@ t_tallyd_try
 grep -q "with tls=off" "$W/once.err" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say why"; }
 t_ok "$(msg 'with tls=off')"
+
+t_check "an https issuer on the plaintext port: refused, the handshake failed"
+idp_assign --set issuer="https://127.0.0.1:$TALLY_TEST_OIDC_PORT" --set tls=verify --set ca="$TALLY_TEST_CA"
+t_tallyd_try
+[ $T_RC -ne 0 ] || t_fail "tallyd --once took a plaintext port for TLS"
+grep -q "not trusted (TLS): the TLS handshake failed" "$W/once.err" ||
+	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say the handshake failed"; }
+t_ok "$(msg 'handshake failed')"
 
 t_check "an issuer presenting a certificate for another host: refused"
 # The provider again, its certificate the harness CA's for wrong.example

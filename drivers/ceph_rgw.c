@@ -89,7 +89,18 @@
  * bucket and its objects; purge deletes the bucket with its objects,
  * then the user with its keys.
  *
+ * TLS (the settings tls and ca, decl.h; rgw_reach in ceph_rgw_decl.c):
+ * unless the mode is off the RGW is reached at https://HOST:PORT (port:
+ * its TLS port), or at the endpoint setting, which is https exactly
+ * when the mode is not off; verified against ca alone (tls=verify), or
+ * not verified (tls=require).  A certificate that does not verify is
+ * TL_EUNTRUSTED at the first request, before a signed request or a
+ * secret key in a query is sent.  The consumer's requests of check go
+ * to the endpoint compose delivers, https by the same rule, on the same
+ * verified handle.
+ *
  * Errors: TL_EUNREACH when the endpoint does not answer or answers 5xx;
+ * TL_EUNTRUSTED when its certificate does not verify;
  * TL_EAUTH when the admin's request is refused (401/403); TL_EINVAL for a
  * grant the driver will not touch; TL_EDRIVER for any other refusal.
  */
@@ -123,7 +134,9 @@
 struct rgw {
 	CURL		*c;
 	struct curl_slist *hdr;
-	char		 base[300];	/* http://HOST:PORT, no slash */
+	char		 base[300];	/* http[s]://HOST:PORT, no slash */
+	enum tl_drv_tls	 tls;
+	char		 err[TL_DRV_HTTP_ERR];	/* libcurl's detail */
 	char		 sigv4[96];	/* aws:amz:REGION:s3 */
 	char		 akey[128];	/* the admin's access key */
 	char		*skey;		/* guarded; rgw_close wipes */
@@ -214,7 +227,7 @@ request(struct rgw *r, const char *method, const char *path,
     struct kv *q, size_t nq, const char *ak, const char *sk,
     const long *ok, long *status, const char *step, char *why)
 {
-	char *url = NULL, *e, code[80];
+	char *url = NULL, *e, code[320];
 	size_t cap = 4096, off, i;
 	CURLcode cc;
 	long st = 0;
@@ -274,8 +287,10 @@ request(struct rgw *r, const char *method, const char *path,
 		r->body = NULL;
 	}
 	if (cc != CURLE_OK) {
-		rc = tl_drv_why(why, TL_EUNREACH, "%s: the RGW at %s did not "
-		    "answer: %s", step, r->base, curl_easy_strerror(cc));
+		rc = tl_drv_http_fail(cc, r->tls, r->err, code, sizeof(code));
+		rc = tl_drv_why(why, rc, "%s: the RGW at %s %s: %s", step,
+		    r->base, rc == TL_EUNTRUSTED ? "is not trusted (TLS)" :
+		    "did not answer", code);
 		goto out;
 	}
 	curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &st);
@@ -436,7 +451,8 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 	struct rgw *r;
 	const char *ep, *host, *port, *region, *ak, *pw;
 	unsigned char h[8];
-	char hx[17];
+	char hx[17], where[256];
+	int https = 0;
 	json_t *j = NULL;
 	struct kv q[1];
 	int rc;
@@ -455,11 +471,22 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 		host = a->host != NULL && *a->host != '\0' ? a->host :
 		    "127.0.0.1";
 	port = a->port != NULL && *a->port != '\0' ? a->port : "7480";
-	if (ep != NULL && *ep != '\0')
+	r->tls = tl_drv_reach(&tl_drv_ceph_rgw_decl, a->settings, host,
+	    where, sizeof(where));
+	if (ep != NULL && *ep != '\0') {
+		if (tl_drv_url_host(ep, &https, where, sizeof(where)) != 0 ||
+		    (r->tls == TL_DRV_TLS_OFF) == https) {
+			rc = tl_drv_why(why, TL_EINVAL, "endpoint %.200s with "
+			    "tls=%s: an https endpoint with tls verify or "
+			    "require, an http one with tls off", ep,
+			    tl_drv_tls_name(r->tls));
+			goto fail;
+		}
 		snprintf(r->base, sizeof(r->base), "%s", ep);
-	else
+	} else
 		snprintf(r->base, sizeof(r->base), strchr(host, ':') != NULL ?
-		    "http://[%s]:%s" : "http://%s:%s", host, port);
+		    "%s://[%s]:%s" : "%s://%s:%s", r->tls == TL_DRV_TLS_OFF ?
+		    "http" : "https", host, port);
 	if (r->base[0] != '\0' && r->base[strlen(r->base) - 1] == '/')
 		r->base[strlen(r->base) - 1] = '\0';
 	region = tl_drv_setting_get(a->settings, "region");
@@ -511,13 +538,18 @@ rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
 	curl_easy_setopt(r->c, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(r->c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(r->c, CURLOPT_TCP_KEEPALIVE, 1L);
+	if ((rc = tl_drv_http_tls(r->c, r->tls, a->ca_file, 0, r->err,
+	    why)) != 0)
+		goto fail;
 	/* Proves the admin now, not at the first grant. */
 	q[0] = (struct kv){ "uid", "tally-no-such-user-probe" };
 	if ((rc = get_json(r, "/admin/user", q, 1, &j, "open", why)) != 0)
 		goto fail;
 	json_decref(j);
-	tl_drv_why(why, 0, "connected to the RGW admin API at %s as key %s",
-	    r->base, r->akey);
+	tl_drv_why(why, 0, "connected to the RGW admin API at %s as key %s "
+	    "(%s)", r->base, r->akey, r->tls == TL_DRV_TLS_VERIFY ? "TLS, "
+	    "verified" : r->tls == TL_DRV_TLS_REQUIRE ? "TLS, not verified" :
+	    "plaintext");
 	*hp = r;
 	return 0;
 fail:

@@ -110,6 +110,52 @@ rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	return 0;
 }
 
+/*
+ * How tallyd reaches the RGW: at the endpoint setting's host when one is
+ * given, else at host; the setting tls, else verify for an https
+ * endpoint, else off on loopback and verify elsewhere.  rgw_open refuses
+ * an endpoint whose scheme the mode contradicts.
+ */
+static enum tl_drv_tls
+rgw_reach(const char *const *settings, const char *host, char *where,
+    size_t cap)
+{
+	const char *e = tl_drv_setting_get(settings, "endpoint");
+	const char *t = tl_drv_setting_get(settings, "tls");
+	int https = 0;
+
+	if (e == NULL || *e == '\0' ||
+	    tl_drv_url_host(e, &https, where, cap) != 0)
+		snprintf(where, cap, "%s", host != NULL ? host : "");
+	if ((t == NULL || *t == '\0') && https)
+		return TL_DRV_TLS_VERIFY;
+	return tl_drv_tls_mode(settings, where);
+}
+
+/*
+ * Whether tallyd reaches the RGW of ep by TLS: the mode at its admin
+ * host (the setting host, else admin-host, else ep's host) is not off
+ * and tallyd can use it: verify needs a ca, so a provider that is verify
+ * by default and has none (which tallyd refuses to open) keeps the http
+ * endpoint it had.
+ */
+static int
+rgw_tls(const struct tl_drv_endpoint *ep)
+{
+	const char *h = tl_drv_setting_get(ep->settings, "host");
+	const char *ca = tl_drv_setting_get(ep->settings, "ca");
+	enum tl_drv_tls mode;
+	char where[256];
+
+	if (h == NULL || *h == '\0')
+		h = tl_drv_setting_get(ep->settings, "admin-host");
+	if (h == NULL || *h == '\0')
+		h = ep->host;
+	mode = rgw_reach(ep->settings, h, where, sizeof(where));
+	return mode == TL_DRV_TLS_REQUIRE || (mode == TL_DRV_TLS_VERIFY &&
+	    ca != NULL && *ca != '\0');
+}
+
 static int
 rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, char *out, size_t cap)
@@ -130,8 +176,10 @@ rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
 		if (e != NULL && *e != '\0')
 			n = snprintf(out, cap, "%s", e);
 		else
+			/* https when tallyd reaches the RGW by TLS. */
 			n = snprintf(out, cap, strchr(host, ':') != NULL ?
-			    "http://[%s]:%s" : "http://%s:%s", host, port);
+			    "%s://[%s]:%s" : "%s://%s:%s", rgw_tls(ep) ?
+			    "https" : "http", host, port);
 	} else if (strcmp(field, "region") == 0)
 		n = snprintf(out, cap, "%s", region != NULL && *region !=
 		    '\0' ? region : "default");
@@ -186,15 +234,15 @@ static const struct tl_drv_fence_decl rgw_fencing = {
 
 static const struct tl_drv_setting rgw_settings[] = {
 	{ "endpoint", "", 0, TL_DRV_STRING, "the S3 endpoint URL, "
-	    "http://HOST:PORT (default: from host and port)",
-	    .use = TL_DRV_USE_PLAIN },
+	    "http://HOST:PORT or https://HOST:PORT (TLS; default: from "
+	    "host, port and tls)", .use = TL_DRV_USE_PLAIN },
 	{ "host", "", 0, TL_DRV_HOST, "where tallyd reaches the RGW "
 	    "(default: the admin-host, else the node's routable name)",
 	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
 	    "name it (host wins)", .use = TL_DRV_USE_ADMIN_HOST },
-	{ "port", "7480", 0, TL_DRV_PORT, "the RGW's HTTP port",
-	    .use = TL_DRV_USE_PORT },
+	{ "port", "7480", 0, TL_DRV_PORT, "the RGW's HTTP port (its https "
+	    "port unless tls is off)", .use = TL_DRV_USE_PORT },
 	{ "region", "default", 0, TL_DRV_STRING, "the SigV4 region (the "
 	    "zonegroup's api name)", .use = TL_DRV_USE_PLAIN },
 	{ "admin-access-key", NULL, 0, TL_DRV_STRING, "the access key of an "
@@ -202,6 +250,11 @@ static const struct tl_drv_setting rgw_settings[] = {
 	    .use = TL_DRV_USE_ADMIN_USER },
 	{ "admin-secret-key", "", 1, TL_DRV_STRING, "its secret key "
 	    "(--secret)", .use = TL_DRV_USE_ADMIN_SECRET },
+	TL_DRV_TLS_SETTINGS_SAYING("verify (the default: off for a "
+	    "loopback admin host, verify for an https endpoint), require "
+	    "(encrypted, not verified) or off", "a PEM file of the CA "
+	    "certificates the RGW's certificate must chain to (read at "
+	    "assign, kept in the log)"),
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
@@ -229,4 +282,5 @@ const struct tl_drv_decl tl_drv_ceph_rgw_decl = {
 	.keyed_names = 1,
 	.names = rgw_names,
 	.compose = rgw_compose,
+	.reach = rgw_reach,
 };

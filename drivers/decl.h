@@ -233,12 +233,14 @@ enum tl_drv_tls {
  * chain must end in).
  */
 #define TL_DRV_TLS_SETTINGS \
-	{ "tls", "", 0, TL_DRV_TLS_MODE, "verify (the default; off for a " \
+	TL_DRV_TLS_SETTINGS_SAYING("verify (the default; off for a " \
 	    "loopback admin host), require (encrypted, not verified) or " \
-	    "off" }, \
-	{ "ca", "", 0, TL_DRV_PEM, "a PEM file of the CA certificates the " \
-	    "provider's certificate must chain to (read at assign, kept in " \
-	    "the log)" }
+	    "off", "a PEM file of the CA certificates the provider's " \
+	    "certificate must chain to (read at assign, kept in the log)")
+/* The same two settings, described for a driver whose rule differs. */
+#define TL_DRV_TLS_SETTINGS_SAYING(tls_says, ca_says) \
+	{ "tls", "", 0, TL_DRV_TLS_MODE, tls_says }, \
+	{ "ca", "", 0, TL_DRV_PEM, ca_says }
 
 /* The mode's name ("verify", "require", "off"). */
 const char *tl_drv_tls_name(enum tl_drv_tls mode);
@@ -251,6 +253,12 @@ int	tl_drv_host_loopback(const char *host);
  */
 enum tl_drv_tls tl_drv_tls_mode(const char *const *settings,
 	    const char *host);
+/*
+ * The scheme and host of url (http://HOST[:PORT]/..., https://...):
+ * *https 1 or 0, host (cap bytes) without brackets.  0, or TL_EINVAL
+ * for another scheme or no host.
+ */
+int	tl_drv_url_host(const char *url, int *https, char *host, size_t cap);
 
 struct tl_drv_setting {
 	const char	*name;
@@ -504,6 +512,22 @@ struct tl_drv_decl {
 	 */
 	int	(*settings_note)(const char *const *settings, char *note);
 	/*
+	 * Optional, for a driver whose address may be a URL setting (an
+	 * RGW's endpoint, an OIDC issuer): how tallyd reaches the provider
+	 * with these settings when its admin host is host, the mode
+	 * returned and the host it connects to in where (cap bytes).  NULL:
+	 * at host, tl_drv_tls_mode(settings, host).  Pure: the driver's
+	 * open and tally status read the same answer (tl_drv_reach).
+	 */
+	enum tl_drv_tls (*reach)(const char *const *settings,
+		    const char *host, char *where, size_t cap);
+	/*
+	 * Nonzero: tls=verify without a ca verifies against the system's
+	 * CAs (libcurl's default bundle: an OIDC issuer on the public web);
+	 * zero: it is refused (TL_EUNTRUSTED, "no ca").
+	 */
+	int		 tls_system_ca;
+	/*
 	 * NULL-name terminated: the connection fields a grant of its types
 	 * delivers (what a manifest's env: may map; tally apply refuses any
 	 * other), with whether each is secret (carries the credential: it
@@ -621,5 +645,13 @@ const char *tl_drv_setting_default(const struct tl_drv_decl *d,
  */
 const struct tl_drv_setting *tl_drv_setting_for(const struct tl_drv_decl *d,
 	    enum tl_drv_use use, size_t i);
+/*
+ * How tallyd reaches a provider of d with settings at admin host host:
+ * d->reach, or host and tl_drv_tls_mode(settings, host); where gets
+ * the host (cap bytes).
+ */
+enum tl_drv_tls tl_drv_reach(const struct tl_drv_decl *d,
+	    const char *const *settings, const char *host, char *where,
+	    size_t cap);
 
 #endif /* TL_DRV_DECL_H */

@@ -4,13 +4,16 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <curl/curl.h>
 
+#include "core/error.h"
 #include "core/secret.h"
 #include "core/vec.h"
 #include "http.h"
+#include "util.h"
 
 static pthread_once_t http_once = PTHREAD_ONCE_INIT;
 static int http_rc = -1;
@@ -42,4 +45,56 @@ tl_drv_http_body(char **buf, size_t *len, size_t *cap, const void *data,
 	*len += n;
 	(*buf)[*len] = '\0';
 	return n;
+}
+
+int
+tl_drv_http_tls(void *curl, enum tl_drv_tls mode, const char *ca_file,
+    int system_ok, char *errbuf, char *why)
+{
+	CURL *c = curl;
+
+	errbuf[0] = '\0';
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	switch (mode) {
+	case TL_DRV_TLS_VERIFY:
+		if (ca_file == NULL && !system_ok)
+			return tl_drv_why(why, TL_EUNTRUSTED, "tls is verify but "
+			    "the provider has no ca: tally assign ... --set "
+			    "ca=FILE (the CA's PEM), or --set tls=require");
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+		if (ca_file != NULL) {
+			/* The provider's ca and nothing else. */
+			curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
+			curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
+		}
+		break;
+	case TL_DRV_TLS_REQUIRE:
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+		break;
+	case TL_DRV_TLS_OFF:
+		break;
+	}
+	return 0;
+}
+
+int
+tl_drv_http_fail(int cc, enum tl_drv_tls mode, const char *errbuf,
+    char *msg, size_t cap)
+{
+	const char *d = errbuf != NULL && errbuf[0] != '\0' ? errbuf :
+	    curl_easy_strerror((CURLcode)cc);
+
+	if (mode == TL_DRV_TLS_VERIFY &&
+	    (cc == CURLE_PEER_FAILED_VERIFICATION ||
+	    cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_ISSUER_ERROR ||
+	    cc == CURLE_SSL_CONNECT_ERROR)) {
+		snprintf(msg, cap, "%s: %s", cc == CURLE_SSL_CONNECT_ERROR ?
+		    "the TLS handshake failed" : "certificate verify failed",
+		    d);
+		return TL_EUNTRUSTED;
+	}
+	snprintf(msg, cap, "%s", d);
+	return TL_EUNREACH;
 }

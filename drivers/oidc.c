@@ -13,7 +13,12 @@
  *		registration, token, revocation and introspection
  *		endpoints, each refused unless it is on the issuer's own
  *		origin (a discovery document cannot send the initial access
- *		token elsewhere).  Plain http only on loopback.
+ *		token elsewhere).  Plain http only on loopback, with tls
+ *		off; an https issuer is verified (tls=verify, the default
+ *		for one) against ca, or the system's CAs when no ca is set,
+ *		or not verified (tls=require).  A certificate that does not
+ *		verify is TL_EUNTRUSTED at discovery, before the initial
+ *		access token or any other credential is sent.
  *   register	RFC 7591 POST with the initial access token (the
  *		secret setting initial-access-token): client_name the
  *		object's name (tl_drv_name_scheme), software_id the mark
@@ -108,6 +113,8 @@ struct oi {
 	size_t		 len, cap;
 	long		 status;
 	char		 mesh[33];		/* admin->mesh; "": none */
+	enum tl_drv_tls	 tls;
+	char		 err[TL_DRV_HTTP_ERR];	/* libcurl's detail */
 };
 
 /* --- URLs ------------------------------------------------------------ */
@@ -171,7 +178,8 @@ enum oi_body { OI_NONE = 0, OI_JSON, OI_FORM };
 /*
  * One request: bearer (a token) or user/pass (HTTP basic, the client's
  * own credentials), body as kind.  0 with o->status and o->buf set for
- * any HTTP answer; TL_EUNREACH when none came (or 502-504).
+ * any HTTP answer; TL_EUNREACH when none came (or 502-504);
+ * TL_EUNTRUSTED when the issuer's certificate did not verify.
  */
 static int
 request(struct oi *o, const char *method, const char *url,
@@ -229,10 +237,10 @@ request(struct oi *o, const char *method, const char *url,
 	curl_easy_setopt(o->c, CURLOPT_POSTFIELDSIZE, -1L);
 	curl_easy_setopt(o->c, CURLOPT_HTTPHEADER, NULL);
 	if (cc != CURLE_OK) {
-		rc = tl_drv_why(why, TL_EUNREACH,
-		    "%s: the identity provider at %s "
-		    "did not answer: %s", step, o->origin,
-		    curl_easy_strerror(cc));
+		rc = tl_drv_http_fail(cc, o->tls, o->err, line, sizeof(line));
+		rc = tl_drv_why(why, rc, "%s: the identity provider at %s %s: "
+		    "%s", step, o->origin, rc == TL_EUNTRUSTED ? "is not "
+		    "trusted (TLS)" : "did not answer", line);
 		goto out;
 	}
 	curl_easy_getinfo(o->c, CURLINFO_RESPONSE_CODE, &o->status);
@@ -696,6 +704,7 @@ oi_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	struct oi *o;
 	const char *iss = tl_drv_setting_get(a->settings, "issuer");
+	char host[256];
 	size_t n;
 	int rc;
 
@@ -724,6 +733,17 @@ oi_open(const struct tl_drv_admin *a, void **hp, char *why)
 		    "loopback (127.0.0.1, [::1], localhost)", o->issuer);
 		goto err;
 	}
+	/* The issuer's scheme is the transport; tls says how it is held. */
+	o->tls = tl_drv_reach(&tl_drv_oidc_decl, a->settings, a->host, host,
+	    sizeof(host));
+	if ((o->tls == TL_DRV_TLS_OFF) != (strncmp(o->issuer, "http://", 7) ==
+	    0)) {
+		rc = tl_drv_why(why, TL_EINVAL, "issuer %s with tls=%s: an "
+		    "https issuer with tls verify or require, an http one "
+		    "(loopback only) with tls off", o->issuer,
+		    tl_drv_tls_name(o->tls));
+		goto err;
+	}
 	snprintf(o->iat, sizeof(o->iat), "%s", a->password);
 	snprintf(o->mesh, sizeof(o->mesh), "%s", a->mesh != NULL ? a->mesh :
 	    "");
@@ -738,7 +758,8 @@ oi_open(const struct tl_drv_admin *a, void **hp, char *why)
 	curl_easy_setopt(o->c, CURLOPT_WRITEDATA, o);
 	curl_easy_setopt(o->c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(o->c, CURLOPT_PROTOCOLS_STR, "http,https");
-	if ((rc = discover(o, why)) != 0)
+	if ((rc = tl_drv_http_tls(o->c, o->tls, a->ca_file, 1, o->err,
+	    why)) != 0 || (rc = discover(o, why)) != 0)
 		goto err;
 	*hp = o;
 	return 0;

@@ -156,6 +156,26 @@ static const struct tl_drv_revocation oi_revocation = {
 	.residual_setting = "token-lifetime",
 };
 
+/*
+ * How tallyd reaches the issuer: at the issuer's host; the setting tls,
+ * else verify for an https issuer and off for an http one (which open
+ * takes on loopback only).
+ */
+static enum tl_drv_tls
+oi_reach(const char *const *settings, const char *host, char *where,
+    size_t cap)
+{
+	const char *iss = tl_drv_setting_get(settings, "issuer");
+	const char *t = tl_drv_setting_get(settings, "tls");
+	int https = 0;
+
+	if (iss == NULL || tl_drv_url_host(iss, &https, where, cap) != 0)
+		snprintf(where, cap, "%s", host != NULL ? host : "");
+	if (t != NULL && *t != '\0')
+		return tl_drv_tls_mode(settings, where);
+	return https ? TL_DRV_TLS_VERIFY : TL_DRV_TLS_OFF;
+}
+
 static const struct tl_drv_setting oi_settings[] = {
 	{ "issuer", NULL, 0, TL_DRV_STRING, "the issuer's URL (https; http "
 	    "only on loopback); endpoints come from its discovery document",
@@ -167,6 +187,12 @@ static const struct tl_drv_setting oi_settings[] = {
 	    "access-token lifetime, shown as how long issued tokens outlive "
 	    "a revocation (tally changes nothing at the provider with it)",
 	    .use = TL_DRV_USE_PLAIN },
+	TL_DRV_TLS_SETTINGS_SAYING("verify (the default for an https "
+	    "issuer), require (encrypted, not verified) or off (the default "
+	    "for an http issuer, on loopback only)", "a PEM file of the CA "
+	    "certificates the issuer's certificate must chain to (read at "
+	    "assign, kept in the log); none: the system's CAs, for an "
+	    "issuer on the public web"),
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
@@ -199,6 +225,8 @@ const struct tl_drv_decl tl_drv_oidc_decl = {
 	.types = oi_types,
 	.tags = oi_tags,
 	.settings = oi_settings,
+	.reach = oi_reach,
+	.tls_system_ca = 1,
 	.fields = oi_fields,
 	.credential = {
 		.kind = TL_DRV_CRED_LOGIN_BESIDE,

@@ -76,8 +76,16 @@
  * held is not the session's: a request already sent when a promotion
  * raised the fence is the window (TL_DRV_FENCE_BEFORE_CALL).
  *
+ * TLS (the settings tls and ca, decl.h): unless the mode is off the
+ * management API is https on management-port (the broker's TLS
+ * listener), verified against ca (tls=verify) or not verified
+ * (tls=require); a certificate that does not verify is TL_EUNTRUSTED
+ * before any request is sent, so the admin's Basic credentials never
+ * reach an unverified server.  The consumer's AMQP login of check stays
+ * on port (plaintext AMQP).
+ *
  * Errors: TL_EUNREACH when the API does not answer (refused, timed out)
- * or answers 503; TL_EAUTH for 401 and 403 (the admin is refused, or
+ * or answers 503; TL_EUNTRUSTED when its certificate does not verify; TL_EAUTH for 401 and 403 (the admin is refused, or
  * lacks the administrator tag); TL_EINVAL for a grant the driver will not
  * touch; TL_EDRIVER for any other refusal, why holding the API's reason.
  */
@@ -121,9 +129,11 @@
 struct tl_drv_rmq {
 	CURL		*c;
 	struct curl_slist *hdr;
-	char		 base[320];	/* http://HOST:PORT/api */
+	char		 base[320];	/* http[s]://HOST:PORT/api */
 	char		 mhost[256];	/* the management API's host */
 	char		 mport[8];
+	enum tl_drv_tls	 tls;
+	char		 err[TL_DRV_HTTP_ERR];	/* libcurl's detail */
 	char		 user[128];	/* the admin */
 	char		*password;	/* guarded memory; rmq_close wipes */
 	char		*buf;		/* the last response body */
@@ -186,7 +196,7 @@ static int
 request(struct tl_drv_rmq *r, const char *method, const char *path,
     json_t *body, const long *ok, long *status, const char *step, char *why)
 {
-	char url[2048], rs[200];
+	char url[2048], rs[320];
 	char *text = NULL;
 	CURLcode cc;
 	long st = 0;
@@ -224,10 +234,12 @@ request(struct tl_drv_rmq *r, const char *method, const char *path,
 		curl_easy_setopt(r->c, CURLOPT_POSTFIELDS, NULL);
 		curl_easy_setopt(r->c, CURLOPT_POSTFIELDSIZE, -1L);
 	}
-	if (cc != CURLE_OK)
-		return tl_drv_why(why, TL_EUNREACH, "%s: the management API at "
-		    "%s:%s did not answer: %s", step, r->mhost, r->mport,
-		    curl_easy_strerror(cc));
+	if (cc != CURLE_OK) {
+		rc = tl_drv_http_fail(cc, r->tls, r->err, rs, sizeof(rs));
+		return tl_drv_why(why, rc, "%s: the management API at %s:%s %s: "
+		    "%s", step, r->mhost, r->mport, rc == TL_EUNTRUSTED ?
+		    "is not trusted (TLS)" : "did not answer", rs);
+	}
 	curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &st);
 	*status = st;
 	if (st >= 200 && st < 300)
@@ -570,9 +582,11 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto fail;
 	}
+	r->tls = tl_drv_tls_mode(a->settings, host);
 	/* An IPv6 literal goes in brackets. */
 	snprintf(r->base, sizeof(r->base), strchr(host, ':') != NULL ?
-	    "http://[%s]:%s/api" : "http://%s:%s/api", host, mport);
+	    "%s://[%s]:%s/api" : "%s://%s:%s/api", r->tls == TL_DRV_TLS_OFF ?
+	    "http" : "https", host, mport);
 	if ((r->c = curl_easy_init()) == NULL ||
 	    (r->hdr = curl_slist_append(NULL,
 	    "content-type: application/json")) == NULL) {
@@ -590,12 +604,17 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 	curl_easy_setopt(r->c, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(r->c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(r->c, CURLOPT_TCP_KEEPALIVE, 1L);
+	if ((rc = tl_drv_http_tls(r->c, r->tls, a->ca_file, 0, r->err,
+	    why)) != 0)
+		goto fail;
 	/* Proves the admin (a 401 now, not at the first grant). */
 	if ((rc = get_json(r, "/whoami", 0, &ov, "open", why)) != 0)
 		goto fail;
 	json_decref(ov);
 	tl_drv_why(why, 0, "connected to the RabbitMQ management API at %s:%s "
-	    "as \"%s\"", r->mhost, r->mport, r->user);
+	    "as \"%s\" (%s)", r->mhost, r->mport, r->user,
+	    r->tls == TL_DRV_TLS_VERIFY ? "TLS, verified" :
+	    r->tls == TL_DRV_TLS_REQUIRE ? "TLS, not verified" : "plaintext");
 	*hp = r;
 	return 0;
 fail:

@@ -119,13 +119,14 @@ static const struct tl_drv_setting rmq_settings[] = {
 	{ "port", "5672", 0, TL_DRV_PORT, "the AMQP port consumers connect "
 	    "to", .use = TL_DRV_USE_PORT },
 	{ "management-port", "15672", 0, TL_DRV_PORT, "the management HTTP "
-	    "API's port (tallyd's admin path: never AMQP)",
-	    .use = TL_DRV_USE_PLAIN },
+	    "API's port (tallyd's admin path: never AMQP; its https "
+	    "listener's unless tls is off)", .use = TL_DRV_USE_PLAIN },
 	{ "admin-user", "guest", 0, TL_DRV_STRING, "the management user "
 	    "tallyd acts as (tag administrator)",
 	    .use = TL_DRV_USE_ADMIN_USER },
 	{ "admin-password", "", 1, TL_DRV_STRING, "its password (--secret)",
 	    .use = TL_DRV_USE_ADMIN_SECRET },
+	TL_DRV_TLS_SETTINGS,
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 

@@ -270,3 +270,43 @@ tl_drv_tls_mode(const char *const *settings, const char *host)
 		return TL_DRV_TLS_VERIFY;
 	return tl_drv_host_loopback(host) ? TL_DRV_TLS_OFF : TL_DRV_TLS_VERIFY;
 }
+
+int
+tl_drv_url_host(const char *url, int *https, char *host, size_t cap)
+{
+	const char *a, *e;
+	size_t n;
+
+	if (strncmp(url, "https://", 8) == 0) {
+		*https = 1;
+		a = url + 8;
+	} else if (strncmp(url, "http://", 7) == 0) {
+		*https = 0;
+		a = url + 7;
+	} else
+		return TL_EINVAL;
+	if ((e = strpbrk(a, "/?#@")) != NULL && *e == '@')
+		a = e + 1;	/* user info: never the host */
+	if (*a == '[') {
+		a++;
+		if ((e = strchr(a, ']')) == NULL)
+			return TL_EINVAL;
+	} else
+		e = a + strcspn(a, ":/?#");
+	n = (size_t)(e - a);
+	if (n == 0 || n >= cap)
+		return TL_EINVAL;
+	memcpy(host, a, n);
+	host[n] = '\0';
+	return 0;
+}
+
+enum tl_drv_tls
+tl_drv_reach(const struct tl_drv_decl *d, const char *const *settings,
+    const char *host, char *where, size_t cap)
+{
+	if (d != NULL && d->reach != NULL)
+		return d->reach(settings, host, where, cap);
+	snprintf(where, cap, "%s", host != NULL ? host : "");
+	return tl_drv_tls_mode(settings, host);
+}

@@ -925,6 +925,33 @@ START_TEST(test_compose_open_refused)
 	ck_assert_int_eq(drv->decl->compose("endpoint", &e, &g.g, out,
 	    sizeof(out)), 0);
 	ck_assert_str_eq(out, "http://rgw.example:7480");
+	{
+		/* https exactly when tallyd reaches the RGW by TLS. */
+		static const char *const req[] = { "tls", "require", NULL };
+		static const char *const ver[] = { "ca", "-----BEGIN "
+		    "CERTIFICATE-----\n", NULL };
+		static const char *const off[] = { "tls", "off", "ca",
+		    "-----BEGIN CERTIFICATE-----\n", NULL };
+		static const char *const lo[] = { "host", "127.0.0.1", "ca",
+		    "-----BEGIN CERTIFICATE-----\n", NULL };
+		struct tl_drv_endpoint t = { "rgw.example", "7487", req };
+
+		ck_assert_int_eq(drv->decl->compose("endpoint", &t, &g.g, out,
+		    sizeof(out)), 0);
+		ck_assert_str_eq(out, "https://rgw.example:7487");
+		t.settings = ver;
+		ck_assert_int_eq(drv->decl->compose("endpoint", &t, &g.g, out,
+		    sizeof(out)), 0);
+		ck_assert_str_eq(out, "https://rgw.example:7487");
+		t.settings = off;
+		ck_assert_int_eq(drv->decl->compose("endpoint", &t, &g.g, out,
+		    sizeof(out)), 0);
+		ck_assert_str_eq(out, "http://rgw.example:7487");
+		t.settings = lo;
+		ck_assert_int_eq(drv->decl->compose("endpoint", &t, &g.g, out,
+		    sizeof(out)), 0);
+		ck_assert_str_eq(out, "http://rgw.example:7487");
+	}
 	ck_assert_int_eq(drv->decl->compose("bucket", &e, &g.g, out,
 	    sizeof(out)), 0);
 	ck_assert_str_eq(out, g.bucket);

@@ -724,11 +724,11 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 	struct tl_rec r;
 	struct tl_bnode n;
 	char k[TL_KEY_MAX], node[64] = "", module[64] = "", host[256] = "";
-	char tls[16] = "", v[640];
-	const char *sv[3] = { NULL, NULL, NULL };
+	char where[256], v[640], vals[8][256];
+	const char *sv[2 * 8 + 1];
 	enum tl_drv_tls mode;
 	int ca = 0;
-	size_t i;
+	size_t i, nv = 0;
 	json_t *o;
 
 	if (tl_drv_setting_find(dd->settings, "tls") == NULL)
@@ -741,21 +741,29 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 			for (i = 0; host[0] == '\0' && (st = tl_drv_setting_for(dd,
 			    TL_DRV_USE_ADMIN_HOST, i)) != NULL; i++)
 				tl_bn_getstr(n, st->name, host, sizeof(host));
-			tl_bn_getstr(n, "tls", tls, sizeof(tls));
 			ca = tl_bn_get(n, "ca", &(struct tl_bnode){ 0 }) == 0;
+			/* What the driver's reach reads: the plain settings. */
+			for (st = dd->settings; st->name != NULL && nv < 8;
+			    st++)
+				if (!st->secret && st->kind != TL_DRV_PEM &&
+				    tl_bn_getstr(n, st->name, vals[nv],
+				    sizeof(vals[nv])) == 0 &&
+				    vals[nv][0] != '\0') {
+					sv[2 * nv] = st->name;
+					sv[2 * nv + 1] = vals[nv];
+					nv++;
+				}
 		}
 		tl_rec_close(&r);
 	}
+	sv[2 * nv] = NULL;
 	if (host[0] == '\0' && tl_key(k, "n/%s", node) == 0 &&
 	    tl_rec_get(t, p->graph, k, &r) == 0) {
 		tl_bn_getstr(r.m, "routable", host, sizeof(host));
 		tl_rec_close(&r);
 	}
-	if (tls[0] != '\0') {
-		sv[0] = "tls";
-		sv[1] = tls;
-	}
-	mode = tl_drv_tls_mode(sv, host);
+	mode = tl_drv_reach(dd, sv, host, where, sizeof(where));
+	snprintf(host, sizeof(host), "%s", where);
 	o = json_pack("{s:s,s:s,s:b}", "host", host, "tls",
 	    tl_drv_tls_name(mode), "ca", ca);
 	v[0] = '\0';
@@ -766,7 +774,7 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 	else if (!tl_drv_host_loopback(host) && mode == TL_DRV_TLS_REQUIRE)
 		snprintf(v, sizeof(v), "TLS to %s not verified: anyone on "
 		    "the path can pose as the provider", host);
-	else if (mode == TL_DRV_TLS_VERIFY && !ca)
+	else if (mode == TL_DRV_TLS_VERIFY && !ca && !dd->tls_system_ca)
 		snprintf(v, sizeof(v), "tls is verify but no ca is set: "
 		    "tallyd refuses to connect (--set ca=FILE)");
 	if (v[0] != '\0')

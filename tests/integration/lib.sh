@@ -455,34 +455,6 @@ t_tallyd_try() {
 	cat "$W/once.err" >>"$T_DLOG"
 }
 
-# t_capture FILE PORT: tcpdump of loopback TCP PORT into FILE, in the
-# background, once it is live; t_capture_end stops it; t_captured FILE
-# counts the packets it holds.  --immediate-mode: without it libpcap
-# hands packets over a block at a time (a second's timeout), and a
-# capture stopped sooner holds none of a short exchange; the filter is
-# attached a moment after "listening on" is said.
-t_capture() {
-	command -v tcpdump >/dev/null ||
-		t_fail "tcpdump is not installed (tools/deps.sh installs it)"
-	tcpdump --immediate-mode -i lo -U -s 0 -w "$1" "tcp port $2" \
-		>"$1.log" 2>&1 &
-	_t_cap=$!
-	for _t_i in $(seq 1 50); do
-		if grep -q "listening on" "$1.log" 2>/dev/null; then
-			sleep 0.5
-			return 0
-		fi
-		sleep 0.1
-	done
-	t_fail "tcpdump did not start: $(cat "$1.log")"
-}
-t_captured() { tcpdump -nr "$1" 2>/dev/null | wc -l; }
-t_capture_end() {
-	sleep 0.5
-	kill "$_t_cap" 2>/dev/null || true
-	wait "$_t_cap" 2>/dev/null || true
-}
-
 # t_tallyd_start [ARGS]: tallyd as a daemon in the background; sets
 # T_DPID and waits until it has announced itself.
 t_tallyd_start() {
@@ -582,9 +554,12 @@ t_rand() {
 
 # --- captures of the loopback traffic (TLS tests) ---------------------------
 
-# t_capture FILE PORT: tcpdump on lo for PORT into FILE, in the background;
-# each packet handed over and written as it comes (--immediate-mode, -U),
-# not a buffer's worth later.
+# t_capture FILE PORT: tcpdump on lo for PORT into FILE, in the background,
+# once it is live; t_capture_end stops it; t_captured FILE counts the
+# packets it holds.  --immediate-mode: without it libpcap hands packets
+# over a block at a time (a second's timeout), and a capture stopped sooner
+# holds none of a short exchange; the filter is attached a moment after
+# "listening on" is said.
 t_capture() {
 	command -v tcpdump >/dev/null ||
 		t_fail "tcpdump is not installed (tools/deps.sh installs it)"
@@ -594,11 +569,15 @@ t_capture() {
 	_t_pids="$_t_pids $_t_cap"
 	# tcpdump says "listening on" once the capture is live.
 	for _t_i in $(seq 1 50); do
-		grep -q "listening on" "$1.log" 2>/dev/null && return 0
+		if grep -q "listening on" "$1.log" 2>/dev/null; then
+			sleep 0.5
+			return 0
+		fi
 		sleep 0.1
 	done
 	t_fail "tcpdump did not start: $(cat "$1.log")"
 }
+t_captured() { tcpdump -nr "$1" 2>/dev/null | wc -l; }
 # t_capture_end: once the file has stopped growing for a second (a loaded
 # machine runs tcpdump late; at most 10 s), tcpdump ends.
 t_capture_end() {

@@ -71,8 +71,13 @@ once
 [ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $rc"; }
 login=$(t_envget "$(t_envfile node-a app)" DB_USER)
 [ -n "$login" ] || t_fail "no DB_USER delivered"
+t_env_psql "$(t_envfile node-a app)" "SELECT 1" >/dev/null ||
+	t_fail "the consumer cannot log in with the delivered credential"
 tly rotate app/db >/dev/null
 once
+tly remove app --yes >/dev/null || t_fail "tally remove app failed"
+once
+[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "the revocation over verified TLS exited $rc"; }
 t_capture_end
 tly status >"$W/st" 2>&1 || true
 grep -q "reached at localhost: TLS, verified" "$W/st" ||
@@ -82,7 +87,7 @@ base=${login%_v*}
 strings -n 6 "$W/tls.pcap" >"$W/tls.txt"
 ! grep -q "$base" "$W/tls.txt" || t_fail "the grant's role name crossed the wire in clear over TLS"
 ! grep -q "$pw" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
-t_ok "grant $login provisioned and rotated; capture $(wc -c <"$W/tls.pcap") bytes, none of $base or the admin password in it"
+t_ok "grant $login provisioned, rotated and revoked; capture $(wc -c <"$W/tls.pcap") bytes, none of $base or the admin password in it"
 
 t_check "the positive control: the same with tls=off carries the names in clear"
 pg_assign --set tls=off

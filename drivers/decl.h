@@ -165,6 +165,12 @@ struct tl_drv_endpoint {
 	 * directory driver's root).
 	 */
 	const char *const *settings;
+	/*
+	 * The setting ca as a file (tl_drv_admin.ca_file), for a driver
+	 * that logs in as the consumer over TLS (the migrator, the
+	 * verifier); NULL: none.  compose does not read it.
+	 */
+	const char	*ca_file;
 };
 
 /* Outcome detail: a reason a person can act on (never a secret). */

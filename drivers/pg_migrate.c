@@ -31,6 +31,8 @@
 
 #include "core/error.h"
 #include "driver.h"
+#include "postgres-internal.h"
+#include "util.h"
 
 int	tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 	    const struct tl_drv_grant *g, const struct tl_drv_migration *m,
@@ -454,10 +456,18 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, const struct tl_drv_migration *m,
     int *already, char *why, int *line)
 {
+	/*
+	 * As the consumer would: over TLS as the provider's setting tls
+	 * says; without one, libpq's own default (TLS when offered).
+	 */
 	const char *keys[] = { "host", "port", "user", "password", "dbname",
-	    "connect_timeout", "application_name", NULL };
+	    "connect_timeout", "application_name", "sslmode", "sslrootcert",
+	    NULL };
 	const char *vals[] = { ep->host, ep->port, g->login, g->password,
-	    g->resource, "5", "tally-migrate", NULL };
+	    g->resource, "5", "tally-migrate",
+	    tl_drv_setting_get(ep->settings, "tls") != NULL ?
+	    tl_drv_pg_sslmode(ep->settings, ep->host) : "prefer", ep->ca_file,
+	    NULL };
 	const char *sql = m->sql;
 	size_t len = m->len;
 	unsigned limit = m->timeout_s ? m->timeout_s : 300;

@@ -52,6 +52,7 @@
 #include "pass.h"
 #include "rx-internal.h"
 #include "session.h"
+#include "drivers/util.h"
 
 struct mfile {
 	char	 file[64];
@@ -69,6 +70,12 @@ struct mgrant {
 	char		 db[64], owner[64], login[64];
 	char		 password[TL_PASSWORD_LEN + 1];
 	char		 host[256], port[8];
+	/*
+	 * The provider's setting tls ("": not set) and its ca as a file
+	 * ("": none): the migration logs in as the consumer, over TLS as
+	 * they say (decl.h: TL_DRV_TLS_SETTINGS).
+	 */
+	char		 tls[16], ca_file[1200];
 	unsigned	 timeout_s;	/* per file: migration-timeout */
 	const struct tl_drv_ops *ops;
 	struct mfile	*f;
@@ -301,8 +308,17 @@ gather_one(const struct tl_grant *g, void *arg)
 			snprintf(mg->block, sizeof(mg->block), "cannot read "
 			    "the grant's credential or provider");
 		} else {
+			const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+			const char *tls;
+
 			snprintf(mg->host, sizeof(mg->host), "%s", pv.host);
 			snprintf(mg->port, sizeof(mg->port), "%s", pv.port);
+			tls = tl_drv_setting_get(tl_rx_prov_settings(&pv, sv),
+			    "tls");
+			snprintf(mg->tls, sizeof(mg->tls), "%s", tls != NULL ?
+			    tls : "");
+			snprintf(mg->ca_file, sizeof(mg->ca_file), "%s",
+			    pv.ca_file);
 			mg->timeout_s = pv.mig_timeout;
 			mg->ops = tl_drv_find(driver);
 		}
@@ -319,7 +335,10 @@ gather_one(const struct tl_grant *g, void *arg)
 static void
 run_one(struct mgrant *mg, atomic_int *cancel)
 {
-	struct tl_drv_endpoint ep = { mg->host, mg->port };
+	const char *sv[3] = { "tls", mg->tls, NULL };
+	struct tl_drv_endpoint ep = { mg->host, mg->port,
+	    mg->tls[0] != '\0' ? sv : NULL,
+	    mg->ca_file[0] != '\0' ? mg->ca_file : NULL };
 	struct tl_drv_grant dg = { mg->db, mg->owner, mg->login,
 	    mg->password };
 	size_t j;

@@ -312,6 +312,7 @@ tl_rx_consumer_endpoint(const struct tl_rx_prov *pv, const struct tl_grant *g,
 	ep->port = who != TL_RX_EP_RECORD && g != NULL && g->port[0] != '\0' ?
 	    g->port : pv->port;
 	ep->settings = tl_rx_prov_settings(pv, sv);
+	ep->ca_file = pv->ca_file[0] != '\0' ? pv->ca_file : NULL;
 }
 
 const char *const *

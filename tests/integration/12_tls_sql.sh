@@ -64,8 +64,24 @@ grep -q "certificate verify failed" "$W/st" ||
 	{ cat "$W/st" >&2; t_fail "tally status does not name the reason"; }
 t_ok "$(grep -v 'fence:' "$W/once.err" | grep -m1 'certificate verify failed' | sed 's/^.* \(warn\|error\|info\): //' | cut -c1-160)"
 
-t_check "tls=verify with the right CA: provisioned, rotated, revoked; nothing in clear on the wire"
+t_check "tls=verify with the right CA: provisioned, migrated, rotated, revoked; nothing in clear on the wire"
 pg_assign --set ca="$TALLY_TEST_CA"
+# A consumer with a migration: it runs as the consumer, over TLS too.
+mkdir -p "$W/manifests/mig/migapp"
+printf 'CREATE TABLE tls_probe_table (x int);\n' >"$W/manifests/mig/migapp/001_probe.sql"
+{
+	echo "module: migapp"
+	echo 'env: {M_HOST: "", M_PORT: "", M_NAME: "", M_USER: "", M_PASSWORD: ""}'
+	echo "requires:"
+	echo "  db:"
+	echo "    type: postgres-database"
+	echo "    from: postgres"
+	echo "    scope: shared"
+	echo "    env: {host: M_HOST, port: M_PORT, database: M_NAME, user: M_USER, password: M_PASSWORD}"
+	echo "    migrations: mig/migapp"
+} >"$W/manifests/migapp.yaml"
+tly apply "$W/manifests/migapp.yaml" >/dev/null
+tly assign migapp node-a >/dev/null
 t_capture "$W/tls.pcap" "$TALLY_TEST_PG_PORT"
 once
 [ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $rc"; }
@@ -73,6 +89,9 @@ login=$(t_envget "$(t_envfile node-a app)" DB_USER)
 [ -n "$login" ] || t_fail "no DB_USER delivered"
 t_env_psql "$(t_envfile node-a app)" "SELECT 1" >/dev/null ||
 	t_fail "the consumer cannot log in with the delivered credential"
+tly status migapp >"$W/mst" 2>&1 || true
+grep -q "migrated\|ready" "$W/mst" ||
+	{ cat "$W/mst" >&2; t_fail "migapp's migration did not run over verified TLS"; }
 tly rotate app/db >/dev/null
 once
 tly remove app --yes >/dev/null || t_fail "tally remove app failed"
@@ -87,12 +106,18 @@ base=${login%_v*}
 strings -n 6 "$W/tls.pcap" >"$W/tls.txt"
 ! grep -q "$base" "$W/tls.txt" || t_fail "the grant's role name crossed the wire in clear over TLS"
 ! grep -q "$pw" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
+! grep -q "tls_probe_table" "$W/tls.txt" || t_fail "the migration's SQL crossed the wire in clear"
 t_ok "grant $login provisioned, rotated and revoked; capture $(wc -c <"$W/tls.pcap") bytes, none of $base or the admin password in it"
 
 t_check "the positive control: the same with tls=off carries the names in clear"
 pg_assign --set tls=off
 tly apply "$(t_consumer app2)" >/dev/null
 tly assign app2 node-a >/dev/null
+sed 's/migapp/migapp2/g' "$W/manifests/migapp.yaml" >"$W/manifests/migapp2.yaml"
+mkdir -p "$W/manifests/mig/migapp2"
+printf 'CREATE TABLE tls_probe_plain (x int);\n' >"$W/manifests/mig/migapp2/001_probe.sql"
+tly apply "$W/manifests/migapp2.yaml" >/dev/null
+tly assign migapp2 node-a >/dev/null
 t_capture "$W/plain.pcap" "$TALLY_TEST_PG_PORT"
 once
 t_capture_end
@@ -101,7 +126,9 @@ login2=$(t_envget "$(t_envfile node-a app2)" DB_USER)
 [ -n "$login2" ] || t_fail "no DB_USER delivered to app2"
 strings -n 6 "$W/plain.pcap" | grep -q "${login2%_v*}" ||
 	t_fail "the plaintext capture holds no role name: the capture proves nothing"
-t_ok "plaintext capture holds ${login2%_v*}"
+strings -n 6 "$W/plain.pcap" | grep -q "tls_probe_plain" ||
+	t_fail "the plaintext capture holds no migration SQL: the migration check proves nothing"
+t_ok "plaintext capture holds ${login2%_v*} and the migration's SQL"
 
 t_check "a server presenting a certificate for another host: refused"
 R=$(cat "$PG_DIR/realdir" 2>/dev/null || echo "$PG_DIR")

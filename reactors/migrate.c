@@ -42,6 +42,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/vec.h"
+#include "drivers/util.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rebind.h"
@@ -52,7 +53,6 @@
 #include "pass.h"
 #include "rx-internal.h"
 #include "session.h"
-#include "drivers/util.h"
 
 struct mfile {
 	char	 file[64];

@@ -158,8 +158,13 @@ public_privs() {
 	       WHERE d.datname = '$A2' AND a.grantee = 0"
 }
 SINCE=$(head_seq)
-t_sql "GRANT CONNECT ON DATABASE \"$A2\" TO PUBLIC"
-[ "$(public_privs)" -ge 1 ] || t_fail "the GRANT to PUBLIC did not take"
+# The grant and its read-back in one transaction: tallyd's verifier may
+# repair it as soon as it is committed.
+[ "$(t_sql "GRANT CONNECT ON DATABASE \"$A2\" TO PUBLIC;
+	SELECT count(*) FROM pg_database d,
+	       aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
+	       WHERE d.datname = '$A2' AND a.grantee = 0")" -ge 1 ] ||
+	t_fail "the GRANT to PUBLIC did not take"
 dr=$(wait_ev $((VI * 3)) grant/app-2/db grant.drifted '"kind":"privileges-changed"')
 wait_ev 5 grant/app-2/db grant.repaired '"kind":"privileges-changed"' >/dev/null
 printf '%s' "$dr" | grep -q 'PUBLIC has CONNECT' || t_fail "the drift does not name the privilege: $dr"

@@ -26,15 +26,6 @@ command -v tcpdump >/dev/null || t_fail "tcpdump is not installed (tools/deps.sh
 command -v redis-cli >/dev/null || t_fail "redis-cli is missing (tools/deps.sh)"
 
 
-# once: tallyd --once, its exit code in $rc, its stderr in $W/once.err.
-once() {
-	set +e
-	timeout 120 "$TALLY_BIN/tallyd" --once --once-timeout 30 2>"$W/once.err"
-	rc=$?
-	set -e
-	cat "$W/once.err" >>"$T_DLOG"
-}
-
 t_redis_start
 RP=$TALLY_TEST_REDIS_PORT
 TP=$TALLY_TEST_REDIS_TLS_PORT
@@ -72,8 +63,8 @@ t_check "a server whose certificate chains to another CA: refused before anythin
 rd_assign --set port="$TP" --set tls=verify --set ca="$TALLY_TEST_CA_OTHER"
 tly apply "$(consumer app)" >/dev/null || t_fail "tally apply app failed"
 tly assign app node-a >/dev/null || t_fail "tally assign app failed"
-once
-[ $rc -ne 0 ] || t_fail "tallyd --once trusted a Redis of another CA"
+t_tallyd_try
+[ $T_RC -ne 0 ] || t_fail "tallyd --once trusted a Redis of another CA"
 grep -q "certificate verify failed" "$W/once.err" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not name the failed verification"; }
 [ -z "$(users)" ] ||
@@ -85,8 +76,8 @@ t_ok "$(grep -m1 'not trusted (TLS)' "$W/st" | sed 's/^ *//' | cut -c1-200)"
 
 t_check "tls=verify without ca: refused, saying how to give one"
 tly assign redis node-a --unset ca >/dev/null || t_fail "tally assign redis --unset ca"
-once
-[ $rc -ne 0 ] || t_fail "tallyd --once connected with tls=verify and no ca"
+t_tallyd_try
+[ $T_RC -ne 0 ] || t_fail "tallyd --once connected with tls=verify and no ca"
 grep "no ca" "$W/once.err" | grep -q -- "--set ca=FILE" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "no word on the missing ca"; }
 [ -z "$(users)" ] || t_fail "users were made with tls=verify and no ca"
@@ -95,17 +86,17 @@ t_ok "$(grep -m1 'no ca' "$W/once.err" | sed 's/^.* \(warn\|error\|info\): //' |
 t_check "tls=verify with the right CA: provisioned and rotated; the credential logs in over TLS; nothing in clear"
 rd_assign --set ca="$TALLY_TEST_CA"
 t_capture "$W/tls.pcap" "$TP"
-once
-[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $rc"; }
+t_tallyd_try
+[ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $T_RC"; }
 E=$(t_envfile node-a app)
 U=$(t_envget "$E" R_USER)
 P=$(t_envget "$E" R_PASSWORD)
 [ -n "$U" ] && [ -n "$P" ] || t_fail "no R_USER/R_PASSWORD delivered"
 [ "$(t_envget "$E" R_PORT)" = "$TP" ] || t_fail "the delivered port is $(t_envget "$E" R_PORT), not the TLS port $TP"
 tly rotate app/cache >/dev/null || t_fail "tally rotate app/cache failed"
-once
+t_tallyd_try
 t_capture_end
-[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once (rotation) over verified TLS exited $rc"; }
+[ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once (rotation) over verified TLS exited $T_RC"; }
 E=$(t_envfile node-a app)
 P2=$(t_envget "$E" R_PASSWORD)
 [ -n "$P2" ] && [ "$P2" != "$P" ] || t_fail "the rotation delivered no new password"
@@ -141,9 +132,9 @@ tly assign redis node-b --set host=localhost --set admin-user=admin \
 tly apply "$(consumer app2)" >/dev/null || t_fail "tally apply app2 failed"
 tly assign app2 node-b >/dev/null || t_fail "tally assign app2 failed"
 t_capture "$W/plain.pcap" "$RP"
-once
+t_tallyd_try
 t_capture_end
-[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $rc"; }
+[ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $T_RC"; }
 U2=$(t_envget "$(t_envfile node-b app2)" R_USER)
 [ -n "$U2" ] || t_fail "no R_USER delivered to app2"
 strings -n 6 "$W/plain.pcap" >"$W/plain.txt"

@@ -19,15 +19,6 @@
 command -v tcpdump >/dev/null || t_fail "tcpdump is not installed (tools/deps.sh installs it)"
 
 
-# once: tallyd --once, its exit code in $rc, its stderr in $W/once.err.
-once() {
-	set +e
-	timeout 120 "$TALLY_BIN/tallyd" --once --once-timeout 30 2>"$W/once.err"
-	rc=$?
-	set -e
-	cat "$W/once.err" >>"$T_DLOG"
-}
-
 t_say "PostgreSQL with TLS (harness CA); a postgres provider reached at localhost"
 t_pg_start
 t_init
@@ -44,16 +35,16 @@ pg_assign() {
 t_check "tls=verify without ca: refused, saying how to give one"
 pg_assign --set tls=verify
 tly assign app node-a >/dev/null
-once
-[ $rc -ne 0 ] || t_fail "tallyd --once connected with tls=verify and no ca"
+t_tallyd_try
+[ $T_RC -ne 0 ] || t_fail "tallyd --once connected with tls=verify and no ca"
 grep -v "fence:" "$W/once.err" | grep "no ca" | grep -q -- "--set ca=FILE" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "no word on the missing ca"; }
 t_ok "$(grep -v 'fence:' "$W/once.err" | grep -m1 'no ca' | sed 's/^.* \(warn\|error\|info\): //' | cut -c1-140)"
 
 t_check "a server whose certificate chains to another CA: refused before login"
 pg_assign --set ca="$TALLY_TEST_CA_OTHER"
-once
-[ $rc -ne 0 ] || t_fail "tallyd --once trusted a server of another CA"
+t_tallyd_try
+[ $T_RC -ne 0 ] || t_fail "tallyd --once trusted a server of another CA"
 grep -q "certificate verify failed" "$W/once.err" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not name the failed verification"; }
 tly grants >"$W/grants" 2>&1 || true
@@ -83,8 +74,8 @@ printf 'CREATE TABLE tls_probe_table (x int);\n' >"$W/manifests/mig/migapp/001_p
 tly apply "$W/manifests/migapp.yaml" >/dev/null
 tly assign migapp node-a >/dev/null
 t_capture "$W/tls.pcap" "$TALLY_TEST_PG_PORT"
-once
-[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $rc"; }
+t_tallyd_try
+[ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $T_RC"; }
 login=$(t_envget "$(t_envfile node-a app)" DB_USER)
 [ -n "$login" ] || t_fail "no DB_USER delivered"
 t_env_psql "$(t_envfile node-a app)" "SELECT 1" >/dev/null ||
@@ -93,10 +84,10 @@ tly status migapp >"$W/mst" 2>&1 || true
 grep -q "migrated\|ready" "$W/mst" ||
 	{ cat "$W/mst" >&2; t_fail "migapp's migration did not run over verified TLS"; }
 tly rotate app/db >/dev/null
-once
+t_tallyd_try
 tly remove app --yes >/dev/null || t_fail "tally remove app failed"
-once
-[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "the revocation over verified TLS exited $rc"; }
+t_tallyd_try
+[ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "the revocation over verified TLS exited $T_RC"; }
 t_capture_end
 tly status >"$W/st" 2>&1 || true
 grep -q "reached at localhost: TLS, verified" "$W/st" ||
@@ -119,9 +110,9 @@ printf 'CREATE TABLE tls_probe_plain (x int);\n' >"$W/manifests/mig/migapp2/001_
 tly apply "$W/manifests/migapp2.yaml" >/dev/null
 tly assign migapp2 node-a >/dev/null
 t_capture "$W/plain.pcap" "$TALLY_TEST_PG_PORT"
-once
+t_tallyd_try
 t_capture_end
-[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $rc"; }
+[ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $T_RC"; }
 login2=$(t_envget "$(t_envfile node-a app2)" DB_USER)
 [ -n "$login2" ] || t_fail "no DB_USER delivered to app2"
 strings -n 6 "$W/plain.pcap" | grep -q "${login2%_v*}" ||
@@ -140,8 +131,8 @@ sleep 1
 pg_assign --set tls=verify
 tly apply "$(t_consumer app3)" >/dev/null
 tly assign app3 node-a >/dev/null
-once
-[ $rc -ne 0 ] || t_fail "tallyd --once trusted a certificate for another host"
+t_tallyd_try
+[ $T_RC -ne 0 ] || t_fail "tallyd --once trusted a certificate for another host"
 grep -qi "does not match host name\|certificate verify failed" "$W/once.err" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say the host name does not match"; }
 t_ok "$(grep -v 'fence:' "$W/once.err" | grep -m1 -i 'host name\|verify failed' | sed 's/^.* \(warn\|error\|info\): //' | cut -c1-160)"
@@ -193,8 +184,8 @@ mdb_assign() {
 t_check "MariaDB: another CA's certificate refused, naming the reason"
 mdb_assign --set tls=verify --set ca="$TALLY_TEST_CA_OTHER"
 tly assign mapp node-a >/dev/null
-once
-[ $rc -ne 0 ] || t_fail "tallyd --once trusted a MariaDB of another CA"
+t_tallyd_try
+[ $T_RC -ne 0 ] || t_fail "tallyd --once trusted a MariaDB of another CA"
 grep " warn: grant mapp" "$W/once.err" | grep -qi "certificate\|ssl" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not name the failed verification"; }
 t_ok "$(grep -m1 ' warn: grant mapp' "$W/once.err" | sed 's/^.* \(warn\|error\|info\): //' | cut -c1-200)"
@@ -202,9 +193,9 @@ t_ok "$(grep -m1 ' warn: grant mapp' "$W/once.err" | sed 's/^.* \(warn\|error\|i
 t_check "MariaDB: tls=verify with the right CA provisions; nothing in clear"
 mdb_assign --set ca="$TALLY_TEST_CA"
 t_capture "$W/mtls.pcap" "$TALLY_TEST_MARIADB_PORT"
-once
+t_tallyd_try
 t_capture_end
-[ $rc -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once to MariaDB over verified TLS exited $rc"; }
+[ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once to MariaDB over verified TLS exited $T_RC"; }
 mlogin=$(t_envget "$(t_envfile node-a mapp)" M_USER)
 [ -n "$mlogin" ] || t_fail "no M_USER delivered"
 ! strings -n 6 "$W/mtls.pcap" | grep -q "${mlogin%_v*}" ||

@@ -171,6 +171,17 @@ struct tl_drv_endpoint {
 	 * verifier); NULL: none.  compose does not read it.
 	 */
 	const char	*ca_file;
+	/*
+	 * Where the consumer finds the provider's CA certificates as a file
+	 * (the setting ca), as an opaque token compose copies into a value
+	 * wherever the file's path belongs (a field that is the path, a
+	 * URI's sslrootcert=): the deliverer turns each copy into a
+	 * reference the node resolves to the file it writes
+	 * (core/delivery.h).  NULL: no file (no ca set, or the caller
+	 * delivers no files): compose leaves the path out, and a field
+	 * that is only the path is "".
+	 */
+	const char	*ca_path;
 };
 
 /* Outcome detail: a reason a person can act on (never a secret). */

@@ -1723,7 +1723,7 @@ START_TEST(test_check_endpoint_unreachable)
 	struct grant gr;
 	char why[TL_DRV_WHY_MAX], port[16];
 	enum tl_drv_drift d;
-	struct tl_drv_endpoint ep;
+	struct tl_drv_endpoint ep = { NULL, NULL, NULL, NULL, NULL };
 	void *h = drv_open();
 	double t0;
 	int rc;

@@ -24,7 +24,12 @@
 # too long for a socket path, the server lives in /tmp/tally-pg.* (named in
 # DIR/realdir) and DIR/sock is only a symlink to it.
 #
-# Env: PG_BINDIR overrides where initdb/pg_ctl are looked for.
+# Env: PG_BINDIR overrides where initdb/pg_ctl are looked for;
+# TALLY_TEST_PG_FSYNC=off starts the server with fsync off (the suites:
+# their data is thrown away and no test crashes the machine, only
+# processes, which loses nothing the kernel holds), default on (the
+# benches measure a durable server). initdb never syncs (--no-sync): the
+# cluster is new and throwaway either way.
 set -eu
 
 me=pg.sh
@@ -217,7 +222,7 @@ do_start() {
 
     if ! as_srv "$B/initdb" -D "$R/data" -U postgres --auth-local=trust \
             --auth-host=scram-sha-256 --pwfile="$R/initpw" -E UTF8 --no-locale \
-            --no-instructions >"$R/log/initdb.log" 2>&1; then
+            --no-instructions --no-sync >"$R/log/initdb.log" 2>&1; then
         cat "$R/log/initdb.log" >&2
         rm -f "$R/initpw"
         die "initdb failed (see above)"
@@ -232,7 +237,7 @@ do_start() {
 listen_addresses = '127.0.0.1'
 port = $PORT
 unix_socket_directories = $(pgquote "$R/sock")
-fsync = on
+fsync = ${TALLY_TEST_PG_FSYNC:-on}
 max_connections = 200
 log_min_messages = warning
 ssl = on

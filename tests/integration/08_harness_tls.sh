@@ -1,7 +1,7 @@
 #!/bin/sh
 # The test servers offer TLS beside what they did before (the harness part
-# of "TLS to every provider"): one throwaway CA (tests/harness/ca.sh, in
-# $W/ca for the whole script) and every harness server started one after
+# of "TLS to every provider"): one throwaway CA (tests/harness/ca.sh, the
+# run's: lib.sh's TALLY_TEST_TLS_DIR) and every harness server started one after
 # the other -- PostgreSQL, MariaDB, Redis, RabbitMQ (AMQP and management),
 # Ceph radosgw, the OIDC provider -- each stopped before the next starts.
 # For each:

@@ -117,10 +117,17 @@ if [ -d "$W" ]; then
 fi
 mkdir -p "$W"
 
-# One throwaway CA for every server the script starts (each also offers
-# TLS: tests/harness/ca.sh); a server's env file names it in TALLY_TEST_CA.
-: "${TALLY_TEST_TLS_DIR:=$W/ca}"
+# One throwaway CA for every server of the run (each also offers TLS:
+# tests/harness/ca.sh, which makes what is missing under a lock and keeps
+# what exists, so scripts running side by side share it); a server's env
+# file names it in TALLY_TEST_CA.
+: "${TALLY_TEST_TLS_DIR:=$TALLY_TMP/ca}"
 export TALLY_TEST_TLS_DIR
+# The suites' PostgreSQL servers run without fsync (tests/harness/pg.sh):
+# a test kills processes, never the machine, so nothing is lost, and
+# every CREATE DATABASE's checkpoint stops waiting for the disk.
+: "${TALLY_TEST_PG_FSYNC:=off}"
+export TALLY_TEST_PG_FSYNC
 
 # --- time ---------------------------------------------------------------
 

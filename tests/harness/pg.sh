@@ -25,6 +25,8 @@
 # DIR/realdir) and DIR/sock is only a symlink to it.
 #
 # Env: PG_BINDIR overrides where initdb/pg_ctl are looked for;
+# TALLY_TEST_PG_TEMPLATE=DIR copies a cluster made once in DIR instead of
+# running initdb at every start (lib.sh: one per run);
 # TALLY_TEST_PG_FSYNC=off starts the server with fsync off (the suites:
 # their data is thrown away and no test crashes the machine, only
 # processes, which loses nothing the kernel holds), default on (the
@@ -168,6 +170,31 @@ do_stop() {
     rmdir "$DIR" 2>/dev/null || true
 }
 
+# TPL: a pristine cluster that starts copy instead of running initdb each
+# time (initdb is most of a start): $TALLY_TEST_PG_TEMPLATE/data, made once
+# under a lock by the first start that needs it, remade for another
+# major version.  Fails (and the caller runs initdb) when unset or when
+# the server user cannot reach it.
+template() {
+    TPL=${TALLY_TEST_PG_TEMPLATE:-}
+    [ -n "$TPL" ] || return 1
+    mkdir -p "$TPL" 2>/dev/null || return 1
+    TPL=$(cd "$TPL" && pwd -P)
+    [ -z "$SRV_USER" ] || chown "$SRV_USER:" "$TPL" 2>/dev/null || return 1
+    [ -z "$SRV_USER" ] || runuser -u "$SRV_USER" -- test -w "$TPL" 2>/dev/null || return 1
+    major=$("$1/initdb" --version | sed -n 's/.* \([0-9][0-9]*\)[.0-9]*.*/\1/p')
+    (
+        flock 9
+        if [ "$(cat "$TPL/data/PG_VERSION" 2>/dev/null)" != "$major" ]; then
+            rm -rf "$TPL/data" "$TPL/data.new"
+            as_srv "$1/initdb" -D "$TPL/data.new" -U postgres --auth-local=trust \
+                --auth-host=scram-sha-256 -E UTF8 --no-locale --no-instructions \
+                --no-sync >"$TPL/initdb.log" 2>&1 || exit 1
+            mv "$TPL/data.new" "$TPL/data"
+        fi
+    ) 9>"$TPL/.lock"
+}
+
 do_start() {
     DIR=$1
     PORT=$2
@@ -220,12 +247,18 @@ do_start() {
         [ "$R" != "$DIR" ] && chown "$SRV_USER:" "$R"
     fi
 
-    if ! as_srv "$B/initdb" -D "$R/data" -U postgres --auth-local=trust \
-            --auth-host=scram-sha-256 --pwfile="$R/initpw" -E UTF8 --no-locale \
-            --no-instructions --no-sync >"$R/log/initdb.log" 2>&1; then
-        cat "$R/log/initdb.log" >&2
-        rm -f "$R/initpw"
-        die "initdb failed (see above)"
+    if template "$B" && cp -a "$TPL/data/." "$R/data/"; then
+        # The template has no password: set below, once the server is up.
+        setpw=yes
+    else
+        setpw=
+        if ! as_srv "$B/initdb" -D "$R/data" -U postgres --auth-local=trust \
+                --auth-host=scram-sha-256 --pwfile="$R/initpw" -E UTF8 --no-locale \
+                --no-instructions --no-sync >"$R/log/initdb.log" 2>&1; then
+            cat "$R/log/initdb.log" >&2
+            rm -f "$R/initpw"
+            die "initdb failed (see above)"
+        fi
     fi
     rm -f "$R/initpw"
 
@@ -254,6 +287,14 @@ EOF
             say "full log kept in $DIR/start-failed.log"
         do_stop "$DIR"
         exit 1
+    fi
+
+    if [ -n "$setpw" ] && ! printf "ALTER ROLE postgres PASSWORD '%s';\n" "$(cat "$DIR/admin.pw")" |
+            as_srv "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$R/sock" -p "$PORT" \
+            -U postgres -d postgres -f - >/dev/null 2>"$R/log/setpw.log"; then
+        cat "$R/log/setpw.log" >&2
+        do_stop "$DIR"
+        die "cannot set the admin password"
     fi
 
     {

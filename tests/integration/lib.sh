@@ -127,7 +127,9 @@ export TALLY_TEST_TLS_DIR
 # a test kills processes, never the machine, so nothing is lost, and
 # every CREATE DATABASE's checkpoint stops waiting for the disk.
 : "${TALLY_TEST_PG_FSYNC:=off}"
-export TALLY_TEST_PG_FSYNC
+# ...and are copies of one cluster made once per run (no initdb each).
+: "${TALLY_TEST_PG_TEMPLATE:=$TALLY_TMP/pg-template}"
+export TALLY_TEST_PG_FSYNC TALLY_TEST_PG_TEMPLATE
 
 # --- time ---------------------------------------------------------------
 

@@ -674,8 +674,9 @@ START_TEST(test_compose)
 
 	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, sizeof(out)), 0,
 	    "");
+	/* A host not on loopback, no tls set: verified, no CA file. */
 	ck_assert_str_eq(out, "mariadb://shop_1_v2:p%40ss%3Aw%2Frd%25@"
-	    "db.mesh.test:3307/shop_1");
+	    "db.mesh.test:3307/shop_1?ssl_mode=VERIFY_IDENTITY");
 	ck_rc(tl_drv_compose(drv->decl, "database", &ep, &g, out,
 	    sizeof(out)), 0, "");
 	ck_assert_str_eq(out, "shop_1");
@@ -687,6 +688,66 @@ START_TEST(test_compose)
 	g.password = "x";
 	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, 20), TL_ETOOBIG,
 	    "");
+}
+END_TEST
+
+/* What a consumer verifies the server with, for each mode. */
+START_TEST(test_compose_tls)
+{
+	static const char tok[] = "@@tally-ca:mdb-1@@";
+	static const char *const verify[] = { "tls", "verify", NULL };
+	static const char *const require[] = { "tls", "require", NULL };
+	static const char *const off[] = { "tls", "off", NULL };
+	struct tl_drv_endpoint ep = { "db.mesh.test", "3307", verify, NULL,
+	    tok };
+	struct tl_drv_grant g = { "shop_1", "shop_1", "shop_1_v2", "pw",
+	    NULL, 0 };
+	char out[TL_DRV_VALUE_MAX + 1];
+	static const struct { const char *const *sv; const char *uri, *mode,
+	    *tls; } want[] = {
+		{ verify, "mariadb://shop_1_v2:pw@db.mesh.test:3307/shop_1"
+		    "?ssl_mode=VERIFY_IDENTITY&ssl_ca=@@tally-ca:mdb-1@@",
+		    "VERIFY_IDENTITY", "true" },
+		{ require, "mariadb://shop_1_v2:pw@db.mesh.test:3307/shop_1"
+		    "?ssl_mode=REQUIRED", "REQUIRED", "true" },
+		{ off, "mariadb://shop_1_v2:pw@db.mesh.test:3307/shop_1",
+		    "DISABLED", "false" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		ep.settings = want[i].sv;
+		ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out,
+		    sizeof(out)), 0, "");
+		ck_assert_str_eq(out, want[i].uri);
+		ck_rc(tl_drv_compose(drv->decl, "ssl_mode", &ep, &g, out,
+		    sizeof(out)), 0, "");
+		ck_assert_str_eq(out, want[i].mode);
+		ck_rc(tl_drv_compose(drv->decl, "tls", &ep, &g, out,
+		    sizeof(out)), 0, "");
+		ck_assert_str_eq(out, want[i].tls);
+		ck_rc(tl_drv_compose(drv->decl, "ssl_ca", &ep, &g, out,
+		    sizeof(out)), 0, "");
+		ck_assert_str_eq(out, tok);
+	}
+	ck_assert(!tl_drv_field_secret(drv->decl, "ssl_ca"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "ssl_mode"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "tls"));
+	/* No CA file: left out of the URI, the field "". */
+	ep.settings = verify;
+	ep.ca_path = NULL;
+	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, sizeof(out)), 0,
+	    "");
+	ck_assert_str_eq(out, "mariadb://shop_1_v2:pw@db.mesh.test:3307/"
+	    "shop_1?ssl_mode=VERIFY_IDENTITY");
+	ck_rc(tl_drv_compose(drv->decl, "ssl_ca", &ep, &g, out, sizeof(out)),
+	    0, "");
+	ck_assert_str_eq(out, "");
+	/* The query does not fit: refused, the password wiped. */
+	ep.ca_path = tok;
+	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, 60), TL_ETOOBIG,
+	    "");
+	ck_assert_str_eq(out, "");
 }
 END_TEST
 
@@ -1628,6 +1689,7 @@ suite(void)
 	tcase_add_test(tc, test_no_plaintext_in_server_log);
 	tcase_add_test(tc, test_types_are_distinct);
 	tcase_add_test(tc, test_compose);
+	tcase_add_test(tc, test_compose_tls);
 
 	tc = tcase(s, "check");
 	tcase_add_test(tc, test_drift_privileges);

@@ -6,8 +6,10 @@
 #   - tls=verify with ca=CA: a grant is provisioned, rotated and revoked;
 #     tally status says the provider is reached by verified TLS; a
 #     capture of the loopback traffic of the whole run (tcpdump) holds
-#     none of the names tallyd created, nor the admin password, while
-#     the same run with tls=off (the positive control) holds them;
+#     none of the names tallyd created (but in the startup packets of
+#     check's plaintext question whether a login is held to TLS, which
+#     carry no secret), nor the admin password, while the same run with
+#     tls=off (the positive control) holds them;
 #   - a server whose certificate chains to another CA (ca=the other CA)
 #     or names another host (the wrong-host certificate) is refused:
 #     tallyd --once fails naming "certificate verify failed" or the host

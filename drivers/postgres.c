@@ -1976,11 +1976,10 @@ pg_check(void *h, const struct tl_drv_grant *g,
 	    sizeof(line))) {
 		*drift = TL_DRIFT_PLAINTEXT;
 		tl_drv_why(why, 0, "plaintext: login \"%s\" can still log in "
-		    "without TLS at %s:%s (the server asked it for a password "
-		    "over a plaintext connection); pg_hba.conf is the "
-		    "operator's: add the line '%s' above every host line that "
-		    "matches it (or 'hostnossl all all all reject' for every "
-		    "role), then reload", g->login,
+		    "without TLS at %s:%s; pg_hba.conf is the operator's: add "
+		    "'%s' above the host lines that match it (or 'hostnossl "
+		    "all all all reject' for every role), then reload",
+		    g->login,
 		    host != NULL ? host : "(default)",
 		    port != NULL ? port : "(default)", line);
 	} else

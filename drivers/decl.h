@@ -146,9 +146,17 @@ struct tl_drv_grant {
 /* The longest secret handle a driver writes, with its NUL. */
 #define TL_DRV_HANDLE_MAX	2048
 
-/* What verification found, worst first. */
+/* What verification found, from the least to the worst. */
 enum tl_drv_drift {
 	TL_DRIFT_NONE = 0,
+	/*
+	 * The grant is as tally made it, but its consumer can still log in
+	 * without TLS, and only the provider's own configuration (the
+	 * operator's, not a grant's) could hold it to TLS: reported with
+	 * what to change (in why), never repaired.  A driver reports it
+	 * only when it found nothing worse.
+	 */
+	TL_DRIFT_PLAINTEXT,
 	TL_DRIFT_PRIVILEGES,		/* attributes or privileges changed */
 	TL_DRIFT_CREDENTIAL,		/* the recorded password fails */
 	TL_DRIFT_MISSING		/* the database or a role is gone */

@@ -15,7 +15,10 @@
  *		MAX_UPDATES_PER_HOUR, MAX_CONNECTIONS_PER_HOUR,
  *		MAX_STATEMENT_TIME all 0), and no other account of that name
  *		on another host (one would shadow 'LOGIN'@'%' for
- *		connections from there).
+ *		connections from there); REQUIRE SSL when the provider's
+ *		setting tls is not off (the user cannot log in without TLS,
+ *		as the consumer is told to connect: mariadb_decl.c's
+ *		ssl_mode), REQUIRE NONE when it is off.
  *
  * MariaDB has no owner of a database: objects belong to the database, so
  * the second login of a rotation sees and may change exactly what the
@@ -712,6 +715,10 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	if ((rc = runf(p->c, "unlocking the user", why, "ALTER USER %s "
 	    "ACCOUNT UNLOCK", x->user)) != 0)
 		return rc;
+	if ((rc = runf(p->c, "holding the user to TLS", why, "ALTER USER %s "
+	    "REQUIRE %s", x->user, p->tls != TL_DRV_TLS_OFF ? "SSL" :
+	    "NONE")) != 0)
+		return rc;
 	return runf(p->c, "removing the user's resource limits", why,
 	    "ALTER USER %s WITH MAX_QUERIES_PER_HOUR 0 MAX_UPDATES_PER_HOUR 0 "
 	    "MAX_CONNECTIONS_PER_HOUR 0 MAX_USER_CONNECTIONS 0 "
@@ -723,7 +730,7 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 enum {
 	C_I = 0, C_DB, C_USER, C_AUTH, C_PLUGIN, C_LOCKED, C_ACCESS, C_DBPRIV,
 	C_OTHERDB, C_OTHER, C_HOSTS, C_MARKD, C_MARKU, C_LIMITS, C_MESHD,
-	C_MESHU, C_NCOLS
+	C_MESHU, C_SSL, C_NCOLS
 };
 
 /* One SELECT of the grant's facts, for UNION ALL: i, db, pattern, user. */
@@ -790,7 +797,10 @@ facts_sql(struct tl_drv_mdb *p, const char *rows)
 	    " (SELECT k.mesh FROM `" MDB_META "`.`marks` k"
 	    "   WHERE k.kind = 'd' AND k.name = g.db),"
 	    " (SELECT k.mesh FROM `" MDB_META "`.`marks` k"
-	    "   WHERE k.kind = 'u' AND k.name = g.u)"
+	    "   WHERE k.kind = 'u' AND k.name = g.u),"
+	    /* 0 none, 1 SSL (ANY), 2 X509, 3 SPECIFIED (sql_acl.cc). */
+	    " (SELECT IFNULL(JSON_VALUE(a.Priv, '$.ssl_type'), 0) + 0"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%')"
 	    " FROM (%s) g ORDER BY g.i";
 	size_t n = sizeof(fmt) + strlen(p->privcols) + strlen(rows);
 	char *s;
@@ -861,6 +871,33 @@ row_other_mesh(const struct tl_drv_mdb *p, MYSQL_ROW row,
 }
 
 /*
+ * The user's REQUIRE as the row reads it against what set_privileges
+ * sets: SSL when the provider's tls is not off (a user that may log in
+ * in plaintext is not held to TLS), NONE when it is off (what a
+ * consumer told ssl_mode DISABLED connects with).  X509 and SPECIFIED
+ * differ too: consumers are given no client certificate.
+ */
+static void
+ssl_row(const struct tl_drv_mdb *p, MYSQL_ROW row,
+    const struct tl_drv_grant *g, struct msg *priv)
+{
+	static const char *const names[] = { "NONE", "SSL", "X509",
+	    "SPECIFIED" };
+	int want = p->tls != TL_DRV_TLS_OFF, got;
+
+	got = row[C_SSL] != NULL ? atoi(row[C_SSL]) : 0;
+	if (got == want)
+		return;
+	if (got == 0)
+		madd(priv, "user '%s' can log in without TLS (REQUIRE NONE; "
+		    "tally sets REQUIRE SSL)", g->login);
+	else
+		madd(priv, "user '%s' has REQUIRE %s, tally sets REQUIRE %s",
+		    g->login, got > 0 && got < 4 ? names[got] : "?",
+		    names[want]);
+}
+
+/*
  * What one row says about g: TL_EINVAL (why) when its objects are another
  * grant's or not tally's; else *drift and why.  cred: compare the stored
  * hash with g->password's (check_bulk; check logs in instead).
@@ -924,6 +961,7 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 		if (row[C_LIMITS] != NULL)
 			madd(&priv, "user '%s' has resource limits tally did "
 			    "not set: %s", g->login, row[C_LIMITS]);
+		ssl_row(p, row, g, &priv);
 		if (cred && g->password != NULL) {
 			char hash[42];
 

@@ -23,13 +23,41 @@ static const char *const mdb_types[] = { "mariadb-database", NULL };
 static const char *const mdb_tags[] = { "database", "sql", NULL };
 static const struct tl_drv_field mdb_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
-	{ "password", 1 }, { "uri", 1 }, { NULL, 0 }
+	{ "password", 1 }, { "uri", 1 },
+	/* What a client verifies the server with (decl.h ca_path). */
+	{ "ssl_mode", 0 }, { "ssl_ca", 0 }, { "tls", 0 }, { NULL, 0 }
 };
 
+/*
+ * The consumer's TLS mode is the provider's (the setting tls), in the
+ * words of --ssl-mode / ssl_mode (MySQL's client and Connector/J's
+ * sslMode aliases, mysqlclient's ssl_mode): VERIFY_IDENTITY is the
+ * mariadb client's --ssl --ssl-verify-server-cert --ssl-ca=FILE.
+ */
+static const char *
+mdb_ssl_mode(const struct tl_drv_endpoint *ep)
+{
+	switch (tl_drv_tls_mode(ep->settings, ep->host)) {
+	case TL_DRV_TLS_OFF:		return "DISABLED";
+	case TL_DRV_TLS_REQUIRE:	return "REQUIRED";
+	case TL_DRV_TLS_VERIFY:		break;
+	}
+	return "VERIFY_IDENTITY";
+}
+
+/*
+ * The connection fields.  uri is mariadb://USER:PASSWORD@HOST:PORT/DB,
+ * percent-encoded, with ?ssl_mode=...&ssl_ca=... as SQLAlchemy's
+ * mariadb:// dialect hands them to mysqlclient (no query when tls is
+ * off); ssl_ca is the CA file's path token, copied as it is (the
+ * deliverer finds it there), "" without one.
+ */
 static int
 mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, char *out, size_t cap)
 {
+	const char *mode = mdb_ssl_mode(ep);
+	const char *ca = ep->ca_path != NULL ? ep->ca_path : "";
 	size_t o = 0;
 	int n = 0, rc = 0;
 
@@ -44,6 +72,13 @@ mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
 		n = snprintf(out, cap, "%s", g->resource);
 	else if (strcmp(field, "user") == 0)
 		n = snprintf(out, cap, "%s", g->login);
+	else if (strcmp(field, "ssl_mode") == 0)
+		n = snprintf(out, cap, "%s", mode);
+	else if (strcmp(field, "ssl_ca") == 0)
+		n = snprintf(out, cap, "%s", ca);
+	else if (strcmp(field, "tls") == 0)
+		n = snprintf(out, cap, "%s", strcmp(mode, "DISABLED") == 0 ?
+		    "false" : "true");
 	else if (strcmp(field, "password") == 0) {
 		if (g->password == NULL)
 			return TL_EINVAL;
@@ -63,6 +98,14 @@ mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
 			goto toobig;
 		o += (size_t)n;
 		if ((rc = tl_drv_pct_append(out, cap, &o, g->resource)) != 0)
+			goto toobig;
+		if (strcmp(mode, "DISABLED") == 0)
+			return 0;
+		n = snprintf(out + o, cap - o, "?ssl_mode=%s%s%s", mode,
+		    strcmp(mode, "VERIFY_IDENTITY") == 0 && *ca != '\0' ?
+		    "&ssl_ca=" : "", strcmp(mode, "VERIFY_IDENTITY") == 0 ?
+		    ca : "");
+		if (n < 0 || (size_t)n >= cap - o)
 			goto toobig;
 		return 0;
 	} else

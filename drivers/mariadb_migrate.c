@@ -431,8 +431,11 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 	cn.user = g->login;
 	cn.password = g->password;
 	cn.db = g->resource;
-	/* As the consumer would: over TLS as the provider's setting tls says. */
-	if (ep != NULL && tl_drv_setting_get(ep->settings, "tls") != NULL)
+	/*
+	 * As the consumer would: over TLS as the provider's setting tls
+	 * says, its default included (the user is REQUIRE SSL then).
+	 */
+	if (ep != NULL)
 		cn.tls = tl_drv_tls_mode(ep->settings, cn.host);
 	cn.ca_file = ep != NULL ? ep->ca_file : NULL;
 	rc = tl_drv_mdb_connect(&cn, &c, NULL, why);

@@ -1843,15 +1843,61 @@ row_other_mesh(const struct tl_drv_pg *p, const PGresult *r, int row,
 	return 0;
 }
 
+/*
+ * Can g's login still log in without TLS?  Asked only of a provider
+ * reached over TLS (sslmode not disable), by a connection with
+ * sslmode=disable as the login that sends no secret: no password, no
+ * password file (and, should tallyd's environment hold PGPASSWORD, a
+ * fixed word that is no one's password instead).  The server refusing
+ * it in pg_hba.conf (28000: "no pg_hba.conf entry ... no encryption",
+ * or a reject line) holds the login to TLS: 0.  Its asking for a
+ * password (or letting it in) does not: 1, with the pg_hba.conf line
+ * that would in line (cap bytes).  Anything else (nothing answered):
+ * 0, nothing to report.
+ */
+/* A password file that cannot exist (libpq warns of /dev/null). */
+#define PG_NO_PASSFILE	"/dev/null/no-password-file"
+
+static int
+plaintext_login(const struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const char *host, const char *port, char *line, size_t cap)
+{
+	const char *pw = getenv("PGPASSWORD") != NULL ? "tally-tls-probe" :
+	    NULL;
+	const char *kw[] = { "host", "port", "user", "dbname",
+	    "application_name", "sslmode", "gssencmode", "passfile",
+	    "password", NULL };
+	const char *val[] = { host, port, g->login, g->resource,
+	    "tally-tls-probe", "disable", "disable", PG_NO_PASSFILE, pw, NULL };
+	char state[6], msg[TL_DRV_WHY_MAX];
+	PGconn *c;
+	int rc;
+
+	if (strcmp(p->sslmode, "disable") == 0)
+		return 0;
+	rc = pg_connect(kw, val, &c, state, msg, sizeof(msg));
+	if (rc == 0)
+		PQfinish(c);
+	else if (rc != TL_EAUTH || strcmp(state, "28000") == 0)
+		return 0;
+	/*
+	 * A hostssl line does not do it: a plaintext connection passes over
+	 * it to the host line below.  A hostnossl reject line above them
+	 * does, and leaves every TLS connection to the lines it had.
+	 */
+	snprintf(line, cap, "hostnossl all %s all reject", g->login);
+	return 1;
+}
+
 static int
 pg_check(void *h, const struct tl_drv_grant *g,
     const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX];
+	char dummy[TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX], line[160];
 	struct tl_drv_pg *p = h;
 	struct pg_msg miss = { .len = 0 }, cred = { .len = 0 },
 	    priv = { .len = 0 };
-	const char *host, *port, *s;
+	const char *host = NULL, *port = NULL, *s;
 	struct pg_ids ids;
 	PGresult *r = NULL;
 	int rc, bad;
@@ -1926,10 +1972,22 @@ pg_check(void *h, const struct tl_drv_grant *g,
 	} else if (priv.n > 0) {
 		*drift = TL_DRIFT_PRIVILEGES;
 		tl_drv_why(why, 0, "privileges: %s", priv.buf);
+	} else if (!bad && plaintext_login(p, g, host, port, line,
+	    sizeof(line))) {
+		*drift = TL_DRIFT_PLAINTEXT;
+		tl_drv_why(why, 0, "plaintext: login \"%s\" can still log in "
+		    "without TLS at %s:%s; pg_hba.conf is the operator's: add "
+		    "'%s' above the host lines that match it (or 'hostnossl "
+		    "all all all reject' for every role), then reload",
+		    g->login,
+		    host != NULL ? host : "(default)",
+		    port != NULL ? port : "(default)", line);
 	} else
 		tl_drv_why(why, 0, "database \"%s\" owned by \"%s\", login "
-		    "\"%s\" authenticates, privileges as granted", g->resource,
-		    g->owner, g->login);
+		    "\"%s\" authenticates%s, privileges as granted",
+		    g->resource, g->owner, g->login,
+		    strcmp(p->sslmode, "disable") != 0 ? " over TLS and only "
+		    "over TLS" : "");
 	rc = 0;
 out:
 	PQclear(r);

@@ -23,19 +23,28 @@ static const char *const pg_tags[] = { "database", "sql", NULL };
  */
 static const struct tl_drv_field pg_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
-	{ "password", 1 }, { "url", 1 }, { NULL, 0 }
+	{ "password", 1 }, { "url", 1 },
+	/* What a libpq consumer verifies the server with (decl.h ca_path). */
+	{ "sslmode", 0 }, { "sslrootcert", 0 }, { NULL, 0 }
 };
 
 /*
  * The connection fields.  url is postgresql://USER:PASSWORD@HOST:PORT/DB
  * as reactors composed it before: not percent-encoded, since the names
  * are [a-z0-9_-] and tally's passwords are of an alphabet a URI carries
- * as it is (core/secret.h).
+ * as it is (core/secret.h).  The consumer reaches the server as tallyd
+ * does (the provider's setting tls), so sslmode is the admin's
+ * (tl_drv_pg_sslmode) and url carries it: under verify-full with
+ * sslrootcert, the CA file's path token copied as it is (the deliverer
+ * finds it there), so no URL that libpq would take without verifying
+ * is ever delivered for a verified provider.
  */
 static int
 pg_compose(const char *field, const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, char *out, size_t cap)
 {
+	const char *mode = tl_drv_pg_sslmode(ep->settings, ep->host);
+	const char *ca = ep->ca_path != NULL ? ep->ca_path : "";
 	int n;
 
 	if (cap == 0)
@@ -49,15 +58,26 @@ pg_compose(const char *field, const struct tl_drv_endpoint *ep,
 		n = snprintf(out, cap, "%s", g->resource);
 	else if (strcmp(field, "user") == 0)
 		n = snprintf(out, cap, "%s", g->login);
+	else if (strcmp(field, "sslmode") == 0)
+		n = snprintf(out, cap, "%s", mode);
+	else if (strcmp(field, "sslrootcert") == 0)
+		n = snprintf(out, cap, "%s", ca);
 	else if (strcmp(field, "password") == 0 || strcmp(field, "url") == 0) {
 		if (g->password == NULL)
 			return TL_EINVAL;
 		if (field[0] == 'p')
 			n = snprintf(out, cap, "%s", g->password);
-		else
+		else if (strcmp(mode, "disable") == 0)
 			n = snprintf(out, cap, "postgresql://%s:%s@%s:%s/%s",
 			    g->login, g->password, ep->host, ep->port,
 			    g->resource);
+		else
+			n = snprintf(out, cap, "postgresql://%s:%s@%s:%s/%s"
+			    "?sslmode=%s%s%s", g->login, g->password, ep->host,
+			    ep->port, g->resource, mode, strcmp(mode,
+			    "verify-full") == 0 && *ca != '\0' ?
+			    "&sslrootcert=" : "", strcmp(mode, "verify-full") ==
+			    0 ? ca : "");
 	} else
 		return TL_ENOTFOUND;
 	if (n < 0 || (size_t)n >= cap) {

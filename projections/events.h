@@ -135,6 +135,14 @@
 #define TL_DRIFTK_CREDENTIAL	"credential-mismatch"
 #define TL_DRIFTK_PRIVILEGES	"privileges-changed"
 #define TL_DRIFTK_MISSING		"missing-resource"
+/*
+ * Not drift of the grant: its consumer can still log in without TLS,
+ * which only the provider's own configuration can change (the reason
+ * says how).  Recorded as the grant's warning, never as its drift: it
+ * is not repaired, does not make the grant unhealthy and blocks no
+ * migration; grant.repaired of this kind clears the warning alone.
+ */
+#define TL_DRIFTK_PLAINTEXT	"plaintext-login"
 
 /* Binding reasons, recorded in binding.made. */
 #define TL_BIND_EXPLICIT_MANIFEST	"explicit (named in the manifest)"

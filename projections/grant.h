@@ -89,6 +89,11 @@ struct tl_grant {
 	char		drift[32];	/* kind of an unrepaired drift */
 	char		drift_reason[512];
 	uint64_t	drift_seq;
+	/*
+	 * What a check found that tally does not repair and that leaves the
+	 * grant healthy (TL_DRIFTK_PLAINTEXT's reason); "": nothing.
+	 */
+	char		warning[512];
 	char		migration[64];	/* last applied file */
 	char		blocked[1024];	/* why migrations are blocked */
 	uint64_t	migrated_seq;	/* migrations complete as of */

@@ -27,7 +27,8 @@
 #define OPT_U64_FIELDS(X)						\
 	X(naming) X(adopt_pending)
 #define OPT_STR_FIELDS(X)						\
-	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login)
+	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login) \
+	X(warning)
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -1085,14 +1086,29 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		else
 			set_state(&g, TL_GRANT_REVOKING, ev->seq);
 	} else if (strcmp(ev->type, TL_EV_GRANT_DRIFTED) == 0) {
-		tl_rec_getstr(body, "kind", g.drift, sizeof(g.drift), big);
-		tl_rec_getstr(body, "reason", g.drift_reason,
-		    sizeof(g.drift_reason), big);
-		g.drift_seq = ev->seq;
+		char kind[sizeof(g.drift)] = "";
+
+		tl_rec_getstr(body, "kind", kind, sizeof(kind), big);
+		if (strcmp(kind, TL_DRIFTK_PLAINTEXT) == 0)
+			tl_rec_getstr(body, "reason", g.warning,
+			    sizeof(g.warning), big);
+		else {
+			memcpy(g.drift, kind, sizeof(g.drift));
+			tl_rec_getstr(body, "reason", g.drift_reason,
+			    sizeof(g.drift_reason), big);
+			g.drift_seq = ev->seq;
+		}
 	} else if (strcmp(ev->type, TL_EV_GRANT_REPAIRED) == 0) {
-		g.drift[0] = g.drift_reason[0] = '\0';
-		g.drift_seq = ev->seq;
-		g.adopt_pending = 0;
+		char kind[sizeof(g.drift)] = "";
+
+		tl_rec_getstr(body, "kind", kind, sizeof(kind), big);
+		if (strcmp(kind, TL_DRIFTK_PLAINTEXT) == 0)
+			g.warning[0] = '\0';
+		else {
+			g.drift[0] = g.drift_reason[0] = '\0';
+			g.drift_seq = ev->seq;
+			g.adopt_pending = 0;
+		}
 	} else if (strcmp(ev->type, TL_EV_GRANT_MISSING) == 0) {
 		tl_rec_getstr(body, "reason", g.reason, sizeof(g.reason), big);
 		snprintf(g.drift, sizeof(g.drift), "%s", TL_DRIFTK_MISSING);

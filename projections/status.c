@@ -645,6 +645,10 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			json_object_set_new(j, "drift_reason",
 			    json_string(g.drift_reason));
 		}
+		/* Healthy, but a person should know (not held to TLS). */
+		if (g.warning[0] != '\0')
+			json_object_set_new(j, "warning",
+			    json_string(g.warning));
 		{
 			uint64_t last = 0, count = 0;
 

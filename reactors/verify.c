@@ -429,6 +429,7 @@ repair(const struct tl_drv_ops *ops, void *h, struct check *c)
 
 	drv_grant(c, &dg);
 	dg.handle_out = c->handle_out;
+	/* TL_DRIFT_PLAINTEXT is never repaired: nothing of the grant's. */
 	if (c->drift == TL_DRIFT_CREDENTIAL)
 		c->repair_rc = ops->set_password(h, &dg, c->repair_why);
 	else if (c->drift == TL_DRIFT_PRIVILEGES)
@@ -655,7 +656,8 @@ log:
 		if (ck->rc == 0 && ck->drift != TL_DRIFT_NONE)
 			tl_rx_log(ps->rx, TL_RX_WARN, "grant %s: %s: %s%s",
 			    ck->g.id, drift_kind(ck->drift), ck->why,
-			    ck->drift == TL_DRIFT_MISSING ? "" :
+			    ck->drift == TL_DRIFT_MISSING ||
+			    ck->drift == TL_DRIFT_PLAINTEXT ? "" :
 			    ck->repair_rc == 0 ? " (repaired)" :
 			    " (repair failed)");
 	}
@@ -770,6 +772,8 @@ drift_kind(enum tl_drv_drift d)
 		return TL_DRIFTK_PRIVILEGES;
 	case TL_DRIFT_MISSING:
 		return TL_DRIFTK_MISSING;
+	case TL_DRIFT_PLAINTEXT:
+		return TL_DRIFTK_PLAINTEXT;
 	default:
 		return "";
 	}
@@ -795,6 +799,17 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 		(*unhealthy)++;
 		return 0;	/* recorded on the provider */
 	}
+	/*
+	 * A consumer not held to TLS is the grant's warning, not its drift
+	 * (events.h: TL_DRIFTK_PLAINTEXT): recorded when it is news, never
+	 * repaired, the grant healthy.  Only a check that logged in asks
+	 * (a bulk check does not), so only such a check clears it.
+	 */
+	if (ck->drift == TL_DRIFT_NONE && cur.warning[0] != '\0' &&
+	    ck->by_login && (rc = emit_kv(c, TL_EV_GRANT_REPAIRED, stream,
+	    ck->g.id, "kind", TL_DRIFTK_PLAINTEXT, "how", "its consumer is "
+	    "held to TLS now", NULL, NULL)) != 0)
+		return rc;
 	switch (ck->drift) {
 	case TL_DRIFT_NONE:
 		if (cur.drift[0] != '\0')
@@ -802,6 +817,19 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 			    "kind", cur.drift, "how", "healthy again", NULL,
 			    NULL);
 		return 0;
+	case TL_DRIFT_PLAINTEXT:
+		/* Nothing worse was found: a drift recorded before is gone. */
+		if (cur.drift[0] != '\0' && (rc = emit_kv(c,
+		    TL_EV_GRANT_REPAIRED, stream, ck->g.id, "kind", cur.drift,
+		    "how", "healthy again", NULL, NULL)) != 0)
+			return rc;
+		if (strcmp(cur.warning, ck->why) == 0)
+			return 0;
+		snprintf(msg, sizeof(msg), "the consumer of %s can still log "
+		    "in without TLS; tally does not change the provider's own "
+		    "configuration: %s", ck->g.id, ck->why);
+		return emit_kv(c, TL_EV_GRANT_DRIFTED, stream, ck->g.id, "kind",
+		    TL_DRIFTK_PLAINTEXT, "reason", ck->why, "message", msg);
 	case TL_DRIFT_MISSING:
 		(*unhealthy)++;
 		snprintf(msg, sizeof(msg), "%s no longer exists on %s (%s); "
@@ -924,7 +952,9 @@ outcomes(void *arg, struct tl_ctx *cp)
 		 * The credential version a login found healthy; any drift
 		 * has the next check log in again (repaired or not).
 		 */
-		if (ck->by_login && ck->drift == TL_DRIFT_NONE) {
+		if (ck->by_login && (ck->drift == TL_DRIFT_NONE ||
+		    ck->drift == TL_DRIFT_PLAINTEXT)) {
+			/* Not held to TLS repairs nothing: the bulk goes on. */
 			tl_put_be64(v, ck->g.version);
 			rc = tl_kv_put(t, vlogin, ck->g.id, strlen(ck->g.id),
 			    v, 8);
@@ -973,6 +1003,11 @@ report(const struct tl_rx_verify_opts *o, const struct check *ck)
 		snprintf(action, sizeof(action), "not recreated (that would "
 		    "hide the data loss): tally repair %s recreates it",
 		    ck->g.id);
+	} else if (ck->drift == TL_DRIFT_PLAINTEXT) {
+		f.drift = drift_kind(ck->drift);
+		snprintf(action, sizeof(action), "a warning, not repaired: "
+		    "the provider's own configuration is its operator's (the "
+		    "reason says what to change)");
 	} else {
 		f.drift = drift_kind(ck->drift);
 		f.repaired = ck->repair_rc == 0;

@@ -150,8 +150,9 @@ START_TEST(test_compose)
 
 	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out, sizeof(out)),
 	    0);
+	/* A host not on loopback, no tls set: verified, and no CA file. */
 	ck_assert_str_eq(out, "postgresql://shop_1_v2:pw-secret@db.mesh.test:"
-	    "6543/shop_1");
+	    "6543/shop_1?sslmode=verify-full");
 	ck_assert_int_eq(tl_drv_compose(pg, "host", &ep, &g, out,
 	    sizeof(out)), 0);
 	ck_assert_str_eq(out, "db.mesh.test");
@@ -199,6 +200,91 @@ START_TEST(test_compose)
 		ck_assert_int_eq(tl_drv_compose(&bare, "user", &ep, &g, out,
 		    sizeof(out)), TL_ENOTFOUND);
 	}
+}
+END_TEST
+
+/*
+ * What a consumer verifies the server with: the provider's mode, the
+ * CA path token where the path belongs (and nowhere when there is no
+ * token), and no URL under verify that libpq would take unverified.
+ */
+START_TEST(test_compose_tls)
+{
+	static const char tok[] = "@@tally-ca:pg-1@@";
+	static const char *const verify[] = { "tls", "verify", NULL };
+	static const char *const require[] = { "tls", "require", NULL };
+	static const char *const off[] = { "tls", "off", NULL };
+	struct tl_drv_endpoint ep = { "db.mesh.test", "6543", verify, NULL,
+	    tok };
+	struct tl_drv_grant g = { "shop_1", "shop_1", "shop_1_v2", "pw-secret",
+	    "shop/db", 0 };
+	char out[TL_DRV_VALUE_MAX + 1];
+
+	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "postgresql://shop_1_v2:pw-secret@db.mesh.test:"
+	    "6543/shop_1?sslmode=verify-full&sslrootcert=@@tally-ca:pg-1@@");
+	ck_assert_int_eq(tl_drv_compose(pg, "sslmode", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "verify-full");
+	ck_assert_int_eq(tl_drv_compose(pg, "sslrootcert", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, tok);
+	ck_assert(!tl_drv_field_secret(pg, "sslmode"));
+	ck_assert(!tl_drv_field_secret(pg, "sslrootcert"));
+	/* Not secret: composed without the credential. */
+	g.password = NULL;
+	ck_assert_int_eq(tl_drv_compose(pg, "sslrootcert", &ep, &g, out,
+	    sizeof(out)), 0);
+	g.password = "pw-secret";
+
+	/* No CA file: the path left out, the field "". */
+	ep.ca_path = NULL;
+	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "postgresql://shop_1_v2:pw-secret@db.mesh.test:"
+	    "6543/shop_1?sslmode=verify-full");
+	ck_assert_int_eq(tl_drv_compose(pg, "sslrootcert", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "");
+
+	/* require: encrypted, no root certificate asked for. */
+	ep.settings = require;
+	ep.ca_path = tok;
+	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "postgresql://shop_1_v2:pw-secret@db.mesh.test:"
+	    "6543/shop_1?sslmode=require");
+	ck_assert_int_eq(tl_drv_compose(pg, "sslmode", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "require");
+
+	/* off: the URL of before. */
+	ep.settings = off;
+	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "postgresql://shop_1_v2:pw-secret@db.mesh.test:"
+	    "6543/shop_1");
+	ck_assert_int_eq(tl_drv_compose(pg, "sslmode", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "disable");
+
+	/* No tls set: verify, except at a loopback host. */
+	ep.settings = NULL;
+	ep.host = "127.0.0.1";
+	ck_assert_int_eq(tl_drv_compose(pg, "sslmode", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "disable");
+	ep.host = "db.mesh.test";
+	ck_assert_int_eq(tl_drv_compose(pg, "sslmode", &ep, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "verify-full");
+
+	/* Too long with the token: refused, nothing of the password left. */
+	ep.settings = verify;
+	ck_assert_int_eq(tl_drv_compose(pg, "url", &ep, &g, out, 70),
+	    TL_ETOOBIG);
+	ck_assert_str_eq(out, "");
 }
 END_TEST
 
@@ -537,6 +623,7 @@ suite(void)
 	tcase_add_test(tc, test_names_unchanged);
 	tcase_add_test(tc, test_names_op);
 	tcase_add_test(tc, test_compose);
+	tcase_add_test(tc, test_compose_tls);
 	tcase_add_test(tc, test_declarations);
 	tcase_add_test(tc, test_capabilities);
 	tcase_add_test(tc, test_caps_are_the_ops);

@@ -674,8 +674,9 @@ START_TEST(test_compose)
 
 	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, sizeof(out)), 0,
 	    "");
+	/* A host not on loopback, no tls set: verified, no CA file. */
 	ck_assert_str_eq(out, "mariadb://shop_1_v2:p%40ss%3Aw%2Frd%25@"
-	    "db.mesh.test:3307/shop_1");
+	    "db.mesh.test:3307/shop_1?ssl_mode=VERIFY_IDENTITY");
 	ck_rc(tl_drv_compose(drv->decl, "database", &ep, &g, out,
 	    sizeof(out)), 0, "");
 	ck_assert_str_eq(out, "shop_1");
@@ -687,6 +688,66 @@ START_TEST(test_compose)
 	g.password = "x";
 	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, 20), TL_ETOOBIG,
 	    "");
+}
+END_TEST
+
+/* What a consumer verifies the server with, for each mode. */
+START_TEST(test_compose_tls)
+{
+	static const char tok[] = "@@tally-ca:mdb-1@@";
+	static const char *const verify[] = { "tls", "verify", NULL };
+	static const char *const require[] = { "tls", "require", NULL };
+	static const char *const off[] = { "tls", "off", NULL };
+	struct tl_drv_endpoint ep = { "db.mesh.test", "3307", verify, NULL,
+	    tok };
+	struct tl_drv_grant g = { "shop_1", "shop_1", "shop_1_v2", "pw",
+	    NULL, 0 };
+	char out[TL_DRV_VALUE_MAX + 1];
+	static const struct { const char *const *sv; const char *uri, *mode,
+	    *tls; } want[] = {
+		{ verify, "mariadb://shop_1_v2:pw@db.mesh.test:3307/shop_1"
+		    "?ssl_mode=VERIFY_IDENTITY&ssl_ca=@@tally-ca:mdb-1@@",
+		    "VERIFY_IDENTITY", "true" },
+		{ require, "mariadb://shop_1_v2:pw@db.mesh.test:3307/shop_1"
+		    "?ssl_mode=REQUIRED", "REQUIRED", "true" },
+		{ off, "mariadb://shop_1_v2:pw@db.mesh.test:3307/shop_1",
+		    "DISABLED", "false" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		ep.settings = want[i].sv;
+		ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out,
+		    sizeof(out)), 0, "");
+		ck_assert_str_eq(out, want[i].uri);
+		ck_rc(tl_drv_compose(drv->decl, "ssl_mode", &ep, &g, out,
+		    sizeof(out)), 0, "");
+		ck_assert_str_eq(out, want[i].mode);
+		ck_rc(tl_drv_compose(drv->decl, "tls", &ep, &g, out,
+		    sizeof(out)), 0, "");
+		ck_assert_str_eq(out, want[i].tls);
+		ck_rc(tl_drv_compose(drv->decl, "ssl_ca", &ep, &g, out,
+		    sizeof(out)), 0, "");
+		ck_assert_str_eq(out, tok);
+	}
+	ck_assert(!tl_drv_field_secret(drv->decl, "ssl_ca"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "ssl_mode"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "tls"));
+	/* No CA file: left out of the URI, the field "". */
+	ep.settings = verify;
+	ep.ca_path = NULL;
+	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, sizeof(out)), 0,
+	    "");
+	ck_assert_str_eq(out, "mariadb://shop_1_v2:pw@db.mesh.test:3307/"
+	    "shop_1?ssl_mode=VERIFY_IDENTITY");
+	ck_rc(tl_drv_compose(drv->decl, "ssl_ca", &ep, &g, out, sizeof(out)),
+	    0, "");
+	ck_assert_str_eq(out, "");
+	/* The query does not fit: refused, the password wiped. */
+	ep.ca_path = tok;
+	ck_rc(tl_drv_compose(drv->decl, "uri", &ep, &g, out, 60), TL_ETOOBIG,
+	    "");
+	ck_assert_str_eq(out, "");
 }
 END_TEST
 
@@ -739,6 +800,101 @@ START_TEST(test_drift_privileges)
 	ck_drift(h, &gr, TL_DRIFT_PRIVILEGES);
 	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
 	ck_drift(h, &gr, TL_DRIFT_NONE);
+	mysql_close(a);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * The harness's CA (what signed the server's certificate) into out: 1,
+ * or 0 when the server is not the harness's and TALLY_TEST_CA is unset.
+ */
+static int
+test_ca(char *out, size_t n)
+{
+	char envf[4096];
+	const char *e = getenv("TALLY_TEST_CA");
+
+	if (s_dir != NULL) {
+		snprintf(envf, sizeof(envf), "%s/env", s_dir);
+		if (env_get(envf, "TALLY_TEST_MARIADB_CA", out, n) == 0)
+			return 1;
+	}
+	if (e != NULL && *e != '\0') {
+		snprintf(out, n, "%s", e);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Issue 24 item 3: consumers held to TLS.  Under tls verify (require
+ * without the harness's CA) every user is REQUIRE SSL: a plaintext
+ * login is refused, check's own login (over TLS with the CA, as a
+ * consumer's) authenticates, REQUIRE NONE set by hand is privileges
+ * drift (one by one and in bulk) that fix_privileges repairs; under tls
+ * off a user is REQUIRE NONE.
+ */
+START_TEST(test_require_ssl)
+{
+	static const char *const sv_verify[] = { "tls", "verify", NULL };
+	static const char *const sv_require[] = { "tls", "require", NULL };
+	struct tl_drv_admin a0 = { s_host, s_port, s_user, s_pw, NULL };
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], err[512], ca[4096];
+	void *h = NULL;
+	MYSQL *a = admin(), *c;
+	int rc;
+
+	if (test_ca(ca, sizeof(ca))) {
+		a0.settings = sv_verify;
+		a0.ca_file = ca;
+	} else
+		a0.settings = sv_require;
+	secret_add(s_pw);
+	rc = drv->open(&a0, &h, why);
+	ck_rc(rc, 0, why);
+	grant_init(&gr, "tls");
+	do_create(h, &gr);
+	ck_assert_int_eq(sql_long(a, "SELECT JSON_VALUE(Priv, '$.ssl_type') "
+	    "FROM mysql.global_priv WHERE User = '%s' AND Host = '%%'",
+	    gr.log), 1);
+	/* A consumer without TLS is refused; check's login is not. */
+	c = my_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c == NULL && strstr(err, "1045") != NULL,
+	    "a plaintext login of a REQUIRE SSL user: %s", err);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+
+	/* Someone takes it away: drift, and repaired. */
+	sql(a, "ALTER USER '%s'@'%%' REQUIRE NONE", gr.log);
+	c = my_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "plaintext after REQUIRE NONE: %s", err);
+	mysql_close(c);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_PRIVILEGES);
+	ck_assert_msg(strstr(why, "without TLS") != NULL, "%s", why);
+	ck_assert_int_eq(do_bulk1(h, &gr), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+	ck_assert_int_eq(sql_long(a, "SELECT JSON_VALUE(Priv, '$.ssl_type') "
+	    "FROM mysql.global_priv WHERE User = '%s' AND Host = '%%'",
+	    gr.log), 1);
+	c = my_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c == NULL, "plaintext after the repair");
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	/* A client certificate asked for is not what consumers have. */
+	sql(a, "ALTER USER '%s'@'%%' REQUIRE X509", gr.log);
+	ck_assert_int_eq(do_bulk1(h, &gr), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	drv->close(h);
+
+	/* tls off (loopback): REQUIRE NONE is what is wanted, and set. */
+	h = drv_open();
+	ck_assert_int_eq(do_bulk1(h, &gr), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	ck_assert_int_eq(sql_long(a, "SELECT JSON_VALUE(Priv, '$.ssl_type') "
+	    "FROM mysql.global_priv WHERE User = '%s' AND Host = '%%'",
+	    gr.log), 0);
 	mysql_close(a);
 	drv->close(h);
 }
@@ -1628,9 +1784,11 @@ suite(void)
 	tcase_add_test(tc, test_no_plaintext_in_server_log);
 	tcase_add_test(tc, test_types_are_distinct);
 	tcase_add_test(tc, test_compose);
+	tcase_add_test(tc, test_compose_tls);
 
 	tc = tcase(s, "check");
 	tcase_add_test(tc, test_drift_privileges);
+	tcase_add_test(tc, test_require_ssl);
 	tcase_add_test(tc, test_drift_credential);
 	tcase_add_test(tc, test_drift_missing);
 	tcase_add_test(tc, test_check_bulk);

@@ -2635,6 +2635,175 @@ START_TEST(test_deposed_kept_handle)
 }
 END_TEST
 
+/*
+ * The harness's CA (what signed the server's certificate) into out: 1,
+ * or 0 when the server is not the harness's and TALLY_TEST_CA is unset.
+ */
+static int
+test_ca(char *out, size_t n)
+{
+	char envf[4096];
+	const char *e = getenv("TALLY_TEST_CA");
+
+	if (s_dir != NULL) {
+		snprintf(envf, sizeof(envf), "%s/env", s_dir);
+		if (env_get(envf, "TALLY_TEST_PG_CA", out, n) == 0)
+			return 1;
+	}
+	if (e != NULL && *e != '\0') {
+		snprintf(out, n, "%s", e);
+		return 1;
+	}
+	return 0;
+}
+
+/* Whether user can log in with pw at sslmode mode (err: why not). */
+static int
+pq_can(const char *user, const char *pw, const char *db, const char *mode,
+    char *err, size_t errn)
+{
+	const char *kw[] = { "host", "port", "user", "password", "dbname",
+	    "connect_timeout", "sslmode", "gssencmode", NULL };
+	const char *val[] = { s_host, s_port, user, pw, db, "5", mode,
+	    "disable", NULL };
+	PGconn *c = PQconnectdbParams(kw, val, 0);
+	int ok = c != NULL && PQstatus(c) == CONNECTION_OK;
+
+	snprintf(err, errn, "%s", ok ? "" : c != NULL ? PQerrorMessage(c) :
+	    "no memory");
+	PQfinish(c);
+	return ok;
+}
+
+/* The server's pg_hba.conf, its text into *text (the caller frees). */
+static void
+hba_read(PGconn *a, char *path, size_t n, char **text)
+{
+	PGresult *r = PQexec(a, "SHOW hba_file");
+	FILE *f;
+	long len;
+
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "SHOW hba_file: "
+	    "%s", PQresultErrorMessage(r));
+	snprintf(path, n, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	ck_assert_msg((f = fopen(path, "r")) != NULL, "%s: %s", path,
+	    strerror(errno));
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	*text = calloc(1, (size_t)len + 1);
+	ck_assert_ptr_nonnull(*text);
+	ck_assert_int_eq(fread(*text, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+}
+
+/* Writes pg_hba.conf as first then rest, and has the server reload it. */
+static void
+hba_write(PGconn *a, const char *path, const char *first, const char *rest)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	fprintf(f, "%s%s", first, rest);
+	ck_assert_int_eq(fclose(f), 0);
+	sql(a, "SELECT pg_reload_conf()");
+}
+
+/*
+ * Issue 24 item 3: PostgreSQL consumers held to TLS are the operator's
+ * pg_hba.conf; tally reports.  Over TLS, check logs in as the consumer
+ * over TLS (with the CA) and asks, by a plaintext connection that sends
+ * no password, whether the login could log in without TLS: with the
+ * harness's pg_hba.conf (host ... scram-sha-256) it can, reported as
+ * TL_DRIFT_PLAINTEXT with the line to add; a worse finding wins; the
+ * line, added as the reason says and reloaded, holds the login to TLS
+ * (a plaintext login refused, a TLS one not) and the finding goes.
+ * Under tls off nothing is asked.
+ */
+START_TEST(test_check_plaintext_login)
+{
+	static const char *const sv_verify[] = { "revoke-public-connect",
+	    "no", "tls", "verify", NULL };
+	static const char *const sv_require[] = { "revoke-public-connect",
+	    "no", "tls", "require", NULL };
+	struct tl_drv_admin a0 = { s_host, s_port, s_user, s_pw, NULL };
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], err[512], ca[4096], path[4096], line[200];
+	char *hba = NULL, *q, *e;
+	enum tl_drv_drift d = TL_DRIFT_NONE;
+	PGconn *a = admin(NULL);
+	void *h = NULL;
+	int i;
+
+	if (test_ca(ca, sizeof(ca))) {
+		a0.settings = sv_verify;
+		a0.ca_file = ca;
+	} else
+		a0.settings = sv_require;
+	secret_add(s_pw);
+	ck_rc(drv->open(&a0, &h, why), 0, why);
+	grant_init(&gr, "ptx");
+	do_create(h, &gr);
+
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_PLAINTEXT);
+	ck_assert_msg(strstr(why, "without TLS") != NULL, "%s", why);
+	snprintf(line, sizeof(line), "'hostnossl all %s all reject'", gr.log);
+	ck_assert_msg(strstr(why, line) != NULL, "no %s in: %s", line, why);
+	ck_assert_msg(pq_can(gr.log, gr.pw, gr.res, "disable", err,
+	    sizeof(err)), "the harness lets a plaintext login in: %s", err);
+	/* The bulk check asks nothing of TLS: it logs in as no one. */
+	{
+		char w1[1][TL_DRV_WHY_MAX];
+
+		ck_rc(drv->check_bulk(h, &gr.g, 1, &d, w1), 0, w1[0]);
+		ck_assert_int_eq(d, TL_DRIFT_NONE);
+	}
+	/* A worse finding is not hidden behind it. */
+	{
+		char *ql = qid(a, gr.log);
+
+		sql(a, "ALTER ROLE %s CONNECTION LIMIT 7", ql);
+		PQfreemem(ql);
+	}
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_PLAINTEXT);
+
+	/* The line the reason names, added first, and reloaded. */
+	q = strstr(why, "'hostnossl");
+	ck_assert_ptr_nonnull(q);
+	e = strchr(q + 1, '\'');
+	ck_assert_ptr_nonnull(e);
+	snprintf(line, sizeof(line), "%.*s\n", (int)(e - q - 1), q + 1);
+	hba_read(a, path, sizeof(path), &hba);
+	hba_write(a, path, line, hba);
+	for (i = 0; i < 50; i++) {
+		if ((d = do_check(h, &gr, why)) == TL_DRIFT_NONE)
+			break;
+		usleep(100 * 1000);
+	}
+	ck_assert_msg(d == TL_DRIFT_NONE, "after adding %s: %d: %s", line,
+	    (int)d, why);
+	ck_assert_msg(strstr(why, "only over TLS") != NULL, "%s", why);
+	ck_assert_msg(!pq_can(gr.log, gr.pw, gr.res, "disable", err,
+	    sizeof(err)), "a plaintext login after %s", line);
+	ck_assert_msg(strstr(err, "no encryption") != NULL ||
+	    strstr(err, "rejects") != NULL, "%s", err);
+	ck_assert_msg(pq_can(gr.log, gr.pw, gr.res, "require", err,
+	    sizeof(err)), "a TLS login after %s: %s", line, err);
+	hba_write(a, path, "", hba);
+	drv->close(h);
+
+	/* tls off: plaintext is what the provider is reached by, not asked. */
+	h = drv_open();
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_NONE);
+	drv->close(h);
+	free(hba);
+	PQfinish(a);
+}
+END_TEST
+
 /* --- the suite ------------------------------------------------------ */
 
 static TCase *
@@ -2680,6 +2849,7 @@ suite(void)
 	tcase_add_test(tc, test_check_bulk);
 	tcase_add_test(tc, test_check_bulk_not_superuser);
 	tcase_add_test(tc, test_check_endpoint_unreachable);
+	tcase_add_test(tc, test_check_plaintext_login);
 
 	tc = tcase(s, "drift");
 	tcase_add_test(tc, test_check_role_settings);

@@ -497,6 +497,9 @@ print_module(const json_t *m)
 				    json_object_get(r, "drift")),
 				    json_string_value(json_object_get(r,
 				    "drift_reason")));
+			if (json_object_get(r, "warning") != NULL)
+				printf("\n      WARNING %s", json_string_value(
+				    json_object_get(r, "warning")));
 			if (json_object_get(r, "isolation_note") != NULL)
 				printf("\n      note: %s", json_string_value(
 				    json_object_get(r, "isolation_note")));

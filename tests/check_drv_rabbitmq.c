@@ -1145,6 +1145,79 @@ START_TEST(test_admin_refused)
 }
 END_TEST
 
+/*
+ * What a consumer gets for TLS, without a broker: under verify or
+ * require the url is amqps:// to amqps-port (so is the field port),
+ * verified with the RabbitMQ URI spec's cacertfile (the token as it
+ * is) and verify_peer; off keeps amqp:// to port.
+ */
+START_TEST(test_consumer_tls_fields)
+{
+	static const char *const none[] = { NULL };
+	static const char *const ver[] = { "tls", "verify", NULL };
+	static const char *const ver_port[] = { "tls", "verify",
+	    "amqps-port", "5999", NULL };
+	static const char *const req[] = { "tls", "require", NULL };
+	static const char *const off[] = { "tls", "off", NULL };
+	static const char *const lo[] = { "admin-host", "localhost", NULL };
+	static const struct {
+		const char *const *sv;
+		const char *ca_path, *tls, *port, *url, *ca;
+	} t[] = {
+		{ none, NULL, "false", "5672", "amqp://u:p@mq.example:5672/v",
+		    "" },
+		{ ver, "@CA@", "true", "5671", "amqps://u:p@mq.example:5671/v"
+		    "?cacertfile=@CA@&verify=verify_peer", "@CA@" },
+		{ ver, NULL, "true", "5671", "amqps://u:p@mq.example:5671/v"
+		    "?verify=verify_peer", "" },
+		{ ver_port, "@CA@", "true", "5999", "amqps://u:p@mq.example:"
+		    "5999/v?cacertfile=@CA@&verify=verify_peer", "@CA@" },
+		{ req, "@CA@", "true", "5671", "amqps://u:p@mq.example:5671/v",
+		    "@CA@" },
+		{ off, "@CA@", "false", "5672", "amqp://u:p@mq.example:5672/v",
+		    "@CA@" },
+		{ lo, NULL, "false", "5672", "amqp://u:p@mq.example:5672/v",
+		    "" },
+	};
+	struct tl_drv_grant g;
+	struct tl_drv_endpoint e = { "mq.example", "5672", NULL, NULL, NULL };
+	const struct tl_drv_decl *d = drv->decl;
+	char out[512];
+	size_t i;
+
+	memset(&g, 0, sizeof(g));
+	g.resource = "v";
+	g.login = "u";
+	g.password = "p";
+	ck_assert(!tl_drv_field_secret(d, "ca"));
+	ck_assert(!tl_drv_field_secret(d, "tls"));
+	ck_assert_str_eq(tl_drv_setting_default(d, "amqps-port"), "5671");
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		e.settings = t[i].sv;
+		e.ca_path = t[i].ca_path;
+		ck_assert_int_eq(d->compose("tls", &e, &g, out, sizeof(out)),
+		    0);
+		ck_assert_msg(strcmp(out, t[i].tls) == 0, "%zu: tls %s", i,
+		    out);
+		ck_assert_int_eq(d->compose("port", &e, &g, out, sizeof(out)),
+		    0);
+		ck_assert_msg(strcmp(out, t[i].port) == 0, "%zu: port %s", i,
+		    out);
+		ck_assert_int_eq(d->compose("ca", &e, &g, out, sizeof(out)),
+		    0);
+		ck_assert_msg(strcmp(out, t[i].ca) == 0, "%zu: ca %s", i, out);
+		ck_assert_int_eq(d->compose("url", &e, &g, out, sizeof(out)),
+		    0);
+		ck_assert_msg(strcmp(out, t[i].url) == 0, "%zu: url %s", i,
+		    out);
+		/* Cut short: refused, nothing of the password left. */
+		ck_assert_int_eq(d->compose("url", &e, &g, out,
+		    strlen(t[i].url)), TL_ETOOBIG);
+		ck_assert_str_eq(out, "");
+	}
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1169,6 +1242,9 @@ suite(void)
 	tcase_add_test(tc, test_two_meshes);
 	tcase_add_test(tc, test_fence);
 	tcase_add_test(tc, test_deposed);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("consumer_tls");
+	tcase_add_test(tc, test_consumer_tls_fields);
 	suite_add_tcase(s, tc);
 	return s;
 }

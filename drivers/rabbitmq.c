@@ -1352,8 +1352,16 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 	}
 	if (*drift == TL_DRIFT_NONE)
 		tl_drv_why(why, 0, "vhost \"%s\" and user \"%s\" are as tally "
-		    "set them%s", g->resource, g->login, g->password != NULL ?
-		    "; the user logged in over AMQP" : "");
+		    "set them%s", g->resource, g->login, g->password == NULL ?
+		    "" : tl_drv_consumer_tls(&tl_drv_rabbitmq_decl, ep) !=
+		    TL_DRV_TLS_OFF ? "; the user logged in over AMQPS" :
+		    "; the user logged in over AMQP");
+	/*
+	 * HOOK(plaintext listener): once decl.h has a drift kind for it
+	 * (TL_DRIFT_PLAINTEXT, a warning never repaired), a grant whose
+	 * consumers get TLS and whose drift is otherwise none takes it
+	 * here from tl_drv_rmq_plaintext, its why the probe's line.
+	 */
 out:
 	json_decref(vh);
 	json_decref(u);
@@ -1805,6 +1813,51 @@ rmq_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
 	    "message(s), %llu bytes) is kept; closing the users' connections "
 	    "deletes %llu exclusive or auto-delete queue(s) with %llu "
 	    "message(s)", g->resource, nq, nm, nb, vq, vm);
+}
+
+int
+tl_drv_rmq_plaintext(void *h, int *open, char *why)
+{
+	struct tl_drv_rmq *r = h;
+	json_t *ov, *ls, *l;
+	char ports[128] = "";
+	const char *proto;
+	size_t i, off = 0;
+	int rc, n;
+
+	*open = 0;
+	if ((rc = get_json(r, "/overview", 0, &ov, "GET /api/overview",
+	    why)) != 0)
+		return rc;
+	if (!json_is_array(ls = json_object_get(ov, "listeners"))) {
+		json_decref(ov);
+		return tl_drv_why(why, TL_EDRIVER, "GET /api/overview: no "
+		    "listeners in the answer");
+	}
+	json_array_foreach(ls, i, l) {
+		char p[16];
+
+		proto = json_string_value(json_object_get(l, "protocol"));
+		if (proto == NULL || strcmp(proto, "amqp") != 0)
+			continue;
+		/* IPv4 and IPv6 listeners on one port: the port once. */
+		snprintf(p, sizeof(p), "%lld", (long long)json_integer_value(
+		    json_object_get(l, "port")));
+		*open = 1;
+		if (strstr(ports, p) != NULL)
+			continue;
+		n = snprintf(ports + off, sizeof(ports) - off, "%s%s",
+		    off > 0 ? ", " : "", p);
+		if (n > 0 && (size_t)n < sizeof(ports) - off)
+			off += (size_t)n;
+	}
+	json_decref(ov);
+	if (*open)
+		return tl_drv_why(why, 0, "consumers can connect without TLS "
+		    "on port %s (a plain AMQP listener): set listeners.tcp = "
+		    "none in rabbitmq.conf", ports);
+	return tl_drv_why(why, 0, "no plain AMQP listener: consumers "
+	    "connect by TLS only");
 }
 
 const struct tl_drv_ops tl_drv_rabbitmq = {

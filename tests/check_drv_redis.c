@@ -39,6 +39,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "drivers/redis.h"
 #include "lib/tl_fence.h"
 #include "lib/tl_test.h"
 
@@ -1634,6 +1635,48 @@ START_TEST(test_open_refused)
 END_TEST
 
 /*
+ * The plaintext-listener probe (reported, never configured): the
+ * harness's server has a plaintext port beside its tls-port, so
+ * consumers can connect without TLS there, and the probe says so with
+ * the port; with port 0 (set for the test through a connection made
+ * before, then put back) it says TLS only.  Asked over a verified TLS
+ * session, as tallyd would.
+ */
+START_TEST(test_plaintext_probe)
+{
+	char why[TL_DRV_WHY_MAX], want[64];
+	redisContext *c;
+	redisReply *r;
+	void *h;
+	int open = -1;
+
+	tls_up();
+	ck_rc(tls_open("verify", s_ca, NULL, NULL, &h, why), 0, why);
+	ck_rc(tl_drv_rd_plaintext(h, &open, why), 0, why);
+	ck_assert_int_eq(open, 1);
+	snprintf(want, sizeof(want), "without TLS on port %s: set port 0",
+	    s_port);
+	ck_assert_msg(strstr(why, want) != NULL, "probe: %s", why);
+	c = conn(NULL, NULL);
+	r = redisCommand(c, "CONFIG SET port 0");
+	ck_assert_msg(r != NULL && r->type == REDIS_REPLY_STATUS, "CONFIG SET "
+	    "port 0: %s", r != NULL ? r->str : c->errstr);
+	freeReplyObject(r);
+	open = -1;
+	ck_rc(tl_drv_rd_plaintext(h, &open, why), 0, why);
+	r = redisCommand(c, "CONFIG SET port %s", s_port);
+	ck_assert_msg(r != NULL && r->type == REDIS_REPLY_STATUS, "CONFIG SET "
+	    "port back: %s", r != NULL ? r->str : c->errstr);
+	freeReplyObject(r);
+	redisFree(c);
+	ck_assert_int_eq(open, 0);
+	ck_assert_msg(strstr(why, "TLS only") != NULL, "probe: %s", why);
+	ck_assert(can_auth(s_user, s_pw));
+	drv->close(h);
+}
+END_TEST
+
+/*
  * What a consumer gets for TLS, without a server: the fields tls and ca
  * and the uri's scheme follow the provider's mode at its admin host;
  * the ca token is copied as it is, "" without one.
@@ -1729,6 +1772,7 @@ suite(void)
 	tcase_add_test(tc, test_tls_verified);
 	tcase_add_test(tc, test_tls_untrusted);
 	tcase_add_test(tc, test_tls_wrong_server);
+	tcase_add_test(tc, test_plaintext_probe);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("consumer_tls");
 	tcase_add_test(tc, test_consumer_tls_fields);

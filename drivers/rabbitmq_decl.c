@@ -28,6 +28,9 @@ raw_append(char *out, size_t cap, size_t *off, const char *s)
 
 extern const struct tl_drv_decl tl_drv_rabbitmq_decl;
 
+/* The setting amqps-port's default: the IANA port of AMQP over TLS. */
+#define RMQ_AMQPS_PORT	"5671"
+
 /*
  * The port a consumer connects to: the setting amqps-port (the broker's
  * TLS listener) when consumers get TLS, else ep's (the setting port, or
@@ -42,9 +45,7 @@ consumer_port(const struct tl_drv_endpoint *ep, enum tl_drv_tls mode)
 		return ep != NULL && ep->port != NULL ? ep->port : "";
 	p = tl_drv_setting_get(ep != NULL ? ep->settings : NULL,
 	    "amqps-port");
-	if (p == NULL || *p == '\0')
-		p = tl_drv_setting_default(&tl_drv_rabbitmq_decl, "amqps-port");
-	return p != NULL ? p : "";
+	return p != NULL && *p != '\0' ? p : RMQ_AMQPS_PORT;
 }
 
 static int
@@ -161,7 +162,7 @@ static const struct tl_drv_setting rmq_settings[] = {
 	    "name it (host wins)", .use = TL_DRV_USE_ADMIN_HOST },
 	{ "port", "5672", 0, TL_DRV_PORT, "the AMQP port consumers connect "
 	    "to when tls is off", .use = TL_DRV_USE_PORT },
-	{ "amqps-port", "5671", 0, TL_DRV_PORT, "the AMQPS (TLS) port "
+	{ "amqps-port", RMQ_AMQPS_PORT, 0, TL_DRV_PORT, "the AMQPS (TLS) port "
 	    "consumers connect to unless tls is off", .use = TL_DRV_USE_PLAIN },
 	{ "management-port", "15672", 0, TL_DRV_PORT, "the management HTTP "
 	    "API's port (tallyd's admin path: never AMQP; its https "

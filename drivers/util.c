@@ -126,9 +126,11 @@ tl_drv_consumer_tls(const struct tl_drv_decl *d,
 	char where[256];
 	size_t i;
 
-	for (i = 0; (s = tl_drv_setting_for(d, TL_DRV_USE_ADMIN_HOST, i)) !=
-	    NULL; i++)
-		if ((h = tl_drv_setting_get(sv, s->name)) != NULL && *h != '\0')
+	/* d's own table (decl.c would make a call circle through it). */
+	for (i = 0, s = d->settings; s != NULL && s[i].name != NULL; i++)
+		if (s[i].use == TL_DRV_USE_ADMIN_HOST &&
+		    (h = tl_drv_setting_get(sv, s[i].name)) != NULL &&
+		    *h != '\0')
 			break;
 	if (h == NULL || *h == '\0')
 		h = ep != NULL && ep->host != NULL ? ep->host : "";

@@ -28,24 +28,33 @@ raw_append(char *out, size_t cap, size_t *off, const char *s)
 
 extern const struct tl_drv_decl tl_drv_rabbitmq_decl;
 
-/* The setting amqps-port's default: the IANA port of AMQP over TLS. */
+/* The defaults of port and amqps-port: IANA's AMQP and AMQP over TLS. */
+#define RMQ_AMQP_PORT	"5672"
 #define RMQ_AMQPS_PORT	"5671"
 
 /*
  * The port a consumer connects to: the setting amqps-port (the broker's
  * TLS listener) when consumers get TLS, else ep's (the setting port, or
- * the grant's own).
+ * the port the grant recorded), except a recorded port that is the
+ * AMQPS one (a grant provisioned under TLS, its provider's tls turned
+ * off since), which gives way to the setting port.
  */
 static const char *
 consumer_port(const struct tl_drv_endpoint *ep, enum tl_drv_tls mode)
 {
-	const char *p;
+	const char *const *sv = ep != NULL ? ep->settings : NULL;
+	const char *tls = tl_drv_setting_get(sv, "amqps-port");
+	const char *p = ep != NULL && ep->port != NULL ? ep->port : "";
 
-	if (mode == TL_DRV_TLS_OFF)
-		return ep != NULL && ep->port != NULL ? ep->port : "";
-	p = tl_drv_setting_get(ep != NULL ? ep->settings : NULL,
-	    "amqps-port");
-	return p != NULL && *p != '\0' ? p : RMQ_AMQPS_PORT;
+	if (tls == NULL || *tls == '\0')
+		tls = RMQ_AMQPS_PORT;
+	if (mode != TL_DRV_TLS_OFF)
+		return tls;
+	if (strcmp(p, tls) == 0) {
+		p = tl_drv_setting_get(sv, "port");
+		return p != NULL && *p != '\0' ? p : RMQ_AMQP_PORT;
+	}
+	return p;
 }
 
 static int
@@ -160,7 +169,7 @@ static const struct tl_drv_setting rmq_settings[] = {
 	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
 	    "name it (host wins)", .use = TL_DRV_USE_ADMIN_HOST },
-	{ "port", "5672", 0, TL_DRV_PORT, "the AMQP port consumers connect "
+	{ "port", RMQ_AMQP_PORT, 0, TL_DRV_PORT, "the AMQP port consumers connect "
 	    "to when tls is off", .use = TL_DRV_USE_PORT },
 	{ "amqps-port", RMQ_AMQPS_PORT, 0, TL_DRV_PORT, "the AMQPS (TLS) port "
 	    "consumers connect to unless tls is off", .use = TL_DRV_USE_PLAIN },

@@ -1243,6 +1243,8 @@ START_TEST(test_consumer_tls_fields)
 	static const char *const req[] = { "tls", "require", NULL };
 	static const char *const off[] = { "tls", "off", NULL };
 	static const char *const lo[] = { "admin-host", "localhost", NULL };
+	static const char *const off_rec[] = { "tls", "off", "port", "5673",
+	    NULL };
 	static const struct {
 		const char *const *sv;
 		const char *ca_path, *tls, *port, *url, *ca;
@@ -1261,6 +1263,9 @@ START_TEST(test_consumer_tls_fields)
 		    "@CA@" },
 		{ lo, NULL, "false", "5672", "amqp://u:p@mq.example:5672/v",
 		    "" },
+		/* recorded under TLS, tls off since: the setting port */
+		{ off_rec, NULL, "false", "5673", "amqp://u:p@mq.example:5673/v",
+		    "" },
 	};
 	struct tl_drv_grant g;
 	struct tl_drv_endpoint e = { "mq.example", "5672", NULL, NULL, NULL };
@@ -1278,6 +1283,7 @@ START_TEST(test_consumer_tls_fields)
 	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		e.settings = t[i].sv;
 		e.ca_path = t[i].ca_path;
+		e.port = t[i].sv == off_rec ? "5671" : "5672";
 		ck_assert_int_eq(d->compose("tls", &e, &g, out, sizeof(out)),
 		    0);
 		ck_assert_msg(strcmp(out, t[i].tls) == 0, "%zu: tls %s", i,

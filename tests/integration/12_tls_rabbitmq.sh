@@ -158,9 +158,9 @@ grep -q "verified [1-9][0-9]* grant" "$W/once.err" || t_fail "tallyd verified no
 [ "$(t_captured "$W/tls.pcap")" -ge 10 ] ||
 	t_fail "the capture holds $(t_captured "$W/tls.pcap") packets: it proves nothing"
 strings -n 6 "$W/tls.pcap" >"$W/tls.txt"
-! grep -qF "$B64" "$W/tls.txt" || t_fail "the admin's Basic credentials crossed the wire in clear over TLS"
-! grep -qF "$TALLY_TEST_AMQP_PASSWORD" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
-! grep -qF "$VA" "$W/tls.txt" || t_fail "the vhost's name crossed the wire in clear over TLS"
+! grep -qF -e "$B64" "$W/tls.txt" || t_fail "the admin's Basic credentials crossed the wire in clear over TLS"
+! grep -qF -e "$TALLY_TEST_AMQP_PASSWORD" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
+! grep -qF -e "$VA" "$W/tls.txt" || t_fail "the vhost's name crossed the wire in clear over TLS"
 t_ok "vhost $VA provisioned, its amqps url logs in verified (another CA refused); capture of $(t_captured "$W/tls.pcap") packets, none of the Basic credentials, the password or $VA in it"
 
 t_check "the positive control: tls=off on the plaintext port carries the credentials in clear"
@@ -173,9 +173,9 @@ t_capture_end
 [ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $T_RC"; }
 VB=$(t_gname app2/mq app2-mq)
 strings -n 6 "$W/plain.pcap" >"$W/plain.txt"
-grep -qF "$B64" "$W/plain.txt" ||
+grep -qF -e "$B64" "$W/plain.txt" ||
 	t_fail "the plaintext capture holds no Basic credentials: the capture proves nothing"
-grep -qF "$VB" "$W/plain.txt" ||
+grep -qF -e "$VB" "$W/plain.txt" ||
 	t_fail "the plaintext capture holds no vhost name: the capture proves nothing"
 tly status >"$W/st" 2>&1 || true
 grep -q "reached at 127.0.0.1: plaintext" "$W/st" ||

@@ -116,8 +116,8 @@ grep -q "reached at localhost: TLS, verified" "$W/st" ||
 strings -n 6 "$W/tls.pcap" >"$W/tls.txt"
 [ -s "$W/tls.pcap" ] && [ "$(wc -c <"$W/tls.pcap")" -gt 2000 ] ||
 	t_fail "the capture of the TLS port is (nearly) empty: it proves nothing"
-! grep -q "$U" "$W/tls.txt" || t_fail "the issued user's name crossed the wire in clear over TLS"
-! grep -q "$RPW" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
+! grep -q -e "$U" "$W/tls.txt" || t_fail "the issued user's name crossed the wire in clear over TLS"
+! grep -q -e "$RPW" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
 ! grep -q "tally:owner" "$W/tls.txt" || t_fail "the driver's marks crossed the wire in clear over TLS"
 t_ok "$U provisioned and rotated, both passwords log in with redis-cli --tls; capture $(wc -c <"$W/tls.pcap") bytes, neither $U nor the admin password in it"
 
@@ -138,9 +138,9 @@ t_capture_end
 U2=$(t_envget "$(t_envfile node-b app2)" R_USER)
 [ -n "$U2" ] || t_fail "no R_USER delivered to app2"
 strings -n 6 "$W/plain.pcap" >"$W/plain.txt"
-grep -q "$U2" "$W/plain.txt" ||
+grep -q -e "$U2" "$W/plain.txt" ||
 	t_fail "the plaintext capture holds no user name: the capture proves nothing"
-grep -q "$RPW" "$W/plain.txt" ||
+grep -q -e "$RPW" "$W/plain.txt" ||
 	t_fail "the plaintext capture holds no admin password: the capture proves nothing"
 tly status >"$W/st" 2>&1 || true
 grep -q "reached at localhost: plaintext" "$W/st" ||

@@ -133,27 +133,16 @@ rgw_reach(const char *const *settings, const char *host, char *where,
 }
 
 /*
- * Whether tallyd reaches the RGW of ep by TLS: the mode at its admin
- * host (the setting host, else admin-host, else ep's host) is not off
- * and tallyd can use it: verify needs a ca, so a provider that is verify
- * by default and has none (which tallyd refuses to open) keeps the http
- * endpoint it had.
+ * Whether a consumer of the RGW of ep gets https: the mode at its admin
+ * host is not off (tl_drv_consumer_tls), so a tls=verify provider only
+ * ever delivers https; a provider that is verify by default and has no
+ * ca (which tallyd refuses to open) keeps the http endpoint it had.
  */
 static int
 rgw_tls(const struct tl_drv_endpoint *ep)
 {
-	const char *h = tl_drv_setting_get(ep->settings, "host");
-	const char *ca = tl_drv_setting_get(ep->settings, "ca");
-	enum tl_drv_tls mode;
-	char where[256];
-
-	if (h == NULL || *h == '\0')
-		h = tl_drv_setting_get(ep->settings, "admin-host");
-	if (h == NULL || *h == '\0')
-		h = ep->host;
-	mode = rgw_reach(ep->settings, h, where, sizeof(where));
-	return mode == TL_DRV_TLS_REQUIRE || (mode == TL_DRV_TLS_VERIFY &&
-	    ca != NULL && *ca != '\0');
+	return tl_drv_consumer_tls(&tl_drv_ceph_rgw_decl, ep) !=
+	    TL_DRV_TLS_OFF;
 }
 
 static int
@@ -180,7 +169,9 @@ rgw_compose(const char *field, const struct tl_drv_endpoint *ep,
 			n = snprintf(out, cap, strchr(host, ':') != NULL ?
 			    "%s://[%s]:%s" : "%s://%s:%s", rgw_tls(ep) ?
 			    "https" : "http", host, port);
-	} else if (strcmp(field, "region") == 0)
+	} else if (strcmp(field, "ca") == 0)
+		return tl_drv_compose_ca(ep, out, cap);
+	else if (strcmp(field, "region") == 0)
 		n = snprintf(out, cap, "%s", region != NULL && *region !=
 		    '\0' ? region : "default");
 	else if (strcmp(field, "bucket") == 0)
@@ -209,7 +200,7 @@ static const char *const rgw_tags[] = { "object-store", "s3", NULL };
 /* access-key follows from the password (it is delivered, not recorded). */
 static const struct tl_drv_field rgw_fields[] = {
 	{ "endpoint", 0 }, { "region", 0 }, { "bucket", 0 },
-	{ "access-key", 1 }, { "secret-key", 1 }, { NULL, 0 }
+	{ "access-key", 1 }, { "secret-key", 1 }, { "ca", 0 }, { NULL, 0 }
 };
 
 static const struct tl_drv_revocation rgw_revocation = {

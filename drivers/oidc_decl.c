@@ -100,6 +100,9 @@ oi_compose(const char *field, const struct tl_drv_endpoint *ep,
 		n = snprintf(out, cap, "%s", v != NULL ? v : "");
 		return n < 0 || (size_t)n >= cap ? TL_ETOOBIG : 0;
 	}
+	/* "" without a ca: the system's CAs verify a public issuer. */
+	if (strcmp(field, "ca") == 0)
+		return tl_drv_compose_ca(ep, out, cap);
 	if (strcmp(field, "client-id") != 0 &&
 	    strcmp(field, "client-secret") != 0 &&
 	    strcmp(field, "token-endpoint") != 0)
@@ -138,7 +141,7 @@ static const char *const oi_types[] = { "oidc-client", NULL };
 static const char *const oi_tags[] = { "identity", "oauth", NULL };
 static const struct tl_drv_field oi_fields[] = {
 	{ "issuer", 0 }, { "client-id", 0 }, { "client-secret", 1 },
-	{ "token-endpoint", 0 }, { NULL, 0 }
+	{ "token-endpoint", 0 }, { "ca", 0 }, { NULL, 0 }
 };
 
 static const struct tl_drv_revocation oi_revocation = {

@@ -26,12 +26,44 @@ raw_append(char *out, size_t cap, size_t *off, const char *s)
 	return 0;
 }
 
+extern const struct tl_drv_decl tl_drv_rabbitmq_decl;
+
+/* The defaults of port and amqps-port: IANA's AMQP and AMQP over TLS. */
+#define RMQ_AMQP_PORT	"5672"
+#define RMQ_AMQPS_PORT	"5671"
+
+/*
+ * The port a consumer connects to: the setting amqps-port (the broker's
+ * TLS listener) when consumers get TLS, else ep's (the setting port, or
+ * the port the grant recorded), except a recorded port that is the
+ * AMQPS one (a grant provisioned under TLS, its provider's tls turned
+ * off since), which gives way to the setting port.
+ */
+static const char *
+consumer_port(const struct tl_drv_endpoint *ep, enum tl_drv_tls mode)
+{
+	const char *const *sv = ep != NULL ? ep->settings : NULL;
+	const char *tls = tl_drv_setting_get(sv, "amqps-port");
+	const char *p = ep != NULL && ep->port != NULL ? ep->port : "";
+
+	if (tls == NULL || *tls == '\0')
+		tls = RMQ_AMQPS_PORT;
+	if (mode != TL_DRV_TLS_OFF)
+		return tls;
+	if (strcmp(p, tls) == 0) {
+		p = tl_drv_setting_get(sv, "port");
+		return p != NULL && *p != '\0' ? p : RMQ_AMQP_PORT;
+	}
+	return p;
+}
+
 static int
 rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, char *out, size_t cap)
 {
 	const char *host = ep != NULL && ep->host != NULL ? ep->host : "";
-	const char *port = ep != NULL && ep->port != NULL ? ep->port : "";
+	enum tl_drv_tls mode = tl_drv_consumer_tls(&tl_drv_rabbitmq_decl, ep);
+	const char *port = consumer_port(ep, mode);
 	int v6, n, rc = 0;
 	size_t off = 0;
 
@@ -42,6 +74,11 @@ rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
 		n = snprintf(out, cap, "%s", host);
 	else if (strcmp(field, "port") == 0)
 		n = snprintf(out, cap, "%s", port);
+	else if (strcmp(field, "tls") == 0)
+		n = snprintf(out, cap, "%s", mode != TL_DRV_TLS_OFF ? "true" :
+		    "false");
+	else if (strcmp(field, "ca") == 0)
+		return tl_drv_compose_ca(ep, out, cap);
 	else if (strcmp(field, "vhost") == 0)
 		n = snprintf(out, cap, "%s", g->resource);
 	else if (strcmp(field, "user") == 0)
@@ -53,9 +90,15 @@ rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
 	} else if (strcmp(field, "url") == 0) {
 		if (g->password == NULL)
 			return TL_EINVAL;
-		/* Each part percent-encoded: a vhost "/" is %2F. */
+		/*
+		 * Each part percent-encoded: a vhost "/" is %2F.  Under TLS,
+		 * amqps:// to amqps-port; verified, with the RabbitMQ URI
+		 * spec's TLS query parameters: the CA file's path (the token,
+		 * as it is: the deliverer replaces it) and verify_peer.
+		 */
 		v6 = strchr(host, ':') != NULL;
-		if ((rc = raw_append(out, cap, &off, "amqp://")) != 0 ||
+		if ((rc = raw_append(out, cap, &off, mode != TL_DRV_TLS_OFF ?
+		    "amqps://" : "amqp://")) != 0 ||
 		    (rc = tl_drv_pct_append(out, cap, &off, g->login)) != 0 ||
 		    (rc = raw_append(out, cap, &off, ":")) != 0 ||
 		    (rc = tl_drv_pct_append(out, cap, &off,
@@ -66,6 +109,15 @@ rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
 		    (rc = raw_append(out, cap, &off, port)) != 0 ||
 		    (rc = raw_append(out, cap, &off, "/")) != 0 ||
 		    (rc = tl_drv_pct_append(out, cap, &off, g->resource)) != 0)
+			goto out;
+		if (mode == TL_DRV_TLS_VERIFY && ep != NULL &&
+		    ep->ca_path != NULL &&
+		    ((rc = raw_append(out, cap, &off, "?cacertfile=")) != 0 ||
+		    (rc = raw_append(out, cap, &off, ep->ca_path)) != 0))
+			goto out;
+		if (mode == TL_DRV_TLS_VERIFY && (rc = raw_append(out, cap,
+		    &off, ep != NULL && ep->ca_path != NULL ?
+		    "&verify=verify_peer" : "?verify=verify_peer")) != 0)
 			goto out;
 		n = (int)off;
 	} else
@@ -84,7 +136,8 @@ static const char *const rmq_types[] = { "rabbitmq-vhost", NULL };
 static const char *const rmq_tags[] = { "broker", "amqp", NULL };
 static const struct tl_drv_field rmq_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "vhost", 0 }, { "user", 0 },
-	{ "password", 1 }, { "url", 1 }, { NULL, 0 }
+	{ "password", 1 }, { "url", 1 }, { "tls", 0 }, { "ca", 0 },
+	{ NULL, 0 }
 };
 
 static const struct tl_drv_revocation rmq_revocation = {
@@ -116,8 +169,10 @@ static const struct tl_drv_setting rmq_settings[] = {
 	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "admin-host", "", 0, TL_DRV_HOST, "the same, as other drivers "
 	    "name it (host wins)", .use = TL_DRV_USE_ADMIN_HOST },
-	{ "port", "5672", 0, TL_DRV_PORT, "the AMQP port consumers connect "
-	    "to", .use = TL_DRV_USE_PORT },
+	{ "port", RMQ_AMQP_PORT, 0, TL_DRV_PORT, "the AMQP port consumers connect "
+	    "to when tls is off", .use = TL_DRV_USE_PORT },
+	{ "amqps-port", RMQ_AMQPS_PORT, 0, TL_DRV_PORT, "the AMQPS (TLS) port "
+	    "consumers connect to unless tls is off", .use = TL_DRV_USE_PLAIN },
 	{ "management-port", "15672", 0, TL_DRV_PORT, "the management HTTP "
 	    "API's port (tallyd's admin path: never AMQP; its https "
 	    "listener's unless tls is off)", .use = TL_DRV_USE_PLAIN },

@@ -57,6 +57,11 @@ rd_compose(const char *field, const struct tl_drv_endpoint *ep,
 		v = ep->port;
 	else if (strcmp(field, "user") == 0)
 		v = g->login;
+	else if (strcmp(field, "tls") == 0)
+		v = tl_drv_consumer_tls(&tl_drv_redis_decl, ep) !=
+		    TL_DRV_TLS_OFF ? "true" : "false";
+	else if (strcmp(field, "ca") == 0)
+		return tl_drv_compose_ca(ep, out, cap);
 	else if (strcmp(field, "prefix") == 0) {
 		if (g->resource == NULL)
 			return TL_EINVAL;
@@ -76,7 +81,14 @@ rd_compose(const char *field, const struct tl_drv_endpoint *ep,
 
 		if (g->password == NULL || g->login == NULL)
 			return TL_EINVAL;
-		n = snprintf(out, cap, "redis://");
+		/*
+		 * rediss:// to the port (the server's tls-port whenever
+		 * tallyd itself speaks TLS to it): no CA in the URI, which
+		 * has no standard parameter for one (the field ca).
+		 */
+		n = snprintf(out, cap, "%s://", tl_drv_consumer_tls(
+		    &tl_drv_redis_decl, ep) != TL_DRV_TLS_OFF ? "rediss" :
+		    "redis");
 		off = (size_t)n;
 		if ((rc = tl_drv_pct_append(out, cap, &off, g->login)) != 0 ||
 		    off + 1 >= cap)
@@ -129,7 +141,8 @@ rd_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 static const char *const rd_types[] = { "redis-user", NULL };
 static const struct tl_drv_field rd_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "user", 0 }, { "password", 1 },
-	{ "prefix", 0 }, { "uri", 1 }, { NULL, 0 }
+	{ "prefix", 0 }, { "uri", 1 }, { "tls", 0 }, { "ca", 0 },
+	{ NULL, 0 }
 };
 static const char *const rd_tags[] = { "cache", "kv", NULL };
 
@@ -150,7 +163,7 @@ static const struct tl_drv_setting rd_settings[] = {
 	    "name (host wins when both are set)",
 	    .use = TL_DRV_USE_ADMIN_HOST },
 	{ "port", "6379", 0, TL_DRV_PORT, "the server's port, for the admin "
-	    "and for consumers",
+	    "and for consumers (its tls-port unless tls is off)",
 	    .use = TL_DRV_USE_PORT },
 	{ "admin-user", "default", 0, TL_DRV_STRING, "the ACL user tallyd "
 	    "logs in as (needs +@all on ~* &*)",

@@ -114,3 +114,46 @@ tl_drv_secret_dup(const char *s)
 		memcpy(d, s, n);
 	return d;
 }
+
+enum tl_drv_tls
+tl_drv_consumer_tls(const struct tl_drv_decl *d,
+    const struct tl_drv_endpoint *ep)
+{
+	const char *const *sv = ep != NULL ? ep->settings : NULL;
+	const struct tl_drv_setting *s;
+	const char *h = NULL, *t, *ca;
+	enum tl_drv_tls mode;
+	char where[256];
+	size_t i;
+
+	/* d's own table (decl.c would make a call circle through it). */
+	for (i = 0, s = d->settings; s != NULL && s[i].name != NULL; i++)
+		if (s[i].use == TL_DRV_USE_ADMIN_HOST &&
+		    (h = tl_drv_setting_get(sv, s[i].name)) != NULL &&
+		    *h != '\0')
+			break;
+	if (h == NULL || *h == '\0')
+		h = ep != NULL && ep->host != NULL ? ep->host : "";
+	mode = tl_drv_reach(d, sv, h, where, sizeof(where));
+	t = tl_drv_setting_get(sv, "tls");
+	ca = tl_drv_setting_get(sv, "ca");
+	if (mode == TL_DRV_TLS_VERIFY && (t == NULL || *t == '\0') &&
+	    (ca == NULL || *ca == '\0') && !d->tls_system_ca)
+		return TL_DRV_TLS_OFF;
+	return mode;
+}
+
+int
+tl_drv_compose_ca(const struct tl_drv_endpoint *ep, char *out, size_t cap)
+{
+	const char *v = ep != NULL && ep->ca_path != NULL ? ep->ca_path : "";
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	if (strlen(v) >= cap) {
+		out[0] = '\0';
+		return TL_ETOOBIG;
+	}
+	memcpy(out, v, strlen(v) + 1);
+	return 0;
+}

@@ -2,7 +2,8 @@
  * util.h - small helpers every driver shares: a reason into why, a
  * bounded statement, a name/value setting looked up, a string
  * percent-encoded into a URI, a grant's id tested, a secret copied into
- * wiped memory.
+ * wiped memory, how a consumer reaches its provider (TLS or not) and
+ * the value of its field ca.
  *
  * Nothing here keeps state, takes a lock or allocates outside
  * tl_drv_secret_dup, so any thread may call any of them at once.  This
@@ -16,7 +17,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-struct tl_drv_grant;
+#include "decl.h"
 
 /*
  * Writes the formatted reason into why (at most TL_DRV_WHY_MAX bytes
@@ -64,6 +65,27 @@ const char *tl_drv_setting_get(const char *const *sv, const char *name);
  * terminated, *off counts it; the caller discards out).
  */
 int	tl_drv_pct_append(char *out, size_t cap, size_t *off, const char *s);
+
+/*
+ * How a consumer of d's provider at ep reaches it: the provider's own
+ * mode, as tallyd reaches it (tl_drv_reach at its admin host: the first
+ * non-empty ADMIN_HOST setting in ep->settings, else ep->host), so what
+ * compose delivers is what tallyd itself verified.  One exception keeps
+ * plaintext: a verify that is only the default (no setting tls) with no
+ * ca and no system CAs for d, which tallyd refuses to open: its
+ * consumers keep the plaintext values they had rather than a TLS URI
+ * to a server that may have no listener for it.  An explicit tls=verify
+ * is always TLS.  Pure.
+ */
+enum tl_drv_tls tl_drv_consumer_tls(const struct tl_drv_decl *d,
+	    const struct tl_drv_endpoint *ep);
+/*
+ * The value of a connection field "ca": ep->ca_path (the token the
+ * deliverer resolves to the CA file's path, decl.h) or "" without one,
+ * into out (cap bytes): 0 or TL_ETOOBIG.
+ */
+int	tl_drv_compose_ca(const struct tl_drv_endpoint *ep, char *out,
+	    size_t cap);
 
 /* 1 when g carries a grant id (not NULL, not ""), else 0. */
 int	tl_drv_grant_named(const struct tl_drv_grant *g);

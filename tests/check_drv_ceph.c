@@ -1387,6 +1387,40 @@ START_TEST(test_deposed)
 }
 END_TEST
 
+/*
+ * What a consumer gets for TLS, without a gateway: the field ca is the
+ * token as it is ("" without one); an explicit tls=verify delivers only
+ * https, even before a ca is given (tallyd refuses to open it then).
+ */
+START_TEST(test_consumer_tls_fields)
+{
+	static const char *const ver[] = { "tls", "verify", NULL };
+	struct tl_drv_endpoint e = { "rgw.example", "7480", NULL, NULL,
+	    NULL };
+	struct tl_drv_grant g;
+	char out[256];
+
+	memset(&g, 0, sizeof(g));
+	g.resource = g.login = "abc";
+	ck_assert(tl_drv_has_field(drv->decl, "ca"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "ca"));
+	ck_assert_int_eq(drv->decl->compose("ca", &e, &g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "");
+	e.ca_path = "@CA@";
+	ck_assert_int_eq(drv->decl->compose("ca", &e, &g, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "@CA@");
+	ck_assert_int_eq(drv->decl->compose("endpoint", &e, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "http://rgw.example:7480");
+	e.settings = ver;
+	ck_assert_int_eq(drv->decl->compose("endpoint", &e, &g, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "https://rgw.example:7480");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1424,6 +1458,9 @@ suite(void)
 	tcase_add_checked_fixture(tc, secrets_reset, NULL);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_acl);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("consumer_tls");
+	tcase_add_test(tc, test_consumer_tls_fields);
 	suite_add_tcase(s, tc);
 	return s;
 }

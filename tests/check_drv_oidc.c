@@ -739,6 +739,32 @@ START_TEST(test_fencing_declared)
 }
 END_TEST
 
+/*
+ * The field ca, without a provider: the token as it is, "" without one
+ * (the system's CAs then verify the issuer); the issuer as given.
+ */
+START_TEST(test_consumer_tls_fields)
+{
+	static const char *const sv[] = { "issuer",
+	    "https://idp.example:8443/realm", "tls", "verify", NULL };
+	struct tl_drv_endpoint e = { "idp.example", "8443", sv, NULL, NULL };
+	char out[256];
+
+	ck_assert(tl_drv_has_field(drv->decl, "ca"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "ca"));
+	ck_assert_int_eq(drv->decl->compose("ca", &e, NULL, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "");
+	e.ca_path = "@CA@";
+	ck_assert_int_eq(drv->decl->compose("ca", &e, NULL, out, sizeof(out)),
+	    0);
+	ck_assert_str_eq(out, "@CA@");
+	ck_assert_int_eq(drv->decl->compose("issuer", &e, NULL, out,
+	    sizeof(out)), 0);
+	ck_assert_str_eq(out, "https://idp.example:8443/realm");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -761,6 +787,9 @@ suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_meshes);
 	tcase_add_test(tc, test_fencing_declared);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("consumer_tls");
+	tcase_add_test(tc, test_consumer_tls_fields);
 	suite_add_tcase(s, tc);
 	return s;
 }

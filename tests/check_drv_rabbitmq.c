@@ -41,6 +41,8 @@
 /* --- the broker ------------------------------------------------------ */
 
 static char	 s_host[256], s_port[16], s_mport[16], s_user[64], s_pw[256];
+/* The TLS listeners (AMQPS, https) and the CAs; "" when not given. */
+static char	 s_tls_port[16], s_mtls_port[16], s_ca[4096], s_ca_other[4096];
 static char	*s_dir;			/* ours to stop; NULL if external */
 static char	 s_lock[4200];		/* the lock we hold; "" if none */
 static int	 s_tried, s_ok;
@@ -115,6 +117,13 @@ server_start(void)
 		snprintf(s_mport, sizeof(s_mport), "%s", e[2]);
 		snprintf(s_user, sizeof(s_user), "%s", e[3]);
 		snprintf(s_pw, sizeof(s_pw), "%s", e[4]);
+#define ENVS(var, name) snprintf(var, sizeof(var), "%s", getenv(name) != \
+    NULL ? getenv(name) : "")
+		ENVS(s_tls_port, "TALLY_TEST_AMQP_TLS_PORT");
+		ENVS(s_mtls_port, "TALLY_TEST_AMQP_MGMT_TLS_PORT");
+		ENVS(s_ca, "TALLY_TEST_CA");
+		ENVS(s_ca_other, "TALLY_TEST_CA_OTHER");
+#undef ENVS
 		return 0;
 	}
 	if (lock_take() != 0) {
@@ -145,6 +154,13 @@ server_start(void)
 		snprintf(s_err, sizeof(s_err), "no env in %s", s_dir);
 		return -1;
 	}
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_AMQP_TLS_PORT", s_tls_port,
+	    sizeof(s_tls_port));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_AMQP_MGMT_TLS_PORT",
+	    s_mtls_port, sizeof(s_mtls_port));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA", s_ca, sizeof(s_ca));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_OTHER", s_ca_other,
+	    sizeof(s_ca_other));
 	return 0;
 }
 
@@ -1145,6 +1161,152 @@ START_TEST(test_admin_refused)
 }
 END_TEST
 
+/*
+ * Over TLS, as tallyd and consumers would: the admin session on the
+ * https management listener, verified; the plaintext-listener probe
+ * finds the harness's plain AMQP port (reported, never configured);
+ * check logs in as the consumer where compose sends it, AMQPS on
+ * amqps-port, verified against the ca: a broker that does not verify
+ * (the other CA) is no login and no credential drift, and tls=require
+ * logs in without verifying.
+ */
+START_TEST(test_tls_consumer_login)
+{
+	const char *sv[] = { "management-port", s_mtls_port, "tls", "verify",
+	    NULL };
+	const char *ver[] = { "tls", "verify", "amqps-port", s_tls_port,
+	    NULL };
+	const char *req[] = { "tls", "require", "amqps-port", s_tls_port,
+	    NULL };
+	struct tl_drv_admin a = { .host = s_host, .port = s_port,
+	    .user = s_user, .password = s_pw, .settings = sv,
+	    .ca_file = s_ca };
+	/* At 127.0.0.1: the certificate's IP SAN (core/amqp.c's check). */
+	struct tl_drv_endpoint e = { s_host, s_port, ver, s_ca, NULL };
+	enum tl_drv_drift d = TL_DRIFT_NONE;
+	char why[TL_DRV_WHY_MAX] = "", want[64];
+	void *h = NULL;
+	struct tg t;
+	int open = -1, rc;
+
+	ck_assert_msg(s_tls_port[0] != '\0' && s_mtls_port[0] != '\0' &&
+	    s_ca[0] != '\0' && s_ca_other[0] != '\0', "no TLS listeners to "
+	    "test against (TALLY_TEST_AMQP_TLS_PORT, _MGMT_TLS_PORT, "
+	    "TALLY_TEST_CA, _CA_OTHER)");
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_assert_msg(strstr(why, "TLS, verified") != NULL, "open: %s", why);
+	ck_rc(tl_drv_rmq_plaintext(h, &open, why), 0, why);
+	ck_assert_int_eq(open, 1);
+	snprintf(want, sizeof(want), "without TLS on port %s ", s_port);
+	ck_assert_msg(strstr(why, want) != NULL, "probe: %s", why);
+	ck_assert_msg(strstr(why, "listeners.tcp = none") != NULL, "probe: %s",
+	    why);
+	tg_make(&t, "m1/tls", "t-tls", "t-tls_v1");
+	ck_rc(drv->create(h, &t.g, why), 0, why);
+	ck_rc(drv->check(h, &t.g, &e, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_NONE, "drift %d: %s", d, why);
+	ck_assert_msg(strstr(why, "logged in over AMQPS") != NULL, "check: %s",
+	    why);
+	/* A wrong password is seen through the TLS login too. */
+	t.g.password = "not-the-password";
+	ck_rc(drv->check(h, &t.g, &e, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_CREDENTIAL, "drift %d: %s", d, why);
+	t.g.password = t.pw;
+	/* A broker the ca does not verify: not logged in, no drift said. */
+	e.ca_file = s_ca_other;
+	d = TL_DRIFT_NONE;
+	rc = drv->check(h, &t.g, &e, &d, why);
+	ck_assert_msg(rc != 0 && d != TL_DRIFT_CREDENTIAL, "rc %d drift %d: "
+	    "%s", rc, d, why);
+	ck_assert_msg(strstr(why, "AMQPS") != NULL, "check: %s", why);
+	/* require: encrypted, not verified, so the other CA is no obstacle. */
+	e.settings = req;
+	ck_rc(drv->check(h, &t.g, &e, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_NONE, "drift %d: %s", d, why);
+	ck_rc(drv->revoke(h, &t.g, 1, why), 0, why);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * What a consumer gets for TLS, without a broker: under verify or
+ * require the url is amqps:// to amqps-port (so is the field port),
+ * verified with the RabbitMQ URI spec's cacertfile (the token as it
+ * is) and verify_peer; off keeps amqp:// to port.
+ */
+START_TEST(test_consumer_tls_fields)
+{
+	static const char *const none[] = { NULL };
+	static const char *const ver[] = { "tls", "verify", NULL };
+	static const char *const ver_port[] = { "tls", "verify",
+	    "amqps-port", "5999", NULL };
+	static const char *const req[] = { "tls", "require", NULL };
+	static const char *const off[] = { "tls", "off", NULL };
+	static const char *const lo[] = { "admin-host", "localhost", NULL };
+	static const char *const off_rec[] = { "tls", "off", "port", "5673",
+	    NULL };
+	static const struct {
+		const char *const *sv;
+		const char *ca_path, *tls, *port, *url, *ca;
+	} t[] = {
+		{ none, NULL, "false", "5672", "amqp://u:p@mq.example:5672/v",
+		    "" },
+		{ ver, "@CA@", "true", "5671", "amqps://u:p@mq.example:5671/v"
+		    "?cacertfile=@CA@&verify=verify_peer", "@CA@" },
+		{ ver, NULL, "true", "5671", "amqps://u:p@mq.example:5671/v"
+		    "?verify=verify_peer", "" },
+		{ ver_port, "@CA@", "true", "5999", "amqps://u:p@mq.example:"
+		    "5999/v?cacertfile=@CA@&verify=verify_peer", "@CA@" },
+		{ req, "@CA@", "true", "5671", "amqps://u:p@mq.example:5671/v",
+		    "@CA@" },
+		{ off, "@CA@", "false", "5672", "amqp://u:p@mq.example:5672/v",
+		    "@CA@" },
+		{ lo, NULL, "false", "5672", "amqp://u:p@mq.example:5672/v",
+		    "" },
+		/* recorded under TLS, tls off since: the setting port */
+		{ off_rec, NULL, "false", "5673", "amqp://u:p@mq.example:5673/v",
+		    "" },
+	};
+	struct tl_drv_grant g;
+	struct tl_drv_endpoint e = { "mq.example", "5672", NULL, NULL, NULL };
+	const struct tl_drv_decl *d = drv->decl;
+	char out[512];
+	size_t i;
+
+	memset(&g, 0, sizeof(g));
+	g.resource = "v";
+	g.login = "u";
+	g.password = "p";
+	ck_assert(!tl_drv_field_secret(d, "ca"));
+	ck_assert(!tl_drv_field_secret(d, "tls"));
+	ck_assert_str_eq(tl_drv_setting_default(d, "amqps-port"), "5671");
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		e.settings = t[i].sv;
+		e.ca_path = t[i].ca_path;
+		e.port = t[i].sv == off_rec ? "5671" : "5672";
+		ck_assert_int_eq(d->compose("tls", &e, &g, out, sizeof(out)),
+		    0);
+		ck_assert_msg(strcmp(out, t[i].tls) == 0, "%zu: tls %s", i,
+		    out);
+		ck_assert_int_eq(d->compose("port", &e, &g, out, sizeof(out)),
+		    0);
+		ck_assert_msg(strcmp(out, t[i].port) == 0, "%zu: port %s", i,
+		    out);
+		ck_assert_int_eq(d->compose("ca", &e, &g, out, sizeof(out)),
+		    0);
+		ck_assert_msg(strcmp(out, t[i].ca) == 0, "%zu: ca %s", i, out);
+		ck_assert_int_eq(d->compose("url", &e, &g, out, sizeof(out)),
+		    0);
+		ck_assert_msg(strcmp(out, t[i].url) == 0, "%zu: url %s", i,
+		    out);
+		/* Cut short: refused, nothing of the password left. */
+		ck_assert_int_eq(d->compose("url", &e, &g, out,
+		    strlen(t[i].url)), TL_ETOOBIG);
+		ck_assert_str_eq(out, "");
+	}
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1169,6 +1331,14 @@ suite(void)
 	tcase_add_test(tc, test_two_meshes);
 	tcase_add_test(tc, test_fence);
 	tcase_add_test(tc, test_deposed);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("tls");
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_tls_consumer_login);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("consumer_tls");
+	tcase_add_test(tc, test_consumer_tls_fields);
 	suite_add_tcase(s, tc);
 	return s;
 }

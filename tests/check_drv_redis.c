@@ -39,6 +39,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "drivers/redis.h"
 #include "lib/tl_fence.h"
 #include "lib/tl_test.h"
 
@@ -1633,6 +1634,116 @@ START_TEST(test_open_refused)
 }
 END_TEST
 
+/*
+ * The plaintext-listener probe (reported, never configured): the
+ * harness's server has a plaintext port beside its tls-port, so
+ * consumers can connect without TLS there, and the probe says so with
+ * the port; with port 0 (set for the test through a connection made
+ * before, then put back) it says TLS only.  Asked over a verified TLS
+ * session, as tallyd would.
+ */
+START_TEST(test_plaintext_probe)
+{
+	char why[TL_DRV_WHY_MAX], want[64];
+	redisContext *c;
+	redisReply *r;
+	void *h;
+	int open = -1;
+
+	tls_up();
+	ck_rc(tls_open("verify", s_ca, NULL, NULL, &h, why), 0, why);
+	ck_rc(tl_drv_rd_plaintext(h, &open, why), 0, why);
+	ck_assert_int_eq(open, 1);
+	snprintf(want, sizeof(want), "without TLS on port %s: set port 0",
+	    s_port);
+	ck_assert_msg(strstr(why, want) != NULL, "probe: %s", why);
+	c = conn(NULL, NULL);
+	r = redisCommand(c, "CONFIG SET port 0");
+	ck_assert_msg(r != NULL && r->type == REDIS_REPLY_STATUS, "CONFIG SET "
+	    "port 0: %s", r != NULL ? r->str : c->errstr);
+	freeReplyObject(r);
+	open = -1;
+	ck_rc(tl_drv_rd_plaintext(h, &open, why), 0, why);
+	r = redisCommand(c, "CONFIG SET port %s", s_port);
+	ck_assert_msg(r != NULL && r->type == REDIS_REPLY_STATUS, "CONFIG SET "
+	    "port back: %s", r != NULL ? r->str : c->errstr);
+	freeReplyObject(r);
+	redisFree(c);
+	ck_assert_int_eq(open, 0);
+	ck_assert_msg(strstr(why, "TLS only") != NULL, "probe: %s", why);
+	ck_assert(can_auth(s_user, s_pw));
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * What a consumer gets for TLS, without a server: the fields tls and ca
+ * and the uri's scheme follow the provider's mode at its admin host;
+ * the ca token is copied as it is, "" without one.
+ */
+START_TEST(test_consumer_tls_fields)
+{
+	static const char *const none[] = { NULL };
+	static const char *const ver[] = { "tls", "verify", NULL };
+	static const char *const req[] = { "tls", "require", NULL };
+	static const char *const off[] = { "tls", "off", NULL };
+	static const char *const dflt_ca[] = { "ca", "-----BEGIN "
+	    "CERTIFICATE-----\n", NULL };
+	static const char *const lo[] = { "host", "127.0.0.1", NULL };
+	static const struct {
+		const char *const *sv;
+		const char *ca_path, *tls, *uri, *ca;
+	} t[] = {
+		/* verify by default, no ca: tallyd cannot open it; kept */
+		{ none, NULL, "false", "redis://", "" },
+		{ ver, "@CA@", "true", "rediss://", "@CA@" },
+		{ ver, NULL, "true", "rediss://", "" },
+		{ req, "@CA@", "true", "rediss://", "@CA@" },
+		{ off, "@CA@", "false", "redis://", "@CA@" },
+		{ dflt_ca, "@CA@", "true", "rediss://", "@CA@" },
+		/* a loopback admin host is off by default */
+		{ lo, NULL, "false", "redis://", "" },
+	};
+	struct tl_drv_grant g;
+	struct tl_drv_endpoint e = { "cache.example", "6380", NULL, NULL,
+	    NULL };
+	char out[256], want[256];
+	size_t i;
+
+	memset(&g, 0, sizeof(g));
+	g.resource = g.login = "app_cache";
+	g.password = "pw";
+	ck_assert(tl_drv_has_field(drv->decl, "tls"));
+	ck_assert(tl_drv_has_field(drv->decl, "ca"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "ca"));
+	ck_assert(!tl_drv_field_secret(drv->decl, "tls"));
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		e.settings = t[i].sv;
+		e.ca_path = t[i].ca_path;
+		ck_rc(drv->decl->compose("tls", &e, &g, out, sizeof(out)), 0,
+		    "");
+		ck_assert_msg(strcmp(out, t[i].tls) == 0, "%zu: tls %s", i,
+		    out);
+		ck_rc(drv->decl->compose("ca", &e, &g, out, sizeof(out)), 0,
+		    "");
+		ck_assert_msg(strcmp(out, t[i].ca) == 0, "%zu: ca %s", i, out);
+		ck_rc(drv->decl->compose("uri", &e, &g, out, sizeof(out)), 0,
+		    "");
+		snprintf(want, sizeof(want), "%sapp_cache:pw@cache.example:6380",
+		    t[i].uri);
+		ck_assert_msg(strcmp(out, want) == 0, "%zu: uri %s", i, out);
+		/* Not secret: composed without the credential. */
+		g.password = NULL;
+		ck_rc(drv->decl->compose("ca", &e, &g, out, sizeof(out)), 0,
+		    "");
+		g.password = "pw";
+	}
+	e.ca_path = "@CA@";
+	ck_rc(drv->decl->compose("ca", &e, &g, out, 4), TL_ETOOBIG, "");
+	ck_assert_str_eq(out, "");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1661,6 +1772,10 @@ suite(void)
 	tcase_add_test(tc, test_tls_verified);
 	tcase_add_test(tc, test_tls_untrusted);
 	tcase_add_test(tc, test_tls_wrong_server);
+	tcase_add_test(tc, test_plaintext_probe);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("consumer_tls");
+	tcase_add_test(tc, test_consumer_tls_fields);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -6,7 +6,9 @@ Usage: amqp_login.py URL [HOLD_SECONDS]
 URL is amqp://USER:PASSWORD@HOST:PORT/VHOST, each part percent-encoded
 (as tally's url field delivers it); amqps://... speaks TLS (default port
 5671), verifying the broker's certificate and HOST against the CA file
-in $AMQP_LOGIN_CAFILE (else the system's CAs): a certificate that does not
+the URL's cacertfile= names (the RabbitMQ URI spec's TLS query
+parameter, as tally's url field carries it), else the one in
+$AMQP_LOGIN_CAFILE, else the system's CAs: a certificate that does not
 verify is exit 2 ("tls: ...").  Opens the connection (PLAIN) and
 the vhost; exit 0 when the broker let it in, 1 when it refused (its
 reply is printed), 2 on a usage or network error.  With HOLD_SECONDS it
@@ -24,7 +26,7 @@ import ssl
 import struct
 import sys
 import time
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 
 def frame(ftype, channel, payload):
@@ -87,8 +89,10 @@ def main():
         print("connect: %s" % e, file=sys.stderr)
         return 2
     if tls:
+        q = parse_qs(u.query)
         ctx = ssl.create_default_context(
-            cafile=os.environ.get("AMQP_LOGIN_CAFILE") or None)
+            cafile=(q.get("cacertfile") or [None])[0] or
+            os.environ.get("AMQP_LOGIN_CAFILE") or None)
         try:
             sock = ctx.wrap_socket(sock, server_hostname=u.hostname)
         except (ssl.SSLError, OSError) as e:

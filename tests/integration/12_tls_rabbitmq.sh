@@ -8,8 +8,19 @@
 #   - tls=verify with no ca is refused with how to give one;
 #   - ca=another CA: refused naming "certificate verify failed", no
 #     vhost made, tally status says "not trusted (TLS)" and the reason;
+#   - an impostor on the management port, its certificate of another CA
+#     for 127.0.0.1, or of the right CA for another host name, with
+#     tls=verify and the right ca: refused naming "certificate verify
+#     failed" (and the host name), the impostor received nothing of the
+#     admin's (no request, no Basic credentials), status says "not
+#     trusted (TLS)" and why;
 #   - tls=verify with ca=CA on the TLS management port: a vhost is
-#     provisioned and its delivered url logs in over AMQP; status says
+#     provisioned; the consumer gets url amqps://...:AMQPS-PORT/...
+#     ?verify=verify_peer, port the AMQPS port, tls "true", ca "" (the
+#     node-side CA file is not delivered by this branch: the test gives
+#     the harness CA as the file), and the url logs in over AMQPS,
+#     verifying the broker (and a consumer trusting another CA cannot);
+#     status says
 #     "TLS, verified"; a capture of the TLS port holds neither the
 #     admin's Basic credentials (base64 of user:password), nor the
 #     password, nor the vhost's name;
@@ -26,12 +37,12 @@ consumer() {
 	mkdir -p "$W/manifests"
 	cat >"$W/manifests/$1.yaml" <<EOF
 module: $1
-env: {MQ_VHOST: "", MQ_USER: "", MQ_URL: ""}
+env: {MQ_VHOST: "", MQ_USER: "", MQ_URL: "", MQ_PORT: "", MQ_TLS: "", MQ_CA: ""}
 requires:
   mq:
     type: rabbitmq-vhost
     from: rabbitmq
-    env: {vhost: MQ_VHOST, user: MQ_USER, url: MQ_URL}
+    env: {vhost: MQ_VHOST, user: MQ_USER, url: MQ_URL, port: MQ_PORT, tls: MQ_TLS, ca: MQ_CA}
 EOF
 	echo "$W/manifests/$1.yaml"
 }
@@ -41,6 +52,7 @@ msg() { grep -v 'fence:' "$W/once.err" | grep -m1 "$1" | sed 's/^.* \(warn\|erro
 
 t_say "a throwaway RabbitMQ with an https management listener; the rabbitmq provider on node-a"
 r_start
+B64=$(printf '%s:%s' "$TALLY_TEST_AMQP_USER" "$TALLY_TEST_AMQP_PASSWORD" | base64 -w0)
 t_init
 t_node node-a 127.0.0.1
 tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null
@@ -76,30 +88,80 @@ grep "not trusted (TLS)" "$W/st" | grep -q "certificate verify failed" ||
 	{ cat "$W/st" >&2; t_fail "tally status does not say the provider is not trusted, with the reason"; }
 t_ok "$(msg 'certificate verify failed')"
 
-t_check "tls=verify with the right CA: provisioned, the url logs in; nothing in clear on the wire"
-rmq_assign --set ca="$TALLY_TEST_CA"
+# impostor WHAT CERT KEY: the management API at an impostor presenting
+# CERT, with tls=verify and the harness CA.
+impostor() {
+	t_impostor "$2" "$3"
+	rmq_assign --set management-port="$T_IMP_PORT" --set ca="$TALLY_TEST_CA"
+	t_tallyd_try
+	t_impostor_end
+	[ $T_RC -ne 0 ] || t_fail "tallyd --once trusted $1"
+	grep -q "certificate verify failed" "$W/once.err" ||
+		{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not name the failed verification of $1"; }
+	t_impostor_seen ||
+		{ cat "$W/impostor.out" >&2; t_fail "the impostor saw no handshake: the test proves nothing"; }
+	! grep -qi -e "authorization" -e "HTTP/1" "$W/impostor.out" ||
+		t_fail "$1 received a request"
+	! grep -qF -e "$B64" -e "$TALLY_TEST_AMQP_PASSWORD" "$W/impostor.out" ||
+		t_fail "$1 received the admin's credentials"
+	! has_vhost "$VA" || t_fail "vhost $VA was made through $1"
+	tly status >"$W/st" 2>&1 || true
+	grep "not trusted (TLS)" "$W/st" | grep -q "certificate verify failed" ||
+		{ cat "$W/st" >&2; t_fail "tally status does not say the provider is not trusted, with the reason"; }
+}
+
+t_check "an impostor presenting another CA's certificate for 127.0.0.1: refused, it gets nothing"
+impostor "an impostor of another CA" "$TALLY_TEST_CA_IMPOSTOR_CERT" "$TALLY_TEST_CA_IMPOSTOR_KEY"
+t_ok "$(msg 'certificate verify failed')"
+
+t_check "a server presenting the right CA's certificate for another host: refused, it gets nothing"
+impostor "a certificate for another host" "$TALLY_TEST_CA_WRONGHOST_CERT" "$TALLY_TEST_CA_WRONGHOST_KEY"
+grep -qi "certificate verify failed.*\(host name\|hostname\|subject name\)" "$W/once.err" ||
+	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say the host name does not match"; }
+t_ok "$(msg 'certificate verify failed')"
+
+t_check "tls=verify with the right CA: provisioned, the url logs in over AMQPS, verified; nothing in clear on the wire"
+rmq_assign --set management-port="$TALLY_TEST_AMQP_MGMT_TLS_PORT" \
+	--set amqps-port="$TALLY_TEST_AMQP_TLS_PORT" --set ca="$TALLY_TEST_CA"
 t_capture "$W/tls.pcap" "$TALLY_TEST_AMQP_MGMT_TLS_PORT"
 t_tallyd_try
 t_capture_end
 [ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once over verified TLS exited $T_RC"; }
 F=$(t_envfile node-a app)
 [ "$(t_envget "$F" MQ_VHOST)" = "$VA" ] || t_fail "app got MQ_VHOST=$(t_envget "$F" MQ_VHOST), expected $VA"
-$LOGIN "$(t_envget "$F" MQ_URL)" >"$W/login.out" ||
-	t_fail "the delivered url does not log in: $(cat "$W/login.out")"
+U=$(t_envget "$F" MQ_URL)
+case $U in
+amqps://*@127.0.0.1:"$TALLY_TEST_AMQP_TLS_PORT"/*"?verify=verify_peer") ;;
+*) t_fail "the delivered url is not amqps:// to the AMQPS port, verify_peer: $(printf '%s' "$U" | sed 's/:[^:@]*@/:***@/')" ;;
+esac
+[ "$(t_envget "$F" MQ_PORT)" = "$TALLY_TEST_AMQP_TLS_PORT" ] || t_fail "MQ_PORT is $(t_envget "$F" MQ_PORT), not the AMQPS port"
+[ "$(t_envget "$F" MQ_TLS)" = true ] || t_fail "MQ_TLS is $(t_envget "$F" MQ_TLS), not true"
+# The field ca is the node's CA file once delivery writes one; here "",
+# and the consumer is given the harness CA's file.
+CAF=$(t_envget "$F" MQ_CA)
+AMQP_LOGIN_CAFILE=${CAF:-$TALLY_TEST_CA} $LOGIN "$U" >"$W/login.out" 2>&1 ||
+	t_fail "the delivered url does not log in over AMQPS: $(cat "$W/login.out")"
+if AMQP_LOGIN_CAFILE=$TALLY_TEST_CA_OTHER $LOGIN "$U" >"$W/login.out" 2>&1; then
+	t_fail "a consumer trusting another CA logged in: the client verifies nothing"
+fi
+grep -q "^tls:" "$W/login.out" || t_fail "the consumer was refused, but not for TLS: $(cat "$W/login.out")"
 has_vhost "$VA" || t_fail "no vhost $VA on the broker"
 tly status >"$W/st" 2>&1 || true
 grep -q "reached at 127.0.0.1: TLS, verified" "$W/st" ||
 	{ cat "$W/st" >&2; t_fail "tally status does not say the broker is reached by verified TLS"; }
 ! grep -q "not trusted (TLS)" "$W/st" ||
 	{ cat "$W/st" >&2; t_fail "tally status still says the broker is not trusted"; }
-B64=$(printf '%s:%s' "$TALLY_TEST_AMQP_USER" "$TALLY_TEST_AMQP_PASSWORD" | base64 -w0)
+# tallyd's check logged in as the consumer over AMQPS, verified.
+grep -q "verified [1-9][0-9]* grant" "$W/once.err" || t_fail "tallyd verified no grant"
+! grep -q -e "^app: unhealthy" -e "cannot log in" "$W/st" ||
+	{ cat "$W/st" >&2; t_fail "the check's consumer login over AMQPS failed"; }
 [ "$(t_captured "$W/tls.pcap")" -ge 10 ] ||
 	t_fail "the capture holds $(t_captured "$W/tls.pcap") packets: it proves nothing"
 strings -n 6 "$W/tls.pcap" >"$W/tls.txt"
-! grep -qF "$B64" "$W/tls.txt" || t_fail "the admin's Basic credentials crossed the wire in clear over TLS"
-! grep -qF "$TALLY_TEST_AMQP_PASSWORD" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
-! grep -qF "$VA" "$W/tls.txt" || t_fail "the vhost's name crossed the wire in clear over TLS"
-t_ok "vhost $VA provisioned; capture of $(t_captured "$W/tls.pcap") packets, none of the Basic credentials, the password or $VA in it"
+! grep -qF -e "$B64" "$W/tls.txt" || t_fail "the admin's Basic credentials crossed the wire in clear over TLS"
+! grep -qF -e "$TALLY_TEST_AMQP_PASSWORD" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
+! grep -qF -e "$VA" "$W/tls.txt" || t_fail "the vhost's name crossed the wire in clear over TLS"
+t_ok "vhost $VA provisioned, its amqps url logs in verified (another CA refused); capture of $(t_captured "$W/tls.pcap") packets, none of the Basic credentials, the password or $VA in it"
 
 t_check "the positive control: tls=off on the plaintext port carries the credentials in clear"
 rmq_assign --set management-port="$TALLY_TEST_AMQP_MGMT_PORT" --set tls=off
@@ -111,9 +173,9 @@ t_capture_end
 [ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $T_RC"; }
 VB=$(t_gname app2/mq app2-mq)
 strings -n 6 "$W/plain.pcap" >"$W/plain.txt"
-grep -qF "$B64" "$W/plain.txt" ||
+grep -qF -e "$B64" "$W/plain.txt" ||
 	t_fail "the plaintext capture holds no Basic credentials: the capture proves nothing"
-grep -qF "$VB" "$W/plain.txt" ||
+grep -qF -e "$VB" "$W/plain.txt" ||
 	t_fail "the plaintext capture holds no vhost name: the capture proves nothing"
 tly status >"$W/st" 2>&1 || true
 grep -q "reached at 127.0.0.1: plaintext" "$W/st" ||

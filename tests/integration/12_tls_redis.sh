@@ -14,7 +14,11 @@
 #   - tls=verify with no ca is refused with how to give one;
 #   - tls=verify with ca=CA at the TLS port: a grant is provisioned and
 #     rotated; the delivered credential logs in with redis-cli --tls
-#     --cacert CA; status says the provider is reached by verified TLS;
+#     --cacert CA; the delivered uri is rediss://... to the TLS port,
+#     tls "true", ca "" (the node's CA file is not delivered by this
+#     branch: the test gives the harness CA's), and redis-cli --tls -u
+#     URI logs in verifying the server (trusting another CA: refused);
+#     status says the provider is reached by verified TLS;
 #     a capture of the TLS port during the run (tcpdump on lo) holds
 #     neither the admin password nor the issued user's name;
 #   - the positive control: the same server's plaintext port, tls=off,
@@ -39,12 +43,12 @@ consumer() {
 	mkdir -p "$W/manifests"
 	cat >"$W/manifests/$1.yaml" <<EOF
 module: $1
-env: {R_HOST: "", R_PORT: "", R_USER: "", R_PASSWORD: ""}
+env: {R_HOST: "", R_PORT: "", R_USER: "", R_PASSWORD: "", R_URI: "", R_TLS: "", R_CA: ""}
 requires:
   cache:
     type: redis-user
     from: redis
-    env: {host: R_HOST, port: R_PORT, user: R_USER, password: R_PASSWORD}
+    env: {host: R_HOST, port: R_PORT, user: R_USER, password: R_PASSWORD, uri: R_URI, tls: R_TLS, ca: R_CA}
 EOF
 	echo "$W/manifests/$1.yaml"
 }
@@ -105,6 +109,19 @@ for pw in "$P" "$P2"; do
 		--user "$U" --pass "$pw" --no-auth-warning PING 2>&1)
 	[ "$out" = PONG ] || t_fail "the delivered credential does not log in over TLS: $out"
 done
+URI=$(t_envget "$E" R_URI)
+case $URI in
+"rediss://$U:"*"@localhost:$TP" | "rediss://$U:"*"@127.0.0.1:$TP") ;;
+*) t_fail "the delivered uri is not rediss:// to the TLS port: $(printf '%s' "$URI" | sed 's/:[^:@]*@/:***@/')" ;;
+esac
+[ "$(t_envget "$E" R_TLS)" = true ] || t_fail "R_TLS is $(t_envget "$E" R_TLS), not true"
+# The field ca is the node's CA file once delivery writes one; here "",
+# and the consumer is given the harness CA's file.
+RCA=$(t_envget "$E" R_CA)
+out=$(redis-cli --tls --cacert "${RCA:-$TALLY_TEST_CA}" -u "$URI" --no-auth-warning PING 2>&1)
+[ "$out" = PONG ] || t_fail "the delivered uri does not log in with redis-cli --tls: $out"
+out=$(redis-cli --tls --cacert "$TALLY_TEST_CA_OTHER" -u "$URI" --no-auth-warning PING 2>&1) || true
+[ "$out" != PONG ] || t_fail "redis-cli trusting another CA logged in: the client verifies nothing"
 out=$(redis-cli --tls --cacert "$TALLY_TEST_CA" -h localhost -p "$TP" \
 	--user "$U" --pass wrong-password --no-auth-warning PING 2>&1) || true
 [ "$out" != PONG ] || t_fail "a wrong password logs in: the login check proves nothing"
@@ -116,8 +133,8 @@ grep -q "reached at localhost: TLS, verified" "$W/st" ||
 strings -n 6 "$W/tls.pcap" >"$W/tls.txt"
 [ -s "$W/tls.pcap" ] && [ "$(wc -c <"$W/tls.pcap")" -gt 2000 ] ||
 	t_fail "the capture of the TLS port is (nearly) empty: it proves nothing"
-! grep -q "$U" "$W/tls.txt" || t_fail "the issued user's name crossed the wire in clear over TLS"
-! grep -q "$RPW" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
+! grep -q -e "$U" "$W/tls.txt" || t_fail "the issued user's name crossed the wire in clear over TLS"
+! grep -q -e "$RPW" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
 ! grep -q "tally:owner" "$W/tls.txt" || t_fail "the driver's marks crossed the wire in clear over TLS"
 t_ok "$U provisioned and rotated, both passwords log in with redis-cli --tls; capture $(wc -c <"$W/tls.pcap") bytes, neither $U nor the admin password in it"
 
@@ -137,10 +154,15 @@ t_capture_end
 [ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once in plaintext exited $T_RC"; }
 U2=$(t_envget "$(t_envfile node-b app2)" R_USER)
 [ -n "$U2" ] || t_fail "no R_USER delivered to app2"
+case $(t_envget "$(t_envfile node-b app2)" R_URI) in
+redis://*) ;;
+*) t_fail "app2's uri under tls=off is not redis://" ;;
+esac
+[ "$(t_envget "$(t_envfile node-b app2)" R_TLS)" = false ] || t_fail "app2's R_TLS is not false"
 strings -n 6 "$W/plain.pcap" >"$W/plain.txt"
-grep -q "$U2" "$W/plain.txt" ||
+grep -q -e "$U2" "$W/plain.txt" ||
 	t_fail "the plaintext capture holds no user name: the capture proves nothing"
-grep -q "$RPW" "$W/plain.txt" ||
+grep -q -e "$RPW" "$W/plain.txt" ||
 	t_fail "the plaintext capture holds no admin password: the capture proves nothing"
 tly status >"$W/st" 2>&1 || true
 grep -q "reached at localhost: plaintext" "$W/st" ||

@@ -606,3 +606,33 @@ t_capture_end() {
 	wait "$_t_cap" 2>/dev/null || true
 	t_forget_pid "$_t_cap"
 }
+
+# --- an impostor server (TLS tests) ------------------------------------------
+
+# t_impostor CERT KEY: openssl s_server presenting CERT on a free loopback
+# port ($T_IMP_PORT), in the background, writing what it receives and its
+# handshake errors to $W/impostor.out: a server a client trusting the
+# harness CA must refuse (the other CA's certificate, or the right CA's for
+# another host) before it sends anything (-msg: the handshake's messages
+# are written too).  t_impostor_seen: whether a client reached it (a
+# ClientHello).  t_impostor_end stops it.
+t_impostor() {
+	T_IMP_PORT=$((58200 + $$ % 50))
+	while _t_port_busy "$T_IMP_PORT"; do T_IMP_PORT=$((T_IMP_PORT + 1)); done
+	openssl s_server -accept "127.0.0.1:$T_IMP_PORT" -cert "$1" -key "$2" \
+		-quiet -msg </dev/null >"$W/impostor.out" 2>&1 &
+	_t_imp=$!
+	_t_pids="$_t_pids $_t_imp"
+	_t_i=0
+	until _t_port_busy "$T_IMP_PORT"; do
+		_t_i=$((_t_i + 1))
+		[ $_t_i -lt 100 ] || { cat "$W/impostor.out" >&2; t_fail "openssl s_server did not listen"; }
+		sleep 0.05
+	done
+}
+t_impostor_seen() { grep -q "ClientHello" "$W/impostor.out"; }
+t_impostor_end() {
+	kill "$_t_imp" 2>/dev/null || true
+	wait "$_t_imp" 2>/dev/null || true
+	t_forget_pid "$_t_imp"
+}

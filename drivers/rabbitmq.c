@@ -1357,11 +1357,20 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 		    TL_DRV_TLS_OFF ? "; the user logged in over AMQPS" :
 		    "; the user logged in over AMQP");
 	/*
-	 * HOOK(plaintext listener): once decl.h has a drift kind for it
-	 * (TL_DRIFT_PLAINTEXT, a warning never repaired), a grant whose
-	 * consumers get TLS and whose drift is otherwise none takes it
-	 * here from tl_drv_rmq_plaintext, its why the probe's line.
+	 * Consumers that get TLS but could connect without it: a warning
+	 * (TL_DRIFT_PLAINTEXT, never repaired: the listeners are the
+	 * operator's), asked only when nothing worse was found and the
+	 * check logged in, as the verifier clears it only then.
 	 */
+	if (*drift == TL_DRIFT_NONE && g->password != NULL &&
+	    tl_drv_consumer_tls(&tl_drv_rabbitmq_decl, ep) != TL_DRV_TLS_OFF) {
+		int open = 0;
+
+		if (tl_drv_rmq_plaintext(r, &open, lw) == 0 && open) {
+			*drift = TL_DRIFT_PLAINTEXT;
+			tl_drv_why(why, 0, "plaintext: %s", lw);
+		}
+	}
 out:
 	json_decref(vh);
 	json_decref(u);

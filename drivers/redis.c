@@ -1245,12 +1245,19 @@ rd_check(void *hv, const struct tl_drv_grant *g,
 	tl_drv_why(why, 0, "%s%s", w[0], refused ? "; the login is refused" :
 	    "; logs in");
 	/*
-	 * HOOK(plaintext listener): once decl.h has a drift kind for it
-	 * (TL_DRIFT_PLAINTEXT, a warning never repaired), a grant whose
-	 * consumers get TLS (tl_drv_consumer_tls not off) and whose drift
-	 * is otherwise none takes it here from tl_drv_rd_plaintext, its
-	 * why the probe's line.
+	 * Consumers that get TLS but could connect without it: a warning
+	 * (TL_DRIFT_PLAINTEXT, never repaired: the listeners are the
+	 * operator's), asked only when the login found nothing worse.
 	 */
+	if (*drift == TL_DRIFT_NONE && !refused &&
+	    tl_drv_consumer_tls(&tl_drv_redis_decl, ep) != TL_DRV_TLS_OFF) {
+		int open = 0;
+
+		if (tl_drv_rd_plaintext(h, &open, detail) == 0 && open) {
+			*drift = TL_DRIFT_PLAINTEXT;
+			tl_drv_why(why, 0, "plaintext: %s", detail);
+		}
+	}
 	return 0;
 }
 

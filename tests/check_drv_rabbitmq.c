@@ -1203,10 +1203,13 @@ START_TEST(test_tls_consumer_login)
 	    why);
 	tg_make(&t, "m1/tls", "t-tls", "t-tls_v1");
 	ck_rc(drv->create(h, &t.g, why), 0, why);
+	/*
+	 * Logged in over AMQPS, and warned that the harness's broker still
+	 * has its plain listener (a warning: the login itself is sound).
+	 */
 	ck_rc(drv->check(h, &t.g, &e, &d, why), 0, why);
-	ck_assert_msg(d == TL_DRIFT_NONE, "drift %d: %s", d, why);
-	ck_assert_msg(strstr(why, "logged in over AMQPS") != NULL, "check: %s",
-	    why);
+	ck_assert_msg(d == TL_DRIFT_PLAINTEXT && strstr(why, want) != NULL,
+	    "drift %d: %s", d, why);
 	/* A wrong password is seen through the TLS login too. */
 	t.g.password = "not-the-password";
 	ck_rc(drv->check(h, &t.g, &e, &d, why), 0, why);
@@ -1222,7 +1225,7 @@ START_TEST(test_tls_consumer_login)
 	/* require: encrypted, not verified, so the other CA is no obstacle. */
 	e.settings = req;
 	ck_rc(drv->check(h, &t.g, &e, &d, why), 0, why);
-	ck_assert_msg(d == TL_DRIFT_NONE, "drift %d: %s", d, why);
+	ck_assert_msg(d == TL_DRIFT_PLAINTEXT, "drift %d: %s", d, why);
 	ck_rc(drv->revoke(h, &t.g, 1, why), 0, why);
 	drv->close(h);
 }

@@ -1644,11 +1644,17 @@ END_TEST
  */
 START_TEST(test_plaintext_probe)
 {
-	char why[TL_DRV_WHY_MAX], want[64];
+	static const char *const ver[] = { "tls", "verify", NULL };
+	static const char *const off[] = { "tls", "off", NULL };
+	struct tl_drv_endpoint e = { s_host, s_tls_port, ver, NULL, NULL };
+	struct tl_drv_endpoint plain = { s_host, s_tls_port, off, NULL, NULL };
+	enum tl_drv_drift d = TL_DRIFT_NONE;
+	char why[TL_DRV_WHY_MAX], why2[TL_DRV_WHY_MAX], want[64];
+	struct grant a;
 	redisContext *c;
 	redisReply *r;
 	void *h;
-	int open = -1;
+	int open = -1, rc;
 
 	tls_up();
 	ck_rc(tls_open("verify", s_ca, NULL, NULL, &h, why), 0, why);
@@ -1657,6 +1663,16 @@ START_TEST(test_plaintext_probe)
 	snprintf(want, sizeof(want), "without TLS on port %s: set port 0",
 	    s_port);
 	ck_assert_msg(strstr(why, want) != NULL, "probe: %s", why);
+	/* check: a grant whose consumers get TLS is warned of it... */
+	grant_init(&a, "plain");
+	create_ok(h, &a.g);
+	ck_rc(drv->check(h, &a.g, &e, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_PLAINTEXT && strstr(why, want) != NULL,
+	    "check: drift %d: %s", (int)d, why);
+	/* ...and one whose consumers connect in plaintext is not. */
+	ck_rc(drv->check(h, &a.g, &plain, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_NONE, "check, tls off: drift %d: %s",
+	    (int)d, why);
 	c = conn(NULL, NULL);
 	r = redisCommand(c, "CONFIG SET port 0");
 	ck_assert_msg(r != NULL && r->type == REDIS_REPLY_STATUS, "CONFIG SET "
@@ -1664,6 +1680,8 @@ START_TEST(test_plaintext_probe)
 	freeReplyObject(r);
 	open = -1;
 	ck_rc(tl_drv_rd_plaintext(h, &open, why), 0, why);
+	d = TL_DRIFT_MISSING;
+	rc = drv->check(h, &a.g, &e, &d, why2);
 	r = redisCommand(c, "CONFIG SET port %s", s_port);
 	ck_assert_msg(r != NULL && r->type == REDIS_REPLY_STATUS, "CONFIG SET "
 	    "port back: %s", r != NULL ? r->str : c->errstr);
@@ -1671,6 +1689,8 @@ START_TEST(test_plaintext_probe)
 	redisFree(c);
 	ck_assert_int_eq(open, 0);
 	ck_assert_msg(strstr(why, "TLS only") != NULL, "probe: %s", why);
+	ck_assert_msg(rc == 0 && d == TL_DRIFT_NONE, "check, TLS only: rc %d "
+	    "drift %d: %s", rc, (int)d, why2);
 	ck_assert(can_auth(s_user, s_pw));
 	drv->close(h);
 }

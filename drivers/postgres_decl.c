@@ -19,11 +19,14 @@ static const char *const pg_tags[] = { "database", "sql", NULL };
  * What reactors/provision.c delivers for a grant (tl_rx_holder_lines),
  * composed by pg_compose.  The fields that are not secret are recorded
  * in grant.provisioned in this order (host, port, database, user): the
- * log of before this contract has exactly these.
+ * log of before this contract has exactly these.  sslrootcert is the
+ * path of the provider's CA as a file on the consumer's node (libpq's
+ * PGSSLROOTCERT): ep->ca_path, "" when there is none (and in the record,
+ * which no node's path belongs in).
  */
 static const struct tl_drv_field pg_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
-	{ "password", 1 }, { "url", 1 }, { NULL, 0 }
+	{ "password", 1 }, { "url", 1 }, { "sslrootcert", 0 }, { NULL, 0 }
 };
 
 /*
@@ -49,6 +52,9 @@ pg_compose(const char *field, const struct tl_drv_endpoint *ep,
 		n = snprintf(out, cap, "%s", g->resource);
 	else if (strcmp(field, "user") == 0)
 		n = snprintf(out, cap, "%s", g->login);
+	else if (strcmp(field, "sslrootcert") == 0)
+		n = snprintf(out, cap, "%s", ep->ca_path != NULL ?
+		    ep->ca_path : "");
 	else if (strcmp(field, "password") == 0 || strcmp(field, "url") == 0) {
 		if (g->password == NULL)
 			return TL_EINVAL;

@@ -19,6 +19,9 @@
  *                         (KEY=VALUE lines, atomically);
  *   DIR/MODULE/VARIABLE   one file per value, for programs that read
  *                         credentials as files;
+ *   DIR/MODULE/NAME.pem   each file the deliveries carry (a provider's
+ *                         CA); a value that references one holds its
+ *                         absolute path (core/delivery.h, format 4);
  * all written through held directory descriptors, never through a link
  * (files.c); with --user read-only to that user, who can write nothing
  * there (tally-node(8), FILES AND OWNERS).
@@ -89,7 +92,8 @@ static const char usage[] =
 "           [--report-interval SECONDS] [--once]\n"
 "\n"
 "The node's agent: opens the deliveries sealed to NODE with its key\n"
-"FILE, writes DIR/MODULE.env and DIR/MODULE/VARIABLE (read-only to\n"
+"FILE, writes DIR/MODULE.env, DIR/MODULE/VARIABLE and the files the\n"
+"deliveries carry, DIR/MODULE/NAME.pem (read-only to\n"
 "--user's USER; never through a link), runs MODULE's reload COMMAND\n"
 "(sh -c) and, when it succeeds, acknowledges the version with the\n"
 "node's signature and a proof that it holds the credential.  --log\n"

@@ -544,26 +544,28 @@ collect(const struct agent *ag, const char *module, json_t *vars,
 	for (i = 0; i < d->nvars; i++) {
 		const struct tl_dlv_var *x = &d->vars[i];
 		char name[TL_DLV_NAME_MAX + 1];
-		uint8_t *v;
-		size_t vl;
+		uint8_t *buf = NULL;
+		const uint8_t *v = x->value;
+		size_t vl = x->value_len;
 
-		if ((x->kind == TL_DLV_REFS && !dir_ok) ||
-		    resolve_var(x, dir, dlen, &v, &vl) != 0)
+		/* Only a value with references is copied (resolved). */
+		if (x->kind == TL_DLV_REFS && (!dir_ok ||
+		    resolve_var(x, dir, dlen, &buf, &vl) != 0))
 			continue;
+		if (buf != NULL)
+			v = buf;
 		/*
 		 * A variable declared with "" is filled by a requirement, not
 		 * defaulted: written empty it would outlive its grant.
 		 */
-		if (tl_dlv_env_check(x->name, x->name_len, v, vl, &why) != 0 ||
-		    (x->is_default && vl == 0)) {
-			tl_secret_free(v);
-			continue;
+		if (tl_dlv_env_check(x->name, x->name_len, v, vl, &why) == 0 &&
+		    !(x->is_default && vl == 0)) {
+			memcpy(name, x->name, x->name_len);
+			name[x->name_len] = '\0';
+			json_object_set_new(x->is_default ? defs : vars, name,
+			    json_stringn((const char *)v, vl));
 		}
-		memcpy(name, x->name, x->name_len);
-		name[x->name_len] = '\0';
-		json_object_set_new(x->is_default ? defs : vars, name,
-		    json_stringn((const char *)v, vl));
-		tl_secret_free(v);
+		tl_secret_free(buf);
 	}
 	for (i = 0; i < d->nfiles; i++) {
 		const struct tl_dlv_file *f = &d->files[i];

@@ -11,6 +11,7 @@
 #include "secret.h"
 
 static const uint8_t magic[4] = { 0, 'T', 'D', '3' };
+static const uint8_t magic4[4] = { 0, 'T', 'D', '4' };
 
 /* --- encoding -------------------------------------------------------- */
 
@@ -132,9 +133,134 @@ tl_dlv_enc_var(struct tl_dlv_enc *e, int is_default, const char *name,
 	e->count++;
 }
 
+void
+tl_dlv_enc_file(struct tl_dlv_enc *e, const char *name, const void *content,
+    size_t len)
+{
+	size_t nl = strlen(name);
+
+	if (e->err)
+		return;
+	if (!tl_dlv_file_name_ok(name, nl)) {
+		e->err = TL_EINVAL;
+		return;
+	}
+	if (e->count == UINT32_MAX || len > TL_DLV_FILE_MAX ||
+	    e->files == TL_DLV_FILES_MAX) {
+		e->err = TL_ETOOBIG;
+		return;
+	}
+	put_be(e, 'f', 1);
+	put_str16(e, name, nl, TL_DLV_FILE_NAME_MAX);
+	put_be(e, len, 4);
+	put_bytes(e, content, len);
+	e->count++;
+	e->files++;
+}
+
+void
+tl_dlv_enc_refs(struct tl_dlv_enc *e, const char *name, size_t name_len,
+    const void *value, size_t value_len, const struct tl_dlv_ref *refs,
+    size_t nrefs)
+{
+	size_t i;
+
+	if (e->err)
+		return;
+	if (e->count == UINT32_MAX || value_len > UINT32_MAX ||
+	    nrefs > TL_DLV_REFS_MAX) {
+		e->err = TL_ETOOBIG;
+		return;
+	}
+	if (nrefs == 0) {
+		e->err = TL_EINVAL;
+		return;
+	}
+	for (i = 0; i < nrefs; i++)
+		if (refs[i].offset > value_len || (i > 0 &&
+		    refs[i].offset < refs[i - 1].offset) ||
+		    !tl_dlv_file_name_ok(refs[i].file, refs[i].file_len)) {
+			e->err = TL_EINVAL;
+			return;
+		}
+	put_be(e, 'r', 1);
+	put_str16(e, name, name_len, TL_DLV_NAME_MAX);
+	put_be(e, value_len, 4);
+	put_bytes(e, value, value_len);
+	put_be(e, nrefs, 2);
+	for (i = 0; i < nrefs; i++) {
+		put_be(e, refs[i].offset, 4);
+		put_str16(e, refs[i].file, refs[i].file_len,
+		    TL_DLV_FILE_NAME_MAX);
+	}
+	e->count++;
+	e->refs = 1;
+}
+
+/* The next occurrence of t (tl bytes) in p[0..n), or NULL. */
+static const uint8_t *
+find(const uint8_t *p, size_t n, const char *t, size_t tl)
+{
+	size_t i;
+
+	for (i = 0; tl <= n && i <= n - tl; i++)
+		if (p[i] == (uint8_t)t[0] && memcmp(p + i, t, tl) == 0)
+			return p + i;
+	return NULL;
+}
+
+void
+tl_dlv_enc_subst(struct tl_dlv_enc *e, const char *name, size_t name_len,
+    const void *value, size_t value_len, const char *token, const char *file)
+{
+	const uint8_t *v = value, *q, *end = v + value_len;
+	size_t tl = strlen(token), fl = strlen(file), n = 0, off;
+
+	if (e->err)
+		return;
+	if (tl == 0 || !tl_dlv_file_name_ok(file, fl)) {
+		e->err = TL_EINVAL;
+		return;
+	}
+	for (q = v; (q = find(q, (size_t)(end - q), token, tl)) != NULL;
+	    q += tl)
+		n++;
+	if (n == 0) {
+		tl_dlv_enc_var(e, 0, name, name_len, value, value_len);
+		return;
+	}
+	if (e->count == UINT32_MAX || value_len > UINT32_MAX ||
+	    n > TL_DLV_REFS_MAX) {
+		e->err = TL_ETOOBIG;
+		return;
+	}
+	put_be(e, 'r', 1);
+	put_str16(e, name, name_len, TL_DLV_NAME_MAX);
+	put_be(e, value_len - n * tl, 4);
+	/* The value without the token's bytes... */
+	for (q = v; q < end; ) {
+		const uint8_t *at = find(q, (size_t)(end - q), token, tl);
+
+		if (at == NULL)
+			at = end;
+		put_bytes(e, q, (size_t)(at - q));
+		q = at < end ? at + tl : end;
+	}
+	/* ...and where each stood, in the value without them. */
+	put_be(e, n, 2);
+	for (q = v, off = 0; (q = find(q, (size_t)(end - q), token, tl)) !=
+	    NULL; off += tl, q += tl) {
+		put_be(e, (size_t)(q - v) - off, 4);
+		put_str16(e, file, fl, TL_DLV_FILE_NAME_MAX);
+	}
+	e->count++;
+	e->refs = 1;
+}
+
 int
 tl_dlv_enc_finish(struct tl_dlv_enc *e, const uint8_t **p, size_t *len)
 {
+	struct tl_dlv d;
 	size_t i;
 
 	if (e->err)
@@ -143,6 +269,20 @@ tl_dlv_enc_finish(struct tl_dlv_enc *e, const uint8_t **p, size_t *len)
 		return TL_EINVAL;	/* never begun */
 	for (i = 0; i < 4; i++)
 		e->p[e->count_at + i] = (uint8_t)(e->count >> (8 * (3 - i)));
+	if (e->files > 0 || e->refs) {
+		/*
+		 * Format 4; what the decoder alone sees whole (a reference
+		 * to a file never encoded, two files of one name) is
+		 * checked by reading it back.
+		 */
+		memcpy(e->p, magic4, sizeof(magic4));
+		if ((e->err = tl_dlv_decode(e->p, e->len, &d)) != 0) {
+			if (e->err == TL_EMALFORMED)
+				e->err = TL_EINVAL;
+			return e->err;
+		}
+		tl_dlv_free(&d);
+	}
 	*p = e->p;
 	*len = e->len;
 	return 0;
@@ -200,13 +340,65 @@ get_str16(struct rd *r, size_t max, const uint8_t **s, size_t *n)
 	return 0;
 }
 
+/* Is the file f (n bytes) one of d's? */
+static int
+has_file(const struct tl_dlv *d, const char *f, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < d->nfiles; i++)
+		if (d->files[i].name_len == n && memcmp(d->files[i].name, f,
+		    n) == 0)
+			return 1;
+	return 0;
+}
+
+/* An 'r' item's references, after its value, into d->refs. */
+static int
+get_refs(struct rd *r, struct tl_dlv *d, size_t value_len, size_t *cap)
+{
+	const uint8_t *s;
+	uint64_t nrefs, off, prev = 0;
+	size_t i, n;
+
+	if (get_be(r, 2, &nrefs) != 0 || nrefs == 0 ||
+	    nrefs > (uint64_t)(r->end - r->p) / 11)	/* 11: u32 u16 "a.pem" */
+		return TL_EMALFORMED;
+	if (d->nrefs + nrefs > *cap) {
+		size_t nc = *cap ? *cap : 8;
+		void *nv;
+
+		while (nc < d->nrefs + nrefs)
+			nc *= 2;
+		if ((nv = realloc(d->refs, nc * sizeof(*d->refs))) == NULL)
+			return ENOMEM;
+		d->refs = nv;
+		*cap = nc;
+	}
+	for (i = 0; i < nrefs; i++) {
+		struct tl_dlv_ref *x = &d->refs[d->nrefs];
+
+		if (get_be(r, 4, &off) != 0 || off > value_len || off < prev ||
+		    get_str16(r, TL_DLV_FILE_NAME_MAX, &s, &n) != 0 ||
+		    !tl_dlv_file_name_ok((const char *)s, n))
+			return TL_EMALFORMED;
+		prev = off;
+		x->offset = (size_t)off;
+		x->file = (const char *)s;
+		x->file_len = n;
+		d->nrefs++;
+	}
+	return 0;
+}
+
 static int
 decode3(const uint8_t *p, size_t len, struct tl_dlv *d)
 {
 	struct rd r = { p + sizeof(magic), p + len };
 	const uint8_t *s;
-	size_t n, i;
+	size_t n, i, refcap = 0, *first = NULL;
 	uint64_t v, count;
+	int rc = TL_EMALFORMED;
 
 	if (get_str16(&r, TL_DLV_GRANT_MAX, &s, &n) != 0)
 		return TL_EMALFORMED;
@@ -220,28 +412,74 @@ decode3(const uint8_t *p, size_t len, struct tl_dlv *d)
 	memcpy(d->proof, s, TL_DLV_PROOF_LEN);
 	if (get_be(&r, 4, &count) != 0)
 		return TL_EMALFORMED;
-	/* Each variable takes 8 bytes at least: a count beyond is a lie. */
+	/* Each item takes 8 bytes at least: a count beyond is a lie. */
 	if (count > (uint64_t)(r.end - r.p) / 8)
 		return TL_EMALFORMED;
 	if (count > 0 && (d->vars = calloc((size_t)count,
 	    sizeof(*d->vars))) == NULL)
 		return ENOMEM;
+	if (d->format == 4 && count > 0 && ((d->files = calloc(
+	    TL_DLV_FILES_MAX, sizeof(*d->files))) == NULL ||
+	    (first = calloc((size_t)count, sizeof(*first))) == NULL)) {
+		rc = ENOMEM;
+		goto out;
+	}
 	for (i = 0; i < count; i++) {
-		struct tl_dlv_var *x = &d->vars[i];
+		struct tl_dlv_var *x = &d->vars[d->nvars];
 		uint64_t kind;
 
-		if (get_be(&r, 1, &kind) != 0 || (kind != 'd' && kind != 'v') ||
+		if (get_be(&r, 1, &kind) != 0)
+			goto out;
+		if (kind == 'f' && d->format == 4) {
+			struct tl_dlv_file *f = &d->files[d->nfiles];
+
+			if (d->nfiles == TL_DLV_FILES_MAX ||
+			    get_str16(&r, TL_DLV_FILE_NAME_MAX, &s, &n) != 0 ||
+			    !tl_dlv_file_name_ok((const char *)s, n) ||
+			    has_file(d, (const char *)s, n) ||
+			    get_be(&r, 4, &v) != 0 || v > TL_DLV_FILE_MAX ||
+			    get_bytes(&r, (size_t)v, &f->content) != 0)
+				goto out;
+			f->name = (const char *)s;
+			f->name_len = n;
+			f->content_len = (size_t)v;
+			d->nfiles++;
+			continue;
+		}
+		if ((kind != 'd' && kind != 'v' && (kind != 'r' ||
+		    d->format != 4)) ||
 		    get_str16(&r, TL_DLV_NAME_MAX, &s, &x->name_len) != 0)
-			return TL_EMALFORMED;
+			goto out;
 		x->name = (const char *)s;
+		x->kind = (int)kind;
 		x->is_default = kind == 'd';
 		if (get_be(&r, 4, &v) != 0 || get_bytes(&r, (size_t)v,
 		    &x->value) != 0)
-			return TL_EMALFORMED;
+			goto out;
 		x->value_len = (size_t)v;
+		if (kind == 'r') {
+			first[d->nvars] = d->nrefs;
+			if ((rc = get_refs(&r, d, x->value_len, &refcap)) != 0)
+				goto out;
+			x->nrefs = d->nrefs - first[d->nvars];
+			rc = TL_EMALFORMED;
+		}
 		d->nvars++;
 	}
-	return r.p == r.end ? 0 : TL_EMALFORMED;	/* overlong */
+	if (r.p != r.end)
+		goto out;	/* overlong */
+	/* Every reference names a file of this delivery. */
+	for (i = 0; i < d->nrefs; i++)
+		if (!has_file(d, d->refs[i].file, d->refs[i].file_len))
+			goto out;
+	/* The refs array has stopped moving: point the vars into it. */
+	for (i = 0; i < d->nvars; i++)
+		if (d->vars[i].kind == 'r')
+			d->vars[i].refs = d->refs + first[i];
+	rc = 0;
+out:
+	free(first);
+	return rc;
 }
 
 static int
@@ -271,6 +509,7 @@ line_var(const char *p, const char *end, int is_default,
 	x->value = (const uint8_t *)eq + 1;
 	x->value_len = (size_t)(end - eq - 1);
 	x->is_default = is_default;
+	x->kind = is_default ? 'd' : 'v';
 	return 0;
 }
 
@@ -371,6 +610,10 @@ tl_dlv_decode(const void *plain, size_t len, struct tl_dlv *d)
 	else if (len >= sizeof(magic) && memcmp(p, magic, sizeof(magic)) == 0) {
 		d->format = 3;
 		rc = decode3(p, len, d);
+	} else if (len >= sizeof(magic4) &&
+	    memcmp(p, magic4, sizeof(magic4)) == 0) {
+		d->format = 4;
+		rc = decode3(p, len, d);
 	} else if (len > 0 && p[0] == '#') {
 		d->format = 2;
 		rc = decode2(plain, len, d);
@@ -387,7 +630,80 @@ tl_dlv_free(struct tl_dlv *d)
 	if (d == NULL)
 		return;
 	free(d->vars);
+	free(d->files);
+	free(d->refs);
 	tl_secret_wipe(d, sizeof(*d));
+}
+
+/* --- references and paths ------------------------------------------- */
+
+size_t
+tl_dlv_resolved_len(const struct tl_dlv_var *x, size_t dir_len)
+{
+	size_t n = x->value_len, i;
+
+	for (i = 0; i < x->nrefs; i++)
+		n += dir_len + 1 + x->refs[i].file_len;
+	return n;
+}
+
+void
+tl_dlv_resolve(const struct tl_dlv_var *x, const char *dir, size_t dir_len,
+    void *out)
+{
+	uint8_t *o = out;
+	size_t at = 0, i;
+
+	for (i = 0; i < x->nrefs; i++) {
+		const struct tl_dlv_ref *r = &x->refs[i];
+
+		memcpy(o, x->value + at, r->offset - at);
+		o += r->offset - at;
+		at = r->offset;
+		memcpy(o, dir, dir_len);
+		o += dir_len;
+		*o++ = '/';
+		memcpy(o, r->file, r->file_len);
+		o += r->file_len;
+	}
+	if (x->value_len > at)
+		memcpy(o, x->value + at, x->value_len - at);
+}
+
+int
+tl_dlv_path_ok(const char *path, size_t len)
+{
+	size_t i;
+
+	if (len == 0)
+		return 0;
+	for (i = 0; i < len; i++) {
+		char c = path[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '/' || c == '.' ||
+		    c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+int
+tl_dlv_file_name_ok(const char *name, size_t len)
+{
+	size_t i;
+
+	if (len < 5 || len > TL_DLV_FILE_NAME_MAX ||
+	    memcmp(name + len - 4, ".pem", 4) != 0 || name[0] == '-')
+		return 0;
+	for (i = 0; i < len - 4; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    c == '-'))
+			return 0;
+	}
+	return 1;
 }
 
 /* --- env files ------------------------------------------------------- */

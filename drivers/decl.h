@@ -187,7 +187,10 @@ struct tl_drv_endpoint {
 	 * reference the node resolves to the file it writes
 	 * (core/delivery.h).  NULL: no file (no ca set, or the caller
 	 * delivers no files): compose leaves the path out, and a field
-	 * that is only the path is "".
+	 * that is only the path is "".  Only reactors/deliver.c sets it: a
+	 * fresh 32 hex digits per delivery (libsodium), so compose copies
+	 * it as it is, never encoded or cut; the record (grant.provisioned)
+	 * and the verifier compose with NULL.
 	 */
 	const char	*ca_path;
 };

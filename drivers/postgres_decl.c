@@ -19,7 +19,10 @@ static const char *const pg_tags[] = { "database", "sql", NULL };
  * What reactors/provision.c delivers for a grant (tl_rx_holder_lines),
  * composed by pg_compose.  The fields that are not secret are recorded
  * in grant.provisioned in this order (host, port, database, user): the
- * log of before this contract has exactly these.
+ * log of before this contract has exactly these.  sslrootcert is the
+ * path of the provider's CA as a file on the consumer's node (libpq's
+ * PGSSLROOTCERT): ep->ca_path, "" when there is none (and in the record,
+ * which no node's path belongs in).
  */
 static const struct tl_drv_field pg_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },

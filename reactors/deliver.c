@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "core/delivery.h"
 #include "core/error.h"
 #include "core/nodewire.h"
+#include "drivers/util.h"
 #include "projections/ctx.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
@@ -114,6 +117,16 @@ out:
  * The variables one holder on node gets from grant g: each connection
  * field mapped by the requirement, with the host a consumer on that
  * node uses (loopback only when co-located with a local provider).
+ *
+ * When the provider has the setting ca, compose is given a token as
+ * ep.ca_path (decl.h), fresh for each delivery and drawn by libsodium:
+ * no value a provider controls (an identity provider's client id) can
+ * hold it but by chance.  Each field whose value holds it goes as a
+ * value with references (core/delivery.h), every copy of the token a
+ * reference to the CA's file, and the file (the setting's bytes, named
+ * ca-HEX.pem by the BLAKE2b of them, as tallyd names its own copy) goes
+ * once in the delivery; a delivery whose fields hold no token stays
+ * format 3.
  */
 static int
 tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
@@ -128,7 +141,9 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	struct tl_drv_grant dg = { 0 };
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	char driver[64], host[256], res[64], own[64], login[64];
-	int drop, rc;
+	char token[33], caname[3 + 32 + 4 + 1];
+	const char *pem = NULL;
+	int drop, rc, ca_used = 0;
 	char k[TL_KEY_MAX];
 	size_t i;
 
@@ -142,6 +157,19 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	if (rc != 0)
 		goto out;
 	tl_rx_consumer_endpoint(&pv, g, TL_RX_EP_HOLDER, node, sv, host, &ep);
+	if ((pem = tl_drv_setting_get(sv, "ca")) != NULL && *pem != '\0') {
+		uint8_t rnd[16], h[16];
+
+		randombytes_buf(rnd, sizeof(rnd));
+		sodium_bin2hex(token, sizeof(token), rnd, sizeof(rnd));
+		crypto_generichash(h, sizeof(h), (const uint8_t *)pem,
+		    strlen(pem), NULL, 0);
+		memcpy(caname, "ca-", 3);
+		sodium_bin2hex(caname + 3, 33, h, sizeof(h));
+		memcpy(caname + 35, ".pem", 5);
+		ep.ca_path = token;
+	} else
+		pem = NULL;
 	/*
 	 * The names as provisioned (recorded), the current credential; a
 	 * driver whose fields record no resource name (the fold keeps
@@ -194,13 +222,24 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 			memcpy(field, f, fl);
 			field[fl] = '\0';
 			if (tl_drv_compose(pv.decl, field, &ep, &dg, val,
-			    sizeof(val)) == 0)
+			    sizeof(val)) != 0) {
+				tl_secret_wipe(val, sizeof(val));
+				continue;
+			}
+			if (pem != NULL && strstr(val, token) != NULL) {
+				tl_dlv_enc_subst(e, var, vl, val, strlen(val),
+				    token, caname);
+				ca_used = 1;
+			} else
 				tl_dlv_enc_var(e, 0, var, vl, val,
 				    strlen(val));
 			tl_secret_wipe(val, sizeof(val));
 		}
 	}
 	tl_rec_close(&r);
+	/* The file's bytes are the setting's: no compose buffer holds them. */
+	if (ca_used)
+		tl_dlv_enc_file(e, caname, pem, strlen(pem));
 	rc = e->err;
 out:
 	tl_secret_wipe(password, sizeof(password));

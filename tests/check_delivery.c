@@ -4,7 +4,13 @@
  * truncated and overlong frames are refused at every length, the
  * format 2 text is read strictly (a value's newline cannot forge a
  * header), and env-file lines are refused or quoted by systemd's rules.
+ * Format 4: files and values with references round trip and resolve;
+ * hostile framing (references out of order, past the value, to a file
+ * the delivery lacks; bad or repeated file names; a format 3 magic on
+ * format 4 items; truncation at every byte) is refused whole.
  */
+#define _GNU_SOURCE
+
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -251,6 +257,391 @@ START_TEST(test_env_lines)
 }
 END_TEST
 
+/* --- format 4: files and references ---------------------------------- */
+
+#define TOKEN	"0123456789abcdef0123456789abcdef"
+#define CA	"ca-00112233445566778899aabbccddeeff.pem"
+
+/* A delivery with a file, values with references, and one without. */
+static void
+build4(struct tl_dlv_enc *e, uint8_t *pem, size_t pemlen)
+{
+	static const char url[] = "postgresql://u@h:5432/d?sslmode=verify-full"
+	    "&sslrootcert=" TOKEN;
+	size_t i;
+
+	for (i = 0; i < pemlen; i++)
+		pem[i] = (uint8_t)(i * 7);	/* every byte value, NUL too */
+	tl_dlv_enc_begin(e, "game/db", "game@node-a", 3, proof);
+	tl_dlv_enc_var(e, 1, "LOG_LEVEL", 9, "info", 4);
+	tl_dlv_enc_subst(e, "PGSSLROOTCERT", 13, TOKEN, strlen(TOKEN), TOKEN,
+	    CA);
+	tl_dlv_enc_subst(e, "URL", 3, url, strlen(url), TOKEN, CA);
+	tl_dlv_enc_subst(e, "TWICE", 5, TOKEN TOKEN "x" TOKEN, 97, TOKEN, CA);
+	tl_dlv_enc_subst(e, "HOST", 4, "db.mesh", 7, TOKEN, CA);
+	tl_dlv_enc_file(e, CA, pem, pemlen);
+}
+
+/* x's value resolved against dir, NUL-terminated, in out. */
+static const char *
+resolved(const struct tl_dlv_var *x, const char *dir, char *out, size_t cap)
+{
+	size_t n = tl_dlv_resolved_len(x, strlen(dir));
+
+	ck_assert_uint_lt(n, cap);
+	tl_dlv_resolve(x, dir, strlen(dir), out);
+	out[n] = '\0';
+	return out;
+}
+
+START_TEST(test_v4_round_trip)
+{
+	struct tl_dlv_enc e;
+	struct tl_dlv d;
+	uint8_t pem[3000];
+	const uint8_t *p;
+	char out[512];
+	size_t len;
+
+	build4(&e, pem, sizeof(pem));
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), 0);
+	ck_assert_mem_eq(p, "\0TD4", 4);
+	ck_assert_int_eq(tl_dlv_decode(p, len, &d), 0);
+	ck_assert_int_eq(d.format, 4);
+	ck_assert_uint_eq(d.nfiles, 1);
+	ck_assert_uint_eq(d.files[0].name_len, strlen(CA));
+	ck_assert_mem_eq(d.files[0].name, CA, strlen(CA));
+	ck_assert_uint_eq(d.files[0].content_len, sizeof(pem));
+	ck_assert_mem_eq(d.files[0].content, pem, sizeof(pem));
+	ck_assert_uint_eq(d.nvars, 5);
+	ck_assert_int_eq(d.vars[0].kind, TL_DLV_DEFAULT);
+	ck_assert_int_eq(d.vars[0].is_default, 1);
+	ck_assert_ptr_null(d.vars[0].refs);
+	ck_assert_int_eq(d.vars[1].kind, TL_DLV_REFS);
+	ck_assert_int_eq(d.vars[1].is_default, 0);
+	ck_assert_uint_eq(d.vars[1].value_len, 0);	/* only the path */
+	ck_assert_uint_eq(d.vars[1].nrefs, 1);
+	ck_assert_str_eq(resolved(&d.vars[1], "/run/tally/game", out,
+	    sizeof(out)), "/run/tally/game/" CA);
+	ck_assert_str_eq(resolved(&d.vars[2], "/n", out, sizeof(out)),
+	    "postgresql://u@h:5432/d?sslmode=verify-full&sslrootcert=/n/" CA);
+	ck_assert_uint_eq(d.vars[3].nrefs, 3);
+	ck_assert_uint_eq(d.vars[3].refs[0].offset, 0);
+	ck_assert_uint_eq(d.vars[3].refs[1].offset, 0);
+	ck_assert_uint_eq(d.vars[3].refs[2].offset, 1);
+	ck_assert_str_eq(resolved(&d.vars[3], "/n", out, sizeof(out)),
+	    "/n/" CA "/n/" CA "x/n/" CA);
+	/* The token is nowhere in what was sent. */
+	ck_assert_ptr_null(memmem(p, len, TOKEN, strlen(TOKEN)));
+	ck_assert_int_eq(d.vars[4].kind, TL_DLV_VALUE);
+	ck_assert_uint_eq(d.vars[4].nrefs, 0);
+	ck_assert_str_eq(resolved(&d.vars[4], "/n", out, sizeof(out)),
+	    "db.mesh");
+	tl_dlv_free(&d);
+
+	/* Restarted with no file and no token: format 3, as before. */
+	tl_dlv_enc_restart(&e, "game/db", "game@node-a", 4, proof);
+	tl_dlv_enc_subst(&e, "HOST", 4, "db.mesh", 7, TOKEN, CA);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), 0);
+	ck_assert_mem_eq(p, "\0TD3", 4);
+	ck_assert_int_eq(tl_dlv_decode(p, len, &d), 0);
+	ck_assert_int_eq(d.format, 3);
+	ck_assert_uint_eq(d.nfiles, 0);
+	ck_assert_int_eq(d.vars[0].kind, TL_DLV_VALUE);
+	tl_dlv_free(&d);
+	tl_dlv_enc_free(&e);
+}
+END_TEST
+
+START_TEST(test_v4_truncated_and_overlong)
+{
+	struct tl_dlv_enc e;
+	struct tl_dlv d;
+	uint8_t pem[100], *buf;
+	const uint8_t *p;
+	size_t len, n;
+
+	build4(&e, pem, sizeof(pem));
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), 0);
+	for (n = 0; n < len; n++)
+		ck_assert_msg(tl_dlv_decode(p, n, &d) == TL_EMALFORMED,
+		    "a prefix of %zu bytes of %zu read", n, len);
+	ck_assert_ptr_nonnull(buf = malloc(len + 1));
+	memcpy(buf, p, len);
+	buf[len] = 0;
+	ck_assert_int_eq(tl_dlv_decode(buf, len + 1, &d), TL_EMALFORMED);
+	/* Format 4 items under format 3's magic: refused, not skipped. */
+	buf[3] = '3';
+	ck_assert_int_eq(tl_dlv_decode(buf, len, &d), TL_EMALFORMED);
+	free(buf);
+	tl_dlv_enc_free(&e);
+}
+END_TEST
+
+/* Hand-made frames, for what the encoder never writes. */
+struct raw {
+	uint8_t	b[200000];
+	size_t	n;
+};
+
+static void
+raw_be(struct raw *r, uint64_t v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		r->b[r->n++] = (uint8_t)(v >> (8 * (n - 1 - i)));
+}
+
+static void
+raw_str(struct raw *r, const char *s, size_t len, size_t lenbytes)
+{
+	raw_be(r, len, lenbytes);
+	memcpy(r->b + r->n, s, len);
+	r->n += len;
+}
+
+static void
+raw_begin(struct raw *r, char format, uint32_t count)
+{
+	r->n = 0;
+	memcpy(r->b, "\0TD", 3);
+	r->b[3] = (uint8_t)format;
+	r->n = 4;
+	raw_str(r, "g", 1, 2);
+	raw_str(r, "m@n", 3, 2);
+	raw_be(r, 1, 8);
+	memcpy(r->b + r->n, proof, TL_DLV_PROOF_LEN);
+	r->n += TL_DLV_PROOF_LEN;
+	raw_be(r, count, 4);
+}
+
+static void
+raw_file(struct raw *r, const char *name, size_t nl, size_t clen)
+{
+	raw_be(r, 'f', 1);
+	raw_str(r, name, nl, 2);
+	raw_be(r, clen, 4);
+	memset(r->b + r->n, 'P', clen);
+	r->n += clen;
+}
+
+/* An 'r' item: value "abcdef", refs (offset, file) pairs. */
+static void
+raw_refs(struct raw *r, size_t nrefs, const size_t *off, const char **file)
+{
+	size_t i;
+
+	raw_be(r, 'r', 1);
+	raw_str(r, "X", 1, 2);
+	raw_str(r, "abcdef", 6, 4);
+	raw_be(r, nrefs, 2);
+	for (i = 0; i < nrefs; i++) {
+		raw_be(r, off[i], 4);
+		raw_str(r, file[i], strlen(file[i]), 2);
+	}
+}
+
+static int
+raw_decode(const struct raw *r)
+{
+	struct tl_dlv d;
+	int rc = tl_dlv_decode(r->b, r->n, &d);
+
+	if (rc == 0)
+		tl_dlv_free(&d);
+	else
+		ck_assert_uint_eq(d.nvars + d.nfiles + d.nrefs, 0);
+	return rc;
+}
+
+START_TEST(test_v4_hostile)
+{
+	static struct raw r;
+	static const char *bad_names[] = {
+		"CA.pem", "-a.pem", "a.PEM", "a/b.pem", ".pem", "a_b.pem",
+		"a.pem.pem", "a.crt", "a b.pem", "../a.pem",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.pem",
+	};
+	const char *f1[] = { "a.pem" }, *f2[] = { "a.pem", "a.pem" },
+	    *fx[] = { "b.pem" };
+	size_t o0[] = { 0 }, o6[] = { 6 }, o7[] = { 7 }, o31[] = { 3, 1 },
+	    o33[] = { 3, 3 };
+	size_t i;
+	char name[80];
+
+	/* Well formed, to show the frames below fail for their one fault. */
+	raw_begin(&r, '4', 2);
+	raw_file(&r, "a.pem", 5, 3);
+	raw_refs(&r, 1, o6, f1);
+	ck_assert_int_eq(raw_decode(&r), 0);
+	raw_begin(&r, '4', 2);
+	raw_refs(&r, 2, o33, f2);	/* the file after: fine */
+	raw_file(&r, "a.pem", 5, 3);
+	ck_assert_int_eq(raw_decode(&r), 0);
+	memset(name, 'a', sizeof(name));
+	memcpy(name + 60, ".pem", 4);	/* 64 bytes: the longest */
+	raw_begin(&r, '4', 1);
+	raw_file(&r, name, 64, 0);
+	ck_assert_int_eq(raw_decode(&r), 0);
+
+	/* An offset past the value's end. */
+	raw_begin(&r, '4', 2);
+	raw_file(&r, "a.pem", 5, 3);
+	raw_refs(&r, 1, o7, f1);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* Offsets out of order. */
+	raw_begin(&r, '4', 2);
+	raw_file(&r, "a.pem", 5, 3);
+	raw_refs(&r, 2, o31, f2);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* A reference to a file the delivery does not hold. */
+	raw_begin(&r, '4', 2);
+	raw_file(&r, "a.pem", 5, 3);
+	raw_refs(&r, 1, o0, fx);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	raw_begin(&r, '4', 1);
+	raw_refs(&r, 1, o0, f1);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* No reference at all. */
+	raw_begin(&r, '4', 2);
+	raw_file(&r, "a.pem", 5, 3);
+	raw_refs(&r, 0, NULL, NULL);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* A count of references beyond the bytes. */
+	raw_begin(&r, '4', 2);
+	raw_file(&r, "a.pem", 5, 3);
+	raw_refs(&r, 1, o0, f1);
+	r.b[r.n - 5 - 2 - 4 - 2] = 0xff;
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* Bad file names, as a file and as a reference. */
+	for (i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		const char *fb[1];
+
+		fb[0] = bad_names[i];
+		ck_assert_int_eq(tl_dlv_file_name_ok(bad_names[i],
+		    strlen(bad_names[i])), 0);
+		raw_begin(&r, '4', 1);
+		raw_file(&r, bad_names[i], strlen(bad_names[i]), 3);
+		ck_assert_msg(raw_decode(&r) == TL_EMALFORMED, "file %s",
+		    bad_names[i]);
+		raw_begin(&r, '4', 2);
+		raw_file(&r, "a.pem", 5, 3);
+		raw_refs(&r, 1, o0, fb);
+		ck_assert_msg(raw_decode(&r) == TL_EMALFORMED, "ref %s",
+		    bad_names[i]);
+	}
+	raw_begin(&r, '4', 1);
+	raw_file(&r, "a.p\0m", 5, 3);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* Two files of one name. */
+	raw_begin(&r, '4', 2);
+	raw_file(&r, "a.pem", 5, 3);
+	raw_file(&r, "a.pem", 5, 4);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* A file too big; too many files. */
+	raw_begin(&r, '4', 1);
+	raw_file(&r, "a.pem", 5, TL_DLV_FILE_MAX + 1);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	raw_begin(&r, '4', 1);
+	raw_file(&r, "a.pem", 5, TL_DLV_FILE_MAX);
+	ck_assert_int_eq(raw_decode(&r), 0);
+	raw_begin(&r, '4', TL_DLV_FILES_MAX + 1);
+	for (i = 0; i <= TL_DLV_FILES_MAX; i++) {
+		snprintf(name, sizeof(name), "f%zu.pem", i);
+		raw_file(&r, name, strlen(name), 1);
+	}
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* Format 3 knows neither kind. */
+	raw_begin(&r, '3', 1);
+	raw_file(&r, "a.pem", 5, 3);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	raw_begin(&r, '3', 1);
+	raw_refs(&r, 1, o0, f1);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+	/* A magic of no format. */
+	raw_begin(&r, '5', 0);
+	ck_assert_int_eq(raw_decode(&r), TL_EMALFORMED);
+}
+END_TEST
+
+START_TEST(test_v4_encoder_refuses)
+{
+	struct tl_dlv_enc e = TL_DLV_ENC_INIT;
+	struct tl_dlv_ref ref = { 0, "a.pem", 5 }, two[2] = {
+		{ 3, "a.pem", 5 }, { 1, "a.pem", 5 } };
+	static uint8_t big[TL_DLV_FILE_MAX + 1];
+	const uint8_t *p;
+	size_t len, i;
+	char name[16];
+
+	/* A reference to a file never encoded. */
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_refs(&e, "X", 1, "abc", 3, &ref, 1);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_subst(&e, "X", 1, "a" TOKEN, 33, TOKEN, "a.pem");
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	/* With it: fine. */
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_refs(&e, "X", 1, "abc", 3, &ref, 1);
+	tl_dlv_enc_file(&e, "a.pem", "x", 1);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), 0);
+	/* Two files of one name. */
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_file(&e, "a.pem", "x", 1);
+	tl_dlv_enc_file(&e, "a.pem", "y", 1);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	/* Out of order, past the end, none, a bad name, an empty token. */
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_refs(&e, "X", 1, "abc", 3, two, 2);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	ref.offset = 4;
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_refs(&e, "X", 1, "abc", 3, &ref, 1);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_refs(&e, "X", 1, "abc", 3, &ref, 0);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_file(&e, "A.pem", "x", 1);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_subst(&e, "X", 1, "abc", 3, "", "a.pem");
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_subst(&e, "X", 1, "abc", 3, TOKEN, "a/b.pem");
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	/* Too big, too many. */
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	tl_dlv_enc_file(&e, "a.pem", big, sizeof(big));
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_ETOOBIG);
+	tl_dlv_enc_restart(&e, "g", "m@n", 1, proof);
+	for (i = 0; i <= TL_DLV_FILES_MAX; i++) {
+		snprintf(name, sizeof(name), "f%zu.pem", i);
+		tl_dlv_enc_file(&e, name, "x", 1);
+	}
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_ETOOBIG);
+	tl_dlv_enc_free(&e);
+}
+END_TEST
+
+START_TEST(test_path_ok)
+{
+	static const char *ok[] = { "/run/tally/app/ca-0a.pem", "a", "/_.-/" };
+	static const char *bad[] = { "", "/run/t ally", "/run/'x", "/run/\"x",
+	    "/a$b", "/a\nb", "/a%20", "/a?b", "/a&b", "/caf\xc3\xa9" };
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		ck_assert_int_eq(tl_dlv_path_ok(ok[i], strlen(ok[i])), 1);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!tl_dlv_path_ok(bad[i], strlen(bad[i])),
+		    "path %zu kept", i);
+	ck_assert_int_eq(tl_dlv_path_ok("/a\0b", 4), 0);
+}
+END_TEST
+
 static Suite *
 delivery_suite(void)
 {
@@ -262,6 +653,11 @@ delivery_suite(void)
 	tcase_add_test(tc, test_encoder_refuses);
 	tcase_add_test(tc, test_v2_strict);
 	tcase_add_test(tc, test_env_lines);
+	tcase_add_test(tc, test_v4_round_trip);
+	tcase_add_test(tc, test_v4_truncated_and_overlong);
+	tcase_add_test(tc, test_v4_hostile);
+	tcase_add_test(tc, test_v4_encoder_refuses);
+	tcase_add_test(tc, test_path_ok);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1030,7 +1030,8 @@ START_TEST(test_unknown_field)
 	    "    env:\n"
 	    "      hostname: H\n", 8, "requires.db.env.hostname",
 	    "unknown connection field 'hostname'; the fields are host, port, "
-	    "database, user, password, url, vhost, path, uri, prefix");
+	    "database, user, password, url, vhost, path, sslmode, sslrootcert, "
+	    "tls, ca, uri, ssl_mode, ssl_ca, prefix");
 	parse_text("module: g\n"
 	    "env: {A: \"\", B: \"\", C: \"\", D: \"\", E: \"\", F: \"\","
 	    " G: \"\", H: \"\"}\n"

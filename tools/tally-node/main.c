@@ -19,6 +19,9 @@
  *                         (KEY=VALUE lines, atomically);
  *   DIR/MODULE/VARIABLE   one file per value, for programs that read
  *                         credentials as files;
+ *   DIR/MODULE/NAME.pem   each file the deliveries carry (a provider's
+ *                         CA); a value that references one holds its
+ *                         absolute path (core/delivery.h, format 4);
  * all written through held directory descriptors, never through a link
  * (files.c); with --user read-only to that user, who can write nothing
  * there (tally-node(8), FILES AND OWNERS).
@@ -89,7 +92,8 @@ static const char usage[] =
 "           [--report-interval SECONDS] [--once]\n"
 "\n"
 "The node's agent: opens the deliveries sealed to NODE with its key\n"
-"FILE, writes DIR/MODULE.env and DIR/MODULE/VARIABLE (read-only to\n"
+"FILE, writes DIR/MODULE.env, DIR/MODULE/VARIABLE and the files the\n"
+"deliveries carry, DIR/MODULE/NAME.pem (read-only to\n"
 "--user's USER; never through a link), runs MODULE's reload COMMAND\n"
 "(sh -c) and, when it succeeds, acknowledges the version with the\n"
 "node's signature and a proof that it holds the credential.  --log\n"
@@ -118,6 +122,11 @@ struct agent {
 	const char		*node;
 	const char		*dir;
 	const char		*state;
+	/*
+	 * DIR as an absolute path (realpath at start): what a reference to
+	 * a delivered file becomes, DIR/MODULE/NAME (core/delivery.h).
+	 */
+	char			 absdir[4096];
 	int			 dirfd;		/* DIR, held open */
 	int			 statefd;	/* the state directory, held open */
 	/*
@@ -395,20 +404,91 @@ open_sealed(struct agent *ag, const void *sealed, size_t slen,
 }
 
 /*
- * A value that cannot be written in an env file (tl_dlv_env_check)
- * makes the whole delivery refused: its name and the reason in o (the
- * value is never shown), TL_EINVAL.
+ * Where module's files are, as references resolve to them (dir, its
+ * length): ABSDIR/MODULE.  0, or TL_EINVAL (and *why) when that path
+ * cannot go unquoted into a URI or an env file.
  */
 static int
-refuse_unsafe(struct opened *o)
+files_dir(const struct agent *ag, const char *module, size_t module_len,
+    char *dir, size_t cap, size_t *len, const char **why)
+{
+	int n = snprintf(dir, cap, "%s/%.*s", ag->absdir, (int)module_len,
+	    module);
+
+	if (n < 0 || (size_t)n >= cap) {
+		*why = "the path of its file is too long";
+		return TL_EINVAL;
+	}
+	*len = (size_t)n;
+	if (!tl_dlv_path_ok(dir, *len)) {
+		*why = "the path of its file (DIR/MODULE/NAME) has a byte "
+		    "outside [A-Za-z0-9/._-], and a path goes unquoted into "
+		    "URIs and env files";
+		return TL_EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * x's value as the module reads it (references to the delivery's files
+ * resolved against dir, dlen bytes: core/delivery.h), in guarded memory
+ * the caller frees with tl_secret_free; *len its length.  0 or ENOMEM.
+ */
+static int
+resolve_var(const struct tl_dlv_var *x, const char *dir, size_t dlen,
+    uint8_t **v, size_t *len)
+{
+	*len = tl_dlv_resolved_len(x, dlen);
+	if ((*v = tl_secret_alloc(*len + 1)) == NULL)
+		return ENOMEM;
+	tl_dlv_resolve(x, dir, dlen, *v);
+	return 0;
+}
+
+/*
+ * Whether x can be written in an env file once resolved
+ * (tl_dlv_env_check; a reference resolved only where its path is safe:
+ * files_dir); 0, else TL_EINVAL and *why, or ENOMEM.
+ */
+static int
+var_check(const struct agent *ag, const char *module, size_t module_len,
+    const struct tl_dlv_var *x, const char **why)
+{
+	char dir[4200];
+	uint8_t *v;
+	size_t dlen, vl;
+	int rc;
+
+	if (x->kind != TL_DLV_REFS)
+		return tl_dlv_env_check(x->name, x->name_len, x->value,
+		    x->value_len, why);
+	if ((rc = files_dir(ag, module, module_len, dir, sizeof(dir), &dlen,
+	    why)) != 0)
+		return rc;
+	if ((rc = resolve_var(x, dir, dlen, &v, &vl)) != 0) {
+		*why = "out of memory";
+		return rc;
+	}
+	rc = tl_dlv_env_check(x->name, x->name_len, v, vl, why);
+	tl_secret_free(v);
+	return rc;
+}
+
+/*
+ * A value that cannot be written in an env file (var_check) makes the
+ * whole delivery refused: its name and the reason in o (the value is
+ * never shown), TL_EINVAL.
+ */
+static int
+refuse_unsafe(const struct agent *ag, struct opened *o, const char *module)
 {
 	size_t i;
 
 	for (i = 0; i < o->d.nvars; i++) {
 		const struct tl_dlv_var *x = &o->d.vars[i];
 
-		if (tl_dlv_env_check(x->name, x->name_len, x->value,
-		    x->value_len, &o->bad_why) != 0) {
+		if (var_check(ag, module, strlen(module), x, &o->bad_why) !=
+		    0) {
 			size_t n = x->name_len < sizeof(o->bad_var) ?
 			    x->name_len : sizeof(o->bad_var) - 1;
 			size_t k;
@@ -444,33 +524,58 @@ owner(const struct modconf *mc, struct tn_owner *o)
 }
 
 /*
- * The variables of one delivery into vars (defaults into defs): only
- * those an env file can hold; refuse_unsafe kept the others out when
- * the delivery came.
+ * The variables of one delivery of module into vars (defaults into
+ * defs), references resolved: only those an env file can hold;
+ * refuse_unsafe kept the others out when the delivery came.  Its files
+ * into files (name: content): one file a grant's delivery names is the
+ * same file another's names (its name is the digest of its bytes).
  */
 static void
-collect(json_t *vars, json_t *defs, const struct tl_dlv *d)
+collect(const struct agent *ag, const char *module, json_t *vars,
+    json_t *defs, json_t *files, const struct tl_dlv *d)
 {
-	size_t i;
+	char dir[4200];
+	size_t i, dlen = 0;
+	const char *why;
+	int dir_ok;
 
+	dir_ok = files_dir(ag, module, strlen(module), dir, sizeof(dir), &dlen,
+	    &why) == 0;
 	for (i = 0; i < d->nvars; i++) {
 		const struct tl_dlv_var *x = &d->vars[i];
 		char name[TL_DLV_NAME_MAX + 1];
-		const char *why;
+		uint8_t *buf = NULL;
+		const uint8_t *v = x->value;
+		size_t vl = x->value_len;
 
-		if (tl_dlv_env_check(x->name, x->name_len, x->value,
-		    x->value_len, &why) != 0)
+		/* Only a value with references is copied (resolved). */
+		if (x->kind == TL_DLV_REFS && (!dir_ok ||
+		    resolve_var(x, dir, dlen, &buf, &vl) != 0))
 			continue;
+		if (buf != NULL)
+			v = buf;
 		/*
 		 * A variable declared with "" is filled by a requirement, not
 		 * defaulted: written empty it would outlive its grant.
 		 */
-		if (x->is_default && x->value_len == 0)
-			continue;
-		memcpy(name, x->name, x->name_len);
-		name[x->name_len] = '\0';
-		json_object_set_new(x->is_default ? defs : vars, name,
-		    json_stringn((const char *)x->value, x->value_len));
+		if (tl_dlv_env_check(x->name, x->name_len, v, vl, &why) == 0 &&
+		    !(x->is_default && vl == 0)) {
+			memcpy(name, x->name, x->name_len);
+			name[x->name_len] = '\0';
+			json_object_set_new(x->is_default ? defs : vars, name,
+			    json_stringn((const char *)v, vl));
+		}
+		tl_secret_free(buf);
+	}
+	for (i = 0; i < d->nfiles; i++) {
+		const struct tl_dlv_file *f = &d->files[i];
+		char name[TL_DLV_FILE_NAME_MAX + 1];
+
+		memcpy(name, f->name, f->name_len);
+		name[f->name_len] = '\0';
+		if (json_object_get(files, name) == NULL)
+			json_object_set_new(files, name, json_stringn_nocheck(
+			    (const char *)f->content, f->content_len));
 	}
 }
 
@@ -519,7 +624,7 @@ remove_files(struct agent *ag, const char *module)
 /* The values of every grant of one module held (write_module). */
 struct module_values {
 	const char	*module;
-	json_t		*vars, *defs;
+	json_t		*vars, *defs, *files;
 	int		 ngrants;
 };
 
@@ -535,7 +640,7 @@ module_values(struct agent *ag, struct held *h, void *arg)
 	    read_sealed(ag, h->grant, &sealed, &slen) != 0)
 		return 0;
 	if (open_sealed(ag, sealed, slen, &o) == 0) {
-		collect(mv->vars, mv->defs, &o.d);
+		collect(ag, mv->module, mv->vars, mv->defs, mv->files, &o.d);
 		opened_free(&o);
 		mv->ngrants++;
 	}
@@ -546,14 +651,17 @@ module_values(struct agent *ag, struct held *h, void *arg)
 /*
  * Writes DIR/MODULE.env and DIR/MODULE/ from every grant of module the
  * agent holds: the files are derived from the sealed deliveries kept.
- * A value no grant gives any more (a grant revoked) leaves both; when
- * no grant is left, so do the files.
+ * DIR/MODULE/ holds a file per variable and each file the deliveries
+ * carry (a CA: NAME.pem, never a variable's name).  A value or file no
+ * grant gives any more (a grant revoked) leaves; when no grant is left,
+ * so do the files.
  */
 static int
 write_module(struct agent *ag, const char *module)
 {
 	struct modconf *mc = mod(ag, module, 0);
 	json_t *vars = json_object(), *defs = json_object();
+	json_t *files = json_object();
 	char path[80];
 	struct tn_owner ow;
 	struct module_values mv;
@@ -575,6 +683,7 @@ write_module(struct agent *ag, const char *module)
 	mv.module = module;
 	mv.vars = vars;
 	mv.defs = defs;
+	mv.files = files;
 	if ((rc = held_each(ag, module_values, &mv)) != 0)
 		goto out;
 	if (mv.ngrants == 0) {
@@ -613,7 +722,8 @@ write_module(struct agent *ag, const char *module)
 		while ((de = readdir(d)) != NULL)
 			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name,
 			    "..") != 0 && (de->d_name[0] == '.' ||
-			    json_object_get(vars, de->d_name) == NULL))
+			    (json_object_get(vars, de->d_name) == NULL &&
+			    json_object_get(files, de->d_name) == NULL)))
 				tn_file_del(sub, de->d_name);
 		closedir(d);
 	}
@@ -624,6 +734,14 @@ write_module(struct agent *ag, const char *module)
 			continue;
 		if ((rc = tn_file_put(sub, k, s, json_string_length(v), &ow)) !=
 		    0)
+			goto out;
+	}
+	/* Before the env file whose values name them. */
+	json_object_foreach(files, k, v) {
+		if (!tl_dlv_file_name_ok(k, strlen(k)))
+			continue;
+		if ((rc = tn_file_put(sub, k, json_string_value(v),
+		    json_string_length(v), &ow)) != 0)
 			goto out;
 	}
 	snprintf(path, sizeof(path), "%s.env", module);
@@ -637,6 +755,7 @@ out:
 	}
 	json_decref(vars);
 	json_decref(defs);
+	json_decref(files);
 	return rc;
 }
 
@@ -1311,7 +1430,7 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 	memcpy(h.module, o.d.holder, ml);
 	h.module[ml] = '\0';
 	h.version = o.d.version;
-	if (refuse_unsafe(&o) != 0) {
+	if (refuse_unsafe(ag, &o, h.module) != 0) {
 		/*
 		 * Not kept, not written, not acknowledged: the rotation waits
 		 * on this holder, visibly, and the report says why.
@@ -2146,6 +2265,11 @@ main(int argc, char **argv)
 	if ((rc = tn_dir_top(ag.dir, 0711, search, &ag.dirfd, why)) != 0 ||
 	    (rc = tn_dir_top(ag.state, 0700, 0, &ag.statefd, why)) != 0) {
 		say("error", "%s", why);
+		ex = EXIT_FAIL;
+		goto out;
+	}
+	if (realpath(ag.dir, ag.absdir) == NULL) {
+		say("error", "%s: %s", ag.dir, strerror(errno));
 		ex = EXIT_FAIL;
 		goto out;
 	}

@@ -9,9 +9,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/delivery.h"
@@ -21,12 +23,15 @@
 #include "tally.h"
 
 static const char usage[] =
-"usage: tally env NODE MODULE --node-key FILE [--json]\n"
+"usage: tally env NODE MODULE --node-key FILE [--files DIR] [--json]\n"
 "\n"
 "Prints the environment of MODULE's assignment on NODE (KEY=VALUE\n"
 "lines), opened from the sealed deliveries with the node's secret key\n"
 "(the FILE written by tally node add --key-out).  The values include the\n"
-"credential: the output is for the node's host, not for a terminal.\n";
+"credential: the output is for the node's host, not for a terminal.\n"
+"--files DIR: writes the files the deliveries carry (a provider's CA)\n"
+"into DIR (mode 0600, never over another file) and resolves the values\n"
+"that name them to DIR/NAME; without it such a value is refused.\n";
 
 struct env_arg {
 	const char	*node;
@@ -34,10 +39,75 @@ struct env_arg {
 	uint8_t		 sk[TL_SECKEY_LEN];
 	uint8_t		 pk[TL_PUBKEY_LEN];
 	json_t		*vars;
+	/* --files DIR: held open, its absolute path; the files written. */
+	const char	*files;
+	int		 filesfd;
+	char		 filesabs[PATH_MAX];
+	json_t		*written;
 	int		 missing;
 	int		 bad;	/* deliveries or values refused */
 	int		 json;
 };
+
+/*
+ * One file of a delivery as DIR/NAME (--files): created O_EXCL, never
+ * through a link; one already there with these bytes (a run before, a
+ * CA two grants share) is kept.  0, else cli_errx said why: -1.
+ */
+static int
+put_file(struct env_arg *ea, const struct tl_dlv_file *f)
+{
+	char name[TL_DLV_FILE_NAME_MAX + 1];
+	struct stat st;
+	uint8_t *old;
+	size_t off = 0;
+	ssize_t n;
+	int fd, same;
+
+	memcpy(name, f->name, f->name_len);
+	name[f->name_len] = '\0';
+	if (json_object_get(ea->written, name) != NULL)
+		return 0;
+	if ((fd = openat(ea->filesfd, name, O_WRONLY | O_CREAT | O_EXCL |
+	    O_NOFOLLOW | O_CLOEXEC, 0600)) >= 0) {
+		while (off < f->content_len && (n = write(fd, f->content + off,
+		    f->content_len - off)) > 0)
+			off += (size_t)n;
+		if (off < f->content_len || fsync(fd) != 0) {
+			cli_errx("%s/%s: %s", ea->files, name, strerror(errno));
+			close(fd);
+			unlinkat(ea->filesfd, name, 0);
+			return -1;
+		}
+		close(fd);
+		json_object_set_new(ea->written, name, json_true());
+		return 0;
+	}
+	if (errno != EEXIST) {
+		cli_errx("%s/%s: %s", ea->files, name, strerror(errno));
+		return -1;
+	}
+	/* There already: the same bytes (a run before), or refused. */
+	same = 0;
+	if ((fd = openat(ea->filesfd, name, O_RDONLY | O_NOFOLLOW |
+	    O_CLOEXEC | O_NONBLOCK)) >= 0 && fstat(fd, &st) == 0 &&
+	    S_ISREG(st.st_mode) && (size_t)st.st_size == f->content_len &&
+	    (old = malloc(f->content_len + 1)) != NULL) {
+		same = read(fd, old, f->content_len + 1) ==
+		    (ssize_t)f->content_len && memcmp(old, f->content,
+		    f->content_len) == 0;
+		free(old);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (!same) {
+		cli_errx("%s/%s exists and is not this file: not written "
+		    "over", ea->files, name);
+		return -1;
+	}
+	json_object_set_new(ea->written, name, json_true());
+	return 0;
+}
 
 /* Opens the latest delivery of g to this holder. */
 static int
@@ -112,22 +182,42 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 			ea->bad++;
 			rc = 0;
 		}
+		for (i = 0; rc == 0 && i < d.nfiles && ea->files != NULL; i++)
+			if (put_file(ea, &d.files[i]) != 0)
+				ea->bad++;
 		for (i = 0; rc == 0 && i < d.nvars; i++) {
 			const struct tl_dlv_var *x = &d.vars[i];
 			char name[TL_DLV_NAME_MAX + 1];
 			const char *why;
+			size_t vl, dl = strlen(ea->filesabs);
+			char *v;
 
 			/* Defaults are tally-node's (the module's env:). */
 			if (x->is_default)
 				continue;
 			memcpy(name, x->name, x->name_len);
 			name[x->name_len] = '\0';
-			json_object_set_new(ea->vars, name, json_stringn(
-			    (const char *)x->value, x->value_len));
+			if (x->kind == TL_DLV_REFS && ea->files == NULL) {
+				cli_errx("%s: variable %s names a file the "
+				    "delivery carries (%.*s): give --files DIR "
+				    "to write it there and the path in the "
+				    "value; left out", g->id, name,
+				    (int)x->refs[0].file_len, x->refs[0].file);
+				ea->bad++;
+				continue;
+			}
+			vl = tl_dlv_resolved_len(x, dl);
+			if ((v = tl_secret_alloc(vl + 1)) == NULL) {
+				rc = ENOMEM;
+				break;
+			}
+			tl_dlv_resolve(x, ea->filesabs, dl, v);
+			json_object_set_new(ea->vars, name, json_stringn(v,
+			    vl));
 			/* NULL when not UTF-8: not even JSON can carry it. */
 			if (json_object_get(ea->vars, name) == NULL ||
 			    (!ea->json && tl_dlv_env_check(x->name,
-			    x->name_len, x->value, x->value_len, &why) != 0)) {
+			    x->name_len, v, vl, &why) != 0)) {
 				if (json_object_get(ea->vars, name) == NULL)
 					why = "the value is not UTF-8";
 				cli_errx("%s: variable %s cannot be written as "
@@ -136,6 +226,7 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 				json_object_del(ea->vars, name);
 				ea->bad++;
 			}
+			tl_secret_free(v);
 		}
 		tl_dlv_free(&d);
 	}
@@ -244,6 +335,7 @@ cmd_env(struct tl_cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		CLI_COMMON_OPTS,
 		{ "node-key", required_argument, NULL, 'k' },
+		{ "files", required_argument, NULL, 'f' },
 		{ 0 }
 	};
 	struct env_arg ea;
@@ -252,10 +344,14 @@ cmd_env(struct tl_cli *cli, int argc, char **argv)
 	int c, fd, ex;
 
 	memset(&ea, 0, sizeof(ea));
+	ea.filesfd = -1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			keyfile = optarg;
+			break;
+		case 'f':
+			ea.files = optarg;
 			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
@@ -274,9 +370,33 @@ cmd_env(struct tl_cli *cli, int argc, char **argv)
 	close(fd);
 	if (n != (ssize_t)sizeof(ea.sk)) {
 		cli_errx("%s is not a node key", keyfile);
+		tl_secret_wipe(ea.sk, sizeof(ea.sk));
 		return TL_EXIT_FAIL;
 	}
+	if (ea.files != NULL) {
+		/* The path goes unquoted into URIs: tally-node's rule. */
+		if ((mkdir(ea.files, 0700) != 0 && errno != EEXIST) ||
+		    (ea.filesfd = open(ea.files, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+		    realpath(ea.files, ea.filesabs) == NULL) {
+			cli_errx("%s: %s", ea.files, strerror(errno));
+			ex = TL_EXIT_FAIL;
+			goto out;
+		}
+		if (!tl_dlv_path_ok(ea.filesabs, strlen(ea.filesabs))) {
+			cli_errx("%s: a path with a byte outside "
+			    "[A-Za-z0-9/._-] cannot go unquoted into a URI or "
+			    "an env file", ea.filesabs);
+			ex = TL_EXIT_USAGE;
+			goto out;
+		}
+	}
+	ea.written = json_object();
 	ex = cli_read(cli, 0, show, &ea);
+out:
+	json_decref(ea.written);
+	if (ea.filesfd >= 0)
+		close(ea.filesfd);
 	tl_secret_wipe(ea.sk, sizeof(ea.sk));
 	return ex;
 }

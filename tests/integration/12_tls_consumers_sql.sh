@@ -4,18 +4,18 @@
 #
 # Against the harness's servers (tests/harness/ca.sh makes their CA), a
 # provider with tls=verify and ca=CA:
-#   - PostgreSQL: the delivered url carries sslmode=verify-full (and the
-#     fields sslmode, sslrootcert); psql with that url refuses the server
-#     without the CA and reaches it over TLS with it (this branch has no
-#     node-side CA file: the script puts the CA's path where the
-#     sslrootcert token goes);
+#   - PostgreSQL: the delivered url carries sslmode=verify-full and
+#     sslrootcert= the CA's file as the node writes it (the field
+#     sslrootcert names the same file, holding the provider's ca); psql
+#     with that url reaches the server over verified TLS, and without its
+#     sslrootcert refuses it;
 #   - the harness's pg_hba.conf lets the login in without TLS: tallyd's
 #     check says so, tally status and tally check show it as a warning
 #     with the pg_hba.conf line to add, the grant stays healthy and
 #     nothing is repaired; with the line added and reloaded the next
 #     check clears it and a plaintext login is refused;
-#   - MariaDB: the delivered uri carries ssl_mode=VERIFY_IDENTITY (and
-#     ssl_mode, tls); the mariadb client with --ssl-ca
+#   - MariaDB: the delivered uri carries ssl_mode=VERIFY_IDENTITY and
+#     ssl_ca= the CA's file (and ssl_mode, ssl_ca, tls); the mariadb client with --ssl-ca
 #     --ssl-verify-server-cert logs in over TLS, a plaintext login of the
 #     same user is refused (REQUIRE SSL); REQUIRE NONE set by hand is
 #     drift that tally check repairs.
@@ -56,19 +56,28 @@ case $url in
 postgresql://*":$TALLY_TEST_PG_PORT/"*"?sslmode=verify-full"*) ;;
 *) t_fail "the url does not carry sslmode=verify-full: ${url%%:*}://...${url##*@}" ;;
 esac
-# No node-side CA file in this branch: no path to carry.
+# The provider's CA as a file on the node (here tally env --files, as
+# tally-node writes it), named by DB_SSLROOTCERT and by the url.
 rootcert=$(t_envget "$EF" DB_SSLROOTCERT)
-[ -z "$rootcert" ] || t_note "DB_SSLROOTCERT delivered as $rootcert"
+[ -n "$rootcert" ] && [ -f "$rootcert" ] ||
+	t_fail "DB_SSLROOTCERT is '$rootcert', not the CA's file"
+cmp -s "$rootcert" "$TALLY_TEST_CA" || t_fail "$rootcert is not the provider's CA"
+case $url in
+*"sslrootcert=$rootcert"*) ;;
+*) t_fail "the url does not name the CA file: ...${url##*@}" ;;
+esac
 t_ok "DB_SSLMODE verify-full; url ...${url##*@}"
 
-t_check "psql with the url: refused without the CA, over verified TLS with it"
+t_check "psql with the url: over verified TLS; refused without the CA"
 mkdir -p "$W/emptyhome"
-if HOME=$W/emptyhome psql -X -At "$url" -c "SELECT 1" >"$W/psql.out" 2>&1; then
+# The same url less its sslrootcert: libpq has no root certificate.
+nurl=$(printf '%s' "$url" | sed 's/&sslrootcert=[^&]*//')
+if HOME=$W/emptyhome psql -X -At "$nurl" -c "SELECT 1" >"$W/psql.out" 2>&1; then
 	t_fail "psql took the server with no CA to verify it by"
 fi
 grep -q "root certificate" "$W/psql.out" ||
 	{ cat "$W/psql.out" >&2; t_fail "psql did not refuse for want of a root certificate"; }
-case $url in *sslrootcert=*) vurl=$url ;; *) vurl="$url&sslrootcert=$TALLY_TEST_CA" ;; esac
+vurl=$url
 # The login SETs its owner role, which may not see its session's row.
 ssl=$(HOME=$W/emptyhome psql -X -At -q "$vurl" -c "SET ROLE NONE" \
 	-c "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") ||
@@ -178,7 +187,12 @@ t_ok "M_SSL_MODE VERIFY_IDENTITY, M_TLS true; uri ...${muri##*@}"
 
 t_check "the mariadb client verifies the server and logs in over TLS"
 mca=$(t_envget "$MF" M_SSL_CA)
-[ -n "$mca" ] || mca=$TALLY_TEST_CA	# no node-side CA file in this branch
+[ -n "$mca" ] && cmp -s "$mca" "$TALLY_TEST_CA" ||
+	t_fail "M_SSL_CA is '$mca', not a file of the provider's CA"
+case $muri in
+*"ssl_ca=$mca"*) ;;
+*) t_fail "the uri does not name the CA file: ...${muri##*@}" ;;
+esac
 cipher=$(mariadb --no-defaults -h "$mhost" -P "$mport" -u "$mlogin" -p"$mpw" \
 	--ssl --ssl-ca="$mca" --ssl-verify-server-cert -N -B "$mdb" \
 	-e "SHOW STATUS LIKE 'Ssl_cipher'" 2>"$W/m.err") ||

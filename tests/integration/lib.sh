@@ -381,8 +381,10 @@ t_envfile() {
 	# A temporary file of its own: a poller in the background may be
 	# refreshing the same file at the same time.
 	_t_et=$(mktemp "$W/env/$1/.$2.XXXXXX")
+	# The files the deliveries carry (a provider's CA) beside it, so that
+	# a value that names one holds its real path.
 	( umask 077; "$TALLY_BIN/tally" env "$1" "$2" --node-key "$(t_nodekey "$1")" \
-		>"$_t_et" 2>/dev/null ) || true
+		--files "$W/env/$1/files" >"$_t_et" 2>/dev/null ) || true
 	if [ -s "$_t_et" ]; then mv -f "$_t_et" "$_t_ef"
 	else rm -f "$_t_et" "$_t_ef"; fi
 	echo "$_t_ef"

@@ -121,6 +121,8 @@ esac
 # The field ca is the node's CA file once delivery writes one; here "",
 # and the consumer is given the harness CA's file.
 OCA=$(t_envget "$F" O_CA)
+[ -n "$OCA" ] && cmp -s "$OCA" "$TALLY_TEST_CA" ||
+	t_fail "O_CA is '$OCA', not a file of the provider's CA"
 tok() {	# CAFILE: a token request with the delivered values, curl verifying
 	umask 077
 	printf 'user = "%s:%s"\n' "$(t_envget "$F" O_ID)" "$(t_envget "$F" O_SECRET)" >"$W/curl.cfg"
@@ -130,7 +132,7 @@ tok() {	# CAFILE: a token request with the delivered values, curl verifying
 	rm -f "$W/curl.cfg"
 	return $_rc
 }
-tok "${OCA:-$TALLY_TEST_CA}"
+tok "$OCA"
 grep -q '"access_token"' "$W/token.json" || t_fail "the delivered values get no token: $(cat "$W/token.json")"
 set +e; tok "$TALLY_TEST_CA_OTHER"; _c=$?; set -e
 [ $_c -eq 60 ] || t_fail "a consumer trusting another CA was not refused by curl (exit $_c)"

@@ -16,9 +16,9 @@
 #     trusted (TLS)" and why;
 #   - tls=verify with ca=CA on the TLS management port: a vhost is
 #     provisioned; the consumer gets url amqps://...:AMQPS-PORT/...
-#     ?verify=verify_peer, port the AMQPS port, tls "true", ca "" (the
-#     node-side CA file is not delivered by this branch: the test gives
-#     the harness CA as the file), and the url logs in over AMQPS,
+#     ?cacertfile=CA-FILE&verify=verify_peer, port the AMQPS port, tls
+#     "true", ca the same CA file as the node writes it, and the url
+#     logs in over AMQPS,
 #     verifying the broker (and a consumer trusting another CA cannot);
 #     status says
 #     "TLS, verified"; a capture of the TLS port holds neither the
@@ -139,7 +139,9 @@ esac
 # The field ca is the node's CA file once delivery writes one; here "",
 # and the consumer is given the harness CA's file.
 CAF=$(t_envget "$F" MQ_CA)
-AMQP_LOGIN_CAFILE=${CAF:-$TALLY_TEST_CA} $LOGIN "$U" >"$W/login.out" 2>&1 ||
+[ -n "$CAF" ] && cmp -s "$CAF" "$TALLY_TEST_CA" ||
+	t_fail "MQ_CA is '$CAF', not a file of the provider's CA"
+AMQP_LOGIN_CAFILE=$CAF $LOGIN "$U" >"$W/login.out" 2>&1 ||
 	t_fail "the delivered url does not log in over AMQPS: $(cat "$W/login.out")"
 if AMQP_LOGIN_CAFILE=$TALLY_TEST_CA_OTHER $LOGIN "$U" >"$W/login.out" 2>&1; then
 	t_fail "a consumer trusting another CA logged in: the client verifies nothing"

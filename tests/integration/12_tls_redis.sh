@@ -15,8 +15,8 @@
 #   - tls=verify with ca=CA at the TLS port: a grant is provisioned and
 #     rotated; the delivered credential logs in with redis-cli --tls
 #     --cacert CA; the delivered uri is rediss://... to the TLS port,
-#     tls "true", ca "" (the node's CA file is not delivered by this
-#     branch: the test gives the harness CA's), and redis-cli --tls -u
+#     tls "true", ca the provider's CA as the file the node writes, and
+#     redis-cli --tls --cacert CA-FILE -u
 #     URI logs in verifying the server (trusting another CA: refused);
 #     status says the provider is reached by verified TLS;
 #     a capture of the TLS port during the run (tcpdump on lo) holds
@@ -118,7 +118,9 @@ esac
 # The field ca is the node's CA file once delivery writes one; here "",
 # and the consumer is given the harness CA's file.
 RCA=$(t_envget "$E" R_CA)
-out=$(redis-cli --tls --cacert "${RCA:-$TALLY_TEST_CA}" -u "$URI" --no-auth-warning PING 2>&1)
+[ -n "$RCA" ] && cmp -s "$RCA" "$TALLY_TEST_CA" ||
+	t_fail "R_CA is '$RCA', not a file of the provider's CA"
+out=$(redis-cli --tls --cacert "$RCA" -u "$URI" --no-auth-warning PING 2>&1)
 [ "$out" = PONG ] || t_fail "the delivered uri does not log in with redis-cli --tls: $out"
 out=$(redis-cli --tls --cacert "$TALLY_TEST_CA_OTHER" -u "$URI" --no-auth-warning PING 2>&1) || true
 [ "$out" != PONG ] || t_fail "redis-cli trusting another CA logged in: the client verifies nothing"

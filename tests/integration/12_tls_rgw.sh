@@ -15,9 +15,8 @@
 #     request, not the admin's access key), status says "not trusted
 #     (TLS)" and why;
 #   - tls=verify with ca=CA on the TLS port: a bucket is provisioned and
-#     delivered with an https endpoint and the field ca ("": the node's
-#     CA file is not delivered by this branch, the test gives the
-#     harness CA's), whose keys write and read it (curl --cacert,
+#     delivered with an https endpoint and the field ca (the provider's
+#     CA as the file the node writes), whose keys write and read it (curl --cacert,
 #     SigV4), and a consumer trusting another CA is refused by curl;
 #     status says "TLS, verified"; a capture of
 #     the TLS port holds neither the admin's access key nor the
@@ -154,6 +153,8 @@ B=$(t_envget "$F" S3_BUCKET)
 # The field ca is the node's CA file once delivery writes one; here "",
 # and the consumer is given the harness CA's file.
 S3CA=$(t_envget "$F" S3_CA)
+[ -n "$S3CA" ] && cmp -s "$S3CA" "$TALLY_TEST_CA" ||
+	t_fail "S3_CA is '$S3CA', not a file of the provider's CA"
 [ "$(s3 "$F" PUT "/$B/hello" hello-over-tls)" = 200 ] || t_fail "the consumer cannot write its bucket over TLS: $(cat "$W/s3.out")"
 # No HTTP answer (000) for a consumer trusting another CA: curl refused
 # the gateway it just reached with the right one.

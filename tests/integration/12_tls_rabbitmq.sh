@@ -131,19 +131,21 @@ F=$(t_envfile node-a app)
 [ "$(t_envget "$F" MQ_VHOST)" = "$VA" ] || t_fail "app got MQ_VHOST=$(t_envget "$F" MQ_VHOST), expected $VA"
 U=$(t_envget "$F" MQ_URL)
 case $U in
-amqps://*@127.0.0.1:"$TALLY_TEST_AMQP_TLS_PORT"/*"?verify=verify_peer") ;;
-*) t_fail "the delivered url is not amqps:// to the AMQPS port, verify_peer: $(printf '%s' "$U" | sed 's/:[^:@]*@/:***@/')" ;;
+amqps://*@127.0.0.1:"$TALLY_TEST_AMQP_TLS_PORT"/*"?cacertfile=$(t_envget "$F" MQ_CA)&verify=verify_peer") ;;
+*) t_fail "the delivered url is not amqps:// to the AMQPS port, cacertfile=MQ_CA, verify_peer: $(printf '%s' "$U" | sed 's/:[^:@]*@/:***@/')" ;;
 esac
 [ "$(t_envget "$F" MQ_PORT)" = "$TALLY_TEST_AMQP_TLS_PORT" ] || t_fail "MQ_PORT is $(t_envget "$F" MQ_PORT), not the AMQPS port"
 [ "$(t_envget "$F" MQ_TLS)" = true ] || t_fail "MQ_TLS is $(t_envget "$F" MQ_TLS), not true"
-# The field ca is the node's CA file once delivery writes one; here "",
-# and the consumer is given the harness CA's file.
+# The field ca and the url's cacertfile= name the CA file as the node
+# writes it (here tally env --files).
 CAF=$(t_envget "$F" MQ_CA)
 [ -n "$CAF" ] && cmp -s "$CAF" "$TALLY_TEST_CA" ||
 	t_fail "MQ_CA is '$CAF', not a file of the provider's CA"
 AMQP_LOGIN_CAFILE=$CAF $LOGIN "$U" >"$W/login.out" 2>&1 ||
 	t_fail "the delivered url does not log in over AMQPS: $(cat "$W/login.out")"
-if AMQP_LOGIN_CAFILE=$TALLY_TEST_CA_OTHER $LOGIN "$U" >"$W/login.out" 2>&1; then
+# The same url trusting another CA instead (the url's cacertfile= wins).
+if AMQP_LOGIN_CAFILE=$TALLY_TEST_CA_OTHER $LOGIN "$(printf '%s' "$U" |
+    sed 's/cacertfile=[^&]*&//')" >"$W/login.out" 2>&1; then
 	t_fail "a consumer trusting another CA logged in: the client verifies nothing"
 fi
 grep -q "^tls:" "$W/login.out" || t_fail "the consumer was refused, but not for TLS: $(cat "$W/login.out")"

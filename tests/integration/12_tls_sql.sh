@@ -107,7 +107,7 @@ tcpdump -A -r "$W/tls.pcap" 2>/dev/null | grep -a -- "$base" >"$W/tls.names" || 
 	  t_fail "the grant's role name crossed the wire in clear over TLS"; }
 grep -q . "$W/tls.names" ||
 	t_fail "no plaintext question of the login: the check of TLS-only logins did not run"
-! grep -q "$pw" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
+! grep -q -e "$pw" "$W/tls.txt" || t_fail "the admin password crossed the wire in clear over TLS"
 ! grep -q "tls_probe_table" "$W/tls.txt" || t_fail "the migration's SQL crossed the wire in clear"
 t_ok "grant $login provisioned, rotated and revoked; capture $(wc -c <"$W/tls.pcap") bytes, $base in clear only in the TLS-only question, the admin password nowhere"
 
@@ -209,7 +209,7 @@ t_capture_end
 [ $T_RC -eq 0 ] || { tail -n 5 "$W/once.err" >&2; t_fail "tallyd --once to MariaDB over verified TLS exited $T_RC"; }
 mlogin=$(t_envget "$(t_envfile node-a mapp)" M_USER)
 [ -n "$mlogin" ] || t_fail "no M_USER delivered"
-! strings -n 6 "$W/mtls.pcap" | grep -q "${mlogin%_v*}" ||
+! strings -n 6 "$W/mtls.pcap" | grep -q -e "${mlogin%_v*}" ||
 	t_fail "the MariaDB user's name crossed the wire in clear over TLS"
 # Over verified TLS: the user is REQUIRE SSL (12_tls_consumers_sql.sh).
 mariadb -h 127.0.0.1 -P "$TALLY_TEST_MARIADB_PORT" -u "$mlogin" \

@@ -141,6 +141,16 @@ struct tl_drv_grant {
 	 */
 	const char	*handle;
 	char		*handle_out;
+	/*
+	 * check only: nonzero also asks whether the grant's consumer could
+	 * connect without TLS (TL_DRIFT_PLAINTEXT), which may cost a
+	 * connection of its own (PostgreSQL's probe) or a call (a
+	 * listener); 0: not asked, and no plaintext warning is reported.
+	 * The verifier asks it of a credential's first login, while the
+	 * warning is recorded, of every login tally check makes, and at
+	 * most once an hour otherwise (reactors/verify.c).
+	 */
+	int		 posture;
 };
 
 /* The longest secret handle a driver writes, with its NUL. */

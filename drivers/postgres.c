@@ -1972,8 +1972,8 @@ pg_check(void *h, const struct tl_drv_grant *g,
 	} else if (priv.n > 0) {
 		*drift = TL_DRIFT_PRIVILEGES;
 		tl_drv_why(why, 0, "privileges: %s", priv.buf);
-	} else if (!bad && plaintext_login(p, g, host, port, line,
-	    sizeof(line))) {
+	} else if (!bad && g->posture && plaintext_login(p, g, host, port,
+	    line, sizeof(line))) {
 		*drift = TL_DRIFT_PLAINTEXT;
 		tl_drv_why(why, 0, "plaintext: login \"%s\" can still log in "
 		    "without TLS at %s:%s; pg_hba.conf is the operator's: add "

@@ -1362,7 +1362,7 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 	 * operator's), asked only when nothing worse was found and the
 	 * check logged in, as the verifier clears it only then.
 	 */
-	if (*drift == TL_DRIFT_NONE && g->password != NULL &&
+	if (*drift == TL_DRIFT_NONE && g->password != NULL && g->posture &&
 	    tl_drv_consumer_tls(&tl_drv_rabbitmq_decl, ep) != TL_DRV_TLS_OFF) {
 		int open = 0;
 

@@ -1249,7 +1249,7 @@ rd_check(void *hv, const struct tl_drv_grant *g,
 	 * (TL_DRIFT_PLAINTEXT, never repaired: the listeners are the
 	 * operator's), asked only when the login found nothing worse.
 	 */
-	if (*drift == TL_DRIFT_NONE && !refused &&
+	if (*drift == TL_DRIFT_NONE && !refused && g->posture &&
 	    tl_drv_consumer_tls(&tl_drv_redis_decl, ep) != TL_DRV_TLS_OFF) {
 		int open = 0;
 

@@ -56,6 +56,13 @@
 
 /* With a bulk check: every grant logs in on every N-th check of it. */
 #define TL_RX_VERIFY_LOGIN_EVERY	30
+/*
+ * A login check asks whether the consumer could connect without TLS
+ * (tl_drv_grant.posture) at most this often (seconds) when nothing else
+ * calls for it: the question costs PostgreSQL a connection of its own,
+ * and what it answers (pg_hba, the listeners) changes by hand, rarely.
+ */
+#define TL_RX_POSTURE_S		3600
 
 struct check {
 	struct tl_grant	 g;
@@ -71,6 +78,8 @@ struct check {
 	enum tl_drv_drift drift;
 	uint64_t	 count;		/* checks of it so far ("checks") */
 	int		 by_login;	/* a real login this pass (check) */
+	int		 posture;	/* a login asks tl_drv_grant.posture */
+	uint64_t	 posture_at;	/* when it last did (s), 0: never */
 	int		 rc;		/* of the check itself */
 	int		 repair_rc;	/* of the repair, if one ran */
 	char		 why[TL_DRV_WHY_MAX];
@@ -238,7 +247,7 @@ gather_one(const struct tl_grant *g, void *arg)
 	uint64_t iv = ps->o->interval_ns, due;
 	const void *v;
 	size_t n;
-	int rc, fresh = 0;
+	int rc, fresh = 0, seen = 0;
 
 	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || !wanted(ps->o, g))
 		return 0;
@@ -291,13 +300,28 @@ gather_one(const struct tl_grant *g, void *arg)
 	c->by_login = ps->o->login_all ||
 	    (s.count + id_hash(g->id)) % (ps->o->login_every != 0 ?
 	    ps->o->login_every : TL_RX_VERIFY_LOGIN_EVERY) == 0;
-	if (!c->by_login) {
-		c->by_login = 1;
-		if (ps->have_vlogin && tl_kv_get(ga->t, ps->vlogin, g->id,
-		    strlen(g->id), &v, &n) == 0 && n == 8 &&
-		    tl_get_be64(v) == g->version)
-			c->by_login = 0;
+	/*
+	 * "verify-login": the version a login last found sound, and when a
+	 * login last asked the posture question (absent in the 8 bytes of
+	 * before: never).
+	 */
+	if (ps->have_vlogin && tl_kv_get(ga->t, ps->vlogin, g->id,
+	    strlen(g->id), &v, &n) == 0 && (n == 8 || n == 16)) {
+		seen = tl_get_be64(v) == g->version;
+		c->posture_at = n == 16 ?
+		    tl_get_be64((const uint8_t *)v + 8) : 0;
 	}
+	if (!c->by_login && seen)
+		c->by_login = 0;
+	else
+		c->by_login = 1;
+	/*
+	 * The posture question (decl.h): of every login the caller wants,
+	 * of a credential's first, while its warning stands (only an answer
+	 * clears it), and once TL_RX_POSTURE_S has passed since the last.
+	 */
+	c->posture = ps->o->login_all || !seen || g->warning[0] != '\0' ||
+	    ps->now / 1000000000u >= c->posture_at + TL_RX_POSTURE_S;
 	return 0;
 }
 
@@ -419,6 +443,7 @@ drv_grant(const struct check *c, struct tl_drv_grant *dg)
 	dg->adopt_mesh = tl_rx_grant_adopt(&c->g);
 	dg->handle = c->handle;
 	dg->handle_out = NULL;	/* check issues nothing; repair sets it */
+	dg->posture = c->posture;
 }
 
 /* The repair c's drift calls for, as today's one-by-one check makes it. */
@@ -956,8 +981,10 @@ outcomes(void *arg, struct tl_ctx *cp)
 		    ck->drift == TL_DRIFT_PLAINTEXT)) {
 			/* Not held to TLS repairs nothing: the bulk goes on. */
 			tl_put_be64(v, ck->g.version);
+			tl_put_be64(v + 8, ck->posture ? ps->now / 1000000000u :
+			    ck->posture_at);
 			rc = tl_kv_put(t, vlogin, ck->g.id, strlen(ck->g.id),
-			    v, 8);
+			    v, 16);
 		} else if (ck->drift != TL_DRIFT_NONE) {
 			rc = tl_kv_del(t, vlogin, ck->g.id, strlen(ck->g.id));
 			if (rc == TL_ENOTFOUND)

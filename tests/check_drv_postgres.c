@@ -2746,6 +2746,9 @@ START_TEST(test_check_plaintext_login)
 	grant_init(&gr, "ptx");
 	do_create(h, &gr);
 
+	/* Not asked (tl_drv_grant.posture 0): no probe, no warning. */
+	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_NONE);
+	gr.g.posture = 1;
 	ck_assert_int_eq(do_check(h, &gr, why), TL_DRIFT_PLAINTEXT);
 	ck_assert_msg(strstr(why, "without TLS") != NULL, "%s", why);
 	snprintf(line, sizeof(line), "'hostnossl all %s all reject'", gr.log);

@@ -1203,6 +1203,11 @@ START_TEST(test_tls_consumer_login)
 	    why);
 	tg_make(&t, "m1/tls", "t-tls", "t-tls_v1");
 	ck_rc(drv->create(h, &t.g, why), 0, why);
+	/* Not asked (tl_drv_grant.posture 0): logged in, no warning. */
+	ck_rc(drv->check(h, &t.g, &e, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_NONE && strstr(why, "logged in over AMQPS")
+	    != NULL, "drift %d: %s", d, why);
+	t.g.posture = 1;
 	/*
 	 * Logged in over AMQPS, and warned that the harness's broker still
 	 * has its plain listener (a warning: the login itself is sound).

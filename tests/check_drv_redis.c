@@ -1666,6 +1666,11 @@ START_TEST(test_plaintext_probe)
 	/* check: a grant whose consumers get TLS is warned of it... */
 	grant_init(&a, "plain");
 	create_ok(h, &a.g);
+	/* Not asked (tl_drv_grant.posture 0): no warning. */
+	ck_rc(drv->check(h, &a.g, &e, &d, why), 0, why);
+	ck_assert_msg(d == TL_DRIFT_NONE, "check, not asked: drift %d: %s",
+	    (int)d, why);
+	a.g.posture = 1;
 	ck_rc(drv->check(h, &a.g, &e, &d, why), 0, why);
 	ck_assert_msg(d == TL_DRIFT_PLAINTEXT && strstr(why, want) != NULL,
 	    "check: drift %d: %s", (int)d, why);

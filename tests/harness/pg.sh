@@ -30,8 +30,9 @@
 # TALLY_TEST_PG_FSYNC=off starts the server with fsync off (the suites:
 # their data is thrown away and no test crashes the machine, only
 # processes, which loses nothing the kernel holds), default on (the
-# benches measure a durable server). initdb never syncs (--no-sync): the
-# cluster is new and throwaway either way.
+# benches measure a durable server); with it off initdb does not sync
+# either (--no-sync), while with it on the new cluster is synced as
+# initdb does by default, so no bench pays for another's writeback.
 set -eu
 
 me=pg.sh
@@ -73,6 +74,8 @@ find_bindir() {
 
 # initdb and postgres refuse to run as root, so root runs the server as the
 # postgres system user; anyone else runs it as themselves.
+NOSYNC=
+[ "${TALLY_TEST_PG_FSYNC:-on}" = off ] && NOSYNC=--no-sync
 SRV_USER=
 if [ "$(id -u)" -eq 0 ]; then
     getent passwd postgres >/dev/null 2>&1 ||
@@ -189,7 +192,7 @@ template() {
             rm -rf "$TPL/data" "$TPL/data.new"
             as_srv "$1/initdb" -D "$TPL/data.new" -U postgres --auth-local=trust \
                 --auth-host=scram-sha-256 -E UTF8 --no-locale --no-instructions \
-                --no-sync >"$TPL/initdb.log" 2>&1 || exit 1
+                $NOSYNC >"$TPL/initdb.log" 2>&1 || exit 1
             mv "$TPL/data.new" "$TPL/data"
         fi
     ) 9>"$TPL/.lock"
@@ -254,7 +257,7 @@ do_start() {
         setpw=
         if ! as_srv "$B/initdb" -D "$R/data" -U postgres --auth-local=trust \
                 --auth-host=scram-sha-256 --pwfile="$R/initpw" -E UTF8 --no-locale \
-                --no-instructions --no-sync >"$R/log/initdb.log" 2>&1; then
+                --no-instructions $NOSYNC >"$R/log/initdb.log" 2>&1; then
             cat "$R/log/initdb.log" >&2
             rm -f "$R/initpw"
             die "initdb failed (see above)"

@@ -321,7 +321,8 @@ gather_one(const struct tl_grant *g, void *arg)
 	 * clears it), and once TL_RX_POSTURE_S has passed since the last.
 	 */
 	c->posture = ps->o->login_all || !seen || g->warning[0] != '\0' ||
-	    ps->now / 1000000000u >= c->posture_at + TL_RX_POSTURE_S;
+	    ps->now / 1000000000u >= c->posture_at + TL_RX_POSTURE_S ||
+	    ps->now / 1000000000u < c->posture_at;	/* the clock went back */
 	return 0;
 }
 

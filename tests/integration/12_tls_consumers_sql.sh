@@ -127,19 +127,7 @@ HOME=$W/emptyhome psql -X -At "$vurl" -c "SELECT 1" >/dev/null ||
 t_ok "plaintext: $(grep -m1 -o 'no encryption\|rejects connection' "$W/plain.out" | head -n 1); status has no warning"
 
 t_say "MariaDB: the consumer's values verify; users REQUIRE SSL"
-MSH=$TALLY_SRC/tests/harness/mariadb.sh
-MDB=$W/mariadb
-_m_port=$((57500 + $$ % 97))
-trap '_m_rc=$?; set +e; sh "$MSH" stop "$MDB" >/dev/null 2>&1
-	if [ "$_m_rc" -ne 0 ]; then (exit "$_m_rc"); fi; _t_cleanup' EXIT
-_m_try=0
-until { while _t_port_busy "$_m_port"; do _m_port=$((_m_port + 1)); done
-	sh "$MSH" start "$MDB" "$_m_port" 2>>"$W/mariadb.start"; }; do
-	_m_try=$((_m_try + 1))
-	[ $_m_try -lt 5 ] || t_fail "no MariaDB: $(tail -n 5 "$W/mariadb.start")"
-	_m_port=$((_m_port + 1))
-done
-. "$MDB/env"
+t_mariadb_start
 tly apply "$TALLY_SRC/examples/mariadb.yaml" >/dev/null
 cat >"$W/manifests/mapp.yaml" <<EOF
 module: mapp

@@ -159,19 +159,7 @@ t_ok "$(grep -m1 'reached at db.example' "$W/st")"
 tly assign postgres node-a --set host=localhost --set tls=off >/dev/null
 
 t_say "MariaDB with TLS (harness CA)"
-MSH=$TALLY_SRC/tests/harness/mariadb.sh
-MDB=$W/mariadb
-_m_port=$((57400 + $$ % 97))
-trap '_m_rc=$?; set +e; sh "$MSH" stop "$MDB" >/dev/null 2>&1
-	if [ "$_m_rc" -ne 0 ]; then (exit "$_m_rc"); fi; _t_cleanup' EXIT
-_m_try=0
-until { while _t_port_busy "$_m_port"; do _m_port=$((_m_port + 1)); done
-	sh "$MSH" start "$MDB" "$_m_port" 2>>"$W/mariadb.start"; }; do
-	_m_try=$((_m_try + 1))
-	[ $_m_try -lt 5 ] || t_fail "no MariaDB: $(tail -n 5 "$W/mariadb.start")"
-	_m_port=$((_m_port + 1))
-done
-. "$MDB/env"
+t_mariadb_start
 tly apply "$TALLY_SRC/examples/mariadb.yaml" >/dev/null
 mkdir -p "$W/manifests"
 cat >"$W/manifests/mapp.yaml" <<EOF

@@ -22,22 +22,7 @@
 #   - tally rotate --admin (85).
 . "$(dirname "$0")/lib.sh"
 
-MSH=$TALLY_SRC/tests/harness/mariadb.sh
-MDB=$W/mariadb
-_m_port=$((57300 + $$ % 97))
-# lib.sh's cleanup, after this script's server: with set +e, so that
-# (exit N) hands it the status instead of ending the trap.
-trap '_m_rc=$?; set +e; sh "$MSH" stop "$MDB" >/dev/null 2>&1
-	if [ "$_m_rc" -ne 0 ]; then (exit "$_m_rc"); fi; _t_cleanup' EXIT
-# A free port can be taken between the look and the bind: try the next.
-_m_try=0
-until { while _t_port_busy "$_m_port"; do _m_port=$((_m_port + 1)); done
-	sh "$MSH" start "$MDB" "$_m_port" 2>>"$W/mariadb.start"; }; do
-	_m_try=$((_m_try + 1))
-	[ $_m_try -lt 5 ] || t_fail "no MariaDB: $(tail -n 5 "$W/mariadb.start")"
-	_m_port=$((_m_port + 1))
-done
-. "$MDB/env"
+t_mariadb_start
 MPORT=$TALLY_TEST_MARIADB_PORT
 MPW=$(cat "$TALLY_TEST_MARIADB_PWFILE")
 

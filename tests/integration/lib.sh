@@ -54,6 +54,7 @@ t_fail() {
 _t_pids=""	# tallyd processes this script started and has not reaped
 _t_pgs=""	# PostgreSQL directories this script started
 _t_redises=""	# Redis directories this script started (t_redis_start)
+_t_mariadbs=""	# MariaDB directories this script started (t_mariadb_start)
 _t_cephs=""	# Ceph directories this script started (t_ceph_start)
 
 t_forget_pid() {
@@ -81,6 +82,10 @@ _t_cleanup() {
 		fi
 		sh "$T_PGSH" stop "$_t_d" >/dev/null 2>&1 ||
 			echo "WARNING $T_NAME: stopping PostgreSQL in $_t_d failed" >&2
+	done
+	for _t_d in $_t_mariadbs; do
+		sh "$TALLY_SRC/tests/harness/mariadb.sh" stop "$_t_d" >/dev/null 2>&1 ||
+			echo "WARNING $T_NAME: stopping MariaDB in $_t_d failed" >&2
 	done
 	for _t_d in $_t_redises; do
 		[ "$_t_rc" -ne 0 ] && cp "$_t_d/log" "$W/redis-$(basename "$_t_d").log" 2>/dev/null
@@ -203,6 +208,27 @@ t_redis_start() {
 	done
 	. "$REDIS_DIR/env"
 	export REDIS_DIR
+}
+
+# t_mariadb_start [NAME]: a throwaway MariaDB in $W/NAME (default mariadb)
+# on a free port (tests/harness/mariadb.sh), stopped at exit; exports
+# TALLY_TEST_MARIADB_* and MDB.  A port taken between the look and the
+# bind: the next one, five times at most.
+t_mariadb_start() {
+	MDB=$W/${1:-mariadb}
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^0*\([0-9][0-9]*\).*/\1/p')
+	_t_port=$((57300 + ${_t_n:-0} % 50 * 20 + $$ % 17))
+	_t_tries=0
+	_t_mariadbs="$_t_mariadbs $MDB"
+	until { while _t_port_busy "$_t_port"; do _t_port=$((_t_port + 1)); done
+		sh "$TALLY_SRC/tests/harness/mariadb.sh" start "$MDB" "$_t_port" \
+		    2>>"$W/mariadb.start"; }; do
+		_t_tries=$((_t_tries + 1))
+		[ $_t_tries -lt 5 ] || t_fail "no MariaDB: $(tail -n 5 "$W/mariadb.start")"
+		_t_port=$((_t_port + 1))
+	done
+	. "$MDB/env"
+	export MDB
 }
 
 # t_ceph_start [NAME]: a throwaway single-node Ceph RGW in $W/NAME (default

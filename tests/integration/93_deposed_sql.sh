@@ -15,23 +15,13 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rabbit-lib.sh"
 
-MSH=$TALLY_SRC/tests/harness/mariadb.sh
-MDB=$W/mariadb
-_m_port=$((57500 + $$ % 97))
-# MariaDB, then rabbit-lib.sh's and lib.sh's cleanup.
-trap '_m_rc=$?; set +e; sh "$MSH" stop "$MDB" >/dev/null 2>&1; _r_stop
+# rabbit-lib.sh's cleanup, then lib.sh's (which stops MariaDB).
+trap '_m_rc=$?; set +e; _r_stop
 	if [ "$_m_rc" -ne 0 ]; then (exit "$_m_rc"); fi; _t_cleanup' EXIT
 
 t_say "one PostgreSQL, one MariaDB"
 t_pg_start
-_m_try=0
-until { while _t_port_busy "$_m_port"; do _m_port=$((_m_port + 1)); done
-	sh "$MSH" start "$MDB" "$_m_port" 2>>"$W/mariadb.start"; }; do
-	_m_try=$((_m_try + 1))
-	[ $_m_try -lt 5 ] || t_fail "no MariaDB: $(tail -n 5 "$W/mariadb.start")"
-	_m_port=$((_m_port + 1))
-done
-. "$MDB/env"
+t_mariadb_start
 MPORT=$TALLY_TEST_MARIADB_PORT
 MPW=$(cat "$TALLY_TEST_MARIADB_PWFILE")
 msql() {

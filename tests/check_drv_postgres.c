@@ -193,6 +193,7 @@ grant_init(struct grant *gr, const char *tag)
 {
 	static int n;
 
+	memset(&gr->g, 0, sizeof(gr->g));	/* posture, handle: none */
 	n++;
 	snprintf(gr->res, sizeof(gr->res), "db_%s_%d_%d", tag, (int)getpid(),
 	    n);

@@ -226,7 +226,9 @@ enum tl_drv_use {
 	TL_DRV_USE_PORT,		/* the admin's and, unless a grant records
 				   its own, the consumers' */
 	TL_DRV_USE_ADMIN_USER,
-	TL_DRV_USE_ADMIN_SECRET	/* secret: given with --secret */
+	TL_DRV_USE_ADMIN_SECRET,	/* secret: given with --secret */
+	TL_DRV_USE_ADMIN_CERT,	/* the admin's client certificate (PEM) */
+	TL_DRV_USE_ADMIN_KEY	/* its private key: a secret (PEM) */
 };
 
 /*
@@ -249,11 +251,21 @@ enum tl_drv_kind {
 	 * newlines kept: tally assign --set KEY=FILE reads FILE, and the
 	 * log records what it holds, so a standby has it too.
 	 */
-	TL_DRV_PEM
+	TL_DRV_PEM,
+	/*
+	 * A PEM private key (unencrypted: PRIVATE KEY, EC or RSA), at most
+	 * TL_DRV_KEY_MAX bytes, newlines kept: always a secret, read from
+	 * standard input (tally assign --secret KEY, up to its END line) or
+	 * a mesh file's secrets: {file: PATH}, sealed in the log like any
+	 * admin secret.
+	 */
+	TL_DRV_PEM_KEY
 };
 
 /* A TL_DRV_PEM value is at most this long (bytes, without the NUL). */
 #define TL_DRV_PEM_MAX		16384
+/* A TL_DRV_PEM_KEY value is at most this long (an RSA-4096 key is 3.3k). */
+#define TL_DRV_KEY_MAX		8192
 
 /* How tallyd reaches a provider over the network (the setting tls). */
 enum tl_drv_tls {
@@ -279,6 +291,22 @@ enum tl_drv_tls {
 #define TL_DRV_TLS_SETTINGS_SAYING(tls_says, ca_says) \
 	{ "tls", "", 0, TL_DRV_TLS_MODE, tls_says }, \
 	{ "ca", "", 0, TL_DRV_PEM, ca_says }
+
+/*
+ * The settings of a driver whose provider may ask tallyd for a client
+ * certificate in the TLS handshake (PostgreSQL's cert method, MariaDB's
+ * REQUIRE X509, Redis's tls-auth-clients, RabbitMQ's verify_peer): the
+ * certificate, public and kept in the log, and its key, a secret.
+ * Either without the other is refused when a session opens.
+ */
+#define TL_DRV_CLIENT_CERT_SETTINGS \
+	{ "admin-cert", "", 0, TL_DRV_PEM, "a PEM file of the client " \
+	    "certificate tallyd presents as the admin, leaf first (read at " \
+	    "assign, kept in the log); with admin-key", 0, 0, \
+	    TL_DRV_USE_ADMIN_CERT }, \
+	{ "admin-key", "", 1, TL_DRV_PEM_KEY, "admin-cert's private key, " \
+	    "PEM, unencrypted, read from standard input up to its END line " \
+	    "and sealed in the log", 0, 0, TL_DRV_USE_ADMIN_KEY }
 
 /* The mode's name ("verify", "require", "off"). */
 const char *tl_drv_tls_name(enum tl_drv_tls mode);

@@ -78,6 +78,18 @@ struct tl_drv_admin {
 	 * reads the mode with tl_drv_tls_mode(settings, host).
 	 */
 	const char	*ca_file;
+	/*
+	 * The admin's client certificate (the setting admin-cert: PEM, its
+	 * chain leaf first) and private key (admin-key: PEM, a secret the
+	 * caller wipes), presented to a provider that asks for one in the
+	 * TLS handshake; both NULL: none.  A driver declaring
+	 * TL_DRV_CLIENT_CERT_SETTINGS checks them with
+	 * tl_drv_client_cert_check when it opens.  Borrowed for the call to
+	 * open, which keeps what it needs in memory only (no key reaches a
+	 * disk: tl_drv_pem_memfd for a client library that reads a file).
+	 */
+	const char	*client_cert;
+	const char	*client_key;
 };
 
 /* One migration file, as the migrator hands it to a driver. */

@@ -34,6 +34,7 @@ tl_drv_kind_name(enum tl_drv_kind kind)
 	case TL_DRV_PATH:	return "path";
 	case TL_DRV_TLS_MODE:	return "tls mode";
 	case TL_DRV_PEM:	return "PEM file";
+	case TL_DRV_PEM_KEY:	return "PEM key";
 	}
 	return "?";
 }
@@ -121,6 +122,42 @@ pem_check(const struct tl_drv_setting *s, const char *value, size_t n,
 	return 0;
 }
 
+/*
+ * A PEM private key: one unencrypted key block (PRIVATE KEY, EC PRIVATE
+ * KEY or RSA PRIVATE KEY), lines of printable ASCII.  Whether it parses
+ * and is its certificate's is the TLS library's to say (the CLI asks it
+ * at assign, the driver at open); nothing of it reaches why.
+ */
+static int
+pem_key_check(const struct tl_drv_setting *s, const char *value, size_t n,
+    char *why)
+{
+	static const char *const begins[] = { "-----BEGIN PRIVATE KEY-----",
+	    "-----BEGIN EC PRIVATE KEY-----",
+	    "-----BEGIN RSA PRIVATE KEY-----", NULL };
+	size_t i;
+
+	if (n > TL_DRV_KEY_MAX)
+		return bad(why, s, "", "longer than 8192 bytes");
+	for (i = 0; i < n; i++)
+		if (value[i] != '\n' && ((unsigned char)value[i] < 0x20 ||
+		    (unsigned char)value[i] > 0x7e))
+			return bad(why, s, "", "not PEM text (a control "
+			    "character or a byte past ASCII)");
+	if (strstr(value, "ENCRYPTED") != NULL ||
+	    strstr(value, "Proc-Type:") != NULL)
+		return bad(why, s, "", "an encrypted key: tallyd could not "
+		    "give its passphrase (openssl pkey -in KEY -out PLAIN)");
+	for (i = 0; begins[i] != NULL; i++)
+		if (strncmp(value, begins[i], strlen(begins[i])) == 0)
+			break;
+	if (begins[i] == NULL || strstr(value, "-----END ") == NULL ||
+	    strstr(value + 11, "-----BEGIN ") != NULL)
+		return bad(why, s, "", "not one PEM private key (-----BEGIN "
+		    "PRIVATE KEY----- ... -----END PRIVATE KEY-----)");
+	return 0;
+}
+
 int
 tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
     char *why)
@@ -135,6 +172,8 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 		return bad(why, s, value, "empty (--unset removes a setting)");
 	if (s->kind == TL_DRV_PEM)
 		return pem_check(s, value, n, why);
+	if (s->kind == TL_DRV_PEM_KEY)
+		return pem_key_check(s, value, n, why);
 	if (n > TL_DRV_SETTING_MAX)
 		return bad(why, s, value, "longer than 255 bytes");
 	/*
@@ -198,6 +237,7 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 			    "off");
 		return 0;
 	case TL_DRV_PEM:
+	case TL_DRV_PEM_KEY:
 		return 0;
 	case TL_DRV_PATH:
 		if (value[0] != '/' || strstr(value, "/./") != NULL ||

@@ -408,7 +408,7 @@ tl_rx_rotate_admin(struct tl_rx *rx, unsigned *steps)
 	*steps = rc == 0 ? ps.steps : 0;
 	for (i = 0; i < ps.n; i++) {
 		tl_secret_wipe(ps.s[i].newpw, sizeof(ps.s[i].newpw));
-		tl_secret_wipe(ps.s[i].pv.password, sizeof(ps.s[i].pv.password));
+		tl_rx_prov_wipe(&ps.s[i].pv);
 	}
 	tl_secret_free(ps.s);
 	return rc;

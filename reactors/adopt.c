@@ -64,6 +64,6 @@ tl_rx_find_marked(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	rc = pv.ops->find_marked(h, &in, from, out, what);
 	pv.ops->close(h);
 out:
-	tl_secret_wipe(pv.password, sizeof(pv.password));
+	tl_rx_prov_wipe(&pv);
 	return rc;
 }

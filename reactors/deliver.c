@@ -153,7 +153,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	if ((rc = tl_rx_intent_password(rx, t, g, password)) != 0)
 		return rc;
 	rc = tl_rx_load_provider(t, p, rx, g->provider, g->type, &pv, driver, &drop);
-	tl_secret_wipe(pv.password, sizeof(pv.password));
+	tl_rx_prov_wipe(&pv);
 	if (rc != 0)
 		goto out;
 	tl_rx_consumer_endpoint(&pv, g, TL_RX_EP_HOLDER, node, sv, host, &ep);

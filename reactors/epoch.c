@@ -489,7 +489,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 		}
 		if (ops->fence == NULL) {
 			(*unfenced)++;
-			tl_secret_wipe(pv.password, sizeof(pv.password));
+			tl_rx_prov_wipe(&pv);
 			continue;
 		}
 		tl_rx_prov_admin(&pv, sv, &want, &a);
@@ -500,7 +500,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 		a.mesh = rx->mesh;
 		a.fence = &want;
 		frc = ops->open(&a, &h, why);
-		tl_secret_wipe(pv.password, sizeof(pv.password));
+		tl_rx_prov_wipe(&pv);
 		if (frc == 0)
 			frc = ops->fence(h, &want, &held, why);
 		if (h != NULL)

@@ -56,6 +56,6 @@ tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	rc = pv.ops->loss(h, &dg, *drop, loses, what);
 	pv.ops->close(h);
 out:
-	tl_secret_wipe(pv.password, sizeof(pv.password));
+	tl_rx_prov_wipe(&pv);
 	return rc;
 }

@@ -322,7 +322,7 @@ gather_one(const struct tl_grant *g, void *arg)
 			mg->timeout_s = pv.mig_timeout;
 			mg->ops = tl_drv_find(driver);
 		}
-		tl_secret_wipe(pv.password, sizeof(pv.password));
+		tl_rx_prov_wipe(&pv);
 	}
 	return 0;
 }

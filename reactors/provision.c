@@ -104,21 +104,21 @@ pass_provider(struct pass *ps, struct tl_txn *t, const struct tl_proj *p,
 			if (tl_rx_load_provider(t, p, ps->rx, g->provider, g->type,
 			    &tmp, driver, drop) != 0)
 				return NULL;
-			tl_secret_wipe(tmp.password, sizeof(tmp.password));
+			tl_rx_prov_wipe(&tmp);
 			return &ps->pv[i];
 		}
 	if (tl_rx_load_provider(t, p, ps->rx, g->provider, g->type, &pv, driver,
 	    drop) != 0) {
-		tl_secret_wipe(pv.password, sizeof(pv.password));
+		tl_rx_prov_wipe(&pv);
 		return NULL;
 	}
 	if (tl_vec_grow_secret(&ps->pv, &ps->cappv, ps->npv + 1,
 	    sizeof(ps->pv[0])) != 0) {
-		tl_secret_wipe(pv.password, sizeof(pv.password));
+		tl_rx_prov_wipe(&pv);
 		return NULL;
 	}
 	ps->pv[ps->npv] = pv;
-	tl_secret_wipe(pv.password, sizeof(pv.password));
+	tl_rx_prov_wipe(&pv);
 	return &ps->pv[ps->npv++];
 }
 
@@ -797,7 +797,7 @@ pass_free(struct pass *ps)
 		    sizeof(ps->w[i].handle_out));
 	}
 	for (i = 0; i < ps->npv; i++) {
-		tl_secret_wipe(ps->pv[i].password, sizeof(ps->pv[i].password));
+		tl_rx_prov_wipe(&ps->pv[i]);
 		free(ps->pv[i].w);
 	}
 	/* Kept for the next pass, wiped whole (rx->prov_w). */

@@ -674,8 +674,8 @@ static void
 step_free(struct mstep *st)
 {
 	tl_secret_wipe(st->password, sizeof(st->password));
-	tl_secret_wipe(st->from.password, sizeof(st->from.password));
-	tl_secret_wipe(st->to.password, sizeof(st->to.password));
+	tl_rx_prov_wipe(&st->from);
+	tl_rx_prov_wipe(&st->to);
 	free(st->tables);
 	st->tables = NULL;
 }

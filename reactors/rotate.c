@@ -720,7 +720,7 @@ calls(void *arg, unsigned *phases)
 		if (cl[i].admin)
 			((struct rstep *)cl[i].item)->rc = cl[i].rc;
 	for (i = 0; pv != NULL && i < npv; i++)
-		tl_secret_wipe(pv[i].password, sizeof(pv[i].password));
+		tl_rx_prov_wipe(&pv[i]);
 	tl_secret_free(pv);
 	free(cl);
 	/* Outcomes only when a step was taken (as before the pass). */

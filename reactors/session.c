@@ -286,6 +286,21 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 			}
 			pv->password[len - TL_BOX_OVERHEAD] = '\0';
 		}
+		st = tl_drv_setting_for(pv->decl, TL_DRV_USE_ADMIN_KEY, 0);
+		sname = st != NULL ? st->name : "";
+		if (st != NULL && tl_bn_get(n, sname, &s) == 0 &&
+		    tl_bn_secret(s, &ct, &len) == 0 &&
+		    len > TL_BOX_OVERHEAD &&
+		    len - TL_BOX_OVERHEAD < sizeof(pv->client_key)) {
+			snprintf(ad, sizeof(ad), "assignment/%s@%s:%s",
+			    pv->module, pv->node, sname);
+			if (tl_secret_decrypt(&rx->key, ad, strlen(ad), ct,
+			    len, (uint8_t *)pv->client_key) != 0) {
+				tl_rec_close(&r);
+				return TL_ESECRET;
+			}
+			pv->client_key[len - TL_BOX_OVERHEAD] = '\0';
+		}
 	}
 	tl_rec_close(&r);
 	return 0;
@@ -341,6 +356,14 @@ tl_rx_prov_admin(const struct tl_rx_prov *pv,
 	a->password = pv->password;
 	a->settings = tl_rx_prov_settings(pv, sv);
 	a->ca_file = pv->ca_file[0] != '\0' ? pv->ca_file : NULL;
+	{
+		const struct tl_drv_setting *st = tl_drv_setting_for(pv->decl,
+		    TL_DRV_USE_ADMIN_CERT, 0);
+
+		a->client_cert = st != NULL ? tl_drv_setting_get(a->settings,
+		    st->name) : NULL;
+	}
+	a->client_key = pv->client_key[0] != '\0' ? pv->client_key : NULL;
 	a->mesh = pv->mesh;
 	if (pv->epoch != 0) {
 		f->mesh = pv->mesh;
@@ -348,4 +371,11 @@ tl_rx_prov_admin(const struct tl_rx_prov *pv,
 		f->leader = pv->leader;
 		a->fence = f;
 	}
+}
+
+void
+tl_rx_prov_wipe(struct tl_rx_prov *pv)
+{
+	tl_secret_wipe(pv->password, sizeof(pv->password));
+	tl_secret_wipe(pv->client_key, sizeof(pv->client_key));
 }

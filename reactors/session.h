@@ -4,8 +4,8 @@
  * tl_rx_load_provider fills a caller's struct tl_rx_prov (plain data:
  * it owns no memory but the provisioner's w array, which the
  * provisioner frees) from the graph in the caller's transaction, the
- * admin password decrypted into it: the caller wipes pv->password
- * (tl_secret_wipe) when done, also after an error, and keeps the
+ * admin password and client key decrypted into it: the caller wipes
+ * them (tl_rx_prov_wipe) when done, also after an error, and keeps the
  * struct in tl_secret_* memory if it outlives the call.  Errors:
  * TL_ENOTFOUND (no such provider, node or assignment), TL_ETOOBIG (a
  * key past TL_KEY_MAX), TL_ESECRET (the password does not decrypt),
@@ -33,13 +33,19 @@ struct tl_rx_prov {
 	char		 port[8];
 	char		 user[64];
 	char		 password[512];
+	/*
+	 * The admin's client key (a setting of use TL_DRV_USE_ADMIN_KEY,
+	 * decrypted like the password; "": none), given to the driver with
+	 * the setting of use TL_DRV_USE_ADMIN_CERT (tl_rx_prov_admin).
+	 */
+	char		 client_key[TL_DRV_KEY_MAX + 1];
 	unsigned	 mig_timeout;	/* migration-timeout, s; 0: default */
 	int		 ok;		/* admin side usable this pass */
 	/*
 	 * The assignment's settings that are not secret, name NUL value NUL
 	 * each (tl_rx_prov_settings makes the driver's array of them).
 	 */
-	char		 setbuf[TL_DRV_PEM_MAX + 4096];
+	char		 setbuf[2 * TL_DRV_PEM_MAX + 4096];	/* ca, admin-cert */
 	/*
 	 * The setting ca written where a client library that wants a file
 	 * reads it (HOME/tls/ca-DIGEST.pem: tl_rx_load_provider); "": no
@@ -61,6 +67,9 @@ struct tl_rx_prov {
 	struct work	**w;	/* the provisioner's */
 	size_t		 nw, capw;
 };
+
+/* Wipes what pv holds that is secret (its password and client key). */
+void	tl_rx_prov_wipe(struct tl_rx_prov *pv);
 
 /* Settings a provider's driver is given, at most. */
 #define TL_RX_SETTINGS_MAX	16

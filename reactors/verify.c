@@ -672,7 +672,7 @@ run_checks(void *arg, unsigned *phases)
 	}
 log:
 	for (i = 0; pv != NULL && i < ps->nvp; i++)
-		tl_secret_wipe(pv[i].password, sizeof(pv[i].password));
+		tl_rx_prov_wipe(&pv[i]);
 	tl_secret_free(pv);
 	free(cl);
 	free(vc);

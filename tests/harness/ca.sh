@@ -24,10 +24,21 @@
 #   wrong-host.pem, wrong-host.key
 #                              a certificate of the right CA for DNS:wrong.example
 #                              only (a client checking the host must refuse it)
-#   env                        sourceable: exports TALLY_TEST_CA (ca.pem),
+#   client.pem, client.key     a client certificate of the CA (extendedKeyUsage
+#                              clientAuth), CN tally_cert_admin: the admin a
+#                              server that asks for one lets in (PostgreSQL's
+#                              cert method maps the CN to the role)
+#   client-other.pem, client-other.key
+#                              the same CN signed by the unrelated CA: a server
+#                              verifying clients must refuse it
+#   env                        sourceable: exports TALLY_TEST_CA (ca.pem: a
+#                              server verifies clients against it too),
 #                              TALLY_TEST_CA_OTHER (other-ca.pem),
-#                              TALLY_TEST_CA_IMPOSTOR_CERT/_KEY and
-#                              TALLY_TEST_CA_WRONGHOST_CERT/_KEY
+#                              TALLY_TEST_CA_IMPOSTOR_CERT/_KEY,
+#                              TALLY_TEST_CA_WRONGHOST_CERT/_KEY,
+#                              TALLY_TEST_CA_CLIENT_CERT/_KEY,
+#                              TALLY_TEST_CA_CLIENT_OTHER_CERT/_KEY and
+#                              TALLY_TEST_CA_CLIENT_CN
 #
 # Idempotent: what exists is kept (so servers already started with its
 # certificates stay valid), what is missing is made; a CA that expires
@@ -79,7 +90,7 @@ do_make() {
     for n in "$@"; do
         case "$n" in
             ''|*[!A-Za-z0-9.-]*|-*|.*) die "a NAME is letters, digits, '.' and '-' (a DNS name), got '$n'" ;;
-            ca|other-ca|impostor|wrong-host) die "NAME '$n' is taken by the fixtures" ;;
+            ca|other-ca|impostor|wrong-host|client|client-other) die "NAME '$n' is taken by the fixtures" ;;
         esac
     done
     mkdir -p "$D" || die "cannot create $D"
@@ -114,12 +125,20 @@ keyUsage = critical, digitalSignature
 extendedKeyUsage = serverAuth
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
+[cli]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
 EOF
     tag=$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')
     make_pair ca "tally test CA $tag" v3_ca
     make_pair other-ca "tally test other CA $tag" v3_ca
     make_pair impostor impostor srv other-ca "DNS:localhost, IP:127.0.0.1"
     make_pair wrong-host wrong.example srv ca "DNS:wrong.example"
+    make_pair client tally_cert_admin cli ca "DNS:tally_cert_admin"
+    make_pair client-other tally_cert_admin cli other-ca "DNS:tally_cert_admin"
     for n in "$@"; do
         make_pair "$n" "$n" srv ca "DNS:localhost, IP:127.0.0.1, DNS:$n"
     done
@@ -131,6 +150,11 @@ EOF
         echo "export TALLY_TEST_CA_IMPOSTOR_KEY=$(shquote "$D/impostor.key")"
         echo "export TALLY_TEST_CA_WRONGHOST_CERT=$(shquote "$D/wrong-host.pem")"
         echo "export TALLY_TEST_CA_WRONGHOST_KEY=$(shquote "$D/wrong-host.key")"
+        echo "export TALLY_TEST_CA_CLIENT_CERT=$(shquote "$D/client.pem")"
+        echo "export TALLY_TEST_CA_CLIENT_KEY=$(shquote "$D/client.key")"
+        echo "export TALLY_TEST_CA_CLIENT_OTHER_CERT=$(shquote "$D/client-other.pem")"
+        echo "export TALLY_TEST_CA_CLIENT_OTHER_KEY=$(shquote "$D/client-other.key")"
+        echo "export TALLY_TEST_CA_CLIENT_CN=tally_cert_admin"
     } >"$D/env.tmp"
     chmod 644 "$D/env.tmp"
     mv -f "$D/env.tmp" "$D/env"

@@ -3,17 +3,29 @@
  * the bytes a composed URI gets for every byte of a name, where the
  * output ends when it is full, which setting a vector yields, reasons
  * cut at TL_DRV_WHY_MAX and joined with "; ", a bounded statement, and
- * a secret copy.  Needs no server.
+ * a secret copy; the admin's client certificate (a PEM key setting, the
+ * pair checked, a key in memory as a file, on an SSL_CTX) with the
+ * harness's CA fixtures (tests/harness/ca.sh).  Needs no server.
  */
+#define _GNU_SOURCE
+
 #include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "drivers/tlsclient.h"
 #include "drivers/util.h"
+#include "tests/lib/tl_test.h"
 
 static int
 unreserved(unsigned char c)
@@ -209,6 +221,195 @@ START_TEST(test_grant_named_and_secret_dup)
 }
 END_TEST
 
+/* The whole of file path (malloc'd, NUL-ended). */
+static char *
+slurp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char *b;
+	long n;
+
+	ck_assert_msg(fp != NULL, "%s", path);
+	ck_assert_int_eq(fseek(fp, 0, SEEK_END), 0);
+	n = ftell(fp);
+	rewind(fp);
+	b = calloc(1, (size_t)n + 1);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(fread(b, 1, (size_t)n, fp), (size_t)n);
+	fclose(fp);
+	return b;
+}
+
+/* The harness's CA fixtures in a fresh directory: its path. */
+static char *
+fixtures(void)
+{
+	char *dir = tl_test_tmpdir("drv_util_ca"), cmd[8192];
+	const char *src = getenv("TALLY_SRC");
+
+	snprintf(cmd, sizeof(cmd), "sh '%s/tests/harness/ca.sh' make '%s' "
+	    ">/dev/null", src != NULL ? src : ".", dir);
+	ck_assert_msg(system(cmd) == 0, "%s", cmd);
+	return dir;
+}
+
+static char *
+fixture(const char *dir, const char *name)
+{
+	char *p = tl_test_path(dir, name), *b = slurp(p);
+
+	free(p);
+	return b;
+}
+
+static int
+nfds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * A PEM key setting (TL_DRV_PEM_KEY, admin-key): one unencrypted key
+ * block, nothing of it in why when refused.
+ */
+START_TEST(test_pem_key_setting)
+{
+	static const struct tl_drv_setting k = { "admin-key", "", 1,
+	    TL_DRV_PEM_KEY, "key", 0, 0, TL_DRV_USE_ADMIN_KEY };
+	char *dir = fixtures(), *key = fixture(dir, "client.key");
+	char *cert = fixture(dir, "client.pem"), *two, *big, *ctl;
+	char why[TL_DRV_WHY_MAX], b64[16];
+	size_t n = strlen(key);
+
+	/* The second line's first bytes: key material, never in why. */
+	snprintf(b64, sizeof(b64), "%.12s", strchr(key, '\n') + 1);
+	ck_assert_int_eq(tl_drv_setting_check(&k, key, why), 0);
+	ck_assert_int_eq(tl_drv_setting_check(&k, cert, why), TL_EINVAL);
+	ck_assert_msg(strstr(why, "not one PEM private key") != NULL, "%s",
+	    why);
+	ck_assert_int_eq(tl_drv_setting_check(&k, "-----BEGIN ENCRYPTED "
+	    "PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n",
+	    why), TL_EINVAL);
+	ck_assert_msg(strstr(why, "encrypted") != NULL, "%s", why);
+	two = calloc(1, 2 * n + 1);
+	ck_assert_ptr_nonnull(two);
+	memcpy(two, key, n);
+	memcpy(two + n, key, n);
+	ck_assert_int_eq(tl_drv_setting_check(&k, two, why), TL_EINVAL);
+	ck_assert_ptr_null(strstr(why, b64));
+	ctl = strdup(key);
+	ck_assert_ptr_nonnull(ctl);
+	ctl[40] = '\r';
+	ck_assert_int_eq(tl_drv_setting_check(&k, ctl, why), TL_EINVAL);
+	ck_assert_ptr_null(strstr(why, b64));
+	big = calloc(1, TL_DRV_KEY_MAX + 2);
+	ck_assert_ptr_nonnull(big);
+	memcpy(big, key, n);
+	memset(big + n, 'A', TL_DRV_KEY_MAX + 1 - n);
+	ck_assert_int_eq(tl_drv_setting_check(&k, big, why), TL_EINVAL);
+	ck_assert_msg(strstr(why, "8192") != NULL, "%s", why);
+	ck_assert_str_eq(tl_drv_kind_name(TL_DRV_PEM_KEY), "PEM key");
+	free(big);
+	free(ctl);
+	free(two);
+	free(cert);
+	free(key);
+	tl_test_tmpdir_done(dir);
+}
+END_TEST
+
+/*
+ * The pair as tl_drv_admin carries it: none, one without the other,
+ * another's key, an encrypted key, a certificate that is no PEM are
+ * refused before any connection; the right pair is installed on an
+ * SSL_CTX, and a key given as a file lives only in memory (a memfd of
+ * mode 0600, gone with its descriptor).
+ */
+START_TEST(test_client_cert)
+{
+	char *dir = fixtures(), *cert = fixture(dir, "client.pem");
+	char *key = fixture(dir, "client.key");
+	char *okey = fixture(dir, "client-other.key"), *enc, cmd[8192];
+	char why[TL_DRV_WHY_MAX], subj[512], path[64], b64[16], *back;
+	struct stat st;
+	SSL_CTX *ctx;
+	int have = -1, fd = -1, before;
+
+	snprintf(b64, sizeof(b64), "%.12s", strchr(key, '\n') + 1);
+	ck_assert_int_eq(tl_drv_client_cert_check(NULL, NULL, &have, why), 0);
+	ck_assert_int_eq(have, 0);
+	ck_assert_int_eq(tl_drv_client_cert_check("", "", &have, why), 0);
+	ck_assert_int_eq(have, 0);
+	ck_assert_int_eq(tl_drv_client_cert_check(cert, NULL, &have, why),
+	    TL_EINVAL);
+	ck_assert_msg(strstr(why, "--secret admin-key") != NULL, "%s", why);
+	ck_assert_int_eq(tl_drv_client_cert_check(NULL, key, &have, why),
+	    TL_EINVAL);
+	ck_assert_msg(strstr(why, "admin-cert=FILE") != NULL, "%s", why);
+	ck_assert_int_eq(tl_drv_client_cert_check(cert, okey, &have, why),
+	    TL_EINVAL);
+	ck_assert_msg(strstr(why, "not the private key") != NULL, "%s", why);
+	ck_assert_int_eq(tl_drv_client_cert_check("-----BEGIN CERTIFICATE"
+	    "-----\nnope\n-----END CERTIFICATE-----\n", key, &have, why),
+	    TL_EINVAL);
+	ck_assert_msg(strstr(why, "no PEM certificate") != NULL, "%s", why);
+	snprintf(cmd, sizeof(cmd), "openssl pkey -in '%s/client.key' "
+	    "-aes256 -passout pass:secret -out '%s/enc.key' 2>/dev/null",
+	    dir, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	enc = fixture(dir, "enc.key");
+	ck_assert_int_eq(tl_drv_client_cert_check(cert, enc, &have, why),
+	    TL_EINVAL);
+	ck_assert_msg(strstr(why, "unencrypted") != NULL, "%s", why);
+	ck_assert_int_eq(have, 0);
+	ck_assert_int_eq(tl_drv_client_cert_check(cert, key, &have, why), 0);
+	ck_assert_int_eq(have, 1);
+	ck_assert_int_eq(tl_drv_client_cert_subject(cert, subj,
+	    sizeof(subj)), 0);
+	ck_assert_msg(strstr(subj, "CN=tally_cert_admin") != NULL, "%s",
+	    subj);
+
+	ctx = SSL_CTX_new(TLS_client_method());
+	ck_assert_ptr_nonnull(ctx);
+	ck_assert_int_eq(tl_drv_client_cert_ctx(ctx, cert, okey, why),
+	    TL_EINVAL);
+	ck_assert_int_eq(tl_drv_client_cert_ctx(ctx, cert, key, why), 0);
+	ck_assert_int_eq(SSL_CTX_check_private_key(ctx), 1);
+	SSL_CTX_free(ctx);
+
+	before = nfds();
+	ck_assert_int_eq(tl_drv_pem_memfd(key, "admin-key", &fd, path,
+	    sizeof(path), why), 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	/* Opened by name, as a library does: what was written. */
+	back = slurp(path);
+	ck_assert_str_eq(back, key);
+	free(back);
+	ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	close(fd);
+	ck_assert_int_eq(nfds(), before);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	ck_assert_ptr_null(strstr(why, b64));
+
+	free(enc);
+	free(okey);
+	free(key);
+	free(cert);
+	tl_test_tmpdir_done(dir);
+}
+END_TEST
+
 static Suite *
 util_suite(void)
 {
@@ -223,6 +424,8 @@ util_suite(void)
 	tcase_add_test(tc, test_why);
 	tcase_add_test(tc, test_sqlf);
 	tcase_add_test(tc, test_grant_named_and_secret_dup);
+	tcase_add_test(tc, test_pem_key_setting);
+	tcase_add_test(tc, test_client_cert);
 	suite_add_tcase(s, tc);
 	return s;
 }

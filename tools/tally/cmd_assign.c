@@ -28,8 +28,10 @@ static const char assign_usage[] =
 "pairing: its exposure (default local) and settings.  A provider's\n"
 "admin connection goes here (--set port=N --secret admin-password, as\n"
 "its driver names them).  Each --secret is read from standard input\n"
-"(one line each, in order), encrypted with the master key, and never\n"
-"taken from the command line.\n"
+"(one line each, in order; a PEM key such as admin-key up to its END\n"
+"line), encrypted with the master key, and never taken from the\n"
+"command line.  A PEM setting (ca, admin-cert) names its file:\n"
+"--set admin-cert=/etc/tally/admin.pem --secret admin-key < admin.key\n"
 "\n"
 "A provider's keys are the settings its driver declares, with their\n"
 "defaults (drivers/README.md; tally providers shows each provider's\n"
@@ -161,12 +163,9 @@ setting_key_ok(const char *k, size_t n)
 	return 1;
 }
 
-/*
- * Whether some driver declares key a PEM setting (decl.h: TL_DRV_PEM),
- * whose --set value names a file to read.
- */
-static int
-pem_key(const char *key)
+/* Some driver's declaration of setting key as kind (NULL: none). */
+static const struct tl_drv_setting *
+kind_of(const char *key, enum tl_drv_kind kind)
 {
 	const char *const *dn = tl_drv_names();
 	const struct tl_drv_setting *st;
@@ -176,9 +175,25 @@ pem_key(const char *key)
 	for (i = 0; dn[i] != NULL; i++)
 		if ((dd = tl_drv_decl_find(dn[i])) != NULL &&
 		    (st = tl_drv_setting_find(dd->settings, key)) != NULL &&
-		    st->kind == TL_DRV_PEM)
-			return 1;
-	return 0;
+		    st->kind == kind)
+			return st;
+	return NULL;
+}
+
+int
+cli_pem_key_setting(const char *key)
+{
+	return kind_of(key, TL_DRV_PEM_KEY) != NULL;
+}
+
+/*
+ * Whether some driver declares key a PEM setting (decl.h: TL_DRV_PEM),
+ * whose --set value names a file to read.
+ */
+static int
+pem_key(const char *key)
+{
+	return kind_of(key, TL_DRV_PEM) != NULL;
 }
 
 /*
@@ -352,19 +367,42 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			return TL_EXIT_FAIL;
 		}
 		for (i = 0; i < nsecret; i++) {
-			char val[1024], ad[TL_STREAM_MAX + 80], prompt[96];
+			/* A PEM key (decl.h: TL_DRV_PEM_KEY) or a line. */
+			char val[TL_DRV_KEY_MAX + 2], ad[TL_STREAM_MAX + 80];
+			char prompt[96], kwhy[TL_DRV_WHY_MAX];
+			const struct tl_drv_setting *pk =
+			    kind_of(secrets[i], TL_DRV_PEM_KEY);
 			size_t n;
+			int rrc;
 
 			snprintf(prompt, sizeof(prompt), "%s", secrets[i]);
-			if (cli_read_secret(prompt, val, sizeof(val)) != 0) {
-				cli_errx("--secret %s: no value on standard "
-				    "input", secrets[i]);
+			rrc = pk != NULL ? cli_read_secret_pem(prompt, val,
+			    sizeof(val)) : cli_read_secret(prompt, val, 1024);
+			if (rrc != 0) {
+				if (rrc == TL_ETOOBIG)
+					cli_errx("--secret %s: longer than %d "
+					    "bytes", secrets[i],
+					    TL_DRV_KEY_MAX);
+				else
+					cli_errx("--secret %s: no %s on "
+					    "standard input", secrets[i],
+					    pk != NULL ? "PEM key, up to its "
+					    "END line," : "value");
+				tl_secret_wipe(val, sizeof(val));
 				tl_secret_key_free(&key);
 				ex = TL_EXIT_USAGE;
 				goto out;
 			}
 			n = strlen(val);
-			if (!secret_ok(val)) {
+			if (pk != NULL && tl_drv_setting_check(pk, val,
+			    kwhy) != 0) {
+				cli_errx("--secret %s", kwhy);
+				tl_secret_wipe(val, sizeof(val));
+				tl_secret_key_free(&key);
+				ex = TL_EXIT_REFUSED;
+				goto out;
+			}
+			if (pk == NULL && !secret_ok(val)) {
 				cli_errx("--secret %s: the value contains a "
 				    "control character", secrets[i]);
 				tl_secret_wipe(val, sizeof(val));

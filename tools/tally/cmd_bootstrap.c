@@ -797,18 +797,47 @@ graph_has(struct tl_cli *cli, const char *key)
 	return ex == TL_EXIT_OK ? ea.yes : -1;
 }
 
-/* One secret's line: the first line of its file, or of stdin. */
+/*
+ * One secret's line: the first line of its file, or of stdin; a PEM key
+ * (cli_pem_key_setting) is its whole file, or stdin up to its END line,
+ * ending in a newline.
+ */
 static int
 secret_value(const struct bs_secret *s, char *val, size_t cap)
 {
+	int pem = cli_pem_key_setting(s->key);
 	size_t n;
 	FILE *fp;
 
-	if (s->file[0] == '\0')
+	if (s->file[0] == '\0' && !pem)
 		return cli_read_secret(s->key, val, cap);
+	if (s->file[0] == '\0') {
+		int rc = cli_read_secret_pem(s->key, val, cap);
+
+		/* assign is handed it with one newline after the END line. */
+		n = strlen(val);
+		while (n > 0 && val[n - 1] == '\n')
+			val[--n] = '\0';
+		return rc;
+	}
 	if ((fp = fopen(s->file, "r")) == NULL)
 		return errno;
 	setvbuf(fp, NULL, _IONBF, 0);	/* no unwiped stdio copy */
+	if (pem) {
+		n = fread(val, 1, cap - 1, fp);
+		val[n] = '\0';
+		/* A file past cap was cut: assign would refuse the rest. */
+		if (n == cap - 1 && fgetc(fp) != EOF) {
+			fclose(fp);
+			return TL_ETOOBIG;
+		}
+		fclose(fp);
+		while (n > 0 && (val[n - 1] == '\n' || val[n - 1] == '\r'))
+			val[--n] = '\0';
+		if (n == 0 || memchr(val, '\0', n) != NULL)
+			return TL_EINVAL;
+		return 0;
+	}
 	if (fgets(val, (int)cap, fp) == NULL) {
 		fclose(fp);
 		return TL_EINVAL;
@@ -828,7 +857,7 @@ secret_value(const struct bs_secret *s, char *val, size_t cap)
 static int
 assign(struct tl_cli *cli, const struct bs_bundle *b, const struct bs_assign *a)
 {
-	char *argv[8 + 4 * BS_MAX], val[1024];
+	char *argv[8 + 4 * BS_MAX], val[TL_DRV_KEY_MAX + 2];
 	int pfd[2] = { -1, -1 }, saved = -1, ex = TL_EXIT_FAIL, rc;
 	size_t n = 0, i;
 
@@ -857,10 +886,11 @@ assign(struct tl_cli *cli, const struct bs_bundle *b, const struct bs_assign *a)
 
 		if ((rc = secret_value(&a->sec[i], val, sizeof(val) - 1)) != 0) {
 			cli_errx("%s: secret %s of %s: %s", b->file,
-			    a->sec[i].key, a->module, a->sec[i].file[0] ?
-			    (rc == TL_EINVAL ? "the file's first line is "
-			    "empty" : strerror(rc)) : "no line on standard "
-			    "input");
+			    a->sec[i].key, a->module, rc == TL_ETOOBIG ?
+			    "longer than a PEM key may be (8192 bytes)" :
+			    a->sec[i].file[0] ? (rc == TL_EINVAL ? "the "
+			    "file's first line is empty" : strerror(rc)) :
+			    "no line on standard input");
 			ex = TL_EXIT_REFUSED;
 			goto close_pipe;
 		}

@@ -714,7 +714,8 @@ fence_id(const char *rest, const void *val, size_t vlen, void *arg)
 /* tally.h: how each provider is fenced, as its drivers declare it. */
 /*
  * How tallyd reaches provider pid of driver dd (decl.h: the settings tls
- * and ca), as {host, tls, ca, warning}: the admin host by the settings'
+ * and ca, admin-cert and admin-key), as {host, tls, ca, client_cert,
+ * warning}: the admin host by the settings'
  * use, else the node's routable name; the mode its setting says, else
  * off on loopback and verify elsewhere.  NULL for a driver that reaches
  * nothing over a network (no setting tls).
@@ -730,7 +731,7 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 	char where[256], v[640], vals[8][256];
 	const char *sv[2 * 8 + 1];
 	enum tl_drv_tls mode;
-	int ca = 0;
+	int ca = 0, cc = 0, ck = 0;
 	size_t i, nv = 0;
 	json_t *o;
 
@@ -745,6 +746,10 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 			    TL_DRV_USE_ADMIN_HOST, i)) != NULL; i++)
 				tl_bn_getstr(n, st->name, host, sizeof(host));
 			ca = tl_bn_get(n, "ca", &(struct tl_bnode){ 0 }) == 0;
+			if ((st = tl_drv_setting_for(dd, TL_DRV_USE_ADMIN_CERT,
+			    0)) != NULL)
+				cc = tl_bn_get(n, st->name,
+				    &(struct tl_bnode){ 0 }) == 0;
 			/* What the driver's reach reads: the plain settings. */
 			for (st = dd->settings; st->name != NULL && nv < 8;
 			    st++)
@@ -757,6 +762,11 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 					nv++;
 				}
 		}
+		if (tl_bn_get(r.m, "secrets", &n) == 0 &&
+		    (st = tl_drv_setting_for(dd, TL_DRV_USE_ADMIN_KEY, 0)) !=
+		    NULL)
+			ck = tl_bn_get(n, st->name, &(struct tl_bnode){ 0 }) ==
+			    0;
 		tl_rec_close(&r);
 	}
 	sv[2 * nv] = NULL;
@@ -767,10 +777,19 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 	}
 	mode = tl_drv_reach(dd, sv, host, where, sizeof(where));
 	snprintf(host, sizeof(host), "%s", where);
-	o = json_pack("{s:s,s:s,s:b}", "host", host, "tls",
-	    tl_drv_tls_name(mode), "ca", ca);
+	o = json_pack("{s:s,s:s,s:b,s:b}", "host", host, "tls",
+	    tl_drv_tls_name(mode), "ca", ca, "client_cert", cc && ck);
 	v[0] = '\0';
-	if (!tl_drv_host_loopback(host) && mode == TL_DRV_TLS_OFF)
+	if (cc != ck)
+		snprintf(v, sizeof(v), "%s is set but not %s: tallyd refuses "
+		    "to open a session", cc ? "admin-cert" : "admin-key",
+		    cc ? "admin-key (--secret admin-key)" :
+		    "admin-cert (--set admin-cert=FILE)");
+	else if (cc && mode == TL_DRV_TLS_OFF)
+		snprintf(v, sizeof(v), "admin-cert is set but tls is off: "
+		    "tallyd refuses to open a session (a client certificate "
+		    "is presented over TLS only)");
+	else if (!tl_drv_host_loopback(host) && mode == TL_DRV_TLS_OFF)
 		snprintf(v, sizeof(v), "plaintext to %s, not a loopback "
 		    "address: admin credentials cross the network in clear",
 		    host);
@@ -836,12 +855,15 @@ cli_status_fencing(struct tl_cli *cli, struct tl_txn *t,
 				const char *m = json_string_value(
 				    json_object_get(tr, "tls"));
 
-				printf("provider %s (%s) reached at %s: %s%s%s\n",
-				    pid, driver, json_string_value(
+				printf("provider %s (%s) reached at %s: %s%s%s"
+				    "%s\n", pid, driver, json_string_value(
 				    json_object_get(tr, "host")),
 				    strcmp(m, "verify") == 0 ? "TLS, verified" :
 				    strcmp(m, "require") == 0 ? "TLS, not "
 				    "verified" : "plaintext",
+				    json_is_true(json_object_get(tr,
+				    "client_cert")) ? ", the admin presents a "
+				    "client certificate" : "",
 				    json_object_get(tr, "warning") ? "; "
 				    "warning: " : "", json_object_get(tr,
 				    "warning") ? json_string_value(

@@ -139,6 +139,19 @@ void	 cli_print_emitted(struct tl_ctx *c, uint64_t seq, const char *type,
 /* Reads a secret from standard input (one line, no echo on a tty). */
 int	 cli_read_secret(const char *prompt, char *buf, size_t cap);
 /*
+ * Reads a PEM block from standard input as cli_read_secret reads a
+ * line: blank lines skipped, then every line up to and with the first
+ * "-----END " line, newlines kept.  0; EIO at the end of the input
+ * before an END line; TL_ETOOBIG when it does not fit in cap.  What was
+ * read is in buf (the caller wipes it) either way.
+ */
+int	 cli_read_secret_pem(const char *prompt, char *buf, size_t cap);
+/*
+ * Whether some driver declares the secret key a PEM key (decl.h:
+ * TL_DRV_PEM_KEY): read up to its END line, not as one line.
+ */
+int	 cli_pem_key_setting(const char *key);
+/*
  * Runs tallyd with args (NULL-terminated, after the program's name) on
  * cli's home, as git runs a remote helper: tallyd is the one program
  * that opens provider sessions.  It is found beside this program (make

@@ -414,7 +414,8 @@ cli_read_secret(const char *prompt, char *buf, size_t cap)
 		unbuffered = 1;
 	}
 	if (tty) {
-		fprintf(stderr, "%s: ", prompt);
+		if (prompt[0] != '\0')
+			fprintf(stderr, "%s: ", prompt);
 		if (tcgetattr(STDIN_FILENO, &old) == 0) {
 			noecho = old;
 			noecho.c_lflag &= ~(tcflag_t)ECHO;
@@ -435,4 +436,47 @@ cli_read_secret(const char *prompt, char *buf, size_t cap)
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
 	return n == 0 ? TL_EINVAL : 0;
+}
+
+int
+cli_read_secret_pem(const char *prompt, char *buf, size_t cap)
+{
+	char p[128];
+	size_t n = 0, len;
+	int rc;
+
+	if (cap < 2)
+		return TL_ETOOBIG;
+	buf[0] = '\0';
+	snprintf(p, sizeof(p), "%s (PEM, up to its END line)", prompt);
+	for (;;) {
+		/* A line at a time, straight into buf (no stdio copy). */
+		if (cap - n < 2)
+			return TL_ETOOBIG;
+		rc = cli_read_secret(n == 0 ? p : "", buf + n, cap - n);
+		if (rc == EIO)
+			return EIO;
+		len = strlen(buf + n);
+		if (rc == TL_EINVAL || len == 0) {
+			if (n == 0)
+				continue;	/* blank lines before it */
+			if (cap - n < 2)
+				return TL_ETOOBIG;
+			buf[n++] = '\n';
+			buf[n] = '\0';
+			continue;
+		}
+		/* A line longer than the room left was cut: too big. */
+		if (n + len + 1 >= cap)
+			return TL_ETOOBIG;
+		if (strncmp(buf + n, "-----END ", 9) == 0) {
+			n += len;
+			buf[n++] = '\n';
+			buf[n] = '\0';
+			return 0;
+		}
+		n += len;
+		buf[n++] = '\n';
+		buf[n] = '\0';
+	}
 }

@@ -13,6 +13,7 @@
 #include "core/secret.h"
 #include "core/vec.h"
 #include "http.h"
+#include "tlsclient.h"
 #include "util.h"
 
 static pthread_once_t http_once = PTHREAD_ONCE_INIT;
@@ -80,12 +81,67 @@ tl_drv_http_tls(void *curl, enum tl_drv_tls mode, const char *ca_file,
 }
 
 int
+tl_drv_http_client_cert(void *curl, const char *cert, const char *key,
+    char *why)
+{
+	struct curl_blob b;
+	CURL *c = curl;
+	int have, rc;
+
+	if ((rc = tl_drv_client_cert_check(cert, key, &have, why)) != 0 ||
+	    !have)
+		return rc;
+	/* libcurl copies the blob while setopt runs (CURL_BLOB_COPY). */
+	b.data = (void *)(uintptr_t)cert;
+	b.len = strlen(cert);
+	b.flags = CURL_BLOB_COPY;
+	if (curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &b) != CURLE_OK ||
+	    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM") != CURLE_OK)
+		return tl_drv_why(why, TL_EDRIVER, "admin-cert: libcurl takes "
+		    "no certificate from memory (7.71 or later needed)");
+	b.data = (void *)(uintptr_t)key;
+	b.len = strlen(key);
+	if (curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &b) != CURLE_OK ||
+	    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM") != CURLE_OK)
+		return tl_drv_why(why, TL_EDRIVER, "admin-key: libcurl takes "
+		    "no key from memory (7.71 or later needed)");
+	return 0;
+}
+
+/*
+ * OpenSSL's words for an alert received about the client's certificate
+ * (the only certificate a server judges), as libcurl's error buffer
+ * carries them: "certificate required" first, it is the only one that
+ * says none was presented.
+ */
+static const char *const cert_alerts[] = {
+	"alert certificate required",
+	"alert unknown ca",
+	"alert bad certificate",
+	"alert certificate unknown",
+	"alert certificate expired",
+	"alert certificate revoked",
+	"alert unsupported certificate",
+	"alert access denied",
+	NULL
+};
+
+int
 tl_drv_http_fail(int cc, enum tl_drv_tls mode, const char *errbuf,
     char *msg, size_t cap)
 {
 	const char *d = errbuf != NULL && errbuf[0] != '\0' ? errbuf :
 	    curl_easy_strerror((CURLcode)cc);
+	size_t i;
 
+	for (i = 0; mode != TL_DRV_TLS_OFF && cert_alerts[i] != NULL; i++)
+		if (strstr(d, cert_alerts[i]) != NULL) {
+			snprintf(msg, cap, "the server %s: %s", i == 0 ?
+			    "asks for a client certificate and none was "
+			    "presented" : "refused the client certificate "
+			    "presented", d);
+			return TL_EAUTH;
+		}
 	if (mode == TL_DRV_TLS_VERIFY &&
 	    (cc == CURLE_PEER_FAILED_VERIFICATION ||
 	    cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_ISSUER_ERROR ||

@@ -51,14 +51,41 @@ int	tl_drv_http_tls(void *curl, enum tl_drv_tls mode, const char *ca_file,
 	    int system_ok, char *errbuf, char *why);
 
 /*
- * What a failed transfer (cc: its CURLcode) is under mode: TL_EUNTRUSTED
- * when the provider's certificate did not verify (verify only: a chain
- * to another CA, a name that is not the host's, or a handshake that
+ * The client certificate cert (PEM, chain leaf first) and its key (PEM,
+ * unencrypted) presented by the libcurl easy handle curl (a CURL *) to
+ * a server that asks for one, from memory: CURLOPT_SSLCERT_BLOB and
+ * CURLOPT_SSLKEY_BLOB, type PEM (libcurl 7.71 or later, OpenSSL
+ * backend).  The pair is checked first (tl_drv_client_cert_check: both
+ * NULL or "" is none, and nothing is set).  The blobs are CURL_BLOB_COPY:
+ * libcurl keeps its own copy of both, in its ordinary memory, until the
+ * handle is cleaned up (not guarded, not wiped by libcurl: the key is in
+ * the process's memory as long as the handle lives, never on a disk);
+ * the caller's strings may go as soon as this returns.  0; TL_EINVAL
+ * (the pair, why as tl_drv_client_cert_check's); TL_EDRIVER when
+ * libcurl takes no blob.  Never a byte of the key in why.
+ */
+int	tl_drv_http_client_cert(void *curl, const char *cert, const char *key,
+	    char *why);
+
+/*
+ * What a failed transfer (cc: its CURLcode) is under mode: TL_EAUTH
+ * when the server ended the TLS session with an alert about the
+ * client's certificate (any mode: unknown CA, bad, expired, revoked,
+ * access denied; or a certificate required and none presented), in the
+ * handshake or, under TLS 1.3, at the first read; TL_EUNTRUSTED when
+ * the provider's certificate did not verify (verify only: a chain to
+ * another CA, a name that is not the host's, or a handshake that
  * failed), TL_EUNREACH for anything else.  msg (cap bytes) gets the
- * reason: "certificate verify failed: DETAIL" or "the TLS handshake
- * failed: DETAIL" (a plaintext port, a protocol refused) for the first,
- * libcurl's error buffer (else its code's text) for the second.  No credential has
- * been sent by then: libcurl sends headers only after the handshake.
+ * reason: "the server refused the client certificate presented: DETAIL"
+ * or "the server asks for a client certificate and none was presented:
+ * DETAIL" for the first, "certificate verify failed: DETAIL" or "the
+ * TLS handshake failed: DETAIL" (a plaintext port, a protocol refused)
+ * for the second, libcurl's error buffer (else its code's text) for the
+ * third.  No credential has been sent in the first two cases under TLS
+ * 1.2 (libcurl sends headers only after the handshake); under TLS 1.3
+ * a server judges the client's certificate after the client finished
+ * the handshake, so the request may have been sent, to a server the
+ * client verified.
  */
 int	tl_drv_http_fail(int cc, enum tl_drv_tls mode, const char *errbuf,
 	    char *msg, size_t cap);

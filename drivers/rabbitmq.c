@@ -85,10 +85,21 @@
  * compose sends consumers: AMQPS on amqps-port unless tls is off
  * (verified against ca under verify), else AMQP on port.
  *
+ * The admin's client certificate (admin-cert, admin-key: for a
+ * management listener with management.ssl.verify = verify_peer) is
+ * checked when a session opens (a pair that cannot be presented, or one
+ * with tls off, is TL_EINVAL before any request) and given to libcurl
+ * from memory (tl_drv_http_client_cert: libcurl's own copy, for the
+ * handle's life; never a file), so every request of the session
+ * presents it; the consumer's AMQP login of check never does.
+ *
  * Errors: TL_EUNREACH when the API does not answer (refused, timed out)
- * or answers 503; TL_EUNTRUSTED when its certificate does not verify; TL_EAUTH for 401 and 403 (the admin is refused, or
- * lacks the administrator tag); TL_EINVAL for a grant the driver will not
- * touch; TL_EDRIVER for any other refusal, why holding the API's reason.
+ * or answers 503; TL_EUNTRUSTED when its certificate does not verify;
+ * TL_EAUTH for 401 and 403 (the admin is refused, or lacks the
+ * administrator tag) and for a TLS session the broker ended over the
+ * admin's client certificate (refused, or asked for and not given);
+ * TL_EINVAL for a grant the driver will not touch; TL_EDRIVER for any
+ * other refusal, why holding the API's reason.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -109,6 +120,7 @@
 #include "driver.h"
 #include "rabbitmq.h"
 #include "http.h"
+#include "tlsclient.h"
 #include "util.h"
 
 #define RMQ_CONNECT_MS	3000
@@ -136,6 +148,9 @@ struct tl_drv_rmq {
 	enum tl_drv_tls	 tls;
 	char		 err[TL_DRV_HTTP_ERR];	/* libcurl's detail */
 	char		 user[128];	/* the admin */
+	/* The admin's client certificate is presented (its subject). */
+	int		 cert;
+	char		 subject[256];
 	char		*password;	/* guarded memory; rmq_close wipes */
 	char		*buf;		/* the last response body */
 	size_t		 len, cap;
@@ -238,8 +253,11 @@ request(struct tl_drv_rmq *r, const char *method, const char *path,
 	if (cc != CURLE_OK) {
 		rc = tl_drv_http_fail(cc, r->tls, r->err, rs, sizeof(rs));
 		return tl_drv_why(why, rc, "%s: the management API at %s:%s %s: "
-		    "%s", step, r->mhost, r->mport, rc == TL_EUNTRUSTED ?
-		    "is not trusted (TLS)" : "did not answer", rs);
+		    "%s%s", step, r->mhost, r->mport, rc == TL_EUNTRUSTED ?
+		    "is not trusted (TLS)" : rc == TL_EAUTH ? "refused tallyd "
+		    "(TLS)" : "did not answer", rs, rc == TL_EAUTH && !r->cert ?
+		    "; give the admin one: tally assign ... --set "
+		    "admin-cert=FILE --secret admin-key" : "");
 	}
 	curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &st);
 	*status = st;
@@ -539,11 +557,15 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 	struct tl_drv_rmq *r;
 	const char *host, *mport, *pw;
 	json_t *ov = NULL;
-	int rc;
+	int rc, have;
 
 	*hp = NULL;
 	if (a == NULL)
 		return tl_drv_why(why, TL_EINVAL, "no admin settings");
+	/* A certificate that cannot be presented: refused before a request. */
+	if ((rc = tl_drv_client_cert_check(a->client_cert, a->client_key,
+	    &have, why)) != 0)
+		return rc;
 	if (tl_drv_http_init() != 0 || sodium_init() < 0)
 		return tl_drv_why(why, TL_EDRIVER, "libcurl or libsodium did "
 		    "not initialise");
@@ -584,6 +606,12 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 		goto fail;
 	}
 	r->tls = tl_drv_tls_mode(a->settings, host);
+	if (have && r->tls == TL_DRV_TLS_OFF) {
+		rc = tl_drv_why(why, TL_EINVAL, "admin-cert needs tls verify "
+		    "or require (a certificate is presented in a TLS "
+		    "handshake; tls is off)");
+		goto fail;
+	}
 	/* An IPv6 literal goes in brackets. */
 	snprintf(r->base, sizeof(r->base), strchr(host, ':') != NULL ?
 	    "%s://[%s]:%s/api" : "%s://%s:%s/api", r->tls == TL_DRV_TLS_OFF ?
@@ -608,14 +636,25 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if ((rc = tl_drv_http_tls(r->c, r->tls, a->ca_file, 0, r->err,
 	    why)) != 0)
 		goto fail;
+	/* Every request of the session presents it (libcurl's copy). */
+	if (have) {
+		if ((rc = tl_drv_http_client_cert(r->c, a->client_cert,
+		    a->client_key, why)) != 0)
+			goto fail;
+		r->cert = 1;
+		(void)tl_drv_client_cert_subject(a->client_cert, r->subject,
+		    sizeof(r->subject));
+	}
 	/* Proves the admin (a 401 now, not at the first grant). */
 	if ((rc = get_json(r, "/whoami", 0, &ov, "open", why)) != 0)
 		goto fail;
 	json_decref(ov);
+	/* The certificate's subject is public; nothing of the key is said. */
 	tl_drv_why(why, 0, "connected to the RabbitMQ management API at %s:%s "
-	    "as \"%s\" (%s)", r->mhost, r->mport, r->user,
+	    "as \"%s\" (%s%s%s)", r->mhost, r->mport, r->user,
 	    r->tls == TL_DRV_TLS_VERIFY ? "TLS, verified" :
-	    r->tls == TL_DRV_TLS_REQUIRE ? "TLS, not verified" : "plaintext");
+	    r->tls == TL_DRV_TLS_REQUIRE ? "TLS, not verified" : "plaintext",
+	    r->cert ? ", client certificate " : "", r->cert ? r->subject : "");
 	*hp = r;
 	return 0;
 fail:

@@ -182,6 +182,7 @@ static const struct tl_drv_setting rmq_settings[] = {
 	{ "admin-password", "", 1, TL_DRV_STRING, "its password (--secret)",
 	    .use = TL_DRV_USE_ADMIN_SECRET },
 	TL_DRV_TLS_SETTINGS,
+	TL_DRV_CLIENT_CERT_SETTINGS,
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 

@@ -46,6 +46,17 @@
  * TLS as the setting tls says, the admin's session and the consumer's
  * login of check alike; the logic here is the same for both.
  *
+ * The admin's client certificate (admin-cert, admin-key: for a server
+ * with tls-auth-clients yes or optional) is checked when a session
+ * opens (a pair that cannot be presented, or one with tls off, is
+ * TL_EINVAL before any connection), kept in the handle's guarded memory
+ * and presented by every connection of the admin's, a reconnection's
+ * too; a consumer's login never presents it.  A server that refuses it
+ * (another CA, say), or asks for one the admin does not have, makes
+ * the session TL_EAUTH, why saying so.  A consumer's login refused for
+ * want of a certificate of its own leaves the login unjudged (check
+ * says so; the consumers' certificates are not tally's).
+ *
  * The server's normal form of the command rules (ACL GETUSER's
  * "commands" is the server's own rewriting of what was set) is read
  * from a user of tally's, "tally:rules", off and without a password
@@ -100,6 +111,7 @@
 #include "redis.h"
 #include "redis-internal.h"
 #include "redis_conn-internal.h"
+#include "tlsclient.h"
 #include "util.h"
 
 #define RD_HASH_HEX	64
@@ -136,6 +148,16 @@ struct tl_drv_redis {
 	/* How the sessions are protected (decl.h: tl_drv_tls_mode). */
 	enum tl_drv_tls	 tls;
 	char		*ca_file;
+	/*
+	 * The admin's client certificate (admin-cert, public) and its key
+	 * (admin-key: here, in the guarded memory of the handle, wiped by
+	 * rd_close; never on a disk), presented by every admin connection
+	 * (a reconnection too), never by a consumer's login; NULL and ""
+	 * when there is none.  subject: the certificate's, for open's why.
+	 */
+	char		*client_cert;
+	char		 client_key[TL_DRV_KEY_MAX + 1];
+	char		 subject[256];
 	/* The server's normal form of rules, and its flags (off aside). */
 	char		*ref_cmds;
 	char		 ref_flags[256];
@@ -196,11 +218,13 @@ sha256hex(const char *pw, char out[RD_HASH_HEX + 1])
 /*
  * A connection to host:port within RD_TIMEOUT_S, protected as the
  * session's setting tls says (redis_conn-internal.h): TL_EUNTRUSTED
- * when a certificate does not verify, before anything is sent.
+ * when a certificate does not verify, before anything is sent.  admin:
+ * the admin's (its client certificate presented when the server asks),
+ * else a consumer's login (none).
  */
 static int
 dial(const struct tl_drv_redis *h, const char *host, const char *port,
-    struct tl_drv_rd_conn **cp, char *why)
+    int admin, struct tl_drv_rd_conn **cp, char *why)
 {
 	struct tl_drv_rd_dial d = TL_DRV_RD_DIAL_INIT;
 
@@ -209,28 +233,64 @@ dial(const struct tl_drv_redis *h, const char *host, const char *port,
 	d.tls = h->tls;
 	d.ca_file = h->ca_file;
 	d.timeout_s = RD_TIMEOUT_S;
+	if (admin && h->client_cert != NULL) {
+		d.client_cert = h->client_cert;
+		d.client_key = h->client_key;
+	}
 	return tl_drv_rd_connect(&d, cp, why);
+}
+
+/* Said when the admin, presenting no certificate, is refused for it. */
+#define RD_CERT_HINT	"; give the admin one: tally assign ... --set " \
+	"admin-cert=FILE --secret admin-key"
+
+/*
+ * What a failed command on c is, why "what: the connection's error":
+ * TL_EAUTH when the server refused the connection for its client
+ * certificate (refused, or none presented: hint, when not NULL, follows
+ * then), else TL_EUNREACH.
+ */
+static int
+lost(const struct tl_drv_rd_conn *c, const char *hint, const char *what,
+    char *why)
+{
+	if (tl_drv_rd_cert_refused(c))
+		return tl_drv_why(why, TL_EAUTH, "%s: %s%s", what,
+		    tl_drv_rd_errstr(c), hint != NULL ? hint : "");
+	return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
+	    tl_drv_rd_errstr(c));
+}
+
+/* lost, for the admin's session. */
+static int
+admin_lost(const struct tl_drv_redis *h, const char *what, char *why)
+{
+	return lost(h->c, h->client_cert == NULL ? RD_CERT_HINT : NULL, what,
+	    why);
 }
 
 /*
  * AUTH user password on c: 0; TL_EAUTH when the server refuses the
  * credential (*refused 1 when refused is not NULL: the caller decides
- * what that means); TL_EUNREACH when the connection fails.
+ * what that means) or the connection for its client certificate
+ * (*refused 0; hint as lost's); TL_EUNREACH when the connection fails.
  */
 static int
 auth(struct tl_drv_rd_conn *c, const char *user, const char *password,
-    int *refused, char *why)
+    int *refused, const char *hint, char *why)
 {
 	const char *argv[3] = { "AUTH", user, password };
 	redisReply *r;
 	int rc = 0;
+	char what[128];
 
 	if (refused != NULL)
 		*refused = 0;
 	r = tl_drv_rd_command(c, 3, argv);
-	if (r == NULL)
-		return tl_drv_why(why, TL_EUNREACH, "AUTH as %s: %s", user,
-		    tl_drv_rd_errstr(c));
+	if (r == NULL) {
+		snprintf(what, sizeof(what), "AUTH as %s", user);
+		return lost(c, hint, what, why);
+	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		char m[256];
 
@@ -263,10 +323,11 @@ ensure(struct tl_drv_redis *h, char *why)
 		tl_drv_rd_conn_free(h->c);
 		h->c = NULL;
 	}
-	if ((rc = dial(h, h->host, h->port, &h->c, why)) != 0)
+	if ((rc = dial(h, h->host, h->port, 1, &h->c, why)) != 0)
 		return rc;
 	if (h->password[0] != '\0' &&
-	    (rc = auth(h->c, h->user, h->password, NULL, why)) != 0) {
+	    (rc = auth(h->c, h->user, h->password, NULL, h->client_cert ==
+	    NULL ? RD_CERT_HINT : NULL, why)) != 0) {
 		tl_drv_rd_conn_free(h->c);
 		h->c = NULL;
 		return rc;
@@ -298,8 +359,7 @@ again:
 		    (tl_drv_rd_err(h->c) == REDIS_ERR_EOF ||
 		    tl_drv_rd_err(h->c) == REDIS_ERR_IO))
 			goto again;
-		return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
-		    tl_drv_rd_errstr(h->c));
+		return admin_lost(h, what, why);
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		scrub(r->str, m, sizeof(m));
@@ -354,8 +414,7 @@ persist(struct tl_drv_redis *h, char *why)
 	if ((rc = ensure(h, why)) != 0)
 		return rc;
 	if ((r = tl_drv_rd_command(h->c, 2, argv)) == NULL)
-		return tl_drv_why(why, TL_EUNREACH, "ACL SAVE: %s",
-		    tl_drv_rd_errstr(h->c));
+		return admin_lost(h, "ACL SAVE", why);
 	if (r->type == REDIS_REPLY_ERROR) {
 		if (strstr(r->str, "not configured to use an ACL file") !=
 		    NULL)
@@ -529,9 +588,20 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	struct tl_drv_redis *h;
 	const char *port;
-	int rc;
+	int rc, have;
 
 	*hp = NULL;
+	/* A certificate that cannot be presented: refused before dialling. */
+	if ((rc = tl_drv_client_cert_check(a->client_cert, a->client_key,
+	    &have, why)) != 0)
+		return rc;
+	if (have && tl_drv_tls_mode(a->settings, a->host) == TL_DRV_TLS_OFF)
+		return tl_drv_why(why, TL_EINVAL, "admin-cert needs tls verify "
+		    "or require (a certificate is presented in a TLS "
+		    "handshake; tls is off)");
+	if (have && strlen(a->client_key) > TL_DRV_KEY_MAX)
+		return tl_drv_why(why, TL_EINVAL, "admin-key: longer than %d "
+		    "bytes", TL_DRV_KEY_MAX);
 	if ((h = sodium_malloc(sizeof(*h))) == NULL)
 		return tl_drv_why(why, TL_EDRIVER, "out of memory");
 	memset(h, 0, sizeof(*h));
@@ -565,6 +635,15 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto err;
 	}
+	if (have) {
+		if ((h->client_cert = strdup(a->client_cert)) == NULL) {
+			rc = tl_drv_why(why, ENOMEM, "out of memory");
+			goto err;
+		}
+		memcpy(h->client_key, a->client_key, strlen(a->client_key) + 1);
+		(void)tl_drv_client_cert_subject(h->client_cert, h->subject,
+		    sizeof(h->subject));
+	}
 	snprintf(h->user, sizeof(h->user), "%s",
 	    a->user != NULL && *a->user != '\0' ? a->user : "default");
 	if (a->password != NULL)
@@ -581,8 +660,11 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 	}
 	if ((rc = ensure(h, why)) != 0 || (rc = load_reference(h, why)) != 0)
 		goto err;
-	tl_drv_why(why, 0, "connected to Redis at %s:%s as \"%s\" (%s)",
-	    h->host, h->port, h->user, tl_drv_rd_protection(h->c));
+	/* The certificate's subject is public; nothing of the key is said. */
+	tl_drv_why(why, 0, "connected to Redis at %s:%s as \"%s\" (%s%s%s)",
+	    h->host, h->port, h->user, tl_drv_rd_protection(h->c),
+	    h->client_cert != NULL ? ", client certificate " : "",
+	    h->client_cert != NULL ? h->subject : "");
 	*hp = h;
 	return 0;
 err:
@@ -600,7 +682,8 @@ rd_close(void *hv)
 	tl_drv_rd_conn_free(h->c);
 	free(h->ref_cmds);
 	free(h->ca_file);
-	sodium_free(h);	/* wipes the admin password */
+	free(h->client_cert);
+	sodium_free(h);	/* wipes the admin password and client key */
 }
 
 /* The mark keys of user. */
@@ -754,8 +837,7 @@ again:
 			    (tl_drv_rd_err(h->c) == REDIS_ERR_EOF ||
 			    tl_drv_rd_err(h->c) == REDIS_ERR_IO))
 				goto again;
-			return tl_drv_why(why, TL_EUNREACH, "%s: %s", what,
-			    tl_drv_rd_errstr(h->c));
+			return admin_lost(h, what, why);
 		}
 		r[i] = v;
 		if (rc == 0 && r[i]->type == REDIS_REPLY_ERROR) {
@@ -1169,8 +1251,7 @@ again:
 				    (tl_drv_rd_err(h->c) == REDIS_ERR_EOF ||
 				    tl_drv_rd_err(h->c) == REDIS_ERR_IO))
 					goto again;
-				return tl_drv_why(why[0], TL_EUNREACH, "check: "
-				    "%s", tl_drv_rd_errstr(h->c));
+				return admin_lost(h, "check", why[0]);
 			}
 			r[j] = v;
 		}
@@ -1228,16 +1309,27 @@ rd_check(void *hv, const struct tl_drv_grant *g,
 		tl_drv_why(why, 0, "%s", w[0]);
 		return 0;
 	}
-	if ((rc = dial(h, ep != NULL && ep->host != NULL ? ep->host :
-	    h->host, ep != NULL && ep->port != NULL ? ep->port : h->port, &c,
-	    detail)) != 0)
+	refused = 0;
+	rc = dial(h, ep != NULL && ep->host != NULL ? ep->host : h->host,
+	    ep != NULL && ep->port != NULL ? ep->port : h->port, 0, &c,
+	    detail);
+	if (rc == 0) {
+		rc = auth(c, g->login, g->password, &refused, NULL, detail);
+		tl_drv_rd_conn_free(c);
+	} else if (rc != TL_EAUTH)
 		return tl_drv_why(why, rc, "user %s %s: %s", g->login,
 		    rc == TL_EUNTRUSTED ? "not logged in" :
 		    "cannot reach the server", detail);
-	rc = auth(c, g->login, g->password, &refused, detail);
-	tl_drv_rd_conn_free(c);
 	if (rc == TL_EUNREACH)
 		return tl_drv_why(why, rc, "user %s: %s", g->login, detail);
+	/*
+	 * Refused for want of a client certificate (tls-auth-clients yes):
+	 * consumers bring their own, and the admin's would prove nothing
+	 * of theirs, so the login is not judged.
+	 */
+	if (rc == TL_EAUTH && !refused)
+		return tl_drv_why(why, 0, "%s; the login is not judged: %s",
+		    w[0], detail);
 	if (refused && *drift == TL_DRIFT_NONE) {
 		*drift = TL_DRIFT_CREDENTIAL;
 		return tl_drv_why(why, 0, "credential: %s", detail);

@@ -32,16 +32,29 @@ struct tl_drv_rd_dial {
 	const char	*ca_file;
 	/* The connection and the handshake, then each wait for I/O. */
 	int		 timeout_s;
+	/*
+	 * TLS: the client certificate (PEM, chain leaf first) and its key
+	 * presented when the server asks for one; both NULL: none.  The
+	 * caller's, borrowed for the call (the admin's session has them,
+	 * a consumer's login never).
+	 */
+	const char	*client_cert;
+	const char	*client_key;
 };
-#define TL_DRV_RD_DIAL_INIT { NULL, NULL, TL_DRV_TLS_OFF, NULL, 5 }
+#define TL_DRV_RD_DIAL_INIT { NULL, NULL, TL_DRV_TLS_OFF, NULL, 5, NULL, NULL }
 
 /*
  * Connects (and, with TLS, completes the handshake and the checks of
  * the server's certificate, before anything is sent): 0 and *out;
- * TL_EINVAL for a bad port; TL_EUNTRUSTED when tls is verify and the
- * server's certificate does not chain to ca_file or does not name host
- * (or there is no ca_file), or the handshake fails; TL_EUNREACH when
- * the server does not answer.  why says which.
+ * TL_EINVAL for a bad port or a client certificate OpenSSL refuses;
+ * TL_EUNTRUSTED when tls is verify and the server's certificate does
+ * not chain to ca_file or does not name host (or there is no ca_file),
+ * or the handshake fails; TL_EAUTH when the server ends the handshake
+ * with an alert about the client's certificate (TLS 1.2: refused, or
+ * asked for and none presented); TL_EUNREACH when the server does not
+ * answer.  why says which.  Under TLS 1.3 the server judges the
+ * client's certificate after the client's handshake is done: its alert
+ * is the first reply's error (tl_drv_rd_cert_refused).
  */
 int	tl_drv_rd_connect(const struct tl_drv_rd_dial *d,
 	    struct tl_drv_rd_conn **out, char *why);
@@ -68,6 +81,15 @@ redisReply *tl_drv_rd_command(struct tl_drv_rd_conn *c, int argc,
 /* The connection's error (0: none) and its message. */
 int	tl_drv_rd_err(const struct tl_drv_rd_conn *c);
 const char *tl_drv_rd_errstr(const struct tl_drv_rd_conn *c);
+/*
+ * 1 when the server ended the connection (in error now) with an alert
+ * about the client's certificate: unknown CA, bad, expired, revoked,
+ * unknown, unsupported, access denied, or a certificate required and
+ * none presented; tl_drv_rd_errstr says which, tl_drv_rd_err is
+ * REDIS_ERR_OTHER (not an I/O error: a new connection would be refused
+ * again).  Else 0.
+ */
+int	tl_drv_rd_cert_refused(const struct tl_drv_rd_conn *c);
 /* "plaintext", "TLS, not verified" or "TLS, verified". */
 const char *tl_drv_rd_protection(const struct tl_drv_rd_conn *c);
 

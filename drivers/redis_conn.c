@@ -16,6 +16,15 @@
  * into one output buffer, sent when a reply is asked for, and the
  * replies parsed by a redisReader fed with what SSL_read returns.  The
  * bytes sent (AUTH's password among them) are wiped once written.
+ *
+ * A client certificate (the admin's, from memory: tlsclient.h) is
+ * installed on the connection's SSL_CTX and sent only when the server
+ * asks for one (tls-auth-clients yes or optional).  The server's
+ * verdict on it comes as an alert: in the handshake under TLS 1.2, at
+ * the first read under TLS 1.3 (the server checks the certificate after
+ * the client has finished its part); either way the connection says it
+ * was refused for its certificate (tl_drv_rd_cert_refused), so the
+ * driver can tell "who we are was refused" from an outage.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -39,6 +48,7 @@
 
 #include "core/error.h"
 #include "redis_conn-internal.h"
+#include "tlsclient.h"
 #include "util.h"
 
 struct tl_drv_rd_conn {
@@ -53,8 +63,13 @@ struct tl_drv_rd_conn {
 	size_t		 olen, ocap;
 	int		 timeout_ms;
 	int		 verified;
+	/*
+	 * A client certificate was given; the server asked for one; the
+	 * server refused it (or the want of one).
+	 */
+	int		 presented, asked, cert_refused;
 	int		 err;
-	char		 errstr[128];
+	char		 errstr[256];
 };
 
 static int
@@ -176,6 +191,64 @@ ssl_errstr(char *out, size_t cap)
 		ERR_error_string_n(e, out, cap);
 }
 
+/*
+ * Whether OpenSSL's error e is an alert the server sent about the
+ * client's certificate (the only certificate a server judges).
+ */
+static int
+cert_alert(unsigned long e)
+{
+	if (ERR_GET_LIB(e) != ERR_LIB_SSL)
+		return 0;
+	switch (ERR_GET_REASON(e)) {
+	case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+	case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+	case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
+	case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+	case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Called by OpenSSL when the server asks for a certificate and none is
+ * installed: noted (a TLS 1.2 server that requires one then ends the
+ * handshake with a bare handshake_failure), none given.
+ */
+static int
+cert_asked(SSL *ssl, X509 **x, EVP_PKEY **k)
+{
+	struct tl_drv_rd_conn *c = SSL_get_app_data(ssl);
+
+	(void)x;
+	(void)k;
+	if (c != NULL)
+		c->asked = 1;
+	return 0;
+}
+
+/* Whether the handshake's failure e is the server's word on our certificate. */
+static int
+cert_refused(const struct tl_drv_rd_conn *c, unsigned long e)
+{
+	return cert_alert(e) || (c->asked && !c->presented &&
+	    ERR_GET_LIB(e) == ERR_LIB_SSL &&
+	    ERR_GET_REASON(e) == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE);
+}
+
+/* What the server refused, for a message after "Redis ". */
+static const char *
+refusal(const struct tl_drv_rd_conn *c)
+{
+	return c->presented ? "refused the client certificate presented" :
+	    "asks for a client certificate (tls-auth-clients) and none was "
+	    "presented";
+}
+
 static int
 is_address(const char *host)
 {
@@ -192,12 +265,19 @@ tls_handshake(const struct tl_drv_rd_dial *d, long long deadline,
 {
 	char msg[256];
 	long vr;
-	int n, e, w;
+	int n, e, w, rc;
 
 	ERR_clear_error();
 	if ((c->ctx = SSL_CTX_new(TLS_client_method())) == NULL ||
 	    SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION) != 1)
 		return tl_drv_why(why, ENOMEM, "TLS: out of memory");
+	if (d->client_cert != NULL || d->client_key != NULL) {
+		if ((rc = tl_drv_client_cert_ctx(c->ctx, d->client_cert,
+		    d->client_key, why)) != 0)
+			return rc;
+		c->presented = 1;
+	} else
+		SSL_CTX_set_client_cert_cb(c->ctx, cert_asked);
 	if (d->tls == TL_DRV_TLS_VERIFY) {
 		if (SSL_CTX_load_verify_locations(c->ctx, d->ca_file, NULL) !=
 		    1) {
@@ -212,6 +292,7 @@ tls_handshake(const struct tl_drv_rd_dial *d, long long deadline,
 	if ((c->ssl = SSL_new(c->ctx)) == NULL ||
 	    SSL_set_fd(c->ssl, c->fd) != 1)
 		return tl_drv_why(why, ENOMEM, "TLS: out of memory");
+	SSL_set_app_data(c->ssl, c);
 	SSL_set_mode(c->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
 	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	if (!is_address(d->host) &&
@@ -248,6 +329,12 @@ tls_handshake(const struct tl_drv_rd_dial *d, long long deadline,
 			    "is not trusted, nothing was sent to it: "
 			    "certificate verify failed: %s", d->host, d->port,
 			    X509_verify_cert_error_string(vr));
+		if (e == SSL_ERROR_SSL && cert_refused(c,
+		    ERR_peek_last_error())) {
+			c->cert_refused = 1;
+			return tl_drv_why(why, TL_EAUTH, "Redis at %s:%s %s: %s",
+			    d->host, d->port, refusal(c), msg);
+		}
 		/* The server went away: an outage, not a refusal. */
 		if (e != SSL_ERROR_SSL || ERR_GET_REASON(ERR_peek_last_error())
 		    == SSL_R_UNEXPECTED_EOF_WHILE_READING)
@@ -370,13 +457,52 @@ tl_drv_rd_append(struct tl_drv_rd_conn *c, int argc, const char **argv)
 }
 
 /*
+ * The connection in error for the alert about its certificate that
+ * OpenSSL's error queue holds.  Not an I/O error: dialling again would
+ * be refused again.
+ */
+static void
+refused_now(struct tl_drv_rd_conn *c)
+{
+	char msg[240], s[100];
+
+	c->cert_refused = 1;
+	ssl_errstr(s, sizeof(s));
+	snprintf(msg, sizeof(msg), "Redis %s: %s", refusal(c), s);
+	fail(c, REDIS_ERR_OTHER, msg);
+}
+
+/*
+ * After a write failed: an alert about the certificate the server sent
+ * before it went, if it is there to read.  Under TLS 1.3 the server
+ * judges the certificate after the client's handshake is done, while
+ * the first command is being written; closing on it unread, it resets
+ * the connection, and the write sees only the reset.  What came before
+ * the reset is still in the socket: one read, never waiting.
+ */
+static void
+tls_salvage(struct tl_drv_rd_conn *c)
+{
+	char buf[512];
+	int n;
+
+	ERR_clear_error();
+	n = SSL_read(c->ssl, buf, sizeof(buf));
+	if (n <= 0 && SSL_get_error(c->ssl, n) == SSL_ERROR_SSL &&
+	    cert_alert(ERR_peek_last_error()))
+		refused_now(c);
+	sodium_memzero(buf, sizeof(buf));
+	ERR_clear_error();
+}
+
+/*
  * What SSL_read or SSL_write's failure e means: 1 when the socket is
  * waited on and ready (try again), else the connection is in error.
  */
 static int
 tls_wait(struct tl_drv_rd_conn *c, int n, const char *op)
 {
-	char msg[120];
+	char msg[240];
 	int e = SSL_get_error(c->ssl, n), w;
 
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
@@ -394,6 +520,8 @@ tls_wait(struct tl_drv_rd_conn *c, int n, const char *op)
 	    SSL_R_UNEXPECTED_EOF_WHILE_READING))
 		return fail(c, REDIS_ERR_EOF, "Server closed the connection"),
 		    0;
+	if (e == SSL_ERROR_SSL && cert_alert(ERR_peek_last_error()))
+		return refused_now(c), 0;
 	if (e == SSL_ERROR_SYSCALL && ERR_peek_last_error() == 0)
 		snprintf(msg, sizeof(msg), "%s: %s", op, strerror(errno));
 	else {
@@ -418,8 +546,11 @@ tls_flush(struct tl_drv_rd_conn *c)
 		    (1u << 30) ? 1u << 30 : c->olen - off));
 		if (n > 0)
 			off += (size_t)n;
-		else if (!tls_wait(c, n, "write"))
+		else if (!tls_wait(c, n, "write")) {
+			if (!c->cert_refused)
+				tls_salvage(c);
 			break;
+		}
 	}
 	sodium_memzero(c->obuf, c->olen);
 	c->olen = 0;
@@ -503,6 +634,12 @@ const char *
 tl_drv_rd_errstr(const struct tl_drv_rd_conn *c)
 {
 	return c->rc != NULL ? c->rc->errstr : c->errstr;
+}
+
+int
+tl_drv_rd_cert_refused(const struct tl_drv_rd_conn *c)
+{
+	return c->rc == NULL && c->cert_refused;
 }
 
 const char *

@@ -172,6 +172,7 @@ static const struct tl_drv_setting rd_settings[] = {
 	    "(--secret)",
 	    .use = TL_DRV_USE_ADMIN_SECRET },
 	TL_DRV_TLS_SETTINGS,
+	TL_DRV_CLIENT_CERT_SETTINGS,
 	{ "acl-save", "yes", 0, TL_DRV_BOOL, "ACL SAVE after every change, so "
 	    "the users survive a restart (a server without --aclfile: not "
 	    "asked)",

@@ -13,10 +13,18 @@
  * a user or a vhost, a publisher filling a queue) goes through the
  * management API with libcurl here; the driver is reached only through
  * its ops table, and consumers log in over AMQP with core/amqp.c.
+ *
+ * The admin's client certificate (case client_cert) needs the broker's
+ * https management listener to verify the certificates clients present
+ * (management.ssl.verify = verify_peer, fail_if_no_peer_cert = false,
+ * cacertfile the harness CA: rabbit.sh sets them) and ca.sh's client
+ * certificates (TALLY_TEST_CA_CLIENT_CERT/_KEY, _CLIENT_OTHER_CERT/_KEY);
+ * against a broker without them it fails, never skips.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +36,8 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <sodium.h>
 
 #include "core/amqp.h"
@@ -43,6 +53,9 @@
 static char	 s_host[256], s_port[16], s_mport[16], s_user[64], s_pw[256];
 /* The TLS listeners (AMQPS, https) and the CAs; "" when not given. */
 static char	 s_tls_port[16], s_mtls_port[16], s_ca[4096], s_ca_other[4096];
+/* ca.sh's client certificates, files: ours, another CA's. */
+static char	 s_cli_cert[4096], s_cli_key[4096];
+static char	 s_cli_ocert[4096], s_cli_okey[4096];
 static char	*s_dir;			/* ours to stop; NULL if external */
 static char	 s_lock[4200];		/* the lock we hold; "" if none */
 static int	 s_tried, s_ok;
@@ -123,6 +136,10 @@ server_start(void)
 		ENVS(s_mtls_port, "TALLY_TEST_AMQP_MGMT_TLS_PORT");
 		ENVS(s_ca, "TALLY_TEST_CA");
 		ENVS(s_ca_other, "TALLY_TEST_CA_OTHER");
+		ENVS(s_cli_cert, "TALLY_TEST_CA_CLIENT_CERT");
+		ENVS(s_cli_key, "TALLY_TEST_CA_CLIENT_KEY");
+		ENVS(s_cli_ocert, "TALLY_TEST_CA_CLIENT_OTHER_CERT");
+		ENVS(s_cli_okey, "TALLY_TEST_CA_CLIENT_OTHER_KEY");
 #undef ENVS
 		return 0;
 	}
@@ -161,6 +178,14 @@ server_start(void)
 	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA", s_ca, sizeof(s_ca));
 	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_OTHER", s_ca_other,
 	    sizeof(s_ca_other));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_CLIENT_CERT", s_cli_cert,
+	    sizeof(s_cli_cert));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_CLIENT_KEY", s_cli_key,
+	    sizeof(s_cli_key));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_CLIENT_OTHER_CERT",
+	    s_cli_ocert, sizeof(s_cli_ocert));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_CLIENT_OTHER_KEY",
+	    s_cli_okey, sizeof(s_cli_okey));
 	return 0;
 }
 
@@ -1315,6 +1340,253 @@ START_TEST(test_consumer_tls_fields)
 }
 END_TEST
 
+/* --- the admin's client certificate ------------------------------------ */
+
+/* The whole of a PEM file into out (cap bytes). */
+static void
+slurp(const char *path, char *out, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	n = fread(out, 1, cap - 1, f);
+	ck_assert_msg(feof(f) && n > 0, "%s: empty or too long", path);
+	out[n] = '\0';
+	fclose(f);
+}
+
+struct pems {
+	char	cert[8192], key[8192];	/* ours (the harness CA's) */
+	char	ocert[8192], okey[8192];	/* another CA's, same CN */
+};
+
+static void
+pems_load(struct pems *p)
+{
+	ck_assert_msg(s_mtls_port[0] != '\0' && s_ca[0] != '\0' &&
+	    s_cli_cert[0] != '\0' && s_cli_ocert[0] != '\0', "no https "
+	    "listener or client certificates to test with "
+	    "(TALLY_TEST_AMQP_MGMT_TLS_PORT, TALLY_TEST_CA, "
+	    "TALLY_TEST_CA_CLIENT_CERT, _CLIENT_OTHER_CERT)");
+	slurp(s_cli_cert, p->cert, sizeof(p->cert));
+	slurp(s_cli_key, p->key, sizeof(p->key));
+	slurp(s_cli_ocert, p->ocert, sizeof(p->ocert));
+	slurp(s_cli_okey, p->okey, sizeof(p->okey));
+}
+
+/*
+ * No stretch of the key's body (16 characters at any offset of a line
+ * between its BEGIN and END lines) is in why.
+ */
+static void
+ck_no_key(const char *why, const char *key)
+{
+	const char *p = strchr(key, '\n'), *eol, *q;
+	char w[17];
+
+	ck_assert_ptr_nonnull(p);
+	for (p++; *p != '\0' && strncmp(p, "-----END", 8) != 0; p = eol + 1) {
+		if ((eol = strchr(p, '\n')) == NULL)
+			break;
+		for (q = p; q + 16 <= eol; q++) {
+			memcpy(w, q, 16);
+			w[16] = '\0';
+			ck_assert_msg(strstr(why, w) == NULL, "key bytes in "
+			    "why: %s", why);
+		}
+	}
+}
+
+/*
+ * open on the https management listener (mport NULL) or mport, with
+ * tls and the harness CA, presenting cert/key (NULL: none).
+ */
+static int
+cert_open(const char *tls, const char *mport, const char *cert,
+    const char *key, void **hp, char *why)
+{
+	const char *sv[] = { "management-port", mport != NULL ? mport :
+	    s_mtls_port, "tls", tls, NULL };
+	struct tl_drv_admin a = { .host = s_host, .port = s_port,
+	    .user = s_user, .password = s_pw, .settings = sv,
+	    .ca_file = s_ca, .client_cert = cert, .client_key = key };
+	int rc;
+
+	*hp = NULL;
+	why[0] = '\0';
+	rc = drv->open(&a, hp, why);
+	/* (The harness's guest/guest: the user's name is no leak.) */
+	ck_assert_msg(strcmp(s_pw, s_user) == 0 || strstr(why, s_pw) == NULL,
+	    "the password in why: %s", why);
+	if (key != NULL)
+		ck_no_key(why, key);
+	return rc;
+}
+
+/* key (PEM) encrypted with a passphrase: the PKCS#8 form openssl writes. */
+static void
+encrypt_key(const char *key, char *out, size_t cap)
+{
+	BIO *in = BIO_new_mem_buf(key, -1), *o = BIO_new(BIO_s_mem());
+	EVP_PKEY *k = PEM_read_bio_PrivateKey(in, NULL, NULL, NULL);
+	int n;
+
+	ck_assert(k != NULL && o != NULL);
+	ck_assert(PEM_write_bio_PKCS8PrivateKey(o, k, EVP_aes_256_cbc(), NULL,
+	    0, NULL, (void *)"not-given") == 1);
+	n = BIO_read(o, out, (int)cap - 1);
+	ck_assert(n > 0);
+	out[n] = '\0';
+	ck_assert(strstr(out, "ENCRYPTED") != NULL);
+	EVP_PKEY_free(k);
+	BIO_free(in);
+	BIO_free(o);
+}
+
+/* The entries of /proc/self/fd (the directory's own among them). */
+static int
+fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * The https listener verifies what clients present: with our
+ * certificate the admin opens over verified TLS (its subject in why,
+ * nothing of the key) and a grant lives its life through the
+ * management API (create, check with the consumer's AMQP login,
+ * rotation, revocation), every request presenting it; with another
+ * CA's the handshake is refused, TL_EAUTH and why saying so, before the
+ * first request is answered; without one the admin is let in (the
+ * listener does not require one), which is also what makes the other
+ * CA's refusal the proof that the certificate is presented.
+ */
+START_TEST(test_cert_admin)
+{
+	struct pems p;
+	struct tg t, t2;
+	char why[TL_DRV_WHY_MAX];
+	void *h;
+
+	pems_load(&p);
+	ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0, why);
+	ck_assert_msg(strstr(why, "TLS, verified, client certificate") !=
+	    NULL && strstr(why, "CN=tally_cert_admin") != NULL, "open: %s",
+	    why);
+	tg_make(&t, "m1/cert", "t-cert", "t-cert_v1");
+	ck_rc(drv->create(h, &t.g, why), 0, why);
+	ck_assert(vhost_exists("t-cert"));
+	ck_assert_int_eq(login("t-cert", "t-cert_v1", t.pw), 0);
+	ck_drift(h, &t, TL_DRIFT_NONE);
+	tg_make(&t2, "m1/cert", "t-cert", "t-cert_v2");
+	ck_rc(drv->add_credential(h, &t2.g, why), 0, why);
+	ck_assert_int_eq(login("t-cert", "t-cert_v2", t2.pw), 0);
+	ck_rc(drv->revoke(h, &t.g, 1, why), 0, why);
+	ck_assert(!vhost_exists("t-cert"));
+	ck_assert(tl_drv_rmq_requests(h) > 5);
+	ck_no_key(why, p.key);
+	drv->close(h);
+	/* Another CA's, the same name: the handshake is refused. */
+	ck_rc(cert_open("verify", NULL, p.ocert, p.okey, &h, why), TL_EAUTH,
+	    why);
+	ck_assert_ptr_null(h);
+	ck_assert_msg(strstr(why, "refused the client certificate") != NULL &&
+	    strstr(why, "unknown ca") != NULL, "why: %s", why);
+	/* Unverified TLS presents it all the same. */
+	ck_rc(cert_open("require", NULL, p.ocert, p.okey, &h, why), TL_EAUTH,
+	    why);
+	ck_rc(cert_open("require", NULL, p.cert, p.key, &h, why), 0, why);
+	ck_assert_msg(strstr(why, "TLS, not verified, client certificate") !=
+	    NULL, "open: %s", why);
+	drv->close(h);
+	/* The control: no certificate, let in. */
+	ck_rc(cert_open("verify", NULL, NULL, NULL, &h, why), 0, why);
+	ck_assert_msg(strstr(why, "client certificate") == NULL, "open: %s",
+	    why);
+	drv->close(h);
+}
+END_TEST
+
+/*
+ * A pair that cannot be presented is refused before any request:
+ * TL_EINVAL (not TL_EUNREACH) against a port where nothing listens; why
+ * names the fault and holds no byte of a key.  A certificate with tls
+ * off is refused the same way.
+ */
+START_TEST(test_cert_pairing)
+{
+	struct pems p;
+	char why[TL_DRV_WHY_MAX], enc[8192];
+	void *h;
+
+	pems_load(&p);
+	encrypt_key(p.key, enc, sizeof(enc));
+	ck_rc(cert_open("verify", "1", p.cert, NULL, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "admin-key is not") != NULL, "why: %s", why);
+	ck_rc(cert_open("verify", "1", NULL, p.key, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "admin-cert is not") != NULL, "why: %s",
+	    why);
+	ck_rc(cert_open("verify", "1", p.cert, p.okey, &h, why), TL_EINVAL,
+	    why);
+	ck_assert_msg(strstr(why, "not the private key") != NULL, "why: %s",
+	    why);
+	ck_no_key(why, p.okey);
+	ck_rc(cert_open("verify", "1", p.cert, enc, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "not an unencrypted") != NULL, "why: %s",
+	    why);
+	ck_rc(cert_open("verify", "1", p.key, p.key, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "no PEM certificate") != NULL, "why: %s",
+	    why);
+	ck_rc(cert_open("off", "1", p.cert, p.key, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "needs tls verify or require") != NULL,
+	    "why: %s", why);
+	ck_assert_ptr_null(h);
+	/* The control: the same port without a certificate is dialled. */
+	ck_rc(cert_open("off", "1", NULL, NULL, &h, why), TL_EUNREACH, why);
+}
+END_TEST
+
+/*
+ * Sessions with a certificate leave no descriptor behind: opened, used
+ * and closed (one refused too), /proc/self/fd counts what it did before.
+ */
+START_TEST(test_cert_no_fd_leak)
+{
+	struct pems p;
+	struct tg t;
+	char why[TL_DRV_WHY_MAX];
+	void *h;
+	int before, i;
+
+	pems_load(&p);
+	/* Once first: what libcurl and OpenSSL open for good is opened. */
+	ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0, why);
+	drv->close(h);
+	before = fds();
+	for (i = 0; i < 3; i++) {
+		ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0,
+		    why);
+		tg_make(&t, "m1/certfd", "t-certfd", "t-certfd_v1");
+		ck_rc(drv->create(h, &t.g, why), 0, why);
+		ck_rc(drv->revoke(h, &t.g, 1, why), 0, why);
+		drv->close(h);
+		ck_rc(cert_open("verify", NULL, p.ocert, p.okey, &h, why),
+		    TL_EAUTH, why);
+	}
+	ck_assert_int_eq(fds(), before);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1344,6 +1616,13 @@ suite(void)
 	tcase_add_unchecked_fixture(tc, server_up, NULL);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_tls_consumer_login);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("client_cert");
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_cert_pairing);
+	tcase_add_test(tc, test_cert_admin);
+	tcase_add_test(tc, test_cert_no_fd_leak);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("consumer_tls");
 	tcase_add_test(tc, test_consumer_tls_fields);

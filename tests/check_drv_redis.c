@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -33,6 +34,8 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <sodium.h>
 
@@ -47,6 +50,9 @@ static char	 s_host[256], s_port[16], s_user[64], s_pw[256];
 static char	 s_tls_port[16], s_ca[4200], s_ca_other[4200];
 static char	 s_wh_cert[4200], s_wh_key[4200];
 static char	 s_imp_cert[4200], s_imp_key[4200];
+/* The client certificates of ca.sh: files (ours, another CA's). */
+static char	 s_cli_cert[4200], s_cli_key[4200];
+static char	 s_cli_ocert[4200], s_cli_okey[4200];
 static char	*s_dir;
 static int	 s_tried, s_ok;
 static char	 s_err[9000];
@@ -88,6 +94,10 @@ server_start(void)
 		ENVS(s_wh_key, "TALLY_TEST_CA_WRONGHOST_KEY");
 		ENVS(s_imp_cert, "TALLY_TEST_CA_IMPOSTOR_CERT");
 		ENVS(s_imp_key, "TALLY_TEST_CA_IMPOSTOR_KEY");
+		ENVS(s_cli_cert, "TALLY_TEST_CA_CLIENT_CERT");
+		ENVS(s_cli_key, "TALLY_TEST_CA_CLIENT_KEY");
+		ENVS(s_cli_ocert, "TALLY_TEST_CA_CLIENT_OTHER_CERT");
+		ENVS(s_cli_okey, "TALLY_TEST_CA_CLIENT_OTHER_KEY");
 #undef ENVS
 		return 0;
 	}
@@ -123,6 +133,14 @@ server_start(void)
 	    sizeof(s_imp_cert));
 	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_IMPOSTOR_KEY", s_imp_key,
 	    sizeof(s_imp_key));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_CLIENT_CERT", s_cli_cert,
+	    sizeof(s_cli_cert));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_CLIENT_KEY", s_cli_key,
+	    sizeof(s_cli_key));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_CLIENT_OTHER_CERT",
+	    s_cli_ocert, sizeof(s_cli_ocert));
+	(void)tl_test_env_get(s_dir, "TALLY_TEST_CA_CLIENT_OTHER_KEY",
+	    s_cli_okey, sizeof(s_cli_okey));
 	return 0;
 }
 
@@ -1769,6 +1787,349 @@ START_TEST(test_consumer_tls_fields)
 }
 END_TEST
 
+/* --- the admin's client certificate ------------------------------------ */
+
+/*
+ * The server's tls-auth-clients (and tls-protocols) as the harness
+ * starts it: put back after each case and at the end of the case's
+ * TCase (an unchecked teardown, so a case that failed half-way leaves
+ * no server asking every later TLS case for a certificate).  Plain
+ * hiredis, no assertion: it also runs in the runner's own process.
+ */
+static int
+cert_server_reset(void)
+{
+	redisContext *c = redisConnect(s_host, atoi(s_port));
+	redisReply *r;
+	int ok = 0;
+
+	if (c == NULL || c->err)
+		goto out;
+	if ((r = redisCommand(c, "AUTH %s %s", s_user, s_pw)) == NULL)
+		goto out;
+	freeReplyObject(r);
+	if ((r = redisCommand(c, "CONFIG SET tls-auth-clients no")) == NULL)
+		goto out;
+	ok = r->type == REDIS_REPLY_STATUS;
+	freeReplyObject(r);
+	if ((r = redisCommand(c, "CONFIG SET tls-protocols %s",
+	    "TLSv1.2 TLSv1.3")) == NULL) {
+		ok = 0;
+		goto out;
+	}
+	ok = ok && r->type == REDIS_REPLY_STATUS;
+	freeReplyObject(r);
+out:
+	if (c != NULL)
+		redisFree(c);
+	return ok ? 0 : -1;
+}
+
+static void
+cert_teardown(void)
+{
+	if (s_ok && cert_server_reset() != 0)
+		fprintf(stderr, "check_drv_redis: tls-auth-clients not put "
+		    "back to no\n");
+}
+
+/* The whole of a PEM file into out (cap bytes). */
+static void
+slurp(const char *path, char *out, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	n = fread(out, 1, cap - 1, f);
+	ck_assert_msg(feof(f) && n > 0, "%s: empty or too long", path);
+	out[n] = '\0';
+	fclose(f);
+}
+
+struct pems {
+	char	cert[8192], key[8192];	/* ours (the harness CA's) */
+	char	ocert[8192], okey[8192];	/* another CA's, same CN */
+};
+
+static void
+pems_load(struct pems *p)
+{
+	tls_up();
+	ck_assert_msg(s_cli_cert[0] != '\0' && s_cli_ocert[0] != '\0',
+	    "no TALLY_TEST_CA_CLIENT_CERT / _CLIENT_OTHER_CERT (ca.sh)");
+	slurp(s_cli_cert, p->cert, sizeof(p->cert));
+	slurp(s_cli_key, p->key, sizeof(p->key));
+	slurp(s_cli_ocert, p->ocert, sizeof(p->ocert));
+	slurp(s_cli_okey, p->okey, sizeof(p->okey));
+}
+
+/*
+ * No stretch of the key's body (16 characters at any offset of a line
+ * between its BEGIN and END lines) is in why.
+ */
+static void
+ck_no_key(const char *why, const char *key)
+{
+	const char *p = strchr(key, '\n'), *eol, *q;
+	char w[17];
+
+	ck_assert_ptr_nonnull(p);
+	for (p++; *p != '\0' && strncmp(p, "-----END", 8) != 0; p = eol + 1) {
+		if ((eol = strchr(p, '\n')) == NULL)
+			break;
+		for (q = p; q + 16 <= eol; q++) {
+			memcpy(w, q, 16);
+			w[16] = '\0';
+			ck_assert_msg(strstr(why, w) == NULL, "key bytes in "
+			    "why: %s", why);
+		}
+	}
+}
+
+/* open on the TLS port with tls, the harness CA and cert/key (NULL: none). */
+static int
+cert_open(const char *tls, const char *port, const char *cert,
+    const char *key, void **hp, char *why)
+{
+	const char *settings[] = { "tls", tls, NULL };
+	struct tl_drv_admin a = { s_host, port != NULL ? port : s_tls_port,
+	    s_user, s_pw, settings, NULL, NULL, s_ca, cert, key };
+	int rc;
+
+	*hp = NULL;
+	secret_add(s_pw);
+	why[0] = '\0';
+	rc = drv->open(&a, hp, why);
+	ck_why(why);
+	if (key != NULL)
+		ck_no_key(why, key);
+	return rc;
+}
+
+/* key (PEM) encrypted with a passphrase: the PKCS#8 form openssl writes. */
+static void
+encrypt_key(const char *key, char *out, size_t cap)
+{
+	BIO *in = BIO_new_mem_buf(key, -1), *o = BIO_new(BIO_s_mem());
+	EVP_PKEY *k = PEM_read_bio_PrivateKey(in, NULL, NULL, NULL);
+	int n;
+
+	ck_assert(k != NULL && o != NULL);
+	ck_assert(PEM_write_bio_PKCS8PrivateKey(o, k, EVP_aes_256_cbc(), NULL,
+	    0, NULL, (void *)"not-given") == 1);
+	n = BIO_read(o, out, (int)cap - 1);
+	ck_assert(n > 0);
+	out[n] = '\0';
+	ck_assert(strstr(out, "ENCRYPTED") != NULL);
+	EVP_PKEY_free(k);
+	BIO_free(in);
+	BIO_free(o);
+}
+
+/* The entries of /proc/self/fd (the directory's own among them). */
+static int
+fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * A server that asks every client for a certificate (tls-auth-clients
+ * yes): with ours the admin opens over verified TLS, presenting it (the
+ * subject in why, nothing of the key), and a grant lives its life
+ * (create, check, rotation, revocation, purge); a session the server
+ * killed is dialled again with the certificate.  The consumer's login
+ * of check presents none (it is refused for it, and check says the
+ * login is not judged).  Without a certificate, or with one of another
+ * CA, the open is TL_EAUTH saying so.  With tls-auth-clients optional
+ * the admin's certificate still works, the consumer logs in without
+ * one, and another CA's is still refused.
+ */
+START_TEST(test_cert_admin)
+{
+	struct pems p;
+	struct grant a;
+	struct tl_drv_grant old;
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
+	void *h, *h2;
+
+	pems_load(&p);
+	admin("CONFIG SET tls-auth-clients yes");
+	ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0, why);
+	ck_assert_msg(strstr(why, "TLS, verified, client certificate") !=
+	    NULL && strstr(why, "CN=tally_cert_admin") != NULL, "open: %s",
+	    why);
+	grant_init(&a, "cert");
+	create_ok(h, &a.g);
+	ck_assert(user_exists(a.name));
+	ck_assert(can_auth(a.name, a.pw));
+	/* The consumer's login presents nothing, so this server refuses it. */
+	ck_assert_int_eq(tls_check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert_msg(strstr(why, "the login is not judged") != NULL &&
+	    strstr(why, "none was presented") != NULL, "check: %s", why);
+	ck_no_key(why, p.key);
+	/* A session the server ended is dialled again, certificate and all. */
+	admin("CLIENT KILL USER %s", s_user);
+	snprintf(pw1, sizeof(pw1), "%s", a.pw);
+	tl_secret_password(a.pw);
+	secret_add(a.pw);
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	ck_why(why);
+	old = a.g;
+	old.password = pw1;
+	ck_rc(drv->retire_credential(h, &old, why), 0, why);
+	ck_assert(!can_auth(a.name, pw1));
+	ck_assert(can_auth(a.name, a.pw));
+	ck_rc(drv->revoke(h, &a.g, 0, why), 0, why);
+	ck_assert(!can_auth(a.name, a.pw));
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	ck_assert(!user_exists(a.name));
+	ck_why(why);
+	drv->close(h);
+	/* Without one: refused for it, saying how to give one. */
+	ck_rc(cert_open("verify", NULL, NULL, NULL, &h, why), TL_EAUTH, why);
+	ck_assert_ptr_null(h);
+	ck_assert_msg(strstr(why, "asks for a client certificate") != NULL &&
+	    strstr(why, "--secret admin-key") != NULL, "why: %s", why);
+	/* Another CA's, same name: refused, saying the server refused it. */
+	ck_rc(cert_open("verify", NULL, p.ocert, p.okey, &h, why), TL_EAUTH,
+	    why);
+	ck_assert_ptr_null(h);
+	ck_assert_msg(strstr(why, "refused the client certificate") != NULL &&
+	    strstr(why, "unknown ca") != NULL, "why: %s", why);
+	/* tls=require presents it all the same. */
+	ck_rc(cert_open("require", NULL, p.cert, p.key, &h, why), 0, why);
+	ck_assert_msg(strstr(why, "TLS, not verified, client certificate") !=
+	    NULL, "open: %s", why);
+	drv->close(h);
+	/* optional: the certificate is checked when presented. */
+	admin("CONFIG SET tls-auth-clients optional");
+	ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0, why);
+	ck_rc(cert_open("verify", NULL, NULL, NULL, &h2, why), 0, why);
+	drv->close(h2);
+	ck_rc(cert_open("verify", NULL, p.ocert, p.okey, &h2, why), TL_EAUTH,
+	    why);
+	ck_assert_msg(strstr(why, "unknown ca") != NULL, "why: %s", why);
+	grant_init(&a, "certo");
+	create_ok(h, &a.g);
+	ck_assert_int_eq(tls_check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert_msg(strstr(why, "logs in") != NULL, "check: %s", why);
+	ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+	drv->close(h);
+	ck_assert_int_eq(cert_server_reset(), 0);
+}
+END_TEST
+
+/*
+ * The same refusals from a TLS 1.2 server, which gives its verdict in
+ * the handshake itself (TLS 1.3's comes at the first reply): another
+ * CA's certificate, and none at all, are TL_EAUTH, said the same way.
+ */
+START_TEST(test_cert_tls12)
+{
+	struct pems p;
+	char why[TL_DRV_WHY_MAX];
+	void *h;
+
+	pems_load(&p);
+	admin("CONFIG SET tls-protocols TLSv1.2");
+	admin("CONFIG SET tls-auth-clients yes");
+	ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0, why);
+	drv->close(h);
+	ck_rc(cert_open("verify", NULL, p.ocert, p.okey, &h, why), TL_EAUTH,
+	    why);
+	ck_assert_msg(strstr(why, "refused the client certificate") != NULL &&
+	    strstr(why, "unknown ca") != NULL, "why: %s", why);
+	ck_rc(cert_open("verify", NULL, NULL, NULL, &h, why), TL_EAUTH, why);
+	ck_assert_msg(strstr(why, "asks for a client certificate") != NULL,
+	    "why: %s", why);
+	ck_assert_int_eq(cert_server_reset(), 0);
+}
+END_TEST
+
+/*
+ * A pair that cannot be presented is refused before anything is
+ * dialled: TL_EINVAL (not TL_EUNREACH) against a port where nothing
+ * listens; why names the fault and holds no byte of a key.  A
+ * certificate with tls off is refused the same way.
+ */
+START_TEST(test_cert_pairing)
+{
+	struct pems p;
+	char why[TL_DRV_WHY_MAX], enc[8192];
+	void *h;
+
+	pems_load(&p);
+	encrypt_key(p.key, enc, sizeof(enc));
+	ck_rc(cert_open("verify", "1", p.cert, NULL, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "admin-key is not") != NULL, "why: %s", why);
+	ck_rc(cert_open("verify", "1", NULL, p.key, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "admin-cert is not") != NULL, "why: %s",
+	    why);
+	ck_rc(cert_open("verify", "1", p.cert, p.okey, &h, why), TL_EINVAL,
+	    why);
+	ck_assert_msg(strstr(why, "not the private key") != NULL, "why: %s",
+	    why);
+	ck_no_key(why, p.okey);
+	ck_rc(cert_open("verify", "1", p.cert, enc, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "not an unencrypted") != NULL, "why: %s",
+	    why);
+	ck_rc(cert_open("verify", "1", p.key, p.key, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "no PEM certificate") != NULL, "why: %s",
+	    why);
+	ck_rc(cert_open("off", "1", p.cert, p.key, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "needs tls verify or require") != NULL,
+	    "why: %s", why);
+	ck_assert_ptr_null(h);
+	/* The control: the same port without a certificate is dialled. */
+	ck_rc(cert_open("off", "1", NULL, NULL, &h, why), TL_EUNREACH, why);
+}
+END_TEST
+
+/*
+ * Sessions with a certificate leave no descriptor behind: opened and
+ * closed (one refused too), /proc/self/fd counts what it did before.
+ */
+START_TEST(test_cert_no_fd_leak)
+{
+	struct pems p;
+	char why[TL_DRV_WHY_MAX];
+	struct grant a;
+	void *h;
+	int before, i;
+
+	pems_load(&p);
+	admin("CONFIG SET tls-auth-clients yes");
+	/* Once first: what OpenSSL and hiredis open for good is opened. */
+	ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0, why);
+	drv->close(h);
+	before = fds();
+	for (i = 0; i < 3; i++) {
+		ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0,
+		    why);
+		grant_init(&a, "certfd");
+		create_ok(h, &a.g);
+		(void)tls_check(h, &a.g, why);
+		ck_rc(drv->revoke(h, &a.g, 1, why), 0, why);
+		drv->close(h);
+		ck_rc(cert_open("verify", NULL, p.ocert, p.okey, &h, why),
+		    TL_EAUTH, why);
+	}
+	ck_assert_int_eq(fds(), before);
+	ck_assert_int_eq(cert_server_reset(), 0);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1798,6 +2159,16 @@ suite(void)
 	tcase_add_test(tc, test_tls_untrusted);
 	tcase_add_test(tc, test_tls_wrong_server);
 	tcase_add_test(tc, test_plaintext_probe);
+	suite_add_tcase(s, tc);
+	/* Last among the server's: they change its tls-auth-clients. */
+	tc = tcase_create("client_cert");
+	tcase_add_unchecked_fixture(tc, server_up, cert_teardown);
+	tcase_add_checked_fixture(tc, secrets_reset, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_cert_pairing);
+	tcase_add_test(tc, test_cert_admin);
+	tcase_add_test(tc, test_cert_tls12);
+	tcase_add_test(tc, test_cert_no_fd_leak);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("consumer_tls");
 	tcase_add_test(tc, test_consumer_tls_fields);

@@ -20,7 +20,12 @@
 # (The usual "+10000/+20000" offsets overflow 65535 for ports above 45535.)
 # The TLS listeners are in addition to the plaintext ones, with a
 # certificate of the harness CA (tests/harness/ca.sh; subjectAltName
-# localhost, 127.0.0.1); no client certificate is asked for (verify_none).
+# localhost, 127.0.0.1).  AMQPS asks no client certificate (verify_none).
+# The management API's https listener asks for one and verifies what it
+# is given against the harness CA (verify_peer) but lets in a client
+# that gives none (fail_if_no_peer_cert false): ca.sh's client.pem is
+# let in, client-other.pem (another CA) refused in the handshake, and
+# every client without a certificate works as before.
 #
 # DIR/env (sourceable) exports TALLY_TEST_AMQP_HOST, TALLY_TEST_AMQP_PORT,
 # TALLY_TEST_AMQP_USER, TALLY_TEST_AMQP_PASSWORD, TALLY_TEST_AMQP_MGMT_PORT,
@@ -258,6 +263,8 @@ management.ssl.port = $MGMTS
 management.ssl.cacertfile = $R/etc/tls/ca.pem
 management.ssl.certfile = $R/etc/tls/rabbitmq.pem
 management.ssl.keyfile = $R/etc/tls/rabbitmq.key
+management.ssl.verify = verify_peer
+management.ssl.fail_if_no_peer_cert = false
 EOF
     echo '[rabbitmq_management].' > "$R/etc/enabled_plugins"
     # Erlang insists the cookie is private to its owner.

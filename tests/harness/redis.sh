@@ -9,7 +9,12 @@
 #                             writes DIR/env and DIR/admin.pw. It also
 #                             speaks TLS on 127.0.0.1:TLSPORT (tls-port,
 #                             tls-auth-clients no: no client certificate
-#                             asked for); without TLSPORT, the first free
+#                             asked for; tls-ca-cert-file the harness CA,
+#                             what a client's certificate is verified
+#                             against once a test sets tls-auth-clients
+#                             yes or optional, as check_drv_redis's
+#                             client_cert case does and puts back);
+#                             without TLSPORT, the first free
 #                             port above PORT (the next one if a start
 #                             fails on it, three times)
 #   redis.sh stop DIR         SIGTERM (then SIGKILL), delete DIR's files

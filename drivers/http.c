@@ -91,10 +91,13 @@ tl_drv_http_client_cert(void *curl, const char *cert, const char *key,
 	if ((rc = tl_drv_client_cert_check(cert, key, &have, why)) != 0 ||
 	    !have)
 		return rc;
-	/* libcurl copies the blob while setopt runs (CURL_BLOB_COPY). */
+	/*
+	 * Read in place (CURL_BLOB_NOCOPY): a copy would sit unwiped in
+	 * libcurl's heap; the caller's (guarded) memory outlives the handle.
+	 */
 	b.data = (void *)(uintptr_t)cert;
 	b.len = strlen(cert);
-	b.flags = CURL_BLOB_COPY;
+	b.flags = CURL_BLOB_NOCOPY;
 	if (curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &b) != CURLE_OK ||
 	    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM") != CURLE_OK)
 		return tl_drv_why(why, TL_EDRIVER, "admin-cert: libcurl takes "

@@ -56,11 +56,11 @@ int	tl_drv_http_tls(void *curl, enum tl_drv_tls mode, const char *ca_file,
  * a server that asks for one, from memory: CURLOPT_SSLCERT_BLOB and
  * CURLOPT_SSLKEY_BLOB, type PEM (libcurl 7.71 or later, OpenSSL
  * backend).  The pair is checked first (tl_drv_client_cert_check: both
- * NULL or "" is none, and nothing is set).  The blobs are CURL_BLOB_COPY:
- * libcurl keeps its own copy of both, in its ordinary memory, until the
- * handle is cleaned up (not guarded, not wiped by libcurl: the key is in
- * the process's memory as long as the handle lives, never on a disk);
- * the caller's strings may go as soon as this returns.  0; TL_EINVAL
+ * NULL or "" is none, and nothing is set).  The blobs are
+ * CURL_BLOB_NOCOPY: libcurl reads the caller's strings in place (a copy
+ * would sit unwiped in its heap), so they must live, unchanged, until
+ * the handle is cleaned up; keep the key in tl_secret memory and free it
+ * after curl_easy_cleanup.  0; TL_EINVAL
  * (the pair, why as tl_drv_client_cert_check's); TL_EDRIVER when
  * libcurl takes no blob.  Never a byte of the key in why.
  */

@@ -89,8 +89,9 @@
  * management listener with management.ssl.verify = verify_peer) is
  * checked when a session opens (a pair that cannot be presented, or one
  * with tls off, is TL_EINVAL before any request) and given to libcurl
- * from memory (tl_drv_http_client_cert: libcurl's own copy, for the
- * handle's life; never a file), so every request of the session
+ * from memory (tl_drv_http_client_cert: read in place from the
+ * session's guarded memory, wiped at close; never a file), so every
+ * request of the session
  * presents it; the consumer's AMQP login of check never does.
  *
  * Errors: TL_EUNREACH when the API does not answer (refused, timed out)
@@ -152,6 +153,12 @@ struct tl_drv_rmq {
 	int		 cert;
 	char		 subject[256];
 	char		*password;	/* guarded memory; rmq_close wipes */
+	/*
+	 * The client certificate and key libcurl reads in place (NULL:
+	 * none): the key in guarded memory, wiped by rmq_close after the
+	 * handle that reads it is gone.
+	 */
+	char		*ccert, *ckey;
 	char		*buf;		/* the last response body */
 	size_t		 len, cap;
 	unsigned long	 requests;
@@ -636,10 +643,15 @@ rmq_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if ((rc = tl_drv_http_tls(r->c, r->tls, a->ca_file, 0, r->err,
 	    why)) != 0)
 		goto fail;
-	/* Every request of the session presents it (libcurl's copy). */
+	/* Every request of the session presents it. */
 	if (have) {
-		if ((rc = tl_drv_http_client_cert(r->c, a->client_cert,
-		    a->client_key, why)) != 0)
+		if ((r->ccert = tl_drv_secret_dup(a->client_cert)) == NULL ||
+		    (r->ckey = tl_drv_secret_dup(a->client_key)) == NULL) {
+			rc = tl_drv_why(why, ENOMEM, "out of memory");
+			goto fail;
+		}
+		if ((rc = tl_drv_http_client_cert(r->c, r->ccert, r->ckey,
+		    why)) != 0)
 			goto fail;
 		r->cert = 1;
 		(void)tl_drv_client_cert_subject(a->client_cert, r->subject,
@@ -672,6 +684,8 @@ rmq_close(void *h)
 	if (r->c != NULL)
 		curl_easy_cleanup(r->c);
 	curl_slist_free_all(r->hdr);
+	tl_secret_free(r->ccert);
+	tl_secret_free(r->ckey);
 	tl_secret_free(r->password);
 	tl_secret_free(r->buf);
 	free(r);

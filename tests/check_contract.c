@@ -418,9 +418,35 @@ START_TEST(test_uses)
 		for (st = d->settings; st != NULL && st->name != NULL; st++)
 			if (st->secret)
 				ck_assert_msg(st->use == TL_DRV_USE_ADMIN_SECRET ||
+				    st->use == TL_DRV_USE_ADMIN_KEY ||
 				    st->use == TL_DRV_USE_PLAIN, "%s: %s",
 				    d->name, st->name);
+		/*
+		 * The client certificate: both or neither, the key a
+		 * secret PEM key, the certificate a public PEM, one each.
+		 */
+		ck_assert_ptr_null(tl_drv_setting_for(d,
+		    TL_DRV_USE_ADMIN_KEY, 1));
+		ck_assert_ptr_null(tl_drv_setting_for(d,
+		    TL_DRV_USE_ADMIN_CERT, 1));
+		ck_assert_msg((tl_drv_setting_for(d, TL_DRV_USE_ADMIN_KEY,
+		    0) == NULL) == (tl_drv_setting_for(d,
+		    TL_DRV_USE_ADMIN_CERT, 0) == NULL), "%s: half a pair",
+		    d->name);
+		if ((st = tl_drv_setting_for(d, TL_DRV_USE_ADMIN_KEY, 0)) !=
+		    NULL)
+			ck_assert_msg(st->secret && st->kind == TL_DRV_PEM_KEY,
+			    "%s: %s", d->name, st->name);
+		if ((st = tl_drv_setting_for(d, TL_DRV_USE_ADMIN_CERT, 0)) !=
+		    NULL)
+			ck_assert_msg(!st->secret && st->kind == TL_DRV_PEM,
+			    "%s: %s", d->name, st->name);
 	}
+	/* The client certificate where a provider may ask for one. */
+	ck_assert_ptr_nonnull(tl_drv_setting_find(tl_drv_decl_find("redis")->
+	    settings, "admin-key"));
+	ck_assert_ptr_nonnull(tl_drv_setting_find(tl_drv_decl_find(
+	    "rabbitmq")->settings, "admin-cert"));
 	/* PostgreSQL: host before admin-host; its own words are plain. */
 	ck_assert_str_eq(tl_drv_setting_for(pg, TL_DRV_USE_ADMIN_HOST,
 	    0)->name, "host");

@@ -126,7 +126,7 @@ nf=0
 for m in $(cut -d' ' -f1 "$W/prov" | sed 's|/db$||'); do
 	f=$(t_envfile node-a "$m")
 	nf=$((nf + 1))
-	grep -q "^$m/db $(t_envget "$f" DB_NAME) $(t_envget "$f" DB_USER)\$" "$W/prov" ||
+	grep -q "^$m/db $(_t_envread "$f" DB_NAME) $(_t_envread "$f" DB_USER)\$" "$W/prov" ||
 		t_fail "$f does not name its grant's database and login"
 	[ "$(t_env_psql "$f" "SELECT current_database()")" = "$(t_gname "$m/db" "$m-db")" ] ||
 		t_fail "the credential in $f does not connect to $m-db"

@@ -304,6 +304,12 @@ t_sql() {
 # sourced: the file is data).
 t_envget() {
 	_t_envfresh "$1"
+	_t_envread "$1" "$2"
+}
+
+# _t_envread FILE KEY: t_envget without the refresh (a caller that read
+# several values of one refresh: one snapshot, one tally env).
+_t_envread() {
 	[ -f "$1" ] || t_fail "env file $1 does not exist"
 	sed -n "s/^$2=//p" "$1" | tail -n 1
 }
@@ -315,11 +321,11 @@ t_env_psql() {
 	_t_f=$1
 	_t_envfresh "$_t_f"
 	if [ $# -eq 3 ]; then _t_db=$2; _t_q=$3; else
-		_t_db=$(t_envget "$_t_f" DB_NAME); _t_q=$2
+		_t_db=$(_t_envread "$_t_f" DB_NAME); _t_q=$2
 	fi
-	PGPASSWORD=$(t_envget "$_t_f" DB_PASSWORD) psql -X -At -q \
-		-v ON_ERROR_STOP=1 -h "$(t_envget "$_t_f" DB_HOST)" \
-		-p "$(t_envget "$_t_f" DB_PORT)" -U "$(t_envget "$_t_f" DB_USER)" \
+	PGPASSWORD=$(_t_envread "$_t_f" DB_PASSWORD) psql -X -At -q \
+		-v ON_ERROR_STOP=1 -h "$(_t_envread "$_t_f" DB_HOST)" \
+		-p "$(_t_envread "$_t_f" DB_PORT)" -U "$(_t_envread "$_t_f" DB_USER)" \
 		-d "$_t_db" -c "$_t_q"
 }
 

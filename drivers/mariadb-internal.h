@@ -27,15 +27,19 @@
  * What a connection is made with: host:port (NULL/"": 127.0.0.1:3306),
  * user with password, into db (NULL: none), and its protection (decl.h:
  * enum tl_drv_tls; verify checks the server's certificate against
- * ca_file and the host name).  TL_DRV_MDB_CONN_INIT is plaintext.
+ * ca_file and the host name).  cert_file and key_file (NULL: none; only
+ * with tls not off) name the admin's client certificate and key, which
+ * libmariadb opens at every connect: the admin session's memfds
+ * (tlsclient.h), never a consumer's.  TL_DRV_MDB_CONN_INIT is plaintext.
  */
 struct tl_drv_mdb_conn {
 	const char	*host, *port, *user, *password, *db;
 	enum tl_drv_tls	 tls;
 	const char	*ca_file;
+	const char	*cert_file, *key_file;
 };
 #define TL_DRV_MDB_CONN_INIT	{ NULL, NULL, NULL, NULL, NULL, \
-	TL_DRV_TLS_OFF, NULL }
+	TL_DRV_TLS_OFF, NULL, NULL, NULL }
 /*
  * Connects over TCP as cn says, reading no option file: *out (the caller
  * mysql_close()s it).  TL_EUNREACH / TL_EAUTH / TL_EDRIVER, with the
@@ -43,7 +47,10 @@ struct tl_drv_mdb_conn {
  * when connected): what went wrong is read from the number, never the
  * text (1045: the password; 1226: a resource limit of the account;
  * 1040: the server is full).  A certificate that does not verify is
- * TL_EUNREACH, refused before the password is sent.
+ * TL_EUNTRUSTED, refused before the password is sent.  With cert_file, a
+ * server that refuses it in the handshake (a TLS alert naming the
+ * certificate, or the connection ended at the handshake while the same
+ * login without it gets an answer) is TL_EAUTH.
  */
 int	tl_drv_mdb_connect(const struct tl_drv_mdb_conn *cn, MYSQL **out,
 	    unsigned *err, char *why);

@@ -62,6 +62,14 @@
  * other server error; why names the step and the
  * server's error number and message.  Connections give up after
  * MDB_CONNECT_S; reads and writes after MDB_IO_S.
+ *
+ * The admin's client certificate (admin-cert, admin-key: tlsclient.h,
+ * for an account REQUIRE X509 / SUBJECT / ISSUER) is checked before
+ * anything is sent and given to libmariadb as MYSQL_OPT_SSL_CERT and
+ * _KEY, two memfds the handle keeps open (libmariadb opens the files at
+ * every connect: a reconnect, the fence's session); the key never
+ * reaches a disk.  Only admin sessions present it, never a login as the
+ * consumer or a migration.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -72,6 +80,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <mysql.h>
 #include <errmsg.h>
@@ -82,6 +91,7 @@
 #include "core/secret.h"
 #include "driver.h"
 #include "mariadb-internal.h"
+#include "tlsclient.h"
 #include "util.h"
 
 #define MDB_SQL_MAX	4096
@@ -94,6 +104,14 @@ struct tl_drv_mdb {
 	/* How the admin sessions are protected (decl.h: tl_drv_tls_mode). */
 	enum tl_drv_tls	 tls;
 	char		*ca_file;
+	/*
+	 * The admin's client certificate: memfds (tl_drv_pem_memfd) named
+	 * cert_file and key_file, open while the handle lives, -1 without
+	 * one; certsubj its subject, for reasons (public).
+	 */
+	int		 certfd, keyfd;
+	char		 cert_file[32], key_file[32];
+	char		 certsubj[256];
 	int		 meta;		/* tally.marks exists */
 	uint64_t	 used_ns;	/* last taken as alive (monotonic) */
 	char		 privcols[1024];	/* CONCAT(...) of mysql.db's */
@@ -110,11 +128,19 @@ struct tl_drv_mdb {
 	MYSQL		*fc;
 };
 
-/* An admin session as the handle says, its protection included. */
+/*
+ * An admin session as the handle says, its protection and client
+ * certificate included.  An account that refused us is told apart by
+ * what was presented: with admin-cert, its subject (the account's
+ * REQUIRE may name another); with neither a certificate nor a password,
+ * that an account REQUIRE X509 wants one.
+ */
 static int
 admin_connect(const struct tl_drv_mdb *p, MYSQL **out, char *why)
 {
 	struct tl_drv_mdb_conn cn = TL_DRV_MDB_CONN_INIT;
+	unsigned e;
+	int rc;
 
 	cn.host = p->host;
 	cn.port = p->port;
@@ -122,7 +148,21 @@ admin_connect(const struct tl_drv_mdb *p, MYSQL **out, char *why)
 	cn.password = p->password;
 	cn.tls = p->tls;
 	cn.ca_file = p->ca_file;
-	return tl_drv_mdb_connect(&cn, out, NULL, why);
+	if (p->certfd >= 0) {
+		cn.cert_file = p->cert_file;
+		cn.key_file = p->key_file;
+	}
+	if ((rc = tl_drv_mdb_connect(&cn, out, &e, why)) != TL_EAUTH ||
+	    why == NULL)
+		return rc;
+	if (p->certfd >= 0)
+		tl_drv_why_add(why, "admin-cert presented: %s", p->certsubj);
+	else if (e == ER_ACCESS_DENIED_ERROR && (p->password == NULL ||
+	    *p->password == '\0'))
+		tl_drv_why_add(why, "no password and no client certificate "
+		    "given: an account REQUIRE X509 or SUBJECT needs "
+		    "admin-cert and admin-key");
+	return rc;
 }
 
 static int
@@ -308,18 +348,43 @@ mdb_hex_ok(const char *s)
 	    strspn(s, "0123456789abcdef") == strlen(s));
 }
 
+/*
+ * The admin's client certificate (checked) where libmariadb reads it:
+ * the handle's memfds, for every admin session it makes.
+ */
+static int
+cert_open(struct tl_drv_mdb *p, const struct tl_drv_admin *a, char *why)
+{
+	int rc;
+
+	if ((rc = tl_drv_pem_memfd(a->client_cert, "admin-cert", &p->certfd,
+	    p->cert_file, sizeof(p->cert_file), why)) != 0 ||
+	    (rc = tl_drv_pem_memfd(a->client_key, "admin-key", &p->keyfd,
+	    p->key_file, sizeof(p->key_file), why)) != 0)
+		return rc;
+	if (tl_drv_client_cert_subject(a->client_cert, p->certsubj,
+	    sizeof(p->certsubj)) != 0 || p->certsubj[0] == '\0')
+		snprintf(p->certsubj, sizeof(p->certsubj), "(no subject)");
+	return 0;
+}
+
 static int
 mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	struct tl_drv_mdb *p;
 	const char *host;
-	int rc;
+	int rc, cert;
 
 	*hp = NULL;
 	if (a == NULL)
 		return tl_drv_why(why, TL_EINVAL, "no admin settings");
+	/* A certificate that cannot be used is refused before any packet. */
+	if ((rc = tl_drv_client_cert_check(a->client_cert, a->client_key,
+	    &cert, why)) != 0)
+		return rc;
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
+	p->certfd = p->keyfd = -1;
 	/* The setting host, else where tallyd was told to connect. */
 	host = tl_drv_setting_get(a->settings, "host");
 	if (host == NULL || *host == '\0')
@@ -336,6 +401,15 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	}
 	p->tls = tl_drv_tls_mode(a->settings, p->host);
+	if (cert && p->tls == TL_DRV_TLS_OFF) {
+		mdb_close(p);
+		return tl_drv_why(why, TL_EINVAL, "admin-cert needs tls verify "
+		    "or require (tls is off: no handshake to present it in)");
+	}
+	if (cert && (rc = cert_open(p, a, why)) != 0) {
+		mdb_close(p);
+		return rc;
+	}
 	/* Hex digits (or ""): they reach SQL as they are. */
 	if (!mdb_hex_ok(a->mesh) || (a->fence != NULL &&
 	    (!mdb_hex_ok(a->fence->mesh) || !mdb_hex_ok(a->fence->leader)))) {
@@ -357,9 +431,11 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 		mdb_close(p);
 		return rc;
 	}
-	tl_drv_why(why, 0, "connected to MariaDB %s at %s:%s as '%s'",
+	tl_drv_why(why, 0, "connected to MariaDB %s at %s:%s as '%s'%s%s",
 	    mysql_get_server_info(p->c), p->host != NULL ? p->host :
-	    "127.0.0.1", p->port != NULL ? p->port : "3306", p->user);
+	    "127.0.0.1", p->port != NULL ? p->port : "3306", p->user,
+	    p->certfd >= 0 ? " with client certificate " : "",
+	    p->certfd >= 0 ? p->certsubj : "");
 	*hp = p;
 	return 0;
 }
@@ -375,6 +451,11 @@ mdb_close(void *h)
 		mysql_close(p->c);
 	if (p->fc != NULL)
 		mysql_close(p->fc);
+	/* No session left to open the certificate's files again. */
+	if (p->certfd >= 0)
+		close(p->certfd);
+	if (p->keyfd >= 0)
+		close(p->keyfd);
 	free(p->host);
 	free(p->port);
 	free(p->user);

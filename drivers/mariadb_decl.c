@@ -160,9 +160,11 @@ static const struct tl_drv_setting mdb_settings[] = {
 	    "as (every privilege WITH GRANT OPTION)",
 	    .use = TL_DRV_USE_ADMIN_USER },
 	{ "admin-password", "", 1, TL_DRV_STRING, "the admin user's password "
-	    "(--secret)",
+	    "(--secret; none for an account that REQUIREs a certificate)",
 	    .use = TL_DRV_USE_ADMIN_SECRET },
 	TL_DRV_TLS_SETTINGS,
+	/* For an admin account REQUIRE X509, SUBJECT or ISSUER. */
+	TL_DRV_CLIENT_CERT_SETTINGS,
 	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
 	    "one migration file",
 	    .use = TL_DRV_USE_PLAIN },

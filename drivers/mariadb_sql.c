@@ -53,6 +53,40 @@ mdb_library_init(void)
 	mdb_init_rc = mysql_library_init(0, NULL, NULL);
 }
 
+/*
+ * Whether a connection made with cn's client certificate failed with e
+ * (msg its text) because the server refused the certificate.  Under
+ * TLS 1.2 the server says so in an alert (2026 "... alert unknown ca");
+ * under TLS 1.3 the client has finished its handshake when the server
+ * checks the certificate, and sees the connection end (2013) at its
+ * first read: then the same login without the certificate is tried,
+ * and a server that answers it (logged in, or refused by a server
+ * error) refused the certificate, not the connection.
+ */
+static int
+cert_refused(const struct tl_drv_mdb_conn *cn, unsigned e, const char *msg)
+{
+	struct tl_drv_mdb_conn bare = *cn;
+	char w[TL_DRV_WHY_MAX];
+	const char *a;
+	unsigned e2;
+	MYSQL *m;
+
+	if (e == CR_SSL_CONNECTION_ERROR)
+		return (a = strstr(msg, " alert ")) != NULL &&
+		    (strstr(a, "certificate") != NULL ||
+		    strstr(a, "unknown ca") != NULL ||
+		    strstr(a, "access denied") != NULL);
+	if (e != CR_SERVER_LOST)
+		return 0;
+	bare.cert_file = bare.key_file = NULL;
+	if (tl_drv_mdb_connect(&bare, &m, &e2, w) == 0) {
+		mysql_close(m);
+		return 1;
+	}
+	return e2 != 0 && tl_drv_mdb_errno_rc(e2, 1) != TL_EUNREACH;
+}
+
 int
 tl_drv_mdb_connect(const struct tl_drv_mdb_conn *cn, MYSQL **out,
     unsigned *err, char *why)
@@ -97,6 +131,11 @@ tl_drv_mdb_connect(const struct tl_drv_mdb_conn *cn, MYSQL **out,
 			mysql_options(c, MYSQL_OPT_SSL_VERIFY_SERVER_CERT,
 			    &yes);
 		}
+		/* Copied names: the files are opened at every connect. */
+		if (cn->cert_file != NULL) {
+			mysql_options(c, MYSQL_OPT_SSL_CERT, cn->cert_file);
+			mysql_options(c, MYSQL_OPT_SSL_KEY, cn->key_file);
+		}
 	}
 	/* No option files: what tally connects with is what it was given. */
 	if (mysql_real_connect(c, host, cn->user, cn->password != NULL ?
@@ -110,6 +149,13 @@ tl_drv_mdb_connect(const struct tl_drv_mdb_conn *cn, MYSQL **out,
 		tl_drv_why(why, rc, "connecting to %s:%lu as '%s': %u %s",
 		    host, pn, cn->user != NULL ? cn->user : "", e,
 		    mysql_error(c));
+		if (cn->cert_file != NULL && cert_refused(cn, e,
+		    mysql_error(c))) {
+			rc = TL_EAUTH;
+			tl_drv_why_add(why, "the server refused the client "
+			    "certificate in the TLS handshake (its ssl-ca does "
+			    "not verify it)");
+		}
 		mysql_close(c);
 		return rc;
 	}

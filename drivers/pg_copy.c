@@ -28,6 +28,14 @@
  * other parameters).  The binaries are $TALLY_PG_BINDIR/pg_dump, else
  * /usr/lib/postgresql/15/bin, else the PATH's.  Their stderr (the
  * reason of a failure) never holds a password.
+ *
+ * An admin with a client certificate (admin-cert, admin-key) presents
+ * it on every session of the copy, its own and its child's: the pair is
+ * checked first, then put in two memfds (tlsclient.h) for the copy's
+ * length, named to libpq as sslcert/sslkey and to the child as
+ * PGSSLCERT/PGSSLKEY, the child alone keeping its side's two open
+ * across exec (the names are /proc/self/fd/N, N the same in the child):
+ * the key never reaches a disk or another side's child.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -53,6 +61,7 @@
 #include "core/secret.h"
 #include "driver.h"
 #include "postgres-internal.h"
+#include "tlsclient.h"
 #include "util.h"
 
 extern char **environ;
@@ -96,6 +105,69 @@ find_tool(const char *name, char *out, size_t cap)
 	return ENOENT;
 }
 
+/*
+ * One side's client certificate, as libpq reads it: memfds and their
+ * names; fd -1 (names "") without one.
+ */
+struct pg_cc {
+	int	certfd, keyfd;
+	char	cert[32], key[32];
+};
+#define PG_CC_INIT	{ -1, -1, "", "" }
+
+/*
+ * a's client certificate, checked, into cc (PG_CC_INIT before): 0 (none
+ * is 0 too), or TL_EINVAL (the pair, or tls off), TL_EDRIVER with why.
+ */
+static int
+cc_open(const struct tl_drv_admin *a, const char *side, struct pg_cc *cc,
+    char *why)
+{
+	char w[TL_DRV_WHY_MAX];
+	int have, rc;
+
+	if ((rc = tl_drv_client_cert_check(a->client_cert, a->client_key,
+	    &have, w)) != 0)
+		return tl_drv_why(why, rc, "copy, %s: %s", side, w);
+	if (!have)
+		return 0;
+	if (strcmp(tl_drv_pg_sslmode(a->settings, a->host), "disable") == 0)
+		return tl_drv_why(why, TL_EINVAL, "copy, %s: admin-cert needs "
+		    "tls verify or require (tls is off)", side);
+	if ((rc = tl_drv_pem_memfd(a->client_cert, "admin-cert", &cc->certfd,
+	    cc->cert, sizeof(cc->cert), w)) != 0 ||
+	    (rc = tl_drv_pem_memfd(a->client_key, "admin-key", &cc->keyfd,
+	    cc->key, sizeof(cc->key), w)) != 0)
+		return tl_drv_why(why, rc, "copy, %s: %s", side, w);
+	return 0;
+}
+
+static void
+cc_close(struct pg_cc *cc)
+{
+	if (cc->certfd >= 0)
+		close(cc->certfd);
+	if (cc->keyfd >= 0)
+		close(cc->keyfd);
+	cc->certfd = cc->keyfd = -1;
+}
+
+/*
+ * kw/val from i on (room for 2 and the NULL): sslcert and sslkey when
+ * cc has a certificate.
+ */
+static void
+cc_params(const struct pg_cc *cc, const char **kw, const char **val,
+    size_t i)
+{
+	if (cc->certfd < 0)
+		return;
+	kw[i] = "sslcert";
+	val[i++] = cc->cert;
+	kw[i] = "sslkey";
+	val[i] = cc->key;
+}
+
 /* A child's environment: the parent's minus PG*, plus what is given. */
 #define CENV_MAX	12		/* PG* variables a child gets, at most */
 struct cenv {
@@ -137,7 +209,8 @@ cenv_free(struct cenv *ce)
 }
 
 static int
-cenv_make(struct cenv *ce, const struct tl_drv_admin *a, const char *db)
+cenv_make(struct cenv *ce, const struct tl_drv_admin *a,
+    const struct pg_cc *cc, const char *db)
 {
 	size_t i, n = 0;
 	int rc;
@@ -160,7 +233,9 @@ cenv_make(struct cenv *ce, const struct tl_drv_admin *a, const char *db)
 	    (rc = cenv_add(ce, "PGSSLMODE", tl_drv_pg_sslmode(a->settings,
 	    a->host))) != 0 ||
 	    (a->ca_file != NULL &&
-	    (rc = cenv_add(ce, "PGSSLROOTCERT", a->ca_file)) != 0)) {
+	    (rc = cenv_add(ce, "PGSSLROOTCERT", a->ca_file)) != 0) ||
+	    (rc = cenv_add(ce, "PGSSLCERT", cc->cert)) != 0 ||
+	    (rc = cenv_add(ce, "PGSSLKEY", cc->key)) != 0) {
 		cenv_free(ce);
 		return rc;
 	}
@@ -229,11 +304,12 @@ cloexec_pipe(int fd[2])
 
 /*
  * Starts path with argv and envp; stdin from in (-1: /dev/null), stdout
- * to out, stderr to err.  Only async-signal-safe calls in the child.
+ * to out, stderr to err, cc's memfds kept open across exec (their names
+ * in envp).  Only async-signal-safe calls in the child.
  */
 static pid_t
 spawn(const char *path, char *const argv[], char *const envp[], int in,
-    int out, int err)
+    int out, int err, const struct pg_cc *cc)
 {
 	pid_t parent = getpid(), pid = fork();
 
@@ -252,6 +328,9 @@ spawn(const char *path, char *const argv[], char *const envp[], int in,
 	if (in < 0)
 		in = open("/dev/null", O_RDONLY);
 	if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		_exit(126);
+	if (cc->certfd >= 0 && (fcntl(cc->certfd, F_SETFD, 0) != 0 ||
+	    fcntl(cc->keyfd, F_SETFD, 0) != 0))
 		_exit(126);
 	execve(path, argv, envp);
 	_exit(127);
@@ -301,20 +380,22 @@ conninfo_dbname(const char *db, char *out, size_t cap)
  * target; one that committed is replaced (--clean --if-exists).
  */
 static int
-clear_target(const struct tl_drv_admin *a, const char *db, char *why)
+clear_target(const struct tl_drv_admin *a, const struct pg_cc *cc,
+    const char *db, char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
 	    "connect_timeout", "application_name", "sslmode", "sslrootcert",
-	    NULL };
+	    NULL, NULL, NULL };
 	const char *val[] = { a->host, a->port, a->user, a->password,
 	    tl_drv_pg_admin_db(a->settings),
 	    "10", "tally-copy-clear", tl_drv_pg_sslmode(a->settings, a->host),
-	    a->ca_file, NULL };
+	    a->ca_file, NULL, NULL, NULL };
 	const char *pv[1] = { db };
 	PGconn *conn;
 	PGresult *r;
 	int i, rc = 0;
 
+	cc_params(cc, kw, val, 9);
 	conn = PQconnectdbParams(kw, val, 0);
 	if (PQstatus(conn) != CONNECTION_OK) {
 		rc = tl_drv_why(why, TL_EUNREACH, "before the copy into \"%s\" "
@@ -351,8 +432,9 @@ clear_target(const struct tl_drv_admin *a, const char *db, char *why)
 
 /* pg_dump | pg_restore, the way the comment at the top says. */
 static int
-dump_restore(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
-    const struct tl_drv_admin *to, const struct tl_drv_grant *gt, char *why)
+dump_restore(const struct tl_drv_admin *from, const struct pg_cc *cf,
+    const struct tl_drv_grant *gf, const struct tl_drv_admin *to,
+    const struct pg_cc *ct, const struct tl_drv_grant *gt, char *why)
 {
 	char dump[1024], restore[1024], target[200], role[100], st1[64],
 	    st2[64], line[TAIL_MAX + 1];
@@ -370,9 +452,9 @@ dump_restore(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 	if (conninfo_dbname(gt->resource, target, sizeof(target)) != 0)
 		return tl_drv_why(why, TL_EINVAL, "database name too long");
 	snprintf(role, sizeof(role), "--role=%s", gt->owner);
-	if ((rc = cenv_make(&e1, from, gf->resource)) != 0)
+	if ((rc = cenv_make(&e1, from, cf, gf->resource)) != 0)
 		return tl_drv_why(why, rc, "out of memory");
-	if ((rc = cenv_make(&e2, to, NULL)) != 0) {
+	if ((rc = cenv_make(&e2, to, ct, NULL)) != 0) {
 		cenv_free(&e1);
 		return tl_drv_why(why, rc, "out of memory");
 	}
@@ -392,13 +474,14 @@ dump_restore(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 			rc = TL_EDRIVER;
 			goto out;
 		}
-		if ((p1 = spawn(dump, a1, e1.v, -1, data[1], err1[1])) < 0) {
+		if ((p1 = spawn(dump, a1, e1.v, -1, data[1], err1[1],
+		    cf)) < 0) {
 			rc = tl_drv_why(why, TL_EDRIVER, "fork: %s",
 			    strerror(errno));
 			goto out;
 		}
 		if ((p2 = spawn(restore, a2, e2.v, data[0], err2[1],
-		    err2[1])) < 0) {
+		    err2[1], ct)) < 0) {
 			rc = tl_drv_why(why, TL_EDRIVER, "fork: %s",
 			    strerror(errno));
 			kill(p1, SIGTERM);
@@ -519,19 +602,21 @@ static const char q_tables[] =
     " ORDER BY 1, 2";
 
 static int
-count_rows(const struct tl_drv_admin *a, const char *db, struct counts *c,
-    char *why)
+count_rows(const struct tl_drv_admin *a, const struct pg_cc *cc,
+    const char *db, struct counts *c, char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
 	    "connect_timeout", "application_name", "options", "sslmode",
-	    "sslrootcert", NULL };
+	    "sslrootcert", NULL, NULL, NULL };
 	const char *val[] = { a->host, a->port, a->user, a->password, db,
 	    "10", "tally-copy", "-c default_transaction_read_only=on",
-	    tl_drv_pg_sslmode(a->settings, a->host), a->ca_file, NULL };
+	    tl_drv_pg_sslmode(a->settings, a->host), a->ca_file, NULL, NULL,
+	    NULL };
 	PGconn *conn;
 	PGresult *r;
 	int i, rc = 0;
 
+	cc_params(cc, kw, val, 10);
 	memset(c, 0, sizeof(*c));
 	conn = PQconnectdbParams(kw, val, 0);
 	if (PQstatus(conn) != CONNECTION_OK) {
@@ -615,6 +700,7 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
     const struct tl_drv_admin *to, const struct tl_drv_grant *gt,
     char *tables, size_t cap, char *why)
 {
+	struct pg_cc cf = PG_CC_INIT, ct = PG_CC_INIT;
 	struct counts a, b;
 	size_t i, o;
 	long long total = 0;
@@ -643,14 +729,16 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 	    strcmp(from->port, to->port) == 0)
 		return tl_drv_why(why, TL_EINVAL, "refusing to copy database "
 		    "\"%s\" onto itself", gf->resource);
-	if ((rc = clear_target(to, gt->resource, why)) != 0 ||
-	    (rc = dump_restore(from, gf, to, gt, why)) != 0)
-		return rc;
-	if ((rc = count_rows(from, gf->resource, &a, why)) != 0)
-		return rc;
-	if ((rc = count_rows(to, gt->resource, &b, why)) != 0) {
+	if ((rc = cc_open(from, "source", &cf, why)) != 0 ||
+	    (rc = cc_open(to, "target", &ct, why)) != 0 ||
+	    (rc = clear_target(to, &ct, gt->resource, why)) != 0 ||
+	    (rc = dump_restore(from, &cf, gf, to, &ct, gt, why)) != 0)
+		goto certs;
+	if ((rc = count_rows(from, &cf, gf->resource, &a, why)) != 0)
+		goto certs;
+	if ((rc = count_rows(to, &ct, gt->resource, &b, why)) != 0) {
 		counts_free(&a);
-		return rc;
+		goto certs;
 	}
 	for (i = 0; i < a.n || i < b.n; i++) {
 		if (i >= a.n || i >= b.n || strcmp(a.name[i], b.name[i]) != 0) {
@@ -696,5 +784,8 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
 out:
 	counts_free(&a);
 	counts_free(&b);
+certs:
+	cc_close(&cf);
+	cc_close(&ct);
 	return rc;
 }

@@ -54,6 +54,14 @@
  * Connection attempts give up after PG_CONNECT_MS overall, and admin
  * sessions use TCP keepalives, tcp_user_timeout and a statement_timeout,
  * so an unreachable or hung provider cannot stall the daemon.
+ *
+ * The admin's client certificate (admin-cert, admin-key: tlsclient.h)
+ * is checked before anything is sent and given to libpq as sslcert and
+ * sslkey, two memfds the handle keeps open (libpq reads the files again
+ * at every connection: a reconnect, a grant's own database); the key
+ * never reaches a disk.  Only admin sessions present it, never a login
+ * as the consumer.  A server that refuses it (pg_hba.conf's cert method,
+ * or its ssl_ca_file, in the handshake) is TL_EAUTH.
  */
 #include <errno.h>
 #include <poll.h>
@@ -63,6 +71,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -71,6 +80,7 @@
 #include "driver.h"
 #include "pg_scram.h"
 #include "postgres-internal.h"
+#include "tlsclient.h"
 #include "util.h"
 
 #define PG_CONNECT_MS	3000		/* whole connection attempt */
@@ -95,6 +105,14 @@ struct tl_drv_pg {
 	 */
 	const char *sslmode;
 	char	*sslrootcert;
+	/*
+	 * The admin's client certificate: memfds (tl_drv_pem_memfd) named
+	 * sslcert and sslkey, open while the handle lives, -1 without one;
+	 * certsubj its subject, for reasons (public).
+	 */
+	int	 certfd, keyfd;
+	char	 sslcert[32], sslkey[32];
+	char	 certsubj[256];
 	int	 version;		/* server_version_num */
 	int	 maint;			/* revoke-public-connect */
 	char	 mesh[PG_MESH_MAX];	/* admin->mesh; "": before ids */
@@ -349,6 +367,46 @@ failed:
 	return state_rc(state);
 }
 
+/*
+ * Whether msg (libpq's, one line) is a TLS alert the server sent about
+ * our certificate.  Our own refusal of the server's reads "certificate
+ * verify failed" and carries no alert.
+ */
+static int
+tls_alert_cert(const char *msg)
+{
+	const char *a = strstr(msg, " alert ");
+
+	return a != NULL && (strstr(a, "certificate") != NULL ||
+	    strstr(a, "unknown ca") != NULL ||
+	    strstr(a, "access denied") != NULL);
+}
+
+/*
+ * What a rejected admin login's reason (msg) adds about the client
+ * certificate, into out (n bytes): the server asking for one none was
+ * given for, or refusing the one given.
+ */
+static void
+cert_hint(const struct tl_drv_pg *p, const char *msg, char *out, size_t n)
+{
+	out[0] = '\0';
+	if (strstr(msg, "certificate") == NULL)
+		return;
+	if (p->certfd < 0)
+		snprintf(out, n, " (pg_hba.conf asks this role for a client "
+		    "certificate: tally assign ... --set admin-cert=FILE "
+		    "--secret admin-key)");
+	else if (strstr(msg, "requires a valid client certificate") != NULL)
+		snprintf(out, n, " (admin-cert, %s, was ready but the server "
+		    "asked for none: it asks only with ssl_ca_file set)",
+		    p->certsubj);
+	else
+		snprintf(out, n, " (admin-cert is %s: pg_hba.conf's cert "
+		    "method wants its CN to be the role, or a map)",
+		    p->certsubj);
+}
+
 /* An admin session to dbname, with the handle's credential. */
 static int
 admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
@@ -357,24 +415,45 @@ admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
 	    "application_name", "client_encoding", "options",
 	    "keepalives", "keepalives_idle", "keepalives_interval",
-	    "keepalives_count", "tcp_user_timeout", "sslmode", NULL, NULL };
+	    "keepalives_count", "tcp_user_timeout", "sslmode", NULL, NULL,
+	    NULL, NULL };
 	const char *val[] = { p->host, p->port, p->user, p->password, dbname,
 	    "tallyd", "UTF8", PG_OPTIONS,
-	    "1", "10", "5", "3", "30000", p->sslmode, NULL, NULL };
-	char state[6], msg[TL_DRV_WHY_MAX];
+	    "1", "10", "5", "3", "30000", p->sslmode, NULL, NULL, NULL, NULL };
+	char state[6], msg[TL_DRV_WHY_MAX], hint[400];
+	size_t i = 14;
 	int rc;
 
 	/* The root certificates are the setting ca's, never a default's. */
 	if (p->sslrootcert != NULL) {
-		kw[14] = "sslrootcert";
-		val[14] = p->sslrootcert;
+		kw[i] = "sslrootcert";
+		val[i++] = p->sslrootcert;
+	}
+	if (p->certfd >= 0) {
+		kw[i] = "sslcert";
+		val[i++] = p->sslcert;
+		kw[i] = "sslkey";
+		val[i++] = p->sslkey;
 	}
 	rc = pg_connect(kw, val, out, state, msg, sizeof(msg));
 	if (rc == 0)
 		return 0;
-	if (rc == TL_EAUTH)
-		return tl_drv_why(why, rc, "admin login as \"%s\" rejected: %s",
-		    p->user != NULL ? p->user : "(default)", msg);
+	if (rc == TL_EAUTH) {
+		cert_hint(p, msg, hint, sizeof(hint));
+		return tl_drv_why(why, rc, "admin login as \"%s\" rejected: "
+		    "%s%s", p->user != NULL ? p->user : "(default)", msg, hint);
+	}
+	/*
+	 * A server that does not take the certificate presented ends the
+	 * handshake with an alert of its own (libpq: "SSL error: tlsv1
+	 * alert unknown ca"): who we are was refused, not the server.
+	 */
+	if (rc == TL_EUNREACH && p->certfd >= 0 && tls_alert_cert(msg))
+		return tl_drv_why(why, TL_EAUTH, "PostgreSQL at %s:%s refused "
+		    "admin-cert (%s) in the TLS handshake (its ssl_ca_file "
+		    "does not verify it): %s", p->host != NULL ? p->host :
+		    "(default)", p->port != NULL ? p->port : "(default)",
+		    p->certsubj, msg);
 	/* libpq names a failed verification in words only. */
 	if (rc == TL_EUNREACH && p->sslrootcert != NULL &&
 	    (strstr(msg, "certificate verify failed") != NULL ||
@@ -1403,20 +1482,60 @@ maint_revoke(struct tl_drv_pg *p, char *why)
 
 /* --- the operations ------------------------------------------------- */
 
+/*
+ * The admin's client certificate (checked) where libpq reads it: the
+ * handle's memfds, for every admin session it makes.
+ */
+static int
+cert_open(struct tl_drv_pg *p, const struct tl_drv_admin *a, char *why)
+{
+	int rc;
+
+	if ((rc = tl_drv_pem_memfd(a->client_cert, "admin-cert", &p->certfd,
+	    p->sslcert, sizeof(p->sslcert), why)) != 0 ||
+	    (rc = tl_drv_pem_memfd(a->client_key, "admin-key", &p->keyfd,
+	    p->sslkey, sizeof(p->sslkey), why)) != 0)
+		return rc;
+	if (tl_drv_client_cert_subject(a->client_cert, p->certsubj,
+	    sizeof(p->certsubj)) != 0 || p->certsubj[0] == '\0')
+		snprintf(p->certsubj, sizeof(p->certsubj), "(no subject)");
+	return 0;
+}
+
+/* Closes the certificate's memfds: libpq will open them no more. */
+static void
+cert_close(struct tl_drv_pg *p)
+{
+	if (p->certfd >= 0)
+		close(p->certfd);
+	if (p->keyfd >= 0)
+		close(p->keyfd);
+	p->certfd = p->keyfd = -1;
+}
+
 static int
 pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	char dummy[TL_DRV_WHY_MAX];
 	struct tl_drv_pg *p;
-	int rc;
+	int rc, cert;
 
 	if (why == NULL)
 		why = dummy;
 	*hp = NULL;
 	if (a == NULL)
 		return tl_drv_why(why, TL_EINVAL, "no admin settings");
+	/* A certificate that cannot be used is refused before any packet. */
+	if ((rc = tl_drv_client_cert_check(a->client_cert, a->client_key,
+	    &cert, why)) != 0)
+		return rc;
+	if (cert && strcmp(tl_drv_pg_sslmode(a->settings, a->host),
+	    "disable") == 0)
+		return tl_drv_why(why, TL_EINVAL, "admin-cert needs tls verify "
+		    "or require (tls is off: no handshake to present it in)");
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
+	p->certfd = p->keyfd = -1;
 	if ((a->host != NULL && (p->host = strdup(a->host)) == NULL) ||
 	    (a->port != NULL && (p->port = strdup(a->port)) == NULL) ||
 	    (a->user != NULL && (p->user = strdup(a->user)) == NULL) ||
@@ -1440,6 +1559,8 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 			goto fail;
 		}
 	}
+	if (cert && (rc = cert_open(p, a, why)) != 0)
+		goto fail;
 	if ((a->mesh != NULL && strlen(a->mesh) >= sizeof(p->mesh)) ||
 	    (a->fence != NULL && a->fence->mesh != NULL &&
 	    strlen(a->fence->mesh) >= sizeof(p->fmesh))) {
@@ -1460,13 +1581,15 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 	if ((rc = pg_ensure(p, why)) != 0)
 		goto fail;
 	tl_drv_why(why, 0, "connected to PostgreSQL %d at %s:%s as \"%s\" "
-	    "(%s)", p->version, PQhost(p->conn), PQport(p->conn),
+	    "(%s%s%s)", p->version, PQhost(p->conn), PQport(p->conn),
 	    PQuser(p->conn), PQsslInUse(p->conn) ? strcmp(p->sslmode,
 	    "verify-full") == 0 ? "TLS, verified" : "TLS, not verified" :
-	    "plaintext");
+	    "plaintext", p->certfd >= 0 ? "; client certificate " : "",
+	    p->certfd >= 0 ? p->certsubj : "");
 	*hp = p;
 	return 0;
 fail:
+	cert_close(p);
 	free(p->host);
 	free(p->port);
 	free(p->user);
@@ -1485,6 +1608,7 @@ pg_close(void *h)
 	if (p == NULL)
 		return;
 	PQfinish(p->conn);
+	cert_close(p);
 	free(p->host);
 	free(p->port);
 	free(p->user);

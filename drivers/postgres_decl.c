@@ -123,10 +123,11 @@ static const struct tl_drv_revocation pg_revocation = {
 
 /*
  * The settings of a postgres provider's assignment: those of a role,
- * what tallyd builds the admin view from (reactors/session.c), and the
- * driver's own, read here (admin-db, revoke-public-connect) and by the
- * migrator (migration-timeout, read with tl_drv_duration; the
- * migrator's default is the same 5 minutes), with their defaults.
+ * what tallyd builds the admin view from (reactors/session.c: the
+ * client certificate's too), and the driver's own, read here (admin-db,
+ * revoke-public-connect) and by the migrator (migration-timeout, read
+ * with tl_drv_duration; the migrator's default is the same 5 minutes),
+ * with their defaults.
  */
 static const struct tl_drv_setting pg_settings[] = {
 	{ "host", "", 0, TL_DRV_HOST, "where tallyd connects as the admin "
@@ -145,12 +146,14 @@ static const struct tl_drv_setting pg_settings[] = {
 	    "database tallyd connects to",
 	    .use = TL_DRV_USE_PLAIN },
 	{ "admin-password", "", 1, TL_DRV_STRING, "the admin role's "
-	    "password (--secret; none: trust or peer authentication)",
+	    "password (--secret; none: trust, peer or cert authentication)",
 	    .use = TL_DRV_USE_ADMIN_SECRET },
 	{ "revoke-public-connect", "yes", 0, TL_DRV_BOOL, "revoke CONNECT on "
 	    "the maintenance databases from PUBLIC",
 	    .use = TL_DRV_USE_PLAIN },
 	TL_DRV_TLS_SETTINGS,
+	/* pg_hba.conf's cert method (hostssl ... cert): the CN is the role. */
+	TL_DRV_CLIENT_CERT_SETTINGS,
 	{ "migration-timeout", "5m", 0, TL_DRV_DURATION, "the time limit of "
 	    "one migration file",
 	    .use = TL_DRV_USE_PLAIN },

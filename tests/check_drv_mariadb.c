@@ -15,8 +15,10 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -29,6 +31,8 @@
 #include <unistd.h>
 
 #include <mysql.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <sodium.h>
 
 #include "core/error.h"
@@ -1754,6 +1758,415 @@ START_TEST(test_deposed_kept_session)
 }
 END_TEST
 
+/* --- the admin's client certificate ------------------------------- */
+
+/*
+ * The harness's client certificates (tests/harness/ca.sh): client.pem
+ * and .key, subject /O=tally tests/CN=tally_cert_admin, of the CA the
+ * server's ssl-ca names; client-other.*, the same subject of an
+ * unrelated CA.  cert_up makes CERT_USER, no password, REQUIRE SUBJECT
+ * that certificate's, with what the driver's admin needs (every
+ * privilege WITH GRANT OPTION), and CERT_WRONG, REQUIRE SUBJECT another
+ * one; cert_down drops both.
+ */
+#define CERT_USER	"tally_cert_admin"
+#define CERT_WRONG	"tally_cert_wrong"
+#define CERT_SUBJECT	"/O=tally tests/CN=" CERT_USER
+
+/* The value of var in the harness's env (or the environment): a path. */
+static void
+cert_path(const char *var, char *out, size_t n)
+{
+	char envf[4096];
+	const char *e = getenv(var);
+
+	if (s_dir != NULL) {
+		snprintf(envf, sizeof(envf), "%s/env", s_dir);
+		if (env_get(envf, var, out, n) == 0)
+			return;
+	}
+	ck_assert_msg(e != NULL && *e != '\0', "no %s: the server is not the "
+	    "harness's and the environment does not name it", var);
+	snprintf(out, n, "%s", e);
+}
+
+/* The text of the file var names (malloc'd; the test frees it). */
+static char *
+pem_of(const char *var)
+{
+	char path[4096], *buf;
+	FILE *f;
+	long len;
+
+	cert_path(var, path, sizeof(path));
+	ck_assert_msg((f = fopen(path, "r")) != NULL, "%s: %s", path,
+	    strerror(errno));
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	buf = calloc(1, (size_t)len + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	return buf;
+}
+
+/* Unchecked fixture (after server_up): the users. */
+static void
+cert_up(void)
+{
+	MYSQL *a;
+
+	if (!s_ok)
+		return;
+	a = admin();
+	sql(a, "DROP USER IF EXISTS '" CERT_USER "'@'%%', '" CERT_WRONG
+	    "'@'%%'");
+	sql(a, "CREATE USER '" CERT_USER "'@'%%' REQUIRE SUBJECT '"
+	    CERT_SUBJECT "'");
+	sql(a, "GRANT ALL PRIVILEGES ON *.* TO '" CERT_USER "'@'%%' WITH "
+	    "GRANT OPTION");
+	sql(a, "CREATE USER '" CERT_WRONG "'@'%%' REQUIRE SUBJECT "
+	    "'/O=tally tests/CN=someone_else'");
+	mysql_close(a);
+}
+
+static void
+cert_down(void)
+{
+	MYSQL *a;
+
+	if (!s_ok || getpid() != s_parent)
+		return;
+	a = admin();
+	sql(a, "DROP USER IF EXISTS '" CERT_USER "'@'%%', '" CERT_WRONG
+	    "'@'%%'");
+	mysql_close(a);
+}
+
+/* The process's open descriptors (opendir's own left out). */
+static int
+fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;
+}
+
+/*
+ * Open descriptors whose target starts with pfx ("/memfd:admin-key": a
+ * memfd's, a file on no file system).
+ */
+static int
+fd_named(const char *pfx)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char p[300], t[4096];
+	ssize_t n;
+	int count = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		if ((n = readlink(p, t, sizeof(t) - 1)) <= 0)
+			continue;
+		t[n] = '\0';
+		if (strncmp(t, pfx, strlen(pfx)) == 0)
+			count++;
+	}
+	closedir(d);
+	return count;
+}
+
+/* No line of key's base64 (16 bytes of it, even) is in why. */
+static void
+ck_no_key(const char *why, const char *key)
+{
+	const char *p = key, *e;
+	char piece[17];
+
+	for (; *p != '\0'; p = *e != '\0' ? e + 1 : e) {
+		e = p + strcspn(p, "\n");
+		if (*p == '-' || e - p < 16)
+			continue;
+		memcpy(piece, p, 16);
+		piece[16] = '\0';
+		ck_assert_msg(strstr(why, piece) == NULL, "key bytes in why: "
+		    "%s", why);
+	}
+}
+
+/* key (PEM) encrypted with a passphrase, PKCS#8 (malloc'd). */
+static char *
+key_encrypted(const char *key)
+{
+	BIO *in = BIO_new_mem_buf(key, -1), *out = BIO_new(BIO_s_mem());
+	EVP_PKEY *k;
+	char *data, *s;
+	long n;
+
+	ck_assert_ptr_nonnull(in);
+	ck_assert_ptr_nonnull(out);
+	k = PEM_read_bio_PrivateKey(in, NULL, NULL, NULL);
+	ck_assert_ptr_nonnull(k);
+	ck_assert_int_eq(PEM_write_bio_PKCS8PrivateKey(out, k,
+	    EVP_aes_256_cbc(), NULL, 0, NULL, (void *)"a passphrase"), 1);
+	n = BIO_get_mem_data(out, &data);
+	ck_assert_int_gt(n, 0);
+	s = calloc(1, (size_t)n + 1);
+	ck_assert_ptr_nonnull(s);
+	memcpy(s, data, (size_t)n);
+	EVP_PKEY_free(k);
+	BIO_free(in);
+	BIO_free(out);
+	return s;
+}
+
+/* Over verified TLS, as CERT_USER with no password: cert and key. */
+static const char *const c_verify[] = { "tls", "verify", NULL };
+
+static void
+cert_admin(struct tl_drv_admin *a, char *ca, size_t n, const char *cert,
+    const char *key)
+{
+	cert_path("TALLY_TEST_CA", ca, n);
+	memset(a, 0, sizeof(*a));
+	a->host = s_host;
+	a->port = s_port;
+	a->user = CERT_USER;
+	a->settings = c_verify;
+	a->ca_file = ca;
+	a->client_cert = cert;
+	a->client_key = key;
+}
+
+/*
+ * Issue 24 item 1: the admin account logs in by its client certificate
+ * alone (REQUIRE SUBJECT, no password) over verified TLS, and the
+ * driver does all of its work so, under a fence (its second session,
+ * the fence's, presents it too): create, check (the consumer's login,
+ * no certificate), a reconnect after the server killed the sessions
+ * (libmariadb opens the files again), retire, purge.  The key is only
+ * ever in a memfd while the handle lives and in no descriptor after
+ * close; no reason holds a byte of it.
+ */
+START_TEST(test_cert_admin)
+{
+	struct tl_drv_admin a;
+	struct tl_drv_fence f;
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], ca[4096], mesh[33], leader[33], q[256];
+	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
+	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
+	MYSQL *ad = admin();
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	void *h = NULL;
+	int n0, i, killed = 0;
+
+	cert_admin(&a, ca, sizeof(ca), cert, key);
+	/* Once first: what the libraries open for good on first use. */
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	drv->close(h);
+	h = NULL;
+	n0 = fd_count();
+
+	hex_id(mesh);
+	hex_id(leader);
+	f.mesh = mesh;
+	f.epoch = 1;
+	f.leader = leader;
+	a.mesh = mesh;
+	a.fence = &f;
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_no_key(why, key);
+	ck_assert_msg(strstr(why, "with client certificate") != NULL &&
+	    strstr(why, "CN=" CERT_USER) != NULL, "%s", why);
+	ck_assert_int_eq(fd_named("/memfd:admin-key"), 1);
+	ck_assert_int_eq(fd_named("/memfd:admin-cert"), 1);
+	/* The session's socket and the two memfds. */
+	ck_assert_int_eq(fd_count(), n0 + 3);
+
+	grant_init(&gr, "crt");
+	gr.g.adopt_mesh = NULL;
+	do_create(h, &gr);
+	ck_no_key(why, key);
+	/* Both admin sessions, the fence's too, are the cert user's. */
+	ck_assert_int_eq(sql_long(ad, "SELECT COUNT(*) FROM "
+	    "information_schema.PROCESSLIST WHERE USER = '" CERT_USER "'"), 2);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+
+	/* The server ends both sessions: the next call makes them again. */
+	snprintf(q, sizeof(q), "SELECT ID FROM information_schema.PROCESSLIST "
+	    "WHERE USER = '" CERT_USER "'");
+	ck_assert_int_eq(mysql_query(ad, q), 0);
+	r = mysql_store_result(ad);
+	while ((row = mysql_fetch_row(r)) != NULL) {
+		snprintf(q, sizeof(q), "KILL CONNECTION %s", row[0]);
+		if (try_sql(ad, q) == 0)
+			killed++;
+	}
+	mysql_free_result(r);
+	ck_assert_int_ge(killed, 1);
+	for (i = 0; i < 3; i++)
+		if (drv->fix_privileges(h, &gr.g, why) == 0)
+			break;
+	ck_assert_msg(i < 3, "after the sessions ended: %s", why);
+	ck_no_key(why, key);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+
+	ck_rc(drv->retire_credential(h, &gr.g, why), 0, why);
+	ck_no_key(why, key);
+	ck_assert_int_eq(sql_long(ad, "SELECT COUNT(*) FROM mysql.global_priv "
+	    "WHERE User = '%s'", gr.log), 0);
+	ck_rc(drv->revoke(h, &gr.g, 1, why), 0, why);
+	ck_assert_int_eq(sql_long(ad, "SELECT COUNT(*) FROM "
+	    "information_schema.SCHEMATA WHERE SCHEMA_NAME = '%s'", gr.res), 0);
+	drv->close(h);
+	ck_assert_int_eq(fd_named("/memfd:admin-"), 0);
+	ck_assert_int_eq(fd_count(), n0);
+	mysql_close(ad);
+	free(cert);
+	free(key);
+}
+END_TEST
+
+/*
+ * Who we are, refused (TL_EAUTH): the cert user without a certificate
+ * (1045, and the reason says what such an account needs), an account
+ * REQUIRE SUBJECT another subject with ours (the reason names ours), and
+ * the cert user with another CA's certificate of the same subject (the
+ * server's ssl-ca refuses it in the handshake: refused, not an
+ * unreachable or untrusted server); no reason holds the key, no
+ * descriptor is left.
+ */
+START_TEST(test_cert_refused)
+{
+	struct tl_drv_admin a;
+	char why[TL_DRV_WHY_MAX], ca[4096];
+	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
+	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
+	char *ocert = pem_of("TALLY_TEST_CA_CLIENT_OTHER_CERT");
+	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");
+	void *h = NULL;
+	int n0;
+
+	cert_admin(&a, ca, sizeof(ca), NULL, NULL);
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_assert_ptr_null(h);
+	ck_assert_msg(strstr(why, "1045") != NULL &&
+	    strstr(why, "admin-cert") != NULL, "%s", why);
+
+	cert_admin(&a, ca, sizeof(ca), cert, key);
+	a.user = CERT_WRONG;
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_no_key(why, key);
+	ck_assert_msg(strstr(why, "1045") != NULL &&
+	    strstr(why, "admin-cert presented") != NULL &&
+	    strstr(why, "CN=" CERT_USER) != NULL, "%s", why);
+
+	cert_admin(&a, ca, sizeof(ca), ocert, okey);
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	n0 = fd_count();
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_assert_ptr_null(h);
+	ck_assert_int_eq(fd_count(), n0);
+	ck_no_key(why, okey);
+	ck_assert_msg(strstr(why, "refused the client certificate in the "
+	    "TLS handshake") != NULL && strstr(why, "admin-cert presented")
+	    != NULL, "%s", why);
+	free(cert);
+	free(key);
+	free(ocert);
+	free(okey);
+}
+END_TEST
+
+/*
+ * A certificate that cannot be used is refused (TL_EINVAL) before any
+ * connection: a key that is not the certificate's, an encrypted key,
+ * one without the other, what is not PEM, and a certificate under tls
+ * off.  The admin host is a port that listens and never accepts: not
+ * one connection reaches its queue.
+ */
+START_TEST(test_cert_invalid)
+{
+	struct tl_drv_admin a;
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	struct pollfd pfd;
+	char why[TL_DRV_WHY_MAX], ca[4096], port[16];
+	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
+	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
+	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");
+	char *enc = key_encrypted(key);
+	static const char *const off[] = { "tls", "off", NULL };
+	struct {
+		const char *cert, *key, *says;
+	} bad[] = {
+		{ cert, okey, "not the private key of admin-cert" },
+		{ cert, enc, "not an unencrypted PEM private key" },
+		{ cert, NULL, "admin-key is not" },
+		{ NULL, key, "admin-cert is not" },
+		{ "not a certificate", key, "no PEM certificate" },
+		{ cert, "not a key", "not an unencrypted PEM" },
+	};
+	void *h = NULL;
+	size_t i;
+	int fd, n0;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(fd, 8), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(port, sizeof(port), "%d", ntohs(sa.sin_port));
+	n0 = fd_count();
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cert_admin(&a, ca, sizeof(ca), bad[i].cert, bad[i].key);
+		a.host = "127.0.0.1";
+		a.port = port;
+		ck_rc(drv->open(&a, &h, why), TL_EINVAL, why);
+		ck_assert_ptr_null(h);
+		ck_assert_msg(strstr(why, bad[i].says) != NULL, "case %zu: %s",
+		    i, why);
+		ck_no_key(why, key);
+		ck_no_key(why, okey);
+		ck_no_key(why, enc);
+	}
+	cert_admin(&a, ca, sizeof(ca), cert, key);
+	a.host = "127.0.0.1";
+	a.port = port;
+	a.settings = off;
+	ck_rc(drv->open(&a, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "admin-cert needs tls verify or require") !=
+	    NULL, "%s", why);
+	ck_assert_int_eq(fd_count(), n0);
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	ck_assert_msg(poll(&pfd, 1, 200) == 0, "a connection was made");
+	close(fd);
+	free(cert);
+	free(key);
+	free(okey);
+	free(enc);
+}
+END_TEST
+
 /* --- the suite ---------------------------------------------------------- */
 
 static TCase *
@@ -1808,6 +2221,12 @@ suite(void)
 	tcase_add_test(tc, test_open_errors);
 	tcase_add_test(tc, test_admin_password);
 	tcase_add_test(tc, test_reconnect);
+
+	tc = tcase(s, "cert");
+	tcase_add_unchecked_fixture(tc, cert_up, cert_down);
+	tcase_add_test(tc, test_cert_admin);
+	tcase_add_test(tc, test_cert_refused);
+	tcase_add_test(tc, test_cert_invalid);
 
 	tc = tcase(s, "migrate");
 	tcase_add_test(tc, test_migrate_apply);

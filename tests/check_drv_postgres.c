@@ -19,9 +19,11 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,8 @@
 #include <unistd.h>
 
 #include <libpq-fe.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <sodium.h>
 
 #include "core/error.h"
@@ -2808,6 +2812,501 @@ START_TEST(test_check_plaintext_login)
 }
 END_TEST
 
+/* --- the admin's client certificate --------------------------------- */
+
+/*
+ * The harness's client certificates (tests/harness/ca.sh): client.pem
+ * and .key, CN tally_cert_admin, of the CA in the server's ssl_ca_file;
+ * client-other.*, the same CN of an unrelated CA.  cert_up gives that
+ * CN a SUPERUSER role that logs in only by pg_hba.conf's cert method
+ * (CERT_HBA, above the harness's lines) for the case, cert_down puts
+ * pg_hba.conf back and drops the role.
+ */
+#define CERT_ROLE	"tally_cert_admin"
+#define CERT_WRONG	"tally_cert_wrong"	/* not the CN: refused */
+#define CERT_HBA	"hostssl all " CERT_ROLE " 127.0.0.1/32 cert\n" \
+			"hostssl all " CERT_ROLE " ::1/128 cert\n" \
+			"hostssl all " CERT_WRONG " 127.0.0.1/32 cert\n"
+
+static char	 c_hbapath[4096];
+static char	*c_hba;			/* pg_hba.conf before cert_up */
+
+/* The value of var in the harness's env (or the environment): a path. */
+static void
+cert_path(const char *var, char *out, size_t n)
+{
+	char envf[4096];
+	const char *e = getenv(var);
+
+	if (s_dir != NULL) {
+		snprintf(envf, sizeof(envf), "%s/env", s_dir);
+		if (env_get(envf, var, out, n) == 0)
+			return;
+	}
+	ck_assert_msg(e != NULL && *e != '\0', "no %s: the server is not the "
+	    "harness's and the environment does not name it", var);
+	snprintf(out, n, "%s", e);
+}
+
+/* The text of the file var names (malloc'd; the test frees it). */
+static char *
+pem_of(const char *var)
+{
+	char path[4096], *buf;
+	FILE *f;
+	long len;
+
+	cert_path(var, path, sizeof(path));
+	ck_assert_msg((f = fopen(path, "r")) != NULL, "%s: %s", path,
+	    strerror(errno));
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	buf = calloc(1, (size_t)len + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	return buf;
+}
+
+/* Whether the cert role logs in with the harness's client certificate. */
+static int
+cert_login(char *err, size_t n)
+{
+	char ca[4096], crt[4096], key[4096];
+	const char *kw[] = { "host", "port", "user", "dbname",
+	    "connect_timeout", "sslmode", "sslrootcert", "sslcert", "sslkey",
+	    NULL };
+	const char *val[] = { s_host, s_port, CERT_ROLE, "postgres", "5",
+	    "verify-full", ca, crt, key, NULL };
+	PGconn *c;
+	int ok;
+
+	cert_path("TALLY_TEST_CA", ca, sizeof(ca));
+	cert_path("TALLY_TEST_CA_CLIENT_CERT", crt, sizeof(crt));
+	cert_path("TALLY_TEST_CA_CLIENT_KEY", key, sizeof(key));
+	c = PQconnectdbParams(kw, val, 0);
+	ok = c != NULL && PQstatus(c) == CONNECTION_OK;
+	snprintf(err, n, "%s", ok ? "" : c != NULL ? PQerrorMessage(c) :
+	    "no memory");
+	PQfinish(c);
+	return ok;
+}
+
+/* Unchecked fixture (after server_up): the role and its pg_hba lines. */
+static void
+cert_up(void)
+{
+	char err[512];
+	PGconn *a;
+	int i;
+
+	if (!s_ok)
+		return;
+	a = admin(NULL);
+	sql(a, "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname "
+	    "= '" CERT_ROLE "') THEN CREATE ROLE " CERT_ROLE " LOGIN "
+	    "SUPERUSER; END IF; END$$");
+	hba_read(a, c_hbapath, sizeof(c_hbapath), &c_hba);
+	hba_write(a, c_hbapath, CERT_HBA, c_hba);
+	PQfinish(a);
+	/* The reload is a signal: the lines hold once a login passes them. */
+	for (i = 0; i < 100 && !cert_login(err, sizeof(err)); i++)
+		usleep(100 * 1000);
+	ck_assert_msg(i < 100, "the cert role cannot log in with the "
+	    "harness's client certificate: %s", err);
+}
+
+static void
+cert_down(void)
+{
+	PGresult *r;
+	PGconn *a;
+
+	if (c_hba == NULL || getpid() != s_parent)
+		return;
+	a = admin(NULL);
+	hba_write(a, c_hbapath, "", c_hba);
+	free(c_hba);
+	c_hba = NULL;
+	/* What the role made in the maintenance database (tally_fences). */
+	r = PQexec(a, "REASSIGN OWNED BY " CERT_ROLE " TO CURRENT_USER; "
+	    "DROP OWNED BY " CERT_ROLE "; DROP ROLE " CERT_ROLE);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		fprintf(stderr, "check_drv_postgres: dropping %s: %s",
+		    CERT_ROLE, PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(a);
+}
+
+/* The process's open descriptors (opendir's own left out). */
+static int
+fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;
+}
+
+/*
+ * Open descriptors whose target starts with pfx ("/memfd:admin-key": a
+ * memfd's, a file on no file system).
+ */
+static int
+fd_named(const char *pfx)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char p[300], t[4096];
+	ssize_t n;
+	int count = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		if ((n = readlink(p, t, sizeof(t) - 1)) <= 0)
+			continue;
+		t[n] = '\0';
+		if (strncmp(t, pfx, strlen(pfx)) == 0)
+			count++;
+	}
+	closedir(d);
+	return count;
+}
+
+/* No line of key's base64 (16 bytes of it, even) is in why. */
+static void
+ck_no_key(const char *why, const char *key)
+{
+	const char *p = key, *e;
+	char piece[17];
+
+	for (; *p != '\0'; p = *e != '\0' ? e + 1 : e) {
+		e = p + strcspn(p, "\n");
+		if (*p == '-' || e - p < 16)
+			continue;
+		memcpy(piece, p, 16);
+		piece[16] = '\0';
+		ck_assert_msg(strstr(why, piece) == NULL, "key bytes in why: "
+		    "%s", why);
+	}
+}
+
+/* key (PEM) encrypted with a passphrase, PKCS#8 (malloc'd). */
+static char *
+key_encrypted(const char *key)
+{
+	BIO *in = BIO_new_mem_buf(key, -1), *out = BIO_new(BIO_s_mem());
+	EVP_PKEY *k;
+	char *data, *s;
+	long n;
+
+	ck_assert_ptr_nonnull(in);
+	ck_assert_ptr_nonnull(out);
+	k = PEM_read_bio_PrivateKey(in, NULL, NULL, NULL);
+	ck_assert_ptr_nonnull(k);
+	ck_assert_int_eq(PEM_write_bio_PKCS8PrivateKey(out, k,
+	    EVP_aes_256_cbc(), NULL, 0, NULL, (void *)"a passphrase"), 1);
+	n = BIO_get_mem_data(out, &data);
+	ck_assert_int_gt(n, 0);
+	s = calloc(1, (size_t)n + 1);
+	ck_assert_ptr_nonnull(s);
+	memcpy(s, data, (size_t)n);
+	EVP_PKEY_free(k);
+	BIO_free(in);
+	BIO_free(out);
+	return s;
+}
+
+/* Over verified TLS, as CERT_ROLE with no password: cert and key. */
+static const char *const c_verify[] = { "revoke-public-connect", "no",
+	"tls", "verify", NULL };
+
+static void
+cert_admin(struct tl_drv_admin *a, char *ca, size_t n, const char *cert,
+    const char *key)
+{
+	cert_path("TALLY_TEST_CA", ca, n);
+	memset(a, 0, sizeof(*a));
+	a->host = s_host;
+	a->port = s_port;
+	a->user = CERT_ROLE;
+	a->settings = c_verify;
+	a->ca_file = ca;
+	a->client_cert = cert;
+	a->client_key = key;
+}
+
+/*
+ * Issue 24 item 1: the admin role logs in by its client certificate
+ * alone (pg_hba.conf's cert method, no password) over verified TLS, and
+ * the driver does all of its work so: create (the grant's own database
+ * too), check (the consumer's login, no certificate), a reconnect after
+ * the server ended the session (libpq reads the key again), retire
+ * (the grant's database once more), revoke.  The server sees the
+ * certificate (pg_stat_ssl.client_dn); the key is only ever in a memfd
+ * while the handle lives and in no descriptor after close; no reason
+ * holds a byte of it.
+ */
+START_TEST(test_cert_admin)
+{
+	struct tl_drv_admin a;
+	struct grant gr;
+	char why[TL_DRV_WHY_MAX], ca[4096], err[512];
+	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
+	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
+	PGconn *pa = admin(NULL), *c;
+	void *h = NULL;
+	int n0, i;
+
+	cert_admin(&a, ca, sizeof(ca), cert, key);
+	/* Once first: what the libraries open for good on first use. */
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	drv->close(h);
+	h = NULL;
+	n0 = fd_count();
+
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	ck_no_key(why, key);
+	ck_assert_msg(strstr(why, "TLS, verified") != NULL &&
+	    strstr(why, "client certificate") != NULL &&
+	    strstr(why, "CN=" CERT_ROLE) != NULL, "%s", why);
+	ck_assert_int_eq(fd_named("/memfd:admin-key"), 1);
+	ck_assert_int_eq(fd_named("/memfd:admin-cert"), 1);
+	/* The session's socket and the two memfds. */
+	ck_assert_int_eq(fd_count(), n0 + 3);
+	ck_assert_int_ge(sql_long(pa, "SELECT count(*) FROM pg_stat_ssl s "
+	    "JOIN pg_stat_activity USING (pid) WHERE usename = $1 AND "
+	    "application_name = 'tallyd' AND s.client_dn LIKE "
+	    "'%CN=" CERT_ROLE "'", CERT_ROLE), 1);
+
+	grant_init(&gr, "crt");
+	do_create(h, &gr);
+	ck_why(why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	c = pq_connect(gr.log, gr.pw, gr.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	sql(c, "CREATE TABLE t (x int)");
+	PQfinish(c);
+
+	/* The server ends the admin session: the next call makes another. */
+	ck_assert_int_ge(sql_long(pa, "SELECT count(pg_terminate_backend(pid, "
+	    "5000)) FROM pg_stat_activity WHERE usename = $1", CERT_ROLE), 1);
+	for (i = 0; i < 2; i++)
+		if (drv->fix_privileges(h, &gr.g, why) == 0)
+			break;
+	ck_assert_msg(i < 2, "after the session ended: %s", why);
+	ck_no_key(why, key);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+
+	ck_rc(drv->retire_credential(h, &gr.g, why), 0, why);
+	ck_no_key(why, key);
+	ck_assert_int_eq(role_count(pa, gr.log), 0);
+	ck_rc(drv->revoke(h, &gr.g, 1, why), 0, why);
+	ck_assert_int_eq(db_count(pa, gr.res), 0);
+	drv->close(h);
+	ck_assert_int_eq(fd_named("/memfd:admin-"), 0);
+	ck_assert_int_eq(fd_count(), n0);
+	PQfinish(pa);
+	free(cert);
+	free(key);
+}
+END_TEST
+
+/*
+ * Who we are, refused: the cert role without a certificate (pg_hba.conf
+ * asks for one: TL_EAUTH, the reason says so and how to give one),
+ * another role with the certificate (its CN is not that role's), and
+ * the cert role with another CA's certificate of the same CN (the server's
+ * ssl_ca_file refuses it in the handshake: TL_EAUTH, not an untrusted
+ * server); no reason holds the key, no descriptor is left.
+ */
+START_TEST(test_cert_refused)
+{
+	struct tl_drv_admin a;
+	char why[TL_DRV_WHY_MAX], ca[4096];
+	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
+	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
+	char *ocert = pem_of("TALLY_TEST_CA_CLIENT_OTHER_CERT");
+	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");
+	void *h = NULL;
+	int n0;
+
+	cert_admin(&a, ca, sizeof(ca), NULL, NULL);
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_assert_ptr_null(h);
+	ck_assert_msg(strstr(why, "28000") != NULL &&
+	    strstr(why, "client certificate") != NULL &&
+	    strstr(why, "admin-cert") != NULL, "%s", why);
+
+	/* The certificate of another role (its CN is not this one). */
+	cert_admin(&a, ca, sizeof(ca), cert, key);
+	a.user = CERT_WRONG;
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_no_key(why, key);
+	ck_assert_msg(strstr(why, "certificate authentication failed") !=
+	    NULL && strstr(why, "CN to be the role") != NULL, "%s", why);
+
+	cert_admin(&a, ca, sizeof(ca), ocert, okey);
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	n0 = fd_count();
+	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
+	ck_assert_ptr_null(h);
+	ck_assert_int_eq(fd_count(), n0);
+	ck_no_key(why, okey);
+	ck_assert_msg(strstr(why, "refused admin-cert") != NULL &&
+	    strstr(why, "handshake") != NULL &&
+	    strstr(why, "CN=" CERT_ROLE) != NULL, "%s", why);
+	free(cert);
+	free(key);
+	free(ocert);
+	free(okey);
+}
+END_TEST
+
+/*
+ * A certificate that cannot be used is refused (TL_EINVAL) before any
+ * connection: a key that is not the certificate's, an encrypted key,
+ * one without the other, what is not PEM, and a certificate under tls
+ * off.  The admin host is a port that listens and never accepts: not
+ * one connection reaches its queue.
+ */
+START_TEST(test_cert_invalid)
+{
+	struct tl_drv_admin a;
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	struct pollfd pfd;
+	char why[TL_DRV_WHY_MAX], ca[4096], port[16];
+	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
+	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
+	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");
+	char *enc = key_encrypted(key);
+	static const char *const off[] = { "revoke-public-connect", "no",
+	    "tls", "off", NULL };
+	struct {
+		const char *cert, *key, *says;
+	} bad[] = {
+		{ cert, okey, "not the private key of admin-cert" },
+		{ cert, enc, "not an unencrypted PEM private key" },
+		{ cert, NULL, "admin-key is not" },
+		{ NULL, key, "admin-cert is not" },
+		{ "not a certificate", key, "no PEM certificate" },
+		{ cert, "not a key", "not an unencrypted PEM" },
+	};
+	void *h = NULL;
+	size_t i;
+	int fd, n0;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(fd, 8), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(port, sizeof(port), "%d", ntohs(sa.sin_port));
+	n0 = fd_count();
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cert_admin(&a, ca, sizeof(ca), bad[i].cert, bad[i].key);
+		a.host = "127.0.0.1";
+		a.port = port;
+		ck_rc(drv->open(&a, &h, why), TL_EINVAL, why);
+		ck_assert_ptr_null(h);
+		ck_assert_msg(strstr(why, bad[i].says) != NULL, "case %zu: %s",
+		    i, why);
+		ck_no_key(why, key);
+		ck_no_key(why, okey);
+		ck_no_key(why, enc);
+	}
+	cert_admin(&a, ca, sizeof(ca), cert, key);
+	a.host = "127.0.0.1";
+	a.port = port;
+	a.settings = off;
+	ck_rc(drv->open(&a, &h, why), TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "admin-cert needs tls verify or require") !=
+	    NULL, "%s", why);
+	ck_assert_int_eq(fd_count(), n0);
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	ck_assert_msg(poll(&pfd, 1, 200) == 0, "a connection was made");
+	close(fd);
+	free(cert);
+	free(key);
+	free(okey);
+	free(enc);
+}
+END_TEST
+
+/*
+ * A move's copy (ops->copy: pg_dump piped into pg_restore, the row
+ * counts on both sides) as the cert role on both sides: libpq's own
+ * sessions and the children's present the certificate (no password
+ * could let them in), the rows arrive, no descriptor is left; a side
+ * whose pair does not match is refused before anything runs.
+ */
+START_TEST(test_cert_copy)
+{
+	struct tl_drv_admin a, b;
+	struct grant g1, g2;
+	char why[TL_DRV_WHY_MAX], ca[4096], err[512], tables[512];
+	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
+	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
+	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");
+	PGconn *c;
+	void *h = NULL;
+	int n0;
+
+	cert_admin(&a, ca, sizeof(ca), cert, key);
+	ck_rc(drv->open(&a, &h, why), 0, why);
+	grant_init(&g1, "cpa");
+	grant_init(&g2, "cpb");
+	do_create(h, &g1);
+	do_create(h, &g2);
+	c = pq_connect(g1.log, g1.pw, g1.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	sql(c, "CREATE TABLE t (x int)");
+	sql(c, "INSERT INTO t VALUES (1), (2), (3)");
+	PQfinish(c);
+
+	b = a;
+	b.client_key = okey;
+	ck_rc(drv->copy(&a, &g1.g, &b, &g2.g, tables, sizeof(tables), why),
+	    TL_EINVAL, why);
+	ck_assert_msg(strstr(why, "target") != NULL, "%s", why);
+	ck_no_key(why, okey);
+
+	n0 = fd_count();
+	ck_rc(drv->copy(&a, &g1.g, &a, &g2.g, tables, sizeof(tables), why), 0,
+	    why);
+	ck_no_key(why, key);
+	ck_assert_msg(strstr(tables, "\"public.t\":3") != NULL, "%s", tables);
+	ck_assert_int_eq(fd_count(), n0);
+	c = pq_connect(g2.log, g2.pw, g2.res, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(sql_long(c, "SELECT sum(x) FROM t", NULL), 6);
+	PQfinish(c);
+
+	ck_rc(drv->revoke(h, &g1.g, 1, why), 0, why);
+	ck_rc(drv->revoke(h, &g2.g, 1, why), 0, why);
+	drv->close(h);
+	free(cert);
+	free(key);
+	free(okey);
+}
+END_TEST
+
 /* --- the suite ------------------------------------------------------ */
 
 static TCase *
@@ -2875,6 +3374,13 @@ suite(void)
 	tcase_add_test(tc, test_rotation_beside);
 	tcase_add_test(tc, test_create_sets_password);
 	tcase_add_test(tc, test_credential_beside);
+
+	tc = tcase(s, "cert");
+	tcase_add_unchecked_fixture(tc, cert_up, cert_down);
+	tcase_add_test(tc, test_cert_admin);
+	tcase_add_test(tc, test_cert_refused);
+	tcase_add_test(tc, test_cert_invalid);
+	tcase_add_test(tc, test_cert_copy);
 
 	tc = tcase(s, "fault");
 	tcase_add_test(tc, test_fault_spec);

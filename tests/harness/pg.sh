@@ -6,7 +6,12 @@
 #                          unix socket; writes DIR/env and DIR/admin.pw.
 #                          TLS is offered on the same port (ssl = on; the
 #                          client chooses: sslmode=disable stays plaintext,
-#                          libpq's default "prefer" takes TLS unverified)
+#                          libpq's default "prefer" takes TLS unverified);
+#                          ssl_ca_file is the test CA, so a client
+#                          certificate of that CA is verified (what the
+#                          cert method of a pg_hba.conf line a test adds
+#                          needs) and one of another CA is refused in the
+#                          handshake
 #   pg.sh stop DIR         fast shutdown, then delete everything (idempotent)
 #   pg.sh status DIR       exit 0 if running, 3 if not
 #
@@ -238,7 +243,7 @@ do_start() {
     TLS=$(cd "$TLS" && pwd -P)
     mkdir -p "$R/data" "$R/sock" "$R/log" "$R/server-tls"
     chmod 700 "$R/data" "$R/server-tls"
-    (umask 077 && cp "$TLS/pg.pem" "$TLS/pg.key" "$R/server-tls/")
+    (umask 077 && cp "$TLS/pg.pem" "$TLS/pg.key" "$TLS/ca.pem" "$R/server-tls/")
     chmod 755 "$R/sock"
     (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DIR/admin.pw")
     # initdb reads the password as the server user; give it a private copy
@@ -279,6 +284,7 @@ log_min_messages = warning
 ssl = on
 ssl_cert_file = $(pgquote "$R/server-tls/pg.pem")
 ssl_key_file = $(pgquote "$R/server-tls/pg.key")
+ssl_ca_file = $(pgquote "$R/server-tls/ca.pem")
 EOF
 
     log=$R/log/server.log

@@ -447,6 +447,9 @@ START_TEST(test_uses)
 	    settings, "admin-key"));
 	ck_assert_ptr_nonnull(tl_drv_setting_find(tl_drv_decl_find(
 	    "rabbitmq")->settings, "admin-cert"));
+	ck_assert_ptr_nonnull(tl_drv_setting_find(pg->settings, "admin-key"));
+	ck_assert_ptr_nonnull(tl_drv_setting_find(tl_drv_decl_find(
+	    "mariadb")->settings, "admin-cert"));
 	/* PostgreSQL: host before admin-host; its own words are plain. */
 	ck_assert_str_eq(tl_drv_setting_for(pg, TL_DRV_USE_ADMIN_HOST,
 	    0)->name, "host");

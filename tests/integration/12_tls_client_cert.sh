@@ -48,7 +48,7 @@ pg_assign() {
 }
 
 t_check "--secret admin-key refuses what is not one unencrypted PEM key"
-tly events >"$W/ev0"
+tly log --json >"$W/ev0"
 t_expect_exit 4 "a certificate as the key" pg_assign \
 	--set admin-cert="$TALLY_TEST_CA_CLIENT_CERT" --secret admin-key \
 	<"$TALLY_TEST_CA_CLIENT_CERT"
@@ -62,7 +62,7 @@ t_expect_exit 2 "no key on stdin" pg_assign \
 grep -q "no PEM key" "$W/last.err" || { cat "$W/last.err" >&2; t_fail "no reason given"; }
 ! grep -q "BEGIN\|$(sed -n 2p "$TALLY_TEST_CA_CLIENT_KEY" | cut -c1-16)" "$W/last.err" ||
 	t_fail "the refusal shows the key"
-tly events >"$W/ev1"
+tly log --json >"$W/ev1"
 cmp -s "$W/ev0" "$W/ev1" || t_fail "a refused assign recorded something"
 t_ok "a certificate, an encrypted key and nothing refused, nothing recorded"
 
@@ -92,15 +92,18 @@ tly rotate app/db >/dev/null
 t_tallyd_try
 grep -q "admin-key is not" "$W/once.err" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say the key is missing"; }
-t_ok "$(grep -m1 'admin-key is not' "$W/once.err" | sed 's/^.* \(warn\|error\|info\): //' | cut -c1-140)"
+t_ok "$(grep -m1 'admin-key is not' "$W/once.err" | sed 's/^[^ ]* tallyd\[[0-9]*\] [a-z]*: //' | cut -c1-160)"
 
 t_check "another CA's client certificate: refused by the server"
 pg_assign --set admin-cert="$TALLY_TEST_CA_CLIENT_OTHER_CERT" --secret admin-key \
 	<"$TALLY_TEST_CA_CLIENT_OTHER_KEY" >/dev/null || t_fail "tally assign with the other certificate"
 t_tallyd_try
-grep -qi "certificate" "$W/once.err" ||
+grep -q "refused admin-cert.*unknown ca" "$W/once.err" ||
 	{ tail -n 5 "$W/once.err" >&2; t_fail "tallyd does not say the certificate was refused"; }
-t_ok "$(grep -i -m1 'certificate' "$W/once.err" | sed 's/^.* \(warn\|error\|info\): //' | cut -c1-160)"
+tly status >"$W/st" 2>&1 || true
+grep -q "refused admin-cert" "$W/st" ||
+	{ cat "$W/st" >&2; t_fail "tally status does not name the refused certificate"; }
+t_ok "$(grep -m1 'refused admin-cert' "$W/once.err" | sed 's/^[^ ]* tallyd\[[0-9]*\] [a-z]*: //' | cut -c1-160)"
 t_check "the log verifies"
 tly verify >/dev/null || t_fail "tally verify failed"
 t_ok "chain intact"

@@ -104,6 +104,54 @@ tly status >"$W/st" 2>&1 || true
 grep -q "refused admin-cert" "$W/st" ||
 	{ cat "$W/st" >&2; t_fail "tally status does not name the refused certificate"; }
 t_ok "$(grep -m1 'refused admin-cert' "$W/once.err" | sed 's/^[^ ]* tallyd\[[0-9]*\] [a-z]*: //' | cut -c1-160)"
+t_check "tally bootstrap: admin-cert a setting, admin-key {file: PATH}"
+B=$W/bundle
+mkdir -p "$B"
+cp "$TALLY_SRC/examples/postgres.yaml" "$B/postgres.yaml"
+cat >"$B/registry.yaml" <<EOF
+module: registry
+env: {DB_HOST: "", DB_PORT: "", DB_NAME: "", DB_USER: "", DB_PASSWORD: ""}
+requires:
+  db:
+    type: postgres-database
+    from: postgres
+    scope: shared
+    env: {host: DB_HOST, port: DB_PORT, database: DB_NAME, user: DB_USER, password: DB_PASSWORD}
+EOF
+cat >"$B/bundle.yaml" <<EOF
+node:
+  name: cp
+  routable-name: localhost
+  key-out: $W/keys/cp.key
+providers:
+  - manifest: postgres.yaml
+    module: postgres
+    expose: network
+    settings:
+      host: localhost
+      port: "$TALLY_TEST_PG_PORT"
+      admin-user: $CN
+      tls: verify
+      ca: $TALLY_TEST_CA
+      admin-cert: $TALLY_TEST_CA_CLIENT_CERT
+    secrets:
+      admin-key: {file: $TALLY_TEST_CA_CLIENT_KEY}
+control-plane:
+  - manifest: registry.yaml
+    module: registry
+EOF
+TALLY_HOME=$W/home2 t_expect_exit 0 "tally bootstrap with a client certificate" \
+	"$TALLY_BIN/tally" bootstrap "$B/bundle.yaml"
+TALLY_HOME=$W/home2 "$TALLY_BIN/tally" status >"$W/st2" 2>&1 || true
+grep -q "the admin presents a client certificate" "$W/st2" ||
+	{ cat "$W/st2" >&2; t_fail "the bootstrapped provider has no client certificate"; }
+REGDB=$(TALLY_HOME=$W/home2 t_gname registry/db registry-db)
+[ "$(t_sql "SELECT pg_get_userbyid(datdba) <> '' FROM pg_database WHERE datname = '$REGDB'")" = t ] ||
+	t_fail "no database $REGDB on PostgreSQL: the bootstrap made nothing"
+! grep -rqaF -f "$W/keylines" "$W/home2" "$W/last.out" "$W/last.err" ||
+	t_fail "a line of the admin key is in clear in the bootstrapped home or its output"
+t_ok "bootstrapped: the registry's grant made by the certificate's admin, the key only sealed"
+
 t_check "the log verifies"
 tly verify >/dev/null || t_fail "tally verify failed"
 t_ok "chain intact"

@@ -44,6 +44,7 @@
 #include "lib/tl_fence.h"
 #include "drivers/pg_scram.h"
 #include "lib/tl_test.h"
+#include "tests/lib/tl_pemtest.h"
 
 /* --- the server (set up in the parent, read in the forked tests) ---- */
 
@@ -2939,94 +2940,6 @@ cert_down(void)
 	PQfinish(a);
 }
 
-/* The process's open descriptors (opendir's own left out). */
-static int
-fd_count(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)) != NULL)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1;
-}
-
-/*
- * Open descriptors whose target starts with pfx ("/memfd:admin-key": a
- * memfd's, a file on no file system).
- */
-static int
-fd_named(const char *pfx)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	char p[300], t[4096];
-	ssize_t n;
-	int count = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
-		if ((n = readlink(p, t, sizeof(t) - 1)) <= 0)
-			continue;
-		t[n] = '\0';
-		if (strncmp(t, pfx, strlen(pfx)) == 0)
-			count++;
-	}
-	closedir(d);
-	return count;
-}
-
-/* No line of key's base64 (16 bytes of it, even) is in why. */
-static void
-ck_no_key(const char *why, const char *key)
-{
-	const char *p = key, *e;
-	char piece[17];
-
-	for (; *p != '\0'; p = *e != '\0' ? e + 1 : e) {
-		e = p + strcspn(p, "\n");
-		if (*p == '-' || e - p < 16)
-			continue;
-		memcpy(piece, p, 16);
-		piece[16] = '\0';
-		ck_assert_msg(strstr(why, piece) == NULL, "key bytes in why: "
-		    "%s", why);
-	}
-}
-
-/* key (PEM) encrypted with a passphrase, PKCS#8 (malloc'd). */
-static char *
-key_encrypted(const char *key)
-{
-	BIO *in = BIO_new_mem_buf(key, -1), *out = BIO_new(BIO_s_mem());
-	EVP_PKEY *k;
-	char *data, *s;
-	long n;
-
-	ck_assert_ptr_nonnull(in);
-	ck_assert_ptr_nonnull(out);
-	k = PEM_read_bio_PrivateKey(in, NULL, NULL, NULL);
-	ck_assert_ptr_nonnull(k);
-	ck_assert_int_eq(PEM_write_bio_PKCS8PrivateKey(out, k,
-	    EVP_aes_256_cbc(), NULL, 0, NULL, (void *)"a passphrase"), 1);
-	n = BIO_get_mem_data(out, &data);
-	ck_assert_int_gt(n, 0);
-	s = calloc(1, (size_t)n + 1);
-	ck_assert_ptr_nonnull(s);
-	memcpy(s, data, (size_t)n);
-	EVP_PKEY_free(k);
-	BIO_free(in);
-	BIO_free(out);
-	return s;
-}
-
 /* Over verified TLS, as CERT_ROLE with no password: cert and key. */
 static const char *const c_verify[] = { "revoke-public-connect", "no",
 	"tls", "verify", NULL };
@@ -3073,17 +2986,17 @@ START_TEST(test_cert_admin)
 	ck_rc(drv->open(&a, &h, why), 0, why);
 	drv->close(h);
 	h = NULL;
-	n0 = fd_count();
+	n0 = tl_test_fds();
 
 	ck_rc(drv->open(&a, &h, why), 0, why);
 	ck_no_key(why, key);
 	ck_assert_msg(strstr(why, "TLS, verified") != NULL &&
 	    strstr(why, "client certificate") != NULL &&
 	    strstr(why, "CN=" CERT_ROLE) != NULL, "%s", why);
-	ck_assert_int_eq(fd_named("/memfd:admin-key"), 1);
-	ck_assert_int_eq(fd_named("/memfd:admin-cert"), 1);
+	ck_assert_int_eq(tl_test_fds_named("/memfd:admin-key"), 1);
+	ck_assert_int_eq(tl_test_fds_named("/memfd:admin-cert"), 1);
 	/* The session's socket and the two memfds. */
-	ck_assert_int_eq(fd_count(), n0 + 3);
+	ck_assert_int_eq(tl_test_fds(), n0 + 3);
 	ck_assert_int_ge(sql_long(pa, "SELECT count(*) FROM pg_stat_ssl s "
 	    "JOIN pg_stat_activity USING (pid) WHERE usename = $1 AND "
 	    "application_name = 'tallyd' AND s.client_dn LIKE "
@@ -3114,8 +3027,8 @@ START_TEST(test_cert_admin)
 	ck_rc(drv->revoke(h, &gr.g, 1, why), 0, why);
 	ck_assert_int_eq(db_count(pa, gr.res), 0);
 	drv->close(h);
-	ck_assert_int_eq(fd_named("/memfd:admin-"), 0);
-	ck_assert_int_eq(fd_count(), n0);
+	ck_assert_int_eq(tl_test_fds_named("/memfd:admin-"), 0);
+	ck_assert_int_eq(tl_test_fds(), n0);
 	PQfinish(pa);
 	free(cert);
 	free(key);
@@ -3158,10 +3071,10 @@ START_TEST(test_cert_refused)
 
 	cert_admin(&a, ca, sizeof(ca), ocert, okey);
 	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
-	n0 = fd_count();
+	n0 = tl_test_fds();
 	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
 	ck_assert_ptr_null(h);
-	ck_assert_int_eq(fd_count(), n0);
+	ck_assert_int_eq(tl_test_fds(), n0);
 	ck_no_key(why, okey);
 	ck_assert_msg(strstr(why, "refused admin-cert") != NULL &&
 	    strstr(why, "handshake") != NULL &&
@@ -3190,7 +3103,7 @@ START_TEST(test_cert_invalid)
 	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
 	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
 	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");
-	char *enc = key_encrypted(key);
+	char *enc = tl_test_key_encrypted(key);
 	static const char *const off[] = { "revoke-public-connect", "no",
 	    "tls", "off", NULL };
 	struct {
@@ -3216,7 +3129,7 @@ START_TEST(test_cert_invalid)
 	ck_assert_int_eq(listen(fd, 8), 0);
 	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
 	snprintf(port, sizeof(port), "%d", ntohs(sa.sin_port));
-	n0 = fd_count();
+	n0 = tl_test_fds();
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cert_admin(&a, ca, sizeof(ca), bad[i].cert, bad[i].key);
 		a.host = "127.0.0.1";
@@ -3236,7 +3149,7 @@ START_TEST(test_cert_invalid)
 	ck_rc(drv->open(&a, &h, why), TL_EINVAL, why);
 	ck_assert_msg(strstr(why, "admin-cert needs tls verify or require") !=
 	    NULL, "%s", why);
-	ck_assert_int_eq(fd_count(), n0);
+	ck_assert_int_eq(tl_test_fds(), n0);
 	pfd.fd = fd;
 	pfd.events = POLLIN;
 	pfd.revents = 0;
@@ -3287,12 +3200,12 @@ START_TEST(test_cert_copy)
 	ck_assert_msg(strstr(why, "target") != NULL, "%s", why);
 	ck_no_key(why, okey);
 
-	n0 = fd_count();
+	n0 = tl_test_fds();
 	ck_rc(drv->copy(&a, &g1.g, &a, &g2.g, tables, sizeof(tables), why), 0,
 	    why);
 	ck_no_key(why, key);
 	ck_assert_msg(strstr(tables, "\"public.t\":3") != NULL, "%s", tables);
-	ck_assert_int_eq(fd_count(), n0);
+	ck_assert_int_eq(tl_test_fds(), n0);
 	c = pq_connect(g2.log, g2.pw, g2.res, err, sizeof(err));
 	ck_assert_msg(c != NULL, "%s", err);
 	ck_assert_int_eq(sql_long(c, "SELECT sum(x) FROM t", NULL), 6);

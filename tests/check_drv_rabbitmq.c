@@ -47,6 +47,7 @@
 #include "drivers/rabbitmq.h"
 #include "lib/tl_fence.h"
 #include "lib/tl_test.h"
+#include "tests/lib/tl_pemtest.h"
 
 /* --- the broker ------------------------------------------------------ */
 
@@ -1376,29 +1377,6 @@ pems_load(struct pems *p)
 }
 
 /*
- * No stretch of the key's body (16 characters at any offset of a line
- * between its BEGIN and END lines) is in why.
- */
-static void
-ck_no_key(const char *why, const char *key)
-{
-	const char *p = strchr(key, '\n'), *eol, *q;
-	char w[17];
-
-	ck_assert_ptr_nonnull(p);
-	for (p++; *p != '\0' && strncmp(p, "-----END", 8) != 0; p = eol + 1) {
-		if ((eol = strchr(p, '\n')) == NULL)
-			break;
-		for (q = p; q + 16 <= eol; q++) {
-			memcpy(w, q, 16);
-			w[16] = '\0';
-			ck_assert_msg(strstr(why, w) == NULL, "key bytes in "
-			    "why: %s", why);
-		}
-	}
-}
-
-/*
  * open on the https management listener (mport NULL) or mport, with
  * tls and the harness CA, presenting cert/key (NULL: none).
  */
@@ -1422,42 +1400,6 @@ cert_open(const char *tls, const char *mport, const char *cert,
 	if (key != NULL)
 		ck_no_key(why, key);
 	return rc;
-}
-
-/* key (PEM) encrypted with a passphrase: the PKCS#8 form openssl writes. */
-static void
-encrypt_key(const char *key, char *out, size_t cap)
-{
-	BIO *in = BIO_new_mem_buf(key, -1), *o = BIO_new(BIO_s_mem());
-	EVP_PKEY *k = PEM_read_bio_PrivateKey(in, NULL, NULL, NULL);
-	int n;
-
-	ck_assert(k != NULL && o != NULL);
-	ck_assert(PEM_write_bio_PKCS8PrivateKey(o, k, EVP_aes_256_cbc(), NULL,
-	    0, NULL, (void *)"not-given") == 1);
-	n = BIO_read(o, out, (int)cap - 1);
-	ck_assert(n > 0);
-	out[n] = '\0';
-	ck_assert(strstr(out, "ENCRYPTED") != NULL);
-	EVP_PKEY_free(k);
-	BIO_free(in);
-	BIO_free(o);
-}
-
-/* The entries of /proc/self/fd (the directory's own among them). */
-static int
-fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)) != NULL)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
 }
 
 /*
@@ -1526,11 +1468,11 @@ END_TEST
 START_TEST(test_cert_pairing)
 {
 	struct pems p;
-	char why[TL_DRV_WHY_MAX], enc[8192];
+	char why[TL_DRV_WHY_MAX], *enc;
 	void *h;
 
 	pems_load(&p);
-	encrypt_key(p.key, enc, sizeof(enc));
+	enc = tl_test_key_encrypted(p.key);
 	ck_rc(cert_open("verify", "1", p.cert, NULL, &h, why), TL_EINVAL, why);
 	ck_assert_msg(strstr(why, "admin-key is not") != NULL, "why: %s", why);
 	ck_rc(cert_open("verify", "1", NULL, p.key, &h, why), TL_EINVAL, why);
@@ -1553,6 +1495,7 @@ START_TEST(test_cert_pairing)
 	ck_assert_ptr_null(h);
 	/* The control: the same port without a certificate is dialled. */
 	ck_rc(cert_open("off", "1", NULL, NULL, &h, why), TL_EUNREACH, why);
+	free(enc);
 }
 END_TEST
 
@@ -1572,7 +1515,7 @@ START_TEST(test_cert_no_fd_leak)
 	/* Once first: what libcurl and OpenSSL open for good is opened. */
 	ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0, why);
 	drv->close(h);
-	before = fds();
+	before = tl_test_fds();
 	for (i = 0; i < 3; i++) {
 		ck_rc(cert_open("verify", NULL, p.cert, p.key, &h, why), 0,
 		    why);
@@ -1583,7 +1526,7 @@ START_TEST(test_cert_no_fd_leak)
 		ck_rc(cert_open("verify", NULL, p.ocert, p.okey, &h, why),
 		    TL_EAUTH, why);
 	}
-	ck_assert_int_eq(fds(), before);
+	ck_assert_int_eq(tl_test_fds(), before);
 }
 END_TEST
 

@@ -26,6 +26,7 @@
 #include "drivers/tlsclient.h"
 #include "drivers/util.h"
 #include "tests/lib/tl_test.h"
+#include "tests/lib/tl_pemtest.h"
 
 static int
 unreserved(unsigned char c)
@@ -221,25 +222,6 @@ START_TEST(test_grant_named_and_secret_dup)
 }
 END_TEST
 
-/* The whole of file path (malloc'd, NUL-ended). */
-static char *
-slurp(const char *path)
-{
-	FILE *fp = fopen(path, "r");
-	char *b;
-	long n;
-
-	ck_assert_msg(fp != NULL, "%s", path);
-	ck_assert_int_eq(fseek(fp, 0, SEEK_END), 0);
-	n = ftell(fp);
-	rewind(fp);
-	b = calloc(1, (size_t)n + 1);
-	ck_assert_ptr_nonnull(b);
-	ck_assert_int_eq(fread(b, 1, (size_t)n, fp), (size_t)n);
-	fclose(fp);
-	return b;
-}
-
 /* The harness's CA fixtures in a fresh directory: its path. */
 static char *
 fixtures(void)
@@ -256,24 +238,10 @@ fixtures(void)
 static char *
 fixture(const char *dir, const char *name)
 {
-	char *p = tl_test_path(dir, name), *b = slurp(p);
+	char *p = tl_test_path(dir, name), *b = tl_test_slurp(p);
 
 	free(p);
 	return b;
-}
-
-static int
-nfds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)) != NULL)
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
 }
 
 /*
@@ -385,7 +353,7 @@ START_TEST(test_client_cert)
 	ck_assert_int_eq(SSL_CTX_check_private_key(ctx), 1);
 	SSL_CTX_free(ctx);
 
-	before = nfds();
+	before = tl_test_fds();
 	ck_assert_int_eq(tl_drv_pem_memfd(key, "admin-key", &fd, path,
 	    sizeof(path), why), 0);
 	ck_assert_int_ge(fd, 0);
@@ -393,12 +361,12 @@ START_TEST(test_client_cert)
 	ck_assert(S_ISREG(st.st_mode));
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
 	/* Opened by name, as a library does: what was written. */
-	back = slurp(path);
+	back = tl_test_slurp(path);
 	ck_assert_str_eq(back, key);
 	free(back);
 	ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
 	close(fd);
-	ck_assert_int_eq(nfds(), before);
+	ck_assert_int_eq(tl_test_fds(), before);
 	ck_assert_int_ne(access(path, F_OK), 0);
 	ck_assert_ptr_null(strstr(why, b64));
 

@@ -140,6 +140,13 @@ control-plane:
   - manifest: registry.yaml
     module: registry
 EOF
+# A key file with its certificate after the key: refused, saying so.
+cat "$TALLY_TEST_CA_CLIENT_KEY" "$TALLY_TEST_CA_CLIENT_CERT" >"$W/keycert.pem"
+sed -e "s|admin-key: {file: .*}|admin-key: {file: $W/keycert.pem}|" \
+	-e "s|key-out: .*|key-out: $W/keys/cp3.key|" "$B/bundle.yaml" >"$B/bundle-kc.yaml"
+TALLY_HOME=$W/home3 t_expect_exit 4 "tally bootstrap with a key file that holds more" \
+	"$TALLY_BIN/tally" bootstrap "$B/bundle-kc.yaml"
+grep -q "not one PEM key" "$W/last.err" || { cat "$W/last.err" >&2; t_fail "no reason given"; }
 TALLY_HOME=$W/home2 t_expect_exit 0 "tally bootstrap with a client certificate" \
 	"$TALLY_BIN/tally" bootstrap "$B/bundle.yaml"
 TALLY_HOME=$W/home2 "$TALLY_BIN/tally" status >"$W/st2" 2>&1 || true

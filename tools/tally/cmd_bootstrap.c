@@ -836,6 +836,17 @@ secret_value(const struct bs_secret *s, char *val, size_t cap)
 			val[--n] = '\0';
 		if (n == 0 || memchr(val, '\0', n) != NULL)
 			return TL_EINVAL;
+		/*
+		 * assign reads up to the END line: anything after it (a
+		 * certificate kept in the key's file) would be read as the
+		 * next secret.
+		 */
+		{
+			const char *end = strstr(val, "-----END ");
+
+			if (end == NULL || strchr(end, '\n') != NULL)
+				return TL_EMALFORMED;
+		}
 		return 0;
 	}
 	if (fgets(val, (int)cap, fp) == NULL) {
@@ -888,6 +899,9 @@ assign(struct tl_cli *cli, const struct bs_bundle *b, const struct bs_assign *a)
 			cli_errx("%s: secret %s of %s: %s", b->file,
 			    a->sec[i].key, a->module, rc == TL_ETOOBIG ?
 			    "longer than a PEM key may be (8192 bytes)" :
+			    rc == TL_EMALFORMED ? "not one PEM key: no END "
+			    "line, or something after it (a certificate? "
+			    "give that as admin-cert)" :
 			    a->sec[i].file[0] ? (rc == TL_EINVAL ? "the "
 			    "file's first line is empty" : strerror(rc)) :
 			    "no line on standard input");

@@ -104,14 +104,8 @@ struct tl_drv_mdb {
 	/* How the admin sessions are protected (decl.h: tl_drv_tls_mode). */
 	enum tl_drv_tls	 tls;
 	char		*ca_file;
-	/*
-	 * The admin's client certificate: memfds (tl_drv_pem_memfd) named
-	 * cert_file and key_file, open while the handle lives, -1 without
-	 * one; certsubj its subject, for reasons (public).
-	 */
-	int		 certfd, keyfd;
-	char		 cert_file[32], key_file[32];
-	char		 certsubj[256];
+	/* The admin's client certificate, open while the handle lives. */
+	struct tl_drv_cert_files cf;
 	int		 meta;		/* tally.marks exists */
 	uint64_t	 used_ns;	/* last taken as alive (monotonic) */
 	char		 privcols[1024];	/* CONCAT(...) of mysql.db's */
@@ -148,15 +142,15 @@ admin_connect(const struct tl_drv_mdb *p, MYSQL **out, char *why)
 	cn.password = p->password;
 	cn.tls = p->tls;
 	cn.ca_file = p->ca_file;
-	if (p->certfd >= 0) {
-		cn.cert_file = p->cert_file;
-		cn.key_file = p->key_file;
+	if (p->cf.certfd >= 0) {
+		cn.cert_file = p->cf.cert;
+		cn.key_file = p->cf.key;
 	}
 	if ((rc = tl_drv_mdb_connect(&cn, out, &e, why)) != TL_EAUTH ||
 	    why == NULL)
 		return rc;
-	if (p->certfd >= 0)
-		tl_drv_why_add(why, "admin-cert presented: %s", p->certsubj);
+	if (p->cf.certfd >= 0)
+		tl_drv_why_add(why, "admin-cert presented: %s", p->cf.subject);
 	else if (e == ER_ACCESS_DENIED_ERROR && (p->password == NULL ||
 	    *p->password == '\0'))
 		tl_drv_why_add(why, "no password and no client certificate "
@@ -348,26 +342,6 @@ mdb_hex_ok(const char *s)
 	    strspn(s, "0123456789abcdef") == strlen(s));
 }
 
-/*
- * The admin's client certificate (checked) where libmariadb reads it:
- * the handle's memfds, for every admin session it makes.
- */
-static int
-cert_open(struct tl_drv_mdb *p, const struct tl_drv_admin *a, char *why)
-{
-	int rc;
-
-	if ((rc = tl_drv_pem_memfd(a->client_cert, "admin-cert", &p->certfd,
-	    p->cert_file, sizeof(p->cert_file), why)) != 0 ||
-	    (rc = tl_drv_pem_memfd(a->client_key, "admin-key", &p->keyfd,
-	    p->key_file, sizeof(p->key_file), why)) != 0)
-		return rc;
-	if (tl_drv_client_cert_subject(a->client_cert, p->certsubj,
-	    sizeof(p->certsubj)) != 0 || p->certsubj[0] == '\0')
-		snprintf(p->certsubj, sizeof(p->certsubj), "(no subject)");
-	return 0;
-}
-
 static int
 mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
@@ -384,7 +358,7 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 		return rc;
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
-	p->certfd = p->keyfd = -1;
+	p->cf = (struct tl_drv_cert_files)TL_DRV_CERT_FILES_INIT;
 	/* The setting host, else where tallyd was told to connect. */
 	host = tl_drv_setting_get(a->settings, "host");
 	if (host == NULL || *host == '\0')
@@ -406,7 +380,8 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 		return tl_drv_why(why, TL_EINVAL, "admin-cert needs tls verify "
 		    "or require (tls is off: no handshake to present it in)");
 	}
-	if (cert && (rc = cert_open(p, a, why)) != 0) {
+	if (cert && (rc = tl_drv_cert_files_open(&p->cf, a->client_cert,
+	    a->client_key, why)) != 0) {
 		mdb_close(p);
 		return rc;
 	}
@@ -434,8 +409,8 @@ mdb_open(const struct tl_drv_admin *a, void **hp, char *why)
 	tl_drv_why(why, 0, "connected to MariaDB %s at %s:%s as '%s'%s%s",
 	    mysql_get_server_info(p->c), p->host != NULL ? p->host :
 	    "127.0.0.1", p->port != NULL ? p->port : "3306", p->user,
-	    p->certfd >= 0 ? " with client certificate " : "",
-	    p->certfd >= 0 ? p->certsubj : "");
+	    p->cf.certfd >= 0 ? " with client certificate " : "",
+	    p->cf.certfd >= 0 ? p->cf.subject : "");
 	*hp = p;
 	return 0;
 }
@@ -452,10 +427,7 @@ mdb_close(void *h)
 	if (p->fc != NULL)
 		mysql_close(p->fc);
 	/* No session left to open the certificate's files again. */
-	if (p->certfd >= 0)
-		close(p->certfd);
-	if (p->keyfd >= 0)
-		close(p->keyfd);
+	tl_drv_cert_files_close(&p->cf);
 	free(p->host);
 	free(p->port);
 	free(p->user);

@@ -106,22 +106,13 @@ find_tool(const char *name, char *out, size_t cap)
 }
 
 /*
- * One side's client certificate, as libpq reads it: memfds and their
- * names; fd -1 (names "") without one.
- */
-struct pg_cc {
-	int	certfd, keyfd;
-	char	cert[32], key[32];
-};
-#define PG_CC_INIT	{ -1, -1, "", "" }
-
-/*
- * a's client certificate, checked, into cc (PG_CC_INIT before): 0 (none
- * is 0 too), or TL_EINVAL (the pair, or tls off), TL_EDRIVER with why.
+ * a's client certificate, checked, into cc (TL_DRV_CERT_FILES_INIT
+ * before): 0 (none is 0 too), or TL_EINVAL (the pair, or tls off),
+ * TL_EDRIVER with why.
  */
 static int
-cc_open(const struct tl_drv_admin *a, const char *side, struct pg_cc *cc,
-    char *why)
+cc_open(const struct tl_drv_admin *a, const char *side,
+    struct tl_drv_cert_files *cc, char *why)
 {
 	char w[TL_DRV_WHY_MAX];
 	int have, rc;
@@ -134,22 +125,10 @@ cc_open(const struct tl_drv_admin *a, const char *side, struct pg_cc *cc,
 	if (strcmp(tl_drv_pg_sslmode(a->settings, a->host), "disable") == 0)
 		return tl_drv_why(why, TL_EINVAL, "copy, %s: admin-cert needs "
 		    "tls verify or require (tls is off)", side);
-	if ((rc = tl_drv_pem_memfd(a->client_cert, "admin-cert", &cc->certfd,
-	    cc->cert, sizeof(cc->cert), w)) != 0 ||
-	    (rc = tl_drv_pem_memfd(a->client_key, "admin-key", &cc->keyfd,
-	    cc->key, sizeof(cc->key), w)) != 0)
+	if ((rc = tl_drv_cert_files_open(cc, a->client_cert, a->client_key,
+	    w)) != 0)
 		return tl_drv_why(why, rc, "copy, %s: %s", side, w);
 	return 0;
-}
-
-static void
-cc_close(struct pg_cc *cc)
-{
-	if (cc->certfd >= 0)
-		close(cc->certfd);
-	if (cc->keyfd >= 0)
-		close(cc->keyfd);
-	cc->certfd = cc->keyfd = -1;
 }
 
 /*
@@ -157,7 +136,7 @@ cc_close(struct pg_cc *cc)
  * cc has a certificate.
  */
 static void
-cc_params(const struct pg_cc *cc, const char **kw, const char **val,
+cc_params(const struct tl_drv_cert_files *cc, const char **kw, const char **val,
     size_t i)
 {
 	if (cc->certfd < 0)
@@ -210,7 +189,7 @@ cenv_free(struct cenv *ce)
 
 static int
 cenv_make(struct cenv *ce, const struct tl_drv_admin *a,
-    const struct pg_cc *cc, const char *db)
+    const struct tl_drv_cert_files *cc, const char *db)
 {
 	size_t i, n = 0;
 	int rc;
@@ -309,7 +288,7 @@ cloexec_pipe(int fd[2])
  */
 static pid_t
 spawn(const char *path, char *const argv[], char *const envp[], int in,
-    int out, int err, const struct pg_cc *cc)
+    int out, int err, const struct tl_drv_cert_files *cc)
 {
 	pid_t parent = getpid(), pid = fork();
 
@@ -380,7 +359,7 @@ conninfo_dbname(const char *db, char *out, size_t cap)
  * target; one that committed is replaced (--clean --if-exists).
  */
 static int
-clear_target(const struct tl_drv_admin *a, const struct pg_cc *cc,
+clear_target(const struct tl_drv_admin *a, const struct tl_drv_cert_files *cc,
     const char *db, char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
@@ -432,9 +411,10 @@ clear_target(const struct tl_drv_admin *a, const struct pg_cc *cc,
 
 /* pg_dump | pg_restore, the way the comment at the top says. */
 static int
-dump_restore(const struct tl_drv_admin *from, const struct pg_cc *cf,
-    const struct tl_drv_grant *gf, const struct tl_drv_admin *to,
-    const struct pg_cc *ct, const struct tl_drv_grant *gt, char *why)
+dump_restore(const struct tl_drv_admin *from,
+    const struct tl_drv_cert_files *cf, const struct tl_drv_grant *gf,
+    const struct tl_drv_admin *to, const struct tl_drv_cert_files *ct,
+    const struct tl_drv_grant *gt, char *why)
 {
 	char dump[1024], restore[1024], target[200], role[100], st1[64],
 	    st2[64], line[TAIL_MAX + 1];
@@ -602,7 +582,7 @@ static const char q_tables[] =
     " ORDER BY 1, 2";
 
 static int
-count_rows(const struct tl_drv_admin *a, const struct pg_cc *cc,
+count_rows(const struct tl_drv_admin *a, const struct tl_drv_cert_files *cc,
     const char *db, struct counts *c, char *why)
 {
 	const char *kw[] = { "host", "port", "user", "password", "dbname",
@@ -700,7 +680,8 @@ tl_drv_pg_copy(const struct tl_drv_admin *from, const struct tl_drv_grant *gf,
     const struct tl_drv_admin *to, const struct tl_drv_grant *gt,
     char *tables, size_t cap, char *why)
 {
-	struct pg_cc cf = PG_CC_INIT, ct = PG_CC_INIT;
+	struct tl_drv_cert_files cf = TL_DRV_CERT_FILES_INIT;
+	struct tl_drv_cert_files ct = TL_DRV_CERT_FILES_INIT;
 	struct counts a, b;
 	size_t i, o;
 	long long total = 0;
@@ -785,7 +766,7 @@ out:
 	counts_free(&a);
 	counts_free(&b);
 certs:
-	cc_close(&cf);
-	cc_close(&ct);
+	tl_drv_cert_files_close(&cf);
+	tl_drv_cert_files_close(&ct);
 	return rc;
 }

@@ -105,14 +105,8 @@ struct tl_drv_pg {
 	 */
 	const char *sslmode;
 	char	*sslrootcert;
-	/*
-	 * The admin's client certificate: memfds (tl_drv_pem_memfd) named
-	 * sslcert and sslkey, open while the handle lives, -1 without one;
-	 * certsubj its subject, for reasons (public).
-	 */
-	int	 certfd, keyfd;
-	char	 sslcert[32], sslkey[32];
-	char	 certsubj[256];
+	/* The admin's client certificate, open while the handle lives. */
+	struct tl_drv_cert_files cf;
 	int	 version;		/* server_version_num */
 	int	 maint;			/* revoke-public-connect */
 	char	 mesh[PG_MESH_MAX];	/* admin->mesh; "": before ids */
@@ -393,18 +387,18 @@ cert_hint(const struct tl_drv_pg *p, const char *msg, char *out, size_t n)
 	out[0] = '\0';
 	if (strstr(msg, "certificate") == NULL)
 		return;
-	if (p->certfd < 0)
+	if (p->cf.certfd < 0)
 		snprintf(out, n, " (pg_hba.conf asks this role for a client "
 		    "certificate: tally assign ... --set admin-cert=FILE "
 		    "--secret admin-key)");
 	else if (strstr(msg, "requires a valid client certificate") != NULL)
 		snprintf(out, n, " (admin-cert, %s, was ready but the server "
 		    "asked for none: it asks only with ssl_ca_file set)",
-		    p->certsubj);
+		    p->cf.subject);
 	else
 		snprintf(out, n, " (admin-cert is %s: pg_hba.conf's cert "
 		    "method wants its CN to be the role, or a map)",
-		    p->certsubj);
+		    p->cf.subject);
 }
 
 /* An admin session to dbname, with the handle's credential. */
@@ -429,11 +423,11 @@ admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
 		kw[i] = "sslrootcert";
 		val[i++] = p->sslrootcert;
 	}
-	if (p->certfd >= 0) {
+	if (p->cf.certfd >= 0) {
 		kw[i] = "sslcert";
-		val[i++] = p->sslcert;
+		val[i++] = p->cf.cert;
 		kw[i] = "sslkey";
-		val[i++] = p->sslkey;
+		val[i++] = p->cf.key;
 	}
 	rc = pg_connect(kw, val, out, state, msg, sizeof(msg));
 	if (rc == 0)
@@ -448,12 +442,12 @@ admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
 	 * handshake with an alert of its own (libpq: "SSL error: tlsv1
 	 * alert unknown ca"): who we are was refused, not the server.
 	 */
-	if (rc == TL_EUNREACH && p->certfd >= 0 && tls_alert_cert(msg))
+	if (rc == TL_EUNREACH && p->cf.certfd >= 0 && tls_alert_cert(msg))
 		return tl_drv_why(why, TL_EAUTH, "PostgreSQL at %s:%s refused "
 		    "admin-cert (%s) in the TLS handshake (its ssl_ca_file "
 		    "does not verify it): %s", p->host != NULL ? p->host :
 		    "(default)", p->port != NULL ? p->port : "(default)",
-		    p->certsubj, msg);
+		    p->cf.subject, msg);
 	/* libpq names a failed verification in words only. */
 	if (rc == TL_EUNREACH && p->sslrootcert != NULL &&
 	    (strstr(msg, "certificate verify failed") != NULL ||
@@ -1482,37 +1476,6 @@ maint_revoke(struct tl_drv_pg *p, char *why)
 
 /* --- the operations ------------------------------------------------- */
 
-/*
- * The admin's client certificate (checked) where libpq reads it: the
- * handle's memfds, for every admin session it makes.
- */
-static int
-cert_open(struct tl_drv_pg *p, const struct tl_drv_admin *a, char *why)
-{
-	int rc;
-
-	if ((rc = tl_drv_pem_memfd(a->client_cert, "admin-cert", &p->certfd,
-	    p->sslcert, sizeof(p->sslcert), why)) != 0 ||
-	    (rc = tl_drv_pem_memfd(a->client_key, "admin-key", &p->keyfd,
-	    p->sslkey, sizeof(p->sslkey), why)) != 0)
-		return rc;
-	if (tl_drv_client_cert_subject(a->client_cert, p->certsubj,
-	    sizeof(p->certsubj)) != 0 || p->certsubj[0] == '\0')
-		snprintf(p->certsubj, sizeof(p->certsubj), "(no subject)");
-	return 0;
-}
-
-/* Closes the certificate's memfds: libpq will open them no more. */
-static void
-cert_close(struct tl_drv_pg *p)
-{
-	if (p->certfd >= 0)
-		close(p->certfd);
-	if (p->keyfd >= 0)
-		close(p->keyfd);
-	p->certfd = p->keyfd = -1;
-}
-
 static int
 pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
@@ -1535,7 +1498,7 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 		    "or require (tls is off: no handshake to present it in)");
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
-	p->certfd = p->keyfd = -1;
+	p->cf = (struct tl_drv_cert_files)TL_DRV_CERT_FILES_INIT;
 	if ((a->host != NULL && (p->host = strdup(a->host)) == NULL) ||
 	    (a->port != NULL && (p->port = strdup(a->port)) == NULL) ||
 	    (a->user != NULL && (p->user = strdup(a->user)) == NULL) ||
@@ -1559,7 +1522,8 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 			goto fail;
 		}
 	}
-	if (cert && (rc = cert_open(p, a, why)) != 0)
+	if (cert && (rc = tl_drv_cert_files_open(&p->cf, a->client_cert,
+	    a->client_key, why)) != 0)
 		goto fail;
 	if ((a->mesh != NULL && strlen(a->mesh) >= sizeof(p->mesh)) ||
 	    (a->fence != NULL && a->fence->mesh != NULL &&
@@ -1584,12 +1548,12 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    "(%s%s%s)", p->version, PQhost(p->conn), PQport(p->conn),
 	    PQuser(p->conn), PQsslInUse(p->conn) ? strcmp(p->sslmode,
 	    "verify-full") == 0 ? "TLS, verified" : "TLS, not verified" :
-	    "plaintext", p->certfd >= 0 ? "; client certificate " : "",
-	    p->certfd >= 0 ? p->certsubj : "");
+	    "plaintext", p->cf.certfd >= 0 ? "; client certificate " : "",
+	    p->cf.certfd >= 0 ? p->cf.subject : "");
 	*hp = p;
 	return 0;
 fail:
-	cert_close(p);
+	tl_drv_cert_files_close(&p->cf);
 	free(p->host);
 	free(p->port);
 	free(p->user);
@@ -1608,7 +1572,7 @@ pg_close(void *h)
 	if (p == NULL)
 		return;
 	PQfinish(p->conn);
-	cert_close(p);
+	tl_drv_cert_files_close(&p->cf);
 	free(p->host);
 	free(p->port);
 	free(p->user);

@@ -154,6 +154,36 @@ fail:
 }
 
 int
+tl_drv_cert_files_open(struct tl_drv_cert_files *f, const char *cert,
+    const char *key, char *why)
+{
+	int rc;
+
+	if ((rc = tl_drv_pem_memfd(cert, "admin-cert", &f->certfd, f->cert,
+	    sizeof(f->cert), why)) != 0 ||
+	    (rc = tl_drv_pem_memfd(key, "admin-key", &f->keyfd, f->key,
+	    sizeof(f->key), why)) != 0) {
+		tl_drv_cert_files_close(f);
+		return rc;
+	}
+	if (tl_drv_client_cert_subject(cert, f->subject,
+	    sizeof(f->subject)) != 0 || f->subject[0] == '\0')
+		snprintf(f->subject, sizeof(f->subject), "(no subject)");
+	return 0;
+}
+
+void
+tl_drv_cert_files_close(struct tl_drv_cert_files *f)
+{
+	if (f->certfd >= 0)
+		close(f->certfd);
+	if (f->keyfd >= 0)
+		close(f->keyfd);
+	f->certfd = f->keyfd = -1;
+	f->cert[0] = f->key[0] = f->subject[0] = '\0';
+}
+
+int
 tl_drv_client_cert_ctx(void *vctx, const char *cert, const char *key,
     char *why)
 {

@@ -44,6 +44,29 @@ int	tl_drv_pem_memfd(const char *pem, const char *what, int *fd,
 	    char *path, size_t cap, char *why);
 
 /*
+ * The pair as files for a client library that opens them by name (libpq's
+ * sslcert/sslkey, libmariadb's MYSQL_OPT_SSL_CERT/_KEY): two memfds
+ * (tl_drv_pem_memfd), their names, and the certificate's subject (public,
+ * for reasons).  certfd -1: none.  TL_DRV_CERT_FILES_INIT before use.
+ */
+struct tl_drv_cert_files {
+	int	certfd, keyfd;
+	char	cert[32], key[32];	/* "/proc/self/fd/N" */
+	char	subject[256];		/* "(no subject)" when it has none */
+};
+#define TL_DRV_CERT_FILES_INIT	{ -1, -1, "", "", "" }
+
+/*
+ * cert and key (checked by the caller) into f: 0, or TL_EDRIVER / ENOMEM
+ * with why (f then holds nothing open).  Kept open until
+ * tl_drv_cert_files_close: a library opens them again at every connect.
+ */
+int	tl_drv_cert_files_open(struct tl_drv_cert_files *f, const char *cert,
+	    const char *key, char *why);
+/* Closes f's memfds (idempotent); f is as TL_DRV_CERT_FILES_INIT after. */
+void	tl_drv_cert_files_close(struct tl_drv_cert_files *f);
+
+/*
  * cert and key (checked) installed on ctx (an OpenSSL SSL_CTX *, void
  * here so this header needs no OpenSSL) for the handshakes made with
  * it: 0, or TL_EINVAL with why.

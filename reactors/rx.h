@@ -70,6 +70,12 @@ struct tl_rx {
 	uint64_t		 verify_interval_ns;	/* between checks */
 	/* With a bulk check, a grant logs in every N-th check (0: 30). */
 	unsigned		 verify_login_every;
+	/*
+	 * Where a bounded verification pass stopped (the last grant id it
+	 * took; NULL: from the first): the next one goes on from there, so
+	 * that under a backlog every grant has its turn (verify.c).
+	 */
+	char			*verify_resume;
 	struct tl_rx_pool	*pool;		/* driver calls (pass.h) */
 	/*
 	 * When the provisioner's one sweep of every grant ran, in its
@@ -286,12 +292,27 @@ struct tl_rx_verify_opts {
 	int		 login_all;
 	/* The sample: a login every N-th check of a grant; 0: 30. */
 	unsigned	 login_every;
+	/*
+	 * Bounds on one pass, 0: none.  Grants due beyond them stay due
+	 * and *next_ns says now: the daemon's passes take turns with the
+	 * rest of its loop, so that a new request never waits for a
+	 * whole backlog of checks (TL_RX_VERIFY_RUN_*).
+	 */
+	unsigned	 max_checks;	/* grants checked */
+	unsigned	 max_logins;	/* of them, checks that may log in */
 	/* NULL, or: += the provider calls made (a bulk call counts one). */
 	unsigned	*calls;
 	/* Each grant checked, once its outcome is recorded; NULL: none. */
 	void		(*report)(void *arg, const struct tl_rx_finding *f);
 	void		*report_arg;
 };
+/*
+ * tallyd's bounds on one verification pass: a bulk check of 256 grants
+ * costs a provider tens of milliseconds, 16 consumer logins on 8
+ * threads about as much (bench/bench_verify.c).
+ */
+#define TL_RX_VERIFY_RUN_CHECKS	256
+#define TL_RX_VERIFY_RUN_LOGINS	16
 int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns);
 

@@ -109,6 +109,8 @@ tl_rx_run_verify(struct tl_rx *rx, struct tl_rx_result *res)
 	memset(&vo, 0, sizeof(vo));
 	vo.interval_ns = rx->verify_interval_ns;
 	vo.login_every = rx->verify_login_every;
+	vo.max_checks = TL_RX_VERIFY_RUN_CHECKS;
+	vo.max_logins = TL_RX_VERIFY_RUN_LOGINS;
 	rc = tl_rx_verify(rx, &vo, &res->checked, &res->unhealthy, &next);
 	res->wake_ns = until(next);
 	return rc;
@@ -140,6 +142,8 @@ void
 tl_rx_free(struct tl_rx *rx)
 {
 	tl_rx_migs_free(rx);
+	free(rx->verify_resume);
+	rx->verify_resume = NULL;
 	tl_rx_copies_free(rx);
 	tl_rx_pool_free(rx);
 	tl_rx_deliver_free(rx);

@@ -125,6 +125,8 @@ struct vpass {
 	tl_kv				 vlogin;
 	int				 have_vlogin;
 	unsigned			 round_trips;	/* bulk calls + logins */
+	unsigned			 nlogin;	/* checks that log in */
+	unsigned			 deferred;	/* due, over the bounds */
 	struct newdue			*nd;
 	size_t				 nnd, capnd;
 	unsigned			 unhealthy;	/* outcomes' count */
@@ -235,6 +237,13 @@ struct gather {
 	struct vpass		*vp;
 	struct tl_txn		*t;
 	const struct tl_proj	*p;
+	/*
+	 * A bounded pass goes round from where the last one stopped: the
+	 * grants after rx->verify_resume (sweep 0), then from the first to
+	 * it (sweep 1); unbounded, one sweep of all.
+	 */
+	int			 sweep;
+	const char		*resume;
 };
 
 static int
@@ -244,12 +253,15 @@ gather_one(const struct tl_grant *g, void *arg)
 	struct vpass *ps = ga->vp;
 	struct check *c;
 	struct sched s;
-	uint64_t iv = ps->o->interval_ns, due;
+	uint64_t iv = ps->o->interval_ns, due, posture_at = 0;
 	const void *v;
 	size_t n;
-	int rc, fresh = 0, seen = 0;
+	int rc, fresh = 0, seen = 0, login;
 
 	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || !wanted(ps->o, g))
+		return 0;
+	if (ga->resume != NULL &&
+	    (strcmp(g->id, ga->resume) > 0) != (ga->sweep == 0))
 		return 0;
 	if (ps->have_checks)
 		s = sched_get(ga->t, ps->checks, g->id);
@@ -284,6 +296,38 @@ gather_one(const struct tl_grant *g, void *arg)
 			ps->next_ns = due;
 		return 0;
 	}
+	/*
+	 * Whether a bulk check may stand for the login (the driver's
+	 * capability is asked later): not for a credential never proven by
+	 * a login, nor when the caller wants logins, nor the grant's turn in
+	 * the sample.  "verify-login": the version a login last found sound,
+	 * and when a login last asked the posture question (absent in the 8
+	 * bytes of before: never).
+	 */
+	login = ps->o->login_all ||
+	    (s.count + id_hash(g->id)) % (ps->o->login_every != 0 ?
+	    ps->o->login_every : TL_RX_VERIFY_LOGIN_EVERY) == 0;
+	if (ps->have_vlogin && tl_kv_get(ga->t, ps->vlogin, g->id,
+	    strlen(g->id), &v, &n) == 0 && (n == 8 || n == 16)) {
+		seen = tl_get_be64(v) == g->version;
+		posture_at = n == 16 ? tl_get_be64((const uint8_t *)v + 8) : 0;
+	}
+	if (!seen)
+		login = 1;
+	/*
+	 * Over the caller's bounds for one pass: left due, for the pass
+	 * that follows at once (its due time written down if it was just
+	 * computed, so that it does not recede).
+	 */
+	if ((ps->o->max_checks != 0 && ps->nc >= ps->o->max_checks) ||
+	    (login && ps->o->max_logins != 0 &&
+	    ps->nlogin >= ps->o->max_logins)) {
+		if (fresh && (rc = note_due(ps, g->id, due, fresh == 2)) != 0)
+			return rc;
+		ps->next_ns = ps->now;	/* until(): at once */
+		ps->deferred++;
+		return 0;
+	}
 	if (tl_vec_grow_secret(&ps->c, &ps->cap, ps->nc + 1,
 	    sizeof(ps->c[0])) != 0)
 		return ENOMEM;
@@ -291,30 +335,9 @@ gather_one(const struct tl_grant *g, void *arg)
 	memset(c, 0, sizeof(*c));
 	c->g = *g;
 	c->count = s.count;
-	/*
-	 * Whether a bulk check may stand for the login (the driver's
-	 * capability is asked later): not for a credential never proven by
-	 * a login, nor when the caller wants logins, nor the grant's turn in
-	 * the sample.
-	 */
-	c->by_login = ps->o->login_all ||
-	    (s.count + id_hash(g->id)) % (ps->o->login_every != 0 ?
-	    ps->o->login_every : TL_RX_VERIFY_LOGIN_EVERY) == 0;
-	/*
-	 * "verify-login": the version a login last found sound, and when a
-	 * login last asked the posture question (absent in the 8 bytes of
-	 * before: never).
-	 */
-	if (ps->have_vlogin && tl_kv_get(ga->t, ps->vlogin, g->id,
-	    strlen(g->id), &v, &n) == 0 && (n == 8 || n == 16)) {
-		seen = tl_get_be64(v) == g->version;
-		c->posture_at = n == 16 ?
-		    tl_get_be64((const uint8_t *)v + 8) : 0;
-	}
-	if (!c->by_login && seen)
-		c->by_login = 0;
-	else
-		c->by_login = 1;
+	c->by_login = login;
+	c->posture_at = posture_at;
+	ps->nlogin += login;
 	/*
 	 * The posture question (decl.h): of every login the caller wants,
 	 * of a credential's first, while its warning stands (only an answer
@@ -323,6 +346,23 @@ gather_one(const struct tl_grant *g, void *arg)
 	c->posture = ps->o->login_all || !seen || g->warning[0] != '\0' ||
 	    ps->now / 1000000000u >= c->posture_at + TL_RX_POSTURE_S ||
 	    ps->now / 1000000000u < c->posture_at;	/* the clock went back */
+	return 0;
+}
+
+/* Where the next bounded pass begins: after the last grant taken. */
+static int
+resume_at(struct vpass *ps)
+{
+	char *r = NULL;
+
+	/* Taken in the order of the sweeps: the last is the last taken. */
+	if (ps->deferred > 0 && ps->nc > 0 &&
+	    (r = strdup(ps->c[ps->nc - 1].g.id)) == NULL)
+		return ENOMEM;
+	if (ps->o->max_checks == 0 && ps->o->max_logins == 0)
+		return 0;
+	free(ps->rx->verify_resume);
+	ps->rx->verify_resume = r;
 	return 0;
 }
 
@@ -352,7 +392,12 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 		ps->have_vlogin = 1;
 	else if (rc != TL_ENOTFOUND)
 		goto out;
-	if ((rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
+	if (ps->o->max_checks != 0 || ps->o->max_logins != 0)
+		ga.resume = ps->rx->verify_resume;
+	for (ga.sweep = 0; ga.sweep < (ga.resume != NULL ? 2 : 1); ga.sweep++)
+		if ((rc = tl_grant_each(t, &p, gather_one, &ga)) != 0)
+			goto out;
+	if ((rc = resume_at(ps)) != 0)
 		goto out;
 	if (ps->nc > 0 && (ps->vp = tl_secret_calloc(ps->nc,
 	    sizeof(*ps->vp))) == NULL) {

@@ -269,6 +269,33 @@ verify(const char *grant)
 	return &F[0];
 }
 
+/*
+ * One pass as tallyd's (forced or not), every grant due at once (an
+ * interval of 1 us), within the bounds given; how many it checked (the
+ * findings in F).
+ */
+static unsigned
+verify_bounded(int force, unsigned max_checks, unsigned max_logins,
+    uint64_t *next)
+{
+	struct tl_rx_verify_opts o = { 0 };
+	unsigned checked = 0, bad = 0;
+	int rc;
+
+	NF = 0;
+	usleep(2000);
+	o.interval_ns = 1000;
+	o.force = force;
+	o.max_checks = max_checks;
+	o.max_logins = max_logins;
+	o.report = report;
+	rc = tl_rx_verify(&X.rx, &o, &checked, &bad, next);
+	ck_assert_msg(rc == 0, "tl_rx_verify: %s", tl_strerror(rc));
+	ck_assert_uint_eq(bad, 0);
+	ck_assert_int_eq(NF, (int)checked);
+	return checked;
+}
+
 static void
 grant(const char *id, struct tl_grant *g)
 {
@@ -397,6 +424,41 @@ START_TEST(test_verify_healthy_and_drift)
 	    f->reason);
 	/* The other grant was never touched. */
 	ck_assert_uint_eq(mode_of(b.path), want_mode());
+}
+END_TEST
+
+/*
+ * tallyd's verification passes are bounded (rx.h TL_RX_VERIFY_RUN_*):
+ * what is due beyond the bounds waits for the next pass, asked for at
+ * once, and the next pass goes on from where this one stopped, so that
+ * no grant waits for ever behind a backlog.
+ */
+START_TEST(test_verify_bounded)
+{
+	struct tl_grant a, b;
+	uint64_t next = 0;
+	char first[TL_GRANT_ID_MAX + 1];
+
+	provisioned(&a, &b);
+	/* Two credentials never proven: one login a pass, the other waits. */
+	ck_assert_uint_eq(verify_bounded(1, 0, 1, &next), 1);
+	ck_assert_msg(next != 0 && next <= tl_rx_now(),
+	    "a pass that left a grant due asks to run again at once");
+	/* Both due, no bounds: one pass checks both. */
+	ck_assert_uint_eq(verify_bounded(1, 0, 0, &next), 2);
+
+	/* One check a pass: the other is left due and asked for at once. */
+	ck_assert_uint_eq(verify_bounded(0, 1, 0, &next), 1);
+	ck_assert_msg(next != 0 && next <= tl_rx_now(),
+	    "a pass that left a grant due asks to run again at once");
+	snprintf(first, sizeof(first), "%s", F[0].grant);
+	/* Its turn: the next pass takes the other, then the first again. */
+	ck_assert_uint_eq(verify_bounded(0, 1, 0, &next), 1);
+	ck_assert_str_ne(F[0].grant, first);
+	ck_assert_uint_eq(verify_bounded(0, 1, 0, &next), 1);
+	ck_assert_str_eq(F[0].grant, first);
+	/* Not bounded: both, as before. */
+	ck_assert_uint_eq(verify_bounded(0, 0, 0, &next), 2);
 }
 END_TEST
 
@@ -1179,6 +1241,7 @@ suite(void)
 	tcase_add_test(tc, test_driver_two_meshes);
 	tcase_add_test(tc, test_driver_deposed);
 	tcase_add_test(tc, test_verify_healthy_and_drift);
+	tcase_add_test(tc, test_verify_bounded);
 	tcase_add_test(tc, test_missing_flagged);
 	tcase_add_test(tc, test_revoke_retain_purge_restore);
 	tcase_add_test(tc, test_exclusive);

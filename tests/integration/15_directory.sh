@@ -62,8 +62,23 @@ grep -q "password" "$W/last.err" || t_fail "the refusal does not name the field:
 t_ok "refused: $(head -n 1 "$W/last.err")"
 
 tly apply "$(consumer app-a)" "$(consumer app-b)" >/dev/null
-tly assign app-a node-a >/dev/null
-tly assign app-b node-a >/dev/null
+t_check "several modules in one tally assign: one transaction, all or none"
+h0=$(tly log --json | wc -l)
+t_expect_exit 3 "assign app-a and an undeclared module" tly assign app-a ghost node-a
+grep -q "ghost" "$W/last.err" || t_fail "the refusal does not name ghost: $(cat "$W/last.err")"
+[ "$(tly log --json | wc -l)" -eq "$h0" ] || t_fail "a refused batch appended events"
+t_expect_exit 2 "several modules with --set" tly assign app-a app-b node-a --set x=y
+tly assign app-a app-b node-a --json >"$W/assign.json" ||
+	t_fail "tally assign app-a app-b node-a failed: $(cat "$W/assign.json")"
+[ "$(jq -r '[.node, (.assigned | map(.module) | join(","))] | join(" ")' "$W/assign.json")" = "node-a app-a,app-b" ] ||
+	t_fail "tally assign --json of two: $(cat "$W/assign.json")"
+# One command: one correlation, and neither assignment the other's cause.
+tly log --json | jq -c 'select(.type == "assignment.created" and
+    (.body.module | startswith("app-"))) | [.stream, .cause, .corr]' >"$W/created"
+[ "$(cut -d, -f1,2 "$W/created" | tr '\n' ' ')" = '["assignment/app-a@node-a",0 ["assignment/app-b@node-a",0 ' ] &&
+	[ "$(cut -d, -f3 "$W/created" | sort -u | wc -l)" -eq 1 ] ||
+	t_fail "assignment.created events: $(cat "$W/created")"
+t_ok "a refusal records nothing; settings refused with several; both assigned in one command"
 t_tallyd_once
 t_wait_healthy 5
 

@@ -18,7 +18,7 @@
 #include "tally.h"
 
 static const char assign_usage[] =
-"usage: tally assign MODULE NODE [--expose local|network|public|none]\n"
+"usage: tally assign MODULE... NODE [--expose local|network|public|none]\n"
 "                    [--parts PART[,PART]...|all]\n"
 "                    [--set KEY=VALUE]... [--secret KEY]... [--unset KEY]...\n"
 "                    [--consolidate INSTANCE --from HOST:PORT\n"
@@ -47,6 +47,11 @@ static const char assign_usage[] =
 "Assigning again changes what is given and keeps the rest (and the\n"
 "exposure, unless --expose is given); --unset KEY removes one.  What\n"
 "changed is printed, and recorded as assignment.configured.\n"
+"\n"
+"Several modules are placed on NODE in one transaction, all or none (a\n"
+"refusal of one records nothing): one command and one durable commit\n"
+"for a batch.  They share --expose and --parts; settings, secrets and\n"
+"--consolidate belong to one pairing and go with one MODULE.\n"
 "\n"
 "--consolidate INSTANCE binds the need of MODULE's embedded instance\n"
 "INSTANCE on NODE to NODE's provider of the same type instead, and moves\n"
@@ -78,8 +83,11 @@ static const char remove_usage[] =
 
 #define MAX_SET	64
 
+/* At most this many modules in one tally assign (one transaction). */
+#define MAX_MODULES	10000
+
 struct assign_arg {
-	const char		*module;
+	const char		*module;	/* the one being assigned */
 	const char		*node;
 	const char		*expose;
 	const char		*parts;		/* NULL: the assignment's */
@@ -124,9 +132,8 @@ consumer_settings(struct tl_ctx *c, const struct assign_arg *a)
 }
 
 static int
-do_assign(struct tl_ctx *c, void *arg)
+assign_one(struct tl_ctx *c, struct assign_arg *a)
 {
-	struct assign_arg *a = arg;
 	int rc;
 
 	if ((rc = consumer_settings(c, a)) != 0)
@@ -137,6 +144,34 @@ do_assign(struct tl_ctx *c, void *arg)
 		return rc;
 	return tl_dec_consolidate(c, a->module, a->node, a->consolidate,
 	    &a->from);
+}
+
+/* The modules of one command: each assigned, its changes its own. */
+struct assign_many {
+	struct assign_arg	*a;
+	char *const		*modules;
+	size_t			 n;
+	char			*changes;	/* n slices of a->cap */
+};
+
+static int
+do_assign(struct tl_ctx *c, void *arg)
+{
+	struct assign_many *am = arg;
+	uint64_t cause = c->cause;
+	size_t i;
+	int rc;
+
+	/* One correlation, the command's; each module's chain its own. */
+	for (i = 0; i < am->n; i++) {
+		c->cause = cause;
+		am->a->module = am->modules[i];
+		am->a->changes = am->changes + i * am->a->cap;
+		am->a->changes[0] = '\0';
+		if ((rc = assign_one(c, am->a)) != 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* A secret's plaintext: no control character (a pasted newline, …). */
@@ -228,6 +263,37 @@ pem_read(const char *key, const char *file, char **out)
 	return 0;
 }
 
+/*
+ * --json: {module, node, changed} for one module, as always; for
+ * several, {node, assigned: [{module, changed}...]}.
+ */
+static void
+assigned_json(struct tl_cli *cli, struct assign_many *am)
+{
+	json_t *all = json_array();
+	size_t i;
+
+	for (i = 0; i < am->n; i++) {
+		json_t *ch = json_array();
+		char *line, *save = NULL;
+
+		for (line = strtok_r(am->changes + i * am->a->cap, "\n",
+		    &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+			json_array_append_new(ch, json_string(line + 2));
+		if (am->n == 1) {
+			json_decref(all);
+			cli_json_done(cli, json_pack("{s:s,s:s,s:o}", "module",
+			    am->modules[i], "node", am->a->node, "changed",
+			    ch));
+			return;
+		}
+		json_array_append_new(all, json_pack("{s:s,s:o}", "module",
+		    am->modules[i], "changed", ch));
+	}
+	cli_json_done(cli, json_pack("{s:s,s:o}", "node", am->a->node,
+	    "assigned", all));
+}
+
 int
 cmd_assign(struct tl_cli *cli, int argc, char **argv)
 {
@@ -245,7 +311,8 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		{ 0 }
 	};
 	struct assign_arg a = { 0 };
-	char changes[2048] = "", fromhost[256];
+	struct assign_many am = { 0 };
+	char *changes = NULL, fromhost[256];
 	char *colon;
 	const char *secrets[MAX_SET];
 	char *keys[MAX_SET] = { 0 };
@@ -255,8 +322,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 	int c, ex = TL_EXIT_USAGE;
 
 	a.expose = NULL;	/* the assignment's own, or local */
-	a.changes = changes;
-	a.cap = sizeof(changes);
+	a.cap = 2048;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
@@ -332,8 +398,17 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		CLI_COMMON_CASES(cli, assign_usage);
 		}
 	}
-	if (optind + 2 != argc) {
+	if (argc - optind < 2 || argc - optind - 1 > MAX_MODULES) {
 		fputs(assign_usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	am.a = &a;
+	am.modules = argv + optind;
+	am.n = (size_t)(argc - optind - 1);
+	if (am.n > 1 && (a.nset > 0 || nsecret > 0 ||
+	    a.consolidate != NULL)) {
+		cli_errx("--set, --secret, --unset and --consolidate belong to "
+		    "one pairing: give them with one MODULE");
 		return TL_EXIT_USAGE;
 	}
 	if (a.consolidate == NULL && (a.from.host != NULL ||
@@ -343,11 +418,17 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		return TL_EXIT_USAGE;
 	}
 	a.module = argv[optind];
-	a.node = argv[optind + 1];
-	if (!tl_name_ok(a.module) || !tl_name_ok(a.node)) {
+	a.node = argv[argc - 1];
+	for (i = 0; i < am.n; i++)
+		if (!tl_name_ok(am.modules[i]))
+			break;
+	if (i < am.n || !tl_name_ok(a.node)) {
 		cli_errx("names are 1-63 of [a-z0-9-]");
 		return TL_EXIT_REFUSED;
 	}
+	if ((changes = calloc(am.n, a.cap)) == NULL)
+		return TL_EXIT_FAIL;
+	am.changes = changes;
 	/* A PEM setting's value is the file it names, read now. */
 	for (i = 0; i < a.nset; i++)
 		if (a.set[i].value != NULL && pem_key(a.set[i].key)) {
@@ -364,7 +445,8 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/master.key", cli->home);
 		if (tl_secret_load(path, &key, why) != 0) {
 			cli_errx("master key: %s", why);
-			return TL_EXIT_FAIL;
+			ex = TL_EXIT_FAIL;
+			goto out;
 		}
 		for (i = 0; i < nsecret; i++) {
 			/* A PEM key (decl.h: TL_DRV_PEM_KEY) or a line. */
@@ -434,27 +516,24 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		}
 		tl_secret_key_free(&key);
 	}
-	ex = cli_write(cli, do_assign, &a, NULL);
-	if (ex == 0 && cli->json) {
-		json_t *ch = json_array();
-		char *line, *save = NULL;
+	ex = cli_write(cli, do_assign, &am, NULL);
+	if (ex == 0 && cli->json)
+		assigned_json(cli, &am);
+	else if (ex == 0)
+		for (i = 0; i < am.n; i++) {
+			const char *ch = changes + i * a.cap;
 
-		for (line = strtok_r(changes, "\n", &save); line != NULL;
-		    line = strtok_r(NULL, "\n", &save))
-			json_array_append_new(ch, json_string(line + 2));
-		cli_json_done(cli, json_pack("{s:s,s:s,s:o}", "module",
-		    a.module, "node", a.node, "changed", ch));
-	} else if (ex == 0) {
-		printf("%s assigned to %s\n", a.module, a.node);
-		if (a.consolidate != NULL)
-			printf("  consolidating %s onto %s's provider: tallyd "
-			    "copies its data (tally status %s)\n",
-			    a.consolidate, a.node, a.module);
-		if (changes[0] != '\0')
-			fputs(changes, stdout);
-		else if (a.nset > 0)
-			printf("  nothing changed\n");
-	}
+			printf("%s assigned to %s\n", am.modules[i], a.node);
+			if (a.consolidate != NULL)
+				printf("  consolidating %s onto %s's provider: "
+				    "tallyd copies its data (tally status "
+				    "%s)\n", a.consolidate, a.node,
+				    am.modules[i]);
+			if (ch[0] != '\0')
+				fputs(ch, stdout);
+			else if (a.nset > 0)
+				printf("  nothing changed\n");
+		}
 out:
 	for (i = 0; i < nsecret; i++) {
 		free(cipher[i]);
@@ -462,6 +541,7 @@ out:
 	}
 	for (i = 0; i < MAX_SET; i++)
 		free(pem[i]);
+	free(changes);
 	return ex;
 }
 

@@ -307,12 +307,14 @@ struct tl_rx_verify_opts {
 	void		*report_arg;
 };
 /*
- * tallyd's bounds on one verification pass: a bulk check of 256 grants
- * costs a provider tens of milliseconds, 16 consumer logins on 8
- * threads about as much (bench/bench_verify.c).
+ * tallyd's bounds on one verification pass, which holds up its loop: a
+ * bulk check of 256 grants costs PostgreSQL about 60 ms, a first login
+ * of a new credential (the login and the posture question) about 50 ms
+ * on a loaded machine (bench/bench_verify.c, bench_provision.c's
+ * latency run), so a request waits for at most about 160 ms of them.
  */
 #define TL_RX_VERIFY_RUN_CHECKS	256
-#define TL_RX_VERIFY_RUN_LOGINS	16
+#define TL_RX_VERIFY_RUN_LOGINS	2
 int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns);
 

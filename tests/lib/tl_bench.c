@@ -206,6 +206,73 @@ tl_bench_tally(const char *bin, const char *home, const char *in,
 }
 
 int
+tl_bench_assign_batch(const char *bin, const char *home, const char *out,
+    const char *pfx, int first, int last, const char *node)
+{
+	char path[4096], **argv, *names;
+	size_t n = last >= first ? (size_t)(last - first + 1) : 0, i;
+	int rc = -1;
+
+	argv = calloc(n + 4, sizeof(*argv));
+	names = calloc(n + 1, 64);
+	if (argv == NULL || names == NULL || n == 0)
+		goto out;
+	snprintf(path, sizeof(path), "%s/tally", bin);
+	argv[0] = path;
+	argv[1] = "assign";
+	for (i = 0; i < n; i++) {
+		snprintf(names + i * 64, 64, "%s%04d", pfx, first + (int)i);
+		argv[2 + i] = names + i * 64;
+	}
+	argv[2 + n] = (char *)node;
+	rc = tl_bench_run(home, NULL, out, NULL, argv);
+out:
+	free(argv);
+	free(names);
+	return rc;
+}
+
+double
+tl_bench_through_tally(const char *bin, const char *home, const char *clilog,
+    const char *dlog, const char *pfx, int n, int batch, double *cli)
+{
+	struct tl_bench_dlv dl;
+	char m[16];
+	double t0, t1, end, t = -1;
+	pid_t dpid;
+	int i, k;
+
+	if (tl_bench_dlv_open(&dl, home) != 0)
+		return -1;
+	if ((dpid = tl_bench_tallyd_start(bin, home, dlog, "--interval", "1",
+	    NULL)) < 0)
+		goto out;
+	t0 = tl_bench_now();
+	if (batch && tl_bench_assign_batch(bin, home, clilog, pfx, 1, n,
+	    "node-a") != 0)
+		goto out;
+	for (i = 1; !batch && i <= n; i++) {
+		snprintf(m, sizeof(m), "%s%04d", pfx, i);
+		if (tl_bench_tally(bin, home, NULL, clilog, "assign", m,
+		    "node-a", NULL) != 0)
+			goto out;
+	}
+	t1 = tl_bench_now();
+	*cli = t1 - t0;
+	end = t1 + 600;
+	while ((k = tl_bench_dlv_count(&dl, NULL)) < n) {
+		if (k < 0 || tl_bench_now() > end)
+			goto out;
+		tl_bench_msleep(1);
+	}
+	t = tl_bench_now() - t0;
+out:
+	tl_bench_dlv_close(&dl);
+	tl_bench_tallyd_stop(&dpid);
+	return t;
+}
+
+int
 tl_bench_harness(const char *src, const char *script, const char *a1,
     const char *a2, const char *a3)
 {

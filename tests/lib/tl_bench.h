@@ -66,6 +66,24 @@ int	 tl_bench_run(const char *home, const char *in, const char *out,
 int	 tl_bench_tally(const char *bin, const char *home, const char *in,
 	    const char *out, ...);
 /*
+ * BIN/tally assign PFX<first> ... PFX<last> NODE (each number %04d):
+ * one process, one transaction, as tl_bench_tally.
+ */
+int	 tl_bench_assign_batch(const char *bin, const char *home,
+	    const char *out, const char *pfx, int first, int last,
+	    const char *node);
+/*
+ * Requests through the CLI into home (modules PFX0001..PFXn, declared
+ * and unassigned), tallyd a daemon (--interval 1, stderr to dlog),
+ * stopped before return: seconds from the first tally assign to every
+ * grant delivered (credential.delivered committed, polled every 1 ms),
+ * -1 on failure; *cli: the seconds in tally assign.  batch: one tally
+ * assign of all n (one process, one transaction); else one per grant.
+ */
+double	 tl_bench_through_tally(const char *bin, const char *home,
+	    const char *clilog, const char *dlog, const char *pfx, int n,
+	    int batch, double *cli);
+/*
  * /bin/sh SRC/tests/harness/SCRIPT a1 a2 a3 (a3 may be NULL), its
  * output to /dev/null: its exit status, as tl_bench_run.
  */

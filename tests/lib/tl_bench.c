@@ -393,7 +393,8 @@ tl_bench_dlv_count(struct tl_bench_dlv *d, const char *stream)
 		goto out_txn;
 	}
 	while ((rc = tl_iter_next(it, &ev)) == 0) {
-		if (strcmp(ev.type, TL_EV_CRED_DELIVERED) == 0)
+		if (strcmp(ev.type, d->type != NULL ? d->type :
+		    TL_EV_CRED_DELIVERED) == 0)
 			n++;
 		next = ev.seq + 1;
 	}

@@ -131,12 +131,14 @@ int	 tl_bench_delivered(const char *home, const char *stream);
 struct tl_bench_dlv {
 	struct tl_log	*log;
 	uint64_t	 next;	/* the first seq not yet counted */
-	int		 n;	/* credential.delivered events before next */
+	int		 n;	/* events of type before next */
+	const char	*type;	/* what is counted; NULL: credential.delivered */
 };
 /* Opens HOME/log: 0, or -1 (d then closed). */
 int	 tl_bench_dlv_open(struct tl_bench_dlv *d, const char *home);
 /*
- * The credential.delivered events committed so far: of every stream
+ * The events of d->type (credential.delivered unless the caller set it
+ * after opening) committed so far: of every stream
  * when stream is NULL (only the events since the last such call are
  * read), else of stream alone (its events read again, a few).  -1 if
  * the log cannot be read.

@@ -1,0 +1,610 @@
+/*
+ * x509.c - the X.509 mechanics of a mesh CA (x509.h).
+ *
+ * Every name and address goes into a certificate or a request as a
+ * typed ASN.1 value built here, never through OpenSSL's configuration
+ * strings ("DNS:a,DNS:b"), where a comma in a hostile name would add a
+ * name of its own.  Only constant extension values go through
+ * X509V3_EXT_conf_nid.
+ */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "core/x509.h"
+
+static int
+fail(char *why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *why, int rc, const char *fmt, ...)
+{
+	unsigned long e = ERR_peek_last_error();
+	va_list ap;
+	size_t n;
+
+	va_start(ap, fmt);
+	vsnprintf(why, TL_X509_WHY_MAX, fmt, ap);
+	va_end(ap);
+	if (e != 0 && rc == TL_EDRIVER) {
+		n = strlen(why);
+		snprintf(why + n, TL_X509_WHY_MAX - n, " (%s)",
+		    ERR_reason_error_string(e) != NULL ?
+		    ERR_reason_error_string(e) : "OpenSSL");
+	}
+	ERR_clear_error();
+	return rc;
+}
+
+/* A BIO's contents, NUL-terminated: guarded memory if secret. */
+static char *
+bio_text(BIO *b, int secret)
+{
+	char *data, *out;
+	long n = BIO_get_mem_data(b, &data);
+
+	if (n < 0)
+		return NULL;
+	out = secret ? tl_secret_alloc((size_t)n + 1) : malloc((size_t)n + 1);
+	if (out == NULL)
+		return NULL;
+	memcpy(out, data, (size_t)n);
+	out[n] = '\0';
+	return out;
+}
+
+static EVP_PKEY *
+key_new(void)
+{
+	return EVP_EC_gen("P-256");
+}
+
+static char *
+key_pem(EVP_PKEY *k)
+{
+	BIO *b = BIO_new(BIO_s_secmem());
+	char *out = NULL;
+
+	if (b != NULL && PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL,
+	    NULL) == 1)
+		out = bio_text(b, 1);
+	BIO_free(b);
+	return out;
+}
+
+static EVP_PKEY *
+key_read(const char *pem)
+{
+	BIO *b = BIO_new_mem_buf(pem, -1);
+	EVP_PKEY *k = NULL;
+
+	if (b != NULL)
+		k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+	BIO_free(b);
+	return k;
+}
+
+static X509 *
+cert_read(const char *pem)
+{
+	BIO *b = BIO_new_mem_buf(pem, -1);
+	X509 *x = NULL;
+
+	if (b != NULL)
+		x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+	BIO_free(b);
+	return x;
+}
+
+static char *
+cert_pem(X509 *x)
+{
+	BIO *b = BIO_new(BIO_s_mem());
+	char *out = NULL;
+
+	if (b != NULL && PEM_write_bio_X509(b, x) == 1)
+		out = bio_text(b, 0);
+	BIO_free(b);
+	return out;
+}
+
+/* CN=cn and nothing else. */
+static X509_NAME *
+name_cn(const char *cn)
+{
+	X509_NAME *nm = X509_NAME_new();
+
+	if (nm != NULL && X509_NAME_add_entry_by_NID(nm, NID_commonName,
+	    MBSTRING_UTF8, (const unsigned char *)cn, -1, -1, 0) != 1) {
+		X509_NAME_free(nm);
+		nm = NULL;
+	}
+	return nm;
+}
+
+static int
+cn_ok(const char *cn, char *why)
+{
+	size_t n = cn != NULL ? strlen(cn) : 0, i;
+
+	if (n == 0 || n > TL_X509_CN_MAX)
+		return fail(why, TL_EINVAL, "a common name is 1 to %d bytes",
+		    TL_X509_CN_MAX);
+	for (i = 0; i < n; i++)
+		if ((unsigned char)cn[i] < 0x20 || cn[i] == 0x7f)
+			return fail(why, TL_EINVAL, "a control character in "
+			    "the common name");
+	return 0;
+}
+
+/* One SAN: an IP address when it parses as one, else a DNS name. */
+static GENERAL_NAME *
+san_new(const char *s)
+{
+	GENERAL_NAME *gn = GENERAL_NAME_new();
+	ASN1_OCTET_STRING *ip;
+	ASN1_IA5STRING *dns;
+
+	if (gn == NULL)
+		return NULL;
+	if ((ip = a2i_IPADDRESS(s)) != NULL) {
+		GENERAL_NAME_set0_value(gn, GEN_IPADD, ip);
+		return gn;
+	}
+	ERR_clear_error();
+	if ((dns = ASN1_IA5STRING_new()) == NULL ||
+	    ASN1_STRING_set(dns, s, -1) != 1) {
+		ASN1_IA5STRING_free(dns);
+		GENERAL_NAME_free(gn);
+		return NULL;
+	}
+	GENERAL_NAME_set0_value(gn, GEN_DNS, dns);
+	return gn;
+}
+
+static int
+sans_ok(const char *const *sans, size_t n, char *why)
+{
+	size_t i, k;
+
+	if (n > TL_X509_SANS_MAX)
+		return fail(why, TL_EINVAL, "more than %d alternative names",
+		    TL_X509_SANS_MAX);
+	for (i = 0; i < n; i++) {
+		k = sans[i] != NULL ? strlen(sans[i]) : 0;
+		if (k == 0 || k > 253 || strspn(sans[i], "abcdefghijklmnopqrs"
+		    "tuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:*") != k)
+			return fail(why, TL_EINVAL, "alternative name %zu is "
+			    "not a host name or an address", i + 1);
+	}
+	return 0;
+}
+
+static GENERAL_NAMES *
+sans_new(const char *const *sans, size_t n)
+{
+	GENERAL_NAMES *gs = GENERAL_NAMES_new();
+	GENERAL_NAME *gn;
+	size_t i;
+
+	for (i = 0; gs != NULL && i < n; i++)
+		if ((gn = san_new(sans[i])) == NULL ||
+		    sk_GENERAL_NAME_push(gs, gn) <= 0) {
+			GENERAL_NAME_free(gn);
+			GENERAL_NAMES_free(gs);
+			gs = NULL;
+		}
+	return gs;
+}
+
+/* A constant extension value on x, issued by ca (x itself: self-signed). */
+static int
+ext_add(X509 *x, X509 *ca, int nid, const char *value)
+{
+	X509V3_CTX ctx;
+	X509_EXTENSION *e;
+	int ok;
+
+	X509V3_set_ctx_nodb(&ctx);
+	X509V3_set_ctx(&ctx, ca, x, NULL, NULL, 0);
+	if ((e = X509V3_EXT_conf_nid(NULL, &ctx, nid, value)) == NULL)
+		return 0;
+	ok = X509_add_ext(x, e, -1) == 1;
+	X509_EXTENSION_free(e);
+	return ok;
+}
+
+/* 16 random bytes, the top bit clear (a positive INTEGER). */
+static int
+serial_set(X509 *x)
+{
+	unsigned char r[TL_X509_SERIAL_HEX / 2];
+	ASN1_INTEGER *ai;
+	BIGNUM *bn;
+	int ok;
+
+	randombytes_buf(r, sizeof(r));
+	r[0] &= 0x7f;
+	r[0] |= 0x40;	/* always 16 bytes long */
+	if ((bn = BN_bin2bn(r, sizeof(r), NULL)) == NULL)
+		return 0;
+	ai = BN_to_ASN1_INTEGER(bn, NULL);
+	BN_free(bn);
+	ok = ai != NULL && X509_set_serialNumber(x, ai) == 1;
+	ASN1_INTEGER_free(ai);
+	return ok;
+}
+
+static int
+validity_set(X509 *x, int64_t from, int64_t until)
+{
+	return ASN1_TIME_set(X509_getm_notBefore(x), (time_t)from) != NULL &&
+	    ASN1_TIME_set(X509_getm_notAfter(x), (time_t)until) != NULL;
+}
+
+int
+tl_x509_ca_make(const char *cn, unsigned days, char **key_pemp,
+    char **cert_pemp, char *why)
+{
+	EVP_PKEY *k = NULL;
+	X509_NAME *nm = NULL;
+	X509 *x = NULL;
+	int64_t now = (int64_t)time(NULL);
+	int rc;
+
+	*key_pemp = *cert_pemp = NULL;
+	if ((rc = cn_ok(cn, why)) != 0)
+		return rc;
+	if (days == 0 || days > 36500)
+		return fail(why, TL_EINVAL, "a CA is valid for 1 to 36500 "
+		    "days");
+	rc = TL_EDRIVER;
+	if ((k = key_new()) == NULL || (x = X509_new()) == NULL ||
+	    (nm = name_cn(cn)) == NULL || X509_set_version(x, 2) != 1 ||
+	    !serial_set(x) || X509_set_subject_name(x, nm) != 1 ||
+	    X509_set_issuer_name(x, nm) != 1 || X509_set_pubkey(x, k) != 1 ||
+	    !validity_set(x, now - TL_X509_SKEW_S, now +
+	    (int64_t)days * 86400) ||
+	    !ext_add(x, x, NID_basic_constraints, "critical,CA:TRUE,"
+	    "pathlen:0") ||
+	    !ext_add(x, x, NID_key_usage, "critical,keyCertSign,cRLSign") ||
+	    !ext_add(x, x, NID_subject_key_identifier, "hash") ||
+	    !ext_add(x, x, NID_authority_key_identifier, "keyid:always") ||
+	    X509_sign(x, k, EVP_sha256()) <= 0) {
+		rc = fail(why, TL_EDRIVER, "cannot make the CA certificate");
+		goto out;
+	}
+	if ((*key_pemp = key_pem(k)) == NULL ||
+	    (*cert_pemp = cert_pem(x)) == NULL) {
+		tl_secret_free(*key_pemp);
+		*key_pemp = NULL;
+		rc = fail(why, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	X509_NAME_free(nm);
+	X509_free(x);
+	EVP_PKEY_free(k);
+	return rc;
+}
+
+int
+tl_x509_request(const char *cn, const char *const *sans, size_t n,
+    char **key_pemp, char **csr_pemp, char *why)
+{
+	STACK_OF(X509_EXTENSION) *exts = NULL;
+	GENERAL_NAMES *gs = NULL;
+	EVP_PKEY *k = NULL;
+	X509_NAME *nm = NULL;
+	X509_REQ *req = NULL;
+	BIO *b = NULL;
+	int rc;
+
+	*key_pemp = *csr_pemp = NULL;
+	if ((rc = cn_ok(cn, why)) != 0 || (rc = sans_ok(sans, n, why)) != 0)
+		return rc;
+	if ((k = key_new()) == NULL || (req = X509_REQ_new()) == NULL ||
+	    (nm = name_cn(cn)) == NULL || X509_REQ_set_version(req, 0) != 1 ||
+	    X509_REQ_set_subject_name(req, nm) != 1 ||
+	    X509_REQ_set_pubkey(req, k) != 1) {
+		rc = fail(why, TL_EDRIVER, "cannot make the request");
+		goto out;
+	}
+	if (n > 0 && ((gs = sans_new(sans, n)) == NULL ||
+	    X509V3_add1_i2d(&exts, NID_subject_alt_name, gs, 0,
+	    X509V3_ADD_DEFAULT) != 1 || X509_REQ_add_extensions(req,
+	    exts) != 1)) {
+		rc = fail(why, TL_EDRIVER, "cannot put the alternative names "
+		    "in the request");
+		goto out;
+	}
+	if (X509_REQ_sign(req, k, EVP_sha256()) <= 0 ||
+	    (b = BIO_new(BIO_s_mem())) == NULL ||
+	    PEM_write_bio_X509_REQ(b, req) != 1) {
+		rc = fail(why, TL_EDRIVER, "cannot sign the request");
+		goto out;
+	}
+	if ((*key_pemp = key_pem(k)) == NULL ||
+	    (*csr_pemp = bio_text(b, 0)) == NULL) {
+		tl_secret_free(*key_pemp);
+		*key_pemp = NULL;
+		rc = fail(why, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	BIO_free(b);
+	sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+	GENERAL_NAMES_free(gs);
+	X509_NAME_free(nm);
+	X509_REQ_free(req);
+	EVP_PKEY_free(k);
+	return rc;
+}
+
+/* The request's subject is CN=p->cn and nothing else. */
+static int
+subject_ok(X509_REQ *req, const struct tl_x509_policy *p, char *why)
+{
+	const X509_NAME *nm = X509_REQ_get_subject_name(req);
+	const X509_NAME_ENTRY *e;
+	const ASN1_STRING *s;
+
+	if (X509_NAME_entry_count(nm) != 1 ||
+	    (e = X509_NAME_get_entry(nm, 0)) == NULL ||
+	    OBJ_obj2nid(X509_NAME_ENTRY_get_object(e)) != NID_commonName ||
+	    (s = X509_NAME_ENTRY_get_data(e)) == NULL ||
+	    (size_t)ASN1_STRING_length(s) != strlen(p->cn) ||
+	    memcmp(ASN1_STRING_get0_data(s), p->cn, strlen(p->cn)) != 0)
+		return fail(why, TL_EREFUSED, "the request's subject is not "
+		    "CN=%s alone", p->cn);
+	return 0;
+}
+
+/* Does one of the policy's SANs, i not yet taken, equal gn? */
+static int
+san_match(const GENERAL_NAME *gn, const struct tl_x509_policy *p,
+    unsigned char *taken)
+{
+	GENERAL_NAME *want;
+	size_t i;
+	int eq;
+
+	for (i = 0; i < p->nsans; i++) {
+		if (taken[i] || (want = san_new(p->sans[i])) == NULL)
+			continue;
+		eq = GENERAL_NAME_cmp((GENERAL_NAME *)gn, want) == 0;
+		GENERAL_NAME_free(want);
+		if (eq) {
+			taken[i] = 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The request's extensions: none but the SANs, which are exactly the
+ * policy's (each once, in any order).
+ */
+static int
+extensions_ok(X509_REQ *req, const struct tl_x509_policy *p, char *why)
+{
+	STACK_OF(X509_EXTENSION) *exts = X509_REQ_get_extensions(req);
+	unsigned char taken[TL_X509_SANS_MAX] = { 0 };
+	GENERAL_NAMES *gs = NULL;
+	size_t matched = 0;
+	int i, n, rc = 0;
+
+	for (i = 0; exts != NULL && i < sk_X509_EXTENSION_num(exts); i++) {
+		X509_EXTENSION *e = sk_X509_EXTENSION_value(exts, i);
+		int nid = OBJ_obj2nid(X509_EXTENSION_get_object(e));
+
+		if (nid != NID_subject_alt_name || gs != NULL) {
+			rc = fail(why, TL_EREFUSED, "the request asks for an "
+			    "extension the record does not give (%s)",
+			    nid != NID_undef ? OBJ_nid2sn(nid) : "unknown");
+			goto out;
+		}
+		if ((gs = X509V3_EXT_d2i(e)) == NULL) {
+			rc = fail(why, TL_EREFUSED, "the request's alternative "
+			    "names do not parse");
+			goto out;
+		}
+	}
+	n = gs != NULL ? sk_GENERAL_NAME_num(gs) : 0;
+	for (i = 0; i < n; i++) {
+		if (!san_match(sk_GENERAL_NAME_value(gs, i), p, taken)) {
+			rc = fail(why, TL_EREFUSED, "the request asks for an "
+			    "alternative name the record does not give "
+			    "(name %d)", i + 1);
+			goto out;
+		}
+		matched++;
+	}
+	if (matched != p->nsans)
+		rc = fail(why, TL_EREFUSED, "the request lacks %zu of the "
+		    "record's alternative names", p->nsans - matched);
+out:
+	GENERAL_NAMES_free(gs);
+	sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+	return rc;
+}
+
+/* The request's key: P-256, as this CA issues. */
+static int
+req_key_ok(EVP_PKEY *k, char *why)
+{
+	char curve[64] = "";
+	size_t n = 0;
+
+	if (k == NULL || EVP_PKEY_get_base_id(k) != EVP_PKEY_EC ||
+	    EVP_PKEY_get_utf8_string_param(k, "group", curve, sizeof(curve),
+	    &n) != 1 || strcmp(curve, "prime256v1") != 0)
+		return fail(why, TL_EREFUSED, "the request's key is not an "
+		    "ECDSA P-256 key");
+	return 0;
+}
+
+static int
+info_of(X509 *x, struct tl_x509_info *info, char *why)
+{
+	const ASN1_INTEGER *ai = X509_get0_serialNumber(x);
+	const X509_NAME *nm = X509_get_subject_name(x);
+	struct tm tm;
+	BIGNUM *bn;
+	char *hex;
+	int n;
+
+	memset(info, 0, sizeof(*info));
+	if ((bn = ASN1_INTEGER_to_BN(ai, NULL)) == NULL ||
+	    (hex = BN_bn2hex(bn)) == NULL) {
+		BN_free(bn);
+		return fail(why, TL_EDRIVER, "cannot read the serial");
+	}
+	snprintf(info->serial, sizeof(info->serial), "%s", hex);
+	OPENSSL_free(hex);
+	BN_free(bn);
+	n = X509_NAME_get_text_by_NID(nm, NID_commonName, info->cn,
+	    sizeof(info->cn));
+	if (n < 0)
+		info->cn[0] = '\0';
+	if (ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm) != 1)
+		return fail(why, TL_EINVAL, "the certificate's notBefore does "
+		    "not parse");
+	info->not_before = (int64_t)timegm(&tm);
+	if (ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) != 1)
+		return fail(why, TL_EINVAL, "the certificate's notAfter does "
+		    "not parse");
+	info->not_after = (int64_t)timegm(&tm);
+	return 0;
+}
+
+int
+tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
+    const char *csr_pem, const struct tl_x509_policy *p, char **cert_pemp,
+    struct tl_x509_info *info, char *why)
+{
+	GENERAL_NAMES *gs = NULL;
+	EVP_PKEY *cak = NULL, *k;
+	X509_NAME *nm = NULL;
+	X509_REQ *req = NULL;
+	X509 *ca = NULL, *x = NULL;
+	BIO *b = NULL;
+	int64_t now = (int64_t)time(NULL);
+	int rc;
+
+	*cert_pemp = NULL;
+	if (p == NULL)
+		return fail(why, TL_EINVAL, "no policy");
+	if ((rc = cn_ok(p->cn, why)) != 0 ||
+	    (rc = sans_ok(p->sans, p->nsans, why)) != 0)
+		return rc;
+	if (p->lifetime_s == 0 || p->lifetime_s > 3650ull * 86400)
+		return fail(why, TL_EINVAL, "a certificate's lifetime is 1 s "
+		    "to 10 years");
+	if ((cak = key_read(ca_key_pem)) == NULL ||
+	    (ca = cert_read(ca_cert_pem)) == NULL) {
+		rc = fail(why, TL_EINVAL, "the CA's key or certificate does "
+		    "not parse");
+		goto out;
+	}
+	if (X509_check_private_key(ca, cak) != 1) {
+		rc = fail(why, TL_EREFUSED, "the CA key is not the CA "
+		    "certificate's");
+		goto out;
+	}
+	if ((b = BIO_new_mem_buf(csr_pem, -1)) == NULL ||
+	    (req = PEM_read_bio_X509_REQ(b, NULL, NULL, NULL)) == NULL) {
+		rc = fail(why, TL_EINVAL, "the request does not parse");
+		goto out;
+	}
+	/* Proof of possession: the request is signed by its own key. */
+	k = X509_REQ_get0_pubkey(req);
+	if ((rc = req_key_ok(k, why)) != 0)
+		goto out;
+	if (X509_REQ_verify(req, k) != 1) {
+		rc = fail(why, TL_EREFUSED, "the request's signature does not "
+		    "verify with its key");
+		goto out;
+	}
+	if ((rc = subject_ok(req, p, why)) != 0 ||
+	    (rc = extensions_ok(req, p, why)) != 0)
+		goto out;
+	rc = TL_EDRIVER;
+	if ((x = X509_new()) == NULL || (nm = name_cn(p->cn)) == NULL ||
+	    X509_set_version(x, 2) != 1 || !serial_set(x) ||
+	    X509_set_subject_name(x, nm) != 1 ||
+	    X509_set_issuer_name(x, X509_get_subject_name(ca)) != 1 ||
+	    X509_set_pubkey(x, k) != 1 ||
+	    !validity_set(x, now - TL_X509_SKEW_S, now +
+	    (int64_t)p->lifetime_s) ||
+	    !ext_add(x, ca, NID_basic_constraints, "critical,CA:FALSE") ||
+	    !ext_add(x, ca, NID_key_usage, "critical,digitalSignature") ||
+	    !ext_add(x, ca, NID_ext_key_usage, p->server ?
+	    "clientAuth,serverAuth" : "clientAuth") ||
+	    !ext_add(x, ca, NID_subject_key_identifier, "hash") ||
+	    !ext_add(x, ca, NID_authority_key_identifier, "keyid:always")) {
+		rc = fail(why, TL_EDRIVER, "cannot make the certificate");
+		goto out;
+	}
+	/* The policy's names, as the policy has them. */
+	if (p->nsans > 0 && ((gs = sans_new(p->sans, p->nsans)) == NULL ||
+	    X509_add1_ext_i2d(x, NID_subject_alt_name, gs, 0,
+	    X509V3_ADD_DEFAULT) != 1)) {
+		rc = fail(why, TL_EDRIVER, "cannot put the alternative names "
+		    "in the certificate");
+		goto out;
+	}
+	if (X509_sign(x, cak, EVP_sha256()) <= 0) {
+		rc = fail(why, TL_EDRIVER, "cannot sign the certificate");
+		goto out;
+	}
+	if (info != NULL && (rc = info_of(x, info, why)) != 0)
+		goto out;
+	if ((*cert_pemp = cert_pem(x)) == NULL) {
+		rc = fail(why, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	GENERAL_NAMES_free(gs);
+	X509_NAME_free(nm);
+	X509_free(x);
+	X509_REQ_free(req);
+	BIO_free(b);
+	X509_free(ca);
+	EVP_PKEY_free(cak);
+	return rc;
+}
+
+int
+tl_x509_info(const char *pem, struct tl_x509_info *info, char *why)
+{
+	X509 *x;
+	int rc;
+
+	memset(info, 0, sizeof(*info));
+	if ((x = cert_read(pem)) == NULL)
+		return fail(why, TL_EINVAL, "the certificate does not parse");
+	rc = info_of(x, info, why);
+	X509_free(x);
+	return rc;
+}

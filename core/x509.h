@@ -1,0 +1,86 @@
+/*
+ * x509.h - the X.509 mechanics of a mesh CA (issue 25): a CA key and
+ * its self-signed certificate, a private key and a signing request born
+ * where the key will live, and a certificate issued for a request only
+ * when the request asks for exactly what a policy allows.  OpenSSL does
+ * the ASN.1; nothing here knows a provider, a grant or the log.  Linked
+ * by what uses it (tally-node makes requests, tallyd signs); tally does
+ * not, and so does not load libcrypto.
+ *
+ * Keys are ECDSA P-256.  A private key's PEM is returned in guarded
+ * memory (tl_secret_alloc: wiped when freed with tl_secret_free, kept
+ * out of core dumps); certificates and requests are public, returned
+ * malloc'd (free).  On failure nothing is returned (every out-parameter
+ * NULL) and why (TL_X509_WHY_MAX bytes) says what was wrong in words.
+ *
+ * Errors: TL_EINVAL (an argument or a PEM that does not parse),
+ * TL_EREFUSED (a request that asks for more or other than the policy
+ * allows, or whose proof of possession fails; a CA key that is not the
+ * certificate's), TL_EDRIVER (OpenSSL failed otherwise), ENOMEM.
+ */
+#ifndef TL_X509_H
+#define TL_X509_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TL_X509_WHY_MAX		512
+#define TL_X509_CN_MAX		64	/* X.509's ub-common-name */
+#define TL_X509_SERIAL_HEX	32	/* 16 random bytes */
+#define TL_X509_SANS_MAX	16
+
+/*
+ * A new CA: a P-256 key and a certificate for it, signed by itself,
+ * subject CN=cn, valid from now for days days, basic constraints
+ * CA:TRUE with path length 0, key usage certificate and CRL signing.
+ */
+int	tl_x509_ca_make(const char *cn, unsigned days, char **key_pem,
+	    char **cert_pem, char *why);
+
+/*
+ * A new P-256 key and a signing request for it: subject CN=cn alone,
+ * subject alternative names sans (DNS names, or IP addresses when they
+ * parse as one; n of them, at most TL_X509_SANS_MAX), signed with the
+ * key (its proof of possession).
+ */
+int	tl_x509_request(const char *cn, const char *const *sans, size_t n,
+	    char **key_pem, char **csr_pem, char *why);
+
+/*
+ * What a request may ask for: exactly this CN and exactly these SANs
+ * (in any order, none more, none fewer), and the certificate it gets:
+ * valid for lifetime_s seconds from now (backdated by TL_X509_SKEW_S
+ * for clocks a little behind), key usage digital signature, extended
+ * key usage clientAuth, and serverAuth too when server is set.
+ */
+#define TL_X509_SKEW_S	300
+struct tl_x509_policy {
+	const char		*cn;
+	const char *const	*sans;
+	size_t			 nsans;
+	uint64_t		 lifetime_s;
+	int			 server;
+};
+
+/* What a certificate says of itself (tl_x509_sign, tl_x509_info). */
+struct tl_x509_info {
+	char		serial[TL_X509_SERIAL_HEX * 2 + 1];	/* hex */
+	char		cn[TL_X509_CN_MAX + 1];
+	int64_t		not_before, not_after;	/* seconds since the epoch */
+};
+
+/*
+ * A certificate for the request csr_pem, signed by the CA (ca_key_pem
+ * and ca_cert_pem, which must belong together), when the request's
+ * signature holds and it asks for exactly what p allows; a random
+ * serial.  info (may be NULL) gets what the certificate says.
+ */
+int	tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
+	    const char *csr_pem, const struct tl_x509_policy *p,
+	    char **cert_pem, struct tl_x509_info *info, char *why);
+
+/* What the certificate cert_pem says: serial, CN, validity. */
+int	tl_x509_info(const char *cert_pem, struct tl_x509_info *info,
+	    char *why);
+
+#endif /* TL_X509_H */

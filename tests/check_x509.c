@@ -1,0 +1,384 @@
+/*
+ * check_x509.c - the mesh CA's X.509 mechanics (core/x509.h): a CA made
+ * and checked as a CA; a key and request made, signed under a policy,
+ * and the certificate verified against the CA by OpenSSL (in process,
+ * and by `openssl verify` as a verifier outside tally would); what the
+ * certificate carries (subject, SANs, key and extended key usage,
+ * validity, serial); and every request that asks for more or other than
+ * the policy allows refused: another CN, a SAN more or less, another
+ * extension, a signature that is not the request's key's, a key of
+ * another kind; hostile names refused before anything is built.
+ */
+#define _GNU_SOURCE
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <sodium.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "core/x509.h"
+#include "tests/lib/tl_test.h"
+
+static char *ca_key, *ca_cert;
+static char why[TL_X509_WHY_MAX];
+
+static const char *const sans2[] = { "db.example", "10.0.0.5" };
+
+static void
+setup(void)
+{
+	ck_assert_int_eq(sodium_init() < 0, 0);
+	ck_assert_msg(tl_x509_ca_make("tally mesh 0123", 365, &ca_key,
+	    &ca_cert, why) == 0, "ca: %s", why);
+}
+
+static void
+teardown(void)
+{
+	tl_secret_free(ca_key);
+	free(ca_cert);
+	ca_key = ca_cert = NULL;
+}
+
+static X509 *
+x509_of(const char *pem)
+{
+	BIO *b = BIO_new_mem_buf(pem, -1);
+	X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+
+	BIO_free(b);
+	ck_assert_ptr_nonnull(x);
+	return x;
+}
+
+/* Does the CA's certificate verify cert for purpose (X509_PURPOSE_*)? */
+static int
+verifies(const char *cert, int purpose)
+{
+	X509_STORE *st = X509_STORE_new();
+	X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+	X509 *ca = x509_of(ca_cert), *x = x509_of(cert);
+	int ok;
+
+	X509_STORE_add_cert(st, ca);
+	X509_STORE_CTX_init(ctx, st, x, NULL);
+	X509_STORE_CTX_set_purpose(ctx, purpose);
+	ok = X509_verify_cert(ctx) == 1;
+	X509_STORE_CTX_free(ctx);
+	X509_STORE_free(st);
+	X509_free(ca);
+	X509_free(x);
+	return ok;
+}
+
+static struct tl_x509_policy
+policy(const char *cn, const char *const *sans, size_t n)
+{
+	struct tl_x509_policy p = { cn, sans, n, 86400, 0 };
+
+	return p;
+}
+
+/* A request for cn and sans, signed under p: the rc; *cert if issued. */
+static int
+issue(const char *cn, const char *const *sans, size_t n,
+    const struct tl_x509_policy *p, char **cert, struct tl_x509_info *info)
+{
+	char *key = NULL, *csr = NULL;
+	int rc;
+
+	ck_assert_msg(tl_x509_request(cn, sans, n, &key, &csr, why) == 0,
+	    "request: %s", why);
+	ck_assert_ptr_nonnull(strstr(key, "PRIVATE KEY"));
+	rc = tl_x509_sign(ca_key, ca_cert, csr, p, cert, info, why);
+	tl_secret_free(key);
+	free(csr);
+	return rc;
+}
+
+START_TEST(test_ca)
+{
+	X509 *x = x509_of(ca_cert);
+	struct tl_x509_info in;
+
+	ck_assert_int_eq(X509_check_ca(x), 1);
+	ck_assert_int_eq(X509_check_issued(x, x), X509_V_OK);
+	ck_assert_int_eq(tl_x509_info(ca_cert, &in, why), 0);
+	ck_assert_str_eq(in.cn, "tally mesh 0123");
+	ck_assert_int_eq(in.not_after - in.not_before,
+	    365 * 86400 + TL_X509_SKEW_S);
+	ck_assert_ptr_nonnull(strstr(ca_key, "BEGIN PRIVATE KEY"));
+	X509_free(x);
+}
+END_TEST
+
+START_TEST(test_issue)
+{
+	struct tl_x509_policy p = policy("app-db_v1", sans2, 2);
+	struct tl_x509_info in, again;
+	const char *const swapped[] = { "10.0.0.5", "db.example" };
+	char *cert = NULL, *cert2 = NULL;
+	GENERAL_NAMES *gs;
+	X509 *x;
+	time_t now = time(NULL);
+
+	/* The SANs in another order are the same SANs. */
+	ck_assert_msg(issue("app-db_v1", swapped, 2, &p, &cert, &in) == 0,
+	    "sign: %s", why);
+	ck_assert_int_eq(verifies(cert, X509_PURPOSE_SSL_CLIENT), 1);
+	/* clientAuth only: not a server's certificate. */
+	ck_assert_int_eq(verifies(cert, X509_PURPOSE_SSL_SERVER), 0);
+	x = x509_of(cert);
+	ck_assert_int_eq(X509_check_ca(x), 0);
+	ck_assert_uint_eq(X509_get_key_usage(x), KU_DIGITAL_SIGNATURE);
+	ck_assert_uint_eq(X509_get_extended_key_usage(x), XKU_SSL_CLIENT);
+	ck_assert_int_eq(X509_check_host(x, "db.example", 0, 0, NULL), 1);
+	ck_assert_int_eq(X509_check_ip_asc(x, "10.0.0.5", 0), 1);
+	gs = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	ck_assert_int_eq(sk_GENERAL_NAME_num(gs), 2);
+	GENERAL_NAMES_free(gs);
+	X509_free(x);
+	ck_assert_str_eq(in.cn, "app-db_v1");
+	ck_assert_uint_eq(strlen(in.serial), TL_X509_SERIAL_HEX);
+	ck_assert_int_eq(in.not_after - in.not_before,
+	    86400 + TL_X509_SKEW_S);
+	ck_assert(in.not_before <= now - TL_X509_SKEW_S + 5 &&
+	    in.not_before >= now - TL_X509_SKEW_S - 5);
+	ck_assert_int_eq(tl_x509_info(cert, &again, why), 0);
+	ck_assert_str_eq(again.serial, in.serial);
+	ck_assert_int_eq(again.not_after, in.not_after);
+
+	/* Each certificate its own serial. */
+	ck_assert_int_eq(issue("app-db_v1", sans2, 2, &p, &cert2, &again), 0);
+	ck_assert_str_ne(again.serial, in.serial);
+	free(cert2);
+
+	/* A server's: serverAuth too. */
+	p.server = 1;
+	ck_assert_int_eq(issue("app-db_v1", sans2, 2, &p, &cert2, NULL), 0);
+	ck_assert_int_eq(verifies(cert2, X509_PURPOSE_SSL_SERVER), 1);
+	free(cert2);
+	free(cert);
+}
+END_TEST
+
+/* A verifier outside tally: openssl verify against the CA's file. */
+START_TEST(test_openssl_verify)
+{
+	struct tl_x509_policy p = policy("app-db_v1", sans2, 2);
+	char *cert = NULL, *dir = tl_test_tmpdir("check_x509");
+	char cap[4200], cp[4200], cmd[9000];
+	FILE *fp;
+
+	ck_assert_int_eq(issue("app-db_v1", sans2, 2, &p, &cert, NULL), 0);
+	snprintf(cap, sizeof(cap), "%s/ca.pem", dir);
+	snprintf(cp, sizeof(cp), "%s/cert.pem", dir);
+	ck_assert_ptr_nonnull(fp = fopen(cap, "w"));
+	fputs(ca_cert, fp);
+	fclose(fp);
+	ck_assert_ptr_nonnull(fp = fopen(cp, "w"));
+	fputs(cert, fp);
+	fclose(fp);
+	snprintf(cmd, sizeof(cmd), "openssl verify -purpose sslclient "
+	    "-CAfile '%s' '%s' >/dev/null 2>&1", cap, cp);
+	ck_assert_int_eq(system(cmd), 0);
+	/* The control: the same certificate under another CA fails. */
+	teardown();
+	setup();
+	ck_assert_ptr_nonnull(fp = fopen(cap, "w"));
+	fputs(ca_cert, fp);
+	fclose(fp);
+	ck_assert_int_ne(system(cmd), 0);
+	free(cert);
+	tl_test_tmpdir_done(dir);
+}
+END_TEST
+
+START_TEST(test_refused)
+{
+	struct tl_x509_policy p = policy("app-db_v1", sans2, 2);
+	const char *const one[] = { "db.example" };
+	const char *const three[] = { "db.example", "10.0.0.5",
+	    "evil.example" };
+	const char *const other[] = { "db.example", "10.0.0.6" };
+	char *cert = NULL;
+
+	ck_assert_int_eq(issue("app-db_v2", sans2, 2, &p, &cert, NULL),
+	    TL_EREFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "CN=app-db_v1"));
+	ck_assert_int_eq(issue("app-db_v1", three, 3, &p, &cert, NULL),
+	    TL_EREFUSED);
+	ck_assert_int_eq(issue("app-db_v1", one, 1, &p, &cert, NULL),
+	    TL_EREFUSED);
+	ck_assert_int_eq(issue("app-db_v1", other, 2, &p, &cert, NULL),
+	    TL_EREFUSED);
+	ck_assert_int_eq(issue("app-db_v1", NULL, 0, &p, &cert, NULL),
+	    TL_EREFUSED);
+	ck_assert_ptr_null(cert);
+	/* A policy without SANs gives none: a request with one is refused. */
+	p.nsans = 0;
+	ck_assert_int_eq(issue("app-db_v1", one, 1, &p, &cert, NULL),
+	    TL_EREFUSED);
+	ck_assert_int_eq(issue("app-db_v1", NULL, 0, &p, &cert, NULL), 0);
+	free(cert);
+}
+END_TEST
+
+/* A request built by hand: subject cn, key pub, signed by sig. */
+static char *
+forged(const char *cn, EVP_PKEY *pub, EVP_PKEY *sig, int ext)
+{
+	X509_REQ *req = X509_REQ_new();
+	X509_NAME *nm = X509_NAME_new();
+	STACK_OF(X509_EXTENSION) *exts = NULL;
+	BIO *b = BIO_new(BIO_s_mem());
+	char *data, *out;
+	long n;
+
+	X509_NAME_add_entry_by_NID(nm, NID_commonName, MBSTRING_UTF8,
+	    (const unsigned char *)cn, -1, -1, 0);
+	if (ext == 1)	/* a second entry in the subject */
+		X509_NAME_add_entry_by_NID(nm, NID_organizationName,
+		    MBSTRING_UTF8, (const unsigned char *)"x", -1, -1, 0);
+	X509_REQ_set_subject_name(req, nm);
+	X509_REQ_set_pubkey(req, pub);
+	if (ext == 2) {	/* asks to be a CA */
+		X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, NULL,
+		    NID_basic_constraints, "critical,CA:TRUE");
+
+		sk_X509_EXTENSION_push(exts = sk_X509_EXTENSION_new_null(), e);
+		X509_REQ_add_extensions(req, exts);
+		sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+	}
+	ck_assert_int_gt(X509_REQ_sign(req, sig, EVP_sha256()), 0);
+	PEM_write_bio_X509_REQ(b, req);
+	n = BIO_get_mem_data(b, &data);
+	out = strndup(data, (size_t)n);
+	BIO_free(b);
+	X509_NAME_free(nm);
+	X509_REQ_free(req);
+	return out;
+}
+
+START_TEST(test_forged)
+{
+	struct tl_x509_policy p = policy("app-db_v1", NULL, 0);
+	EVP_PKEY *a = EVP_EC_gen("P-256"), *b = EVP_EC_gen("P-256");
+	EVP_PKEY *r = EVP_RSA_gen(2048);
+	char *csr, *cert = NULL, *other_key = NULL, *other_cert = NULL;
+
+	/* The control: built by hand and honest, it is signed. */
+	csr = forged("app-db_v1", a, a, 0);
+	ck_assert_msg(tl_x509_sign(ca_key, ca_cert, csr, &p, &cert, NULL,
+	    why) == 0, "%s", why);
+	free(cert);
+	free(csr);
+	/* Key a's request signed by key b: no proof of possession. */
+	csr = forged("app-db_v1", a, b, 0);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, csr, &p, &cert, NULL,
+	    why), TL_EREFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "signature"));
+	free(csr);
+	csr = forged("app-db_v1", a, a, 1);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, csr, &p, &cert, NULL,
+	    why), TL_EREFUSED);
+	free(csr);
+	csr = forged("app-db_v1", a, a, 2);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, csr, &p, &cert, NULL,
+	    why), TL_EREFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "basicConstraints"));
+	free(csr);
+	csr = forged("app-db_v1", r, r, 0);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, csr, &p, &cert, NULL,
+	    why), TL_EREFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "P-256"));
+	/* Another CA's key with this CA's certificate. */
+	ck_assert_int_eq(tl_x509_ca_make("other", 1, &other_key, &other_cert,
+	    why), 0);
+	free(csr);
+	csr = forged("app-db_v1", a, a, 0);
+	ck_assert_int_eq(tl_x509_sign(other_key, ca_cert, csr, &p, &cert,
+	    NULL, why), TL_EREFUSED);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, "not a request", &p,
+	    &cert, NULL, why), TL_EINVAL);
+	ck_assert_int_eq(tl_x509_sign("junk", ca_cert, csr, &p, &cert, NULL,
+	    why), TL_EINVAL);
+	ck_assert_ptr_null(cert);
+	tl_secret_free(other_key);
+	free(other_cert);
+	free(csr);
+	EVP_PKEY_free(a);
+	EVP_PKEY_free(b);
+	EVP_PKEY_free(r);
+}
+END_TEST
+
+/* Names that would change a certificate's meaning never get that far. */
+START_TEST(test_hostile_names)
+{
+	const char *const comma[] = { "a.example,DNS:evil.example" };
+	const char *const nul[] = { "" };
+	char *key = NULL, *csr = NULL, *cert = NULL, cn[80];
+	struct tl_x509_policy p = policy("ok", comma, 1);
+
+	ck_assert_int_eq(tl_x509_request("ok", comma, 1, &key, &csr, why),
+	    TL_EINVAL);
+	ck_assert_int_eq(tl_x509_request("ok", nul, 1, &key, &csr, why),
+	    TL_EINVAL);
+	ck_assert_int_eq(tl_x509_request("a\nb", NULL, 0, &key, &csr, why),
+	    TL_EINVAL);
+	ck_assert_int_eq(tl_x509_request("", NULL, 0, &key, &csr, why),
+	    TL_EINVAL);
+	memset(cn, 'a', sizeof(cn) - 1);
+	cn[sizeof(cn) - 1] = '\0';
+	ck_assert_int_eq(tl_x509_request(cn, NULL, 0, &key, &csr, why),
+	    TL_EINVAL);
+	ck_assert_ptr_null(key);
+	ck_assert_ptr_null(csr);
+	/* The same from the signing side: a policy with such a name. */
+	ck_assert_int_eq(tl_x509_request("ok", NULL, 0, &key, &csr, why), 0);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, csr, &p, &cert, NULL,
+	    why), TL_EINVAL);
+	ck_assert_ptr_null(cert);
+	tl_secret_free(key);
+	free(csr);
+}
+END_TEST
+
+static Suite *
+x509_suite(void)
+{
+	Suite *s = suite_create("x509");
+	TCase *tc = tcase_create("x509");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_ca);
+	tcase_add_test(tc, test_issue);
+	tcase_add_test(tc, test_openssl_verify);
+	tcase_add_test(tc, test_refused);
+	tcase_add_test(tc, test_forged);
+	tcase_add_test(tc, test_hostile_names);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(x509_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -154,6 +154,12 @@ pool_get(struct tl_rx *rx)
 }
 
 int
+tl_rx_pool_ready(struct tl_rx *rx)
+{
+	return pool_get(rx) != NULL ? 0 : ENOMEM;
+}
+
+int
 tl_rx_pool_submit(struct tl_rx *rx, struct tl_rx_job *j)
 {
 	struct tl_rx_pool *pl = pool_get(rx);
@@ -502,42 +508,61 @@ write_phase(struct tl_txn *t, void *arg)
 }
 
 int
-tl_rx_pass_run(struct tl_rx *rx, const struct tl_rx_pass_def *d, void *arg)
+tl_rx_pass_begin(struct tl_rx *rx, const struct tl_rx_pass_def *d, void *arg,
+    unsigned *phases)
 {
 	struct phase_arg pa = { d, rx, arg, 0 };
 	struct tl_txn *t;
 	struct tl_proj p;
-	unsigned phases = 0;
 	int rc;
 
+	*phases = 0;
 	/* Acting on a past state would undo what came after it. */
 	if ((rc = tl_proj_current(rx->log)) != 0)
 		return rc;
 	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
 		return rc;
 	if ((rc = tl_proj_open(t, &p)) == 0 && d->gather != NULL)
-		rc = d->gather(arg, t, &p, &phases);
+		rc = d->gather(arg, t, &p, phases);
 	tl_log_abort(t);
 	if (rc != 0)
 		return rc;
-	if ((phases & TL_RX_INTENTS) && d->intents != NULL &&
+	if ((*phases & TL_RX_INTENTS) && d->intents != NULL &&
 	    (rc = tl_log_write(rx->log, write_phase, &pa)) != 0)
 		return rc;
 	/* The intents reach the standby before the calls act on them. */
-	if ((phases & TL_RX_INTENTS) && d->intents != NULL &&
-	    (phases & TL_RX_CALLS) && d->calls != NULL)
+	if ((*phases & TL_RX_INTENTS) && d->intents != NULL &&
+	    (*phases & TL_RX_CALLS) && d->calls != NULL)
 		tl_rx_publish_ahead(rx);
-	if ((phases & TL_RX_CALLS) && d->calls != NULL)
-		d->calls(arg, &phases);
+	return 0;
+}
+
+int
+tl_rx_pass_end(struct tl_rx *rx, const struct tl_rx_pass_def *d, void *arg,
+    unsigned phases)
+{
+	struct phase_arg pa = { d, rx, arg, 1 };
+
 	/*
 	 * Deposed during the calls: nothing more is recorded (the intents
 	 * stay half done, as after a crash); tallyd stops.
 	 */
 	if (atomic_load(&rx->deposed))
 		return TL_EREFUSED;
-	pa.outcomes = 1;
-	if ((phases & TL_RX_OUTCOMES) && d->outcomes != NULL &&
-	    (rc = tl_log_write(rx->log, write_phase, &pa)) != 0)
-		return rc;
+	if ((phases & TL_RX_OUTCOMES) && d->outcomes != NULL)
+		return tl_log_write(rx->log, write_phase, &pa);
 	return 0;
+}
+
+int
+tl_rx_pass_run(struct tl_rx *rx, const struct tl_rx_pass_def *d, void *arg)
+{
+	unsigned phases = 0;
+	int rc;
+
+	if ((rc = tl_rx_pass_begin(rx, d, arg, &phases)) != 0)
+		return rc;
+	if ((phases & TL_RX_CALLS) && d->calls != NULL)
+		d->calls(arg, &phases);
+	return tl_rx_pass_end(rx, d, arg, phases);
 }

@@ -76,6 +76,11 @@ int	tl_rx_pool_submit(struct tl_rx *rx, struct tl_rx_job *j);
 int	tl_rx_job_done(struct tl_rx_job *j);
 /* Waits until j is done. */
 void	tl_rx_job_wait(struct tl_rx *rx, struct tl_rx_job *j);
+/*
+ * Makes the pool now, on the calling thread (ENOMEM), for a thread of a
+ * reactor's own that submits to it later (verify.c).
+ */
+int	tl_rx_pool_ready(struct tl_rx *rx);
 /* Jobs of provider key in lane, queued or running. */
 unsigned tl_rx_pool_busy(struct tl_rx *rx, const char *key, int lane);
 /*
@@ -156,5 +161,17 @@ struct tl_rx_pass_def {
  */
 int	tl_rx_pass_run(struct tl_rx *rx, const struct tl_rx_pass_def *d,
 	    void *arg);
+/*
+ * tl_rx_pass_run in two halves, for a reactor whose calls run beside
+ * the loop (the verifier's, verify.c): _begin runs gather and intents
+ * and says in *phases what is left; the caller makes the calls (on a
+ * thread of its own, which touches only arg) and then, on the loop's
+ * thread, _end records the outcomes (none if deposed meanwhile:
+ * TL_EREFUSED).
+ */
+int	tl_rx_pass_begin(struct tl_rx *rx, const struct tl_rx_pass_def *d,
+	    void *arg, unsigned *phases);
+int	tl_rx_pass_end(struct tl_rx *rx, const struct tl_rx_pass_def *d,
+	    void *arg, unsigned phases);
 
 #endif

@@ -76,6 +76,8 @@ struct tl_rx {
 	 * that under a backlog every grant has its turn (verify.c).
 	 */
 	char			*verify_resume;
+	/* tallyd's verification pass in flight (verify.c); NULL: none. */
+	struct tl_rx_vrun	*vrun;
 	struct tl_rx_pool	*pool;		/* driver calls (pass.h) */
 	/*
 	 * When the provisioner's one sweep of every grant ran, in its
@@ -317,6 +319,21 @@ struct tl_rx_verify_opts {
 #define TL_RX_VERIFY_RUN_LOGINS	2
 int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns);
+/*
+ * tl_rx_verify for tallyd's loop, which must not wait for checks: a
+ * call starts a pass (gather in the caller's thread), whose checks run
+ * on a thread of their own, and returns with *running 1; later calls
+ * return at once while they run, and the first after they end records
+ * what they found (on the caller's thread: the loop's) and returns it
+ * as tl_rx_verify does.  *next_ns: when to call again (soon while a
+ * pass is in flight).  One pass at a time per rx; tl_rx_verify_free
+ * (tl_rx_free calls it) waits for one in flight and drops its findings.
+ */
+#define TL_RX_VERIFY_POLL_NS	5000000u	/* 5 ms */
+int	tl_rx_verify_aside(struct tl_rx *rx,
+	    const struct tl_rx_verify_opts *o, unsigned *checked,
+	    unsigned *unhealthy, uint64_t *next_ns, unsigned *running);
+void	tl_rx_verify_free(struct tl_rx *rx);
 
 /*
  * Every reactor behind one signature, for tallyd's table

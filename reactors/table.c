@@ -111,7 +111,8 @@ tl_rx_run_verify(struct tl_rx *rx, struct tl_rx_result *res)
 	vo.login_every = rx->verify_login_every;
 	vo.max_checks = TL_RX_VERIFY_RUN_CHECKS;
 	vo.max_logins = TL_RX_VERIFY_RUN_LOGINS;
-	rc = tl_rx_verify(rx, &vo, &res->checked, &res->unhealthy, &next);
+	rc = tl_rx_verify_aside(rx, &vo, &res->checked, &res->unhealthy, &next,
+	    &res->running);
 	res->wake_ns = until(next);
 	return rc;
 }
@@ -141,6 +142,7 @@ tl_rx_init(struct tl_rx *rx)
 void
 tl_rx_free(struct tl_rx *rx)
 {
+	tl_rx_verify_free(rx);
 	tl_rx_migs_free(rx);
 	free(rx->verify_resume);
 	rx->verify_resume = NULL;

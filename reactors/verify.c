@@ -38,6 +38,8 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -860,8 +862,10 @@ grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 
 	if ((rc = tl_grant_get(c->t, &c->p, ck->g.id, &cur, NULL)) != 0)
 		return rc == TL_ENOTFOUND ? 0 : rc;
-	if (strcmp(cur.state, TL_GRANT_PROVISIONED) != 0)
-		return 0;	/* moved on while we looked */
+	/* Moved on while we looked (a rotation's new version, say). */
+	if (strcmp(cur.state, TL_GRANT_PROVISIONED) != 0 ||
+	    cur.version != ck->g.version)
+		return 0;
 	if ((rc = tl_key(stream, "grant/%s", ck->g.id)) != 0)
 		return rc;
 	c->cause = cur.state_seq;
@@ -1100,43 +1104,168 @@ static const struct tl_rx_pass_def verify_pass = {
 	gather, NULL, run_checks, outcomes
 };
 
+static void
+vpass_init(struct vpass *ps, struct tl_rx *rx,
+    const struct tl_rx_verify_opts *o)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->rx = rx;
+	ps->o = o;
+	ps->now = tl_rx_now();
+}
+
+/* What a pass that recorded its outcomes found, and its reports. */
+static void
+vpass_result(struct vpass *ps, unsigned *checked, unsigned *unhealthy)
+{
+	size_t i;
+
+	*checked = (unsigned)ps->nc;
+	*unhealthy = ps->unhealthy;
+	if (ps->o->calls != NULL)
+		*ps->o->calls += ps->round_trips;
+	if (ps->o->report != NULL)
+		for (i = 0; i < ps->nc; i++)
+			report(ps->o, &ps->c[i]);
+}
+
+static void
+vpass_free(struct vpass *ps)
+{
+	size_t i;
+
+	for (i = 0; i < ps->nc; i++) {
+		tl_secret_wipe(ps->c[i].password, sizeof(ps->c[i].password));
+		tl_secret_free(ps->c[i].handle);
+		tl_secret_free(ps->c[i].handle_out);
+	}
+	for (i = 0; i < ps->nvp; i++) {
+		tl_secret_wipe(ps->vp[i].pv.password,
+		    sizeof(ps->vp[i].pv.password));
+		free(ps->vp[i].c);
+	}
+	tl_secret_free(ps->vp);
+	tl_secret_free(ps->c);
+	free(ps->nd);
+	memset(ps, 0, sizeof(*ps));
+}
+
 int
 tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
     unsigned *checked, unsigned *unhealthy, uint64_t *next_ns)
 {
 	struct vpass ps;
-	size_t i;
 	int rc;
 
-	memset(&ps, 0, sizeof(ps));
-	ps.rx = rx;
-	ps.o = o;
-	ps.now = tl_rx_now();
+	vpass_init(&ps, rx, o);
 	*checked = *unhealthy = 0;
-	if ((rc = tl_rx_pass_run(rx, &verify_pass, &ps)) != 0 ||
-	    (ps.nc == 0 && ps.nnd == 0))
-		goto out;
-	*checked = (unsigned)ps.nc;
-	*unhealthy = ps.unhealthy;
-	if (o->calls != NULL)
-		*o->calls += ps.round_trips;
-	if (o->report != NULL)
-		for (i = 0; i < ps.nc; i++)
-			report(o, &ps.c[i]);
-out:
+	if ((rc = tl_rx_pass_run(rx, &verify_pass, &ps)) == 0)
+		vpass_result(&ps, checked, unhealthy);
 	*next_ns = ps.next_ns;
-	for (i = 0; i < ps.nc; i++) {
-		tl_secret_wipe(ps.c[i].password, sizeof(ps.c[i].password));
-		tl_secret_free(ps.c[i].handle);
-		tl_secret_free(ps.c[i].handle_out);
-	}
-	for (i = 0; i < ps.nvp; i++) {
-		tl_secret_wipe(ps.vp[i].pv.password,
-		    sizeof(ps.vp[i].pv.password));
-		free(ps.vp[i].c);
-	}
-	tl_secret_free(ps.vp);
-	tl_secret_free(ps.c);
-	free(ps.nd);
+	vpass_free(&ps);
 	return rc;
+}
+
+/*
+ * A pass whose checks run beside tallyd's loop (tl_rx_verify_aside):
+ * the thread touches only ps (and, through the pool, the sessions it
+ * opens), the loop nothing of it until done says the calls are over.
+ */
+struct tl_rx_vrun {
+	struct tl_rx_verify_opts o;	/* ps.o points here */
+	struct vpass		 ps;
+	unsigned		 phases;
+	pthread_t		 th;
+	atomic_int		 done;
+};
+
+static void *
+vrun_main(void *arg)
+{
+	struct tl_rx_vrun *vr = arg;
+
+	run_checks(&vr->ps, &vr->phases);
+	atomic_store(&vr->done, 1);
+	return NULL;
+}
+
+/* The pass's end on the loop's thread: its outcomes, then freed. */
+static int
+vrun_end(struct tl_rx *rx, struct tl_rx_vrun *vr, unsigned *checked,
+    unsigned *unhealthy, uint64_t *next_ns)
+{
+	int rc = tl_rx_pass_end(rx, &verify_pass, &vr->ps, vr->phases);
+
+	if (rc == 0)
+		vpass_result(&vr->ps, checked, unhealthy);
+	*next_ns = vr->ps.next_ns;
+	vpass_free(&vr->ps);
+	free(vr);
+	return rc;
+}
+
+int
+tl_rx_verify_aside(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
+    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns,
+    unsigned *running)
+{
+	struct tl_rx_vrun *vr = rx->vrun;
+	int rc;
+
+	*checked = *unhealthy = *running = 0;
+	*next_ns = 0;
+	if (vr != NULL) {
+		if (!atomic_load(&vr->done)) {
+			*running = 1;
+			*next_ns = tl_rx_now() + TL_RX_VERIFY_POLL_NS;
+			return 0;
+		}
+		pthread_join(vr->th, NULL);
+		rx->vrun = NULL;
+		return vrun_end(rx, vr, checked, unhealthy, next_ns);
+	}
+	if ((vr = calloc(1, sizeof(*vr))) == NULL)
+		return ENOMEM;
+	vr->o = *o;
+	vpass_init(&vr->ps, rx, &vr->o);
+	atomic_init(&vr->done, 0);
+	if ((rc = tl_rx_pass_begin(rx, &verify_pass, &vr->ps,
+	    &vr->phases)) != 0) {
+		*next_ns = vr->ps.next_ns;
+		vpass_free(&vr->ps);
+		free(vr);
+		return rc;
+	}
+	if (!(vr->phases & TL_RX_CALLS))
+		return vrun_end(rx, vr, checked, unhealthy, next_ns);
+	/*
+	 * The pool exists before the thread submits to it (made here, on
+	 * the loop's thread); no thread: the calls are made here.
+	 */
+	if (tl_rx_pool_ready(rx) != 0 ||
+	    pthread_create(&vr->th, NULL, vrun_main, vr) != 0) {
+		run_checks(&vr->ps, &vr->phases);
+		return vrun_end(rx, vr, checked, unhealthy, next_ns);
+	}
+	rx->vrun = vr;
+	*running = 1;
+	*next_ns = tl_rx_now() + TL_RX_VERIFY_POLL_NS;
+	return 0;
+}
+
+void
+tl_rx_verify_free(struct tl_rx *rx)
+{
+	struct tl_rx_vrun *vr = rx->vrun;
+
+	if (vr == NULL)
+		return;
+	/*
+	 * Checks in flight end by their drivers' own timeouts; what they
+	 * found is not recorded (the next pass checks again).
+	 */
+	pthread_join(vr->th, NULL);
+	rx->vrun = NULL;
+	vpass_free(&vr->ps);
+	free(vr);
 }

@@ -135,10 +135,13 @@ vlog(int level, const char *fmt, va_list ap)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	/* One line whole: the verifier's thread logs too (verify.c). */
+	flockfile(stderr);
 	fprintf(stderr, "%s.%03ldZ tallyd[%ld] %s: ", when,
 	    ts.tv_nsec / 1000000, (long)getpid(), names[level & 3]);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
+	funlockfile(stderr);
 }
 
 static void

@@ -296,9 +296,9 @@ struct tl_rx_verify_opts {
 	unsigned	 login_every;
 	/*
 	 * Bounds on one pass, 0: none.  Grants due beyond them stay due
-	 * and *next_ns says now: the daemon's passes take turns with the
-	 * rest of its loop, so that a new request never waits for a
-	 * whole backlog of checks (TL_RX_VERIFY_RUN_*).
+	 * and *next_ns says now: the daemon's passes stay short, so that
+	 * what they find is recorded soon, and the next goes on from
+	 * where this one stopped (TL_RX_VERIFY_RUN_*).
 	 */
 	unsigned	 max_checks;	/* grants checked */
 	unsigned	 max_logins;	/* of them, checks that may log in */
@@ -309,14 +309,15 @@ struct tl_rx_verify_opts {
 	void		*report_arg;
 };
 /*
- * tallyd's bounds on one verification pass, which holds up its loop: a
- * bulk check of 256 grants costs PostgreSQL about 60 ms, a first login
- * of a new credential (the login and the posture question) about 50 ms
- * on a loaded machine (bench/bench_verify.c, bench_provision.c's
- * latency run), so a request waits for at most about 160 ms of them.
+ * tallyd's bounds on one verification pass, whose checks run beside
+ * its loop (tl_rx_verify_aside) and whose findings are recorded when
+ * the last of them ends: a bulk check of 256 grants costs PostgreSQL
+ * about 60 ms, a new credential's first login (the login and the
+ * posture question) about 50 ms on a loaded machine, so a pass ends
+ * within a second or so even under a backlog.
  */
 #define TL_RX_VERIFY_RUN_CHECKS	256
-#define TL_RX_VERIFY_RUN_LOGINS	2
+#define TL_RX_VERIFY_RUN_LOGINS	16
 int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	    unsigned *checked, unsigned *unhealthy, uint64_t *next_ns);
 /*

@@ -18,21 +18,6 @@ mkdir -p "$ROOT"
 chmod 0755 "$W" "$ROOT"	# a consumer of another uid must get to its own
 if [ "$(id -u)" = 0 ]; then WANT=2770; else WANT=700; fi
 
-# consumer NAME: a module with one directory requirement "files" -> FILES.
-consumer() {
-	mkdir -p "$W/manifests"
-	cat >"$W/manifests/$1.yaml" <<EOF
-module: $1
-env: {FILES: ""}
-requires:
-  files:
-    type: directory
-    from: download
-    env: {path: FILES}
-EOF
-	echo "$W/manifests/$1.yaml"
-}
-
 t_say "tally home, a download provider on node-a, two consumers"
 t_init
 t_node node-a 127.0.0.1
@@ -61,7 +46,7 @@ t_expect_exit 4 "apply of a directory requirement mapping password" tly apply "$
 grep -q "password" "$W/last.err" || t_fail "the refusal does not name the field: $(cat "$W/last.err")"
 t_ok "refused: $(head -n 1 "$W/last.err")"
 
-tly apply "$(consumer app-a)" "$(consumer app-b)" >/dev/null
+tly apply "$(t_dir_consumer app-a)" "$(t_dir_consumer app-b)" >/dev/null
 t_check "several modules in one tally assign: one transaction, all or none"
 h0=$(tly log --json | wc -l)
 t_expect_exit 3 "assign app-a and an undeclared module" tly assign app-a ghost node-a

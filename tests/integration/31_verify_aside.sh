@@ -12,25 +12,11 @@
 ROOT=$W/root
 mkdir -p "$ROOT"
 
-consumer() {
-	mkdir -p "$W/manifests"
-	cat >"$W/manifests/$1.yaml" <<EOM
-module: $1
-env: {FILES: ""}
-requires:
-  files:
-    type: directory
-    from: download
-    env: {path: FILES}
-EOM
-	echo "$W/manifests/$1.yaml"
-}
-
 t_say "a download provider on node-a, two grants provisioned"
 t_init
 t_node node-a 127.0.0.1
-tly apply "$TALLY_SRC/examples/download.yaml" "$(consumer app-a)" \
-	"$(consumer app-b)" "$(consumer app-c)" >/dev/null
+tly apply "$TALLY_SRC/examples/download.yaml" "$(t_dir_consumer app-a)" \
+	"$(t_dir_consumer app-b)" "$(t_dir_consumer app-c)" >/dev/null
 tly assign download node-a --set root="$ROOT" >/dev/null
 tly assign app-a app-b node-a >/dev/null
 t_tallyd_once

@@ -16,18 +16,6 @@
 ROOT=$W/root
 mkdir -p "$ROOT" "$W/manifests"
 chmod 0755 "$W" "$ROOT"
-consumer() {
-	cat >"$W/manifests/$1.yaml" <<EOF
-module: $1
-env: {FILES: ""}
-requires:
-  files:
-    type: directory
-    from: download
-    env: {path: FILES}
-EOF
-	echo "$W/manifests/$1.yaml"
-}
 snap() {
 	find "$ROOT" | sort | while read -r p; do
 		if [ -f "$p" ] && [ ! -L "$p" ]; then c=$(sha256sum <"$p" | cut -c1-64)
@@ -45,7 +33,7 @@ printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" | tly publish configure --url "$AMQP_U
 	--user "$TALLY_TEST_AMQP_USER" --secret password --stream "$STREAM" >/dev/null ||
 	t_fail "tally publish configure --stream failed"
 t_node node-a 127.0.0.1
-tly apply "$TALLY_SRC/examples/download.yaml" "$(consumer app-1)" >/dev/null
+tly apply "$TALLY_SRC/examples/download.yaml" "$(t_dir_consumer app-1)" >/dev/null
 tly assign download node-a --set root="$ROOT" >/dev/null
 tly assign app-1 node-a >/dev/null
 t_tallyd_once
@@ -72,7 +60,7 @@ t_ok "the root's fence at epoch 2 ($(cat "$F")); A (pid $APID) still runs"
 
 t_say "A, running, is given a new grant"
 snap >"$W/before"
-tly apply "$(consumer app-2)" >/dev/null
+tly apply "$(t_dir_consumer app-2)" >/dev/null
 tly assign app-2 node-a >/dev/null
 t_wait_exit "$APID" 30
 [ "$T_RC" -eq 9 ] || { tail -n 5 "$T_DLOG" >&2; t_fail "A exited $T_RC, expected 9 (deposed)"; }

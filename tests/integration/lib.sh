@@ -379,6 +379,23 @@ t_provider() {
 		t_fail "tally assign postgres $1 failed"
 }
 
+# t_dir_consumer NAME: a module NAME with one directory requirement
+# "files" from download (examples/download.yaml), mapped to FILES; its
+# manifest is written under $W/manifests and its path printed.
+t_dir_consumer() {
+	mkdir -p "$W/manifests"
+	cat >"$W/manifests/$1.yaml" <<EOF
+module: $1
+env: {FILES: ""}
+requires:
+  files:
+    type: directory
+    from: download
+    env: {path: FILES}
+EOF
+	echo "$W/manifests/$1.yaml"
+}
+
 # t_consumer NAME [SCOPE [RESOURCE]]: writes $W/manifests/NAME.yaml, a
 # module with one postgres-database requirement "db" mapped to
 # DB_HOST DB_PORT DB_NAME DB_USER DB_PASSWORD; prints the path.

@@ -15,8 +15,9 @@
  *                           the database, the privileges transaction, then
  *                           schema public from a connection to the new
  *                           database (one admin connection throughout)
- *   tally --workers W       tally assign for each module (one CLI process
- *                           each, in sequence) with tallyd running as a
+ *   tally --workers W       one tally assign of the slice's modules (one
+ *                           CLI process, one transaction: how an operator
+ *                           places a batch) with tallyd running as a
  *                           daemon; a slice ends when the last of its
  *                           grants is delivered: its credential.delivered
  *                           event (the credential sealed to the node)
@@ -443,30 +444,24 @@ wait_delivered(struct contender *c, int want, double timeout)
 static void
 slice(struct contender *c, int first, int last)
 {
-	char m[16];
 	double t0, t1;
 	int i;
 
 	if (c->failed)
 		return;
 	t0 = tl_bench_now();
-	for (i = first; i <= last; i++) {
-		if (c->kind != C_TALLY) {
-			if (direct_one(&c->pg, i, c->kind == C_FULL,
-			    &c->cdb[i - 1]) != 0) {
-				c->failed = 1;
-				return;
-			}
-			continue;
-		}
-		snprintf(m, sizeof(m), "c%04d", i);
-		if (tl_bench_tally(bin, c->home, NULL, c->log, "assign", m,
-		    "node-a", NULL) != 0) {
-			fprintf(stderr, ME ": tally assign %s failed (see %s)\n",
-			    m, c->log);
+	for (i = first; c->kind != C_TALLY && i <= last; i++)
+		if (direct_one(&c->pg, i, c->kind == C_FULL,
+		    &c->cdb[i - 1]) != 0) {
 			c->failed = 1;
 			return;
 		}
+	if (c->kind == C_TALLY && tl_bench_assign_batch(bin, c->home, c->log,
+	    "c", first, last, "node-a") != 0) {
+		fprintf(stderr, ME ": tally assign c%04d..c%04d failed (see "
+		    "%s)\n", first, last, c->log);
+		c->failed = 1;
+		return;
 	}
 	t1 = tl_bench_now();
 	if (c->kind == C_TALLY) {
@@ -719,10 +714,11 @@ main(void)
 			continue;
 		}
 		printf("  x%.2f [x%.2f] the driver's SQL, x%.2f [x%.2f] the 4 "
-		    "statements  (its %d tally assign: %.2f s)\n", tfull > 0 ?
+		    "statements  (its %d tally assign, one a slice: %.2f s)\n",
+		    tfull > 0 ?
 		    c->secs / tfull : 0, mfull > 0 ? med / mfull : 0,
 		    tmin > 0 ? c->secs / tmin : 0, mmin > 0 ? med / mmin : 0,
-		    n, c->cli);
+		    c->nslice, c->cli);
 		{
 			char what[96];
 

@@ -335,6 +335,8 @@ int	tl_rx_verify_aside(struct tl_rx *rx,
 	    const struct tl_rx_verify_opts *o, unsigned *checked,
 	    unsigned *unhealthy, uint64_t *next_ns, unsigned *running);
 void	tl_rx_verify_free(struct tl_rx *rx);
+/* 1 while a pass of tl_rx_verify_aside has checks in flight. */
+int	tl_rx_verify_running(const struct tl_rx *rx);
 
 /*
  * Every reactor behind one signature, for tallyd's table

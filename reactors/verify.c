@@ -1170,6 +1170,11 @@ tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
  * A pass whose checks run beside tallyd's loop (tl_rx_verify_aside):
  * the thread touches only ps (and, through the pool, the sessions it
  * opens), the loop nothing of it until done says the calls are over.
+ * Of rx the thread reads what does not change while it runs: the pool
+ * (made before it starts), --workers, and the epoch, leader and mesh,
+ * which the loop's fence check rewrites only when no pass is in flight
+ * (tl_rx_verify_running); the deposed flag is atomic.  A provider
+ * fenced by an epoch check keeps its pass on the loop (aside_ok).
  */
 struct tl_rx_vrun {
 	struct tl_rx_verify_opts o;	/* ps.o points here */
@@ -1178,6 +1183,26 @@ struct tl_rx_vrun {
 	pthread_t		 th;
 	atomic_int		 done;
 };
+
+/*
+ * Whether the pass's calls may run beside the loop: not for a provider
+ * fenced by an epoch check (decl.h: TL_DRV_FENCE_EPOCH_CHECK), whose
+ * check reads the replication stream through the publisher's state,
+ * which is the loop's.
+ */
+static int
+aside_ok(const struct vpass *ps)
+{
+	const struct tl_drv_fence_decl *f;
+	size_t i;
+
+	for (i = 0; i < ps->nvp; i++)
+		if (ps->vp[i].ops != NULL &&
+		    (f = ps->vp[i].ops->decl->fencing) != NULL &&
+		    f->kind == TL_DRV_FENCE_EPOCH_CHECK)
+			return 0;
+	return 1;
+}
 
 static void *
 vrun_main(void *arg)
@@ -1240,9 +1265,10 @@ tl_rx_verify_aside(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 		return vrun_end(rx, vr, checked, unhealthy, next_ns);
 	/*
 	 * The pool exists before the thread submits to it (made here, on
-	 * the loop's thread); no thread: the calls are made here.
+	 * the loop's thread); no thread, or a provider the thread may not
+	 * call (aside_ok): the calls are made here.
 	 */
-	if (tl_rx_pool_ready(rx) != 0 ||
+	if (!aside_ok(&vr->ps) || tl_rx_pool_ready(rx) != 0 ||
 	    pthread_create(&vr->th, NULL, vrun_main, vr) != 0) {
 		run_checks(&vr->ps, &vr->phases);
 		return vrun_end(rx, vr, checked, unhealthy, next_ns);
@@ -1251,6 +1277,12 @@ tl_rx_verify_aside(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
 	*running = 1;
 	*next_ns = tl_rx_now() + TL_RX_VERIFY_POLL_NS;
 	return 0;
+}
+
+int
+tl_rx_verify_running(const struct tl_rx *rx)
+{
+	return rx->vrun != NULL;
 }
 
 void

@@ -548,8 +548,12 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 			tl_ep_stop(rx);
 			return EXIT_DEPOSED;
 		}
-		/* A later epoch's fence on a provider: deposed, stop. */
-		if (mono_ms() >= next_fence) {
+		/*
+		 * A later epoch's fence on a provider: deposed, stop.  Not
+		 * while the verifier's checks run: they read the epoch and
+		 * the leader this rewrites (the next round, then).
+		 */
+		if (mono_ms() >= next_fence && !tl_rx_verify_running(rx)) {
 			if (fence_check(rx, epoch, 0))
 				return EXIT_DEPOSED;
 			next_fence = mono_ms() + (uint64_t)interval * 1000;

@@ -183,9 +183,9 @@ sans_ok(const char *const *sans, size_t n, char *why)
 {
 	size_t i, k;
 
-	if (n > TL_X509_SANS_MAX)
-		return fail(why, TL_EINVAL, "more than %d alternative names",
-		    TL_X509_SANS_MAX);
+	if (n > TL_X509_SANS_MAX || (n > 0 && sans == NULL))
+		return fail(why, TL_EINVAL, "more than %d alternative names, "
+		    "or none given for %zu", TL_X509_SANS_MAX, n);
 	for (i = 0; i < n; i++) {
 		k = sans[i] != NULL ? strlen(sans[i]) : 0;
 		if (k == 0 || k > 253 || strspn(sans[i], "abcdefghijklmnopqrs"

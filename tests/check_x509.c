@@ -337,6 +337,8 @@ START_TEST(test_hostile_names)
 	    TL_EINVAL);
 	ck_assert_int_eq(tl_x509_request("", NULL, 0, &key, &csr, why),
 	    TL_EINVAL);
+	ck_assert_int_eq(tl_x509_request("ok", NULL, 2, &key, &csr, why),
+	    TL_EINVAL);
 	memset(cn, 'a', sizeof(cn) - 1);
 	cn[sizeof(cn) - 1] = '\0';
 	ck_assert_int_eq(tl_x509_request(cn, NULL, 0, &key, &csr, why),

@@ -118,19 +118,44 @@ retry_key(char out[256], const char *checksum, const char *grant)
 	snprintf(out, 256, "migration/%.16s/%s", checksum, grant);
 }
 
+/*
+ * A module that may have become ready, once: grants come in id order,
+ * so a module's are together and the last one added is the one to
+ * compare with; mods_unique settles the rest after the gather.  (A scan
+ * of the list for each grant was quadratic: a first pass over a
+ * million provisioned grants did not end in half an hour.)
+ */
 static int
 add_module(struct mpass *ps, const char *m)
 {
-	size_t i;
-
-	for (i = 0; i < ps->nmods; i++)
-		if (strcmp(ps->mods[i], m) == 0)
-			return 0;
+	if (ps->nmods > 0 && strcmp(ps->mods[ps->nmods - 1], m) == 0)
+		return 0;
 	if (tl_vec_grow(&ps->mods, &ps->capmods, ps->nmods + 1,
 	    sizeof(ps->mods[0])) != 0)
 		return ENOMEM;
 	snprintf(ps->mods[ps->nmods++], 64, "%s", m);
 	return 0;
+}
+
+static int
+mod_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* Each module once, in name order. */
+static void
+mods_unique(struct mpass *ps)
+{
+	size_t i, k = 0;
+
+	if (ps->nmods < 2)
+		return;
+	qsort(ps->mods, ps->nmods, sizeof(ps->mods[0]), mod_cmp);
+	for (i = 1; i < ps->nmods; i++)
+		if (strcmp(ps->mods[i], ps->mods[k]) != 0 && ++k != i)
+			memcpy(ps->mods[k], ps->mods[i], sizeof(ps->mods[0]));
+	ps->nmods = k + 1;
 }
 
 /* Copies the stored content of checksum out of the log. */
@@ -737,6 +762,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p,
 	}
 	if (rc != 0)
 		return rc;
+	mods_unique(ps);
 	/* Always: finished runs are collected even when no grant asks. */
 	*phases = TL_RX_CALLS | TL_RX_OUTCOMES;
 	return 0;

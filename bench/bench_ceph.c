@@ -59,13 +59,11 @@ static const char *bin, *src;
 static char *scratch, cdir[4200], cport[16], cak[128], csk[256];
 static char home[4300], home2[4300], home3[4300];
 static char clilog[4300], dlog[4300];
-static pid_t dpid = -1;
 static int started;
 
 static void
 cleanup(void)
 {
-	tl_bench_tallyd_stop(&dpid);
 	if (started) {
 		tl_bench_harness(src, "ceph.sh", "stop", cdir, NULL);
 		started = 0;

@@ -65,13 +65,11 @@ static const char *bin, *src;
 static char *scratch, rdir[4200], rport[16], rpw[256];
 static char home[4300], home2[4300], home3[4300];
 static char clilog[4300], dlog[4300];
-static pid_t dpid = -1;
 static int started;
 
 static void
 cleanup(void)
 {
-	tl_bench_tallyd_stop(&dpid);
 	if (started) {
 		tl_bench_harness(src, "redis.sh", "stop", rdir, NULL);
 		started = 0;

@@ -141,6 +141,30 @@ close_err(struct tl_amqp *a, const amqp_method_t *m, const char *what)
 	}
 }
 
+static int	on_frame(struct tl_amqp *, const amqp_frame_t *, const char *);
+
+/*
+ * A blocked connection's broker reads nothing more from it, so an RPC
+ * after a publish times out; the connection.blocked that says why came
+ * while librabbitmq waited for the reply, and was queued as a frame of
+ * another channel.  Reads the queued frames for it (the connection is
+ * dead by now: they are nothing else's).
+ */
+static void
+queued_block(struct tl_amqp *a)
+{
+	amqp_frame_t f;
+	struct timeval tv = { 0, 0 };
+
+	while (amqp_frames_enqueued(a->conn) &&
+	    amqp_simple_wait_frame_noblock(a->conn, &f, &tv) ==
+	    AMQP_STATUS_OK)
+		if (f.frame_type == AMQP_FRAME_METHOD && f.channel == 0 &&
+		    (f.payload.method.id == AMQP_CONNECTION_BLOCKED_METHOD ||
+		    f.payload.method.id == AMQP_CONNECTION_UNBLOCKED_METHOD))
+			on_frame(a, &f, "");
+}
+
 static int
 rpc_err(struct tl_amqp *a, amqp_rpc_reply_t r, const char *what)
 {
@@ -148,6 +172,8 @@ rpc_err(struct tl_amqp *a, amqp_rpc_reply_t r, const char *what)
 	case AMQP_RESPONSE_NORMAL:
 		return 0;
 	case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+		if (r.library_error == AMQP_STATUS_TIMEOUT)
+			queued_block(a);
 		return status_err(a, r.library_error, what);
 	case AMQP_RESPONSE_SERVER_EXCEPTION:
 		return close_err(a, &r.reply, what);

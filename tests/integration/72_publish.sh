@@ -49,6 +49,7 @@ t_wait_lag0() {
 	until [ "$(pub_lag)" = 0 ]; do
 		[ "$(t_now_ms)" -lt "$_w_end" ] || {
 			tail -n 20 "$T_DLOG" >&2
+			echo "the broker: $(r_alarms)" >&2
 			t_fail "the publisher's lag is '$(pub_lag)' after $1 s"
 		}
 		sleep 0.1

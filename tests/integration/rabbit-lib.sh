@@ -167,6 +167,16 @@ api() {
 		"http://127.0.0.1:$TALLY_TEST_AMQP_MGMT_PORT/api$2"
 }
 
+# r_alarms: the broker's resource alarms and what they measure, one
+# line, for a failure's message (a blocked broker confirms nothing).
+r_alarms() {
+	sh "$RMQSH" ctl "$R_DIR" -q eval '{alarms, rabbit_alarm:get_alarms(),
+		disk_free, rabbit_disk_monitor:get_disk_free(), disk_limit,
+		rabbit_disk_monitor:get_disk_free_limit(), mem_limit,
+		vm_memory_monitor:get_memory_limit(), mem_used,
+		erlang:memory(total)}.' 2>&1 | tr -s '\n\t ' ' '
+}
+
 # follow_start: tallyd --follow on the standby's home $FH, following
 # $STREAM at $AMQP_URL (the password in $W/amqp.pw), into $T_DLOG; waits
 # until it says it started (5 s), its pid in $FPID.

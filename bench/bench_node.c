@@ -23,6 +23,8 @@
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
+#define ME "bench_node"
+
 static char home[4096], pgdir[4096], src[4096], bin[4096];
 
 /* Runs a shell command with TALLY_HOME set; exits on failure. */
@@ -126,16 +128,15 @@ main(void)
 	    "\"$TALLY_HOME\" --reload app=true $R 2>>'%s/agents.log' & "
 	    "echo $! >>'%s/agents.pid'; done", n, dir, dir, dir);
 	t0 = tl_bench_now();
-	sh("until [ \"$($T log --type credential.acknowledged | wc -l)\" -ge "
-	    "%d ]; do sleep 0.05; done", 10 + 3 * n);
+	tl_bench_wait_type(ME, home, "credential.acknowledged", 10 + 3 * n,
+	    900);
 	printf("  every v1 delivered, reloaded and acknowledged by the agents "
 	    "in %.1f s (%d acks)\n", tl_bench_now() - t0, 10 + 3 * n);
 	fflush(stdout);
 
 	t0 = tl_bench_now();
-	sh("$T rotate app/db >/dev/null && "
-	    "until [ \"$($T log --type credential.retired | wc -l)\" -ge 1 ]; "
-	    "do sleep 0.005; done");
+	sh("$T rotate app/db >/dev/null");
+	tl_bench_wait_type(ME, home, "credential.retired", 1, 600);
 	t1 = tl_bench_now();
 	printf("  one grant, 10 holders, 10 agents reloading `true`: rotate -> "
 	    "old credential retired in %.0f ms, no tally ack typed  [target < "
@@ -145,9 +146,8 @@ main(void)
 	fflush(stdout);
 
 	t0 = tl_bench_now();
-	sh("$T rotate --provider node-0/postgres >/dev/null 2>&1 && "
-	    "until [ \"$($T log --type rotation.completed | wc -l)\" -ge %d ]; "
-	    "do sleep 0.05; done", n + 2);
+	sh("$T rotate --provider node-0/postgres >/dev/null 2>&1");
+	tl_bench_wait_type(ME, home, "rotation.completed", n + 2, 900);
 	printf("  %d grants x 3 holders (+ the shared one) rotated at once: "
 	    "every rotation completed in %.1f s, acknowledged by the agents\n",
 	    n, tl_bench_now() - t0);

@@ -22,35 +22,9 @@
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
+#define ME "bench_rotate"
+
 static char home[4096], pgdir[4096], src[4096], bin[4096];
-
-/*
- * Waits until the log holds n events of type, read in this process (a
- * tally log every few ms would take the CPU tallyd is measured on);
- * exits on failure or after 600 s.
- */
-static void
-wait_for(const char *type, int n)
-{
-	struct tl_bench_dlv d;
-	double end = tl_bench_now() + 600;
-	int k;
-
-	if (tl_bench_dlv_open(&d, home) != 0) {
-		fprintf(stderr, "bench_rotate: cannot open %s/log\n", home);
-		exit(1);
-	}
-	d.type = type;
-	while ((k = tl_bench_dlv_count(&d, NULL)) < n) {
-		if (k < 0 || tl_bench_now() > end) {
-			fprintf(stderr, "bench_rotate: %d of %d %s\n", k, n,
-			    type);
-			exit(1);
-		}
-		tl_bench_msleep(2);
-	}
-	tl_bench_dlv_close(&d);
-}
 
 /* Runs a shell command with TALLY_HOME set; exits on failure. */
 static void
@@ -150,10 +124,10 @@ main(void)
 	    "echo $! >'%s/tallyd.pid'", dir, dir);
 	t0 = tl_bench_now();
 	sh("$T rotate app/db >/dev/null");
-	wait_for("credential.activated", 1);
+	tl_bench_wait_type(ME, home, "credential.activated", 1, 600);
 	sh("for i in 0 1 2 3 4 5 6 7 8 9; do $T ack node-$i app 2 "
 	    ">/dev/null; done");
-	wait_for("credential.retired", 1);
+	tl_bench_wait_type(ME, home, "credential.retired", 1, 600);
 	t1 = tl_bench_now();
 	printf("  one grant, 10 holders acking at once: rotate -> old "
 	    "credential retired in %.0f ms (tallyd running; the 10 acks are "
@@ -165,13 +139,13 @@ main(void)
 	/* 2. Every grant of the provider. */
 	t0 = tl_bench_now();
 	sh("$T rotate --provider node-0/postgres >/dev/null 2>&1");
-	wait_for("credential.activated", n + 2);
+	tl_bench_wait_type(ME, home, "credential.activated", n + 2, 600);
 	t1 = tl_bench_now();
 	sh("i=0; while [ $i -lt %d ]; do $T ack node-0 c$i 2 >/dev/null; "
 	    "i=$((i + 1)); done; for i in 0 1 2 3 4 5 6 7 8 9; do "
 	    "$T ack node-$i app 3 >/dev/null; done", n);
 	t2 = tl_bench_now();
-	wait_for("rotation.completed", n + 2);
+	tl_bench_wait_type(ME, home, "rotation.completed", n + 2, 600);
 	printf("  %d grants of one provider (+ the shared one) at the default "
 	    "concurrency: %.1f s in all (issue+create+deliver %.1f s, %d+10 "
 	    "acks %.1f s, retire %.1f s)\n", n, tl_bench_now() - t0, t1 - t0, n,

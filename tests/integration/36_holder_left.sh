@@ -20,17 +20,7 @@ t_node node-a 127.0.0.1
 t_node node-b 127.0.0.2
 tly apply "$TALLY_SRC/examples/download.yaml" >/dev/null
 tly assign download node-a --expose network --set root="$ROOT" >/dev/null
-mkdir -p "$W/manifests"
-cat >"$W/manifests/game.yaml" <<'Y'
-module: game
-env: {FILES: ""}
-requires:
-  files:
-    type: directory
-    from: download
-    env: {path: FILES}
-Y
-tly apply "$W/manifests/game.yaml" >/dev/null
+tly apply "$(t_dir_consumer game)" >/dev/null
 tly assign game node-a >/dev/null
 tly assign game node-b >/dev/null
 t_tallyd_once

@@ -16,15 +16,7 @@ ROOT=$W/root
 mkdir -p "$ROOT" "$W/keys" "$W/manifests"
 chmod 0755 "$W" "$ROOT"
 
-cat >"$W/manifests/app.yaml" <<EOF
-module: app
-env: {FILES: ""}
-requires:
-  files:
-    type: directory
-    from: download
-    env: {path: FILES}
-EOF
+t_dir_consumer app >/dev/null
 
 jget() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 # on HOME CMD...: tally CMD on $W/HOME

@@ -418,6 +418,29 @@ tl_bench_dlv_close(struct tl_bench_dlv *d)
 	d->log = NULL;
 }
 
+void
+tl_bench_wait_type(const char *me, const char *home, const char *type,
+    int n, double timeout_s)
+{
+	struct tl_bench_dlv d;
+	double end = tl_bench_now() + timeout_s;
+	int k;
+
+	if (tl_bench_dlv_open(&d, home) != 0) {
+		fprintf(stderr, "%s: cannot open %s/log\n", me, home);
+		exit(1);
+	}
+	d.type = type;
+	while ((k = tl_bench_dlv_count(&d, NULL)) < n) {
+		if (k < 0 || tl_bench_now() > end) {
+			fprintf(stderr, "%s: %d of %d %s\n", me, k, n, type);
+			exit(1);
+		}
+		tl_bench_msleep(2);
+	}
+	tl_bench_dlv_close(&d);
+}
+
 int
 tl_bench_delivered(const char *home, const char *stream)
 {

@@ -146,6 +146,14 @@ int	 tl_bench_dlv_open(struct tl_bench_dlv *d, const char *home);
 int	 tl_bench_dlv_count(struct tl_bench_dlv *d, const char *stream);
 void	 tl_bench_dlv_close(struct tl_bench_dlv *d);
 /*
+ * Waits until HOME/log holds n events of type, read in this process
+ * every 2 ms (a `tally log` that often would take the CPU the daemons
+ * are measured on); exits, naming me, when the log cannot be read or
+ * after timeout_s.
+ */
+void	 tl_bench_wait_type(const char *me, const char *home,
+	    const char *type, int n, double timeout_s);
+/*
  * `BIN/tally env NODE MODULE --node-key KEY` with TALLY_HOME=home: its
  * stdout, the KEY=VALUE lines of MODULE's environment as delivered
  * (credentials included), into buf (cap bytes, NUL-terminated), read

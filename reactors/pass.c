@@ -77,8 +77,13 @@ take_runnable(struct tl_rx_pool *pl)
 
 	for (pp = &pl->head; (j = *pp) != NULL; pp = &j->next) {
 		struct lane_count *lc = lane_of(pl, j->key, j->lane, 0);
+		struct lane_count *fg;
 
 		if (lc != NULL && lc->running >= pl->cap)
+			continue;
+		/* The verifier gives way to its provider's pass lane. */
+		if (j->lane == TL_RX_LANE_VERIFY && (fg = lane_of(pl, j->key,
+		    TL_RX_LANE_PASS, 0)) != NULL && fg->n > 0)
 			continue;
 		*pp = j->next;
 		if (pl->tail == j) {
@@ -294,11 +299,20 @@ struct queue {
 
 struct session {
 	struct tl_rx_job	 job;	/* first: the pool hands it back */
+	struct tl_rx		*rx;	/* its pool only, for the lane's rule */
 	struct queue		*q;
 	tl_rx_call_fn		 fn;
 	void			*arg;
 	int			 opened;
 };
+
+/* A verifier's session takes no call while its provider has pass work. */
+static int
+gives_way(const struct session *s)
+{
+	return s->job.lane == TL_RX_LANE_VERIFY &&
+	    tl_rx_pool_busy(s->rx, s->job.key, TL_RX_LANE_PASS) > 0;
+}
 
 static struct tl_rx_call *
 take(struct queue *q)
@@ -343,7 +357,7 @@ session_run(struct tl_rx_job *j)
 		return;
 	}
 	s->opened = 1;
-	while ((c = take(s->q)) != NULL) {
+	while (!gives_way(s) && (c = take(s->q)) != NULL) {
 		/* Deposed meanwhile (any session): no more calls. */
 		if (tl_ep_refused(pv, c->why)) {
 			c->rc = TL_EREFUSED;
@@ -366,7 +380,7 @@ session_run(struct tl_rx_job *j)
 
 void
 tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
-    struct tl_rx_call *calls, size_t ncalls, size_t min_calls,
+    struct tl_rx_call *calls, size_t ncalls, size_t min_calls, int lane,
     tl_rx_call_fn fn, void *arg)
 {
 	size_t per = (size_t)(rx->workers > 0 ? rx->workers : 1);
@@ -420,11 +434,12 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 		for (k = 0; k < nsess; k++) {
 			struct session *s = &ss[ns++];
 
+			s->rx = rx;
 			s->q = &qs[i];
 			s->fn = fn;
 			s->arg = arg;
 			s->job.run = session_run;
-			s->job.lane = TL_RX_LANE_PASS;
+			s->job.lane = lane;
 			snprintf(s->job.key, sizeof(s->job.key), "%s",
 			    pv[i].id);
 			if (tl_rx_pool_submit(rx, &s->job) != 0) {
@@ -442,8 +457,15 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 	for (i = 0; i < npv; i++) {
 		struct queue *q = &qs[i];
 
-		/* No session opened to take these: the reason is its. */
-		for (k = q->next; k < q->n && q->open_rc != 0; k++) {
+		/*
+		 * No session opened to take these: the reason is its.
+		 * Else they were left when the sessions gave way.
+		 */
+		for (k = q->next; k < q->n; k++) {
+			if (q->open_rc == 0) {
+				q->c[k]->yielded = 1;
+				continue;
+			}
 			q->c[k]->rc = q->open_rc;
 			q->c[k]->admin = 1;
 			snprintf(q->c[k]->why, TL_DRV_WHY_MAX, "%s",

@@ -24,13 +24,18 @@
  * decides from (an operator may have acted meanwhile).
  *
  * The pool (struct tl_rx_pool, in rx->pool, made on first use) runs
- * jobs on threads that outlive passes.  Jobs are in two lanes, each
+ * jobs on threads that outlive passes.  Jobs are in three lanes, each
  * capped at rx->workers running per provider: TL_RX_LANE_PASS, the
- * sessions of a pass (the pass waits for them), and TL_RX_LANE_LONG,
- * calls that outlive the pass that starts them (a migration, a move's
- * copy): a later pass finds them done and records their outcome, so a
- * slow file or copy never holds up grants of the same provider.  A job
- * touches no log and no rx: only what it was given.
+ * sessions of a pass (the pass waits for them); TL_RX_LANE_LONG, calls
+ * that outlive the pass that starts them (a migration, a move's copy):
+ * a later pass finds them done and records their outcome, so a slow
+ * file or copy never holds up grants of the same provider; and
+ * TL_RX_LANE_VERIFY, the verifier's sessions, which give way to the
+ * pass lane: one starts only while no pass-lane job of its provider is
+ * queued or running, and one running takes no further call once such
+ * a job comes (tl_rx_call.yielded), so a request never waits for
+ * checks, and the provider's capacity goes to it first.  A job touches
+ * no log and no rx: only what it was given.
  *
  * Ownership: a job, a call and the arrays given to tl_rx_pass_calls
  * (the providers' admin sides, the calls) are the reactor's and must
@@ -51,7 +56,7 @@
 #include "rx-internal.h"
 #include "session.h"
 
-enum { TL_RX_LANE_PASS, TL_RX_LANE_LONG };
+enum { TL_RX_LANE_PASS, TL_RX_LANE_LONG, TL_RX_LANE_VERIFY };
 
 /*
  * A job: run is called once on a pool thread.  The caller owns the
@@ -95,13 +100,16 @@ void	tl_rx_pool_free(struct tl_rx *rx);
  * One driver call of a pass (phase 3).  provider names the entry of the
  * pass's providers whose sessions make it; item is the reactor's.  On
  * return rc is the call's result and why its reason; admin says the
- * session could not be opened (rc and why are then the session's).
+ * session could not be opened (rc and why are then the session's);
+ * yielded that the call was not made, its sessions having given way to
+ * the pass lane (TL_RX_LANE_VERIFY only; rc is then untouched).
  */
 struct tl_rx_call {
 	const char	*provider;
 	void		*item;
 	int		 rc;
 	int		 admin;
+	int		 yielded;
 	char		*why;		/* TL_DRV_WHY_MAX, the item's */
 };
 
@@ -118,12 +126,13 @@ typedef void (*tl_rx_call_fn)(void *arg, const struct tl_rx_prov *pv,
  * rc stays as it was), in the order given (the reactor's: oldest
  * first), each provider on up to rx->workers sessions, and no more
  * than one per min_calls calls (opening a session is a login: the
- * verifier's checks are cheaper than that); returns when all are made.
- * pv[i].ok is set when a session of it opened.
+ * verifier's checks are cheaper than that), on lane (TL_RX_LANE_PASS,
+ * or TL_RX_LANE_VERIFY, whose calls may be yielded); returns when all
+ * are made or yielded.  pv[i].ok is set when a session of it opened.
  */
 void	tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 	    struct tl_rx_call *calls, size_t ncalls, size_t min_calls,
-	    tl_rx_call_fn fn, void *arg);
+	    int lane, tl_rx_call_fn fn, void *arg);
 
 /*
  * Phase 3 for a reactor whose sessions are its own (the admin rotation

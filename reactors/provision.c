@@ -531,7 +531,7 @@ call_drivers(void *arg, unsigned *phases)
 			n++;
 		}
 		tl_rx_pass_calls(ps->rx, ps->pv, ps->npv, calls, n, 1,
-		    provision_call, ps);
+		    TL_RX_LANE_PASS, provision_call, ps);
 		for (i = 0; i < n; i++)
 			if (calls[i].admin) {
 				struct work *w = calls[i].item;

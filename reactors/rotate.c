@@ -715,7 +715,8 @@ calls(void *arg, unsigned *phases)
 		n++;
 	}
 	if (pv != NULL && cl != NULL)
-		tl_rx_pass_calls(rx, pv, npv, cl, n, 1, rotate_call, ps);
+		tl_rx_pass_calls(rx, pv, npv, cl, n, 1, TL_RX_LANE_PASS,
+		    rotate_call, ps);
 	for (i = 0; i < n; i++)
 		if (cl[i].admin)
 			((struct rstep *)cl[i].item)->rc = cl[i].rc;

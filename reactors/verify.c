@@ -83,6 +83,13 @@ struct check {
 	int		 posture;	/* a login asks tl_drv_grant.posture */
 	uint64_t	 posture_at;	/* when it last did (s), 0: never */
 	int		 rc;		/* of the check itself */
+	/*
+	 * Not made: its session gave way to provisioning (pass.h); it
+	 * stays due, and nothing of it is recorded.
+	 */
+	int		 yielded;
+	uint64_t	 due;		/* as gathered; fresh: computed */
+	int		 fresh;		/* note_due's rec + 1, or 0 */
 	int		 repair_rc;	/* of the repair, if one ran */
 	char		 why[TL_DRV_WHY_MAX];
 	char		 repair_why[TL_DRV_WHY_MAX];
@@ -129,6 +136,7 @@ struct vpass {
 	unsigned			 round_trips;	/* bulk calls + logins */
 	unsigned			 nlogin;	/* checks that log in */
 	unsigned			 deferred;	/* due, over the bounds */
+	int				 yielded;	/* some checks not made */
 	struct newdue			*nd;
 	size_t				 nnd, capnd;
 	unsigned			 unhealthy;	/* outcomes' count */
@@ -337,6 +345,8 @@ gather_one(const struct tl_grant *g, void *arg)
 	memset(c, 0, sizeof(*c));
 	c->g = *g;
 	c->count = s.count;
+	c->due = due;
+	c->fresh = fresh;
 	c->by_login = login;
 	c->posture_at = posture_at;
 	ps->nlogin += login;
@@ -693,11 +703,22 @@ run_checks(void *arg, unsigned *phases)
 			n++;
 		}
 	}
-	tl_rx_pass_calls(ps->rx, pv, ps->nvp, cl, n, 8, check_call, ps);
+	tl_rx_pass_calls(ps->rx, pv, ps->nvp, cl, n, 8, TL_RX_LANE_VERIFY,
+	    check_call, ps);
 	for (i = 0; i < n; i++) {
 		struct vcall *x = cl[i].item;
 		struct vprov *v = x->v;
 
+		if (cl[i].yielded) {
+			/* The bulk call's checks, or the one check. */
+			for (k = 0; x->c == NULL && k < v->nc; k++)
+				if (!v->c[k]->by_login && v->c[k]->rc == 0)
+					v->c[k]->yielded = 1;
+			if (x->c != NULL)
+				x->c->yielded = 1;
+			ps->yielded = 1;
+			continue;
+		}
 		if (x->c == NULL && cl[i].rc != 0)
 			/* The bulk call's failure is each of its checks'. */
 			for (k = 0; k < v->nc; k++)
@@ -946,6 +967,24 @@ struct outcome_arg {
 	unsigned	 unhealthy;
 };
 
+/* Writes down a due time gather computed (note_due's). */
+static int
+put_due(struct tl_txn *t, tl_kv checks, tl_kv vdue, const char *id,
+    uint64_t due, int rec)
+{
+	struct sched s = sched_get(t, checks, id);
+	uint8_t v[24];
+
+	if (rec && s.last_ns != 0) {
+		tl_put_be64(v, s.last_ns);
+		tl_put_be64(v + 8, s.count);
+		tl_put_be64(v + 16, due);
+		return tl_kv_put(t, checks, id, strlen(id), v, 24);
+	}
+	tl_put_be64(v, due);
+	return tl_kv_put(t, vdue, id, strlen(id), v, 8);
+}
+
 /* Phase 4: what changed, and every grant's next slot. */
 static int
 outcomes(void *arg, struct tl_ctx *cp)
@@ -965,23 +1004,10 @@ outcomes(void *arg, struct tl_ctx *cp)
 	    (rc = tl_kv_open_scratch(t, "verify-due", &vdue)) != 0 ||
 	    (rc = tl_kv_open_scratch(t, "verify-login", &vlogin)) != 0)
 		return rc;
-	for (i = 0; i < ps->nnd; i++) {
-		struct newdue *d = &ps->nd[i];
-		struct sched s = sched_get(t, checks, d->id);
-		uint8_t v[24];
-
-		if (d->rec && s.last_ns != 0) {
-			tl_put_be64(v, s.last_ns);
-			tl_put_be64(v + 8, s.count);
-			tl_put_be64(v + 16, d->due);
-			rc = tl_kv_put(t, checks, d->id, strlen(d->id), v, 24);
-		} else {
-			tl_put_be64(v, d->due);
-			rc = tl_kv_put(t, vdue, d->id, strlen(d->id), v, 8);
-		}
-		if (rc != 0)
+	for (i = 0; i < ps->nnd; i++)
+		if ((rc = put_due(t, checks, vdue, ps->nd[i].id,
+		    ps->nd[i].due, ps->nd[i].rec)) != 0)
 			return rc;
-	}
 	for (i = 0; i < ps->nvp; i++)
 		if ((rc = provider_outcome(&c, &ps->vp[i])) != 0)
 			return rc;
@@ -991,6 +1017,18 @@ outcomes(void *arg, struct tl_ctx *cp)
 		uint64_t next;
 		uint8_t v[24];
 
+		/*
+		 * Not made (its session gave way to provisioning): still
+		 * due, for the pass that follows at once; a due time just
+		 * computed is written down, as for one over the bounds.
+		 */
+		if (ck->yielded) {
+			ps->next_ns = ps->now;
+			if (ck->fresh && (rc = put_due(t, checks, vdue,
+			    ck->g.id, ck->due, ck->fresh == 2)) != 0)
+				return rc;
+			continue;
+		}
 		/* A secret a repair made the provider issue, before all else. */
 		if (ck->handle_out != NULL && ck->handle_out[0] != '\0' &&
 		    (rc = tl_rx_record_handle(ps->rx, &c, ck->g.id,
@@ -1068,7 +1106,11 @@ report(const struct tl_rx_verify_opts *o, const struct check *ck)
 	f.reason = ck->why;
 	f.action = action;
 	action[0] = '\0';
-	if (ck->rc != 0) {
+	if (ck->yielded) {
+		f.drift = "unchecked";
+		f.reason = "provisioning on its provider went first";
+		snprintf(action, sizeof(action), "none: still due");
+	} else if (ck->rc != 0) {
 		f.drift = "unchecked";
 		snprintf(action, sizeof(action), "none: the provider could "
 		    "not be asked");
@@ -1120,7 +1162,9 @@ vpass_result(struct vpass *ps, unsigned *checked, unsigned *unhealthy)
 {
 	size_t i;
 
-	*checked = (unsigned)ps->nc;
+	*checked = 0;
+	for (i = 0; i < ps->nc; i++)
+		*checked += !ps->c[i].yielded;
 	*unhealthy = ps->unhealthy;
 	if (ps->o->calls != NULL)
 		*ps->o->calls += ps->round_trips;

@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,15 @@ nap(long ms)
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
+}
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* Counts how many run at once; holds until *release (if given). */
@@ -248,9 +258,141 @@ run_fenced(struct tl_rx *rx, uint64_t epoch, uint64_t cur, int rc,
 		cl[i].why = why[i];
 		why[i][0] = '\0';
 	}
-	tl_rx_pass_calls(rx, &pv, 1, cl, 12, 6, f_call, NULL);
+	tl_rx_pass_calls(rx, &pv, 1, cl, 12, 6, TL_RX_LANE_PASS, f_call,
+	    NULL);
 	return atomic_load(&f_calls);
 }
+
+/* --- the verifier's lane gives way ---------------------------------- */
+
+static atomic_int v_calls;
+
+static void
+v_call(void *arg, const struct tl_rx_prov *pv, void *h,
+    struct tl_rx_call *c)
+{
+	(void)arg;
+	(void)pv;
+	(void)h;
+	nap(30);
+	atomic_fetch_add(&v_calls, 1);
+	c->rc = 0;
+}
+
+struct vrun {
+	struct tl_rx		*rx;
+	struct tl_rx_prov	*pv;
+	struct tl_rx_call	 cl[12];
+	char			 why[12][TL_DRV_WHY_MAX];
+	atomic_int		 done;
+};
+
+static void *
+vrun_main(void *arg)
+{
+	struct vrun *v = arg;
+	size_t i;
+
+	for (i = 0; i < 12; i++) {
+		memset(&v->cl[i], 0, sizeof(v->cl[i]));
+		v->cl[i].provider = "node-a/db";
+		v->cl[i].rc = -1;
+		v->cl[i].why = v->why[i];
+	}
+	tl_rx_pass_calls(v->rx, v->pv, 1, v->cl, 12, 12, TL_RX_LANE_VERIFY,
+	    v_call, NULL);
+	atomic_store(&v->done, 1);
+	return NULL;
+}
+
+/*
+ * --workers 1: a verifier's session making 12 slow checks holds the
+ * provider's one slot of its own lane, not the pass lane's: a pass's
+ * job starts at once, and the verifier's session takes no further call
+ * once it is there (the rest yielded, untouched).  And a verifier's
+ * session does not start while a pass's job of its provider runs.
+ */
+START_TEST(test_verify_gives_way)
+{
+	static struct tl_drv_ops ops;
+	static const struct tl_drv_decl decl = { .name = "counters" };
+	struct tl_rx rx;
+	struct tl_rx_prov pv;
+	struct vrun v;
+	struct tjob pass;
+	atomic_int run = 0, max = 0, release = 0;
+	pthread_t th;
+	double t0;
+	int i, made, yielded;
+
+	memset(&ops, 0, sizeof(ops));
+	ops.decl = &decl;
+	ops.open = f_open;
+	ops.close = f_close;
+	memset(&pv, 0, sizeof(pv));
+	strcpy(pv.id, "node-a/db");
+	pv.ops = &ops;
+	tl_rx_init(&rx);
+	rx.workers = 1;
+	ck_assert_int_eq(tl_rx_pool_ready(&rx), 0);
+	memset(&v, 0, sizeof(v));
+	v.rx = &rx;
+	v.pv = &pv;
+	atomic_store(&v_calls, 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, vrun_main, &v), 0);
+	while (atomic_load(&v_calls) < 2)
+		nap(1);
+	t0 = now_ms();
+	tjob_init(&pass, "node-a/db", TL_RX_LANE_PASS, &run, &max, &release,
+	    NULL);
+	ck_assert_int_eq(tl_rx_pool_submit(&rx, &pass.job), 0);
+	while (atomic_load(&run) == 0 && now_ms() - t0 < 2000)
+		nap(1);
+	/* At once, not after the 300 ms of checks left. */
+	ck_assert_msg(now_ms() - t0 < 100, "the pass's job waited %.0f ms",
+	    now_ms() - t0);
+	/* The check in flight ends; no other starts while the job runs. */
+	nap(150);
+	i = atomic_load(&v_calls);
+	nap(100);
+	ck_assert_int_eq(atomic_load(&v_calls), i);
+	atomic_store(&release, 1);
+	tl_rx_job_wait(&rx, &pass.job);
+	atomic_store(&release, 0);
+	pthread_join(th, NULL);
+	made = atomic_load(&v_calls);
+	for (i = 0, yielded = 0; i < 12; i++) {
+		if (v.cl[i].yielded) {
+			yielded++;
+			ck_assert_int_eq(v.cl[i].rc, -1);
+		} else
+			ck_assert_int_eq(v.cl[i].rc, 0);
+	}
+	ck_assert_int_eq(made + yielded, 12);
+	ck_assert_int_ge(yielded, 6);
+
+	/* A pass's job running: the verifier's session waits for it. */
+	tjob_init(&pass, "node-a/db", TL_RX_LANE_PASS, &run, &max, &release,
+	    NULL);
+	ck_assert_int_eq(tl_rx_pool_submit(&rx, &pass.job), 0);
+	while (atomic_load(&run) == 0)
+		nap(1);
+	memset(&v, 0, sizeof(v));
+	v.rx = &rx;
+	v.pv = &pv;
+	atomic_store(&v_calls, 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, vrun_main, &v), 0);
+	nap(100);
+	ck_assert_int_eq(atomic_load(&v_calls), 0);
+	atomic_store(&release, 1);
+	pthread_join(th, NULL);
+	tl_rx_job_wait(&rx, &pass.job);
+	ck_assert_int_eq(atomic_load(&v_calls), 12);
+	for (i = 0; i < 12; i++)
+		ck_assert_int_eq(v.cl[i].yielded, 0);
+	tl_rx_free(&rx);
+}
+END_TEST
 
 START_TEST(test_session_fence)
 {
@@ -344,7 +486,8 @@ START_TEST(test_provider_deposed)
 		cl[i].why = why[i];
 		why[i][0] = '\0';
 	}
-	tl_rx_pass_calls(&rx, &pv, 1, cl, 12, 6, d_call, NULL);
+	tl_rx_pass_calls(&rx, &pv, 1, cl, 12, 6, TL_RX_LANE_PASS, d_call,
+	    NULL);
 	ck_assert_int_eq(atomic_load(&rx.deposed), 1);
 	/* At most the one call each session had under way. */
 	ck_assert_int_le(atomic_load(&f_calls), 2);
@@ -414,7 +557,7 @@ run_epoch(struct tl_rx *rx, int stale_after_one, struct tl_rx_call *cl,
 		cl[i].why = why[i];
 		why[i][0] = '\0';
 	}
-	tl_rx_pass_calls(rx, &pv, 1, cl, 12, 12, e_call,
+	tl_rx_pass_calls(rx, &pv, 1, cl, 12, 12, TL_RX_LANE_PASS, e_call,
 	    stale_after_one ? rx : NULL);
 	return atomic_load(&f_calls);
 }
@@ -627,6 +770,7 @@ suite(void)
 	tcase_add_test(tc, test_cap_per_provider);
 	tcase_add_test(tc, test_long_lane_does_not_block);
 	tcase_add_test(tc, test_fifo_per_provider);
+	tcase_add_test(tc, test_verify_gives_way);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fence");
 	tcase_set_timeout(tc, 30);

@@ -136,7 +136,6 @@ struct vpass {
 	unsigned			 round_trips;	/* bulk calls + logins */
 	unsigned			 nlogin;	/* checks that log in */
 	unsigned			 deferred;	/* due, over the bounds */
-	int				 yielded;	/* some checks not made */
 	struct newdue			*nd;
 	size_t				 nnd, capnd;
 	unsigned			 unhealthy;	/* outcomes' count */
@@ -716,7 +715,6 @@ run_checks(void *arg, unsigned *phases)
 					v->c[k]->yielded = 1;
 			if (x->c != NULL)
 				x->c->yielded = 1;
-			ps->yielded = 1;
 			continue;
 		}
 		if (x->c == NULL && cl[i].rc != 0)

@@ -216,6 +216,25 @@ f_fence(void *h, const struct tl_drv_fence *want,
 	return 0;
 }
 
+/*
+ * pv as a provider id on the counters' driver (ops over decl, opening
+ * and closing by f_open and f_close), fenced by f_fence when fenced.
+ */
+static void
+counters_prov(struct tl_drv_ops *ops, const struct tl_drv_decl *decl,
+    int fenced, struct tl_rx_prov *pv, const char *id)
+{
+	memset(ops, 0, sizeof(*ops));
+	ops->decl = decl;
+	ops->open = f_open;
+	ops->close = f_close;
+	if (fenced)
+		ops->fence = f_fence;
+	memset(pv, 0, sizeof(*pv));
+	snprintf(pv->id, sizeof(pv->id), "%s", id);
+	pv->ops = ops;
+}
+
 static void
 f_call(void *arg, const struct tl_rx_prov *pv, void *h,
     struct tl_rx_call *c)
@@ -237,14 +256,7 @@ run_fenced(struct tl_rx *rx, uint64_t epoch, uint64_t cur, int rc,
 	struct tl_rx_prov pv;
 	size_t i;
 
-	memset(&ops, 0, sizeof(ops));
-	ops.decl = &decl;
-	ops.open = f_open;
-	ops.close = f_close;
-	ops.fence = f_fence;
-	memset(&pv, 0, sizeof(pv));
-	strcpy(pv.id, "node-a/db");
-	pv.ops = &ops;
+	counters_prov(&ops, &decl, 1, &pv, "node-a/db");
 	rx->epoch = epoch;
 	f_cur = cur;
 	f_rc = rc;
@@ -326,13 +338,7 @@ START_TEST(test_verify_gives_way)
 	double t0;
 	int i, made, yielded;
 
-	memset(&ops, 0, sizeof(ops));
-	ops.decl = &decl;
-	ops.open = f_open;
-	ops.close = f_close;
-	memset(&pv, 0, sizeof(pv));
-	strcpy(pv.id, "node-a/db");
-	pv.ops = &ops;
+	counters_prov(&ops, &decl, 0, &pv, "node-a/db");
 	tl_rx_init(&rx);
 	rx.workers = 1;
 	ck_assert_int_eq(tl_rx_pool_ready(&rx), 0);
@@ -470,13 +476,7 @@ START_TEST(test_provider_deposed)
 	tl_rx_init(&rx);
 	rx.workers = 2;
 	rx.epoch = 2;
-	ops.decl = &counters_decl;
-	ops.open = f_open;
-	ops.close = f_close;
-	ops.fence = f_fence;
-	memset(&pv, 0, sizeof(pv));
-	strcpy(pv.id, "node-a/db");
-	pv.ops = &ops;
+	counters_prov(&ops, &counters_decl, 1, &pv, "node-a/db");
 	f_cur = 2;
 	f_rc = 0;
 	atomic_store(&f_calls, 0);
@@ -543,13 +543,7 @@ run_epoch(struct tl_rx *rx, int stale_after_one, struct tl_rx_call *cl,
 	struct tl_rx_prov pv;
 	size_t i;
 
-	memset(&ops, 0, sizeof(ops));
-	ops.decl = &decl;
-	ops.open = f_open;
-	ops.close = f_close;
-	memset(&pv, 0, sizeof(pv));
-	strcpy(pv.id, "node-a/idp");
-	pv.ops = &ops;
+	counters_prov(&ops, &decl, 0, &pv, "node-a/idp");
 	atomic_store(&f_calls, 0);
 	for (i = 0; i < 12; i++) {
 		memset(&cl[i], 0, sizeof(cl[i]));

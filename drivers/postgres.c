@@ -1371,7 +1371,8 @@ static const char q_schemagrantees[] =
  * Inside the database: schema public owned by the owner role, which has
  * USAGE and CREATE on it, nothing for PUBLIC or anyone else (PG15
  * already withholds CREATE from PUBLIC; be explicit, and older servers
- * need it).  A consumer that dropped schema public keeps it so.
+ * need it).  A consumer that dropped schema public keeps it so.  One
+ * transaction: all of it or none, and one commit, not one a statement.
  */
 static int
 apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
@@ -1388,6 +1389,8 @@ apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	/* A frozen database (freeze) is read-only for the consumer only. */
 	rc = run(c, "SET default_transaction_read_only = off", step, why);
 	if (rc == 0)
+		rc = run(c, "BEGIN", step, why);
+	if (rc == 0)
 		rc = exists(c, "SELECT 1 FROM pg_namespace WHERE nspname = $1",
 		    "public", &found, step, why);
 	if (rc == 0 && found &&
@@ -1399,6 +1402,9 @@ apply_schema(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    "REVOKE ALL ON SCHEMA public FROM ", "", step, why)) == 0)
 		rc = runf(c, step, why, "GRANT USAGE, CREATE ON SCHEMA public "
 		    "TO %s", ids->own);
+	/* A failure ends the session, and with it the transaction. */
+	if (rc == 0)
+		rc = run(c, "COMMIT", step, why);
 	PQfinish(c);
 	return rc;
 }

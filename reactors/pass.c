@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "core/vec.h"
@@ -45,8 +46,18 @@ struct tl_rx_pool {
 	size_t			 nth;
 	size_t			 idle;
 	unsigned		 cap;	/* running per provider and lane */
+	uint64_t		 yield_max_ns;	/* the verify lane's bound */
 	int			 shutdown;
 };
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static struct lane_count *
 lane_of(struct tl_rx_pool *pl, const char *key, int lane, int create)
@@ -81,10 +92,16 @@ take_runnable(struct tl_rx_pool *pl)
 
 		if (lc != NULL && lc->running >= pl->cap)
 			continue;
-		/* The verifier gives way to its provider's pass lane. */
+		/*
+		 * The verifier gives way to its provider's pass lane, for
+		 * so long at most; past it, it no longer gives way.
+		 */
 		if (j->lane == TL_RX_LANE_VERIFY && (fg = lane_of(pl, j->key,
-		    TL_RX_LANE_PASS, 0)) != NULL && fg->n > 0)
-			continue;
+		    TL_RX_LANE_PASS, 0)) != NULL && fg->n > 0) {
+			if (mono_ns() - j->queued_ns < pl->yield_max_ns)
+				continue;
+			j->insist = 1;
+		}
 		*pp = j->next;
 		if (pl->tail == j) {
 			/* The new tail is the one before j, if any. */
@@ -116,7 +133,19 @@ pool_main(void *arg)
 			break;
 		if ((j = take_runnable(pl)) == NULL) {
 			pl->idle++;
-			pthread_cond_wait(&pl->work, &pl->mu);
+			if (pl->nq > 0) {
+				/* Held back: its bound passes without a signal. */
+				struct timespec ts;
+
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_nsec += 50000000;	/* 50 ms */
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
+				}
+				pthread_cond_timedwait(&pl->work, &pl->mu, &ts);
+			} else
+				pthread_cond_wait(&pl->work, &pl->mu);
 			pl->idle--;
 			continue;
 		}
@@ -177,6 +206,10 @@ tl_rx_pool_submit(struct tl_rx *rx, struct tl_rx_job *j)
 	j->next = NULL;
 	pthread_mutex_lock(&pl->mu);
 	pl->cap = (unsigned)(rx->workers > 0 ? rx->workers : 1);
+	pl->yield_max_ns = rx->verify_yield_max_ns > 0 ?
+	    rx->verify_yield_max_ns : TL_RX_VERIFY_YIELD_MAX_NS;
+	j->queued_ns = mono_ns();
+	j->insist = 0;
 	if ((lc = lane_of(pl, j->key, j->lane, 1)) == NULL) {
 		rc = ENOMEM;
 		goto out;
@@ -310,7 +343,7 @@ struct session {
 static int
 gives_way(const struct session *s)
 {
-	return s->job.lane == TL_RX_LANE_VERIFY &&
+	return s->job.lane == TL_RX_LANE_VERIFY && !s->job.insist &&
 	    tl_rx_pool_busy(s->rx, s->job.key, TL_RX_LANE_PASS) > 0;
 }
 

@@ -34,8 +34,11 @@
  * pass lane: one starts only while no pass-lane job of its provider is
  * queued or running, and one running takes no further call once such
  * a job comes (tl_rx_call.yielded), so a request never waits for
- * checks, and the provider's capacity goes to it first.  A job touches
- * no log and no rx: only what it was given.
+ * checks, and the provider's capacity goes to it first.  It gives way
+ * for rx->verify_yield_max_ns at most: a session queued longer starts
+ * all the same and makes all its calls, so that verification under
+ * constant provisioning is late, never starved.  A job touches no log
+ * and no rx: only what it was given.
  *
  * Ownership: a job, a call and the arrays given to tl_rx_pass_calls
  * (the providers' admin sides, the calls) are the reactor's and must
@@ -52,6 +55,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rx-internal.h"
 #include "session.h"
@@ -70,6 +74,9 @@ struct tl_rx_job {
 	int			 lane;
 	atomic_int		 done;
 	struct tl_rx_job	*next;		/* the pool's queue */
+	/* The pool's: when queued; started past the verify lane's bound. */
+	uint64_t		 queued_ns;
+	int			 insist;
 };
 
 /*

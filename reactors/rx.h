@@ -59,6 +59,11 @@ struct tl_rx {
 	char			 home[1024];
 	const char		*actor;		/* "tallyd" */
 	int			 workers;	/* driver sessions per provider */
+	/*
+	 * How long the verify lane gives way to the pass lane at most
+	 * (pass.h); 0: TL_RX_VERIFY_YIELD_MAX_NS.
+	 */
+	uint64_t		 verify_yield_max_ns;
 	unsigned		 max_rotations;	/* scheduled, per provider */
 	void			(*logf)(int level, const char *fmt, va_list ap);
 	/* Providers that failed, and when to try them again. */
@@ -331,6 +336,7 @@ int	tl_rx_verify(struct tl_rx *rx, const struct tl_rx_verify_opts *o,
  * (tl_rx_free calls it) waits for one in flight and drops its findings.
  */
 #define TL_RX_VERIFY_POLL_NS	5000000u	/* 5 ms */
+#define TL_RX_VERIFY_YIELD_MAX_NS	30000000000u	/* 30 s */
 int	tl_rx_verify_aside(struct tl_rx *rx,
 	    const struct tl_rx_verify_opts *o, unsigned *checked,
 	    unsigned *unhealthy, uint64_t *next_ns, unsigned *running);

@@ -317,6 +317,18 @@ vrun_main(void *arg)
 	return NULL;
 }
 
+/* 12 checks of pv on rx's verify lane, on a thread of their own (*th). */
+static void
+vrun_start(struct vrun *v, struct tl_rx *rx, struct tl_rx_prov *pv,
+    pthread_t *th)
+{
+	memset(v, 0, sizeof(*v));
+	v->rx = rx;
+	v->pv = pv;
+	atomic_store(&v_calls, 0);
+	ck_assert_int_eq(pthread_create(th, NULL, vrun_main, v), 0);
+}
+
 /*
  * --workers 1: a verifier's session making 12 slow checks (60 ms each)
  * holds the provider's one slot of its own lane, not the pass lane's:
@@ -342,11 +354,7 @@ START_TEST(test_verify_gives_way)
 	tl_rx_init(&rx);
 	rx.workers = 1;
 	ck_assert_int_eq(tl_rx_pool_ready(&rx), 0);
-	memset(&v, 0, sizeof(v));
-	v.rx = &rx;
-	v.pv = &pv;
-	atomic_store(&v_calls, 0);
-	ck_assert_int_eq(pthread_create(&th, NULL, vrun_main, &v), 0);
+	vrun_start(&v, &rx, &pv, &th);
 	while (atomic_load(&v_calls) < 2)
 		nap(1);
 	t0 = now_ms();
@@ -384,11 +392,7 @@ START_TEST(test_verify_gives_way)
 	ck_assert_int_eq(tl_rx_pool_submit(&rx, &pass.job), 0);
 	while (atomic_load(&run) == 0)
 		nap(1);
-	memset(&v, 0, sizeof(v));
-	v.rx = &rx;
-	v.pv = &pv;
-	atomic_store(&v_calls, 0);
-	ck_assert_int_eq(pthread_create(&th, NULL, vrun_main, &v), 0);
+	vrun_start(&v, &rx, &pv, &th);
 	nap(100);
 	ck_assert_int_eq(atomic_load(&v_calls), 0);
 	atomic_store(&release, 1);
@@ -397,6 +401,54 @@ START_TEST(test_verify_gives_way)
 	ck_assert_int_eq(atomic_load(&v_calls), 12);
 	for (i = 0; i < 12; i++)
 		ck_assert_int_eq(v.cl[i].yielded, 0);
+	tl_rx_free(&rx);
+}
+END_TEST
+
+/*
+ * The verify lane gives way for rx->verify_yield_max_ns at most: with
+ * a pass's job that never ends, the verifier's session starts once it
+ * has waited that long, and then makes every check (it no longer gives
+ * way), so verification is late under constant provisioning, never
+ * starved.
+ */
+START_TEST(test_verify_not_starved)
+{
+	static struct tl_drv_ops ops;
+	static const struct tl_drv_decl decl = { .name = "counters" };
+	struct tl_rx rx;
+	struct tl_rx_prov pv;
+	struct vrun v;
+	struct tjob pass;
+	atomic_int run = 0, max = 0, release = 0;
+	pthread_t th;
+	double t0;
+	int i;
+
+	counters_prov(&ops, &decl, 0, &pv, "node-a/db");
+	tl_rx_init(&rx);
+	rx.workers = 1;
+	rx.verify_yield_max_ns = 200000000u;	/* 200 ms */
+	ck_assert_int_eq(tl_rx_pool_ready(&rx), 0);
+	tjob_init(&pass, "node-a/db", TL_RX_LANE_PASS, &run, &max, &release,
+	    NULL);
+	ck_assert_int_eq(tl_rx_pool_submit(&rx, &pass.job), 0);
+	while (atomic_load(&run) == 0)
+		nap(1);
+	t0 = now_ms();
+	vrun_start(&v, &rx, &pv, &th);
+	nap(100);
+	ck_assert_int_eq(atomic_load(&v_calls), 0);
+	while (!atomic_load(&v.done) && now_ms() - t0 < 5000)
+		nap(5);
+	ck_assert_msg(atomic_load(&v.done), "the checks waited for the pass's "
+	    "job past the bound");
+	ck_assert_int_eq(atomic_load(&v_calls), 12);
+	for (i = 0; i < 12; i++)
+		ck_assert_int_eq(v.cl[i].yielded, 0);
+	atomic_store(&release, 1);
+	pthread_join(th, NULL);
+	tl_rx_job_wait(&rx, &pass.job);
 	tl_rx_free(&rx);
 }
 END_TEST
@@ -766,6 +818,7 @@ suite(void)
 	tcase_add_test(tc, test_long_lane_does_not_block);
 	tcase_add_test(tc, test_fifo_per_provider);
 	tcase_add_test(tc, test_verify_gives_way);
+	tcase_add_test(tc, test_verify_not_starved);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fence");
 	tcase_set_timeout(tc, 30);

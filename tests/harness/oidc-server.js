@@ -136,15 +136,20 @@ let registered = 0;
   const plain = makeProvider(issuer).listen(Number(port), '127.0.0.1');
   servers.push(plain);
   await listening(plain);
+  let tlsBound = '';
   if (tlsPort) {
+    // Bound before its provider exists: with TLSPORT 0 the kernel picks a
+    // port no socket holds, and the issuer names the port it picked.
     const tls = https.createServer({
       cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile),
-    }, makeProvider(`https://127.0.0.1:${tlsPort}`).callback());
+    });
     servers.push(tls);
     tls.listen(Number(tlsPort), '127.0.0.1');
     await listening(tls);
+    tlsBound = String(tls.address().port);
+    tls.on('request', makeProvider(`https://127.0.0.1:${tlsBound}`).callback());
   }
-  fs.writeFileSync(path.join(dir, 'ready'), issuer + '\n');
+  fs.writeFileSync(path.join(dir, 'ready'), `${issuer}\n${tlsBound}\n`);
   let open = servers.length;
   const stop = () => servers.forEach((sv) => sv.close(() => { if (--open === 0) process.exit(0); }));
   process.on('SIGTERM', stop);

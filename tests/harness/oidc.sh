@@ -8,8 +8,9 @@
 #                             and over https on 127.0.0.1:TLSPORT (issuer
 #                             https://127.0.0.1:TLSPORT; the same clients;
 #                             a certificate of the harness CA,
-#                             tests/harness/ca.sh); without TLSPORT the
-#                             first free port above PORT;
+#                             tests/harness/ca.sh); without TLSPORT (or
+#                             with 0) a port the kernel picks when the
+#                             server binds, so no other socket holds it;
 #                             a fresh initial access token in DIR/iat and a
 #                             signing key in DIR/jwks.json (both kept, with
 #                             DIR/store.json, by a restart: stop DIR keep);
@@ -74,22 +75,9 @@ do_stop() {
     rmdir "$1" 2>/dev/null || true
 }
 
-port_busy() {
-    if command -v ss >/dev/null 2>&1; then
-        [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
-    else
-        command -v bash >/dev/null 2>&1 &&
-            timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
-    fi
-}
-
 do_start() {
     D=$1 PORT=${2:-18480}; [ -n "$PORT" ] || PORT=18480
-    TLSPORT=${3:-}
-    if [ -z "$TLSPORT" ]; then
-        TLSPORT=$((PORT + 1))
-        while port_busy "$TLSPORT"; do TLSPORT=$((TLSPORT + 1)); done
-    fi
+    TLSPORT=${3:-0}
     command -v node >/dev/null 2>&1 || die "no node (tools/deps.sh installs nodejs)"
     [ -f "$here/oidc/node_modules/oidc-provider/package.json" ] ||
         die "no oidc-provider in $here/oidc/node_modules (run tools/deps.sh)"
@@ -114,7 +102,8 @@ do_start() {
     echo $! >"$D/pid"
     i=0
     while [ $i -lt 100 ]; do
-        if [ -s "$D/ready" ]; then
+        if [ -s "$D/ready" ] && [ "$(grep -c . "$D/ready")" -ge 2 ]; then
+            TLSPORT=$(sed -n 2p "$D/ready")
             cat >"$D/env" <<EOF
 export TALLY_TEST_OIDC_ISSUER=http://127.0.0.1:$PORT
 export TALLY_TEST_OIDC_PORT=$PORT

@@ -36,9 +36,10 @@ MSH=$TALLY_SRC/tests/harness/mariadb.sh
 OSH=$TALLY_SRC/tests/harness/oidc.sh
 MDB=$W/mariadb
 OIDC_DIR=$W/oidc
-S_PID=
+S_PID= _held_pid=
 trap '_x_rc=$?; set +e
 	[ -n "$S_PID" ] && kill "$S_PID" 2>/dev/null
+	[ -n "$_held_pid" ] && kill "$_held_pid" 2>/dev/null
 	sh "$OSH" stop "$OIDC_DIR" >/dev/null 2>&1
 	sh "$MSH" stop "$MDB" >/dev/null 2>&1
 	_r_stop; (exit $_x_rc); _t_cleanup' EXIT
@@ -339,10 +340,28 @@ sh "$TALLY_SRC/tests/harness/ceph.sh" stop "$CEPH_DIR" || t_fail "Ceph radosgw: 
 
 t_say "the OIDC provider: https beside http"
 _o_port=$((57500 + $$ % 50))
-while _t_port_busy "$_o_port"; do _o_port=$((_o_port + 1)); done
+while _t_port_busy "$_o_port" || _t_port_busy $((_o_port + 1)); do _o_port=$((_o_port + 1)); done
+# The port above the plain one is held by a connected socket that does not
+# listen (an ephemeral port some client got): the harness must not take it
+# for free (CI: "listen EADDRINUSE" on the https port, no OIDC provider).
+python3 - "$_o_port" "$W/held" <<'PYEOF' &
+import socket, sys, time
+p = int(sys.argv[1]) + 1
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+c = socket.socket(); c.bind(("127.0.0.1", p)); c.connect(l.getsockname())
+a, _ = l.accept()
+open(sys.argv[2], "w").write("%d\n" % p)
+time.sleep(120)
+PYEOF
+_held_pid=$!
+i=0; while [ ! -s "$W/held" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+[ -s "$W/held" ] || t_fail "could not hold port $((_o_port + 1)) with a connected socket"
 sh "$OSH" start "$OIDC_DIR" "$_o_port" ||
-	t_fail "the OIDC provider could not be started with TLS (tests/harness/oidc.sh, see above)"
+	t_fail "the OIDC provider could not be started with TLS (tests/harness/oidc.sh, see above), port $((_o_port + 1)) held by a client"
+kill "$_held_pid" 2>/dev/null; wait "$_held_pid" 2>/dev/null || :; _held_pid=
 . "$OIDC_DIR/env"
+[ "$TALLY_TEST_OIDC_TLS_PORT" != $((_o_port + 1)) ] ||
+	t_fail "OIDC provider: https on $TALLY_TEST_OIDC_TLS_PORT, a port a client held"
 env_ca "OIDC provider"
 [ -n "${TALLY_TEST_OIDC_TLS_PORT:-}" ] || t_fail "OIDC provider: its env file has no TALLY_TEST_OIDC_TLS_PORT"
 [ "$TALLY_TEST_OIDC_CA" = "$CA" ] || t_fail "OIDC provider: TALLY_TEST_OIDC_CA is $TALLY_TEST_OIDC_CA"

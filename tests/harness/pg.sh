@@ -101,7 +101,7 @@ as_srv() {
 
 port_busy() {
     if command -v ss >/dev/null 2>&1; then
-        [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+        [ -n "$(ss -Htn state listening state established state syn-sent state close-wait "sport = :$1" 2>/dev/null)" ]
     else
         # No ss: a successful connect means something listens there.
         command -v bash >/dev/null 2>&1 &&

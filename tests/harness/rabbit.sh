@@ -83,7 +83,7 @@ as_srv_env() {
 
 port_busy() {
     if command -v ss >/dev/null 2>&1; then
-        [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+        [ -n "$(ss -Htn state listening state established state syn-sent state close-wait "sport = :$1" 2>/dev/null)" ]
     else
         command -v bash >/dev/null 2>&1 &&
             timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null

@@ -152,9 +152,11 @@ t_ts_ns() {
 
 # --- PostgreSQL ---------------------------------------------------------
 
+# Busy: a listener, or a client's socket on that port (an ephemeral port is
+# one too, and bind fails on it), not a dead server's closing sockets.
 _t_port_busy() {
 	if command -v ss >/dev/null 2>&1; then
-		[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+		[ -n "$(ss -Htn state listening state established state syn-sent state close-wait "sport = :$1" 2>/dev/null)" ]
 	else
 		timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
 	fi

@@ -106,7 +106,7 @@ direct(int n)
 	struct curl_slist *hd = curl_slist_append(NULL,
 	    "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	CURL *c = curl_easy_init();
-	char uid[64], bucket[64], pq[512], pw[TL_PASSWORD_LEN + 1], ak[24];
+	char uid[64], bucket[64], pq[512], pw[TL_PASSWORD_MAX + 1], ak[24];
 	unsigned char h[9];
 	double t0, t = -1;
 	int i = 0;

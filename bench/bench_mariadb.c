@@ -162,7 +162,7 @@ server_start(void)
 static int
 direct_one(int i)
 {
-	char db[64], pat[80], u[80], hash[42], pwd[TL_PASSWORD_LEN + 1];
+	char db[64], pat[80], u[80], hash[42], pwd[TL_PASSWORD_MAX + 1];
 	int k;
 
 	snprintf(db, sizeof(db), "direct-%04d_0123456789abcdef", i);

@@ -283,7 +283,7 @@ cleanup(void)
 static char *
 verifier(PGconn *c, const char *login)
 {
-	char pw[TL_PASSWORD_LEN + 1], *v, *lit;
+	char pw[TL_PASSWORD_MAX + 1], *v, *lit;
 
 	tl_secret_password(pw);
 	v = PQencryptPasswordConn(c, pw, login, "scram-sha-256");

@@ -197,7 +197,7 @@ put(CURL *c, const char *path, const char *body)
 static int
 direct_one(CURL *c, int i)
 {
-	char p[256], b[512], hash[64], secret[TL_PASSWORD_LEN + 1];
+	char p[256], b[512], hash[64], secret[TL_PASSWORD_MAX + 1];
 
 	tl_secret_password(secret);
 	if (tl_drv_rmq_hash(secret, hash, sizeof(hash)) != 0)

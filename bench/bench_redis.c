@@ -136,7 +136,7 @@ direct(int n, int full)
 {
 	redisContext *c = admin();
 	char user[64], keys[80], chans[80], hash[66], ok[96], pk[96];
-	char pw[TL_PASSWORD_LEN + 1], grant[64];
+	char pw[TL_PASSWORD_MAX + 1], grant[64];
 	unsigned char h[32];
 	const char *argv[40];
 	double t0, t;

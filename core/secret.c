@@ -269,6 +269,68 @@ tl_secret_password(char out[TL_PASSWORD_LEN + 1])
 	sodium_memzero(raw, sizeof(raw));
 }
 
+/* The class of c: 1 lower case, 2 upper case, 4 digit, 8 other. */
+static unsigned
+char_class(unsigned char c)
+{
+	if (c >= 'a' && c <= 'z')
+		return 1;
+	if (c >= 'A' && c <= 'Z')
+		return 2;
+	if (c >= '0' && c <= '9')
+		return 4;
+	return 8;
+}
+
+int
+tl_secret_password_of(char *out, size_t len, const char *chars,
+    int every_class)
+{
+	uint8_t raw[64];
+	size_t n, i, got, avail, tries;
+	unsigned want = 0, have;
+	unsigned limit;
+
+	if (out == NULL)
+		return TL_EINVAL;
+	out[0] = '\0';
+	n = chars != NULL ? strlen(chars) : 0;
+	if (len == 0 || len > TL_PASSWORD_MAX || n < 2 || n > 128)
+		return TL_EINVAL;
+	for (i = 0; i < n; i++) {
+		if (memchr(chars, chars[i], i) != NULL)
+			return TL_EINVAL;	/* a repeat would weigh it double */
+		want |= char_class((unsigned char)chars[i]);
+	}
+	/* Bytes at or past limit would favour the first 256 % n chars. */
+	limit = 256 - 256 % (unsigned)n;
+	for (tries = 0; tries < 1000; tries++) {
+		got = 0;
+		have = 0;
+		avail = 0;
+		i = 0;
+		while (got < len) {
+			if (i == avail) {
+				randombytes_buf(raw, sizeof(raw));
+				avail = sizeof(raw);
+				i = 0;
+			}
+			if (raw[i] < limit) {
+				out[got] = chars[raw[i] % n];
+				have |= char_class((unsigned char)out[got]);
+				got++;
+			}
+			i++;
+		}
+		out[len] = '\0';
+		if (!every_class || have == want ||
+		    len < (size_t)__builtin_popcount(want))
+			break;
+	}
+	sodium_memzero(raw, sizeof(raw));
+	return 0;
+}
+
 void
 tl_secret_mesh_id(char out[33])
 {

@@ -20,6 +20,8 @@
 #define TL_BOX_OVERHEAD	(24 + 16)	/* nonce + tag */
 #define TL_SEAL_OVERHEAD 48
 #define TL_PASSWORD_LEN	32		/* 24 random bytes, base64url */
+/* The longest password a provider's policy may ask for (its buffers). */
+#define TL_PASSWORD_MAX	128
 
 /*
  * The master key.  k points to TL_KEY_LEN bytes in libsodium's guarded
@@ -139,6 +141,17 @@ int	tl_secret_decrypt(const struct tl_key *key, const void *ad,
 
 /* A NUL-terminated URL-safe password of TL_PASSWORD_LEN characters. */
 void	tl_secret_password(char out[TL_PASSWORD_LEN + 1]);
+/*
+ * A NUL-terminated password of len characters (1 to TL_PASSWORD_MAX;
+ * out holds len + 1) drawn uniformly from chars (2 to 128 distinct
+ * bytes, no NUL), by rejection so that no character is likelier than
+ * another.  With every_class, drawn again until it holds at least one
+ * of each class chars has (lower case, upper case, digit, other), as
+ * password-complexity checks ask.  0, or TL_EINVAL for a len or chars
+ * out of bounds (out is then "").
+ */
+int	tl_secret_password_of(char *out, size_t len, const char *chars,
+	    int every_class);
 /*
  * A new mesh id: 16 random bytes as 32 lowercase hex digits and a NUL.
  * Not a secret (it is in every mark and name); random so that two

@@ -246,6 +246,7 @@ static const struct tl_drv_setting rgw_settings[] = {
 	    "(encrypted, not verified) or off", "a PEM file of the CA "
 	    "certificates the RGW's certificate must chain to (read at "
 	    "assign, kept in the log)"),
+	TL_DRV_PASSWORD_SETTINGS(TL_DRV_PASSWORD_MIN, TL_DRV_PASSWORD_MAX),
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 

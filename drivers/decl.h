@@ -259,7 +259,14 @@ enum tl_drv_kind {
 	 * a mesh file's secrets: {file: PATH}, sealed in the log like any
 	 * admin secret.
 	 */
-	TL_DRV_PEM_KEY
+	TL_DRV_PEM_KEY,
+	/*
+	 * The characters of the passwords tally generates (tl_drv_password):
+	 * base64url (A-Z a-z 0-9 - _), alnum (A-Z a-z 0-9), hex (0-9 a-f),
+	 * symbols (alnum and - _ . ~, at least one of each class: what a
+	 * password-complexity check asks, every one of them safe in a URL).
+	 */
+	TL_DRV_ALPHABET
 };
 
 /* A TL_DRV_PEM value is at most this long (bytes, without the NUL). */
@@ -307,6 +314,35 @@ enum tl_drv_tls {
 	{ "admin-key", "", 1, TL_DRV_PEM_KEY, "admin-cert's private key, " \
 	    "PEM, unencrypted, read from standard input up to its END line " \
 	    "and sealed in the log", 0, 0, TL_DRV_USE_ADMIN_KEY }
+
+/*
+ * The passwords tally generates for a provider's consumers (and for its
+ * admin, when it rotates the admin's): how long, lo to hi characters as
+ * the driver takes them (lo at least TL_DRV_PASSWORD_MIN, hi at most
+ * TL_DRV_PASSWORD_MAX), and of which characters (TL_DRV_ALPHABET).  Only a
+ * driver whose credential tally generates declares them.
+ */
+#define TL_DRV_PASSWORD_MIN	24	/* 96 bits and more in every alphabet */
+#define TL_DRV_PASSWORD_MAX	128	/* TL_PASSWORD_MAX (core/secret.h) */
+#define TL_DRV_PASSWORD_SETTINGS(lo, hi) \
+	{ "password-length", "32", 0, TL_DRV_INT, "the length of the " \
+	    "passwords tally generates", lo, hi, TL_DRV_USE_PLAIN }, \
+	{ "password-alphabet", "base64url", 0, TL_DRV_ALPHABET, "their " \
+	    "characters: base64url, alnum (no symbols), hex, or symbols " \
+	    "(one of each class, as complexity checks ask)", 0, 0, \
+	    TL_DRV_USE_PLAIN }
+
+/*
+ * A password of the policy settings (name, value pairs, NULL-
+ * terminated) give for a provider of d, where d's declared defaults
+ * fill what is not set, into out (TL_PASSWORD_MAX + 1 bytes).  A
+ * driver that declares no password-length gets TL_PASSWORD_LEN
+ * characters of base64url.  0; TL_EINVAL (why) for a value assign
+ * would have refused (a log older than the check).
+ */
+struct tl_drv_decl;
+int	tl_drv_password(const struct tl_drv_decl *d,
+	    const char *const *settings, char *out, char *why);
 
 /* The mode's name ("verify", "require", "off"). */
 const char *tl_drv_tls_name(enum tl_drv_tls mode);

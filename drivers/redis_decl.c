@@ -177,6 +177,7 @@ static const struct tl_drv_setting rd_settings[] = {
 	    "the users survive a restart (a server without --aclfile: not "
 	    "asked)",
 	    .use = TL_DRV_USE_PLAIN },
+	TL_DRV_PASSWORD_SETTINGS(TL_DRV_PASSWORD_MIN, TL_DRV_PASSWORD_MAX),
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 

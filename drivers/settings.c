@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/secret.h"
 #include "decl.h"
 
 const struct tl_drv_setting *
@@ -19,6 +20,82 @@ tl_drv_setting_find(const struct tl_drv_setting *settings, const char *name)
 		if (strcmp(settings->name, name) == 0)
 			return settings;
 	return NULL;
+}
+
+_Static_assert(TL_DRV_PASSWORD_MAX == TL_PASSWORD_MAX,
+    "a policy's longest password is what the buffers hold");
+
+/* The alphabets of TL_DRV_ALPHABET (decl.h): the name's characters. */
+static const struct {
+	const char	*name;
+	const char	*chars;
+	int		 every_class;
+} alphabets[] = {
+	{ "base64url", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789-_", 0 },
+	{ "alnum", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789", 0 },
+	{ "hex", "0123456789abcdef", 0 },
+	{ "symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789-_.~", 1 },
+};
+
+static const char *
+alphabet(const char *name, int *every_class)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(alphabets) / sizeof(alphabets[0]); i++)
+		if (strcmp(alphabets[i].name, name) == 0) {
+			if (every_class != NULL)
+				*every_class = alphabets[i].every_class;
+			return alphabets[i].chars;
+		}
+	return NULL;
+}
+
+int
+tl_drv_password(const struct tl_drv_decl *d, const char *const *settings,
+    char *out, char *why)
+{
+	const struct tl_drv_setting *ls = NULL, *as = NULL;
+	const char *lv = NULL, *av = NULL, *chars;
+	const char *const *sv;
+	unsigned long long len;
+	int every = 0, rc;
+
+	out[0] = '\0';
+	if (d != NULL) {
+		ls = tl_drv_setting_find(d->settings, "password-length");
+		as = tl_drv_setting_find(d->settings, "password-alphabet");
+	}
+	if (ls == NULL || as == NULL) {
+		tl_secret_password(out);
+		return 0;
+	}
+	for (sv = settings; sv != NULL && sv[0] != NULL && sv[1] != NULL;
+	    sv += 2)
+		if (strcmp(sv[0], ls->name) == 0)
+			lv = sv[1];
+		else if (strcmp(sv[0], as->name) == 0)
+			av = sv[1];
+	if (lv == NULL || *lv == '\0')
+		lv = ls->dflt;
+	if (av == NULL || *av == '\0')
+		av = as->dflt;
+	if ((rc = tl_drv_setting_check(ls, lv, why)) != 0 ||
+	    (rc = tl_drv_setting_check(as, av, why)) != 0)
+		return rc;
+	len = strtoull(lv, NULL, 10);
+	if (len < TL_DRV_PASSWORD_MIN || len > TL_DRV_PASSWORD_MAX ||
+	    (chars = alphabet(av, &every)) == NULL) {
+		if (why != NULL)
+			snprintf(why, TL_DRV_WHY_MAX, "password-length %s: "
+			    "expected %d-%d", lv, TL_DRV_PASSWORD_MIN,
+			    TL_DRV_PASSWORD_MAX);
+		return TL_EINVAL;
+	}
+	return tl_secret_password_of(out, (size_t)len, chars, every);
 }
 
 const char *
@@ -35,6 +112,7 @@ tl_drv_kind_name(enum tl_drv_kind kind)
 	case TL_DRV_TLS_MODE:	return "tls mode";
 	case TL_DRV_PEM:	return "PEM file";
 	case TL_DRV_PEM_KEY:	return "PEM key";
+	case TL_DRV_ALPHABET:	return "alphabet";
 	}
 	return "?";
 }
@@ -238,6 +316,11 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 		return 0;
 	case TL_DRV_PEM:
 	case TL_DRV_PEM_KEY:
+		return 0;
+	case TL_DRV_ALPHABET:
+		if (alphabet(value, NULL) == NULL)
+			return bad(why, s, value, "expected base64url, alnum, "
+			    "hex or symbols");
 		return 0;
 	case TL_DRV_PATH:
 		if (value[0] != '/' || strstr(value, "/./") != NULL ||

@@ -388,7 +388,7 @@ check(struct tl_rx *rx, struct tl_ctx *c, const struct tl_ack_offer *o,
 	struct tl_grant g;
 	uint8_t nonce[TL_NW_NONCE_LEN], mac[TL_MAC_LEN];
 	uint8_t want[TL_MAC_LEN], pkey[TL_MAC_LEN], msg[TL_NW_MSG_MAX];
-	char pw[TL_PASSWORD_LEN + 1], module[64];
+	char pw[TL_PASSWORD_MAX + 1], module[64];
 	size_t mlen, ml;
 	const char *at;
 

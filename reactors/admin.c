@@ -107,14 +107,14 @@ issue(void *arg, struct tl_ctx *cp)
 
 	for (i = 0; i < ps->n; i++) {
 		struct astep *st = &ps->s[i];
-		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
+		uint8_t ct[TL_PASSWORD_MAX + TL_BOX_OVERHEAD];
 		char ad[TL_KEY_MAX];
 		struct tl_body b;
 		char stream[TL_KEY_MAX];
 
 		if (st->issued != 0)
 			continue;
-		tl_secret_password(st->newpw);
+		tl_rx_prov_password(ps->rx, &st->pv, st->newpw);
 		snprintf(ad, sizeof(ad), "provider/%s:admin", st->id);
 		tl_secret_encrypt(&ps->rx->key, ad, strlen(ad), st->newpw,
 		    strlen(st->newpw), ct);

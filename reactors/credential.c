@@ -26,21 +26,19 @@ grant_ad(char ad[TL_KEY_MAX], const char *grant, uint64_t version)
 }
 
 size_t
-tl_rx_new_credential(struct tl_rx *rx, const char *grant, uint64_t version,
-    char pw[TL_PASSWORD_LEN + 1], uint8_t ct[TL_PASSWORD_LEN +
-    TL_BOX_OVERHEAD])
+tl_rx_seal_credential(struct tl_rx *rx, const char *grant, uint64_t version,
+    const char *pw, uint8_t ct[TL_PASSWORD_MAX + TL_BOX_OVERHEAD])
 {
 	char ad[TL_KEY_MAX];
 	size_t n;
 
-	tl_secret_password(pw);
 	n = strlen(pw);
 	grant_ad(ad, grant, version);
 	tl_secret_encrypt(&rx->key, ad, strlen(ad), pw, n, ct);
 	return n + TL_BOX_OVERHEAD;
 }
 
-/* Decrypts the password of g's intent (out: TL_PASSWORD_LEN + 1). */
+/* Decrypts the password of g's intent (out: TL_PASSWORD_MAX + 1). */
 int
 tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
     const struct tl_grant *g, char *out)
@@ -62,7 +60,7 @@ tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
 	rc = TL_EMALFORMED;
 	if (tl_bn_get(v.root, "password", &n) == 0 &&
 	    tl_bn_secret(n, &ct, &len) == 0 && len > TL_BOX_OVERHEAD &&
-	    len - TL_BOX_OVERHEAD <= TL_PASSWORD_LEN) {
+	    len - TL_BOX_OVERHEAD <= TL_PASSWORD_MAX) {
 		grant_ad(ad, g->id, g->version);
 		rc = tl_secret_decrypt(&rx->key, ad, strlen(ad), ct, len,
 		    (uint8_t *)out);

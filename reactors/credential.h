@@ -20,13 +20,13 @@
 #include "rx.h"
 
 /*
- * A fresh password for grant's credential version into pw, and its
- * ciphertext for the intent event into ct; returns the ciphertext's
- * length.  tl_rx_intent_password reads it back.
+ * The ciphertext of pw (a fresh password: tl_rx_prov_password), grant's
+ * credential version, for the intent event into ct; returns the
+ * ciphertext's length.  tl_rx_intent_password reads it back.
  */
-size_t	tl_rx_new_credential(struct tl_rx *rx, const char *grant,
-	    uint64_t version, char pw[TL_PASSWORD_LEN + 1],
-	    uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD]);
+size_t	tl_rx_seal_credential(struct tl_rx *rx, const char *grant,
+	    uint64_t version, const char *pw,
+	    uint8_t ct[TL_PASSWORD_MAX + TL_BOX_OVERHEAD]);
 int	tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
 	    const struct tl_grant *g, char *out);
 

@@ -80,7 +80,7 @@ static int
 embedded_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, struct tl_dlv_enc *e)
 {
-	char password[TL_PASSWORD_LEN + 1];
+	char password[TL_PASSWORD_MAX + 1];
 	struct tl_rec r;
 	struct tl_bnode env;
 	char k[TL_KEY_MAX];
@@ -132,7 +132,7 @@ static int
 tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, const char *node, struct tl_dlv_enc *e)
 {
-	char password[TL_PASSWORD_LEN + 1];
+	char password[TL_PASSWORD_MAX + 1];
 	char *handle = NULL;
 	struct tl_rec r;
 	struct tl_bnode env;
@@ -260,7 +260,7 @@ meta_begin(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 {
 	struct tl_rec r;
 	struct tl_bnode env;
-	char pw[TL_PASSWORD_LEN + 1];
+	char pw[TL_PASSWORD_MAX + 1];
 	uint8_t pkey[TL_MAC_LEN];
 	size_t i;
 	char k[TL_KEY_MAX];

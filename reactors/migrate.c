@@ -68,7 +68,7 @@ struct mfile {
 struct mgrant {
 	struct tl_grant	 g;
 	char		 db[64], owner[64], login[64];
-	char		 password[TL_PASSWORD_LEN + 1];
+	char		 password[TL_PASSWORD_MAX + 1];
 	char		 host[256], port[8];
 	/*
 	 * The provider's setting tls ("": not set) and its ca as a file

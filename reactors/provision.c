@@ -60,7 +60,7 @@ struct work {
 	char		 owner[64];
 	char		 login[64];
 	char		 dbname[64];
-	char		 password[TL_PASSWORD_LEN + 1];
+	char		 password[TL_PASSWORD_MAX + 1];
 	/*
 	 * A driver whose provider chooses the credential (driver.h,
 	 * handle_model): the version's recorded handle, and the one the
@@ -401,8 +401,9 @@ intents(void *arg, struct tl_ctx *cp)
 	for (i = 0; i < ps->nw; i++) {
 		struct work *w = &ps->w[i];
 		struct tl_body b;
-		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
-		size_t ctlen;
+		uint8_t ct[TL_PASSWORD_MAX + TL_BOX_OVERHEAD];
+		const struct tl_rx_prov *pv;
+		size_t ctlen, j;
 		char stream[TL_KEY_MAX];
 
 		if (w->kind != W_CREATE || w->rc != 0 || w->resumed)
@@ -412,7 +413,12 @@ intents(void *arg, struct tl_ctx *cp)
 		w->g.version = w->g.version ? w->g.version + 1 : 1;
 		tl_rx_grant_names(ps->rx, &w->g, w->g.version, w->dbname, w->owner,
 		    w->login);
-		ctlen = tl_rx_new_credential(ps->rx, w->g.id, w->g.version,
+		pv = NULL;
+		for (j = 0; j < ps->npv && pv == NULL; j++)
+			if (strcmp(ps->pv[j].id, w->g.provider) == 0)
+				pv = &ps->pv[j];
+		tl_rx_prov_password(ps->rx, pv, w->password);
+		ctlen = tl_rx_seal_credential(ps->rx, w->g.id, w->g.version,
 		    w->password, ct);
 		if ((rc = tl_key(stream, "grant/%s", w->g.id)) != 0)
 			return rc;

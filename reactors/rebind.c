@@ -57,7 +57,7 @@ struct mstep {
 	struct tl_rebind	 r;
 	struct tl_grant		 g;
 	int			 op;
-	char			 password[TL_PASSWORD_LEN + 1];
+	char			 password[TL_PASSWORD_MAX + 1];
 	char			 db[64], owner[64], login[64];	/* new */
 	char			 odb[64], oowner[64], ologin[64]; /* old */
 	struct tl_rx_prov	 from, to;
@@ -334,7 +334,7 @@ issue(void *arg, struct tl_ctx *cp)
 
 	for (i = 0; i < ps->n; i++) {
 		struct mstep *st = &ps->s[i];
-		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
+		uint8_t ct[TL_PASSWORD_MAX + TL_BOX_OVERHEAD];
 		size_t ctlen;
 		struct tl_rebind cur;
 		struct tl_body b;
@@ -348,7 +348,9 @@ issue(void *arg, struct tl_ctx *cp)
 			st->op = OP_WAIT;
 			continue;
 		}
-		ctlen = tl_rx_new_credential(ps->rx, st->g.id, st->r.version,
+		tl_rx_prov_password(ps->rx, st->to.ops != NULL ? &st->to :
+		    NULL, st->password);
+		ctlen = tl_rx_seal_credential(ps->rx, st->g.id, st->r.version,
 		    st->password, ct);
 		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
 			return rc;

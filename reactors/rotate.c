@@ -63,13 +63,13 @@ struct rstep {
 	struct tl_rotation	 r;
 	struct tl_grant		 g;
 	int			 op;	/* ISSUE, CREATE, RETIRE, WAIT, ABANDON */
-	char			 password[TL_PASSWORD_LEN + 1];
+	char			 password[TL_PASSWORD_MAX + 1];
 	/*
 	 * RETIRE, ABANDON under TL_DRV_CRED_MULTI_PASSWORD: the retired
 	 * version's password, which the driver removes from the login the
 	 * versions share (driver.h, retire_credential).
 	 */
-	char			 oldpw[TL_PASSWORD_LEN + 1];
+	char			 oldpw[TL_PASSWORD_MAX + 1];
 	/*
 	 * A driver whose provider chooses the credential (driver.h,
 	 * handle_model): the recorded handle of the version the call is
@@ -289,14 +289,21 @@ issue(struct rpass *ps, struct tl_ctx *cp)
 
 	for (i = 0; i < ps->n; i++) {
 		struct rstep *st = &ps->s[i];
-		uint8_t ct[TL_PASSWORD_LEN + TL_BOX_OVERHEAD];
+		uint8_t ct[TL_PASSWORD_MAX + TL_BOX_OVERHEAD];
 		size_t ctlen;
 		struct tl_body b;
-		char stream[TL_KEY_MAX];
+		char stream[TL_KEY_MAX], driver[64] = "";
+		int drop;
 
 		if (st->op != OP_ISSUE)
 			continue;
-		ctlen = tl_rx_new_credential(ps->rx, st->g.id, st->r.to,
+		/* Its policy (and the provider the calls will need). */
+		if (st->ops == NULL && tl_rx_load_provider(c.t, &c.p, ps->rx,
+		    st->g.provider, st->g.type, &st->pv, driver, &drop) == 0)
+			st->ops = tl_drv_find(driver);
+		tl_rx_prov_password(ps->rx, st->ops != NULL ? &st->pv : NULL,
+		    st->password);
+		ctlen = tl_rx_seal_credential(ps->rx, st->g.id, st->r.to,
 		    st->password, ct);
 		if ((rc = tl_key(stream, "grant/%s", st->g.id)) != 0)
 			return rc;

@@ -379,3 +379,21 @@ tl_rx_prov_wipe(struct tl_rx_prov *pv)
 	tl_secret_wipe(pv->password, sizeof(pv->password));
 	tl_secret_wipe(pv->client_key, sizeof(pv->client_key));
 }
+
+void
+tl_rx_prov_password(struct tl_rx *rx, const struct tl_rx_prov *pv, char *pw)
+{
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	char why[TL_DRV_WHY_MAX];
+
+	if (pv == NULL || pv->decl == NULL) {
+		tl_secret_password(pw);
+		return;
+	}
+	if (tl_drv_password(pv->decl, tl_rx_prov_settings(pv, sv), pw,
+	    why) != 0) {
+		tl_rx_log(rx, TL_RX_WARN, "provider %s: %s; a password of the "
+		    "default policy instead", pv->id, why);
+		tl_secret_password(pw);
+	}
+}

@@ -68,6 +68,15 @@ struct tl_rx_prov {
 	size_t		 nw, capw;
 };
 
+/*
+ * A fresh password as pv's policy says (password-length,
+ * password-alphabet: tl_drv_password); pv NULL, a driver this build
+ * lacks, or a policy a log older than the check holds (logged):
+ * TL_PASSWORD_LEN characters of base64url.  pw: TL_PASSWORD_MAX + 1.
+ */
+void	tl_rx_prov_password(struct tl_rx *rx, const struct tl_rx_prov *pv,
+	    char *pw);
+
 /* Wipes what pv holds that is secret (its password and client key). */
 void	tl_rx_prov_wipe(struct tl_rx_prov *pv);
 

@@ -69,7 +69,7 @@
 struct check {
 	struct tl_grant	 g;
 	char		 db[64], owner[64], login[64];
-	char		 password[TL_PASSWORD_LEN + 1];
+	char		 password[TL_PASSWORD_MAX + 1];
 	/*
 	 * The version's secret handle (driver.h handle_model), and the one
 	 * a repair wrote (recorded first in the outcomes); NULL for other

@@ -1953,6 +1953,11 @@ START_TEST(test_settings_checked)
 		{ "--set", "admin-password=pw", "is a secret" },
 		{ "--set", "revoke-public-connect=maybe", "expected yes or no" },
 		{ "--set", "migration-timeout=soon", "expected a duration" },
+		{ "--set", "password-length=8", "password-length=8: expected "
+		    "an integer, 24-128" },
+		{ "--set", "password-length=129", "expected an integer, 24-128" },
+		{ "--set", "password-alphabet=emoji", "password-alphabet=emoji: "
+		    "expected base64url, alnum, hex or symbols" },
 	};
 	json_t *set;
 	char *before, *after;

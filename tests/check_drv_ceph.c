@@ -206,7 +206,7 @@ ck_why(const char *why)
 }
 
 struct grant {
-	char	id[160], login[64], bucket[64], pw[TL_PASSWORD_LEN + 1],
+	char	id[160], login[64], bucket[64], pw[TL_PASSWORD_MAX + 1],
 		ak[64];
 	struct tl_drv_grant g;
 };
@@ -829,7 +829,7 @@ END_TEST
 START_TEST(test_rotation)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], pq[256], old_pw[TL_PASSWORD_LEN + 1],
+	char why[TL_DRV_WHY_MAX], pq[256], old_pw[TL_PASSWORD_MAX + 1],
 	    old_ak[64];
 	struct tl_drv_grant old;
 	void *h = drv_open();

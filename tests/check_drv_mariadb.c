@@ -159,7 +159,7 @@ static const struct tl_drv_ops *drv;
 } while (0)
 
 struct grant {
-	char	res[64], own[64], log[64], id[128], pw[TL_PASSWORD_LEN + 1];
+	char	res[64], own[64], log[64], id[128], pw[TL_PASSWORD_MAX + 1];
 	struct tl_drv_grant g;
 };
 
@@ -1218,7 +1218,7 @@ START_TEST(test_admin_password)
 {
 	struct tl_drv_admin a = { s_host, s_port, "tally_adm2", "first-pw",
 	    NULL };
-	char why[TL_DRV_WHY_MAX], np[TL_PASSWORD_LEN + 1];
+	char why[TL_DRV_WHY_MAX], np[TL_PASSWORD_MAX + 1];
 	struct grant gr;
 	void *h = NULL, *h2 = NULL;
 	MYSQL *c = admin();
@@ -1667,7 +1667,7 @@ START_TEST(test_deposed)
 	ck_assert_int_eq(sql_long(a, "SELECT COUNT(*) FROM mysql.global_priv "
 	    "WHERE User = '%s'", g2.log), 0);
 	{
-		char oldpw[TL_PASSWORD_LEN + 1];
+		char oldpw[TL_PASSWORD_MAX + 1];
 
 		memcpy(oldpw, g.pw, sizeof(oldpw));
 		tl_secret_password(g.pw);

@@ -189,7 +189,7 @@ static const struct tl_drv_ops *drv;
 
 /* A grant with fresh names (tagged, unique per process) and password. */
 struct grant {
-	char	res[64], own[64], log[64], pw[TL_PASSWORD_LEN + 1];
+	char	res[64], own[64], log[64], pw[TL_PASSWORD_MAX + 1];
 	struct tl_drv_grant g;
 };
 
@@ -1134,7 +1134,7 @@ START_TEST(test_injection)
 	    "l12345678901234567890123456789012345678901234567890123456789012" };
 	char err[512], why[TL_DRV_WHY_MAX];
 	struct tl_drv_grant g;
-	char pw[TL_PASSWORD_LEN + 1];
+	char pw[TL_PASSWORD_MAX + 1];
 	PGconn *a, *c;
 	size_t i;
 	void *h = drv_open();
@@ -1696,7 +1696,7 @@ START_TEST(test_check_bulk_not_superuser)
 	    s_settings };
 	struct grant gr;
 	enum tl_drv_drift d = TL_DRIFT_NONE;
-	char why[1][TL_DRV_WHY_MAX], pw[TL_PASSWORD_LEN + 1];
+	char why[1][TL_DRV_WHY_MAX], pw[TL_PASSWORD_MAX + 1];
 	void *h = drv_open(), *h2 = NULL;
 	PGconn *a = admin(NULL);
 	int rc;
@@ -2470,7 +2470,7 @@ START_TEST(test_deposed)
 	ck_assert_int_eq(db_count(a, g2.res), 0);
 	ck_assert_int_eq(role_count(a, g2.own), 0);
 	{
-		char oldpw[TL_PASSWORD_LEN + 1];
+		char oldpw[TL_PASSWORD_MAX + 1];
 
 		memcpy(oldpw, g.pw, sizeof(oldpw));
 		tl_secret_password(g.pw);

@@ -275,7 +275,7 @@ ep(void)
 /* A grant g of id with resource vhost, login user and a password. */
 struct tg {
 	struct tl_drv_grant g;
-	char pw[TL_PASSWORD_LEN + 1];
+	char pw[TL_PASSWORD_MAX + 1];
 };
 
 static void

@@ -220,7 +220,7 @@ ck_why(const char *why)
 }
 
 struct grant {
-	char	id[128], name[64], pw[TL_PASSWORD_LEN + 1];
+	char	id[128], name[64], pw[TL_PASSWORD_MAX + 1];
 	struct tl_drv_grant g;
 };
 
@@ -746,8 +746,8 @@ END_TEST
 START_TEST(test_rotation)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
-	char pw2[TL_PASSWORD_LEN + 1];
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
+	char pw2[TL_PASSWORD_MAX + 1];
 	struct tl_drv_grant old;
 	void *h = drv_open();
 
@@ -796,8 +796,8 @@ hash_of(const char *pw, char hex[65])
 START_TEST(test_rotation_half_done)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
-	char pw2[TL_PASSWORD_LEN + 1], hex[65];
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
+	char pw2[TL_PASSWORD_MAX + 1], hex[65];
 	struct tl_drv_grant old;
 	void *h = drv_open();
 
@@ -917,7 +917,7 @@ END_TEST
 START_TEST(test_acl_saved)
 {
 	struct grant a, b;
-	char why[TL_DRV_WHY_MAX], pw2[TL_PASSWORD_LEN + 1];
+	char why[TL_DRV_WHY_MAX], pw2[TL_PASSWORD_MAX + 1];
 	void *h = drv_open();
 
 	grant_init(&a, "saved");
@@ -1137,7 +1137,7 @@ START_TEST(test_deposed)
 {
 	struct grant a, b;
 	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX];
-	char before[1024], after[1024], pw2[TL_PASSWORD_LEN + 1];
+	char before[1024], after[1024], pw2[TL_PASSWORD_MAX + 1];
 	struct tl_drv_fence fa, fb;
 	struct tl_drv_fence_held held;
 	struct tl_drv_grant g;
@@ -1405,8 +1405,8 @@ START_TEST(test_tls_verified)
 {
 	struct grant a;
 	struct tl_drv_grant old;
-	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
-	char pw2[TL_PASSWORD_LEN + 1], mesh[33], leader[33];
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
+	char pw2[TL_PASSWORD_MAX + 1], mesh[33], leader[33];
 	struct tl_drv_fence f = { mesh, 1, leader };
 	const char *bad;
 	void *h, *h2;
@@ -1902,7 +1902,7 @@ START_TEST(test_cert_admin)
 	struct pems p;
 	struct grant a;
 	struct tl_drv_grant old;
-	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_LEN + 1];
+	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
 	void *h, *h2;
 
 	pems_load(&p);

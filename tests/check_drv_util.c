@@ -378,6 +378,130 @@ START_TEST(test_client_cert)
 }
 END_TEST
 
+/*
+ * The password policy (issue 28, item 4): each driver whose credential
+ * tally generates declares password-length and password-alphabet; a
+ * password has the length asked for, only the alphabet's characters,
+ * every character of it in a large enough sample (uniform, no bias a
+ * test this size sees), one of each class for symbols; what assign
+ * refuses is refused here too.
+ */
+START_TEST(test_password_policy)
+{
+	static const char *const drivers[] = { "postgres", "mariadb",
+	    "rabbitmq", "redis", "ceph-rgw" };
+	static const struct {
+		const char *alphabet, *chars;
+	} al[] = {
+		{ "base64url", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+		    "vwxyz0123456789-_" },
+		{ "alnum", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy"
+		    "z0123456789" },
+		{ "hex", "0123456789abcdef" },
+		{ "symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv"
+		    "wxyz0123456789-_.~" },
+	};
+	char pw[TL_PASSWORD_MAX + 1], why[TL_DRV_WHY_MAX], len[8];
+	const struct tl_drv_decl *d;
+	size_t i, a, k;
+
+	for (i = 0; i < sizeof(drivers) / sizeof(drivers[0]); i++) {
+		d = tl_drv_decl_find(drivers[i]);
+		ck_assert_ptr_nonnull(d);
+		ck_assert_msg(tl_drv_setting_find(d->settings,
+		    "password-length") != NULL && tl_drv_setting_find(
+		    d->settings, "password-alphabet") != NULL,
+		    "%s declares no password policy", drivers[i]);
+		/* The default: what every grant had before the policy. */
+		ck_assert_int_eq(tl_drv_password(d, NULL, pw, why), 0);
+		ck_assert_uint_eq(strlen(pw), 32);
+		ck_assert_uint_eq(strspn(pw, al[0].chars), 32);
+	}
+	/* A driver tally does not generate a credential for: none. */
+	d = tl_drv_decl_find("oidc");
+	ck_assert_ptr_null(tl_drv_setting_find(d->settings, "password-length"));
+
+	d = tl_drv_decl_find("postgres");
+	for (a = 0; a < sizeof(al) / sizeof(al[0]); a++) {
+		int seen[256] = { 0 };
+		size_t nchars = strlen(al[a].chars), rounds;
+
+		for (rounds = 0; rounds < 200; rounds++) {
+			const char *sv[] = { "password-length", "128",
+			    "password-alphabet", al[a].alphabet, NULL };
+			int cl = 0;
+
+			ck_assert_int_eq(tl_drv_password(d, sv, pw, why), 0);
+			ck_assert_uint_eq(strlen(pw), 128);
+			ck_assert_msg(strspn(pw, al[a].chars) == 128,
+			    "%s: a character outside it in %s", al[a].alphabet,
+			    pw);
+			for (k = 0; k < 128; k++) {
+				unsigned char c = (unsigned char)pw[k];
+
+				seen[c]++;
+				cl |= c >= 'a' && c <= 'z' ? 1 : c >= 'A' &&
+				    c <= 'Z' ? 2 : c >= '0' && c <= '9' ? 4 : 8;
+			}
+			if (strcmp(al[a].alphabet, "symbols") == 0)
+				ck_assert_int_eq(cl, 15);
+		}
+		/* 25,600 draws: each char about 25600 / n times, none absent. */
+		for (k = 0; k < nchars; k++)
+			ck_assert_msg(seen[(unsigned char)al[a].chars[k]] >
+			    (int)(25600 / nchars / 2), "%s: '%c' drawn %d times "
+			    "of 25600", al[a].alphabet, al[a].chars[k],
+			    seen[(unsigned char)al[a].chars[k]]);
+	}
+	/* Symbols at the shortest length still hold every class. */
+	for (k = 0; k < 2000; k++) {
+		const char *sv[] = { "password-length", "24",
+		    "password-alphabet", "symbols", NULL };
+
+		ck_assert_int_eq(tl_drv_password(d, sv, pw, why), 0);
+		ck_assert_uint_eq(strlen(pw), 24);
+		ck_assert_msg(strpbrk(pw, "-_.~") != NULL &&
+		    strpbrk(pw, "0123456789") != NULL &&
+		    strpbrk(pw, "abcdefghijklmnopqrstuvwxyz") != NULL &&
+		    strpbrk(pw, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != NULL,
+		    "symbols without one of each class: %s", pw);
+	}
+	/* Out of bounds: refused, with the setting and the range named. */
+	for (k = 0; k < 4; k++) {
+		const char *bad[] = { "23", "129", "x", "0" };
+		const char *sv[] = { "password-length", bad[k], NULL };
+
+		ck_assert_int_eq(tl_drv_password(d, sv, pw, why), TL_EINVAL);
+		ck_assert_str_eq(pw, "");
+		ck_assert_msg(strstr(why, "password-length") != NULL &&
+		    strstr(why, "24-128") != NULL, "why: %s", why);
+		ck_assert_int_ne(tl_drv_setting_check(tl_drv_setting_find(
+		    d->settings, "password-length"), bad[k], why), 0);
+	}
+	{
+		const char *sv[] = { "password-alphabet", "emoji", NULL };
+
+		ck_assert_int_eq(tl_drv_password(d, sv, pw, why), TL_EINVAL);
+		ck_assert_msg(strstr(why, "expected base64url, alnum, hex or "
+		    "symbols") != NULL, "why: %s", why);
+	}
+	snprintf(len, sizeof(len), "%d", TL_DRV_PASSWORD_MIN);
+	{
+		const char *sv[] = { "password-length", len,
+		    "password-alphabet", "hex", NULL };
+
+		ck_assert_int_eq(tl_drv_password(d, sv, pw, why), 0);
+		ck_assert_uint_eq(strlen(pw), TL_DRV_PASSWORD_MIN);
+	}
+	/* The generator itself refuses what would bias or overflow. */
+	ck_assert_int_eq(tl_secret_password_of(pw, 10, "aa", 0), TL_EINVAL);
+	ck_assert_int_eq(tl_secret_password_of(pw, 10, "a", 0), TL_EINVAL);
+	ck_assert_int_eq(tl_secret_password_of(pw, TL_PASSWORD_MAX + 1, "ab",
+	    0), TL_EINVAL);
+	ck_assert_int_eq(tl_secret_password_of(pw, 0, "ab", 0), TL_EINVAL);
+}
+END_TEST
+
 static Suite *
 util_suite(void)
 {
@@ -394,6 +518,7 @@ util_suite(void)
 	tcase_add_test(tc, test_grant_named_and_secret_dup);
 	tcase_add_test(tc, test_pem_key_setting);
 	tcase_add_test(tc, test_client_cert);
+	tcase_add_test(tc, test_password_policy);
 	suite_add_tcase(s, tc);
 	return s;
 }

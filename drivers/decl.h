@@ -369,8 +369,8 @@ struct tl_drv_setting {
 	enum tl_drv_kind kind;
 	const char	*description;	/* one line, for refusals and docs */
 	/*
-	 * The range a TL_DRV_INT value must be in, as the driver takes it
-	 * (both 0: any); checked by tl_drv_setting_check, so a derived or
+	 * The range a TL_DRV_INT value (a TL_DRV_DURATION's, in seconds)
+	 * must be in, as the driver takes it (both 0: any); checked by tl_drv_setting_check, so a derived or
 	 * given value the driver would refuse never reaches it.
 	 */
 	unsigned long long min, max;

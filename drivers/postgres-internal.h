@@ -7,6 +7,8 @@
 #ifndef TL_DRV_POSTGRES_INTERNAL_H
 #define TL_DRV_POSTGRES_INTERNAL_H
 
+#include <stdint.h>
+
 #include "decl.h"
 
 #define PG_NAME_MAX	63		/* NAMEDATALEN - 1 bytes */
@@ -33,5 +35,10 @@ const char *tl_drv_pg_sslmode(const char *const *settings, const char *host);
  * so that anything but an explicit no keeps the safe default.
  */
 int	tl_drv_pg_revoke_public_connect(const char *const *settings);
+/*
+ * The setting expiry-backstop of settings in seconds: 0 when it is
+ * unset (no expiry: VALID UNTIL 'infinity').
+ */
+uint64_t tl_drv_pg_backstop(const char *const *settings);
 
 #endif /* TL_DRV_POSTGRES_INTERNAL_H */

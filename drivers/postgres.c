@@ -109,6 +109,7 @@ struct tl_drv_pg {
 	struct tl_drv_cert_files cf;
 	int	 version;		/* server_version_num */
 	int	 maint;			/* revoke-public-connect */
+	uint64_t backstop;		/* expiry-backstop, s; 0: none */
 	char	 mesh[PG_MESH_MAX];	/* admin->mesh; "": before ids */
 	/*
 	 * admin->fence, copied (fenced 0: a reader's session).  holding:
@@ -1298,6 +1299,40 @@ reset_db_settings(PGconn *c, const struct tl_drv_grant *g,
 }
 
 /*
+ * A login's VALID UNTIL as a literal: 'infinity', or with an expiry
+ * backstop the server's now (the transaction's start) plus it, by the
+ * server's clock, which is the one that enforces it.
+ */
+static int
+valid_until(struct tl_drv_pg *p, char *out, size_t cap, char *why)
+{
+	char secs[32], *lit;
+	PGresult *r;
+	int rc;
+
+	if (p->backstop == 0) {
+		snprintf(out, cap, "'infinity'");
+		return 0;
+	}
+	snprintf(secs, sizeof(secs), "%llu seconds",
+	    (unsigned long long)p->backstop);
+	if ((rc = query(p->conn, "SELECT (now() + $1::text::interval)::text",
+	    1, secs, NULL, NULL, &r, "the expiry backstop", why)) != 0)
+		return rc;
+	if (PQntuples(r) != 1 || PQgetisnull(r, 0, 0) ||
+	    (lit = PQescapeLiteral(p->conn, PQgetvalue(r, 0, 0),
+	    strlen(PQgetvalue(r, 0, 0)))) == NULL) {
+		PQclear(r);
+		return tl_drv_why(why, TL_EDRIVER, "the expiry backstop: no "
+		    "time from the server");
+	}
+	snprintf(out, cap, "%s", lit);
+	PQfreemem(lit);
+	PQclear(r);
+	return 0;
+}
+
+/*
  * Role attributes, membership, settings, database ownership and
  * privileges, as create sets them: one transaction on the admin session.
  * The login's settings are role=owner alone (in every database and in
@@ -1309,7 +1344,7 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 {
 	PGconn *c = p->conn;
 	char so[160], sl[160], sd[160], from_l[PG_SQL_MAX / 4],
-	    from_o[PG_SQL_MAX / 4], on_d[PG_SQL_MAX / 4];
+	    from_o[PG_SQL_MAX / 4], on_d[PG_SQL_MAX / 4], until[80];
 	int rc;
 
 	if ((rc = tl_drv_sqlf(from_l, sizeof(from_l), why, " FROM %s",
@@ -1325,10 +1360,11 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	snprintf(sd, sizeof(sd), "database \"%s\"", g->resource);
 	if ((rc = run(c, "BEGIN", "begin", why)) != 0)
 		return rc;
-	if ((rc = runf(c, so, why, "ALTER ROLE %s NOLOGIN " ROLE_ATTRS,
+	if ((rc = valid_until(p, until, sizeof(until), why)) != 0 ||
+	    (rc = runf(c, so, why, "ALTER ROLE %s NOLOGIN " ROLE_ATTRS,
 	    ids->own)) != 0 ||
 	    (rc = runf(c, sl, why, "ALTER ROLE %s LOGIN INHERIT " ROLE_ATTRS
-	    " CONNECTION LIMIT -1 VALID UNTIL 'infinity'", ids->log)) != 0 ||
+	    " CONNECTION LIMIT -1 VALID UNTIL %s", ids->log, until)) != 0 ||
 	    (rc = runf(c, sl, why, "GRANT %s TO %s", ids->own, ids->log)) != 0 ||
 	    (rc = runf(c, sl, why, "ALTER ROLE %s RESET ALL", ids->log)) != 0 ||
 	    (rc = runf(c, sl, why, "ALTER ROLE %s SET role = %s", ids->log,
@@ -1515,6 +1551,7 @@ pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 		goto fail;
 	}
 	p->maint = tl_drv_pg_revoke_public_connect(a->settings);
+	p->backstop = tl_drv_pg_backstop(a->settings);
 	p->sslmode = tl_drv_pg_sslmode(a->settings, a->host);
 	if (strcmp(p->sslmode, "verify-full") == 0) {
 		if (a->ca_file == NULL) {
@@ -1684,7 +1721,11 @@ out:
     "  AND NOT (s.setrole = 0" \
     "   AND u.c = 'default_transaction_read_only=on')) AS x)," \
     " shobj_description(o.oid, 'pg_authid')," \
-    " shobj_description(l.oid, 'pg_authid')"
+    " shobj_description(l.oid, 'pg_authid')," \
+    " CASE WHEN l.rolvaliduntil IS NULL" \
+    "  OR l.rolvaliduntil = 'infinity' THEN NULL" \
+    "  ELSE floor(extract(epoch FROM l.rolvaliduntil)" \
+    "   - extract(epoch FROM now()))::bigint END"
 
 /* One row about a grant: columns are the C_* below. */
 static const char q_check[] =
@@ -1718,6 +1759,7 @@ enum {
 	C_MEMBER, C_SETROLE, C_L_OTHERS, C_O_OTHERS,
 	C_DB_OWNER_OK, C_DB_OWNER, C_DB_ALLOWCONN, C_PUBLIC, C_GRANTEES,
 	C_O_LACKS, C_SETTINGS, C_O_MARK, C_L_MARK,
+	C_L_LEFT,		/* seconds to VALID UNTIL; NULL: none */
 	C_VERIFIER		/* q_check_bulk only */
 };
 
@@ -1840,8 +1882,8 @@ login_as(const struct tl_drv_pg *p, const struct tl_drv_grant *g,
  * what is missing into miss, attributes and privileges into priv.
  */
 static void
-eval_row(const PGresult *r, int row, const struct tl_drv_grant *g,
-    struct pg_msg *miss, struct pg_msg *priv)
+eval_row(const struct tl_drv_pg *p, const PGresult *r, int row,
+    const struct tl_drv_grant *g, struct pg_msg *miss, struct pg_msg *priv)
 {
 	const char *s;
 
@@ -1874,6 +1916,20 @@ eval_row(const PGresult *r, int row, const struct tl_drv_grant *g,
 		if (col_true(r, row, C_L_EXPIRED))
 			madd(priv, "login role \"%s\" expired (VALID UNTIL)",
 			    g->login);
+		else if (p->backstop != 0 && ((s = col_str(r, row,
+		    C_L_LEFT)) == NULL || strtoll(s, NULL, 10) <
+		    (long long)(p->backstop / 2)))
+			/* Moved on at half of it: a missed check or two. */
+			madd(priv, "login role \"%s\" is valid for %s%s, "
+			    "not the expiry backstop's %llu s ahead (VALID "
+			    "UNTIL)", g->login, s != NULL ? s : "ever",
+			    s != NULL ? " s more" : "",
+			    (unsigned long long)p->backstop);
+		else if (p->backstop == 0 && col_str(r, row, C_L_LEFT) !=
+		    NULL)
+			madd(priv, "login role \"%s\" expires in %s s (VALID "
+			    "UNTIL), and the provider has no expiry backstop",
+			    g->login, col_str(r, row, C_L_LEFT));
 		if (col_true(r, row, C_OWN) && !col_true(r, row, C_MEMBER))
 			madd(priv, "login role \"%s\" is not a member of "
 			    "\"%s\"", g->login, g->owner);
@@ -2010,7 +2066,7 @@ pg_check(void *h, const struct tl_drv_grant *g,
 		goto out;
 	}
 
-	eval_row(r, 0, g, &miss, &priv);
+	eval_row(p, r, 0, g, &miss, &priv);
 	if (p->maint) {
 		char found[160];
 
@@ -2194,7 +2250,7 @@ pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 			drift[i] = TL_DRIFT_PRIVILEGES;
 			continue;
 		}
-		eval_row(r, row, g, &miss, &priv);
+		eval_row(p, r, row, g, &miss, &priv);
 		if (found[0] != '\0')
 			madd(&priv, "PUBLIC can connect to %s (the provider "
 			    "revokes it: revoke-public-connect)", found);

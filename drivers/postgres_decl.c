@@ -158,6 +158,14 @@ static const struct tl_drv_setting pg_settings[] = {
 	    "one migration file",
 	    .use = TL_DRV_USE_PLAIN },
 	TL_DRV_PASSWORD_SETTINGS(TL_DRV_PASSWORD_MIN, TL_DRV_PASSWORD_MAX),
+	/*
+	 * At least two verification intervals of 30 s, so that one
+	 * missed check does not let a login lapse.
+	 */
+	{ "expiry-backstop", "", 0, TL_DRV_DURATION, "keep each login's "
+	    "VALID UNTIL this far ahead (verification moves it on), so a "
+	    "credential outlives a dead control plane by at most this; "
+	    "unset: no expiry", 120, 31536000, TL_DRV_USE_PLAIN },
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
@@ -196,20 +204,42 @@ tl_drv_pg_revoke_public_connect(const char *const *settings)
 	    strcmp(v, "0") == 0);
 }
 
+uint64_t
+tl_drv_pg_backstop(const char *const *settings)
+{
+	const char *v = tl_drv_setting_get(settings, "expiry-backstop");
+	uint64_t s = 0;
+
+	if (v == NULL || *v == '\0' || tl_drv_duration(v, &s) != 0)
+		return 0;
+	return s;
+}
+
 /*
  * What settings valid on their own leave open: with
  * revoke-public-connect off, every grant's login can connect to the
- * maintenance databases (and read the catalogs of the whole server).
+ * maintenance databases (and read the catalogs of the whole server);
+ * with an expiry backstop, a control plane down longer than it locks
+ * every consumer out.
  */
 static int
 pg_settings_note(const char *const *settings, char *note)
 {
-	if (tl_drv_pg_revoke_public_connect(settings))
+	const char *bs = tl_drv_setting_get(settings, "expiry-backstop");
+	int open = !tl_drv_pg_revoke_public_connect(settings);
+	int back = tl_drv_pg_backstop(settings) != 0;
+
+	if (!open && !back)
 		return 0;
 	if (note != NULL)
-		snprintf(note, TL_DRV_WHY_MAX, "revoke-public-connect is off: "
-		    "PUBLIC keeps CONNECT on the provider's maintenance "
-		    "databases, so every grant's login can connect to them");
+		snprintf(note, TL_DRV_WHY_MAX, "%s%s%s%s%s", open ?
+		    "revoke-public-connect is off: PUBLIC keeps CONNECT on "
+		    "the provider's maintenance databases, so every grant's "
+		    "login can connect to them" : "", open && back ? "; " : "",
+		    back ? "expiry backstop " : "", back ? bs : "", back ?
+		    ": each login's VALID UNTIL is kept that far ahead by "
+		    "verification, so a control plane down longer locks every "
+		    "consumer out" : "");
 	return 1;
 }
 

@@ -307,6 +307,14 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 		if (tl_drv_duration(value, &secs) != 0)
 			return bad(why, s, value, "expected a duration, N "
 			    "seconds or N followed by s, m, h or d (90s, 5m)");
+		if ((s->min != 0 || s->max != 0) &&
+		    (secs < s->min || secs > s->max)) {
+			char range[80];
+
+			snprintf(range, sizeof(range), "expected a duration "
+			    "of %llu to %llu seconds", s->min, s->max);
+			return bad(why, s, value, range);
+		}
 		return 0;
 	case TL_DRV_TLS_MODE:
 		if (strcmp(value, "verify") != 0 &&

@@ -1323,6 +1323,8 @@ START_TEST(test_check_privileges)
 		{ "ALTER ROLE {l} NOLOGIN", "NOLOGIN" },
 		{ "ALTER ROLE {l} CONNECTION LIMIT 0", "CONNECTION LIMIT" },
 		{ "ALTER ROLE {l} VALID UNTIL '2000-01-01'", "VALID UNTIL" },
+		/* No expiry backstop: a future expiry is not tally's either. */
+		{ "ALTER ROLE {l} VALID UNTIL '2999-01-01'", "no expiry backstop" },
 		{ "ALTER ROLE {l} NOINHERIT", "NOINHERIT" },
 		{ "ALTER DATABASE {d} ALLOW_CONNECTIONS false", "allow" },
 	};

@@ -66,10 +66,11 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
-	  "provider resource env{} migrations max_age [part]", GR, NULL,
+	  "provider resource env{} migrations max_age [part] [window]", GR,
+	  NULL,
 	  { { "module", NAME }, { "name", NAME }, { "kind", 15 },
 	    { "target", NAME }, { "type", NAME }, { "scope", 15 },
-	    { "resource", NAME }, { "part", NAME } } },
+	    { "resource", NAME }, { "part", NAME }, { "window", 128 } } },
 	{ E(TL_EV_REQ_WITHDRAWN), "module", "module name", GR, NULL,
 	  { { "module", NAME }, { "name", NAME } } },
 	{ E(TL_EV_MIGRATION_STORED), "module", "module req file checksum "
@@ -93,10 +94,10 @@ static const struct tl_cat_event cat[] = {
 	  { { "module", NAME }, { "node", NAME } } },
 	/* provider/NODE/MODULE */
 	{ E(TL_EV_PROVIDER_REGISTERED), "provider", "id module node "
-	  "types[{type driver revoke max_age}]", GR, NULL,
+	  "types[{type driver revoke max_age [window]}]", GR, NULL,
 	  { { "id", PROV }, { "module", NAME }, { "node", NAME },
 	    { "types[].type", NAME }, { "types[].driver", NAME },
-	    { "types[].revoke", 15 } } },
+	    { "types[].revoke", 15 }, { "types[].window", 128 } } },
 	{ E(TL_EV_PROVIDER_RETIRED), "provider", "id", GR, NULL,
 	  { { "id", PROV } } },
 	{ E(TL_EV_PROVIDER_UNREACHABLE), "provider", "id reason kind", GR, NULL,

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
+#include "core/window.h"
 #include "binder.h"
 #include "decide_assign.h"
 #include "decide_derive.h"
@@ -55,6 +56,7 @@ provider_body(struct tl_ctx *c, const char *module, const char *node,
 		for (i = 0; i < tl_bn_len(prov); i++) {
 			struct tl_bnode e = tl_bn_at(prov, i);
 			char type[64] = "", driver[64] = "", revoke[16] = "";
+			char window[TL_WIN_SPEC_MAX + 1] = "";
 
 			tl_bn_getstr(e, "type", type, sizeof(type));
 			tl_bn_getstr(e, "driver", driver, sizeof(driver));
@@ -65,6 +67,9 @@ provider_body(struct tl_ctx *c, const char *module, const char *node,
 			tl_body_str(b, "revoke", revoke);
 			tl_body_u64(b, "max_age", tl_bn_getu64(e, "max_age",
 			    0));
+			if (tl_bn_getstr(e, "window", window,
+			    sizeof(window)) == 0 && window[0] != '\0')
+				tl_body_str(b, "window", window);
 			tl_body_end(b);
 			(*ntypes)++;
 		}

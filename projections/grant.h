@@ -219,6 +219,13 @@ int	tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
  */
 uint64_t tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_grant *g);
+/*
+ * The rotation-window of g (core/window.h: the requirement's own, else
+ * its provider's for the type) into out (cap bytes); "" when none is
+ * set: a scheduled rotation may start at any time.
+ */
+void	tl_grant_window(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g, char *out, size_t cap);
 int	tl_grant_each_migrating(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
 int	tl_grant_each_rotation_due(struct tl_txn *t, const struct tl_proj *p,

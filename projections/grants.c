@@ -508,6 +508,42 @@ tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
 	return age;
 }
 
+void
+tl_grant_window(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, char *out, size_t cap)
+{
+	struct tl_rec r;
+	struct tl_bnode types;
+	char k[TL_KEY_MAX];
+	size_t i;
+
+	out[0] = '\0';
+	/* As the age: the requirement's own wins over the provider's. */
+	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		if (tl_bn_getstr(r.m, "window", out, cap) != 0)
+			out[0] = '\0';
+		tl_rec_close(&r);
+	}
+	if (out[0] != '\0')
+		return;
+	if (tl_key(k, "p/%s", g->provider) == 0 &&
+	    tl_rec_get(t, p->graph, k, &r) == 0) {
+		if (tl_bn_get(r.m, "types", &types) == 0)
+			for (i = 0; i < tl_bn_len(types); i++) {
+				char ty[64] = "";
+
+				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
+				    sizeof(ty));
+				if (strcmp(ty, g->type) == 0 &&
+				    tl_bn_getstr(tl_bn_at(types, i), "window",
+				    out, cap) != 0)
+					out[0] = '\0';
+			}
+		tl_rec_close(&r);
+	}
+}
+
 /*
  * When g's credential is due for a scheduled rotation (its intent's
  * time plus its max-credential-age), 0 when never: provisioned, not

@@ -11,6 +11,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/vec.h"
+#include "core/window.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
@@ -236,6 +237,7 @@ fold_provider_moved(struct tl_txn *t, const struct tl_proj *p,
 		for (i = 0; i < tl_bn_len(types); i++) {
 			struct tl_bnode e = tl_bn_at(types, i);
 			char type[64] = "", driver[64] = "", revoke[16] = "";
+			char window[TL_WIN_SPEC_MAX + 1] = "";
 
 			tl_bn_getstr(e, "type", type, sizeof(type));
 			tl_bn_getstr(e, "driver", driver, sizeof(driver));
@@ -246,6 +248,9 @@ fold_provider_moved(struct tl_txn *t, const struct tl_proj *p,
 			tl_body_str(&b, "revoke", revoke);
 			tl_body_u64(&b, "max_age", tl_bn_getu64(e, "max_age",
 			    0));
+			if (tl_bn_getstr(e, "window", window,
+			    sizeof(window)) == 0 && window[0] != '\0')
+				tl_body_str(&b, "window", window);
 			tl_body_end(&b);
 		}
 	tl_body_end(&b);

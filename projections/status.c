@@ -16,6 +16,7 @@
 #include "rebind.h"
 #include "rotation.h"
 #include "core/json.h"
+#include "core/window.h"
 #include "drivers/decl.h"
 
 int
@@ -1112,10 +1113,30 @@ attn_one(const struct tl_grant *g, void *arg)
 	} else if ((age = tl_rot_max_age(aa->t, aa->p, g)) != 0 &&
 	    g->intent_seq != 0 && tl_log_get(aa->t, g->intent_seq, &ev) == 0 &&
 	    ev.ts + age * 1000000000u <= aa->now_ns)
-		/* Due, and no rotation started: tallyd not running, or capped. */
-		json_array_append_new(aa->overdue, json_pack("{s:s,s:I,s:I}",
-		    "grant", g->id, "age_s", (json_int_t)((aa->now_ns -
-		    ev.ts) / 1000000000u), "max_age_s", (json_int_t)age));
+	{
+		/*
+		 * Due, and no rotation started: tallyd not running, capped,
+		 * or held until its rotation window opens.
+		 */
+		char spec[TL_WIN_SPEC_MAX + 1], why[TL_WIN_WHY_MAX];
+		struct tl_win w;
+		json_t *o = json_pack("{s:s,s:I,s:I}", "grant", g->id, "age_s",
+		    (json_int_t)((aa->now_ns - ev.ts) / 1000000000u),
+		    "max_age_s", (json_int_t)age);
+
+		tl_grant_window(aa->t, aa->p, g, spec, sizeof(spec));
+		if (o != NULL && spec[0] != '\0' &&
+		    tl_win_parse(spec, &w, why) == 0) {
+			int64_t now = (int64_t)(aa->now_ns / 1000000000u);
+			int64_t next = tl_win_next(&w, now);
+
+			json_object_set_new(o, "window", json_string(spec));
+			if (next > now)
+				json_object_set_new(o, "window_opens_s",
+				    json_integer(next));
+		}
+		json_array_append_new(aa->overdue, o);
+	}
 	if (tl_graph_module_nodes(aa->t, aa->p, g->module, &nl) != 0)
 		return 0;
 	for (i = 0; i < nl.n; i++) {

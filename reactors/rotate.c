@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/window.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
@@ -550,6 +551,21 @@ running_on(struct due_arg *da, const char *provider)
 	return n;
 }
 
+/* Whether g's rotation-window (if any) is open at the pass's now. */
+static int
+window_open(const struct due_arg *da, const struct tl_grant *g)
+{
+	char spec[TL_WIN_SPEC_MAX + 1];
+	struct tl_win w;
+	char why[TL_WIN_WHY_MAX];
+
+	tl_grant_window(da->t, da->p, g, spec, sizeof(spec));
+	/* apply checked it; one this system cannot read holds nothing. */
+	if (spec[0] == '\0' || tl_win_parse(spec, &w, why) != 0)
+		return 1;
+	return tl_win_open(&w, (int64_t)(da->ps->now / 1000000000u));
+}
+
 static int
 due_one(const struct tl_grant *g, void *arg)
 {
@@ -570,6 +586,12 @@ due_one(const struct tl_grant *g, void *arg)
 	if (tl_log_get(da->t, g->intent_seq, &ev) != 0)
 		return 0;
 	if (ev.ts + age * 1000000000u > da->ps->now)
+		return 0;
+	/*
+	 * Due, but held until its window opens (a rotation by hand is
+	 * never held: tally rotate starts it itself).
+	 */
+	if (!window_open(da, g))
 		return 0;
 	/* Never more than a few at once per provider: the rest wait. */
 	if (running_on(da, g->provider) >= da->ps->rx->max_rotations)

@@ -103,6 +103,9 @@ module_body(const struct tl_mf_module *m, struct tl_body *b)
 			    tl_mf_revoke_name(m->provides[j].revoke));
 			tl_body_u64(x, "max_age",
 			    (uint64_t)m->provides[j].max_credential_age);
+			if (m->provides[j].rotation_window != NULL)
+				tl_body_str(x, "window",
+				    m->provides[j].rotation_window);
 			/* Absent when none: an older declaration reads so. */
 			if (m->provides[j].nderived > 0) {
 				const struct tl_mf_derived *dv =
@@ -311,6 +314,8 @@ req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
 			tl_body_end(b);
 		}
 		tl_body_u64(b, "max_age", (uint64_t)r->max_credential_age);
+		if (r->rotation_window != NULL)
+			tl_body_str(b, "window", r->rotation_window);
 	}
 	if (r->part != NULL)
 		tl_body_str(b, "part", r->part);

@@ -662,7 +662,20 @@ print_attention(const json_t *at)
 		printf(" old (max-credential-age ");
 		print_duration((uint64_t)json_integer_value(json_object_get(e,
 		    "max_age_s")) * 1000000000u);
-		printf("); is tallyd running?\n");
+		if (json_object_get(e, "window_opens_s") != NULL) {
+			char when[32] = "?";
+			time_t u = (time_t)json_integer_value(json_object_get(e,
+			    "window_opens_s"));
+			struct tm tm;
+
+			if (gmtime_r(&u, &tm) != NULL)
+				strftime(when, sizeof(when),
+				    "%Y-%m-%dT%H:%M:%SZ", &tm);
+			printf("); held for its rotation window (%s), which "
+			    "opens at %s\n", json_string_value(json_object_get(
+			    e, "window")), when);
+		} else
+			printf("); is tallyd running?\n");
 	}
 }
 

@@ -266,6 +266,7 @@ tl_mf_req_equal(const struct tl_mf_req *a, const struct tl_mf_req *b)
 	    maps_equal(a->env, a->nenv, b->env, b->nenv) &&
 	    streq(a->migrations, b->migrations) &&
 	    a->max_credential_age == b->max_credential_age &&
+	    streq(a->rotation_window, b->rotation_window) &&
 	    streq(a->part, b->part);
 }
 
@@ -312,7 +313,8 @@ tl_mf_module_equal(const struct tl_mf_module *a, const struct tl_mf_module *b)
 		}
 		if (!streq(x->type, y->type) || !streq(x->driver, y->driver) ||
 		    x->revoke != y->revoke ||
-		    x->max_credential_age != y->max_credential_age)
+		    x->max_credential_age != y->max_credential_age ||
+		    !streq(x->rotation_window, y->rotation_window))
 			return 0;
 	}
 	for (i = 0; i < a->nembedded; i++) {

@@ -118,6 +118,8 @@ struct tl_mf_req {
 	size_t	nenv;
 	const char *migrations;	/* absolute, lexically normalised; NULL if none */
 	int64_t	max_credential_age;	/* seconds; 0 = no scheduled rotation */
+	/* When a scheduled rotation may start (core/window.h); NULL: any time. */
+	const char *rotation_window;
 	const char *part;	/* part: one of the module's parts; NULL: every part */
 	int	line;
 };
@@ -142,6 +144,7 @@ struct tl_mf_provide {
 	const char *driver;	/* one of the drivers passed to the parser */
 	enum tl_mf_revoke revoke;
 	int64_t	max_credential_age;	/* seconds; 0 = none */
+	const char *rotation_window;	/* NULL: any time (window.h) */
 	const struct tl_mf_derived *derived;	/* settings:, sorted by key */
 	size_t	nderived;
 	int	line;

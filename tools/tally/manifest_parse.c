@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
+#include "core/window.h"
 #include "drivers/decl.h"
 #include "manifest-internal.h"
 
@@ -28,11 +29,32 @@ static const char *const module_keys[] = {
 };
 static const char *const req_keys[] = {
 	"presence", "type", "from", "scope", "provider", "name", "env",
-	"migrations", "max-credential-age", "part", NULL
+	"migrations", "max-credential-age", "rotation-window", "part", NULL
 };
 static const char *const provide_keys[] = {
-	"driver", "revoke", "max-credential-age", "settings", NULL
+	"driver", "revoke", "max-credential-age", "rotation-window",
+	"settings", NULL
 };
+/*
+ * rotation-window: a weekly window in a time zone (core/window.h),
+ * checked here so that a spec tallyd could not read is never recorded.
+ */
+static const char *
+parse_window(struct ctx *c, const struct node *v, const char *path)
+{
+	struct tl_win w;
+	char why[TL_WIN_WHY_MAX];
+	const char *s;
+
+	if ((s = mf_want_str(c, v, path)) == NULL)
+		return NULL;
+	if (tl_win_parse(s, &w, why) != 0) {
+		mf_err(c, v, path, "%s", why);
+		return NULL;
+	}
+	return mf_sdup(c, s);
+}
+
 static const char *const derived_keys[] = {
 	"from-node", "times", "unit", "min", "max", NULL
 };
@@ -437,6 +459,9 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	mf_join(f, sizeof f, path, "max-credential-age");
 	if ((v = mf_get(map, "max-credential-age", NULL)) != NULL)
 		mf_parse_age(c, v, f, &r->max_credential_age);
+	mf_join(f, sizeof f, path, "rotation-window");
+	if ((v = mf_get(map, "rotation-window", NULL)) != NULL)
+		r->rotation_window = parse_window(c, v, f);
 	return c->nerr == before ? 0 : -1;
 }
 
@@ -698,6 +723,11 @@ parse_provides(struct ctx *c, struct tl_mf_module *m, struct node *map)
 		    NULL;
 		if (x != NULL)
 			mf_parse_age(c, x, g, &pv[n].max_credential_age);
+		mf_join(g, sizeof g, f, "rotation-window");
+		x = v->kind == N_MAP ? mf_get(v, "rotation-window", NULL) :
+		    NULL;
+		if (x != NULL)
+			pv[n].rotation_window = parse_window(c, x, g);
 		mf_join(g, sizeof g, f, "settings");
 		x = v->kind == N_MAP ? mf_get(v, "settings", NULL) : NULL;
 		if (x != NULL)

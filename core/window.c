@@ -167,6 +167,20 @@ tl_win_parse(const char *spec, struct tl_win *w, char *why)
 
 static pthread_mutex_t tz_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * TZ present in the environment from before main, so that setting it
+ * later replaces one pointer in place and never moves the environment
+ * another thread's getenv (libpq's, libcurl's) may be reading; glibc
+ * keeps every value it set.  ":/etc/localtime" is what an unset TZ
+ * means.
+ */
+__attribute__((constructor)) static void
+tz_present(void)
+{
+	if (getenv("TZ") == NULL)
+		setenv("TZ", ":/etc/localtime", 0);
+}
+
 /* now's wall clock in zone: weekday (0 Sunday) and minute of the day. */
 static int
 wall(const char *zone, int64_t now, int *wday, int *minute)
@@ -188,7 +202,7 @@ wall(const char *zone, int64_t now, int *wday, int *minute)
 		if (saved != NULL)
 			setenv("TZ", saved, 1);
 		else
-			unsetenv("TZ");
+			unsetenv("TZ");	/* a caller removed it: as it was */
 		tzset();
 		pthread_mutex_unlock(&tz_lock);
 		free(saved);

@@ -14,7 +14,9 @@
  * Pure but for the zone database, which glibc reads through TZ: the
  * conversion holds a lock of this module and restores TZ, so no caller
  * sees another's zone (nothing else in tally reads local time: logs and
- * events are UTC).  Errors: TL_EINVAL with why (TL_WIN_WHY_MAX bytes)
+ * events are UTC).  TZ is put in the environment before main
+ * (":/etc/localtime", what unset means, when it is not there), so that
+ * setting it moves nothing another thread's getenv reads.  Errors: TL_EINVAL with why (TL_WIN_WHY_MAX bytes)
  * naming what in the spec is wrong.
  */
 #ifndef TL_WINDOW_H

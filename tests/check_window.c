@@ -126,7 +126,8 @@ START_TEST(test_open_zone)
 	ck_assert_int_eq(tl_win_open(&w, utc(2026, 10, 25, 0, 0)), 1);
 	ck_assert_int_eq(tl_win_open(&w, utc(2026, 10, 25, 1, 59)), 1);
 	ck_assert_int_eq(tl_win_open(&w, utc(2026, 10, 25, 2, 0)), 0);
-	/* The caller's TZ is what it was. */
+	/* Present from before main (window.c), and what it was after. */
+	ck_assert_ptr_nonnull(getenv("TZ"));
 	setenv("TZ", "Asia/Tokyo", 1);
 	tzset();
 	ck_assert_int_eq(tl_win_open(&w, utc(2026, 12, 3, 1, 30)), 1);

@@ -9,6 +9,7 @@
 #     is refused by assign, naming the range, and nothing is appended;
 #   - hex of 40 on PostgreSQL: the delivered password is 40 hex digits
 #     and psql logs in with it; a rotation's is too, and logs in;
+#   - the admin's own rotation under that policy keeps tally in;
 #   - symbols of 24 on Redis: 24 characters of the alphabet, one of each
 #     class, and redis-cli logs in with it;
 #   - a provider without a policy keeps the default (32, base64url).
@@ -58,6 +59,16 @@ printf '%s' "$pw2" | grep -qx '[0-9a-f]\{40\}' ||
 	t_fail "the rotation's password is not 40 hex digits: ${#pw2} characters"
 t_env_psql "$F" "SELECT 1" >/dev/null || t_fail "the rotation's password does not log in"
 t_ok "40 hex digits, logs in; the rotation's too"
+
+t_check "the admin's own rotation under the policy: tally keeps its provider"
+tly rotate --admin node-a/postgres >/dev/null || t_fail "rotate --admin"
+t_tallyd_once
+tly log --json --type admin.rotation.completed | grep -q . || t_fail "the admin rotation did not complete"
+PGPASSWORD=$(cat "$TALLY_TEST_PG_PWFILE") psql -X -At -q -h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" \
+	-U "$TALLY_TEST_PG_USER" -d postgres -c 'select 1' >/dev/null 2>&1 &&
+	t_fail "the old admin password still logs in"
+t_expect_exit 0 "tally check --all (the policy's admin password)" tly check --all
+t_ok "admin.rotation.completed; tally check --all passes with the new one"
 
 t_check "symbols of 24 on Redis: one of each class, and it logs in"
 mkdir -p "$W/manifests"

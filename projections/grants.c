@@ -473,15 +473,42 @@ migrator_work(struct tl_txn *t, const struct tl_proj *p,
 	return 0;
 }
 
+/*
+ * The entry of g's type in its provider's record (p/PROVIDER types[]):
+ * 0 with r open (the caller closes it), else nonzero and nothing open.
+ */
+static int
+provider_type(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, struct tl_rec *r, struct tl_bnode *entry)
+{
+	struct tl_bnode types;
+	char k[TL_KEY_MAX];
+	size_t i;
+
+	if (tl_key(k, "p/%s", g->provider) != 0 ||
+	    tl_rec_get(t, p->graph, k, r) != 0)
+		return TL_ENOTFOUND;
+	if (tl_bn_get(r->m, "types", &types) == 0)
+		for (i = 0; i < tl_bn_len(types); i++) {
+			char ty[64] = "";
+
+			*entry = tl_bn_at(types, i);
+			tl_bn_getstr(*entry, "type", ty, sizeof(ty));
+			if (strcmp(ty, g->type) == 0)
+				return 0;
+		}
+	tl_rec_close(r);
+	return TL_ENOTFOUND;
+}
+
 uint64_t
 tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g)
 {
 	struct tl_rec r;
-	struct tl_bnode types;
+	struct tl_bnode e;
 	uint64_t age = 0;
 	char k[TL_KEY_MAX];
-	size_t i;
 
 	/* The requirement's own age wins over the provider's default. */
 	if (tl_key(k, "r/%s/%s", g->module, g->req) == 0 &&
@@ -491,18 +518,8 @@ tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
 	}
 	if (age != 0)
 		return age;
-	if (tl_key(k, "p/%s", g->provider) == 0 &&
-	    tl_rec_get(t, p->graph, k, &r) == 0) {
-		if (tl_bn_get(r.m, "types", &types) == 0)
-			for (i = 0; i < tl_bn_len(types); i++) {
-				char ty[64] = "";
-
-				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
-				    sizeof(ty));
-				if (strcmp(ty, g->type) == 0)
-					age = tl_bn_getu64(tl_bn_at(types, i),
-					    "max_age", 0);
-			}
+	if (provider_type(t, p, g, &r, &e) == 0) {
+		age = tl_bn_getu64(e, "max_age", 0);
 		tl_rec_close(&r);
 	}
 	return age;
@@ -513,9 +530,8 @@ tl_grant_window(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, char *out, size_t cap)
 {
 	struct tl_rec r;
-	struct tl_bnode types;
+	struct tl_bnode e;
 	char k[TL_KEY_MAX];
-	size_t i;
 
 	out[0] = '\0';
 	/* As the age: the requirement's own wins over the provider's. */
@@ -527,19 +543,9 @@ tl_grant_window(struct tl_txn *t, const struct tl_proj *p,
 	}
 	if (out[0] != '\0')
 		return;
-	if (tl_key(k, "p/%s", g->provider) == 0 &&
-	    tl_rec_get(t, p->graph, k, &r) == 0) {
-		if (tl_bn_get(r.m, "types", &types) == 0)
-			for (i = 0; i < tl_bn_len(types); i++) {
-				char ty[64] = "";
-
-				tl_bn_getstr(tl_bn_at(types, i), "type", ty,
-				    sizeof(ty));
-				if (strcmp(ty, g->type) == 0 &&
-				    tl_bn_getstr(tl_bn_at(types, i), "window",
-				    out, cap) != 0)
-					out[0] = '\0';
-			}
+	if (provider_type(t, p, g, &r, &e) == 0) {
+		if (tl_bn_getstr(e, "window", out, cap) != 0)
+			out[0] = '\0';
 		tl_rec_close(&r);
 	}
 }

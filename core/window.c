@@ -181,46 +181,53 @@ tz_present(void)
 		setenv("TZ", ":/etc/localtime", 0);
 }
 
-/* now's wall clock in zone: weekday (0 Sunday) and minute of the day. */
+/*
+ * Into w's zone (the lock held and TZ set, unless it is UTC) and back
+ * out: every conversion in between reads the zone glibc loaded once.
+ * saved: what TZ was, for zone_leave.
+ */
+static void
+zone_enter(const struct tl_win *w, char **saved)
+{
+	const char *old;
+
+	*saved = NULL;
+	if (strcmp(w->zone, "UTC") == 0)
+		return;
+	pthread_mutex_lock(&tz_lock);
+	if ((old = getenv("TZ")) != NULL)
+		*saved = strdup(old);
+	setenv("TZ", w->zone, 1);
+	tzset();
+}
+
+static void
+zone_leave(const struct tl_win *w, char *saved)
+{
+	if (strcmp(w->zone, "UTC") == 0)
+		return;
+	if (saved != NULL)
+		setenv("TZ", saved, 1);
+	else
+		unsetenv("TZ");	/* a caller removed it: as it was */
+	tzset();
+	pthread_mutex_unlock(&tz_lock);
+	free(saved);
+}
+
+/* Whether w is open at now; inside zone_enter. */
 static int
-wall(const char *zone, int64_t now, int *wday, int *minute)
+open_at(const struct tl_win *w, int64_t now)
 {
 	time_t t = (time_t)now;
 	struct tm tm;
-	char *old, *saved = NULL;
-	int ok;
-
-	if (strcmp(zone, "UTC") == 0)
-		ok = gmtime_r(&t, &tm) != NULL;
-	else {
-		pthread_mutex_lock(&tz_lock);
-		if ((old = getenv("TZ")) != NULL)
-			saved = strdup(old);
-		setenv("TZ", zone, 1);
-		tzset();
-		ok = localtime_r(&t, &tm) != NULL;
-		if (saved != NULL)
-			setenv("TZ", saved, 1);
-		else
-			unsetenv("TZ");	/* a caller removed it: as it was */
-		tzset();
-		pthread_mutex_unlock(&tz_lock);
-		free(saved);
-	}
-	if (!ok)
-		return -1;
-	*wday = tm.tm_wday;
-	*minute = tm.tm_hour * 60 + tm.tm_min;
-	return 0;
-}
-
-int
-tl_win_open(const struct tl_win *w, int64_t now)
-{
 	int d, m, prev;
 
-	if (wall(w->zone, now, &d, &m) != 0)
+	if ((strcmp(w->zone, "UTC") == 0 ? gmtime_r(&t, &tm) :
+	    localtime_r(&t, &tm)) == NULL)
 		return 0;
+	d = tm.tm_wday;
+	m = tm.tm_hour * 60 + tm.tm_min;
 	prev = (d + 6) % 7;
 	if (w->start < w->end)
 		return (w->days >> d & 1) && m >= w->start && m < w->end;
@@ -229,16 +236,32 @@ tl_win_open(const struct tl_win *w, int64_t now)
 	    ((w->days >> prev & 1) && m < w->end);
 }
 
+int
+tl_win_open(const struct tl_win *w, int64_t now)
+{
+	char *saved;
+	int open;
+
+	zone_enter(w, &saved);
+	open = open_at(w, now);
+	zone_leave(w, saved);
+	return open;
+}
+
 int64_t
 tl_win_next(const struct tl_win *w, int64_t now)
 {
-	int64_t t;
+	int64_t t, next = -1;
+	char *saved;
 
-	if (tl_win_open(w, now))
-		return now;
+	zone_enter(w, &saved);
+	if (open_at(w, now))
+		next = now;
 	/* Minute by minute: the zone's offsets change on any minute. */
-	for (t = now - now % 60 + 60; t <= now + 8 * 86400; t += 60)
-		if (tl_win_open(w, t))
-			return t;
-	return -1;
+	for (t = now - now % 60 + 60; next < 0 && t <= now + 8 * 86400;
+	    t += 60)
+		if (open_at(w, t))
+			next = t;
+	zone_leave(w, saved);
+	return next;
 }

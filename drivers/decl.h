@@ -341,6 +341,12 @@ enum tl_drv_tls {
  * would have refused (a log older than the check).
  */
 struct tl_drv_decl;
+/*
+ * The characters of TL_DRV_ALPHABET value name, and whether a password
+ * of them holds one of each class (every_class, may be NULL); NULL for
+ * no such alphabet.  Static data.
+ */
+const char *tl_drv_alphabet(const char *name, int *every_class);
 int	tl_drv_password(const struct tl_drv_decl *d,
 	    const char *const *settings, char *out, char *why);
 

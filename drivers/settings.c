@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/secret.h"
 #include "decl.h"
 
 const struct tl_drv_setting *
@@ -21,9 +20,6 @@ tl_drv_setting_find(const struct tl_drv_setting *settings, const char *name)
 			return settings;
 	return NULL;
 }
-
-_Static_assert(TL_DRV_PASSWORD_MAX == TL_PASSWORD_MAX,
-    "a policy's longest password is what the buffers hold");
 
 /* The alphabets of TL_DRV_ALPHABET (decl.h): the name's characters. */
 static const struct {
@@ -40,8 +36,8 @@ static const struct {
 	    "0123456789-_.~", 1 },
 };
 
-static const char *
-alphabet(const char *name, int *every_class)
+const char *
+tl_drv_alphabet(const char *name, int *every_class)
 {
 	size_t i;
 
@@ -52,50 +48,6 @@ alphabet(const char *name, int *every_class)
 			return alphabets[i].chars;
 		}
 	return NULL;
-}
-
-int
-tl_drv_password(const struct tl_drv_decl *d, const char *const *settings,
-    char *out, char *why)
-{
-	const struct tl_drv_setting *ls = NULL, *as = NULL;
-	const char *lv = NULL, *av = NULL, *chars;
-	const char *const *sv;
-	unsigned long long len;
-	int every = 0, rc;
-
-	out[0] = '\0';
-	if (d != NULL) {
-		ls = tl_drv_setting_find(d->settings, "password-length");
-		as = tl_drv_setting_find(d->settings, "password-alphabet");
-	}
-	if (ls == NULL || as == NULL) {
-		tl_secret_password(out);
-		return 0;
-	}
-	for (sv = settings; sv != NULL && sv[0] != NULL && sv[1] != NULL;
-	    sv += 2)
-		if (strcmp(sv[0], ls->name) == 0)
-			lv = sv[1];
-		else if (strcmp(sv[0], as->name) == 0)
-			av = sv[1];
-	if (lv == NULL || *lv == '\0')
-		lv = ls->dflt;
-	if (av == NULL || *av == '\0')
-		av = as->dflt;
-	if ((rc = tl_drv_setting_check(ls, lv, why)) != 0 ||
-	    (rc = tl_drv_setting_check(as, av, why)) != 0)
-		return rc;
-	len = strtoull(lv, NULL, 10);
-	if (len < TL_DRV_PASSWORD_MIN || len > TL_DRV_PASSWORD_MAX ||
-	    (chars = alphabet(av, &every)) == NULL) {
-		if (why != NULL)
-			snprintf(why, TL_DRV_WHY_MAX, "password-length %s: "
-			    "expected %d-%d", lv, TL_DRV_PASSWORD_MIN,
-			    TL_DRV_PASSWORD_MAX);
-		return TL_EINVAL;
-	}
-	return tl_secret_password_of(out, (size_t)len, chars, every);
 }
 
 const char *
@@ -326,7 +278,7 @@ tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
 	case TL_DRV_PEM_KEY:
 		return 0;
 	case TL_DRV_ALPHABET:
-		if (alphabet(value, NULL) == NULL)
+		if (tl_drv_alphabet(value, NULL) == NULL)
 			return bad(why, s, value, "expected base64url, alnum, "
 			    "hex or symbols");
 		return 0;

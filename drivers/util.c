@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -156,4 +157,39 @@ tl_drv_compose_ca(const struct tl_drv_endpoint *ep, char *out, size_t cap)
 	}
 	memcpy(out, v, strlen(v) + 1);
 	return 0;
+}
+
+_Static_assert(TL_DRV_PASSWORD_MAX == TL_PASSWORD_MAX,
+    "a policy's longest password is what the buffers hold");
+
+int
+tl_drv_password(const struct tl_drv_decl *d, const char *const *settings,
+    char *out, char *why)
+{
+	const struct tl_drv_setting *ls = NULL, *as = NULL;
+	const char *lv, *av, *chars;
+	int every = 0, rc;
+
+	out[0] = '\0';
+	if (d != NULL) {
+		ls = tl_drv_setting_find(d->settings, "password-length");
+		as = tl_drv_setting_find(d->settings, "password-alphabet");
+	}
+	if (ls == NULL || as == NULL) {
+		tl_secret_password(out);
+		return 0;
+	}
+	lv = tl_drv_setting_get(settings, ls->name);
+	av = tl_drv_setting_get(settings, as->name);
+	if (lv == NULL || *lv == '\0')
+		lv = ls->dflt;
+	if (av == NULL || *av == '\0')
+		av = as->dflt;
+	/* The kinds' checks: the driver's range, a known alphabet. */
+	if ((rc = tl_drv_setting_check(ls, lv, why)) != 0 ||
+	    (rc = tl_drv_setting_check(as, av, why)) != 0)
+		return rc;
+	chars = tl_drv_alphabet(av, &every);
+	return tl_secret_password_of(out, (size_t)strtoull(lv, NULL, 10),
+	    chars, every);
 }

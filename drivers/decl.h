@@ -651,6 +651,13 @@ struct tl_drv_decl {
 	/* TL_DRV_CAP_BIT of each capability it has. */
 	unsigned	 caps;
 	/*
+	 * The most sessions a pass opens on one provider of this driver at
+	 * once; 0: as many as tallyd has workers.  1 for a provider that
+	 * makes every change under one lock of its own (the directory
+	 * root's fence): more sessions would only wait on each other.
+	 */
+	unsigned	 sessions_max;
+	/*
 	 * The language a requirement's migrations are written in (the
 	 * dialect a manifest's migrations: must be in), e.g. "sql/postgres";
 	 * NULL without TL_DRV_CAP_MIGRATE.

@@ -278,6 +278,8 @@ const struct tl_drv_decl tl_drv_directory_decl = {
 	.fencing = &dir_fencing,
 	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SIZE),
+	/* Every change is made under the root's fence lock (directory.c). */
+	.sessions_max = 1,
 	.name_max = DIR_NAME_MAX,
 	.names = dir_names,
 	.compose = dir_compose,

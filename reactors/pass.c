@@ -462,7 +462,14 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 	for (i = 0; i < npv; i++) {
 		size_t want = min_calls > 1 ? (qs[i].n + min_calls - 1) /
 		    min_calls : qs[i].n;
-		size_t nsess = want < per ? want : per;
+		const struct tl_drv_decl *d = pv[i].ops != NULL ?
+		    pv[i].ops->decl : NULL;
+		size_t cap = per, nsess;
+
+		/* A driver whose changes take one lock: no more sessions. */
+		if (d != NULL && d->sessions_max != 0 && cap > d->sessions_max)
+			cap = d->sessions_max;
+		nsess = want < cap ? want : cap;
 
 		for (k = 0; k < nsess; k++) {
 			struct session *s = &ss[ns++];

@@ -131,7 +131,8 @@ typedef void (*tl_rx_call_fn)(void *arg, const struct tl_rx_prov *pv,
  * Phase 3: every call of calls[] on its provider's sessions (pv[] by
  * id; a call whose provider is not there, or has no ops, is skipped:
  * rc stays as it was), in the order given (the reactor's: oldest
- * first), each provider on up to rx->workers sessions, and no more
+ * first), each provider on up to rx->workers sessions (fewer when its
+ * driver declares sessions_max), and no more
  * than one per min_calls calls (opening a session is a login: the
  * verifier's checks are cheaper than that), on lane (TL_RX_LANE_PASS,
  * or TL_RX_LANE_VERIFY, whose calls may be yielded); returns when all

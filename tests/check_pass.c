@@ -553,6 +553,75 @@ START_TEST(test_provider_deposed)
 }
 END_TEST
 
+/*
+ * A driver that declares sessions_max (the directory: every change under
+ * its root's one lock) gets no more sessions than that from a pass, at
+ * any --workers; one that declares none gets one per worker.
+ */
+static atomic_int m_now, m_max;
+
+static void
+m_call(void *arg, const struct tl_rx_prov *pv, void *h,
+    struct tl_rx_call *c)
+{
+	int now = atomic_fetch_add(&m_now, 1) + 1, m;
+
+	(void)arg;
+	(void)pv;
+	(void)h;
+	while ((m = atomic_load(&m_max)) < now &&
+	    !atomic_compare_exchange_weak(&m_max, &m, now))
+		;
+	nap(5);
+	atomic_fetch_sub(&m_now, 1);
+	c->rc = 0;
+}
+
+static void
+run_max(unsigned sessions_max, struct tl_rx_call *cl,
+    char (*why)[TL_DRV_WHY_MAX])
+{
+	static struct tl_drv_ops ops;
+	static struct tl_drv_decl decl = { .name = "one-lock" };
+	struct tl_rx rx;
+	struct tl_rx_prov pv;
+	size_t i;
+
+	tl_rx_init(&rx);
+	rx.workers = 4;
+	decl.sessions_max = sessions_max;
+	counters_prov(&ops, &decl, 0, &pv, "node-a/files");
+	atomic_store(&f_opens, 0);
+	atomic_store(&m_max, 0);
+	for (i = 0; i < 12; i++) {
+		memset(&cl[i], 0, sizeof(cl[i]));
+		cl[i].provider = "node-a/files";
+		cl[i].rc = -1;
+		cl[i].why = why[i];
+	}
+	tl_rx_pass_calls(&rx, &pv, 1, cl, 12, 1, TL_RX_LANE_PASS, m_call,
+	    NULL);
+	for (i = 0; i < 12; i++)
+		ck_assert_int_eq(cl[i].rc, 0);
+	tl_rx_free(&rx);
+}
+
+START_TEST(test_sessions_max)
+{
+	struct tl_rx_call cl[12];
+	char why[12][TL_DRV_WHY_MAX];
+
+	run_max(1, cl, why);
+	ck_assert_int_eq(atomic_load(&f_opens), 1);
+	ck_assert_int_eq(atomic_load(&m_max), 1);
+	run_max(0, cl, why);
+	ck_assert_int_eq(atomic_load(&f_opens), 4);
+	ck_assert_int_gt(atomic_load(&m_max), 1);
+	/* The directory driver declares its one lock. */
+	ck_assert_uint_eq(tl_drv_decl_find("directory")->sessions_max, 1);
+}
+END_TEST
+
 /* --- the epoch, checked before calls (TL_DRV_FENCE_EPOCH_CHECK) --- */
 
 static const struct tl_drv_fence_decl e_fencing = {
@@ -824,6 +893,7 @@ suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_session_fence);
 	tcase_add_test(tc, test_provider_deposed);
+	tcase_add_test(tc, test_sessions_max);
 	tcase_add_test(tc, test_epoch_check);
 	tcase_add_test(tc, test_stream_mac);
 	tcase_add_test(tc, test_stream_auth);

@@ -151,7 +151,39 @@ struct tl_drv_grant {
 	 * most once an hour otherwise (reactors/verify.c).
 	 */
 	int		 posture;
+	/*
+	 * What the grant's requirement declares of the driver's params
+	 * (tl_drv_decl.params): name/value pairs, NULL-terminated, a
+	 * list's items joined by '\n' (no item holds one); a param the
+	 * requirement leaves out is absent (the driver's default).  NULL:
+	 * none.  Read by create, check, fix_privileges and add_credential
+	 * (what the provider holds follows the requirement: a change is a
+	 * privileges drift that fix_privileges repairs).  Borrowed.
+	 */
+	const char *const *params;
 };
+
+/*
+ * A property a requirement of one of the driver's types may declare
+ * (a manifest key beside type: and from:, e.g. an OIDC client's
+ * redirect-uris), and what the driver's operations then make of it
+ * (tl_drv_grant.params).  Values are UTF-8 without control characters,
+ * at most TL_DRV_PARAM_VALUE_MAX bytes each, a list at most
+ * TL_DRV_PARAM_ITEMS items; allowed, when not NULL, lists the only
+ * values (NULL-terminated).  tally apply refuses a key no driver of the
+ * type declares, and a value its params_check refuses.
+ */
+struct tl_drv_param {
+	const char	*name;
+	int		 list;		/* a list of values, else one */
+	const char *const *allowed;	/* NULL: any (params_check's call) */
+	const char	*description;	/* one line, for refusals and docs */
+};
+
+#define TL_DRV_PARAM_VALUE_MAX	512
+#define TL_DRV_PARAM_ITEMS	16
+/* Every param of a requirement packed (tl_drv_params_pack), at most. */
+#define TL_DRV_PARAMS_MAX	8192
 
 /* The longest secret handle a driver writes, with its NUL. */
 #define TL_DRV_HANDLE_MAX	2048
@@ -648,6 +680,14 @@ struct tl_drv_decl {
 	const struct tl_drv_revocation *revocation;
 	/* How it is fenced; NULL reads as TL_DRV_FENCE_NONE. */
 	const struct tl_drv_fence_decl *fencing;
+	/*
+	 * The params a requirement of its types may declare (NULL-name
+	 * terminated; NULL: none), and the rule across them that no one
+	 * param's declaration says (pairs as tl_drv_grant.params; 0, or
+	 * TL_EINVAL with why); params_check NULL: none.
+	 */
+	const struct tl_drv_param *params;
+	int	(*params_check)(const char *const *params, char *why);
 	/* TL_DRV_CAP_BIT of each capability it has. */
 	unsigned	 caps;
 	/*

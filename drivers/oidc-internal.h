@@ -45,5 +45,11 @@ int	tl_drv_oi_hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k,
 
 /* 1 when s is a client name tally registers ([a-z0-9_-], 1..63). */
 int	tl_drv_oi_name_ok(const char *s);
+/*
+ * Does g's param (a '\n'-joined list; dflt when g's requirement leaves
+ * it out) hold item?  grant-types' default is client_credentials.
+ */
+int	tl_drv_oi_has(const struct tl_drv_grant *g, const char *param,
+	    const char *item, const char *dflt);
 
 #endif /* TL_DRV_OIDC_INTERNAL_H */

@@ -342,11 +342,47 @@ grant_ok(const struct tl_drv_grant *g, char *why)
  */
 #define OI_MESH_MARK	"tally mesh "
 
+/* How the client authenticates at the token endpoint (a param). */
+static const char *
+auth_method(const struct tl_drv_grant *g)
+{
+	const char *m = g != NULL ? tl_drv_setting_get(g->params,
+	    "token-endpoint-auth-method") : NULL;
+
+	return m != NULL ? m : "client_secret_basic";
+}
+
+/*
+ * w[key]: the '\n'-joined items of g's param (dflt when g's requirement
+ * leaves it out; NULL: none, an empty list).
+ */
+static int
+list_of(json_t *w, const char *key, const struct tl_drv_grant *g,
+    const char *param, const char *dflt)
+{
+	const char *v = tl_drv_setting_get(g->params, param), *nl;
+	json_t *a = json_array(), *it;
+
+	if (v == NULL)
+		v = dflt;
+	for (; a != NULL && v != NULL; v = nl != NULL ? nl + 1 : NULL) {
+		nl = strchr(v, '\n');
+		it = json_stringn(v, nl != NULL ? (size_t)(nl - v) :
+		    strlen(v));
+		if (it == NULL || json_array_append_new(a, it) != 0) {
+			json_decref(a);
+			return -1;
+		}
+	}
+	return a == NULL ? -1 : json_object_set_new(w, key, a);
+}
+
 /* The metadata tally registers for g (without client_id and secret). */
 static json_t *
 wanted(const struct oi *o, const struct tl_drv_grant *g)
 {
 	char mark[600];
+	json_t *w;
 
 	if (o->mesh[0] != '\0')
 		snprintf(mark, sizeof(mark), OI_MESH_MARK "%s grant %s",
@@ -354,10 +390,24 @@ wanted(const struct oi *o, const struct tl_drv_grant *g)
 	else
 		snprintf(mark, sizeof(mark), "%s", g->grant);
 	/* json_string refuses what is not UTF-8: no byte is sent raw. */
-	return json_pack("{s:s,s:s,s:[s],s:[],s:[],s:s}", "client_name",
-	    g->login, "software_id", mark, "grant_types",
-	    "client_credentials", "response_types", "redirect_uris",
-	    "token_endpoint_auth_method", "client_secret_basic");
+	w = json_pack("{s:s,s:s}", "client_name", g->login, "software_id",
+	    mark);
+	if (w == NULL ||
+	    list_of(w, "grant_types", g, "grant-types",
+	    "client_credentials") != 0 ||
+	    list_of(w, "response_types", g, "response-types",
+	    tl_drv_oi_has(g, "grant-types", "authorization_code",
+	    "client_credentials") ? "code" : NULL) != 0 ||
+	    list_of(w, "redirect_uris", g, "redirect-uris", NULL) != 0 ||
+	    (tl_drv_setting_get(g->params, "post-logout-redirect-uris") !=
+	    NULL && list_of(w, "post_logout_redirect_uris", g,
+	    "post-logout-redirect-uris", NULL) != 0) ||
+	    json_object_set_new(w, "token_endpoint_auth_method",
+	    json_string(auth_method(g))) != 0) {
+		json_decref(w);
+		return NULL;
+	}
+	return w;
 }
 
 /*
@@ -479,16 +529,60 @@ do_read(struct oi *o, const struct oi_hnd *k, json_t **got, char *why)
 }
 
 /*
- * A client_credentials token with k's secret: 0 with tok (a secret) set,
- * or 0 with tok "" and *refused when the token endpoint refuses the
- * client (gone, or its secret changed).
+ * The form of a call that authenticates as k (the token endpoint,
+ * introspection, revocation): base, and under client_secret_post k's
+ * id and secret appended (*basic 0); else base alone and *basic 1 (HTTP
+ * Basic, request's user and pass).  out (cap bytes) holds the secret:
+ * the caller wipes it.
  */
 static int
-do_token(struct oi *o, const struct oi_hnd *k, char *tok, size_t cap,
-    int *refused, char *why)
+client_form(struct oi *o, const struct tl_drv_grant *g,
+    const struct oi_hnd *k, const char *base, char *out, size_t cap,
+    int *basic, char *why)
 {
+	char *id, *sec;
+	int n;
+
+	*basic = strcmp(auth_method(g), "client_secret_post") != 0;
+	if (*basic) {
+		n = snprintf(out, cap, "%s", base);
+		return n >= 0 && (size_t)n < cap ? 0 : tl_drv_why(why,
+		    TL_ETOOBIG, "client %s: the form is too long", k->id);
+	}
+	id = curl_easy_escape(o->c, k->id, 0);
+	sec = curl_easy_escape(o->c, k->secret, 0);
+	n = id != NULL && sec != NULL ? snprintf(out, cap, "%s&client_id=%s"
+	    "&client_secret=%s", base, id, sec) : -1;
+	if (sec != NULL) {
+		sodium_memzero(sec, strlen(sec));
+		curl_free(sec);
+	}
+	curl_free(id);
+	if (n < 0)
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	return (size_t)n < cap ? 0 : tl_drv_why(why, TL_ETOOBIG,
+	    "client %s: the form is too long", k->id);
+}
+
+/*
+ * A client_credentials token with k's secret: 0 with tok (a secret) set,
+ * or 0 with tok "" and *refused when the token endpoint refuses the
+ * client (gone, or its secret changed).  A client whose grant types
+ * leave client_credentials out gets no token but is still told apart:
+ * the endpoint authenticates it before it looks at the grant type, so a
+ * 400 for the grant type (RFC 6749's unauthorized_client; oidc-provider
+ * says invalid_request) is a secret that works (tok "", *refused 0), and
+ * a 401 or invalid_client one that does not.
+ */
+static int
+do_token(struct oi *o, const struct tl_drv_grant *g, const struct oi_hnd *k,
+    char *tok, size_t cap, int *refused, char *why)
+{
+	char form[3 * OI_SECRET_MAX + 3 * 512 + 64];
 	json_t *r;
-	int rc;
+	const char *e;
+	int rc, basic, cc = tl_drv_oi_has(g, "grant-types",
+	    "client_credentials", "client_credentials");
 
 	tok[0] = '\0';
 	*refused = 0;
@@ -496,12 +590,22 @@ do_token(struct oi *o, const struct oi_hnd *k, char *tok, size_t cap,
 		return tl_drv_why(why, TL_EINVAL,
 		    "client %s: its token endpoint is "
 		    "not on the issuer's origin %s", k->id, o->origin);
-	if ((rc = request(o, "POST", k->token, NULL, k->id, k->secret,
-	    OI_FORM, "grant_type=client_credentials", "token", why)) != 0)
+	if ((rc = client_form(o, g, k, "grant_type=client_credentials", form,
+	    sizeof(form), &basic, why)) != 0)
+		return rc;
+	rc = request(o, "POST", k->token, NULL, basic ? k->id : NULL,
+	    basic ? k->secret : NULL, OI_FORM, form, "token", why);
+	sodium_memzero(form, sizeof(form));
+	if (rc != 0)
 		return rc;
 	if (o->status != 200) {
-		reason(o, why, TL_DRV_WHY_MAX);
-		*refused = 1;
+		r = body_json(o);
+		e = json_string_value(json_object_get(r, "error"));
+		*refused = cc || o->status == 401 || e == NULL ||
+		    strcmp(e, "invalid_client") == 0;
+		json_decref(r);
+		if (*refused)
+			reason(o, why, TL_DRV_WHY_MAX);
 		return 0;
 	}
 	r = body_json(o);
@@ -520,21 +624,28 @@ do_token(struct oi *o, const struct oi_hnd *k, char *tok, size_t cap,
  * k's; then revokes it (RFC 7009), so a verification leaves none.
  */
 static int
-do_introspect_revoke(struct oi *o, const struct oi_hnd *k, const char *tok,
-    int *active, char *why)
+do_introspect_revoke(struct oi *o, const struct tl_drv_grant *g,
+    const struct oi_hnd *k, const char *tok, int *active, char *why)
 {
-	char *esc, form[OI_SECRET_MAX + 64], rs[300];
+	char *esc, base[3 * OI_SECRET_MAX + 16], rs[300];
+	char form[6 * OI_SECRET_MAX + 3 * 512 + 64];
 	json_t *r;
-	const char *cid;
-	int rc;
+	const char *cid, *user, *pass;
+	int rc, basic;
 
 	*active = 0;
 	if ((esc = curl_easy_escape(o->c, tok, 0)) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
-	snprintf(form, sizeof(form), "token=%s", esc);
+	snprintf(base, sizeof(base), "token=%s", esc);
 	sodium_memzero(esc, strlen(esc));
 	curl_free(esc);
-	rc = request(o, "POST", o->introspect, NULL, k->id, k->secret, OI_FORM,
+	rc = client_form(o, g, k, base, form, sizeof(form), &basic, why);
+	sodium_memzero(base, sizeof(base));
+	if (rc != 0)
+		return rc;
+	user = basic ? k->id : NULL;
+	pass = basic ? k->secret : NULL;
+	rc = request(o, "POST", o->introspect, NULL, user, pass, OI_FORM,
 	    form, "introspect", why);
 	if (rc == 0 && o->status == 200 && (r = body_json(o)) != NULL) {
 		cid = json_string_value(json_object_get(r, "client_id"));
@@ -547,7 +658,7 @@ do_introspect_revoke(struct oi *o, const struct oi_hnd *k, const char *tok,
 		    k->id, rs);
 	}
 	if (rc == 0 && o->revoke[0] != '\0') {
-		rc = request(o, "POST", o->revoke, NULL, k->id, k->secret,
+		rc = request(o, "POST", o->revoke, NULL, user, pass,
 		    OI_FORM, form, "revoke token", why);
 		if (rc == 0 && o->status != 200) {
 			reason(o, rs, sizeof(rs));
@@ -578,13 +689,14 @@ rat_lost(const struct oi_hnd *k, char *why)
  * refuses the client too, else the RAT is lost (TL_EDRIVER).
  */
 static int
-refused_why(struct oi *o, const struct oi_hnd *k, int *gone, char *why)
+refused_why(struct oi *o, const struct tl_drv_grant *g,
+    const struct oi_hnd *k, int *gone, char *why)
 {
 	char tok[OI_SECRET_MAX], tw[TL_DRV_WHY_MAX];
 	int refused, rc;
 
 	*gone = 0;
-	rc = do_token(o, k, tok, sizeof(tok), &refused, tw);
+	rc = do_token(o, g, k, tok, sizeof(tok), &refused, tw);
 	sodium_memzero(tok, sizeof(tok));
 	if (rc != 0)
 		return tl_drv_why(why, rc, "%s", tw);
@@ -624,7 +736,7 @@ do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 	if (rc != 0)
 		return rc;
 	if (o->status == 401 || o->status == 403) {
-		if ((rc = refused_why(o, k, &gone, why)) != 0)
+		if ((rc = refused_why(o, g, k, &gone, why)) != 0)
 			return rc;
 		return tl_drv_why(why, TL_EDRIVER, "client %s is gone from the "
 		    "identity provider", k->id);
@@ -877,7 +989,7 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 	if ((rc = do_read(o, &k, &got, why)) != 0)
 		goto out;
 	if (got == NULL) {
-		if ((rc = refused_why(o, &k, &gone, why)) != 0)
+		if ((rc = refused_why(o, g, &k, &gone, why)) != 0)
 			goto out;
 		if (!may_register) {
 			rc = tl_drv_why(why, TL_EDRIVER,
@@ -962,7 +1074,7 @@ oi_check(void *h, const struct tl_drv_grant *g,
 	if ((rc = do_read(o, &k, &got, why)) != 0)
 		goto out;
 	if (got == NULL) {
-		if ((rc = refused_why(o, &k, &gone, why)) == TL_EDRIVER) {
+		if ((rc = refused_why(o, g, &k, &gone, why)) == TL_EDRIVER) {
 			/* The RAT is lost: a drift a person must act on. */
 			*drift = TL_DRIFT_CREDENTIAL;
 			rc = 0;
@@ -997,7 +1109,7 @@ oi_check(void *h, const struct tl_drv_grant *g,
 	if (mk == OI_ADOPT)
 		json_object_del(want, "software_id");
 	compare(got, want, diff, sizeof(diff));
-	if ((rc = do_token(o, &k, tok, sizeof(tok), &refused, tw)) != 0) {
+	if ((rc = do_token(o, g, &k, tok, sizeof(tok), &refused, tw)) != 0) {
 		tl_drv_why(why, rc, "%s", tw);
 		goto out;
 	}
@@ -1007,7 +1119,12 @@ oi_check(void *h, const struct tl_drv_grant *g,
 		    "delivered secret (%s)", k.id, tw);
 		goto out;
 	}
-	rc = do_introspect_revoke(o, &k, tok, &active, why);
+	/* Authenticated, but no token to look at: client_credentials is
+	 * not among its grant types. */
+	if (tok[0] == '\0')
+		active = 1;
+	else
+		rc = do_introspect_revoke(o, g, &k, tok, &active, why);
 	sodium_memzero(tok, sizeof(tok));
 	if (rc != 0)
 		goto out;
@@ -1061,7 +1178,7 @@ oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	if ((rc = do_read(o, &k, &got, why)) != 0)
 		goto out;
 	if (got == NULL) {
-		if ((rc = refused_why(o, &k, &gone, why)) == 0)
+		if ((rc = refused_why(o, g, &k, &gone, why)) == 0)
 			tl_drv_why(why, 0, "client %s was gone already", k.id);
 		goto out;
 	}

@@ -199,6 +199,132 @@ static const struct tl_drv_setting oi_settings[] = {
 	{ NULL, NULL, 0, TL_DRV_STRING, NULL, 0, 0, TL_DRV_USE_PLAIN }
 };
 
+/*
+ * What a requirement of type oidc-client may declare: the client's
+ * metadata for signing users in (RFC 7591 section 2, OpenID Connect
+ * RP-Initiated Logout).  Left out, a client is client_credentials only,
+ * as before params existed.  Only confidential clients: a public one
+ * (token_endpoint_auth_method none) has no credential for tally to
+ * deliver, verify or rotate.
+ */
+static const char *const oi_grant_types[] = { "authorization_code",
+	"refresh_token", "client_credentials", NULL };
+static const char *const oi_response_types[] = { "code", NULL };
+static const char *const oi_auth_methods[] = { "client_secret_basic",
+	"client_secret_post", NULL };
+
+static const struct tl_drv_param oi_params[] = {
+	{ "redirect-uris", 1, NULL, "where the identity provider may send a "
+	    "user back with a code: absolute https URIs (http only on "
+	    "loopback), no fragment" },
+	{ "grant-types", 1, oi_grant_types, "authorization_code, "
+	    "refresh_token, client_credentials (default: client_credentials)" },
+	{ "response-types", 1, oi_response_types, "code (the default with "
+	    "authorization_code)" },
+	{ "post-logout-redirect-uris", 1, NULL, "where a user may be sent "
+	    "after signing out: as redirect-uris" },
+	{ "token-endpoint-auth-method", 0, oi_auth_methods,
+	    "client_secret_basic (default) or client_secret_post" },
+	{ NULL, 0, NULL, NULL }
+};
+
+/* Each of the '\n'-joined URIs of v: https, or http on loopback. */
+static int
+uris_ok(const char *name, const char *v, char *why)
+{
+	char u[TL_DRV_PARAM_VALUE_MAX + 1];
+	const char *nl, *host, *end;
+	size_t n, hl;
+
+	for (; v != NULL; v = nl != NULL ? nl + 1 : NULL) {
+		nl = strchr(v, '\n');
+		n = nl != NULL ? (size_t)(nl - v) : strlen(v);
+		if (n >= sizeof(u))
+			n = sizeof(u) - 1;
+		memcpy(u, v, n);
+		u[n] = '\0';
+		if (strchr(u, '#') != NULL || strchr(u, ' ') != NULL)
+			return tl_drv_why(why, TL_EINVAL, "%s: %.200s has a "
+			    "fragment or a space", name, u);
+		if (strncmp(u, "https://", 8) == 0 && u[8] != '\0' &&
+		    u[8] != '/')
+			continue;
+		if (strncmp(u, "http://", 7) != 0)
+			return tl_drv_why(why, TL_EINVAL, "%s: %.200s is not "
+			    "an absolute https URI", name, u);
+		host = u + 7;
+		end = host + strcspn(host, "/?");
+		hl = (size_t)(end - host);
+		/* A port after the host is the client's. */
+		if (host[0] == '[') {
+			if (strncmp(host, "[::1]", 5) == 0 && (hl == 5 ||
+			    host[5] == ':'))
+				continue;
+		} else {
+			size_t h = strcspn(host, ":/?");
+
+			if ((h == 9 && strncmp(host, "127.0.0.1", 9) == 0) ||
+			    (h == 9 && strncmp(host, "localhost", 9) == 0))
+				continue;
+		}
+		return tl_drv_why(why, TL_EINVAL, "%s: %.200s is http to a "
+		    "host that is not loopback (https only: RFC 8252, the "
+		    "OAuth security BCP)", name, u);
+	}
+	return 0;
+}
+
+/* Has the '\n'-joined list v the item it? */
+static int
+has_item(const char *v, const char *it)
+{
+	size_t n = strlen(it);
+
+	for (; v != NULL; v = strchr(v, '\n'), v = v != NULL ? v + 1 : NULL)
+		if (strncmp(v, it, n) == 0 && (v[n] == '\0' || v[n] == '\n'))
+			return 1;
+	return 0;
+}
+
+static int
+oi_params_check(const char *const *pv, char *why)
+{
+	const char *gt = tl_drv_setting_get(pv, "grant-types"),
+	    *ru = tl_drv_setting_get(pv, "redirect-uris"),
+	    *rt = tl_drv_setting_get(pv, "response-types"),
+	    *lo = tl_drv_setting_get(pv, "post-logout-redirect-uris");
+	int code = gt != NULL && has_item(gt, "authorization_code");
+	int rc;
+
+	if ((ru != NULL && (rc = uris_ok("redirect-uris", ru, why)) != 0) ||
+	    (lo != NULL && (rc = uris_ok("post-logout-redirect-uris", lo,
+	    why)) != 0))
+		return rc;
+	if (code && ru == NULL)
+		return tl_drv_why(why, TL_EINVAL, "grant-types: "
+		    "authorization_code needs redirect-uris");
+	if (!code && (ru != NULL || rt != NULL || lo != NULL))
+		return tl_drv_why(why, TL_EINVAL, "%s serves only the "
+		    "authorization_code grant, which grant-types does not "
+		    "name", ru != NULL ? "redirect-uris" : rt != NULL ?
+		    "response-types" : "post-logout-redirect-uris");
+	if (gt != NULL && has_item(gt, "refresh_token") && !code)
+		return tl_drv_why(why, TL_EINVAL, "grant-types: refresh_token "
+		    "follows a user's authorization_code grant, which it does "
+		    "not name");
+	return 0;
+}
+
+int
+tl_drv_oi_has(const struct tl_drv_grant *g, const char *param,
+    const char *item, const char *dflt)
+{
+	const char *v = g != NULL ? tl_drv_setting_get(g->params, param) :
+	    NULL;
+
+	return has_item(v != NULL ? v : dflt, item);
+}
+
 #define OI_STR(x)	#x
 #define OI_XSTR(x)	OI_STR(x)
 
@@ -240,6 +366,8 @@ const struct tl_drv_decl tl_drv_oidc_decl = {
 	},
 	.revocation = &oi_revocation,
 	.fencing = &oi_fencing,
+	.params = oi_params,
+	.params_check = oi_params_check,
 	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE),
 	.name_max = OI_NAME_MAX,

@@ -73,6 +73,121 @@ tl_drv_setting_get(const char *const *sv, const char *name)
 	return NULL;
 }
 
+/* --- a requirement's params ------------------------------------------ */
+
+const struct tl_drv_param *
+tl_drv_param_find(const struct tl_drv_decl *d, const char *name)
+{
+	const struct tl_drv_param *p;
+
+	for (p = d != NULL ? d->params : NULL; p != NULL && p->name != NULL;
+	    p++)
+		if (strcmp(p->name, name) == 0)
+			return p;
+	return NULL;
+}
+
+/* One item: UTF-8 is jansson's and the provider's; no control byte. */
+static int
+param_item(const struct tl_drv_param *p, const char *v, size_t len,
+    char *why)
+{
+	const char *const *a;
+	size_t i;
+
+	if (len == 0)
+		return tl_drv_why(why, TL_EINVAL, "%s: an empty value",
+		    p->name);
+	if (len > TL_DRV_PARAM_VALUE_MAX)
+		return tl_drv_why(why, TL_EINVAL, "%s: a value of %zu bytes "
+		    "(at most %d)", p->name, len, TL_DRV_PARAM_VALUE_MAX);
+	for (i = 0; i < len; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+			return tl_drv_why(why, TL_EINVAL, "%s: a value with a "
+			    "control character", p->name);
+	if (p->allowed == NULL)
+		return 0;
+	for (a = p->allowed; *a != NULL; a++)
+		if (strlen(*a) == len && memcmp(*a, v, len) == 0)
+			return 0;
+	return tl_drv_why(why, TL_EINVAL, "%s: '%.*s' is not one of the "
+	    "values it takes (%s)", p->name, (int)(len > 64 ? 64 : len), v,
+	    p->description);
+}
+
+int
+tl_drv_params_check(const struct tl_drv_decl *d, const char *const *pairs,
+    char *why)
+{
+	const char *const *pv;
+	int rc;
+
+	for (pv = pairs; pv != NULL && pv[0] != NULL && pv[1] != NULL;
+	    pv += 2) {
+		const struct tl_drv_param *p = tl_drv_param_find(d, pv[0]);
+		const char *v = pv[1], *nl;
+		size_t items = 0;
+
+		if (p == NULL)
+			return tl_drv_why(why, TL_EINVAL, "%s is not a "
+			    "property the %s driver takes", pv[0], d->name);
+		if (tl_drv_setting_get(pairs, pv[0]) != v)
+			return tl_drv_why(why, TL_EINVAL, "%s is declared "
+			    "twice", pv[0]);
+		do {
+			nl = strchr(v, '\n');
+			if (!p->list && nl != NULL)
+				return tl_drv_why(why, TL_EINVAL, "%s takes one "
+				    "value, not a list", p->name);
+			if (++items > TL_DRV_PARAM_ITEMS)
+				return tl_drv_why(why, TL_EINVAL, "%s: more "
+				    "than %d values", p->name,
+				    TL_DRV_PARAM_ITEMS);
+			if ((rc = param_item(p, v, nl != NULL ?
+			    (size_t)(nl - v) : strlen(v), why)) != 0)
+				return rc;
+			v = nl != NULL ? nl + 1 : NULL;
+		} while (v != NULL);
+	}
+	return d->params_check != NULL ? d->params_check(pairs, why) : 0;
+}
+
+int
+tl_drv_params_pack(const char *const *pairs, char *buf, size_t cap)
+{
+	size_t off = 0, n;
+
+	for (; pairs != NULL && pairs[0] != NULL && pairs[1] != NULL;
+	    pairs += 2) {
+		n = strlen(pairs[0]) + strlen(pairs[1]) + 2;
+		if (off + n + 1 > cap)
+			return TL_ETOOBIG;
+		memcpy(buf + off, pairs[0], strlen(pairs[0]) + 1);
+		off += strlen(pairs[0]) + 1;
+		memcpy(buf + off, pairs[1], strlen(pairs[1]) + 1);
+		off += strlen(pairs[1]) + 1;
+	}
+	if (off + 1 > cap)
+		return TL_ETOOBIG;
+	buf[off] = '\0';
+	return 0;
+}
+
+const char *const *
+tl_drv_params_unpack(const char *buf, const char **sv, size_t n)
+{
+	size_t i = 0;
+
+	while (buf != NULL && buf[0] != '\0' && i + 3 <= n) {
+		sv[i++] = buf;
+		buf += strlen(buf) + 1;
+		sv[i++] = buf;
+		buf += strlen(buf) + 1;
+	}
+	sv[i] = NULL;
+	return sv;
+}
+
 int
 tl_drv_pct_append(char *out, size_t cap, size_t *off, const char *s)
 {

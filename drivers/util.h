@@ -57,6 +57,24 @@ int	tl_drv_vsqlf(char *buf, size_t n, char *why, const char *fmt,
 const char *tl_drv_setting_get(const char *const *sv, const char *name);
 
 /*
+ * A requirement's params (decl.h, struct tl_drv_param).  find: d's
+ * param name, NULL when d declares none such.  check: pairs (name/value,
+ * NULL-terminated, a list's items joined by '\n') against d's params
+ * and then d->params_check: 0, or TL_EINVAL with why naming the param.
+ * pack: pairs into buf (cap bytes) as name NUL value NUL ... NUL, the
+ * form a reactor keeps them in (0, TL_ETOOBIG); unpack: such a buf
+ * back into sv (n entries, at most (n - 1) / 2 pairs kept), returned;
+ * the pointers point into buf.
+ */
+const struct tl_drv_param *tl_drv_param_find(const struct tl_drv_decl *d,
+	    const char *name);
+int	tl_drv_params_check(const struct tl_drv_decl *d,
+	    const char *const *pairs, char *why);
+int	tl_drv_params_pack(const char *const *pairs, char *buf, size_t cap);
+const char *const *tl_drv_params_unpack(const char *buf, const char **sv,
+	    size_t n);
+
+/*
  * Appends s to out at *off, percent-encoded for a URI's userinfo, path
  * or query (RFC 3986: the unreserved A-Z a-z 0-9 - . _ ~ as they are,
  * every other byte as %XX in upper-case hex), and NUL-terminates.

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/secret.h"
 #include "drivers/driver.h"
+#include "drivers/util.h"
 #include "lib/tl_test.h"
 
 extern const struct tl_drv_ops tl_drv_oidc;
@@ -533,6 +534,167 @@ START_TEST(test_drift_and_rat_rotation)
 }
 END_TEST
 
+/*
+ * A sign-in client (issue 28 item 2): the requirement's params are what
+ * is registered; the secret is verified although client_credentials is
+ * not among its grant types (unauthorized_client: authenticated), and a
+ * wrong one is still told apart; an admin's edit of its redirect URIs,
+ * and a change of the requirement, are privileges drifts that
+ * fix_privileges repairs; client_secret_post is honoured at the token
+ * endpoint.
+ */
+static void
+redirect_edited(json_t *store, const char *id)
+{
+	char key[300];
+	json_t *c;
+
+	snprintf(key, sizeof(key), "Client:%s", id);
+	c = json_object_get(json_object_get(store, key), "p");
+	ck_assert_ptr_nonnull(c);
+	json_object_set_new(c, "redirect_uris",
+	    json_pack("[s]", "https://evil.example/cb"));
+}
+
+static int
+has_str(const json_t *a, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < json_array_size(a); i++)
+		if (strcmp(json_string_value(json_array_get(a, i)), s) == 0)
+			return 1;
+	return 0;
+}
+
+START_TEST(test_signin_client)
+{
+	const char *pv[] = { "grant-types", "authorization_code\nrefresh_token",
+		"redirect-uris", "https://app.example/cb\n"
+		"http://127.0.0.1:8080/cb", "post-logout-redirect-uris",
+		"https://app.example/bye", "token-endpoint-auth-method",
+		"client_secret_post", NULL };
+	const char *pv2[] = { "grant-types", "authorization_code\nrefresh_token",
+		"redirect-uris", "https://app.example/cb\n"
+		"https://app.example/cb2", "token-endpoint-auth-method",
+		"client_secret_post", NULL };
+	char why[TL_DRV_WHY_MAX], id[300], sec[300];
+	json_t *r = NULL, *j;
+	struct ver v;
+	void *h;
+
+	ck_rc(tl_drv_params_check(drv->decl, pv, why), 0, why);
+	h = session();
+	ver_init(&v, "web/login", 1);
+	v.g.params = pv;
+	ck_create(h, &v);
+	ck_assert_int_eq(registration(&v, &r), 200);
+	ck_assert(has_str(json_object_get(r, "grant_types"),
+	    "authorization_code"));
+	ck_assert(has_str(json_object_get(r, "grant_types"), "refresh_token"));
+	ck_assert(!has_str(json_object_get(r, "grant_types"),
+	    "client_credentials"));
+	ck_assert(has_str(json_object_get(r, "response_types"), "code"));
+	ck_assert(has_str(json_object_get(r, "redirect_uris"),
+	    "http://127.0.0.1:8080/cb"));
+	ck_assert(has_str(json_object_get(r, "post_logout_redirect_uris"),
+	    "https://app.example/bye"));
+	ck_assert_str_eq(json_string_value(json_object_get(r,
+	    "token_endpoint_auth_method")), "client_secret_post");
+	json_decref(r);
+	r = NULL;
+	/* Verified without a token of its own: the secret is accepted. */
+	ck_assert_msg(ck_check(h, &v, why) == TL_DRIFT_NONE, "%s", why);
+	/* A wrong secret is still a credential drift. */
+	hget(&v, "client_id", id, sizeof(id));
+	hget(&v, "client_secret", sec, sizeof(sec));
+	j = json_loads(v.handle, 0, NULL);
+	json_object_set_new(j, "client_secret", json_string("not-it"));
+	{
+		char *d = json_dumps(j, JSON_COMPACT);
+
+		snprintf(v.handle, sizeof(v.handle), "%s", d);
+		free(d);
+		ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_CREDENTIAL);
+		json_object_set_new(j, "client_secret", json_string(sec));
+		d = json_dumps(j, JSON_COMPACT);
+		snprintf(v.handle, sizeof(v.handle), "%s", d);
+		free(d);
+	}
+	json_decref(j);
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_NONE);
+	drv->close(h);
+	/* An admin points the client elsewhere: a drift, repaired. */
+	server_restart(redirect_edited, id);
+	h = session();
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_PRIVILEGES);
+	ck_assert_ptr_nonnull(strstr(why, "redirect_uris"));
+	ck_rc(drv->fix_privileges(h, &v.g, why), 0, why);
+	ver_record(&v);
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_NONE);
+	/* The requirement changes: the provider follows it. */
+	v.g.params = pv2;
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &v.g, why), 0, why);
+	ver_record(&v);
+	ck_assert_int_eq(ck_check(h, &v, why), TL_DRIFT_NONE);
+	ck_assert_int_eq(registration(&v, &r), 200);
+	ck_assert(has_str(json_object_get(r, "redirect_uris"),
+	    "https://app.example/cb2"));
+	ck_assert(!has_str(json_object_get(r, "redirect_uris"),
+	    "http://127.0.0.1:8080/cb"));
+	ck_assert_int_eq(json_array_size(json_object_get(r,
+	    "post_logout_redirect_uris")), 0);
+	json_decref(r);
+	ck_rc(drv->revoke(h, &v.g, 1, why), 0, why);
+	drv->close(h);
+}
+END_TEST
+
+/* What a requirement may declare of an oidc-client, and what not. */
+START_TEST(test_signin_params_refused)
+{
+	static const char *const bad[][9] = {
+		{ "grant-types", "authorization_code", NULL },
+		{ "redirect-uris", "https://a.example/cb", NULL },
+		{ "grant-types", "authorization_code", "redirect-uris",
+		  "http://a.example/cb", NULL },
+		{ "grant-types", "authorization_code", "redirect-uris",
+		  "https://a.example/cb#frag", NULL },
+		{ "grant-types", "implicit", NULL },
+		{ "grant-types", "refresh_token", NULL },
+		{ "token-endpoint-auth-method", "none", NULL },
+		{ "token-endpoint-auth-method", "client_secret_basic\n"
+		  "client_secret_post", NULL },
+		{ "scopes", "openid", NULL },
+		{ "grant-types", "client_credentials\nclient_credentials\n"
+		  "client_credentials\nclient_credentials\nclient_credentials"
+		  "\nclient_credentials\nclient_credentials\n"
+		  "client_credentials\nclient_credentials\nclient_credentials"
+		  "\nclient_credentials\nclient_credentials\n"
+		  "client_credentials\nclient_credentials\nclient_credentials"
+		  "\nclient_credentials\nclient_credentials", NULL },
+	};
+	static const char *const good[] = { "grant-types",
+		"authorization_code\nclient_credentials", "redirect-uris",
+		"http://[::1]:9/cb\nhttp://localhost/cb\nhttps://x.example/",
+		"response-types", "code", NULL };
+	char why[TL_DRV_WHY_MAX];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(tl_drv_params_check(drv->decl, bad[i], why) ==
+		    TL_EINVAL, "case %zu accepted", i);
+		ck_assert_msg(why[0] != '\0', "case %zu: no reason", i);
+	}
+	ck_rc(tl_drv_params_check(drv->decl, good, why), 0, why);
+	/* Another driver takes none. */
+	ck_assert_int_eq(tl_drv_params_check(tl_drv_decl_find("postgres"),
+	    good, why), TL_EINVAL);
+}
+END_TEST
+
 START_TEST(test_rotation)
 {
 	void *h = session();
@@ -774,6 +936,8 @@ suite(void)
 	tcase_add_unchecked_fixture(tc, server_up, NULL);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_create_twice);
+	tcase_add_test(tc, test_signin_client);
+	tcase_add_test(tc, test_signin_params_refused);
 	tcase_add_test(tc, test_half_done);
 	tcase_add_test(tc, test_foreign_refused);
 	tcase_add_test(tc, test_hostile_names);

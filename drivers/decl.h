@@ -182,8 +182,10 @@ struct tl_drv_param {
 
 #define TL_DRV_PARAM_VALUE_MAX	512
 #define TL_DRV_PARAM_ITEMS	16
+/* The most params one driver declares. */
+#define TL_DRV_PARAMS_DECL_MAX	16
 /* Every param of a requirement packed (tl_drv_params_pack), at most. */
-#define TL_DRV_PARAMS_MAX	8192
+#define TL_DRV_PARAMS_MAX	4096
 
 /* The longest secret handle a driver writes, with its NUL. */
 #define TL_DRV_HANDLE_MAX	2048

@@ -66,7 +66,8 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
-	  "provider resource env{} migrations max_age [part] [window]", GR,
+	  "provider resource env{} migrations max_age [part] [window] "
+	  "[params{}]", GR,
 	  NULL,
 	  { { "module", NAME }, { "name", NAME }, { "kind", 15 },
 	    { "target", NAME }, { "type", NAME }, { "scope", 15 },

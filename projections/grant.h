@@ -226,6 +226,16 @@ uint64_t tl_grant_max_age(struct tl_txn *t, const struct tl_proj *p,
  */
 void	tl_grant_window(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_grant *g, char *out, size_t cap);
+/*
+ * The params g's requirement declares for its driver (drivers/decl.h,
+ * struct tl_drv_param), packed into out (cap bytes) as name NUL value
+ * NUL ... NUL (tl_drv_params_unpack reads it); out[0] NUL when none.
+ * A requirement's current declaration: a change reaches the provider
+ * at its next verification (a privileges drift).  0; TL_ETOOBIG when
+ * they do not fit (out then holds none); the log's errors.
+ */
+int	tl_grant_params(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g, char *out, size_t cap);
 int	tl_grant_each_migrating(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
 int	tl_grant_each_rotation_due(struct tl_txn *t, const struct tl_proj *p,

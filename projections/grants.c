@@ -550,6 +550,50 @@ tl_grant_window(struct tl_txn *t, const struct tl_proj *p,
 	}
 }
 
+int
+tl_grant_params(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, char *out, size_t cap)
+{
+	struct tl_rec r;
+	struct tl_bnode m, k, v;
+	struct tl_bn_iter it;
+	const char *ks, *vs;
+	size_t kl, vl, off = 0;
+	char key[TL_KEY_MAX];
+	int rc;
+
+	if (cap == 0)
+		return TL_ETOOBIG;
+	out[0] = '\0';
+	if ((rc = tl_key(key, "r/%s/%s", g->module, g->req)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(t, p->graph, key, &r)) != 0)
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	if (tl_bn_get(r.m, "params", &m) != 0 || tl_bn_iter(m, &it) != 0) {
+		tl_rec_close(&r);
+		return 0;
+	}
+	while ((rc = tl_bn_iter_next(&it, &k, &v)) == 1) {
+		if (tl_bn_str(k, &ks, &kl) != 0 || tl_bn_str(v, &vs, &vl) != 0 ||
+		    memchr(ks, '\0', kl) != NULL || memchr(vs, '\0', vl) != NULL)
+			continue;	/* not a param apply writes */
+		if (off + kl + vl + 3 > cap) {
+			out[0] = '\0';
+			tl_rec_close(&r);
+			return TL_ETOOBIG;
+		}
+		memcpy(out + off, ks, kl);
+		out[off + kl] = '\0';
+		off += kl + 1;
+		memcpy(out + off, vs, vl);
+		out[off + vl] = '\0';
+		off += vl + 1;
+	}
+	out[off] = '\0';
+	tl_rec_close(&r);
+	return rc;		/* 0 at the end, or TL_EMALFORMED */
+}
+
 /*
  * When g's credential is due for a scheduled rotation (its intent's
  * time plus its max-credential-age), 0 when never: provisioned, not

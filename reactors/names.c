@@ -12,7 +12,9 @@
  * keyed by; and the names a grant adopted by their mark, which its
  * driver gives back (tl_drv_name_in.adopted).
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "epoch.h"
@@ -135,4 +137,27 @@ tl_rx_move_names(const struct tl_rx *rx, const struct tl_grant *g,
     uint64_t version, char db[64], char owner[64], char login[64])
 {
 	names(rx, g, version, 1, db, owner, login);
+}
+
+int
+tl_rx_grant_params(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, const char *driver, char **out)
+{
+	const struct tl_drv_decl *d = driver != NULL ?
+	    tl_drv_decl_find(driver) : tl_drv_decl_for_type(g->type);
+	char *buf;
+	int rc;
+
+	*out = NULL;
+	if (d == NULL || d->params == NULL)
+		return 0;
+	if ((buf = malloc(TL_DRV_PARAMS_MAX)) == NULL)
+		return ENOMEM;
+	if ((rc = tl_grant_params(t, p, g, buf, TL_DRV_PARAMS_MAX)) != 0 ||
+	    buf[0] == '\0') {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	return 0;
 }

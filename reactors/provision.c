@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "core/vec.h"
 #include "drivers/driver.h"
+#include "drivers/util.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/grant.h"
@@ -68,6 +69,8 @@ struct work {
 	 */
 	char		 handle[TL_DRV_HANDLE_MAX];
 	char		 handle_out[TL_DRV_HANDLE_MAX];
+	/* A create's requirement params (tl_rx_grant_params); NULL: none. */
+	char		*params;
 	int		 rc;
 	int		 admin;		/* rc is the admin session's */
 	char		 why[TL_DRV_WHY_MAX];
@@ -357,6 +360,13 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 			    "usable driver for %s", w->g.provider, w->g.type);
 			continue;
 		}
+		if (w->kind == W_CREATE && (rc = tl_rx_grant_params(t, p,
+		    &w->g, w->driver, &w->params)) != 0) {
+			w->rc = rc;
+			snprintf(w->why, sizeof(w->why), "cannot read the "
+			    "requirement's params: %s", tl_strerror(rc));
+			continue;
+		}
 		if (w->resumed && w->kind == W_CREATE &&
 		    (rc = intent_password(ps->rx, t, w)) != 0 &&
 		    rc != TL_ENOTFOUND) {
@@ -454,6 +464,7 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	struct timespec t0, t1;
 	struct tl_drv_grant dg = { 0 };
 	char origin[TL_GRANT_ID_MAX + 1];
+	const char *params[TL_RX_PARAMS_SV];
 
 	(void)arg;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -463,6 +474,7 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.password = w->password;
 	dg.handle = w->handle[0] != '\0' ? w->handle : NULL;
 	dg.handle_out = w->handle_out;
+	dg.params = tl_drv_params_unpack(w->params, params, TL_RX_PARAMS_SV);
 	w->handle_out[0] = '\0';
 	/* The mark of the objects (a move's old resource: GRANT's). */
 	tl_rx_grant_origin(&w->g, origin);
@@ -797,6 +809,8 @@ pass_free(struct pass *ps)
 	size_t i;
 
 	for (i = 0; i < ps->nw; i++) {
+		free(ps->w[i].params);
+		ps->w[i].params = NULL;
 		tl_secret_wipe(ps->w[i].password, sizeof(ps->w[i].password));
 		tl_secret_wipe(ps->w[i].handle, sizeof(ps->w[i].handle));
 		tl_secret_wipe(ps->w[i].handle_out,

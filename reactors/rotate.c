@@ -49,6 +49,7 @@
 
 #include "core/error.h"
 #include "core/window.h"
+#include "drivers/util.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/rotation.h"
@@ -80,6 +81,8 @@ struct rstep {
 	 */
 	char			 handle[TL_DRV_HANDLE_MAX];
 	char			 handle_out[TL_DRV_HANDLE_MAX];
+	/* CREATE: the requirement's params (tl_rx_grant_params); NULL: none. */
+	char			*params;
 	char			 db[64], owner[64], login[64], old[64];
 	struct tl_rx_prov	 pv;
 	const struct tl_drv_ops	*ops;
@@ -276,6 +279,20 @@ gather_one(const struct tl_rotation *r, void *arg)
 	    (st->op == OP_RETIRE || (st->op == OP_ABANDON &&
 	    st->old[0] != '\0')))
 		retired_password(ps, ga, st);
+	/* An ISSUE goes on to CREATE in this very pass (issue()). */
+	if (st->rc == 0 && (st->op == OP_CREATE || st->op == OP_ISSUE)) {
+		int rc = tl_rx_grant_params(ga->t, ga->p, &st->g,
+		    st->ops != NULL ? st->ops->decl->name : NULL,
+		    &st->params);
+
+		if (rc == ENOMEM)
+			return rc;
+		if (rc != 0) {
+			st->rc = rc;
+			snprintf(st->why, sizeof(st->why), "cannot read the "
+			    "requirement's params: %s", tl_strerror(rc));
+		}
+	}
 	ps->n++;
 	return 0;
 }
@@ -377,8 +394,12 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
 	dg.adopt_mesh = tl_rx_grant_adopt(&st->g);
 	if (st->op == OP_CREATE) {
+		const char *params[TL_RX_PARAMS_SV];
+
 		dg.login = st->login;
 		dg.password = st->password;
+		dg.params = tl_drv_params_unpack(st->params, params,
+		    TL_RX_PARAMS_SV);
 		/* Beside the old credential: same resource, same owner. */
 		st->rc = st->ops->add_credential(h, &dg, st->why);
 	} else {
@@ -909,6 +930,7 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 	rc = 0;
 out:
 	for (i = 0; i < ps->n; i++) {
+		free(ps->s[i].params);
 		tl_secret_wipe(ps->s[i].password, sizeof(ps->s[i].password));
 		tl_secret_wipe(ps->s[i].oldpw, sizeof(ps->s[i].oldpw));
 		tl_secret_wipe(ps->s[i].handle, sizeof(ps->s[i].handle));

@@ -68,6 +68,19 @@ void	tl_rx_move_names(const struct tl_rx *rx, const struct tl_grant *g,
 void	tl_rx_grant_origin(const struct tl_grant *g,
 	    char out[TL_GRANT_ID_MAX + 1]);
 
+/*
+ * The params g's requirement declares (drivers/decl.h, struct
+ * tl_drv_param), packed (tl_grant_params) into *out, malloc'd, for the
+ * caller to free; *out NULL when driver (NULL: the one of g's type)
+ * takes none or none is declared.
+ * 0; ENOMEM; TL_ETOOBIG (more than TL_DRV_PARAMS_MAX bytes); the log's
+ * errors.  A call site unpacks it into TL_RX_PARAMS_SV entries
+ * (tl_drv_params_unpack) as tl_drv_grant.params.
+ */
+#define TL_RX_PARAMS_SV	(2 * TL_DRV_PARAMS_DECL_MAX + 1)
+int	tl_rx_grant_params(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g, const char *driver, char **out);
+
 struct tl_ctx;
 /*
  * Records provider id down, once per outage and kind (auth: one of

@@ -49,6 +49,7 @@
 #include "core/error.h"
 #include "core/kv.h"
 #include "core/vec.h"
+#include "drivers/util.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "credential.h"
@@ -77,6 +78,12 @@ struct check {
 	 */
 	char		*handle;
 	char		*handle_out;
+	/*
+	 * The requirement's params as declared now (tl_rx_grant_params),
+	 * and unpacked for the driver; NULL: none.
+	 */
+	char		*params;
+	const char	*psv[TL_RX_PARAMS_SV];
 	enum tl_drv_drift drift;
 	uint64_t	 count;		/* checks of it so far ("checks") */
 	int		 by_login;	/* a real login this pass (check) */
@@ -449,6 +456,15 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *pp,
 			}
 			ps->nvp++;
 		}
+		if ((rc = tl_rx_grant_params(t, &p, &c->g, v->ops->decl->name,
+		    &c->params)) != 0) {
+			if (rc == ENOMEM)
+				goto out;
+			c->rc = rc;
+			snprintf(c->why, sizeof(c->why), "cannot read the "
+			    "requirement's params: %s", tl_strerror(rc));
+			continue;
+		}
 		if (v->ops->decl->credential.handle_model) {
 			if ((c->handle = tl_secret_alloc(TL_DRV_HANDLE_MAX)) ==
 			    NULL || (c->handle_out = tl_secret_alloc(
@@ -488,7 +504,7 @@ static const char *drift_kind(enum tl_drv_drift d);
  */
 /* The driver's view of c's grant (borrows c's strings). */
 static void
-drv_grant(const struct check *c, struct tl_drv_grant *dg)
+drv_grant(struct check *c, struct tl_drv_grant *dg)
 {
 	memset(dg, 0, sizeof(*dg));	/* what is not set here is NULL */
 	dg->resource = c->db;
@@ -501,6 +517,8 @@ drv_grant(const struct check *c, struct tl_drv_grant *dg)
 	dg->handle = c->handle;
 	dg->handle_out = NULL;	/* check issues nothing; repair sets it */
 	dg->posture = c->posture;
+	dg->params = c->params != NULL ? tl_drv_params_unpack(c->params,
+	    c->psv, TL_RX_PARAMS_SV) : NULL;
 }
 
 /* The repair c's drift calls for, as today's one-by-one check makes it. */
@@ -1180,6 +1198,7 @@ vpass_free(struct vpass *ps)
 		tl_secret_wipe(ps->c[i].password, sizeof(ps->c[i].password));
 		tl_secret_free(ps->c[i].handle);
 		tl_secret_free(ps->c[i].handle_out);
+		free(ps->c[i].params);
 	}
 	for (i = 0; i < ps->nvp; i++) {
 		tl_secret_wipe(ps->vp[i].pv.password,

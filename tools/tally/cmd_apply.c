@@ -316,6 +316,15 @@ req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
 		tl_body_u64(b, "max_age", (uint64_t)r->max_credential_age);
 		if (r->rotation_window != NULL)
 			tl_body_str(b, "window", r->rotation_window);
+		if (r->params != NULL && r->params[0] != NULL) {
+			const char *const *pv;
+
+			/* The driver's params: what its operations make. */
+			tl_body_map(b, "params");
+			for (pv = r->params; pv[0] != NULL; pv += 2)
+				tl_body_str(b, pv[0], pv[1]);
+			tl_body_end(b);
+		}
 	}
 	if (r->part != NULL)
 		tl_body_str(b, "part", r->part);

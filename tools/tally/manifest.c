@@ -253,6 +253,17 @@ maps_equal(const struct tl_mf_map *a, size_t na, const struct tl_mf_map *b,
 	return 1;
 }
 
+/* Two params vectors (sorted name/value pairs) hold the same. */
+static int
+params_equal(const char *const *a, const char *const *b)
+{
+	for (; a != NULL && b != NULL && a[0] != NULL && b[0] != NULL;
+	    a += 2, b += 2)
+		if (strcmp(a[0], b[0]) != 0 || strcmp(a[1], b[1]) != 0)
+			return 0;
+	return (a == NULL || a[0] == NULL) && (b == NULL || b[0] == NULL);
+}
+
 int
 tl_mf_req_equal(const struct tl_mf_req *a, const struct tl_mf_req *b)
 {
@@ -267,6 +278,7 @@ tl_mf_req_equal(const struct tl_mf_req *a, const struct tl_mf_req *b)
 	    streq(a->migrations, b->migrations) &&
 	    a->max_credential_age == b->max_credential_age &&
 	    streq(a->rotation_window, b->rotation_window) &&
+	    params_equal(a->params, b->params) &&
 	    streq(a->part, b->part);
 }
 

@@ -120,6 +120,12 @@ struct tl_mf_req {
 	int64_t	max_credential_age;	/* seconds; 0 = no scheduled rotation */
 	/* When a scheduled rotation may start (core/window.h); NULL: any time. */
 	const char *rotation_window;
+	/*
+	 * What the type's driver lets a requirement declare (decl.h,
+	 * struct tl_drv_param): name/value pairs, sorted by name,
+	 * NULL-terminated, a list's items joined by '\n'; NULL: none.
+	 */
+	const char *const *params;
 	const char *part;	/* part: one of the module's parts; NULL: every part */
 	int	line;
 };

@@ -21,6 +21,7 @@
 #include "core/vec.h"
 #include "core/window.h"
 #include "drivers/decl.h"
+#include "drivers/util.h"
 #include "manifest-internal.h"
 
 static const char *const module_keys[] = {
@@ -53,6 +54,126 @@ parse_window(struct ctx *c, const struct node *v, const char *path)
 		return NULL;
 	}
 	return mf_sdup(c, s);
+}
+
+/*
+ * The keys a requirement may have: req_keys, and the params the driver
+ * of its type declares (decl.h), into out (cap entries).
+ */
+static const char *const *
+req_allowed(const struct node *map, const char **out, size_t cap)
+{
+	const struct node *t = mf_get((struct node *)map, "type", NULL);
+	const struct tl_drv_decl *d = t != NULL && t->kind == N_SCALAR &&
+	    t->s != NULL ? tl_drv_decl_for_type(t->s) : NULL;
+	const struct tl_drv_param *p;
+	size_t n = 0, i;
+
+	for (i = 0; req_keys[i] != NULL && n + 1 < cap; i++)
+		out[n++] = req_keys[i];
+	for (p = d != NULL ? d->params : NULL; p != NULL && p->name != NULL &&
+	    n + 1 < cap; p++)
+		out[n++] = p->name;
+	out[n] = NULL;
+	return out;
+}
+
+static int
+pair_cmp(const void *a, const void *b)
+{
+	return strcmp(((const char *const *)a)[0],
+	    ((const char *const *)b)[0]);
+}
+
+/*
+ * The params of r's type's driver that map declares: each a string, or
+ * for a list a string or a sequence of strings, none with a newline;
+ * then the driver's own rules (tl_drv_params_check).
+ */
+static void
+parse_params(struct ctx *c, struct node *map, const char *path,
+    struct tl_mf_req *r)
+{
+	const struct tl_drv_decl *d = tl_drv_decl_for_type(r->type);
+	const struct tl_drv_param *p;
+	const char **pv;
+	char f[FIELD], why[TL_DRV_WHY_MAX], *joined;
+	size_t np = 0, n = 0, len;
+	struct node *v, *it;
+
+	for (p = d != NULL ? d->params : NULL; p != NULL && p->name != NULL;
+	    p++)
+		np++;
+	if (np == 0 || (pv = mf_alloc_n(c, 2 * np + 1, sizeof(*pv))) == NULL)
+		return;
+	for (p = d->params; p->name != NULL; p++) {
+		if ((v = mf_get(map, p->name, NULL)) == NULL)
+			continue;
+		mf_join(f, sizeof f, path, p->name);
+		if (v->kind == N_SEQ && !p->list) {
+			mf_err(c, v, f, "takes one value, not a list (%s)",
+			    p->description);
+			continue;
+		}
+		if (v->kind != N_SEQ) {
+			const char *s = mf_want_str(c, v, f);
+
+			if (s == NULL)
+				continue;
+			if (strchr(s, '\n') != NULL) {
+				mf_err(c, v, f, "a value with a newline");
+				continue;
+			}
+			pv[n++] = p->name;
+			pv[n++] = mf_sdup(c, s);
+			continue;
+		}
+		len = 0;
+		for (it = v->first; it != NULL; it = it->next) {
+			if (it->kind != N_SCALAR || it->null || it->s == NULL ||
+			    strchr(it->s, '\n') != NULL) {
+				mf_err(c, it, f, "each item is a string on one "
+				    "line");
+				len = 0;
+				break;
+			}
+			len += strlen(it->s) + 1;
+		}
+		if (len == 0) {
+			if (v->first == NULL)
+				mf_err(c, v, f, "an empty list (leave %s out "
+				    "for its default)", p->name);
+			continue;
+		}
+		if ((joined = mf_alloc_n(c, len, 1)) == NULL)
+			return;
+		joined[0] = '\0';
+		for (it = v->first; it != NULL; it = it->next) {
+			if (joined[0] != '\0')
+				strcat(joined, "\n");
+			strcat(joined, it->s);
+		}
+		pv[n++] = p->name;
+		pv[n++] = joined;
+	}
+	pv[n] = NULL;
+	if (n == 0)
+		return;
+	qsort(pv, n / 2, 2 * sizeof(*pv), pair_cmp);
+	if (tl_drv_params_check(d, pv, why) != 0) {
+		mf_err(c, map, path, "%s", why);
+		return;
+	}
+	{
+		char packed[TL_DRV_PARAMS_MAX];
+
+		if (tl_drv_params_pack(pv, packed, sizeof(packed)) != 0) {
+			mf_err(c, map, path, "its %s params take more than %d "
+			    "bytes", d->name, TL_DRV_PARAMS_MAX);
+			return;
+		}
+	}
+	r->params = pv;
 }
 
 static const char *const derived_keys[] = {
@@ -339,8 +460,9 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	const struct tl_drv_decl *drv;
 	char f[FIELD], q[QUOTE], dflt[2 * TL_MF_NAME_MAX + 2];
 	char why[TL_DRV_WHY_MAX];
+	const char *allowed[48];
 
-	mf_check_keys(c, map, path, req_keys);
+	mf_check_keys(c, map, path, req_allowed(map, allowed, 48));
 	r->line = key->line;
 	mf_join(f, sizeof f, path, "part");
 	if ((v = mf_get(map, "part", &k)) != NULL) {
@@ -462,6 +584,8 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	mf_join(f, sizeof f, path, "rotation-window");
 	if ((v = mf_get(map, "rotation-window", NULL)) != NULL)
 		r->rotation_window = parse_window(c, v, f);
+	if (r->type != NULL)
+		parse_params(c, map, path, r);
 	return c->nerr == before ? 0 : -1;
 }
 

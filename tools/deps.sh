@@ -6,7 +6,8 @@
 #
 # Also Node (Debian's nodejs and npm, only when `node` or `npm` is absent:
 # a Node build with its own npm conflicts with Debian's npm package) and the
-# npm packages of tests/harness/oidc (the OIDC provider fixture, pinned by
+# npm packages of tests/harness/oidc (the OIDC provider fixture and the
+# relying party that signs a user in against it, pinned by
 # its package-lock.json), installed there by `npm ci` when its node_modules
 # is missing, so no test fetches anything.
 #
@@ -32,7 +33,10 @@ for tool in node npm; do
     }
 done
 oidc_dir=$here/tests/harness/oidc
-npm_ready() { [ -f "$oidc_dir/node_modules/oidc-provider/package.json" ]; }
+npm_ready() {
+    [ -f "$oidc_dir/node_modules/oidc-provider/package.json" ] &&
+    [ -f "$oidc_dir/node_modules/openid-client/package.json" ]
+}
 npm_install() {
     npm_ready && return 0
     if [ "$check_only" = yes ]; then

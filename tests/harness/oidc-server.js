@@ -15,6 +15,8 @@
 // answers over https on 127.0.0.1:TLSPORT with CERT and KEY (PEM files),
 // as issuer https://127.0.0.1:TLSPORT: a client that fetches the discovery
 // document over TLS finds an issuer and endpoints that are https.
+// Authorization requests are answered by a scripted login (see the
+// interaction below): the account login_hint names signs in and consents.
 // A token whose client was deleted is not found (introspection says
 // inactive), as Keycloak behaves.  Who may introspect what is left at
 // oidc-provider's default (features.introspection.allowedPolicy: any
@@ -125,6 +127,31 @@ let registered = 0;
         if (shown.has(b.client_id)) ctx.body = { ...b, client_id: shown.get(b.client_id) };
       });
     }
+    // The login interaction, scripted: whoever follows an authorization
+    // request's redirects is signed in as the account login_hint names
+    // (alice without one) and consents to what the client asked for, so a
+    // real client completes an authorization-code flow with no page
+    // (tests/harness/oidc-rp.js).
+    provider.use(async (ctx, next) => {
+      if (!ctx.path.startsWith('/interaction/')) return next();
+      const it = await provider.interactionDetails(ctx.req, ctx.res);
+      const { prompt, params, session } = it;
+      if (prompt.name === 'login') {
+        const accountId = /^[a-z]{1,32}$/.test(params.login_hint || '') ? params.login_hint : 'alice';
+        return provider.interactionFinished(ctx.req, ctx.res, { login: { accountId } },
+          { mergeWithLastSubmission: false });
+      }
+      const grant = it.grantId ? await provider.Grant.find(it.grantId)
+        : new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+      const d = prompt.details;
+      if (d.missingOIDCScope) grant.addOIDCScope(d.missingOIDCScope.join(' '));
+      if (d.missingOIDCClaims) grant.addOIDCClaims(d.missingOIDCClaims);
+      for (const [ind, sc] of Object.entries(d.missingResourceScopes || {}))
+        grant.addResourceScope(ind, sc.join(' '));
+      const grantId = await grant.save();
+      return provider.interactionFinished(ctx.req, ctx.res, { consent: { grantId } },
+        { mergeWithLastSubmission: true });
+    });
     provider.on('server_error', (ctx, err) => process.stderr.write(`server_error: ${err.stack}\n`));
     return provider;
   };

@@ -15,7 +15,11 @@
 #   - an admin's edit of its redirect URIs is a drift, restored;
 #   - the manifest's redirect URIs changed and applied: the provider
 #     follows at the next check;
-#   - a rotation's new client carries the same metadata.
+#   - a real relying party (npm openid-client) signs a user in with the
+#     authorization-code flow and PKCE with the delivered values (the
+#     fixture's login scripted), and a wrong PKCE verifier is refused;
+#   - a rotation's new client carries the same metadata and signs users
+#     in; the old one does until its retirement after the ack, then not.
 . "$(dirname "$0")/lib.sh"
 
 command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
@@ -158,6 +162,19 @@ st=$(curl -s -o "$W/tok.json" -w '%{http_code}' -d grant_type=client_credentials
 t_expect_exit 0 "tally check web/login (healthy)" tly check web/login
 t_ok "400 with the secret, 401 without; tally check healthy"
 
+t_check "a real client (openid-client) signs a user in: authorization code with PKCE, the delivered values"
+rp() {	# ENVFILE [wrong-verifier]
+	node "$TALLY_SRC/tests/harness/oidc-rp.js" "$ISS" "$(t_envget "$1" O_ID)" \
+		"$(t_envget "$1" O_SECRET)" "${RP_REDIRECT:-http://127.0.0.1:8080/cb}" \
+		client_secret_post ${2:-}
+}
+out=$(rp "$E") || t_fail "the authorization-code flow failed: $out"
+printf '%s' "$out" | grep -q '"sub":"alice".*"id_token":true.*"access_token":true' ||
+	t_fail "the flow's tokens: $out"
+out=$(rp "$E" wrong-verifier) && t_fail "a code was exchanged with the wrong PKCE verifier: $out"
+printf '%s' "$out" | grep -q invalid_grant || t_fail "the wrong verifier was refused for another reason: $out"
+t_ok "signed in as alice (ID token and access token); the wrong verifier refused: $(printf '%s' "$out" | cut -c1-120)"
+
 t_check "an admin points the client elsewhere: a drift, restored"
 store_edit "$ID" 'c["redirect_uris"] = ["https://evil.example/cb"]'
 t_expect_exit 8 "tally check web/login (redirect URIs edited)" tly check web/login
@@ -178,12 +195,24 @@ ID2=$(t_envget "$(t_envfile node-a web)" O_ID)
 t_expect_exit 0 "tally check web/login (after)" tly check web/login
 t_ok "$ID2: ['https://web.example/cb2'], no logout URI"
 
-t_check "a rotation's new client carries the metadata"
+t_check "a rotation's new client carries the metadata, and signs users in; the old one until it is retired"
+RP_REDIRECT=https://web.example/cb2
+cp "$(t_envfile node-a web)" "$W/v1.env"
 tly rotate web/login >/dev/null || t_fail "tally rotate web/login failed"
 t_tallyd_once
 t_tallyd_once
-ID3=$(t_envget "$(t_envfile node-a web)" O_ID)
+cp "$(t_envfile node-a web)" "$W/v2.env"
+ID3=$(t_envget "$W/v2.env" O_ID)
 [ "$ID3" != "$ID2" ] || t_fail "the rotation delivered no new client"
+out=$(rp "$W/v2.env") || t_fail "the new client's flow failed: $out"
+out=$(rp "$W/v1.env") || t_fail "the old client's flow failed before the ack: $out"
+tly ack node-a web 2 >/dev/null || t_fail "tally ack node-a web 2 failed"
+t_tallyd_once
+t_tallyd_once
+tly log --json --stream grant/web/login --type credential.retired | grep -q . ||
+	t_fail "v1 was not retired after the ack"
+out=$(rp "$W/v1.env") && t_fail "the retired client still signs users in: $out"
+out=$(rp "$W/v2.env") || t_fail "the new client's flow failed after the retirement: $out"
 [ "$(client "$ID3" "sorted(c['grant_types'])")" = "['authorization_code', 'refresh_token']" ] &&
 [ "$(client "$ID3" "c['redirect_uris']")" = "['https://web.example/cb2']" ] &&
 [ "$(client "$ID3" "c['token_endpoint_auth_method']")" = client_secret_post ] ||

@@ -791,6 +791,98 @@ START_TEST(test_env_defaults)
 }
 END_TEST
 
+/*
+ * A driver's params (decl.h): the keys the type's driver declares, a
+ * YAML sequence joined by newlines, sorted by name, compared by
+ * tl_mf_req_equal; the driver's rules, and the keys on a type whose
+ * driver takes none, refused with the line and field.
+ */
+START_TEST(test_requirement_params)
+{
+	static const char *const text = "module: web\n"
+	    "requires:\n"
+	    "  login:\n"
+	    "    type: oidc-client\n"
+	    "    from: idp\n"
+	    "    redirect-uris: [https://w.example/cb, 'http://127.0.0.1:9/cb']\n"
+	    "    grant-types: [authorization_code]\n"
+	    "    token-endpoint-auth-method: client_secret_post\n";
+	const struct tl_mf_req *r;
+	struct tl_mf_set *first;
+
+	parse_text(text);
+	ck_assert_parsed();
+	r = &tl_mf_set_module(P.set, 0)->reqs[0];
+	ck_assert_ptr_nonnull(r->params);
+	ck_assert_str_eq(r->params[0], "grant-types");
+	ck_assert_str_eq(r->params[1], "authorization_code");
+	ck_assert_str_eq(r->params[2], "redirect-uris");
+	ck_assert_str_eq(r->params[3],
+	    "https://w.example/cb\nhttp://127.0.0.1:9/cb");
+	ck_assert_str_eq(r->params[4], "token-endpoint-auth-method");
+	ck_assert_str_eq(r->params[5], "client_secret_post");
+	ck_assert_ptr_null(r->params[6]);
+	/* A changed list is a changed requirement. */
+	first = P.set;
+	P.set = NULL;
+	parse_text("module: web\n"
+	    "requires:\n"
+	    "  login:\n"
+	    "    type: oidc-client\n"
+	    "    from: idp\n"
+	    "    redirect-uris: [https://w.example/cb]\n"
+	    "    grant-types: [authorization_code]\n"
+	    "    token-endpoint-auth-method: client_secret_post\n");
+	ck_assert_parsed();
+	ck_assert(!tl_mf_req_equal(&tl_mf_set_module(first, 0)->reqs[0],
+	    &tl_mf_set_module(P.set, 0)->reqs[0]));
+	tl_mf_set_free(P.set);
+	P.set = NULL;
+	parse_text(text);
+	ck_assert(tl_mf_req_equal(&tl_mf_set_module(first, 0)->reqs[0],
+	    &tl_mf_set_module(P.set, 0)->reqs[0]));
+	tl_mf_set_free(first);
+	ck_assert_only_error("module: web\n"
+	    "requires:\n"
+	    "  login:\n"
+	    "    type: oidc-client\n"
+	    "    from: idp\n"
+	    "    redirect-uris: [https://w.example/cb]\n", 6,
+	    "requires.login.redirect-uris",
+	    "redirect-uris serves only the authorization_code grant");
+	ck_assert_only_error("module: web\n"
+	    "requires:\n"
+	    "  login:\n"
+	    "    type: oidc-client\n"
+	    "    from: idp\n"
+	    "    grant-types: [authorization_code]\n"
+	    "    redirect-uris: [http://w.example/cb]\n", 7,
+	    "requires.login.redirect-uris", "is http to a host that is not "
+	    "loopback");
+	ck_assert_only_error("module: web\n"
+	    "requires:\n"
+	    "  login:\n"
+	    "    type: oidc-client\n"
+	    "    from: idp\n"
+	    "    token-endpoint-auth-method: [client_secret_post]\n", 6,
+	    "requires.login.token-endpoint-auth-method", "takes one value");
+	ck_assert_only_error("module: web\n"
+	    "requires:\n"
+	    "  login:\n"
+	    "    type: oidc-client\n"
+	    "    from: idp\n"
+	    "    grant-types: []\n", 6, "requires.login.grant-types",
+	    "an empty list");
+	ck_assert_only_error("module: web\n"
+	    "requires:\n"
+	    "  db:\n"
+	    "    type: postgres-database\n"
+	    "    from: pg\n"
+	    "    redirect-uris: [https://w.example/cb]\n", 6,
+	    "requires.db.redirect-uris", "unknown key");
+}
+END_TEST
+
 START_TEST(test_requirement_shape)
 {
 	ck_assert_only_error("module: g\n"
@@ -1644,6 +1736,7 @@ manifest_suite(void)
 	tcase_add_test(tc, test_env_names);
 	tcase_add_test(tc, test_env_defaults);
 	tcase_add_test(tc, test_requirement_shape);
+	tcase_add_test(tc, test_requirement_params);
 	tcase_add_test(tc, test_scope_revoke);
 	tcase_add_test(tc, test_instances);
 	tcase_add_test(tc, test_parts);

@@ -161,7 +161,24 @@ parse_params(struct ctx *c, struct node *map, const char *path,
 		return;
 	qsort(pv, n / 2, 2 * sizeof(*pv), pair_cmp);
 	if (tl_drv_params_check(d, pv, why) != 0) {
-		mf_err(c, map, path, "%s", why);
+		struct node *at = map, *k;
+		const char *msg = why;
+
+		/* At the key the reason starts with, when it names one. */
+		f[0] = '\0';
+		for (p = d->params; p->name != NULL; p++) {
+			size_t nl = strlen(p->name);
+
+			if (strncmp(why, p->name, nl) == 0 &&
+			    (why[nl] == ':' || why[nl] == ' ') &&
+			    mf_get(map, p->name, &k) != NULL) {
+				at = k;
+				mf_join(f, sizeof f, path, p->name);
+				msg = why[nl] == ':' ? why + nl + 2 : why;
+				break;
+			}
+		}
+		mf_err(c, at, f[0] != '\0' ? f : path, "%s", msg);
 		return;
 	}
 	{

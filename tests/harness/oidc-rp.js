@@ -11,8 +11,10 @@
 // cookies they set until the provider sends the browser to
 // REDIRECT_URI with a code, which is then exchanged at the token
 // endpoint with the client's secret (AUTH_METHOD) and the PKCE
-// verifier.  Prints one line of JSON: {"ok":true,"sub":...,
-// "id_token":true,"access_token":true} and exits 0; or {"ok":false,
+// verifier; with the refresh token that offline_access brings (a client
+// whose grant types name refresh_token), a refresh.  Prints one line of
+// JSON: {"ok":true,"sub":...,"id_token":true,"access_token":true,
+// "refreshed":true|false} and exits 0; or {"ok":false,
 // "error":...} and exits 1.  With wrong-verifier the exchange sends
 // another verifier than the one the challenge was made from, and must
 // be refused.
@@ -37,8 +39,10 @@ const done = (o) => { process.stdout.write(`${JSON.stringify(o)}\n`); process.ex
   const verifier = generators.codeVerifier();
   const state = generators.state();
   const nonce = generators.nonce();
+  // offline_access (with the consent it needs): a refresh token, for
+  // a client whose grant types name refresh_token.
   let url = client.authorizationUrl({
-    scope: 'openid', state, nonce, login_hint: 'alice',
+    scope: 'openid offline_access', prompt: 'consent', state, nonce, login_hint: 'alice',
     code_challenge: generators.codeChallenge(verifier), code_challenge_method: 'S256',
   });
   const jar = new Map();
@@ -59,7 +63,13 @@ const done = (o) => { process.stdout.write(`${JSON.stringify(o)}\n`); process.ex
       const tokens = await client.callback(redirect, params, {
         code_verifier: mode === 'wrong-verifier' ? generators.codeVerifier() : verifier, state, nonce,
       });
-      return done({ ok: true, sub: tokens.claims().sub, id_token: !!tokens.id_token, access_token: !!tokens.access_token });
+      let refreshed = false;
+      if (tokens.refresh_token) {
+        const again = await client.refresh(tokens.refresh_token);
+        refreshed = !!again.access_token && again.access_token !== tokens.access_token;
+      }
+      return done({ ok: true, sub: tokens.claims().sub, id_token: !!tokens.id_token,
+        access_token: !!tokens.access_token, refreshed });
     }
   }
   done({ ok: false, error: 'no code after 12 redirects' });

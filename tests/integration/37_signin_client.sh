@@ -169,11 +169,32 @@ rp() {	# ENVFILE [wrong-verifier]
 		client_secret_post ${2:-}
 }
 out=$(rp "$E") || t_fail "the authorization-code flow failed: $out"
-printf '%s' "$out" | grep -q '"sub":"alice".*"id_token":true.*"access_token":true' ||
-	t_fail "the flow's tokens: $out"
+printf '%s' "$out" | grep -q '"sub":"alice".*"id_token":true.*"access_token":true.*"refreshed":true' ||
+	t_fail "the flow's tokens (and the refresh refresh_token allows): $out"
 out=$(rp "$E" wrong-verifier) && t_fail "a code was exchanged with the wrong PKCE verifier: $out"
 printf '%s' "$out" | grep -q invalid_grant || t_fail "the wrong verifier was refused for another reason: $out"
-t_ok "signed in as alice (ID token and access token); the wrong verifier refused: $(printf '%s' "$out" | cut -c1-120)"
+t_ok "signed in as alice (ID token, access token, refreshed); the wrong verifier refused: $(printf '%s' "$out" | cut -c1-120)"
+
+t_check "without refresh_token among its grant types, no refresh token"
+cat >"$W/manifests/web2.yaml" <<EOF
+module: web2
+env: {O_ID: "", O_SECRET: ""}
+requires:
+  login:
+    type: oidc-client
+    from: idp
+    env: {client-id: O_ID, client-secret: O_SECRET}
+    grant-types: [authorization_code]
+    redirect-uris: ['http://127.0.0.1:8080/cb']
+    token-endpoint-auth-method: client_secret_post
+EOF
+tly apply "$W/manifests/web2.yaml" >/dev/null && tly assign web2 node-a >/dev/null ||
+	t_fail "web2 failed"
+t_tallyd_once
+out=$(rp "$(t_envfile node-a web2)") || t_fail "web2's flow failed: $out"
+printf '%s' "$out" | grep -q '"access_token":true,"refreshed":false' ||
+	t_fail "web2 was refreshed, or got no token: $out"
+t_ok "web2 signs in, and gets no refresh token"
 
 t_check "an admin points the client elsewhere: a drift, restored"
 store_edit "$ID" 'c["redirect_uris"] = ["https://evil.example/cb"]'

@@ -573,6 +573,38 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			    json_string(dd->isolation_note));
 	}
 	{
+		/* What it declares for its driver (params), lists as lists. */
+		struct tl_bnode pm, pk, pv;
+		struct tl_bn_iter it;
+		const char *ks, *vs, *nl;
+		size_t kl, vl;
+		char kb[64];
+		json_t *o, *a;
+
+		if (tl_bn_get(r, "params", &pm) == 0 && tl_bn_iter(pm,
+		    &it) == 0 && (o = json_object()) != NULL) {
+			while (tl_bn_iter_next(&it, &pk, &pv) == 1) {
+				if (tl_bn_str(pk, &ks, &kl) != 0 || kl >=
+				    sizeof(kb) || tl_bn_str(pv, &vs, &vl) != 0 ||
+				    (a = json_array()) == NULL)
+					continue;
+				memcpy(kb, ks, kl);
+				kb[kl] = '\0';
+				while (vl > 0) {
+					nl = memchr(vs, '\n', vl);
+					json_array_append_new(a, json_stringn(vs,
+					    nl != NULL ? (size_t)(nl - vs) : vl));
+					if (nl == NULL)
+						break;
+					vl -= (size_t)(nl - vs) + 1;
+					vs = nl + 1;
+				}
+				json_object_set_new(o, kb, a);
+			}
+			json_object_set_new(j, "params", o);
+		}
+	}
+	{
 		struct tl_rec b;
 		char bstate[16] = "", prov[130] = "", why[64] = "";
 

@@ -131,6 +131,11 @@ tly apply "$(web "$R1" "    post-logout-redirect-uris: [https://web.example/bye]
 tly log --json --stream module/web --type requirement.declared | grep -q '"redirect-uris"' ||
 	t_fail "the requirement's params are not in requirement.declared"
 tly assign web node-a >/dev/null || t_fail "tally assign web failed"
+tly explain web >"$W/explain.out" || t_fail "tally explain web failed"
+grep -q "declares: grant-types authorization_code, refresh_token; post-logout-redirect-uris https://web.example/bye; redirect-uris https://web.example/cb, http://127.0.0.1:8080/cb; token-endpoint-auth-method client_secret_post" "$W/explain.out" ||
+	t_fail "tally explain does not show what the requirement declares: $(cat "$W/explain.out")"
+tly status web --json | python3 -c "import json,sys; d=json.load(sys.stdin); r=d['assignments'][0]['requirements'][0]; sys.exit(0 if r['params']['redirect-uris']==['https://web.example/cb','http://127.0.0.1:8080/cb'] else 1)" ||
+	t_fail "tally status --json does not carry the params as lists"
 t_tallyd_once
 t_wait_healthy 10
 

@@ -220,6 +220,22 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 				    "grant_state"));
 			if (json_object_get(r, "question") != NULL)
 				printf("\n      %s", str(r, "reason"));
+			if (json_object_size(json_object_get(r, "params"))) {
+				const char *pk;
+				const json_t *pa, *pi;
+				size_t n;
+				int first = 1;
+
+				printf("\n      declares:");
+				json_object_foreach(json_object_get(r,
+				    "params"), pk, pa) {
+					printf("%s %s", first ? "" : ";", pk);
+					first = 0;
+					json_array_foreach(pa, n, pi)
+						printf("%s%s", n ? ", " : " ",
+						    json_string_value(pi));
+				}
+			}
 			if (*str(r, "isolation_note"))
 				printf("\n      note: %s", str(r,
 				    "isolation_note"));

@@ -21,45 +21,14 @@
 #     last ack, then the first is deleted.
 . "$(dirname "$0")/lib.sh"
 
-command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
 command -v curl >/dev/null 2>&1 || t_fail "curl is missing (tools/deps.sh)"
-
-OIDC_DIR=$W/oidc
-_o_port=$((57300 + $$ % 50))
-while _t_port_busy "$_o_port"; do _o_port=$((_o_port + 1)); done
-_o_cleanup() {
-	_o_rc=$?
-	set +e	# (exit N) below must not end the trap under set -e
-	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" >/dev/null 2>&1
-	(exit $_o_rc)
-	_t_cleanup
-}
-trap _o_cleanup EXIT
-sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" ||
-	t_fail "the OIDC provider did not start (tests/harness/oidc.sh)"
-. "$OIDC_DIR/env"
-ISS=$TALLY_TEST_OIDC_ISSUER
+t_oidc_start
 
 # token ENVFILE: a client_credentials token with the delivered values.
 token() {
 	curl -s -u "$(t_envget "$1" O_ID):$(t_envget "$1" O_SECRET)" \
 		-d grant_type=client_credentials "$(t_envget "$1" O_TOKEN)"
 }
-# store_edit CLIENT_ID PYTHON: edits the provider's store while it is stopped.
-store_edit() {
-	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" keep
-	python3 - "$OIDC_DIR/store.json" "$1" "$2" <<'EOF'
-import json, sys
-path, cid, code = sys.argv[1:4]
-st = json.load(open(path))
-c = st["Client:" + cid]["p"]
-exec(code)
-json.dump(st, open(path, "w"))
-EOF
-	sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" ||
-		t_fail "the OIDC provider did not restart"
-}
-
 mkdir -p "$W/manifests"
 cat >"$W/manifests/idp.yaml" <<EOF
 module: idp
@@ -129,7 +98,7 @@ t_ok "software_id 'tally mesh $MESH grant app-a/login', client_name $(t_gname ap
 t_say "verification"
 t_expect_exit 0 "tally check --all (healthy)" tly check --all
 t_check "metadata changed at the provider: repaired by a PUT, the new registration access token recorded"
-store_edit "$IA" 'c["client_name"] = "renamed-by-admin"; c["token_endpoint_auth_method"] = "client_secret_post"'
+t_oidc_edit "$IA" 'c["client_name"] = "renamed-by-admin"; c["token_endpoint_auth_method"] = "client_secret_post"'
 t_expect_exit 8 "tally check app-a/login (client renamed)" tly check app-a/login
 grep -q "client_name" "$W/last.out" || t_fail "the drift does not name client_name: $(cat "$W/last.out")"
 python3 -c "import json,sys; c=json.load(open('$store'))['Client:$IA']['p']; sys.exit(0 if c['client_name']=='$(t_gname app-a/login app-a-login _v1)' and c['token_endpoint_auth_method']=='client_secret_basic' else 1)" ||
@@ -138,14 +107,14 @@ python3 -c "import json,sys; c=json.load(open('$store'))['Client:$IA']['p']; sys
 	t_fail "the repair's new registration access token was not recorded"
 t_expect_exit 0 "tally check app-a/login (after the repair, with the new token)" tly check app-a/login
 sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" keep
-sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" || t_fail "the OIDC provider did not restart"
+sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_t_oidc_port" || t_fail "the OIDC provider did not restart"
 t_expect_exit 0 "tally check app-a/login (after a restart of the provider)" tly check app-a/login
 token "$A" | grep -q '"access_token"' || t_fail "app-a gets no token after the repair"
 t_ok "restored; the second credential.handle is what tally manages the client with, also after a restart"
 t_check "client deleted at the provider: missing, flagged, not registered again"
 nclients() { python3 -c "import json; print(sum(1 for k in json.load(open('$store')) if k.startswith('Client:')))"; }
 before=$(nclients)
-store_edit "$IB" 'del st["Client:" + cid]'
+t_oidc_edit "$IB" 'del st["Client:" + cid]'
 t_expect_exit 6 "tally check app-b/login (client deleted)" tly check app-b/login
 t_expect_exit 6 "tally check app-b/login (again)" tly check app-b/login
 [ "$(nclients)" -eq $((before - 1)) ] || t_fail "clients: $(nclients), expected $((before - 1)): check registered one"
@@ -313,7 +282,7 @@ K=$(t_envfile node-a keep)
 IK=$(t_envget "$K" O_ID)
 nh() { tly log --json --stream grant/keep/login --type credential.handle | grep -c .; }
 t_check "the PUT's reply lost (TALLY_FAULT=fix_privileges:lost): the new token is recorded anyway"
-store_edit "$IK" 'c["client_name"] = "renamed"'
+t_oidc_edit "$IK" 'c["client_name"] = "renamed"'
 h0=$(nh)
 set +e
 TALLY_FAULT=fix_privileges:lost tly check keep/login >"$W/last.out" 2>&1
@@ -323,7 +292,7 @@ grep -q "fault injected" "$W/last.out" || t_fail "no fault injected: $(cat "$W/l
 t_expect_exit 0 "tally check keep/login (after the lost reply)" tly check keep/login
 t_ok "recorded before the outcome: the next check manages the client"
 t_check "the process killed right after the PUT (TALLY_FAULT=fix_privileges:crash)"
-store_edit "$IK" 'c["client_name"] = "renamed-again"'
+t_oidc_edit "$IK" 'c["client_name"] = "renamed-again"'
 h0=$(nh)
 set +e
 TALLY_FAULT=fix_privileges:crash tly check keep/login >"$W/last.out" 2>&1

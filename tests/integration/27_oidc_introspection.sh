@@ -13,24 +13,8 @@
 #     tally status --json and tally explain show it beside each grant.
 . "$(dirname "$0")/lib.sh"
 
-command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
 command -v curl >/dev/null 2>&1 || t_fail "curl is missing (tools/deps.sh)"
-
-OIDC_DIR=$W/oidc
-_o_port=$((57360 + $$ % 50))
-while _t_port_busy "$_o_port"; do _o_port=$((_o_port + 1)); done
-_o_cleanup() {
-	_o_rc=$?
-	set +e
-	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" >/dev/null 2>&1
-	(exit $_o_rc)
-	_t_cleanup
-}
-trap _o_cleanup EXIT
-sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" ||
-	t_fail "the OIDC provider did not start (tests/harness/oidc.sh)"
-. "$OIDC_DIR/env"
-ISS=$TALLY_TEST_OIDC_ISSUER
+t_oidc_start
 
 mkdir -p "$W/manifests"
 cat >"$W/manifests/idp.yaml" <<EOF2

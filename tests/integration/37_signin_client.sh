@@ -22,42 +22,13 @@
 #     in; the old one does until its retirement after the ack, then not.
 . "$(dirname "$0")/lib.sh"
 
-command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
 command -v curl >/dev/null 2>&1 || t_fail "curl is missing (tools/deps.sh)"
-
-OIDC_DIR=$W/oidc
-_o_port=$((57400 + $$ % 50))
-while _t_port_busy "$_o_port"; do _o_port=$((_o_port + 1)); done
-_o_cleanup() {
-	_o_rc=$?
-	set +e
-	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" >/dev/null 2>&1
-	(exit $_o_rc)
-	_t_cleanup
-}
-trap _o_cleanup EXIT
-sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" ||
-	t_fail "the OIDC provider did not start (tests/harness/oidc.sh)"
-. "$OIDC_DIR/env"
-ISS=$TALLY_TEST_OIDC_ISSUER
+t_oidc_start
 store=$OIDC_DIR/store.json
 
 # client ID PYTHON-EXPR: the expression on the client's record c, printed.
 client() {
 	python3 -c "import json; c=json.load(open('$store'))['Client:$1']['p']; print($2)"
-}
-store_edit() {
-	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" keep
-	python3 - "$store" "$1" "$2" <<'EOF'
-import json, sys
-path, cid, code = sys.argv[1:4]
-st = json.load(open(path))
-c = st["Client:" + cid]["p"]
-exec(code)
-json.dump(st, open(path, "w"))
-EOF
-	sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_o_port" ||
-		t_fail "the OIDC provider did not restart"
 }
 
 mkdir -p "$W/manifests"
@@ -202,7 +173,7 @@ printf '%s' "$out" | grep -q '"access_token":true,"refreshed":false' ||
 t_ok "web2 signs in, and gets no refresh token"
 
 t_check "an admin points the client elsewhere: a drift, restored"
-store_edit "$ID" 'c["redirect_uris"] = ["https://evil.example/cb"]'
+t_oidc_edit "$ID" 'c["redirect_uris"] = ["https://evil.example/cb"]'
 t_expect_exit 8 "tally check web/login (redirect URIs edited)" tly check web/login
 grep -q redirect_uris "$W/last.out" || t_fail "the drift does not name redirect_uris: $(cat "$W/last.out")"
 [ "$(client "$ID" "c['redirect_uris']")" = "['https://web.example/cb', 'http://127.0.0.1:8080/cb']" ] ||

@@ -56,6 +56,7 @@ _t_pgs=""	# PostgreSQL directories this script started
 _t_redises=""	# Redis directories this script started (t_redis_start)
 _t_mariadbs=""	# MariaDB directories this script started (t_mariadb_start)
 _t_cephs=""	# Ceph directories this script started (t_ceph_start)
+_t_oidcs=""	# OIDC provider directories this script started (t_oidc_start)
 
 t_forget_pid() {
 	_t_new=""
@@ -96,6 +97,10 @@ _t_cleanup() {
 		[ "$_t_rc" -ne 0 ] && cp "$_t_d/log/client.rgw.a.log" "$W/rgw-$(basename "$_t_d").log" 2>/dev/null
 		sh "$TALLY_SRC/tests/harness/ceph.sh" stop "$_t_d" >/dev/null 2>&1 ||
 			echo "WARNING $T_NAME: stopping Ceph in $_t_d failed" >&2
+	done
+	for _t_d in $_t_oidcs; do
+		sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$_t_d" >/dev/null 2>&1 ||
+			echo "WARNING $T_NAME: stopping the OIDC provider in $_t_d failed" >&2
 	done
 	if [ "$_t_rc" -eq 0 ]; then
 		rm -rf "$W"
@@ -256,6 +261,40 @@ t_ceph_start() {
 	done
 	. "$CEPH_DIR/env"
 	export CEPH_DIR
+}
+
+# t_oidc_start [NAME]: a throwaway OpenID Connect provider in $W/NAME
+# (default oidc) on a free port (tests/harness/oidc.sh), stopped at exit;
+# exports TALLY_TEST_OIDC_*, OIDC_DIR and ISS (its issuer).
+t_oidc_start() {
+	OIDC_DIR=$W/${1:-oidc}
+	command -v node >/dev/null 2>&1 || t_fail "node is missing (tools/deps.sh)"
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^0*\([0-9][0-9]*\).*/\1/p')
+	_t_oidc_port=$((56100 + ${_t_n:-0} * 10 + $$ % 7))
+	while _t_port_busy "$_t_oidc_port"; do _t_oidc_port=$((_t_oidc_port + 1)); done
+	_t_oidcs="$_t_oidcs $OIDC_DIR"
+	sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_t_oidc_port" ||
+		t_fail "the OIDC provider did not start (tests/harness/oidc.sh)"
+	. "$OIDC_DIR/env"
+	ISS=$TALLY_TEST_OIDC_ISSUER
+	export OIDC_DIR ISS
+}
+
+# t_oidc_edit CLIENT_ID PYTHON: runs PYTHON on the OIDC provider's store
+# while it is stopped (st: the store, c: the client's record), then starts
+# it again on its port.
+t_oidc_edit() {
+	sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$OIDC_DIR" keep
+	python3 - "$OIDC_DIR/store.json" "$1" "$2" <<'EOF'
+import json, sys
+path, cid, code = sys.argv[1:4]
+st = json.load(open(path))
+c = st["Client:" + cid]["p"]
+exec(code)
+json.dump(st, open(path, "w"))
+EOF
+	sh "$TALLY_SRC/tests/harness/oidc.sh" start "$OIDC_DIR" "$_t_oidc_port" ||
+		t_fail "the OIDC provider did not restart"
 }
 
 # pg_ctl as the server's user (pg.sh runs the server as postgres when

@@ -1058,7 +1058,7 @@ oi_check(void *h, const struct tl_drv_grant *g,
 	json_t *got = NULL, *want = NULL;
 	char diff[200], tok[OI_SECRET_MAX], tw[TL_DRV_WHY_MAX], owner[33];
 	enum oi_mark mk;
-	int rc, gone, refused, active;
+	int rc, gone, refused, active, notok;
 
 	(void)ep;
 	*drift = TL_DRIFT_NONE;
@@ -1119,9 +1119,12 @@ oi_check(void *h, const struct tl_drv_grant *g,
 		    "delivered secret (%s)", k.id, tw);
 		goto out;
 	}
-	/* Authenticated, but no token to look at: client_credentials is
-	 * not among its grant types. */
-	if (tok[0] == '\0')
+	/*
+	 * Authenticated, but no token to look at: client_credentials is
+	 * not among its grant types.
+	 */
+	notok = tok[0] == '\0';
+	if (notok)
 		active = 1;
 	else
 		rc = do_introspect_revoke(o, g, &k, tok, &active, why);
@@ -1139,8 +1142,9 @@ oi_check(void *h, const struct tl_drv_grant *g,
 		    "client %s: %s changed since tally registered it",
 		    k.id, diff);
 	} else
-		tl_drv_why(why, 0, "client %s is as registered and gets tokens",
-		    k.id);
+		tl_drv_why(why, 0, notok ? "client %s is as registered and "
+		    "its secret is accepted" : "client %s is as registered "
+		    "and gets tokens", k.id);
 out:
 	json_decref(got);
 	json_decref(want);

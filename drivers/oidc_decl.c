@@ -228,13 +228,35 @@ static const struct tl_drv_param oi_params[] = {
 	{ NULL, 0, NULL, NULL }
 };
 
+/* Is the authority a (the URI's after "http://", alen bytes) loopback? */
+static int
+loopback(const char *a, size_t alen)
+{
+	static const char *const hosts[] = { "127.0.0.1", "localhost",
+		"[::1]", NULL };
+	const char *const *h;
+	size_t n;
+
+	/* A userinfo would put the loopback name before the real host. */
+	if (memchr(a, '@', alen) != NULL)
+		return 0;
+	for (h = hosts; *h != NULL; h++) {
+		n = strlen(*h);
+		/* The host alone, or with a port of the client's. */
+		if (alen >= n && strncmp(a, *h, n) == 0 && (alen == n ||
+		    a[n] == ':'))
+			return 1;
+	}
+	return 0;
+}
+
 /* Each of the '\n'-joined URIs of v: https, or http on loopback. */
 static int
 uris_ok(const char *name, const char *v, char *why)
 {
 	char u[TL_DRV_PARAM_VALUE_MAX + 1];
-	const char *nl, *host, *end;
-	size_t n, hl;
+	const char *nl;
+	size_t n;
 
 	for (; v != NULL; v = nl != NULL ? nl + 1 : NULL) {
 		nl = strchr(v, '\n');
@@ -252,24 +274,10 @@ uris_ok(const char *name, const char *v, char *why)
 		if (strncmp(u, "http://", 7) != 0)
 			return tl_drv_why(why, TL_EINVAL, "%s: %.200s is not "
 			    "an absolute https URI", name, u);
-		host = u + 7;
-		end = host + strcspn(host, "/?");
-		hl = (size_t)(end - host);
-		/* A port after the host is the client's. */
-		if (host[0] == '[') {
-			if (strncmp(host, "[::1]", 5) == 0 && (hl == 5 ||
-			    host[5] == ':'))
-				continue;
-		} else {
-			size_t h = strcspn(host, ":/?");
-
-			if ((h == 9 && strncmp(host, "127.0.0.1", 9) == 0) ||
-			    (h == 9 && strncmp(host, "localhost", 9) == 0))
-				continue;
-		}
-		return tl_drv_why(why, TL_EINVAL, "%s: %.200s is http to a "
-		    "host that is not loopback (https only: RFC 8252, the "
-		    "OAuth security BCP)", name, u);
+		if (!loopback(u + 7, strcspn(u + 7, "/?")))
+			return tl_drv_why(why, TL_EINVAL, "%s: %.200s is http "
+			    "to a host that is not loopback (https only: RFC "
+			    "8252, the OAuth security BCP)", name, u);
 	}
 	return 0;
 }

@@ -661,6 +661,11 @@ START_TEST(test_signin_params_refused)
 		  "http://a.example/cb", NULL },
 		{ "grant-types", "authorization_code", "redirect-uris",
 		  "https://a.example/cb#frag", NULL },
+		/* Loopback only in the userinfo: the host is another. */
+		{ "grant-types", "authorization_code", "redirect-uris",
+		  "http://127.0.0.1:80@evil.example/cb", NULL },
+		{ "grant-types", "authorization_code", "redirect-uris",
+		  "http://[::1]@evil.example/cb", NULL },
 		{ "grant-types", "implicit", NULL },
 		{ "grant-types", "refresh_token", NULL },
 		{ "token-endpoint-auth-method", "none", NULL },

@@ -475,8 +475,9 @@ START_TEST(test_hostile_names)
 }
 END_TEST
 
-static void
-rename_client(json_t *store, const char *id)
+/* Client id's record in the provider's store (oidc-server.js). */
+static json_t *
+client_rec(json_t *store, const char *id)
 {
 	char key[300];
 	json_t *c;
@@ -484,6 +485,14 @@ rename_client(json_t *store, const char *id)
 	snprintf(key, sizeof(key), "Client:%s", id);
 	c = json_object_get(json_object_get(store, key), "p");
 	ck_assert_ptr_nonnull(c);
+	return c;
+}
+
+static void
+rename_client(json_t *store, const char *id)
+{
+	json_t *c = client_rec(store, id);
+
 	json_object_set_new(c, "client_name", json_string("edited-by-admin"));
 	json_object_set_new(c, "token_endpoint_auth_method",
 	    json_string("client_secret_post"));
@@ -546,13 +555,7 @@ END_TEST
 static void
 redirect_edited(json_t *store, const char *id)
 {
-	char key[300];
-	json_t *c;
-
-	snprintf(key, sizeof(key), "Client:%s", id);
-	c = json_object_get(json_object_get(store, key), "p");
-	ck_assert_ptr_nonnull(c);
-	json_object_set_new(c, "redirect_uris",
+	json_object_set_new(client_rec(store, id), "redirect_uris",
 	    json_pack("[s]", "https://evil.example/cb"));
 }
 

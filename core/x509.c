@@ -596,6 +596,58 @@ out:
 }
 
 int
+tl_x509_ca_check(const char *key_pem, const char *cert_pem, int64_t now,
+    struct tl_x509_info *info, char *why)
+{
+	struct tl_x509_info own;
+	EVP_PKEY *k = NULL;
+	X509 *x = NULL;
+	int rc;
+
+	if (info == NULL)
+		info = &own;
+	memset(info, 0, sizeof(*info));
+	if (key_pem == NULL || cert_pem == NULL ||
+	    (k = key_read(key_pem)) == NULL) {
+		rc = fail(why, TL_EINVAL, "the CA key does not parse (a PEM "
+		    "private key, unencrypted)");
+		goto out;
+	}
+	if ((x = cert_read(cert_pem)) == NULL) {
+		rc = fail(why, TL_EINVAL, "the CA certificate does not parse "
+		    "(PEM)");
+		goto out;
+	}
+	if ((rc = info_of(x, info, why)) != 0)
+		goto out;
+	if (X509_check_private_key(x, k) != 1) {
+		rc = fail(why, TL_EREFUSED, "the CA key is not the key of the "
+		    "CA certificate (CN=%s)", info->cn);
+		goto out;
+	}
+	/* 1: CA:TRUE (with keyCertSign, when a key usage is there). */
+	if (X509_check_ca(x) != 1) {
+		rc = fail(why, TL_EREFUSED, "the certificate CN=%s is not a "
+		    "CA's (no basic constraints CA:TRUE, or a key usage "
+		    "without keyCertSign)", info->cn);
+		goto out;
+	}
+	if (now < info->not_before || now >= info->not_after) {
+		rc = fail(why, TL_EREFUSED, "the CA certificate CN=%s is not "
+		    "valid now (valid from %lld to %lld, seconds since the "
+		    "epoch)", info->cn, (long long)info->not_before,
+		    (long long)info->not_after);
+		goto out;
+	}
+	rc = 0;
+out:
+	ERR_clear_error();
+	X509_free(x);
+	EVP_PKEY_free(k);
+	return rc;
+}
+
+int
 tl_x509_info(const char *pem, struct tl_x509_info *info, char *why)
 {
 	X509 *x;

@@ -79,6 +79,18 @@ int	tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
 	    const char *csr_pem, const struct tl_x509_policy *p,
 	    char **cert_pem, struct tl_x509_info *info, char *why);
 
+/*
+ * Whether key_pem and cert_pem make a CA that can sign now (at now,
+ * seconds since the epoch): both parse, the key is the certificate's,
+ * the certificate says CA:TRUE (and keyCertSign when it has a key
+ * usage), and now is within its validity.  The key may be ECDSA or
+ * RSA: an organisation's CA above the mesh's chooses its own.  info
+ * (may be NULL) gets what the certificate says.  TL_EINVAL for what
+ * does not parse, TL_EREFUSED for a pair that is not a usable CA.
+ */
+int	tl_x509_ca_check(const char *key_pem, const char *cert_pem,
+	    int64_t now, struct tl_x509_info *info, char *why);
+
 /* What the certificate cert_pem says: serial, CN, validity. */
 int	tl_x509_info(const char *cert_pem, struct tl_x509_info *info,
 	    char *why);

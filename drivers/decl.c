@@ -18,6 +18,7 @@ extern const struct tl_drv_decl tl_drv_mariadb_decl;
 extern const struct tl_drv_decl tl_drv_redis_decl;
 extern const struct tl_drv_decl tl_drv_ceph_rgw_decl;
 extern const struct tl_drv_decl tl_drv_oidc_decl;
+extern const struct tl_drv_decl tl_drv_ca_decl;
 
 static const struct tl_drv_decl *const decls[] = {
 	&tl_drv_postgres_decl,
@@ -27,11 +28,12 @@ static const struct tl_drv_decl *const decls[] = {
 	&tl_drv_redis_decl,
 	&tl_drv_ceph_rgw_decl,
 	&tl_drv_oidc_decl,
+	&tl_drv_ca_decl,
 	NULL
 };
 
 static const char *const names[] = { "postgres", "directory", "rabbitmq",
-	"mariadb", "redis", "ceph-rgw", "oidc", NULL };
+	"mariadb", "redis", "ceph-rgw", "oidc", "ca", NULL };
 
 const struct tl_drv_decl *
 tl_drv_decl_find(const char *name)

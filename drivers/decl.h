@@ -755,6 +755,27 @@ struct tl_drv_decl {
 	 */
 	int	(*compose)(const char *field, const struct tl_drv_endpoint *ep,
 		    const struct tl_drv_grant *g, char *out, size_t cap);
+	/*
+	 * NULL-terminated, or NULL: the settings the driver's operations
+	 * prepare at assign when they are not given (the mesh CA's key and
+	 * certificate, made where libcrypto is linked).  tally assign of a
+	 * provider of this driver that gives one of them, or records none
+	 * of them yet, asks tallyd --prepare (ops->prepare: driver.h) to
+	 * check what is given or make what is not, and records the result
+	 * with the rest, secrets sealed like --secret's.
+	 */
+	const char	*const *prepared;
+	/*
+	 * NULL, or the only instances: a module providing the driver's
+	 * types may declare ("one-per-mesh": a provider there is one of per
+	 * mesh, such as its CA); tally apply refuses any other.
+	 */
+	const char	*instances;
+	/*
+	 * NULL, or one line: why no requirement of the driver's types can
+	 * be granted yet; tally apply refuses such a requirement with it.
+	 */
+	const char	*not_granted;
 };
 
 /* NULL when there is no such driver. */

@@ -102,6 +102,24 @@ struct tl_drv_migration {
 	atomic_int	*cancel;	/* nonzero: stop now; NULL: never */
 };
 
+/*
+ * What ops->prepare adds to an assignment: n settings, each a name the
+ * driver declares in decl->prepared (static), its value (malloc'd; for
+ * a secret, guarded memory: core/secret.h tl_secret_alloc) and whether
+ * it is secret; note, one line for the operator saying what was made
+ * or checked.  tl_drv_prepared_free frees (and wipes) the values and
+ * leaves it empty; a zeroed struct is empty.
+ */
+#define TL_DRV_PREPARED_MAX	4
+struct tl_drv_prepared {
+	size_t		 n;
+	const char	*name[TL_DRV_PREPARED_MAX];
+	char		*value[TL_DRV_PREPARED_MAX];
+	int		 secret[TL_DRV_PREPARED_MAX];
+	char		 note[TL_DRV_WHY_MAX];
+};
+void	tl_drv_prepared_free(struct tl_drv_prepared *p);
+
 struct tl_drv_ops {
 	/* What the driver is; its name is decl->name. */
 	const struct tl_drv_decl *decl;
@@ -288,6 +306,18 @@ struct tl_drv_ops {
 	int	(*find_marked)(void *h, const struct tl_drv_name_in *in,
 		    const char *from_mesh, struct tl_drv_names *out,
 		    char *why);
+	/*
+	 * At assign, before anything is recorded (decl->prepared; tallyd
+	 * --prepare, no session, no log): given holds what this tally
+	 * assign gives, name/value pairs, NULL-terminated, secrets in
+	 * plaintext (the caller wipes them); mesh is the mesh's id.  Makes
+	 * the prepared settings none of which is given (out), or checks
+	 * the given ones and adds nothing.  0; TL_EINVAL / TL_EREFUSED
+	 * (why) for what the driver will not take (out then empty).
+	 * NULL: decl->prepared is NULL.
+	 */
+	int	(*prepare)(const char *const *given, const char *mesh,
+		    struct tl_drv_prepared *out, char *why);
 };
 
 /*

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/secret.h"
 #include "driver.h"
 
 extern const struct tl_drv_ops tl_drv_postgres;
@@ -24,6 +25,7 @@ extern const struct tl_drv_ops tl_drv_mariadb;
 extern const struct tl_drv_ops tl_drv_redis;
 extern const struct tl_drv_ops tl_drv_ceph_rgw;
 extern const struct tl_drv_ops tl_drv_oidc;
+extern const struct tl_drv_ops tl_drv_ca;
 
 static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_postgres,
@@ -33,6 +35,7 @@ static const struct tl_drv_ops *const drivers[] = {
 	&tl_drv_redis,
 	&tl_drv_ceph_rgw,
 	&tl_drv_oidc,
+	&tl_drv_ca,
 	NULL
 };
 
@@ -70,4 +73,18 @@ const struct tl_drv_ops *
 tl_drv_ops_of(const struct tl_drv_decl *d)
 {
 	return d != NULL ? tl_drv_find(d->name) : NULL;
+}
+
+void
+tl_drv_prepared_free(struct tl_drv_prepared *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n && i < TL_DRV_PREPARED_MAX; i++) {
+		if (p->secret[i])
+			tl_secret_free(p->value[i]);
+		else
+			free(p->value[i]);
+	}
+	memset(p, 0, sizeof(*p));
 }

@@ -610,16 +610,25 @@ merge(struct tl_ctx *c, struct merge *mg, const struct decl *d,
 			snprintf(e->key, sizeof(e->key), "%s", set[i].key);
 			if (set[i].secret != NULL)
 				change(mg, "  %s: set (secret)\n", e->key);
+			else if (strchr(set[i].value, '\n') != NULL)
+				change(mg, "  %s: set (%zu bytes of PEM)\n",
+				    e->key, strlen(set[i].value));
 			else
 				change(mg, "  %s: set to %s\n", e->key,
 				    set[i].value);
 		} else if (set[i].secret != NULL)
 			change(mg, "  %s: replaced (secret)\n", e->key);
 		else if (e->value == NULL || e->vlen != strlen(set[i].value) ||
-		    memcmp(e->value, set[i].value, e->vlen) != 0)
-			change(mg, "  %s: %.*s -> %s\n", e->key,
-			    e->value ? (int)e->vlen : 8, e->value ? e->value :
-			    "(secret)", set[i].value);
+		    memcmp(e->value, set[i].value, e->vlen) != 0) {
+			/* A PEM (a certificate) is many lines: not shown. */
+			if (strchr(set[i].value, '\n') != NULL)
+				change(mg, "  %s: replaced (%zu bytes of "
+				    "PEM)\n", e->key, strlen(set[i].value));
+			else
+				change(mg, "  %s: %.*s -> %s\n", e->key,
+				    e->value ? (int)e->vlen : 8, e->value ?
+				    e->value : "(secret)", set[i].value);
+		}
 		e->value = set[i].value;
 		e->vlen = set[i].value ? strlen(set[i].value) : 0;
 		e->secret = set[i].secret;

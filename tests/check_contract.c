@@ -386,6 +386,9 @@ START_TEST(test_caps_are_the_ops)
 			    tl_drv_can(d, (enum tl_drv_cap)c, NULL), has[c]);
 		ck_assert_msg((d->migrate_dialect != NULL) ==
 		    has[TL_DRV_CAP_MIGRATE], "driver %s: dialect", d->name);
+		/* Settings prepared at assign are an operation's work. */
+		ck_assert_msg((o->prepare != NULL) == (d->prepared != NULL),
+		    "driver %s: prepare", d->name);
 		/* A stored fence is an operation; an epoch check is not. */
 		ck_assert_msg((o->fence != NULL) == (d->fencing != NULL &&
 		    (d->fencing->kind == TL_DRV_FENCE_ATOMIC ||

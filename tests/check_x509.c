@@ -120,6 +120,98 @@ START_TEST(test_ca)
 }
 END_TEST
 
+/*
+ * A CA to sign with: the pair made here; an organisation's RSA CA made
+ * by openssl; refused: another CA's key, a leaf certificate, a time
+ * outside the validity, a key that does not parse.
+ */
+START_TEST(test_ca_check)
+{
+	struct tl_x509_policy p = policy("app-db_v1", sans2, 2);
+	struct tl_x509_info in;
+	char *k2, *c2, *leaf = NULL, dir[] = "/tmp/tl-x509-XXXXXX", cmd[600];
+	char *rkey, *rcert;
+	int64_t now = (int64_t)time(NULL);
+	size_t n;
+	FILE *fp;
+
+	ck_assert_msg(tl_x509_ca_check(ca_key, ca_cert, now, &in, why) == 0,
+	    "%s", why);
+	ck_assert_str_eq(in.cn, "tally mesh 0123");
+	ck_assert_int_eq(tl_x509_ca_make("another", 30, &k2, &c2, why), 0);
+	ck_assert_int_eq(tl_x509_ca_check(k2, ca_cert, now, NULL, why),
+	    TL_EREFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "not the key"));
+	ck_assert_int_eq(tl_x509_ca_check(ca_key, ca_cert, in.not_after, NULL,
+	    why), TL_EREFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "not valid now"));
+	ck_assert_int_eq(tl_x509_ca_check(ca_key, ca_cert, in.not_before - 1,
+	    NULL, why), TL_EREFUSED);
+	ck_assert_int_eq(tl_x509_ca_check("junk", ca_cert, now, NULL, why),
+	    TL_EINVAL);
+	ck_assert_int_eq(tl_x509_ca_check(ca_key, "junk", now, NULL, why),
+	    TL_EINVAL);
+	/* A leaf with its own key: a pair, but not a CA. */
+	{
+		char *lk, *csr;
+
+		ck_assert_int_eq(tl_x509_request("app-db_v1", sans2, 2, &lk,
+		    &csr, why), 0);
+		ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, csr, &p, &leaf,
+		    NULL, why), 0);
+		ck_assert_int_eq(tl_x509_ca_check(lk, leaf, now, NULL, why),
+		    TL_EREFUSED);
+		ck_assert_ptr_nonnull(strstr(why, "not a CA"));
+		tl_secret_free(lk);
+		free(csr);
+	}
+	/* An organisation's CA: RSA, made by openssl, signs for the mesh. */
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey rsa:2048 "
+	    "-nodes -keyout %s/k.pem -out %s/c.pem -days 30 -subj "
+	    "'/O=Example/CN=Example Org CA' -addext "
+	    "basicConstraints=critical,CA:TRUE -addext "
+	    "keyUsage=critical,keyCertSign,cRLSign 2>/dev/null", dir, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	rkey = calloc(1, 8192);
+	rcert = calloc(1, 8192);
+	snprintf(cmd, sizeof(cmd), "%s/k.pem", dir);
+	ck_assert_ptr_nonnull(fp = fopen(cmd, "r"));
+	n = fread(rkey, 1, 8191, fp);
+	fclose(fp);
+	ck_assert_uint_gt(n, 0);
+	snprintf(cmd, sizeof(cmd), "%s/c.pem", dir);
+	ck_assert_ptr_nonnull(fp = fopen(cmd, "r"));
+	n = fread(rcert, 1, 8191, fp);
+	fclose(fp);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_msg(tl_x509_ca_check(rkey, rcert, now, &in, why) == 0, "%s",
+	    why);
+	ck_assert_str_eq(in.cn, "Example Org CA");
+	/* ...and signs under it. */
+	{
+		char *lk, *csr, *c3 = NULL;
+
+		ck_assert_int_eq(tl_x509_request("app-db_v1", sans2, 2, &lk,
+		    &csr, why), 0);
+		ck_assert_msg(tl_x509_sign(rkey, rcert, csr, &p, &c3, &in,
+		    why) == 0, "%s", why);
+		ck_assert_str_eq(in.cn, "app-db_v1");
+		tl_secret_free(lk);
+		free(csr);
+		free(c3);
+	}
+	free(leaf);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	tl_secret_wipe(rkey, 8192);
+	free(rkey);
+	free(rcert);
+	tl_secret_free(k2);
+	free(c2);
+}
+END_TEST
+
 START_TEST(test_issue)
 {
 	struct tl_x509_policy p = policy("app-db_v1", sans2, 2);
@@ -364,6 +456,7 @@ x509_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_ca);
+	tcase_add_test(tc, test_ca_check);
 	tcase_add_test(tc, test_issue);
 	tcase_add_test(tc, test_openssl_verify);
 	tcase_add_test(tc, test_refused);

@@ -431,7 +431,7 @@ find_marked(struct tl_cli *cli, struct adopt_arg *a)
 	for (i = 0; a->nlook <= LOOK_MAX && i < a->nlook; i++)
 		args[n++] = a->look[i];
 	args[n] = NULL;
-	if ((ex = cli_tallyd(cli, args, found_line, a)) != 0)
+	if ((ex = cli_tallyd(cli, args, NULL, 0, found_line, a)) != 0)
 		return ex;
 	if (a->bad_line) {
 		cli_errx("tallyd --find-adopt said what is not a grant's line");

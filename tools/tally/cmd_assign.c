@@ -294,6 +294,35 @@ assigned_json(struct tl_cli *cli, struct assign_many *am)
 	    "assigned", all));
 }
 
+/*
+ * A secret setting name of a's assignment, val (n bytes of plaintext),
+ * sealed under key as --secret seals it (its AD names the assignment
+ * and the setting), appended to a->set.  *cipher and *keyp get what the
+ * caller frees after the write.  An exit code (said).
+ */
+static int
+seal(const struct tl_key *key, struct assign_arg *a, const char *name,
+    const char *val, size_t n, uint8_t **cipher, char **keyp)
+{
+	char ad[TL_STREAM_MAX + 80];
+
+	if (a->nset == MAX_SET) {
+		cli_errx("too many settings");
+		return TL_EXIT_USAGE;
+	}
+	snprintf(ad, sizeof(ad), "assignment/%s@%s:%s", a->module, a->node,
+	    name);
+	if ((*cipher = malloc(n + TL_BOX_OVERHEAD)) == NULL ||
+	    (*keyp = strdup(name)) == NULL)
+		return TL_EXIT_FAIL;
+	tl_secret_encrypt(key, ad, strlen(ad), val, n, *cipher);
+	a->set[a->nset].key = *keyp;
+	a->set[a->nset].secret = *cipher;
+	a->set[a->nset].secret_len = n + TL_BOX_OVERHEAD;
+	a->nset++;
+	return 0;
+}
+
 int
 cmd_assign(struct tl_cli *cli, int argc, char **argv)
 {
@@ -315,14 +344,19 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 	char *changes = NULL, fromhost[256];
 	char *colon;
 	const char *secrets[MAX_SET];
-	char *keys[MAX_SET] = { 0 };
+	char *keys[MAX_SET + CLI_PREP_MAX] = { 0 };
 	char *pem[MAX_SET] = { 0 };
-	uint8_t *cipher[MAX_SET] = { 0 };
-	size_t nsecret = 0, i;
+	uint8_t *cipher[MAX_SET + CLI_PREP_MAX] = { 0 };
+	const char *given[2 * MAX_SET + 1];
+	struct cli_prep pr;
+	struct tl_key key;
+	int haskey = 0;
+	size_t nsecret = 0, nsealed = 0, ng = 0, i;
 	int c, ex = TL_EXIT_USAGE;
 
 	a.expose = NULL;	/* the assignment's own, or local */
 	a.cap = 2048;
+	memset(&pr, 0, sizeof(pr));
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
@@ -437,9 +471,31 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 				goto out;
 			a.set[i].value = pem[i];
 		}
+	/*
+	 * What the provider's driver prepares (the mesh CA's key and
+	 * certificate), asked of tallyd with what this assign gives.
+	 */
+	if (am.n == 1) {
+		for (i = 0; i < a.nset; i++)
+			if (a.set[i].value != NULL)
+				given[ng++] = a.set[i].key;
+		for (i = 0; i < nsecret; i++)
+			given[ng++] = secrets[i];
+		given[ng] = NULL;
+		pr.module = a.module;
+		pr.node = a.node;
+		if ((ex = cli_prep_find(cli, &pr, given)) != 0)
+			goto out;
+		for (i = 0; pr.dd != NULL && i < a.nset; i++)
+			if (a.set[i].value != NULL && cli_prep_add(&pr,
+			    a.set[i].key, a.set[i].value) != 0) {
+				cli_errx("--set %s: too long", a.set[i].key);
+				ex = TL_EXIT_USAGE;
+				goto out;
+			}
+	}
 	ex = TL_EXIT_USAGE;
-	if (nsecret > 0) {
-		struct tl_key key;
+	if (nsecret > 0 || pr.dd != NULL) {
 		char why[160] = "", path[1200];
 
 		snprintf(path, sizeof(path), "%s/master.key", cli->home);
@@ -448,9 +504,12 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			ex = TL_EXIT_FAIL;
 			goto out;
 		}
+		haskey = 1;
+	}
+	if (nsecret > 0) {
 		for (i = 0; i < nsecret; i++) {
 			/* A PEM key (decl.h: TL_DRV_PEM_KEY) or a line. */
-			char val[TL_DRV_KEY_MAX + 2], ad[TL_STREAM_MAX + 80];
+			char val[TL_DRV_KEY_MAX + 2];
 			char prompt[96], kwhy[TL_DRV_WHY_MAX];
 			const struct tl_drv_setting *pk =
 			    kind_of(secrets[i], TL_DRV_PEM_KEY);
@@ -471,7 +530,6 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 					    pk != NULL ? "PEM key, up to its "
 					    "END line," : "value");
 				tl_secret_wipe(val, sizeof(val));
-				tl_secret_key_free(&key);
 				ex = TL_EXIT_USAGE;
 				goto out;
 			}
@@ -480,7 +538,6 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			    kwhy) != 0) {
 				cli_errx("--secret %s", kwhy);
 				tl_secret_wipe(val, sizeof(val));
-				tl_secret_key_free(&key);
 				ex = TL_EXIT_REFUSED;
 				goto out;
 			}
@@ -488,33 +545,44 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 				cli_errx("--secret %s: the value contains a "
 				    "control character", secrets[i]);
 				tl_secret_wipe(val, sizeof(val));
-				tl_secret_wipe(&key, sizeof(key));
 				ex = TL_EXIT_REFUSED;
 				goto out;
 			}
-			snprintf(ad, sizeof(ad), "assignment/%s@%s:%s",
-			    a.module, a.node, secrets[i]);
-			if ((cipher[i] = malloc(n + TL_BOX_OVERHEAD)) == NULL ||
-			    (keys[i] = strdup(secrets[i])) == NULL) {
+			if (cli_prep_wants(&pr, secrets[i]) &&
+			    cli_prep_add(&pr, secrets[i], val) != 0) {
+				cli_errx("--secret %s: too long", secrets[i]);
 				tl_secret_wipe(val, sizeof(val));
-				tl_secret_key_free(&key);
-				ex = TL_EXIT_FAIL;
+				ex = TL_EXIT_USAGE;
 				goto out;
 			}
-			tl_secret_encrypt(&key, ad, strlen(ad), val, n,
-			    cipher[i]);
+			ex = seal(&key, &a, secrets[i], val, n,
+			    &cipher[nsealed], &keys[nsealed]);
+			nsealed++;
 			tl_secret_wipe(val, sizeof(val));
-			if (a.nset == MAX_SET) {
-				cli_errx("too many settings");
-				tl_secret_key_free(&key);
+			if (ex != 0)
 				goto out;
-			}
-			a.set[a.nset].key = keys[i];
-			a.set[a.nset].secret = cipher[i];
-			a.set[a.nset].secret_len = n + TL_BOX_OVERHEAD;
-			a.nset++;
 		}
-		tl_secret_key_free(&key);
+	}
+	if (pr.dd != NULL) {
+		if ((ex = cli_prep_run(cli, &pr)) != 0)
+			goto out;
+		for (i = 0; i < pr.n; i++) {
+			if (pr.secret[i]) {
+				ex = seal(&key, &a, pr.name[i], pr.value[i],
+				    strlen(pr.value[i]), &cipher[nsealed],
+				    &keys[nsealed]);
+				nsealed++;
+			} else if (a.nset == MAX_SET) {
+				cli_errx("too many settings");
+				ex = TL_EXIT_USAGE;
+			} else {
+				a.set[a.nset].key = pr.name[i];
+				a.set[a.nset].value = pr.value[i];
+				a.nset++;
+			}
+			if (ex != 0)
+				goto out;
+		}
 	}
 	ex = cli_write(cli, do_assign, &am, NULL);
 	if (ex == 0 && cli->json)
@@ -533,9 +601,14 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 				fputs(ch, stdout);
 			else if (a.nset > 0)
 				printf("  nothing changed\n");
+			if (pr.note[0] != '\0')
+				printf("  %s\n", pr.note);
 		}
 out:
-	for (i = 0; i < nsecret; i++) {
+	if (haskey)
+		tl_secret_key_free(&key);
+	cli_prep_free(&pr);
+	for (i = 0; i < nsealed; i++) {
 		free(cipher[i]);
 		free(keys[i]);
 	}
@@ -750,7 +823,7 @@ cmd_remove(struct tl_cli *cli, int argc, char **argv)
 	if (access(path, R_OK) == 0 && (pw.loss = json_object()) != NULL) {
 		const char *args[] = { "--loss", a.module, NULL };
 
-		if (cli_tallyd(cli, args, loss_line, pw.loss) != 0) {
+		if (cli_tallyd(cli, args, NULL, 0, loss_line, pw.loss) != 0) {
 			json_decref(pw.loss);
 			pw.loss = NULL;
 		}

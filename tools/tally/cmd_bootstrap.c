@@ -969,7 +969,7 @@ reconcile(struct tl_cli *cli, unsigned timeout_s, unsigned *checkedp)
 
 	*checkedp = 0;
 	snprintf(tmo, sizeof(tmo), "%u", timeout_s);
-	ex = cli_tallyd(cli, args, verdict, checkedp);
+	ex = cli_tallyd(cli, args, NULL, 0, verdict, checkedp);
 	if (ex == TL_EXIT_UNHEALTHY)
 		cli_errx("%u grant(s) verified, not everything is healthy "
 		    "(see tally status)", *checkedp);

@@ -217,7 +217,7 @@ cmd_check(struct tl_cli *cli, int argc, char **argv)
 	args[n] = NULL;
 	if ((sa.found = json_object()) == NULL)
 		return cli_fail(cli, ENOMEM, "check");
-	ex = cli_tallyd(cli, args, found, &sa);
+	ex = cli_tallyd(cli, args, NULL, 0, found, &sa);
 	if (ex == 0 && !sa.summary) {
 		cli_errx("tallyd --check ended without its counts");
 		ex = TL_EXIT_FAIL;

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/secret.h"
 #include "tally.h"
 
 #define LINE_MAX_	65536
@@ -35,13 +36,13 @@ tallyd_path(char *out, size_t cap)
 }
 
 int
-cli_tallyd(struct tl_cli *cli, const char *const *args,
-    void (*line)(const char *s, void *arg), void *arg)
+cli_tallyd(struct tl_cli *cli, const char *const *args, const void *in,
+    size_t inlen, void (*line)(const char *s, void *arg), void *arg)
 {
 	char path[PATH_MAX + 16], *buf;
 	const char *argv[ARGS_MAX + 4];
 	size_t n = 0, len = 0, i;
-	int fd[2], st = 0;
+	int fd[2], ifd[2] = { -1, -1 }, st = 0;
 	ssize_t r;
 	pid_t pid;
 
@@ -56,20 +57,57 @@ cli_tallyd(struct tl_cli *cli, const char *const *args,
 		return cli_fail(cli, ENOMEM, "tallyd");
 	fflush(stdout);
 	fflush(stderr);
-	if (pipe2(fd, O_CLOEXEC) != 0) {
+	if (inlen > CLI_TALLYD_IN_MAX) {
+		cli_errx("tallyd: %zu bytes of input, more than %d", inlen,
+		    CLI_TALLYD_IN_MAX);
+		free(buf);
+		return TL_EXIT_FAIL;
+	}
+	if (pipe2(fd, O_CLOEXEC) != 0 || (in != NULL &&
+	    pipe2(ifd, O_CLOEXEC) != 0)) {
 		cli_errx("pipe: %s", strerror(errno));
 		free(buf);
 		return TL_EXIT_FAIL;
+	}
+	/*
+	 * The input fits the pipe's buffer (Linux: 64 KiB), so it is all
+	 * written before tallyd runs and nothing waits on anything.
+	 */
+	if (in != NULL) {
+		const char *p = in;
+		size_t off = 0;
+
+		while (off < inlen) {
+			r = write(ifd[1], p + off, inlen - off);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				cli_errx("tallyd: cannot write its input: %s",
+				    strerror(errno));
+				close(fd[0]);
+				close(fd[1]);
+				close(ifd[0]);
+				close(ifd[1]);
+				free(buf);
+				return TL_EXIT_FAIL;
+			}
+			off += (size_t)r;
+		}
+		close(ifd[1]);
+		ifd[1] = -1;
 	}
 	if ((pid = fork()) < 0) {
 		cli_errx("fork: %s", strerror(errno));
 		close(fd[0]);
 		close(fd[1]);
+		if (ifd[0] >= 0)
+			close(ifd[0]);
 		free(buf);
 		return TL_EXIT_FAIL;
 	}
 	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		int nul = ifd[0] >= 0 ? ifd[0] : open("/dev/null", O_RDONLY |
+		    O_CLOEXEC);
 
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(fd[1], 1) < 0)
 			_exit(127);
@@ -78,6 +116,8 @@ cli_tallyd(struct tl_cli *cli, const char *const *args,
 		_exit(127);
 	}
 	close(fd[1]);
+	if (ifd[0] >= 0)
+		close(ifd[0]);
 	for (;;) {
 		char *nl;
 
@@ -103,6 +143,7 @@ cli_tallyd(struct tl_cli *cli, const char *const *args,
 		line(buf, arg);
 	}
 	close(fd[0]);
+	tl_secret_wipe(buf, LINE_MAX_ + 1);
 	free(buf);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;

@@ -530,8 +530,15 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 		mf_err(c, key, f, "missing type: an instantiation requirement "
 		    "names the resource type it needs");
 	else if ((s = mf_want_str(c, type, f)) != NULL &&
-	    mf_check_name(c, type, f, s, strlen(s), "resource type"))
-		r->type = mf_sdup(c, s);
+	    mf_check_name(c, type, f, s, strlen(s), "resource type")) {
+		const struct tl_drv_decl *dd = tl_drv_decl_for_type(s);
+
+		if (dd != NULL && dd->not_granted != NULL)
+			mf_err(c, type, f, "type %s cannot be required yet: %s",
+			    s, dd->not_granted);
+		else
+			r->type = mf_sdup(c, s);
+	}
 	mf_join(f, sizeof f, path, "from");
 	if (from == NULL)
 		mf_err(c, key, f, "missing from: an instantiation requirement "
@@ -846,8 +853,20 @@ parse_provides(struct ctx *c, struct tl_mf_module *m, struct node *map)
 				mf_err(c, x, g, "unknown driver %s; known drivers: "
 				    "%s", mf_quote(q, sizeof q, s),
 				    mf_join_list(list, sizeof list, c->drivers));
-		} else if (s != NULL)
+		} else if (s != NULL) {
+			const struct tl_drv_decl *dd = tl_drv_decl_find(s);
+
 			pv[n].driver = mf_sdup(c, s);
+			/* A driver that says how many of it a mesh has. */
+			if (dd != NULL && dd->instances != NULL &&
+			    strcmp(dd->instances,
+			    tl_mf_instances_name(m->instances)) != 0)
+				mf_err(c, x, g, "driver %s is declared "
+				    "instances: %s, and the module says %s: "
+				    "declare instances: %s", s, dd->instances,
+				    tl_mf_instances_name(m->instances),
+				    dd->instances);
+		}
 		mf_join(g, sizeof g, f, "revoke");
 		x = v->kind == N_MAP ? mf_get(v, "revoke", NULL) : NULL;
 		if (x != NULL && (s = mf_want_str(c, x, g)) != NULL) {

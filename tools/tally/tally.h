@@ -155,14 +155,50 @@ int	 cli_pem_key_setting(const char *key);
  * Runs tallyd with args (NULL-terminated, after the program's name) on
  * cli's home, as git runs a remote helper: tallyd is the one program
  * that opens provider sessions.  It is found beside this program (make
- * install puts both in one directory), else on PATH; stdin /dev/null,
- * stderr ours; each line of its stdout (without the newline, at most
- * 64 KiB) goes to line(arg) as it comes (NULL: discarded).  Returns
- * tallyd's exit code, or TL_EXIT_FAIL (said) when it cannot be run or
- * dies of a signal.
+ * install puts both in one directory), else on PATH; stdin the inlen
+ * bytes of in (at most CLI_TALLYD_IN_MAX; NULL, 0: /dev/null), stderr
+ * ours; each line of its stdout (without the newline, at most 64 KiB)
+ * goes to line(arg) as it comes (NULL: discarded).  The lines may hold
+ * secrets (tallyd --prepare): the buffer is wiped before it is freed.
+ * Returns tallyd's exit code, or TL_EXIT_FAIL (said) when it cannot be
+ * run or dies of a signal.
  */
+#define CLI_TALLYD_IN_MAX	65536	/* a pipe's buffer: written at once */
 int	 cli_tallyd(struct tl_cli *cli, const char *const *args,
+	    const void *in, size_t inlen,
 	    void (*line)(const char *s, void *arg), void *arg);
+
+/*
+ * What tally assign asks tallyd --prepare (prepare.c): the settings the
+ * provider's driver prepares (drivers/decl.h: prepared).  A zeroed
+ * struct with module and node set, then cli_prep_find(given: the names
+ * this assign gives, NULL-terminated): dd stays NULL when the module's
+ * driver prepares nothing, or records one of them already and this
+ * assign gives none (kept).  Else cli_prep_add each given setting's
+ * plaintext (secrets too: in is guarded memory, wiped), cli_prep_run,
+ * and what came back is name/value[0..n) (secret: seal it; values in
+ * guarded memory) and note.  cli_prep_free always.  Returns an exit
+ * code (said), cli_prep_add TL_ETOOBIG past CLI_TALLYD_IN_MAX.
+ */
+#define CLI_PREP_MAX	4	/* TL_DRV_PREPARED_MAX (drivers/driver.h) */
+struct cli_prep {
+	const char	*module, *node;
+	const struct tl_drv_decl *dd;
+	int		 recorded;
+	char		 mesh[64];
+	char		*in;
+	size_t		 inlen;
+	size_t		 n;
+	char		*name[CLI_PREP_MAX], *value[CLI_PREP_MAX];
+	int		 secret[CLI_PREP_MAX];
+	char		 note[512], error[512];
+};
+int	 cli_prep_find(struct tl_cli *cli, struct cli_prep *pr,
+	    const char *const *given);
+int	 cli_prep_wants(const struct cli_prep *pr, const char *name);
+int	 cli_prep_add(struct cli_prep *pr, const char *name, const char *value);
+int	 cli_prep_run(struct tl_cli *cli, struct cli_prep *pr);
+void	 cli_prep_free(struct cli_prep *pr);
 
 /*
  * Options every command takes: --home DIR, --json, --help.  Commands

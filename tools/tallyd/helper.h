@@ -57,4 +57,17 @@ int	tl_tallyd_loss(struct tl_rx *rx, const char *module);
 int	tl_tallyd_find_adopt(struct tl_rx *rx, const char *mesh,
 	    char *const *grants, size_t ngrants);
 
+/*
+ * --prepare DRIVER: ops->prepare for tally assign (decl->prepared),
+ * spoken in lines whose values are hex, so no byte of a value can
+ * change the framing.  stdin (at most 64 KiB, read into guarded
+ * memory): "mesh ID", then "set NAME HEX" for each setting this assign
+ * gives, secrets in plaintext too.  stdout: "set NAME HEX" for each
+ * setting prepared, "secret NAME HEX" for each secret prepared (the
+ * CLI seals it), "note TEXT"; or "error TEXT" and EXIT_REFUSED (the
+ * driver refused what was given) / EXIT_USAGE (bad input) / EXIT_FAIL.
+ * Opens no log and no session: it needs neither.
+ */
+int	tl_tallyd_prepare(const char *driver);
+
 #endif

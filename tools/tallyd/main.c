@@ -72,6 +72,10 @@ static const char usage[] =
 "                  every grant whose names are keyed), found on their\n"
 "                  providers by their mark (what tally adopt runs; JSON\n"
 "                  lines)\n"
+"  --prepare DRIVER  what tally assign records beyond what it is given:\n"
+"                  a provider's settings made or checked by its driver\n"
+"                  (the mesh CA's key and certificate; lines on stdin\n"
+"                  and stdout, values in hex)\n"
 "  --check [--grant G | --provider P] [--actor A]\n"
 "                  verify now and exit, beside a running daemon: what\n"
 "                  tally check runs (one JSON line per finding on stdout,\n"
@@ -670,6 +674,7 @@ main(int argc, char **argv)
 		{ "actor", required_argument, NULL, 'a' },
 		{ "loss", required_argument, NULL, 'l' },
 		{ "find-adopt", required_argument, NULL, 'D' },
+		{ "prepare", required_argument, NULL, 'r' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "verify-interval", required_argument, NULL, 'V' },
 		{ "verify-login-every", required_argument, NULL, 'L' },
@@ -693,7 +698,7 @@ main(int argc, char **argv)
 	int once = 0, json = 0, c, rc, lockfd = -1, datafd = -1, ino = -1;
 	int check = 0;
 	const char *cgrant = NULL, *cprovider = NULL, *lmodule = NULL;
-	const char *amesh = NULL;
+	const char *amesh = NULL, *prepare = NULL;
 	int pfd[2] = { -1, -1 };
 	struct tl_chain chain = TL_CHAIN_INIT;
 	char lwhy[TL_LOG_WHY_MAX];
@@ -742,6 +747,9 @@ main(int argc, char **argv)
 			amesh = optarg;
 			check = 1;	/* a helper: no lock, quiet */
 			quiet_below = TL_RX_WARN;
+			break;
+		case 'r':
+			prepare = optarg;
 			break;
 		case 'T':
 			once_timeout = (unsigned)strtoul(optarg, NULL, 10);
@@ -829,6 +837,9 @@ main(int argc, char **argv)
 	snprintf(keypath, sizeof(keypath), "%s/master.key", home);
 	rx.logf = vlog;
 
+	/* A helper of tally assign: no log, no session, no lock. */
+	if (prepare != NULL)
+		return tl_tallyd_prepare(prepare);
 	if (follow && (fo.url == NULL || fo.stream == NULL ||
 	    *fo.stream == '\0')) {
 		logx(TL_RX_ERR, "--follow needs --amqp URL and --stream NAME");

@@ -1,0 +1,218 @@
+/*
+ * ca.c - the mesh CA's operations; its declaration is ca_decl.c's.
+ *
+ * The "provider" is a key and a certificate, held in tallyd's memory
+ * for a session (the key in guarded memory, wiped at close) and never
+ * written to a disk: the log keeps the key sealed under the master key
+ * (the setting ca-key) and the certificate in clear (ca-cert: public).
+ *
+ * prepare (at assign): with neither setting given, a new P-256 CA whose
+ * common name carries the mesh id (its mark: two meshes' CAs are never
+ * mistaken for each other), valid for ca-lifetime; with both given, the
+ * pair is checked (tl_x509_ca_check: the key is the certificate's, a
+ * CA's, valid now) and kept as given, so a mesh may sit under an
+ * organisation's CA; one without the other is refused.
+ *
+ * open checks the pair again (a CA that expired since assign is
+ * unreachable, with why), so tally status and the verifier show it.
+ * Nothing is granted yet (decl not_granted): create, check and revoke
+ * refuse every grant.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/secret.h"
+#include "core/x509.h"
+#include "driver.h"
+#include "util.h"
+
+extern const struct tl_drv_decl tl_drv_ca_decl;
+
+struct ca {
+	char	*key;		/* guarded */
+	char	*cert;
+};
+
+/* t as 2031-12-02T10:19:54Z. */
+static void
+utc(int64_t t, char out[32])
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm) == NULL ||
+	    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(out, 32, "%lld", (long long)t);
+}
+
+/* The duration setting name, its declared default when not given. */
+static int
+duration(const char *const *given, const char *name, uint64_t *s, char *why)
+{
+	const char *v = tl_drv_setting_get(given, name);
+
+	if (v == NULL || *v == '\0')
+		v = tl_drv_setting_default(&tl_drv_ca_decl, name);
+	if (tl_drv_duration(v, s) != 0)
+		return tl_drv_why(why, TL_EINVAL, "%s %s: not a duration",
+		    name, v);
+	return 0;
+}
+
+static int
+ca_prepare(const char *const *given, const char *mesh,
+    struct tl_drv_prepared *out, char *why)
+{
+	const char *cert = tl_drv_setting_get(given, "ca-cert");
+	const char *key = tl_drv_setting_get(given, "ca-key");
+	struct tl_x509_info info;
+	char cn[TL_X509_CN_MAX + 1], xwhy[TL_X509_WHY_MAX], until[32];
+	char *kp = NULL, *cp = NULL;
+	uint64_t life;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (cert != NULL && *cert == '\0')
+		cert = NULL;
+	if (key != NULL && *key == '\0')
+		key = NULL;
+	if ((cert == NULL) != (key == NULL))
+		return tl_drv_why(why, TL_EINVAL, "ca-cert and ca-key go "
+		    "together: give both (an existing CA: --set ca-cert=FILE "
+		    "--secret ca-key) or neither (a CA is made)");
+	if (cert != NULL) {
+		if ((rc = tl_x509_ca_check(key, cert, (int64_t)time(NULL),
+		    &info, xwhy)) != 0)
+			return tl_drv_why(why, rc, "%s", xwhy);
+		utc(info.not_after, until);
+		snprintf(out->note, sizeof(out->note), "the CA CN=%s, valid "
+		    "until %s, as given", info.cn, until);
+		return 0;
+	}
+	if ((rc = duration(given, "ca-lifetime", &life, why)) != 0)
+		return rc;
+	if (mesh == NULL || strlen(mesh) != 32)
+		return tl_drv_why(why, TL_EINVAL, "no mesh id: a mesh CA is "
+		    "made for a mesh (tally mesh)");
+	/* The mark: the mesh id in the name, as every object carries it. */
+	snprintf(cn, sizeof(cn), "tally mesh CA %s", mesh);
+	if ((rc = tl_x509_ca_make(cn, (unsigned)(life / 86400), &kp, &cp,
+	    xwhy)) != 0)
+		return tl_drv_why(why, rc, "%s", xwhy);
+	if ((rc = tl_x509_info(cp, &info, xwhy)) != 0) {
+		tl_secret_free(kp);
+		free(cp);
+		return tl_drv_why(why, rc, "%s", xwhy);
+	}
+	out->name[0] = "ca-cert";
+	out->value[0] = cp;
+	out->name[1] = "ca-key";
+	out->value[1] = kp;
+	out->secret[1] = 1;
+	out->n = 2;
+	utc(info.not_after, until);
+	snprintf(out->note, sizeof(out->note), "made the mesh CA CN=%s, "
+	    "ECDSA P-256, valid until %s", cn, until);
+	return 0;
+}
+
+static int
+ca_open(const struct tl_drv_admin *a, void **hp, char *why)
+{
+	struct tl_x509_info info;
+	char xwhy[TL_X509_WHY_MAX];
+	struct ca *h;
+	int rc;
+
+	*hp = NULL;
+	if (a->client_cert == NULL || a->client_key == NULL)
+		return tl_drv_why(why, TL_EINVAL, "no CA: ca-cert and ca-key "
+		    "are recorded at assign (tally assign)");
+	if ((rc = tl_x509_ca_check(a->client_key, a->client_cert,
+	    (int64_t)time(NULL), &info, xwhy)) != 0)
+		return tl_drv_why(why, rc == TL_EREFUSED ? TL_EUNREACH : rc,
+		    "%s", xwhy);
+	if ((h = calloc(1, sizeof(*h))) == NULL ||
+	    (h->key = tl_drv_secret_dup(a->client_key)) == NULL ||
+	    (h->cert = strdup(a->client_cert)) == NULL) {
+		if (h != NULL)
+			tl_secret_free(h->key);
+		free(h);
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	}
+	if (why != NULL) {
+		char until[32];
+
+		utc(info.not_after, until);
+		snprintf(why, TL_DRV_WHY_MAX, "the CA CN=%s, valid until %s",
+		    info.cn, until);
+	}
+	*hp = h;
+	return 0;
+}
+
+static void
+ca_close(void *hp)
+{
+	struct ca *h = hp;
+
+	if (h == NULL)
+		return;
+	tl_secret_free(h->key);
+	free(h->cert);
+	free(h);
+}
+
+static int
+not_granted(char *why)
+{
+	return tl_drv_why(why, TL_EINVAL, "%s", tl_drv_ca_decl.not_granted);
+}
+
+static int
+ca_create(void *h, const struct tl_drv_grant *g, char *why)
+{
+	(void)h;
+	(void)g;
+	return not_granted(why);
+}
+
+static int
+ca_set_password(void *h, const struct tl_drv_grant *g, char *why)
+{
+	(void)h;
+	(void)g;
+	return not_granted(why);
+}
+
+static int
+ca_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
+{
+	(void)h;
+	(void)g;
+	return not_granted(why);
+}
+
+static int
+ca_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
+{
+	(void)h;
+	(void)g;
+	(void)drop;
+	return not_granted(why);
+}
+
+const struct tl_drv_ops tl_drv_ca = {
+	.decl = &tl_drv_ca_decl,
+	.open = ca_open,
+	.close = ca_close,
+	.create = ca_create,
+	.set_password = ca_set_password,
+	.fix_privileges = ca_fix_privileges,
+	.revoke = ca_revoke,
+	.prepare = ca_prepare,
+};

@@ -572,6 +572,49 @@ tl_dec_settings_check(struct tl_ctx *c, const char *module,
 	return 0;
 }
 
+/*
+ * The settings as they will be, taken together by each driver's
+ * settings_check (the rule no one setting's kind states: the directory's
+ * gid-base with gid-range, the CA's key type), so that what a session
+ * would refuse is refused now, before anything is recorded.  Secrets
+ * are not among them (the CLI checked their plaintext).
+ */
+static int
+together(struct tl_ctx *c, const struct merge *mg, const struct decl *d,
+    const char *module)
+{
+	const char *sv[2 * MSET_MAX + 1];
+	char *vals[MSET_MAX], why[TL_DRV_WHY_MAX] = "";
+	const struct tl_drv_decl *dd;
+	size_t i, n = 0;
+	int rc = 0;
+
+	for (i = 0; i < mg->n; i++) {
+		if (mg->v[i].value == NULL)
+			continue;
+		if ((vals[n] = strndup(mg->v[i].value, mg->v[i].vlen)) ==
+		    NULL) {
+			rc = ENOMEM;
+			goto out;
+		}
+		sv[2 * n] = mg->v[i].key;
+		sv[2 * n + 1] = vals[n];
+		n++;
+	}
+	sv[2 * n] = NULL;
+	for (i = 0; i < d->n && rc == 0; i++)
+		if ((dd = tl_drv_decl_find(d->driver[i])) != NULL &&
+		    dd->settings_check != NULL &&
+		    dd->settings_check(sv, why) != 0)
+			rc = tl_refuse(c, TL_EINVAL, "%s (driver %s): %s",
+			    module, dd->name, why[0] ? why : "its settings are "
+			    "refused taken together");
+out:
+	while (n > 0)
+		free(vals[--n]);
+	return rc;
+}
+
 /* old settings, changed by set; says what changed. */
 static int
 merge(struct tl_ctx *c, struct merge *mg, const struct decl *d,
@@ -644,7 +687,7 @@ merge(struct tl_ctx *c, struct merge *mg, const struct decl *d,
 				    "setting %s (%s)", module, s->name,
 				    s->description);
 	}
-	return 0;
+	return together(c, mg, d, module);
 }
 
 /* The parts an assignment installs: n == 0 with all set is every one. */

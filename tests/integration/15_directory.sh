@@ -29,9 +29,12 @@ t_expect_exit 4 "assign without root" tly assign download node-a
 grep -q "needs the setting root" "$W/last.err" || t_fail "no root: $(cat "$W/last.err")"
 t_expect_exit 4 "assign with a relative root" tly assign download node-a --set root=srv/files
 t_expect_exit 4 "assign with a root with .." tly assign download node-a --set root=/srv/../etc
+t_expect_exit 4 "assign with gid-base + gid-range past 2^32" tly assign download node-a --set root="$ROOT" --set gid-base=4000000000 --set gid-range=1000000000
+grep -q "gid-base 4000000000 + gid-range 1000000000 pass 4294967295" "$W/last.err" ||
+	t_fail "gid range: $(cat "$W/last.err")"
 tly assign download node-a --set root="$ROOT" >/dev/null ||
 	t_fail "tally assign download node-a --set root=$ROOT failed"
-t_ok "rot=, no root, a relative root and .. refused; root= accepted"
+t_ok "rot=, no root, a relative root, .. and a group range past 2^32 refused; root= accepted"
 t_check "a manifest mapping a field a directory does not have is refused"
 cat >"$W/bad.yaml" <<EOF
 module: bad

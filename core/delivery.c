@@ -197,6 +197,71 @@ tl_dlv_enc_refs(struct tl_dlv_enc *e, const char *name, size_t name_len,
 	e->refs = 1;
 }
 
+/* A certificate's common name: 1..TL_DLV_CN_MAX bytes, no control. */
+static int
+cn_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > TL_DLV_CN_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 0;
+	return 1;
+}
+
+/* A subject alternative name: a host name or an address. */
+static int
+san_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > TL_DLV_SAN_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "0123456789.:*-", s[i]) == NULL || s[i] == '\0')
+			return 0;
+	return 1;
+}
+
+void
+tl_dlv_enc_keyreq(struct tl_dlv_enc *e, const char *key_file,
+    const char *cert_file, const char *cn, const char *const *sans,
+    size_t nsans)
+{
+	size_t kl = strlen(key_file), cl = strlen(cert_file), i;
+
+	if (e->err)
+		return;
+	if (!tl_dlv_file_name_ok(key_file, kl) ||
+	    !tl_dlv_file_name_ok(cert_file, cl) || (kl == cl &&
+	    memcmp(key_file, cert_file, kl) == 0) || !cn_ok(cn, strlen(cn))) {
+		e->err = TL_EINVAL;
+		return;
+	}
+	if (nsans > TL_DLV_SANS_MAX || e->count == UINT32_MAX ||
+	    e->files + 2 > TL_DLV_FILES_MAX) {
+		e->err = TL_ETOOBIG;
+		return;
+	}
+	for (i = 0; i < nsans; i++)
+		if (!san_ok(sans[i], strlen(sans[i]))) {
+			e->err = TL_EINVAL;
+			return;
+		}
+	put_be(e, 'k', 1);
+	put_str16(e, key_file, kl, TL_DLV_FILE_NAME_MAX);
+	put_str16(e, cert_file, cl, TL_DLV_FILE_NAME_MAX);
+	put_str16(e, cn, strlen(cn), TL_DLV_CN_MAX);
+	put_be(e, nsans, 1);
+	for (i = 0; i < nsans; i++)
+		put_str16(e, sans[i], strlen(sans[i]), TL_DLV_SAN_MAX);
+	e->count++;
+	e->files += 2;	/* format 4; they count as the delivery's files */
+}
+
 /* The next occurrence of t (tl bytes) in p[0..n), or NULL. */
 static const uint8_t *
 find(const uint8_t *p, size_t n, const char *t, size_t tl)
@@ -340,16 +405,61 @@ get_str16(struct rd *r, size_t max, const uint8_t **s, size_t *n)
 	return 0;
 }
 
-/* Is the file f (n bytes) one of d's? */
+/* Is the file f (n bytes) one of d's (a 'k' item's two included)? */
 static int
 has_file(const struct tl_dlv *d, const char *f, size_t n)
 {
+	const struct tl_dlv_keyreq *k = &d->keyreq;
 	size_t i;
 
 	for (i = 0; i < d->nfiles; i++)
 		if (d->files[i].name_len == n && memcmp(d->files[i].name, f,
 		    n) == 0)
 			return 1;
+	return d->has_keyreq && ((k->key_file_len == n &&
+	    memcmp(k->key_file, f, n) == 0) || (k->cert_file_len == n &&
+	    memcmp(k->cert_file, f, n) == 0));
+}
+
+/* A 'k' item, after its kind byte, into d->keyreq. */
+static int
+get_keyreq(struct rd *r, struct tl_dlv *d)
+{
+	struct tl_dlv_keyreq *k = &d->keyreq;
+	const uint8_t *s;
+	uint64_t ns;
+	size_t n, i;
+
+	if (d->has_keyreq ||
+	    get_str16(r, TL_DLV_FILE_NAME_MAX, &s, &n) != 0 ||
+	    !tl_dlv_file_name_ok((const char *)s, n) ||
+	    has_file(d, (const char *)s, n))
+		return TL_EMALFORMED;
+	k->key_file = (const char *)s;
+	k->key_file_len = n;
+	if (get_str16(r, TL_DLV_FILE_NAME_MAX, &s, &n) != 0 ||
+	    !tl_dlv_file_name_ok((const char *)s, n) ||
+	    has_file(d, (const char *)s, n) || (n == k->key_file_len &&
+	    memcmp(s, k->key_file, n) == 0))
+		return TL_EMALFORMED;
+	k->cert_file = (const char *)s;
+	k->cert_file_len = n;
+	if (get_str16(r, TL_DLV_CN_MAX, &s, &n) != 0 ||
+	    !cn_ok((const char *)s, n))
+		return TL_EMALFORMED;
+	k->cn = (const char *)s;
+	k->cn_len = n;
+	if (get_be(r, 1, &ns) != 0 || ns > TL_DLV_SANS_MAX)
+		return TL_EMALFORMED;
+	for (i = 0; i < ns; i++) {
+		if (get_str16(r, TL_DLV_SAN_MAX, &s, &n) != 0 ||
+		    !san_ok((const char *)s, n))
+			return TL_EMALFORMED;
+		k->sans[i] = (const char *)s;
+		k->san_len[i] = n;
+	}
+	k->nsans = (size_t)ns;
+	d->has_keyreq = 1;
 	return 0;
 }
 
@@ -444,6 +554,11 @@ decode3(const uint8_t *p, size_t len, struct tl_dlv *d)
 			f->name_len = n;
 			f->content_len = (size_t)v;
 			d->nfiles++;
+			continue;
+		}
+		if (kind == 'k' && d->format == 4) {
+			if (get_keyreq(&r, d) != 0)
+				goto out;
 			continue;
 		}
 		if ((kind != 'd' && kind != 'v' && (kind != 'r' ||

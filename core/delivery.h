@@ -39,6 +39,18 @@
  *       delivery (before or after it).  The variable's value is value
  *       with, inserted at each offset (of value as sent), the absolute
  *       path of that file where the reader wrote it (tl_dlv_resolve).
+ *   'k' a private key the node makes itself and the certificate it
+ *       will be given for it (a grant whose credential is a certificate):
+ *       u16 len, key file; u16 len, certificate file (file names as an
+ *       'f' item's, the two different and no 'f' item's); u16 len, cn
+ *       (1..TL_DLV_CN_MAX bytes, no control character); u8 nsans
+ *       (<= TL_DLV_SANS_MAX), nsans x { u16 len, san (1..253 bytes of
+ *       [A-Za-z0-9.:*-]) }.  At most one per delivery.  Neither file's
+ *       bytes are in the delivery: the reader makes the key (kept for
+ *       this grant and version, never sent anywhere), asks for a
+ *       certificate of exactly cn and sans, and writes the one the
+ *       control plane issues under the certificate file's name.  An 'r'
+ *       item may reference either file.
  *
  * Format 2 (deliveries of before, rule 4) is text and is read strictly:
  * the first line "#tally grant=G holder=H version=N", the second
@@ -65,6 +77,9 @@
 #define TL_DLV_FILE_MAX		(64u << 10)	/* a file's content */
 #define TL_DLV_FILES_MAX	16		/* files in one delivery */
 #define TL_DLV_REFS_MAX		65535		/* references in one value */
+#define TL_DLV_CN_MAX		64		/* X.509's ub-common-name */
+#define TL_DLV_SANS_MAX		16
+#define TL_DLV_SAN_MAX		253
 
 /* The kinds of variable (the wire's kind byte). */
 #define TL_DLV_DEFAULT		'd'	/* a module's declared env default */
@@ -108,6 +123,19 @@ struct tl_dlv_file {
 	size_t		 content_len;
 };
 
+/* A 'k' item: the key the node makes and what it asks a CA for. */
+struct tl_dlv_keyreq {
+	const char	*key_file;	/* not NUL-terminated */
+	size_t		 key_file_len;
+	const char	*cert_file;
+	size_t		 cert_file_len;
+	const char	*cn;
+	size_t		 cn_len;
+	const char	*sans[TL_DLV_SANS_MAX];
+	size_t		 san_len[TL_DLV_SANS_MAX];
+	size_t		 nsans;
+};
+
 /*
  * A decoded delivery.  vars borrow from the plaintext given to
  * tl_dlv_decode: valid while it is, and as secret as it is.  A zeroed
@@ -125,6 +153,8 @@ struct tl_dlv {
 	size_t		   nfiles;
 	struct tl_dlv_ref *refs;	/* every var's refs, owned */
 	size_t		   nrefs;
+	int		   has_keyreq;	/* format 4: a 'k' item */
+	struct tl_dlv_keyreq keyreq;
 };
 
 /*
@@ -186,6 +216,13 @@ void	tl_dlv_enc_file(struct tl_dlv_enc *e, const char *name,
 void	tl_dlv_enc_refs(struct tl_dlv_enc *e, const char *name,
 	    size_t name_len, const void *value, size_t value_len,
 	    const struct tl_dlv_ref *refs, size_t nrefs);
+/*
+ * keyreq: a 'k' item (at most one): files, cn and sans NUL-terminated;
+ * TL_EINVAL for a bad name, cn or san, TL_ETOOBIG past TL_DLV_SANS_MAX.
+ */
+void	tl_dlv_enc_keyreq(struct tl_dlv_enc *e, const char *key_file,
+	    const char *cert_file, const char *cn, const char *const *sans,
+	    size_t nsans);
 void	tl_dlv_enc_subst(struct tl_dlv_enc *e, const char *name,
 	    size_t name_len, const void *value, size_t value_len,
 	    const char *token, const char *file);

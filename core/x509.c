@@ -305,22 +305,22 @@ out:
 	return rc;
 }
 
-int
-tl_x509_request(const char *cn, const char *const *sans, size_t n,
-    char **key_pemp, char **csr_pemp, char *why)
+/* A request for key k: CN=cn, sans; PEM into *csr_pemp. */
+static int
+request(EVP_PKEY *k, const char *cn, const char *const *sans, size_t n,
+    char **csr_pemp, char *why)
 {
 	STACK_OF(X509_EXTENSION) *exts = NULL;
 	GENERAL_NAMES *gs = NULL;
-	EVP_PKEY *k = NULL;
 	X509_NAME *nm = NULL;
 	X509_REQ *req = NULL;
 	BIO *b = NULL;
 	int rc;
 
-	*key_pemp = *csr_pemp = NULL;
+	*csr_pemp = NULL;
 	if ((rc = cn_ok(cn, why)) != 0 || (rc = sans_ok(sans, n, why)) != 0)
 		return rc;
-	if ((k = key_new()) == NULL || (req = X509_REQ_new()) == NULL ||
+	if ((req = X509_REQ_new()) == NULL ||
 	    (nm = name_cn(cn)) == NULL || X509_REQ_set_version(req, 0) != 1 ||
 	    X509_REQ_set_subject_name(req, nm) != 1 ||
 	    X509_REQ_set_pubkey(req, k) != 1) {
@@ -341,10 +341,7 @@ tl_x509_request(const char *cn, const char *const *sans, size_t n,
 		rc = fail(why, TL_EDRIVER, "cannot sign the request");
 		goto out;
 	}
-	if ((*key_pemp = key_pem(k)) == NULL ||
-	    (*csr_pemp = bio_text(b, 0)) == NULL) {
-		tl_secret_free(*key_pemp);
-		*key_pemp = NULL;
+	if ((*csr_pemp = bio_text(b, 0)) == NULL) {
 		rc = fail(why, ENOMEM, "out of memory");
 		goto out;
 	}
@@ -355,6 +352,72 @@ out:
 	GENERAL_NAMES_free(gs);
 	X509_NAME_free(nm);
 	X509_REQ_free(req);
+	return rc;
+}
+
+int
+tl_x509_request(const char *cn, const char *const *sans, size_t n,
+    char **key_pemp, char **csr_pemp, char *why)
+{
+	EVP_PKEY *k;
+	int rc;
+
+	*key_pemp = *csr_pemp = NULL;
+	if ((k = key_new()) == NULL)
+		return fail(why, TL_EDRIVER, "cannot make a key");
+	if ((rc = request(k, cn, sans, n, csr_pemp, why)) == 0 &&
+	    (*key_pemp = key_pem(k)) == NULL) {
+		free(*csr_pemp);
+		*csr_pemp = NULL;
+		rc = fail(why, ENOMEM, "out of memory");
+	}
+	EVP_PKEY_free(k);
+	return rc;
+}
+
+int
+tl_x509_request_for(const char *key_pem, const char *cn,
+    const char *const *sans, size_t n, char **csr_pemp, char *why)
+{
+	EVP_PKEY *k;
+	int rc;
+
+	*csr_pemp = NULL;
+	if ((k = key_read(key_pem)) == NULL)
+		return fail(why, TL_EINVAL, "the key does not parse");
+	rc = request(k, cn, sans, n, csr_pemp, why);
+	EVP_PKEY_free(k);
+	return rc;
+}
+
+int
+tl_x509_key_new(char **key_pemp, char *why)
+{
+	EVP_PKEY *k;
+
+	if ((k = key_new()) == NULL)
+		return fail(why, TL_EDRIVER, "cannot make a key");
+	*key_pemp = key_pem(k);
+	EVP_PKEY_free(k);
+	return *key_pemp != NULL ? 0 : fail(why, ENOMEM, "out of memory");
+}
+
+int
+tl_x509_cert_of_key(const char *cert_pem, const char *key_pem, char *why)
+{
+	EVP_PKEY *k = NULL;
+	X509 *x = NULL;
+	int rc = 0;
+
+	if ((k = key_read(key_pem)) == NULL || (x = cert_read(cert_pem)) ==
+	    NULL)
+		rc = fail(why, TL_EINVAL, "the key or the certificate does not "
+		    "parse");
+	else if (X509_check_private_key(x, k) != 1)
+		rc = fail(why, TL_EREFUSED, "the certificate is not for this "
+		    "key");
+	ERR_clear_error();
+	X509_free(x);
 	EVP_PKEY_free(k);
 	return rc;
 }

@@ -47,6 +47,22 @@ int	tl_x509_request(const char *cn, const char *const *sans, size_t n,
 	    char **key_pem, char **csr_pem, char *why);
 
 /*
+ * The same for a key made before (key_pem: a P-256 private key's PEM,
+ * as tl_x509_key_new makes it): a node keeps its key while it waits for
+ * the certificate, and asks again with the same key.
+ */
+int	tl_x509_key_new(char **key_pem, char *why);
+int	tl_x509_request_for(const char *key_pem, const char *cn,
+	    const char *const *sans, size_t n, char **csr_pem, char *why);
+/*
+ * 0 when cert_pem certifies the key key_pem (its public key is the
+ * key's): a node takes no certificate for a key it does not hold.
+ * TL_EINVAL for what does not parse, TL_EREFUSED for another key's.
+ */
+int	tl_x509_cert_of_key(const char *cert_pem, const char *key_pem,
+	    char *why);
+
+/*
  * What a request may ask for: exactly this CN and exactly these SANs
  * (in any order, none more, none fewer), and the certificate it gets:
  * valid for lifetime_s seconds from now (backdated by TL_X509_SKEW_S

@@ -626,6 +626,80 @@ START_TEST(test_v4_encoder_refuses)
 }
 END_TEST
 
+/*
+ * A 'k' item: read back whole; references to its two files resolve
+ * like any file's; every prefix and a format 3 magic are refused; a
+ * second 'k', a file of one of its names, a bad cn or san refused by
+ * the encoder or the decoder.
+ */
+START_TEST(test_v4_keyreq)
+{
+	static const char *const sans[] = { "app.example", "10.0.0.7" };
+	struct tl_dlv_enc e;
+	struct tl_dlv d;
+	const uint8_t *p;
+	uint8_t *buf;
+	size_t len, n;
+	char out[200];
+
+	tl_dlv_enc_begin(&e, "app/tls", "app@node-a", 3, proof);
+	tl_dlv_enc_keyreq(&e, "key-1.pem", "cert-1.pem", "app-tls_v3", sans,
+	    2);
+	tl_dlv_enc_subst(&e, "TLS_KEY", 7, "TOK", 3, "TOK", "key-1.pem");
+	tl_dlv_enc_subst(&e, "TLS_CERT", 8, "TOK", 3, "TOK", "cert-1.pem");
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), 0);
+	ck_assert_int_eq(tl_dlv_decode(p, len, &d), 0);
+	ck_assert_int_eq(d.format, 4);
+	ck_assert(d.has_keyreq);
+	ck_assert_int_eq(d.nfiles, 0);
+	ck_assert_uint_eq(d.keyreq.cn_len, 10);
+	ck_assert(memcmp(d.keyreq.cn, "app-tls_v3", 10) == 0);
+	ck_assert(memcmp(d.keyreq.key_file, "key-1.pem", 9) == 0);
+	ck_assert(memcmp(d.keyreq.cert_file, "cert-1.pem", 10) == 0);
+	ck_assert_uint_eq(d.keyreq.nsans, 2);
+	ck_assert(memcmp(d.keyreq.sans[1], "10.0.0.7", 8) == 0);
+	ck_assert_uint_eq(d.nvars, 2);
+	n = tl_dlv_resolved_len(&d.vars[1], 4);
+	ck_assert_uint_lt(n, sizeof(out));
+	tl_dlv_resolve(&d.vars[1], "/run", 4, out);
+	out[n] = '\0';
+	ck_assert_str_eq(out, "/run/cert-1.pem");
+	tl_dlv_free(&d);
+	ck_assert_ptr_nonnull(buf = malloc(len));
+	memcpy(buf, p, len);
+	for (n = 0; n < len; n++)
+		ck_assert_int_eq(tl_dlv_decode(buf, n, &d), TL_EMALFORMED);
+	buf[3] = '3';
+	ck_assert_int_eq(tl_dlv_decode(buf, len, &d), TL_EMALFORMED);
+	free(buf);
+
+	/* Refused: a second 'k'; an 'f' of the key's name; bad names. */
+	tl_dlv_enc_restart(&e, "app/tls", "app@node-a", 3, proof);
+	tl_dlv_enc_keyreq(&e, "key-1.pem", "cert-1.pem", "cn", NULL, 0);
+	tl_dlv_enc_keyreq(&e, "key-2.pem", "cert-2.pem", "cn", NULL, 0);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_restart(&e, "app/tls", "app@node-a", 3, proof);
+	tl_dlv_enc_keyreq(&e, "key-1.pem", "cert-1.pem", "cn", NULL, 0);
+	tl_dlv_enc_file(&e, "key-1.pem", "x", 1);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_restart(&e, "app/tls", "app@node-a", 3, proof);
+	tl_dlv_enc_keyreq(&e, "key-1.pem", "key-1.pem", "cn", NULL, 0);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_restart(&e, "app/tls", "app@node-a", 3, proof);
+	tl_dlv_enc_keyreq(&e, "key-1.pem", "cert-1.pem", "a\nb", NULL, 0);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	{
+		static const char *const bad[] = { "a,DNS:evil.example" };
+
+		tl_dlv_enc_restart(&e, "app/tls", "app@node-a", 3, proof);
+		tl_dlv_enc_keyreq(&e, "key-1.pem", "cert-1.pem", "cn", bad,
+		    1);
+		ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	}
+	tl_dlv_enc_free(&e);
+}
+END_TEST
+
 START_TEST(test_path_ok)
 {
 	static const char *ok[] = { "/run/tally/app/ca-0a.pem", "a", "/_.-/" };
@@ -657,6 +731,7 @@ delivery_suite(void)
 	tcase_add_test(tc, test_v4_truncated_and_overlong);
 	tcase_add_test(tc, test_v4_hostile);
 	tcase_add_test(tc, test_v4_encoder_refuses);
+	tcase_add_test(tc, test_v4_keyreq);
 	tcase_add_test(tc, test_path_ok);
 	suite_add_tcase(s, tc);
 	return s;

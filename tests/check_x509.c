@@ -212,6 +212,36 @@ START_TEST(test_ca_check)
 }
 END_TEST
 
+/*
+ * A key kept while its certificate is awaited: asked for again with the
+ * same key, signed, and the certificate is that key's and no other's.
+ */
+START_TEST(test_request_for)
+{
+	struct tl_x509_policy p = policy("app-db_v1", sans2, 2);
+	char *k, *k2, *csr, *csr2, *cert;
+
+	ck_assert_int_eq(tl_x509_key_new(&k, why), 0);
+	ck_assert_int_eq(tl_x509_key_new(&k2, why), 0);
+	ck_assert_int_eq(tl_x509_request_for(k, "app-db_v1", sans2, 2, &csr,
+	    why), 0);
+	ck_assert_int_eq(tl_x509_request_for(k, "app-db_v1", sans2, 2, &csr2,
+	    why), 0);
+	ck_assert_msg(tl_x509_sign(ca_key, ca_cert, csr2, &p, &cert, NULL,
+	    why) == 0, "%s", why);
+	ck_assert_int_eq(tl_x509_cert_of_key(cert, k, why), 0);
+	ck_assert_int_eq(tl_x509_cert_of_key(cert, k2, why), TL_EREFUSED);
+	ck_assert_int_eq(tl_x509_cert_of_key("junk", k, why), TL_EINVAL);
+	ck_assert_int_eq(tl_x509_request_for("junk", "cn", NULL, 0, &csr2,
+	    why), TL_EINVAL);
+	ck_assert_ptr_null(csr2);
+	tl_secret_free(k);
+	tl_secret_free(k2);
+	free(csr);
+	free(cert);
+}
+END_TEST
+
 START_TEST(test_issue)
 {
 	struct tl_x509_policy p = policy("app-db_v1", sans2, 2);
@@ -457,6 +487,7 @@ x509_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_ca);
 	tcase_add_test(tc, test_ca_check);
+	tcase_add_test(tc, test_request_for);
 	tcase_add_test(tc, test_issue);
 	tcase_add_test(tc, test_openssl_verify);
 	tcase_add_test(tc, test_refused);

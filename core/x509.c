@@ -695,7 +695,9 @@ tl_x509_ca_check(const char *key_pem, const char *cert_pem, int64_t now,
 		    "without keyCertSign)", info->cn);
 		goto out;
 	}
-	if (now < info->not_before || now >= info->not_after) {
+	/* A CA made a moment ago on a clock a little ahead is valid. */
+	if (now + TL_X509_SKEW_S < info->not_before ||
+	    now >= info->not_after) {
 		rc = fail(why, TL_EREFUSED, "the CA certificate CN=%s is not "
 		    "valid now (valid from %lld to %lld, seconds since the "
 		    "epoch)", info->cn, (long long)info->not_before,

@@ -99,7 +99,8 @@ int	tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
  * Whether key_pem and cert_pem make a CA that can sign now (at now,
  * seconds since the epoch): both parse, the key is the certificate's,
  * the certificate says CA:TRUE (and keyCertSign when it has a key
- * usage), and now is within its validity.  The key may be ECDSA or
+ * usage), and now is within its validity (its start up to
+ * TL_X509_SKEW_S ahead: a clock a little ahead of ours).  The key may be ECDSA or
  * RSA: an organisation's CA above the mesh's chooses its own.  info
  * (may be NULL) gets what the certificate says.  TL_EINVAL for what
  * does not parse, TL_EREFUSED for a pair that is not a usable CA.

@@ -145,8 +145,10 @@ START_TEST(test_ca_check)
 	ck_assert_int_eq(tl_x509_ca_check(ca_key, ca_cert, in.not_after, NULL,
 	    why), TL_EREFUSED);
 	ck_assert_ptr_nonnull(strstr(why, "not valid now"));
-	ck_assert_int_eq(tl_x509_ca_check(ca_key, ca_cert, in.not_before - 1,
-	    NULL, why), TL_EREFUSED);
+	ck_assert_int_eq(tl_x509_ca_check(ca_key, ca_cert, in.not_before -
+	    TL_X509_SKEW_S - 1, NULL, why), TL_EREFUSED);
+	ck_assert_int_eq(tl_x509_ca_check(ca_key, ca_cert, in.not_before -
+	    TL_X509_SKEW_S, NULL, why), 0);
 	ck_assert_int_eq(tl_x509_ca_check("junk", ca_cert, now, NULL, why),
 	    TL_EINVAL);
 	ck_assert_int_eq(tl_x509_ca_check(ca_key, "junk", now, NULL, why),
@@ -232,6 +234,7 @@ START_TEST(test_request_for)
 	ck_assert_int_eq(tl_x509_cert_of_key(cert, k, why), 0);
 	ck_assert_int_eq(tl_x509_cert_of_key(cert, k2, why), TL_EREFUSED);
 	ck_assert_int_eq(tl_x509_cert_of_key("junk", k, why), TL_EINVAL);
+	free(csr2);
 	ck_assert_int_eq(tl_x509_request_for("junk", "cn", NULL, 0, &csr2,
 	    why), TL_EINVAL);
 	ck_assert_ptr_null(csr2);

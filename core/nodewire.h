@@ -34,6 +34,12 @@
 #define TL_NW_GRANT_PURGED	"grant.purged"
 #define TL_NW_CRED_DELIVERED	"credential.delivered"
 #define TL_NW_CRED_WITHDRAWN	"credential.withdrawn"
+/*
+ * A certificate the control plane signed for a key the node made (a
+ * delivery's 'k' item): public, so it goes as it is, signed by the
+ * control plane like every notice.
+ */
+#define TL_NW_CERT_ISSUED	"certificate.issued"
 /* ...and those it offers back (tally.acks, or appended with --log). */
 #define TL_NW_ACK_OFFERED	"credential.ack-offered"
 #define TL_NW_REPORT_OFFERED	"node.report-offered"

@@ -15,8 +15,11 @@
  *
  * open checks the pair again (a CA that expired since assign is
  * unreachable, with why), so tally status and the verifier show it.
- * Nothing is granted yet (decl not_granted): create, check and revoke
- * refuse every grant.
+ * A grant holds nothing at the CA: create and revoke do nothing, check
+ * finds the CA able to sign (it opened).  sign issues a holder's
+ * certificate for its request under the policy the grant makes: CN the
+ * login, SANs the requirement's sans, serverAuth with server-auth: yes,
+ * valid for the setting lifetime.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,6 +38,7 @@ extern const struct tl_drv_decl tl_drv_ca_decl;
 struct ca {
 	char	*key;		/* guarded */
 	char	*cert;
+	uint64_t lifetime_s;
 };
 
 /* t as 2031-12-02T10:19:54Z. */
@@ -125,6 +129,7 @@ ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	struct tl_x509_info info;
 	char xwhy[TL_X509_WHY_MAX];
+	uint64_t life;
 	struct ca *h;
 	int rc;
 
@@ -136,6 +141,8 @@ ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 	    (int64_t)time(NULL), &info, xwhy)) != 0)
 		return tl_drv_why(why, rc == TL_EREFUSED ? TL_EUNREACH : rc,
 		    "%s", xwhy);
+	if ((rc = duration(a->settings, "lifetime", &life, why)) != 0)
+		return rc;
 	if ((h = calloc(1, sizeof(*h))) == NULL ||
 	    (h->key = tl_drv_secret_dup(a->client_key)) == NULL ||
 	    (h->cert = strdup(a->client_cert)) == NULL) {
@@ -144,6 +151,7 @@ ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 		free(h);
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	}
+	h->lifetime_s = life;
 	if (why != NULL) {
 		char until[32];
 
@@ -167,52 +175,86 @@ ca_close(void *hp)
 	free(h);
 }
 
+/* Nothing is kept at the CA for a grant. */
 static int
-not_granted(char *why)
-{
-	return tl_drv_why(why, TL_EINVAL, "%s", tl_drv_ca_decl.not_granted);
-}
-
-static int
-ca_create(void *h, const struct tl_drv_grant *g, char *why)
+ca_nothing(void *h, const struct tl_drv_grant *g, char *why)
 {
 	(void)h;
 	(void)g;
-	return not_granted(why);
-}
-
-static int
-ca_set_password(void *h, const struct tl_drv_grant *g, char *why)
-{
-	(void)h;
-	(void)g;
-	return not_granted(why);
-}
-
-static int
-ca_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
-{
-	(void)h;
-	(void)g;
-	return not_granted(why);
+	if (why != NULL)
+		why[0] = '\0';
+	return 0;
 }
 
 static int
 ca_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
-	(void)h;
-	(void)g;
 	(void)drop;
-	return not_granted(why);
+	return ca_nothing(h, g, why);
+}
+
+/* The session opened: the CA can sign.  Nothing else to look at. */
+static int
+ca_check(void *h, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	(void)ep;
+	*drift = TL_DRIFT_NONE;
+	return ca_nothing(h, g, why);
+}
+
+static int
+ca_sign(void *hp, const struct tl_drv_grant *g, const char *csr,
+    char **cert, struct tl_drv_cert *info, char *why)
+{
+	struct ca *h = hp;
+	const char *sans[TL_X509_SANS_MAX], *p, *nl;
+	char buf[TL_DRV_PARAM_VALUE_MAX * TL_DRV_PARAM_ITEMS + 1];
+	const char *list = g->params != NULL ? tl_drv_setting_get(g->params,
+	    "sans") : NULL;
+	const char *srv = g->params != NULL ? tl_drv_setting_get(g->params,
+	    "server-auth") : NULL;
+	struct tl_x509_policy pol;
+	struct tl_x509_info xi;
+	char xwhy[TL_X509_WHY_MAX];
+	size_t n = 0;
+	int rc;
+
+	*cert = NULL;
+	/* The list's items, NUL-separated in a copy. */
+	snprintf(buf, sizeof(buf), "%s", list != NULL ? list : "");
+	for (p = buf; *p != '\0' && n < TL_X509_SANS_MAX; p = nl + 1) {
+		sans[n++] = p;
+		if ((nl = strchr(p, '\n')) == NULL)
+			break;
+		*(char *)nl = '\0';
+	}
+	memset(&pol, 0, sizeof(pol));
+	pol.cn = g->login;
+	pol.sans = sans;
+	pol.nsans = n;
+	pol.lifetime_s = h->lifetime_s;
+	pol.server = srv != NULL && strcmp(srv, "yes") == 0;
+	if ((rc = tl_x509_sign(h->key, h->cert, csr, &pol, cert, &xi,
+	    xwhy)) != 0)
+		return tl_drv_why(why, rc, "%s", xwhy);
+	snprintf(info->serial, sizeof(info->serial), "%s", xi.serial);
+	info->not_after = xi.not_after;
+	if (why != NULL)
+		snprintf(why, TL_DRV_WHY_MAX, "issued serial %s for CN=%s",
+		    xi.serial, xi.cn);
+	return 0;
 }
 
 const struct tl_drv_ops tl_drv_ca = {
 	.decl = &tl_drv_ca_decl,
 	.open = ca_open,
 	.close = ca_close,
-	.create = ca_create,
-	.set_password = ca_set_password,
-	.fix_privileges = ca_fix_privileges,
+	.create = ca_nothing,
+	.check = ca_check,
+	.set_password = ca_nothing,
+	.fix_privileges = ca_nothing,
 	.revoke = ca_revoke,
 	.prepare = ca_prepare,
+	.sign = ca_sign,
 };

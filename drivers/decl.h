@@ -237,6 +237,14 @@ struct tl_drv_endpoint {
 	 * and the verifier compose with NULL.
 	 */
 	const char	*ca_path;
+	/*
+	 * Under TL_DRV_CRED_CERTIFICATE: tokens, like ca_path, for where
+	 * the holder's node keeps the key it made and the certificate it is
+	 * given (the delivery's 'k' item names both files); compose copies
+	 * them into the fields that are those paths.  NULL otherwise.
+	 */
+	const char	*key_path;
+	const char	*cert_path;
 };
 
 /* Outcome detail: a reason a person can act on (never a secret). */
@@ -551,7 +559,15 @@ enum tl_drv_credential {
 	 * user's sessions cannot be told apart by password: retire ends
 	 * none, and the saga corroborates nothing with sessions.
 	 */
-	TL_DRV_CRED_MULTI_PASSWORD
+	TL_DRV_CRED_MULTI_PASSWORD,
+	/*
+	 * A certificate per holder, signed by the provider (the mesh CA),
+	 * for a key the holder's node makes and never sends (a delivery's
+	 * 'k' item, core/delivery.h): no password.  The node asks with a
+	 * signing request in its signed report; ops->sign issues one for a
+	 * request that asks for exactly what the grant may have.
+	 */
+	TL_DRV_CRED_CERTIFICATE
 };
 
 /* What revoking does, shown before tally acts (tally providers/remove). */
@@ -731,7 +747,7 @@ struct tl_drv_decl {
 	 * object, two versions of a grant share the resource and the owner
 	 * but never the login, except under TL_DRV_CRED_MULTI_PASSWORD,
 	 * where every version has the same login (its passwords are the
-	 * versions).  A name once derived never changes (the same in gives
+	 * versions), and TL_DRV_CRED_CERTIFICATE (its certificates are).  A name once derived never changes (the same in gives
 	 * the same names, byte for byte, in every release): in->scheme
 	 * selects the scheme the grant's objects were made with.  Returns
 	 * 0, or TL_EINVAL (why) when in's names cannot make a name of this
@@ -771,11 +787,6 @@ struct tl_drv_decl {
 	 * mesh, such as its CA); tally apply refuses any other.
 	 */
 	const char	*instances;
-	/*
-	 * NULL, or one line: why no requirement of the driver's types can
-	 * be granted yet; tally apply refuses such a requirement with it.
-	 */
-	const char	*not_granted;
 };
 
 /* NULL when there is no such driver. */

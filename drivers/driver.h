@@ -120,6 +120,12 @@ struct tl_drv_prepared {
 };
 void	tl_drv_prepared_free(struct tl_drv_prepared *p);
 
+/* What ops->sign says of the certificate it issued. */
+struct tl_drv_cert {
+	char		 serial[65];	/* hex */
+	int64_t		 not_after;	/* seconds since the epoch */
+};
+
 struct tl_drv_ops {
 	/* What the driver is; its name is decl->name. */
 	const struct tl_drv_decl *decl;
@@ -318,6 +324,18 @@ struct tl_drv_ops {
 	 */
 	int	(*prepare)(const char *const *given, const char *mesh,
 		    struct tl_drv_prepared *out, char *why);
+	/*
+	 * Under TL_DRV_CRED_CERTIFICATE: a certificate for the signing
+	 * request csr (PEM) of one of g's holders, issued only when the
+	 * request's own signature holds and it asks for exactly what g may
+	 * have (the common name g->login, the alternative names its
+	 * params declare, nothing else); *cert (PEM, malloc'd, the
+	 * caller's) and info.  TL_EREFUSED (why) for a request that asks
+	 * for anything else, TL_EINVAL for one that does not parse; the
+	 * session's errors otherwise.  NULL: another credential model.
+	 */
+	int	(*sign)(void *h, const struct tl_drv_grant *g, const char *csr,
+		    char **cert, struct tl_drv_cert *info, char *why);
 };
 
 /*

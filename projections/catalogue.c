@@ -169,6 +169,15 @@ static const struct tl_cat_event cat[] = {
 	  { { "grant", GRANT }, { "holder", HOLDER } } },
 	{ E(TL_EV_CRED_WITHDRAWN), "grant", "grant holder node version", GN,
 	  NULL, { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME } } },
+	{ E(TL_EV_CERT_ISSUED), "grant", "grant holder node version serial "
+	  "cn not_after csr_digest cert", GR, NULL,
+	  { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME },
+	    { "serial", 64 }, { "cn", 64 }, { "csr_digest", 64 },
+	    { "cert", 16384 } } },
+	{ E(TL_EV_CERT_REFUSED), "grant", "grant holder node version reason",
+	  GR, NULL,
+	  { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME },
+	    { "reason", REASON } } },
 	{ E(TL_EV_CRED_HANDLE), "grant", "grant version handle(secret)", 0,
 	  "read by the reactors from the grant's stream (credential.c), "
 	  "never folded: a secret the provider chose", { { "grant", GRANT } } },

@@ -95,6 +95,13 @@
 #define TL_EV_CRED_WITHDRAWN	TL_NW_CRED_WITHDRAWN	/* grant holder node version */
 #define TL_EV_CRED_HANDLE	"credential.handle"	/* grant version handle(secret): a driver-made secret (driver.h handle) */
 /*
+ * A certificate signed for a holder's request (reactors/issue.c: the
+ * request came in its node's signed report), or the request refused:
+ * graph ci/GRANT/HOLDER keeps the latest issued.
+ */
+#define TL_EV_CERT_ISSUED	TL_NW_CERT_ISSUED	/* grant holder node version serial cn not_after csr_digest cert */
+#define TL_EV_CERT_REFUSED	"certificate.refused"	/* grant holder node version reason */
+/*
  * Also on grant/…, with their bodies beside them: the rotation saga
  * (rotation.h: rotation.*, credential.issued/activated/acknowledged/
  * retired) and the move saga (rebind.h: rebind.started, rebind.issued

@@ -113,6 +113,64 @@ out:
 	return rc;
 }
 
+/* A fresh token: 32 hex digits of libsodium's randomness. */
+static void
+token_new(char out[33])
+{
+	uint8_t rnd[16];
+
+	randombytes_buf(rnd, sizeof(rnd));
+	sodium_bin2hex(out, 33, rnd, sizeof(rnd));
+}
+
+/*
+ * Under TL_DRV_CRED_CERTIFICATE: the 'k' item (core/delivery.h) that
+ * asks the holder's node for a key and a request of exactly the grant's
+ * common name (dg->login) and the sans its requirement declares, with
+ * the two files named by the grant and version (a renewal gets new
+ * ones): key-DIGEST-vN.pem and cert-DIGEST-vN.pem, DIGEST 16 hex digits
+ * of the grant id's BLAKE2b.
+ */
+static int
+keyreq(struct tl_txn *t, const struct tl_proj *p, const struct tl_grant *g,
+    const struct tl_drv_grant *dg, const char *driver, struct tl_dlv_enc *e,
+    char keyname[64], char certname[64])
+{
+	const char *sv[TL_RX_PARAMS_SV], *sans[TL_DLV_SANS_MAX], *list, *q;
+	char *params = NULL, *copy = NULL, *nl;
+	uint8_t h[8];
+	char dig[17];
+	size_t n = 0;
+	int rc;
+
+	crypto_generichash(h, sizeof(h), (const uint8_t *)g->id,
+	    strlen(g->id), NULL, 0);
+	sodium_bin2hex(dig, sizeof(dig), h, sizeof(h));
+	snprintf(keyname, 64, "key-%s-v%llu.pem", dig,
+	    (unsigned long long)g->version);
+	snprintf(certname, 64, "cert-%s-v%llu.pem", dig,
+	    (unsigned long long)g->version);
+	if ((rc = tl_rx_grant_params(t, p, g, driver, &params)) != 0)
+		return rc;
+	list = params != NULL && tl_drv_params_unpack(params, sv,
+	    TL_RX_PARAMS_SV) != NULL ? tl_drv_setting_get(sv, "sans") : NULL;
+	if (list != NULL && (copy = strdup(list)) == NULL) {
+		free(params);
+		return ENOMEM;
+	}
+	for (q = copy; q != NULL && *q != '\0' && n < TL_DLV_SANS_MAX;
+	    q = nl + 1) {
+		sans[n++] = q;
+		if ((nl = strchr(q, '\n')) == NULL)
+			break;
+		*nl = '\0';
+	}
+	tl_dlv_enc_keyreq(e, keyname, certname, dg->login, sans, n);
+	free(copy);
+	free(params);
+	return e->err;
+}
+
 /*
  * The variables one holder on node gets from grant g: each connection
  * field mapped by the requirement, with the host a consumer on that
@@ -142,8 +200,9 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	char driver[64], host[256], res[64], own[64], login[64];
 	char token[33], caname[3 + 32 + 4 + 1];
+	char ktoken[33], ctoken[33], keyname[64], certname[64];
 	const char *pem = NULL;
-	int drop, rc, ca_used = 0;
+	int drop, rc, ca_used = 0, cert = 0;
 	char k[TL_KEY_MAX];
 	size_t i;
 
@@ -157,11 +216,24 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	if (rc != 0)
 		goto out;
 	tl_rx_consumer_endpoint(&pv, g, TL_RX_EP_HOLDER, node, sv, host, &ep);
-	if ((pem = tl_drv_setting_get(sv, "ca")) != NULL && *pem != '\0') {
-		uint8_t rnd[16], h[16];
+	cert = pv.decl != NULL &&
+	    pv.decl->credential.kind == TL_DRV_CRED_CERTIFICATE;
+	pem = tl_drv_setting_get(sv, "ca");
+	/* A certificate's CA is the provider itself: its own certificate. */
+	if (cert) {
+		const struct tl_drv_setting *cs = tl_drv_setting_for(pv.decl,
+		    TL_DRV_USE_ADMIN_CERT, 0);
 
-		randombytes_buf(rnd, sizeof(rnd));
-		sodium_bin2hex(token, sizeof(token), rnd, sizeof(rnd));
+		pem = cs != NULL ? tl_drv_setting_get(sv, cs->name) : NULL;
+		token_new(ktoken);
+		token_new(ctoken);
+		ep.key_path = ktoken;
+		ep.cert_path = ctoken;
+	}
+	if (pem != NULL && *pem != '\0') {
+		uint8_t h[16];
+
+		token_new(token);
 		crypto_generichash(h, sizeof(h), (const uint8_t *)pem,
 		    strlen(pem), NULL, 0);
 		memcpy(caname, "ca-", 3);
@@ -185,6 +257,9 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	dg.adopt_mesh = tl_rx_grant_adopt(g);
 	dg.handle = NULL;
 	dg.handle_out = NULL;
+	if (cert && (rc = keyreq(t, p, g, &dg, driver, e, keyname,
+	    certname)) != 0)
+		goto out;
 	if (pv.decl != NULL && pv.decl->credential.handle_model) {
 		/* The provider's values: what compose reads them from. */
 		if ((handle = tl_secret_alloc(TL_DRV_HANDLE_MAX)) == NULL) {
@@ -230,7 +305,13 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 				tl_dlv_enc_subst(e, var, vl, val, strlen(val),
 				    token, caname);
 				ca_used = 1;
-			} else
+			} else if (cert && strstr(val, ktoken) != NULL)
+				tl_dlv_enc_subst(e, var, vl, val, strlen(val),
+				    ktoken, keyname);
+			else if (cert && strstr(val, ctoken) != NULL)
+				tl_dlv_enc_subst(e, var, vl, val, strlen(val),
+				    ctoken, certname);
+			else
 				tl_dlv_enc_var(e, 0, var, vl, val,
 				    strlen(val));
 			tl_secret_wipe(val, sizeof(val));

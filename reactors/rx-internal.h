@@ -107,4 +107,13 @@ int	tl_rx_provider_down(struct tl_ctx *c, const char *id, int auth,
 	    const char *reason);
 int	tl_rx_provider_up(struct tl_ctx *c, const char *id);
 
+/*
+ * issue.c: one pass over the node.reported recorded since its
+ * checkpoint, signing or refusing each certificate request; *waiting
+ * when the CA could not sign now (the rest is read again next pass).
+ * Errors: the log's, ENOMEM.
+ */
+int	tl_rx_issue(struct tl_rx *rx, unsigned *issued, unsigned *refused,
+	    int *waiting);
+
 #endif

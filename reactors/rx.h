@@ -367,6 +367,11 @@ typedef int (*tl_rx_run_fn)(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_provision(struct tl_rx *rx, struct tl_rx_result *res);
 /* Nodes' acknowledgement offers (ack.h), before the rotator reads acks. */
 int	tl_rx_run_acks(struct tl_rx *rx, struct tl_rx_result *res);
+/*
+ * Certificates for the requests in nodes' reports (issue.c), after the
+ * acks (which record the reports) and before the rotator.
+ */
+int	tl_rx_run_issue(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_migrate(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_rotate(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_rotate_admin(struct tl_rx *rx, struct tl_rx_result *res);

@@ -58,6 +58,22 @@ tl_rx_run_acks(struct tl_rx *rx, struct tl_rx_result *res)
 }
 
 int
+tl_rx_run_issue(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	unsigned issued = 0, refused = 0;
+	int rc, waiting = 0;
+
+	memset(res, 0, sizeof(*res));
+	rc = tl_rx_issue(rx, &issued, &refused, &waiting);
+	res->done = issued + refused;
+	if (waiting) {
+		res->pending = 1;
+		res->wake_ns = 5ULL * 1000000000ULL;	/* the CA, again */
+	}
+	return rc;
+}
+
+int
 tl_rx_run_migrate(struct tl_rx *rx, struct tl_rx_result *res)
 {
 	int rc;

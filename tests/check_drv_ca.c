@@ -4,8 +4,10 @@
  * a CA marked with the mesh id that OpenSSL takes for a CA, checks a
  * given pair (an organisation's, made by openssl, kept as given) and
  * refuses half a pair, another CA's key, a leaf; a session opens on a
- * good pair and not on an expired or mismatched one; the declaration
- * refuses another key type; nothing is granted yet.
+ * good pair and not on an expired or mismatched one; a holder's request
+ * signed only when it asks for exactly the grant's name and sans (the
+ * certificate verified by openssl, with its usages and names); the
+ * declaration refuses another key type and a hostile san.
  */
 #define _GNU_SOURCE
 
@@ -77,6 +79,7 @@ START_TEST(test_made)
 	struct tl_x509_info in;
 	struct tl_drv_admin a;
 	char xwhy[TL_X509_WHY_MAX], dir[] = "/tmp/tl-ca-XXXXXX", cmd[512];
+	char dir2[] = "/tmp/tl-ca-XXXXXX";
 	const char *cert, *key;
 	void *h;
 	FILE *fp;
@@ -116,14 +119,84 @@ START_TEST(test_made)
 	a.mesh = mesh;
 	ck_assert_msg(o->open(&a, &h, why) == 0, "%s", why);
 	ck_assert_ptr_nonnull(strstr(why, "tally mesh CA 0123"));
-	/* Nothing is granted yet: refused, in words. */
+	/*
+	 * A grant holds nothing at the CA; a holder's request is signed
+	 * when it asks for exactly the grant's name and sans, and refused
+	 * when it asks for another name, one SAN more or one fewer.
+	 */
 	{
+		static const char *const params[] = { "sans",
+		    "app.example\n10.0.0.7", "server-auth", "yes", NULL };
+		static const char *const two[] = { "app.example", "10.0.0.7" };
+		static const char *const three[] = { "app.example", "10.0.0.7",
+		    "evil.example" };
 		struct tl_drv_grant g;
+		struct tl_drv_cert ci;
+		enum tl_drv_drift drift = TL_DRIFT_MISSING;
+		struct tl_drv_endpoint ep;
+		char *k, *csr, *leaf, path[300];
 
 		memset(&g, 0, sizeof(g));
-		g.resource = g.owner = g.login = "app-tls";
-		ck_assert_int_eq(o->create(h, &g, why), TL_EINVAL);
-		ck_assert_ptr_nonnull(strstr(why, "not issued yet"));
+		memset(&ep, 0, sizeof(ep));
+		g.resource = g.login = "app-tls_m0123456789abcdef";
+		g.owner = "";
+		g.params = params;
+		ck_assert_int_eq(o->create(h, &g, why), 0);
+		ck_assert_int_eq(o->check(h, &g, &ep, &drift, why), 0);
+		ck_assert_int_eq(drift, TL_DRIFT_NONE);
+		ck_assert_int_eq(tl_x509_key_new(&k, xwhy), 0);
+		ck_assert_int_eq(tl_x509_request_for(k, g.login, two, 2, &csr,
+		    xwhy), 0);
+		ck_assert_msg(o->sign(h, &g, csr, &leaf, &ci, why) == 0, "%s",
+		    why);
+		ck_assert_uint_eq(strlen(ci.serial), 32);
+		/* lifetime: the default, 24 h. */
+		ck_assert(ci.not_after > (int64_t)time(NULL) + 86400 - 60 &&
+		    ci.not_after <= (int64_t)time(NULL) + 86400);
+		ck_assert_int_eq(tl_x509_cert_of_key(leaf, k, xwhy), 0);
+		ck_assert_ptr_nonnull(mkdtemp(dir2));
+		snprintf(path, sizeof(path), "%s/ca.pem", dir2);
+		ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+		fputs(cert, fp);
+		fclose(fp);
+		snprintf(path, sizeof(path), "%s/leaf.pem", dir2);
+		ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+		fputs(leaf, fp);
+		fclose(fp);
+		snprintf(cmd, sizeof(cmd), "openssl verify -CAfile %s/ca.pem "
+		    "%s/leaf.pem && openssl x509 -in %s/leaf.pem -noout -text",
+		    dir2, dir2, dir2);
+		text = run(cmd);
+		ck_assert_msg(strstr(text, "leaf.pem: OK") != NULL, "%s", text);
+		ck_assert_ptr_nonnull(strstr(text, "TLS Web Client "
+		    "Authentication, TLS Web Server Authentication"));
+		ck_assert_ptr_nonnull(strstr(text, "DNS:app.example, IP "
+		    "Address:10.0.0.7"));
+		free(text);
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir2);
+		ck_assert_int_eq(system(cmd), 0);
+		free(leaf);
+		free(csr);
+		/* Another name; a SAN more; a SAN fewer: refused. */
+		ck_assert_int_eq(tl_x509_request_for(k, "other-login", two, 2,
+		    &csr, xwhy), 0);
+		ck_assert_int_eq(o->sign(h, &g, csr, &leaf, &ci, why),
+		    TL_EREFUSED);
+		ck_assert_ptr_null(leaf);
+		free(csr);
+		ck_assert_int_eq(tl_x509_request_for(k, g.login, three, 3,
+		    &csr, xwhy), 0);
+		ck_assert_int_eq(o->sign(h, &g, csr, &leaf, &ci, why),
+		    TL_EREFUSED);
+		free(csr);
+		ck_assert_int_eq(tl_x509_request_for(k, g.login, two, 1, &csr,
+		    xwhy), 0);
+		ck_assert_int_eq(o->sign(h, &g, csr, &leaf, &ci, why),
+		    TL_EREFUSED);
+		free(csr);
+		ck_assert_int_eq(o->sign(h, &g, "junk", &leaf, &ci, why),
+		    TL_EINVAL);
+		tl_secret_free(k);
 	}
 	o->close(h);
 	tl_drv_prepared_free(&p);
@@ -273,13 +346,44 @@ START_TEST(test_declaration)
 	ck_assert_ptr_eq(tl_drv_decl_for_type("x509-certificate"), d);
 	ck_assert(tl_drv_has_tag(d, "pki"));
 	ck_assert_str_eq(d->instances, "one-per-mesh");
-	ck_assert_ptr_nonnull(d->not_granted);
+	ck_assert_int_eq(d->credential.kind, TL_DRV_CRED_CERTIFICATE);
 	ck_assert_int_eq(d->settings_check(bad, why), TL_EINVAL);
 	ck_assert_ptr_nonnull(strstr(why, "ecdsa-p256"));
 	ck_assert_int_eq(d->settings_check(good, why), 0);
 	ck_assert_str_eq(tl_drv_setting_default(d, "lifetime"), "24h");
 	ck_assert_str_eq(tl_drv_setting_default(d, "renew-at"), "66");
 	ck_assert(tl_drv_setting_find(d->settings, "ca-key")->secret);
+	/* The sans param: host names and addresses, 16 at most. */
+	{
+		const char *const ok[] = { "sans", "a.example\n10.0.0.1", NULL };
+		const char *const comma[] = { "sans", "a,DNS:evil", NULL };
+		const char *const many[] = { "sans", "a\nb\nc\nd\ne\nf\ng"
+		    "\nh\ni\nj\nk\nl\nm\nn\no\np\nq", NULL };
+
+		ck_assert_int_eq(d->params_check(ok, why), 0);
+		ck_assert_int_eq(d->params_check(comma, why), TL_EINVAL);
+		ck_assert_int_eq(d->params_check(many, why), TL_EINVAL);
+	}
+	/* One name for every version: a renewal keeps it. */
+	{
+		struct tl_drv_name_in in;
+		struct tl_drv_names n1, n2;
+
+		memset(&in, 0, sizeof(in));
+		in.grant = "app/tls";
+		in.resource = "";
+		in.node = "";
+		in.recorded = "";
+		in.scheme = TL_DRV_NAMING_MESH;
+		in.mesh = mesh;
+		in.version = 1;
+		ck_assert_int_eq(tl_drv_name(d, &in, &n1, why), 0);
+		in.version = 2;
+		ck_assert_int_eq(tl_drv_name(d, &in, &n2, why), 0);
+		ck_assert_str_eq(n1.login, n2.login);
+		ck_assert_str_eq(n1.login, n1.resource);
+		ck_assert_str_eq(n1.owner, "");
+	}
 }
 END_TEST
 

@@ -41,7 +41,7 @@ tly apply "$TALLY_SRC/examples/mesh-ca.yaml" >/dev/null
 t_ok "refused at the line and field; examples/mesh-ca.yaml applied"
 
 t_check "tally assign makes the CA: a P-256 CA named with the mesh id"
-tly assign mesh-ca node-a >"$W/assign.out" || t_fail "assign mesh-ca failed"
+tly assign mesh-ca node-a --expose network >"$W/assign.out" || t_fail "assign mesh-ca failed"
 grep -q "made the mesh CA CN=tally mesh CA $MESH, ECDSA P-256" "$W/assign.out" ||
 	t_fail "assign said: $(cat "$W/assign.out")"
 grep -q "ca-key: set (secret)" "$W/assign.out" || t_fail "no ca-key: $(cat "$W/assign.out")"
@@ -71,18 +71,156 @@ t_expect_exit 4 "another key type" tly assign mesh-ca node-a --set key-type=rsa-
 grep -q "ecdsa-p256" "$W/last.err" || t_fail "key-type: $(cat "$W/last.err")"
 t_ok "kept, byte for byte; node-b refused; lifetime 500d and rsa-2048 refused"
 
-t_check "a requirement of x509-certificate is refused until certificates are issued"
+t_say "a certificate for a holder: its key made on its node, never sent"
 cat >"$W/app.yaml" <<'YAML'
 module: app
+env: {TLS_CERT: "", TLS_KEY: "", TLS_CA: ""}
 requires:
   tls:
     type: x509-certificate
     from: mesh-ca
+    sans: [app.mesh.test, 10.0.0.7]
+    env: {certificate: TLS_CERT, private-key: TLS_KEY, ca-cert: TLS_CA}
 YAML
-t_expect_exit 4 "apply of a certificate requirement" tly apply "$W/app.yaml"
-grep -q "app.yaml:4:11: requires.tls.type: type x509-certificate cannot be required yet" "$W/last.err" ||
-	t_fail "refusal: $(cat "$W/last.err")"
-t_ok "refused at the line and field, saying why"
+t_check "a hostile alternative name is refused at apply"
+sed 's/10.0.0.7/"a,DNS:evil.example"/' "$W/app.yaml" >"$W/evil.yaml"
+t_expect_exit 4 "apply of a san with a comma" tly apply "$W/evil.yaml"
+grep -q "evil.yaml:.*sans" "$W/last.err" || t_fail "evil san: $(cat "$W/last.err")"
+tly apply "$W/app.yaml" >/dev/null || t_fail "apply app.yaml failed"
+tly assign app node-b >/dev/null || t_fail "assign app node-b failed"
+t_ok "refused at the key; the requirement applied and assigned"
+
+t_check "tallyd provisions and delivers"
+t_tallyd_once
+tly log --json --type credential.delivered | grep -q '"holder":"app@node-b"' ||
+	t_fail "not delivered to app@node-b"
+t_ok "provisioned (the CA keeps nothing per grant), delivered to node-b"
+t_check "requests the record does not allow are refused and shown"
+# Each in a report signed by node-b's own key (forge_report.py), offered
+# on the log as the agent offers it (offer_report).
+offer() {	# offer CSRSPEC...: one report with these requests
+	_o_args=""
+	for _o in "$@"; do _o_args="$_o_args --csr $_o"; done
+	# shellcheck disable=SC2086
+	python3 "$TALLY_SRC/tests/harness/forge_report.py" --node node-b \
+		--key "$(t_nodekey node-b)" $_o_args >"$W/forged.json"
+	python3 -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+open(sys.argv[2], "w").write(m["report"])
+open(sys.argv[3], "w").write(m["sig"])' "$W/forged.json" "$W/forged.report" "$W/forged.sig"
+	"$TALLY_PLAIN_BIN/../tests/tools/offer_report" "$TALLY_HOME/log" node-b \
+		"$(cat "$W/forged.report")" "$(cat "$W/forged.sig")" ||
+		t_fail "offer_report failed"
+}
+csr() {	# csr FILE CN [SAN...]: a request for a new key
+	_c_f=$1 _c_cn=$2
+	shift 2
+	_c_ext=""
+	if [ $# -gt 0 ]; then
+		_c_ext="subjectAltName="
+		for _c_s in "$@"; do
+			case $_c_s in *[!0-9.]*) _c_ext="${_c_ext}DNS:$_c_s,";; *) _c_ext="${_c_ext}IP:$_c_s,";; esac
+		done
+		_c_ext=${_c_ext%,}
+	fi
+	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$_c_f.key" -subj "/CN=$_c_cn" ${_c_ext:+-addext "$_c_ext"} \
+		-out "$_c_f" 2>/dev/null || t_fail "openssl req for $_c_f"
+}
+refused_with() {	# refused_with TEXT: the newest certificate.refused says it
+	tly log --json --type certificate.refused | tail -n 1 | grep -qF "$1" ||
+		t_fail "no refusal saying '$1': $(tly log --json --type certificate.refused | tail -n 2)"
+}
+G=app/tls
+CNOK=$(t_gname app/tls app-tls)
+csr "$W/other-cn.csr" other-login app.mesh.test 10.0.0.7
+csr "$W/extra-san.csr" "$CNOK" app.mesh.test 10.0.0.7 evil.example
+csr "$W/second.csr" "$CNOK" app.mesh.test 10.0.0.7
+# A request whose signature is not its key's: one byte of it changed.
+python3 - "$W/second.csr" "$W/forged-sig.csr" <<'PY'
+import base64, sys
+pem = open(sys.argv[1]).read().split("\n")
+der = bytearray(base64.b64decode("".join(l for l in pem if l and not l.startswith("-----"))))
+der[-3] ^= 0x01
+b = base64.b64encode(bytes(der)).decode()
+open(sys.argv[2], "w").write("-----BEGIN CERTIFICATE REQUEST-----\n" +
+    "\n".join(b[i:i+64] for i in range(0, len(b), 64)) +
+    "\n-----END CERTIFICATE REQUEST-----\n")
+PY
+N0=$(tly log --json --type certificate.refused | wc -l)
+offer "$G=app@node-b=1=$W/other-cn.csr"
+t_tallyd_once
+refused_with "the request's subject is not CN=$CNOK alone"
+offer "$G=app@node-b=1=$W/extra-san.csr"
+t_tallyd_once
+refused_with "an alternative name the record does not give (name 3)"
+offer "$G=app@node-a=1=$W/second.csr"
+t_tallyd_once
+refused_with "not on the node that signed the report"
+offer "$G=app@node-b=7=$W/second.csr"
+t_tallyd_once
+refused_with "a request for v7; the grant is at v1"
+offer "$G=app@node-b=1=$W/forged-sig.csr"
+t_tallyd_once
+refused_with "the request's signature does not verify with its key"
+N1=$(tly log --json --type certificate.refused | wc -l)
+[ $((N1 - N0)) -eq 5 ] || t_fail "$((N1 - N0)) refusals recorded, expected 5"
+[ "$(tly log --json --type certificate.issued | wc -l)" -eq 0 ] ||
+	t_fail "a forged request was signed: $(tly log --json --type certificate.issued)"
+t_ok "another CN, an extra SAN, another node's holder, a version not the grant's, a forged signature: refused and recorded; none issued"
+
+t_check "the node makes its key and asks in its report"
+t_agent node-b
+ST=$W/agent-node-b.state
+ls "$ST"/*.v1.key >/dev/null 2>&1 || t_fail "no key made on node-b: $(ls "$ST")"
+ls "$ST"/*.v1.csr >/dev/null 2>&1 || t_fail "no request kept on node-b"
+[ "$(stat -c %a "$ST"/*.v1.key)" = 600 ] || t_fail "the key's mode is $(stat -c %a "$ST"/*.v1.key)"
+[ ! -e "$W/agent-node-b/app.env" ] || t_fail "app.env written before the certificate came"
+tly log --json --type node.report-offered | grep -q 'csrs' || t_fail "no request in an offered report"
+t_ok "key 0600 in the agent's state, request in the signed report, nothing written yet"
+
+t_check "the control plane signs it; the node writes key, certificate and CA, and acknowledges"
+t_tallyd_once
+tly log --json --type certificate.issued >"$W/issued.json"
+[ "$(wc -l <"$W/issued.json")" -eq 1 ] || t_fail "certificate.issued: $(cat "$W/issued.json")"
+SERIAL=$(t_jstr serial <"$W/issued.json")
+t_agent node-b
+t_tallyd_once
+. "$W/agent-node-b/app.env"
+for f in "$TLS_CERT" "$TLS_KEY" "$TLS_CA"; do
+	[ -f "$f" ] || t_fail "app.env names $f, which is not there"
+done
+openssl verify -CAfile "$TLS_CA" "$TLS_CERT" >/dev/null || t_fail "openssl verify of the holder's certificate"
+cmp -s "$TLS_CA" "$W/ca.pem" || t_fail "the delivered CA is not the mesh CA"
+openssl x509 -in "$TLS_CERT" -noout -text >"$W/leaf.txt"
+grep -q "DNS:app.mesh.test, IP Address:10.0.0.7" "$W/leaf.txt" || t_fail "SANs: $(grep -A1 'Alternative' "$W/leaf.txt")"
+grep -q "TLS Web Client Authentication" "$W/leaf.txt" || t_fail "no clientAuth"
+if grep -q "TLS Web Server Authentication" "$W/leaf.txt"; then t_fail "serverAuth not asked for"; fi
+grep -q "Issuer: CN = tally mesh CA $MESH" "$W/leaf.txt" || t_fail "issuer: $(grep Issuer "$W/leaf.txt")"
+CN=$(openssl x509 -in "$TLS_CERT" -noout -subject | sed 's/^subject=CN = //')
+[ "$CN" = "$(t_gname app/tls app-tls)" ] || t_fail "CN $CN, expected $(t_gname app/tls app-tls)"
+[ "$(openssl x509 -in "$TLS_CERT" -noout -serial | cut -d= -f2)" = "$SERIAL" ] || t_fail "serial not the recorded one"
+# The key in the module's directory is the one in the certificate.
+[ "$(openssl pkey -in "$TLS_KEY" -pubout)" = "$(openssl x509 -in "$TLS_CERT" -noout -pubkey)" ] ||
+	t_fail "the key written is not the certificate's"
+tly log --json --type credential.acknowledged | grep -q '"holder":"app@node-b"' ||
+	t_fail "not acknowledged: $(tly log --json --type credential.acknowledged)"
+t_ok "serial $SERIAL: CN the grant's name, SANs as declared, clientAuth, chains to the mesh CA; acknowledged"
+
+t_check "the key never left the node: not in the home, the log or any event"
+KEYB64=$(sed -n '2p' "$TLS_KEY")
+if grep -rqaF "$KEYB64" "$TALLY_HOME"; then t_fail "the node's key is in the home"; fi
+if tly log --json | grep -qF "$KEYB64"; then t_fail "the node's key is in the log"; fi
+t_ok "the key's bytes are nowhere in the control plane's home or record"
+
+t_check "a second request for a version already issued is refused"
+offer "$G=app@node-b=1=$W/second.csr"
+t_tallyd_once
+refused_with "a second request for v1 (serial $SERIAL was issued for it)"
+[ "$(tly log --json --type certificate.issued | wc -l)" -eq 1 ] ||
+	t_fail "a forged request was signed: $(tly log --json --type certificate.issued)"
+t_ok "refused, naming the serial issued; one certificate issued in all"
+
 
 t_say "a mesh under an organisation's CA"
 TALLY_HOME=$W/org-home

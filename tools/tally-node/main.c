@@ -72,6 +72,7 @@
 #include "core/secret.h"
 #include "core/sub.h"
 #include "core/version.h"
+#include "core/x509.h"
 #include "core/amqp.h"
 #include "core/nodewire.h"
 #include "node-internal.h"
@@ -246,6 +247,12 @@ struct held {
 	int		reloaded;
 	int		acked;
 	int		revoked;	/* dropped: what is kept stops replays */
+	/*
+	 * A certificate grant's version whose certificate has not come:
+	 * nothing is written or acknowledged, the reports carry its
+	 * request (certs.c).
+	 */
+	int		awaiting;
 };
 
 /* A grant id as a file name: '/' and '@' are not kept. */
@@ -295,6 +302,8 @@ held_load(struct agent *ag, const char *grant, struct held *h)
 			h->acked = 1;
 		else if (strcmp(line, "revoked 1") == 0)
 			h->revoked = 1;
+		else if (strcmp(line, "awaiting 1") == 0)
+			h->awaiting = 1;
 	}
 	fclose(fp);
 	return 0;
@@ -309,9 +318,9 @@ held_save(struct agent *ag, const struct held *h)
 	fname(h->grant, f, sizeof(f));
 	snprintf(path, sizeof(path), "%s.state", f);
 	n = snprintf(buf, sizeof(buf), "grant %s\nholder %s\nmodule %s\n"
-	    "version %llu\nreloaded %d\nacked %d\nrevoked %d\n", h->grant,
-	    h->holder, h->module, (unsigned long long)h->version, h->reloaded,
-	    h->acked, h->revoked);
+	    "version %llu\nreloaded %d\nacked %d\nrevoked %d\nawaiting %d\n",
+	    h->grant, h->holder, h->module, (unsigned long long)h->version,
+	    h->reloaded, h->acked, h->revoked, h->awaiting);
 	return tn_file_put(ag->statefd, path, buf, (size_t)n, NULL);
 }
 
@@ -621,6 +630,32 @@ remove_files(struct agent *ag, const char *module)
 	return n;
 }
 
+/*
+ * A certificate grant's key and certificate (certs.c), into files under
+ * the names its delivery's 'k' item gives them; an error: not both.
+ */
+static int
+key_files(struct agent *ag, const struct held *h, const struct tl_dlv *d,
+    json_t *files)
+{
+	char f[200], kn[TL_DLV_FILE_NAME_MAX + 1], cn[TL_DLV_FILE_NAME_MAX + 1];
+	char *key, *cert;
+	int rc;
+
+	fname(h->grant, f, sizeof(f));
+	if ((rc = tn_cert_files(ag->statefd, f, h->version, &key, &cert)) != 0)
+		return rc;
+	memcpy(kn, d->keyreq.key_file, d->keyreq.key_file_len);
+	kn[d->keyreq.key_file_len] = '\0';
+	memcpy(cn, d->keyreq.cert_file, d->keyreq.cert_file_len);
+	cn[d->keyreq.cert_file_len] = '\0';
+	json_object_set_new(files, kn, json_string(key));
+	json_object_set_new(files, cn, json_string(cert));
+	tl_secret_free(key);
+	free(cert);
+	return 0;
+}
+
 /* The values of every grant of one module held (write_module). */
 struct module_values {
 	const char	*module;
@@ -636,10 +671,16 @@ module_values(struct agent *ag, struct held *h, void *arg)
 	uint8_t *sealed;
 	size_t slen;
 
-	if (strcmp(h->module, mv->module) != 0 || h->revoked ||
+	if (strcmp(h->module, mv->module) != 0 || h->revoked || h->awaiting ||
 	    read_sealed(ag, h->grant, &sealed, &slen) != 0)
 		return 0;
 	if (open_sealed(ag, sealed, slen, &o) == 0) {
+		if (o.d.has_keyreq && key_files(ag, h, &o.d, mv->files) != 0) {
+			/* Its files are not here: nothing of it is written. */
+			opened_free(&o);
+			free(sealed);
+			return 0;
+		}
 		collect(ag, mv->module, mv->vars, mv->defs, mv->files, &o.d);
 		opened_free(&o);
 		mv->ngrants++;
@@ -1067,6 +1108,24 @@ state_u64_put(struct agent *ag, const char *name, uint64_t v)
 	return tn_file_put(ag->statefd, name, buf, (size_t)n, NULL);
 }
 
+/* The requests of every version awaiting its certificate. */
+static int
+report_csr(struct agent *ag, struct held *h, void *arg)
+{
+	char f[200], *csr;
+
+	if (h->revoked || !h->awaiting)
+		return 0;
+	fname(h->grant, f, sizeof(f));
+	if (tn_cert_csr(ag->statefd, f, h->version, &csr) != 0)
+		return 0;
+	json_array_append_new(arg, json_pack("{s:s,s:s,s:I,s:s}", "grant",
+	    h->grant, "holder", h->holder, "version", (json_int_t)h->version,
+	    "csr", csr));
+	free(csr);
+	return 0;
+}
+
 /* What the report lists: each grant held and not revoked. */
 static int
 report_held(struct agent *ag, struct held *h, void *arg)
@@ -1111,6 +1170,15 @@ send_report(struct agent *ag)
 			    (json_int_t)ag->refusals[i].version, "why",
 			    ag->refusals[i].why));
 		json_object_set_new(r, "refused_values", rv);
+	}
+	if (r != NULL) {
+		json_t *csrs = json_array();
+
+		held_each(ag, report_csr, csrs);
+		if (json_array_size(csrs) > 0)
+			json_object_set_new(r, "csrs", csrs);
+		else
+			json_decref(csrs);
 	}
 	if (r != NULL && ag->refused > 0)
 		json_object_set_new(r, "refused", json_pack("{s:I,s:s}",
@@ -1250,7 +1318,8 @@ unacked(struct agent *ag, struct held *h, void *arg)
 	struct unacked_w *uw = arg;
 
 	(void)ag;
-	if (strcmp(h->module, uw->module) != 0 || h->acked || h->revoked)
+	if (strcmp(h->module, uw->module) != 0 || h->acked || h->revoked ||
+	    h->awaiting)
 		return 0;
 	if (uw->n == uw->cap) {
 		size_t cap = uw->cap ? 2 * uw->cap : 8;
@@ -1443,10 +1512,32 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 		note_refused(ag, &h, o.bad_var, o.bad_why);
 		goto out;
 	}
+	if (o.d.has_keyreq) {
+		char f[200], why[TL_X509_WHY_MAX] = "";
+		int have = 0;
+
+		/* The key, made here; its request waits in the reports. */
+		fname(h.grant, f, sizeof(f));
+		if ((rc = tn_cert_prepare(ag->statefd, f, h.version,
+		    &o.d.keyreq, &have, why)) != 0) {
+			say("error", "%s v%llu: cannot make its key and request: "
+			    "%s", h.grant, (unsigned long long)h.version,
+			    why[0] ? why : tl_strerror(rc));
+			goto out;
+		}
+		h.awaiting = !have;
+	}
 	if ((rc = save_sealed(ag, o.d.grant, sealed, slen)) != 0 ||
 	    (rc = held_save(ag, &h)) != 0) {
 		say("error", "cannot keep the state in %s: %s", ag->state,
 		    tl_strerror(rc));
+		goto out;
+	}
+	if (h.awaiting) {
+		say("info", "%s v%llu: key made on this node; its certificate "
+		    "is asked for in the report", h.grant,
+		    (unsigned long long)h.version);
+		ag->report_due = 0;
 		goto out;
 	}
 	/* Batching, only the newest of what waits is written and reloaded. */
@@ -1455,6 +1546,44 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 		rc = flush_pending(ag);
 out:
 	opened_free(&o);
+	return rc;
+}
+
+/*
+ * A certificate issued for a version awaiting one: kept when it is for
+ * the key made here (another key's, or one for a version not awaited,
+ * is passed over, said), then the module's files are written and the
+ * version acknowledged like any delivery.
+ */
+static int
+certificate(struct agent *ag, const char *grant, uint64_t version,
+    const char *cert)
+{
+	char f[200], why[TL_X509_WHY_MAX] = "";
+	struct held h;
+	int rc;
+
+	if (held_load(ag, grant, &h) != 0 || h.revoked || !h.awaiting ||
+	    h.version != version) {
+		say("debug", "%s: a certificate for v%llu, not awaited: passed "
+		    "over", grant, (unsigned long long)version);
+		return 0;
+	}
+	fname(grant, f, sizeof(f));
+	if ((rc = tn_cert_take(ag->statefd, f, version, cert, why)) != 0) {
+		say("warning", "%s v%llu: a certificate refused: %s", grant,
+		    (unsigned long long)version, why[0] ? why :
+		    tl_strerror(rc));
+		return rc == TL_EREFUSED || rc == TL_EINVAL ? 0 : rc;
+	}
+	h.awaiting = 0;
+	if ((rc = held_save(ag, &h)) != 0)
+		return rc;
+	say("info", "%s v%llu: certificate received for the key made here",
+	    grant, (unsigned long long)version);
+	ag->report_due = 0;
+	if ((rc = pend(ag, h.module)) == 0)
+		rc = flush_pending(ag);
 	return rc;
 }
 
@@ -1558,6 +1687,7 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 	fname(grant, f, sizeof(f));
 	snprintf(path, sizeof(path), "%s.sealed", f);
 	tn_file_del(ag->statefd, path);
+	tn_cert_forget(ag->statefd, f, h.version);
 	if ((rc = write_module(ag, h.module)) != 0) {
 		say("error", "%s %s: cannot rewrite %s/%s.env: %s", grant, what,
 		    ag->dir, h.module, tl_strerror(rc));
@@ -1610,9 +1740,10 @@ from_log(struct agent *ag)
 	so.from = pos + 1;
 	/*
 	 * credential.delivered|withdrawn, assignment.removed,
-	 * grant.revoked|purged
+	 * grant.revoked|purged, certificate.issued (the glob lets a few
+	 * others through, which the exact checks below pass over)
 	 */
-	so.type = "[acg][sr]*.[dprw][eui]*";
+	so.type = "[acg][ers]*.[diprw][eisu]*";
 	if ((rc = tl_sub_attach(ag->log, &so, &s)) != 0)
 		goto out;
 	while (!stop) {
@@ -1695,6 +1826,32 @@ from_log(struct agent *ag)
 			if ((rc = flush_pending(ag)) != 0 ||
 			    (rc = drop_grant(ag, grant, wd ? "withdrawn" :
 			    ev.type[6] == 'r' ? "revoked" : "purged")) != 0)
+				break;
+			write_pos(ag, pos = ev.seq);
+			continue;
+		}
+		if (strcmp(ev.type, TL_NW_CERT_ISSUED) == 0) {
+			char grant[201] = "";
+			uint64_t version = tl_bn_getu64(v.root, "version", 0);
+			char *cert = NULL;
+			struct tl_bnode cn;
+			const char *cp;
+			size_t cl;
+
+			if (tl_bn_getstr(v.root, "node", node, sizeof(node)) ==
+			    0 && strcmp(node, ag->node) == 0 &&
+			    tl_bn_getstr(v.root, "grant", grant,
+			    sizeof(grant)) == 0 && tl_bn_get(v.root, "cert",
+			    &cn) == 0 && tl_bn_str(cn, &cp, &cl) == 0 &&
+			    cl < 16384)
+				cert = strndup(cp, cl);
+			tl_bview_close(&v);
+			if (cert == NULL)
+				continue;
+			tl_sub_release(s);
+			rc = certificate(ag, grant, version, cert);
+			free(cert);
+			if (rc != 0)
 				break;
 			write_pos(ag, pos = ev.seq);
 			continue;

@@ -87,4 +87,29 @@ int	tn_dir_list(int dirfd, DIR **dir);
 /* A name the agent may give a file of its own: no '/', not "." or "..". */
 int	tn_name_ok(const char *name);
 
+/*
+ * certs.c: a certificate grant's key, request and certificate, in the
+ * state directory statefd, named by gf (the grant as its .state file's
+ * name) and version.  why: TL_X509_WHY_MAX bytes.
+ *
+ * tn_cert_prepare: the key kr asks for (made now when there is none)
+ * and, unless a certificate for it is kept (*have_cert 1), a signing
+ * request of exactly kr's cn and sans (kept: asked once per version).
+ * tn_cert_csr: that request (malloc'd), ENOENT when none waits.
+ * tn_cert_take: keeps cert when it is for the kept key (TL_EREFUSED
+ * otherwise: another key's, or no key here), and drops the request.
+ * tn_cert_files: key (guarded memory, tl_secret_free) and certificate
+ * (malloc'd) both, or an error and neither.  tn_cert_forget: all three
+ * gone (a version replaced, a grant dropped).
+ */
+struct tl_dlv_keyreq;
+int	tn_cert_prepare(int statefd, const char *gf, uint64_t version,
+	    const struct tl_dlv_keyreq *kr, int *have_cert, char *why);
+int	tn_cert_csr(int statefd, const char *gf, uint64_t version, char **csr);
+int	tn_cert_take(int statefd, const char *gf, uint64_t version,
+	    const char *cert, char *why);
+int	tn_cert_files(int statefd, const char *gf, uint64_t version,
+	    char **key, char **cert);
+void	tn_cert_forget(int statefd, const char *gf, uint64_t version);
+
 #endif

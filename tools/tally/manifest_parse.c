@@ -530,15 +530,8 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 		mf_err(c, key, f, "missing type: an instantiation requirement "
 		    "names the resource type it needs");
 	else if ((s = mf_want_str(c, type, f)) != NULL &&
-	    mf_check_name(c, type, f, s, strlen(s), "resource type")) {
-		const struct tl_drv_decl *dd = tl_drv_decl_for_type(s);
-
-		if (dd != NULL && dd->not_granted != NULL)
-			mf_err(c, type, f, "type %s cannot be required yet: %s",
-			    s, dd->not_granted);
-		else
-			r->type = mf_sdup(c, s);
-	}
+	    mf_check_name(c, type, f, s, strlen(s), "resource type"))
+		r->type = mf_sdup(c, s);
 	mf_join(f, sizeof f, path, "from");
 	if (from == NULL)
 		mf_err(c, key, f, "missing from: an instantiation requirement "

@@ -409,6 +409,8 @@ static struct reactor reactors[] = {
 	{ "pass failed", tl_rx_run_provision, R_EVENTS | R_CHAIN | R_GATE |
 	    R_LASTERR, 0, 0, 0, { 0 } },
 	{ "acks", tl_rx_run_acks, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
+	{ "certificates", tl_rx_run_issue, R_EVENTS | R_CHAIN, 0, 0, 0,
+	    { 0 } },
 	{ "migrations", tl_rx_run_migrate, R_EVENTS | R_CHAIN, 0, 0, 0,
 	    { 0 } },
 	{ "rotation", tl_rx_run_rotate, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },

@@ -700,6 +700,68 @@ publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
 	return rc;
 }
 
+/*
+ * A certificate issued, to its holder's node's queue (public: JSON
+ * {"grant","holder","node","version","cert"}, type certificate.issued,
+ * signed like every notice): tally-node takes it for the key it made.
+ */
+static int
+publish_cert(struct tl_rx_pub *ps, const struct tl_event *ev,
+    const char *id, uint64_t *tag)
+{
+	struct tl_amqp_msg m;
+	struct tl_bview v;
+	struct tl_bnode cn;
+	char node[64], grant[TL_GRANT_ID_MAX + 1], holder[160], q[80];
+	const char *cp;
+	size_t cl;
+	char *js = NULL;
+	json_t *j = NULL;
+	int rc;
+
+	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
+		return rc;
+	if (tl_bn_getstr(v.root, "node", node, sizeof(node)) != 0 ||
+	    tl_bn_getstr(v.root, "grant", grant, sizeof(grant)) != 0 ||
+	    tl_bn_getstr(v.root, "holder", holder, sizeof(holder)) != 0 ||
+	    tl_bn_get(v.root, "cert", &cn) != 0 ||
+	    tl_bn_str(cn, &cp, &cl) != 0) {
+		tl_bview_close(&v);
+		return 0;
+	}
+	j = json_pack("{s:s,s:s,s:s,s:I,s:s%}", "grant", grant, "holder",
+	    holder, "node", node, "version", (json_int_t)tl_bn_getu64(v.root,
+	    "version", 0), "cert", cp, cl);
+	tl_bview_close(&v);
+	if (j == NULL || (js = json_dumps(j, JSON_COMPACT)) == NULL) {
+		json_decref(j);
+		return ENOMEM;
+	}
+	json_decref(j);
+	snprintf(q, sizeof(q), "tally.node.%s", node);
+	if ((rc = node_queue(ps, q)) != 0) {
+		free(js);
+		return rc;
+	}
+	memset(&m, 0, sizeof(m));
+	m.exchange = "";
+	m.routing_key = q;
+	m.body = js;
+	m.len = strlen(js);
+	m.content_type = "application/json";
+	m.message_id = id;
+	m.type = ev->type;
+	m.timestamp = ev->ts / 1000000000u;
+	m.persistent = 1;
+	m.hdr[0].key = "seq";
+	m.hdr[0].num = (int64_t)ev->seq;
+	m.nhdr = 1;
+	if ((rc = sign_for_node(ps, node, ev->seq, &m)) == 0)
+		rc = tl_amqp_publish(ps->a, &m, tag);
+	free(js);
+	return rc;
+}
+
 struct holders {
 	char	(*nodes)[64];
 	size_t	 n, cap;
@@ -895,6 +957,9 @@ publish_event(struct tl_rx_pub *ps, struct tl_txn *t,
 	if (rc == 0 && ps->node_queues &&
 	    strcmp(ev->type, TL_EV_CRED_DELIVERED) == 0)
 		rc = publish_sealed(ps, ev, id, &tag);
+	if (rc == 0 && ps->node_queues &&
+	    strcmp(ev->type, TL_EV_CERT_ISSUED) == 0)
+		rc = publish_cert(ps, ev, id, &tag);
 	if (rc == 0 && ps->node_queues &&
 	    (strcmp(ev->type, TL_EV_ASSIGN_REMOVED) == 0 ||
 	    strcmp(ev->type, TL_EV_CRED_WITHDRAWN) == 0))

@@ -1995,6 +1995,14 @@ handle_notice(struct agent *ag, const struct tl_amqp_delivery *d)
 		if (json_unpack(j, "{s:s,s:s}", "grant", &g, "node", &n) == 0 &&
 		    strcmp(n, ag->node) == 0)
 			rc = drop_grant(ag, g, "withdrawn");
+	} else if (strcmp(d->type, TL_NW_CERT_ISSUED) == 0) {
+		const char *c = NULL;
+		json_int_t v = 0;
+
+		if (json_unpack(j, "{s:s,s:s,s:I,s:s}", "grant", &g, "node",
+		    &n, "version", &v, "cert", &c) == 0 &&
+		    strcmp(n, ag->node) == 0 && v > 0)
+			rc = certificate(ag, g, (uint64_t)v, c);
 	}
 	json_decref(j);
 	return rc;

@@ -366,20 +366,6 @@ tl_mf_scope_name(enum tl_mf_scope scope)
 }
 
 const char *
-tl_mf_instances_name(enum tl_mf_instances instances)
-{
-	switch (instances) {
-	case TL_MF_ANY:
-		return "any";
-	case TL_MF_ONE_PER_MESH:
-		return "one-per-mesh";
-	case TL_MF_ONE_PER_NODE:
-		return "one-per-node";
-	}
-	return "unknown";
-}
-
-const char *
 tl_mf_revoke_name(enum tl_mf_revoke revoke)
 {
 	switch (revoke) {

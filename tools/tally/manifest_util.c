@@ -250,3 +250,17 @@ mf_err(struct ctx *c, const struct node *n, const char *field, const char *fmt,
 	verr(c, n->line, n->col, field, fmt, ap);
 	va_end(ap);
 }
+
+const char *
+tl_mf_instances_name(enum tl_mf_instances instances)
+{
+	switch (instances) {
+	case TL_MF_ANY:
+		return "any";
+	case TL_MF_ONE_PER_MESH:
+		return "one-per-mesh";
+	case TL_MF_ONE_PER_NODE:
+		return "one-per-node";
+	}
+	return "unknown";
+}

@@ -560,16 +560,59 @@ info_of(X509 *x, struct tl_x509_info *info, char *why)
 	return 0;
 }
 
+struct tl_x509_ca {
+	EVP_PKEY	*key;
+	X509		*cert;
+};
+
 int
-tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
-    const char *csr_pem, const struct tl_x509_policy *p, char **cert_pemp,
+tl_x509_ca_load(const char *ca_key_pem, const char *ca_cert_pem,
+    struct tl_x509_ca **out, char *why)
+{
+	struct tl_x509_ca *ca;
+	int rc;
+
+	*out = NULL;
+	if ((ca = calloc(1, sizeof(*ca))) == NULL)
+		return fail(why, ENOMEM, "out of memory");
+	if ((ca->key = key_read(ca_key_pem)) == NULL ||
+	    (ca->cert = cert_read(ca_cert_pem)) == NULL) {
+		rc = fail(why, TL_EINVAL, "the CA's key or certificate does "
+		    "not parse");
+		goto bad;
+	}
+	if (X509_check_private_key(ca->cert, ca->key) != 1) {
+		rc = fail(why, TL_EREFUSED, "the CA key is not the CA "
+		    "certificate's");
+		goto bad;
+	}
+	*out = ca;
+	return 0;
+bad:
+	tl_x509_ca_free(ca);
+	return rc;
+}
+
+void
+tl_x509_ca_free(struct tl_x509_ca *ca)
+{
+	if (ca == NULL)
+		return;
+	X509_free(ca->cert);
+	EVP_PKEY_free(ca->key);
+	free(ca);
+}
+
+int
+tl_x509_ca_sign(const struct tl_x509_ca *c, const char *csr_pem,
+    const struct tl_x509_policy *p, char **cert_pemp,
     struct tl_x509_info *info, char *why)
 {
 	GENERAL_NAMES *gs = NULL;
-	EVP_PKEY *cak = NULL, *k;
+	EVP_PKEY *k;
 	X509_NAME *nm = NULL;
 	X509_REQ *req = NULL;
-	X509 *ca = NULL, *x = NULL;
+	X509 *x = NULL, *ca = c->cert;
 	BIO *b = NULL;
 	int64_t now = (int64_t)time(NULL);
 	int rc;
@@ -583,17 +626,6 @@ tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
 	if (p->lifetime_s == 0 || p->lifetime_s > 3650ull * 86400)
 		return fail(why, TL_EINVAL, "a certificate's lifetime is 1 s "
 		    "to 10 years");
-	if ((cak = key_read(ca_key_pem)) == NULL ||
-	    (ca = cert_read(ca_cert_pem)) == NULL) {
-		rc = fail(why, TL_EINVAL, "the CA's key or certificate does "
-		    "not parse");
-		goto out;
-	}
-	if (X509_check_private_key(ca, cak) != 1) {
-		rc = fail(why, TL_EREFUSED, "the CA key is not the CA "
-		    "certificate's");
-		goto out;
-	}
 	if ((b = BIO_new_mem_buf(csr_pem, -1)) == NULL ||
 	    (req = PEM_read_bio_X509_REQ(b, NULL, NULL, NULL)) == NULL) {
 		rc = fail(why, TL_EINVAL, "the request does not parse");
@@ -636,7 +668,7 @@ tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
 		    "in the certificate");
 		goto out;
 	}
-	if (X509_sign(x, cak, EVP_sha256()) <= 0) {
+	if (X509_sign(x, c->key, EVP_sha256()) <= 0) {
 		rc = fail(why, TL_EDRIVER, "cannot sign the certificate");
 		goto out;
 	}
@@ -653,8 +685,27 @@ out:
 	X509_free(x);
 	X509_REQ_free(req);
 	BIO_free(b);
-	X509_free(ca);
-	EVP_PKEY_free(cak);
+	return rc;
+}
+
+int
+tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
+    const char *csr_pem, const struct tl_x509_policy *p, char **cert_pemp,
+    struct tl_x509_info *info, char *why)
+{
+	struct tl_x509_ca *ca;
+	int rc;
+
+	*cert_pemp = NULL;
+	if (p == NULL)
+		return fail(why, TL_EINVAL, "no policy");
+	if ((rc = cn_ok(p->cn, why)) != 0 ||
+	    (rc = sans_ok(p->sans, p->nsans, why)) != 0)
+		return rc;
+	if ((rc = tl_x509_ca_load(ca_key_pem, ca_cert_pem, &ca, why)) != 0)
+		return rc;
+	rc = tl_x509_ca_sign(ca, csr_pem, p, cert_pemp, info, why);
+	tl_x509_ca_free(ca);
 	return rc;
 }
 

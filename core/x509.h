@@ -108,6 +108,21 @@ int	tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
 int	tl_x509_ca_check(const char *key_pem, const char *cert_pem,
 	    int64_t now, struct tl_x509_info *info, char *why);
 
+/*
+ * The same with the CA parsed once (OpenSSL 3 decodes a PEM key in
+ * hundreds of microseconds): tl_x509_ca_load checks that the key is the
+ * certificate's (TL_EREFUSED) and keeps both, parsed, in *ca until
+ * tl_x509_ca_free (NULL is nothing); tl_x509_ca_sign is tl_x509_sign
+ * with them.  A loaded CA is read only: threads may share it.
+ */
+struct tl_x509_ca;
+int	tl_x509_ca_load(const char *ca_key_pem, const char *ca_cert_pem,
+	    struct tl_x509_ca **ca, char *why);
+void	tl_x509_ca_free(struct tl_x509_ca *ca);
+int	tl_x509_ca_sign(const struct tl_x509_ca *ca, const char *csr_pem,
+	    const struct tl_x509_policy *p, char **cert_pem,
+	    struct tl_x509_info *info, char *why);
+
 /* What the certificate cert_pem says: serial, CN, validity. */
 int	tl_x509_info(const char *cert_pem, struct tl_x509_info *info,
 	    char *why);

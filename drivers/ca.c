@@ -36,9 +36,8 @@
 extern const struct tl_drv_decl tl_drv_ca_decl;
 
 struct ca {
-	char	*key;		/* guarded */
-	char	*cert;
-	uint64_t lifetime_s;
+	struct tl_x509_ca *x;	/* parsed once per session */
+	uint64_t	 lifetime_s;
 };
 
 /* t as 2031-12-02T10:19:54Z. */
@@ -143,13 +142,12 @@ ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 		    "%s", xwhy);
 	if ((rc = duration(a->settings, "lifetime", &life, why)) != 0)
 		return rc;
-	if ((h = calloc(1, sizeof(*h))) == NULL ||
-	    (h->key = tl_drv_secret_dup(a->client_key)) == NULL ||
-	    (h->cert = strdup(a->client_cert)) == NULL) {
-		if (h != NULL)
-			tl_secret_free(h->key);
-		free(h);
+	if ((h = calloc(1, sizeof(*h))) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
+	if ((rc = tl_x509_ca_load(a->client_key, a->client_cert, &h->x,
+	    xwhy)) != 0) {
+		free(h);
+		return tl_drv_why(why, rc, "%s", xwhy);
 	}
 	h->lifetime_s = life;
 	if (why != NULL) {
@@ -170,8 +168,7 @@ ca_close(void *hp)
 
 	if (h == NULL)
 		return;
-	tl_secret_free(h->key);
-	free(h->cert);
+	tl_x509_ca_free(h->x);
 	free(h);
 }
 
@@ -235,8 +232,7 @@ ca_sign(void *hp, const struct tl_drv_grant *g, const char *csr,
 	pol.nsans = n;
 	pol.lifetime_s = h->lifetime_s;
 	pol.server = srv != NULL && strcmp(srv, "yes") == 0;
-	if ((rc = tl_x509_sign(h->key, h->cert, csr, &pol, cert, &xi,
-	    xwhy)) != 0)
+	if ((rc = tl_x509_ca_sign(h->x, csr, &pol, cert, &xi, xwhy)) != 0)
 		return tl_drv_why(why, rc, "%s", xwhy);
 	snprintf(info->serial, sizeof(info->serial), "%s", xi.serial);
 	info->not_after = xi.not_after;

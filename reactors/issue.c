@@ -53,12 +53,37 @@
 #define CKPT		"issue"
 #define PER_PASS	64
 
+/*
+ * The CA sessions of one tl_rx_issue, kept from request to request (a
+ * session parses the CA's key once), closed at its end.
+ */
+#define SESSIONS	8
+struct isession {
+	struct tl_rx_prov *pv;
+	void		*h;
+};
+
 struct ipass {
 	struct tl_rx	*rx;
 	unsigned	 issued, refused;
 	int		 more;
 	int		 stop;		/* the CA cannot sign now */
+	struct isession	 s[SESSIONS];
+	size_t		 ns;
 };
+
+static void
+sessions_close(struct ipass *ps)
+{
+	size_t i;
+
+	for (i = 0; i < ps->ns; i++) {
+		ps->s[i].pv->ops->close(ps->s[i].h);
+		tl_rx_prov_wipe(ps->s[i].pv);
+		free(ps->s[i].pv);
+	}
+	ps->ns = 0;
+}
 
 static int
 refuse(struct ipass *ps, struct tl_ctx *c, const char *grant,
@@ -123,26 +148,80 @@ issued(struct tl_ctx *c, const char *grant, const char *holder,
 }
 
 /*
- * Signs csr with the provider's session; 0 with *cert, TL_EREFUSED /
- * TL_EINVAL with why for the request, anything else: the CA cannot
- * sign now (ps->stop).
+ * The session on g's provider, opened once per tl_rx_issue: 0 with *sp;
+ * TL_EREFUSED (why) when its driver issues no certificates; any other
+ * error: the CA cannot sign now.
  */
 static int
-sign(struct ipass *ps, struct tl_ctx *c, struct tl_rx_prov *pv,
-    const char *driver, const struct tl_grant *g, const char *csr,
-    char **cert, struct tl_drv_cert *ci, char *login, char *why)
+session(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
+    struct isession **sp, char *driver, char *why)
 {
-	const char *sv[2 * TL_RX_SETTINGS_MAX + 1], *pvv[TL_RX_PARAMS_SV];
-	char res[64], own[64], *params = NULL;
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	struct tl_drv_fence fence;
 	struct tl_drv_admin a;
+	struct isession *is;
+	struct tl_rx_prov *pv;
+	size_t i;
+	int rc, drop = 0;
+
+	for (i = 0; i < ps->ns; i++)
+		if (strcmp(ps->s[i].pv->id, g->provider) == 0) {
+			*sp = &ps->s[i];
+			snprintf(driver, 64, "%s", ps->s[i].pv->decl->name);
+			return 0;
+		}
+	if ((pv = calloc(1, sizeof(*pv))) == NULL)
+		return ENOMEM;
+	if ((rc = tl_rx_load_provider(c->t, &c->p, ps->rx, g->provider,
+	    g->type, pv, driver, &drop)) != 0) {
+		snprintf(why, TL_DRV_WHY_MAX, "provider %s: %s", g->provider,
+		    tl_strerror(rc));
+		goto bad;
+	}
+	if (pv->ops == NULL || pv->ops->sign == NULL || pv->decl == NULL ||
+	    pv->decl->credential.kind != TL_DRV_CRED_CERTIFICATE) {
+		snprintf(why, TL_DRV_WHY_MAX, "the grant's provider issues no "
+		    "certificates");
+		rc = TL_EREFUSED;
+		goto bad;
+	}
+	tl_ep_arm(ps->rx, pv);
+	if ((rc = tl_ep_check_epoch(ps->rx, pv, why)) != 0)
+		goto bad;
+	tl_rx_prov_admin(pv, sv, &fence, &a);
+	if (ps->ns == SESSIONS)
+		sessions_close(ps);
+	is = &ps->s[ps->ns];
+	if ((rc = pv->ops->open(&a, &is->h, why)) != 0)
+		goto bad;
+	is->pv = pv;
+	ps->ns++;
+	*sp = is;
+	return 0;
+bad:
+	tl_rx_prov_wipe(pv);
+	free(pv);
+	return rc;
+}
+
+/*
+ * Signs csr on g's provider; 0 with *cert, TL_EREFUSED / TL_EINVAL with
+ * why for the request, anything else: the CA cannot sign now.
+ */
+static int
+sign(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
+    const char *csr, char **cert, struct tl_drv_cert *ci, char *login,
+    char *why)
+{
+	const char *pvv[TL_RX_PARAMS_SV];
+	char res[64], own[64], driver[64], *params = NULL;
 	struct tl_drv_grant dg;
-	void *h = NULL;
+	struct isession *is;
 	int rc;
 
-	tl_ep_arm(ps->rx, pv);
-	if ((rc = tl_ep_check_epoch(ps->rx, pv, why)) != 0 ||
-	    (rc = tl_ep_epoch_fresh(pv, why)) != 0)
+	if ((rc = session(ps, c, g, &is, driver, why)) != 0)
+		return rc;
+	if ((rc = tl_ep_epoch_fresh(is->pv, why)) != 0)
 		return rc;
 	if ((rc = tl_rx_grant_params(c->t, &c->p, g, driver, &params)) != 0) {
 		snprintf(why, TL_DRV_WHY_MAX, "cannot read the requirement's "
@@ -159,11 +238,7 @@ sign(struct ipass *ps, struct tl_ctx *c, struct tl_rx_prov *pv,
 	dg.grant = g->id;
 	dg.params = params != NULL ? tl_drv_params_unpack(params, pvv,
 	    TL_RX_PARAMS_SV) : NULL;
-	tl_rx_prov_admin(pv, sv, &fence, &a);
-	if ((rc = pv->ops->open(&a, &h, why)) == 0) {
-		rc = pv->ops->sign(h, &dg, csr, cert, ci, why);
-		pv->ops->close(h);
-	}
+	rc = is->pv->ops->sign(is->h, &dg, csr, cert, ci, why);
 	free(params);
 	return rc;
 }
@@ -178,15 +253,14 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 	uint64_t version = json_is_integer(vj) && json_integer_value(vj) > 0 ?
 	    (uint64_t)json_integer_value(vj) : 0, had;
 	char why[TL_DRV_WHY_MAX] = "", module[64], digest[65], had_digest[65];
-	char serial[65] = "", stream[TL_KEY_MAX], driver[64], login[64] = "";
+	char serial[65] = "", stream[TL_KEY_MAX], login[64] = "";
 	uint8_t d[32];
-	struct tl_rx_prov *pv = NULL;
 	struct tl_drv_cert ci;
 	struct tl_grant g;
 	struct tl_body b;
 	const char *at;
 	char *cert = NULL;
-	int rc, drop = 0;
+	int rc;
 
 	if (grant == NULL || holder == NULL || csr == NULL || version == 0 ||
 	    strlen(grant) > TL_GRANT_ID_MAX || strlen(holder) > 139)
@@ -233,18 +307,7 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 		    serial);
 		return refuse(ps, c, grant, holder, node, version, why);
 	}
-	if ((pv = calloc(1, sizeof(*pv))) == NULL)
-		return ENOMEM;
-	if ((rc = tl_rx_load_provider(c->t, &c->p, ps->rx, g.provider, g.type,
-	    pv, driver, &drop)) != 0)
-		goto out;
-	if (pv->ops == NULL || pv->ops->sign == NULL || pv->decl == NULL ||
-	    pv->decl->credential.kind != TL_DRV_CRED_CERTIFICATE) {
-		rc = refuse(ps, c, grant, holder, node, version, "the grant's "
-		    "provider issues no certificates");
-		goto out;
-	}
-	rc = sign(ps, c, pv, driver, &g, csr, &cert, &ci, login, why);
+	rc = sign(ps, c, &g, csr, &cert, &ci, login, why);
 	if (rc == TL_EREFUSED || rc == TL_EINVAL) {
 		rc = refuse(ps, c, grant, holder, node, version, why);
 		goto out;
@@ -280,10 +343,6 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 	}
 out:
 	free(cert);
-	if (pv != NULL) {
-		tl_rx_prov_wipe(pv);
-		free(pv);
-	}
 	return rc;
 }
 
@@ -417,12 +476,15 @@ tl_rx_issue(struct tl_rx *rx, unsigned *issued_n, unsigned *refused_n,
 	memset(&ps, 0, sizeof(ps));
 	ps.rx = rx;
 	do {
-		if ((rc = tl_log_write(rx->log, pass_cb, &ps)) != 0)
+		if ((rc = tl_log_write(rx->log, pass_cb, &ps)) != 0) {
+			sessions_close(&ps);
 			return rc;
+		}
 		*issued_n += ps.issued;
 		*refused_n += ps.refused;
 		ps.issued = ps.refused = 0;
 	} while (ps.more);
+	sessions_close(&ps);
 	*waiting = ps.stop;
 	return 0;
 }

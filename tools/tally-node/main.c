@@ -1108,20 +1108,38 @@ state_u64_put(struct agent *ag, const char *name, uint64_t v)
 	return tn_file_put(ag->statefd, name, buf, (size_t)n, NULL);
 }
 
-/* The requests of every version awaiting its certificate. */
+/*
+ * The requests of versions awaiting their certificates, REPORT_CSRS
+ * bytes of them at most in one report (the control plane takes a
+ * report of less than 64 KiB, the rest of it included): the others go
+ * in the reports that follow, as certificates come.
+ */
+#define REPORT_CSRS	(40u << 10)
+struct csrs_w {
+	json_t	*a;
+	size_t	 bytes;
+};
+
 static int
 report_csr(struct agent *ag, struct held *h, void *arg)
 {
+	struct csrs_w *w = arg;
 	char f[200], *csr;
+	size_t n;
 
 	if (h->revoked || !h->awaiting)
 		return 0;
 	fname(h->grant, f, sizeof(f));
 	if (tn_cert_csr(ag->statefd, f, h->version, &csr) != 0)
 		return 0;
-	json_array_append_new(arg, json_pack("{s:s,s:s,s:I,s:s}", "grant",
-	    h->grant, "holder", h->holder, "version", (json_int_t)h->version,
-	    "csr", csr));
+	/* The request's PEM escaped ("\n"), its grant, holder, keys. */
+	n = strlen(csr) + strlen(h->grant) + strlen(h->holder) + 128;
+	if (w->bytes + n <= REPORT_CSRS) {
+		w->bytes += n;
+		json_array_append_new(w->a, json_pack("{s:s,s:s,s:I,s:s}",
+		    "grant", h->grant, "holder", h->holder, "version",
+		    (json_int_t)h->version, "csr", csr));
+	}
 	free(csr);
 	return 0;
 }
@@ -1172,13 +1190,13 @@ send_report(struct agent *ag)
 		json_object_set_new(r, "refused_values", rv);
 	}
 	if (r != NULL) {
-		json_t *csrs = json_array();
+		struct csrs_w w = { json_array(), 0 };
 
-		held_each(ag, report_csr, csrs);
-		if (json_array_size(csrs) > 0)
-			json_object_set_new(r, "csrs", csrs);
+		held_each(ag, report_csr, &w);
+		if (json_array_size(w.a) > 0)
+			json_object_set_new(r, "csrs", w.a);
 		else
-			json_decref(csrs);
+			json_decref(w.a);
 	}
 	if (r != NULL && ag->refused > 0)
 		json_object_set_new(r, "refused", json_pack("{s:I,s:s}",
@@ -1582,7 +1600,9 @@ certificate(struct agent *ag, const char *grant, uint64_t version,
 	say("info", "%s v%llu: certificate received for the key made here",
 	    grant, (unsigned long long)version);
 	ag->report_due = 0;
-	if ((rc = pend(ag, h.module)) == 0)
+	/* Batched as deliveries are: written and reloaded once per module. */
+	if ((rc = pend(ag, h.module)) == 0 && (!ag->batching ||
+	    ag->npending == sizeof(ag->pending) / sizeof(ag->pending[0])))
 		rc = flush_pending(ag);
 	return rc;
 }

@@ -179,6 +179,18 @@ ls "$ST"/*.v1.csr >/dev/null 2>&1 || t_fail "no request kept on node-b"
 tly log --json --type node.report-offered | grep -q 'csrs' || t_fail "no request in an offered report"
 t_ok "key 0600 in the agent's state, request in the signed report, nothing written yet"
 
+t_check "a CA that cannot sign now leaves the request waiting, shown, and signs it later"
+set +e
+TALLY_FAULT="open:unreach" timeout 60 "$TALLY_BIN/tallyd" --once --once-timeout 3 2>"$W/nosign.err"
+RC=$?
+set -e
+[ $RC -eq 6 ] || { cat "$W/nosign.err" >&2; t_fail "tallyd --once with the CA unreachable exited $RC, expected 6 (still waiting)"; }
+grep -q "cannot sign now" "$W/nosign.err" || t_fail "no word of the CA: $(tail -3 "$W/nosign.err")"
+[ "$(tly log --json --type certificate.issued | wc -l)" -eq 0 ] || t_fail "issued while the CA was unreachable"
+tly status app | grep -q "app@node-b app/tls: v1 delivered, its key made on the node, awaiting its certificate" ||
+	t_fail "status: $(tly status app)"
+t_ok "exit 6 (still waiting), nothing issued; status: awaiting its certificate"
+
 t_check "the control plane signs it; the node writes key, certificate and CA, and acknowledges"
 t_tallyd_once
 tly log --json --type certificate.issued >"$W/issued.json"

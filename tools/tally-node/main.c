@@ -1148,12 +1148,18 @@ report_csr(struct agent *ag, struct held *h, void *arg)
 static int
 report_held(struct agent *ag, struct held *h, void *arg)
 {
+	json_t *e;
+
 	(void)ag;
-	if (!h->revoked)
-		json_array_append_new(arg, json_pack("{s:s,s:s,s:I,s:b,s:b}",
-		    "grant", h->grant, "holder", h->holder, "version",
-		    (json_int_t)h->version, "reloaded", h->reloaded, "acked",
-		    h->acked));
+	if (h->revoked)
+		return 0;
+	e = json_pack("{s:s,s:s,s:I,s:b,s:b}", "grant", h->grant, "holder",
+	    h->holder, "version", (json_int_t)h->version, "reloaded",
+	    h->reloaded, "acked", h->acked);
+	/* Its key made, its certificate asked for and not come yet. */
+	if (e != NULL && h->awaiting)
+		json_object_set_new(e, "awaiting_certificate", json_true());
+	json_array_append_new(arg, e);
 	return 0;
 }
 

@@ -266,14 +266,25 @@ print_agents(const json_t *ag)
 		    " (silent: unhealthy)" : "");
 		lr = json_object_get(a, "last_reload");
 		json_array_foreach(json_object_get(a, "held"), j, h)
-			printf("    %s %s: v%lld delivered, %s, %s\n",
-			    json_string_value(json_object_get(h, "holder")),
-			    json_string_value(json_object_get(h, "grant")),
-			    json_integer_value(json_object_get(h, "version")),
-			    json_is_true(json_object_get(h, "reloaded")) ?
-			    "reloaded" : "not reloaded", json_is_true(
-			    json_object_get(h, "acked")) ? "acknowledged" :
-			    "not acknowledged");
+			if (json_is_true(json_object_get(h,
+			    "awaiting_certificate")))
+				printf("    %s %s: v%lld delivered, its key made "
+				    "on the node, awaiting its certificate\n",
+				    json_string_value(json_object_get(h,
+				    "holder")), json_string_value(
+				    json_object_get(h, "grant")),
+				    json_integer_value(json_object_get(h,
+				    "version")));
+			else
+				printf("    %s %s: v%lld delivered, %s, %s\n",
+				    json_string_value(json_object_get(h,
+				    "holder")), json_string_value(
+				    json_object_get(h, "grant")),
+				    json_integer_value(json_object_get(h,
+				    "version")), json_is_true(json_object_get(h,
+				    "reloaded")) ? "reloaded" : "not reloaded",
+				    json_is_true(json_object_get(h, "acked")) ?
+				    "acknowledged" : "not acknowledged");
 		json_array_foreach(json_object_get(a, "held"), j, h)
 			if (json_object_get(h, "off_record") != NULL)
 				printf("    OFF THE RECORD: %s\n",

@@ -44,6 +44,14 @@
 #define TL_NW_ACK_OFFERED	"credential.ack-offered"
 #define TL_NW_REPORT_OFFERED	"node.report-offered"
 
+/*
+ * The longest report the control plane takes (bytes of its JSON): it
+ * lists every grant the node holds (about 100 bytes each) and the
+ * signing requests it waits on, so a node holding thousands of grants
+ * still reports.
+ */
+#define TL_NW_REPORT_MAX	(1u << 20)
+
 #define TL_NW_NONCE_LEN		16
 #define TL_NW_MSG_MAX		512
 

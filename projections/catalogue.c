@@ -174,10 +174,10 @@ static const struct tl_cat_event cat[] = {
 	  { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME },
 	    { "serial", 64 }, { "cn", 64 }, { "csr_digest", 64 },
 	    { "cert", 16384 } } },
-	{ E(TL_EV_CERT_REFUSED), "grant", "grant holder node version reason",
-	  GR, NULL,
+	{ E(TL_EV_CERT_REFUSED), "grant", "grant holder node version "
+	  "csr_digest reason", GR, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME },
-	    { "reason", REASON } } },
+	    { "csr_digest", 64 }, { "reason", REASON } } },
 	{ E(TL_EV_CRED_HANDLE), "grant", "grant version handle(secret)", 0,
 	  "read by the reactors from the grant's stream (credential.c), "
 	  "never folded: a secret the provider chose", { { "grant", GRANT } } },

@@ -710,19 +710,22 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		return del(t, p->graph, k);
 	}
-	if (strcmp(ev->type, TL_EV_CERT_ISSUED) == 0) {
-		/* ci/GRANT/HOLDER: the latest certificate issued, whole. */
+	if (strcmp(ev->type, TL_EV_CERT_ISSUED) == 0 ||
+	    strcmp(ev->type, TL_EV_CERT_REFUSED) == 0) {
+		/*
+		 * ci/GRANT/HOLDER: the latest certificate issued, whole;
+		 * cr/GRANT/HOLDER: the latest request refused.
+		 */
 		char grant[TL_GRANT_ID_MAX + 1], holder[140];
 
 		if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0 ||
 		    tl_bn_getstr(body, "holder", holder, sizeof(holder)) != 0)
 			return TL_EMALFORMED;
-		if ((rc = tl_key(k, "ci/%s/%s", grant, holder)) != 0)
+		if ((rc = tl_key(k, strcmp(ev->type, TL_EV_CERT_ISSUED) == 0 ?
+		    "ci/%s/%s" : "cr/%s/%s", grant, holder)) != 0)
 			return rc;
 		return put_body(t, p->graph, k, ev);
 	}
-	if (strcmp(ev->type, TL_EV_CERT_REFUSED) == 0)
-		return 0;	/* the record, for status and history */
 	if (strcmp(ev->type, TL_EV_NODE_INVENTORIED) == 0) {
 		/* ni/NAME: the latest inventory, whole. */
 		if (tl_bn_getstr(body, "node", name, sizeof(name)) != 0)

@@ -579,7 +579,8 @@ one_report(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	tl_bn_getstr(v.root, "sig", sighex, sizeof(sighex));
 	tl_bn_getstr(v.root, "via", via, sizeof(via));
 	if (tl_bn_get(v.root, "report", &n) == 0 && tl_bn_str(n, &rp, &rl) ==
-	    0 && rl < 65536 && (report = malloc(rl + 1)) != NULL) {
+	    0 && rl <= TL_NW_REPORT_MAX && (report = malloc(rl + 1)) !=
+	    NULL) {
 		memcpy(report, rp, rl);
 		report[rl] = '\0';
 	}

@@ -25,8 +25,9 @@
  * The checkpoint moves in the transaction that records the outcomes,
  * so a crash repeats a pass whole or not at all: no request is signed
  * twice on the record.  A CA that cannot sign now (its session does not
- * open, the epoch cannot be read) stops the pass before that report,
- * which the next pass reads again.
+ * open, the epoch cannot be read) aborts the pass: nothing of it is
+ * recorded, and the next pass reads it all again.  A request refused is
+ * refused once (graph cr/GRANT/HOLDER), however many reports repeat it.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -85,9 +86,16 @@ sessions_close(struct ipass *ps)
 	ps->ns = 0;
 }
 
+/*
+ * Records certificate.refused for one request (digest: its BLAKE2b-256,
+ * hex; "" for one without a request): graph cr/GRANT/HOLDER keeps the
+ * latest, so the same request in the reports that follow is refused
+ * once (refused_before).
+ */
 static int
 refuse(struct ipass *ps, struct tl_ctx *c, const char *grant,
-    const char *holder, const char *node, uint64_t version, const char *why)
+    const char *holder, const char *node, uint64_t version,
+    const char *digest, const char *why)
 {
 	char stream[TL_KEY_MAX];
 	struct tl_body b;
@@ -104,6 +112,7 @@ refuse(struct ipass *ps, struct tl_ctx *c, const char *grant,
 	tl_body_str(&b, "holder", holder);
 	tl_body_str(&b, "node", node);
 	tl_body_u64(&b, "version", version);
+	tl_body_str(&b, "csr_digest", digest);
 	tl_body_str(&b, "reason", why);
 	rc = tl_emit(c, TL_EV_CERT_REFUSED, stream, &b, NULL);
 	tl_body_free(&b);
@@ -126,6 +135,24 @@ holds(struct tl_ctx *c, const struct tl_grant *g, const char *module,
 		found = strcmp(nl.v[i], node) == 0;
 	tl_nodelist_free(&nl);
 	return found;
+}
+
+/* Was this very request (version, digest) the latest one refused? */
+static int
+refused_before(struct tl_ctx *c, const char *grant, const char *holder,
+    uint64_t version, const char *digest)
+{
+	char k[TL_KEY_MAX], had[65] = "";
+	struct tl_rec r;
+	uint64_t v;
+
+	if (tl_key(k, "cr/%s/%s", grant, holder) != 0 ||
+	    tl_rec_get(c->t, c->p.graph, k, &r) != 0)
+		return 0;
+	v = tl_bn_getu64(r.m, "version", 0);
+	tl_bn_getstr(r.m, "csr_digest", had, sizeof(had));
+	tl_rec_close(&r);
+	return v == version && strcmp(had, digest) == 0;
 }
 
 /* The latest certificate issued to holder of grant: its version, digest. */
@@ -266,38 +293,43 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 	    strlen(grant) > TL_GRANT_ID_MAX || strlen(holder) > 139)
 		return refuse(ps, c, grant != NULL && strlen(grant) <=
 		    TL_GRANT_ID_MAX ? grant : "?", holder != NULL &&
-		    strlen(holder) <= 139 ? holder : "?", node, version,
+		    strlen(holder) <= 139 ? holder : "?", node, version, "",
 		    "a request without grant, holder, version and csr");
+	crypto_generichash(d, sizeof(d), (const uint8_t *)csr, strlen(csr),
+	    NULL, 0);
+	sodium_bin2hex(digest, sizeof(digest), d, sizeof(d));
+	/* A report repeats its requests: one refused is refused once. */
+	if (refused_before(c, grant, holder, version, digest))
+		return 0;
 	at = strchr(holder, '@');
 	if (at == NULL || strcmp(at + 1, node) != 0 ||
 	    (size_t)(at - holder) >= sizeof(module))
-		return refuse(ps, c, grant, holder, node, version, "the "
-		    "holder is not on the node that signed the report");
+		return refuse(ps, c, grant, holder, node, version, digest,
+		    "the holder is not on the node that signed the report");
 	memcpy(module, holder, (size_t)(at - holder));
 	module[at - holder] = '\0';
 	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
-		return refuse(ps, c, grant, holder, node, version, "no such "
-		    "grant");
+		return refuse(ps, c, grant, holder, node, version, digest,
+		    "no such grant");
 	if (rc != 0)
 		return rc;
 	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0) {
 		snprintf(why, sizeof(why), "the grant is %s, not provisioned",
 		    g.state);
-		return refuse(ps, c, grant, holder, node, version, why);
+		return refuse(ps, c, grant, holder, node, version, digest,
+		    why);
 	}
 	if (version != g.version) {
 		snprintf(why, sizeof(why), "a request for v%llu; the grant is "
 		    "at v%llu (an old request, replayed?)",
 		    (unsigned long long)version,
 		    (unsigned long long)g.version);
-		return refuse(ps, c, grant, holder, node, version, why);
+		return refuse(ps, c, grant, holder, node, version, digest,
+		    why);
 	}
 	if (!holds(c, &g, module, node))
-		return refuse(ps, c, grant, holder, node, version, "not a "
-		    "holder of the grant");
-	crypto_generichash(d, sizeof(d), (const uint8_t *)csr, strlen(csr),
-	    NULL, 0);
-	sodium_bin2hex(digest, sizeof(digest), d, sizeof(d));
+		return refuse(ps, c, grant, holder, node, version, digest,
+		    "not a holder of the grant");
 	if (issued(c, grant, holder, &had, had_digest, serial) &&
 	    had == version) {
 		if (strcmp(had_digest, digest) == 0)
@@ -305,11 +337,13 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 		snprintf(why, sizeof(why), "a second request for v%llu (serial "
 		    "%s was issued for it)", (unsigned long long)version,
 		    serial);
-		return refuse(ps, c, grant, holder, node, version, why);
+		return refuse(ps, c, grant, holder, node, version, digest,
+		    why);
 	}
 	rc = sign(ps, c, &g, csr, &cert, &ci, login, why);
 	if (rc == TL_EREFUSED || rc == TL_EINVAL) {
-		rc = refuse(ps, c, grant, holder, node, version, why);
+		rc = refuse(ps, c, grant, holder, node, version, digest,
+		    why);
 		goto out;
 	}
 	if (rc != 0) {
@@ -425,14 +459,14 @@ pass_cb(struct tl_txn *t, void *arg)
 	for (i = 0; i < n; i++) {
 		if ((rc = one_report(ps, t, seqs[i])) != 0)
 			return rc;
-		if (ps->stop) {
-			/* This report is read again by the next pass. */
-			ps->more = 0;
-			head = seqs[i] - 1;
-			break;
-		}
+		/*
+		 * The CA cannot sign now: nothing of this pass is kept (the
+		 * transaction is aborted), and the next reads it again.
+		 */
+		if (ps->stop)
+			return TL_EUNREACH;
 	}
-	return head > ck ? tl_ckpt_set(t, CKPT, head) : 0;
+	return tl_ckpt_set(t, CKPT, head);
 }
 
 int
@@ -478,7 +512,8 @@ tl_rx_issue(struct tl_rx *rx, unsigned *issued_n, unsigned *refused_n,
 	do {
 		if ((rc = tl_log_write(rx->log, pass_cb, &ps)) != 0) {
 			sessions_close(&ps);
-			return rc;
+			*waiting = ps.stop;
+			return ps.stop ? 0 : rc;
 		}
 		*issued_n += ps.issued;
 		*refused_n += ps.refused;

@@ -1269,7 +1269,7 @@ one_report(struct tl_rx *rx, struct tl_rx_pub *ps, json_t *j)
 	memset(&w, 0, sizeof(w));
 	if (json_unpack(j, "{s:s,s:s,s:s}", "node", &w.node, "report",
 	    &w.report, "sig", &w.sig) != 0 || !name_ok(w.node) ||
-	    strlen(w.report) > 60000 || strlen(w.sig) > 256)
+	    strlen(w.report) > TL_NW_REPORT_MAX || strlen(w.sig) > 256)
 		return refuse(rx, ps->acks, "?", TL_REFUSED_MALFORMED, "not a "
 		    "report {\"node\",\"report\",\"sig\"}");
 	w.rx = rx;

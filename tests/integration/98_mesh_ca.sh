@@ -165,9 +165,14 @@ t_tallyd_once
 refused_with "the request's signature does not verify with its key"
 N1=$(tly log --json --type certificate.refused | wc -l)
 [ $((N1 - N0)) -eq 5 ] || t_fail "$((N1 - N0)) refusals recorded, expected 5"
+# A report repeats its request: the same one refused again is not news.
+offer "$G=app@node-b=1=$W/forged-sig.csr"
+t_tallyd_once
+[ "$(tly log --json --type certificate.refused | wc -l)" -eq "$N1" ] ||
+	t_fail "the same request refused twice on the record"
 [ "$(tly log --json --type certificate.issued | wc -l)" -eq 0 ] ||
 	t_fail "a forged request was signed: $(tly log --json --type certificate.issued)"
-t_ok "another CN, an extra SAN, another node's holder, a version not the grant's, a forged signature: refused and recorded; none issued"
+t_ok "another CN, an extra SAN, another node's holder, a version not the grant's, a forged signature: refused and recorded once each; none issued"
 
 t_check "the node makes its key and asks in its report"
 t_agent node-b
@@ -224,6 +229,26 @@ KEYB64=$(sed -n '2p' "$TLS_KEY")
 if grep -rqaF "$KEYB64" "$TALLY_HOME"; then t_fail "the node's key is in the home"; fi
 if tly log --json | grep -qF "$KEYB64"; then t_fail "the node's key is in the log"; fi
 t_ok "the key's bytes are nowhere in the control plane's home or record"
+
+t_check "a node holding many grants still reports (a report past 64 KiB)"
+HELD=""
+i=0
+while [ $i -lt 800 ]; do HELD="$HELD --held app/x$i=app@node-b=1"; i=$((i + 1)); done
+# shellcheck disable=SC2086
+python3 "$TALLY_SRC/tests/harness/forge_report.py" --node node-b \
+	--key "$(t_nodekey node-b)" $HELD >"$W/forged.json"
+python3 -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+assert len(m["report"]) > 65536, len(m["report"])
+open(sys.argv[2], "w").write(m["report"])
+open(sys.argv[3], "w").write(m["sig"])' "$W/forged.json" "$W/forged.report" "$W/forged.sig"
+NR=$(tly log --json --type node.reported | wc -l)
+"$TALLY_PLAIN_BIN/../tests/tools/offer_report" "$TALLY_HOME/log" node-b \
+	"$(cat "$W/forged.report")" "$(cat "$W/forged.sig")" || t_fail "offer_report failed"
+t_tallyd_once
+[ "$(tly log --json --type node.reported | wc -l)" -eq $((NR + 1)) ] ||
+	t_fail "the report of 800 grants was not recorded: $(grep 'refused input' "$T_DLOG" | tail -1)"
+t_ok "a signed report of $(wc -c <"$W/forged.report") bytes (800 grants held) recorded"
 
 t_check "a second request for a version already issued is refused"
 offer "$G=app@node-b=1=$W/second.csr"

@@ -171,6 +171,7 @@ struct agent {
 	int			 last_status;	/* -1: none yet */
 	unsigned		 report_every;	/* seconds */
 	uint64_t		 report_due;	/* tl_sub_clock() ns */
+	uint64_t		 report_last;	/* the last one sent, the same */
 	/* --log */
 	const char		*home;
 	struct tl_log		*log;
@@ -1110,11 +1111,11 @@ state_u64_put(struct agent *ag, const char *name, uint64_t v)
 
 /*
  * The requests of versions awaiting their certificates, REPORT_CSRS
- * bytes of them at most in one report (the control plane takes a
- * report of less than 64 KiB, the rest of it included): the others go
- * in the reports that follow, as certificates come.
+ * bytes of them at most in one report (well within TL_NW_REPORT_MAX
+ * with the grants held listed beside them): the others go in the
+ * reports that follow, as certificates come.
  */
-#define REPORT_CSRS	(40u << 10)
+#define REPORT_CSRS	(128u << 10)
 struct csrs_w {
 	json_t	*a;
 	size_t	 bytes;
@@ -1292,6 +1293,7 @@ send_report(struct agent *ag)
 out:
 	free(msg);
 	free(js);
+	ag->report_last = tl_sub_clock();
 	if (rc == 0)
 		ag->report_due = tl_sub_clock() + (uint64_t)ag->report_every *
 		    1000000000u;
@@ -1301,10 +1303,21 @@ out:
 	return 0;
 }
 
+/*
+ * A report when one is due, but at most one per REPORT_GAP_NS while
+ * messages keep coming: a burst of changes (a thousand certificates
+ * taken) is a few reports, not one per change, each of which lists
+ * every grant held.  force: now if due (the agent is caught up, or
+ * leaving with --once).
+ */
+#define REPORT_GAP_NS	250000000ull
 static void
-maybe_report(struct agent *ag)
+maybe_report(struct agent *ag, int force)
 {
-	if (tl_sub_clock() >= ag->report_due)
+	uint64_t now = tl_sub_clock();
+
+	if (now >= ag->report_due && (force || ag->report_last == 0 ||
+	    now - ag->report_last >= REPORT_GAP_NS))
 		send_report(ag);
 }
 
@@ -1781,7 +1794,7 @@ from_log(struct agent *ag)
 
 		if (tl_sub_clock() >= ag->report_due) {
 			tl_sub_release(s);	/* the report is a write */
-			send_report(ag);
+			maybe_report(ag, 0);
 		}
 		/*
 		 * With deliveries taken and not yet written, only what is
@@ -1800,11 +1813,10 @@ from_log(struct agent *ag)
 			}
 			if (tl_sub_position(s) > pos)
 				write_pos(ag, pos = tl_sub_position(s));
-			if (ag->once) {
-				tl_sub_release(s);
-				maybe_report(ag);
+			tl_sub_release(s);
+			maybe_report(ag, 1);
+			if (ag->once)
 				break;
-			}
 			continue;
 		}
 		if (rc != 0)
@@ -2061,7 +2073,7 @@ from_amqp(struct agent *ag)
 	 */
 	ag->batching = 1;
 	while (!stop) {
-		maybe_report(ag);
+		maybe_report(ag, 0);
 		rc = ag->batching ? tl_amqp_get(ag->a, q, &d) :
 		    tl_amqp_next(ag->a, tl_sub_deadline(1000), &d);
 		if (rc == TL_ENOTFOUND && ag->batching) {
@@ -2069,7 +2081,7 @@ from_amqp(struct agent *ag)
 				break;
 			ag->batching = 0;
 			if (ag->once) {
-				maybe_report(ag);
+				maybe_report(ag, 1);
 				rc = tl_amqp_wait_confirms(ag->a,
 				    tl_amqp_published(ag->a),
 				    tl_sub_deadline(5000));

@@ -171,6 +171,19 @@ struct agent {
 	int			 last_status;	/* -1: none yet */
 	unsigned		 report_every;	/* seconds */
 	uint64_t		 report_due;	/* tl_sub_clock() ns */
+	/*
+	 * Which module each grant held is of (the state files say it; read
+	 * once, kept as held_save writes them): a module's grants are
+	 * visited without reading every grant's state (held_each_module),
+	 * so writing one module costs what its own grants cost, however
+	 * many the node holds.
+	 */
+	struct held_ix {
+		char	grant[201];
+		char	module[64];
+	}			*ix;
+	size_t			 nix, capix;
+	int			 ix_built;
 	uint64_t		 report_last;	/* the last one sent, the same */
 	/* --log */
 	const char		*home;
@@ -310,11 +323,13 @@ held_load(struct agent *ag, const char *grant, struct held *h)
 	return 0;
 }
 
+static int ix_note(struct agent *, const char *, const char *);
+
 static int
 held_save(struct agent *ag, const struct held *h)
 {
 	char f[200], path[220], buf[800];
-	int n;
+	int n, rc;
 
 	fname(h->grant, f, sizeof(f));
 	snprintf(path, sizeof(path), "%s.state", f);
@@ -322,7 +337,9 @@ held_save(struct agent *ag, const struct held *h)
 	    "version %llu\nreloaded %d\nacked %d\nrevoked %d\nawaiting %d\n",
 	    h->grant, h->holder, h->module, (unsigned long long)h->version,
 	    h->reloaded, h->acked, h->revoked, h->awaiting);
-	return tn_file_put(ag->statefd, path, buf, (size_t)n, NULL);
+	if ((rc = tn_file_put(ag->statefd, path, buf, (size_t)n, NULL)) != 0)
+		return rc;
+	return ix_note(ag, h->grant, h->module);
 }
 
 /*
@@ -363,6 +380,75 @@ held_each(struct agent *ag, held_fn fn, void *arg)
 	}
 	closedir(d);
 	return rc;
+}
+
+/* The index: grant -> module (struct agent: ix).  ENOMEM. */
+static int
+ix_note(struct agent *ag, const char *grant, const char *module)
+{
+	size_t i;
+
+	if (!ag->ix_built)
+		return 0;	/* built from the files when first read */
+	for (i = 0; i < ag->nix; i++)
+		if (strcmp(ag->ix[i].grant, grant) == 0) {
+			cpy(ag->ix[i].module, sizeof(ag->ix[i].module), module);
+			return 0;
+		}
+	if (ag->nix == ag->capix) {
+		size_t cap = ag->capix ? 2 * ag->capix : 64;
+		void *n = realloc(ag->ix, cap * sizeof(*ag->ix));
+
+		if (n == NULL)
+			return ENOMEM;
+		ag->ix = n;
+		ag->capix = cap;
+	}
+	cpy(ag->ix[ag->nix].grant, sizeof(ag->ix[0].grant), grant);
+	cpy(ag->ix[ag->nix].module, sizeof(ag->ix[0].module), module);
+	ag->nix++;
+	return 0;
+}
+
+static int
+ix_add(struct agent *ag, struct held *h, void *arg)
+{
+	(void)arg;
+	return ix_note(ag, h->grant, h->module);
+}
+
+/*
+ * held_each for module's grants alone (through the index, built by one
+ * held_each the first time).  fn may save or delete the entry it is
+ * given.
+ */
+static int
+held_each_module(struct agent *ag, const char *module, held_fn fn,
+    void *arg)
+{
+	char grant[201];
+	struct held h;
+	size_t i;
+	int rc;
+
+	if (!ag->ix_built) {
+		ag->ix_built = 1;
+		if ((rc = held_each(ag, ix_add, NULL)) != 0) {
+			ag->ix_built = 0;
+			ag->nix = 0;
+			return rc;
+		}
+	}
+	for (i = 0; i < ag->nix; i++) {
+		if (strcmp(ag->ix[i].module, module) != 0)
+			continue;
+		/* fn may grow the index: the name is copied first. */
+		cpy(grant, sizeof(grant), ag->ix[i].grant);
+		if (held_load(ag, grant, &h) == 0 &&
+		    strcmp(h.module, module) == 0 && (rc = fn(ag, &h, arg)) != 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* --- opening a delivery ---------------------------------------------- */
@@ -726,7 +812,7 @@ write_module(struct agent *ag, const char *module)
 	mv.vars = vars;
 	mv.defs = defs;
 	mv.files = files;
-	if ((rc = held_each(ag, module_values, &mv)) != 0)
+	if ((rc = held_each_module(ag, module, module_values, &mv)) != 0)
 		goto out;
 	if (mv.ngrants == 0) {
 		remove_files(ag, module);
@@ -1386,7 +1472,7 @@ flush_module(struct agent *ag, const char *module)
 		return rc;
 	}
 	uw.module = module;
-	if ((rc = held_each(ag, unacked, &uw)) != 0) {
+	if ((rc = held_each_module(ag, module, unacked, &uw)) != 0) {
 		free(uw.grants);
 		return rc;
 	}
@@ -1696,7 +1782,7 @@ remove_module(struct agent *ag, const char *module)
 	if (module[0] == '\0' || module[0] == '.' || strchr(module, '/'))
 		return 0;	/* not a module's name: nothing of it here */
 	n = remove_files(ag, module);
-	held_each(ag, forget_one, (void *)module);
+	held_each_module(ag, module, forget_one, (void *)module);
 	say("info", "%s is no longer on %s: its files are removed (%d)",
 	    module, ag->node, n);
 	return 0;
@@ -2524,5 +2610,6 @@ out:
 		close(ag.statefd);
 	tl_log_close(ag.log);
 	tl_secret_free(secrets);
+	free(ag.ix);
 	return ex;
 }

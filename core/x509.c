@@ -697,11 +697,6 @@ tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
 	int rc;
 
 	*cert_pemp = NULL;
-	if (p == NULL)
-		return fail(why, TL_EINVAL, "no policy");
-	if ((rc = cn_ok(p->cn, why)) != 0 ||
-	    (rc = sans_ok(p->sans, p->nsans, why)) != 0)
-		return rc;
 	if ((rc = tl_x509_ca_load(ca_key_pem, ca_cert_pem, &ca, why)) != 0)
 		return rc;
 	rc = tl_x509_ca_sign(ca, csr_pem, p, cert_pemp, info, why);

@@ -646,41 +646,20 @@ out:
 }
 
 /*
- * An assignment removed, to its node's queue: tally-node removes the
- * module's files ({"module","node"}, type assignment.removed).
+ * The JSON js (a notice of ev's type) to node's queue, signed for it:
+ * what publish_removed and publish_cert send.
  */
 static int
-publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
-    const char *id, uint64_t *tag)
+node_notice(struct tl_rx_pub *ps, const struct tl_event *ev, const char *id,
+    uint64_t *tag, const char *node, const char *js)
 {
 	struct tl_amqp_msg m;
-	struct tl_bview v;
-	char node[64], module[64], grant[TL_GRANT_ID_MAX + 1], q[80];
-	char *js = NULL;
-	json_t *j;
-	/* credential.withdrawn names a grant where assignment.removed a module. */
-	int wd = strcmp(ev->type, TL_EV_CRED_WITHDRAWN) == 0;
+	char q[80];
 	int rc;
 
-	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
-		return rc;
-	if (tl_bn_getstr(v.root, "node", node, sizeof(node)) != 0 ||
-	    (wd ? tl_bn_getstr(v.root, "grant", grant, sizeof(grant)) :
-	    tl_bn_getstr(v.root, "module", module, sizeof(module))) != 0) {
-		tl_bview_close(&v);
-		return 0;
-	}
-	tl_bview_close(&v);
 	snprintf(q, sizeof(q), "tally.node.%s", node);
 	if ((rc = node_queue(ps, q)) != 0)
 		return rc;
-	if ((j = json_pack("{s:s,s:s}", wd ? "grant" : "module", wd ? grant :
-	    module, "node", node)) == NULL ||
-	    (js = json_dumps(j, JSON_COMPACT)) == NULL) {
-		json_decref(j);
-		return ENOMEM;
-	}
-	json_decref(j);
 	memset(&m, 0, sizeof(m));
 	m.exchange = "";
 	m.routing_key = q;
@@ -696,6 +675,42 @@ publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
 	m.nhdr = 1;
 	if ((rc = sign_for_node(ps, node, ev->seq, &m)) == 0)
 		rc = tl_amqp_publish(ps->a, &m, tag);
+	return rc;
+}
+
+/*
+ * An assignment removed, to its node's queue: tally-node removes the
+ * module's files ({"module","node"}, type assignment.removed).
+ */
+static int
+publish_removed(struct tl_rx_pub *ps, const struct tl_event *ev,
+    const char *id, uint64_t *tag)
+{
+	struct tl_bview v;
+	char node[64], module[64], grant[TL_GRANT_ID_MAX + 1];
+	char *js = NULL;
+	json_t *j;
+	/* credential.withdrawn names a grant where assignment.removed a module. */
+	int wd = strcmp(ev->type, TL_EV_CRED_WITHDRAWN) == 0;
+	int rc;
+
+	if ((rc = tl_bview_open(&v, ev->body, ev->body_len)) != 0)
+		return rc;
+	if (tl_bn_getstr(v.root, "node", node, sizeof(node)) != 0 ||
+	    (wd ? tl_bn_getstr(v.root, "grant", grant, sizeof(grant)) :
+	    tl_bn_getstr(v.root, "module", module, sizeof(module))) != 0) {
+		tl_bview_close(&v);
+		return 0;
+	}
+	tl_bview_close(&v);
+	if ((j = json_pack("{s:s,s:s}", wd ? "grant" : "module", wd ? grant :
+	    module, "node", node)) == NULL ||
+	    (js = json_dumps(j, JSON_COMPACT)) == NULL) {
+		json_decref(j);
+		return ENOMEM;
+	}
+	json_decref(j);
+	rc = node_notice(ps, ev, id, tag, node, js);
 	free(js);
 	return rc;
 }
@@ -709,10 +724,9 @@ static int
 publish_cert(struct tl_rx_pub *ps, const struct tl_event *ev,
     const char *id, uint64_t *tag)
 {
-	struct tl_amqp_msg m;
 	struct tl_bview v;
 	struct tl_bnode cn;
-	char node[64], grant[TL_GRANT_ID_MAX + 1], holder[160], q[80];
+	char node[64], grant[TL_GRANT_ID_MAX + 1], holder[160];
 	const char *cp;
 	size_t cl;
 	char *js = NULL;
@@ -738,26 +752,7 @@ publish_cert(struct tl_rx_pub *ps, const struct tl_event *ev,
 		return ENOMEM;
 	}
 	json_decref(j);
-	snprintf(q, sizeof(q), "tally.node.%s", node);
-	if ((rc = node_queue(ps, q)) != 0) {
-		free(js);
-		return rc;
-	}
-	memset(&m, 0, sizeof(m));
-	m.exchange = "";
-	m.routing_key = q;
-	m.body = js;
-	m.len = strlen(js);
-	m.content_type = "application/json";
-	m.message_id = id;
-	m.type = ev->type;
-	m.timestamp = ev->ts / 1000000000u;
-	m.persistent = 1;
-	m.hdr[0].key = "seq";
-	m.hdr[0].num = (int64_t)ev->seq;
-	m.nhdr = 1;
-	if ((rc = sign_for_node(ps, node, ev->seq, &m)) == 0)
-		rc = tl_amqp_publish(ps->a, &m, tag);
+	rc = node_notice(ps, ev, id, tag, node, js);
 	free(js);
 	return rc;
 }

@@ -13,16 +13,6 @@
 R_DIR=$W/rmq
 . "$(dirname "$0")/rabbit-lib.sh"
 
-wait_for() {	# SECONDS WHAT CMD...
-	_e=$(($(t_now_ms) + $1 * 1000)); _what=$2; shift 2
-	until "$@" >/dev/null 2>&1; do
-		[ "$(t_now_ms)" -lt "$_e" ] || {
-			tail -n 20 "$T_DLOG" >&2; tail -n 5 "$W"/agent-*.log >&2
-			t_fail "$_what: not within the time"; }
-		sleep 0.1
-	done
-}
-
 t_say "RabbitMQ; the mesh CA on node-a; app on node-b wants a certificate"
 r_start
 printf '%s' "$TALLY_TEST_AMQP_PASSWORD" >"$W/amqp.pw"
@@ -55,7 +45,7 @@ t_check "the agent over AMQP gets its certificate and acknowledges, nobody typin
 	--amqp-password-file "$W/amqp.pw" --report-interval 1 2>>"$W/agent-node-b.log" &
 APID=$!
 _t_pids="$_t_pids $APID"
-wait_for 60 "app@node-b's acknowledgement" sh -c "\"$TALLY_BIN/tally\" log --json --type credential.acknowledged | grep -q '\"holder\":\"app@node-b\"'"
+t_wait_for 60 "app@node-b's acknowledgement" sh -c "\"$TALLY_BIN/tally\" log --json --type credential.acknowledged | grep -q '\"holder\":\"app@node-b\"'"
 . "$W/agent-node-b/app.env"
 openssl verify -CAfile "$TLS_CA" "$TLS_CERT" >/dev/null || t_fail "openssl verify"
 openssl x509 -in "$TLS_CERT" -noout -text | grep -q "TLS Web Client Authentication, TLS Web Server Authentication" ||

@@ -601,6 +601,19 @@ t_tallyd_stop() {
 	[ "$T_RC" -eq 0 ] || t_fail "tallyd (pid $T_DPID) exited $T_RC on SIGTERM"
 }
 
+# t_wait_for SECONDS WHAT CMD...: runs CMD every 0.1 s until it succeeds;
+# fails the script (with tallyd's and the agents' last lines) naming
+# WHAT when SECONDS pass first.
+t_wait_for() {
+	_tw_e=$(($(t_now_ms) + $1 * 1000)); _tw_what=$2; shift 2
+	until "$@" >/dev/null 2>&1; do
+		[ "$(t_now_ms)" -lt "$_tw_e" ] || {
+			tail -n 20 "$T_DLOG" >&2; tail -n 5 "$W"/agent-*.log >&2 2>/dev/null
+			t_fail "$_tw_what: not within the time"; }
+		sleep 0.1
+	done
+}
+
 # t_wait_healthy SECONDS [MODULE]: polls tally status until it exits 0.
 t_wait_healthy() {
 	_t_end=$(($(t_now_ms) + $1 * 1000))

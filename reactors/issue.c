@@ -308,9 +308,14 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 		    "the holder is not on the node that signed the report");
 	memcpy(module, holder, (size_t)(at - holder));
 	module[at - holder] = '\0';
-	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) == TL_ENOTFOUND)
-		return refuse(ps, c, grant, holder, node, version, digest,
-		    "no such grant");
+	/* No grant of that name: no stream of its is made for the words. */
+	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) ==
+	    TL_ENOTFOUND) {
+		ps->refused++;
+		tl_rx_log(ps->rx, TL_RX_WARN, "certificate for %s refused: no "
+		    "grant %s", holder, grant);
+		return 0;
+	}
 	if (rc != 0)
 		return rc;
 	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0) {

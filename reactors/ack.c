@@ -686,41 +686,13 @@ int
 tl_rx_acks(struct tl_rx *rx, unsigned *accepted, unsigned *refused)
 {
 	struct pass ps;
-	struct tl_txn *t;
-	uint64_t ck = 0, head = 0;
-	int rc;
+	int rc, due;
 
 	*accepted = *refused = 0;
 	if ((rc = tl_ack_refused_flush(rx)) != 0)
 		return rc;
 	/* A read first: most passes have no offer to look at. */
-	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-		return rc;
-	if (tl_ckpt_get(t, CKPT, &ck) != 0)
-		ck = 0;
-	tl_log_last(t, &head, NULL);
-	if (ck < head) {
-		struct tl_filter f = { 0 };
-		struct tl_iter *it;
-		struct tl_event ev;
-
-		f.from = ck + 1;
-		f.type = "*-offered";
-		rc = tl_iter_open(t, &f, &it);
-		if (rc == 0) {
-			rc = tl_iter_next(it, &ev);
-			tl_iter_close(it);
-		}
-	} else
-		rc = TL_EEOF;
-	tl_log_abort(t);
-	/*
-	 * Nothing offered since: the checkpoint can wait, but not so long
-	 * that each look walks a long tail of the log again.
-	 */
-	if (rc == TL_EEOF && head - ck < 4096)
-		return 0;
-	if (rc != 0 && rc != TL_EEOF)
+	if ((rc = tl_rx_due_since(rx, CKPT, "*-offered", &due)) != 0 || !due)
 		return rc;
 	memset(&ps, 0, sizeof(ps));
 	ps.rx = rx;

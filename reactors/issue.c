@@ -479,39 +479,14 @@ tl_rx_issue(struct tl_rx *rx, unsigned *issued_n, unsigned *refused_n,
     int *waiting)
 {
 	struct ipass ps;
-	int rc;
+	int rc, due;
 
 	*issued_n = *refused_n = 0;
 	*waiting = 0;
 	/* A read first: most rounds have no report to look at. */
-	{
-		struct tl_filter f = { 0 };
-		struct tl_iter *it;
-		struct tl_event ev;
-		struct tl_txn *t;
-		uint64_t ck = 0, head = 0;
-
-		if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
-			return rc;
-		if (tl_ckpt_get(t, CKPT, &ck) != 0)
-			ck = 0;
-		tl_log_last(t, &head, NULL);
-		rc = TL_EEOF;
-		if (ck < head) {
-			f.from = ck + 1;
-			f.type = TL_EV_NODE_REPORTED;
-			if ((rc = tl_iter_open(t, &f, &it)) == 0) {
-				rc = tl_iter_next(it, &ev);
-				tl_iter_close(it);
-			}
-		}
-		tl_log_abort(t);
-		/* The checkpoint can wait, but not for a long tail. */
-		if (rc == TL_EEOF && head - ck < 4096)
-			return 0;
-		if (rc != 0 && rc != TL_EEOF)
-			return rc;
-	}
+	if ((rc = tl_rx_due_since(rx, CKPT, TL_EV_NODE_REPORTED, &due)) !=
+	    0 || !due)
+		return rc;
 	memset(&ps, 0, sizeof(ps));
 	ps.rx = rx;
 	do {

@@ -647,7 +647,7 @@ out:
 
 /*
  * The JSON js (a notice of ev's type) to node's queue, signed for it:
- * what publish_removed and publish_cert send.
+ * what publish_removed, publish_revoked and publish_cert send.
  */
 static int
 node_notice(struct tl_rx_pub *ps, const struct tl_event *ev, const char *id,
@@ -794,11 +794,10 @@ static int
 publish_revoked(struct tl_rx_pub *ps, struct tl_txn *t,
     const struct tl_event *ev, const char *id, uint64_t *tag)
 {
-	struct tl_amqp_msg m;
 	struct tl_bview v;
 	struct tl_proj p;
 	struct holders h = { NULL, 0, 0 };
-	char grant[TL_GRANT_ID_MAX + 1], q[80], k[TL_KEY_MAX], *js = NULL;
+	char grant[TL_GRANT_ID_MAX + 1], k[TL_KEY_MAX], *js = NULL;
 	json_t *j;
 	size_t i;
 	int rc;
@@ -820,26 +819,8 @@ publish_revoked(struct tl_rx_pub *ps, struct tl_txn *t,
 		goto out;
 	}
 	json_decref(j);
-	for (i = 0; rc == 0 && i < h.n; i++) {
-		snprintf(q, sizeof(q), "tally.node.%s", h.nodes[i]);
-		if ((rc = node_queue(ps, q)) != 0)
-			break;
-		memset(&m, 0, sizeof(m));
-		m.exchange = "";
-		m.routing_key = q;
-		m.body = js;
-		m.len = strlen(js);
-		m.content_type = "application/json";
-		m.message_id = id;
-		m.type = ev->type;
-		m.timestamp = ev->ts / 1000000000u;
-		m.persistent = 1;
-		m.hdr[0].key = "seq";
-		m.hdr[0].num = (int64_t)ev->seq;
-		m.nhdr = 1;
-		if ((rc = sign_for_node(ps, h.nodes[i], ev->seq, &m)) == 0)
-			rc = tl_amqp_publish(ps->a, &m, tag);
-	}
+	for (i = 0; rc == 0 && i < h.n; i++)
+		rc = node_notice(ps, ev, id, tag, h.nodes[i], js);
 out:
 	free(js);
 	free(h.nodes);

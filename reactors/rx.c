@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "core/error.h"
+#include "core/log.h"
 #include "rx.h"
 
 void
@@ -41,4 +43,37 @@ tl_rx_unindexed(struct tl_rx *rx)
 	tl_rx_log(rx, TL_RX_WARN, "the projections were built by a tally "
 	    "before the migrator's and the rotator's indexes: their passes "
 	    "read every grant until `tally rebuild`");
+}
+
+int
+tl_rx_due_since(struct tl_rx *rx, const char *ckpt, const char *type,
+    int *due)
+{
+	struct tl_filter f = { 0 };
+	struct tl_iter *it;
+	struct tl_event ev;
+	struct tl_txn *t;
+	uint64_t ck = 0, head = 0;
+	int rc;
+
+	*due = 0;
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if (tl_ckpt_get(t, ckpt, &ck) != 0)
+		ck = 0;
+	tl_log_last(t, &head, NULL);
+	rc = TL_EEOF;
+	if (ck < head) {
+		f.from = ck + 1;
+		f.type = type;
+		if ((rc = tl_iter_open(t, &f, &it)) == 0) {
+			rc = tl_iter_next(it, &ev);
+			tl_iter_close(it);
+		}
+	}
+	tl_log_abort(t);
+	if (rc != 0 && rc != TL_EEOF)
+		return rc;
+	*due = rc == 0 || head - ck >= TL_RX_CKPT_LAG;
+	return 0;
 }

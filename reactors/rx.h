@@ -156,6 +156,18 @@ uint64_t tl_rx_now(void);
 void	tl_rx_unindexed(struct tl_rx *rx);
 
 /*
+ * Before a pass that reads the events of type (an fnmatch glob) after
+ * its checkpoint ckpt, in a read transaction of its own: *due 1 when
+ * one was appended since, or when the checkpoint lags the head by
+ * TL_RX_CKPT_LAG events or more (it can wait, but not so long that
+ * each look walks a long tail of the log); else 0, and the pass need
+ * not take the write lock.  Errors: the log's.
+ */
+#define TL_RX_CKPT_LAG	4096
+int	tl_rx_due_since(struct tl_rx *rx, const char *ckpt, const char *type,
+	    int *due);
+
+/*
  * One provisioning pass: provisions requested grants (resuming any
  * intent left by a crash), delivers credentials to every holder,
  * revokes grants whose revocation was requested, and rewrites missing

@@ -147,12 +147,80 @@ assign_one(struct tl_ctx *c, struct assign_arg *a)
 }
 
 /* The modules of one command: each assigned, its changes its own. */
+/*
+ * What a provider's driver prepares at assign (the mesh CA's key and
+ * certificate: tools/tally/prepare.c), decided and asked of tallyd in
+ * the write's transaction, so an assign of anything else reads nothing
+ * more than its write does.
+ */
+struct assign_prep {
+	struct tl_cli		*cli;
+	struct cli_prep		*pr;
+	const char *const	*given;
+	struct tl_key		*key;
+	int			*haskey;
+	uint8_t			**cipher;	/* the sealed secrets' */
+	char			**keys;
+	size_t			*nsealed;
+	int			 done;
+};
+
 struct assign_many {
 	struct assign_arg	*a;
 	char *const		*modules;
 	size_t			 n;
 	char			*changes;	/* n slices of a->cap */
+	struct assign_prep	*prep;		/* NULL: nothing to prepare */
 };
+
+static int seal(const struct tl_key *, struct assign_arg *, const char *,
+    const char *, size_t, uint8_t **, char **);
+
+/* The prepared settings into a->set, secrets sealed; once per command. */
+static int
+prepare(struct tl_ctx *c, struct assign_many *am)
+{
+	struct assign_prep *x = am->prep;
+	struct cli_prep *pr = x->pr;
+	struct assign_arg *a = am->a;
+	char why[160] = "", path[1200];
+	size_t i;
+	int rc;
+
+	x->done = 1;
+	if ((rc = cli_prep_decide(pr, c->t, &c->p, x->given)) != 0 ||
+	    pr->dd == NULL)
+		return rc;
+	if (cli_prep_run(x->cli, pr) != 0)
+		return tl_refuse(c, TL_EINVAL, "%s %s: %s", a->module, a->node,
+		    pr->error);
+	for (i = 0; i < pr->n; i++) {
+		if (!pr->secret[i]) {
+			if (a->nset == MAX_SET)
+				return tl_refuse(c, TL_ETOOBIG, "too many "
+				    "settings");
+			a->set[a->nset].key = pr->name[i];
+			a->set[a->nset].value = pr->value[i];
+			a->nset++;
+			continue;
+		}
+		if (!*x->haskey) {
+			snprintf(path, sizeof(path), "%s/master.key",
+			    x->cli->home);
+			if (tl_secret_load(path, x->key, why) != 0)
+				return tl_refuse(c, TL_EINVAL, "master key: %s",
+				    why);
+			*x->haskey = 1;
+		}
+		if (seal(x->key, a, pr->name[i], pr->value[i],
+		    strlen(pr->value[i]), &x->cipher[*x->nsealed],
+		    &x->keys[*x->nsealed]) != 0)
+			return tl_refuse(c, TL_ETOOBIG, "%s: cannot keep it",
+			    pr->name[i]);
+		(*x->nsealed)++;
+	}
+	return 0;
+}
 
 static int
 do_assign(struct tl_ctx *c, void *arg)
@@ -162,6 +230,9 @@ do_assign(struct tl_ctx *c, void *arg)
 	size_t i;
 	int rc;
 
+	if (am->prep != NULL && !am->prep->done &&
+	    (rc = prepare(c, am)) != 0)
+		return rc;
 	/* One correlation, the command's; each module's chain its own. */
 	for (i = 0; i < am->n; i++) {
 		c->cause = cause;
@@ -349,6 +420,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 	uint8_t *cipher[MAX_SET + CLI_PREP_MAX] = { 0 };
 	const char *given[2 * MAX_SET + 1];
 	struct cli_prep pr;
+	struct assign_prep prep;
 	struct tl_key key;
 	int haskey = 0;
 	size_t nsecret = 0, nsealed = 0, ng = 0, i;
@@ -357,6 +429,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 	a.expose = NULL;	/* the assignment's own, or local */
 	a.cap = 2048;
 	memset(&pr, 0, sizeof(pr));
+	memset(&prep, 0, sizeof(prep));
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
@@ -472,8 +545,10 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			a.set[i].value = pem[i];
 		}
 	/*
-	 * What the provider's driver prepares (the mesh CA's key and
-	 * certificate), asked of tallyd with what this assign gives.
+	 * What a provider's driver prepares (the mesh CA's key and
+	 * certificate) is decided in the write (prepare, above), from what
+	 * this assign gives: kept for it, secrets' plaintext in guarded
+	 * memory.
 	 */
 	if (am.n == 1) {
 		for (i = 0; i < a.nset; i++)
@@ -484,18 +559,29 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		given[ng] = NULL;
 		pr.module = a.module;
 		pr.node = a.node;
-		if ((ex = cli_prep_find(cli, &pr, given)) != 0)
+		if (cli_prep_begin(&pr) != 0) {
+			ex = TL_EXIT_FAIL;
 			goto out;
-		for (i = 0; pr.dd != NULL && i < a.nset; i++)
+		}
+		for (i = 0; i < a.nset; i++)
 			if (a.set[i].value != NULL && cli_prep_add(&pr,
 			    a.set[i].key, a.set[i].value) != 0) {
 				cli_errx("--set %s: too long", a.set[i].key);
 				ex = TL_EXIT_USAGE;
 				goto out;
 			}
+		prep.cli = cli;
+		prep.pr = &pr;
+		prep.given = given;
+		prep.key = &key;
+		prep.haskey = &haskey;
+		prep.cipher = cipher;
+		prep.keys = keys;
+		prep.nsealed = &nsealed;
+		am.prep = &prep;
 	}
 	ex = TL_EXIT_USAGE;
-	if (nsecret > 0 || pr.dd != NULL) {
+	if (nsecret > 0) {
 		char why[160] = "", path[1200];
 
 		snprintf(path, sizeof(path), "%s/master.key", cli->home);
@@ -548,8 +634,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 				ex = TL_EXIT_REFUSED;
 				goto out;
 			}
-			if (cli_prep_wants(&pr, secrets[i]) &&
-			    cli_prep_add(&pr, secrets[i], val) != 0) {
+			if (cli_prep_add(&pr, secrets[i], val) != 0) {
 				cli_errx("--secret %s: too long", secrets[i]);
 				tl_secret_wipe(val, sizeof(val));
 				ex = TL_EXIT_USAGE;
@@ -559,27 +644,6 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 			    &cipher[nsealed], &keys[nsealed]);
 			nsealed++;
 			tl_secret_wipe(val, sizeof(val));
-			if (ex != 0)
-				goto out;
-		}
-	}
-	if (pr.dd != NULL) {
-		if ((ex = cli_prep_run(cli, &pr)) != 0)
-			goto out;
-		for (i = 0; i < pr.n; i++) {
-			if (pr.secret[i]) {
-				ex = seal(&key, &a, pr.name[i], pr.value[i],
-				    strlen(pr.value[i]), &cipher[nsealed],
-				    &keys[nsealed]);
-				nsealed++;
-			} else if (a.nset == MAX_SET) {
-				cli_errx("too many settings");
-				ex = TL_EXIT_USAGE;
-			} else {
-				a.set[a.nset].key = pr.name[i];
-				a.set[a.nset].value = pr.value[i];
-				a.nset++;
-			}
 			if (ex != 0)
 				goto out;
 		}

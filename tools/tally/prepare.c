@@ -11,6 +11,7 @@
 #include <sodium.h>
 
 #include "core/body.h"
+#include "core/error.h"
 #include "core/secret.h"
 #include "drivers/decl.h"
 #include "projections/record.h"
@@ -55,17 +56,26 @@ recorded(const struct cli_prep *pr, struct tl_bnode m)
 	return 0;
 }
 
-static int
-find(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
-    void *arg)
+int
+cli_prep_begin(struct cli_prep *pr)
 {
-	struct cli_prep *pr = arg;
+	if ((pr->in = tl_secret_alloc(CLI_TALLYD_IN_MAX)) == NULL)
+		return ENOMEM;
+	pr->inlen = 0;
+	return 0;
+}
+
+int
+cli_prep_decide(struct cli_prep *pr, struct tl_txn *t,
+    const struct tl_proj *p, const char *const *given)
+{
 	struct tl_bnode prov;
 	struct tl_rec r;
 	char k[TL_KEY_MAX];
 	size_t i;
+	int any = 0, n;
 
-	(void)cli;
+	pr->dd = NULL;
 	if (tl_key(k, "m/%s", pr->module) != 0 ||
 	    tl_rec_get(t, p->graph, k, &r) != 0)
 		return 0;	/* not declared: the decider refuses it */
@@ -88,22 +98,6 @@ find(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 		pr->recorded = recorded(pr, r.m);
 		tl_rec_close(&r);
 	}
-	if (tl_mesh_get(t, pr->mesh) != 0)
-		pr->mesh[0] = '\0';
-	return 0;
-}
-
-int
-cli_prep_find(struct tl_cli *cli, struct cli_prep *pr,
-    const char *const *given)
-{
-	size_t i;
-	int ex, any = 0;
-
-	if ((ex = cli_read(cli, 0, find, pr)) != 0)
-		return ex;
-	if (pr->dd == NULL)
-		return 0;
 	for (i = 0; given[i] != NULL; i++)
 		any |= cli_prep_wants(pr, given[i]);
 	/* Kept as recorded when this assign gives none of them. */
@@ -111,10 +105,13 @@ cli_prep_find(struct tl_cli *cli, struct cli_prep *pr,
 		pr->dd = NULL;
 		return 0;
 	}
-	if ((pr->in = tl_secret_alloc(CLI_TALLYD_IN_MAX)) == NULL)
-		return cli_fail(cli, ENOMEM, "prepare");
-	pr->inlen = (size_t)snprintf(pr->in, CLI_TALLYD_IN_MAX, "mesh %s\n",
-	    pr->mesh);
+	if (tl_mesh_get(t, pr->mesh) != 0)
+		pr->mesh[0] = '\0';
+	n = snprintf(pr->in + pr->inlen, CLI_TALLYD_IN_MAX - pr->inlen,
+	    "mesh %s\n", pr->mesh);
+	if (n < 0 || (size_t)n >= CLI_TALLYD_IN_MAX - pr->inlen)
+		return TL_ETOOBIG;
+	pr->inlen += (size_t)n;
 	return 0;
 }
 
@@ -188,14 +185,10 @@ cli_prep_run(struct tl_cli *cli, struct cli_prep *pr)
 	int ex;
 
 	ex = cli_tallyd(cli, args, pr->in, pr->inlen, got, pr);
-	if (pr->error[0] != '\0') {
-		cli_errx("%s %s: %s", pr->module, pr->node, pr->error);
-		return ex != 0 ? ex : TL_EXIT_FAIL;
-	}
-	if (ex != 0)
-		cli_errx("%s %s: tallyd --prepare %s failed (exit %d)",
-		    pr->module, pr->node, pr->dd->name, ex);
-	return ex;
+	if (ex != 0 && pr->error[0] == '\0')
+		snprintf(pr->error, sizeof(pr->error), "tallyd --prepare %s "
+		    "failed (exit %d)", pr->dd->name, ex);
+	return ex != 0 || pr->error[0] != '\0' ? TL_EREFUSED : 0;
 }
 
 void

@@ -171,14 +171,16 @@ int	 cli_tallyd(struct tl_cli *cli, const char *const *args,
 /*
  * What tally assign asks tallyd --prepare (prepare.c): the settings the
  * provider's driver prepares (drivers/decl.h: prepared).  A zeroed
- * struct with module and node set, then cli_prep_find(given: the names
+ * struct with module and node set; cli_prep_begin (ENOMEM); then
+ * cli_prep_add each setting this assign gives, secrets' plaintext too
+ * (in is guarded memory, wiped; TL_ETOOBIG past CLI_TALLYD_IN_MAX);
+ * then, in the write's transaction, cli_prep_decide (given: the names
  * this assign gives, NULL-terminated): dd stays NULL when the module's
  * driver prepares nothing, or records one of them already and this
- * assign gives none (kept).  Else cli_prep_add each given setting's
- * plaintext (secrets too: in is guarded memory, wiped), cli_prep_run,
- * and what came back is name/value[0..n) (secret: seal it; values in
- * guarded memory) and note.  cli_prep_free always.  Returns an exit
- * code (said), cli_prep_add TL_ETOOBIG past CLI_TALLYD_IN_MAX.
+ * assign gives none (kept); else cli_prep_run, which asks tallyd and
+ * returns 0 with name/value[0..n) (secret: seal it; values in guarded
+ * memory) and note, or TL_EREFUSED with error (printed by no one: the
+ * caller refuses with it).  cli_prep_free always.
  */
 #define CLI_PREP_MAX	4	/* TL_DRV_PREPARED_MAX (drivers/driver.h) */
 struct cli_prep {
@@ -193,8 +195,10 @@ struct cli_prep {
 	int		 secret[CLI_PREP_MAX];
 	char		 note[512], error[512];
 };
-int	 cli_prep_find(struct tl_cli *cli, struct cli_prep *pr,
-	    const char *const *given);
+struct tl_proj;
+int	 cli_prep_begin(struct cli_prep *pr);
+int	 cli_prep_decide(struct cli_prep *pr, struct tl_txn *t,
+	    const struct tl_proj *p, const char *const *given);
 int	 cli_prep_wants(const struct cli_prep *pr, const char *name);
 int	 cli_prep_add(struct cli_prep *pr, const char *name, const char *value);
 int	 cli_prep_run(struct tl_cli *cli, struct cli_prep *pr);

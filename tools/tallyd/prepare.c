@@ -58,6 +58,12 @@ tl_tallyd_prepare(const char *driver)
 		    "prepares settings\n", driver);
 		return TL_EXIT_USAGE;
 	}
+	/* What it answers may be a private key: for tally assign's pipe. */
+	if (isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "tallyd: --prepare answers with secrets, for "
+		    "tally assign: not written to a terminal\n");
+		return TL_EXIT_USAGE;
+	}
 	if ((in = tl_secret_alloc(IN_MAX + 1)) == NULL)
 		return TL_EXIT_FAIL;
 	while (len < IN_MAX) {

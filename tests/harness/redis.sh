@@ -16,7 +16,8 @@
 #                             client_cert case does and puts back);
 #                             without TLSPORT, the first free
 #                             port above PORT (the next one if a start
-#                             fails on it, three times)
+#                             fails on it, three times); exit 4 when
+#                             PORT itself was taken before the bind
 #   redis.sh stop DIR         SIGTERM (then SIGKILL), delete DIR's files
 #                             (idempotent)
 #   redis.sh status DIR       exit 0 if running, 3 if not
@@ -125,6 +126,13 @@ do_start() {
             continue
         fi
         tail -n 20 "$D/log" >&2 2>/dev/null || true
+        # PORT itself taken between the look and the bind: the caller
+        # chose it, and may choose again (exit 4; lib.sh does).
+        if grep -qs "listening socket 127.0.0.1:$PORT: bind: Address already in use" "$D/log"; then
+            do_stop "$D"
+            echo "$me: port $PORT was taken meanwhile" >&2
+            exit 4
+        fi
         do_stop "$D"
         die "redis-server on port $PORT (TLS $TLSPORT) did not come up (see above)"
     done

@@ -207,9 +207,13 @@ t_redis_start() {
 	while :; do
 		while _t_port_busy "$_t_port"; do _t_port=$((_t_port + 1)); done
 		_t_redises="$_t_redises $REDIS_DIR"
-		sh "$TALLY_SRC/tests/harness/redis.sh" start "$REDIS_DIR" "$_t_port" && break
+		_t_rc=0
+		sh "$TALLY_SRC/tests/harness/redis.sh" start "$REDIS_DIR" "$_t_port" || _t_rc=$?
+		[ $_t_rc -eq 0 ] && break
 		_t_tries=$((_t_tries + 1))
-		[ $_t_tries -lt 3 ] && _t_port_busy "$_t_port" ||
+		# Only a port taken between the look and the bind (exit 4, or
+		# still busy) is worth another try.
+		[ $_t_tries -lt 3 ] && { [ $_t_rc -eq 4 ] || _t_port_busy "$_t_port"; } ||
 			t_fail "Redis could not be started in $REDIS_DIR (port $_t_port): see above"
 		_t_port=$((_t_port + 1))
 	done

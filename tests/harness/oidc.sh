@@ -120,6 +120,14 @@ EOF
         i=$((i + 1))
     done
     tail -n 20 "$D/log" >&2 2>/dev/null || true
+    # PORT taken between the caller's look and the listen: exit 4, so the
+    # caller may choose another (lib.sh's t_oidc_start does).
+    if grep -qs "EADDRINUSE.*127.0.0.1:$PORT\$" "$D/log"; then
+        do_stop "$D" keep
+        rm -f "$D/log"
+        echo "$me: port $PORT was taken meanwhile" >&2
+        exit 4
+    fi
     do_stop "$D" keep
     die "the OIDC provider on port $PORT (https $TLSPORT) did not start within 5 s"
 }

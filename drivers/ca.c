@@ -38,6 +38,7 @@ extern const struct tl_drv_decl tl_drv_ca_decl;
 struct ca {
 	struct tl_x509_ca *x;	/* parsed once per session */
 	uint64_t	 lifetime_s;
+	unsigned	 renew_pct;	/* renew-at */
 };
 
 /* t as 2031-12-02T10:19:54Z. */
@@ -128,6 +129,7 @@ ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	struct tl_x509_info info;
 	char xwhy[TL_X509_WHY_MAX];
+	const char *rp;
 	uint64_t life;
 	struct ca *h;
 	int rc;
@@ -150,6 +152,12 @@ ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 		return tl_drv_why(why, rc, "%s", xwhy);
 	}
 	h->lifetime_s = life;
+	h->renew_pct = 66;
+	if ((rp = tl_drv_setting_get(a->settings, "renew-at")) != NULL &&
+	    *rp != '\0')
+		h->renew_pct = (unsigned)strtoul(rp, NULL, 10);
+	if (h->renew_pct < 10 || h->renew_pct > 90)
+		h->renew_pct = 66;
 	if (why != NULL) {
 		char until[32];
 
@@ -235,7 +243,11 @@ ca_sign(void *hp, const struct tl_drv_grant *g, const char *csr,
 	if ((rc = tl_x509_ca_sign(h->x, csr, &pol, cert, &xi, xwhy)) != 0)
 		return tl_drv_why(why, rc, "%s", xwhy);
 	snprintf(info->serial, sizeof(info->serial), "%s", xi.serial);
+	info->not_before = xi.not_before;
 	info->not_after = xi.not_after;
+	/* From its issue (not_before allows for clock skew before it). */
+	info->renew_at = xi.not_after - (int64_t)h->lifetime_s +
+	    (int64_t)h->lifetime_s * (int64_t)h->renew_pct / 100;
 	if (why != NULL)
 		snprintf(why, TL_DRV_WHY_MAX, "issued serial %s for CN=%s",
 		    xi.serial, xi.cn);

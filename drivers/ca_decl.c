@@ -124,7 +124,7 @@ static const struct tl_drv_setting ca_settings[] = {
 	    "unencrypted, read from standard input up to its END line and "
 	    "sealed in the log); with ca-cert", 0, 0, TL_DRV_USE_ADMIN_KEY },
 	{ "lifetime", "24h", 0, TL_DRV_DURATION, "how long a certificate it "
-	    "issues is valid", 300, 397ULL * 86400, TL_DRV_USE_PLAIN },
+	    "issues is valid", 60, 397ULL * 86400, TL_DRV_USE_PLAIN },
 	{ "renew-at", "66", 0, TL_DRV_INT, "when a holder renews, in "
 	    "percent of the lifetime", 10, 90, TL_DRV_USE_PLAIN },
 	{ "key-type", "ecdsa-p256", 0, TL_DRV_STRING, "the holders' keys: "

@@ -123,7 +123,14 @@ void	tl_drv_prepared_free(struct tl_drv_prepared *p);
 /* What ops->sign says of the certificate it issued. */
 struct tl_drv_cert {
 	char		 serial[65];	/* hex */
-	int64_t		 not_after;	/* seconds since the epoch */
+	int64_t		 not_before;	/* seconds since the epoch */
+	int64_t		 not_after;
+	/*
+	 * When its holder should have the next one (the driver's renewal
+	 * point, between not_before and not_after): the rotator starts the
+	 * grant's renewal then (reactors/rotate.c).
+	 */
+	int64_t		 renew_at;
 };
 
 struct tl_drv_ops {

@@ -170,7 +170,7 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_CRED_WITHDRAWN), "grant", "grant holder node version", GN,
 	  NULL, { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME } } },
 	{ E(TL_EV_CERT_ISSUED), "grant", "grant holder node version serial "
-	  "cn not_after csr_digest cert", GR, NULL,
+	  "cn not_after renew_at csr_digest cert", GR | RO, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME },
 	    { "serial", 64 }, { "cn", 64 }, { "csr_digest", 64 },
 	    { "cert", 16384 } } },

@@ -243,6 +243,15 @@ int	tl_grant_each_rotation_due(struct tl_txn *t, const struct tl_proj *p,
 int	tl_grant_due_indexed(struct tl_txn *t, const struct tl_proj *p);
 int	tl_grant_due_index(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_grant *g);
+/*
+ * When g's next scheduled rotation is due, ns since the epoch, into
+ * *due (0: never): its intent's time plus its max-credential-age, or
+ * its certificates' renewal point (certificate.issued's renew_at, for
+ * the grant's version) when sooner.  Provisioned, not embedded, no
+ * rotation running, else 0.  The log's errors.
+ */
+int	tl_grant_rotation_due(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g, uint64_t *due);
 
 /*
  * The credential version delivered to holder (MODULE@NODE), 0 if none:

@@ -595,18 +595,17 @@ tl_grant_params(struct tl_txn *t, const struct tl_proj *p,
 }
 
 /*
- * When g's credential is due for a scheduled rotation (its intent's
- * time plus its max-credential-age), 0 when never: provisioned, not
- * embedded, no rotation running, a max age set.  The intent is an
- * earlier event of the same log: its time is the log's, so a rebuild
- * computes the same.
+ * (grant.h.)  The intent is an earlier event of the same log: its time
+ * is the log's, so a rebuild computes the same; so is renew_at.
  */
-static int
-rotation_due(struct tl_txn *t, const struct tl_proj *p,
+int
+tl_grant_rotation_due(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_grant *g, uint64_t *due)
 {
 	struct tl_event ev;
-	uint64_t age;
+	uint64_t age, at;
+	const void *v;
+	size_t n;
 	char k[TL_KEY_MAX];
 
 	*due = 0;
@@ -615,11 +614,18 @@ rotation_due(struct tl_txn *t, const struct tl_proj *p,
 		return 0;
 	if (tl_key(k, "rot/%s", g->id) == 0 && tl_rec_exists(t, p->grants, k))
 		return 0;
+	/* A certificate's renewal point (rotation.c: fold_renewal). */
+	if (tl_key(k, "crn/%s", g->id) == 0 && tl_kv_get(t, p->grants, k,
+	    strlen(k), &v, &n) == 0 && n == 16 && tl_get_be64(v) ==
+	    g->version)
+		*due = tl_get_be64((const uint8_t *)v + 8);
 	if ((age = tl_grant_max_age(t, p, g)) == 0 ||
 	    tl_log_get(t, g->intent_seq, &ev) != 0)
 		return 0;
-	*due = age > (UINT64_MAX - ev.ts) / 1000000000u ? UINT64_MAX :
+	at = age > (UINT64_MAX - ev.ts) / 1000000000u ? UINT64_MAX :
 	    ev.ts + age * 1000000000u;
+	if (*due == 0 || at < *due)
+		*due = at;
 	return 0;
 }
 
@@ -642,7 +648,7 @@ tl_grant_due_index(struct tl_txn *t, const struct tl_proj *p,
 	    tl_kv_put(t, p->grants, k, strlen(k), "", 0) :
 	    tl_kv_del(t, p->grants, k, strlen(k))) != 0)
 		return rc;
-	if ((rc = rotation_due(t, p, g, &due)) != 0 ||
+	if ((rc = tl_grant_rotation_due(t, p, g, &due)) != 0 ||
 	    (rc = tl_key(kd, "grd/%s", g->id)) != 0)
 		return rc;
 	if (tl_kv_get(t, p->grants, kd, strlen(kd), &v, &n) == 0 && n == 8)

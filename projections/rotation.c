@@ -7,6 +7,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "events.h"
 #include "grant.h"
 #include "rotation.h"
 
@@ -222,6 +223,44 @@ reschedule(struct tl_txn *t, const struct tl_proj *p, const char *grant)
 	return tl_grant_due_index(t, p, &g);
 }
 
+/*
+ * A certificate issued: crn/GRANT, the version and the earliest
+ * renewal point (renew_at, ns) of that version's certificates, which
+ * makes the grant due (grants.c: rotation_due).  Older versions' do
+ * not count: their renewal is the one that made the grant's version.
+ */
+static int
+fold_renewal(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode body)
+{
+	char grant[201], k[TL_KEY_MAX];
+	uint64_t version = tl_bn_getu64(body, "version", 0), at, had_v = 0;
+	/* Seconds; a time before the epoch (never written) is none. */
+	uint64_t s = tl_bn_getu64(body, "renew_at", 0);
+	const void *v;
+	size_t n;
+	uint8_t b[16];
+	int rc;
+
+	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0)
+		return TL_EMALFORMED;
+	if (s == 0 || version == 0)
+		return 0;	/* none said: never due for it */
+	at = s > UINT64_MAX / 1000000000u ? UINT64_MAX : s * 1000000000u;
+	if ((rc = tl_key(k, "crn/%s", grant)) != 0)
+		return rc;
+	if (tl_kv_get(t, p->grants, k, strlen(k), &v, &n) == 0 && n == 16) {
+		had_v = tl_get_be64(v);
+		if (had_v > version || (had_v == version &&
+		    tl_get_be64((const uint8_t *)v + 8) <= at))
+			return 0;
+	}
+	tl_put_be64(b, version);
+	tl_put_be64(b + 8, at);
+	if ((rc = tl_kv_put(t, p->grants, k, strlen(k), b, 16)) != 0)
+		return rc;
+	return reschedule(t, p, grant);
+}
+
 static int
 fold_rotation_all(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body, int *big)
@@ -233,6 +272,8 @@ fold_rotation_all(struct tl_txn *t, const struct tl_proj *p,
 
 	if (strncmp(ev->type, "admin.", 6) == 0)
 		return fold_admin(t, p, ev, body);
+	if (strcmp(ev->type, TL_EV_CERT_ISSUED) == 0)
+		return fold_renewal(t, p, body);
 
 	if (strncmp(ev->type, "rotation.", 9) != 0 &&
 	    strcmp(ev->type, TL_EV_CRED_ISSUED) != 0 &&

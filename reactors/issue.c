@@ -370,6 +370,8 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 	tl_body_str(&b, "serial", ci.serial);
 	tl_body_str(&b, "cn", login);
 	tl_body_i64(&b, "not_after", ci.not_after);
+	tl_body_u64(&b, "renew_at", ci.renew_at > 0 ? (uint64_t)ci.renew_at :
+	    0);
 	tl_body_str(&b, "csr_digest", digest);
 	tl_body_str(&b, "cert", cert);
 	rc = tl_emit(c, TL_EV_CERT_ISSUED, stream, &b, NULL);

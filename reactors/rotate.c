@@ -377,8 +377,13 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	 * A grant with no credential (TL_DRV_CRED_NONE: a directory) has
 	 * nothing to add beside or retire: its rotation is the new version
 	 * delivered to the holders it has now and their acks, and ends.
+	 * Nor has a certificate grant (TL_DRV_CRED_CERTIFICATE): its new
+	 * version is a new key on each holder's node and a certificate for
+	 * the same name (reactors/issue.c); the old certificate is left to
+	 * expire, so no pool loses a session (its renewal).
 	 */
-	if (st->ops->decl->credential.kind == TL_DRV_CRED_NONE) {
+	if (st->ops->decl->credential.kind == TL_DRV_CRED_NONE ||
+	    st->ops->decl->credential.kind == TL_DRV_CRED_CERTIFICATE) {
 		st->rc = 0;
 		c->rc = 0;
 		return;
@@ -550,6 +555,7 @@ struct due_arg {
 	const struct tl_proj	*p;
 	char			(*due)[201];
 	size_t			 n;
+	unsigned		 started;	/* by schedule(), this pass */
 };
 
 /* Rotations running or about to start on provider (the schedule's cap). */
@@ -592,8 +598,7 @@ due_one(const struct tl_grant *g, void *arg)
 {
 	struct due_arg *da = arg;
 	struct tl_rotation r;
-	struct tl_event ev;
-	uint64_t age;
+	uint64_t due;
 	char (*nv)[201];
 
 	da->ps->rx->gathered++;
@@ -601,12 +606,9 @@ due_one(const struct tl_grant *g, void *arg)
 		return 0;
 	if (tl_rot_get(da->t, da->p, g->id, &r) == 0)
 		return 0;
-	if ((age = tl_rot_max_age(da->t, da->p, g)) == 0)
-		return 0;
-	/* The credential's birth is its intent's time. */
-	if (tl_log_get(da->t, g->intent_seq, &ev) != 0)
-		return 0;
-	if (ev.ts + age * 1000000000u > da->ps->now)
+	/* Its max age past its intent, or its certificates' renewal. */
+	if (tl_grant_rotation_due(da->t, da->p, g, &due) != 0 || due == 0 ||
+	    due > da->ps->now)
 		return 0;
 	/*
 	 * Due, but held until its window opens (a rotation by hand is
@@ -639,6 +641,7 @@ schedule(struct due_arg *da, struct tl_ctx *c)
 			continue;
 		if (rc != 0)
 			return rc;
+		da->started++;
 	}
 	return 0;
 }
@@ -926,6 +929,8 @@ tl_rx_rotate(struct tl_rx *rx, unsigned *steps, unsigned *waiting)
 		if ((ps->s[i].op == OP_CREATE || ps->s[i].op == OP_RETIRE ||
 		    ps->s[i].op == OP_ABANDON) && ps->s[i].rc == 0)
 			(*steps)++;
+	/* A rotation started is work: tallyd --once goes on with it. */
+	*steps += rp.da.started;
 	record_sessions(rx, ps);
 	rc = 0;
 out:

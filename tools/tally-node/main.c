@@ -267,6 +267,13 @@ struct held {
 	 * request (certs.c).
 	 */
 	int		awaiting;
+	/*
+	 * While a renewal awaits its certificate: the version whose files
+	 * the module keeps meanwhile (its delivery GRANT.shown.sealed, its
+	 * key and certificate in certs.c), so that a renewal never takes
+	 * a holder's certificate away before the next one is here; 0: none.
+	 */
+	uint64_t	shown;
 };
 
 /* A grant id as a file name: '/' and '@' are not kept. */
@@ -318,6 +325,8 @@ held_load(struct agent *ag, const char *grant, struct held *h)
 			h->revoked = 1;
 		else if (strcmp(line, "awaiting 1") == 0)
 			h->awaiting = 1;
+		else if (sscanf(line, "shown %llu", &v) == 1)
+			h->shown = v;
 	}
 	fclose(fp);
 	return 0;
@@ -328,15 +337,16 @@ static int ix_note(struct agent *, const char *, const char *);
 static int
 held_save(struct agent *ag, const struct held *h)
 {
-	char f[200], path[220], buf[800];
+	char f[200], path[220], buf[850];
 	int n, rc;
 
 	fname(h->grant, f, sizeof(f));
 	snprintf(path, sizeof(path), "%s.state", f);
 	n = snprintf(buf, sizeof(buf), "grant %s\nholder %s\nmodule %s\n"
-	    "version %llu\nreloaded %d\nacked %d\nrevoked %d\nawaiting %d\n",
-	    h->grant, h->holder, h->module, (unsigned long long)h->version,
-	    h->reloaded, h->acked, h->revoked, h->awaiting);
+	    "version %llu\nreloaded %d\nacked %d\nrevoked %d\nawaiting %d\n"
+	    "shown %llu\n", h->grant, h->holder, h->module,
+	    (unsigned long long)h->version, h->reloaded, h->acked, h->revoked,
+	    h->awaiting, (unsigned long long)h->shown);
 	if ((rc = tn_file_put(ag->statefd, path, buf, (size_t)n, NULL)) != 0)
 		return rc;
 	return ix_note(ag, h->grant, h->module);
@@ -676,7 +686,8 @@ collect(const struct agent *ag, const char *module, json_t *vars,
 }
 
 static int
-read_sealed(struct agent *ag, const char *grant, uint8_t **out, size_t *len)
+read_sealed(struct agent *ag, const char *grant, int shown, uint8_t **out,
+    size_t *len)
 {
 	char f[200], path[220];
 	struct stat st;
@@ -684,7 +695,7 @@ read_sealed(struct agent *ag, const char *grant, uint8_t **out, size_t *len)
 	int rc;
 
 	fname(grant, f, sizeof(f));
-	snprintf(path, sizeof(path), "%s.sealed", f);
+	snprintf(path, sizeof(path), "%s.%ssealed", f, shown ? "shown." : "");
 	if ((rc = tn_file_open(ag->statefd, path, &fp)) != 0)
 		return rc;
 	if (fstat(fileno(fp), &st) != 0 || (*out = malloc((size_t)st.st_size +
@@ -722,15 +733,15 @@ remove_files(struct agent *ag, const char *module)
  * the names its delivery's 'k' item gives them; an error: not both.
  */
 static int
-key_files(struct agent *ag, const struct held *h, const struct tl_dlv *d,
-    json_t *files)
+key_files(struct agent *ag, const struct held *h, uint64_t version,
+    const struct tl_dlv *d, json_t *files)
 {
 	char f[200], kn[TL_DLV_FILE_NAME_MAX + 1], cn[TL_DLV_FILE_NAME_MAX + 1];
 	char *key, *cert;
 	int rc;
 
 	fname(h->grant, f, sizeof(f));
-	if ((rc = tn_cert_files(ag->statefd, f, h->version, &key, &cert)) != 0)
+	if ((rc = tn_cert_files(ag->statefd, f, version, &key, &cert)) != 0)
 		return rc;
 	memcpy(kn, d->keyreq.key_file, d->keyreq.key_file_len);
 	kn[d->keyreq.key_file_len] = '\0';
@@ -758,11 +769,16 @@ module_values(struct agent *ag, struct held *h, void *arg)
 	uint8_t *sealed;
 	size_t slen;
 
-	if (strcmp(h->module, mv->module) != 0 || h->revoked || h->awaiting ||
-	    read_sealed(ag, h->grant, &sealed, &slen) != 0)
+	/* A renewal awaiting its certificate: the version before it. */
+	int shown = h->awaiting && h->shown != 0;
+
+	if (strcmp(h->module, mv->module) != 0 || h->revoked ||
+	    (h->awaiting && !shown) ||
+	    read_sealed(ag, h->grant, shown, &sealed, &slen) != 0)
 		return 0;
 	if (open_sealed(ag, sealed, slen, &o) == 0) {
-		if (o.d.has_keyreq && key_files(ag, h, &o.d, mv->files) != 0) {
+		if (o.d.has_keyreq && key_files(ag, h, shown ? h->shown :
+		    h->version, &o.d, mv->files) != 0) {
 			/* Its files are not here: nothing of it is written. */
 			opened_free(&o);
 			free(sealed);
@@ -1420,6 +1436,54 @@ save_sealed(struct agent *ag, const char *grant, const void *sealed,
 	return tn_file_put(ag->statefd, path, sealed, len, NULL);
 }
 
+/* The version a renewal kept showing, gone: its delivery, key, cert. */
+static void
+shown_forget(struct agent *ag, const char *f, uint64_t version)
+{
+	char path[220];
+
+	snprintf(path, sizeof(path), "%s.shown.sealed", f);
+	tn_file_del(ag->statefd, path);
+	tn_cert_forget(ag->statefd, f, version);
+}
+
+/*
+ * A certificate grant's newer version h came after prev: awaiting its
+ * certificate, it keeps showing what prev showed (held.shown; a copy
+ * of prev's delivery, made before the new one replaces it); with its
+ * certificate here already, nothing of before stays.
+ */
+static int
+renewal_keep(struct agent *ag, const struct held *prev, struct held *h)
+{
+	char f[200], path[220];
+	uint8_t *sealed;
+	size_t slen;
+	int rc;
+
+	fname(h->grant, f, sizeof(f));
+	if (!h->awaiting) {
+		if (prev->shown != 0)
+			shown_forget(ag, f, prev->shown);
+		tn_cert_forget(ag->statefd, f, prev->version);
+		return 0;
+	}
+	if (prev->awaiting) {
+		/* Its key never had a certificate: the one shown stays. */
+		h->shown = prev->shown;
+		tn_cert_forget(ag->statefd, f, prev->version);
+		return 0;
+	}
+	if ((rc = read_sealed(ag, h->grant, 0, &sealed, &slen)) != 0)
+		return rc == ENOENT ? 0 : rc;
+	snprintf(path, sizeof(path), "%s.shown.sealed", f);
+	rc = tn_file_put(ag->statefd, path, sealed, slen, NULL);
+	free(sealed);
+	if (rc == 0)
+		h->shown = prev->version;
+	return rc;
+}
+
 /*
  * Files, one reload, acknowledgements, for module: every grant of it
  * delivered but not acknowledged yet is acknowledged at the version held
@@ -1503,7 +1567,7 @@ flush_module(struct agent *ag, const char *module)
 		}
 		h.reloaded = 1;
 		held_save(ag, &h);
-		if ((r = read_sealed(ag, h.grant, &sealed, &slen)) != 0)
+		if ((r = read_sealed(ag, h.grant, 0, &sealed, &slen)) != 0)
 			continue;
 		r = open_sealed(ag, sealed, slen, &o);
 		free(sealed);
@@ -1589,10 +1653,10 @@ static int
 deliver(struct agent *ag, const void *sealed, size_t slen)
 {
 	struct opened o;
-	struct held h;
+	struct held h, prev;
 	const char *at;
 	size_t ml;
-	int rc;
+	int rc, had;
 
 	if ((rc = open_sealed(ag, sealed, slen, &o)) != 0) {
 		if (rc == TL_ESECRET)
@@ -1609,11 +1673,12 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 		    o.d.holder, ag->node);
 		goto out;
 	}
-	if (held_load(ag, o.d.grant, &h) == 0 && h.version >= o.d.version) {
+	if ((had = held_load(ag, o.d.grant, &prev) == 0) &&
+	    prev.version >= o.d.version) {
 		/* Replayed or reordered: versions only move forward. */
 		say("debug", "%s: v%llu is not newer than v%llu: nothing to do",
 		    o.d.grant, (unsigned long long)o.d.version,
-		    (unsigned long long)h.version);
+		    (unsigned long long)prev.version);
 		goto out;
 	}
 	memset(&h, 0, sizeof(h));
@@ -1649,6 +1714,12 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 			goto out;
 		}
 		h.awaiting = !have;
+		if (had && !prev.revoked &&
+		    (rc = renewal_keep(ag, &prev, &h)) != 0) {
+			say("error", "cannot keep the state in %s: %s",
+			    ag->state, tl_strerror(rc));
+			goto out;
+		}
 	}
 	if ((rc = save_sealed(ag, o.d.grant, sealed, slen)) != 0 ||
 	    (rc = held_save(ag, &h)) != 0) {
@@ -1700,6 +1771,11 @@ certificate(struct agent *ag, const char *grant, uint64_t version,
 		return rc == TL_EREFUSED || rc == TL_EINVAL ? 0 : rc;
 	}
 	h.awaiting = 0;
+	if (h.shown != 0) {
+		/* Renewed: the certificate before is left to expire. */
+		shown_forget(ag, f, h.shown);
+		h.shown = 0;
+	}
 	if ((rc = held_save(ag, &h)) != 0)
 		return rc;
 	say("info", "%s v%llu: certificate received for the key made here",
@@ -1813,6 +1889,8 @@ drop_grant(struct agent *ag, const char *grant, const char *what)
 	snprintf(path, sizeof(path), "%s.sealed", f);
 	tn_file_del(ag->statefd, path);
 	tn_cert_forget(ag->statefd, f, h.version);
+	if (h.shown != 0)
+		shown_forget(ag, f, h.shown);
 	if ((rc = write_module(ag, h.module)) != 0) {
 		say("error", "%s %s: cannot rewrite %s/%s.env: %s", grant, what,
 		    ag->dir, h.module, tl_strerror(rc));

@@ -1,0 +1,121 @@
+#!/bin/sh
+# Renewal of the mesh CA's certificates (issue 25, item 3): at the CA's
+# renewal point the rotator starts a rotation that keeps the name; the
+# node makes a new key and asks for it while the module keeps the old
+# certificate; the new certificate is written and acknowledged and the
+# old one is left to expire, never revoked.  A holder that does not take
+# its renewal is shown before its certificate expires.
+. "$(dirname "$0")/lib.sh"
+
+t_say "a home, two nodes, a CA whose certificates live 60 s, renewed at half"
+t_init
+t_node node-a 127.0.0.1
+t_node node-b 127.0.0.2
+tly apply "$TALLY_SRC/examples/mesh-ca.yaml" >/dev/null
+tly assign mesh-ca node-a --expose network --set lifetime=60s --set renew-at=50 >/dev/null ||
+	t_fail "assign mesh-ca failed"
+cat >"$W/app.yaml" <<'YAML'
+module: app
+env: {TLS_CERT: "", TLS_KEY: "", TLS_CA: ""}
+requires:
+  tls:
+    type: x509-certificate
+    from: mesh-ca
+    sans: [app.mesh.test]
+    env: {certificate: TLS_CERT, private-key: TLS_KEY, ca-cert: TLS_CA}
+YAML
+tly apply "$W/app.yaml" >/dev/null
+tly assign app node-b >/dev/null
+G=app/tls
+CN=$(t_gname app/tls app-tls)
+ST=$W/agent-node-b.state
+
+issued_line() {	# issued_line VERSION: the certificate.issued of that version
+	tly log --json --type certificate.issued | grep "\"version\":$1[,}]" | tail -n 1
+}
+
+t_check "v1: key made on node-b, certificate issued, written, acknowledged"
+t_tallyd_once
+t_agent node-b
+t_tallyd_once
+t_agent node-b
+t_tallyd_once
+issued_line 1 >"$W/v1.json"
+[ -s "$W/v1.json" ] || t_fail "no certificate for v1"
+S1=$(t_jstr serial <"$W/v1.json")
+. "$W/agent-node-b/app.env"
+cp "$TLS_CERT" "$W/v1.pem"
+cp "$TLS_CA" "$W/ca.pem"
+openssl verify -CAfile "$W/ca.pem" "$W/v1.pem" >/dev/null || t_fail "v1 does not verify"
+K1=$(openssl x509 -in "$W/v1.pem" -noout -pubkey)
+RENEW=$(python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["body"]["renew_at"])' <"$W/v1.json")
+NA1=$(python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["body"]["not_after"])' <"$W/v1.json")
+[ $((NA1 - RENEW)) -ge 28 ] && [ $((NA1 - RENEW)) -le 32 ] ||
+	t_fail "renew_at $RENEW is not half-way to not_after $NA1"
+tly log --json --type credential.acknowledged | grep -q '"version":1' || t_fail "v1 not acknowledged"
+t_ok "serial $S1, renewal recorded at not_after - $((NA1 - RENEW)) s"
+
+t_check "before the renewal point nothing starts"
+t_tallyd_once
+if tly log --json --type rotation.started | grep -q "$G"; then t_fail "a rotation before the renewal point"; fi
+t_ok "no rotation"
+
+t_check "at the renewal point the rotator starts it; the node keeps v1's files while v2 awaits"
+NOW=$(date +%s)
+[ "$NOW" -lt "$RENEW" ] && sleep $((RENEW - NOW + 1))
+t_tallyd_once
+tly log --json --type rotation.started | grep -q '"reason":"schedule"' ||
+	t_fail "no scheduled rotation: $(tly log --json --type rotation.started)"
+tly log --json --type credential.delivered | grep -q '"version":2' || t_fail "v2 not delivered"
+t_agent node-b
+ls "$ST"/*.v2.key >/dev/null 2>&1 || t_fail "no v2 key on node-b: $(ls "$ST")"
+ls "$ST"/*.v1.cert >/dev/null 2>&1 || t_fail "v1's certificate gone while v2 awaits"
+. "$W/agent-node-b/app.env"
+cmp -s "$TLS_CERT" "$W/v1.pem" || t_fail "the module's certificate changed before v2's came"
+[ -f "$TLS_KEY" ] || t_fail "the module's key is gone while v2 awaits"
+# Another write of the module meanwhile (a restart's catch-up) keeps it.
+rm -f "$W/agent-node-b/app.env"
+t_agent node-b
+[ -f "$W/agent-node-b/app.env" ] || t_fail "app.env not written back while v2 awaits"
+. "$W/agent-node-b/app.env"
+cmp -s "$TLS_CERT" "$W/v1.pem" || t_fail "written back without v1's certificate"
+grep -q "app/tls v2: key made on this node; its certificate is asked for in the report" "$W/agent-node-b.log" ||
+	t_fail "agent: $(tail -n 5 "$W/agent-node-b.log")"
+t_ok "v2's key made, v1's certificate still the module's (also when written again)"
+
+t_check "v2 is signed for the same name, written, acknowledged; the rotation completes"
+t_tallyd_once
+issued_line 2 >"$W/v2.json"
+[ -s "$W/v2.json" ] || t_fail "no certificate for v2"
+S2=$(t_jstr serial <"$W/v2.json")
+[ "$S2" != "$S1" ] || t_fail "the same serial twice"
+t_agent node-b
+t_tallyd_once
+. "$W/agent-node-b/app.env"
+cp "$TLS_CERT" "$W/v2.pem"
+[ "$(openssl x509 -in "$W/v2.pem" -noout -serial | cut -d= -f2)" = "$S2" ] || t_fail "the module's certificate is not v2's"
+[ "$(openssl x509 -in "$W/v2.pem" -noout -subject)" = "subject=CN = $CN" ] || t_fail "the name changed: $(openssl x509 -in "$W/v2.pem" -noout -subject)"
+[ "$(openssl x509 -in "$W/v2.pem" -noout -pubkey)" != "$K1" ] || t_fail "v2 is for v1's key"
+[ "$(openssl pkey -in "$TLS_KEY" -pubout)" = "$(openssl x509 -in "$W/v2.pem" -noout -pubkey)" ] || t_fail "the key is not v2's"
+openssl verify -CAfile "$W/ca.pem" "$W/v2.pem" >/dev/null || t_fail "v2 does not verify"
+openssl verify -CAfile "$W/ca.pem" "$W/v1.pem" >/dev/null || t_fail "v1 no longer verifies before its not-after"
+tly log --json --type rotation.completed | grep -q "$G" || t_fail "the rotation did not complete"
+tly log --json --type credential.retired | grep -q '"version":1' || t_fail "v1 not retired"
+if ls "$ST"/*.v1.* >/dev/null 2>&1; then t_fail "v1's key or certificate left in the agent's state: $(ls "$ST")"; fi
+if ls "$ST"/*.shown.sealed >/dev/null 2>&1; then t_fail "the shown delivery left in the agent's state"; fi
+t_ok "serial $S2 for CN=$CN, a new key; v1 still verifies; v1's state gone from the node"
+
+t_check "a holder that does not take its renewal is shown before its certificate expires"
+tly rotate "$G" >/dev/null
+t_tallyd_once
+NA2=$(python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["body"]["not_after"])' <"$W/v2.json")
+tly status >"$W/status.out" || true
+grep -q "certificate of app@node-b for $G (serial $S2, v2) expires at .*: it has not taken v3" "$W/status.out" ||
+	t_fail "status: $(cat "$W/status.out")"
+tly status --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+e = [c for c in d["attention"]["certificates"] if c["holder"] == "app@node-b"]
+assert e and e[0]["serial"] == sys.argv[1] and e[0]["not_after"] == int(sys.argv[2]) and e[0]["wanted"] == 3, e' "$S2" "$NA2" ||
+	t_fail "status --json: no such entry"
+t_ok "tally status names holder, serial and expiry"

@@ -673,6 +673,77 @@ tl_graph_acks_decided(struct tl_txn *t, const struct tl_proj *p,
 	return 0;
 }
 
+
+/*
+ * cs/GRANT/SERIAL: every certificate issued for GRANT while it may be
+ * valid ({holder version not_after}, for what a revocation leaves
+ * valid: tally status).  Those whose not_after has passed by the
+ * event's time go at the grant's next issue, so the index keeps about
+ * two per holder (the current one and the one it renewed).
+ */
+struct cs_old {
+	uint64_t	 before;		/* s since the epoch */
+	char		(*k)[TL_KEY_MAX];
+	size_t		 n;
+	const char	*prefix;
+};
+
+static int
+cs_expired(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct cs_old *o = arg;
+	struct tl_rec r;
+	uint64_t na;
+	char (*nk)[TL_KEY_MAX];
+
+	if (tl_rec_open(val, vlen, &r) != 0)
+		return 0;
+	na = tl_bn_getu64(r.m, "not_after", 0);
+	tl_rec_close(&r);
+	if (na >= o->before)
+		return 0;
+	if ((nk = realloc(o->k, (o->n + 1) * sizeof(*nk))) == NULL)
+		return ENOMEM;
+	o->k = nk;
+	if (tl_key(o->k[o->n], "%s%s", o->prefix, rest) == 0)
+		o->n++;
+	return 0;
+}
+
+static int
+cert_index(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body, const char *grant,
+    const char *holder)
+{
+	char k[TL_KEY_MAX], prefix[TL_KEY_MAX], serial[65];
+	struct cs_old o = { ev->ts / 1000000000u, NULL, 0, prefix };
+	struct tl_body b;
+	const void *enc;
+	size_t len, i;
+	int rc;
+
+	if (tl_bn_getstr(body, "serial", serial, sizeof(serial)) != 0)
+		return TL_EMALFORMED;
+	if ((rc = tl_key(prefix, "cs/%s/", grant)) != 0 ||
+	    (rc = tl_rec_scan(t, p->graph, prefix, cs_expired, &o)) != 0)
+		goto out;
+	for (i = 0; i < o.n; i++)
+		if ((rc = del(t, p->graph, o.k[i])) != 0)
+			goto out;
+	if ((rc = tl_key(k, "cs/%s/%s", grant, serial)) != 0)
+		goto out;
+	tl_body_init(&b);
+	tl_body_str(&b, "holder", holder);
+	tl_body_u64(&b, "version", tl_bn_getu64(body, "version", 0));
+	tl_body_u64(&b, "not_after", tl_bn_getu64(body, "not_after", 0));
+	if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
+		rc = tl_rec_put(t, p->graph, k, ev->seq, enc, len);
+	tl_body_free(&b);
+out:
+	free(o.k);
+	return rc;
+}
+
 int
 tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
@@ -724,7 +795,11 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_key(k, strcmp(ev->type, TL_EV_CERT_ISSUED) == 0 ?
 		    "ci/%s/%s" : "cr/%s/%s", grant, holder)) != 0)
 			return rc;
-		return put_body(t, p->graph, k, ev);
+		if ((rc = put_body(t, p->graph, k, ev)) != 0)
+			return rc;
+		if (strcmp(ev->type, TL_EV_CERT_ISSUED) == 0)
+			return cert_index(t, p, ev, body, grant, holder);
+		return 0;
 	}
 	if (strcmp(ev->type, TL_EV_NODE_INVENTORIED) == 0) {
 		/* ni/NAME: the latest inventory, whole. */

@@ -119,3 +119,34 @@ e = [c for c in d["attention"]["certificates"] if c["holder"] == "app@node-b"]
 assert e and e[0]["serial"] == sys.argv[1] and e[0]["not_after"] == int(sys.argv[2]) and e[0]["wanted"] == 3, e' "$S2" "$NA2" ||
 	t_fail "status --json: no such entry"
 t_ok "tally status names holder, serial and expiry"
+
+t_check "the holder takes v3; then nothing is shown"
+t_agent node-b
+t_tallyd_once
+t_agent node-b
+t_tallyd_once
+S3=$(issued_line 3 | t_jstr serial)
+[ -n "$S3" ] || t_fail "no certificate for v3"
+tly status --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert not d["attention"].get("certificates"), d["attention"]' || t_fail "still shown after v3 was taken"
+t_ok "serial $S3 taken; nothing shown"
+
+t_check "a revocation lists the certificates that stay valid until their not-after"
+tly remove app --yes >/dev/null || t_fail "tally remove app failed"
+t_tallyd_once
+t_agent node-b
+tly status >"$W/status.out" || true
+grep -q "revoked $G on node-a/mesh-ca: the certificates already issued stay valid until they expire" "$W/status.out" ||
+	t_fail "no residual: $(cat "$W/status.out")"
+for s in "$S2" "$S3"; do
+	grep -q "serial $s (app@node-b, v[23]) valid until" "$W/status.out" || t_fail "serial $s not listed: $(cat "$W/status.out")"
+done
+if grep -q "serial $S1 " "$W/status.out"; then
+	NOW=$(date +%s)
+	[ "$NOW" -lt "$NA1" ] || t_fail "serial $S1 listed after its not-after"
+fi
+[ ! -e "$W/agent-node-b/app.env" ] || t_fail "app.env left after the revocation"
+if ls "$ST"/*.key "$ST"/*.cert >/dev/null 2>&1; then t_fail "keys or certificates left in the agent's state: $(ls "$ST")"; fi
+t_ok "serials $S2 and $S3 listed with their not-after; the node forgot its keys"

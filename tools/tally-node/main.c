@@ -1847,6 +1847,10 @@ forget_one(struct agent *ag, struct held *h, void *arg)
 	tn_file_del(ag->statefd, sp);
 	snprintf(sp, sizeof(sp), "%s.state", fn);
 	tn_file_del(ag->statefd, sp);
+	/* A key made here goes with it (certs.c), and one kept showing. */
+	tn_cert_forget(ag->statefd, fn, h->version);
+	if (h->shown != 0)
+		shown_forget(ag, fn, h->shown);
 	return 0;
 }
 

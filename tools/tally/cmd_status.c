@@ -557,6 +557,7 @@ residual_one(const struct tl_grant *g, void *arg)
 	char k[TL_KEY_MAX], driver[64] = "", module[64] = "", node[64] = "";
 	char life[TL_DRV_SETTING_MAX + 1] = "";
 	uint64_t secs, until;
+	json_t *certs = NULL;
 	size_t i;
 
 	if ((strcmp(g->state, TL_GRANT_REVOKED) != 0 &&
@@ -597,15 +598,29 @@ residual_one(const struct tl_grant *g, void *arg)
 		snprintf(life, sizeof(life), "%s", rv->residual_lifetime);
 	if (life[0] == '\0' || tl_drv_duration(life, &secs) != 0)
 		return 0;
-	if (tl_log_get(ra->t, g->state_seq, &ev) != 0)
-		return 0;
-	until = ev.ts + secs * 1000000000u;
-	if (until <= ra->now_ns)
-		return 0;
-	json_array_append_new(ra->out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}",
-	    "grant", g->id, "provider", g->provider, "residual", rv->residual,
-	    "lifetime", life, "setting", rv->residual_setting ?
-	    rv->residual_setting : "", "until_ns", (json_int_t)until));
+	if (dd->credential.kind == TL_DRV_CRED_CERTIFICATE) {
+		/* Each certificate issued, until its own not-after. */
+		uint64_t last;
+
+		if ((certs = json_array()) == NULL || st_certs_valid(ra->t,
+		    ra->p, g->id, ra->now_ns, certs, &last) != 0 ||
+		    json_array_size(certs) == 0) {
+			json_decref(certs);
+			return 0;
+		}
+		until = last * 1000000000u;
+	} else {
+		if (tl_log_get(ra->t, g->state_seq, &ev) != 0)
+			return 0;
+		until = ev.ts + secs * 1000000000u;
+		if (until <= ra->now_ns)
+			return 0;
+	}
+	json_array_append_new(ra->out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,"
+	    "s:o*}", "grant", g->id, "provider", g->provider, "residual",
+	    rv->residual, "lifetime", life, "setting", rv->residual_setting ?
+	    rv->residual_setting : "", "until_ns", (json_int_t)until,
+	    "certificates", certs));
 	return 0;
 }
 
@@ -616,9 +631,9 @@ print_attention(const json_t *at)
 	const json_t *e, *h;
 	size_t i, j, n = 0;
 	const char *const keys[] = { "retained", "rotations_waiting",
-	    "cut_off", "rotations_overdue", "residual" };
+	    "cut_off", "rotations_overdue", "residual", "certificates" };
 
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < 6; i++)
 		n += json_array_size(json_object_get(at, keys[i]));
 	if (n == 0)
 		return;
@@ -664,7 +679,9 @@ print_attention(const json_t *at)
 		    json_string_value(json_object_get(e, "lifetime")),
 		    set != NULL && set[0] != '\0' ? ", setting " : "",
 		    set != NULL ? set : "", when);
+		st_certs_print_valid(json_object_get(e, "certificates"));
 	}
+	st_certs_print_lagging(json_object_get(at, "certificates"));
 	json_array_foreach(json_object_get(at, "rotations_overdue"), i, e) {
 		printf("  rotation overdue: %s's credential is ",
 		    json_string_value(json_object_get(e, "grant")));
@@ -1055,10 +1072,17 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			 * (it ends when the lifetime has passed), and replay
 			 * --status, which has no clock of the past, leaves it out.
 			 */
+			json_t *lag = json_array();
+
 			if (ra.out != NULL && tl_grant_each(t, p, residual_one,
 			    &ra) == 0 && json_array_size(ra.out) > 0)
 				json_object_set(at, "residual", ra.out);
 			json_decref(ra.out);
+			/* The same: renewals are measured against the clock. */
+			if (lag != NULL && st_certs_lagging(t, p, ra.now_ns,
+			    lag) == 0 && json_array_size(lag) > 0)
+				json_object_set(at, "certificates", lag);
+			json_decref(lag);
 			json_object_set_new(doc, "attention", at);
 		}
 	}

@@ -252,6 +252,13 @@ int	tl_grant_due_index(struct tl_txn *t, const struct tl_proj *p,
  */
 int	tl_grant_rotation_due(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_grant *g, uint64_t *due);
+/*
+ * Whether g's credential is certificates with a renewal point recorded
+ * (certificate.issued's renew_at): its rotation calls nothing at the
+ * provider.
+ */
+int	tl_grant_renews_certificates(struct tl_txn *t,
+	    const struct tl_proj *p, const struct tl_grant *g);
 
 /*
  * The credential version delivered to holder (MODULE@NODE), 0 if none:

@@ -594,6 +594,15 @@ tl_grant_params(struct tl_txn *t, const struct tl_proj *p,
 	return rc;		/* 0 at the end, or TL_EMALFORMED */
 }
 
+int
+tl_grant_renews_certificates(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g)
+{
+	char k[TL_KEY_MAX];
+
+	return tl_key(k, "crn/%s", g->id) == 0 && has_key(t, p, k);
+}
+
 /*
  * (grant.h.)  The intent is an earlier event of the same log: its time
  * is the log's, so a rebuild computes the same; so is renew_at.

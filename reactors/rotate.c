@@ -616,8 +616,13 @@ due_one(const struct tl_grant *g, void *arg)
 	 */
 	if (!window_open(da, g))
 		return 0;
-	/* Never more than a few at once per provider: the rest wait. */
-	if (running_on(da, g->provider) >= da->ps->rx->max_rotations)
+	/*
+	 * Never more than a few at once per provider: the rest wait.  A
+	 * certificate's renewal calls nothing at its CA (the node makes
+	 * the key, the issuer signs): a whole wave of them goes at once.
+	 */
+	if (!tl_grant_renews_certificates(da->t, da->p, g) &&
+	    running_on(da, g->provider) >= da->ps->rx->max_rotations)
 		return 0;
 	if ((nv = realloc(da->due, (da->n + 1) * sizeof(*nv))) == NULL)
 		return ENOMEM;

@@ -153,6 +153,10 @@ START_TEST(test_made)
 		/* lifetime: the default, 24 h. */
 		ck_assert(ci.not_after > (int64_t)time(NULL) + 86400 - 60 &&
 		    ci.not_after <= (int64_t)time(NULL) + 86400);
+		/* renew-at: the default, 66 % of the lifetime from its issue. */
+		ck_assert_int_eq(ci.not_after - ci.renew_at, 86400 -
+		    86400 * 66 / 100);
+		ck_assert(ci.not_before < ci.renew_at);
 		ck_assert_int_eq(tl_x509_cert_of_key(leaf, k, xwhy), 0);
 		ck_assert_ptr_nonnull(mkdtemp(dir2));
 		snprintf(path, sizeof(path), "%s/ca.pem", dir2);

@@ -688,6 +688,104 @@ out:
 	return rc;
 }
 
+/* A hex serial (at most 20 bytes: RFC 5280) as an ASN1_INTEGER. */
+static ASN1_INTEGER *
+serial_of(const char *hex)
+{
+	ASN1_INTEGER *ai;
+	BIGNUM *bn = NULL;
+	size_t n = strlen(hex);
+
+	if (n == 0 || n > 40 || strspn(hex, "0123456789abcdefABCDEF") != n ||
+	    BN_hex2bn(&bn, hex) != (int)n)
+		return NULL;
+	ai = BN_to_ASN1_INTEGER(bn, NULL);
+	BN_free(bn);
+	return ai;
+}
+
+int
+tl_x509_ca_crl(const struct tl_x509_ca *c, const char *const *serials,
+    size_t n, uint64_t number, int64_t this_update, int64_t next_update,
+    char **crl_pemp, char *why)
+{
+	X509_CRL *crl = NULL;
+	ASN1_TIME *tu = NULL, *nu = NULL;
+	ASN1_INTEGER *num = NULL;
+	X509V3_CTX ctx;
+	X509_EXTENSION *e;
+	BIO *b = NULL;
+	size_t i;
+	int rc = TL_EDRIVER;
+
+	*crl_pemp = NULL;
+	if (next_update <= this_update)
+		return fail(why, TL_EINVAL, "a CRL's next update is after "
+		    "this one");
+	if ((crl = X509_CRL_new()) == NULL ||
+	    X509_CRL_set_version(crl, 1) != 1 ||	/* v2 */
+	    X509_CRL_set_issuer_name(crl,
+	    X509_get_subject_name(c->cert)) != 1 ||
+	    (tu = ASN1_TIME_set(NULL, (time_t)this_update)) == NULL ||
+	    (nu = ASN1_TIME_set(NULL, (time_t)next_update)) == NULL ||
+	    X509_CRL_set1_lastUpdate(crl, tu) != 1 ||
+	    X509_CRL_set1_nextUpdate(crl, nu) != 1) {
+		fail(why, rc, "cannot make the CRL");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		X509_REVOKED *r;
+		ASN1_INTEGER *sn;
+
+		if ((sn = serial_of(serials[i])) == NULL) {
+			rc = fail(why, TL_EINVAL, "serial %zu is not a "
+			    "certificate's", i + 1);
+			goto out;
+		}
+		if ((r = X509_REVOKED_new()) == NULL ||
+		    X509_REVOKED_set_serialNumber(r, sn) != 1 ||
+		    X509_REVOKED_set_revocationDate(r, tu) != 1 ||
+		    X509_CRL_add0_revoked(crl, r) != 1) {
+			X509_REVOKED_free(r);
+			ASN1_INTEGER_free(sn);
+			fail(why, rc, "cannot list a serial in the CRL");
+			goto out;
+		}
+		ASN1_INTEGER_free(sn);
+	}
+	X509V3_set_ctx_nodb(&ctx);
+	X509V3_set_ctx(&ctx, c->cert, NULL, NULL, crl, 0);
+	if ((num = ASN1_INTEGER_new()) == NULL ||
+	    ASN1_INTEGER_set_uint64(num, number) != 1 ||
+	    X509_CRL_add1_ext_i2d(crl, NID_crl_number, num, 0, 0) != 1 ||
+	    (e = X509V3_EXT_conf_nid(NULL, &ctx,
+	    NID_authority_key_identifier, "keyid:always")) == NULL) {
+		fail(why, rc, "cannot put its number in the CRL");
+		goto out;
+	}
+	i = X509_CRL_add_ext(crl, e, -1) == 1;
+	X509_EXTENSION_free(e);
+	if (!i || X509_CRL_sort(crl) != 1 ||
+	    X509_CRL_sign(crl, c->key, EVP_sha256()) <= 0) {
+		fail(why, rc, "cannot sign the CRL");
+		goto out;
+	}
+	if ((b = BIO_new(BIO_s_mem())) == NULL ||
+	    PEM_write_bio_X509_CRL(b, crl) != 1 ||
+	    (*crl_pemp = bio_text(b, 0)) == NULL) {
+		rc = fail(why, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	BIO_free(b);
+	ASN1_INTEGER_free(num);
+	ASN1_TIME_free(tu);
+	ASN1_TIME_free(nu);
+	X509_CRL_free(crl);
+	return rc;
+}
+
 int
 tl_x509_sign(const char *ca_key_pem, const char *ca_cert_pem,
     const char *csr_pem, const struct tl_x509_policy *p, char **cert_pemp,

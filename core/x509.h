@@ -123,6 +123,19 @@ int	tl_x509_ca_sign(const struct tl_x509_ca *ca, const char *csr_pem,
 	    const struct tl_x509_policy *p, char **cert_pem,
 	    struct tl_x509_info *info, char *why);
 
+/*
+ * A certificate revocation list signed by ca (X.509 v2, PEM): each of
+ * the n serials (hex, as tl_x509_info gives them) revoked at
+ * this_update, the list's number (the CRL number extension, growing
+ * with each list the CA publishes), valid from this_update until
+ * next_update (seconds since the epoch).  TL_EINVAL for a serial that
+ * is not hex or a next_update not after this_update; TL_EDRIVER when
+ * libcrypto fails.
+ */
+int	tl_x509_ca_crl(const struct tl_x509_ca *ca, const char *const *serials,
+	    size_t n, uint64_t number, int64_t this_update,
+	    int64_t next_update, char **crl_pem, char *why);
+
 /* What the certificate cert_pem says: serial, CN, validity. */
 int	tl_x509_info(const char *cert_pem, struct tl_x509_info *info,
 	    char *why);

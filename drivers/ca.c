@@ -254,6 +254,33 @@ ca_sign(void *hp, const struct tl_drv_grant *g, const char *csr,
 	return 0;
 }
 
+/*
+ * How long a revocation list is current: verifiers (a PostgreSQL's
+ * ssl_crl_file) refuse an expired one, and tallyd publishes the next
+ * at half of it (reactors/crl.c), or at once when a grant is revoked.
+ */
+#define CA_CRL_LIFETIME_S	(7 * 86400)
+
+static int
+ca_crl(void *hp, const char *const *serials, size_t n, uint64_t number,
+    char **crl, struct tl_drv_crl *info, char *why)
+{
+	struct ca *h = hp;
+	char xwhy[TL_X509_WHY_MAX];
+	int64_t now = (int64_t)time(NULL);
+	int rc;
+
+	info->this_update = now;
+	info->next_update = now + CA_CRL_LIFETIME_S;
+	if ((rc = tl_x509_ca_crl(h->x, serials, n, number, now,
+	    info->next_update, crl, xwhy)) != 0)
+		return tl_drv_why(why, rc, "%s", xwhy);
+	if (why != NULL)
+		snprintf(why, TL_DRV_WHY_MAX, "CRL %llu listing %zu "
+		    "certificate(s)", (unsigned long long)number, n);
+	return 0;
+}
+
 const struct tl_drv_ops tl_drv_ca = {
 	.decl = &tl_drv_ca_decl,
 	.open = ca_open,
@@ -265,4 +292,5 @@ const struct tl_drv_ops tl_drv_ca = {
 	.revoke = ca_revoke,
 	.prepare = ca_prepare,
 	.sign = ca_sign,
+	.crl = ca_crl,
 };

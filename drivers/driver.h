@@ -133,6 +133,12 @@ struct tl_drv_cert {
 	int64_t		 renew_at;
 };
 
+/* A revocation list made (ops->crl): seconds since the epoch. */
+struct tl_drv_crl {
+	int64_t		 this_update;
+	int64_t		 next_update;
+};
+
 struct tl_drv_ops {
 	/* What the driver is; its name is decl->name. */
 	const struct tl_drv_decl *decl;
@@ -343,6 +349,15 @@ struct tl_drv_ops {
 	 */
 	int	(*sign)(void *h, const struct tl_drv_grant *g, const char *csr,
 		    char **cert, struct tl_drv_cert *info, char *why);
+	/*
+	 * Under TL_DRV_CRED_CERTIFICATE: the CA's revocation list (PEM,
+	 * malloc'd, the caller's) naming the n serials (hex), numbered
+	 * number, and in info when it was made and when verifiers should
+	 * have the next one.  The session's errors.  NULL: no list.
+	 */
+	int	(*crl)(void *h, const char *const *serials, size_t n,
+		    uint64_t number, char **crl, struct tl_drv_crl *info,
+		    char *why);
 };
 
 /*

@@ -315,6 +315,25 @@ f_sessions(void *h, const struct tl_drv_grant *g, unsigned *count, char *why)
 	return fh->s->real->sessions(fh->h, g, count, why);
 }
 
+/* The CA's operations: through to the real driver, with its handle. */
+static int
+f_sign(void *h, const struct tl_drv_grant *g, const char *csr, char **cert,
+    struct tl_drv_cert *info, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->sign(fh->h, g, csr, cert, info, why);
+}
+
+static int
+f_crl(void *h, const char *const *serials, size_t n, uint64_t number,
+    char **crl, struct tl_drv_crl *info, char *why)
+{
+	struct f_handle *fh = h;
+
+	return fh->s->real->crl(fh->h, serials, n, number, crl, info, why);
+}
+
 /* A rotation's new credential: faults of "create" apply to it. */
 static int
 f_add_credential(void *h, const struct tl_drv_grant *g, char *why)
@@ -657,6 +676,9 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 	s->ops.loss = real->loss != NULL ? f_loss : NULL;
 	s->ops.find_marked = real->find_marked != NULL ? f_find_marked :
 	    NULL;
+	/* Every operation that takes a handle is wrapped (prepare takes none). */
+	s->ops.sign = real->sign != NULL ? f_sign : NULL;
+	s->ops.crl = real->crl != NULL ? f_crl : NULL;
 	s->used = 1;
 	return &s->ops;
 }

@@ -447,6 +447,75 @@ START_TEST(test_forged)
 END_TEST
 
 /* Names that would change a certificate's meaning never get that far. */
+/* A CRL: signed by the CA, listing exactly what it is given, numbered. */
+START_TEST(test_crl)
+{
+	struct tl_x509_policy p = policy("app-db_v1", sans2, 2);
+	struct tl_x509_info in, in2;
+	struct tl_x509_ca *ca;
+	char *cert = NULL, *cert2 = NULL, *crl = NULL;
+	const char *serials[2];
+	const char *bad[] = { "12zz" };
+	X509_CRL *x;
+	X509 *c1, *c2, *cac;
+	X509_REVOKED *r;
+	ASN1_INTEGER *num;
+	BIO *b;
+	time_t now = time(NULL);
+
+	ck_assert_msg(issue("app-db_v1", sans2, 2, &p, &cert, &in) == 0,
+	    "sign: %s", why);
+	ck_assert_msg(issue("app-db_v1", sans2, 2, &p, &cert2, &in2) == 0,
+	    "sign: %s", why);
+	ck_assert_int_eq(tl_x509_ca_load(ca_key, ca_cert, &ca, why), 0);
+	serials[0] = in.serial;
+	ck_assert_msg(tl_x509_ca_crl(ca, serials, 1, 7, (int64_t)now,
+	    (int64_t)now + 86400, &crl, why) == 0, "crl: %s", why);
+	ck_assert_ptr_nonnull(b = BIO_new_mem_buf(crl, -1));
+	ck_assert_ptr_nonnull(x = PEM_read_bio_X509_CRL(b, NULL, NULL, NULL));
+	BIO_free(b);
+	ck_assert_ptr_nonnull(b = BIO_new_mem_buf(ca_cert, -1));
+	ck_assert_ptr_nonnull(cac = PEM_read_bio_X509(b, NULL, NULL, NULL));
+	BIO_free(b);
+	ck_assert_int_eq(X509_CRL_verify(x, X509_get0_pubkey(cac)), 1);
+	ck_assert_int_eq(X509_NAME_cmp(X509_CRL_get_issuer(x),
+	    X509_get_subject_name(cac)), 0);
+	ck_assert_int_eq(X509_CRL_get_version(x), 1);
+	ck_assert_ptr_nonnull(b = BIO_new_mem_buf(cert, -1));
+	ck_assert_ptr_nonnull(c1 = PEM_read_bio_X509(b, NULL, NULL, NULL));
+	BIO_free(b);
+	ck_assert_ptr_nonnull(b = BIO_new_mem_buf(cert2, -1));
+	ck_assert_ptr_nonnull(c2 = PEM_read_bio_X509(b, NULL, NULL, NULL));
+	BIO_free(b);
+	/* The one listed is in it; the other is not. */
+	ck_assert_int_eq(X509_CRL_get0_by_cert(x, &r, c1), 1);
+	ck_assert_int_eq(X509_CRL_get0_by_cert(x, &r, c2), 0);
+	ck_assert_int_eq(sk_X509_REVOKED_num(X509_CRL_get_REVOKED(x)), 1);
+	ck_assert_ptr_nonnull(num = X509_CRL_get_ext_d2i(x, NID_crl_number,
+	    NULL, NULL));
+	ck_assert_int_eq(ASN1_INTEGER_get(num), 7);
+	ASN1_INTEGER_free(num);
+	X509_CRL_free(x);
+	free(crl);
+	/* An empty list is a list; a serial that is not hex is refused. */
+	ck_assert_int_eq(tl_x509_ca_crl(ca, NULL, 0, 8, (int64_t)now,
+	    (int64_t)now + 60, &crl, why), 0);
+	ck_assert_ptr_nonnull(strstr(crl, "BEGIN X509 CRL"));
+	free(crl);
+	ck_assert_int_eq(tl_x509_ca_crl(ca, bad, 1, 9, (int64_t)now,
+	    (int64_t)now + 60, &crl, why), TL_EINVAL);
+	ck_assert_ptr_null(crl);
+	ck_assert_int_eq(tl_x509_ca_crl(ca, NULL, 0, 9, (int64_t)now,
+	    (int64_t)now, &crl, why), TL_EINVAL);
+	X509_free(c1);
+	X509_free(c2);
+	X509_free(cac);
+	tl_x509_ca_free(ca);
+	free(cert);
+	free(cert2);
+}
+END_TEST
+
 START_TEST(test_hostile_names)
 {
 	const char *const comma[] = { "a.example,DNS:evil.example" };
@@ -496,6 +565,7 @@ x509_suite(void)
 	tcase_add_test(tc, test_refused);
 	tcase_add_test(tc, test_forged);
 	tcase_add_test(tc, test_hostile_names);
+	tcase_add_test(tc, test_crl);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -103,6 +103,12 @@
 #define TL_EV_CERT_ISSUED	TL_NW_CERT_ISSUED	/* grant holder node version serial cn not_after renew_at csr_digest cert */
 #define TL_EV_CERT_REFUSED	"certificate.refused"	/* grant holder node version csr_digest reason: graph cr/GRANT/HOLDER */
 /*
+ * provider/NODE/MODULE: a CA's revocation list (reactors/crl.c), the
+ * serials of its revoked grants' certificates not yet expired; graph
+ * crl/PROVIDER keeps the latest.
+ */
+#define TL_EV_CERT_CRL		"certificate.crl"	/* provider number this_update next_update serials[] crl */
+/*
  * Also on grant/…, with their bodies beside them: the rotation saga
  * (rotation.h: rotation.*, credential.issued/activated/acknowledged/
  * retired) and the move saga (rebind.h: rebind.started, rebind.issued

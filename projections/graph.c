@@ -674,6 +674,8 @@ tl_graph_acks_decided(struct tl_txn *t, const struct tl_proj *p,
 }
 
 
+static int crl_want(struct tl_txn *, const struct tl_proj *, const char *);
+
 /*
  * cs/GRANT/SERIAL: every certificate issued for GRANT while it may be
  * valid ({holder version not_after}, for what a revocation leaves
@@ -717,6 +719,7 @@ cert_index(struct tl_txn *t, const struct tl_proj *p,
 {
 	char k[TL_KEY_MAX], prefix[TL_KEY_MAX], serial[65];
 	struct cs_old o = { ev->ts / 1000000000u, NULL, 0, prefix };
+	struct tl_grant g;
 	struct tl_body b;
 	const void *enc;
 	size_t len, i;
@@ -739,8 +742,157 @@ cert_index(struct tl_txn *t, const struct tl_proj *p,
 	if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
 		rc = tl_rec_put(t, p->graph, k, ev->seq, enc, len);
 	tl_body_free(&b);
+	/* A CA's first certificate: verifiers may want its list now. */
+	if (rc == 0 && tl_grant_get(t, p, grant, &g, NULL) == 0 &&
+	    tl_key(k, "crl/%s", g.provider) == 0 &&
+	    !tl_rec_exists(t, p->graph, k))
+		rc = crl_want(t, p, g.provider);
 out:
 	free(o.k);
+	return rc;
+}
+
+/*
+ * A CA's revocation list, in the graph:
+ *   crlr/PROVIDER/SERIAL  a certificate of a grant revoked or purged on
+ *                         the CA ({grant holder not_after}), copied
+ *                         from cs/ by the revocation's fold, until a
+ *                         list published after its not-after;
+ *   crlq/PROVIDER         a list is wanted (a revocation, or the CA's
+ *                         first certificate), until one is published;
+ *   crl/PROVIDER          the latest list published (certificate.crl).
+ */
+static int
+crl_want(struct tl_txn *t, const struct tl_proj *p, const char *provider)
+{
+	char k[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_key(k, "crlq/%s", provider)) != 0)
+		return rc;
+	return mark(t, p->graph, k);
+}
+
+/* Keys under a prefix, collected before the table is written. */
+struct crl_keys {
+	const char	*prefix;
+	char		(*k)[TL_KEY_MAX];
+	size_t		 n;
+	uint64_t	 expired;	/* 0: every key; else not_after below */
+};
+
+static int
+crl_key(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct crl_keys *ck = arg;
+	char (*nk)[TL_KEY_MAX];
+
+	if (ck->expired != 0) {
+		struct tl_rec r;
+		uint64_t na;
+
+		if (tl_rec_open(val, vlen, &r) != 0)
+			return 0;
+		na = tl_bn_getu64(r.m, "not_after", 0);
+		tl_rec_close(&r);
+		if (na >= ck->expired)
+			return 0;
+	}
+	if ((nk = realloc(ck->k, (ck->n + 1) * sizeof(*nk))) == NULL)
+		return ENOMEM;
+	ck->k = nk;
+	if (tl_key(ck->k[ck->n], "%s%s", ck->prefix, rest) == 0)
+		ck->n++;
+	return 0;
+}
+
+/* A grant revoked or purged: its certificates go on its CA's list. */
+static int
+crl_revoked(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	char grant[TL_GRANT_ID_MAX + 1], prefix[TL_KEY_MAX], k[TL_KEY_MAX];
+	struct crl_keys ck;
+	struct tl_grant g;
+	size_t i;
+	int rc, any = 0;
+
+	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0)
+		return TL_EMALFORMED;
+	if ((rc = tl_key(prefix, "cs/%s/", grant)) != 0)
+		return rc;
+	memset(&ck, 0, sizeof(ck));
+	ck.prefix = prefix;
+	if ((rc = tl_rec_scan(t, p->graph, prefix, crl_key, &ck)) != 0 ||
+	    ck.n == 0)
+		goto out;	/* no certificate: not a CA's grant */
+	if ((rc = tl_grant_get(t, p, grant, &g, NULL)) != 0) {
+		rc = rc == TL_ENOTFOUND ? 0 : rc;
+		goto out;
+	}
+	for (i = 0; i < ck.n; i++) {
+		struct tl_rec r;
+		struct tl_body b;
+		const void *enc;
+		size_t len;
+
+		if (tl_rec_get(t, p->graph, ck.k[i], &r) != 0)
+			continue;
+		/* Expired already: no verifier accepts it anyway. */
+		if (tl_bn_getu64(r.m, "not_after", 0) <= ev->ts / 1000000000u) {
+			tl_rec_close(&r);
+			continue;
+		}
+		if ((rc = tl_key(k, "crlr/%s/%s", g.provider, ck.k[i] +
+		    strlen(prefix))) == 0 && !tl_rec_exists(t, p->graph, k)) {
+			tl_body_init(&b);
+			tl_body_str(&b, "grant", grant);
+			tl_body_u64(&b, "not_after", tl_bn_getu64(r.m,
+			    "not_after", 0));
+			if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
+				rc = tl_rec_put(t, p->graph, k, ev->seq, enc,
+				    len);
+			tl_body_free(&b);
+			any = 1;
+		}
+		tl_rec_close(&r);
+		if (rc != 0)
+			goto out;
+	}
+	if (any)
+		rc = crl_want(t, p, g.provider);
+out:
+	free(ck.k);
+	return rc;
+}
+
+/* A list published: the latest kept, what expired before it dropped. */
+static int
+crl_published(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, struct tl_bnode body)
+{
+	char provider[130], prefix[TL_KEY_MAX], k[TL_KEY_MAX];
+	struct crl_keys ck;
+	size_t i;
+	int rc;
+
+	if (tl_bn_getstr(body, "provider", provider, sizeof(provider)) != 0)
+		return TL_EMALFORMED;
+	if ((rc = tl_key(k, "crl/%s", provider)) != 0 ||
+	    (rc = put_body(t, p->graph, k, ev)) != 0 ||
+	    (rc = tl_key(k, "crlq/%s", provider)) != 0 ||
+	    (rc = del(t, p->graph, k)) != 0 ||
+	    (rc = tl_key(prefix, "crlr/%s/", provider)) != 0)
+		return rc;
+	memset(&ck, 0, sizeof(ck));
+	ck.prefix = prefix;
+	ck.expired = ev->ts / 1000000000u;
+	if (ck.expired == 0)
+		ck.expired = 1;
+	if ((rc = tl_rec_scan(t, p->graph, prefix, crl_key, &ck)) == 0)
+		for (i = 0; i < ck.n && rc == 0; i++)
+			rc = del(t, p->graph, ck.k[i]);
+	free(ck.k);
 	return rc;
 }
 
@@ -751,6 +903,13 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 	char name[64];
 	char k[TL_KEY_MAX];
 	int rc;
+
+	if (strcmp(ev->type, TL_EV_REVOCATION_REQUESTED) == 0 ||
+	    strcmp(ev->type, TL_EV_GRANT_REVOKED) == 0 ||
+	    strcmp(ev->type, TL_EV_GRANT_PURGED) == 0)
+		return crl_revoked(t, p, ev, body);
+	if (strcmp(ev->type, TL_EV_CERT_CRL) == 0)
+		return crl_published(t, p, ev, body);
 
 	if (strcmp(ev->type, TL_EV_CRED_ACKED) == 0 ||
 	    strcmp(ev->type, TL_EV_ACK_REFUSED) == 0 ||

@@ -116,4 +116,12 @@ int	tl_rx_provider_up(struct tl_ctx *c, const char *id);
 int	tl_rx_issue(struct tl_rx *rx, unsigned *issued, unsigned *refused,
 	    int *waiting);
 
+/*
+ * crl.c: the revocation lists that are due, each signed by its CA and
+ * recorded (certificate.crl); *wake_ns: when the next one is due (0:
+ * none), a few seconds when a CA could not sign now.  Errors: the
+ * log's, ENOMEM.
+ */
+int	tl_rx_crl(struct tl_rx *rx, unsigned *published, uint64_t *wake_ns);
+
 #endif

@@ -74,6 +74,18 @@ tl_rx_run_issue(struct tl_rx *rx, struct tl_rx_result *res)
 }
 
 int
+tl_rx_run_crl(struct tl_rx *rx, struct tl_rx_result *res)
+{
+	unsigned published = 0;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	rc = tl_rx_crl(rx, &published, &res->wake_ns);
+	res->done = published;
+	return rc;
+}
+
+int
 tl_rx_run_migrate(struct tl_rx *rx, struct tl_rx_result *res)
 {
 	int rc;

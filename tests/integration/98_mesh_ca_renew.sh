@@ -53,7 +53,12 @@ NA1=$(python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["body"]["n
 [ $((NA1 - RENEW)) -ge 28 ] && [ $((NA1 - RENEW)) -le 32 ] ||
 	t_fail "renew_at $RENEW is not half-way to not_after $NA1"
 tly log --json --type credential.acknowledged | grep -q '"version":1' || t_fail "v1 not acknowledged"
-t_ok "serial $S1, renewal recorded at not_after - $((NA1 - RENEW)) s"
+tly crl node-a/mesh-ca >"$W/crl1.pem" || t_fail "no CRL after the CA's first certificate"
+openssl crl -in "$W/crl1.pem" -CAfile "$W/ca.pem" -noout 2>"$W/crl.err" || t_fail "the CRL does not verify: $(cat "$W/crl.err")"
+openssl crl -in "$W/crl1.pem" -noout -text >"$W/crl1.txt"
+grep -q "No Revoked Certificates" "$W/crl1.txt" || t_fail "CRL 1: $(cat "$W/crl1.txt")"
+grep -A1 "X509v3 CRL Number" "$W/crl1.txt" | grep -q "^ *1$" || t_fail "CRL 1's number: $(cat "$W/crl1.txt")"
+t_ok "serial $S1, renewal recorded at not_after - $((NA1 - RENEW)) s; CRL 1 published, empty, signed by the CA"
 
 t_check "before the renewal point nothing starts"
 t_tallyd_once
@@ -153,3 +158,29 @@ fi
 [ ! -e "$W/agent-node-b/app.env" ] || t_fail "app.env left after the revocation"
 if ls "$ST"/*.key "$ST"/*.cert >/dev/null 2>&1; then t_fail "keys or certificates left in the agent's state: $(ls "$ST")"; fi
 t_ok "serials $S2 and $S3 listed with their not-after; the node forgot its keys"
+
+t_check "the CRL lists them at once: openssl refuses them with it, not without"
+tly crl node-a/mesh-ca >"$W/crl2.pem" || t_fail "no CRL"
+openssl crl -in "$W/crl2.pem" -CAfile "$W/ca.pem" -noout 2>"$W/crl.err" || t_fail "the CRL does not verify: $(cat "$W/crl.err")"
+openssl crl -in "$W/crl2.pem" -noout -text >"$W/crl2.txt"
+for s in "$S2" "$S3"; do
+	grep -q "Serial Number: $s" "$W/crl2.txt" || t_fail "serial $s not in the CRL: $(cat "$W/crl2.txt")"
+done
+grep -A1 "X509v3 CRL Number" "$W/crl2.txt" | grep -q "^ *2$" || t_fail "CRL 2's number: $(cat "$W/crl2.txt")"
+tly log --json --type certificate.crl | tail -n 1 | grep -q '"serials":\[' || t_fail "certificate.crl without serials"
+openssl verify -CAfile "$W/ca.pem" "$W/v2.pem" >/dev/null || t_fail "v2 does not verify without the CRL"
+cat "$W/ca.pem" "$W/crl2.pem" >"$W/chain-crl.pem"
+if openssl verify -crl_check -CAfile "$W/chain-crl.pem" "$W/v2.pem" >"$W/crlv.out" 2>&1; then
+	t_fail "v2 verified against the CRL"
+fi
+grep -q "certificate revoked" "$W/crlv.out" || t_fail "openssl: $(cat "$W/crlv.out")"
+t_tallyd_once
+[ "$(tly log --json --type certificate.crl | wc -l)" -eq 2 ] || t_fail "a CRL published again with nothing new"
+t_ok "CRL 2 lists $S2 and $S3; openssl -crl_check: certificate revoked; nothing republished idle"
+
+t_check "no list for what is not a CA; the record rebuilds to the same projections"
+t_expect_exit 3 "tally crl of no CA" tly crl node-b/nothing
+grep -q "no revocation list for node-b/nothing" "$W/last.err" || t_fail "crl: $(cat "$W/last.err")"
+tly verify >/dev/null || t_fail "tally verify"
+tly rebuild --check >/dev/null || t_fail "tally rebuild --check: the folds are not the record's"
+t_ok "exit 3, said; verify and rebuild --check hold"

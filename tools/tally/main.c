@@ -39,6 +39,7 @@ static const struct tl_cmd cmds[] = {
 	{ "tail",	cmd_tail,	"follow the events (JSON lines with --json)" },
 	{ "replay",	cmd_replay,	"graph, grants and status as they were then" },
 	{ "mesh",	cmd_mesh,	"the mesh id, its leader, this home's standing" },
+	{ "crl",	cmd_crl,	"the mesh CA's certificate revocation list" },
 	{ "adopt",	cmd_adopt,	"take over another mesh's objects, on record" },
 	{ "promote",	cmd_promote,	"make this standby the leader (next epoch)" },
 	{ "diff",	cmd_diff,	"what changed between two points, in words" },

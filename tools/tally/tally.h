@@ -282,6 +282,7 @@ int	cmd_nodes(struct tl_cli *, int, char **);
 int	cmd_modules(struct tl_cli *, int, char **);
 int	cmd_providers(struct tl_cli *, int, char **);
 int	cmd_mesh(struct tl_cli *, int, char **);
+int	cmd_crl(struct tl_cli *, int, char **);
 int	cmd_adopt(struct tl_cli *, int, char **);
 
 /*

@@ -412,6 +412,8 @@ static struct reactor reactors[] = {
 	{ "acks", tl_rx_run_acks, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
 	{ "certificates", tl_rx_run_issue, R_EVENTS | R_CHAIN, 0, 0, 0,
 	    { 0 } },
+	{ "revocation list", tl_rx_run_crl, R_EVENTS | R_CHAIN, 0, 0, 0,
+	    { 0 } },
 	{ "migrations", tl_rx_run_migrate, R_EVENTS | R_CHAIN, 0, 0, 0,
 	    { 0 } },
 	{ "rotation", tl_rx_run_rotate, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },

@@ -18,6 +18,7 @@
 #include "projections/grant.h"
 #include "projections/graph.h"
 #include "mesh.h"
+#include "mesh_ca.h"
 #include "rx.h"
 #include "session.h"
 
@@ -164,6 +165,45 @@ derived_settings(struct tl_txn *t, const struct tl_proj *p,
 	tl_rec_close(&d);
 }
 
+/*
+ * tls=verify set and no ca: the mesh CA's certificate is the ca, so a
+ * provider whose server certificate the mesh CA issued needs no file
+ * of its own.  Only when verify is asked for in so many words: a
+ * provider that verifies by its reach alone keeps its own rule.
+ */
+static void
+mesh_ca_setting(struct tl_txn *t, const struct tl_proj *p,
+    struct tl_rx_prov *pv)
+{
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	const char *tls, *ca;
+	char pem[TL_DRV_PEM_MAX + 1];
+	size_t n;
+
+	if (pv->decl == NULL ||
+	    tl_drv_setting_find(pv->decl->settings, "ca") == NULL ||
+	    pv->decl->credential.kind == TL_DRV_CRED_CERTIFICATE)
+		return;
+	tl_rx_prov_settings(pv, sv);
+	tls = tl_drv_setting_get(sv, "tls");
+	ca = tl_drv_setting_get(sv, "ca");
+	if (tls == NULL || strcmp(tls, "verify") != 0 ||
+	    (ca != NULL && *ca != '\0'))
+		return;
+	if (tl_rx_mesh_ca(t, p, pem, sizeof(pem)) != 0)
+		return;
+	n = strlen(pem);
+	if (pv->setlen + 2 + 1 + n + 1 > sizeof(pv->setbuf))
+		return;
+	if (ca != NULL)
+		return;	/* "ca" given empty: left as the operator set it */
+	memcpy(pv->setbuf + pv->setlen, "ca", 3);
+	pv->setlen += 3;
+	memcpy(pv->setbuf + pv->setlen, pem, n + 1);
+	pv->setlen += n + 1;
+	pv->mesh_ca = 1;
+}
+
 int
 tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
     const char *id, const char *type, struct tl_rx_prov *pv, char *driver,
@@ -239,6 +279,7 @@ tl_rx_load_provider(struct tl_txn *t, const struct tl_proj *p, struct tl_rx *rx,
 	pv->decl = tl_drv_decl_find(driver);
 	pv->ops = tl_drv_ops_of(pv->decl);
 	derived_settings(t, p, pv);
+	mesh_ca_setting(t, p, pv);
 	/* The admin view, by what each setting is for (decl.h). */
 	use_value(pv, TL_DRV_USE_ADMIN_HOST, pv->host, sizeof(pv->host));
 	if (pv->host[0] == '\0')

@@ -5,11 +5,13 @@
 #include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "drivers/decl.h"
+#include "drivers/util.h"
 #include "projections/events.h"
 #include "projections/grant.h"
 #include "projections/record.h"
@@ -17,6 +19,7 @@
 #include "projections/status.h"
 #include "reactors/ack.h"
 #include "reactors/epoch.h"
+#include "reactors/mesh_ca.h"
 #include "tally.h"
 
 static const char usage[] =
@@ -772,7 +775,8 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 	char where[256], v[640], vals[8][256];
 	const char *sv[2 * 8 + 1];
 	enum tl_drv_tls mode;
-	int ca = 0, cc = 0, ck = 0;
+	const char *tls;
+	int ca = 0, cc = 0, ck = 0, mesh_ca = 0;
 	size_t i, nv = 0;
 	json_t *o;
 
@@ -818,8 +822,22 @@ transport(struct tl_txn *t, const struct tl_proj *p, struct tl_rec *pr,
 	}
 	mode = tl_drv_reach(dd, sv, host, where, sizeof(where));
 	snprintf(host, sizeof(host), "%s", where);
-	o = json_pack("{s:s,s:s,s:b,s:b}", "host", host, "tls",
-	    tl_drv_tls_name(mode), "ca", ca, "client_cert", cc && ck);
+	/* tls=verify without a ca: the mesh CA's (reactors/session.c). */
+	if (!ca && mode == TL_DRV_TLS_VERIFY &&
+	    dd->credential.kind != TL_DRV_CRED_CERTIFICATE &&
+	    tl_drv_setting_find(dd->settings, "ca") != NULL &&
+	    (tls = tl_drv_setting_get(sv, "tls")) != NULL &&
+	    strcmp(tls, "verify") == 0) {
+		char *pem = malloc(TL_DRV_PEM_MAX + 1);
+
+		mesh_ca = pem != NULL && tl_rx_mesh_ca(t, p, pem,
+		    TL_DRV_PEM_MAX + 1) == 0;
+		free(pem);
+		ca = mesh_ca;
+	}
+	o = json_pack("{s:s,s:s,s:b,s:b,s:b}", "host", host, "tls",
+	    tl_drv_tls_name(mode), "ca", ca, "client_cert", cc && ck,
+	    "mesh_ca", mesh_ca);
 	v[0] = '\0';
 	if (cc != ck)
 		snprintf(v, sizeof(v), "%s is set but not %s: tallyd refuses "

@@ -274,22 +274,44 @@ find(const uint8_t *p, size_t n, const char *t, size_t tl)
 	return NULL;
 }
 
-void
-tl_dlv_enc_subst(struct tl_dlv_enc *e, const char *name, size_t name_len,
-    const void *value, size_t value_len, const char *token, const char *file)
+/* The earliest occurrence in [q, end) of any of the n tokens. */
+static const uint8_t *
+first_of(const uint8_t *q, const uint8_t *end, const char *const *tokens,
+    size_t n, size_t *which)
 {
-	const uint8_t *v = value, *q, *end = v + value_len;
-	size_t tl = strlen(token), fl = strlen(file), n = 0, off;
+	const uint8_t *best = NULL, *at;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((at = find(q, (size_t)(end - q), tokens[i],
+		    strlen(tokens[i]))) != NULL && (best == NULL || at < best)) {
+			best = at;
+			*which = i;
+		}
+	return best;
+}
+
+void
+tl_dlv_enc_subst_n(struct tl_dlv_enc *e, const char *name, size_t name_len,
+    const void *value, size_t value_len, const char *const *tokens,
+    const char *const *files, size_t nt)
+{
+	const uint8_t *v = value, *q, *at, *end = v + value_len;
+	size_t n = 0, gone = 0, off, i, w = 0;
 
 	if (e->err)
 		return;
-	if (tl == 0 || !tl_dlv_file_name_ok(file, fl)) {
-		e->err = TL_EINVAL;
-		return;
-	}
-	for (q = v; (q = find(q, (size_t)(end - q), token, tl)) != NULL;
-	    q += tl)
+	for (i = 0; i < nt; i++)
+		if (tokens[i][0] == '\0' ||
+		    !tl_dlv_file_name_ok(files[i], strlen(files[i]))) {
+			e->err = TL_EINVAL;
+			return;
+		}
+	for (q = v; (at = first_of(q, end, tokens, nt, &w)) != NULL;
+	    q = at + strlen(tokens[w])) {
 		n++;
+		gone += strlen(tokens[w]);
+	}
 	if (n == 0) {
 		tl_dlv_enc_var(e, 0, name, name_len, value, value_len);
 		return;
@@ -301,25 +323,34 @@ tl_dlv_enc_subst(struct tl_dlv_enc *e, const char *name, size_t name_len,
 	}
 	put_be(e, 'r', 1);
 	put_str16(e, name, name_len, TL_DLV_NAME_MAX);
-	put_be(e, value_len - n * tl, 4);
-	/* The value without the token's bytes... */
+	put_be(e, value_len - gone, 4);
+	/* The value without the tokens' bytes... */
 	for (q = v; q < end; ) {
-		const uint8_t *at = find(q, (size_t)(end - q), token, tl);
-
-		if (at == NULL)
-			at = end;
+		if ((at = first_of(q, end, tokens, nt, &w)) == NULL) {
+			put_bytes(e, q, (size_t)(end - q));
+			break;
+		}
 		put_bytes(e, q, (size_t)(at - q));
-		q = at < end ? at + tl : end;
+		q = at + strlen(tokens[w]);
 	}
 	/* ...and where each stood, in the value without them. */
 	put_be(e, n, 2);
-	for (q = v, off = 0; (q = find(q, (size_t)(end - q), token, tl)) !=
-	    NULL; off += tl, q += tl) {
-		put_be(e, (size_t)(q - v) - off, 4);
-		put_str16(e, file, fl, TL_DLV_FILE_NAME_MAX);
+	for (q = v, off = 0; (at = first_of(q, end, tokens, nt, &w)) != NULL;
+	    q = at + strlen(tokens[w]), off += strlen(tokens[w])) {
+		put_be(e, (size_t)(at - v) - off, 4);
+		put_str16(e, files[w], strlen(files[w]),
+		    TL_DLV_FILE_NAME_MAX);
 	}
 	e->count++;
 	e->refs = 1;
+}
+
+void
+tl_dlv_enc_subst(struct tl_dlv_enc *e, const char *name, size_t name_len,
+    const void *value, size_t value_len, const char *token, const char *file)
+{
+	tl_dlv_enc_subst_n(e, name, name_len, value, value_len, &token, &file,
+	    1);
 }
 
 int

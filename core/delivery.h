@@ -226,6 +226,14 @@ void	tl_dlv_enc_keyreq(struct tl_dlv_enc *e, const char *key_file,
 void	tl_dlv_enc_subst(struct tl_dlv_enc *e, const char *name,
 	    size_t name_len, const void *value, size_t value_len,
 	    const char *token, const char *file);
+/*
+ * subst_n: the same with nt tokens, each standing for the file of the
+ * same index: every occurrence of any of them becomes a reference to
+ * its file (a value that names a certificate, its key and a CA).
+ */
+void	tl_dlv_enc_subst_n(struct tl_dlv_enc *e, const char *name,
+	    size_t name_len, const void *value, size_t value_len,
+	    const char *const *tokens, const char *const *files, size_t nt);
 int	tl_dlv_enc_finish(struct tl_dlv_enc *e, const uint8_t **p,
 	    size_t *len);
 void	tl_dlv_enc_free(struct tl_dlv_enc *e);

@@ -161,6 +161,15 @@ struct tl_drv_grant {
 	 * privileges drift that fix_privileges repairs).  Borrowed.
 	 */
 	const char *const *params;
+	/*
+	 * Nonzero: the consumer logs in with a certificate of the mesh CA
+	 * whose common name is login (the requirement's credential:
+	 * certificate; the declaration's credential.cert_login), never a
+	 * password: password is "", create, check and fix_privileges make
+	 * and hold a login that has none and that the provider maps a
+	 * certificate to.
+	 */
+	int		 cert_login;
 };
 
 /*
@@ -635,6 +644,17 @@ struct tl_drv_cred_model {
 	 */
 	int		 handle_model;
 	const char	*rotation_note;
+	/*
+	 * A requirement may ask for credential: certificate (logins by a
+	 * certificate of the mesh CA, TL_DRV_CRED_CERTIFICATE's way: a key
+	 * made on the holder's node, a certificate per version for the
+	 * same login, no password): one line on how the provider maps the
+	 * certificate and the one-time server set-up it needs, or NULL
+	 * when it cannot, cert_none then saying why (tally apply refuses
+	 * it with that).
+	 */
+	const char	*cert_login;
+	const char	*cert_none;
 };
 
 /* A driver's declaration: everything tally knows of it without a session. */

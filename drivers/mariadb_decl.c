@@ -190,7 +190,11 @@ const struct tl_drv_decl tl_drv_mariadb_decl = {
 	.tags = mdb_tags,
 	.settings = mdb_settings,
 	.fields = mdb_fields,
-	.credential = { .kind = TL_DRV_CRED_LOGIN_BESIDE },
+	.credential = {
+		.kind = TL_DRV_CRED_LOGIN_BESIDE,
+		.cert_none = "not built yet (REQUIRE SUBJECT ... AND ISSUER "
+		    "...; community editions still pair it with a password)",
+	},
 	.revocation = &mdb_revocation,
 	.fencing = &mdb_fencing,
 	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_MIGRATE) |

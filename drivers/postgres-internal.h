@@ -12,6 +12,12 @@
 #include "decl.h"
 
 #define PG_NAME_MAX	63		/* NAMEDATALEN - 1 bytes */
+/*
+ * The role every login by certificate is a member of, NOLOGIN, made by
+ * the driver: what the server's pg_hba.conf line 'hostssl all
+ * +tally_cert all cert' names.
+ */
+#define PG_CERT_GROUP	"tally_cert"
 
 /* The declaration: drivers/postgres_decl.c. */
 extern const struct tl_drv_decl tl_drv_postgres_decl;

@@ -1018,7 +1018,9 @@ grant_ok(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
 	    (rc = name_ok("owner role", g->owner, why)) != 0 ||
 	    (rc = name_ok("login role", g->login, why)) != 0)
 		return rc;
-	if (need_pw && (g->password == NULL || *g->password == '\0'))
+	/* A login by certificate has none (decl.h, cert_login). */
+	if (need_pw && !g->cert_login && (g->password == NULL ||
+	    *g->password == '\0'))
 		return tl_drv_why(why, TL_EINVAL, "login \"%s\": empty "
 		    "password", g->login);
 	if (strcmp(g->owner, g->login) == 0)
@@ -1158,15 +1160,17 @@ again:
 		return rc;
 	if (found && (rc = not_foreign_role(p, g, g->login, step, why)) != 0)
 		return rc;
-	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
+	if (!g->cert_login && (rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		return rc;
+	/* A login by certificate: no password at all, PASSWORD NULL. */
 	if (found)
 		rc = tl_drv_sqlf(sql, sizeof(sql), why, "ALTER ROLE %s "
-		    "PASSWORD %s", ids->log, pw);
+		    "PASSWORD %s", ids->log, pw != NULL ? pw : "NULL");
 	else
 		rc = tl_drv_sqlf(sql, sizeof(sql), why, "CREATE ROLE %s LOGIN "
 		    "INHERIT " ROLE_ATTRS " PASSWORD %s; COMMENT ON ROLE %s IS "
-		    "%s", ids->log, pw, ids->log, ids->mark);
+		    "%s", ids->log, pw != NULL ? pw : "NULL", ids->log,
+		    ids->mark);
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));
@@ -1375,6 +1379,8 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    ids->mark)) != 0 ||
 	    (rc = revoke_each(c, q_memberof, g->login, g->owner,
 	    "REVOKE ", from_l, sl, why)) != 0 ||
+	    (g->cert_login && (rc = runf(c, sl, why, "GRANT " PG_CERT_GROUP
+	    " TO %s", ids->log)) != 0) ||
 	    (rc = revoke_each(c, q_memberof, g->owner, "",
 	    "REVOKE ", from_o, so, why)) != 0 ||
 	    (rc = runf(c, sd, why, "ALTER DATABASE %s OWNER TO %s", ids->res,
@@ -1641,6 +1647,52 @@ pg_begin(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
 	return ids_make(p, g, ids, why);
 }
 
+/*
+ * Logins by certificate need the server set up once: TLS on, and a
+ * pg_hba.conf line with the cert method for the members of
+ * PG_CERT_GROUP (the driver makes that role).  What the admin may read
+ * of it is checked (pg_hba_file_rules is a superuser's): a server that
+ * would refuse every such login refuses the grant, saying what to add.
+ */
+static const char q_cert_hba[] =
+    "SELECT current_setting('ssl') = 'on', EXISTS (SELECT 1"
+    " FROM pg_hba_file_rules WHERE error IS NULL AND type = 'hostssl'"
+    " AND auth_method = 'cert' AND (user_name @> ARRAY['+" PG_CERT_GROUP
+    "']::text[] OR user_name @> ARRAY['all']::text[]))";
+
+static int
+cert_setup(struct tl_drv_pg *p, char *why)
+{
+	char step[] = "role \"" PG_CERT_GROUP "\"", state[6] = "";
+	PGresult *r;
+	int found, rc, ssl, hba;
+
+	if ((rc = exists(p->conn, q_role, PG_CERT_GROUP, &found, step,
+	    why)) != 0)
+		return rc;
+	if (!found && (rc = run_state(p->conn, "CREATE ROLE " PG_CERT_GROUP
+	    " NOLOGIN " ROLE_ATTRS, step, why, state)) != 0 &&
+	    !raced_state(state))
+		return rc;
+	r = PQexec(p->conn, q_cert_hba);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		PQclear(r);	/* not the admin's to read: not checked */
+		return 0;
+	}
+	ssl = PQgetvalue(r, 0, 0)[0] == 't';
+	hba = PQgetvalue(r, 0, 1)[0] == 't';
+	PQclear(r);
+	if (!ssl || !hba)
+		return tl_drv_why(why, TL_EDRIVER, "the server takes no login "
+		    "by certificate: %s (one-time set-up: ssl = on, "
+		    "ssl_ca_file the mesh CA, and 'hostssl all +"
+		    PG_CERT_GROUP " all cert' before the other lines of "
+		    "pg_hba.conf)", !ssl ? "ssl is off" : "pg_hba.conf has "
+		    "no hostssl line with the cert method for +"
+		    PG_CERT_GROUP);
+	return 0;
+}
+
 static int
 do_create(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -1652,7 +1704,8 @@ do_create(void *h, const struct tl_drv_grant *g, char *why)
 	if (why == NULL)
 		why = dummy;
 	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0 ||
-	    (rc = vet_mesh(p, g, &ids, why)) != 0)
+	    (rc = vet_mesh(p, g, &ids, why)) != 0 ||
+	    (g->cert_login && (rc = cert_setup(p, why)) != 0))
 		goto out;
 	if ((rc = ensure_owner(p, g, &ids, &mo, why)) != 0 ||
 	    (rc = ensure_login(p, g, &ids, &ml, why)) != 0 ||
@@ -1662,9 +1715,10 @@ do_create(void *h, const struct tl_drv_grant *g, char *why)
 	    (p->maint && (rc = maint_revoke(p, why)) != 0))
 		goto out;
 	tl_drv_why(why, 0, "database \"%s\" %s, owner role \"%s\" %s, login "
-	    "\"%s\" %s", g->resource, md ? "created" : "existed", g->owner,
+	    "\"%s\" %s%s", g->resource, md ? "created" : "existed", g->owner,
 	    mo ? "created" : "existed", g->login,
-	    ml ? "created" : "existed (password set)");
+	    ml ? "created" : g->cert_login ? "existed" : "existed (password "
+	    "set)", g->cert_login ? " (by certificate: no password)" : "");
 out:
 	ids_free(&ids);
 	if (p != NULL)
@@ -1936,9 +1990,15 @@ eval_row(const struct tl_drv_pg *p, const PGresult *r, int row,
 		if (!col_true(r, row, C_SETROLE))
 			madd(priv, "login role \"%s\" does not SET role = "
 			    "\"%s\"", g->login, g->owner);
-		if ((s = col_str(r, row, C_L_OTHERS)) != NULL)
+		if ((s = col_str(r, row, C_L_OTHERS)) != NULL &&
+		    !(g->cert_login && strcmp(s, PG_CERT_GROUP) == 0))
 			madd(priv, "login role \"%s\" is a member of %s",
 			    g->login, s);
+		if (g->cert_login && col_true(r, row, C_LOG) &&
+		    (s == NULL || strstr(s, PG_CERT_GROUP) == NULL))
+			madd(priv, "login role \"%s\" is not a member of "
+			    PG_CERT_GROUP " (a login by certificate is)",
+			    g->login);
 	}
 	if (col_true(r, row, C_DB)) {
 		if (col_true(r, row, C_OWN) && !col_true(r, row, C_DB_OWNER_OK))
@@ -2086,7 +2146,12 @@ pg_check(void *h, const struct tl_drv_grant *g,
 	    col_true(r, 0, C_L_EXPIRED) ||
 	    ((s = col_str(r, 0, C_L_CONNLIMIT)) != NULL && strcmp(s, "0") == 0) ||
 	    !col_true(r, 0, C_DB_ALLOWCONN);
-	if (!bad) {
+	/*
+	 * A login by certificate: its key is on the consumer's node only,
+	 * so nobody here can log in as it (the bulk check reads that it
+	 * has no password).
+	 */
+	if (!bad && !g->cert_login) {
 		int c;
 
 		host = ep != NULL && ep->host != NULL ? ep->host : p->host;
@@ -2260,7 +2325,11 @@ pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		    ((s = col_str(r, row, C_L_CONNLIMIT)) != NULL &&
 		    strcmp(s, "0") == 0) ||
 		    !col_true(r, row, C_DB_ALLOWCONN);
-		if (!bad && !tl_pg_scram_match(col_str(r, row, C_VERIFIER),
+		if (!bad && g->cert_login && !PQgetisnull(r, row, C_VERIFIER))
+			madd(&cred, "login \"%s\" has a password: a login by "
+			    "certificate has none", g->login);
+		else if (!bad && !g->cert_login &&
+		    !tl_pg_scram_match(col_str(r, row, C_VERIFIER),
 		    g->login, g->password))
 			madd(&cred, "login \"%s\": the password the server "
 			    "keeps is not the one recorded (its verifier "
@@ -2332,10 +2401,10 @@ do_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = vet_grant(p, g, &ids, why)) != 0)
 		goto out;
 	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
-	if ((rc = pw_literal(p->conn, g, &pw, why)) != 0)
+	if (!g->cert_login && (rc = pw_literal(p->conn, g, &pw, why)) != 0)
 		goto out;
 	rc = tl_drv_sqlf(sql, sizeof(sql), why, "ALTER ROLE %s PASSWORD %s",
-	    ids.log, pw);
+	    ids.log, pw != NULL ? pw : "NULL");
 	pw_free(pw);
 	if (rc != 0) {
 		tl_secret_wipe(sql, sizeof(sql));

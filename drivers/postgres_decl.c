@@ -28,7 +28,12 @@ static const struct tl_drv_field pg_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
 	{ "password", 1 }, { "url", 1 },
 	/* What a libpq consumer verifies the server with (decl.h ca_path). */
-	{ "sslmode", 0 }, { "sslrootcert", 0 }, { NULL, 0 }
+	{ "sslmode", 0 }, { "sslrootcert", 0 },
+	/*
+	 * A login by certificate (credential: certificate): the paths of
+	 * the certificate and the key made on the consumer's node; "" else.
+	 */
+	{ "sslcert", 0 }, { "sslkey", 0 }, { NULL, 0 }
 };
 
 /*
@@ -65,7 +70,21 @@ pg_compose(const char *field, const struct tl_drv_endpoint *ep,
 		n = snprintf(out, cap, "%s", mode);
 	else if (strcmp(field, "sslrootcert") == 0)
 		n = snprintf(out, cap, "%s", ca);
-	else if (strcmp(field, "password") == 0 || strcmp(field, "url") == 0) {
+	else if (strcmp(field, "sslcert") == 0 || strcmp(field, "sslkey") == 0)
+		n = snprintf(out, cap, "%s", !g->cert_login ? "" :
+		    strcmp(field, "sslcert") == 0 ? (ep->cert_path ?
+		    ep->cert_path : "") : (ep->key_path ? ep->key_path : ""));
+	else if (strcmp(field, "url") == 0 && g->cert_login) {
+		/* No password: the certificate, the key, the server's CA. */
+		const char *cp = ep->cert_path ? ep->cert_path : "";
+		const char *kp = ep->key_path ? ep->key_path : "";
+
+		n = snprintf(out, cap, "postgresql://%s@%s:%s/%s?sslmode=%s"
+		    "&sslcert=%s&sslkey=%s%s%s", g->login, ep->host, ep->port,
+		    g->resource, strcmp(mode, "disable") == 0 ? "require" :
+		    mode, cp, kp, *ca != '\0' ? "&sslrootcert=" : "", ca);
+	} else if (strcmp(field, "password") == 0 ||
+	    strcmp(field, "url") == 0) {
 		if (g->password == NULL)
 			return TL_EINVAL;
 		if (field[0] == 'p')
@@ -266,7 +285,14 @@ const struct tl_drv_decl tl_drv_postgres_decl = {
 	.settings = pg_settings,
 	.settings_note = pg_settings_note,
 	.fields = pg_fields,
-	.credential = { .kind = TL_DRV_CRED_LOGIN_BESIDE },
+	.credential = {
+		.kind = TL_DRV_CRED_LOGIN_BESIDE,
+		.cert_login = "cert authentication: the certificate's common "
+		    "name is the login role, which has no password and is a "
+		    "member of " PG_CERT_GROUP "; one-time server set-up: a "
+		    "pg_hba.conf line 'hostssl all +" PG_CERT_GROUP " all "
+		    "cert' before the others and ssl_ca_file the mesh CA",
+	},
 	.revocation = &pg_revocation,
 	.fencing = &pg_fencing,
 	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_MIGRATE) |

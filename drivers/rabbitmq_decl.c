@@ -196,7 +196,12 @@ const struct tl_drv_decl tl_drv_rabbitmq_decl = {
 	.tags = rmq_tags,
 	.settings = rmq_settings,
 	.fields = rmq_fields,
-	.credential = { .kind = TL_DRV_CRED_LOGIN_BESIDE },
+	.credential = {
+		.kind = TL_DRV_CRED_LOGIN_BESIDE,
+		.cert_none = "not built yet (the EXTERNAL mechanism of "
+		    "rabbitmq_auth_mechanism_ssl, ssl_cert_login_from = "
+		    "common_name)",
+	},
 	.revocation = &rmq_revocation,
 	.fencing = &rmq_fencing,
 	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |

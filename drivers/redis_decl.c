@@ -190,7 +190,12 @@ const struct tl_drv_decl tl_drv_redis_decl = {
 	.tags = rd_tags,
 	.settings = rd_settings,
 	.fields = rd_fields,
-	.credential = { .kind = TL_DRV_CRED_MULTI_PASSWORD },
+	.credential = {
+		.kind = TL_DRV_CRED_MULTI_PASSWORD,
+		.cert_none = "Redis 7 cannot map a client certificate to an "
+		    "ACL user (tls-auth-clients checks the certificate, AUTH "
+		    "still names the user by password)",
+	},
 	.revocation = &rd_revocation,
 	.fencing = &rd_fencing,
 	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_SIZE) |

@@ -67,11 +67,12 @@ static const struct tl_cat_event cat[] = {
 	  { { "name", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
 	  "provider resource env{} migrations max_age [part] [window] "
-	  "[params{}]", GR,
+	  "[params{}] [credential]", GR,
 	  NULL,
 	  { { "module", NAME }, { "name", NAME }, { "kind", 15 },
 	    { "target", NAME }, { "type", NAME }, { "scope", 15 },
-	    { "resource", NAME }, { "part", NAME }, { "window", 128 } } },
+	    { "resource", NAME }, { "part", NAME }, { "window", 128 },
+	    { "credential", 15 } } },
 	{ E(TL_EV_REQ_WITHDRAWN), "module", "module name", GR, NULL,
 	  { { "module", NAME }, { "name", NAME } } },
 	{ E(TL_EV_MIGRATION_STORED), "module", "module req file checksum "
@@ -174,10 +175,10 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_CRED_WITHDRAWN), "grant", "grant holder node version", GN,
 	  NULL, { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME } } },
 	{ E(TL_EV_CERT_ISSUED), "grant", "grant holder node version serial "
-	  "cn not_after renew_at csr_digest cert", GR | RO, NULL,
+	  "cn not_after renew_at csr_digest cert [ca]", GR | RO, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME },
 	    { "serial", 64 }, { "cn", 64 }, { "csr_digest", 64 },
-	    { "cert", 16384 } } },
+	    { "cert", 16384 }, { "ca", PROV } } },
 	{ E(TL_EV_CERT_REFUSED), "grant", "grant holder node version "
 	  "csr_digest reason", GR, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME },

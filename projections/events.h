@@ -100,7 +100,7 @@
  * graph ci/GRANT/HOLDER keeps the latest issued, cr/GRANT/HOLDER the
  * latest refused.
  */
-#define TL_EV_CERT_ISSUED	TL_NW_CERT_ISSUED	/* grant holder node version serial cn not_after renew_at csr_digest cert */
+#define TL_EV_CERT_ISSUED	TL_NW_CERT_ISSUED	/* grant holder node version serial cn not_after renew_at csr_digest cert ca (the signing provider) */
 #define TL_EV_CERT_REFUSED	"certificate.refused"	/* grant holder node version csr_digest reason: graph cr/GRANT/HOLDER */
 /*
  * provider/NODE/MODULE: a CA's revocation list (reactors/crl.c), the

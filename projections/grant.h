@@ -127,6 +127,13 @@ struct tl_grant {
 	char		adopt_resource[64];
 	char		adopt_owner[64];
 	char		adopt_login[64];
+	/*
+	 * Logins by certificate (its requirement's credential: certificate,
+	 * as it was when the grant was requested): the version whose login
+	 * every version keeps (reactors/names.c), a certificate of the mesh
+	 * CA per version and no password; 0: the driver's own credential.
+	 */
+	uint64_t	cert_login;
 };
 
 /*

@@ -25,10 +25,26 @@
 	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes)
 /* Written only when not 0: records of before it stay byte for byte. */
 #define OPT_U64_FIELDS(X)						\
-	X(naming) X(adopt_pending)
+	X(naming) X(adopt_pending) X(cert_login)
 #define OPT_STR_FIELDS(X)						\
 	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login) \
 	X(warning)
+
+/* Does requirement module/req declare credential: certificate? */
+static int
+req_cert_login(struct tl_txn *t, const struct tl_proj *p, const char *module,
+    const char *req)
+{
+	struct tl_rec r;
+	char k[TL_KEY_MAX], cred[16] = "";
+
+	if (tl_key(k, "r/%s/%s", module, req) != 0 ||
+	    tl_rec_get(t, p->graph, k, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "credential", cred, sizeof(cred));
+	tl_rec_close(&r);
+	return strcmp(cred, "certificate") == 0;
+}
 
 int
 tl_grant_put(struct tl_txn *t, const struct tl_proj *p, uint64_t seq,
@@ -1097,6 +1113,14 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		    big);
 		set_state(&g, TL_GRANT_REQUESTED, ev->seq);
 		g.requested_seq = ev->seq;
+		/*
+		 * Logins by certificate: the login is the one of the first
+		 * version of this request, for every version after it (a
+		 * certificate keeps the name); a grant requested again
+		 * gets another, so no certificate of before logs in.
+		 */
+		if (req_cert_login(t, p, g.module, g.req))
+			g.cert_login = version + 1;
 		if ((rc = tl_key(k, "gm/%s/%s", g.module, g.id)) != 0 ||
 		    (rc = tl_kv_put(t, p->grants, k, strlen(k), "", 0)) != 0 ||
 		    (rc = set_provider_index(t, p, &g, 1)) != 0 ||

@@ -717,7 +717,7 @@ cert_index(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body, const char *grant,
     const char *holder)
 {
-	char k[TL_KEY_MAX], prefix[TL_KEY_MAX], serial[65];
+	char k[TL_KEY_MAX], prefix[TL_KEY_MAX], serial[65], ca[130];
 	struct cs_old o = { ev->ts / 1000000000u, NULL, 0, prefix };
 	struct tl_grant g;
 	struct tl_body b;
@@ -735,18 +735,24 @@ cert_index(struct tl_txn *t, const struct tl_proj *p,
 			goto out;
 	if ((rc = tl_key(k, "cs/%s/%s", grant, serial)) != 0)
 		goto out;
+	/* The CA that signed it: the grant's provider unless said. */
+	if (tl_bn_getstr(body, "ca", ca, sizeof(ca)) != 0 || ca[0] == '\0') {
+		ca[0] = '\0';
+		if (tl_grant_get(t, p, grant, &g, NULL) == 0)
+			snprintf(ca, sizeof(ca), "%s", g.provider);
+	}
 	tl_body_init(&b);
 	tl_body_str(&b, "holder", holder);
 	tl_body_u64(&b, "version", tl_bn_getu64(body, "version", 0));
 	tl_body_u64(&b, "not_after", tl_bn_getu64(body, "not_after", 0));
+	tl_body_str(&b, "ca", ca);
 	if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
 		rc = tl_rec_put(t, p->graph, k, ev->seq, enc, len);
 	tl_body_free(&b);
 	/* A CA's first certificate: verifiers may want its list now. */
-	if (rc == 0 && tl_grant_get(t, p, grant, &g, NULL) == 0 &&
-	    tl_key(k, "crl/%s", g.provider) == 0 &&
+	if (rc == 0 && ca[0] != '\0' && tl_key(k, "crl/%s", ca) == 0 &&
 	    !tl_rec_exists(t, p->graph, k))
-		rc = crl_want(t, p, g.provider);
+		rc = crl_want(t, p, ca);
 out:
 	free(o.k);
 	return rc;
@@ -812,10 +818,11 @@ crl_revoked(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char grant[TL_GRANT_ID_MAX + 1], prefix[TL_KEY_MAX], k[TL_KEY_MAX];
+	char ca[130];
 	struct crl_keys ck;
 	struct tl_grant g;
 	size_t i;
-	int rc, any = 0;
+	int rc;
 
 	if (tl_bn_getstr(body, "grant", grant, sizeof(grant)) != 0)
 		return TL_EMALFORMED;
@@ -843,7 +850,11 @@ crl_revoked(struct tl_txn *t, const struct tl_proj *p,
 			tl_rec_close(&r);
 			continue;
 		}
-		if ((rc = tl_key(k, "crlr/%s/%s", g.provider, ck.k[i] +
+		ca[0] = '\0';
+		if (tl_bn_getstr(r.m, "ca", ca, sizeof(ca)) != 0 ||
+		    ca[0] == '\0')
+			snprintf(ca, sizeof(ca), "%s", g.provider);
+		if ((rc = tl_key(k, "crlr/%s/%s", ca, ck.k[i] +
 		    strlen(prefix))) == 0 && !tl_rec_exists(t, p->graph, k)) {
 			tl_body_init(&b);
 			tl_body_str(&b, "grant", grant);
@@ -853,14 +864,13 @@ crl_revoked(struct tl_txn *t, const struct tl_proj *p,
 				rc = tl_rec_put(t, p->graph, k, ev->seq, enc,
 				    len);
 			tl_body_free(&b);
-			any = 1;
+			if (rc == 0)
+				rc = crl_want(t, p, ca);
 		}
 		tl_rec_close(&r);
 		if (rc != 0)
 			goto out;
 	}
-	if (any)
-		rc = crl_want(t, p, g.provider);
 out:
 	free(ck.k);
 	return rc;

@@ -225,6 +225,14 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 		    TL_DRV_USE_ADMIN_CERT, 0);
 
 		pem = cs != NULL ? tl_drv_setting_get(sv, cs->name) : NULL;
+	}
+	/*
+	 * A login by certificate: the same key and request, the mesh CA
+	 * signs it (issue.c); the provider's ca stays what verifies it.
+	 */
+	if (g->cert_login != 0)
+		cert = 1;
+	if (cert) {
 		token_new(ktoken);
 		token_new(ctoken);
 		ep.key_path = ktoken;
@@ -251,7 +259,9 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	dg.resource = g->object[0] != '\0' ? g->object : res;
 	dg.owner = own;
 	dg.login = g->user[0] != '\0' ? g->user : login;
-	dg.password = password;
+	/* No password to give when the certificate is the credential. */
+	dg.password = g->cert_login != 0 ? "" : password;
+	dg.cert_login = g->cert_login != 0;
 	dg.grant = g->id;
 	dg.adopt_unnamed = 0;
 	dg.adopt_mesh = tl_rx_grant_adopt(g);
@@ -283,8 +293,8 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	    tl_bn_get(r.m, "env", &env) == 0) {
 		for (i = 0; i < tl_bn_len(env); i++) {
 			struct tl_bnode kn, vn;
-			const char *f, *var;
-			size_t fl, vl;
+			const char *f, *var, *tokens[3], *files[3];
+			size_t fl, vl, nt;
 			char field[64], val[1024];
 
 			tl_bn_entry(env, i, &kn, &vn);
@@ -301,19 +311,22 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 				tl_secret_wipe(val, sizeof(val));
 				continue;
 			}
-			if (pem != NULL && strstr(val, token) != NULL) {
-				tl_dlv_enc_subst(e, var, vl, val, strlen(val),
-				    token, caname);
-				ca_used = 1;
-			} else if (cert && strstr(val, ktoken) != NULL)
-				tl_dlv_enc_subst(e, var, vl, val, strlen(val),
-				    ktoken, keyname);
-			else if (cert && strstr(val, ctoken) != NULL)
-				tl_dlv_enc_subst(e, var, vl, val, strlen(val),
-				    ctoken, certname);
-			else
-				tl_dlv_enc_var(e, 0, var, vl, val,
-				    strlen(val));
+			/* A value may name the CA, the key and the cert. */
+			nt = 0;
+			if (pem != NULL) {
+				tokens[nt] = token;
+				files[nt++] = caname;
+				if (strstr(val, token) != NULL)
+					ca_used = 1;
+			}
+			if (cert) {
+				tokens[nt] = ktoken;
+				files[nt++] = keyname;
+				tokens[nt] = ctoken;
+				files[nt++] = certname;
+			}
+			tl_dlv_enc_subst_n(e, var, vl, val, strlen(val),
+			    tokens, files, nt);
 			tl_secret_wipe(val, sizeof(val));
 		}
 	}

@@ -48,6 +48,7 @@
 #include "projections/graph.h"
 #include "deliver.h"
 #include "epoch.h"
+#include "mesh_ca.h"
 #include "rx-internal.h"
 #include "session.h"
 
@@ -175,9 +176,11 @@ issued(struct tl_ctx *c, const char *grant, const char *holder,
 }
 
 /*
- * The session on g's provider, opened once per tl_rx_issue: 0 with *sp;
- * TL_EREFUSED (why) when its driver issues no certificates; any other
- * error: the CA cannot sign now.
+ * The session on the CA that signs g's certificates, opened once per
+ * tl_rx_issue: g's provider, or for a login by certificate on another
+ * provider (g->cert_login) the mesh CA.  0 with *sp; TL_EREFUSED (why)
+ * when that driver issues no certificates or the mesh has no CA; any
+ * other error: the CA cannot sign now.
  */
 static int
 session(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
@@ -188,20 +191,31 @@ session(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
 	struct tl_drv_admin a;
 	struct isession *is;
 	struct tl_rx_prov *pv;
+	char id[130], type[64];
 	size_t i;
 	int rc, drop = 0;
 
+	snprintf(id, sizeof(id), "%s", g->provider);
+	snprintf(type, sizeof(type), "%s", g->type);
+	if (g->cert_login != 0 && (rc = tl_rx_mesh_ca_provider(c->t, &c->p,
+	    id, type)) != 0) {
+		snprintf(why, TL_DRV_WHY_MAX, rc == TL_ENOTFOUND ? "a login "
+		    "by certificate, and the mesh has no CA (tally assign of "
+		    "a ca provider)" : "cannot find the mesh CA: %s",
+		    tl_strerror(rc));
+		return rc == TL_ENOTFOUND ? TL_EREFUSED : rc;
+	}
 	for (i = 0; i < ps->ns; i++)
-		if (strcmp(ps->s[i].pv->id, g->provider) == 0) {
+		if (strcmp(ps->s[i].pv->id, id) == 0) {
 			*sp = &ps->s[i];
 			snprintf(driver, 64, "%s", ps->s[i].pv->decl->name);
 			return 0;
 		}
 	if ((pv = calloc(1, sizeof(*pv))) == NULL)
 		return ENOMEM;
-	if ((rc = tl_rx_load_provider(c->t, &c->p, ps->rx, g->provider,
-	    g->type, pv, driver, &drop)) != 0) {
-		snprintf(why, TL_DRV_WHY_MAX, "provider %s: %s", g->provider,
+	if ((rc = tl_rx_load_provider(c->t, &c->p, ps->rx, id, type, pv,
+	    driver, &drop)) != 0) {
+		snprintf(why, TL_DRV_WHY_MAX, "provider %s: %s", id,
 		    tl_strerror(rc));
 		goto bad;
 	}
@@ -238,7 +252,7 @@ bad:
 static int
 sign(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
     const char *csr, char **cert, struct tl_drv_cert *ci, char *login,
-    char *why)
+    char ca[130], char *why)
 {
 	const char *pvv[TL_RX_PARAMS_SV];
 	char res[64], own[64], driver[64], *params = NULL;
@@ -263,9 +277,11 @@ sign(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
 	dg.owner = own;
 	dg.login = login;
 	dg.grant = g->id;
-	dg.params = params != NULL ? tl_drv_params_unpack(params, pvv,
-	    TL_RX_PARAMS_SV) : NULL;
+	/* A login's certificate: its name alone, for a client. */
+	dg.params = params != NULL && g->cert_login == 0 ?
+	    tl_drv_params_unpack(params, pvv, TL_RX_PARAMS_SV) : NULL;
 	rc = is->pv->ops->sign(is->h, &dg, csr, cert, ci, why);
+	snprintf(ca, 130, "%s", is->pv->id);
 	free(params);
 	return rc;
 }
@@ -280,7 +296,7 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 	uint64_t version = json_is_integer(vj) && json_integer_value(vj) > 0 ?
 	    (uint64_t)json_integer_value(vj) : 0, had;
 	char why[TL_DRV_WHY_MAX] = "", module[64], digest[65], had_digest[65];
-	char serial[65] = "", stream[TL_KEY_MAX], login[64] = "";
+	char serial[65] = "", stream[TL_KEY_MAX], login[64] = "", ca[130] = "";
 	uint8_t d[32];
 	struct tl_drv_cert ci;
 	struct tl_grant g;
@@ -345,7 +361,7 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 		return refuse(ps, c, grant, holder, node, version, digest,
 		    why);
 	}
-	rc = sign(ps, c, &g, csr, &cert, &ci, login, why);
+	rc = sign(ps, c, &g, csr, &cert, &ci, login, ca, why);
 	if (rc == TL_EREFUSED || rc == TL_EINVAL) {
 		rc = refuse(ps, c, grant, holder, node, version, digest,
 		    why);
@@ -374,6 +390,7 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 	    0);
 	tl_body_str(&b, "csr_digest", digest);
 	tl_body_str(&b, "cert", cert);
+	tl_body_str(&b, "ca", ca);
 	rc = tl_emit(c, TL_EV_CERT_ISSUED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0) {

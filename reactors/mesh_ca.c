@@ -1,6 +1,7 @@
 /*
  * mesh_ca.c - the mesh CA's certificate (mesh_ca.h).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -11,9 +12,10 @@
 struct mca {
 	struct tl_txn		*t;
 	const struct tl_proj	*p;
-	char			*out;
+	char			*out;	/* NULL: only id and type wanted */
 	size_t			 cap;
 	int			 found;
+	char			 id[130], type[64];
 };
 
 static int
@@ -42,10 +44,18 @@ mca_one(const char *rest, const void *val, size_t vlen, void *arg)
 			if ((x = tl_drv_decl_find(drv)) != NULL &&
 			    x->credential.kind == TL_DRV_CRED_CERTIFICATE &&
 			    x->instances != NULL &&
-			    strcmp(x->instances, "one-per-mesh") == 0)
+			    strcmp(x->instances, "one-per-mesh") == 0) {
 				d = x;
+				tl_bn_getstr(tl_bn_at(types, i), "type",
+				    m->type, sizeof(m->type));
+			}
 		}
 	tl_rec_close(&r);
+	if (d != NULL && m->out == NULL) {
+		snprintf(m->id, sizeof(m->id), "%s", rest);
+		m->found = 1;
+		return 0;
+	}
 	if (d == NULL || (st = tl_drv_setting_for(d, TL_DRV_USE_ADMIN_CERT,
 	    0)) == NULL || tl_key(k, "a/%s@%s", module, node) != 0 ||
 	    tl_rec_get(m->t, m->p->graph, k, &a) != 0)
@@ -62,7 +72,7 @@ int
 tl_rx_mesh_ca(struct tl_txn *t, const struct tl_proj *p, char *out,
     size_t cap)
 {
-	struct mca m = { t, p, out, cap, 0 };
+	struct mca m = { t, p, out, cap, 0, "", "" };
 	int rc;
 
 	out[0] = '\0';
@@ -75,3 +85,20 @@ tl_rx_mesh_ca(struct tl_txn *t, const struct tl_proj *p, char *out,
 	return 0;
 }
 
+
+int
+tl_rx_mesh_ca_provider(struct tl_txn *t, const struct tl_proj *p,
+    char id[130], char type[64])
+{
+	struct mca m = { t, p, NULL, 0, 0, "", "" };
+	int rc;
+
+	id[0] = type[0] = '\0';
+	if ((rc = tl_rec_scan(t, p->graph, "p/", mca_one, &m)) != 0)
+		return rc;
+	if (!m.found)
+		return TL_ENOTFOUND;
+	memcpy(id, m.id, sizeof(m.id));
+	memcpy(type, m.type, sizeof(m.type));
+	return 0;
+}

@@ -24,4 +24,12 @@
 int	tl_rx_mesh_ca(struct tl_txn *t, const struct tl_proj *p, char *out,
 	    size_t cap);
 
+/*
+ * The mesh CA's provider id (NODE/MODULE, 130 bytes) and its type (64
+ * bytes): who signs the certificates of logins by certificate
+ * (reactors/issue.c).  TL_ENOTFOUND: the mesh has none.
+ */
+int	tl_rx_mesh_ca_provider(struct tl_txn *t, const struct tl_proj *p,
+	    char id[130], char type[64]);
+
 #endif

@@ -101,7 +101,9 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 	uint8_t key[TL_NAMING_KEY_LEN];
 	struct tl_drv_name_in in = {
 		.grant = origin, .resource = g->resource, .node = g->node,
-		.recorded = g->object, .version = version,
+		.recorded = g->object,
+		/* A certificate keeps its login: the first version's. */
+		.version = g->cert_login != 0 ? g->cert_login : version,
 		.scheme = tl_rx_grant_scheme(rx, g), .move = move,
 		/* An adopted grant lives in the names its old mesh gave. */
 		.mesh = g->adopt_from[0] != '\0' ? g->adopt_from :

@@ -471,7 +471,9 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.resource = w->dbname;
 	dg.owner = w->owner;
 	dg.login = w->login;
-	dg.password = w->password;
+	/* A login by certificate has no password (decl.h, cert_login). */
+	dg.cert_login = w->g.cert_login != 0;
+	dg.password = dg.cert_login ? "" : w->password;
 	dg.handle = w->handle[0] != '\0' ? w->handle : NULL;
 	dg.handle_out = w->handle_out;
 	dg.params = tl_drv_params_unpack(w->params, params, TL_RX_PARAMS_SV);

@@ -377,13 +377,15 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	 * A grant with no credential (TL_DRV_CRED_NONE: a directory) has
 	 * nothing to add beside or retire: its rotation is the new version
 	 * delivered to the holders it has now and their acks, and ends.
-	 * Nor has a certificate grant (TL_DRV_CRED_CERTIFICATE): its new
-	 * version is a new key on each holder's node and a certificate for
-	 * the same name (reactors/issue.c); the old certificate is left to
-	 * expire, so no pool loses a session (its renewal).
+	 * Nor has a certificate grant (TL_DRV_CRED_CERTIFICATE), or a
+	 * login by certificate (g.cert_login): its new version is a new key
+	 * on each holder's node and a certificate for the same name
+	 * (reactors/issue.c); the old certificate is left to expire, so no
+	 * pool loses a session (its renewal).
 	 */
 	if (st->ops->decl->credential.kind == TL_DRV_CRED_NONE ||
-	    st->ops->decl->credential.kind == TL_DRV_CRED_CERTIFICATE) {
+	    st->ops->decl->credential.kind == TL_DRV_CRED_CERTIFICATE ||
+	    st->g.cert_login != 0) {
 		st->rc = 0;
 		c->rc = 0;
 		return;
@@ -446,8 +448,10 @@ calls_driver(const struct rstep *st)
 static int
 counts_sessions(const struct rstep *st)
 {
+	/* A login by certificate is the same login: nothing to tell apart. */
 	return st->op == OP_WAIT && st->ops != NULL &&
-	    st->ops->sessions != NULL && st->old[0] != '\0';
+	    st->ops->sessions != NULL && st->old[0] != '\0' &&
+	    st->g.cert_login == 0;
 }
 
 /* Phase 4: each step's outcome, if the step is still the one taken. */

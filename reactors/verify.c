@@ -510,7 +510,8 @@ drv_grant(struct check *c, struct tl_drv_grant *dg)
 	dg->resource = c->db;
 	dg->owner = c->owner;
 	dg->login = c->login;
-	dg->password = c->password;
+	dg->cert_login = c->g.cert_login != 0;
+	dg->password = dg->cert_login ? "" : c->password;
 	dg->grant = c->g.id;
 	dg->adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
 	dg->adopt_mesh = tl_rx_grant_adopt(&c->g);

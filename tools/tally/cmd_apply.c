@@ -328,6 +328,8 @@ req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
 	}
 	if (r->part != NULL)
 		tl_body_str(b, "part", r->part);
+	if (r->credential != NULL)
+		tl_body_str(b, "credential", r->credential);
 	return tl_body_finish(b, &p, &len);
 }
 

@@ -127,6 +127,11 @@ struct tl_mf_req {
 	 */
 	const char *const *params;
 	const char *part;	/* part: one of the module's parts; NULL: every part */
+	/*
+	 * credential: certificate (logins by a certificate of the mesh CA,
+	 * the driver's credential.cert_login); NULL: the driver's own.
+	 */
+	const char *credential;
 	int	line;
 };
 

@@ -30,7 +30,8 @@ static const char *const module_keys[] = {
 };
 static const char *const req_keys[] = {
 	"presence", "type", "from", "scope", "provider", "name", "env",
-	"migrations", "max-credential-age", "rotation-window", "part", NULL
+	"migrations", "max-credential-age", "rotation-window", "part",
+	"credential", NULL
 };
 static const char *const provide_keys[] = {
 	"driver", "revoke", "max-credential-age", "rotation-window",
@@ -601,6 +602,24 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	mf_join(f, sizeof f, path, "rotation-window");
 	if ((v = mf_get(map, "rotation-window", NULL)) != NULL)
 		r->rotation_window = parse_window(c, v, f);
+	mf_join(f, sizeof f, path, "credential");
+	if ((v = mf_get(map, "credential", NULL)) != NULL &&
+	    (s = mf_want_str(c, v, f)) != NULL) {
+		drv = r->type != NULL ? tl_drv_decl_for_type(r->type) : NULL;
+		if (strcmp(s, "password") != 0 && strcmp(s, "certificate") != 0)
+			mf_err(c, v, f, "%s: the credential is password (the "
+			    "driver's own) or certificate",
+			    mf_quote(q, sizeof q, s));
+		else if (strcmp(s, "certificate") == 0 && drv != NULL &&
+		    drv->credential.cert_login == NULL)
+			/* Refused now, not discovered at provisioning. */
+			mf_err(c, v, f, "type %s has no certificate logins: %s",
+			    r->type, drv->credential.cert_none != NULL ?
+			    drv->credential.cert_none : "its driver cannot map "
+			    "a certificate to a login");
+		else if (strcmp(s, "certificate") == 0)
+			r->credential = "certificate";
+	}
 	if (r->type != NULL)
 		parse_params(c, map, path, r);
 	return c->nerr == before ? 0 : -1;

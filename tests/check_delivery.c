@@ -647,18 +647,33 @@ START_TEST(test_v4_keyreq)
 	    2);
 	tl_dlv_enc_subst(&e, "TLS_KEY", 7, "TOK", 3, "TOK", "key-1.pem");
 	tl_dlv_enc_subst(&e, "TLS_CERT", 8, "TOK", 3, "TOK", "cert-1.pem");
+	{
+		/* One value naming both files, each token its own. */
+		static const char *const toks[] = { "KT", "CT" };
+		static const char *const files[] = { "key-1.pem",
+		    "cert-1.pem" };
+
+		tl_dlv_enc_subst_n(&e, "URL", 3, "x?c=CT&k=KT&c2=CT", 17,
+		    toks, files, 2);
+	}
 	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), 0);
 	ck_assert_int_eq(tl_dlv_decode(p, len, &d), 0);
 	ck_assert_int_eq(d.format, 4);
 	ck_assert(d.has_keyreq);
 	ck_assert_int_eq(d.nfiles, 0);
+	ck_assert_uint_eq(d.nvars, 3);
+	n = tl_dlv_resolved_len(&d.vars[2], 4);
+	ck_assert_uint_lt(n, sizeof(out));
+	tl_dlv_resolve(&d.vars[2], "/run", 4, out);
+	out[n] = '\0';
+	ck_assert_str_eq(out, "x?c=/run/cert-1.pem&k=/run/key-1.pem&c2="
+	    "/run/cert-1.pem");
 	ck_assert_uint_eq(d.keyreq.cn_len, 10);
 	ck_assert(memcmp(d.keyreq.cn, "app-tls_v3", 10) == 0);
 	ck_assert(memcmp(d.keyreq.key_file, "key-1.pem", 9) == 0);
 	ck_assert(memcmp(d.keyreq.cert_file, "cert-1.pem", 10) == 0);
 	ck_assert_uint_eq(d.keyreq.nsans, 2);
 	ck_assert(memcmp(d.keyreq.sans[1], "10.0.0.7", 8) == 0);
-	ck_assert_uint_eq(d.nvars, 2);
 	n = tl_dlv_resolved_len(&d.vars[1], 4);
 	ck_assert_uint_lt(n, sizeof(out));
 	tl_dlv_resolve(&d.vars[1], "/run", 4, out);

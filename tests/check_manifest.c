@@ -1111,6 +1111,30 @@ START_TEST(test_undeclared_variable)
 }
 END_TEST
 
+START_TEST(test_credential)
+{
+	/* A driver that cannot map a certificate to a login: its reason. */
+	ck_assert_only_error("module: g\n"
+	    "env: {U: \"\"}\n"
+	    "requires:\n"
+	    "  cache:\n"
+	    "    type: redis-user\n"
+	    "    from: p\n"
+	    "    credential: certificate\n"
+	    "    env: {uri: U}\n", 7, "requires.cache.credential",
+	    "type redis-user has no certificate logins: Redis 7 cannot map");
+	ck_assert_only_error("module: g\n"
+	    "env: {U: \"\"}\n"
+	    "requires:\n"
+	    "  db:\n"
+	    "    type: postgres-database\n"
+	    "    from: p\n"
+	    "    credential: token\n"
+	    "    env: {user: U}\n", 7, "requires.db.credential",
+	    "the credential is password (the driver's own) or certificate");
+}
+END_TEST
+
 START_TEST(test_unknown_field)
 {
 	ck_assert_only_error("module: g\n"
@@ -1123,7 +1147,7 @@ START_TEST(test_unknown_field)
 	    "      hostname: H\n", 8, "requires.db.env.hostname",
 	    "unknown connection field 'hostname'; the fields are host, port, "
 	    "database, user, password, url, vhost, path, sslmode, sslrootcert, "
-	    "tls, ca, uri, ssl_mode, ssl_ca, prefix");
+	    "sslcert, sslkey, tls, ca, uri, ssl_mode, ssl_ca, prefix");
 	parse_text("module: g\n"
 	    "env: {A: \"\", B: \"\", C: \"\", D: \"\", E: \"\", F: \"\","
 	    " G: \"\", H: \"\"}\n"
@@ -1743,6 +1767,7 @@ manifest_suite(void)
 	tcase_add_test(tc, test_derived_settings);
 	tcase_add_test(tc, test_undeclared_variable);
 	tcase_add_test(tc, test_unknown_field);
+	tcase_add_test(tc, test_credential);
 	tcase_add_test(tc, test_drivers);
 	tcase_add_test(tc, test_embedded_private);
 	tcase_add_test(tc, test_self_targets);

@@ -717,7 +717,11 @@ set_pw(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 {
 	char hash[42];
 
-	tl_drv_mdb_hash(g->password, hash);
+	/* By certificate: an empty password; REQUIRE SUBJECT holds it. */
+	if (g->cert_login)
+		hash[0] = '\0';
+	else
+		tl_drv_mdb_hash(g->password, hash);
 	if (create)
 		return runf(p->c, "creating the user", why, "CREATE USER IF "
 		    "NOT EXISTS %s IDENTIFIED VIA mysql_native_password USING "
@@ -768,9 +772,19 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	if ((rc = runf(p->c, "unlocking the user", why, "ALTER USER %s "
 	    "ACCOUNT UNLOCK", x->user)) != 0)
 		return rc;
-	if ((rc = runf(p->c, "holding the user to TLS", why, "ALTER USER %s "
-	    "REQUIRE %s", x->user, p->tls != TL_DRV_TLS_OFF ? "SSL" :
-	    "NONE")) != 0)
+	if (g->cert_login) {
+		char subj[2 * TL_DRV_NAME_MAX + 16], slit[4 * TL_DRV_NAME_MAX + 40];
+
+		snprintf(subj, sizeof(subj), "/CN=%s", g->login);
+		if (tl_drv_mdb_quote_str(p->c, subj, slit, sizeof(slit)) != 0)
+			return tl_drv_why(why, TL_EINVAL, "names too long");
+		if ((rc = runf(p->c, "holding the user to its certificate",
+		    why, "ALTER USER %s REQUIRE SUBJECT %s", x->user,
+		    slit)) != 0)
+			return rc;
+	} else if ((rc = runf(p->c, "holding the user to TLS", why,
+	    "ALTER USER %s REQUIRE %s", x->user, p->tls != TL_DRV_TLS_OFF ?
+	    "SSL" : "NONE")) != 0)
 		return rc;
 	return runf(p->c, "removing the user's resource limits", why,
 	    "ALTER USER %s WITH MAX_QUERIES_PER_HOUR 0 MAX_UPDATES_PER_HOUR 0 "
@@ -936,7 +950,8 @@ ssl_row(const struct tl_drv_mdb *p, MYSQL_ROW row,
 {
 	static const char *const names[] = { "NONE", "SSL", "X509",
 	    "SPECIFIED" };
-	int want = p->tls != TL_DRV_TLS_OFF, got;
+	/* A login by certificate: REQUIRE SUBJECT (SPECIFIED). */
+	int want = g->cert_login ? 3 : p->tls != TL_DRV_TLS_OFF, got;
 
 	got = row[C_SSL] != NULL ? atoi(row[C_SSL]) : 0;
 	if (got == want)
@@ -1015,7 +1030,11 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 			madd(&priv, "user '%s' has resource limits tally did "
 			    "not set: %s", g->login, row[C_LIMITS]);
 		ssl_row(p, row, g, &priv);
-		if (cred && g->password != NULL) {
+		if (cred && g->cert_login && row[C_AUTH] != NULL &&
+		    row[C_AUTH][0] != '\0')
+			madd(&bad, "user '%s' has a password: a login by "
+			    "certificate has none", g->login);
+		else if (cred && !g->cert_login && g->password != NULL) {
 			char hash[42];
 
 			tl_drv_mdb_hash(g->password, hash);
@@ -1181,6 +1200,8 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 	port = ep != NULL && ep->port != NULL ? ep->port : p->port;
 	if (*drift == TL_DRIFT_PRIVILEGES && strstr(why, "locked") != NULL)
 		return 0;	/* a locked user cannot prove its password */
+	if (g->cert_login)
+		return 0;	/* its key is on the consumer's node only */
 	if ((rc = login_as(p, g, host, port, &c, detail,
 	    sizeof(detail))) != 0)
 		return tl_drv_why(why, rc, "the consumer's endpoint %s:%s does "

@@ -25,7 +25,12 @@ static const struct tl_drv_field mdb_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "database", 0 }, { "user", 0 },
 	{ "password", 1 }, { "uri", 1 },
 	/* What a client verifies the server with (decl.h ca_path). */
-	{ "ssl_mode", 0 }, { "ssl_ca", 0 }, { "tls", 0 }, { NULL, 0 }
+	{ "ssl_mode", 0 }, { "ssl_ca", 0 }, { "tls", 0 },
+	/*
+	 * A login by certificate (credential: certificate): the paths of
+	 * the certificate and the key made on the consumer's node; "" else.
+	 */
+	{ "ssl_cert", 0 }, { "ssl_key", 0 }, { NULL, 0 }
 };
 
 /*
@@ -76,6 +81,10 @@ mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
 		n = snprintf(out, cap, "%s", mode);
 	else if (strcmp(field, "ssl_ca") == 0)
 		n = snprintf(out, cap, "%s", ca);
+	else if (strcmp(field, "ssl_cert") == 0 || strcmp(field, "ssl_key") == 0)
+		n = snprintf(out, cap, "%s", !g->cert_login ? "" :
+		    strcmp(field, "ssl_cert") == 0 ? (ep->cert_path ?
+		    ep->cert_path : "") : (ep->key_path ? ep->key_path : ""));
 	else if (strcmp(field, "tls") == 0)
 		n = snprintf(out, cap, "%s", strcmp(mode, "DISABLED") == 0 ?
 		    "false" : "true");
@@ -88,10 +97,12 @@ mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
 			return TL_EINVAL;
 		n = snprintf(out, cap, "mariadb://");
 		o = (size_t)n;
+		/* By certificate: no password in it (the account has none). */
 		if ((size_t)n >= cap ||
 		    (rc = tl_drv_pct_append(out, cap, &o, g->login)) != 0 ||
-		    o + 1 >= cap || (out[o++] = ':', 0) ||
-		    (rc = tl_drv_pct_append(out, cap, &o, g->password)) != 0)
+		    (!g->cert_login && (o + 1 >= cap ||
+		    (out[o++] = ':', 0) ||
+		    (rc = tl_drv_pct_append(out, cap, &o, g->password)) != 0)))
 			goto toobig;
 		n = snprintf(out + o, cap - o, "@%s:%s/", ep->host, ep->port);
 		if (n < 0 || (size_t)n >= cap - o)
@@ -99,6 +110,19 @@ mdb_compose(const char *field, const struct tl_drv_endpoint *ep,
 		o += (size_t)n;
 		if ((rc = tl_drv_pct_append(out, cap, &o, g->resource)) != 0)
 			goto toobig;
+		if (g->cert_login) {
+			/* The certificate goes over TLS, whatever tls says. */
+			n = snprintf(out + o, cap - o, "?ssl_mode=%s&ssl_cert=%s"
+			    "&ssl_key=%s%s%s", strcmp(mode, "DISABLED") == 0 ?
+			    "REQUIRED" : mode, ep->cert_path ? ep->cert_path :
+			    "", ep->key_path ? ep->key_path : "",
+			    strcmp(mode, "VERIFY_IDENTITY") == 0 && *ca != '\0' ?
+			    "&ssl_ca=" : "", strcmp(mode, "VERIFY_IDENTITY") ==
+			    0 ? ca : "");
+			if (n < 0 || (size_t)n >= cap - o)
+				goto toobig;
+			return 0;
+		}
 		if (strcmp(mode, "DISABLED") == 0)
 			return 0;
 		n = snprintf(out + o, cap - o, "?ssl_mode=%s%s%s", mode,
@@ -192,8 +216,12 @@ const struct tl_drv_decl tl_drv_mariadb_decl = {
 	.fields = mdb_fields,
 	.credential = {
 		.kind = TL_DRV_CRED_LOGIN_BESIDE,
-		.cert_none = "not built yet (REQUIRE SUBJECT ... AND ISSUER "
-		    "...; community editions still pair it with a password)",
+		.cert_login = "REQUIRE SUBJECT '/CN=LOGIN': the server checks "
+		    "the certificate's subject on top of password "
+		    "authentication, which community editions keep; the "
+		    "account's password is empty, so the certificate alone "
+		    "logs in; one-time server set-up: ssl-ca the mesh CA "
+		    "(which pins the issuer)",
 	},
 	.revocation = &mdb_revocation,
 	.fencing = &mdb_fencing,

@@ -267,7 +267,9 @@ tl_drv_mdb_grant_ok(const struct tl_drv_grant *g, int need_pw, char *why)
 			return tl_drv_why(why, TL_EINVAL,
 			    "database \"%s\" is the server's own: refused",
 			    g->resource);
-	if (need_pw && (g->password == NULL || *g->password == '\0'))
+	/* A login by certificate has none (decl.h, cert_login). */
+	if (need_pw && !g->cert_login && (g->password == NULL ||
+	    *g->password == '\0'))
 		return tl_drv_why(why, TL_EINVAL,
 		    "no password for user \"%s\"", g->login);
 	if (g->grant != NULL && strlen(g->grant) > 255)

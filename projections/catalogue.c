@@ -22,6 +22,7 @@
 #define GN	TL_FOLD_GRANTS
 #define RO	TL_FOLD_ROTATION
 #define RB	TL_FOLD_REBIND
+#define CE	TL_FOLD_CERTS
 
 /* Limits used again and again. */
 #define NAME	63		/* a node, module, requirement, type */
@@ -101,7 +102,7 @@ static const struct tl_cat_event cat[] = {
 	    { "types[].type", NAME }, { "types[].driver", NAME },
 	    { "types[].revoke", 15 }, { "types[].window", 128 } } },
 	{ E(TL_EV_CERT_CRL), "provider", "provider number this_update "
-	  "next_update serials[] crl", GR, NULL,
+	  "next_update serials[] crl", CE, NULL,
 	  { { "provider", PROV }, { "serials[]", 64 },
 	    { "crl", TL_BODY_MAX / 2 } } },
 	{ E(TL_EV_PROVIDER_RETIRED), "provider", "id", GR, NULL,
@@ -143,9 +144,9 @@ static const struct tl_cat_event cat[] = {
 	    { "fields.path", 511 } } },
 	{ E(TL_EV_GRANT_FAILED), "grant", "grant reason op retry_ns", GN, NULL,
 	  { { "grant", GRANT }, { "reason", REASON }, { "op", 15 } } },
-	{ E(TL_EV_REVOCATION_REQUESTED), "grant", "grant reason", GN | GR, NULL,
+	{ E(TL_EV_REVOCATION_REQUESTED), "grant", "grant reason", GN | CE, NULL,
 	  { { "grant", GRANT }, { "reason", REASON } } },
-	{ E(TL_EV_GRANT_REVOKED), "grant", "grant policy size", GN | GR, NULL,
+	{ E(TL_EV_GRANT_REVOKED), "grant", "grant policy size", GN | CE, NULL,
 	  { { "grant", GRANT }, { "policy", 7 } } },
 	{ E(TL_EV_GRANT_DRIFTED), "grant", "grant kind reason message", GN, NULL,
 	  { { "grant", GRANT }, { "kind", 31 }, { "reason", REASON } } },
@@ -161,7 +162,7 @@ static const struct tl_cat_event cat[] = {
 	  { { "grant", GRANT }, { "reason", 1023 } } },
 	{ E(TL_EV_PURGE_REQUESTED), "grant", "grant (actor: who)", GN, NULL,
 	  { { "grant", GRANT } } },
-	{ E(TL_EV_GRANT_PURGED), "grant", "grant", GN | GR, NULL,
+	{ E(TL_EV_GRANT_PURGED), "grant", "grant", GN | CE, NULL,
 	  { { "grant", GRANT } } },
 	{ E(TL_EV_GRANT_LOST), "grant", "grant provider node", GN, NULL,
 	  { { "grant", GRANT }, { "provider", PROV }, { "node", NAME } } },
@@ -175,7 +176,7 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_CRED_WITHDRAWN), "grant", "grant holder node version", GN,
 	  NULL, { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME } } },
 	{ E(TL_EV_CERT_ISSUED), "grant", "grant holder node version serial "
-	  "cn not_after renew_at csr_digest cert [ca]", GR | RO, NULL,
+	  "cn not_after renew_at csr_digest cert [ca]", GR | CE | RO, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER }, { "node", NAME },
 	    { "serial", 64 }, { "cn", 64 }, { "csr_digest", 64 },
 	    { "cert", 16384 }, { "ca", PROV } } },

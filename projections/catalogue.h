@@ -28,6 +28,7 @@
 /* The folds (projections/proj.c dispatches to them in this order). */
 #define TL_FOLD_GRAPH		0x1u	/* projections/graph.c */
 #define TL_FOLD_GRANTS		0x2u	/* projections/grants.c */
+#define TL_FOLD_CERTS		0x10u	/* projections/certs.c, after graph's */
 #define TL_FOLD_ROTATION	0x4u	/* projections/rotation.c */
 #define TL_FOLD_REBIND		0x8u	/* projections/rebind.c */
 

@@ -63,5 +63,11 @@ int	tl_graph_acks_decided(struct tl_txn *t, const struct tl_proj *p,
 /* The graph fold: for tl_proj_apply, in the event's write transaction. */
 int	tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_event *ev, struct tl_bnode body);
+/*
+ * The certificates fold (certs.c), after the graph's and before the
+ * grants': cs/, crlr/, crlq/ and crl/ of the graph table.
+ */
+int	tl_fold_certs(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_event *ev, struct tl_bnode body);
 
 #endif

@@ -51,6 +51,8 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	}
 	rc = tl_fold_graph(t, p, ev, v.root);
 	if (rc == 0)
+		rc = tl_fold_certs(t, p, ev, v.root);
+	if (rc == 0)
 		rc = tl_fold_grants(t, p, ev, v.root);
 	if (rc == 0)
 		rc = tl_fold_rotation(t, p, ev, v.root);

@@ -3,7 +3,8 @@
  *
  * The tables and their records are record.h's.  This is the fold
  * dispatch above them: tl_proj_apply gives an event to each fold
- * (graph.c, grants.c, rotation.c, rebind.c, in catalogue.h's order).
+ * (graph.c, certs.c, grants.c, rotation.c, rebind.c, in catalogue.h's
+ * order).
  * The fold is (state, event) -> state: no clock, no randomness, no
  * I/O, so replaying the log rebuilds the tables byte for byte.
  *

@@ -1,6 +1,6 @@
 /*
  * crl.c - the mesh CA's certificate revocation list, for verifiers that
- * want one (a PostgreSQL's ssl_crl_file, a RabbitMQ's CRL directory).
+ * want one (a database server's or a broker's CRL file).
  *
  * A revocation takes nothing back at the CA (a certificate is valid
  * until its not-after); the list says which certificates a verifier

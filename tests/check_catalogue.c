@@ -262,12 +262,13 @@ START_TEST(test_folds_take_what_catalogue_says)
 		{ TL_FOLD_GRANTS, "projections/grants.c" },
 		{ TL_FOLD_ROTATION, "projections/rotation.c" },
 		{ TL_FOLD_REBIND, "projections/rebind.c" },
+		{ TL_FOLD_CERTS, "projections/certs.c" },
 	};
-	char *text[4];
+	char *text[5];
 	size_t i, j, k, n = tl_cat_count();
 	unsigned bad = 0;
 
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 5; i++) {
 		text[i] = slurp(folds[i].file);
 		ck_assert_ptr_nonnull(text[i]);
 	}
@@ -289,7 +290,7 @@ START_TEST(test_folds_take_what_catalogue_says)
 			    "ignored\n", e->type);
 			bad++;
 		}
-		for (j = 0; j < 4; j++) {
+		for (j = 0; j < 5; j++) {
 			int named = has_ident(text[j], e->macro) ||
 			    strstr(text[j], prefix) != NULL;
 
@@ -301,7 +302,7 @@ START_TEST(test_folds_take_what_catalogue_says)
 			}
 		}
 	}
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		free(text[i]);
 	ck_assert_uint_eq(bad, 0);
 }

@@ -16,7 +16,7 @@ static const char usage[] =
 "\n"
 "The latest certificate revocation list tallyd published for the CA\n"
 "PROVIDER (NODE/MODULE: the mesh CA), in PEM, for a verifier's CRL file\n"
-"(PostgreSQL's ssl_crl_file, ...).  It lists the certificates of the\n"
+"(a server's ssl_crl_file, ...).  It lists the certificates of the\n"
 "CA's revoked grants that have not expired, is valid for 7 days, and\n"
 "tallyd publishes the next one at once when a grant is revoked, else at\n"
 "half of that.  --json prints {provider, number, this_update,\n"

@@ -548,7 +548,9 @@ grant_ok(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 	if (strcmp(g->login, r->user) == 0)
 		return tl_drv_why(why, TL_EINVAL, "user \"%s\" is tally's "
 		    "admin: never a grant's", g->login);
-	if (need_pw && (g->password == NULL || *g->password == '\0'))
+	/* A login by certificate has none (decl.h, cert_login). */
+	if (need_pw && !g->cert_login && (g->password == NULL ||
+	    *g->password == '\0'))
 		return tl_drv_why(why, TL_EINVAL, "no password for user \"%s\"",
 		    g->login);
 	return 0;
@@ -958,6 +960,12 @@ put_user(struct tl_drv_rmq *r, const struct tl_drv_grant *g, char *why)
 	char hash[RMQ_HASH_MAX];
 	int rc;
 
+	/*
+	 * A login by certificate: an empty hash, so no password logs in
+	 * (the EXTERNAL mechanism takes the certificate's CN).
+	 */
+	if (g->cert_login)
+		return put_user_hash(r, g->login, "", RMQ_ALG, why);
 	if (tl_drv_rmq_hash(g->password, hash, sizeof(hash)) != 0)
 		return tl_drv_why(why, TL_EDRIVER, "cannot hash the password");
 	rc = put_user_hash(r, g->login, hash, RMQ_ALG, why);
@@ -1222,10 +1230,16 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 		drift_to(drift, TL_DRIFT_CREDENTIAL);
 		tl_drv_why_add(cred, "user \"%s\" is gone", g->login);
 	} else {
-		if (g->password != NULL && !hash_matches(json_string_value(
-		    json_object_get(u, "hashing_algorithm")),
-		    json_string_value(json_object_get(u, "password_hash")),
-		    g->password)) {
+		const char *sh = json_string_value(json_object_get(u,
+		    "password_hash"));
+
+		if (g->cert_login && sh != NULL && *sh != '\0') {
+			drift_to(drift, TL_DRIFT_CREDENTIAL);
+			tl_drv_why_add(cred, "user \"%s\" has a password: a "
+			    "login by certificate has none", g->login);
+		} else if (!g->cert_login && g->password != NULL &&
+		    !hash_matches(json_string_value(json_object_get(u,
+		    "hashing_algorithm")), sh, g->password)) {
 			drift_to(drift, TL_DRIFT_CREDENTIAL);
 			tl_drv_why_add(cred, "user \"%s\": the stored password "
 			    "hash is not the recorded password's", g->login);
@@ -1393,7 +1407,8 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 	n = pick_perms(all, g, rows, RMQ_PERMS_MAX);
 	evaluate(r, g, vh, u, rows, n, drift, why);
 	json_decref(all);
-	if (*drift == TL_DRIFT_NONE && g->password != NULL) {
+	/* By certificate: the key is on the consumer's node only. */
+	if (*drift == TL_DRIFT_NONE && g->password != NULL && !g->cert_login) {
 		if ((rc = login_as(g, ep, lw)) == TL_EAUTH || rc == TL_EDRIVER) {
 			*drift = TL_DRIFT_CREDENTIAL;
 			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
@@ -1405,8 +1420,8 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 	}
 	if (*drift == TL_DRIFT_NONE)
 		tl_drv_why(why, 0, "vhost \"%s\" and user \"%s\" are as tally "
-		    "set them%s", g->resource, g->login, g->password == NULL ?
-		    "" : tl_drv_consumer_tls(&tl_drv_rabbitmq_decl, ep) !=
+		    "set them%s", g->resource, g->login, g->password == NULL ||
+		    g->cert_login ? "" : tl_drv_consumer_tls(&tl_drv_rabbitmq_decl, ep) !=
 		    TL_DRV_TLS_OFF ? "; the user logged in over AMQPS" :
 		    "; the user logged in over AMQP");
 	/*
@@ -1415,7 +1430,8 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 	 * operator's), asked only when nothing worse was found and the
 	 * check logged in, as the verifier clears it only then.
 	 */
-	if (*drift == TL_DRIFT_NONE && g->password != NULL && g->posture &&
+	if (*drift == TL_DRIFT_NONE && g->password != NULL &&
+	    !g->cert_login && g->posture &&
 	    tl_drv_consumer_tls(&tl_drv_rabbitmq_decl, ep) != TL_DRV_TLS_OFF) {
 		int open = 0;
 

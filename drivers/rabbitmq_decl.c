@@ -79,6 +79,11 @@ rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
 		    "false");
 	else if (strcmp(field, "ca") == 0)
 		return tl_drv_compose_ca(ep, out, cap);
+	else if (strcmp(field, "cert") == 0 || strcmp(field, "key") == 0)
+		n = snprintf(out, cap, "%s", !g->cert_login || ep == NULL ? "" :
+		    strcmp(field, "cert") == 0 ? (ep->cert_path != NULL ?
+		    ep->cert_path : "") : (ep->key_path != NULL ?
+		    ep->key_path : ""));
 	else if (strcmp(field, "vhost") == 0)
 		n = snprintf(out, cap, "%s", g->resource);
 	else if (strcmp(field, "user") == 0)
@@ -97,13 +102,27 @@ rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
 		 * as it is: the deliverer replaces it) and verify_peer.
 		 */
 		v6 = strchr(host, ':') != NULL;
-		if ((rc = raw_append(out, cap, &off, mode != TL_DRV_TLS_OFF ?
-		    "amqps://" : "amqp://")) != 0 ||
+		if (g->cert_login) {
+			/*
+			 * By certificate: amqps always, no password, the
+			 * EXTERNAL mechanism with the certificate and key.
+			 */
+			if (mode == TL_DRV_TLS_OFF) {
+				mode = TL_DRV_TLS_REQUIRE;
+				port = consumer_port(ep, mode);
+			}
+			if ((rc = raw_append(out, cap, &off, "amqps://")) != 0 ||
+			    (rc = tl_drv_pct_append(out, cap, &off,
+			    g->login)) != 0)
+				goto out;
+		} else if ((rc = raw_append(out, cap, &off, mode !=
+		    TL_DRV_TLS_OFF ? "amqps://" : "amqp://")) != 0 ||
 		    (rc = tl_drv_pct_append(out, cap, &off, g->login)) != 0 ||
 		    (rc = raw_append(out, cap, &off, ":")) != 0 ||
 		    (rc = tl_drv_pct_append(out, cap, &off,
-		    g->password)) != 0 ||
-		    (rc = raw_append(out, cap, &off, v6 ? "@[" : "@")) != 0 ||
+		    g->password)) != 0)
+			goto out;
+		if ((rc = raw_append(out, cap, &off, v6 ? "@[" : "@")) != 0 ||
 		    (rc = raw_append(out, cap, &off, host)) != 0 ||
 		    (rc = raw_append(out, cap, &off, v6 ? "]:" : ":")) != 0 ||
 		    (rc = raw_append(out, cap, &off, port)) != 0 ||
@@ -118,6 +137,16 @@ rmq_compose(const char *field, const struct tl_drv_endpoint *ep,
 		if (mode == TL_DRV_TLS_VERIFY && (rc = raw_append(out, cap,
 		    &off, ep != NULL && ep->ca_path != NULL ?
 		    "&verify=verify_peer" : "?verify=verify_peer")) != 0)
+			goto out;
+		if (g->cert_login && ep != NULL && ep->cert_path != NULL &&
+		    ep->key_path != NULL && ((rc = raw_append(out, cap, &off,
+		    strchr(out, '?') != NULL ? "&certfile=" :
+		    "?certfile=")) != 0 ||
+		    (rc = raw_append(out, cap, &off, ep->cert_path)) != 0 ||
+		    (rc = raw_append(out, cap, &off, "&keyfile=")) != 0 ||
+		    (rc = raw_append(out, cap, &off, ep->key_path)) != 0 ||
+		    (rc = raw_append(out, cap, &off,
+		    "&auth_mechanism=external")) != 0))
 			goto out;
 		n = (int)off;
 	} else
@@ -137,7 +166,11 @@ static const char *const rmq_tags[] = { "broker", "amqp", NULL };
 static const struct tl_drv_field rmq_fields[] = {
 	{ "host", 0 }, { "port", 0 }, { "vhost", 0 }, { "user", 0 },
 	{ "password", 1 }, { "url", 1 }, { "tls", 0 }, { "ca", 0 },
-	{ NULL, 0 }
+	/*
+	 * A login by certificate (credential: certificate): the paths of
+	 * the certificate and the key made on the consumer's node; "" else.
+	 */
+	{ "cert", 0 }, { "key", 0 }, { NULL, 0 }
 };
 
 static const struct tl_drv_revocation rmq_revocation = {
@@ -198,9 +231,12 @@ const struct tl_drv_decl tl_drv_rabbitmq_decl = {
 	.fields = rmq_fields,
 	.credential = {
 		.kind = TL_DRV_CRED_LOGIN_BESIDE,
-		.cert_none = "not built yet (the EXTERNAL mechanism of "
-		    "rabbitmq_auth_mechanism_ssl, ssl_cert_login_from = "
-		    "common_name)",
+		.cert_login = "the EXTERNAL mechanism: the user, which has no "
+		    "password, is the certificate's common name; one-time "
+		    "broker set-up: the rabbitmq_auth_mechanism_ssl plugin, "
+		    "EXTERNAL among auth_mechanisms, ssl_cert_login_from = "
+		    "common_name, ssl_options.verify = verify_peer and "
+		    "ssl_options.cacertfile the mesh CA",
 	},
 	.revocation = &rmq_revocation,
 	.fencing = &rmq_fencing,

@@ -9,7 +9,10 @@ URL is amqp://USER:PASSWORD@HOST:PORT/VHOST, each part percent-encoded
 the URL's cacertfile= names (the RabbitMQ URI spec's TLS query
 parameter, as tally's url field carries it), else the one in
 $AMQP_LOGIN_CAFILE, else the system's CAs: a certificate that does not
-verify is exit 2 ("tls: ...").  Opens the connection (PLAIN) and
+verify is exit 2 ("tls: ...").  With certfile= and keyfile= (and
+auth_mechanism=external, the spec's query parameters) it presents that
+client certificate and logs in with EXTERNAL (the broker takes the user
+from the certificate), else with PLAIN.  Opens the connection and
 the vhost; exit 0 when the broker let it in, 1 when it refused (its
 reply is printed), 2 on a usage or network error.  With HOLD_SECONDS it
 then stays connected that long: exit 0 if it was still connected at
@@ -93,6 +96,8 @@ def main():
         ctx = ssl.create_default_context(
             cafile=(q.get("cacertfile") or [None])[0] or
             os.environ.get("AMQP_LOGIN_CAFILE") or None)
+        if q.get("certfile") and q.get("keyfile"):
+            ctx.load_cert_chain(q["certfile"][0], q["keyfile"][0])
         try:
             sock = ctx.wrap_socket(sock, server_hostname=u.hostname)
         except (ssl.SSLError, OSError) as e:
@@ -105,8 +110,13 @@ def main():
         if (cls, mid) != (10, 10):
             print("no connection.start", file=sys.stderr)
             return 2
-        resp = b"\x00" + user.encode() + b"\x00" + password.encode()
-        sock.sendall(method(10, 11, longstr(b"") + shortstr("PLAIN") +
+        q = parse_qs(u.query)
+        if (q.get("auth_mechanism") or [""])[0].lower() == "external":
+            mech, resp = "EXTERNAL", b""
+        else:
+            mech = "PLAIN"
+            resp = b"\x00" + user.encode() + b"\x00" + password.encode()
+        sock.sendall(method(10, 11, longstr(b"") + shortstr(mech) +
                             longstr(resp) + shortstr("en_US")))
         cls, mid, args = read_method(sock)
         if (cls, mid) == (10, 50):

@@ -20,12 +20,14 @@
 # (The usual "+10000/+20000" offsets overflow 65535 for ports above 45535.)
 # The TLS listeners are in addition to the plaintext ones, with a
 # certificate of the harness CA (tests/harness/ca.sh; subjectAltName
-# localhost, 127.0.0.1).  AMQPS asks no client certificate (verify_none).
-# The management API's https listener asks for one and verifies what it
-# is given against the harness CA (verify_peer) but lets in a client
-# that gives none (fail_if_no_peer_cert false): ca.sh's client.pem is
-# let in, client-other.pem (another CA) refused in the handshake, and
-# every client without a certificate works as before.
+# localhost, 127.0.0.1).  Both listeners ask for a client certificate
+# and verify what they are given against the harness CA (verify_peer)
+# but let in a client that gives none (fail_if_no_peer_cert false):
+# ca.sh's client.pem is let in, client-other.pem (another CA) refused in
+# the handshake, and every client without a certificate works as
+# before.  AMQP takes the EXTERNAL mechanism besides PLAIN (the
+# rabbitmq_auth_mechanism_ssl plugin, the user the certificate's CN):
+# what a login by certificate needs of a broker.
 #
 # DIR/env (sourceable) exports TALLY_TEST_AMQP_HOST, TALLY_TEST_AMQP_PORT,
 # TALLY_TEST_AMQP_USER, TALLY_TEST_AMQP_PASSWORD, TALLY_TEST_AMQP_MGMT_PORT,
@@ -260,8 +262,12 @@ listeners.ssl.default = 127.0.0.1:$AMQPS
 ssl_options.cacertfile = $R/etc/tls/ca.pem
 ssl_options.certfile = $R/etc/tls/rabbitmq.pem
 ssl_options.keyfile = $R/etc/tls/rabbitmq.key
-ssl_options.verify = verify_none
+ssl_options.verify = verify_peer
 ssl_options.fail_if_no_peer_cert = false
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = AMQPLAIN
+auth_mechanisms.3 = EXTERNAL
+ssl_cert_login_from = common_name
 management.ssl.ip = 127.0.0.1
 management.ssl.port = $MGMTS
 management.ssl.cacertfile = $R/etc/tls/ca.pem
@@ -270,7 +276,9 @@ management.ssl.keyfile = $R/etc/tls/rabbitmq.key
 management.ssl.verify = verify_peer
 management.ssl.fail_if_no_peer_cert = false
 EOF
-    echo '[rabbitmq_management].' > "$R/etc/enabled_plugins"
+    # The EXTERNAL mechanism: a user logged in by its certificate's CN
+    # (a login by certificate, credential: certificate).
+    echo '[rabbitmq_management,rabbitmq_auth_mechanism_ssl].' > "$R/etc/enabled_plugins"
     # Erlang insists the cookie is private to its owner.
     (umask 077 && head -c 64 /dev/urandom | tr -dc A-Z | head -c 20 > "$R/home/.erlang.cookie")
     [ -s "$R/home/.erlang.cookie" ] || echo TALLYTESTCOOKIEXXXXX > "$R/home/.erlang.cookie"

@@ -20,10 +20,8 @@ msql() {
 t_init
 t_node node-a 127.0.0.1
 t_node node-b 127.0.0.2
+t_mesh_ca_harness
 CAKEY=$(dirname "$TALLY_TEST_CA")/ca.key
-tly apply "$TALLY_SRC/examples/mesh-ca.yaml" >/dev/null
-tly assign mesh-ca node-a --expose network --set ca-cert="$TALLY_TEST_CA" \
-	--secret ca-key <"$CAKEY" >/dev/null || t_fail "assign mesh-ca failed"
 cat >"$W/mariadb.yaml" <<'YAML'
 module: mariadb
 provides:
@@ -47,21 +45,13 @@ requires:
 YAML
 tly apply "$W/app.yaml" >/dev/null
 tly assign app node-b >/dev/null
-load_env() {	# app.env is NAME=VALUE lines, not shell: & is in the uri
-	for _v in DB_HOST DB_PORT DB_NAME DB_USER DB_PASSWORD DB_CERT DB_KEY DB_URI; do
-		eval "$_v=\$(sed -n 's/^$_v=//p' \"\$W/agent-node-b/app.env\")"
-	done
-}
-settle() {
-	t_tallyd_once
-	t_agent node-b
-	t_tallyd_once
-	t_agent node-b
-	t_tallyd_once
+load_env() {
+	t_envvars "$W/agent-node-b/app.env" DB_HOST DB_PORT DB_NAME DB_USER \
+		DB_PASSWORD DB_CERT DB_KEY DB_URI
 }
 
 t_check "the account: an empty password, REQUIRE SUBJECT '/CN=' its name"
-settle
+t_settle node-b
 tly log --json --type grant.provisioned | grep -q 'app/db' || t_fail "not provisioned: $(tail -n 5 "$T_DLOG")"
 load_env
 [ -z "$DB_PASSWORD" ] || t_fail "a password was delivered"
@@ -96,7 +86,7 @@ t_check "a renewal keeps the account; the new certificate logs in"
 U1=$DB_USER
 S1=$(openssl x509 -in "$DB_CERT" -noout -serial)
 tly rotate app/db >/dev/null
-settle
+t_settle node-b
 tly log --json --type rotation.completed | grep -q 'app/db' || t_fail "the renewal did not complete"
 load_env
 [ "$DB_USER" = "$U1" ] || t_fail "the account changed: $U1 -> $DB_USER"

@@ -20,11 +20,7 @@ t_sql "SELECT pg_reload_conf()" >/dev/null
 t_init
 t_node node-a 127.0.0.1
 t_node node-b 127.0.0.2
-CAKEY=$(dirname "$TALLY_TEST_CA")/ca.key
-tly apply "$TALLY_SRC/examples/mesh-ca.yaml" >/dev/null
-tly assign mesh-ca node-a --expose network --set ca-cert="$TALLY_TEST_CA" \
-	--set lifetime=60s --set renew-at=50 --secret ca-key <"$CAKEY" >/dev/null ||
-	t_fail "assign mesh-ca failed"
+t_mesh_ca_harness --set lifetime=60s --set renew-at=50
 t_provider node-a network
 
 t_check "credential: certificate is refused at apply where the driver cannot"
@@ -56,16 +52,11 @@ requires:
 YAML
 tly apply "$W/app.yaml" >/dev/null
 tly assign app node-b >/dev/null
-t_tallyd_once
+t_settle node-b
 tly log --json --type grant.provisioned | grep -q 'app/db' || t_fail "not provisioned: $(tail -n 5 "$T_DLOG")"
-t_agent node-b
-t_tallyd_once
-t_agent node-b
-t_tallyd_once
-load_env() {	# app.env is NAME=VALUE lines, not shell: & is in the url
-	for _v in DB_HOST DB_PORT DB_NAME DB_USER DB_PASSWORD DB_CERT DB_KEY DB_URL; do
-		eval "$_v=\$(sed -n 's/^$_v=//p' \"\$W/agent-node-b/app.env\")"
-	done
+load_env() {
+	t_envvars "$W/agent-node-b/app.env" DB_HOST DB_PORT DB_NAME DB_USER \
+		DB_PASSWORD DB_CERT DB_KEY DB_URL
 }
 load_env
 [ -z "$DB_PASSWORD" ] || t_fail "a password was delivered"
@@ -98,11 +89,7 @@ LONG=$!
 RENEW=$(tly log --json --type certificate.issued | tail -n 1 | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["body"]["renew_at"])')
 NOW=$(date +%s)
 [ "$NOW" -lt "$RENEW" ] && sleep $((RENEW - NOW + 1))
-t_tallyd_once
-t_agent node-b
-t_tallyd_once
-t_agent node-b
-t_tallyd_once
+t_settle node-b
 tly log --json --type rotation.completed | grep -q 'app/db' || t_fail "the renewal did not complete: $(tail -n 5 "$T_DLOG")"
 load_env
 [ "$DB_USER" = "$U1" ] || t_fail "the login changed: $U1 -> $DB_USER"

@@ -17,10 +17,7 @@ r_start
 t_init
 t_node node-a 127.0.0.1
 t_node node-b 127.0.0.2
-CAKEY=$(dirname "$TALLY_TEST_CA")/ca.key
-tly apply "$TALLY_SRC/examples/mesh-ca.yaml" >/dev/null
-tly assign mesh-ca node-a --expose network --set ca-cert="$TALLY_TEST_CA" \
-	--secret ca-key <"$CAKEY" >/dev/null || t_fail "assign mesh-ca failed"
+t_mesh_ca_harness
 tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null
 printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/admin.pw"
 tly assign rabbitmq node-a --expose network --set host=127.0.0.1 \
@@ -40,22 +37,14 @@ requires:
 YAML
 tly apply "$W/app.yaml" >/dev/null
 tly assign app node-b >/dev/null
-load_env() {	# app.env is NAME=VALUE lines, not shell: & is in the url
-	for _v in MQ_USER MQ_PASSWORD MQ_URL MQ_CERT MQ_KEY MQ_CA; do
-		eval "$_v=\$(sed -n 's/^$_v=//p' \"\$W/agent-node-b/app.env\")"
-	done
-}
-settle() {
-	t_tallyd_once
-	t_agent node-b
-	t_tallyd_once
-	t_agent node-b
-	t_tallyd_once
+load_env() {
+	t_envvars "$W/agent-node-b/app.env" MQ_USER MQ_PASSWORD MQ_URL MQ_CERT \
+		MQ_KEY MQ_CA
 }
 esc() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
 
 t_check "the user: no password; the url: amqps with the certificate, EXTERNAL"
-settle
+t_settle node-b
 tly log --json --type grant.provisioned | grep -q 'app/mq' || t_fail "not provisioned: $(tail -n 5 "$T_DLOG")"
 load_env
 [ -z "$MQ_PASSWORD" ] || t_fail "a password was delivered"
@@ -79,7 +68,7 @@ t_check "a renewal keeps the user; the new certificate logs in"
 U1=$MQ_USER
 S1=$(openssl x509 -in "$MQ_CERT" -noout -serial)
 tly rotate app/mq >/dev/null
-settle
+t_settle node-b
 tly log --json --type rotation.completed | grep -q 'app/mq' || t_fail "the renewal did not complete"
 load_env
 [ "$MQ_USER" = "$U1" ] || t_fail "the user changed: $U1 -> $MQ_USER"

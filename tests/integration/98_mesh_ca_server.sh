@@ -14,10 +14,7 @@ t_pg_start
 t_init
 t_node node-a 127.0.0.1
 t_node node-b 127.0.0.2
-CAKEY=$(dirname "$TALLY_TEST_CA")/ca.key
-tly apply "$TALLY_SRC/examples/mesh-ca.yaml" >/dev/null
-tly assign mesh-ca node-a --expose network --set ca-cert="$TALLY_TEST_CA" \
-	--secret ca-key <"$CAKEY" >/dev/null || t_fail "assign mesh-ca failed"
+t_mesh_ca_harness
 
 t_check "the provider's node is given its server certificate by the mesh CA"
 {

@@ -516,6 +516,41 @@ t_agent() {
 	}
 }
 
+# t_envvars FILE VAR...: each VAR from FILE's NAME=VALUE lines, as an
+# agent writes MODULE.env (not shell: a value may hold & or ;), "" when
+# absent.
+t_envvars() {
+	_t_ef=$1
+	shift
+	for _t_v in "$@"; do
+		eval "$_t_v=\$(sed -n 's/^$_t_v=//p' \"\$_t_ef\")"
+	done
+}
+
+# t_settle NODE: tallyd --once and NODE's agent in turn until a grant
+# whose key is made on the node is provisioned, signed, written and
+# acknowledged (three passes of tallyd, two of the agent).
+t_settle() {
+	t_tallyd_once
+	t_agent "$1"
+	t_tallyd_once
+	t_agent "$1"
+	t_tallyd_once
+}
+
+# t_mesh_ca_harness [ARG...]: the mesh CA module, assigned on node-a
+# (exposed to the network) with the harness CA's pair, the CA the test
+# servers' certificates chain to and their ssl CA files name: an
+# organisation's CA, as a mesh may sit under one; ARGs go to tally
+# assign (--set lifetime=60s ...).
+t_mesh_ca_harness() {
+	tly apply "$TALLY_SRC/examples/mesh-ca.yaml" >/dev/null ||
+		t_fail "apply examples/mesh-ca.yaml failed"
+	tly assign mesh-ca node-a --expose network --set ca-cert="$TALLY_TEST_CA" \
+		"$@" --secret ca-key <"$(dirname "$TALLY_TEST_CA")/ca.key" >/dev/null ||
+		t_fail "assign mesh-ca with the harness CA failed"
+}
+
 # t_grec GRANT FIELD: what GRANT's first intent (grant.provisioning)
 # recorded as FIELD: resource, owner, user (its names on the provider;
 # the only way to learn a keyed name, scheme 3: drivers/naming.c).

@@ -169,6 +169,17 @@ signatures(int n)
 	EVP_PKEY_free(k);
 }
 
+/* node-b's agent on the log, every module reloaded with true. */
+static void
+agent_start(const char *d, int n)
+{
+	sh("R=''; i=0; while [ $i -lt %d ]; do R=\"$R --reload "
+	    "$(printf c%%04d $i)=true\"; i=$((i + 1)); done; $A --node node-b "
+	    "--key '%s/b.key' --dir '%s/node-b' --state '%s/node-b.state' "
+	    "--log \"$TALLY_HOME\" --report-interval 1 $R 2>>'%s/agent.log' & "
+	    "echo $! >>'%s/pids'", n, d, d, d, d, d);
+}
+
 int
 main(void)
 {
@@ -221,11 +232,7 @@ main(void)
 	    "echo $! >>'%s/pids'", d, d);
 	tl_bench_msleep(300);
 	t0 = tl_bench_now();
-	sh("R=''; i=0; while [ $i -lt %d ]; do R=\"$R --reload "
-	    "$(printf c%%04d $i)=true\"; i=$((i + 1)); done; $A --node node-b "
-	    "--key '%s/b.key' --dir '%s/node-b' --state '%s/node-b.state' "
-	    "--log \"$TALLY_HOME\" --report-interval 1 $R 2>>'%s/agent.log' & "
-	    "echo $! >>'%s/pids'", n, d, d, d, d, d);
+	agent_start(d, n);
 	tl_bench_wait_type(ME, home, "credential.acknowledged", n, 900);
 	t1 = tl_bench_now();
 	printf("  %d holders' certificates, keys made on the node: request -> "
@@ -244,11 +251,7 @@ main(void)
 	t0 = tl_bench_now();
 	sh("$D --interval 1 --verify-interval 3600 2>>'%s/tallyd.log' & "
 	    "echo $! >>'%s/pids'", d, d);
-	sh("R=''; i=0; while [ $i -lt %d ]; do R=\"$R --reload "
-	    "$(printf c%%04d $i)=true\"; i=$((i + 1)); done; $A --node node-b "
-	    "--key '%s/b.key' --dir '%s/node-b' --state '%s/node-b.state' "
-	    "--log \"$TALLY_HOME\" --report-interval 1 $R 2>>'%s/agent.log' & "
-	    "echo $! >>'%s/pids'", n, d, d, d, d, d);
+	agent_start(d, n);
 	tl_bench_wait_type(ME, home, "rotation.completed", n, 900);
 	t1 = tl_bench_now();
 	printf("  %d renewals due at once (new key on the node, request, "

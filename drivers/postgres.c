@@ -2187,7 +2187,8 @@ pg_check(void *h, const struct tl_drv_grant *g,
 	} else if (priv.n > 0) {
 		*drift = TL_DRIFT_PRIVILEGES;
 		tl_drv_why(why, 0, "privileges: %s", priv.buf);
-	} else if (!bad && g->posture && plaintext_login(p, g, host, port,
+	} else if (!bad && g->posture && !g->cert_login &&
+	    plaintext_login(p, g, host, port,
 	    line, sizeof(line))) {
 		*drift = TL_DRIFT_PLAINTEXT;
 		tl_drv_why(why, 0, "plaintext: login \"%s\" can still log in "

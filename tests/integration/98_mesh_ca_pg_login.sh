@@ -21,7 +21,12 @@ t_init
 t_node node-a 127.0.0.1
 t_node node-b 127.0.0.2
 t_mesh_ca_harness --set lifetime=60s --set renew-at=50
-t_provider node-a network
+# Verified against the mesh CA (tls=verify, no ca of its own).
+tly apply "$TALLY_SRC/examples/postgres.yaml" >/dev/null
+tly assign postgres node-a --expose network --set port="$TALLY_TEST_PG_PORT" \
+	--set admin-user="$TALLY_TEST_PG_USER" --set tls=verify \
+	--secret admin-password <"$TALLY_TEST_PG_PWFILE" >/dev/null ||
+	t_fail "assign postgres failed"
 
 t_check "credential: certificate is refused at apply where the driver cannot"
 cat >"$W/cache.yaml" <<'YAML'
@@ -113,6 +118,11 @@ KEYB64=$(sed -n '2p' "$DB_KEY")
 if grep -rqaF "$KEYB64" "$TALLY_HOME"; then t_fail "the node's key is in the home"; fi
 if tly log --json | grep -qF "$KEYB64"; then t_fail "the node's key is in the log"; fi
 t_ok "not in the home, not in the log"
+
+t_check "tally check: healthy, no plaintext warning (nothing logs in without the key)"
+tly check app/db >"$W/check.out" 2>&1 || t_fail "tally check: $(tail -n 3 "$W/check.out")"
+if grep -qi "plaintext" "$W/check.out"; then t_fail "check warns: $(cat "$W/check.out")"; fi
+t_ok "$(head -n 1 "$W/check.out" | cut -c1-100)"
 
 t_check "revoked: the role no longer logs in, whatever certificate"
 tly remove app --yes >/dev/null

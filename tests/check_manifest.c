@@ -1147,8 +1147,8 @@ START_TEST(test_unknown_field)
 	    "      hostname: H\n", 8, "requires.db.env.hostname",
 	    "unknown connection field 'hostname'; the fields are host, port, "
 	    "database, user, password, url, vhost, path, sslmode, sslrootcert, "
-	    "sslcert, sslkey, tls, ca, uri, ssl_mode, ssl_ca, ssl_cert, ssl_key, "
-	    "prefix");
+	    "sslcert, sslkey, tls, ca, cert, key, uri, ssl_mode, ssl_ca, "
+	    "ssl_cert, ssl_key, prefix");
 	parse_text("module: g\n"
 	    "env: {A: \"\", B: \"\", C: \"\", D: \"\", E: \"\", F: \"\","
 	    " G: \"\", H: \"\"}\n"

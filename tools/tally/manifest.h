@@ -57,7 +57,7 @@ struct tl_mf_error {
 	char	file[256];
 	int	line, col;
 	char	field[128];
-	char	msg[256];
+	char	msg[512];
 };
 
 /* Zeroed (TL_MF_ERRORS_INIT) is an empty list; free with tl_mf_errors_free. */

@@ -342,7 +342,7 @@ parse_maps(struct ctx *c, const struct tl_mf_module *m, struct node *map,
 	struct tl_mf_map *maps;
 	struct node *k, *v;
 	const char *s;
-	char f[FIELD], q[QUOTE], list[160];
+	char f[FIELD], q[QUOTE], list[320];
 	const char *known[64], *dfields[64];
 	size_t n = 0;
 

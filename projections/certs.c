@@ -89,6 +89,25 @@ crl_key(const char *rest, const void *val, size_t vlen, void *arg)
 	return 0;
 }
 
+/* The records under prefix whose not_after passed by ev's time, gone. */
+static int
+drop_expired(struct tl_txn *t, const struct tl_proj *p, const char *prefix,
+    const struct tl_event *ev)
+{
+	struct crl_keys ck;
+	size_t i;
+	int rc;
+
+	memset(&ck, 0, sizeof(ck));
+	ck.prefix = prefix;
+	ck.expired = ev->ts / 1000000000u > 0 ? ev->ts / 1000000000u : 1;
+	if ((rc = tl_rec_scan(t, p->graph, prefix, crl_key, &ck)) == 0)
+		for (i = 0; i < ck.n && rc == 0; i++)
+			rc = del(t, p->graph, ck.k[i]);
+	free(ck.k);
+	return rc;
+}
+
 /* A grant revoked or purged: its certificates go on its CA's list. */
 static int
 crl_revoked(struct tl_txn *t, const struct tl_proj *p,
@@ -159,8 +178,6 @@ crl_published(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char provider[130], prefix[TL_KEY_MAX], k[TL_KEY_MAX];
-	struct crl_keys ck;
-	size_t i;
 	int rc;
 
 	if (tl_bn_getstr(body, "provider", provider, sizeof(provider)) != 0)
@@ -171,77 +188,34 @@ crl_published(struct tl_txn *t, const struct tl_proj *p,
 	    (rc = del(t, p->graph, k)) != 0 ||
 	    (rc = tl_key(prefix, "crlr/%s/", provider)) != 0)
 		return rc;
-	memset(&ck, 0, sizeof(ck));
-	ck.prefix = prefix;
-	ck.expired = ev->ts / 1000000000u;
-	if (ck.expired == 0)
-		ck.expired = 1;
-	if ((rc = tl_rec_scan(t, p->graph, prefix, crl_key, &ck)) == 0)
-		for (i = 0; i < ck.n && rc == 0; i++)
-			rc = del(t, p->graph, ck.k[i]);
-	free(ck.k);
-	return rc;
+	return drop_expired(t, p, prefix, ev);
 }
 
 /*
  * cs/GRANT/SERIAL: every certificate issued for GRANT while it may be
- * valid ({holder version not_after}, for what a revocation leaves
+ * valid ({holder version not_after ca}, for what a revocation leaves
  * valid: tally status).  Those whose not_after has passed by the
  * event's time go at the grant's next issue, so the index keeps about
  * two per holder (the current one and the one it renewed).
  */
-struct cs_old {
-	uint64_t	 before;		/* s since the epoch */
-	char		(*k)[TL_KEY_MAX];
-	size_t		 n;
-	const char	*prefix;
-};
-
-static int
-cs_expired(const char *rest, const void *val, size_t vlen, void *arg)
-{
-	struct cs_old *o = arg;
-	struct tl_rec r;
-	uint64_t na;
-	char (*nk)[TL_KEY_MAX];
-
-	if (tl_rec_open(val, vlen, &r) != 0)
-		return 0;
-	na = tl_bn_getu64(r.m, "not_after", 0);
-	tl_rec_close(&r);
-	if (na >= o->before)
-		return 0;
-	if ((nk = realloc(o->k, (o->n + 1) * sizeof(*nk))) == NULL)
-		return ENOMEM;
-	o->k = nk;
-	if (tl_key(o->k[o->n], "%s%s", o->prefix, rest) == 0)
-		o->n++;
-	return 0;
-}
-
 static int
 cert_index(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body, const char *grant,
     const char *holder)
 {
 	char k[TL_KEY_MAX], prefix[TL_KEY_MAX], serial[65], ca[130];
-	struct cs_old o = { ev->ts / 1000000000u, NULL, 0, prefix };
 	struct tl_grant g;
 	struct tl_body b;
 	const void *enc;
-	size_t len, i;
+	size_t len;
 	int rc;
 
 	if (tl_bn_getstr(body, "serial", serial, sizeof(serial)) != 0)
 		return TL_EMALFORMED;
 	if ((rc = tl_key(prefix, "cs/%s/", grant)) != 0 ||
-	    (rc = tl_rec_scan(t, p->graph, prefix, cs_expired, &o)) != 0)
-		goto out;
-	for (i = 0; i < o.n; i++)
-		if ((rc = del(t, p->graph, o.k[i])) != 0)
-			goto out;
-	if ((rc = tl_key(k, "cs/%s/%s", grant, serial)) != 0)
-		goto out;
+	    (rc = drop_expired(t, p, prefix, ev)) != 0 ||
+	    (rc = tl_key(k, "cs/%s/%s", grant, serial)) != 0)
+		return rc;
 	/* The CA that signed it: the grant's provider unless said. */
 	if (tl_bn_getstr(body, "ca", ca, sizeof(ca)) != 0 || ca[0] == '\0') {
 		ca[0] = '\0';
@@ -260,8 +234,6 @@ cert_index(struct tl_txn *t, const struct tl_proj *p,
 	if (rc == 0 && ca[0] != '\0' && tl_key(k, "crl/%s", ca) == 0 &&
 	    !tl_rec_exists(t, p->graph, k))
 		rc = crl_want(t, p, ca);
-out:
-	free(o.k);
 	return rc;
 }
 

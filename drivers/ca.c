@@ -39,6 +39,7 @@ struct ca {
 	struct tl_x509_ca *x;	/* parsed once per session */
 	uint64_t	 lifetime_s;
 	unsigned	 renew_pct;	/* renew-at */
+	int64_t		 not_after;	/* the CA certificate's */
 };
 
 /* t as 2031-12-02T10:19:54Z. */
@@ -152,6 +153,7 @@ ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 		return tl_drv_why(why, rc, "%s", xwhy);
 	}
 	h->lifetime_s = life;
+	h->not_after = info.not_after;
 	h->renew_pct = 66;
 	if ((rp = tl_drv_setting_get(a->settings, "renew-at")) != NULL &&
 	    *rp != '\0')
@@ -255,12 +257,12 @@ ca_sign(void *hp, const struct tl_drv_grant *g, const char *csr,
 }
 
 /*
- * How long a revocation list is current: verifiers (a PostgreSQL's
- * ssl_crl_file) refuse an expired one, and tallyd publishes the next
- * at half of it (reactors/crl.c), or at once when a grant is revoked.
+ * A revocation list is current until the CA itself expires: verifiers
+ * (a server's CRL file) refuse an expired list, and the operator copies
+ * it by hand, so it does not lapse between revocations; tallyd signs
+ * the next at once when a grant is revoked (reactors/crl.c) and appends
+ * nothing while the mesh is idle.
  */
-#define CA_CRL_LIFETIME_S	(7 * 86400)
-
 static int
 ca_crl(void *hp, const char *const *serials, size_t n, uint64_t number,
     char **crl, struct tl_drv_crl *info, char *why)
@@ -271,7 +273,7 @@ ca_crl(void *hp, const char *const *serials, size_t n, uint64_t number,
 	int rc;
 
 	info->this_update = now;
-	info->next_update = now + CA_CRL_LIFETIME_S;
+	info->next_update = h->not_after > now ? h->not_after : now + 1;
 	if ((rc = tl_x509_ca_crl(h->x, serials, n, number, now,
 	    info->next_update, crl, xwhy)) != 0)
 		return tl_drv_why(why, rc, "%s", xwhy);

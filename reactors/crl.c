@@ -5,12 +5,13 @@
  * A revocation takes nothing back at the CA (a certificate is valid
  * until its not-after); the list says which certificates a verifier
  * should refuse before that.  The folds keep what it must say (graph,
- * projections/graph.c): crlr/PROVIDER/SERIAL for each certificate of a
+ * projections/certs.c): crlr/PROVIDER/SERIAL for each certificate of a
  * grant revoked or purged on the CA, crlq/PROVIDER when a list is
  * wanted (a revocation, the CA's first certificate), crl/PROVIDER the
  * latest published.  A pass publishes a CA's list, signed by its
  * driver's crl operation in tallyd's own process, when one is wanted
- * or when half of the latest's validity has passed, and records it
+ * (a list is current until its CA expires: nothing is due with time,
+ * and an idle mesh appends nothing), and records it
  * (certificate.crl: its number, one more than the latest's, the
  * serials, the list in PEM) in the transaction that read what it says:
  * the number grows with every list, and a list never misses a
@@ -39,14 +40,12 @@
 #define PROV_MAX	130
 #define RETRY_NS	(5ULL * 1000000000ULL)
 
-/* The CAs whose list is due, and when the next one will be. */
+/* The CAs whose list is wanted. */
 struct due {
 	struct tl_txn	*t;
 	const struct tl_proj *p;
 	char		(*id)[PROV_MAX];
 	size_t		 n;
-	uint64_t	 now_s;
-	uint64_t	 wake_s;	/* 0: none */
 };
 
 static int
@@ -83,31 +82,6 @@ wanted_one(const char *rest, const void *val, size_t vlen, void *arg)
 	return type[0] != '\0' ? due_add(d, rest) : 0;
 }
 
-/* crl/PROVIDER: due again at half of its validity. */
-static int
-published_one(const char *rest, const void *val, size_t vlen, void *arg)
-{
-	struct due *d = arg;
-	struct tl_rec r;
-	uint64_t tu, nu, at;
-
-	if (tl_rec_open(val, vlen, &r) != 0)
-		return 0;
-	tu = tl_bn_getu64(r.m, "this_update", 0);
-	nu = tl_bn_getu64(r.m, "next_update", 0);
-	tl_rec_close(&r);
-	at = nu > tu ? tu + (nu - tu) / 2 : tu;
-	if (at <= d->now_s) {
-		char type[64];
-
-		list_type(d->t, d->p, rest, type);
-		return type[0] != '\0' ? due_add(d, rest) : 0;
-	}
-	if (d->wake_s == 0 || at < d->wake_s)
-		d->wake_s = at;
-	return 0;
-}
-
 /* What is due, read without a write transaction (most rounds: none). */
 static int
 due_read(struct tl_rx *rx, struct due *d)
@@ -120,9 +94,8 @@ due_read(struct tl_rx *rx, struct due *d)
 		return rc;
 	d->t = t;
 	d->p = &p;
-	if ((rc = tl_proj_open(t, &p)) == 0 &&
-	    (rc = tl_rec_scan(t, p.graph, "crlq/", wanted_one, d)) == 0)
-		rc = tl_rec_scan(t, p.graph, "crl/", published_one, d);
+	if ((rc = tl_proj_open(t, &p)) == 0)
+		rc = tl_rec_scan(t, p.graph, "crlq/", wanted_one, d);
 	d->t = NULL;
 	d->p = NULL;
 	tl_log_abort(t);
@@ -297,18 +270,14 @@ tl_rx_crl(struct tl_rx *rx, unsigned *published, uint64_t *wake_ns)
 {
 	struct due d;
 	struct cpass cp;
-	uint64_t now = tl_rx_now();
 	size_t i;
 	int rc;
 
 	*published = 0;
 	*wake_ns = 0;
 	memset(&d, 0, sizeof(d));
-	d.now_s = now / 1000000000u;
 	if ((rc = due_read(rx, &d)) != 0)
 		goto out;
-	if (d.wake_s != 0)
-		*wake_ns = (d.wake_s - d.now_s) * 1000000000u;
 	for (i = 0; i < d.n; i++) {
 		memset(&cp, 0, sizeof(cp));
 		cp.rx = rx;
@@ -316,7 +285,7 @@ tl_rx_crl(struct tl_rx *rx, unsigned *published, uint64_t *wake_ns)
 		if ((rc = tl_log_write(rx->log, publish_cb, &cp)) != 0)
 			goto out;
 		*published += cp.published;
-		if (cp.waiting && (*wake_ns == 0 || *wake_ns > RETRY_NS))
+		if (cp.waiting)
 			*wake_ns = RETRY_NS;
 	}
 out:

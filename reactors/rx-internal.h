@@ -117,10 +117,9 @@ int	tl_rx_issue(struct tl_rx *rx, unsigned *issued, unsigned *refused,
 	    int *waiting);
 
 /*
- * crl.c: the revocation lists that are due, each signed by its CA and
- * recorded (certificate.crl); *wake_ns: when the next one is due (0:
- * none), a few seconds when a CA could not sign now.  Errors: the
- * log's, ENOMEM.
+ * crl.c: the revocation lists that are wanted, each signed by its CA
+ * and recorded (certificate.crl); *wake_ns: a few seconds when a CA
+ * could not sign now, else 0.  Errors: the log's, ENOMEM.
  */
 int	tl_rx_crl(struct tl_rx *rx, unsigned *published, uint64_t *wake_ns);
 

@@ -384,7 +384,7 @@ int	tl_rx_run_acks(struct tl_rx *rx, struct tl_rx_result *res);
  * acks (which record the reports) and before the rotator.
  */
 int	tl_rx_run_issue(struct tl_rx *rx, struct tl_rx_result *res);
-/* The mesh CA's revocation list, when a revocation or time says (crl.c). */
+/* The mesh CA's revocation list, when a revocation wants one (crl.c). */
 int	tl_rx_run_crl(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_migrate(struct tl_rx *rx, struct tl_rx_result *res);
 int	tl_rx_run_rotate(struct tl_rx *rx, struct tl_rx_result *res);

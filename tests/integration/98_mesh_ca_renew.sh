@@ -58,6 +58,11 @@ openssl crl -in "$W/crl1.pem" -CAfile "$W/ca.pem" -noout 2>"$W/crl.err" || t_fai
 openssl crl -in "$W/crl1.pem" -noout -text >"$W/crl1.txt"
 grep -q "No Revoked Certificates" "$W/crl1.txt" || t_fail "CRL 1: $(cat "$W/crl1.txt")"
 grep -A1 "X509v3 CRL Number" "$W/crl1.txt" | grep -q "^ *1$" || t_fail "CRL 1's number: $(cat "$W/crl1.txt")"
+# Current until the CA expires: a copied file does not lapse, and an
+# idle mesh has nothing to republish.
+[ "$(openssl crl -in "$W/crl1.pem" -noout -nextupdate | cut -d= -f2)" = \
+  "$(openssl x509 -in "$W/ca.pem" -noout -enddate | cut -d= -f2)" ] ||
+	t_fail "CRL 1's next update is not the CA's not-after"
 t_ok "serial $S1, renewal recorded at not_after - $((NA1 - RENEW)) s; CRL 1 published, empty, signed by the CA"
 
 t_check "before the renewal point nothing starts"

@@ -17,9 +17,9 @@ static const char usage[] =
 "The latest certificate revocation list tallyd published for the CA\n"
 "PROVIDER (NODE/MODULE: the mesh CA), in PEM, for a verifier's CRL file\n"
 "(a server's ssl_crl_file, ...).  It lists the certificates of the\n"
-"CA's revoked grants that have not expired, is valid for 7 days, and\n"
-"tallyd publishes the next one at once when a grant is revoked, else at\n"
-"half of that.  --json prints {provider, number, this_update,\n"
+"CA's revoked grants that have not expired and is valid until the CA\n"
+"itself expires; tallyd publishes the next one at once when a grant is\n"
+"revoked, and nothing else.  --json prints {provider, number, this_update,\n"
 "next_update, serials[], crl}.  Exit 3 when there is none yet (tallyd\n"
 "publishes one at the CA's first certificate).\n";
 

@@ -72,6 +72,13 @@ struct ipass {
 	int		 stop;		/* the CA cannot sign now */
 	struct isession	 s[SESSIONS];
 	size_t		 ns;
+	/*
+	 * The mesh CA (provider id, type) for logins by certificate, found
+	 * once per tl_rx_issue (a walk of the providers); mesh_ca_rc: 0
+	 * found, TL_ENOTFOUND none, -1 not looked for yet.
+	 */
+	char		 mesh_ca[130], mesh_ca_type[64];
+	int		 mesh_ca_rc;
 };
 
 static void
@@ -197,13 +204,19 @@ session(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
 
 	snprintf(id, sizeof(id), "%s", g->provider);
 	snprintf(type, sizeof(type), "%s", g->type);
-	if (g->cert_login != 0 && (rc = tl_rx_mesh_ca_provider(c->t, &c->p,
-	    id, type)) != 0) {
-		snprintf(why, TL_DRV_WHY_MAX, rc == TL_ENOTFOUND ? "a login "
-		    "by certificate, and the mesh has no CA (tally assign of "
-		    "a ca provider)" : "cannot find the mesh CA: %s",
-		    tl_strerror(rc));
-		return rc == TL_ENOTFOUND ? TL_EREFUSED : rc;
+	if (g->cert_login != 0) {
+		if (ps->mesh_ca_rc < 0)
+			ps->mesh_ca_rc = tl_rx_mesh_ca_provider(c->t, &c->p,
+			    ps->mesh_ca, ps->mesh_ca_type);
+		if ((rc = ps->mesh_ca_rc) != 0) {
+			snprintf(why, TL_DRV_WHY_MAX, rc == TL_ENOTFOUND ?
+			    "a login by certificate, and the mesh has no CA "
+			    "(tally assign of a ca provider)" : "cannot find "
+			    "the mesh CA: %s", tl_strerror(rc));
+			return rc == TL_ENOTFOUND ? TL_EREFUSED : rc;
+		}
+		snprintf(id, sizeof(id), "%s", ps->mesh_ca);
+		snprintf(type, sizeof(type), "%s", ps->mesh_ca_type);
 	}
 	for (i = 0; i < ps->ns; i++)
 		if (strcmp(ps->s[i].pv->id, id) == 0) {
@@ -508,6 +521,7 @@ tl_rx_issue(struct tl_rx *rx, unsigned *issued_n, unsigned *refused_n,
 		return rc;
 	memset(&ps, 0, sizeof(ps));
 	ps.rx = rx;
+	ps.mesh_ca_rc = -1;
 	do {
 		if ((rc = tl_log_write(rx->log, pass_cb, &ps)) != 0) {
 			sessions_close(&ps);

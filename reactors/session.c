@@ -187,21 +187,17 @@ mesh_ca_setting(struct tl_txn *t, const struct tl_proj *p,
 	tl_rx_prov_settings(pv, sv);
 	tls = tl_drv_setting_get(sv, "tls");
 	ca = tl_drv_setting_get(sv, "ca");
-	if (tls == NULL || strcmp(tls, "verify") != 0 ||
-	    (ca != NULL && *ca != '\0'))
-		return;
-	if (tl_rx_mesh_ca(t, p, pem, sizeof(pem)) != 0)
+	/* A ca set, even empty, is the operator's. */
+	if (tls == NULL || strcmp(tls, "verify") != 0 || ca != NULL ||
+	    tl_rx_mesh_ca(t, p, pem, sizeof(pem)) != 0)
 		return;
 	n = strlen(pem);
-	if (pv->setlen + 2 + 1 + n + 1 > sizeof(pv->setbuf))
+	if (pv->setlen + sizeof("ca") + n + 1 > sizeof(pv->setbuf))
 		return;
-	if (ca != NULL)
-		return;	/* "ca" given empty: left as the operator set it */
-	memcpy(pv->setbuf + pv->setlen, "ca", 3);
-	pv->setlen += 3;
+	memcpy(pv->setbuf + pv->setlen, "ca", sizeof("ca"));
+	pv->setlen += sizeof("ca");
 	memcpy(pv->setbuf + pv->setlen, pem, n + 1);
 	pv->setlen += n + 1;
-	pv->mesh_ca = 1;
 }
 
 int

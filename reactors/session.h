@@ -52,8 +52,6 @@ struct tl_rx_prov {
 	 * ca set.
 	 */
 	char		 ca_file[1200];
-	/* The ca is the mesh CA's certificate (tls=verify, none set). */
-	int		 mesh_ca;
 	size_t		 setlen;
 	const struct tl_drv_decl *decl;	/* NULL: a driver this build lacks */
 	const struct tl_drv_ops *ops;	/* tl_drv_ops_of(decl) */

@@ -14,9 +14,7 @@
  * would be a call circle.  Pure as every fold: the event's time, never
  * the clock.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -56,55 +54,32 @@ crl_want(struct tl_txn *t, const struct tl_proj *p, const char *provider)
 	return mark(t, p->graph, k);
 }
 
-/* Keys under a prefix, collected before the table is written. */
-struct crl_keys {
-	const char	*prefix;
-	char		(*k)[TL_KEY_MAX];
-	size_t		 n;
-	uint64_t	 expired;	/* 0: every key; else not_after below */
-};
-
-static int
-crl_key(const char *rest, const void *val, size_t vlen, void *arg)
-{
-	struct crl_keys *ck = arg;
-	char (*nk)[TL_KEY_MAX];
-
-	if (ck->expired != 0) {
-		struct tl_rec r;
-		uint64_t na;
-
-		if (tl_rec_open(val, vlen, &r) != 0)
-			return 0;
-		na = tl_bn_getu64(r.m, "not_after", 0);
-		tl_rec_close(&r);
-		if (na >= ck->expired)
-			return 0;
-	}
-	if ((nk = realloc(ck->k, (ck->n + 1) * sizeof(*nk))) == NULL)
-		return ENOMEM;
-	ck->k = nk;
-	if (tl_key(ck->k[ck->n], "%s%s", ck->prefix, rest) == 0)
-		ck->n++;
-	return 0;
-}
-
 /* The records under prefix whose not_after passed by ev's time, gone. */
 static int
 drop_expired(struct tl_txn *t, const struct tl_proj *p, const char *prefix,
     const struct tl_event *ev)
 {
-	struct crl_keys ck;
+	struct tl_rec_keys ks = { NULL, 0, 0 };
+	char k[TL_KEY_MAX];
 	size_t i;
 	int rc;
 
-	memset(&ck, 0, sizeof(ck));
-	ck.prefix = prefix;
-	ck.expired = ev->ts / 1000000000u > 0 ? ev->ts / 1000000000u : 1;
-	if ((rc = tl_rec_scan(t, p->graph, prefix, crl_key, &ck)) == 0)
-		for (i = 0; i < ck.n && rc == 0; i++)
-			rc = del(t, p->graph, ck.k[i]);
-	free(ck.k);
+	if ((rc = tl_rec_keys(t, p->graph, prefix, &ks)) != 0)
+		goto out;
+	for (i = 0; i < ks.n && rc == 0; i++) {
+		struct tl_rec r;
+		uint64_t na;
+
+		if ((rc = tl_key(k, "%s%s", prefix, ks.v[i])) != 0 ||
+		    tl_rec_get(t, p->graph, k, &r) != 0)
+			continue;
+		na = tl_bn_getu64(r.m, "not_after", 0);
+		tl_rec_close(&r);
+		if (na < ev->ts / 1000000000u)
+			rc = del(t, p->graph, k);
+	}
+out:
+	tl_rec_keys_free(&ks);
 	return rc;
 }
 
@@ -114,8 +89,8 @@ crl_revoked(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char grant[TL_GRANT_ID_MAX + 1], prefix[TL_KEY_MAX], k[TL_KEY_MAX];
-	char ca[130];
-	struct crl_keys ck;
+	char ca[130], rk[TL_KEY_MAX];
+	struct tl_rec_keys ks = { NULL, 0, 0 };
 	struct tl_grant g;
 	size_t i;
 	int rc;
@@ -124,22 +99,21 @@ crl_revoked(struct tl_txn *t, const struct tl_proj *p,
 		return TL_EMALFORMED;
 	if ((rc = tl_key(prefix, "cs/%s/", grant)) != 0)
 		return rc;
-	memset(&ck, 0, sizeof(ck));
-	ck.prefix = prefix;
-	if ((rc = tl_rec_scan(t, p->graph, prefix, crl_key, &ck)) != 0 ||
-	    ck.n == 0)
+	if ((rc = tl_rec_keys(t, p->graph, prefix, &ks)) != 0 || ks.n == 0)
 		goto out;	/* no certificate: not a CA's grant */
 	if ((rc = tl_grant_get(t, p, grant, &g, NULL)) != 0) {
 		rc = rc == TL_ENOTFOUND ? 0 : rc;
 		goto out;
 	}
-	for (i = 0; i < ck.n; i++) {
+	for (i = 0; i < ks.n; i++) {
 		struct tl_rec r;
 		struct tl_body b;
 		const void *enc;
 		size_t len;
 
-		if (tl_rec_get(t, p->graph, ck.k[i], &r) != 0)
+		if ((rc = tl_key(rk, "%s%s", prefix, ks.v[i])) != 0)
+			goto out;
+		if (tl_rec_get(t, p->graph, rk, &r) != 0)
 			continue;
 		/* Expired already: no verifier accepts it anyway. */
 		if (tl_bn_getu64(r.m, "not_after", 0) <= ev->ts / 1000000000u) {
@@ -150,8 +124,8 @@ crl_revoked(struct tl_txn *t, const struct tl_proj *p,
 		if (tl_bn_getstr(r.m, "ca", ca, sizeof(ca)) != 0 ||
 		    ca[0] == '\0')
 			snprintf(ca, sizeof(ca), "%s", g.provider);
-		if ((rc = tl_key(k, "crlr/%s/%s", ca, ck.k[i] +
-		    strlen(prefix))) == 0 && !tl_rec_exists(t, p->graph, k)) {
+		if ((rc = tl_key(k, "crlr/%s/%s", ca, ks.v[i])) == 0 &&
+		    !tl_rec_exists(t, p->graph, k)) {
 			tl_body_init(&b);
 			tl_body_str(&b, "grant", grant);
 			tl_body_u64(&b, "not_after", tl_bn_getu64(r.m,
@@ -168,7 +142,7 @@ crl_revoked(struct tl_txn *t, const struct tl_proj *p,
 			goto out;
 	}
 out:
-	free(ck.k);
+	tl_rec_keys_free(&ks);
 	return rc;
 }
 

@@ -862,29 +862,11 @@ set_state(struct tl_grant *g, const char *state, uint64_t seq)
 	g->state_seq = seq;
 }
 
-struct keys {
-	char	(*v)[TL_KEY_MAX];
-	size_t	 n, cap;
-};
-
-static int
-collect_key(const char *rest, const void *val, size_t vlen, void *arg)
-{
-	struct keys *ks = arg;
-
-	(void)val;
-	(void)vlen;
-	if (tl_vec_grow(&ks->v, &ks->cap, ks->n + 1, sizeof(ks->v[0])) != 0)
-		return ENOMEM;
-	snprintf(ks->v[ks->n++], TL_KEY_MAX, "%s", rest);
-	return 0;
-}
-
 /* Drops the record of applied migrations (ma/GRANT/...) of a grant. */
 static int
 forget_migrations(struct tl_txn *t, const struct tl_proj *p, const char *id)
 {
-	struct keys ks = { NULL, 0, 0 };
+	struct tl_rec_keys ks = { NULL, 0, 0 };
 	char pfx[TL_KEY_MAX];
 	char k[TL_KEY_MAX];
 	size_t i;
@@ -892,14 +874,14 @@ forget_migrations(struct tl_txn *t, const struct tl_proj *p, const char *id)
 
 	/* Collected first: deleting while a cursor walks them is unsafe. */
 	if ((rc = tl_key(pfx, "ma/%s/", id)) != 0 ||
-	    (rc = tl_rec_scan(t, p->grants, pfx, collect_key, &ks)) != 0)
+	    (rc = tl_rec_keys(t, p->grants, pfx, &ks)) != 0)
 		goto out;
 	for (i = 0; i < ks.n; i++)
 		if ((rc = tl_key(k, "%s%s", pfx, ks.v[i])) != 0 ||
 		    (rc = tl_kv_del(t, p->grants, k, strlen(k))) != 0)
 			break;
 out:
-	free(ks.v);
+	tl_rec_keys_free(&ks);
 	return rc;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "record.h"
 
 int
@@ -173,4 +174,32 @@ tl_rec_getstr(struct tl_bnode map, const char *key, char *buf, size_t cap,
 	if (rc == TL_ETOOBIG)
 		*big = 1;
 	return rc;
+}
+
+static int
+key_add(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct tl_rec_keys *ks = arg;
+
+	(void)val;
+	(void)vlen;
+	if (tl_vec_grow(&ks->v, &ks->cap, ks->n + 1, sizeof(ks->v[0])) != 0)
+		return ENOMEM;
+	snprintf(ks->v[ks->n++], TL_KEY_MAX, "%s", rest);
+	return 0;
+}
+
+int
+tl_rec_keys(struct tl_txn *t, tl_kv kv, const char *prefix,
+    struct tl_rec_keys *ks)
+{
+	memset(ks, 0, sizeof(*ks));
+	return tl_rec_scan(t, kv, prefix, key_add, ks);
+}
+
+void
+tl_rec_keys_free(struct tl_rec_keys *ks)
+{
+	free(ks->v);
+	memset(ks, 0, sizeof(*ks));
 }

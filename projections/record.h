@@ -101,5 +101,17 @@ typedef int (*tl_rec_each_fn)(const char *rest, const void *val,
 	    size_t vlen, void *arg);
 int	tl_rec_scan(struct tl_txn *t, tl_kv kv, const char *prefix,
 	    tl_rec_each_fn fn, void *arg);
+/*
+ * The keys' remainders under a prefix, collected (a table is written
+ * after its cursor is done): v[0..n), the caller's until
+ * tl_rec_keys_free.  0, ENOMEM or the table's errors.
+ */
+struct tl_rec_keys {
+	char	(*v)[TL_KEY_MAX];
+	size_t	 n, cap;
+};
+int	tl_rec_keys(struct tl_txn *t, tl_kv kv, const char *prefix,
+	    struct tl_rec_keys *ks);
+void	tl_rec_keys_free(struct tl_rec_keys *ks);
 
 #endif

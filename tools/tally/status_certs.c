@@ -8,10 +8,8 @@
  * to a holder) and cs/GRANT/SERIAL (every certificate of the grant not
  * yet expired when the grant last had one issued: projections/graph.c).
  */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -20,35 +18,17 @@
 #include "projections/rotation.h"
 #include "tally.h"
 
-/* Keys under a prefix, collected (an LMDB cursor is not re-entered). */
-struct keys {
-	const char	*prefix;
-	char		(*k)[TL_KEY_MAX];
-	size_t		 n;
-};
-
+/* The record at prefix + rest (a key tl_rec_keys collected). */
 static int
-key_one(const char *rest, const void *val, size_t vlen, void *arg)
+get_at(struct tl_txn *t, const struct tl_proj *p, const char *prefix,
+    const char *rest, struct tl_rec *r)
 {
-	struct keys *ks = arg;
-	char (*nk)[TL_KEY_MAX];
+	char k[TL_KEY_MAX];
+	int rc;
 
-	(void)val;
-	(void)vlen;
-	if ((nk = realloc(ks->k, (ks->n + 1) * sizeof(*nk))) == NULL)
-		return ENOMEM;
-	ks->k = nk;
-	if (tl_key(ks->k[ks->n], "%s%s", ks->prefix, rest) == 0)
-		ks->n++;
-	return 0;
-}
-
-static int
-keys_of(struct tl_txn *t, tl_kv kv, const char *prefix, struct keys *ks)
-{
-	memset(ks, 0, sizeof(*ks));
-	ks->prefix = prefix;
-	return tl_rec_scan(t, kv, prefix, key_one, ks);
+	if ((rc = tl_key(k, "%s%s", prefix, rest)) != 0)
+		return rc;
+	return tl_rec_get(t, p->graph, k, r);
 }
 
 /*
@@ -62,14 +42,14 @@ in_use(struct tl_txn *t, const struct tl_proj *p, const char *grant,
     uint64_t *not_after)
 {
 	char prefix[TL_KEY_MAX];
-	struct keys ks;
+	struct tl_rec_keys ks = { NULL, 0, 0 };
 	size_t i;
 	int found = 0;
 
 	*version = 0;
 	if (tl_key(prefix, "cs/%s/", grant) != 0 ||
-	    keys_of(t, p->graph, prefix, &ks) != 0) {
-		free(ks.k);
+	    tl_rec_keys(t, p->graph, prefix, &ks) != 0) {
+		tl_rec_keys_free(&ks);
 		return 1;
 	}
 	for (i = 0; i < ks.n; i++) {
@@ -77,7 +57,7 @@ in_use(struct tl_txn *t, const struct tl_proj *p, const char *grant,
 		char h[140] = "";
 		uint64_t v;
 
-		if (tl_rec_get(t, p->graph, ks.k[i], &r) != 0)
+		if (get_at(t, p, prefix, ks.v[i], &r) != 0)
 			continue;
 		tl_bn_getstr(r.m, "holder", h, sizeof(h));
 		v = tl_bn_getu64(r.m, "version", 0);
@@ -85,12 +65,12 @@ in_use(struct tl_txn *t, const struct tl_proj *p, const char *grant,
 		    tl_rot_acked(t, p, grant, v, holder)) {
 			*version = v;
 			*not_after = tl_bn_getu64(r.m, "not_after", 0);
-			snprintf(serial, 65, "%s", ks.k[i] + strlen(prefix));
+			snprintf(serial, 65, "%s", ks.v[i]);
 			found = 1;
 		}
 		tl_rec_close(&r);
 	}
-	free(ks.k);
+	tl_rec_keys_free(&ks);
 	return found ? 0 : 1;
 }
 
@@ -98,12 +78,12 @@ int
 st_certs_lagging(struct tl_txn *t, const struct tl_proj *p, uint64_t now_ns,
     json_t *out)
 {
-	struct keys ks;
+	struct tl_rec_keys ks = { NULL, 0, 0 };
 	size_t i;
 	int rc;
 
-	if ((rc = keys_of(t, p->graph, "ci/", &ks)) != 0) {
-		free(ks.k);
+	if ((rc = tl_rec_keys(t, p->graph, "ci/", &ks)) != 0) {
+		tl_rec_keys_free(&ks);
 		return rc;
 	}
 	for (i = 0; i < ks.n; i++) {
@@ -113,7 +93,7 @@ st_certs_lagging(struct tl_txn *t, const struct tl_proj *p, uint64_t now_ns,
 		struct tl_rec r;
 		uint64_t v, renew, na, uv;
 
-		if (tl_rec_get(t, p->graph, ks.k[i], &r) != 0)
+		if (get_at(t, p, "ci/", ks.v[i], &r) != 0)
 			continue;
 		tl_bn_getstr(r.m, "grant", grant, sizeof(grant));
 		tl_bn_getstr(r.m, "holder", holder, sizeof(holder));
@@ -139,7 +119,7 @@ st_certs_lagging(struct tl_txn *t, const struct tl_proj *p, uint64_t now_ns,
 		    (json_int_t)na, "wanted", (json_int_t)g.version, "expired",
 		    na * 1000000000u <= now_ns));
 	}
-	free(ks.k);
+	tl_rec_keys_free(&ks);
 	return 0;
 }
 
@@ -148,14 +128,14 @@ st_certs_valid(struct tl_txn *t, const struct tl_proj *p, const char *grant,
     uint64_t now_ns, json_t *out, uint64_t *until_s)
 {
 	char prefix[TL_KEY_MAX];
-	struct keys ks;
+	struct tl_rec_keys ks = { NULL, 0, 0 };
 	size_t i;
 	int rc;
 
 	*until_s = 0;
 	if ((rc = tl_key(prefix, "cs/%s/", grant)) != 0 ||
-	    (rc = keys_of(t, p->graph, prefix, &ks)) != 0) {
-		free(ks.k);
+	    (rc = tl_rec_keys(t, p->graph, prefix, &ks)) != 0) {
+		tl_rec_keys_free(&ks);
 		return rc;
 	}
 	for (i = 0; i < ks.n; i++) {
@@ -163,13 +143,13 @@ st_certs_valid(struct tl_txn *t, const struct tl_proj *p, const char *grant,
 		char h[140] = "";
 		uint64_t na;
 
-		if (tl_rec_get(t, p->graph, ks.k[i], &r) != 0)
+		if (get_at(t, p, prefix, ks.v[i], &r) != 0)
 			continue;
 		tl_bn_getstr(r.m, "holder", h, sizeof(h));
 		na = tl_bn_getu64(r.m, "not_after", 0);
 		if (na * 1000000000u > now_ns) {
 			json_array_append_new(out, json_pack("{s:s,s:s,s:I,"
-			    "s:I}", "serial", ks.k[i] + strlen(prefix),
+			    "s:I}", "serial", ks.v[i],
 			    "holder", h, "version", (json_int_t)
 			    tl_bn_getu64(r.m, "version", 0), "not_after",
 			    (json_int_t)na));
@@ -178,7 +158,7 @@ st_certs_valid(struct tl_txn *t, const struct tl_proj *p, const char *grant,
 		}
 		tl_rec_close(&r);
 	}
-	free(ks.k);
+	tl_rec_keys_free(&ks);
 	return 0;
 }
 

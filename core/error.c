@@ -27,6 +27,9 @@ static const char *const msgs[] = {
 	"TL_ETIMEDOUT: deadline passed",
 	"TL_EMANIFEST: invalid manifest",
 	"TL_EUNTRUSTED: the provider's certificate does not verify",
+	"TL_ENOTLEADER: this control plane does not hold the leadership",
+	"TL_EUNAVAIL: the cluster cannot commit (no quorum, or unreachable)",
+	"TL_ECOMPACTED: the cluster no longer holds that part of the record",
 };
 
 const char *

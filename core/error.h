@@ -33,7 +33,10 @@
 #define TL_ETIMEDOUT	(-31017)	/* deadline passed */
 #define TL_EMANIFEST	(-31018)	/* manifest invalid */
 #define TL_EUNTRUSTED	(-31019)	/* provider's certificate not verified */
-#define TL_ELAST	(-31019)
+#define TL_ENOTLEADER	(-31020)	/* this control plane does not lead */
+#define TL_EUNAVAIL	(-31021)	/* the cluster cannot commit now */
+#define TL_ECOMPACTED	(-31022)	/* the cluster no longer holds it */
+#define TL_ELAST	(-31022)
 
 const char *tl_strerror(int err);
 

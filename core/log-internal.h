@@ -32,6 +32,10 @@ struct tl_log {
 	/* Random bytes drawn in bulk: one getrandom per 256 event ids. */
 	uint8_t		 rpool[TL_RAND_POOL];
 	size_t		 rpos;
+	/* Cluster mode (log.h, tl_log_set_commit). */
+	int		 clustered;	/* HOME/cluster.json exists */
+	tl_commit_fn	 commit_fn;
+	void		*commit_arg;
 };
 
 struct tl_txn {
@@ -52,6 +56,9 @@ struct tl_txn {
 	uint64_t	 last_ver;
 	uint8_t		*buf;		/* encoding scratch */
 	size_t		 bufcap;
+	/* What tl_append (not tl_log_append_raw) added: first..head_seq. */
+	uint64_t	 own_first;	/* 0: nothing */
+	uint8_t		 own_prev[TL_HASH_LEN];
 };
 
 /* Translates an LMDB result, keeping its message in log->lasterr. */

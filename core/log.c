@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -932,6 +933,14 @@ tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 			snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
 		goto close;
 	}
+	{
+		char cj[PATH_MAX];
+		int n = snprintf(cj, sizeof(cj), "%s/../%s", dir,
+		    TL_CLUSTER_FILE);
+
+		log->clustered = n > 0 && (size_t)n < sizeof(cj) &&
+		    access(cj, F_OK) == 0;
+	}
 	*out = log;
 	return 0;
 mdberr:
@@ -1153,11 +1162,62 @@ tl_log_commit(struct tl_txn *t)
 	struct tl_log *log = t->log;
 	int rc;
 
+	/*
+	 * Cluster mode: the cluster commits first, or nothing does.  A
+	 * home whose cluster no hook speaks to appends nothing of its own.
+	 */
+	if (t->own_first != 0 && (log->commit_fn != NULL || log->clustered)) {
+		if (log->commit_fn == NULL) {
+			snprintf(log->lasterr, sizeof(log->lasterr), "%s is a "
+			    "cluster's home: its commits go through the "
+			    "cluster", log->dir);
+			rc = TL_ENOTLEADER;
+		} else
+			rc = log->commit_fn(t, t->own_first, t->own_prev,
+			    t->head_seq, log->commit_arg);
+		if (rc != 0) {
+			tl_log_abort(t);
+			return rc;
+		}
+	}
 	rc = mdb_txn_commit(t->txn);
 	txn_free(t);
 	if (rc == MDB_MAP_FULL)
 		return rc;	/* tl_log_write grows and retries */
 	return tl_log_mdberr(log, full_disk(log, rc), "commit");
+}
+
+void
+tl_log_set_commit(struct tl_log *log, tl_commit_fn fn, void *arg)
+{
+	log->commit_fn = fn;
+	log->commit_arg = arg;
+}
+
+int
+tl_log_snapshot(struct tl_log *log, const char *path)
+{
+	int fd, rc;
+
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) < 0)
+		return errno == EEXIST ? TL_EEXIST : errno;
+	rc = mdb_env_copyfd2(log->env, fd, MDB_CP_COMPACT);
+	if (rc != 0)
+		rc = tl_log_mdberr(log, rc, "snapshot");
+	else if (fsync(fd) != 0)
+		rc = errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = errno;
+	if (rc != 0)
+		unlink(path);
+	return rc;
+}
+
+int
+tl_log_clustered(const struct tl_log *log)
+{
+	return log->clustered;
 }
 
 struct tl_log *
@@ -1465,6 +1525,10 @@ tl_append(struct tl_txn *t, const struct tl_append *a, uint64_t *seqp,
 	if ((rc = mdb_cursor_put(t->scur, &k, &v, MDB_NODUPDATA)) != 0)
 		goto mdberr;
 
+	if (t->own_first == 0) {
+		t->own_first = ev.seq;
+		memcpy(t->own_prev, t->head_hash, TL_HASH_LEN);
+	}
 	t->head_seq = ev.seq;
 	memcpy(t->head_hash, t->buf, TL_HASH_LEN);
 	memcpy(t->last_stream, ev.stream, k.mv_size + 1);

@@ -151,6 +151,37 @@ struct tl_log *tl_txn_log(struct tl_txn *txn);
 typedef int (*tl_write_fn)(struct tl_txn *txn, void *arg);
 int	tl_log_write(struct tl_log *log, tl_write_fn fn, void *arg);
 
+/*
+ * Cluster mode (cluster/cluster.h; docs/standby.md).  A home whose
+ * directory holds cluster.json (beside DIR, the log's directory) is a
+ * cluster's: the cluster commits its record first.  With a commit
+ * hook set, tl_log_commit calls fn(txn, first, prev, last, arg) before
+ * LMDB commits a transaction that appended events of its own
+ * (tl_append: first..last, prev the hash first links to; events
+ * copied with tl_log_append_raw are the cluster's already and call
+ * nothing): fn reads them in txn, commits them in the cluster, and
+ * returns 0, or an error and the transaction is aborted (TL_ENOTLEADER:
+ * this control plane does not lead; TL_EUNAVAIL: the cluster cannot
+ * commit, or did not say whether it did).  Without a hook, such a
+ * home's transaction that appended is aborted with TL_ENOTLEADER, so
+ * no program that does not speak to the cluster writes to it.  The
+ * hook runs in the thread that commits, with the write lock held.
+ */
+#define TL_CLUSTER_FILE	"cluster.json"
+typedef int (*tl_commit_fn)(struct tl_txn *txn, uint64_t first,
+	    const uint8_t prev[TL_HASH_LEN], uint64_t last, void *arg);
+void	tl_log_set_commit(struct tl_log *log, tl_commit_fn fn, void *arg);
+/*
+ * A consistent copy of the log's data file (LMDB's compacting copy, in
+ * a read transaction: writers go on meanwhile) into a new file at path
+ * (mode 0600; never over an existing file or a link: TL_EEXIST,
+ * ELOOP).  What tally init --from-snapshot starts a home from.  The
+ * file is removed again on an error.  Errors: errno, the log's.
+ */
+int	tl_log_snapshot(struct tl_log *log, const char *path);
+/* Whether the log is a cluster's (cluster.json beside it). */
+int	tl_log_clustered(const struct tl_log *log);
+
 /* What a caller gives to append one event. */
 struct tl_append {
 	const char	*type;

@@ -260,6 +260,29 @@ tl_ep_stream_check(struct tl_rx *rx, int *deposed)
 	return 0;
 }
 
+/*
+ * A cluster's leader past its lease's margin: it may no longer hold the
+ * leadership by the time a call lands, so none is made (0 then, why
+ * said).  1 outside a cluster.
+ */
+static int
+lease_holds(const struct tl_rx *rx, const char *prov, char *why)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	if (rx == NULL || rx->act_until == NULL)
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	if (now < atomic_load(rx->act_until))
+		return 1;
+	snprintf(why, TL_DRV_WHY_MAX, "the leadership's lease was not "
+	    "renewed in time: no call made on provider %.80s (the lease "
+	    "may lapse before it lands; the next pass tries again)", prov);
+	return 0;
+}
+
 void
 tl_ep_arm(struct tl_rx *rx, struct tl_rx_prov *pv)
 {
@@ -278,6 +301,8 @@ tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 	struct tl_drv_fence_held held = { 0, "" };
 	int rc;
 
+	if (!lease_holds(rx, pv->id, why))
+		return TL_EUNREACH;
 	if (rx == NULL || pv->epoch == 0 || pv->ops == NULL ||
 	    pv->ops->fence == NULL)
 		return 0;
@@ -334,6 +359,8 @@ tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv, char *why)
 		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
 		return TL_EREFUSED;
 	}
+	if (rx->act_until != NULL)
+		return lease_holds(rx, pv->id, why) ? 0 : TL_EUNREACH;
 	last = atomic_load(&rx->epoch_read_ns);
 	if (last != 0 && now - last < EPOCH_CHECK_NS)
 		return 0;
@@ -373,12 +400,17 @@ tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why)
 	struct tl_rx *rx = pv->fence_rx;
 	uint64_t last, now;
 
+	if (!lease_holds(rx, pv->id, why))
+		return TL_EUNREACH;
 	if (!epoch_checked(pv))
 		return 0;
 	if (atomic_load(&rx->deposed)) {
 		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
 		return TL_EREFUSED;
 	}
+	/* A cluster's lease, held (above), confirms the epoch. */
+	if (rx->act_until != NULL)
+		return 0;
 	last = atomic_load(&rx->epoch_read_ns);
 	now = mono_ns();
 	if (last != 0 && now - last < EPOCH_CHECK_NS)

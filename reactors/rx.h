@@ -133,6 +133,15 @@ struct tl_rx {
 	atomic_int		 deposed;
 	char			 deposed_msg[1024];
 	/*
+	 * A cluster's leader (cluster/cluster.h): until when it may act,
+	 * in ms of CLOCK_MONOTONIC (the lease renewed, less the margin),
+	 * kept by the thread that renews the lease; NULL outside a
+	 * cluster.  Every provider session and call is refused past it
+	 * (epoch.c), and no stream is read for the epoch: the lease is
+	 * the epoch's confirmation.
+	 */
+	const _Atomic uint64_t	*act_until;
+	/*
 	 * When tl_ep_check_epoch last found no later promotion on the
 	 * replication stream (CLOCK_MONOTONIC, ns; 0: never): calls on a
 	 * provider fenced by epoch check are made only within

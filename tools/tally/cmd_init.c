@@ -7,15 +7,23 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "core/cconf.h"
 #include "core/secret.h"
 #include "projections/proj.h"
+#include "reactors/mesh.h"
 #include "reactors/epoch.h"
 #include "tally.h"
 
 static const char usage[] =
 "usage: tally init [--home DIR] [--standby [--leader-key FILE|HEX]]\n"
+"       tally init [--home DIR] [--standby --mesh ID] --etcd URL[,URL...]\n"
+"                  [--etcd-ca FILE] [--etcd-cert FILE --etcd-key FILE]\n"
+"                  [--lease-ttl S] [--keep N] [--from-snapshot FILE]\n"
 "\n"
 "Creates the tally home (mode 0700): the event log in DIR/log and the\n"
 "master key that encrypts every secret at rest in DIR/master.key (0600).\n"
@@ -38,7 +46,20 @@ static const char usage[] =
 "or a file holding them: what tally publish status prints on the\n"
 "leader), kept in DIR/leader.key: tallyd --follow then checks every\n"
 "message's signature without the master key, and keeps it with each\n"
-"event for tally promote.  It is never taken from the stream.\n";
+"event for tally promote.  It is never taken from the stream.\n"
+"\n"
+"--etcd makes a cluster's home (DIR/cluster.json): its record is\n"
+"committed on etcd first (the v3 JSON gateway at each URL, https with\n"
+"--etcd-ca and a client certificate), tallyd campaigns for the leader\n"
+"key and takes over by itself (docs/standby.md).  Without --standby it\n"
+"founds the mesh (its first tallyd pushes the home's record to etcd);\n"
+"with --standby --mesh ID (tally mesh on the founder prints it) the\n"
+"home starts empty and its tallyd applies the record from etcd.  Every\n"
+"home of a cluster needs the mesh's master key: copy it out of band.\n"
+"--lease-ttl (default 10 s) is the leader's lease; --keep (default\n"
+"10000) the events etcd keeps below every follower.\n"
+"--from-snapshot FILE starts the home's log from a peer's snapshot\n"
+"(tally snapshot): a follower that fell behind the tail etcd holds.\n";
 
 static int
 mkdir_p(const char *path, mode_t mode)
@@ -110,6 +131,140 @@ make_tables(struct tl_txn *t, void *arg)
 	return tl_proj_catchup(t, 0);
 }
 
+/* An absolute path of a file that exists, into out; 0 (said) if not. */
+static int
+abs_path(const char *p, char *out, size_t cap)
+{
+	char *r = realpath(p, NULL);
+
+	if (r == NULL || strlen(r) >= cap) {
+		cli_errx("%s: %s", p, r == NULL ? strerror(errno) :
+		    "path too long");
+		free(r);
+		return 0;
+	}
+	snprintf(out, cap, "%s", r);
+	free(r);
+	return 1;
+}
+
+/* Copies the snapshot into DIR/log/data.mdb: a new file, 0600. */
+static int
+copy_snapshot(const char *from, const char *logdir)
+{
+	char to[1200], buf[65536];
+	ssize_t r;
+	int in, out, rc = 0;
+
+	snprintf(to, sizeof(to), "%s/data.mdb", logdir);
+	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+		return errno;
+	if ((out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) < 0) {
+		rc = errno;
+		close(in);
+		return rc;
+	}
+	while ((r = read(in, buf, sizeof(buf))) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 || write(out, buf, (size_t)r) != r) {
+			rc = errno ? errno : EIO;
+			break;
+		}
+	}
+	if (rc == 0 && fsync(out) != 0)
+		rc = errno;
+	close(in);
+	if (close(out) != 0 && rc == 0)
+		rc = errno;
+	if (rc != 0)
+		unlink(to);
+	return rc;
+}
+
+/*
+ * A cluster's home: the founder's log with its mesh and master key, or
+ * a follower's empty log (or a peer's snapshot), and cluster.json last:
+ * a home without it is not a cluster's, and nothing of the founder's
+ * first events needed etcd.
+ */
+static int
+init_cluster(struct tl_cli *cli, struct tl_cconf *cc, int standby,
+    const char *snap)
+{
+	struct init_arg ia;
+	struct tl_log *log;
+	char keypath[1100], what[256], mesh[TL_MESH_LEN + 1] = "";
+	int rc;
+
+	snprintf(keypath, sizeof(keypath), "%s/master.key", cli->home);
+	if (access(keypath, F_OK) == 0 || foreign_entry(cli->home, what,
+	    sizeof(what))) {
+		cli_errx("%s is not a new or empty directory: refusing to "
+		    "make a home there", cli->home);
+		return TL_EXIT_REFUSED;
+	}
+	if ((rc = mkdir_p(cli->home, 0700)) != 0 ||
+	    (rc = mkdir_p(cli->logdir, 0700)) != 0) {
+		cli_errx("cannot create %s: %s", cli->logdir, strerror(rc));
+		return TL_EXIT_FAIL;
+	}
+	if (snap != NULL) {
+		if ((rc = copy_snapshot(snap, cli->logdir)) != 0) {
+			cli_errx("cannot copy %s into %s: %s", snap,
+			    cli->logdir, strerror(rc));
+			return rc == EEXIST ? TL_EXIT_REFUSED : TL_EXIT_FAIL;
+		}
+		if ((rc = tl_log_open(cli->logdir, 0, &log)) == 0) {
+			rc = tl_mesh_load(log, mesh);
+			tl_log_close(log);
+		}
+		if (rc != 0 || !tl_mesh_ok(mesh)) {
+			cli_errx("%s is not a snapshot of a tally home with a "
+			    "mesh id (%s)", snap, rc ? tl_strerror(rc) :
+			    "none");
+			return TL_EXIT_REFUSED;
+		}
+		if (cc->mesh[0] != '\0' && strcmp(cc->mesh, mesh) != 0) {
+			cli_errx("%s is mesh %s's, not %s's", snap, mesh,
+			    cc->mesh);
+			return TL_EXIT_REFUSED;
+		}
+		snprintf(cc->mesh, sizeof(cc->mesh), "%s", mesh);
+	} else {
+		if ((rc = tl_log_open(cli->logdir, TL_LOG_CREATE, &log)) != 0)
+			return cli_fail(cli, rc, "create the log");
+		memset(&ia, 0, sizeof(ia));
+		ia.standby = standby;
+		rc = tl_log_write(log, make_tables, &ia);
+		tl_log_close(log);
+		if (rc != 0)
+			return cli_fail(cli, rc, "create the projection tables");
+		if (!standby)
+			snprintf(cc->mesh, sizeof(cc->mesh), "%s", ia.mesh);
+	}
+	if (!standby && snap == NULL &&
+	    (rc = tl_secret_keygen(keypath)) != 0) {
+		cli_errx("cannot create %s: %s", keypath, tl_strerror(rc));
+		return TL_EXIT_FAIL;
+	}
+	if ((rc = tl_cconf_write(cli->home, cc)) != 0)
+		return cli_fail(cli, rc, "write " TL_CLUSTER_FILE);
+	if (cli->json)
+		cli_json_done(cli, json_pack("{s:s,s:b,s:s,s:s,s:b}", "home",
+		    cli->home, "created", 1, "mesh", cc->mesh,
+		    "control_plane", cc->id, "founder", !standby && !snap));
+	else
+		printf("initialised cluster home %s (mesh %s, control plane "
+		    "%s)\n%s", cli->home, cc->mesh, cc->id, !standby &&
+		    !snap ? "start tallyd: it pushes this home's record to "
+		    "etcd and leads\n" : "copy the mesh's master.key here "
+		    "(mode 0600, out of band), then start tallyd: it follows "
+		    "and takes over by itself\n");
+	return TL_EXIT_OK;
+}
+
 int
 cmd_init(struct tl_cli *cli, int argc, char **argv)
 {
@@ -117,8 +272,20 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		CLI_COMMON_OPTS,
 		{ "standby", no_argument, NULL, 's' },
 		{ "leader-key", required_argument, NULL, 'k' },
+		{ "etcd", required_argument, NULL, 'E' },
+		{ "etcd-ca", required_argument, NULL, 'A' },
+		{ "etcd-cert", required_argument, NULL, 'C' },
+		{ "etcd-key", required_argument, NULL, 'K' },
+		{ "lease-ttl", required_argument, NULL, 'T' },
+		{ "keep", required_argument, NULL, 'P' },
+		{ "mesh", required_argument, NULL, 'M' },
+		{ "from-snapshot", required_argument, NULL, 'S' },
 		{ 0 }
 	};
+	struct tl_cconf cc;
+	const char *etcd = NULL, *cmesh = NULL, *snap = NULL;
+	char cwhy[160];
+	uint64_t u;
 	struct init_arg ia;
 	struct tl_log *log;
 	char keypath[1100], what[256], mark[1100];
@@ -128,6 +295,7 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 	uint8_t lpk[TL_SIGN_PUBLEN];
 	FILE *f;
 
+	tl_cconf_init(&cc);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -136,12 +304,68 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		case 'k':
 			lkey = optarg;
 			break;
+		case 'E':
+			etcd = optarg;
+			break;
+		case 'A':
+		case 'C':
+		case 'K':
+			if (!abs_path(optarg, c == 'A' ? cc.ca : c == 'C' ?
+			    cc.cert : cc.key, sizeof(cc.ca)))
+				return TL_EXIT_USAGE;
+			break;
+		case 'T':
+			if (cli_parse_u64(optarg, &u) != 0 || u > 300) {
+				cli_errx("--lease-ttl %s: seconds, 2 to 300",
+				    optarg);
+				return TL_EXIT_USAGE;
+			}
+			cc.ttl = (unsigned)u;
+			/* The margin scales with a short lease. */
+			if (cc.margin_ms * 2 >= cc.ttl * 1000u)
+				cc.margin_ms = cc.ttl * 1000u / 3;
+			break;
+		case 'P':
+			if (cli_parse_u64(optarg, &cc.keep) != 0) {
+				cli_errx("--keep %s: a count of events", optarg);
+				return TL_EXIT_USAGE;
+			}
+			break;
+		case 'M':
+			cmesh = optarg;
+			break;
+		case 'S':
+			snap = optarg;
+			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
 	}
-	if (optind != argc || (lkey != NULL && !standby)) {
+	if (optind != argc || (lkey != NULL && !standby) ||
+	    (etcd == NULL && (cmesh != NULL || cc.ca[0] || cc.cert[0] ||
+	    snap != NULL)) || (lkey != NULL && etcd != NULL)) {
 		fputs(usage, stderr);
 		return TL_EXIT_USAGE;
+	}
+	if (etcd != NULL) {
+		snprintf(cc.endpoints, sizeof(cc.endpoints), "%s", etcd);
+		if (tl_cconf_check(&cc, cwhy, sizeof(cwhy)) != 0) {
+			cli_errx("%s", cwhy);
+			return TL_EXIT_USAGE;
+		}
+		if (!!cc.cert[0] != !!cc.key[0]) {
+			cli_errx("--etcd-cert and --etcd-key go together");
+			return TL_EXIT_USAGE;
+		}
+		if (standby && snap == NULL && (cmesh == NULL ||
+		    !tl_mesh_ok(cmesh))) {
+			cli_errx("--standby --etcd needs --mesh ID, the mesh's "
+			    "32 hex digits (tally mesh on its founding home "
+			    "prints it)");
+			return TL_EXIT_USAGE;
+		}
+		if (cmesh != NULL)
+			snprintf(cc.mesh, sizeof(cc.mesh), "%s", cmesh);
+		return init_cluster(cli, &cc, standby, snap);
 	}
 	if (lkey != NULL && tl_secret_leader_key_parse(lkey, lpk) != 0) {
 		char why[160];

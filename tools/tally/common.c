@@ -111,6 +111,7 @@ cli_exit_for(int err)
 	case TL_ETOOBIG:
 		return TL_EXIT_REFUSED;
 	case TL_ELOCKED:
+	case TL_ENOTLEADER:
 		return TL_EXIT_LOCKED;
 	default:
 		return TL_EXIT_FAIL;
@@ -152,6 +153,7 @@ cli_open_log(struct tl_cli *cli, unsigned flags)
 	}
 	switch (rc) {
 	case 0:
+		cli_cluster_arm(cli);
 		return 0;
 	case TL_ECORRUPT:
 		cli_errx("%s", why[0] ? why : tl_strerror(rc));

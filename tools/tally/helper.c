@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "tally.h"
 
 #define LINE_MAX_	65536
+#define PIPE_BUF_	65536	/* Linux's pipe buffer */
 #define ARGS_MAX	16
 
 /* BIN/tallyd when this program is BIN/tally, else "tallyd" (PATH). */
@@ -58,7 +60,7 @@ cli_tallyd(struct tl_cli *cli, const char *const *args, const void *in,
 	fflush(stdout);
 	fflush(stderr);
 	if (inlen > CLI_TALLYD_IN_MAX) {
-		cli_errx("tallyd: %zu bytes of input, more than %d", inlen,
+		cli_errx("tallyd: %zu bytes of input, more than %zu", inlen,
 		    CLI_TALLYD_IN_MAX);
 		free(buf);
 		return TL_EXIT_FAIL;
@@ -70,10 +72,12 @@ cli_tallyd(struct tl_cli *cli, const char *const *args, const void *in,
 		return TL_EXIT_FAIL;
 	}
 	/*
-	 * The input fits the pipe's buffer (Linux: 64 KiB), so it is all
-	 * written before tallyd runs and nothing waits on anything.
+	 * Input that fits the pipe's buffer (Linux: 64 KiB) is all written
+	 * before tallyd runs and nothing waits on anything; more is
+	 * written once it runs, to a helper that reads all of its input
+	 * before it writes (tallyd --commit).
 	 */
-	if (in != NULL) {
+	if (in != NULL && inlen <= PIPE_BUF_) {
 		const char *p = in;
 		size_t off = 0;
 
@@ -102,6 +106,8 @@ cli_tallyd(struct tl_cli *cli, const char *const *args, const void *in,
 		close(fd[1]);
 		if (ifd[0] >= 0)
 			close(ifd[0]);
+		if (ifd[1] >= 0)
+			close(ifd[1]);
 		free(buf);
 		return TL_EXIT_FAIL;
 	}
@@ -118,6 +124,23 @@ cli_tallyd(struct tl_cli *cli, const char *const *args, const void *in,
 	close(fd[1]);
 	if (ifd[0] >= 0)
 		close(ifd[0]);
+	if (ifd[1] >= 0) {
+		void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+		const char *p = in;
+		size_t off = 0;
+
+		/* A helper that died early: EPIPE, and its exit says why. */
+		while (off < inlen) {
+			r = write(ifd[1], p + off, inlen - off);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			off += (size_t)r;
+		}
+		close(ifd[1]);
+		signal(SIGPIPE, old);
+	}
 	for (;;) {
 		char *nl;
 

@@ -42,6 +42,7 @@ static const struct tl_cmd cmds[] = {
 	{ "crl",	cmd_crl,	"the mesh CA's certificate revocation list" },
 	{ "adopt",	cmd_adopt,	"take over another mesh's objects, on record" },
 	{ "promote",	cmd_promote,	"make this standby the leader (next epoch)" },
+	{ "snapshot",	cmd_snapshot,	"a consistent copy of the log, for a new home" },
 	{ "diff",	cmd_diff,	"what changed between two points, in words" },
 	{ "history",	cmd_history,	"a stream's events: actors, causes, times" },
 	{ "publish",	cmd_publish,	"where tallyd publishes the record (AMQP)" },

@@ -54,6 +54,13 @@ int	 cli_set_home(struct tl_cli *cli, const char *home);
 #define CLI_OPEN_READER	0x100
 int	 cli_open_log(struct tl_cli *cli, unsigned flags);
 void	 cli_close(struct tl_cli *cli);
+/*
+ * cluster.c: in a cluster's home (core/log.h, tl_log_clustered) every
+ * commit of the log that appended goes through tallyd --commit first;
+ * cli_open_log arms it.  Refused: TL_ENOTLEADER (exit 7: the leader is
+ * named on stderr), TL_EUNAVAIL (exit 1), TL_ETOOBIG (exit 4).
+ */
+void	 cli_cluster_arm(struct tl_cli *cli);
 int	 cli_exit_for(int err);
 void	 cli_errx(const char *fmt, ...)
 	    __attribute__((format(printf, 1, 2)));
@@ -163,7 +170,7 @@ int	 cli_pem_key_setting(const char *key);
  * Returns tallyd's exit code, or TL_EXIT_FAIL (said) when it cannot be
  * run or dies of a signal.
  */
-#define CLI_TALLYD_IN_MAX	65536	/* a pipe's buffer: written at once */
+#define CLI_TALLYD_IN_MAX	((size_t)64 << 20)
 int	 cli_tallyd(struct tl_cli *cli, const char *const *args,
 	    const void *in, size_t inlen,
 	    void (*line)(const char *s, void *arg), void *arg);
@@ -263,6 +270,7 @@ int	cmd_status(struct tl_cli *, int, char **);
 int	cmd_graph(struct tl_cli *, int, char **);
 int	cmd_explain(struct tl_cli *, int, char **);
 int	cmd_rebuild(struct tl_cli *, int, char **);
+int	cmd_snapshot(struct tl_cli *, int, char **);
 int	cmd_env(struct tl_cli *, int, char **);
 int	cmd_check(struct tl_cli *, int, char **);
 int	cmd_rotate(struct tl_cli *, int, char **);

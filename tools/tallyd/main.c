@@ -36,6 +36,7 @@
 #include "reactors/rx.h"
 #include "follow.h"
 #include "helper.h"
+#include "tools/tallyd/cluster.h"
 #include "tools/exit.h"
 
 /* One table with tally's (tools/exit.h), printed by --help. */
@@ -101,15 +102,29 @@ static const char usage[] =
 "                  broker password from standard input (default user guest);\n"
 "                  an amqps:// URL is TLS, the broker verified against\n"
 "                  --amqp-ca FILE (else the system's CAs) and its name\n"
+"  --commit        what the CLI runs in a cluster's home: commits the\n"
+"                  events of one write transaction (stdin) on etcd, if\n"
+"                  this control plane leads (exit 7 naming the leader\n"
+"                  if not)\n"
 "  -v              debug logging\n"
+"\n"
+"In a cluster's home (tally init --etcd; HOME/cluster.json) tallyd\n"
+"follows the record on etcd and campaigns for the leader key; once it\n"
+"wins, it applies what is left, records control-plane.promoted at the\n"
+"key's revision (the epoch) and leads: every commit is an etcd\n"
+"transaction first, and no provider is called once the lease could\n"
+"lapse (docs/standby.md).\n"
 "\n"
 "Deposed (exit 9): a provider is fenced at a higher epoch (checked at\n"
 "start, every resync, every provider session), or the stream holds a\n"
 "later promotion (at start): another control plane was promoted (tally\n"
-"promote), and this one stops.\n";
+"promote), and this one stops.  In a cluster: its lease lapsed or\n"
+"another holds the leader key.\n";
 
 static volatile sig_atomic_t stop;
 static int sigpipe_w = -1;
+/* A cluster's leader (tallyd/cluster.h); NULL in an embedded home. */
+static struct tl_tallyd_cluster *clu;
 static int verbose;
 /* The lowest level shown when not verbose: a helper mode shows warnings. */
 static int quiet_below = TL_RX_INFO;
@@ -551,6 +566,11 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 		/* Nothing is acted on past an event that is bad. */
 		if (moved && verify_chain(rx->log, chain) != 0)
 			return EXIT_CORRUPT;
+		/* A leader whose lease lapsed, or was taken: stop now. */
+		if (clu != NULL && tl_tallyd_cluster_round(rx, clu, h) != 0) {
+			tl_ep_stop(rx);
+			return EXIT_DEPOSED;
+		}
 		note_verified(rx->log, chain, &verified_rec, 0);
 		/* Deposed before the loop (the re-verification's sessions). */
 		if (atomic_load(&rx->deposed)) {
@@ -646,6 +666,9 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 		/* --once: the next round (and its timeout check) by then. */
 		if (once && next > deadline)
 			next = deadline;
+		/* A cluster's leader looks at its lease every second. */
+		if (clu != NULL && next > mono_ms() + 1000)
+			next = mono_ms() + 1000;
 		now = mono_ms();
 		timeout = next == UINT64_MAX ? -1 : next <= now ? 0 :
 		    next - now > INT32_MAX ? INT32_MAX : (int)(next - now);
@@ -694,6 +717,7 @@ main(int argc, char **argv)
 		{ "stream", required_argument, NULL, 'S' },
 		{ "user", required_argument, NULL, 'U' },
 		{ "secret", required_argument, NULL, 'P' },
+		{ "commit", no_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct tl_rx rx;
@@ -710,7 +734,9 @@ main(int argc, char **argv)
 	int ex = EXIT_OK;
 	unsigned interval = 5, once_timeout = 60, vinterval = 30;
 	struct tl_follow_opts fo;
-	int follow = 0, standby = 0;
+	int follow = 0, standby = 0, commit = 0, clustered;
+	char cpath[1200];
+	struct tl_tallyd_cluster tclu;
 	uint64_t epoch = 1;
 	int deposed = 0;
 
@@ -793,6 +819,10 @@ main(int argc, char **argv)
 		case 'F':
 			follow = 1;
 			break;
+		case 'K':
+			commit = 1;
+			quiet_below = TL_RX_WARN;
+			break;
 		case 'A':
 			fo.url = optarg;
 			break;
@@ -857,7 +887,20 @@ main(int argc, char **argv)
 		    home, home);
 		return EXIT_NOTFOUND;
 	}
-	if ((rc = tl_follow_is_standby(home, &standby)) != 0) {
+	snprintf(cpath, sizeof(cpath), "%s/%s", home, TL_CLUSTER_FILE);
+	clustered = access(cpath, F_OK) == 0;
+	if (commit && !clustered) {
+		logx(TL_RX_ERR, "--commit: %s is not a cluster's home", home);
+		return EXIT_REFUSED;
+	}
+	if (clustered && follow) {
+		logx(TL_RX_ERR, "%s is a cluster's home: tallyd follows the "
+		    "record on etcd by itself (no --follow)", home);
+		return EXIT_USAGE;
+	}
+	if (clustered)
+		standby = 0;
+	else if ((rc = tl_follow_is_standby(home, &standby)) != 0) {
 		logx(TL_RX_ERR, "cannot read the standing of %s: %s", home,
 		    tl_strerror(rc));
 		return EXIT_FAIL;
@@ -870,7 +913,7 @@ main(int argc, char **argv)
 		return EXIT_REFUSED;
 	}
 	/* A check runs beside the daemon, as the daemon's verifier does. */
-	if (!check && (lockfd = take_lock(home, &datafd)) < 0)
+	if (!check && !commit && (lockfd = take_lock(home, &datafd)) < 0)
 		return lockfd == -2 ? EXIT_LOCKED : EXIT_FAIL;
 	if (follow) {
 		memset(&sa, 0, sizeof(sa));
@@ -890,9 +933,17 @@ main(int argc, char **argv)
 	if (!check)
 		sweep_deliveries(home);
 	if ((rc = tl_secret_load(keypath, &rx.key, why)) != 0) {
-		logx(TL_RX_ERR, "master key: %s", why[0] ? why :
-		    tl_strerror(rc));
+		logx(TL_RX_ERR, "master key: %s%s", why[0] ? why :
+		    tl_strerror(rc), clustered ? " (every control plane of "
+		    "a cluster holds the mesh's master key: copy it here out "
+		    "of band, mode 0600)" : "");
 		return EXIT_FAIL;
+	}
+	/* The CLI's commit: no log, no lock, no session. */
+	if (commit) {
+		ex = tl_tallyd_commit(&rx);
+		tl_rx_free(&rx);
+		return ex;
 	}
 	if ((rc = tl_log_open_why(logdir, 0, 0, &rx.log, lwhy)) != 0) {
 		logx(TL_RX_ERR, "cannot open the log at %s: %s", logdir,
@@ -900,6 +951,14 @@ main(int argc, char **argv)
 		tl_rx_free(&rx);
 		return rc == TL_ENOTFOUND ? EXIT_NOTFOUND : rc == TL_ECORRUPT ?
 		    EXIT_CORRUPT : EXIT_FAIL;
+	}
+	if (clustered) {
+		if ((ex = tl_tallyd_cluster_open(&rx, &tclu)) != 0)
+			goto out;
+		clu = &tclu;
+		/* A helper commits as the CLI does: if this one leads. */
+		if (check)
+			tl_log_set_commit(rx.log, tl_cl_commit, tclu.cl);
 	}
 	if (lmodule != NULL) {
 		ex = tl_tallyd_loss(&rx, lmodule);
@@ -941,6 +1000,15 @@ main(int argc, char **argv)
 
 	rx.verify_interval_ns = (uint64_t)vinterval * 1000000000u;
 	/*
+	 * A cluster's: follow until elected (signals end it), then lead
+	 * with every commit made on etcd first.
+	 */
+	if (clu != NULL) {
+		if ((ex = tl_tallyd_cluster_lead(&rx, clu, &stop)) != 0 ||
+		    stop)
+			goto out;
+	}
+	/*
 	 * The whole log, once, before anything reads the replication stream
 	 * or calls a provider: an event changed anywhere (an address, a
 	 * setting) is never acted on, not even by the fence.  Then only
@@ -970,7 +1038,7 @@ main(int argc, char **argv)
 		goto out;
 	}
 	/* A promotion acts only once the stream says it was the first. */
-	if ((rc = tl_ep_arbitrate(&rx, &deposed)) != 0) {
+	if (clu == NULL && (rc = tl_ep_arbitrate(&rx, &deposed)) != 0) {
 		if (rc != TL_EUNREACH)
 			logx(TL_RX_ERR, "epoch: %s", tl_strerror(rc));
 		ex = EXIT_FAIL;
@@ -1022,6 +1090,13 @@ out:
 		close(pfd[1]);
 	}
 	tl_rx_publish_stop(&rx);
+	if (clu != NULL) {
+		/* Stopped, not deposed: the next leader need not wait. */
+		if (ex == EXIT_OK && tl_cl_epoch(clu->cl) != 0)
+			tl_cl_resign(clu->cl);
+		tl_tallyd_cluster_close(clu);
+		clu = NULL;
+	}
 	tl_log_close(rx.log);
 	tl_rx_free(&rx);
 	if (lockfd >= 0)

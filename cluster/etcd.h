@@ -15,18 +15,28 @@
  * moves on to the next endpoint only when it changes nothing (range,
  * lease keepalive, watch, status); a transaction, a lease grant or a
  * compaction whose outcome is unknown is not sent twice: it returns
- * TL_EUNAVAIL and the caller reads the state again.
+ * TL_EUNAVAIL and the caller reads the state again.  Its outcome is
+ * known when nothing of it was sent (connection refused, the TLS
+ * handshake failed, not a byte written): then it goes to the next
+ * member too.  A member that answers that it cannot serve a request
+ * (gRPC 4 or 14: no leader on its side of a partition) counts as not
+ * answering for the requests that change nothing.
  *
  * Errors (every function): TL_EUNAVAIL when no member answered within
  * the timeout, or the member answered that it cannot serve the request
  * (no leader, no quorum, request timed out: gRPC codes 4 and 14);
  * TL_EUNTRUSTED when a member's certificate does not verify against
- * the CA; TL_EAUTH when a member refused our client certificate;
+ * the CA; TL_EAUTH when a member refused our client certificate (under
+ * TLS 1.3 a refusal can also show as a bare reset: TL_EUNAVAIL then);
  * TL_ECOMPACTED when a revision asked for was compacted; TL_ETOOBIG
  * when etcd refuses a request as too large or with too many
- * operations; TL_EMALFORMED when an answer cannot be parsed; TL_EINVAL
- * for bad arguments; ENOMEM.  tl_etcd_lasterr() then says which
- * endpoint and what it answered (no value or key bytes in it).
+ * operations, or an answer passes 256 MiB; TL_EMALFORMED when an
+ * answer cannot be parsed; TL_EINVAL for bad arguments (a revision not
+ * yet written among them); ENOMEM.  tl_etcd_lasterr() then says which
+ * endpoints were tried and what each answered, cut to printable ASCII
+ * (no value or key bytes in it; etcd's messages carry none).  Every
+ * buffer of ours that held a request or an answer is wiped before it
+ * is freed or reused; jansson's own copies are freed as it frees them.
  */
 #ifndef TL_ETCD_H
 #define TL_ETCD_H
@@ -47,7 +57,8 @@ struct tl_etcd_conf {
 /* Copies what it needs of c; connects lazily.  TL_EINVAL, ENOMEM. */
 int	tl_etcd_open(const struct tl_etcd_conf *c, struct tl_etcd **out);
 void	tl_etcd_close(struct tl_etcd *e);
-/* What the last failure was, for a message; never NULL. */
+/* What the last failure was, for a message; never NULL.  A member that
+ * failed before another answered is a failure too. */
 const char *tl_etcd_lasterr(const struct tl_etcd *e);
 /* The endpoint that answered last (NULL before any). */
 const char *tl_etcd_endpoint(const struct tl_etcd *e);
@@ -82,7 +93,9 @@ int	tl_etcd_range(struct tl_etcd *e, const void *key, size_t key_len,
 	    int keys_only, struct tl_etcd_range *r);
 void	tl_etcd_range_free(struct tl_etcd_range *r);
 
-/* The end of the range of every key starting with prefix, into end. */
+/* The end of the range of every key starting with prefix, into end
+ * (room for len bytes, at least 1): "\0" when prefix is empty or all
+ * 0xff bytes, every key from it on. */
 void	tl_etcd_prefix_end(const void *prefix, size_t len, uint8_t *end,
 	    size_t *end_len);
 
@@ -128,7 +141,8 @@ int	tl_etcd_txn(struct tl_etcd *e, const struct tl_etcd_cmp *cmp,
 	    const struct tl_etcd_op *fail, size_t nfail, int *ok,
 	    int64_t *revp);
 
-/* A lease of ttl seconds: *idp its id, *ttlp (may be NULL) the TTL granted. */
+/* A lease of ttl seconds: *idp its id, *ttlp (may be NULL) the TTL
+ * granted, which etcd raises to its minimum (1.5 election timeouts). */
 int	tl_etcd_lease_grant(struct tl_etcd *e, int64_t ttl, int64_t *idp,
 	    int64_t *ttlp);
 /* Renews it: *ttlp the TTL left; TL_ENOTFOUND when it has expired. */
@@ -138,16 +152,19 @@ int	tl_etcd_lease_revoke(struct tl_etcd *e, int64_t id);
 
 /*
  * Waits up to wait_ms for a change to [key, end) (end as in
- * tl_etcd_range) at or after revision start: 0 and *revp the revision
- * of the first change seen, TL_ETIMEDOUT when none came, TL_ECOMPACTED
- * when start was compacted away.  The caller reads what changed with
- * tl_etcd_range.
+ * tl_etcd_range) at or after revision start (0: after now): 0 and
+ * *revp the revision of the first change seen, TL_ETIMEDOUT when none
+ * came, TL_ECOMPACTED when start was compacted away, TL_EUNAVAIL when
+ * the member canceled the watch for another reason.  wait_ms (> 0)
+ * bounds the whole call, the members tried included.  The caller
+ * reads what changed with tl_etcd_range.
  */
 int	tl_etcd_watch(struct tl_etcd *e, const void *key, size_t key_len,
 	    const void *end, size_t end_len, int64_t start, long wait_ms,
 	    int64_t *revp);
 
-/* Compacts the history below rev (physical: waits until it is done). */
+/* Compacts the history below rev (physical: waits until it is done);
+ * TL_ECOMPACTED when rev is below an earlier compaction. */
 int	tl_etcd_compact(struct tl_etcd *e, int64_t rev, int physical);
 
 /* The answering member's status: its version string, the store's

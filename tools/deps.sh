@@ -21,7 +21,8 @@ librabbitmq-dev check libyaml-dev libjansson-dev pkg-config gcc make clang-14
 libclang-rt-14-dev postgresql rabbitmq-server graphviz curl procps mandoc gdb
 python3 python3-cryptography libcurl4-openssl-dev libmariadb-dev
 mariadb-server mariadb-client libhiredis-dev redis-server redis-tools libssl-dev
-ceph-mon ceph-osd radosgw ceph-common openssl tcpdump binutils tzdata"
+ceph-mon ceph-osd radosgw ceph-common openssl tcpdump binutils tzdata
+etcd-server etcd-client"
 
 die() { echo "deps.sh: $*" >&2; exit 1; }
 
@@ -99,7 +100,7 @@ echo "deps.sh: installing:$missing" >&2
 policy=/usr/sbin/policy-rc.d
 made_policy=no
 case " $missing " in
-    *" postgresql "*|*" rabbitmq-server "*|*" mariadb-server "*|*" redis-server "*|*" ceph-mon "*|*" ceph-osd "*|*" radosgw "*)
+    *" postgresql "*|*" rabbitmq-server "*|*" mariadb-server "*|*" redis-server "*|*" ceph-mon "*|*" ceph-osd "*|*" radosgw "*|*" etcd-server "*)
         if [ ! -e "$policy" ]; then
             printf '#!/bin/sh\n# temporary, from tally tools/deps.sh\nexit 101\n' |
                 $SUDO tee "$policy" >/dev/null

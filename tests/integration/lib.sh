@@ -57,6 +57,7 @@ _t_redises=""	# Redis directories this script started (t_redis_start)
 _t_mariadbs=""	# MariaDB directories this script started (t_mariadb_start)
 _t_cephs=""	# Ceph directories this script started (t_ceph_start)
 _t_oidcs=""	# OIDC provider directories this script started (t_oidc_start)
+_t_etcds=""	# etcd cluster directories this script started (t_etcd_start)
 
 t_forget_pid() {
 	_t_new=""
@@ -102,6 +103,16 @@ _t_cleanup() {
 		sh "$TALLY_SRC/tests/harness/oidc.sh" stop "$_t_d" >/dev/null 2>&1 ||
 			echo "WARNING $T_NAME: stopping the OIDC provider in $_t_d failed" >&2
 	done
+	for _t_d in $_t_etcds; do
+		if [ "$_t_rc" -ne 0 ]; then
+			for _t_k in 1 2 3; do
+				cp "$_t_d/n$_t_k.log" \
+					"$W/etcd-$(basename "$_t_d")-n$_t_k.log" 2>/dev/null
+			done
+		fi
+		sh "$TALLY_SRC/tests/harness/etcd.sh" stop "$_t_d" >/dev/null 2>&1 ||
+			echo "WARNING $T_NAME: stopping etcd in $_t_d failed" >&2
+	done
 	if [ "$_t_rc" -eq 0 ]; then
 		rm -rf "$W"
 		printf '\nPASS %s\n' "$T_NAME"
@@ -122,6 +133,9 @@ if [ -d "$W" ]; then
 	done
 	for _t_d in "$W"/redis*; do
 		[ -d "$_t_d" ] && sh "$TALLY_SRC/tests/harness/redis.sh" stop "$_t_d" >/dev/null 2>&1
+	done
+	for _t_d in "$W"/etcd*; do
+		[ -d "$_t_d" ] && sh "$TALLY_SRC/tests/harness/etcd.sh" stop "$_t_d" >/dev/null 2>&1
 	done
 	rm -rf "$W"
 fi
@@ -291,6 +305,43 @@ t_oidc_start() {
 	. "$OIDC_DIR/env"
 	ISS=$TALLY_TEST_OIDC_ISSUER
 	export OIDC_DIR ISS
+}
+
+# t_etcd_start [NAME]: a throwaway three-member etcd 3.4 cluster, TLS
+# with client certificates, in $W/NAME (default etcd) on free ports
+# (tests/harness/etcd.sh: client ports PORT..PORT+2, peer ports
+# PORT+10..PORT+12), stopped at exit (its members' logs kept in $W when
+# the script fails); exports TALLY_TEST_ETCD_* (ENDPOINTS, CA, CERT, KEY,
+# DIR) and ETCD_DIR.  Members are killed and restarted with
+# `sh "$TALLY_SRC/tests/harness/etcd.sh" kill|restart "$ETCD_DIR" K`.
+_t_etcd_busy() {
+	for _t_o in 0 1 2 10 11 12; do
+		_t_port_busy $(($1 + _t_o)) && return 0
+	done
+	return 1
+}
+t_etcd_start() {
+	ETCD_DIR=$W/${1:-etcd}
+	command -v etcd >/dev/null 2>&1 ||
+		t_fail "etcd is missing (tools/deps.sh installs etcd-server)"
+	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^0*\([0-9][0-9]*\).*/\1/p')
+	_t_port=$((50300 + ${_t_n:-0} % 100 * 20 + $$ % 7))
+	_t_etcds="$_t_etcds $ETCD_DIR"
+	_t_tries=0
+	while :; do
+		while _t_etcd_busy "$_t_port"; do _t_port=$((_t_port + 13)); done
+		_t_rc=0
+		sh "$TALLY_SRC/tests/harness/etcd.sh" start "$ETCD_DIR" "$_t_port" || _t_rc=$?
+		[ $_t_rc -eq 0 ] && break
+		_t_tries=$((_t_tries + 1))
+		# Only a port taken between the look and the bind (exit 4) is
+		# retried; a cluster that does not come up fails the script.
+		[ $_t_rc -eq 4 ] && [ $_t_tries -lt 3 ] ||
+			t_fail "etcd could not be started in $ETCD_DIR (ports $_t_port..): see above"
+		_t_port=$((_t_port + 13))
+	done
+	. "$ETCD_DIR/env"
+	export ETCD_DIR
 }
 
 # t_oidc_edit CLIENT_ID PYTHON: runs PYTHON on the OIDC provider's store

@@ -288,8 +288,16 @@ cmd_promote(struct tl_cli *cli, int argc, char **argv)
 		goto out;
 	}
 	pause_step();
-	if ((rc = cli_open_log(cli, 0)) != 0 ||
-	    (rc = standing(cli, &standby, &promoted)) != 0)
+	if ((rc = cli_open_log(cli, 0)) != 0)
+		goto out;
+	if (tl_log_clustered(cli->log)) {
+		cli_errx("%s is a cluster's home: the cluster elects its "
+		    "leader (tallyd takes over by itself when the leader's "
+		    "lease lapses); nothing to promote", cli->home);
+		rc = TL_EXIT_REFUSED;
+		goto out;
+	}
+	if ((rc = standing(cli, &standby, &promoted)) != 0)
 		goto out;
 	if (!standby)
 		goto finish;	/* promoted, killed before the marker went */

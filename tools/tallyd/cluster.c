@@ -70,6 +70,29 @@ promoted_cb(struct tl_txn *t, void *arg)
 	return tl_ep_standing_put(t, 0, pa->seq);
 }
 
+/*
+ * The leader's commit hook: the cluster's (cluster.h), and a commit
+ * refused because another leads deposes this tallyd at once, whatever
+ * the reactor that committed makes of the error.
+ */
+static int
+leader_commit(struct tl_txn *txn, uint64_t first,
+    const uint8_t prev[TL_HASH_LEN], uint64_t last, void *arg)
+{
+	struct tl_tallyd_cluster *tc = arg;
+	struct tl_rx *rx = tc->rx;
+	int rc, zero = 0;
+
+	rc = tl_cl_commit(txn, first, prev, last, tc->cl);
+	if (rc == TL_ENOTLEADER &&
+	    atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
+		snprintf(rx->deposed_msg, sizeof(rx->deposed_msg), "%s",
+		    tl_cl_lasterr(tc->cl));
+	else if (rc != 0)
+		tl_rx_log(rx, TL_RX_WARN, "%s", tl_cl_lasterr(tc->cl));
+	return rc;
+}
+
 int
 tl_tallyd_cluster_open(struct tl_rx *rx, struct tl_tallyd_cluster *tc)
 {
@@ -77,6 +100,7 @@ tl_tallyd_cluster_open(struct tl_rx *rx, struct tl_tallyd_cluster *tc)
 	int rc;
 
 	memset(tc, 0, sizeof(*tc));
+	tc->rx = rx;
 	if ((rc = tl_cconf_load(rx->home, &tc->conf, why)) != 0) {
 		tl_rx_log(rx, TL_RX_ERR, "%s", why[0] ? why :
 		    tl_strerror(rc));
@@ -163,7 +187,7 @@ wait:
 		tl_cl_resign(cl);
 		return rc == TL_ECORRUPT ? TL_EXIT_CORRUPT : TL_EXIT_FAIL;
 	}
-	tl_log_set_commit(rx->log, tl_cl_commit, cl);
+	tl_log_set_commit(rx->log, leader_commit, tc);
 	rx->act_until = tl_cl_act_until_ptr(cl);
 	memset(&pa, 0, sizeof(pa));
 	pa.epoch = epoch;

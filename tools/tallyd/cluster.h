@@ -15,6 +15,7 @@ struct tl_tallyd_cluster {
 	struct tl_cconf	 conf;
 	struct tl_cl	*cl;
 	uint64_t	 next_trim;	/* ms, tl_cl_now_ms */
+	struct tl_rx	*rx;
 };
 
 /* Reads HOME/cluster.json and opens the membership; 0 or an exit code (said). */

@@ -23,7 +23,7 @@ struct tl_cl {
 	uint8_t			 sign_pk[TL_SIGN_PUBLEN];
 	char			 prefix[64];	/* "/tally/MESH/" */
 	size_t			 plen;
-	uint64_t		 epoch;		/* led at; 0: not leading */
+	_Atomic uint64_t	 epoch;		/* led at; 0: not leading */
 	int64_t			 rev;		/* the last revision read */
 	uint64_t		 registered;	/* the last mark put */
 	_Atomic int64_t		 lease;

@@ -132,6 +132,12 @@ uint64_t tl_cl_act_until(const struct tl_cl *cl);
 /* The same, where the renewing thread keeps it (struct tl_rx's act_until). */
 const _Atomic uint64_t *tl_cl_act_until_ptr(const struct tl_cl *cl);
 
+/*
+ * One renewal now, on the caller's thread and handle (the renewing
+ * thread goes on): what it finds is what the thread would have.
+ */
+int	tl_cl_renew(struct tl_cl *cl);
+
 /* Whether the lease was seen lost (a renewal found it expired). */
 int	tl_cl_lost(const struct tl_cl *cl);
 

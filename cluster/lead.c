@@ -118,6 +118,29 @@ extend(struct tl_cl *cl, uint64_t sent, int64_t ttl)
 		atomic_store(&cl->act_until, until);
 }
 
+/* A leader's lease that expired is lost for good. */
+static void
+lose(struct tl_cl *cl)
+{
+	atomic_store(&cl->lost, 1);
+	atomic_store(&cl->act_until, 0);
+}
+
+int
+tl_cl_renew(struct tl_cl *cl)
+{
+	uint64_t sent = tl_cl_now_ms();
+	int64_t ttl;
+	int rc;
+
+	rc = tl_etcd_lease_keepalive(cl->e, atomic_load(&cl->lease), &ttl);
+	if (rc == 0)
+		extend(cl, sent, ttl);
+	else if (rc == TL_ENOTFOUND && cl->epoch != 0)
+		lose(cl);
+	return rc;
+}
+
 /*
  * Renews every TTL/4.  A lease found expired is lost for good when
  * this control plane led on it (deposed: tallyd exits); a follower's
@@ -148,10 +171,8 @@ renew_main(void *arg)
 		if (rc == 0)
 			extend(cl, sent, ttl);
 		else if (rc == TL_ENOTFOUND) {
-			if (atomic_load(&cl->act_until) != 0 ||
-			    cl->epoch != 0) {
-				atomic_store(&cl->lost, 1);
-				atomic_store(&cl->act_until, 0);
+			if (cl->epoch != 0) {
+				lose(cl);
 				break;
 			}
 			if (tl_etcd_lease_grant(cl->ka, cl->c->ttl, &id,

@@ -215,6 +215,13 @@ tl_tallyd_cluster_round(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 	uint64_t below = 0;
 	int rc, zero = 0;
 
+	/*
+	 * Past the margin (stopped, or etcd away): renew now, on this
+	 * thread, so a lease that lapsed meanwhile is known before
+	 * anything else is tried.
+	 */
+	if (tl_cl_now_ms() >= tl_cl_act_until(cl))
+		tl_cl_renew(cl);
 	if (tl_cl_lost(cl)) {
 		if (atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
 			snprintf(rx->deposed_msg, sizeof(rx->deposed_msg),

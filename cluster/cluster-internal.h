@@ -17,7 +17,8 @@ struct tl_cl {
 	const struct tl_key	*key;
 	char			 home[512];
 	char			 name[256];
-	struct tl_etcd		*e;	/* the caller's thread */
+	struct tl_etcd		*e;	/* under mu */
+	pthread_mutex_t		 mu;	/* recursive */
 	struct tl_etcd		*ka;	/* the renewing thread's */
 	uint8_t			*sign_sk;	/* guarded memory */
 	uint8_t			 sign_pk[TL_SIGN_PUBLEN];

@@ -47,6 +47,14 @@ tl_cl_open(const struct tl_cconf *c, const struct tl_key *key,
 		return ENOMEM;
 	cl->c = c;
 	cl->key = key;
+	{
+		pthread_mutexattr_t ma;
+
+		pthread_mutexattr_init(&ma);
+		pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+		pthread_mutex_init(&cl->mu, &ma);
+		pthread_mutexattr_destroy(&ma);
+	}
 	snprintf(cl->home, sizeof(cl->home), "%s", home);
 	if (gethostname(cl->name, sizeof(cl->name) - 1) != 0)
 		snprintf(cl->name, sizeof(cl->name), "?");
@@ -86,6 +94,7 @@ tl_cl_close(struct tl_cl *cl)
 		tl_secret_free(cl->sign_sk);
 	tl_etcd_close(cl->e);
 	tl_etcd_close(cl->ka);
+	pthread_mutex_destroy(&cl->mu);
 	free(cl);
 }
 
@@ -126,8 +135,8 @@ lose(struct tl_cl *cl)
 	atomic_store(&cl->act_until, 0);
 }
 
-int
-tl_cl_renew(struct tl_cl *cl)
+static int
+cl_renew_(struct tl_cl *cl)
 {
 	uint64_t sent = tl_cl_now_ms();
 	int64_t ttl;
@@ -185,8 +194,8 @@ renew_main(void *arg)
 	return NULL;
 }
 
-int
-tl_cl_lease_start(struct tl_cl *cl)
+static int
+cl_lease_start_(struct tl_cl *cl)
 {
 	int64_t id, ttl;
 	int rc;
@@ -205,8 +214,8 @@ tl_cl_lease_start(struct tl_cl *cl)
 	return 0;
 }
 
-int
-tl_cl_leader(struct tl_cl *cl, struct tl_cl_leader *who)
+static int
+cl_leader_(struct tl_cl *cl, struct tl_cl_leader *who)
 {
 	struct tl_etcd_range r;
 	char k[TL_CL_KEY_MAX];
@@ -239,8 +248,8 @@ tl_cl_leader(struct tl_cl *cl, struct tl_cl_leader *who)
 	return 0;
 }
 
-int
-tl_cl_campaign(struct tl_cl *cl, int *won, uint64_t *epochp)
+static int
+cl_campaign_(struct tl_cl *cl, int *won, uint64_t *epochp)
 {
 	struct tl_etcd_cmp cmp;
 	struct tl_etcd_op op;
@@ -298,8 +307,8 @@ tl_cl_campaign(struct tl_cl *cl, int *won, uint64_t *epochp)
 	return 0;
 }
 
-int
-tl_cl_resign(struct tl_cl *cl)
+static int
+cl_resign_(struct tl_cl *cl)
 {
 	struct tl_etcd_cmp cmp;
 	struct tl_etcd_op op;
@@ -322,8 +331,8 @@ tl_cl_resign(struct tl_cl *cl)
 	return rc;
 }
 
-int
-tl_cl_register(struct tl_cl *cl, uint64_t seq)
+static int
+cl_register_(struct tl_cl *cl, uint64_t seq)
 {
 	struct tl_etcd_op op;
 	struct tl_etcd_cmp cmp;
@@ -350,8 +359,8 @@ tl_cl_register(struct tl_cl *cl, uint64_t seq)
 	return rc;
 }
 
-int
-tl_cl_trim(struct tl_cl *cl, uint64_t head, uint64_t *belowp)
+static int
+cl_trim_(struct tl_cl *cl, uint64_t head, uint64_t *belowp)
 {
 	struct tl_etcd_range r;
 	struct tl_etcd_op op;
@@ -420,5 +429,87 @@ tl_cl_trim(struct tl_cl *cl, uint64_t head, uint64_t *belowp)
 etcd:
 	tl_cl_err(cl, "trimming the tail: %s", tl_etcd_lasterr(cl->e));
 	tl_etcd_range_free(&r);
+	return rc;
+}
+
+/*
+ * The caller's etcd handle is one connection: whichever thread commits
+ * (the loop's, the publisher's) takes it in turn (cl->mu, recursive).
+ */
+
+int
+tl_cl_renew(struct tl_cl *cl)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_renew_(cl);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_lease_start(struct tl_cl *cl)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_lease_start_(cl);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_leader(struct tl_cl *cl, struct tl_cl_leader *who)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_leader_(cl, who);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_campaign(struct tl_cl *cl, int *won, uint64_t *epochp)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_campaign_(cl, won, epochp);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_resign(struct tl_cl *cl)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_resign_(cl);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_register(struct tl_cl *cl, uint64_t seq)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_register_(cl, seq);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_trim(struct tl_cl *cl, uint64_t head, uint64_t *belowp)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_trim_(cl, head, belowp);
+	pthread_mutex_unlock(&cl->mu);
 	return rc;
 }

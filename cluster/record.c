@@ -68,8 +68,8 @@ tl_cl_epoch(const struct tl_cl *cl)
 	return cl->epoch;
 }
 
-int
-tl_cl_head(struct tl_cl *cl, uint64_t *seqp, uint8_t hash[TL_HASH_LEN],
+static int
+cl_head_(struct tl_cl *cl, uint64_t *seqp, uint8_t hash[TL_HASH_LEN],
     int64_t *revp)
 {
 	struct tl_etcd_range r;
@@ -281,8 +281,8 @@ why_not(struct tl_cl *cl, uint64_t epoch, uint64_t first)
 	return TL_EUNAVAIL;
 }
 
-int
-tl_cl_commit_raw(struct tl_cl *cl, uint64_t first,
+static int
+cl_commit_raw_(struct tl_cl *cl, uint64_t first,
     const uint8_t prev[TL_HASH_LEN], const uint8_t *const *raws,
     const size_t *lens, size_t count)
 {
@@ -302,8 +302,15 @@ tl_cl_commit_raw(struct tl_cl *cl, uint64_t first,
 	if (epoch == 0) {
 		struct tl_cl_leader who;
 
-		if ((rc = tl_cl_leader(cl, &who)) != 0)
+		if ((rc = tl_cl_leader(cl, &who)) != 0) {
+			char m[sizeof(cl->lasterr)];
+
+			snprintf(m, sizeof(m), "%s", cl->lasterr);
+			tl_cl_err(cl, "the cluster cannot commit now (no etcd "
+			    "quorum, or no member answers): nothing was "
+			    "recorded (%.400s)", m);
 			return rc;
+		}
 		if (strcmp(who.id, cl->c->id) != 0) {
 			if (who.id[0] == '\0')
 				tl_cl_err(cl, "no control plane leads the "
@@ -360,10 +367,11 @@ tl_cl_commit_raw(struct tl_cl *cl, uint64_t first,
 	}
 	rc = tl_etcd_txn(cl->e, cmp, 2, b.ops, b.n, NULL, 0, &ok, &rev);
 	if (rc != 0) {
-		tl_cl_err(cl, "the cluster did not commit events %llu-%llu: "
-		    "%s", (unsigned long long)first,
-		    (unsigned long long)(first + count - 1),
-		    tl_etcd_lasterr(cl->e));
+		tl_cl_err(cl, "the cluster did not say it committed events "
+		    "%llu-%llu%s: %.400s", (unsigned long long)first,
+		    (unsigned long long)(first + count - 1), rc == TL_EUNAVAIL ?
+		    " (no etcd quorum, or no member answers; if it did, "
+		    "tallyd applies them)" : "", tl_etcd_lasterr(cl->e));
 		goto out;
 	}
 	if (!ok) {
@@ -503,8 +511,8 @@ local_head(struct tl_log *log, uint64_t *seqp, uint8_t hash[TL_HASH_LEN])
 	return rc;
 }
 
-int
-tl_cl_catch_up(struct tl_cl *cl, struct tl_log *log, uint64_t *appliedp)
+static int
+cl_catch_up_(struct tl_cl *cl, struct tl_log *log, uint64_t *appliedp)
 {
 	struct tl_etcd_range r;
 	struct apply_arg aa;
@@ -585,8 +593,8 @@ again:
 	goto again;
 }
 
-int
-tl_cl_push(struct tl_cl *cl, struct tl_log *log)
+static int
+cl_push_(struct tl_cl *cl, struct tl_log *log)
 {
 	struct tl_txn *t;
 	struct tl_event ev;
@@ -672,8 +680,8 @@ out:
 	return rc;
 }
 
-int
-tl_cl_wait(struct tl_cl *cl, long ms)
+static int
+cl_wait_(struct tl_cl *cl, long ms)
 {
 	uint8_t end[TL_CL_KEY_MAX];
 	size_t el;
@@ -689,5 +697,68 @@ tl_cl_wait(struct tl_cl *cl, long ms)
 	if (rc != 0 && rc != TL_ETIMEDOUT)
 		tl_cl_err(cl, "watching the cluster: %s",
 		    tl_etcd_lasterr(cl->e));
+	return rc;
+}
+
+/*
+ * The caller's etcd handle is one connection: whichever thread commits
+ * (the loop's, the publisher's) takes it in turn (cl->mu, recursive).
+ */
+
+int
+tl_cl_head(struct tl_cl *cl, uint64_t *seqp, uint8_t hash[TL_HASH_LEN],
+    int64_t *revp)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_head_(cl, seqp, hash, revp);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_commit_raw(struct tl_cl *cl, uint64_t first,
+    const uint8_t prev[TL_HASH_LEN], const uint8_t *const *raws,
+    const size_t *lens, size_t count)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_commit_raw_(cl, first, prev, raws, lens, count);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_catch_up(struct tl_cl *cl, struct tl_log *log, uint64_t *appliedp)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_catch_up_(cl, log, appliedp);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_push(struct tl_cl *cl, struct tl_log *log)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_push_(cl, log);
+	pthread_mutex_unlock(&cl->mu);
+	return rc;
+}
+
+int
+tl_cl_wait(struct tl_cl *cl, long ms)
+{
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	rc = cl_wait_(cl, ms);
+	pthread_mutex_unlock(&cl->mu);
 	return rc;
 }

@@ -379,8 +379,10 @@ cl_trim_(struct tl_cl *cl, uint64_t head, uint64_t *belowp)
 	tl_etcd_prefix_end(pfx, pl, end, &el);
 	if ((rc = tl_etcd_range(cl->e, pfx, pl, end, el, 0, 0, 0, &r)) != 0)
 		goto etcd;
+	/* Not the leader's own, left from when it followed. */
 	for (i = 0; i < r.n; i++)
-		if (r.kvs[i].val_len == 8 && tl_get_be64(r.kvs[i].val) < low)
+		if (r.kvs[i].val_len == 8 && tl_get_be64(r.kvs[i].val) < low &&
+		    strcmp((const char *)r.kvs[i].key + pl, cl->c->id) != 0)
 			low = tl_get_be64(r.kvs[i].val);
 	tl_etcd_range_free(&r);
 	bound = low + 1;

@@ -21,6 +21,7 @@
 #define DEPOSED_KEY	"deposed"
 #define FOLLOW_KEY	"following"
 #define FOLLOW_V1	"follow/1"
+#define CLUSTER_KEY	"cluster"
 
 int
 tl_ep_current(struct tl_txn *t, uint64_t *epochp, uint64_t *atp)
@@ -167,6 +168,44 @@ tl_ep_deposed(struct tl_txn *t, char *msg, size_t cap)
 	memcpy(msg, v, len);
 	msg[len] = '\0';
 	return 1;
+}
+
+/* --- a cluster's control plane --------------------------------------- */
+
+int
+tl_ep_cluster_put(struct tl_txn *t, const char *role)
+{
+	tl_kv kv;
+	int rc;
+
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	/* Elected or following again: what deposed it is history. */
+	if ((rc = tl_kv_del(t, kv, DEPOSED_KEY, strlen(DEPOSED_KEY))) != 0 &&
+	    rc != TL_ENOTFOUND)
+		return rc;
+	return tl_kv_put(t, kv, CLUSTER_KEY, strlen(CLUSTER_KEY), role,
+	    strlen(role));
+}
+
+int
+tl_ep_cluster_get(struct tl_txn *t, char *role, size_t cap)
+{
+	const void *v;
+	size_t len;
+	tl_kv kv;
+	int rc;
+
+	role[0] = '\0';
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0 ||
+	    (rc = tl_kv_get(t, kv, CLUSTER_KEY, strlen(CLUSTER_KEY), &v,
+	    &len)) != 0)
+		return rc;
+	if (len >= cap)
+		len = cap - 1;
+	memcpy(role, v, len);
+	role[len] = '\0';
+	return 0;
 }
 
 /* --- what a standby follows --------------------------------------- */

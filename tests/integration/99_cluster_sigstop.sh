@@ -70,3 +70,10 @@ t_ok "A appended nothing: its $HEAD_A events are a prefix of the record ($(wc -l
 t_check "A restarted follows and catches up"
 c_tallyd a
 c_same_logs 60
+c_tly a status >"$W/st-a" 2>&1 || true
+grep -q "control plane: one of a cluster .*: a follower of .*$W/$NEW" "$W/st-a" ||
+	t_fail "A's status: $(grep 'control plane' "$W/st-a")"
+c_tly "$NEW" status >"$W/st-new" 2>&1 || true
+grep -q "control plane: one of a cluster .*: the leader at epoch" "$W/st-new" ||
+	t_fail "$NEW's status: $(grep 'control plane' "$W/st-new")"
+t_ok "tally status: A $(grep -o 'a follower of [^(]*' "$W/st-a"); $NEW $(grep -o 'the leader at epoch [0-9]*' "$W/st-new")"

@@ -4,6 +4,7 @@
  * leader's round, and tallyd --commit, the CLI's commit.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,28 @@ leader_commit(struct tl_txn *txn, uint64_t first,
 	return rc;
 }
 
+static int
+role_cb(struct tl_txn *t, void *arg)
+{
+	return tl_ep_cluster_put(t, arg);
+}
+
+/* What tally status says of this control plane. */
+static void
+role(struct tl_rx *rx, const char *fmt, ...)
+{
+	char buf[900];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if ((rc = tl_log_write(rx->log, role_cb, buf)) != 0)
+		tl_rx_log(rx, TL_RX_WARN, "cannot record its role: %s",
+		    tl_strerror(rc));
+}
+
 int
 tl_tallyd_cluster_open(struct tl_rx *rx, struct tl_tallyd_cluster *tc)
 {
@@ -153,13 +176,17 @@ tl_tallyd_cluster_lead(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 		if (won)
 			break;
 		if (epoch != said) {
-			if (tl_cl_leader(cl, &who) == 0 && who.id[0] != '\0')
+			if (tl_cl_leader(cl, &who) == 0 && who.id[0] != '\0') {
 				tl_rx_log(rx, TL_RX_INFO, "following %s (%s, "
 				    "control plane %.12s) at epoch %llu, "
 				    "applied through event %llu", who.name,
 				    who.home, who.id,
 				    (unsigned long long)who.epoch,
 				    (unsigned long long)applied);
+				role(rx, "a follower of %s (%s, control plane "
+				    "%.12s) at epoch %llu", who.name, who.home,
+				    who.id, (unsigned long long)who.epoch);
+			}
 			said = epoch;
 		}
 		rc = tl_cl_wait(cl, WAIT_MS);
@@ -200,6 +227,8 @@ wait:
 		tl_cl_resign(cl);
 		return TL_EXIT_FAIL;
 	}
+	role(rx, "the leader at epoch %llu (elected; from event %llu)",
+	    (unsigned long long)epoch, (unsigned long long)pa.seq);
 	tl_rx_log(rx, TL_RX_INFO, "leading at epoch %llu from event %llu "
 	    "(control-plane.promoted is event %llu)", (unsigned long long)
 	    epoch, (unsigned long long)applied, (unsigned long long)pa.seq);

@@ -207,13 +207,13 @@ void	tl_ep_stop(struct tl_rx *rx);
 int	tl_ep_deposed(struct tl_txn *txn, char *msg, size_t cap);
 
 /*
- * A cluster's home: what its tallyd last said of its role ("leader at
+ * A cluster's home: what its tallyd last said of its standing ("leader at
  * epoch N since event S", "follower of NAME (HOME) at epoch N"), one
  * line, kept in the home (not an event) for tally status.  _put also
  * forgets a deposition (a tallyd that follows or leads again).  _get:
  * TL_ENOTFOUND when none was written.
  */
-int	tl_ep_cluster_put(struct tl_txn *txn, const char *role);
-int	tl_ep_cluster_get(struct tl_txn *txn, char *role, size_t cap);
+int	tl_ep_cluster_put(struct tl_txn *txn, const char *standing);
+int	tl_ep_cluster_get(struct tl_txn *txn, char *standing, size_t cap);
 
 #endif

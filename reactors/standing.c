@@ -173,7 +173,7 @@ tl_ep_deposed(struct tl_txn *t, char *msg, size_t cap)
 /* --- a cluster's control plane --------------------------------------- */
 
 int
-tl_ep_cluster_put(struct tl_txn *t, const char *role)
+tl_ep_cluster_put(struct tl_txn *t, const char *standing)
 {
 	tl_kv kv;
 	int rc;
@@ -184,27 +184,27 @@ tl_ep_cluster_put(struct tl_txn *t, const char *role)
 	if ((rc = tl_kv_del(t, kv, DEPOSED_KEY, strlen(DEPOSED_KEY))) != 0 &&
 	    rc != TL_ENOTFOUND)
 		return rc;
-	return tl_kv_put(t, kv, CLUSTER_KEY, strlen(CLUSTER_KEY), role,
-	    strlen(role));
+	return tl_kv_put(t, kv, CLUSTER_KEY, strlen(CLUSTER_KEY), standing,
+	    strlen(standing));
 }
 
 int
-tl_ep_cluster_get(struct tl_txn *t, char *role, size_t cap)
+tl_ep_cluster_get(struct tl_txn *t, char *standing, size_t cap)
 {
 	const void *v;
 	size_t len;
 	tl_kv kv;
 	int rc;
 
-	role[0] = '\0';
+	standing[0] = '\0';
 	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0 ||
 	    (rc = tl_kv_get(t, kv, CLUSTER_KEY, strlen(CLUSTER_KEY), &v,
 	    &len)) != 0)
 		return rc;
 	if (len >= cap)
 		len = cap - 1;
-	memcpy(role, v, len);
-	role[len] = '\0';
+	memcpy(standing, v, len);
+	standing[len] = '\0';
 	return 0;
 }
 

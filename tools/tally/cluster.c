@@ -1,5 +1,5 @@
 /*
- * cluster.c - the CLI in a cluster's home (tally.h: cli_cluster_arm).
+ * cluster.c - the CLI in a cluster's home (tally.h: cli_cluster_commit).
  *
  * tally links no HTTP or TLS library, so its commits go through
  * tallyd --commit, as its provider sessions go through tallyd's other
@@ -38,8 +38,8 @@ be32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
-static int
-commit_hook(struct tl_txn *t, uint64_t first, const uint8_t prev[TL_HASH_LEN],
+int
+cli_cluster_commit(struct tl_txn *t, uint64_t first, const uint8_t prev[TL_HASH_LEN],
     uint64_t last, void *arg)
 {
 	static const char *const args[] = { "--commit", NULL };
@@ -86,11 +86,4 @@ commit_hook(struct tl_txn *t, uint64_t first, const uint8_t prev[TL_HASH_LEN],
 out:
 	free(buf);
 	return rc;
-}
-
-void
-cli_cluster_arm(struct tl_cli *cli)
-{
-	if (cli->log != NULL && tl_log_clustered(cli->log))
-		tl_log_set_commit(cli->log, commit_hook, cli);
 }

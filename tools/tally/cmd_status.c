@@ -1029,18 +1029,18 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		}
 		int standby = 0;
 		uint64_t promoted = 0;
-		char crole[900];
+		char cstanding[900];
 
 		/* A cluster's: what its tallyd last said; etcd elects. */
 		if (tl_log_clustered(cli->log)) {
-			if (tl_ep_cluster_get(t, crole, sizeof(crole)) != 0)
-				snprintf(crole, sizeof(crole), "no tallyd has "
+			if (tl_ep_cluster_get(t, cstanding, sizeof(cstanding)) != 0)
+				snprintf(cstanding, sizeof(cstanding), "no tallyd has "
 				    "run here yet");
 			json_object_set_new(doc, "cluster", json_pack("{s:s}",
-			    "role", crole));
+			    "standing", cstanding));
 			if (!cli->json)
 				printf("control plane: one of a cluster (etcd; "
-				    "%s/cluster.json): %s\n", cli->home, crole);
+				    "%s/cluster.json): %s\n", cli->home, cstanding);
 		} else if (tl_ep_standing(t, cli->home, &standby,
 		    &promoted) == 0 && !standby && epoch > 1 && !cli->json)
 			printf("control plane: the leader at epoch %llu\n",

@@ -134,6 +134,8 @@ cli_fail(struct tl_cli *cli, int err, const char *what)
 	return cli_exit_for(err);
 }
 
+tl_commit_fn cli_commit_hook;
+
 int
 cli_open_log(struct tl_cli *cli, unsigned flags)
 {
@@ -153,7 +155,8 @@ cli_open_log(struct tl_cli *cli, unsigned flags)
 	}
 	switch (rc) {
 	case 0:
-		cli_cluster_arm(cli);
+		if (cli_commit_hook != NULL && tl_log_clustered(cli->log))
+			tl_log_set_commit(cli->log, cli_commit_hook, cli);
 		return 0;
 	case TL_ECORRUPT:
 		cli_errx("%s", why[0] ? why : tl_strerror(rc));

@@ -80,6 +80,8 @@ main(int argc, char **argv)
 	tl_secret_harden();
 	tl_log_fault_exit("tally", TL_EXIT_CORRUPT);
 	cli_init(&cli);
+	/* Through a pointer: common.c opens logs, cluster.c needs it. */
+	cli_commit_hook = cli_cluster_commit;
 	argv++;
 	argc--;
 	/* Global options come before the command: --home, --json. */

@@ -56,11 +56,15 @@ int	 cli_open_log(struct tl_cli *cli, unsigned flags);
 void	 cli_close(struct tl_cli *cli);
 /*
  * cluster.c: in a cluster's home (core/log.h, tl_log_clustered) every
- * commit of the log that appended goes through tallyd --commit first;
- * cli_open_log arms it.  Refused: TL_ENOTLEADER (exit 7: the leader is
- * named on stderr), TL_EUNAVAIL (exit 1), TL_ETOOBIG (exit 4).
+ * commit of the log that appended goes through tallyd --commit first:
+ * cli_cluster_commit is the hook (arg the tl_cli), which cli_open_log
+ * sets from cli_commit_hook (main sets it: a pointer, so that common.c
+ * calls nothing of cluster.c's).  Refused: TL_ENOTLEADER (exit 7: the
+ * leader is named on stderr), TL_EUNAVAIL (exit 1), TL_ETOOBIG (4).
  */
-void	 cli_cluster_arm(struct tl_cli *cli);
+int	 cli_cluster_commit(struct tl_txn *txn, uint64_t first,
+	    const uint8_t prev[TL_HASH_LEN], uint64_t last, void *arg);
+extern tl_commit_fn cli_commit_hook;
 int	 cli_exit_for(int err);
 void	 cli_errx(const char *fmt, ...)
 	    __attribute__((format(printf, 1, 2)));

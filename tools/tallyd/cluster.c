@@ -95,14 +95,14 @@ leader_commit(struct tl_txn *txn, uint64_t first,
 }
 
 static int
-role_cb(struct tl_txn *t, void *arg)
+standing_cb(struct tl_txn *t, void *arg)
 {
 	return tl_ep_cluster_put(t, arg);
 }
 
 /* What tally status says of this control plane. */
 static void
-role(struct tl_rx *rx, const char *fmt, ...)
+say_standing(struct tl_rx *rx, const char *fmt, ...)
 {
 	char buf[900];
 	va_list ap;
@@ -111,8 +111,8 @@ role(struct tl_rx *rx, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	if ((rc = tl_log_write(rx->log, role_cb, buf)) != 0)
-		tl_rx_log(rx, TL_RX_WARN, "cannot record its role: %s",
+	if ((rc = tl_log_write(rx->log, standing_cb, buf)) != 0)
+		tl_rx_log(rx, TL_RX_WARN, "cannot record its standing: %s",
 		    tl_strerror(rc));
 }
 
@@ -183,7 +183,7 @@ tl_tallyd_cluster_lead(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 				    who.home, who.id,
 				    (unsigned long long)who.epoch,
 				    (unsigned long long)applied);
-				role(rx, "a follower of %s (%s, control plane "
+				say_standing(rx, "a follower of %s (%s, control plane "
 				    "%.12s) at epoch %llu", who.name, who.home,
 				    who.id, (unsigned long long)who.epoch);
 			}
@@ -227,7 +227,7 @@ wait:
 		tl_cl_resign(cl);
 		return TL_EXIT_FAIL;
 	}
-	role(rx, "the leader at epoch %llu (elected; from event %llu)",
+	say_standing(rx, "the leader at epoch %llu (elected; from event %llu)",
 	    (unsigned long long)epoch, (unsigned long long)pa.seq);
 	tl_rx_log(rx, TL_RX_INFO, "leading at epoch %llu from event %llu "
 	    "(control-plane.promoted is event %llu)", (unsigned long long)

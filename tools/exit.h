@@ -43,10 +43,12 @@ tl_exit_table(void)
 	{ TL_EXIT_OK, 3, "success (for status, check and tallyd "
 	    "--once: everything healthy; tallyd: stopped by a signal)" },
 	{ TL_EXIT_FAIL, 3, "the operation failed "
-	    "(a system error, a master key that cannot be read)" },
+	    "(a system error, a master key that cannot be read, a cluster "
+	    "whose etcd has no quorum)" },
 	{ TL_EXIT_USAGE, 3, "bad command line" },
 	{ TL_EXIT_NOTFOUND, 3, "not found: no tally home or "
-	    "no log at it, no such module, node or grant" },
+	    "no log at it, no such module, node or grant (tallyd: a "
+	    "cluster's follower behind the tail etcd still holds)" },
 	{ TL_EXIT_REFUSED, 3, "refused: invalid input, a "
 	    "conflict, or a command the graph refuses (tallyd: a standby's "
 	    "home without --follow, or --follow on a leader's)" },
@@ -57,12 +59,14 @@ tl_exit_table(void)
 	    "work remains (status, check, bootstrap, tallyd --once)" },
 	{ TL_EXIT_LOCKED, 3, "held by another "
 	    "process (a running tallyd on the same home), or a write on a "
-	    "standby's home (it never writes: tally promote)" },
+	    "standby's home (it never writes: tally promote), or on a "
+	    "cluster's home whose control plane does not lead" },
 	{ TL_EXIT_REPAIRED, 1, "drift was found and repaired "
 	    "(check); everything is healthy now" },
 	{ TL_EXIT_DEPOSED, 2, "deposed: another control plane "
 	    "was promoted (tallyd: a provider fenced at a higher epoch, "
-	    "or another promotion to its epoch first in the stream)" },
+	    "or another promotion to its epoch first in the stream, or its "
+	    "cluster lease lapsed)" },
 	{ -1, 0, NULL }
 	};
 

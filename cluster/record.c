@@ -449,6 +449,9 @@ apply_cb(struct tl_txn *t, void *arg)
 		cfirst = tl_get_be64(ch + 12);
 		cnt = (uint32_t)ch[20] << 24 | (uint32_t)ch[21] << 16 |
 		    (uint32_t)ch[22] << 8 | ch[23];
+		/* Committed here meanwhile (by this home's CLI): held. */
+		if (cnt > 0 && cfirst <= head && cfirst + cnt - 1 <= head)
+			continue;
 		if (cfirst != head + 1) {
 			tl_cl_err(cl, "the cluster's chunk %.*s starts at "
 			    "event %llu; this home's next is %llu: %s",
@@ -523,10 +526,15 @@ cl_catch_up_(struct tl_cl *cl, struct tl_log *log, uint64_t *appliedp)
 	size_t fl, el;
 	int rc;
 
-	if ((rc = tl_cl_head(cl, &cseq, chash, NULL)) != 0)
-		return rc;
 again:
+	/*
+	 * This home's head first: a commit landing meanwhile (the CLI's,
+	 * in this very home) is on etcd before it is here, so the
+	 * cluster's head read second is never behind it.
+	 */
 	if ((rc = local_head(log, &lseq, lhash)) != 0)
+		return rc;
+	if ((rc = tl_cl_head(cl, &cseq, chash, NULL)) != 0)
 		return rc;
 	if (appliedp != NULL)
 		*appliedp = lseq;
@@ -588,8 +596,6 @@ again:
 	if (appliedp != NULL)
 		*appliedp = aa.head;
 	/* More, or the head moved meanwhile: the next round. */
-	if ((rc = tl_cl_head(cl, &cseq, chash, NULL)) != 0)
-		return rc;
 	goto again;
 }
 

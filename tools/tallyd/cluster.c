@@ -89,8 +89,12 @@ leader_commit(struct tl_txn *txn, uint64_t first,
 	    atomic_compare_exchange_strong(&rx->deposed, &zero, 1))
 		snprintf(rx->deposed_msg, sizeof(rx->deposed_msg), "%s",
 		    tl_cl_lasterr(tc->cl));
-	else if (rc != 0)
+	else if (rc != 0) {
 		tl_rx_log(rx, TL_RX_WARN, "%s", tl_cl_lasterr(tc->cl));
+		/* Maybe committed after all, or the head moved: apply first. */
+		if (rc == TL_EUNAVAIL)
+			atomic_store(&tc->catch_up, 1);
+	}
 	return rc;
 }
 
@@ -241,7 +245,8 @@ tl_tallyd_cluster_round(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
     uint64_t head)
 {
 	struct tl_cl *cl = tc->cl;
-	uint64_t below = 0;
+	uint8_t chash[TL_HASH_LEN];
+	uint64_t below = 0, chead;
 	int rc, zero = 0;
 
 	/*
@@ -259,9 +264,28 @@ tl_tallyd_cluster_round(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 			    (unsigned long long)tl_cl_epoch(cl));
 		return TL_EXIT_DEPOSED;
 	}
+	/*
+	 * A commit whose outcome etcd did not give, or that found the head
+	 * moved: the record's tail is applied before anything else is
+	 * committed (it holds only what this leader committed itself, each
+	 * chunk checked as a follower checks it).
+	 */
+	if (atomic_load(&tc->catch_up)) {
+		rc = tl_cl_catch_up(cl, rx->log, NULL);
+		if (rc == TL_ECORRUPT || rc == TL_ECOMPACTED) {
+			tl_rx_log(rx, TL_RX_ERR, "%s; stopping",
+			    tl_cl_lasterr(cl));
+			return TL_EXIT_CORRUPT;
+		}
+		if (rc == 0)
+			atomic_store(&tc->catch_up, 0);
+	}
 	if (tl_cl_now_ms() < tc->next_trim)
 		return 0;
 	tc->next_trim = tl_cl_now_ms() + TRIM_EVERY_MS;
+	/* A head this leader did not write: its tail is read (and checked). */
+	if (tl_cl_head(cl, &chead, chash, NULL) == 0 && chead != head)
+		atomic_store(&tc->catch_up, 1);
 	rc = tl_cl_trim(cl, head, &below);
 	if (rc == TL_ENOTLEADER) {
 		if (atomic_compare_exchange_strong(&rx->deposed, &zero, 1))

@@ -7,6 +7,7 @@
 #define TALLYD_CLUSTER_H
 
 #include <signal.h>
+#include <stdatomic.h>
 
 #include "cluster/cluster.h"
 #include "reactors/rx.h"
@@ -16,6 +17,7 @@ struct tl_tallyd_cluster {
 	struct tl_cl	*cl;
 	uint64_t	 next_trim;	/* ms, tl_cl_now_ms */
 	struct tl_rx	*rx;
+	atomic_int	 catch_up;	/* a commit's outcome unknown */
 };
 
 /* Reads HOME/cluster.json and opens the membership; 0 or an exit code (said). */
@@ -36,7 +38,9 @@ int	tl_tallyd_cluster_lead(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 
 /*
  * A leader's round: TL_EXIT_DEPOSED once the lease is lost or another
- * holds the key (rx->deposed set); trims the tail now and then.
+ * holds the key (rx->deposed set); after a commit whose outcome etcd did
+ * not give, applies the record's tail (TL_EXIT_CORRUPT when it does not
+ * verify); trims the tail now and then.
  */
 int	tl_tallyd_cluster_round(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 	    uint64_t head);

@@ -564,13 +564,17 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 		uint64_t now, h = head(rx->log), next = UINT64_MAX;
 		unsigned chain_done = 0;
 		int moved = h != last_head, chain_ran = 0, gated = 0, timeout;
+		int cx;
 		struct pollfd pf[2];
 
 		/* Nothing is acted on past an event that is bad. */
 		if (moved && verify_chain(rx->log, chain) != 0)
 			return EXIT_CORRUPT;
 		/* A leader whose lease lapsed, or was taken: stop now. */
-		if (clu != NULL && tl_tallyd_cluster_round(rx, clu, h) != 0) {
+		if (clu != NULL && (cx = tl_tallyd_cluster_round(rx, clu,
+		    h)) != 0) {
+			if (cx == EXIT_CORRUPT)
+				return EXIT_CORRUPT;
 			tl_ep_stop(rx);
 			return EXIT_DEPOSED;
 		}

@@ -10,10 +10,16 @@
 
 t_say "a cluster of two homes, A leading, B following"
 c_cluster 4
+# B first: an empty home never leads (it would found a mesh of its own).
+c_tallyd b
+sleep 3
+[ -z "$(c_leader)" ] || t_fail "the empty home B took the leader key"
+t_expect_exit 7 "tallyd --once on the empty B" "$TALLY_BIN/tallyd" --home "$W/c" --once
+grep -q "its home is empty" "$W/last.err" || t_fail "C's --once: $(cat "$W/last.err")"
+t_ok "B, empty, waits; tallyd --once on C, empty, exits 7"
 c_tallyd a
 [ "$(c_wait_leader 20)" = a ] || t_fail "A does not lead"
 t_node node-a 127.0.0.1
-c_tallyd b
 t_wait_for 20 "B following" grep -q "info: following" "$W/tallyd-b.log"
 t_wait_for 20 "B at A's head" sh -c "[ \$(TALLY_HOME=$W/b '$TALLY_BIN/tally' log --json | wc -l) -eq \$(TALLY_HOME=$W/a '$TALLY_BIN/tally' log --json | wc -l) ]"
 HEAD=$(tly log --json | wc -l)

@@ -173,12 +173,23 @@ tl_tallyd_cluster_lead(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 			tl_rx_log(rx, TL_RX_INFO, "the cluster answers again");
 			was_down = 0;
 		}
-		/* Only a home at the record's head may lead. */
-		if ((rc = tl_cl_register(cl, applied)) != 0 ||
-		    (rc = tl_cl_campaign(cl, &won, &epoch)) != 0)
+		/*
+		 * Only a home at the record's head may lead, and only one
+		 * that holds the mesh's record: an empty home waits for the
+		 * founder's (else it would found a mesh of its own).
+		 */
+		if ((rc = tl_cl_register(cl, applied)) != 0 || (applied > 0 &&
+		    (rc = tl_cl_campaign(cl, &won, &epoch)) != 0))
 			goto wait;
 		if (won)
 			break;
+		if (tc->once) {
+			tl_rx_log(rx, TL_RX_ERR, "--once: this control plane "
+			    "does not lead the cluster (%s)", applied == 0 ?
+			    "its home is empty: the founding home's tallyd "
+			    "leads first" : "another does: tally status there");
+			return TL_EXIT_LOCKED;
+		}
 		if (epoch != said) {
 			if (tl_cl_leader(cl, &who) == 0 && who.id[0] != '\0') {
 				tl_rx_log(rx, TL_RX_INFO, "following %s (%s, "

@@ -18,6 +18,7 @@ struct tl_tallyd_cluster {
 	uint64_t	 next_trim;	/* ms, tl_cl_now_ms */
 	struct tl_rx	*rx;
 	atomic_int	 catch_up;	/* a commit's outcome unknown */
+	int		 once;		/* tallyd --once: lead now or exit 7 */
 };
 
 /* Reads HOME/cluster.json and opens the membership; 0 or an exit code (said). */
@@ -29,7 +30,8 @@ void	tl_tallyd_cluster_close(struct tl_tallyd_cluster *tc);
  * control plane wins the leader key, then applies what is left, pushes
  * what only this home holds, sets the log's commit hook and rx's lease
  * gate, and records control-plane.promoted at the new epoch: 0.  An
- * exit code when *stop is set (0) or when it cannot follow: 3 behind
+ * exit code when *stop is set (0), 7 with tc->once when another leads
+ * (or the home is empty), or when it cannot follow: 3 behind
  * the trimmed tail (said, with the way out), 5 a record that does not
  * verify or a home that is not its prefix.
  */

@@ -1011,6 +1011,7 @@ main(int argc, char **argv)
 	 * with every commit made on etcd first.
 	 */
 	if (clu != NULL) {
+		clu->once = once;
 		if ((ex = tl_tallyd_cluster_lead(&rx, clu, &stop)) != 0 ||
 		    stop)
 			goto out;

@@ -27,6 +27,7 @@ struct tl_cl {
 	_Atomic uint64_t	 epoch;		/* led at; 0: not leading */
 	int64_t			 rev;		/* the last revision read */
 	uint64_t		 registered;	/* the last mark put */
+	int64_t			 reg_lease;	/* under this lease */
 	_Atomic int64_t		 lease;
 	_Atomic uint64_t	 act_until;
 	atomic_int		 lost;

@@ -285,8 +285,6 @@ cl_campaign_(struct tl_cl *cl, int *won, uint64_t *epochp)
 	op.val = v;
 	op.val_len = strlen(v);
 	op.lease = atomic_load(&cl->lease);
-	/* Before the request: the lease runs from no later than this. */
-	uint64_t sent = tl_cl_now_ms();
 	rc = tl_etcd_txn(cl->e, &cmp, 1, &op, 1, NULL, 0, &ok, &rev);
 	free(v);
 	if (rc != 0) {
@@ -295,10 +293,13 @@ cl_campaign_(struct tl_cl *cl, int *won, uint64_t *epochp)
 	}
 	if (ok) {
 		/* The put's revision is the key's create_revision. */
+		/*
+		 * The put renewed nothing: the time to act is still what
+		 * the last renewal that succeeded gave.
+		 */
 		cl->epoch = (uint64_t)rev;
 		*won = 1;
 		*epochp = cl->epoch;
-		extend(cl, sent, cl->c->ttl);
 		return 0;
 	}
 	if ((rc = tl_cl_leader(cl, &who)) != 0)
@@ -340,7 +341,8 @@ cl_register_(struct tl_cl *cl, uint64_t seq)
 	uint8_t v[8];
 	int ok = 0, rc;
 
-	if (seq == cl->registered)
+	/* Again under a lease granted anew: the old one took the mark. */
+	if (seq == cl->registered && atomic_load(&cl->lease) == cl->reg_lease)
 		return 0;
 	snprintf(rest, sizeof(rest), "applied/%s", cl->c->id);
 	memset(&op, 0, sizeof(op));
@@ -354,8 +356,10 @@ cl_register_(struct tl_cl *cl, uint64_t seq)
 	op.lease = atomic_load(&cl->lease);
 	/* Unconditional: one txn of one put (the client has no bare put). */
 	rc = tl_etcd_txn(cl->e, NULL, 0, &op, 1, NULL, 0, &ok, NULL);
-	if (rc == 0)
+	if (rc == 0) {
 		cl->registered = seq;
+		cl->reg_lease = op.lease;
+	}
 	return rc;
 }
 

@@ -200,6 +200,8 @@ cl_lease_start_(struct tl_cl *cl)
 	int64_t id, ttl;
 	int rc;
 
+	uint64_t sent = tl_cl_now_ms();
+
 	if (cl->thr_started)
 		return 0;
 	if ((rc = tl_etcd_lease_grant(cl->e, cl->c->ttl, &id, &ttl)) != 0) {
@@ -208,6 +210,8 @@ cl_lease_start_(struct tl_cl *cl)
 		return rc;
 	}
 	atomic_store(&cl->lease, id);
+	/* Granted: it runs from no earlier than the request was sent. */
+	extend(cl, sent, ttl);
 	if ((rc = pthread_create(&cl->thr, NULL, renew_main, cl)) != 0)
 		return rc;
 	cl->thr_started = 1;

@@ -39,6 +39,7 @@ t_say "kill -9 of etcd's leader in a burst of $N assigns"
 	done
 ) &
 BURST=$!
+_t_pids="$_t_pids $BURST"	# stopped at exit, whatever happens
 t_wait_for 60 "10 assigns acknowledged" sh -c "[ \$(wc -l <'$W/acked' 2>/dev/null || echo 0) -ge 10 ]"
 EL=$(sh "$ETCDSH" leader "$ETCD_DIR")
 sh "$ETCDSH" kill "$ETCD_DIR" "$EL"

@@ -21,9 +21,8 @@
 #define PIPE_BUF_	65536	/* Linux's pipe buffer */
 #define ARGS_MAX	16
 
-/* BIN/tallyd when this program is BIN/tally, else "tallyd" (PATH). */
-static void
-tallyd_path(char *out, size_t cap)
+void
+cli_tallyd_path(char *out, size_t cap)
 {
 	char self[PATH_MAX];
 	ssize_t n;
@@ -48,7 +47,7 @@ cli_tallyd(struct tl_cli *cli, const char *const *args, const void *in,
 	ssize_t r;
 	pid_t pid;
 
-	tallyd_path(path, sizeof(path));
+	cli_tallyd_path(path, sizeof(path));
 	argv[n++] = path;
 	argv[n++] = "--home";
 	argv[n++] = cli->home;

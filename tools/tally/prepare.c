@@ -59,7 +59,7 @@ recorded(const struct cli_prep *pr, struct tl_bnode m)
 int
 cli_prep_begin(struct cli_prep *pr)
 {
-	if ((pr->in = tl_secret_alloc(CLI_TALLYD_IN_MAX)) == NULL)
+	if ((pr->in = tl_secret_alloc(CLI_PREPARE_IN_MAX)) == NULL)
 		return ENOMEM;
 	pr->inlen = 0;
 	return 0;
@@ -107,9 +107,9 @@ cli_prep_decide(struct cli_prep *pr, struct tl_txn *t,
 	}
 	if (tl_mesh_get(t, pr->mesh) != 0)
 		pr->mesh[0] = '\0';
-	n = snprintf(pr->in + pr->inlen, CLI_TALLYD_IN_MAX - pr->inlen,
+	n = snprintf(pr->in + pr->inlen, CLI_PREPARE_IN_MAX - pr->inlen,
 	    "mesh %s\n", pr->mesh);
-	if (n < 0 || (size_t)n >= CLI_TALLYD_IN_MAX - pr->inlen)
+	if (n < 0 || (size_t)n >= CLI_PREPARE_IN_MAX - pr->inlen)
 		return TL_ETOOBIG;
 	pr->inlen += (size_t)n;
 	return 0;
@@ -122,10 +122,10 @@ cli_prep_add(struct cli_prep *pr, const char *name, const char *value)
 
 	if (pr->in == NULL)
 		return 0;
-	if (pr->inlen + need > CLI_TALLYD_IN_MAX)
+	if (pr->inlen + need > CLI_PREPARE_IN_MAX)
 		return TL_ETOOBIG;
 	pr->inlen += (size_t)snprintf(pr->in + pr->inlen,
-	    CLI_TALLYD_IN_MAX - pr->inlen, "set %s ", name);
+	    CLI_PREPARE_IN_MAX - pr->inlen, "set %s ", name);
 	sodium_bin2hex(pr->in + pr->inlen, 2 * n + 1,
 	    (const unsigned char *)value, n);
 	pr->inlen += 2 * n;

@@ -30,6 +30,9 @@ struct tl_cli {
 	 */
 	struct json_t	*appended;
 	int		 json_done;	/* a --json document was printed */
+	/* tallyd --commit started ahead (cluster.c); pid 0: none. */
+	int		 cm_pid;
+	int		 cm_in, cm_out;
 };
 
 /* main.c */
@@ -64,6 +67,15 @@ void	 cli_close(struct tl_cli *cli);
  */
 int	 cli_cluster_commit(struct tl_txn *txn, uint64_t first,
 	    const uint8_t prev[TL_HASH_LEN], uint64_t last, void *arg);
+/*
+ * cli_write starts tallyd --commit before its transaction (what it
+ * costs to start, connect and shake hands with etcd is then not paid
+ * with the log's write lock held) and ends it after: the hook gives
+ * the started one its events, or starts one itself.  Errors are the
+ * hook's to find; stop reaps one that was not given any.
+ */
+void	 cli_cluster_start(struct tl_cli *cli);
+void	 cli_cluster_stop(struct tl_cli *cli);
 extern tl_commit_fn cli_commit_hook;
 int	 cli_exit_for(int err);
 void	 cli_errx(const char *fmt, ...)
@@ -175,6 +187,10 @@ int	 cli_pem_key_setting(const char *key);
  * run or dies of a signal.
  */
 #define CLI_TALLYD_IN_MAX	((size_t)64 << 20)
+/* What tally assign gives tallyd --prepare at most (guarded memory). */
+#define CLI_PREPARE_IN_MAX	65536
+/* BIN/tallyd when this program is BIN/tally, else "tallyd" (PATH). */
+void	 cli_tallyd_path(char *out, size_t cap);
 int	 cli_tallyd(struct tl_cli *cli, const char *const *args,
 	    const void *in, size_t inlen,
 	    void (*line)(const char *s, void *arg), void *arg);
@@ -184,7 +200,7 @@ int	 cli_tallyd(struct tl_cli *cli, const char *const *args,
  * provider's driver prepares (drivers/decl.h: prepared).  A zeroed
  * struct with module and node set; cli_prep_begin (ENOMEM); then
  * cli_prep_add each setting this assign gives, secrets' plaintext too
- * (in is guarded memory, wiped; TL_ETOOBIG past CLI_TALLYD_IN_MAX);
+ * (in is guarded memory, wiped; TL_ETOOBIG past CLI_PREPARE_IN_MAX);
  * then, in the write's transaction, cli_prep_decide (given: the names
  * this assign gives, NULL-terminated): dd stays NULL when the module's
  * driver prepares nothing, or records one of them already and this

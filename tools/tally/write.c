@@ -212,7 +212,10 @@ cli_write(struct tl_cli *cli, cli_decide_fn fn, void *arg,
 	    (cli->appended = json_array()) == NULL)
 		return TL_EXIT_FAIL;
 	wa.had = cli->appended ? json_array_size(cli->appended) : 0;
+	if (tl_log_clustered(cli->log) && (o == NULL || !o->dry_run))
+		cli_cluster_start(cli);
 	rc = tl_log_write(cli->log, write_cb, &wa);
+	cli_cluster_stop(cli);
 	if (rc == DRY_RUN_DONE || rc == 0)
 		return TL_EXIT_OK;
 	if (wa.why[0] != '\0') {

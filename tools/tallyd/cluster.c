@@ -22,6 +22,9 @@
 #define WAIT_MS		1000
 /* How often a leader trims the tail. */
 #define TRIM_EVERY_MS	5000
+/* How often a follower marks how far it is, and tries for the key. */
+#define MARK_EVERY_MS	1000
+#define CAMPAIGN_EVERY_MS 250
 
 struct prom_arg {
 	uint64_t	 epoch;
@@ -155,7 +158,8 @@ tl_tallyd_cluster_lead(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 	struct tl_cl *cl = tc->cl;
 	struct tl_cl_leader who;
 	struct prom_arg pa;
-	uint64_t applied = 0, epoch = 0, said = UINT64_MAX;
+	uint64_t applied = 0, epoch = 0, said = UINT64_MAX, now;
+	uint64_t next_mark = 0, next_campaign = 0;
 	int rc, won = 0, was_down = 0;
 
 	while (!*stop) {
@@ -178,11 +182,24 @@ tl_tallyd_cluster_lead(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 		 * that holds the mesh's record: an empty home waits for the
 		 * founder's (else it would found a mesh of its own).
 		 */
-		if ((rc = tl_cl_register(cl, applied)) != 0 || (applied > 0 &&
-		    (rc = tl_cl_campaign(cl, &won, &epoch)) != 0))
-			goto wait;
-		if (won)
-			break;
+		/*
+		 * Each change wakes a follower (a commit every few ms on a
+		 * busy leader): the mark and the campaign, both requests to
+		 * etcd, are made at most every so often, not per change.
+		 */
+		now = tl_cl_now_ms();
+		if (now >= next_mark) {
+			if ((rc = tl_cl_register(cl, applied)) != 0)
+				goto wait;
+			next_mark = now + MARK_EVERY_MS;
+		}
+		if (applied > 0 && (now >= next_campaign || tc->once)) {
+			if ((rc = tl_cl_campaign(cl, &won, &epoch)) != 0)
+				goto wait;
+			next_campaign = now + CAMPAIGN_EVERY_MS;
+			if (won)
+				break;
+		}
 		if (tc->once) {
 			tl_rx_log(rx, TL_RX_ERR, "--once: this control plane "
 			    "does not lead the cluster (%s)", applied == 0 ?
@@ -371,7 +388,20 @@ tl_tallyd_commit(struct tl_rx *rx)
 
 	if ((ex = tl_tallyd_cluster_open(rx, &tc)) != 0)
 		return ex;
+	/*
+	 * Started ahead of the CLI's transaction: connect now (a TLS
+	 * handshake, who leads), while the CLI decides, not once it holds
+	 * the log's write lock.
+	 */
+	{
+		struct tl_cl_leader who;
+
+		(void)tl_cl_leader(tc.cl, &who);
+	}
 	if ((rc = read_all(0, &in, &len)) != 0)
+		goto out;
+	/* Given nothing: the CLI's transaction appended nothing. */
+	if (len == 0)
 		goto out;
 	rc = TL_EMALFORMED;
 	if (len < 48 || memcmp(in, "tlb1", 4) != 0)

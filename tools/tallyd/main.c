@@ -360,8 +360,13 @@ fence_check(struct tl_rx *rx, uint64_t *epochp, int first)
 	unsigned fenced = 0, unfenced = 0;
 	int deposed = 0, rc;
 
-	/* Past its lease's margin a cluster's leader calls no provider. */
-	if (clu != NULL && tl_cl_now_ms() >= tl_cl_act_until(clu->cl))
+	/*
+	 * Past its lease's margin a cluster's leader calls no provider (the
+	 * first check, which learns the epoch's leader, runs just after
+	 * the election, well within it).
+	 */
+	if (!first && clu != NULL &&
+	    tl_cl_now_ms() >= tl_cl_act_until(clu->cl))
 		return 0;
 	if ((rc = tl_ep_fence(rx, epochp, first, &deposed, &fenced,
 	    &unfenced)) != 0) {

@@ -324,10 +324,11 @@ t_etcd_start() {
 	ETCD_DIR=$W/${1:-etcd}
 	command -v etcd >/dev/null 2>&1 ||
 		t_fail "etcd is missing (tools/deps.sh installs etcd-server)"
-	# By the whole name: the cluster scripts share their number (99), and
-	# a member killed and restarted must find its ports still free.
+	# By the whole name (the cluster scripts share their number, 99), and
+	# below the ephemeral range (32768-): a member killed and restarted
+	# must find its ports still free, not taken by a client's connection.
 	_t_n=$(printf '%s' "$T_NAME" | cksum | cut -d' ' -f1)
-	_t_port=$((30000 + _t_n % 450 * 20 + $$ % 7))
+	_t_port=$((20000 + _t_n % 600 * 20 + $$ % 7))
 	_t_etcds="$_t_etcds $ETCD_DIR"
 	_t_tries=0
 	while :; do

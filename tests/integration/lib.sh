@@ -263,7 +263,12 @@ t_mariadb_start() {
 t_ceph_start() {
 	CEPH_DIR=$W/${1:-ceph}
 	_t_n=$(printf '%s' "$T_NAME" | sed -n 's/^0*\([0-9][0-9]*\).*/\1/p')
-	_t_port=$((47100 + ${_t_n:-0} * 20 + $$ % 7 * 8))
+	# A block of 96 ports per script number: the block's 8-port steps
+	# (ceph.sh takes PORT..PORT+7) never reach another script's, and
+	# below the ephemeral range (32768-), where no client's connection
+	# takes them.  (Blocks of 20 let 21_ceph and 22_bucket_names, started
+	# together, land 4 apart and fail each other on every try.)
+	_t_port=$((12000 + ${_t_n:-0} % 100 * 96 + $$ % 7 * 8))
 	_t_tries=0
 	while :; do
 		while _t_port_busy "$_t_port" || _t_port_busy $((_t_port + 1)) ||
@@ -328,7 +333,7 @@ t_etcd_start() {
 	# below the ephemeral range (32768-): a member killed and restarted
 	# must find its ports still free, not taken by a client's connection.
 	_t_n=$(printf '%s' "$T_NAME" | cksum | cut -d' ' -f1)
-	_t_port=$((20000 + _t_n % 600 * 20 + $$ % 7))
+	_t_port=$((26000 + _t_n % 290 * 20 + $$ % 7))
 	_t_etcds="$_t_etcds $ETCD_DIR"
 	_t_tries=0
 	while :; do

@@ -306,8 +306,12 @@ tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 	if (rx == NULL || pv->epoch == 0 || pv->ops == NULL ||
 	    pv->ops->fence == NULL)
 		return 0;
-	/* A fence raised without its leader would depose the leader. */
-	if (pv->leader[0] == '\0') {
+	/*
+	 * A cluster's new leader learns its leader's name from its first
+	 * fence check; a fence raised before, without it, would depose the
+	 * leader that raises the next.
+	 */
+	if (rx->act_until != NULL && pv->leader[0] == '\0') {
 		snprintf(why, TL_DRV_WHY_MAX, "the leader of epoch %llu is not "
 		    "known yet: no call made on provider %.80s",
 		    (unsigned long long)pv->epoch, pv->id);

@@ -494,6 +494,49 @@ START_TEST(test_session_fence)
 END_TEST
 
 /*
+ * A cluster's leader (rx->act_until set) makes no call past its lease,
+ * and raises no fence before it knows its leader's name: a fence with
+ * an empty leader would depose the leader that raises the next.
+ * Outside a cluster (test_session_fence) an unnamed leader fences.
+ */
+START_TEST(test_cluster_gates)
+{
+	struct tl_rx rx;
+	struct tl_rx_call cl[12];
+	char why[12][TL_DRV_WHY_MAX];
+	struct timespec ts;
+	_Atomic uint64_t until;
+	uint64_t now;
+	size_t i;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	tl_rx_init(&rx);
+	rx.workers = 2;
+	rx.act_until = &until;
+	/* The lease held, the leader not known: no fence, no call. */
+	atomic_store(&until, now + 60000u);
+	ck_assert_int_eq(run_fenced(&rx, 2, 2, 0, cl, why), 0);
+	ck_assert_int_eq(atomic_load(&f_fences), 0);
+	for (i = 0; i < 12; i++) {
+		ck_assert_int_eq(cl[i].rc, TL_EUNREACH);
+		ck_assert_ptr_nonnull(strstr(why[i], "not known yet"));
+	}
+	/* The leader known: fenced once per session, every call made. */
+	snprintf(rx.leader, sizeof(rx.leader), "%s", "0123456789abcdef");
+	ck_assert_int_eq(run_fenced(&rx, 2, 2, 0, cl, why), 12);
+	ck_assert_int_eq(atomic_load(&f_fences), atomic_load(&f_opens));
+	/* The lease past its margin: no session, no call. */
+	atomic_store(&until, now > 1000u ? now - 1000u : 0);
+	ck_assert_int_eq(run_fenced(&rx, 2, 2, 0, cl, why), 0);
+	for (i = 0; i < 12; i++)
+		ck_assert_ptr_nonnull(strstr(why[i], "lease was not renewed"));
+	ck_assert_int_eq(atomic_load(&rx.deposed), 0);
+	tl_rx_pool_free(&rx);
+}
+END_TEST
+
+/*
  * A provider that refuses a call itself ("deposed: ...": its fence
  * moved during the session, drivers/driver.h) deposes the control
  * plane as a fenced session does: no later call on any session, and
@@ -893,6 +936,7 @@ suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_session_fence);
 	tcase_add_test(tc, test_provider_deposed);
+	tcase_add_test(tc, test_cluster_gates);
 	tcase_add_test(tc, test_sessions_max);
 	tcase_add_test(tc, test_epoch_check);
 	tcase_add_test(tc, test_stream_mac);

@@ -197,6 +197,23 @@ tl_dlv_enc_refs(struct tl_dlv_enc *e, const char *name, size_t name_len,
 	e->refs = 1;
 }
 
+void
+tl_dlv_enc_not_after(struct tl_dlv_enc *e, const char *name,
+    size_t name_len)
+{
+	if (e->err)
+		return;
+	if (e->count == UINT32_MAX) {
+		e->err = TL_ETOOBIG;
+		return;
+	}
+	put_be(e, 'n', 1);
+	put_str16(e, name, name_len, TL_DLV_NAME_MAX);
+	put_be(e, 0, 4);
+	e->count++;
+	e->refs = 1;	/* format 4; finish checks a 'k' item is there */
+}
+
 /* A certificate's common name: 1..TL_DLV_CN_MAX bytes, no control. */
 static int
 cn_ok(const char *s, size_t n)
@@ -539,7 +556,7 @@ decode3(const uint8_t *p, size_t len, struct tl_dlv *d)
 	const uint8_t *s;
 	size_t n, i, refcap = 0, *first = NULL;
 	uint64_t v, count;
-	int rc = TL_EMALFORMED;
+	int rc = TL_EMALFORMED, not_after = 0;
 
 	if (get_str16(&r, TL_DLV_GRANT_MAX, &s, &n) != 0)
 		return TL_EMALFORMED;
@@ -592,8 +609,8 @@ decode3(const uint8_t *p, size_t len, struct tl_dlv *d)
 				goto out;
 			continue;
 		}
-		if ((kind != 'd' && kind != 'v' && (kind != 'r' ||
-		    d->format != 4)) ||
+		if ((kind != 'd' && kind != 'v' && ((kind != 'r' &&
+		    kind != 'n') || d->format != 4)) ||
 		    get_str16(&r, TL_DLV_NAME_MAX, &s, &x->name_len) != 0)
 			goto out;
 		x->name = (const char *)s;
@@ -603,6 +620,11 @@ decode3(const uint8_t *p, size_t len, struct tl_dlv *d)
 		    &x->value) != 0)
 			goto out;
 		x->value_len = (size_t)v;
+		if (kind == 'n') {
+			if (v != 0)
+				goto out;
+			not_after = 1;
+		}
 		if (kind == 'r') {
 			first[d->nvars] = d->nrefs;
 			if ((rc = get_refs(&r, d, x->value_len, &refcap)) != 0)
@@ -614,6 +636,9 @@ decode3(const uint8_t *p, size_t len, struct tl_dlv *d)
 	}
 	if (r.p != r.end)
 		goto out;	/* overlong */
+	/* A not-after is the certificate's the 'k' item asks for. */
+	if (not_after && !d->has_keyreq)
+		goto out;
 	/* Every reference names a file of this delivery. */
 	for (i = 0; i < d->nrefs; i++)
 		if (!has_file(d, d->refs[i].file, d->refs[i].file_len))

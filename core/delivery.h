@@ -51,6 +51,12 @@
  *       certificate of exactly cn and sans, and writes the one the
  *       control plane issues under the certificate file's name.  An 'r'
  *       item may reference either file.
+ *   'n' a variable whose value is when that certificate expires:
+ *       u16 len, name, u32 0 (the framing of a 'v' item with no value;
+ *       any other length is malformed); only in a delivery with a 'k'
+ *       item.  The reader writes the not-after of the certificate it
+ *       holds for the 'k' item as RFC 3339 UTC, YYYY-MM-DDTHH:MM:SSZ
+ *       (a renewal's new certificate, a new value).
  *
  * Format 2 (deliveries of before, rule 4) is text and is read strictly:
  * the first line "#tally grant=G holder=H version=N", the second
@@ -85,6 +91,7 @@
 #define TL_DLV_DEFAULT		'd'	/* a module's declared env default */
 #define TL_DLV_VALUE		'v'	/* a value, as it is */
 #define TL_DLV_REFS		'r'	/* a value with references to files */
+#define TL_DLV_NOT_AFTER	'n'	/* the 'k' certificate's not-after */
 
 /*
  * Where a file's path goes in a variable's value: at offset (bytes of
@@ -101,8 +108,9 @@ struct tl_dlv_ref {
  * One variable; name, value and refs point into the decoded delivery.
  * kind TL_DLV_REFS: value is not what the variable holds until
  * resolved (tl_dlv_resolve); refs has nrefs >= 1 entries, offsets
- * non-decreasing, each file one of the delivery's files.  Other kinds:
- * refs NULL, nrefs 0.
+ * non-decreasing, each file one of the delivery's files.  Kind
+ * TL_DLV_NOT_AFTER: value empty, the reader fills it (the 'n' item).
+ * Other kinds: refs NULL, nrefs 0.
  */
 struct tl_dlv_var {
 	const char	*name;		/* not NUL-terminated */
@@ -110,7 +118,8 @@ struct tl_dlv_var {
 	const uint8_t	*value;
 	size_t		 value_len;
 	int		 is_default;	/* kind == TL_DLV_DEFAULT */
-	int		 kind;		/* TL_DLV_DEFAULT, _VALUE or _REFS */
+	int		 kind;		/* TL_DLV_DEFAULT, _VALUE, _REFS,
+					   _NOT_AFTER */
 	const struct tl_dlv_ref *refs;
 	size_t		 nrefs;
 };
@@ -186,6 +195,8 @@ void	tl_dlv_free(struct tl_dlv *d);
  *   file: an 'f' item; name NUL-terminated.
  *   refs: an 'r' item: value (as sent) with refs[0..nrefs) (1 or more;
  *	ref.file need not be NUL-terminated), copied.
+ *   not_after: an 'n' item (finish refuses it, TL_EINVAL, without a
+ *	'k' item).
  *   subst: the value a compose wrote with token (an unguessable string,
  *	not empty) wherever the path of the delivery's file named file
  *	belongs: each occurrence becomes a reference to file, and the
@@ -223,6 +234,8 @@ void	tl_dlv_enc_refs(struct tl_dlv_enc *e, const char *name,
 void	tl_dlv_enc_keyreq(struct tl_dlv_enc *e, const char *key_file,
 	    const char *cert_file, const char *cn, const char *const *sans,
 	    size_t nsans);
+void	tl_dlv_enc_not_after(struct tl_dlv_enc *e, const char *name,
+	    size_t name_len);
 void	tl_dlv_enc_subst(struct tl_dlv_enc *e, const char *name,
 	    size_t name_len, const void *value, size_t value_len,
 	    const char *token, const char *file);

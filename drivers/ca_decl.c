@@ -29,12 +29,14 @@ static const char *const ca_types[] = { "x509-certificate", NULL };
 static const char *const ca_tags[] = { "pki", NULL };
 
 /*
- * What a holder maps: paths on its node.  None is secret: the key's
- * path is not the key, which never leaves the node.
+ * What a holder maps: paths on its node, and when its certificate
+ * expires (RFC 3339 UTC, filled on the node from the certificate it
+ * holds).  None is secret: the key's path is not the key, which never
+ * leaves the node.
  */
 static const struct tl_drv_field ca_fields[] = {
 	{ "certificate", 0 }, { "private-key", 0 }, { "ca-cert", 0 },
-	{ NULL, 0 }
+	{ "not-after", 0 }, { NULL, 0 }
 };
 
 static const char *const ca_yesno[] = { "yes", "no", NULL };
@@ -90,7 +92,7 @@ ca_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	return 0;
 }
 
-/* The three paths, as the tokens the deliverer gave (decl.h). */
+/* The three paths and the not-after, as the deliverer's tokens (decl.h). */
 static int
 ca_compose(const char *field, const struct tl_drv_endpoint *ep,
     const struct tl_drv_grant *g, char *out, size_t cap)
@@ -104,6 +106,8 @@ ca_compose(const char *field, const struct tl_drv_endpoint *ep,
 		v = ep->key_path;
 	else if (strcmp(field, "ca-cert") == 0)
 		v = ep->ca_path;
+	else if (strcmp(field, "not-after") == 0)
+		v = ep->not_after;
 	else {
 		out[0] = '\0';
 		return TL_ENOTFOUND;

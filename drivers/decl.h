@@ -254,6 +254,13 @@ struct tl_drv_endpoint {
 	 */
 	const char	*key_path;
 	const char	*cert_path;
+	/*
+	 * Under TL_DRV_CRED_CERTIFICATE: a token for when that certificate
+	 * expires, known only where it is issued; a field that is exactly
+	 * this token becomes a value the node fills (core/delivery.h's 'n'
+	 * item).  NULL otherwise.
+	 */
+	const char	*not_after;
 };
 
 /* Outcome detail: a reason a person can act on (never a secret). */

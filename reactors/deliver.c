@@ -200,7 +200,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	char driver[64], host[256], res[64], own[64], login[64];
 	char token[33], caname[3 + 32 + 4 + 1];
-	char ktoken[33], ctoken[33], keyname[64], certname[64];
+	char ktoken[33], ctoken[33], ntoken[33], keyname[64], certname[64];
 	const char *pem = NULL;
 	int drop, rc, ca_used = 0, cert = 0;
 	char k[TL_KEY_MAX];
@@ -235,8 +235,10 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	if (cert) {
 		token_new(ktoken);
 		token_new(ctoken);
+		token_new(ntoken);
 		ep.key_path = ktoken;
 		ep.cert_path = ctoken;
+		ep.not_after = ntoken;
 	}
 	if (pem != NULL && *pem != '\0') {
 		uint8_t h[16];
@@ -309,6 +311,11 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 			if (tl_drv_compose(pv.decl, field, &ep, &dg, val,
 			    sizeof(val)) != 0) {
 				tl_secret_wipe(val, sizeof(val));
+				continue;
+			}
+			/* The certificate's not-after: the node fills it. */
+			if (cert && strcmp(val, ntoken) == 0) {
+				tl_dlv_enc_not_after(e, var, vl);
 				continue;
 			}
 			/* A value may name the CA, the key and the cert. */

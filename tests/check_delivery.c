@@ -715,6 +715,60 @@ START_TEST(test_v4_keyreq)
 }
 END_TEST
 
+/*
+ * An 'n' item (the 'k' certificate's not-after, filled by the reader):
+ * read back as a variable of its kind with no value; refused without a
+ * 'k' item, and with a value (one byte, its length said); every prefix
+ * refused.
+ */
+START_TEST(test_v4_not_after)
+{
+	struct tl_dlv_enc e;
+	struct tl_dlv d;
+	const uint8_t *p;
+	uint8_t *buf;
+	size_t len, n, at;
+
+	tl_dlv_enc_begin(&e, "app/tls", "app@node-a", 3, proof);
+	tl_dlv_enc_not_after(&e, "TLS_NOT_AFTER", 13);
+	tl_dlv_enc_keyreq(&e, "key-1.pem", "cert-1.pem", "app-tls_v3", NULL,
+	    0);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), 0);
+	ck_assert_int_eq(tl_dlv_decode(p, len, &d), 0);
+	ck_assert_int_eq(d.format, 4);
+	ck_assert_uint_eq(d.nvars, 1);
+	ck_assert_int_eq(d.vars[0].kind, TL_DLV_NOT_AFTER);
+	ck_assert_uint_eq(d.vars[0].value_len, 0);
+	ck_assert(memcmp(d.vars[0].name, "TLS_NOT_AFTER", 13) == 0);
+	ck_assert(!d.vars[0].is_default);
+	tl_dlv_free(&d);
+	ck_assert_ptr_nonnull(buf = malloc(len + 1));
+	memcpy(buf, p, len);
+	for (n = 0; n < len; n++)
+		ck_assert_int_eq(tl_dlv_decode(buf, n, &d), TL_EMALFORMED);
+	/* The u32 length after the name: 1, and one byte of value. */
+	for (at = 0; at + 13 <= len; at++)
+		if (memcmp(buf + at, "TLS_NOT_AFTER", 13) == 0)
+			break;
+	ck_assert_uint_lt(at + 13 + 4, len);
+	memmove(buf + at + 13 + 5, buf + at + 13 + 4, len - at - 13 - 4);
+	buf[at + 13 + 3] = 1;
+	buf[at + 13 + 4] = 'x';
+	ck_assert_int_eq(tl_dlv_decode(buf, len + 1, &d), TL_EMALFORMED);
+	free(buf);
+
+	/*
+	 * No 'k' item: refused (finish reads its bytes back with the
+	 * decoder, whose TL_EMALFORMED it turns into TL_EINVAL).
+	 */
+	tl_dlv_enc_restart(&e, "app/tls", "app@node-a", 3, proof);
+	tl_dlv_enc_not_after(&e, "TLS_NOT_AFTER", 13);
+	tl_dlv_enc_var(&e, 0, "A", 1, "b", 1);
+	ck_assert_int_eq(tl_dlv_enc_finish(&e, &p, &len), TL_EINVAL);
+	tl_dlv_enc_free(&e);
+}
+END_TEST
+
 START_TEST(test_path_ok)
 {
 	static const char *ok[] = { "/run/tally/app/ca-0a.pem", "a", "/_.-/" };
@@ -747,6 +801,7 @@ delivery_suite(void)
 	tcase_add_test(tc, test_v4_hostile);
 	tcase_add_test(tc, test_v4_encoder_refuses);
 	tcase_add_test(tc, test_v4_keyreq);
+	tcase_add_test(tc, test_v4_not_after);
 	tcase_add_test(tc, test_path_ok);
 	suite_add_tcase(s, tc);
 	return s;

@@ -74,13 +74,13 @@ t_ok "kept, byte for byte; node-b refused; lifetime 500d and rsa-2048 refused"
 t_say "a certificate for a holder: its key made on its node, never sent"
 cat >"$W/app.yaml" <<'YAML'
 module: app
-env: {TLS_CERT: "", TLS_KEY: "", TLS_CA: ""}
+env: {TLS_CERT: "", TLS_KEY: "", TLS_CA: "", TLS_NOT_AFTER: ""}
 requires:
   tls:
     type: x509-certificate
     from: mesh-ca
     sans: [app.mesh.test, 10.0.0.7]
-    env: {certificate: TLS_CERT, private-key: TLS_KEY, ca-cert: TLS_CA}
+    env: {certificate: TLS_CERT, private-key: TLS_KEY, ca-cert: TLS_CA, not-after: TLS_NOT_AFTER}
 YAML
 t_check "a hostile alternative name is refused at apply"
 sed 's/10.0.0.7/"a,DNS:evil.example"/' "$W/app.yaml" >"$W/evil.yaml"
@@ -217,12 +217,15 @@ grep -q "Issuer: CN = tally mesh CA $MESH" "$W/leaf.txt" || t_fail "issuer: $(gr
 CN=$(openssl x509 -in "$TLS_CERT" -noout -subject | sed 's/^subject=CN = //')
 [ "$CN" = "$(t_gname app/tls app-tls)" ] || t_fail "CN $CN, expected $(t_gname app/tls app-tls)"
 [ "$(openssl x509 -in "$TLS_CERT" -noout -serial | cut -d= -f2)" = "$SERIAL" ] || t_fail "serial not the recorded one"
+# not-after: the node's own certificate's, as RFC 3339 UTC.
+[ "$TLS_NOT_AFTER" = "$(date -u -d "$(openssl x509 -in "$TLS_CERT" -noout -enddate | cut -d= -f2)" +%Y-%m-%dT%H:%M:%SZ)" ] ||
+	t_fail "not-after $TLS_NOT_AFTER, the certificate says $(openssl x509 -in "$TLS_CERT" -noout -enddate)"
 # The key in the module's directory is the one in the certificate.
 [ "$(openssl pkey -in "$TLS_KEY" -pubout)" = "$(openssl x509 -in "$TLS_CERT" -noout -pubkey)" ] ||
 	t_fail "the key written is not the certificate's"
 tly log --json --type credential.acknowledged | grep -q '"holder":"app@node-b"' ||
 	t_fail "not acknowledged: $(tly log --json --type credential.acknowledged)"
-t_ok "serial $SERIAL: CN the grant's name, SANs as declared, clientAuth, chains to the mesh CA; acknowledged"
+t_ok "serial $SERIAL: CN the grant's name, SANs as declared, clientAuth, chains to the mesh CA, not-after $TLS_NOT_AFTER; acknowledged"
 
 t_check "the key never left the node: not in the home, the log or any event"
 KEYB64=$(sed -n '2p' "$TLS_KEY")

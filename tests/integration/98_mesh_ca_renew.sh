@@ -16,13 +16,13 @@ tly assign mesh-ca node-a --expose network --set lifetime=60s --set renew-at=50 
 	t_fail "assign mesh-ca failed"
 cat >"$W/app.yaml" <<'YAML'
 module: app
-env: {TLS_CERT: "", TLS_KEY: "", TLS_CA: ""}
+env: {TLS_CERT: "", TLS_KEY: "", TLS_CA: "", TLS_NOT_AFTER: ""}
 requires:
   tls:
     type: x509-certificate
     from: mesh-ca
     sans: [app.mesh.test]
-    env: {certificate: TLS_CERT, private-key: TLS_KEY, ca-cert: TLS_CA}
+    env: {certificate: TLS_CERT, private-key: TLS_KEY, ca-cert: TLS_CA, not-after: TLS_NOT_AFTER}
 YAML
 tly apply "$W/app.yaml" >/dev/null
 tly assign app node-b >/dev/null
@@ -46,6 +46,8 @@ S1=$(t_jstr serial <"$W/v1.json")
 . "$W/agent-node-b/app.env"
 cp "$TLS_CERT" "$W/v1.pem"
 cp "$TLS_CA" "$W/ca.pem"
+NOTAFTER1=$TLS_NOT_AFTER
+[ "$NOTAFTER1" = "$(date -u -d "$(openssl x509 -in "$W/v1.pem" -noout -enddate | cut -d= -f2)" +%Y-%m-%dT%H:%M:%SZ)" ] || t_fail "v1's not-after: $NOTAFTER1"
 openssl verify -CAfile "$W/ca.pem" "$W/v1.pem" >/dev/null || t_fail "v1 does not verify"
 K1=$(openssl x509 -in "$W/v1.pem" -noout -pubkey)
 RENEW=$(python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["body"]["renew_at"])' <"$W/v1.json")
@@ -107,6 +109,8 @@ t_tallyd_once
 . "$W/agent-node-b/app.env"
 cp "$TLS_CERT" "$W/v2.pem"
 [ "$(openssl x509 -in "$W/v2.pem" -noout -serial | cut -d= -f2)" = "$S2" ] || t_fail "the module's certificate is not v2's"
+[ "$TLS_NOT_AFTER" = "$(date -u -d "$(openssl x509 -in "$W/v2.pem" -noout -enddate | cut -d= -f2)" +%Y-%m-%dT%H:%M:%SZ)" ] && [ "$TLS_NOT_AFTER" != "$NOTAFTER1" ] ||
+	t_fail "not-after after the renewal: $TLS_NOT_AFTER (v1's $NOTAFTER1)"
 [ "$(openssl x509 -in "$W/v2.pem" -noout -subject)" = "subject=CN = $CN" ] || t_fail "the name changed: $(openssl x509 -in "$W/v2.pem" -noout -subject)"
 [ "$(openssl x509 -in "$W/v2.pem" -noout -pubkey)" != "$K1" ] || t_fail "v2 is for v1's key"
 [ "$(openssl pkey -in "$TLS_KEY" -pubout)" = "$(openssl x509 -in "$W/v2.pem" -noout -pubkey)" ] || t_fail "the key is not v2's"

@@ -5,12 +5,15 @@
 # rabbitmq_auth_mechanism_ssl plugin, ssl_cert_login_from = common_name,
 # the harness's one-time set-up) takes the user from the certificate of
 # the mesh CA made for a key born on the consumer's node.  The delivered
-# url logs in over AMQPS with EXTERNAL; PLAIN with any password is
-# refused; a renewal keeps the user; revocation removes it.
+# url logs in over AMQPS with EXTERNAL, through pika (Debian's
+# python3-pika, as a Python service would) and through the harness's own
+# handshake; PLAIN with any password is refused; a renewal keeps the
+# user; revocation removes it.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rabbit-lib.sh"
 
 LOGIN="python3 $TALLY_SRC/tests/harness/amqp_login.py"
+PIKA="/usr/bin/python3 $TALLY_SRC/tests/harness/pika_login.py"
 
 t_say "RabbitMQ (EXTERNAL, ssl cacertfile the harness CA = the mesh CA), a consumer on node-b"
 r_start
@@ -57,7 +60,9 @@ esac
 [ "$(openssl x509 -in "$MQ_CERT" -noout -subject)" = "subject=CN = $MQ_USER" ] || t_fail "CN not the user"
 t_ok "user $MQ_USER, empty hash; $(printf '%s' "$MQ_URL" | sed 's/?.*//')?certfile=...&keyfile=...&auth_mechanism=external"
 
-t_check "EXTERNAL with the delivered url logs in; PLAIN with a password is refused"
+t_check "EXTERNAL with the delivered url logs in (pika, then the harness's handshake); PLAIN with a password is refused"
+$PIKA "$MQ_URL" >"$W/pika.out" 2>&1 || t_fail "pika, EXTERNAL: $(cat "$W/pika.out")"
+grep -q "^in as $MQ_USER " "$W/pika.out" || t_fail "pika: $(cat "$W/pika.out")"
 $LOGIN "$MQ_URL" >"$W/login.out" 2>&1 || t_fail "EXTERNAL: $(cat "$W/login.out")"
 if $LOGIN "amqps://$(esc "$MQ_USER"):guess@127.0.0.1:$TALLY_TEST_AMQP_TLS_PORT/$(esc "$(printf '%s' "$MQ_URL" | sed 's|.*/\([^?]*\)?.*|\1|')")?cacertfile=$MQ_CA" >"$W/plain.out" 2>&1; then
 	t_fail "PLAIN with a guessed password logged in"
@@ -73,12 +78,14 @@ tly log --json --type rotation.completed | grep -q 'app/mq' || t_fail "the renew
 load_env
 [ "$MQ_USER" = "$U1" ] || t_fail "the user changed: $U1 -> $MQ_USER"
 [ "$(openssl x509 -in "$MQ_CERT" -noout -serial)" != "$S1" ] || t_fail "no new certificate"
+$PIKA "$MQ_URL" >"$W/pika.out" 2>&1 || t_fail "pika after the renewal: $(cat "$W/pika.out")"
 $LOGIN "$MQ_URL" >"$W/login.out" 2>&1 || t_fail "EXTERNAL after the renewal: $(cat "$W/login.out")"
-t_ok "user $MQ_USER, a new certificate logs in"
+t_ok "user $MQ_USER, a new certificate logs in (pika: $(cat "$W/pika.out"))"
 
 t_check "the verifier agrees; revoked, the certificate no longer logs in"
 tly check app/mq >/dev/null 2>&1 || t_fail "tally check: $(tly check app/mq 2>&1 | tail -3)"
 tly remove app --yes >/dev/null
 t_tallyd_once
 if $LOGIN "$MQ_URL" >/dev/null 2>&1; then t_fail "the revoked user logs in"; fi
+if $PIKA "$MQ_URL" >"$W/pika.out" 2>&1; then t_fail "the revoked user logs in with pika"; fi
 t_ok "check healthy; revoked: refused"

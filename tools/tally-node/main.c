@@ -636,10 +636,39 @@ owner(const struct modconf *mc, struct tn_owner *o)
  * into files (name: content): one file a grant's delivery names is the
  * same file another's names (its name is the digest of its bytes).
  */
+/*
+ * The not-after of the certificate d's 'k' item names, from files
+ * (key_files put it there), as RFC 3339 UTC into out; 0, else -1 (no
+ * such certificate, or not one: the variable is left out).
+ */
+static int
+not_after(json_t *files, const struct tl_dlv *d, char out[21])
+{
+	char cn[TL_DLV_FILE_NAME_MAX + 1], why[TL_X509_WHY_MAX];
+	struct tl_x509_info info;
+	const char *pem;
+	struct tm tm;
+	time_t t;
+
+	memcpy(cn, d->keyreq.cert_file, d->keyreq.cert_file_len);
+	cn[d->keyreq.cert_file_len] = '\0';
+	if ((pem = json_string_value(json_object_get(files, cn))) == NULL ||
+	    tl_x509_info(pem, &info, why) != 0)
+		return -1;
+	t = (time_t)info.not_after;
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(out, 21, "%Y-%m-%dT%H:%M:%SZ", &tm) != 20)
+		return -1;
+	return 0;
+}
+
 static void
 collect(const struct agent *ag, const char *module, json_t *vars,
     json_t *defs, json_t *files, const struct tl_dlv *d)
 {
+	char na[21];
+	int na_ok = d->has_keyreq && not_after(files, d, na) == 0;
+
 	char dir[4200];
 	size_t i, dlen = 0;
 	const char *why;
@@ -658,6 +687,12 @@ collect(const struct agent *ag, const char *module, json_t *vars,
 		if (x->kind == TL_DLV_REFS && (!dir_ok ||
 		    resolve_var(x, dir, dlen, &buf, &vl) != 0))
 			continue;
+		if (x->kind == TL_DLV_NOT_AFTER) {
+			if (!na_ok)
+				continue;
+			v = (const uint8_t *)na;
+			vl = strlen(na);
+		}
 		if (buf != NULL)
 			v = buf;
 		/*

@@ -197,6 +197,14 @@ open_delivery(struct tl_txn *t, const struct tl_grant *g, struct env_arg *ea)
 				continue;
 			memcpy(name, x->name, x->name_len);
 			name[x->name_len] = '\0';
+			if (x->kind == TL_DLV_NOT_AFTER) {
+				cli_errx("%s: variable %s is when a certificate "
+				    "made for a key on the node expires: only "
+				    "its tally-node knows; left out", g->id,
+				    name);
+				ea->bad++;
+				continue;
+			}
 			if (x->kind == TL_DLV_REFS && ea->files == NULL) {
 				cli_errx("%s: variable %s names a file the "
 				    "delivery carries (%.*s): give --files DIR "

@@ -869,3 +869,26 @@ tl_x509_info(const char *pem, struct tl_x509_info *info, char *why)
 	X509_free(x);
 	return rc;
 }
+
+int
+tl_x509_subject_line(const char *pem, char *out, size_t cap, char *why)
+{
+	X509 *x;
+	char *s;
+	int rc = 0;
+
+	out[0] = '\0';
+	if ((x = cert_read(pem)) == NULL)
+		return fail(why, TL_EINVAL, "the certificate does not parse");
+	if ((s = X509_NAME_oneline(X509_get_subject_name(x), NULL, 0)) ==
+	    NULL)
+		rc = fail(why, ENOMEM, "out of memory");
+	else if (strlen(s) >= cap)
+		rc = fail(why, TL_ETOOBIG, "the certificate's subject is "
+		    "longer than %zu bytes", cap - 1);
+	else
+		memcpy(out, s, strlen(s) + 1);
+	OPENSSL_free(s);
+	X509_free(x);
+	return rc;
+}

@@ -140,4 +140,13 @@ int	tl_x509_ca_crl(const struct tl_x509_ca *ca, const char *const *serials,
 int	tl_x509_info(const char *cert_pem, struct tl_x509_info *info,
 	    char *why);
 
+/*
+ * The certificate's subject as OpenSSL's one-line form ("/CN=..."),
+ * which servers that pin an issuer compare a client certificate's with
+ * (MariaDB's REQUIRE ISSUER), into out (cap bytes).  TL_EINVAL: not a
+ * certificate; TL_ETOOBIG: longer than out; ENOMEM.
+ */
+int	tl_x509_subject_line(const char *cert_pem, char *out, size_t cap,
+	    char *why);
+
 #endif /* TL_X509_H */

@@ -170,6 +170,14 @@ struct tl_drv_grant {
 	 * certificate to.
 	 */
 	int		 cert_login;
+	/*
+	 * With cert_login: the certificate (PEM) of the mesh CA that signs
+	 * the login's certificates, for a provider that pins their issuer
+	 * (MariaDB's REQUIRE ISSUER) in create, check and fix_privileges.
+	 * NULL: no mesh CA recorded; the driver then pins the subject
+	 * alone.  Borrowed.
+	 */
+	const char	*cert_ca;
 };
 
 /*

@@ -89,6 +89,7 @@
 
 #include "core/error.h"
 #include "core/secret.h"
+#include "core/x509.h"
 #include "driver.h"
 #include "mariadb-internal.h"
 #include "tlsclient.h"
@@ -731,6 +732,38 @@ set_pw(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	    x->user, hash);
 }
 
+
+/* The longest issuer a login by certificate is held to (one line). */
+#define MDB_ISSUER_MAX	1024
+
+/*
+ * What a login by certificate is held to, as SQL literals: its subject
+ * "/CN=LOGIN" into slit, and the mesh CA's subject into ilit (the
+ * issuer, in OpenSSL's one-line form, which is what the server compares
+ * a client certificate's with), "" when g names no CA.
+ */
+static int
+cert_require(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    char *slit, size_t scap, char *ilit, size_t icap, char *why)
+{
+	char subj[2 * TL_DRV_NAME_MAX + 16], iss[MDB_ISSUER_MAX];
+	char xwhy[TL_X509_WHY_MAX];
+
+	snprintf(subj, sizeof(subj), "/CN=%s", g->login);
+	ilit[0] = '\0';
+	if (tl_drv_mdb_quote_str(p->c, subj, slit, scap) != 0)
+		return tl_drv_why(why, TL_EINVAL, "names too long");
+	if (g->cert_ca == NULL)
+		return 0;
+	if (tl_x509_subject_line(g->cert_ca, iss, sizeof(iss), xwhy) != 0)
+		return tl_drv_why(why, TL_EINVAL, "the mesh CA's certificate: "
+		    "%s", xwhy);
+	if (tl_drv_mdb_quote_str(p->c, iss, ilit, icap) != 0)
+		return tl_drv_why(why, TL_EINVAL, "the mesh CA's subject is too "
+		    "long");
+	return 0;
+}
+
 /*
  * Exactly ALL on the database, nothing else, no other host's account,
  * no resource limit (a limit set by hand refuses the consumer with 1226,
@@ -773,14 +806,14 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	    "ACCOUNT UNLOCK", x->user)) != 0)
 		return rc;
 	if (g->cert_login) {
-		char subj[2 * TL_DRV_NAME_MAX + 16], slit[4 * TL_DRV_NAME_MAX + 40];
+		char slit[4 * TL_DRV_NAME_MAX + 40], ilit[2 * MDB_ISSUER_MAX + 8];
 
-		snprintf(subj, sizeof(subj), "/CN=%s", g->login);
-		if (tl_drv_mdb_quote_str(p->c, subj, slit, sizeof(slit)) != 0)
-			return tl_drv_why(why, TL_EINVAL, "names too long");
+		if ((rc = cert_require(p, g, slit, sizeof(slit), ilit,
+		    sizeof(ilit), why)) != 0)
+			return rc;
 		if ((rc = runf(p->c, "holding the user to its certificate",
-		    why, "ALTER USER %s REQUIRE SUBJECT %s", x->user,
-		    slit)) != 0)
+		    why, "ALTER USER %s REQUIRE SUBJECT %s%s%s", x->user,
+		    slit, ilit[0] != '\0' ? " AND ISSUER " : "", ilit)) != 0)
 			return rc;
 	} else if ((rc = runf(p->c, "holding the user to TLS", why,
 	    "ALTER USER %s REQUIRE %s", x->user, p->tls != TL_DRV_TLS_OFF ?
@@ -797,7 +830,7 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 enum {
 	C_I = 0, C_DB, C_USER, C_AUTH, C_PLUGIN, C_LOCKED, C_ACCESS, C_DBPRIV,
 	C_OTHERDB, C_OTHER, C_HOSTS, C_MARKD, C_MARKU, C_LIMITS, C_MESHD,
-	C_MESHU, C_SSL, C_NCOLS
+	C_MESHU, C_SSL, C_XSUBJ, C_XISS, C_NCOLS
 };
 
 /* One SELECT of the grant's facts, for UNION ALL: i, db, pattern, user. */
@@ -867,6 +900,11 @@ facts_sql(struct tl_drv_mdb *p, const char *rows)
 	    "   WHERE k.kind = 'u' AND k.name = g.u),"
 	    /* 0 none, 1 SSL (ANY), 2 X509, 3 SPECIFIED (sql_acl.cc). */
 	    " (SELECT IFNULL(JSON_VALUE(a.Priv, '$.ssl_type'), 0) + 0"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%'),"
+	    /* REQUIRE SUBJECT ... AND ISSUER ... of a login by certificate. */
+	    " (SELECT IFNULL(JSON_VALUE(a.Priv, '$.x509_subject'), '')"
+	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%'),"
+	    " (SELECT IFNULL(JSON_VALUE(a.Priv, '$.x509_issuer'), '')"
 	    "   FROM mysql.global_priv a WHERE a.User = g.u AND a.Host = '%%')"
 	    " FROM (%s) g ORDER BY g.i";
 	size_t n = sizeof(fmt) + strlen(p->privcols) + strlen(rows);
@@ -942,7 +980,9 @@ row_other_mesh(const struct tl_drv_mdb *p, MYSQL_ROW row,
  * sets: SSL when the provider's tls is not off (a user that may log in
  * in plaintext is not held to TLS), NONE when it is off (what a
  * consumer told ssl_mode DISABLED connects with).  X509 and SPECIFIED
- * differ too: consumers are given no client certificate.
+ * differ too: consumers are given no client certificate.  A login by
+ * certificate: SPECIFIED, its subject "/CN=LOGIN" and, when the mesh CA
+ * is known, that CA as the issuer.
  */
 static void
 ssl_row(const struct tl_drv_mdb *p, MYSQL_ROW row,
@@ -954,6 +994,23 @@ ssl_row(const struct tl_drv_mdb *p, MYSQL_ROW row,
 	int want = g->cert_login ? 3 : p->tls != TL_DRV_TLS_OFF, got;
 
 	got = row[C_SSL] != NULL ? atoi(row[C_SSL]) : 0;
+	if (got == want && g->cert_login) {
+		char subj[2 * TL_DRV_NAME_MAX + 16], iss[MDB_ISSUER_MAX];
+		char xwhy[TL_X509_WHY_MAX];
+		const char *s = row[C_XSUBJ] != NULL ? row[C_XSUBJ] : "";
+		const char *i = row[C_XISS] != NULL ? row[C_XISS] : "";
+
+		snprintf(subj, sizeof(subj), "/CN=%s", g->login);
+		if (strcmp(s, subj) != 0)
+			madd(priv, "user '%s' has REQUIRE SUBJECT '%.200s', "
+			    "tally sets '%s'", g->login, s, subj);
+		if (g->cert_ca != NULL && tl_x509_subject_line(g->cert_ca,
+		    iss, sizeof(iss), xwhy) == 0 && strcmp(i, iss) != 0)
+			madd(priv, "user '%s' takes certificates of issuer "
+			    "'%.200s', tally sets the mesh CA's '%.200s'",
+			    g->login, i[0] != '\0' ? i : "(any)", iss);
+		return;
+	}
 	if (got == want)
 		return;
 	if (got == 0)

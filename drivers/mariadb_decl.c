@@ -216,12 +216,12 @@ const struct tl_drv_decl tl_drv_mariadb_decl = {
 	.fields = mdb_fields,
 	.credential = {
 		.kind = TL_DRV_CRED_LOGIN_BESIDE,
-		.cert_login = "REQUIRE SUBJECT '/CN=LOGIN': the server checks "
-		    "the certificate's subject on top of password "
-		    "authentication, which community editions keep; the "
-		    "account's password is empty, so the certificate alone "
-		    "logs in; one-time server set-up: ssl-ca the mesh CA "
-		    "(which pins the issuer)",
+		.cert_login = "REQUIRE SUBJECT '/CN=LOGIN' AND ISSUER (the mesh "
+		    "CA's subject): the server checks the certificate's "
+		    "subject and issuer on top of password authentication, "
+		    "which community editions keep; the account's password "
+		    "is empty, so the certificate alone logs in; one-time "
+		    "server set-up: ssl-ca the mesh CA",
 	},
 	.revocation = &mdb_revocation,
 	.fencing = &mdb_fencing,

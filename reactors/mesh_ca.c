@@ -2,6 +2,8 @@
  * mesh_ca.c - the mesh CA's certificate (mesh_ca.h).
  */
 #include <stdio.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -85,6 +87,22 @@ tl_rx_mesh_ca(struct tl_txn *t, const struct tl_proj *p, char *out,
 	return 0;
 }
 
+int
+tl_rx_mesh_ca_dup(struct tl_txn *t, const struct tl_proj *p, char **pem)
+{
+	char *buf;
+	int rc;
+
+	*pem = NULL;
+	if ((buf = malloc(TL_DRV_PEM_MAX + 1)) == NULL)
+		return ENOMEM;
+	if ((rc = tl_rx_mesh_ca(t, p, buf, TL_DRV_PEM_MAX + 1)) != 0) {
+		free(buf);
+		return rc == TL_ENOTFOUND ? 0 : rc;
+	}
+	*pem = buf;
+	return 0;
+}
 
 int
 tl_rx_mesh_ca_provider(struct tl_txn *t, const struct tl_proj *p,

@@ -32,4 +32,13 @@ int	tl_rx_mesh_ca(struct tl_txn *t, const struct tl_proj *p, char *out,
 int	tl_rx_mesh_ca_provider(struct tl_txn *t, const struct tl_proj *p,
 	    char id[130], char type[64]);
 
+/*
+ * The certificate, as tl_rx_mesh_ca, into *pem (malloc'd, the caller
+ * frees it), NULL when the mesh has none: what a pass reads once for
+ * the logins by certificate it holds a provider to (tl_drv_grant
+ * cert_ca).  0, ENOMEM, or the log's errors.
+ */
+int	tl_rx_mesh_ca_dup(struct tl_txn *t, const struct tl_proj *p,
+	    char **pem);
+
 #endif

@@ -41,6 +41,7 @@
 #include "backoff.h"
 #include "credential.h"
 #include "deliver.h"
+#include "mesh_ca.h"
 #include "pass.h"
 #include "rx-internal.h"
 #include "session.h"
@@ -90,6 +91,10 @@ struct pass {
 	unsigned	 pending;
 	uint64_t	 next_ns;
 	int		 rc;
+	/* The mesh CA's certificate, read once a login by certificate is
+	   among the work (tl_drv_grant.cert_ca); NULL: none. */
+	char		*cert_ca;
+	int		 cert_ca_read;
 };
 
 static struct tl_rx_prov *
@@ -360,6 +365,12 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 			    "usable driver for %s", w->g.provider, w->g.type);
 			continue;
 		}
+		if (w->kind == W_CREATE && w->g.cert_login != 0 &&
+		    !ps->cert_ca_read) {
+			if ((rc = tl_rx_mesh_ca_dup(t, p, &ps->cert_ca)) != 0)
+				return rc;
+			ps->cert_ca_read = 1;
+		}
 		if (w->kind == W_CREATE && (rc = tl_rx_grant_params(t, p,
 		    &w->g, w->driver, &w->params)) != 0) {
 			w->rc = rc;
@@ -454,25 +465,27 @@ intents(void *arg, struct tl_ctx *cp)
 
 /*
  * One create or revoke, with a session of its provider open, on a pool
- * thread (pass.h): touches only its work item.
+ * thread (pass.h): touches only its work item (and reads the pass's
+ * cert_ca, set before any call).
  */
 static void
 provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
     struct tl_rx_call *c)
 {
+	struct pass *ps = arg;
 	struct work *w = c->item;
 	struct timespec t0, t1;
 	struct tl_drv_grant dg = { 0 };
 	char origin[TL_GRANT_ID_MAX + 1];
 	const char *params[TL_RX_PARAMS_SV];
 
-	(void)arg;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	dg.resource = w->dbname;
 	dg.owner = w->owner;
 	dg.login = w->login;
 	/* A login by certificate has no password (decl.h, cert_login). */
 	dg.cert_login = w->g.cert_login != 0;
+	dg.cert_ca = dg.cert_login ? ps->cert_ca : NULL;
 	dg.password = dg.cert_login ? "" : w->password;
 	dg.handle = w->handle[0] != '\0' ? w->handle : NULL;
 	dg.handle_out = w->handle_out;
@@ -828,6 +841,8 @@ pass_free(struct pass *ps)
 	ps->rx->prov_w = ps->w;
 	ps->rx->prov_capw = ps->capw;
 	tl_secret_free(ps->pv);
+	free(ps->cert_ca);
+	ps->cert_ca = NULL;
 }
 
 void

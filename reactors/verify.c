@@ -53,6 +53,7 @@
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "credential.h"
+#include "mesh_ca.h"
 #include "pass.h"
 #include "rx-internal.h"
 #include "session.h"
@@ -84,6 +85,7 @@ struct check {
 	 */
 	char		*params;
 	const char	*psv[TL_RX_PARAMS_SV];
+	const char	*cert_ca;	/* the pass's, for a cert login */
 	enum tl_drv_drift drift;
 	uint64_t	 count;		/* checks of it so far ("checks") */
 	int		 by_login;	/* a real login this pass (check) */
@@ -146,6 +148,10 @@ struct vpass {
 	struct newdue			*nd;
 	size_t				 nnd, capnd;
 	unsigned			 unhealthy;	/* outcomes' count */
+	/* The mesh CA's certificate, read at the first login by
+	   certificate among the checks (tl_drv_grant.cert_ca). */
+	char				*cert_ca;
+	int				 cert_ca_read;
 };
 
 /* The scratch record of a grant: last check, count, next due (ns). */
@@ -347,9 +353,15 @@ gather_one(const struct tl_grant *g, void *arg)
 	if (tl_vec_grow_secret(&ps->c, &ps->cap, ps->nc + 1,
 	    sizeof(ps->c[0])) != 0)
 		return ENOMEM;
+	if (g->cert_login != 0 && !ps->cert_ca_read) {
+		if ((rc = tl_rx_mesh_ca_dup(ga->t, ga->p, &ps->cert_ca)) != 0)
+			return rc;
+		ps->cert_ca_read = 1;
+	}
 	c = &ps->c[ps->nc++];
 	memset(c, 0, sizeof(*c));
 	c->g = *g;
+	c->cert_ca = g->cert_login != 0 ? ps->cert_ca : NULL;
 	c->count = s.count;
 	c->due = due;
 	c->fresh = fresh;
@@ -511,6 +523,7 @@ drv_grant(struct check *c, struct tl_drv_grant *dg)
 	dg->owner = c->owner;
 	dg->login = c->login;
 	dg->cert_login = c->g.cert_login != 0;
+	dg->cert_ca = c->cert_ca;
 	dg->password = dg->cert_login ? "" : c->password;
 	dg->grant = c->g.id;
 	dg->adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
@@ -1209,6 +1222,7 @@ vpass_free(struct vpass *ps)
 	tl_secret_free(ps->vp);
 	tl_secret_free(ps->c);
 	free(ps->nd);
+	free(ps->cert_ca);
 	memset(ps, 0, sizeof(*ps));
 }
 

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Logins by certificate on a real MariaDB (issue 25, item 4): a
 # requirement with credential: certificate gets an account with an
-# empty password and REQUIRE SUBJECT '/CN=LOGIN' (community editions
+# empty password and REQUIRE SUBJECT '/CN=LOGIN' AND ISSUER (the mesh
+# CA's subject; an admin's edit that drops it is a drift tally check
+# repairs) (community editions
 # keep password authentication: the empty one, with the certificate the
 # server verifies against its ssl-ca, the mesh CA); the mariadb client
 # logs in with the certificate made for a key born on the consumer's
@@ -50,7 +52,7 @@ load_env() {
 		DB_PASSWORD DB_CERT DB_KEY DB_URI
 }
 
-t_check "the account: an empty password, REQUIRE SUBJECT '/CN=' its name"
+t_check "the account: an empty password, REQUIRE SUBJECT '/CN=' its name AND ISSUER the mesh CA"
 t_settle node-b
 tly log --json --type grant.provisioned | grep -q 'app/db' || t_fail "not provisioned: $(tail -n 5 "$T_DLOG")"
 load_env
@@ -61,7 +63,12 @@ case $DB_URI in mariadb://*:*@*) t_fail "the uri carries a password: $DB_URI";; 
 [ "$(msql "SELECT x509_subject FROM mysql.user WHERE User = '$DB_USER'")" = "/CN=$DB_USER" ] ||
 	t_fail "REQUIRE: $(msql "SHOW CREATE USER '$DB_USER'@'%'")"
 [ "$(openssl x509 -in "$DB_CERT" -noout -subject)" = "subject=CN = $DB_USER" ] || t_fail "CN not the account"
-t_ok "account $DB_USER: no password, REQUIRE SUBJECT '/CN=$DB_USER'"
+# The issuer as the server compares it: OpenSSL's one-line form.
+ISSUER=$(openssl x509 -in "$TALLY_TEST_CA" -noout -subject -nameopt compat | sed 's/^subject=//')
+[ "$(msql "SELECT x509_issuer FROM mysql.user WHERE User = '$DB_USER'")" = "$ISSUER" ] ||
+	t_fail "REQUIRE ISSUER: $(msql "SHOW CREATE USER '$DB_USER'@'%'")"
+[ "$(openssl x509 -in "$DB_CERT" -noout -issuer -nameopt compat)" = "issuer=$ISSUER" ] || t_fail "the certificate's issuer"
+t_ok "account $DB_USER: no password, REQUIRE SUBJECT '/CN=$DB_USER' AND ISSUER '$ISSUER'"
 
 mcert() {	# mcert CERT KEY SQL: the mariadb client by certificate
 	mariadb --no-defaults -h127.0.0.1 -P"$DB_PORT" -u"$DB_USER" --ssl \
@@ -95,6 +102,18 @@ load_env
 [ "$(msql "SELECT count(*) FROM mysql.global_priv WHERE User LIKE 'app-db%'")" -eq 1 ] ||
 	t_fail "accounts: $(msql "SELECT User FROM mysql.global_priv WHERE User LIKE 'app-db%'")"
 t_ok "one account, $DB_USER, a new certificate"
+
+t_check "the issuer dropped by hand is a drift tally check repairs"
+msql "ALTER USER '$DB_USER'@'%' REQUIRE SUBJECT '/CN=$DB_USER'"
+[ -z "$(msql "SELECT x509_issuer FROM mysql.user WHERE User = '$DB_USER'")" ] || t_fail "the edit did not take"
+t_expect_exit 8 "tally check after the edit (repaired)" tly check app/db
+cat "$W/last.out" "$W/last.err" >"$W/drift.out"
+grep -qF "takes certificates of issuer '(any)', tally sets the mesh CA's '$ISSUER'" "$W/drift.out" ||
+	t_fail "the drift not named: $(cat "$W/drift.out")"
+[ "$(msql "SELECT x509_issuer FROM mysql.user WHERE User = '$DB_USER'")" = "$ISSUER" ] ||
+	t_fail "not repaired: $(msql "SHOW CREATE USER '$DB_USER'@'%'")"
+[ "$(mcert "$DB_CERT" "$DB_KEY" 'SELECT 1')" = 1 ] || t_fail "the certificate no longer logs in after the repair"
+t_ok "exit 8 (repaired), the issuer named; REQUIRE ISSUER back, the certificate logs in"
 
 t_check "the verifier agrees; revoked, the account is locked"
 tly check app/db >/dev/null 2>&1 || t_fail "tally check: $(tly check app/db 2>&1 | tail -3)"

@@ -9,6 +9,7 @@
  */
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -891,4 +892,29 @@ tl_x509_subject_line(const char *pem, char *out, size_t cap, char *why)
 	OPENSSL_free(s);
 	X509_free(x);
 	return rc;
+}
+
+int
+tl_x509_bundle_has(const char *bundle, size_t len, const char *cert_pem)
+{
+	BIO *b;
+	X509 *want, *x;
+	int found = 0;
+
+	if ((want = cert_read(cert_pem)) == NULL)
+		return -1;
+	if (len > INT_MAX || (b = BIO_new_mem_buf(bundle, (int)len)) ==
+	    NULL) {
+		X509_free(want);
+		return -1;
+	}
+	while (!found && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)) !=
+	    NULL) {
+		found = X509_cmp(x, want) == 0;
+		X509_free(x);
+	}
+	ERR_clear_error();	/* the end of the bundle reads as an error */
+	BIO_free(b);
+	X509_free(want);
+	return found;
 }

@@ -149,4 +149,13 @@ int	tl_x509_info(const char *cert_pem, struct tl_x509_info *info,
 int	tl_x509_subject_line(const char *cert_pem, char *out, size_t cap,
 	    char *why);
 
+/*
+ * Whether the PEM bundle (len bytes, one or more certificates, text
+ * between them ignored) holds the certificate cert_pem: 1, 0, or -1
+ * when cert_pem is not a certificate (or out of memory).  What a
+ * server's CA file is checked against (PostgreSQL's ssl_ca_file).
+ */
+int	tl_x509_bundle_has(const char *bundle, size_t len,
+	    const char *cert_pem);
+
 #endif /* TL_X509_H */

@@ -77,6 +77,7 @@
 
 #include "core/error.h"
 #include "core/secret.h"
+#include "core/x509.h"
 #include "driver.h"
 #include "pg_scram.h"
 #include "postgres-internal.h"
@@ -1660,8 +1661,55 @@ static const char q_cert_hba[] =
     " AND auth_method = 'cert' AND (user_name @> ARRAY['+" PG_CERT_GROUP
     "']::text[] OR user_name @> ARRAY['all']::text[]))";
 
+/*
+ * And the server's ssl_ca_file, read where the admin may (pg_read_file
+ * is a superuser's or pg_read_server_files'), must hold the mesh CA:
+ * else the server verifies the consumers' certificates against another
+ * CA, or none.
+ */
+static const char q_cert_ca[] =
+    "SELECT current_setting('ssl_ca_file'), CASE WHEN"
+    " current_setting('ssl_ca_file') <> '' THEN"
+    " pg_read_file(current_setting('ssl_ca_file')) END";
+
 static int
-cert_setup(struct tl_drv_pg *p, char *why)
+cert_ca_check(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
+{
+	PGresult *r;
+	const char *file;
+	int has;
+
+	if (g->cert_ca == NULL)
+		return 0;
+	r = PQexec(p->conn, q_cert_ca);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		PQclear(r);	/* not the admin's to read: not checked */
+		return 0;
+	}
+	file = PQgetvalue(r, 0, 0);
+	if (file[0] == '\0') {
+		PQclear(r);
+		return tl_drv_why(why, TL_EDRIVER, "the server takes no login "
+		    "by certificate: ssl_ca_file is not set, so it verifies "
+		    "no client certificate (one-time set-up: ssl_ca_file the "
+		    "mesh CA)");
+	}
+	has = tl_x509_bundle_has(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r,
+	    0, 1), g->cert_ca);
+	if (has != 1) {
+		tl_drv_why(why, TL_EDRIVER, "the server takes no login by "
+		    "certificate of the mesh CA: its ssl_ca_file (%.200s) "
+		    "does not hold the mesh CA's certificate (one-time "
+		    "set-up: ssl_ca_file the mesh CA)", file);
+		PQclear(r);
+		return TL_EDRIVER;
+	}
+	PQclear(r);
+	return 0;
+}
+
+static int
+cert_setup(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
 {
 	char step[] = "role \"" PG_CERT_GROUP "\"", state[6] = "";
 	PGresult *r;
@@ -1690,7 +1738,7 @@ cert_setup(struct tl_drv_pg *p, char *why)
 		    "pg_hba.conf)", !ssl ? "ssl is off" : "pg_hba.conf has "
 		    "no hostssl line with the cert method for +"
 		    PG_CERT_GROUP);
-	return 0;
+	return cert_ca_check(p, g, why);
 }
 
 static int
@@ -1705,7 +1753,7 @@ do_create(void *h, const struct tl_drv_grant *g, char *why)
 		why = dummy;
 	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0 ||
 	    (rc = vet_mesh(p, g, &ids, why)) != 0 ||
-	    (g->cert_login && (rc = cert_setup(p, why)) != 0))
+	    (g->cert_login && (rc = cert_setup(p, g, why)) != 0))
 		goto out;
 	if ((rc = ensure_owner(p, g, &ids, &mo, why)) != 0 ||
 	    (rc = ensure_login(p, g, &ids, &ml, why)) != 0 ||

@@ -130,3 +130,23 @@ t_tallyd_once
 if cpsql "$DB_CERT" "$DB_KEY" 'SELECT 1' >/dev/null 2>&1; then t_fail "the revoked login still logs in"; fi
 tly verify >/dev/null && tly rebuild --check >/dev/null || t_fail "verify / rebuild --check"
 t_ok "refused; verify and rebuild --check hold"
+
+t_check "a server whose ssl_ca_file is not the mesh CA: the grant refused, saying so; set up, provisioned"
+CAFILE=$(t_sql "SHOW ssl_ca_file")
+t_sql "ALTER SYSTEM SET ssl_ca_file = '$(dirname "$TALLY_TEST_CA")/other-ca.pem'" >/dev/null
+t_sql "SELECT pg_reload_conf()" >/dev/null
+sed 's/^module: app$/module: app2/' "$W/app.yaml" >"$W/app2.yaml"
+tly apply "$W/app2.yaml" >/dev/null
+tly assign app2 node-b >/dev/null
+t_expect_exit 6 "tallyd --once against another CA" "$TALLY_BIN/tallyd" --once --once-timeout 5
+tly status app2 >"$W/status2.out" 2>&1 || true
+grep -q "ssl_ca_file ($(dirname "$TALLY_TEST_CA")/other-ca.pem) does not hold the mesh CA" "$W/status2.out" ||
+	t_fail "not refused for its ssl_ca_file: $(cat "$W/status2.out")"
+if tly log --json --type grant.provisioned | grep -q 'app2/db'; then t_fail "provisioned against another CA"; fi
+t_sql "ALTER SYSTEM RESET ssl_ca_file" >/dev/null
+t_sql "SELECT pg_reload_conf()" >/dev/null
+[ "$(t_sql "SHOW ssl_ca_file")" = "$CAFILE" ] || t_fail "ssl_ca_file not restored"
+t_settle node-b
+tly log --json --type grant.provisioned | grep -q 'app2/db' ||
+	t_fail "not provisioned once set up: $(tail -n 3 "$T_DLOG")"
+t_ok "refused naming ssl_ca_file; provisioned once it holds the mesh CA"

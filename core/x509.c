@@ -231,6 +231,46 @@ ext_add(X509 *x, X509 *ca, int nid, const char *value)
 	return ok;
 }
 
+/*
+ * The request's public key into x as its encoding stands (algorithm,
+ * parameters, key bits), not through an EVP_PKEY: X509_set_pubkey
+ * encodes the key with OpenSSL 3's encoders and decodes it back, which
+ * cost a certificate more than its signature and its request's
+ * verification together.  The request's key was checked (req_key_ok):
+ * a named curve, whose parameter is an OID; anything else goes the
+ * slow way.
+ */
+static int
+pubkey_copy(X509 *x, X509_REQ *req, EVP_PKEY *k)
+{
+	X509_PUBKEY *src = X509_REQ_get_X509_PUBKEY(req);
+	ASN1_OBJECT *alg_obj, *param = NULL, *obj = NULL;
+	const unsigned char *bits;
+	const void *pval;
+	unsigned char *copy;
+	X509_ALGOR *alg;
+	int bl, ptype;
+
+	if (src == NULL || X509_PUBKEY_get0_param(&alg_obj, &bits, &bl, &alg,
+	    src) != 1 || bl <= 0)
+		return X509_set_pubkey(x, k) == 1;
+	X509_ALGOR_get0((const ASN1_OBJECT **)&alg_obj, &ptype, &pval, alg);
+	if (ptype != V_ASN1_OBJECT)
+		return X509_set_pubkey(x, k) == 1;
+	copy = NULL;
+	if ((param = OBJ_dup(pval)) == NULL ||
+	    (obj = OBJ_dup(alg_obj)) == NULL ||
+	    (copy = OPENSSL_memdup(bits, (size_t)bl)) == NULL ||
+	    X509_PUBKEY_set0_param(X509_get_X509_PUBKEY(x), obj,
+	    V_ASN1_OBJECT, param, copy, bl) != 1) {
+		ASN1_OBJECT_free(param);
+		ASN1_OBJECT_free(obj);
+		OPENSSL_free(copy);
+		return 0;
+	}
+	return 1;
+}
+
 /* 16 random bytes, the top bit clear (a positive INTEGER). */
 static int
 serial_set(X509 *x)
@@ -649,7 +689,7 @@ tl_x509_ca_sign(const struct tl_x509_ca *c, const char *csr_pem,
 	    X509_set_version(x, 2) != 1 || !serial_set(x) ||
 	    X509_set_subject_name(x, nm) != 1 ||
 	    X509_set_issuer_name(x, X509_get_subject_name(ca)) != 1 ||
-	    X509_set_pubkey(x, k) != 1 ||
+	    !pubkey_copy(x, req, k) ||
 	    !validity_set(x, now - TL_X509_SKEW_S, now +
 	    (int64_t)p->lifetime_s) ||
 	    !ext_add(x, ca, NID_basic_constraints, "critical,CA:FALSE") ||

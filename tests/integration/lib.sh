@@ -58,6 +58,7 @@ _t_mariadbs=""	# MariaDB directories this script started (t_mariadb_start)
 _t_cephs=""	# Ceph directories this script started (t_ceph_start)
 _t_oidcs=""	# OIDC provider directories this script started (t_oidc_start)
 _t_etcds=""	# etcd cluster directories this script started (t_etcd_start)
+_t_proms=""	# Prometheus directories this script started (t_prometheus_start)
 
 t_forget_pid() {
 	_t_new=""
@@ -112,6 +113,10 @@ _t_cleanup() {
 		fi
 		sh "$TALLY_SRC/tests/harness/etcd.sh" stop "$_t_d" >/dev/null 2>&1 ||
 			echo "WARNING $T_NAME: stopping etcd in $_t_d failed" >&2
+	done
+	for _t_d in $_t_proms; do
+		[ "$_t_rc" -ne 0 ] && cp "$_t_d/prometheus.log" "$W/prometheus.log" 2>/dev/null
+		sh "$TALLY_SRC/tests/harness/prometheus.sh" stop "$_t_d" >/dev/null 2>&1
 	done
 	if [ "$_t_rc" -eq 0 ]; then
 		rm -rf "$W"
@@ -847,4 +852,25 @@ t_impostor_end() {
 	kill "$_t_imp" 2>/dev/null || true
 	wait "$_t_imp" 2>/dev/null || true
 	t_forget_pid "$_t_imp"
+}
+
+# t_free_port: a port nothing listens on now (the kernel's choice).
+t_free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# t_prometheus_start TARGET...: Debian's Prometheus scraping TARGETs
+# (HOST:PORT) every second; sets T_PROM_DIR and T_PROM_PORT.
+t_prometheus_start() {
+	T_PROM_DIR=$W/prometheus
+	T_PROM_PORT=$(t_free_port)
+	_t_proms="$_t_proms $T_PROM_DIR"
+	sh "$TALLY_SRC/tests/harness/prometheus.sh" start "$T_PROM_DIR" \
+		"$T_PROM_PORT" "$@" || t_fail "Prometheus did not start"
+}
+
+# t_prom_query PROMQL: the query's result ("LABELS VALUE" lines).
+t_prom_query() {
+	sh "$TALLY_SRC/tests/harness/prometheus.sh" query "$T_PROM_DIR" \
+		"$T_PROM_PORT" "$1"
 }

@@ -36,6 +36,7 @@
 #include "reactors/rx.h"
 #include "follow.h"
 #include "helper.h"
+#include "metrics.h"
 #include "tools/tallyd/cluster.h"
 #include "tools/exit.h"
 
@@ -52,7 +53,8 @@
 
 static const char usage[] =
 "usage: tallyd [--home DIR] [--once [--json]] [--interval SECONDS]\n"
-"              [--workers N] [--once-timeout SECONDS] [-v]\n"
+"              [--workers N] [--once-timeout SECONDS] [--metrics ADDR]\n"
+"              [-v]\n"
 "       tallyd --follow --amqp URL --stream NAME [--user U --secret password]\n"
 "              [--amqp-ca FILE]\n"
 "       tallyd --version\n"
@@ -102,6 +104,11 @@ static const char usage[] =
 "                  broker password from standard input (default user guest);\n"
 "                  an amqps:// URL is TLS, the broker verified against\n"
 "                  --amqp-ca FILE (else the system's CAs) and its name\n"
+"  --metrics ADDR  serve GET /metrics (the Prometheus text format) on\n"
+"                  ADDR, HOST:PORT or PORT (127.0.0.1): grants by provider\n"
+"                  and state, providers up, pass durations, verification\n"
+"                  age, drift, rotations and acks waiting, refusals, the\n"
+"                  log's head and size, the epoch (tallyd(8))\n"
 "  --commit        what the CLI runs in a cluster's home: commits the\n"
 "                  events of one write transaction (stdin) on etcd, if\n"
 "                  this control plane leads (exit 7 naming the leader\n"
@@ -125,6 +132,9 @@ static volatile sig_atomic_t stop;
 static int sigpipe_w = -1;
 /* A cluster's leader (tallyd/cluster.h); NULL in an embedded home. */
 static struct tl_tallyd_cluster *clu;
+/* --metrics: the server, and the figures only this loop keeps. */
+static struct tl_mx *mx;
+static struct tl_mx_state mxst;
 static int verbose;
 /* The lowest level shown when not verbose: a helper mode shows warnings. */
 static int quiet_below = TL_RX_INFO;
@@ -421,6 +431,7 @@ enum {
 
 struct reactor {
 	const char		*name;	/* in its error messages */
+	const char		*metric;	/* its label in --metrics */
 	tl_rx_run_fn		 run;
 	unsigned		 flags;
 	uint64_t		 period_ms;	/* 0: none (wishes, events) */
@@ -430,25 +441,60 @@ struct reactor {
 };
 
 static struct reactor reactors[] = {
-	{ "pass failed", tl_rx_run_provision, R_EVENTS | R_CHAIN | R_GATE |
-	    R_LASTERR, 0, 0, 0, { 0 } },
-	{ "acks", tl_rx_run_acks, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
-	{ "certificates", tl_rx_run_issue, R_EVENTS | R_CHAIN, 0, 0, 0,
+	{ "pass failed", "provision", tl_rx_run_provision, R_EVENTS |
+	    R_CHAIN | R_GATE | R_LASTERR, 0, 0, 0, { 0 } },
+	{ "acks", "acks", tl_rx_run_acks, R_EVENTS | R_CHAIN, 0, 0, 0,
 	    { 0 } },
-	{ "revocation list", tl_rx_run_crl, R_EVENTS | R_CHAIN, 0, 0, 0,
-	    { 0 } },
-	{ "migrations", tl_rx_run_migrate, R_EVENTS | R_CHAIN, 0, 0, 0,
-	    { 0 } },
-	{ "rotation", tl_rx_run_rotate, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
-	{ "admin rotation", tl_rx_run_rotate_admin, R_EVENTS | R_CHAIN, 0, 0,
+	{ "certificates", "certificates", tl_rx_run_issue, R_EVENTS |
+	    R_CHAIN, 0, 0, 0, { 0 } },
+	{ "revocation list", "crl", tl_rx_run_crl, R_EVENTS | R_CHAIN, 0, 0,
 	    0, { 0 } },
-	{ "rebind", tl_rx_run_rebind, R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
-	{ "verification failed", tl_rx_run_verify, R_DAEMON, 0, 0, 0, { 0 } },
-	{ "publisher", tl_rx_run_publish, R_EVENTS | R_LASTERR | R_NOHOLD, 0,
-	    0, 0,
+	{ "migrations", "migrations", tl_rx_run_migrate, R_EVENTS | R_CHAIN,
+	    0, 0, 0, { 0 } },
+	{ "rotation", "rotation", tl_rx_run_rotate, R_EVENTS | R_CHAIN, 0, 0,
+	    0, { 0 } },
+	{ "admin rotation", "admin_rotation", tl_rx_run_rotate_admin,
+	    R_EVENTS | R_CHAIN, 0, 0, 0, { 0 } },
+	{ "rebind", "rebind", tl_rx_run_rebind, R_EVENTS | R_CHAIN, 0, 0, 0,
 	    { 0 } },
+	{ "verification failed", "verification", tl_rx_run_verify, R_DAEMON,
+	    0, 0, 0, { 0 } },
+	{ "publisher", "publisher", tl_rx_run_publish, R_EVENTS | R_LASTERR |
+	    R_NOHOLD, 0, 0, 0, { 0 } },
 };
 #define NREACTORS	(sizeof(reactors) / sizeof(reactors[0]))
+/* Each reactor's pass durations, for --metrics. */
+static struct tl_mx_hist passhist[NREACTORS];
+static const char *passname[NREACTORS];
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A scrape waits (metrics.h): the figures now, in this thread, which
+ * alone may read the log beside its writes.
+ */
+static void
+metrics_serve(struct tl_rx *rx)
+{
+	char *text;
+	size_t len;
+	int rc;
+
+	if (mx == NULL || !tl_mx_wanted(mx))
+		return;
+	if ((rc = tl_mx_text(rx, &mxst, &text, &len)) != 0) {
+		logx(TL_RX_WARN, "--metrics: %s", tl_strerror(rc));
+		return;
+	}
+	tl_mx_publish(mx, text, len);
+}
 
 /* When r runs next: its period, or sooner if it asked. */
 static void
@@ -569,12 +615,14 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 		uint64_t now, h = head(rx->log), next = UINT64_MAX;
 		unsigned chain_done = 0;
 		int moved = h != last_head, chain_ran = 0, gated = 0, timeout;
-		int cx;
-		struct pollfd pf[2];
+		int cx, npf;
+		uint64_t t0;
+		struct pollfd pf[3];
 
 		/* Nothing is acted on past an event that is bad. */
 		if (moved && verify_chain(rx->log, chain) != 0)
 			return EXIT_CORRUPT;
+		metrics_serve(rx);
 		/* A leader whose lease lapsed, or was taken: stop now. */
 		if (clu != NULL && (cx = tl_tallyd_cluster_round(rx, clu,
 		    h)) != 0) {
@@ -612,7 +660,14 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 			    (!(r->flags & (R_CHAIN | R_NOHOLD)) &&
 			    chain_done > 0))
 				continue;
+			t0 = mono_ns();
 			r->rc = r->run(rx, &r->last);
+			tl_mx_observe(&passhist[i], (double)(mono_ns() - t0) /
+			    1e9);
+			if (r->run == tl_rx_run_verify) {
+				mxst.verified += r->last.checked;
+				mxst.unhealthy += r->last.unhealthy;
+			}
 			/*
 			 * A session found a provider fenced above our epoch:
 			 * nothing more is acted on or published.
@@ -688,7 +743,13 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 		pf[0].events = POLLIN;
 		pf[1].fd = sigfd;
 		pf[1].events = POLLIN;
-		if (poll(pf, 2, timeout) > 0) {
+		npf = 2;
+		if (mx != NULL) {
+			pf[2].fd = tl_mx_fd(mx);
+			pf[2].events = POLLIN;
+			npf = 3;
+		}
+		if (poll(pf, (nfds_t)npf, timeout) > 0) {
 			char buf[4096];
 
 			while (ino >= 0 && read(ino, buf, sizeof(buf)) > 0)
@@ -730,6 +791,7 @@ main(int argc, char **argv)
 		{ "user", required_argument, NULL, 'U' },
 		{ "secret", required_argument, NULL, 'P' },
 		{ "commit", no_argument, NULL, 'K' },
+		{ "metrics", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct tl_rx rx;
@@ -739,7 +801,7 @@ main(int argc, char **argv)
 	int once = 0, json = 0, c, rc, lockfd = -1, datafd = -1, ino = -1;
 	int check = 0;
 	const char *cgrant = NULL, *cprovider = NULL, *lmodule = NULL;
-	const char *amesh = NULL, *prepare = NULL;
+	const char *amesh = NULL, *prepare = NULL, *maddr = NULL;
 	int pfd[2] = { -1, -1 };
 	struct tl_chain chain = TL_CHAIN_INIT;
 	char lwhy[TL_LOG_WHY_MAX];
@@ -831,6 +893,16 @@ main(int argc, char **argv)
 		case 'F':
 			follow = 1;
 			break;
+		case 'M': {
+			char mwhy[300];
+
+			if (tl_mx_addr_ok(optarg, mwhy, sizeof(mwhy)) != 0) {
+				fprintf(stderr, "tallyd: %s\n", mwhy);
+				return EXIT_USAGE;
+			}
+			maddr = optarg;
+			break;
+		}
 		case 'K':
 			commit = 1;
 			quiet_below = TL_RX_WARN;
@@ -1090,12 +1162,30 @@ main(int argc, char **argv)
 			    "before the first pass, %u not healthy",
 			    (unsigned long long)epoch, checked, bad);
 	}
+	if (maddr != NULL) {
+		char mwhy[300];
+		size_t i;
+
+		if ((rc = tl_mx_start(maddr, &mx, mwhy, sizeof(mwhy))) != 0) {
+			logx(TL_RX_ERR, "%s", mwhy);
+			ex = rc == TL_EINVAL ? EXIT_USAGE : EXIT_FAIL;
+			goto out;
+		}
+		for (i = 0; i < NREACTORS; i++)
+			passname[i] = reactors[i].metric;
+		mxst.pass_names = passname;
+		mxst.pass = passhist;
+		mxst.npass = NREACTORS;
+		logx(TL_RX_INFO, "metrics on http://%s/metrics", maddr);
+	}
 	ex = run_loop(&rx, &chain, &epoch, once, interval, vinterval,
 	    once_timeout, ino, pfd[0]);
 	if (ex != EXIT_CORRUPT)
 		note_verified(rx.log, &chain, &verified_rec, 1);
 	logx(TL_RX_INFO, "stopping");
 out:
+	tl_mx_stop(mx);
+	mx = NULL;
 	if (ino >= 0)
 		close(ino);
 	if (pfd[0] >= 0) {

@@ -1,0 +1,476 @@
+/*
+ * metrics_text.c - the figures tallyd --metrics serves (metrics.h), as
+ * the Prometheus text exposition format, built in the main loop's
+ * thread from the projections (the same records tally status reads),
+ * the log and the loop's own timings.
+ *
+ * Every label set is bounded by the mesh's shape, never by its size:
+ * providers, grant states, reactors, drift and refusal kinds (at most
+ * TL_MX_NCOUNTS each, the rest under "other"); no grant id is a label.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "core/body.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/version.h"
+#include "projections/events.h"
+#include "projections/grant.h"
+#include "projections/record.h"
+#include "projections/status.h"
+#include "metrics.h"
+
+const double tl_mx_buckets[TL_MX_NBUCKETS] = {
+	0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60
+};
+
+void
+tl_mx_observe(struct tl_mx_hist *h, double secs)
+{
+	size_t i;
+
+	h->count++;
+	h->sum += secs;
+	for (i = 0; i < TL_MX_NBUCKETS; i++)
+		if (secs <= tl_mx_buckets[i])
+			h->le[i]++;
+}
+
+/* --- a growing text -------------------------------------------------- */
+
+struct sb {
+	char	*p;
+	size_t	 len, cap;
+	int	 err;
+};
+
+static void sb_addf(struct sb *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+sb_vaddf(struct sb *b, const char *fmt, va_list ap)
+{
+	va_list aq;
+	int n;
+
+	if (b->err)
+		return;
+	va_copy(aq, ap);
+	n = vsnprintf(b->p != NULL ? b->p + b->len : NULL, b->p != NULL ?
+	    b->cap - b->len : 0, fmt, aq);
+	va_end(aq);
+	if (n < 0) {
+		b->err = EINVAL;
+		return;
+	}
+	if (b->p == NULL || b->len + (size_t)n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *q;
+
+		while (cap < b->len + (size_t)n + 1)
+			cap *= 2;
+		if ((q = realloc(b->p, cap)) == NULL) {
+			b->err = ENOMEM;
+			return;
+		}
+		b->p = q;
+		b->cap = cap;
+		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+	}
+	b->len += (size_t)n;
+}
+
+static void
+sb_addf(struct sb *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vaddf(b, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * A label value as the format wants it: '\\', '"' and newline escaped.
+ * Ours are names (NODE/MODULE, states, kinds) of a few printable bytes;
+ * anything else becomes '?', and a value is cut at 200 bytes.
+ */
+static const char *
+lv(const char *s, char out[512])
+{
+	size_t o = 0;
+
+	for (; *s != '\0' && o < 400; s++) {
+		if (*s == '\\' || *s == '"') {
+			out[o++] = '\\';
+			out[o++] = *s;
+		} else if (*s == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else
+			out[o++] = (unsigned char)*s < 0x20 ||
+			    (unsigned char)*s == 0x7f ? '?' : *s;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static void
+head(struct sb *b, const char *name, const char *type, const char *help)
+{
+	sb_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* --- counters from the log ------------------------------------------- */
+
+static void
+bump(struct tl_mx_count *c, const char *label)
+{
+	size_t i;
+
+	if (*label == '\0')
+		label = "unknown";
+	for (i = 0; i < TL_MX_NCOUNTS && c[i].label[0] != '\0'; i++)
+		if (strcmp(c[i].label, label) == 0) {
+			c[i].n++;
+			return;
+		}
+	if (i == TL_MX_NCOUNTS - 1 || i == TL_MX_NCOUNTS) {
+		/* The last slot is "other": a bounded label set. */
+		snprintf(c[TL_MX_NCOUNTS - 1].label,
+		    sizeof(c[0].label), "other");
+		c[TL_MX_NCOUNTS - 1].n++;
+		return;
+	}
+	snprintf(c[i].label, sizeof(c[i].label), "%s", label);
+	c[i].n = 1;
+}
+
+/* The events appended since the last call: drift, repairs, refusals. */
+static int
+count_events(struct tl_txn *t, struct tl_mx_state *st, uint64_t last)
+{
+	struct tl_filter f;
+	struct tl_iter *it;
+	struct tl_event ev;
+	int rc;
+
+	if (!st->started || last <= st->seen) {
+		st->seen = last;
+		st->started = 1;
+		return 0;
+	}
+	memset(&f, 0, sizeof(f));
+	f.from = st->seen + 1;
+	f.to = last;
+	if ((rc = tl_iter_open(t, &f, &it)) != 0)
+		return rc;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		int drift = strcmp(ev.type, TL_EV_GRANT_DRIFTED) == 0;
+		int repaired = strcmp(ev.type, TL_EV_GRANT_REPAIRED) == 0;
+		struct tl_bview v;
+		char kind[48] = "";
+
+		if (drift || repaired) {
+			if (tl_bview_open_valid(&v, ev.body, ev.body_len) == 0)
+				tl_bn_getstr(v.root, "kind", kind,
+				    sizeof(kind));
+			bump(drift ? st->drift : st->repaired, kind);
+		} else if (strstr(ev.type, "refused") != NULL)
+			bump(st->refused, ev.type);
+	}
+	tl_iter_close(it);
+	if (rc != TL_EEOF)
+		return rc;
+	st->seen = last;
+	return 0;
+}
+
+static void
+counts(struct sb *b, const char *name, const char *label,
+    const struct tl_mx_count *c, const char *help)
+{
+	char e[512];
+	size_t i;
+
+	head(b, name, "counter", help);
+	for (i = 0; i < TL_MX_NCOUNTS && c[i].label[0] != '\0'; i++)
+		sb_addf(b, "%s{%s=\"%s\"} %llu\n", name, label,
+		    lv(c[i].label, e), (unsigned long long)c[i].n);
+}
+
+/* --- grants, by provider and state ----------------------------------- */
+
+#define NSTATES	16
+
+struct pstate {
+	char	 provider[130];
+	char	 state[NSTATES][16];
+	uint64_t n[NSTATES];
+};
+
+struct gwalk {
+	struct tl_txn	*t;
+	struct pstate	*ps;
+	size_t		 nps, cap;
+	uint64_t	 now_ns;
+	uint64_t	 oldest_ns;	/* the least recent verification */
+	uint64_t	 unverified;	/* provisioned, never checked */
+	int		 err;
+};
+
+static int
+grant_one(const struct tl_grant *g, void *arg)
+{
+	struct gwalk *w = arg;
+	struct pstate *p = NULL;
+	size_t i;
+
+	for (i = 0; i < w->nps; i++)
+		if (strcmp(w->ps[i].provider, g->provider) == 0) {
+			p = &w->ps[i];
+			break;
+		}
+	if (p == NULL) {
+		if (w->nps == w->cap) {
+			size_t cap = w->cap ? w->cap * 2 : 16;
+			struct pstate *q = realloc(w->ps, cap * sizeof(*q));
+
+			if (q == NULL) {
+				w->err = ENOMEM;
+				return ENOMEM;
+			}
+			w->ps = q;
+			w->cap = cap;
+		}
+		p = &w->ps[w->nps++];
+		memset(p, 0, sizeof(*p));
+		snprintf(p->provider, sizeof(p->provider), "%s", g->provider);
+	}
+	for (i = 0; i < NSTATES && p->state[i][0] != '\0'; i++)
+		if (strcmp(p->state[i], g->state) == 0)
+			break;
+	if (i < NSTATES) {
+		if (p->state[i][0] == '\0')
+			snprintf(p->state[i], sizeof(p->state[i]), "%s",
+			    g->state);
+		p->n[i]++;
+	}
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) == 0) {
+		uint64_t last = 0, count = 0;
+
+		if (tl_checks_get(w->t, g->id, &last, &count) != 0 ||
+		    last == 0)
+			w->unverified++;
+		else if (w->oldest_ns == 0 || last < w->oldest_ns)
+			w->oldest_ns = last;
+	}
+	return 0;
+}
+
+/* --- providers and their reachability -------------------------------- */
+
+struct pwalk {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	struct sb		*b;
+};
+
+static int
+provider_one(const char *rest, const void *val, size_t len, void *arg)
+{
+	struct pwalk *w = arg;
+	struct tl_rec r;
+	char k[TL_KEY_MAX], e[512];
+	int down;
+
+	(void)val;
+	(void)len;
+	/* "p/NODE/MODULE": a provider; nothing else is under "p/". */
+	if (strchr(rest, '/') == NULL || strchr(strchr(rest, '/') + 1,
+	    '/') != NULL)
+		return 0;
+	down = tl_key(k, "pu/%s", rest) == 0 &&
+	    tl_rec_get(w->t, w->p->graph, k, &r) == 0;
+	if (down)
+		tl_rec_close(&r);
+	sb_addf(w->b, "tally_provider_up{provider=\"%s\"} %d\n", lv(rest, e),
+	    !down);
+	return 0;
+}
+
+/* --- rotations waiting on holders ------------------------------------ */
+
+static void
+rotations(struct sb *b, struct tl_txn *t, const struct tl_proj *p,
+    uint64_t now_ns)
+{
+	json_t *att = NULL, *rw, *x;
+	uint64_t n = 0, acks = 0, oldest = 0;
+	size_t i;
+
+	if (tl_status_attention(t, p, now_ns, &att) == 0 &&
+	    (rw = json_object_get(att, "rotations_waiting")) != NULL)
+		json_array_foreach(rw, i, x) {
+			json_int_t s = json_integer_value(json_object_get(x,
+			    "started_ns"));
+
+			n++;
+			acks += json_array_size(json_object_get(x,
+			    "waiting_on"));
+			if (s > 0 && (oldest == 0 || (uint64_t)s < oldest))
+				oldest = (uint64_t)s;
+		}
+	json_decref(att);
+	head(b, "tally_rotations_in_progress", "gauge", "Rotations waiting "
+	    "for their holders' acknowledgements.");
+	sb_addf(b, "tally_rotations_in_progress %llu\n",
+	    (unsigned long long)n);
+	head(b, "tally_rotation_oldest_age_seconds", "gauge", "How long the "
+	    "oldest rotation in progress has been waiting (0: none).");
+	sb_addf(b, "tally_rotation_oldest_age_seconds %.3f\n", oldest &&
+	    now_ns > oldest ? (double)(now_ns - oldest) / 1e9 : 0.0);
+	head(b, "tally_acks_outstanding", "gauge", "Holders whose "
+	    "acknowledgement a rotation waits for.");
+	sb_addf(b, "tally_acks_outstanding %llu\n", (unsigned long long)acks);
+}
+
+/* --- all of it ------------------------------------------------------- */
+
+static uint64_t
+wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int
+tl_mx_text(struct tl_rx *rx, struct tl_mx_state *st, char **out,
+    size_t *len)
+{
+	struct sb b = { NULL, 0, 0, 0 };
+	struct gwalk gw;
+	struct pwalk pw;
+	struct tl_txn *t = NULL;
+	struct tl_proj p;
+	uint64_t last = 0, used = 0, map = 0, now = wall_ns();
+	char e[512];
+	size_t i, j, k;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	memset(&gw, 0, sizeof(gw));
+	if ((rc = tl_log_begin(rx->log, TL_TXN_RDONLY, &t)) != 0)
+		return rc;
+	if ((rc = tl_log_last(t, &last, NULL)) != 0 && rc != TL_ENOTFOUND)
+		goto out;
+	if ((rc = count_events(t, st, last)) != 0 ||
+	    (rc = tl_proj_open(t, &p)) != 0)
+		goto out;
+
+	head(&b, "tally_info", "gauge", "This control plane: its version and "
+	    "mesh.");
+	sb_addf(&b, "tally_info{version=\"%s\",mesh=\"%s\"} 1\n",
+	    lv(TL_VERSION, e), rx->mesh);
+	head(&b, "tally_leader_epoch", "gauge", "The epoch this control plane "
+	    "leads at.");
+	sb_addf(&b, "tally_leader_epoch %llu\n", (unsigned long long)rx->epoch);
+	head(&b, "tally_log_head_sequence", "gauge", "The sequence number of "
+	    "the log's last event.");
+	sb_addf(&b, "tally_log_head_sequence %llu\n", (unsigned long long)last);
+
+	gw.t = t;
+	gw.now_ns = now;
+	if ((rc = tl_grant_each(t, &p, grant_one, &gw)) != 0 ||
+	    (rc = gw.err) != 0)
+		goto out;
+	head(&b, "tally_grants", "gauge", "Grants by provider and state.");
+	for (i = 0; i < gw.nps; i++)
+		for (j = 0; j < NSTATES && gw.ps[i].state[j][0] != '\0'; j++)
+			sb_addf(&b, "tally_grants{provider=\"%s\",state=\"%s\"} "
+			    "%llu\n", lv(gw.ps[i].provider, e),
+			    gw.ps[i].state[j], (unsigned long long)gw.ps[i].n[j]);
+	head(&b, "tally_verification_oldest_age_seconds", "gauge", "Since "
+	    "when the least recently verified provisioned grant was last "
+	    "checked (0: none checked).");
+	sb_addf(&b, "tally_verification_oldest_age_seconds %.3f\n",
+	    gw.oldest_ns && now > gw.oldest_ns ?
+	    (double)(now - gw.oldest_ns) / 1e9 : 0.0);
+	head(&b, "tally_grants_unverified", "gauge", "Provisioned grants never "
+	    "verified yet.");
+	sb_addf(&b, "tally_grants_unverified %llu\n",
+	    (unsigned long long)gw.unverified);
+
+	head(&b, "tally_provider_up", "gauge", "1 when the provider was "
+	    "reachable at tally's last call, 0 when it was recorded "
+	    "unreachable (or untrusted, or its admin login refused).");
+	pw.t = t;
+	pw.p = &p;
+	pw.b = &b;
+	if ((rc = tl_rec_scan(t, p.graph, "p/", provider_one, &pw)) != 0)
+		goto out;
+	rotations(&b, t, &p, now);
+
+	counts(&b, "tally_drift_found_total", "kind", st->drift, "Drift the "
+	    "verifier found (grant.drifted), since tallyd started.");
+	counts(&b, "tally_drift_repaired_total", "kind", st->repaired,
+	    "Drift repaired (grant.repaired), since tallyd started.");
+	counts(&b, "tally_refused_total", "event", st->refused, "Messages and "
+	    "requests refused and recorded (security.*-refused, "
+	    "certificate.refused, ...), since tallyd started.");
+	head(&b, "tally_verifications_total", "counter", "Grants checked by "
+	    "the verifier, since tallyd started.");
+	sb_addf(&b, "tally_verifications_total %llu\n",
+	    (unsigned long long)st->verified);
+	head(&b, "tally_verifications_unhealthy_total", "counter", "Checks "
+	    "that found a grant not healthy, since tallyd started.");
+	sb_addf(&b, "tally_verifications_unhealthy_total %llu\n",
+	    (unsigned long long)st->unhealthy);
+
+	head(&b, "tally_pass_duration_seconds", "histogram", "How long each "
+	    "reactor's passes took.");
+	for (i = 0; i < st->npass; i++) {
+		const struct tl_mx_hist *h = &st->pass[i];
+
+		for (k = 0; k < TL_MX_NBUCKETS; k++)
+			sb_addf(&b, "tally_pass_duration_seconds_bucket{reactor="
+			    "\"%s\",le=\"%g\"} %llu\n", st->pass_names[i],
+			    tl_mx_buckets[k], (unsigned long long)h->le[k]);
+		sb_addf(&b, "tally_pass_duration_seconds_bucket{reactor=\"%s\","
+		    "le=\"+Inf\"} %llu\n", st->pass_names[i],
+		    (unsigned long long)h->count);
+		sb_addf(&b, "tally_pass_duration_seconds_sum{reactor=\"%s\"} "
+		    "%.6f\n", st->pass_names[i], h->sum);
+		sb_addf(&b, "tally_pass_duration_seconds_count{reactor=\"%s\"} "
+		    "%llu\n", st->pass_names[i], (unsigned long long)h->count);
+	}
+	tl_log_abort(t);
+	t = NULL;
+	if (tl_log_size(rx->log, &used, &map) == 0) {
+		head(&b, "tally_log_size_bytes", "gauge", "The log's data file "
+		    "in use, in bytes.");
+		sb_addf(&b, "tally_log_size_bytes %llu\n",
+		    (unsigned long long)used);
+	}
+	if ((rc = b.err) != 0)
+		goto out;
+	*out = b.p;
+	*len = b.len;
+	b.p = NULL;
+out:
+	if (t != NULL)
+		tl_log_abort(t);
+	free(gw.ps);
+	free(b.p);
+	return rc;
+}

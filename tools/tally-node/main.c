@@ -69,6 +69,7 @@
 #include "core/delivery.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "core/secret.h"
 #include "core/sub.h"
 #include "core/version.h"
@@ -90,7 +91,7 @@ static const char usage[] =
 "            [--amqp-password-file FILE] [--amqp-ca FILE]\n"
 "            [--acks QUEUE])\n"
 "           [--reload MODULE=COMMAND]... [--user MODULE=USER]...\n"
-"           [--report-interval SECONDS] [--once]\n"
+"           [--report-interval SECONDS] [--metrics ADDR] [--once]\n"
 "\n"
 "The node's agent: opens the deliveries sealed to NODE with its key\n"
 "FILE, writes DIR/MODULE.env, DIR/MODULE/VARIABLE and the files the\n"
@@ -108,6 +109,9 @@ static const char usage[] =
 "status shows it, and an agent silent too long.  --state: where it keeps\n"
 "the versions it holds (default $STATE_DIRECTORY, else\n"
 "/var/lib/tally-node/NODE).  --once: what is there, then exit.\n"
+"--metrics ADDR: GET /metrics in the Prometheus text format on ADDR\n"
+"(HOST:PORT, or PORT for 127.0.0.1): grants held, deliveries opened,\n"
+"reloads and their failures and durations, values and messages refused.\n"
 "\n"
 "Exit: 0 done; 1 failure (with --log a NODE not in the mesh or a key not\n"
 "NODE's; a key that opens none of the deliveries addressed to NODE);\n"
@@ -194,6 +198,10 @@ struct agent {
 	char			*password;	/* PWMAX bytes, in the block */
 	const char		*acks;
 	struct tl_amqp		*a;
+	/* --metrics: the server, and the counters only it reports. */
+	struct tl_mx		*mx;
+	uint64_t		 reloads, reload_failures, values_refused;
+	struct tl_mx_hist	 reload_time;
 };
 
 static volatile sig_atomic_t stop;
@@ -984,6 +992,7 @@ run_reload(struct agent *ag, const char *module, uint64_t version,
 	};
 	pid_t pid;
 	int st;
+	uint64_t t0 = tl_sub_clock();
 
 	*status = 0;
 	if (mc == NULL || mc->reload == NULL)
@@ -1016,6 +1025,10 @@ run_reload(struct agent *ag, const char *module, uint64_t version,
 		if (errno != EINTR)
 			return errno;
 	*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	ag->reloads++;
+	if (*status != 0)
+		ag->reload_failures++;
+	tl_mx_observe(&ag->reload_time, (double)(tl_sub_clock() - t0) / 1e9);
 	return 0;
 }
 
@@ -1681,6 +1694,7 @@ note_refused(struct agent *ag, const struct held *h, const char *var,
 	r->version = h->version;
 	r->why = why;
 	ag->value_refused = 1;
+	ag->values_refused++;
 	ag->report_due = 0;
 }
 
@@ -1966,6 +1980,98 @@ write_pos(struct agent *ag, uint64_t pos)
 	return state_u64_put(ag, "position", pos);
 }
 
+/* --- --metrics ------------------------------------------------------- */
+
+/* What the node holds, by where each grant stands. */
+struct held_count {
+	uint64_t	current, unreloaded, unacked, awaiting, revoked;
+};
+
+static int
+held_count_one(struct agent *ag, struct held *h, void *arg)
+{
+	struct held_count *c = arg;
+
+	(void)ag;
+	if (h->revoked)
+		c->revoked++;
+	else if (h->awaiting)
+		c->awaiting++;
+	else if (!h->reloaded)
+		c->unreloaded++;
+	else if (!h->acked)
+		c->unacked++;
+	else
+		c->current++;
+	return 0;
+}
+
+/*
+ * A scrape waits (core/metrics.h): the figures, from this thread, which
+ * alone touches the agent's state.  At most one a second (the loops
+ * wake that often).
+ */
+static void
+node_metrics(struct agent *ag)
+{
+	struct tl_mx_buf b = TL_MX_BUF_INIT;
+	struct held_count c = { 0, 0, 0, 0, 0 };
+	char e[512];
+
+	if (ag->mx == NULL || !tl_mx_wanted(ag->mx))
+		return;
+	if (held_each(ag, held_count_one, &c) != 0)
+		return;
+	tl_mx_head(&b, "tally_node_info", "gauge", "This agent: its version "
+	    "and node.");
+	tl_mx_addf(&b, "tally_node_info{version=\"%s\",node=\"%s\"} 1\n",
+	    TL_VERSION, tl_mx_label(ag->node, e));
+	tl_mx_head(&b, "tally_node_grants", "gauge", "Grants this node holds, "
+	    "by where their newest version stands: current (written, "
+	    "reloaded, acknowledged), unreloaded (its reload has not "
+	    "succeeded), unacknowledged, awaiting_certificate, revoked.");
+	tl_mx_addf(&b, "tally_node_grants{state=\"current\"} %llu\n"
+	    "tally_node_grants{state=\"unreloaded\"} %llu\n"
+	    "tally_node_grants{state=\"unacknowledged\"} %llu\n"
+	    "tally_node_grants{state=\"awaiting_certificate\"} %llu\n"
+	    "tally_node_grants{state=\"revoked\"} %llu\n",
+	    (unsigned long long)c.current, (unsigned long long)c.unreloaded,
+	    (unsigned long long)c.unacked, (unsigned long long)c.awaiting,
+	    (unsigned long long)c.revoked);
+	tl_mx_head(&b, "tally_node_deliveries_total", "counter", "Deliveries "
+	    "addressed to this node since it started, by whether its key "
+	    "opened them.");
+	tl_mx_addf(&b, "tally_node_deliveries_total{opened=\"yes\"} %u\n"
+	    "tally_node_deliveries_total{opened=\"no\"} %u\n", ag->opened,
+	    ag->unopened);
+	tl_mx_head(&b, "tally_node_reloads_total", "counter", "Reload commands "
+	    "run since the agent started.");
+	tl_mx_addf(&b, "tally_node_reloads_total %llu\n",
+	    (unsigned long long)ag->reloads);
+	tl_mx_head(&b, "tally_node_reload_failures_total", "counter", "Reload "
+	    "commands that did not exit 0.");
+	tl_mx_addf(&b, "tally_node_reload_failures_total %llu\n",
+	    (unsigned long long)ag->reload_failures);
+	tl_mx_head(&b, "tally_node_reload_duration_seconds", "histogram",
+	    "How long reload commands took.");
+	tl_mx_hist_write(&b, "tally_node_reload_duration_seconds", "node",
+	    ag->node, &ag->reload_time);
+	tl_mx_head(&b, "tally_node_values_refused_total", "counter", "Values "
+	    "refused for an env file (the delivery not written).");
+	tl_mx_addf(&b, "tally_node_values_refused_total %llu\n",
+	    (unsigned long long)ag->values_refused);
+	tl_mx_head(&b, "tally_node_messages_refused_total", "counter",
+	    "Messages from the broker refused (not signed by the control "
+	    "plane, malformed).");
+	tl_mx_addf(&b, "tally_node_messages_refused_total %u\n",
+	    ag->refused);
+	if (b.err != 0) {
+		free(b.p);
+		return;
+	}
+	tl_mx_publish(ag->mx, b.p, b.len);
+}
+
 static int
 from_log(struct agent *ag)
 {
@@ -1999,6 +2105,7 @@ from_log(struct agent *ag)
 			tl_sub_release(s);	/* the report is a write */
 			maybe_report(ag, 0);
 		}
+		node_metrics(ag);
 		/*
 		 * With deliveries taken and not yet written, only what is
 		 * there already is read: caught up, they are written at once
@@ -2277,6 +2384,7 @@ from_amqp(struct agent *ag)
 	ag->batching = 1;
 	while (!stop) {
 		maybe_report(ag, 0);
+		node_metrics(ag);
 		rc = ag->batching ? tl_amqp_get(ag->a, q, &d) :
 		    tl_amqp_next(ag->a, tl_sub_deadline(1000), &d);
 		if (rc == TL_ENOTFOUND && ag->batching) {
@@ -2534,6 +2642,7 @@ main(int argc, char **argv)
 		{ "user", required_argument, NULL, 'U' },
 		{ "once", no_argument, NULL, 'o' },
 		{ "report-interval", required_argument, NULL, 'R' },
+		{ "metrics", required_argument, NULL, 'M' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -2541,7 +2650,7 @@ main(int argc, char **argv)
 	static struct agent ag;
 	struct sigaction sa;
 	const char *keyfile = NULL, *pwfile = NULL, *user = NULL;
-	const char *amqp_ca = NULL;
+	const char *amqp_ca = NULL, *maddr = NULL;
 	char why[200] = "", statebuf[300];
 	void *secrets;
 	int c, rc, ex = EXIT_OK, search = 0;
@@ -2573,6 +2682,14 @@ main(int argc, char **argv)
 		case 'C': amqp_ca = optarg; break;
 		case 'A': ag.acks = optarg; break;
 		case 'o': ag.once = 1; break;
+		case 'M':
+			if (tl_mx_addr_ok(optarg, why, sizeof(why)) != 0) {
+				fprintf(stderr, "tally-node: %s\n", why);
+				ex = EXIT_USAGE;
+				goto out;
+			}
+			maddr = optarg;
+			break;
 		case 'R':
 			ag.report_every = (unsigned)strtoul(optarg, NULL, 10);
 			if (ag.report_every == 0) {
@@ -2688,6 +2805,14 @@ main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	if (maddr != NULL) {
+		if (tl_mx_start(maddr, &ag.mx, why, sizeof(why)) != 0) {
+			say("error", "%s", why);
+			ex = EXIT_FAIL;
+			goto out;
+		}
+		say("info", "metrics on http://%s/metrics", maddr);
+	}
 	if (ag.home != NULL) {
 		char logdir[1200];
 
@@ -2721,6 +2846,7 @@ main(int argc, char **argv)
 	else if (ag.once && (ag.reload_failed || ag.value_refused))
 		ex = EXIT_UNHEALTHY;
 out:
+	tl_mx_stop(ag.mx);
 	if (ag.dirfd >= 0)
 		close(ag.dirfd);
 	if (ag.statefd >= 0)

@@ -9,7 +9,6 @@
  * TL_MX_NCOUNTS each, the rest under "other"); no grant id is a label.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,107 +25,6 @@
 #include "projections/record.h"
 #include "projections/status.h"
 #include "metrics.h"
-
-const double tl_mx_buckets[TL_MX_NBUCKETS] = {
-	0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60
-};
-
-void
-tl_mx_observe(struct tl_mx_hist *h, double secs)
-{
-	size_t i;
-
-	h->count++;
-	h->sum += secs;
-	for (i = 0; i < TL_MX_NBUCKETS; i++)
-		if (secs <= tl_mx_buckets[i])
-			h->le[i]++;
-}
-
-/* --- a growing text -------------------------------------------------- */
-
-struct sb {
-	char	*p;
-	size_t	 len, cap;
-	int	 err;
-};
-
-static void sb_addf(struct sb *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-sb_vaddf(struct sb *b, const char *fmt, va_list ap)
-{
-	va_list aq;
-	int n;
-
-	if (b->err)
-		return;
-	va_copy(aq, ap);
-	n = vsnprintf(b->p != NULL ? b->p + b->len : NULL, b->p != NULL ?
-	    b->cap - b->len : 0, fmt, aq);
-	va_end(aq);
-	if (n < 0) {
-		b->err = EINVAL;
-		return;
-	}
-	if (b->p == NULL || b->len + (size_t)n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *q;
-
-		while (cap < b->len + (size_t)n + 1)
-			cap *= 2;
-		if ((q = realloc(b->p, cap)) == NULL) {
-			b->err = ENOMEM;
-			return;
-		}
-		b->p = q;
-		b->cap = cap;
-		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	}
-	b->len += (size_t)n;
-}
-
-static void
-sb_addf(struct sb *b, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	sb_vaddf(b, fmt, ap);
-	va_end(ap);
-}
-
-/*
- * A label value as the format wants it: '\\', '"' and newline escaped.
- * Ours are names (NODE/MODULE, states, kinds) of a few printable bytes;
- * anything else becomes '?', and a value is cut at 200 bytes.
- */
-static const char *
-lv(const char *s, char out[512])
-{
-	size_t o = 0;
-
-	for (; *s != '\0' && o < 400; s++) {
-		if (*s == '\\' || *s == '"') {
-			out[o++] = '\\';
-			out[o++] = *s;
-		} else if (*s == '\n') {
-			out[o++] = '\\';
-			out[o++] = 'n';
-		} else
-			out[o++] = (unsigned char)*s < 0x20 ||
-			    (unsigned char)*s == 0x7f ? '?' : *s;
-	}
-	out[o] = '\0';
-	return out;
-}
-
-static void
-head(struct sb *b, const char *name, const char *type, const char *help)
-{
-	sb_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
 
 /* --- counters from the log ------------------------------------------- */
 
@@ -194,16 +92,16 @@ count_events(struct tl_txn *t, struct tl_mx_state *st, uint64_t last)
 }
 
 static void
-counts(struct sb *b, const char *name, const char *label,
+counts(struct tl_mx_buf *b, const char *name, const char *label,
     const struct tl_mx_count *c, const char *help)
 {
 	char e[512];
 	size_t i;
 
-	head(b, name, "counter", help);
+	tl_mx_head(b, name, "counter", help);
 	for (i = 0; i < TL_MX_NCOUNTS && c[i].label[0] != '\0'; i++)
-		sb_addf(b, "%s{%s=\"%s\"} %llu\n", name, label,
-		    lv(c[i].label, e), (unsigned long long)c[i].n);
+		tl_mx_addf(b, "%s{%s=\"%s\"} %llu\n", name, label,
+		    tl_mx_label(c[i].label, e), (unsigned long long)c[i].n);
 }
 
 /* --- grants, by provider and state ----------------------------------- */
@@ -280,7 +178,7 @@ grant_one(const struct tl_grant *g, void *arg)
 struct pwalk {
 	struct tl_txn		*t;
 	const struct tl_proj	*p;
-	struct sb		*b;
+	struct tl_mx_buf	*b;
 };
 
 static int
@@ -301,7 +199,7 @@ provider_one(const char *rest, const void *val, size_t len, void *arg)
 	    tl_rec_get(w->t, w->p->graph, k, &r) == 0;
 	if (down)
 		tl_rec_close(&r);
-	sb_addf(w->b, "tally_provider_up{provider=\"%s\"} %d\n", lv(rest, e),
+	tl_mx_addf(w->b, "tally_provider_up{provider=\"%s\"} %d\n", tl_mx_label(rest, e),
 	    !down);
 	return 0;
 }
@@ -309,7 +207,7 @@ provider_one(const char *rest, const void *val, size_t len, void *arg)
 /* --- rotations waiting on holders ------------------------------------ */
 
 static void
-rotations(struct sb *b, struct tl_txn *t, const struct tl_proj *p,
+rotations(struct tl_mx_buf *b, struct tl_txn *t, const struct tl_proj *p,
     uint64_t now_ns)
 {
 	json_t *att = NULL, *rw, *x;
@@ -329,17 +227,17 @@ rotations(struct sb *b, struct tl_txn *t, const struct tl_proj *p,
 				oldest = (uint64_t)s;
 		}
 	json_decref(att);
-	head(b, "tally_rotations_in_progress", "gauge", "Rotations waiting "
+	tl_mx_head(b, "tally_rotations_in_progress", "gauge", "Rotations waiting "
 	    "for their holders' acknowledgements.");
-	sb_addf(b, "tally_rotations_in_progress %llu\n",
+	tl_mx_addf(b, "tally_rotations_in_progress %llu\n",
 	    (unsigned long long)n);
-	head(b, "tally_rotation_oldest_age_seconds", "gauge", "How long the "
+	tl_mx_head(b, "tally_rotation_oldest_age_seconds", "gauge", "How long the "
 	    "oldest rotation in progress has been waiting (0: none).");
-	sb_addf(b, "tally_rotation_oldest_age_seconds %.3f\n", oldest &&
+	tl_mx_addf(b, "tally_rotation_oldest_age_seconds %.3f\n", oldest &&
 	    now_ns > oldest ? (double)(now_ns - oldest) / 1e9 : 0.0);
-	head(b, "tally_acks_outstanding", "gauge", "Holders whose "
+	tl_mx_head(b, "tally_acks_outstanding", "gauge", "Holders whose "
 	    "acknowledgement a rotation waits for.");
-	sb_addf(b, "tally_acks_outstanding %llu\n", (unsigned long long)acks);
+	tl_mx_addf(b, "tally_acks_outstanding %llu\n", (unsigned long long)acks);
 }
 
 /* --- all of it ------------------------------------------------------- */
@@ -357,14 +255,14 @@ int
 tl_mx_text(struct tl_rx *rx, struct tl_mx_state *st, char **out,
     size_t *len)
 {
-	struct sb b = { NULL, 0, 0, 0 };
+	struct tl_mx_buf b = TL_MX_BUF_INIT;
 	struct gwalk gw;
 	struct pwalk pw;
 	struct tl_txn *t = NULL;
 	struct tl_proj p;
 	uint64_t last = 0, used = 0, map = 0, now = wall_ns();
 	char e[512];
-	size_t i, j, k;
+	size_t i, j;
 	int rc;
 
 	*out = NULL;
@@ -378,40 +276,40 @@ tl_mx_text(struct tl_rx *rx, struct tl_mx_state *st, char **out,
 	    (rc = tl_proj_open(t, &p)) != 0)
 		goto out;
 
-	head(&b, "tally_info", "gauge", "This control plane: its version and "
+	tl_mx_head(&b, "tally_info", "gauge", "This control plane: its version and "
 	    "mesh.");
-	sb_addf(&b, "tally_info{version=\"%s\",mesh=\"%s\"} 1\n",
-	    lv(TL_VERSION, e), rx->mesh);
-	head(&b, "tally_leader_epoch", "gauge", "The epoch this control plane "
+	tl_mx_addf(&b, "tally_info{version=\"%s\",mesh=\"%s\"} 1\n",
+	    tl_mx_label(TL_VERSION, e), rx->mesh);
+	tl_mx_head(&b, "tally_leader_epoch", "gauge", "The epoch this control plane "
 	    "leads at.");
-	sb_addf(&b, "tally_leader_epoch %llu\n", (unsigned long long)rx->epoch);
-	head(&b, "tally_log_head_sequence", "gauge", "The sequence number of "
+	tl_mx_addf(&b, "tally_leader_epoch %llu\n", (unsigned long long)rx->epoch);
+	tl_mx_head(&b, "tally_log_head_sequence", "gauge", "The sequence number of "
 	    "the log's last event.");
-	sb_addf(&b, "tally_log_head_sequence %llu\n", (unsigned long long)last);
+	tl_mx_addf(&b, "tally_log_head_sequence %llu\n", (unsigned long long)last);
 
 	gw.t = t;
 	gw.now_ns = now;
 	if ((rc = tl_grant_each(t, &p, grant_one, &gw)) != 0 ||
 	    (rc = gw.err) != 0)
 		goto out;
-	head(&b, "tally_grants", "gauge", "Grants by provider and state.");
+	tl_mx_head(&b, "tally_grants", "gauge", "Grants by provider and state.");
 	for (i = 0; i < gw.nps; i++)
 		for (j = 0; j < NSTATES && gw.ps[i].state[j][0] != '\0'; j++)
-			sb_addf(&b, "tally_grants{provider=\"%s\",state=\"%s\"} "
-			    "%llu\n", lv(gw.ps[i].provider, e),
+			tl_mx_addf(&b, "tally_grants{provider=\"%s\",state=\"%s\"} "
+			    "%llu\n", tl_mx_label(gw.ps[i].provider, e),
 			    gw.ps[i].state[j], (unsigned long long)gw.ps[i].n[j]);
-	head(&b, "tally_verification_oldest_age_seconds", "gauge", "Since "
+	tl_mx_head(&b, "tally_verification_oldest_age_seconds", "gauge", "Since "
 	    "when the least recently verified provisioned grant was last "
 	    "checked (0: none checked).");
-	sb_addf(&b, "tally_verification_oldest_age_seconds %.3f\n",
+	tl_mx_addf(&b, "tally_verification_oldest_age_seconds %.3f\n",
 	    gw.oldest_ns && now > gw.oldest_ns ?
 	    (double)(now - gw.oldest_ns) / 1e9 : 0.0);
-	head(&b, "tally_grants_unverified", "gauge", "Provisioned grants never "
+	tl_mx_head(&b, "tally_grants_unverified", "gauge", "Provisioned grants never "
 	    "verified yet.");
-	sb_addf(&b, "tally_grants_unverified %llu\n",
+	tl_mx_addf(&b, "tally_grants_unverified %llu\n",
 	    (unsigned long long)gw.unverified);
 
-	head(&b, "tally_provider_up", "gauge", "1 when the provider was "
+	tl_mx_head(&b, "tally_provider_up", "gauge", "1 when the provider was "
 	    "reachable at tally's last call, 0 when it was recorded "
 	    "unreachable (or untrusted, or its admin login refused).");
 	pw.t = t;
@@ -428,38 +326,26 @@ tl_mx_text(struct tl_rx *rx, struct tl_mx_state *st, char **out,
 	counts(&b, "tally_refused_total", "event", st->refused, "Messages and "
 	    "requests refused and recorded (security.*-refused, "
 	    "certificate.refused, ...), since tallyd started.");
-	head(&b, "tally_verifications_total", "counter", "Grants checked by "
+	tl_mx_head(&b, "tally_verifications_total", "counter", "Grants checked by "
 	    "the verifier, since tallyd started.");
-	sb_addf(&b, "tally_verifications_total %llu\n",
+	tl_mx_addf(&b, "tally_verifications_total %llu\n",
 	    (unsigned long long)st->verified);
-	head(&b, "tally_verifications_unhealthy_total", "counter", "Checks "
+	tl_mx_head(&b, "tally_verifications_unhealthy_total", "counter", "Checks "
 	    "that found a grant not healthy, since tallyd started.");
-	sb_addf(&b, "tally_verifications_unhealthy_total %llu\n",
+	tl_mx_addf(&b, "tally_verifications_unhealthy_total %llu\n",
 	    (unsigned long long)st->unhealthy);
 
-	head(&b, "tally_pass_duration_seconds", "histogram", "How long each "
+	tl_mx_head(&b, "tally_pass_duration_seconds", "histogram", "How long each "
 	    "reactor's passes took.");
-	for (i = 0; i < st->npass; i++) {
-		const struct tl_mx_hist *h = &st->pass[i];
-
-		for (k = 0; k < TL_MX_NBUCKETS; k++)
-			sb_addf(&b, "tally_pass_duration_seconds_bucket{reactor="
-			    "\"%s\",le=\"%g\"} %llu\n", st->pass_names[i],
-			    tl_mx_buckets[k], (unsigned long long)h->le[k]);
-		sb_addf(&b, "tally_pass_duration_seconds_bucket{reactor=\"%s\","
-		    "le=\"+Inf\"} %llu\n", st->pass_names[i],
-		    (unsigned long long)h->count);
-		sb_addf(&b, "tally_pass_duration_seconds_sum{reactor=\"%s\"} "
-		    "%.6f\n", st->pass_names[i], h->sum);
-		sb_addf(&b, "tally_pass_duration_seconds_count{reactor=\"%s\"} "
-		    "%llu\n", st->pass_names[i], (unsigned long long)h->count);
-	}
+	for (i = 0; i < st->npass; i++)
+		tl_mx_hist_write(&b, "tally_pass_duration_seconds", "reactor",
+		    st->pass_names[i], &st->pass[i]);
 	tl_log_abort(t);
 	t = NULL;
 	if (tl_log_size(rx->log, &used, &map) == 0) {
-		head(&b, "tally_log_size_bytes", "gauge", "The log's data file "
+		tl_mx_head(&b, "tally_log_size_bytes", "gauge", "The log's data file "
 		    "in use, in bytes.");
-		sb_addf(&b, "tally_log_size_bytes %llu\n",
+		tl_mx_addf(&b, "tally_log_size_bytes %llu\n",
 		    (unsigned long long)used);
 	}
 	if ((rc = b.err) != 0)

@@ -1,9 +1,11 @@
 /*
- * metrics.c - tallyd --metrics: the HTTP side (metrics.h).
+ * metrics.c - --metrics: the HTTP side, and the text's helpers
+ * (metrics.h).
  */
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,7 @@
 #include <microhttpd.h>
 
 #include "core/error.h"
-#include "metrics.h"
+#include "core/metrics.h"
 
 struct tl_mx {
 	struct MHD_Daemon	*d;
@@ -288,4 +290,114 @@ tl_mx_publish(struct tl_mx *m, char *text, size_t len)
 	m->gen++;
 	pthread_cond_broadcast(&m->cv);
 	pthread_mutex_unlock(&m->mu);
+}
+
+/* --- writing the text ------------------------------------------------ */
+
+const double tl_mx_buckets[TL_MX_NBUCKETS] = {
+	0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60
+};
+
+void
+tl_mx_observe(struct tl_mx_hist *h, double secs)
+{
+	size_t i;
+
+	h->count++;
+	h->sum += secs;
+	for (i = 0; i < TL_MX_NBUCKETS; i++)
+		if (secs <= tl_mx_buckets[i])
+			h->le[i]++;
+}
+
+void
+tl_mx_vaddf(struct tl_mx_buf *b, const char *fmt, va_list ap)
+{
+	va_list aq;
+	int n;
+
+	if (b->err)
+		return;
+	va_copy(aq, ap);
+	n = vsnprintf(b->p != NULL ? b->p + b->len : NULL, b->p != NULL ?
+	    b->cap - b->len : 0, fmt, aq);
+	va_end(aq);
+	if (n < 0) {
+		b->err = EINVAL;
+		return;
+	}
+	if (b->p == NULL || b->len + (size_t)n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *q;
+
+		while (cap < b->len + (size_t)n + 1)
+			cap *= 2;
+		if ((q = realloc(b->p, cap)) == NULL) {
+			b->err = ENOMEM;
+			return;
+		}
+		b->p = q;
+		b->cap = cap;
+		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+	}
+	b->len += (size_t)n;
+}
+
+void
+tl_mx_addf(struct tl_mx_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	tl_mx_vaddf(b, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * A label value as the format wants it: '\\', '"' and newline escaped.
+ * Ours are names (NODE/MODULE, states, kinds) of a few printable bytes;
+ * anything else becomes '?', and a value is cut at 200 bytes.
+ */
+const char *
+tl_mx_label(const char *s, char out[512])
+{
+	size_t o = 0;
+
+	for (; *s != '\0' && o < 400; s++) {
+		if (*s == '\\' || *s == '"') {
+			out[o++] = '\\';
+			out[o++] = *s;
+		} else if (*s == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else
+			out[o++] = (unsigned char)*s < 0x20 ||
+			    (unsigned char)*s == 0x7f ? '?' : *s;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+void
+tl_mx_head(struct tl_mx_buf *b, const char *name, const char *type, const char *help)
+{
+	tl_mx_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void
+tl_mx_hist_write(struct tl_mx_buf *b, const char *name, const char *label,
+    const char *value, const struct tl_mx_hist *h)
+{
+	char e[512];
+	size_t k;
+
+	tl_mx_label(value, e);
+	for (k = 0; k < TL_MX_NBUCKETS; k++)
+		tl_mx_addf(b, "%s_bucket{%s=\"%s\",le=\"%g\"} %llu\n", name,
+		    label, e, tl_mx_buckets[k], (unsigned long long)h->le[k]);
+	tl_mx_addf(b, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n", name, label,
+	    e, (unsigned long long)h->count);
+	tl_mx_addf(b, "%s_sum{%s=\"%s\"} %.6f\n", name, label, e, h->sum);
+	tl_mx_addf(b, "%s_count{%s=\"%s\"} %llu\n", name, label, e,
+	    (unsigned long long)h->count);
 }

@@ -48,6 +48,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "projections/decide.h"
+#include "reactors/metrics.h"
+#include "reactors/rx.h"
 #include "tests/lib/tl_bench.h"
 #include "tests/lib/tl_test.h"
 
@@ -404,6 +406,49 @@ time_command(const char *label, const char *bin, const char *home,
 	free(c);
 }
 
+/*
+ * What one scrape of tallyd --metrics costs at this size: the text
+ * built as the daemon's loop builds it (reactors/metrics.c), the first
+ * call (which only notes the head) untimed, then BENCH_RUNS timed.
+ */
+static void
+scrape_cost(struct tl_log *log)
+{
+	struct tl_rx rx;
+	struct tl_mx_state st;
+	double t[64], t0;
+	char *text = NULL;
+	size_t len = 0, grants = 0;
+	const char *p;
+	int i, runs = 9, rc;
+
+	tl_rx_init(&rx);
+	rx.log = log;
+	memset(&st, 0, sizeof(st));
+	for (i = -1; i < runs; i++) {
+		free(text);
+		text = NULL;
+		t0 = tl_bench_now();
+		if ((rc = tl_mx_text(&rx, &st, &text, &len)) != 0) {
+			printf("  metrics: FAILED (%s)\n", tl_strerror(rc));
+			tl_rx_free(&rx);
+			return;
+		}
+		if (i >= 0)
+			t[i] = (tl_bench_now() - t0) * 1000;
+	}
+	for (p = text; (p = strstr(p, "\ntally_grants{")) != NULL; p++)
+		grants += strtoull(strchr(p, '}') + 2, NULL, 10);
+	printf("  tallyd --metrics, one scrape at %zu grants: median %.1f ms "
+	    "(%zu bytes of text)  [target < 500 ms]\n", grants,
+	    tl_bench_median(t, runs), len);
+	tl_bench_target("metrics: one scrape at the mesh's size", "< 500 ms",
+	    tl_bench_median(t, runs) < 500, "%.1f ms at %zu grants",
+	    tl_bench_median(t, runs), grants);
+	free(text);
+	tl_rx_free(&rx);
+}
+
 int
 main(void)
 {
@@ -470,6 +515,7 @@ main(void)
 	tl_log_last(t, &last, NULL);
 	tl_log_abort(t);
 	tl_log_size(log, &used, &map);
+	scrape_cost(log);
 	tl_log_close(log);
 	/*
 	 * The bulk load did not sync: write it out now, so that the

@@ -22,7 +22,7 @@
  *
  * Below it: helpers to write that text (a growing buffer, label
  * values, histograms).  What each program reports is its own
- * (tools/tallyd/metrics_text.c, tools/tally-node/main.c), built in its
+ * (reactors/metrics.c, tools/tally-node/main.c), built in its
  * loop's thread.
  */
 #ifndef TL_METRICS_H

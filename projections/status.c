@@ -1190,6 +1190,48 @@ attn_one(const struct tl_grant *g, void *arg)
 	return 0;
 }
 
+struct rots_arg {
+	struct tl_txn		*t;
+	const struct tl_proj	*p;
+	json_t			*a;
+};
+
+static int
+rots_one(const struct tl_rotation *r, void *arg)
+{
+	struct rots_arg *ra = arg;
+	struct tl_grant g;
+	json_t *j, *rot;
+
+	if (tl_grant_get(ra->t, ra->p, r->grant, &g, NULL) != 0 ||
+	    (j = json_object()) == NULL)
+		return 0;
+	rotation_status(ra->t, ra->p, &g, j);
+	if ((rot = json_object_get(j, "rotation")) != NULL) {
+		json_object_set_new(rot, "grant", json_string(g.id));
+		json_array_append(ra->a, rot);
+	}
+	json_decref(j);
+	return 0;
+}
+
+int
+tl_status_rotations(struct tl_txn *t, const struct tl_proj *p, json_t **out)
+{
+	struct rots_arg ra = { t, p, json_array() };
+	int rc;
+
+	*out = NULL;
+	if (ra.a == NULL)
+		return ENOMEM;
+	if ((rc = tl_rot_each(t, p, rots_one, &ra)) != 0) {
+		json_decref(ra.a);
+		return rc;
+	}
+	*out = ra.a;
+	return 0;
+}
+
 int
 tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
     uint64_t now_ns, json_t **out)

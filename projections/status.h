@@ -81,6 +81,15 @@ int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 int	tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
 	    uint64_t now_ns, json_t **out);
 
+/*
+ * Every rotation under way, as status shows each ("rotation" of a
+ * requirement, with "grant"): [{grant, from, to, step, started_ns,
+ * deadline_ns, waiting_on[NODE/MODULE], reason, ...}].  It costs the
+ * rotations, not the grants (tl_rot_each).
+ */
+int	tl_status_rotations(struct tl_txn *t, const struct tl_proj *p,
+	    json_t **out);
+
 /* Is a status document (module or all) entirely healthy? */
 int	tl_status_healthy(const json_t *st);
 

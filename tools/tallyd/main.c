@@ -36,7 +36,7 @@
 #include "reactors/rx.h"
 #include "follow.h"
 #include "helper.h"
-#include "metrics.h"
+#include "reactors/metrics.h"
 #include "tools/tallyd/cluster.h"
 #include "tools/exit.h"
 

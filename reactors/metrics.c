@@ -1,5 +1,5 @@
 /*
- * metrics_text.c - the figures tallyd --metrics serves (metrics.h), as
+ * metrics.c - the figures tallyd --metrics serves (metrics.h), as
  * the Prometheus text exposition format, built in the main loop's
  * thread from the projections (the same records tally status reads),
  * the log and the loop's own timings.
@@ -118,21 +118,31 @@ struct gwalk {
 	struct tl_txn	*t;
 	struct pstate	*ps;
 	size_t		 nps, cap;
-	uint64_t	 now_ns;
 	uint64_t	 oldest_ns;	/* the least recent verification */
 	uint64_t	 unverified;	/* provisioned, never checked */
 	int		 err;
 };
 
+/*
+ * One grant's record, read for its provider and state alone (a scrape
+ * costs one pass over the records, no whole decode of each).
+ */
 static int
-grant_one(const struct tl_grant *g, void *arg)
+grant_one(const char *id, const void *val, size_t vlen, void *arg)
 {
 	struct gwalk *w = arg;
 	struct pstate *p = NULL;
+	struct tl_rec r;
+	char provider[130] = "", state[16] = "";
 	size_t i;
 
+	if (tl_rec_open(val, vlen, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "provider", provider, sizeof(provider));
+	tl_bn_getstr(r.m, "state", state, sizeof(state));
+	tl_rec_close(&r);
 	for (i = 0; i < w->nps; i++)
-		if (strcmp(w->ps[i].provider, g->provider) == 0) {
+		if (strcmp(w->ps[i].provider, provider) == 0) {
 			p = &w->ps[i];
 			break;
 		}
@@ -150,22 +160,20 @@ grant_one(const struct tl_grant *g, void *arg)
 		}
 		p = &w->ps[w->nps++];
 		memset(p, 0, sizeof(*p));
-		snprintf(p->provider, sizeof(p->provider), "%s", g->provider);
+		snprintf(p->provider, sizeof(p->provider), "%s", provider);
 	}
 	for (i = 0; i < NSTATES && p->state[i][0] != '\0'; i++)
-		if (strcmp(p->state[i], g->state) == 0)
+		if (strcmp(p->state[i], state) == 0)
 			break;
 	if (i < NSTATES) {
 		if (p->state[i][0] == '\0')
-			snprintf(p->state[i], sizeof(p->state[i]), "%s",
-			    g->state);
+			snprintf(p->state[i], sizeof(p->state[i]), "%s", state);
 		p->n[i]++;
 	}
-	if (strcmp(g->state, TL_GRANT_PROVISIONED) == 0) {
+	if (strcmp(state, TL_GRANT_PROVISIONED) == 0) {
 		uint64_t last = 0, count = 0;
 
-		if (tl_checks_get(w->t, g->id, &last, &count) != 0 ||
-		    last == 0)
+		if (tl_checks_get(w->t, id, &last, &count) != 0 || last == 0)
 			w->unverified++;
 		else if (w->oldest_ns == 0 || last < w->oldest_ns)
 			w->oldest_ns = last;
@@ -210,23 +218,25 @@ static void
 rotations(struct tl_mx_buf *b, struct tl_txn *t, const struct tl_proj *p,
     uint64_t now_ns)
 {
-	json_t *att = NULL, *rw, *x;
+	json_t *rs = NULL, *x;
 	uint64_t n = 0, acks = 0, oldest = 0;
 	size_t i;
 
-	if (tl_status_attention(t, p, now_ns, &att) == 0 &&
-	    (rw = json_object_get(att, "rotations_waiting")) != NULL)
-		json_array_foreach(rw, i, x) {
+	if (tl_status_rotations(t, p, &rs) == 0)
+		json_array_foreach(rs, i, x) {
 			json_int_t s = json_integer_value(json_object_get(x,
 			    "started_ns"));
-
-			n++;
-			acks += json_array_size(json_object_get(x,
+			size_t w = json_array_size(json_object_get(x,
 			    "waiting_on"));
+
+			if (w == 0)
+				continue;
+			n++;
+			acks += w;
 			if (s > 0 && (oldest == 0 || (uint64_t)s < oldest))
 				oldest = (uint64_t)s;
 		}
-	json_decref(att);
+	json_decref(rs);
 	tl_mx_head(b, "tally_rotations_in_progress", "gauge", "Rotations waiting "
 	    "for their holders' acknowledgements.");
 	tl_mx_addf(b, "tally_rotations_in_progress %llu\n",
@@ -288,8 +298,7 @@ tl_mx_text(struct tl_rx *rx, struct tl_mx_state *st, char **out,
 	tl_mx_addf(&b, "tally_log_head_sequence %llu\n", (unsigned long long)last);
 
 	gw.t = t;
-	gw.now_ns = now;
-	if ((rc = tl_grant_each(t, &p, grant_one, &gw)) != 0 ||
+	if ((rc = tl_rec_scan(t, p.grants, "g/", grant_one, &gw)) != 0 ||
 	    (rc = gw.err) != 0)
 		goto out;
 	tl_mx_head(&b, "tally_grants", "gauge", "Grants by provider and state.");

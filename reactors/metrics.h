@@ -1,16 +1,16 @@
 /*
  * metrics.h - what tallyd reports on --metrics (core/metrics.h serves
- * it): built by metrics_text.c in the daemon's loop from the
+ * it): built in the daemon's loop, never on another thread, from the
  * projections, the log and the loop's own figures.
  */
-#ifndef TL_TALLYD_METRICS_H
-#define TL_TALLYD_METRICS_H
+#ifndef TL_RX_METRICS_H
+#define TL_RX_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/metrics.h"
-#include "reactors/rx.h"
+#include "rx.h"
 
 /* Events of a kind since tallyd started, by a label (at most 32). */
 #define TL_MX_NCOUNTS	32

@@ -161,6 +161,15 @@ int	tl_cl_register(struct tl_cl *cl, uint64_t seq);
  */
 int	tl_cl_trim(struct tl_cl *cl, uint64_t head, uint64_t *belowp);
 
+/*
+ * The marks of the followers alive (their leases), this control plane's
+ * own left out: fn(id, seq, arg) for each, in the ids' order; a
+ * nonzero return from fn stops the walk and is returned.  0, or an
+ * etcd error (TL_EUNAVAIL ...).  What --metrics reports as lag.
+ */
+typedef int (*tl_cl_mark_fn)(const char *id, uint64_t seq, void *arg);
+int	tl_cl_marks(struct tl_cl *cl, tl_cl_mark_fn fn, void *arg);
+
 /* The epoch cl leads at (0: none). */
 uint64_t tl_cl_epoch(const struct tl_cl *cl);
 

@@ -514,6 +514,35 @@ tl_cl_register(struct tl_cl *cl, uint64_t seq)
 }
 
 int
+tl_cl_marks(struct tl_cl *cl, tl_cl_mark_fn fn, void *arg)
+{
+	struct tl_etcd_range r;
+	uint8_t end[TL_CL_KEY_MAX];
+	char pfx[TL_CL_KEY_MAX], id[TL_CL_KEY_MAX];
+	size_t pl, el, i, n;
+	int rc;
+
+	pthread_mutex_lock(&cl->mu);
+	pl = tl_cl_key(cl, "applied/", pfx);
+	tl_etcd_prefix_end(pfx, pl, end, &el);
+	rc = tl_etcd_range(cl->e, pfx, pl, end, el, 0, 0, 0, &r);
+	pthread_mutex_unlock(&cl->mu);
+	if (rc != 0)
+		return rc;
+	for (i = 0; rc == 0 && i < r.n; i++) {
+		if (r.kvs[i].val_len != 8 || r.kvs[i].key_len <= pl ||
+		    (n = r.kvs[i].key_len - pl) >= sizeof(id))
+			continue;
+		memcpy(id, (const char *)r.kvs[i].key + pl, n);
+		id[n] = '\0';
+		if (strcmp(id, cl->c->id) != 0)
+			rc = fn(id, tl_get_be64(r.kvs[i].val), arg);
+	}
+	tl_etcd_range_free(&r);
+	return rc;
+}
+
+int
 tl_cl_trim(struct tl_cl *cl, uint64_t head, uint64_t *belowp)
 {
 	int rc;

@@ -351,6 +351,8 @@ tl_mx_text(struct tl_rx *rx, struct tl_mx_state *st, char **out,
 		    st->pass_names[i], &st->pass[i]);
 	tl_log_abort(t);
 	t = NULL;
+	if (st->extra != NULL)
+		st->extra(&b, last, st->extra_arg);
 	if (tl_log_size(rx->log, &used, &map) == 0) {
 		tl_mx_head(&b, "tally_log_size_bytes", "gauge", "The log's data file "
 		    "in use, in bytes.");

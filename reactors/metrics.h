@@ -29,6 +29,13 @@ struct tl_mx_state {
 	struct tl_mx_count	 repaired[TL_MX_NCOUNTS];
 	struct tl_mx_count	 refused[TL_MX_NCOUNTS];
 	uint64_t		 verified, unhealthy;	/* checks, by tallyd */
+	/*
+	 * What the program adds of its own (a cluster's followers), after
+	 * the rest, with the log's head; NULL: nothing.
+	 */
+	void			(*extra)(struct tl_mx_buf *b, uint64_t head,
+				    void *arg);
+	void			*extra_arg;
 };
 
 /*

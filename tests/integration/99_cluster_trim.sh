@@ -10,7 +10,8 @@
 
 t_say "a cluster of three homes keeping 10 events below its followers"
 c_cluster 4 10
-c_tallyd a
+MP=$(t_free_port)
+c_tallyd a --metrics "127.0.0.1:$MP"
 [ "$(c_wait_leader 20)" = a ] || t_fail "A does not lead"
 t_node node-a 127.0.0.1
 tly apply "$TALLY_SRC/examples/download.yaml" >/dev/null
@@ -19,10 +20,20 @@ c_tallyd b
 c_tallyd c
 t_wait_for 20 "C following" grep -q "info: following" "$W/tallyd-c.log"
 c_same_logs 30
+# The leader's --metrics: each follower's mark and lag (issue 27).
+t_wait_for 20 "two followers in A's metrics" sh -c \
+	"curl -fsS --max-time 5 http://127.0.0.1:$MP/metrics | grep -qx 'tally_cluster_followers 2'"
+curl -fsS --max-time 5 "http://127.0.0.1:$MP/metrics" >"$W/m.txt"
+promtool check metrics <"$W/m.txt" >"$W/promtool.out" 2>&1 || t_fail "promtool: $(cat "$W/promtool.out")"
+[ "$(grep -c '^tally_follower_lag_events{follower="' "$W/m.txt")" -eq 2 ] ||
+	t_fail "lag lines: $(grep follower "$W/m.txt")"
+t_ok "A's metrics: 2 followers, $(grep '^tally_follower_lag_events' "$W/m.txt" | tr '\n' ' ')"
 
 t_say "C stopped; the record grows on"
 kill -TERM "$C_PID_c"
 t_wait_exit "$C_PID_c" 10
+t_wait_for 30 "one follower in A's metrics once C's lease lapsed" sh -c \
+	"curl -fsS --max-time 5 http://127.0.0.1:$MP/metrics | grep -qx 'tally_cluster_followers 1'"
 CHEAD=$(c_tly c log --json | wc -l)
 c_consumers 30
 i=1

@@ -13,9 +13,11 @@
 #include "cluster/cluster.h"
 #include "core/body.h"
 #include "core/error.h"
+#include "core/metrics.h"
 #include "projections/events.h"
 #include "reactors/epoch.h"
 #include "tools/exit.h"
+#include "core/metrics.h"
 #include "tools/tallyd/cluster.h"
 
 /* How long a follower waits for a change before it looks again. */
@@ -443,4 +445,55 @@ out:
 	default:
 		return TL_EXIT_FAIL;
 	}
+}
+
+/* At most so many followers reported: a cluster is three or five. */
+#define MARKS_MAX	32
+
+struct mark_arg {
+	char		 id[MARKS_MAX][64];
+	uint64_t	 seq[MARKS_MAX];
+	unsigned	 n;
+};
+
+static int
+mark_one(const char *id, uint64_t seq, void *arg)
+{
+	struct mark_arg *ma = arg;
+
+	if (ma->n == MARKS_MAX)
+		return 0;
+	snprintf(ma->id[ma->n], sizeof(ma->id[0]), "%s", id);
+	ma->seq[ma->n++] = seq;
+	return 0;
+}
+
+void
+tl_tallyd_cluster_metrics(struct tl_mx_buf *b, uint64_t head, void *arg)
+{
+	struct tl_tallyd_cluster *tc = arg;
+	struct mark_arg ma;
+	char e[512];
+	unsigned i;
+
+	ma.n = 0;
+	if (tl_cl_marks(tc->cl, mark_one, &ma) != 0)
+		return;	/* etcd unreachable: no figures, not old ones */
+	tl_mx_head(b, "tally_cluster_followers", "gauge", "Followers whose "
+	    "lease is alive.");
+	tl_mx_addf(b, "tally_cluster_followers %u\n", ma.n);
+	tl_mx_head(b, "tally_follower_applied_sequence", "gauge", "The last "
+	    "event each live follower has applied (its mark on etcd, put "
+	    "every second).");
+	for (i = 0; i < ma.n; i++)
+		tl_mx_addf(b, "tally_follower_applied_sequence{follower=\"%s\"} "
+		    "%llu\n", tl_mx_label(ma.id[i], e),
+		    (unsigned long long)ma.seq[i]);
+	tl_mx_head(b, "tally_follower_lag_events", "gauge", "How many events "
+	    "each live follower is behind the leader's head.");
+	for (i = 0; i < ma.n; i++)
+		tl_mx_addf(b, "tally_follower_lag_events{follower=\"%s\"} "
+		    "%llu\n", tl_mx_label(ma.id[i], e),
+		    (unsigned long long)(head > ma.seq[i] ? head - ma.seq[i] :
+		    0));
 }

@@ -26,6 +26,14 @@ int	tl_tallyd_cluster_open(struct tl_rx *rx, struct tl_tallyd_cluster *tc);
 void	tl_tallyd_cluster_close(struct tl_tallyd_cluster *tc);
 
 /*
+ * --metrics, a leader's (reactors/metrics.h extra; arg the cluster):
+ * each live follower's mark and how far it is behind head.
+ */
+struct tl_mx_buf;
+void	tl_tallyd_cluster_metrics(struct tl_mx_buf *b, uint64_t head,
+	    void *arg);
+
+/*
  * Follows (applies the record, marks how far) and campaigns until this
  * control plane wins the leader key, then applies what is left, pushes
  * what only this home holds, sets the log's commit hook and rx's lease

@@ -1176,6 +1176,10 @@ main(int argc, char **argv)
 		mxst.pass_names = passname;
 		mxst.pass = passhist;
 		mxst.npass = NREACTORS;
+		if (clu != NULL) {
+			mxst.extra = tl_tallyd_cluster_metrics;
+			mxst.extra_arg = clu;
+		}
 		logx(TL_RX_INFO, "metrics on http://%s/metrics", maddr);
 	}
 	ex = run_loop(&rx, &chain, &epoch, once, interval, vinterval,

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/secret.h"
+#include "core/sub.h"
 #include "core/version.h"
 #include "reactors/ack.h"
 #include "reactors/epoch.h"
@@ -467,15 +468,6 @@ static struct reactor reactors[] = {
 static struct tl_mx_hist passhist[NREACTORS];
 static const char *passname[NREACTORS];
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * A scrape waits (metrics.h): the figures now, in this thread, which
  * alone may read the log beside its writes.
@@ -660,9 +652,9 @@ run_loop(struct tl_rx *rx, struct tl_chain *chain, uint64_t *epoch,
 			    (!(r->flags & (R_CHAIN | R_NOHOLD)) &&
 			    chain_done > 0))
 				continue;
-			t0 = mono_ns();
+			t0 = tl_sub_clock();
 			r->rc = r->run(rx, &r->last);
-			tl_mx_observe(&passhist[i], (double)(mono_ns() - t0) /
+			tl_mx_observe(&passhist[i], (double)(tl_sub_clock() - t0) /
 			    1e9);
 			if (r->run == tl_rx_run_verify) {
 				mxst.verified += r->last.checked;

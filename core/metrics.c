@@ -53,6 +53,8 @@ reply(struct MHD_Connection *c, unsigned status, const char *type,
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	ok = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ok;
@@ -129,8 +131,7 @@ handle(void *cls, struct MHD_Connection *c, const char *url,
 		return MHD_YES;
 	}
 	if (strcmp(url, "/") == 0)
-		return reply(c, MHD_HTTP_OK, TEXT, "tallyd: GET /metrics\n",
-		    21);
+		return reply(c, MHD_HTTP_OK, TEXT, "GET /metrics\n", 13);
 	if (strcmp(url, "/metrics") != 0)
 		return reply(c, MHD_HTTP_NOT_FOUND, TEXT, "not found\n", 10);
 	snapshot(m, &text, &len);

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/metrics.h"
+#include "core/sub.h"
 
 struct tl_mx {
 	struct MHD_Daemon	*d;
@@ -31,13 +32,11 @@ struct tl_mx {
 	int			 stopping;
 };
 
+/* ms of CLOCK_MONOTONIC, as core/sub.h counts it. */
 static uint64_t
 mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return tl_sub_clock() / 1000000u;
 }
 
 static enum MHD_Result

@@ -123,17 +123,8 @@ t_ok "CA $(openssl x509 -in "$CA" -noout -subject | sed 's/^subject= *//'), vali
 
 # s_server_with CERT KEY: openssl s_server on a free port ($S_PORT).
 s_server_with() {
-	S_PORT=$((58100 + $$ % 50))
-	while _t_port_busy "$S_PORT"; do S_PORT=$((S_PORT + 1)); done
-	openssl s_server -accept "127.0.0.1:$S_PORT" -cert "$1" -key "$2" -naccept 2 \
-		-quiet </dev/null >"$W/s_server.out" 2>&1 &
-	S_PID=$!
-	_x_i=0
-	until _t_port_busy "$S_PORT"; do
-		_x_i=$((_x_i + 1))
-		[ $_x_i -lt 100 ] || { cat "$W/s_server.out" >&2; t_fail "openssl s_server did not listen"; }
-		sleep 0.05
-	done
+	t_s_server "$W/s_server.out" "$1" "$2" -naccept 2 -quiet
+	S_PORT=$T_SRV_PORT S_PID=$T_SRV_PID
 }
 s_server_done() { kill "$S_PID" 2>/dev/null || true; wait "$S_PID" 2>/dev/null || true; S_PID=; }
 

@@ -826,6 +826,43 @@ t_capture_end() {
 
 # --- an impostor server (TLS tests) ------------------------------------------
 
+# _t_listening PORT PID: whether process PID listens on PORT (not another
+# that took the port first).
+_t_listening() {
+	ss -Htlnp "sport = :$1" 2>/dev/null | grep -q "pid=$2,"
+}
+
+# t_s_server OUT CERT KEY [OPTION...]: openssl s_server presenting CERT on
+# a loopback port the kernel chose ($T_SRV_PORT, pid $T_SRV_PID), its
+# output in OUT.  A port free when chosen can be taken before s_server
+# binds it (suites run in parallel, and a closing connection holds its
+# port), so a server that dies of EADDRINUSE is started again on another.
+t_s_server() {
+	_t_so=$1 _t_sc=$2 _t_sk=$3
+	shift 3
+	_t_try=0
+	while :; do
+		T_SRV_PORT=$(t_free_port)
+		openssl s_server -accept "127.0.0.1:$T_SRV_PORT" -cert "$_t_sc" \
+			-key "$_t_sk" "$@" </dev/null >"$_t_so" 2>&1 &
+		T_SRV_PID=$!
+		_t_pids="$_t_pids $T_SRV_PID"
+		_t_i=0
+		while ! _t_listening "$T_SRV_PORT" "$T_SRV_PID" && kill -0 "$T_SRV_PID" 2>/dev/null; do
+			_t_i=$((_t_i + 1))
+			[ $_t_i -lt 200 ] || { cat "$_t_so" >&2; t_fail "openssl s_server did not listen on $T_SRV_PORT"; }
+			sleep 0.05
+		done
+		kill -0 "$T_SRV_PID" 2>/dev/null && return 0
+		wait "$T_SRV_PID" 2>/dev/null || true
+		t_forget_pid "$T_SRV_PID"
+		_t_try=$((_t_try + 1))
+		grep -q "Address already in use" "$_t_so" && [ $_t_try -lt 10 ] ||
+			{ cat "$_t_so" >&2; t_fail "openssl s_server did not listen"; }
+	done
+}
+
+
 # t_impostor CERT KEY: openssl s_server presenting CERT on a free loopback
 # port ($T_IMP_PORT), in the background, writing what it receives and its
 # handshake errors to $W/impostor.out: a server a client trusting the
@@ -834,18 +871,9 @@ t_capture_end() {
 # are written too).  t_impostor_seen: whether a client reached it (a
 # ClientHello).  t_impostor_end stops it.
 t_impostor() {
-	T_IMP_PORT=$((58200 + $$ % 50))
-	while _t_port_busy "$T_IMP_PORT"; do T_IMP_PORT=$((T_IMP_PORT + 1)); done
-	openssl s_server -accept "127.0.0.1:$T_IMP_PORT" -cert "$1" -key "$2" \
-		-quiet -msg </dev/null >"$W/impostor.out" 2>&1 &
-	_t_imp=$!
-	_t_pids="$_t_pids $_t_imp"
-	_t_i=0
-	until _t_port_busy "$T_IMP_PORT"; do
-		_t_i=$((_t_i + 1))
-		[ $_t_i -lt 100 ] || { cat "$W/impostor.out" >&2; t_fail "openssl s_server did not listen"; }
-		sleep 0.05
-	done
+	t_s_server "$W/impostor.out" "$1" "$2" -quiet -msg
+	T_IMP_PORT=$T_SRV_PORT
+	_t_imp=$T_SRV_PID
 }
 t_impostor_seen() { grep -q "ClientHello" "$W/impostor.out"; }
 t_impostor_end() {

@@ -22,7 +22,8 @@ libclang-rt-14-dev postgresql rabbitmq-server graphviz curl procps mandoc gdb
 python3 python3-cryptography libcurl4-openssl-dev libmariadb-dev
 mariadb-server mariadb-client libhiredis-dev redis-server redis-tools libssl-dev
 ceph-mon ceph-osd radosgw ceph-common openssl tcpdump binutils tzdata
-etcd-server etcd-client python3-pika libmicrohttpd-dev prometheus"
+etcd-server etcd-client python3-pika libmicrohttpd-dev prometheus
+dpkg-dev debhelper lintian systemd util-linux adduser man-db git"
 
 die() { echo "deps.sh: $*" >&2; exit 1; }
 

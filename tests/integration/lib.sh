@@ -59,6 +59,12 @@ _t_cephs=""	# Ceph directories this script started (t_ceph_start)
 _t_oidcs=""	# OIDC provider directories this script started (t_oidc_start)
 _t_etcds=""	# etcd cluster directories this script started (t_etcd_start)
 _t_proms=""	# Prometheus directories this script started (t_prometheus_start)
+_t_atexit=""	# commands t_atexit registered, run first at exit, last first
+
+# t_atexit CMD: CMD (a shell command line) runs when the script ends,
+# whatever its end, before the servers stop; the last registered first.
+t_atexit() { _t_atexit="$1
+$_t_atexit"; }
 
 t_forget_pid() {
 	_t_new=""
@@ -72,6 +78,7 @@ _t_cleanup() {
 	_t_rc=$?
 	trap - EXIT INT TERM
 	set +e
+	[ -z "$_t_atexit" ] || eval "$_t_atexit"
 	for _t_p in $_t_pids; do
 		kill -KILL "$_t_p" 2>/dev/null
 		wait "$_t_p" 2>/dev/null

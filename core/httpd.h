@@ -1,0 +1,92 @@
+/*
+ * httpd.h - a small HTTP server of documents a program's loop
+ * publishes: tallyd's and tally-node's --metrics (core/metrics.h),
+ * tally-board's --serve.
+ *
+ * The server never reads the program's state itself: the loop owns it
+ * and publishes whole documents (tl_httpd_publish), which the server's
+ * threads copy out under a lock.  A document may ask for freshness
+ * (fresh_ms): a request finding it older asks the loop for a new one
+ * (the eventfd tl_httpd_fd, which the loop polls) and waits at most
+ * wait_ms, else serves the older one.  An events path, when given,
+ * answers a Server-Sent Events stream: "event: change" with the number
+ * of documents published so far, at once and after every publish, and
+ * a comment every TL_HTTPD_BEAT_S while nothing changes (so proxies and
+ * the idle timeout keep it open).
+ *
+ * Hostile clients: at most TL_HTTPD_CONNS connections (an events stream
+ * counts as one), TL_HTTPD_PER_IP from one address, each closed after
+ * TL_HTTPD_IDLE_S without progress, a request's headers within
+ * TL_HTTPD_MEM bytes (else 431), any body discarded, a thread per
+ * connection so one slow client blocks no other; nothing but the
+ * configured paths is served (404; a path is compared whole, so no
+ * "..", query or encoding reaches anything), nothing but GET and HEAD
+ * (405).  It listens on loopback unless told otherwise: put a proxy
+ * with TLS and authentication in front to serve further.
+ *
+ * Ownership: conf and the strings it points to are borrowed for the
+ * server's life; a published text is the server's from the call on.
+ * Errors: TL_EINVAL (a bad address), TL_EUNREACH (it cannot listen),
+ * ENOMEM; why (cap bytes) says which, naming conf->flag.
+ */
+#ifndef TL_HTTPD_H
+#define TL_HTTPD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TL_HTTPD_CONNS		64
+#define TL_HTTPD_PER_IP		16
+#define TL_HTTPD_IDLE_S		10
+#define TL_HTTPD_BEAT_S		4
+#define TL_HTTPD_MEM		(32u << 10)
+#define TL_HTTPD_DOCS		4
+
+struct tl_httpd_doc {
+	const char	*path;		/* "/metrics", "/" */
+	const char	*type;		/* its Content-Type */
+	unsigned	 fresh_ms;	/* 0: served as published */
+	unsigned	 wait_ms;	/* for a fresh one, at most */
+	/*
+	 * Called with the copy being served (cap bytes free after len),
+	 * its age in seconds: appends to it, returns the bytes added
+	 * (tallyd's tally_metrics_age_seconds).  NULL: nothing.
+	 */
+	size_t		(*trailer)(char *end, size_t cap, double age_s);
+	size_t		 trailer_max;
+};
+
+struct tl_httpd_conf {
+	const char			*flag;	/* "--metrics": in errors */
+	const struct tl_httpd_doc	*docs;
+	size_t				 ndocs;	/* <= TL_HTTPD_DOCS */
+	/* The answer to "/" when no document is "/" (text). */
+	const char			*index;
+	/* The Server-Sent Events path ("/events"), or NULL. */
+	const char			*events;
+};
+
+struct tl_httpd;
+
+/*
+ * Listens on addr: "HOST:PORT", "[V6]:PORT", or "PORT" alone for
+ * 127.0.0.1.  *out is the caller's to tl_httpd_stop.
+ */
+int	tl_httpd_start(const char *addr, const struct tl_httpd_conf *conf,
+	    struct tl_httpd **out, char *why, size_t cap);
+/* Whether addr is one tl_httpd_start takes (flag names it in why). */
+int	tl_httpd_addr_ok(const char *flag, const char *addr, char *why,
+	    size_t cap);
+/* Ends every connection and the events streams, and frees h. */
+void	tl_httpd_stop(struct tl_httpd *h);
+/* The descriptor the loop polls: readable when a request waits. */
+int	tl_httpd_fd(const struct tl_httpd *h);
+/* Drains tl_httpd_fd; 1 when a request wants a fresh document. */
+int	tl_httpd_wanted(struct tl_httpd *h);
+/* Document i's new text (malloc'd, len bytes): h owns it from now on. */
+void	tl_httpd_publish(struct tl_httpd *h, size_t i, char *text,
+	    size_t len);
+/* The events streams open now. */
+unsigned	tl_httpd_streams(struct tl_httpd *h);
+
+#endif

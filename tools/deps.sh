@@ -23,7 +23,8 @@ python3 python3-cryptography libcurl4-openssl-dev libmariadb-dev
 mariadb-server mariadb-client libhiredis-dev redis-server redis-tools libssl-dev
 ceph-mon ceph-osd radosgw ceph-common openssl tcpdump binutils tzdata
 etcd-server etcd-client python3-pika libmicrohttpd-dev prometheus
-dpkg-dev debhelper lintian systemd util-linux adduser man-db git"
+dpkg-dev debhelper lintian systemd util-linux adduser man-db git
+chromium python3-websocket"
 
 die() { echo "deps.sh: $*" >&2; exit 1; }
 

@@ -70,6 +70,11 @@ json_t	*bd_snapshot(struct bd_store *st);
 void	bd_render_text(FILE *fp, const json_t *snap, int ansi);
 int	bd_render_html(const char *path, const json_t *snap,
 	    const char *source, char *why, size_t whylen);
+/*
+ * The page as --serve serves it (it follows the events stream), *len
+ * bytes, malloc'd for the caller; NULL when out of memory.
+ */
+char	*bd_render_page(const json_t *snap, const char *source, size_t *len);
 /* Graphviz source of the mesh, malloc'd. */
 char	*bd_render_dot(const json_t *snap);
 

@@ -28,6 +28,7 @@
 #include "core/sub.h"
 #include "core/amqp.h"
 #include "board.h"
+#include "core/httpd.h"
 
 #define EXIT_OK		0
 #define EXIT_FAIL	1
@@ -48,6 +49,10 @@ static const char usage[] =
 "                      SIGINT or SIGTERM end it\n"
 "  --html FILE         write a static HTML page (the graph as SVG when\n"
 "                      Graphviz's dot is installed)\n"
+"  --serve ADDR        serve the page over HTTP at ADDR (HOST:PORT, or PORT\n"
+"                      for 127.0.0.1): /, /view.json, and /events, whose\n"
+"                      Server-Sent Events bring each change to open pages;\n"
+"                      implies --follow\n"
 "  --json              print the view as one JSON document\n"
 "  --dot               print the mesh as Graphviz source\n"
 "  --print             print each event received: SEQ ID TYPE, and\n"
@@ -78,6 +83,7 @@ on_signal(int sig)
 
 struct board {
 	struct bd_store	*st;
+	struct tl_httpd	*srv;		/* --serve */
 	int		 follow, json, dot, print, quiet, tty;
 	const char	*html;
 	char		 source[1300];
@@ -109,6 +115,28 @@ warnx_(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/* The served documents (--serve): the page and the view. */
+enum { DOC_PAGE, DOC_VIEW };
+static const struct tl_httpd_doc serve_docs[] = {
+	{ "/", "text/html; charset=utf-8", 0, 0, NULL, 0 },
+	{ "/view.json", "application/json", 0, 0, NULL, 0 },
+};
+static const struct tl_httpd_conf serve_conf = {
+	"--serve", serve_docs, 2, NULL, "/events"
+};
+
+static void
+publish(struct board *bd, const json_t *snap)
+{
+	char *page, *view;
+	size_t len;
+
+	if ((page = bd_render_page(snap, bd->source, &len)) != NULL)
+		tl_httpd_publish(bd->srv, DOC_PAGE, page, len);
+	if ((view = json_dumps(snap, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
+		tl_httpd_publish(bd->srv, DOC_VIEW, view, strlen(view));
+}
+
 /* Renders what was asked for; force ignores the throttle. */
 static int
 render(struct board *bd, int force)
@@ -118,7 +146,7 @@ render(struct board *bd, int force)
 	int rc = 0;
 
 	if (!force && (!bd->changed || mono_ms() - bd->last_render <
-	    (bd->html ? 1000u : 250u)))
+	    (bd->html && !bd->srv ? 1000u : 250u)))
 		return 0;
 	if ((rc = bd_store_begin(bd->st, 1)) != 0)
 		return rc;
@@ -129,6 +157,8 @@ render(struct board *bd, int force)
 	if (bd->html != NULL && (rc = bd_render_html(bd->html, snap,
 	    bd->source, why, sizeof(why))) != 0)
 		warnx_("html: %s", why);
+	if (bd->srv != NULL)
+		publish(bd, snap);
 	if (bd->json && !bd->follow) {
 		json_dumpf(snap, stdout, JSON_COMPACT | JSON_SORT_KEYS);
 		putchar('\n');
@@ -418,6 +448,7 @@ main(int argc, char **argv)
 		{ "follow", no_argument, NULL, 'f' },
 		{ "once", no_argument, NULL, 'o' },
 		{ "html", required_argument, NULL, 'w' },
+		{ "serve", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "dot", no_argument, NULL, 'D' },
 		{ "print", no_argument, NULL, 'p' },
@@ -437,7 +468,7 @@ main(int argc, char **argv)
 	struct amqp_src src;
 	struct sigaction sa;
 	const char *home = getenv("TALLY_HOME"), *store = NULL, *url = NULL;
-	const char *pwfile = NULL;
+	const char *pwfile = NULL, *serve = NULL;
 	char storebuf[1100], homebuf[1100], why[512];
 	int c, rc, ex = EXIT_OK;
 
@@ -462,6 +493,10 @@ main(int argc, char **argv)
 			break;
 		case 'w':
 			bd.html = optarg;
+			break;
+		case 'S':
+			serve = optarg;
+			bd.follow = 1;
 			break;
 		case 'j':
 			bd.json = 1;
@@ -552,10 +587,24 @@ main(int argc, char **argv)
 		src.conf.password = src.password;
 		src.conf.heartbeat = 30;
 	}
+	if (serve != NULL && tl_httpd_addr_ok("--serve", serve, why,
+	    sizeof(why)) != 0) {
+		warnx_("%s", why);
+		return EXIT_USAGE;
+	}
 	bd.tty = isatty(STDOUT_FILENO);
 	if ((rc = bd_store_open(store, &bd.st, why, sizeof(why))) != 0) {
 		warnx_("store: %s", why);
 		return EXIT_FAIL;
+	}
+	if (serve != NULL) {
+		if (tl_httpd_start(serve, &serve_conf, &bd.srv, why,
+		    sizeof(why)) != 0) {
+			warnx_("%s", why);
+			bd_store_close(bd.st);
+			return EXIT_FAIL;
+		}
+		render(&bd, 1);		/* the page from the store at once */
 	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -572,6 +621,7 @@ main(int argc, char **argv)
 	if (fflush(stdout) != 0)
 		ex = EXIT_FAIL;
 	tl_secret_wipe(src.password, sizeof(src.password));
+	tl_httpd_stop(bd.srv);
 	bd_store_close(bd.st);
 	return ex;
 }

@@ -436,30 +436,63 @@ count_cell(FILE *fp, const char *id, const char *label, json_int_t n)
 	fputs("</span></div>\n", fp);
 }
 
-int
-bd_render_html(const char *path, const json_t *snap, const char *source,
-    char *why, size_t whylen)
+/*
+ * What needs a person, first on the page: each problem in words (a
+ * provider unreachable, a grant failed, ambiguous, drifted or blocked)
+ * and each rotation waiting on a holder's acknowledgement, with whom
+ * and since when.
+ */
+static void
+needs_write(FILE *fp, const json_t *snap)
+{
+	const json_t *v, *w;
+	size_t i, j, n = 0;
+
+	fputs("<h2>Needs a person</h2>\n<ul class=\"needs\" id=\"needs\">\n",
+	    fp);
+	json_array_foreach(json_object_get(snap, "problems"), i, v) {
+		fputs("<li class=\"bad\" data-kind=\"", fp);
+		esc(fp, str(v, "what"));
+		fputs("\">", fp);
+		esc(fp, str(v, "detail"));
+		fputs("</li>\n", fp);
+		n++;
+	}
+	json_array_foreach(json_object_get(snap, "rotations"), i, v) {
+		if (json_array_size(json_object_get(v, "waiting")) == 0)
+			continue;
+		fputs("<li class=\"note\" data-kind=\"ack\">rotation of ", fp);
+		esc(fp, str(v, "grant"));
+		fprintf(fp, " to v%lld waits on ", (long long)num(v, "to"));
+		json_array_foreach(json_object_get(v, "waiting"), j, w) {
+			if (j > 0)
+				fputs(", ", fp);
+			esc(fp, str(w, "holder"));
+		}
+		fputs(" (acknowledgement) since ", fp);
+		esc(fp, str(v, "since"));
+		fputs("</li>\n", fp);
+		n++;
+	}
+	if (n == 0)
+		fputs("<li class=\"ok\" data-kind=\"none\">Nothing.</li>\n", fp);
+	fputs("</ul>\n", fp);
+}
+
+/*
+ * The page.  live: served (--serve): the board's content is replaced,
+ * without a reload, by the page fetched again on each change the
+ * events stream announces; an inline script, nothing external.
+ */
+static void
+page_write(FILE *fp, const json_t *snap, const char *source, int live)
 {
 	const json_t *c = json_object_get(snap, "counts");
 	const json_t *meta = json_object_get(snap, "meta"), *v, *w;
-	char tmp[4200], *dot, *svg = NULL;
+	char *dot, *svg = NULL;
 	const char *k;
 	size_t i, j;
-	FILE *fp;
-	int fd;
 
-	if (strlen(path) > 4000) {
-		snprintf(why, whylen, "path too long");
-		return ENAMETOOLONG;
-	}
-	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
-	if ((fd = mkstemp(tmp)) < 0 || (fp = fdopen(fd, "w")) == NULL) {
-		snprintf(why, whylen, "%s: %s", tmp, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return errno;
-	}
-	fchmod(fd, 0644);
 	if ((dot = bd_render_dot(snap)) != NULL)
 		svg = run_dot(dot, strlen(dot));
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -473,7 +506,9 @@ bd_render_html(const char *path, const json_t *snap, const char *source,
 	    "table{border-collapse:collapse}td,th{padding:.2em .8em;"
 	    "border-bottom:1px solid #eceff1;text-align:left}\n"
 	    ".bad{color:#c62828}.ok{color:#2e7d32}.note{color:#607d8b}\n"
-	    "</style></head><body>\n<h1>tally-board</h1>\n", fp);
+	    ".needs li{margin:.3em 0}\n"
+	    "</style></head><body>\n<div id=\"board\">\n"
+	    "<h1>tally-board</h1>\n", fp);
 	fprintf(fp, "<p class=\"note\">Built from the record alone: events 1 to "
 	    "<span id=\"pos\">%lld</span> (%lld applied, %lld duplicate(s) "
 	    "skipped, %lld gap(s)); last event at ",
@@ -492,7 +527,9 @@ bd_render_html(const char *path, const json_t *snap, const char *source,
 	count_cell(fp, "rotations", "rotations in progress",
 	    num(c, "rotations"));
 	count_cell(fp, "problems", "drift and problems", num(c, "problems"));
-	fputs("</div>\n<h2>Grants by state</h2>\n<table>\n", fp);
+	fputs("</div>\n", fp);
+	needs_write(fp, snap);
+	fputs("<h2>Grants by state</h2>\n<table>\n", fp);
 	json_object_foreach(json_object_get(c, "grants_by_state"), k, v) {
 		fputs("<tr><th>", fp);
 		esc(fp, k);
@@ -574,7 +611,9 @@ bd_render_html(const char *path, const json_t *snap, const char *source,
 	json_array_foreach(json_object_get(snap, "grants"), i, v) {
 		fputs("<tr><td>", fp);
 		esc(fp, str(v, "grant"));
-		fprintf(fp, "</td><td class=\"state-%s\">", str(v, "state"));
+		fputs("</td><td class=\"state-", fp);
+		esc(fp, str(v, "state"));
+		fputs("\">", fp);
 		esc(fp, str(v, "state"));
 		fprintf(fp, "</td><td>v%lld</td><td>", (long long)num(v,
 		    "version"));
@@ -608,21 +647,48 @@ bd_render_html(const char *path, const json_t *snap, const char *source,
 	}
 	if (json_array_size(json_object_get(snap, "rotations")) > 0)
 		fputs("</table>\n", fp);
-	fputs("<h2>Drift and problems</h2>\n", fp);
-	if (json_array_size(json_object_get(snap, "problems")) == 0)
-		fputs("<p class=\"ok\">None.</p>\n", fp);
-	else
-		fputs("<ul>\n", fp);
-	json_array_foreach(json_object_get(snap, "problems"), i, v) {
-		fputs("<li class=\"bad\">", fp);
-		esc(fp, str(v, "detail"));
-		fputs("</li>\n", fp);
-	}
-	if (json_array_size(json_object_get(snap, "problems")) > 0)
-		fputs("</ul>\n", fp);
+	fputs("</div>\n", fp);
+	if (live)
+		fputs("<script>\n"
+		    "(function () {\n"
+		    "  var es = new EventSource('/events');\n"
+		    "  es.addEventListener('change', function () {\n"
+		    "    fetch('/', {cache: 'no-store'}).then(function (r) {\n"
+		    "      return r.text();\n"
+		    "    }).then(function (t) {\n"
+		    "      var d = new DOMParser().parseFromString(t, 'text/html');\n"
+		    "      var b = d.getElementById('board');\n"
+		    "      if (b) document.getElementById('board').replaceWith(b);\n"
+		    "    });\n"
+		    "  });\n"
+		    "})();\n"
+		    "</script>\n", fp);
 	fputs("</body></html>\n", fp);
 	free(dot);
 	free(svg);
+}
+
+int
+bd_render_html(const char *path, const json_t *snap, const char *source,
+    char *why, size_t whylen)
+{
+	char tmp[4200];
+	FILE *fp;
+	int fd;
+
+	if (strlen(path) > 4000) {
+		snprintf(why, whylen, "path too long");
+		return ENAMETOOLONG;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	if ((fd = mkstemp(tmp)) < 0 || (fp = fdopen(fd, "w")) == NULL) {
+		snprintf(why, whylen, "%s: %s", tmp, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return errno;
+	}
+	fchmod(fd, 0644);
+	page_write(fp, snap, source, 0);
 	if (fflush(fp) != 0 || fsync(fileno(fp)) != 0 || ferror(fp)) {
 		snprintf(why, whylen, "%s: %s", tmp, strerror(errno));
 		fclose(fp);
@@ -636,4 +702,24 @@ bd_render_html(const char *path, const json_t *snap, const char *source,
 		return errno;
 	}
 	return 0;
+}
+
+char *
+bd_render_page(const json_t *snap, const char *source, size_t *len)
+{
+	char *buf = NULL;
+	FILE *fp;
+
+	*len = 0;
+	if ((fp = open_memstream(&buf, len)) == NULL)
+		return NULL;
+	page_write(fp, snap, source, 1);
+	if (ferror(fp)) {
+		fclose(fp);
+		free(buf);
+		*len = 0;
+		return NULL;
+	}
+	fclose(fp);
+	return buf;
 }

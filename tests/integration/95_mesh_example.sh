@@ -197,6 +197,16 @@ for m in shop stock; do
 	for node in $NODES; do tly assign $m $node >/dev/null || t_fail "assign $m $node"; done
 done
 
+# agree STEP: the board (tally-board, its own store, following this
+# log) and tally status --json say the same of every module, assignment
+# and requirement after STEP (issue 27: one truth).
+agree() {
+	t_check "tally-board and tally status --json agree: $1"
+	_n=$(t_board_agrees "$1")
+	t_ok "$_n requirement(s): the same states, reasons, grants and providers"
+}
+agree "declared and assigned"
+
 t_say "provisioned, and delivered on each node by its agent"
 S1=$(t_now_ms)
 "$TALLY_BIN/tallyd" --once --once-timeout 60 2>>"$T_DLOG" || {
@@ -206,6 +216,7 @@ S1=$(t_now_ms)
 for node in $NODES; do t_agent $node; done
 t_wait_healthy 20
 t_ok "tallyd --once and three agents: $(($(t_now_ms) - S1)) ms for 30 grants"
+agree "provisioned and delivered"
 for m in shop stock; do
 	for node in $NODES; do
 		x=$(n $node)
@@ -275,6 +286,7 @@ done
 t_say "verified"
 t_expect_exit 0 "tally check --all (30 grants on 15 servers)" tly check --all
 t_ok "$(tail -n 1 "$W/last.out")"
+agree "verified"
 
 t_say "rotated with the agents' acks: shop/mq (3 holders), pg@node-a, my@node-b, cache@node-c"
 for node in $NODES; do cp "$(envf $node shop)" "$W/old-$node.env"; done
@@ -282,6 +294,7 @@ ROT="shop/mq shop/pg@node-a shop/my@node-b shop/cache@node-c"
 t_tallyd_start --interval 1
 S2=$(t_now_ms)
 for g in $ROT; do tly rotate "$g" >/dev/null || t_fail "tally rotate $g failed"; done
+agree "rotations asked for, under way"
 end=$(($(t_now_ms) + 45000))
 while :; do
 	for node in $NODES; do t_agent $node; done
@@ -296,6 +309,7 @@ while :; do
 done
 t_ok "4 rotations completed in $(($(t_now_ms) - S2)) ms"
 t_tallyd_stop
+agree "rotated"
 t_check "each holder acknowledged v2 with proof, before the old credential was retired"
 for g in $ROT; do
 	case $g in *@*) holders=${g#*@} ;; *) holders=$NODES ;; esac
@@ -352,6 +366,7 @@ grep -q -- "--yes" "$W/last.err" || t_fail "the refusal does not say --yes: $(ca
 [ "$(tly log --json | wc -l)" = "$before" ] || t_fail "a refused remove appended events"
 t_ok "$(grep 'lost now' "$W/last.out" | sed 's/^ *//')"
 tly remove stock --yes >/dev/null || t_fail "tally remove stock --yes failed"
+agree "stock removed, not yet revoked"
 t_tallyd_once
 for node in $NODES; do t_agent $node; done
 for node in $NODES; do
@@ -412,9 +427,21 @@ for node in $NODES; do
 		[ -f "$(t_envget "$s" FILES_DIR)/hello" ] || t_fail "the purge of stock touched shop@$node"
 done
 t_ok "vhost, bucket + RGW user, OIDC client, 3 databases + roles, 3 databases + users, 3 redis users + keys, 3 directories: gone; shop intact"
+agree "stock purged"
 
 t_say "the end: healthy, the log verifies and rebuilds identically"
 t_expect_exit 0 "tally check --all" tly check --all
 tly verify >/dev/null || t_fail "tally verify failed"
 tly rebuild --check >"$W/rebuild.out" 2>&1 || t_fail "tally rebuild --check: $(cat "$W/rebuild.out")"
 t_ok "check, verify and rebuild --check; $(($(t_now_ms) - S0)) ms since the servers started"
+agree "the end"
+
+t_say "a holder leaves, a node is lost: the board still agrees"
+tly unassign shop node-c >/dev/null || t_fail "tally unassign shop node-c failed"
+agree "shop taken off node-c"
+"$TALLY_BIN/tallyd" --once --once-timeout 60 2>>"$T_DLOG" || true
+agree "shop's grants on node-c revoked"
+tly node lost node-b --yes >/dev/null || t_fail "tally node lost node-b failed"
+agree "node-b lost"
+"$TALLY_BIN/tallyd" --once --once-timeout 60 2>>"$T_DLOG" || true
+agree "after node-b was lost, a pass"

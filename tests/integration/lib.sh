@@ -889,6 +889,57 @@ t_impostor_end() {
 	t_forget_pid "$_t_imp"
 }
 
+# t_board_agrees LABEL: tally-board (catching up in $W/board-agree, the
+# same store each time) and tally status --json say the same of every
+# module, assignment and requirement (state, reason, grant, provider,
+# rotation, ...), at one head of the log (taken again if tallyd appended
+# in between).  Left out: what the verifier observed beside the log, not
+# in the record (last_verified, checks, old_sessions).  Prints the count
+# of requirements compared.
+t_board_agrees() {
+	_t_try=0
+	while :; do
+		_t_h1=$(tly log --json | tail -n 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
+		"$TALLY_BIN/tally-board" --home "$TALLY_HOME" --store "$W/board-agree" \
+			--json --quiet >"$W/board-agree.json" 2>"$W/board-agree.err" ||
+			t_fail "$1: tally-board failed: $(cat "$W/board-agree.err")"
+		tly status --json >"$W/status-agree.json" 2>/dev/null || true
+		_t_h2=$(tly log --json | tail -n 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
+		[ "$_t_h1" != "$_t_h2" ] || break
+		_t_try=$((_t_try + 1))
+		[ $_t_try -lt 20 ] || t_fail "$1: the log never stood still for a comparison"
+		sleep 0.2
+	done
+	python3 - "$1" "$_t_h1" "$W/board-agree.json" "$W/status-agree.json" <<'PY' || t_fail "$1: the board and tally status disagree (above)"
+import json, sys
+label, head = sys.argv[1], int(sys.argv[2])
+board = json.load(open(sys.argv[3]))
+status = json.load(open(sys.argv[4]))
+if board["meta"]["pos"] != head:
+    sys.exit("%s: the board is at %s, the log at %s" % (label, board["meta"]["pos"], head))
+OPS = ("last_verified", "checks", "old_sessions")
+def clean(x):
+    if isinstance(x, dict):
+        return {k: clean(v) for k, v in x.items() if k not in OPS}
+    if isinstance(x, list):
+        return [clean(v) for v in x]
+    return x
+b = clean(board.get("status", {}).get("modules"))
+s = clean(status.get("modules"))
+if b != s:
+    bm = {m["module"]: m for m in b or []}
+    for m in s or []:
+        if bm.get(m["module"]) != m:
+            print("%s: module %s\n  board:  %s\n  status: %s" % (label, m["module"],
+                  json.dumps(bm.get(m["module"]), sort_keys=True)[:800],
+                  json.dumps(m, sort_keys=True)[:800]), file=sys.stderr)
+            break
+    sys.exit(1)
+n = sum(len(a.get("requirements", [])) for m in s for a in m.get("assignments", []))
+print(n)
+PY
+}
+
 # t_free_port: a port nothing listens on now (the kernel's choice).
 t_free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

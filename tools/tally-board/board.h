@@ -4,8 +4,10 @@
  * tally-board follows the record (locally through core/sub.h, or over
  * AMQP from the publisher's exchange), keeps its own store built from
  * the events alone, and renders the mesh.  It reads no table of
- * tally's and links no projection code: only core/ (the log, JSON) and
- * the AMQP client.  docs/reporting.md describes the pattern.
+ * tally's.  Following the local log it also keeps a copy of it with the
+ * projections folded over it (mirror.c), so that the states it shows
+ * come from the code tally status runs.  docs/reporting.md describes
+ * the pattern.
  *
  * The model is a set of JSON documents, one per entity, under keys:
  *
@@ -64,9 +66,35 @@ int	bd_apply(struct bd_store *st, const json_t *ev, int *what);
 /* The meta document (never NULL inside a transaction). */
 json_t	*bd_meta(struct bd_store *st);
 
+/*
+ * mirror.c: a copy of the log the board follows, in DIR/mirror of its
+ * store, with the projections folded over it, so that its states are
+ * the ones tally status derives (projections/status.c).  Between
+ * bd_mirror_begin and _commit, bd_mirror_add copies events (their
+ * encoding as is; one at or before the head is skipped: a restart
+ * after a crash between the board's two commits); _commit folds them
+ * and commits.  bd_mirror_status: tl_status_all's document over the
+ * copy (a new reference; NULL on an error).  Errors are core/error.h
+ * codes; why (TL_WHY_MAX bytes) for _add says which check failed.
+ */
+struct bd_mirror;
+struct tl_event;
+int	bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
+	    size_t whylen);
+void	bd_mirror_close(struct bd_mirror *m);
+uint64_t	bd_mirror_head(const struct bd_mirror *m);
+int	bd_mirror_begin(struct bd_mirror *m);
+int	bd_mirror_add(struct bd_mirror *m, const struct tl_event *ev,
+	    char *why);
+int	bd_mirror_commit(struct bd_mirror *m);
+void	bd_mirror_abort(struct bd_mirror *m);
+json_t	*bd_mirror_status(struct bd_mirror *m);
+
 /* render.c */
 /* A document of everything the renderers show (a new reference). */
 json_t	*bd_snapshot(struct bd_store *st);
+/* Puts status's states (st, taken over) into snap (mirror.c). */
+void	bd_with_status(json_t *snap, json_t *st);
 void	bd_render_text(FILE *fp, const json_t *snap, int ansi);
 int	bd_render_html(const char *path, const json_t *snap,
 	    const char *source, char *why, size_t whylen);

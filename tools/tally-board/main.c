@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/envelope.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -83,7 +84,9 @@ on_signal(int sig)
 
 struct board {
 	struct bd_store	*st;
+	const char	*store;
 	struct tl_httpd	*srv;		/* --serve */
+	struct bd_mirror *mirror;	/* the local source: status's states */
 	int		 follow, json, dot, print, quiet, tty;
 	const char	*html;
 	char		 source[1300];
@@ -154,6 +157,14 @@ render(struct board *bd, int force)
 	bd_store_abort(bd->st);
 	if (snap == NULL)
 		return ENOMEM;
+	if (bd->mirror != NULL) {
+		json_t *st = bd_mirror_status(bd->mirror);
+
+		if (st == NULL)
+			warnx_("status over the copy of the log failed");
+		else
+			bd_with_status(snap, st);
+	}
 	if (bd->html != NULL && (rc = bd_render_html(bd->html, snap,
 	    bd->source, why, sizeof(why))) != 0)
 		warnx_("html: %s", why);
@@ -227,7 +238,7 @@ run_local(struct board *bd, const char *home)
 	struct tl_sub *sub = NULL;
 	struct tl_log *log = NULL;
 	struct tl_event ev;
-	char logdir[1200];
+	char logdir[1200], why[512], cwhy[TL_WHY_MAX];
 	int rc, what, n;
 	json_int_t pos;
 
@@ -244,6 +255,14 @@ run_local(struct board *bd, const char *home)
 		goto out;
 	pos = json_integer_value(json_object_get(bd_meta(bd->st), "pos"));
 	bd_store_abort(bd->st);
+	if ((rc = bd_mirror_open(bd->store, &bd->mirror, why,
+	    sizeof(why))) != 0) {
+		warnx_("copy of the log: %s", why);
+		goto out;
+	}
+	/* The two commit apart: the one behind says where to resume. */
+	if (bd_mirror_head(bd->mirror) < (uint64_t)pos)
+		pos = (json_int_t)bd_mirror_head(bd->mirror);
 	so.from = (uint64_t)pos + 1;
 	if ((rc = tl_sub_attach(log, &so, &sub)) != 0)
 		goto out;
@@ -251,6 +270,10 @@ run_local(struct board *bd, const char *home)
 	while (!stop) {
 		if ((rc = bd_store_begin(bd->st, 0)) != 0)
 			break;
+		if ((rc = bd_mirror_begin(bd->mirror)) != 0) {
+			bd_store_abort(bd->st);
+			break;
+		}
 		for (n = 0; n < 2000; n++) {
 			json_t *ej;
 
@@ -258,6 +281,12 @@ run_local(struct board *bd, const char *home)
 			    tl_sub_deadline(500) : TL_SUB_NOWAIT, &ev);
 			if (rc != 0)
 				break;
+			if ((rc = bd_mirror_add(bd->mirror, &ev, cwhy)) != 0) {
+				warnx_("event %llu does not follow the copy of "
+				    "the log: %s", (unsigned long long)ev.seq,
+				    cwhy[0] ? cwhy : tl_strerror(rc));
+				break;
+			}
 			if ((ej = tl_json_event(&ev)) == NULL) {
 				rc = TL_EMALFORMED;
 				break;
@@ -269,9 +298,15 @@ run_local(struct board *bd, const char *home)
 				break;
 		}
 		if (rc != 0 && rc != TL_ETIMEDOUT && rc != EINTR) {
+			bd_mirror_abort(bd->mirror);
 			bd_store_abort(bd->st);
 			warnx_("after event %llu: %s", (unsigned long long)
 			    tl_sub_position(sub), tl_strerror(rc));
+			break;
+		}
+		if ((rc = bd_mirror_commit(bd->mirror)) != 0) {
+			bd_store_abort(bd->st);
+			warnx_("copy of the log: %s", tl_strerror(rc));
 			break;
 		}
 		if ((rc = bd_store_commit(bd->st)) != 0) {
@@ -593,6 +628,7 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	bd.tty = isatty(STDOUT_FILENO);
+	bd.store = store;
 	if ((rc = bd_store_open(store, &bd.st, why, sizeof(why))) != 0) {
 		warnx_("store: %s", why);
 		return EXIT_FAIL;
@@ -622,6 +658,7 @@ main(int argc, char **argv)
 		ex = EXIT_FAIL;
 	tl_secret_wipe(src.password, sizeof(src.password));
 	tl_httpd_stop(bd.srv);
+	bd_mirror_close(bd.mirror);
 	bd_store_close(bd.st);
 	return ex;
 }

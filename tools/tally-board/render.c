@@ -138,6 +138,65 @@ bd_snapshot(struct bd_store *st)
 	return s;
 }
 
+/*
+ * The states tally status derives (bd_mirror_status's document st, a
+ * reference the snapshot takes over) put beside the board's own view:
+ * "status" as is; each module's, assignment's and grant's "status" and
+ * "status_reason"; the ready tile counted from it; and "unhealthy", the
+ * requirements status calls unhealthy, with their reasons.
+ */
+void
+bd_with_status(json_t *snap, json_t *st)
+{
+	json_t *mods = json_object_get(snap, "modules");
+	json_t *asg = json_object_get(snap, "assignments");
+	json_t *grants = json_object_get(snap, "grants");
+	json_t *bad = json_array(), *m, *a, *r, *v;
+	size_t i, j, k, x, ready = 0;
+
+	json_object_set_new(snap, "status", st);
+	json_array_foreach(json_object_get(st, "modules"), i, m) {
+		const char *mod = str(m, "module");
+
+		json_array_foreach(mods, x, v)
+			if (strcmp(str(v, "name"), mod) == 0)
+				json_object_set_new(v, "status",
+				    json_string(str(m, "state")));
+		json_array_foreach(json_object_get(m, "assignments"), j, a) {
+			const char *state = str(a, "state");
+
+			if (strncmp(state, "ready", 5) == 0)
+				ready++;
+			json_array_foreach(asg, x, v)
+				if (strcmp(str(v, "module"), mod) == 0 &&
+				    strcmp(str(v, "node"), str(a, "node")) == 0)
+					json_object_set_new(v, "status",
+					    json_string(state));
+			json_array_foreach(json_object_get(a, "requirements"),
+			    k, r) {
+				json_array_foreach(grants, x, v)
+					if (*str(r, "grant") && strcmp(str(v,
+					    "grant"), str(r, "grant")) == 0) {
+						json_object_set_new(v, "status",
+						    json_string(str(r, "state")));
+						json_object_set_new(v,
+						    "status_reason", json_string(
+						    str(r, "reason")));
+					}
+				if (strcmp(str(r, "state"), "unhealthy") == 0)
+					json_array_append_new(bad, json_pack(
+					    "{s:s,s:s,s:s,s:s}", "module", mod,
+					    "node", str(a, "node"), "requirement",
+					    str(r, "name"), "reason",
+					    str(r, "reason")));
+			}
+		}
+	}
+	json_object_set_new(snap, "unhealthy", bad);
+	json_object_set_new(json_object_get(snap, "counts"), "ready",
+	    json_integer((json_int_t)ready));
+}
+
 /* --- text --------------------------------------------------------------- */
 
 void
@@ -427,6 +486,26 @@ esc(FILE *fp, const char *s)
 	}
 }
 
+/* A status state's colour: ready is well, unhealthy is not. */
+static const char *
+status_class(const char *state)
+{
+	if (strncmp(state, "ready", 5) == 0)
+		return "ok";
+	if (strcmp(state, "unhealthy") == 0)
+		return "bad";
+	return "note";
+}
+
+/* An assignment's: status's state when the board has it. */
+static const char *
+assignment_class(const json_t *a)
+{
+	if (json_object_get(a, "status") != NULL)
+		return status_class(str(a, "status"));
+	return json_is_true(json_object_get(a, "ready")) ? "ok" : "note";
+}
+
 static void
 count_cell(FILE *fp, const char *id, const char *label, json_int_t n)
 {
@@ -450,6 +529,18 @@ needs_write(FILE *fp, const json_t *snap)
 
 	fputs("<h2>Needs a person</h2>\n<ul class=\"needs\" id=\"needs\">\n",
 	    fp);
+	json_array_foreach(json_object_get(snap, "unhealthy"), i, v) {
+		fputs("<li class=\"bad\" data-kind=\"unhealthy\">", fp);
+		esc(fp, str(v, "module"));
+		fputc('@', fp);
+		esc(fp, str(v, "node"));
+		fputs(": ", fp);
+		esc(fp, str(v, "requirement"));
+		fputs(" unhealthy: ", fp);
+		esc(fp, str(v, "reason"));
+		fputs("</li>\n", fp);
+		n++;
+	}
 	json_array_foreach(json_object_get(snap, "problems"), i, v) {
 		fputs("<li class=\"bad\" data-kind=\"", fp);
 		esc(fp, str(v, "what"));
@@ -560,18 +651,21 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 		json_array_foreach(json_object_get(snap, "assignments"), j, w)
 			if (strcmp(str(w, "node"), str(v, "name")) == 0) {
 				fprintf(fp, "<span class=\"%s\">",
-				    json_is_true(json_object_get(w, "ready")) ?
-				    "ok" : "note");
+				    assignment_class(w));
 				esc(fp, str(w, "module"));
 				fputs("</span> ", fp);
 			}
 		fputs("</td></tr>\n", fp);
 	}
 	fputs("</table>\n<h2>Modules</h2>\n<table><tr><th>module</th>"
-	    "<th>provides</th><th>requires</th></tr>\n", fp);
+	    "<th>state (tally status)</th><th>provides</th><th>requires</th>"
+	    "</tr>\n", fp);
 	json_array_foreach(json_object_get(snap, "modules"), i, v) {
 		fputs("<tr><td>", fp);
 		esc(fp, str(v, "name"));
+		fprintf(fp, "</td><td class=\"%s\">", status_class(str(v,
+		    "status")));
+		esc(fp, str(v, "status"));
 		fputs("</td><td>", fp);
 		json_array_foreach(json_object_get(v, "provides"), j, w) {
 			esc(fp, json_string_value(w) ? json_string_value(w) :
@@ -605,12 +699,17 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 		esc(fp, down ? str(v, "reason") : "yes");
 		fputs("</td></tr>\n", fp);
 	}
-	fputs("</table>\n<h2>Grants</h2>\n<table><tr><th>grant</th><th>state"
-	    "</th><th>credential</th><th>provider</th><th>holders "
-	    "(delivered/acknowledged)</th></tr>\n", fp);
+	fputs("</table>\n<h2>Grants</h2>\n<table><tr><th>grant</th><th>"
+	    "tally status</th><th>state</th><th>credential</th><th>provider"
+	    "</th><th>holders (delivered/acknowledged)</th></tr>\n", fp);
 	json_array_foreach(json_object_get(snap, "grants"), i, v) {
 		fputs("<tr><td>", fp);
 		esc(fp, str(v, "grant"));
+		fprintf(fp, "</td><td class=\"%s\" title=\"", status_class(
+		    str(v, "status")));
+		esc(fp, str(v, "status_reason"));
+		fputs("\">", fp);
+		esc(fp, str(v, "status"));
 		fputs("</td><td class=\"state-", fp);
 		esc(fp, str(v, "state"));
 		fputs("\">", fp);

@@ -90,6 +90,37 @@ int	tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
 int	tl_status_rotations(struct tl_txn *t, const struct tl_proj *p,
 	    json_t **out);
 
+/*
+ * What each node's agent (tally-node) last reported it holds, from the
+ * graph's "nr/NODE" records, against the record (projections/agents.c):
+ * agents [{node, agent, reported_ns, recorded_ns, age_ns, held[{holder
+ * grant version … [withdrawn] [off_record]}], last_reload, silent,
+ * refused}] (module: only its holders; NULL: all); wrong [{node, module,
+ * holder, grant, holds, record, reason}], the versions held that the
+ * record retired or never delivered; silent, the agents not seen for
+ * more than silence_ns before now_ns; withdrawn, versions held though
+ * withdrawn.  live: an agent's last heartbeat (the scratch table
+ * core/nodewire.h keeps beside the log) counts as seen, else only the
+ * report the log recorded.  agents and wrong are new references the
+ * caller releases.  Errors as tl_status_all.
+ */
+struct tl_status_agents {
+	json_t		*agents;
+	json_t		*wrong;
+	unsigned	 silent;
+	unsigned	 withdrawn;
+};
+int	tl_status_agents(struct tl_txn *t, const struct tl_proj *p,
+	    const char *module, uint64_t now_ns, uint64_t silence_ns,
+	    int live, struct tl_status_agents *out);
+
+/*
+ * Marks each module of doc (tl_status_all's or tl_status_module's) that
+ * a node holds off the record (tl_status_agents' wrong) unhealthy, the
+ * reasons listed in its "off_record".
+ */
+void	tl_status_off_record(json_t *doc, const json_t *wrong);
+
 /* Is a status document (module or all) entirely healthy? */
 int	tl_status_healthy(const json_t *st);
 

@@ -27,6 +27,11 @@ tly apply "$(t_consumer app-1)" "$(t_consumer app-2)" >/dev/null
 for m in app-1 app-2; do tly assign $m node-a >/dev/null; done
 t_tallyd_start --interval 1 --verify-interval 1
 t_wait_healthy 60
+# The node's agent delivers and reports once; tallyd records the acks.
+t_agent node-a --reload app-1=true --reload app-2=true
+t_wait_for 30 "the agent's report recorded" sh -c \
+	"'$TALLY_BIN/tally' --home '$TALLY_HOME' log --type node.reported --json 2>/dev/null | grep -q '\"seq\"'"
+t_wait_healthy 60
 BP=$(t_free_port)
 "$TALLY_BIN/tally-board" --home "$TALLY_HOME" --store "$W/board" \
 	--serve "127.0.0.1:$BP" 2>"$W/board.log" &
@@ -68,9 +73,18 @@ k=$($CDP eval "$CP" "document.querySelector('#needs li').dataset.kind")
 	t_fail "the healthy mesh's 'Needs a person': $($CDP eval "$CP" "document.getElementById('needs').innerText")"
 [ "$($CDP eval "$CP" "document.getElementById('count-grants').textContent")" = "\"$G\"" ] ||
 	t_fail "the grants tile says $($CDP eval "$CP" "document.getElementById('count-grants').textContent")"
+# The agents, as tally status lists them: node-a holds both grants.
+ag=$($CDP eval "$CP" "Array.from(document.querySelectorAll('#agents tr')).slice(1).map(function (r) { return r.cells[0].textContent + ':' + r.cells[3].querySelectorAll('span.ok').length; }).join(' ')")
+[ "$ag" = '"node-a:2"' ] || t_fail "the agents table says $ag, not node-a holding 2"
+# Modules' states are tally status's.
+for m in app-1 app-2; do
+	want=$(tly status --json | $PY3 -c 'import json,sys; print([x["state"] for x in json.load(sys.stdin)["modules"] if x["module"] == sys.argv[1]][0])' $m)
+	got=$($CDP eval "$CP" "Array.from(document.querySelectorAll('#modules tr')).filter(function (r) { return r.cells[0].textContent === '$m'; })[0].cells[1].textContent")
+	[ "$got" = "\"$want\"" ] || t_fail "the page says $m is $got, tally status says $want"
+done
 $CDP eval "$CP" "window.tallyMark = 42" >/dev/null
 $CDP shot "$CP" "$SHOTS/27_board_serve-1-healthy.png" || t_fail "no screenshot"
-t_ok "one item, 'Nothing.'; the grants tile: $G; $SHOTS/27_board_serve-1-healthy.png"
+t_ok "one item, 'Nothing.'; the grants tile: $G; agents: node-a holding 2; app-1 and app-2 '$want' as tally status says; $SHOTS/27_board_serve-1-healthy.png"
 
 # watch NAME COND: the page's own clock records when COND first holds
 # (window.tallySeen[NAME], ms since the epoch), checked every 10 ms.

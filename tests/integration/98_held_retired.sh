@@ -12,6 +12,7 @@
 # another key change nothing; once node-a's agent reports v2 again,
 # status exits 0.
 . "$(dirname "$0")/lib.sh"
+PY3=/usr/bin/python3
 
 R_DIR=$W/rmq
 . "$(dirname "$0")/rabbit-lib.sh"
@@ -77,6 +78,11 @@ grep -q "^app: unhealthy" "$W/status.txt" || { cat "$W/status.txt" >&2; t_fail "
 tly status --json | grep -q '"off_record":\["node-a holds v1 of grant/app/db, retired' ||
 	t_fail "status --json has no off_record for app"
 t_ok "exit 6: $(grep -m1 'holds v1' "$W/status.txt" | sed 's/^ *//')"
+t_check "tally-board says the same: app unhealthy, off the record"
+n=$(t_board_agrees "node-a holds v1")
+$PY3 -c 'import json,sys; b=json.load(open(sys.argv[1])); m=[x for x in b["status"]["modules"] if x["module"]=="app"][0]; sys.exit(0 if m["state"]=="unhealthy" and any("retired" in r for r in m.get("off_record",[])) and b["off_record"] else 1)' "$W/board-agree.json" ||
+	t_fail "the board does not show app unhealthy with the off-record holding"
+t_ok "$n requirement(s) agree; the board lists the holding off the record"
 
 t_say "node-a's signed report says it holds v9 (never delivered)"
 publish_ack "$($REPORT --node node-a --key "$(t_nodekey node-a)" --held app/db=app@node-a=9)"

@@ -73,8 +73,10 @@ json_t	*bd_meta(struct bd_store *st);
  * bd_mirror_begin and _commit, bd_mirror_add copies events (their
  * encoding as is; one at or before the head is skipped: a restart
  * after a crash between the board's two commits); _commit folds them
- * and commits.  bd_mirror_status: tl_status_all's document over the
- * copy (a new reference; NULL on an error).  Errors are core/error.h
+ * and commits.  bd_mirror_status: over the copy, tl_status_all's
+ * document with "agents" and "off_record" (tl_status_agents, applied as
+ * tally status does) and "attention" (tl_status_attention at now_ns), a
+ * new reference; NULL on an error.  Errors are core/error.h
  * codes; why (TL_WHY_MAX bytes) for _add says which check failed.
  */
 struct bd_mirror;
@@ -88,7 +90,7 @@ int	bd_mirror_add(struct bd_mirror *m, const struct tl_event *ev,
 	    char *why);
 int	bd_mirror_commit(struct bd_mirror *m);
 void	bd_mirror_abort(struct bd_mirror *m);
-json_t	*bd_mirror_status(struct bd_mirror *m);
+json_t	*bd_mirror_status(struct bd_mirror *m, uint64_t now_ns);
 
 /* render.c */
 /* A document of everything the renderers show (a new reference). */

@@ -158,12 +158,20 @@ render(struct board *bd, int force)
 	if (snap == NULL)
 		return ENOMEM;
 	if (bd->mirror != NULL) {
-		json_t *st = bd_mirror_status(bd->mirror);
+		struct timespec now;
+		json_t *st;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		st = bd_mirror_status(bd->mirror, (uint64_t)now.tv_sec *
+		    1000000000u + (uint64_t)now.tv_nsec);
 
 		if (st == NULL)
 			warnx_("status over the copy of the log failed");
 		else
 			bd_with_status(snap, st);
+		json_object_set_new(snap, "now_ns", json_integer((json_int_t)
+		    ((uint64_t)now.tv_sec * 1000000000u +
+		    (uint64_t)now.tv_nsec)));
 	}
 	if (bd->html != NULL && (rc = bd_render_html(bd->html, snap,
 	    bd->source, why, sizeof(why))) != 0)

@@ -146,17 +146,35 @@ bd_mirror_abort(struct bd_mirror *m)
 	m->t = NULL;
 }
 
+/*
+ * As tally status --json assembles it: the modules, the agents and
+ * what they hold against the record (a module whose node holds a
+ * retired version is unhealthy), and what must not be forgotten.  The
+ * agents' last heartbeat is operational state beside tally's log, not
+ * in it: the board has each agent's last recorded report and says
+ * none is silent (its own "last report" is what it shows).
+ */
 json_t *
-bd_mirror_status(struct bd_mirror *m)
+bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
 {
+	struct tl_status_agents ag;
 	struct tl_txn *t;
 	struct tl_proj p;
-	json_t *st = NULL;
+	json_t *st = NULL, *at = NULL;
 
 	if (tl_log_begin(m->log, TL_TXN_RDONLY, &t) != 0)
 		return NULL;
-	if (tl_proj_open(t, &p) != 0 || tl_status_all(t, &p, &st) != 0)
-		st = NULL;
+	if (tl_proj_open(t, &p) != 0 || tl_status_all(t, &p, &st) != 0) {
+		tl_log_abort(t);
+		return NULL;
+	}
+	if (tl_status_agents(t, &p, NULL, now_ns, UINT64_MAX, 0, &ag) == 0) {
+		json_object_set_new(st, "agents", ag.agents);
+		tl_status_off_record(st, ag.wrong);
+		json_object_set_new(st, "off_record", ag.wrong);
+	}
+	if (tl_status_attention(t, &p, now_ns, &at) == 0)
+		json_object_set_new(st, "attention", at);
 	tl_log_abort(t);
 	return st;
 }

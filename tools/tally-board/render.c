@@ -193,6 +193,9 @@ bd_with_status(json_t *snap, json_t *st)
 		}
 	}
 	json_object_set_new(snap, "unhealthy", bad);
+	json_object_set(snap, "agents", json_object_get(st, "agents"));
+	json_object_set(snap, "off_record", json_object_get(st, "off_record"));
+	json_object_set(snap, "attention", json_object_get(st, "attention"));
 	json_object_set_new(json_object_get(snap, "counts"), "ready",
 	    json_integer((json_int_t)ready));
 }
@@ -398,10 +401,13 @@ bd_render_dot(const json_t *snap)
 			sb_q(&b, to);
 			sb_s(&b, " [label=");
 			sb_q(&b, lbl);
+			/* Unhealthy in tally status's words is red too. */
 			sb_s(&b, ", color=");
-			sb_q(&b, state_color(str(g, "state"), drift));
+			sb_q(&b, state_color(str(g, "state"), drift ||
+			    strcmp(str(g, "status"), "unhealthy") == 0));
 			sb_s(&b, ", fontcolor=");
-			sb_q(&b, state_color(str(g, "state"), drift));
+			sb_q(&b, state_color(str(g, "state"), drift ||
+			    strcmp(str(g, "status"), "unhealthy") == 0));
 			if (drift || strcmp(str(g, "state"), "revoked") == 0)
 				sb_s(&b, ", style=dashed");
 			sb_s(&b, "];\n");
@@ -515,6 +521,86 @@ count_cell(FILE *fp, const char *id, const char *label, json_int_t n)
 	fputs("</span></div>\n", fp);
 }
 
+/* s seconds in words: "42 s", "5 min", "3 h", "2 d". */
+static const char *
+dur(json_int_t s, char out[32])
+{
+	if (s < 0)
+		s = 0;
+	if (s < 120)
+		snprintf(out, 32, "%lld s", (long long)s);
+	else if (s < 7200)
+		snprintf(out, 32, "%lld min", (long long)(s / 60));
+	else if (s < 172800)
+		snprintf(out, 32, "%lld h", (long long)(s / 3600));
+	else
+		snprintf(out, 32, "%lld d", (long long)(s / 86400));
+	return out;
+}
+
+/*
+ * The agents, as tally status lists them: each node's last recorded
+ * report (its heartbeats are not in the record), what it holds, its
+ * last reload, and what it holds off the record.
+ */
+static void
+agents_write(FILE *fp, const json_t *snap)
+{
+	const json_t *v, *w;
+	size_t i, j, off;
+	char d[32];
+	json_int_t now = num(snap, "now_ns");
+
+	if (json_object_get(snap, "agents") == NULL)
+		return;
+	fputs("<h2>Agents</h2>\n", fp);
+	if (json_array_size(json_object_get(snap, "agents")) == 0) {
+		fputs("<p class=\"note\">No agent has reported.</p>\n", fp);
+		return;
+	}
+	fputs("<table id=\"agents\"><tr><th>node</th><th>agent</th><th>last "
+	    "report recorded</th><th>holds (holder grant version)</th>"
+	    "<th>last reload</th></tr>\n", fp);
+	json_array_foreach(json_object_get(snap, "agents"), i, v) {
+		fputs("<tr><td>", fp);
+		esc(fp, str(v, "node"));
+		fputs("</td><td>", fp);
+		esc(fp, json_is_string(json_object_get(v, "agent")) ?
+		    str(v, "agent") : "");
+		fprintf(fp, "</td><td>%s ago</td><td>", dur((now - num(v,
+		    "recorded_ns")) / 1000000000, d));
+		off = 0;
+		json_array_foreach(json_object_get(v, "held"), j, w) {
+			int bad = json_object_get(w, "off_record") != NULL ||
+			    json_is_true(json_object_get(w, "withdrawn"));
+
+			off += bad;
+			fprintf(fp, "<span class=\"%s\">", bad ? "bad" : "ok");
+			esc(fp, str(w, "holder"));
+			fputc(' ', fp);
+			esc(fp, str(w, "grant"));
+			fprintf(fp, " v%lld</span><br>", (long long)num(w,
+			    "version"));
+		}
+		fputs("</td><td>", fp);
+		w = json_object_get(v, "last_reload");
+		if (json_is_object(w)) {
+			int ok = json_is_true(json_object_get(w, "ok"));
+
+			fprintf(fp, "<span class=\"%s\">", ok ? "ok" : "bad");
+			esc(fp, str(w, "module"));
+			if (ok)
+				fputs(" reloaded", fp);
+			else
+				fprintf(fp, " failed (exit %lld)", (long long)
+				    num(w, "status"));
+			fputs("</span>", fp);
+		}
+		fputs("</td></tr>\n", fp);
+	}
+	fputs("</table>\n", fp);
+}
+
 /*
  * What needs a person, first on the page: each problem in words (a
  * provider unreachable, a grant failed, ambiguous, drifted or blocked)
@@ -524,8 +610,9 @@ count_cell(FILE *fp, const char *id, const char *label, json_int_t n)
 static void
 needs_write(FILE *fp, const json_t *snap)
 {
-	const json_t *v, *w;
+	const json_t *v, *w, *at = json_object_get(snap, "attention");
 	size_t i, j, n = 0;
+	char d1[32], d2[32];
 
 	fputs("<h2>Needs a person</h2>\n<ul class=\"needs\" id=\"needs\">\n",
 	    fp);
@@ -541,6 +628,30 @@ needs_write(FILE *fp, const json_t *snap)
 		fputs("</li>\n", fp);
 		n++;
 	}
+	json_array_foreach(json_object_get(snap, "off_record"), i, v) {
+		fputs("<li class=\"bad\" data-kind=\"off-record\">", fp);
+		esc(fp, str(v, "reason"));
+		fputs("</li>\n", fp);
+		n++;
+	}
+	json_array_foreach(json_object_get(at, "cut_off"), i, v) {
+		fputs("<li class=\"bad\" data-kind=\"cut-off\">", fp);
+		esc(fp, str(v, "holder"));
+		fprintf(fp, " is cut off from grant ");
+		esc(fp, str(v, "grant"));
+		fprintf(fp, " (it holds v%lld, retired by a forced rotation)"
+		    "</li>\n", (long long)num(v, "version"));
+		n++;
+	}
+	json_array_foreach(json_object_get(at, "rotations_overdue"), i, v) {
+		fputs("<li class=\"note\" data-kind=\"overdue\">", fp);
+		esc(fp, str(v, "grant"));
+		fprintf(fp, ": its credential is %s old, past its "
+		    "max-credential-age of %s, and no rotation has started"
+		    "</li>\n", dur(num(v, "age_s"), d1), dur(num(v,
+		    "max_age_s"), d2));
+		n++;
+	}
 	json_array_foreach(json_object_get(snap, "problems"), i, v) {
 		fputs("<li class=\"bad\" data-kind=\"", fp);
 		esc(fp, str(v, "what"));
@@ -549,7 +660,25 @@ needs_write(FILE *fp, const json_t *snap)
 		fputs("</li>\n", fp);
 		n++;
 	}
-	json_array_foreach(json_object_get(snap, "rotations"), i, v) {
+	/* Status's rotations waiting when the board has them, else its own. */
+	json_array_foreach(json_object_get(at, "rotations_waiting"), i, v) {
+		json_int_t now = num(snap, "now_ns");
+
+		fputs("<li class=\"note\" data-kind=\"ack\">rotation of ", fp);
+		esc(fp, str(v, "grant"));
+		fprintf(fp, " to v%lld waits on ", (long long)num(v, "to"));
+		json_array_foreach(json_object_get(v, "waiting_on"), j, w) {
+			if (j > 0)
+				fputs(", ", fp);
+			esc(fp, json_string_value(w) ? json_string_value(w) :
+			    "");
+		}
+		fprintf(fp, " (acknowledgement), for %s</li>\n", dur((now -
+		    num(v, "started_ns")) / 1000000000, d1));
+		n++;
+	}
+	json_array_foreach(at != NULL ? NULL : json_object_get(snap,
+	    "rotations"), i, v) {
 		if (json_array_size(json_object_get(v, "waiting")) == 0)
 			continue;
 		fputs("<li class=\"note\" data-kind=\"ack\">rotation of ", fp);
@@ -620,6 +749,7 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	count_cell(fp, "problems", "drift and problems", num(c, "problems"));
 	fputs("</div>\n", fp);
 	needs_write(fp, snap);
+	agents_write(fp, snap);
 	fputs("<h2>Grants by state</h2>\n<table>\n", fp);
 	json_object_foreach(json_object_get(c, "grants_by_state"), k, v) {
 		fputs("<tr><th>", fp);
@@ -657,7 +787,7 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 			}
 		fputs("</td></tr>\n", fp);
 	}
-	fputs("</table>\n<h2>Modules</h2>\n<table><tr><th>module</th>"
+	fputs("</table>\n<h2>Modules</h2>\n<table id=\"modules\"><tr><th>module</th>"
 	    "<th>state (tally status)</th><th>provides</th><th>requires</th>"
 	    "</tr>\n", fp);
 	json_array_foreach(json_object_get(snap, "modules"), i, v) {

@@ -16,6 +16,10 @@
 #include "board.h"
 #include "core/vec.h"
 
+#define BD_ROWS_MAX	500
+#define BD_DRAW_MAX	300
+#define BD_NEEDS_MAX	200
+
 static const char *
 str(const json_t *o, const char *k)
 {
@@ -617,6 +621,14 @@ needs_write(FILE *fp, const json_t *snap)
 	fputs("<h2>Needs a person</h2>\n<ul class=\"needs\" id=\"needs\">\n",
 	    fp);
 	json_array_foreach(json_object_get(snap, "unhealthy"), i, v) {
+		if (i == BD_NEEDS_MAX) {
+			fprintf(fp, "<li class=\"bad\" data-kind=\"unhealthy\">"
+			    "… and %zu more unhealthy requirements (tally "
+			    "status)</li>\n", json_array_size(json_object_get(
+			    snap, "unhealthy")) - i);
+			n++;
+			break;
+		}
 		fputs("<li class=\"bad\" data-kind=\"unhealthy\">", fp);
 		esc(fp, str(v, "module"));
 		fputc('@', fp);
@@ -704,16 +716,37 @@ needs_write(FILE *fp, const json_t *snap)
  * without a reload, by the page fetched again on each change the
  * events stream announces; an inline script, nothing external.
  */
+/*
+ * A page is read by a person, and rendered again on every change: its
+ * tables stop at BD_ROWS_MAX rows (view.json has them all) and the
+ * mesh is drawn up to BD_DRAW_MAX modules, so that a mesh of 100,000
+ * grants costs a bounded page.  Whether row i is past the cap (then the
+ * row saying how many more, cols wide, is written).
+ */
+static int
+more_rows(FILE *fp, size_t i, const json_t *all, int cols)
+{
+	if (i < BD_ROWS_MAX)
+		return 0;
+	fprintf(fp, "<tr><td colspan=\"%d\" class=\"note\">… and %zu more "
+	    "(/view.json, tally-board --json, or tally status have them all)"
+	    "</td></tr>\n", cols, json_array_size(all) - i);
+	return 1;
+}
+
 static void
 page_write(FILE *fp, const json_t *snap, const char *source, int live)
 {
 	const json_t *c = json_object_get(snap, "counts");
 	const json_t *meta = json_object_get(snap, "meta"), *v, *w;
-	char *dot, *svg = NULL;
+	char *dot = NULL, *svg = NULL;
+	json_t *byn;
+	int big;
 	const char *k;
 	size_t i, j;
 
-	if ((dot = bd_render_dot(snap)) != NULL)
+	big = json_array_size(json_object_get(snap, "modules")) > BD_DRAW_MAX;
+	if (!big && (dot = bd_render_dot(snap)) != NULL)
 		svg = run_dot(dot, strlen(dot));
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 	    "\n<title>tally-board</title>\n<style>\n"
@@ -758,7 +791,12 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 		    (long long)json_integer_value(v));
 	}
 	fputs("</table>\n<h2>The mesh</h2>\n", fp);
-	if (svg != NULL) {
+	if (big) {
+		fprintf(fp, "<p class=\"note\">%zu modules: too many to draw "
+		    "on a page (more than %d); tally graph --dot draws them."
+		    "</p>\n", json_array_size(json_object_get(snap, "modules")),
+		    BD_DRAW_MAX);
+	} else if (svg != NULL) {
 		char *start = strstr(svg, "<svg");
 
 		fputs("<div class=\"graph\">", fp);
@@ -772,25 +810,40 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	}
 	fputs("<h2>Nodes</h2>\n<table><tr><th>node</th><th>routable name</th>"
 	    "<th>assignments</th></tr>\n", fp);
+	/* Each node's assignments, gathered in one pass. */
+	if ((byn = json_object()) != NULL)
+		json_array_foreach(json_object_get(snap, "assignments"), j, w) {
+			json_t *l = json_object_get(byn, str(w, "node"));
+
+			if (l == NULL) {
+				l = json_array();
+				json_object_set_new(byn, str(w, "node"), l);
+			}
+			if (json_array_size(l) < BD_ROWS_MAX)
+				json_array_append(l, (json_t *)w);
+		}
 	json_array_foreach(json_object_get(snap, "nodes"), i, v) {
+		if (more_rows(fp, i, json_object_get(snap, "nodes"), 3))
+			break;
 		fputs("<tr><td>", fp);
 		esc(fp, str(v, "name"));
 		fputs("</td><td>", fp);
 		esc(fp, str(v, "routable"));
 		fputs("</td><td>", fp);
-		json_array_foreach(json_object_get(snap, "assignments"), j, w)
-			if (strcmp(str(w, "node"), str(v, "name")) == 0) {
-				fprintf(fp, "<span class=\"%s\">",
-				    assignment_class(w));
-				esc(fp, str(w, "module"));
-				fputs("</span> ", fp);
-			}
+		json_array_foreach(json_object_get(byn, str(v, "name")), j, w) {
+			fprintf(fp, "<span class=\"%s\">", assignment_class(w));
+			esc(fp, str(w, "module"));
+			fputs("</span> ", fp);
+		}
 		fputs("</td></tr>\n", fp);
 	}
+	json_decref(byn);
 	fputs("</table>\n<h2>Modules</h2>\n<table id=\"modules\"><tr><th>module</th>"
 	    "<th>state (tally status)</th><th>provides</th><th>requires</th>"
 	    "</tr>\n", fp);
 	json_array_foreach(json_object_get(snap, "modules"), i, v) {
+		if (more_rows(fp, i, json_object_get(snap, "modules"), 4))
+			break;
 		fputs("<tr><td>", fp);
 		esc(fp, str(v, "name"));
 		fprintf(fp, "</td><td class=\"%s\">", status_class(str(v,
@@ -817,6 +870,8 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	json_array_foreach(json_object_get(snap, "providers"), i, v) {
 		int down = json_is_false(json_object_get(v, "reachable"));
 
+		if (more_rows(fp, i, json_object_get(snap, "providers"), 3))
+			break;
 		fputs("<tr><td>", fp);
 		esc(fp, str(v, "id"));
 		fputs("</td><td>", fp);
@@ -833,6 +888,8 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	    "tally status</th><th>state</th><th>credential</th><th>provider"
 	    "</th><th>holders (delivered/acknowledged)</th></tr>\n", fp);
 	json_array_foreach(json_object_get(snap, "grants"), i, v) {
+		if (more_rows(fp, i, json_object_get(snap, "grants"), 6))
+			break;
 		fputs("<tr><td>", fp);
 		esc(fp, str(v, "grant"));
 		fprintf(fp, "</td><td class=\"%s\" title=\"", status_class(

@@ -26,14 +26,25 @@
  * several, median and max; target under 20 ms), `tally rebuild` (events/s;
  * target >= 300,000) and the peak RSS of each (ru_maxrss).
  *
+ * Then tally-board over the same log (issue 27): catching up from
+ * nothing (wall, CPU, peak RSS), and following it with --serve while
+ * events are committed one at a time: commit -> the change announced
+ * on /events (the page and the view rendered again and published;
+ * target under 2 s), its CPU per change and peak RSS.
+ *
  * Env: TALLY_BIN, TALLY_TMP; BENCH_SCALE (a float multiplying the
  * module count), BENCH_RUNS (runs of status and explain, default 21),
  * BENCH_KEEP=1 keeps the home and prints where it is.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE	/* memmem */
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,6 +460,211 @@ scrape_cost(struct tl_log *log)
 	tl_rx_free(&rx);
 }
 
+
+/* --- tally-board at this size ------------------------------------------ */
+
+/* VmHWM and CPU seconds of a live process (from /proc). */
+static void
+proc_usage(pid_t pid, long *hwm_kb, double *cpu)
+{
+	char path[64], line[256];
+	unsigned long ut = 0, st = 0;
+	FILE *fp;
+
+	*hwm_kb = 0;
+	*cpu = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((fp = fopen(path, "r")) != NULL) {
+		while (fgets(line, sizeof(line), fp) != NULL)
+			if (strncmp(line, "VmHWM:", 6) == 0)
+				*hwm_kb = atol(line + 6);
+		fclose(fp);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fp = fopen(path, "r")) != NULL) {
+		if (fgets(line, sizeof(line), fp) != NULL) {
+			const char *p = strrchr(line, ')');
+			int f;
+
+			/* Fields 14 and 15 (utime, stime), after the name. */
+			for (f = 2; p != NULL && f < 14; f++)
+				p = strchr(p + 1, ' ');
+			if (p != NULL)
+				sscanf(p + 1, "%lu %lu", &ut, &st);
+		}
+		fclose(fp);
+	}
+	*cpu = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Reads the events stream until the next "event: change", at most ms. */
+static int
+next_change(int fd, int ms)
+{
+	static char buf[8192];
+	static size_t have;
+	double end = tl_bench_now() + ms / 1000.0;
+	struct pollfd pfd = { fd, POLLIN, 0 };
+	char *p;
+	ssize_t n;
+
+	for (;;) {
+		if ((p = memmem(buf, have, "event: change\n", 14)) != NULL) {
+			size_t used = (size_t)(p - buf) + 14;
+
+			memmove(buf, buf + used, have - used);
+			have -= used;
+			return 0;
+		}
+		if (have > sizeof(buf) / 2) {
+			memmove(buf, buf + have - 64, 64);
+			have = 64;
+		}
+		if (tl_bench_now() >= end ||
+		    poll(&pfd, 1, (int)((end - tl_bench_now()) * 1000) + 1) <= 0)
+			return -1;
+		if ((n = read(fd, buf + have, sizeof(buf) - have)) <= 0)
+			return -1;
+		have += (size_t)n;
+	}
+}
+
+/*
+ * tally-board over this log: catching up from nothing (one process:
+ * the copy of the log, the projections over it, the view, one
+ * rendering), then following with --serve, idle, while events are
+ * committed one at a time: from each commit to the "change" its
+ * /events stream announces (the page and the view rendered again and
+ * published), and the process's memory and CPU.
+ */
+static void
+board_cost(const char *bin, const char *home)
+{
+	char board[4200], store[4200], addr[64], req[128];
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	double lat[7], cpu0, cpu1;
+	long hwm;
+	pid_t pid;
+	int s, fd = -1, port, i, nlat = 0, rc;
+	struct proc pr;
+
+	snprintf(board, sizeof(board), "%.*s/tally-board",
+	    (int)(strrchr(bin, '/') - bin), bin);
+	snprintf(store, sizeof(store), "%s/board", home);
+	{
+		char *ca[] = { board, "--home", (char *)home, "--store", store,
+		    "--quiet", NULL };
+
+		pr = run_tally(board, home, NULL, ca);
+	}
+	printf("  tally-board, catching up from nothing: %.2f s wall, %.2f s "
+	    "cpu, peak RSS %.1f MiB, exit %d\n", pr.secs, pr.cpu,
+	    (double)pr.maxrss_kb / 1024.0, pr.code);
+	if (pr.code != 0)
+		return;
+	/* A free port, then the board on it. */
+	if ((s = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    getsockname(s, (struct sockaddr *)&sa, &sl) != 0) {
+		close(s);
+		return;
+	}
+	port = ntohs(sa.sin_port);
+	close(s);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		int nul = open("/dev/null", O_RDWR);
+
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl(board, board, "--home", home, "--store", store,
+		    "--serve", addr, "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 300 && fd < 0; i++) {
+		if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+			break;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			close(fd);
+			fd = -1;
+			poll(NULL, 0, 100);
+		}
+	}
+	snprintf(req, sizeof(req), "GET /events HTTP/1.1\r\nHost: x\r\n\r\n");
+	if (fd < 0 || write(fd, req, strlen(req)) < 0 ||
+	    next_change(fd, 60000) != 0) {
+		printf("  tally-board --serve: no events stream\n");
+		goto out;
+	}
+	proc_usage(pid, &hwm, &cpu0);
+	for (i = 0; i < 7; i++) {
+		struct tl_log *lg;
+		struct tl_txn *t;
+		struct tl_body b;
+		struct tl_append a;
+		const void *body;
+		size_t blen;
+		double t0;
+
+		/* A provider down, then up: each a change on the page. */
+		if ((rc = tl_log_open(tl_test_path(home, "log"), 0, &lg)) != 0)
+			break;
+		tl_body_init(&b);
+		tl_body_str(&b, "id", "n0000/postgres");
+		if (i % 2 == 0) {
+			tl_body_str(&b, "reason", "bench: down");
+			tl_body_str(&b, "kind", "provider-unreachable");
+		}
+		tl_body_finish(&b, &body, &blen);
+		memset(&a, 0, sizeof(a));
+		a.type = i % 2 == 0 ? "provider.unreachable" :
+		    "provider.recovered";
+		a.stream = "provider/n0000/postgres";
+		a.expect = TL_VER_ANY;
+		a.actor = "bench";
+		a.body = body;
+		a.body_len = blen;
+		if ((rc = tl_log_begin(lg, 0, &t)) == 0 &&
+		    (rc = tl_append(t, &a, NULL, NULL)) == 0)
+			rc = tl_log_commit(t);
+		tl_body_free(&b);
+		tl_log_close(lg);
+		if (rc != 0)
+			break;
+		t0 = tl_bench_now();
+		if (next_change(fd, 60000) != 0)
+			break;
+		lat[nlat++] = (tl_bench_now() - t0) * 1e3;
+		poll(NULL, 0, 300);	/* past the board's throttle */
+	}
+	proc_usage(pid, &hwm, &cpu1);
+	if (nlat > 0) {
+		qsort(lat, (size_t)nlat, sizeof(double), tl_bench_cmp_double);
+		printf("  tally-board --serve following, one event committed "
+		    "-> the page published (its /events change), %d "
+		    "samples: median %.0f ms, max %.0f ms; %.2f s cpu for "
+		    "them (%.0f ms each); peak RSS %.1f MiB\n", nlat,
+		    lat[nlat / 2], lat[nlat - 1], cpu1 - cpu0,
+		    (cpu1 - cpu0) * 1e3 / nlat, (double)hwm / 1024.0);
+		tl_bench_target("graph: tally-board, commit -> page at the "
+		    "mesh's size, median", "< 2000 ms", lat[nlat / 2] < 2000,
+		    "%.0f ms", lat[nlat / 2]);
+	} else
+		printf("  tally-board --serve: no change announced\n");
+out:
+	if (fd >= 0)
+		close(fd);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
 int
 main(void)
 {
@@ -595,6 +811,7 @@ main(void)
 				printf("    output: %s\n", buf);
 		}
 	}
+	board_cost(bin, home);
 	if ((e = getenv("BENCH_KEEP")) != NULL && *e == '1')
 		printf("  kept: TALLY_HOME=%s\n", home);
 	else

@@ -149,44 +149,66 @@ bd_snapshot(struct bd_store *st)
  * "status_reason"; the ready tile counted from it; and "unhealthy", the
  * requirements status calls unhealthy, with their reasons.
  */
+/* An index of the documents of arr by their key (borrowed values). */
+static json_t *
+index_by(const json_t *arr, const char *k1, const char *k2)
+{
+	json_t *ix = json_object(), *v;
+	char key[512];
+	size_t i;
+
+	if (ix == NULL)
+		return NULL;
+	json_array_foreach(arr, i, v) {
+		if (k2 != NULL)
+			snprintf(key, sizeof(key), "%s@%s", str(v, k1),
+			    str(v, k2));
+		else
+			snprintf(key, sizeof(key), "%s", str(v, k1));
+		json_object_set(ix, key, v);
+	}
+	return ix;
+}
+
 void
 bd_with_status(json_t *snap, json_t *st)
 {
-	json_t *mods = json_object_get(snap, "modules");
-	json_t *asg = json_object_get(snap, "assignments");
-	json_t *grants = json_object_get(snap, "grants");
+	json_t *mods = index_by(json_object_get(snap, "modules"), "name",
+	    NULL);
+	json_t *asg = index_by(json_object_get(snap, "assignments"), "module",
+	    "node");
+	json_t *grants = index_by(json_object_get(snap, "grants"), "grant",
+	    NULL);
 	json_t *bad = json_array(), *m, *a, *r, *v;
-	size_t i, j, k, x, ready = 0;
+	size_t i, j, k, ready = 0;
+	char key[512];
 
 	json_object_set_new(snap, "status", st);
 	json_array_foreach(json_object_get(st, "modules"), i, m) {
 		const char *mod = str(m, "module");
 
-		json_array_foreach(mods, x, v)
-			if (strcmp(str(v, "name"), mod) == 0)
-				json_object_set_new(v, "status",
-				    json_string(str(m, "state")));
+		if ((v = json_object_get(mods, mod)) != NULL)
+			json_object_set_new(v, "status",
+			    json_string(str(m, "state")));
 		json_array_foreach(json_object_get(m, "assignments"), j, a) {
 			const char *state = str(a, "state");
 
 			if (strncmp(state, "ready", 5) == 0)
 				ready++;
-			json_array_foreach(asg, x, v)
-				if (strcmp(str(v, "module"), mod) == 0 &&
-				    strcmp(str(v, "node"), str(a, "node")) == 0)
-					json_object_set_new(v, "status",
-					    json_string(state));
+			snprintf(key, sizeof(key), "%s@%s", mod, str(a,
+			    "node"));
+			if ((v = json_object_get(asg, key)) != NULL)
+				json_object_set_new(v, "status",
+				    json_string(state));
 			json_array_foreach(json_object_get(a, "requirements"),
 			    k, r) {
-				json_array_foreach(grants, x, v)
-					if (*str(r, "grant") && strcmp(str(v,
-					    "grant"), str(r, "grant")) == 0) {
-						json_object_set_new(v, "status",
-						    json_string(str(r, "state")));
-						json_object_set_new(v,
-						    "status_reason", json_string(
-						    str(r, "reason")));
-					}
+				if (*str(r, "grant") && (v = json_object_get(
+				    grants, str(r, "grant"))) != NULL) {
+					json_object_set_new(v, "status",
+					    json_string(str(r, "state")));
+					json_object_set_new(v, "status_reason",
+					    json_string(str(r, "reason")));
+				}
 				if (strcmp(str(r, "state"), "unhealthy") == 0)
 					json_array_append_new(bad, json_pack(
 					    "{s:s,s:s,s:s,s:s}", "module", mod,
@@ -196,6 +218,9 @@ bd_with_status(json_t *snap, json_t *st)
 			}
 		}
 	}
+	json_decref(mods);
+	json_decref(asg);
+	json_decref(grants);
 	json_object_set_new(snap, "unhealthy", bad);
 	json_object_set(snap, "agents", json_object_get(st, "agents"));
 	json_object_set(snap, "off_record", json_object_get(st, "off_record"));

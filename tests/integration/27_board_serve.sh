@@ -82,9 +82,19 @@ for m in app-1 app-2; do
 	got=$($CDP eval "$CP" "Array.from(document.querySelectorAll('#modules tr')).filter(function (r) { return r.cells[0].textContent === '$m'; })[0].cells[1].textContent")
 	[ "$got" = "\"$want\"" ] || t_fail "the page says $m is $got, tally status says $want"
 done
+# The control plane and the day, from the record.
+tly --json mesh >"$W/mesh.json" 2>/dev/null || tly mesh >"$W/mesh.json"
+MESH=$(grep -o '[0-9a-f]\{32\}' "$W/mesh.json" | head -n 1)
+cpt=$($CDP eval "$CP" "document.getElementById('control').innerText")
+case $cpt in *"$MESH"*) ;; *) t_fail "the control plane section does not name mesh $MESH: $cpt" ;; esac
+[ "$($CDP eval "$CP" "document.getElementById('epoch').textContent")" = '"1"' ] ||
+	t_fail "the epoch shown is $($CDP eval "$CP" "document.getElementById('epoch').textContent")"
+since=$($CDP eval "$CP" "parseInt(document.getElementById('since').textContent, 10)")
+pos=$($CDP eval "$CP" "parseInt(document.getElementById('pos').textContent, 10)")
+[ "$since" = "$pos" ] || t_fail "since yesterday counts $since events, the page is at event $pos (all of them today)"
 $CDP eval "$CP" "window.tallyMark = 42" >/dev/null
 $CDP shot "$CP" "$SHOTS/27_board_serve-1-healthy.png" || t_fail "no screenshot"
-t_ok "one item, 'Nothing.'; the grants tile: $G; agents: node-a holding 2; app-1 and app-2 '$want' as tally status says; $SHOTS/27_board_serve-1-healthy.png"
+t_ok "one item, 'Nothing.'; the grants tile: $G; agents: node-a holding 2; app-1 and app-2 '$want' as tally status says; mesh $MESH, epoch 1; $since event(s) since yesterday; $SHOTS/27_board_serve-1-healthy.png"
 
 # watch NAME COND: the page's own clock records when COND first holds
 # (window.tallySeen[NAME], ms since the epoch), checked every 10 ms.

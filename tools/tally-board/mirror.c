@@ -26,6 +26,12 @@
 #include "projections/proj.h"
 #include "projections/record.h"
 #include "projections/status.h"
+#include "reactors/epoch.h"
+#include "reactors/mesh.h"
+
+/* Events looked at for "since yesterday", newest first, at most. */
+#define SINCE_MAX	20000
+#define SINCE_RECENT	25
 
 struct bd_mirror {
 	struct tl_log	*log;
@@ -147,6 +153,60 @@ bd_mirror_abort(struct bd_mirror *m)
 }
 
 /*
+ * The mesh and who leads it, as the record says: the mesh id, the
+ * epoch in force, its leader (the promotion's chain hash) and the event
+ * that started it.  Standbys and their lag are not in the record (the
+ * leader's etcd marks, tallyd --metrics): not here.
+ */
+static void
+control_plane(struct tl_txn *t, json_t *st)
+{
+	char mesh[TL_MESH_LEN + 1] = "", leader[33] = "";
+	uint64_t epoch = 0, at = 0;
+
+	if (tl_mesh_get(t, mesh) != 0 || tl_ep_leader(t, &epoch, leader) != 0 ||
+	    tl_ep_current(t, &epoch, &at) != 0)
+		return;
+	json_object_set_new(st, "control_plane", json_pack("{s:s,s:I,s:s,"
+	    "s:I}", "mesh", mesh, "epoch", (json_int_t)epoch, "leader",
+	    leader, "since_seq", (json_int_t)at));
+}
+
+/*
+ * What the record says changed in the day before now_ns: the events by
+ * type and the newest few, walking back from the head (at most
+ * SINCE_MAX events: "more" says the day held more).
+ */
+static void
+since(struct tl_txn *t, uint64_t now_ns, json_t *st)
+{
+	uint64_t head = 0, seq, from = now_ns - 86400ull * 1000000000ull;
+	json_t *by = json_object(), *recent = json_array();
+	struct tl_event ev;
+	size_t n = 0;
+
+	if (by == NULL || recent == NULL || tl_log_last(t, &head, NULL) != 0) {
+		json_decref(by);
+		json_decref(recent);
+		return;
+	}
+	for (seq = head; seq > 0 && n < SINCE_MAX; seq--, n++) {
+		if (tl_log_get(t, seq, &ev) != 0 || ev.ts < from)
+			break;
+		json_object_set_new(by, ev.type, json_integer(
+		    json_integer_value(json_object_get(by, ev.type)) + 1));
+		if (json_array_size(recent) < SINCE_RECENT)
+			json_array_append_new(recent, json_pack("{s:I,s:I,s:s,"
+			    "s:s}", "seq", (json_int_t)ev.seq, "ts_ns",
+			    (json_int_t)ev.ts, "type", ev.type, "stream",
+			    ev.stream));
+	}
+	json_object_set_new(st, "since_yesterday", json_pack("{s:I,s:b,s:o,"
+	    "s:o}", "events", (json_int_t)n, "more", n == SINCE_MAX &&
+	    seq > 0, "by_type", by, "recent", recent));
+}
+
+/*
  * As tally status --json assembles it: the modules, the agents and
  * what they hold against the record (a module whose node holds a
  * retired version is unhealthy), and what must not be forgotten.  The
@@ -175,6 +235,8 @@ bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
 	}
 	if (tl_status_attention(t, &p, now_ns, &at) == 0)
 		json_object_set_new(st, "attention", at);
+	control_plane(t, st);
+	since(t, now_ns, st);
 	tl_log_abort(t);
 	return st;
 }

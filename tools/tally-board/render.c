@@ -225,6 +225,10 @@ bd_with_status(json_t *snap, json_t *st)
 	json_object_set(snap, "agents", json_object_get(st, "agents"));
 	json_object_set(snap, "off_record", json_object_get(st, "off_record"));
 	json_object_set(snap, "attention", json_object_get(st, "attention"));
+	json_object_set(snap, "control_plane", json_object_get(st,
+	    "control_plane"));
+	json_object_set(snap, "since_yesterday", json_object_get(st,
+	    "since_yesterday"));
 	json_object_set_new(json_object_get(snap, "counts"), "ready",
 	    json_integer((json_int_t)ready));
 }
@@ -630,6 +634,63 @@ agents_write(FILE *fp, const json_t *snap)
 	fputs("</table>\n", fp);
 }
 
+/* The mesh and its leader, as the record says (mirror.c). */
+static void
+control_write(FILE *fp, const json_t *snap)
+{
+	const json_t *cp = json_object_get(snap, "control_plane");
+
+	if (cp == NULL)
+		return;
+	fputs("<h2>Control plane</h2>\n<table id=\"control\"><tr><th>mesh"
+	    "</th><td>", fp);
+	esc(fp, str(cp, "mesh"));
+	fprintf(fp, "</td></tr><tr><th>epoch</th><td id=\"epoch\">%lld</td>"
+	    "</tr><tr><th>leader</th><td>", (long long)num(cp, "epoch"));
+	esc(fp, *str(cp, "leader") ? str(cp, "leader") : "—");
+	if (num(cp, "since_seq") > 0)
+		fprintf(fp, " (promoted at event %lld)", (long long)num(cp,
+		    "since_seq"));
+	fputs("</td></tr></table>\n<p class=\"note\">Standbys and their lag "
+	    "are the leader's to know (tallyd --metrics), not the record's."
+	    "</p>\n", fp);
+}
+
+/* What the record says changed in the last day (mirror.c). */
+static void
+since_write(FILE *fp, const json_t *snap)
+{
+	const json_t *sy = json_object_get(snap, "since_yesterday"), *v;
+	const char *k;
+	size_t i;
+
+	if (sy == NULL)
+		return;
+	fprintf(fp, "<h2>Since yesterday</h2>\n<p id=\"since\">%lld%s "
+	    "event(s) in the last 24 hours.</p>\n", (long long)num(sy,
+	    "events"), json_is_true(json_object_get(sy, "more")) ? "+" : "");
+	if (num(sy, "events") == 0)
+		return;
+	fputs("<table><tr><th>event type</th><th>count</th></tr>\n", fp);
+	json_object_foreach(json_object_get(sy, "by_type"), k, v) {
+		fputs("<tr><td>", fp);
+		esc(fp, k);
+		fprintf(fp, "</td><td>%lld</td></tr>\n", (long long)
+		    json_integer_value(v));
+	}
+	fputs("</table>\n<p class=\"note\">The newest (tally history STREAM "
+	    "tells a stream's whole story):</p>\n<table><tr><th>event</th>"
+	    "<th>type</th><th>stream</th></tr>\n", fp);
+	json_array_foreach(json_object_get(sy, "recent"), i, v) {
+		fprintf(fp, "<tr><td>%lld</td><td>", (long long)num(v, "seq"));
+		esc(fp, str(v, "type"));
+		fputs("</td><td>", fp);
+		esc(fp, str(v, "stream"));
+		fputs("</td></tr>\n", fp);
+	}
+	fputs("</table>\n", fp);
+}
+
 /*
  * What needs a person, first on the page: each problem in words (a
  * provider unreachable, a grant failed, ambiguous, drifted or blocked)
@@ -808,6 +869,7 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	fputs("</div>\n", fp);
 	needs_write(fp, snap);
 	agents_write(fp, snap);
+	control_write(fp, snap);
 	fputs("<h2>Grants by state</h2>\n<table>\n", fp);
 	json_object_foreach(json_object_get(c, "grants_by_state"), k, v) {
 		fputs("<tr><th>", fp);
@@ -958,6 +1020,7 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	}
 	if (json_array_size(json_object_get(snap, "rotations")) > 0)
 		fputs("</table>\n", fp);
+	since_write(fp, snap);
 	fputs("</div>\n", fp);
 	if (live)
 		fputs("<script>\n"

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/nodewire.h"
 #include "grant.h"
 #include "record.h"
@@ -70,9 +71,7 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 
 	if (vlen < 8)
 		return 0;
-	for (i = 0; i < 8; i++)
-		ts = ts << 8 | v[i];
-	recorded = ts;
+	ts = recorded = tl_get_be64(v);
 	/*
 	 * The report is recorded when it changes; the agent's heartbeat
 	 * (every --report-interval) only moves its last-seen time.

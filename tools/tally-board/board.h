@@ -70,14 +70,13 @@ json_t	*bd_meta(struct bd_store *st);
  * mirror.c: a copy of the log the board follows, in DIR/mirror of its
  * store, with the projections folded over it, so that its states are
  * the ones tally status derives (projections/status.c).  Between
- * bd_mirror_begin and _commit, bd_mirror_add copies events (their
- * encoding as is; one at or before the head is skipped: a restart
- * after a crash between the board's two commits); _commit folds them
- * and commits.  bd_mirror_status: over the copy, tl_status_all's
- * document with "agents" and "off_record" (tl_status_agents, applied as
- * tally status does) and "attention" (tl_status_attention at now_ns), a
- * new reference; NULL on an error.  Errors are core/error.h
- * codes; why (TL_WHY_MAX bytes) for _add says which check failed.
+ * bd_mirror_begin and _commit, bd_mirror_add takes events (their
+ * encoding copied; one at or before the head is skipped: a restart
+ * after a crash between the board's two commits); _commit appends them
+ * as they are (links and hashes checked again), folds them and
+ * commits, growing the map when it is full; why (TL_WHY_MAX bytes) says
+ * which check an event failed.  _abort drops the batch.  Errors are
+ * core/error.h codes, ENOMEM.
  */
 struct bd_mirror;
 struct tl_event;
@@ -86,9 +85,8 @@ int	bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
 void	bd_mirror_close(struct bd_mirror *m);
 uint64_t	bd_mirror_head(const struct bd_mirror *m);
 int	bd_mirror_begin(struct bd_mirror *m);
-int	bd_mirror_add(struct bd_mirror *m, const struct tl_event *ev,
-	    char *why);
-int	bd_mirror_commit(struct bd_mirror *m);
+int	bd_mirror_add(struct bd_mirror *m, const struct tl_event *ev);
+int	bd_mirror_commit(struct bd_mirror *m, char *why);
 void	bd_mirror_abort(struct bd_mirror *m);
 json_t	*bd_mirror_status(struct bd_mirror *m, uint64_t now_ns);
 

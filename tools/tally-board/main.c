@@ -289,12 +289,8 @@ run_local(struct board *bd, const char *home)
 			    tl_sub_deadline(500) : TL_SUB_NOWAIT, &ev);
 			if (rc != 0)
 				break;
-			if ((rc = bd_mirror_add(bd->mirror, &ev, cwhy)) != 0) {
-				warnx_("event %llu does not follow the copy of "
-				    "the log: %s", (unsigned long long)ev.seq,
-				    cwhy[0] ? cwhy : tl_strerror(rc));
+			if ((rc = bd_mirror_add(bd->mirror, &ev)) != 0)
 				break;
-			}
 			if ((ej = tl_json_event(&ev)) == NULL) {
 				rc = TL_EMALFORMED;
 				break;
@@ -312,9 +308,10 @@ run_local(struct board *bd, const char *home)
 			    tl_sub_position(sub), tl_strerror(rc));
 			break;
 		}
-		if ((rc = bd_mirror_commit(bd->mirror)) != 0) {
+		if ((rc = bd_mirror_commit(bd->mirror, cwhy)) != 0) {
 			bd_store_abort(bd->st);
-			warnx_("copy of the log: %s", tl_strerror(rc));
+			warnx_("copy of the log: %s", cwhy[0] ? cwhy :
+			    tl_strerror(rc));
 			break;
 		}
 		if ((rc = bd_store_commit(bd->st)) != 0) {

@@ -33,12 +33,26 @@
 #define SINCE_MAX	20000
 #define SINCE_RECENT	25
 
-struct bd_mirror {
-	struct tl_log	*log;
-	struct tl_txn	*t;	/* the write transaction, between begin and commit */
-	uint64_t	 head;	/* the last event copied */
+/* One event of the batch: its encoding, copied. */
+struct copied {
+	uint8_t		*raw;
+	size_t		 len;
+	uint64_t	 seq;
 };
 
+struct bd_mirror {
+	struct tl_log	*log;
+	uint64_t	 head;	/* the last event copied */
+	/*
+	 * The batch between begin and commit, written at commit by
+	 * tl_log_write, which grows the map and tries again when it is
+	 * full (a copy of a large log outgrows the first map).
+	 */
+	struct copied	*batch;
+	size_t		 n, cap;
+	char		 why[TL_WHY_MAX];
+	uint64_t	 bad;	/* the event an append refused */
+};
 int
 bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
     size_t whylen)
@@ -85,13 +99,23 @@ bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
 	return 0;
 }
 
+static void
+batch_free(struct bd_mirror *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->n; i++)
+		free(m->batch[i].raw);
+	m->n = 0;
+}
+
 void
 bd_mirror_close(struct bd_mirror *m)
 {
 	if (m == NULL)
 		return;
-	if (m->t != NULL)
-		tl_log_abort(m->t);
+	batch_free(m);
+	free(m->batch);
 	tl_log_close(m->log);
 	free(m);
 }
@@ -105,51 +129,87 @@ bd_mirror_head(const struct bd_mirror *m)
 int
 bd_mirror_begin(struct bd_mirror *m)
 {
-	return tl_log_begin(m->log, 0, &m->t);
+	batch_free(m);
+	return 0;
 }
 
 int
-bd_mirror_add(struct bd_mirror *m, const struct tl_event *ev, char *why)
+bd_mirror_add(struct bd_mirror *m, const struct tl_event *ev)
 {
-	uint64_t seq;
-	int rc;
+	struct copied *c;
 
-	why[0] = '\0';
 	if (ev->seq <= m->head)
 		return 0;		/* copied before the board's crash */
-	rc = tl_log_append_raw(m->t, ev->raw, ev->raw_len, NULL, &seq, why);
-	if (rc == TL_EEXIST)
-		return 0;
-	return rc;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 256;
+
+		if ((c = realloc(m->batch, cap * sizeof(*c))) == NULL)
+			return ENOMEM;
+		m->batch = c;
+		m->cap = cap;
+	}
+	c = &m->batch[m->n];
+	if ((c->raw = malloc(ev->raw_len)) == NULL)
+		return ENOMEM;
+	memcpy(c->raw, ev->raw, ev->raw_len);
+	c->len = ev->raw_len;
+	c->seq = ev->seq;
+	m->n++;
+	return 0;
+}
+
+/* tl_log_write's: the batch appended, the projections folded over it. */
+static int
+write_batch(struct tl_txn *t, void *arg)
+{
+	struct bd_mirror *m = arg;
+	uint64_t head = 0, seq;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_log_last(t, &head, NULL)) != 0)
+		return rc;
+	for (i = 0; i < m->n; i++) {
+		if (m->batch[i].seq <= head)
+			continue;
+		rc = tl_log_append_raw(t, m->batch[i].raw, m->batch[i].len,
+		    NULL, &seq, m->why);
+		if (rc != 0) {
+			m->bad = m->batch[i].seq;
+			return rc;
+		}
+	}
+	return tl_proj_catchup(t, 0);
 }
 
 int
-bd_mirror_commit(struct bd_mirror *m)
+bd_mirror_commit(struct bd_mirror *m, char *why)
 {
-	uint64_t head = 0;
+	struct tl_txn *t;
 	int rc;
 
-	/* The states follow the copy in the same transaction. */
-	if ((rc = tl_proj_catchup(m->t, 0)) != 0 ||
-	    ((rc = tl_log_last(m->t, &head, NULL)) != 0 &&
-	    rc != TL_ENOTFOUND)) {
-		tl_log_abort(m->t);
-		m->t = NULL;
+	why[0] = m->why[0] = '\0';
+	m->bad = 0;
+	if (m->n > 0 && (rc = tl_log_write(m->log, write_batch, m)) != 0) {
+		if (m->bad != 0)
+			snprintf(why, TL_WHY_MAX, "event %llu: %.100s",
+			    (unsigned long long)m->bad, m->why[0] ? m->why :
+			    tl_strerror(rc));
+		batch_free(m);
 		return rc;
 	}
-	rc = tl_log_commit(m->t);
-	m->t = NULL;
-	if (rc == 0)
-		m->head = head;
+	batch_free(m);
+	if ((rc = tl_log_begin(m->log, TL_TXN_RDONLY, &t)) == 0) {
+		rc = tl_log_last(t, &m->head, NULL);
+		tl_log_abort(t);
+	}
 	return rc;
 }
 
 void
 bd_mirror_abort(struct bd_mirror *m)
 {
-	if (m->t != NULL)
-		tl_log_abort(m->t);
-	m->t = NULL;
+	batch_free(m);
 }
 
 /*

@@ -164,7 +164,6 @@ render(struct board *bd, int force)
 		clock_gettime(CLOCK_REALTIME, &now);
 		st = bd_mirror_status(bd->mirror, (uint64_t)now.tv_sec *
 		    1000000000u + (uint64_t)now.tv_nsec);
-
 		if (st == NULL)
 			warnx_("status over the copy of the log failed");
 		else
@@ -249,6 +248,7 @@ run_local(struct board *bd, const char *home)
 	char logdir[1200], why[512], cwhy[TL_WHY_MAX];
 	int rc, what, n;
 	json_int_t pos;
+	uint64_t viewpos;
 
 	snprintf(logdir, sizeof(logdir), "%s/log", home);
 	snprintf(bd->source, sizeof(bd->source), "the log at %s", logdir);
@@ -268,7 +268,13 @@ run_local(struct board *bd, const char *home)
 		warnx_("copy of the log: %s", why);
 		goto out;
 	}
-	/* The two commit apart: the one behind says where to resume. */
+	/*
+	 * The two commit apart: the one behind says where to resume (a
+	 * store made before the copy existed: from event 1).  What the
+	 * view has already is not given to it again (it would count as
+	 * redelivered).
+	 */
+	viewpos = (uint64_t)pos;
 	if (bd_mirror_head(bd->mirror) < (uint64_t)pos)
 		pos = (json_int_t)bd_mirror_head(bd->mirror);
 	so.from = (uint64_t)pos + 1;
@@ -291,6 +297,8 @@ run_local(struct board *bd, const char *home)
 				break;
 			if ((rc = bd_mirror_add(bd->mirror, &ev)) != 0)
 				break;
+			if (ev.seq <= viewpos)
+				continue;
 			if ((ej = tl_json_event(&ev)) == NULL) {
 				rc = TL_EMALFORMED;
 				break;

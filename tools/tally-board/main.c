@@ -159,18 +159,18 @@ render(struct board *bd, int force)
 		return ENOMEM;
 	if (bd->mirror != NULL) {
 		struct timespec now;
+		uint64_t now_ns;
 		json_t *st;
 
 		clock_gettime(CLOCK_REALTIME, &now);
-		st = bd_mirror_status(bd->mirror, (uint64_t)now.tv_sec *
-		    1000000000u + (uint64_t)now.tv_nsec);
-		if (st == NULL)
+		now_ns = (uint64_t)now.tv_sec * 1000000000u +
+		    (uint64_t)now.tv_nsec;
+		if ((st = bd_mirror_status(bd->mirror, now_ns)) == NULL)
 			warnx_("status over the copy of the log failed");
 		else
 			bd_with_status(snap, st);
 		json_object_set_new(snap, "now_ns", json_integer((json_int_t)
-		    ((uint64_t)now.tv_sec * 1000000000u +
-		    (uint64_t)now.tv_nsec)));
+		    now_ns));
 	}
 	if (bd->html != NULL && (rc = bd_render_html(bd->html, snap,
 	    bd->source, why, sizeof(why))) != 0)

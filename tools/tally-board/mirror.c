@@ -83,11 +83,7 @@ bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
 		return rc;
 	}
 	if ((rc = tl_log_begin(m->log, TL_TXN_RDONLY, &t)) == 0) {
-		rc = tl_log_last(t, &m->head, NULL);
-		if (rc == TL_ENOTFOUND) {
-			m->head = 0;
-			rc = 0;
-		}
+		rc = tl_log_last(t, &m->head, NULL);	/* 0 when empty */
 		tl_log_abort(t);
 	}
 	if (rc != 0) {

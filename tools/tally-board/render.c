@@ -826,7 +826,7 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	const json_t *c = json_object_get(snap, "counts");
 	const json_t *meta = json_object_get(snap, "meta"), *v, *w;
 	char *dot = NULL, *svg = NULL;
-	json_t *byn;
+	json_t *byn, *a;
 	int big;
 	const char *k;
 	size_t i, j;
@@ -899,15 +899,15 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	    "<th>assignments</th></tr>\n", fp);
 	/* Each node's assignments, gathered in one pass. */
 	if ((byn = json_object()) != NULL)
-		json_array_foreach(json_object_get(snap, "assignments"), j, w) {
-			json_t *l = json_object_get(byn, str(w, "node"));
+		json_array_foreach(json_object_get(snap, "assignments"), j, a) {
+			json_t *l = json_object_get(byn, str(a, "node"));
 
 			if (l == NULL) {
 				l = json_array();
-				json_object_set_new(byn, str(w, "node"), l);
+				json_object_set_new(byn, str(a, "node"), l);
 			}
 			if (json_array_size(l) < BD_ROWS_MAX)
-				json_array_append(l, (json_t *)w);
+				json_array_append(l, a);
 		}
 	json_array_foreach(json_object_get(snap, "nodes"), i, v) {
 		if (more_rows(fp, i, json_object_get(snap, "nodes"), 3))

@@ -406,8 +406,23 @@ tl_httpd_publish(struct tl_httpd *h, size_t i, char *text, size_t len)
 	h->docs[i].len = len;
 	h->docs[i].at_ms = mono_ms();
 	h->docs[i].gen++;
-	h->gen++;
+	if (!h->conf.docs[i].quiet)
+		h->gen++;
 	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+}
+
+void
+tl_httpd_touch(struct tl_httpd *h, size_t i)
+{
+	if (i >= h->conf.ndocs)
+		return;
+	pthread_mutex_lock(&h->mu);
+	if (h->docs[i].text != NULL) {
+		h->docs[i].at_ms = mono_ms();
+		h->docs[i].gen++;
+		pthread_cond_broadcast(&h->cv);
+	}
 	pthread_mutex_unlock(&h->mu);
 }
 

@@ -54,6 +54,12 @@ struct tl_httpd_doc {
 	 */
 	size_t		(*trailer)(char *end, size_t cap, double age_s);
 	size_t		 trailer_max;
+	/*
+	 * Its publishes are not announced on the events stream: a
+	 * document built only when asked for (fresh_ms), whose making
+	 * is no change of the program's state.
+	 */
+	int		 quiet;
 };
 
 struct tl_httpd_conf {
@@ -86,6 +92,12 @@ int	tl_httpd_wanted(struct tl_httpd *h);
 /* Document i's new text (malloc'd, len bytes): h owns it from now on. */
 void	tl_httpd_publish(struct tl_httpd *h, size_t i, char *text,
 	    size_t len);
+/*
+ * Document i's text is still current (nothing changed since it was
+ * made): its age starts again and the requests waiting for a fresh one
+ * are served it, as after a publish, without the copy.
+ */
+void	tl_httpd_touch(struct tl_httpd *h, size_t i);
 /* The events streams open now. */
 unsigned	tl_httpd_streams(struct tl_httpd *h);
 

@@ -82,6 +82,20 @@ int	tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
 	    uint64_t now_ns, json_t **out);
 
 /*
+ * What depends on the wall clock, added to at (tl_status_attention's
+ * document) when there is any (reminders.c): "residual": [{grant,
+ * provider, residual (what stays valid, in the driver's words),
+ * lifetime, setting, until_ns, certificates?: [{serial, holder,
+ * version, not_after}]}] (a revoked grant whose driver declares that
+ * issued credentials outlive the revocation, while they do);
+ * "certificates": [{grant, holder, serial, version, not_after, wanted,
+ * expired}] (holders behind on a renewal, with the certificate they
+ * still run on).  0, ENOMEM or the tables' errors.
+ */
+int	tl_status_reminders(struct tl_txn *t, const struct tl_proj *p,
+	    uint64_t now_ns, json_t *at);
+
+/*
  * Every rotation under way, as status shows each ("rotation" of a
  * requirement, with "grant"): [{grant, from, to, step, started_ns,
  * deadline_ns, waiting_on[NODE/MODULE], reason, ...}].  It costs the

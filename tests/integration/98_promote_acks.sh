@@ -10,7 +10,9 @@
 # 0 new security.ack-refused, 0 new credential.acknowledged, 0 new
 # node.reported (the agent is stopped: nothing new is offered); and a
 # new acknowledgement after the promotion (a rotation to v3) is decided
-# once.
+# once.  A tally-board follows the standby's log all along (issue 27):
+# after the promotion and after v3 it agrees with the new leader's
+# tally status, and its page shows the new epoch and the refusal.
 . "$(dirname "$0")/lib.sh"
 
 R_DIR=$W/rmq
@@ -62,6 +64,7 @@ tly apply "$(t_consumer app)" >/dev/null || t_fail "apply app"
 tly assign app node-a >/dev/null || t_fail "assign app"
 TALLY_HOME=$FH tly init --standby --leader-key "$(leader_key)" >/dev/null || t_fail "tally init --standby failed"
 follow_start
+_lh=$TALLY_HOME; TALLY_HOME=$FH; t_board_follow; TALLY_HOME=$_lh
 t_tallyd_start --interval 1 --verify-interval 3600
 LPID=$T_DPID
 
@@ -99,6 +102,16 @@ R0=$(count "$FH" security.ack-refused)
 N0=$(count "$FH" node.reported)
 t_ok "$(cat "$W/promote.out"); at promotion: $A0 acknowledged, $R0 refused, $N0 node.reported"
 
+t_check "tally-board, following the standby through the promotion, agrees with it"
+n=$(TALLY_HOME=$FH t_board_agrees "promoted")
+EPOCH=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["control_plane"]["epoch"])' "$W/board-live.json")
+[ "$EPOCH" -ge 2 ] || t_fail "the board's control plane says epoch $EPOCH after the promotion"
+curl -fsS --max-time 5 "http://127.0.0.1:$_t_blport/" >"$W/page.html" || t_fail "GET / of the following board"
+grep -q "<td id=\"epoch\">$EPOCH</td>" "$W/page.html" || t_fail "the page does not show epoch $EPOCH"
+grep -q 'data-kind="refused">[0-9]* security.ack-refused' "$W/page.html" ||
+	t_fail "the page's 'Needs a person' does not list the refused acknowledgement"
+t_ok "$n requirement(s) the same; epoch $EPOCH on the page; '$(sed -n 's/.*data-kind="refused">\([^<]*\).*/\1/p' "$W/page.html" | head -n 1)'"
+
 t_say "the new leader decides nothing again"
 export TALLY_HOME=$FH
 t_tallyd_start --interval 1 --verify-interval 3600
@@ -119,3 +132,5 @@ wait_for 60 "rotation to v3 completed" sh -c "\"$TALLY_BIN/tally\" log --json --
 [ "$(tly log --json --type credential.acknowledged | grep -c '"version":3')" = 1 ] || t_fail "v3 acknowledged $(tly log --json --type credential.acknowledged | grep -c '"version":3') times"
 [ "$(count "$FH" security.ack-refused)" = "$R0" ] || t_fail "a refusal after the promotion"
 t_ok "v3 acknowledged once by node-a's agent on the new leader"
+t_check "and after v3, on the new leader"
+t_ok "$(t_board_agrees "v3 on the new leader") requirement(s) the same"

@@ -52,6 +52,7 @@ t_fail() {
 # --- cleanup ------------------------------------------------------------
 
 _t_pids=""	# tallyd processes this script started and has not reaped
+_t_blport=""	# the port of t_board_follow's board
 _t_pgs=""	# PostgreSQL directories this script started
 _t_redises=""	# Redis directories this script started (t_redis_start)
 _t_mariadbs=""	# MariaDB directories this script started (t_mariadb_start)
@@ -889,13 +890,31 @@ t_impostor_end() {
 	t_forget_pid "$_t_imp"
 }
 
+# t_board_follow: a tally-board that follows this home's log from now
+# on (--serve, its own store $W/board-live), with TALLY_BOARD_CHECK=1:
+# it keeps each module's state and asks again only the modules a change
+# can reach, and checks that against asking every module, dying on a
+# difference.  t_board_agrees then compares it too.
+t_board_follow() {
+	_t_blport=$(t_free_port)
+	TALLY_BOARD_CHECK=1 "$TALLY_BIN/tally-board" --home "$TALLY_HOME" \
+		--store "$W/board-live" --serve "127.0.0.1:$_t_blport" --quiet \
+		>"$W/board-live.log" 2>&1 &
+	_t_blpid=$!
+	_t_pids="$_t_pids $_t_blpid"
+	t_wait_for 30 "the following board's page" \
+		curl -fsS --max-time 2 -o /dev/null "http://127.0.0.1:$_t_blport/"
+}
+
 # t_board_agrees LABEL: tally-board (catching up in $W/board-agree, the
 # same store each time) and tally status --json say the same of every
 # module, assignment and requirement (state, reason, grant, provider,
 # rotation, ...), at one head of the log (taken again if tallyd appended
-# in between).  Left out: what the verifier observed beside the log, not
-# in the record (last_verified, checks, old_sessions).  Prints the count
-# of requirements compared.
+# in between); so does the following board of t_board_follow when one
+# runs (its /view.json once at that head; it is alive and has found no
+# difference between its kept states and status's).  Left out: what the
+# verifier observed beside the log, not in the record (last_verified,
+# checks, old_sessions).  Prints the count of requirements compared.
 t_board_agrees() {
 	_t_try=0
 	while :; do
@@ -905,18 +924,37 @@ t_board_agrees() {
 			t_fail "$1: tally-board failed: $(cat "$W/board-agree.err")"
 		tly status --json >"$W/status-agree.json" 2>/dev/null || true
 		_t_h2=$(tly log --json | tail -n 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
+		if [ "$_t_h1" = "$_t_h2" ] && [ -n "$_t_blport" ]; then
+			_t_i=0
+			while :; do
+				curl -fsS --max-time 15 "http://127.0.0.1:$_t_blport/view.json" \
+					>"$W/board-live.json" 2>/dev/null &&
+					[ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["meta"]["pos"])' \
+						"$W/board-live.json" 2>/dev/null)" = "$_t_h1" ] && break
+				kill -0 "$_t_blpid" 2>/dev/null ||
+					t_fail "$1: the following board died: $(tail -n 5 "$W/board-live.log")"
+				_t_i=$((_t_i + 1))
+				[ $_t_i -lt 50 ] || break
+				sleep 0.2
+			done
+			_t_h2=$(tly log --json | tail -n 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
+		fi
 		[ "$_t_h1" != "$_t_h2" ] || break
 		_t_try=$((_t_try + 1))
 		[ $_t_try -lt 20 ] || t_fail "$1: the log never stood still for a comparison"
 		sleep 0.2
 	done
-	python3 - "$1" "$_t_h1" "$W/board-agree.json" "$W/status-agree.json" <<'PY' || t_fail "$1: the board and tally status disagree (above)"
+	if [ -n "$_t_blport" ]; then
+		! grep -E 'differs|kept states' "$W/board-live.log" >&2 ||
+			t_fail "$1: the following board's kept states differ from status's"
+		_t_live=$W/board-live.json
+	else
+		_t_live=
+	fi
+	python3 - "$1" "$_t_h1" "$W/status-agree.json" "$W/board-agree.json" $_t_live <<'PY' || t_fail "$1: the board and tally status disagree (above)"
 import json, sys
 label, head = sys.argv[1], int(sys.argv[2])
-board = json.load(open(sys.argv[3]))
-status = json.load(open(sys.argv[4]))
-if board["meta"]["pos"] != head:
-    sys.exit("%s: the board is at %s, the log at %s" % (label, board["meta"]["pos"], head))
+status = json.load(open(sys.argv[3]))
 OPS = ("last_verified", "checks", "old_sessions")
 def clean(x):
     if isinstance(x, dict):
@@ -924,23 +962,27 @@ def clean(x):
     if isinstance(x, list):
         return [clean(v) for v in x]
     return x
-b = clean(board.get("status", {}).get("modules"))
 s = clean(status.get("modules"))
-if b != s:
-    bm = {m["module"]: m for m in b or []}
-    for m in s or []:
-        if bm.get(m["module"]) != m:
-            print("%s: module %s\n  board:  %s\n  status: %s" % (label, m["module"],
-                  json.dumps(bm.get(m["module"]), sort_keys=True)[:800],
-                  json.dumps(m, sort_keys=True)[:800]), file=sys.stderr)
-            break
-    sys.exit(1)
+for path in sys.argv[4:]:
+    board = json.load(open(path))
+    who = "the following board" if "live" in path else "the board"
+    if board["meta"]["pos"] != head:
+        sys.exit("%s: %s is at %s, the log at %s" % (label, who, board["meta"]["pos"], head))
+    b = clean(board.get("status", {}).get("modules"))
+    if b != s:
+        bm = {m["module"]: m for m in b or []}
+        for m in s or []:
+            if bm.get(m["module"]) != m:
+                print("%s: module %s\n  %s:  %s\n  status: %s" % (label, m["module"], who,
+                      json.dumps(bm.get(m["module"]), sort_keys=True)[:800],
+                      json.dumps(m, sort_keys=True)[:800]), file=sys.stderr)
+                break
+        sys.exit(1)
 n = sum(len(a.get("requirements", [])) for m in s for a in m.get("assignments", []))
 print(n)
 PY
 }
 
-# t_free_port: a port nothing listens on now (the kernel's choice).
 t_free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

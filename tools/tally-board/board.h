@@ -90,11 +90,42 @@ int	bd_mirror_commit(struct bd_mirror *m, char *why);
 void	bd_mirror_abort(struct bd_mirror *m);
 json_t	*bd_mirror_status(struct bd_mirror *m, uint64_t now_ns);
 
+/*
+ * store.c: the keys bd_put and bd_del touched since the set was last
+ * cleared (the store's; made at the first call, kept from then on).
+ */
+json_t	*bd_store_touched(struct bd_store *st);
+
+/*
+ * kept.c: the documents a snapshot draws, kept in memory by a board
+ * that follows: bd_kept_load reads them (in a transaction of st), and
+ * bd_kept_update reads again the keys touched names (in a transaction
+ * after the one that touched them) and clears it.  bd_kept_docs gives
+ * one kind's documents in key order: a new array, sharing documents
+ * that nobody may change.  Errors are LMDB's or ENOMEM; after one, the
+ * kept documents are to be freed and loaded again.
+ */
+enum { BD_KEPT_NODES, BD_KEPT_MODULES, BD_KEPT_ASSIGNMENTS,
+    BD_KEPT_PROVIDERS, BD_KEPT_GRANTS, BD_KEPT_KINDS };
+struct bd_kept;
+int	bd_kept_load(struct bd_store *st, struct bd_kept **out);
+void	bd_kept_free(struct bd_kept *k);
+int	bd_kept_update(struct bd_kept *k, struct bd_store *st,
+	    json_t *touched);
+json_t	*bd_kept_docs(const struct bd_kept *k, int kind);
+
 /* render.c */
-/* A document of everything the renderers show (a new reference). */
-json_t	*bd_snapshot(struct bd_store *st);
-/* Puts status's states (st, taken over) into snap (mirror.c). */
-void	bd_with_status(json_t *snap, json_t *st);
+/*
+ * A document of everything the renderers show (a new reference), from
+ * the kept documents when kept is not NULL, else from the store (in a
+ * transaction of st either way: the meta document is the store's).
+ */
+json_t	*bd_snapshot(struct bd_store *st, const struct bd_kept *kept);
+/*
+ * Puts status's states (st, taken over) into snap (mirror.c); for a
+ * page (page), only on the rows it shows.
+ */
+void	bd_with_status(json_t *snap, json_t *st, int page);
 void	bd_render_text(FILE *fp, const json_t *snap, int ansi);
 int	bd_render_html(const char *path, const json_t *snap,
 	    const char *source, char *why, size_t whylen);

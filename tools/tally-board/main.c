@@ -87,12 +87,22 @@ struct board {
 	const char	*store;
 	struct tl_httpd	*srv;		/* --serve */
 	struct bd_mirror *mirror;	/* the local source: status's states */
+	struct bd_kept	*kept;		/* following: the documents, kept */
 	int		 follow, json, dot, print, quiet, tty;
 	const char	*html;
 	char		 source[1300];
 	uint64_t	 last_render;
-	int		 changed;
+	int		 changed;	/* since the last rendering */
+	uint64_t	 changes;	/* batches applied, ever */
+	uint64_t	 view_at;	/* changes when /view.json was made */
 };
+
+static void
+mark_changed(struct board *bd)
+{
+	bd->changed = 1;
+	bd->changes++;
+}
 
 static uint64_t
 mono_ms(void)
@@ -118,26 +128,91 @@ warnx_(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/* The served documents (--serve): the page and the view. */
+/*
+ * The served documents (--serve): the page, published on every change
+ * (throttled), and the view, which holds every document and is made
+ * only when a request asks for it (its making costs what the mesh
+ * weighs; the page is bounded): a request finds it stale at once
+ * (fresh_ms 1) and waits for the loop, which makes it again when
+ * something changed since and otherwise says the last one is current.
+ */
 enum { DOC_PAGE, DOC_VIEW };
 static const struct tl_httpd_doc serve_docs[] = {
-	{ "/", "text/html; charset=utf-8", 0, 0, NULL, 0 },
-	{ "/view.json", "application/json", 0, 0, NULL, 0 },
+	{ "/", "text/html; charset=utf-8", 0, 0, NULL, 0, 0 },
+	{ "/view.json", "application/json", 1, 10000, NULL, 0, 1 },
 };
 static const struct tl_httpd_conf serve_conf = {
 	"--serve", serve_docs, 2, NULL, "/events"
 };
 
-static void
-publish(struct board *bd, const json_t *snap)
+/*
+ * The store's documents with status's states (a new reference); a page
+ * gets states on the rows it shows only.  A following board keeps the
+ * documents, reading again only what the batches since touched.
+ */
+static json_t *
+snapshot(struct board *bd, int page)
 {
-	char *page, *view;
-	size_t len;
+	struct timespec now;
+	uint64_t now_ns;
+	json_t *snap, *st;
 
-	if ((page = bd_render_page(snap, bd->source, &len)) != NULL)
-		tl_httpd_publish(bd->srv, DOC_PAGE, page, len);
-	if ((view = json_dumps(snap, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
-		tl_httpd_publish(bd->srv, DOC_VIEW, view, strlen(view));
+	if (bd_store_begin(bd->st, 1) != 0)
+		return NULL;
+	if (bd->follow) {
+		json_t *touched = bd_store_touched(bd->st);
+
+		if (bd->kept != NULL && bd_kept_update(bd->kept, bd->st,
+		    touched) != 0) {
+			bd_kept_free(bd->kept);
+			bd->kept = NULL;
+		}
+		if (bd->kept == NULL) {
+			json_object_clear(touched);
+			if (bd_kept_load(bd->st, &bd->kept) != 0)
+				bd->kept = NULL;
+		}
+	}
+	snap = bd_snapshot(bd->st, bd->kept);
+	bd_store_abort(bd->st);
+	if (snap == NULL || bd->mirror == NULL)
+		return snap;
+	clock_gettime(CLOCK_REALTIME, &now);
+	now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	if ((st = bd_mirror_status(bd->mirror, now_ns)) == NULL)
+		warnx_("status over the copy of the log failed");
+	else
+		bd_with_status(snap, st, page);
+	json_object_set_new(snap, "now_ns", json_integer((json_int_t)now_ns));
+	return snap;
+}
+
+static void
+publish_view(struct board *bd, const json_t *snap)
+{
+	char *view;
+
+	if ((view = json_dumps(snap, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
+		return;
+	tl_httpd_publish(bd->srv, DOC_VIEW, view, strlen(view));
+	bd->view_at = bd->changes;
+}
+
+/* A request waits for /view.json: made again, or said current. */
+static void
+serve_view(struct board *bd)
+{
+	json_t *snap;
+
+	if (bd->srv == NULL || !tl_httpd_wanted(bd->srv))
+		return;
+	if (bd->view_at == bd->changes && bd->changes > 0) {
+		tl_httpd_touch(bd->srv, DOC_VIEW);
+		return;
+	}
+	if ((snap = snapshot(bd, 0)) != NULL)
+		publish_view(bd, snap);
+	json_decref(snap);
 }
 
 /* Renders what was asked for; force ignores the throttle. */
@@ -148,35 +223,23 @@ render(struct board *bd, int force)
 	char why[512];
 	int rc = 0;
 
+	serve_view(bd);
 	if (!force && (!bd->changed || mono_ms() - bd->last_render <
 	    (bd->html && !bd->srv ? 1000u : 250u)))
 		return 0;
-	if ((rc = bd_store_begin(bd->st, 1)) != 0)
-		return rc;
-	snap = bd_snapshot(bd->st);
-	bd_store_abort(bd->st);
-	if (snap == NULL)
+	if ((snap = snapshot(bd, bd->srv != NULL && !bd->json && !bd->html))
+	    == NULL)
 		return ENOMEM;
-	if (bd->mirror != NULL) {
-		struct timespec now;
-		uint64_t now_ns;
-		json_t *st;
-
-		clock_gettime(CLOCK_REALTIME, &now);
-		now_ns = (uint64_t)now.tv_sec * 1000000000u +
-		    (uint64_t)now.tv_nsec;
-		if ((st = bd_mirror_status(bd->mirror, now_ns)) == NULL)
-			warnx_("status over the copy of the log failed");
-		else
-			bd_with_status(snap, st);
-		json_object_set_new(snap, "now_ns", json_integer((json_int_t)
-		    now_ns));
-	}
 	if (bd->html != NULL && (rc = bd_render_html(bd->html, snap,
 	    bd->source, why, sizeof(why))) != 0)
 		warnx_("html: %s", why);
-	if (bd->srv != NULL)
-		publish(bd, snap);
+	if (bd->srv != NULL) {
+		char *page;
+		size_t len;
+
+		if ((page = bd_render_page(snap, bd->source, &len)) != NULL)
+			tl_httpd_publish(bd->srv, DOC_PAGE, page, len);
+	}
 	if (bd->json && !bd->follow) {
 		json_dumpf(snap, stdout, JSON_COMPACT | JSON_SORT_KEYS);
 		putchar('\n');
@@ -280,7 +343,7 @@ run_local(struct board *bd, const char *home)
 	so.from = (uint64_t)pos + 1;
 	if ((rc = tl_sub_attach(log, &so, &sub)) != 0)
 		goto out;
-	bd->changed = 1;
+	mark_changed(bd);
 	while (!stop) {
 		if ((rc = bd_store_begin(bd->st, 0)) != 0)
 			break;
@@ -327,7 +390,7 @@ run_local(struct board *bd, const char *home)
 			break;
 		}
 		if (n > 0)
-			bd->changed = 1;
+			mark_changed(bd);
 		if (bd->print)
 			fflush(stdout);
 		if (n == 0 && !bd->follow)
@@ -415,7 +478,7 @@ amqp_session(struct board *bd, struct amqp_src *src, int *progress)
 			break;
 		}
 		if (n > 0) {
-			bd->changed = 1;
+			mark_changed(bd);
 			*progress = 1;
 			if ((rc = tl_amqp_ack(a, tag, 1)) != 0) {
 				warnx_("%s: %s", bd->source,
@@ -447,7 +510,7 @@ run_amqp(struct board *bd, struct amqp_src *src)
 	snprintf(bd->source, sizeof(bd->source), "amqp://%s:%d%s%s, exchange "
 	    "%s, queue %s", src->conf.host, src->conf.port, src->conf.vhost[0]
 	    == '/' ? "" : "/", src->conf.vhost, src->exchange, src->queue);
-	bd->changed = 1;
+	mark_changed(bd);
 	for (;;) {
 		rc = amqp_session(bd, src, &progress);
 		if (rc == 0 || stop || !bd->follow || rc == TL_EMALFORMED ||
@@ -672,6 +735,7 @@ main(int argc, char **argv)
 	tl_secret_wipe(src.password, sizeof(src.password));
 	tl_httpd_stop(bd.srv);
 	bd_mirror_close(bd.mirror);
+	bd_kept_free(bd.kept);
 	bd_store_close(bd.st);
 	return ex;
 }

@@ -11,6 +11,16 @@
  * it, and asks projections/status.c for the states, the same function
  * `tally status` calls.  Nothing of tally's own home is read but the
  * log's events.
+ *
+ * The board renders on every change, so the states are kept, one
+ * document per module, and only the modules a batch can have changed
+ * are asked again: the cost of a change follows the change, not the
+ * mesh.  Which modules an event can change is read from its stream and
+ * the projections' indexes (touch, dirty_modules below); an event whose
+ * reach is wide or not known here (a module declared or removed, a
+ * provider registered, a node lost, the control plane's) makes the next
+ * status ask every module again.  TALLY_BOARD_CHECK=1 asks every module
+ * as well and compares (the tests run so): a difference is an error.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -23,6 +33,7 @@
 #include "board.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "projections/grant.h"
 #include "projections/proj.h"
 #include "projections/record.h"
 #include "projections/status.h"
@@ -52,6 +63,16 @@ struct bd_mirror {
 	size_t		 n, cap;
 	char		 why[TL_WHY_MAX];
 	uint64_t	 bad;	/* the event an append refused */
+	/*
+	 * The states as tally status derives them: mods, each module's
+	 * document in key order, and index, each module's place in it;
+	 * touched, what the events since they were asked can have
+	 * changed ("m:MODULE", "g:GRANT", "p:PROVIDER", "n:NODE",
+	 * "a:MODULE"); all, whether every module must be asked again.
+	 */
+	json_t		*mods, *index, *touched;
+	int		 all;
+	int		 check;	/* TALLY_BOARD_CHECK */
 };
 int
 bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
@@ -74,11 +95,19 @@ bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
 	}
 	if ((m = calloc(1, sizeof(*m))) == NULL)
 		return ENOMEM;
+	m->all = 1;
+	m->check = getenv("TALLY_BOARD_CHECK") != NULL &&
+	    strcmp(getenv("TALLY_BOARD_CHECK"), "1") == 0;
+	if ((m->touched = json_object()) == NULL) {
+		free(m);
+		return ENOMEM;
+	}
 	rc = tl_log_open(dir, 0, &m->log);
 	if (rc == TL_ENOTFOUND)
 		rc = tl_log_open(dir, TL_LOG_CREATE, &m->log);
 	if (rc != 0) {
 		snprintf(why, whylen, "%s: %s", dir, tl_strerror(rc));
+		json_decref(m->touched);
 		free(m);
 		return rc;
 	}
@@ -112,6 +141,9 @@ bd_mirror_close(struct bd_mirror *m)
 		return;
 	batch_free(m);
 	free(m->batch);
+	json_decref(m->mods);
+	json_decref(m->index);
+	json_decref(m->touched);
 	tl_log_close(m->log);
 	free(m);
 }
@@ -127,6 +159,58 @@ bd_mirror_begin(struct bd_mirror *m)
 {
 	batch_free(m);
 	return 0;
+}
+
+/*
+ * What ev can change of the states, from its stream (kind/NAME: every
+ * event of a grant's, binding's, module's, assignment's, provider's or
+ * node's life is on that entity's stream).  A provider's registration,
+ * retirement or move, a node added, removed or lost, a module declared
+ * or removed change the answers of modules that do not name them (what
+ * a pending requirement waits for, a lost grant's question): every
+ * module is asked again, as for anything not listed.
+ */
+static void
+touch(struct bd_mirror *m, const struct tl_event *ev)
+{
+	static const struct {
+		const char	*prefix, *mark;
+	} near[] = {
+		{ "grant/", "g:" }, { "binding/", "g:" },
+		{ "module/", "m:" }, { "assignment/", "a:" },
+		{ "provider/", "p:" }, { "node/", "n:" },
+	};
+	static const char *const wide[] = {
+		"module.declared", "module.removed", "provider.registered",
+		"provider.retired", "provider.moved", "node.added",
+		"node.removed", "node.lost",
+	};
+	char key[TL_STREAM_MAX + 4];
+	const char *rest;
+	size_t i, n;
+
+	if (m->all)
+		return;
+	for (i = 0; i < sizeof(wide) / sizeof(wide[0]); i++)
+		if (strcmp(ev->type, wide[i]) == 0) {
+			m->all = 1;
+			return;
+		}
+	for (i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
+		n = strlen(near[i].prefix);
+		if (strncmp(ev->stream, near[i].prefix, n) != 0)
+			continue;
+		rest = ev->stream + n;
+		/* An assignment's stream is MODULE@NODE: the module. */
+		n = strcmp(near[i].mark, "a:") == 0 ? strcspn(rest, "@") :
+		    strlen(rest);
+		snprintf(key, sizeof(key), "%s%.*s", near[i].mark, (int)n,
+		    rest);
+		if (json_object_set_new(m->touched, key, json_true()) != 0)
+			m->all = 1;
+		return;
+	}
+	m->all = 1;
 }
 
 int
@@ -151,6 +235,7 @@ bd_mirror_add(struct bd_mirror *m, const struct tl_event *ev)
 	c->len = ev->raw_len;
 	c->seq = ev->seq;
 	m->n++;
+	touch(m, ev);
 	return 0;
 }
 
@@ -262,13 +347,194 @@ since(struct tl_txn *t, uint64_t now_ns, json_t *st)
 	    seq > 0, "by_type", by, "recent", recent));
 }
 
+/* --- the states, kept ------------------------------------------------- */
+
+static int
+mark(json_t *dirty, const char *module)
+{
+	return json_object_set_new(dirty, module, json_true());
+}
+
+/* GRANT's module: its record's, or its key's first part once gone. */
+static int
+grant_module(struct tl_txn *t, const struct tl_proj *p, const char *gkey,
+    json_t *dirty)
+{
+	struct tl_grant g;
+	char mod[64];
+
+	if (tl_grant_get(t, p, gkey, &g, NULL) == 0)
+		return mark(dirty, g.module);
+	snprintf(mod, sizeof(mod), "%.*s", (int)strcspn(gkey, "/"), gkey);
+	return mark(dirty, mod);
+}
+
+/* The modules holding grants of provider id: their requirements. */
+static int
+provider_modules(struct tl_txn *t, const struct tl_proj *p, const char *id,
+    json_t *dirty)
+{
+	struct tl_rec_keys ks = { 0 };
+	char k[TL_KEY_MAX];
+	size_t i;
+	int rc;
+
+	if ((rc = tl_key(k, "gp/%s/", id)) != 0 ||
+	    (rc = tl_rec_keys(t, p->grants, k, &ks)) != 0)
+		return rc;
+	for (i = 0; i < ks.n && rc == 0; i++)
+		rc = grant_module(t, p, ks.v[i], dirty);
+	tl_rec_keys_free(&ks);
+	return rc;
+}
+
+/*
+ * The modules what was touched can have changed: a grant's module; a
+ * module; an assignment's module and, when it provides, the consumers
+ * of its providers (their exposure); a provider's consumers; the
+ * modules on a node (what its agent holds).
+ */
+static int
+dirty_modules(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p,
+    json_t *dirty)
+{
+	struct tl_rec_keys ks = { 0 };
+	char k[TL_KEY_MAX];
+	const char *key, *name;
+	json_t *v;
+	size_t i;
+	int rc = 0;
+
+	json_object_foreach(m->touched, key, v) {
+		name = key + 2;
+		switch (key[0]) {
+		case 'g':
+			rc = grant_module(t, p, name, dirty);
+			break;
+		case 'm':
+			rc = mark(dirty, name);
+			break;
+		case 'p':
+			rc = provider_modules(t, p, name, dirty);
+			break;
+		case 'a':
+		case 'n':
+			if (key[0] == 'a' && (rc = mark(dirty, name)) != 0)
+				break;
+			if ((rc = tl_key(k, key[0] == 'a' ? "pm/%s/" :
+			    "an/%s/", name)) != 0 ||
+			    (rc = tl_rec_keys(t, p->graph, k, &ks)) != 0)
+				break;
+			for (i = 0; i < ks.n && rc == 0; i++)
+				rc = key[0] == 'a' ? provider_modules(t, p,
+				    ks.v[i], dirty) : mark(dirty, ks.v[i]);
+			tl_rec_keys_free(&ks);
+			break;
+		}
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Every module asked: the states and their index made again. */
+static int
+ask_all(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p)
+{
+	json_t *st, *v;
+	size_t i;
+	int rc;
+
+	if ((rc = tl_status_all(t, p, &st)) != 0)
+		return rc;
+	json_decref(m->mods);
+	json_decref(m->index);
+	m->mods = json_incref(json_object_get(st, "modules"));
+	json_decref(st);
+	if ((m->index = json_object()) == NULL)
+		return ENOMEM;
+	json_array_foreach(m->mods, i, v)
+		if (json_object_set_new(m->index, json_string_value(
+		    json_object_get(v, "module")), json_integer((json_int_t)i))
+		    != 0)
+			return ENOMEM;
+	return 0;
+}
+
+/*
+ * The states brought up to date: the dirty modules asked again, or all
+ * of them.  A module not in the index, or gone, is a change of the set
+ * of modules, which only the wide events make: asked all the same.
+ */
+static int
+states(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p)
+{
+	json_t *dirty, *v, *doc;
+	const char *mod;
+	int rc = 0;
+
+	if (!m->all && m->mods != NULL && (dirty = json_object()) != NULL) {
+		if ((rc = dirty_modules(m, t, p, dirty)) != 0)
+			m->all = 1;
+		json_object_foreach(dirty, mod, v) {
+			if (m->all)
+				break;
+			v = json_object_get(m->index, mod);
+			if (v == NULL || tl_status_module(t, p, mod, &doc) !=
+			    0) {
+				m->all = 1;
+				break;
+			}
+			json_array_set_new(m->mods, (size_t)
+			    json_integer_value(v), doc);
+		}
+		json_decref(dirty);
+	} else
+		m->all = 1;
+	if (m->all && (rc = ask_all(m, t, p)) != 0)
+		return rc;
+	m->all = 0;
+	json_object_clear(m->touched);
+	return 0;
+}
+
+/* TALLY_BOARD_CHECK: the kept states against every module asked. */
+static int
+check_states(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p)
+{
+	json_t *st, *mods, *v;
+	size_t i;
+	int bad = 0;
+
+	if (tl_status_all(t, p, &st) != 0)
+		return 0;
+	mods = json_object_get(st, "modules");
+	if (json_array_size(mods) != json_array_size(m->mods)) {
+		fprintf(stderr, "tally-board: the kept states hold %zu modules"
+		    ", status %zu\n", json_array_size(m->mods),
+		    json_array_size(mods));
+		bad = 1;
+	}
+	json_array_foreach(mods, i, v)
+		if (!bad && !json_equal(v, json_array_get(m->mods, i))) {
+			fprintf(stderr, "tally-board: the kept state of module "
+			    "%s differs from status's\n", json_string_value(
+			    json_object_get(v, "module")));
+			bad = 1;
+		}
+	json_decref(st);
+	return bad ? TL_ECORRUPT : 0;
+}
+
 /*
  * As tally status --json assembles it: the modules, the agents and
  * what they hold against the record (a module whose node holds a
  * retired version is unhealthy), and what must not be forgotten.  The
  * agents' last heartbeat is operational state beside tally's log, not
  * in it: the board has each agent's last recorded report and says
- * none is silent (its own "last report" is what it shows).
+ * none is silent (its own "last report" is what it shows).  The kept
+ * states are shared with the document, but for the modules an agent's
+ * holdings make unhealthy, which it gets copies of to change.
  */
 json_t *
 bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
@@ -276,21 +542,34 @@ bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
 	struct tl_status_agents ag;
 	struct tl_txn *t;
 	struct tl_proj p;
-	json_t *st = NULL, *at = NULL;
+	json_t *st = NULL, *at = NULL, *mods, *w, *ix;
+	size_t i;
 
 	if (tl_log_begin(m->log, TL_TXN_RDONLY, &t) != 0)
 		return NULL;
-	if (tl_proj_open(t, &p) != 0 || tl_status_all(t, &p, &st) != 0) {
+	if (tl_proj_open(t, &p) != 0 || states(m, t, &p) != 0 ||
+	    (m->check && check_states(m, t, &p) != 0) ||
+	    (mods = json_copy(m->mods)) == NULL ||
+	    (st = json_pack("{s:o}", "modules", mods)) == NULL) {
 		tl_log_abort(t);
 		return NULL;
 	}
 	if (tl_status_agents(t, &p, NULL, now_ns, UINT64_MAX, 0, &ag) == 0) {
+		json_array_foreach(ag.wrong, i, w)
+			if ((ix = json_object_get(m->index, json_string_value(
+			    json_object_get(w, "module")))) != NULL)
+				json_array_set_new(mods, (size_t)
+				    json_integer_value(ix), json_deep_copy(
+				    json_array_get(mods, (size_t)
+				    json_integer_value(ix))));
 		json_object_set_new(st, "agents", ag.agents);
 		tl_status_off_record(st, ag.wrong);
 		json_object_set_new(st, "off_record", ag.wrong);
 	}
-	if (tl_status_attention(t, &p, now_ns, &at) == 0)
+	if (tl_status_attention(t, &p, now_ns, &at) == 0) {
+		tl_status_reminders(t, &p, now_ns, at);
 		json_object_set_new(st, "attention", at);
+	}
 	control_plane(t, st);
 	since(t, now_ns, st);
 	tl_log_abort(t);

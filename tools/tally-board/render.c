@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "board.h"
@@ -52,21 +53,28 @@ add_problem(json_t *probs, const char *what, const char *detail,
 }
 
 json_t *
-bd_snapshot(struct bd_store *st)
+bd_snapshot(struct bd_store *st, const struct bd_kept *kept)
 {
-	json_t *s, *nodes = json_array(), *mods = json_array();
-	json_t *asg = json_array(), *provs = json_array();
-	json_t *grants = json_array(), *bystate = json_object();
+	json_t *s, *nodes, *mods, *asg, *provs, *grants;
+	json_t *bystate = json_object();
 	json_t *rots = json_array(), *probs = json_array(), *g, *v;
 	size_t i, ready = 0, unreach = 0;
 	const char *k;
 	char buf[1024];
 
-	bd_each(st, "n/", collect, nodes);
-	bd_each(st, "m/", collect, mods);
-	bd_each(st, "a/", collect, asg);
-	bd_each(st, "p/", collect, provs);
-	bd_each(st, "g/", collect, grants);
+	if (kept != NULL) {
+		nodes = bd_kept_docs(kept, BD_KEPT_NODES);
+		mods = bd_kept_docs(kept, BD_KEPT_MODULES);
+		asg = bd_kept_docs(kept, BD_KEPT_ASSIGNMENTS);
+		provs = bd_kept_docs(kept, BD_KEPT_PROVIDERS);
+		grants = bd_kept_docs(kept, BD_KEPT_GRANTS);
+	} else {
+		bd_each(st, "n/", collect, nodes = json_array());
+		bd_each(st, "m/", collect, mods = json_array());
+		bd_each(st, "a/", collect, asg = json_array());
+		bd_each(st, "p/", collect, provs = json_array());
+		bd_each(st, "g/", collect, grants = json_array());
+	}
 	json_array_foreach(asg, i, v)
 		if (json_is_true(json_object_get(v, "ready")))
 			ready++;
@@ -147,11 +155,15 @@ bd_snapshot(struct bd_store *st)
  * reference the snapshot takes over) put beside the board's own view:
  * "status" as is; each module's, assignment's and grant's "status" and
  * "status_reason"; the ready tile counted from it; and "unhealthy", the
- * requirements status calls unhealthy, with their reasons.
+ * requirements status calls unhealthy, with their reasons.  For a page
+ * (page), the modules and grants past the rows it shows get none.
  */
-/* An index of the documents of arr by their key (borrowed values). */
+/*
+ * An index of the first limit (0: all) documents of arr by their key:
+ * each one's place in arr.
+ */
 static json_t *
-index_by(const json_t *arr, const char *k1, const char *k2)
+index_by(const json_t *arr, const char *k1, const char *k2, size_t limit)
 {
 	json_t *ix = json_object(), *v;
 	char key[512];
@@ -160,26 +172,57 @@ index_by(const json_t *arr, const char *k1, const char *k2)
 	if (ix == NULL)
 		return NULL;
 	json_array_foreach(arr, i, v) {
+		if (limit > 0 && i == limit)
+			break;
 		if (k2 != NULL)
 			snprintf(key, sizeof(key), "%s@%s", str(v, k1),
 			    str(v, k2));
 		else
 			snprintf(key, sizeof(key), "%s", str(v, k1));
-		json_object_set(ix, key, v);
+		json_object_set_new(ix, key, json_integer((json_int_t)i));
 	}
 	return ix;
 }
 
-void
-bd_with_status(json_t *snap, json_t *st)
+/*
+ * Sets name to value on the document of arr that ix places at key, if
+ * any: on a copy put in its place, for a snapshot's documents may be
+ * the ones the board keeps (kept.c), which it never changes.
+ */
+static void
+set_on(json_t *arr, const json_t *ix, const char *key, const char *name,
+    const char *value)
 {
-	json_t *mods = index_by(json_object_get(snap, "modules"), "name",
-	    NULL);
-	json_t *asg = index_by(json_object_get(snap, "assignments"), "module",
-	    "node");
-	json_t *grants = index_by(json_object_get(snap, "grants"), "grant",
-	    NULL);
-	json_t *bad = json_array(), *m, *a, *r, *v;
+	json_t *at = json_object_get(ix, key), *doc;
+	size_t i;
+
+	if (at == NULL)
+		return;
+	i = (size_t)json_integer_value(at);
+	if ((doc = json_copy(json_array_get(arr, i))) == NULL)
+		return;
+	json_object_set_new(doc, name, json_string(value));
+	json_array_set_new(arr, i, doc);
+}
+
+void
+bd_with_status(json_t *snap, json_t *st, int page)
+{
+	json_t *marr = json_object_get(snap, "modules");
+	/* A page shows BD_ROWS_MAX rows of a table, all when it draws. */
+	size_t rows = page && json_array_size(marr) > BD_DRAW_MAX ?
+	    BD_ROWS_MAX : 0;
+	json_t *aarr = json_object_get(snap, "assignments");
+	json_t *garr = json_object_get(snap, "grants");
+	json_t *mods = index_by(marr, "name", NULL, rows);
+	json_t *grants = index_by(garr, "grant", NULL, rows);
+	/*
+	 * A page's assignments are many and all shown (its nodes' rows):
+	 * their states in one object beside them rather than on copies.
+	 */
+	json_t *asg = rows ? NULL : index_by(aarr, "module", "node", 0);
+	json_t *astates = rows ? json_object() : NULL;
+	json_t *bad = json_array(), *m, *a, *r;
 	size_t i, j, k, ready = 0;
 	char key[512];
 
@@ -187,9 +230,7 @@ bd_with_status(json_t *snap, json_t *st)
 	json_array_foreach(json_object_get(st, "modules"), i, m) {
 		const char *mod = str(m, "module");
 
-		if ((v = json_object_get(mods, mod)) != NULL)
-			json_object_set_new(v, "status",
-			    json_string(str(m, "state")));
+		set_on(marr, mods, mod, "status", str(m, "state"));
 		json_array_foreach(json_object_get(m, "assignments"), j, a) {
 			const char *state = str(a, "state");
 
@@ -197,24 +238,34 @@ bd_with_status(json_t *snap, json_t *st)
 				ready++;
 			snprintf(key, sizeof(key), "%s@%s", mod, str(a,
 			    "node"));
-			if ((v = json_object_get(asg, key)) != NULL)
-				json_object_set_new(v, "status",
+			if (astates != NULL)
+				json_object_set_new(astates, key,
 				    json_string(state));
+			else
+				set_on(aarr, asg, key, "status", state);
 			json_array_foreach(json_object_get(a, "requirements"),
 			    k, r) {
-				if (*str(r, "grant") && (v = json_object_get(
-				    grants, str(r, "grant"))) != NULL) {
-					json_object_set_new(v, "status",
-					    json_string(str(r, "state")));
-					json_object_set_new(v, "status_reason",
-					    json_string(str(r, "reason")));
+				if (*str(r, "grant")) {
+					set_on(garr, grants, str(r, "grant"),
+					    "status", str(r, "state"));
+					set_on(garr, grants, str(r, "grant"),
+					    "status_reason", str(r, "reason"));
 				}
-				if (strcmp(str(r, "state"), "unhealthy") == 0)
-					json_array_append_new(bad, json_pack(
-					    "{s:s,s:s,s:s,s:s}", "module", mod,
-					    "node", str(a, "node"), "requirement",
+				if (strcmp(str(r, "state"), "unhealthy") == 0) {
+					json_t *u = json_pack("{s:s,s:s,s:s,"
+					    "s:s}", "module", mod, "node",
+					    str(a, "node"), "requirement",
 					    str(r, "name"), "reason",
-					    str(r, "reason")));
+					    str(r, "reason"));
+
+					/* A lost grant's: what answers it. */
+					if (u != NULL && json_object_get(r,
+					    "question") != NULL)
+						json_object_set(u, "question",
+						    json_object_get(r,
+						    "question"));
+					json_array_append_new(bad, u);
+				}
 			}
 		}
 	}
@@ -222,6 +273,8 @@ bd_with_status(json_t *snap, json_t *st)
 	json_decref(asg);
 	json_decref(grants);
 	json_object_set_new(snap, "unhealthy", bad);
+	if (astates != NULL)
+		json_object_set_new(snap, "assignment_states", astates);
 	json_object_set(snap, "agents", json_object_get(st, "agents"));
 	json_object_set(snap, "off_record", json_object_get(st, "off_record"));
 	json_object_set(snap, "attention", json_object_get(st, "attention"));
@@ -538,10 +591,18 @@ status_class(const char *state)
 
 /* An assignment's: status's state when the board has it. */
 static const char *
-assignment_class(const json_t *a)
+assignment_class(const json_t *snap, const json_t *a)
 {
+	const json_t *st;
+	char key[512];
+
 	if (json_object_get(a, "status") != NULL)
 		return status_class(str(a, "status"));
+	snprintf(key, sizeof(key), "%s@%s", str(a, "module"), str(a, "node"));
+	if ((st = json_object_get(json_object_get(snap, "assignment_states"),
+	    key)) != NULL)
+		return status_class(json_string_value(st) ?
+		    json_string_value(st) : "");
 	return json_is_true(json_object_get(a, "ready")) ? "ok" : "note";
 }
 
@@ -552,6 +613,19 @@ count_cell(FILE *fp, const char *id, const char *label, json_int_t n)
 	    "%lld</span><span class=\"label\">", id, (long long)n);
 	esc(fp, label);
 	fputs("</span></div>\n", fp);
+}
+
+/* s seconds since the epoch as RFC 3339 UTC, in out. */
+static const char *
+utc(json_int_t s, char out[32])
+{
+	time_t u = (time_t)s;
+	struct tm tm;
+
+	snprintf(out, 32, "?");
+	if (gmtime_r(&u, &tm) != NULL)
+		strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return out;
 }
 
 /* s seconds in words: "42 s", "5 min", "3 h", "2 d". */
@@ -700,9 +774,10 @@ since_write(FILE *fp, const json_t *snap)
 static void
 needs_write(FILE *fp, const json_t *snap)
 {
-	const json_t *v, *w, *at = json_object_get(snap, "attention");
+	const json_t *v, *w, *q, *at = json_object_get(snap, "attention");
 	size_t i, j, n = 0;
 	char d1[32], d2[32];
+	const char *k;
 
 	fputs("<h2>Needs a person</h2>\n<ul class=\"needs\" id=\"needs\">\n",
 	    fp);
@@ -715,14 +790,36 @@ needs_write(FILE *fp, const json_t *snap)
 			n++;
 			break;
 		}
-		fputs("<li class=\"bad\" data-kind=\"unhealthy\">", fp);
+		q = json_object_get(v, "question");
+		fprintf(fp, "<li class=\"bad\" data-kind=\"%s\">", q != NULL ?
+		    "question" : "unhealthy");
 		esc(fp, str(v, "module"));
 		fputc('@', fp);
 		esc(fp, str(v, "node"));
 		fputs(": ", fp);
 		esc(fp, str(v, "requirement"));
-		fputs(" unhealthy: ", fp);
-		esc(fp, str(v, "reason"));
+		if (q != NULL) {
+			/* Lost: a question, with the commands that answer it. */
+			fputs(" lost (", fp);
+			esc(fp, str(q, "lost"));
+			fputs("): a question for you, not a failure.", fp);
+			json_array_foreach(json_object_get(q, "commands"), j,
+			    w) {
+				fputs(j == 0 ? " Answers: <code>" : "</code> or "
+				    "<code>", fp);
+				esc(fp, json_string_value(w) ?
+				    json_string_value(w) : "");
+			}
+			if (json_array_size(json_object_get(q, "commands")))
+				fputs("</code>", fp);
+			else {
+				fputs(" ", fp);
+				esc(fp, str(v, "reason"));
+			}
+		} else {
+			fputs(" unhealthy: ", fp);
+			esc(fp, str(v, "reason"));
+		}
 		fputs("</li>\n", fp);
 		n++;
 	}
@@ -790,6 +887,63 @@ needs_write(FILE *fp, const json_t *snap)
 		fputs(" (acknowledgement) since ", fp);
 		esc(fp, str(v, "since"));
 		fputs("</li>\n", fp);
+		n++;
+	}
+	json_array_foreach(json_object_get(at, "certificates"), i, v) {
+		fputs("<li class=\"bad\" data-kind=\"renewal\">certificate of ",
+		    fp);
+		esc(fp, str(v, "holder"));
+		fputs(" for ", fp);
+		esc(fp, str(v, "grant"));
+		fputs(" (serial ", fp);
+		esc(fp, str(v, "serial"));
+		fprintf(fp, ", v%lld) %s %s: it has not taken v%lld</li>\n",
+		    (long long)num(v, "version"), json_is_true(json_object_get(v,
+		    "expired")) ? "EXPIRED at" : "expires at", utc(num(v,
+		    "not_after"), d1), (long long)num(v, "wanted"));
+		n++;
+	}
+	json_array_foreach(json_object_get(at, "residual"), i, v) {
+		fputs("<li class=\"note\" data-kind=\"residual\">revoked ", fp);
+		esc(fp, str(v, "grant"));
+		fputs(" on ", fp);
+		esc(fp, str(v, "provider"));
+		fputs(": ", fp);
+		esc(fp, str(v, "residual"));
+		fputs(" (lifetime ", fp);
+		esc(fp, str(v, "lifetime"));
+		fprintf(fp, "), until %s", utc(num(v, "until_ns") / 1000000000,
+		    d1));
+		if (json_array_size(json_object_get(v, "certificates")) > 0)
+			fprintf(fp, "; %zu certificate(s) still valid",
+			    json_array_size(json_object_get(v,
+			    "certificates")));
+		fputs("</li>\n", fp);
+		n++;
+	}
+	json_array_foreach(json_object_get(at, "retained"), i, v) {
+		fputs("<li class=\"note\" data-kind=\"retained\">retained data: ",
+		    fp);
+		esc(fp, str(v, "grant"));
+		fputs(" on ", fp);
+		esc(fp, str(v, "provider"));
+		fprintf(fp, " (%.1f MiB): %s</li>\n", (double)num(v, "bytes") /
+		    1048576.0, strcmp(str(v, "state"), "purging") == 0 ?
+		    "being purged" : "tally restore takes it back, tally purge "
+		    "destroys it");
+		n++;
+	}
+	/* Messages the control plane refused, as the record has them. */
+	json_object_foreach(json_object_get(json_object_get(snap,
+	    "since_yesterday"), "by_type"), k, v) {
+		if (strstr(k, "refused") == NULL)
+			continue;
+		fprintf(fp, "<li class=\"bad\" data-kind=\"refused\">%lld ",
+		    (long long)json_integer_value(v));
+		esc(fp, k);
+		fputs(" in the last 24 hours (<code>tally tail --type ", fp);
+		esc(fp, k);
+		fputs("</code>)</li>\n", fp);
 		n++;
 	}
 	if (n == 0)
@@ -918,7 +1072,7 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 		esc(fp, str(v, "routable"));
 		fputs("</td><td>", fp);
 		json_array_foreach(json_object_get(byn, str(v, "name")), j, w) {
-			fprintf(fp, "<span class=\"%s\">", assignment_class(w));
+			fprintf(fp, "<span class=\"%s\">", assignment_class(snap, w));
 			esc(fp, str(w, "module"));
 			fputs("</span> ", fp);
 		}

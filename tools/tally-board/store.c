@@ -21,6 +21,7 @@ struct bd_store {
 	MDB_txn	*txn;
 	int	 rdonly;
 	json_t	*meta;
+	json_t	*touched;	/* keys put or deleted, when asked (kept.c) */
 };
 
 /*
@@ -91,6 +92,7 @@ bd_store_close(struct bd_store *st)
 	bd_store_abort(st);
 	if (st->env != NULL)
 		mdb_env_close(st->env);
+	json_decref(st->touched);
 	free(st);
 }
 
@@ -173,6 +175,9 @@ bd_put(struct bd_store *st, const char *key, const json_t *doc)
 	v.mv_size = strlen(s);
 	rc = mdb_put(st->txn, st->dbi, &k, &v, 0);
 	free(s);
+	if (rc == 0 && st->touched != NULL && strcmp(key, "meta") != 0 &&
+	    json_object_set_new(st->touched, key, json_true()) != 0)
+		rc = ENOMEM;
 	return rc;
 }
 
@@ -185,7 +190,20 @@ bd_del(struct bd_store *st, const char *key)
 	k.mv_data = (void *)key;
 	k.mv_size = strlen(key);
 	rc = mdb_del(st->txn, st->dbi, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	if (rc == MDB_NOTFOUND)
+		rc = 0;
+	if (rc == 0 && st->touched != NULL &&
+	    json_object_set_new(st->touched, key, json_true()) != 0)
+		rc = ENOMEM;
+	return rc;
+}
+
+json_t *
+bd_store_touched(struct bd_store *st)
+{
+	if (st->touched == NULL)
+		st->touched = json_object();
+	return st->touched;
 }
 
 int

@@ -409,99 +409,6 @@ print_module(const json_t *m)
 	}
 }
 
-struct residual_arg {
-	struct tl_txn		*t;
-	const struct tl_proj	*p;
-	uint64_t		 now_ns;
-	json_t			*out;
-};
-
-/*
- * A revoked grant whose driver declares that issued credentials outlive
- * the revocation (struct tl_drv_revocation, residual): while its
- * lifetime since the revocation has not passed, what stays valid, the
- * lifetime and until when.
- */
-static int
-residual_one(const struct tl_grant *g, void *arg)
-{
-	struct residual_arg *ra = arg;
-	const struct tl_drv_decl *dd;
-	const struct tl_drv_revocation *rv;
-	const struct tl_drv_setting *st;
-	struct tl_bnode types, n;
-	struct tl_rec r;
-	struct tl_event ev;
-	char k[TL_KEY_MAX], driver[64] = "", module[64] = "", node[64] = "";
-	char life[TL_DRV_SETTING_MAX + 1] = "";
-	uint64_t secs, until;
-	json_t *certs = NULL;
-	size_t i;
-
-	if ((strcmp(g->state, TL_GRANT_REVOKED) != 0 &&
-	    strcmp(g->state, TL_GRANT_PURGED) != 0) ||
-	    g->provider[0] == '\0' || tl_key(k, "p/%s", g->provider) != 0 ||
-	    tl_rec_get(ra->t, ra->p->graph, k, &r) != 0)
-		return 0;
-	tl_bn_getstr(r.m, "module", module, sizeof(module));
-	tl_bn_getstr(r.m, "node", node, sizeof(node));
-	if (tl_bn_get(r.m, "types", &types) == 0)
-		for (i = 0; i < tl_bn_len(types); i++) {
-			char ty[64] = "";
-
-			tl_bn_getstr(tl_bn_at(types, i), "type", ty,
-			    sizeof(ty));
-			if (strcmp(ty, g->type) == 0)
-				tl_bn_getstr(tl_bn_at(types, i), "driver",
-				    driver, sizeof(driver));
-		}
-	tl_rec_close(&r);
-	if ((dd = tl_drv_decl_find(driver)) == NULL ||
-	    (rv = dd->revocation) == NULL || rv->residual == NULL)
-		return 0;
-	if (rv->residual_setting != NULL) {
-		/* The assignment may be gone (tally remove of the provider). */
-		if (tl_key(k, "a/%s@%s", module, node) == 0 &&
-		    tl_rec_get(ra->t, ra->p->graph, k, &r) == 0) {
-			if (tl_bn_get(r.m, "settings", &n) == 0)
-				tl_bn_getstr(n, rv->residual_setting, life,
-				    sizeof(life));
-			tl_rec_close(&r);
-		}
-		if (life[0] == '\0' && dd->settings != NULL &&
-		    (st = tl_drv_setting_find(dd->settings,
-		    rv->residual_setting)) != NULL && st->dflt != NULL)
-			snprintf(life, sizeof(life), "%s", st->dflt);
-	} else if (rv->residual_lifetime != NULL)
-		snprintf(life, sizeof(life), "%s", rv->residual_lifetime);
-	if (life[0] == '\0' || tl_drv_duration(life, &secs) != 0)
-		return 0;
-	if (dd->credential.kind == TL_DRV_CRED_CERTIFICATE) {
-		/* Each certificate issued, until its own not-after. */
-		uint64_t last;
-
-		if ((certs = json_array()) == NULL || st_certs_valid(ra->t,
-		    ra->p, g->id, ra->now_ns, certs, &last) != 0 ||
-		    json_array_size(certs) == 0) {
-			json_decref(certs);
-			return 0;
-		}
-		until = last * 1000000000u;
-	} else {
-		if (tl_log_get(ra->t, g->state_seq, &ev) != 0)
-			return 0;
-		until = ev.ts + secs * 1000000000u;
-		if (until <= ra->now_ns)
-			return 0;
-	}
-	json_array_append_new(ra->out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,"
-	    "s:o*}", "grant", g->id, "provider", g->provider, "residual",
-	    rv->residual, "lifetime", life, "setting", rv->residual_setting ?
-	    rv->residual_setting : "", "until_ns", (json_int_t)until,
-	    "certificates", certs));
-	return 0;
-}
-
 /* The mesh-wide reminders (tl_status_attention); nothing when none. */
 static void
 print_attention(const json_t *at)
@@ -931,25 +838,13 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		clock_gettime(CLOCK_REALTIME, &now);
 		if (tl_status_attention(t, p, (uint64_t)now.tv_sec *
 		    1000000000u + (uint64_t)now.tv_nsec, &at) == 0) {
-			struct residual_arg ra = { t, p, (uint64_t)now.tv_sec *
-			    1000000000u + (uint64_t)now.tv_nsec, json_array() };
-
 			/*
-			 * Only when there is one: it depends on the wall clock
-			 * (it ends when the lifetime has passed), and replay
-			 * --status, which has no clock of the past, leaves it out.
+			 * Only here: they depend on the wall clock (a lifetime
+			 * passes, a renewal point), and replay --status, which
+			 * has no clock of the past, leaves them out.
 			 */
-			json_t *lag = json_array();
-
-			if (ra.out != NULL && tl_grant_each(t, p, residual_one,
-			    &ra) == 0 && json_array_size(ra.out) > 0)
-				json_object_set(at, "residual", ra.out);
-			json_decref(ra.out);
-			/* The same: renewals are measured against the clock. */
-			if (lag != NULL && st_certs_lagging(t, p, ra.now_ns,
-			    lag) == 0 && json_array_size(lag) > 0)
-				json_object_set(at, "certificates", lag);
-			json_decref(lag);
+			tl_status_reminders(t, p, (uint64_t)now.tv_sec *
+			    1000000000u + (uint64_t)now.tv_nsec, at);
 			json_object_set_new(doc, "attention", at);
 		}
 	}

@@ -259,18 +259,9 @@ void	 cli_prep_free(struct cli_prep *pr);
 
 /* One function per command, each in its own cmd_NAME.c. */
 /*
- * tally status on certificates (status_certs.c): into out (a JSON
- * array), holders behind on their renewal, each with the certificate
- * it still runs on; the certificates of grant still valid at now_ns
- * and *until_s the latest not-after of them.  0 or the log's errors.
+ * tally status on certificates (status_certs.c): the lines of
+ * tl_status_reminders' "certificates" and of a residual's.
  */
-struct tl_txn;
-struct tl_proj;
-int	 st_certs_lagging(struct tl_txn *t, const struct tl_proj *p,
-	    uint64_t now_ns, struct json_t *out);
-int	 st_certs_valid(struct tl_txn *t, const struct tl_proj *p,
-	    const char *grant, uint64_t now_ns, struct json_t *out,
-	    uint64_t *until_s);
 void	 st_certs_print_lagging(const struct json_t *arr);
 void	 st_certs_print_valid(const struct json_t *arr);
 

@@ -92,9 +92,17 @@ case $cpt in *"$MESH"*) ;; *) t_fail "the control plane section does not name me
 since=$($CDP eval "$CP" "parseInt(document.getElementById('since').textContent, 10)")
 pos=$($CDP eval "$CP" "parseInt(document.getElementById('pos').textContent, 10)")
 [ "$since" = "$pos" ] || t_fail "since yesterday counts $since events, the page is at event $pos (all of them today)"
+# Providers: reached and fenced as tally status says.
+tly status --json | $PY3 -c 'import json,sys; f=json.load(sys.stdin)["fencing"]["node-a/postgres"][0]; t=f["transport"]["tls"]; print({"verify": "TLS, verified", "require": "TLS, not verified"}.get(t, "plaintext")); print(f["kind"])' >"$W/fence.txt" ||
+	t_fail "tally status --json has no fencing for node-a/postgres"
+row="Array.from(document.querySelectorAll('#providers tr')).filter(function (r) { return r.cells[0].textContent === 'node-a/postgres'; })[0]"
+tls=$($CDP eval "$CP" "$row.cells[3].textContent")
+fence=$($CDP eval "$CP" "$row.cells[4].textContent")
+case $tls in "\"$(sed -n 1p "$W/fence.txt") to "*) ;; *) t_fail "the page says node-a/postgres is reached $tls, tally status: $(sed -n 1p "$W/fence.txt")" ;; esac
+[ "$fence" = "\"$(sed -n 2p "$W/fence.txt")\"" ] || t_fail "the page says node-a/postgres is fenced $fence, tally status: $(sed -n 2p "$W/fence.txt")"
 $CDP eval "$CP" "window.tallyMark = 42" >/dev/null
 $CDP shot "$CP" "$SHOTS/27_board_serve-1-healthy.png" || t_fail "no screenshot"
-t_ok "one item, 'Nothing.'; the grants tile: $G; agents: node-a holding 2; app-1 and app-2 '$want' as tally status says; mesh $MESH, epoch 1; $since event(s) since yesterday; $SHOTS/27_board_serve-1-healthy.png"
+t_ok "one item, 'Nothing.'; the grants tile: $G; agents: node-a holding 2; app-1 and app-2 '$want' as tally status says; mesh $MESH, epoch 1; $since event(s) since yesterday; node-a/postgres $tls, fenced $fence; $SHOTS/27_board_serve-1-healthy.png"
 
 # watch NAME COND: the page's own clock records when COND first holds
 # (window.tallySeen[NAME], ms since the epoch), checked every 10 ms.

@@ -38,6 +38,7 @@
 #include "projections/record.h"
 #include "projections/status.h"
 #include "reactors/epoch.h"
+#include "reactors/fencing.h"
 #include "reactors/mesh.h"
 
 /* Events looked at for "since yesterday", newest first, at most. */
@@ -570,6 +571,8 @@ bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
 		tl_status_reminders(t, &p, now_ns, at);
 		json_object_set_new(st, "attention", at);
 	}
+	if (tl_rx_fencing(t, &p, &at) == 0)
+		json_object_set_new(st, "fencing", at);
 	control_plane(t, st);
 	since(t, now_ns, st);
 	tl_log_abort(t);

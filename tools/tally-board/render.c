@@ -280,6 +280,7 @@ bd_with_status(json_t *snap, json_t *st, int page)
 	json_object_set(snap, "attention", json_object_get(st, "attention"));
 	json_object_set(snap, "control_plane", json_object_get(st,
 	    "control_plane"));
+	json_object_set(snap, "fencing", json_object_get(st, "fencing"));
 	json_object_set(snap, "since_yesterday", json_object_get(st,
 	    "since_yesterday"));
 	json_object_set_new(json_object_get(snap, "counts"), "ready",
@@ -1106,12 +1107,15 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 		}
 		fputs("</td></tr>\n", fp);
 	}
-	fputs("</table>\n<h2>Providers</h2>\n<table><tr><th>provider</th>"
-	    "<th>types</th><th>reachable</th></tr>\n", fp);
+	fputs("</table>\n<h2>Providers</h2>\n<table id=\"providers\"><tr><th>"
+	    "provider</th><th>types</th><th>reachable</th><th>reached "
+	    "(tally status)</th><th>fence</th></tr>\n", fp);
 	json_array_foreach(json_object_get(snap, "providers"), i, v) {
 		int down = json_is_false(json_object_get(v, "reachable"));
+		const json_t *fe = json_object_get(json_object_get(snap,
+		    "fencing"), str(v, "id")), *tr;
 
-		if (more_rows(fp, i, json_object_get(snap, "providers"), 3))
+		if (more_rows(fp, i, json_object_get(snap, "providers"), 5))
 			break;
 		fputs("<tr><td>", fp);
 		esc(fp, str(v, "id"));
@@ -1123,6 +1127,34 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 		}
 		fprintf(fp, "</td><td class=\"%s\">", down ? "bad" : "ok");
 		esc(fp, down ? str(v, "reason") : "yes");
+		/* How tallyd reaches it and how it is fenced, per driver. */
+		fputs("</td><td class=\"tls\">", fp);
+		json_array_foreach(fe, j, w) {
+			const char *m;
+
+			if ((tr = json_object_get(w, "transport")) == NULL)
+				continue;
+			m = str(tr, "tls");
+			fprintf(fp, "<span class=\"%s\">", json_object_get(tr,
+			    "warning") != NULL ? "bad" : strcmp(m, "verify") ==
+			    0 ? "ok" : "note");
+			esc(fp, strcmp(m, "verify") == 0 ? "TLS, verified" :
+			    strcmp(m, "require") == 0 ? "TLS, not verified" :
+			    "plaintext");
+			fputs(" to ", fp);
+			esc(fp, str(tr, "host"));
+			if (json_object_get(tr, "warning") != NULL) {
+				fputs(": ", fp);
+				esc(fp, str(tr, "warning"));
+			}
+			fputs("</span> ", fp);
+		}
+		fputs("</td><td class=\"fence\">", fp);
+		json_array_foreach(fe, j, w) {
+			if (j > 0)
+				fputs("; ", fp);
+			esc(fp, str(w, "kind"));
+		}
 		fputs("</td></tr>\n", fp);
 	}
 	fputs("</table>\n<h2>Grants</h2>\n<table><tr><th>grant</th><th>"

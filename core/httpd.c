@@ -24,6 +24,18 @@ struct doc {
 	size_t		 len;
 	uint64_t	 at_ms;		/* when it was published */
 	uint64_t	 gen;		/* texts published */
+	unsigned	 waiting;	/* requests waiting for a fresh one */
+};
+
+/* The question a request waits on the loop to answer, one at a time. */
+struct query {
+	pthread_mutex_t	 one;		/* held by the request asking */
+	char		 name[TL_HTTPD_QUERY_MAX + 1];
+	int		 asked;		/* and not answered yet */
+	int		 answered;
+	unsigned	 status;
+	char		*text;
+	size_t		 len;
 };
 
 struct tl_httpd {
@@ -36,6 +48,7 @@ struct tl_httpd {
 	uint64_t		 gen;	/* publishes of any document */
 	unsigned		 streams;
 	int			 stopping;
+	struct query		 q;
 };
 
 /* ms of CLOCK_MONOTONIC, as core/sub.h counts it. */
@@ -103,12 +116,14 @@ snapshot(struct tl_httpd *h, size_t i, char **out, size_t *len)
 	if (dc->fresh_ms > 0 && (d->text == NULL ||
 	    mono_ms() - d->at_ms > dc->fresh_ms)) {
 		gen = d->gen;
+		d->waiting++;
 		if (write(h->efd, &one, sizeof(one)) < 0) {
 			/* Saturated: the loop has been asked already. */
 		}
 		until = mono_ms() + dc->wait_ms;
 		while (d->gen == gen && !h->stopping && mono_ms() < until)
 			wait_ms(h, 100);
+		d->waiting--;
 	}
 	if (d->text != NULL &&
 	    (*out = malloc(d->len + dc->trailer_max + 1)) != NULL) {
@@ -202,6 +217,104 @@ stream_start(struct tl_httpd *h, struct MHD_Connection *c)
 	return ok;
 }
 
+/* --- questions the loop answers -------------------------------------- */
+
+/*
+ * Asks the loop name and waits for its answer, at most query_ms: one
+ * question at a time (the next request waits for the lock), the answer
+ * copied out.
+ */
+static enum MHD_Result
+ask(struct tl_httpd *h, struct MHD_Connection *c, const char *name)
+{
+	struct query *q = &h->q;
+	uint64_t one = 1, until;
+	enum MHD_Result ok;
+	unsigned status;
+	char *text;
+	size_t len;
+
+	if (strlen(name) > TL_HTTPD_QUERY_MAX)
+		return reply(c, MHD_HTTP_NOT_FOUND, TEXT, "not found\n", 10);
+	pthread_mutex_lock(&q->one);
+	pthread_mutex_lock(&h->mu);
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	q->asked = 1;
+	q->answered = 0;
+	if (write(h->efd, &one, sizeof(one)) < 0) {
+		/* Saturated: the loop has been asked already. */
+	}
+	until = mono_ms() + h->conf.query_ms;
+	while (!q->answered && !h->stopping && mono_ms() < until)
+		wait_ms(h, 100);
+	q->asked = 0;
+	status = q->status;
+	text = q->text;
+	len = q->len;
+	q->text = NULL;
+	q->len = 0;
+	if (!q->answered) {
+		status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		free(text);
+		text = NULL;
+		len = 0;
+	}
+	q->answered = 0;
+	pthread_mutex_unlock(&h->mu);
+	pthread_mutex_unlock(&q->one);
+	ok = reply(c, status, status == MHD_HTTP_OK ? h->conf.query_type :
+	    TEXT, text != NULL ? text : status ==
+	    MHD_HTTP_SERVICE_UNAVAILABLE ? "no answer in time\n" :
+	    "not found\n", text != NULL ? len : status ==
+	    MHD_HTTP_SERVICE_UNAVAILABLE ? 18 : 10);
+	free(text);
+	return ok;
+}
+
+int
+tl_httpd_query(struct tl_httpd *h, char *name, size_t cap)
+{
+	int asked;
+
+	pthread_mutex_lock(&h->mu);
+	asked = h->q.asked && !h->q.answered;
+	if (asked)
+		snprintf(name, cap, "%s", h->q.name);
+	pthread_mutex_unlock(&h->mu);
+	return asked;
+}
+
+void
+tl_httpd_answer(struct tl_httpd *h, unsigned status, char *text, size_t len)
+{
+	pthread_mutex_lock(&h->mu);
+	if (!h->q.asked || h->q.answered) {
+		pthread_mutex_unlock(&h->mu);
+		free(text);
+		return;
+	}
+	free(h->q.text);
+	h->q.text = text;
+	h->q.len = len;
+	h->q.status = status;
+	h->q.answered = 1;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+}
+
+int
+tl_httpd_waiting(struct tl_httpd *h, size_t i)
+{
+	int w;
+
+	if (i >= h->conf.ndocs)
+		return 0;
+	pthread_mutex_lock(&h->mu);
+	w = h->docs[i].waiting > 0;
+	pthread_mutex_unlock(&h->mu);
+	return w;
+}
+
 /* --- requests ------------------------------------------------------ */
 
 static enum MHD_Result
@@ -237,6 +350,9 @@ handle(void *cls, struct MHD_Connection *c, const char *url,
 	if (i == h->conf.ndocs) {
 		if (h->conf.events != NULL && strcmp(url, h->conf.events) == 0)
 			return stream_start(h, c);
+		if (h->conf.query != NULL && strncmp(url, h->conf.query,
+		    strlen(h->conf.query)) == 0 && !head)
+			return ask(h, c, url + strlen(h->conf.query));
 		if (strcmp(url, "/") == 0)
 			return reply(c, MHD_HTTP_OK, TEXT, ix, strlen(ix));
 		return reply(c, MHD_HTTP_NOT_FOUND, TEXT, "not found\n", 10);
@@ -332,6 +448,7 @@ tl_httpd_start(const char *addr, const struct tl_httpd_conf *conf,
 		return TL_EUNREACH;
 	}
 	pthread_mutex_init(&h->mu, NULL);
+	pthread_mutex_init(&h->q.one, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&h->cv, &ca);
@@ -374,8 +491,10 @@ tl_httpd_stop(struct tl_httpd *h)
 	close(h->efd);
 	pthread_cond_destroy(&h->cv);
 	pthread_mutex_destroy(&h->mu);
+	pthread_mutex_destroy(&h->q.one);
 	for (i = 0; i < TL_HTTPD_DOCS; i++)
 		free(h->docs[i].text);
+	free(h->q.text);
 	free(h);
 }
 

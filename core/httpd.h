@@ -12,7 +12,8 @@
  * answers a Server-Sent Events stream: "event: change" with the number
  * of documents published so far, at once and after every publish, and
  * a comment every TL_HTTPD_BEAT_S while nothing changes (so proxies and
- * the idle timeout keep it open).
+ * the idle timeout keep it open).  A query prefix, when given, takes
+ * questions the loop answers one at a time (a page made on request).
  *
  * Hostile clients: at most TL_HTTPD_CONNS connections (an events stream
  * counts as one), TL_HTTPD_PER_IP from one address, each closed after
@@ -70,7 +71,19 @@ struct tl_httpd_conf {
 	const char			*index;
 	/* The Server-Sent Events path ("/events"), or NULL. */
 	const char			*events;
+	/*
+	 * A path prefix ("/history/") whose requests the loop answers
+	 * one at a time (tl_httpd_query, tl_httpd_answer): the rest of
+	 * the path, at most TL_HTTPD_QUERY_MAX bytes, is the question.
+	 * NULL: none.  A request waits query_ms for its answer, else
+	 * gets 503.
+	 */
+	const char			*query;
+	const char			*query_type;	/* Content-Type */
+	unsigned			 query_ms;
 };
+
+#define TL_HTTPD_QUERY_MAX	255
 
 struct tl_httpd;
 
@@ -98,6 +111,18 @@ void	tl_httpd_publish(struct tl_httpd *h, size_t i, char *text,
  * are served it, as after a publish, without the copy.
  */
 void	tl_httpd_touch(struct tl_httpd *h, size_t i);
+/*
+ * The question a request waits on the loop to answer (the rest of the
+ * path after conf->query, NUL-terminated, into name, cap bytes): 1 when
+ * one waits unanswered, else 0.  The loop answers each with
+ * tl_httpd_answer: status (200, 404, ...) and text (malloc'd, len
+ * bytes: h's from the call on; NULL for an empty body).
+ */
+int	tl_httpd_query(struct tl_httpd *h, char *name, size_t cap);
+void	tl_httpd_answer(struct tl_httpd *h, unsigned status, char *text,
+	    size_t len);
+/* Whether a request waits for a fresh document i now. */
+int	tl_httpd_waiting(struct tl_httpd *h, size_t i);
 /* The events streams open now. */
 unsigned	tl_httpd_streams(struct tl_httpd *h);
 

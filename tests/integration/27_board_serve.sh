@@ -146,8 +146,30 @@ ms=$(latency back provider.recovered)
 $CDP shot "$CP" "$SHOTS/27_board_serve-3-back.png"
 t_ok "'Nothing.' again $ms ms after provider.recovered; same window"
 
-t_check "hostile clients: other paths and methods, an oversized header, many connections, streams left open"
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@"; }
+t_check "each module links to its history: tally history as a page, in Chromium"
+$CDP eval "$CP" "document.querySelector('#modules a[href=\"/history/app-1\"]').click(), true" >/dev/null ||
+	t_fail "app-1 has no link to its history"
+$CDP wait "$CP" "location.pathname === '/history/app-1' && document.getElementById('history') !== null" 20 >/dev/null ||
+	t_fail "the history page did not open: $($CDP eval "$CP" "location.href")"
+rows=$($CDP eval "$CP" "document.querySelectorAll('#history tr').length - 1")
+want=$(tly log --json | $PY3 -c '
+import json, sys
+m = "app-1"
+def mine(s):
+    return s == "module/" + m or s.startswith("assignment/" + m + "@") or \
+        s.startswith("grant/" + m + "/") or s.startswith("binding/" + m + "/")
+print(sum(1 for l in sys.stdin if mine(json.loads(l)["stream"])))')
+[ "$rows" = "$want" ] || t_fail "the history page shows $rows event(s), the log has $want of app-1's streams"
+$CDP eval "$CP" "document.getElementById('history').innerText" | grep -q 'provisioned' ||
+	t_fail "the history does not say app-1's grant was provisioned"
+$CDP shot "$CP" "$SHOTS/27_board_serve-4-history.png"
+[ "$(code "$URL/history/nope")" = 404 ] && [ "$(code --path-as-is "$URL/history/../view.json")" = 404 ] &&
+	[ "$(code "$URL/history/APP")" = 404 ] || t_fail "a history of no module is not 404"
+$CDP open "$CP" "$URL/" || t_fail "Chromium did not load the page again"
+t_ok "$rows event(s), as the log has them for app-1; no module, a traversal: 404; $SHOTS/27_board_serve-4-history.png"
+
+t_check "hostile clients: other paths and methods, an oversized header, many connections, streams left open"
 [ "$(code "$URL/../../etc/passwd")" = 404 ] || t_fail "traversal not 404"
 [ "$(code --path-as-is "$URL/view.json/../../../etc/passwd")" = 404 ] || t_fail "traversal (as is) not 404"
 [ "$(code "$URL/index.html")" = 404 ] || t_fail "another path not 404"

@@ -89,6 +89,15 @@ int	bd_mirror_add(struct bd_mirror *m, const struct tl_event *ev);
 int	bd_mirror_commit(struct bd_mirror *m, char *why);
 void	bd_mirror_abort(struct bd_mirror *m);
 json_t	*bd_mirror_status(struct bd_mirror *m, uint64_t now_ns);
+/*
+ * A module's history as tally history tells it, over the copy: the
+ * events of its stream, its assignments' (on the nodes the graph has),
+ * its grants' and their bindings', in order, the newest HISTORY_MAX
+ * (2,000) of them: {module, events (all), shown: [{seq, ts, actor,
+ * type, stream, what, cause?: {seq, type, what}}]}.  NULL for a name
+ * that is none, a module with no event, or an error.
+ */
+json_t	*bd_mirror_history(struct bd_mirror *m, const char *module);
 
 /*
  * store.c: the keys bd_put and bd_del touched since the set was last
@@ -134,6 +143,8 @@ int	bd_render_html(const char *path, const json_t *snap,
  * bytes, malloc'd for the caller; NULL when out of memory.
  */
 char	*bd_render_page(const json_t *snap, const char *source, size_t *len);
+/* A module's history page (bd_mirror_history's h), as bd_render_page. */
+char	*bd_render_history(const json_t *h, size_t *len);
 /* Graphviz source of the mesh, malloc'd. */
 char	*bd_render_dot(const json_t *snap);
 

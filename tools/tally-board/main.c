@@ -142,7 +142,8 @@ static const struct tl_httpd_doc serve_docs[] = {
 	{ "/view.json", "application/json", 1, 10000, NULL, 0, 1 },
 };
 static const struct tl_httpd_conf serve_conf = {
-	"--serve", serve_docs, 2, NULL, "/events"
+	"--serve", serve_docs, 2, NULL, "/events", "/history/",
+	"text/html; charset=utf-8", 10000
 };
 
 /*
@@ -198,13 +199,38 @@ publish_view(struct board *bd, const json_t *snap)
 	bd->view_at = bd->changes;
 }
 
+/*
+ * A request waits for /history/MODULE: the module's history from the
+ * copy of the log (following the exchange, the board has none).
+ */
+static void
+serve_history(struct board *bd)
+{
+	char name[TL_HTTPD_QUERY_MAX + 1];
+	json_t *h;
+	char *page = NULL;
+	size_t len = 0;
+
+	if (!tl_httpd_query(bd->srv, name, sizeof(name)))
+		return;
+	h = bd->mirror != NULL ? bd_mirror_history(bd->mirror, name) : NULL;
+	if (h != NULL)
+		page = bd_render_history(h, &len);
+	json_decref(h);
+	tl_httpd_answer(bd->srv, page != NULL ? 200 : 404, page, len);
+}
+
 /* A request waits for /view.json: made again, or said current. */
 static void
 serve_view(struct board *bd)
 {
 	json_t *snap;
 
-	if (bd->srv == NULL || !tl_httpd_wanted(bd->srv))
+	if (bd->srv == NULL)
+		return;
+	(void)tl_httpd_wanted(bd->srv);	/* drained: the loop looks anyway */
+	serve_history(bd);
+	if (!tl_httpd_waiting(bd->srv, DOC_VIEW))
 		return;
 	if (bd->view_at == bd->changes && bd->changes > 0) {
 		tl_httpd_touch(bd->srv, DOC_VIEW);

@@ -32,7 +32,9 @@
 
 #include "board.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/log.h"
+#include "projections/describe.h"
 #include "projections/grant.h"
 #include "projections/proj.h"
 #include "projections/record.h"
@@ -577,4 +579,148 @@ bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
 	since(t, now_ns, st);
 	tl_log_abort(t);
 	return st;
+}
+
+/* --- a module's history ------------------------------------------------ */
+
+#define HISTORY_MAX	2000
+
+struct hist {
+	struct tl_txn	*t;
+	uint64_t	*v;
+	size_t		 n, cap;
+};
+
+static int
+hist_stream(struct hist *h, const char *stream)
+{
+	struct tl_filter f = { 0 };
+	struct tl_iter *it;
+	struct tl_event ev;
+	uint64_t *nv;
+	int rc;
+
+	f.stream = stream;
+	if ((rc = tl_iter_open(h->t, &f, &it)) != 0)
+		return rc;
+	while ((rc = tl_iter_next(it, &ev)) == 0) {
+		if (h->n == h->cap) {
+			size_t cap = h->cap ? h->cap * 2 : 64;
+
+			if ((nv = realloc(h->v, cap * sizeof(*nv))) == NULL) {
+				rc = ENOMEM;
+				break;
+			}
+			h->v = nv;
+			h->cap = cap;
+		}
+		h->v[h->n++] = ev.seq;
+	}
+	tl_iter_close(it);
+	return rc == TL_EEOF ? 0 : rc;
+}
+
+static int
+cmp_seq(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Each node's assignment stream of the module, when it has one. */
+static int
+hist_node(const char *rest, const void *val, size_t vlen, void *arg)
+{
+	struct hist *h = ((void **)arg)[0];
+	const char *module = ((void **)arg)[1];
+	char stream[TL_STREAM_MAX + 1];
+	uint64_t ver = 0;
+
+	(void)val;
+	(void)vlen;
+	if (snprintf(stream, sizeof(stream), "assignment/%s@%s", module,
+	    rest) >= (int)sizeof(stream) ||
+	    tl_stream_version(h->t, stream, &ver) != 0 || ver == 0)
+		return 0;
+	return hist_stream(h, stream);
+}
+
+/* A name as tally takes them: 1-63 of [a-z0-9-]. */
+static int
+name_ok(const char *s)
+{
+	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-");
+
+	return n > 0 && n < 64 && s[n] == '\0';
+}
+
+json_t *
+bd_mirror_history(struct bd_mirror *m, const char *module)
+{
+	struct hist h = { 0 };
+	struct tl_rec_keys ks = { 0 };
+	struct tl_proj p;
+	struct tl_event ev, cause;
+	char k[TL_KEY_MAX], stream[TL_STREAM_MAX + 1], what[1024];
+	void *arg[2] = { &h, (void *)module };
+	json_t *out = NULL, *evs;
+	size_t i, from;
+	int rc;
+
+	if (!name_ok(module) || tl_log_begin(m->log, TL_TXN_RDONLY,
+	    &h.t) != 0)
+		return NULL;
+	/* The module's stream, its assignments', its grants' and bindings'. */
+	snprintf(stream, sizeof(stream), "module/%s", module);
+	if ((rc = tl_proj_open(h.t, &p)) != 0 ||
+	    (rc = hist_stream(&h, stream)) != 0 ||
+	    (rc = tl_rec_scan(h.t, p.graph, "n/", hist_node, arg)) != 0 ||
+	    (rc = tl_key(k, "gm/%s/", module)) != 0 ||
+	    (rc = tl_rec_keys(h.t, p.grants, k, &ks)) != 0)
+		goto out;
+	for (i = 0; i < ks.n && rc == 0; i++) {
+		snprintf(stream, sizeof(stream), "grant/%s", ks.v[i]);
+		if ((rc = hist_stream(&h, stream)) == 0) {
+			snprintf(stream, sizeof(stream), "binding/%s", ks.v[i]);
+			rc = hist_stream(&h, stream);
+		}
+	}
+	if (rc != 0 || h.n == 0)
+		goto out;
+	qsort(h.v, h.n, sizeof(*h.v), cmp_seq);
+	from = h.n > HISTORY_MAX ? h.n - HISTORY_MAX : 0;
+	if ((evs = json_array()) == NULL)
+		goto out;
+	out = json_pack("{s:s,s:I,s:o}", "module", module, "events",
+	    (json_int_t)h.n, "shown", evs);
+	for (i = from; out != NULL && i < h.n; i++) {
+		json_t *e;
+		char ts[64];
+
+		if (i > from && h.v[i] == h.v[i - 1])
+			continue;
+		if (tl_log_get(h.t, h.v[i], &ev) != 0)
+			continue;
+		tl_describe(&ev, what, sizeof(what));
+		tl_json_time(ev.ts, ts);
+		ts[23] = 'Z';	/* to the millisecond, as tally history */
+		ts[24] = '\0';
+		e = json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "seq", (json_int_t)
+		    ev.seq, "ts", ts, "actor", ev.actor, "type", ev.type,
+		    "stream", ev.stream, "what", what);
+		if (e != NULL && ev.cause != 0 &&
+		    tl_log_get(h.t, ev.cause, &cause) == 0) {
+			tl_describe(&cause, what, sizeof(what));
+			json_object_set_new(e, "cause", json_pack("{s:I,s:s,"
+			    "s:s}", "seq", (json_int_t)ev.cause, "type",
+			    cause.type, "what", what));
+		}
+		json_array_append_new(evs, e);
+	}
+out:
+	tl_rec_keys_free(&ks);
+	free(h.v);
+	tl_log_abort(h.t);
+	return out;
 }

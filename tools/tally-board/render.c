@@ -1087,7 +1087,15 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 		if (more_rows(fp, i, json_object_get(snap, "modules"), 4))
 			break;
 		fputs("<tr><td>", fp);
+		/* Served, each module links to its history. */
+		if (live) {
+			fputs("<a href=\"/history/", fp);
+			esc(fp, str(v, "name"));
+			fputs("\">", fp);
+		}
 		esc(fp, str(v, "name"));
+		if (live)
+			fputs("</a>", fp);
 		fprintf(fp, "</td><td class=\"%s\">", status_class(str(v,
 		    "status")));
 		esc(fp, str(v, "status"));
@@ -1274,6 +1282,64 @@ bd_render_page(const json_t *snap, const char *source, size_t *len)
 	if ((fp = open_memstream(&buf, len)) == NULL)
 		return NULL;
 	page_write(fp, snap, source, 1);
+	if (ferror(fp)) {
+		fclose(fp);
+		free(buf);
+		*len = 0;
+		return NULL;
+	}
+	fclose(fp);
+	return buf;
+}
+
+/* A module's history, as tally history prints it, as a page. */
+char *
+bd_render_history(const json_t *h, size_t *len)
+{
+	const json_t *v, *c;
+	char *buf = NULL;
+	size_t i;
+	FILE *fp;
+
+	*len = 0;
+	if ((fp = open_memstream(&buf, len)) == NULL)
+		return NULL;
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	    "\n<title>history of ", fp);
+	esc(fp, str(h, "module"));
+	fputs("</title>\n<style>\nbody{font-family:system-ui,sans-serif;"
+	    "margin:2em;color:#263238}\nh1{font-size:1.4em}\n"
+	    "table{border-collapse:collapse}td,th{padding:.2em .8em;"
+	    "border-bottom:1px solid #eceff1;text-align:left;"
+	    "vertical-align:top}\n.note{color:#607d8b}\n</style></head><body>"
+	    "\n<p><a href=\"/\">← the board</a></p>\n<h1>history of ", fp);
+	esc(fp, str(h, "module"));
+	fprintf(fp, "</h1>\n<p class=\"note\">Its stream, its assignments', "
+	    "its grants' and their bindings': %lld event(s)%s, as <code>tally "
+	    "history</code> tells them.</p>\n<table id=\"history\"><tr><th>"
+	    "time</th><th>event</th><th>actor</th><th>what</th><th>because "
+	    "of</th></tr>\n", (long long)num(h, "events"),
+	    (size_t)num(h, "events") > json_array_size(json_object_get(h,
+	    "shown")) ? ", the newest shown" : "");
+	json_array_foreach(json_object_get(h, "shown"), i, v) {
+		fputs("<tr><td>", fp);
+		esc(fp, str(v, "ts"));
+		fprintf(fp, "</td><td>#%lld ", (long long)num(v, "seq"));
+		esc(fp, str(v, "type"));
+		fputs("</td><td>", fp);
+		esc(fp, str(v, "actor"));
+		fputs("</td><td>", fp);
+		esc(fp, str(v, "what"));
+		fputs("</td><td>", fp);
+		if ((c = json_object_get(v, "cause")) != NULL) {
+			fprintf(fp, "#%lld ", (long long)num(c, "seq"));
+			esc(fp, str(c, "type"));
+			fputs(": ", fp);
+			esc(fp, str(c, "what"));
+		}
+		fputs("</td></tr>\n", fp);
+	}
+	fputs("</table>\n</body></html>\n", fp);
 	if (ferror(fp)) {
 		fclose(fp);
 		free(buf);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "projections/describe.h"
 #include "tally.h"
 
 static const char usage[] =
@@ -157,7 +158,7 @@ cmd_diff(struct tl_cli *cli, int argc, char **argv)
 	while (it != NULL && (rc = tl_iter_next(it, &ev)) == 0) {
 		char what[1024], ts[64];
 
-		cli_describe(&ev, what, sizeof(what));
+		tl_describe(&ev, what, sizeof(what));
 		tl_json_time(ev.ts, ts);
 		json_array_append_new(evs, json_pack("{s:I,s:s,s:s,s:s,s:s,"
 		    "s:s}", "seq", (json_int_t)ev.seq, "ts", ts, "type",

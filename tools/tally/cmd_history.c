@@ -1,7 +1,7 @@
 /*
  * cmd_history.c - tally history: one stream's (or one grant's) events,
  * with who did what, why (the causing event) and when, in the domain
- * words of cli_describe (past.c).
+ * words of tl_describe (projections/describe.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,6 +12,7 @@
 
 #include "core/json.h"
 #include "core/vec.h"
+#include "projections/describe.h"
 #include "tally.h"
 
 static const char usage[] =
@@ -167,7 +168,7 @@ cmd_history(struct tl_cli *cli, int argc, char **argv)
 			ex = cli_fail(cli, rc, "read the log");
 			goto out;
 		}
-		cli_describe(&ev, what, sizeof(what));
+		tl_describe(&ev, what, sizeof(what));
 		have_cause = ev.cause != 0 &&
 		    tl_log_get(t, ev.cause, &cause) == 0;
 		if (cli->json) {
@@ -194,7 +195,7 @@ cmd_history(struct tl_cli *cli, int argc, char **argv)
 		if (have_cause) {
 			char cw[1024];
 
-			cli_describe(&cause, cw, sizeof(cw));
+			tl_describe(&cause, cw, sizeof(cw));
 			printf("%26s because of #%llu %s: %s\n", "",
 			    (unsigned long long)ev.cause, cause.type, cw);
 		}

@@ -305,13 +305,10 @@ int	cmd_crl(struct tl_cli *, int, char **);
 int	cmd_adopt(struct tl_cli *, int, char **);
 
 /*
- * past.c: what the audit commands (history, replay, diff) share.
- *
- * cli_describe writes one event in domain words ("grant G provisioned
- * (v1)") into buf, truncated to cap.
+ * past.c: what the audit commands (history, replay, diff) share; an
+ * event in domain words is projections/describe.h's.
  */
 struct json_t;
-void	cli_describe(const struct tl_event *ev, char *buf, size_t cap);
 /*
  * SEQ or RFC 3339 TIME -> the last seq at or before it (0: before the
  * first event).  Prints the error; returns an exit code.

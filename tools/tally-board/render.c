@@ -11,10 +11,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "board.h"
+#include "core/json.h"
 #include "core/vec.h"
 
 #define BD_ROWS_MAX	500
@@ -616,16 +616,13 @@ count_cell(FILE *fp, const char *id, const char *label, json_int_t n)
 	fputs("</span></div>\n", fp);
 }
 
-/* s seconds since the epoch as RFC 3339 UTC, in out. */
+/* s seconds since the epoch as RFC 3339 UTC, to the second, in out. */
 static const char *
-utc(json_int_t s, char out[32])
+utc(json_int_t s, char out[64])
 {
-	time_t u = (time_t)s;
-	struct tm tm;
-
-	snprintf(out, 32, "?");
-	if (gmtime_r(&u, &tm) != NULL)
-		strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	tl_json_time((uint64_t)s * 1000000000u, out);
+	out[19] = 'Z';
+	out[20] = '\0';
 	return out;
 }
 
@@ -777,7 +774,7 @@ needs_write(FILE *fp, const json_t *snap)
 {
 	const json_t *v, *w, *q, *at = json_object_get(snap, "attention");
 	size_t i, j, n = 0;
-	char d1[32], d2[32];
+	char d1[64], d2[32];
 	const char *k;
 
 	fputs("<h2>Needs a person</h2>\n<ul class=\"needs\" id=\"needs\">\n",

@@ -537,7 +537,8 @@ check_states(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p)
  * in it: the board has each agent's last recorded report and says
  * none is silent (its own "last report" is what it shows).  The kept
  * states are shared with the document, but for the modules an agent's
- * holdings make unhealthy, which it gets copies of to change.
+ * holdings make unhealthy, which it gets copies of to change; "index"
+ * is each module's place in "modules" (the kept index, shared).
  */
 json_t *
 bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
@@ -553,7 +554,8 @@ bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
 	if (tl_proj_open(t, &p) != 0 || states(m, t, &p) != 0 ||
 	    (m->check && check_states(m, t, &p) != 0) ||
 	    (mods = json_copy(m->mods)) == NULL ||
-	    (st = json_pack("{s:o}", "modules", mods)) == NULL) {
+	    (st = json_pack("{s:o,s:O}", "modules", mods, "index",
+	    m->index)) == NULL) {
 		tl_log_abort(t);
 		return NULL;
 	}

@@ -218,15 +218,22 @@ bd_with_status(json_t *snap, json_t *st, int page)
 	json_t *grants = index_by(garr, "grant", NULL, rows);
 	/*
 	 * A page's assignments are many and all shown (its nodes' rows):
-	 * their states in one object beside them rather than on copies.
+	 * they are looked up in status's modules by the kept index (the
+	 * mirror's), not given copies.
 	 */
 	json_t *asg = rows ? NULL : index_by(aarr, "module", "node", 0);
-	json_t *astates = rows ? json_object() : NULL;
+	json_t *six = json_incref(json_object_get(st, "index"));
 	json_t *bad = json_array(), *m, *a, *r;
 	size_t i, j, k, ready = 0;
 	char key[512];
 
+	json_object_del(st, "index");
 	json_object_set_new(snap, "status", st);
+	if (rows && six != NULL) {
+		json_object_set_new(snap, "status_index", six);
+		six = NULL;
+	}
+	json_decref(six);
 	json_array_foreach(json_object_get(st, "modules"), i, m) {
 		const char *mod = str(m, "module");
 
@@ -238,10 +245,7 @@ bd_with_status(json_t *snap, json_t *st, int page)
 				ready++;
 			snprintf(key, sizeof(key), "%s@%s", mod, str(a,
 			    "node"));
-			if (astates != NULL)
-				json_object_set_new(astates, key,
-				    json_string(state));
-			else
+			if (asg != NULL)
 				set_on(aarr, asg, key, "status", state);
 			json_array_foreach(json_object_get(a, "requirements"),
 			    k, r) {
@@ -273,8 +277,6 @@ bd_with_status(json_t *snap, json_t *st, int page)
 	json_decref(asg);
 	json_decref(grants);
 	json_object_set_new(snap, "unhealthy", bad);
-	if (astates != NULL)
-		json_object_set_new(snap, "assignment_states", astates);
 	json_object_set(snap, "agents", json_object_get(st, "agents"));
 	json_object_set(snap, "off_record", json_object_get(st, "off_record"));
 	json_object_set(snap, "attention", json_object_get(st, "attention"));
@@ -594,16 +596,18 @@ status_class(const char *state)
 static const char *
 assignment_class(const json_t *snap, const json_t *a)
 {
-	const json_t *st;
-	char key[512];
+	const json_t *at, *m, *w;
+	size_t i;
 
 	if (json_object_get(a, "status") != NULL)
 		return status_class(str(a, "status"));
-	snprintf(key, sizeof(key), "%s@%s", str(a, "module"), str(a, "node"));
-	if ((st = json_object_get(json_object_get(snap, "assignment_states"),
-	    key)) != NULL)
-		return status_class(json_string_value(st) ?
-		    json_string_value(st) : "");
+	at = json_object_get(json_object_get(snap, "status_index"), str(a,
+	    "module"));
+	m = at != NULL ? json_array_get(json_object_get(json_object_get(snap,
+	    "status"), "modules"), (size_t)json_integer_value(at)) : NULL;
+	json_array_foreach(json_object_get(m, "assignments"), i, w)
+		if (strcmp(str(w, "node"), str(a, "node")) == 0)
+			return status_class(str(w, "state"));
 	return json_is_true(json_object_get(a, "ready")) ? "ok" : "note";
 }
 

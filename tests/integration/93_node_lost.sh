@@ -18,6 +18,7 @@ t_pg_start pg2
 P2=$TALLY_TEST_PG_PORT W2=$TALLY_TEST_PG_PWFILE D2=$PG_DIR
 [ "$P1" != "$P2" ] || t_fail "both servers on port $P1"
 t_init
+t_board_follow
 t_node node-a 127.0.0.1
 t_node node-c localhost
 tly apply "$TALLY_SRC/examples/postgres.yaml" "$(t_consumer shop)" \
@@ -124,6 +125,15 @@ tly explain shop | grep -q "tally rebind shop/db node-a/postgres --empty" || {
 	tly explain shop >&2; t_fail "explain does not ask the question"
 }
 t_ok "$(grep -o 'lost: node node-c is lost[^;]*' "$W/st.out" | head -n 1 | cut -c1-80)…"
+
+t_check "tally-board, following all along, agrees and asks the same question on its page, with the answer"
+n=$(t_board_agrees "node-c lost")
+curl -fsS --max-time 5 "http://127.0.0.1:$_t_blport/" >"$W/page.html" || t_fail "GET / of the following board"
+grep 'data-kind="question">shop@node-a: db lost (node node-c is lost' "$W/page.html" |
+	grep -q '<code>tally rebind shop/db node-a/postgres --empty</code>' || {
+	grep -o 'data-kind="[a-z-]*">[^<]*' "$W/page.html" >&2; t_fail "the board's page does not ask shop's question with its answer"
+}
+t_ok "$n requirement(s) the same; on the page: $(grep -o 'data-kind="question">[^<]*' "$W/page.html" | head -n 1 | cut -c 24-110)…"
 
 t_check "rebind --migrate of a lost grant is refused, pointing at --empty"
 t_expect_exit 4 "rebind shop/db --migrate" tly rebind shop/db node-a/postgres --migrate

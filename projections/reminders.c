@@ -1,7 +1,8 @@
 /*
- * reminders.c - what tally status and tally-board remind of beside the
- * states (status.h, tl_status_reminders): the credentials a revocation
- * leaves valid, and the holders behind on a certificate's renewal.
+ * reminders.c - what tally status and tally-board remind of that
+ * depends on the wall clock (status.h, TL_ATTN_CLOCK): the credentials a
+ * revocation leaves valid, and the holders behind on a certificate's
+ * renewal.
  *
  * Certificates are read from the graph: ci/GRANT/HOLDER (the latest
  * certificate issued to a holder) and cs/GRANT/SERIAL (every
@@ -163,23 +164,16 @@ certs_valid(struct tl_txn *t, const struct tl_proj *p, const char *grant,
 	return 0;
 }
 
-struct residual_arg {
-	struct tl_txn		*t;
-	const struct tl_proj	*p;
-	uint64_t		 now_ns;
-	json_t			*out;
-};
-
 /*
  * A revoked grant whose driver declares that issued credentials outlive
  * the revocation (struct tl_drv_revocation, residual): while its
  * lifetime since the revocation has not passed, what stays valid, the
  * lifetime and until when.
  */
-static int
-residual_one(const struct tl_grant *g, void *arg)
+int
+tl_status_residual(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_grant *g, uint64_t now_ns, json_t *out)
 {
-	struct residual_arg *ra = arg;
 	const struct tl_drv_decl *dd;
 	const struct tl_drv_revocation *rv;
 	const struct tl_drv_setting *st;
@@ -195,7 +189,7 @@ residual_one(const struct tl_grant *g, void *arg)
 	if ((strcmp(g->state, TL_GRANT_REVOKED) != 0 &&
 	    strcmp(g->state, TL_GRANT_PURGED) != 0) ||
 	    g->provider[0] == '\0' || tl_key(k, "p/%s", g->provider) != 0 ||
-	    tl_rec_get(ra->t, ra->p->graph, k, &r) != 0)
+	    tl_rec_get(t, p->graph, k, &r) != 0)
 		return 0;
 	tl_bn_getstr(r.m, "module", module, sizeof(module));
 	tl_bn_getstr(r.m, "node", node, sizeof(node));
@@ -216,7 +210,7 @@ residual_one(const struct tl_grant *g, void *arg)
 	if (rv->residual_setting != NULL) {
 		/* The assignment may be gone (tally remove of the provider). */
 		if (tl_key(k, "a/%s@%s", module, node) == 0 &&
-		    tl_rec_get(ra->t, ra->p->graph, k, &r) == 0) {
+		    tl_rec_get(t, p->graph, k, &r) == 0) {
 			if (tl_bn_get(r.m, "settings", &n) == 0)
 				tl_bn_getstr(n, rv->residual_setting, life,
 				    sizeof(life));
@@ -234,21 +228,21 @@ residual_one(const struct tl_grant *g, void *arg)
 		/* Each certificate issued, until its own not-after. */
 		uint64_t last;
 
-		if ((certs = json_array()) == NULL || certs_valid(ra->t,
-		    ra->p, g->id, ra->now_ns, certs, &last) != 0 ||
+		if ((certs = json_array()) == NULL || certs_valid(t,
+		    p, g->id, now_ns, certs, &last) != 0 ||
 		    json_array_size(certs) == 0) {
 			json_decref(certs);
 			return 0;
 		}
 		until = last * 1000000000u;
 	} else {
-		if (tl_log_get(ra->t, g->state_seq, &ev) != 0)
+		if (tl_log_get(t, g->state_seq, &ev) != 0)
 			return 0;
 		until = ev.ts + secs * 1000000000u;
-		if (until <= ra->now_ns)
+		if (until <= now_ns)
 			return 0;
 	}
-	json_array_append_new(ra->out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,"
+	json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,"
 	    "s:o*}", "grant", g->id, "provider", g->provider, "residual",
 	    rv->residual, "lifetime", life, "setting", rv->residual_setting ?
 	    rv->residual_setting : "", "until_ns", (json_int_t)until,
@@ -257,24 +251,17 @@ residual_one(const struct tl_grant *g, void *arg)
 }
 
 int
-tl_status_reminders(struct tl_txn *t, const struct tl_proj *p,
-    uint64_t now_ns, json_t *at)
+tl_status_lagging(struct tl_txn *t, const struct tl_proj *p, uint64_t now_ns,
+    json_t *at)
 {
-	struct residual_arg ra = { t, p, now_ns, json_array() };
 	json_t *lag = json_array();
-	int rc = ENOMEM;
+	int rc;
 
-	if (ra.out == NULL || lag == NULL)
-		goto out;
-	if ((rc = tl_grant_each(t, p, residual_one, &ra)) != 0 ||
-	    (rc = certs_lagging(t, p, now_ns, lag)) != 0)
-		goto out;
-	if (json_array_size(ra.out) > 0)
-		json_object_set(at, "residual", ra.out);
-	if (json_array_size(lag) > 0)
+	if (lag == NULL)
+		return ENOMEM;
+	if ((rc = certs_lagging(t, p, now_ns, lag)) == 0 &&
+	    json_array_size(lag) > 0)
 		json_object_set(at, "certificates", lag);
-out:
-	json_decref(ra.out);
 	json_decref(lag);
 	return rc;
 }

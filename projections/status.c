@@ -1105,6 +1105,7 @@ struct attn_arg {
 	const struct tl_proj	*p;
 	uint64_t		 now_ns;
 	json_t			*retained, *waiting, *cut, *overdue;
+	json_t			*residual;	/* TL_ATTN_CLOCK, else NULL */
 };
 
 static int
@@ -1116,7 +1117,11 @@ attn_one(const struct tl_grant *g, void *arg)
 	struct tl_event ev;
 	uint64_t age, v;
 	size_t i;
+	int rc;
 
+	if (aa->residual != NULL && (rc = tl_status_residual(aa->t, aa->p, g,
+	    aa->now_ns, aa->residual)) != 0)
+		return rc;
 	if ((strcmp(g->state, TL_GRANT_REVOKED) == 0 &&
 	    strcmp(g->policy, "retain") == 0) ||
 	    strcmp(g->state, TL_GRANT_PURGING) == 0) {
@@ -1234,22 +1239,35 @@ tl_status_rotations(struct tl_txn *t, const struct tl_proj *p, json_t **out)
 
 int
 tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
-    uint64_t now_ns, json_t **out)
+    uint64_t now_ns, unsigned flags, json_t **out)
 {
 	struct attn_arg aa = { t, p, now_ns, json_array(), json_array(),
-	    json_array(), json_array() };
+	    json_array(), json_array(), (flags & TL_ATTN_CLOCK) ?
+	    json_array() : NULL };
 	int rc;
 
 	*out = NULL;
-	if ((rc = tl_grant_each(t, p, attn_one, &aa)) != 0) {
+	if ((rc = tl_grant_each(t, p, attn_one, &aa)) == 0)
+		*out = json_pack("{s:o,s:o,s:o,s:o}", "retained", aa.retained,
+		    "rotations_waiting", aa.waiting, "cut_off", aa.cut,
+		    "rotations_overdue", aa.overdue);
+	else {
 		json_decref(aa.retained);
 		json_decref(aa.waiting);
 		json_decref(aa.cut);
 		json_decref(aa.overdue);
-		return rc;
 	}
-	*out = json_pack("{s:o,s:o,s:o,s:o}", "retained", aa.retained,
-	    "rotations_waiting", aa.waiting, "cut_off", aa.cut,
-	    "rotations_overdue", aa.overdue);
-	return *out != NULL ? 0 : ENOMEM;
+	if (rc == 0 && *out == NULL)
+		rc = ENOMEM;
+	if (rc == 0 && aa.residual != NULL) {
+		if (json_array_size(aa.residual) > 0)
+			json_object_set(*out, "residual", aa.residual);
+		rc = tl_status_lagging(t, p, now_ns, *out);
+	}
+	json_decref(aa.residual);
+	if (rc != 0) {
+		json_decref(*out);
+		*out = NULL;
+	}
+	return rc;
 }

@@ -75,24 +75,31 @@ int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
  * (holders that have not acknowledged, NODE/MODULE), "cut_off": [{grant, holder,
  * version}], "rotations_overdue": [{grant, age_s, max_age_s}] (a
  * credential past its max-credential-age with no rotation started)}.
- * now_ns is passed in: the function stays pure.  None of it is
+ * With flags TL_ATTN_CLOCK, what depends on the wall clock too, when
+ * there is any (reminders.c), in the same walk of the grants:
+ * "residual": [{grant, provider, residual (what stays valid, in the
+ * driver's words), lifetime, setting, until_ns, certificates?:
+ * [{serial, holder, version, not_after}]}] (a revoked grant whose driver
+ * declares that issued credentials outlive the revocation, while they
+ * do); "certificates": [{grant, holder, serial, version, not_after,
+ * wanted, expired}] (holders behind on a renewal, with the certificate
+ * they still run on).  A replay, which has no clock of the past, leaves
+ * it out.  now_ns is passed in: the function stays pure.  None of it is
  * unhealthy by itself (a cut-off holder is, on its module).
  */
+#define TL_ATTN_CLOCK	0x1
 int	tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
-	    uint64_t now_ns, json_t **out);
+	    uint64_t now_ns, unsigned flags, json_t **out);
 
 /*
- * What depends on the wall clock, added to at (tl_status_attention's
- * document) when there is any (reminders.c): "residual": [{grant,
- * provider, residual (what stays valid, in the driver's words),
- * lifetime, setting, until_ns, certificates?: [{serial, holder,
- * version, not_after}]}] (a revoked grant whose driver declares that
- * issued credentials outlive the revocation, while they do);
- * "certificates": [{grant, holder, serial, version, not_after, wanted,
- * expired}] (holders behind on a renewal, with the certificate they
- * still run on).  0, ENOMEM or the tables' errors.
+ * reminders.c, for tl_status_attention: g's residual into out, when it
+ * has one at now_ns; the lagging holders into at's "certificates".
+ * 0, ENOMEM or the tables' errors.
  */
-int	tl_status_reminders(struct tl_txn *t, const struct tl_proj *p,
+struct tl_grant;
+int	tl_status_residual(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_grant *g, uint64_t now_ns, json_t *out);
+int	tl_status_lagging(struct tl_txn *t, const struct tl_proj *p,
 	    uint64_t now_ns, json_t *at);
 
 /*

@@ -220,9 +220,12 @@ serve_history(struct board *bd)
 	tl_httpd_answer(bd->srv, page != NULL ? 200 : 404, page, len);
 }
 
-/* A request waits for /view.json: made again, or said current. */
+/*
+ * What requests wait on the loop for: a module's history, and
+ * /view.json, made again or said current.
+ */
 static void
-serve_view(struct board *bd)
+serve_requests(struct board *bd)
 {
 	json_t *snap;
 
@@ -249,7 +252,7 @@ render(struct board *bd, int force)
 	char why[512];
 	int rc = 0;
 
-	serve_view(bd);
+	serve_requests(bd);
 	if (!force && (!bd->changed || mono_ms() - bd->last_render <
 	    (bd->html && !bd->srv ? 1000u : 250u)))
 		return 0;

@@ -571,10 +571,8 @@ bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
 		tl_status_off_record(st, ag.wrong);
 		json_object_set_new(st, "off_record", ag.wrong);
 	}
-	if (tl_status_attention(t, &p, now_ns, &at) == 0) {
-		tl_status_reminders(t, &p, now_ns, at);
+	if (tl_status_attention(t, &p, now_ns, TL_ATTN_CLOCK, &at) == 0)
 		json_object_set_new(st, "attention", at);
-	}
 	if (tl_rx_fencing(t, &p, &at) == 0)
 		json_object_set_new(st, "fencing", at);
 	control_plane(t, st);

@@ -185,13 +185,14 @@ index_by(const json_t *arr, const char *k1, const char *k2, size_t limit)
 }
 
 /*
- * Sets name to value on the document of arr that ix places at key, if
- * any: on a copy put in its place, for a snapshot's documents may be
- * the ones the board keeps (kept.c), which it never changes.
+ * Sets name to value (and name2 to value2 unless NULL) on the document
+ * of arr that ix places at key, if any: on a copy put in its place, for
+ * a snapshot's documents may be the ones the board keeps (kept.c),
+ * which it never changes.
  */
 static void
 set_on(json_t *arr, const json_t *ix, const char *key, const char *name,
-    const char *value)
+    const char *value, const char *name2, const char *value2)
 {
 	json_t *at = json_object_get(ix, key), *doc;
 	size_t i;
@@ -202,6 +203,8 @@ set_on(json_t *arr, const json_t *ix, const char *key, const char *name,
 	if ((doc = json_copy(json_array_get(arr, i))) == NULL)
 		return;
 	json_object_set_new(doc, name, json_string(value));
+	if (name2 != NULL)
+		json_object_set_new(doc, name2, json_string(value2));
 	json_array_set_new(arr, i, doc);
 }
 
@@ -237,7 +240,8 @@ bd_with_status(json_t *snap, json_t *st, int page)
 	json_array_foreach(json_object_get(st, "modules"), i, m) {
 		const char *mod = str(m, "module");
 
-		set_on(marr, mods, mod, "status", str(m, "state"));
+		set_on(marr, mods, mod, "status", str(m, "state"), NULL,
+		    NULL);
 		json_array_foreach(json_object_get(m, "assignments"), j, a) {
 			const char *state = str(a, "state");
 
@@ -246,15 +250,14 @@ bd_with_status(json_t *snap, json_t *st, int page)
 			snprintf(key, sizeof(key), "%s@%s", mod, str(a,
 			    "node"));
 			if (asg != NULL)
-				set_on(aarr, asg, key, "status", state);
+				set_on(aarr, asg, key, "status", state, NULL,
+				    NULL);
 			json_array_foreach(json_object_get(a, "requirements"),
 			    k, r) {
-				if (*str(r, "grant")) {
+				if (*str(r, "grant"))
 					set_on(garr, grants, str(r, "grant"),
-					    "status", str(r, "state"));
-					set_on(garr, grants, str(r, "grant"),
+					    "status", str(r, "state"),
 					    "status_reason", str(r, "reason"));
-				}
 				if (strcmp(str(r, "state"), "unhealthy") == 0) {
 					json_t *u = json_pack("{s:s,s:s,s:s,"
 					    "s:s}", "module", mod, "node",

@@ -679,17 +679,11 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		json_t *at;
 
 		clock_gettime(CLOCK_REALTIME, &now);
+		/* With what depends on the clock: replay --status has none. */
 		if (tl_status_attention(t, p, (uint64_t)now.tv_sec *
-		    1000000000u + (uint64_t)now.tv_nsec, &at) == 0) {
-			/*
-			 * Only here: they depend on the wall clock (a lifetime
-			 * passes, a renewal point), and replay --status, which
-			 * has no clock of the past, leaves them out.
-			 */
-			tl_status_reminders(t, p, (uint64_t)now.tv_sec *
-			    1000000000u + (uint64_t)now.tv_nsec, at);
+		    1000000000u + (uint64_t)now.tv_nsec, TL_ATTN_CLOCK,
+		    &at) == 0)
 			json_object_set_new(doc, "attention", at);
-		}
 	}
 	if (cli->json) {
 		json_dumpf(doc, stdout, JSON_COMPACT);

@@ -277,7 +277,7 @@ collect(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p,
 
 			clock_gettime(CLOCK_REALTIME, &now);
 			if (tl_status_attention(t, p, (uint64_t)now.tv_sec *
-			    1000000000u + (uint64_t)now.tv_nsec, &at) == 0)
+			    1000000000u + (uint64_t)now.tv_nsec, 0, &at) == 0)
 				json_object_set_new(doc, "attention", at);
 		}
 		json_object_set_new(sc->out, "status", doc);

@@ -1,7 +1,7 @@
 /*
  * status_certs.c - how tally status prints certificates: the holders
  * behind on their renewal and the certificates a revocation leaves
- * valid, as tl_status_reminders (projections/reminders.c) found them.
+ * valid, as tl_status_attention (projections/reminders.c) found them.
  */
 #include <jansson.h>
 #include <stdio.h>

@@ -260,7 +260,7 @@ void	 cli_prep_free(struct cli_prep *pr);
 /* One function per command, each in its own cmd_NAME.c. */
 /*
  * tally status on certificates (status_certs.c): the lines of
- * tl_status_reminders' "certificates" and of a residual's.
+ * tl_status_attention's "certificates" and of a residual's.
  */
 void	 st_certs_print_lagging(const struct json_t *arr);
 void	 st_certs_print_valid(const struct json_t *arr);

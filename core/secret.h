@@ -57,7 +57,7 @@ int	tl_secret_stream_mac_ok(const struct tl_key *key, const uint8_t *hash,
  * format (one byte), then seq, epoch (the publishing leader's), the
  * chain hash and the body's length as big-endian 64-bit integers around
  * the hash, then the body.  The leader makes it (reactors/publish.c);
- * a follower checks it first (tools/tallyd/follow.c), and so does a
+ * a follower checks it first (reactors/follow.c), and so does a
  * leader reading a promotion off the stream.  body may be NULL when len
  * is 0.  _ok compares in constant time: 1 when mac is m's, 0 otherwise.
  */

@@ -28,6 +28,8 @@
 
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "core/log.h"
 #include "projections/events.h"
 #include "mesh.h"
@@ -215,5 +217,33 @@ int	tl_ep_deposed(struct tl_txn *txn, char *msg, size_t cap);
  */
 int	tl_ep_cluster_put(struct tl_txn *txn, const char *standing);
 int	tl_ep_cluster_get(struct tl_txn *txn, char *standing, size_t cap);
+
+/*
+ * A cluster leader's followers as its tallyd last read their marks on
+ * etcd (every few seconds; kept in the home, not an event, like the
+ * standing): when (wall clock, ns), the leader's head then, and each
+ * live follower's control plane id and the last event it applied.
+ * _put replaces what was; tl_ep_cluster_put forgets it (a tallyd that
+ * follows again has no followers).  _get copies at most cap followers
+ * into f and says in *n how many it copied: TL_ENOTFOUND when none was
+ * written, TL_EMALFORMED when what is kept is not of this form.
+ */
+#define TL_EP_FOLLOWER_ID	64
+struct tl_ep_follower {
+	char		 id[TL_EP_FOLLOWER_ID];	/* NUL-terminated */
+	uint64_t	 applied;
+};
+int	tl_ep_followers_put(struct tl_txn *txn, uint64_t at_ns, uint64_t head,
+	    const struct tl_ep_follower *f, unsigned n);
+int	tl_ep_followers_get(struct tl_txn *txn, uint64_t *at_ns,
+	    uint64_t *head, struct tl_ep_follower *f, unsigned cap,
+	    unsigned *n);
+
+/*
+ * The same as tally status and the board show it, a new reference:
+ * {"as_of": RFC 3339, "head": N, "followers": [{"id", "applied",
+ * "behind"}]}; NULL when none is kept (or out of memory).
+ */
+json_t	*tl_ep_followers_doc(struct tl_txn *txn);
 
 #endif

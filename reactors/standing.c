@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 
 #include "core/body.h"
+#include "core/bytes.h"
+#include "core/json.h"
 #include "core/error.h"
 #include "core/kv.h"
 #include "projections/events.h"
@@ -22,6 +24,7 @@
 #define FOLLOW_KEY	"following"
 #define FOLLOW_V1	"follow/1"
 #define CLUSTER_KEY	"cluster"
+#define FOLLOWERS_KEY	"followers"
 
 int
 tl_ep_current(struct tl_txn *t, uint64_t *epochp, uint64_t *atp)
@@ -180,8 +183,14 @@ tl_ep_cluster_put(struct tl_txn *t, const char *standing)
 
 	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
 		return rc;
-	/* Elected or following again: what deposed it is history. */
+	/*
+	 * Elected or following again: what deposed it is history, and so
+	 * are the followers it saw when it last led.
+	 */
 	if ((rc = tl_kv_del(t, kv, DEPOSED_KEY, strlen(DEPOSED_KEY))) != 0 &&
+	    rc != TL_ENOTFOUND)
+		return rc;
+	if ((rc = tl_kv_del(t, kv, FOLLOWERS_KEY, strlen(FOLLOWERS_KEY))) != 0 &&
 	    rc != TL_ENOTFOUND)
 		return rc;
 	return tl_kv_put(t, kv, CLUSTER_KEY, strlen(CLUSTER_KEY), standing,
@@ -274,4 +283,86 @@ tl_ep_follow_get(struct tl_txn *t, struct tl_ep_follow *f)
 	f->last_offset = strtoll(num, NULL, 10);
 	line(&p, end, f->last_why, sizeof(f->last_why));
 	return 0;
+}
+
+/* The followers: at (8), head (8), then each id (64) and applied (8). */
+#define FOLLOWER_LEN	(TL_EP_FOLLOWER_ID + 8)
+#define FOLLOWERS_MAX	32
+
+int
+tl_ep_followers_put(struct tl_txn *t, uint64_t at_ns, uint64_t head,
+    const struct tl_ep_follower *f, unsigned n)
+{
+	uint8_t buf[16 + FOLLOWERS_MAX * FOLLOWER_LEN], *p;
+	unsigned i;
+	tl_kv kv;
+	int rc;
+
+	if (n > FOLLOWERS_MAX)
+		n = FOLLOWERS_MAX;
+	memset(buf, 0, sizeof(buf));
+	tl_put_be64(buf, at_ns);
+	tl_put_be64(buf + 8, head);
+	for (i = 0, p = buf + 16; i < n; i++, p += FOLLOWER_LEN) {
+		memcpy(p, f[i].id, strnlen(f[i].id, TL_EP_FOLLOWER_ID - 1));
+		tl_put_be64(p + TL_EP_FOLLOWER_ID, f[i].applied);
+	}
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	return tl_kv_put(t, kv, FOLLOWERS_KEY, strlen(FOLLOWERS_KEY), buf,
+	    16 + (size_t)n * FOLLOWER_LEN);
+}
+
+int
+tl_ep_followers_get(struct tl_txn *t, uint64_t *at_ns, uint64_t *head,
+    struct tl_ep_follower *f, unsigned cap, unsigned *n)
+{
+	const uint8_t *p;
+	const void *v;
+	size_t len, i;
+	tl_kv kv;
+	int rc;
+
+	*n = 0;
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0 ||
+	    (rc = tl_kv_get(t, kv, FOLLOWERS_KEY, strlen(FOLLOWERS_KEY), &v,
+	    &len)) != 0)
+		return rc;
+	if (len < 16 || (len - 16) % FOLLOWER_LEN != 0)
+		return TL_EMALFORMED;
+	p = v;
+	*at_ns = tl_get_be64(p);
+	*head = tl_get_be64(p + 8);
+	for (i = 0, p += 16; i < (len - 16) / FOLLOWER_LEN && *n < cap; i++,
+	    p += FOLLOWER_LEN) {
+		memcpy(f[*n].id, p, TL_EP_FOLLOWER_ID - 1);
+		f[*n].id[TL_EP_FOLLOWER_ID - 1] = '\0';
+		f[*n].applied = tl_get_be64(p + TL_EP_FOLLOWER_ID);
+		(*n)++;
+	}
+	return 0;
+}
+
+json_t *
+tl_ep_followers_doc(struct tl_txn *t)
+{
+	struct tl_ep_follower f[FOLLOWERS_MAX];
+	uint64_t at = 0, head = 0;
+	unsigned i, n;
+	json_t *doc, *arr;
+	char when[64];
+
+	if (tl_ep_followers_get(t, &at, &head, f, FOLLOWERS_MAX, &n) != 0)
+		return NULL;
+	tl_json_time(at, when);
+	if ((arr = json_array()) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		json_array_append_new(arr, json_pack("{s:s,s:I,s:I}", "id",
+		    f[i].id, "applied", (json_int_t)f[i].applied, "behind",
+		    (json_int_t)(head > f[i].applied ? head - f[i].applied :
+		    0)));
+	doc = json_pack("{s:s,s:I,s:o}", "as_of", when, "head",
+	    (json_int_t)head, "followers", arr);
+	return doc;
 }

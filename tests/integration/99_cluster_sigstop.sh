@@ -77,3 +77,39 @@ c_tly "$NEW" status >"$W/st-new" 2>&1 || true
 grep -q "control plane: one of a cluster .*: the leader at epoch" "$W/st-new" ||
 	t_fail "$NEW's status: $(grep 'control plane' "$W/st-new")"
 t_ok "tally status: A $(grep -o 'a follower of [^(]*' "$W/st-a"); $NEW $(grep -o 'the leader at epoch [0-9]*' "$W/st-new")"
+
+t_check "the leader keeps its followers' marks: tally status and the board show both"
+cid() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$W/$1/cluster.json"; }
+WANT=$(for h in a b c; do [ "$h" = "$NEW" ] || cid "$h"; done | sort | tr '\n' ' ')
+t_wait_for 20 "$NEW's status names A and the other follower" sh -c "
+	TALLY_HOME=$W/$NEW '$TALLY_BIN/tally' status --json 2>/dev/null |
+	python3 -c 'import json,sys; d=json.load(sys.stdin); print(\" \".join(sorted(f[\"id\"] for f in d[\"cluster\"][\"followers\"][\"followers\"])) + \" \")' |
+	grep -qx '$WANT'"
+c_tly "$NEW" status --json >"$W/st-new.json" 2>/dev/null || true
+python3 - "$W/st-new.json" <<'PY' || t_fail "the followers' marks in $NEW's status"
+import json, sys
+fo = json.load(open(sys.argv[1]))["cluster"]["followers"]
+assert fo["head"] > 0 and fo["as_of"], fo
+for f in fo["followers"]:
+    # Both caught up (c_same_logs): within what a mark's second allows.
+    assert f["applied"] <= fo["head"] and f["behind"] == fo["head"] - f["applied"], f
+    assert f["behind"] < 50, f
+PY
+c_tly "$NEW" status >"$W/st-new" 2>&1 || true
+grep -q "^  2 live follower(s) as of " "$W/st-new" ||
+	t_fail "$NEW's status text: $(grep -A3 'control plane' "$W/st-new")"
+c_tly a status --json 2>/dev/null | python3 -c 'import json,sys; assert "followers" not in json.load(sys.stdin)["cluster"]' ||
+	t_fail "A, a follower, shows followers (kept from when it led?)"
+t_ok "$NEW's status: $(grep 'live follower' "$W/st-new"); A's shows none"
+"$TALLY_BIN/tally-board" --home "$W/$NEW" --store "$W/board" --html "$W/board.html" --json \
+	--quiet >"$W/board.json" 2>"$W/board.err" || t_fail "tally-board: $(cat "$W/board.err")"
+python3 - "$W/board.json" "$WANT" <<'PY' || t_fail "the board's standbys"
+import json, sys
+sb = json.load(open(sys.argv[1]))["standbys"]
+assert " ".join(sorted(f["id"] for f in sb["followers"])) + " " == sys.argv[2], sb
+PY
+for id in $WANT; do
+	grep -q "<tr><td>$id</td><td>event [0-9]*</td><td class=\"behind\">[0-9]*</td>" "$W/board.html" ||
+		t_fail "the board's page has no row for standby $id"
+done
+t_ok "the board following $NEW's home lists both standbys with their lag"

@@ -890,14 +890,16 @@ t_impostor_end() {
 	t_forget_pid "$_t_imp"
 }
 
-# t_board_follow: a tally-board that follows this home's log from now
-# on (--serve, its own store $W/board-live), with TALLY_BOARD_CHECK=1:
-# it keeps each module's state and asks again only the modules a change
-# can reach, and checks that against asking every module, dying on a
-# difference.  t_board_agrees then compares it too.
+# t_board_follow [SOURCE...]: a tally-board that follows this home's log
+# (or SOURCE: --record URL ...) from now on (--serve, its own store
+# $W/board-live), with TALLY_BOARD_CHECK=1: it keeps each module's state
+# and asks again only the modules a change can reach, and checks that
+# against asking every module, dying on a difference.  t_board_agrees
+# then compares it too.
 t_board_follow() {
 	_t_blport=$(t_free_port)
-	TALLY_BOARD_CHECK=1 "$TALLY_BIN/tally-board" --home "$TALLY_HOME" \
+	[ $# -gt 0 ] || set -- --home "$TALLY_HOME"
+	TALLY_BOARD_CHECK=1 "$TALLY_BIN/tally-board" "$@" \
 		--store "$W/board-live" --serve "127.0.0.1:$_t_blport" --quiet \
 		>"$W/board-live.log" 2>&1 &
 	_t_blpid=$!

@@ -39,11 +39,15 @@
 #define TALLY_BOARD_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* store.c: an LMDB environment of the board's own. */
+/* dir and its missing parents, each made 0700: 0 or an errno value. */
+int	bd_mkdirs(const char *dir);
 struct bd_store;
 int	bd_store_open(const char *dir, struct bd_store **out, char *why,
 	    size_t whylen);
@@ -147,5 +151,28 @@ char	*bd_render_page(const json_t *snap, const char *source, size_t *len);
 char	*bd_render_history(const json_t *h, size_t *len);
 /* Graphviz source of the mesh, malloc'd. */
 char	*bd_render_dot(const json_t *snap);
+
+/*
+ * record.c: the leader's replication stream, screened into STORE/record
+ * (a log the board then follows).  The caller fills url .. pk and owns
+ * the strings; _prepare makes the directory; _catch_up copies in this
+ * process until nothing came for idle_s seconds (0, or EIO when the
+ * copy failed: said on stderr); _start forks the copy, to call before
+ * any thread or environment exists; _alive is 1 while it runs, else 0
+ * with why; _stop ends it and waits.
+ */
+struct bd_record {
+	const char	*url, *stream, *user, *password, *ca;
+	uint8_t		 pk[32];		/* TL_SIGN_PUBLEN */
+	char		 home[1200];
+	pid_t		 pid;
+};
+int	bd_record_prepare(struct bd_record *r, const char *store, char *why,
+	    size_t whylen);
+int	bd_record_catch_up(struct bd_record *r, unsigned idle_s,
+	    volatile sig_atomic_t *stop);
+int	bd_record_start(struct bd_record *r);
+int	bd_record_alive(struct bd_record *r, char *why, size_t whylen);
+void	bd_record_stop(struct bd_record *r);
 
 #endif

@@ -28,8 +28,9 @@
 #include "core/secret.h"
 #include "core/sub.h"
 #include "core/amqp.h"
-#include "board.h"
 #include "core/httpd.h"
+#include "reactors/epoch.h"
+#include "board.h"
 
 #define EXIT_OK		0
 #define EXIT_FAIL	1
@@ -38,6 +39,8 @@
 static const char usage[] =
 "usage: tally-board [--home DIR] [options]            follow the local log\n"
 "       tally-board --amqp URL --user USER [options]   follow the exchange\n"
+"       tally-board --record URL --leader-key KEY --user USER [options]\n"
+"                                                      follow the record\n"
 "\n"
 "Builds its own view of the mesh from tally's events and renders it.\n"
 "\n"
@@ -70,8 +73,15 @@ static const char usage[] =
 "  --queue NAME        the board's durable queue (default tally.board),\n"
 "                      bound to every routing key\n"
 "  --ca FILE, --no-verify   TLS (amqps://)\n"
-"  --idle SECONDS      without --follow: stop once nothing arrived for\n"
-"                      that long (default 2)\n";
+"Record source (the leader's replication stream, each message's signature\n"
+"checked; the states are tally status's, as with the local log):\n"
+"  --record URL        amqp[s]://HOST[:PORT][/VHOST]; copied into\n"
+"                      STORE/record (--user, --password-file, --ca as above)\n"
+"  --stream NAME       default tally.record\n"
+"  --leader-key KEY    the leader's signing key: 64 hex digits or a file\n"
+"                      holding them (tally publish status prints it)\n"
+"Without --follow, the AMQP and record sources stop once nothing came:\n"
+"  --idle SECONDS      that long (default 2)\n";
 
 static volatile sig_atomic_t stop;
 
@@ -90,11 +100,16 @@ struct board {
 	struct bd_kept	*kept;		/* following: the documents, kept */
 	int		 follow, json, dot, print, quiet, tty;
 	const char	*html;
-	char		 source[1300];
+	char		 source[1400];
 	uint64_t	 last_render;
 	int		 changed;	/* since the last rendering */
 	uint64_t	 changes;	/* batches applied, ever */
 	uint64_t	 view_at;	/* changes when /view.json was made */
+	struct bd_record *record;	/* --record: the copy, or NULL */
+	json_t		*standbys;	/* the home's tl_ep_followers_doc */
+	uint64_t	 copy_passed;	/* --record: messages passed over */
+	json_t		*record_copy;	/* and the last one's why */
+	uint64_t	 standbys_ms;	/* when it was last shown */
 };
 
 static void
@@ -185,6 +200,10 @@ snapshot(struct board *bd, int page)
 	else
 		bd_with_status(snap, st, page);
 	json_object_set_new(snap, "now_ns", json_integer((json_int_t)now_ns));
+	if (bd->standbys != NULL)
+		json_object_set(snap, "standbys", bd->standbys);
+	if (bd->record_copy != NULL)
+		json_object_set(snap, "record_copy", bd->record_copy);
 	return snap;
 }
 
@@ -299,6 +318,66 @@ printed(struct board *bd, const json_t *ev, int what)
 
 /* --- the local source --------------------------------------------------- */
 
+/* The ids of a followers document's followers, in order. */
+static json_t *
+follower_ids(const json_t *doc)
+{
+	const json_t *f;
+	json_t *ids = json_array();
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "followers"), i, f)
+		json_array_append(ids, json_object_get(f, "id"));
+	return ids;
+}
+
+/*
+ * What the followed home keeps beside its log, not in it (the copy does
+ * not have it): a cluster leader's followers, as its tallyd keeps them,
+ * shown again when the set changes and otherwise at most every
+ * STANDBYS_MS (their lag moves with every commit, which renders the
+ * page anyway); and with --record, the messages the copy passed over.
+ */
+#define STANDBYS_MS	10000
+static void
+read_home(struct board *bd, struct tl_log *log)
+{
+	struct tl_ep_follow f;
+	struct tl_txn *t;
+	json_t *doc, *was, *now;
+	int same;
+
+	if (tl_log_begin(log, TL_TXN_RDONLY, &t) != 0)
+		return;
+	doc = tl_ep_followers_doc(t);
+	/* --record: what the copy passed over, counted in its log. */
+	if (bd->record != NULL && tl_ep_follow_get(t, &f) == 0 &&
+	    f.passed != bd->copy_passed) {
+		json_decref(bd->record_copy);
+		bd->record_copy = json_pack("{s:I,s:I,s:s}", "passed",
+		    (json_int_t)f.passed, "last_offset",
+		    (json_int_t)f.last_offset, "last_why", f.last_why);
+		bd->copy_passed = f.passed;
+		mark_changed(bd);
+	}
+	tl_log_abort(t);
+	if (doc == NULL && bd->standbys == NULL)
+		return;
+	was = follower_ids(bd->standbys);
+	now = follower_ids(doc);
+	same = (doc == NULL) == (bd->standbys == NULL) && json_equal(was, now);
+	json_decref(was);
+	json_decref(now);
+	if (same && mono_ms() - bd->standbys_ms < STANDBYS_MS) {
+		json_decref(doc);
+		return;
+	}
+	json_decref(bd->standbys);
+	bd->standbys = doc;
+	bd->standbys_ms = mono_ms();
+	mark_changed(bd);
+}
+
 static int
 check_origin(struct board *bd, struct tl_log *log)
 {
@@ -337,13 +416,15 @@ run_local(struct board *bd, const char *home)
 	struct tl_sub *sub = NULL;
 	struct tl_log *log = NULL;
 	struct tl_event ev;
-	char logdir[1200], why[512], cwhy[TL_WHY_MAX];
+	char logdir[1300], why[512], cwhy[TL_WHY_MAX];
 	int rc, what, n;
 	json_int_t pos;
 	uint64_t viewpos;
 
 	snprintf(logdir, sizeof(logdir), "%s/log", home);
-	snprintf(bd->source, sizeof(bd->source), "the log at %s", logdir);
+	if (bd->source[0] == '\0')
+		snprintf(bd->source, sizeof(bd->source), "the log at %s",
+		    logdir);
 	if ((rc = tl_log_open(logdir, TL_LOG_RDONLY, &log)) != 0) {
 		warnx_("cannot open the log at %s: %s", logdir,
 		    tl_strerror(rc));
@@ -374,6 +455,12 @@ run_local(struct board *bd, const char *home)
 		goto out;
 	mark_changed(bd);
 	while (!stop) {
+		if (bd->record != NULL && !bd_record_alive(bd->record, why,
+		    sizeof(why))) {
+			warnx_("%s", why);
+			rc = EIO;
+			break;
+		}
 		if ((rc = bd_store_begin(bd->st, 0)) != 0)
 			break;
 		if ((rc = bd_mirror_begin(bd->mirror)) != 0) {
@@ -420,6 +507,7 @@ run_local(struct board *bd, const char *home)
 		}
 		if (n > 0)
 			mark_changed(bd);
+		read_home(bd, log);
 		if (bd->print)
 			fflush(stdout);
 		if (n == 0 && !bd->follow)
@@ -601,11 +689,16 @@ main(int argc, char **argv)
 		{ "ca", required_argument, NULL, 'c' },
 		{ "no-verify", no_argument, NULL, 'n' },
 		{ "idle", required_argument, NULL, 'i' },
+		{ "record", required_argument, NULL, 'R' },
+		{ "stream", required_argument, NULL, 'T' },
+		{ "leader-key", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct board bd;
 	struct amqp_src src;
+	struct bd_record rec;
+	const char *rurl = NULL, *lkey = NULL;
 	struct sigaction sa;
 	const char *home = getenv("TALLY_HOME"), *store = NULL, *url = NULL;
 	const char *pwfile = NULL, *serve = NULL;
@@ -614,6 +707,9 @@ main(int argc, char **argv)
 
 	memset(&bd, 0, sizeof(bd));
 	memset(&src, 0, sizeof(src));
+	memset(&rec, 0, sizeof(rec));
+	rec.stream = "tally.record";
+	rec.pid = -1;
 	src.exchange = "tally.events";
 	src.queue = "tally.board";
 	src.idle = 2;
@@ -675,6 +771,15 @@ main(int argc, char **argv)
 		case 'i':
 			src.idle = (unsigned)strtoul(optarg, NULL, 10);
 			break;
+		case 'R':
+			rurl = optarg;
+			break;
+		case 'T':
+			rec.stream = optarg;
+			break;
+		case 'K':
+			lkey = optarg;
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return EXIT_OK;
@@ -697,6 +802,51 @@ main(int argc, char **argv)
 			snprintf(storebuf, sizeof(storebuf),
 			    "%s/.local/state/tally-board", h ? h : ".");
 		store = storebuf;
+	}
+	if (rurl != NULL && url != NULL) {
+		warnx_("--record and --amqp: one source at a time");
+		return EXIT_USAGE;
+	}
+	if (rurl != NULL && (lkey == NULL || src.conf.user[0] == '\0' ||
+	    *rec.stream == '\0' || src.conf.noverify)) {
+		warnx_("--record needs --leader-key (a board shows no record "
+		    "it cannot authenticate), --user and a --stream; "
+		    "--no-verify is --amqp's only");
+		return EXIT_USAGE;
+	}
+	if (rurl != NULL) {
+		struct tl_amqp_conf chk;
+
+		memset(&chk, 0, sizeof(chk));
+		if (tl_amqp_parse_url(rurl, &chk) != 0) {
+			warnx_("--record %s: expected amqp[s]://HOST[:PORT]"
+			    "[/VHOST] without credentials", rurl);
+			return EXIT_USAGE;
+		}
+		if (tl_secret_leader_key_parse(lkey, rec.pk) != 0 &&
+		    tl_secret_leader_key_load(lkey, rec.pk, why) != 0) {
+			warnx_("--leader-key %s: neither 64 hex digits nor a "
+			    "file holding them", lkey);
+			return EXIT_USAGE;
+		}
+		if ((rc = read_password(pwfile, src.password,
+		    sizeof(src.password))) != 0) {
+			warnx_("%s: %s", pwfile, strerror(rc));
+			return EXIT_FAIL;
+		}
+		rec.url = rurl;
+		rec.user = src.conf.user;
+		rec.password = src.password;
+		rec.ca = src.conf.cafile;
+		if ((rc = bd_record_prepare(&rec, store, why,
+		    sizeof(why))) != 0) {
+			warnx_("store: %s", why);
+			return EXIT_FAIL;
+		}
+		bd.record = &rec;
+		home = rec.home;
+		snprintf(bd.source, sizeof(bd.source), "the record of stream %s "
+		    "at %s", rec.stream, rurl);
 	}
 	if (url == NULL && (home == NULL || *home == '\0')) {
 		const char *h = getenv("HOME");
@@ -732,10 +882,30 @@ main(int argc, char **argv)
 		warnx_("%s", why);
 		return EXIT_USAGE;
 	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	/* The copy first: before any thread or environment (record.c). */
+	if (bd.record != NULL) {
+		rc = bd.follow ? bd_record_start(&rec) :
+		    bd_record_catch_up(&rec, src.idle, &stop);
+		if (rc != 0) {
+			if (bd.follow)
+				warnx_("cannot start the copy of the record: %s",
+				    strerror(rc));
+			tl_secret_wipe(src.password, sizeof(src.password));
+			return EXIT_FAIL;
+		}
+	}
+	tl_secret_wipe(src.password, sizeof(src.password));
 	bd.tty = isatty(STDOUT_FILENO);
 	bd.store = store;
 	if ((rc = bd_store_open(store, &bd.st, why, sizeof(why))) != 0) {
 		warnx_("store: %s", why);
+		bd_record_stop(&rec);
 		return EXIT_FAIL;
 	}
 	if (serve != NULL) {
@@ -743,16 +913,11 @@ main(int argc, char **argv)
 		    sizeof(why)) != 0) {
 			warnx_("%s", why);
 			bd_store_close(bd.st);
+			bd_record_stop(&rec);
 			return EXIT_FAIL;
 		}
 		render(&bd, 1);		/* the page from the store at once */
 	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 
 	rc = url != NULL ? run_amqp(&bd, &src) : run_local(&bd, home);
 	if (rc != 0 && rc != TL_ETIMEDOUT && rc != EINTR)
@@ -762,9 +927,12 @@ main(int argc, char **argv)
 	if (fflush(stdout) != 0)
 		ex = EXIT_FAIL;
 	tl_secret_wipe(src.password, sizeof(src.password));
+	bd_record_stop(&rec);
 	tl_httpd_stop(bd.srv);
 	bd_mirror_close(bd.mirror);
 	bd_kept_free(bd.kept);
+	json_decref(bd.standbys);
+	json_decref(bd.record_copy);
 	bd_store_close(bd.st);
 	return ex;
 }

@@ -299,8 +299,8 @@ bd_mirror_abort(struct bd_mirror *m)
 /*
  * The mesh and who leads it, as the record says: the mesh id, the
  * epoch in force, its leader (the promotion's chain hash) and the event
- * that started it.  Standbys and their lag are not in the record (the
- * leader's etcd marks, tallyd --metrics): not here.
+ * that started it.  Standbys and their lag are not in the record: the
+ * board reads them from the home it follows (main.c).
  */
 static void
 control_plane(struct tl_txn *t, json_t *st)

@@ -713,6 +713,41 @@ agents_write(FILE *fp, const json_t *snap)
 	fputs("</table>\n", fp);
 }
 
+/*
+ * A cluster leader's followers as its tallyd keeps them in the home the
+ * board follows (main.c); a stream standby, or a board on a copy of the
+ * record, has none to show: the note says where they are.
+ */
+static void
+standbys_write(FILE *fp, const json_t *sb)
+{
+	const json_t *f;
+	size_t i;
+
+	if (sb == NULL) {
+		fputs("<p class=\"note\">No standby's lag is kept in this home: "
+		    "a cluster's leader keeps its followers' (tally init --etcd); "
+		    "a stream standby's is in tally status on its own home."
+		    "</p>\n", fp);
+		return;
+	}
+	fputs("<h3>Standbys</h3>\n<table id=\"standbys\"><tr><th>control "
+	    "plane</th><th>applied through</th><th>behind</th></tr>\n", fp);
+	json_array_foreach(json_object_get(sb, "followers"), i, f) {
+		fputs("<tr><td>", fp);
+		esc(fp, str(f, "id"));
+		fprintf(fp, "</td><td>event %lld</td><td class=\"behind\">%lld"
+		    "</td></tr>\n", (long long)num(f, "applied"),
+		    (long long)num(f, "behind"));
+	}
+	fprintf(fp, "</table>\n<p class=\"note\">%zu live follower(s) as "
+	    "the leader's tallyd read their marks on etcd at ",
+	    json_array_size(json_object_get(sb, "followers")));
+	esc(fp, str(sb, "as_of"));
+	fprintf(fp, " (its head then: event %lld).</p>\n", (long long)num(sb,
+	    "head"));
+}
+
 /* The mesh and its leader, as the record says (mirror.c). */
 static void
 control_write(FILE *fp, const json_t *snap)
@@ -730,9 +765,8 @@ control_write(FILE *fp, const json_t *snap)
 	if (num(cp, "since_seq") > 0)
 		fprintf(fp, " (promoted at event %lld)", (long long)num(cp,
 		    "since_seq"));
-	fputs("</td></tr></table>\n<p class=\"note\">Standbys and their lag "
-	    "are the leader's to know (tallyd --metrics), not the record's."
-	    "</p>\n", fp);
+	fputs("</td></tr></table>\n", fp);
+	standbys_write(fp, json_object_get(snap, "standbys"));
 }
 
 /* What the record says changed in the last day (mirror.c). */
@@ -949,6 +983,18 @@ needs_write(FILE *fp, const json_t *snap)
 		fputs(" in the last 24 hours (<code>tally tail --type ", fp);
 		esc(fp, k);
 		fputs("</code>)</li>\n", fp);
+		n++;
+	}
+	/* Messages the board's copy of the record passed over (main.c). */
+	if ((v = json_object_get(snap, "record_copy")) != NULL &&
+	    num(v, "passed") > 0) {
+		fprintf(fp, "<li class=\"bad\" data-kind=\"stream-refused\">"
+		    "%lld message(s) on the stream refused by this board's copy "
+		    "of the record, the last at offset %lld: ", (long long)num(v,
+		    "passed"), (long long)num(v, "last_offset"));
+		esc(fp, str(v, "last_why"));
+		fputs(" (someone who may publish to the stream published "
+		    "them)</li>\n", fp);
 		n++;
 	}
 	if (n == 0)

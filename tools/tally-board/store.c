@@ -30,8 +30,8 @@ struct bd_store {
  * directory is non-existent an attempt should be made to create it
  * with permission 0700"); one that exists is left as it is.
  */
-static int
-mkdirs(const char *dir)
+int
+bd_mkdirs(const char *dir)
 {
 	char p[4096];
 	size_t i, n = strlen(dir);
@@ -60,7 +60,7 @@ bd_store_open(const char *dir, struct bd_store **out, char *why,
 	int rc;
 
 	*out = NULL;
-	if ((rc = mkdirs(dir)) != 0) {
+	if ((rc = bd_mkdirs(dir)) != 0) {
 		snprintf(why, whylen, "%s: %s", dir, strerror(rc));
 		return rc;
 	}

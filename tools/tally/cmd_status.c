@@ -23,6 +23,25 @@
 #include "reactors/mesh_ca.h"
 #include "tally.h"
 
+/* A cluster leader's followers, as its tallyd last kept them. */
+static void
+st_followers_print(const json_t *fo)
+{
+	const json_t *f, *arr = json_object_get(fo, "followers");
+	size_t i;
+
+	printf("  %zu live follower(s) as of %s (the leader's head then: "
+	    "event %lld)\n", json_array_size(arr), json_string_value(
+	    json_object_get(fo, "as_of")), (long long)json_integer_value(
+	    json_object_get(fo, "head")));
+	json_array_foreach(arr, i, f)
+		printf("    %s applied through event %lld, %lld behind\n",
+		    json_string_value(json_object_get(f, "id")),
+		    (long long)json_integer_value(json_object_get(f,
+		    "applied")), (long long)json_integer_value(
+		    json_object_get(f, "behind")));
+}
+
 static const char usage[] =
 "usage: tally status [MODULE] [--at SEQ] [--agent-silence SECONDS] [--json]\n"
 "\n"
@@ -624,11 +643,18 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 			if (tl_ep_cluster_get(t, cstanding, sizeof(cstanding)) != 0)
 				snprintf(cstanding, sizeof(cstanding), "no tallyd has "
 				    "run here yet");
-			json_object_set_new(doc, "cluster", json_pack("{s:s}",
-			    "standing", cstanding));
+			json_t *cl = json_pack("{s:s}", "standing", cstanding);
+			json_t *fo = tl_ep_followers_doc(t);
+
 			if (!cli->json)
 				printf("control plane: one of a cluster (etcd; "
 				    "%s/cluster.json): %s\n", cli->home, cstanding);
+			if (fo != NULL && !cli->json)
+				st_followers_print(fo);
+			if (cl != NULL && fo != NULL)
+				json_object_set(cl, "followers", fo);
+			json_decref(fo);
+			json_object_set_new(doc, "cluster", cl);
 		} else if (tl_ep_standing(t, cli->home, &standby,
 		    &promoted) == 0 && !standby && epoch > 1 && !cli->json)
 			printf("control plane: the leader at epoch %llu\n",

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cluster/cluster.h"
@@ -17,7 +18,6 @@
 #include "projections/events.h"
 #include "reactors/epoch.h"
 #include "tools/exit.h"
-#include "core/metrics.h"
 #include "tools/tallyd/cluster.h"
 
 /* How long a follower waits for a change before it looks again. */
@@ -27,6 +27,8 @@
 /* How often a follower marks how far it is, and tries for the key. */
 #define MARK_EVERY_MS	1000
 #define CAMPAIGN_EVERY_MS 250
+/* How often a leader keeps its followers' marks in its home. */
+#define FOLLOWERS_EVERY_MS 2000
 
 struct prom_arg {
 	uint64_t	 epoch;
@@ -103,10 +105,76 @@ leader_commit(struct tl_txn *txn, uint64_t first,
 	return rc;
 }
 
+/* At most so many followers reported: a cluster is three or five. */
+#define MARKS_MAX	32
+
+struct mark_arg {
+	char		 id[MARKS_MAX][64];
+	uint64_t	 seq[MARKS_MAX];
+	unsigned	 n;
+};
+
+static int
+mark_one(const char *id, uint64_t seq, void *arg)
+{
+	struct mark_arg *ma = arg;
+
+	if (ma->n == MARKS_MAX)
+		return 0;
+	snprintf(ma->id[ma->n], sizeof(ma->id[0]), "%s", id);
+	ma->seq[ma->n++] = seq;
+	return 0;
+}
+
 static int
 standing_cb(struct tl_txn *t, void *arg)
 {
 	return tl_ep_cluster_put(t, arg);
+}
+
+struct followers_arg {
+	struct tl_ep_follower	 f[MARKS_MAX];
+	unsigned		 n;
+	uint64_t		 head;
+};
+
+static int
+followers_cb(struct tl_txn *t, void *arg)
+{
+	struct followers_arg *fa = arg;
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return tl_ep_followers_put(t, (uint64_t)now.tv_sec * 1000000000u +
+	    (uint64_t)now.tv_nsec, fa->head, fa->f, fa->n);
+}
+
+/*
+ * The followers' marks, kept in the home for tally status and the board
+ * (the record does not hold them: a mark is no decision).  etcd away:
+ * what was kept stays, with its time.
+ */
+static void
+keep_followers(struct tl_rx *rx, struct tl_tallyd_cluster *tc, uint64_t head)
+{
+	struct followers_arg fa;
+	struct mark_arg ma;
+	unsigned i;
+	int rc;
+
+	ma.n = 0;
+	if (tl_cl_marks(tc->cl, mark_one, &ma) != 0)
+		return;
+	memset(&fa, 0, sizeof(fa));
+	for (i = 0; i < ma.n; i++) {
+		snprintf(fa.f[i].id, sizeof(fa.f[i].id), "%s", ma.id[i]);
+		fa.f[i].applied = ma.seq[i];
+	}
+	fa.n = ma.n;
+	fa.head = head;
+	if ((rc = tl_log_write(rx->log, followers_cb, &fa)) != 0)
+		tl_rx_log(rx, TL_RX_WARN, "cannot keep the followers' marks: "
+		    "%s", tl_strerror(rc));
 }
 
 /* What tally status says of this control plane. */
@@ -310,6 +378,10 @@ tl_tallyd_cluster_round(struct tl_rx *rx, struct tl_tallyd_cluster *tc,
 		if (rc == 0)
 			atomic_store(&tc->catch_up, 0);
 	}
+	if (tl_cl_now_ms() >= tc->next_followers) {
+		tc->next_followers = tl_cl_now_ms() + FOLLOWERS_EVERY_MS;
+		keep_followers(rx, tc, head);
+	}
 	if (tl_cl_now_ms() < tc->next_trim)
 		return 0;
 	tc->next_trim = tl_cl_now_ms() + TRIM_EVERY_MS;
@@ -445,27 +517,6 @@ out:
 	default:
 		return TL_EXIT_FAIL;
 	}
-}
-
-/* At most so many followers reported: a cluster is three or five. */
-#define MARKS_MAX	32
-
-struct mark_arg {
-	char		 id[MARKS_MAX][64];
-	uint64_t	 seq[MARKS_MAX];
-	unsigned	 n;
-};
-
-static int
-mark_one(const char *id, uint64_t seq, void *arg)
-{
-	struct mark_arg *ma = arg;
-
-	if (ma->n == MARKS_MAX)
-		return 0;
-	snprintf(ma->id[ma->n], sizeof(ma->id[0]), "%s", id);
-	ma->seq[ma->n++] = seq;
-	return 0;
 }
 
 void

@@ -16,6 +16,7 @@ struct tl_tallyd_cluster {
 	struct tl_cconf	 conf;
 	struct tl_cl	*cl;
 	uint64_t	 next_trim;	/* ms, tl_cl_now_ms */
+	uint64_t	 next_followers; /* ms: their marks kept for status */
 	struct tl_rx	*rx;
 	atomic_int	 catch_up;	/* a commit's outcome unknown */
 	int		 once;		/* tallyd --once: lead now or exit 7 */

@@ -35,7 +35,7 @@
 #include "reactors/ack.h"
 #include "reactors/epoch.h"
 #include "reactors/rx.h"
-#include "follow.h"
+#include "reactors/follow.h"
 #include "helper.h"
 #include "reactors/metrics.h"
 #include "tools/tallyd/cluster.h"

@@ -1,5 +1,6 @@
 /*
- * follow.c - tallyd --follow on a standby's home (tally init --standby).
+ * follow.c - tallyd --follow on a standby's home (tally init --standby),
+ * and tally-board --record in its store (follow.h).
  *
  * Consumes the leader's replication stream (tally publish configure
  * --stream NAME: every event as the bytes of the leader's log, headers
@@ -525,7 +526,7 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	uint8_t pk[TL_SIGN_PUBLEN], given[TL_SIGN_PUBLEN];
 	int has_given = 0;
 	struct passed pass;
-	uint64_t ck = 0, head = 0, delay = 0, total = 0;
+	uint64_t ck = 0, head = 0, delay = 0, total = 0, quiet = mono_ns();
 	int rc, ex = 1, have;
 
 	opt = o;
@@ -545,7 +546,9 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			    "standard input");
 			return 2;
 		}
-	} else if (o->user == NULL)
+	} else if (o->user != NULL && o->password != NULL)
+		snprintf(pw, sizeof(pw), "%s", o->password);
+	else if (o->user == NULL)
 		snprintf(pw, sizeof(pw), "guest");
 	conf.password = pw;
 	conf.timeout_ms = 5000;
@@ -590,13 +593,18 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	 * signature.  Beside the master key it must be the same key.
 	 */
 	snprintf(keypath, sizeof(keypath), "%s/" TL_LEADER_KEY_FILE, o->home);
-	if (access(keypath, F_OK) == 0) {
+	if (o->leader_pk != NULL) {
+		memcpy(given, o->leader_pk, sizeof(given));
+		has_given = 1;
+	} else if (access(keypath, F_OK) == 0) {
 		if ((rc = tl_secret_leader_key_load(keypath, given,
 		    kwhy)) != 0) {
 			flog(TL_RX_ERR, "leader's key: %s", kwhy);
 			goto out;
 		}
 		has_given = 1;
+	}
+	if (has_given) {
 		if (b->pk != NULL && memcmp(given, pk,
 		    sizeof(pk)) != 0) {
 			flog(TL_RX_ERR, "%s is not the signing key of the master "
@@ -645,6 +653,12 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 				    why);
 				tl_amqp_close(a);
 				a = NULL;
+				if (o->idle_ms > 0 && mono_ns() - quiet >=
+				    (uint64_t)o->idle_ms * 1000000u) {
+					flog(TL_RX_ERR, "%s: not reached in %u ms",
+					    o->url, o->idle_ms);
+					goto out;
+				}
 				delay = delay ? delay * 2 : BACKOFF_MIN_MS;
 				if (delay > BACKOFF_MAX_MS)
 					delay = BACKOFF_MAX_MS;
@@ -706,8 +720,12 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 		}
 		if (!have) {
 			pass_flush(&pass, b, 0);
+			if (o->idle_ms > 0 && mono_ns() - quiet >=
+			    (uint64_t)o->idle_ms * 1000000u)
+				break;
 			continue;
 		}
+		quiet = mono_ns();
 		if ((rc = tl_log_write(log, append_cb, b)) != 0) {
 			flog(TL_RX_ERR, "cannot append to %s: %s (%s)", logdir,
 			    tl_strerror(rc), tl_log_lasterr(log));

@@ -1,12 +1,15 @@
 /*
- * follow.h - tallyd --follow: a standby that copies the leader's record
- * from its RabbitMQ replication stream into its own log (follow.c).
+ * follow.h - a copy of the leader's record from its RabbitMQ replication
+ * stream, screened and appended to a log of its own (follow.c): what
+ * tallyd --follow runs on a standby's home, and tally-board --record in
+ * its store.
  */
 #ifndef TALLYD_FOLLOW_H
 #define TALLYD_FOLLOW_H
 
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 
 struct tl_follow_opts {
 	const char	*home;
@@ -15,6 +18,12 @@ struct tl_follow_opts {
 	const char	*user;		/* NULL: guest */
 	const char	*ca;		/* amqps: the broker's CA; NULL: system */
 	int		 secret;	/* read the password from stdin */
+	const char	*password;	/* or this one (secret 0, user set) */
+	const uint8_t	*leader_pk;	/* the leader's signing key, or NULL:
+					 * HOME/leader.key, the master key's */
+	unsigned	 idle_ms;	/* 0, or: return 0 once nothing came
+					 * for so long (1 if the broker could
+					 * not be reached by then) */
 	void		(*logf)(int level, const char *fmt, va_list ap);
 };
 

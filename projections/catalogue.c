@@ -66,6 +66,10 @@ static const struct tl_cat_event cat[] = {
 	  NULL, { { "name", NAME }, { "instances", 15 }, { "parts[]", NAME } } },
 	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
+	{ E(TL_EV_REMOVAL_HELD), "module", "module what", GR, NULL,
+	  { { "module", NAME }, { "what", 1023 } } },
+	{ E(TL_EV_REMOVAL_CANCELLED), "module", "module", GR, NULL,
+	  { { "module", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
 	  "provider resource env{} migrations max_age [part] [window] "
 	  "[params{}] [credential]", GR,

@@ -1354,6 +1354,46 @@ out:
 	return rc;
 }
 
+int
+tl_dec_remove_hold(struct tl_ctx *c, const char *module, const char *what)
+{
+	char k[TL_KEY_MAX], stream[TL_KEY_MAX];
+	struct tl_body b;
+	int rc;
+
+	if ((rc = tl_key(k, "m/%s", module)) != 0 ||
+	    (rc = tl_key(stream, "module/%s", module)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no module %s", module);
+	tl_body_init(&b);
+	tl_body_str(&b, "module", module);
+	tl_body_str(&b, "what", what);
+	rc = tl_emit(c, TL_EV_REMOVAL_HELD, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+int
+tl_dec_remove_cancel(struct tl_ctx *c, const char *module)
+{
+	char k[TL_KEY_MAX], stream[TL_KEY_MAX];
+	struct tl_body b;
+	int rc;
+
+	if ((rc = tl_key(k, "rh/%s", module)) != 0 ||
+	    (rc = tl_key(stream, "module/%s", module)) != 0)
+		return rc;
+	if (!tl_rec_exists(c->t, c->p.graph, k))
+		return tl_refuse(c, TL_ENOTFOUND, "no removal of %s is held",
+		    module);
+	tl_body_init(&b);
+	tl_body_str(&b, "module", module);
+	rc = tl_emit(c, TL_EV_REMOVAL_CANCELLED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
 /* ---- a node that is gone for good (tally node lost) ---- */
 
 int

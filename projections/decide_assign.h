@@ -61,6 +61,16 @@ int	tl_dec_settings_check(struct tl_ctx *c, const char *module,
 	    const struct tl_setting *set, size_t nset);
 int	tl_dec_unassign(struct tl_ctx *c, const char *module, const char *node);
 int	tl_dec_remove(struct tl_ctx *c, const char *module);
+/*
+ * tally remove without --yes where revoking destroys data: the removal
+ * is held for a confirmation (module.removal-held, what would be lost
+ * in what; tally status and the board ask it) until tally remove --yes
+ * removes the module or --cancel withdraws it (module.removal-cancelled;
+ * TL_ENOTFOUND refused when none is held).  Holding again replaces what.
+ */
+int	tl_dec_remove_hold(struct tl_ctx *c, const char *module,
+	    const char *what);
+int	tl_dec_remove_cancel(struct tl_ctx *c, const char *module);
 /* Registers (or updates) the providers of module's assignments. */
 int	tl_provider_refresh(struct tl_ctx *c, const char *module);
 

@@ -87,6 +87,12 @@ tl_describe(const struct tl_event *ev, char *buf, size_t cap)
 		    list[0] ? " (provides " : "", list, list[0] ? ")" : "");
 	} else if (strcmp(t, "module.removed") == 0)
 		say(buf, cap, "module %s removed", js(b, "name"));
+	else if (strcmp(t, "module.removal-held") == 0)
+		say(buf, cap, "the removal of module %s held for a confirmation: "
+		    "%s", js(b, "module"), js(b, "what"));
+	else if (strcmp(t, "module.removal-cancelled") == 0)
+		say(buf, cap, "the removal of module %s withdrawn",
+		    js(b, "module"));
 	else if (strcmp(t, "requirement.declared") == 0)
 		say(buf, cap, "module %s requires %s: %s %s%s%s", js(b, "module"),
 		    js(b, "name"), js(b, "kind"), json_object_get(b, "type") ?

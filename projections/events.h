@@ -48,6 +48,9 @@
 /* module/NAME */
 #define TL_EV_MODULE_DECLARED	"module.declared"	/* name digest [instances] [parts[]] file env{} provides[] embedded[] */
 #define TL_EV_MODULE_REMOVED	"module.removed"	/* name */
+/* tally remove without --yes where revoking destroys data: graph rh/NAME. */
+#define TL_EV_REMOVAL_HELD	"module.removal-held"	/* module what */
+#define TL_EV_REMOVAL_CANCELLED	"module.removal-cancelled"	/* module */
 #define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age [part] */
 #define TL_EV_REQ_WITHDRAWN	"requirement.withdrawn"	/* module name */
 

@@ -680,9 +680,8 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body)
 {
 	char name[64];
-	char k[TL_KEY_MAX];
+	char k[TL_KEY_MAX], k2[TL_KEY_MAX];
 	int rc;
-
 
 	if (strcmp(ev->type, TL_EV_CRED_ACKED) == 0 ||
 	    strcmp(ev->type, TL_EV_ACK_REFUSED) == 0 ||
@@ -778,7 +777,23 @@ tl_fold_graph(struct tl_txn *t, const struct tl_proj *p,
 			return rc;
 		if (ev->type[7] == 'd')
 			return put_body(t, p->graph, k, ev);
+		/* Removed: a removal held for it is done. */
+		if ((rc = tl_key(k2, "rh/%s", name)) != 0 ||
+		    ((rc = del(t, p->graph, k2)) != 0 && rc != TL_ENOTFOUND))
+			return rc;
 		return del(t, p->graph, k);
+	}
+	/* A removal waiting for its confirmation (tally remove). */
+	if (strcmp(ev->type, TL_EV_REMOVAL_HELD) == 0 ||
+	    strcmp(ev->type, TL_EV_REMOVAL_CANCELLED) == 0) {
+		if (tl_bn_getstr(body, "module", name, sizeof(name)) != 0)
+			return TL_EMALFORMED;
+		if ((rc = tl_key(k, "rh/%s", name)) != 0)
+			return rc;
+		if (strcmp(ev->type, TL_EV_REMOVAL_HELD) == 0)
+			return put_body(t, p->graph, k, ev);
+		rc = del(t, p->graph, k);
+		return rc == TL_ENOTFOUND ? 0 : rc;
 	}
 	if (strcmp(ev->type, TL_EV_REQ_DECLARED) == 0)
 		return fold_requirement(t, p, ev, body, 0);

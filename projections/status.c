@@ -16,6 +16,7 @@
 #include "rebind.h"
 #include "rotation.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "core/window.h"
 #include "drivers/decl.h"
 
@@ -1237,6 +1238,33 @@ tl_status_rotations(struct tl_txn *t, const struct tl_proj *p, json_t **out)
 	return 0;
 }
 
+struct held_arg {
+	struct tl_txn	*t;
+	json_t		*a;
+};
+
+/* A removal held for its confirmation (graph rh/MODULE). */
+static int
+held_one(const char *module, const void *val, size_t len, void *arg)
+{
+	struct held_arg *ha = arg;
+	struct tl_event ev;
+	struct tl_rec r;
+	char what[1024] = "", when[64] = "";
+	json_t *o;
+
+	if (tl_rec_open(val, len, &r) != 0)
+		return 0;
+	tl_bn_getstr(r.m, "what", what, sizeof(what));
+	if (tl_log_get(ha->t, r.seq, &ev) == 0)
+		tl_json_time(ev.ts, when);
+	o = json_pack("{s:s,s:s,s:I,s:s}", "module", module, "what", what,
+	    "seq", (json_int_t)r.seq, "since", when);
+	tl_rec_close(&r);
+	return o == NULL ? ENOMEM : json_array_append_new(ha->a, o) == 0 ? 0 :
+	    ENOMEM;
+}
+
 int
 tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
     uint64_t now_ns, unsigned flags, json_t **out)
@@ -1265,6 +1293,16 @@ tl_status_attention(struct tl_txn *t, const struct tl_proj *p,
 		rc = tl_status_lagging(t, p, now_ns, *out);
 	}
 	json_decref(aa.residual);
+	if (rc == 0) {
+		struct held_arg ha = { t, json_array() };
+
+		if (ha.a == NULL)
+			rc = ENOMEM;
+		else if ((rc = tl_rec_scan(t, p->graph, "rh/", held_one,
+		    &ha)) == 0)
+			json_object_set(*out, "removals_held", ha.a);
+		json_decref(ha.a);
+	}
 	if (rc != 0) {
 		json_decref(*out);
 		*out = NULL;

@@ -74,7 +74,9 @@ int	tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
  * "rotations_waiting": [{grant, from, to, started_ns, waiting_on}]
  * (holders that have not acknowledged, NODE/MODULE), "cut_off": [{grant, holder,
  * version}], "rotations_overdue": [{grant, age_s, max_age_s}] (a
- * credential past its max-credential-age with no rotation started)}.
+ * credential past its max-credential-age with no rotation started),
+ * "removals_held": [{module, what, seq, since}] (tally remove waiting
+ * for its confirmation: graph rh/, not a walk of the grants)}.
  * With flags TL_ATTN_CLOCK, what depends on the wall clock too, when
  * there is any (reminders.c), in the same walk of the grants:
  * "residual": [{grant, provider, residual (what stays valid, in the

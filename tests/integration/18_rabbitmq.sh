@@ -12,7 +12,9 @@
 #     until both holders ack, a poller logging in with the holders'
 #     files never fails, and then the old user goes with its connection;
 #   - tally remove says what revoking loses (queues, messages) and
-#     removes nothing without --yes; retain keeps the vhost and its
+#     removes nothing without --yes: the removal is held (recorded,
+#     asked by tally status and the board) until --yes or --cancel;
+#     retain keeps the vhost and its
 #     messages, restore makes the user again, purge deletes the vhost
 #     (82_revocation);
 #   - a kill storm (50_killstorm): tallyd SIGKILLed while 20 grants are
@@ -206,9 +208,32 @@ grep -q "destroys data" "$W/last.out" || t_fail "remove did not say revoking des
 grep -q "lost now: .*1 queue(s), 3 message(s)" "$W/last.out" ||
 	t_fail "remove did not count the vhost's queues and messages: $(cat "$W/last.out")"
 grep -q -- "--yes" "$W/last.err" || t_fail "the refusal does not say --yes: $(cat "$W/last.err")"
-[ "$(tly log --json | wc -l)" = "$before" ] || t_fail "a refused remove appended events"
-t_ok "$(grep 'lost now' "$W/last.out" | sed 's/^ *//')"
+# Nothing removed: only the question is recorded, for status and the board.
+tly log --json | tail -n +$((before + 1)) >"$W/held.json"
+[ "$(wc -l <"$W/held.json")" = 1 ] && grep -q '"type":"module.removal-held"' "$W/held.json" ||
+	t_fail "a held remove appended other than module.removal-held: $(cat "$W/held.json")"
+tly status --json 2>/dev/null | python3 -c '
+import json, sys
+h = json.load(sys.stdin)["attention"]["removals_held"]
+assert [x["module"] for x in h] == ["app-a"] and h[0]["what"].startswith("app-a/mq on node-a/rabbitmq: the vhost"), h' ||
+	t_fail "tally status --json does not ask the held removal"
+tly status >"$W/st.out" 2>&1 || true
+grep -q "the removal of app-a waits for a confirmation since .*tally remove app-a --yes removes it" "$W/st.out" ||
+	t_fail "tally status does not ask the held removal: $(grep -A3 'not to forget' "$W/st.out")"
+"$TALLY_BIN/tally-board" --home "$TALLY_HOME" --store "$W/board" --html "$W/board.html" --quiet ||
+	t_fail "tally-board failed"
+grep -q 'data-kind="removal">the removal of app-a waits for a confirmation since .*tally remove app-a --yes' "$W/board.html" ||
+	t_fail "the board does not ask the held removal"
+tly remove app-a --cancel >/dev/null || t_fail "tally remove app-a --cancel failed"
+tly status --json 2>/dev/null | python3 -c 'import json,sys; assert json.load(sys.stdin)["attention"]["removals_held"] == []' ||
+	t_fail "the cancelled removal is still asked"
+t_expect_exit 3 "a second --cancel" tly remove app-a --cancel
+grep -q "no removal of app-a is held" "$W/last.err" || t_fail "a second cancel: $(cat "$W/last.err")"
+t_expect_exit 4 "tally remove app-a without --yes, again" tly remove app-a
+t_ok "$(grep 'lost now' "$W/last.out" | sed 's/^ *//'); held (status and the board ask it), withdrawn, held again"
 tly remove app-a --yes >/dev/null || t_fail "tally remove app-a --yes failed"
+tly status --json 2>/dev/null | python3 -c 'import json,sys; assert json.load(sys.stdin)["attention"]["removals_held"] == []' ||
+	t_fail "the removal is still asked after tally remove --yes"
 t_tallyd_once
 has_user "$VA_USER" && t_fail "the revoked grant's user $VA_USER is still there"
 has_vhost "$VA" || t_fail "retain deleted the vhost $VA"

@@ -960,6 +960,22 @@ needs_write(FILE *fp, const json_t *snap)
 		fputs("</li>\n", fp);
 		n++;
 	}
+	/* A question: tally remove waits for its confirmation. */
+	json_array_foreach(json_object_get(at, "removals_held"), i, v) {
+		fputs("<li class=\"bad\" data-kind=\"removal\">the removal "
+		    "of ", fp);
+		esc(fp, str(v, "module"));
+		fputs(" waits for a confirmation since ", fp);
+		esc(fp, str(v, "since"));
+		fputs(": ", fp);
+		esc(fp, str(v, "what"));
+		fputs(". <code>tally remove ", fp);
+		esc(fp, str(v, "module"));
+		fputs(" --yes</code> removes it, <code>tally remove ", fp);
+		esc(fp, str(v, "module"));
+		fputs(" --cancel</code> withdraws it</li>\n", fp);
+		n++;
+	}
 	json_array_foreach(json_object_get(at, "retained"), i, v) {
 		fputs("<li class=\"note\" data-kind=\"retained\">retained data: ",
 		    fp);

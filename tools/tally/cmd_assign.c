@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,7 @@ static const char unassign_usage[] =
 "a provider that still serves grants cannot be unassigned.\n";
 
 static const char remove_usage[] =
-"usage: tally remove MODULE [--yes]\n"
+"usage: tally remove MODULE [--yes | --cancel]\n"
 "\n"
 "Removes MODULE everywhere: every assignment, its requirements, and a\n"
 "revocation request for every grant it holds (the data is kept by the\n"
@@ -79,7 +80,9 @@ static const char remove_usage[] =
 "First it says what revoking each grant does, and, where the driver can\n"
 "tell, what would be lost now (asked of the provider).  When a driver\n"
 "declares that revoking destroys data, or something would be lost, it\n"
-"removes nothing without --yes.\n";
+"removes nothing without --yes: the removal is held for a confirmation\n"
+"(module.removal-held: tally status and the board ask it) until\n"
+"tally remove MODULE --yes removes the module or --cancel withdraws it.\n";
 
 #define MAX_SET	64
 
@@ -713,7 +716,30 @@ struct preview {
 	int			 quiet;	/* --json: nothing printed */
 	int			 destroys;	/* a revocation would lose data */
 	const char		*module;
+	char			 what[1000];	/* what is lost, in words */
 };
+
+static void
+what_add(struct preview *pw, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* One more piece of what the removal loses (cut where it fills). */
+static void
+what_add(struct preview *pw, const char *fmt, ...)
+{
+	size_t n = strlen(pw->what);
+	va_list ap;
+
+	if (n + 1 >= sizeof(pw->what))
+		return;
+	if (n > 0)
+		n += (size_t)snprintf(pw->what + n, sizeof(pw->what) - n, "; ");
+	if (n + 1 >= sizeof(pw->what))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(pw->what + n, sizeof(pw->what) - n, fmt, ap);
+	va_end(ap);
+}
 
 static int
 say_revocation(const struct tl_grant *g, void *arg)
@@ -748,8 +774,10 @@ say_revocation(const struct tl_grant *g, void *arg)
 	if ((dd = tl_drv_decl_find(driver)) == NULL ||
 	    (rv = dd->revocation) == NULL)
 		return 0;
-	if (rv->destroys)
+	if (rv->destroys) {
 		pw->destroys = 1;
+		what_add(pw, "%s on %s: %s", g->id, g->provider, rv->revoke);
+	}
 	if (!pw->quiet) {
 		printf("revoking %s on %s (driver %s): %s%s; ", g->id,
 		    g->provider, dd->name, rv->revoke, rv->destroys ?
@@ -767,8 +795,10 @@ say_revocation(const struct tl_grant *g, void *arg)
 		    "error"));
 		int loses = json_is_true(json_object_get(l, "loses"));
 
-		if (what != NULL && loses)
+		if (what != NULL && loses) {
 			pw->destroys = 1;
+			what_add(pw, "%s: lost now: %s", g->id, what);
+		}
 		if (!pw->quiet && what != NULL)
 			printf("  lost now: %s%s\n", loses ? "" : "nothing; ",
 			    what);
@@ -789,6 +819,21 @@ loss_line(const char *line, void *arg)
 	if (json_is_string(g = json_object_get(doc, "grant")))
 		json_object_set(arg, json_string_value(g), doc);
 	json_decref(doc);
+}
+
+struct hold_arg {
+	const char	*module;
+	const char	*what;		/* NULL: cancel */
+};
+
+static int
+do_hold(struct tl_ctx *c, void *arg)
+{
+	struct hold_arg *h = arg;
+
+	if (h->what == NULL)
+		return tl_dec_remove_cancel(c, h->module);
+	return tl_dec_remove_hold(c, h->module, h->what);
 }
 
 static int
@@ -850,22 +895,27 @@ cmd_remove(struct tl_cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		CLI_COMMON_OPTS,
 		{ "yes", no_argument, NULL, 'y' },
+		{ "cancel", no_argument, NULL, 'C' },
 		{ 0 }
 	};
 	struct unassign_arg a = { NULL, NULL };
+	struct hold_arg h = { NULL, NULL };
 	struct preview pw;
 	char path[1200];
-	int c, ex, yes = 0;
+	int c, ex, yes = 0, cancel = 0;
 
 	while ((c = getopt_long(argc, argv, "hy", opts, NULL)) != -1) {
 		switch (c) {
 		case 'y':
 			yes = 1;
 			break;
+		case 'C':
+			cancel = 1;
+			break;
 		CLI_COMMON_CASES(cli, remove_usage);
 		}
 	}
-	if (optind + 1 != argc) {
+	if (optind + 1 != argc || (yes && cancel)) {
 		fputs(remove_usage, stderr);
 		return TL_EXIT_USAGE;
 	}
@@ -873,6 +923,13 @@ cmd_remove(struct tl_cli *cli, int argc, char **argv)
 	if (!tl_name_ok(a.module)) {
 		cli_errx("names are 1-63 of [a-z0-9-]");
 		return TL_EXIT_REFUSED;
+	}
+	h.module = a.module;
+	if (cancel) {
+		ex = cli_write(cli, do_hold, &h, NULL);
+		if (ex == 0 && !cli->json)
+			printf("the removal of %s is withdrawn\n", a.module);
+		return ex;
 	}
 	memset(&pw, 0, sizeof(pw));
 	pw.module = a.module;
@@ -896,8 +953,13 @@ cmd_remove(struct tl_cli *cli, int argc, char **argv)
 	json_decref(pw.loss);
 	/* A module that is not there is the write's to refuse. */
 	if (ex == 0 && pw.destroys && !yes) {
+		h.what = pw.what;
+		if ((ex = cli_write(cli, do_hold, &h, NULL)) != 0)
+			return ex;
 		cli_errx("revoking %s's grants destroys data (see above): "
-		    "nothing removed; run again with --yes", a.module);
+		    "nothing removed; the removal is held for a confirmation "
+		    "(tally status, the board): tally remove %s --yes "
+		    "removes it, --cancel withdraws it", a.module, a.module);
 		return TL_EXIT_REFUSED;
 	}
 	ex = cli_write(cli, do_unassign, &a, NULL);

@@ -53,7 +53,8 @@ static const char usage[] =
 "of revoked grants, rotations waiting and on whom, holders cut off,\n"
 "scheduled rotations overdue, revoked grants whose issued credentials\n"
 "stay valid until they expire (with the driver's lifetime, and until\n"
-"when).  --at SEQ shows the state as it was after\n"
+"when), removals held for a confirmation (tally remove without --yes).\n"
+"--at SEQ shows the state as it was after\n"
 "event SEQ.  The agents (tally-node) that reported are listed with what\n"
 "each holds: per holder the version delivered, reloaded (or the reload\n"
 "failed), acknowledged; an agent silent for more than SECONDS (default\n"
@@ -436,13 +437,23 @@ print_attention(const json_t *at)
 	const json_t *e, *h;
 	size_t i, j, n = 0;
 	const char *const keys[] = { "retained", "rotations_waiting",
-	    "cut_off", "rotations_overdue", "residual", "certificates" };
+	    "cut_off", "rotations_overdue", "residual", "certificates",
+	    "removals_held" };
 
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		n += json_array_size(json_object_get(at, keys[i]));
 	if (n == 0)
 		return;
 	printf("\nnot to forget:\n");
+	json_array_foreach(json_object_get(at, "removals_held"), i, e)
+		printf("  the removal of %s waits for a confirmation since %s "
+		    "(event %lld): %s; tally remove %s --yes removes it, "
+		    "--cancel withdraws it\n",
+		    json_string_value(json_object_get(e, "module")),
+		    json_string_value(json_object_get(e, "since")),
+		    json_integer_value(json_object_get(e, "seq")),
+		    json_string_value(json_object_get(e, "what")),
+		    json_string_value(json_object_get(e, "module")));
 	json_array_foreach(json_object_get(at, "retained"), i, e)
 		printf("  retained data: %s on %s (resource %s, %.1f MiB)%s\n",
 		    json_string_value(json_object_get(e, "grant")),

@@ -365,8 +365,11 @@ grep -qF "vhost \"$VS\" (1 queue(s), 2 message(s)" "$W/last.out" ||
 [ "$(grep -c '^revoking stock/' "$W/last.out")" = 15 ] ||
 	t_fail "remove did not list stock's 15 grants: $(cat "$W/last.out")"
 grep -q -- "--yes" "$W/last.err" || t_fail "the refusal does not say --yes: $(cat "$W/last.err")"
-[ "$(tly log --json | wc -l)" = "$before" ] || t_fail "a refused remove appended events"
-t_ok "$(grep 'lost now' "$W/last.out" | sed 's/^ *//')"
+tly log --json | tail -n +$((before + 1)) >"$W/held.json"
+[ "$(wc -l <"$W/held.json")" = 1 ] && grep -q '"type":"module.removal-held"' "$W/held.json" ||
+	t_fail "a refused remove appended other than its question: $(cut -c1-200 "$W/held.json")"
+agree "stock's removal held for a confirmation"
+t_ok "$(grep 'lost now' "$W/last.out" | sed 's/^ *//'); held (module.removal-held)"
 tly remove stock --yes >/dev/null || t_fail "tally remove stock --yes failed"
 agree "stock removed, not yet revoked"
 t_tallyd_once

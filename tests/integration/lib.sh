@@ -970,6 +970,10 @@ for path in sys.argv[4:]:
     who = "the following board" if "live" in path else "the board"
     if board["meta"]["pos"] != head:
         sys.exit("%s: %s is at %s, the log at %s" % (label, who, board["meta"]["pos"], head))
+    # Questions from the record: the same on both (the same code).
+    sh, bh = status.get("attention", {}).get("removals_held"), board.get("attention", {}).get("removals_held")
+    if sh != bh:
+        sys.exit("%s: removals held: %s %s, tally status %s" % (label, who, bh, sh))
     b = clean(board.get("status", {}).get("modules"))
     if b != s:
         bm = {m["module"]: m for m in b or []}

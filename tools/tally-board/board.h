@@ -139,6 +139,12 @@ json_t	*bd_snapshot(struct bd_store *st, const struct bd_kept *kept);
  * page (page), only on the rows it shows.
  */
 void	bd_with_status(json_t *snap, json_t *st, int page);
+/*
+ * A module's status document (tl_status_module): how many of its
+ * assignments are ready, returned, and each unhealthy requirement
+ * appended to bad ({module node requirement reason question?}).
+ */
+size_t	bd_module_summary(const json_t *m, json_t *bad);
 void	bd_render_text(FILE *fp, const json_t *snap, int ansi);
 int	bd_render_html(const char *path, const json_t *snap,
 	    const char *source, char *why, size_t whylen);

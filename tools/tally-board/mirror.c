@@ -74,6 +74,14 @@ struct bd_mirror {
 	 * "a:MODULE"); all, whether every module must be asked again.
 	 */
 	json_t		*mods, *index, *touched;
+	/*
+	 * Kept with them, for the page (render.c, bd_module_summary):
+	 * each module's count of ready assignments (readies, as mods),
+	 * their sum, and the unhealthy requirements of the modules that
+	 * have any (sick: module -> array).
+	 */
+	json_t		*readies, *sick;
+	json_int_t	 ready;
 	int		 all;
 	int		 check;	/* TALLY_BOARD_CHECK */
 };
@@ -146,6 +154,8 @@ bd_mirror_close(struct bd_mirror *m)
 	free(m->batch);
 	json_decref(m->mods);
 	json_decref(m->index);
+	json_decref(m->readies);
+	json_decref(m->sick);
 	json_decref(m->touched);
 	tl_log_close(m->log);
 	free(m);
@@ -440,6 +450,29 @@ dirty_modules(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p,
 	return 0;
 }
 
+/* Module i's summary kept, in place of what it was. */
+static int
+sum_set(struct bd_mirror *m, size_t i, const json_t *doc)
+{
+	json_t *bad = json_array();
+	const char *mod = json_string_value(json_object_get(doc, "module"));
+	size_t r;
+
+	if (bad == NULL || mod == NULL) {
+		json_decref(bad);
+		return ENOMEM;
+	}
+	r = bd_module_summary(doc, bad);
+	m->ready += (json_int_t)r - json_integer_value(json_array_get(
+	    m->readies, i));
+	json_array_set_new(m->readies, i, json_integer((json_int_t)r));
+	if (json_array_size(bad) > 0)
+		return json_object_set_new(m->sick, mod, bad) == 0 ? 0 : ENOMEM;
+	json_object_del(m->sick, mod);
+	json_decref(bad);
+	return 0;
+}
+
 /* Every module asked: the states and their index made again. */
 static int
 ask_all(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p)
@@ -456,10 +489,17 @@ ask_all(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p)
 	json_decref(st);
 	if ((m->index = json_object()) == NULL)
 		return ENOMEM;
+	json_decref(m->readies);
+	json_decref(m->sick);
+	m->ready = 0;
+	if ((m->readies = json_array()) == NULL ||
+	    (m->sick = json_object()) == NULL)
+		return ENOMEM;
 	json_array_foreach(m->mods, i, v)
 		if (json_object_set_new(m->index, json_string_value(
 		    json_object_get(v, "module")), json_integer((json_int_t)i))
-		    != 0)
+		    != 0 || json_array_append_new(m->readies, json_integer(0))
+		    != 0 || sum_set(m, i, v) != 0)
 			return ENOMEM;
 	return 0;
 }
@@ -490,6 +530,10 @@ states(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p)
 			}
 			json_array_set_new(m->mods, (size_t)
 			    json_integer_value(v), doc);
+			if (sum_set(m, (size_t)json_integer_value(v), doc) != 0) {
+				m->all = 1;
+				break;
+			}
 		}
 		json_decref(dirty);
 	} else
@@ -527,6 +571,44 @@ check_states(struct bd_mirror *m, struct tl_txn *t, const struct tl_proj *p)
 		}
 	json_decref(st);
 	return bad ? TL_ECORRUPT : 0;
+}
+
+/*
+ * The kept summary, but for the modules an agent's holdings changed
+ * (wrong; mods holds their changed copies): {"ready": N, "sick":
+ * {module: [unhealthy requirement]}} (render.c), a new reference.
+ */
+static json_t *
+summary(struct bd_mirror *m, const json_t *mods, const json_t *wrong)
+{
+	json_t *sick = json_copy(m->sick), *w, *ix, *bad, *done = json_object();
+	json_int_t ready = m->ready;
+	const char *mod;
+	size_t i, at;
+
+	if (sick == NULL || done == NULL) {
+		json_decref(sick);
+		json_decref(done);
+		return NULL;
+	}
+	json_array_foreach(wrong, i, w) {
+		mod = json_string_value(json_object_get(w, "module"));
+		if (mod == NULL || json_object_get(done, mod) != NULL ||
+		    (ix = json_object_get(m->index, mod)) == NULL ||
+		    (bad = json_array()) == NULL)
+			continue;
+		json_object_set_new(done, mod, json_true());
+		at = (size_t)json_integer_value(ix);
+		ready += (json_int_t)bd_module_summary(json_array_get(mods, at),
+		    bad) - json_integer_value(json_array_get(m->readies, at));
+		if (json_array_size(bad) > 0)
+			json_object_set(sick, mod, bad);
+		else
+			json_object_del(sick, mod);
+		json_decref(bad);
+	}
+	json_decref(done);
+	return json_pack("{s:I,s:o}", "ready", ready, "sick", sick);
 }
 
 /*
@@ -569,6 +651,7 @@ bd_mirror_status(struct bd_mirror *m, uint64_t now_ns)
 				    json_integer_value(ix))));
 		json_object_set_new(st, "agents", ag.agents);
 		tl_status_off_record(st, ag.wrong);
+		json_object_set_new(st, "summary", summary(m, mods, ag.wrong));
 		json_object_set_new(st, "off_record", ag.wrong);
 	}
 	if (tl_status_attention(t, &p, now_ns, TL_ATTN_CLOCK, &at) == 0)

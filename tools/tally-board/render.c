@@ -19,6 +19,8 @@
 
 #define BD_ROWS_MAX	500
 #define BD_DRAW_MAX	300
+/* A node's row names this many of its modules, then counts the rest. */
+#define BD_NODE_MODULES	25
 #define BD_NEEDS_MAX	200
 
 static const char *
@@ -191,15 +193,11 @@ index_by(const json_t *arr, const char *k1, const char *k2, size_t limit)
  * which it never changes.
  */
 static void
-set_on(json_t *arr, const json_t *ix, const char *key, const char *name,
-    const char *value, const char *name2, const char *value2)
+set_state(json_t *arr, size_t i, const char *name, const char *value,
+    const char *name2, const char *value2)
 {
-	json_t *at = json_object_get(ix, key), *doc;
-	size_t i;
+	json_t *doc;
 
-	if (at == NULL)
-		return;
-	i = (size_t)json_integer_value(at);
 	if ((doc = json_copy(json_array_get(arr, i))) == NULL)
 		return;
 	json_object_set_new(doc, name, json_string(value));
@@ -208,28 +206,188 @@ set_on(json_t *arr, const json_t *ix, const char *key, const char *name,
 	json_array_set_new(arr, i, doc);
 }
 
+static void
+set_on(json_t *arr, const json_t *ix, const char *key, const char *name,
+    const char *value, const char *name2, const char *value2)
+{
+	json_t *at = json_object_get(ix, key);
+
+	if (at != NULL)
+		set_state(arr, (size_t)json_integer_value(at), name, value,
+		    name2, value2);
+}
+
+size_t
+bd_module_summary(const json_t *m, json_t *bad)
+{
+	const char *mod = str(m, "module");
+	const json_t *a, *r;
+	size_t j, k, ready = 0;
+
+	json_array_foreach(json_object_get(m, "assignments"), j, a) {
+		if (strncmp(str(a, "state"), "ready", 5) == 0)
+			ready++;
+		json_array_foreach(json_object_get(a, "requirements"), k, r) {
+			json_t *u;
+
+			if (strcmp(str(r, "state"), "unhealthy") != 0)
+				continue;
+			u = json_pack("{s:s,s:s,s:s,s:s}", "module", mod, "node",
+			    str(a, "node"), "requirement", str(r, "name"),
+			    "reason", str(r, "reason"));
+			/* A lost grant's: what answers it. */
+			if (u != NULL && json_object_get(r, "question") != NULL)
+				json_object_set(u, "question",
+				    json_object_get(r, "question"));
+			json_array_append_new(bad, u);
+		}
+	}
+	return ready;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* TALLY_BOARD_CHECK: the summary against the whole walk; fatal. */
+static void
+check_summary(const json_t *st, size_t ready, const json_t *bad)
+{
+	json_t *all = json_array(), *m;
+	size_t i, n = 0;
+
+	json_array_foreach(json_object_get(st, "modules"), i, m)
+		n += bd_module_summary(m, all);
+	if (n != ready || !json_equal(all, bad)) {
+		fprintf(stderr, "tally-board: the kept summary differs from "
+		    "status's: ready %zu, %zu unhealthy; walked: ready %zu, "
+		    "%zu unhealthy\n", ready, json_array_size(bad), n,
+		    json_array_size(all));
+		exit(1);
+	}
+	json_decref(all);
+}
+
+/*
+ * The page's fast way: the mirror's ready count and unhealthy modules
+ * (kept per module, summary), and states set on the shown rows only,
+ * found through the status index.  With TALLY_BOARD_CHECK, the whole
+ * walk as well, and a difference is fatal.
+ */
+static int
+summary_rows(json_t *snap, const json_t *st, const json_t *sum, size_t rows,
+    size_t *ready, json_t *bad)
+{
+	const json_t *six = json_object_get(st, "index");
+	const json_t *smods = json_object_get(st, "modules"), *sick, *m, *v;
+	const json_t *a, *r;
+	json_t *marr = json_object_get(snap, "modules");
+	json_t *garr = json_object_get(snap, "grants");
+	const char *mod, **names;
+	size_t i, j, k, n;
+
+	*ready = (size_t)json_integer_value(json_object_get(sum, "ready"));
+	sick = json_object_get(sum, "sick");
+	/* In module order, as the walk of status's modules lists them. */
+	if ((names = calloc(json_object_size(sick) + 1, sizeof(*names))) ==
+	    NULL)
+		return ENOMEM;
+	n = 0;
+	json_object_foreach((json_t *)sick, mod, v)
+		names[n++] = mod;
+	qsort(names, n, sizeof(*names), cmp_str);
+	for (i = 0; i < n; i++)
+		json_array_extend(bad, json_object_get(sick, names[i]));
+	free(names);
+	for (i = 0; i < rows && i < json_array_size(marr); i++) {
+		mod = str(json_array_get(marr, i), "name");
+		if ((v = json_object_get(six, mod)) != NULL &&
+		    (m = json_array_get(smods, (size_t)json_integer_value(v)))
+		    != NULL)
+			set_state(marr, i, "status", str(m, "state"), NULL,
+			    NULL);
+	}
+	for (i = 0; i < rows && i < json_array_size(garr); i++) {
+		const json_t *g = json_array_get(garr, i);
+
+		if ((v = json_object_get(six, str(g, "module"))) == NULL)
+			continue;
+		m = json_array_get(smods, (size_t)json_integer_value(v));
+		json_array_foreach(json_object_get(m, "assignments"), j, a)
+			json_array_foreach(json_object_get(a, "requirements"),
+			    k, r)
+				if (strcmp(str(r, "grant"), str(g, "grant")) == 0)
+					set_state(garr, i, "status", str(r,
+					    "state"), "status_reason", str(r,
+					    "reason"));
+	}
+	return 0;
+}
+
 void
 bd_with_status(json_t *snap, json_t *st, int page)
 {
 	json_t *marr = json_object_get(snap, "modules");
-	/* A page shows BD_ROWS_MAX rows of a table, all when it draws. */
-	size_t rows = page && json_array_size(marr) > BD_DRAW_MAX ?
-	    BD_ROWS_MAX : 0;
+	/*
+	 * A page shows BD_ROWS_MAX rows of a table, all when it draws;
+	 * TALLY_BOARD_CHECK takes the large mesh's way on any mesh, so
+	 * that the tests check it.
+	 */
+	size_t rows = page && (json_array_size(marr) > BD_DRAW_MAX ||
+	    getenv("TALLY_BOARD_CHECK") != NULL) ? BD_ROWS_MAX : 0;
 	json_t *aarr = json_object_get(snap, "assignments");
 	json_t *garr = json_object_get(snap, "grants");
-	json_t *mods = index_by(marr, "name", NULL, rows);
-	json_t *grants = index_by(garr, "grant", NULL, rows);
+	json_t *sum = json_incref(json_object_get(st, "summary"));
+	json_t *mods = NULL, *grants = NULL, *asg = NULL, *six;
+	json_t *bad = json_array(), *m, *a, *r;
+	size_t i, j, k, ready = 0;
+	char key[512];
+
+	json_object_del(st, "summary");
+	/* A page over a large mesh: the mirror's summary, the shown rows. */
+	if (rows && sum != NULL && bad != NULL) {
+		summary_rows(snap, st, sum, rows, &ready, bad);
+		if (getenv("TALLY_BOARD_CHECK") != NULL)
+			check_summary(st, ready, bad);
+		json_decref(sum);
+		goto rest;
+	}
+	json_decref(sum);
+	mods = index_by(marr, "name", NULL, rows);
+	grants = index_by(garr, "grant", NULL, rows);
 	/*
 	 * A page's assignments are many and all shown (its nodes' rows):
 	 * they are looked up in status's modules by the kept index (the
 	 * mirror's), not given copies.
 	 */
-	json_t *asg = rows ? NULL : index_by(aarr, "module", "node", 0);
-	json_t *six = json_incref(json_object_get(st, "index"));
-	json_t *bad = json_array(), *m, *a, *r;
-	size_t i, j, k, ready = 0;
-	char key[512];
+	asg = rows ? NULL : index_by(aarr, "module", "node", 0);
+	json_array_foreach(json_object_get(st, "modules"), i, m) {
+		const char *mod = str(m, "module");
 
+		set_on(marr, mods, mod, "status", str(m, "state"), NULL,
+		    NULL);
+		ready += bd_module_summary(m, bad);
+		json_array_foreach(json_object_get(m, "assignments"), j, a) {
+			snprintf(key, sizeof(key), "%s@%s", mod, str(a,
+			    "node"));
+			if (asg != NULL)
+				set_on(aarr, asg, key, "status", str(a, "state"),
+				    NULL, NULL);
+			json_array_foreach(json_object_get(a, "requirements"),
+			    k, r)
+				if (*str(r, "grant"))
+					set_on(garr, grants, str(r, "grant"),
+					    "status", str(r, "state"),
+					    "status_reason", str(r, "reason"));
+		}
+	}
+	json_decref(mods);
+	json_decref(asg);
+	json_decref(grants);
+rest:
+	six = json_incref(json_object_get(st, "index"));
 	json_object_del(st, "index");
 	json_object_set_new(snap, "status", st);
 	if (rows && six != NULL) {
@@ -237,48 +395,6 @@ bd_with_status(json_t *snap, json_t *st, int page)
 		six = NULL;
 	}
 	json_decref(six);
-	json_array_foreach(json_object_get(st, "modules"), i, m) {
-		const char *mod = str(m, "module");
-
-		set_on(marr, mods, mod, "status", str(m, "state"), NULL,
-		    NULL);
-		json_array_foreach(json_object_get(m, "assignments"), j, a) {
-			const char *state = str(a, "state");
-
-			if (strncmp(state, "ready", 5) == 0)
-				ready++;
-			snprintf(key, sizeof(key), "%s@%s", mod, str(a,
-			    "node"));
-			if (asg != NULL)
-				set_on(aarr, asg, key, "status", state, NULL,
-				    NULL);
-			json_array_foreach(json_object_get(a, "requirements"),
-			    k, r) {
-				if (*str(r, "grant"))
-					set_on(garr, grants, str(r, "grant"),
-					    "status", str(r, "state"),
-					    "status_reason", str(r, "reason"));
-				if (strcmp(str(r, "state"), "unhealthy") == 0) {
-					json_t *u = json_pack("{s:s,s:s,s:s,"
-					    "s:s}", "module", mod, "node",
-					    str(a, "node"), "requirement",
-					    str(r, "name"), "reason",
-					    str(r, "reason"));
-
-					/* A lost grant's: what answers it. */
-					if (u != NULL && json_object_get(r,
-					    "question") != NULL)
-						json_object_set(u, "question",
-						    json_object_get(r,
-						    "question"));
-					json_array_append_new(bad, u);
-				}
-			}
-		}
-	}
-	json_decref(mods);
-	json_decref(asg);
-	json_decref(grants);
 	json_object_set_new(snap, "unhealthy", bad);
 	json_object_set(snap, "agents", json_object_get(st, "agents"));
 	json_object_set(snap, "off_record", json_object_get(st, "off_record"));
@@ -1118,17 +1234,25 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 	}
 	fputs("<h2>Nodes</h2>\n<table><tr><th>node</th><th>routable name</th>"
 	    "<th>assignments</th></tr>\n", fp);
-	/* Each node's assignments, gathered in one pass. */
+	/*
+	 * Each node's assignments, gathered in one pass: the first few
+	 * named, the rest counted (the whole list is in view.json).
+	 */
 	if ((byn = json_object()) != NULL)
 		json_array_foreach(json_object_get(snap, "assignments"), j, a) {
 			json_t *l = json_object_get(byn, str(a, "node"));
 
 			if (l == NULL) {
-				l = json_array();
+				l = json_pack("{s:[],s:i}", "shown", "all", 0);
 				json_object_set_new(byn, str(a, "node"), l);
 			}
-			if (json_array_size(l) < BD_ROWS_MAX)
-				json_array_append(l, a);
+			if (l == NULL)
+				continue;
+			json_object_set_new(l, "all", json_integer(num(l,
+			    "all") + 1));
+			if (json_array_size(json_object_get(l, "shown")) <
+			    BD_NODE_MODULES)
+				json_array_append(json_object_get(l, "shown"), a);
 		}
 	json_array_foreach(json_object_get(snap, "nodes"), i, v) {
 		if (more_rows(fp, i, json_object_get(snap, "nodes"), 3))
@@ -1138,11 +1262,15 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 		fputs("</td><td>", fp);
 		esc(fp, str(v, "routable"));
 		fputs("</td><td>", fp);
-		json_array_foreach(json_object_get(byn, str(v, "name")), j, w) {
+		a = json_object_get(byn, str(v, "name"));
+		json_array_foreach(json_object_get(a, "shown"), j, w) {
 			fprintf(fp, "<span class=\"%s\">", assignment_class(snap, w));
 			esc(fp, str(w, "module"));
 			fputs("</span> ", fp);
 		}
+		if (num(a, "all") > BD_NODE_MODULES)
+			fprintf(fp, "<span class=\"note\">and %lld more</span>",
+			    (long long)(num(a, "all") - BD_NODE_MODULES));
 		fputs("</td></tr>\n", fp);
 	}
 	json_decref(byn);

@@ -654,6 +654,18 @@ tl_secret_stream_mac_ok(const struct tl_key *key, const uint8_t *hash,
 }
 
 int
+tl_secret_unhex(const char *s, uint8_t *out, size_t n)
+{
+	size_t got = 0;
+
+	if (strlen(s) != 2 * n ||
+	    sodium_hex2bin(out, n, s, 2 * n, NULL, &got, NULL) != 0 ||
+	    got != n)
+		return TL_EINVAL;
+	return 0;
+}
+
+int
 tl_secret_leader_key_parse(const char *hex, uint8_t pk[TL_SIGN_PUBLEN])
 {
 	size_t n = strlen(hex), bin = 0;

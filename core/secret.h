@@ -264,6 +264,13 @@ int	tl_secret_leader_key_parse(const char *hex, uint8_t pk[TL_SIGN_PUBLEN]);
 int	tl_secret_leader_key_load(const char *path, uint8_t pk[TL_SIGN_PUBLEN],
 	    char *why);
 
+/*
+ * Exactly 2n hex digits (s, NUL-terminated: no more, no less, nothing
+ * else) into out's n bytes: 0 or TL_EINVAL, out then undefined.  What a
+ * message header carries (a hash, a signature, an authenticator).
+ */
+int	tl_secret_unhex(const char *s, uint8_t *out, size_t n);
+
 /* Writes data to path atomically (temporary file, fsync, rename). */
 int	tl_secret_write_file(const char *path, const void *data, size_t len,
 	    unsigned mode);

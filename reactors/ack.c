@@ -12,6 +12,7 @@
 #include "core/body.h"
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/secret.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/grant.h"
@@ -43,19 +44,6 @@ struct pass {
 	unsigned	 accepted, refused;
 	int		 more;
 };
-
-static int
-unhex(const char *s, uint8_t *out, size_t n)
-{
-	size_t got = 0;
-
-	if (strlen(s) != 2 * n)
-		return TL_EINVAL;
-	if (sodium_hex2bin(out, n, s, 2 * n, NULL, &got, NULL) != 0 ||
-	    got != n)
-		return TL_EINVAL;
-	return 0;
-}
 
 static int
 signkey(struct tl_txn *t, const struct tl_proj *p, const char *node,
@@ -98,8 +86,8 @@ tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
 	if (o->sig[0] == '\0' || o->mac[0] == '\0' || o->nonce[0] == '\0')
 		return screened(kind, TL_REFUSED_UNSIGNED, why, wl, "%s", "no "
 		    "proof (a signature, a MAC and a nonce are required)");
-	if (unhex(o->nonce, nonce, sizeof(nonce)) != 0 ||
-	    unhex(o->sig, sig, sizeof(sig)) != 0 ||
+	if (tl_secret_unhex(o->nonce, nonce, sizeof(nonce)) != 0 ||
+	    tl_secret_unhex(o->sig, sig, sizeof(sig)) != 0 ||
 	    strlen(o->mac) != 2 * TL_MAC_LEN)
 		return screened(kind, TL_REFUSED_MALFORMED, why, wl, "%s",
 		    "malformed proof (nonce, sig or mac not hex of the right "
@@ -192,7 +180,7 @@ tl_report_screen(struct tl_txn *t, const struct tl_proj *p, const char *node,
 	if (sighex[0] == '\0')
 		return screened(kind, TL_REFUSED_UNSIGNED, why, wl, "%s",
 		    "unsigned report");
-	if (unhex(sighex, sig, sizeof(sig)) != 0)
+	if (tl_secret_unhex(sighex, sig, sizeof(sig)) != 0)
 		return screened(kind, TL_REFUSED_MALFORMED, why, wl, "%s",
 		    "malformed signature (not hex of the right length)");
 	if ((rc = tl_nw_report_message(node, report, &msg, &mlen)) != 0)
@@ -393,8 +381,8 @@ check(struct tl_rx *rx, struct tl_ctx *c, const struct tl_ack_offer *o,
 	const char *at;
 
 	why[0] = '\0';
-	if (unhex(o->nonce, nonce, sizeof(nonce)) != 0 ||
-	    unhex(o->mac, mac, sizeof(mac)) != 0 ||
+	if (tl_secret_unhex(o->nonce, nonce, sizeof(nonce)) != 0 ||
+	    tl_secret_unhex(o->mac, mac, sizeof(mac)) != 0 ||
 	    tl_nw_ack_message(o->grant, o->holder, o->version, nonce, msg,
 	    &mlen) != 0) {
 		snprintf(why, wl, "malformed proof (nonce or mac not hex of "

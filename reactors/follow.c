@@ -158,25 +158,6 @@ mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int
-unhex(const char *s, uint8_t *out, size_t n)
-{
-	size_t i;
-	int hi, lo;
-
-	if (strlen(s) != 2 * n)
-		return -1;
-	for (i = 0; i < n; i++) {
-		hi = s[2 * i] >= 'a' ? s[2 * i] - 'a' + 10 : s[2 * i] - '0';
-		lo = s[2 * i + 1] >= 'a' ? s[2 * i + 1] - 'a' + 10 :
-		    s[2 * i + 1] - '0';
-		if (hi < 0 || hi > 15 || lo < 0 || lo > 15)
-			return -1;
-		out[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return 0;
-}
-
 /* One passed-over message, to log (rate-limited by the caller). */
 static void
 pass_note(struct passed *p, int64_t seq, int64_t off, const char *why)
@@ -207,13 +188,13 @@ screen(const struct batch *b, const struct tl_amqp_delivery *d,
 		    TL_ENV_MAX);
 		return -1;
 	}
-	if (unhex(d->hash, m->hash, TL_HASH_LEN) != 0) {
+	if (tl_secret_unhex(d->hash, m->hash, TL_HASH_LEN) != 0) {
 		snprintf(why, cap, "it has no chain hash header (hash)");
 		return -1;
 	}
 	if (b->pk != NULL) {
 		/* First: nothing else in it is believed unsigned. */
-		if (unhex(d->sig, m->sig, TL_SIGN_LEN) != 0) {
+		if (tl_secret_unhex(d->sig, m->sig, TL_SIGN_LEN) != 0) {
 			snprintf(why, cap, "it has no signature (sig)");
 			return -1;
 		}
@@ -240,7 +221,7 @@ screen(const struct batch *b, const struct tl_amqp_delivery *d,
 	}
 	if (b->key == NULL)
 		return 0;	/* the chain, in append_cb */
-	if (unhex(d->mac, mac, TL_STREAM_MAC_LEN) != 0) {
+	if (tl_secret_unhex(d->mac, mac, TL_STREAM_MAC_LEN) != 0) {
 		snprintf(why, cap, "it has no authenticator (mac)");
 		return -1;
 	}

@@ -1432,25 +1432,6 @@ tl_rx_publish_ahead(struct tl_rx *rx)
 	    tl_rx_now() - start < AHEAD_BUDGET_NS);
 }
 
-static int
-unhex(const char *s, uint8_t *out, size_t n)
-{
-	size_t i;
-	int hi, lo;
-
-	if (strlen(s) != 2 * n)
-		return -1;
-	for (i = 0; i < n; i++) {
-		hi = s[2 * i] >= 'a' ? s[2 * i] - 'a' + 10 : s[2 * i] - '0';
-		lo = s[2 * i + 1] >= 'a' ? s[2 * i + 1] - 'a' + 10 :
-		    s[2 * i + 1] - '0';
-		if (hi < 0 || hi > 15 || lo < 0 || lo > 15)
-			return -1;
-		out[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return 0;
-}
-
 /*
  * A promotion counts only as the leader published it: its bytes hash
  * (with its own link) to its "hash" header, which carries our master
@@ -1464,8 +1445,9 @@ promotion_ok(struct tl_rx *rx, const struct tl_event *ev,
 	uint8_t h[TL_HASH_LEN], want[TL_HASH_LEN], mac[TL_STREAM_MAC_LEN];
 	struct tl_stream_auth sa;
 
-	if (rx->key.k == NULL || unhex(d->hash, want, sizeof(want)) != 0 ||
-	    unhex(d->mac, mac, sizeof(mac)) != 0)
+	if (rx->key.k == NULL ||
+	    tl_secret_unhex(d->hash, want, sizeof(want)) != 0 ||
+	    tl_secret_unhex(d->mac, mac, sizeof(mac)) != 0)
 		return 0;
 	tl_log_chain_hash(ev->prev, d->body, d->len, h);
 	if (memcmp(h, want, sizeof(h)) != 0)
@@ -1641,7 +1623,7 @@ tl_rx_publish_arbiter(struct tl_rx *rx, uint64_t at, uint64_t epoch,
 			    (long long)d.offset, where);
 		else if (tl_bview_open(&v, ev.body, ev.body_len) == 0) {
 			if (tl_bn_getu64(v.root, "epoch", 0) == epoch &&
-			    unhex(d.hash, first, TL_HASH_LEN) == 0)
+			    tl_secret_unhex(d.hash, first, TL_HASH_LEN) == 0)
 				*found = 1;
 			tl_bview_close(&v);
 		}

@@ -28,7 +28,7 @@
 #define MARK_EVERY_MS	1000
 #define CAMPAIGN_EVERY_MS 250
 /* How often a leader keeps its followers' marks in its home. */
-#define FOLLOWERS_EVERY_MS 2000
+#define FOLLOWERS_EVERY_MS 5000
 
 struct prom_arg {
 	uint64_t	 epoch;

@@ -246,4 +246,22 @@ int	tl_ep_followers_get(struct tl_txn *txn, uint64_t *at_ns,
  */
 json_t	*tl_ep_followers_doc(struct tl_txn *txn);
 
+/*
+ * A stream standby's position as it reports it (tallyd --follow, every
+ * TL_EP_STANDBY_EVERY_S on the leader's acks queue) and the leader
+ * checked it: the last event it holds, whose chain hash is the leader's
+ * own there.  Kept in the leader's home by name (not an event: anyone
+ * may publish to the acks queue, and a position decides nothing); at
+ * most TL_EP_STANDBYS_MAX names, a new one past them not kept.
+ * _put: in the caller's write transaction; errors: the log's.  _doc:
+ * {"standbys": [{name, applied, behind, heard}]} against the head, a new
+ * reference; NULL when none was kept.
+ */
+#define TL_EP_STANDBY_NAME	200
+#define TL_EP_STANDBYS_MAX	32
+#define TL_EP_STANDBY_EVERY_S	5
+int	tl_ep_standby_put(struct tl_txn *txn, const char *name, uint64_t seq,
+	    uint64_t at_ns);
+json_t	*tl_ep_standbys_doc(struct tl_txn *txn);
+
 #endif

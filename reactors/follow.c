@@ -43,6 +43,8 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
+#include <jansson.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -424,6 +426,54 @@ append_cb(struct tl_txn *t, void *arg)
 	return 0;
 }
 
+/*
+ * This standby's position on the leader's acks queue: the head and its
+ * chain hash, which the leader checks against its own log and keeps for
+ * tally status and the board (reactors/publish.c).  0, or the broker's
+ * error (the publish channel is then gone).
+ */
+static int
+report(struct tl_amqp *a, struct tl_log *log)
+{
+	struct tl_amqp_msg m;
+	struct tl_txn *t;
+	uint8_t hash[TL_HASH_LEN];
+	char hex[2 * TL_HASH_LEN + 1], body[600];
+	uint64_t head = 0, tag = 0;
+	json_t *j;
+	char *s;
+	int rc, n;
+
+	if (tl_log_begin(log, TL_TXN_RDONLY, &t) != 0)
+		return 0;
+	rc = tl_log_last(t, &head, hash);
+	tl_log_abort(t);
+	if (rc != 0 || head == 0)
+		return 0;
+	sodium_bin2hex(hex, sizeof(hex), hash, sizeof(hash));
+	if ((j = json_pack("{s:s,s:I,s:s}", "standby", opt->name, "seq",
+	    (json_int_t)head, "hash", hex)) == NULL)
+		return 0;
+	s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (s == NULL)
+		return 0;
+	n = snprintf(body, sizeof(body), "%s", s);
+	free(s);
+	if (n < 0 || (size_t)n >= sizeof(body))
+		return 0;
+	memset(&m, 0, sizeof(m));
+	m.routing_key = opt->report_to;
+	m.body = body;
+	m.len = (size_t)n;
+	m.content_type = "application/json";
+	if ((rc = tl_amqp_publish(a, &m, &tag)) != 0)
+		return rc;
+	/* Confirms read as they come, never waited for. */
+	rc = tl_amqp_wait_confirms(a, tag, 0);
+	return rc == TL_ETIMEDOUT ? 0 : rc;
+}
+
 /* The passed-over messages not yet logged, when it is time (or now). */
 static void
 pass_flush(struct passed *p, const struct batch *b, int now)
@@ -508,7 +558,9 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	int has_given = 0;
 	struct passed pass;
 	uint64_t ck = 0, head = 0, delay = 0, total = 0, quiet = mono_ns();
-	int rc, ex = 1, have;
+	uint64_t next_report = 0;
+	int rc, ex = 1, have, reporting = o->report_to != NULL &&
+	    o->name != NULL;
 
 	opt = o;
 	memset(&pass, 0, sizeof(pass));
@@ -698,6 +750,21 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			a = NULL;
 			delay = BACKOFF_MIN_MS;
 			continue;	/* the batch is read again */
+		}
+		if (reporting && mono_ns() >= next_report) {
+			next_report = mono_ns() + TL_EP_STANDBY_EVERY_S *
+			    1000000000ull;
+			if ((rc = report(a, log)) != 0) {
+				flog(TL_RX_WARN, "cannot report this standby's "
+				    "position to %s: %s (%s); not reporting "
+				    "again until restarted", o->report_to,
+				    tl_strerror(rc), tl_amqp_lasterr(a));
+				reporting = 0;
+				tl_amqp_close(a);
+				a = NULL;
+				delay = BACKOFF_MIN_MS;
+				continue;
+			}
 		}
 		if (!have) {
 			pass_flush(&pass, b, 0);

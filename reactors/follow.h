@@ -21,6 +21,10 @@ struct tl_follow_opts {
 	const char	*password;	/* or this one (secret 0, user set) */
 	const uint8_t	*leader_pk;	/* the leader's signing key, or NULL:
 					 * HOME/leader.key, the master key's */
+	const char	*report_to;	/* the leader's acks queue, where its
+					 * position is reported (epoch.h,
+					 * tl_ep_standby_put); NULL: not */
+	const char	*name;		/* the standby's, in the report */
 	unsigned	 idle_ms;	/* 0, or: return 0 once nothing came
 					 * for so long (1 if the broker could
 					 * not be reached by then) */

@@ -65,6 +65,7 @@
 #include "projections/grant.h"
 #include "projections/proj.h"
 #include "ack.h"
+#include "epoch.h"
 #include "rx.h"
 
 #define CKPT		"publisher"
@@ -1254,6 +1255,76 @@ one_report(struct tl_rx *rx, struct tl_rx_pub *ps, json_t *j)
 	return tl_log_write(rx->log, report_cb, &w);
 }
 
+/* A stream standby's report, checked against this log (epoch.h). */
+struct sbyw {
+	const char	*name;
+	uint64_t	 seq;
+	uint8_t		 hash[TL_HASH_LEN];
+	char		 why[160];	/* "" when kept */
+};
+
+static int
+standby_cb(struct tl_txn *t, void *arg)
+{
+	struct sbyw *w = arg;
+	struct timespec now;
+	struct tl_event ev;
+	int rc;
+
+	w->why[0] = '\0';
+	if ((rc = tl_log_get(t, w->seq, &ev)) == TL_ENOTFOUND) {
+		snprintf(w->why, sizeof(w->why), "a standby's report of event "
+		    "%llu, which this log does not hold",
+		    (unsigned long long)w->seq);
+		return 0;
+	}
+	if (rc != 0)
+		return rc;
+	if (memcmp(ev.hash, w->hash, TL_HASH_LEN) != 0) {
+		snprintf(w->why, sizeof(w->why), "a standby's report whose "
+		    "hash at event %llu is not this log's",
+		    (unsigned long long)w->seq);
+		return 0;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	return tl_ep_standby_put(t, w->name, w->seq, (uint64_t)now.tv_sec *
+	    1000000000u + (uint64_t)now.tv_nsec);
+}
+
+/*
+ * A stream standby's position {"standby","seq","hash"} (follow.c): kept
+ * for tally status and the board when the hash is this log's there,
+ * counted as refused input otherwise.  Nothing of it is appended.
+ */
+static int
+one_standby(struct tl_rx *rx, struct tl_rx_pub *ps, json_t *j)
+{
+	struct sbyw w;
+	const char *hash = NULL;
+	json_int_t seq = 0;
+	size_t i;
+	int rc;
+
+	memset(&w, 0, sizeof(w));
+	if (json_unpack(j, "{s:s,s:I,s:s}", "standby", &w.name, "seq", &seq,
+	    "hash", &hash) != 0 || seq < 1 || *w.name == '\0' ||
+	    strlen(w.name) > TL_EP_STANDBY_NAME ||
+	    tl_secret_unhex(hash, w.hash, TL_HASH_LEN) != 0)
+		return refuse(rx, ps->acks, "?", TL_REFUSED_MALFORMED, "not a "
+		    "standby's report {\"standby\",\"seq\",\"hash\"}");
+	for (i = 0; w.name[i] != '\0'; i++)
+		if ((unsigned char)w.name[i] < 0x20 ||
+		    (unsigned char)w.name[i] > 0x7e)
+			return refuse(rx, ps->acks, "?", TL_REFUSED_MALFORMED,
+			    "a standby's name must be printable ASCII");
+	w.seq = (uint64_t)seq;
+	if ((rc = tl_log_write(rx->log, standby_cb, &w)) != 0)
+		return rc;
+	if (w.why[0] != '\0')
+		return refuse(rx, ps->acks, "?", TL_REFUSED_MALFORMED, w.why);
+	return 0;
+}
+
 /*
  * One message of the acks queue: {"node","grant","holder","version",
  * "nonce","sig","mac"} as tally-node sends it, or a report.  Returns 0
@@ -1276,6 +1347,12 @@ one_ack(struct tl_rx *rx, struct tl_rx_pub *ps,
 	if (j != NULL && json_is_object(j) &&
 	    json_object_get(j, "report") != NULL) {
 		rc = one_report(rx, ps, j);
+		json_decref(j);
+		return rc;
+	}
+	if (j != NULL && json_is_object(j) &&
+	    json_object_get(j, "standby") != NULL) {
+		rc = one_standby(rx, ps, j);
 		json_decref(j);
 		return rc;
 	}

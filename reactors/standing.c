@@ -366,3 +366,90 @@ tl_ep_followers_doc(struct tl_txn *t)
 	    (json_int_t)head, "followers", arr);
 	return doc;
 }
+
+#define STANDBY_PFX	"standby/"
+
+static int
+count_one(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+	(void)k;
+	(void)kl;
+	(void)v;
+	(void)vl;
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
+int
+tl_ep_standby_put(struct tl_txn *t, const char *name, uint64_t seq,
+    uint64_t at_ns)
+{
+	char key[sizeof(STANDBY_PFX) + TL_EP_STANDBY_NAME];
+	uint8_t v[16];
+	const void *old;
+	size_t len;
+	unsigned n = 0;
+	tl_kv kv;
+	int rc;
+
+	if (strlen(name) > TL_EP_STANDBY_NAME)
+		return TL_EINVAL;
+	snprintf(key, sizeof(key), STANDBY_PFX "%s", name);
+	if ((rc = tl_kv_open_scratch(t, DEPOSED_TABLE, &kv)) != 0)
+		return rc;
+	if ((rc = tl_kv_get(t, kv, key, strlen(key), &old, &len)) ==
+	    TL_ENOTFOUND) {
+		if ((rc = tl_kv_scan(t, kv, STANDBY_PFX, strlen(STANDBY_PFX),
+		    count_one, &n)) != 0)
+			return rc;
+		if (n >= TL_EP_STANDBYS_MAX)
+			return 0;
+	} else if (rc != 0)
+		return rc;
+	tl_put_be64(v, seq);
+	tl_put_be64(v + 8, at_ns);
+	return tl_kv_put(t, kv, key, strlen(key), v, sizeof(v));
+}
+
+struct sby_arg {
+	json_t		*arr;
+	uint64_t	 head;
+};
+
+static int
+standby_one(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+	struct sby_arg *sa = arg;
+	char name[TL_EP_STANDBY_NAME + 1], when[64];
+	uint64_t seq;
+	size_t n = kl - strlen(STANDBY_PFX);
+
+	if (vl != 16 || n > TL_EP_STANDBY_NAME)
+		return 0;
+	memcpy(name, (const char *)k + strlen(STANDBY_PFX), n);
+	name[n] = '\0';
+	seq = tl_get_be64(v);
+	tl_json_time(tl_get_be64((const uint8_t *)v + 8), when);
+	json_array_append_new(sa->arr, json_pack("{s:s,s:I,s:I,s:s}", "name",
+	    name, "applied", (json_int_t)seq, "behind", (json_int_t)(sa->head >
+	    seq ? sa->head - seq : 0), "heard", when));
+	return 0;
+}
+
+json_t *
+tl_ep_standbys_doc(struct tl_txn *t)
+{
+	struct sby_arg sa = { NULL, 0 };
+	tl_kv kv;
+
+	if (tl_kv_open_scratch(t, DEPOSED_TABLE, &kv) != 0 ||
+	    tl_log_last(t, &sa.head, NULL) != 0 ||
+	    (sa.arr = json_array()) == NULL)
+		return NULL;
+	if (tl_kv_scan(t, kv, STANDBY_PFX, strlen(STANDBY_PFX), standby_one,
+	    &sa) != 0 || json_array_size(sa.arr) == 0) {
+		json_decref(sa.arr);
+		return NULL;
+	}
+	return json_pack("{s:o}", "standbys", sa.arr);
+}

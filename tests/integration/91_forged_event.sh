@@ -130,6 +130,28 @@ grep -q "2 stream message(s) passed over" "$W/fstatus.out" ||
 grep -q "tallyd\[$FPID\] error: refusing [0-9]* message(s) not signed by the leader's key, the first at event $((H + 1))" "$T_DLOG" ||
 	t_fail "the follower does not log the refusal: $(grep "tallyd\[$FPID\] error" "$T_DLOG" | head -n 3)"
 t_ok "head $(head_of "$FH") as the leader's, byte-identical, a signature per event; $(grep 'passed over' "$W/fstatus.out" | sed 's/^ *//')"
+
+t_check "the standby reports its position; the leader checks it and shows it"
+SBY="$(hostname):$FH"
+HL=$(head_of "$LH")
+t_wait_for 30 "the leader's status showing $SBY at event $HL" sh -c "[ \"\$(TALLY_HOME='$LH' '$TALLY_BIN/tally' status --json 2>/dev/null | python3 -c 'import json,sys; print([s[\"applied\"] for s in json.load(sys.stdin).get(\"standbys\", []) if s[\"name\"] == sys.argv[1]])' '$SBY')\" = '[$HL]' ]"
+tly status >"$W/lstatus.out" 2>&1 || true
+grep -q "^  standby $SBY: applied through event $HL, 0 behind (its report of " "$W/lstatus.out" ||
+	t_fail "the leader's tally status: $(grep standby "$W/lstatus.out")"
+"$TALLY_BIN/tally-board" --home "$LH" --store "$W/board" --html "$W/board.html" --quiet || t_fail "tally-board failed"
+grep -q "<table id=\"stream-standbys\">.*" "$W/board.html" && grep -qF "<tr><td>$SBY</td><td>event $HL</td><td class=\"behind\">0</td>" "$W/board.html" ||
+	t_fail "the board does not list the standby: $(grep -A3 stream-standbys "$W/board.html" | head -n 4)"
+# A report of a position the leader's log does not have is refused.
+pub_acks() {
+	$PUB --port "$TALLY_TEST_AMQP_PORT" --user "$TALLY_TEST_AMQP_USER" \
+		--password="$TALLY_TEST_AMQP_PASSWORD" --queue tally.acks --body-file "$1" ||
+		t_fail "publishing to tally.acks failed"
+}
+printf '{"standby":"forger:/x","seq":%s,"hash":"%s"}' "$HL" "$(head -c 32 /dev/urandom | xxd -p -c 64)" >"$W/fake.json"
+pub_acks "$W/fake.json"
+t_wait_for 30 "the forged report refused" sh -c "TALLY_HOME='$LH' '$TALLY_BIN/tally' status --json 2>/dev/null | grep -q 'is not this log'"
+tly status --json 2>/dev/null | grep -q '"name":"forger:/x"' && t_fail "a report with a wrong hash is shown"
+t_ok "$SBY at $HL on the leader's status and the board; a report with another hash refused, not shown"
 kill -TERM "$FPID"; t_wait_exit "$FPID" 10
 [ "$T_RC" -eq 0 ] || t_fail "the follower exited $T_RC on SIGTERM"
 

@@ -318,7 +318,7 @@ printed(struct board *bd, const json_t *ev, int what)
 
 /* --- the local source --------------------------------------------------- */
 
-/* The ids of a followers document's followers, in order. */
+/* The ids of a standbys document's followers and standbys, in order. */
 static json_t *
 follower_ids(const json_t *doc)
 {
@@ -328,6 +328,8 @@ follower_ids(const json_t *doc)
 
 	json_array_foreach(json_object_get(doc, "followers"), i, f)
 		json_array_append(ids, json_object_get(f, "id"));
+	json_array_foreach(json_object_get(doc, "standbys"), i, f)
+		json_array_append(ids, json_object_get(f, "name"));
 	return ids;
 }
 
@@ -344,12 +346,24 @@ read_home(struct board *bd, struct tl_log *log)
 {
 	struct tl_ep_follow f;
 	struct tl_txn *t;
-	json_t *doc, *was, *now;
+	json_t *doc, *sby, *was, *now;
 	int same;
 
 	if (tl_log_begin(log, TL_TXN_RDONLY, &t) != 0)
 		return;
+	/*
+	 * A cluster's followers (tl_ep_followers_doc) and the stream
+	 * standbys that reported (tl_ep_standbys_doc), in one document.
+	 */
 	doc = tl_ep_followers_doc(t);
+	if ((sby = tl_ep_standbys_doc(t)) != NULL) {
+		if (doc == NULL)
+			doc = json_object();
+		if (doc != NULL)
+			json_object_set(doc, "standbys", json_object_get(sby,
+			    "standbys"));
+		json_decref(sby);
+	}
 	/* --record: what the copy passed over, counted in its log. */
 	if (bd->record != NULL && tl_ep_follow_get(t, &f) == 0 &&
 	    f.passed != bd->copy_passed) {

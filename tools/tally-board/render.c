@@ -841,12 +841,31 @@ standbys_write(FILE *fp, const json_t *sb)
 	size_t i;
 
 	if (sb == NULL) {
-		fputs("<p class=\"note\">No standby's lag is kept in this home: "
-		    "a cluster's leader keeps its followers' (tally init --etcd); "
-		    "a stream standby's is in tally status on its own home."
-		    "</p>\n", fp);
+		fputs("<p class=\"note\">No standby is known to this home: a "
+		    "cluster's leader keeps its followers' marks (tally init "
+		    "--etcd), a leader its stream standbys' reports (tallyd "
+		    "--follow).</p>\n", fp);
 		return;
 	}
+	if (json_array_size(json_object_get(sb, "standbys")) > 0) {
+		fputs("<h3>Standbys</h3>\n<table id=\"stream-standbys\"><tr>"
+		    "<th>standby (tallyd --follow)</th><th>applied through</th>"
+		    "<th>behind</th><th>its last report</th></tr>\n", fp);
+		json_array_foreach(json_object_get(sb, "standbys"), i, f) {
+			fputs("<tr><td>", fp);
+			esc(fp, str(f, "name"));
+			fprintf(fp, "</td><td>event %lld</td><td class=\"behind\">"
+			    "%lld</td><td>", (long long)num(f, "applied"),
+			    (long long)num(f, "behind"));
+			esc(fp, str(f, "heard"));
+			fputs("</td></tr>\n", fp);
+		}
+		fputs("</table>\n<p class=\"note\">Each position as the standby "
+		    "reported it, its hash checked against this log's.</p>\n",
+		    fp);
+	}
+	if (json_object_get(sb, "followers") == NULL)
+		return;
 	fputs("<h3>Standbys</h3>\n<table id=\"standbys\"><tr><th>control "
 	    "plane</th><th>applied through</th><th>behind</th></tr>\n", fp);
 	json_array_foreach(json_object_get(sb, "followers"), i, f) {

@@ -670,6 +670,31 @@ show(struct tl_cli *cli, struct tl_txn *t, const struct tl_proj *p, void *arg)
 		    &promoted) == 0 && !standby && epoch > 1 && !cli->json)
 			printf("control plane: the leader at epoch %llu\n",
 			    (unsigned long long)epoch);
+		/* Stream standbys, as their reports said (epoch.h). */
+		if (!tl_log_clustered(cli->log) && !standby) {
+			json_t *sb = tl_ep_standbys_doc(t), *e;
+			size_t si;
+
+			if (sb != NULL) {
+				json_object_set(doc, "standbys",
+				    json_object_get(sb, "standbys"));
+				json_array_foreach(json_object_get(sb,
+				    "standbys"), si, e)
+					if (!cli->json)
+						printf("  standby %s: applied "
+						    "through event %lld, %lld "
+						    "behind (its report of %s)\n",
+						    json_string_value(
+						    json_object_get(e, "name")),
+						    json_integer_value(
+						    json_object_get(e, "applied")),
+						    json_integer_value(
+						    json_object_get(e, "behind")),
+						    json_string_value(
+						    json_object_get(e, "heard")));
+				json_decref(sb);
+			}
+		}
 		if (standby) {
 			struct tl_ep_follow f;
 			char leader[900];

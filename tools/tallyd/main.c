@@ -57,7 +57,7 @@ static const char usage[] =
 "              [--workers N] [--once-timeout SECONDS] [--metrics ADDR]\n"
 "              [-v]\n"
 "       tallyd --follow --amqp URL --stream NAME [--user U --secret password]\n"
-"              [--amqp-ca FILE]\n"
+"              [--amqp-ca FILE] [--report-to QUEUE]\n"
 "       tallyd --version\n"
 "\n"
 "The reactor daemon: provisions requested grants on their providers,\n"
@@ -103,6 +103,10 @@ static const char usage[] =
 "                  a message without the leader's authenticator is\n"
 "                  refused and passed over.  --secret password reads the\n"
 "                  broker password from standard input (default user guest);\n"
+"                  every 5 s the standby reports its position (the head\n"
+"                  and its hash) to the leader's acks queue, QUEUE (default\n"
+"                  tally.acks; \"\" reports nothing), for tally status and\n"
+"                  the board;\n"
 "                  an amqps:// URL is TLS, the broker verified against\n"
 "                  --amqp-ca FILE (else the system's CAs) and its name\n"
 "  --metrics ADDR  serve GET /metrics (the Prometheus text format) on\n"
@@ -784,6 +788,7 @@ main(int argc, char **argv)
 		{ "secret", required_argument, NULL, 'P' },
 		{ "commit", no_argument, NULL, 'K' },
 		{ "metrics", required_argument, NULL, 'M' },
+		{ "report-to", required_argument, NULL, 'Q' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct tl_rx rx;
@@ -791,7 +796,8 @@ main(int argc, char **argv)
 	char logdir[1200], keypath[1200], why[160] = "";
 	const char *home = getenv("TALLY_HOME");
 	int once = 0, json = 0, c, rc, lockfd = -1, datafd = -1, ino = -1;
-	int check = 0;
+	int check = 0, reportset = 0;
+	char sbyname[TL_EP_STANDBY_NAME + 1];
 	const char *cgrant = NULL, *cprovider = NULL, *lmodule = NULL;
 	const char *amesh = NULL, *prepare = NULL, *maddr = NULL;
 	int pfd[2] = { -1, -1 };
@@ -908,6 +914,10 @@ main(int argc, char **argv)
 		case 'S':
 			fo.stream = optarg;
 			break;
+		case 'Q':
+			fo.report_to = *optarg ? optarg : NULL;
+			reportset = 1;
+			break;
 		case 'U':
 			fo.user = optarg;
 			break;
@@ -1000,6 +1010,15 @@ main(int argc, char **argv)
 		signal(SIGPIPE, SIG_IGN);
 		fo.home = home;
 		fo.logf = vlog;
+		/* Its name in its reports: where it runs, and its home. */
+		if (!reportset)
+			fo.report_to = "tally.acks";
+		if (gethostname(sbyname, sizeof(sbyname) - 1) != 0)
+			snprintf(sbyname, sizeof(sbyname), "?");
+		sbyname[sizeof(sbyname) - 1] = '\0';
+		snprintf(sbyname + strlen(sbyname), sizeof(sbyname) -
+		    strlen(sbyname), ":%s", home);
+		fo.name = sbyname;
 		ex = tl_follow_run(&fo, &stop);
 		close(lockfd);
 		if (datafd >= 0)

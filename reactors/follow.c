@@ -744,6 +744,20 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 				break;
 		}
 		if (rc != 0 && rc != TL_ETIMEDOUT) {
+			/*
+			 * A user that may read the stream but not write to
+			 * the acks queue: the broker refuses the report only
+			 * by closing the channel, seen here.  Following goes
+			 * on; reporting does not.
+			 */
+			if (reporting && strstr(tl_amqp_lasterr(a),
+			    "ACCESS_REFUSED") != NULL) {
+				flog(TL_RX_WARN, "cannot report this standby's "
+				    "position to %s (%s): following without "
+				    "reporting", o->report_to,
+				    tl_amqp_lasterr(a));
+				reporting = 0;
+			}
 			flog(TL_RX_WARN, "%s: %s (%s); reconnecting", o->url,
 			    tl_strerror(rc), tl_amqp_lasterr(a));
 			tl_amqp_close(a);

@@ -153,6 +153,26 @@ t_wait_for 30 "the forged report refused" sh -c "TALLY_HOME='$LH' '$TALLY_BIN/ta
 tly status --json 2>/dev/null | grep -q '"name":"forger:/x"' && t_fail "a report with a wrong hash is shown"
 t_ok "$SBY at $HL on the leader's status and the board; a report with another hash refused, not shown"
 kill -TERM "$FPID"; t_wait_exit "$FPID" 10
+# A standby whose broker user may read the stream but not write to the
+# acks queue follows all the same, and says once that it cannot report.
+sh "$RMQSH" ctl "$R_DIR" add_user reader readerpw >/dev/null 2>&1 &&
+	sh "$RMQSH" ctl "$R_DIR" set_permissions -p / reader '^$' '^$' '.*' >/dev/null 2>&1 ||
+	t_fail "cannot make a read-only broker user"
+rm -rf "$W/ro"; cp -a "$FH" "$W/ro"
+tly node add node-c --routable-name 127.0.0.1 --key-out "$W/keys/node-c.key" >/dev/null || t_fail "node add node-c"
+printf 'readerpw\n' | "$TALLY_BIN/tallyd" --home "$W/ro" --follow --amqp "$AMQP_URL" --stream "$STREAM" \
+	--user reader --secret password 2>"$W/ro.log" &
+ROPID=$!
+_t_pids="$_t_pids $ROPID"
+t_wait_for 30 "the read-only standby at the leader's head" sh -c "[ \"\$(TALLY_HOME='$W/ro' '$TALLY_BIN/tally' stats --json | sed -n 's/.*\"last_seq\":\\([0-9]*\\).*/\\1/p')\" = '$(head_of "$LH")' ]"
+sleep 6
+kill -0 "$ROPID" || t_fail "the read-only standby stopped: $(tail -n 3 "$W/ro.log")"
+[ "$(grep -c 'following without reporting' "$W/ro.log")" = 1 ] ||
+	t_fail "the read-only standby does not say once that it cannot report: $(grep -i report "$W/ro.log" | head -n 3)"
+[ "$(grep -c 'reconnecting' "$W/ro.log")" -le 1 ] ||
+	t_fail "the read-only standby reconnects again and again: $(grep -c reconnecting "$W/ro.log")"
+kill -TERM "$ROPID"; t_wait_exit "$ROPID" 10
+t_ok "a standby without write permission follows to the head, says once it cannot report, reconnects once"
 [ "$T_RC" -eq 0 ] || t_fail "the follower exited $T_RC on SIGTERM"
 
 t_say "tally promote refuses a log with an event nobody signed"

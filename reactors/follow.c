@@ -467,11 +467,11 @@ report(struct tl_amqp *a, struct tl_log *log)
 	m.body = body;
 	m.len = (size_t)n;
 	m.content_type = "application/json";
-	if ((rc = tl_amqp_publish(a, &m, &tag)) != 0)
-		return rc;
-	/* Confirms read as they come, never waited for. */
-	rc = tl_amqp_wait_confirms(a, tag, 0);
-	return rc == TL_ETIMEDOUT ? 0 : rc;
+	/*
+	 * Its confirm is read by tl_amqp_next with the deliveries: waiting
+	 * for it here would read (and drop) the stream's deliveries.
+	 */
+	return tl_amqp_publish(a, &m, &tag);
 }
 
 /* The passed-over messages not yet logged, when it is time (or now). */

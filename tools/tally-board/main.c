@@ -913,8 +913,9 @@ main(int argc, char **argv)
 			tl_secret_wipe(src.password, sizeof(src.password));
 			return EXIT_FAIL;
 		}
+		/* The copy has it (its own process, or it is done). */
+		tl_secret_wipe(src.password, sizeof(src.password));
 	}
-	tl_secret_wipe(src.password, sizeof(src.password));
 	bd.tty = isatty(STDOUT_FILENO);
 	bd.store = store;
 	if ((rc = bd_store_open(store, &bd.st, why, sizeof(why))) != 0) {

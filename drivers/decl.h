@@ -125,6 +125,16 @@ struct tl_drv_grant {
 	 */
 	const char	*adopt_mesh;
 	/*
+	 * create only (TL_DRV_CAP_ADOPT; tally adopt): resource, and login
+	 * when not "", exist on the provider and were not made by tally;
+	 * create takes them over as the grant's (its owner, marks,
+	 * privileges), keeping what is in them and login's credential as
+	 * it is (password is not set on it: the rotation that follows
+	 * replaces it).  TL_EDRIVER (why) when one is missing, or is
+	 * tally's for another grant; TL_EREFUSED when another mesh's.
+	 */
+	int		 adopting;
+	/*
 	 * Drivers whose provider chooses the credential (ops->handle_model;
 	 * NULL and unused by every other driver).  handle: the secret
 	 * handle of this credential version as the driver last wrote it
@@ -630,7 +640,8 @@ enum tl_drv_cap {
 	TL_DRV_CAP_CHECK_BULK,	/* check_bulk: a pass in one round trip */
 	TL_DRV_CAP_LOSS,	/* loss: what a revocation would lose */
 	TL_DRV_CAP_SESSIONS,	/* sessions: a login's sessions counted */
-	TL_DRV_CAP_FIND_MARKED	/* find_marked: adopt keyed names */
+	TL_DRV_CAP_FIND_MARKED,	/* find_marked: adopt keyed names */
+	TL_DRV_CAP_ADOPT	/* create takes over objects (adopting) */
 };
 #define TL_DRV_CAP_BIT(cap)	(1u << (cap))
 

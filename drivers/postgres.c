@@ -1741,6 +1741,114 @@ cert_setup(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
 	return cert_ca_check(p, g, why);
 }
 
+static int	col_true(const PGresult *r, int row, int col);
+
+/*
+ * The database to adopt: its owner, whether that is a superuser, how
+ * many other databases it owns; and whether the login exists, may log
+ * in, is a superuser.  No row: no such database.
+ */
+static const char q_adopt[] =
+    "SELECT pg_get_userbyid(d.datdba), o.rolsuper,"
+    " (SELECT count(*) FROM pg_database x WHERE x.datdba = d.datdba"
+    "  AND x.oid <> d.oid),"
+    " l.oid IS NOT NULL, coalesce(l.rolcanlogin, false),"
+    " coalesce(l.rolsuper, false)"
+    " FROM pg_database d JOIN pg_roles o ON o.oid = d.datdba"
+    " LEFT JOIN pg_roles l ON l.rolname = $2 WHERE d.datname = $1";
+
+/* TL_EDRIVER (why) unless role is nobody's or already g's. */
+static int
+adoptable_role(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const char *role, const char *step, char *why)
+{
+	enum pg_mark kind;
+	char other[256];
+	int rc;
+
+	if ((rc = role_mark(p, g, role, &kind, other, sizeof(other), NULL,
+	    step, why)) != 0)
+		return rc;
+	if (kind == MARK_MESH)
+		return mesh_refused(step, other, why);
+	if (kind == MARK_OTHER)
+		return tl_drv_why(why, TL_EDRIVER, "%s was made by tally for "
+		    "%s%s: tally adopt takes over only what tally did not "
+		    "make", step, other[0] != '\0' ? "grant " : "another grant",
+		    other);
+	return 0;
+}
+
+/*
+ * tally adopt (g->adopting): the database g->resource and the login
+ * g->login, made by someone else, become g's.  What the database holds
+ * moves to g's owner role (made first) with REASSIGN OWNED BY its old
+ * owner, inside it, so its tables keep their data and their rows; the
+ * login keeps its password (apply_cluster then makes it a member of
+ * the owner, marks it, and gives it the attributes of a grant's login)
+ * until the rotation that follows retires it.  The old owner must own
+ * nothing else the move would carry along: no other database, and not
+ * be a superuser (whose objects are the system's).  Resumable: a
+ * database already owned by g's owner is not moved again.
+ */
+static int
+adopt_takeover(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct pg_ids *ids, int *mo, char *why)
+{
+	char step[160], owner[256], lstep[160];
+	PGresult *r;
+	PGconn *c;
+	char *oid;
+	long others;
+	int rc, osuper, lfound, lcan, lsuper;
+
+	snprintf(step, sizeof(step), "database \"%s\"", g->resource);
+	snprintf(lstep, sizeof(lstep), "login role \"%s\"", g->login);
+	if ((rc = query(p->conn, q_adopt, 2, g->resource, g->login, NULL, &r,
+	    step, why)) != 0)
+		return rc;
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return tl_drv_why(why, TL_EDRIVER, "%s does not exist on this "
+		    "server: nothing to adopt", step);
+	}
+	snprintf(owner, sizeof(owner), "%s", PQgetvalue(r, 0, 0));
+	osuper = col_true(r, 0, 1);
+	others = strtol(PQgetvalue(r, 0, 2), NULL, 10);
+	lfound = col_true(r, 0, 3);
+	lcan = col_true(r, 0, 4);
+	lsuper = col_true(r, 0, 5);
+	PQclear(r);
+	if (!lfound || !lcan || lsuper)
+		return tl_drv_why(why, TL_EDRIVER, "%s %s: tally adopt takes "
+		    "over a login that exists, may log in and is not a "
+		    "superuser", lstep, !lfound ? "does not exist" : !lcan ?
+		    "cannot log in" : "is a superuser");
+	if ((rc = adoptable_role(p, g, g->login, lstep, why)) != 0)
+		return rc;
+	if ((rc = ensure_owner(p, g, ids, mo, why)) != 0)
+		return rc;
+	if (strcmp(owner, g->owner) == 0)
+		return 0;
+	if ((rc = adoptable_role(p, g, owner, step, why)) != 0)
+		return rc;
+	if (osuper || others > 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s is owned by \"%s\", "
+		    "which %s: its objects would move with this one; make the "
+		    "login the database's owner first (ALTER DATABASE ... OWNER "
+		    "TO ...)", step, owner, osuper ? "is a superuser" :
+		    "owns other databases too");
+	if ((oid = escape_id(p->conn, owner, why)) == NULL)
+		return TL_EINVAL;
+	if ((rc = admin_connect(p, g->resource, &c, why)) == 0) {
+		rc = runf(c, step, why, "REASSIGN OWNED BY %s TO %s", oid,
+		    ids->own);
+		PQfinish(c);
+	}
+	PQfreemem(oid);
+	return rc;
+}
+
 static int
 do_create(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -1751,10 +1859,22 @@ do_create(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
-	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0 ||
+	if ((rc = pg_begin(p, g, !g->adopting, &ids, why)) != 0 ||
 	    (rc = vet_mesh(p, g, &ids, why)) != 0 ||
 	    (g->cert_login && (rc = cert_setup(p, g, why)) != 0))
 		goto out;
+	if (g->adopting) {
+		if ((rc = adopt_takeover(p, g, &ids, &mo, why)) != 0 ||
+		    (rc = apply_cluster(p, g, &ids, why)) != 0 ||
+		    (rc = apply_schema(p, g, &ids, why)) != 0 ||
+		    (p->maint && (rc = maint_revoke(p, why)) != 0))
+			goto out;
+		tl_drv_why(why, 0, "database \"%s\" adopted: what it holds "
+		    "is owner role \"%s\"'s (%s), login \"%s\" kept with "
+		    "its password until the rotation retires it", g->resource,
+		    g->owner, mo ? "created" : "existed", g->login);
+		goto out;
+	}
 	if ((rc = ensure_owner(p, g, &ids, &mo, why)) != 0 ||
 	    (rc = ensure_login(p, g, &ids, &ml, why)) != 0 ||
 	    (rc = ensure_db(p, g, &ids, &md, why)) != 0 ||

@@ -128,6 +128,15 @@ struct tl_grant {
 	char		adopt_owner[64];
 	char		adopt_login[64];
 	/*
+	 * tally adopt MODULE/REQ --resource (grant.adopted): an object
+	 * that was not tally's, taken over.  adopt_resource is its name for
+	 * every version; adopt_login, when not "", the credential version
+	 * adopt_version logs in with (a password tally never knew: not
+	 * delivered, not verified, replaced by the rotation begun when the
+	 * grant is provisioned).  0: nothing adopted so.
+	 */
+	uint64_t	adopt_version;
+	/*
 	 * Logins by certificate (its requirement's credential: certificate,
 	 * as it was when the grant was requested): the version whose login
 	 * every version keeps (reactors/names.c), a certificate of the mesh

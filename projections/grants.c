@@ -25,7 +25,7 @@
 	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes)
 /* Written only when not 0: records of before it stay byte for byte. */
 #define OPT_U64_FIELDS(X)						\
-	X(naming) X(adopt_pending) X(cert_login)
+	X(naming) X(adopt_pending) X(cert_login) X(adopt_version)
 #define OPT_STR_FIELDS(X)						\
 	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login) \
 	X(warning)
@@ -980,6 +980,72 @@ fold_adopted(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode body,
 	return 0;
 }
 
+/*
+ * grant.adopted {grant resource login}: an object that is not tally's
+ * becomes the grant's resource, its login the credential of the grant's
+ * next version (reactors/names.c), which the rotation begun when it is
+ * provisioned replaces (reactors/provision.c).  Before the grant exists
+ * (tally adopt before tally assign: tallyd would provision at once) the
+ * claim waits under adp/GRANT for its grant.requested.
+ */
+static int
+fold_adopt(struct tl_grant *g, struct tl_bnode body, int *big)
+{
+	tl_rec_getstr(body, "resource", g->adopt_resource,
+	    sizeof(g->adopt_resource), big);
+	tl_rec_getstr(body, "login", g->adopt_login, sizeof(g->adopt_login),
+	    big);
+	g->adopt_owner[0] = '\0';
+	g->adopt_version = g->version + 1;
+	return g->adopt_resource[0] == '\0' ? TL_EMALFORMED : 0;
+}
+
+static int
+fold_grant_adopted(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev, const char *id, struct tl_bnode body, int *big)
+{
+	struct tl_grant g;
+	char k[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_grant_get(t, p, id, &g, NULL)) == TL_ENOTFOUND) {
+		if ((rc = tl_key(k, "adp/%s", id)) != 0)
+			return rc;
+		return tl_rec_put(t, p->grants, k, ev->seq, ev->body,
+		    ev->body_len);
+	}
+	if (rc != 0)
+		return rc;
+	/* Only before the first provisioning: tally adopt refuses after. */
+	if (g.version != 0 || g.adopt_from[0] != '\0')
+		return 0;
+	if ((rc = fold_adopt(&g, body, big)) != 0)
+		return rc;
+	return tl_grant_put(t, p, ev->seq, &g);
+}
+
+/* The claim of a tally adopt made before g was requested, taken. */
+static int
+take_adopt_claim(struct tl_txn *t, const struct tl_proj *p, struct tl_grant *g,
+    int *big)
+{
+	struct tl_rec r;
+	char k[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_key(k, "adp/%s", g->id)) != 0)
+		return rc;
+	if ((rc = tl_rec_get(t, p->grants, k, &r)) == TL_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	rc = g->version == 0 ? fold_adopt(g, r.m, big) : 0;
+	tl_rec_close(&r);
+	if (rc == 0)
+		rc = tl_kv_del(t, p->grants, k, strlen(k));
+	return rc;
+}
+
 static int
 fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev, struct tl_bnode body, int *big)
@@ -1047,9 +1113,11 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		return 0;
 	if (tl_bn_getstr(body, "grant", id, sizeof(id)) != 0)
 		return TL_EMALFORMED;
+	if (strcmp(ev->type, TL_EV_GRANT_ADOPTED) == 0)
+		return fold_grant_adopted(t, p, ev, id, body, big);
 
 	if (strcmp(ev->type, TL_EV_GRANT_REQUESTED) == 0) {
-		uint64_t version = 0, naming = 0, pending = 0;
+		uint64_t version = 0, naming = 0, pending = 0, aver = 0;
 		char from[sizeof(g.adopt_from)] = "";
 		char ares[sizeof(g.adopt_resource)] = "";
 		char aown[sizeof(g.adopt_owner)] = "";
@@ -1071,6 +1139,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 			memcpy(aown, g.adopt_owner, sizeof(aown));
 			memcpy(alog, g.adopt_login, sizeof(alog));
 			pending = g.adopt_pending;
+			aver = g.adopt_version;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
 			    (rc = forget_migrations(t, p, id)) != 0)
 				return rc;
@@ -1083,6 +1152,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		memcpy(g.adopt_owner, aown, sizeof(aown));
 		memcpy(g.adopt_login, alog, sizeof(alog));
 		g.adopt_pending = pending;
+		g.adopt_version = aver;
 		snprintf(g.id, sizeof(g.id), "%s", id);
 		tl_rec_getstr(body, "module", g.module, sizeof(g.module), big);
 		tl_rec_getstr(body, "req", g.req, sizeof(g.req), big);
@@ -1095,6 +1165,8 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		    big);
 		set_state(&g, TL_GRANT_REQUESTED, ev->seq);
 		g.requested_seq = ev->seq;
+		if (!had && (rc = take_adopt_claim(t, p, &g, big)) != 0)
+			return rc;
 		/*
 		 * Logins by certificate: the login is the one of the first
 		 * version of this request, for every version after it (a

@@ -484,7 +484,9 @@ tl_rx_deliver(struct tl_rx *rx, struct tl_ctx *c, const char *grant)
 
 	if ((rc = tl_grant_get(c->t, &c->p, grant, &g, NULL)) != 0)
 		return rc;
-	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0)
+	/* An adopted login's password: never tally's to deliver. */
+	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0 ||
+	    tl_rx_grant_adopted_login(&g))
 		return 0;
 	if ((rc = tl_rx_grant_holders(c->t, &c->p, &g, &nl)) != 0)
 		return rc;

@@ -36,7 +36,8 @@ tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	if ((rc = tl_rx_load_provider(t, p, rx, g->provider, g->type, &pv,
 	    driver, &pdrop)) != 0)
 		goto out;
-	*drop = force_drop || pdrop;
+	/* An adopted object is retained (provision.c), but by tally purge. */
+	*drop = force_drop || (pdrop && g->adopt_version == 0);
 	if (pv.ops == NULL || pv.ops->loss == NULL) {
 		rc = TL_ENOTFOUND;
 		goto out;

@@ -72,6 +72,20 @@ tl_rx_grant_adopt(const struct tl_grant *g)
 	    g->adopt_from : NULL;
 }
 
+int
+tl_rx_grant_adopting(const struct tl_grant *g)
+{
+	uint64_t v = g->version != 0 ? g->version : 1;
+
+	return g->adopt_version != 0 && v == g->adopt_version;
+}
+
+int
+tl_rx_grant_adopted_login(const struct tl_grant *g)
+{
+	return tl_rx_grant_adopting(g) && g->adopt_login[0] != '\0';
+}
+
 /*
  * The names g adopted, found by their mark (tally adopt recorded them):
  * 1 with a filled, else 0.
@@ -80,7 +94,7 @@ static int
 adopted_names(const struct tl_grant *g, struct tl_drv_names *a)
 {
 	_Static_assert(sizeof(g->adopt_login) == TL_DRV_NAME_MAX, "names");
-	if (g->adopt_login[0] == '\0')
+	if (g->adopt_login[0] == '\0' || g->adopt_version != 0)
 		return 0;
 	memcpy(a->resource, g->adopt_resource, TL_DRV_NAME_MAX);
 	memcpy(a->owner, g->adopt_owner, TL_DRV_NAME_MAX);
@@ -101,7 +115,11 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 	uint8_t key[TL_NAMING_KEY_LEN];
 	struct tl_drv_name_in in = {
 		.grant = origin, .resource = g->resource, .node = g->node,
-		.recorded = g->object,
+		/*
+		 * An adopted object's name is not the scheme's: the owner
+		 * and logins stay the scheme's, whatever was recorded.
+		 */
+		.recorded = g->adopt_version != 0 ? "" : g->object,
 		/* A certificate keeps its login: the first version's. */
 		.version = g->cert_login != 0 ? g->cert_login : version,
 		.scheme = tl_rx_grant_scheme(rx, g), .move = move,
@@ -122,6 +140,16 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 	memset(&out, 0, sizeof(out));
 	(void)tl_drv_name(tl_drv_decl_for_type(g->type), &in, &out, why);
 	tl_secret_wipe(key, sizeof(key));
+	/*
+	 * An object tally adopt took over keeps its name, and the version
+	 * adopted logs in as the login it had; every other version is a
+	 * login of the grant's own scheme (the rotation's).
+	 */
+	if (g->adopt_version != 0) {
+		memcpy(out.resource, g->adopt_resource, TL_DRV_NAME_MAX);
+		if (in.version == g->adopt_version && g->adopt_login[0] != '\0')
+			memcpy(out.login, g->adopt_login, TL_DRV_NAME_MAX);
+	}
 	memcpy(res, out.resource, TL_DRV_NAME_MAX);
 	memcpy(owner, out.owner, TL_DRV_NAME_MAX);
 	memcpy(login, out.login, TL_DRV_NAME_MAX);

@@ -188,7 +188,7 @@ gather_one(const struct tl_grant *g, void *arg)
 			snprintf(holder, sizeof(holder), "%s@%s", g->module,
 			    nl.v[i]);
 			if (tl_grant_delivered(ga->t, ga->p, g->id, holder) !=
-			    g->version)
+			    g->version && !tl_rx_grant_adopted_login(g))
 				kind = W_DELIVER;
 		}
 		tl_nodelist_free(&nl);
@@ -402,6 +402,12 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 		}
 		if (w->kind == W_REVOKE && w->g.version == 0)
 			w->noop = 1;	/* revoked before it was provisioned */
+		/*
+		 * What tally adopt took over was someone's before it was
+		 * the grant's: kept whatever the provider's policy.
+		 */
+		if (w->g.adopt_version != 0)
+			w->drop = 0;
 		if (strcmp(w->g.state, TL_GRANT_PURGING) == 0)
 			w->drop = 1;	/* the operator's explicit choice */
 	}
@@ -496,6 +502,7 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.grant = origin;
 	dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
 	dg.adopt_mesh = tl_rx_grant_adopt(&w->g);
+	dg.adopting = tl_rx_grant_adopting(&w->g);
 	if (w->kind == W_CREATE) {
 		/*
 		 * create promises the password (driver.h), also for a
@@ -794,7 +801,18 @@ outcomes(void *arg, struct tl_ctx *cp)
 				rc = tl_emit(&c, TL_EV_GRANT_REPAIRED, stream, &b,
 				    NULL);
 			}
-			if (rc == 0)
+			/*
+			 * An object tally adopt took over: its login's
+			 * password was never tally's, so nothing is
+			 * delivered; the rotation delivers the first
+			 * credential tally made, and retires the adopted
+			 * one once every holder acknowledged it.
+			 */
+			if (rc == 0 && tl_rx_grant_adopted_login(&cur)) {
+				rc = tl_dec_rotate(&c, w->g.id, 0, "adopted");
+				if (rc == TL_EREFUSED)
+					rc = 0;
+			} else if (rc == 0)
 				rc = tl_rx_deliver(ps->rx, &c, w->g.id);
 		} else if (strcmp(cur.state, TL_GRANT_PURGING) == 0) {
 			rc = tl_emit(&c, TL_EV_GRANT_PURGED, stream, &b, NULL);

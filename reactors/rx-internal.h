@@ -47,6 +47,15 @@ uint64_t tl_rx_grant_scheme(const struct tl_rx *rx, const struct tl_grant *g);
  */
 const char *tl_rx_grant_adopt(const struct tl_grant *g);
 /*
+ * Whether g's current version (or, before its first provisioning, the
+ * next) is the one tally adopt took an object over for
+ * (tl_drv_grant.adopting); _login: and it logs in with the login taken
+ * over, whose credential tally does not know, so it is never delivered
+ * or verified (the rotation begun at provisioning replaces it).
+ */
+int	tl_rx_grant_adopting(const struct tl_grant *g);
+int	tl_rx_grant_adopted_login(const struct tl_grant *g);
+/*
  * The resource, owner and login of g's credential version.  rx gives the
  * mesh's master key, from which names of a keyed driver
  * (TL_DRV_NAMING_KEYED) are derived; with rx NULL or no key loaded such

@@ -280,7 +280,13 @@ gather_one(const struct tl_grant *g, void *arg)
 	size_t n;
 	int rc, fresh = 0, seen = 0, login;
 
-	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || !wanted(ps->o, g))
+	/*
+	 * A login tally adopt took over has a password tally never knew:
+	 * nothing to compare, and a repair would lock its holders out; the
+	 * rotation under way replaces it.
+	 */
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || !wanted(ps->o, g) ||
+	    tl_rx_grant_adopted_login(g))
 		return 0;
 	if (ga->resume != NULL &&
 	    (strcmp(g->id, ga->resume) > 0) != (ga->sweep == 0))

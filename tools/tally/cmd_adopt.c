@@ -29,6 +29,9 @@
 
 static const char usage[] =
 "usage: tally adopt --from-mesh ID (--all | GRANT...)\n"
+"       tally adopt MODULE/REQUIREMENT [--node NODE] --resource NAME ...\n"
+"                   (an object tally did not make: tally adopt --resource\n"
+"                   x --help)\n"
 "\n"
 "Takes over the provider objects another mesh made for these grants: the\n"
 "disaster-recovery step after a home was lost and rebuilt (tally init,\n"
@@ -452,6 +455,11 @@ cmd_adopt(struct tl_cli *cli, int argc, char **argv)
 	struct adopt_arg a;
 	int c, ex;
 
+	/* tally adopt MODULE/REQ --resource NAME: cmd_adopt_object.c. */
+	for (c = 1; c < argc; c++)
+		if (strncmp(argv[c], "--resource", 10) == 0 &&
+		    (argv[c][10] == '\0' || argv[c][10] == '='))
+			return cmd_adopt_object(cli, argc, argv);
 	memset(&a, 0, sizeof(a));
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

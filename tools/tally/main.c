@@ -40,7 +40,7 @@ static const struct tl_cmd cmds[] = {
 	{ "replay",	cmd_replay,	"graph, grants and status as they were then" },
 	{ "mesh",	cmd_mesh,	"the mesh id, its leader, this home's standing" },
 	{ "crl",	cmd_crl,	"the mesh CA's certificate revocation list" },
-	{ "adopt",	cmd_adopt,	"take over another mesh's objects, on record" },
+	{ "adopt",	cmd_adopt,	"take over objects tally did not make, or a lost mesh's" },
 	{ "promote",	cmd_promote,	"make this standby the leader (next epoch)" },
 	{ "snapshot",	cmd_snapshot,	"a consistent copy of the log, for a new home" },
 	{ "diff",	cmd_diff,	"what changed between two points, in words" },

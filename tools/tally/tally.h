@@ -303,6 +303,7 @@ int	cmd_providers(struct tl_cli *, int, char **);
 int	cmd_mesh(struct tl_cli *, int, char **);
 int	cmd_crl(struct tl_cli *, int, char **);
 int	cmd_adopt(struct tl_cli *, int, char **);
+int	cmd_adopt_object(struct tl_cli *, int, char **);
 
 /*
  * past.c: what the audit commands (history, replay, diff) share; an

@@ -1,0 +1,184 @@
+#!/bin/sh
+# tally adopt MODULE/REQ --resource NAME --login USER on PostgreSQL: a
+# database made by hand (a live mesh's), with data and the login its
+# consumer uses, taken under tally.
+#   - the CLI: adopt before assign records the claim (grant.adopted); a
+#     second adopt of the grant, another grant adopting the same
+#     database, --login missing, an undeclared requirement: refused,
+#     nothing appended;
+#   - tallyd takes it over: nothing dropped or made again (same oid, the
+#     rows and their checksum), the old login keeps working while the
+#     rotation waits, nothing of the adopted login is delivered (no
+#     credential.delivered of v1), the delivered credential is tally's
+#     (v2) and reads and writes the data;
+#   - the seeds' frozen password: the consumer's stored password had
+#     diverged from the server's (it fails); the delivered one works;
+#   - the adopted login is retired only after the holder acknowledged v2
+#     (status names the wait), then it is refused;
+#   - adopting a database that does not exist, or one tally made for
+#     another grant: grant.failed with the driver's reason, the other
+#     grant's database untouched;
+#   - tally verify, rebuild --check.
+. "$(dirname "$0")/lib.sh"
+
+G=legacy/db
+
+t_wait_log() {
+	_w_end=$(($(t_now_ms) + $1 * 1000))
+	while :; do
+		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
+			grep -e "${4:-.}" | head -n 1) || true
+		if [ -n "$_w_l" ]; then
+			printf '%s\n' "$_w_l"
+			return 0
+		fi
+		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
+			tail -n 20 "$T_DLOG" >&2
+			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
+		fi
+		sleep 0.1
+	done
+}
+
+head_seq() { tly log --json | tail -n 1 | t_jfields seq; }
+
+# as_legacy PASSWORD SQL: over TCP as the hand-made login.
+as_legacy() {
+	PGPASSWORD=$1 PGCONNECT_TIMEOUT=5 psql -X -At -q -v ON_ERROR_STOP=1 \
+		-h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" -U legacy -d legacydb \
+		-c "$2"
+}
+
+sum_sql="SELECT count(*) || ':' || md5(string_agg(id || '=' || v, ',' ORDER BY id)) FROM scores"
+
+t_say "throwaway PostgreSQL; node-a runs it; a database made by hand"
+t_pg_start
+t_init
+t_node node-a 127.0.0.1
+t_provider node-a network
+t_sql "CREATE ROLE legacy LOGIN PASSWORD 'frozen-real'" >/dev/null
+t_sql "CREATE DATABASE legacydb OWNER legacy" >/dev/null
+as_legacy frozen-real "CREATE TABLE scores (id int PRIMARY KEY, v text);
+	INSERT INTO scores SELECT g, md5(g::text) FROM generate_series(1, 5000) g" \
+	>/dev/null || t_fail "the hand-made login cannot create its table"
+SUM0=$(as_legacy frozen-real "$sum_sql")
+OID0=$(t_sql "SELECT oid FROM pg_database WHERE datname = 'legacydb'")
+t_ok "legacydb (oid $OID0) owned by legacy: $SUM0"
+t_check "the consumer's stored password diverged from the server's (frozen)"
+if as_legacy frozen-stale "SELECT 1" >/dev/null 2>&1; then
+	t_fail "the stale password connects"
+fi
+t_ok "the stale password is refused"
+
+tly apply "$(t_consumer legacy shared)" >/dev/null
+tly apply "$(t_consumer other shared)" >/dev/null
+
+t_check "refusals append nothing"
+before=$(head_seq)
+t_expect_exit 4 "adopt without --login" tly adopt $G --resource legacydb
+grep -q -- "--login" "$W/last.err" || t_fail "no word of --login: $(cat "$W/last.err")"
+t_expect_exit 3 "adopt of an undeclared requirement" \
+	tly adopt nosuch/db --resource legacydb --login legacy
+t_expect_exit 4 "adopt with --node of a shared requirement" \
+	tly adopt $G --node node-a --resource legacydb --login legacy
+[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+t_ok "no --login: exit 4; undeclared: exit 3; --node of shared: exit 4"
+
+t_say "tally adopt $G --resource legacydb --login legacy (before tally assign)"
+tly adopt $G --resource legacydb --login legacy >"$W/adopt.out" ||
+	t_fail "tally adopt failed"
+grep -q "retires legacy" "$W/adopt.out" || t_fail "adopt says: $(cat "$W/adopt.out")"
+tly log --json --stream "grant/$G" --type grant.adopted |
+	grep -q '"resource":"legacydb","login":"legacy"' ||
+	t_fail "no grant.adopted {resource legacydb, login legacy}"
+before=$(head_seq)
+t_expect_exit 4 "a second adopt of $G" tly adopt $G --resource legacydb --login legacy
+t_expect_exit 4 "other/db adopting legacydb too" \
+	tly adopt other/db --resource legacydb --login legacy
+grep -q "adopted by grant $G" "$W/last.err" || t_fail "no word of $G: $(cat "$W/last.err")"
+[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+t_ok "$(cat "$W/adopt.out")"
+
+tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
+t_tallyd_start --interval 1
+t_wait_log 30 $G rotation.started '"reason":"adopted' >/dev/null
+t_wait_log 30 $G credential.activated >/dev/null
+t_wait_log 30 $G credential.delivered '"version":2' >/dev/null
+f=$(t_envfile node-a legacy)
+USER2=$(t_envget "$f" DB_USER)
+[ "$(t_envget "$f" DB_NAME)" = legacydb ] || t_fail "DB_NAME is $(t_envget "$f" DB_NAME)"
+[ -n "$USER2" ] && [ "$USER2" != legacy ] || t_fail "DB_USER is '$USER2'"
+t_ok "delivered: DB_NAME legacydb, DB_USER $USER2 (tally's)"
+
+t_check "nothing of the adopted login was delivered"
+tly log --json --stream "grant/$G" --type credential.delivered |
+	grep -q '"version":1' && t_fail "a credential.delivered of v1"
+t_ok "only v2 delivered"
+
+t_check "the data is intact and the delivered credential reads and writes it"
+[ "$(t_sql "SELECT oid FROM pg_database WHERE datname = 'legacydb'")" = "$OID0" ] ||
+	t_fail "legacydb was made again"
+[ "$(t_env_psql "$f" "$sum_sql")" = "$SUM0" ] || t_fail "the rows changed"
+t_env_psql "$f" "INSERT INTO scores VALUES (5001, 'tally')" >/dev/null ||
+	t_fail "the delivered credential cannot write"
+t_env_psql "$f" "CREATE TABLE later (x int)" >/dev/null ||
+	t_fail "the delivered credential cannot create a table"
+t_ok "oid $OID0, $SUM0; insert and create as $USER2"
+
+t_check "the adopted login works until the holder acknowledges v2"
+[ "$(as_legacy frozen-real "SELECT count(*) FROM scores")" = 5001 ] ||
+	t_fail "the adopted login no longer reads"
+as_legacy frozen-real "SELECT count(*) FROM later" >/dev/null ||
+	t_fail "the adopted login cannot read what tally's login made"
+tly status legacy >"$W/status.txt" 2>&1 || true
+grep -q "rotating v1 → v2 (adopted): waiting on node-a/legacy" "$W/status.txt" || {
+	cat "$W/status.txt" >&2
+	t_fail "status does not name the wait"
+}
+tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
+	t_fail "retired before the acknowledgement"
+t_ok "legacy reads; status: waiting on node-a/legacy"
+
+t_say "node-a acknowledges v2: the adopted login goes"
+tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
+t_wait_log 30 $G credential.retired '"user":"legacy"' >/dev/null
+t_wait_log 10 $G rotation.completed >/dev/null
+[ "$(t_sql "SELECT count(*) FROM pg_roles WHERE rolname = 'legacy'")" = 0 ] ||
+	t_fail "the role legacy is still there"
+if as_legacy frozen-real "SELECT 1" >/dev/null 2>&1; then
+	t_fail "the adopted login still connects"
+fi
+[ "$(t_env_psql "$f" "SELECT count(*) FROM scores")" = 5001 ] ||
+	t_fail "tally's credential lost the data"
+t_ok "legacy dropped and refused; $USER2 reads 5001 rows"
+
+t_say "what cannot be adopted: a database that does not exist, one of tally's"
+tly apply "$(t_consumer ghost shared)" >/dev/null
+tly adopt ghost/db --resource nosuchdb --login "$USER2" >/dev/null ||
+	t_fail "tally adopt ghost/db failed"
+tly assign ghost node-a >/dev/null
+t_wait_log 30 ghost/db grant.failed 'nothing to adopt' >/dev/null
+tly adopt other/db --resource legacydb --login "$USER2" >/dev/null 2>&1 &&
+	t_fail "other/db may adopt what legacy/db adopted"
+tly apply "$(t_consumer third shared)" >/dev/null
+tly adopt third/db --resource legacydb --login "$USER2" >/dev/null 2>&1 &&
+	t_fail "third/db may adopt legacydb"
+# A database tally made for a grant (not adopted): legacy's owner role
+# is tally's now, so the driver refuses it.
+tly apply "$(t_consumer fourth shared)" >/dev/null
+tly assign other node-a >/dev/null
+t_wait_healthy 30 other
+f4=$(t_envfile node-a other)
+DB4=$(t_envget "$f4" DB_NAME)
+tly adopt fourth/db --resource "$DB4" --login "$(t_envget "$f4" DB_USER)" >/dev/null ||
+	t_fail "tally adopt fourth/db failed"
+tly assign fourth node-a >/dev/null
+t_wait_log 30 fourth/db grant.failed 'made by tally for grant other/db' >/dev/null
+[ "$(t_env_psql "$f4" "SELECT 1")" = 1 ] || t_fail "other/db's credential broke"
+t_ok "nosuchdb: nothing to adopt; $DB4: tally's for other/db (its credential works)"
+
+t_tallyd_stop
+tly verify >/dev/null || t_fail "tally verify failed"
+tly rebuild --check >/dev/null || t_fail "tally rebuild --check failed"
+t_ok "tally verify; rebuild --check"
+

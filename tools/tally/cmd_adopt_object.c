@@ -1,0 +1,306 @@
+/*
+ * cmd_adopt_object.c - tally adopt MODULE/REQ --resource NAME: an
+ * object on the provider that tally did not make (a live mesh's
+ * database and its login) becomes a requirement's resource.
+ *
+ * Appends grant.adopted {grant type resource [login]} on grant/GRANT, before
+ * the grant is first provisioned: before tally assign makes it (the
+ * grants fold keeps the claim until then), or while it waits.  tallyd
+ * then provisions the grant into that object (the driver takes it over:
+ * tl_drv_grant.adopting), delivers nothing of the login it found, whose
+ * password tally never knew, and rotates at once to a credential of its
+ * own, retiring the adopted login once every holder acknowledged the
+ * new one (reactors/provision.c).  The CLI opens no provider session:
+ * what is on the provider is the driver's to check when it takes over.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/body.h"
+#include "drivers/decl.h"
+#include "projections/events.h"
+#include "projections/grant.h"
+#include "projections/graph.h"
+#include "tally.h"
+
+static const char usage[] =
+"usage: tally adopt MODULE/REQUIREMENT [--node NODE] --resource NAME\n"
+"                   [--login USER]\n"
+"\n"
+"Takes under tally an object that exists on the requirement's provider\n"
+"and that tally did not make: a live mesh's database, with the login its\n"
+"consumers use today.  Run it after tally apply declared the module and\n"
+"before the grant is first provisioned (before tally assign, or while\n"
+"the grant waits): a grant tally already provisioned has its own object.\n"
+"\n"
+"  --node NODE      the instance's node (a per-instance requirement)\n"
+"  --resource NAME  the object's name on the provider (PostgreSQL: the\n"
+"                   database)\n"
+"  --login USER     the login its consumers use today (PostgreSQL: a role\n"
+"                   that may log in); required by drivers whose grants\n"
+"                   have a credential\n"
+"\n"
+"When tallyd provisions the grant its driver checks that the object\n"
+"exists and is not tally's or another mesh's, and takes it over: nothing\n"
+"is dropped or made again, the data stays (PostgreSQL: what the database\n"
+"holds moves to the grant's owner role, the login becomes a member of\n"
+"it).  The adopted login's password is never tally's: it is not\n"
+"delivered or verified; tallyd rotates at once to a credential it made,\n"
+"delivers it to every holder and retires the adopted login only when all\n"
+"of them acknowledged it.  Revoking an adopted grant retains the object\n"
+"unless the provider's policy or tally purge says otherwise.\n"
+"\n"
+"Recorded as grant.adopted {grant, type, resource, login}.  Refused (exit 4)\n"
+"for a requirement whose driver cannot adopt, a grant already\n"
+"provisioned or already adopting, and an object another grant adopts;\n"
+"exit 3 for a requirement that is not declared.\n";
+
+struct obj_arg {
+	char		 module[64];
+	char		 req[64];
+	const char	*node;
+	const char	*resource;
+	const char	*login;
+	char		 grant[TL_GRANT_ID_MAX + 1];
+	char		 type[64];
+	int		 waiting;	/* the grant exists, not provisioned */
+};
+
+/* Another grant (or claim) adopting resource for type: its id in by. */
+struct taken_arg {
+	const struct obj_arg	*a;
+	char			 by[TL_GRANT_ID_MAX + 1];
+};
+
+static int
+taken_one(const struct tl_grant *g, void *arg)
+{
+	struct taken_arg *ta = arg;
+
+	if (g->adopt_version == 0 || strcmp(g->id, ta->a->grant) == 0 ||
+	    strcmp(g->type, ta->a->type) != 0 ||
+	    strcmp(g->adopt_resource, ta->a->resource) != 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0)
+		return 0;
+	snprintf(ta->by, sizeof(ta->by), "%s", g->id);
+	return 1;
+}
+
+/* A claim adp/GRANT (grants.c) of a grant not yet requested. */
+static int
+claim_one(const void *key, size_t klen, const void *val, size_t vlen,
+    void *arg)
+{
+	struct taken_arg *ta = arg;
+	struct tl_rec r;
+	char type[64] = "", res[TL_DRV_NAME_MAX] = "";
+
+	if (tl_rec_open(val, vlen, &r) != 0)
+		return TL_ECORRUPT;
+	tl_bn_getstr(r.m, "type", type, sizeof(type));
+	tl_bn_getstr(r.m, "resource", res, sizeof(res));
+	tl_rec_close(&r);
+	if (strcmp(type, ta->a->type) != 0 ||
+	    strcmp(res, ta->a->resource) != 0 || klen <= 4 ||
+	    (klen - 4 == strlen(ta->a->grant) &&
+	    memcmp((const char *)key + 4, ta->a->grant, klen - 4) == 0))
+		return 0;
+	snprintf(ta->by, sizeof(ta->by), "%.*s", (int)(klen - 4),
+	    (const char *)key + 4);
+	return 1;
+}
+
+/* The requirement's type, and the grant id of the instance meant. */
+static int
+requirement(struct tl_ctx *c, struct obj_arg *a)
+{
+	struct tl_rec r;
+	char k[TL_KEY_MAX], kind[32] = "", scope[32] = "";
+	int rc;
+
+	if ((rc = tl_key(k, "r/%s/%s", a->module, a->req)) != 0)
+		return rc;
+	if (tl_rec_get(c->t, c->p.graph, k, &r) != 0)
+		return tl_refuse(c, TL_ENOTFOUND, "no requirement %s/%s: tally "
+		    "apply declares the module first", a->module, a->req);
+	tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
+	tl_bn_getstr(r.m, "scope", scope, sizeof(scope));
+	tl_bn_getstr(r.m, "type", a->type, sizeof(a->type));
+	tl_rec_close(&r);
+	if (strcmp(kind, "instantiation") != 0)
+		return tl_refuse(c, TL_EREFUSED, "%s/%s is not a resource of "
+		    "its own (kind %s): nothing to adopt", a->module, a->req,
+		    kind);
+	if (strcmp(scope, "per-instance") == 0 && a->node == NULL)
+		return tl_refuse(c, TL_EINVAL, "%s/%s is per instance: --node "
+		    "names the instance's node", a->module, a->req);
+	if (strcmp(scope, "per-instance") != 0 && a->node != NULL)
+		return tl_refuse(c, TL_EINVAL, "%s/%s is shared by every "
+		    "instance: no --node", a->module, a->req);
+	return tl_grant_key(a->grant, a->module, a->req, a->node);
+}
+
+static int
+do_adopt_object(struct tl_ctx *c, void *arg)
+{
+	struct obj_arg *a = arg;
+	const struct tl_drv_decl *dd;
+	struct taken_arg ta = { a, "" };
+	struct tl_grant g;
+	struct tl_body b;
+	char why[TL_DRV_WHY_MAX], k[TL_KEY_MAX], stream[TL_KEY_MAX];
+	int rc;
+
+	a->waiting = 0;
+	if ((rc = requirement(c, a)) != 0)
+		return rc;
+	if ((dd = tl_drv_decl_for_type(a->type)) == NULL)
+		return tl_refuse(c, TL_EREFUSED, "no driver for type %s",
+		    a->type);
+	if (!tl_drv_can(dd, TL_DRV_CAP_ADOPT, why))
+		return tl_refuse(c, TL_EREFUSED, "%s: %s/%s cannot adopt an "
+		    "object", why, a->module, a->req);
+	if (dd->credential.kind != TL_DRV_CRED_NONE && a->login == NULL)
+		return tl_refuse(c, TL_EINVAL, "--login: the login %s's "
+		    "consumers use today (its grants have a credential)",
+		    a->resource);
+	if (dd->credential.kind == TL_DRV_CRED_NONE && a->login != NULL)
+		return tl_refuse(c, TL_EINVAL, "--login: %s grants have no "
+		    "credential", dd->name);
+	if ((rc = tl_grant_get(c->t, &c->p, a->grant, &g, NULL)) == 0) {
+		if (g.adopt_version != 0)
+			return tl_refuse(c, TL_EREFUSED, "%s adopts %s already",
+			    a->grant, g.adopt_resource);
+		if (g.version != 0 || g.adopt_from[0] != '\0' ||
+		    (strcmp(g.state, TL_GRANT_REQUESTED) != 0 &&
+		    strcmp(g.state, TL_GRANT_FAILED) != 0))
+			return tl_refuse(c, TL_EREFUSED, "%s is %s (version "
+			    "%llu): tally made its own object for it, and "
+			    "adopts only before a grant's first provisioning",
+			    a->grant, g.state, (unsigned long long)g.version);
+		a->waiting = 1;
+	} else if (rc != TL_ENOTFOUND)
+		return rc;
+	else {
+		if ((rc = tl_key(k, "adp/%s", a->grant)) != 0)
+			return rc;
+		if (tl_rec_exists(c->t, c->p.grants, k))
+			return tl_refuse(c, TL_EREFUSED, "%s adopts an object "
+			    "already (tally log --stream grant/%s)", a->grant,
+			    a->grant);
+	}
+	if ((rc = tl_grant_each(c->t, &c->p, taken_one, &ta)) != 0 && rc != 1)
+		return rc;
+	if (ta.by[0] == '\0' && (rc = tl_kv_scan(c->t, c->p.grants, "adp/", 4,
+	    claim_one, &ta)) != 0 && rc != 1)
+		return rc;
+	if (ta.by[0] != '\0')
+		return tl_refuse(c, TL_EREFUSED, "%s %s is adopted by grant %s "
+		    "already: one object, one grant", a->type, a->resource,
+		    ta.by);
+	if ((rc = tl_key(stream, "grant/%s", a->grant)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", a->grant);
+	tl_body_str(&b, "type", a->type);
+	tl_body_str(&b, "resource", a->resource);
+	if (a->login != NULL)
+		tl_body_str(&b, "login", a->login);
+	rc = tl_emit(c, TL_EV_GRANT_ADOPTED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+/* A name the provider will see: 1-63 printable bytes. */
+static int
+name_ok(const char *what, const char *s)
+{
+	const unsigned char *p;
+
+	if (*s == '\0' || strlen(s) >= TL_DRV_NAME_MAX) {
+		cli_errx("%s: 1 to %d bytes", what, TL_DRV_NAME_MAX - 1);
+		return 0;
+	}
+	for (p = (const unsigned char *)s; *p != '\0'; p++)
+		if (*p < 0x20 || *p == 0x7f) {
+			cli_errx("%s: a control character (byte %zu)", what,
+			    (size_t)(p - (const unsigned char *)s));
+			return 0;
+		}
+	return 1;
+}
+
+int
+cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		CLI_COMMON_OPTS,
+		{ "node", required_argument, NULL, 'n' },
+		{ "resource", required_argument, NULL, 'r' },
+		{ "login", required_argument, NULL, 'l' },
+		{ 0 }
+	};
+	struct obj_arg a;
+	const char *slash;
+	int c, ex;
+
+	memset(&a, 0, sizeof(a));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			a.node = optarg;
+			break;
+		case 'r':
+			a.resource = optarg;
+			break;
+		case 'l':
+			a.login = optarg;
+			break;
+		CLI_COMMON_CASES(cli, usage);
+		}
+	}
+	if (argc - optind != 1 || a.resource == NULL ||
+	    (slash = strchr(argv[optind], '/')) == NULL) {
+		fputs(usage, stderr);
+		return TL_EXIT_USAGE;
+	}
+	if ((size_t)(slash - argv[optind]) >= sizeof(a.module) ||
+	    strlen(slash + 1) >= sizeof(a.req)) {
+		cli_errx("%s: not MODULE/REQUIREMENT", argv[optind]);
+		return TL_EXIT_USAGE;
+	}
+	memcpy(a.module, argv[optind], (size_t)(slash - argv[optind]));
+	snprintf(a.req, sizeof(a.req), "%s", slash + 1);
+	if (!tl_name_ok(a.module) || !tl_name_ok(a.req) ||
+	    (a.node != NULL && !tl_name_ok(a.node))) {
+		cli_errx("%s%s%s: module, requirement and node names are "
+		    "[a-z0-9-]", argv[optind], a.node != NULL ? " --node " : "",
+		    a.node != NULL ? a.node : "");
+		return TL_EXIT_USAGE;
+	}
+	if (!name_ok("--resource", a.resource) ||
+	    (a.login != NULL && !name_ok("--login", a.login)))
+		return TL_EXIT_USAGE;
+	if ((ex = cli_write(cli, do_adopt_object, &a, NULL)) != 0)
+		return ex;
+	if (cli->json) {
+		cli_json_done(cli, json_pack("{s:s,s:s,s:s?,s:b}", "grant",
+		    a.grant, "resource", a.resource, "login", a.login,
+		    "waiting", a.waiting));
+		return 0;
+	}
+	printf("%s adopts %s %s%s%s: tallyd takes it over when it provisions "
+	    "the grant%s, then rotates to a credential of its own and "
+	    "retires %s once every holder acknowledged it\n", a.grant, a.type,
+	    a.resource, a.login != NULL ? ", login " : "",
+	    a.login != NULL ? a.login : "", a.waiting ? "" :
+	    " (tally assign makes it)", a.login != NULL ? a.login :
+	    "nothing");
+	return 0;
+}

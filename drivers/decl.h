@@ -125,13 +125,17 @@ struct tl_drv_grant {
 	 */
 	const char	*adopt_mesh;
 	/*
-	 * create only (TL_DRV_CAP_ADOPT; tally adopt): resource, and login
+	 * TL_DRV_CAP_ADOPT (tally adopt).  In create: resource, and login
 	 * when not "", exist on the provider and were not made by tally;
 	 * create takes them over as the grant's (its owner, marks,
 	 * privileges), keeping what is in them and login's credential as
 	 * it is (password is not set on it: the rotation that follows
 	 * replaces it).  TL_EDRIVER (why) when one is missing, or is
-	 * tally's for another grant; TL_EREFUSED when another mesh's.
+	 * tally's for another grant; TL_EREFUSED when another mesh's.  In
+	 * retire_credential: login's credential is the one adopted, which
+	 * tally never knew; under TL_DRV_CRED_MULTI_PASSWORD password is
+	 * then the one to keep (the new version's) and every other
+	 * password of login goes.
 	 */
 	int		 adopting;
 	/*

@@ -91,6 +91,12 @@ struct rstep {
 	int			 forced;
 	char			 cutoff[1024];	/* holders, comma-separated */
 	uint64_t		 old_version;	/* of old (ABANDON: 0, none) */
+	/*
+	 * old is the login tally adopt took over (driver.h: adopting on
+	 * retire): under MULTI_PASSWORD oldpw is then the password to
+	 * keep, the new version's, every other one going.
+	 */
+	int			 adopted_old;
 	/* RETIRE: the old login's sessions the driver saw (ops->sessions). */
 	int			 corroborated;
 	unsigned		 sessions;
@@ -131,21 +137,20 @@ static void
 retired_password(struct rpass *ps, struct gather_arg *ga, struct rstep *st)
 {
 	struct tl_grant tmp = st->g;
-	uint64_t seq = 0;
+	uint64_t seq = 0, v = st->adopted_old ? st->r.to : st->old_version;
 
-	tmp.version = st->old_version;
-	if (st->old_version == st->r.to && st->r.issued_seq != 0)
+	tmp.version = v;
+	if (v == st->r.to && st->r.issued_seq != 0)
 		seq = st->r.issued_seq;
-	else if (tl_rot_version_intent(ga->t, ga->p, st->g.id,
-	    st->old_version, &seq) != 0)
+	else if (tl_rot_version_intent(ga->t, ga->p, st->g.id, v, &seq) != 0)
 		seq = 0;
 	tmp.intent_seq = seq;
 	if (seq == 0 || tl_rx_intent_password(ps->rx, ga->t, &tmp,
 	    st->oldpw) != 0) {
 		st->rc = TL_ESECRET;
 		snprintf(st->why, sizeof(st->why), "cannot read the intent of "
-		    "v%llu, whose password is to be retired",
-		    (unsigned long long)st->old_version);
+		    "v%llu, whose password is to be %s", (unsigned long long)v,
+		    st->adopted_old ? "kept" : "retired");
 	}
 	tl_secret_wipe(&tmp, sizeof(tmp));
 }
@@ -180,6 +185,8 @@ gather_one(const struct tl_rotation *r, void *arg)
 		tl_rx_grant_names(ps->rx, &st->g, r->from, d2, o2, st->old);
 	}
 	st->old_version = r->from;
+	st->adopted_old = st->g.adopt_version != 0 &&
+	    st->g.adopt_login[0] != '\0' && r->from == st->g.adopt_version;
 	if (grant_gone(st->g.state)) {
 		/*
 		 * The revocation took the grant's current login; the other
@@ -239,6 +246,8 @@ gather_one(const struct tl_rotation *r, void *arg)
 		} else
 			st->op = OP_WAIT;
 	}
+	if (st->old_version != r->from)
+		st->adopted_old = 0;
 	if (st->op == OP_WAIT) {
 		/*
 		 * Only to count the old login's sessions: never an error,
@@ -420,6 +429,7 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 
 		dg.login = st->old;
 		dg.password = shared ? st->oldpw : "";
+		dg.adopting = st->adopted_old;
 		/*
 		 * Corroborate on the provider: after every ack, whoever
 		 * still has a session on the old login is recorded (and

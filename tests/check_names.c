@@ -49,6 +49,52 @@ digest(const char *id, char out[17])
 		snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
+/*
+ * tally adopt --resource (grant.adopted): the adopted object's name for
+ * every version, whatever was recorded; the version adopted logs in as
+ * the login taken over, every other as the scheme says, under the
+ * scheme's owner; and that version alone is the one nothing is
+ * delivered of.
+ */
+START_TEST(test_adopted_object)
+{
+	struct tl_grant g, plain;
+	char db[64], own[64], log[64], pdb[64], pown[64], plog[64];
+
+	grant(&plain, "app", "db", NULL, "x", TL_GRANT_NAMING);
+	grant(&g, "app", "db", NULL, "x", TL_GRANT_NAMING);
+	snprintf(g.adopt_resource, sizeof(g.adopt_resource), "legacydb");
+	snprintf(g.adopt_login, sizeof(g.adopt_login), "legacy");
+	g.adopt_version = 1;
+	ck_assert(tl_rx_grant_adopting(&g));	/* before provisioning */
+	ck_assert(tl_rx_grant_adopted_login(&g));
+	ck_assert(!tl_rx_grant_adopting(&plain));
+	tl_rx_grant_names(NULL, &g, 1, db, own, log);
+	tl_rx_grant_names(NULL, &plain, 1, pdb, pown, plog);
+	ck_assert_str_eq(db, "legacydb");
+	ck_assert_str_eq(log, "legacy");
+	ck_assert_str_eq(own, pown);
+	/* Provisioned: the object is recorded; the names do not follow it. */
+	snprintf(g.object, sizeof(g.object), "legacydb");
+	g.version = plain.version = 1;
+	tl_rx_grant_names(NULL, &g, 2, db, own, log);
+	tl_rx_grant_names(NULL, &plain, 2, pdb, pown, plog);
+	ck_assert_str_eq(db, "legacydb");
+	ck_assert_str_eq(own, pown);
+	ck_assert_str_eq(log, plog);
+	ck_assert_str_ne(log, "legacy");
+	/* Rotated: v2 is tally's own, delivered and verified. */
+	g.version = 2;
+	ck_assert(!tl_rx_grant_adopting(&g));
+	ck_assert(!tl_rx_grant_adopted_login(&g));
+	/* No login adopted (a directory): taken over, nothing withheld. */
+	g.adopt_login[0] = '\0';
+	g.version = 0;
+	ck_assert(tl_rx_grant_adopting(&g));
+	ck_assert(!tl_rx_grant_adopted_login(&g));
+}
+END_TEST
+
 START_TEST(test_shape)
 {
 	struct tl_grant g;
@@ -478,6 +524,7 @@ suite(void)
 	tcase_add_test(tc, test_keyed);
 	tcase_add_test(tc, test_mesh_scheme);
 	tcase_add_test(tc, test_new_grants_mesh);
+	tcase_add_test(tc, test_adopted_object);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,7 @@
 /*
  * cmd_adopt_object.c - tally adopt MODULE/REQ --resource NAME: an
- * object on the provider that tally did not make (a live mesh's
- * database and its login) becomes a requirement's resource.
+ * object on the provider that tally did not make (a live mesh's, and
+ * the login its consumers use) becomes a requirement's resource.
  *
  * Appends grant.adopted {grant type resource [login]} on grant/GRANT, before
  * the grant is first provisioned: before tally assign makes it (the
@@ -32,30 +32,28 @@ static const char usage[] =
 "                   [--login USER]\n"
 "\n"
 "Takes under tally an object that exists on the requirement's provider\n"
-"and that tally did not make: a live mesh's database, with the login its\n"
-"consumers use today.  Run it after tally apply declared the module and\n"
-"before the grant is first provisioned (before tally assign, or while\n"
-"the grant waits): a grant tally already provisioned has its own object.\n"
+"and that tally did not make: a live mesh's, with the login its consumers\n"
+"use today.  Run it after tally apply declared the module and before the\n"
+"grant is first provisioned (before tally assign, or while the grant\n"
+"waits): a grant tally already provisioned has its own object.\n"
 "\n"
 "  --node NODE      the instance's node (a per-instance requirement)\n"
-"  --resource NAME  the object's name on the provider (PostgreSQL: the\n"
-"                   database)\n"
-"  --login USER     the login its consumers use today (PostgreSQL: a role\n"
-"                   that may log in); required by drivers whose grants\n"
-"                   have a credential\n"
+"  --resource NAME  the object's name on the provider\n"
+"  --login USER     the login its consumers use today; required by\n"
+"                   drivers whose grants have a credential\n"
 "\n"
-"When tallyd provisions the grant its driver checks that the object\n"
-"exists and is not tally's or another mesh's, and takes it over: nothing\n"
-"is dropped or made again, the data stays (PostgreSQL: what the database\n"
-"holds moves to the grant's owner role, the login becomes a member of\n"
-"it).  The adopted login's password is never tally's: it is not\n"
-"delivered or verified; tallyd rotates at once to a credential it made,\n"
-"delivers it to every holder and retires the adopted login only when all\n"
-"of them acknowledged it.  Revoking an adopted grant retains the object\n"
-"unless the provider's policy or tally purge says otherwise.\n"
+"When tallyd provisions the grant its driver checks that the object and\n"
+"the login exist and are not tally's or another mesh's, and takes them\n"
+"over: nothing is dropped or made again, the data stays\n"
+"(docs/manifest.md says what each driver does).  The adopted login's\n"
+"password is never tally's: it is not delivered or verified; tallyd\n"
+"rotates at once to a credential it made, delivers it to every holder\n"
+"and retires the adopted login only when all of them acknowledged it.\n"
+"Revoking an adopted grant retains the object whatever the provider's\n"
+"policy; tally purge drops it.\n"
 "\n"
-"Recorded as grant.adopted {grant, type, resource, login}.  Refused (exit 4)\n"
-"for a requirement whose driver cannot adopt, a grant already\n"
+"Recorded as grant.adopted {grant, type, resource, login}.  Refused (exit\n"
+"4) for a requirement whose driver cannot adopt, a grant already\n"
 "provisioned or already adopting, and an object another grant adopts;\n"
 "exit 3 for a requirement that is not declared.\n";
 

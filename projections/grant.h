@@ -137,6 +137,12 @@ struct tl_grant {
 	 */
 	uint64_t	adopt_version;
 	/*
+	 * The last of the requirement's migration files the adopted object
+	 * holds already (tally adopt --migrated-through): it and those
+	 * before it are recorded as applied, not run; "": none.
+	 */
+	char		adopt_migrated[64];
+	/*
 	 * Logins by certificate (its requirement's credential: certificate,
 	 * as it was when the grant was requested): the version whose login
 	 * every version keeps (reactors/names.c), a certificate of the mesh

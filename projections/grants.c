@@ -28,7 +28,7 @@
 	X(naming) X(adopt_pending) X(cert_login) X(adopt_version)
 #define OPT_STR_FIELDS(X)						\
 	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login) \
-	X(warning)
+	X(warning) X(adopt_migrated)
 
 /* Does requirement module/req declare credential: certificate? */
 static int
@@ -995,6 +995,8 @@ fold_adopt(struct tl_grant *g, struct tl_bnode body, int *big)
 	    sizeof(g->adopt_resource), big);
 	tl_rec_getstr(body, "login", g->adopt_login, sizeof(g->adopt_login),
 	    big);
+	tl_rec_getstr(body, "migrated", g->adopt_migrated,
+	    sizeof(g->adopt_migrated), big);
 	g->adopt_owner[0] = '\0';
 	g->adopt_version = g->version + 1;
 	return g->adopt_resource[0] == '\0' ? TL_EMALFORMED : 0;
@@ -1122,6 +1124,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		char ares[sizeof(g.adopt_resource)] = "";
 		char aown[sizeof(g.adopt_owner)] = "";
 		char alog[sizeof(g.adopt_login)] = "";
+		char amig[sizeof(g.adopt_migrated)] = "";
 
 		/*
 		 * A grant requested again (its data was dropped) starts over,
@@ -1138,6 +1141,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 			memcpy(ares, g.adopt_resource, sizeof(ares));
 			memcpy(aown, g.adopt_owner, sizeof(aown));
 			memcpy(alog, g.adopt_login, sizeof(alog));
+			memcpy(amig, g.adopt_migrated, sizeof(amig));
 			pending = g.adopt_pending;
 			aver = g.adopt_version;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
@@ -1151,6 +1155,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		memcpy(g.adopt_resource, ares, sizeof(ares));
 		memcpy(g.adopt_owner, aown, sizeof(aown));
 		memcpy(g.adopt_login, alog, sizeof(alog));
+		memcpy(g.adopt_migrated, amig, sizeof(amig));
 		g.adopt_pending = pending;
 		g.adopt_version = aver;
 		snprintf(g.id, sizeof(g.id), "%s", id);

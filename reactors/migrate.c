@@ -61,6 +61,7 @@ struct mfile {
 	size_t	 len;
 	int	 rc;		/* 0 applied, else failed */
 	int	 already;	/* the database had it applied */
+	int	 adopted;	/* held before tally adopted the resource */
 	char	 why[TL_DRV_WHY_MAX];
 	int	 line;
 };
@@ -213,10 +214,16 @@ gather_one(const struct tl_grant *g, void *arg)
 	struct mgrant *mg;
 	char k[TL_KEY_MAX];
 	size_t i;
-	int rc;
+	int rc, held;
 
 	ps->rx->gathered++;
-	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || g->drift[0] != '\0')
+	/*
+	 * An adopted login's password is not tally's: the files run with
+	 * the credential the rotation delivers, and the holders are ready
+	 * only then.
+	 */
+	if (strcmp(g->state, TL_GRANT_PROVISIONED) != 0 || g->drift[0] != '\0' ||
+	    tl_rx_grant_adopted_login(g))
 		return 0;
 	{
 		struct tl_nodelist nl;
@@ -258,14 +265,19 @@ gather_one(const struct tl_grant *g, void *arg)
 	mg = &ps->g[ps->ng];
 	memset(mg, 0, sizeof(*mg));
 	mg->g = *g;
+	/* tally adopt --migrated-through: that file and those before it. */
+	held = g->adopt_migrated[0] != '\0';
 	for (i = 0; i < tl_bn_len(list) && mg->block[0] == '\0'; i++) {
 		struct tl_bnode e = tl_bn_at(list, i);
 		char file[64] = "", sum[65] = "", applied[80] = "";
 		const void *v;
 		size_t n;
+		int adopted = held;
 
 		tl_bn_getstr(e, "file", file, sizeof(file));
 		tl_bn_getstr(e, "checksum", sum, sizeof(sum));
+		if (held && strcmp(file, g->adopt_migrated) == 0)
+			held = 0;
 		if (tl_key(k, "ma/%s/%s", g->id, file) == 0 &&
 		    tl_kv_get(ga->t, ga->p->grants, k, strlen(k), &v,
 		    &n) == 0 && n < sizeof(applied)) {
@@ -286,6 +298,7 @@ gather_one(const struct tl_grant *g, void *arg)
 			return ENOMEM;
 		}
 		memset(&mg->f[mg->nf], 0, sizeof(mg->f[0]));
+		mg->f[mg->nf].adopted = adopted;
 		snprintf(mg->f[mg->nf].file, sizeof(mg->f[0].file), "%s", file);
 		snprintf(mg->f[mg->nf].checksum, sizeof(mg->f[0].checksum),
 		    "%s", sum);
@@ -374,7 +387,11 @@ run_one(struct mgrant *mg, atomic_int *cancel)
 		struct tl_drv_migration m = { f->file, f->checksum, f->content,
 		    f->len, mg->timeout_s, cancel };
 
-		if (mg->ops == NULL || mg->ops->migrate == NULL) {
+		if (f->adopted) {
+			/* Recorded as the resource's already, not run. */
+			f->rc = 0;
+			f->already = 1;
+		} else if (mg->ops == NULL || mg->ops->migrate == NULL) {
 			f->rc = TL_EDRIVER;
 			snprintf(f->why, sizeof(f->why), "driver %s does not "
 			    "run migrations", mg->ops ? mg->ops->decl->name :
@@ -467,7 +484,12 @@ report(struct tl_rx *rx, struct mgrant *mg)
 
 	for (j = 0; j < mg->nf && mg->f[j].rc == 0; j++) {
 		n++;
-		if (mg->f[j].already)
+		if (mg->f[j].adopted)
+			tl_rx_log(rx, TL_RX_INFO, "grant %s: %s was applied "
+			    "before tally adopted the resource (tally adopt "
+			    "--migrated-through): recorded, not run",
+			    mg->g.id, mg->f[j].file);
+		else if (mg->f[j].already)
 			tl_rx_log(rx, TL_RX_INFO, "grant %s: %s was applied "
 			    "already (the resource records it): recorded, "
 			    "not run again", mg->g.id, mg->f[j].file);

@@ -4,8 +4,12 @@
 # consumer uses, taken under tally.
 #   - the CLI: adopt before assign records the claim (grant.adopted); a
 #     second adopt of the grant, another grant adopting the same
-#     database, --login missing, an undeclared requirement: refused,
+#     database, --login missing, an undeclared requirement, a
+#     --migrated-through file the requirement does not declare: refused,
 #     nothing appended;
+#   - migrations: the file the database holds already (--migrated-through
+#     001) is recorded as applied and never run (it would fail: the table
+#     exists); the next one runs with tally's credential once delivered;
 #   - tallyd takes it over: nothing dropped or made again (same oid, the
 #     rows and their checksum), the old login keeps working while the
 #     rotation waits, nothing of the adopted login is delivered (no
@@ -70,7 +74,15 @@ if as_legacy frozen-stale "SELECT 1" >/dev/null 2>&1; then
 fi
 t_ok "the stale password is refused"
 
-tly apply "$(t_consumer legacy shared)" >/dev/null
+# legacy declares two migrations: 001 made the table the database holds.
+mkdir -p "$W/manifests/mig/legacy"
+printf 'CREATE TABLE scores (id int PRIMARY KEY, v text);\n' \
+	>"$W/manifests/mig/legacy/001_scores.sql"
+printf "ALTER TABLE scores ADD COLUMN note text DEFAULT 'n';\n" \
+	>"$W/manifests/mig/legacy/002_note.sql"
+m=$(t_consumer legacy shared)
+echo "    migrations: mig/legacy" >>"$m"
+tly apply "$m" >/dev/null || t_fail "tally apply legacy failed"
 tly apply "$(t_consumer other shared)" >/dev/null
 
 t_check "refusals append nothing"
@@ -81,11 +93,16 @@ t_expect_exit 3 "adopt of an undeclared requirement" \
 	tly adopt nosuch/db --resource legacydb --login legacy
 t_expect_exit 4 "adopt with --node of a shared requirement" \
 	tly adopt $G --node node-a --resource legacydb --login legacy
+t_expect_exit 4 "--migrated-through a file legacy/db does not declare" \
+	tly adopt $G --resource legacydb --login legacy --migrated-through 009_x.sql
+grep -q "001_scores.sql, 002_note.sql" "$W/last.err" ||
+	t_fail "the refusal does not list the files: $(cat "$W/last.err")"
 [ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "no --login: exit 4; undeclared: exit 3; --node of shared: exit 4"
 
 t_say "tally adopt $G --resource legacydb --login legacy (before tally assign)"
-tly adopt $G --resource legacydb --login legacy >"$W/adopt.out" ||
+tly adopt $G --resource legacydb --login legacy \
+	--migrated-through 001_scores.sql >"$W/adopt.out" ||
 	t_fail "tally adopt failed"
 grep -q "retires legacy" "$W/adopt.out" || t_fail "adopt says: $(cat "$W/adopt.out")"
 tly log --json --stream "grant/$G" --type grant.adopted |
@@ -124,6 +141,18 @@ t_env_psql "$f" "INSERT INTO scores VALUES (5001, 'tally')" >/dev/null ||
 t_env_psql "$f" "CREATE TABLE later (x int)" >/dev/null ||
 	t_fail "the delivered credential cannot create a table"
 t_ok "oid $OID0, $SUM0; insert and create as $USER2"
+
+t_check "001 recorded, not run; 002 ran as tally's login"
+t_wait_log 30 $G migration.applied '"file":"002_note.sql"' >/dev/null
+tly log --json --stream "grant/$G" --type migration.applied | grep -q '"file":"001_scores.sql"' ||
+	t_fail "001_scores.sql is not recorded as applied"
+grep -q "001_scores.sql was applied before tally adopted" "$T_DLOG" ||
+	t_fail "tallyd does not say 001 was recorded, not run"
+[ "$(t_env_psql "$f" "SELECT count(*) FROM scores WHERE note = 'n'")" = 5001 ] ||
+	t_fail "002_note.sql did not run"
+[ "$(t_env_psql "$f" "SELECT count(*) FROM tally.schema_history")" = 1 ] ||
+	t_fail "the database's history is not 002 alone"
+t_ok "migration.applied 001 (recorded) and 002 (run: every row has note 'n')"
 
 t_check "the adopted login works until the holder acknowledges v2"
 [ "$(as_legacy frozen-real "SELECT count(*) FROM scores")" = 5001 ] ||

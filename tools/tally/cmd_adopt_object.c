@@ -29,7 +29,7 @@
 
 static const char usage[] =
 "usage: tally adopt MODULE/REQUIREMENT [--node NODE] --resource NAME\n"
-"                   [--login USER]\n"
+"                   [--login USER] [--migrated-through FILE]\n"
 "\n"
 "Takes under tally an object that exists on the requirement's provider\n"
 "and that tally did not make: a live mesh's, with the login its consumers\n"
@@ -41,6 +41,12 @@ static const char usage[] =
 "  --resource NAME  the object's name on the provider\n"
 "  --login USER     the login its consumers use today; required by\n"
 "                   drivers whose grants have a credential\n"
+"  --migrated-through FILE\n"
+"                   the last of the requirement's migration files the\n"
+"                   object holds already: it and the files before it are\n"
+"                   recorded as applied and never run; the files after it\n"
+"                   run as usual (default: every file the object does not\n"
+"                   record itself runs)\n"
 "\n"
 "When tallyd provisions the grant its driver checks that the object and\n"
 "the login exist and are not tally's or another mesh's, and takes them\n"
@@ -52,9 +58,10 @@ static const char usage[] =
 "Revoking an adopted grant retains the object whatever the provider's\n"
 "policy; tally purge drops it.\n"
 "\n"
-"Recorded as grant.adopted {grant, type, resource, login}.  Refused (exit\n"
-"4) for a requirement whose driver cannot adopt, a grant already\n"
-"provisioned or already adopting, and an object another grant adopts;\n"
+"Recorded as grant.adopted {grant, type, resource, login, migrated}.\n"
+"Refused (exit 4) for a requirement whose driver cannot adopt, a grant\n"
+"already provisioned or already adopting, an object another grant\n"
+"adopts and a file that is not one of the requirement's migrations;\n"
 "exit 3 for a requirement that is not declared.\n";
 
 struct obj_arg {
@@ -63,6 +70,7 @@ struct obj_arg {
 	const char	*node;
 	const char	*resource;
 	const char	*login;
+	const char	*migrated;
 	char		 grant[TL_GRANT_ID_MAX + 1];
 	char		 type[64];
 	int		 waiting;	/* the grant exists, not provisioned */
@@ -113,6 +121,30 @@ claim_one(const void *key, size_t klen, const void *val, size_t vlen,
 	return 1;
 }
 
+/* --migrated-through names one of the requirement's files. */
+static int
+migration_named(struct tl_ctx *c, const struct obj_arg *a, struct tl_bnode req)
+{
+	struct tl_bnode list;
+	char file[64], names[256] = "";
+	size_t i, o = 0;
+
+	if (tl_bn_get(req, "migrations", &list) != 0 || tl_bn_len(list) == 0)
+		return tl_refuse(c, TL_EINVAL, "--migrated-through: %s/%s "
+		    "declares no migrations", a->module, a->req);
+	for (i = 0; i < tl_bn_len(list); i++) {
+		file[0] = '\0';
+		tl_bn_getstr(tl_bn_at(list, i), "file", file, sizeof(file));
+		if (strcmp(file, a->migrated) == 0)
+			return 0;
+		if (o < sizeof(names))
+			o += (size_t)snprintf(names + o, sizeof(names) - o,
+			    "%s%s", i ? ", " : "", file);
+	}
+	return tl_refuse(c, TL_EINVAL, "--migrated-through %s: not one of "
+	    "%s/%s's migrations (%s)", a->migrated, a->module, a->req, names);
+}
+
 /* The requirement's type, and the grant id of the instance meant. */
 static int
 requirement(struct tl_ctx *c, struct obj_arg *a)
@@ -129,7 +161,10 @@ requirement(struct tl_ctx *c, struct obj_arg *a)
 	tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
 	tl_bn_getstr(r.m, "scope", scope, sizeof(scope));
 	tl_bn_getstr(r.m, "type", a->type, sizeof(a->type));
+	rc = a->migrated != NULL ? migration_named(c, a, r.m) : 0;
 	tl_rec_close(&r);
+	if (rc != 0)
+		return rc;
 	if (strcmp(kind, "instantiation") != 0)
 		return tl_refuse(c, TL_EREFUSED, "%s/%s is not a resource of "
 		    "its own (kind %s): nothing to adopt", a->module, a->req,
@@ -209,6 +244,8 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 	tl_body_str(&b, "resource", a->resource);
 	if (a->login != NULL)
 		tl_body_str(&b, "login", a->login);
+	if (a->migrated != NULL)
+		tl_body_str(&b, "migrated", a->migrated);
 	rc = tl_emit(c, TL_EV_GRANT_ADOPTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -241,6 +278,7 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 		{ "node", required_argument, NULL, 'n' },
 		{ "resource", required_argument, NULL, 'r' },
 		{ "login", required_argument, NULL, 'l' },
+		{ "migrated-through", required_argument, NULL, 'm' },
 		{ 0 }
 	};
 	struct obj_arg a;
@@ -259,6 +297,9 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 			break;
 		case 'l':
 			a.login = optarg;
+			break;
+		case 'm':
+			a.migrated = optarg;
 			break;
 		CLI_COMMON_CASES(cli, usage);
 		}

@@ -139,6 +139,13 @@ struct tl_drv_grant {
 	 */
 	int		 adopting;
 	/*
+	 * resource is an object tally adopt took over, in every call of
+	 * the grant's: its name is the object's own, not one names
+	 * derived, and a driver that otherwise trusts only the names it
+	 * derives itself (the directory driver) takes it from resource.
+	 */
+	int		 adopted;
+	/*
 	 * Drivers whose provider chooses the credential (ops->handle_model;
 	 * NULL and unused by every other driver).  handle: the secret
 	 * handle of this credential version as the driver last wrote it

@@ -23,10 +23,21 @@ extern const struct tl_drv_decl tl_drv_directory_decl;
 int	tl_drv_dir_mesh_valid(const char *m);
 
 /*
+ * Whether s may be the name of a directory tally adopt takes over: one
+ * component of [A-Za-z0-9._-], not starting with ".", at most
+ * DIR_NAME_MAX bytes.
+ */
+int	tl_drv_dir_adoptable(const char *s);
+/* Whether s has the shape of a name tally gives a grant's directory. */
+int	tl_drv_dir_shaped(const char *s);
+
+/*
  * The directory a grant's operations act on: the scheme-4 name the
- * reactors derived (g->resource) when it has that shape, else the name
- * of before, from the grant id.  *h64 (may be NULL): where its group's
- * probe starts.  0, or TL_EINVAL for a grant without an id.
+ * reactors derived (g->resource) when it has that shape, or the
+ * directory tally adopt took over (g->adopted: g->resource, which must
+ * be tl_drv_dir_adoptable), else the name of before, from the grant id.
+ * *h64 (may be NULL): where its group's probe starts.  0, or TL_EINVAL
+ * for a grant without an id or an adopted name that cannot be one.
  */
 int	tl_drv_dir_grant_dir(const struct tl_drv_grant *g,
 	    char out[DIR_NAME_MAX + 1], uint64_t *h64);

@@ -59,6 +59,15 @@
  * mesh (tally adopt): then it is re-marked with ours.  One with no mark
  * (made before marks) is marked by the first mesh that changes it.
  *
+ * tally adopt (tl_drv_grant.adopting, then adopted in every call): a
+ * directory someone made under root, named by g->resource (one
+ * component, tl_drv_dir_adoptable), becomes the grant's; create takes it
+ * over only if it is a directory (never a link), has no shape of a name
+ * tally gives its grants, and the claim ROOT/.tally/grant-NAME (O_EXCL,
+ * the grant id) is free or the grant's own.  Its contents are not
+ * touched: owner, group and mode are set on the directory alone.  A
+ * purge removes the claim with the directory.
+ *
  * The fence (ops->fence; decl fencing TL_DRV_FENCE_ATOMIC): one file per
  * mesh, ROOT/.tally-fence-MESH ("none" for a home of before ids), made
  * O_EXCL | O_NOFOLLOW, mode 0600, holding "tally-fence/1 EPOCH LEADER";
@@ -590,6 +599,73 @@ owned(struct tl_drv_dir *h, const struct tl_drv_grant *g, const char *name,
 	    "not this one", h->root, name, mark);
 }
 
+/*
+ * tally adopt (g->adopting): name, a directory someone made under root,
+ * becomes g's.  It must be a directory (never a link: nothing below
+ * root is followed) and not have the shape of a name tally gives its
+ * grants (that one is a grant's, or is refused as another mesh's by
+ * owned).  The claim DIR_META/grant-NAME, made O_EXCL and holding g's
+ * id, keeps a second grant from adopting it; a claim of g's own is a
+ * resumed call.  Its contents are not touched: owner and mode are set
+ * on the directory alone, as on one create made.
+ */
+static int
+adopt_claim(struct tl_drv_dir *h, const struct tl_drv_grant *g,
+    const char *name, char *why)
+{
+	char file[DIR_NAME_MAX + 16], buf[TL_DRV_NAME_MAX * 4];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (fstatat(h->rootfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s%s", h->root, name,
+		    strerror(errno), errno == ENOENT ? ": nothing to adopt" :
+		    "");
+	if (!S_ISDIR(st.st_mode))
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s is not a directory "
+		    "(%s): tally adopt takes over a directory", h->root, name,
+		    S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind "
+		    "of file");
+	if (tl_drv_dir_shaped(name))
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s has the shape of a "
+		    "directory tally made for a grant: tally adopt takes over "
+		    "only what tally did not make", h->root, name);
+	snprintf(file, sizeof(file), "grant-%s", name);
+	fd = openat(h->metafd, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		size_t len = strlen(g->grant);
+
+		if (write(fd, g->grant, len) != (ssize_t)len ||
+		    fsync(fd) != 0) {
+			int e = errno;
+
+			close(fd);
+			unlinkat(h->metafd, file, 0);
+			return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s",
+			    h->root, DIR_META, file, strerror(e));
+		}
+		close(fd);
+		return 0;
+	}
+	if (errno != EEXIST || (fd = openat(h->metafd, file, O_RDONLY |
+	    O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+		    DIR_META, file, strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s", h->root,
+		    DIR_META, file, strerror(errno));
+	buf[n] = '\0';
+	if (strcmp(buf, g->grant) != 0)
+		return tl_drv_why(why, TL_EDRIVER, "%s/%s was adopted by tally "
+		    "for grant %.200s: one directory, one grant", h->root,
+		    name, buf);
+	return 0;
+}
+
 static int
 dir_create(void *hv, const struct tl_drv_grant *g, char *why)
 {
@@ -608,6 +684,7 @@ dir_create(void *hv, const struct tl_drv_grant *g, char *why)
 		return rc;
 	/* Refused before anything is made: another mesh's stays as it is. */
 	if ((rc = owned(h, g, name, &remark, why)) != 0 ||
+	    (g->adopting && (rc = adopt_claim(h, g, name, why)) != 0) ||
 	    (rc = expected(h, name, h64, 1, &uid, &gid, &mode, why)) != 0)
 		goto out;
 	/* The mark first: a directory of ours is never unmarked. */
@@ -620,6 +697,10 @@ dir_create(void *hv, const struct tl_drv_grant *g, char *why)
 		goto out;
 	}
 	rc = set_owner_mode(h, name, uid, gid, mode, why);
+	if (rc == 0 && g->adopting)
+		tl_drv_why(why, 0, "%s/%s adopted: its contents untouched, the "
+		    "directory the grant's (owner, group and mode)", h->root,
+		    name);
 out:
 	unguard(lock);
 	return rc;
@@ -865,8 +946,17 @@ dir_revoke(void *hv, const struct tl_drv_grant *g, int drop, char *why)
 		if (rm_tree(h->rootfd, name, 0) != 0)
 			rc = tl_drv_why(why, TL_EDRIVER, "purging %s/%s: %s",
 			    h->root, name, strerror(errno));
-		else if ((rc = unclaim(h, name, h64, why)) == 0)
-			rc = mark_drop(h, name, why);
+		else if ((rc = unclaim(h, name, h64, why)) == 0 &&
+		    (rc = mark_drop(h, name, why)) == 0 && g->adopted) {
+			char file[DIR_NAME_MAX + 16];
+
+			/* Gone: the name may be another's to adopt. */
+			snprintf(file, sizeof(file), "grant-%s", name);
+			if (unlinkat(h->metafd, file, 0) != 0 &&
+			    errno != ENOENT)
+				rc = tl_drv_why(why, TL_EDRIVER, "%s/%s/%s: %s",
+				    h->root, DIR_META, file, strerror(errno));
+		}
 		goto out;
 	}
 	/* Retain: the data stays, nobody but root reaches it. */

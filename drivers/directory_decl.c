@@ -104,11 +104,39 @@ mesh_shaped(const char *s)
 	return 1;
 }
 
+int
+tl_drv_dir_shaped(const char *s)
+{
+	const char *u;
+	size_t n;
+
+	if (mesh_shaped(s))
+		return 1;
+	/* READABLE "_" DIGEST: the last "_", 16 hex digits after it. */
+	if (s == NULL || (n = strlen(s)) < 2 + DIR_DIGEST_HEX ||
+	    (u = strrchr(s, '_')) == NULL || u == s ||
+	    strlen(u + 1) != DIR_DIGEST_HEX ||
+	    strspn(u + 1, "0123456789abcdef") != DIR_DIGEST_HEX)
+		return 0;
+	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") ==
+	    (size_t)(u - s);
+}
+
+int
+tl_drv_dir_adoptable(const char *s)
+{
+	size_t n;
+
+	return s != NULL && (n = strlen(s)) > 0 && n <= DIR_NAME_MAX &&
+	    s[0] != '.' && strspn(s, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == n;
+}
+
 /*
  * The directory a grant's operations act on: the scheme-4 name the
- * reactors derived (g->resource) when it has that shape, else the name
- * of before, from the grant id.  *h64 (may be NULL): where its group's
- * probe starts.
+ * reactors derived (g->resource) when it has that shape, or the one
+ * tally adopt took over (g->adopted); else the name of before, from the
+ * grant id.  *h64 (may be NULL): where its group's probe starts.
  */
 int
 tl_drv_dir_grant_dir(const struct tl_drv_grant *g, char out[DIR_NAME_MAX + 1],
@@ -117,7 +145,9 @@ tl_drv_dir_grant_dir(const struct tl_drv_grant *g, char out[DIR_NAME_MAX + 1],
 	unsigned char h[16];
 	size_t i;
 
-	if (!mesh_shaped(g->resource))
+	if (g->adopted && !tl_drv_dir_adoptable(g->resource))
+		return TL_EINVAL;
+	if (!g->adopted && !mesh_shaped(g->resource))
 		return dir_name(g->grant, out, h64);
 	if (g->grant == NULL || *g->grant == '\0')
 		return TL_EINVAL;
@@ -276,7 +306,8 @@ const struct tl_drv_decl tl_drv_directory_decl = {
 	.credential = { .kind = TL_DRV_CRED_NONE },
 	.revocation = &dir_revocation,
 	.fencing = &dir_fencing,
-	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |
+	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SIZE),
 	/* Every change is made under the root's fence lock (directory.c). */
 	.sessions_max = 1,

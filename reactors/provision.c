@@ -502,6 +502,7 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.grant = origin;
 	dg.adopt_unnamed = tl_rx_grant_naming(&w->g) == 1;
 	dg.adopt_mesh = tl_rx_grant_adopt(&w->g);
+	dg.adopted = w->g.adopt_version != 0;
 	dg.adopting = tl_rx_grant_adopting(&w->g);
 	if (w->kind == W_CREATE) {
 		/*
@@ -683,6 +684,7 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	dg.grant = w->g.id;
 	dg.adopt_unnamed = 0;
 	dg.adopt_mesh = tl_rx_grant_adopt(&w->g);
+	dg.adopted = w->g.adopt_version != 0;
 	dg.handle = w->handle_out[0] != '\0' ? w->handle_out :
 	    w->handle[0] != '\0' ? w->handle : NULL;
 	dg.handle_out = NULL;

@@ -534,6 +534,7 @@ drv_grant(struct check *c, struct tl_drv_grant *dg)
 	dg->grant = c->g.id;
 	dg->adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
 	dg->adopt_mesh = tl_rx_grant_adopt(&c->g);
+	dg->adopted = c->g.adopt_version != 0;
 	dg->handle = c->handle;
 	dg->handle_out = NULL;	/* check issues nothing; repair sets it */
 	dg->posture = c->posture;

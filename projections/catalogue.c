@@ -159,7 +159,7 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_GRANT_MISSING), "grant", "grant reason message", GN, NULL,
 	  { { "grant", GRANT }, { "reason", REASON } } },
 	{ E(TL_EV_GRANT_ADOPTED), "grant", "grant type resource [login] "
-	  "[migrated]", GN, NULL, { { "grant", GRANT }, { "type", NAME },
+	  "[migrated] [secret(secret)]", GN, NULL, { { "grant", GRANT }, { "type", NAME },
 	  { "resource", NAME }, { "login", NAME }, { "migrated", NAME } } },
 	{ E(TL_EV_REPAIR_REQUESTED), "grant", "grant (actor: who asked)", GN,
 	  NULL, { { "grant", GRANT } } },

@@ -143,6 +143,12 @@ struct tl_grant {
 	 */
 	char		adopt_migrated[64];
 	/*
+	 * The grant.adopted event (its secret, sealed under
+	 * tl_grant_adopt_ad's associated data, is what the driver takes
+	 * the object over with: tally adopt --secret-stdin); 0: none.
+	 */
+	uint64_t	adopt_seq;
+	/*
 	 * Logins by certificate (its requirement's credential: certificate,
 	 * as it was when the grant was requested): the version whose login
 	 * every version keeps (reactors/names.c), a certificate of the mesh
@@ -157,6 +163,12 @@ struct tl_grant {
  */
 int	tl_grant_key(char *buf, const char *module, const char *req,
 	    const char *node);
+
+/*
+ * The associated data (TL_KEY_MAX bytes) the secret of grant's
+ * grant.adopted is sealed under: tally adopt seals it, tallyd opens it.
+ */
+void	tl_grant_adopt_ad(char ad[TL_KEY_MAX], const char *grant);
 
 /* TL_ENOTFOUND when there is no such grant; *seqp may be NULL. */
 int	tl_grant_get(struct tl_txn *t, const struct tl_proj *p, const char *id,

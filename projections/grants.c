@@ -25,7 +25,7 @@
 	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes)
 /* Written only when not 0: records of before it stay byte for byte. */
 #define OPT_U64_FIELDS(X)						\
-	X(naming) X(adopt_pending) X(cert_login) X(adopt_version)
+	X(naming) X(adopt_pending) X(cert_login) X(adopt_version) X(adopt_seq)
 #define OPT_STR_FIELDS(X)						\
 	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login) \
 	X(warning) X(adopt_migrated)
@@ -988,8 +988,14 @@ fold_adopted(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode body,
  * (tally adopt before tally assign: tallyd would provision at once) the
  * claim waits under adp/GRANT for its grant.requested.
  */
+void
+tl_grant_adopt_ad(char ad[TL_KEY_MAX], const char *grant)
+{
+	snprintf(ad, TL_KEY_MAX, "grant/%s:adopted", grant);
+}
+
 static int
-fold_adopt(struct tl_grant *g, struct tl_bnode body, int *big)
+fold_adopt(struct tl_grant *g, uint64_t seq, struct tl_bnode body, int *big)
 {
 	tl_rec_getstr(body, "resource", g->adopt_resource,
 	    sizeof(g->adopt_resource), big);
@@ -999,6 +1005,7 @@ fold_adopt(struct tl_grant *g, struct tl_bnode body, int *big)
 	    sizeof(g->adopt_migrated), big);
 	g->adopt_owner[0] = '\0';
 	g->adopt_version = g->version + 1;
+	g->adopt_seq = seq;
 	return g->adopt_resource[0] == '\0' ? TL_EMALFORMED : 0;
 }
 
@@ -1021,7 +1028,7 @@ fold_grant_adopted(struct tl_txn *t, const struct tl_proj *p,
 	/* Only before the first provisioning: tally adopt refuses after. */
 	if (g.version != 0 || g.adopt_from[0] != '\0')
 		return 0;
-	if ((rc = fold_adopt(&g, body, big)) != 0)
+	if ((rc = fold_adopt(&g, ev->seq, body, big)) != 0)
 		return rc;
 	return tl_grant_put(t, p, ev->seq, &g);
 }
@@ -1041,7 +1048,7 @@ take_adopt_claim(struct tl_txn *t, const struct tl_proj *p, struct tl_grant *g,
 		return 0;
 	if (rc != 0)
 		return rc;
-	rc = g->version == 0 ? fold_adopt(g, r.m, big) : 0;
+	rc = g->version == 0 ? fold_adopt(g, r.seq, r.m, big) : 0;
 	tl_rec_close(&r);
 	if (rc == 0)
 		rc = tl_kv_del(t, p->grants, k, strlen(k));
@@ -1119,7 +1126,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		return fold_grant_adopted(t, p, ev, id, body, big);
 
 	if (strcmp(ev->type, TL_EV_GRANT_REQUESTED) == 0) {
-		uint64_t version = 0, naming = 0, pending = 0, aver = 0;
+		uint64_t version = 0, naming = 0, pending = 0, aver = 0, aseq = 0;
 		char from[sizeof(g.adopt_from)] = "";
 		char ares[sizeof(g.adopt_resource)] = "";
 		char aown[sizeof(g.adopt_owner)] = "";
@@ -1144,6 +1151,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 			memcpy(amig, g.adopt_migrated, sizeof(amig));
 			pending = g.adopt_pending;
 			aver = g.adopt_version;
+			aseq = g.adopt_seq;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
 			    (rc = forget_migrations(t, p, id)) != 0)
 				return rc;
@@ -1158,6 +1166,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		memcpy(g.adopt_migrated, amig, sizeof(amig));
 		g.adopt_pending = pending;
 		g.adopt_version = aver;
+		g.adopt_seq = aseq;
 		snprintf(g.id, sizeof(g.id), "%s", id);
 		tl_rec_getstr(body, "module", g.module, sizeof(g.module), big);
 		tl_rec_getstr(body, "req", g.req, sizeof(g.req), big);

@@ -71,6 +71,41 @@ tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
 	return rc;
 }
 
+int
+tl_rx_adopt_secret(struct tl_rx *rx, struct tl_txn *t, const struct tl_grant *g,
+    char *out, size_t cap)
+{
+	struct tl_event ev;
+	struct tl_bview v;
+	struct tl_bnode n;
+	const void *ct;
+	size_t len;
+	char ad[TL_KEY_MAX];
+	int rc;
+
+	out[0] = '\0';
+	if (g->adopt_seq == 0)
+		return TL_ENOTFOUND;
+	if ((rc = tl_log_get(t, g->adopt_seq, &ev)) != 0)
+		return rc;
+	if ((rc = tl_bview_open(&v, ev.body, ev.body_len)) != 0)
+		return rc;
+	if (tl_bn_get(v.root, "secret", &n) != 0)
+		rc = TL_ENOTFOUND;
+	else if (tl_bn_secret(n, &ct, &len) != 0 || len <= TL_BOX_OVERHEAD ||
+	    len - TL_BOX_OVERHEAD >= cap)
+		rc = TL_EMALFORMED;
+	else {
+		tl_grant_adopt_ad(ad, g->id);
+		rc = tl_secret_decrypt(&rx->key, ad, strlen(ad), ct, len,
+		    (uint8_t *)out);
+		if (rc == 0)
+			out[len - TL_BOX_OVERHEAD] = '\0';
+	}
+	tl_bview_close(&v);
+	return rc;
+}
+
 /* The associated data of a handle: its grant, version and kind. */
 static void
 handle_ad(char ad[TL_KEY_MAX], const char *grant, uint64_t version)

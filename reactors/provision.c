@@ -70,6 +70,11 @@ struct work {
 	 */
 	char		 handle[TL_DRV_HANDLE_MAX];
 	char		 handle_out[TL_DRV_HANDLE_MAX];
+	/*
+	 * tally adopt --secret-stdin: what the driver takes the object over
+	 * with (g->password in the adopting create); "": none.
+	 */
+	char		 adopt_secret[TL_DRV_HANDLE_MAX];
 	/* A create's requirement params (tl_rx_grant_params); NULL: none. */
 	char		*params;
 	int		 rc;
@@ -378,6 +383,15 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 			    "requirement's params: %s", tl_strerror(rc));
 			continue;
 		}
+		if (w->kind == W_CREATE && tl_rx_grant_adopting(&w->g) &&
+		    (rc = tl_rx_adopt_secret(ps->rx, t, &w->g, w->adopt_secret,
+		    sizeof(w->adopt_secret))) != 0 && rc != TL_ENOTFOUND) {
+			w->rc = rc;
+			snprintf(w->why, sizeof(w->why), "cannot read the "
+			    "secret tally adopt was given: %s",
+			    tl_strerror(rc));
+			continue;
+		}
 		if (w->resumed && w->kind == W_CREATE &&
 		    (rc = intent_password(ps->rx, t, w)) != 0 &&
 		    rc != TL_ENOTFOUND) {
@@ -504,6 +518,9 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.adopt_mesh = tl_rx_grant_adopt(&w->g);
 	dg.adopted = w->g.adopt_version != 0;
 	dg.adopting = tl_rx_grant_adopting(&w->g);
+	/* Taken over with what the operator gave, not the intent's. */
+	if (dg.adopting && w->adopt_secret[0] != '\0')
+		dg.password = w->adopt_secret;
 	if (w->kind == W_CREATE) {
 		/*
 		 * create promises the password (driver.h), also for a

@@ -5,8 +5,8 @@
 #   - the CLI: adopt before assign records the claim (grant.adopted); a
 #     second adopt of the grant, another grant adopting the same
 #     database, --login missing, an undeclared requirement, a
-#     --migrated-through file the requirement does not declare: refused,
-#     nothing appended;
+#     --migrated-through file the requirement does not declare, a
+#     --secret-stdin the driver does not take: refused, nothing appended;
 #   - migrations: the file the database holds already (--migrated-through
 #     001) is recorded as applied and never run (it would fail: the table
 #     exists); the next one runs with tally's credential once delivered;
@@ -97,6 +97,10 @@ t_expect_exit 4 "--migrated-through a file legacy/db does not declare" \
 	tly adopt $G --resource legacydb --login legacy --migrated-through 009_x.sql
 grep -q "001_scores.sql, 002_note.sql" "$W/last.err" ||
 	t_fail "the refusal does not list the files: $(cat "$W/last.err")"
+echo frozen-real >"$W/pw"
+t_expect_exit 4 "--secret-stdin for a driver that takes none" \
+	sh -c "\"\$TALLY_BIN/tally\" adopt $G --resource legacydb --login legacy --secret-stdin <\"$W/pw\""
+grep -q "takes nothing but" "$W/last.err" || t_fail "--secret-stdin: $(cat "$W/last.err")"
 [ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "no --login: exit 4; undeclared: exit 3; --node of shared: exit 4"
 

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/body.h"
+#include "core/secret.h"
 #include "drivers/decl.h"
 #include "projections/events.h"
 #include "projections/grant.h"
@@ -30,6 +31,7 @@
 static const char usage[] =
 "usage: tally adopt MODULE/REQUIREMENT [--node NODE] --resource NAME\n"
 "                   [--login USER] [--migrated-through FILE]\n"
+"                   [--secret-stdin]\n"
 "\n"
 "Takes under tally an object that exists on the requirement's provider\n"
 "and that tally did not make: a live mesh's, with the login its consumers\n"
@@ -40,7 +42,13 @@ static const char usage[] =
 "  --node NODE      the instance's node (a per-instance requirement)\n"
 "  --resource NAME  the object's name on the provider\n"
 "  --login USER     the login its consumers use today; required by\n"
-"                   drivers whose grants have a credential\n"
+"                   drivers whose grants have a credential, except those\n"
+"                   whose provider chooses it (the object is the login)\n"
+"  --secret-stdin   one line on standard input: what the driver takes the\n"
+"                   object over with, where the provider chooses the\n"
+"                   credential (an OAuth client's registration access\n"
+"                   token); required by those drivers, refused by others;\n"
+"                   kept sealed under the master key, never printed\n"
 "  --migrated-through FILE\n"
 "                   the last of the requirement's migration files the\n"
 "                   object holds already: it and the files before it are\n"
@@ -71,6 +79,9 @@ struct obj_arg {
 	const char	*resource;
 	const char	*login;
 	const char	*migrated;
+	int		 secret_in;		/* --secret-stdin */
+	char		 secret[TL_DRV_HANDLE_MAX];	/* wiped after */
+	char		 home[1024];
 	char		 grant[TL_GRANT_ID_MAX + 1];
 	char		 type[64];
 	int		 waiting;	/* the grant exists, not provisioned */
@@ -178,6 +189,36 @@ requirement(struct tl_ctx *c, struct obj_arg *a)
 	return tl_grant_key(a->grant, a->module, a->req, a->node);
 }
 
+/*
+ * The secret read from standard input, sealed under the master key
+ * (tl_grant_adopt_ad: only this grant's grant.adopted opens it) into
+ * b's "secret".
+ */
+static int
+seal_secret(struct tl_ctx *c, const struct obj_arg *a, struct tl_body *b)
+{
+	struct tl_key key;
+	uint8_t *ct;
+	char path[1100], ad[TL_KEY_MAX], why[160] = "";
+	size_t n = strlen(a->secret);
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/master.key", a->home);
+	if (tl_secret_load(path, &key, why) != 0)
+		return tl_refuse(c, TL_EINVAL, "master key: %s", why);
+	if ((ct = malloc(n + TL_BOX_OVERHEAD)) == NULL) {
+		tl_secret_wipe(&key, sizeof(key));
+		return ENOMEM;
+	}
+	tl_grant_adopt_ad(ad, a->grant);
+	rc = tl_secret_encrypt(&key, ad, strlen(ad), a->secret, n, ct);
+	tl_secret_wipe(&key, sizeof(key));
+	if (rc == 0)
+		tl_body_secret(b, "secret", ct, n + TL_BOX_OVERHEAD);
+	free(ct);
+	return rc;
+}
+
 static int
 do_adopt_object(struct tl_ctx *c, void *arg)
 {
@@ -198,6 +239,14 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 	if (!tl_drv_can(dd, TL_DRV_CAP_ADOPT, why))
 		return tl_refuse(c, TL_EREFUSED, "%s: %s/%s cannot adopt an "
 		    "object", why, a->module, a->req);
+	/* The provider's own credential: the object is its login. */
+	if (dd->credential.handle_model && a->login == NULL)
+		a->login = a->resource;
+	if (dd->credential.handle_model != a->secret_in)
+		return tl_refuse(c, TL_EINVAL, "--secret-stdin: %s", a->secret_in ?
+		    "this driver takes nothing but the object's name and login" :
+		    "the driver takes the object over with a secret of the "
+		    "provider's (an OAuth client's registration access token)");
 	if (dd->credential.kind != TL_DRV_CRED_NONE && a->login == NULL)
 		return tl_refuse(c, TL_EINVAL, "--login: the login %s's "
 		    "consumers use today (its grants have a credential)",
@@ -246,6 +295,10 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 		tl_body_str(&b, "login", a->login);
 	if (a->migrated != NULL)
 		tl_body_str(&b, "migrated", a->migrated);
+	if (a->secret_in && (rc = seal_secret(c, a, &b)) != 0) {
+		tl_body_free(&b);
+		return rc;
+	}
 	rc = tl_emit(c, TL_EV_GRANT_ADOPTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -279,6 +332,7 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 		{ "resource", required_argument, NULL, 'r' },
 		{ "login", required_argument, NULL, 'l' },
 		{ "migrated-through", required_argument, NULL, 'm' },
+		{ "secret-stdin", no_argument, NULL, 's' },
 		{ 0 }
 	};
 	struct obj_arg a;
@@ -300,6 +354,9 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 			break;
 		case 'm':
 			a.migrated = optarg;
+			break;
+		case 's':
+			a.secret_in = 1;
 			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
@@ -326,7 +383,17 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 	if (!name_ok("--resource", a.resource) ||
 	    (a.login != NULL && !name_ok("--login", a.login)))
 		return TL_EXIT_USAGE;
-	if ((ex = cli_write(cli, do_adopt_object, &a, NULL)) != 0)
+	snprintf(a.home, sizeof(a.home), "%s", cli->home);
+	if (a.secret_in && cli_read_secret("the object's secret", a.secret,
+	    sizeof(a.secret)) != 0) {
+		tl_secret_wipe(a.secret, sizeof(a.secret));
+		cli_errx("--secret-stdin: no secret on standard input (one "
+		    "line, at most %d bytes)", TL_DRV_HANDLE_MAX - 2);
+		return TL_EXIT_USAGE;
+	}
+	ex = cli_write(cli, do_adopt_object, &a, NULL);
+	tl_secret_wipe(a.secret, sizeof(a.secret));
+	if (ex != 0)
 		return ex;
 	if (cli->json) {
 		cli_json_done(cli, json_pack("{s:s,s:s,s:s?,s:b}", "grant",

@@ -11,7 +11,10 @@
  *		by names and again by every operation, so no byte of a
  *		grant id can become an ACL rule or a glob character).  The
  *		user and the prefix are that one name, for every credential
- *		version: the credential model is MULTI_PASSWORD.
+ *		version: the credential model is MULTI_PASSWORD.  A user
+ *		tally adopt took over keeps its name and its prefix, which
+ *		may differ; the prefix "tally" is refused (tally:* is the
+ *		marks').
  *   rules	reset on #SHA256 ~NAME:* &NAME:* and the command rules of
  *		RULES below: reads and writes of keys, pub/sub, MULTI, the
  *		connection commands; never a dangerous or admin command
@@ -29,14 +32,16 @@
  *		tally:owner:USER holds the grant id ("" before marks named
  *		grants), tally:mesh:USER the mesh id (absent before marks
  *		named meshes, or for a home without one), tally:pw:USER the
- *		set of hashes tally set.  A user without the first is not
- *		tally's and is refused; a user marked for another grant is
- *		refused; one whose mesh mark names another mesh is refused
- *		by every change (TL_EREFUSED, "owned by mesh ...") and is a
- *		drift to check, unless g->adopt_mesh names that mesh; a
- *		user without a mesh mark is taken as this mesh's.  Every
- *		change writes this mesh's mark.  A password hash the user
- *		has that is not in the third is a drift.
+ *		set of hashes tally set (and an adopted user's own, until
+ *		the rotation that follows its adoption retires them).  A
+ *		user without the first is not tally's and is refused; a
+ *		user marked for another grant is refused; one whose mesh
+ *		mark names another mesh is refused by every change
+ *		(TL_EREFUSED, "owned by mesh ...") and is a drift to
+ *		check, unless g->adopt_mesh names that mesh; a user
+ *		without a mesh mark is taken as this mesh's.  Every change
+ *		writes this mesh's mark.  A password hash the user has
+ *		that is not in the third is a drift.
  *
  * Commands are built with hiredis's argv form (tl_drv_rd_append, over
  * redisAppendCommandArgv or redisFormatCommandArgv): every name, rule
@@ -77,6 +82,19 @@
  * purge cut short leaves the owner mark and is finished by the next.  Sessions cannot be told apart by
  * the password they used: retire_credential ends none (the holders
  * acknowledged the new one), and sessions counts the user's.
+ *
+ * tally adopt (g->adopting in create): an ACL user someone else made,
+ * and the keys under its prefix, become a grant's.  The user must exist,
+ * log in by password (on, not nopass), carry no mark of another grant
+ * or mesh, and be neither default nor the admin; the prefix must not be
+ * another tally user's.  create marks it and sets a grant's rules for
+ * the prefix without reset: its passwords stay (their hashes join the
+ * passwords mark, so a check before the retirement takes them for
+ * tally's and a repair keeps them), no key is read or deleted.  The
+ * rotation that follows adds the new version's password beside them
+ * (add_credential, as any rotation); retire_credential, told adopting,
+ * then keeps that one password only (resetpass and its hash in one ACL
+ * SETUSER: whatever was added meanwhile goes too).
  *
  * Every change of a user is followed by ACL SAVE (setting acl-save,
  * default yes), so the users survive a restart of a server run with
@@ -192,16 +210,25 @@ scrub(const char *msg, char *out, size_t cap)
 		snprintf(out, cap, "%s", msg);
 }
 
-/* The grant's user and prefix, refused unless they are tally's names. */
+/*
+ * The grant's user and prefix, refused unless they are names the driver
+ * may send.  They differ only for a user tally adopt took over, whose
+ * prefix the operator named: "tally" would give it every mark and
+ * fence.
+ */
 static int
 grant_ok(const struct tl_drv_grant *g, char *why)
 {
 	if (!tl_drv_rd_valid_name(g->resource) ||
 	    !tl_drv_rd_valid_name(g->login) ||
-	    strcmp(g->resource, g->login) != 0)
+	    (!g->adopted && !g->adopting &&
+	    strcmp(g->resource, g->login) != 0))
 		return tl_drv_why(why, TL_EINVAL, "not a redis grant's names "
-		    "(user and prefix are one name of [a-z0-9_-], at most 63 "
-		    "bytes)");
+		    "(a user and a prefix of [a-z0-9_-], at most 63 bytes, one "
+		    "name unless tally adopt took the user over)");
+	if (strcmp(g->resource, "tally") == 0)
+		return tl_drv_why(why, TL_EINVAL, "prefix tally: its keys are "
+		    "tally's marks and fences; refused");
 	return 0;
 }
 
@@ -1077,17 +1104,167 @@ fail:
 	return rc;
 }
 
+/*
+ * TL_EDRIVER (why) unless g->resource is free for an adopted user: a
+ * prefix that is the name of a user tally made is that grant's key
+ * space (its own user's prefix is the one name of both).
+ */
+static int
+prefix_free(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    char *why)
+{
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	const char *get[2] = { "GET", ok };
+	redisReply *r;
+	int rc;
+
+	if (strcmp(g->resource, g->login) == 0)
+		return 0;
+	mark_keys(g->resource, ok, pk, mk);
+	if ((rc = cmd(h, 2, get, &r, "GET the prefix's owner mark", why)) != 0)
+		return rc;
+	if (r->type == REDIS_REPLY_STRING)
+		rc = tl_drv_why(why, TL_EDRIVER, "prefix %s: the keys of user "
+		    "%s, made by tally for %s%.200s; refused", g->resource,
+		    g->resource, r->str[0] != '\0' ? "grant " :
+		    "another grant", r->str);
+	freeReplyObject(r);
+	return rc;
+}
+
+/*
+ * tally adopt (g->adopting, see the top): the user g->login becomes
+ * g's, its passwords kept (g->password is not set: the rotation that
+ * follows adds tally's beside them).  A user already marked for g (a
+ * create resumed) is taken over again as it is.
+ */
+static int
+adopt_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
+    char *why)
+{
+	const char *argv[16 + RD_NRULES];
+	char keys[80], chans[80];
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	const char *set[3] = { "SET", ok, g->grant != NULL ? g->grant : "" };
+	const char *del[2] = { "DEL", pk };
+	const char **sadd = NULL;
+	const redisReply *pw, *fl;
+	const char *had;
+	redisReply *u = NULL;
+	struct rd_owner o;
+	size_t i, npw = 0;
+	int n = 0, rc;
+
+	(void)arg;
+	if ((rc = tx_begin(h, g, &o, &u, why)) != 0)
+		return rc;
+	if (!o.exists) {
+		rc = tl_drv_why(why, TL_EDRIVER, "ACL user \"%s\" does not "
+		    "exist on this server: nothing to adopt", g->login);
+		goto out;
+	}
+	if (o.foreign) {
+		rc = owned(g, &o, why);
+		goto out;
+	}
+	if (o.marked == 0) {
+		rc = tl_drv_why(why, TL_EDRIVER, "user %s was made by tally "
+		    "for %s%.200s: tally adopt takes over only what tally did "
+		    "not make", g->login, o.mark[0] != '\0' ? "grant " :
+		    "another grant", o.mark);
+		goto out;
+	}
+	/*
+	 * A user nobody logs in as (off) would be turned on, and a nopass
+	 * one would be a credential drift the verifier repairs, locking out
+	 * its holders before they have the new version.
+	 */
+	fl = field(u, "flags");
+	if (has_elem(fl, "nopass") || (o.marked < 0 && !has_elem(fl, "on"))) {
+		rc = tl_drv_why(why, TL_EDRIVER, "user %s %s: tally adopt "
+		    "takes over a user that is on and logs in by password",
+		    g->login, has_elem(fl, "nopass") ? "has nopass (any "
+		    "password logs in)" : "is off");
+		goto out;
+	}
+	if ((rc = prefix_free(h, g, why)) != 0)
+		goto out;
+	pw = field(u, "passwords");
+	if (pw != NULL && pw->type == REDIS_REPLY_ARRAY &&
+	    (sadd = calloc(pw->elements + 2, sizeof(*sadd))) == NULL) {
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; sadd != NULL && i < pw->elements; i++)
+		if (pw->element[i]->type == REDIS_REPLY_STRING &&
+		    strlen(pw->element[i]->str) == RD_HASH_HEX)
+			sadd[2 + npw++] = pw->element[i]->str;
+	mark_keys(g->login, ok, pk, mk);
+	snprintf(keys, sizeof(keys), "~%s:*", g->resource);
+	snprintf(chans, sizeof(chans), "&%s:*", g->resource);
+	argv[n++] = "ACL";
+	argv[n++] = "SETUSER";
+	argv[n++] = g->login;
+	argv[n++] = "on";
+	argv[n++] = "resetkeys";
+	argv[n++] = "resetchannels";
+	argv[n++] = "clearselectors";
+	argv[n++] = "sanitize-payload";
+	argv[n++] = keys;
+	argv[n++] = chans;
+	for (i = 0; i < RD_NRULES; i++)
+		argv[n++] = rules[i];
+	if ((rc = tx_multi(h, why)) != 0 ||
+	    (rc = run(h, 3, set, "SET mark", why)) != 0 ||
+	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
+	    (rc = run(h, n, argv, "ACL SETUSER", why)) != 0 ||
+	    (rc = run(h, 2, del, "DEL passwords mark", why)) != 0)
+		goto out;
+	if (npw > 0) {
+		sadd[0] = "SADD";
+		sadd[1] = pk;
+		if ((rc = run(h, (int)npw + 2, sadd, "SADD passwords mark",
+		    why)) != 0)
+			goto out;
+	}
+	if ((rc = tx_exec(h, "adopt", why)) != 0 ||
+	    (rc = persist(h, why)) != 0)
+		goto out;
+	had = field_str(u, "keys");
+	tl_drv_why(why, 0, "user %s adopted: keys and channels %s:* and a "
+	    "grant's commands (it had keys \"%.60s\"), its %zu password%s "
+	    "kept until the rotation retires %s; no key touched", g->login,
+	    g->resource, had != NULL ? had : "?", npw, npw == 1 ? "" : "s",
+	    npw == 1 ? "it" : "them");
+out:
+	tx_end(h);
+	free(sadd);
+	freeReplyObject(u);
+	return rc;
+}
+
 static int
 rd_create(void *hv, const struct tl_drv_grant *g, char *why)
 {
+	struct tl_drv_redis *h = hv;
 	int rc;
 
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
+	if (g->adopting) {
+		if (strcmp(g->login, "default") == 0 ||
+		    strcmp(g->login, h->user) == 0)
+			return tl_drv_why(why, TL_EDRIVER, "user %s is %s: tally "
+			    "adopt takes over a consumer's user", g->login,
+			    strcmp(g->login, "default") == 0 ? "the default "
+			    "user (every connection is it before AUTH)" :
+			    "the admin user tallyd logs in as");
+		return retrying(h, g, 0, adopt_once, why);
+	}
 	if (g->password == NULL || *g->password == '\0')
 		return tl_drv_why(why, TL_EINVAL, "user %s: no password",
 		    g->login);
-	return retrying(hv, g, 0, create_once, why);
+	return retrying(h, g, 0, create_once, why);
 }
 
 /*
@@ -1593,6 +1770,68 @@ fail:
 	return rc;
 }
 
+/*
+ * The retirement of an adopted user's own passwords (g->adopting):
+ * every password goes but g->password, the new version's, in one ACL
+ * SETUSER (resetpass, then that hash: one added meanwhile goes too, and
+ * the user is never without the one its holders acknowledged); the
+ * passwords mark becomes that hash.  A user that lacks it is left as it
+ * is: nobody can be logging in with it there, and what it has is all
+ * that logs in.
+ */
+static int
+retire_adopted_once(struct tl_drv_redis *h, const struct tl_drv_grant *g,
+    int arg, char *why)
+{
+	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
+	char hash[RD_HASH_HEX + 2];
+	const char *set[5] = { "ACL", "SETUSER", g->login, "resetpass", hash };
+	const char *del[2] = { "DEL", pk };
+	const char *sadd[3] = { "SADD", pk, hash + 1 };
+	const redisReply *pw;
+	redisReply *u = NULL;
+	struct rd_owner o;
+	size_t gone = 0;
+	int rc;
+
+	(void)arg;
+	if ((rc = tx_begin(h, g, &o, &u, why)) != 0)
+		return rc;
+	if ((rc = owned(g, &o, why)) != 0)
+		goto out;
+	if (o.marked < 0 || !o.exists) {
+		rc = tl_drv_why(why, 0, "user %s is gone: nothing to retire",
+		    g->login);
+		goto out;
+	}
+	mark_keys(g->login, ok, pk, mk);
+	hash[0] = '#';
+	sha256hex(g->password, hash + 1);
+	pw = field(u, "passwords");
+	if (!has_elem(pw, hash + 1)) {
+		rc = tl_drv_why(why, TL_EDRIVER, "user %s does not have the new "
+		    "version's password: its own are kept (removing them would "
+		    "leave it nothing that logs in)", g->login);
+		goto out;
+	}
+	gone = pw->elements - 1;
+	if ((rc = tx_multi(h, why)) != 0 ||
+	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
+	    (rc = run(h, 5, set, "ACL SETUSER resetpass", why)) != 0 ||
+	    (rc = run(h, 2, del, "DEL passwords mark", why)) != 0 ||
+	    (rc = run(h, 3, sadd, "SADD passwords mark", why)) != 0)
+		goto out;
+	if ((rc = tx_exec(h, "retire the adopted passwords", why)) != 0 ||
+	    (rc = persist(h, why)) != 0)
+		goto out;
+	tl_drv_why(why, 0, "user %s: its %zu adopted password%s removed, the "
+	    "new version's kept", g->login, gone, gone == 1 ? "" : "s");
+out:
+	tx_end(h);
+	freeReplyObject(u);
+	return rc;
+}
+
 static int
 rd_retire_credential(void *hv, const struct tl_drv_grant *g, char *why)
 {
@@ -1602,8 +1841,9 @@ rd_retire_credential(void *hv, const struct tl_drv_grant *g, char *why)
 		return rc;
 	if (g->password == NULL || *g->password == '\0')
 		return tl_drv_why(why, TL_EINVAL, "user %s: retiring needs the "
-		    "retired password", g->login);
-	return retrying(hv, g, 0, retire_once, why);
+		    "%s password", g->login, g->adopting ? "kept" : "retired");
+	return retrying(hv, g, 0, g->adopting ? retire_adopted_once :
+	    retire_once, why);
 }
 
 /*

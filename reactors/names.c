@@ -143,11 +143,17 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 	/*
 	 * An object tally adopt took over keeps its name, and the version
 	 * adopted logs in as the login it had; every other version is a
-	 * login of the grant's own scheme (the rotation's).
+	 * login of the grant's own scheme (the rotation's), except where
+	 * every version shares one login (MULTI_PASSWORD: a password per
+	 * version on the adopted login).
 	 */
 	if (g->adopt_version != 0) {
+		const struct tl_drv_decl *d = tl_drv_decl_for_type(g->type);
+
 		memcpy(out.resource, g->adopt_resource, TL_DRV_NAME_MAX);
-		if (in.version == g->adopt_version && g->adopt_login[0] != '\0')
+		if (g->adopt_login[0] != '\0' && (in.version ==
+		    g->adopt_version || (d != NULL && d->credential.kind ==
+		    TL_DRV_CRED_MULTI_PASSWORD)))
 			memcpy(out.login, g->adopt_login, TL_DRV_NAME_MAX);
 	}
 	memcpy(res, out.resource, TL_DRV_NAME_MAX);

@@ -611,7 +611,13 @@ call_drivers(void *arg, unsigned *phases)
 
 		if (w->kind == W_DELIVER)
 			continue;
-		if (w->rc == 0)
+		if (w->rc == 0 && w->kind == W_CREATE &&
+		    tl_rx_grant_adopting(&w->g))
+			/* What the driver found and took over, said once. */
+			tl_rx_log(ps->rx, TL_RX_INFO, "provisioned grant %s on "
+			    "%s by adopting: %s (%llu ms)", w->g.id,
+			    w->g.provider, w->why, (unsigned long long)w->ms);
+		else if (w->rc == 0)
 			tl_rx_log(ps->rx, TL_RX_INFO, "%s grant %s on %s "
 			    "(%llu ms)", w->kind == W_CREATE ? "provisioned" :
 			    strcmp(w->g.state, TL_GRANT_PURGING) == 0 ? "purged" :

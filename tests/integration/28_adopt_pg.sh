@@ -129,6 +129,8 @@ f=$(t_envfile node-a legacy)
 USER2=$(t_envget "$f" DB_USER)
 [ "$(t_envget "$f" DB_NAME)" = legacydb ] || t_fail "DB_NAME is $(t_envget "$f" DB_NAME)"
 [ -n "$USER2" ] && [ "$USER2" != legacy ] || t_fail "DB_USER is '$USER2'"
+grep -q "provisioned grant $G on node-a/postgres by adopting: database \"legacydb\" adopted" "$T_DLOG" ||
+	t_fail "tallyd does not say what it adopted"
 t_ok "delivered: DB_NAME legacydb, DB_USER $USER2 (tally's)"
 
 t_check "nothing of the adopted login was delivered"

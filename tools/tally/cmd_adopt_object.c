@@ -100,7 +100,9 @@ taken_one(const struct tl_grant *g, void *arg)
 
 	if (g->adopt_version == 0 || strcmp(g->id, ta->a->grant) == 0 ||
 	    strcmp(g->type, ta->a->type) != 0 ||
-	    strcmp(g->adopt_resource, ta->a->resource) != 0 ||
+	    (strcmp(g->adopt_resource, ta->a->resource) != 0 &&
+	    (ta->a->login == NULL || g->adopt_login[0] == '\0' ||
+	    strcmp(g->adopt_login, ta->a->login) != 0)) ||
 	    strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
 	    strcmp(g->state, TL_GRANT_PURGED) == 0)
 		return 0;
@@ -116,14 +118,18 @@ claim_one(const void *key, size_t klen, const void *val, size_t vlen,
 	struct taken_arg *ta = arg;
 	struct tl_rec r;
 	char type[64] = "", res[TL_DRV_NAME_MAX] = "";
+	char login[TL_DRV_NAME_MAX] = "";
 
 	if (tl_rec_open(val, vlen, &r) != 0)
 		return TL_ECORRUPT;
 	tl_bn_getstr(r.m, "type", type, sizeof(type));
 	tl_bn_getstr(r.m, "resource", res, sizeof(res));
+	tl_bn_getstr(r.m, "login", login, sizeof(login));
 	tl_rec_close(&r);
 	if (strcmp(type, ta->a->type) != 0 ||
-	    strcmp(res, ta->a->resource) != 0 || klen <= 4 ||
+	    (strcmp(res, ta->a->resource) != 0 && (ta->a->login == NULL ||
+	    login[0] == '\0' || strcmp(login, ta->a->login) != 0)) ||
+	    klen <= 4 ||
 	    (klen - 4 == strlen(ta->a->grant) &&
 	    memcmp((const char *)key + 4, ta->a->grant, klen - 4) == 0))
 		return 0;
@@ -282,9 +288,10 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 	    claim_one, &ta)) != 0 && rc != 1)
 		return rc;
 	if (ta.by[0] != '\0')
-		return tl_refuse(c, TL_EREFUSED, "%s %s is adopted by grant %s "
-		    "already: one object, one grant", a->type, a->resource,
-		    ta.by);
+		return tl_refuse(c, TL_EREFUSED, "%s %s%s%s is adopted by grant "
+		    "%s already (the object or the login): one object, one "
+		    "grant", a->type, a->resource, a->login != NULL ?
+		    ", login " : "", a->login != NULL ? a->login : "", ta.by);
 	if ((rc = tl_key(stream, "grant/%s", a->grant)) != 0)
 		return rc;
 	tl_body_init(&b);

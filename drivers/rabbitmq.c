@@ -34,12 +34,35 @@
  * (TL_EREFUSED, "owned by mesh ..., not this one") and is a drift to
  * check, unless g->adopt_mesh names that mesh; a mark naming no mesh
  * (made before marks named one) is judged by its grant alone.  Every
- * change but a revocation writes this session's mark when it differs.  Users carry no mark (tags would
- * be access): a user is the grant's when it has permissions on the
- * grant's vhost, or none anywhere and no tags (what a create that
- * stopped between the user and its permissions leaves; such a user can
- * do nothing, so taking it over gives nothing away).  A user with tags
- * or with permissions only elsewhere is someone else's, and refused.
+ * change but a revocation writes this session's mark when it differs.
+ * Users tally makes carry no mark (tags would be access): a user is the
+ * grant's when it has permissions on the grant's vhost, or none anywhere
+ * and no tags (what a create that stopped between the user and its
+ * permissions leaves; such a user can do nothing, so taking it over
+ * gives nothing away).  A user with tags or with permissions only
+ * elsewhere is someone else's, and refused.  The grant's logins beside
+ * g->login are the scheme's STEM_vN, STEM the vhost's name, the owner's
+ * or g->login's own without its _vN (an adopted vhost keeps its name
+ * while the logins take the scheme's, and naming.c cuts a long prefix
+ * shorter in a login than in the vhost), and the user tally adopt took
+ * over.
+ *
+ * tally adopt (create with g->adopting): the vhost g->resource and the
+ * user g->login, made by someone else, become the grant's as they are.
+ * The vhost gets the grant's mark by a PUT of its description and tags
+ * (never deleted or made again: its queues and messages stay); the user
+ * gets ".*" on it and is PUT back with the hash it has (its holders'
+ * password works until the rotation that follows retires it) and the
+ * tag "tally", its mark: its name is not the scheme's, and the tag tells
+ * check, fix_privileges and revoke that its permission on the vhost is
+ * the grant's (no access: the management plugin knows only its own
+ * tags).  Other users' permissions on the vhost go, as fix_privileges
+ * would take them.  Refused: a vhost or user that does not exist
+ * (TL_EDRIVER, "nothing to adopt"), a vhost marked for another grant or
+ * mesh, a user with permissions on another vhost (on another grant's or
+ * mesh's: theirs; on an operator's: the retirement would cut that
+ * access off), an administrator.  A resumed call finds its marks and
+ * goes on.
  *
  * Drift (check, check_bulk): the vhost gone, or no longer this grant's,
  * is TL_DRIFT_MISSING and never recreated (its messages are gone; an
@@ -872,7 +895,10 @@ vhost_start(struct tl_drv_rmq *r, const json_t *vh, const char *vhost,
 	return 0;
 }
 
-/* GET /api/users/U and its permissions (*perms NULL when no user). */
+/*
+ * GET /api/users/U and its permissions (*perms NULL when no user; perms
+ * NULL: the user alone).
+ */
 static int
 get_user(struct tl_drv_rmq *r, const char *user, json_t **u, json_t **perms,
     char *why)
@@ -880,7 +906,8 @@ get_user(struct tl_drv_rmq *r, const char *user, json_t **u, json_t **perms,
 	char p[1024];
 	int rc;
 
-	*perms = NULL;
+	if (perms != NULL)
+		*perms = NULL;
 	if ((rc = path_of(r, p, sizeof(p), "/users", user, NULL)) != 0)
 		return tl_drv_why(why, rc, "user name too long");
 	if ((rc = get_json(r, p, 1, u, "read the user", why)) != 0 ||
@@ -908,6 +935,44 @@ tags_empty(const json_t *u)
 	    *json_string_value(t) == '\0');
 }
 
+/* Does u carry tag (the API lists tags, or joins them with commas)? */
+static int
+has_tag(const json_t *u, const char *tag)
+{
+	const json_t *t = json_object_get(u, "tags");
+	const char *s, *e;
+	size_t i, n = strlen(tag);
+
+	if (json_is_array(t)) {
+		for (i = 0; i < json_array_size(t); i++)
+			if ((s = json_string_value(json_array_get(t, i))) !=
+			    NULL && strcmp(s, tag) == 0)
+				return 1;
+		return 0;
+	}
+	for (s = json_string_value(t); s != NULL && *s != '\0'; s = e) {
+		if ((e = strchr(s, ',')) == NULL)
+			e = s + strlen(s);
+		if ((size_t)(e - s) == n && strncmp(s, tag, n) == 0)
+			return 1;
+		if (*e == ',')
+			e++;
+	}
+	return 0;
+}
+
+/* Is u a user tally adopt took over: its one tag tally's (see the top)? */
+static int
+adopted_user(const json_t *u)
+{
+	const json_t *t = json_object_get(u, "tags");
+
+	if (!has_tag(u, RMQ_TAG))
+		return 0;
+	return json_is_array(t) ? json_array_size(t) == 1 :
+	    strcmp(json_string_value(t), RMQ_TAG) == 0;
+}
+
 /*
  * Whether user u (with perms, its permission rows) is g's to act on (see
  * the top); why says why not.
@@ -925,7 +990,7 @@ user_ours(const json_t *u, const json_t *perms, const char *vhost,
 		if (v != NULL && strcmp(v, vhost) == 0)
 			return 1;
 	}
-	if (n == 0 && tags_empty(u))
+	if (n == 0 && (tags_empty(u) || adopted_user(u)))
 		return 1;
 	tl_drv_why(why, 0, "user \"%s\" exists and is not tally's (it has %s "
 	    "and no permissions on vhost \"%s\"): tally never takes over a "
@@ -934,10 +999,10 @@ user_ours(const json_t *u, const json_t *perms, const char *vhost,
 	return 0;
 }
 
-/* PUT /api/users/U with a hash of g->password, no tags. */
+/* PUT /api/users/U with hash (of alg) and tags ("" none). */
 static int
 put_user_hash(struct tl_drv_rmq *r, const char *user, const char *hash,
-    const char *alg, char *why)
+    const char *alg, const char *tags, char *why)
 {
 	char p[1024];
 	json_t *b;
@@ -947,7 +1012,7 @@ put_user_hash(struct tl_drv_rmq *r, const char *user, const char *hash,
 	if ((rc = path_of(r, p, sizeof(p), "/users", user, NULL)) != 0)
 		return tl_drv_why(why, rc, "user name too long");
 	if ((b = json_pack("{s:s, s:s, s:s}", "password_hash", hash,
-	    "hashing_algorithm", alg, "tags", "")) == NULL)
+	    "hashing_algorithm", alg, "tags", tags)) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	rc = request(r, "PUT", p, b, NULL, &st, "set the user", why);
 	json_decref(b);
@@ -965,10 +1030,10 @@ put_user(struct tl_drv_rmq *r, const struct tl_drv_grant *g, char *why)
 	 * (the EXTERNAL mechanism takes the certificate's CN).
 	 */
 	if (g->cert_login)
-		return put_user_hash(r, g->login, "", RMQ_ALG, why);
+		return put_user_hash(r, g->login, "", RMQ_ALG, "", why);
 	if (tl_drv_rmq_hash(g->password, hash, sizeof(hash)) != 0)
 		return tl_drv_why(why, TL_EDRIVER, "cannot hash the password");
-	rc = put_user_hash(r, g->login, hash, RMQ_ALG, why);
+	rc = put_user_hash(r, g->login, hash, RMQ_ALG, "", why);
 	sodium_memzero(hash, sizeof(hash));
 	return rc;
 }
@@ -1034,6 +1099,31 @@ close_connections(struct tl_drv_rmq *r, const char *user, unsigned *n,
 }
 
 /*
+ * PUT /api/vhosts/V with this session's mark for g: makes the vhost, or
+ * sets the description and tags of one that exists (what it holds
+ * stays).
+ */
+static int
+mark_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    const char *step, char *why)
+{
+	char mark[TL_DRV_WHY_MAX], p[1024];
+	json_t *b;
+	long st;
+	int rc;
+
+	mark_text(r, g, mark, sizeof(mark));
+	if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource, NULL)) != 0)
+		return tl_drv_why(why, rc, "vhost name too long");
+	if ((b = json_pack("{s:s, s:s}", "description", mark, "tags",
+	    RMQ_TAG)) == NULL)
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	rc = request(r, "PUT", p, b, NULL, &st, step, why);
+	json_decref(b);
+	return rc;
+}
+
+/*
  * The vhost must exist and be g's: 0, TL_ENOTFOUND (gone: why says so)
  * or the refusal.  create makes it instead when it is gone.
  */
@@ -1041,11 +1131,9 @@ static int
 vet_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g, int make,
     int *made, char *why)
 {
-	char other[256], mark[TL_DRV_WHY_MAX];
+	char other[256];
 	enum rmq_mark k;
-	json_t *vh = NULL, *b;
-	char p[1024];
-	long st;
+	json_t *vh = NULL;
 	int rc;
 
 	*made = 0;
@@ -1072,14 +1160,7 @@ vet_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g, int make,
 		return tl_drv_why(why, TL_ENOTFOUND, "vhost \"%s\" is gone; "
 		    "not recreated empty (its messages are lost: tally purge, "
 		    "then a new grant)", g->resource);
-	mark_text(r, g, mark, sizeof(mark));
-	if ((rc = path_of(r, p, sizeof(p), "/vhosts", g->resource, NULL)) != 0)
-		return tl_drv_why(why, rc, "vhost name too long");
-	if ((b = json_pack("{s:s, s:s}", "description", mark, "tags",
-	    RMQ_TAG)) == NULL)
-		return tl_drv_why(why, ENOMEM, "out of memory");
-	rc = request(r, "PUT", p, b, NULL, &st, "create the vhost", why);
-	json_decref(b);
+	rc = mark_vhost(r, g, "create the vhost", why);
 	*made = vh == NULL && rc == 0;
 	return rc;
 }
@@ -1119,14 +1200,160 @@ ensure_login(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 	return 0;
 }
 
+static int grant_login(const struct tl_drv_grant *g, const char *user);
+
+/*
+ * Whether user g->login (u, with perms, its permission rows) may be
+ * adopted: 0, or the refusal (see the top).  Its mark is the vhost it
+ * has permissions on, and so is an operator's access it would lose.
+ */
+static int
+adoptable_user(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    const json_t *u, const json_t *perms, char *why)
+{
+	char other[256];
+	enum rmq_mark k;
+	const json_t *row;
+	json_t *vh;
+	const char *v;
+	size_t i;
+	int rc, exact;
+
+	if (has_tag(u, "administrator"))
+		return tl_drv_why(why, TL_EDRIVER, "user \"%s\" is an "
+		    "administrator: tally adopt takes over a user without "
+		    "management access only", g->login);
+	for (i = 0; i < json_array_size(perms); i++) {
+		row = json_array_get(perms, i);
+		v = json_string_value(json_object_get(row, "vhost"));
+		if (v == NULL || strcmp(v, g->resource) == 0)
+			continue;
+		if ((rc = get_vhost(r, v, &vh, why)) != 0)
+			return rc;
+		k = vh != NULL ? vhost_mark(r, vh, g, other, sizeof(other),
+		    &exact) : MARK_FOREIGN;
+		json_decref(vh);
+		if (k == MARK_MESH)
+			return tl_drv_why(why, TL_EREFUSED, "user \"%s\" has "
+			    "permissions on vhost \"%s\", owned by mesh "
+			    "%.12s..., not this one; refused", g->login, v,
+			    other);
+		if (k == MARK_OTHER)
+			return tl_drv_why(why, TL_EDRIVER, "user \"%s\" was "
+			    "made by tally for %s%s (it has permissions on its "
+			    "vhost \"%s\"): tally adopt takes over only what "
+			    "tally did not make", g->login, other[0] != '\0' ?
+			    "grant " : "another grant", other, v);
+		return tl_drv_why(why, TL_EDRIVER, "user \"%s\" also has "
+		    "permissions on vhost \"%s\": the rotation that follows "
+		    "the adoption deletes the user, which would cut them off; "
+		    "remove them first", g->login, v);
+	}
+	return 0;
+}
+
+/*
+ * tally adopt (g->adopting): the vhost g->resource and the user g->login
+ * become g's (see the top); what the vhost holds and the user's password
+ * stay.  Every step is looked up first, so a resumed call goes on.
+ */
+static int
+adopt_takeover(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    char *why)
+{
+	json_t *vh = NULL, *u = NULL, *up = NULL, *vp = NULL;
+	char other[256], p[1024], cut[160] = "";
+	const char *hash, *alg, *pu;
+	unsigned started = 0, ncut = 0;
+	enum rmq_mark k;
+	size_t i, off = 0;
+	int rc, exact, tagged = 0;
+
+	if ((rc = get_vhost(r, g->resource, &vh, why)) != 0)
+		return rc;
+	if (vh == NULL)
+		return tl_drv_why(why, TL_EDRIVER, "virtual host \"%s\" does "
+		    "not exist on this server: nothing to adopt", g->resource);
+	if ((k = vhost_mark(r, vh, g, other, sizeof(other), &exact)) ==
+	    MARK_OTHER || k == MARK_MESH) {
+		rc = refuse_vhost(k, other, g->resource, g, why);
+		goto out;
+	}
+	if ((rc = get_user(r, g->login, &u, &up, why)) != 0)
+		goto out;
+	if (u == NULL) {
+		rc = tl_drv_why(why, TL_EDRIVER, "user \"%s\" does not exist "
+		    "on this server: nothing to adopt", g->login);
+		goto out;
+	}
+	if ((rc = adoptable_user(r, g, u, up, why)) != 0 ||
+	    (!exact && (rc = mark_vhost(r, g, "mark the vhost", why)) != 0) ||
+	    (rc = vhost_start(r, vh, g->resource, &started, why)) != 0)
+		goto out;
+	/* Its own hash sent back: a PUT without one clears the password. */
+	if (!adopted_user(u)) {
+		hash = json_string_value(json_object_get(u, "password_hash"));
+		alg = json_string_value(json_object_get(u,
+		    "hashing_algorithm"));
+		if (hash == NULL || alg == NULL) {
+			rc = tl_drv_why(why, TL_EDRIVER, "user \"%s\": the "
+			    "management API shows no password hash to keep",
+			    g->login);
+			goto out;
+		}
+		if ((rc = put_user_hash(r, g->login, hash, alg, RMQ_TAG,
+		    why)) != 0)
+			goto out;
+		tagged = 1;
+	}
+	if ((rc = put_perms(r, g->resource, g->login, why)) != 0 ||
+	    (rc = path_of(r, p, sizeof(p), "/vhosts", g->resource, NULL)) != 0)
+		goto out;
+	strcat(p, "/permissions");
+	if ((rc = get_json(r, p, 0, &vp, "read the vhost's permissions",
+	    why)) != 0)
+		goto out;
+	for (i = 0; i < json_array_size(vp); i++) {
+		pu = json_string_value(json_object_get(json_array_get(vp, i),
+		    "user"));
+		if (pu == NULL || strcmp(pu, r->user) == 0 ||
+		    grant_login(g, pu))
+			continue;
+		if ((rc = del(r, "/permissions", g->resource, pu, "remove "
+		    "another user's permission", why)) != 0)
+			goto out;
+		ncut++;
+		if (off < sizeof(cut))
+			off += (size_t)snprintf(cut + off, sizeof(cut) - off,
+			    "%s\"%s\"", off > 0 ? ", " : " (", pu);
+	}
+	if (off > 0 && off < sizeof(cut) - 1)
+		strcat(cut, ")");
+	tl_drv_why(why, 0, "vhost \"%s\" adopted (%s, its queues and "
+	    "messages kept), user \"%s\" kept with its password (%s, "
+	    "\".*\" on the vhost) until the rotation retires it; %u other "
+	    "user(s) lost their permission on it%s", g->resource, exact ?
+	    "already marked" : "marked", g->login, tagged ? "tagged tally" :
+	    "already tagged", ncut, cut);
+out:
+	json_decref(vh);
+	json_decref(u);
+	json_decref(up);
+	json_decref(vp);
+	return rc;
+}
+
 static int
 rmq_create(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct tl_drv_rmq *r = h;
 	int rc, made = 0, existed = 0;
 
-	if ((rc = grant_ok(r, g, 1, why)) != 0 ||
-	    (rc = vet_vhost(r, g, 1, &made, why)) != 0 ||
+	if ((rc = grant_ok(r, g, 1, why)) != 0)
+		return rc;
+	if (g->adopting)
+		return adopt_takeover(r, g, why);
+	if ((rc = vet_vhost(r, g, 1, &made, why)) != 0 ||
 	    (rc = ensure_login(r, g, &existed, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "vhost \"%s\" %s, user \"%s\" %s",
@@ -1153,22 +1380,40 @@ rmq_set_password(void *h, const struct tl_drv_grant *g, char *why)
 
 /* --- verification ----------------------------------------------------- */
 
-/* Is user one of g's logins (PREFIX_DIGEST_vN beside g->login)? */
+/* Is user the first n bytes of stem, then _vN? */
 static int
-grant_login(const struct tl_drv_grant *g, const char *user)
+stem_v(const char *user, const char *stem, size_t n)
 {
-	size_t n = strlen(g->resource);
 	const char *s;
 
-	if (strcmp(user, g->login) == 0)
-		return 1;
-	if (strncmp(user, g->resource, n) != 0 || strncmp(user + n, "_v",
-	    2) != 0 || user[n + 2] == '\0')
+	if (n == 0 || strncmp(user, stem, n) != 0 ||
+	    strncmp(user + n, "_v", 2) != 0 || user[n + 2] == '\0')
 		return 0;
 	for (s = user + n + 2; *s != '\0'; s++)
 		if (*s < '0' || *s > '9')
 			return 0;
 	return 1;
+}
+
+/*
+ * Is user g->login or a name of g's scheme beside it (see the top: the
+ * stems)?  The user tally adopt took over is told by its tag instead.
+ */
+static int
+grant_login(const struct tl_drv_grant *g, const char *user)
+{
+	size_t n = strlen(g->login);
+
+	if (strcmp(user, g->login) == 0)
+		return 1;
+	if (stem_v(user, g->resource, strlen(g->resource)) ||
+	    (g->owner != NULL && stem_v(user, g->owner, strlen(g->owner))))
+		return 1;
+	/* g->login's stem: itself without the _vN it ends with. */
+	while (n > 0 && g->login[n - 1] >= '0' && g->login[n - 1] <= '9')
+		n--;
+	return n >= 2 && n < strlen(g->login) && g->login[n - 1] == 'v' &&
+	    g->login[n - 2] == '_' && stem_v(user, g->login, n - 2);
 }
 
 static void
@@ -1178,15 +1423,20 @@ drift_to(enum tl_drv_drift *d, enum tl_drv_drift k)
 		*d = k;
 }
 
+/* Another user by name, from what the caller read (NULL: not read). */
+typedef const json_t *(*user_of_fn)(const void *arg, const char *name);
+
 /*
  * What check finds for g from the API's objects: vh (the vhost or NULL),
  * u (the user or NULL), perms (the permission rows about either, an
- * array of borrowed objects).  The worst finding comes first in why.
+ * array of borrowed objects), user_of(uarg, NAME) the other users with
+ * permissions on the vhost.  The worst finding comes first in why.
  */
 static void
 evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
     const json_t *vh, const json_t *u, const json_t *const *perms,
-    size_t np, enum tl_drv_drift *drift, char *why)
+    size_t np, user_of_fn user_of, const void *uarg,
+    enum tl_drv_drift *drift, char *why)
 {
 	char other[256], cred[TL_DRV_WHY_MAX] = "", priv[TL_DRV_WHY_MAX] = "";
 	const char *pv, *pu, *c, *w, *rd;
@@ -1275,7 +1525,8 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 			tl_drv_why_add(priv, "user \"%s\" also has permissions "
 			    "on vhost \"%s\"", pu, pv);
 		} else if (strcmp(pv, g->resource) == 0 &&
-		    strcmp(pu, r->user) != 0 && !grant_login(g, pu)) {
+		    strcmp(pu, r->user) != 0 && !grant_login(g, pu) &&
+		    !adopted_user(user_of(uarg, pu))) {
 			drift_to(drift, TL_DRIFT_PRIVILEGES);
 			tl_drv_why_add(priv, "user \"%s\" (not this grant's) "
 			    "has permissions on vhost \"%s\"", pu, pv);
@@ -1361,12 +1612,49 @@ pick_perms(const json_t *perms, const struct tl_drv_grant *g,
 
 #define RMQ_PERMS_MAX	256
 
+/*
+ * The users with a permission on g's vhost (vp, its rows) but the admin
+ * and g's logins by name, read into *others by name: the one tally
+ * adopt took over is told from an intruder by its tag.
+ */
+static int
+read_others(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    const json_t *vp, json_t **others, char *why)
+{
+	const char *pu;
+	json_t *u;
+	size_t i;
+	int rc;
+
+	if ((*others = json_object()) == NULL)
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	for (i = 0; i < json_array_size(vp); i++) {
+		pu = json_string_value(json_object_get(json_array_get(vp, i),
+		    "user"));
+		if (pu == NULL || strcmp(pu, r->user) == 0 ||
+		    grant_login(g, pu) || json_object_get(*others, pu) != NULL)
+			continue;
+		if ((rc = get_user(r, pu, &u, NULL, why)) != 0)
+			return rc;
+		if (u != NULL && json_object_set_new(*others, pu, u) != 0)
+			return tl_drv_why(why, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static const json_t *
+user_in_object(const void *arg, const char *name)
+{
+	return json_object_get(arg, name);
+}
+
 static int
 rmq_check(void *h, const struct tl_drv_grant *g,
     const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
 {
 	struct tl_drv_rmq *r = h;
 	json_t *vh = NULL, *u = NULL, *up = NULL, *vp = NULL, *all;
+	json_t *others = NULL;
 	const json_t *rows[RMQ_PERMS_MAX];
 	char p[1024], lw[TL_DRV_WHY_MAX];
 	size_t n = 0, i;
@@ -1390,6 +1678,8 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 		    "permissions", why)) != 0)
 			goto out;
 	}
+	if ((rc = read_others(r, g, vp, &others, why)) != 0)
+		goto out;
 	if ((all = json_array()) == NULL) {
 		rc = tl_drv_why(why, ENOMEM, "out of memory");
 		goto out;
@@ -1405,7 +1695,7 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 			json_array_append(all, json_array_get(up, i));
 	}
 	n = pick_perms(all, g, rows, RMQ_PERMS_MAX);
-	evaluate(r, g, vh, u, rows, n, drift, why);
+	evaluate(r, g, vh, u, rows, n, user_in_object, others, drift, why);
 	json_decref(all);
 	/* By certificate: the key is on the consumer's node only. */
 	if (*drift == TL_DRIFT_NONE && g->password != NULL && !g->cert_login) {
@@ -1445,6 +1735,7 @@ out:
 	json_decref(u);
 	json_decref(up);
 	json_decref(vp);
+	json_decref(others);
 	return rc;
 }
 
@@ -1514,6 +1805,12 @@ idx_find(const struct idx *x, const char *name, size_t *at)
 	return NULL;
 }
 
+static const json_t *
+user_in_idx(const void *arg, const char *name)
+{
+	return idx_find(arg, name, NULL);
+}
+
 /* Appends the rows of x whose key is name (and not already in). */
 static void
 idx_rows(const struct idx *x, const char *name, const json_t **out,
@@ -1575,8 +1872,8 @@ rmq_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		idx_rows(&xpv, gs[i].resource, rows, &np, RMQ_PERMS_MAX);
 		idx_rows(&xpu, gs[i].login, rows, &np, RMQ_PERMS_MAX);
 		evaluate(r, &gs[i], idx_find(&xv, gs[i].resource, NULL),
-		    idx_find(&xu, gs[i].login, NULL), rows, np, &drift[i],
-		    why[i]);
+		    idx_find(&xu, gs[i].login, NULL), rows, np, user_in_idx,
+		    &xu, &drift[i], why[i]);
 		if (drift[i] == TL_DRIFT_NONE)
 			tl_drv_why(why[i], 0, "vhost \"%s\" and user \"%s\" "
 			    "are as tally set them", gs[i].resource,
@@ -1602,7 +1899,7 @@ static int
 rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct tl_drv_rmq *r = h;
-	json_t *u = NULL, *up = NULL, *vp = NULL, *row;
+	json_t *u = NULL, *up = NULL, *vp = NULL, *others = NULL, *row;
 	const char *v, *pu, *hash, *alg;
 	char p[1024];
 	unsigned fixed = 0;
@@ -1630,7 +1927,7 @@ rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 		alg = json_string_value(json_object_get(u,
 		    "hashing_algorithm"));
 		if (hash != NULL && *hash != '\0' && alg != NULL)
-			rc = put_user_hash(r, g->login, hash, alg, why);
+			rc = put_user_hash(r, g->login, hash, alg, "", why);
 		else if (g->password != NULL)
 			rc = put_user(r, g, why);
 		else
@@ -1656,12 +1953,13 @@ rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 		goto out;
 	strcat(p, "/permissions");
 	if ((rc = get_json(r, p, 1, &vp, "read the vhost's permissions",
-	    why)) != 0)
+	    why)) != 0 || (rc = read_others(r, g, vp, &others, why)) != 0)
 		goto out;
 	json_array_foreach(vp, i, row) {
 		pu = json_string_value(json_object_get(row, "user"));
 		if (pu == NULL || strcmp(pu, r->user) == 0 ||
-		    grant_login(g, pu))
+		    grant_login(g, pu) ||
+		    adopted_user(json_object_get(others, pu)))
 			continue;
 		if ((rc = del(r, "/permissions", g->resource, pu, "remove "
 		    "another user's permission", why)) != 0)
@@ -1674,6 +1972,7 @@ out:
 	json_decref(u);
 	json_decref(up);
 	json_decref(vp);
+	json_decref(others);
 	return rc;
 }
 
@@ -1755,14 +2054,15 @@ rmq_sessions(void *h, const struct tl_drv_grant *g, unsigned *count,
 }
 
 /*
- * Every login of g (g->login and the others beside it on the vhost) is
- * deleted with its connections; drop deletes the vhost too.
+ * Every login of g (g->login, the others beside it on the vhost and the
+ * user tally adopt took over) is deleted with its connections; drop
+ * deletes the vhost too.
  */
 static int
 rmq_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
 	struct tl_drv_rmq *r = h;
-	json_t *vh = NULL, *vp = NULL, *row;
+	json_t *vh = NULL, *vp = NULL, *others = NULL, *row;
 	char other[256], p[1024];
 	unsigned closed, users = 0, conns = 0;
 	enum rmq_mark k;
@@ -1784,13 +2084,15 @@ rmq_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 			goto out;
 		strcat(p, "/permissions");
 		if ((rc = get_json(r, p, 1, &vp, "read the vhost's "
-		    "permissions", why)) != 0)
+		    "permissions", why)) != 0 ||
+		    (rc = read_others(r, g, vp, &others, why)) != 0)
 			goto out;
 	}
 	json_array_foreach(vp, i, row) {
 		pu = json_string_value(json_object_get(row, "user"));
 		if (pu == NULL || strcmp(pu, g->login) == 0 ||
-		    !grant_login(g, pu))
+		    (!grant_login(g, pu) &&
+		    !adopted_user(json_object_get(others, pu))))
 			continue;
 		if ((rc = drop_user(r, g, pu, &closed, why)) != 0)
 			goto out;
@@ -1810,6 +2112,7 @@ rmq_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 out:
 	json_decref(vh);
 	json_decref(vp);
+	json_decref(others);
 	return rc;
 }
 

@@ -31,7 +31,8 @@
  * recorded in its own database on the server, `tally`, table `marks`
  * (kind 'd' database / 'u' user, name, grant id, mesh id), written BEFORE
  * the object is made: an object that exists without a mark is someone
- * else's and is never taken over, one whose mark names another grant is
+ * else's and is never taken over but by tally adopt (create with
+ * g->adopting: adopt_takeover), one whose mark names another grant is
  * that grant's and never handed to this one, and one another mesh marked
  * is refused (TL_EREFUSED) unless the call adopts that mesh.  A mark with
  * an empty grant id is the unnamed mark (decl.h: adopt_unnamed); one
@@ -765,6 +766,24 @@ cert_require(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 }
 
 /*
+ * ALL on the database; with revoke, every other privilege taken first
+ * (between the two statements the user may use nothing, which a user in
+ * use is spared when there is nothing to take: adopt_takeover).
+ */
+static int
+grant_database(struct tl_drv_mdb *p, const struct ids *x, int revoke,
+    char *why)
+{
+	int rc;
+
+	if (revoke && (rc = runf(p->c, "revoking the user's privileges", why,
+	    "REVOKE ALL PRIVILEGES, GRANT OPTION FROM %s", x->user)) != 0)
+		return rc;
+	return runf(p->c, "granting the database", why, "GRANT ALL "
+	    "PRIVILEGES ON %s.* TO %s", x->pat, x->user);
+}
+
+/*
  * Exactly ALL on the database, nothing else, no other host's account,
  * no resource limit (a limit set by hand refuses the consumer with 1226,
  * which a new password cannot repair).
@@ -795,12 +814,7 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 			break;
 	}
 	mysql_free_result(r);
-	if (rc != 0)
-		return rc;
-	if ((rc = runf(p->c, "revoking the user's privileges", why, "REVOKE "
-	    "ALL PRIVILEGES, GRANT OPTION FROM %s", x->user)) != 0 ||
-	    (rc = runf(p->c, "granting the database", why, "GRANT ALL "
-	    "PRIVILEGES ON %s.* TO %s", x->pat, x->user)) != 0)
+	if (rc != 0 || (rc = grant_database(p, x, 1, why)) != 0)
 		return rc;
 	if ((rc = runf(p->c, "unlocking the user", why, "ALTER USER %s "
 	    "ACCOUNT UNLOCK", x->user)) != 0)
@@ -1121,6 +1135,212 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 	return 0;
 }
 
+/* --- tally adopt: a database and a user tally did not make ----------- */
+
+/*
+ * TL_EDRIVER (why) unless object (kind, name) is nobody's or already
+ * g's; *mark: it is still to be marked for g (no mark, or a stale one).
+ */
+static int
+adoptable(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char kind,
+    const char *name, int *mark, char *why)
+{
+	char other[256];
+	enum mark m;
+	int rc, unnamed;
+
+	*mark = 0;
+	if ((rc = read_mark(p, g, kind, name, &m, &unnamed, other,
+	    sizeof(other), why)) != 0)
+		return rc;
+	if (m == MARK_MESH)
+		return mesh_refused(kind, name, other, why);
+	if (m == MARK_OTHER)
+		return tl_drv_why(why, TL_EDRIVER, "%s \"%s\" was made by tally "
+		    "for %s%s: tally adopt takes over only what tally did not "
+		    "make", kind == 'd' ? "database" : "user", name,
+		    other[0] != '\0' ? "grant " : "another grant", other);
+	*mark = m == MARK_ABSENT || unnamed;
+	return 0;
+}
+
+/*
+ * 0 when the accounts named g->login are one, 'LOGIN'@'%' (the host of
+ * every login the driver makes), that may become a grant's login.
+ * Refused (TL_EDRIVER): tally's admin; no such account; an account of
+ * the name on another host (it would shadow 'LOGIN'@'%' for connections
+ * from there, and outlive the retirement with its privileges); a locked
+ * one (no consumer logs in as it); global privileges or roles (an
+ * administrator's account, which taking over would strip).
+ */
+static int
+adopt_user_ok(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const struct ids *x, char *why)
+{
+	char sql[MDB_SQL_MAX], hosts[256], access[32];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	size_t o = 0;
+	int rc, found = 0, locked = 0, roles = 0;
+
+	if (strcmp(g->login, p->user) == 0)
+		return tl_drv_why(why, TL_EDRIVER, "user '%s' is the account "
+		    "tally administers this server as: never a grant's login",
+		    g->login);
+	if ((rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT a.Host, "
+	    "IFNULL(JSON_VALUE(a.Priv, '$.account_locked'), 0), "
+	    "IFNULL(JSON_VALUE(a.Priv, '$.access'), 0), (SELECT COUNT(*) "
+	    "FROM mysql.roles_mapping m WHERE m.User = a.User AND "
+	    "m.Host = a.Host) FROM mysql.global_priv a WHERE a.User = %s "
+	    "ORDER BY a.Host", x->ulit)) != 0 ||
+	    (rc = query(p->c, sql, &r, "looking up the user to adopt",
+	    why)) != 0)
+		return rc;
+	hosts[0] = '\0';
+	snprintf(access, sizeof(access), "0");
+	while ((row = mysql_fetch_row(r)) != NULL) {
+		int k;
+
+		if (row[0] != NULL && strcmp(row[0], "%") == 0) {
+			found = 1;
+			locked = row[1] != NULL && strcmp(row[1], "0") != 0 &&
+			    strcmp(row[1], "false") != 0;
+			snprintf(access, sizeof(access), "%s", row[2] != NULL ?
+			    row[2] : "?");
+			roles = row[3] != NULL ? atoi(row[3]) : 0;
+			continue;
+		}
+		k = snprintf(hosts + o, sizeof(hosts) - o, "%s'%.64s'",
+		    o > 0 ? ", " : "", row[0] != NULL ? row[0] : "");
+		if (k < 0 || o + (size_t)k >= sizeof(hosts) - 8)
+			break;	/* enough to name them */
+		o += (size_t)k;
+	}
+	mysql_free_result(r);
+	if (!found && hosts[0] != '\0')
+		return tl_drv_why(why, TL_EDRIVER, "user '%s'@'%%' does not "
+		    "exist on this server (accounts of that name: %s): tally "
+		    "adopt takes over the account of every host, as every "
+		    "grant's login is; RENAME USER the one its consumers use "
+		    "to '%s'@'%%' first", g->login, hosts, g->login);
+	if (!found)
+		return tl_drv_why(why, TL_EDRIVER, "user '%s'@'%%' does not "
+		    "exist on this server: nothing to adopt", g->login);
+	if (hosts[0] != '\0')
+		return tl_drv_why(why, TL_EDRIVER, "user '%s' has accounts on "
+		    "other hosts too (%s): a grant's login is '%s'@'%%' alone "
+		    "(another would shadow it for connections from there, and "
+		    "keep its privileges after the rotation retires it); drop "
+		    "them first", g->login, hosts, g->login);
+	if (locked)
+		return tl_drv_why(why, TL_EDRIVER, "user '%s'@'%%' is locked: "
+		    "tally adopt takes over a user its consumers log in as",
+		    g->login);
+	if (strcmp(access, "0") != 0)
+		return tl_drv_why(why, TL_EDRIVER, "user '%s'@'%%' has global "
+		    "privileges (access %s): tally adopt takes over a user "
+		    "whose privileges are its database's (REVOKE ... ON *.* "
+		    "first)", g->login, access);
+	if (roles > 0)
+		return tl_drv_why(why, TL_EDRIVER, "user '%s'@'%%' has %d "
+		    "role%s granted: tally adopt takes over a user whose "
+		    "privileges are its database's (REVOKE the roles first)",
+		    g->login, roles, roles == 1 ? "" : "s");
+	return 0;
+}
+
+/*
+ * What taking over changes and what it would break: *beyond, the user's
+ * privileges other than on the database (and GRANT OPTION there), which
+ * go; *defined, the database's triggers and events, and its views and
+ * routines of SQL SECURITY DEFINER, whose DEFINER is the user: they run
+ * as it, and fail once the rotation drops it.
+ */
+static int
+adopt_extent(struct tl_drv_mdb *p, const struct ids *x, long *beyond,
+    long *defined, char *why)
+{
+	char sql[MDB_SQL_MAX];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc;
+
+	*beyond = *defined = 0;
+	if ((rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT"
+	    " (SELECT COUNT(*) FROM mysql.db d WHERE d.User = %s AND"
+	    "  NOT (d.Host = '%%' AND d.Db = %s AND d.Grant_priv = 'N')) +"
+	    " (SELECT COUNT(*) FROM mysql.tables_priv t WHERE t.User = %s) +"
+	    " (SELECT COUNT(*) FROM mysql.columns_priv c WHERE c.User = %s) +"
+	    " (SELECT COUNT(*) FROM mysql.procs_priv q WHERE q.User = %s),"
+	    " (SELECT COUNT(*) FROM information_schema.TRIGGERS"
+	    "  WHERE TRIGGER_SCHEMA = %s AND DEFINER = CONCAT(%s, '@%%')) +"
+	    " (SELECT COUNT(*) FROM information_schema.EVENTS"
+	    "  WHERE EVENT_SCHEMA = %s AND DEFINER = CONCAT(%s, '@%%')) +"
+	    " (SELECT COUNT(*) FROM information_schema.VIEWS"
+	    "  WHERE TABLE_SCHEMA = %s AND DEFINER = CONCAT(%s, '@%%')"
+	    "  AND SECURITY_TYPE = 'DEFINER') +"
+	    " (SELECT COUNT(*) FROM information_schema.ROUTINES"
+	    "  WHERE ROUTINE_SCHEMA = %s AND DEFINER = CONCAT(%s, '@%%')"
+	    "  AND SECURITY_TYPE = 'DEFINER')", x->ulit, x->plit, x->ulit,
+	    x->ulit, x->ulit, x->dlit, x->ulit, x->dlit, x->ulit, x->dlit,
+	    x->ulit, x->dlit, x->ulit)) != 0 ||
+	    (rc = query(p->c, sql, &r, "reading what the user holds and "
+	    "defines", why)) != 0)
+		return rc;
+	if ((row = mysql_fetch_row(r)) != NULL) {
+		*beyond = row[0] != NULL ? strtol(row[0], NULL, 10) : 0;
+		*defined = row[1] != NULL ? strtol(row[1], NULL, 10) : 0;
+	}
+	mysql_free_result(r);
+	return 0;
+}
+
+/*
+ * tally adopt (g->adopting): the database g->resource and the user
+ * 'g->login'@'%', made by someone else, become g's.  Everything is
+ * checked before anything changes; then both are marked for g, as
+ * create marks what it makes, and the user is given ALL on the database
+ * and nothing else (revoked first only when it holds more, so a user
+ * that does not keeps its access throughout).  Its password, REQUIRE and
+ * resource limits are left as they are: they are how its consumers log
+ * in until the rotation that follows retires it.  Nothing is dropped or
+ * made.  A resumed call finds its marks and does the same again.
+ * *revoked: privileges beyond the database went.
+ */
+static int
+adopt_takeover(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const struct ids *x, int *revoked, char *why)
+{
+	long beyond, defined;
+	int rc, found, md, mu;
+
+	*revoked = 0;
+	if ((rc = exists(p, 'd', g->resource, &found, why)) != 0)
+		return rc;
+	if (!found)
+		return tl_drv_why(why, TL_EDRIVER, "database \"%s\" does not "
+		    "exist on this server: nothing to adopt", g->resource);
+	if ((rc = adoptable(p, g, 'd', g->resource, &md, why)) != 0 ||
+	    (rc = adopt_user_ok(p, g, x, why)) != 0 ||
+	    (rc = adoptable(p, g, 'u', g->login, &mu, why)) != 0 ||
+	    (rc = adopt_extent(p, x, &beyond, &defined, why)) != 0)
+		return rc;
+	if (defined > 0)
+		return tl_drv_why(why, TL_EDRIVER, "database \"%s\" has %ld "
+		    "trigger%s, event%s, view%s or routine%s running as "
+		    "'%s'@'%%' (its DEFINER): they would fail once the rotation "
+		    "retires that user; give them another DEFINER (views and "
+		    "routines: or SQL SECURITY INVOKER) first", g->resource,
+		    defined, defined == 1 ? "" : "s", defined == 1 ? "" : "s",
+		    defined == 1 ? "" : "s", defined == 1 ? "" : "s", g->login);
+	if ((md && (rc = write_mark(p, g, 'd', g->resource, why)) != 0) ||
+	    (mu && (rc = write_mark(p, g, 'u', g->login, why)) != 0) ||
+	    (rc = grant_database(p, x, beyond > 0, why)) != 0)
+		return rc;
+	*revoked = beyond > 0;
+	return 0;
+}
+
 /* --- operations ------------------------------------------------------ */
 
 static int
@@ -1128,12 +1348,22 @@ do_create(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct tl_drv_mdb *p = h;
 	struct ids x;
-	int rc, mdb, mu;
+	int rc, mdb, mu, revoked;
 
 	if ((rc = begin(p, g, 1, why)) != 0 ||
 	    (rc = vet_mesh(p, g, why)) != 0 ||
-	    (rc = ids_make(p, g, &x, why)) != 0 ||
-	    (rc = claim(p, g, 'd', g->resource, &mdb, why)) != 0 ||
+	    (rc = ids_make(p, g, &x, why)) != 0)
+		return rc;
+	if (g->adopting) {
+		if ((rc = adopt_takeover(p, g, &x, &revoked, why)) != 0)
+			return rc;
+		return tl_drv_why(why, 0, "database \"%s\" adopted with user "
+		    "'%s'@'%%': ALL on it and nothing else%s; its password, "
+		    "REQUIRE and limits kept until the rotation retires it",
+		    g->resource, g->login, revoked ? " (its other privileges "
+		    "revoked)" : "");
+	}
+	if ((rc = claim(p, g, 'd', g->resource, &mdb, why)) != 0 ||
 	    (rc = claim(p, g, 'u', g->login, &mu, why)) != 0)
 		return rc;
 	if ((rc = runf(p->c, "creating the database", why, "CREATE DATABASE "

@@ -18,28 +18,35 @@
 /* The declaration: oidc_decl.c. */
 extern const struct tl_drv_decl tl_drv_oidc_decl;
 
-/* What a handle holds; every member may be a secret. */
+/*
+ * What a handle holds; every member may be a secret.  adopted: "" for a
+ * client tally registered; for one tally adopt took over, its own
+ * token_endpoint_auth_method (client_secret_basic or _post), which the
+ * driver authenticates it with instead of the requirement's, since its
+ * metadata stays as it was until the rotation retires it.
+ */
 struct oi_hnd {
 	char	id[256];
 	char	secret[OI_SECRET_MAX];
 	char	rat[OI_SECRET_MAX];
 	char	uri[OI_URL_MAX];
 	char	token[OI_URL_MAX];
+	char	adopted[32];
 };
 
-/*
- * g->handle (the JSON object oidc.c's hnd_write makes: client_id,
- * client_secret, registration_access_token, registration_client_uri,
- * token_endpoint, each a non-empty string) into k: 0, TL_ENOTFOUND
- * (none recorded), TL_EINVAL (why says so; k is wiped).  Pure: read
- * without a JSON library, so compose needs none.
- */
 /*
  * The string member key of j into out (cap bytes): 0, or -1 when it is
  * missing, empty, not a string or does not fit.
  */
 int	tl_drv_oi_str(const json_t *j, const char *key, char *out,
 	    size_t cap);
+/*
+ * g->handle (the JSON object oidc.c's hnd_write makes: client_id,
+ * client_secret, registration_access_token, registration_client_uri,
+ * token_endpoint, each a non-empty string, and adopted_auth_method for
+ * an adopted client) into k: 0, TL_ENOTFOUND (none recorded), TL_EINVAL
+ * (why says so; k is wiped).  Pure.
+ */
 int	tl_drv_oi_hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k,
 	    char *why);
 

@@ -42,12 +42,23 @@
  *
  * Whose a client is: the one the handle names, and only while its
  * software_id is this grant's mark; a client registered for another
- * grant, or by someone else, is never changed or deleted, and one marked
- * by another mesh is refused (TL_EREFUSED) unless adopt_mesh names it.
+ * grant, or by someone else, is never changed or deleted (but one tally
+ * adopt names, below), and one marked by another mesh is refused
+ * (TL_EREFUSED) unless adopt_mesh names it.
  * Fencing: TL_DRV_FENCE_EPOCH_CHECK (oi_fencing, oidc_decl.c).  RFC 7591
  * has no listing, so a registration whose answer was lost (tallyd killed
  * between the 201 and the record) leaves a client tally does not know:
  * its software_id names the grant for the provider's admin.
+ *
+ * Adoption (tally adopt MODULE/REQ --resource CLIENT_ID --secret-stdin,
+ * create with adopting): a client registered by someone else is taken
+ * over with the registration access token its operator gives, at the
+ * registration endpoint + "/" + CLIENT_ID (where oidc-provider and
+ * Keycloak keep it; RFC 7592 tells a client's URI only to whoever
+ * registered it).  Its record is PUT back as it was with this grant's
+ * mark, so its consumers keep their secret until the rotation that
+ * follows at once retires it; its handle names its own authentication
+ * (adopted_auth_method), and nothing compares it with the requirement.
  *
  * Rotation (LOGIN_BESIDE): the protocol has one secret per client and
  * no client-chosen one, so a rotation registers a second client (the
@@ -302,8 +313,11 @@ hnd_write(const struct oi_hnd *k, char *out)
 	j = json_pack("{s:s,s:s,s:s,s:s,s:s}", "client_id", k->id,
 	    "client_secret", k->secret, "registration_access_token", k->rat,
 	    "registration_client_uri", k->uri, "token_endpoint", k->token);
-	if (j == NULL)
+	if (j == NULL || (k->adopted[0] != '\0' && json_object_set_new(j,
+	    "adopted_auth_method", json_string(k->adopted)) != 0)) {
+		json_decref(j);
 		return ENOMEM;
+	}
 	if ((s = json_dumps(j, JSON_COMPACT)) == NULL)
 		rc = ENOMEM;
 	else if ((n = strlen(s)) >= TL_DRV_HANDLE_MAX)
@@ -320,10 +334,16 @@ hnd_write(const struct oi_hnd *k, char *out)
 
 /* --- what tally registers -------------------------------------------- */
 
+/*
+ * g names what tally registers: a client name and a grant id.  k, when
+ * not NULL, is the client recorded: one tally adopt took over keeps the
+ * name it had, and g->login is then its client_id.
+ */
 static int
-grant_ok(const struct tl_drv_grant *g, char *why)
+grant_ok(const struct tl_drv_grant *g, const struct oi_hnd *k, char *why)
 {
-	if (g->login == NULL || !tl_drv_oi_name_ok(g->login))
+	if ((k == NULL || k->adopted[0] == '\0') &&
+	    (g->login == NULL || !tl_drv_oi_name_ok(g->login)))
 		return tl_drv_why(why, TL_EINVAL,
 		    "client name \"%.64s\": an oidc "
 		    "client is named [a-z0-9_-], at most 63 bytes",
@@ -342,14 +362,32 @@ grant_ok(const struct tl_drv_grant *g, char *why)
  */
 #define OI_MESH_MARK	"tally mesh "
 
-/* How the client authenticates at the token endpoint (a param). */
+/*
+ * How the client k authenticates at the token endpoint: as it was
+ * registered when tally adopt took it over, else as g's requirement
+ * declares (a param).
+ */
 static const char *
-auth_method(const struct tl_drv_grant *g)
+auth_method(const struct tl_drv_grant *g, const struct oi_hnd *k)
 {
 	const char *m = g != NULL ? tl_drv_setting_get(g->params,
 	    "token-endpoint-auth-method") : NULL;
 
+	if (k != NULL && k->adopted[0] != '\0')
+		return k->adopted;
 	return m != NULL ? m : "client_secret_basic";
+}
+
+/* g's mark (OI_MESH_MARK) into out. */
+static void
+mark_for(const struct oi *o, const struct tl_drv_grant *g, char *out,
+    size_t cap)
+{
+	if (o->mesh[0] != '\0')
+		snprintf(out, cap, OI_MESH_MARK "%s grant %s", o->mesh,
+		    g->grant);
+	else
+		snprintf(out, cap, "%s", g->grant);
 }
 
 /*
@@ -384,11 +422,7 @@ wanted(const struct oi *o, const struct tl_drv_grant *g)
 	char mark[600];
 	json_t *w;
 
-	if (o->mesh[0] != '\0')
-		snprintf(mark, sizeof(mark), OI_MESH_MARK "%s grant %s",
-		    o->mesh, g->grant);
-	else
-		snprintf(mark, sizeof(mark), "%s", g->grant);
+	mark_for(o, g, mark, sizeof(mark));
 	/* json_string refuses what is not UTF-8: no byte is sent raw. */
 	w = json_pack("{s:s,s:s}", "client_name", g->login, "software_id",
 	    mark);
@@ -403,7 +437,7 @@ wanted(const struct oi *o, const struct tl_drv_grant *g)
 	    NULL && list_of(w, "post_logout_redirect_uris", g,
 	    "post-logout-redirect-uris", NULL) != 0) ||
 	    json_object_set_new(w, "token_endpoint_auth_method",
-	    json_string(auth_method(g))) != 0) {
+	    json_string(auth_method(g, NULL))) != 0) {
 		json_decref(w);
 		return NULL;
 	}
@@ -543,7 +577,7 @@ client_form(struct oi *o, const struct tl_drv_grant *g,
 	char *id, *sec;
 	int n;
 
-	*basic = strcmp(auth_method(g), "client_secret_post") != 0;
+	*basic = strcmp(auth_method(g, k), "client_secret_post") != 0;
 	if (*basic) {
 		n = snprintf(out, cap, "%s", base);
 		return n >= 0 && (size_t)n < cap ? 0 : tl_drv_why(why,
@@ -572,7 +606,8 @@ client_form(struct oi *o, const struct tl_drv_grant *g,
  * the endpoint authenticates it before it looks at the grant type, so a
  * 400 for the grant type (RFC 6749's unauthorized_client; oidc-provider
  * says invalid_request) is a secret that works (tok "", *refused 0), and
- * a 401 or invalid_client one that does not.
+ * a 401 or invalid_client one that does not.  An adopted client's grant
+ * types are its own, not the requirement's: told apart so.
  */
 static int
 do_token(struct oi *o, const struct tl_drv_grant *g, const struct oi_hnd *k,
@@ -581,8 +616,8 @@ do_token(struct oi *o, const struct tl_drv_grant *g, const struct oi_hnd *k,
 	char form[3 * OI_SECRET_MAX + 3 * 512 + 64];
 	json_t *r;
 	const char *e;
-	int rc, basic, cc = tl_drv_oi_has(g, "grant-types",
-	    "client_credentials", "client_credentials");
+	int rc, basic, cc = k->adopted[0] == '\0' && tl_drv_oi_has(g,
+	    "grant-types", "client_credentials", "client_credentials");
 
 	tok[0] = '\0';
 	*refused = 0;
@@ -708,26 +743,22 @@ refused_why(struct oi *o, const struct tl_drv_grant *g,
 }
 
 /*
- * PUTs the whole record back (RFC 7592); the new RAT (and the secret
- * the server returns) into k and handle_out before anything else.
+ * PUTs w as k's whole record (RFC 7592), with k's client_id and secret
+ * set in it; the new RAT (and the secret the server returns) into k and
+ * handle_out before anything else.
  */
 static int
-do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
-    char *why)
+put_record(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
+    json_t *w, char *why)
 {
-	json_t *w, *r = NULL;
+	json_t *r = NULL;
 	char *body, rs[300], rat[OI_SECRET_MAX];
 	int rc, gone;
 
-	if ((w = wanted(o, g)) == NULL)
-		return tl_drv_why(why, TL_EINVAL,
-		    "client %s: the grant id is not "
-		    "UTF-8", g->login);
-	json_object_set_new(w, "client_id", json_string(k->id));
-	json_object_set_new(w, "client_secret", json_string(k->secret));
-	body = json_dumps(w, JSON_COMPACT);
-	json_decref(w);
-	if (body == NULL)
+	if (json_object_set_new(w, "client_id", json_string(k->id)) != 0 ||
+	    json_object_set_new(w, "client_secret",
+	    json_string(k->secret)) != 0 ||
+	    (body = json_dumps(w, JSON_COMPACT)) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	rc = request(o, "PUT", k->uri, k->rat, NULL, NULL, OI_JSON, body,
 	    "update client", why);
@@ -758,6 +789,23 @@ do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
 		    "client %s: the new registration access "
 		    "token cannot be recorded", k->id);
 	return 0;
+}
+
+/* PUTs the record tally registers for g back (put_record). */
+static int
+do_put(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
+    char *why)
+{
+	json_t *w;
+	int rc;
+
+	if ((w = wanted(o, g)) == NULL)
+		return tl_drv_why(why, TL_EINVAL,
+		    "client %s: the grant id is not "
+		    "UTF-8", g->login);
+	rc = put_record(o, g, k, w, why);
+	json_decref(w);
+	return rc;
 }
 
 /* --- the session ----------------------------------------------------- */
@@ -947,11 +995,11 @@ ours(const struct oi *o, const json_t *got, const struct tl_drv_grant *g,
 
 /* Another mesh's client: refused, naming the mesh (why). */
 static int
-other_mesh(const struct oi_hnd *k, const char *owner, char *why)
+other_mesh(const char *id, const char *owner, char *why)
 {
 	return tl_drv_why(why, TL_EREFUSED, "client %s is owned by mesh "
 	    "%.12s..., not this one (tally adopt --from-mesh takes it over): "
-	    "not touched", k->id, owner);
+	    "not touched", id, owner);
 }
 
 /*
@@ -970,13 +1018,16 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 	enum oi_mark mk;
 	int rc, gone;
 
-	if ((rc = grant_ok(g, why)) != 0 || (rc = need_out(g, why)) != 0)
+	if ((rc = need_out(g, why)) != 0)
 		return rc;
-	rc = tl_drv_oi_hnd_read(g, &k, why);
-	if (rc == TL_ENOTFOUND) {
-		if (!may_register)
-			return tl_drv_why(why, TL_EDRIVER, "client %s: none is "
+	if ((rc = tl_drv_oi_hnd_read(g, &k, why)) == TL_ENOTFOUND) {
+		if ((rc = grant_ok(g, NULL, why)) != 0)
+			goto out;
+		if (!may_register) {
+			rc = tl_drv_why(why, TL_EDRIVER, "client %s: none is "
 			    "recorded", g->login);
+			goto out;
+		}
 		rc = do_register(o, g, &k, why);
 		if (rc == 0)
 			tl_drv_why(why, 0,
@@ -984,13 +1035,19 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 			    k.id);
 		goto out;
 	}
-	if (rc != 0)
+	if (rc != 0 || (rc = grant_ok(g, &k, why)) != 0)
 		goto out;
 	if ((rc = do_read(o, &k, &got, why)) != 0)
 		goto out;
 	if (got == NULL) {
 		if ((rc = refused_why(o, g, &k, &gone, why)) != 0)
 			goto out;
+		if (k.adopted[0] != '\0') {
+			rc = tl_drv_why(why, TL_EDRIVER, "client %s, which "
+			    "tally adopt took over, is gone from the identity "
+			    "provider", k.id);
+			goto out;
+		}
 		if (!may_register) {
 			rc = tl_drv_why(why, TL_EDRIVER,
 			    "client %s is gone from the "
@@ -1006,7 +1063,7 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 		goto out;
 	}
 	if ((mk = ours(o, got, g, owner)) == OI_MESH) {
-		rc = other_mesh(&k, owner, why);
+		rc = other_mesh(k.id, owner, why);
 		goto out;
 	}
 	if (mk == OI_OTHER) {
@@ -1014,6 +1071,17 @@ ensure(struct oi *o, const struct tl_drv_grant *g, int may_register,
 		    "client %s is not grant %.200s's "
 		    "(its software_id is another's): not touched", k.id,
 		    g->grant);
+		goto out;
+	}
+	/*
+	 * What tally adopt took over keeps its metadata until the rotation
+	 * that follows the adoption retires it: the requirement's is the
+	 * new client's.
+	 */
+	if (k.adopted[0] != '\0') {
+		rc = tl_drv_why(why, 0, "client %s, which tally adopt took "
+		    "over, is kept as it was until the rotation retires it",
+		    k.id);
 		goto out;
 	}
 	if ((want = wanted(o, g)) == NULL) {
@@ -1037,9 +1105,227 @@ out:
 	return rc;
 }
 
+/* --- tally adopt ----------------------------------------------------- */
+
+/*
+ * The members of a client's record that are the server's, which a PUT
+ * must not send back (RFC 7592 section 2.2).
+ */
+static const char *const oi_server_members[] = {
+	"registration_access_token", "registration_client_uri",
+	"client_secret_expires_at", "client_id_issued_at", NULL
+};
+
+/* Is s a grant id (module/requirement[@node]), as an unnamed mark is? */
+static int
+grant_shaped(const char *s)
+{
+	return strchr(s, '/') != NULL && strspn(s,
+	    "abcdefghijklmnopqrstuvwxyz0123456789_-./@") == strlen(s);
+}
+
+/*
+ * Whether client id, whose software_id is sid (NULL: none), may become
+ * g's: 0 when it is no mark of tally's, or g's own (a resumed adoption;
+ * the mesh adopt_mesh names); TL_EREFUSED when another mesh marked it;
+ * TL_EDRIVER when this mesh (or a tally before marks named a mesh)
+ * marked it for another grant.  A software_id shaped like a grant id is
+ * taken for such a mark: tally never hands one grant's client to
+ * another, and its owner can change it at the provider.
+ */
+static int
+adoptable(const struct oi *o, const struct tl_drv_grant *g, const char *id,
+    const char *sid, char *why)
+{
+	size_t ml = strlen(OI_MESH_MARK);
+	const char *other;
+	char m[33];
+
+	if (sid == NULL || strcmp(sid, g->grant) == 0)
+		return 0;
+	if (strncmp(sid, OI_MESH_MARK, ml) != 0 || strlen(sid) <= ml + 32 ||
+	    strncmp(sid + ml + 32, " grant ", 7) != 0) {
+		if (!grant_shaped(sid))
+			return 0;
+		return tl_drv_why(why, TL_EDRIVER, "client %s was made by "
+		    "tally for grant %.200s (a mark from before marks named "
+		    "a mesh): tally adopt takes over only what tally did not "
+		    "make", id, sid);
+	}
+	memcpy(m, sid + ml, 32);
+	m[32] = '\0';
+	other = sid + ml + 32 + 7;
+	if (strcmp(m, o->mesh) != 0 && (g->adopt_mesh == NULL ||
+	    strcmp(m, g->adopt_mesh) != 0)) {
+		if (strcmp(other, g->grant) != 0)
+			return tl_drv_why(why, TL_EREFUSED, "client %s was "
+			    "made by tally for grant %.200s of mesh %.12s..., "
+			    "not this one: not touched", id, other, m);
+		return other_mesh(id, m, why);
+	}
+	if (strcmp(other, g->grant) != 0)
+		return tl_drv_why(why, TL_EDRIVER, "client %s was made by tally "
+		    "for grant %.200s: tally adopt takes over only what tally "
+		    "did not make", id, other);
+	return 0;
+}
+
+/*
+ * The client tally adopt names (g->adopting): g->resource its client_id,
+ * g->password the registration access token its operator gave, or the
+ * handle the first call recorded when this one resumes.  RFC 7592 gives
+ * a client's URI only in the answer to its registration; oidc-provider
+ * and Keycloak both put it at the registration endpoint + "/" +
+ * client_id, which is where it is looked for.  k's adopted is left "".
+ */
+static int
+adopt_handle(struct oi *o, const struct tl_drv_grant *g, struct oi_hnd *k,
+    char *why)
+{
+	const char *id = g->resource;
+	char *esc;
+	int rc, n;
+
+	if ((rc = tl_drv_oi_hnd_read(g, k, why)) != TL_ENOTFOUND)
+		return rc;
+	if (id == NULL || *id == '\0' || strlen(id) >= sizeof(k->id))
+		return tl_drv_why(why, TL_EINVAL, "tally adopt names no client "
+		    "id the oidc driver takes (1 to %zu bytes)",
+		    sizeof(k->id) - 1);
+	if (g->password == NULL || *g->password == '\0' ||
+	    strlen(g->password) >= sizeof(k->rat))
+		return tl_drv_why(why, TL_EINVAL, "client %s: tally adopt "
+		    "needs its registration access token (--secret-stdin)",
+		    id);
+	if ((esc = curl_easy_escape(o->c, id, 0)) == NULL)
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	n = snprintf(k->uri, sizeof(k->uri), "%s/%s", o->reg, esc);
+	curl_free(esc);
+	if (n < 0 || (size_t)n >= sizeof(k->uri))
+		return tl_drv_why(why, TL_EINVAL, "client %s: its registration "
+		    "URI is too long", id);
+	memcpy(k->id, id, strlen(id) + 1);
+	memcpy(k->rat, g->password, strlen(g->password) + 1);
+	snprintf(k->token, sizeof(k->token), "%s", o->token);
+	return 0;
+}
+
+/*
+ * tally adopt (g->adopting): the client g->resource, registered by
+ * someone else, becomes g's.  Its whole record is PUT back as it is, its
+ * software_id replaced by g's mark: its redirect URIs, grant types and
+ * secret stay, for its consumers keep using it until the rotation that
+ * follows retires it (the requirement's metadata is the new client's).
+ * The PUT's answer (a new RAT) is the handle, written at once.
+ * Resumable: a resumed call reads the handle the first one recorded,
+ * and a client already marked as g's is left as it is.  A client whose
+ * PUT answered but whose handle was not recorded is lost to tally: the
+ * PUT killed the RAT its operator gave.
+ */
+static int
+adopt(struct oi *o, const struct tl_drv_grant *g, char *why)
+{
+	struct oi_hnd k;
+	json_t *got = NULL;
+	const char *cid, *sid, *m;
+	const char *const *f;
+	char mark[600], rs[300];
+	int rc, gone, resumed;
+	size_t nr;
+
+	if ((rc = need_out(g, why)) != 0)
+		return rc;
+	if (g->grant == NULL || g->grant[0] == '\0')
+		return tl_drv_why(why, TL_EINVAL, "client %s: no grant id to "
+		    "mark it with", g->resource ? g->resource : "");
+	if ((rc = adopt_handle(o, g, &k, why)) != 0)
+		goto out;
+	resumed = g->handle != NULL && g->handle[0] != '\0';
+	if ((rc = do_read(o, &k, &got, why)) != 0)
+		goto out;
+	if (got == NULL && resumed) {
+		if ((rc = refused_why(o, g, &k, &gone, why)) == 0)
+			rc = tl_drv_why(why, TL_EDRIVER, "client %s is gone "
+			    "from the identity provider: nothing to adopt",
+			    k.id);
+		goto out;
+	}
+	if (got == NULL) {
+		/*
+		 * RFC 7592 section 2.1 answers a client that does not exist
+		 * with a 401, as a wrong token, and has the server revoke a
+		 * right token sent for it: only a 404 tells them apart.
+		 */
+		reason(o, rs, sizeof(rs));
+		rc = o->status == 404 ? tl_drv_why(why, TL_EDRIVER, "client "
+		    "%.100s does not exist at the identity provider (%.120s): "
+		    "nothing to adopt", k.id, rs) : tl_drv_why(why,
+		    TL_EDRIVER, "client %.100s: the identity provider refuses "
+		    "the registration access token given to tally adopt "
+		    "(%.120s), as it does for a client id it does not know "
+		    "(RFC 7592, which has it revoke a right token sent with a "
+		    "wrong id): nothing to adopt", k.id, rs);
+		goto out;
+	}
+	cid = json_string_value(json_object_get(got, "client_id"));
+	if (cid == NULL || strcmp(cid, k.id) != 0) {
+		rc = tl_drv_why(why, TL_EDRIVER, "read client %s: the answer "
+		    "names another client", k.id);
+		goto out;
+	}
+	sid = json_string_value(json_object_get(got, "software_id"));
+	if ((rc = adoptable(o, g, k.id, sid, why)) != 0)
+		goto out;
+	/* RFC 7591's default method, when the record names none. */
+	m = json_string_value(json_object_get(got,
+	    "token_endpoint_auth_method"));
+	if (m == NULL)
+		m = "client_secret_basic";
+	if (strcmp(m, "client_secret_basic") != 0 &&
+	    strcmp(m, "client_secret_post") != 0) {
+		rc = tl_drv_why(why, TL_EDRIVER, "client %s authenticates with "
+		    "%.40s: tally adopts a client with a secret "
+		    "(client_secret_basic or client_secret_post)", k.id, m);
+		goto out;
+	}
+	if (tl_drv_oi_str(got, "client_secret", k.secret,
+	    sizeof(k.secret)) != 0) {
+		rc = tl_drv_why(why, TL_EDRIVER, "client %s: the identity "
+		    "provider shows no secret of it: tally adopts a client "
+		    "with a secret", k.id);
+		goto out;
+	}
+	snprintf(k.adopted, sizeof(k.adopted), "%s", m);
+	mark_for(o, g, mark, sizeof(mark));
+	nr = json_array_size(json_object_get(got, "redirect_uris"));
+	if (resumed && sid != NULL && strcmp(sid, mark) == 0) {
+		rc = tl_drv_why(why, 0, "client %s adopted already", k.id);
+		goto out;
+	}
+	for (f = oi_server_members; *f != NULL; f++)
+		json_object_del(got, *f);
+	if (json_object_set_new(got, "software_id", json_string(mark)) != 0) {
+		rc = tl_drv_why(why, TL_EINVAL, "client %s: the grant id is "
+		    "not UTF-8", k.id);
+		goto out;
+	}
+	if ((rc = put_record(o, g, &k, got, why)) == 0)
+		tl_drv_why(why, 0, "client %s adopted: marked as grant %.200s's "
+		    "(software_id), its %zu redirect URI%s, grant types, "
+		    "authentication (%s) and secret kept as they were until "
+		    "the rotation retires it", k.id, g->grant, nr,
+		    nr == 1 ? "" : "s", k.adopted);
+out:
+	json_decref(got);
+	hnd_wipe(&k);
+	return rc;
+}
+
 static int
 oi_create(void *h, const struct tl_drv_grant *g, char *why)
 {
+	if (g->adopting)
+		return adopt(h, g, why);
 	return ensure(h, g, 1, why);
 }
 
@@ -1062,15 +1348,15 @@ oi_check(void *h, const struct tl_drv_grant *g,
 
 	(void)ep;
 	*drift = TL_DRIFT_NONE;
-	if ((rc = grant_ok(g, why)) != 0)
-		return rc;
 	if ((rc = tl_drv_oi_hnd_read(g, &k, why)) == TL_ENOTFOUND) {
+		if ((rc = grant_ok(g, NULL, why)) != 0)
+			return rc;
 		*drift = TL_DRIFT_MISSING;
 		return tl_drv_why(why, 0,
 		    "client %s: none is recorded", g->login);
 	}
-	if (rc != 0)
-		return rc;
+	if (rc != 0 || (rc = grant_ok(g, &k, why)) != 0)
+		goto out;
 	if ((rc = do_read(o, &k, &got, why)) != 0)
 		goto out;
 	if (got == NULL) {
@@ -1090,7 +1376,7 @@ oi_check(void *h, const struct tl_drv_grant *g,
 	}
 	if ((mk = ours(o, got, g, owner)) == OI_MESH) {
 		*drift = TL_DRIFT_MISSING;
-		other_mesh(&k, owner, why);
+		other_mesh(k.id, owner, why);
 		goto out;
 	}
 	if (mk == OI_OTHER) {
@@ -1099,16 +1385,19 @@ oi_check(void *h, const struct tl_drv_grant *g,
 		    "software_id changed)", k.id, g->grant);
 		goto out;
 	}
-	if ((want = wanted(o, g)) == NULL) {
+	/* An adopted client's metadata is its own (ensure): not compared. */
+	diff[0] = '\0';
+	if (k.adopted[0] == '\0' && (want = wanted(o, g)) == NULL) {
 		rc = tl_drv_why(why, TL_EINVAL,
 		    "client %s: the grant id is not "
 		    "UTF-8", g->login);
 		goto out;
 	}
 	/* g's, marked again by the next change: not a drift. */
-	if (mk == OI_ADOPT)
+	if (want != NULL && mk == OI_ADOPT)
 		json_object_del(want, "software_id");
-	compare(got, want, diff, sizeof(diff));
+	if (want != NULL)
+		compare(got, want, diff, sizeof(diff));
 	if ((rc = do_token(o, g, &k, tok, sizeof(tok), &refused, tw)) != 0) {
 		tl_drv_why(why, rc, "%s", tw);
 		goto out;
@@ -1141,7 +1430,12 @@ oi_check(void *h, const struct tl_drv_grant *g,
 		tl_drv_why(why, 0,
 		    "client %s: %s changed since tally registered it",
 		    k.id, diff);
-	} else
+	} else if (k.adopted[0] != '\0')
+		tl_drv_why(why, 0, notok ? "client %s, which tally adopt took "
+		    "over, is kept as it was and its secret is accepted" :
+		    "client %s, which tally adopt took over, is kept as it "
+		    "was and gets tokens", k.id);
+	else
 		tl_drv_why(why, 0, notok ? "client %s is as registered and "
 		    "its secret is accepted" : "client %s is as registered "
 		    "and gets tokens", k.id);
@@ -1188,7 +1482,7 @@ oi_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	}
 	if (g->grant != NULL && g->grant[0] != '\0' &&
 	    ours(o, got, g, owner) == OI_MESH) {
-		rc = other_mesh(&k, owner, why);
+		rc = other_mesh(k.id, owner, why);
 		goto out;
 	}
 	if (g->grant != NULL && g->grant[0] != '\0' &&

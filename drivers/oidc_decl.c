@@ -59,6 +59,12 @@ tl_drv_oi_hnd_read(const struct tl_drv_grant *g, struct oi_hnd *k, char *why)
 	    tl_drv_oi_str(j, "token_endpoint", k->token, sizeof(k->token)) != 0)
 		rc = tl_drv_why(why, TL_EINVAL, "the recorded client of grant "
 		    "%.200s lacks a member", g->grant ? g->grant : "");
+	else if (json_object_get(j, "adopted_auth_method") != NULL &&
+	    tl_drv_oi_str(j, "adopted_auth_method", k->adopted,
+	    sizeof(k->adopted)) != 0)
+		rc = tl_drv_why(why, TL_EINVAL, "the recorded client of grant "
+		    "%.200s has an unreadable adopted_auth_method",
+		    g->grant ? g->grant : "");
 	json_decref(j);
 	if (rc != 0)
 		sodium_memzero(k, sizeof(*k));
@@ -377,7 +383,8 @@ const struct tl_drv_decl tl_drv_oidc_decl = {
 	.params = oi_params,
 	.params_check = oi_params_check,
 	.caps = TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK) |
-	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE),
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT),
 	.name_max = OI_NAME_MAX,
 	.isolation_note = "any client of the identity provider may "
 	    "introspect (RFC 7662) another client's token and read its "

@@ -891,6 +891,264 @@ START_TEST(test_meshes)
 }
 END_TEST
 
+/* --- tally adopt ---------------------------------------------------- */
+
+/* A client registered by hand (RFC 7591): its answer, 201 checked. */
+static json_t *
+hand_register(const char *meta)
+{
+	char reg[200];
+	json_t *r = NULL;
+
+	snprintf(reg, sizeof(reg), "%s/reg", s_issuer);
+	ck_assert_int_eq(http("POST", reg, s_iat, NULL, NULL, NULL, meta, &r),
+	    201);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+static const char *
+jstr(const json_t *j, const char *key)
+{
+	const char *v = json_string_value(json_object_get(j, key));
+
+	ck_assert_msg(v != NULL, "no %s", key);
+	return v;
+}
+
+/* The create tally adopt asks for: client id with the RAT rat. */
+static void
+ver_adopt(struct ver *v, const char *grant, const char *id, const char *rat)
+{
+	ver_init(v, grant, 1);
+	v->g.resource = id;
+	v->g.login = id;
+	v->g.password = rat;
+	v->g.adopting = 1;
+	v->g.adopted = 1;
+}
+
+/* A client_credentials token for id with secret, sent in the form. */
+static int
+token_post(const char *id, const char *secret)
+{
+	char form[1200], tep[200];
+	json_t *b = NULL;
+	long st;
+	int ok;
+
+	snprintf(tep, sizeof(tep), "%s/token", s_issuer);
+	snprintf(form, sizeof(form), "grant_type=client_credentials&"
+	    "client_id=%s&client_secret=%s", id, secret);
+	st = http("POST", tep, NULL, NULL, NULL, form, NULL, &b);
+	ok = st == 200 && json_string_value(json_object_get(b,
+	    "access_token")) != NULL;
+	json_decref(b);
+	return ok;
+}
+
+/* The registration of id, read with rat: the HTTP status, *body. */
+static long
+registration_of(const char *id, const char *rat, json_t **body)
+{
+	char uri[600];
+
+	snprintf(uri, sizeof(uri), "%s/reg/%s", s_issuer, id);
+	return http("GET", uri, rat, NULL, NULL, NULL, NULL, body);
+}
+
+#define OI_LEGACY	"{\"client_name\":\"legacy-app\",\"software_id\":" \
+	"\"acme-legacy-1.0\",\"grant_types\":[\"client_credentials\"," \
+	"\"authorization_code\"],\"response_types\":[\"code\"]," \
+	"\"redirect_uris\":[\"https://legacy.example/cb\"]," \
+	"\"token_endpoint_auth_method\":\"client_secret_post\"}"
+
+/*
+ * tally adopt of a client registered by hand: taken over with its
+ * registration access token, marked as the grant's and kept as it was
+ * (redirect URIs, grant types, client_secret_post, its secret), with a
+ * handle of the new RAT; resumed, checked and repaired without becoming
+ * what the requirement declares; rotated to a client of tally's and
+ * deleted by the retirement of the adopted version.
+ */
+START_TEST(test_adopt)
+{
+	void *h = session();
+	struct ver v, v2;
+	json_t *r, *c = NULL;
+	char why[TL_DRV_WHY_MAX], id[300], sec[300], rat[600], got[600];
+	const char *ru;
+
+	r = hand_register(OI_LEGACY);
+	snprintf(id, sizeof(id), "%s", jstr(r, "client_id"));
+	snprintf(sec, sizeof(sec), "%s", jstr(r, "client_secret"));
+	snprintf(rat, sizeof(rat), "%s", jstr(r, "registration_access_token"));
+	json_decref(r);
+	ck_assert(token_post(id, sec));
+	ver_adopt(&v, "shop/adopt", id, rat);
+	why[0] = '\0';
+	ck_rc(drv->create(h, &v.g, why), 0, why);
+	ck_assert_msg(strstr(why, "adopted") != NULL && strstr(why, id) !=
+	    NULL, "why: %s", why);
+	ck_assert_ptr_null(strstr(why, sec));
+	ck_assert_int_eq(ver_record(&v), 1);
+	ck_assert_str_eq(hget(&v, "client_id", got, sizeof(got)), id);
+	ck_assert_str_eq(hget(&v, "client_secret", got, sizeof(got)), sec);
+	ck_assert_str_eq(hget(&v, "adopted_auth_method", got, sizeof(got)),
+	    "client_secret_post");
+	/* The PUT rotated the RAT: the one given is dead, the new recorded. */
+	ck_assert_str_ne(hget(&v, "registration_access_token", got,
+	    sizeof(got)), rat);
+	ck_assert_int_eq(registration_of(id, rat, NULL), 401);
+	ck_assert_int_eq(registration(&v, &c), 200);
+	ck_assert_str_eq(jstr(c, "software_id"), "shop/adopt");
+	ck_assert_str_eq(jstr(c, "client_name"), "legacy-app");
+	ck_assert_str_eq(jstr(c, "token_endpoint_auth_method"),
+	    "client_secret_post");
+	ck_assert(has_str(json_object_get(c, "grant_types"),
+	    "authorization_code"));
+	ru = json_string_value(json_array_get(json_object_get(c,
+	    "redirect_uris"), 0));
+	ck_assert_str_eq(ru != NULL ? ru : "", "https://legacy.example/cb");
+	json_decref(c);
+	c = NULL;
+	ck_assert(token_post(id, sec));
+	/* Resumed with the handle recorded: nothing changes. */
+	why[0] = '\0';
+	ck_rc(drv->create(h, &v.g, why), 0, why);
+	ck_assert_str_eq(v.out, "");
+	ck_assert_ptr_nonnull(strstr(why, "adopted already"));
+	/* Checked and repaired as it is, not as the requirement declares. */
+	v.g.adopting = 0;
+	v.g.password = "";
+	ck_assert_msg(ck_check(h, &v, why) == TL_DRIFT_NONE, "%s", why);
+	ck_assert_ptr_nonnull(strstr(why, "tally adopt"));
+	ck_rc(drv->fix_privileges(h, &v.g, why), 0, why);
+	ck_rc(drv->set_password(h, &v.g, why), 0, why);
+	ck_assert_str_eq(v.out, "");
+	ck_assert_int_eq(registration(&v, &c), 200);
+	ck_assert_str_eq(jstr(c, "client_name"), "legacy-app");
+	json_decref(c);
+	c = NULL;
+	/* The rotation: tally's own client, then the adopted one deleted. */
+	ver_init(&v2, "shop/adopt", 2);
+	ck_rc(drv->add_credential(h, &v2.g, why), 0, why);
+	ck_assert_int_eq(ver_record(&v2), 1);
+	ck_assert_str_ne(hget(&v2, "client_id", got, sizeof(got)), id);
+	ck_assert(consumer_token(&v2));
+	ck_assert(token_post(id, sec));
+	v.g.adopting = 1;
+	ck_rc(drv->retire_credential(h, &v.g, why), 0, why);
+	ck_assert_ptr_nonnull(strstr(why, "deleted"));
+	ck_assert(!token_post(id, sec));
+	ck_rc(drv->retire_credential(h, &v.g, why), 0, why);
+	ck_assert(consumer_token(&v2));
+	ck_assert_int_eq(ck_check(h, &v2, why), TL_DRIFT_NONE);
+	ck_rc(drv->revoke(h, &v2.g, 1, why), 0, why);
+	drv->close(h);
+}
+END_TEST
+
+/* Refused: create leaves the client as it was and records nothing. */
+static void
+ck_adopt_refused(void *h, const char *grant, const char *id,
+    const char *rat, int want, const char *says)
+{
+	struct ver v;
+	char why[TL_DRV_WHY_MAX] = "";
+
+	ver_adopt(&v, grant, id, rat);
+	ck_rc(drv->create(h, &v.g, why), want, why);
+	ck_assert_msg(strstr(why, says) != NULL, "why does not say '%s': %s",
+	    says, why);
+	ck_assert_str_eq(v.out, "");
+}
+
+/* Another party's client, marked by software_id sid: its id and RAT. */
+static void
+marked_client(const char *sid, char *id, char *rat)
+{
+	json_t *r;
+	char meta[600];
+
+	snprintf(meta, sizeof(meta), "{\"client_name\":\"x\","
+	    "\"software_id\":\"%s\",\"grant_types\":[\"client_credentials\"],"
+	    "\"response_types\":[]}", sid);
+	r = hand_register(meta);
+	snprintf(id, 300, "%s", jstr(r, "client_id"));
+	snprintf(rat, 600, "%s", jstr(r, "registration_access_token"));
+	json_decref(r);
+}
+
+/*
+ * What tally adopt cannot take: a client id that does not exist, a
+ * wrong registration access token, another grant's client (this mesh's,
+ * another mesh's, an unnamed mark), another mesh's client of the same
+ * grant, a public client; nothing changes.
+ */
+START_TEST(test_adopt_refused)
+{
+	char m1[33], m2[33], sid[200], id[300], rat[600], sec[300];
+	struct ver t;
+	json_t *r, *c = NULL;
+	void *h1, *h2;
+
+	rand_hex(m1);
+	rand_hex(m2);
+	h1 = session_mesh(m1);
+	h2 = session_mesh(m2);
+	r = hand_register(OI_LEGACY);
+	snprintf(id, sizeof(id), "%s", jstr(r, "client_id"));
+	snprintf(sec, sizeof(sec), "%s", jstr(r, "client_secret"));
+	snprintf(rat, sizeof(rat), "%s", jstr(r, "registration_access_token"));
+	json_decref(r);
+	/* A random token: the one given stays valid (a wrong client id
+	 * with a right token would revoke it: RFC 7592 section 2.1). */
+	ck_adopt_refused(h1, "shop/ghost", "no-such-client", "not-a-token",
+	    TL_EDRIVER, "nothing to adopt");
+	ck_adopt_refused(h1, "shop/wrongrat", id, "not-the-token",
+	    TL_EDRIVER, "refuses the registration access token");
+	ck_assert_int_eq(registration_of(id, rat, &c), 200);
+	ck_assert_str_eq(jstr(c, "software_id"), "acme-legacy-1.0");
+	json_decref(c);
+	ck_assert(token_post(id, sec));
+	/* Tally's, for another grant of this mesh. */
+	ver_init(&t, "shop/theirs", 1);
+	ck_create(h1, &t);
+	hget(&t, "client_id", id, sizeof(id));
+	hget(&t, "registration_access_token", rat, sizeof(rat));
+	ck_adopt_refused(h1, "shop/mine", id, rat, TL_EDRIVER,
+	    "made by tally for grant shop/theirs");
+	/* ... of another mesh: for another grant, and for this one. */
+	ck_adopt_refused(h2, "shop/mine", id, rat, TL_EREFUSED,
+	    "made by tally for grant shop/theirs of mesh");
+	ck_adopt_refused(h2, "shop/theirs", id, rat, TL_EREFUSED,
+	    "owned by mesh");
+	ck_assert_int_eq(registration(&t, NULL), 200);
+	ck_assert(consumer_token(&t));
+	/* A mark from before marks named a mesh. */
+	marked_client("shop/old", id, rat);
+	ck_adopt_refused(h1, "shop/mine", id, rat, TL_EDRIVER,
+	    "made by tally for grant shop/old");
+	snprintf(sid, sizeof(sid), "tally mesh %s grant shop/x", m2);
+	marked_client(sid, id, rat);
+	ck_adopt_refused(h1, "shop/mine", id, rat, TL_EREFUSED, "of mesh");
+	/* A public client has no secret tally could hold. */
+	r = hand_register("{\"client_name\":\"spa\",\"grant_types\":"
+	    "[\"authorization_code\"],\"response_types\":[\"code\"],"
+	    "\"redirect_uris\":[\"https://spa.example/cb\"],"
+	    "\"token_endpoint_auth_method\":\"none\"}");
+	snprintf(id, sizeof(id), "%s", jstr(r, "client_id"));
+	snprintf(rat, sizeof(rat), "%s", jstr(r, "registration_access_token"));
+	json_decref(r);
+	ck_adopt_refused(h1, "shop/spa", id, rat, TL_EDRIVER,
+	    "client with a secret");
+	ck_assert_int_eq(registration_of(id, rat, NULL), 200);
+	drv->close(h1);
+	drv->close(h2);
+}
+END_TEST
+
 /*
  * Nothing tally stores on the identity provider would stop a second
  * control plane: the declaration says the epoch is checked by the
@@ -958,6 +1216,8 @@ suite(void)
 	tcase_add_unchecked_fixture(tc, server_up, NULL);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_meshes);
+	tcase_add_test(tc, test_adopt);
+	tcase_add_test(tc, test_adopt_refused);
 	tcase_add_test(tc, test_fencing_declared);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("consumer_tls");

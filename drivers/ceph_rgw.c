@@ -62,6 +62,19 @@
  * The bucket is the grant's when it is owned by the grant's user; one
  * owned by anyone else is refused.
  *
+ * Taking over what tally did not make (tally adopt --resource BUCKET
+ * --login UID, g->adopting): create checks that the bucket and the
+ * user exist, carry no mark (another grant's: TL_EDRIVER; another
+ * mesh's: TL_EREFUSED), that the user is no admin and owns no other
+ * bucket, and then marks the user as the grant's, makes it what a
+ * grant's user is and gives it the bucket (linked when it is another's
+ * and empty: linking leaves the objects' ACLs to their writer), private
+ * and without a policy.  The user's keys stay, no key of tally's is
+ * added (the password is not the adopted credential); the rotation that
+ * follows adds the new version's key (add_credential) and, once every
+ * holder has it, retire_credential keeps that key alone: the access key
+ * of (uid, password), password being the new version's.
+ *
  * Fence (TL_DRV_FENCE_BEFORE_CALL): an object per mesh in the canary
  * bucket, raised by a compare-and-set (a PUT conditional on its ETag)
  * and read before each changing call (see "the fence" below).
@@ -444,6 +457,8 @@ key_state(const json_t *u, const char *ak, const char *sk)
 
 static void rgw_close(void *h);
 static int fence_check(struct rgw *r, char *why);
+static int adopt_takeover(struct rgw *r, const struct tl_drv_grant *g,
+    char *why);
 
 static int
 rgw_open(const struct tl_drv_admin *a, void **hp, char *why)
@@ -748,30 +763,48 @@ marked_by(const json_t *u, const char *mesh)
 }
 
 /*
- * Taking over another mesh's user (tally adopt): every key but the
- * grant's own goes, so what the lost mesh delivered opens nothing more.
+ * Every key of the user but keep (an S3 access key) goes, its
+ * subusers' S3 and Swift keys with them, so that a credential tally
+ * does not hold opens nothing more: what a lost mesh delivered (tally
+ * adopt --from-mesh), or what the user had before tally adopt took it
+ * over.  *n: how many went.  step names the removal in why.
  */
 static int
 drop_other_keys(struct rgw *r, const struct tl_drv_grant *g, const json_t *u,
-    const char *keep, char *why)
+    const char *keep, const char *step, unsigned *n, char *why)
 {
 	const json_t *k;
 	const char *a;
-	char ak[128];
+	char ak[128], sub[160];
 	size_t i;
 	long st;
 	int rc;
 	struct kv q[] = { { "access-key", ak }, { "key", "" },
 		{ "key-type", "s3" }, { "uid", g->login } };
+	struct kv qs[] = { { "key", "" }, { "key-type", "swift" },
+		{ "subuser", sub }, { "uid", g->login } };
 
+	*n = 0;
 	json_array_foreach(json_object_get(u, "keys"), i, k) {
 		a = json_string_value(json_object_get(k, "access_key"));
 		if (a == NULL || strcmp(a, keep) == 0 || strlen(a) >= sizeof(ak))
 			continue;
 		snprintf(ak, sizeof(ak), "%s", a);
 		if ((rc = request(r, "DELETE", "/admin/user", q, 4, NULL, NULL,
-		    ok404, &st, "removing the other mesh's key", why)) != 0)
+		    ok404, &st, step, why)) != 0)
 			return rc;
+		(*n)++;
+	}
+	/* A Swift key is named by its subuser ("uid:sub"), one each. */
+	json_array_foreach(json_object_get(u, "swift_keys"), i, k) {
+		a = json_string_value(json_object_get(k, "user"));
+		if (a == NULL || strlen(a) >= sizeof(sub))
+			continue;
+		snprintf(sub, sizeof(sub), "%s", a);
+		if ((rc = request(r, "DELETE", "/admin/user", qs, 4, NULL, NULL,
+		    ok404, &st, step, why)) != 0)
+			return rc;
+		(*n)++;
 	}
 	return 0;
 }
@@ -784,6 +817,7 @@ ensure_user(struct rgw *r, const struct tl_drv_grant *g, int fix,
 	json_t *u = NULL;
 	enum mark m = MARK_OURS;
 	char ak[24];
+	unsigned n;
 	int rc;
 
 	if ((rc = vet_user(r, g, &u, &m, why)) != 0)
@@ -793,7 +827,8 @@ ensure_user(struct rgw *r, const struct tl_drv_grant *g, int fix,
 	tl_drv_rgw_access_key(g->login, g->password, ak);
 	/* Before the mark: a crash in between drops them again. */
 	if (m == MARK_ADOPT && marked_by(u, g->adopt_mesh) &&
-	    (rc = drop_other_keys(r, g, u, ak, why)) != 0)
+	    (rc = drop_other_keys(r, g, u, ak, "removing the other mesh's "
+	    "key", &n, why)) != 0)
 		goto out;
 	if (m == MARK_ADOPT || suspended(u) || !max_buckets_ok(u) ||
 	    (fix && has_caps(u)))
@@ -854,8 +889,11 @@ rgw_create(void *h, const struct tl_drv_grant *g, char *why)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
-	if ((rc = fence_check(r, why)) != 0 ||
-	    (rc = ensure_user(r, g, 0, why)) != 0 ||
+	if ((rc = fence_check(r, why)) != 0)
+		return rc;
+	if (g->adopting)
+		return adopt_takeover(r, g, why);
+	if ((rc = ensure_user(r, g, 0, why)) != 0 ||
 	    (rc = ensure_bucket(r, g, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user \"%s\" with its key and bucket \"%s\" "
@@ -878,28 +916,32 @@ rgw_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	return tl_drv_why(why, 0, "user \"%s\" has its key again", g->login);
 }
 
-/* Deletes the bucket's policy, as the owner (only an owner may). */
+/*
+ * Deletes the policy of bucket as its owner (only an owner may), with
+ * the owner's key ak/sk.
+ */
 static int
-drop_policy(struct rgw *r, const struct tl_drv_grant *g, char *why)
+drop_policy(struct rgw *r, const char *bucket, const char *ak,
+    const char *sk, char *why)
 {
-	char ak[24], path[RGW_NAME_MAX + 2];
+	char path[RGW_NAME_MAX + 2];
 	long st;
 	struct kv q[] = { { "policy", "" } };
 
-	tl_drv_rgw_access_key(g->login, g->password, ak);
-	snprintf(path, sizeof(path), "/%s", g->resource);
-	return request(r, "DELETE", path, q, 1, ak, g->password, ok404, &st,
+	snprintf(path, sizeof(path), "/%s", bucket);
+	return request(r, "DELETE", path, q, 1, ak, sk, ok404, &st,
 	    "deleting the bucket policy", why);
 }
 
 /*
- * The bucket's ACL back to private (the owner's FULL_CONTROL alone), as
- * the owner: PUT ?acl with the canned ACL "private".
+ * The ACL of bucket back to private (the owner's FULL_CONTROL alone),
+ * as its owner (ak/sk): PUT ?acl with the canned ACL "private".
  */
 static int
-set_private(struct rgw *r, const struct tl_drv_grant *g, char *why)
+set_private(struct rgw *r, const char *bucket, const char *ak,
+    const char *sk, char *why)
 {
-	char ak[24], path[RGW_NAME_MAX + 2];
+	char path[RGW_NAME_MAX + 2];
 	struct curl_slist *hd, *h2;
 	long st;
 	int rc;
@@ -914,10 +956,9 @@ set_private(struct rgw *r, const struct tl_drv_grant *g, char *why)
 		curl_slist_free_all(hd);
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	}
-	tl_drv_rgw_access_key(g->login, g->password, ak);
-	snprintf(path, sizeof(path), "/%s", g->resource);
+	snprintf(path, sizeof(path), "/%s", bucket);
 	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, h2);
-	rc = request(r, "PUT", path, q, 1, ak, g->password, NULL, &st,
+	rc = request(r, "PUT", path, q, 1, ak, sk, NULL, &st,
 	    "making the bucket's ACL private", why);
 	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, r->hdr);
 	curl_slist_free_all(h2);
@@ -1010,16 +1051,18 @@ static int
 rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
 	struct rgw *r = h;
+	char ak[24];
 	int rc;
 
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
 	if (g->password == NULL || g->password[0] == '\0')
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
+	tl_drv_rgw_access_key(g->login, g->password, ak);
 	if ((rc = fence_check(r, why)) != 0 ||
 	    (rc = ensure_user(r, g, 1, why)) != 0 ||
-	    (rc = drop_policy(r, g, why)) != 0 ||
-	    (rc = set_private(r, g, why)) != 0)
+	    (rc = drop_policy(r, g->resource, ak, g->password, why)) != 0 ||
+	    (rc = set_private(r, g->resource, ak, g->password, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user \"%s\" is active without caps and "
 	    "bucket \"%s\" has no policy and a private ACL", g->login,
@@ -1412,6 +1455,37 @@ rgw_add_credential(void *h, const struct tl_drv_grant *g, char *why)
 	return tl_drv_why(why, 0, "a second key is on user \"%s\"", g->login);
 }
 
+/*
+ * Retiring what tally adopt took over (g->adopting): g->password is the
+ * credential to keep, the new version's, whose key (access key
+ * tl_drv_rgw_access_key(login, password), as add_credential put it and
+ * compose delivers it) must be on the user with that secret before
+ * anything goes, or every holder would be locked out; then every other
+ * key goes, the adopted ones tally never knew.  The user and the
+ * bucket stay.
+ */
+static int
+retire_adopted(struct rgw *r, const struct tl_drv_grant *g, const json_t *u,
+    enum mark m, const char *keep, char *why)
+{
+	unsigned n;
+	int rc;
+
+	if (u == NULL)
+		return tl_drv_why(why, 0, "user \"%s\" is gone: no adopted "
+		    "key is left", g->login);
+	if (key_state(u, keep, g->password) != 2)
+		return tl_drv_why(why, TL_EDRIVER, "key %s, the one to keep, is "
+		    "not on user \"%s\" with its secret: no key removed (the "
+		    "holders would have none)", keep, g->login);
+	if ((m == MARK_ADOPT && (rc = remark_user(r, g, why)) != 0) ||
+	    (rc = drop_other_keys(r, g, u, keep, "removing an adopted key",
+	    &n, why)) != 0)
+		return rc;
+	return tl_drv_why(why, 0, "user \"%s\" keeps key %s alone: %u "
+	    "adopted key(s) removed", g->login, keep, n);
+}
+
 static int
 rgw_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -1433,6 +1507,11 @@ rgw_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 	    (rc = vet_user(r, g, &u, &m, why)) != 0)
 		return rc;
 	tl_drv_rgw_access_key(g->login, g->password, ak);
+	if (g->adopting) {
+		rc = retire_adopted(r, g, u, m, ak, why);
+		json_decref(u);
+		return rc;
+	}
 	if (u == NULL || key_state(u, ak, NULL) == 0) {
 		json_decref(u);
 		return tl_drv_why(why, 0, "key %s of user \"%s\" is gone "
@@ -1550,6 +1629,274 @@ rgw_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 out:
 	json_decref(u);
 	json_decref(b);
+	return rc;
+}
+
+/* --- tally adopt: a bucket and a user tally did not make ------------- */
+
+/*
+ * Whether dn is one of mark_of's marks, made by tally; grant gets the
+ * grant it names ("" for the unnamed mark).
+ */
+static int
+tally_mark(const char *dn, char *grant, size_t n)
+{
+	size_t ml = strlen(RGW_MESH_MARK " "), gl = strlen(RGW_MARK " ");
+
+	grant[0] = '\0';
+	if (dn == NULL)
+		return 0;
+	if (strncmp(dn, RGW_MESH_MARK " ", ml) == 0 && strlen(dn) > ml + 32 &&
+	    strncmp(dn + ml + 32, " grant ", 7) == 0) {
+		snprintf(grant, n, "%s", dn + ml + 32 + 7);
+		return 1;
+	}
+	if (strncmp(dn, RGW_MARK " ", gl) == 0)
+		snprintf(grant, n, "%s", dn + gl);
+	return strcmp(dn, RGW_MARK) == 0 || grant[0] != '\0';
+}
+
+/*
+ * 0 when user u (what names it in why) carries no mark of tally's, or,
+ * when mine, g's own (a create that ran before); TL_EREFUSED when it is
+ * another mesh's, TL_EDRIVER when tally made it for another grant.
+ */
+static int
+adoptable(struct rgw *r, const struct tl_drv_grant *g, const json_t *u,
+    const char *what, int mine, char *why)
+{
+	char other[160], mesh[33];
+	enum mark k;
+
+	if (!tally_mark(json_string_value(json_object_get(u, "display_name")),
+	    other, sizeof(other)))
+		return 0;
+	if ((k = user_mark(r->mesh, u, g, mesh)) == MARK_MESH)
+		return tl_drv_why(why, TL_EREFUSED, "%s is owned by mesh "
+		    "%.12s..., not this one (tally adopt --from-mesh takes it "
+		    "over): not touched", what, mesh);
+	if (mine && (k == MARK_OURS || k == MARK_ADOPT))
+		return 0;
+	return tl_drv_why(why, TL_EDRIVER, "%s was made by tally for %s%s: "
+	    "tally adopt takes over only what tally did not make", what,
+	    other[0] != '\0' ? "grant " : "another grant", other);
+}
+
+/* An RGW "true", which this release writes as a string. */
+static int
+flag(const json_t *u, const char *name)
+{
+	const json_t *v = json_object_get(u, name);
+
+	return json_is_true(v) || (json_is_string(v) &&
+	    strcmp(json_string_value(v), "true") == 0);
+}
+
+/* The gateway's own: admin caps, or a system or admin user. */
+static int
+privileged(const json_t *u)
+{
+	return has_caps(u) || flag(u, "system") || flag(u, "admin");
+}
+
+/* What the bucket holds: objects and bytes over every category. */
+static void
+held(const json_t *b, uint64_t *objects, uint64_t *bytes)
+{
+	const char *cat;
+	json_t *m;
+
+	*objects = *bytes = 0;
+	json_object_foreach(json_object_get(b, "usage"), cat, m) {
+		*objects += (uint64_t)json_integer_value(json_object_get(m,
+		    "num_objects"));
+		*bytes += (uint64_t)json_integer_value(json_object_get(m,
+		    "size"));
+	}
+}
+
+/*
+ * An S3 key of the user itself, not of a subuser (whose access may be
+ * narrower), into *ak and *sk (pointing into u); 0 when it has none.
+ */
+static int
+own_key(const json_t *u, const char *uid, const char **ak, const char **sk)
+{
+	const json_t *k;
+	const char *who;
+	size_t i;
+
+	json_array_foreach(json_object_get(u, "keys"), i, k) {
+		who = json_string_value(json_object_get(k, "user"));
+		*ak = json_string_value(json_object_get(k, "access_key"));
+		*sk = json_string_value(json_object_get(k, "secret_key"));
+		if (who != NULL && strcmp(who, uid) == 0 && *ak != NULL &&
+		    *sk != NULL)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The buckets the user owns other than the grant's, comma-separated
+ * into out (n bytes; "": none).
+ */
+static int
+other_buckets(struct rgw *r, const struct tl_drv_grant *g, char *out,
+    size_t n, char *why)
+{
+	struct kv q[] = { { "uid", g->login } };
+	json_t *l = NULL, *it;
+	const char *name;
+	size_t i, o = 0;
+	int rc;
+
+	out[0] = '\0';
+	if ((rc = get_json(r, "/admin/bucket", q, 1, &l, "listing the user's "
+	    "buckets", why)) != 0)
+		return rc;
+	json_array_foreach(l, i, it) {
+		if ((name = json_string_value(it)) == NULL ||
+		    strcmp(name, g->resource) == 0 || o + 1 >= n)
+			continue;
+		o += (size_t)snprintf(out + o, n - o, "%s%s", o ? ", " : "",
+		    name);
+		if (o >= n)
+			o = n - 1;
+	}
+	json_decref(l);
+	return 0;
+}
+
+/*
+ * Gives the bucket to the user: PUT /admin/bucket (link), which moves
+ * it from its owner, the owner's bucket ACL with it.  The ACLs of the
+ * objects stay their writers' (only radosgw-admin's chown rewrites
+ * them), so adopt_takeover links only an empty bucket.
+ */
+static int
+link_bucket(struct rgw *r, const struct tl_drv_grant *g, const json_t *b,
+    char *why)
+{
+	const char *id = json_string_value(json_object_get(b, "id"));
+	struct kv q[3];
+	size_t nq = 0;
+	long st;
+
+	q[nq++] = (struct kv){ "bucket", g->resource };
+	if (id != NULL && *id != '\0')
+		q[nq++] = (struct kv){ "bucket-id", id };
+	q[nq++] = (struct kv){ "uid", g->login };
+	return request(r, "PUT", "/admin/bucket", q, nq, NULL, NULL, NULL, &st,
+	    "linking the bucket to the user", why);
+}
+
+/*
+ * tally adopt (g->adopting): the bucket g->resource and the user
+ * g->login, made by someone else, become g's: the user gets the mark
+ * and what a grant's user is (active, no caps, max-buckets 1) and owns
+ * the bucket, which keeps its objects and loses any policy and any ACL
+ * grant beyond its owner's.  The user keeps its keys (g->password is
+ * not added: the rotation that follows adds the grant's first key and
+ * retires these); the bucket's policy and ACL are set with one of them,
+ * as only an owner may.  Everything is checked before anything
+ * changes, so a refusal leaves both as they were; a crash part way is
+ * resumed (a user marked g's is adoptable again).
+ */
+static int
+adopt_takeover(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	json_t *b = NULL, *u = NULL, *ou = NULL;
+	const char *o, *ak, *sk;
+	char what[128], owhat[160], others[256], from[96] = "";
+	uint64_t objects, bytes;
+	size_t keys;
+	int rc;
+
+	snprintf(what, sizeof(what), "user \"%s\"", g->login);
+	if ((rc = get_bucket(r, g->resource, &b, why)) != 0)
+		goto out;
+	if (b == NULL) {
+		rc = tl_drv_why(why, TL_EDRIVER, "bucket \"%s\" does not exist "
+		    "on this gateway: nothing to adopt", g->resource);
+		goto out;
+	}
+	if ((rc = get_user(r, g->login, &u, why)) != 0)
+		goto out;
+	if (u == NULL) {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s does not exist on this "
+		    "gateway: nothing to adopt", what);
+		goto out;
+	}
+	if ((rc = adoptable(r, g, u, what, 1, why)) != 0)
+		goto out;
+	if (privileged(u)) {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s has admin caps or is a "
+		    "system user: tally adopt takes over a consumer's user, "
+		    "never the gateway's own", what);
+		goto out;
+	}
+	held(b, &objects, &bytes);
+	if ((o = owner_of(b)) == NULL || strcmp(o, g->login) != 0) {
+		snprintf(owhat, sizeof(owhat), "bucket \"%s\"'s owner, user "
+		    "\"%.64s\"", g->resource, o != NULL ? o : "?");
+		if (o != NULL && (rc = get_user(r, o, &ou, why)) != 0)
+			goto out;
+		if (ou != NULL && (rc = adoptable(r, g, ou, owhat, 0, why)) !=
+		    0)
+			goto out;
+		if (ou != NULL && privileged(ou)) {
+			rc = tl_drv_why(why, TL_EDRIVER, "%s, is an admin of "
+			    "the gateway: tally adopt takes over a consumer's "
+			    "bucket", owhat);
+			goto out;
+		}
+		if (objects > 0) {
+			rc = tl_drv_why(why, TL_EDRIVER, "bucket \"%s\" holds "
+			    "%llu object(s) of its owner \"%.64s\", which stay "
+			    "that user's (their ACLs) if the bucket is linked "
+			    "to %s: make the user its owner first "
+			    "(radosgw-admin bucket chown), or adopt it with "
+			    "--login %.64s", g->resource,
+			    (unsigned long long)objects, o != NULL ? o : "?",
+			    what, o != NULL ? o : "?");
+			goto out;
+		}
+		snprintf(from, sizeof(from), ", linked from \"%.64s\"", o != NULL
+		    ? o : "?");
+	}
+	if ((rc = other_buckets(r, g, others, sizeof(others), why)) != 0)
+		goto out;
+	if (others[0] != '\0') {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s owns other buckets too "
+		    "(%s): a grant's user owns its bucket alone, and its keys "
+		    "would reach them; link them to another user first", what,
+		    others);
+		goto out;
+	}
+	if (!own_key(u, g->login, &ak, &sk)) {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s has no S3 key of its own: "
+		    "tally adopt takes over the user its consumers sign with",
+		    what);
+		goto out;
+	}
+	if ((from[0] != '\0' && (rc = link_bucket(r, g, b, why)) != 0) ||
+	    (rc = modify_user(r, g, 0, why)) != 0 ||
+	    (rc = drop_policy(r, g->resource, ak, sk, why)) != 0 ||
+	    (rc = set_private(r, g->resource, ak, sk, why)) != 0)
+		goto out;
+	keys = json_array_size(json_object_get(u, "keys")) +
+	    json_array_size(json_object_get(u, "swift_keys"));
+	rc = tl_drv_why(why, 0, "bucket \"%s\" (%llu object(s), %llu bytes) "
+	    "and %s adopted: the user is marked as the grant's and owns the "
+	    "bucket%s, private, without a policy; its %zu key(s) kept until "
+	    "the rotation retires them", g->resource,
+	    (unsigned long long)objects, (unsigned long long)bytes, what, from,
+	    keys);
+out:
+	json_decref(b);
+	json_decref(u);
+	json_decref(ou);
 	return rc;
 }
 

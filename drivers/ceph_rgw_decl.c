@@ -269,7 +269,8 @@ const struct tl_drv_decl tl_drv_ceph_rgw_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SIZE) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_LOSS) |
-	    TL_DRV_CAP_BIT(TL_DRV_CAP_FIND_MARKED),
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_FIND_MARKED) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT),
 	.name_max = RGW_NAME_MAX,
 	.keyed_names = 1,
 	.names = rgw_names,

@@ -243,6 +243,8 @@ grant_init(struct grant *gr, const char *tag)
 	snprintf(gr->bucket, sizeof(gr->bucket), "%s", out.resource);
 	tl_secret_password(gr->pw);
 	secret_add(gr->pw);
+	/* What a case does not set is zero (adopting, adopt_mesh, ...). */
+	memset(&gr->g, 0, sizeof(gr->g));
 	gr->g.resource = gr->bucket;
 	gr->g.owner = "";
 	gr->g.login = gr->login;
@@ -1392,6 +1394,233 @@ END_TEST
  * token as it is ("" without one); an explicit tls=verify delivers only
  * https, even before a ca is given (tallyd refuses to open it then).
  */
+/* --- tally adopt: what tally did not make ---------------------------- */
+
+/* A user made by hand, as a live mesh's consumer: uid, S3 key ak/sk. */
+static void
+hand_user(const char *uid, const char *ak, const char *sk)
+{
+	char pq[512];
+
+	snprintf(pq, sizeof(pq), "/admin/user?access-key=%s&display-name="
+	    "legacy%%20app&secret-key=%s&uid=%s", ak, sk, uid);
+	admin("PUT", pq);
+}
+
+/* How many keys, S3 and Swift, the user has. */
+static int
+keys_of(const char *uid)
+{
+	struct body b;
+	const char *p;
+	int n = 0;
+
+	ck_assert(user_exists(uid, &b));
+	for (p = b.buf; (p = strstr(p, "\"secret_key\"")) != NULL; p++)
+		n++;
+	return n;
+}
+
+/* The bucket's owner, as the admin API says, into out. */
+static void
+bucket_owner(const char *bucket, char *out, size_t cap)
+{
+	struct body b;
+	char pq[256];
+	const char *p, *e;
+
+	out[0] = '\0';
+	snprintf(pq, sizeof(pq), "/admin/bucket?bucket=%s", bucket);
+	ck_assert_int_eq(http("GET", pq, NULL, NULL, NULL, &b), 200);
+	if ((p = strstr(b.buf, "\"owner\":\"")) == NULL)
+		return;
+	p += 9;
+	if ((e = strchr(p, '"')) != NULL)
+		snprintf(out, cap, "%.*s", (int)(e - p), p);
+}
+
+/*
+ * tally adopt --resource --login (adopting): a bucket and a user made by
+ * hand are taken over with their object and keys, nothing of tally's
+ * added, its public-read ACL and policy gone; the rotation's key goes
+ * beside, and the retirement keeps it alone.  Refused, untouched: what
+ * is missing, tally's for another grant, another mesh's, an admin, a
+ * user with another bucket, another user's bucket with objects (an
+ * empty one is linked).
+ */
+START_TEST(test_adopt)
+{
+	static char sk[] = "legacy-secret-key-0123456789abcdef";
+	static char wrong[] = "not-the-new-versions-password-0123";
+	struct grant a, o;
+	struct tl_drv_grant keep;
+	struct body bd;
+	char m1[33], m2[33], why[TL_DRV_WHY_MAX], pq[512], uid[64], uid2[64],
+	    adm[64], bucket[64], b2[64], ak[32], ak2[32], ak3[32], mark[300],
+	    want[300], own[64];
+	int pid = (int)getpid();
+	void *h, *h2;
+
+	rand_hex(m1);
+	rand_hex(m2);
+	h = drv_open_mesh(m1, NULL);
+	secret_add(sk);
+	secret_add(wrong);
+	snprintf(uid, sizeof(uid), "legacy_%d", pid);
+	snprintf(uid2, sizeof(uid2), "legacy2_%d", pid);
+	snprintf(adm, sizeof(adm), "legacyadm_%d", pid);
+	snprintf(bucket, sizeof(bucket), "legacy-%d", pid);
+	snprintf(b2, sizeof(b2), "legacy-%d-2", pid);
+	snprintf(ak, sizeof(ak), "LEGACY%dA", pid);
+	snprintf(ak2, sizeof(ak2), "LEGACY%dB", pid);
+	grant_init(&a, "adopt");
+	a.g.login = uid;
+	a.g.resource = bucket;
+	a.g.adopting = 1;
+	grant_keys(&a);
+
+	/* Nothing to adopt: no bucket, then no user. */
+	ck_rc(drv->create(h, &a.g, why), TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "does not exist on this gateway: nothing "
+	    "to adopt") != NULL && strstr(why, bucket) != NULL, "%s", why);
+	hand_user(uid, ak, sk);
+	snprintf(pq, sizeof(pq), "/%s", bucket);
+	ck_assert_int_eq(http("PUT", pq, ak, sk, NULL, NULL), 200);
+	a.g.login = "nobody_here";
+	ck_rc(drv->create(h, &a.g, why), TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "user \"nobody_here\" does not exist") !=
+	    NULL, "%s", why);
+	a.g.login = uid;
+	/* An object; public-read and a policy; a subuser's Swift key. */
+	snprintf(pq, sizeof(pq), "/%s/kept.txt", bucket);
+	ck_assert_int_eq(http("PUT", pq, ak, sk, "kept", NULL), 200);
+	snprintf(pq, sizeof(pq), "/%s?acl=", bucket);
+	s_extra = "x-amz-acl: public-read";
+	ck_assert_int_eq(http("PUT", pq, ak, sk, "", NULL), 200);
+	snprintf(pq, sizeof(pq), "/%s?policy=", bucket);
+	{
+		char pol[600];
+
+		snprintf(pol, sizeof(pol), "{\"Version\":\"2012-10-17\","
+		    "\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":"
+		    "\"*\",\"Action\":\"s3:GetObject\",\"Resource\":"
+		    "\"arn:aws:s3:::%s/*\"}]}", bucket);
+		ck_assert_int_lt(http("PUT", pq, ak, sk, pol, NULL), 300);
+	}
+	snprintf(pq, sizeof(pq), "/%s/kept.txt", bucket);
+	ck_assert_int_eq(anon_get(pq), 200);
+	snprintf(pq, sizeof(pq), "/admin/user?access=full&generate-secret="
+	    "true&key-type=swift&subuser=%s%%3Aswift&uid=%s", uid, uid);
+	admin("PUT", pq);
+	ck_assert_int_eq(keys_of(uid), 2);
+
+	/* An admin; a user that owns another bucket: refused, untouched. */
+	snprintf(pq, sizeof(pq), "/admin/user?display-name=legacy%%20admin&"
+	    "uid=%s&user-caps=users%%3Dread", adm);
+	admin("PUT", pq);
+	a.g.login = adm;
+	ck_rc(drv->create(h, &a.g, why), TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "admin caps") != NULL, "%s", why);
+	a.g.login = uid;
+	snprintf(pq, sizeof(pq), "/%s", b2);
+	ck_assert_int_eq(http("PUT", pq, ak, sk, NULL, NULL), 200);
+	ck_rc(drv->create(h, &a.g, why), TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "owns other buckets too") != NULL &&
+	    strstr(why, b2) != NULL, "%s", why);
+	user_mark(uid, mark, sizeof(mark));
+	ck_assert_str_eq(mark, "legacy app");
+	snprintf(pq, sizeof(pq), "/admin/bucket?bucket=%s&purge-objects=true",
+	    b2);
+	admin("DELETE", pq);
+
+	/* Taken over, twice: marked, the object and both keys kept. */
+	create_ok(h, &a.g);
+	ck_rc(drv->create(h, &a.g, why), 0, why);
+	ck_assert_msg(strstr(why, "1 object(s)") != NULL &&
+	    strstr(why, "2 key(s) kept") != NULL, "%s", why);
+	user_mark(uid, mark, sizeof(mark));
+	snprintf(want, sizeof(want), "tally mesh %s grant %s", m1, a.id);
+	ck_assert_str_eq(mark, want);
+	ck_assert(user_exists(uid, &bd));
+	ck_assert_ptr_nonnull(strstr(bd.buf, "\"max_buckets\":1"));
+	ck_assert_int_eq(keys_of(uid), 2);
+	snprintf(pq, sizeof(pq), "/%s/kept.txt", bucket);
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 403);
+	ck_assert_int_eq(http("GET", pq, ak, sk, NULL, &bd), 200);
+	ck_assert_str_eq(bd.buf, "kept");
+	ck_assert_int_eq(anon_get(pq), 403);
+	snprintf(pq, sizeof(pq), "/%s", bucket);
+	ck_assert_int_eq(anon_get(pq), 403);
+
+	/* Another mesh's now; tally's for a.id, not another grant's. */
+	h2 = drv_open_mesh(m2, NULL);
+	ck_rc(drv->create(h2, &a.g, why), TL_EREFUSED, why);
+	ck_owned_by(why, m1);
+	drv->close(h2);
+	grant_init(&o, "adopt-other");
+	o.g.login = uid;
+	o.g.resource = bucket;
+	o.g.adopting = 1;
+	ck_rc(drv->create(h, &o.g, why), TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "made by tally for grant ") != NULL &&
+	    strstr(why, a.id) != NULL, "%s", why);
+
+	/* The rotation adds v2's key beside the adopted ones. */
+	tl_secret_password(a.pw);
+	grant_keys(&a);
+	a.g.adopting = 0;
+	ck_rc(drv->add_credential(h, &a.g, why), 0, why);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	snprintf(pq, sizeof(pq), "/%s/kept.txt", bucket);
+	ck_assert_int_eq(http("GET", pq, a.ak, a.pw, NULL, &bd), 200);
+	ck_assert_str_eq(bd.buf, "kept");
+	ck_assert_int_eq(http("GET", pq, ak, sk, NULL, NULL), 200);
+	/* Retiring keeps v2's key alone, and only when it is there. */
+	keep = a.g;
+	keep.adopting = 1;
+	keep.password = wrong;
+	ck_rc(drv->retire_credential(h, &keep, why), TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "the one to keep") != NULL, "%s", why);
+	ck_assert_int_eq(keys_of(uid), 3);
+	keep.password = a.pw;
+	ck_rc(drv->retire_credential(h, &keep, why), 0, why);
+	ck_why(why);
+	ck_assert_msg(strstr(why, "2 adopted key(s) removed") != NULL, "%s",
+	    why);
+	ck_rc(drv->retire_credential(h, &keep, why), 0, why);
+	ck_assert_int_eq(keys_of(uid), 1);
+	ck_assert_int_eq(http("GET", pq, ak, sk, NULL, NULL), 403);
+	ck_assert_int_eq(as(&a, "GET", pq, NULL), 200);
+	ck_assert_int_eq(check(h, &a.g, why), TL_DRIFT_NONE);
+	ck_assert(bucket_exists(bucket));
+
+	/* Another user's bucket: linked when empty, refused with objects. */
+	hand_user(uid2, ak2, sk);
+	snprintf(pq, sizeof(pq), "/%s", b2);
+	ck_assert_int_eq(http("PUT", pq, ak2, sk, NULL, NULL), 200);
+	grant_init(&o, "adopt-link");
+	snprintf(o.login, sizeof(o.login), "legacy3_%d", pid);
+	snprintf(o.bucket, sizeof(o.bucket), "%s", b2);
+	snprintf(ak3, sizeof(ak3), "LEGACY%dC", pid);
+	hand_user(o.login, ak3, sk);
+	o.g.adopting = 1;
+	snprintf(pq, sizeof(pq), "/%s/theirs.txt", b2);
+	ck_assert_int_eq(http("PUT", pq, ak2, sk, "theirs", NULL), 200);
+	ck_rc(drv->create(h, &o.g, why), TL_EDRIVER, why);
+	ck_assert_msg(strstr(why, "holds 1 object(s) of its owner") != NULL,
+	    "%s", why);
+	bucket_owner(b2, own, sizeof(own));
+	ck_assert_str_eq(own, uid2);
+	ck_assert_int_eq(http("DELETE", pq, ak2, sk, NULL, NULL), 204);
+	create_ok(h, &o.g);
+	bucket_owner(b2, own, sizeof(own));
+	ck_assert_str_eq(own, o.login);
+	snprintf(pq, sizeof(pq), "/%s", b2);
+	ck_assert_int_eq(http("GET", pq, ak2, sk, NULL, NULL), 403);
+	drv->close(h);
+}
+END_TEST
+
 START_TEST(test_consumer_tls_fields)
 {
 	static const char *const ver[] = { "tls", "verify", NULL };
@@ -1458,6 +1687,13 @@ suite(void)
 	tcase_add_checked_fixture(tc, secrets_reset, NULL);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_acl);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("adopt");
+	tcase_add_unchecked_fixture(tc, server_up, NULL);
+	tcase_add_checked_fixture(tc, secrets_reset, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_adopt);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("consumer_tls");
 	tcase_add_test(tc, test_consumer_tls_fields);

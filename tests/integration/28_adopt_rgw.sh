@@ -180,7 +180,7 @@ DAK=$(t_envget "$f" S3_ACCESS_KEY)
 DSK=$(t_envget "$f" S3_SECRET_KEY)
 t_check "only v2 delivered: tally's key, on the same user and bucket"
 tly log --json --stream "grant/$G" --type credential.delivered |
-	grep -q '"version":1' && t_fail "a credential.delivered of v1"
+	grep -q '"body":{[^}]*"version":1[,}]' && t_fail "a credential.delivered of v1"
 [ "$(t_envget "$f" S3_BUCKET)" = "$LB" ] || t_fail "S3_BUCKET is $(t_envget "$f" S3_BUCKET)"
 [ -n "$DAK" ] && [ "$DAK" != "$LAK" ] || t_fail "S3_ACCESS_KEY is '$DAK'"
 [ -n "$DSK" ] && [ "$DSK" != "$LSK" ] || t_fail "the adopted secret key was delivered"

@@ -167,7 +167,7 @@ static int
 requirement(struct tl_ctx *c, struct obj_arg *a)
 {
 	struct tl_rec r;
-	char k[TL_KEY_MAX], kind[32] = "", scope[32] = "";
+	char k[TL_KEY_MAX], kind[32] = "", scope[32] = "", cred[16] = "";
 	int rc;
 
 	if ((rc = tl_key(k, "r/%s/%s", a->module, a->req)) != 0)
@@ -178,6 +178,7 @@ requirement(struct tl_ctx *c, struct obj_arg *a)
 	tl_bn_getstr(r.m, "kind", kind, sizeof(kind));
 	tl_bn_getstr(r.m, "scope", scope, sizeof(scope));
 	tl_bn_getstr(r.m, "type", a->type, sizeof(a->type));
+	tl_bn_getstr(r.m, "credential", cred, sizeof(cred));
 	rc = a->migrated != NULL ? migration_named(c, a, r.m) : 0;
 	tl_rec_close(&r);
 	if (rc != 0)
@@ -186,6 +187,12 @@ requirement(struct tl_ctx *c, struct obj_arg *a)
 		return tl_refuse(c, TL_EREFUSED, "%s/%s is not a resource of "
 		    "its own (kind %s): nothing to adopt", a->module, a->req,
 		    kind);
+	/* Its versions keep one login and are never retired beside. */
+	if (strcmp(cred, "certificate") == 0)
+		return tl_refuse(c, TL_EREFUSED, "%s/%s logs in by certificate "
+		    "(credential: certificate): an adopted login's password "
+		    "would never be retired, so tally adopt takes over logins "
+		    "by password only", a->module, a->req);
 	if (strcmp(scope, "per-instance") == 0 && a->node == NULL)
 		return tl_refuse(c, TL_EINVAL, "%s/%s is per instance: --node "
 		    "names the instance's node", a->module, a->req);

@@ -1105,6 +1105,36 @@ fail:
 }
 
 /*
+ * The start of an ACL SETUSER that gives g's user a grant's keys,
+ * channels and commands for its prefix (keys and chans, 80 bytes each,
+ * hold the patterns argv points at): the number of argv entries filled,
+ * 10 + RD_NRULES.
+ */
+static int
+setuser_rules(const struct tl_drv_grant *g, const char **argv, char *keys,
+    char *chans)
+{
+	int n = 0;
+	size_t i;
+
+	snprintf(keys, 80, "~%s:*", g->resource);
+	snprintf(chans, 80, "&%s:*", g->resource);
+	argv[n++] = "ACL";
+	argv[n++] = "SETUSER";
+	argv[n++] = g->login;
+	argv[n++] = "on";
+	argv[n++] = "resetkeys";
+	argv[n++] = "resetchannels";
+	argv[n++] = "clearselectors";
+	argv[n++] = "sanitize-payload";
+	argv[n++] = keys;
+	argv[n++] = chans;
+	for (i = 0; i < RD_NRULES; i++)
+		argv[n++] = rules[i];
+	return n;
+}
+
+/*
  * TL_EDRIVER (why) unless g->resource is free for an adopted user: a
  * prefix that is the name of a user tally made is that grant's key
  * space (its own user's prefix is the one name of both).
@@ -1200,20 +1230,7 @@ adopt_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
 		    strlen(pw->element[i]->str) == RD_HASH_HEX)
 			sadd[2 + npw++] = pw->element[i]->str;
 	mark_keys(g->login, ok, pk, mk);
-	snprintf(keys, sizeof(keys), "~%s:*", g->resource);
-	snprintf(chans, sizeof(chans), "&%s:*", g->resource);
-	argv[n++] = "ACL";
-	argv[n++] = "SETUSER";
-	argv[n++] = g->login;
-	argv[n++] = "on";
-	argv[n++] = "resetkeys";
-	argv[n++] = "resetchannels";
-	argv[n++] = "clearselectors";
-	argv[n++] = "sanitize-payload";
-	argv[n++] = keys;
-	argv[n++] = chans;
-	for (i = 0; i < RD_NRULES; i++)
-		argv[n++] = rules[i];
+	n = setuser_rules(g, argv, keys, chans);
 	if ((rc = tx_multi(h, why)) != 0 ||
 	    (rc = run(h, 3, set, "SET mark", why)) != 0 ||
 	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
@@ -1634,20 +1651,7 @@ fix_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
 		return rc;
 	if ((rc = existing(g, &o, why)) != 0)
 		goto fail;
-	snprintf(keys, sizeof(keys), "~%s:*", g->resource);
-	snprintf(chans, sizeof(chans), "&%s:*", g->resource);
-	argv[n++] = "ACL";
-	argv[n++] = "SETUSER";
-	argv[n++] = g->login;
-	argv[n++] = "on";
-	argv[n++] = "resetkeys";
-	argv[n++] = "resetchannels";
-	argv[n++] = "clearselectors";
-	argv[n++] = "sanitize-payload";
-	argv[n++] = keys;
-	argv[n++] = chans;
-	for (size_t i = 0; i < RD_NRULES; i++)
-		argv[n++] = rules[i];
+	n = setuser_rules(g, argv, keys, chans);
 	if ((rc = tx_multi(h, why)) != 0 ||
 	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
 	    (rc = run(h, n, argv, "ACL SETUSER", why)) != 0)

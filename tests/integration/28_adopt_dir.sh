@@ -20,23 +20,6 @@ ROOT=$W/root
 mkdir -p "$ROOT"
 if [ "$(id -u)" = 0 ]; then WANT=2770; else WANT=700; fi
 
-t_wait_log() {
-	_w_end=$(($(t_now_ms) + $1 * 1000))
-	while :; do
-		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
-			grep -e "${4:-.}" | head -n 1) || true
-		if [ -n "$_w_l" ]; then
-			printf '%s\n' "$_w_l"
-			return 0
-		fi
-		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
-			tail -n 20 "$T_DLOG" >&2
-			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
-		fi
-		sleep 0.1
-	done
-}
-
 sums() { (cd "$1" && find . -type f | sort | xargs sha256sum); }
 
 t_say "a download provider on node-a; a share made by hand under its root"
@@ -81,7 +64,7 @@ t_ok "FILES=$ROOT/legacy-files, inode $INO0, $(echo "$SUM0" | wc -l) files uncha
 
 t_check "verification keeps it: a mode changed by hand is repaired"
 chmod 0777 "$ROOT/legacy-files"
-t_wait_log 30 files/files grant.repaired >/dev/null
+t_grant_wait 30 files/files grant.repaired >/dev/null
 [ "$(stat -c %a "$ROOT/legacy-files")" = "$WANT" ] || t_fail "not repaired"
 t_wait_healthy 30 files
 t_ok "0777 -> $WANT (grant.repaired)"
@@ -92,9 +75,9 @@ tly adopt linked/files --resource linked >/dev/null
 tly adopt shaped/files --resource "app-a-files_0123456789abcdef" >/dev/null
 mkdir "$ROOT/app-a-files_0123456789abcdef"
 tly assign ghost linked shaped node-a >/dev/null
-t_wait_log 30 ghost/files grant.failed 'nothing to adopt' >/dev/null
-t_wait_log 30 linked/files grant.failed 'a symbolic link' >/dev/null
-t_wait_log 30 shaped/files grant.failed 'shape of a directory tally made' >/dev/null
+t_grant_wait 30 ghost/files grant.failed 'nothing to adopt' >/dev/null
+t_grant_wait 30 linked/files grant.failed 'a symbolic link' >/dev/null
+t_grant_wait 30 shaped/files grant.failed 'shape of a directory tally made' >/dev/null
 [ "$(cat "$W/elsewhere/secret.txt")" = "not tally's" ] &&
 	[ "$(stat -c %a "$W/elsewhere")" != 0 ] || t_fail "the link's target was touched"
 t_ok "nothing-here, a link, a tally-shaped name: refused (the link's target untouched)"
@@ -103,13 +86,13 @@ t_say "revoked: retained though the provider drops; purged: gone"
 tly assign app-b node-a >/dev/null
 t_wait_healthy 30 app-b
 tly remove app-b --yes >/dev/null || t_fail "tally remove app-b failed"
-t_wait_log 30 app-b/files grant.revoked '"policy":"drop"' >/dev/null
+t_grant_wait 30 app-b/files grant.revoked '"policy":"drop"' >/dev/null
 tly remove files --yes >/dev/null || t_fail "tally remove files failed"
-t_wait_log 30 files/files grant.revoked '"policy":"retain"' >/dev/null
+t_grant_wait 30 files/files grant.revoked '"policy":"retain"' >/dev/null
 [ -f "$ROOT/legacy-files/sub/b.txt" ] || t_fail "revoking dropped the files"
 t_ok "app-b (made by tally): policy drop; files (adopted): policy retain, the files are there"
 tly purge files/files --yes >/dev/null || t_fail "tally purge failed"
-t_wait_log 30 files/files grant.purged >/dev/null
+t_grant_wait 30 files/files grant.purged >/dev/null
 [ ! -e "$ROOT/legacy-files" ] || t_fail "purged, but the directory is there"
 t_ok "purged: $ROOT/legacy-files is gone"
 

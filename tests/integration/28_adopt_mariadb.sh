@@ -25,25 +25,6 @@
 
 G=legacy/db
 
-t_wait_log() {
-	_w_end=$(($(t_now_ms) + $1 * 1000))
-	while :; do
-		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
-			grep -e "${4:-.}" | head -n 1) || true
-		if [ -n "$_w_l" ]; then
-			printf '%s\n' "$_w_l"
-			return 0
-		fi
-		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
-			tail -n 20 "$T_DLOG" >&2
-			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
-		fi
-		sleep 0.1
-	done
-}
-
-head_seq() { tly log --json | tail -n 1 | t_jfields seq; }
-
 t_mariadb_start
 MPORT=$TALLY_TEST_MARIADB_PORT
 MPW=$(cat "$TALLY_TEST_MARIADB_PWFILE")
@@ -134,10 +115,10 @@ tly apply "$(consumer legacy)" "$(consumer other)" >/dev/null ||
 	t_fail "tally apply legacy other failed"
 
 t_check "refusals append nothing"
-before=$(head_seq)
+before=$(t_head_seq)
 t_expect_exit 4 "adopt without --login" tly adopt $G --resource legacydb
 grep -q -- "--login" "$W/last.err" || t_fail "no word of --login: $(cat "$W/last.err")"
-[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+[ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "no --login: exit 4"
 
 t_say "tally adopt $G --resource legacydb --login legacy (before tally assign)"
@@ -146,18 +127,18 @@ tly adopt $G --resource legacydb --login legacy >"$W/adopt.out" ||
 tly log --json --stream "grant/$G" --type grant.adopted |
 	grep -q '"resource":"legacydb","login":"legacy"' ||
 	t_fail "no grant.adopted {resource legacydb, login legacy}"
-before=$(head_seq)
+before=$(t_head_seq)
 t_expect_exit 4 "other/db adopting legacydb too" \
 	tly adopt other/db --resource legacydb --login legacy
 grep -q "adopted by grant $G" "$W/last.err" || t_fail "no word of $G: $(cat "$W/last.err")"
-[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+[ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "$(cat "$W/adopt.out")"
 
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 t_tallyd_start --interval 1
-t_wait_log 30 $G rotation.started '"reason":"adopted' >/dev/null
-t_wait_log 30 $G credential.activated >/dev/null
-t_wait_log 30 $G credential.delivered '"version":2' >/dev/null
+t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
+t_grant_wait 30 $G credential.activated >/dev/null
+t_grant_wait 30 $G credential.delivered '"version":2' >/dev/null
 f=$(t_envfile node-a legacy)
 USER2=$(t_envget "$f" DB_USER)
 [ "$(t_envget "$f" DB_NAME)" = legacydb ] || t_fail "DB_NAME is $(t_envget "$f" DB_NAME)"
@@ -219,8 +200,8 @@ t_ok "legacy reads 5001 rows and later; status: waiting on node-a/legacy"
 
 t_say "node-a acknowledges v2: the adopted user goes"
 tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
-t_wait_log 30 $G credential.retired '"user":"legacy"' >/dev/null
-t_wait_log 10 $G rotation.completed >/dev/null
+t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
+t_grant_wait 10 $G rotation.completed >/dev/null
 [ "$(msql "SELECT COUNT(*) FROM mysql.global_priv WHERE User = 'legacy'")" = 0 ] ||
 	t_fail "the user legacy is still there"
 [ -z "$(mark u legacy)" ] || t_fail "legacy's mark outlived it"
@@ -239,7 +220,7 @@ tly apply "$(consumer ghost)" >/dev/null
 tly adopt ghost/db --resource nosuchdb --login "$USER2" >/dev/null ||
 	t_fail "tally adopt ghost/db failed"
 tly assign ghost node-a >/dev/null
-t_wait_log 30 ghost/db grant.failed 'nothing to adopt' >/dev/null
+t_grant_wait 30 ghost/db grant.failed 'nothing to adopt' >/dev/null
 [ "$(mark u "$USER2")" = $G ] || t_fail "$USER2's mark is '$(mark u "$USER2")'"
 t_ok "nosuchdb: nothing to adopt; $USER2 still $G's"
 
@@ -252,7 +233,7 @@ tly apply "$(consumer fourth)" >/dev/null
 tly adopt fourth/db --resource "$DB4" --login "$(t_envget "$f4" DB_USER)" >/dev/null ||
 	t_fail "tally adopt fourth/db failed"
 tly assign fourth node-a >/dev/null
-t_wait_log 30 fourth/db grant.failed 'made by tally for grant other/db' >/dev/null
+t_grant_wait 30 fourth/db grant.failed 'made by tally for grant other/db' >/dev/null
 [ "$(as_env "$f4" "SELECT 1")" = 1 ] || t_fail "other/db's credential broke"
 [ "$(mark d "$DB4")" = other/db ] || t_fail "$DB4's mark is '$(mark d "$DB4")'"
 t_ok "$DB4: tally's for other/db (its credential works)"
@@ -264,7 +245,7 @@ tly apply "$(consumer hosted)" >/dev/null
 tly adopt hosted/db --resource hostdb --login hosted >/dev/null ||
 	t_fail "tally adopt hosted/db failed"
 tly assign hosted node-a >/dev/null
-t_wait_log 30 hosted/db grant.failed 'RENAME USER' >/dev/null
+t_grant_wait 30 hosted/db grant.failed 'RENAME USER' >/dev/null
 [ "$(msql "SELECT COUNT(*) FROM mysql.global_priv WHERE User = 'hosted' AND Host = 'localhost'")" = 1 ] ||
 	t_fail "'hosted'@'localhost' was touched"
 [ -z "$(mark d hostdb)" ] || t_fail "hostdb was marked: $(mark d hostdb)"
@@ -282,7 +263,7 @@ tly apply "$(consumer trig)" >/dev/null
 tly adopt trig/db --resource trigdb --login trig >/dev/null ||
 	t_fail "tally adopt trig/db failed"
 tly assign trig node-a >/dev/null
-t_wait_log 30 trig/db grant.failed 'DEFINER' >/dev/null
+t_grant_wait 30 trig/db grant.failed 'DEFINER' >/dev/null
 [ -z "$(mark u trig)" ] || t_fail "trig was marked: $(mark u trig)"
 t_ok "trigdb: refused before anything changed (trig unmarked)"
 

@@ -28,25 +28,6 @@ IAT=$(cat "$TALLY_TEST_OIDC_IATFILE")
 store=$OIDC_DIR/store.json
 G=billing/login
 
-t_wait_log() {
-	_w_end=$(($(t_now_ms) + $1 * 1000))
-	while :; do
-		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
-			grep -e "${4:-.}" | head -n 1) || true
-		if [ -n "$_w_l" ]; then
-			printf '%s\n' "$_w_l"
-			return 0
-		fi
-		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
-			tail -n 20 "$T_DLOG" >&2
-			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
-		fi
-		sleep 0.1
-	done
-}
-
-head_seq() { tly log --json | tail -n 1 | t_jfields seq; }
-
 # jget KEY: KEY of the JSON object on stdin ("" when absent).
 jget() {
 	python3 -c 'import json, sys
@@ -142,11 +123,11 @@ t_ok "client $CID (software_id billing-2019, client_secret_post) gets tokens; a 
 
 tly apply "$(consumer billing)" >/dev/null || t_fail "tally apply billing failed"
 t_check "adopt without its registration access token: refused, nothing appended"
-before=$(head_seq)
+before=$(t_head_seq)
 t_expect_exit 4 "adopt of an oidc client without --secret-stdin" \
 	tly adopt $G --resource "$CID"
 grep -q -- "--secret-stdin" "$W/last.err" || t_fail "no word of --secret-stdin: $(cat "$W/last.err")"
-[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+[ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "$(head -n 1 "$W/last.err")"
 
 t_say "tally adopt $G --resource $CID --secret-stdin (before tally assign)"
@@ -161,9 +142,9 @@ t_ok "$(head -n 1 "$W/adopt.out")"
 
 tly assign billing node-a >/dev/null || t_fail "tally assign billing node-a failed"
 t_tallyd_start --interval 1
-t_wait_log 30 $G rotation.started '"reason":"adopted' >/dev/null
-t_wait_log 30 $G credential.activated >/dev/null
-t_wait_log 30 $G credential.delivered '"version":2' >/dev/null
+t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
+t_grant_wait 30 $G credential.activated >/dev/null
+t_grant_wait 30 $G credential.delivered '"version":2' >/dev/null
 
 t_check "the same client, marked as $G's, kept as it was; the token given is dead"
 MESH=$(tly mesh --json | t_jstr mesh)
@@ -221,8 +202,8 @@ t_ok "$CID gets tokens; status: waiting on node-a/billing; tally check healthy"
 
 t_say "node-a acknowledges v2: the adopted client goes"
 tly ack node-a billing 2 >/dev/null || t_fail "tally ack failed"
-t_wait_log 30 $G credential.retired >/dev/null
-t_wait_log 10 $G rotation.completed >/dev/null
+t_grant_wait 30 $G credential.retired >/dev/null
+t_grant_wait 10 $G rotation.completed >/dev/null
 tok_post "$CID" "$SEC" | grep -q '"access_token"' && t_fail "the adopted client still gets tokens"
 tok_post "$CID" "$SEC" | grep -q invalid_client || t_fail "the adopted client is refused for another reason: $(tok_post "$CID" "$SEC")"
 gone "$CID" || t_fail "client $CID is still registered"
@@ -236,7 +217,7 @@ tly apply "$(consumer ghost)" >/dev/null
 printf 'not-a-token\n' | tly adopt ghost/login --resource no-such-client --secret-stdin >/dev/null ||
 	t_fail "tally adopt ghost/login failed"
 tly assign ghost node-a >/dev/null
-t_wait_log 30 ghost/login grant.failed 'nothing to adopt' >"$W/ghost.ev"
+t_grant_wait 30 ghost/login grant.failed 'nothing to adopt' >"$W/ghost.ev"
 grep -q 'client no-such-client' "$W/ghost.ev" || t_fail "the failure does not name the client: $(cat "$W/ghost.ev")"
 hand_register '{"client_name":"other","software_id":"other-1",
 	"grant_types":["client_credentials"],"response_types":[],
@@ -249,7 +230,7 @@ tly apply "$(consumer wrongtok)" >/dev/null
 printf 'not-its-token\n' | tly adopt wrongtok/login --resource "$OID" --secret-stdin >/dev/null ||
 	t_fail "tally adopt wrongtok/login failed"
 tly assign wrongtok node-a >/dev/null
-t_wait_log 30 wrongtok/login grant.failed 'refuses the registration access token' >"$W/wrong.ev"
+t_grant_wait 30 wrongtok/login grant.failed 'refuses the registration access token' >"$W/wrong.ev"
 grep -q 'nothing to adopt' "$W/wrong.ev" || t_fail "the failure: $(cat "$W/wrong.ev")"
 [ "$(client "$OID" "c['software_id']")" = other-1 ] || t_fail "the client $OID was changed"
 [ "$(reg_status "$OID" "$ORAT")" = 200 ] || t_fail "the client's own token no longer reads it"

@@ -27,25 +27,6 @@
 
 G=legacy/db
 
-t_wait_log() {
-	_w_end=$(($(t_now_ms) + $1 * 1000))
-	while :; do
-		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
-			grep -e "${4:-.}" | head -n 1) || true
-		if [ -n "$_w_l" ]; then
-			printf '%s\n' "$_w_l"
-			return 0
-		fi
-		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
-			tail -n 20 "$T_DLOG" >&2
-			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
-		fi
-		sleep 0.1
-	done
-}
-
-head_seq() { tly log --json | tail -n 1 | t_jfields seq; }
-
 # as_legacy PASSWORD SQL: over TCP as the hand-made login.
 as_legacy() {
 	PGPASSWORD=$1 PGCONNECT_TIMEOUT=5 psql -X -At -q -v ON_ERROR_STOP=1 \
@@ -86,7 +67,7 @@ tly apply "$m" >/dev/null || t_fail "tally apply legacy failed"
 tly apply "$(t_consumer other shared)" >/dev/null
 
 t_check "refusals append nothing"
-before=$(head_seq)
+before=$(t_head_seq)
 t_expect_exit 4 "adopt without --login" tly adopt $G --resource legacydb
 grep -q -- "--login" "$W/last.err" || t_fail "no word of --login: $(cat "$W/last.err")"
 t_expect_exit 3 "adopt of an undeclared requirement" \
@@ -101,7 +82,7 @@ echo frozen-real >"$W/pw"
 t_expect_exit 4 "--secret-stdin for a driver that takes none" \
 	sh -c "\"\$TALLY_BIN/tally\" adopt $G --resource legacydb --login legacy --secret-stdin <\"$W/pw\""
 grep -q "takes nothing but" "$W/last.err" || t_fail "--secret-stdin: $(cat "$W/last.err")"
-[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+[ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "no --login: exit 4; undeclared: exit 3; --node of shared: exit 4"
 
 t_say "tally adopt $G --resource legacydb --login legacy (before tally assign)"
@@ -112,19 +93,19 @@ grep -q "retires legacy" "$W/adopt.out" || t_fail "adopt says: $(cat "$W/adopt.o
 tly log --json --stream "grant/$G" --type grant.adopted |
 	grep -q '"resource":"legacydb","login":"legacy"' ||
 	t_fail "no grant.adopted {resource legacydb, login legacy}"
-before=$(head_seq)
+before=$(t_head_seq)
 t_expect_exit 4 "a second adopt of $G" tly adopt $G --resource legacydb --login legacy
 t_expect_exit 4 "other/db adopting legacydb too" \
 	tly adopt other/db --resource legacydb --login legacy
 grep -q "adopted by grant $G" "$W/last.err" || t_fail "no word of $G: $(cat "$W/last.err")"
-[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+[ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "$(cat "$W/adopt.out")"
 
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 t_tallyd_start --interval 1
-t_wait_log 30 $G rotation.started '"reason":"adopted' >/dev/null
-t_wait_log 30 $G credential.activated >/dev/null
-t_wait_log 30 $G credential.delivered '"version":2' >/dev/null
+t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
+t_grant_wait 30 $G credential.activated >/dev/null
+t_grant_wait 30 $G credential.delivered '"version":2' >/dev/null
 f=$(t_envfile node-a legacy)
 USER2=$(t_envget "$f" DB_USER)
 [ "$(t_envget "$f" DB_NAME)" = legacydb ] || t_fail "DB_NAME is $(t_envget "$f" DB_NAME)"
@@ -149,7 +130,7 @@ t_env_psql "$f" "CREATE TABLE later (x int)" >/dev/null ||
 t_ok "oid $OID0, $SUM0; insert and create as $USER2"
 
 t_check "001 recorded, not run; 002 ran as tally's login"
-t_wait_log 30 $G migration.applied '"file":"002_note.sql"' >/dev/null
+t_grant_wait 30 $G migration.applied '"file":"002_note.sql"' >/dev/null
 tly log --json --stream "grant/$G" --type migration.applied | grep -q '"file":"001_scores.sql"' ||
 	t_fail "001_scores.sql is not recorded as applied"
 grep -q "001_scores.sql was applied before tally adopted" "$T_DLOG" ||
@@ -176,8 +157,8 @@ t_ok "legacy reads; status: waiting on node-a/legacy"
 
 t_say "node-a acknowledges v2: the adopted login goes"
 tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
-t_wait_log 30 $G credential.retired '"user":"legacy"' >/dev/null
-t_wait_log 10 $G rotation.completed >/dev/null
+t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
+t_grant_wait 10 $G rotation.completed >/dev/null
 [ "$(t_sql "SELECT count(*) FROM pg_roles WHERE rolname = 'legacy'")" = 0 ] ||
 	t_fail "the role legacy is still there"
 if as_legacy frozen-real "SELECT 1" >/dev/null 2>&1; then
@@ -192,7 +173,7 @@ tly apply "$(t_consumer ghost shared)" >/dev/null
 tly adopt ghost/db --resource nosuchdb --login "$USER2" >/dev/null ||
 	t_fail "tally adopt ghost/db failed"
 tly assign ghost node-a >/dev/null
-t_wait_log 30 ghost/db grant.failed 'nothing to adopt' >/dev/null
+t_grant_wait 30 ghost/db grant.failed 'nothing to adopt' >/dev/null
 tly adopt other/db --resource legacydb --login "$USER2" >/dev/null 2>&1 &&
 	t_fail "other/db may adopt what legacy/db adopted"
 tly apply "$(t_consumer third shared)" >/dev/null
@@ -208,7 +189,7 @@ DB4=$(t_envget "$f4" DB_NAME)
 tly adopt fourth/db --resource "$DB4" --login "$(t_envget "$f4" DB_USER)" >/dev/null ||
 	t_fail "tally adopt fourth/db failed"
 tly assign fourth node-a >/dev/null
-t_wait_log 30 fourth/db grant.failed 'made by tally for grant other/db' >/dev/null
+t_grant_wait 30 fourth/db grant.failed 'made by tally for grant other/db' >/dev/null
 [ "$(t_env_psql "$f4" "SELECT 1")" = 1 ] || t_fail "other/db's credential broke"
 t_ok "nosuchdb: nothing to adopt; $DB4: tally's for other/db (its credential works)"
 

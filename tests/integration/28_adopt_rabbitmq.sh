@@ -27,25 +27,6 @@
 G=legacy/mq
 LOGIN="python3 $TALLY_SRC/tests/harness/amqp_login.py"
 
-t_wait_log() {
-	_w_end=$(($(t_now_ms) + $1 * 1000))
-	while :; do
-		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
-			grep -e "${4:-.}" | head -n 1) || true
-		if [ -n "$_w_l" ]; then
-			printf '%s\n' "$_w_l"
-			return 0
-		fi
-		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
-			tail -n 20 "$T_DLOG" >&2
-			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
-		fi
-		sleep 0.1
-	done
-}
-
-head_seq() { tly log --json | tail -n 1 | t_jfields seq; }
-
 # consumer NAME: a module with one vhost requirement "mq".
 consumer() {
 	mkdir -p "$W/manifests"
@@ -169,10 +150,10 @@ t_ok "$(cat "$W/adopt.out")"
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 # Every grant verified each second: the waiting rotation meets it.
 t_tallyd_start --interval 1 --verify-interval 1
-t_wait_log 30 $G grant.provisioned >/dev/null
-t_wait_log 30 $G rotation.started '"reason":"adopted' >/dev/null
-t_wait_log 30 $G credential.activated >/dev/null
-t_wait_log 30 $G credential.delivered '"version":2' >/dev/null
+t_grant_wait 30 $G grant.provisioned >/dev/null
+t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
+t_grant_wait 30 $G credential.activated >/dev/null
+t_grant_wait 30 $G credential.delivered '"version":2' >/dev/null
 f=$(t_envfile node-a legacy)
 USER2=$(t_envget "$f" MQ_USER)
 URL2=$(t_envget "$f" MQ_URL)
@@ -236,8 +217,8 @@ t_ok "tally check: healthy; legacy counts 6 messages; status: waiting on node-a/
 
 t_say "node-a acknowledges v2: the adopted user goes"
 tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
-t_wait_log 30 $G credential.retired '"user":"legacy"' >/dev/null
-t_wait_log 10 $G rotation.completed >/dev/null
+t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
+t_grant_wait 10 $G rotation.completed >/dev/null
 has_user legacy && t_fail "the user legacy is still there"
 $Q "$LURL" invoices >"$W/q.out" 2>&1 && t_fail "the adopted user still logs in"
 grep -q refused "$W/q.out" || t_fail "the adopted user: $(cat "$W/q.out")"
@@ -254,7 +235,7 @@ api PUT /permissions/half/halfuser '{"configure":".*","write":".*","read":".*"}'
 publish half jobs 2
 tly adopt resumed/mq --resource half --login halfuser >/dev/null || t_fail "tally adopt resumed/mq failed"
 tly assign resumed node-a >/dev/null
-t_wait_log 30 resumed/mq rotation.started '"reason":"adopted' >/dev/null
+t_grant_wait 30 resumed/mq rotation.started '"reason":"adopted' >/dev/null
 [ "$(field "$(api GET /users/halfuser)" tags)" = '["tally"]' ] || t_fail "halfuser was not tagged"
 [ "$($Q "amqps://halfuser:half-pw@127.0.0.1:$TALLY_TEST_AMQP_TLS_PORT/half?cacertfile=$TALLY_TEST_CA" jobs)" = 2 ] ||
 	t_fail "halfuser no longer reads its 2 messages"
@@ -265,7 +246,7 @@ tly apply "$(consumer ghost)" >/dev/null
 tly adopt ghost/mq --resource nosuchvhost --login peeker >/dev/null ||
 	t_fail "tally adopt ghost/mq failed"
 tly assign ghost node-a >/dev/null
-t_wait_log 30 ghost/mq grant.failed 'nothing to adopt' >/dev/null
+t_grant_wait 30 ghost/mq grant.failed 'nothing to adopt' >/dev/null
 has_vhost nosuchvhost && t_fail "nosuchvhost was made"
 # A vhost tally made for a grant (not adopted): refused, the grant's
 # credential untouched.
@@ -277,7 +258,7 @@ tly apply "$(consumer fourth)" >/dev/null
 tly adopt fourth/mq --resource "$V4" --login "$(t_envget "$f4" MQ_USER)" >/dev/null ||
 	t_fail "tally adopt fourth/mq failed"
 tly assign fourth node-a >/dev/null
-t_wait_log 30 fourth/mq grant.failed 'made by tally for grant other/mq' >/dev/null
+t_grant_wait 30 fourth/mq grant.failed 'made by tally for grant other/mq' >/dev/null
 $LOGIN "$(t_envget "$f4" MQ_URL)" >"$W/login.out" 2>&1 || t_fail "other/mq's credential broke: $(cat "$W/login.out")"
 # A user with a permission on another vhost: deleting it after the
 # rotation would cut that off; nothing is changed.
@@ -288,7 +269,7 @@ api PUT /permissions/%2F/shared '{"configure":".*","write":".*","read":".*"}' >/
 tly apply "$(consumer fifth)" >/dev/null
 tly adopt fifth/mq --resource spare --login shared >/dev/null || t_fail "tally adopt fifth/mq failed"
 tly assign fifth node-a >/dev/null
-t_wait_log 30 fifth/mq grant.failed 'also has permissions on vhost' >/dev/null
+t_grant_wait 30 fifth/mq grant.failed 'also has permissions on vhost' >/dev/null
 [ "$(field "$(api GET /vhosts/spare)" description)" = "spare, made by hand" ] ||
 	t_fail "the refused adoption marked spare"
 [ "$(field "$(api GET /users/shared)" tags)" = '[]' ] || t_fail "the refused adoption tagged shared"

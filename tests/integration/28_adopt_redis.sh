@@ -27,25 +27,6 @@ command -v redis-cli >/dev/null 2>&1 || t_fail "redis-cli is missing (tools/deps
 
 G=legacy/cache
 
-t_wait_log() {	# SECONDS GRANT TYPE [GREP]: prints the first match
-	_w_end=$(($(t_now_ms) + $1 * 1000))
-	while :; do
-		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
-			grep -e "${4:-.}" | head -n 1) || true
-		if [ -n "$_w_l" ]; then
-			printf '%s\n' "$_w_l"
-			return 0
-		fi
-		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
-			tail -n 20 "$T_DLOG" >&2
-			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
-		fi
-		sleep 0.1
-	done
-}
-
-head_seq() { tly log --json | tail -n 1 | t_jfields seq; }
-
 t_redis_start
 TP=$TALLY_TEST_REDIS_TLS_PORT
 RPW=$(cat "$TALLY_TEST_REDIS_PWFILE")
@@ -142,10 +123,10 @@ t_ok "$N0 keys under legacy: ($SUM0); GET shared:x, KEYS work; two passwords, a 
 tly apply "$(consumer legacy)" >/dev/null || t_fail "tally apply legacy failed"
 
 t_check "refusals append nothing"
-before=$(head_seq)
+before=$(t_head_seq)
 t_expect_exit 4 "adopt without --login" tly adopt $G --resource legacy
 grep -q -- "--login" "$W/last.err" || t_fail "no word of --login: $(cat "$W/last.err")"
-[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+[ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "no --login: exit 4"
 
 t_say "tally adopt $G --resource legacy --login legacy (before tally assign)"
@@ -159,10 +140,10 @@ t_ok "$(cat "$W/adopt.out")"
 
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 t_tallyd_start --interval 1
-t_wait_log 30 $G grant.provisioned >/dev/null
-t_wait_log 30 $G rotation.started '"reason":"adopted' >/dev/null
-t_wait_log 30 $G credential.activated >/dev/null
-t_wait_log 30 $G credential.delivered '"version":2' >/dev/null
+t_grant_wait 30 $G grant.provisioned >/dev/null
+t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
+t_grant_wait 30 $G credential.activated >/dev/null
+t_grant_wait 30 $G credential.delivered '"version":2' >/dev/null
 f=$(t_envfile node-a legacy)
 P2=$(t_envget "$f" R_PASSWORD)
 [ "$(t_envget "$f" R_USER)" = legacy ] ||
@@ -220,8 +201,8 @@ t_ok "both adopted passwords log in; tally check clean; status: waiting on node-
 
 t_say "node-a acknowledges v2: the adopted passwords go, the user stays"
 tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
-t_wait_log 30 $G credential.retired '"user":"legacy"' >/dev/null
-t_wait_log 10 $G rotation.completed >/dev/null
+t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
+t_grant_wait 10 $G rotation.completed >/dev/null
 logs_in legacy frozen-real && t_fail "frozen-real still logs in"
 logs_in legacy frozen-two && t_fail "frozen-two still logs in"
 [ "$(rc_as "$f" PING)" = PONG ] || t_fail "the delivered credential no longer logs in"
@@ -243,7 +224,7 @@ done
 tly adopt ghost/cache --resource ghost --login nosuchuser >/dev/null ||
 	t_fail "tally adopt ghost/cache failed"
 tly assign ghost node-a >/dev/null
-t_wait_log 30 ghost/cache grant.failed 'nothing to adopt' >/dev/null
+t_grant_wait 30 ghost/cache grant.failed 'nothing to adopt' >/dev/null
 [ -z "$(radm ACL GETUSER nosuchuser)" ] || t_fail "nosuchuser was made"
 # A user tally made for a grant (not adopted): refused, untouched.
 tly assign other node-a >/dev/null
@@ -253,21 +234,21 @@ UO=$(t_envget "$fo" R_USER)
 tly adopt fourth/cache --resource "$UO" --login "$UO" >/dev/null ||
 	t_fail "tally adopt fourth/cache failed"
 tly assign fourth node-a >/dev/null
-t_wait_log 30 fourth/cache grant.failed 'made by tally for grant other/cache' >/dev/null
+t_grant_wait 30 fourth/cache grant.failed 'made by tally for grant other/cache' >/dev/null
 [ "$(rc_as "$fo" PING)" = PONG ] || t_fail "other/cache's credential broke"
 [ "$(radm GET "tally:owner:$UO")" = other/cache ] || t_fail "other/cache's mark changed"
 # The default user (off here, as on any server with ACLs in use).
 tly adopt fifth/cache --resource fifth --login default >/dev/null ||
 	t_fail "tally adopt fifth/cache failed"
 tly assign fifth node-a >/dev/null
-t_wait_log 30 fifth/cache grant.failed 'the default user' >/dev/null
+t_grant_wait 30 fifth/cache grant.failed 'the default user' >/dev/null
 radm ACL GETUSER default | grep -qx off || t_fail "the default user changed"
 # The prefix tally: the user would reach every mark and fence.
 radm ACL SETUSER prey on '>prey-pw' '~prey:*' +@all >/dev/null
 tly adopt sixth/cache --resource tally --login prey >/dev/null ||
 	t_fail "tally adopt sixth/cache failed"
 tly assign sixth node-a >/dev/null
-t_wait_log 30 sixth/cache grant.failed 'prefix tally' >/dev/null
+t_grant_wait 30 sixth/cache grant.failed 'prefix tally' >/dev/null
 [ -z "$(radm GET tally:owner:prey)" ] || t_fail "prey was marked"
 [ "$(rtls prey prey-pw KEYS 'prey:*' 2>&1)" = "" ] || t_fail "prey's rules changed"
 t_ok "nosuchuser: nothing to adopt; $UO: tally's for other/cache (its credential works); default; prefix tally"

@@ -30,25 +30,6 @@ EP=$TALLY_TEST_RGW_ENDPOINT
 AK=$TALLY_TEST_RGW_ACCESS
 RADM="radosgw-admin -c $CEPH_DIR/ceph.conf -n client.rgw.a"
 
-t_wait_log() {
-	_w_end=$(($(t_now_ms) + $1 * 1000))
-	while :; do
-		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
-			grep -e "${4:-.}" | head -n 1) || true
-		if [ -n "$_w_l" ]; then
-			printf '%s\n' "$_w_l"
-			return 0
-		fi
-		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
-			tail -n 20 "$T_DLOG" >&2
-			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
-		fi
-		sleep 0.1
-	done
-}
-
-head_seq() { tly log --json | tail -n 1 | t_jfields seq; }
-
 # s3 AK SK METHOD PATH [DATA]: the HTTP status of a SigV4 request (DATA
 # as curl's --data-binary: @FILE sends a file); the body in $W/s3.out.
 # The keys go through a curl config file, never argv.
@@ -146,10 +127,10 @@ tly apply "$(consumer legacy)" >/dev/null || t_fail "tally apply legacy failed"
 tly apply "$(consumer other)" >/dev/null || t_fail "tally apply other failed"
 
 t_say "tally adopt $G --resource $LB --login $LU (before tally assign)"
-before=$(head_seq)
+before=$(t_head_seq)
 t_expect_exit 4 "adopt without --login" tly adopt $G --resource "$LB"
 grep -q -- "--login" "$W/last.err" || t_fail "no word of --login: $(cat "$W/last.err")"
-[ "$(head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
+[ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 tly adopt $G --resource "$LB" --login "$LU" >"$W/adopt.out" ||
 	t_fail "tally adopt failed"
 grep -q "retires $LU" "$W/adopt.out" || t_fail "adopt says: $(cat "$W/adopt.out")"
@@ -160,7 +141,7 @@ t_ok "$(cat "$W/adopt.out")"
 
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 t_tallyd_start --interval 1
-t_wait_log 30 $G grant.provisioned >/dev/null
+t_grant_wait 30 $G grant.provisioned >/dev/null
 t_check "taken over: the user marked as the grant's, its objects and key kept"
 grep -q "provisioned grant $G on [^ ]* by adopting: bucket \"$LB\" (20 object(s), [0-9]* bytes) and user \"$LU\" adopted" "$T_DLOG" || {
 	grep "by adopting" "$T_DLOG" >&2 || true
@@ -168,9 +149,9 @@ grep -q "provisioned grant $G on [^ ]* by adopting: bucket \"$LB\" (20 object(s)
 }
 MESH=$(tly mesh --json | t_jstr mesh)
 [ "$(mark_of "$LU")" = "tally mesh $MESH grant $G" ] || t_fail "$LU's mark: $(mark_of "$LU")"
-t_wait_log 30 $G rotation.started '"reason":"adopted' >/dev/null
-t_wait_log 30 $G credential.activated >/dev/null
-t_wait_log 30 $G credential.delivered '"version":2' >/dev/null
+t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
+t_grant_wait 30 $G credential.activated >/dev/null
+t_grant_wait 30 $G credential.delivered '"version":2' >/dev/null
 sums "$LAK" "$LSK" >"$W/sums1" || t_fail "the adopted key no longer reads after the takeover"
 cmp -s "$W/sums0" "$W/sums1" || t_fail "the objects changed at the takeover"
 t_ok "marked 'tally mesh $MESH grant $G'; 20 checksums equal; rotating to v2"
@@ -215,8 +196,8 @@ t_ok "$LAK reads; status: waiting on node-a/legacy"
 
 t_say "node-a acknowledges v2: the adopted key goes, the user and bucket stay"
 tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
-t_wait_log 30 $G credential.retired "\"user\":\"$LU\"" >/dev/null
-t_wait_log 10 $G rotation.completed >/dev/null
+t_grant_wait 30 $G credential.retired "\"user\":\"$LU\"" >/dev/null
+t_grant_wait 10 $G rotation.completed >/dev/null
 [ "$(s3 "$LAK" "$LSK" GET "/$LB/dir/o1.bin")" = 403 ] || t_fail "the adopted key still reads"
 [ "$(s3 "$LAK" "$LSK" PUT "/$LB/late.txt" late)" = 403 ] || t_fail "the adopted key still writes"
 sums "$DAK" "$DSK" >"$W/sums4" || t_fail "the delivered key no longer reads"
@@ -234,7 +215,7 @@ tly apply "$(consumer ghost)" >/dev/null || t_fail "tally apply ghost failed"
 tly adopt ghost/files --resource nosuch-bucket --login ghost-user >/dev/null ||
 	t_fail "tally adopt ghost/files failed"
 tly assign ghost node-a >/dev/null || t_fail "tally assign ghost failed"
-t_wait_log 30 ghost/files grant.failed 'nothing to adopt' >/dev/null
+t_grant_wait 30 ghost/files grant.failed 'nothing to adopt' >/dev/null
 $RADM bucket stats --bucket=nosuch-bucket >/dev/null 2>&1 && t_fail "nosuch-bucket was made"
 # A bucket tally made for a grant (not adopted): its user carries that
 # grant's mark, so the driver refuses it.
@@ -249,7 +230,7 @@ U4=$(t_grec other/files user)
 tly adopt fourth/files --resource "$B4" --login "$U4" >/dev/null ||
 	t_fail "tally adopt fourth/files failed"
 tly assign fourth node-a >/dev/null || t_fail "tally assign fourth failed"
-t_wait_log 30 fourth/files grant.failed 'made by tally for grant other/files' >/dev/null
+t_grant_wait 30 fourth/files grant.failed 'made by tally for grant other/files' >/dev/null
 [ "$(as "$f4" GET "/$B4/mine.txt")" = 200 ] && [ "$(cat "$W/s3.out")" = other-data ] ||
 	t_fail "other/files' key no longer reads its object"
 [ "$(mark_of "$U4")" = "tally mesh $MESH grant other/files" ] || t_fail "$U4's mark changed: $(mark_of "$U4")"

@@ -748,6 +748,29 @@ t_wait_healthy() {
 	done
 }
 
+# t_grant_wait SECONDS GRANT TYPE [GREP]: until grant/GRANT has an event
+# of TYPE (whose JSON line matches GREP); prints that line; fails after
+# SECONDS with tallyd's last lines.
+t_grant_wait() {
+	_w_end=$(($(t_now_ms) + $1 * 1000))
+	while :; do
+		_w_l=$(tly log --json --stream "grant/$2" --type "$3" |
+			grep -e "${4:-.}" | head -n 1) || true
+		if [ -n "$_w_l" ]; then
+			printf '%s\n' "$_w_l"
+			return 0
+		fi
+		if [ "$(t_now_ms)" -gt "$_w_end" ]; then
+			tail -n 20 "$T_DLOG" >&2
+			t_fail "no $3 ${4:+matching '$4' }on grant/$2 within $1 s"
+		fi
+		sleep 0.1
+	done
+}
+
+# t_head_seq: the sequence number of the log's last event.
+t_head_seq() { tly log --json | tail -n 1 | t_jfields seq; }
+
 # --- JSON lines (tally log --json) without a JSON tool ------------------
 
 # t_jstr KEY: from each line on stdin that has it, the first (leftmost:

@@ -667,6 +667,21 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			goto done;
 		}
 		json_object_set_new(j, "grant_state", json_string(g.state));
+		if (g.adopt_version != 0) {
+			/* What tally adopt took over, for good. */
+			json_t *a = json_pack("{s:s,s:I}", "resource",
+			    g.adopt_resource, "version",
+			    (json_int_t)g.adopt_version);
+
+			if (a != NULL && g.adopt_login[0] != '\0')
+				json_object_set_new(a, "login",
+				    json_string(g.adopt_login));
+			if (a != NULL && g.adopt_migrated[0] != '\0')
+				json_object_set_new(a, "migrated_through",
+				    json_string(g.adopt_migrated));
+			if (a != NULL)
+				json_object_set_new(j, "adopted", a);
+		}
 		{
 			struct tl_bnode env;
 

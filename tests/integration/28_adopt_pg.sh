@@ -147,6 +147,12 @@ t_check "the adopted login works until the holder acknowledges v2"
 as_legacy frozen-real "SELECT count(*) FROM later" >/dev/null ||
 	t_fail "the adopted login cannot read what tally's login made"
 tly status legacy >"$W/status.txt" 2>&1 || true
+grep -q "adopted legacydb (tally adopt), its login legacy as v1, migrated through 001_scores.sql before" "$W/status.txt" || {
+	cat "$W/status.txt" >&2
+	t_fail "status does not say what was adopted"
+}
+tly status legacy --json | grep -q '"adopted":{"resource":"legacydb","version":1,"login":"legacy","migrated_through":"001_scores.sql"}' ||
+	t_fail "status --json: no adopted: $(tly status legacy --json)"
 grep -q "rotating v1 → v2 (adopted): waiting on node-a/legacy" "$W/status.txt" || {
 	cat "$W/status.txt" >&2
 	t_fail "status does not name the wait"

@@ -235,6 +235,23 @@ print_duration(uint64_t ns)
 		printf("%llus", (unsigned long long)s);
 }
 
+/* What tally adopt took over (its login: the credential of v1). */
+static void
+print_adopted(const json_t *a)
+{
+	const char *login = json_string_value(json_object_get(a, "login"));
+	const char *mig = json_string_value(json_object_get(a,
+	    "migrated_through"));
+
+	printf("\n      adopted %s (tally adopt)", json_string_value(
+	    json_object_get(a, "resource")));
+	if (login != NULL)
+		printf(", its login %s as v%lld", login, json_integer_value(
+		    json_object_get(a, "version")));
+	if (mig != NULL)
+		printf(", migrated through %s before", mig);
+}
+
 static void
 print_rotation(const json_t *rot)
 {
@@ -413,6 +430,8 @@ print_module(const json_t *m)
 			if (json_object_get(r, "isolation_note") != NULL)
 				printf("\n      note: %s", json_string_value(
 				    json_object_get(r, "isolation_note")));
+			if (json_object_get(r, "adopted") != NULL)
+				print_adopted(json_object_get(r, "adopted"));
 			if (json_object_get(r, "migrations_blocked") != NULL)
 				printf("\n      migrations blocked: %s",
 				    json_string_value(json_object_get(r,

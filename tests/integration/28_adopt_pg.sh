@@ -17,8 +17,11 @@
 #     (v2) and reads and writes the data;
 #   - the seeds' frozen password: the consumer's stored password had
 #     diverged from the server's (it fails); the delivered one works;
-#   - the adopted login is retired only after the holder acknowledged v2
-#     (status names the wait), then it is refused;
+#   - a consumer on the adopted login keeps working throughout: its
+#     node's agent (tally-node) writes v2, reloads it once and
+#     acknowledges, and only then is the adopted login retired (status
+#     names the wait), then refused;
+#   - another mesh's database is refused (owned by mesh ...);
 #   - adopting a database that does not exist, or one tally made for
 #     another grant: grant.failed with the driver's reason, the other
 #     grant's database untouched;
@@ -101,6 +104,36 @@ grep -q "adopted by grant $G" "$W/last.err" || t_fail "no word of $G: $(cat "$W/
 [ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "$(cat "$W/adopt.out")"
 
+t_say "the consumer: on the adopted login until its agent writes tally's"
+# A consumer as a live mesh runs it: its own stored credential until its
+# node's agent writes the delivered one (and reloads it), then that; a
+# query every round, every failure recorded.
+mkdir -p "$W/agent"
+: >"$W/poll.ok"
+: >"$W/poll.fail"
+consumer() {
+	while [ ! -f "$W/poll.stop" ]; do
+		if [ -f "$W/agent/legacy.env" ]; then
+			c=$(cat "$W/agent/legacy.env")
+			u=$(printf '%s\n' "$c" | sed -n "s/^DB_USER=//p" | tr -d "'\"")
+			pw=$(printf '%s\n' "$c" | sed -n "s/^DB_PASSWORD=//p" | tr -d "'\"")
+		else
+			u=legacy pw=frozen-real
+		fi
+		if PGPASSWORD=$pw PGCONNECT_TIMEOUT=3 psql -X -At -q -h 127.0.0.1 \
+		    -p "$TALLY_TEST_PG_PORT" -U "$u" -d legacydb \
+		    -c "SELECT count(*) FROM scores" >/dev/null 2>"$W/poll.err"; then
+			echo "$u" >>"$W/poll.ok"
+		else
+			echo "$(date +%T.%N) as $u: $(tr '\n' ' ' <"$W/poll.err")" >>"$W/poll.fail"
+		fi
+		sleep 0.1
+	done
+}
+consumer &
+POLL=$!
+_t_pids="$_t_pids $POLL"
+
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 t_tallyd_start --interval 1
 t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
@@ -161,9 +194,17 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 	t_fail "retired before the acknowledgement"
 t_ok "legacy reads; status: waiting on node-a/legacy"
 
-t_say "node-a acknowledges v2: the adopted login goes"
-tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
+t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted login goes"
+echo "$(date +%s)" >"$W/agent.started"
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
+	--state "$W/agent.state" --log "$TALLY_HOME" \
+	--reload "legacy=echo reloaded >>$W/reloads" 2>>"$W/agent.log" &
+AGENT=$!
+_t_pids="$_t_pids $AGENT"
+t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
+[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
+	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
 t_grant_wait 10 $G rotation.completed >/dev/null
 [ "$(t_sql "SELECT count(*) FROM pg_roles WHERE rolname = 'legacy'")" = 0 ] ||
 	t_fail "the role legacy is still there"
@@ -172,7 +213,18 @@ if as_legacy frozen-real "SELECT 1" >/dev/null 2>&1; then
 fi
 [ "$(t_env_psql "$f" "SELECT count(*) FROM scores")" = 5001 ] ||
 	t_fail "tally's credential lost the data"
-t_ok "legacy dropped and refused; $USER2 reads 5001 rows"
+sleep 1
+touch "$W/poll.stop"
+t_wait_exit "$POLL" 15
+kill "$AGENT" 2>/dev/null || true
+if [ -s "$W/poll.fail" ]; then
+	cat "$W/poll.fail" >&2
+	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
+fi
+n1=$(grep -c '^legacy$' "$W/poll.ok" || true)
+n2=$(grep -c "^$USER2\$" "$W/poll.ok" || true)
+[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || t_fail "the consumer did not run on both (legacy: $n1, $USER2: $n2)"
+t_ok "legacy dropped and refused; the consumer never failed ($n1 queries as legacy, $n2 as $USER2 after one reload)"
 
 t_say "what cannot be adopted: a database that does not exist, one of tally's"
 tly apply "$(t_consumer ghost shared)" >/dev/null
@@ -198,6 +250,29 @@ tly assign fourth node-a >/dev/null
 t_grant_wait 30 fourth/db grant.failed 'made by tally for grant other/db' >/dev/null
 [ "$(t_env_psql "$f4" "SELECT 1")" = 1 ] || t_fail "other/db's credential broke"
 t_ok "nosuchdb: nothing to adopt; $DB4: tally's for other/db (its credential works)"
+
+t_check "another mesh's database is refused"
+# A second home (another mesh) provisions a database on the same server.
+(
+	export TALLY_HOME="$W/home2"
+	tly init >/dev/null
+	tly node add node-x --routable-name 127.0.0.1 --key-out "$W/keys/node-x.key" >/dev/null
+	t_provider node-x network
+	tly apply "$(t_consumer alien shared)" >/dev/null
+	tly assign alien node-x >/dev/null
+	t_tallyd_once
+	tly status alien >/dev/null || t_fail "the other mesh's alien is not healthy"
+)
+DBX=$(TALLY_HOME="$W/home2" tly status alien --json |
+	sed -n 's/.*"resource":"\([^"]*\)".*/\1/p' | head -n 1)
+[ -z "$DBX" ] && DBX=$(t_sql "SELECT datname FROM pg_database WHERE datname LIKE 'alien-db_%'")
+[ -n "$DBX" ] || t_fail "no database of the other mesh's"
+tly apply "$(t_consumer grab shared)" >/dev/null
+tly adopt grab/db --resource "$DBX" --login "${DBX}_v1" >/dev/null ||
+	t_fail "tally adopt grab/db failed"
+tly assign grab node-a >/dev/null
+t_grant_wait 30 grab/db grant.failed 'owned by mesh' >/dev/null
+t_ok "$DBX (another mesh's): refused, owned by mesh …"
 
 t_tallyd_stop
 tly verify >/dev/null || t_fail "tally verify failed"

@@ -179,6 +179,8 @@ tl_drv_can(const struct tl_drv_decl *d, enum tl_drv_cap cap, char *why)
 		[TL_DRV_CAP_FIND_MARKED] = "find another mesh's objects by "
 		    "their mark",
 		[TL_DRV_CAP_ADOPT] = "take over objects it did not make",
+		[TL_DRV_CAP_ACCESS] = "give a login access below ownership "
+		    "(access: and of:)",
 	};
 
 	if (d->caps & TL_DRV_CAP_BIT(cap))

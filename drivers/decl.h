@@ -146,6 +146,20 @@ struct tl_drv_grant {
 	 */
 	int		 adopted;
 	/*
+	 * TL_DRV_CAP_ACCESS (a requirement's access: and of:): 0, the grant
+	 * owns resource (everything above); TL_DRV_ACCESS_READ or
+	 * _READ_WRITE, the grant is a login of its own with exactly that
+	 * on resource, which another grant owns: owner is that grant's
+	 * owner (never changed here), login this grant's.  Every operation
+	 * then acts on the login and what it is given alone: create makes
+	 * the login and gives it the access (to what the owner has now and
+	 * makes later), check verifies both, fix_privileges restores the
+	 * access, revoke and retire_credential take the login away; the
+	 * resource and its owner are the other grant's and stay as they
+	 * are.
+	 */
+	int		 access;
+	/*
 	 * Drivers whose provider chooses the credential (ops->handle_model;
 	 * NULL and unused by every other driver).  handle: the secret
 	 * handle of this credential version as the driver last wrote it
@@ -544,6 +558,11 @@ struct tl_drv_name_in {
 
 #define TL_DRV_NAME_KEY_LEN	32
 
+/* tl_drv_grant.access */
+#define TL_DRV_ACCESS_OWN		0
+#define TL_DRV_ACCESS_READ		1
+#define TL_DRV_ACCESS_READ_WRITE	2
+
 /* The names of one grant's credential version on its provider. */
 struct tl_drv_names {
 	char	resource[TL_DRV_NAME_MAX];	/* what holds the data */
@@ -652,7 +671,8 @@ enum tl_drv_cap {
 	TL_DRV_CAP_LOSS,	/* loss: what a revocation would lose */
 	TL_DRV_CAP_SESSIONS,	/* sessions: a login's sessions counted */
 	TL_DRV_CAP_FIND_MARKED,	/* find_marked: adopt keyed names */
-	TL_DRV_CAP_ADOPT	/* create takes over objects (adopting) */
+	TL_DRV_CAP_ADOPT,	/* create takes over objects (adopting) */
+	TL_DRV_CAP_ACCESS	/* logins below ownership (tl_drv_grant.access) */
 };
 #define TL_DRV_CAP_BIT(cap)	(1u << (cap))
 

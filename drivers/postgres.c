@@ -620,6 +620,18 @@ static const char q_db[] = "SELECT 1 FROM pg_database WHERE datname = $1";
 #define TL_PG_MARK_FOR	"made by tally for grant "
 #define TL_PG_MARK_MESH	" of mesh "
 #define TL_PG_MARK_END	"; do not edit"
+/* A group of logins below ownership (access_group): PG_ACCESS_R OWNER PG_ACCESS_END. */
+#define PG_ACCESS_R	"made by tally: readers of role "
+#define PG_ACCESS_W	"made by tally: writers of role "
+#define PG_ACCESS_END	"; do not edit"
+/*
+ * SQL: role oid is not a group of logins with access to owner's (text)
+ * resource: what an owner's checks and repairs leave alone.
+ */
+#define PG_NOT_ACCESS_GROUP(oid, owner) \
+    " coalesce(shobj_description(" oid ", 'pg_authid'), '') NOT IN" \
+    " ('" PG_ACCESS_R "' || " owner " || '" PG_ACCESS_END "'," \
+    " '" PG_ACCESS_W "' || " owner " || '" PG_ACCESS_END "')"
 #define PG_MARK_MAX	(sizeof(TL_PG_MARK_FOR) + 256 + \
 			 sizeof(TL_PG_MARK_MESH) + PG_MESH_MAX + \
 			 sizeof(TL_PG_MARK_END))
@@ -1251,7 +1263,8 @@ static const char q_dbgrantees[] =
     "SELECT DISTINCT r.rolname FROM pg_database d,"
     " aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a"
     " JOIN pg_roles r ON r.oid = a.grantee"
-    " WHERE d.datname = $1 AND a.grantee <> d.datdba AND r.rolname <> $2";
+    " WHERE d.datname = $1 AND a.grantee <> d.datdba AND r.rolname <> $2"
+    " AND" PG_NOT_ACCESS_GROUP("a.grantee", "$2::text");
 
 /* Runs "pre ROLE post" for every role (raw name) the query lists. */
 static int
@@ -1408,7 +1421,8 @@ apply_cluster(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 static const char q_schemagrantees[] =
     "SELECT DISTINCT pg_get_userbyid(a.grantee) FROM pg_namespace n,"
     " aclexplode(n.nspacl) a WHERE n.nspname = $1 AND a.grantee <> 0"
-    " AND a.grantee <> n.nspowner AND pg_get_userbyid(a.grantee) <> $2";
+    " AND a.grantee <> n.nspowner AND pg_get_userbyid(a.grantee) <> $2"
+    " AND" PG_NOT_ACCESS_GROUP("a.grantee", "$2::text");
 
 /*
  * Inside the database: schema public owned by the owner role, which has
@@ -1524,6 +1538,15 @@ maint_revoke(struct tl_drv_pg *p, char *why)
 }
 
 /* --- the operations ------------------------------------------------- */
+
+static int	access_create(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+		    char *why);
+static int	access_check(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+		    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift,
+		    char *why);
+static int	access_revoke(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+		    int drop, char *why);
+
 
 static int
 pg_open(const struct tl_drv_admin *a, void **hp, char *why)
@@ -1859,6 +1882,8 @@ do_create(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
+	if (g->access)
+		return access_create(p, g, why);
 	if ((rc = pg_begin(p, g, !g->adopting, &ids, why)) != 0 ||
 	    (rc = vet_mesh(p, g, &ids, why)) != 0 ||
 	    (g->cert_login && (rc = cert_setup(p, g, why)) != 0))
@@ -1924,7 +1949,8 @@ out:
     " (SELECT string_agg(DISTINCT quote_ident(pg_get_userbyid(a.grantee))," \
     "  ', ') FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a" \
     "  WHERE a.grantee <> 0 AND a.grantee <> d.datdba" \
-    "  AND a.grantee IS DISTINCT FROM o.oid)," \
+    "  AND a.grantee IS DISTINCT FROM o.oid" \
+    "  AND" PG_NOT_ACCESS_GROUP("a.grantee", own "::text") ")," \
     " (SELECT string_agg(w.p, ', ' ORDER BY w.p)" \
     "  FROM unnest(ARRAY['CONNECT', 'CREATE', 'TEMPORARY']) AS w (p)" \
     "  WHERE NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(d.datacl," \
@@ -2026,7 +2052,8 @@ static const char q_schema[] =
     " (SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
     "   ELSE quote_ident(pg_get_userbyid(a.grantee)) END, ', ')"
     "  FROM aclexplode(n.nspacl) a"
-    "  WHERE a.grantee <> n.nspowner AND pg_get_userbyid(a.grantee) <> $1)"
+    "  WHERE a.grantee <> n.nspowner AND pg_get_userbyid(a.grantee) <> $1"
+    "  AND" PG_NOT_ACCESS_GROUP("a.grantee", "$1::text") ")"
     " FROM pg_namespace n WHERE n.nspname = 'public'";
 
 /* What q_schema on the consumer's session c finds, into priv. */
@@ -2282,6 +2309,8 @@ pg_check(void *h, const struct tl_drv_grant *g,
 
 	if (why == NULL)
 		why = dummy;
+	if (g->access)
+		return access_check(p, g, ep, drift, why);
 	*drift = TL_DRIFT_NONE;
 	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
 		goto out;
@@ -2566,6 +2595,8 @@ do_set_password(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
+	if (g->access)
+		return access_create(p, g, why);
 	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0 ||
 	    (rc = vet_grant(p, g, &ids, why)) != 0)
 		goto out;
@@ -2729,6 +2760,8 @@ do_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 
 	if (why == NULL)
 		why = dummy;
+	if (g->access)
+		return access_create(p, g, why);
 	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
 	    (rc = vet_grant(p, g, &ids, why)) != 0)
 		goto out;
@@ -2819,6 +2852,8 @@ do_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 
 	if (why == NULL)
 		why = dummy;
+	if (g->access)
+		return access_revoke(p, g, drop, why);
 	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0 ||
 	    (rc = vet_mesh(p, g, &ids, why)) != 0)
 		goto out;
@@ -3040,11 +3075,447 @@ int	tl_drv_pg_copy(const struct tl_drv_admin *from,
 	    char *why);
 
 /* Disables the old login, ends its sessions, drops it (owned: owner). */
+/* --- access below ownership (tl_drv_grant.access) ------------------- */
+
+/*
+ * A login with access: read or read-write to a database another grant
+ * owns is a role of its own (LOGIN, this grant's mark), member of one
+ * group role per owner and access, tally_r_DIGEST or tally_w_DIGEST
+ * (DIGEST of the owner role's name), which holds the access: CONNECT on
+ * the database; USAGE on schema public; SELECT (read-write: and INSERT,
+ * UPDATE, DELETE) on its tables and views and SELECT (read-write: and
+ * USAGE, UPDATE) on its sequences; the same by default privileges for
+ * what the owner role makes later, so new tables are seen at once.  The
+ * group's comment is PG_ACCESS_R/W OWNER PG_ACCESS_END: the owner
+ * grant's checks and repairs leave exactly those roles' privileges
+ * alone (PG_NOT_ACCESS_GROUP), whatever the group is called.  Every
+ * operation acts on the login and the group alone; the database and its
+ * owner are the other grant's.
+ */
+static void
+access_group(const struct tl_drv_grant *g, char name[PG_NAME_MAX + 1],
+    char *mark, size_t mn)
+{
+	char d[17];
+	int rw = g->access == TL_DRV_ACCESS_READ_WRITE;
+
+	tl_drv_name_digest(g->owner, d);
+	snprintf(name, PG_NAME_MAX + 1, "tally_%c_%s", rw ? 'w' : 'r', d);
+	snprintf(mark, mn, "%s%s%s", rw ? PG_ACCESS_W : PG_ACCESS_R, g->owner,
+	    PG_ACCESS_END);
+}
+
+/* The group, made if it is not there; TL_EDRIVER if it is someone's. */
+static int
+access_group_make(struct tl_drv_pg *p, const char *grp, const char *gid,
+    const char *gmark, char *why)
+{
+	char step[160], *lit;
+	PGresult *r;
+	int rc, have;
+
+	snprintf(step, sizeof(step), "group role \"%s\"", grp);
+	if ((rc = query(p->conn, q_role_mark, 1, grp, NULL, NULL, &r, step,
+	    why)) != 0)
+		return rc;
+	have = PQntuples(r) > 0;
+	if (have && (PQgetisnull(r, 0, 0) ||
+	    strcmp(PQgetvalue(r, 0, 0), gmark) != 0))
+		rc = tl_drv_why(why, TL_EDRIVER, "%s exists and is not tally's "
+		    "(its comment is not \"%s\"): tally never takes over a role "
+		    "it did not make", step, gmark);
+	PQclear(r);
+	if (rc != 0 || have)
+		return rc;
+	if ((lit = PQescapeLiteral(p->conn, gmark, strlen(gmark))) == NULL)
+		return tl_drv_why(why, TL_EINVAL, "cannot quote the mark of %s",
+		    step);
+	rc = runf(p->conn, step, why, "CREATE ROLE %s NOLOGIN NOINHERIT "
+	    ROLE_ATTRS "; COMMENT ON ROLE %s IS %s", gid, gid, lit);
+	PQfreemem(lit);
+	return rc;
+}
+
+/* What the group holds inside the database, set again whole. */
+static int
+access_db(struct tl_drv_pg *p, const struct tl_drv_grant *g, const char *gid,
+    const struct pg_ids *ids, char *why)
+{
+	int rw = g->access == TL_DRV_ACCESS_READ_WRITE;
+	const char *tp = rw ? "SELECT, INSERT, UPDATE, DELETE" : "SELECT";
+	const char *sp = rw ? "USAGE, SELECT, UPDATE" : "SELECT";
+	char step[200];
+	PGconn *c;
+	int found, rc;
+
+	if ((rc = admin_connect(p, g->resource, &c, why)) != 0)
+		return rc;
+	snprintf(step, sizeof(step), "access to schema public of \"%s\"",
+	    g->resource);
+	rc = run(c, "SET default_transaction_read_only = off", step, why);
+	if (rc == 0)
+		rc = run(c, "BEGIN", step, why);
+	if (rc == 0)
+		rc = exists(c, "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+		    "public", &found, step, why);
+	if (rc == 0 && found &&
+	    (rc = runf(c, step, why, "GRANT USAGE ON SCHEMA public TO %s",
+	    gid)) == 0 &&
+	    (rc = runf(c, step, why, "REVOKE ALL ON ALL TABLES IN SCHEMA "
+	    "public FROM %s", gid)) == 0 &&
+	    (rc = runf(c, step, why, "GRANT %s ON ALL TABLES IN SCHEMA public "
+	    "TO %s", tp, gid)) == 0 &&
+	    (rc = runf(c, step, why, "REVOKE ALL ON ALL SEQUENCES IN SCHEMA "
+	    "public FROM %s", gid)) == 0 &&
+	    (rc = runf(c, step, why, "GRANT %s ON ALL SEQUENCES IN SCHEMA "
+	    "public TO %s", sp, gid)) == 0 &&
+	    (rc = runf(c, step, why, "ALTER DEFAULT PRIVILEGES FOR ROLE %s IN "
+	    "SCHEMA public REVOKE ALL ON TABLES FROM %s", ids->own, gid)) == 0 &&
+	    (rc = runf(c, step, why, "ALTER DEFAULT PRIVILEGES FOR ROLE %s IN "
+	    "SCHEMA public GRANT %s ON TABLES TO %s", ids->own, tp, gid)) == 0 &&
+	    (rc = runf(c, step, why, "ALTER DEFAULT PRIVILEGES FOR ROLE %s IN "
+	    "SCHEMA public REVOKE ALL ON SEQUENCES FROM %s", ids->own,
+	    gid)) == 0)
+		rc = runf(c, step, why, "ALTER DEFAULT PRIVILEGES FOR ROLE %s IN "
+		    "SCHEMA public GRANT %s ON SEQUENCES TO %s", ids->own, sp,
+		    gid);
+	/* A failure ends the session, and with it the transaction. */
+	if (rc == 0)
+		rc = run(c, "COMMIT", step, why);
+	PQfinish(c);
+	return rc;
+}
+
+/*
+ * create, add_credential, set_password and fix_privileges of a login
+ * below ownership: the owner must be a role of tally's of this mesh;
+ * the group made or checked, the login made (or its password set), its
+ * attributes and membership exactly the group, the access set again.
+ */
+static int
+access_create(struct tl_drv_pg *p, const struct tl_drv_grant *g, char *why)
+{
+	char grp[PG_NAME_MAX + 1], gmark[PG_MARK_MAX], step[160], other[256],
+	    until[80], from_l[PG_SQL_MAX / 4];
+	enum pg_mark kind;
+	struct pg_ids ids;
+	char *gid = NULL;
+	int rc, made = 0;
+
+	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
+		goto out;
+	snprintf(step, sizeof(step), "owner role \"%s\"", g->owner);
+	if ((rc = role_mark(p, g, g->owner, &kind, other, sizeof(other), NULL,
+	    step, why)) != 0)
+		goto out;
+	if (kind == MARK_MESH) {
+		rc = mesh_refused(step, other, why);
+		goto out;
+	}
+	if (kind == MARK_ABSENT || kind == MARK_FOREIGN) {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s %s: access is given to "
+		    "what tally made", step, kind == MARK_ABSENT ? "does not "
+		    "exist" : "is not tally's");
+		goto out;
+	}
+	access_group(g, grp, gmark, sizeof(gmark));
+	if ((gid = escape_id(p->conn, grp, why)) == NULL) {
+		rc = TL_EINVAL;
+		goto out;
+	}
+	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+	if ((rc = access_group_make(p, grp, gid, gmark, why)) != 0 ||
+	    (rc = ensure_login(p, g, &ids, &made, why)) != 0 ||
+	    (rc = valid_until(p, until, sizeof(until), why)) != 0 ||
+	    (rc = tl_drv_sqlf(from_l, sizeof(from_l), why, " FROM %s",
+	    ids.log)) != 0)
+		goto out;
+	if ((rc = run(p->conn, "BEGIN", "begin", why)) != 0 ||
+	    (rc = runf(p->conn, step, why, "GRANT CONNECT ON DATABASE %s TO %s",
+	    ids.res, gid)) != 0 ||
+	    (rc = runf(p->conn, step, why, "ALTER ROLE %s LOGIN INHERIT "
+	    ROLE_ATTRS " CONNECTION LIMIT -1 VALID UNTIL %s", ids.log,
+	    until)) != 0 ||
+	    (rc = runf(p->conn, step, why, "ALTER ROLE %s RESET ALL",
+	    ids.log)) != 0 ||
+	    (rc = revoke_each(p->conn, q_memberof, g->login, grp, "REVOKE ",
+	    from_l, step, why)) != 0 ||
+	    (rc = runf(p->conn, step, why, "GRANT %s TO %s", gid, ids.log)) != 0 ||
+	    (rc = run(p->conn, "COMMIT", "commit", why)) != 0) {
+		pg_settle(p);
+		goto out;
+	}
+	if ((rc = access_db(p, g, gid, &ids, why)) != 0)
+		goto out;
+	tl_drv_why(why, 0, "login \"%s\" %s: %s on database \"%s\" of \"%s\" "
+	    "(group \"%s\")", g->login, made ? "created" : "existed "
+	    "(password set)", g->access == TL_DRV_ACCESS_READ_WRITE ?
+	    "read-write" : "read", g->resource, g->owner, grp);
+out:
+	PQfreemem(gid);
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
+/* A login below ownership: the login, its group, the database. */
+static const char q_access[] =
+    "SELECT l.oid IS NOT NULL, coalesce(l.rolcanlogin, false),"
+    " shobj_description(l.oid, 'pg_authid'),"
+    " gr.oid IS NOT NULL, shobj_description(gr.oid, 'pg_authid'),"
+    " EXISTS (SELECT 1 FROM pg_auth_members m"
+    "  WHERE m.roleid = gr.oid AND m.member = l.oid),"
+    " (SELECT string_agg(quote_ident(x.rolname), ', ' ORDER BY x.rolname)"
+    "  FROM pg_auth_members m JOIN pg_roles x ON x.oid = m.roleid"
+    "  WHERE m.member = l.oid AND m.roleid IS DISTINCT FROM gr.oid),"
+    " CASE WHEN gr.oid IS NOT NULL AND d.oid IS NOT NULL"
+    "  THEN has_database_privilege(gr.oid, d.oid, 'CONNECT') END,"
+    " d.oid IS NOT NULL,"
+    " coalesce(l.rolsuper OR l.rolcreatedb OR l.rolcreaterole"
+    "  OR l.rolreplication OR l.rolbypassrls, false)"
+    " FROM (VALUES (1)) AS x (one)"
+    " LEFT JOIN pg_roles l ON l.rolname = $1"
+    " LEFT JOIN pg_roles gr ON gr.rolname = $2"
+    " LEFT JOIN pg_database d ON d.datname = $3";
+
+/*
+ * Inside the database, for group $1 of owner $2, access $3 ('r', 'w'):
+ * schema public there, USAGE on it, relations the group cannot read,
+ * tables whose writes do not match the access, and whether the owner's
+ * default privileges give the group its SELECT.
+ */
+static const char q_access_db[] =
+    "SELECT n.oid IS NOT NULL,"
+    " n.oid IS NULL OR has_schema_privilege($1, n.oid, 'USAGE'),"
+    " (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid"
+    "  AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+    "  AND NOT has_table_privilege($1, c.oid, 'SELECT')),"
+    " (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid"
+    "  AND c.relkind IN ('r', 'p') AND CASE WHEN $3 = 'w' THEN NOT"
+    "  (has_table_privilege($1, c.oid, 'INSERT')"
+    "   AND has_table_privilege($1, c.oid, 'UPDATE')"
+    "   AND has_table_privilege($1, c.oid, 'DELETE'))"
+    "  ELSE has_table_privilege($1, c.oid, 'INSERT')"
+    "   OR has_table_privilege($1, c.oid, 'UPDATE')"
+    "   OR has_table_privilege($1, c.oid, 'DELETE')"
+    "   OR has_table_privilege($1, c.oid, 'TRUNCATE') END),"
+    " n.oid IS NULL OR EXISTS (SELECT 1 FROM pg_default_acl da,"
+    "  aclexplode(da.defaclacl) a WHERE da.defaclnamespace = n.oid"
+    "  AND da.defaclobjtype = 'r' AND a.privilege_type = 'SELECT'"
+    "  AND da.defaclrole = (SELECT oid FROM pg_roles WHERE rolname = $2)"
+    "  AND a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1))"
+    " FROM (VALUES (1)) AS x (one)"
+    " LEFT JOIN pg_namespace n ON n.nspname = 'public'";
+
+/* What the database side of g's access lacks, into priv. */
+static int
+access_db_check(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const char *grp, struct pg_msg *priv, char *why)
+{
+	const char *mode = g->access == TL_DRV_ACCESS_READ_WRITE ? "w" : "r";
+	PGresult *r;
+	PGconn *c;
+	long n;
+	int rc;
+
+	if ((rc = admin_connect(p, g->resource, &c, why)) != 0)
+		return rc;
+	rc = query(c, q_access_db, 3, grp, g->owner, mode, &r, "access",
+	    why);
+	PQfinish(c);
+	if (rc != 0)
+		return rc;
+	if (PQntuples(r) == 1 && col_true(r, 0, 0)) {
+		if (!col_true(r, 0, 1))
+			madd(priv, "group \"%s\" lacks USAGE on schema public",
+			    grp);
+		if ((n = strtol(PQgetvalue(r, 0, 2), NULL, 10)) > 0)
+			madd(priv, "group \"%s\" cannot read %ld relation(s) "
+			    "of schema public", grp, n);
+		if ((n = strtol(PQgetvalue(r, 0, 3), NULL, 10)) > 0)
+			madd(priv, "group \"%s\" %s %ld table(s) of schema "
+			    "public", grp, *mode == 'w' ? "cannot write" :
+			    "may write", n);
+		if (!col_true(r, 0, 4))
+			madd(priv, "the owner's default privileges do not give "
+			    "group \"%s\" what \"%s\" makes next", grp,
+			    g->owner);
+	}
+	PQclear(r);
+	return 0;
+}
+
+static int
+access_check(struct tl_drv_pg *p, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	char grp[PG_NAME_MAX + 1], gmark[PG_MARK_MAX], mark[PG_MARK_MAX],
+	    detail[TL_DRV_WHY_MAX];
+	struct pg_msg miss = { .len = 0 }, cred = { .len = 0 },
+	    priv = { .len = 0 };
+	const char *host, *port, *s;
+	struct pg_ids ids;
+	PGresult *r = NULL;
+	int rc, c;
+
+	*drift = TL_DRIFT_NONE;
+	if ((rc = pg_begin(p, g, 1, &ids, why)) != 0)
+		goto out;
+	access_group(g, grp, gmark, sizeof(gmark));
+	mark_text(p, g, mark, sizeof(mark));
+	if ((rc = query(p->conn, q_access, 3, g->login, grp, g->resource, &r,
+	    "check", why)) != 0)
+		goto out;
+	if (!col_true(r, 0, 8))
+		madd(&miss, "database \"%s\" (of \"%s\")", g->resource,
+		    g->owner);
+	if (!col_true(r, 0, 0))
+		madd(&miss, "login role \"%s\"", g->login);
+	if (miss.n > 0)
+		goto verdict;
+	if ((s = col_str(r, 0, 2)) == NULL || strcmp(s, mark) != 0)
+		madd(&priv, "login \"%s\" does not carry this grant's mark",
+		    g->login);
+	if (!col_true(r, 0, 1))
+		madd(&priv, "login \"%s\" cannot log in (NOLOGIN)", g->login);
+	if (col_true(r, 0, 9))
+		madd(&priv, "login \"%s\" has attributes a grant's login never "
+		    "has", g->login);
+	if (!col_true(r, 0, 3)) {
+		madd(&priv, "group role \"%s\" is gone", grp);
+		goto verdict;
+	}
+	if ((s = col_str(r, 0, 4)) == NULL || strcmp(s, gmark) != 0)
+		madd(&priv, "group role \"%s\" is not tally's", grp);
+	if (!col_true(r, 0, 5))
+		madd(&priv, "login \"%s\" is not a member of \"%s\"", g->login,
+		    grp);
+	if ((s = col_str(r, 0, 6)) != NULL)
+		madd(&priv, "login \"%s\" is also a member of %s", g->login, s);
+	if (!col_true(r, 0, 7))
+		madd(&priv, "group \"%s\" lacks CONNECT on \"%s\"", grp,
+		    g->resource);
+	if ((rc = access_db_check(p, g, grp, &priv, why)) != 0)
+		goto out;
+	if (col_true(r, 0, 1)) {
+		host = ep != NULL && ep->host != NULL ? ep->host : p->host;
+		port = ep != NULL && ep->port != NULL ? ep->port : p->port;
+		/* What it says of the owner's schema is the owner's check's. */
+		struct pg_msg scratch = { .len = 0 };
+
+		if ((rc = login_as(p, g, host, port, &c, detail,
+		    sizeof(detail), &scratch, why)) != 0)
+			goto out;
+		if (c == 1)
+			madd(&cred, "login \"%s\" does not authenticate: %s",
+			    g->login, detail);
+		else if (c == 2)
+			madd(&priv, "login \"%s\" cannot connect to \"%s\": %s",
+			    g->login, g->resource, detail);
+	}
+verdict:
+	if (miss.n > 0) {
+		*drift = TL_DRIFT_MISSING;
+		tl_drv_why(why, 0, "missing: %s", miss.buf);
+	} else if (cred.n > 0) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		tl_drv_why(why, 0, "credential: %s%s%s", cred.buf,
+		    priv.n > 0 ? "; also privileges: " : "",
+		    priv.n > 0 ? priv.buf : "");
+	} else if (priv.n > 0) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		tl_drv_why(why, 0, "privileges: %s", priv.buf);
+	} else
+		tl_drv_why(why, 0, "login \"%s\" authenticates, %s on database "
+		    "\"%s\" through \"%s\", and no more", g->login,
+		    g->access == TL_DRV_ACCESS_READ_WRITE ? "read-write" :
+		    "read", g->resource, grp);
+	rc = 0;
+out:
+	PQclear(r);
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
+/*
+ * revoke and retire_credential of a login below ownership: the login
+ * only (the group stays, the other logins' too).  drop 0: NOLOGIN and
+ * its sessions ended; 1: dropped, what it made going to the owner.
+ */
+static int
+access_revoke(struct tl_drv_pg *p, const struct tl_drv_grant *g, int drop,
+    char *why)
+{
+	char step[160], other[256];
+	enum pg_mark kind;
+	struct pg_ids ids;
+	PGconn *c;
+	int rc, n = 0, found;
+
+	if ((rc = pg_begin(p, g, 0, &ids, why)) != 0)
+		goto out;
+	snprintf(step, sizeof(step), "login role \"%s\"", g->login);
+	if ((rc = role_mark(p, g, g->login, &kind, other, sizeof(other), NULL,
+	    step, why)) != 0)
+		goto out;
+	if (kind == MARK_ABSENT) {
+		tl_drv_why(why, 0, "%s was already gone", step);
+		goto out;
+	}
+	if (kind == MARK_MESH) {
+		rc = mesh_refused(step, other, why);
+		goto out;
+	}
+	if (kind != MARK_OURS) {
+		rc = tl_drv_why(why, TL_EDRIVER, "%s is not this grant's: left "
+		    "alone", step);
+		goto out;
+	}
+	if (!drop) {
+		if ((rc = runf(p->conn, step, why, "ALTER ROLE %s NOLOGIN",
+		    ids.log)) != 0 ||
+		    (rc = end_sessions(p, g, &n, step, why)) != 0)
+			goto out;
+		tl_drv_why(why, 0, "login \"%s\" disabled, %d session(s) "
+		    "ended", g->login, n);
+		goto out;
+	}
+	if ((rc = runf(p->conn, step, why, "ALTER ROLE %s NOLOGIN",
+	    ids.log)) != 0 || (rc = end_sessions(p, g, &n, step, why)) != 0 ||
+	    (rc = exists(p->conn, q_db, g->resource, &found, step, why)) != 0)
+		goto out;
+	if (found) {
+		if ((rc = admin_connect(p, g->resource, &c, why)) != 0)
+			goto out;
+		rc = runf(c, step, why, "REASSIGN OWNED BY %s TO %s", ids.log,
+		    ids.own);
+		if (rc == 0)
+			rc = runf(c, step, why, "DROP OWNED BY %s", ids.log);
+		PQfinish(c);
+		if (rc != 0)
+			goto out;
+	}
+	if ((rc = runf(p->conn, step, why, "DROP ROLE %s", ids.log)) != 0)
+		goto out;
+	tl_drv_why(why, 0, "login \"%s\" dropped, %d session(s) ended",
+	    g->login, n);
+out:
+	ids_free(&ids);
+	if (p != NULL)
+		pg_settle(p);
+	return rc;
+}
+
 static int
 do_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 {
 	int rc;
 
+	if (g->access)
+		return access_revoke(h, g, 1, why);
 	if ((rc = do_revoke(h, g, 0, why)) != 0)
 		return rc;
 	return do_retire_login(h, g, why);

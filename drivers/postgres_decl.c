@@ -303,7 +303,8 @@ const struct tl_drv_decl tl_drv_postgres_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SESSIONS) |
-	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT),
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ACCESS),
 	.migrate_dialect = "sql/postgres",
 	.name_max = PG_NAME_MAX,
 	.names = pg_names,

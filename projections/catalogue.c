@@ -72,12 +72,12 @@ static const struct tl_cat_event cat[] = {
 	  { { "module", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
 	  "provider resource env{} migrations max_age [part] [window] "
-	  "[params{}] [credential]", GR,
+	  "[params{}] [credential] [access of]", GR,
 	  NULL,
 	  { { "module", NAME }, { "name", NAME }, { "kind", 15 },
 	    { "target", NAME }, { "type", NAME }, { "scope", 15 },
 	    { "resource", NAME }, { "part", NAME }, { "window", 128 },
-	    { "credential", 15 } } },
+	    { "credential", 15 }, { "access", 15 }, { "of", GRANT } } },
 	{ E(TL_EV_REQ_WITHDRAWN), "module", "module name", GR, NULL,
 	  { { "module", NAME }, { "name", NAME } } },
 	{ E(TL_EV_MIGRATION_STORED), "module", "module req file checksum "

@@ -44,7 +44,7 @@ struct tl_cat_field {
 	size_t		 max;
 };
 
-#define TL_CAT_FIELDS_MAX	10
+#define TL_CAT_FIELDS_MAX	12
 
 struct tl_cat_event {
 	const char	*type;		/* "node.added" */

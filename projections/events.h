@@ -51,7 +51,7 @@
 /* tally remove without --yes where revoking destroys data: graph rh/NAME. */
 #define TL_EV_REMOVAL_HELD	"module.removal-held"	/* module what */
 #define TL_EV_REMOVAL_CANCELLED	"module.removal-cancelled"	/* module */
-#define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age [part] */
+#define TL_EV_REQ_DECLARED		"requirement.declared"	/* module name kind target type scope provider resource env{} migrations max_age [part] [access of] */
 #define TL_EV_REQ_WITHDRAWN	"requirement.withdrawn"	/* module name */
 
 /* assignment/MODULE@NODE */

@@ -155,7 +155,21 @@ struct tl_grant {
 	 * CA per version and no password; 0: the driver's own credential.
 	 */
 	uint64_t	cert_login;
+	/*
+	 * A login below ownership (its requirement's access: and of:, as
+	 * they were when it was requested): TL_GRANT_ACCESS_READ or
+	 * _READ_WRITE on the resource of grant of, whose names (its
+	 * resource and owner, as this grant's first intent found them)
+	 * are of_resource and of_owner; 0: the grant owns its resource.
+	 */
+	uint64_t	access;
+	char		of[TL_GRANT_ID_MAX + 1];
+	char		of_resource[64];
+	char		of_owner[64];
 };
+
+#define TL_GRANT_ACCESS_READ		1	/* = TL_DRV_ACCESS_READ */
+#define TL_GRANT_ACCESS_READ_WRITE	2
 
 /*
  * The grant key of a requirement instance: M/R, or M/R@N per instance
@@ -182,6 +196,9 @@ int	tl_grant_each_of_module(struct tl_txn *t, const struct tl_proj *p,
 	    const char *module, tl_grant_fn fn, void *arg);
 int	tl_grant_each_of_provider(struct tl_txn *t, const struct tl_proj *p,
 	    const char *provider, tl_grant_fn fn, void *arg);
+/* The logins below grant owner (their access: and of:). */
+int	tl_grant_each_reader(struct tl_txn *t, const struct tl_proj *p,
+	    const char *owner, tl_grant_fn fn, void *arg);
 int	tl_grant_each(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
 /*

@@ -25,10 +25,36 @@
 	X(retry_ns) X(drift_seq) X(migrated_seq) X(retained_bytes)
 /* Written only when not 0: records of before it stay byte for byte. */
 #define OPT_U64_FIELDS(X)						\
-	X(naming) X(adopt_pending) X(cert_login) X(adopt_version) X(adopt_seq)
+	X(naming) X(adopt_pending) X(cert_login) X(adopt_version) X(adopt_seq) \
+	X(access)
 #define OPT_STR_FIELDS(X)						\
 	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login) \
-	X(warning) X(adopt_migrated)
+	X(warning) X(adopt_migrated) X(of) X(of_resource) X(of_owner)
+
+/*
+ * Requirement module/req's access: and of: (a login below ownership)
+ * into g: access TL_GRANT_ACCESS_*, of the owner grant's id.
+ */
+static void
+req_access(struct tl_txn *t, const struct tl_proj *p, struct tl_grant *g)
+{
+	struct tl_rec r;
+	char k[TL_KEY_MAX], access[16] = "";
+
+	g->access = 0;
+	g->of[0] = '\0';
+	if (tl_key(k, "r/%s/%s", g->module, g->req) != 0 ||
+	    tl_rec_get(t, p->graph, k, &r) != 0)
+		return;
+	tl_bn_getstr(r.m, "access", access, sizeof(access));
+	if (strcmp(access, "read") == 0 || strcmp(access, "read-write") == 0) {
+		g->access = strcmp(access, "read") == 0 ? TL_GRANT_ACCESS_READ :
+		    TL_GRANT_ACCESS_READ_WRITE;
+		if (tl_bn_getstr(r.m, "of", g->of, sizeof(g->of)) != 0)
+			g->access = 0;
+	}
+	tl_rec_close(&r);
+}
 
 /* Does requirement module/req declare credential: certificate? */
 static int
@@ -166,6 +192,19 @@ tl_grant_each_of_module(struct tl_txn *t, const struct tl_proj *p,
 	int rc;
 
 	if ((rc = tl_key(k, "gm/%s/", module)) != 0)
+		return rc;
+	return tl_rec_scan(t, p->grants, k, each_one, &e);
+}
+
+int
+tl_grant_each_reader(struct tl_txn *t, const struct tl_proj *p,
+    const char *owner, tl_grant_fn fn, void *arg)
+{
+	struct each e = { t, p, fn, arg, 0 };
+	char k[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_key(k, "of/%s/", owner)) != 0)
 		return rc;
 	return tl_rec_scan(t, p->grants, k, each_one, &e);
 }
@@ -1189,6 +1228,17 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		 */
 		if (req_cert_login(t, p, g.module, g.req))
 			g.cert_login = version + 1;
+		req_access(t, p, &g);
+		/* of/OWNER/ID: the logins below an owner (its revocation's). */
+		if (had && old.access != 0 && (g.access == 0 ||
+		    strcmp(old.of, g.of) != 0) && (rc = tl_key(k, "of/%s/%s",
+		    old.of, g.id)) == 0 && (rc = tl_kv_del(t, p->grants, k,
+		    strlen(k))) != 0 && rc != TL_ENOTFOUND)
+			return rc;
+		if (g.access != 0 && ((rc = tl_key(k, "of/%s/%s", g.of,
+		    g.id)) != 0 || (rc = tl_kv_put(t, p->grants, k, strlen(k),
+		    "", 0)) != 0))
+			return rc;
 		if ((rc = tl_key(k, "gm/%s/%s", g.module, g.id)) != 0 ||
 		    (rc = tl_kv_put(t, p->grants, k, strlen(k), "", 0)) != 0 ||
 		    (rc = set_provider_index(t, p, &g, 1)) != 0 ||
@@ -1243,6 +1293,13 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		 */
 		g.naming = tl_bn_getu64(body, "naming", 0);
 		tl_rec_getstr(body, "user", g.user, sizeof(g.user), big);
+		/* A login below ownership: the owner's names, for good. */
+		if (g.access != 0) {
+			tl_rec_getstr(body, "resource", g.of_resource,
+			    sizeof(g.of_resource), big);
+			tl_rec_getstr(body, "owner", g.of_owner,
+			    sizeof(g.of_owner), big);
+		}
 	} else if (strcmp(ev->type, TL_EV_GRANT_PROVISIONED) == 0) {
 		struct tl_bnode f;
 

@@ -667,6 +667,10 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			goto done;
 		}
 		json_object_set_new(j, "grant_state", json_string(g.state));
+		if (g.access != 0)
+			json_object_set_new(j, "access", json_pack("{s:s,s:s}",
+			    "of", g.of, "access", g.access ==
+			    TL_GRANT_ACCESS_READ ? "read" : "read-write"));
 		if (g.adopt_version != 0) {
 			/* What tally adopt took over, for good. */
 			json_t *a = json_pack("{s:s,s:I}", "resource",

@@ -268,6 +268,7 @@ tl_rx_holder_lines(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	dg.adopt_unnamed = 0;
 	dg.adopt_mesh = tl_rx_grant_adopt(g);
 	dg.adopted = g->adopt_version != 0;
+	dg.access = (int)g->access;
 	dg.handle = NULL;
 	dg.handle_out = NULL;
 	if (cert && (rc = keyreq(t, p, g, &dg, driver, e, keyname,

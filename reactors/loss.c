@@ -55,6 +55,7 @@ tl_rx_loss(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	dg.adopt_unnamed = tl_rx_grant_naming(g) == 1;
 	dg.adopt_mesh = tl_rx_grant_adopt(g);
 	dg.adopted = g->adopt_version != 0;
+	dg.access = (int)g->access;
 	rc = pv.ops->loss(h, &dg, *drop, loses, what);
 	pv.ops->close(h);
 out:

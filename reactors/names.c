@@ -119,7 +119,8 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 		 * An adopted object's name is not the scheme's: the owner
 		 * and logins stay the scheme's, whatever was recorded.
 		 */
-		.recorded = g->adopt_version != 0 ? "" : g->object,
+		.recorded = g->adopt_version != 0 || g->access != 0 ? "" :
+		    g->object,
 		/* A certificate keeps its login: the first version's. */
 		.version = g->cert_login != 0 ? g->cert_login : version,
 		.scheme = tl_rx_grant_scheme(rx, g), .move = move,
@@ -155,6 +156,15 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 		    g->adopt_version || (d != NULL && d->credential.kind ==
 		    TL_DRV_CRED_MULTI_PASSWORD)))
 			memcpy(out.login, g->adopt_login, TL_DRV_NAME_MAX);
+	}
+	/*
+	 * A login below ownership: the resource and owner are the other
+	 * grant's (recorded at its first intent), the login its own.
+	 */
+	if (g->access != 0) {
+		_Static_assert(sizeof(g->of_resource) == TL_DRV_NAME_MAX, "of");
+		memcpy(out.resource, g->of_resource, TL_DRV_NAME_MAX);
+		memcpy(out.owner, g->of_owner, TL_DRV_NAME_MAX);
 	}
 	memcpy(res, out.resource, TL_DRV_NAME_MAX);
 	memcpy(owner, out.owner, TL_DRV_NAME_MAX);

@@ -160,6 +160,47 @@ struct gather_arg {
 	const struct tl_proj	*p;
 };
 
+/*
+ * A login below ownership (g->access) is made once the grant that owns
+ * the resource is provisioned, on that grant's provider: 1 when g may
+ * go on, with the owner's names in out (what its intent records for
+ * good); 0 when it waits (*why "": *coming when the owner is on its
+ * way) or cannot (*why).
+ */
+static int
+owner_ready(struct gather_arg *ga, const struct tl_grant *g,
+    struct tl_grant *out, int *coming, char *why, size_t cap)
+{
+	struct tl_grant o;
+	char db[64], own[64], login[64];
+
+	why[0] = '\0';
+	*coming = 0;
+	if (tl_grant_get(ga->t, ga->p, g->of, &o, NULL) != 0)
+		return 0;
+	if (strcmp(o.state, TL_GRANT_PROVISIONED) != 0) {
+		*coming = strcmp(o.state, TL_GRANT_REQUESTED) == 0 ||
+		    strcmp(o.state, TL_GRANT_PROVISIONING) == 0 ||
+		    strcmp(o.state, TL_GRANT_FAILED) == 0 ||
+		    strcmp(o.state, TL_GRANT_REPAIRING) == 0 ||
+		    strcmp(o.state, TL_GRANT_RESTORING) == 0;
+		return 0;
+	}
+	if (strcmp(o.provider, g->provider) != 0) {
+		if (snprintf(why, cap, "%.200s is on provider %.129s, this "
+		    "grant on %.129s: a login with access to its resource is "
+		    "made where it is", g->of, o.provider, g->provider) < 0)
+			why[0] = '?';
+		return 0;
+	}
+	if (g->of_resource[0] == '\0') {
+		tl_rx_grant_names(ga->ps->rx, &o, o.version, db, own, login);
+		snprintf(out->of_resource, sizeof(out->of_resource), "%s", db);
+		snprintf(out->of_owner, sizeof(out->of_owner), "%s", own);
+	}
+	return 1;
+}
+
 /* Decides what each grant needs; runs in a read transaction. */
 static int
 gather_one(const struct tl_grant *g, void *arg)
@@ -208,6 +249,34 @@ gather_one(const struct tl_grant *g, void *arg)
 			ps->pending++;
 		if (ps->next_ns == 0 || bo->next_ns < ps->next_ns)
 			ps->next_ns = bo->next_ns;
+		return 0;
+	}
+	if (kind == W_CREATE && g->access != 0) {
+		struct tl_grant tmp = *g;
+		char why[TL_DRV_WHY_MAX];
+		int coming;
+
+		if (!owner_ready(ga, g, &tmp, &coming, why, sizeof(why))) {
+			if (why[0] == '\0') {
+				/* Waiting on nothing under way is no work. */
+				if (coming)
+					ps->pending++;
+				return 0;
+			}
+			if ((w = add_work(ps)) == NULL)
+				return ENOMEM;
+			w->g = *g;
+			w->kind = kind;
+			w->rc = TL_EDRIVER;
+			snprintf(w->why, sizeof(w->why), "%s", why);
+			return 0;
+		}
+		if ((w = add_work(ps)) == NULL)
+			return ENOMEM;
+		w->g = tmp;
+		w->kind = kind;
+		w->resumed = strcmp(g->state, TL_GRANT_REQUESTED) != 0 &&
+		    strcmp(g->state, TL_GRANT_RESTORING) != 0;
 		return 0;
 	}
 	if ((w = add_work(ps)) == NULL)
@@ -518,6 +587,7 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.adopt_mesh = tl_rx_grant_adopt(&w->g);
 	dg.adopted = w->g.adopt_version != 0;
 	dg.adopting = tl_rx_grant_adopting(&w->g);
+	dg.access = (int)w->g.access;
 	/* Taken over with what the operator gave, not the intent's. */
 	if (dg.adopting && w->adopt_secret[0] != '\0')
 		dg.password = w->adopt_secret;
@@ -530,7 +600,8 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	} else {
 		w->rc = pv->ops->revoke(h, &dg, w->drop, w->why);
 		/* What a retained grant keeps, for tally grants. */
-		if (w->rc == 0 && !w->drop && pv->ops->size != NULL) {
+		if (w->rc == 0 && !w->drop && pv->ops->size != NULL &&
+		    !dg.access) {
 			char why2[TL_DRV_WHY_MAX];
 
 			w->have_size = pv->ops->size(h, &dg, &w->size,
@@ -708,6 +779,7 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 	dg.adopt_unnamed = 0;
 	dg.adopt_mesh = tl_rx_grant_adopt(&w->g);
 	dg.adopted = w->g.adopt_version != 0;
+	dg.access = (int)w->g.access;
 	dg.handle = w->handle_out[0] != '\0' ? w->handle_out :
 	    w->handle[0] != '\0' ? w->handle : NULL;
 	dg.handle_out = NULL;
@@ -718,6 +790,60 @@ record_fields(const struct pass *ps, const struct work *w, struct tl_body *b)
 		    sizeof(val)) == 0)
 			tl_body_str(b, f->name, val);
 	}
+}
+
+struct readers {
+	char	(*ids)[TL_GRANT_ID_MAX + 1];
+	size_t	 n;
+};
+
+static int
+reader_one(const struct tl_grant *g, void *arg)
+{
+	struct readers *rd = arg;
+	void *nv;
+
+	if (strcmp(g->state, TL_GRANT_REVOKING) == 0 ||
+	    strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGING) == 0 ||
+	    strcmp(g->state, TL_GRANT_PURGED) == 0 || g->access == 0)
+		return 0;
+	if ((nv = realloc(rd->ids, (rd->n + 1) * sizeof(*rd->ids))) == NULL)
+		return ENOMEM;
+	rd->ids = nv;
+	snprintf(rd->ids[rd->n++], TL_GRANT_ID_MAX + 1, "%s", g->id);
+	return 0;
+}
+
+/*
+ * The logins with access to owner's resource go with it: revoked in the
+ * transaction that records its revocation (collected first: emitting
+ * rewrites the records scanned).
+ */
+static int
+revoke_readers(struct tl_ctx *c, const char *owner)
+{
+	struct readers rd = { NULL, 0 };
+	struct tl_body b;
+	char stream[TL_KEY_MAX], why[TL_GRANT_ID_MAX + 32];
+	uint64_t cause = c->cause;
+	size_t i;
+	int rc;
+
+	rc = tl_grant_each_reader(c->t, &c->p, owner, reader_one, &rd);
+	snprintf(why, sizeof(why), "%s was revoked", owner);
+	for (i = 0; rc == 0 && i < rd.n; i++) {
+		if ((rc = tl_key(stream, "grant/%s", rd.ids[i])) != 0)
+			break;
+		tl_body_init(&b);
+		tl_body_str(&b, "grant", rd.ids[i]);
+		tl_body_str(&b, "reason", why);
+		rc = tl_emit(c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
+		tl_body_free(&b);
+	}
+	c->cause = cause;
+	free(rd.ids);
+	return rc;
 }
 
 /* Phase 3: outcomes, deliveries and the checkpoint, in one transaction. */
@@ -843,6 +969,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 			rc = tl_emit(&c, TL_EV_GRANT_PURGED, stream, &b, NULL);
 			if (rc == 0)
 				rc = tl_dec_reopen_wanted(&c, w->g.id);
+			if (rc == 0)
+				rc = revoke_readers(&c, w->g.id);
 		} else {
 			tl_body_str(&b, "policy", w->drop ? "drop" : "retain");
 			if (w->have_size)
@@ -850,6 +978,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 			rc = tl_emit(&c, TL_EV_GRANT_REVOKED, stream, &b, NULL);
 			if (rc == 0)
 				rc = tl_dec_reopen_wanted(&c, w->g.id);
+			if (rc == 0)
+				rc = revoke_readers(&c, w->g.id);
 		}
 		tl_body_free(&b);
 		if (rc != 0)

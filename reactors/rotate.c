@@ -376,6 +376,7 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
 		dg.adopt_mesh = tl_rx_grant_adopt(&st->g);
 		dg.adopted = st->g.adopt_version != 0;
+		dg.access = (int)st->g.access;
 		dg.login = st->old;
 		dg.password = "";
 		if (st->ops->sessions(h, &dg, &st->sessions, NULL) == 0)
@@ -411,6 +412,7 @@ rotate_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	dg.adopt_unnamed = tl_rx_grant_naming(&st->g) == 1;
 	dg.adopt_mesh = tl_rx_grant_adopt(&st->g);
 	dg.adopted = st->g.adopt_version != 0;
+	dg.access = (int)st->g.access;
 	if (st->op == OP_CREATE) {
 		const char *params[TL_RX_PARAMS_SV];
 

@@ -340,7 +340,8 @@ gather_one(const struct tl_grant *g, void *arg)
 		seen = tl_get_be64(v) == g->version;
 		posture_at = n == 16 ? tl_get_be64((const uint8_t *)v + 8) : 0;
 	}
-	if (!seen)
+	/* A login below ownership: the bulk row is an owner's; one by one. */
+	if (!seen || g->access != 0)
 		login = 1;
 	/*
 	 * Over the caller's bounds for one pass: left due, for the pass
@@ -535,6 +536,7 @@ drv_grant(struct check *c, struct tl_drv_grant *dg)
 	dg->adopt_unnamed = tl_rx_grant_naming(&c->g) == 1;
 	dg->adopt_mesh = tl_rx_grant_adopt(&c->g);
 	dg->adopted = c->g.adopt_version != 0;
+	dg->access = (int)c->g.access;
 	dg->handle = c->handle;
 	dg->handle_out = NULL;	/* check issues nothing; repair sets it */
 	dg->posture = c->posture;

@@ -1135,6 +1135,56 @@ START_TEST(test_credential)
 }
 END_TEST
 
+/* access: and of: (a login below ownership). */
+START_TEST(test_access)
+{
+	const struct tl_mf_req *r;
+
+	ck_assert_int_eq(parse_text("module: g\n"
+	    "env: {U: \"\"}\n"
+	    "requires:\n"
+	    "  games:\n"
+	    "    type: postgres-database\n"
+	    "    from: p\n"
+	    "    access: read-write\n"
+	    "    of: game/db@node-a\n"
+	    "    env: {user: U}\n"), 0);
+	r = &tl_mf_set_module(P.set, 0)->reqs[0];
+	ck_assert_str_eq(r->access, "read-write");
+	ck_assert_str_eq(r->of, "game/db@node-a");
+	ck_assert_only_error("module: g\n"
+	    "env: {U: \"\"}\n"
+	    "requires:\n"
+	    "  games:\n"
+	    "    type: postgres-database\n"
+	    "    from: p\n"
+	    "    of: game/db\n"
+	    "    env: {user: U}\n", 7, "requires.games.access",
+	    "access: and of: go together");
+	ck_assert_only_error("module: g\n"
+	    "env: {U: \"\"}\n"
+	    "requires:\n"
+	    "  games:\n"
+	    "    type: postgres-database\n"
+	    "    from: p\n"
+	    "    access: read\n"
+	    "    of: game\n"
+	    "    env: {user: U}\n", 8, "requires.games.of",
+	    "of is MODULE/REQUIREMENT");
+	/* A driver that cannot: its reason. */
+	ck_assert_only_error("module: g\n"
+	    "env: {U: \"\"}\n"
+	    "requires:\n"
+	    "  cache:\n"
+	    "    type: redis-user\n"
+	    "    from: p\n"
+	    "    access: read\n"
+	    "    of: game/cache\n"
+	    "    env: {uri: U}\n", 7, "requires.cache.of",
+	    "cannot give a login access below ownership");
+}
+END_TEST
+
 START_TEST(test_unknown_field)
 {
 	ck_assert_only_error("module: g\n"
@@ -1769,6 +1819,7 @@ manifest_suite(void)
 	tcase_add_test(tc, test_undeclared_variable);
 	tcase_add_test(tc, test_unknown_field);
 	tcase_add_test(tc, test_credential);
+	tcase_add_test(tc, test_access);
 	tcase_add_test(tc, test_drivers);
 	tcase_add_test(tc, test_embedded_private);
 	tcase_add_test(tc, test_self_targets);

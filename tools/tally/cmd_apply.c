@@ -330,6 +330,10 @@ req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
 		tl_body_str(b, "part", r->part);
 	if (r->credential != NULL)
 		tl_body_str(b, "credential", r->credential);
+	if (r->access != NULL) {
+		tl_body_str(b, "access", r->access);
+		tl_body_str(b, "of", r->of);
+	}
 	return tl_body_finish(b, &p, &len);
 }
 

@@ -430,6 +430,12 @@ print_module(const json_t *m)
 			if (json_object_get(r, "isolation_note") != NULL)
 				printf("\n      note: %s", json_string_value(
 				    json_object_get(r, "isolation_note")));
+			if (json_object_get(r, "access") != NULL)
+				printf("\n      %s access to %s's resource",
+				    json_string_value(json_object_get(
+				    json_object_get(r, "access"), "access")),
+				    json_string_value(json_object_get(
+				    json_object_get(r, "access"), "of")));
 			if (json_object_get(r, "adopted") != NULL)
 				print_adopted(json_object_get(r, "adopted"));
 			if (json_object_get(r, "migrations_blocked") != NULL)

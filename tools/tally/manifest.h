@@ -132,6 +132,14 @@ struct tl_mf_req {
 	 * the driver's credential.cert_login); NULL: the driver's own.
 	 */
 	const char *credential;
+	/*
+	 * access: read or read-write, of: the requirement whose grant owns
+	 * the resource (MODULE/REQUIREMENT[@NODE]): a login of this one's
+	 * own with that access (decl.h, tl_drv_grant.access); NULL: this
+	 * requirement owns its resource.
+	 */
+	const char *access;
+	const char *of;
 	int	line;
 };
 

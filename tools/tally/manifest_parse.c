@@ -31,7 +31,7 @@ static const char *const module_keys[] = {
 static const char *const req_keys[] = {
 	"presence", "type", "from", "scope", "provider", "name", "env",
 	"migrations", "max-credential-age", "rotation-window", "part",
-	"credential", NULL
+	"credential", "access", "of", NULL
 };
 static const char *const provide_keys[] = {
 	"driver", "revoke", "max-credential-age", "rotation-window",
@@ -466,6 +466,72 @@ parse_provider(struct ctx *c, struct tl_mf_req *r, const struct node *v,
 	r->provider_node = node;
 }
 
+/*
+ * access: read | read-write and of: MODULE/REQUIREMENT[@NODE]: a login
+ * of the requirement's own on the resource another requirement's grant
+ * owns (decl.h, tl_drv_grant.access).  Both or neither; the driver must
+ * declare TL_DRV_CAP_ACCESS; nothing that would act as an owner
+ * (migrations, a certificate login) goes with them.
+ */
+static void
+parse_access(struct ctx *c, struct node *map, const char *path,
+    struct tl_mf_req *r)
+{
+	const struct tl_drv_decl *drv;
+	struct node *a, *o;
+	const char *s, *slash, *at;
+	char f[FIELD], q[QUOTE], why[TL_DRV_WHY_MAX];
+	size_t n;
+
+	a = mf_get(map, "access", NULL);
+	o = mf_get(map, "of", NULL);
+	if (a == NULL && o == NULL)
+		return;
+	mf_join(f, sizeof f, path, a != NULL ? "of" : "access");
+	if (a == NULL || o == NULL) {
+		mf_err(c, a != NULL ? a : o, f, "access: and of: go together: "
+		    "of: names the requirement whose grant owns the resource "
+		    "(MODULE/REQUIREMENT), access: what this one may do on it "
+		    "(read or read-write)");
+		return;
+	}
+	mf_join(f, sizeof f, path, "access");
+	if ((s = mf_want_str(c, a, f)) != NULL) {
+		if (strcmp(s, "read") == 0 || strcmp(s, "read-write") == 0)
+			r->access = mf_sdup(c, s);
+		else
+			mf_err(c, a, f, "%s: access is read or read-write",
+			    mf_quote(q, sizeof q, s));
+	}
+	mf_join(f, sizeof f, path, "of");
+	if ((s = mf_want_str(c, o, f)) != NULL) {
+		n = strlen(s);
+		slash = strchr(s, '/');
+		at = strchr(s, '@');
+		if (slash == NULL || slash == s || slash[1] == '\0' ||
+		    strchr(slash + 1, '/') != NULL || (at != NULL &&
+		    (at < slash || at[1] == '\0')) ||
+		    !mf_valid_name(s, (size_t)(slash - s)) ||
+		    !mf_valid_name(slash + 1, (size_t)((at != NULL ? at :
+		    s + n) - slash - 1)) || (at != NULL &&
+		    !mf_valid_name(at + 1, strlen(at + 1))))
+			mf_err(c, o, f, "%s: of is MODULE/REQUIREMENT, or "
+			    "MODULE/REQUIREMENT@NODE for a per-instance one",
+			    mf_quote(q, sizeof q, s));
+		else
+			r->of = mf_sdup(c, s);
+	}
+	drv = r->type != NULL ? tl_drv_decl_for_type(r->type) : NULL;
+	if (drv != NULL && !tl_drv_can(drv, TL_DRV_CAP_ACCESS, why))
+		mf_err(c, a, f, "type %s: %s", r->type, why);
+	if (r->migrations != NULL)
+		mf_err(c, a, f, "migrations: belong to the requirement that "
+		    "owns the resource (of:), not to one with access: to it");
+	if (r->credential != NULL)
+		mf_err(c, a, f, "credential: certificate: a login with access: "
+		    "to another's resource logs in by password");
+}
+
 /* 0 if r was filled without a problem. */
 static int
 parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
@@ -622,6 +688,7 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	}
 	if (r->type != NULL)
 		parse_params(c, map, path, r);
+	parse_access(c, map, path, r);
 	return c->nerr == before ? 0 : -1;
 }
 

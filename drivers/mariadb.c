@@ -112,6 +112,8 @@ struct tl_drv_mdb {
 	uint64_t	 used_ns;	/* last taken as alive (monotonic) */
 	char		 privcols[1024];	/* CONCAT(...) of mysql.db's */
 	char		 privwant[64];	/* what create sets: Y.. N(grant) */
+	/* What a login below ownership is given (g->access): read, write. */
+	char		 privread[64], privrw[64];
 	char		 mesh[MDB_MESH_MAX];	/* admin->mesh; "": before ids */
 	/*
 	 * admin->fence, copied (fenced 0: a reader's session); fc holds
@@ -236,11 +238,15 @@ priv_columns(struct tl_drv_mdb *p, char *why)
 			break;
 		o += (size_t)snprintf(p->privcols + o, sizeof(p->privcols) - o,
 		    ",d.%s", id);
-		p->privwant[w++] = strcmp(row[0], "Grant_priv") == 0 ? 'N' :
-		    'Y';
+		p->privwant[w] = strcmp(row[0], "Grant_priv") == 0 ? 'N' : 'Y';
+		p->privread[w] = strcmp(row[0], "Select_priv") == 0 ? 'Y' : 'N';
+		p->privrw[w++] = strcmp(row[0], "Select_priv") == 0 ||
+		    strcmp(row[0], "Insert_priv") == 0 ||
+		    strcmp(row[0], "Update_priv") == 0 ||
+		    strcmp(row[0], "Delete_priv") == 0 ? 'Y' : 'N';
 	}
 	mysql_free_result(r);
-	p->privwant[w] = '\0';
+	p->privwant[w] = p->privread[w] = p->privrw[w] = '\0';
 	snprintf(p->privcols + o, sizeof(p->privcols) - o, ")");
 	if (w == 0)
 		return tl_drv_why(why, TL_EDRIVER, "mysql.db has no privilege "
@@ -766,26 +772,42 @@ cert_require(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 }
 
 /*
- * ALL on the database; with revoke, every other privilege taken first
- * (between the two statements the user may use nothing, which a user in
- * use is spared when there is nothing to take: adopt_takeover).
+ * What g's user holds on the database, as GRANT names it: ALL for the
+ * grant that owns it; a login below ownership (g->access) no DDL, so
+ * it never changes what the owner's consumer and migrations rely on.
+ * On `db`.* it covers the tables made later too.
+ */
+static const char *
+db_privs(const struct tl_drv_grant *g)
+{
+	if (g->access == TL_DRV_ACCESS_READ)
+		return "SELECT";
+	if (g->access == TL_DRV_ACCESS_READ_WRITE)
+		return "SELECT, INSERT, UPDATE, DELETE";
+	return "ALL PRIVILEGES";
+}
+
+/*
+ * db_privs on the database; with revoke, every other privilege taken
+ * first (between the two statements the user may use nothing, which a
+ * user in use is spared when there is nothing to take: adopt_takeover).
  */
 static int
-grant_database(struct tl_drv_mdb *p, const struct ids *x, int revoke,
-    char *why)
+grant_database(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const struct ids *x, int revoke, char *why)
 {
 	int rc;
 
 	if (revoke && (rc = runf(p->c, "revoking the user's privileges", why,
 	    "REVOKE ALL PRIVILEGES, GRANT OPTION FROM %s", x->user)) != 0)
 		return rc;
-	return runf(p->c, "granting the database", why, "GRANT ALL "
-	    "PRIVILEGES ON %s.* TO %s", x->pat, x->user);
+	return runf(p->c, "granting the database", why, "GRANT %s ON %s.* TO "
+	    "%s", db_privs(g), x->pat, x->user);
 }
 
 /*
- * Exactly ALL on the database, nothing else, no other host's account,
- * no resource limit (a limit set by hand refuses the consumer with 1226,
+ * Exactly db_privs on the database, nothing else, no other host's
+ * account, no resource limit (a limit set by hand refuses the consumer with 1226,
  * which a new password cannot repair).
  */
 static int
@@ -797,7 +819,6 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 	MYSQL_ROW row;
 	int rc;
 
-	(void)g;
 	snprintf(sql, sizeof(sql), "SELECT Host FROM mysql.global_priv WHERE "
 	    "User = %s AND Host <> '%%'", x->ulit);
 	if ((rc = query(p->c, sql, &r, "looking for other accounts", why)) != 0)
@@ -814,7 +835,7 @@ set_privileges(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 			break;
 	}
 	mysql_free_result(r);
-	if (rc != 0 || (rc = grant_database(p, x, 1, why)) != 0)
+	if (rc != 0 || (rc = grant_database(p, g, x, 1, why)) != 0)
 		return rc;
 	if ((rc = runf(p->c, "unlocking the user", why, "ALTER USER %s "
 	    "ACCOUNT UNLOCK", x->user)) != 0)
@@ -1039,7 +1060,9 @@ ssl_row(const struct tl_drv_mdb *p, MYSQL_ROW row,
 /*
  * What one row says about g: TL_EINVAL (why) when its objects are another
  * grant's or not tally's; else *drift and why.  cred: compare the stored
- * hash with g->password's (check_bulk; check logs in instead).
+ * hash with g->password's (check_bulk; check logs in instead).  A login
+ * below ownership (g->access): the database is another grant's, and is
+ * only to be tally's; the user holds db_privs on it.
  */
 static int
 eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
@@ -1047,6 +1070,8 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 {
 	struct msg miss = { .len = 0 }, bad = { .len = 0 }, priv = { .len = 0 };
 	const char *mine = tl_drv_grant_named(g) ? g->grant : "";
+	const char *want = g->access == TL_DRV_ACCESS_READ ? p->privread :
+	    g->access == TL_DRV_ACCESS_READ_WRITE ? p->privrw : p->privwant;
 	int k;
 
 	if (row_other_mesh(p, row, g, why)) {
@@ -1059,6 +1084,8 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 		const char *what = k == 0 ? "database" : "user";
 		const char *name = k == 0 ? g->resource : g->login;
 
+		if (mk != NULL && k == 0 && g->access)
+			continue;
 		if (mk != NULL && strcmp(mk, mine) != 0 &&
 		    !(mk[0] == '\0' && g->adopt_unnamed))
 			return tl_drv_why(why, TL_EINVAL, "%s \"%s\" was made "
@@ -1084,10 +1111,10 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 		if (row[C_DBPRIV] == NULL)
 			madd(&priv, "user '%s' has no privileges on \"%s\"",
 			    g->login, g->resource);
-		else if (strcmp(row[C_DBPRIV], p->privwant) != 0)
+		else if (strcmp(row[C_DBPRIV], want) != 0)
 			madd(&priv, "user '%s' on \"%s\": privileges %s, "
 			    "expected %s", g->login, g->resource,
-			    row[C_DBPRIV], p->privwant);
+			    row[C_DBPRIV], want);
 		if (atoi(row[C_OTHERDB]) > 0 || atoi(row[C_OTHER]) > 0)
 			madd(&priv, "user '%s' holds privileges beyond its "
 			    "database (%s on databases, %s on tables, columns, "
@@ -1130,8 +1157,9 @@ eval_row(struct tl_drv_mdb *p, MYSQL_ROW row, const struct tl_drv_grant *g,
 		*drift = TL_DRIFT_PRIVILEGES;
 		tl_drv_why(why, 0, "privileges: %s", priv.buf);
 	} else
-		tl_drv_why(why, 0, "database \"%s\", user '%s' with ALL on it "
-		    "and nothing else", g->resource, g->login);
+		tl_drv_why(why, 0, "database \"%s\", user '%s' with %s on it "
+		    "and nothing else", g->resource, g->login,
+		    g->access ? db_privs(g) : "ALL");
 	return 0;
 }
 
@@ -1335,13 +1363,52 @@ adopt_takeover(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 		    defined == 1 ? "" : "s", defined == 1 ? "" : "s", g->login);
 	if ((md && (rc = write_mark(p, g, 'd', g->resource, why)) != 0) ||
 	    (mu && (rc = write_mark(p, g, 'u', g->login, why)) != 0) ||
-	    (rc = grant_database(p, x, beyond > 0, why)) != 0)
+	    (rc = grant_database(p, g, x, beyond > 0, why)) != 0)
 		return rc;
 	*revoked = beyond > 0;
 	return 0;
 }
 
 /* --- operations ------------------------------------------------------ */
+
+/*
+ * create, add_credential, set_password and fix_privileges of a login
+ * below ownership (g->access): the database must be one tally made (for
+ * the grant that owns it, of this mesh) and is not changed; the user is
+ * claimed and marked for g as create marks, its password set, and given
+ * exactly db_privs on the database, REQUIRE and limits as any login's.
+ * The owner grant's check looks at its own user alone, so this user's
+ * privileges are never its drift.
+ */
+static int
+access_create(struct tl_drv_mdb *p, const struct tl_drv_grant *g, char *why)
+{
+	char other[256];
+	struct ids x;
+	enum mark m;
+	int rc, found, unnamed, mu;
+
+	if ((rc = begin(p, g, 1, why)) != 0 ||
+	    (rc = ids_make(p, g, &x, why)) != 0 ||
+	    (rc = read_mark(p, g, 'd', g->resource, &m, &unnamed, other,
+	    sizeof(other), why)) != 0 ||
+	    (rc = exists(p, 'd', g->resource, &found, why)) != 0)
+		return rc;
+	if (m == MARK_MESH)
+		return mesh_refused('d', g->resource, other, why);
+	if (!found || m == MARK_ABSENT)
+		return tl_drv_why(why, TL_EDRIVER, "database \"%s\" %s: access "
+		    "is given to what tally made", g->resource, !found ?
+		    "does not exist" : "is not tally's");
+	if ((rc = claim(p, g, 'u', g->login, &mu, why)) != 0 ||
+	    (rc = set_pw(p, g, &x, 1, why)) != 0 ||
+	    (rc = set_pw(p, g, &x, 0, why)) != 0 ||
+	    (rc = set_privileges(p, g, &x, why)) != 0)
+		return rc;
+	return tl_drv_why(why, 0, "user '%s' %s: %s on database \"%s\" and "
+	    "nothing else", g->login, mu ? "created" : "existed (password set)",
+	    db_privs(g), g->resource);
+}
 
 static int
 do_create(void *h, const struct tl_drv_grant *g, char *why)
@@ -1350,6 +1417,8 @@ do_create(void *h, const struct tl_drv_grant *g, char *why)
 	struct ids x;
 	int rc, mdb, mu, revoked;
 
+	if (g != NULL && g->access)
+		return access_create(p, g, why);
 	if ((rc = begin(p, g, 1, why)) != 0 ||
 	    (rc = vet_mesh(p, g, why)) != 0 ||
 	    (rc = ids_make(p, g, &x, why)) != 0)
@@ -1560,6 +1629,8 @@ do_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	struct ids x;
 	int rc, found;
 
+	if (g != NULL && g->access)
+		return access_create(p, g, why);
 	if ((rc = begin(p, g, 1, why)) != 0 || (rc = vet(p, g, why)) != 0 ||
 	    (rc = ids_make(p, g, &x, why)) != 0 ||
 	    (rc = exists(p, 'u', g->login, &found, why)) != 0)
@@ -1579,6 +1650,8 @@ do_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 	struct ids x;
 	int rc, fd, fu;
 
+	if (g != NULL && g->access)
+		return access_create(p, g, why);
 	if ((rc = begin(p, g, 0, why)) != 0 || (rc = vet(p, g, why)) != 0 ||
 	    (rc = ids_make(p, g, &x, why)) != 0 ||
 	    (rc = exists(p, 'd', g->resource, &fd, why)) != 0 ||
@@ -1754,9 +1827,10 @@ do_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 		    why)) != 0)
 			return rc;
 		return tl_drv_why(why, 0, "user '%s' %s, %d connection%s "
-		    "killed; database \"%s\" kept", g->login,
+		    "killed; database \"%s\" %s", g->login,
 		    locked ? "locked" : "not there (or not this grant's)",
-		    killed, killed == 1 ? "" : "s", g->resource);
+		    killed, killed == 1 ? "" : "s", g->resource,
+		    g->access ? "(another grant's) left" : "kept");
 	}
 	if ((rc = grant_users(p, g, &users, &nu, why)) != 0)
 		return rc;
@@ -1778,6 +1852,14 @@ do_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 		    "EXISTS %s@'%%'", ulit)) != 0 ||
 		    (rc = drop_mark(p, 'u', users[i], why)) != 0)
 			goto out;
+	}
+	/* A login below ownership: the database is the owner grant's. */
+	if (g->access) {
+		tl_drv_why(why, 0, "%zu user%s dropped, %d connection%s "
+		    "killed; database \"%s\" (another grant's) left", nu,
+		    nu == 1 ? "" : "s", total, total == 1 ? "" : "s",
+		    g->resource);
+		goto out;
 	}
 	if ((rc = read_mark(p, g, 'd', g->resource, &m, &unnamed, other,
 	    sizeof(other), why)) != 0)

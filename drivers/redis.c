@@ -83,6 +83,21 @@
  * the password they used: retire_credential ends none (the holders
  * acknowledged the new one), and sessions counts the user's.
  *
+ * Access below ownership (g->access, a requirement's access: and of:):
+ * a login of its own, marked for its grant like any (the marks are keyed
+ * by user, so they never touch the owner's), on the prefix g->resource
+ * of another grant's user, which is never changed here.  read: keys
+ * %R~PREFIX:* (Redis 7's read-only pattern) and the command rules of
+ * RULES_R, the read commands and the subscribing side of pub/sub, so
+ * the owner's channels can be followed but not published to; its
+ * server normal form comes from a user "tally:rules:read" like
+ * tally:rules's, made the first time a reader is checked (a server
+ * without readers never has it).  read-write: ~PREFIX:* and RULES, as
+ * the owner's user.  Both &PREFIX:*.  Every operation acts on the login
+ * alone: a purge deletes the user and its marks but never a key (the
+ * keys are the owner's, purged with it), and the owner's check sees
+ * its own user only, so the readers beside it are no drift of its.
+ *
  * tally adopt (g->adopting in create): an ACL user someone else made,
  * and the keys under its prefix, become a grant's.  The user must exist,
  * log in by password (on, not nopass), carry no mark of another grant
@@ -134,6 +149,7 @@
 
 #define RD_HASH_HEX	64
 #define RD_RULES_USER	"tally:rules"
+#define RD_RULES_R_USER	"tally:rules:read"
 #define RD_OWNER_PFX	"tally:owner:"
 #define RD_PW_PFX	"tally:pw:"
 #define RD_MESH_PFX	"tally:mesh:"
@@ -157,6 +173,22 @@ static const char *const rules[] = {
 };
 #define RD_NRULES	(sizeof(rules) / sizeof(rules[0]) - 1)
 
+/*
+ * A reader's (access: read, see the top): RULES's reads and the
+ * subscribing half of pub/sub; no MULTI (reads need no transaction),
+ * and the same exclusions, since +@read alone would let KEYS, SCAN and
+ * RANDOMKEY see the whole key space whatever %R~ says.
+ */
+static const char *const rules_r[] = {
+	"-@all", "+@read", "+@connection", "+subscribe", "+psubscribe",
+	"+ssubscribe", "+unsubscribe", "+punsubscribe", "+sunsubscribe",
+	"-@dangerous", "-@admin", "-@scripting", "-function", "-scan",
+	"-randomkey", "-dbsize", "-pubsub", "-select", "-client|tracking",
+	"-keys", NULL
+};
+#define RD_NRULES_R	(sizeof(rules_r) / sizeof(rules_r[0]) - 1)
+#define RD_NRULES_MAX	(RD_NRULES > RD_NRULES_R ? RD_NRULES : RD_NRULES_R)
+
 struct tl_drv_redis {
 	struct tl_drv_rd_conn *c;
 	char		 host[256];
@@ -178,6 +210,8 @@ struct tl_drv_redis {
 	char		 subject[256];
 	/* The server's normal form of rules, and its flags (off aside). */
 	char		*ref_cmds;
+	/* rules_r's; NULL until a reader is checked. */
+	char		*ref_rcmds;
 	char		 ref_flags[256];
 	/* ACL SAVE after a change (acl-save); 0 once the server has no file. */
 	int		 acl_save;
@@ -221,15 +255,37 @@ grant_ok(const struct tl_drv_grant *g, char *why)
 {
 	if (!tl_drv_rd_valid_name(g->resource) ||
 	    !tl_drv_rd_valid_name(g->login) ||
-	    (!g->adopted && !g->adopting &&
+	    (!g->adopted && !g->adopting && !g->access &&
 	    strcmp(g->resource, g->login) != 0))
 		return tl_drv_why(why, TL_EINVAL, "not a redis grant's names "
 		    "(a user and a prefix of [a-z0-9_-], at most 63 bytes, one "
 		    "name unless tally adopt took the user over)");
+	/* The owner's user is the prefix's: a reader as it would change it. */
+	if (g->access && (strcmp(g->resource, g->login) == 0 ||
+	    (g->owner != NULL && strcmp(g->owner, g->login) == 0)))
+		return tl_drv_why(why, TL_EINVAL, "user %s: a login with access "
+		    "to prefix %s is a user of its own, not its owner's",
+		    g->login, g->resource);
 	if (strcmp(g->resource, "tally") == 0)
 		return tl_drv_why(why, TL_EINVAL, "prefix tally: its keys are "
 		    "tally's marks and fences; refused");
 	return 0;
+}
+
+/*
+ * g's key and channel patterns (80 bytes each) and command rules: a
+ * reader's %R~ and RULES_R, else RULES (see the top).
+ */
+static const char *const *
+grant_rules(const struct tl_drv_grant *g, char *keys, char *chans,
+    size_t *n)
+{
+	int r = g->access == TL_DRV_ACCESS_READ;
+
+	snprintf(keys, 80, "%s~%s:*", r ? "%R" : "", g->resource);
+	snprintf(chans, 80, "&%s:*", g->resource);
+	*n = r ? RD_NRULES_R : RD_NRULES;
+	return r ? rules_r : rules;
 }
 
 static void
@@ -577,35 +633,43 @@ other_flags(const redisReply *u, char *out, size_t cap)
 	}
 }
 
-/* The rules user: the server's normal form of RULES, once a session. */
+/*
+ * A rules user (user, set with rl, nr of them): the server's normal form
+ * of rl into *out, once a session; its flags into flags unless NULL.
+ */
 static int
-load_reference(struct tl_drv_redis *h, char *why)
+load_reference(struct tl_drv_redis *h, const char *user,
+    const char *const *rl, size_t nr, char **out, char *flags, char *why)
 {
-	const char *argv[8 + RD_NRULES];
-	const char *get[3] = { "ACL", "GETUSER", RD_RULES_USER };
+	const char *argv[8 + RD_NRULES_MAX];
+	const char *get[3] = { "ACL", "GETUSER", user };
 	const char *cmds;
 	redisReply *r;
+	char what[64];
 	size_t i;
 	int n = 0, rc;
 
 	argv[n++] = "ACL";
 	argv[n++] = "SETUSER";
-	argv[n++] = RD_RULES_USER;
+	argv[n++] = user;
 	argv[n++] = "reset";
 	argv[n++] = "off";
-	for (i = 0; i < RD_NRULES; i++)
-		argv[n++] = rules[i];
-	if ((rc = run(h, n, argv, "ACL SETUSER " RD_RULES_USER, why)) != 0)
+	for (i = 0; i < nr; i++)
+		argv[n++] = rl[i];
+	snprintf(what, sizeof(what), "ACL SETUSER %s", user);
+	if ((rc = run(h, n, argv, what, why)) != 0)
 		return rc;
-	if ((rc = cmd(h, 3, get, &r, "ACL GETUSER " RD_RULES_USER, why)) != 0)
+	snprintf(what, sizeof(what), "ACL GETUSER %s", user);
+	if ((rc = cmd(h, 3, get, &r, what, why)) != 0)
 		return rc;
 	cmds = field_str(r, "commands");
-	if (cmds == NULL || (h->ref_cmds = strdup(cmds)) == NULL) {
+	if (cmds == NULL || (*out = strdup(cmds)) == NULL) {
 		freeReplyObject(r);
-		return tl_drv_why(why, TL_EDRIVER, "ACL GETUSER " RD_RULES_USER
-		    ": no commands in the reply (not Redis 7?)");
+		return tl_drv_why(why, TL_EDRIVER, "%s: no commands in the "
+		    "reply (not Redis 7?)", what);
 	}
-	other_flags(r, h->ref_flags, sizeof(h->ref_flags));
+	if (flags != NULL)
+		other_flags(r, flags, sizeof(h->ref_flags));
 	freeReplyObject(r);
 	return 0;
 }
@@ -685,7 +749,8 @@ rd_open(const struct tl_drv_admin *a, void **hp, char *why)
 		snprintf(h->fence_key, sizeof(h->fence_key), RD_FENCE ":%s",
 		    a->fence->mesh != NULL ? a->fence->mesh : h->mesh);
 	}
-	if ((rc = ensure(h, why)) != 0 || (rc = load_reference(h, why)) != 0)
+	if ((rc = ensure(h, why)) != 0 || (rc = load_reference(h, RD_RULES_USER, rules, RD_NRULES,
+	    &h->ref_cmds, h->ref_flags, why)) != 0)
 		goto err;
 	/* The certificate's subject is public; nothing of the key is said. */
 	tl_drv_why(why, 0, "connected to Redis at %s:%s as \"%s\" (%s%s%s)",
@@ -708,6 +773,7 @@ rd_close(void *hv)
 		return;
 	tl_drv_rd_conn_free(h->c);
 	free(h->ref_cmds);
+	free(h->ref_rcmds);
 	free(h->ca_file);
 	free(h->client_cert);
 	sodium_free(h);	/* wipes the admin password and client key */
@@ -1058,13 +1124,15 @@ static int
 create_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
     char *why)
 {
-	const char *argv[12 + RD_NRULES];
+	const char *argv[12 + RD_NRULES_MAX];
+	const char *const *rl;
 	char hash[RD_HASH_HEX + 2], keys[80], chans[80];
 	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
 	const char *set[3] = { "SET", ok, g->grant != NULL ? g->grant : "" };
 	const char *del[2] = { "DEL", pk };
 	const char *sadd[3] = { "SADD", pk, hash + 1 };
 	struct rd_owner o;
+	size_t nr;
 	int n = 0, rc;
 
 	(void)arg;
@@ -1075,8 +1143,7 @@ create_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
 	mark_keys(g->login, ok, pk, mk);
 	hash[0] = '#';
 	sha256hex(g->password, hash + 1);
-	snprintf(keys, sizeof(keys), "~%s:*", g->resource);
-	snprintf(chans, sizeof(chans), "&%s:*", g->resource);
+	rl = grant_rules(g, keys, chans, &nr);
 	argv[n++] = "ACL";
 	argv[n++] = "SETUSER";
 	argv[n++] = g->login;
@@ -1085,8 +1152,8 @@ create_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
 	argv[n++] = hash;
 	argv[n++] = keys;
 	argv[n++] = chans;
-	for (size_t i = 0; i < RD_NRULES; i++)
-		argv[n++] = rules[i];
+	for (size_t i = 0; i < nr; i++)
+		argv[n++] = rl[i];
 	if ((rc = tx_multi(h, why)) != 0 ||
 	    (rc = run(h, 3, set, "SET mark", why)) != 0 ||
 	    (rc = tx_remesh(h, g, &o, why)) != 0 ||
@@ -1097,8 +1164,9 @@ create_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
 	if ((rc = tx_exec(h, "create", why)) != 0 ||
 	    (rc = persist(h, why)) != 0)
 		return rc;
-	return tl_drv_why(why, 0, "user %s on, keys and channels %s:*",
-	    g->login, g->resource);
+	return tl_drv_why(why, 0, "user %s on, keys and channels %s:*%s",
+	    g->login, g->resource, g->access == TL_DRV_ACCESS_READ ? " (read)" :
+	    g->access ? " (read-write)" : "");
 fail:
 	tx_end(h);
 	return rc;
@@ -1108,17 +1176,17 @@ fail:
  * The start of an ACL SETUSER that gives g's user a grant's keys,
  * channels and commands for its prefix (keys and chans, 80 bytes each,
  * hold the patterns argv points at): the number of argv entries filled,
- * 10 + RD_NRULES.
+ * at most 10 + RD_NRULES_MAX.
  */
 static int
 setuser_rules(const struct tl_drv_grant *g, const char **argv, char *keys,
     char *chans)
 {
+	const char *const *rl;
 	int n = 0;
-	size_t i;
+	size_t i, nr;
 
-	snprintf(keys, 80, "~%s:*", g->resource);
-	snprintf(chans, 80, "&%s:*", g->resource);
+	rl = grant_rules(g, keys, chans, &nr);
 	argv[n++] = "ACL";
 	argv[n++] = "SETUSER";
 	argv[n++] = g->login;
@@ -1129,8 +1197,8 @@ setuser_rules(const struct tl_drv_grant *g, const char **argv, char *keys,
 	argv[n++] = "sanitize-payload";
 	argv[n++] = keys;
 	argv[n++] = chans;
-	for (i = 0; i < RD_NRULES; i++)
-		argv[n++] = rules[i];
+	for (i = 0; i < nr; i++)
+		argv[n++] = rl[i];
 	return n;
 }
 
@@ -1172,7 +1240,7 @@ static int
 adopt_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
     char *why)
 {
-	const char *argv[16 + RD_NRULES];
+	const char *argv[16 + RD_NRULES_MAX];
 	char keys[80], chans[80];
 	char ok[RD_KEY_MAX], pk[RD_KEY_MAX], mk[RD_KEY_MAX];
 	const char *set[3] = { "SET", ok, g->grant != NULL ? g->grant : "" };
@@ -1295,9 +1363,10 @@ evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
     const redisReply *u, const redisReply *mark, const redisReply *mm,
     const redisReply *pws, enum tl_drv_drift *drift, char *why)
 {
-	char msg[TL_DRV_WHY_MAX], want[80], flags[256], hash[RD_HASH_HEX + 1];
+	char msg[TL_DRV_WHY_MAX], keys[80], chans[80], flags[256],
+	    hash[RD_HASH_HEX + 1];
 	const redisReply *pw, *sel, *fl;
-	const char *s;
+	const char *s, *ref;
 	struct rd_owner o;
 	size_t off = 0, i;
 	int cred = 0, priv = 0;
@@ -1355,23 +1424,24 @@ evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
 		ADD("%suser %s has flags \"%s\", not \"%s\"", off ? "; " : "",
 		    g->login, flags, h->ref_flags);
 	}
-	if ((s = field_str(u, "commands")) == NULL ||
-	    !same_rules(s, h->ref_cmds)) {
+	/* bulk loaded the readers' before it asked. */
+	ref = g->access == TL_DRV_ACCESS_READ ? h->ref_rcmds : h->ref_cmds;
+	(void)grant_rules(g, keys, chans, &i);
+	if ((s = field_str(u, "commands")) == NULL || ref == NULL ||
+	    !same_rules(s, ref)) {
 		priv = 1;
 		ADD("%suser %s's command rules were changed", off ? "; " : "",
 		    g->login);
 	}
-	snprintf(want, sizeof(want), "~%s:*", g->resource);
-	if ((s = field_str(u, "keys")) == NULL || strcmp(s, want) != 0) {
+	if ((s = field_str(u, "keys")) == NULL || strcmp(s, keys) != 0) {
 		priv = 1;
 		ADD("%suser %s reaches keys \"%.80s\", not \"%s\"",
-		    off ? "; " : "", g->login, s != NULL ? s : "?", want);
+		    off ? "; " : "", g->login, s != NULL ? s : "?", keys);
 	}
-	snprintf(want, sizeof(want), "&%s:*", g->resource);
-	if ((s = field_str(u, "channels")) == NULL || strcmp(s, want) != 0) {
+	if ((s = field_str(u, "channels")) == NULL || strcmp(s, chans) != 0) {
 		priv = 1;
 		ADD("%suser %s reaches channels \"%.80s\", not \"%s\"",
-		    off ? "; " : "", g->login, s != NULL ? s : "?", want);
+		    off ? "; " : "", g->login, s != NULL ? s : "?", chans);
 	}
 	sel = field(u, "selectors");
 	if (sel != NULL && sel->type == REDIS_REPLY_ARRAY &&
@@ -1389,7 +1459,8 @@ evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
 		return tl_drv_why(why, 0, "privileges: %s", msg);
 	}
 	return tl_drv_why(why, 0, "user %s on, its password, keys and channels "
-	    "%s:* only", g->login, g->resource);
+	    "%s:* only%s", g->login, g->resource, g->access ==
+	    TL_DRV_ACCESS_READ ? ", read commands only" : "");
 }
 
 /* Appends GETUSER and the three marks of g to the pipeline. */
@@ -1423,9 +1494,15 @@ bulk(struct tl_drv_redis *h, const struct tl_drv_grant *gs, size_t n,
 	size_t i, j;
 	int rc = 0, erc, tries = 0;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if ((erc = grant_ok(&gs[i], why[i])) != 0)
 			return erc;
+		if (gs[i].access == TL_DRV_ACCESS_READ &&
+		    h->ref_rcmds == NULL &&
+		    (erc = load_reference(h, RD_RULES_R_USER, rules_r,
+		    RD_NRULES_R, &h->ref_rcmds, NULL, why[0])) != 0)
+			return erc;
+	}
 again:
 	if ((erc = ensure(h, why[0])) != 0)
 		return erc;
@@ -1641,7 +1718,7 @@ static int
 fix_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int arg,
     char *why)
 {
-	const char *argv[16 + RD_NRULES];
+	const char *argv[16 + RD_NRULES_MAX];
 	char keys[80], chans[80];
 	struct rd_owner o;
 	int n = 0, rc;
@@ -1941,11 +2018,15 @@ revoke_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int drop,
 		tx_end(h);
 	if (!drop)
 		return tl_drv_why(why, 0, "user %s off, its clients killed, "
-		    "its keys %s:* kept", g->login, g->resource);
-	do
+		    "%s %s:* kept", g->login, g->access ? "the owner's keys" :
+		    "its keys", g->resource);
+	/* A reader's prefix is its owner's: only the owner's purge empties it. */
+	while (!g->access) {
 		if ((rc = purge_batch(h, g, cursor, &keys, why)) != 0)
 			return rc;
-	while (strcmp(cursor, "0") != 0);
+		if (strcmp(cursor, "0") == 0)
+			break;
+	}
 	/* The user and every mark at once: a purge cut short is redone. */
 	if ((rc = tx_begin(h, g, &o, NULL, why)) != 0)
 		return rc;
@@ -1956,6 +2037,9 @@ revoke_once(struct tl_drv_redis *h, const struct tl_drv_grant *g, int drop,
 	if ((rc = tx_exec(h, "purge", why)) != 0 ||
 	    (rc = persist(h, why)) != 0)
 		return rc;
+	if (g->access)
+		return tl_drv_why(why, 0, "user %s deleted, the owner's keys "
+		    "%s:* left to it", g->login, g->resource);
 	return tl_drv_why(why, 0, "user %s deleted with its %llu keys",
 	    g->login, keys);
 fail:

@@ -203,7 +203,8 @@ const struct tl_drv_decl tl_drv_redis_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SESSIONS) |
-	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT),
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ACCESS),
 	.name_max = RD_NAME_MAX,
 	.names = rd_names,
 	.compose = rd_compose,

@@ -117,6 +117,20 @@
  * request of the session
  * presents it; the consumer's AMQP login of check never does.
  *
+ * Access below ownership (g->access, TL_DRV_CAP_ACCESS): the grant is a
+ * user of its own on the vhost another grant owns, tagged "tally-reader"
+ * (its mark: tags the management plugin does not know give no access)
+ * and with exactly configure "^$", write "^$" (read-write: ".*"), read
+ * ".*" there, so it may get and consume, and (read-write) publish, but
+ * never declare or delete.  Every operation acts on that user alone:
+ * create, add_credential, set_password and fix_privileges put it back
+ * whole; check finds the vhost or the user gone (TL_DRIFT_MISSING), a
+ * password that does not log in (_CREDENTIAL), other tags or
+ * permissions (_PRIVILEGES); revoke and retire_credential delete it
+ * (a user cannot be disabled short of that) and close its connections.
+ * The owner's checks and repairs leave users tagged so alone: their
+ * permissions on its vhost are the readers' grants', revoked with it.
+ *
  * Errors: TL_EUNREACH when the API does not answer (refused, timed out)
  * or answers 503; TL_EUNTRUSTED when its certificate does not verify;
  * TL_EAUTH for 401 and 403 (the admin is refused, or lacks the
@@ -161,6 +175,8 @@
 #define RMQ_MESH_MAX	64
 #define RMQ_FENCE_PFX	"tally-fence-"
 #define RMQ_TAG		"tally"
+#define RMQ_READER	"tally-reader"	/* a user below ownership */
+#define RMQ_NONE	"^$"
 #define RMQ_ALL		".*"
 
 struct tl_drv_rmq {
@@ -973,6 +989,18 @@ adopted_user(const json_t *u)
 	    strcmp(json_string_value(t), RMQ_TAG) == 0;
 }
 
+/* Is u a login below ownership of some grant (its one tag RMQ_READER)? */
+static int
+reader_user(const json_t *u)
+{
+	const json_t *t = json_object_get(u, "tags");
+
+	if (!has_tag(u, RMQ_READER))
+		return 0;
+	return json_is_array(t) ? json_array_size(t) == 1 :
+	    strcmp(json_string_value(t), RMQ_READER) == 0;
+}
+
 /*
  * Whether user u (with perms, its permission rows) is g's to act on (see
  * the top); why says why not.
@@ -990,7 +1018,7 @@ user_ours(const json_t *u, const json_t *perms, const char *vhost,
 		if (v != NULL && strcmp(v, vhost) == 0)
 			return 1;
 	}
-	if (n == 0 && (tags_empty(u) || adopted_user(u)))
+	if (n == 0 && (tags_empty(u) || adopted_user(u) || reader_user(u)))
 		return 1;
 	tl_drv_why(why, 0, "user \"%s\" exists and is not tally's (it has %s "
 	    "and no permissions on vhost \"%s\"): tally never takes over a "
@@ -1030,18 +1058,31 @@ put_user(struct tl_drv_rmq *r, const struct tl_drv_grant *g, char *why)
 	 * (the EXTERNAL mechanism takes the certificate's CN).
 	 */
 	if (g->cert_login)
-		return put_user_hash(r, g->login, "", RMQ_ALG, "", why);
+		return put_user_hash(r, g->login, "", RMQ_ALG, g->access ?
+		    RMQ_READER : "", why);
 	if (tl_drv_rmq_hash(g->password, hash, sizeof(hash)) != 0)
 		return tl_drv_why(why, TL_EDRIVER, "cannot hash the password");
-	rc = put_user_hash(r, g->login, hash, RMQ_ALG, "", why);
+	rc = put_user_hash(r, g->login, hash, RMQ_ALG, g->access ? RMQ_READER :
+	    "", why);
 	sodium_memzero(hash, sizeof(hash));
 	return rc;
 }
 
-static int
-put_perms(struct tl_drv_rmq *r, const char *vhost, const char *user,
-    char *why)
+/* The permissions g's login has on its vhost (see the top). */
+static void
+perms_of(const struct tl_drv_grant *g, const char **c, const char **w,
+    const char **rd)
 {
+	*c = g->access ? RMQ_NONE : RMQ_ALL;
+	*w = g->access == TL_DRV_ACCESS_READ ? RMQ_NONE : RMQ_ALL;
+	*rd = RMQ_ALL;
+}
+
+static int
+put_perms(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    const char *user, char *why)
+{
+	const char *vhost = g->resource, *pc, *pw, *pr;
 	char p[1024];
 	json_t *b;
 	long st;
@@ -1049,8 +1090,9 @@ put_perms(struct tl_drv_rmq *r, const char *vhost, const char *user,
 
 	if ((rc = path_of(r, p, sizeof(p), "/permissions", vhost, user)) != 0)
 		return tl_drv_why(why, rc, "names too long");
-	if ((b = json_pack("{s:s, s:s, s:s}", "configure", RMQ_ALL, "write",
-	    RMQ_ALL, "read", RMQ_ALL)) == NULL)
+	perms_of(g, &pc, &pw, &pr);
+	if ((b = json_pack("{s:s, s:s, s:s}", "configure", pc, "write", pw,
+	    "read", pr)) == NULL)
 		return tl_drv_why(why, ENOMEM, "out of memory");
 	rc = request(r, "PUT", p, b, NULL, &st, "set the permissions", why);
 	json_decref(b);
@@ -1195,7 +1237,7 @@ ensure_login(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 
 	if ((rc = vet_user(r, g, existed, why)) != 0 ||
 	    (rc = put_user(r, g, why)) != 0 ||
-	    (rc = put_perms(r, g->resource, g->login, why)) != 0)
+	    (rc = put_perms(r, g, g->login, why)) != 0)
 		return rc;
 	return 0;
 }
@@ -1306,7 +1348,7 @@ adopt_takeover(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 			goto out;
 		tagged = 1;
 	}
-	if ((rc = put_perms(r, g->resource, g->login, why)) != 0 ||
+	if ((rc = put_perms(r, g, g->login, why)) != 0 ||
 	    (rc = path_of(r, p, sizeof(p), "/vhosts", g->resource, NULL)) != 0)
 		goto out;
 	strcat(p, "/permissions");
@@ -1343,6 +1385,18 @@ out:
 	return rc;
 }
 
+static int	access_create(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+		    char *why);
+static int	access_check(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+		    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift,
+		    char *why);
+static void	access_evaluate(const struct tl_drv_rmq *r,
+		    const struct tl_drv_grant *g, const json_t *vh, const json_t *u,
+		    const json_t *const *perms, size_t np,
+		    enum tl_drv_drift *drift, char *why);
+static int	access_revoke(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+		    int drop, char *why);
+
 static int
 rmq_create(void *h, const struct tl_drv_grant *g, char *why)
 {
@@ -1351,6 +1405,8 @@ rmq_create(void *h, const struct tl_drv_grant *g, char *why)
 
 	if ((rc = grant_ok(r, g, 1, why)) != 0)
 		return rc;
+	if (g->access)
+		return access_create(r, g, why);
 	if (g->adopting)
 		return adopt_takeover(r, g, why);
 	if ((rc = vet_vhost(r, g, 1, &made, why)) != 0 ||
@@ -1370,6 +1426,8 @@ rmq_set_password(void *h, const struct tl_drv_grant *g, char *why)
 
 	if ((rc = grant_ok(r, g, 1, why)) != 0)
 		return rc;
+	if (g->access)
+		return access_create(r, g, why);
 	if ((rc = vet_vhost(r, g, 0, &made, why)) != 0)
 		return rc == TL_ENOTFOUND ? TL_EDRIVER : rc;
 	if ((rc = ensure_login(r, g, &existed, why)) != 0)
@@ -1526,7 +1584,8 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 			    "on vhost \"%s\"", pu, pv);
 		} else if (strcmp(pv, g->resource) == 0 &&
 		    strcmp(pu, r->user) != 0 && !grant_login(g, pu) &&
-		    !adopted_user(user_of(uarg, pu))) {
+		    !adopted_user(user_of(uarg, pu)) &&
+		    !reader_user(user_of(uarg, pu))) {
 			drift_to(drift, TL_DRIFT_PRIVILEGES);
 			tl_drv_why_add(priv, "user \"%s\" (not this grant's) "
 			    "has permissions on vhost \"%s\"", pu, pv);
@@ -1663,6 +1722,8 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 	*drift = TL_DRIFT_NONE;
 	if ((rc = grant_ok(r, g, 0, why)) != 0)
 		return rc;
+	if (g->access)
+		return access_check(r, g, ep, drift, why);
 	if ((rc = get_vhost(r, g->resource, &vh, why)) != 0 ||
 	    (rc = get_user(r, g->login, &u, &up, why)) != 0)
 		goto out;
@@ -1869,6 +1930,13 @@ rmq_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 	}
 	for (i = 0; i < n; i++) {
 		np = 0;
+		if (gs[i].access) {
+			idx_rows(&xpu, gs[i].login, rows, &np, RMQ_PERMS_MAX);
+			access_evaluate(r, &gs[i], idx_find(&xv,
+			    gs[i].resource, NULL), idx_find(&xu, gs[i].login,
+			    NULL), rows, np, &drift[i], why[i]);
+			continue;
+		}
 		idx_rows(&xpv, gs[i].resource, rows, &np, RMQ_PERMS_MAX);
 		idx_rows(&xpu, gs[i].login, rows, &np, RMQ_PERMS_MAX);
 		evaluate(r, &gs[i], idx_find(&xv, gs[i].resource, NULL),
@@ -1908,6 +1976,8 @@ rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 
 	if ((rc = grant_ok(r, g, 0, why)) != 0)
 		return rc;
+	if (g->access)
+		return access_create(r, g, why);
 	if ((rc = vet_vhost(r, g, 0, &made, why)) != 0)
 		return rc == TL_ENOTFOUND ? TL_EDRIVER : rc;
 	if ((rc = get_user(r, g->login, &u, &up, why)) != 0)
@@ -1938,7 +2008,7 @@ rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 			goto out;
 		fixed++;
 	}
-	if ((rc = put_perms(r, g->resource, g->login, why)) != 0)
+	if ((rc = put_perms(r, g, g->login, why)) != 0)
 		goto out;
 	json_array_foreach(up, i, row) {
 		v = json_string_value(json_object_get(row, "vhost"));
@@ -1959,7 +2029,8 @@ rmq_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 		pu = json_string_value(json_object_get(row, "user"));
 		if (pu == NULL || strcmp(pu, r->user) == 0 ||
 		    grant_login(g, pu) ||
-		    adopted_user(json_object_get(others, pu)))
+		    adopted_user(json_object_get(others, pu)) ||
+		    reader_user(json_object_get(others, pu)))
 			continue;
 		if ((rc = del(r, "/permissions", g->resource, pu, "remove "
 		    "another user's permission", why)) != 0)
@@ -2020,6 +2091,8 @@ rmq_retire_credential(void *h, const struct tl_drv_grant *g, char *why)
 
 	if ((rc = grant_ok(r, g, 0, why)) != 0)
 		return rc;
+	if (g->access)
+		return access_revoke(r, g, -1, why);
 	/* The vhost's mark decides whose users these are (gone: theirs). */
 	if ((rc = vet_vhost(r, g, 0, &made, why)) != 0 && rc != TL_ENOTFOUND)
 		return rc;
@@ -2070,8 +2143,11 @@ rmq_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	size_t i;
 	int rc, exact;
 
-	if ((rc = grant_ok(r, g, 0, why)) != 0 ||
-	    (rc = get_vhost(r, g->resource, &vh, why)) != 0)
+	if ((rc = grant_ok(r, g, 0, why)) != 0)
+		return rc;
+	if (g->access)
+		return access_revoke(r, g, drop, why);
+	if ((rc = get_vhost(r, g->resource, &vh, why)) != 0)
 		return rc;
 	if (vh != NULL && (k = vhost_mark(r, vh, g, other, sizeof(other),
 	    &exact)) != MARK_OURS) {
@@ -2239,6 +2315,260 @@ tl_drv_rmq_plaintext(void *h, int *open, char *why)
 		    "none in rabbitmq.conf", ports);
 	return tl_drv_why(why, 0, "no plain AMQP listener: consumers "
 	    "connect by TLS only");
+}
+
+/* --- access below ownership (g->access; see the top) ----------------- */
+
+/* Is user g->login, or g->login's stem then _vN (its other versions)? */
+static int
+access_login(const struct tl_drv_grant *g, const char *user)
+{
+	size_t n = strlen(g->login);
+
+	if (strcmp(user, g->login) == 0)
+		return 1;
+	while (n > 0 && g->login[n - 1] >= '0' && g->login[n - 1] <= '9')
+		n--;
+	return n >= 2 && n < strlen(g->login) && g->login[n - 1] == 'v' &&
+	    g->login[n - 2] == '_' && stem_v(user, g->login, n - 2);
+}
+
+/*
+ * The vhost must be there and tally's (another grant's: the owner's);
+ * an unmarked one or another mesh's is refused, as the owner's would
+ * be.
+ */
+static int
+access_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g, char *why)
+{
+	char other[256];
+	enum rmq_mark k;
+	json_t *vh = NULL;
+	int rc, exact;
+
+	if ((rc = get_vhost(r, g->resource, &vh, why)) != 0)
+		return rc;
+	if (vh == NULL)
+		return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" of \"%s\" is "
+		    "gone: no access to give", g->resource, g->owner != NULL ?
+		    g->owner : g->resource);
+	k = vhost_mark(r, vh, g, other, sizeof(other), &exact);
+	json_decref(vh);
+	if (k == MARK_FOREIGN)
+		return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" is not "
+		    "tally's: access is given to what tally made", g->resource);
+	return k == MARK_MESH ? refuse_vhost(k, other, g->resource, g, why) :
+	    0;
+}
+
+/*
+ * create, add_credential, set_password and fix_privileges: the user
+ * with its tag and the grant's password (none given: the hash it has),
+ * exactly its access on the vhost and no permissions elsewhere.
+ */
+static int
+access_create(struct tl_drv_rmq *r, const struct tl_drv_grant *g, char *why)
+{
+	json_t *u = NULL, *up = NULL, *row;
+	const char *v, *hash, *alg, *pc, *pw, *pr;
+	size_t i;
+	int rc;
+
+	if ((rc = access_vhost(r, g, why)) != 0 ||
+	    (rc = get_user(r, g->login, &u, &up, why)) != 0)
+		goto out;
+	if (u != NULL && !user_ours(u, up, g->resource, g->login, why)) {
+		rc = TL_EDRIVER;
+		goto out;
+	}
+	hash = json_string_value(json_object_get(u, "password_hash"));
+	alg = json_string_value(json_object_get(u, "hashing_algorithm"));
+	if (g->password != NULL || g->cert_login)
+		rc = put_user(r, g, why);
+	else if (u != NULL && hash != NULL && alg != NULL)
+		rc = put_user_hash(r, g->login, hash, alg, RMQ_READER, why);
+	else
+		rc = tl_drv_why(why, TL_EDRIVER, "user \"%s\" %s and no "
+		    "password was given (set_password makes it)", g->login,
+		    u == NULL ? "is gone" : "has no password hash");
+	if (rc != 0 || (rc = put_perms(r, g, g->login, why)) != 0)
+		goto out;
+	json_array_foreach(up, i, row) {
+		v = json_string_value(json_object_get(row, "vhost"));
+		if (v == NULL || strcmp(v, g->resource) == 0)
+			continue;
+		if ((rc = del(r, "/permissions", v, g->login, "remove a "
+		    "permission elsewhere", why)) != 0)
+			goto out;
+	}
+	perms_of(g, &pc, &pw, &pr);
+	tl_drv_why(why, 0, "user \"%s\" %s: configure \"%s\" write \"%s\" "
+	    "read \"%s\" on vhost \"%s\" of \"%s\"", g->login, u == NULL ?
+	    "created" : "set again", pc, pw, pr, g->resource,
+	    g->owner != NULL ? g->owner : g->resource);
+out:
+	json_decref(u);
+	json_decref(up);
+	return rc;
+}
+
+/*
+ * What check finds for a login below ownership: vh the vhost, u the user
+ * (either NULL: gone), perms the user's permission rows.
+ */
+static void
+access_evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    const json_t *vh, const json_t *u, const json_t *const *perms,
+    size_t np, enum tl_drv_drift *drift, char *why)
+{
+	char other[256], cred[TL_DRV_WHY_MAX] = "", priv[TL_DRV_WHY_MAX] = "";
+	const char *pv, *c, *w, *rd, *ec, *ew, *er, *sh;
+	enum rmq_mark k;
+	int have = 0, exact;
+	size_t i;
+
+	*drift = TL_DRIFT_NONE;
+	why[0] = '\0';
+	if (vh == NULL || u == NULL) {
+		*drift = TL_DRIFT_MISSING;
+		tl_drv_why(why, 0, "%s \"%s\" is gone", vh == NULL ? "vhost" :
+		    "user", vh == NULL ? g->resource : g->login);
+		return;
+	}
+	if ((k = vhost_mark(r, vh, g, other, sizeof(other), &exact)) ==
+	    MARK_FOREIGN || k == MARK_MESH) {
+		*drift = TL_DRIFT_MISSING;
+		tl_drv_why(why, 0, "vhost \"%s\" is no longer tally's",
+		    g->resource);
+		return;
+	}
+	sh = json_string_value(json_object_get(u, "password_hash"));
+	if (!g->cert_login && g->password != NULL &&
+	    !hash_matches(json_string_value(json_object_get(u,
+	    "hashing_algorithm")), sh, g->password)) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		tl_drv_why_add(cred, "user \"%s\": the stored password hash is "
+		    "not the recorded password's", g->login);
+	}
+	if (!reader_user(u)) {
+		drift_to(drift, TL_DRIFT_PRIVILEGES);
+		tl_drv_why_add(priv, "user \"%s\": its tags are not exactly "
+		    "\"" RMQ_READER "\"", g->login);
+	}
+	perms_of(g, &ec, &ew, &er);
+	for (i = 0; i < np; i++) {
+		pv = json_string_value(json_object_get(perms[i], "vhost"));
+		if (pv == NULL)
+			continue;
+		if (strcmp(pv, g->resource) != 0) {
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+			tl_drv_why_add(priv, "user \"%s\" also has permissions "
+			    "on vhost \"%s\"", g->login, pv);
+			continue;
+		}
+		have = 1;
+		c = json_string_value(json_object_get(perms[i], "configure"));
+		w = json_string_value(json_object_get(perms[i], "write"));
+		rd = json_string_value(json_object_get(perms[i], "read"));
+		if (c == NULL || w == NULL || rd == NULL || strcmp(c, ec) != 0 ||
+		    strcmp(w, ew) != 0 || strcmp(rd, er) != 0) {
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+			tl_drv_why_add(priv, "user \"%s\" on vhost \"%s\": "
+			    "configure \"%s\" write \"%s\" read \"%s\", "
+			    "expected \"%s\" \"%s\" \"%s\"", g->login, pv,
+			    c ? c : "", w ? w : "", rd ? rd : "", ec, ew, er);
+		}
+	}
+	if (!have) {
+		drift_to(drift, TL_DRIFT_PRIVILEGES);
+		tl_drv_why_add(priv, "user \"%s\" has no permissions on vhost "
+		    "\"%s\"", g->login, g->resource);
+	}
+	if (*drift == TL_DRIFT_CREDENTIAL) {
+		snprintf(why, TL_DRV_WHY_MAX, "%s", cred);
+		if (priv[0] != '\0')
+			tl_drv_why_add(why, "%s", priv);
+	} else if (*drift != TL_DRIFT_NONE)
+		snprintf(why, TL_DRV_WHY_MAX, "%s", priv);
+	else
+		tl_drv_why(why, 0, "user \"%s\" has %s access to vhost \"%s\" "
+		    "as tally set it", g->login, g->access ==
+		    TL_DRV_ACCESS_READ ? "read" : "read-write", g->resource);
+}
+
+static int
+access_check(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
+    const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
+{
+	json_t *vh = NULL, *u = NULL, *up = NULL;
+	const json_t *rows[RMQ_PERMS_MAX];
+	char lw[TL_DRV_WHY_MAX];
+	size_t n = 0, i;
+	int rc;
+
+	if ((rc = get_vhost(r, g->resource, &vh, why)) != 0 ||
+	    (rc = get_user(r, g->login, &u, &up, why)) != 0)
+		goto out;
+	for (i = 0; i < json_array_size(up) && n < RMQ_PERMS_MAX; i++)
+		rows[n++] = json_array_get(up, i);
+	access_evaluate(r, g, vh, u, rows, n, drift, why);
+	if (*drift == TL_DRIFT_NONE && g->password != NULL && !g->cert_login) {
+		if ((rc = login_as(g, ep, lw)) == TL_EAUTH || rc == TL_EDRIVER) {
+			*drift = TL_DRIFT_CREDENTIAL;
+			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
+			rc = 0;
+		} else if (rc != 0)
+			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
+		else
+			tl_drv_why_add(why, "the user logged in");
+	}
+out:
+	json_decref(vh);
+	json_decref(u);
+	json_decref(up);
+	return rc;
+}
+
+/*
+ * revoke (drop 0 or 1: the same, a user is not disabled short of being
+ * deleted) deletes every version of the login; retire_credential (drop
+ * -1) g->login alone.  Connections closed; the vhost is the owner's.
+ */
+static int
+access_revoke(struct tl_drv_rmq *r, const struct tl_drv_grant *g, int drop,
+    char *why)
+{
+	json_t *us = NULL, *u;
+	const char *name;
+	unsigned closed, users = 0, conns = 0;
+	size_t i;
+	int rc;
+
+	if (drop >= 0 && (rc = get_json(r, "/users", 0, &us, "list the users",
+	    why)) != 0)
+		return rc;
+	json_array_foreach(us, i, u) {
+		name = json_string_value(json_object_get(u, "name"));
+		/* Its other versions carry the mark; g->login goes below. */
+		if (name == NULL || strcmp(name, g->login) == 0 ||
+		    !access_login(g, name) || !reader_user(u))
+			continue;
+		if ((rc = del(r, "/users", name, NULL, "delete the user",
+		    why)) != 0 ||
+		    (rc = close_connections(r, name, &closed, why)) != 0)
+			goto out;
+		users++;
+		conns += closed;
+	}
+	if ((rc = drop_user(r, g, g->login, &closed, why)) != 0)
+		goto out;
+	users++;
+	conns += closed;
+	tl_drv_why(why, 0, "%u user(s) with access to vhost \"%s\" deleted, "
+	    "%u connection(s) closed", users, g->resource, conns);
+out:
+	json_decref(us);
+	return rc;
 }
 
 const struct tl_drv_ops tl_drv_rabbitmq = {

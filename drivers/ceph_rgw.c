@@ -98,6 +98,16 @@
  * grant (the API lists no users with their keys, nor ACLs, in one
  * call), none as the consumer.
  *
+ * A login below ownership (g->access, TL_DRV_CAP_ACCESS): a user of its
+ * own, marked "... grant ID ACCESS of BUCKET", with no bucket, given its
+ * access by one statement of the owner's bucket policy (s3:GetObject and
+ * s3:ListBucket; read-write adds s3:PutObject, s3:DeleteObject).  Only
+ * the owner may touch the policy, so a key of the moment is put on the
+ * owner's user for it (owner_key).  The owner's check and repair keep
+ * the statements of this mesh's readers of that bucket and treat any
+ * other policy as before.  Revoked, the reader's user is suspended or
+ * deleted (its statement with it), never the bucket.
+ *
  * Revocation: retain (the default) suspends the user and keeps the
  * bucket and its objects; purge deletes the bucket with its objects,
  * then the user with its keys.
@@ -374,13 +384,38 @@ grant_ok(const struct tl_drv_grant *g, char *why)
  * and from before marks named a mesh; "tally grant" alone before marks
  * named grants.
  */
+static const char *
+access_name(int access)
+{
+	return access == TL_DRV_ACCESS_READ_WRITE ? "read-write" : "read";
+}
+
+/*
+ * What follows "grant " in a mark: the grant's id, and for a login below
+ * ownership " ACCESS of BUCKET" too, so that the owner's check can tell
+ * a reader tally made for its bucket, and with what access, from the
+ * user's mark alone (the owner's grant does not know its readers).
+ */
+static void
+mark_tail(const struct tl_drv_grant *g, char *out, size_t n)
+{
+	if (g->access != 0)
+		snprintf(out, n, "%s %s of %s", g->grant,
+		    access_name(g->access), g->resource);
+	else
+		snprintf(out, n, "%s", g->grant);
+}
+
 static void
 mark_of(const char *mesh, const struct tl_drv_grant *g, char *out, size_t n)
 {
+	char tail[300];
+
+	mark_tail(g, tail, sizeof(tail));
 	if (mesh[0] != '\0' && tl_drv_grant_named(g))
-		snprintf(out, n, RGW_MESH_MARK " %s grant %s", mesh, g->grant);
+		snprintf(out, n, RGW_MESH_MARK " %s grant %.200s", mesh, tail);
 	else if (tl_drv_grant_named(g))
-		snprintf(out, n, RGW_MARK " %s", g->grant);
+		snprintf(out, n, RGW_MARK " %.200s", tail);
 	else
 		snprintf(out, n, RGW_MARK);
 }
@@ -400,12 +435,13 @@ user_mark(const char *mesh, const json_t *u, const struct tl_drv_grant *g,
 	const char *dn = json_string_value(json_object_get(u,
 	    "display_name")), *rest;
 	size_t ml = strlen(RGW_MESH_MARK " ");
-	char m[33] = "";
+	char m[33] = "", tail[300];
 	enum mark k = MARK_OURS;
 
 	owner[0] = '\0';
 	if (dn == NULL)
 		return MARK_OTHER;
+	mark_tail(g, tail, sizeof(tail));
 	if (strncmp(dn, RGW_MESH_MARK " ", ml) == 0 && strlen(dn) > ml + 32 &&
 	    strncmp(dn + ml + 32, " grant ", 7) == 0) {
 		memcpy(m, dn + ml, 32);
@@ -419,7 +455,7 @@ user_mark(const char *mesh, const json_t *u, const struct tl_drv_grant *g,
 			}
 			k = MARK_ADOPT;
 		}
-		return tl_drv_grant_named(g) && strcmp(rest, g->grant) == 0 ?
+		return tl_drv_grant_named(g) && strcmp(rest, tail) == 0 ?
 		    k : MARK_OTHER;
 	}
 	/* Marked before marks named a mesh: ours, marked again. */
@@ -427,7 +463,7 @@ user_mark(const char *mesh, const json_t *u, const struct tl_drv_grant *g,
 		k = MARK_ADOPT;
 	if (tl_drv_grant_named(g) && strncmp(dn, RGW_MARK " ",
 	    strlen(RGW_MARK) + 1) == 0 && strcmp(dn + strlen(RGW_MARK) + 1,
-	    g->grant) == 0)
+	    tail) == 0)
 		return k;
 	if (tl_drv_grant_named(g) && g->adopt_unnamed &&
 	    strcmp(dn, RGW_MARK) == 0)
@@ -458,6 +494,8 @@ key_state(const json_t *u, const char *ak, const char *sk)
 static void rgw_close(void *h);
 static int fence_check(struct rgw *r, char *why);
 static int adopt_takeover(struct rgw *r, const struct tl_drv_grant *g,
+    char *why);
+static int reader_give(struct rgw *r, const struct tl_drv_grant *g,
     char *why);
 
 static int
@@ -891,8 +929,11 @@ rgw_create(void *h, const struct tl_drv_grant *g, char *why)
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
 	if ((rc = fence_check(r, why)) != 0)
 		return rc;
-	if (g->adopting)
+	if (g->adopting && g->access == 0)
 		return adopt_takeover(r, g, why);
+	if (g->access != 0)
+		return (rc = ensure_user(r, g, 0, why)) != 0 ? rc :
+		    reader_give(r, g, why);
 	if ((rc = ensure_user(r, g, 0, why)) != 0 ||
 	    (rc = ensure_bucket(r, g, why)) != 0)
 		return rc;
@@ -913,6 +954,8 @@ rgw_set_password(void *h, const struct tl_drv_grant *g, char *why)
 	if ((rc = fence_check(r, why)) != 0 ||
 	    (rc = ensure_user(r, g, 0, why)) != 0)
 		return rc;
+	if (g->access != 0)
+		return reader_give(r, g, why);
 	return tl_drv_why(why, 0, "user \"%s\" has its key again", g->login);
 }
 
@@ -963,6 +1006,394 @@ set_private(struct rgw *r, const char *bucket, const char *ak,
 	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, r->hdr);
 	curl_slist_free_all(h2);
 	return rc;
+}
+
+/* --- logins below ownership (g->access) ------------------------------ */
+
+/*
+ * A reader's access is one statement of the owner's bucket policy,
+ * Principal the reader's user (an ACL grant cannot reach the objects:
+ * their ACLs are their writer's).  The owner's checks keep a statement
+ * when its principal is a user this mesh marked as a reader of that
+ * bucket (mark_tail) and it is exactly what reader_stmt writes for it;
+ * anything else in a policy is drift, as before.
+ */
+#define RGW_POLICY_AK	"TLPOLICY"
+
+/*
+ * A policy is read, changed and written whole, and owner_key removes
+ * the policy keys it finds: two workers of this process on one owner's
+ * bucket (its readers made at once) would undo each other's.
+ */
+static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static json_t *
+reader_stmt(const char *uid, int access, const char *bucket)
+{
+	char who[128], b[96], objs[100];
+	json_t *act;
+
+	snprintf(who, sizeof(who), "arn:aws:iam:::user/%s", uid);
+	snprintf(b, sizeof(b), "arn:aws:s3:::%s", bucket);
+	snprintf(objs, sizeof(objs), "arn:aws:s3:::%s/*", bucket);
+	act = access == TL_DRV_ACCESS_READ_WRITE ? json_pack("[ssss]",
+	    "s3:GetObject", "s3:ListBucket", "s3:PutObject",
+	    "s3:DeleteObject") : json_pack("[ss]", "s3:GetObject",
+	    "s3:ListBucket");
+	if (act == NULL)
+		return NULL;
+	return json_pack("{s:s, s:{s:s}, s:o, s:[ss]}", "Effect", "Allow",
+	    "Principal", "AWS", who, "Action", act, "Resource", b, objs);
+}
+
+/* The uid a statement names as its one principal, or NULL. */
+static const char *
+principal_of(const json_t *st)
+{
+	const json_t *p = json_object_get(json_object_get(st, "Principal"),
+	    "AWS");
+	const char *s;
+	size_t pl = strlen("arn:aws:iam:::user/");
+
+	if (json_is_array(p) && json_array_size(p) == 1)
+		p = json_array_get(p, 0);
+	if ((s = json_string_value(p)) == NULL ||
+	    strncmp(s, "arn:aws:iam:::user/", pl) != 0)
+		return NULL;
+	return s + pl;
+}
+
+/* The statements of a policy (NULL: none) as a new array. */
+static json_t *
+statements(const json_t *pol)
+{
+	json_t *st = json_object_get(pol, "Statement"), *out;
+
+	if ((out = json_array()) == NULL)
+		return NULL;
+	if (json_is_array(st))
+		json_array_extend(out, st);
+	else if (st != NULL)
+		json_array_append(out, st);
+	return out;
+}
+
+/*
+ * Only a bucket's owner may read or write its policy (the admin has caps
+ * users=* and buckets=*, no more) and a reader's grant does not hold the
+ * owner's secret: a key of the moment goes on the owner's user and is
+ * removed after use (owner_key_drop).  Its access key starts
+ * RGW_POLICY_AK, never one of tl_drv_rgw_access_key's (hex after "TL"),
+ * so one a crash left behind is removed by the next.  *usable 0: the
+ * owner's user is gone or suspended (nothing to act with, no key put).
+ */
+static int
+owner_key(struct rgw *r, const char *owner, char ak[32], char sk[48],
+    int *usable, char *why)
+{
+	json_t *u = NULL;
+	const json_t *k;
+	const char *a;
+	unsigned char rnd[20];
+	char old[32];
+	size_t i;
+	long st;
+	int rc;
+	struct kv qd[] = { { "access-key", old }, { "key", "" },
+		{ "key-type", "s3" }, { "uid", owner } };
+	struct kv qp[] = { { "access-key", ak }, { "key", "" },
+		{ "key-type", "s3" }, { "secret-key", sk }, { "uid", owner } };
+
+	*usable = 0;
+	if ((rc = get_user(r, owner, &u, why)) != 0 || u == NULL)
+		return rc;
+	if (suspended(u))
+		goto out;
+	json_array_foreach(json_object_get(u, "keys"), i, k) {
+		a = json_string_value(json_object_get(k, "access_key"));
+		if (a == NULL || strncmp(a, RGW_POLICY_AK,
+		    strlen(RGW_POLICY_AK)) != 0 || strlen(a) >= sizeof(old))
+			continue;
+		snprintf(old, sizeof(old), "%s", a);
+		if ((rc = request(r, "DELETE", "/admin/user", qd, 4, NULL,
+		    NULL, ok404, &st, "removing a policy key left behind",
+		    why)) != 0)
+			goto out;
+	}
+	randombytes_buf(rnd, sizeof(rnd));
+	memcpy(ak, RGW_POLICY_AK, strlen(RGW_POLICY_AK));
+	sodium_bin2hex(ak + strlen(RGW_POLICY_AK), 32 - strlen(RGW_POLICY_AK),
+	    rnd, 8);
+	sodium_bin2hex(sk, 48, rnd + 8, 12);
+	sodium_memzero(rnd, sizeof(rnd));
+	if ((rc = request(r, "PUT", "/admin/user", qp, 5, NULL, NULL, NULL,
+	    &st, "putting a policy key on the owner's user", why)) != 0)
+		goto out;
+	*usable = 1;
+out:
+	json_decref(u);
+	return rc;
+}
+
+static void
+owner_key_drop(struct rgw *r, const char *owner, const char *ak, char *sk)
+{
+	char w[TL_DRV_WHY_MAX];
+	long st;
+	struct kv q[] = { { "access-key", ak }, { "key", "" },
+		{ "key-type", "s3" }, { "uid", owner } };
+
+	/* Left behind on a failure: the next owner_key removes it. */
+	(void)request(r, "DELETE", "/admin/user", q, 4, NULL, NULL, ok404,
+	    &st, "removing the policy key", w);
+	sodium_memzero(sk, 48);
+}
+
+/* The policy of bucket read as ak/sk into *pol (NULL: none). */
+static int
+policy_get(struct rgw *r, const char *bucket, const char *ak,
+    const char *sk, json_t **pol, char *why)
+{
+	char path[RGW_NAME_MAX + 2];
+	json_error_t e;
+	long st;
+	int rc;
+	struct kv q[] = { { "policy", "" } };
+
+	*pol = NULL;
+	snprintf(path, sizeof(path), "/%s", bucket);
+	if ((rc = request(r, "GET", path, q, 1, ak, sk, ok404, &st,
+	    "reading the bucket policy", why)) != 0 || st == 404)
+		return rc;
+	if ((*pol = json_loadb(r->buf != NULL ? r->buf : "", r->len, 0,
+	    &e)) == NULL)
+		return tl_drv_why(why, TL_EDRIVER, "bucket \"%s\"'s policy is "
+		    "not JSON (%s)", bucket, e.text);
+	return 0;
+}
+
+/* The policy of bucket made of list, or none when list is empty. */
+static int
+policy_put(struct rgw *r, const char *bucket, const char *ak,
+    const char *sk, json_t *list, char *why)
+{
+	char path[RGW_NAME_MAX + 2], *text;
+	json_t *pol;
+	long st;
+	int rc;
+	struct kv q[] = { { "policy", "" } };
+
+	if (json_array_size(list) == 0)
+		return drop_policy(r, bucket, ak, sk, why);
+	if ((pol = json_pack("{s:s, s:O}", "Version", "2012-10-17",
+	    "Statement", list)) == NULL || (text = json_dumps(pol,
+	    JSON_COMPACT)) == NULL) {
+		json_decref(pol);
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	}
+	json_decref(pol);
+	snprintf(path, sizeof(path), "/%s", bucket);
+	r->body = text;
+	rc = request(r, "PUT", path, q, 1, ak, sk, NULL, &st,
+	    "writing the bucket policy", why);
+	free(text);
+	return rc;
+}
+
+/*
+ * *ok when st is a reader's statement tally writes for bucket (owned by
+ * owner): its principal a user of this mesh's marked as a reader of
+ * bucket, the statement exactly reader_stmt's for its access.
+ */
+static int
+reader_stmt_ok(struct rgw *r, const char *bucket, const char *owner,
+    const json_t *st, int *ok, char *why)
+{
+	static const int acc[] = { TL_DRV_ACCESS_READ,
+	    TL_DRV_ACCESS_READ_WRITE };
+	const char *uid = principal_of(st), *dn;
+	char pre[128], suf[128];
+	json_t *u = NULL, *want;
+	size_t i, dl;
+	int rc;
+
+	*ok = 0;
+	if (uid == NULL || strcmp(uid, owner) == 0 ||
+	    !tl_drv_rgw_name_ok(uid, 0))
+		return 0;
+	if ((rc = get_user(r, uid, &u, why)) != 0 || u == NULL)
+		return rc;
+	if (r->mesh[0] != '\0')
+		snprintf(pre, sizeof(pre), RGW_MESH_MARK " %s grant ", r->mesh);
+	else
+		snprintf(pre, sizeof(pre), RGW_MARK " ");
+	dn = json_string_value(json_object_get(u, "display_name"));
+	dl = dn != NULL ? strlen(dn) : 0;
+	for (i = 0; dn != NULL && i < 2 && !*ok; i++) {
+		snprintf(suf, sizeof(suf), " %s of %s", access_name(acc[i]),
+		    bucket);
+		if (dl <= strlen(pre) + strlen(suf) || strncmp(dn, pre,
+		    strlen(pre)) != 0 || strcmp(dn + dl - strlen(suf), suf) != 0)
+			continue;
+		want = reader_stmt(uid, acc[i], bucket);
+		*ok = want != NULL && json_equal(want, (json_t *)st);
+		json_decref(want);
+	}
+	json_decref(u);
+	return 0;
+}
+
+/*
+ * The owner's policy with what is not a reader's statement taken out:
+ * *kept the rest, *dropped how many went (each named in w).
+ */
+static int
+keep_readers(struct rgw *r, const struct tl_drv_grant *g, const json_t *pol,
+    json_t **kept, size_t *dropped, char *w, char *why)
+{
+	json_t *all, *st;
+	size_t i;
+	int rc = 0, ok;
+
+	*dropped = 0;
+	if ((*kept = json_array()) == NULL || (all = statements(pol)) ==
+	    NULL) {
+		json_decref(*kept);
+		*kept = NULL;
+		return tl_drv_why(why, ENOMEM, "out of memory");
+	}
+	json_array_foreach(all, i, st) {
+		if ((rc = reader_stmt_ok(r, g->resource, g->login, st, &ok,
+		    why)) != 0)
+			break;
+		if (ok) {
+			json_array_append(*kept, st);
+			continue;
+		}
+		(*dropped)++;
+		tl_drv_why_add(w, "bucket \"%s\"'s policy has a statement not "
+		    "of a reader tally made (principal %.64s)", g->resource,
+		    principal_of(st) != NULL ? principal_of(st) : "?");
+	}
+	if (*dropped == 0 && json_array_size(all) == 0)
+		tl_drv_why_add(w, "bucket \"%s\" has a policy without "
+		    "statements", g->resource);
+	json_decref(all);
+	return rc;
+}
+
+/* The owner's repair: its policy keeps its readers' statements alone. */
+static int
+trim_policy(struct rgw *r, const struct tl_drv_grant *g, const char *ak,
+    char *why)
+{
+	json_t *pol = NULL, *kept = NULL;
+	char w[TL_DRV_WHY_MAX] = "";
+	size_t dropped;
+	int rc;
+
+	pthread_mutex_lock(&policy_lock);
+	if ((rc = policy_get(r, g->resource, ak, g->password, &pol, why))
+	    != 0 || pol == NULL)
+		goto out;
+	if ((rc = keep_readers(r, g, pol, &kept, &dropped, w, why)) == 0 &&
+	    (dropped > 0 || json_array_size(kept) == 0))
+		rc = policy_put(r, g->resource, ak, g->password, kept, why);
+out:
+	pthread_mutex_unlock(&policy_lock);
+	json_decref(kept);
+	json_decref(pol);
+	return rc;
+}
+
+/*
+ * The reader's statement in its owner's bucket policy: there exactly
+ * once (give), or gone (!give).  *state: 0 it was as wanted, 1 changed
+ * (or, with check, would change), -1 the bucket or its owner's user is
+ * gone or suspended (nothing done).  check: read, never write.
+ */
+static int
+reader_policy(struct rgw *r, const struct tl_drv_grant *g, int give,
+    int check, int *state, char *w, char *why)
+{
+	json_t *b = NULL, *pol = NULL, *all = NULL, *list = NULL, *st,
+	    *want = NULL;
+	const char *o, *p;
+	char ak[32], sk[48];
+	size_t i, mine = 0, exact = 0;
+	int rc, usable = 0;
+
+	*state = -1;
+	if ((rc = get_bucket(r, g->resource, &b, why)) != 0)
+		return rc;
+	if (b == NULL || (o = owner_of(b)) == NULL || g->owner == NULL ||
+	    strcmp(o, g->owner) != 0) {
+		json_decref(b);
+		return 0;
+	}
+	json_decref(b);
+	pthread_mutex_lock(&policy_lock);
+	if ((rc = owner_key(r, g->owner, ak, sk, &usable, why)) != 0 ||
+	    !usable) {
+		pthread_mutex_unlock(&policy_lock);
+		return rc;
+	}
+	if ((rc = policy_get(r, g->resource, ak, sk, &pol, why)) != 0)
+		goto out;
+	if ((want = reader_stmt(g->login, g->access, g->resource)) == NULL ||
+	    (all = statements(pol)) == NULL || (list = json_array()) ==
+	    NULL) {
+		rc = tl_drv_why(why, ENOMEM, "out of memory");
+		goto out;
+	}
+	json_array_foreach(all, i, st) {
+		if ((p = principal_of(st)) == NULL || strcmp(p, g->login) !=
+		    0) {
+			json_array_append(list, st);
+			continue;
+		}
+		mine++;
+		exact += json_equal(st, want);
+	}
+	*state = give ? !(mine == 1 && exact == 1) : mine > 0;
+	if (*state && give && mine == 0)
+		tl_drv_why_add(w, "bucket \"%s\"'s policy gives user \"%s\" "
+		    "nothing", g->resource, g->login);
+	else if (*state && give)
+		tl_drv_why_add(w, "bucket \"%s\"'s policy gives user \"%s\" "
+		    "other than %s access", g->resource, g->login,
+		    access_name(g->access));
+	if (check || !*state)
+		goto out;
+	if (give)
+		json_array_append(list, want);
+	rc = policy_put(r, g->resource, ak, sk, list, why);
+out:
+	json_decref(want);
+	json_decref(list);
+	json_decref(all);
+	json_decref(pol);
+	owner_key_drop(r, g->owner, ak, sk);
+	pthread_mutex_unlock(&policy_lock);
+	return rc;
+}
+
+/* create, set_password, add_credential, fix_privileges of a reader. */
+static int
+reader_give(struct rgw *r, const struct tl_drv_grant *g, char *why)
+{
+	char w[TL_DRV_WHY_MAX] = "";
+	int rc, state;
+
+	if ((rc = reader_policy(r, g, 1, 0, &state, w, why)) != 0)
+		return rc;
+	if (state < 0)
+		return tl_drv_why(why, TL_EDRIVER, "bucket \"%s\" or its "
+		    "owner's user \"%.64s\" is gone or suspended: no access "
+		    "given to user \"%s\"", g->resource, g->owner != NULL ?
+		    g->owner : "?", g->login);
+	return tl_drv_why(why, 0, "user \"%s\" with its key has %s access to "
+	    "bucket \"%s\"", g->login, access_name(g->access), g->resource);
 }
 
 /* The names of an ACL's permission flags (RGW: READ 1, WRITE 2, ...). */
@@ -1060,12 +1491,16 @@ rgw_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 		return tl_drv_why(why, TL_EINVAL, "no password for the key");
 	tl_drv_rgw_access_key(g->login, g->password, ak);
 	if ((rc = fence_check(r, why)) != 0 ||
-	    (rc = ensure_user(r, g, 1, why)) != 0 ||
-	    (rc = drop_policy(r, g->resource, ak, g->password, why)) != 0 ||
+	    (rc = ensure_user(r, g, 1, why)) != 0)
+		return rc;
+	if (g->access != 0)
+		return reader_give(r, g, why);
+	if ((rc = trim_policy(r, g, ak, why)) != 0 ||
 	    (rc = set_private(r, g->resource, ak, g->password, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "user \"%s\" is active without caps and "
-	    "bucket \"%s\" has no policy and a private ACL", g->login,
+	    "bucket \"%s\" has no policy but its readers' and a private ACL",
+	    g->login,
 	    g->resource);
 }
 
@@ -1083,7 +1518,7 @@ static void
 evaluate(const struct tl_drv_grant *g, const json_t *u, const json_t *b,
     enum tl_drv_drift *d, char *why)
 {
-	const char *o;
+	const char *o, *bo = g->access != 0 ? g->owner : g->login;
 	char ak[24];
 
 	*d = TL_DRIFT_NONE;
@@ -1092,13 +1527,17 @@ evaluate(const struct tl_drv_grant *g, const json_t *u, const json_t *b,
 		drift_to(d, TL_DRIFT_MISSING);
 		tl_drv_why_add(why, "bucket \"%s\" is gone (flagged: never "
 		    "made again empty)", g->resource);
-	} else if ((o = owner_of(b)) == NULL || strcmp(o, g->login) != 0) {
+	} else if ((o = owner_of(b)) == NULL || bo == NULL ||
+	    strcmp(o, bo) != 0) {
 		drift_to(d, TL_DRIFT_MISSING);
 		tl_drv_why_add(why, "bucket \"%s\" is owned by \"%.64s\", not "
-		    "the grant's user", g->resource, o != NULL ? o : "?");
+		    "\"%.64s\"", g->resource, o != NULL ? o : "?",
+		    bo != NULL ? bo : "?");
 	}
 	if (u == NULL) {
-		drift_to(d, TL_DRIFT_CREDENTIAL);
+		/* A reader's user is all it has: gone, the grant is. */
+		drift_to(d, g->access != 0 ? TL_DRIFT_MISSING :
+		    TL_DRIFT_CREDENTIAL);
 		tl_drv_why_add(why, "user \"%s\" is gone", g->login);
 		return;
 	}
@@ -1286,11 +1725,12 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	struct rgw *r = h;
 	json_t *u = NULL, *b = NULL;
 	enum mark m;
-	char w[TL_DRV_WHY_MAX], ak[24], path[RGW_NAME_MAX + 2];
+	json_t *pol = NULL, *kept = NULL;
+	char w[TL_DRV_WHY_MAX], ak[24];
 	char admin_base[sizeof(r->base)];
+	size_t dropped = 0;
 	long st;
-	int rc, consumer = 0, acl;
-	struct kv q[] = { { "policy", "" } };
+	int rc, consumer = 0, acl, pst;
 
 	*drift = TL_DRIFT_NONE;
 	if ((rc = grant_ok(g, why)) != 0)
@@ -1307,7 +1747,7 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	if (rc != 0 || (rc = get_bucket(r, g->resource, &b, why)) != 0)
 		goto out;
 	evaluate(g, u, b, drift, w);
-	if (*drift < TL_DRIFT_MISSING) {
+	if (*drift < TL_DRIFT_MISSING && g->access == 0) {
 		if ((rc = read_acl(r, g, &acl, w, why)) != 0)
 			goto out;
 		if (acl)
@@ -1327,7 +1767,12 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	consumer = 1;
 	if ((rc = head_as(r, g, g->resource, &st, why)) != 0)
 		goto out;
-	if (st != 200) {
+	if (st != 200 && g->access != 0) {
+		/* Its key is there (evaluate): the access is what is not. */
+		drift_to(drift, TL_DRIFT_PRIVILEGES);
+		tl_drv_why_add(w, "the reader's HEAD of bucket \"%s\" got %ld",
+		    g->resource, st);
+	} else if (st != 200) {
 		drift_to(drift, TL_DRIFT_CREDENTIAL);
 		tl_drv_why_add(w, "the consumer's HEAD of its bucket got %ld",
 		    st);
@@ -1340,26 +1785,47 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 		tl_drv_why_add(w, "the consumer's HEAD of the canary bucket "
 		    "got %ld, not 403: it reaches a bucket not its own", st);
 	}
+	memcpy(r->base, admin_base, sizeof(r->base));
+	consumer = 0;
+	if (g->access != 0) {
+		if ((rc = reader_policy(r, g, 1, 1, &pst, w, why)) != 0)
+			goto out;
+		if (pst < 0) {
+			drift_to(drift, TL_DRIFT_MISSING);
+			tl_drv_why_add(w, "the owner's user \"%.64s\" is gone "
+			    "or suspended", g->owner != NULL ? g->owner : "?");
+		} else if (pst > 0)
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
+		goto done;
+	}
 	tl_drv_rgw_access_key(g->login, g->password, ak);
-	snprintf(path, sizeof(path), "/%s", g->resource);
-	if ((rc = request(r, "GET", path, q, 1, ak, g->password, ok404, &st,
-	    "reading the bucket policy", why)) != 0)
+	if ((rc = policy_get(r, g->resource, ak, g->password, &pol, why))
+	    != 0)
 		goto out;
-	if (st != 404) {
-		drift_to(drift, TL_DRIFT_PRIVILEGES);
-		tl_drv_why_add(w, "bucket \"%s\" has a bucket policy",
-		    g->resource);
+	if (pol != NULL) {
+		if ((rc = keep_readers(r, g, pol, &kept, &dropped, w, why))
+		    != 0)
+			goto out;
+		if (dropped > 0 || json_array_size(kept) == 0)
+			drift_to(drift, TL_DRIFT_PRIVILEGES);
 	}
 done:
-	if (*drift == TL_DRIFT_NONE)
+	if (*drift == TL_DRIFT_NONE && g->access != 0)
+		tl_drv_why(why, 0, "user \"%s\" and its key have %s access to "
+		    "bucket \"%s\" and reach it, and not the canary",
+		    g->login, access_name(g->access), g->resource);
+	else if (*drift == TL_DRIFT_NONE)
 		tl_drv_why(why, 0, "user \"%s\", its key and bucket \"%s\" are "
-		    "as made (no policy, a private ACL); the consumer reaches "
-		    "its bucket and not the canary", g->login, g->resource);
+		    "as made (no policy but its readers', a private ACL); the "
+		    "consumer reaches its bucket and not the canary", g->login,
+		    g->resource);
 	else
 		tl_drv_why(why, 0, "%s", w);
 out:
 	if (consumer)
 		memcpy(r->base, admin_base, sizeof(r->base));
+	json_decref(kept);
+	json_decref(pol);
 	json_decref(u);
 	json_decref(b);
 	return rc;
@@ -1407,7 +1873,7 @@ rgw_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 		if (rc != 0)
 			break;
 		evaluate(&gs[i], u, b, &drift[i], why[i]);
-		if (drift[i] < TL_DRIFT_MISSING) {
+		if (drift[i] < TL_DRIFT_MISSING && gs[i].access == 0) {
 			int acl;
 
 			if ((rc = read_acl(r, &gs[i], &acl, why[i],
@@ -1451,6 +1917,8 @@ rgw_add_credential(void *h, const struct tl_drv_grant *g, char *why)
 	json_decref(u);
 	if ((m == MARK_ADOPT && (rc = remark_user(r, g, why)) != 0) ||
 	    (rc = put_key(r, g, why)) != 0)
+		return rc;
+	if (g->access != 0 && (rc = reader_give(r, g, why)) != 0)
 		return rc;
 	return tl_drv_why(why, 0, "a second key is on user \"%s\"", g->login);
 }
@@ -1575,6 +2043,10 @@ rgw_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
 	*loses = 0;
 	if ((rc = grant_ok(g, why)) != 0)
 		return rc;
+	if (g->access != 0)
+		return tl_drv_why(why, 0, "nothing is lost: user \"%s\" is %s; "
+		    "bucket \"%s\" is its owner's", g->login, drop ?
+		    "deleted" : "suspended", g->resource);
 	if ((rc = usage(h, g, &bytes, &objects, why)) != 0)
 		return rc;
 	if (!drop)
@@ -1586,6 +2058,32 @@ rgw_loss(void *h, const struct tl_drv_grant *g, int drop, int *loses,
 	return tl_drv_why(why, 0, "bucket \"%s\" is deleted with %llu "
 	    "object(s), %llu bytes, and user \"%s\" with its keys", g->resource,
 	    (unsigned long long)objects, (unsigned long long)bytes, g->login);
+}
+
+/*
+ * A reader's user deleted, never the bucket (its owner's); its statement
+ * goes from the owner's policy first, while the owner's user can still
+ * act, or the owner's next check would find a principal gone.
+ */
+static int
+reader_drop(struct rgw *r, const struct tl_drv_grant *g, json_t *u,
+    char *why)
+{
+	char w[TL_DRV_WHY_MAX] = "";
+	long st;
+	int rc, state;
+	struct kv qu[] = { { "purge-data", "true" }, { "uid", g->login } };
+
+	if ((rc = reader_policy(r, g, 0, 0, &state, w, why)) == 0 &&
+	    u != NULL)
+		rc = request(r, "DELETE", "/admin/user", qu, 2, NULL, NULL,
+		    ok404, &st, "deleting the user", why);
+	json_decref(u);
+	if (rc != 0)
+		return rc;
+	return tl_drv_why(why, 0, "user \"%s\" with its keys is deleted and "
+	    "its access to bucket \"%s\" gone; the bucket is its owner's, "
+	    "kept", g->login, g->resource);
 }
 
 static int
@@ -1607,6 +2105,8 @@ rgw_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 	if ((rc = fence_check(r, why)) != 0 ||
 	    (rc = vet_user(r, g, &u, &m, why)) != 0)
 		return rc;
+	if (g->access != 0 && drop)
+		return reader_drop(r, g, u, why);
 	if (!drop) {
 		rc = u == NULL ? 0 : modify_user(r, g, 1, why);
 		json_decref(u);

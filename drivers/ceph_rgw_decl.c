@@ -74,6 +74,7 @@ adopted_names(const struct tl_drv_names *a, struct tl_drv_names *out,
 	memset(out, 0, sizeof(*out));
 	memcpy(out->login, a->login, sizeof(out->login));
 	out->login[sizeof(out->login) - 1] = '\0';
+	memcpy(out->owner, out->login, sizeof(out->owner));
 	memcpy(out->resource, out->login, sizeof(out->resource));
 	for (i = 0; out->resource[i] != '\0'; i++)
 		if (out->resource[i] == '_')
@@ -98,6 +99,8 @@ rgw_names(const struct tl_drv_name_in *in, struct tl_drv_names *out,
 	tl_drv_name_scheme(in, RGW_NAME_MAX, &n);
 	memset(out, 0, sizeof(*out));
 	memcpy(out->login, n.resource, sizeof(out->login));
+	/* The bucket's owner is the user: a reader's grant is told it. */
+	memcpy(out->owner, n.resource, sizeof(out->owner));
 	memcpy(out->resource, n.resource, sizeof(out->resource));
 	/* The digest stays: "_" -> "-" keeps names of two grants apart. */
 	for (i = 0; out->resource[i] != '\0'; i++)
@@ -270,7 +273,8 @@ const struct tl_drv_decl tl_drv_ceph_rgw_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ROTATE) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_LOSS) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_FIND_MARKED) |
-	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT),
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_ACCESS),
 	.name_max = RGW_NAME_MAX,
 	.keyed_names = 1,
 	.names = rgw_names,

@@ -169,14 +169,28 @@ fi
 t_ok "v2 ($(t_envget "$fr" DB_USER)) reads; v1 ($RU) dropped and refused"
 
 t_say "game's grant revoked: the readers' go with it"
+# Copies: the revocation takes the values off the node (tally env).
+cp "$fr" "$W/r.env"
+cp "$fw" "$W/w.env"
+# login FILE: logs in with the credential a copy holds; stderr in as.err.
+login() {
+	PGPASSWORD=$(_t_envread "$1" DB_PASSWORD) PGCONNECT_TIMEOUT=5 \
+	    psql -X -At -q -h 127.0.0.1 -p "$TALLY_TEST_PG_PORT" \
+	    -U "$(_t_envread "$1" DB_USER)" -d "$DB" -c "SELECT 1" 2>"$W/as.err"
+}
+[ "$(login "$W/r.env")" = 1 ] && [ "$(login "$W/w.env")" = 1 ] ||
+	t_fail "the copies do not log in before the revocation: $(cat "$W/as.err")"
 tly remove game --yes >/dev/null || t_fail "tally remove game failed"
 t_grant_wait 30 game/db grant.revoked >/dev/null
 t_grant_wait 30 reporting/games grant.revoked >/dev/null
 t_grant_wait 30 writer/games grant.revoked >/dev/null
 tly log --json --stream grant/reporting/games --type revocation.requested |
 	grep -q '"reason":"game/db was revoked"' || t_fail "no revocation.requested naming game/db"
-if as "$fr" "SELECT 1" >/dev/null; then t_fail "reporting still logs in"; fi
-if as "$fw" "SELECT 1" >/dev/null; then t_fail "writer still logs in"; fi
+for f in "$W/r.env" "$W/w.env"; do
+	if login "$f" >/dev/null; then t_fail "$(_t_envread "$f" DB_USER) still logs in"; fi
+	grep -q "not permitted to log in" "$W/as.err" ||
+		t_fail "refused otherwise: $(cat "$W/as.err")"
+done
 t_ok "reporting/games and writer/games revoked with game/db; their logins refused"
 
 t_tallyd_stop

@@ -1175,12 +1175,12 @@ START_TEST(test_access)
 	ck_assert_only_error("module: g\n"
 	    "env: {U: \"\"}\n"
 	    "requires:\n"
-	    "  cache:\n"
-	    "    type: redis-user\n"
+	    "  files:\n"
+	    "    type: directory\n"
 	    "    from: p\n"
 	    "    access: read\n"
-	    "    of: game/cache\n"
-	    "    env: {uri: U}\n", 7, "requires.cache.of",
+	    "    of: game/files\n"
+	    "    env: {path: U}\n", 7, "requires.files.of",
 	    "cannot give a login access below ownership");
 }
 END_TEST

@@ -111,14 +111,18 @@ t_say "the consumer: on the adopted login until its agent writes tally's"
 mkdir -p "$W/agent"
 : >"$W/poll.ok"
 : >"$W/poll.fail"
+# The reload is a request the consumer answers between two queries (as
+# a service's reload returns once it runs on the new values): the agent
+# acknowledges only after it, so no query is in flight on the old
+# credential when it is retired.
+u=legacy pw=frozen-real
 consumer() {
 	while [ ! -f "$W/poll.stop" ]; do
-		if [ -f "$W/agent/legacy.env" ]; then
+		if [ -f "$W/reload.req" ] && [ ! -f "$W/reload.done" ]; then
 			c=$(cat "$W/agent/legacy.env")
 			u=$(printf '%s\n' "$c" | sed -n "s/^DB_USER=//p" | tr -d "'\"")
 			pw=$(printf '%s\n' "$c" | sed -n "s/^DB_PASSWORD=//p" | tr -d "'\"")
-		else
-			u=legacy pw=frozen-real
+			: >"$W/reload.done"
 		fi
 		if PGPASSWORD=$pw PGCONNECT_TIMEOUT=3 psql -X -At -q -h 127.0.0.1 \
 		    -p "$TALLY_TEST_PG_PORT" -U "$u" -d legacydb \
@@ -198,7 +202,8 @@ t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adop
 echo "$(date +%s)" >"$W/agent.started"
 "$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
 	--state "$W/agent.state" --log "$TALLY_HOME" \
-	--reload "legacy=echo reloaded >>$W/reloads" 2>>"$W/agent.log" &
+	--reload "legacy=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
+	2>>"$W/agent.log" &
 AGENT=$!
 _t_pids="$_t_pids $AGENT"
 t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null

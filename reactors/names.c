@@ -128,6 +128,7 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 		.mesh = g->adopt_from[0] != '\0' ? g->adopt_from :
 		    rx != NULL ? rx->mesh : NULL,
 	};
+	const struct tl_drv_decl *d = tl_drv_decl_for_type(g->type);
 	struct tl_drv_names out, adopted;
 	char why[TL_DRV_WHY_MAX];
 
@@ -139,7 +140,7 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 		in.key = key;
 	tl_rx_grant_origin(g, origin);
 	memset(&out, 0, sizeof(out));
-	(void)tl_drv_name(tl_drv_decl_for_type(g->type), &in, &out, why);
+	(void)tl_drv_name(d, &in, &out, why);
 	tl_secret_wipe(key, sizeof(key));
 	/*
 	 * An object tally adopt took over keeps its name, and the version
@@ -149,8 +150,6 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 	 * version on the adopted login).
 	 */
 	if (g->adopt_version != 0) {
-		const struct tl_drv_decl *d = tl_drv_decl_for_type(g->type);
-
 		memcpy(out.resource, g->adopt_resource, TL_DRV_NAME_MAX);
 		if (g->adopt_login[0] != '\0' && (in.version ==
 		    g->adopt_version || (d != NULL && d->credential.kind ==

@@ -185,8 +185,6 @@ gather_one(const struct tl_rotation *r, void *arg)
 		tl_rx_grant_names(ps->rx, &st->g, r->from, d2, o2, st->old);
 	}
 	st->old_version = r->from;
-	st->adopted_old = st->g.adopt_version != 0 &&
-	    st->g.adopt_login[0] != '\0' && r->from == st->g.adopt_version;
 	if (grant_gone(st->g.state)) {
 		/*
 		 * The revocation took the grant's current login; the other
@@ -246,8 +244,10 @@ gather_one(const struct tl_rotation *r, void *arg)
 		} else
 			st->op = OP_WAIT;
 	}
-	if (st->old_version != r->from)
-		st->adopted_old = 0;
+	/* The login retired is the one tally adopt took over. */
+	st->adopted_old = st->g.adopt_version != 0 &&
+	    st->g.adopt_login[0] != '\0' && st->old_version == r->from &&
+	    r->from == st->g.adopt_version;
 	if (st->op == OP_WAIT) {
 		/*
 		 * Only to count the old login's sessions: never an error,

@@ -262,6 +262,33 @@ state_rc(const char *state)
 	return TL_EDRIVER;
 }
 
+/*
+ * The drift what a check found makes, worst first (missing, then the
+ * credential, then privileges), with every finding in why: 1 when there
+ * is one, else 0 with why untouched.
+ */
+static int
+pg_drift(const struct pg_msg *miss, const struct pg_msg *cred,
+    const struct pg_msg *priv, enum tl_drv_drift *drift, char *why)
+{
+	const char *also = priv->n > 0 ? "; also privileges: " : "";
+	const char *more = priv->n > 0 ? priv->buf : "";
+
+	if (miss->n > 0) {
+		*drift = TL_DRIFT_MISSING;
+		tl_drv_why(why, 0, "missing: %s%s%s", miss->buf, also, more);
+	} else if (cred->n > 0) {
+		*drift = TL_DRIFT_CREDENTIAL;
+		tl_drv_why(why, 0, "credential: %s%s%s", cred->buf, also,
+		    more);
+	} else if (priv->n > 0) {
+		*drift = TL_DRIFT_PRIVILEGES;
+		tl_drv_why(why, 0, "privileges: %s", priv->buf);
+	} else
+		return 0;
+	return 1;
+}
+
 /* --- connections ---------------------------------------------------- */
 
 static void
@@ -2371,20 +2398,9 @@ pg_check(void *h, const struct tl_drv_grant *g,
 			    "%s", g->login, g->resource, detail);
 	}
 
-	if (miss.n > 0) {
-		*drift = TL_DRIFT_MISSING;
-		tl_drv_why(why, 0, "missing: %s%s%s", miss.buf,
-		    priv.n > 0 ? "; also privileges: " : "",
-		    priv.n > 0 ? priv.buf : "");
-	} else if (cred.n > 0) {
-		*drift = TL_DRIFT_CREDENTIAL;
-		tl_drv_why(why, 0, "credential: %s%s%s", cred.buf,
-		    priv.n > 0 ? "; also privileges: " : "",
-		    priv.n > 0 ? priv.buf : "");
-	} else if (priv.n > 0) {
-		*drift = TL_DRIFT_PRIVILEGES;
-		tl_drv_why(why, 0, "privileges: %s", priv.buf);
-	} else if (!bad && g->posture && !g->cert_login &&
+	if (pg_drift(&miss, &cred, &priv, drift, why))
+		goto done;
+	if (!bad && g->posture && !g->cert_login &&
 	    plaintext_login(p, g, host, port,
 	    line, sizeof(line))) {
 		*drift = TL_DRIFT_PLAINTEXT;
@@ -2401,6 +2417,7 @@ pg_check(void *h, const struct tl_drv_grant *g,
 		    g->resource, g->owner, g->login,
 		    strcmp(p->sslmode, "disable") != 0 ? " over TLS and only "
 		    "over TLS" : "");
+done:
 	rc = 0;
 out:
 	PQclear(r);
@@ -2532,20 +2549,7 @@ pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
 			madd(&cred, "login \"%s\": the password the server "
 			    "keeps is not the one recorded (its verifier "
 			    "differs)", g->login);
-		if (miss.n > 0) {
-			drift[i] = TL_DRIFT_MISSING;
-			tl_drv_why(why[i], 0, "missing: %s%s%s", miss.buf,
-			    priv.n > 0 ? "; also privileges: " : "",
-			    priv.n > 0 ? priv.buf : "");
-		} else if (cred.n > 0) {
-			drift[i] = TL_DRIFT_CREDENTIAL;
-			tl_drv_why(why[i], 0, "credential: %s%s%s", cred.buf,
-			    priv.n > 0 ? "; also privileges: " : "",
-			    priv.n > 0 ? priv.buf : "");
-		} else if (priv.n > 0) {
-			drift[i] = TL_DRIFT_PRIVILEGES;
-			tl_drv_why(why[i], 0, "privileges: %s", priv.buf);
-		} else
+		if (!pg_drift(&miss, &cred, &priv, &drift[i], why[i]))
 			tl_drv_why(why[i], 0, "database \"%s\" owned by "
 			    "\"%s\", login \"%s\"'s password as recorded, "
 			    "privileges as granted", g->resource, g->owner,
@@ -3415,18 +3419,7 @@ access_check(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 			    g->login, g->resource, detail);
 	}
 verdict:
-	if (miss.n > 0) {
-		*drift = TL_DRIFT_MISSING;
-		tl_drv_why(why, 0, "missing: %s", miss.buf);
-	} else if (cred.n > 0) {
-		*drift = TL_DRIFT_CREDENTIAL;
-		tl_drv_why(why, 0, "credential: %s%s%s", cred.buf,
-		    priv.n > 0 ? "; also privileges: " : "",
-		    priv.n > 0 ? priv.buf : "");
-	} else if (priv.n > 0) {
-		*drift = TL_DRIFT_PRIVILEGES;
-		tl_drv_why(why, 0, "privileges: %s", priv.buf);
-	} else
+	if (!pg_drift(&miss, &cred, &priv, drift, why))
 		tl_drv_why(why, 0, "login \"%s\" authenticates, %s on database "
 		    "\"%s\" through \"%s\", and no more", g->login,
 		    g->access == TL_DRV_ACCESS_READ_WRITE ? "read-write" :

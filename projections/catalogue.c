@@ -141,11 +141,13 @@ static const struct tl_cat_event cat[] = {
 	  "user resource naming password(secret)", GN, NULL,
 	  { { "grant", GRANT }, { "provider", PROV }, { "user", NAME } } },
 	/* fields: the driver's connection fields that are not secret. */
-	{ E(TL_EV_GRANT_PROVISIONED), "grant", "grant version fields{...}", GN,
-	  NULL,
+	/* holders: what tally adopt --password-stdin's password found. */
+	{ E(TL_EV_GRANT_PROVISIONED), "grant", "grant version fields{...} "
+	  "[holders holders_why]", GN, NULL,
 	  { { "grant", GRANT }, { "fields.host", 255 }, { "fields.port", 7 },
 	    { "fields." TL_GRANT_OBJECT_KEY, NAME }, { "fields.user", NAME },
-	    { "fields.path", 511 } } },
+	    { "fields.path", 511 }, { "holders", 15 },
+	    { "holders_why", REASON } } },
 	{ E(TL_EV_GRANT_FAILED), "grant", "grant reason op retry_ns", GN, NULL,
 	  { { "grant", GRANT }, { "reason", REASON }, { "op", 15 } } },
 	{ E(TL_EV_REVOCATION_REQUESTED), "grant", "grant reason", GN | CE, NULL,
@@ -159,7 +161,7 @@ static const struct tl_cat_event cat[] = {
 	{ E(TL_EV_GRANT_MISSING), "grant", "grant reason message", GN, NULL,
 	  { { "grant", GRANT }, { "reason", REASON } } },
 	{ E(TL_EV_GRANT_ADOPTED), "grant", "grant type resource [login] "
-	  "[migrated] [secret(secret)]", GN, NULL, { { "grant", GRANT }, { "type", NAME },
+	  "[migrated] [secret(secret)] [password(secret)]", GN, NULL, { { "grant", GRANT }, { "type", NAME },
 	  { "resource", NAME }, { "login", NAME }, { "migrated", NAME } } },
 	{ E(TL_EV_REPAIR_REQUESTED), "grant", "grant (actor: who asked)", GN,
 	  NULL, { { "grant", GRANT } } },

@@ -78,7 +78,7 @@
 /* grant/MODULE/REQ[@NODE] */
 #define TL_EV_GRANT_REQUESTED	"grant.requested"	/* grant module req node scope type provider resource */
 /* tally adopt: an object not tally's is the grant's (grants.c: fold_adopt). */
-#define TL_EV_GRANT_ADOPTED	"grant.adopted"		/* grant type resource [login] [migrated] [secret(secret)] */
+#define TL_EV_GRANT_ADOPTED	"grant.adopted"		/* grant type resource [login] [migrated] [secret(secret)] [password(secret)] */
 #define TL_EV_GRANT_PROVISIONING	"grant.provisioning"	/* grant provider version owner user resource naming password(secret) */
 #define TL_EV_GRANT_PROVISIONED	"grant.provisioned"	/* grant version fields{} */
 #define TL_EV_GRANT_FAILED		"grant.failed"		/* grant reason retry_ns */

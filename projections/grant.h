@@ -149,6 +149,14 @@ struct tl_grant {
 	 */
 	uint64_t	adopt_seq;
 	/*
+	 * What the password the holders use (tally adopt --password-stdin,
+	 * sealed in grant.adopted) found when the object was taken over:
+	 * TL_GRANT_HOLDERS_WORKING (the adopted login authenticates with it)
+	 * or _FAILING (it does not: the holders are down until tally's
+	 * credential reaches them); 0: none given, or not known.
+	 */
+	uint64_t	adopt_holders;
+	/*
 	 * Logins by certificate (its requirement's credential: certificate,
 	 * as it was when the grant was requested): the version whose login
 	 * every version keeps (reactors/names.c), a certificate of the mesh
@@ -168,6 +176,9 @@ struct tl_grant {
 	char		of_owner[64];
 };
 
+#define TL_GRANT_HOLDERS_WORKING	1
+#define TL_GRANT_HOLDERS_FAILING	2
+
 #define TL_GRANT_ACCESS_READ		1	/* = TL_DRV_ACCESS_READ */
 #define TL_GRANT_ACCESS_READ_WRITE	2
 
@@ -179,10 +190,14 @@ int	tl_grant_key(char *buf, const char *module, const char *req,
 	    const char *node);
 
 /*
- * The associated data (TL_KEY_MAX bytes) the secret of grant's
- * grant.adopted is sealed under: tally adopt seals it, tallyd opens it.
+ * The associated data (TL_KEY_MAX bytes) a secret of grant's
+ * grant.adopted is sealed under, by its field: "secret" (what the driver
+ * takes the object over with) or "password" (what the holders use, only
+ * tried).  tally adopt seals them, tallyd opens them; one field's box
+ * does not open as the other's.
  */
-void	tl_grant_adopt_ad(char ad[TL_KEY_MAX], const char *grant);
+void	tl_grant_adopt_ad(char ad[TL_KEY_MAX], const char *grant,
+	    const char *field);
 
 /* TL_ENOTFOUND when there is no such grant; *seqp may be NULL. */
 int	tl_grant_get(struct tl_txn *t, const struct tl_proj *p, const char *id,

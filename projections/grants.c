@@ -26,7 +26,7 @@
 /* Written only when not 0: records of before it stay byte for byte. */
 #define OPT_U64_FIELDS(X)						\
 	X(naming) X(adopt_pending) X(cert_login) X(adopt_version) X(adopt_seq) \
-	X(access)
+	X(access) X(adopt_holders)
 #define OPT_STR_FIELDS(X)						\
 	X(path) X(adopt_from) X(adopt_resource) X(adopt_owner) X(adopt_login) \
 	X(warning) X(adopt_migrated) X(of) X(of_resource) X(of_owner)
@@ -1028,9 +1028,13 @@ fold_adopted(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode body,
  * claim waits under adp/GRANT for its grant.requested.
  */
 void
-tl_grant_adopt_ad(char ad[TL_KEY_MAX], const char *grant)
+tl_grant_adopt_ad(char ad[TL_KEY_MAX], const char *grant, const char *field)
 {
-	snprintf(ad, TL_KEY_MAX, "grant/%s:adopted", grant);
+	/* The secret's, as first made: boxes in logs open as they did. */
+	if (strcmp(field, "secret") == 0)
+		snprintf(ad, TL_KEY_MAX, "grant/%s:adopted", grant);
+	else
+		snprintf(ad, TL_KEY_MAX, "grant/%s:adopted:%s", grant, field);
 }
 
 static int
@@ -1166,6 +1170,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 
 	if (strcmp(ev->type, TL_EV_GRANT_REQUESTED) == 0) {
 		uint64_t version = 0, naming = 0, pending = 0, aver = 0, aseq = 0;
+		uint64_t aholders = 0;
 		char from[sizeof(g.adopt_from)] = "";
 		char ares[sizeof(g.adopt_resource)] = "";
 		char aown[sizeof(g.adopt_owner)] = "";
@@ -1191,6 +1196,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 			pending = g.adopt_pending;
 			aver = g.adopt_version;
 			aseq = g.adopt_seq;
+			aholders = g.adopt_holders;
 			if ((rc = set_provider_index(t, p, &g, 0)) != 0 ||
 			    (rc = forget_migrations(t, p, id)) != 0)
 				return rc;
@@ -1206,6 +1212,7 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		g.adopt_pending = pending;
 		g.adopt_version = aver;
 		g.adopt_seq = aseq;
+		g.adopt_holders = aholders;
 		snprintf(g.id, sizeof(g.id), "%s", id);
 		tl_rec_getstr(body, "module", g.module, sizeof(g.module), big);
 		tl_rec_getstr(body, "req", g.req, sizeof(g.req), big);
@@ -1307,6 +1314,15 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 			set_state(&g, TL_GRANT_PROVISIONED, ev->seq);
 		g.version = tl_bn_getu64(body, "version", g.version);
 		g.adopt_pending = 0;	/* its objects carry our marks now */
+		{
+			char h[16] = "";
+
+			tl_rec_getstr(body, "holders", h, sizeof(h), big);
+			if (strcmp(h, "working") == 0)
+				g.adopt_holders = TL_GRANT_HOLDERS_WORKING;
+			else if (strcmp(h, "failing") == 0)
+				g.adopt_holders = TL_GRANT_HOLDERS_FAILING;
+		}
 		g.drift[0] = g.drift_reason[0] = '\0';
 		g.attempts = 0;
 		g.retry_ns = 0;

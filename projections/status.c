@@ -683,6 +683,10 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			if (a != NULL && g.adopt_migrated[0] != '\0')
 				json_object_set_new(a, "migrated_through",
 				    json_string(g.adopt_migrated));
+			if (a != NULL && g.adopt_holders != 0)
+				json_object_set_new(a, "holders", json_string(
+				    g.adopt_holders == TL_GRANT_HOLDERS_WORKING ?
+				    "working" : "failing"));
 			if (a != NULL)
 				json_object_set_new(j, "adopted", a);
 		}

@@ -73,7 +73,7 @@ tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
 
 int
 tl_rx_adopt_secret(struct tl_rx *rx, struct tl_txn *t, const struct tl_grant *g,
-    char *out, size_t cap)
+    const char *field, char *out, size_t cap)
 {
 	struct tl_event ev;
 	struct tl_bview v;
@@ -90,13 +90,13 @@ tl_rx_adopt_secret(struct tl_rx *rx, struct tl_txn *t, const struct tl_grant *g,
 		return rc;
 	if ((rc = tl_bview_open(&v, ev.body, ev.body_len)) != 0)
 		return rc;
-	if (tl_bn_get(v.root, "secret", &n) != 0)
+	if (tl_bn_get(v.root, field, &n) != 0)
 		rc = TL_ENOTFOUND;
 	else if (tl_bn_secret(n, &ct, &len) != 0 || len <= TL_BOX_OVERHEAD ||
 	    len - TL_BOX_OVERHEAD >= cap)
 		rc = TL_EMALFORMED;
 	else {
-		tl_grant_adopt_ad(ad, g->id);
+		tl_grant_adopt_ad(ad, g->id, field);
 		rc = tl_secret_decrypt(&rx->key, ad, strlen(ad), ct, len,
 		    (uint8_t *)out);
 		if (rc == 0)

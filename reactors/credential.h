@@ -30,14 +30,15 @@ size_t	tl_rx_seal_credential(struct tl_rx *rx, const char *grant,
 int	tl_rx_intent_password(struct tl_rx *rx, struct tl_txn *t,
 	    const struct tl_grant *g, char *out);
 /*
- * The secret tally adopt --secret-stdin gave for g's object (its
- * grant.adopted, g->adopt_seq), into out (cap bytes, NUL-terminated;
- * the caller wipes it): 0; TL_ENOTFOUND when none was given;
- * TL_EMALFORMED for one that does not fit; the log's or the box's
- * errors.
+ * A secret tally adopt gave for g's object (its grant.adopted,
+ * g->adopt_seq) by field: "secret" (--secret-stdin: what the driver takes
+ * the object over with) or "password" (--password-stdin: what the
+ * holders use), into out (cap bytes, NUL-terminated; the caller wipes
+ * it): 0; TL_ENOTFOUND when none was given; TL_EMALFORMED for one that
+ * does not fit; the log's or the box's errors.
  */
 int	tl_rx_adopt_secret(struct tl_rx *rx, struct tl_txn *t,
-	    const struct tl_grant *g, char *out, size_t cap);
+	    const struct tl_grant *g, const char *field, char *out, size_t cap);
 
 /*
  * A driver's secret handle (drivers/driver.h, handle_model) for grant's

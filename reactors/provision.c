@@ -75,6 +75,14 @@ struct work {
 	 * with (g->password in the adopting create); "": none.
 	 */
 	char		 adopt_secret[TL_DRV_HANDLE_MAX];
+	/*
+	 * tally adopt --password-stdin: the password the holders use, tried
+	 * once after the takeover (holders: TL_GRANT_HOLDERS_*, 0 when not
+	 * tried; holders_why what the check said); "": none given.
+	 */
+	char		 adopt_password[TL_PASSWORD_MAX + 1];
+	int		 holders;
+	char		 holders_why[TL_DRV_WHY_MAX];
 	/* A create's requirement params (tl_rx_grant_params); NULL: none. */
 	char		*params;
 	int		 rc;
@@ -453,8 +461,11 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 			continue;
 		}
 		if (w->kind == W_CREATE && tl_rx_grant_adopting(&w->g) &&
-		    (rc = tl_rx_adopt_secret(ps->rx, t, &w->g, w->adopt_secret,
-		    sizeof(w->adopt_secret))) != 0 && rc != TL_ENOTFOUND) {
+		    (((rc = tl_rx_adopt_secret(ps->rx, t, &w->g, "secret",
+		    w->adopt_secret, sizeof(w->adopt_secret))) != 0 &&
+		    rc != TL_ENOTFOUND) || ((rc = tl_rx_adopt_secret(ps->rx, t,
+		    &w->g, "password", w->adopt_password,
+		    sizeof(w->adopt_password))) != 0 && rc != TL_ENOTFOUND))) {
 			w->rc = rc;
 			snprintf(w->why, sizeof(w->why), "cannot read the "
 			    "secret tally adopt was given: %s",
@@ -557,6 +568,40 @@ intents(void *arg, struct tl_ctx *cp)
  * thread (pass.h): touches only its work item (and reads the pass's
  * cert_ca, set before any call).
  */
+/*
+ * The password the holders of an adopted login use (tally adopt
+ * --password-stdin), tried as the verifier tries a credential, right
+ * after the takeover: whether they work now, for the operator, and
+ * nothing more (it is never delivered, recorded as a version or
+ * repaired to).  A drift other than the credential's or the login's
+ * is not the holders' concern.
+ */
+static void
+try_holders(const struct tl_rx_prov *pv, void *h, struct work *w,
+    const struct tl_drv_grant *dg)
+{
+	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
+	struct tl_drv_endpoint ep;
+	struct tl_drv_grant hg = *dg;
+	enum tl_drv_drift drift = TL_DRIFT_NONE;
+	char host[256];
+
+	tl_rx_consumer_endpoint(pv, &w->g, TL_RX_EP_CHECK, NULL, sv, host,
+	    &ep);
+	hg.password = w->adopt_password;
+	if (pv->ops->check == NULL ||
+	    pv->ops->check(h, &hg, &ep, &drift, w->holders_why) != 0)
+		w->holders = 0;	/* the admin side failed: not known */
+	else if (drift == TL_DRIFT_CREDENTIAL || drift == TL_DRIFT_MISSING)
+		w->holders = TL_GRANT_HOLDERS_FAILING;
+	else {
+		w->holders = TL_GRANT_HOLDERS_WORKING;
+		snprintf(w->holders_why, sizeof(w->holders_why), "login "
+		    "\"%s\" authenticates with it", dg->login);
+	}
+	tl_secret_wipe(w->adopt_password, sizeof(w->adopt_password));
+}
+
 static void
 provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
     struct tl_rx_call *c)
@@ -597,6 +642,8 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		 * resumed intent that finds the login made before.
 		 */
 		w->rc = pv->ops->create(h, &dg, w->why);
+		if (w->rc == 0 && dg.adopting && w->adopt_password[0] != '\0')
+			try_holders(pv, h, w, &dg);
 	} else {
 		w->rc = pv->ops->revoke(h, &dg, w->drop, w->why);
 		/* What a retained grant keeps, for tally grants. */
@@ -685,9 +732,20 @@ call_drivers(void *arg, unsigned *phases)
 		if (w->rc == 0 && w->kind == W_CREATE &&
 		    tl_rx_grant_adopting(&w->g))
 			/* What the driver found and took over, said once. */
+		{
 			tl_rx_log(ps->rx, TL_RX_INFO, "provisioned grant %s on "
 			    "%s by adopting: %s (%llu ms)", w->g.id,
 			    w->g.provider, w->why, (unsigned long long)w->ms);
+			if (w->holders != 0)
+				tl_rx_log(ps->rx, w->holders ==
+				    TL_GRANT_HOLDERS_WORKING ? TL_RX_INFO :
+				    TL_RX_WARN, "grant %s: the holders' password "
+				    "(tally adopt --password-stdin) %s: %s", w->g.id,
+				    w->holders == TL_GRANT_HOLDERS_WORKING ?
+				    "works; they keep it until tally's reaches "
+				    "them" : "fails; they are down until tally's "
+				    "reaches them", w->holders_why);
+		}
 		else if (w->rc == 0)
 			tl_rx_log(ps->rx, TL_RX_INFO, "%s grant %s on %s "
 			    "(%llu ms)", w->kind == W_CREATE ? "provisioned" :
@@ -932,6 +990,12 @@ outcomes(void *arg, struct tl_ctx *cp)
 			if (!TL_GRANT_IS_EMBEDDED(&w->g))
 				record_fields(ps, w, &b);
 			tl_body_end(&b);
+			if (w->holders != 0) {
+				tl_body_str(&b, "holders", w->holders ==
+				    TL_GRANT_HOLDERS_WORKING ? "working" :
+				    "failing");
+				tl_body_str(&b, "holders_why", w->holders_why);
+			}
 			rc = tl_emit(&c, TL_EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);
 			/* The state when the pass began: the intent moved it. */

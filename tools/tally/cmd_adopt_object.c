@@ -31,7 +31,7 @@
 static const char usage[] =
 "usage: tally adopt MODULE/REQUIREMENT [--node NODE] --resource NAME\n"
 "                   [--login USER] [--migrated-through FILE]\n"
-"                   [--secret-stdin]\n"
+"                   [--secret-stdin | --password-stdin]\n"
 "\n"
 "Takes under tally an object that exists on the requirement's provider\n"
 "and that tally did not make: a live mesh's, with the login its consumers\n"
@@ -49,6 +49,11 @@ static const char usage[] =
 "                   credential (an OAuth client's registration access\n"
 "                   token); required by those drivers, refused by others;\n"
 "                   kept sealed under the master key, never printed\n"
+"  --password-stdin one line on standard input: the password the login's\n"
+"                   holders use today, tried once when tallyd takes the\n"
+"                   object over, to tell whether they work until tally's\n"
+"                   credential reaches them (tally status); never\n"
+"                   delivered, verified or set; sealed like --secret-stdin\n"
 "  --migrated-through FILE\n"
 "                   the last of the requirement's migration files the\n"
 "                   object holds already: it and the files before it are\n"
@@ -66,7 +71,8 @@ static const char usage[] =
 "Revoking an adopted grant retains the object whatever the provider's\n"
 "policy; tally purge drops it.\n"
 "\n"
-"Recorded as grant.adopted {grant, type, resource, login, migrated}.\n"
+"Recorded as grant.adopted {grant, type, resource, login, migrated,\n"
+"secret, password}.\n"
 "Refused (exit 4) for a requirement whose driver cannot adopt, a grant\n"
 "already provisioned or already adopting, an object another grant\n"
 "adopts and a file that is not one of the requirement's migrations;\n"
@@ -80,6 +86,7 @@ struct obj_arg {
 	const char	*login;
 	const char	*migrated;
 	int		 secret_in;		/* --secret-stdin */
+	int		 password_in;		/* --password-stdin */
 	char		 secret[TL_DRV_HANDLE_MAX];	/* wiped after */
 	char		 home[1024];
 	char		 grant[TL_GRANT_ID_MAX + 1];
@@ -204,11 +211,12 @@ requirement(struct tl_ctx *c, struct obj_arg *a)
 
 /*
  * The secret read from standard input, sealed under the master key
- * (tl_grant_adopt_ad: only this grant's grant.adopted opens it) into
- * b's "secret".
+ * (tl_grant_adopt_ad: only this grant's grant.adopted opens it, as
+ * field) into b's field.
  */
 static int
-seal_secret(struct tl_ctx *c, const struct obj_arg *a, struct tl_body *b)
+seal_secret(struct tl_ctx *c, const struct obj_arg *a, const char *field,
+    struct tl_body *b)
 {
 	struct tl_key key;
 	uint8_t *ct;
@@ -223,11 +231,11 @@ seal_secret(struct tl_ctx *c, const struct obj_arg *a, struct tl_body *b)
 		tl_secret_wipe(&key, sizeof(key));
 		return ENOMEM;
 	}
-	tl_grant_adopt_ad(ad, a->grant);
+	tl_grant_adopt_ad(ad, a->grant, field);
 	rc = tl_secret_encrypt(&key, ad, strlen(ad), a->secret, n, ct);
 	tl_secret_wipe(&key, sizeof(key));
 	if (rc == 0)
-		tl_body_secret(b, "secret", ct, n + TL_BOX_OVERHEAD);
+		tl_body_secret(b, field, ct, n + TL_BOX_OVERHEAD);
 	free(ct);
 	return rc;
 }
@@ -255,6 +263,18 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 	/* The provider's own credential: the object is its login. */
 	if (dd->credential.handle_model && a->login == NULL)
 		a->login = a->resource;
+	/*
+	 * The holders' password is tried as the login's: a provider that
+	 * chooses the credential checks its own (the client's secret
+	 * beside the registration token) and has none to try.
+	 */
+	if (a->password_in && (dd->credential.kind == TL_DRV_CRED_NONE ||
+	    dd->credential.handle_model))
+		return tl_refuse(c, TL_EINVAL, "--password-stdin: %s",
+		    dd->credential.kind == TL_DRV_CRED_NONE ? "the grants "
+		    "have no credential to try" : "the provider chooses the "
+		    "credential, and tally adopt takes the object over with "
+		    "--secret-stdin alone");
 	if (dd->credential.handle_model != a->secret_in)
 		return tl_refuse(c, TL_EINVAL, "--secret-stdin: %s", a->secret_in ?
 		    "this driver takes nothing but the object's name and login" :
@@ -309,7 +329,8 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 		tl_body_str(&b, "login", a->login);
 	if (a->migrated != NULL)
 		tl_body_str(&b, "migrated", a->migrated);
-	if (a->secret_in && (rc = seal_secret(c, a, &b)) != 0) {
+	if ((a->secret_in || a->password_in) && (rc = seal_secret(c, a,
+	    a->secret_in ? "secret" : "password", &b)) != 0) {
 		tl_body_free(&b);
 		return rc;
 	}
@@ -347,6 +368,7 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 		{ "login", required_argument, NULL, 'l' },
 		{ "migrated-through", required_argument, NULL, 'm' },
 		{ "secret-stdin", no_argument, NULL, 's' },
+		{ "password-stdin", no_argument, NULL, 'p' },
 		{ 0 }
 	};
 	struct obj_arg a;
@@ -372,10 +394,14 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 		case 's':
 			a.secret_in = 1;
 			break;
+		case 'p':
+			a.password_in = 1;
+			break;
 		CLI_COMMON_CASES(cli, usage);
 		}
 	}
 	if (argc - optind != 1 || a.resource == NULL ||
+	    (a.secret_in && a.password_in) ||
 	    (slash = strchr(argv[optind], '/')) == NULL) {
 		fputs(usage, stderr);
 		return TL_EXIT_USAGE;
@@ -398,11 +424,16 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 	    (a.login != NULL && !name_ok("--login", a.login)))
 		return TL_EXIT_USAGE;
 	snprintf(a.home, sizeof(a.home), "%s", cli->home);
-	if (a.secret_in && cli_read_secret("the object's secret", a.secret,
-	    sizeof(a.secret)) != 0) {
+	/* One line: --password-stdin's fits a password of tally's. */
+	if ((a.secret_in || a.password_in) && (cli_read_secret(a.secret_in ?
+	    "the object's secret" : "the holders' password", a.secret,
+	    a.secret_in ? sizeof(a.secret) : TL_PASSWORD_MAX + 2) != 0 ||
+	    (a.password_in && strlen(a.secret) > TL_PASSWORD_MAX))) {
 		tl_secret_wipe(a.secret, sizeof(a.secret));
-		cli_errx("--secret-stdin: no secret on standard input (one "
-		    "line, at most %d bytes)", TL_DRV_HANDLE_MAX - 2);
+		cli_errx("--%s-stdin: no %s on standard input (one line, at "
+		    "most %d bytes)", a.secret_in ? "secret" : "password",
+		    a.secret_in ? "secret" : "password", a.secret_in ?
+		    TL_DRV_HANDLE_MAX - 2 : TL_PASSWORD_MAX);
 		return TL_EXIT_USAGE;
 	}
 	ex = cli_write(cli, do_adopt_object, &a, NULL);

@@ -242,6 +242,7 @@ print_adopted(const json_t *a)
 	const char *login = json_string_value(json_object_get(a, "login"));
 	const char *mig = json_string_value(json_object_get(a,
 	    "migrated_through"));
+	const char *hold = json_string_value(json_object_get(a, "holders"));
 
 	printf("\n      adopted %s (tally adopt)", json_string_value(
 	    json_object_get(a, "resource")));
@@ -250,6 +251,11 @@ print_adopted(const json_t *a)
 		    json_object_get(a, "version")));
 	if (mig != NULL)
 		printf(", migrated through %s before", mig);
+	if (hold != NULL)
+		printf("; the holders' password (--password-stdin) %s when it "
+		    "was taken over", strcmp(hold, "working") == 0 ?
+		    "worked" : "failed: they are down until tally's credential "
+		    "reaches them");
 }
 
 static void

@@ -181,6 +181,8 @@ tl_drv_can(const struct tl_drv_decl *d, enum tl_drv_cap cap, char *why)
 		[TL_DRV_CAP_ADOPT] = "take over objects it did not make",
 		[TL_DRV_CAP_ACCESS] = "give a login access below ownership "
 		    "(access: and of:)",
+		[TL_DRV_CAP_TRY_PASSWORD] = "try the password an adopted "
+		    "login's holders use",
 	};
 
 	if (d->caps & TL_DRV_CAP_BIT(cap))

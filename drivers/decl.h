@@ -672,7 +672,13 @@ enum tl_drv_cap {
 	TL_DRV_CAP_SESSIONS,	/* sessions: a login's sessions counted */
 	TL_DRV_CAP_FIND_MARKED,	/* find_marked: adopt keyed names */
 	TL_DRV_CAP_ADOPT,	/* create takes over objects (adopting) */
-	TL_DRV_CAP_ACCESS	/* logins below ownership (tl_drv_grant.access) */
+	TL_DRV_CAP_ACCESS,	/* logins below ownership (tl_drv_grant.access) */
+	/*
+	 * check, on an adopted login (adopting) with the password its
+	 * holders use, tells whether they authenticate: the login is the
+	 * credential's whole name (tally adopt --password-stdin).
+	 */
+	TL_DRV_CAP_TRY_PASSWORD
 };
 #define TL_DRV_CAP_BIT(cap)	(1u << (cap))
 

@@ -233,6 +233,7 @@ const struct tl_drv_decl tl_drv_mariadb_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SESSIONS) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_TRY_PASSWORD) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ACCESS),
 	.migrate_dialect = "sql/mariadb",
 	.name_max = MDB_DB_MAX,

@@ -304,6 +304,7 @@ const struct tl_drv_decl tl_drv_postgres_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SESSIONS) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_TRY_PASSWORD) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ACCESS),
 	.migrate_dialect = "sql/postgres",
 	.name_max = PG_NAME_MAX,

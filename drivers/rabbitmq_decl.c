@@ -247,6 +247,7 @@ const struct tl_drv_decl tl_drv_rabbitmq_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SESSIONS) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_LOSS) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_TRY_PASSWORD) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ACCESS),
 	.compose = rmq_compose,
 };

@@ -204,6 +204,7 @@ const struct tl_drv_decl tl_drv_redis_decl = {
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_CHECK_BULK) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_SESSIONS) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ADOPT) |
+	    TL_DRV_CAP_BIT(TL_DRV_CAP_TRY_PASSWORD) |
 	    TL_DRV_CAP_BIT(TL_DRV_CAP_ACCESS),
 	.name_max = RD_NAME_MAX,
 	.names = rd_names,

@@ -386,6 +386,17 @@ START_TEST(test_caps_are_the_ops)
 			    tl_drv_can(d, (enum tl_drv_cap)c, NULL), has[c]);
 		ck_assert_msg((d->migrate_dialect != NULL) ==
 		    has[TL_DRV_CAP_MIGRATE], "driver %s: dialect", d->name);
+		/*
+		 * A holders' password is tried by check, on a login the
+		 * driver took over, whose credential is a password alone.
+		 */
+		if (tl_drv_can(d, TL_DRV_CAP_TRY_PASSWORD, NULL))
+			ck_assert_msg(has[TL_DRV_CAP_CHECK] &&
+			    tl_drv_can(d, TL_DRV_CAP_ADOPT, NULL) &&
+			    d->credential.kind != TL_DRV_CRED_NONE &&
+			    d->credential.kind != TL_DRV_CRED_CERTIFICATE &&
+			    !d->credential.handle_model, "driver %s: "
+			    "try_password", d->name);
 		/* Settings prepared at assign are an operation's work. */
 		ck_assert_msg((o->prepare != NULL) == (d->prepared != NULL),
 		    "driver %s: prepare", d->name);

@@ -4,7 +4,8 @@
 #   - refused, nothing appended: with --secret-stdin, an empty line, a
 #     password longer than tally's (128), a directory grant (no
 #     credential to try), an OAuth client (the provider chooses the
-#     credential: --secret-stdin alone);
+#     credential: --secret-stdin alone), an S3 bucket (its credential is
+#     a key pair);
 #   - sealed: grant.adopted carries it as a secret; the plaintext is in
 #     neither tally log --json nor the log's file;
 #   - tried once at the takeover: a holder whose password is the
@@ -15,6 +16,10 @@
 #   - the frozen holder ends with one working credential: tally's v2
 #     delivered and acknowledged, the adopted login dropped, the stale
 #     password refused as before; the working holder likewise;
+#   - the same verdicts on MariaDB (a user and its database), Redis (an
+#     ACL user with two passwords: either is the holders' when it is one
+#     of them) and RabbitMQ (a vhost and its user, tried over AMQP),
+#     through each driver's own check;
 #   - tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
 
@@ -61,6 +66,13 @@ requires:
     from: idp
     env: {client-id: O_ID, client-secret: O_SECRET}
 EOF
+printf '%s\n' 'module: store' 'provides:' '  s3-bucket:' '    driver: ceph-rgw' \
+	>"$W/manifests/store.yaml"
+printf '%s\n' 'module: pics' 'env: {S3_SECRET_KEY: ""}' 'requires:' '  files:' \
+	'    type: s3-bucket' '    from: store' '    env: {secret-key: S3_SECRET_KEY}' \
+	>"$W/manifests/pics.yaml"
+tly apply "$W/manifests/store.yaml" >/dev/null || t_fail "tally apply store failed"
+tly apply "$W/manifests/pics.yaml" >/dev/null || t_fail "tally apply pics failed"
 tly apply "$W/manifests/idp.yaml" >/dev/null || t_fail "tally apply idp failed"
 tly apply "$W/manifests/web.yaml" >/dev/null || t_fail "tally apply web failed"
 before=$(t_head_seq)
@@ -82,9 +94,12 @@ t_expect_exit 4 "--password-stdin for a directory grant" \
 grep -q "no credential to try" "$W/last.err" || t_fail "directory: $(cat "$W/last.err")"
 t_expect_exit 4 "--password-stdin for an OAuth client" \
 	adopt_pw x web/login --resource some-client
-grep -q "the provider chooses the credential" "$W/last.err" || t_fail "oidc: $(cat "$W/last.err")"
+grep -q "driver oidc cannot try the password" "$W/last.err" || t_fail "oidc: $(cat "$W/last.err")"
+t_expect_exit 4 "--password-stdin for an S3 bucket (a key pair, not a password)" \
+	adopt_pw x pics/files --resource some-bucket --login some-user
+grep -q "driver ceph-rgw cannot try the password" "$W/last.err" || t_fail "rgw: $(cat "$W/last.err")"
 [ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
-t_ok "exit 2 (with --secret-stdin, empty, 129 bytes); exit 4 (directory, OAuth client)"
+t_ok "exit 2 (with --secret-stdin, empty, 129 bytes); exit 4 (directory, OAuth client, S3 bucket)"
 
 t_say "tally adopt --password-stdin: keeper's holders give the server's, frozen's their stale one"
 adopt_pw keeper-real keeper/db --resource keeperdb --login keeper >/dev/null ||
@@ -153,6 +168,91 @@ done
 as frozen frozen-stale frozendb >/dev/null 2>&1 && t_fail "the stale password connects"
 t_wait_healthy 30 frozen
 t_ok "keeper, frozen: the adopted logins refused, v2 works; frozen-stale still refused"
+
+t_say "MariaDB, Redis and RabbitMQ: the same verdicts through their drivers' checks"
+. "$(dirname "$0")/rabbit-lib.sh"
+t_mariadb_start
+t_redis_start
+r_start
+MPW=$(cat "$TALLY_TEST_MARIADB_PWFILE")
+msql() {
+	mariadb --no-defaults -h127.0.0.1 -P"$TALLY_TEST_MARIADB_PORT" \
+		-u"$TALLY_TEST_MARIADB_USER" -p"$MPW" -N -B -e "$1"
+}
+radm() {
+	redis-cli --tls --cacert "$TALLY_TEST_CA" -h localhost \
+		-p "$TALLY_TEST_REDIS_TLS_PORT" --user admin \
+		--pass "$(cat "$TALLY_TEST_REDIS_PWFILE")" --no-auth-warning "$@"
+}
+printf 'module: mariadb\nprovides:\n  mariadb-database:\n    driver: mariadb\n    revoke: retain\n' \
+	>"$W/manifests/mariadb.yaml"
+printf 'module: cache\nprovides:\n  redis-user:\n    driver: redis\n    revoke: retain\n' \
+	>"$W/manifests/cache.yaml"
+tly apply "$W/manifests/mariadb.yaml" >/dev/null || t_fail "tally apply mariadb failed"
+tly apply "$W/manifests/cache.yaml" >/dev/null || t_fail "tally apply cache failed"
+printf '%s' "$MPW" | tly assign mariadb node-a --expose local \
+	--set port="$TALLY_TEST_MARIADB_PORT" --set admin-user="$TALLY_TEST_MARIADB_USER" \
+	--set tls=verify --set ca="$TALLY_TEST_CA" --secret admin-password >/dev/null ||
+	t_fail "tally assign mariadb failed"
+tly assign cache node-a --set host=localhost --set port="$TALLY_TEST_REDIS_TLS_PORT" \
+	--set tls=verify --set ca="$TALLY_TEST_CA" --set admin-user=admin \
+	--secret admin-password <"$TALLY_TEST_REDIS_PWFILE" >/dev/null ||
+	t_fail "tally assign cache failed"
+for x in mok mbad; do
+	msql "CREATE DATABASE ${x}db; CREATE USER '$x'@'%' IDENTIFIED BY '$x-real';
+		GRANT ALL PRIVILEGES ON ${x}db.* TO '$x'@'%'" || t_fail "the hand-made $x"
+	printf '%s\n' "module: $x" 'env: {DB_USER: "", DB_PASSWORD: ""}' 'requires:' \
+		'  db:' '    type: mariadb-database' '    from: mariadb' \
+		'    env: {user: DB_USER, password: DB_PASSWORD}' >"$W/manifests/$x.yaml"
+done
+for x in rok rbad; do
+	radm ACL SETUSER $x on ">$x-real" ">$x-two" "~$x:*" +@all >/dev/null ||
+		t_fail "ACL SETUSER $x failed"
+	printf '%s\n' "module: $x" 'env: {R_USER: "", R_PASSWORD: ""}' 'requires:' \
+		'  cache:' '    type: redis-user' '    from: cache' \
+		'    env: {user: R_USER, password: R_PASSWORD}' >"$W/manifests/$x.yaml"
+done
+tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null ||
+	t_fail "tally apply examples/rabbitmq.yaml failed"
+printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/admin.pw"
+tly assign rabbitmq node-a --expose network --set host=127.0.0.1 \
+	--set port="$TALLY_TEST_AMQP_PORT" --set amqps-port="$TALLY_TEST_AMQP_TLS_PORT" \
+	--set management-port="$TALLY_TEST_AMQP_MGMT_TLS_PORT" \
+	--set tls=verify --set ca="$TALLY_TEST_CA" \
+	--set admin-user="$TALLY_TEST_AMQP_USER" \
+	--secret admin-password <"$W/admin.pw" >/dev/null ||
+	t_fail "tally assign rabbitmq failed"
+for x in qok qbad; do
+	api PUT "/vhosts/$x" '{"description":"made by hand"}' >/dev/null
+	api PUT "/users/$x" "{\"password\":\"$x-real\",\"tags\":\"\"}" >/dev/null
+	api PUT "/permissions/$x/$x" '{"configure":".*","write":".*","read":".*"}' >/dev/null
+	printf '%s\n' "module: $x" 'env: {MQ_USER: "", MQ_PASSWORD: ""}' 'requires:' \
+		'  mq:' '    type: rabbitmq-vhost' '    from: rabbitmq' \
+		'    env: {user: MQ_USER, password: MQ_PASSWORD}' >"$W/manifests/$x.yaml"
+done
+for x in mok mbad rok rbad qok qbad; do
+	tly apply "$W/manifests/$x.yaml" >/dev/null || t_fail "tally apply $x failed"
+done
+adopt_pw mok-real mok/db --resource mokdb --login mok >/dev/null || t_fail "adopt mok/db"
+adopt_pw mbad-stale mbad/db --resource mbaddb --login mbad >/dev/null || t_fail "adopt mbad/db"
+adopt_pw rok-two rok/cache --resource rok --login rok >/dev/null || t_fail "adopt rok/cache"
+adopt_pw rbad-stale rbad/cache --resource rbad --login rbad >/dev/null || t_fail "adopt rbad/cache"
+adopt_pw qok-real qok/mq --resource qok --login qok >/dev/null || t_fail "adopt qok/mq"
+adopt_pw qbad-stale qbad/mq --resource qbad --login qbad >/dev/null || t_fail "adopt qbad/mq"
+for x in mok mbad rok rbad qok qbad; do
+	tly assign $x node-a >/dev/null || t_fail "tally assign $x failed"
+done
+t_grant_wait 30 mok/db grant.provisioned '"holders":"working"' >/dev/null
+t_grant_wait 30 mbad/db grant.provisioned '"holders":"failing"' >/dev/null
+t_grant_wait 30 rok/cache grant.provisioned '"holders":"working"' >/dev/null
+t_grant_wait 30 rbad/cache grant.provisioned '"holders":"failing"' >/dev/null
+t_grant_wait 30 qok/mq grant.provisioned '"holders":"working"' >/dev/null
+t_grant_wait 30 qbad/mq grant.provisioned '"holders":"failing"' >/dev/null
+for x in mok mbad rok rbad qok qbad; do
+	tly status $x --json | grep -q '"adopted":{[^}]*"holders":"' ||
+		t_fail "status --json of $x: no holders"
+done
+t_ok "MariaDB: mok working, mbad failing; Redis: rok (its second password) working, rbad failing; RabbitMQ: qok working, qbad failing"
 
 t_tallyd_stop
 tly verify >/dev/null || t_fail "tally verify failed"

@@ -264,17 +264,14 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 	if (dd->credential.handle_model && a->login == NULL)
 		a->login = a->resource;
 	/*
-	 * The holders' password is tried as the login's: a provider that
-	 * chooses the credential checks its own (the client's secret
-	 * beside the registration token) and has none to try.
+	 * The holders' password is tried as the login's: where the
+	 * provider chooses the credential, or it is more than a login and
+	 * a password (an S3 key pair), there is none to try.
 	 */
-	if (a->password_in && (dd->credential.kind == TL_DRV_CRED_NONE ||
-	    dd->credential.handle_model))
+	if (a->password_in && !tl_drv_can(dd, TL_DRV_CAP_TRY_PASSWORD, why))
 		return tl_refuse(c, TL_EINVAL, "--password-stdin: %s",
 		    dd->credential.kind == TL_DRV_CRED_NONE ? "the grants "
-		    "have no credential to try" : "the provider chooses the "
-		    "credential, and tally adopt takes the object over with "
-		    "--secret-stdin alone");
+		    "have no credential to try" : why);
 	if (dd->credential.handle_model != a->secret_in)
 		return tl_refuse(c, TL_EINVAL, "--secret-stdin: %s", a->secret_in ?
 		    "this driver takes nothing but the object's name and login" :

@@ -13,10 +13,19 @@
 #     rotated it); nothing of it delivered (no credential.delivered of
 #     v1); the rotation delivers a client of tally's (v2) whose id and
 #     secret differ and get a token;
-#   - the adopted client gets tokens until node-a acknowledges v2, then
-#     it is deleted (credential.retired) and refused;
+#   - a consumer on the adopted client keeps getting tokens throughout:
+#     its node's agent (tally-node) writes v2, reloads it once and
+#     acknowledges, and only then is the adopted client deleted
+#     (credential.retired; it got tokens until then, status names the
+#     wait), then refused;
 #   - a client id that does not exist, a wrong token: grant.failed with
 #     the driver's reason, the client given untouched;
+#   - another mesh's clients (a second home at the same provider), even
+#     with their real registration access tokens (read from the
+#     provider's store: the other mesh's are sealed in its log): refused,
+#     for another grant (made by tally for grant ... of mesh ..., not
+#     this one) and for the same grant id (owned by mesh ...); their
+#     marks, tokens and secrets untouched, the other mesh's check clean;
 #   - tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
 
@@ -140,6 +149,52 @@ tly log --json --stream "grant/$G" --type grant.adopted | grep -q "\"resource\":
 tly log --json | grep -qF -e "$RAT" && t_fail "the registration access token is in the log in clear"
 t_ok "$(head -n 1 "$W/adopt.out")"
 
+t_say "the consumer: on the adopted client until its agent writes tally's"
+# A consumer as a live mesh runs it: its own client until its node's
+# agent writes the delivered one (and reloads it), then that; a
+# client_credentials token every round, every failure recorded.  The
+# adopted client authenticates as it was registered (client_secret_post),
+# tally's with HTTP Basic at the delivered token endpoint and CA.
+mkdir -p "$W/agent"
+: >"$W/poll.ok"
+: >"$W/poll.fail"
+# The reload is a request the consumer answers between two token
+# requests (as a service's reload returns once it runs on the new
+# values): the agent acknowledges only after it, so no request is in
+# flight with the old client when it is deleted.  The agent's
+# DIR/MODULE/VARIABLE files hold the values as they are (the env file
+# quotes them).
+id=$CID sec=$SEC tep=$TOKEN_EP ca=$CA auth=post
+poll() {
+	while [ ! -f "$W/poll.stop" ]; do
+		if [ -f "$W/reload.req" ] && [ ! -f "$W/reload.done" ]; then
+			id=$(cat "$W/agent/billing/O_ID")
+			sec=$(cat "$W/agent/billing/O_SECRET")
+			tep=$(cat "$W/agent/billing/O_TOKEN")
+			ca=$(cat "$W/agent/billing/O_CA")
+			auth=basic
+			: >"$W/reload.done"
+		fi
+		if [ $auth = post ]; then
+			curl -s -m 5 --cacert "$ca" -d grant_type=client_credentials \
+				--data-urlencode "client_id=$id" --data-urlencode "client_secret=$sec" \
+				"$tep" >"$W/poll.out" 2>"$W/poll.err" || true
+		else
+			curl -s -m 5 --cacert "$ca" -u "$id:$sec" -d grant_type=client_credentials \
+				"$tep" >"$W/poll.out" 2>"$W/poll.err" || true
+		fi
+		if grep -q '"access_token"' "$W/poll.out"; then
+			echo "$id" >>"$W/poll.ok"
+		else
+			echo "$(date +%T.%N) as $id: $(head -c 200 "$W/poll.out" | tr '\n' ' ')$(tr '\n' ' ' <"$W/poll.err")" >>"$W/poll.fail"
+		fi
+		sleep 0.1
+	done
+}
+poll &
+POLL=$!
+_t_pids="$_t_pids $POLL"
+
 tly assign billing node-a >/dev/null || t_fail "tally assign billing node-a failed"
 t_tallyd_start --interval 1
 t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
@@ -200,16 +255,38 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 t_expect_exit 0 "tally check $G (mid-rotation)" tly check $G
 t_ok "$CID gets tokens; status: waiting on node-a/billing; tally check healthy"
 
-t_say "node-a acknowledges v2: the adopted client goes"
-tly ack node-a billing 2 >/dev/null || t_fail "tally ack failed"
+t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted client goes"
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
+	--state "$W/agent.state" --log "$TALLY_HOME" \
+	--reload "billing=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
+	2>>"$W/agent.log" &
+AGENT=$!
+_t_pids="$_t_pids $AGENT"
+t_grant_wait 30 $G credential.acknowledged '"holder":"billing@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired >/dev/null
+[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
+	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
+[ "$(cat "$W/agent/billing/O_ID")" = "$ID2" ] ||
+	t_fail "the agent wrote O_ID $(cat "$W/agent/billing/O_ID"), not $ID2"
 t_grant_wait 10 $G rotation.completed >/dev/null
 tok_post "$CID" "$SEC" | grep -q '"access_token"' && t_fail "the adopted client still gets tokens"
 tok_post "$CID" "$SEC" | grep -q invalid_client || t_fail "the adopted client is refused for another reason: $(tok_post "$CID" "$SEC")"
 gone "$CID" || t_fail "client $CID is still registered"
 tok_env "$F" | grep -q '"access_token"' || t_fail "tally's client lost its token"
 t_expect_exit 0 "tally check $G (after the rotation)" tly check $G
+sleep 1
+touch "$W/poll.stop"
+t_wait_exit "$POLL" 15
+kill "$AGENT" 2>/dev/null || true
+if [ -s "$W/poll.fail" ]; then
+	cat "$W/poll.fail" >&2
+	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
+fi
+n1=$(grep -c -x -F -e "$CID" "$W/poll.ok" || true)
+n2=$(grep -c -x -F -e "$ID2" "$W/poll.ok" || true)
+[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || t_fail "the consumer did not run on both ($CID: $n1, $ID2: $n2)"
 t_ok "$CID deleted and refused (invalid_client); $ID2 gets tokens, healthy"
+t_ok "the consumer never failed ($n1 tokens as $CID, $n2 as $ID2 after one reload)"
 
 t_say "what cannot be adopted: a client that does not exist, a wrong token"
 tly apply "$(consumer ghost)" >/dev/null
@@ -240,6 +317,93 @@ tly log --json --stream grant/wrongtok/login --type credential.delivered | grep 
 	t_fail "something was delivered for wrongtok/login"
 t_ok "$(grep -o 'client no-such-client[^"]*' "$W/ghost.ev" | cut -c1-160)"
 t_ok "$(grep -o "client $OID[^\"]*" "$W/wrong.ev" | cut -c1-160)"
+
+t_say "another mesh's clients are refused, even with their real registration access tokens"
+# A second home (another mesh) registers two clients at the same
+# provider: alien's, which grab/login here tries to adopt (another
+# grant), and twin's, which twin/login here tries to adopt (the same
+# grant id: the mark names the grant, the mesh is another).
+(
+	export TALLY_HOME="$W/home2"
+	t_init
+	t_node node-x 127.0.0.1
+	tly apply "$W/manifests/idp.yaml" >/dev/null || t_fail "tally apply idp.yaml (home2) failed"
+	tly assign idp node-x --set issuer="$ISS" --set ca="$CA" --set token-lifetime=600s \
+		--secret initial-access-token <"$TALLY_TEST_OIDC_IATFILE" >/dev/null ||
+		t_fail "tally assign idp node-x failed"
+	for mod in alien twin; do
+		tly apply "$(consumer $mod)" >/dev/null || t_fail "tally apply $mod (home2) failed"
+		tly assign $mod node-x >/dev/null || t_fail "tally assign $mod node-x failed"
+	done
+	t_tallyd_once
+	t_wait_healthy 10
+)
+# h2 CMD...: CMD in the other mesh's home (its env files refresh there).
+h2() { ( export TALLY_HOME="$W/home2"; "$@" ); }
+MESH2=$(h2 tly mesh --json | t_jstr mesh)
+M2=$(printf %s "$MESH2" | cut -c1-12)
+[ -n "$MESH2" ] && [ "$MESH2" != "$MESH" ] || t_fail "the second home's mesh is '$MESH2'"
+# Their registration access tokens are in the other mesh's log alone,
+# sealed in the grants' handles: no tally command of either mesh shows
+# them.  The provider keeps them (oidc-provider stores an opaque token
+# under its value, with its client's id): what the provider's admin
+# could hand an operator.  With one the read succeeds, so what refuses
+# below is the driver's reading of the client's mark, not the
+# provider's 401 to a wrong token.
+rat_of() {
+	python3 -c 'import json, sys
+st = json.load(open(sys.argv[1]))
+for k, e in st.items():
+    if k.startswith("RegistrationAccessToken:") and e["p"].get("clientId") == sys.argv[2]:
+        print(k.split(":", 1)[1])' "$store" "$1"
+}
+fx=$(h2 t_envfile node-x alien)
+XID=$(h2 t_envget "$fx" O_ID)
+XSEC=$(h2 t_envget "$fx" O_SECRET)
+XRAT=$(rat_of "$XID")
+fy=$(h2 t_envfile node-x twin)
+YID=$(h2 t_envget "$fy" O_ID)
+YSEC=$(h2 t_envget "$fy" O_SECRET)
+YRAT=$(rat_of "$YID")
+for c in "$XID alien $XRAT" "$YID twin $YRAT"; do
+	set -- $c
+	[ $# = 3 ] || t_fail "not one registration access token of $2/login's client '$1' in the provider's store"
+	[ "$(client "$1" "c['software_id']")" = "tally mesh $MESH2 grant $2/login" ] ||
+		t_fail "$1's software_id: $(client "$1" "c.get('software_id')")"
+	[ "$(reg_status "$1" "$3")" = 200 ] || t_fail "$1's registration access token does not read it"
+done
+tly apply "$(consumer grab)" >/dev/null || t_fail "tally apply grab failed"
+printf '%s\n' "$XRAT" | tly adopt grab/login --resource "$XID" --secret-stdin >/dev/null ||
+	t_fail "tally adopt grab/login failed"
+tly apply "$(consumer twin)" >/dev/null || t_fail "tally apply twin failed"
+printf '%s\n' "$YRAT" | tly adopt twin/login --resource "$YID" --secret-stdin >/dev/null ||
+	t_fail "tally adopt twin/login failed"
+tly assign grab node-a >/dev/null || t_fail "tally assign grab failed"
+tly assign twin node-a >/dev/null || t_fail "tally assign twin failed"
+t_grant_wait 30 grab/login grant.failed \
+	"client $XID was made by tally for grant alien/login of mesh $M2\\.\\.\\., not this one" >"$W/grab.ev"
+t_grant_wait 30 twin/login grant.failed \
+	"client $YID is owned by mesh $M2\\.\\.\\., not this one" >"$W/twin.ev"
+for c in "$XID alien $XRAT $XSEC" "$YID twin $YRAT $YSEC"; do
+	set -- $c
+	[ "$(client "$1" "c['software_id']")" = "tally mesh $MESH2 grant $2/login" ] ||
+		t_fail "$1's software_id changed: $(client "$1" "c.get('software_id')")"
+	[ "$(reg_status "$1" "$3")" = 200 ] ||
+		t_fail "$1's registration access token no longer reads it (a PUT rotated it)"
+	curl -s --cacert "$CA" -u "$1:$4" -d grant_type=client_credentials "$TOKEN_EP" |
+		grep -q '"access_token"' || t_fail "the other mesh's client $1 no longer gets tokens"
+	h2 tly check $2/login >"$W/check2.out" 2>&1 || {
+		cat "$W/check2.out" >&2
+		t_fail "tally check $2/login in the other mesh"
+	}
+done
+for g in grab/login twin/login; do
+	tly log --json --stream "grant/$g" --type credential.delivered | grep -q . &&
+		t_fail "something was delivered for $g"
+done
+t_ok "$(grep -o "client $XID was made by tally for grant [^:]*" "$W/grab.ev" | head -n 1)"
+t_ok "$(grep -o "client $YID is owned by mesh [^:]*" "$W/twin.ev" | head -n 1)"
+t_ok "$XID, $YID: their marks, registration access tokens and secrets kept; the other mesh's check clean"
 
 t_tallyd_stop
 tly verify >/dev/null || t_fail "tally verify failed"

@@ -9,12 +9,18 @@
 #     waits, nothing of the adopted user's key is delivered (no
 #     credential.delivered of v1); the delivered key is tally's (v2), on
 #     the same user and bucket, reads every object and writes one;
-#   - the adopted key is retired only after the holder acknowledged v2
-#     (status names the wait), then refused while the delivered one
-#     works; the user and the bucket stay, the user with v2's key alone;
+#   - a consumer on the adopted key keeps reading an object (its
+#     checksum) throughout: its node's agent (tally-node) writes v2,
+#     reloads it once and acknowledges, and only then is the adopted key
+#     retired (status names the wait), then refused while the delivered
+#     one works; the user and the bucket stay, the user with v2's key
+#     alone;
 #   - adopting a bucket that does not exist, or one tally made for
 #     another grant: grant.failed with the driver's reason, the other
 #     grant's bucket untouched;
+#   - another mesh's bucket and user (a second home on the same
+#     gateway): refused (owned by mesh ...), its user's mark and key, its
+#     objects and its grant's health untouched;
 #   - tally check, verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
 
@@ -139,6 +145,45 @@ tly log --json --stream "grant/$G" --type grant.adopted |
 	t_fail "no grant.adopted {resource $LB, login $LU}"
 t_ok "$(cat "$W/adopt.out")"
 
+t_say "the consumer: on the adopted key until its agent writes tally's"
+# A consumer as a live mesh runs it: its own key until its node's agent
+# writes the delivered one (and reloads it), then that; a signed GET of
+# one object every round, its checksum compared, every failure recorded.
+# Its own files: the script's s3 uses $W/curl.cfg and $W/s3.out meanwhile.
+mkdir -p "$W/agent"
+: >"$W/poll.ok"
+: >"$W/poll.fail"
+O1=$(sed -n 's|^dir/o1\.bin ||p' "$W/sums0")
+# The reload is a request the consumer answers between two reads (as a
+# service's reload returns once it runs on the new values): the agent
+# acknowledges only after it, so no read is in flight on the old key
+# when it is retired.  The agent's DIR/MODULE/VARIABLE files hold the
+# values as they are (the env file quotes them).
+ak=$LAK sk=$LSK
+poll() {
+	while [ ! -f "$W/poll.stop" ]; do
+		if [ -f "$W/reload.req" ] && [ ! -f "$W/reload.done" ]; then
+			ak=$(cat "$W/agent/legacy/S3_ACCESS_KEY")
+			sk=$(cat "$W/agent/legacy/S3_SECRET_KEY")
+			: >"$W/reload.done"
+		fi
+		( umask 077; printf 'user = "%s:%s"\n' "$ak" "$sk" >"$W/poll.cfg" )
+		st=$(curl -s -m 5 -K "$W/poll.cfg" --aws-sigv4 aws:amz:default:s3 \
+			-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -o "$W/poll.out" \
+			-w '%{http_code}' "$EP/$LB/dir/o1.bin" 2>"$W/poll.err") || st="curl $?"
+		if [ "$st" = 200 ] &&
+		    [ "$(sha256sum <"$W/poll.out" | cut -d' ' -f1)" = "$O1" ]; then
+			echo "$ak" >>"$W/poll.ok"
+		else
+			echo "$(date +%T.%N) as $ak: $st $(head -c 200 "$W/poll.out" 2>/dev/null | tr '\n' ' ')$(tr '\n' ' ' <"$W/poll.err")" >>"$W/poll.fail"
+		fi
+		sleep 0.1
+	done
+}
+poll &
+POLL=$!
+_t_pids="$_t_pids $POLL"
+
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 t_tallyd_start --interval 1
 t_grant_wait 30 $G grant.provisioned >/dev/null
@@ -194,9 +239,19 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 	t_fail "retired before the acknowledgement"
 t_ok "$LAK reads; status: waiting on node-a/legacy"
 
-t_say "node-a acknowledges v2: the adopted key goes, the user and bucket stay"
-tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
+t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted key goes, the user and bucket stay"
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
+	--state "$W/agent.state" --log "$TALLY_HOME" \
+	--reload "legacy=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
+	2>>"$W/agent.log" &
+AGENT=$!
+_t_pids="$_t_pids $AGENT"
+t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired "\"user\":\"$LU\"" >/dev/null
+[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
+	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
+[ "$(cat "$W/agent/legacy/S3_ACCESS_KEY")" = "$DAK" ] ||
+	t_fail "the agent wrote S3_ACCESS_KEY $(cat "$W/agent/legacy/S3_ACCESS_KEY"), not $DAK"
 t_grant_wait 10 $G rotation.completed >/dev/null
 [ "$(s3 "$LAK" "$LSK" GET "/$LB/dir/o1.bin")" = 403 ] || t_fail "the adopted key still reads"
 [ "$(s3 "$LAK" "$LSK" PUT "/$LB/late.txt" late)" = 403 ] || t_fail "the adopted key still writes"
@@ -208,7 +263,19 @@ $RADM user info --uid="$LU" 2>/dev/null | grep -q "\"access_key\": \"$DAK\"" ||
 $RADM bucket stats --bucket="$LB" 2>/dev/null | grep -q "\"owner\": \"$LU\"" ||
 	t_fail "$LB is no longer $LU's"
 t_expect_exit 0 "tally check $G" tly check $G
+sleep 1
+touch "$W/poll.stop"
+t_wait_exit "$POLL" 15
+kill "$AGENT" 2>/dev/null || true
+if [ -s "$W/poll.fail" ]; then
+	cat "$W/poll.fail" >&2
+	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
+fi
+n1=$(grep -c "^$LAK\$" "$W/poll.ok" || true)
+n2=$(grep -c "^$DAK\$" "$W/poll.ok" || true)
+[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || t_fail "the consumer did not run on both ($LAK: $n1, $DAK: $n2)"
 t_ok "$LAK refused; $DAK reads 20 checksums; $LU keeps v2's key alone; check clean"
+t_ok "the consumer never failed ($n1 reads as $LAK, $n2 as $DAK after one reload)"
 
 t_say "what cannot be adopted: a bucket that does not exist, one of tally's"
 tly apply "$(consumer ghost)" >/dev/null || t_fail "tally apply ghost failed"
@@ -235,6 +302,55 @@ t_grant_wait 30 fourth/files grant.failed 'made by tally for grant other/files' 
 	t_fail "other/files' key no longer reads its object"
 [ "$(mark_of "$U4")" = "tally mesh $MESH grant other/files" ] || t_fail "$U4's mark changed: $(mark_of "$U4")"
 t_ok "nosuch-bucket: nothing to adopt; $B4: tally's for other/files (its key works, its mark kept)"
+
+t_check "another mesh's bucket and user are refused"
+# A second home (another mesh) provisions a bucket on the same gateway.
+(
+	export TALLY_HOME="$W/home2"
+	t_init
+	t_node node-x 127.0.0.1
+	tly apply "$W/manifests/store.yaml" >/dev/null || t_fail "tally apply store.yaml (home2) failed"
+	tly assign store node-x --expose network --set port="$RP" --set admin-access-key="$AK" \
+		--secret admin-secret-key <"$TALLY_TEST_RGW_SECRETFILE" >/dev/null ||
+		t_fail "tally assign store node-x failed"
+	tly apply "$(consumer alien)" >/dev/null || t_fail "tally apply alien (home2) failed"
+	tly assign alien node-x >/dev/null || t_fail "tally assign alien node-x failed"
+	t_tallyd_once
+	t_wait_healthy 10 alien
+)
+# h2 CMD...: CMD in the other mesh's home (its env files refresh there).
+h2() { ( export TALLY_HOME="$W/home2"; "$@" ); }
+MESH2=$(h2 tly mesh --json | t_jstr mesh)
+M2=$(printf %s "$MESH2" | cut -c1-12)
+BX=$(h2 t_grec alien/files resource)
+UX=$(h2 t_grec alien/files user)
+fx=$(h2 t_envfile node-x alien)
+XAK=$(h2 t_envget "$fx" S3_ACCESS_KEY)
+XSK=$(h2 t_envget "$fx" S3_SECRET_KEY)
+[ -n "$MESH2" ] && [ "$MESH2" != "$MESH" ] || t_fail "the second home's mesh is '$MESH2'"
+[ -n "$BX" ] && [ -n "$UX" ] && [ -n "$XAK" ] || t_fail "alien/files: bucket '$BX', user '$UX', key '$XAK'"
+[ "$(s3 "$XAK" "$XSK" PUT "/$BX/theirs.txt" alien-data)" = 200 ] ||
+	t_fail "the other mesh's key cannot write its bucket: $(cat "$W/s3.out")"
+[ "$(mark_of "$UX")" = "tally mesh $MESH2 grant alien/files" ] || t_fail "$UX's mark: $(mark_of "$UX")"
+tly apply "$(consumer grab)" >/dev/null || t_fail "tally apply grab failed"
+tly adopt grab/files --resource "$BX" --login "$UX" >/dev/null ||
+	t_fail "tally adopt grab/files failed"
+tly assign grab node-a >/dev/null || t_fail "tally assign grab failed"
+t_grant_wait 30 grab/files grant.failed "owned by mesh $M2\\.\\.\\., not this one" >"$W/grab.ev"
+tly log --json --stream grant/grab/files --type credential.delivered | grep -q . &&
+	t_fail "something was delivered for grab/files"
+[ "$(mark_of "$UX")" = "tally mesh $MESH2 grant alien/files" ] || t_fail "$UX's mark changed: $(mark_of "$UX")"
+[ "$(ukeys "$UX")" = 1 ] || t_fail "$UX does not hold its one key"
+$RADM bucket stats --bucket="$BX" 2>/dev/null | grep -q "\"owner\": \"$UX\"" ||
+	t_fail "$BX is no longer $UX's"
+[ "$(s3 "$XAK" "$XSK" GET "/$BX/theirs.txt")" = 200 ] && [ "$(cat "$W/s3.out")" = alien-data ] ||
+	t_fail "the other mesh's key no longer reads its object"
+h2 tly check alien/files >"$W/check2.out" 2>&1 || {
+	cat "$W/check2.out" >&2
+	t_fail "tally check alien/files in the other mesh"
+}
+t_ok "$(grep -o 'user [^ ]* is owned by mesh [^:]*' "$W/grab.ev" | head -n 1 | tr -d '\\')"
+t_ok "$BX: $UX's mark, key and object kept; the other mesh's check clean"
 
 t_tallyd_stop
 tly verify >/dev/null || t_fail "tally verify failed"

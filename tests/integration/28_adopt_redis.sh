@@ -13,13 +13,19 @@
 #     delivered; v2 is a password of tally's on the same user, which
 #     reads and writes the keys; a check in the middle finds no drift
 #     (a repair would lock the holders out);
-#   - after tally ack the adopted passwords are refused, the delivered
-#     one still works, the user holds its hash only; the grant is
-#     healthy (tally status, tally check);
+#   - a consumer on the adopted user keeps working throughout (a GET
+#     every 0.1 s, on its own password until its node's agent,
+#     tally-node, writes v2 and reloads it once; told apart by the
+#     password, the user being the same): the agent acknowledges, and
+#     only then are the adopted passwords retired: refused from then
+#     on, the delivered one still works, the user holds its hash only,
+#     the values as they were; the grant is healthy (tally status,
+#     tally check);
 #   - what cannot be adopted: a user that does not exist, one tally
 #     made for another grant (its credential untouched), the default
-#     user, the prefix tally (the marks' key space): grant.failed with
-#     the driver's reason;
+#     user, the prefix tally (the marks' key space), another mesh's user
+#     on the same server (owned by mesh ...; its credential, marks and
+#     keys untouched): grant.failed with the driver's reason;
 #   - tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
 
@@ -138,6 +144,44 @@ tly log --json --stream "grant/$G" --type grant.adopted |
 	t_fail "no grant.adopted {resource legacy, login legacy}"
 t_ok "$(cat "$W/adopt.out")"
 
+t_say "the consumer: on an adopted password until its agent writes tally's"
+# A consumer as a live mesh runs it: its own stored password until its
+# node's agent writes the delivered values (and reloads it), then those;
+# a GET every round over TLS, every failure recorded.  v2 is a password
+# of the same user, so what it ran on is told by the password (its
+# SHA-256, as the server keeps it).
+V7=$(printf '%s' legacy:k7 | sha256sum | cut -c1-12)
+mkdir -p "$W/agent"
+: >"$W/poll.ok"
+: >"$W/poll.fail"
+# The reload is a request the consumer answers between two GETs (as a
+# service's reload returns once it runs on the new values): the agent
+# acknowledges only after it, so no GET is in flight on an adopted
+# password when they are retired.
+ph=localhost pp=$TP pca=$TALLY_TEST_CA pu=legacy ppw=frozen-real
+poll_cache() {
+	while [ ! -f "$W/poll.stop" ]; do
+		if [ -f "$W/reload.req" ] && [ ! -f "$W/reload.done" ]; then
+			# Values as the agent writes them: NAME=VALUE, unquoted.
+			t_envvars "$W/agent/legacy.env" R_HOST R_PORT R_CA R_USER R_PASSWORD
+			ph=$R_HOST pp=$R_PORT pca=$R_CA pu=$R_USER ppw=$R_PASSWORD
+			: >"$W/reload.done"
+		fi
+		_o=$(timeout 5 redis-cli --tls --cacert "$pca" -h "$ph" -p "$pp" \
+			--user "$pu" --pass "$ppw" --no-auth-warning GET legacy:k7 2>&1) || true
+		if [ "$_o" = "$V7" ]; then
+			echo "$pu $(sha "$ppw")" >>"$W/poll.ok"
+		else
+			echo "$(date +%T.%N) as $pu: $(printf '%s' "$_o" | tr '\n' ' ')" >>"$W/poll.fail"
+		fi
+		sleep 0.1
+	done
+}
+poll_cache &
+POLL=$!
+_t_pids="$_t_pids $POLL"
+t_wait_for 10 "the consumer's first round" test -s "$W/poll.ok"
+
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 t_tallyd_start --interval 1
 t_grant_wait 30 $G grant.provisioned >/dev/null
@@ -199,9 +243,19 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 logs_in legacy frozen-real || t_fail "an adopted password stopped working before the ack"
 t_ok "both adopted passwords log in; tally check clean; status: waiting on node-a/legacy"
 
-t_say "node-a acknowledges v2: the adopted passwords go, the user stays"
-tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
+t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted passwords go, the user stays"
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
+	--state "$W/agent.state" --log "$TALLY_HOME" \
+	--reload "legacy=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
+	2>>"$W/agent.log" &
+AGENT=$!
+_t_pids="$_t_pids $AGENT"
+t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
+[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
+	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
+[ "$(t_envget "$W/agent/legacy.env" R_PASSWORD)" = "$P2" ] ||
+	t_fail "the agent wrote another password than the one delivered"
 t_grant_wait 10 $G rotation.completed >/dev/null
 logs_in legacy frozen-real && t_fail "frozen-real still logs in"
 logs_in legacy frozen-two && t_fail "frozen-two still logs in"
@@ -210,7 +264,22 @@ logs_in legacy frozen-two && t_fail "frozen-two still logs in"
 [ "$(radm SMEMBERS tally:pw:legacy)" = "$(sha "$P2")" ] ||
 	t_fail "the passwords mark: $(radm SMEMBERS tally:pw:legacy | tr '\n' ' ')"
 [ "$(digest legacy "$P2")" = "$SUM0" ] || t_fail "the values changed with the retirement"
+sleep 1
+touch "$W/poll.stop"
+t_wait_exit "$POLL" 15
+kill "$AGENT" 2>/dev/null || true
+t_wait_exit "$AGENT" 10
+if [ -s "$W/poll.fail" ]; then
+	cat "$W/poll.fail" >&2
+	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
+fi
+n1=$(grep -cx "legacy $(sha frozen-real)" "$W/poll.ok" || true)
+n2=$(grep -cx "legacy $(sha "$P2")" "$W/poll.ok" || true)
+[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] ||
+	t_fail "the consumer did not run on both (frozen-real: $n1, v2: $n2)"
+[ $((n1 + n2)) -eq "$(wc -l <"$W/poll.ok")" ] || t_fail "the consumer ran on a third password"
 t_ok "both adopted passwords refused; legacy holds v2's hash only; digest $SUM0"
+t_ok "the consumer never failed ($n1 GETs on frozen-real, $n2 on v2 after one reload)"
 
 t_check "verification judges the adopted user healthy"
 t_wait_healthy 30 legacy
@@ -252,6 +321,63 @@ t_grant_wait 30 sixth/cache grant.failed 'prefix tally' >/dev/null
 [ -z "$(radm GET tally:owner:prey)" ] || t_fail "prey was marked"
 [ "$(rtls prey prey-pw KEYS 'prey:*' 2>&1)" = "" ] || t_fail "prey's rules changed"
 t_ok "nosuchuser: nothing to adopt; $UO: tally's for other/cache (its credential works); default; prefix tally"
+
+t_check "another mesh's user is refused"
+# A second home (another mesh) makes a user of its own on the same
+# server, with the same admin, and writes under its prefix.
+(
+	export TALLY_HOME="$W/home2"
+	tly init >/dev/null
+	tly node add node-x --routable-name localhost --key-out "$(t_nodekey node-x)" \
+		>/dev/null || t_fail "tally node add node-x (the other mesh) failed"
+	tly apply "$W/manifests/cache.yaml" >/dev/null
+	tly assign cache node-x --set host=localhost --set port="$TP" --set tls=verify \
+		--set ca="$TALLY_TEST_CA" --set admin-user=admin \
+		--secret admin-password <"$TALLY_TEST_REDIS_PWFILE" >/dev/null ||
+		t_fail "tally assign cache node-x (the other mesh) failed"
+	tly apply "$(consumer alien)" >/dev/null
+	tly assign alien node-x >/dev/null
+	t_tallyd_once
+	tly status alien >/dev/null || t_fail "the other mesh's alien is not healthy"
+	fx=$(t_envfile node-x alien)
+	[ "$(rc_as "$fx" SET "$(t_envget "$fx" R_PREFIX)data" alien-data)" = OK ] ||
+		t_fail "the other mesh's credential cannot write"
+	t_envget "$fx" R_USER >"$W/alien.user"
+)
+UX=$(cat "$W/alien.user")
+[ -n "$UX" ] && [ -n "$(radm ACL GETUSER "$UX")" ] || t_fail "no user of the other mesh's"
+MX=$(radm GET "tally:mesh:$UX")
+[ -n "$MX" ] || t_fail "the other mesh's user has no mesh mark"
+# What the other mesh's user is, to compare after the refusal.
+alien_state() {
+	radm ACL GETUSER "$UX"
+	radm GET "tally:owner:$UX"
+	radm GET "tally:mesh:$UX"
+	radm SMEMBERS "tally:pw:$UX" | sort
+	radm GET "${UX}:data"
+}
+alien_state >"$W/alien.before"
+tly apply "$(consumer grab)" >/dev/null || t_fail "tally apply grab failed"
+tly adopt grab/cache --resource "$UX" --login "$UX" >/dev/null ||
+	t_fail "tally adopt grab/cache failed"
+tly assign grab node-a >/dev/null
+why=$(t_grant_wait 30 grab/cache grant.failed 'owned by mesh' | grep -o 'owned by mesh [0-9a-f]*' | head -n 1)
+[ "$why" = "owned by mesh $(printf '%.12s' "$MX")" ] || t_fail "refused as '$why', not as the other mesh's"
+alien_state >"$W/alien.after"
+cmp -s "$W/alien.before" "$W/alien.after" || {
+	diff "$W/alien.before" "$W/alien.after" >&2 || true
+	t_fail "the other mesh's user or its marks changed"
+}
+(
+	export TALLY_HOME="$W/home2"
+	fx=$(t_envfile node-x alien)
+	[ "$(rc_as "$fx" GET "$(t_envget "$fx" R_PREFIX)data")" = alien-data ] ||
+		t_fail "the other mesh's credential no longer reads its key"
+	t_tallyd_once
+	tly status alien >/dev/null || t_fail "the other mesh's alien is not healthy after the refusal"
+	t_expect_exit 0 "tally check alien/cache (the other mesh)" tly check alien/cache
+)
+t_ok "$UX refused ($why...); its user, marks and key untouched, its credential works"
 
 t_wait_healthy 10 legacy
 t_tallyd_stop

@@ -788,9 +788,136 @@ db_privs(const struct tl_drv_grant *g)
 }
 
 /*
+ * A REVOKE of something the user may no longer hold: "no such grant"
+ * (1141 database, 1147 table, 1403 routine) is what it wants, not an
+ * error.
+ */
+static int
+revoke_held(MYSQL *c, const char *step, char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int
+revoke_held(MYSQL *c, const char *step, char *why, const char *fmt, ...)
+{
+	char sql[MDB_SQL_MAX];
+	va_list ap;
+	unsigned e;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = tl_drv_vsqlf(sql, sizeof(sql), why, fmt, ap);
+	va_end(ap);
+	if (rc != 0)
+		return tl_drv_why(why, rc, "%s: statement too long", step);
+	if ((rc = tl_drv_mdb_run(c, sql, step, why)) != 0 &&
+	    ((e = mysql_errno(c)) == 1141 || e == 1147 || e == 1403)) {
+		why[0] = '\0';
+		rc = 0;
+	}
+	return rc;
+}
+
+/*
+ * What a login below ownership is not given on its database, beyond
+ * GRANT OPTION: MariaDB's database-level privileges (as of 10.3.4)
+ * less db_privs.  REVOKE of one not held is no error.
+ */
+static const char *
+db_privs_not(const struct tl_drv_grant *g)
+{
+	if (g->access == TL_DRV_ACCESS_READ)
+		return "INSERT, UPDATE, DELETE, CREATE, DROP, REFERENCES, "
+		    "INDEX, ALTER, CREATE TEMPORARY TABLES, LOCK TABLES, "
+		    "EXECUTE, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER "
+		    "ROUTINE, EVENT, TRIGGER, DELETE HISTORY, ";
+	if (g->access == TL_DRV_ACCESS_READ_WRITE)
+		return "CREATE, DROP, REFERENCES, INDEX, ALTER, CREATE "
+		    "TEMPORARY TABLES, LOCK TABLES, EXECUTE, CREATE VIEW, SHOW "
+		    "VIEW, CREATE ROUTINE, ALTER ROUTINE, EVENT, TRIGGER, "
+		    "DELETE HISTORY, ";
+	return "";
+}
+
+/*
+ * Every privilege of g's user but db_privs on its database: global
+ * ones (REVOKE ... ON *.* acts on that level alone), the rest on its
+ * database, and every other database's, table's (with its columns')
+ * and routine's, as the grant tables list them.
+ */
+static int
+revoke_beyond(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const struct ids *x, char *why)
+{
+	char sql[MDB_SQL_MAX], a[2 * TL_DRV_NAME_MAX + 4];
+	char b[2 * TL_DRV_NAME_MAX + 4];
+	MYSQL_RES *r;
+	MYSQL_ROW row;
+	int rc, k;
+
+	if ((rc = revoke_held(p->c, "revoking global privileges", why,
+	    "REVOKE ALL PRIVILEGES ON *.* FROM %s", x->user)) != 0 ||
+	    (rc = revoke_held(p->c, "revoking global privileges", why,
+	    "REVOKE GRANT OPTION ON *.* FROM %s", x->user)) != 0 ||
+	    (rc = revoke_held(p->c, "revoking privileges on the database",
+	    why, "REVOKE %sGRANT OPTION ON %s.* FROM %s", db_privs_not(g),
+	    x->pat, x->user)) != 0)
+		return rc;
+	for (k = 0; k < 3; k++) {
+		/* Its own database's row is db_privs: kept. */
+		if (k == 0)
+			rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT Db, '' "
+			    "FROM mysql.db WHERE User = %s AND Host = '%%' AND "
+			    "Db <> %s", x->ulit, x->plit);
+		else if (k == 1)
+			rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT Db, "
+			    "Table_name FROM mysql.tables_priv WHERE User = %s "
+			    "AND Host = '%%'", x->ulit);
+		else
+			rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT Db, "
+			    "Routine_name, Routine_type FROM mysql.procs_priv "
+			    "WHERE User = %s AND Host = '%%'", x->ulit);
+		if (rc != 0)
+			return rc;
+		if ((rc = query(p->c, sql, &r, "reading the user's other "
+		    "privileges", why)) != 0)
+			return rc;
+		while (rc == 0 && (row = mysql_fetch_row(r)) != NULL) {
+			char on[3 * (2 * TL_DRV_NAME_MAX + 4) + 16];
+			int i;
+
+			/* A database's row is its pattern, as stored. */
+			if (row[0] == NULL || row[1] == NULL ||
+			    tl_drv_mdb_quote_id(row[0], a, sizeof(a)) != 0 ||
+			    (k > 0 && tl_drv_mdb_quote_id(row[1], b,
+			    sizeof(b)) != 0))
+				continue;
+			if (k == 0)
+				snprintf(on, sizeof(on), "%s.*", a);
+			else if (k == 1)
+				snprintf(on, sizeof(on), "%s.%s", a, b);
+			else
+				snprintf(on, sizeof(on), "%s %s.%s",
+				    row[2] != NULL && strcmp(row[2],
+				    "FUNCTION") == 0 ? "FUNCTION" : "PROCEDURE",
+				    a, b);
+			/* Grant option first: ALL may leave no row behind. */
+			for (i = 0; i < 2 && rc == 0; i++)
+				rc = revoke_held(p->c, "revoking the user's "
+				    "other privileges", why, "REVOKE %s ON %s "
+				    "FROM %s", i == 0 ? "GRANT OPTION" :
+				    "ALL PRIVILEGES", on, x->user);
+		}
+		mysql_free_result(r);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/*
  * db_privs on the database; with revoke, every other privilege taken
- * first (between the two statements the user may use nothing, which a
- * user in use is spared when there is nothing to take: adopt_takeover).
+ * after it, so that a user in use (adopted with more than its
+ * database, or repaired) can use its database throughout.
  */
 static int
 grant_database(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
@@ -798,11 +925,10 @@ grant_database(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 {
 	int rc;
 
-	if (revoke && (rc = runf(p->c, "revoking the user's privileges", why,
-	    "REVOKE ALL PRIVILEGES, GRANT OPTION FROM %s", x->user)) != 0)
+	if ((rc = runf(p->c, "granting the database", why, "GRANT %s ON %s.* "
+	    "TO %s", db_privs(g), x->pat, x->user)) != 0)
 		return rc;
-	return runf(p->c, "granting the database", why, "GRANT %s ON %s.* TO "
-	    "%s", db_privs(g), x->pat, x->user);
+	return revoke ? revoke_beyond(p, g, x, why) : 0;
 }
 
 /*
@@ -1328,8 +1454,8 @@ adopt_extent(struct tl_drv_mdb *p, const struct ids *x, long *beyond,
  * 'g->login'@'%', made by someone else, become g's.  Everything is
  * checked before anything changes; then both are marked for g, as
  * create marks what it makes, and the user is given ALL on the database
- * and nothing else (revoked first only when it holds more, so a user
- * that does not keeps its access throughout).  Its password, REQUIRE and
+ * and nothing else (granted before anything is revoked, so that its
+ * consumers can use the database throughout).  Its password, REQUIRE and
  * resource limits are left as they are: they are how its consumers log
  * in until the rotation that follows retires it.  Nothing is dropped or
  * made.  A resumed call finds its marks and does the same again.

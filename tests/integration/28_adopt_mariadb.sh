@@ -4,8 +4,8 @@
 # data and the user 'legacy'@'%' its consumer logs in as today, taken
 # under tally; 28_adopt_pg.sh is the same for PostgreSQL.
 #   - the CLI: adopt before assign records the claim (grant.adopted);
-#     --login missing and another grant adopting the same database are
-#     refused, nothing appended;
+#     --login missing, a second adopt of the grant and another grant
+#     adopting the same database are refused, nothing appended;
 #   - tallyd takes it over: nothing dropped or made again (the table's
 #     creation time, the rows and their checksum), the user's password
 #     and REQUIRE are not touched (its authentication string; it still
@@ -14,12 +14,20 @@
 #     nothing of the adopted user is delivered (no credential.delivered
 #     of v1), the delivered credential is tally's (v2), REQUIRE SSL, and
 #     reads and writes the data over verified TLS;
-#   - the adopted user is retired only after the holder acknowledged v2
-#     (status names the wait), then it is dropped and refused;
+#   - a consumer on the adopted user (in plaintext, as today) keeps
+#     working from before the takeover (which grants the database
+#     before it revokes what the user held elsewhere: the server's
+#     general log) on: its node's agent (tally-node) writes
+#     v2, reloads it once (the consumer then logs in as tally's user
+#     over verified TLS) and acknowledges, and only then is the adopted
+#     user retired (status names the wait), then dropped and refused;
+#     not one of its queries failed, and it ran on both users;
 #   - what cannot be adopted, each a grant.failed with the driver's
 #     reason and nothing on the server changed: a database that does not
 #     exist; one tally made for another grant; a user on another host
 #     than '%'; a database whose trigger runs as the user (DEFINER);
+#     another mesh's database and user on the same server (owned by mesh
+#     ...: its marks, password and data untouched, its credential works);
 #   - tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
 
@@ -128,14 +136,73 @@ tly log --json --stream "grant/$G" --type grant.adopted |
 	grep -q '"resource":"legacydb","login":"legacy"' ||
 	t_fail "no grant.adopted {resource legacydb, login legacy}"
 before=$(t_head_seq)
+t_expect_exit 4 "a second adopt of $G" tly adopt $G --resource legacydb --login legacy
 t_expect_exit 4 "other/db adopting legacydb too" \
 	tly adopt other/db --resource legacydb --login legacy
 grep -q "adopted by grant $G" "$W/last.err" || t_fail "no word of $G: $(cat "$W/last.err")"
 [ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "$(cat "$W/adopt.out")"
 
+t_say "the consumer: on the adopted user until its agent writes tally's"
+# A consumer as a live mesh runs it: its own stored credential (legacy,
+# in plaintext) until its node's agent writes the delivered one (and
+# reloads it), then that, over TLS verified with the CA file the agent
+# wrote; a query every round, every failure recorded.  It runs through
+# the takeover too: legacy holds a privilege on sidedb, which the
+# takeover revokes only after granting legacydb (drivers/mariadb.c:
+# grant_database), so that no login in between is refused (1044).
+mkdir -p "$W/agent"
+: >"$W/poll.ok"
+: >"$W/poll.fail"
+# The reload is a request the consumer answers between two queries (as
+# a service's reload returns once it runs on the new values): the agent
+# acknowledges only after it, so no query is in flight on the old
+# credential when it is retired.
+agentvar() { sed -n "s/^$1=//p" "$W/agent/legacy.env" | tr -d "'\""; }
+host=127.0.0.1 port=$MPORT u=legacy pw=frozen-real db=legacydb ca=
+app() {
+	while [ ! -f "$W/poll.stop" ]; do
+		if [ -f "$W/reload.req" ] && [ ! -f "$W/reload.done" ]; then
+			host=$(agentvar DB_HOST) port=$(agentvar DB_PORT)
+			u=$(agentvar DB_USER) pw=$(agentvar DB_PASSWORD)
+			db=$(agentvar DB_NAME) ca=$(agentvar DB_SSL_CA)
+			: >"$W/reload.done"
+		fi
+		if [ -n "$ca" ]; then
+			set -- --ssl --ssl-ca="$ca" --ssl-verify-server-cert
+		else
+			set -- --skip-ssl
+		fi
+		if mariadb --no-defaults --connect-timeout=3 -h"$host" -P"$port" \
+		    -u"$u" -p"$pw" "$@" -N -B "$db" \
+		    -e "SELECT COUNT(*) FROM scores" >/dev/null 2>"$W/poll.err"; then
+			echo "$u" >>"$W/poll.ok"
+		else
+			echo "$(date +%T.%N) as $u: $(tr '\n' ' ' <"$W/poll.err")" >>"$W/poll.fail"
+		fi
+		sleep 0.1
+	done
+}
+
+app &
+POLL=$!
+_t_pids="$_t_pids $POLL"
+# The server's own record of the takeover's statements, in order.
+msql "SET GLOBAL log_output = 'TABLE'; TRUNCATE mysql.general_log; SET GLOBAL general_log = 1"
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 t_tallyd_start --interval 1
+t_grant_wait 30 $G grant.provisioned >/dev/null
+msql "SET GLOBAL general_log = 0; SET GLOBAL log_output = 'FILE'"
+t_check "the takeover grants legacydb before it revokes anything of legacy's"
+msql "SELECT argument FROM mysql.general_log WHERE command_type = 'Query' AND
+	(argument LIKE 'GRANT %legacydb%TO ''legacy''@%' OR argument LIKE 'REVOKE %FROM ''legacy''@%')
+	ORDER BY event_time, thread_id" >"$W/takeover.sql"
+head -n 1 "$W/takeover.sql" | grep -q '^GRANT ALL PRIVILEGES ON `legacydb`' || {
+	cat "$W/takeover.sql" >&2
+	t_fail "the takeover revoked before it granted legacydb"
+}
+grep -q '^REVOKE .*`sidedb`' "$W/takeover.sql" || t_fail "sidedb was not revoked: $(cat "$W/takeover.sql")"
+t_ok "$(tr '\n' ';' <"$W/takeover.sql" | cut -c1-200)"
 t_grant_wait 30 $G rotation.started '"reason":"adopted' >/dev/null
 t_grant_wait 30 $G credential.activated >/dev/null
 t_grant_wait 30 $G credential.delivered '"version":2' >/dev/null
@@ -198,9 +265,17 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 	t_fail "legacy and $USER2 are not side by side"
 t_ok "legacy reads 5001 rows and later; status: waiting on node-a/legacy"
 
-t_say "node-a acknowledges v2: the adopted user goes"
-tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
+t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted user goes"
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
+	--state "$W/agent.state" --log "$TALLY_HOME" \
+	--reload "legacy=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
+	2>>"$W/agent.log" &
+AGENT=$!
+_t_pids="$_t_pids $AGENT"
+t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
+[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
+	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
 t_grant_wait 10 $G rotation.completed >/dev/null
 [ "$(msql "SELECT COUNT(*) FROM mysql.global_priv WHERE User = 'legacy'")" = 0 ] ||
 	t_fail "the user legacy is still there"
@@ -212,7 +287,19 @@ grep -q 1045 "$W/gone.out" || t_fail "refused, but not as an unknown user: $(cat
 [ "$(as_env "$f" "SELECT COUNT(*) FROM scores")" = 5001 ] ||
 	t_fail "tally's credential lost the data"
 [ "$(mark d legacydb)" = $G ] || t_fail "legacydb's mark is '$(mark d legacydb)' after the rotation"
-t_ok "legacy dropped (1045), its mark gone; $USER2 reads 5001 rows"
+sleep 1
+touch "$W/poll.stop"
+t_wait_exit "$POLL" 15
+kill "$AGENT" 2>/dev/null || true
+t_wait_exit "$AGENT" 10
+if [ -s "$W/poll.fail" ]; then
+	cat "$W/poll.fail" >&2
+	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
+fi
+n1=$(grep -c '^legacy$' "$W/poll.ok" || true)
+n2=$(grep -c "^$USER2\$" "$W/poll.ok" || true)
+[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || t_fail "the consumer did not run on both (legacy: $n1, $USER2: $n2)"
+t_ok "legacy dropped (1045), its mark gone; $USER2 reads 5001 rows; the consumer never failed ($n1 queries as legacy, $n2 as $USER2 over TLS after one reload)"
 
 t_say "what cannot be adopted"
 t_check "a database that does not exist: nothing to adopt"
@@ -266,6 +353,50 @@ tly assign trig node-a >/dev/null
 t_grant_wait 30 trig/db grant.failed 'DEFINER' >/dev/null
 [ -z "$(mark u trig)" ] || t_fail "trig was marked: $(mark u trig)"
 t_ok "trigdb: refused before anything changed (trig unmarked)"
+
+t_check "another mesh's database and user on the same server"
+# A second home (another mesh) with the same provider on the same
+# server provisions a database there: its marks name that mesh.
+(
+	export TALLY_HOME="$W/home2"
+	t_init
+	t_node node-x 127.0.0.1
+	tly apply "$W/mariadb.yaml" >/dev/null || t_fail "the other mesh's mariadb provider"
+	printf '%s' "$MPW" | tly assign mariadb node-x --expose local --set port="$MPORT" \
+		--set admin-user="$TALLY_TEST_MARIADB_USER" --set tls=verify \
+		--set ca="$TALLY_TEST_CA" --secret admin-password >/dev/null ||
+		t_fail "tally assign mariadb node-x (the other mesh) failed"
+	tly apply "$(consumer alien)" >/dev/null
+	tly assign alien node-x >/dev/null
+	t_tallyd_once
+	tly status alien >/dev/null || t_fail "the other mesh's alien is not healthy"
+	# Outside $W/env: t_envget would refresh it from this mesh's home.
+	cp "$(t_envfile node-x alien)" "$W/alien.env"
+	tly mesh --json | t_jstr mesh >"$W/mesh2"
+)
+MESH2=$(cat "$W/mesh2")
+DBX=$(t_envget "$W/alien.env" DB_NAME)
+UX=$(t_envget "$W/alien.env" DB_USER)
+[ -n "$DBX" ] && [ -n "$UX" ] || t_fail "no database or user of the other mesh's"
+marks_x="SELECT CONCAT(kind, ' ', grant_id, ' ', mesh) FROM tally.marks WHERE name IN ('$DBX', '$UX') ORDER BY kind"
+MARKSX=$(msql "$marks_x")
+[ "$MARKSX" = "d alien/db $MESH2
+u alien/db $MESH2" ] || t_fail "the other mesh's marks: $MARKSX"
+AUTHX=$(priv "$UX" authentication_string)
+as_env "$W/alien.env" "CREATE TABLE t (v INT); INSERT INTO t VALUES (42)" ||
+	t_fail "the other mesh's credential cannot write"
+tly apply "$(consumer grab)" >/dev/null
+tly adopt grab/db --resource "$DBX" --login "$UX" >/dev/null ||
+	t_fail "tally adopt grab/db failed"
+tly assign grab node-a >/dev/null
+t_grant_wait 30 grab/db grant.failed "owned by mesh $(printf '%.12s' "$MESH2")" >/dev/null
+tly log --json --stream grant/grab/db --type grant.provisioned | grep -q . &&
+	t_fail "grab/db was provisioned"
+[ "$(msql "$marks_x")" = "$MARKSX" ] || t_fail "the other mesh's marks changed: $(msql "$marks_x")"
+[ "$(priv "$UX" authentication_string)" = "$AUTHX" ] || t_fail "$UX's password was changed"
+[ "$(as_env "$W/alien.env" "SELECT v FROM t")" = 42 ] ||
+	t_fail "the other mesh's credential no longer reads its data"
+t_ok "$DBX, $UX (mesh $(printf '%.12s' "$MESH2")...): refused, owned by mesh; marks, password and data untouched, its credential works"
 
 t_tallyd_stop
 tly verify >/dev/null || t_fail "tally verify failed"

@@ -3,7 +3,9 @@
 # virtual host made by hand (a live mesh's), a durable queue with
 # messages in it and the user its consumer logs in as, taken under tally
 # over the management API's TLS listener (verified).
-#   - the CLI: adopt before assign records the claim (grant.adopted);
+#   - the CLI: adopt before assign records the claim (grant.adopted); a
+#     second adopt of the grant and another grant adopting the same
+#     vhost are refused, nothing appended;
 #   - tallyd takes them over: the vhost is marked, never made again (its
 #     queue keeps its messages), the user keeps its password hash (the
 #     old password still logs in) and loses its management tag, another
@@ -14,12 +16,18 @@
 #   - while the rotation waits, a check of v2 (tally check, and the
 #     daemon's own verification every second) finds the adopted user no
 #     intruder: its permission stays and it still works;
-#   - the adopted user is retired only after the holder acknowledged v2
-#     (status names the wait), then it is gone and refused;
+#   - a consumer (pika, AMQPS) on the adopted user keeps working
+#     throughout: its node's agent (tally-node) writes v2, reloads it
+#     once (the consumer then logs in with the delivered url) and
+#     acknowledges, and only then is the adopted user retired (status
+#     names the wait), then it is gone and refused; not one of its
+#     logins failed, and it ran on both users;
 #   - a call cut short after marking the vhost: the next one goes on;
 #   - what cannot be adopted: a vhost that does not exist, one tally made
 #     for another grant, a user with permissions on another vhost
-#     (grant.failed with the driver's reason, nothing changed);
+#     (grant.failed with the driver's reason, nothing changed); another
+#     mesh's vhost and user on the same broker (owned by mesh ...: its
+#     mark, user and messages untouched, its credential works);
 #   - tally verify, rebuild --check.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rabbit-lib.sh"
@@ -145,7 +153,44 @@ grep -q "retires legacy" "$W/adopt.out" || t_fail "adopt says: $(cat "$W/adopt.o
 tly log --json --stream "grant/$G" --type grant.adopted |
 	grep -q '"resource":"legacy","login":"legacy"' ||
 	t_fail "no grant.adopted {resource legacy, login legacy}"
+before=$(t_head_seq)
+t_expect_exit 4 "a second adopt of $G" tly adopt $G --resource legacy --login legacy
+t_expect_exit 4 "other/mq adopting legacy too" \
+	tly adopt other/mq --resource legacy --login legacy
+grep -q "adopted by grant $G" "$W/last.err" || t_fail "no word of $G: $(cat "$W/last.err")"
+[ "$(t_head_seq)" = "$before" ] || t_fail "a refused adopt appended events"
 t_ok "$(cat "$W/adopt.out")"
+
+t_say "the consumer: on the adopted user until its agent writes tally's"
+# A consumer as a live mesh runs it: its own stored url (legacy's) until
+# its node's agent writes the delivered one (and reloads it), then that;
+# a login and a look at the queue every round, every failure recorded.
+mkdir -p "$W/agent"
+: >"$W/poll.ok"
+: >"$W/poll.fail"
+# The reload is a request the consumer answers between two logins (as a
+# service's reload returns once it runs on the new values): the agent
+# acknowledges only after it, so no connection is open on the old
+# credential when it is retired.
+agentvar() { sed -n "s/^$1=//p" "$W/agent/legacy.env" | tr -d "'\""; }
+u=legacy url=$LURL
+app() {
+	while [ ! -f "$W/poll.stop" ]; do
+		if [ -f "$W/reload.req" ] && [ ! -f "$W/reload.done" ]; then
+			u=$(agentvar MQ_USER) url=$(agentvar MQ_URL)
+			: >"$W/reload.done"
+		fi
+		if $Q "$url" invoices >"$W/poll.out" 2>&1; then
+			echo "$u" >>"$W/poll.ok"
+		else
+			echo "$(date +%T.%N) as $u: $(tr '\n' ' ' <"$W/poll.out")" >>"$W/poll.fail"
+		fi
+		sleep 0.1
+	done
+}
+app &
+POLL=$!
+_t_pids="$_t_pids $POLL"
 
 tly assign legacy node-a >/dev/null || t_fail "tally assign legacy node-a failed"
 # Every grant verified each second: the waiting rotation meets it.
@@ -215,9 +260,17 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 	t_fail "retired before the acknowledgement"
 t_ok "tally check: healthy; legacy counts 6 messages; status: waiting on node-a/legacy"
 
-t_say "node-a acknowledges v2: the adopted user goes"
-tly ack node-a legacy 2 >/dev/null || t_fail "tally ack failed"
+t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted user goes"
+"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
+	--state "$W/agent.state" --log "$TALLY_HOME" \
+	--reload "legacy=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
+	2>>"$W/agent.log" &
+AGENT=$!
+_t_pids="$_t_pids $AGENT"
+t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
+[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
+	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
 t_grant_wait 10 $G rotation.completed >/dev/null
 has_user legacy && t_fail "the user legacy is still there"
 $Q "$LURL" invoices >"$W/q.out" 2>&1 && t_fail "the adopted user still logs in"
@@ -225,7 +278,19 @@ grep -q refused "$W/q.out" || t_fail "the adopted user: $(cat "$W/q.out")"
 has_user peeker || t_fail "peeker, never the grant's, was deleted"
 [ "$($Q "$URL2" invoices)" = 6 ] || t_fail "tally's credential lost the messages"
 t_expect_exit 0 "tally check $G after the rotation" tly check $G
-t_ok "legacy deleted and refused; $USER2 counts 6 messages"
+sleep 1
+touch "$W/poll.stop"
+t_wait_exit "$POLL" 15
+kill "$AGENT" 2>/dev/null || true
+t_wait_exit "$AGENT" 10
+if [ -s "$W/poll.fail" ]; then
+	cat "$W/poll.fail" >&2
+	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
+fi
+n1=$(grep -c '^legacy$' "$W/poll.ok" || true)
+n2=$(grep -c "^$USER2\$" "$W/poll.ok" || true)
+[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || t_fail "the consumer did not run on both (legacy: $n1, $USER2: $n2)"
+t_ok "legacy deleted and refused; $USER2 counts 6 messages; the consumer never failed ($n1 logins as legacy, $n2 as $USER2 after one reload)"
 
 t_say "a call cut short after it marked the vhost: the next one goes on"
 tly apply "$(consumer resumed)" >/dev/null
@@ -274,6 +339,58 @@ t_grant_wait 30 fifth/mq grant.failed 'also has permissions on vhost' >/dev/null
 	t_fail "the refused adoption marked spare"
 [ "$(field "$(api GET /users/shared)" tags)" = '[]' ] || t_fail "the refused adoption tagged shared"
 t_ok "nosuchvhost: nothing to adopt; $V4: tally's for other/mq (its credential works); shared: a permission on /, nothing changed"
+
+t_check "another mesh's vhost and user on the same broker"
+# A second home (another mesh) with the same provider on the same broker
+# provisions a vhost there: its mark names that mesh.
+(
+	export TALLY_HOME="$W/home2"
+	t_init
+	t_node node-x 127.0.0.1
+	tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null ||
+		t_fail "the other mesh's rabbitmq provider"
+	tly assign rabbitmq node-x --expose network --set host=127.0.0.1 \
+		--set port="$TALLY_TEST_AMQP_PORT" --set amqps-port="$TALLY_TEST_AMQP_TLS_PORT" \
+		--set management-port="$TALLY_TEST_AMQP_MGMT_TLS_PORT" \
+		--set tls=verify --set ca="$TALLY_TEST_CA" \
+		--set admin-user="$TALLY_TEST_AMQP_USER" \
+		--secret admin-password <"$W/admin.pw" >/dev/null ||
+		t_fail "tally assign rabbitmq node-x (the other mesh) failed"
+	tly apply "$(consumer alien)" >/dev/null
+	tly assign alien node-x >/dev/null
+	t_tallyd_once
+	tly status alien >/dev/null || t_fail "the other mesh's alien is not healthy"
+	# Outside $W/env: t_envget would refresh it from this mesh's home.
+	cp "$(t_envfile node-x alien)" "$W/alien.env"
+	tly mesh --json | t_jstr mesh >"$W/mesh2"
+)
+MESH2=$(cat "$W/mesh2")
+VX=$(t_envget "$W/alien.env" MQ_VHOST)
+UX=$(t_envget "$W/alien.env" MQ_USER)
+URLX=$(t_envget "$W/alien.env" MQ_URL)
+[ -n "$VX" ] && [ -n "$UX" ] || t_fail "no vhost or user of the other mesh's"
+[ "$(field "$(api GET "/vhosts/$(esc "$VX")")" description)" = "made by tally for grant alien/mq in mesh $MESH2; do not edit" ] ||
+	t_fail "the other mesh's vhost: $(api GET "/vhosts/$(esc "$VX")")"
+publish "$VX" jobs 2
+[ "$($Q "$URLX" jobs publish)" = 3 ] || t_fail "the other mesh's credential does not count and publish"
+UXJ0=$(api GET "/users/$(esc "$UX")")
+PX0=$(perm_users "$VX")
+tly apply "$(consumer grab)" >/dev/null
+tly adopt grab/mq --resource "$VX" --login "$UX" >/dev/null ||
+	t_fail "tally adopt grab/mq failed"
+tly assign grab node-a >/dev/null
+t_grant_wait 30 grab/mq grant.failed "owned by mesh $(printf '%.12s' "$MESH2")" >/dev/null
+tly log --json --stream grant/grab/mq --type grant.provisioned | grep -q . &&
+	t_fail "grab/mq was provisioned"
+[ "$(field "$(api GET "/vhosts/$(esc "$VX")")" description)" = "made by tally for grant alien/mq in mesh $MESH2; do not edit" ] ||
+	t_fail "the refused adoption marked $VX"
+UXJ=$(api GET "/users/$(esc "$UX")")
+[ "$(field "$UXJ" password_hash)" = "$(field "$UXJ0" password_hash)" ] &&
+	[ "$(field "$UXJ" tags)" = "$(field "$UXJ0" tags)" ] ||
+	t_fail "the refused adoption changed $UX: $UXJ"
+[ "$(perm_users "$VX")" = "$PX0" ] || t_fail "who may use $VX: $(perm_users "$VX"), was $PX0"
+[ "$($Q "$URLX" jobs)" = 3 ] || t_fail "the other mesh's credential no longer counts its 3 messages"
+t_ok "$VX, $UX (mesh $(printf '%.12s' "$MESH2")...): refused, owned by mesh; mark, user and permissions untouched, its credential counts its 3 messages"
 
 t_tallyd_stop
 tly verify >/dev/null || t_fail "tally verify failed"

@@ -535,8 +535,8 @@ refuse_vhost(enum rmq_mark k, const char *other, const char *vhost,
 {
 	if (k == MARK_MESH)
 		return tl_drv_why(why, TL_EREFUSED, "vhost \"%s\" is owned by "
-		    "mesh %.12s..., not this one (tally adopt takes it over); "
-		    "refused", vhost, other);
+		    "mesh %.12s..., not this one (tally adopt --from-mesh "
+		    "takes it over); refused", vhost, other);
 	if (k == MARK_OTHER && other[0] != '\0')
 		return tl_drv_why(why, TL_EDRIVER, "vhost \"%s\" exists and "
 		    "was made by tally for grant %s: tally never hands one "

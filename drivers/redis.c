@@ -833,8 +833,8 @@ owned(const struct tl_drv_grant *g, const struct rd_owner *o, char *why)
 {
 	if (o->foreign)
 		return tl_drv_why(why, TL_EREFUSED, "user %s is owned by mesh "
-		    "%.12s..., not this one (tally adopt takes it over); "
-		    "refused", g->login, o->mesh);
+		    "%.12s..., not this one (tally adopt --from-mesh takes it "
+		    "over); refused", g->login, o->mesh);
 	if (o->marked == 0)
 		return tl_drv_why(why, TL_EINVAL, "user %s is marked for "
 		    "another grant (%.200s); refused", g->login,

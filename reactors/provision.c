@@ -564,11 +564,6 @@ intents(void *arg, struct tl_ctx *cp)
 }
 
 /*
- * One create or revoke, with a session of its provider open, on a pool
- * thread (pass.h): touches only its work item (and reads the pass's
- * cert_ca, set before any call).
- */
-/*
  * The password the holders of an adopted login use (tally adopt
  * --password-stdin), tried as the verifier tries a credential, right
  * after the takeover: whether they work now, for the operator, and
@@ -602,6 +597,11 @@ try_holders(const struct tl_rx_prov *pv, void *h, struct work *w,
 	tl_secret_wipe(w->adopt_password, sizeof(w->adopt_password));
 }
 
+/*
+ * One create or revoke, with a session of its provider open, on a pool
+ * thread (pass.h): touches only its work item (and reads the pass's
+ * cert_ca, set before any call).
+ */
 static void
 provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
     struct tl_rx_call *c)
@@ -730,9 +730,8 @@ call_drivers(void *arg, unsigned *phases)
 		if (w->kind == W_DELIVER)
 			continue;
 		if (w->rc == 0 && w->kind == W_CREATE &&
-		    tl_rx_grant_adopting(&w->g))
+		    tl_rx_grant_adopting(&w->g)) {
 			/* What the driver found and took over, said once. */
-		{
 			tl_rx_log(ps->rx, TL_RX_INFO, "provisioned grant %s on "
 			    "%s by adopting: %s (%llu ms)", w->g.id,
 			    w->g.provider, w->why, (unsigned long long)w->ms);
@@ -745,8 +744,7 @@ call_drivers(void *arg, unsigned *phases)
 				    "works; they keep it until tally's reaches "
 				    "them" : "fails; they are down until tally's "
 				    "reaches them", w->holders_why);
-		}
-		else if (w->rc == 0)
+		} else if (w->rc == 0)
 			tl_rx_log(ps->rx, TL_RX_INFO, "%s grant %s on %s "
 			    "(%llu ms)", w->kind == W_CREATE ? "provisioned" :
 			    strcmp(w->g.state, TL_GRANT_PURGING) == 0 ? "purged" :

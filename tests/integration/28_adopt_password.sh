@@ -89,6 +89,7 @@ t_expect_exit 2 "--password-stdin with an empty line" \
 grep -q "no password on standard input" "$W/last.err" || t_fail "empty: $(cat "$W/last.err")"
 t_expect_exit 2 "--password-stdin with 129 bytes" \
 	adopt_pw "$(head -c 129 /dev/zero | tr '\0' x)" keeper/db --resource keeperdb --login keeper
+grep -q "longer than 128 bytes" "$W/last.err" || t_fail "129 bytes: $(cat "$W/last.err")"
 t_expect_exit 4 "--password-stdin for a directory grant" \
 	adopt_pw x files/files --resource some-dir
 grep -q "no credential to try" "$W/last.err" || t_fail "directory: $(cat "$W/last.err")"

@@ -421,16 +421,20 @@ cmd_adopt_object(struct tl_cli *cli, int argc, char **argv)
 	    (a.login != NULL && !name_ok("--login", a.login)))
 		return TL_EXIT_USAGE;
 	snprintf(a.home, sizeof(a.home), "%s", cli->home);
-	/* One line: --password-stdin's fits a password of tally's. */
-	if ((a.secret_in || a.password_in) && (cli_read_secret(a.secret_in ?
+	if ((a.secret_in || a.password_in) && cli_read_secret(a.secret_in ?
 	    "the object's secret" : "the holders' password", a.secret,
-	    a.secret_in ? sizeof(a.secret) : TL_PASSWORD_MAX + 2) != 0 ||
-	    (a.password_in && strlen(a.secret) > TL_PASSWORD_MAX))) {
+	    a.secret_in ? sizeof(a.secret) : TL_PASSWORD_MAX + 2) != 0) {
 		tl_secret_wipe(a.secret, sizeof(a.secret));
-		cli_errx("--%s-stdin: no %s on standard input (one line, at "
-		    "most %d bytes)", a.secret_in ? "secret" : "password",
+		cli_errx("--%s-stdin: no %s on standard input (one line)",
 		    a.secret_in ? "secret" : "password", a.secret_in ?
-		    TL_DRV_HANDLE_MAX - 2 : TL_PASSWORD_MAX);
+		    "secret" : "password");
+		return TL_EXIT_USAGE;
+	}
+	/* A byte more than a password of tally's was read: a longer one. */
+	if (a.password_in && strlen(a.secret) > TL_PASSWORD_MAX) {
+		tl_secret_wipe(a.secret, sizeof(a.secret));
+		cli_errx("--password-stdin: longer than %d bytes (a password "
+		    "of tally's is at most that)", TL_PASSWORD_MAX);
 		return TL_EXIT_USAGE;
 	}
 	ex = cli_write(cli, do_adopt_object, &a, NULL);

@@ -196,6 +196,18 @@ quote_pattern(const char *name, char *out, size_t n)
 	return tl_drv_mdb_quote_id(pat, out, n);
 }
 
+/* runf's twin over a va_list. */
+static int
+vrunf(MYSQL *c, const char *step, char *why, const char *fmt, va_list ap)
+{
+	char sql[MDB_SQL_MAX];
+	int rc;
+
+	if ((rc = tl_drv_vsqlf(sql, sizeof(sql), why, fmt, ap)) != 0)
+		return tl_drv_why(why, rc, "%s: statement too long", step);
+	return tl_drv_mdb_run(c, sql, step, why);
+}
+
 static int
 runf(MYSQL *c, const char *step, char *why, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -203,16 +215,13 @@ runf(MYSQL *c, const char *step, char *why, const char *fmt, ...)
 static int
 runf(MYSQL *c, const char *step, char *why, const char *fmt, ...)
 {
-	char sql[MDB_SQL_MAX];
 	va_list ap;
 	int rc;
 
 	va_start(ap, fmt);
-	rc = tl_drv_vsqlf(sql, sizeof(sql), why, fmt, ap);
+	rc = vrunf(c, step, why, fmt, ap);
 	va_end(ap);
-	if (rc != 0)
-		return tl_drv_why(why, rc, "%s: statement too long", step);
-	return tl_drv_mdb_run(c, sql, step, why);
+	return rc;
 }
 
 static int
@@ -799,18 +808,16 @@ revoke_held(MYSQL *c, const char *step, char *why, const char *fmt, ...)
 static int
 revoke_held(MYSQL *c, const char *step, char *why, const char *fmt, ...)
 {
-	char sql[MDB_SQL_MAX];
 	va_list ap;
 	unsigned e;
 	int rc;
 
 	va_start(ap, fmt);
-	rc = tl_drv_vsqlf(sql, sizeof(sql), why, fmt, ap);
+	rc = vrunf(c, step, why, fmt, ap);
 	va_end(ap);
-	if (rc != 0)
-		return tl_drv_why(why, rc, "%s: statement too long", step);
-	if ((rc = tl_drv_mdb_run(c, sql, step, why)) != 0 &&
-	    ((e = mysql_errno(c)) == 1141 || e == 1147 || e == 1403)) {
+	/* TL_EDRIVER alone is the server's answer (a long statement not). */
+	if (rc == TL_EDRIVER && ((e = mysql_errno(c)) == 1141 || e == 1147 ||
+	    e == 1403)) {
 		why[0] = '\0';
 		rc = 0;
 	}

@@ -1834,8 +1834,9 @@ adoptable_role(struct tl_drv_pg *p, const struct tl_drv_grant *g,
  * g->login, made by someone else, become g's.  What the database holds
  * moves to g's owner role (made first) with REASSIGN OWNED BY its old
  * owner, inside it, so its tables keep their data and their rows; the
- * login keeps its password (apply_cluster then makes it a member of
- * the owner, marks it, and gives it the attributes of a grant's login)
+ * login, made the owner's member first, keeps its password
+ * (apply_cluster then marks it and gives it the attributes of a grant's
+ * login)
  * until the rotation that follows retires it.  The old owner must own
  * nothing else the move would carry along: no other database, and not
  * be a superuser (whose objects are the system's).  Resumable: a
@@ -1888,6 +1889,18 @@ adopt_takeover(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 		    "login the database's owner first (ALTER DATABASE ... OWNER "
 		    "TO ...)", step, owner, osuper ? "is a superuser" :
 		    "owns other databases too");
+	/*
+	 * The login the owner role's member, inheriting, before anything
+	 * moves: its consumers reach what the database holds throughout, as
+	 * its owner before and as the owner role's member after (else a
+	 * query in between is refused: permission denied).  apply_cluster
+	 * grants the same again with the rest.
+	 */
+	if ((rc = runf(p->conn, lstep, why, "ALTER ROLE %s INHERIT",
+	    ids->log)) != 0 ||
+	    (rc = runf(p->conn, lstep, why, "GRANT %s TO %s", ids->own,
+	    ids->log)) != 0)
+		return rc;
 	if ((oid = escape_id(p->conn, owner, why)) == NULL)
 		return TL_EINVAL;
 	if ((rc = admin_connect(p, g->resource, &c, why)) == 0) {

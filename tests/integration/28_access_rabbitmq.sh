@@ -89,16 +89,7 @@ t_say "a throwaway RabbitMQ over TLS; game owns a vhost, reporting reads it, wri
 r_start
 t_init
 t_node node-a 127.0.0.1
-tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null ||
-	t_fail "tally apply examples/rabbitmq.yaml failed"
-printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/admin.pw"
-tly assign rabbitmq node-a --expose network --set host=127.0.0.1 \
-	--set port="$TALLY_TEST_AMQP_PORT" --set amqps-port="$TALLY_TEST_AMQP_TLS_PORT" \
-	--set management-port="$TALLY_TEST_AMQP_MGMT_TLS_PORT" \
-	--set tls=verify --set ca="$TALLY_TEST_CA" \
-	--set admin-user="$TALLY_TEST_AMQP_USER" \
-	--secret admin-password <"$W/admin.pw" >/dev/null ||
-	t_fail "tally assign rabbitmq node-a failed"
+r_provider node-a
 tly apply "$(module game)" "$(module reporting read)" "$(module writer read-write)" >/dev/null ||
 	t_fail "tally apply game reporting writer failed"
 for m in game reporting writer; do tly assign $m node-a >/dev/null; done

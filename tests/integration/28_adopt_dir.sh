@@ -73,6 +73,7 @@ if [ "$WANT" = 2770 ]; then
 fi
 
 tly adopt files/files --resource legacy-files >/dev/null || t_fail "tally adopt failed"
+t_adopt_again_refused files/files app-b/files --resource legacy-files
 
 t_say "the consumer: reading the share by its own path until its agent writes tally's"
 # A consumer as a live mesh runs it: the share's path from its own
@@ -129,15 +130,9 @@ t_wait_for 10 "the consumer's round after the takeover" \
 	sh -c "[ \$(wc -l <'$W/poll.ok') -gt $k ]"
 
 t_say "node-a's agent writes the path, reloads the consumer and acknowledges"
-"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
-	--state "$W/agent.state" --log "$TALLY_HOME" \
-	--reload "files=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
-	2>>"$W/agent.log" &
-AGENT=$!
-_t_pids="$_t_pids $AGENT"
+t_reload_agent node-a files
 t_grant_wait 30 files/files credential.acknowledged '"holder":"files@node-a"' >/dev/null
-[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
-	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
+t_reloaded_once
 [ "$(t_envget "$W/agent/files.env" FILES)" = "$ROOT/legacy-files" ] ||
 	t_fail "the agent wrote FILES=$(t_envget "$W/agent/files.env" FILES)"
 t_ok "FILES=$ROOT/legacy-files written, one reload, v1 acknowledged by files@node-a"
@@ -150,15 +145,7 @@ t_wait_healthy 30 files
 t_ok "0777 -> $WANT (grant.repaired)"
 
 t_check "the consumer never failed; no credential to retire"
-sleep 1
-touch "$W/poll.stop"
-t_wait_exit "$POLL" 15
-kill "$AGENT" 2>/dev/null || true
-t_wait_exit "$AGENT" 10
-if [ -s "$W/poll.fail" ]; then
-	cat "$W/poll.fail" >&2
-	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
-fi
+t_consumer_done "$POLL"
 n1=$(grep -cx "own $ROOT/legacy-files" "$W/poll.ok" || true)
 n2=$(grep -cx "delivered $ROOT/legacy-files" "$W/poll.ok" || true)
 [ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] ||

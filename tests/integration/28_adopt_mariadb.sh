@@ -266,16 +266,10 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 t_ok "legacy reads 5001 rows and later; status: waiting on node-a/legacy"
 
 t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted user goes"
-"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
-	--state "$W/agent.state" --log "$TALLY_HOME" \
-	--reload "legacy=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
-	2>>"$W/agent.log" &
-AGENT=$!
-_t_pids="$_t_pids $AGENT"
+t_reload_agent node-a legacy
 t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
-[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
-	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
+t_reloaded_once
 t_grant_wait 10 $G rotation.completed >/dev/null
 [ "$(msql "SELECT COUNT(*) FROM mysql.global_priv WHERE User = 'legacy'")" = 0 ] ||
 	t_fail "the user legacy is still there"
@@ -287,15 +281,7 @@ grep -q 1045 "$W/gone.out" || t_fail "refused, but not as an unknown user: $(cat
 [ "$(as_env "$f" "SELECT COUNT(*) FROM scores")" = 5001 ] ||
 	t_fail "tally's credential lost the data"
 [ "$(mark d legacydb)" = $G ] || t_fail "legacydb's mark is '$(mark d legacydb)' after the rotation"
-sleep 1
-touch "$W/poll.stop"
-t_wait_exit "$POLL" 15
-kill "$AGENT" 2>/dev/null || true
-t_wait_exit "$AGENT" 10
-if [ -s "$W/poll.fail" ]; then
-	cat "$W/poll.fail" >&2
-	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
-fi
+t_consumer_done "$POLL"
 n1=$(grep -c '^legacy$' "$W/poll.ok" || true)
 n2=$(grep -c "^$USER2\$" "$W/poll.ok" || true)
 [ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || t_fail "the consumer did not run on both (legacy: $n1, $USER2: $n2)"

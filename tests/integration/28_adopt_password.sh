@@ -213,16 +213,7 @@ for x in rok rbad; do
 		'  cache:' '    type: redis-user' '    from: cache' \
 		'    env: {user: R_USER, password: R_PASSWORD}' >"$W/manifests/$x.yaml"
 done
-tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null ||
-	t_fail "tally apply examples/rabbitmq.yaml failed"
-printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/admin.pw"
-tly assign rabbitmq node-a --expose network --set host=127.0.0.1 \
-	--set port="$TALLY_TEST_AMQP_PORT" --set amqps-port="$TALLY_TEST_AMQP_TLS_PORT" \
-	--set management-port="$TALLY_TEST_AMQP_MGMT_TLS_PORT" \
-	--set tls=verify --set ca="$TALLY_TEST_CA" \
-	--set admin-user="$TALLY_TEST_AMQP_USER" \
-	--secret admin-password <"$W/admin.pw" >/dev/null ||
-	t_fail "tally assign rabbitmq failed"
+r_provider node-a
 for x in qok qbad; do
 	api PUT "/vhosts/$x" '{"description":"made by hand"}' >/dev/null
 	api PUT "/users/$x" "{\"password\":\"$x-real\",\"tags\":\"\"}" >/dev/null

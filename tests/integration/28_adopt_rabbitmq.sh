@@ -113,16 +113,7 @@ t_say "a throwaway RabbitMQ; the rabbitmq provider on node-a over the TLS manage
 r_start
 t_init
 t_node node-a 127.0.0.1
-tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null ||
-	t_fail "tally apply examples/rabbitmq.yaml failed"
-printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/admin.pw"
-tly assign rabbitmq node-a --expose network --set host=127.0.0.1 \
-	--set port="$TALLY_TEST_AMQP_PORT" --set amqps-port="$TALLY_TEST_AMQP_TLS_PORT" \
-	--set management-port="$TALLY_TEST_AMQP_MGMT_TLS_PORT" \
-	--set tls=verify --set ca="$TALLY_TEST_CA" \
-	--set admin-user="$TALLY_TEST_AMQP_USER" \
-	--secret admin-password <"$W/admin.pw" >/dev/null ||
-	t_fail "tally assign rabbitmq node-a failed"
+r_provider node-a
 MESH=$(tly mesh --json | t_jstr mesh)
 LURL="amqps://legacy:frozen-real@127.0.0.1:$TALLY_TEST_AMQP_TLS_PORT/legacy?cacertfile=$TALLY_TEST_CA"
 
@@ -261,16 +252,10 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 t_ok "tally check: healthy; legacy counts 6 messages; status: waiting on node-a/legacy"
 
 t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted user goes"
-"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
-	--state "$W/agent.state" --log "$TALLY_HOME" \
-	--reload "legacy=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
-	2>>"$W/agent.log" &
-AGENT=$!
-_t_pids="$_t_pids $AGENT"
+t_reload_agent node-a legacy
 t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired '"user":"legacy"' >/dev/null
-[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
-	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
+t_reloaded_once
 t_grant_wait 10 $G rotation.completed >/dev/null
 has_user legacy && t_fail "the user legacy is still there"
 $Q "$LURL" invoices >"$W/q.out" 2>&1 && t_fail "the adopted user still logs in"
@@ -278,15 +263,7 @@ grep -q refused "$W/q.out" || t_fail "the adopted user: $(cat "$W/q.out")"
 has_user peeker || t_fail "peeker, never the grant's, was deleted"
 [ "$($Q "$URL2" invoices)" = 6 ] || t_fail "tally's credential lost the messages"
 t_expect_exit 0 "tally check $G after the rotation" tly check $G
-sleep 1
-touch "$W/poll.stop"
-t_wait_exit "$POLL" 15
-kill "$AGENT" 2>/dev/null || true
-t_wait_exit "$AGENT" 10
-if [ -s "$W/poll.fail" ]; then
-	cat "$W/poll.fail" >&2
-	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
-fi
+t_consumer_done "$POLL"
 n1=$(grep -c '^legacy$' "$W/poll.ok" || true)
 n2=$(grep -c "^$USER2\$" "$W/poll.ok" || true)
 [ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || t_fail "the consumer did not run on both (legacy: $n1, $USER2: $n2)"
@@ -347,15 +324,7 @@ t_check "another mesh's vhost and user on the same broker"
 	export TALLY_HOME="$W/home2"
 	t_init
 	t_node node-x 127.0.0.1
-	tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null ||
-		t_fail "the other mesh's rabbitmq provider"
-	tly assign rabbitmq node-x --expose network --set host=127.0.0.1 \
-		--set port="$TALLY_TEST_AMQP_PORT" --set amqps-port="$TALLY_TEST_AMQP_TLS_PORT" \
-		--set management-port="$TALLY_TEST_AMQP_MGMT_TLS_PORT" \
-		--set tls=verify --set ca="$TALLY_TEST_CA" \
-		--set admin-user="$TALLY_TEST_AMQP_USER" \
-		--secret admin-password <"$W/admin.pw" >/dev/null ||
-		t_fail "tally assign rabbitmq node-x (the other mesh) failed"
+	r_provider node-x
 	tly apply "$(consumer alien)" >/dev/null
 	tly assign alien node-x >/dev/null
 	t_tallyd_once

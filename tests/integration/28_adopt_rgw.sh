@@ -143,6 +143,7 @@ grep -q "retires $LU" "$W/adopt.out" || t_fail "adopt says: $(cat "$W/adopt.out"
 tly log --json --stream "grant/$G" --type grant.adopted |
 	grep -q "\"resource\":\"$LB\",\"login\":\"$LU\"" ||
 	t_fail "no grant.adopted {resource $LB, login $LU}"
+t_adopt_again_refused $G other/files --resource "$LB" --login "$LU"
 t_ok "$(cat "$W/adopt.out")"
 
 t_say "the consumer: on the adopted key until its agent writes tally's"
@@ -240,16 +241,10 @@ tly log --json --stream "grant/$G" --type credential.retired | grep -q . &&
 t_ok "$LAK reads; status: waiting on node-a/legacy"
 
 t_say "node-a's agent writes v2, reloads the consumer and acknowledges: the adopted key goes, the user and bucket stay"
-"$TALLY_BIN/tally-node" --node node-a --key "$(t_nodekey node-a)" --dir "$W/agent" \
-	--state "$W/agent.state" --log "$TALLY_HOME" \
-	--reload "legacy=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
-	2>>"$W/agent.log" &
-AGENT=$!
-_t_pids="$_t_pids $AGENT"
+t_reload_agent node-a legacy
 t_grant_wait 30 $G credential.acknowledged '"holder":"legacy@node-a"' >/dev/null
 t_grant_wait 30 $G credential.retired "\"user\":\"$LU\"" >/dev/null
-[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
-	t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
+t_reloaded_once
 [ "$(cat "$W/agent/legacy/S3_ACCESS_KEY")" = "$DAK" ] ||
 	t_fail "the agent wrote S3_ACCESS_KEY $(cat "$W/agent/legacy/S3_ACCESS_KEY"), not $DAK"
 t_grant_wait 10 $G rotation.completed >/dev/null
@@ -263,14 +258,7 @@ $RADM user info --uid="$LU" 2>/dev/null | grep -q "\"access_key\": \"$DAK\"" ||
 $RADM bucket stats --bucket="$LB" 2>/dev/null | grep -q "\"owner\": \"$LU\"" ||
 	t_fail "$LB is no longer $LU's"
 t_expect_exit 0 "tally check $G" tly check $G
-sleep 1
-touch "$W/poll.stop"
-t_wait_exit "$POLL" 15
-kill "$AGENT" 2>/dev/null || true
-if [ -s "$W/poll.fail" ]; then
-	cat "$W/poll.fail" >&2
-	t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
-fi
+t_consumer_done "$POLL"
 n1=$(grep -c "^$LAK\$" "$W/poll.ok" || true)
 n2=$(grep -c "^$DAK\$" "$W/poll.ok" || true)
 [ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || t_fail "the consumer did not run on both ($LAK: $n1, $DAK: $n2)"

@@ -714,6 +714,65 @@ t_wait_exit() {
 	t_forget_pid "$1"
 }
 
+# t_adopt_again_refused GRANT OTHER ARGS...: after tally adopt GRANT
+# ARGS recorded its claim, tally adopt of GRANT again and of OTHER (a
+# grant of a declared requirement of the same type) with the same ARGS
+# are refused (exit 4, the second naming GRANT), appending nothing;
+# standard input from $W/adopt.in when it exists (--secret-stdin).
+t_adopt_again_refused() {
+	_ta_g=$1 _ta_o=$2
+	shift 2
+	_ta_in=/dev/null
+	[ -f "$W/adopt.in" ] && _ta_in=$W/adopt.in
+	_ta_before=$(t_head_seq)
+	t_expect_exit 4 "a second adopt of $_ta_g" \
+		sh -c 'b=$0 in=$1; shift; "$b" adopt "$@" <"$in"' "$TALLY_BIN/tally" "$_ta_in" "$_ta_g" "$@"
+	t_expect_exit 4 "$_ta_o adopting what $_ta_g adopts" \
+		sh -c 'b=$0 in=$1; shift; "$b" adopt "$@" <"$in"' "$TALLY_BIN/tally" "$_ta_in" "$_ta_o" "$@"
+	grep -q "adopted by grant $_ta_g" "$W/last.err" ||
+		t_fail "no word of $_ta_g: $(cat "$W/last.err")"
+	[ "$(t_head_seq)" = "$_ta_before" ] || t_fail "a refused adopt appended events"
+}
+
+# t_reload_agent NODE MODULE: NODE's agent (tally-node, its files under
+# $W/agent) whose reload of MODULE is a request a test's consumer loop
+# answers between two uses of its credential, as a service's reload
+# returns once it runs on the new values: the agent writes
+# $W/reload.req and waits (10 s at most) for $W/reload.done, so it
+# acknowledges only then, and no use is in flight on the old credential
+# when it is retired.  Each reload appends a line to $W/reloads.  Sets
+# AGENT (stopped at exit).
+t_reload_agent() {
+	"$TALLY_BIN/tally-node" --node "$1" --key "$(t_nodekey "$1")" \
+		--dir "$W/agent" --state "$W/agent.state" --log "$TALLY_HOME" \
+		--reload "$2=echo reloaded >>$W/reloads; : >$W/reload.req; i=0; while [ ! -f $W/reload.done ] && [ \$i -lt 200 ]; do sleep 0.05; i=\$((i + 1)); done" \
+		2>>"$W/agent.log" &
+	AGENT=$!
+	_t_pids="$_t_pids $AGENT"
+}
+
+# t_reloaded_once: t_reload_agent's agent reloaded its module once.
+t_reloaded_once() {
+	[ "$(grep -c reloaded "$W/reloads" 2>/dev/null)" = 1 ] ||
+		t_fail "the agent reloaded the consumer $(grep -c reloaded "$W/reloads" 2>/dev/null) time(s)"
+}
+
+# t_consumer_done PID: a second more of a consumer loop (PID, running
+# until $W/poll.stop appears), then it and t_reload_agent's agent
+# stopped; a failure it recorded ($W/poll.fail, a line each) fails the
+# script.
+t_consumer_done() {
+	sleep 1
+	touch "$W/poll.stop"
+	t_wait_exit "$1" 15
+	kill "$AGENT" 2>/dev/null || true
+	t_wait_exit "$AGENT" 10
+	if [ -s "$W/poll.fail" ]; then
+		cat "$W/poll.fail" >&2
+		t_fail "the consumer failed $(wc -l <"$W/poll.fail") time(s) through the adoption"
+	fi
+}
+
 # t_tallyd_stop: SIGTERM, and the daemon must exit 0 within 10 s.
 t_tallyd_stop() {
 	kill -TERM "$T_DPID" 2>/dev/null || true

@@ -161,6 +161,22 @@ r_restart() {
 }
 
 # api METHOD PATH [JSON]: the management HTTP API.
+# r_provider NODE: examples/rabbitmq.yaml applied and assigned to NODE
+# on this broker, through its TLS listeners verified against the
+# harness CA, as the broker's admin.
+r_provider() {
+	tly apply "$TALLY_SRC/examples/rabbitmq.yaml" >/dev/null ||
+		t_fail "tally apply examples/rabbitmq.yaml failed"
+	printf '%s\n' "$TALLY_TEST_AMQP_PASSWORD" >"$W/admin.pw"
+	tly assign rabbitmq "$1" --expose network --set host=127.0.0.1 \
+		--set port="$TALLY_TEST_AMQP_PORT" --set amqps-port="$TALLY_TEST_AMQP_TLS_PORT" \
+		--set management-port="$TALLY_TEST_AMQP_MGMT_TLS_PORT" \
+		--set tls=verify --set ca="$TALLY_TEST_CA" \
+		--set admin-user="$TALLY_TEST_AMQP_USER" \
+		--secret admin-password <"$W/admin.pw" >/dev/null ||
+		t_fail "tally assign rabbitmq $1 failed"
+}
+
 api() {
 	curl -fsS -u "$TALLY_TEST_AMQP_USER:$TALLY_TEST_AMQP_PASSWORD" -X "$1" \
 		-H 'content-type: application/json' ${3:+-d "$3"} \

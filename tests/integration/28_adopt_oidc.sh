@@ -146,7 +146,7 @@ tly adopt $G --resource "$CID" --secret-stdin <"$W/rat" >"$W/adopt.out" ||
 rm -f "$W/rat"
 tly apply "$(consumer other)" >/dev/null || t_fail "tally apply other failed"
 printf '%s\n' "$RAT" >"$W/adopt.in"
-t_adopt_again_refused $G other/login --resource "$CID"
+t_adopt_again_refused $G other/login --resource "$CID" --secret-stdin
 rm -f "$W/adopt.in"
 tly log --json --stream "grant/$G" --type grant.adopted | grep -q "\"resource\":\"$CID\"" ||
 	t_fail "no grant.adopted {resource $CID}"

@@ -9,7 +9,8 @@
  *                              existence lookups, the two marks, CREATE
  *                              DATABASE, CREATE USER and ALTER USER with
  *                              the password's hash, the other-host
- *                              lookup, REVOKE, GRANT, ACCOUNT UNLOCK
+ *                              lookup, GRANT, the lookup of what the
+ *                              user holds beyond it, ACCOUNT UNLOCK
  *   tally --workers W          one tally assign of the slice's modules
  *                              (one CLI process, one transaction: how
  *                              an operator places a batch) with tallyd
@@ -193,8 +194,16 @@ direct_one(int i)
 	    "USING '%s' ACCOUNT UNLOCK", u, hash) ||
 	    execf("SELECT Host FROM mysql.global_priv WHERE User = '%s' AND "
 	    "Host <> '%%'", u) ||
-	    execf("REVOKE ALL PRIVILEGES, GRANT OPTION FROM '%s'@'%%'", u) ||
 	    execf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'%%'", pat, u) ||
+	    execf("SELECT 'g', '', '', '', 0 FROM mysql.global_priv WHERE "
+	    "User = '%s' AND Host = '%%' AND COALESCE(JSON_VALUE(Priv, "
+	    "'$.access'), 0) <> 0 UNION ALL SELECT 'd', Db, '', '', Db = '%s' "
+	    "FROM mysql.db WHERE User = '%s' AND Host = '%%' AND (Db <> '%s' "
+	    "OR Grant_priv = 'Y' OR 0) UNION ALL SELECT 't', Db, Table_name, "
+	    "'', 0 FROM mysql.tables_priv WHERE User = '%s' AND Host = '%%' "
+	    "UNION ALL SELECT 'r', Db, Routine_name, Routine_type, 0 FROM "
+	    "mysql.procs_priv WHERE User = '%s' AND Host = '%%'", u, pat, u,
+	    pat, u, u) ||
 	    execf("ALTER USER '%s'@'%%' ACCOUNT UNLOCK", u) ? -1 : 0;
 }
 

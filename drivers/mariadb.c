@@ -846,79 +846,92 @@ db_privs_not(const struct tl_drv_grant *g)
 }
 
 /*
- * Every privilege of g's user but db_privs on its database: global
- * ones (REVOKE ... ON *.* acts on that level alone), the rest on its
- * database, and every other database's, table's (with its columns')
- * and routine's, as the grant tables list them.
+ * What g's user holds beyond db_privs on its database, one row each,
+ * in one round trip (a new user: none): kind 'g' global privileges
+ * ('access' is 0 for USAGE alone), 'd' a database's (own: 1 for g's,
+ * listed when it has GRANT OPTION, or always for a login below
+ * ownership, whose excess the row does not show simply), 't' a table's
+ * (its columns' with it), 'r' a routine's.  db is as the grant tables
+ * store it (a database's, its pattern).
+ */
+#define MDB_BEYOND_SQL							\
+    "SELECT 'g', '', '', '', 0 FROM mysql.global_priv WHERE User = %s"	\
+    " AND Host = '%%' AND COALESCE(JSON_VALUE(Priv, '$.access'), 0) <> 0" \
+    " UNION ALL SELECT 'd', Db, '', '', Db = %s FROM mysql.db"		\
+    " WHERE User = %s AND Host = '%%' AND (Db <> %s OR Grant_priv = 'Y'" \
+    " OR %d)"								\
+    " UNION ALL SELECT 't', Db, Table_name, '', 0 FROM mysql.tables_priv" \
+    " WHERE User = %s AND Host = '%%'"					\
+    " UNION ALL SELECT 'r', Db, Routine_name, Routine_type, 0"		\
+    " FROM mysql.procs_priv WHERE User = %s AND Host = '%%'"
+
+/* REVOKE what one MDB_BEYOND_SQL row names. */
+static int
+revoke_row(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
+    const struct ids *x, MYSQL_ROW row, char *why)
+{
+	static const char step[] = "revoking the user's other privileges";
+	char a[2 * TL_DRV_NAME_MAX + 4], b[2 * TL_DRV_NAME_MAX + 4];
+	char on[3 * sizeof(a) + 16];
+	int rc, i;
+
+	if (row[0][0] == 'g') {
+		/* REVOKE ... ON *.* acts on the global level alone. */
+		if ((rc = revoke_held(p->c, step, why, "REVOKE ALL PRIVILEGES "
+		    "ON *.* FROM %s", x->user)) != 0)
+			return rc;
+		return revoke_held(p->c, step, why, "REVOKE GRANT OPTION ON "
+		    "*.* FROM %s", x->user);
+	}
+	if (row[0][0] == 'd' && row[4] != NULL && strcmp(row[4], "1") == 0)
+		return revoke_held(p->c, step, why, "REVOKE %sGRANT OPTION ON "
+		    "%s.* FROM %s", db_privs_not(g), x->pat, x->user);
+	if (row[1] == NULL || row[2] == NULL ||
+	    tl_drv_mdb_quote_id(row[1], a, sizeof(a)) != 0 ||
+	    (row[0][0] != 'd' && tl_drv_mdb_quote_id(row[2], b,
+	    sizeof(b)) != 0))
+		return tl_drv_why(why, TL_EDRIVER, "%s: a name the grant tables "
+		    "hold does not fit", step);
+	if (row[0][0] == 'd')
+		snprintf(on, sizeof(on), "%s.*", a);
+	else if (row[0][0] == 't')
+		snprintf(on, sizeof(on), "%s.%s", a, b);
+	else
+		snprintf(on, sizeof(on), "%s %s.%s", row[3] != NULL &&
+		    strcmp(row[3], "FUNCTION") == 0 ? "FUNCTION" : "PROCEDURE",
+		    a, b);
+	/* Grant option first: ALL may leave no row behind. */
+	for (i = 0, rc = 0; i < 2 && rc == 0; i++)
+		rc = revoke_held(p->c, step, why, "REVOKE %s ON %s FROM %s",
+		    i == 0 ? "GRANT OPTION" : "ALL PRIVILEGES", on, x->user);
+	return rc;
+}
+
+/*
+ * Every privilege of g's user but db_privs on its database, revoked:
+ * what MDB_BEYOND_SQL lists, nothing when it lists nothing.
  */
 static int
 revoke_beyond(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
     const struct ids *x, char *why)
 {
-	char sql[MDB_SQL_MAX], a[2 * TL_DRV_NAME_MAX + 4];
-	char b[2 * TL_DRV_NAME_MAX + 4];
+	char sql[MDB_SQL_MAX];
 	MYSQL_RES *r;
 	MYSQL_ROW row;
-	int rc, k;
+	int rc;
 
-	if ((rc = revoke_held(p->c, "revoking global privileges", why,
-	    "REVOKE ALL PRIVILEGES ON *.* FROM %s", x->user)) != 0 ||
-	    (rc = revoke_held(p->c, "revoking global privileges", why,
-	    "REVOKE GRANT OPTION ON *.* FROM %s", x->user)) != 0 ||
-	    (rc = revoke_held(p->c, "revoking privileges on the database",
-	    why, "REVOKE %sGRANT OPTION ON %s.* FROM %s", db_privs_not(g),
-	    x->pat, x->user)) != 0)
+	if ((rc = tl_drv_sqlf(sql, sizeof(sql), why, MDB_BEYOND_SQL, x->ulit,
+	    x->plit, x->ulit, x->plit, g->access != 0, x->ulit,
+	    x->ulit)) != 0)
 		return rc;
-	for (k = 0; k < 3; k++) {
-		/* Its own database's row is db_privs: kept. */
-		if (k == 0)
-			rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT Db, '' "
-			    "FROM mysql.db WHERE User = %s AND Host = '%%' AND "
-			    "Db <> %s", x->ulit, x->plit);
-		else if (k == 1)
-			rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT Db, "
-			    "Table_name FROM mysql.tables_priv WHERE User = %s "
-			    "AND Host = '%%'", x->ulit);
-		else
-			rc = tl_drv_sqlf(sql, sizeof(sql), why, "SELECT Db, "
-			    "Routine_name, Routine_type FROM mysql.procs_priv "
-			    "WHERE User = %s AND Host = '%%'", x->ulit);
-		if (rc != 0)
-			return rc;
-		if ((rc = query(p->c, sql, &r, "reading the user's other "
-		    "privileges", why)) != 0)
-			return rc;
-		while (rc == 0 && (row = mysql_fetch_row(r)) != NULL) {
-			char on[3 * (2 * TL_DRV_NAME_MAX + 4) + 16];
-			int i;
-
-			/* A database's row is its pattern, as stored. */
-			if (row[0] == NULL || row[1] == NULL ||
-			    tl_drv_mdb_quote_id(row[0], a, sizeof(a)) != 0 ||
-			    (k > 0 && tl_drv_mdb_quote_id(row[1], b,
-			    sizeof(b)) != 0))
-				continue;
-			if (k == 0)
-				snprintf(on, sizeof(on), "%s.*", a);
-			else if (k == 1)
-				snprintf(on, sizeof(on), "%s.%s", a, b);
-			else
-				snprintf(on, sizeof(on), "%s %s.%s",
-				    row[2] != NULL && strcmp(row[2],
-				    "FUNCTION") == 0 ? "FUNCTION" : "PROCEDURE",
-				    a, b);
-			/* Grant option first: ALL may leave no row behind. */
-			for (i = 0; i < 2 && rc == 0; i++)
-				rc = revoke_held(p->c, "revoking the user's "
-				    "other privileges", why, "REVOKE %s ON %s "
-				    "FROM %s", i == 0 ? "GRANT OPTION" :
-				    "ALL PRIVILEGES", on, x->user);
-		}
-		mysql_free_result(r);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
+	if ((rc = query(p->c, sql, &r, "reading what the user holds beyond "
+	    "its database", why)) != 0)
+		return rc;
+	while (rc == 0 && (row = mysql_fetch_row(r)) != NULL)
+		if (row[0] != NULL)
+			rc = revoke_row(p, g, x, row, why);
+	mysql_free_result(r);
+	return rc;
 }
 
 /*

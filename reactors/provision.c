@@ -394,6 +394,25 @@ work_provider(const char *provider, uint64_t n, void *arg)
 	return 0;
 }
 
+/*
+ * What tally adopt gave for w's object, read for its adopting create:
+ * --secret-stdin's and --password-stdin's (each "" when not given).
+ */
+static int
+adopt_secrets(struct tl_rx *rx, struct tl_txn *t, struct work *w)
+{
+	int rc;
+
+	if ((rc = tl_rx_adopt_secret(rx, t, &w->g, "secret", w->adopt_secret,
+	    sizeof(w->adopt_secret))) != 0 && rc != TL_ENOTFOUND)
+		return rc;
+	if ((rc = tl_rx_adopt_secret(rx, t, &w->g, "password",
+	    w->adopt_password, sizeof(w->adopt_password))) != 0 &&
+	    rc != TL_ENOTFOUND)
+		return rc;
+	return 0;
+}
+
 /* Phase 1 (pass.h): what each grant needs, in the pass's read transaction. */
 static int
 gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
@@ -461,11 +480,7 @@ gather(void *arg, struct tl_txn *t, const struct tl_proj *p, unsigned *phases)
 			continue;
 		}
 		if (w->kind == W_CREATE && tl_rx_grant_adopting(&w->g) &&
-		    (((rc = tl_rx_adopt_secret(ps->rx, t, &w->g, "secret",
-		    w->adopt_secret, sizeof(w->adopt_secret))) != 0 &&
-		    rc != TL_ENOTFOUND) || ((rc = tl_rx_adopt_secret(ps->rx, t,
-		    &w->g, "password", w->adopt_password,
-		    sizeof(w->adopt_password))) != 0 && rc != TL_ENOTFOUND))) {
+		    (rc = adopt_secrets(ps->rx, t, w)) != 0) {
 			w->rc = rc;
 			snprintf(w->why, sizeof(w->why), "cannot read the "
 			    "secret tally adopt was given: %s",

@@ -780,6 +780,21 @@ START_TEST(test_drift_privileges)
 	ck_drift(h, &gr, TL_DRIFT_NONE);
 	ck_assert_int_eq(sql_long(a, "SELECT COUNT(*) FROM mysql.db WHERE "
 	    "User = '%s' AND Db = 'mysql'", gr.log), 0);
+	/* A table's, a column's and a routine's, elsewhere. */
+	sql(a, "CREATE DATABASE IF NOT EXISTS drift_side");
+	sql(a, "CREATE TABLE IF NOT EXISTS drift_side.t (x INT, y INT)");
+	sql(a, "CREATE PROCEDURE IF NOT EXISTS drift_side.p() SELECT 1");
+	sql(a, "GRANT INSERT ON drift_side.t TO '%s'@'%%'", gr.log);
+	sql(a, "GRANT SELECT (y) ON drift_side.t TO '%s'@'%%'", gr.log);
+	sql(a, "GRANT EXECUTE ON PROCEDURE drift_side.p TO '%s'@'%%' WITH "
+	    "GRANT OPTION", gr.log);
+	ck_drift(h, &gr, TL_DRIFT_PRIVILEGES);
+	ck_rc(drv->fix_privileges(h, &gr.g, why), 0, why);
+	ck_drift(h, &gr, TL_DRIFT_NONE);
+	ck_assert_int_eq(sql_long(a, "SELECT (SELECT COUNT(*) FROM "
+	    "mysql.tables_priv WHERE User = '%s') + (SELECT COUNT(*) FROM "
+	    "mysql.columns_priv WHERE User = '%s') + (SELECT COUNT(*) FROM "
+	    "mysql.procs_priv WHERE User = '%s')", gr.log, gr.log, gr.log), 0);
 	sql(a, "GRANT ALL ON `%s`.* TO '%s'@'%%' WITH GRANT OPTION", gr.res,
 	    gr.log);
 	ck_drift(h, &gr, TL_DRIFT_PRIVILEGES);

@@ -266,7 +266,7 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 	/*
 	 * The holders' password is tried as the login's: where the
 	 * provider chooses the credential, or it is more than a login and
-	 * a password (an S3 key pair), there is none to try.
+	 * a password (a key pair), there is none to try.
 	 */
 	if (a->password_in && !tl_drv_can(dd, TL_DRV_CAP_TRY_PASSWORD, why))
 		return tl_refuse(c, TL_EINVAL, "--password-stdin: %s",

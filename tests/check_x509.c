@@ -393,12 +393,52 @@ forged(const char *cn, EVP_PKEY *pub, EVP_PKEY *sig, int ext)
 	return out;
 }
 
+/*
+ * csr re-encoded after a change to its DER: 1, the last byte of its
+ * key's point changed (off the curve); 2, a byte after the request.
+ */
+static char *
+tampered(const char *csr, int how)
+{
+	BIO *b = BIO_new_mem_buf(csr, -1), *o = BIO_new(BIO_s_mem());
+	unsigned char *der = NULL, *der2;
+	char *name = NULL, *hdr = NULL, *data, *out;
+	long n, i, m;
+
+	ck_assert_int_eq(PEM_read_bio(b, &name, &hdr, &der, &n), 1);
+	der2 = malloc((size_t)n + 1);
+	memcpy(der2, der, (size_t)n);
+	m = n;
+	if (how == 1) {
+		/* The point: 0x04, then X and Y, after the BIT STRING's 0x00. */
+		for (i = 0; i + 66 < n; i++)
+			if (der2[i] == 0x03 && der2[i + 1] == 66 &&
+			    der2[i + 2] == 0x00 && der2[i + 3] == 0x04)
+				break;
+		ck_assert_int_lt(i + 66, n);
+		der2[i + 3 + 64] ^= 0x01;
+	} else
+		der2[m++] = 0x00;
+	ck_assert_int_gt(PEM_write_bio(o, "CERTIFICATE REQUEST", "", der2, m),
+	    0);
+	m = BIO_get_mem_data(o, &data);
+	out = strndup(data, (size_t)m);
+	BIO_free(b);
+	BIO_free(o);
+	OPENSSL_free(name);
+	OPENSSL_free(hdr);
+	OPENSSL_free(der);
+	free(der2);
+	return out;
+}
+
 START_TEST(test_forged)
 {
 	struct tl_x509_policy p = policy("app-db_v1", NULL, 0);
 	EVP_PKEY *a = EVP_EC_gen("P-256"), *b = EVP_EC_gen("P-256");
-	EVP_PKEY *r = EVP_RSA_gen(2048);
+	EVP_PKEY *r = EVP_RSA_gen(2048), *c384 = EVP_EC_gen("P-384");
 	char *csr, *cert = NULL, *other_key = NULL, *other_cert = NULL;
+	char *forged_pem;
 
 	/* The control: built by hand and honest, it is signed. */
 	csr = forged("app-db_v1", a, a, 0);
@@ -425,6 +465,23 @@ START_TEST(test_forged)
 	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, csr, &p, &cert, NULL,
 	    why), TL_EREFUSED);
 	ck_assert_ptr_nonnull(strstr(why, "P-256"));
+	free(csr);
+	csr = forged("app-db_v1", c384, c384, 0);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, csr, &p, &cert, NULL,
+	    why), TL_EREFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "P-256"));
+	/* A point off the curve; a byte after the request. */
+	free(csr);
+	csr = forged("app-db_v1", a, a, 0);
+	forged_pem = tampered(csr, 1);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, forged_pem, &p, &cert,
+	    NULL, why), TL_EREFUSED);
+	ck_assert_msg(strstr(why, "not a P-256 point") != NULL, "%s", why);
+	free(forged_pem);
+	forged_pem = tampered(csr, 2);
+	ck_assert_int_eq(tl_x509_sign(ca_key, ca_cert, forged_pem, &p, &cert,
+	    NULL, why), TL_EINVAL);
+	free(forged_pem);
 	/* Another CA's key with this CA's certificate. */
 	ck_assert_int_eq(tl_x509_ca_make("other", 1, &other_key, &other_cert,
 	    why), 0);
@@ -443,6 +500,7 @@ START_TEST(test_forged)
 	EVP_PKEY_free(a);
 	EVP_PKEY_free(b);
 	EVP_PKEY_free(r);
+	EVP_PKEY_free(c384);
 }
 END_TEST
 

@@ -122,6 +122,29 @@ write_manifest(const char *dir, int i)
 	return fclose(fp);
 }
 
+/*
+ * The end of a failed command's log, on stderr: the work directory and
+ * the log with it are removed on the way out.
+ */
+static void
+log_tail(const char *path)
+{
+	char buf[8192];
+	size_t n = 0;
+	long at;
+	FILE *fp;
+
+	if ((fp = fopen(path, "r")) == NULL)
+		return;
+	if (fseek(fp, 0, SEEK_END) == 0 && (at = ftell(fp)) > 0)
+		fseek(fp, at > (long)sizeof(buf) - 1 ?
+		    at - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	buf[n] = '\0';
+	fclose(fp);
+	fprintf(stderr, "%s", buf);
+}
+
 /* tally apply of manifests [from, to), in one process. */
 static int
 apply_range(const char *home, const char *mdir, const char *clilog,
@@ -422,8 +445,9 @@ run(int n, int samples, int compare, struct size_result *res)
 	    tl_bench_tally(bin, home, NULL, clilog, "apply", p, NULL) != 0 ||
 	    tl_bench_tally(bin, home, NULL, clilog, "assign", "download",
 	    "node-a", "--set", setroot, NULL) != 0) {
-		fprintf(stderr, ME ": setting up the home failed (see %s)\n",
-		    clilog);
+		fprintf(stderr, ME ": setting up the home failed; %s "
+		    "ends:\n", clilog);
+		log_tail(clilog);
 		free(p);
 		goto out;
 	}
@@ -434,8 +458,9 @@ run(int n, int samples, int compare, struct size_result *res)
 	for (i = 0; i < n + samples; i += APPLY_BATCH)
 		if (apply_range(home, mdir, clilog, i, i + APPLY_BATCH <
 		    n + samples ? i + APPLY_BATCH : n + samples) != 0) {
-			fprintf(stderr, ME ": tally apply failed (see %s)\n",
-			    clilog);
+			fprintf(stderr, ME ": tally apply failed; %s "
+			    "ends:\n", clilog);
+			log_tail(clilog);
 			goto out;
 		}
 	/* Applied: their files would only take tmpfs's memory. */

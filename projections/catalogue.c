@@ -314,8 +314,29 @@ int
 tl_cat_check(const struct tl_cat_event *e, struct tl_bnode body,
     const char **field, size_t *max, size_t *len)
 {
-	size_t i, k;
+	const char *plain[TL_CAT_FIELDS_MAX];
+	const struct tl_cat_field *pf[TL_CAT_FIELDS_MAX];
+	struct tl_bnode got_n[TL_CAT_FIELDS_MAX];
+	size_t i, k, np = 0;
 
+	/* The top-level fields in one walk of the body. */
+	for (i = 0; i < TL_CAT_FIELDS_MAX && e->limits[i].name != NULL; i++)
+		if (strpbrk(e->limits[i].name, "[.") == NULL) {
+			pf[np] = &e->limits[i];
+			plain[np++] = e->limits[i].name;
+		}
+	if (np > 0 && tl_bn_pick(body, plain, np, got_n) == 0)
+		for (i = 0; i < np; i++) {
+			size_t got = 0;
+
+			if (got_n[i].p != NULL && !fits(got_n[i], pf[i]->max,
+			    &got)) {
+				*field = pf[i]->name;
+				*max = pf[i]->max;
+				*len = got;
+				return TL_ETOOBIG;
+			}
+		}
 	for (i = 0; i < TL_CAT_FIELDS_MAX && e->limits[i].name != NULL; i++) {
 		const struct tl_cat_field *f = &e->limits[i];
 		const char *arr = strstr(f->name, "[]");
@@ -325,31 +346,28 @@ tl_cat_check(const struct tl_cat_event *e, struct tl_bnode body,
 		size_t ol, got = 0;
 		int ok = 1;
 
-		if (arr == NULL && dot == NULL) {
-			if (tl_bn_get(body, f->name, &n) == 0)
+		if (arr == NULL && dot == NULL)
+			continue;	/* above */
+		ol = (size_t)((arr != NULL ? arr : dot) - f->name);
+		if (ol >= sizeof(outer))
+			continue;
+		memcpy(outer, f->name, ol);
+		outer[ol] = '\0';
+		if (tl_bn_get(body, outer, &m) != 0)
+			continue;
+		if (arr == NULL) {
+			/* "map.key" */
+			if (tl_bn_get(m, dot + 1, &n) == 0)
 				ok = fits(n, f->max, &got);
-		} else {
-			ol = (size_t)((arr != NULL ? arr : dot) - f->name);
-			if (ol >= sizeof(outer))
-				continue;
-			memcpy(outer, f->name, ol);
-			outer[ol] = '\0';
-			if (tl_bn_get(body, outer, &m) != 0)
-				continue;
-			if (arr == NULL) {
-				/* "map.key" */
-				if (tl_bn_get(m, dot + 1, &n) == 0)
-					ok = fits(n, f->max, &got);
-			} else
-				/* "arr[]" (strings) or "arr[].key" (maps) */
-				for (k = 0; ok && k < tl_bn_len(m); k++) {
-					n = tl_bn_at(m, k);
-					if (arr[2] == '.' && tl_bn_get(n, arr + 3,
-					    &n) != 0)
-						continue;
-					ok = fits(n, f->max, &got);
-				}
-		}
+		} else
+			/* "arr[]" (strings) or "arr[].key" (maps) */
+			for (k = 0; ok && k < tl_bn_len(m); k++) {
+				n = tl_bn_at(m, k);
+				if (arr[2] == '.' && tl_bn_get(n, arr + 3,
+				    &n) != 0)
+					continue;
+				ok = fits(n, f->max, &got);
+			}
 		if (!ok) {
 			*field = f->name;
 			*max = f->max;

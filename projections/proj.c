@@ -14,25 +14,14 @@
 #include "rotation.h"
 
 int
-tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_event *ev)
+tl_proj_check(const struct tl_event *ev)
 {
-	struct tl_bview v;
-	int rc;
-
 	const struct tl_cat_event *e = tl_cat_find(ev->type);
 	const char *field;
 	size_t max, len;
+	struct tl_bview v;
+	int rc;
 
-	/*
-	 * Folded from the first event, the migrator's and the rotator's
-	 * indexes are whole (grant.h): a home whose projections an older
-	 * tally built lacks the mark until tally rebuild, and their passes
-	 * walk every grant meanwhile (tl_grant_due_indexed).
-	 */
-	if (ev->seq == 1 && (rc = tl_kv_put(t, p->grants, TL_GRANT_DUE_MARK,
-	    strlen(TL_GRANT_DUE_MARK), "", 0)) != 0)
-		return rc;
 	/* Not tally's, or no fold takes it (catalogue.c says why). */
 	if (e == NULL || e->folds == 0)
 		return 0;
@@ -45,10 +34,32 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	 * value when it is decided, so only a writer past the deciders
 	 * (an older tally, a foreign log) gets here.
 	 */
-	if ((rc = tl_cat_check(e, v.root, &field, &max, &len)) != 0) {
-		tl_bview_close(&v);
+	rc = tl_cat_check(e, v.root, &field, &max, &len);
+	tl_bview_close(&v);
+	return rc;
+}
+
+int
+tl_proj_apply_checked(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev)
+{
+	const struct tl_cat_event *e = tl_cat_find(ev->type);
+	struct tl_bview v;
+	int rc;
+
+	/*
+	 * Folded from the first event, the migrator's and the rotator's
+	 * indexes are whole (grant.h): a home whose projections an older
+	 * tally built lacks the mark until tally rebuild, and their passes
+	 * walk every grant meanwhile (tl_grant_due_indexed).
+	 */
+	if (ev->seq == 1 && (rc = tl_kv_put(t, p->grants, TL_GRANT_DUE_MARK,
+	    strlen(TL_GRANT_DUE_MARK), "", 0)) != 0)
 		return rc;
-	}
+	if (e == NULL || e->folds == 0)
+		return 0;
+	if ((rc = tl_bview_open_valid(&v, ev->body, ev->body_len)) != 0)
+		return rc;
 	rc = tl_fold_graph(t, p, ev, v.root);
 	if (rc == 0)
 		rc = tl_fold_certs(t, p, ev, v.root);
@@ -60,4 +71,15 @@ tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 		rc = tl_fold_rebind(t, p, ev, v.root);
 	tl_bview_close(&v);
 	return rc;
+}
+
+int
+tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
+    const struct tl_event *ev)
+{
+	int rc;
+
+	if ((rc = tl_proj_check(ev)) != 0)
+		return rc;
+	return tl_proj_apply_checked(t, p, ev);
 }

@@ -8,6 +8,8 @@
  * only a read transaction, so a second thread does it into a ring of
  * decoded events while the caller's thread folds them into the write
  * transaction; LMDB allows one writer beside any number of readers.
+ * The reader also holds each event to the catalogue (tl_proj_check),
+ * which needs no table, so the folder is left the folds alone.
  * The reader's transaction is begun and ended inside each fold, so the
  * event pointers it hands over stay valid exactly as long as they are
  * used, and a map grown between steps is never under a live reader.
@@ -30,6 +32,7 @@ struct feed {
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 filled, drained;
 	struct tl_event	*ring;
+	int		*checked;	/* tl_proj_check's verdict, per slot */
 	uint64_t	 head;		/* events published */
 	uint64_t	 tail;		/* events taken */
 	int		 eof;		/* nothing after head */
@@ -64,8 +67,11 @@ reader(void *arg)
 		if (room > BATCH)
 			room = BATCH;
 		while (!stop && room-- > 0 && (rc = tl_iter_next(it,
-		    &f->ring[mine % RING])) == 0)
+		    &f->ring[mine % RING])) == 0) {
+			f->checked[mine % RING] =
+			    tl_proj_check(&f->ring[mine % RING]);
 			mine++;
+		}
 		pthread_mutex_lock(&f->mu);
 		f->head = mine;
 		pthread_cond_signal(&f->filled);
@@ -134,7 +140,9 @@ tl_proj_fold(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
 	 * then the whole range is read here.
 	 */
 	if ((rc = tl_log_last(f.rt, &seen, NULL)) != 0 || seen < to ||
-	    (f.ring = calloc(RING, sizeof(*f.ring))) == NULL) {
+	    (f.ring = calloc(RING, sizeof(*f.ring))) == NULL ||
+	    (f.checked = calloc(RING, sizeof(*f.checked))) == NULL) {
+		free(f.ring);
 		tl_log_abort(f.rt);
 		if (rc != 0)
 			return rc;
@@ -161,7 +169,8 @@ tl_proj_fold(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
 		for (; avail > 0; avail--, got++) {
 			const struct tl_event *ev = &f.ring[got % RING];
 
-			if ((rc = tl_proj_apply(t, p, ev)) != 0) {
+			if ((rc = f.checked[got % RING]) != 0 ||
+			    (rc = tl_proj_apply_checked(t, p, ev)) != 0) {
 				*badp = ev->seq;
 				break;
 			}
@@ -183,6 +192,7 @@ out:
 	pthread_mutex_destroy(&f.mu);
 	tl_log_abort(f.rt);
 	free(f.ring);
+	free(f.checked);
 	return rc;
 }
 

@@ -385,6 +385,93 @@ START_TEST(test_fold_refuses_overlong)
 }
 END_TEST
 
+/* n events no fold takes, then (when bad) an overlong grant.requested. */
+struct noise {
+	int		 n;
+	int		 bad;
+	uint64_t	 bad_seq;
+};
+
+static int
+noise_cb(struct tl_txn *t, void *arg)
+{
+	struct noise *nz = arg;
+	struct tl_append a = { 0 };
+	struct tl_body b;
+	const void *body;
+	char longres[101];
+	size_t len;
+	uint64_t seq;
+	int i, rc = 0;
+
+	a.expect = TL_VER_ANY;
+	a.actor = "test";
+	for (i = 0; rc == 0 && i < nz->n; i++) {
+		tl_body_init(&b);
+		tl_body_u64(&b, "i", (uint64_t)i);
+		a.type = "test.noise";
+		a.stream = "test/noise";
+		if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
+			a.body = body;
+			a.body_len = len;
+			rc = tl_append(t, &a, &seq, NULL);
+		}
+		tl_body_free(&b);
+	}
+	if (rc != 0 || !nz->bad)
+		return rc;
+	memset(longres, 'r', 100);
+	longres[100] = '\0';
+	tl_body_init(&b);
+	tl_body_str(&b, "grant", "m/db");
+	tl_body_str(&b, "module", "m");
+	tl_body_str(&b, "req", "db");
+	tl_body_str(&b, "scope", "shared");
+	tl_body_str(&b, "type", "t");
+	tl_body_str(&b, "provider", "n/p");
+	tl_body_str(&b, "resource", longres);
+	a.type = TL_EV_GRANT_REQUESTED;
+	a.stream = "grant/m/db";
+	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
+		a.body = body;
+		a.body_len = len;
+		rc = tl_append(t, &a, &nz->bad_seq, NULL);
+	}
+	tl_body_free(&b);
+	return rc;
+}
+
+/*
+ * The same refusal when a rebuild folds a long range on two threads
+ * (the reader holds each event to the catalogue there): the rebuild
+ * stops at the overlong event, names it, and keeps nothing past it.
+ */
+START_TEST(test_rebuild_refuses_overlong)
+{
+	struct noise nz = { 6000, 1, 0 }, after = { 3000, 0, 0 };
+	struct tl_txn *t;
+	uint64_t count = 0, bad = 0, ck = 0;
+
+	ck_assert_int_eq(tl_log_write(G.log, noise_cb, &nz), 0);
+	ck_assert_int_eq(tl_log_write(G.log, noise_cb, &after), 0);
+	ck_assert_uint_gt(nz.bad_seq, 4096);
+	ck_assert_int_eq(tl_proj_rebuild_log(G.log, 0, &count, &bad),
+	    TL_ETOOBIG);
+	ck_assert_uint_eq(bad, nz.bad_seq);
+	ck_assert_uint_lt(count, nz.bad_seq);
+	ck_assert_int_eq(tl_log_begin(G.log, TL_TXN_RDONLY, &t), 0);
+	if (tl_ckpt_get(t, TL_PROJ_CKPT, &ck) == TL_ENOTFOUND)
+		ck = 0;
+	tl_log_abort(t);
+	ck_assert_uint_lt(ck, nz.bad_seq);
+	/* In steps that end before it, everything before it is folded. */
+	ck_assert_int_eq(tl_proj_rebuild_log(G.log, 5000, &count, &bad),
+	    TL_ETOOBIG);
+	ck_assert_uint_eq(bad, nz.bad_seq);
+	ck_assert_uint_eq(count, 5000);
+}
+END_TEST
+
 struct node_cmd {
 	const char	*name;
 	const char	*routable;
@@ -686,6 +773,7 @@ suite(void)
 	tc = tcase_create("strings");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_fold_refuses_overlong);
+	tcase_add_test(tc, test_rebuild_refuses_overlong);
 	tcase_add_test(tc, test_decider_refuses_overlong);
 	tcase_add_test(tc, test_decider_refuses_long_requirement);
 	tcase_add_test(tc, test_fold_itself_refuses_overlong);

@@ -62,7 +62,7 @@ static const struct tl_cat_event cat[] = {
 	    { "reason", REASON } } },
 	/* module/NAME */
 	{ E(TL_EV_MODULE_DECLARED), "module",
-	  "name digest instances parts[] file env{} provides[] embedded[]", GR,
+	  "name digest instances parts[] file env{} provides[] embedded[]", GR | GN,
 	  NULL, { { "name", NAME }, { "instances", 15 }, { "parts[]", NAME } } },
 	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
@@ -72,36 +72,36 @@ static const struct tl_cat_event cat[] = {
 	  { { "module", NAME } } },
 	{ E(TL_EV_REQ_DECLARED), "module", "module name kind target type scope "
 	  "provider resource env{} migrations max_age [part] [window] "
-	  "[params{}] [credential] [access of]", GR,
+	  "[params{}] [credential] [access of]", GR | GN,
 	  NULL,
 	  { { "module", NAME }, { "name", NAME }, { "kind", 15 },
 	    { "target", NAME }, { "type", NAME }, { "scope", 15 },
 	    { "resource", NAME }, { "part", NAME }, { "window", 128 },
 	    { "credential", 15 }, { "access", 15 }, { "of", GRANT } } },
-	{ E(TL_EV_REQ_WITHDRAWN), "module", "module name", GR, NULL,
+	{ E(TL_EV_REQ_WITHDRAWN), "module", "module name", GR | GN, NULL,
 	  { { "module", NAME }, { "name", NAME } } },
 	{ E(TL_EV_MIGRATION_STORED), "module", "module req file checksum "
-	  "content(bin)", GR, NULL,
+	  "content(bin)", GR | GN, NULL,
 	  { { "module", NAME }, { "checksum", 79 } } },
 	/* assignment/MODULE@NODE */
 	{ E(TL_EV_ASSIGN_CREATED), "assignment", "module node expose settings{} "
-	  "secrets{} [parts[]]", GR, NULL,
+	  "secrets{} [parts[]]", GR | GN, NULL,
 	  { { "module", NAME }, { "node", NAME }, { "expose", 15 },
 	    { "parts[]", NAME } } },
 	{ E(TL_EV_ASSIGN_CONFIGURED), "assignment", "module node expose "
-	  "settings{} secrets{} [parts[]]", GR, NULL,
+	  "settings{} secrets{} [parts[]]", GR | GN, NULL,
 	  { { "module", NAME }, { "node", NAME }, { "expose", 15 },
 	    { "parts[]", NAME } } },
-	{ E(TL_EV_ASSIGN_REMOVED), "assignment", "module node", GR | RB, NULL,
+	{ E(TL_EV_ASSIGN_REMOVED), "assignment", "module node", GR | GN | RB, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
-	{ E(TL_EV_ASSIGN_READY), "assignment", "module node", GR, NULL,
+	{ E(TL_EV_ASSIGN_READY), "assignment", "module node", GR | GN, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	{ E(TL_EV_ASSIGN_DERIVED), "assignment", "module node inventory "
 	  "settings{} from{} overridden{} refused{}", GR, NULL,
 	  { { "module", NAME }, { "node", NAME } } },
 	/* provider/NODE/MODULE */
 	{ E(TL_EV_PROVIDER_REGISTERED), "provider", "id module node "
-	  "types[{type driver revoke max_age [window]}]", GR, NULL,
+	  "types[{type driver revoke max_age [window]}]", GR | GN, NULL,
 	  { { "id", PROV }, { "module", NAME }, { "node", NAME },
 	    { "types[].type", NAME }, { "types[].driver", NAME },
 	    { "types[].revoke", 15 }, { "types[].window", 128 } } },
@@ -109,14 +109,14 @@ static const struct tl_cat_event cat[] = {
 	  "next_update serials[] crl", CE, NULL,
 	  { { "provider", PROV }, { "serials[]", 64 },
 	    { "crl", TL_BODY_MAX / 2 } } },
-	{ E(TL_EV_PROVIDER_RETIRED), "provider", "id", GR, NULL,
+	{ E(TL_EV_PROVIDER_RETIRED), "provider", "id", GR | GN, NULL,
 	  { { "id", PROV } } },
 	{ E(TL_EV_PROVIDER_UNREACHABLE), "provider", "id reason kind", GR, NULL,
 	  { { "id", PROV } } },
 	{ E(TL_EV_PROVIDER_RECOVERED), "provider", "id", GR, NULL,
 	  { { "id", PROV } } },
 	{ E(TL_EV_PROVIDER_MOVED), "provider", "id module from to host port",
-	  RB, NULL,
+	  GR | RB, NULL,
 	  { { "id", PROV }, { "module", NAME }, { "from", NAME },
 	    { "to", NAME }, { "host", 255 }, { "port", 7 } } },
 	/* binding/GRANT */
@@ -138,7 +138,7 @@ static const struct tl_cat_event cat[] = {
 	    { "node", NAME }, { "scope", 15 }, { "type", NAME },
 	    { "provider", PROV }, { "resource", NAME } } },
 	{ E(TL_EV_GRANT_PROVISIONING), "grant", "grant provider version owner "
-	  "user resource naming password(secret)", GN, NULL,
+	  "user resource naming password(secret)", GN | RO, NULL,
 	  { { "grant", GRANT }, { "provider", PROV }, { "user", NAME } } },
 	/* fields: the driver's connection fields that are not secret. */
 	/* holders: what tally adopt --password-stdin's password found. */

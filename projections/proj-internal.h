@@ -9,7 +9,20 @@
 
 #include <errno.h>
 
+#include "catalogue.h"
 #include "proj.h"
+
+/*
+ * tl_proj_apply in two (proj.c), so rebuild.c's reader thread does the
+ * first: tl_proj_check finds the event's catalogue entry (*ep, NULL for
+ * a type tally never appends) and holds the event to its limits
+ * (TL_ETOOBIG, TL_EMALFORMED) touching no table; tl_proj_apply_checked
+ * folds an event that passed, given that entry.
+ */
+int	tl_proj_check(const struct tl_event *ev,
+	    const struct tl_cat_event **ep);
+int	tl_proj_apply_checked(struct tl_txn *t, const struct tl_proj *p,
+	    const struct tl_event *ev, const struct tl_cat_event *e);
 
 /*
  * Folds events from..to into t (rebuild.c): a long range is read on a

@@ -9,14 +9,14 @@
 #include "catalogue.h"
 #include "grant.h"
 #include "graph.h"
-#include "proj.h"
+#include "proj-internal.h"
 #include "rebind.h"
 #include "rotation.h"
 
 int
-tl_proj_check(const struct tl_event *ev)
+tl_proj_check(const struct tl_event *ev, const struct tl_cat_event **ep)
 {
-	const struct tl_cat_event *e = tl_cat_find(ev->type);
+	const struct tl_cat_event *e = *ep = tl_cat_find(ev->type);
 	const char *field;
 	size_t max, len;
 	struct tl_bview v;
@@ -41,11 +41,10 @@ tl_proj_check(const struct tl_event *ev)
 
 int
 tl_proj_apply_checked(struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_event *ev)
+    const struct tl_event *ev, const struct tl_cat_event *e)
 {
-	const struct tl_cat_event *e = tl_cat_find(ev->type);
 	struct tl_bview v;
-	int rc;
+	int rc = 0;
 
 	/*
 	 * Folded from the first event, the migrator's and the rotator's
@@ -60,14 +59,19 @@ tl_proj_apply_checked(struct tl_txn *t, const struct tl_proj *p,
 		return 0;
 	if ((rc = tl_bview_open_valid(&v, ev->body, ev->body_len)) != 0)
 		return rc;
-	rc = tl_fold_graph(t, p, ev, v.root);
-	if (rc == 0)
+	/*
+	 * Only the folds the catalogue names (check_catalogue holds it to
+	 * every type each fold names, both ways).
+	 */
+	if (e->folds & TL_FOLD_GRAPH)
+		rc = tl_fold_graph(t, p, ev, v.root);
+	if (rc == 0 && (e->folds & TL_FOLD_CERTS))
 		rc = tl_fold_certs(t, p, ev, v.root);
-	if (rc == 0)
+	if (rc == 0 && (e->folds & TL_FOLD_GRANTS))
 		rc = tl_fold_grants(t, p, ev, v.root);
-	if (rc == 0)
+	if (rc == 0 && (e->folds & TL_FOLD_ROTATION))
 		rc = tl_fold_rotation(t, p, ev, v.root);
-	if (rc == 0)
+	if (rc == 0 && (e->folds & TL_FOLD_REBIND))
 		rc = tl_fold_rebind(t, p, ev, v.root);
 	tl_bview_close(&v);
 	return rc;
@@ -77,9 +81,10 @@ int
 tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
     const struct tl_event *ev)
 {
+	const struct tl_cat_event *e;
 	int rc;
 
-	if ((rc = tl_proj_check(ev)) != 0)
+	if ((rc = tl_proj_check(ev, &e)) != 0)
 		return rc;
-	return tl_proj_apply_checked(t, p, ev);
+	return tl_proj_apply_checked(t, p, ev, e);
 }

@@ -36,16 +36,6 @@ int	tl_proj_apply(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_event *ev);
 
 /*
- * tl_proj_apply in two: tl_proj_check holds the event to the
- * catalogue's limits (TL_ETOOBIG, TL_EMALFORMED; 0 for what no fold
- * takes) and touches no table, so a thread without the transaction may
- * run it; tl_proj_apply_checked folds an event tl_proj_check passed.
- */
-int	tl_proj_check(const struct tl_event *ev);
-int	tl_proj_apply_checked(struct tl_txn *t, const struct tl_proj *p,
-	    const struct tl_event *ev);
-
-/*
  * Folds every event after the checkpoint up to the head (or up to
  * upto, when not 0) and moves the checkpoint.  Write transactions only.
  */

@@ -26,13 +26,18 @@
 #define BATCH	256		/* handed over at once: one lock per batch */
 #define THREADED 4096		/* shorter ranges: not worth a thread */
 
+struct checked {
+	const struct tl_cat_event *e;
+	int		 rc;
+};
+
 struct feed {
 	struct tl_txn	*rt;		/* the reader's transaction */
 	uint64_t	 from, to;
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 filled, drained;
 	struct tl_event	*ring;
-	int		*checked;	/* tl_proj_check's verdict, per slot */
+	struct checked	*checked;	/* tl_proj_check's, per slot */
 	uint64_t	 head;		/* events published */
 	uint64_t	 tail;		/* events taken */
 	int		 eof;		/* nothing after head */
@@ -68,8 +73,9 @@ reader(void *arg)
 			room = BATCH;
 		while (!stop && room-- > 0 && (rc = tl_iter_next(it,
 		    &f->ring[mine % RING])) == 0) {
-			f->checked[mine % RING] =
-			    tl_proj_check(&f->ring[mine % RING]);
+			struct checked *c = &f->checked[mine % RING];
+
+			c->rc = tl_proj_check(&f->ring[mine % RING], &c->e);
 			mine++;
 		}
 		pthread_mutex_lock(&f->mu);
@@ -169,8 +175,10 @@ tl_proj_fold(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
 		for (; avail > 0; avail--, got++) {
 			const struct tl_event *ev = &f.ring[got % RING];
 
-			if ((rc = f.checked[got % RING]) != 0 ||
-			    (rc = tl_proj_apply_checked(t, p, ev)) != 0) {
+			const struct checked *c = &f.checked[got % RING];
+
+			if ((rc = c->rc) != 0 ||
+			    (rc = tl_proj_apply_checked(t, p, ev, c->e)) != 0) {
 				*badp = ev->seq;
 				break;
 			}

@@ -275,13 +275,15 @@ START_TEST(test_folds_take_what_catalogue_says)
 	ck_assert_uint_gt(n, 50);
 	for (i = 0; i < n; i++) {
 		const struct tl_cat_event *e = tl_cat_at(i);
-		char prefix[64];
+		char prefix[64], quoted[96];
 		const char *dot = strchr(e->type, '.');
 
 		ck_assert_ptr_nonnull(dot);
 		/* A fold may take a family by its prefix ("binding."). */
 		snprintf(prefix, sizeof(prefix), "\"%.*s\"",
 		    (int)(dot - e->type + 1), e->type);
+		/* Or by its name in full ("grant.provisioning"). */
+		snprintf(quoted, sizeof(quoted), "\"%s\"", e->type);
 		for (k = 0; k < i; k++)
 			ck_assert_str_ne(tl_cat_at(k)->type, e->type);
 		if (e->folds == 0 && (e->ignored == NULL ||
@@ -292,11 +294,23 @@ START_TEST(test_folds_take_what_catalogue_says)
 		}
 		for (j = 0; j < 5; j++) {
 			int named = has_ident(text[j], e->macro) ||
-			    strstr(text[j], prefix) != NULL;
+			    strstr(text[j], prefix) != NULL ||
+			    strstr(text[j], quoted) != NULL;
 
 			if ((e->folds & folds[j].bit) && !named) {
 				fprintf(stderr, "%s: catalogue says %s folds "
 				    "it; it does not name it\n", e->type,
+				    folds[j].file);
+				bad++;
+			}
+			/*
+			 * And the other way: proj.c gives an event only to
+			 * the folds its entry names, so a fold that names a
+			 * type it is not given would silently miss it.
+			 */
+			if (!(e->folds & folds[j].bit) && named) {
+				fprintf(stderr, "%s: %s names it; the catalogue "
+				    "does not give it that fold\n", e->type,
 				    folds[j].file);
 				bad++;
 			}

@@ -32,42 +32,36 @@
 	X(warning) X(adopt_migrated) X(of) X(of_resource) X(of_owner)
 
 /*
- * Requirement module/req's access: and of: (a login below ownership)
- * into g: access TL_GRANT_ACCESS_*, of the owner grant's id.
+ * What requirement module/req says of g's login, in one read: access:
+ * and of: (a login below ownership) into g (access TL_GRANT_ACCESS_*, of
+ * the owner grant's id); credential: certificate, the return value.
  */
-static void
-req_access(struct tl_txn *t, const struct tl_proj *p, struct tl_grant *g)
+static int
+req_login(struct tl_txn *t, const struct tl_proj *p, struct tl_grant *g)
 {
+	static const char *const keys[] = { "access", "of", "credential" };
+	struct tl_bnode v[3];
 	struct tl_rec r;
-	char k[TL_KEY_MAX], access[16] = "";
+	char k[TL_KEY_MAX], access[16] = "", cred[16] = "";
 
 	g->access = 0;
 	g->of[0] = '\0';
 	if (tl_key(k, "r/%s/%s", g->module, g->req) != 0 ||
 	    tl_rec_get(t, p->graph, k, &r) != 0)
-		return;
-	tl_bn_getstr(r.m, "access", access, sizeof(access));
-	if (strcmp(access, "read") == 0 || strcmp(access, "read-write") == 0) {
-		g->access = strcmp(access, "read") == 0 ? TL_GRANT_ACCESS_READ :
-		    TL_GRANT_ACCESS_READ_WRITE;
-		if (tl_bn_getstr(r.m, "of", g->of, sizeof(g->of)) != 0)
-			g->access = 0;
-	}
-	tl_rec_close(&r);
-}
-
-/* Does requirement module/req declare credential: certificate? */
-static int
-req_cert_login(struct tl_txn *t, const struct tl_proj *p, const char *module,
-    const char *req)
-{
-	struct tl_rec r;
-	char k[TL_KEY_MAX], cred[16] = "";
-
-	if (tl_key(k, "r/%s/%s", module, req) != 0 ||
-	    tl_rec_get(t, p->graph, k, &r) != 0)
 		return 0;
-	tl_bn_getstr(r.m, "credential", cred, sizeof(cred));
+	if (tl_bn_pick(r.m, keys, 3, v) == 0) {
+		tl_bn_strcpy(v[0], access, sizeof(access));
+		tl_bn_strcpy(v[2], cred, sizeof(cred));
+		if (strcmp(access, "read") == 0 ||
+		    strcmp(access, "read-write") == 0) {
+			g->access = strcmp(access, "read") == 0 ?
+			    TL_GRANT_ACCESS_READ : TL_GRANT_ACCESS_READ_WRITE;
+			if (tl_bn_strcpy(v[1], g->of, sizeof(g->of)) != 0) {
+				g->of[0] = '\0';
+				g->access = 0;
+			}
+		}
+	}
 	tl_rec_close(&r);
 	return strcmp(cred, "certificate") == 0;
 }
@@ -1233,9 +1227,8 @@ fold_grants_all(struct tl_txn *t, const struct tl_proj *p,
 		 * certificate keeps the name); a grant requested again
 		 * gets another, so no certificate of before logs in.
 		 */
-		if (req_cert_login(t, p, g.module, g.req))
+		if (req_login(t, p, &g))
 			g.cert_login = version + 1;
-		req_access(t, p, &g);
 		/* of/OWNER/ID: the logins below an owner (its revocation's). */
 		if (had && old.access != 0 && (g.access == 0 ||
 		    strcmp(old.of, g.of) != 0) && (rc = tl_key(k, "of/%s/%s",

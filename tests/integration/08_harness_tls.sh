@@ -330,7 +330,10 @@ sh "$TALLY_SRC/tests/harness/ceph.sh" stop "$CEPH_DIR" || t_fail "Ceph radosgw: 
 # --- the OIDC provider ---------------------------------------------------
 
 t_say "the OIDC provider: https beside http"
-_o_port=$((57500 + $$ % 50))
+# Below the ephemeral range (32768-) and the other harnesses' blocks
+# (Ceph 12000-21599, etcd 26000-31799): a client's connection in another
+# script took 57534 between the check and node's listen once (make check).
+_o_port=$((23500 + $$ % 50))
 while _t_port_busy "$_o_port" || _t_port_busy $((_o_port + 1)); do _o_port=$((_o_port + 1)); done
 # The port above the plain one is held by a connected socket that does not
 # listen (an ephemeral port some client got): the harness must not take it

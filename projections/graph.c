@@ -57,19 +57,19 @@ req_info(struct tl_bnode m, struct reqinfo *ri)
 {
 	/* In the order tally apply writes them. */
 	static const char *const keys[] = {
-		"kind", "target", "type", "scope", "resource"
+		"kind", "target", "type", "scope", "resource", "part"
 	};
-	struct tl_bnode v[5];
+	struct tl_bnode v[6];
 
 	memset(ri, 0, sizeof(*ri));
-	if (tl_bn_pick(m, keys, 5, v) != 0)
+	if (tl_bn_pick(m, keys, 6, v) != 0)
 		return 0;
 	tl_bn_strcpy(v[0], ri->kind, sizeof(ri->kind));
 	tl_bn_strcpy(v[1], ri->target, sizeof(ri->target));
 	tl_bn_strcpy(v[2], ri->type, sizeof(ri->type));
 	tl_bn_strcpy(v[3], ri->scope, sizeof(ri->scope));
 	tl_bn_strcpy(v[4], ri->resource, sizeof(ri->resource));
-	tl_bn_getstr(m, "part", ri->part, sizeof(ri->part));
+	tl_bn_strcpy(v[5], ri->part, sizeof(ri->part));
 	return strcmp(ri->kind, "instantiation") == 0;
 }
 

@@ -322,6 +322,20 @@ START_TEST(test_folds_take_what_catalogue_says)
 }
 END_TEST
 
+/* A grant.requested body for m/db whose resource is resource. */
+static void
+grant_body(struct tl_body *b, const char *resource)
+{
+	tl_body_init(b);
+	tl_body_str(b, "grant", "m/db");
+	tl_body_str(b, "module", "m");
+	tl_body_str(b, "req", "db");
+	tl_body_str(b, "scope", "shared");
+	tl_body_str(b, "type", "t");
+	tl_body_str(b, "provider", "n/p");
+	tl_body_str(b, "resource", resource);
+}
+
 /* Appends type with body b, bypassing every decider, and folds it. */
 struct raw {
 	const char	*type;
@@ -371,27 +385,13 @@ START_TEST(test_fold_refuses_overlong)
 
 	memset(longres, 'r', 100);
 	longres[100] = '\0';
-	tl_body_init(&b);
-	tl_body_str(&b, "grant", "m/db");
-	tl_body_str(&b, "module", "m");
-	tl_body_str(&b, "req", "db");
-	tl_body_str(&b, "scope", "shared");
-	tl_body_str(&b, "type", "t");
-	tl_body_str(&b, "provider", "n/p");
-	tl_body_str(&b, "resource", longres);
+	grant_body(&b, longres);
 	ck_assert_int_eq(tl_log_write(G.log, raw_cb, &r), 0);
 	tl_body_free(&b);
 	ck_assert_int_eq(r.fold_rc, TL_ETOOBIG);
 
 	/* The same event with a resource that fits folds as before. */
-	tl_body_init(&b);
-	tl_body_str(&b, "grant", "m/db");
-	tl_body_str(&b, "module", "m");
-	tl_body_str(&b, "req", "db");
-	tl_body_str(&b, "scope", "shared");
-	tl_body_str(&b, "type", "t");
-	tl_body_str(&b, "provider", "n/p");
-	tl_body_str(&b, "resource", "fits");
+	grant_body(&b, "fits");
 	r.fold_rc = -1;
 	ck_assert_int_eq(tl_log_write(G.log, raw_cb, &r), 0);
 	tl_body_free(&b);
@@ -436,14 +436,7 @@ noise_cb(struct tl_txn *t, void *arg)
 		return rc;
 	memset(longres, 'r', 100);
 	longres[100] = '\0';
-	tl_body_init(&b);
-	tl_body_str(&b, "grant", "m/db");
-	tl_body_str(&b, "module", "m");
-	tl_body_str(&b, "req", "db");
-	tl_body_str(&b, "scope", "shared");
-	tl_body_str(&b, "type", "t");
-	tl_body_str(&b, "provider", "n/p");
-	tl_body_str(&b, "resource", longres);
+	grant_body(&b, longres);
 	a.type = TL_EV_GRANT_REQUESTED;
 	a.stream = "grant/m/db";
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {

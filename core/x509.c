@@ -348,6 +348,37 @@ out:
 	return rc;
 }
 
+/*
+ * k's public key into req.  A P-256 key goes in as its point, named
+ * curve and algorithm, without an EVP_PKEY: X509_REQ_set_pubkey
+ * encodes the key with OpenSSL 3's encoders and decodes it back, which
+ * cost a node's request more than its key and its signature together
+ * (pubkey_copy does the same for a certificate).
+ */
+static int
+req_pubkey_set(X509_REQ *req, EVP_PKEY *k)
+{
+	char curve[64] = "";
+	unsigned char *pt = NULL;
+	size_t n = 0, cl = 0;
+
+	if (EVP_PKEY_get_base_id(k) != EVP_PKEY_EC ||
+	    EVP_PKEY_get_utf8_string_param(k, "group", curve, sizeof(curve),
+	    &cl) != 1 || strcmp(curve, "prime256v1") != 0 ||
+	    (n = EVP_PKEY_get1_encoded_public_key(k, &pt)) == 0) {
+		ERR_clear_error();
+		return X509_REQ_set_pubkey(req, k) == 1;
+	}
+	/* Takes pt; the two objects are OpenSSL's static ones. */
+	if (X509_PUBKEY_set0_param(X509_REQ_get_X509_PUBKEY(req),
+	    OBJ_nid2obj(NID_X9_62_id_ecPublicKey), V_ASN1_OBJECT,
+	    OBJ_nid2obj(NID_X9_62_prime256v1), pt, (int)n) != 1) {
+		OPENSSL_free(pt);
+		return 0;
+	}
+	return 1;
+}
+
 /* A request for key k: CN=cn, sans; PEM into *csr_pemp. */
 static int
 request(EVP_PKEY *k, const char *cn, const char *const *sans, size_t n,
@@ -366,7 +397,7 @@ request(EVP_PKEY *k, const char *cn, const char *const *sans, size_t n,
 	if ((req = X509_REQ_new()) == NULL ||
 	    (nm = name_cn(cn)) == NULL || X509_REQ_set_version(req, 0) != 1 ||
 	    X509_REQ_set_subject_name(req, nm) != 1 ||
-	    X509_REQ_set_pubkey(req, k) != 1) {
+	    !req_pubkey_set(req, k)) {
 		rc = fail(why, TL_EDRIVER, "cannot make the request");
 		goto out;
 	}

@@ -90,12 +90,23 @@ tn_cert_prepare(int statefd, const char *gf, uint64_t version,
 		sanbuf[i][kr->san_len[i]] = '\0';
 		sans[i] = sanbuf[i];
 	}
-	/* The key: made once per grant and version, kept across restarts. */
+	/*
+	 * The key: made once per grant and version, kept across restarts.
+	 * A new key is made with its request (its PEM is not read back,
+	 * which costs OpenSSL 3 more than the key and the request); the key
+	 * is written first, so a restart in between asks for it again.
+	 */
 	path_of(name, sizeof(name), gf, version, "key");
 	if ((rc = slurp(statefd, name, 1, &key)) == ENOENT) {
-		if ((rc = tl_x509_key_new(&key, why)) != 0)
+		if ((rc = tl_x509_request(cn, sans, kr->nsans, &key, &csr,
+		    why)) != 0)
 			return rc;
-		rc = tn_file_put(statefd, name, key, strlen(key), NULL);
+		if ((rc = tn_file_put(statefd, name, key, strlen(key),
+		    NULL)) != 0)
+			goto out;
+		path_of(name, sizeof(name), gf, version, "csr");
+		rc = tn_file_put(statefd, name, csr, strlen(csr), NULL);
+		goto out;
 	}
 	if (rc != 0)
 		goto out;

@@ -416,10 +416,19 @@ main(void)
 	snprintf(clilog, sizeof(clilog), "%s/cli.log", scratch);
 	snprintf(dlog, sizeof(dlog), "%s/tallyd.log", scratch);
 	tl_bench_atexit(cleanup);
-	p = 39100 + (int)(getpid() % 300) * 3;
-	snprintf(port, sizeof(port), "%d", p);
-	if (tl_bench_harness(src, "pg.sh", "start", pgdir, port) != 0) {
-		fprintf(stderr, ME ": pg.sh start failed\n");
+	/*
+	 * The next port when one is taken: a client's connection in the
+	 * ephemeral range held 39220 once (make bench: "could not bind").
+	 */
+	for (p = 39100 + (int)(getpid() % 300) * 3, r = 0; r < 20; r++, p++) {
+		if (!tl_test_port_free(p))
+			continue;
+		snprintf(port, sizeof(port), "%d", p);
+		if (tl_bench_harness(src, "pg.sh", "start", pgdir, port) == 0)
+			break;
+	}
+	if (r == 20) {
+		fprintf(stderr, ME ": pg.sh start failed on 20 ports\n");
 		return 1;
 	}
 	started = 1;

@@ -26,9 +26,11 @@
 #define BATCH	256		/* handed over at once: one lock per batch */
 #define THREADED 4096		/* shorter ranges: not worth a thread */
 
-struct checked {
-	const struct tl_cat_event *e;
-	int		 rc;
+/* An event read, and tl_proj_check's verdict on it. */
+struct slot {
+	struct tl_event			 ev;
+	const struct tl_cat_event	*e;
+	int				 rc;
 };
 
 struct feed {
@@ -36,8 +38,7 @@ struct feed {
 	uint64_t	 from, to;
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 filled, drained;
-	struct tl_event	*ring;
-	struct checked	*checked;	/* tl_proj_check's, per slot */
+	struct slot	*ring;
 	uint64_t	 head;		/* events published */
 	uint64_t	 tail;		/* events taken */
 	int		 eof;		/* nothing after head */
@@ -72,10 +73,10 @@ reader(void *arg)
 		if (room > BATCH)
 			room = BATCH;
 		while (!stop && room-- > 0 && (rc = tl_iter_next(it,
-		    &f->ring[mine % RING])) == 0) {
-			struct checked *c = &f->checked[mine % RING];
+		    &f->ring[mine % RING].ev)) == 0) {
+			struct slot *sl = &f->ring[mine % RING];
 
-			c->rc = tl_proj_check(&f->ring[mine % RING], &c->e);
+			sl->rc = tl_proj_check(&sl->ev, &sl->e);
 			mine++;
 		}
 		pthread_mutex_lock(&f->mu);
@@ -146,9 +147,7 @@ tl_proj_fold(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
 	 * then the whole range is read here.
 	 */
 	if ((rc = tl_log_last(f.rt, &seen, NULL)) != 0 || seen < to ||
-	    (f.ring = calloc(RING, sizeof(*f.ring))) == NULL ||
-	    (f.checked = calloc(RING, sizeof(*f.checked))) == NULL) {
-		free(f.ring);
+	    (f.ring = calloc(RING, sizeof(*f.ring))) == NULL) {
 		tl_log_abort(f.rt);
 		if (rc != 0)
 			return rc;
@@ -173,12 +172,11 @@ tl_proj_fold(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
 		if (eof)
 			break;
 		for (; avail > 0; avail--, got++) {
-			const struct tl_event *ev = &f.ring[got % RING];
+			const struct slot *sl = &f.ring[got % RING];
+			const struct tl_event *ev = &sl->ev;
 
-			const struct checked *c = &f.checked[got % RING];
-
-			if ((rc = c->rc) != 0 ||
-			    (rc = tl_proj_apply_checked(t, p, ev, c->e)) != 0) {
+			if ((rc = sl->rc) != 0 ||
+			    (rc = tl_proj_apply_checked(t, p, ev, sl->e)) != 0) {
 				*badp = ev->seq;
 				break;
 			}
@@ -200,7 +198,6 @@ out:
 	pthread_mutex_destroy(&f.mu);
 	tl_log_abort(f.rt);
 	free(f.ring);
-	free(f.checked);
 	return rc;
 }
 

@@ -237,15 +237,11 @@ promotion(const char *src, const char *bin, const char *dir,
 	struct tl_log *ll, *fl;
 	FILE *fp;
 	double t0, t1;
-	int i, p;
+	int i;
 
 	snprintf(pgdir, sizeof(pgdir), "%s/pg", dir);
-	for (p = 47000 + (int)(getpid() % 500) * 2, i = 0; i < 20; i++, p++) {
-		snprintf(port, sizeof(port), "%d", p);
-		if (tl_bench_harness(src, "pg.sh", "start", pgdir, port) == 0)
-			break;
-	}
-	if (i == 20)
+	if (tl_bench_pg_start(src, pgdir, 47000 + (int)(getpid() % 500) * 2,
+	    port, sizeof(port)) != 0)
 		die("PostgreSQL could not be started");
 	pg_started = 1;
 	if (tl_test_env_get(pgdir, "TALLY_TEST_PG_USER", user,

@@ -153,20 +153,11 @@ static int
 pg_start(struct pg *pg, const char *dir, int port_hint)
 {
 	FILE *fp;
-	int p, tries;
 
 	memset(pg, 0, sizeof(*pg));
 	snprintf(pg->dir, sizeof(pg->dir), "%s", dir);
-	p = port_hint;
-	for (tries = 0; tries < 30; tries++, p++) {
-		if (!tl_test_port_free(p))
-			continue;
-		snprintf(pg->port, sizeof(pg->port), "%d", p);
-		if (tl_bench_harness(src, "pg.sh", "start", pg->dir,
-		    pg->port) == 0)
-			break;
-	}
-	if (tries == 30) {
+	if (tl_bench_pg_start(src, pg->dir, port_hint, pg->port,
+	    sizeof(pg->port)) != 0) {
 		fprintf(stderr, ME ": PostgreSQL could not be started in %s\n",
 		    dir);
 		return -1;

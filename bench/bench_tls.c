@@ -396,7 +396,7 @@ main(void)
 	double prov[NHOMES] = { 0, 0 }, wall[3][NHOMES][CYCLE],
 	    cpu[3][NHOMES][CYCLE], med[3][NHOMES], cmed[3][NHOMES];
 	unsigned checked[NHOMES] = { 0, 0 };
-	int n, rounds, reps, per, r, k, m, failed = 0, p;
+	int n, rounds, reps, per, r, k, m, failed = 0;
 	char port[16];
 
 	if (sodium_init() < 0)
@@ -416,19 +416,9 @@ main(void)
 	snprintf(clilog, sizeof(clilog), "%s/cli.log", scratch);
 	snprintf(dlog, sizeof(dlog), "%s/tallyd.log", scratch);
 	tl_bench_atexit(cleanup);
-	/*
-	 * The next port when one is taken: a client's connection in the
-	 * ephemeral range held 39220 once (make bench: "could not bind").
-	 */
-	for (p = 39100 + (int)(getpid() % 300) * 3, r = 0; r < 20; r++, p++) {
-		if (!tl_test_port_free(p))
-			continue;
-		snprintf(port, sizeof(port), "%d", p);
-		if (tl_bench_harness(src, "pg.sh", "start", pgdir, port) == 0)
-			break;
-	}
-	if (r == 20) {
-		fprintf(stderr, ME ": pg.sh start failed on 20 ports\n");
+	if (tl_bench_pg_start(src, pgdir, 39100 + (int)(getpid() % 300) * 3,
+	    port, sizeof(port)) != 0) {
+		fprintf(stderr, ME ": PostgreSQL could not be started\n");
 		return 1;
 	}
 	started = 1;

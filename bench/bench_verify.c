@@ -183,17 +183,9 @@ pg_start(int port)
 	const char *val[] = { "127.0.0.1", pgport, pguser, pgpw, "postgres",
 	    NULL };
 	FILE *fp;
-	int tries;
 
 	snprintf(pgdir, sizeof(pgdir), "%s/pg", scratch);
-	for (tries = 0; tries < 30; tries++, port++) {
-		if (!tl_test_port_free(port))
-			continue;
-		snprintf(pgport, sizeof(pgport), "%d", port);
-		if (tl_bench_harness(src, "pg.sh", "start", pgdir, pgport) == 0)
-			break;
-	}
-	if (tries == 30) {
+	if (tl_bench_pg_start(src, pgdir, port, pgport, sizeof(pgport)) != 0) {
 		fprintf(stderr, ME ": PostgreSQL could not be started\n");
 		return -1;
 	}

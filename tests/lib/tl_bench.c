@@ -18,6 +18,7 @@
 #include "core/secret.h"
 #include "projections/events.h"
 #include "tl_bench.h"
+#include "tl_test.h"
 
 static void (*bench_exit_fn)(void);
 
@@ -287,6 +288,22 @@ tl_bench_harness(const char *src, const char *script, const char *a1,
 	argv[4] = (char *)a3;
 	argv[5] = NULL;
 	return tl_bench_run(NULL, NULL, NULL, NULL, argv);
+}
+
+int
+tl_bench_pg_start(const char *src, const char *dir, int hint, char *port,
+    size_t cap)
+{
+	int p, tries;
+
+	for (p = hint, tries = 0; tries < 30; tries++, p++) {
+		if (!tl_test_port_free(p))
+			continue;
+		snprintf(port, cap, "%d", p);
+		if (tl_bench_harness(src, "pg.sh", "start", dir, port) == 0)
+			return 0;
+	}
+	return -1;
 }
 
 pid_t

@@ -89,6 +89,14 @@ double	 tl_bench_through_tally(const char *bin, const char *home,
  */
 int	 tl_bench_harness(const char *src, const char *script,
 	    const char *a1, const char *a2, const char *a3);
+/*
+ * tests/harness/pg.sh start DIR on the first port from hint that is
+ * free and where the server comes up (30 tried: a port in the ephemeral
+ * range may be a client's meanwhile); the port into port (cap bytes).
+ * 0, or -1 when none did.
+ */
+int	 tl_bench_pg_start(const char *src, const char *dir, int hint,
+	    char *port, size_t cap);
 
 /*
  * Starts BIN/tallyd with the arguments that follow log, up to a NULL,

@@ -7,8 +7,9 @@
  *   direct, 4 statements    over one libpq connection, per grant:
  *                           CREATE ROLE owner NOLOGIN; CREATE ROLE login
  *                           LOGIN PASSWORD <SCRAM verifier> IN ROLE owner;
- *                           CREATE DATABASE ... OWNER owner (TEMPLATE
- *                           template0 STRATEGY FILE_COPY, as the driver);
+ *                           CREATE DATABASE ... OWNER owner TEMPLATE
+ *                           template0 (the server's default strategy,
+ *                           WAL_LOG since PostgreSQL 15, as the driver);
  *                           REVOKE ALL ON DATABASE ... FROM PUBLIC
  *   direct, driver's SQL    what drivers/postgres.c runs for a new grant,
  *                           in its order: existence checks, both roles,
@@ -27,8 +28,9 @@
  *
  * The grants are made in rounds, each contender doing one slice per
  * round in turn (the order rotates), so that all of them see the same
- * machine: this one is shared, and CREATE DATABASE, which writes a
- * checkpoint, swings by an order of magnitude with other disk traffic.
+ * machine: this one is shared, and CREATE DATABASE, which writes the
+ * template's pages to the WAL and syncs them, swings by an order of
+ * magnitude with other disk traffic.
  *
  * Then, with BASE grants provisioned and tallyd idle: one more request
  * at a time, from `tally assign` to its credential.delivered event
@@ -291,8 +293,6 @@ direct_one(struct pg *pg, int i, int full, double *createdb_ms)
 {
 	PGconn *c = pg->conn, *dc;
 	char db[64], login[80], *v;
-	const char *strategy = pg->version >= 150000 ?
-	    " STRATEGY FILE_COPY" : "";
 	double t;
 	int rc;
 
@@ -309,7 +309,7 @@ direct_one(struct pg *pg, int i, int full, double *createdb_ms)
 			return -1;
 		t = tl_bench_now();
 		if (execf(c, "CREATE DATABASE \"%s\" OWNER \"%s\" TEMPLATE "
-		    "template0%s", db, db, strategy))
+		    "template0", db, db))
 			return -1;
 		*createdb_ms = (tl_bench_now() - t) * 1000;
 		return execf(c, "REVOKE ALL ON DATABASE \"%s\" FROM PUBLIC",
@@ -328,8 +328,8 @@ direct_one(struct pg *pg, int i, int full, double *createdb_ms)
 	if (rc)
 		return -1;
 	t = tl_bench_now();
-	if (execf(c, "CREATE DATABASE \"%s\" OWNER \"%s\" TEMPLATE template0%s",
-	    db, db, strategy))
+	if (execf(c, "CREATE DATABASE \"%s\" OWNER \"%s\" TEMPLATE template0",
+	    db, db))
 		return -1;
 	*createdb_ms = (tl_bench_now() - t) * 1000;
 	/* apply_cluster: one transaction */

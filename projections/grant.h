@@ -240,8 +240,10 @@ int	tl_grant_each_undelivered(struct tl_txn *t, const struct tl_proj *p,
 	    tl_grant_fn fn, void *arg);
 /*
  * For a fold that changes a grant's record: moves its entries from old
- * (NULL: none) to g; undelivered: g has a credential to deliver.  The
- * migrator's and the rotator's entries (below) follow g too.
+ * to g; undelivered: g has a credential to deliver.  The migrator's and
+ * the rotator's entries (below) follow g too.  old is NULL only for a
+ * grant that has no record yet (its first grant.requested): it has no
+ * entries then, and none is looked up.
  */
 int	tl_grant_work_index(struct tl_txn *t, const struct tl_proj *p,
 	    const struct tl_grant *old, const struct tl_grant *g,

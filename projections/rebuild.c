@@ -175,6 +175,20 @@ tl_proj_fold(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
 			const struct slot *sl = &f.ring[got % RING];
 			const struct tl_event *ev = &sl->ev;
 
+			/*
+			 * The next body was written by the reader's core: ask
+			 * for its first lines while this event folds.
+			 */
+			if (avail > 1) {
+				const uint8_t *nb = f.ring[(got + 1) % RING].ev.body;
+				size_t nl = f.ring[(got + 1) % RING].ev.body_len;
+
+				__builtin_prefetch(nb);
+				if (nl > 64)
+					__builtin_prefetch(nb + 64);
+				if (nl > 128)
+					__builtin_prefetch(nb + 128);
+			}
 			if ((rc = sl->rc) != 0 ||
 			    (rc = tl_proj_apply_checked(t, p, ev, sl->e)) != 0) {
 				*badp = ev->seq;

@@ -25,6 +25,7 @@
 #define RING	4096		/* decoded events in flight */
 #define BATCH	256		/* handed over at once: one lock per batch */
 #define THREADED 4096		/* shorter ranges: not worth a thread */
+#define PREFETCH_MAX 1024	/* of the next event's body */
 
 /* An event read, and tl_proj_check's verdict on it. */
 struct slot {
@@ -176,18 +177,18 @@ tl_proj_fold(struct tl_txn *t, const struct tl_proj *p, uint64_t from,
 			const struct tl_event *ev = &sl->ev;
 
 			/*
-			 * The next body was written by the reader's core: ask
-			 * for its first lines while this event folds.
+			 * The reader's core read the next body (in the map),
+			 * not this one: ask for its lines while this event
+			 * folds.
 			 */
 			if (avail > 1) {
-				const uint8_t *nb = f.ring[(got + 1) % RING].ev.body;
-				size_t nl = f.ring[(got + 1) % RING].ev.body_len;
+				const struct tl_event *nx =
+				    &f.ring[(got + 1) % RING].ev;
+				size_t off;
 
-				__builtin_prefetch(nb);
-				if (nl > 64)
-					__builtin_prefetch(nb + 64);
-				if (nl > 128)
-					__builtin_prefetch(nb + 128);
+				for (off = 0; off < nx->body_len &&
+				    off < PREFETCH_MAX; off += 64)
+					__builtin_prefetch(nx->body + off);
 			}
 			if ((rc = sl->rc) != 0 ||
 			    (rc = tl_proj_apply_checked(t, p, ev, sl->e)) != 0) {

@@ -98,7 +98,6 @@ struct pg {
 	char	 user[64];
 	char	 pw[256];
 	int	 started;
-	int	 version;
 	PGconn	*conn;
 };
 
@@ -183,7 +182,6 @@ pg_start(struct pg *pg, const char *dir, int port_hint)
 	pg->pw[strcspn(pg->pw, "\r\n")] = '\0';
 	if ((pg->conn = pg_connect(pg, "postgres")) == NULL)
 		return -1;
-	pg->version = PQserverVersion(pg->conn);
 	/* Every run starts from a clean checkpoint, not initdb's pages. */
 	return tl_bench_pg_exec(pg->conn, ME, "CHECKPOINT");
 }

@@ -86,7 +86,7 @@ signatures(int n)
 	static const char *const sans[] = { "app.mesh.test", "10.0.0.7" };
 	struct tl_x509_policy p;
 	struct tl_x509_ca *ca;
-	char why[TL_X509_WHY_MAX], *ck, *cc, **keys, **csrs, *cert;
+	char why[TL_WHY_MAX], *ck, *cc, **keys, **csrs, *cert;
 	EVP_PKEY *k = EVP_EC_gen("P-256");
 	EVP_MD_CTX *md;
 	unsigned char msg[600], sig[128];

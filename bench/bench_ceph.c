@@ -265,7 +265,7 @@ verify_section(void)
 	    "bulk, no consumer checks", "bulk, sample 1 in 30" };
 	struct tl_rx rx;
 	struct tl_rx_verify_opts o;
-	char logdir[4400], path[4400], why[160] = "";
+	char logdir[4400], path[4400], why[TL_WHY_MAX] = "";
 	unsigned checked, bad, calls;
 	uint64_t next;
 	long long r0, r1;

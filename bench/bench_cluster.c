@@ -200,7 +200,7 @@ init_follower(const struct etcd *e, const char *founder, const char *home,
     const char *ttl, const char *out)
 {
 	struct tl_cconf c;
-	char why[256], from[4400], to[4400];
+	char why[TL_WHY_MAX], from[4400], to[4400];
 	int rc;
 
 	if ((rc = tl_cconf_load(founder, &c, why)) != 0) {
@@ -367,7 +367,7 @@ struct leader {
 static int
 lead_open(const char *home, struct leader *L)
 {
-	char why[256], path[4600];
+	char why[TL_WHY_MAX], path[4600];
 	int rc, won = 0;
 
 	memset(L, 0, sizeof(*L));
@@ -780,7 +780,7 @@ failover(const char *dir, int n, double prov_timeout, struct fo *r)
 {
 	char fdir[4200], edir[4400], ah[4400], bh[4400], root[4400];
 	char alog[4400], blog[4400], cli[4400], nkey[4400], set[4500];
-	char mf[4500], dl[4400], fence[4600], why[256];
+	char mf[4500], dl[4400], fence[4600], why[TL_WHY_MAX];
 	struct tl_bench_dlv dlv = { 0 };
 	struct tl_log *blg = NULL, *alg = NULL;
 	struct tl_cconf conf;

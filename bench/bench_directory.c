@@ -189,8 +189,8 @@ assign_cb(struct tl_txn *t, void *arg)
 	for (i = a->from; i < a->to; i++) {
 		snprintf(m, sizeof(m), "c%06d", i);
 		/* A full map is grown and the whole callback run again. */
-		if ((rc = tl_dec_assign(&c, m, "node-a", "local", NULL, 0))
-		    != 0)
+		if ((rc = tl_dec_assign(&c, m, "node-a", &(struct tl_assign){
+		    .expose = "local" })) != 0)
 			return rc;
 	}
 	return tl_ctx_end(&c);
@@ -340,7 +340,7 @@ driver_alone(const char *root, int from, int to, const char *mesh)
 	struct tl_drv_fence_held held;
 	struct tl_drv_admin a = { 0 };
 	struct tl_drv_grant g = { 0 };
-	char why[TL_DRV_WHY_MAX], id[64];
+	char why[TL_WHY_MAX], id[64];
 	void *h;
 	int i;
 
@@ -419,7 +419,8 @@ static int
 run(int n, int samples, int compare, struct size_result *res)
 {
 	char *w = tl_test_tmpdir("bench-directory"), *home, *mdir, *root,
-	    *root2, *root3, *clilog, *key, *p, setroot[4400], why[512] = "";
+	    *root2, *root3, *clilog, *key, *p, setroot[4400],
+	    why[TL_WHY_MAX] = "";
 	struct tl_rx rx;
 	struct turn ct[3];
 	double t0, lat[MAXSAMPLES];

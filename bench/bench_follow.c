@@ -366,7 +366,7 @@ amqp_child(uint64_t last, const char *out)
 	struct tl_amqp_conf c;
 	struct tl_amqp *a = NULL;
 	struct tl_amqp_delivery d;
-	char why[256];
+	char why[TL_WHY_MAX];
 	FILE *f = fopen(out, "w");
 	uint64_t end = tl_sub_deadline(300000), n = 0;
 	int rc;
@@ -378,7 +378,7 @@ amqp_child(uint64_t last, const char *out)
 	c.password = B.password;
 	c.timeout_ms = 5000;
 	while (tl_sub_clock() < end) {
-		if (tl_amqp_connect(&c, &a, why, sizeof(why)) == 0 &&
+		if (tl_amqp_connect(&c, &a, why) == 0 &&
 		    tl_amqp_consume_stream(a, STREAM, PREFETCH, -1) == 0)
 			break;
 		tl_amqp_close(a);

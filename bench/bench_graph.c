@@ -195,7 +195,7 @@ struct load {
 	long	 first, count;	/* consumer modules of this transaction */
 	long	 modules;
 	int	 setup;		/* the nodes and providers */
-	char	 why[1024];
+	char	 why[2 * TL_WHY_MAX];
 };
 
 static int
@@ -210,7 +210,8 @@ load_setup(struct tl_ctx *c)
 		pk[0] = (uint8_t)i;
 		pk[1] = (uint8_t)(i >> 8);
 		next_command(c);
-		if ((rc = tl_dec_node_add(c, node, "host.mesh.test", pk)) != 0)
+		if ((rc = tl_dec_node_add(c, node, "host.mesh.test", pk, NULL,
+		    NULL)) != 0)
 			return rc;
 	}
 	next_command(c);
@@ -228,22 +229,24 @@ load_setup(struct tl_ctx *c)
 	for (i = 0; i < NODES; i += PG_EVERY) {
 		node_name(node, sizeof(node), i);
 		next_command(c);
-		if ((rc = tl_dec_assign(c, "postgres", node, "network", NULL,
-		    0)) != 0)
+		if ((rc = tl_dec_assign(c, "postgres", node,
+		    &(struct tl_assign){ .expose = "network" })) != 0)
 			return rc;
 	}
 	for (i = 0; i < 4; i++) {
 		node_name(node, sizeof(node), broker_nodes[i]);
 		next_command(c);
-		if ((rc = tl_dec_assign(c, "broker", node, "network", NULL,
-		    0)) != 0)
+		if ((rc = tl_dec_assign(c, "broker", node, &(struct tl_assign){
+		    .expose = "network" })) != 0)
 			return rc;
 	}
 	next_command(c);
-	if ((rc = tl_dec_assign(c, "files", "n0000", "local", NULL, 0)) != 0)
+	if ((rc = tl_dec_assign(c, "files", "n0000", &(struct tl_assign){
+	    .expose = "local" })) != 0)
 		return rc;
 	next_command(c);
-	return tl_dec_assign(c, "terminal", "n0000", "public", NULL, 0);
+	return tl_dec_assign(c, "terminal", "n0000", &(struct tl_assign){
+	    .expose = "public" });
 }
 
 static int
@@ -294,13 +297,14 @@ load_consumer(struct tl_ctx *c, long i)
 	if ((rc = apply(c, name, NULL, reqs, n)) != 0)
 		return rc;
 	next_command(c);
-	if ((rc = tl_dec_assign(c, name, node, "local", NULL, 0)) != 0)
+	if ((rc = tl_dec_assign(c, name, node, &(struct tl_assign){
+	    .expose = "local" })) != 0)
 		return rc;
 	if (i % 10 == 0) {
 		node_name(node2, sizeof(node2), (at + NODES / 2) % NODES);
 		next_command(c);
-		if ((rc = tl_dec_assign(c, name, node2, "local", NULL,
-		    0)) != 0)
+		if ((rc = tl_dec_assign(c, name, node2, &(struct tl_assign){
+		    .expose = "local" })) != 0)
 			return rc;
 	}
 	return 0;
@@ -699,8 +703,9 @@ main(void)
 	    "a crash would lose them, which a benchmark can redo)\n", NODES,
 	    modules, PER_TXN);
 	fflush(stdout);
-	if ((rc = tl_log_open_ex(logdir, TL_LOG_CREATE | TL_LOG_NOSYNC,
-	    (size_t)4 << 30, &log)) != 0)
+	if ((rc = tl_log_open_opts(logdir, &(struct tl_log_opts){
+	    .flags = TL_LOG_CREATE | TL_LOG_NOSYNC,
+	    .mapsize = (size_t)4 << 30 }, &log)) != 0)
 		die("open", rc);
 	t0 = tl_bench_now();
 	memset(&l, 0, sizeof(l));

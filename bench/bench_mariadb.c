@@ -268,7 +268,7 @@ verify_section(int n)
 	    "logs in)", "bulk, no sample login", "bulk, default sample (1 in "
 	    "30)" };
 	struct tl_rx rx;
-	char logdir[4300], path[4300], why[160] = "";
+	char logdir[4300], path[4300], why[TL_WHY_MAX] = "";
 	int i, rc;
 
 	tl_rx_init(&rx);

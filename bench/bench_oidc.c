@@ -211,7 +211,7 @@ main(void)
 	int n = tl_bench_envint("GRANTS", 100, 1, 10000), i, rc = 1, pn;
 	char (*handles)[TL_DRV_HANDLE_MAX] = NULL, (*out)[TL_DRV_HANDLE_MAX] = NULL;
 	char (*direct)[TL_DRV_HANDLE_MAX] = NULL;
-	char why[TL_DRV_WHY_MAX], grant[64], login[64], url[4200], body[600];
+	char why[TL_WHY_MAX], grant[64], login[64], url[4200], body[600];
 	const char *sv[] = { "issuer", issuer, NULL, NULL };
 	struct tl_drv_admin a = { .password = iat, .settings = sv };
 	struct tl_drv_grant g;

@@ -155,14 +155,14 @@ admin(const struct broker *b)
 {
 	struct tl_amqp_conf c;
 	struct tl_amqp *a;
-	char why[256];
+	char why[TL_WHY_MAX];
 
 	memset(&c, 0, sizeof(c));
 	snprintf(c.host, sizeof(c.host), "%s", b->host);
 	c.port = b->port;
 	snprintf(c.user, sizeof(c.user), "%s", b->user);
 	c.password = b->password;
-	if (tl_amqp_connect(&c, &a, why, sizeof(why)) != 0)
+	if (tl_amqp_connect(&c, &a, why) != 0)
 		die("connect: %s", why);
 	if (tl_amqp_exchange(a, EXCHANGE, "topic", 1) != 0 ||
 	    tl_amqp_exchange(a, EXCHANGE ".raw", "topic", 1) != 0 ||
@@ -447,7 +447,7 @@ bench_publish(const char *scratch, double scale)
 	struct cfg_arg ca;
 	struct tl_test_load l = { 0 };
 	struct payload *pl;
-	char home[4200], logdir[4300], keypath[4300], why[160];
+	char home[4200], logdir[4300], keypath[4300], why[TL_WHY_MAX];
 	uint64_t n = (uint64_t)(100000 * scale);
 	size_t bytes, i;
 	int rc;

@@ -358,8 +358,8 @@ driver_bulk(int n)
 	    .password = pw, .settings = sv };
 	struct tl_drv_grant *gs;
 	enum tl_drv_drift *d;
-	char (*w)[TL_DRV_WHY_MAX];
-	char why[TL_DRV_WHY_MAX], mesh[TL_DRV_LEADER_MAX] = "";
+	char (*w)[TL_WHY_MAX];
+	char why[TL_WHY_MAX], mesh[TL_DRV_LEADER_MAX] = "";
 	struct dg *g;
 	unsigned long r0;
 	double t, c;
@@ -424,7 +424,7 @@ verifier_pass(int login_all, const char *what)
 {
 	struct tl_rx_verify_opts o;
 	struct tl_rx rx;
-	char logdir[4400], path[4400], why[160] = "";
+	char logdir[4400], path[4400], why[TL_WHY_MAX] = "";
 	unsigned checked = 0, bad = 0, calls = 0;
 	uint64_t next;
 	double t, c;

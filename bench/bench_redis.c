@@ -297,7 +297,7 @@ verify_section(void)
 	struct tl_rx rx;
 	struct tl_rx_verify_opts o;
 	redisContext *c = admin();
-	char logdir[4400], path[4400], why[160] = "";
+	char logdir[4400], path[4400], why[TL_WHY_MAX] = "";
 	unsigned checked, bad, calls;
 	uint64_t next;
 	long long c0, c1;

@@ -213,7 +213,7 @@ self_cpu(void)
 static double
 verify_pass(int mode, int login_all, double *cpu, unsigned *checked)
 {
-	char logdir[4400], path[4400], why[512] = "";
+	char logdir[4400], path[4400], why[TL_WHY_MAX] = "";
 	struct tl_rx rx;
 	struct tl_rx_verify_opts o;
 	unsigned bad = 0;

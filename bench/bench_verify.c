@@ -453,7 +453,7 @@ bulk_section(int have, int n)
 	    { "bulk, cache cold, no sample" }, { "bulk, warm, no sample" },
 	    { "bulk, warm, sample 1 in 30" } };
 	struct tl_rx rx;
-	char logdir[4300], path[4300], why[160] = "";
+	char logdir[4300], path[4300], why[TL_WHY_MAX] = "";
 	double tp = 0;
 	int i, rc;
 

@@ -45,7 +45,7 @@ struct tl_amqp {
 	uint8_t			 ring[RING / 8];
 	size_t			 max_body;	/* tl_amqp_next: 0, none */
 	char			 lasterr[256];
-	char			 blockedwhy[256];
+	char			 blockedwhy[TL_WHY_MAX];
 };
 
 static uint64_t
@@ -234,7 +234,7 @@ ip_checked(amqp_socket_t *sock, const char *host)
 
 int
 tl_amqp_connect(const struct tl_amqp_conf *c, struct tl_amqp **out,
-    char *why, size_t whylen)
+    char *why)
 {
 	struct tl_amqp *a;
 	amqp_socket_t *sock;
@@ -245,7 +245,7 @@ tl_amqp_connect(const struct tl_amqp_conf *c, struct tl_amqp **out,
 	int st, rc, port = c->port;
 
 	*out = NULL;
-	if (why != NULL && whylen > 0)
+	if (why != NULL)
 		why[0] = '\0';
 	if ((a = calloc(1, sizeof(*a))) == NULL)
 		return ENOMEM;
@@ -327,8 +327,8 @@ tl_amqp_connect(const struct tl_amqp_conf *c, struct tl_amqp **out,
 	*out = a;
 	return 0;
 fail:
-	if (why != NULL && whylen > 0)
-		snprintf(why, whylen, "%s", a->lasterr);
+	if (why != NULL)
+		snprintf(why, TL_WHY_MAX, "%s", a->lasterr);
 	tl_amqp_close(a);
 	return rc;
 }

@@ -53,9 +53,12 @@ struct tl_amqp_conf {
  */
 int	tl_amqp_parse_url(const char *url, struct tl_amqp_conf *c);
 
-/* Connects, logs in, opens both channels, enables confirms. */
+/*
+ * Connects, logs in, opens both channels, enables confirms.  why, if
+ * not NULL, receives what failed (TL_WHY_MAX bytes).
+ */
 int	tl_amqp_connect(const struct tl_amqp_conf *c, struct tl_amqp **out,
-	    char *why, size_t whylen);
+	    char *why);
 void	tl_amqp_close(struct tl_amqp *a);
 const char *tl_amqp_lasterr(const struct tl_amqp *a);
 

@@ -28,24 +28,24 @@ tl_cconf_init(struct tl_cconf *c)
 }
 
 int
-tl_cconf_check(const struct tl_cconf *c, char *why, unsigned cap)
+tl_cconf_check(const struct tl_cconf *c, char *why)
 {
 	if (c->ttl < 2 || c->ttl > 300) {
-		snprintf(why, cap, "lease-ttl %u: 2 to 300 s", c->ttl);
+		snprintf(why, TL_WHY_MAX, "lease-ttl %u: 2 to 300 s", c->ttl);
 		return TL_EINVAL;
 	}
 	if (c->margin_ms < 500 || c->margin_ms >= c->ttl * 1000u / 2) {
-		snprintf(why, cap, "lease-margin %u ms: from 500 ms to less "
-		    "than half the lease (%u s)", c->margin_ms, c->ttl);
+		snprintf(why, TL_WHY_MAX, "lease-margin %u ms: from 500 ms to "
+		    "less than half the lease (%u s)", c->margin_ms, c->ttl);
 		return TL_EINVAL;
 	}
 	if (c->max_ops < 8 || c->max_request < 65536) {
-		snprintf(why, cap, "max-txn-ops %u / max-request-bytes %u: "
-		    "at least 8 and 65536", c->max_ops, c->max_request);
+		snprintf(why, TL_WHY_MAX, "max-txn-ops %u / max-request-bytes "
+		    "%u: at least 8 and 65536", c->max_ops, c->max_request);
 		return TL_EINVAL;
 	}
 	if (c->endpoints[0] == '\0') {
-		snprintf(why, cap, "no etcd endpoint");
+		snprintf(why, TL_WHY_MAX, "no etcd endpoint");
 		return TL_EINVAL;
 	}
 	return 0;
@@ -60,7 +60,8 @@ str_field(json_t *o, const char *name, char *out, size_t cap, int need,
 	if (v == NULL && !need)
 		return 0;
 	if (!json_is_string(v) || json_string_length(v) >= cap) {
-		snprintf(why, 256, "%.150s: field \"%.30s\": %s", path, name,
+		snprintf(why, TL_WHY_MAX, "%.150s: field \"%.30s\": %s", path,
+		    name,
 		    v == NULL ? "missing" : "not a string of the right size");
 		return TL_EMANIFEST;
 	}
@@ -77,7 +78,8 @@ num_field(json_t *o, const char *name, uint64_t *out, const char *path,
 	if (v == NULL)
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0) {
-		snprintf(why, 256, "%.150s: field \"%.30s\": not a count", path, name);
+		snprintf(why, TL_WHY_MAX, "%.150s: field \"%.30s\": not a "
+		    "count", path, name);
 		return TL_EMANIFEST;
 	}
 	*out = (uint64_t)json_integer_value(v);
@@ -87,7 +89,7 @@ num_field(json_t *o, const char *name, uint64_t *out, const char *path,
 int
 tl_cconf_load(const char *home, struct tl_cconf *c, char *why)
 {
-	char path[1200], cwhy[160];
+	char path[1200], cwhy[TL_WHY_MAX];
 	json_error_t je;
 	json_t *o;
 	uint64_t ttl, margin, keep, mreq, mops;
@@ -99,7 +101,8 @@ tl_cconf_load(const char *home, struct tl_cconf *c, char *why)
 		return errno == ENOENT ? TL_ENOTFOUND : errno;
 	tl_cconf_init(c);
 	if ((o = json_load_file(path, JSON_REJECT_DUPLICATES, &je)) == NULL) {
-		snprintf(why, 256, "%.150s:%d: %.90s", path, je.line, je.text);
+		snprintf(why, TL_WHY_MAX, "%.150s:%d: %.90s", path, je.line,
+		    je.text);
 		return TL_EMANIFEST;
 	}
 	ttl = c->ttl;
@@ -128,7 +131,8 @@ tl_cconf_load(const char *home, struct tl_cconf *c, char *why)
 	json_decref(o);
 	if (ttl > 300 || margin > 300000 || mreq > (1u << 30) ||
 	    mops > 100000) {
-		snprintf(why, 256, "%.200s: a number out of range", path);
+		snprintf(why, TL_WHY_MAX, "%.200s: a number out of range",
+		    path);
 		return TL_EMANIFEST;
 	}
 	c->ttl = (unsigned)ttl;
@@ -140,12 +144,12 @@ tl_cconf_load(const char *home, struct tl_cconf *c, char *why)
 	    strspn(c->id, "0123456789abcdef") != TL_CCONF_ID_LEN ||
 	    strlen(c->mesh) != 32 ||
 	    strspn(c->mesh, "0123456789abcdef") != 32) {
-		snprintf(why, 256, "%.180s: field \"id\" or \"mesh\": not 32 "
-		    "hex digits", path);
+		snprintf(why, TL_WHY_MAX, "%.180s: field \"id\" or \"mesh\": "
+		    "not 32 hex digits", path);
 		return TL_EMANIFEST;
 	}
-	if (tl_cconf_check(c, cwhy, sizeof(cwhy)) != 0) {
-		snprintf(why, 256, "%.90s: %.150s", path, cwhy);
+	if (tl_cconf_check(c, cwhy) != 0) {
+		snprintf(why, TL_WHY_MAX, "%.90s: %.150s", path, cwhy);
 		return TL_EMANIFEST;
 	}
 	return 0;

@@ -38,13 +38,13 @@ void	tl_cconf_init(struct tl_cconf *c);
 /*
  * Reads HOME/cluster.json into *c.  TL_ENOTFOUND when there is none
  * (not a cluster's home); TL_EMANIFEST when it does not parse or a
- * field is out of range, why (256 bytes) naming the file and the
+ * field is out of range, why (TL_WHY_MAX bytes) naming the file and the
  * field; errno.
  */
 int	tl_cconf_load(const char *home, struct tl_cconf *c, char *why);
 /* Writes it, mode 0600, never over an existing one (TL_EEXIST). */
 int	tl_cconf_write(const char *home, const struct tl_cconf *c);
 /* Whether a TTL and margin hold together: 0, or TL_EINVAL and why. */
-int	tl_cconf_check(const struct tl_cconf *c, char *why, unsigned cap);
+int	tl_cconf_check(const struct tl_cconf *c, char *why);
 
 #endif

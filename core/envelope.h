@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
+
 #define TL_ENV_FORMAT	1
 
 #define TL_TYPE_MAX	63	/* "grant.provisioned" */
@@ -76,7 +78,6 @@ int	tl_env_encode(const struct tl_event *ev, const void *body,
  * not NULL), TL_ETOOBIG, or TL_ENEWER for a format this reader does
  * not know.  why, when given, must hold TL_WHY_MAX bytes.
  */
-#define TL_WHY_MAX	128
 int	tl_env_decode(const void *buf, size_t len, struct tl_event *ev,
 	    char *why);
 

@@ -38,6 +38,15 @@
 #define TL_ECOMPACTED	(-31022)	/* the cluster no longer holds it */
 #define TL_ELAST	(-31022)
 
+/*
+ * A why: one line for a person saying what failed, beside the code.
+ * Every function that takes "char *why" (and no length) writes at most
+ * TL_WHY_MAX bytes there, its NUL included; its header says when why
+ * may be NULL.  One size everywhere, so a caller's buffer fits every
+ * callee and a message passed up is never cut short on the way.
+ */
+#define TL_WHY_MAX	512
+
 const char *tl_strerror(int err);
 
 /*

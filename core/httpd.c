@@ -368,8 +368,8 @@ handle(void *cls, struct MHD_Connection *c, const char *url,
 
 /* "HOST:PORT", "[V6]:PORT" or "PORT" into a socket address. */
 static int
-parse_addr(const char *flag, const char *addr, struct sockaddr_storage *ss, socklen_t *sl,
-    char *why, size_t cap)
+parse_addr(const char *flag, const char *addr, struct sockaddr_storage *ss,
+    socklen_t *sl, char *why)
 {
 	char host[256];
 	const char *port, *colon;
@@ -387,7 +387,8 @@ parse_addr(const char *flag, const char *addr, struct sockaddr_storage *ss, sock
 			n -= 2;
 		}
 		if (n == 0 || n >= sizeof(host)) {
-			snprintf(why, cap, "%s %s: give HOST:PORT", flag, addr);
+			snprintf(why, TL_WHY_MAX, "%s %s: give HOST:PORT", flag,
+			    addr);
 			return TL_EINVAL;
 		}
 		memcpy(host, addr, n);
@@ -395,7 +396,7 @@ parse_addr(const char *flag, const char *addr, struct sockaddr_storage *ss, sock
 		port = colon + 1;
 	}
 	if (*port == '\0' || strspn(port, "0123456789") != strlen(port)) {
-		snprintf(why, cap, "%s: the port '%s' is not a number",
+		snprintf(why, TL_WHY_MAX, "%s: the port '%s' is not a number",
 		    flag, port);
 		return TL_EINVAL;
 	}
@@ -403,7 +404,7 @@ parse_addr(const char *flag, const char *addr, struct sockaddr_storage *ss, sock
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
 	if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0) {
-		snprintf(why, cap, "%s %s:%s: %s", flag, host, port,
+		snprintf(why, TL_WHY_MAX, "%s %s:%s: %s", flag, host, port,
 		    gai_strerror(rc));
 		return TL_EINVAL;
 	}
@@ -414,17 +415,17 @@ parse_addr(const char *flag, const char *addr, struct sockaddr_storage *ss, sock
 }
 
 int
-tl_httpd_addr_ok(const char *flag, const char *addr, char *why, size_t cap)
+tl_httpd_addr_ok(const char *flag, const char *addr, char *why)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
 
-	return parse_addr(flag, addr, &ss, &sl, why, cap);
+	return parse_addr(flag, addr, &ss, &sl, why);
 }
 
 int
 tl_httpd_start(const char *addr, const struct tl_httpd_conf *conf,
-    struct tl_httpd **out, char *why, size_t cap)
+    struct tl_httpd **out, char *why)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
@@ -437,14 +438,14 @@ tl_httpd_start(const char *addr, const struct tl_httpd_conf *conf,
 	*out = NULL;
 	if (conf->ndocs > TL_HTTPD_DOCS)
 		return TL_EINVAL;
-	if ((rc = parse_addr(conf->flag, addr, &ss, &sl, why, cap)) != 0)
+	if ((rc = parse_addr(conf->flag, addr, &ss, &sl, why)) != 0)
 		return rc;
 	if ((h = calloc(1, sizeof(*h))) == NULL)
 		return ENOMEM;
 	h->conf = *conf;
 	if ((h->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		free(h);
-		snprintf(why, cap, "eventfd: %s", strerror(errno));
+		snprintf(why, TL_WHY_MAX, "eventfd: %s", strerror(errno));
 		return TL_EUNREACH;
 	}
 	pthread_mutex_init(&h->mu, NULL);
@@ -464,7 +465,7 @@ tl_httpd_start(const char *addr, const struct tl_httpd_conf *conf,
 	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
 	    MHD_OPTION_END);
 	if (h->d == NULL) {
-		snprintf(why, cap, "%s %s: cannot listen there (%s)",
+		snprintf(why, TL_WHY_MAX, "%s %s: cannot listen there (%s)",
 		    conf->flag, addr, errno ? strerror(errno) : "in use, or "
 		    "not an address of this machine");
 		tl_httpd_stop(h);

@@ -92,10 +92,9 @@ struct tl_httpd;
  * 127.0.0.1.  *out is the caller's to tl_httpd_stop.
  */
 int	tl_httpd_start(const char *addr, const struct tl_httpd_conf *conf,
-	    struct tl_httpd **out, char *why, size_t cap);
+	    struct tl_httpd **out, char *why);
 /* Whether addr is one tl_httpd_start takes (flag names it in why). */
-int	tl_httpd_addr_ok(const char *flag, const char *addr, char *why,
-	    size_t cap);
+int	tl_httpd_addr_ok(const char *flag, const char *addr, char *why);
 /* Ends every connection and the events streams, and frees h. */
 void	tl_httpd_stop(struct tl_httpd *h);
 /* The descriptor the loop polls: readable when a request waits. */

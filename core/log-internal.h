@@ -24,7 +24,7 @@ struct tl_log {
 	unsigned	 flags;
 	size_t		 mapsize;
 	char		*dir;
-	char		 lasterr[320];
+	char		 lasterr[TL_WHY_MAX];
 	/* Where the map is, for the fault guard (log.c). */
 	uintptr_t	 map_lo, map_hi;
 	unsigned	 psize;

@@ -477,18 +477,18 @@ get_le(const uint8_t *p, int n)
  * empty file is refused too: a writer's mdb_env_open would take it for
  * a new environment and a log would silently start again at 1.
  */
-static int	check_file_once(const char *, char *, size_t);
+static int	check_file_once(const char *, char *);
 
 /*
  * A meta page read while a writer rewrites it may be torn: what looks
  * damaged is looked at again before it is called so.
  */
 static int
-check_file(const char *dir, char *why, size_t whylen)
+check_file(const char *dir, char *why)
 {
 	int rc, tries = 0;
 
-	while ((rc = check_file_once(dir, why, whylen)) == TL_ECORRUPT &&
+	while ((rc = check_file_once(dir, why)) == TL_ECORRUPT &&
 	    ++tries < 3) {
 		struct timespec ts = { 0, 20 * 1000 * 1000 };
 
@@ -498,7 +498,7 @@ check_file(const char *dir, char *why, size_t whylen)
 }
 
 static int
-check_file_once(const char *dir, char *why, size_t whylen)
+check_file_once(const char *dir, char *why)
 {
 	char path[4200];
 	uint8_t m[2][META_END];
@@ -514,16 +514,16 @@ check_file_once(const char *dir, char *why, size_t whylen)
 		goto out;
 	}
 	if (st.st_size == 0) {
-		snprintf(why, whylen, "%s/data.mdb is empty (0 bytes): not a log any "
-		    "more; restore it from a copy", dir);
+		snprintf(why, TL_WHY_MAX, "%s/data.mdb is empty (0 bytes): not "
+		    "a log any more; restore it from a copy", dir);
 		rc = TL_ECORRUPT;
 		goto out;
 	}
 	for (i = 0; i < 2; i++) {
 		if (pread(fd, m[i], META_END, (off_t)(i * psize)) !=
 		    META_END) {
-			snprintf(why, whylen, "%s/data.mdb is %lld bytes: too short "
-			    "for LMDB's meta page %d", dir,
+			snprintf(why, TL_WHY_MAX, "%s/data.mdb is %lld bytes: "
+			    "too short for LMDB's meta page %d", dir,
 			    (long long)st.st_size, i);
 			rc = TL_ECORRUPT;
 			goto out;
@@ -544,15 +544,16 @@ check_file_once(const char *dir, char *why, size_t whylen)
 				if (ps > 0 && pread(fd, m1, META_END,
 				    (off_t)ps) == META_END &&
 				    get_le(m1 + META_AT, 4) == META_MAGIC) {
-					snprintf(why, whylen, "%s/data.mdb: "
-					    "meta page 0 is damaged", dir);
+					snprintf(why, TL_WHY_MAX,
+					    "%s/data.mdb: meta page 0 is "
+					    "damaged", dir);
 					rc = TL_ECORRUPT;
 				} else
 					rc = TL_ENOTLOG;
 				goto out;
 			}
-			snprintf(why, whylen, "%s/data.mdb: meta page %d is damaged",
-			    dir, i);
+			snprintf(why, TL_WHY_MAX, "%s/data.mdb: meta page %d "
+			    "is damaged", dir, i);
 			rc = TL_ECORRUPT;
 			goto out;
 		}
@@ -560,8 +561,8 @@ check_file_once(const char *dir, char *why, size_t whylen)
 			psize = get_le(m[0] + META_DB, 4);
 			if (psize < 512 || psize > 65536 ||
 			    (psize & (psize - 1)) != 0) {
-				snprintf(why, whylen, "%s/data.mdb: meta page 0 gives "
-				    "a page size of %llu", dir,
+				snprintf(why, TL_WHY_MAX, "%s/data.mdb: meta "
+				    "page 0 gives a page size of %llu", dir,
 				    (unsigned long long)psize);
 				rc = TL_ECORRUPT;
 				goto out;
@@ -569,9 +570,9 @@ check_file_once(const char *dir, char *why, size_t whylen)
 		}
 		/* LMDB takes the page size of the meta it picks: both. */
 		if (get_le(m[i] + META_DB, 4) != psize) {
-			snprintf(why, whylen, "%s/data.mdb: meta page %d gives "
-			    "a page size of %llu, meta page 0 %llu", dir, i,
-			    (unsigned long long)get_le(m[i] + META_DB, 4),
+			snprintf(why, TL_WHY_MAX, "%s/data.mdb: meta page %d "
+			    "gives a page size of %llu, meta page 0 %llu", dir,
+			    i, (unsigned long long)get_le(m[i] + META_DB, 4),
 			    (unsigned long long)psize);
 			rc = TL_ECORRUPT;
 			goto out;
@@ -582,8 +583,8 @@ check_file_once(const char *dir, char *why, size_t whylen)
 	best = txnid[1] > txnid[0];
 	last = get_le(m[best] + META_LASTPG, 8);
 	if (last < 1 || last > ((uint64_t)1 << 40)) {
-		snprintf(why, whylen, "%s/data.mdb: meta page %d gives last page %llu",
-		    dir, best, (unsigned long long)last);
+		snprintf(why, TL_WHY_MAX, "%s/data.mdb: meta page %d gives "
+		    "last page %llu", dir, best, (unsigned long long)last);
 		rc = TL_ECORRUPT;
 		goto out;
 	}
@@ -597,9 +598,9 @@ check_file_once(const char *dir, char *why, size_t whylen)
 		goto out;
 	}
 	if ((uint64_t)st.st_size < need) {
-		snprintf(why, whylen, "%s/data.mdb is %lld bytes, but its meta page "
-		    "says %llu pages of %llu (%llu bytes): the file was cut "
-		    "short", dir, (long long)st.st_size,
+		snprintf(why, TL_WHY_MAX, "%s/data.mdb is %lld bytes, but its "
+		    "meta page says %llu pages of %llu (%llu bytes): the file "
+		    "was cut short", dir, (long long)st.st_size,
 		    (unsigned long long)(last + 1), (unsigned long long)psize,
 		    (unsigned long long)need);
 		rc = TL_ECORRUPT;
@@ -609,9 +610,9 @@ check_file_once(const char *dir, char *why, size_t whylen)
 		/* md_root is P_INVALID (all ones) for an empty table. */
 		root = get_le(m[best] + META_DB + i * META_DBSZ + 40, 8);
 		if (root != UINT64_MAX && (root < 2 || root > last)) {
-			snprintf(why, whylen, "%s/data.mdb: meta page %d gives a root "
-			    "page %llu outside the file's %llu pages", dir,
-			    best, (unsigned long long)root,
+			snprintf(why, TL_WHY_MAX, "%s/data.mdb: meta page %d "
+			    "gives a root page %llu outside the file's %llu "
+			    "pages", dir, best, (unsigned long long)root,
 			    (unsigned long long)(last + 1));
 			rc = TL_ECORRUPT;
 			goto out;
@@ -784,14 +785,10 @@ abort:
 int
 tl_log_open(const char *dir, unsigned flags, struct tl_log **out)
 {
-	return tl_log_open_why(dir, flags, 0, out, NULL);
-}
+	struct tl_log_opts o = TL_LOG_OPTS_ZERO;
 
-int
-tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
-    struct tl_log **out)
-{
-	return tl_log_open_why(dir, flags, mapsize, out, NULL);
+	o.flags = flags;
+	return tl_log_open_opts(dir, &o, out);
 }
 
 struct meta_arg {
@@ -823,13 +820,16 @@ check_meta_fn(void *arg)
 }
 
 int
-tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
-    struct tl_log **out, char *why)
+tl_log_open_opts(const char *dir, const struct tl_log_opts *o,
+    struct tl_log **out)
 {
+	unsigned flags = o->flags;
+	size_t mapsize = o->mapsize;
+	char *why = o->why;
 	struct tl_log *log;
 	struct stat st;
 	struct meta_arg ma;
-	char fwhy[TL_LOG_WHY_MAX];
+	char fwhy[TL_WHY_MAX];
 	unsigned eflags = MDB_NOTLS;
 	int rc, dead;
 
@@ -849,7 +849,7 @@ tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 	if (flags & TL_LOG_CREATE) {
 		if (file_exists(dir, "data.mdb"))
 			return TL_EEXIST;
-	} else if ((rc = check_file(dir, fwhy, sizeof(fwhy))) != 0) {
+	} else if ((rc = check_file(dir, fwhy)) != 0) {
 		if (why != NULL)
 			memcpy(why, fwhy, sizeof(fwhy));
 		return rc;
@@ -885,7 +885,7 @@ tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 	}
 	if (rc == TL_ECORRUPT) {
 		if (why != NULL)
-			snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
+			snprintf(why, TL_WHY_MAX, "%s", log->lasterr);
 		goto close;
 	}
 	if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH) {
@@ -930,7 +930,7 @@ tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 			mdb_txn_abort(log->mtxn);
 		log->mtxn = NULL;
 		if (why != NULL && rc == TL_ECORRUPT)
-			snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
+			snprintf(why, TL_WHY_MAX, "%s", log->lasterr);
 		goto close;
 	}
 	{
@@ -946,7 +946,7 @@ tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
 mdberr:
 	rc = tl_log_mdberr(log, rc, "open");
 	if (why != NULL)
-		snprintf(why, TL_LOG_WHY_MAX, "%s", log->lasterr);
+		snprintf(why, TL_WHY_MAX, "%s", log->lasterr);
 close:
 	guard_remove(log);
 	if (log->env != NULL)
@@ -1321,9 +1321,9 @@ prove_head(struct tl_txn *t, const MDB_val *k, const MDB_val *v)
 	return 0;
 bad:
 	snprintf(log->lasterr, sizeof(log->lasterr), "%s/data.mdb: the last "
-	    "event, event %llu, does not verify (%s): nothing was appended "
-	    "(see tally verify)", log->dir, (unsigned long long)t->head_seq,
-	    what);
+	    "event, event %llu, does not verify (%.200s): nothing was "
+	    "appended (see tally verify)", log->dir,
+	    (unsigned long long)t->head_seq, what);
 	return TL_ECORRUPT;
 }
 

@@ -51,21 +51,27 @@ struct tl_txn;
  * that died holding the lock is recovered by LMDB's robust mutex.
  */
 int	tl_log_open(const char *dir, unsigned flags, struct tl_log **out);
-/* As tl_log_open, with the initial map size (0: the default). */
-int	tl_log_open_ex(const char *dir, unsigned flags, size_t mapsize,
-	    struct tl_log **out);
 /*
- * As tl_log_open_ex, and when why is not NULL it receives (up to
- * TL_LOG_WHY_MAX bytes) what is wrong with the file when the result is
- * TL_ECORRUPT: a data file that is empty, cut short of what its meta
- * page says, or whose meta or pages are damaged ("DIR/data.mdb: ...").
- * Nothing is written to such a file.  With TL_LOG_RDONLY on a
- * read-only file system LMDB reads without its lock file (safe: nothing
- * can write there).
+ * As tl_log_open, with what else an opener may say (s6's *_ZERO idiom:
+ * start from TL_LOG_OPTS_ZERO, or a designated initialiser, and set
+ * what differs; o is read during the call only).
  */
-#define TL_LOG_WHY_MAX	320
-int	tl_log_open_why(const char *dir, unsigned flags, size_t mapsize,
-	    struct tl_log **out, char *why);
+struct tl_log_opts {
+	unsigned	 flags;		/* TL_LOG_*, as tl_log_open's */
+	size_t		 mapsize;	/* the initial map size; 0: the default */
+	/*
+	 * NULL, or TL_WHY_MAX bytes that receive what is wrong with the
+	 * file when the result is TL_ECORRUPT: a data file that is empty,
+	 * cut short of what its meta page says, or whose meta or pages are
+	 * damaged ("DIR/data.mdb: ...").  Nothing is written to such a
+	 * file.  With TL_LOG_RDONLY on a read-only file system LMDB reads
+	 * without its lock file (safe: nothing can write there).
+	 */
+	char		*why;
+};
+#define TL_LOG_OPTS_ZERO	{ 0, 0, NULL }
+int	tl_log_open_opts(const char *dir, const struct tl_log_opts *o,
+	    struct tl_log **out);
 void	tl_log_close(struct tl_log *log);
 
 /*

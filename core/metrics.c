@@ -35,13 +35,13 @@ static const struct tl_httpd_conf mx_conf = {
 };
 
 int
-tl_mx_addr_ok(const char *addr, char *why, size_t cap)
+tl_mx_addr_ok(const char *addr, char *why)
 {
-	return tl_httpd_addr_ok(mx_conf.flag, addr, why, cap);
+	return tl_httpd_addr_ok(mx_conf.flag, addr, why);
 }
 
 int
-tl_mx_start(const char *addr, struct tl_mx **out, char *why, size_t cap)
+tl_mx_start(const char *addr, struct tl_mx **out, char *why)
 {
 	struct tl_mx *m;
 	int rc;
@@ -49,7 +49,7 @@ tl_mx_start(const char *addr, struct tl_mx **out, char *why, size_t cap)
 	*out = NULL;
 	if ((m = calloc(1, sizeof(*m))) == NULL)
 		return ENOMEM;
-	if ((rc = tl_httpd_start(addr, &mx_conf, &m->h, why, cap)) != 0) {
+	if ((rc = tl_httpd_start(addr, &mx_conf, &m->h, why)) != 0) {
 		free(m);
 		return rc;
 	}

@@ -45,13 +45,12 @@ struct tl_mx;
  * Listens on addr: "HOST:PORT", "[V6]:PORT", or "PORT" alone for
  * 127.0.0.1 (loopback by default: put a proxy with TLS and
  * authentication in front to serve further).  0, or TL_EINVAL (a bad
- * address) / TL_EUNREACH (it cannot listen there) with why (cap bytes)
+ * address) / TL_EUNREACH (it cannot listen there) with why (TL_WHY_MAX)
  * saying so.  *out is the caller's to tl_mx_stop.
  */
-int	tl_mx_start(const char *addr, struct tl_mx **out, char *why,
-	    size_t cap);
+int	tl_mx_start(const char *addr, struct tl_mx **out, char *why);
 /* Whether addr is one tl_mx_start takes: 0, or TL_EINVAL and why. */
-int	tl_mx_addr_ok(const char *addr, char *why, size_t cap);
+int	tl_mx_addr_ok(const char *addr, char *why);
 /* Stops serving (connections under way are ended) and frees m. */
 void	tl_mx_stop(struct tl_mx *m);
 /* The descriptor the loop polls: readable when a scrape waits. */

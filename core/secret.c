@@ -180,7 +180,7 @@ tl_secret_load(const char *path, struct tl_key *key, char *why)
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 		rc = errno;
 		if (why != NULL)
-			snprintf(why, 160, "%s: %s", path, strerror(rc));
+			snprintf(why, TL_WHY_MAX, "%s: %s", path, strerror(rc));
 		return rc == ENOENT ? TL_ESECRET : rc;
 	}
 	if (fstat(fd, &st) != 0) {
@@ -189,8 +189,8 @@ tl_secret_load(const char *path, struct tl_key *key, char *why)
 	}
 	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
 		if (why != NULL)
-			snprintf(why, 160, "%s is accessible by group or "
-			    "others (mode %03o): chmod 600 it", path,
+			snprintf(why, TL_WHY_MAX, "%s is accessible by group "
+			    "or others (mode %03o): chmod 600 it", path,
 			    (unsigned)(st.st_mode & 0777));
 		rc = TL_ESECRET;
 		goto out;
@@ -206,8 +206,8 @@ tl_secret_load(const char *path, struct tl_key *key, char *why)
 	n = read(fd, k, TL_KEY_LEN);
 	if (n != TL_KEY_LEN || st.st_size != TL_KEY_LEN) {
 		if (why != NULL)
-			snprintf(why, 160, "%s is not a %d-byte key", path,
-			    TL_KEY_LEN);
+			snprintf(why, TL_WHY_MAX, "%s is not a %d-byte key",
+			    path, TL_KEY_LEN);
 		sodium_free(k);		/* wipes it */
 		k = NULL;
 		rc = TL_ESECRET;
@@ -416,13 +416,13 @@ tl_secret_node_key_load(const char *path, struct tl_node_key *k, char *why)
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 		rc = errno;
 		if (why != NULL)
-			snprintf(why, 160, "%s: %s", path, strerror(rc));
+			snprintf(why, TL_WHY_MAX, "%s: %s", path, strerror(rc));
 		return TL_ESECRET;
 	}
 	if (fstat(fd, &st) != 0 || (st.st_mode & (S_IRWXG | S_IRWXO))) {
 		if (why != NULL)
-			snprintf(why, 160, "%s is accessible by group or "
-			    "others (mode %03o): chmod 600 it", path,
+			snprintf(why, TL_WHY_MAX, "%s is accessible by group "
+			    "or others (mode %03o): chmod 600 it", path,
 			    (unsigned)(st.st_mode & 0777));
 		close(fd);
 		return TL_ESECRET;
@@ -443,8 +443,8 @@ tl_secret_node_key_load(const char *path, struct tl_node_key *k, char *why)
 		}
 	} else {
 		if (why != NULL)
-			snprintf(why, 160, "%s is not a node key (%zd bytes)",
-			    path, n);
+			snprintf(why, TL_WHY_MAX, "%s is not a node key (%zd "
+			    "bytes)", path, n);
 		rc = TL_ESECRET;
 	}
 	sodium_memzero(buf, sizeof(buf));
@@ -691,15 +691,15 @@ tl_secret_leader_key_load(const char *path, uint8_t pk[TL_SIGN_PUBLEN],
 	why[0] = '\0';
 	if ((f = fopen(path, "r")) == NULL) {
 		rc = errno;
-		snprintf(why, 160, "%s: %s", path, strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%s: %s", path, strerror(rc));
 		return rc;
 	}
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
 	if (tl_secret_leader_key_parse(buf, pk) != 0) {
-		snprintf(why, 160, "%s does not hold a signing key (64 hex "
-		    "digits)", path);
+		snprintf(why, TL_WHY_MAX, "%s does not hold a signing key (64 "
+		    "hex digits)", path);
 		return TL_EINVAL;
 	}
 	return 0;

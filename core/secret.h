@@ -89,7 +89,7 @@ int	tl_secret_naming_key(const struct tl_key *key,
 int	tl_secret_keygen(const char *path);
 /*
  * Reads the key into guarded memory.  TL_ESECRET (with the reason in
- * why, 160 bytes) if unsafe or bad, ENOMEM; on failure key->k is NULL.
+ * why, TL_WHY_MAX bytes) if unsafe or bad, ENOMEM; on failure key->k is NULL.
  */
 int	tl_secret_load(const char *path, struct tl_key *key, char *why);
 /* Wipes and frees the key's memory; accepts one never loaded (k NULL). */
@@ -221,7 +221,7 @@ int	tl_secret_mac(const void *key, size_t keylen, const void *msg,
 	    size_t len, uint8_t mac[TL_MAC_LEN]);
 /*
  * Reads a node key file (either format; refused when group or others
- * can read it: TL_ESECRET with the reason in why, 160 bytes).  The
+ * can read it: TL_ESECRET with the reason in why, TL_WHY_MAX bytes).  The
  * caller wipes *k.
  */
 int	tl_secret_node_key_load(const char *path, struct tl_node_key *k,
@@ -257,7 +257,7 @@ int	tl_secret_stream_verify(const uint8_t pk[TL_SIGN_PUBLEN],
  * HOME/TL_LEADER_KEY_FILE (tally init --standby --leader-key), one line.
  * _parse: hex (NUL-terminated; one trailing newline allowed) into pk,
  * 0 or TL_EINVAL.  _load: path's content parsed, or TL_EINVAL (why:
- * 160 bytes) / the errno of reading it.
+ * TL_WHY_MAX bytes) / the errno of reading it.
  */
 #define TL_LEADER_KEY_FILE	"leader.key"
 int	tl_secret_leader_key_parse(const char *hex, uint8_t pk[TL_SIGN_PUBLEN]);

@@ -21,7 +21,7 @@ static int
 refuse(char *why, const char *fmt, const char *arg)
 {
 	if (why != NULL)
-		snprintf(why, TL_WIN_WHY_MAX, fmt, arg);
+		snprintf(why, TL_WHY_MAX, fmt, arg);
 	return TL_EINVAL;
 }
 

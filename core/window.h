@@ -16,16 +16,18 @@
  * sees another's zone (nothing else in tally reads local time: logs and
  * events are UTC).  TZ is put in the environment before main
  * (":/etc/localtime", what unset means, when it is not there), so that
- * setting it moves nothing another thread's getenv reads.  Errors: TL_EINVAL with why (TL_WIN_WHY_MAX bytes)
- * naming what in the spec is wrong.
+ * setting it moves nothing another thread's getenv reads.  Errors:
+ * TL_EINVAL with why (TL_WHY_MAX bytes) naming what in the spec is
+ * wrong.
  */
 #ifndef TL_WINDOW_H
 #define TL_WINDOW_H
 
 #include <stdint.h>
 
+#include "error.h"
+
 #define TL_WIN_SPEC_MAX	128	/* bytes of a spec, without the NUL */
-#define TL_WIN_WHY_MAX	400
 #define TL_WIN_ZONE_MAX	64
 
 struct tl_win {

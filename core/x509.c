@@ -43,11 +43,11 @@ fail(char *why, int rc, const char *fmt, ...)
 	size_t n;
 
 	va_start(ap, fmt);
-	vsnprintf(why, TL_X509_WHY_MAX, fmt, ap);
+	vsnprintf(why, TL_WHY_MAX, fmt, ap);
 	va_end(ap);
 	if (e != 0 && rc == TL_EDRIVER) {
 		n = strlen(why);
-		snprintf(why + n, TL_X509_WHY_MAX - n, " (%s)",
+		snprintf(why + n, TL_WHY_MAX - n, " (%s)",
 		    ERR_reason_error_string(e) != NULL ?
 		    ERR_reason_error_string(e) : "OpenSSL");
 	}

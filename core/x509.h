@@ -11,7 +11,7 @@
  * memory (tl_secret_alloc: wiped when freed with tl_secret_free, kept
  * out of core dumps); certificates and requests are public, returned
  * malloc'd (free).  On failure nothing is returned (every out-parameter
- * NULL) and why (TL_X509_WHY_MAX bytes) says what was wrong in words.
+ * NULL) and why (TL_WHY_MAX bytes) says what was wrong in words.
  *
  * Errors: TL_EINVAL (an argument or a PEM that does not parse),
  * TL_EREFUSED (a request that asks for more or other than the policy
@@ -24,7 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TL_X509_WHY_MAX		512
+#include "error.h"
+
 #define TL_X509_CN_MAX		64	/* X.509's ub-common-name */
 #define TL_X509_SERIAL_HEX	32	/* 16 random bytes */
 #define TL_X509_SANS_MAX	16

@@ -75,7 +75,7 @@ ca_prepare(const char *const *given, const char *mesh,
 	const char *cert = tl_drv_setting_get(given, "ca-cert");
 	const char *key = tl_drv_setting_get(given, "ca-key");
 	struct tl_x509_info info;
-	char cn[TL_X509_CN_MAX + 1], xwhy[TL_X509_WHY_MAX], until[32];
+	char cn[TL_X509_CN_MAX + 1], xwhy[TL_WHY_MAX], until[32];
 	char *kp = NULL, *cp = NULL;
 	uint64_t life;
 	int rc;
@@ -129,7 +129,7 @@ static int
 ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
 	struct tl_x509_info info;
-	char xwhy[TL_X509_WHY_MAX];
+	char xwhy[TL_WHY_MAX];
 	const char *rp;
 	uint64_t life;
 	struct ca *h;
@@ -164,7 +164,7 @@ ca_open(const struct tl_drv_admin *a, void **hp, char *why)
 		char until[32];
 
 		utc(info.not_after, until);
-		snprintf(why, TL_DRV_WHY_MAX, "the CA CN=%s, valid until %s",
+		snprintf(why, TL_WHY_MAX, "the CA CN=%s, valid until %s",
 		    info.cn, until);
 	}
 	*hp = h;
@@ -223,7 +223,7 @@ ca_sign(void *hp, const struct tl_drv_grant *g, const char *csr,
 	    "server-auth") : NULL;
 	struct tl_x509_policy pol;
 	struct tl_x509_info xi;
-	char xwhy[TL_X509_WHY_MAX];
+	char xwhy[TL_WHY_MAX];
 	size_t n = 0;
 	int rc;
 
@@ -251,7 +251,7 @@ ca_sign(void *hp, const struct tl_drv_grant *g, const char *csr,
 	info->renew_at = xi.not_after - (int64_t)h->lifetime_s +
 	    (int64_t)h->lifetime_s * (int64_t)h->renew_pct / 100;
 	if (why != NULL)
-		snprintf(why, TL_DRV_WHY_MAX, "issued serial %s for CN=%s",
+		snprintf(why, TL_WHY_MAX, "issued serial %s for CN=%s",
 		    xi.serial, xi.cn);
 	return 0;
 }
@@ -268,7 +268,7 @@ ca_crl(void *hp, const char *const *serials, size_t n, uint64_t number,
     char **crl, struct tl_drv_crl *info, char *why)
 {
 	struct ca *h = hp;
-	char xwhy[TL_X509_WHY_MAX];
+	char xwhy[TL_WHY_MAX];
 	int64_t now = (int64_t)time(NULL);
 	int rc;
 
@@ -278,8 +278,8 @@ ca_crl(void *hp, const char *const *serials, size_t n, uint64_t number,
 	    info->next_update, crl, xwhy)) != 0)
 		return tl_drv_why(why, rc, "%s", xwhy);
 	if (why != NULL)
-		snprintf(why, TL_DRV_WHY_MAX, "CRL %llu listing %zu "
-		    "certificate(s)", (unsigned long long)number, n);
+		snprintf(why, TL_WHY_MAX, "CRL %llu listing %zu certificate(s)",
+		    (unsigned long long)number, n);
 	return 0;
 }
 

@@ -1138,7 +1138,7 @@ out:
 static void
 owner_key_drop(struct rgw *r, const char *owner, const char *ak, char *sk)
 {
-	char w[TL_DRV_WHY_MAX];
+	char w[TL_WHY_MAX];
 	long st;
 	struct kv q[] = { { "access-key", ak }, { "key", "" },
 		{ "key-type", "s3" }, { "uid", owner } };
@@ -1288,7 +1288,7 @@ trim_policy(struct rgw *r, const struct tl_drv_grant *g, const char *ak,
     char *why)
 {
 	json_t *pol = NULL, *kept = NULL;
-	char w[TL_DRV_WHY_MAX] = "";
+	char w[TL_WHY_MAX] = "";
 	size_t dropped;
 	int rc;
 
@@ -1382,7 +1382,7 @@ out:
 static int
 reader_give(struct rgw *r, const struct tl_drv_grant *g, char *why)
 {
-	char w[TL_DRV_WHY_MAX] = "";
+	char w[TL_WHY_MAX] = "";
 	int rc, state;
 
 	if ((rc = reader_policy(r, g, 1, 0, &state, w, why)) != 0)
@@ -1726,7 +1726,7 @@ rgw_check(void *h, const struct tl_drv_grant *g,
 	json_t *u = NULL, *b = NULL;
 	enum mark m;
 	json_t *pol = NULL, *kept = NULL;
-	char w[TL_DRV_WHY_MAX], ak[24];
+	char w[TL_WHY_MAX], ak[24];
 	char admin_base[sizeof(r->base)];
 	size_t dropped = 0;
 	long st;
@@ -1833,7 +1833,7 @@ out:
 
 static int
 rgw_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
-    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+    enum tl_drv_drift *drift, char (*why)[TL_WHY_MAX])
 {
 	struct rgw *r = h;
 	json_t *all = NULL, *u, *b, *it;
@@ -2069,7 +2069,7 @@ static int
 reader_drop(struct rgw *r, const struct tl_drv_grant *g, json_t *u,
     char *why)
 {
-	char w[TL_DRV_WHY_MAX] = "";
+	char w[TL_WHY_MAX] = "";
 	long st;
 	int rc, state;
 	struct kv qu[] = { { "purge-data", "true" }, { "uid", g->login } };

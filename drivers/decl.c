@@ -188,7 +188,7 @@ tl_drv_can(const struct tl_drv_decl *d, enum tl_drv_cap cap, char *why)
 	if (d->caps & TL_DRV_CAP_BIT(cap))
 		return 1;
 	if (why != NULL)
-		snprintf(why, TL_DRV_WHY_MAX, "driver %s cannot %s%s", d->name,
+		snprintf(why, TL_WHY_MAX, "driver %s cannot %s%s", d->name,
 		    (size_t)cap < sizeof(what) / sizeof(what[0]) &&
 		    what[cap] != NULL ? what[cap] : "do that",
 		    cap == TL_DRV_CAP_ROTATE && d->credential.kind ==

@@ -15,7 +15,7 @@
  *
  * Every pointer in a declaration is to static data, valid for the life
  * of the process; every function here is pure and thread-safe.  why,
- * when not NULL, is at least TL_DRV_WHY_MAX bytes and receives one line
+ * when not NULL, is at least TL_WHY_MAX bytes and receives one line
  * a person can act on; it never holds a secret.
  */
 #ifndef TL_DRV_DECL_H
@@ -23,6 +23,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/error.h"
 
 /*
  * A leader's fence: mesh, epoch, and which candidate leads that epoch.
@@ -306,9 +308,6 @@ struct tl_drv_endpoint {
 	const char	*not_after;
 };
 
-/* Outcome detail: a reason a person can act on (never a secret). */
-#define TL_DRV_WHY_MAX	512
-
 /* The longest connection field value a driver composes. */
 #define TL_DRV_VALUE_MAX	511
 
@@ -496,7 +495,7 @@ const struct tl_drv_setting *tl_drv_setting_find(
 /*
  * Checks value against s's kind (and its min and max, for an integer
  * that declares them): 0, or TL_EINVAL with why (at least
- * TL_DRV_WHY_MAX bytes) saying what is wrong.  A secret's value is
+ * TL_WHY_MAX bytes) saying what is wrong.  A secret's value is
  * never copied into why.
  */
 int	tl_drv_setting_check(const struct tl_drv_setting *s, const char *value,
@@ -748,7 +747,7 @@ struct tl_drv_decl {
 	/*
 	 * Optional: what settings valid on their own leave open that a
 	 * person should know (tally status shows it under the provider):
-	 * 1 with one line in note (TL_DRV_WHY_MAX bytes), or 0.  Same
+	 * 1 with one line in note (TL_WHY_MAX bytes), or 0.  Same
 	 * settings array as settings_check.
 	 */
 	int	(*settings_note)(const char *const *settings, char *note);

@@ -738,21 +738,21 @@ dir_check(void *hv, const struct tl_drv_grant *g,
 			return tl_drv_why(why, TL_EDRIVER, "%s/%s: %s", h->root,
 			    name, strerror(errno));
 		*drift = TL_DRIFT_MISSING;
-		snprintf(why, TL_DRV_WHY_MAX, "directory %s/%s is gone",
-		    h->root, name);
+		snprintf(why, TL_WHY_MAX, "directory %s/%s is gone", h->root,
+		    name);
 		return 0;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		*drift = TL_DRIFT_MISSING;
-		snprintf(why, TL_DRV_WHY_MAX, "%s/%s is not a directory "
-		    "(a link or a file took its place)", h->root, name);
+		snprintf(why, TL_WHY_MAX, "%s/%s is not a directory (a link or "
+		    "a file took its place)", h->root, name);
 		return 0;
 	}
 	rc = expected(h, name, h64, 0, &uid, &gid, &mode, why);
 	if (rc == TL_ENOTFOUND) {
 		*drift = TL_DRIFT_PRIVILEGES;
-		snprintf(why, TL_DRV_WHY_MAX, "%s/%s: its group's claim in "
-		    "%s is gone", h->root, name, DIR_META);
+		snprintf(why, TL_WHY_MAX, "%s/%s: its group's claim in %s is "
+		    "gone", h->root, name, DIR_META);
 		return 0;
 	}
 	if (rc != 0)
@@ -760,7 +760,7 @@ dir_check(void *hv, const struct tl_drv_grant *g,
 	if (st.st_uid != uid || st.st_gid != gid ||
 	    (st.st_mode & 07777) != mode) {
 		*drift = TL_DRIFT_PRIVILEGES;
-		snprintf(why, TL_DRV_WHY_MAX, "%s/%s: owner %lu:%lu mode %04o, "
+		snprintf(why, TL_WHY_MAX, "%s/%s: owner %lu:%lu mode %04o, "
 		    "expected %lu:%lu mode %04o", h->root, name,
 		    (unsigned long)st.st_uid, (unsigned long)st.st_gid,
 		    (unsigned)(st.st_mode & 07777), (unsigned long)uid,
@@ -768,7 +768,7 @@ dir_check(void *hv, const struct tl_drv_grant *g,
 	} else if (remark && g->adopt_mesh != NULL && g->adopt_mesh[0]) {
 		/* Adopted: fix_privileges puts our mark on it. */
 		*drift = TL_DRIFT_PRIVILEGES;
-		snprintf(why, TL_DRV_WHY_MAX, "%s/%s carries the mark of mesh "
+		snprintf(why, TL_WHY_MAX, "%s/%s carries the mark of mesh "
 		    "%.12s..., which this mesh adopts", h->root, name,
 		    g->adopt_mesh);
 	}

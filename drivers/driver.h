@@ -18,7 +18,7 @@
  * - Pointers are borrowed for the call: the driver keeps none of a's,
  *   g's, ep's or m's strings after it returns (open copies what its
  *   handle needs), and the caller wipes the passwords it passed.
- * - why, when not NULL, is at least TL_DRV_WHY_MAX bytes and receives
+ * - why, when not NULL, is at least TL_WHY_MAX bytes and receives
  *   one line a person can act on, on success too; it never holds a
  *   secret.
  * - Errors are tally's codes (core/error.h): TL_EUNREACH (no session:
@@ -116,7 +116,7 @@ struct tl_drv_prepared {
 	const char	*name[TL_DRV_PREPARED_MAX];
 	char		*value[TL_DRV_PREPARED_MAX];
 	int		 secret[TL_DRV_PREPARED_MAX];
-	char		 note[TL_DRV_WHY_MAX];
+	char		 note[TL_WHY_MAX];
 };
 void	tl_drv_prepared_free(struct tl_drv_prepared *p);
 
@@ -182,7 +182,7 @@ struct tl_drv_ops {
 	 * checks one grant at a time (TL_DRV_CAP_CHECK_BULK).
 	 */
 	int	(*check_bulk)(void *h, const struct tl_drv_grant *gs, size_t n,
-		    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX]);
+		    enum tl_drv_drift *drift, char (*why)[TL_WHY_MAX]);
 	/* Sets the login's password again (repairs a frozen password). */
 	int	(*set_password)(void *h, const struct tl_drv_grant *g,
 		    char *why);
@@ -298,7 +298,7 @@ struct tl_drv_ops {
 	 * remove shows it, and wants --yes when something is lost): drop
 	 * 1 for a revocation that drops the data (a purge, or a provider
 	 * whose policy is drop), 0 for one that retains it.  *loses is set
-	 * when anything would be lost, and why (TL_DRV_WHY_MAX bytes, never
+	 * when anything would be lost, and why (TL_WHY_MAX bytes, never
 	 * a secret) gets one line a person reads, on success, saying what
 	 * and how much (RabbitMQ: the vhost's queues and messages).  A
 	 * resource that is gone loses nothing (0, *loses 0).  Errors as

@@ -154,8 +154,8 @@ static int
 f_why(char *why, const struct f_rule *r, int op, unsigned long call, int rc)
 {
 	if (why != NULL)
-		snprintf(why, TL_DRV_WHY_MAX, "fault injected: %s (%s call "
-		    "%lu)", r->text, op_name[op], call);
+		snprintf(why, TL_WHY_MAX, "fault injected: %s (%s call %lu)",
+		    r->text, op_name[op], call);
 	return rc;
 }
 
@@ -582,8 +582,8 @@ parse_rule(const char *text, size_t len, struct f_rule *r, char *why)
 	}
 bad:
 	if (why != NULL)
-		snprintf(why, TL_DRV_WHY_MAX, "TALLY_FAULT: bad rule '%.*s' "
-		    "(want OP:fail|unreach|auth|lost|crash[=P|-after=N|-first=N], "
+		snprintf(why, TL_WHY_MAX, "TALLY_FAULT: bad rule '%.*s' (want "
+		    "OP:fail|unreach|auth|lost|crash[=P|-after=N|-first=N], "
 		    "OP:delay=MS or check:drift=KIND)", (int)len, text);
 	return -1;
 }
@@ -598,7 +598,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 
 	if (real == NULL) {
 		if (why != NULL)
-			snprintf(why, TL_DRV_WHY_MAX, "no driver to wrap");
+			snprintf(why, TL_WHY_MAX, "no driver to wrap");
 		return NULL;
 	}
 	if (spec == NULL || *spec == '\0')
@@ -610,7 +610,7 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 		}
 	if (s == NULL) {
 		if (why != NULL)
-			snprintf(why, TL_DRV_WHY_MAX, "more than %d drivers "
+			snprintf(why, TL_WHY_MAX, "more than %d drivers "
 			    "wrapped", FAULT_SLOTS);
 		return NULL;
 	}
@@ -623,8 +623,8 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 			continue;
 		if (s->nrule == FAULT_RULES) {
 			if (why != NULL)
-				snprintf(why, TL_DRV_WHY_MAX, "TALLY_FAULT: "
-				    "more than %d rules", FAULT_RULES);
+				snprintf(why, TL_WHY_MAX, "TALLY_FAULT: more "
+				    "than %d rules", FAULT_RULES);
 			return NULL;
 		}
 		if (parse_rule(p, (size_t)(e - p), &s->rule[s->nrule],
@@ -635,8 +635,8 @@ tl_drv_fault_wrap_spec(const struct tl_drv_ops *real, const char *spec,
 		    NULL) || (s->rule[s->nrule].op == OP_FREEZE &&
 		    real->freeze == NULL)) {
 			if (why != NULL)
-				snprintf(why, TL_DRV_WHY_MAX, "TALLY_FAULT: "
-				    "driver %s has no %s", real->decl->name,
+				snprintf(why, TL_WHY_MAX, "TALLY_FAULT: driver "
+				    "%s has no %s", real->decl->name,
 				    op_name[s->rule[s->nrule].op]);
 			return NULL;
 		}

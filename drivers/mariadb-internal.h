@@ -4,7 +4,7 @@
  * declaration gives them); nothing outside drivers/ includes it.
  *
  * Every function writes a line for a person into why (at least
- * TL_DRV_WHY_MAX bytes, never a secret) and returns tally's codes
+ * TL_WHY_MAX bytes, never a secret) and returns tally's codes
  * (core/error.h) as drivers/driver.h describes them.
  */
 #ifndef TL_DRV_MARIADB_INTERNAL_H

@@ -763,7 +763,7 @@ cert_require(struct tl_drv_mdb *p, const struct tl_drv_grant *g,
     char *slit, size_t scap, char *ilit, size_t icap, char *why)
 {
 	char subj[2 * TL_DRV_NAME_MAX + 16], iss[MDB_ISSUER_MAX];
-	char xwhy[TL_X509_WHY_MAX];
+	char xwhy[TL_WHY_MAX];
 
 	snprintf(subj, sizeof(subj), "/CN=%s", g->login);
 	ilit[0] = '\0';
@@ -1099,7 +1099,7 @@ facts_sql(struct tl_drv_mdb *p, const char *rows)
 
 /* Appends to a findings buffer, "; "-separated. */
 struct msg {
-	char	buf[TL_DRV_WHY_MAX];
+	char	buf[TL_WHY_MAX];
 	size_t	len;
 	int	n;
 };
@@ -1177,7 +1177,7 @@ ssl_row(const struct tl_drv_mdb *p, MYSQL_ROW row,
 	got = row[C_SSL] != NULL ? atoi(row[C_SSL]) : 0;
 	if (got == want && g->cert_login) {
 		char subj[2 * TL_DRV_NAME_MAX + 16], iss[MDB_ISSUER_MAX];
-		char xwhy[TL_X509_WHY_MAX];
+		char xwhy[TL_WHY_MAX];
 		const char *s = row[C_XSUBJ] != NULL ? row[C_XSUBJ] : "";
 		const char *i = row[C_XISS] != NULL ? row[C_XISS] : "";
 
@@ -1595,7 +1595,7 @@ do_create(void *h, const struct tl_drv_grant *g, char *why)
 /* The facts of n grants in one query; *res has one row per grant. */
 static int
 facts(struct tl_drv_mdb *p, const struct tl_drv_grant *gs, size_t n,
-    MYSQL_RES **res, char (*why)[TL_DRV_WHY_MAX])
+    MYSQL_RES **res, char (*why)[TL_WHY_MAX])
 {
 	char one[1024], *rows, *sql;
 	size_t cap = n * sizeof(one) + 1, len = 0, i;
@@ -1636,7 +1636,7 @@ login_as(const struct tl_drv_mdb *p, const struct tl_drv_grant *g,
 {
 	struct tl_drv_mdb_conn cn = TL_DRV_MDB_CONN_INIT;
 	MYSQL *m;
-	char w[TL_DRV_WHY_MAX];
+	char w[TL_WHY_MAX];
 	unsigned e;
 	int rc;
 
@@ -1675,7 +1675,7 @@ static int
 mdb_check(void *h, const struct tl_drv_grant *g,
     const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
 {
-	char w1[1][TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX];
+	char w1[1][TL_WHY_MAX], detail[TL_WHY_MAX];
 	struct tl_drv_mdb *p = h;
 	MYSQL_RES *r = NULL;
 	MYSQL_ROW row;
@@ -1710,7 +1710,7 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 		    "not answer: %s", host != NULL ? host : "?",
 		    port != NULL ? port : "?", detail);
 	if (c == 1) {
-		char prev[TL_DRV_WHY_MAX];
+		char prev[TL_WHY_MAX];
 
 		snprintf(prev, sizeof(prev), "%s", *drift != TL_DRIFT_NONE ?
 		    why : "");
@@ -1723,7 +1723,7 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 		tl_drv_why(why, 0, "privileges: user '%s' cannot use \"%s\": "
 		    "%s", g->login, g->resource, detail);
 	} else if (c == 2) {
-		char prev[TL_DRV_WHY_MAX];
+		char prev[TL_WHY_MAX];
 
 		snprintf(prev, sizeof(prev), "%s", why);
 		tl_drv_why(why, 0, "%s; user '%s' is refused at %s:%s: %s",
@@ -1734,7 +1734,7 @@ mdb_check(void *h, const struct tl_drv_grant *g,
 
 static int
 mdb_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
-    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+    enum tl_drv_drift *drift, char (*why)[TL_WHY_MAX])
 {
 	struct tl_drv_mdb *p = h;
 	MYSQL_RES *r = NULL;

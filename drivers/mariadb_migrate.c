@@ -479,8 +479,7 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 		if (s == 0) {
 			*already = 1;
 			rc = 0;
-			snprintf(why, TL_DRV_WHY_MAX, "%s applied before",
-			    m->file);
+			snprintf(why, TL_WHY_MAX, "%s applied before", m->file);
 			goto out;
 		}
 		if (s < 1 || s > n) {
@@ -560,7 +559,7 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 		    why)) != 0)
 			goto out;
 		if (f != 0) {
-			char msg[TL_DRV_WHY_MAX];
+			char msg[TL_WHY_MAX];
 			int fired = atomic_load(&d.fired);
 
 			snprintf(msg, sizeof(msg), "%s", mysql_error(c));
@@ -601,8 +600,8 @@ tl_drv_mdb_migrate(const struct tl_drv_endpoint *ep,
 	}
 	if ((rc = hist(c, flit, clit, 0, "done", why)) != 0)
 		goto out;
-	snprintf(why, TL_DRV_WHY_MAX, "%s applied: %d statement%s", m->file,
-	    n, n == 1 ? "" : "s");
+	snprintf(why, TL_WHY_MAX, "%s applied: %d statement%s", m->file, n,
+	    n == 1 ? "" : "s");
 	rc = 0;
 out:
 	if (started) {

@@ -67,7 +67,7 @@ static int
 cert_refused(const struct tl_drv_mdb_conn *cn, unsigned e, const char *msg)
 {
 	struct tl_drv_mdb_conn bare = *cn;
-	char w[TL_DRV_WHY_MAX];
+	char w[TL_WHY_MAX];
 	const char *a;
 	unsigned e2;
 	MYSQL *m;

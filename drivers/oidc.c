@@ -640,7 +640,7 @@ do_token(struct oi *o, const struct tl_drv_grant *g, const struct oi_hnd *k,
 		    strcmp(e, "invalid_client") == 0;
 		json_decref(r);
 		if (*refused)
-			reason(o, why, TL_DRV_WHY_MAX);
+			reason(o, why, TL_WHY_MAX);
 		return 0;
 	}
 	r = body_json(o);
@@ -727,7 +727,7 @@ static int
 refused_why(struct oi *o, const struct tl_drv_grant *g,
     const struct oi_hnd *k, int *gone, char *why)
 {
-	char tok[OI_SECRET_MAX], tw[TL_DRV_WHY_MAX];
+	char tok[OI_SECRET_MAX], tw[TL_WHY_MAX];
 	int refused, rc;
 
 	*gone = 0;
@@ -1342,7 +1342,7 @@ oi_check(void *h, const struct tl_drv_grant *g,
 	struct oi *o = h;
 	struct oi_hnd k;
 	json_t *got = NULL, *want = NULL;
-	char diff[200], tok[OI_SECRET_MAX], tw[TL_DRV_WHY_MAX], owner[33];
+	char diff[200], tok[OI_SECRET_MAX], tw[TL_WHY_MAX], owner[33];
 	enum oi_mark mk;
 	int rc, gone, refused, active, notok;
 

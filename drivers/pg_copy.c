@@ -114,7 +114,7 @@ static int
 cc_open(const struct tl_drv_admin *a, const char *side,
     struct tl_drv_cert_files *cc, char *why)
 {
-	char w[TL_DRV_WHY_MAX];
+	char w[TL_WHY_MAX];
 	int have, rc;
 
 	if ((rc = tl_drv_client_cert_check(a->client_cert, a->client_key,
@@ -507,7 +507,7 @@ dump_restore(const struct tl_drv_admin *from,
 	rc = 0;
 	{
 		/* Both reasons when both failed: either may be the cause. */
-		char m1[TL_DRV_WHY_MAX] = "", m2[TL_DRV_WHY_MAX] = "";
+		char m1[TL_WHY_MAX] = "", m2[TL_WHY_MAX] = "";
 		int bad1 = !WIFEXITED(s1) || WEXITSTATUS(s1) != 0;
 		int bad2 = !WIFEXITED(s2) || WEXITSTATUS(s2) != 0;
 

@@ -64,7 +64,7 @@ exec_ok(PGconn *c, const char *q, char *why)
 	    PQresultStatus(r) == PGRES_TUPLES_OK;
 
 	if (!ok)
-		snprintf(why, TL_DRV_WHY_MAX, "%s", PQerrorMessage(c));
+		snprintf(why, TL_WHY_MAX, "%s", PQerrorMessage(c));
 	PQclear(r);
 	return ok;
 }
@@ -483,8 +483,8 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 	why[0] = '\0';
 	c = PQconnectdbParams(keys, vals, 0);
 	if (PQstatus(c) != CONNECTION_OK) {
-		snprintf(why, TL_DRV_WHY_MAX, "cannot connect as %s: %s",
-		    g->login, PQerrorMessage(c));
+		snprintf(why, TL_WHY_MAX, "cannot connect as %s: %s", g->login,
+		    PQerrorMessage(c));
 		PQfinish(c);
 		return TL_EUNREACH;
 	}
@@ -501,7 +501,7 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		int at = each_statement(text, len, txn_control, what);
 
 		if (at > 0) {
-			snprintf(why, TL_DRV_WHY_MAX, "%s inside a migration: "
+			snprintf(why, TL_WHY_MAX, "%s inside a migration: "
 			    "tally runs each file in a transaction of its own "
 			    "(leave out BEGIN, COMMIT and ROLLBACK; savepoints "
 			    "are fine)", what);
@@ -515,10 +515,10 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		int at = each_statement(text, len, session_escape, &ea);
 
 		if (at > 0) {
-			snprintf(why, TL_DRV_WHY_MAX, "\"%s\" inside a "
-			    "migration: tally sets the session's time limit "
-			    "(the provider's migration-timeout) and role, and "
-			    "a file may not change them", ea.what);
+			snprintf(why, TL_WHY_MAX, "\"%s\" inside a migration: "
+			    "tally sets the session's time limit (the "
+			    "provider's migration-timeout) and role, and a "
+			    "file may not change them", ea.what);
 			*line = at;
 			rc = TL_EDRIVER;
 			goto out;
@@ -539,7 +539,7 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		goto out;
 	}
 	{
-		char ignored[TL_DRV_WHY_MAX];
+		char ignored[TL_WHY_MAX];
 
 		exec_ok(c, "SET client_connection_check_interval = 1000",
 		    ignored);
@@ -554,23 +554,23 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		r = PQexecParams(c, "SELECT checksum FROM tally.schema_history "
 		    "WHERE file = $1", 1, NULL, pv, NULL, NULL, 0);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-			snprintf(why, TL_DRV_WHY_MAX, "reading "
+			snprintf(why, TL_WHY_MAX, "reading "
 			    "tally.schema_history: %s", PQerrorMessage(c));
 			rc = TL_EDRIVER;
 		} else if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0),
 		    m->checksum) == 0) {
 			*already = 1;	/* applied before: nothing runs */
 		} else if (PQntuples(r) == 1) {
-			snprintf(why, TL_DRV_WHY_MAX, "the database records %s "
-			    "as applied with checksum %.16s… but the log has "
+			snprintf(why, TL_WHY_MAX, "the database records %s as "
+			    "applied with checksum %.16s… but the log has "
 			    "%.16s… (tally.schema_history): an applied "
-			    "migration must not change", m->file,
-			    PQgetvalue(r, 0, 0), m->checksum);
+			    "migration must not change", m->file, PQgetvalue(r,
+			    0, 0), m->checksum);
 			rc = TL_EDRIVER;
 		}
 		PQclear(r);
 		if (rc != 0 || *already) {
-			char ignored[TL_DRV_WHY_MAX];
+			char ignored[TL_WHY_MAX];
 
 			exec_ok(c, "ROLLBACK", ignored);
 			goto out;
@@ -578,7 +578,7 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 	}
 	/* One result per statement that completed, then the error. */
 	if (!PQsendQuery(c, text)) {
-		snprintf(why, TL_DRV_WHY_MAX, "%s", PQerrorMessage(c));
+		snprintf(why, TL_WHY_MAX, "%s", PQerrorMessage(c));
 		rc = TL_EDRIVER;
 		goto out;
 	}
@@ -589,15 +589,15 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 
 		if (wait_result(c, m, deadline, &cancelled) == W_LOST) {
 			if (cancelled == W_LIMIT)
-				snprintf(why, TL_DRV_WHY_MAX, "the file ran past "
-				    "its time limit of %u s (migration-timeout) "
-				    "and did not stop when cancelled; the "
-				    "session was closed", limit);
+				snprintf(why, TL_WHY_MAX, "the file ran past "
+				    "its time limit of %u s "
+				    "(migration-timeout) and did not stop when "
+				    "cancelled; the session was closed", limit);
 			else if (cancelled == W_STOPPED)
-				snprintf(why, TL_DRV_WHY_MAX, "stopped (tallyd "
-				    "is stopping); the session was closed");
+				snprintf(why, TL_WHY_MAX, "stopped (tallyd is "
+				    "stopping); the session was closed");
 			else
-				snprintf(why, TL_DRV_WHY_MAX, "the session was "
+				snprintf(why, TL_WHY_MAX, "the session was "
 				    "lost while the file ran: %s",
 				    PQerrorMessage(c));
 			*line = statement_line(text, len, done);
@@ -622,9 +622,9 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 				while (PQgetCopyData(c, &buf, 0) > 0)
 					PQfreemem(buf);
 			}
-			snprintf(why, TL_DRV_WHY_MAX, "COPY ... %s is not "
-			    "supported in a migration", st == PGRES_COPY_IN ?
-			    "FROM STDIN" : "TO STDOUT");
+			snprintf(why, TL_WHY_MAX, "COPY ... %s is not "
+			    "supported in a migration",
+			    st == PGRES_COPY_IN ? "FROM STDIN" : "TO STDOUT");
 			*line = statement_line(text, len, done);
 			rc = TL_EDRIVER;
 		} else if (rc == 0) {
@@ -641,24 +641,24 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 			else
 				*line = statement_line(text, len, done);
 			if (cancelled == W_STOPPED)
-				snprintf(why, TL_DRV_WHY_MAX, "stopped "
-				    "(tallyd is stopping)");
+				snprintf(why, TL_WHY_MAX, "stopped (tallyd is "
+				    "stopping)");
 			else if (cancelled == W_LIMIT || (state != NULL &&
 			    strcmp(state, "57014") == 0))
-				snprintf(why, TL_DRV_WHY_MAX, "%s: %s (the "
-				    "file's time limit of %u s, the provider's "
+				snprintf(why, TL_WHY_MAX, "%s: %s (the file's "
+				    "time limit of %u s, the provider's "
 				    "migration-timeout)", state ? state : "",
 				    msg ? msg : "cancelled", limit);
 			else
-				snprintf(why, TL_DRV_WHY_MAX, "%s%s%s", state ?
-				    state : "", state ? ": " : "", msg ? msg :
-				    PQerrorMessage(c));
+				snprintf(why, TL_WHY_MAX, "%s%s%s",
+				    state ? state : "", state ? ": " : "",
+				    msg ? msg : PQerrorMessage(c));
 			rc = TL_EDRIVER;
 		}
 		PQclear(r);
 	}
 	if (rc != 0) {
-		char ignored[TL_DRV_WHY_MAX];
+		char ignored[TL_WHY_MAX];
 
 		/* Nothing half-applied: the session ends anyway. */
 		exec_ok(c, "ROLLBACK", ignored);
@@ -666,7 +666,7 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 	}
 	/* Whatever the lexer missed: the file must not have ended it. */
 	if (PQtransactionStatus(c) != PQTRANS_INTRANS) {
-		snprintf(why, TL_DRV_WHY_MAX, "the file ended the transaction "
+		snprintf(why, TL_WHY_MAX, "the file ended the transaction "
 		    "tally runs it in (COMMIT or ROLLBACK inside it)");
 		rc = TL_EDRIVER;
 		goto out;
@@ -679,7 +679,7 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 		    "(file, checksum) VALUES ($1, $2)", 2, NULL, pv, NULL,
 		    NULL, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			snprintf(why, TL_DRV_WHY_MAX, "recording %s in "
+			snprintf(why, TL_WHY_MAX, "recording %s in "
 			    "tally.schema_history: %s", m->file,
 			    PQerrorMessage(c));
 			rc = TL_EDRIVER;
@@ -689,7 +689,7 @@ tl_drv_pg_migrate(const struct tl_drv_endpoint *ep,
 	if (rc == 0 && !exec_ok(c, "COMMIT", why))
 		rc = TL_EDRIVER;
 	else if (rc != 0) {
-		char ignored[TL_DRV_WHY_MAX];
+		char ignored[TL_WHY_MAX];
 
 		exec_ok(c, "ROLLBACK", ignored);
 	}

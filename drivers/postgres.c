@@ -136,7 +136,7 @@ struct pg_ids {
 
 /* An appendable reason; silently truncates (with "...") when full. */
 struct pg_msg {
-	char	buf[TL_DRV_WHY_MAX];
+	char	buf[TL_WHY_MAX];
 	size_t	len;
 	int	n;			/* items added */
 };
@@ -167,7 +167,7 @@ mput(struct pg_msg *m, const char *s)
 static void
 madd(struct pg_msg *m, const char *fmt, ...)
 {
-	char item[TL_DRV_WHY_MAX];
+	char item[TL_WHY_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -443,7 +443,7 @@ admin_connect(struct tl_drv_pg *p, const char *dbname, PGconn **out,
 	const char *val[] = { p->host, p->port, p->user, p->password, dbname,
 	    "tallyd", "UTF8", PG_OPTIONS,
 	    "1", "10", "5", "3", "30000", p->sslmode, NULL, NULL, NULL, NULL };
-	char state[6], msg[TL_DRV_WHY_MAX], hint[400];
+	char state[6], msg[TL_WHY_MAX], hint[400];
 	size_t i = 14;
 	int rc;
 
@@ -535,7 +535,7 @@ static int
 res_err(PGconn *c, PGresult *r, const char *step, char *why)
 {
 	const char *state = NULL, *prim = NULL, *detail = NULL;
-	char msg[TL_DRV_WHY_MAX], det[TL_DRV_WHY_MAX];
+	char msg[TL_WHY_MAX], det[TL_WHY_MAX];
 
 	if (r != NULL) {
 		state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -992,7 +992,7 @@ ids_free(struct pg_ids *ids)
 static char *
 escape_id(PGconn *c, const char *name, char *why)
 {
-	char *q, msg[TL_DRV_WHY_MAX];
+	char *q, msg[TL_WHY_MAX];
 
 	if ((q = PQescapeIdentifier(c, name, strlen(name))) == NULL) {
 		clean_msg(msg, sizeof(msg), PQerrorMessage(c));
@@ -1094,7 +1094,7 @@ grant_ok(struct tl_drv_pg *p, const struct tl_drv_grant *g, int need_pw,
 static int
 pw_literal(PGconn *c, const struct tl_drv_grant *g, char **out, char *why)
 {
-	char *v, msg[TL_DRV_WHY_MAX];
+	char *v, msg[TL_WHY_MAX];
 
 	*out = NULL;
 	v = PQencryptPasswordConn(c, g->password, g->login, "scram-sha-256");
@@ -1578,7 +1578,7 @@ static int	access_revoke(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 static int
 pg_open(const struct tl_drv_admin *a, void **hp, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX];
+	char dummy[TL_WHY_MAX];
 	struct tl_drv_pg *p;
 	int rc, cert;
 
@@ -1915,7 +1915,7 @@ adopt_takeover(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 static int
 do_create(void *h, const struct tl_drv_grant *g, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX];
+	char dummy[TL_WHY_MAX];
 	struct tl_drv_pg *p = h;
 	struct pg_ids ids;
 	int rc, mo = 0, ml = 0, md = 0;
@@ -2102,7 +2102,7 @@ schema_as(PGconn *c, const struct tl_drv_grant *g, struct pg_msg *priv)
 {
 	const Oid types[1] = { PG_NAMEOID };
 	const char *vals[1] = { g->owner }, *s;
-	char msg[TL_DRV_WHY_MAX];
+	char msg[TL_WHY_MAX];
 	PGresult *r;
 
 	r = PQexecParams(c, q_schema, 1, types, vals, NULL, NULL, 0);
@@ -2314,7 +2314,7 @@ plaintext_login(const struct tl_drv_pg *p, const struct tl_drv_grant *g,
 	    "password", NULL };
 	const char *val[] = { host, port, g->login, g->resource,
 	    "tally-tls-probe", "disable", "disable", PG_NO_PASSFILE, pw, NULL };
-	char state[6], msg[TL_DRV_WHY_MAX];
+	char state[6], msg[TL_WHY_MAX];
 	PGconn *c;
 	int rc;
 
@@ -2338,7 +2338,7 @@ static int
 pg_check(void *h, const struct tl_drv_grant *g,
     const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX], line[160];
+	char dummy[TL_WHY_MAX], detail[TL_WHY_MAX], line[160];
 	struct tl_drv_pg *p = h;
 	struct pg_msg miss = { .len = 0 }, cred = { .len = 0 },
 	    priv = { .len = 0 };
@@ -2487,7 +2487,7 @@ name_array(const struct tl_drv_grant *gs, size_t n, size_t field, char **out)
  */
 static int
 pg_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
-    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+    enum tl_drv_drift *drift, char (*why)[TL_WHY_MAX])
 {
 	struct tl_drv_pg *p = h;
 	char found[160] = "", *arr[3] = { 0 };
@@ -2605,7 +2605,7 @@ claim(struct tl_drv_pg *p, const struct tl_drv_grant *g,
 static int
 do_set_password(void *h, const struct tl_drv_grant *g, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], sql[PG_SQL_MAX], step[160], *pw = NULL;
+	char dummy[TL_WHY_MAX], sql[PG_SQL_MAX], step[160], *pw = NULL;
 	struct tl_drv_pg *p = h;
 	struct pg_ids ids;
 	int rc;
@@ -2649,7 +2649,7 @@ out:
 static int
 do_retire_login(void *h, const struct tl_drv_grant *g, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], step[160];
+	char dummy[TL_WHY_MAX], step[160];
 	struct tl_drv_pg *p = h;
 	struct pg_ids ids;
 	int rc, login;
@@ -2699,7 +2699,7 @@ static int
 do_set_admin_password(void *h, const char *user, const char *password,
     char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], sql[PG_SQL_MAX], *pw = NULL;
+	char dummy[TL_WHY_MAX], sql[PG_SQL_MAX], *pw = NULL;
 	struct tl_drv_pg *p = h;
 	struct tl_drv_grant g = { NULL, NULL, user, password };
 	int rc;
@@ -2724,7 +2724,7 @@ do_set_admin_password(void *h, const char *user, const char *password,
 static int
 pg_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], step[160];
+	char dummy[TL_WHY_MAX], step[160];
 	struct tl_drv_pg *p = h;
 	PGresult *r;
 	int rc;
@@ -2749,7 +2749,7 @@ pg_size(void *h, const struct tl_drv_grant *g, uint64_t *bytes, char *why)
 static int
 pg_sessions(void *h, const struct tl_drv_grant *g, unsigned *count, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], step[160];
+	char dummy[TL_WHY_MAX], step[160];
 	struct tl_drv_pg *p = h;
 	PGresult *r;
 	int rc;
@@ -2770,7 +2770,7 @@ pg_sessions(void *h, const struct tl_drv_grant *g, unsigned *count, char *why)
 static int
 do_fix_privileges(void *h, const struct tl_drv_grant *g, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX];
+	char dummy[TL_WHY_MAX];
 	struct tl_drv_pg *p = h;
 	struct pg_ids ids;
 	int rc;
@@ -2862,7 +2862,7 @@ other_logins(struct tl_drv_pg *p, const struct tl_drv_grant *g, int *n,
 static int
 do_revoke(void *h, const struct tl_drv_grant *g, int drop, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], step[160], owned[PG_SQL_MAX / 2];
+	char dummy[TL_WHY_MAX], step[160], owned[PG_SQL_MAX / 2];
 	struct tl_drv_pg *p = h;
 	struct pg_ids ids;
 	int rc, login, owner, n = 0, theirs = 0;
@@ -3035,7 +3035,7 @@ out:
 static int
 do_freeze(void *h, const struct tl_drv_grant *g, int on, char *why)
 {
-	char dummy[TL_DRV_WHY_MAX], step[160];
+	char dummy[TL_WHY_MAX], step[160];
 	struct tl_drv_pg *p = h;
 	struct pg_ids ids;
 	int rc, found, n = 0;
@@ -3368,7 +3368,7 @@ access_check(struct tl_drv_pg *p, const struct tl_drv_grant *g,
     const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
 {
 	char grp[PG_NAME_MAX + 1], gmark[PG_MARK_MAX], mark[PG_MARK_MAX],
-	    detail[TL_DRV_WHY_MAX];
+	    detail[TL_WHY_MAX];
 	struct pg_msg miss = { .len = 0 }, cred = { .len = 0 },
 	    priv = { .len = 0 };
 	const char *host, *port, *s;
@@ -3694,7 +3694,7 @@ fence_lock(struct tl_drv_pg *p, const char *fn, char *why)
 static void
 fence_unlock(struct tl_drv_pg *p)
 {
-	char dummy[TL_DRV_WHY_MAX];
+	char dummy[TL_WHY_MAX];
 
 	p->holding = 0;
 	if (p->conn == NULL)
@@ -3795,7 +3795,7 @@ static int
 fenced(void *h, const struct tl_drv_grant *g, int arg,
     int (*fn)(void *, const struct tl_drv_grant *, int, char *), char *why)
 {
-	char dummy[TL_DRV_WHY_MAX];
+	char dummy[TL_WHY_MAX];
 	struct tl_drv_pg *p = h;
 	int rc;
 
@@ -3895,7 +3895,7 @@ static int
 pg_set_admin_password(void *h, const char *user, const char *password,
     char *why)
 {
-	char dummy[TL_DRV_WHY_MAX];
+	char dummy[TL_WHY_MAX];
 	struct tl_drv_pg *p = h;
 	int rc;
 

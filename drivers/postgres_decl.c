@@ -251,7 +251,7 @@ pg_settings_note(const char *const *settings, char *note)
 	if (!open && !back)
 		return 0;
 	if (note != NULL)
-		snprintf(note, TL_DRV_WHY_MAX, "%s%s%s%s%s", open ?
+		snprintf(note, TL_WHY_MAX, "%s%s%s%s%s", open ?
 		    "revoke-public-connect is off: PUBLIC keeps CONNECT on "
 		    "the provider's maintenance databases, so every grant's "
 		    "login can connect to them" : "", open && back ? "; " : "",

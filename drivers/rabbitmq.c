@@ -485,7 +485,7 @@ static enum rmq_mark
 vhost_mark(const struct tl_drv_rmq *r, const json_t *vh,
     const struct tl_drv_grant *g, char *other, size_t on, int *exact)
 {
-	char mine[TL_DRV_WHY_MAX], base[TL_DRV_WHY_MAX];
+	char mine[TL_WHY_MAX], base[TL_WHY_MAX];
 	char mesh[RMQ_MESH_MAX + 1];
 	const char *d = json_string_value(json_object_get(vh, "description"));
 	const char *am = g->adopt_mesh != NULL ? g->adopt_mesh : "";
@@ -1149,7 +1149,7 @@ static int
 mark_vhost(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
     const char *step, char *why)
 {
-	char mark[TL_DRV_WHY_MAX], p[1024];
+	char mark[TL_WHY_MAX], p[1024];
 	json_t *b;
 	long st;
 	int rc;
@@ -1496,7 +1496,7 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
     size_t np, user_of_fn user_of, const void *uarg,
     enum tl_drv_drift *drift, char *why)
 {
-	char other[256], cred[TL_DRV_WHY_MAX] = "", priv[TL_DRV_WHY_MAX] = "";
+	char other[256], cred[TL_WHY_MAX] = "", priv[TL_WHY_MAX] = "";
 	const char *pv, *pu, *c, *w, *rd;
 	enum rmq_mark k;
 	int have = 0, exact;
@@ -1597,11 +1597,11 @@ evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 		    "\"%s\"", g->login, g->resource);
 	}
 	if (*drift == TL_DRIFT_CREDENTIAL) {
-		snprintf(why, TL_DRV_WHY_MAX, "%s", cred);
+		snprintf(why, TL_WHY_MAX, "%s", cred);
 		if (priv[0] != '\0')
 			tl_drv_why_add(why, "%s", priv);
 	} else
-		snprintf(why, TL_DRV_WHY_MAX, "%s", priv);
+		snprintf(why, TL_WHY_MAX, "%s", priv);
 }
 
 /*
@@ -1618,7 +1618,7 @@ login_as(const struct tl_drv_grant *g, const struct tl_drv_endpoint *ep,
 	struct tl_amqp_conf c;
 	struct tl_amqp *a = NULL;
 	enum tl_drv_tls mode = tl_drv_consumer_tls(&tl_drv_rabbitmq_decl, ep);
-	char e[256], port[16];
+	char e[TL_WHY_MAX], port[16];
 	int rc;
 
 	memset(&c, 0, sizeof(c));
@@ -1639,7 +1639,7 @@ login_as(const struct tl_drv_grant *g, const struct tl_drv_endpoint *ep,
 		return tl_drv_why(why, TL_EUNTRUSTED, "user \"%s\" not logged "
 		    "in over AMQPS at %s:%d: no ca to verify the broker with",
 		    g->login, c.host, c.port ? c.port : 5671);
-	rc = tl_amqp_connect(&c, &a, e, sizeof(e));
+	rc = tl_amqp_connect(&c, &a, e);
 	tl_amqp_close(a);
 	if (rc != 0)
 		tl_drv_why(why, rc, "user \"%s\" cannot log in over %s at "
@@ -1715,7 +1715,7 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 	json_t *vh = NULL, *u = NULL, *up = NULL, *vp = NULL, *all;
 	json_t *others = NULL;
 	const json_t *rows[RMQ_PERMS_MAX];
-	char p[1024], lw[TL_DRV_WHY_MAX];
+	char p[1024], lw[TL_WHY_MAX];
 	size_t n = 0, i;
 	int rc;
 
@@ -1762,10 +1762,10 @@ rmq_check(void *h, const struct tl_drv_grant *g,
 	if (*drift == TL_DRIFT_NONE && g->password != NULL && !g->cert_login) {
 		if ((rc = login_as(g, ep, lw)) == TL_EAUTH || rc == TL_EDRIVER) {
 			*drift = TL_DRIFT_CREDENTIAL;
-			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
+			snprintf(why, TL_WHY_MAX, "%s", lw);
 			rc = 0;
 		} else if (rc != 0) {
-			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
+			snprintf(why, TL_WHY_MAX, "%s", lw);
 			goto out;
 		}
 	}
@@ -1901,7 +1901,7 @@ idx_rows(const struct idx *x, const char *name, const json_t **out,
  */
 static int
 rmq_check_bulk(void *h, const struct tl_drv_grant *gs, size_t n,
-    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+    enum tl_drv_drift *drift, char (*why)[TL_WHY_MAX])
 {
 	struct tl_drv_rmq *r = h;
 	json_t *users = NULL, *perms = NULL, *vhosts = NULL;
@@ -2421,7 +2421,7 @@ access_evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
     const json_t *vh, const json_t *u, const json_t *const *perms,
     size_t np, enum tl_drv_drift *drift, char *why)
 {
-	char other[256], cred[TL_DRV_WHY_MAX] = "", priv[TL_DRV_WHY_MAX] = "";
+	char other[256], cred[TL_WHY_MAX] = "", priv[TL_WHY_MAX] = "";
 	const char *pv, *c, *w, *rd, *ec, *ew, *er, *sh;
 	enum rmq_mark k;
 	int have = 0, exact;
@@ -2485,11 +2485,11 @@ access_evaluate(const struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 		    "\"%s\"", g->login, g->resource);
 	}
 	if (*drift == TL_DRIFT_CREDENTIAL) {
-		snprintf(why, TL_DRV_WHY_MAX, "%s", cred);
+		snprintf(why, TL_WHY_MAX, "%s", cred);
 		if (priv[0] != '\0')
 			tl_drv_why_add(why, "%s", priv);
 	} else if (*drift != TL_DRIFT_NONE)
-		snprintf(why, TL_DRV_WHY_MAX, "%s", priv);
+		snprintf(why, TL_WHY_MAX, "%s", priv);
 	else
 		tl_drv_why(why, 0, "user \"%s\" has %s access to vhost \"%s\" "
 		    "as tally set it", g->login, g->access ==
@@ -2502,7 +2502,7 @@ access_check(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 {
 	json_t *vh = NULL, *u = NULL, *up = NULL;
 	const json_t *rows[RMQ_PERMS_MAX];
-	char lw[TL_DRV_WHY_MAX];
+	char lw[TL_WHY_MAX];
 	size_t n = 0, i;
 	int rc;
 
@@ -2515,10 +2515,10 @@ access_check(struct tl_drv_rmq *r, const struct tl_drv_grant *g,
 	if (*drift == TL_DRIFT_NONE && g->password != NULL && !g->cert_login) {
 		if ((rc = login_as(g, ep, lw)) == TL_EAUTH || rc == TL_EDRIVER) {
 			*drift = TL_DRIFT_CREDENTIAL;
-			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
+			snprintf(why, TL_WHY_MAX, "%s", lw);
 			rc = 0;
 		} else if (rc != 0)
-			snprintf(why, TL_DRV_WHY_MAX, "%s", lw);
+			snprintf(why, TL_WHY_MAX, "%s", lw);
 		else
 			tl_drv_why_add(why, "the user logged in");
 	}

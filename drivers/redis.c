@@ -1363,7 +1363,7 @@ evaluate(const struct tl_drv_redis *h, const struct tl_drv_grant *g,
     const redisReply *u, const redisReply *mark, const redisReply *mm,
     const redisReply *pws, enum tl_drv_drift *drift, char *why)
 {
-	char msg[TL_DRV_WHY_MAX], keys[80], chans[80], flags[256],
+	char msg[TL_WHY_MAX], keys[80], chans[80], flags[256],
 	    hash[RD_HASH_HEX + 1];
 	const redisReply *pw, *sel, *fl;
 	const char *s, *ref;
@@ -1488,7 +1488,7 @@ append_lookup(struct tl_drv_redis *h, const struct tl_drv_grant *g)
  */
 static int
 bulk(struct tl_drv_redis *h, const struct tl_drv_grant *gs, size_t n,
-    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+    enum tl_drv_drift *drift, char (*why)[TL_WHY_MAX])
 {
 	redisReply *r[RD_LOOKUP];
 	size_t i, j;
@@ -1551,7 +1551,7 @@ again:
 
 static int
 rd_check_bulk(void *hv, const struct tl_drv_grant *gs, size_t n,
-    enum tl_drv_drift *drift, char (*why)[TL_DRV_WHY_MAX])
+    enum tl_drv_drift *drift, char (*why)[TL_WHY_MAX])
 {
 	return n == 0 ? 0 : bulk(hv, gs, n, drift, why);
 }
@@ -1561,7 +1561,7 @@ rd_check(void *hv, const struct tl_drv_grant *g,
     const struct tl_drv_endpoint *ep, enum tl_drv_drift *drift, char *why)
 {
 	struct tl_drv_redis *h = hv;
-	char w[1][TL_DRV_WHY_MAX], detail[TL_DRV_WHY_MAX];
+	char w[1][TL_WHY_MAX], detail[TL_WHY_MAX];
 	struct tl_drv_rd_conn *c;
 	int rc, refused;
 

@@ -118,9 +118,9 @@ bad(char *why, const struct tl_drv_setting *s, const char *value,
 {
 	/* A secret's value is never echoed, even a wrong one. */
 	if (s->secret || *value == '\0')
-		snprintf(why, TL_DRV_WHY_MAX, "%s: %s", s->name, expected);
+		snprintf(why, TL_WHY_MAX, "%s: %s", s->name, expected);
 	else
-		snprintf(why, TL_DRV_WHY_MAX, "%s=%.64s%s: %s", s->name, value,
+		snprintf(why, TL_WHY_MAX, "%s=%.64s%s: %s", s->name, value,
 		    strlen(value) > 64 ? "..." : "", expected);
 	return TL_EINVAL;
 }

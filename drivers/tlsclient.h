@@ -19,7 +19,7 @@
  * none (0, *have 0); one without the other, a certificate that is not
  * PEM, a key that does not parse (an encrypted key is refused: nothing
  * could give its passphrase) or that is not the certificate's: TL_EINVAL
- * with why (TL_DRV_WHY_MAX bytes; never a byte of the key); else 0,
+ * with why (TL_WHY_MAX bytes; never a byte of the key); else 0,
  * *have 1.  On memory only.
  */
 int	tl_drv_client_cert_check(const char *cert, const char *key, int *have,

@@ -20,7 +20,7 @@ tl_drv_why(char *why, int rc, const char *fmt, ...)
 	if (why == NULL)
 		return rc;
 	va_start(ap, fmt);
-	vsnprintf(why, TL_DRV_WHY_MAX, fmt, ap);
+	vsnprintf(why, TL_WHY_MAX, fmt, ap);
 	va_end(ap);
 	return rc;
 }
@@ -31,14 +31,14 @@ tl_drv_why_add(char *why, const char *fmt, ...)
 	size_t n = strlen(why);
 	va_list ap;
 
-	if (n + 3 >= TL_DRV_WHY_MAX)
+	if (n + 3 >= TL_WHY_MAX)
 		return;
 	if (n > 0) {
 		memcpy(why + n, "; ", 3);
 		n += 2;
 	}
 	va_start(ap, fmt);
-	vsnprintf(why + n, TL_DRV_WHY_MAX - n, fmt, ap);
+	vsnprintf(why + n, TL_WHY_MAX - n, fmt, ap);
 	va_end(ap);
 }
 

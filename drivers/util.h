@@ -20,7 +20,7 @@
 #include "decl.h"
 
 /*
- * Writes the formatted reason into why (at most TL_DRV_WHY_MAX bytes
+ * Writes the formatted reason into why (at most TL_WHY_MAX bytes
  * with its NUL, cut when longer) and returns rc unchanged, so that a
  * failure is one statement: `return tl_drv_why(why, TL_EAUTH, ...)`.
  * why NULL: nothing is written (rc is still returned).
@@ -29,7 +29,7 @@ int	tl_drv_why(char *why, int rc, const char *fmt, ...)
 	    __attribute__((format(printf, 3, 4)));
 
 /*
- * Appends the formatted finding to why (NUL-terminated, TL_DRV_WHY_MAX
+ * Appends the formatted finding to why (NUL-terminated, TL_WHY_MAX
  * bytes in all) after "; " when why is not empty; cut when full, and
  * nothing at all once fewer than 3 bytes are left.  why must not be NULL.
  */

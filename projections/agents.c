@@ -87,7 +87,7 @@ one_agent(const char *node, const void *val, size_t vlen, void *arg)
 		    "holder"));
 		const char *gr = json_string_value(json_object_get(h,
 		    "grant"));
-		char why[512];
+		char why[TL_WHY_MAX];
 		uint64_t cur;
 
 		if (hd == NULL || gr == NULL || (aa->module != NULL &&

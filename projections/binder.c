@@ -458,7 +458,7 @@ tl_dec_bind(struct tl_ctx *c, const char *gkey, const char *provider)
 		return tl_refuse(c, TL_EREFUSED, "provider %s does not grant "
 		    "%s from %s", provider, rv.type, rv.target);
 	{
-		char why[TL_EXPOSURE_WHY_MAX];
+		char why[TL_WHY_MAX];
 
 		if (!tl_exposure_serves(c->t, &c->p, provider, module, node,
 		    why))

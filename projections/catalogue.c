@@ -29,7 +29,7 @@
 #define PROV	129		/* a provider id: NODE/MODULE */
 #define GRANT	TL_GRANT_ID_MAX
 #define HOLDER	139		/* MODULE@NODE */
-#define REASON	511		/* a driver's why (TL_DRV_WHY_MAX - 1) */
+#define REASON	511		/* a driver's why (TL_WHY_MAX - 1) */
 
 static const struct tl_cat_event cat[] = {
 	/* node/NAME */

@@ -49,7 +49,8 @@ struct tl_ctx {
 	uint64_t	 epoch;
 	tl_emit_fn	 on_emit;
 	void		*arg;
-	char		 why[1024];
+	/* The decider's reason, which may quote a driver's why. */
+	char		 why[2 * TL_WHY_MAX];
 };
 
 /* Brings the projections up to the head and opens them. */

@@ -21,13 +21,6 @@
 
 int
 tl_dec_node_add(struct tl_ctx *c, const char *name, const char *routable,
-    const uint8_t pubkey[32])
-{
-	return tl_dec_node_add_ex(c, name, routable, pubkey, NULL, NULL);
-}
-
-int
-tl_dec_node_add_ex(struct tl_ctx *c, const char *name, const char *routable,
     const uint8_t pubkey[32], const uint8_t signkey[32],
     const uint8_t cpkey[32])
 {
@@ -419,7 +412,7 @@ part_unneeded(struct tl_ctx *c, const char *module, const char *req)
 	struct tl_nodelist nl;
 	struct tl_grant g;
 	struct tl_body b;
-	char part[64], why[200], stream[TL_KEY_MAX];
+	char part[64], why[TL_WHY_MAX], stream[TL_KEY_MAX];
 	size_t i, left;
 	int rc;
 

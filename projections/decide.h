@@ -32,14 +32,13 @@
 #include "decide_rotate.h"
 
 /* Commands. */
-int	tl_dec_node_add(struct tl_ctx *c, const char *name,
-	    const char *routable, const uint8_t pubkey[32]);
 /*
- * With the node's Ed25519 public key and the control plane's
- * (tl_secret_cp_keypair: what the node's key file was given to check
- * its queue's notices against); either NULL: none, as before.
+ * tally node add: pubkey, the node's X25519 key; signkey, its Ed25519
+ * key, and cpkey, the control plane's (tl_secret_cp_keypair: what the
+ * node's key file was given to check its queue's notices against):
+ * either may be NULL, none.
  */
-int	tl_dec_node_add_ex(struct tl_ctx *c, const char *name,
+int	tl_dec_node_add(struct tl_ctx *c, const char *name,
 	    const char *routable, const uint8_t pubkey[32],
 	    const uint8_t signkey[32], const uint8_t cpkey[32]);
 /*

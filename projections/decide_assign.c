@@ -519,7 +519,7 @@ check_setting(struct tl_ctx *c, const struct decl *d, const char *module,
 	    "" };
 	const struct tl_drv_setting *s;
 	struct tl_drv_setting named;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	size_t i;
 
@@ -584,7 +584,7 @@ together(struct tl_ctx *c, const struct merge *mg, const struct decl *d,
     const char *module)
 {
 	const char *sv[2 * MSET_MAX + 1];
-	char *vals[MSET_MAX], why[TL_DRV_WHY_MAX] = "";
+	char *vals[MSET_MAX], why[TL_WHY_MAX] = "";
 	const struct tl_drv_decl *dd;
 	size_t i, n = 0;
 	int rc = 0;
@@ -835,7 +835,7 @@ static int
 check_served(const struct tl_grant *g, void *arg)
 {
 	struct served *sv = arg;
-	char why[TL_EXPOSURE_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	if (strcmp(g->state, TL_GRANT_REVOKED) == 0 ||
 	    strcmp(g->state, TL_GRANT_REVOKING) == 0 ||
@@ -878,30 +878,17 @@ exposure_holds(struct tl_ctx *c, const char *module, const char *node,
 	return sv.rc;
 }
 
-int
-tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
-    const char *expose, const struct tl_setting *set, size_t nset)
-{
-	return tl_dec_assign_ex(c, module, node, expose, set, nset, NULL, 0);
-}
-
 static int parts_left(struct tl_ctx *c, const char *module,
     const char *node, const struct partset *was, const struct partset *now);
 
 int
-tl_dec_assign_ex(struct tl_ctx *c, const char *module, const char *node,
-    const char *expose, const struct tl_setting *set, size_t nset,
-    char *changes, size_t cap)
+tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
+    const struct tl_assign *o)
 {
-	return tl_dec_assign_parts(c, module, node, expose, set, nset, NULL,
-	    changes, cap);
-}
-
-int
-tl_dec_assign_parts(struct tl_ctx *c, const char *module, const char *node,
-    const char *expose, const struct tl_setting *set, size_t nset,
-    const char *parts, char *changes, size_t cap)
-{
+	const char *expose = o->expose, *parts = o->parts;
+	const struct tl_setting *set = o->set;
+	size_t nset = o->nset, cap = o->cap;
+	char *changes = o->changes;
 	struct partset was = { .all = 1 }, now = { .all = 1 };
 	struct tl_body b;
 	struct tl_rec m = { 0 }, old = { 0 };
@@ -1223,7 +1210,7 @@ parts_left(struct tl_ctx *c, const char *module, const char *node,
 	struct tl_rotation r;
 	struct tl_rebind mv;
 	struct tl_body b;
-	char holder[140], part[64], why[200];
+	char holder[140], part[64], why[TL_WHY_MAX];
 	char stream[TL_KEY_MAX];
 	uint64_t cause = c->cause;
 	size_t i, left;

@@ -26,26 +26,36 @@ struct tl_setting {
  * tl_drv_setting): an unknown key, a value of the wrong kind, a secret
  * given as a plain setting or the reverse are refused (TL_EINVAL),
  * naming the known keys; any module's values are refused with a
- * control character in them.  tl_dec_assign_ex writes what changed,
- * one "  KEY: OLD -> NEW" line each, into changes (cap bytes, may be
- * NULL; empty when nothing changed).
+ * control character in them.
+ *
+ * What the command says besides the module and the node is in o (read
+ * during the call only; start from TL_ASSIGN_ZERO or a designated
+ * initialiser and set what is given).
  */
+struct tl_assign {
+	const char		*expose;	/* NULL: as above */
+	const struct tl_setting	*set;		/* nset settings to give */
+	size_t			 nset;
+	/*
+	 * The parts the assignment installs: a comma-separated list of
+	 * the module's declared parts, or "all"; NULL keeps the
+	 * assignment's, every part for a new one.  A part no longer
+	 * installed leaves what only it needed: its per-instance grants
+	 * here are revoked, a shared grant is revoked once no assignment
+	 * installs the part and rotated for the holders that remain
+	 * otherwise.
+	 */
+	const char		*parts;
+	/*
+	 * NULL, or cap bytes that receive what changed, one "  KEY: OLD ->
+	 * NEW" line each (empty when nothing changed).
+	 */
+	char			*changes;
+	size_t			 cap;
+};
+#define TL_ASSIGN_ZERO	{ NULL, NULL, 0, NULL, NULL, 0 }
 int	tl_dec_assign(struct tl_ctx *c, const char *module, const char *node,
-	    const char *expose, const struct tl_setting *set, size_t nset);
-int	tl_dec_assign_ex(struct tl_ctx *c, const char *module,
-	    const char *node, const char *expose, const struct tl_setting *set,
-	    size_t nset, char *changes, size_t cap);
-/*
- * tl_dec_assign_ex with the parts the assignment installs (parts: a
- * comma-separated list of the module's declared parts, or "all"; NULL
- * keeps the assignment's, every part for a new one).  A part no longer
- * installed leaves what only it needed: its per-instance grants here
- * are revoked, a shared grant is revoked once no assignment installs
- * the part and rotated for the holders that remain otherwise.
- */
-int	tl_dec_assign_parts(struct tl_ctx *c, const char *module,
-	    const char *node, const char *expose, const struct tl_setting *set,
-	    size_t nset, const char *parts, char *changes, size_t cap);
+	    const struct tl_assign *o);
 /*
  * After a grant's revocation (policy drop) or purge is recorded: when
  * an assignment installs the grant's requirement again (a part taken

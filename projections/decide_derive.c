@@ -198,7 +198,7 @@ check_together(const struct tl_drv_decl *dd, struct tl_bnode sets,
 			n++;
 		}
 	for (i = 0; i < tl_bn_len(sets) && n < TOGETHER_MAX; i++) {
-		char whyc[200], bad[TL_DRV_WHY_MAX];
+		char whyc[TL_WHY_MAX], bad[TL_WHY_MAX];
 		size_t j;
 		int mine = 0;
 
@@ -222,7 +222,7 @@ check_together(const struct tl_drv_decl *dd, struct tl_bnode sets,
 	}
 	sv[2 * n] = NULL;
 	if (dd->settings_check(sv, why) != 0 && why[0] == '\0')
-		snprintf(why, TL_DRV_WHY_MAX, "refused taken together");
+		snprintf(why, TL_WHY_MAX, "refused taken together");
 }
 
 int
@@ -272,7 +272,7 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 		    "overridden" : "refused");
 		for (i = 0; have_inv && i < tl_bn_len(prov); i++) {
 			const struct tl_drv_decl *dd;
-			char driver[64] = "", together[TL_DRV_WHY_MAX];
+			char driver[64] = "", together[TL_WHY_MAX];
 			size_t e;
 
 			if (tl_bn_get(tl_bn_at(prov, i), "settings", &sets) != 0)
@@ -286,8 +286,9 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 				struct tl_bnode key, dv;
 				const char *ks;
 				size_t kl;
-				char name[64], val[64], why[200], mine[256];
-				char bad[TL_DRV_WHY_MAX];
+				char name[64], val[64], why[TL_WHY_MAX];
+				char mine[256];
+				char bad[TL_WHY_MAX];
 				const struct tl_drv_setting *ds;
 
 				if (tl_bn_entry(sets, e, &key, &dv) != 0 ||

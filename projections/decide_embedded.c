@@ -222,7 +222,7 @@ tl_dec_consolidate(struct tl_ctx *c, const char *module, const char *node,
 	struct tl_rotation rot;
 	const struct tl_drv_decl *dd;
 	struct tl_body b;
-	char why[TL_DRV_WHY_MAX], xwhy[TL_EXPOSURE_WHY_MAX];
+	char why[TL_WHY_MAX], xwhy[TL_WHY_MAX];
 	char gkey[TL_KEY_MAX], k[TL_KEY_MAX], stream[TL_KEY_MAX];
 	uint64_t version;
 	int rc;

@@ -55,7 +55,7 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 	struct tl_rec r;
 	struct tl_body b;
 	char pmodule[64] = "", target[64] = "", holders[300];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	const struct tl_drv_decl *dd;
 	uint64_t version;
 	char k[TL_KEY_MAX];
@@ -173,7 +173,7 @@ struct pgrants {
 	char		(*ids)[TL_GRANT_ID_MAX + 1];
 	size_t		 n, cap;
 	char		 busy[TL_GRANT_ID_MAX + 1];
-	char		 why[64];
+	char		 why[TL_WHY_MAX];
 };
 
 static int
@@ -391,7 +391,7 @@ tl_dec_rebind_empty(struct tl_ctx *c, const char *grant, const char *provider)
 	struct tl_rec r;
 	struct tl_body b;
 	char pmodule[64] = "", target[64] = "", resource[64] = "";
-	char why[TL_EXPOSURE_WHY_MAX];
+	char why[TL_WHY_MAX];
 	char k[TL_KEY_MAX];
 	char stream[TL_KEY_MAX];
 	uint64_t seq;

@@ -35,7 +35,7 @@ say(char *why, const char *fmt, const char *a, const char *b, const char *c,
     const char *d)
 {
 	if (why != NULL)
-		snprintf(why, TL_EXPOSURE_WHY_MAX, fmt, a, b, c, d);
+		snprintf(why, TL_WHY_MAX, fmt, a, b, c, d);
 }
 
 int

@@ -18,13 +18,11 @@
 
 #include "proj.h"
 
-#define TL_EXPOSURE_WHY_MAX	320
-
 /*
  * Does provider (NODE/MODULE id) serve consumer module: its instance on
  * node when node is not NULL or "" (per-instance), else every node the
  * module is assigned to (a shared grant is delivered to all of them)?
- * 1 if it does; 0 if not, with why (TL_EXPOSURE_WHY_MAX bytes, may be
+ * 1 if it does; 0 if not, with why (TL_WHY_MAX bytes, may be
  * NULL) saying so in words ("node-c/db is exposed local: it serves
  * only consumers on node-c, and shop runs on node-a").  A
  * provider or assignment that cannot be read serves nobody.

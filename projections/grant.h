@@ -78,7 +78,7 @@ struct tl_grant {
 	char		state[16];
 	char		policy[8];	/* of the revocation: retain | drop */
 	char		reason[512];	/* why failed / revoking (a driver's
-					   why fits: TL_DRV_WHY_MAX) */
+					   why fits: TL_WHY_MAX) */
 	uint64_t	state_seq;	/* the event that set the state */
 	uint64_t	requested_seq;
 	uint64_t	intent_seq;	/* grant.provisioning holding the secret */

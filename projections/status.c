@@ -50,7 +50,7 @@ tl_checks_get(struct tl_txn *t, const char *grant, uint64_t *last_ns,
 #define NOTE_SETTINGS	16
 static int
 settings_note(struct tl_txn *t, const struct tl_proj *p, const char *module,
-    const char *node, char note[TL_DRV_WHY_MAX])
+    const char *node, char note[TL_WHY_MAX])
 {
 	struct tl_rec r;
 	struct tl_bnode prov, n, kn, vn;
@@ -160,7 +160,7 @@ struct reach_arg {
 	const struct tl_proj	*p;
 	const char		*target, *module, *node;
 	size_t			 seen;
-	char			 why[TL_EXPOSURE_WHY_MAX];
+	char			 why[TL_WHY_MAX];
 };
 
 /* One provider of the type: the first one's reason it does not serve. */
@@ -199,7 +199,7 @@ unbound_reason(struct tl_txn *t, const struct tl_proj *p, struct tl_bnode r,
 	tl_bn_getstr(r, "target", target, sizeof(target));
 	tl_bn_getstr(r, "provider", prov, sizeof(prov));
 	if (prov[0] != '\0') {
-		char why[TL_EXPOSURE_WHY_MAX];
+		char why[TL_WHY_MAX];
 
 		if (tl_key(k, "p/%s", prov) == 0 &&
 		    !tl_rec_exists(t, p->graph, k))
@@ -607,7 +607,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 	}
 	{
 		struct tl_rec b;
-		char bstate[16] = "", prov[130] = "", why[64] = "";
+		char bstate[16] = "", prov[130] = "", why[TL_WHY_MAX] = "";
 
 		if (tl_key(k, "b/%s", gkey) != 0 ||
 		    tl_rec_get(t, p->graph, k, &b) != 0) {
@@ -768,7 +768,7 @@ req_status(struct tl_txn *t, const struct tl_proj *p, const char *module,
 		    strcmp(st, TL_ST_MIGRATED) == 0 ||
 		    strcmp(g.state, TL_GRANT_FAILED) == 0) {
 			struct tl_rec pu;
-			char why[900] = "", pukind[32] = "";
+			char why[TL_WHY_MAX] = "", pukind[32] = "";
 
 			if (tl_key(k, "pu/%s", g.provider) == 0 &&
 			    tl_rec_get(t, p->graph, k, &pu) == 0) {
@@ -992,7 +992,7 @@ tl_status_module(struct tl_txn *t, const struct tl_proj *p, const char *module,
 			struct tl_rec ar;
 			struct tl_bnode pa;
 
-			char note[TL_DRV_WHY_MAX];
+			char note[TL_WHY_MAX];
 
 			if (settings_note(t, p, module, nl.v[i], note))
 				json_object_set_new(a, "settings_note",
@@ -1179,7 +1179,7 @@ attn_one(const struct tl_grant *g, void *arg)
 		 * Due, and no rotation started: tallyd not running, capped,
 		 * or held until its rotation window opens.
 		 */
-		char spec[TL_WIN_SPEC_MAX + 1], why[TL_WIN_WHY_MAX];
+		char spec[TL_WIN_SPEC_MAX + 1], why[TL_WHY_MAX];
 		struct tl_win w;
 		json_t *o = json_pack("{s:s,s:I,s:I}", "grant", g->id, "age_s",
 		    (json_int_t)((aa->now_ns - ev.ts) / 1000000000u),

@@ -60,17 +60,17 @@ signkey(struct tl_txn *t, const struct tl_proj *p, const char *node,
 }
 
 static int
-screened(const char **kind, const char *k, char *why, size_t wl,
-    const char *fmt, const char *arg)
+screened(const char **kind, const char *k, char *why, const char *fmt,
+    const char *arg)
 {
 	*kind = k;
-	snprintf(why, wl, fmt, arg);
+	snprintf(why, TL_WHY_MAX, fmt, arg);
 	return TL_EREFUSED;
 }
 
 int
 tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
-    const struct tl_ack_offer *o, const char **kind, char *why, size_t wl)
+    const struct tl_ack_offer *o, const char **kind, char *why)
 {
 	struct tl_grant g;
 	uint8_t nonce[TL_NW_NONCE_LEN], sig[TL_SIGN_LEN], msg[TL_NW_MSG_MAX];
@@ -80,21 +80,21 @@ tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
 	*kind = NULL;
 	why[0] = '\0';
 	if (signkey(t, p, o->node, &pk) != 0)
-		return screened(kind, TL_REFUSED_NOKEY, why, wl, "node %s has "
+		return screened(kind, TL_REFUSED_NOKEY, why, "node %s has "
 		    "no signing key (no such node, or added before signing "
 		    "keys: tally node rekey)", o->node);
 	if (o->sig[0] == '\0' || o->mac[0] == '\0' || o->nonce[0] == '\0')
-		return screened(kind, TL_REFUSED_UNSIGNED, why, wl, "%s", "no "
+		return screened(kind, TL_REFUSED_UNSIGNED, why, "%s", "no "
 		    "proof (a signature, a MAC and a nonce are required)");
 	if (tl_secret_unhex(o->nonce, nonce, sizeof(nonce)) != 0 ||
 	    tl_secret_unhex(o->sig, sig, sizeof(sig)) != 0 ||
 	    strlen(o->mac) != 2 * TL_MAC_LEN)
-		return screened(kind, TL_REFUSED_MALFORMED, why, wl, "%s",
+		return screened(kind, TL_REFUSED_MALFORMED, why, "%s",
 		    "malformed proof (nonce, sig or mac not hex of the right "
 		    "length)");
 	if (tl_nw_ack_message(o->grant, o->holder, o->version, nonce, msg,
 	    &mlen) != 0 || tl_secret_verify(pk, msg, mlen, sig) != 0)
-		return screened(kind, TL_REFUSED_BADSIG, why, wl, "bad "
+		return screened(kind, TL_REFUSED_BADSIG, why, "bad "
 		    "signature: not signed by node %s's key", o->node);
 	/*
 	 * Signed by the node, but perhaps long ago: a message taken off the
@@ -105,16 +105,18 @@ tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
 	 */
 	if (tl_rot_acked(t, p, o->grant, o->version, o->holder)) {
 		*kind = TL_REFUSED_REPLAYED;
-		snprintf(why, wl, "replayed: %s already acknowledged v%llu of "
-		    "%s", o->holder, (unsigned long long)o->version, o->grant);
+		snprintf(why, TL_WHY_MAX, "replayed: %s already acknowledged "
+		    "v%llu of %s", o->holder, (unsigned long long)o->version,
+		    o->grant);
 		return TL_EREFUSED;
 	}
 	if (tl_grant_get(t, p, o->grant, &g, NULL) == 0 &&
 	    o->version < g.version) {
 		*kind = TL_REFUSED_REPLAYED;
-		snprintf(why, wl, "replayed or late: v%llu of %s is not its "
-		    "current credential (v%llu)", (unsigned long long)o->version,
-		    o->grant, (unsigned long long)g.version);
+		snprintf(why, TL_WHY_MAX, "replayed or late: v%llu of %s is "
+		    "not its current credential (v%llu)",
+		    (unsigned long long)o->version, o->grant,
+		    (unsigned long long)g.version);
 		return TL_EREFUSED;
 	}
 	return 0;
@@ -140,7 +142,7 @@ since_of(const char *json, size_t len)
  */
 static int
 fresh(struct tl_txn *t, const struct tl_proj *p, const char *node,
-    const char *report, const char **kind, char *why, size_t wl)
+    const char *report, const char **kind, char *why)
 {
 	char k[TL_KEY_MAX];
 	const void *v;
@@ -156,16 +158,15 @@ fresh(struct tl_txn *t, const struct tl_proj *p, const char *node,
 	    memcmp((const uint8_t *)v + 8, report, rl) == 0))
 		return 0;
 	*kind = TL_REFUSED_REPLAYED;
-	snprintf(why, wl, "replayed: a report of node %s older than the one "
-	    "recorded (since %llu, recorded since %llu)", node,
+	snprintf(why, TL_WHY_MAX, "replayed: a report of node %s older than "
+	    "the one recorded (since %llu, recorded since %llu)", node,
 	    (unsigned long long)got, (unsigned long long)have);
 	return TL_EREFUSED;
 }
 
 int
 tl_report_screen(struct tl_txn *t, const struct tl_proj *p, const char *node,
-    const char *report, const char *sighex, const char **kind, char *why,
-    size_t wl)
+    const char *report, const char *sighex, const char **kind, char *why)
 {
 	uint8_t sig[TL_SIGN_LEN], *msg = NULL;
 	const void *pk;
@@ -175,22 +176,22 @@ tl_report_screen(struct tl_txn *t, const struct tl_proj *p, const char *node,
 	*kind = NULL;
 	why[0] = '\0';
 	if (signkey(t, p, node, &pk) != 0)
-		return screened(kind, TL_REFUSED_NOKEY, why, wl, "node %s has "
+		return screened(kind, TL_REFUSED_NOKEY, why, "node %s has "
 		    "no signing key", node);
 	if (sighex[0] == '\0')
-		return screened(kind, TL_REFUSED_UNSIGNED, why, wl, "%s",
+		return screened(kind, TL_REFUSED_UNSIGNED, why, "%s",
 		    "unsigned report");
 	if (tl_secret_unhex(sighex, sig, sizeof(sig)) != 0)
-		return screened(kind, TL_REFUSED_MALFORMED, why, wl, "%s",
+		return screened(kind, TL_REFUSED_MALFORMED, why, "%s",
 		    "malformed signature (not hex of the right length)");
 	if ((rc = tl_nw_report_message(node, report, &msg, &mlen)) != 0)
 		return rc;
 	rc = tl_secret_verify(pk, msg, mlen, sig);
 	free(msg);
 	if (rc != 0)
-		return screened(kind, TL_REFUSED_BADSIG, why, wl, "bad "
+		return screened(kind, TL_REFUSED_BADSIG, why, "bad "
 		    "signature: not signed by node %s's key", node);
-	return fresh(t, p, node, report, kind, why, wl);
+	return fresh(t, p, node, report, kind, why);
 }
 
 int
@@ -371,7 +372,7 @@ tl_ack_refused_each(struct tl_txn *t, tl_ack_refused_fn fn, void *arg)
  */
 static void
 check(struct tl_rx *rx, struct tl_ctx *c, const struct tl_ack_offer *o,
-    char *why, size_t wl)
+    char *why)
 {
 	struct tl_grant g;
 	uint8_t nonce[TL_NW_NONCE_LEN], mac[TL_MAC_LEN];
@@ -385,40 +386,40 @@ check(struct tl_rx *rx, struct tl_ctx *c, const struct tl_ack_offer *o,
 	    tl_secret_unhex(o->mac, mac, sizeof(mac)) != 0 ||
 	    tl_nw_ack_message(o->grant, o->holder, o->version, nonce, msg,
 	    &mlen) != 0) {
-		snprintf(why, wl, "malformed proof (nonce or mac not hex of "
-		    "the right length)");
+		snprintf(why, TL_WHY_MAX, "malformed proof (nonce or mac not "
+		    "hex of the right length)");
 		return;
 	}
 	if ((at = strchr(o->holder, '@')) == NULL || strcmp(at + 1,
 	    o->node) != 0 || (ml = (size_t)(at - o->holder)) == 0 ||
 	    ml >= sizeof(module)) {
-		snprintf(why, wl, "holder %s is not on node %s", o->holder,
-		    o->node);
+		snprintf(why, TL_WHY_MAX, "holder %s is not on node %s",
+		    o->holder, o->node);
 		return;
 	}
 	memcpy(module, o->holder, ml);
 	module[ml] = '\0';
 	if (tl_grant_get(c->t, &c->p, o->grant, &g, NULL) != 0) {
-		snprintf(why, wl, "no grant %s", o->grant);
+		snprintf(why, TL_WHY_MAX, "no grant %s", o->grant);
 		return;
 	}
 	if (strcmp(g.module, module) != 0 || (g.node[0] != '\0' &&
 	    strcmp(g.node, o->node) != 0) ||
 	    tl_grant_delivered(c->t, &c->p, g.id, o->holder) == 0) {
-		snprintf(why, wl, "%s is not a holder of %s", o->holder,
+		snprintf(why, TL_WHY_MAX, "%s is not a holder of %s", o->holder,
 		    o->grant);
 		return;
 	}
 	if (strcmp(g.state, TL_GRANT_PROVISIONED) != 0 || g.version !=
 	    o->version) {
-		snprintf(why, wl, "v%llu is not the current credential of %s "
-		    "(v%llu, %s)", (unsigned long long)o->version, g.id,
+		snprintf(why, TL_WHY_MAX, "v%llu is not the current credential "
+		    "of %s (v%llu, %s)", (unsigned long long)o->version, g.id,
 		    (unsigned long long)g.version, g.state);
 		return;
 	}
 	if (tl_rx_intent_password(rx, c->t, &g, pw) != 0) {
-		snprintf(why, wl, "the credential v%llu cannot be read to "
-		    "check the proof", (unsigned long long)o->version);
+		snprintf(why, TL_WHY_MAX, "the credential v%llu cannot be read "
+		    "to check the proof", (unsigned long long)o->version);
 		return;
 	}
 	tl_nw_proof_key(pw, pkey);
@@ -426,8 +427,8 @@ check(struct tl_rx *rx, struct tl_ctx *c, const struct tl_ack_offer *o,
 	tl_secret_mac(pkey, sizeof(pkey), msg, mlen, want);
 	tl_secret_wipe(pkey, sizeof(pkey));
 	if (sodium_memcmp(want, mac, sizeof(mac)) != 0)
-		snprintf(why, wl, "the proof does not match credential v%llu "
-		    "of %s", (unsigned long long)o->version, g.id);
+		snprintf(why, TL_WHY_MAX, "the proof does not match credential "
+		    "v%llu of %s", (unsigned long long)o->version, g.id);
 }
 
 static int
@@ -475,7 +476,8 @@ one(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	struct tl_ctx c;
 	struct offer o;
 	struct tl_body b;
-	char why[512], stream[TL_STREAM_MAX + 1], actor[TL_ACTOR_MAX + 1];
+	char why[TL_WHY_MAX], stream[TL_STREAM_MAX + 1];
+	char actor[TL_ACTOR_MAX + 1];
 	const char *kind;
 	int rc;
 
@@ -491,7 +493,7 @@ one(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	 * it; this is for offers an agent appended itself (--log), and
 	 * for what became stale between the two.
 	 */
-	if ((rc = tl_ack_screen(t, &c.p, &o.o, &kind, why, sizeof(why))) ==
+	if ((rc = tl_ack_screen(t, &c.p, &o.o, &kind, why)) ==
 	    TL_EREFUSED) {
 		rc = tl_ack_refused(ps->rx, t, via_of(o.via), o.node[0] &&
 		    strcmp(kind, TL_REFUSED_NOKEY) != 0 ? o.node : "?", kind,
@@ -500,7 +502,7 @@ one(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	}
 	if (rc != 0)
 		return rc;
-	check(ps->rx, &c, &o.o, why, sizeof(why));
+	check(ps->rx, &c, &o.o, why);
 	tl_body_init(&b);
 	if (why[0] == '\0') {
 		snprintf(stream, sizeof(stream), "grant/%s", o.grant);
@@ -553,7 +555,7 @@ one_report(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	struct tl_ctx c;
 	struct tl_body b;
 	char node[64] = "", sighex[2 * TL_SIGN_LEN + 2] = "", via[16] = "";
-	char why[256] = "", stream[TL_STREAM_MAX + 1];
+	char why[TL_WHY_MAX] = "", stream[TL_STREAM_MAX + 1];
 	char actor[TL_ACTOR_MAX + 1];
 	char *report = NULL;
 	const char *rp, *kind = TL_REFUSED_MALFORMED;
@@ -580,7 +582,7 @@ one_report(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	if (report == NULL || strlen(report) != rl)
 		snprintf(why, sizeof(why), "no report");
 	else if ((rc = tl_report_screen(t, &c.p, node, report, sighex, &kind,
-	    why, sizeof(why))) != 0 && rc != TL_EREFUSED)
+	    why)) != 0 && rc != TL_EREFUSED)
 		goto out;
 	rc = 0;
 	if (why[0] != '\0') {

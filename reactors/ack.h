@@ -57,8 +57,7 @@ struct tl_ack_offer {
  * kinds and why the reason.  Reads the record; no secret.
  */
 int	tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
-	    const struct tl_ack_offer *o, const char **kind, char *why,
-	    size_t wl);
+	    const struct tl_ack_offer *o, const char **kind, char *why);
 /*
  * Whether report (the JSON text) is signed by node's key (sighex) and
  * not older than the one the graph holds (its "since", when tally-node
@@ -68,7 +67,7 @@ int	tl_ack_screen(struct tl_txn *t, const struct tl_proj *p,
  */
 int	tl_report_screen(struct tl_txn *t, const struct tl_proj *p,
 	    const char *node, const char *report, const char *sighex,
-	    const char **kind, char *why, size_t wl);
+	    const char **kind, char *why);
 /* 1 when report is the one the graph holds for node (nr/NODE). */
 int	tl_report_same(struct tl_txn *t, const struct tl_proj *p,
 	    const char *node, const char *report);

@@ -39,7 +39,7 @@ struct astep {
 	const struct tl_drv_ops *ops;
 	char		 newpw[PW_MAX];
 	int		 rc;
-	char		 why[TL_DRV_WHY_MAX];
+	char		 why[TL_WHY_MAX];
 };
 
 struct apass {

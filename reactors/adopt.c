@@ -35,13 +35,13 @@ tl_rx_find_marked(struct tl_rx *rx, struct tl_txn *t, const struct tl_proj *p,
 	memset(&pv, 0, sizeof(pv));
 	if ((rc = tl_rx_load_provider(t, p, rx, g->provider, g->type, &pv,
 	    driver, &drop)) != 0) {
-		snprintf(what, TL_DRV_WHY_MAX, "provider %s: %s", g->provider,
+		snprintf(what, TL_WHY_MAX, "provider %s: %s", g->provider,
 		    tl_strerror(rc));
 		goto out;
 	}
 	if (pv.ops == NULL) {
 		rc = TL_EINVAL;
-		snprintf(what, TL_DRV_WHY_MAX, "no driver %s in this build",
+		snprintf(what, TL_WHY_MAX, "no driver %s in this build",
 		    driver);
 		goto out;
 	}

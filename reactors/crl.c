@@ -173,7 +173,7 @@ publish_cb(struct tl_txn *t, void *arg)
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	struct serials sl = { NULL, NULL, 0, 0 };
 	char k[TL_KEY_MAX], prefix[TL_KEY_MAX], stream[TL_KEY_MAX];
-	char type[64], driver[64], why[TL_DRV_WHY_MAX] = "";
+	char type[64], driver[64], why[TL_WHY_MAX] = "";
 	struct tl_drv_fence fence;
 	struct tl_drv_admin a;
 	struct tl_drv_crl info;

@@ -277,9 +277,9 @@ lease_holds(const struct tl_rx *rx, const char *prov, char *why)
 	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 	if (now < atomic_load(rx->act_until))
 		return 1;
-	snprintf(why, TL_DRV_WHY_MAX, "the leadership's lease was not "
-	    "renewed in time: no call made on provider %.80s (the lease "
-	    "may lapse before it lands; the next pass tries again)", prov);
+	snprintf(why, TL_WHY_MAX, "the leadership's lease was not renewed in "
+	    "time: no call made on provider %.80s (the lease may lapse before "
+	    "it lands; the next pass tries again)", prov);
 	return 0;
 }
 
@@ -312,13 +312,13 @@ tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 	 * leader that raises the next.
 	 */
 	if (rx->act_until != NULL && pv->leader[0] == '\0') {
-		snprintf(why, TL_DRV_WHY_MAX, "the leader of epoch %llu is not "
+		snprintf(why, TL_WHY_MAX, "the leader of epoch %llu is not "
 		    "known yet: no call made on provider %.80s",
 		    (unsigned long long)pv->epoch, pv->id);
 		return TL_EUNREACH;
 	}
 	if (atomic_load(&rx->deposed)) {
-		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+		snprintf(why, TL_WHY_MAX, "this control plane is deposed");
 		return TL_EREFUSED;
 	}
 	want.mesh = pv->mesh;
@@ -329,10 +329,10 @@ tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why)
 	if (tl_drv_fence_ours(&want, &held))
 		return 0;
 	mark(rx, pv->id, &held, pv->epoch);
-	snprintf(why, TL_DRV_WHY_MAX, "deposed: provider %s is fenced at "
-	    "epoch %llu by leader %.12s, this control plane is leader %.12s "
-	    "at epoch %llu", pv->id, (unsigned long long)held.epoch,
-	    held.leader, pv->leader, (unsigned long long)pv->epoch);
+	snprintf(why, TL_WHY_MAX, "deposed: provider %s is fenced at epoch "
+	    "%llu by leader %.12s, this control plane is leader %.12s at epoch "
+	    "%llu", pv->id, (unsigned long long)held.epoch, held.leader,
+	    pv->leader, (unsigned long long)pv->epoch);
 	return TL_EREFUSED;
 }
 
@@ -367,7 +367,7 @@ tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv, char *why)
 	if (!epoch_checked(pv))
 		return 0;
 	if (atomic_load(&rx->deposed)) {
-		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+		snprintf(why, TL_WHY_MAX, "this control plane is deposed");
 		return TL_EREFUSED;
 	}
 	if (rx->act_until != NULL)
@@ -382,7 +382,7 @@ tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv, char *why)
 		return 0;
 	}
 	if (rc != 0) {
-		snprintf(why, TL_DRV_WHY_MAX, "epoch %llu not confirmed: the "
+		snprintf(why, TL_WHY_MAX, "epoch %llu not confirmed: the "
 		    "replication %.200s cannot be read (%.40s), and provider "
 		    "%.80s is fenced only by that check: no call made",
 		    (unsigned long long)rx->epoch, where, tl_strerror(rc),
@@ -397,7 +397,7 @@ tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv, char *why)
 			    "control plane is at epoch %llu (another one was "
 			    "promoted)", where, (unsigned long long)seen,
 			    (unsigned long long)rx->epoch);
-		snprintf(why, TL_DRV_WHY_MAX, "%.500s", rx->deposed_msg);
+		snprintf(why, TL_WHY_MAX, "%.500s", rx->deposed_msg);
 		return TL_EREFUSED;
 	}
 	/* From before the reading began: the window never grows. */
@@ -416,7 +416,7 @@ tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why)
 	if (!epoch_checked(pv))
 		return 0;
 	if (atomic_load(&rx->deposed)) {
-		snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+		snprintf(why, TL_WHY_MAX, "this control plane is deposed");
 		return TL_EREFUSED;
 	}
 	/* A cluster's lease, held (above), confirms the epoch. */
@@ -426,7 +426,7 @@ tl_ep_epoch_fresh(const struct tl_rx_prov *pv, char *why)
 	now = mono_ns();
 	if (last != 0 && now - last < EPOCH_CHECK_NS)
 		return 0;
-	snprintf(why, TL_DRV_WHY_MAX, "epoch %llu was last confirmed on the "
+	snprintf(why, TL_WHY_MAX, "epoch %llu was last confirmed on the "
 	    "replication stream more than %d s ago: no call made on provider "
 	    "%s (the next pass reads it again)", (unsigned long long)pv->epoch,
 	    TL_DRV_EPOCH_CHECK_S, pv->id);
@@ -451,7 +451,7 @@ tl_ep_refused(const struct tl_rx_prov *pv, char *why)
 {
 	if (pv->fence_rx == NULL || !atomic_load(&pv->fence_rx->deposed))
 		return 0;
-	snprintf(why, TL_DRV_WHY_MAX, "this control plane is deposed");
+	snprintf(why, TL_WHY_MAX, "this control plane is deposed");
 	return 1;
 }
 
@@ -501,7 +501,7 @@ tl_ep_fence(struct tl_rx *rx, uint64_t *epochp, int loud, int *deposed,
 		struct tl_drv_admin a;
 		const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 		const struct tl_drv_ops *ops;
-		char type[64] = "", driver[64] = "", why[TL_DRV_WHY_MAX] = "";
+		char type[64] = "", driver[64] = "", why[TL_WHY_MAX] = "";
 		struct tl_drv_fence want;
 		struct tl_drv_fence_held held = { 0, "" };
 		void *h = NULL;

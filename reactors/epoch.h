@@ -94,7 +94,7 @@ struct tl_ep_follow {
 	char		 stream[256];
 	uint64_t	 passed;
 	int64_t		 last_offset;	/* its stream offset */
-	char		 last_why[256];
+	char		 last_why[TL_WHY_MAX];
 };
 /* 0, or TL_ENOTFOUND when the home never followed; errors: the log's. */
 int	tl_ep_follow_get(struct tl_txn *txn, struct tl_ep_follow *f);
@@ -127,7 +127,7 @@ struct tl_rx_prov;
  * any driver call on it, raises pv's fence to that epoch and reads it
  * back (ops->fence: one round trip).  0: go on (also when pv is not
  * armed, rx->epoch is 0, or the driver keeps no fence).  TL_EREFUSED
- * with why (TL_DRV_WHY_MAX bytes) when the provider is fenced above our
+ * with why (TL_WHY_MAX bytes) when the provider is fenced above our
  * epoch: rx->deposed is set and no call may be made; the driver's error
  * when the fence cannot be raised: no call is made on that session
  * either (a fence we cannot see does not let us act).  Thread-safe.
@@ -138,7 +138,7 @@ int	tl_ep_session(const struct tl_rx_prov *pv, void *h, char *why);
  * A driver call on armed pv that the provider itself refused as
  * deposed (TL_EREFUSED, why "deposed: ..."): sets rx->deposed with why
  * (the first one's words are kept), as a fenced session does.
- * tl_ep_refused: 1, with why (TL_DRV_WHY_MAX bytes) saying so, once
+ * tl_ep_refused: 1, with why (TL_WHY_MAX bytes) saying so, once
  * pv's rx is deposed; 0 otherwise (also when pv is not armed).  Both
  * thread-safe.
  */
@@ -172,7 +172,7 @@ int	tl_ep_stream_check(struct tl_rx *rx, int *deposed);
  * does not let us act).  tl_ep_epoch_fresh, on any thread, just before
  * each call: 0 while that reading is younger than TL_DRV_EPOCH_CHECK_S,
  * else TL_EUNREACH (the next pass reads again); TL_EREFUSED once rx is
- * deposed.  why: TL_DRV_WHY_MAX bytes.
+ * deposed.  why: TL_WHY_MAX bytes.
  */
 int	tl_ep_check_epoch(struct tl_rx *rx, const struct tl_rx_prov *pv,
 	    char *why);

@@ -87,7 +87,7 @@ struct msg {
 struct passed {
 	uint64_t	 n;
 	int64_t		 seq, off;	/* the first of them */
-	char		 why[200];
+	char		 why[TL_WHY_MAX];
 	uint64_t	 last_ns;	/* when the last line was logged */
 };
 
@@ -105,7 +105,7 @@ struct batch {
 	/* Passed over while screening: recorded with the batch. */
 	uint64_t	 nscreened;
 	int64_t		 scr_off;	/* the last of them */
-	char		 scr_why[200];
+	char		 scr_why[TL_WHY_MAX];
 	struct passed	*pass;
 	/* Results of one write. */
 	size_t		 done;		/* kept messages handled */
@@ -113,7 +113,7 @@ struct batch {
 	size_t		 nstale;	/* authentic, from a lower epoch */
 	int		 err;		/* the first refusal */
 	uint64_t	 errseq;
-	char		 why[256];
+	char		 why[TL_WHY_MAX];
 	uint64_t	 head;
 };
 
@@ -551,8 +551,8 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 	struct tl_log *log = NULL;
 	struct tl_txn *t;
 	struct batch *b = NULL;
-	char logdir[1200], why[256], ckname[TL_CKPT_NAME_MAX + 1];
-	char pw[256] = "", keypath[1200], kwhy[160] = "";
+	char logdir[1200], why[TL_WHY_MAX], ckname[TL_CKPT_NAME_MAX + 1];
+	char pw[256] = "", keypath[1200], kwhy[TL_WHY_MAX] = "";
 	struct tl_key key = { NULL };
 	uint8_t pk[TL_SIGN_PUBLEN], given[TL_SIGN_PUBLEN];
 	int has_given = 0;
@@ -676,8 +676,7 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 			tl_log_last(t, &head, NULL);
 			tl_log_abort(t);
 			why[0] = '\0';
-			if ((rc = tl_amqp_connect(&conf, &a, why,
-			    sizeof(why))) != 0 ||
+			if ((rc = tl_amqp_connect(&conf, &a, why)) != 0 ||
 			    (rc = tl_amqp_consume_stream(a, o->stream,
 			    PREFETCH, ck > 0 ? (int64_t)ck : -1)) != 0) {
 				flog(delay ? TL_RX_DEBUG : TL_RX_WARN,
@@ -709,7 +708,7 @@ tl_follow_run(const struct tl_follow_opts *o, volatile sig_atomic_t *stop)
 		for (;;) {
 			uint64_t dl = mono_ns() + (b->seen == 0 ? 500000000u :
 			    2000000u);
-			char swhy[200];
+			char swhy[TL_WHY_MAX];
 			struct msg *m;
 
 			rc = tl_amqp_next(a, dl, &d);

@@ -209,7 +209,7 @@ session(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
 			ps->mesh_ca_rc = tl_rx_mesh_ca_provider(c->t, &c->p,
 			    ps->mesh_ca, ps->mesh_ca_type);
 		if ((rc = ps->mesh_ca_rc) != 0) {
-			snprintf(why, TL_DRV_WHY_MAX, rc == TL_ENOTFOUND ?
+			snprintf(why, TL_WHY_MAX, rc == TL_ENOTFOUND ?
 			    "a login by certificate, and the mesh has no CA "
 			    "(tally assign of a ca provider)" : "cannot find "
 			    "the mesh CA: %s", tl_strerror(rc));
@@ -228,13 +228,13 @@ session(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
 		return ENOMEM;
 	if ((rc = tl_rx_load_provider(c->t, &c->p, ps->rx, id, type, pv,
 	    driver, &drop)) != 0) {
-		snprintf(why, TL_DRV_WHY_MAX, "provider %s: %s", id,
+		snprintf(why, TL_WHY_MAX, "provider %s: %s", id,
 		    tl_strerror(rc));
 		goto bad;
 	}
 	if (pv->ops == NULL || pv->ops->sign == NULL || pv->decl == NULL ||
 	    pv->decl->credential.kind != TL_DRV_CRED_CERTIFICATE) {
-		snprintf(why, TL_DRV_WHY_MAX, "the grant's provider issues no "
+		snprintf(why, TL_WHY_MAX, "the grant's provider issues no "
 		    "certificates");
 		rc = TL_EREFUSED;
 		goto bad;
@@ -278,7 +278,7 @@ sign(struct ipass *ps, struct tl_ctx *c, const struct tl_grant *g,
 	if ((rc = tl_ep_epoch_fresh(is->pv, why)) != 0)
 		return rc;
 	if ((rc = tl_rx_grant_params(c->t, &c->p, g, driver, &params)) != 0) {
-		snprintf(why, TL_DRV_WHY_MAX, "cannot read the requirement's "
+		snprintf(why, TL_WHY_MAX, "cannot read the requirement's "
 		    "params: %s", tl_strerror(rc));
 		return rc;
 	}
@@ -308,7 +308,7 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 	json_t *vj = json_object_get(e, "version");
 	uint64_t version = json_is_integer(vj) && json_integer_value(vj) > 0 ?
 	    (uint64_t)json_integer_value(vj) : 0, had;
-	char why[TL_DRV_WHY_MAX] = "", module[64], digest[65], had_digest[65];
+	char why[TL_WHY_MAX] = "", module[64], digest[65], had_digest[65];
 	char serial[65] = "", stream[TL_KEY_MAX], login[64] = "", ca[130] = "";
 	uint8_t d[32];
 	struct tl_drv_cert ci;

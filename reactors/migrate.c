@@ -62,7 +62,7 @@ struct mfile {
 	int	 rc;		/* 0 applied, else failed */
 	int	 already;	/* the database had it applied */
 	int	 adopted;	/* held before tally adopted the resource */
-	char	 why[TL_DRV_WHY_MAX];
+	char	 why[TL_WHY_MAX];
 	int	 line;
 };
 
@@ -81,7 +81,7 @@ struct mgrant {
 	const struct tl_drv_ops *ops;
 	struct mfile	*f;
 	size_t		 nf, capf;
-	char		 block[TL_DRV_WHY_MAX + 200];	/* set: blocked */
+	char		 block[TL_WHY_MAX + 200];	/* set: blocked */
 	char		 retry[256];	/* its backoff key (retry_key) */
 	int		 ran;		/* f[].rc are a run's outcomes */
 	int		 failed;	/* a file failed: back off (retry) */

@@ -130,7 +130,7 @@ names(const struct tl_rx *rx, const struct tl_grant *g, uint64_t version,
 	};
 	const struct tl_drv_decl *d = tl_drv_decl_for_type(g->type);
 	struct tl_drv_names out, adopted;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	_Static_assert(TL_NAMING_KEY_LEN == TL_DRV_NAME_KEY_LEN, "naming key");
 	if (adopted_names(g, &adopted))

@@ -325,7 +325,7 @@ struct queue {
 	size_t			 n, cap;
 	size_t			 next;
 	int			 open_rc;	/* a session that could not open */
-	char			 open_why[TL_DRV_WHY_MAX];
+	char			 open_why[TL_WHY_MAX];
 	int			 ep_checked;	/* tl_ep_check_epoch, once */
 	int			 ep_rc;
 };
@@ -369,7 +369,7 @@ session_run(struct tl_rx_job *j)
 	struct tl_drv_fence fence;
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
 	struct tl_rx_call *c;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 	int rc;
 
@@ -449,7 +449,7 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 			/* No call made: the epoch is not confirmed. */
 			c->rc = q->ep_rc;
 			c->admin = 1;
-			snprintf(c->why, TL_DRV_WHY_MAX, "%s", q->open_why);
+			snprintf(c->why, TL_WHY_MAX, "%s", q->open_why);
 			continue;
 		}
 		if (tl_vec_grow(&q->c, &q->cap, q->n + 1,
@@ -508,8 +508,7 @@ tl_rx_pass_calls(struct tl_rx *rx, struct tl_rx_prov *pv, size_t npv,
 			}
 			q->c[k]->rc = q->open_rc;
 			q->c[k]->admin = 1;
-			snprintf(q->c[k]->why, TL_DRV_WHY_MAX, "%s",
-			    q->open_why);
+			snprintf(q->c[k]->why, TL_WHY_MAX, "%s", q->open_why);
 		}
 		pthread_mutex_destroy(&q->mu);
 		free(q->c);
@@ -522,8 +521,7 @@ nomem:
 	free(ss);
 	for (k = 0; k < ncalls; k++) {
 		calls[k].rc = ENOMEM;
-		snprintf(calls[k].why, TL_DRV_WHY_MAX, "%s",
-		    tl_strerror(ENOMEM));
+		snprintf(calls[k].why, TL_WHY_MAX, "%s", tl_strerror(ENOMEM));
 	}
 }
 

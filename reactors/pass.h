@@ -117,7 +117,7 @@ struct tl_rx_call {
 	int		 rc;
 	int		 admin;
 	int		 yielded;
-	char		*why;		/* TL_DRV_WHY_MAX, the item's */
+	char		*why;		/* TL_WHY_MAX, the item's */
 };
 
 /*

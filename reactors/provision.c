@@ -82,12 +82,12 @@ struct work {
 	 */
 	char		 adopt_password[TL_PASSWORD_MAX + 1];
 	int		 holders;
-	char		 holders_why[TL_DRV_WHY_MAX];
+	char		 holders_why[TL_WHY_MAX];
 	/* A create's requirement params (tl_rx_grant_params); NULL: none. */
 	char		*params;
 	int		 rc;
 	int		 admin;		/* rc is the admin session's */
-	char		 why[TL_DRV_WHY_MAX];
+	char		 why[TL_WHY_MAX];
 	uint64_t	 ms;
 	uint64_t	 size;		/* retained bytes, after a revoke */
 	int		 have_size;
@@ -261,7 +261,7 @@ gather_one(const struct tl_grant *g, void *arg)
 	}
 	if (kind == W_CREATE && g->access != 0) {
 		struct tl_grant tmp = *g;
-		char why[TL_DRV_WHY_MAX];
+		char why[TL_WHY_MAX];
 		int coming;
 
 		if (!owner_ready(ga, g, &tmp, &coming, why, sizeof(why))) {
@@ -664,7 +664,7 @@ provision_call(void *arg, const struct tl_rx_prov *pv, void *h,
 		/* What a retained grant keeps, for tally grants. */
 		if (w->rc == 0 && !w->drop && pv->ops->size != NULL &&
 		    !dg.access) {
-			char why2[TL_DRV_WHY_MAX];
+			char why2[TL_WHY_MAX];
 
 			w->have_size = pv->ops->size(h, &dg, &w->size,
 			    why2) == 0;
@@ -767,7 +767,7 @@ call_drivers(void *arg, unsigned *phases)
 			    w->g.provider : "its module's own instance",
 			    (unsigned long long)w->ms);
 		else if (w->rc == TL_EAUTH) {
-			char why[TL_DRV_WHY_MAX + 400];
+			char why[TL_WHY_MAX + 400];
 			struct tl_rx_prov *pv = NULL;
 			size_t j;
 
@@ -946,7 +946,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 			rc = tl_rx_provider_down(&c, pv->id,
 			    TL_RX_DOWN_UNTRUSTED, fail->why);
 		else if (fail != NULL && !any_ok && fail->rc == TL_EAUTH) {
-			char why[TL_DRV_WHY_MAX + 400];
+			char why[TL_WHY_MAX + 400];
 
 			tl_rx_auth_reason(pv, fail->why, why, sizeof(why));
 			rc = tl_rx_provider_down(&c, pv->id, 1, why);

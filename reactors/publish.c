@@ -394,17 +394,16 @@ failed(struct tl_rx *rx, struct tl_rx_pub *ps, int rc, const char *why)
 }
 
 static int
-connect_broker(struct tl_rx *rx, struct tl_rx_pub *ps, char *why,
-    size_t whylen)
+connect_broker(struct tl_rx *rx, struct tl_rx_pub *ps, char *why)
 {
 	int rc;
 
-	if ((rc = tl_amqp_connect(&ps->conf, &ps->a, why, whylen)) != 0)
+	if ((rc = tl_amqp_connect(&ps->conf, &ps->a, why)) != 0)
 		return rc;
 	if ((rc = tl_amqp_exchange(ps->a, ps->exchange, "topic", 1)) != 0 ||
 	    (ps->acks[0] && (rc = tl_amqp_queue(ps->a, ps->acks, 1)) != 0) ||
 	    (ps->stream[0] && (rc = tl_amqp_stream(ps->a, ps->stream)) != 0)) {
-		snprintf(why, whylen, "%s", tl_amqp_lasterr(ps->a));
+		snprintf(why, TL_WHY_MAX, "%s", tl_amqp_lasterr(ps->a));
 		disconnect(ps);
 		return rc;
 	}
@@ -1152,14 +1151,14 @@ ack_cb(struct tl_txn *t, void *arg)
 	struct ackw *w = arg;
 	struct tl_ctx c;
 	struct tl_body b;
-	char stream[TL_STREAM_MAX + 1], why[512];
+	char stream[TL_STREAM_MAX + 1], why[TL_WHY_MAX];
 	const char *kind;
 	int rc;
 
 	w->offered = 0;
 	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
 		return rc;
-	if ((rc = tl_ack_screen(t, &c.p, &w->o, &kind, why, sizeof(why))) ==
+	if ((rc = tl_ack_screen(t, &c.p, &w->o, &kind, why)) ==
 	    TL_EREFUSED)
 		return tl_ack_refused(w->rx, t, w->via, strcmp(kind,
 		    TL_REFUSED_NOKEY) != 0 ? w->o.node : "?", kind, why);
@@ -1210,14 +1209,14 @@ report_cb(struct tl_txn *t, void *arg)
 	struct repw *w = arg;
 	struct tl_ctx c;
 	struct tl_body b;
-	char stream[TL_STREAM_MAX + 1], why[256];
+	char stream[TL_STREAM_MAX + 1], why[TL_WHY_MAX];
 	const char *kind;
 	int rc;
 
 	if ((rc = tl_ctx_begin(&c, t, w->actor)) != 0)
 		return rc;
 	if ((rc = tl_report_screen(t, &c.p, w->node, w->report, w->sig, &kind,
-	    why, sizeof(why))) == TL_EREFUSED)
+	    why)) == TL_EREFUSED)
 		return tl_ack_refused(w->rx, t, w->via, strcmp(kind,
 		    TL_REFUSED_NOKEY) != 0 ? w->node : "?", kind, why);
 	if (rc != 0)
@@ -1260,7 +1259,7 @@ struct sbyw {
 	const char	*name;
 	uint64_t	 seq;
 	uint8_t		 hash[TL_HASH_LEN];
-	char		 why[160];	/* "" when kept */
+	char		 why[TL_WHY_MAX];	/* "" when kept */
 };
 
 static int
@@ -1430,7 +1429,7 @@ int
 tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 {
 	struct tl_rx_pub *ps = rx->pub;
-	char why[256] = "";
+	char why[TL_WHY_MAX] = "";
 	uint64_t now;
 	int rc, more = 0, brokerr = 0;
 
@@ -1453,7 +1452,7 @@ tl_rx_publish(struct tl_rx *rx, unsigned *published, uint64_t *next_ns)
 			*next_ns = ps->retry_ns;
 			return 0;
 		}
-		if ((rc = connect_broker(rx, ps, why, sizeof(why))) != 0) {
+		if ((rc = connect_broker(rx, ps, why)) != 0) {
 			failed(rx, ps, rc, why);
 			*next_ns = ps->retry_ns;
 			return 0;
@@ -1551,7 +1550,7 @@ tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
 	struct tl_amqp_delivery d;
 	struct tl_event ev;
 	struct tl_bview v;
-	char why[256] = "";
+	char why[TL_WHY_MAX] = "";
 	uint64_t end = tl_sub_deadline(EPOCH_SCAN_MS), n = 0;
 	int rc;
 
@@ -1568,7 +1567,7 @@ tl_rx_publish_epoch_seen(struct tl_rx *rx, uint64_t *seen, char *where,
 		return TL_ENOTFOUND;
 	snprintf(where, cap, "stream %s at %s", ps->stream, ps->url);
 	/* Its own connection: the publisher's is not up before the fence. */
-	if ((rc = tl_amqp_connect(&ps->conf, &a, why, sizeof(why))) != 0 ||
+	if ((rc = tl_amqp_connect(&ps->conf, &a, why)) != 0 ||
 	    (rc = tl_amqp_consume_stream(a, ps->stream, 1024, -1)) != 0) {
 		tl_rx_log(rx, TL_RX_WARN, "epoch: cannot read the %s: %s (%s)",
 		    where, tl_strerror(rc), a ? tl_amqp_lasterr(a) : why);
@@ -1633,7 +1632,7 @@ tl_rx_publish_arbiter(struct tl_rx *rx, uint64_t at, uint64_t epoch,
 	struct tl_txn *t;
 	struct tl_event ev;
 	struct tl_bview v;
-	char why[256] = "", id[2 * TL_ID_LEN + 1];
+	char why[TL_WHY_MAX] = "", id[2 * TL_ID_LEN + 1];
 	uint64_t end = tl_sub_deadline(EPOCH_SCAN_MS), n = 0, tag = 0;
 	int rc;
 
@@ -1650,7 +1649,7 @@ tl_rx_publish_arbiter(struct tl_rx *rx, uint64_t at, uint64_t epoch,
 	if (!ps->enabled || ps->stream[0] == '\0')
 		return TL_ENOTFOUND;
 	snprintf(where, cap, "stream %s at %s", ps->stream, ps->url);
-	if ((rc = tl_amqp_connect(&ps->conf, &a, why, sizeof(why))) != 0 ||
+	if ((rc = tl_amqp_connect(&ps->conf, &a, why)) != 0 ||
 	    (rc = tl_amqp_stream(a, ps->stream)) != 0) {
 		tl_rx_log(rx, TL_RX_WARN, "epoch: cannot reach the %s: %s (%s)",
 		    where, tl_strerror(rc), a ? tl_amqp_lasterr(a) : why);

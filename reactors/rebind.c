@@ -68,8 +68,8 @@ struct mstep {
 	int			 have_bytes;
 	char			 step[16];
 	char			 fromname[300];	/* for the reasons */
-	char			 why[TL_DRV_WHY_MAX];
-	char			 cleanup[TL_DRV_WHY_MAX];
+	char			 why[TL_WHY_MAX];
+	char			 cleanup[TL_WHY_MAX];
 	char			*tables;
 	int			 ran;		/* the driver was called */
 };
@@ -99,7 +99,7 @@ say(char *dst, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(dst, TL_DRV_WHY_MAX, fmt, ap);
+	vsnprintf(dst, TL_WHY_MAX, fmt, ap);
 	va_end(ap);
 }
 
@@ -454,7 +454,7 @@ call_driver(struct mstep *st)
 	struct tl_drv_fence ff, ft;
 	const char *svf[2 * TL_RX_SETTINGS_MAX + 1];
 	const char *svt[2 * TL_RX_SETTINGS_MAX + 1];
-	char why[TL_DRV_WHY_MAX], thawed[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX], thawed[TL_WHY_MAX];
 
 	if (st->rc != 0)
 		return;

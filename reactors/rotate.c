@@ -87,7 +87,7 @@ struct rstep {
 	struct tl_rx_prov	 pv;
 	const struct tl_drv_ops	*ops;
 	int			 rc;
-	char			 why[TL_DRV_WHY_MAX];
+	char			 why[TL_WHY_MAX];
 	int			 forced;
 	char			 cutoff[1024];	/* holders, comma-separated */
 	uint64_t		 old_version;	/* of old (ABANDON: 0, none) */
@@ -532,7 +532,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 			}
 		} else if (st->op == OP_ABANDON && cur.from == st->r.from &&
 		    cur.to == st->r.to) {
-			char why[64];
+			char why[TL_WHY_MAX];
 			struct tl_grant g;
 
 			snprintf(why, sizeof(why), "grant %s", st->g.state);
@@ -602,7 +602,7 @@ window_open(const struct due_arg *da, const struct tl_grant *g)
 {
 	char spec[TL_WIN_SPEC_MAX + 1];
 	struct tl_win w;
-	char why[TL_WIN_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	tl_grant_window(da->t, da->p, g, spec, sizeof(spec));
 	/* apply checked it; one this system cannot read holds nothing. */

@@ -416,7 +416,7 @@ struct tl_grant;
  * What revoking grant g would lose on its provider now, as its driver's
  * loss operation says (drivers/driver.h), for a command to show before
  * it acts: drop as the provider's policy for g's type says (or 1 for a
- * purge, force_drop).  0 with *loses and what (TL_DRV_WHY_MAX bytes, one
+ * purge, force_drop).  0 with *loses and what (TL_WHY_MAX bytes, one
  * line, never a secret); TL_ENOTFOUND when the driver cannot tell (no
  * loss operation, or no such provider); the driver's error (what saying
  * why) when the provider cannot be asked.  Opens one admin session with
@@ -432,7 +432,7 @@ struct tl_drv_names;
 /*
  * The objects mesh from (32 hex digits) made for grant g on its
  * provider, found by their mark (the driver's find_marked), for tally
- * adopt to record: 0 with out and what (TL_DRV_WHY_MAX bytes, one line,
+ * adopt to record: 0 with out and what (TL_WHY_MAX bytes, one line,
  * never a secret) saying what was found; TL_ENOTFOUND (what) when none
  * carries that mark; TL_EINVAL (what) when g's driver cannot find
  * objects by their mark (TL_DRV_CAP_FIND_MARKED) or is not in this

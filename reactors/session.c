@@ -421,7 +421,7 @@ void
 tl_rx_prov_password(struct tl_rx *rx, const struct tl_rx_prov *pv, char *pw)
 {
 	const char *sv[2 * TL_RX_SETTINGS_MAX + 1];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	if (pv == NULL || pv->decl == NULL) {
 		tl_secret_password(pw);

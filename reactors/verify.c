@@ -100,8 +100,8 @@ struct check {
 	uint64_t	 due;		/* as gathered; fresh: computed */
 	int		 fresh;		/* note_due's rec + 1, or 0 */
 	int		 repair_rc;	/* of the repair, if one ran */
-	char		 why[TL_DRV_WHY_MAX];
-	char		 repair_why[TL_DRV_WHY_MAX];
+	char		 why[TL_WHY_MAX];
+	char		 repair_why[TL_WHY_MAX];
 };
 
 struct vprov {
@@ -110,8 +110,8 @@ struct vprov {
 	struct check	**c;
 	size_t		 nc, cap;
 	int		 open_rc;
-	char		 open_why[TL_DRV_WHY_MAX];
-	char		 bulk_why[TL_DRV_WHY_MAX];	/* its bulk call's */
+	char		 open_why[TL_WHY_MAX];
+	char		 bulk_why[TL_WHY_MAX];	/* its bulk call's */
 };
 
 /* One call of run_checks: a check, or (c NULL) v's bulk check. */
@@ -598,7 +598,7 @@ bulk_one(struct vpass *ps, const struct tl_rx_prov *pv, void *h,
 	const struct tl_drv_ops *ops = pv->ops;
 	struct tl_drv_grant *gs;
 	enum tl_drv_drift *d;
-	char (*why)[TL_DRV_WHY_MAX];
+	char (*why)[TL_WHY_MAX];
 	struct check **cs;
 	size_t i, n = 0;
 	int rc;
@@ -609,7 +609,7 @@ bulk_one(struct vpass *ps, const struct tl_rx_prov *pv, void *h,
 	cs = calloc(v->nc + 1, sizeof(*cs));
 	if (gs == NULL || d == NULL || why == NULL || cs == NULL) {
 		rc = ENOMEM;
-		snprintf(cl->why, TL_DRV_WHY_MAX, "%s", tl_strerror(rc));
+		snprintf(cl->why, TL_WHY_MAX, "%s", tl_strerror(rc));
 		for (i = 0; i < v->nc; i++)
 			if (v->c[i]->rc == 0 && !v->c[i]->by_login) {
 				v->c[i]->rc = rc;
@@ -647,7 +647,7 @@ bulk_one(struct vpass *ps, const struct tl_rx_prov *pv, void *h,
 	}
 	cl->rc = rc;
 	if (rc != 0)
-		snprintf(cl->why, TL_DRV_WHY_MAX, "%s", why[0]);
+		snprintf(cl->why, TL_WHY_MAX, "%s", why[0]);
 out:
 	free(gs);
 	free(d);
@@ -854,7 +854,7 @@ routable_resolves(const struct vprov *v, char *why, size_t cap)
 static int
 provider_outcome(struct tl_ctx *c, struct vprov *v)
 {
-	char reason[TL_DRV_WHY_MAX + 2048], gai[128], host[128] = "";
+	char reason[TL_WHY_MAX + 2048], gai[128], host[128] = "";
 	size_t i;
 
 	/*
@@ -916,7 +916,7 @@ static int
 grant_outcome(struct tl_ctx *c, struct check *ck, unsigned *unhealthy)
 {
 	struct tl_grant cur;
-	char msg[TL_DRV_WHY_MAX * 2 + 600];
+	char msg[TL_WHY_MAX * 2 + 600];
 	char stream[TL_KEY_MAX];
 	int rc;
 
@@ -1137,7 +1137,7 @@ static void
 report(const struct tl_rx_verify_opts *o, const struct check *ck)
 {
 	struct tl_rx_finding f;
-	char action[TL_DRV_WHY_MAX + 64];
+	char action[TL_WHY_MAX + 64];
 
 	memset(&f, 0, sizeof(f));
 	f.grant = ck->g.id;

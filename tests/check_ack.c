@@ -49,7 +49,7 @@ START_TEST(test_key_files)
 {
 	struct tl_node_key k, back;
 	uint8_t pk[TL_SIGN_PUBLEN], box_pk[TL_PUBKEY_LEN];
-	char *dir = tl_test_tmpdir("check-ack"), path[4200], why[160];
+	char *dir = tl_test_tmpdir("check-ack"), path[4200], why[TL_WHY_MAX];
 	FILE *fp;
 
 	memset(&k, 0, sizeof(k));
@@ -216,7 +216,7 @@ START_TEST(test_cp_signature)
 	struct tl_key mk = { NULL }, mk2 = { NULL };
 	uint8_t pk[TL_SIGN_PUBLEN], pk2[TL_SIGN_PUBLEN], pk3[TL_SIGN_PUBLEN];
 	uint8_t sk[TL_SIGN_SECLEN], sig[TL_SIGN_LEN], *msg, *other;
-	char *dir = tl_test_tmpdir("check-ack-cp"), path[4200], why[160];
+	char *dir = tl_test_tmpdir("check-ack-cp"), path[4200], why[TL_WHY_MAX];
 	size_t len, olen;
 
 	snprintf(path, sizeof(path), "%s/master.key", dir);
@@ -270,7 +270,7 @@ count_log(int level, const char *fmt, va_list ap)
 struct refused_arg {
 	int		n;
 	uint64_t	unsigned_n, badsig_n;
-	char		why[256], node[64], via[32];
+	char		why[TL_WHY_MAX], node[64], via[32];
 };
 
 static int
@@ -354,8 +354,9 @@ START_TEST(test_refused_counts)
 	uint64_t ns;
 
 	ck_assert_int_eq(mkdir(dir, 0700), 0);
-	ck_assert_int_eq(tl_log_open_ex(dir, TL_LOG_CREATE | TL_LOG_NOSYNC,
-	    16u << 20, &log), 0);
+	ck_assert_int_eq(tl_log_open_opts(dir, &(struct tl_log_opts){
+	    .flags = TL_LOG_CREATE | TL_LOG_NOSYNC, .mapsize = 16u << 20 },
+	    &log), 0);
 	tl_rx_init(&rx);
 	rx.log = log;
 	rx.logf = count_log;

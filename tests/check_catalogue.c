@@ -44,8 +44,9 @@ setup(void)
 	G.home = tl_test_tmpdir("catalogue");
 	G.logdir = tl_test_path(G.home, "log");
 	ck_assert_int_eq(mkdir(G.logdir, 0700), 0);
-	ck_assert_int_eq(tl_log_open_ex(G.logdir, TL_LOG_CREATE |
-	    TL_LOG_NOSYNC, 64u << 20, &G.log), 0);
+	ck_assert_int_eq(tl_log_open_opts(G.logdir, &(struct tl_log_opts){
+	    .flags = TL_LOG_CREATE | TL_LOG_NOSYNC, .mapsize = 64u << 20 },
+	    &G.log), 0);
 }
 
 static void
@@ -482,7 +483,7 @@ END_TEST
 struct node_cmd {
 	const char	*name;
 	const char	*routable;
-	char		 why[1024];
+	char		 why[2 * TL_WHY_MAX];
 };
 
 static int
@@ -495,7 +496,7 @@ node_cb(struct tl_txn *t, void *arg)
 
 	if ((rc = tl_ctx_begin(&c, t, "test")) != 0)
 		return rc;
-	rc = tl_dec_node_add(&c, nc->name, nc->routable, pk);
+	rc = tl_dec_node_add(&c, nc->name, nc->routable, pk, NULL, NULL);
 	snprintf(nc->why, sizeof(nc->why), "%s", c.why);
 	if (rc != 0)
 		return rc;
@@ -535,7 +536,7 @@ END_TEST
 struct apply_cmd {
 	const char	*req;
 	int		 rc;
-	char		 why[1024];
+	char		 why[2 * TL_WHY_MAX];
 };
 
 static int

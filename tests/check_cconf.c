@@ -29,7 +29,7 @@ put(const char *dir, const char *text)
 
 START_TEST(test_round_trip)
 {
-	char *dir = tl_test_tmpdir("cconf-rt"), *p, why[256];
+	char *dir = tl_test_tmpdir("cconf-rt"), *p, why[TL_WHY_MAX];
 	struct tl_cconf c, r;
 	struct stat st;
 
@@ -91,7 +91,7 @@ START_TEST(test_refused)
 		    "field \"keep\": not a count" },
 		{ "{\"endpoints\": \"https://x\", \"endpoints\": \"y\"}", ":1: " },
 	};
-	char *dir = tl_test_tmpdir("cconf-bad"), why[256];
+	char *dir = tl_test_tmpdir("cconf-bad"), why[TL_WHY_MAX];
 	struct tl_cconf c;
 	size_t i;
 

@@ -105,7 +105,7 @@ START_TEST(test_names_op)
 {
 	struct tl_drv_name_in in;
 	struct tl_drv_names n;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	size_t i;
 
 	ck_assert_ptr_nonnull(pg->names);
@@ -317,7 +317,7 @@ START_TEST(test_capabilities)
 	    TL_DRV_CAP_CHECK, TL_DRV_CAP_ROTATE, TL_DRV_CAP_CHECK_BULK,
 	    TL_DRV_CAP_SESSIONS };
 	struct tl_drv_decl less;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	size_t i;
 
 	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -491,7 +491,7 @@ START_TEST(test_settings_note)
 	static const char *const on[] = { "revoke-public-connect", "yes",
 		NULL };
 	static const char *const none[] = { NULL };
-	char note[TL_DRV_WHY_MAX];
+	char note[TL_WHY_MAX];
 
 	ck_assert_ptr_nonnull(pg->settings_note);
 	ck_assert_int_eq(pg->settings_note(off, note), 1);
@@ -506,7 +506,7 @@ END_TEST
 START_TEST(test_fault_keeps_contract)
 {
 	const struct tl_drv_ops *f;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	f = tl_drv_fault_wrap_spec(pgops, "create:fail", why);
 	ck_assert_msg(f != NULL, "%s", why);
@@ -537,7 +537,7 @@ START_TEST(test_loss_and_declarations)
 {
 	const char *const *names = tl_drv_names();
 	const struct tl_drv_ops *d, *f;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	size_t i;
 
 	for (i = 0; names[i] != NULL; i++) {

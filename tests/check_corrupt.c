@@ -940,7 +940,7 @@ END_TEST
  */
 START_TEST(test_key_guarded)
 {
-	char path[4200], why[160] = "", line[512];
+	char path[4200], why[TL_WHY_MAX] = "", line[512];
 	struct tl_key key = { 0 };
 	unsigned long lo = 0, hi = 0, at;
 	int in = 0, dd = 0;

@@ -30,7 +30,7 @@
 #include "tests/lib/tl_test.h"
 
 static const char mesh[] = "0123456789abcdef0123456789abcdef";
-static char why[TL_DRV_WHY_MAX];
+static char why[TL_WHY_MAX];
 
 static const struct tl_drv_ops *
 ca(void)
@@ -78,7 +78,7 @@ START_TEST(test_made)
 	struct tl_drv_prepared p;
 	struct tl_x509_info in;
 	struct tl_drv_admin a;
-	char xwhy[TL_X509_WHY_MAX], dir[] = "/tmp/tl-ca-XXXXXX", cmd[512];
+	char xwhy[TL_WHY_MAX], dir[] = "/tmp/tl-ca-XXXXXX", cmd[512];
 	char dir2[] = "/tmp/tl-ca-XXXXXX";
 	const char *cert, *key;
 	void *h;

@@ -226,7 +226,7 @@ grant_init(struct grant *gr, const char *tag)
 	static int n;
 	struct tl_drv_name_in in;
 	struct tl_drv_names out;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	n++;
 	snprintf(gr->id, sizeof(gr->id), "app-%s-%d-%d/files", tag,
@@ -258,7 +258,7 @@ static void *
 drv_open(void)
 {
 	struct tl_drv_admin a = { s_host, s_port, "", s_sk, s_settings };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 
 	secret_add(s_sk);
@@ -273,7 +273,7 @@ static enum tl_drv_drift
 check(void *h, const struct tl_drv_grant *g, char *why)
 {
 	enum tl_drv_drift d = TL_DRIFT_NONE, db = TL_DRIFT_NONE;
-	char wb[1][TL_DRV_WHY_MAX];
+	char wb[1][TL_WHY_MAX];
 
 	ep.host = s_host;
 	ep.port = s_port;
@@ -398,7 +398,7 @@ bucket_exists(const char *bucket)
 static void
 create_ok(void *h, const struct tl_drv_grant *g)
 {
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	ck_rc(drv->create(h, g, why), 0, why);
 	ck_why(why);
@@ -410,7 +410,7 @@ START_TEST(test_create_twice)
 {
 	struct grant a;
 	struct body b;
-	char why[TL_DRV_WHY_MAX], pq[256];
+	char why[TL_WHY_MAX], pq[256];
 	void *h = drv_open();
 
 	grant_init(&a, "twice");
@@ -437,7 +437,7 @@ END_TEST
 START_TEST(test_half_done)
 {
 	struct grant a, b;
-	char why[TL_DRV_WHY_MAX], pq[512];
+	char why[TL_WHY_MAX], pq[512];
 	void *h = drv_open();
 
 	/* The user with its mark, no key, no bucket. */
@@ -472,7 +472,7 @@ START_TEST(test_foreign_refused)
 {
 	struct grant a, b, c;
 	struct body bd;
-	char why[TL_DRV_WHY_MAX], pq[512];
+	char why[TL_WHY_MAX], pq[512];
 	enum tl_drv_drift d;
 	void *h = drv_open();
 
@@ -522,7 +522,7 @@ START_TEST(test_hostile_names)
 	struct tl_drv_names out;
 	struct grant a;
 	struct body b;
-	char why[TL_DRV_WHY_MAX], id[200];
+	char why[TL_WHY_MAX], id[200];
 	size_t i;
 	void *h = drv_open();
 
@@ -566,7 +566,7 @@ END_TEST
 START_TEST(test_isolation)
 {
 	struct grant a, b;
-	char why[TL_DRV_WHY_MAX], pq[256];
+	char why[TL_WHY_MAX], pq[256];
 	void *h = drv_open();
 
 	grant_init(&a, "iso-a");
@@ -634,7 +634,7 @@ END_TEST
 START_TEST(test_drift)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], pq[512];
+	char why[TL_WHY_MAX], pq[512];
 	void *h = drv_open();
 
 	grant_init(&a, "drift");
@@ -733,7 +733,7 @@ anon_get(const char *pathq)
 START_TEST(test_acl)
 {
 	struct grant a, b;
-	char why[TL_DRV_WHY_MAX], pq[512], hd[256], hd2[256];
+	char why[TL_WHY_MAX], pq[512], hd[256], hd2[256];
 	void *h = drv_open();
 	enum tl_drv_drift d;
 
@@ -759,7 +759,7 @@ START_TEST(test_acl)
 	/* The bulk check reads it on the admin side too. */
 	{
 		enum tl_drv_drift db = TL_DRIFT_NONE;
-		char wb[1][TL_DRV_WHY_MAX];
+		char wb[1][TL_WHY_MAX];
 
 		ck_rc(drv->check_bulk(h, &a.g, 1, &db, wb), 0, wb[0]);
 		ck_assert_msg(db == TL_DRIFT_PRIVILEGES, "bulk: %d %s", db,
@@ -799,7 +799,7 @@ START_TEST(test_bulk)
 	struct grant g[5];
 	struct tl_drv_grant gs[5];
 	enum tl_drv_drift d[5];
-	char why[5][TL_DRV_WHY_MAX], pq[512];
+	char why[5][TL_WHY_MAX], pq[512];
 	size_t i;
 	void *h = drv_open();
 
@@ -831,7 +831,7 @@ END_TEST
 START_TEST(test_rotation)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], pq[256], old_pw[TL_PASSWORD_MAX + 1],
+	char why[TL_WHY_MAX], pq[256], old_pw[TL_PASSWORD_MAX + 1],
 	    old_ak[64];
 	struct tl_drv_grant old;
 	void *h = drv_open();
@@ -869,7 +869,7 @@ END_TEST
 START_TEST(test_revoke_retain_purge)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], pq[256];
+	char why[TL_WHY_MAX], pq[256];
 	uint64_t bytes = 0;
 	int loses = -1;
 	struct body b;
@@ -917,7 +917,7 @@ START_TEST(test_compose_open_refused)
 	    s_settings };
 	struct tl_drv_endpoint e = { "rgw.example", "7480", NULL };
 	struct grant g;
-	char why[TL_DRV_WHY_MAX], out[256];
+	char why[TL_WHY_MAX], out[256];
 	void *h = NULL;
 
 	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
@@ -983,7 +983,7 @@ drv_open_mesh(const char *mesh, const struct tl_drv_fence *f)
 {
 	struct tl_drv_admin a = { s_host, s_port, "", s_sk, s_settings,
 	    mesh, f };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 
 	secret_add(s_sk);
@@ -1030,7 +1030,7 @@ ck_owned_by(const char *why, const char *mesh)
 START_TEST(test_meshes)
 {
 	struct grant a, b, c;
-	char m1[33], m2[33], why[TL_DRV_WHY_MAX], mark[300], want[300];
+	char m1[33], m2[33], why[TL_WHY_MAX], mark[300], want[300];
 	char pq[512];
 	struct body bd;
 	enum tl_drv_drift d;
@@ -1061,7 +1061,7 @@ START_TEST(test_meshes)
 	ck_owned_by(why, m1);
 	{
 		enum tl_drv_drift db[1];
-		char wb[1][TL_DRV_WHY_MAX];
+		char wb[1][TL_WHY_MAX];
 
 		ck_rc(drv->check_bulk(hb, &b.g, 1, db, wb), 0, wb[0]);
 		ck_assert_int_eq(db[0], TL_DRIFT_MISSING);
@@ -1171,7 +1171,7 @@ START_TEST(test_find_marked)
 	struct tl_drv_name_in in;
 	struct tl_drv_names n, found;
 	uint8_t key[TL_DRV_NAME_KEY_LEN];
-	char m1[33], m2[33], m3[33], why[TL_DRV_WHY_MAX], pq[512];
+	char m1[33], m2[33], m3[33], why[TL_WHY_MAX], pq[512];
 	char mark[300], want[300];
 	struct body bd;
 	void *h1, *h2, *h3;
@@ -1284,7 +1284,7 @@ END_TEST
 
 START_TEST(test_fence)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	const char *bad;
 	void *h = drv_open(), *h2 = drv_open();
 
@@ -1333,7 +1333,7 @@ END_TEST
 START_TEST(test_deposed)
 {
 	struct grant a, n, r;
-	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX], pq[512];
+	char m[33], la[33], lb[33], why[TL_WHY_MAX], pq[512];
 	struct tl_drv_fence fa, fb;
 	struct tl_drv_fence_held held;
 	struct body before, after;
@@ -1455,7 +1455,7 @@ START_TEST(test_adopt)
 	struct grant a, o;
 	struct tl_drv_grant keep;
 	struct body bd;
-	char m1[33], m2[33], why[TL_DRV_WHY_MAX], pq[512], uid[64], uid2[64],
+	char m1[33], m2[33], why[TL_WHY_MAX], pq[512], uid[64], uid2[64],
 	    adm[64], bucket[64], b2[64], ak[32], ak2[32], ak3[32], mark[300],
 	    want[300], own[64];
 	int pid = (int)getpid();

@@ -222,7 +222,7 @@ static void *
 drv_open(void)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 	int rc;
 
@@ -236,7 +236,7 @@ drv_open(void)
 static void
 do_create(void *h, struct grant *gr)
 {
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int rc;
 
 	secret_add(gr->pw);
@@ -250,7 +250,7 @@ do_check(void *h, struct grant *gr, char *out)
 {
 	struct tl_drv_endpoint ep = { s_host, s_port, NULL };
 	enum tl_drv_drift d = (enum tl_drv_drift)-1;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int rc;
 
 	secret_add(gr->pw);
@@ -258,7 +258,7 @@ do_check(void *h, struct grant *gr, char *out)
 	ck_why(why);
 	ck_rc(rc, 0, why);
 	if (out != NULL)
-		snprintf(out, TL_DRV_WHY_MAX, "%s", why);
+		snprintf(out, TL_WHY_MAX, "%s", why);
 	return d;
 }
 
@@ -266,7 +266,7 @@ static enum tl_drv_drift
 do_bulk1(void *h, struct grant *gr)
 {
 	enum tl_drv_drift d = (enum tl_drv_drift)-1;
-	char why[1][TL_DRV_WHY_MAX];
+	char why[1][TL_WHY_MAX];
 	int rc;
 
 	rc = drv->check_bulk(h, &gr->g, 1, &d, why);
@@ -276,7 +276,7 @@ do_bulk1(void *h, struct grant *gr)
 }
 
 #define ck_drift(h, gr, want) do {					\
-	char w_[TL_DRV_WHY_MAX];					\
+	char w_[TL_WHY_MAX];					\
 	enum tl_drv_drift d_ = do_check((h), (gr), w_);			\
 	ck_assert_msg(d_ == (want), "%s:%d: drift %d, wanted %d: %s",	\
 	    __FILE__, __LINE__, (int)d_, (int)(want), w_);		\
@@ -446,7 +446,7 @@ END_TEST
 START_TEST(test_refuses_foreign)
 {
 	struct grant gr, gu, a1, b1;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 	MYSQL *a = admin();
 
@@ -559,7 +559,7 @@ START_TEST(test_hostile_names)
 		"m/x'; DROP DATABASE mysql; --", "m/x`; DROP DATABASE mysql; #",
 	};
 	struct tl_drv_names nm[sizeof(ids) / sizeof(ids[0])];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 	MYSQL *a = admin();
 	size_t i, j;
@@ -617,7 +617,7 @@ END_TEST
 START_TEST(test_no_plaintext_in_server_log)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], path[4096], line[8192];
+	char why[TL_WHY_MAX], path[4096], line[8192];
 	void *h;
 	MYSQL *a = admin();
 	FILE *f;
@@ -762,7 +762,7 @@ END_TEST
 START_TEST(test_drift_privileges)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 	MYSQL *a = admin();
 
@@ -862,7 +862,7 @@ START_TEST(test_require_ssl)
 	static const char *const sv_require[] = { "tls", "require", NULL };
 	struct tl_drv_admin a0 = { s_host, s_port, s_user, s_pw, NULL };
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], err[512], ca[4096];
+	char why[TL_WHY_MAX], err[512], ca[4096];
 	void *h = NULL;
 	MYSQL *a = admin(), *c;
 	int rc;
@@ -930,7 +930,7 @@ END_TEST
 START_TEST(test_drift_resource_limits)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], err[512];
+	char why[TL_WHY_MAX], err[512];
 	void *h = drv_open();
 	MYSQL *a = admin(), *held, *c2;
 	size_t i;
@@ -980,7 +980,7 @@ END_TEST
 START_TEST(test_drift_credential)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 	MYSQL *a = admin();
 
@@ -1001,7 +1001,7 @@ END_TEST
 START_TEST(test_drift_missing)
 {
 	struct grant gr, gu;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 	MYSQL *a = admin();
 
@@ -1031,7 +1031,7 @@ START_TEST(test_check_bulk)
 	struct grant gr[N];
 	struct tl_drv_grant gs[N];
 	enum tl_drv_drift d[N];
-	char why[N][TL_DRV_WHY_MAX];
+	char why[N][TL_WHY_MAX];
 	void *h = drv_open();
 	MYSQL *a = admin();
 	int i;
@@ -1066,7 +1066,7 @@ END_TEST
 START_TEST(test_rotation_beside)
 {
 	struct grant v1, v2;
-	char why[TL_DRV_WHY_MAX], err[512];
+	char why[TL_WHY_MAX], err[512];
 	unsigned n = 99;
 	void *h = drv_open();
 	MYSQL *c1, *c2;
@@ -1111,7 +1111,7 @@ END_TEST
 START_TEST(test_revoke_retain_restore)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], err[512];
+	char why[TL_WHY_MAX], err[512];
 	uint64_t bytes = 0;
 	void *h = drv_open();
 	MYSQL *c, *a = admin();
@@ -1157,7 +1157,7 @@ END_TEST
 START_TEST(test_purge_drops_every_login)
 {
 	struct grant v1, v2;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 	MYSQL *a = admin();
 
@@ -1180,7 +1180,7 @@ END_TEST
 
 START_TEST(test_fence)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	const char *bad;
 	void *h = drv_open(), *h2 = drv_open();
 
@@ -1199,7 +1199,7 @@ END_TEST
 START_TEST(test_reconnect)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], q[256];
+	char why[TL_WHY_MAX], q[256];
 	void *h = drv_open();
 	MYSQL *a = admin();
 	MYSQL_RES *r;
@@ -1233,7 +1233,7 @@ START_TEST(test_admin_password)
 {
 	struct tl_drv_admin a = { s_host, s_port, "tally_adm2", "first-pw",
 	    NULL };
-	char why[TL_DRV_WHY_MAX], np[TL_PASSWORD_MAX + 1];
+	char why[TL_WHY_MAX], np[TL_PASSWORD_MAX + 1];
 	struct grant gr;
 	void *h = NULL, *h2 = NULL;
 	MYSQL *c = admin();
@@ -1264,7 +1264,7 @@ START_TEST(test_open_errors)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL };
 	struct tl_drv_admin u = { "127.0.0.1", "1", s_user, s_pw, NULL };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 
 	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
@@ -1305,7 +1305,7 @@ START_TEST(test_migrate_apply)
 	    "# hash comment ;\n"
 	    "CREATE TABLE `b;c` (v INT)\n";
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], err[512];
+	char why[TL_WHY_MAX], err[512];
 	int already = -1, line = -1;
 	void *h = drv_open();
 	MYSQL *c;
@@ -1345,7 +1345,7 @@ START_TEST(test_migrate_resume)
 	    "INSERT INTO two SELECT v FROM one;\n"
 	    "CREATE TABLE three (v INT);\n";
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], err[512];
+	char why[TL_WHY_MAX], err[512];
 	int already, line = 0;
 	void *h = drv_open();
 	MYSQL *c;
@@ -1394,7 +1394,7 @@ START_TEST(test_migrate_refused)
 		{ "SELECT 1;\nUSE mysql;\n", 2 },
 	};
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], err[512];
+	char why[TL_WHY_MAX], err[512];
 	int already, line;
 	size_t i;
 	void *h = drv_open();
@@ -1430,7 +1430,7 @@ now_s(void)
 START_TEST(test_migrate_timeout)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int already, line;
 	double t0;
 	void *h = drv_open();
@@ -1461,7 +1461,7 @@ cancel_later(void *arg)
 START_TEST(test_migrate_cancel)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], err[512];
+	char why[TL_WHY_MAX], err[512];
 	int already, line;
 	atomic_int cancel = 0;
 	pthread_t th;
@@ -1504,7 +1504,7 @@ static void *
 drv_open_mesh(const char *mesh, const struct tl_drv_fence *fence)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 	int rc;
 
@@ -1551,7 +1551,7 @@ mark_mesh(MYSQL *a, char kind, const char *name, char *out, size_t n)
 START_TEST(test_two_meshes)
 {
 	struct grant g1, g2, g2v2, g3;
-	char m1[33], m2[33], owned1[64], owned2[64], why[TL_DRV_WHY_MAX],
+	char m1[33], m2[33], owned1[64], owned2[64], why[TL_WHY_MAX],
 	    mk[80];
 	struct tl_drv_endpoint ep = { s_host, s_port, NULL };
 	enum tl_drv_drift d;
@@ -1600,7 +1600,7 @@ START_TEST(test_two_meshes)
 	    "check: drift %d: %s", (int)d, why);
 	{
 		enum tl_drv_drift bd = TL_DRIFT_NONE;
-		char bw[1][TL_DRV_WHY_MAX];
+		char bw[1][TL_WHY_MAX];
 
 		ck_rc(drv->check_bulk(h2, &g2.g, 1, &bd, bw), 0, bw[0]);
 		ck_assert_msg(bd != TL_DRIFT_NONE && strstr(bw[0], owned1) !=
@@ -1652,7 +1652,7 @@ END_TEST
 START_TEST(test_deposed)
 {
 	struct grant g, g2, gv2;
-	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX];
+	char m[33], la[33], lb[33], why[TL_WHY_MAX];
 	struct tl_drv_fence fa, fb;
 	struct tl_drv_fence_held held;
 	struct tl_drv_endpoint ep = { s_host, s_port, NULL };
@@ -1729,7 +1729,7 @@ END_TEST
 START_TEST(test_deposed_kept_session)
 {
 	struct grant g;
-	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX], q[256];
+	char m[33], la[33], lb[33], why[TL_WHY_MAX], q[256];
 	struct tl_drv_fence fa, fb;
 	struct tl_drv_fence_held held;
 	MYSQL *a = admin();
@@ -1893,7 +1893,7 @@ START_TEST(test_cert_admin)
 	struct tl_drv_admin a;
 	struct tl_drv_fence f;
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], ca[4096], mesh[33], leader[33], q[256];
+	char why[TL_WHY_MAX], ca[4096], mesh[33], leader[33], q[256];
 	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
 	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
 	MYSQL *ad = admin();
@@ -1981,7 +1981,7 @@ END_TEST
 START_TEST(test_cert_refused)
 {
 	struct tl_drv_admin a;
-	char why[TL_DRV_WHY_MAX], ca[4096];
+	char why[TL_WHY_MAX], ca[4096];
 	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
 	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
 	char *ocert = pem_of("TALLY_TEST_CA_CLIENT_OTHER_CERT");
@@ -2033,7 +2033,7 @@ START_TEST(test_cert_invalid)
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
 	struct pollfd pfd;
-	char why[TL_DRV_WHY_MAX], ca[4096], port[16];
+	char why[TL_WHY_MAX], ca[4096], port[16];
 	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
 	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
 	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");

@@ -164,7 +164,7 @@ session(void)
 {
 	const char *sv[] = { "issuer", s_issuer, NULL, NULL };
 	struct tl_drv_admin a = { .password = s_iat, .settings = sv };
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = NULL;
 
 	ck_rc(drv->open(&a, &h, why), 0, why);
@@ -188,7 +188,7 @@ ver_init(struct ver *v, const char *grant, uint64_t version)
 		.node = "", .recorded = "", .version = version,
 		.scheme = TL_DRV_NAMING };
 	struct tl_drv_names n;
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 
 	memset(v, 0, sizeof(*v));
 	snprintf(v->grant, sizeof(v->grant), "%s", grant);
@@ -320,7 +320,7 @@ registration(const struct ver *v, json_t **body)
 static void
 ck_create(void *h, struct ver *v)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 
 	ck_rc(drv->create(h, &v->g, why), 0, why);
 	ver_record(v);
@@ -345,7 +345,7 @@ START_TEST(test_create_twice)
 	void *h = session();
 	struct ver v;
 	json_t *r = NULL;
-	char why[TL_DRV_WHY_MAX], id1[300], id2[300];
+	char why[TL_WHY_MAX], id1[300], id2[300];
 
 	ver_init(&v, "shop/api", 1);
 	ck_create(h, &v);
@@ -381,7 +381,7 @@ START_TEST(test_half_done)
 {
 	void *h = session();
 	struct ver v;
-	char why[TL_DRV_WHY_MAX], id1[300], id2[300], uri[600], rat[600];
+	char why[TL_WHY_MAX], id1[300], id2[300], uri[600], rat[600];
 
 	/* The client was deleted behind tally: check flags, create remakes. */
 	ver_init(&v, "shop/half", 1);
@@ -412,7 +412,7 @@ START_TEST(test_foreign_refused)
 	void *h = session();
 	struct ver v;
 	json_t *r = NULL;
-	char why[TL_DRV_WHY_MAX], reg[200];
+	char why[TL_WHY_MAX], reg[200];
 	enum tl_drv_drift d;
 
 	/* A client registered by someone else, for another software. */
@@ -449,7 +449,7 @@ START_TEST(test_hostile_names)
 	void *h = session();
 	struct ver v;
 	json_t *r = NULL;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	const char *hostile = "m\"o\\d/{\"x\":1}'; DROP\n@node";
 	struct tl_drv_name_in in = { .grant = "a/b", .resource = "x\"y",
 		.node = "", .recorded = "", .version = 1, .scheme = 1 };
@@ -503,7 +503,7 @@ START_TEST(test_drift_and_rat_rotation)
 	void *h;
 	struct ver v;
 	json_t *r = NULL;
-	char why[TL_DRV_WHY_MAX], id[300], old[TL_DRV_HANDLE_MAX];
+	char why[TL_WHY_MAX], id[300], old[TL_DRV_HANDLE_MAX];
 
 	h = session();
 	ver_init(&v, "shop/drift", 1);
@@ -581,7 +581,7 @@ START_TEST(test_signin_client)
 		"redirect-uris", "https://app.example/cb\n"
 		"https://app.example/cb2", "token-endpoint-auth-method",
 		"client_secret_post", NULL };
-	char why[TL_DRV_WHY_MAX], id[300], sec[300];
+	char why[TL_WHY_MAX], id[300], sec[300];
 	json_t *r = NULL, *j;
 	struct ver v;
 	void *h;
@@ -687,7 +687,7 @@ START_TEST(test_signin_params_refused)
 		"authorization_code\nclient_credentials", "redirect-uris",
 		"http://[::1]:9/cb\nhttp://localhost/cb\nhttps://x.example/",
 		"response-types", "code", NULL };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -707,7 +707,7 @@ START_TEST(test_rotation)
 {
 	void *h = session();
 	struct ver v1, v2;
-	char why[TL_DRV_WHY_MAX], id1[300], id2[300];
+	char why[TL_WHY_MAX], id1[300], id2[300];
 
 	ver_init(&v1, "shop/rot", 1);
 	ver_init(&v2, "shop/rot", 2);
@@ -747,7 +747,7 @@ START_TEST(test_open_refused)
 	struct tl_drv_admin a = { .password = s_iat, .settings = remote };
 	struct tl_drv_admin bad = { .password = "not-the-token" };
 	const char *sv[] = { "issuer", s_issuer, NULL, NULL };
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	struct ver v;
 	void *h = NULL;
 
@@ -772,7 +772,7 @@ session_mesh(const char *mesh)
 	const char *sv[] = { "issuer", s_issuer, NULL, NULL };
 	struct tl_drv_admin a = { .password = s_iat, .settings = sv,
 		.mesh = mesh };
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = NULL;
 
 	ck_rc(drv->open(&a, &h, why), 0, why);
@@ -814,7 +814,7 @@ ck_owned_by(const char *why, const char *mesh)
 
 START_TEST(test_meshes)
 {
-	char m1[33], m2[33], why[TL_DRV_WHY_MAX], mark[600], want[600];
+	char m1[33], m2[33], why[TL_WHY_MAX], mark[600], want[600];
 	char id1[300], id2[300];
 	struct ver a, b, c;
 	enum tl_drv_drift d;
@@ -976,7 +976,7 @@ START_TEST(test_adopt)
 	void *h = session();
 	struct ver v, v2;
 	json_t *r, *c = NULL;
-	char why[TL_DRV_WHY_MAX], id[300], sec[300], rat[600], got[600];
+	char why[TL_WHY_MAX], id[300], sec[300], rat[600], got[600];
 	const char *ru;
 
 	r = hand_register(OI_LEGACY);
@@ -1055,7 +1055,7 @@ ck_adopt_refused(void *h, const char *grant, const char *id,
     const char *rat, int want, const char *says)
 {
 	struct ver v;
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 
 	ver_adopt(&v, grant, id, rat);
 	ck_rc(drv->create(h, &v.g, why), want, why);

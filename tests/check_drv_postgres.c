@@ -255,7 +255,7 @@ static void *
 drv_open(void)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, s_settings };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 	int rc;
 
@@ -270,7 +270,7 @@ drv_open(void)
 static void
 do_create(void *h, struct grant *gr)
 {
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int rc;
 
 	secret_add(gr->pw);
@@ -285,7 +285,7 @@ do_check(void *h, struct grant *gr, char *out)
 {
 	struct tl_drv_endpoint ep = { s_host, s_port };
 	enum tl_drv_drift d = (enum tl_drv_drift)-1;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int rc;
 
 	secret_add(gr->pw);
@@ -293,12 +293,12 @@ do_check(void *h, struct grant *gr, char *out)
 	ck_why(why);
 	ck_rc(rc, 0, why);
 	if (out != NULL)
-		snprintf(out, TL_DRV_WHY_MAX, "%s", why);
+		snprintf(out, TL_WHY_MAX, "%s", why);
 	return d;
 }
 
 #define ck_drift(h, gr, want) do {					\
-	char w_[TL_DRV_WHY_MAX];					\
+	char w_[TL_WHY_MAX];					\
 	enum tl_drv_drift d_ = do_check((h), (gr), w_);			\
 	ck_assert_msg(d_ == (want), "%s:%d: drift %d, wanted %d: %s",	\
 	    __FILE__, __LINE__, (int)d_, (int)(want), w_);		\
@@ -522,7 +522,7 @@ START_TEST(test_migrate_transactions)
 		{ "PREPARE TRANSACTION 'x';", "PREPARE", 1 },
 	};
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int line;
 	size_t i;
 	PGconn *a;
@@ -585,7 +585,7 @@ END_TEST
 START_TEST(test_migrate_history)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int line, already;
 	PGconn *a;
 	void *h = drv_open();
@@ -660,7 +660,7 @@ START_TEST(test_migrate_escapes)
 		{ "SET idle_in_transaction_session_timeout = 0;", 1 },
 	};
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int line;
 	size_t i;
 	PGconn *a;
@@ -763,7 +763,7 @@ END_TEST
  */
 START_TEST(test_fence)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	const char *bad;
 	void *h = drv_open(), *h2 = drv_open();
 
@@ -809,7 +809,7 @@ START_TEST(test_create_racing)
 	struct grant gr;
 	struct racer r;
 	pthread_t th;
-	char tag[32], why[TL_DRV_WHY_MAX];
+	char tag[32], why[TL_WHY_MAX];
 	PGconn *a;
 	void *h = drv_open();
 	int round, rc;
@@ -910,7 +910,7 @@ END_TEST
 START_TEST(test_create_refuses_foreign)
 {
 	struct grant g1, g2;
-	char why[TL_DRV_WHY_MAX], *o, *d;
+	char why[TL_WHY_MAX], *o, *d;
 	PGconn *a;
 	void *h = drv_open();
 	int rc;
@@ -952,7 +952,7 @@ END_TEST
 START_TEST(test_create_refuses_other_grant)
 {
 	struct grant g1, g2, g3;
-	char why[TL_DRV_WHY_MAX], err[512], *o;
+	char why[TL_WHY_MAX], err[512], *o;
 	PGconn *a;
 	void *h = drv_open();
 	int rc;
@@ -1021,7 +1021,7 @@ END_TEST
 START_TEST(test_claim_unnamed)
 {
 	struct grant g1, g2;
-	char why[TL_DRV_WHY_MAX], err[512];
+	char why[TL_WHY_MAX], err[512];
 	void *h = drv_open();
 	int rc;
 
@@ -1132,7 +1132,7 @@ START_TEST(test_injection)
 	    "l\"; ALTER ROLE postgres NOLOGIN; --", "l'b", "l\\'\"\\",
 	    "Login \"Q\"", "łógïn",
 	    "l12345678901234567890123456789012345678901234567890123456789012" };
-	char err[512], why[TL_DRV_WHY_MAX];
+	char err[512], why[TL_WHY_MAX];
 	struct tl_drv_grant g;
 	char pw[TL_PASSWORD_MAX + 1];
 	PGconn *a, *c;
@@ -1192,7 +1192,7 @@ START_TEST(test_no_plaintext_in_server_log)
 	static const char logq[] = "SELECT pg_read_file(regexp_replace("
 	    "current_setting('data_directory'), '/data$', '/log/server.log'))";
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	PGconn *a;
 	PGresult *r;
 	void *h;
@@ -1227,7 +1227,7 @@ START_TEST(test_refused_names)
 	static const char long_name[] = "a1234567890123456789012345678901"
 	    "23456789012345678901234567890123";		/* 64 bytes */
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 	struct {
 		const char *res, *own, *log;
@@ -1273,7 +1273,7 @@ END_TEST
 START_TEST(test_check_credential)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], *l;
+	char why[TL_WHY_MAX], *l;
 	PGconn *a;
 	void *h = drv_open();
 
@@ -1302,7 +1302,7 @@ END_TEST
 START_TEST(test_check_privileges)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], q[1024], *d, *l, *o;
+	char why[TL_WHY_MAX], q[1024], *d, *l, *o;
 	PGconn *a;
 	void *h = drv_open();
 	size_t i;
@@ -1383,7 +1383,7 @@ static enum tl_drv_drift
 bulk_drift(void *h, struct grant *gr, char *out)
 {
 	enum tl_drv_drift d = (enum tl_drv_drift)-1;
-	char (*why)[TL_DRV_WHY_MAX] = calloc(1, sizeof(*why));
+	char (*why)[TL_WHY_MAX] = calloc(1, sizeof(*why));
 	int rc;
 
 	ck_assert_ptr_nonnull(why);
@@ -1391,7 +1391,7 @@ bulk_drift(void *h, struct grant *gr, char *out)
 	rc = drv->check_bulk(h, &gr->g, 1, &d, why);
 	ck_why(why[0]);
 	ck_rc(rc, 0, why[0]);
-	snprintf(out, TL_DRV_WHY_MAX, "%s", why[0]);
+	snprintf(out, TL_WHY_MAX, "%s", why[0]);
 	free(why);
 	return d;
 }
@@ -1405,7 +1405,7 @@ bulk_drift(void *h, struct grant *gr, char *out)
 START_TEST(test_check_role_settings)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], q[1024], err[512], *d, *l, *o;
+	char why[TL_WHY_MAX], q[1024], err[512], *d, *l, *o;
 	PGconn *a, *c;
 	void *h = drv_open();
 	size_t i;
@@ -1480,7 +1480,7 @@ END_TEST
 START_TEST(test_check_owner_privileges)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], q[1024], err[512], *d, *l, *o;
+	char why[TL_WHY_MAX], q[1024], err[512], *d, *l, *o;
 	PGconn *a, *c;
 	void *h = drv_open();
 	size_t i;
@@ -1542,7 +1542,7 @@ END_TEST
 START_TEST(test_check_missing)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], *d, *l;
+	char why[TL_WHY_MAX], *d, *l;
 	PGconn *a;
 	void *h = drv_open();
 
@@ -1573,7 +1573,7 @@ END_TEST
 START_TEST(test_check_worst_wins)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], *d, *l;
+	char why[TL_WHY_MAX], *d, *l;
 	PGconn *a;
 	void *h = drv_open();
 
@@ -1609,7 +1609,7 @@ START_TEST(test_check_bulk)
 	struct grant gr[N];
 	struct tl_drv_grant gs[N];
 	enum tl_drv_drift d[N];
-	char (*why)[TL_DRV_WHY_MAX];
+	char (*why)[TL_WHY_MAX];
 	char *q;
 	PGconn *a;
 	void *h = drv_open();
@@ -1667,7 +1667,7 @@ START_TEST(test_check_bulk)
 	ck_assert_msg(d[5] == TL_DRIFT_NONE, "%s", why[5]);
 	/* What one-by-one check finds agrees, grant by grant. */
 	for (i = 0; i < N; i++) {
-		char w[TL_DRV_WHY_MAX];
+		char w[TL_WHY_MAX];
 
 		ck_assert_msg(do_check(h, &gr[i], w) == d[i], "grant %d: "
 		    "check %s; bulk %s", i, w, why[i]);
@@ -1698,7 +1698,7 @@ START_TEST(test_check_bulk_not_superuser)
 	    s_settings };
 	struct grant gr;
 	enum tl_drv_drift d = TL_DRIFT_NONE;
-	char why[1][TL_DRV_WHY_MAX], pw[TL_PASSWORD_MAX + 1];
+	char why[1][TL_WHY_MAX], pw[TL_PASSWORD_MAX + 1];
 	void *h = drv_open(), *h2 = NULL;
 	PGconn *a = admin(NULL);
 	int rc;
@@ -1729,7 +1729,7 @@ END_TEST
 START_TEST(test_check_endpoint_unreachable)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], port[16];
+	char why[TL_WHY_MAX], port[16];
 	enum tl_drv_drift d;
 	struct tl_drv_endpoint ep = { NULL, NULL, NULL, NULL, NULL };
 	void *h = drv_open();
@@ -1759,7 +1759,7 @@ START_TEST(test_open_wrong_password)
 		"admin-db", "no_such_db", NULL };
 	struct tl_drv_admin a = { s_host, s_port, s_user, "not-the-password",
 	    s_settings };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = (void *)1;
 	int rc;
 
@@ -1788,7 +1788,7 @@ START_TEST(test_open_unreachable)
 {
 	struct tl_drv_admin a = { "127.0.0.1", NULL, s_user, s_pw,
 	    s_settings };
-	char why[TL_DRV_WHY_MAX], port[16];
+	char why[TL_WHY_MAX], port[16];
 	void *h = (void *)1;
 	double t0, dt;
 	int rc;
@@ -1829,7 +1829,7 @@ START_TEST(test_open_timeout)
 	    s_settings };
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
-	char why[TL_DRV_WHY_MAX], port[16];
+	char why[TL_WHY_MAX], port[16];
 	void *h = NULL;
 	double t0, dt;
 	int fd, rc;
@@ -1860,7 +1860,7 @@ END_TEST
 START_TEST(test_reconnect)
 {
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	PGconn *a;
 	void *h = drv_open();
 	int rc;
@@ -1885,7 +1885,7 @@ END_TEST
 START_TEST(test_revoke_retain)
 {
 	struct grant gr;
-	char err[512], why[TL_DRV_WHY_MAX];
+	char err[512], why[TL_WHY_MAX];
 	PGconn *c, *a;
 	PGresult *r;
 	void *h = drv_open();
@@ -1930,7 +1930,7 @@ END_TEST
 START_TEST(test_revoke_drop)
 {
 	struct grant gr;
-	char err[512], why[TL_DRV_WHY_MAX];
+	char err[512], why[TL_WHY_MAX];
 	PGconn *c, *c2, *a;
 	PGresult *r;
 	void *h = drv_open();
@@ -1979,7 +1979,7 @@ END_TEST
 START_TEST(test_rotation_beside)
 {
 	struct grant g1, g2;
-	char err[512], why[TL_DRV_WHY_MAX];
+	char err[512], why[TL_WHY_MAX];
 	PGconn *c;
 	void *h = drv_open();
 
@@ -2055,7 +2055,7 @@ END_TEST
 START_TEST(test_credential_beside)
 {
 	struct grant g1, g2;
-	char err[512], why[TL_DRV_WHY_MAX];
+	char err[512], why[TL_WHY_MAX];
 	PGconn *c;
 	void *h = drv_open();
 
@@ -2105,7 +2105,7 @@ START_TEST(test_measure)
 	const char *e = getenv("TL_PG_MEASURE_N");
 	int n = e != NULL ? atoi(e) : 20, i;
 	struct grant *gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	double t0, tc, ta, tk, tr;
 	void *h = drv_open();
 
@@ -2148,7 +2148,7 @@ START_TEST(test_fault_spec)
 	    "create:fail-after", "create:fail-after=-1", "create:delay=",
 	    "create:drift=missing", "check:drift=worse", "check:fail-last=1",
 	    "*:drift=missing" };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	size_t i;
 
 	unsetenv("TALLY_FAULT");
@@ -2186,7 +2186,7 @@ START_TEST(test_fault_wrap)
 	struct tl_drv_endpoint ep = { s_host, s_port };
 	enum tl_drv_drift d;
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h;
 	PGconn *c;
 
@@ -2240,7 +2240,7 @@ START_TEST(test_fault_probability)
 	const struct tl_drv_ops *f;
 	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, s_settings };
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int i, failed = 0, rc;
 	void *h;
 
@@ -2278,7 +2278,7 @@ static void *
 drv_open_mesh(const char *mesh, const struct tl_drv_fence *fence)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, s_settings };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 	int rc;
 
@@ -2321,7 +2321,7 @@ role_comment(PGconn *a, const char *role, char *out, size_t n)
 START_TEST(test_two_meshes)
 {
 	struct grant g1, g2, g3, g1v2;
-	char m1[33], m2[33], owned1[64], owned2[64], why[TL_DRV_WHY_MAX],
+	char m1[33], m2[33], owned1[64], owned2[64], why[TL_WHY_MAX],
 	    err[512], c1[512], c2[512], want[512], *o;
 	enum tl_drv_drift d;
 	struct tl_drv_endpoint ep = { s_host, s_port };
@@ -2372,7 +2372,7 @@ START_TEST(test_two_meshes)
 	    "check: drift %d: %s", (int)d, why);
 	{
 		enum tl_drv_drift bd = TL_DRIFT_NONE;
-		char bw[1][TL_DRV_WHY_MAX];
+		char bw[1][TL_WHY_MAX];
 
 		ck_rc(drv->check_bulk(h2, &g2.g, 1, &bd, bw), 0, bw[0]);
 		ck_assert_msg(bd != TL_DRIFT_NONE && strstr(bw[0], owned1) !=
@@ -2439,7 +2439,7 @@ END_TEST
 START_TEST(test_deposed)
 {
 	struct grant g, g2, gv2;
-	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX], err[512];
+	char m[33], la[33], lb[33], why[TL_WHY_MAX], err[512];
 	struct tl_drv_fence fa, fb;
 	struct tl_drv_fence_held held;
 	enum tl_drv_drift d;
@@ -2528,7 +2528,7 @@ struct bg_call {
 	struct tl_drv_fence_held	 held;
 	int				 rc;
 	int				 done;
-	char				 why[TL_DRV_WHY_MAX];
+	char				 why[TL_WHY_MAX];
 };
 
 static void *
@@ -2561,7 +2561,7 @@ wait_lock_waiters(PGconn *c, long n)
 START_TEST(test_deposed_kept_handle)
 {
 	struct grant g, g2;
-	char m[33], la[33], lb[33], lc[33], why[TL_DRV_WHY_MAX];
+	char m[33], la[33], lb[33], lc[33], why[TL_WHY_MAX];
 	struct tl_drv_fence fa, fb, fc;
 	struct tl_drv_fence_held held;
 	struct bg_call call = { 0 }, raise = { 0 };
@@ -2737,7 +2737,7 @@ START_TEST(test_check_plaintext_login)
 	    "no", "tls", "require", NULL };
 	struct tl_drv_admin a0 = { s_host, s_port, s_user, s_pw, NULL };
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], err[512], ca[4096], path[4096], line[200];
+	char why[TL_WHY_MAX], err[512], ca[4096], path[4096], line[200];
 	char *hba = NULL, *q, *e;
 	enum tl_drv_drift d = TL_DRIFT_NONE;
 	PGconn *a = admin(NULL);
@@ -2765,7 +2765,7 @@ START_TEST(test_check_plaintext_login)
 	    sizeof(err)), "the harness lets a plaintext login in: %s", err);
 	/* The bulk check asks nothing of TLS: it logs in as no one. */
 	{
-		char w1[1][TL_DRV_WHY_MAX];
+		char w1[1][TL_WHY_MAX];
 
 		ck_rc(drv->check_bulk(h, &gr.g, 1, &d, w1), 0, w1[0]);
 		ck_assert_int_eq(d, TL_DRIFT_NONE);
@@ -2976,7 +2976,7 @@ START_TEST(test_cert_admin)
 {
 	struct tl_drv_admin a;
 	struct grant gr;
-	char why[TL_DRV_WHY_MAX], ca[4096], err[512];
+	char why[TL_WHY_MAX], ca[4096], err[512];
 	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
 	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
 	PGconn *pa = admin(NULL), *c;
@@ -3048,7 +3048,7 @@ END_TEST
 START_TEST(test_cert_refused)
 {
 	struct tl_drv_admin a;
-	char why[TL_DRV_WHY_MAX], ca[4096];
+	char why[TL_WHY_MAX], ca[4096];
 	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
 	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
 	char *ocert = pem_of("TALLY_TEST_CA_CLIENT_OTHER_CERT");
@@ -3101,7 +3101,7 @@ START_TEST(test_cert_invalid)
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
 	struct pollfd pfd;
-	char why[TL_DRV_WHY_MAX], ca[4096], port[16];
+	char why[TL_WHY_MAX], ca[4096], port[16];
 	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
 	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
 	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");
@@ -3175,7 +3175,7 @@ START_TEST(test_cert_copy)
 {
 	struct tl_drv_admin a, b;
 	struct grant g1, g2;
-	char why[TL_DRV_WHY_MAX], ca[4096], err[512], tables[512];
+	char why[TL_WHY_MAX], ca[4096], err[512], tables[512];
 	char *cert = pem_of("TALLY_TEST_CA_CLIENT_CERT");
 	char *key = pem_of("TALLY_TEST_CA_CLIENT_KEY");
 	char *okey = pem_of("TALLY_TEST_CA_CLIENT_OTHER_KEY");

@@ -232,7 +232,7 @@ dopen(void)
 	const char *sv[] = { "management-port", s_mport, NULL };
 	struct tl_drv_admin a = { .host = s_host, .port = s_port,
 	    .user = s_user, .password = s_pw, .settings = sv };
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = NULL;
 
 	ck_rc(drv->open(&a, &h, why), 0, why);
@@ -247,7 +247,7 @@ dopen_as(const char *mesh, const struct tl_drv_fence *fence)
 	struct tl_drv_admin a = { .host = s_host, .port = s_port,
 	    .user = s_user, .password = s_pw, .settings = sv, .mesh = mesh,
 	    .fence = fence };
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = NULL;
 
 	ck_rc(drv->open(&a, &h, why), 0, why);
@@ -341,7 +341,7 @@ login(const char *vhost, const char *user, const char *pw)
 {
 	struct tl_amqp_conf c;
 	struct tl_amqp *a = NULL;
-	char e[256];
+	char e[TL_WHY_MAX];
 	int rc;
 
 	memset(&c, 0, sizeof(c));
@@ -351,7 +351,7 @@ login(const char *vhost, const char *user, const char *pw)
 	snprintf(c.user, sizeof(c.user), "%s", user);
 	c.password = pw;
 	c.timeout_ms = 5000;
-	rc = tl_amqp_connect(&c, &a, e, sizeof(e));
+	rc = tl_amqp_connect(&c, &a, e);
 	tl_amqp_close(a);
 	return rc;
 }
@@ -370,16 +370,16 @@ static enum tl_drv_drift
 bulk1(void *h, struct tg *t, char *why)
 {
 	enum tl_drv_drift d = TL_DRIFT_NONE;
-	char w[1][TL_DRV_WHY_MAX];
+	char w[1][TL_WHY_MAX];
 
 	ck_rc(drv->check_bulk(h, &t->g, 1, &d, w), 0, w[0]);
-	snprintf(why, TL_DRV_WHY_MAX, "%s", w[0]);
+	snprintf(why, TL_WHY_MAX, "%s", w[0]);
 	return d;
 }
 
 /* Both checks agree on want. */
 #define ck_drift(h, t, want) do {					\
-	char w1_[TL_DRV_WHY_MAX] = "", w2_[TL_DRV_WHY_MAX] = "";	\
+	char w1_[TL_WHY_MAX] = "", w2_[TL_WHY_MAX] = "";	\
 	enum tl_drv_drift d1_ = check1((h), (t), w1_);			\
 	enum tl_drv_drift d2_ = bulk1((h), (t), w2_);			\
 	ck_assert_msg(d1_ == (want), "%s:%d: check: drift %d, wanted %d: %s",\
@@ -455,7 +455,7 @@ queue_messages(const char *vhost, const char *q)
 
 START_TEST(test_declared)
 {
-	char out[TL_DRV_VALUE_MAX + 1], why[TL_DRV_WHY_MAX];
+	char out[TL_DRV_VALUE_MAX + 1], why[TL_WHY_MAX];
 	struct tl_drv_endpoint e = { "mq.example", "5672", NULL };
 	struct tl_drv_grant g = { .resource = "a/b c", .login = "u@x",
 	    .password = "p:w/%" };
@@ -500,7 +500,7 @@ END_TEST
 
 START_TEST(test_create_twice_login)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = dopen();
 	struct tg t;
 
@@ -531,7 +531,7 @@ END_TEST
 
 START_TEST(test_exclusive)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = dopen();
 	struct tg a, b;
 
@@ -550,7 +550,7 @@ END_TEST
 
 START_TEST(test_half_done)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = dopen();
 	struct tg t;
 
@@ -570,7 +570,7 @@ END_TEST
 
 START_TEST(test_foreign)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = dopen();
 	struct tg t, o;
 
@@ -621,7 +621,7 @@ START_TEST(test_hostile_names)
 	    "h\"x\\'; DROP", "h/../api/users" };
 	static const char *const us[] = { "hu/x", "hu%2Fx", "hu x?a=1#f",
 	    "hu\"x\\'; DROP", "hu/../api/users" };
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	static char ids[5][32];
 	struct tg t[5];
 	void *h = dopen();
@@ -657,7 +657,7 @@ END_TEST
 
 START_TEST(test_drift)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = dopen();
 	struct tg t;
 
@@ -742,8 +742,8 @@ END_TEST
 
 START_TEST(test_bulk_three_requests)
 {
-	char why[TL_DRV_WHY_MAX] = "";
-	char (*w)[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX] = "";
+	char (*w)[TL_WHY_MAX];
 	struct tl_drv_grant gs[12];
 	enum tl_drv_drift d[12];
 	struct tg t[12];
@@ -779,13 +779,13 @@ END_TEST
 
 START_TEST(test_rotation)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	struct tl_amqp_conf c;
 	struct tl_amqp *held = NULL;
 	struct tg v1, v2;
 	unsigned n = 9;
 	void *h = dopen();
-	char e[256];
+	char e[TL_WHY_MAX];
 	int i;
 
 	tg_make(&v1, "m8/q", "t-rot", "t-rot_v1");
@@ -804,7 +804,7 @@ START_TEST(test_rotation)
 	snprintf(c.vhost, sizeof(c.vhost), "t-rot");
 	snprintf(c.user, sizeof(c.user), "t-rot_v1");
 	c.password = v1.pw;
-	ck_rc(tl_amqp_connect(&c, &held, e, sizeof(e)), 0, e);
+	ck_rc(tl_amqp_connect(&c, &held, e), 0, e);
 	for (i = 0; i < 50; i++) {	/* the API lists it within ~1 s */
 		ck_rc(drv->sessions(h, &v1.g, &n, why), 0, why);
 		if (n == 1)
@@ -828,7 +828,7 @@ END_TEST
 
 START_TEST(test_revoke_retain_restore_purge)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	struct tg t, t2;
 	uint64_t bytes = 0;
 	void *h = dopen();
@@ -927,7 +927,7 @@ stop_vhost(const char *v)
 
 START_TEST(test_vhost_stopped)
 {
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = dopen();
 	struct tg t;
 
@@ -963,7 +963,7 @@ START_TEST(test_blocked_rpc)
 	struct tl_amqp_conf c;
 	struct tl_amqp_msg m;
 	struct tl_amqp *a = NULL;
-	char err[256], why[256];
+	char err[TL_WHY_MAX], why[TL_WHY_MAX];
 	int rc, set, reset;
 
 	memset(&c, 0, sizeof(c));
@@ -974,7 +974,7 @@ START_TEST(test_blocked_rpc)
 	c.password = s_pw;
 	c.timeout_ms = 2000;
 	set = rmqctl("set_disk_free_limit", "100000GB");
-	rc = tl_amqp_connect(&c, &a, err, sizeof(err));
+	rc = tl_amqp_connect(&c, &a, err);
 	if (rc == 0) {
 		memset(&m, 0, sizeof(m));
 		m.exchange = "";
@@ -1060,7 +1060,7 @@ description(const char *vhost, char *out, size_t cap)
 START_TEST(test_two_meshes)
 {
 	static const char *const users[] = { "t-mesh_v1", "t-mesh_v2", NULL };
-	char m1[33], m2[33], why[TL_DRV_WHY_MAX] = "", want[64], d[512];
+	char m1[33], m2[33], why[TL_WHY_MAX] = "", want[64], d[512];
 	static char before[16384], after[16384];
 	struct tl_amqp_conf c;
 	struct tl_amqp *held = NULL;
@@ -1068,8 +1068,8 @@ START_TEST(test_two_meshes)
 	enum tl_drv_drift dr;
 	struct tg t, t2, v2;
 	void *h1, *h2;
-	char w[1][TL_DRV_WHY_MAX];
-	char err[256];
+	char w[1][TL_WHY_MAX];
+	char err[TL_WHY_MAX];
 
 	hex32(m1);
 	hex32(m2);
@@ -1087,7 +1087,7 @@ START_TEST(test_two_meshes)
 	snprintf(c.user, sizeof(c.user), "t-mesh_v1");
 	c.password = t.pw;
 	c.timeout_ms = 5000;
-	ck_rc(tl_amqp_connect(&c, &held, err, sizeof(err)), 0, err);
+	ck_rc(tl_amqp_connect(&c, &held, err), 0, err);
 	ck_rc(tl_amqp_queue(held, "work", 1), 0, "declare");
 	snapshot("t-mesh", users, before, sizeof(before));
 	snprintf(want, sizeof(want), "owned by mesh %.12s", m1);
@@ -1149,7 +1149,7 @@ END_TEST
 /* The fence contract, and where the fence lives on the broker. */
 START_TEST(test_fence)
 {
-	char why[TL_DRV_WHY_MAX] = "", m[33], l[33], p[128];
+	char why[TL_WHY_MAX] = "", m[33], l[33], p[128];
 	struct tl_drv_fence_held held;
 	struct tl_drv_fence f;
 	const char *bad;
@@ -1181,7 +1181,7 @@ START_TEST(test_deposed)
 {
 	static const char *const users[] = { "t-dep_v1", "t-dep_v2", NULL };
 	static char before[16384], after[16384];
-	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX] = "";
+	char m[33], la[33], lb[33], why[TL_WHY_MAX] = "";
 	struct tl_drv_fence fa, fb;
 	struct tl_drv_fence_held held;
 	struct tg t, n, v2;
@@ -1232,7 +1232,7 @@ START_TEST(test_admin_refused)
 	struct tl_drv_admin a = { .host = s_host, .port = s_port,
 	    .user = s_user, .password = "wrong", .settings = sv };
 	const char *sv2[] = { "management-port", "1", NULL };
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	void *h = NULL;
 
 	ck_rc(drv->open(&a, &h, why), TL_EAUTH, why);
@@ -1267,7 +1267,7 @@ START_TEST(test_tls_consumer_login)
 	/* At 127.0.0.1: the certificate's IP SAN (core/amqp.c's check). */
 	struct tl_drv_endpoint e = { s_host, s_port, ver, s_ca, NULL };
 	enum tl_drv_drift d = TL_DRIFT_NONE;
-	char why[TL_DRV_WHY_MAX] = "", want[64];
+	char why[TL_WHY_MAX] = "", want[64];
 	void *h = NULL;
 	struct tg t;
 	int open = -1, rc;
@@ -1474,7 +1474,7 @@ START_TEST(test_cert_admin)
 {
 	struct pems p;
 	struct tg t, t2;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h;
 
 	pems_load(&p);
@@ -1525,7 +1525,7 @@ END_TEST
 START_TEST(test_cert_pairing)
 {
 	struct pems p;
-	char why[TL_DRV_WHY_MAX], *enc;
+	char why[TL_WHY_MAX], *enc;
 	void *h;
 
 	pems_load(&p);
@@ -1564,7 +1564,7 @@ START_TEST(test_cert_no_fd_leak)
 {
 	struct pems p;
 	struct tg t;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h;
 	int before, i;
 

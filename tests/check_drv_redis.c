@@ -231,7 +231,7 @@ grant_init(struct grant *gr, const char *tag)
 	static int n;
 	struct tl_drv_name_in in;
 	struct tl_drv_names out;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	n++;
 	snprintf(gr->id, sizeof(gr->id), "app-%s-%d-%d/cache", tag,
@@ -260,7 +260,7 @@ static void *
 drv_open(void)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 
 	secret_add(s_pw);
@@ -275,7 +275,7 @@ drv_open_as(const char *mesh, const struct tl_drv_fence *fence)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, s_pw, NULL, mesh,
 	    fence };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 
 	secret_add(s_pw);
@@ -300,7 +300,7 @@ static enum tl_drv_drift
 check(void *h, const struct tl_drv_grant *g, char *why)
 {
 	enum tl_drv_drift d = TL_DRIFT_NONE, db = TL_DRIFT_NONE;
-	char wb[1][TL_DRV_WHY_MAX];
+	char wb[1][TL_WHY_MAX];
 
 	ep.host = s_host;
 	ep.port = s_port;
@@ -402,7 +402,7 @@ user_exists(const char *u)
 static void
 create_ok(void *h, const struct tl_drv_grant *g)
 {
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	ck_rc(drv->create(h, g, why), 0, why);
 	ck_why(why);
@@ -413,7 +413,7 @@ create_ok(void *h, const struct tl_drv_grant *g)
 START_TEST(test_create_twice)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], v[64];
+	char why[TL_WHY_MAX], v[64];
 	redisContext *c;
 	void *h = drv_open();
 
@@ -440,7 +440,7 @@ END_TEST
 START_TEST(test_half_done)
 {
 	struct grant a, b;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 
 	/* Marked, no user yet (a crash between the two). */
@@ -463,7 +463,7 @@ END_TEST
 START_TEST(test_foreign_refused)
 {
 	struct grant a, b;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	enum tl_drv_drift d;
 	uint64_t bytes;
 	void *h = drv_open();
@@ -509,7 +509,7 @@ START_TEST(test_hostile_names)
 	    "a*", "a:b", "A", "a\nb", NULL };
 	static const char *const ids[] = { "m/r", "m/r@n", "m /r", "m~/r",
 	    "m&/r", "m>/r", "m#/r", "m*/r", NULL };
-	char seen[16][64], why[TL_DRV_WHY_MAX];
+	char seen[16][64], why[TL_WHY_MAX];
 	struct tl_drv_name_in in;
 	struct tl_drv_names out;
 	struct tl_drv_grant g;
@@ -651,7 +651,7 @@ END_TEST
 START_TEST(test_drift)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = drv_open();
 
 	grant_init(&a, "drift");
@@ -713,7 +713,7 @@ START_TEST(test_bulk)
 	struct grant gr[6];
 	struct tl_drv_grant gs[6];
 	enum tl_drv_drift d[6];
-	char why[6][TL_DRV_WHY_MAX];
+	char why[6][TL_WHY_MAX];
 	size_t i;
 	void *h = drv_open();
 
@@ -746,7 +746,7 @@ END_TEST
 START_TEST(test_rotation)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
+	char why[TL_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
 	char pw2[TL_PASSWORD_MAX + 1];
 	struct tl_drv_grant old;
 	void *h = drv_open();
@@ -796,7 +796,7 @@ hash_of(const char *pw, char hex[65])
 START_TEST(test_rotation_half_done)
 {
 	struct grant a;
-	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
+	char why[TL_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
 	char pw2[TL_PASSWORD_MAX + 1], hex[65];
 	struct tl_drv_grant old;
 	void *h = drv_open();
@@ -845,7 +845,7 @@ END_TEST
 START_TEST(test_revoke_restore_purge)
 {
 	struct grant a, b;
-	char why[TL_DRV_WHY_MAX], v[64];
+	char why[TL_WHY_MAX], v[64];
 	redisContext *c, *cb, *ad;
 	redisReply *r;
 	unsigned n;
@@ -917,7 +917,7 @@ END_TEST
 START_TEST(test_acl_saved)
 {
 	struct grant a, b;
-	char why[TL_DRV_WHY_MAX], pw2[TL_PASSWORD_MAX + 1];
+	char why[TL_WHY_MAX], pw2[TL_PASSWORD_MAX + 1];
 	void *h = drv_open();
 
 	grant_init(&a, "saved");
@@ -952,7 +952,7 @@ START_TEST(test_fence_size_compose)
 {
 	struct grant a;
 	struct tl_drv_endpoint e = { "127.0.0.1", "6390", NULL };
-	char why[TL_DRV_WHY_MAX], out[512];
+	char why[TL_WHY_MAX], out[512];
 	uint64_t bytes = 0;
 	redisContext *c;
 	void *h = drv_open();
@@ -1034,10 +1034,10 @@ get_key(const char *key, char *out, size_t cap)
 START_TEST(test_two_meshes)
 {
 	struct grant a;
-	char m1[33], m2[33], why[TL_DRV_WHY_MAX], want[128], v[64];
+	char m1[33], m2[33], why[TL_WHY_MAX], want[128], v[64];
 	char before[1024], after[1024];
 	enum tl_drv_drift d, db;
-	char wb[1][TL_DRV_WHY_MAX];
+	char wb[1][TL_WHY_MAX];
 	struct tl_drv_grant g2;
 	redisContext *c;
 	void *h1, *h2;
@@ -1136,7 +1136,7 @@ END_TEST
 START_TEST(test_deposed)
 {
 	struct grant a, b;
-	char m[33], la[33], lb[33], why[TL_DRV_WHY_MAX];
+	char m[33], la[33], lb[33], why[TL_WHY_MAX];
 	char before[1024], after[1024], pw2[TL_PASSWORD_MAX + 1];
 	struct tl_drv_fence fa, fb;
 	struct tl_drv_fence_held held;
@@ -1312,7 +1312,7 @@ START_TEST(test_fence_raced)
 {
 	struct relay rl = { -1, 0, 0, NULL, NULL, 0, 0 };
 	char m[33], la[33], lb[33], key[64], port[16];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	struct tl_drv_fence fa;
 	struct tl_drv_fence_held held;
 	struct tl_drv_admin a;
@@ -1405,7 +1405,7 @@ START_TEST(test_tls_verified)
 {
 	struct grant a;
 	struct tl_drv_grant old;
-	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
+	char why[TL_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
 	char pw2[TL_PASSWORD_MAX + 1], mesh[33], leader[33];
 	struct tl_drv_fence f = { mesh, 1, leader };
 	const char *bad;
@@ -1486,7 +1486,7 @@ END_TEST
  */
 START_TEST(test_tls_untrusted)
 {
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 
 	tls_up();
@@ -1604,7 +1604,7 @@ fake_tls_open(struct fake_tls *ft, const char *host, const char *tls,
 START_TEST(test_tls_wrong_server)
 {
 	struct fake_tls ft;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	tls_up();
 	ck_assert_msg(s_wh_cert[0] != '\0' && s_imp_cert[0] != '\0',
@@ -1642,7 +1642,7 @@ START_TEST(test_open_refused)
 {
 	struct tl_drv_admin a = { s_host, s_port, s_user, "wrong", NULL };
 	struct tl_drv_admin down = { "127.0.0.1", "1", s_user, s_pw, NULL };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 
 	secret_add(s_pw);
@@ -1668,7 +1668,7 @@ START_TEST(test_plaintext_probe)
 	struct tl_drv_endpoint e = { s_host, s_tls_port, ver, NULL, NULL };
 	struct tl_drv_endpoint plain = { s_host, s_tls_port, off, NULL, NULL };
 	enum tl_drv_drift d = TL_DRIFT_NONE;
-	char why[TL_DRV_WHY_MAX], why2[TL_DRV_WHY_MAX], want[64];
+	char why[TL_WHY_MAX], why2[TL_WHY_MAX], want[64];
 	struct grant a;
 	redisContext *c;
 	redisReply *r;
@@ -1902,7 +1902,7 @@ START_TEST(test_cert_admin)
 	struct pems p;
 	struct grant a;
 	struct tl_drv_grant old;
-	char why[TL_DRV_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
+	char why[TL_WHY_MAX], pw1[TL_PASSWORD_MAX + 1];
 	void *h, *h2;
 
 	pems_load(&p);
@@ -1980,7 +1980,7 @@ END_TEST
 START_TEST(test_cert_tls12)
 {
 	struct pems p;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h;
 
 	pems_load(&p);
@@ -2008,7 +2008,7 @@ END_TEST
 START_TEST(test_cert_pairing)
 {
 	struct pems p;
-	char why[TL_DRV_WHY_MAX], *enc;
+	char why[TL_WHY_MAX], *enc;
 	void *h;
 
 	pems_load(&p);
@@ -2046,7 +2046,7 @@ END_TEST
 START_TEST(test_cert_no_fd_leak)
 {
 	struct pems p;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	struct grant a;
 	void *h;
 	int before, i;

@@ -2,7 +2,7 @@
  * check_drv_util.c - the helpers every driver shares (drivers/util.h):
  * the bytes a composed URI gets for every byte of a name, where the
  * output ends when it is full, which setting a vector yields, reasons
- * cut at TL_DRV_WHY_MAX and joined with "; ", a bounded statement, and
+ * cut at TL_WHY_MAX and joined with "; ", a bounded statement, and
  * a secret copy; the admin's client certificate (a PEM key setting, the
  * pair checked, a key in memory as a file, on an SSL_CTX) with the
  * harness's CA fixtures (tests/harness/ca.sh).  Needs no server.
@@ -68,7 +68,7 @@ START_TEST(test_setting_limits)
 {
 	const struct tl_drv_decl *dir = tl_drv_decl_find("directory");
 	const struct tl_drv_setting *base, *range;
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	ck_assert_ptr_nonnull(dir);
 	ck_assert_ptr_nonnull(base = tl_drv_setting_find(dir->settings,
@@ -156,7 +156,7 @@ END_TEST
 
 START_TEST(test_why)
 {
-	char why[TL_DRV_WHY_MAX], big[TL_DRV_WHY_MAX * 2];
+	char why[TL_WHY_MAX], big[TL_WHY_MAX * 2];
 
 	ck_assert_int_eq(tl_drv_why(NULL, TL_EAUTH, "x %d", 1), TL_EAUTH);
 	ck_assert_int_eq(tl_drv_why(why, TL_EDRIVER, "user %s: %d", "u", 7),
@@ -165,7 +165,7 @@ START_TEST(test_why)
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	ck_assert_int_eq(tl_drv_why(why, 0, "%s", big), 0);
-	ck_assert_uint_eq(strlen(why), TL_DRV_WHY_MAX - 1);
+	ck_assert_uint_eq(strlen(why), TL_WHY_MAX - 1);
 
 	why[0] = '\0';
 	tl_drv_why_add(why, "first %d", 1);
@@ -174,17 +174,17 @@ START_TEST(test_why)
 	ck_assert_str_eq(why, "first 1; second");
 	/* Full: cut, then nothing more. */
 	tl_drv_why_add(why, "%s", big);
-	ck_assert_uint_eq(strlen(why), TL_DRV_WHY_MAX - 1);
+	ck_assert_uint_eq(strlen(why), TL_WHY_MAX - 1);
 	ck_assert(strncmp(why, "first 1; second; xxx", 20) == 0);
 	tl_drv_why_add(why, "more");
-	ck_assert_uint_eq(strlen(why), TL_DRV_WHY_MAX - 1);
+	ck_assert_uint_eq(strlen(why), TL_WHY_MAX - 1);
 	ck_assert_ptr_null(strstr(why, "more"));
 }
 END_TEST
 
 START_TEST(test_sqlf)
 {
-	char buf[16], why[TL_DRV_WHY_MAX];
+	char buf[16], why[TL_WHY_MAX];
 
 	ck_assert_int_eq(tl_drv_sqlf(buf, sizeof(buf), why, "DROP %s", "x"),
 	    0);
@@ -254,7 +254,7 @@ START_TEST(test_pem_key_setting)
 	    TL_DRV_PEM_KEY, "key", 0, 0, TL_DRV_USE_ADMIN_KEY };
 	char *dir = fixtures(), *key = fixture(dir, "client.key");
 	char *cert = fixture(dir, "client.pem"), *two, *big, *ctl;
-	char why[TL_DRV_WHY_MAX], b64[16];
+	char why[TL_WHY_MAX], b64[16];
 	size_t n = strlen(key);
 
 	/* The second line's first bytes: key material, never in why. */
@@ -306,7 +306,7 @@ START_TEST(test_client_cert)
 	char *dir = fixtures(), *cert = fixture(dir, "client.pem");
 	char *key = fixture(dir, "client.key");
 	char *okey = fixture(dir, "client-other.key"), *enc, cmd[8192];
-	char why[TL_DRV_WHY_MAX], subj[512], path[64], b64[16], *back;
+	char why[TL_WHY_MAX], subj[512], path[64], b64[16], *back;
 	struct stat st;
 	SSL_CTX *ctx;
 	int have = -1, fd = -1, before;
@@ -401,7 +401,7 @@ START_TEST(test_password_policy)
 		{ "symbols", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv"
 		    "wxyz0123456789-_.~" },
 	};
-	char pw[TL_PASSWORD_MAX + 1], why[TL_DRV_WHY_MAX], len[8];
+	char pw[TL_PASSWORD_MAX + 1], why[TL_WHY_MAX], len[8];
 	const struct tl_drv_decl *d;
 	size_t i, a, k;
 

@@ -71,8 +71,9 @@ setup(void)
 	G.logdir = tl_test_path(G.home, "log");
 	ck_assert_int_eq(mkdir(G.logdir, 0700), 0);
 	/* Test data only: a crash loses nothing anyone needs. */
-	ck_assert_int_eq(tl_log_open_ex(G.logdir, TL_LOG_CREATE |
-	    TL_LOG_NOSYNC, 64u << 20, &G.log), 0);
+	ck_assert_int_eq(tl_log_open_opts(G.logdir, &(struct tl_log_opts){
+	    .flags = TL_LOG_CREATE | TL_LOG_NOSYNC, .mapsize = 64u << 20 },
+	    &G.log), 0);
 }
 
 static void
@@ -241,7 +242,7 @@ struct cmd {
 	const char		*a, *b, *c;	/* names, by op */
 	const struct gmod	*m;		/* OP_APPLY */
 	const struct tl_grant	*g;		/* OP_REACT (c: type) */
-	char			 why[1024];
+	char			 why[2 * TL_WHY_MAX];
 	size_t			 emitted;
 };
 
@@ -260,7 +261,8 @@ cmd_cb(struct tl_txn *t, void *arg)
 	switch (cm->op) {
 	case OP_NODE_ADD:
 		pk[0] = (uint8_t)strlen(cm->a);
-		rc = tl_dec_node_add(&c, cm->a, "host.mesh.test", pk);
+		rc = tl_dec_node_add(&c, cm->a, "host.mesh.test", pk, NULL,
+		    NULL);
 		break;
 	case OP_NODE_RM:
 		rc = tl_dec_node_rm(&c, cm->a);
@@ -269,8 +271,8 @@ cmd_cb(struct tl_txn *t, void *arg)
 		rc = dec_apply(&c, cm->m);
 		break;
 	case OP_ASSIGN:
-		rc = tl_dec_assign(&c, cm->a, cm->b, cm->c ? cm->c : "network",
-		    NULL, 0);
+		rc = tl_dec_assign(&c, cm->a, cm->b, &(struct tl_assign){
+		    .expose = cm->c ? cm->c : "network" });
 		break;
 	case OP_UNASSIGN:
 		rc = tl_dec_unassign(&c, cm->a, cm->b);

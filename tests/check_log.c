@@ -1658,7 +1658,7 @@ START_TEST(test_open_damaged)
 	char *dir;
 	struct tl_log *log = newlog(&dir, "damaged");
 	struct tl_test_load l;
-	char *mdb = tl_test_path(dir, "data.mdb"), why[TL_LOG_WHY_MAX];
+	char *mdb = tl_test_path(dir, "data.mdb"), why[TL_WHY_MAX];
 
 	memset(&l, 0, sizeof(l));
 	l.n = 500;
@@ -1666,11 +1666,13 @@ START_TEST(test_open_damaged)
 	ck_ok(tl_test_load(log, &l));
 	tl_log_close(log);
 	ck_assert_int_eq(truncate(mdb, 8192), 0);
-	ck_rc(tl_log_open_why(dir, TL_LOG_RDONLY, 0, &log, why), TL_ECORRUPT);
+	ck_rc(tl_log_open_opts(dir, &(struct tl_log_opts){
+	    .flags = TL_LOG_RDONLY, .why = why }, &log), TL_ECORRUPT);
 	ck_assert_ptr_null(log);
 	ck_assert_ptr_nonnull(strstr(why, "cut short"));
 	ck_assert_int_eq(truncate(mdb, 0), 0);
-	ck_rc(tl_log_open_why(dir, 0, 0, &log, why), TL_ECORRUPT);
+	ck_rc(tl_log_open_opts(dir, &(struct tl_log_opts){ .why = why }, &log),
+	    TL_ECORRUPT);
 	ck_assert_ptr_nonnull(strstr(why, "empty"));
 	free(mdb);
 	tl_test_tmpdir_done(dir);

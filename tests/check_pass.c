@@ -206,7 +206,7 @@ f_fence(void *h, const struct tl_drv_fence *want,
 	(void)h;
 	atomic_fetch_add(&f_fences, 1);
 	if (f_rc != 0) {
-		snprintf(why, TL_DRV_WHY_MAX, "fence table refused");
+		snprintf(why, TL_WHY_MAX, "fence table refused");
 		return f_rc;
 	}
 	/* The held fence is another leader's once it is above ours. */
@@ -249,7 +249,7 @@ f_call(void *arg, const struct tl_rx_prov *pv, void *h,
 /* 12 calls on one provider (2 sessions) at epoch; the calls made. */
 static int
 run_fenced(struct tl_rx *rx, uint64_t epoch, uint64_t cur, int rc,
-    struct tl_rx_call *cl, char (*why)[TL_DRV_WHY_MAX])
+    struct tl_rx_call *cl, char (*why)[TL_WHY_MAX])
 {
 	static struct tl_drv_ops ops;
 	static const struct tl_drv_decl decl = { .name = "counters" };
@@ -295,7 +295,7 @@ struct vrun {
 	struct tl_rx		*rx;
 	struct tl_rx_prov	*pv;
 	struct tl_rx_call	 cl[12];
-	char			 why[12][TL_DRV_WHY_MAX];
+	char			 why[12][TL_WHY_MAX];
 	atomic_int		 done;
 };
 
@@ -457,7 +457,7 @@ START_TEST(test_session_fence)
 {
 	struct tl_rx rx;
 	struct tl_rx_call cl[12];
-	char why[12][TL_DRV_WHY_MAX];
+	char why[12][TL_WHY_MAX];
 	size_t i;
 
 	tl_rx_init(&rx);
@@ -503,7 +503,7 @@ START_TEST(test_cluster_gates)
 {
 	struct tl_rx rx;
 	struct tl_rx_call cl[12];
-	char why[12][TL_DRV_WHY_MAX];
+	char why[12][TL_WHY_MAX];
 	struct timespec ts;
 	_Atomic uint64_t until;
 	uint64_t now;
@@ -553,8 +553,8 @@ d_call(void *arg, const struct tl_rx_prov *pv, void *h,
 	(void)h;
 	atomic_fetch_add(&f_calls, 1);
 	c->rc = TL_EREFUSED;
-	snprintf(c->why, TL_DRV_WHY_MAX, "deposed: the fence moved under "
-	    "this session");
+	snprintf(c->why, TL_WHY_MAX, "deposed: the fence moved under this "
+	    "session");
 }
 
 static const struct tl_drv_decl counters_decl = { .name = "counters" };
@@ -565,7 +565,7 @@ START_TEST(test_provider_deposed)
 	struct tl_rx rx;
 	struct tl_rx_prov pv;
 	struct tl_rx_call cl[12];
-	char why[12][TL_DRV_WHY_MAX];
+	char why[12][TL_WHY_MAX];
 	size_t i;
 
 	tl_rx_init(&rx);
@@ -622,7 +622,7 @@ m_call(void *arg, const struct tl_rx_prov *pv, void *h,
 
 static void
 run_max(unsigned sessions_max, struct tl_rx_call *cl,
-    char (*why)[TL_DRV_WHY_MAX])
+    char (*why)[TL_WHY_MAX])
 {
 	static struct tl_drv_ops ops;
 	static struct tl_drv_decl decl = { .name = "one-lock" };
@@ -652,7 +652,7 @@ run_max(unsigned sessions_max, struct tl_rx_call *cl,
 START_TEST(test_sessions_max)
 {
 	struct tl_rx_call cl[12];
-	char why[12][TL_DRV_WHY_MAX];
+	char why[12][TL_WHY_MAX];
 
 	run_max(1, cl, why);
 	ck_assert_int_eq(atomic_load(&f_opens), 1);
@@ -699,7 +699,7 @@ e_call(void *arg, const struct tl_rx_prov *pv, void *h,
 /* 12 calls on one provider fenced by epoch check: the calls made. */
 static int
 run_epoch(struct tl_rx *rx, int stale_after_one, struct tl_rx_call *cl,
-    char (*why)[TL_DRV_WHY_MAX])
+    char (*why)[TL_WHY_MAX])
 {
 	static struct tl_drv_ops ops;
 	static const struct tl_drv_decl decl = { .name = "idp",
@@ -725,7 +725,7 @@ START_TEST(test_epoch_check)
 {
 	struct tl_rx rx;
 	struct tl_rx_call cl[12];
-	char why[12][TL_DRV_WHY_MAX];
+	char why[12][TL_WHY_MAX];
 	size_t i;
 
 	tl_rx_init(&rx);
@@ -757,7 +757,7 @@ END_TEST
 /* The stream's authenticator: the key's, of these bytes only. */
 START_TEST(test_stream_mac)
 {
-	char dir[] = "/tmp/check_pass.XXXXXX", path[64], why[160];
+	char dir[] = "/tmp/check_pass.XXXXXX", path[64], why[TL_WHY_MAX];
 	struct tl_key k1 = { NULL }, k2 = { NULL };
 	uint8_t h[32], mac[TL_STREAM_MAC_LEN], mac2[TL_STREAM_MAC_LEN];
 
@@ -798,7 +798,7 @@ START_TEST(test_stream_auth)
 		0x4b, 0xea, 0x29, 0x21, 0x20, 0xee, 0xe3, 0x67, 0x08, 0x87,
 		0xaa, 0xf4,
 	};
-	char dir[] = "/tmp/check_pass.XXXXXX", path[64], why[160];
+	char dir[] = "/tmp/check_pass.XXXXXX", path[64], why[TL_WHY_MAX];
 	struct tl_key k = { NULL };
 	struct tl_stream_auth m;
 	uint8_t raw[32], h[32], mac[TL_STREAM_MAC_LEN];
@@ -861,7 +861,8 @@ START_TEST(test_stream_sig)
 	static const uint8_t pk8[8] = {
 		0x0b, 0x89, 0x54, 0x24, 0x6d, 0x75, 0x42, 0x8d,
 	};
-	char dir[] = "/tmp/check_pass.XXXXXX", path[64], why[160], hexk[80];
+	char dir[] = "/tmp/check_pass.XXXXXX", path[64], why[TL_WHY_MAX];
+	char hexk[80];
 	struct tl_key k = { NULL };
 	struct tl_stream_auth m;
 	uint8_t raw[32], h[32], pk[TL_SIGN_PUBLEN], pk2[TL_SIGN_PUBLEN];

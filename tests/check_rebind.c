@@ -44,7 +44,7 @@ typedef int (*cmd_fn)(struct tl_ctx *c, void *arg);
 struct run {
 	cmd_fn	 fn;
 	void	*arg;
-	char	 why[1024];
+	char	 why[2 * TL_WHY_MAX];
 };
 
 static int
@@ -102,7 +102,7 @@ emit(const char *type, const char *stream,
     void (*build)(struct tl_body *, const void *), const void *arg)
 {
 	struct raw rw = { type, stream, build, arg };
-	char why[1024];
+	char why[2 * TL_WHY_MAX];
 
 	ck_assert_msg(run(emit_raw, &rw, why, sizeof(why)) == 0, "%s %s: %s",
 	    type, stream, why);
@@ -270,10 +270,14 @@ do_assign(struct tl_ctx *c, void *arg)
 	struct assign_arg *a = arg;
 	struct tl_setting set[2] = { { "port", "5432", NULL, 0 },
 	    { "admin-user", "postgres", NULL, 0 } };
+	struct tl_assign o = TL_ASSIGN_ZERO;
 
-	return tl_dec_assign(c, a->module, a->node, "network",
-	    strcmp(a->module, "postgres") == 0 ? set : NULL,
-	    strcmp(a->module, "postgres") == 0 ? 2 : 0);
+	o.expose = "network";
+	if (strcmp(a->module, "postgres") == 0) {
+		o.set = set;
+		o.nset = 2;
+	}
+	return tl_dec_assign(c, a->module, a->node, &o);
 }
 
 static int
@@ -320,14 +324,15 @@ b_provisioned(struct tl_body *b, const void *arg)
 static void
 setup(void)
 {
-	char why[1024];
+	char why[2 * TL_WHY_MAX];
 
 	memset(&R, 0, sizeof(R));
 	R.home = tl_test_tmpdir("rebind");
 	R.logdir = tl_test_path(R.home, "log");
 	ck_assert_int_eq(mkdir(R.logdir, 0700), 0);
-	ck_assert_int_eq(tl_log_open_ex(R.logdir, TL_LOG_CREATE |
-	    TL_LOG_NOSYNC, 16u << 20, &R.log), 0);
+	ck_assert_int_eq(tl_log_open_opts(R.logdir, &(struct tl_log_opts){
+	    .flags = TL_LOG_CREATE | TL_LOG_NOSYNC, .mapsize = 16u << 20 },
+	    &R.log), 0);
 	emit(TL_EV_NODE_ADDED, "node/node-a", b_node, "node-a");
 	emit(TL_EV_NODE_ADDED, "node/node-b", b_node, "node-b");
 	emit(TL_EV_NODE_ADDED, "node/node-c", b_node, "node-c");
@@ -489,7 +494,7 @@ assert_rebuilds(void)
 
 START_TEST(test_refusals)
 {
-	char why[1024];
+	char why[2 * TL_WHY_MAX];
 	struct tl_rebind r;
 
 	ck_assert_int_eq(rebind("node-b/postgres", 0, why), TL_EREFUSED);
@@ -513,7 +518,7 @@ START_TEST(test_move_saga)
 	uint64_t v2 = 2;
 	struct tl_rebind r;
 	struct tl_grant g;
-	char why[1024];
+	char why[2 * TL_WHY_MAX];
 
 	ck_assert_int_eq(rebind("node-b/postgres", 1, why), 0);
 	ck_assert_int_eq(mv("shop/db", &r), 0);
@@ -592,7 +597,7 @@ START_TEST(test_failed_move)
 	uint64_t v2 = 2;
 	struct tl_rebind r;
 	struct view v;
-	char why[1024];
+	char why[2 * TL_WHY_MAX];
 	static const char *const failed[] = { "grant", "shop/db", "step",
 	    "copy", "reason", "row counts differ", NULL };
 	static const char *const reverted[] = { "grant", "shop/db",
@@ -664,7 +669,7 @@ provider_node(const char *id, char *node)
 
 START_TEST(test_provider_move)
 {
-	char why[1024], node[64], id[TL_KEY_MAX];
+	char why[2 * TL_WHY_MAX], node[64], id[TL_KEY_MAX];
 	uint64_t regs = count_type(TL_EV_PROVIDER_REGISTERED);
 	struct tl_rotation rot;
 	struct view v;
@@ -712,7 +717,7 @@ END_TEST
 START_TEST(test_provider_move_back)
 {
 	static const char *const done[] = { "grant", "shop/db", NULL };
-	char why[1024], node[64], id[TL_KEY_MAX];
+	char why[2 * TL_WHY_MAX], node[64], id[TL_KEY_MAX];
 	struct view v;
 
 	ck_assert_msg(pmove("node-a/postgres", "node-c", why) == 0, "%s", why);

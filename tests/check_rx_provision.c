@@ -155,7 +155,7 @@ static void
 setup(void)
 {
 	const char *b = getenv("TALLY_BIN"), *s = getenv("TALLY_SRC");
-	char *p, why[512] = "";
+	char *p, why[TL_WHY_MAX] = "";
 	struct stat st;
 
 	memset(&X, 0, sizeof(X));
@@ -657,7 +657,7 @@ START_TEST(test_driver_link_in_place)
 	struct tl_drv_endpoint ep = { NULL, NULL, sv };
 	char path[TL_DRV_VALUE_MAX + 1];
 	enum tl_drv_drift drift;
-	char why[TL_DRV_WHY_MAX], *outside, *precious;
+	char why[TL_WHY_MAX], *outside, *precious;
 	struct stat st;
 	void *h = NULL;
 	int fd;
@@ -722,7 +722,7 @@ START_TEST(test_driver_unprivileged)
 		struct tl_drv_endpoint ep = { NULL, NULL, sv };
 		char path[TL_DRV_VALUE_MAX + 1];
 		enum tl_drv_drift drift;
-		char why[TL_DRV_WHY_MAX], sub[700];
+		char why[TL_WHY_MAX], sub[700];
 		struct stat sb;
 		uint64_t bytes;
 		void *h;
@@ -778,7 +778,7 @@ dir_session(const char *mesh, const struct tl_drv_fence *f)
 	const struct tl_drv_ops *ops = tl_drv_find("directory");
 	static const char *sv[3];
 	struct tl_drv_admin a = { 0 };
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	void *h = NULL;
 
 	sv[0] = "root";
@@ -795,7 +795,7 @@ dir_session(const char *mesh, const struct tl_drv_fence *f)
 START_TEST(test_driver_fence_contract)
 {
 	const struct tl_drv_ops *ops = tl_drv_find("directory");
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 	const char *bad;
 	void *h = dir_session("", NULL), *h2 = dir_session("", NULL);
 
@@ -828,7 +828,7 @@ START_TEST(test_driver_two_meshes)
 	    .scheme = TL_DRV_NAMING_MESH };
 	struct tl_drv_names na, nb, nl;
 	struct tl_drv_grant ga = { 0 }, gb = { 0 }, gx = { 0 };
-	char why[TL_DRV_WHY_MAX], pa[TL_DRV_VALUE_MAX + 1];
+	char why[TL_WHY_MAX], pa[TL_DRV_VALUE_MAX + 1];
 	char pb[TL_DRV_VALUE_MAX + 1], mark[400], buf[64];
 	enum tl_drv_drift drift;
 	struct stat st, st2;
@@ -916,7 +916,7 @@ START_TEST(test_driver_deposed)
 	struct tl_drv_fence fo = { MESH_B, 1, "cccccccccccccccccccccccccccccccc" };
 	struct tl_drv_fence_held held;
 	struct tl_drv_grant g = { 0 }, g2 = { 0 };
-	char why[TL_DRV_WHY_MAX], fence[400];
+	char why[TL_WHY_MAX], fence[400];
 	enum tl_drv_drift drift;
 	struct stat st;
 	void *ha = dir_session(MESH_A, &fa), *hb = dir_session(MESH_A, &fb);

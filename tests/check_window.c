@@ -51,7 +51,7 @@ START_TEST(test_parse)
 		{ "daily 02:00-04:00 UTC extra", "something after" },
 	};
 	struct tl_win w;
-	char why[TL_WIN_WHY_MAX];
+	char why[TL_WHY_MAX];
 	size_t i;
 
 	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
@@ -78,7 +78,7 @@ END_TEST
 START_TEST(test_open_utc)
 {
 	struct tl_win w;
-	char why[TL_WIN_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	/* 2026-12-05 is a Saturday. */
 	ck_assert_int_eq(tl_win_parse("sat 02:00-04:00", &w, why), 0);
@@ -105,7 +105,7 @@ END_TEST
 START_TEST(test_open_zone)
 {
 	struct tl_win w;
-	char why[TL_WIN_WHY_MAX];
+	char why[TL_WHY_MAX];
 
 	/* Berlin: UTC+1 in winter, UTC+2 in summer. */
 	ck_assert_int_eq(tl_win_parse("daily 02:00-03:00 Europe/Berlin", &w,

@@ -28,7 +28,7 @@
 #include "tests/lib/tl_test.h"
 
 static char *ca_key, *ca_cert;
-static char why[TL_X509_WHY_MAX];
+static char why[TL_WHY_MAX];
 
 static const char *const sans2[] = { "db.example", "10.0.0.5" };
 

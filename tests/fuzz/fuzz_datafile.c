@@ -169,7 +169,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tl_log *log;
-	char why[TL_LOG_WHY_MAX];
+	char why[TL_WHY_MAX];
 	size_t i, len = base_len;
 	uint64_t seq;
 
@@ -186,13 +186,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		len = ((size_t)data[1] << 8 | data[2]) * 64 % base_len;
 	put_file(work, len);
 
-	if (tl_log_open_why(dir, TL_LOG_RDONLY, 0, &log, why) == 0) {
+	if (tl_log_open_opts(dir, &(struct tl_log_opts){ .flags = TL_LOG_RDONLY,
+	    .why = why }, &log) == 0) {
 		read_all(log);
 		tl_log_close(log);
 	}
 	/* A writer's open and the head its append would build on. */
 	put_file(work, len);
-	if (tl_log_open_why(dir, 0, 0, &log, why) == 0) {
+	if (tl_log_open_opts(dir, &(struct tl_log_opts){ .why = why },
+	    &log) == 0) {
 		struct tl_txn *t;
 
 		if (tl_log_begin(log, 0, &t) == 0) {

@@ -307,7 +307,8 @@ tl_test_log_create(const char *dir, size_t mapsize)
 	struct tl_log *log;
 	int rc;
 
-	if ((rc = tl_log_open_ex(dir, TL_LOG_CREATE, mapsize, &log)) != 0)
+	if ((rc = tl_log_open_opts(dir, &(struct tl_log_opts){
+	    .flags = TL_LOG_CREATE, .mapsize = mapsize }, &log)) != 0)
 		die(dir, rc);
 	return log;
 }

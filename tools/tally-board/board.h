@@ -33,7 +33,7 @@
  * fn's first non-zero return stops the walk and is returned;
  * bd_render_dot's string is malloc'd for the caller to free.  Errors
  * are errno values, ENOMEM, or LMDB's (MDB_*) as LMDB returns them;
- * why (whylen bytes) says what failed where the signature has it.
+ * why (TL_WHY_MAX bytes) says what failed where the signature has it.
  */
 #ifndef TALLY_BOARD_H
 #define TALLY_BOARD_H
@@ -45,12 +45,13 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "core/error.h"
+
 /* store.c: an LMDB environment of the board's own. */
 /* dir and its missing parents, each made 0700: 0 or an errno value. */
 int	bd_mkdirs(const char *dir);
 struct bd_store;
-int	bd_store_open(const char *dir, struct bd_store **out, char *why,
-	    size_t whylen);
+int	bd_store_open(const char *dir, struct bd_store **out, char *why);
 void	bd_store_close(struct bd_store *st);
 int	bd_store_begin(struct bd_store *st, int rdonly);
 int	bd_store_commit(struct bd_store *st);
@@ -84,8 +85,7 @@ json_t	*bd_meta(struct bd_store *st);
  */
 struct bd_mirror;
 struct tl_event;
-int	bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
-	    size_t whylen);
+int	bd_mirror_open(const char *store, struct bd_mirror **out, char *why);
 void	bd_mirror_close(struct bd_mirror *m);
 uint64_t	bd_mirror_head(const struct bd_mirror *m);
 int	bd_mirror_begin(struct bd_mirror *m);
@@ -147,7 +147,7 @@ void	bd_with_status(json_t *snap, json_t *st, int page);
 size_t	bd_module_summary(const json_t *m, json_t *bad);
 void	bd_render_text(FILE *fp, const json_t *snap, int ansi);
 int	bd_render_html(const char *path, const json_t *snap,
-	    const char *source, char *why, size_t whylen);
+	    const char *source, char *why);
 /*
  * The page as --serve serves it (it follows the events stream), *len
  * bytes, malloc'd for the caller; NULL when out of memory.
@@ -173,12 +173,11 @@ struct bd_record {
 	char		 home[1200];
 	pid_t		 pid;
 };
-int	bd_record_prepare(struct bd_record *r, const char *store, char *why,
-	    size_t whylen);
+int	bd_record_prepare(struct bd_record *r, const char *store, char *why);
 int	bd_record_catch_up(struct bd_record *r, unsigned idle_s,
 	    volatile sig_atomic_t *stop);
 int	bd_record_start(struct bd_record *r);
-int	bd_record_alive(struct bd_record *r, char *why, size_t whylen);
+int	bd_record_alive(struct bd_record *r, char *why);
 void	bd_record_stop(struct bd_record *r);
 
 #endif

@@ -268,7 +268,7 @@ static int
 render(struct board *bd, int force)
 {
 	json_t *snap;
-	char why[512];
+	char why[TL_WHY_MAX];
 	int rc = 0;
 
 	serve_requests(bd);
@@ -279,7 +279,7 @@ render(struct board *bd, int force)
 	    == NULL)
 		return ENOMEM;
 	if (bd->html != NULL && (rc = bd_render_html(bd->html, snap,
-	    bd->source, why, sizeof(why))) != 0)
+	    bd->source, why)) != 0)
 		warnx_("html: %s", why);
 	if (bd->srv != NULL) {
 		char *page;
@@ -430,7 +430,7 @@ run_local(struct board *bd, const char *home)
 	struct tl_sub *sub = NULL;
 	struct tl_log *log = NULL;
 	struct tl_event ev;
-	char logdir[1300], why[512], cwhy[TL_WHY_MAX];
+	char logdir[1300], why[TL_WHY_MAX], cwhy[TL_WHY_MAX];
 	int rc, what, n;
 	json_int_t pos;
 	uint64_t viewpos;
@@ -450,8 +450,7 @@ run_local(struct board *bd, const char *home)
 		goto out;
 	pos = json_integer_value(json_object_get(bd_meta(bd->st), "pos"));
 	bd_store_abort(bd->st);
-	if ((rc = bd_mirror_open(bd->store, &bd->mirror, why,
-	    sizeof(why))) != 0) {
+	if ((rc = bd_mirror_open(bd->store, &bd->mirror, why)) != 0) {
 		warnx_("copy of the log: %s", why);
 		goto out;
 	}
@@ -469,8 +468,7 @@ run_local(struct board *bd, const char *home)
 		goto out;
 	mark_changed(bd);
 	while (!stop) {
-		if (bd->record != NULL && !bd_record_alive(bd->record, why,
-		    sizeof(why))) {
+		if (bd->record != NULL && !bd_record_alive(bd->record, why)) {
 			warnx_("%s", why);
 			rc = EIO;
 			break;
@@ -550,12 +548,12 @@ amqp_session(struct board *bd, struct amqp_src *src, int *progress)
 {
 	struct tl_amqp *a = NULL;
 	struct tl_amqp_delivery d;
-	char why[256];
+	char why[TL_WHY_MAX];
 	uint64_t last_msg = mono_ms(), tag = 0;
 	int rc, n, what;
 
 	*progress = 0;
-	if ((rc = tl_amqp_connect(&src->conf, &a, why, sizeof(why))) != 0) {
+	if ((rc = tl_amqp_connect(&src->conf, &a, why)) != 0) {
 		warnx_("%s: %s", bd->source, why);
 		return rc;
 	}
@@ -716,7 +714,7 @@ main(int argc, char **argv)
 	struct sigaction sa;
 	const char *home = getenv("TALLY_HOME"), *store = NULL, *url = NULL;
 	const char *pwfile = NULL, *serve = NULL;
-	char storebuf[1100], homebuf[1100], why[512];
+	char storebuf[1100], homebuf[1100], why[TL_WHY_MAX];
 	int c, rc, ex = EXIT_OK;
 
 	memset(&bd, 0, sizeof(bd));
@@ -852,8 +850,7 @@ main(int argc, char **argv)
 		rec.user = src.conf.user;
 		rec.password = src.password;
 		rec.ca = src.conf.cafile;
-		if ((rc = bd_record_prepare(&rec, store, why,
-		    sizeof(why))) != 0) {
+		if ((rc = bd_record_prepare(&rec, store, why)) != 0) {
 			warnx_("store: %s", why);
 			return EXIT_FAIL;
 		}
@@ -891,8 +888,7 @@ main(int argc, char **argv)
 		src.conf.password = src.password;
 		src.conf.heartbeat = 30;
 	}
-	if (serve != NULL && tl_httpd_addr_ok("--serve", serve, why,
-	    sizeof(why)) != 0) {
+	if (serve != NULL && tl_httpd_addr_ok("--serve", serve, why) != 0) {
 		warnx_("%s", why);
 		return EXIT_USAGE;
 	}
@@ -918,14 +914,13 @@ main(int argc, char **argv)
 	}
 	bd.tty = isatty(STDOUT_FILENO);
 	bd.store = store;
-	if ((rc = bd_store_open(store, &bd.st, why, sizeof(why))) != 0) {
+	if ((rc = bd_store_open(store, &bd.st, why)) != 0) {
 		warnx_("store: %s", why);
 		bd_record_stop(&rec);
 		return EXIT_FAIL;
 	}
 	if (serve != NULL) {
-		if (tl_httpd_start(serve, &serve_conf, &bd.srv, why,
-		    sizeof(why)) != 0) {
+		if (tl_httpd_start(serve, &serve_conf, &bd.srv, why) != 0) {
 			warnx_("%s", why);
 			bd_store_close(bd.st);
 			bd_record_stop(&rec);

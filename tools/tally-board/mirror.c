@@ -86,8 +86,7 @@ struct bd_mirror {
 	int		 check;	/* TALLY_BOARD_CHECK */
 };
 int
-bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
-    size_t whylen)
+bd_mirror_open(const char *store, struct bd_mirror **out, char *why)
 {
 	struct bd_mirror *m;
 	struct tl_txn *t;
@@ -97,11 +96,11 @@ bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
 	*out = NULL;
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/mirror", store) >=
 	    sizeof(dir)) {
-		snprintf(why, whylen, "%s: path too long", store);
+		snprintf(why, TL_WHY_MAX, "%s: path too long", store);
 		return ENAMETOOLONG;
 	}
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-		snprintf(why, whylen, "%s: %s", dir, strerror(errno));
+		snprintf(why, TL_WHY_MAX, "%.400s: %s", dir, strerror(errno));
 		return errno;
 	}
 	if ((m = calloc(1, sizeof(*m))) == NULL)
@@ -117,7 +116,7 @@ bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
 	if (rc == TL_ENOTFOUND)
 		rc = tl_log_open(dir, TL_LOG_CREATE, &m->log);
 	if (rc != 0) {
-		snprintf(why, whylen, "%s: %s", dir, tl_strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%.400s: %s", dir, tl_strerror(rc));
 		json_decref(m->touched);
 		free(m);
 		return rc;
@@ -127,7 +126,7 @@ bd_mirror_open(const char *store, struct bd_mirror **out, char *why,
 		tl_log_abort(t);
 	}
 	if (rc != 0) {
-		snprintf(why, whylen, "%s: %s", dir, tl_strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%.400s: %s", dir, tl_strerror(rc));
 		bd_mirror_close(m);
 		return rc;
 	}

@@ -47,8 +47,7 @@ record_log(int level, const char *fmt, va_list ap)
 }
 
 int
-bd_record_prepare(struct bd_record *r, const char *store, char *why,
-    size_t whylen)
+bd_record_prepare(struct bd_record *r, const char *store, char *why)
 {
 	struct tl_log *log;
 	char dir[1300];
@@ -56,19 +55,19 @@ bd_record_prepare(struct bd_record *r, const char *store, char *why,
 
 	if ((size_t)snprintf(r->home, sizeof(r->home), "%s/record", store) >=
 	    sizeof(r->home)) {
-		snprintf(why, whylen, "%s: path too long", store);
+		snprintf(why, TL_WHY_MAX, "%s: path too long", store);
 		return ENAMETOOLONG;
 	}
 	snprintf(dir, sizeof(dir), "%s/log", r->home);
 	if ((rc = bd_mkdirs(dir)) != 0) {
-		snprintf(why, whylen, "%s: %s", dir, strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%.400s: %s", dir, strerror(rc));
 		return rc;
 	}
 	/* Made here, so that the board finds it before the copy runs. */
 	if ((rc = tl_log_open(dir, 0, &log)) == TL_ENOTFOUND)
 		rc = tl_log_open(dir, TL_LOG_CREATE, &log);
 	if (rc != 0) {
-		snprintf(why, whylen, "%s: %s", dir, tl_strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%.400s: %s", dir, tl_strerror(rc));
 		return rc;
 	}
 	tl_log_close(log);
@@ -135,7 +134,7 @@ bd_record_start(struct bd_record *r)
 }
 
 int
-bd_record_alive(struct bd_record *r, char *why, size_t whylen)
+bd_record_alive(struct bd_record *r, char *why)
 {
 	int st;
 
@@ -143,12 +142,12 @@ bd_record_alive(struct bd_record *r, char *why, size_t whylen)
 		return 1;
 	r->pid = -1;
 	if (WIFEXITED(st))
-		snprintf(why, whylen, "the copy of the record stopped (exit %d%s)",
-		    WEXITSTATUS(st), WEXITSTATUS(st) == 5 ? ": the record "
-		    "cannot be trusted past its last event" : "");
+		snprintf(why, TL_WHY_MAX, "the copy of the record stopped "
+		    "(exit %d%s)", WEXITSTATUS(st), WEXITSTATUS(st) == 5 ?
+		    ": the record cannot be trusted past its last event" : "");
 	else
-		snprintf(why, whylen, "the copy of the record was killed by "
-		    "signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+		snprintf(why, TL_WHY_MAX, "the copy of the record was killed "
+		    "by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 	return 0;
 }
 

@@ -1451,19 +1451,19 @@ page_write(FILE *fp, const json_t *snap, const char *source, int live)
 
 int
 bd_render_html(const char *path, const json_t *snap, const char *source,
-    char *why, size_t whylen)
+    char *why)
 {
 	char tmp[4200];
 	FILE *fp;
 	int fd;
 
 	if (strlen(path) > 4000) {
-		snprintf(why, whylen, "path too long");
+		snprintf(why, TL_WHY_MAX, "path too long");
 		return ENAMETOOLONG;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
 	if ((fd = mkstemp(tmp)) < 0 || (fp = fdopen(fd, "w")) == NULL) {
-		snprintf(why, whylen, "%s: %s", tmp, strerror(errno));
+		snprintf(why, TL_WHY_MAX, "%.400s: %s", tmp, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return errno;
@@ -1471,14 +1471,14 @@ bd_render_html(const char *path, const json_t *snap, const char *source,
 	fchmod(fd, 0644);
 	page_write(fp, snap, source, 0);
 	if (fflush(fp) != 0 || fsync(fileno(fp)) != 0 || ferror(fp)) {
-		snprintf(why, whylen, "%s: %s", tmp, strerror(errno));
+		snprintf(why, TL_WHY_MAX, "%.400s: %s", tmp, strerror(errno));
 		fclose(fp);
 		unlink(tmp);
 		return EIO;
 	}
 	fclose(fp);
 	if (rename(tmp, path) != 0) {
-		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		snprintf(why, TL_WHY_MAX, "%s: %s", path, strerror(errno));
 		unlink(tmp);
 		return errno;
 	}

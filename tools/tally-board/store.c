@@ -52,8 +52,7 @@ bd_mkdirs(const char *dir)
 }
 
 int
-bd_store_open(const char *dir, struct bd_store **out, char *why,
-    size_t whylen)
+bd_store_open(const char *dir, struct bd_store **out, char *why)
 {
 	struct bd_store *st;
 	MDB_txn *txn;
@@ -61,7 +60,7 @@ bd_store_open(const char *dir, struct bd_store **out, char *why,
 
 	*out = NULL;
 	if ((rc = bd_mkdirs(dir)) != 0) {
-		snprintf(why, whylen, "%s: %s", dir, strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%s: %s", dir, strerror(rc));
 		return rc;
 	}
 	if ((st = calloc(1, sizeof(*st))) == NULL)
@@ -70,13 +69,13 @@ bd_store_open(const char *dir, struct bd_store **out, char *why,
 	    (rc = mdb_env_set_mapsize(st->env, (size_t)1 << 30)) != 0 ||
 	    (rc = mdb_env_open(st->env, dir, 0, 0600)) != 0 ||
 	    (rc = mdb_txn_begin(st->env, NULL, 0, &txn)) != 0) {
-		snprintf(why, whylen, "%s: %s", dir, mdb_strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%s: %s", dir, mdb_strerror(rc));
 		bd_store_close(st);
 		return rc;
 	}
 	if ((rc = mdb_dbi_open(txn, NULL, 0, &st->dbi)) != 0 ||
 	    (rc = mdb_txn_commit(txn)) != 0) {
-		snprintf(why, whylen, "%s: %s", dir, mdb_strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%s: %s", dir, mdb_strerror(rc));
 		bd_store_close(st);
 		return rc;
 	}

@@ -148,7 +148,7 @@ tn_cert_take(int statefd, const char *gf, uint64_t version,
 
 	path_of(name, sizeof(name), gf, version, "key");
 	if ((rc = slurp(statefd, name, 1, &key)) != 0) {
-		snprintf(why, TL_X509_WHY_MAX, "no key of this node's for it");
+		snprintf(why, TL_WHY_MAX, "no key of this node's for it");
 		return rc == ENOENT ? TL_EREFUSED : rc;
 	}
 	if ((rc = tl_x509_cert_of_key(cert, key, why)) == 0) {

@@ -33,34 +33,35 @@ tn_dir_top(const char *path, mode_t mode, int search, int *fd, char *why)
 
 	*fd = -1;
 	if (mkdir(path, mode) != 0 && errno != EEXIST) {
-		snprintf(why, 200, "%s: %s", path, strerror(errno));
+		snprintf(why, TL_WHY_MAX, "%s: %s", path, strerror(errno));
 		return errno;
 	}
 	if ((d = open(path, DIRFLAGS)) < 0) {
 		int e = errno;
 
-		snprintf(why, 200, "%s: %s", path, e == ELOOP || e == ENOTDIR ?
+		snprintf(why, TL_WHY_MAX, "%s: %s", path,
+		    e == ELOOP || e == ENOTDIR ?
 		    "not a directory (a symlink is not followed)" :
 		    strerror(e));
 		return e;
 	}
 	if (fstat(d, &st) != 0) {
-		snprintf(why, 200, "%s: %s", path, strerror(errno));
+		snprintf(why, TL_WHY_MAX, "%s: %s", path, strerror(errno));
 		close(d);
 		return EIO;
 	}
 	if (st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
-		snprintf(why, 200, "%s is owned by uid %ld, mode %04o: the "
-		    "agent writes only into a directory of its own that no one "
-		    "else can write (chown it to uid %ld, chmod go-w)", path,
-		    (long)st.st_uid, (unsigned)(st.st_mode & 07777),
+		snprintf(why, TL_WHY_MAX, "%s is owned by uid %ld, mode %04o: "
+		    "the agent writes only into a directory of its own that no "
+		    "one else can write (chown it to uid %ld, chmod go-w)",
+		    path, (long)st.st_uid, (unsigned)(st.st_mode & 07777),
 		    (long)geteuid());
 		close(d);
 		return TL_EINVAL;
 	}
 	if (search && (st.st_mode & 011) != 011 &&
 	    fchmod(d, (st.st_mode & 07777) | 0111) != 0) {
-		snprintf(why, 200, "%s: %s", path, strerror(errno));
+		snprintf(why, TL_WHY_MAX, "%s: %s", path, strerror(errno));
 		close(d);
 		return errno;
 	}

@@ -652,7 +652,7 @@ owner(const struct modconf *mc, struct tn_owner *o)
 static int
 not_after(json_t *files, const struct tl_dlv *d, char out[21])
 {
-	char cn[TL_DLV_FILE_NAME_MAX + 1], why[TL_X509_WHY_MAX];
+	char cn[TL_DLV_FILE_NAME_MAX + 1], why[TL_WHY_MAX];
 	struct tl_x509_info info;
 	const char *pem;
 	struct tm tm;
@@ -1750,7 +1750,7 @@ deliver(struct agent *ag, const void *sealed, size_t slen)
 		goto out;
 	}
 	if (o.d.has_keyreq) {
-		char f[200], why[TL_X509_WHY_MAX] = "";
+		char f[200], why[TL_WHY_MAX] = "";
 		int have = 0;
 
 		/* The key, made here; its request waits in the reports. */
@@ -1802,7 +1802,7 @@ static int
 certificate(struct agent *ag, const char *grant, uint64_t version,
     const char *cert)
 {
-	char f[200], why[TL_X509_WHY_MAX] = "";
+	char f[200], why[TL_WHY_MAX] = "";
 	struct held h;
 	int rc;
 
@@ -2285,30 +2285,30 @@ cp_signed(struct agent *ag, const struct tl_amqp_delivery *d, char *why)
 	int rc;
 
 	if (d->sig[0] == '\0') {
-		snprintf(why, 200, "unsigned (no \"sig\" header): not from "
-		    "the control plane");
+		snprintf(why, TL_WHY_MAX, "unsigned (no \"sig\" header): not "
+		    "from the control plane");
 		return TL_ESECRET;
 	}
 	if (d->seq <= 0) {
-		snprintf(why, 200, "no \"seq\" header");
+		snprintf(why, TL_WHY_MAX, "no \"seq\" header");
 		return TL_ESECRET;
 	}
 	if (sodium_hex2bin(sig, sizeof(sig), d->sig, strlen(d->sig), NULL,
 	    &got, NULL) != 0 || got != sizeof(sig)) {
-		snprintf(why, 200, "bad signature: not %d bytes of hex",
+		snprintf(why, TL_WHY_MAX, "bad signature: not %d bytes of hex",
 		    TL_SIGN_LEN);
 		return TL_ESECRET;
 	}
 	if ((rc = tl_nw_cp_message(ag->node, d->type, (uint64_t)d->seq, d->body,
 	    d->len, &msg, &mlen)) != 0) {
-		snprintf(why, 200, "%s", tl_strerror(rc));
+		snprintf(why, TL_WHY_MAX, "%s", tl_strerror(rc));
 		return rc;
 	}
 	rc = tl_secret_verify(ag->key->cp_pk, msg, mlen, sig);
 	free(msg);
 	if (rc != 0)
-		snprintf(why, 200, "bad signature: not the control plane's "
-		    "key (the one in the node's key file)");
+		snprintf(why, TL_WHY_MAX, "bad signature: not the control "
+		    "plane's key (the one in the node's key file)");
 	return rc;
 }
 
@@ -2360,13 +2360,13 @@ static int
 from_amqp(struct agent *ag)
 {
 	struct tl_amqp_delivery d;
-	char why[512] = "", q[96];
+	char why[TL_WHY_MAX] = "", q[96];
 	int rc;
 
 	snprintf(q, sizeof(q), "tally.node.%s", ag->node);
 	read_cp_seq(ag);
 	ag->conf.password = ag->password;
-	if ((rc = tl_amqp_connect(&ag->conf, &ag->a, why, sizeof(why))) != 0) {
+	if ((rc = tl_amqp_connect(&ag->conf, &ag->a, why)) != 0) {
 		say("error", "%s: %s", ag->url, why[0] ? why : tl_strerror(rc));
 		return rc;
 	}
@@ -2651,7 +2651,7 @@ main(int argc, char **argv)
 	struct sigaction sa;
 	const char *keyfile = NULL, *pwfile = NULL, *user = NULL;
 	const char *amqp_ca = NULL, *maddr = NULL;
-	char why[200] = "", statebuf[300];
+	char why[TL_WHY_MAX] = "", statebuf[300];
 	void *secrets;
 	int c, rc, ex = EXIT_OK, search = 0;
 
@@ -2683,7 +2683,7 @@ main(int argc, char **argv)
 		case 'A': ag.acks = optarg; break;
 		case 'o': ag.once = 1; break;
 		case 'M':
-			if (tl_mx_addr_ok(optarg, why, sizeof(why)) != 0) {
+			if (tl_mx_addr_ok(optarg, why) != 0) {
 				fprintf(stderr, "tally-node: %s\n", why);
 				ex = EXIT_USAGE;
 				goto out;
@@ -2806,7 +2806,7 @@ main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	if (maddr != NULL) {
-		if (tl_mx_start(maddr, &ag.mx, why, sizeof(why)) != 0) {
+		if (tl_mx_start(maddr, &ag.mx, why) != 0) {
 			say("error", "%s", why);
 			ex = EXIT_FAIL;
 			goto out;

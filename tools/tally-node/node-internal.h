@@ -40,7 +40,7 @@ struct tn_owner {
 /*
  * Opens (creating it, mode, when absent) the top directory path: the
  * one thing opened by path.  Refused (TL_EINVAL, the reason in why,
- * 200 bytes) when it is not a directory, is a symlink, is not owned by
+ * TL_WHY_MAX bytes) when it is not a directory, is a symlink, is not owned by
  * the agent's uid or is writable by group or others: someone else
  * could already have put something in it.  search: others must be able
  * to traverse it (a module's user reads its files below it): the x
@@ -90,7 +90,7 @@ int	tn_name_ok(const char *name);
 /*
  * certs.c: a certificate grant's key, request and certificate, in the
  * state directory statefd, named by gf (the grant as its .state file's
- * name) and version.  why: TL_X509_WHY_MAX bytes.
+ * name) and version.  why: TL_WHY_MAX bytes.
  *
  * tn_cert_prepare: the key kr asks for (made now when there is none)
  * and, unless a certificate for it is kept (*have_cert 1), a signing

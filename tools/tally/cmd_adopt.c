@@ -68,15 +68,15 @@ struct took {
 	/* Found by their mark (login not ""): recorded beside resource. */
 	char	 owner[TL_DRV_NAME_MAX];
 	char	 login[TL_DRV_NAME_MAX];
-	char	 what[TL_DRV_WHY_MAX];		/* what was found */
-	char	 why[TL_DRV_WHY_MAX + 16];	/* skipped: why */
+	char	 what[TL_WHY_MAX];		/* what was found */
+	char	 why[TL_WHY_MAX + 16];	/* skipped: why */
 };
 
 /* What tallyd --find-adopt said of one grant. */
 struct found {
 	char	 grant[TL_GRANT_ID_MAX + 1];
 	struct tl_drv_names n;
-	char	 what[TL_DRV_WHY_MAX];
+	char	 what[TL_WHY_MAX];
 	int	 ok;
 };
 
@@ -181,7 +181,7 @@ adoptable(const struct adopt_arg *a, const struct tl_grant *g,
 {
 	struct tl_drv_name_in in;
 	struct tl_drv_names out;
-	char why[TL_DRV_WHY_MAX] = "";
+	char why[TL_WHY_MAX] = "";
 
 	if (!may_adopt(a, g, t))
 		return 0;

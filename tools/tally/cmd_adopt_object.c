@@ -220,7 +220,7 @@ seal_secret(struct tl_ctx *c, const struct obj_arg *a, const char *field,
 {
 	struct tl_key key;
 	uint8_t *ct;
-	char path[1100], ad[TL_KEY_MAX], why[160] = "";
+	char path[1100], ad[TL_KEY_MAX], why[TL_WHY_MAX] = "";
 	size_t n = strlen(a->secret);
 	int rc;
 
@@ -248,7 +248,7 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 	struct taken_arg ta = { a, "" };
 	struct tl_grant g;
 	struct tl_body b;
-	char why[TL_DRV_WHY_MAX], k[TL_KEY_MAX], stream[TL_KEY_MAX];
+	char why[TL_WHY_MAX], k[TL_KEY_MAX], stream[TL_KEY_MAX];
 	int rc;
 
 	a->waiting = 0;

@@ -141,8 +141,9 @@ assign_one(struct tl_ctx *c, struct assign_arg *a)
 
 	if ((rc = consumer_settings(c, a)) != 0)
 		return rc;
-	if ((rc = tl_dec_assign_parts(c, a->module, a->node, a->expose, a->set,
-	    a->nset, a->parts, a->changes, a->cap)) != 0 ||
+	if ((rc = tl_dec_assign(c, a->module, a->node, &(struct tl_assign){
+	    .expose = a->expose, .set = a->set, .nset = a->nset,
+	    .parts = a->parts, .changes = a->changes, .cap = a->cap })) != 0 ||
 	    a->consolidate == NULL)
 		return rc;
 	return tl_dec_consolidate(c, a->module, a->node, a->consolidate,
@@ -186,7 +187,7 @@ prepare(struct tl_ctx *c, struct assign_many *am)
 	struct assign_prep *x = am->prep;
 	struct cli_prep *pr = x->pr;
 	struct assign_arg *a = am->a;
-	char why[160] = "", path[1200];
+	char why[TL_WHY_MAX] = "", path[1200];
 	size_t i;
 	int rc;
 
@@ -585,7 +586,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 	}
 	ex = TL_EXIT_USAGE;
 	if (nsecret > 0) {
-		char why[160] = "", path[1200];
+		char why[TL_WHY_MAX] = "", path[1200];
 
 		snprintf(path, sizeof(path), "%s/master.key", cli->home);
 		if (tl_secret_load(path, &key, why) != 0) {
@@ -599,7 +600,7 @@ cmd_assign(struct tl_cli *cli, int argc, char **argv)
 		for (i = 0; i < nsecret; i++) {
 			/* A PEM key (decl.h: TL_DRV_PEM_KEY) or a line. */
 			char val[TL_DRV_KEY_MAX + 2];
-			char prompt[96], kwhy[TL_DRV_WHY_MAX];
+			char prompt[96], kwhy[TL_WHY_MAX];
 			const struct tl_drv_setting *pk =
 			    kind_of(secrets[i], TL_DRV_PEM_KEY);
 			size_t n;

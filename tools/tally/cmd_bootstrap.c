@@ -360,7 +360,7 @@ decl_check(const struct bs_bundle *b, const struct bs_decl *dc,
 	static const struct tl_drv_setting any = { "", "", 0, TL_DRV_STRING,
 	    "" };
 	const struct tl_drv_setting *s;
-	char why[TL_DRV_WHY_MAX], known[600] = "";
+	char why[TL_WHY_MAX], known[600] = "";
 	const char *w;
 	size_t i, off = 0;
 
@@ -635,7 +635,7 @@ bundle_load(const char *file, const char *home, struct bs_bundle *b)
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	yaml_node_t *root, *n;
-	char tmp[BS_PATH], why[400];
+	char tmp[BS_PATH], why[TL_WHY_MAX];
 	unsigned char *seen;
 	FILE *fp;
 	int ex = TL_EXIT_REFUSED;
@@ -706,7 +706,7 @@ bundle_load(const char *file, const char *home, struct bs_bundle *b)
 	if ((ex = str_into(b, get(&doc, n, "routable-name"),
 	    "node.routable-name", b->routable, sizeof(b->routable))) != 0)
 		goto done;
-	if (!cli_routable_ok(b->routable, why, sizeof(why))) {
+	if (!cli_routable_ok(b->routable, why)) {
 		ex = bad(b, get(&doc, n, "routable-name"),
 		    "node.routable-name", "%s", why);
 		goto done;

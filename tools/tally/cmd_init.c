@@ -284,7 +284,7 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 	};
 	struct tl_cconf cc;
 	const char *etcd = NULL, *cmesh = NULL, *snap = NULL;
-	char cwhy[160];
+	char cwhy[TL_WHY_MAX];
 	uint64_t u;
 	struct init_arg ia;
 	struct tl_log *log;
@@ -348,7 +348,7 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 	}
 	if (etcd != NULL) {
 		snprintf(cc.endpoints, sizeof(cc.endpoints), "%s", etcd);
-		if (tl_cconf_check(&cc, cwhy, sizeof(cwhy)) != 0) {
+		if (tl_cconf_check(&cc, cwhy) != 0) {
 			cli_errx("%s", cwhy);
 			return TL_EXIT_USAGE;
 		}
@@ -368,7 +368,7 @@ cmd_init(struct tl_cli *cli, int argc, char **argv)
 		return init_cluster(cli, &cc, standby, snap);
 	}
 	if (lkey != NULL && tl_secret_leader_key_parse(lkey, lpk) != 0) {
-		char why[160];
+		char why[TL_WHY_MAX];
 
 		if ((rc = tl_secret_leader_key_load(lkey, lpk, why)) != 0) {
 			cli_errx("--leader-key %s: neither 64 hex digits nor a "

@@ -134,7 +134,7 @@ do_add(struct tl_ctx *c, void *arg)
 			    "node %s: not taken for node %s (give another "
 			    "--key-out)", a->keyfile, sk.name, a->name);
 	}
-	return tl_dec_node_add_ex(c, a->name, a->routable, a->pk, a->spk,
+	return tl_dec_node_add(c, a->name, a->routable, a->pk, a->spk,
 	    a->cpk);
 }
 
@@ -152,7 +152,7 @@ static int
 cp_key(const struct tl_cli *cli, uint8_t pk[TL_SIGN_PUBLEN])
 {
 	struct tl_key key = { NULL };
-	char why[160] = "", path[1200];
+	char why[TL_WHY_MAX] = "", path[1200];
 
 	snprintf(path, sizeof(path), "%s/master.key", cli->home);
 	if (tl_secret_load(path, &key, why) != 0) {
@@ -173,7 +173,7 @@ static int
 rekey(struct tl_cli *cli, struct add_arg *a, const char *keyfile)
 {
 	struct tl_node_key nk;
-	char why[160] = "";
+	char why[TL_WHY_MAX] = "";
 	int rc, ex;
 
 	if ((ex = cp_key(cli, a->cpk)) != 0)
@@ -427,7 +427,7 @@ static int
 key_place(struct add_arg *a, struct tl_node_key *nk, const char *keyout,
     const char *tmp, int *created)
 {
-	char why[160] = "";
+	char why[TL_WHY_MAX] = "";
 	const char *from = NULL;
 	int rc;
 
@@ -494,7 +494,7 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 	struct add_arg a;
 	struct tl_node_key nk;
 	const char *keyout = NULL;
-	char tmp[4200], why[400];
+	char tmp[4200], why[TL_WHY_MAX];
 	int c, ex, yes = 0, created = 0;
 
 	memset(&a, 0, sizeof(a));
@@ -592,7 +592,7 @@ cmd_node(struct tl_cli *cli, int argc, char **argv)
 		    "address other machines can reach)");
 		return TL_EXIT_USAGE;
 	}
-	if (!cli_routable_ok(a.routable, why, sizeof(why))) {
+	if (!cli_routable_ok(a.routable, why)) {
 		cli_errx("--routable-name: %s", why);
 		return TL_EXIT_REFUSED;
 	}

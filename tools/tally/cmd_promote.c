@@ -235,7 +235,7 @@ cmd_promote(struct tl_cli *cli, int argc, char **argv)
 	struct promote_arg pa;
 	struct tl_key key = { NULL };
 	uint8_t *sk = NULL;
-	char path[1200], why[160] = "";
+	char path[1200], why[TL_WHY_MAX] = "";
 	uint64_t promoted = 0;
 	long holder = 0;
 	int c, rc, yes = 0, fd = -1, standby = 0;

@@ -41,7 +41,7 @@ struct move_arg {
 	size_t		 nover;
 	struct tl_key	 key;
 	int		 have_key;
-	char		 keywhy[200];
+	char		 keywhy[TL_WHY_MAX];
 	char		 module[64];
 	size_t		 rotated;
 };

@@ -219,7 +219,7 @@ configure(struct tl_cli *cli, int argc, char **argv)
 	}
 	if (secret) {
 		struct tl_key key;
-		char why[160] = "", path[1200], pw[256];
+		char why[TL_WHY_MAX] = "", path[1200], pw[256];
 		const char *ad = TL_PUBLISHER_STREAM ":password";
 		size_t n;
 
@@ -339,7 +339,7 @@ status(struct tl_cli *cli, int argc, char **argv)
 	struct tl_event ev;
 	json_t *cfg = NULL, *out, *state;
 	struct tl_key key = { NULL };
-	char kpath[1200], kwhy[160], pkhex[2 * TL_SIGN_PUBLEN + 1] = "";
+	char kpath[1200], kwhy[TL_WHY_MAX], pkhex[2 * TL_SIGN_PUBLEN + 1] = "";
 	uint64_t ck = 0, last = 0, cfgseq = 0;
 	int c, rc, have_ck;
 

@@ -130,8 +130,8 @@ cmd_rebuild(struct tl_cli *cli, int argc, char **argv)
 	if (ra.check && tl_log_size(cli->log, &used, &map) == 0 &&
 	    map < used * 2) {
 		cli_close(cli);
-		if ((rc = tl_log_open_ex(cli->logdir, 0, (size_t)used * 2,
-		    &cli->log)) != 0)
+		if ((rc = tl_log_open_opts(cli->logdir, &(struct tl_log_opts){
+		    .mapsize = (size_t)used * 2 }, &cli->log)) != 0)
 			return cli_fail(cli, rc, "open the log");
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);

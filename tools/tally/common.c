@@ -139,19 +139,19 @@ tl_commit_fn cli_commit_hook;
 int
 cli_open_log(struct tl_cli *cli, unsigned flags)
 {
-	char why[TL_LOG_WHY_MAX];
+	char why[TL_WHY_MAX];
 	int rc;
 
-	rc = tl_log_open_why(cli->logdir, flags & ~CLI_OPEN_READER, 0,
-	    &cli->log, why);
+	rc = tl_log_open_opts(cli->logdir, &(struct tl_log_opts){
+	    .flags = flags & ~CLI_OPEN_READER, .why = why }, &cli->log);
 	if (rc == EROFS && (flags & CLI_OPEN_READER)) {
 		/*
 		 * A read-only file system: read as a reader does (no
 		 * lock file).  Projections behind the log cannot be caught up
 		 * then, and cli_read says so.
 		 */
-		rc = tl_log_open_why(cli->logdir, TL_LOG_RDONLY, 0, &cli->log,
-		    why);
+		rc = tl_log_open_opts(cli->logdir, &(struct tl_log_opts){
+		    .flags = TL_LOG_RDONLY, .why = why }, &cli->log);
 	}
 	switch (rc) {
 	case 0:
@@ -188,15 +188,15 @@ cli_close(struct tl_cli *cli)
 }
 
 int
-cli_routable_ok(const char *h, char *why, size_t cap)
+cli_routable_ok(const char *h, char *why)
 {
 	struct in6_addr a6;
 	const char *colon = strchr(h, ':');
 	size_t i, n = strlen(h);
 
 	if (colon != NULL && strchr(colon + 1, ':') == NULL) {
-		snprintf(why, cap, "'%s' is HOST:PORT: a routable name is the "
-		    "host alone (%.*s); each provider's port is its own "
+		snprintf(why, TL_WHY_MAX, "'%s' is HOST:PORT: a routable name "
+		    "is the host alone (%.*s); each provider's port is its own "
 		    "setting (tally assign … --set port=N)", h,
 		    (int)(colon - h), h);
 		return 0;
@@ -204,21 +204,22 @@ cli_routable_ok(const char *h, char *why, size_t cap)
 	if (colon != NULL) {
 		if (inet_pton(AF_INET6, h, &a6) == 1)
 			return 1;
-		snprintf(why, cap, "'%s' is neither a host name nor an IPv6 "
-		    "address", h);
+		snprintf(why, TL_WHY_MAX, "'%s' is neither a host name nor an "
+		    "IPv6 address", h);
 		return 0;
 	}
 	if (n == 0 || n > 253) {
-		snprintf(why, cap, "'%s': a host name is 1-253 bytes", h);
+		snprintf(why, TL_WHY_MAX, "'%s': a host name is 1-253 bytes",
+		    h);
 		return 0;
 	}
 	for (i = 0; i < n; i++)
 		if (!(h[i] == '.' || h[i] == '-' || (h[i] >= 'a' &&
 		    h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
 		    (h[i] >= '0' && h[i] <= '9'))) {
-			snprintf(why, cap, "'%s' is not a host name or address "
-			    "(1-253 of letters, digits, '.', '-'; or an IPv6 "
-			    "address)", h);
+			snprintf(why, TL_WHY_MAX, "'%s' is not a host name or "
+			    "address (1-253 of letters, digits, '.', '-'; or "
+			    "an IPv6 address)", h);
 			return 0;
 		}
 	return 1;

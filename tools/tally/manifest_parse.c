@@ -45,7 +45,7 @@ static const char *
 parse_window(struct ctx *c, const struct node *v, const char *path)
 {
 	struct tl_win w;
-	char why[TL_WIN_WHY_MAX];
+	char why[TL_WHY_MAX];
 	const char *s;
 
 	if ((s = mf_want_str(c, v, path)) == NULL)
@@ -98,7 +98,7 @@ parse_params(struct ctx *c, struct node *map, const char *path,
 	const struct tl_drv_decl *d = tl_drv_decl_for_type(r->type);
 	const struct tl_drv_param *p;
 	const char **pv;
-	char f[FIELD], why[TL_DRV_WHY_MAX], *joined;
+	char f[FIELD], why[TL_WHY_MAX], *joined;
 	size_t np = 0, n = 0, len;
 	struct node *v, *it;
 
@@ -480,7 +480,7 @@ parse_access(struct ctx *c, struct node *map, const char *path,
 	const struct tl_drv_decl *drv;
 	struct node *a, *o;
 	const char *s, *slash, *at;
-	char f[FIELD], q[QUOTE], why[TL_DRV_WHY_MAX];
+	char f[FIELD], q[QUOTE], why[TL_WHY_MAX];
 	size_t n;
 
 	a = mf_get(map, "access", NULL);
@@ -543,7 +543,7 @@ parse_req(struct ctx *c, const struct tl_mf_module *m, const struct node *key,
 	const char *s;
 	const struct tl_drv_decl *drv;
 	char f[FIELD], q[QUOTE], dflt[2 * TL_MF_NAME_MAX + 2];
-	char why[TL_DRV_WHY_MAX];
+	char why[TL_WHY_MAX];
 	const char *allowed[48];
 
 	mf_check_keys(c, map, path, req_allowed(map, allowed, 48));

@@ -93,9 +93,9 @@ void	 cli_fault_at(const char *point);
 /*
  * Is h a node's routable name: a host name, an IPv4 address or an IPv6
  * literal, and never HOST:PORT (the port is each provider's setting)?
- * 1, or 0 with why (cap bytes) saying what is wrong with it.
+ * 1, or 0 with why (TL_WHY_MAX bytes) saying what is wrong with it.
  */
-int	 cli_routable_ok(const char *h, char *why, size_t cap);
+int	 cli_routable_ok(const char *h, char *why);
 void	 cli_print_event_text(FILE *fp, const struct tl_event *ev);
 int	 cli_print_event_json(FILE *fp, const struct tl_event *ev);
 

@@ -49,7 +49,7 @@ struct write_arg {
 	void			*arg;
 	struct cli_write_opts	*o;
 	size_t			 had;	/* entries of cli->appended before */
-	char			 why[1024];
+	char			 why[2 * TL_WHY_MAX];	/* tl_ctx's */
 };
 
 /*

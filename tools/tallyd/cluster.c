@@ -196,7 +196,7 @@ say_standing(struct tl_rx *rx, const char *fmt, ...)
 int
 tl_tallyd_cluster_open(struct tl_rx *rx, struct tl_tallyd_cluster *tc)
 {
-	char why[256];
+	char why[TL_WHY_MAX];
 	int rc;
 
 	memset(tc, 0, sizeof(*tc));

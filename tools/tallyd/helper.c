@@ -68,7 +68,7 @@ static int
 loss_one(const struct tl_grant *g, void *arg)
 {
 	struct loss_arg *la = arg;
-	char what[TL_DRV_WHY_MAX] = "";
+	char what[TL_WHY_MAX] = "";
 	int loses = 0, drop = 0, rc;
 	json_t *o;
 
@@ -146,7 +146,7 @@ find_one(const struct tl_grant *g, void *arg)
 	struct find_arg *fa = arg;
 	const struct tl_drv_decl *dd = tl_drv_decl_for_type(g->type);
 	struct tl_drv_names n;
-	char what[TL_DRV_WHY_MAX] = "";
+	char what[TL_WHY_MAX] = "";
 	int rc;
 
 	if (fa->all && (dd == NULL || TL_GRANT_IS_EMBEDDED(g) ||

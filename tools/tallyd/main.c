@@ -793,7 +793,7 @@ main(int argc, char **argv)
 	};
 	struct tl_rx rx;
 	struct sigaction sa;
-	char logdir[1200], keypath[1200], why[160] = "";
+	char logdir[1200], keypath[1200], why[TL_WHY_MAX] = "";
 	const char *home = getenv("TALLY_HOME");
 	int once = 0, json = 0, c, rc, lockfd = -1, datafd = -1, ino = -1;
 	int check = 0, reportset = 0;
@@ -802,7 +802,7 @@ main(int argc, char **argv)
 	const char *amesh = NULL, *prepare = NULL, *maddr = NULL;
 	int pfd[2] = { -1, -1 };
 	struct tl_chain chain = TL_CHAIN_INIT;
-	char lwhy[TL_LOG_WHY_MAX];
+	char lwhy[TL_WHY_MAX];
 	int ex = EXIT_OK;
 	unsigned interval = 5, once_timeout = 60, vinterval = 30;
 	struct tl_follow_opts fo;
@@ -892,9 +892,9 @@ main(int argc, char **argv)
 			follow = 1;
 			break;
 		case 'M': {
-			char mwhy[300];
+			char mwhy[TL_WHY_MAX];
 
-			if (tl_mx_addr_ok(optarg, mwhy, sizeof(mwhy)) != 0) {
+			if (tl_mx_addr_ok(optarg, mwhy) != 0) {
 				fprintf(stderr, "tallyd: %s\n", mwhy);
 				return EXIT_USAGE;
 			}
@@ -1040,7 +1040,8 @@ main(int argc, char **argv)
 		tl_rx_free(&rx);
 		return ex;
 	}
-	if ((rc = tl_log_open_why(logdir, 0, 0, &rx.log, lwhy)) != 0) {
+	if ((rc = tl_log_open_opts(logdir, &(struct tl_log_opts){ .why = lwhy },
+	    &rx.log)) != 0) {
 		logx(TL_RX_ERR, "cannot open the log at %s: %s", logdir,
 		    rc == TL_ECORRUPT && lwhy[0] ? lwhy : tl_strerror(rc));
 		tl_rx_free(&rx);
@@ -1174,10 +1175,10 @@ main(int argc, char **argv)
 			    (unsigned long long)epoch, checked, bad);
 	}
 	if (maddr != NULL) {
-		char mwhy[300];
+		char mwhy[TL_WHY_MAX];
 		size_t i;
 
-		if ((rc = tl_mx_start(maddr, &mx, mwhy, sizeof(mwhy))) != 0) {
+		if ((rc = tl_mx_start(maddr, &mx, mwhy)) != 0) {
 			logx(TL_RX_ERR, "%s", mwhy);
 			ex = rc == TL_EINVAL ? EXIT_USAGE : EXIT_FAIL;
 			goto out;

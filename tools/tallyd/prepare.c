@@ -48,7 +48,7 @@ tl_tallyd_prepare(const char *driver)
 	const struct tl_drv_ops *ops = tl_drv_find(driver);
 	struct tl_drv_prepared out;
 	const char *given[2 * GIVEN_MAX + 1];
-	char *in, *line, *save = NULL, mesh[64] = "", why[TL_DRV_WHY_MAX] = "";
+	char *in, *line, *save = NULL, mesh[64] = "", why[TL_WHY_MAX] = "";
 	size_t len = 0, ng = 0, i;
 	ssize_t r;
 	int rc, ex = TL_EXIT_OK;

@@ -114,6 +114,27 @@ lock_give(void)
 	s_lock[0] = '\0';
 }
 
+/* Whether rabbit.sh start in dir failed for a port taken meanwhile. */
+static int
+port_taken(const char *dir)
+{
+	char path[4300], line[1024];
+	FILE *fp;
+	int taken = 0;
+
+	snprintf(path, sizeof(path), "%s/start-failed.log", dir);
+	if ((fp = fopen(path, "r")) == NULL)
+		return 0;
+	while (!taken && fgets(line, sizeof(line), fp) != NULL)
+		taken = strstr(line, "could not bind") != NULL ||
+		    strstr(line, "already in use") != NULL ||
+		    strstr(line, "already_used") != NULL ||
+		    strstr(line, "eaddrinuse") != NULL ||
+		    strstr(line, "no verified TLS handshake") != NULL;
+	fclose(fp);
+	return taken;
+}
+
 static int
 server_start(void)
 {
@@ -121,7 +142,7 @@ server_start(void)
 	    getenv("TALLY_TEST_AMQP_PORT"), getenv("TALLY_TEST_AMQP_MGMT_PORT"),
 	    getenv("TALLY_TEST_AMQP_USER"), getenv("TALLY_TEST_AMQP_PASSWORD") };
 	char port[16];
-	int i, p;
+	int i, p, tries;
 
 	for (i = 0; i < 5 && e[i] != NULL && *e[i] != '\0'; i++)
 		;
@@ -150,16 +171,33 @@ server_start(void)
 		return -1;
 	}
 	s_dir = tl_test_tmpdir("rmqdrv");
-	for (p = 47200 + (int)(getpid() % 50) * 20; p < 60000; p += 20) {
-		for (i = 0; i < 14 && tl_test_port_free(p + i); i++)
+	/*
+	 * Above the ephemeral range (32768-60999 by default), as
+	 * tests/integration/rabbit-lib.sh: while the broker starts, a
+	 * client's outgoing socket can take any port in that range, its
+	 * TLS listener's (PORT+14) too.  A block taken meanwhile all the
+	 * same: the next one, three times at most.
+	 */
+	for (p = 61000 + (int)(getpid() % 40) * 20, tries = 0;
+	    p + 15 <= 65535; p += 20) {
+		for (i = 0; i < 16 && tl_test_port_free(p + i); i++)
 			;
-		if (i < 14)
+		if (i < 16)
 			continue;
 		snprintf(port, sizeof(port), "%d", p);
 		if (tl_test_harness_run("rabbit.sh", "start", s_dir, port) == 0)
 			break;
-		snprintf(s_err, sizeof(s_err), "rabbit.sh start %s %s failed "
-		    "(see its messages above)", s_dir, port);
+		if (++tries >= 3 || !port_taken(s_dir)) {
+			snprintf(s_err, sizeof(s_err), "rabbit.sh start %s %s "
+			    "failed (see its messages above)", s_dir, port);
+			return -1;
+		}
+		fprintf(stderr, "check_drv_rabbitmq: RabbitMQ's ports from %s "
+		    "were taken meanwhile: trying the next block\n", port);
+	}
+	if (p + 15 > 65535) {
+		snprintf(s_err, sizeof(s_err), "no free block of 16 ports "
+		    "above 61000 for RabbitMQ");
 		return -1;
 	}
 	if (tl_test_env_get(s_dir, "TALLY_TEST_AMQP_HOST", s_host,

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "binder.h"
 #include "events.h"
@@ -136,14 +137,14 @@ bind(struct tl_ctx *c, const char *gkey, const char *module, const char *req,
 	if ((rc = tl_key(stream, "binding/%s", gkey)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", gkey);
-	tl_body_str(&b, "module", module);
-	tl_body_str(&b, "req", req);
-	tl_body_str(&b, "node", node);
-	tl_body_str(&b, "type", rv->type);
-	tl_body_str(&b, "provider", provider);
-	tl_body_str(&b, "reason", reason);
-	tl_body_str(&b, "state", "bound");
+	tl_body_str(&b, TL_F_GRANT, gkey);
+	tl_body_str(&b, TL_F_MODULE, module);
+	tl_body_str(&b, TL_F_REQ, req);
+	tl_body_str(&b, TL_F_NODE, node);
+	tl_body_str(&b, TL_F_TYPE, rv->type);
+	tl_body_str(&b, TL_F_PROVIDER, provider);
+	tl_body_str(&b, TL_F_REASON, reason);
+	tl_body_str(&b, TL_F_STATE, "bound");
 	rc = tl_emit(c, TL_EV_BINDING_MADE, stream, &b, &seq);
 	tl_body_free(&b);
 	if (rc != 0)
@@ -157,14 +158,14 @@ bind(struct tl_ctx *c, const char *gkey, const char *module, const char *req,
 		return rc;
 	c->cause = seq;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", gkey);
-	tl_body_str(&b, "module", module);
-	tl_body_str(&b, "req", req);
-	tl_body_str(&b, "node", node);
-	tl_body_str(&b, "scope", rv->scope);
-	tl_body_str(&b, "type", rv->type);
-	tl_body_str(&b, "provider", provider);
-	tl_body_str(&b, "resource", rv->resource);
+	tl_body_str(&b, TL_F_GRANT, gkey);
+	tl_body_str(&b, TL_F_MODULE, module);
+	tl_body_str(&b, TL_F_REQ, req);
+	tl_body_str(&b, TL_F_NODE, node);
+	tl_body_str(&b, TL_F_SCOPE, rv->scope);
+	tl_body_str(&b, TL_F_TYPE, rv->type);
+	tl_body_str(&b, TL_F_PROVIDER, provider);
+	tl_body_str(&b, TL_F_RESOURCE, rv->resource);
 	rc = tl_emit(c, TL_EV_GRANT_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	c->cause = cause;
@@ -277,13 +278,13 @@ decide_one(struct tl_ctx *c, const char *type, const char *gkey)
 		if ((rc = tl_key(stream, "binding/%s", gkey)) != 0)
 			goto out;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", gkey);
-		tl_body_str(&b, "module", module);
-		tl_body_str(&b, "req", req);
-		tl_body_str(&b, "node", node);
-		tl_body_str(&b, "type", rv.type);
-		tl_body_str(&b, "state", "ambiguous");
-		tl_body_arr(&b, "candidates");
+		tl_body_str(&b, TL_F_GRANT, gkey);
+		tl_body_str(&b, TL_F_MODULE, module);
+		tl_body_str(&b, TL_F_REQ, req);
+		tl_body_str(&b, TL_F_NODE, node);
+		tl_body_str(&b, TL_F_TYPE, rv.type);
+		tl_body_str(&b, TL_F_STATE, "ambiguous");
+		tl_body_arr(&b, TL_F_CANDIDATES);
 		for (i = 0; i < cand.n; i++)
 			tl_body_str(&b, NULL, cand.v[i]);
 		tl_body_end(&b);

@@ -62,8 +62,9 @@ static const struct tl_cat_event cat[] = {
 	    { "reason", REASON } } },
 	/* module/NAME */
 	{ E(TL_EV_MODULE_DECLARED), "module",
-	  "name digest instances parts[] file env{} provides[] embedded[]", GR | GN,
-	  NULL, { { "name", NAME }, { "instances", 15 }, { "parts[]", NAME } } },
+	  "name digest instances parts[] file env{} provides[{type driver "
+	  "revoke max_age [window] [settings{KEY:{from times unit min max}}]}] "
+	  "embedded[{name type runs env{}}]", GR | GN, NULL, { { "name", NAME }, { "instances", 15 }, { "parts[]", NAME } } },
 	{ E(TL_EV_MODULE_REMOVED), "module", "name", GR, NULL,
 	  { { "name", NAME } } },
 	{ E(TL_EV_REMOVAL_HELD), "module", "module what", GR, NULL,
@@ -205,8 +206,8 @@ static const struct tl_cat_event cat[] = {
 	  { { "grant", GRANT }, { "user", NAME } } },
 	{ E(TL_EV_CRED_ACKED), "grant", "grant holder version proof", RO | GR, NULL,
 	  { { "grant", GRANT }, { "holder", HOLDER } } },
-	{ E(TL_EV_CRED_RETIRED), "grant", "grant version user forced cut_off[] "
-	  "reason", RO, NULL, { { "grant", GRANT }, { "cut_off[]", HOLDER } } },
+	{ E(TL_EV_CRED_RETIRED), "grant", "grant version user forced "
+	  "[sessions_ended] cut_off[] reason", RO, NULL, { { "grant", GRANT }, { "cut_off[]", HOLDER } } },
 	{ E(TL_EV_ROT_COMPLETED), "grant", "grant version", RO, NULL,
 	  { { "grant", GRANT } } },
 	{ E(TL_EV_ROT_ABANDONED), "grant", "grant from to reason", RO, NULL,
@@ -234,13 +235,14 @@ static const struct tl_cat_event cat[] = {
 	  { { "grant", GRANT }, { "host", 255 }, { "port", 7 } } },
 	{ E(TL_EV_REBIND_FAILED), "grant", "grant step reason", RB, NULL,
 	  { { "grant", GRANT }, { "step", 15 }, { "reason", REASON } } },
-	{ E(TL_EV_REBIND_REVERTED), "grant", "grant", RB, NULL,
+	{ E(TL_EV_REBIND_REVERTED), "grant", "grant cleanup", RB, NULL,
 	  { { "grant", GRANT } } },
 	{ E(TL_EV_REBIND_COMPLETED), "grant", "grant", RB, NULL,
 	  { { "grant", GRANT } } },
 	/* publisher/amqp */
 	{ E(TL_EV_PUBLISHER_CONFIGURED), "publisher", "url host port vhost user "
-	  "password(secret) exchange format tls ca verify node_queues acks",
+	  "password(secret) exchange format tls ca verify node_queues acks "
+	  "[stream]",
 	  0, "the publisher reads the last configuration from the log "
 	  "itself (reactors/publish.c): no projection keeps it",
 	  { { NULL, 0 } } },
@@ -248,7 +250,8 @@ static const struct tl_cat_event cat[] = {
 	  "as publisher.configured: read from the log by the publisher",
 	  { { NULL, 0 } } },
 	/* control-plane */
-	{ E(TL_EV_CP_PROMOTED), "control-plane", "epoch head head_hash(hex)",
+	{ E(TL_EV_CP_PROMOTED), "control-plane", "epoch head head_hash(hex) "
+	  "[by]",
 	  0, "read from the log by reactors/epoch.c, which finds the epoch "
 	  "in force: no fold keeps it", { { NULL, 0 } } },
 	{ E(TL_EV_MESH_CREATED), "control-plane", "mesh(hex)", 0,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "events.h"
 #include "grant.h"
 #include "graph.h"
@@ -127,8 +128,8 @@ crl_revoked(struct tl_txn *t, const struct tl_proj *p,
 		if ((rc = tl_key(k, "crlr/%s/%s", ca, ks.v[i])) == 0 &&
 		    !tl_rec_exists(t, p->graph, k)) {
 			tl_body_init(&b);
-			tl_body_str(&b, "grant", grant);
-			tl_body_u64(&b, "not_after", tl_bn_getu64(r.m,
+			tl_body_str(&b, TL_F_GRANT, grant);
+			tl_body_u64(&b, TL_F_NOT_AFTER, tl_bn_getu64(r.m,
 			    "not_after", 0));
 			if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
 				rc = tl_rec_put(t, p->graph, k, ev->seq, enc,
@@ -197,10 +198,10 @@ cert_index(struct tl_txn *t, const struct tl_proj *p,
 			snprintf(ca, sizeof(ca), "%s", g.provider);
 	}
 	tl_body_init(&b);
-	tl_body_str(&b, "holder", holder);
-	tl_body_u64(&b, "version", tl_bn_getu64(body, "version", 0));
-	tl_body_u64(&b, "not_after", tl_bn_getu64(body, "not_after", 0));
-	tl_body_str(&b, "ca", ca);
+	tl_body_str(&b, TL_F_HOLDER, holder);
+	tl_body_u64(&b, TL_F_VERSION, tl_bn_getu64(body, "version", 0));
+	tl_body_u64(&b, TL_F_NOT_AFTER, tl_bn_getu64(body, "not_after", 0));
+	tl_body_str(&b, TL_F_CA, ca);
 	if ((rc = tl_body_finish(&b, &enc, &len)) == 0)
 		rc = tl_rec_put(t, p->graph, k, ev->seq, enc, len);
 	tl_body_free(&b);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "catalogue.h"
 #include "ctx.h"
 #include "grant.h"
@@ -123,7 +124,7 @@ tl_emit(struct tl_ctx *c, const char *type, const char *stream,
 	int rc;
 
 	if (c->epoch != 0)
-		tl_body_u64(b, "epoch", c->epoch);
+		tl_body_u64(b, TL_F_EPOCH, c->epoch);
 	if ((rc = tl_body_finish(b, &body, &len)) != 0)
 		return rc;
 	return tl_emit_bytes(c, type, stream, body, len, seqp);

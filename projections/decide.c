@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "catalogue.h"
 #include "decide.h"
@@ -36,13 +37,13 @@ tl_dec_node_add(struct tl_ctx *c, const char *name, const char *routable,
 		return tl_refuse(c, TL_EREFUSED, "node %s already exists",
 		    name);
 	tl_body_init(&b);
-	tl_body_str(&b, "name", name);
-	tl_body_str(&b, "routable", routable);
-	tl_body_bin(&b, "pubkey", pubkey, 32);
+	tl_body_str(&b, TL_F_NAME, name);
+	tl_body_str(&b, TL_F_ROUTABLE, routable);
+	tl_body_bin(&b, TL_F_PUBKEY, pubkey, 32);
 	if (signkey != NULL)
-		tl_body_bin(&b, "signkey", signkey, 32);
+		tl_body_bin(&b, TL_F_SIGNKEY, signkey, 32);
 	if (cpkey != NULL)
-		tl_body_bin(&b, "cpkey", cpkey, 32);
+		tl_body_bin(&b, TL_F_CPKEY, cpkey, 32);
 	rc = tl_emit(c, TL_EV_NODE_ADDED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -63,11 +64,11 @@ tl_dec_node_key_add(struct tl_ctx *c, const char *name,
 	if (!tl_rec_exists(c->t, c->p.graph, k))
 		return tl_refuse(c, TL_ENOTFOUND, "no node %s", name);
 	tl_body_init(&b);
-	tl_body_str(&b, "name", name);
+	tl_body_str(&b, TL_F_NAME, name);
 	if (signkey != NULL)
-		tl_body_bin(&b, "signkey", signkey, 32);
+		tl_body_bin(&b, TL_F_SIGNKEY, signkey, 32);
 	if (cpkey != NULL)
-		tl_body_bin(&b, "cpkey", cpkey, 32);
+		tl_body_bin(&b, TL_F_CPKEY, cpkey, 32);
 	rc = tl_emit(c, TL_EV_NODE_KEY_ADDED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -90,7 +91,7 @@ tl_dec_node_rm(struct tl_ctx *c, const char *name)
 	if ((rc = tl_key(k, "node/%s", name)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "name", name);
+	tl_body_str(&b, TL_F_NAME, name);
 	rc = tl_emit(c, TL_EV_NODE_REMOVED, k, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -390,8 +391,8 @@ cancel_requests(struct tl_ctx *c, const char *module, const char *req)
 		if ((rc = tl_key(stream, "grant/%s", rg.ids[i])) != 0)
 			break;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", rg.ids[i]);
-		tl_body_str(&b, "reason", "requirement withdrawn");
+		tl_body_str(&b, TL_F_GRANT, rg.ids[i]);
+		tl_body_str(&b, TL_F_REASON, "requirement withdrawn");
 		rc = tl_emit(c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
 		tl_body_free(&b);
 	}
@@ -444,8 +445,8 @@ part_unneeded(struct tl_ctx *c, const char *module, const char *req)
 		if ((rc = tl_key(stream, "grant/%s", g.id)) != 0)
 			break;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", g.id);
-		tl_body_str(&b, "reason", why);
+		tl_body_str(&b, TL_F_GRANT, g.id);
+		tl_body_str(&b, TL_F_REASON, why);
 		rc = tl_emit(c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
 		tl_body_free(&b);
 	}
@@ -603,11 +604,11 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 			if (tl_rec_exists(c->t, c->p.graph, k))
 				continue;
 			tl_body_init(&b);
-			tl_body_str(&b, "module", d->name);
-			tl_body_str(&b, "req", d->reqs[i].name);
-			tl_body_str(&b, "file", mg->file);
-			tl_body_str(&b, "checksum", mg->checksum);
-			tl_body_bin(&b, "content", mg->content, mg->len);
+			tl_body_str(&b, TL_F_MODULE, d->name);
+			tl_body_str(&b, TL_F_REQ, d->reqs[i].name);
+			tl_body_str(&b, TL_F_FILE, mg->file);
+			tl_body_str(&b, TL_F_CHECKSUM, mg->checksum);
+			tl_body_bin(&b, TL_F_CONTENT, mg->content, mg->len);
 			rc = tl_emit(c, TL_EV_MIGRATION_STORED, stream, &b, NULL);
 			tl_body_free(&b);
 			if (rc != 0)
@@ -634,8 +635,8 @@ tl_dec_apply(struct tl_ctx *c, const struct tl_decl *d)
 		if ((rc = cancel_requests(c, d->name, old.names[j])) != 0)
 			goto out;
 		tl_body_init(&b);
-		tl_body_str(&b, "module", d->name);
-		tl_body_str(&b, "name", old.names[j]);
+		tl_body_str(&b, TL_F_MODULE, d->name);
+		tl_body_str(&b, TL_F_NAME, old.names[j]);
 		rc = tl_emit(c, TL_EV_REQ_WITHDRAWN, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
@@ -670,7 +671,7 @@ tl_dec_repair(struct tl_ctx *c, const char *grant)
 		return rc;
 	c->cause = g.state_seq;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", grant);
+	tl_body_str(&b, TL_F_GRANT, grant);
 	rc = tl_emit(c, TL_EV_REPAIR_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -697,7 +698,7 @@ tl_dec_purge(struct tl_ctx *c, const char *grant)
 		return rc;
 	c->cause = g.state_seq;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", grant);
+	tl_body_str(&b, TL_F_GRANT, grant);
 	rc = tl_emit(c, TL_EV_PURGE_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -733,7 +734,7 @@ tl_dec_restore(struct tl_ctx *c, const char *grant)
 		return rc;
 	c->cause = g.state_seq;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", grant);
+	tl_body_str(&b, TL_F_GRANT, grant);
 	rc = tl_emit(c, TL_EV_RESTORE_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "core/window.h"
 #include "binder.h"
@@ -48,10 +49,10 @@ provider_body(struct tl_ctx *c, const char *module, const char *node,
 		return rc;
 	if ((rc = tl_rec_get(c->t, c->p.graph, k, &m)) != 0)
 		return rc;
-	tl_body_str(b, "id", id);
-	tl_body_str(b, "module", module);
-	tl_body_str(b, "node", node);
-	tl_body_arr(b, "types");
+	tl_body_str(b, TL_F_ID, id);
+	tl_body_str(b, TL_F_MODULE, module);
+	tl_body_str(b, TL_F_NODE, node);
+	tl_body_arr(b, TL_F_TYPES);
 	if (tl_bn_get(m.m, "provides", &prov) == 0) {
 		for (i = 0; i < tl_bn_len(prov); i++) {
 			struct tl_bnode e = tl_bn_at(prov, i);
@@ -62,14 +63,14 @@ provider_body(struct tl_ctx *c, const char *module, const char *node,
 			tl_bn_getstr(e, "driver", driver, sizeof(driver));
 			tl_bn_getstr(e, "revoke", revoke, sizeof(revoke));
 			tl_body_map(b, NULL);
-			tl_body_str(b, "type", type);
-			tl_body_str(b, "driver", driver);
-			tl_body_str(b, "revoke", revoke);
-			tl_body_u64(b, "max_age", tl_bn_getu64(e, "max_age",
+			tl_body_str(b, TL_F_TYPE, type);
+			tl_body_str(b, TL_F_DRIVER, driver);
+			tl_body_str(b, TL_F_REVOKE, revoke);
+			tl_body_u64(b, TL_F_MAX_AGE, tl_bn_getu64(e, "max_age",
 			    0));
 			if (tl_bn_getstr(e, "window", window,
 			    sizeof(window)) == 0 && window[0] != '\0')
-				tl_body_str(b, "window", window);
+				tl_body_str(b, TL_F_WINDOW, window);
 			tl_body_end(b);
 			(*ntypes)++;
 		}
@@ -148,7 +149,7 @@ provider_sync(struct tl_ctx *c, const char *module, const char *node,
 			goto out;
 		}
 		tl_body_reset(&b);
-		tl_body_str(&b, "id", id);
+		tl_body_str(&b, TL_F_ID, id);
 		rc = tl_emit(c, TL_EV_PROVIDER_RETIRED, stream, &b, NULL);
 		goto out;
 	}
@@ -260,15 +261,15 @@ reopen_one(const char *rest, const void *val, size_t vlen, void *arg)
 	if ((rc = tl_key(stream, "grant/%s", gkey)) != 0)
 		return rc;
 	tl_body_init(&body);
-	tl_body_str(&body, "grant", gkey);
-	tl_body_str(&body, "module", da->module);
-	tl_body_str(&body, "req", rest);
-	tl_body_str(&body, "node", strcmp(scope, "per-instance") == 0 ?
+	tl_body_str(&body, TL_F_GRANT, gkey);
+	tl_body_str(&body, TL_F_MODULE, da->module);
+	tl_body_str(&body, TL_F_REQ, rest);
+	tl_body_str(&body, TL_F_NODE, strcmp(scope, "per-instance") == 0 ?
 	    da->node : "");
-	tl_body_str(&body, "scope", scope);
-	tl_body_str(&body, "type", type);
-	tl_body_str(&body, "provider", prov);
-	tl_body_str(&body, "resource", resource);
+	tl_body_str(&body, TL_F_SCOPE, scope);
+	tl_body_str(&body, TL_F_TYPE, type);
+	tl_body_str(&body, TL_F_PROVIDER, prov);
+	tl_body_str(&body, TL_F_RESOURCE, resource);
 	rc = tl_emit(da->c, TL_EV_GRANT_REQUESTED, stream, &body, NULL);
 	tl_body_free(&body);
 	return rc;
@@ -801,16 +802,16 @@ merged_body(struct tl_body *b, const char *module, const char *node,
 {
 	size_t i;
 
-	tl_body_str(b, "module", module);
-	tl_body_str(b, "node", node);
-	tl_body_str(b, "expose", expose);
-	tl_body_map(b, "settings");
+	tl_body_str(b, TL_F_MODULE, module);
+	tl_body_str(b, TL_F_NODE, node);
+	tl_body_str(b, TL_F_EXPOSE, expose);
+	tl_body_map(b, TL_F_SETTINGS);
 	for (i = 0; i < mg->n; i++)
 		if (mg->v[i].secret == NULL)
 			tl_body_strn(b, mg->v[i].key, mg->v[i].value,
 			    mg->v[i].vlen);
 	tl_body_end(b);
-	tl_body_map(b, "secrets");
+	tl_body_map(b, TL_F_SECRETS);
 	for (i = 0; i < mg->n; i++)
 		if (mg->v[i].secret != NULL)
 			tl_body_secret(b, mg->v[i].key, mg->v[i].secret,
@@ -818,7 +819,7 @@ merged_body(struct tl_body *b, const char *module, const char *node,
 	tl_body_end(b);
 	/* Absent is every part: an assignment from before parts reads so. */
 	if (!ps->all) {
-		tl_body_arr(b, "parts");
+		tl_body_arr(b, TL_F_PARTS);
 		for (i = 0; i < ps->n; i++)
 			tl_body_str(b, NULL, ps->v[i]);
 		tl_body_end(b);
@@ -1045,8 +1046,8 @@ revoke_one(const struct tl_grant *g, void *arg)
 	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", g->id);
-	tl_body_str(&b, "reason", ra->reason);
+	tl_body_str(&b, TL_F_GRANT, g->id);
+	tl_body_str(&b, TL_F_REASON, ra->reason);
 	rc = tl_emit(ra->c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -1104,8 +1105,8 @@ unassign(struct tl_ctx *c, const char *module, const char *node,
 		return rc;
 	(void)k;
 	tl_body_init(&b);
-	tl_body_str(&b, "module", module);
-	tl_body_str(&b, "node", node);
+	tl_body_str(&b, TL_F_MODULE, module);
+	tl_body_str(&b, TL_F_NODE, node);
 	rc = tl_emit(c, TL_EV_ASSIGN_REMOVED, stream, &b, removed);
 	tl_body_free(&b);
 	return rc;
@@ -1152,12 +1153,12 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 			break;
 		c->cause = removed;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", g->id);
-		tl_body_u64(&b, "from", g->version);
-		tl_body_u64(&b, "to", g->version + 1);
-		tl_body_u64(&b, "deadline_ns", 0);
-		tl_body_str(&b, "reason", "holder-left");
-		tl_body_str(&b, "holder", holder);
+		tl_body_str(&b, TL_F_GRANT, g->id);
+		tl_body_u64(&b, TL_F_FROM, g->version);
+		tl_body_u64(&b, TL_F_TO, g->version + 1);
+		tl_body_u64(&b, TL_F_DEADLINE_NS, 0);
+		tl_body_str(&b, TL_F_REASON, "holder-left");
+		tl_body_str(&b, TL_F_HOLDER, holder);
 		rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
 		tl_body_free(&b);
 	}
@@ -1184,10 +1185,10 @@ withdraw_holder(struct tl_ctx *c, const struct tl_grant *g,
 	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", g->id);
-	tl_body_str(&b, "holder", holder);
-	tl_body_str(&b, "node", node);
-	tl_body_u64(&b, "version", ver);
+	tl_body_str(&b, TL_F_GRANT, g->id);
+	tl_body_str(&b, TL_F_HOLDER, holder);
+	tl_body_str(&b, TL_F_NODE, node);
+	tl_body_u64(&b, TL_F_VERSION, ver);
 	rc = tl_emit(c, TL_EV_CRED_WITHDRAWN, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -1258,12 +1259,12 @@ parts_left(struct tl_ctx *c, const char *module, const char *node,
 		if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
 			break;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", g->id);
-		tl_body_u64(&b, "from", g->version);
-		tl_body_u64(&b, "to", g->version + 1);
-		tl_body_u64(&b, "deadline_ns", 0);
-		tl_body_str(&b, "reason", "holder-left");
-		tl_body_str(&b, "holder", holder);
+		tl_body_str(&b, TL_F_GRANT, g->id);
+		tl_body_u64(&b, TL_F_FROM, g->version);
+		tl_body_u64(&b, TL_F_TO, g->version + 1);
+		tl_body_u64(&b, TL_F_DEADLINE_NS, 0);
+		tl_body_str(&b, TL_F_REASON, "holder-left");
+		tl_body_str(&b, TL_F_HOLDER, holder);
 		rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
 		tl_body_free(&b);
 		c->cause = cause;
@@ -1323,15 +1324,15 @@ tl_dec_remove(struct tl_ctx *c, const char *module)
 		goto out;
 	for (i = 0; rc == 0 && i < reqs.n; i++) {
 		tl_body_init(&b);
-		tl_body_str(&b, "module", module);
-		tl_body_str(&b, "name", reqs.v[i]);
+		tl_body_str(&b, TL_F_MODULE, module);
+		tl_body_str(&b, TL_F_NAME, reqs.v[i]);
 		rc = tl_emit(c, TL_EV_REQ_WITHDRAWN, stream, &b, NULL);
 		tl_body_free(&b);
 	}
 	if (rc != 0)
 		goto out;
 	tl_body_init(&b);
-	tl_body_str(&b, "name", module);
+	tl_body_str(&b, TL_F_NAME, module);
 	rc = tl_emit(c, TL_EV_MODULE_REMOVED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
@@ -1354,8 +1355,8 @@ tl_dec_remove_hold(struct tl_ctx *c, const char *module, const char *what)
 	if (!tl_rec_exists(c->t, c->p.graph, k))
 		return tl_refuse(c, TL_ENOTFOUND, "no module %s", module);
 	tl_body_init(&b);
-	tl_body_str(&b, "module", module);
-	tl_body_str(&b, "what", what);
+	tl_body_str(&b, TL_F_MODULE, module);
+	tl_body_str(&b, TL_F_WHAT, what);
 	rc = tl_emit(c, TL_EV_REMOVAL_HELD, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -1375,7 +1376,7 @@ tl_dec_remove_cancel(struct tl_ctx *c, const char *module)
 		return tl_refuse(c, TL_ENOTFOUND, "no removal of %s is held",
 		    module);
 	tl_body_init(&b);
-	tl_body_str(&b, "module", module);
+	tl_body_str(&b, TL_F_MODULE, module);
 	rc = tl_emit(c, TL_EV_REMOVAL_CANCELLED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -1498,7 +1499,7 @@ tl_dec_node_lost(struct tl_ctx *c, const char *name)
 	if ((rc = tl_key(stream, "node/%s", name)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "name", name);
+	tl_body_str(&b, TL_F_NAME, name);
 	rc = tl_emit(c, TL_EV_NODE_LOST, stream, &b, &lost);
 	tl_body_free(&b);
 	if (rc != 0)
@@ -1520,9 +1521,9 @@ tl_dec_node_lost(struct tl_ctx *c, const char *name)
 			break;
 		c->cause = lost;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", gl.v[i].id);
-		tl_body_str(&b, "provider", gl.v[i].provider);
-		tl_body_str(&b, "node", name);
+		tl_body_str(&b, TL_F_GRANT, gl.v[i].id);
+		tl_body_str(&b, TL_F_PROVIDER, gl.v[i].provider);
+		tl_body_str(&b, TL_F_NODE, name);
 		rc = tl_emit(c, TL_EV_GRANT_LOST, stream, &b, NULL);
 		tl_body_free(&b);
 	}

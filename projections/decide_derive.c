@@ -21,6 +21,7 @@
 
 #include "core/body.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "drivers/decl.h"
 #include "ctx.h"
@@ -95,19 +96,19 @@ tl_dec_node_inventory(struct tl_ctx *c, const char *node,
 	}
 	total = 0;
 	tl_body_init(&b);
-	tl_body_str(&b, "node", node);
-	tl_body_u64(&b, "memory", inv->memory);
-	tl_body_u64(&b, "cpus", inv->cpus);
-	tl_body_arr(&b, "disks");
+	tl_body_str(&b, TL_F_NODE, node);
+	tl_body_u64(&b, TL_F_MEMORY, inv->memory);
+	tl_body_u64(&b, TL_F_CPUS, inv->cpus);
+	tl_body_arr(&b, TL_F_DISKS);
 	for (i = 0; i < inv->ndisks; i++) {
 		tl_body_map(&b, NULL);
-		tl_body_str(&b, "path", inv->disks[i].path);
-		tl_body_u64(&b, "size", inv->disks[i].size);
+		tl_body_str(&b, TL_F_PATH, inv->disks[i].path);
+		tl_body_u64(&b, TL_F_SIZE, inv->disks[i].size);
 		tl_body_end(&b);
 		total += inv->disks[i].size;
 	}
 	tl_body_end(&b);
-	tl_body_u64(&b, "disk", total);
+	tl_body_u64(&b, TL_F_DISK, total);
 	if ((rc = tl_body_finish(&b, &enc, &len)) != 0)
 		goto out;
 	if ((rc = tl_key(k, "ni/%s", node)) != 0)
@@ -264,9 +265,9 @@ tl_dec_derive(struct tl_ctx *c, const char *module, const char *node)
 	if (tl_bn_get(a.m, "settings", &own) != 0)
 		own.p = NULL;
 	tl_body_init(&b);
-	tl_body_str(&b, "module", module);
-	tl_body_str(&b, "node", node);
-	tl_body_u64(&b, "inventory", invseq);
+	tl_body_str(&b, TL_F_MODULE, module);
+	tl_body_str(&b, TL_F_NODE, node);
+	tl_body_u64(&b, TL_F_INVENTORY, invseq);
 	for (j = 0; j < 4; j++) {
 		tl_body_map(&b, j == 0 ? "settings" : j == 1 ? "from" : j == 2 ?
 		    "overridden" : "refused");

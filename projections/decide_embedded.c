@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "drivers/decl.h"
 #include "ctx.h"
 #include "decide_embedded.h"
@@ -66,14 +67,14 @@ tl_dec_embedded_request(struct tl_ctx *c, const char *module,
 		if ((rc = tl_key(stream, "grant/%s", gkey)) != 0)
 			return rc;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", gkey);
-		tl_body_str(&b, "module", module);
-		tl_body_str(&b, "req", name[i]);
-		tl_body_str(&b, "node", node);
-		tl_body_str(&b, "scope", TL_GRANT_SCOPE_EMBEDDED);
-		tl_body_str(&b, "type", type[i]);
-		tl_body_str(&b, "provider", "");
-		tl_body_str(&b, "resource", name[i]);
+		tl_body_str(&b, TL_F_GRANT, gkey);
+		tl_body_str(&b, TL_F_MODULE, module);
+		tl_body_str(&b, TL_F_REQ, name[i]);
+		tl_body_str(&b, TL_F_NODE, node);
+		tl_body_str(&b, TL_F_SCOPE, TL_GRANT_SCOPE_EMBEDDED);
+		tl_body_str(&b, TL_F_TYPE, type[i]);
+		tl_body_str(&b, TL_F_PROVIDER, "");
+		tl_body_str(&b, TL_F_RESOURCE, name[i]);
 		rc = tl_emit(c, TL_EV_GRANT_REQUESTED, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
@@ -160,8 +161,8 @@ tl_dec_embedded_sync(struct tl_ctx *c, const char *module)
 		if ((rc = tl_key(stream, "grant/%s", g.id)) != 0)
 			goto out;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", g.id);
-		tl_body_str(&b, "reason", "embedded instance withdrawn");
+		tl_body_str(&b, TL_F_GRANT, g.id);
+		tl_body_str(&b, TL_F_REASON, "embedded instance withdrawn");
 		rc = tl_emit(c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
@@ -294,16 +295,16 @@ tl_dec_consolidate(struct tl_ctx *c, const char *module, const char *node,
 		return rc;
 	c->cause = g.state_seq;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", gkey);
-	tl_body_str(&b, "from", "");
-	tl_body_str(&b, "to", on.first);
-	tl_body_u64(&b, "version", version);
-	tl_body_u64(&b, "old_version", g.version);
-	tl_body_str(&b, "consolidate", instance);
-	tl_body_str(&b, "from_host", from->host);
-	tl_body_str(&b, "from_port", from->port);
-	tl_body_str(&b, "from_resource", from->resource);
-	tl_body_str(&b, "from_user", from->user);
+	tl_body_str(&b, TL_F_GRANT, gkey);
+	tl_body_str(&b, TL_F_FROM, "");
+	tl_body_str(&b, TL_F_TO, on.first);
+	tl_body_u64(&b, TL_F_VERSION, version);
+	tl_body_u64(&b, TL_F_OLD_VERSION, g.version);
+	tl_body_str(&b, TL_F_CONSOLIDATE, instance);
+	tl_body_str(&b, TL_F_FROM_HOST, from->host);
+	tl_body_str(&b, TL_F_FROM_PORT, from->port);
+	tl_body_str(&b, TL_F_FROM_RESOURCE, from->resource);
+	tl_body_str(&b, TL_F_FROM_USER, from->user);
 	rc = tl_emit(c, TL_EV_REBIND_STARTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;

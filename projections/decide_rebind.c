@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "drivers/decl.h"
 #include "binder.h"
@@ -157,11 +158,11 @@ tl_dec_rebind(struct tl_ctx *c, const char *grant, const char *provider,
 		return rc;
 	c->cause = g.state_seq;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", grant);
-	tl_body_str(&b, "from", g.provider);
-	tl_body_str(&b, "to", provider);
-	tl_body_u64(&b, "version", version);
-	tl_body_u64(&b, "old_version", g.version);
+	tl_body_str(&b, TL_F_GRANT, grant);
+	tl_body_str(&b, TL_F_FROM, g.provider);
+	tl_body_str(&b, TL_F_TO, provider);
+	tl_body_u64(&b, TL_F_VERSION, version);
+	tl_body_u64(&b, TL_F_OLD_VERSION, g.version);
 	rc = tl_emit(c, TL_EV_REBIND_STARTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -334,32 +335,32 @@ tl_dec_provider_move(struct tl_ctx *c, const char *id, const char *node,
 	if ((rc = tl_key(stream, "provider/%s", id)) != 0)
 		goto out;
 	tl_body_init(&b);
-	tl_body_str(&b, "id", id);
-	tl_body_str(&b, "module", module);
-	tl_body_str(&b, "from", from);
-	tl_body_str(&b, "to", node);
-	tl_body_str(&b, "host", routable);
-	tl_body_str(&b, "port", port);
+	tl_body_str(&b, TL_F_ID, id);
+	tl_body_str(&b, TL_F_MODULE, module);
+	tl_body_str(&b, TL_F_FROM, from);
+	tl_body_str(&b, TL_F_TO, node);
+	tl_body_str(&b, TL_F_HOST, routable);
+	tl_body_str(&b, TL_F_PORT, port);
 	rc = tl_emit(c, TL_EV_PROVIDER_MOVED, stream, &b, NULL);
 	if (rc == 0 && (rc = tl_key(stream, "assignment/%s@%s", module,
 	    from)) == 0) {
 		tl_body_reset(&b);
-		tl_body_str(&b, "module", module);
-		tl_body_str(&b, "node", from);
+		tl_body_str(&b, TL_F_MODULE, module);
+		tl_body_str(&b, TL_F_NODE, from);
 		rc = tl_emit(c, TL_EV_ASSIGN_REMOVED, stream, &b, NULL);
 	}
 	if (rc == 0 && (rc = tl_key(stream, "assignment/%s@%s", module,
 	    node)) == 0) {
 		tl_body_reset(&b);
-		tl_body_str(&b, "module", module);
-		tl_body_str(&b, "node", node);
-		tl_body_str(&b, "expose", expose);
-		tl_body_map(&b, "settings");
+		tl_body_str(&b, TL_F_MODULE, module);
+		tl_body_str(&b, TL_F_NODE, node);
+		tl_body_str(&b, TL_F_EXPOSE, expose);
+		tl_body_map(&b, TL_F_SETTINGS);
 		for (i = 0; i < nset; i++)
 			if (set[i].secret == NULL)
 				tl_body_str(&b, set[i].key, set[i].value);
 		tl_body_end(&b);
-		tl_body_map(&b, "secrets");
+		tl_body_map(&b, TL_F_SECRETS);
 		for (i = 0; i < nset; i++)
 			if (set[i].secret != NULL)
 				tl_body_secret(&b, set[i].key, set[i].secret,
@@ -437,26 +438,26 @@ tl_dec_rebind_empty(struct tl_ctx *c, const char *grant, const char *provider)
 	if ((rc = tl_key(stream, "binding/%s", grant)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", grant);
-	tl_body_str(&b, "module", g.module);
-	tl_body_str(&b, "req", g.req);
-	tl_body_str(&b, "node", g.node);
-	tl_body_str(&b, "type", g.type);
-	tl_body_str(&b, "provider", provider);
-	tl_body_str(&b, "reason", TL_BIND_EMPTY);
-	tl_body_str(&b, "state", "bound");
+	tl_body_str(&b, TL_F_GRANT, grant);
+	tl_body_str(&b, TL_F_MODULE, g.module);
+	tl_body_str(&b, TL_F_REQ, g.req);
+	tl_body_str(&b, TL_F_NODE, g.node);
+	tl_body_str(&b, TL_F_TYPE, g.type);
+	tl_body_str(&b, TL_F_PROVIDER, provider);
+	tl_body_str(&b, TL_F_REASON, TL_BIND_EMPTY);
+	tl_body_str(&b, TL_F_STATE, "bound");
 	rc = tl_emit(c, TL_EV_BINDING_MADE, stream, &b, &seq);
 	if (rc == 0 && (rc = tl_key(stream, "grant/%s", grant)) == 0) {
 		c->cause = seq;
 		tl_body_reset(&b);
-		tl_body_str(&b, "grant", grant);
-		tl_body_str(&b, "module", g.module);
-		tl_body_str(&b, "req", g.req);
-		tl_body_str(&b, "node", g.node);
-		tl_body_str(&b, "scope", g.scope);
-		tl_body_str(&b, "type", g.type);
-		tl_body_str(&b, "provider", provider);
-		tl_body_str(&b, "resource", resource[0] ? resource :
+		tl_body_str(&b, TL_F_GRANT, grant);
+		tl_body_str(&b, TL_F_MODULE, g.module);
+		tl_body_str(&b, TL_F_REQ, g.req);
+		tl_body_str(&b, TL_F_NODE, g.node);
+		tl_body_str(&b, TL_F_SCOPE, g.scope);
+		tl_body_str(&b, TL_F_TYPE, g.type);
+		tl_body_str(&b, TL_F_PROVIDER, provider);
+		tl_body_str(&b, TL_F_RESOURCE, resource[0] ? resource :
 		    g.resource);
 		rc = tl_emit(c, TL_EV_GRANT_REQUESTED, stream, &b, NULL);
 	}

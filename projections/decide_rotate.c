@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "decide_rotate.h"
 #include "grant.h"
 #include "graph.h"
@@ -47,11 +48,11 @@ tl_dec_rotate(struct tl_ctx *c, const char *grant, uint64_t deadline_ns,
 		return rc;
 	c->cause = g.state_seq;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", grant);
-	tl_body_u64(&b, "from", g.version);
-	tl_body_u64(&b, "to", g.version + 1);
-	tl_body_u64(&b, "deadline_ns", deadline_ns);
-	tl_body_str(&b, "reason", reason);
+	tl_body_str(&b, TL_F_GRANT, grant);
+	tl_body_u64(&b, TL_F_FROM, g.version);
+	tl_body_u64(&b, TL_F_TO, g.version + 1);
+	tl_body_u64(&b, TL_F_DEADLINE_NS, deadline_ns);
+	tl_body_str(&b, TL_F_REASON, reason);
 	rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -96,9 +97,9 @@ ack_one(const struct tl_grant *g, void *arg)
 	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", g->id);
-	tl_body_str(&b, "holder", holder);
-	tl_body_u64(&b, "version", aa->version);
+	tl_body_str(&b, TL_F_GRANT, g->id);
+	tl_body_str(&b, TL_F_HOLDER, holder);
+	tl_body_u64(&b, TL_F_VERSION, aa->version);
 	rc = tl_emit(aa->c, TL_EV_CRED_ACKED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
@@ -160,7 +161,7 @@ tl_dec_rotate_admin(struct tl_ctx *c, const char *provider)
 		    "is already rotating (since seq %llu): refused until it "
 		    "completes", provider, (unsigned long long)started);
 	tl_body_init(&b);
-	tl_body_str(&b, "id", provider);
+	tl_body_str(&b, TL_F_ID, provider);
 	rc = tl_emit(c, TL_EV_ADM_STARTED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;

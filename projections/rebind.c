@@ -10,6 +10,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "core/window.h"
 #include "events.h"
@@ -229,10 +230,10 @@ fold_provider_moved(struct tl_txn *t, const struct tl_proj *p,
 	if (rc != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "id", id);
-	tl_body_str(&b, "module", module);
-	tl_body_str(&b, "node", to);
-	tl_body_arr(&b, "types");
+	tl_body_str(&b, TL_F_ID, id);
+	tl_body_str(&b, TL_F_MODULE, module);
+	tl_body_str(&b, TL_F_NODE, to);
+	tl_body_arr(&b, TL_F_TYPES);
 	if (tl_bn_get(r.m, "types", &types) == 0)
 		for (i = 0; i < tl_bn_len(types); i++) {
 			struct tl_bnode e = tl_bn_at(types, i);
@@ -243,14 +244,14 @@ fold_provider_moved(struct tl_txn *t, const struct tl_proj *p,
 			tl_bn_getstr(e, "driver", driver, sizeof(driver));
 			tl_bn_getstr(e, "revoke", revoke, sizeof(revoke));
 			tl_body_map(&b, NULL);
-			tl_body_str(&b, "type", type);
-			tl_body_str(&b, "driver", driver);
-			tl_body_str(&b, "revoke", revoke);
-			tl_body_u64(&b, "max_age", tl_bn_getu64(e, "max_age",
+			tl_body_str(&b, TL_F_TYPE, type);
+			tl_body_str(&b, TL_F_DRIVER, driver);
+			tl_body_str(&b, TL_F_REVOKE, revoke);
+			tl_body_u64(&b, TL_F_MAX_AGE, tl_bn_getu64(e, "max_age",
 			    0));
 			if (tl_bn_getstr(e, "window", window,
 			    sizeof(window)) == 0 && window[0] != '\0')
-				tl_body_str(&b, "window", window);
+				tl_body_str(&b, TL_F_WINDOW, window);
 			tl_body_end(&b);
 		}
 	tl_body_end(&b);

@@ -12,6 +12,7 @@
 #include "core/body.h"
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/secret.h"
 #include "projections/decide.h"
 #include "projections/events.h"
@@ -506,11 +507,11 @@ one(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	tl_body_init(&b);
 	if (why[0] == '\0') {
 		snprintf(stream, sizeof(stream), "grant/%s", o.grant);
-		tl_body_str(&b, "grant", o.grant);
-		tl_body_str(&b, "holder", o.holder);
-		tl_body_u64(&b, "version", o.version);
-		tl_body_str(&b, "proof", "verified");
-		tl_body_str(&b, "nonce", o.nonce);
+		tl_body_str(&b, TL_F_GRANT, o.grant);
+		tl_body_str(&b, TL_F_HOLDER, o.holder);
+		tl_body_u64(&b, TL_F_VERSION, o.version);
+		tl_body_str(&b, TL_F_PROOF, "verified");
+		tl_body_str(&b, TL_F_NONCE, o.nonce);
 		rc = tl_emit(&c, TL_EV_CRED_ACKED, stream, &b, NULL);
 		ps->accepted++;
 		tl_rx_log(ps->rx, TL_RX_INFO, "acks: %s acknowledged v%llu of "
@@ -523,12 +524,12 @@ one(struct pass *ps, struct tl_txn *t, uint64_t seq)
 		 * recorded on its stream.
 		 */
 		snprintf(stream, sizeof(stream), "node/%s", o.node);
-		tl_body_str(&b, "node", o.node);
-		tl_body_str(&b, "grant", o.grant);
-		tl_body_str(&b, "holder", o.holder);
-		tl_body_u64(&b, "version", o.version);
-		tl_body_str(&b, "reason", why);
-		tl_body_u64(&b, "offered", seq);
+		tl_body_str(&b, TL_F_NODE, o.node);
+		tl_body_str(&b, TL_F_GRANT, o.grant);
+		tl_body_str(&b, TL_F_HOLDER, o.holder);
+		tl_body_u64(&b, TL_F_VERSION, o.version);
+		tl_body_str(&b, TL_F_REASON, why);
+		tl_body_u64(&b, TL_F_OFFERED, seq);
 		rc = tl_emit(&c, TL_EV_ACK_REFUSED, stream, &b, NULL);
 		ps->refused++;
 		tl_rx_log(ps->rx, TL_RX_WARN, "acks: refused the "
@@ -592,8 +593,8 @@ one_report(struct pass *ps, struct tl_txn *t, uint64_t seq)
 	} else if (!tl_report_same(t, &c.p, node, report)) {
 		tl_body_init(&b);
 		snprintf(stream, sizeof(stream), "node/%s", node);
-		tl_body_str(&b, "node", node);
-		tl_body_str(&b, "report", report);
+		tl_body_str(&b, TL_F_NODE, node);
+		tl_body_str(&b, TL_F_REPORT, report);
 		rc = tl_emit(&c, TL_EV_NODE_REPORTED, stream, &b, NULL);
 		tl_body_free(&b);
 		ps->accepted++;

@@ -19,6 +19,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "projections/decide.h"
 #include "projections/events.h"
@@ -123,8 +124,8 @@ issue(void *arg, struct tl_ctx *cp)
 		c.cause = st->started;
 		c.have_corr = 0;
 		tl_body_init(&b);
-		tl_body_str(&b, "id", st->id);
-		tl_body_secret(&b, "password", ct, strlen(st->newpw) +
+		tl_body_str(&b, TL_F_ID, st->id);
+		tl_body_secret(&b, TL_F_PASSWORD, ct, strlen(st->newpw) +
 		    TL_BOX_OVERHEAD);
 		rc = tl_emit(&c, TL_EV_ADM_ISSUED, stream, &b, &st->issued);
 		tl_body_free(&b);
@@ -189,24 +190,29 @@ configure(struct tl_ctx *c, struct tl_rx *rx, struct astep *st)
 	char k[TL_KEY_MAX];
 	char stream[TL_KEY_MAX];
 	size_t i, n = strlen(st->newpw);
+	/* The setting the session reads the admin's secret from. */
+	const struct tl_drv_setting *as = tl_drv_setting_for(st->ops->decl,
+	    TL_DRV_USE_ADMIN_SECRET, 0);
 	int rc;
 
+	if (as == NULL)
+		return TL_EDRIVER;
 	if ((rc = tl_key(k, "a/%s@%s", st->pv.module, st->pv.node)) != 0 ||
 	    (rc = tl_key(stream, "assignment/%s@%s", st->pv.module,
 	    st->pv.node)) != 0)
 		return rc;
 	if ((rc = tl_rec_get(c->t, c->p.graph, k, &r)) != 0)
 		return rc;
-	snprintf(ad, sizeof(ad), "assignment/%s@%s:admin-password",
-	    st->pv.module, st->pv.node);
+	snprintf(ad, sizeof(ad), "assignment/%s@%s:%s", st->pv.module,
+	    st->pv.node, as->name);
 	tl_secret_encrypt(&rx->key, ad, strlen(ad), st->newpw, n, ct);
 	tl_bn_getstr(r.m, "expose", expose, sizeof(expose));
 	/* The same layout as tl_dec_assign writes, secret replaced. */
 	tl_body_init(&b);
-	tl_body_str(&b, "module", st->pv.module);
-	tl_body_str(&b, "node", st->pv.node);
-	tl_body_str(&b, "expose", expose);
-	tl_body_map(&b, "settings");
+	tl_body_str(&b, TL_F_MODULE, st->pv.module);
+	tl_body_str(&b, TL_F_NODE, st->pv.node);
+	tl_body_str(&b, TL_F_EXPOSE, expose);
+	tl_body_map(&b, TL_F_SETTINGS);
 	if (tl_bn_get(r.m, "settings", &set) == 0)
 		for (i = 0; i < tl_bn_len(set); i++) {
 			struct tl_bnode kn, vn;
@@ -223,7 +229,7 @@ configure(struct tl_ctx *c, struct tl_rx *rx, struct astep *st)
 			tl_body_strn(&b, key, vs, vl);
 		}
 	tl_body_end(&b);
-	tl_body_map(&b, "secrets");
+	tl_body_map(&b, TL_F_SECRETS);
 	if (tl_bn_get(r.m, "secrets", &sec) == 0)
 		for (i = 0; i < tl_bn_len(sec); i++) {
 			struct tl_bnode kn, vn;
@@ -238,13 +244,13 @@ configure(struct tl_ctx *c, struct tl_rx *rx, struct astep *st)
 				continue;
 			memcpy(key, ks, kl);
 			key[kl] = '\0';
-			if (strcmp(key, "admin-password") == 0)
+			if (strcmp(key, as->name) == 0)
 				tl_body_secret(&b, key, ct, n + TL_BOX_OVERHEAD);
 			else
 				tl_body_secret(&b, key, cv, cl);
 		}
-	if (tl_bn_get(sec, "admin-password", &set) != 0)
-		tl_body_secret(&b, "admin-password", ct, n + TL_BOX_OVERHEAD);
+	if (tl_bn_get(sec, as->name, &set) != 0)
+		tl_body_secret(&b, as->name, ct, n + TL_BOX_OVERHEAD);
 	tl_body_end(&b);
 	tl_rec_close(&r);
 	rc = tl_emit(c, TL_EV_ASSIGN_CONFIGURED, stream, &b, NULL);
@@ -275,7 +281,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 		if ((rc = tl_key(stream, "provider/%s", st->id)) != 0)
 			return rc;
 		tl_body_init(&b);
-		tl_body_str(&b, "id", st->id);
+		tl_body_str(&b, TL_F_ID, st->id);
 		rc = tl_emit(&c, TL_EV_ADM_COMPLETED, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)

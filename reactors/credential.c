@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "drivers/driver.h"
 #include "projections/ctx.h"
 #include "projections/events.h"
@@ -134,9 +135,9 @@ tl_rx_record_handle(struct tl_rx *rx, struct tl_ctx *c, const char *grant,
 	if ((rc = tl_secret_encrypt(&rx->key, ad, strlen(ad), handle, n,
 	    ct)) == 0) {
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", grant);
-		tl_body_u64(&b, "version", version);
-		tl_body_secret(&b, "handle", ct, n + TL_BOX_OVERHEAD);
+		tl_body_str(&b, TL_F_GRANT, grant);
+		tl_body_u64(&b, TL_F_VERSION, version);
+		tl_body_secret(&b, TL_F_HANDLE, ct, n + TL_BOX_OVERHEAD);
 		rc = tl_emit(c, TL_EV_CRED_HANDLE, stream, &b, NULL);
 		tl_body_free(&b);
 	}

@@ -30,6 +30,7 @@
 
 #include "core/body.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "drivers/driver.h"
 #include "projections/ctx.h"
 #include "projections/events.h"
@@ -233,15 +234,15 @@ publish_cb(struct tl_txn *t, void *arg)
 	c.cause = 0;
 	c.have_corr = 0;
 	tl_body_init(&b);
-	tl_body_str(&b, "provider", cp->id);
-	tl_body_u64(&b, "number", number);
-	tl_body_u64(&b, "this_update", (uint64_t)info.this_update);
-	tl_body_u64(&b, "next_update", (uint64_t)info.next_update);
-	tl_body_arr(&b, "serials");
+	tl_body_str(&b, TL_F_PROVIDER, cp->id);
+	tl_body_u64(&b, TL_F_NUMBER, number);
+	tl_body_u64(&b, TL_F_THIS_UPDATE, (uint64_t)info.this_update);
+	tl_body_u64(&b, TL_F_NEXT_UPDATE, (uint64_t)info.next_update);
+	tl_body_arr(&b, TL_F_SERIALS);
 	for (i = 0; i < sl.n; i++)
 		tl_body_str(&b, NULL, sl.s[i]);
 	tl_body_end(&b);
-	tl_body_str(&b, "crl", pem);
+	tl_body_str(&b, TL_F_CRL, pem);
 	rc = tl_emit(&c, TL_EV_CERT_CRL, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0 && (rc = tl_ctx_end(&c)) == 0) {

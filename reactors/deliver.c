@@ -15,6 +15,7 @@
 
 #include "core/delivery.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/nodewire.h"
 #include "drivers/util.h"
 #include "projections/ctx.h"
@@ -459,11 +460,11 @@ emit_delivery(struct tl_rx *rx, struct tl_ctx *c, const struct tl_grant *g,
 	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
 		goto out;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", g->id);
-	tl_body_str(&b, "holder", holder);
-	tl_body_str(&b, "node", node);
-	tl_body_u64(&b, "version", g->version);
-	tl_body_secret(&b, "sealed", sealed, plen + TL_SEAL_OVERHEAD);
+	tl_body_str(&b, TL_F_GRANT, g->id);
+	tl_body_str(&b, TL_F_HOLDER, holder);
+	tl_body_str(&b, TL_F_NODE, node);
+	tl_body_u64(&b, TL_F_VERSION, g->version);
+	tl_body_secret(&b, TL_F_SEALED, sealed, plen + TL_SEAL_OVERHEAD);
 	rc = tl_emit(c, TL_EV_CRED_DELIVERED, stream, &b, NULL);
 	tl_body_free(&b);
 out:

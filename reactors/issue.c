@@ -41,6 +41,7 @@
 
 #include "core/body.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "drivers/driver.h"
 #include "drivers/util.h"
 #include "projections/ctx.h"
@@ -116,12 +117,12 @@ refuse(struct ipass *ps, struct tl_ctx *c, const char *grant,
 	if (tl_key(stream, "grant/%s", grant) != 0)
 		return 0;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", grant);
-	tl_body_str(&b, "holder", holder);
-	tl_body_str(&b, "node", node);
-	tl_body_u64(&b, "version", version);
-	tl_body_str(&b, "csr_digest", digest);
-	tl_body_str(&b, "reason", why);
+	tl_body_str(&b, TL_F_GRANT, grant);
+	tl_body_str(&b, TL_F_HOLDER, holder);
+	tl_body_str(&b, TL_F_NODE, node);
+	tl_body_u64(&b, TL_F_VERSION, version);
+	tl_body_str(&b, TL_F_CSR_DIGEST, digest);
+	tl_body_str(&b, TL_F_REASON, why);
 	rc = tl_emit(c, TL_EV_CERT_REFUSED, stream, &b, NULL);
 	tl_body_free(&b);
 	return rc;
@@ -392,18 +393,18 @@ one_csr(struct ipass *ps, struct tl_ctx *c, const char *node, json_t *e)
 	if ((rc = tl_key(stream, "grant/%s", grant)) != 0)
 		goto out;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", grant);
-	tl_body_str(&b, "holder", holder);
-	tl_body_str(&b, "node", node);
-	tl_body_u64(&b, "version", version);
-	tl_body_str(&b, "serial", ci.serial);
-	tl_body_str(&b, "cn", login);
-	tl_body_i64(&b, "not_after", ci.not_after);
-	tl_body_u64(&b, "renew_at", ci.renew_at > 0 ? (uint64_t)ci.renew_at :
+	tl_body_str(&b, TL_F_GRANT, grant);
+	tl_body_str(&b, TL_F_HOLDER, holder);
+	tl_body_str(&b, TL_F_NODE, node);
+	tl_body_u64(&b, TL_F_VERSION, version);
+	tl_body_str(&b, TL_F_SERIAL, ci.serial);
+	tl_body_str(&b, TL_F_CN, login);
+	tl_body_i64(&b, TL_F_NOT_AFTER, ci.not_after);
+	tl_body_u64(&b, TL_F_RENEW_AT, ci.renew_at > 0 ? (uint64_t)ci.renew_at :
 	    0);
-	tl_body_str(&b, "csr_digest", digest);
-	tl_body_str(&b, "cert", cert);
-	tl_body_str(&b, "ca", ca);
+	tl_body_str(&b, TL_F_CSR_DIGEST, digest);
+	tl_body_str(&b, TL_F_CERT, cert);
+	tl_body_str(&b, TL_F_CA, ca);
 	rc = tl_emit(c, TL_EV_CERT_ISSUED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0) {

@@ -5,6 +5,7 @@
 
 #include "core/body.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/secret.h"
 #include "projections/events.h"
 #include "mesh.h"
@@ -116,7 +117,7 @@ tl_mesh_ensure(struct tl_txn *t, const char *actor, char *mesh,
 		return rc;
 	tl_secret_mesh_id(mesh);
 	tl_body_init(&b);
-	tl_body_str(&b, "mesh", mesh);
+	tl_body_str(&b, TL_F_MESH, mesh);
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
 		a.type = TL_EV_MESH_CREATED;

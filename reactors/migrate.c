@@ -41,6 +41,7 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "drivers/util.h"
 #include "projections/decide.h"
@@ -679,8 +680,8 @@ readiness(struct tl_ctx *c, const char *module)
 		if (tl_rec_exists(c->t, c->p.graph, k))
 			continue;
 		tl_body_init(&b);
-		tl_body_str(&b, "module", module);
-		tl_body_str(&b, "node", node);
+		tl_body_str(&b, TL_F_MODULE, module);
+		tl_body_str(&b, TL_F_NODE, node);
 		rc = tl_emit(c, TL_EV_ASSIGN_READY, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
@@ -730,9 +731,9 @@ outcomes(void *arg, struct tl_ctx *cp)
 			if (tl_rec_exists(t, c.p.grants, k))
 				continue;
 			tl_body_init(&b);
-			tl_body_str(&b, "grant", mg->g.id);
-			tl_body_str(&b, "file", mg->f[j].file);
-			tl_body_str(&b, "checksum", mg->f[j].checksum);
+			tl_body_str(&b, TL_F_GRANT, mg->g.id);
+			tl_body_str(&b, TL_F_FILE, mg->f[j].file);
+			tl_body_str(&b, TL_F_CHECKSUM, mg->f[j].checksum);
 			rc = tl_emit(&c, TL_EV_MIGRATION_APPLIED, stream, &b,
 			    NULL);
 			tl_body_free(&b);
@@ -744,8 +745,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 			struct tl_body b;
 
 			tl_body_init(&b);
-			tl_body_str(&b, "grant", mg->g.id);
-			tl_body_str(&b, "reason", mg->block);
+			tl_body_str(&b, TL_F_GRANT, mg->g.id);
+			tl_body_str(&b, TL_F_REASON, mg->block);
 			rc = tl_emit(&c, TL_EV_MIGRATION_BLOCKED, stream, &b,
 			    NULL);
 			tl_body_free(&b);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "projections/decide.h"
 #include "projections/events.h"
 #include "projections/proj.h"
@@ -70,10 +71,10 @@ emit(struct tl_ctx *c, const char *type, const char *id, const char *reason,
 	if ((rc = tl_key(stream, "provider/%s", id)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "id", id);
+	tl_body_str(&b, TL_F_ID, id);
 	if (reason != NULL) {
-		tl_body_str(&b, "reason", reason);
-		tl_body_str(&b, "kind", kind);
+		tl_body_str(&b, TL_F_REASON, reason);
+		tl_body_str(&b, TL_F_KIND, kind);
 	}
 	c->cause = 0;
 	c->have_corr = 0;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "drivers/driver.h"
 #include "drivers/util.h"
@@ -561,14 +562,14 @@ intents(void *arg, struct tl_ctx *cp)
 		c.cause = w->g.state_seq;
 		c.have_corr = 0;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", w->g.id);
-		tl_body_str(&b, "provider", w->g.provider);
-		tl_body_u64(&b, "version", w->g.version);
-		tl_body_str(&b, "resource", w->dbname);
-		tl_body_str(&b, "owner", w->owner);
-		tl_body_str(&b, "user", w->login);
-		tl_body_u64(&b, "naming", w->g.naming);
-		tl_body_secret(&b, "password", ct, ctlen);
+		tl_body_str(&b, TL_F_GRANT, w->g.id);
+		tl_body_str(&b, TL_F_PROVIDER, w->g.provider);
+		tl_body_u64(&b, TL_F_VERSION, w->g.version);
+		tl_body_str(&b, TL_F_RESOURCE, w->dbname);
+		tl_body_str(&b, TL_F_OWNER, w->owner);
+		tl_body_str(&b, TL_F_USER, w->login);
+		tl_body_u64(&b, TL_F_NAMING, w->g.naming);
+		tl_body_secret(&b, TL_F_PASSWORD, ct, ctlen);
 		rc = tl_emit(&c, TL_EV_GRANT_PROVISIONING, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
@@ -907,8 +908,8 @@ revoke_readers(struct tl_ctx *c, const char *owner)
 		if ((rc = tl_key(stream, "grant/%s", rd.ids[i])) != 0)
 			break;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", rd.ids[i]);
-		tl_body_str(&b, "reason", why);
+		tl_body_str(&b, TL_F_GRANT, rd.ids[i]);
+		tl_body_str(&b, TL_F_REASON, why);
 		rc = tl_emit(c, TL_EV_REVOCATION_REQUESTED, stream, &b, NULL);
 		tl_body_free(&b);
 	}
@@ -984,7 +985,7 @@ outcomes(void *arg, struct tl_ctx *cp)
 		    ps->rx, &c, w->g.id, cur.version, w->handle_out)) != 0)
 			return rc;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", w->g.id);
+		tl_body_str(&b, TL_F_GRANT, w->g.id);
 		if (w->rc != 0) {
 			/* Unchanged failures are not news. */
 			if ((strcmp(cur.state, TL_GRANT_FAILED) == 0 ||
@@ -993,39 +994,41 @@ outcomes(void *arg, struct tl_ctx *cp)
 				tl_body_free(&b);
 				continue;
 			}
-			tl_body_str(&b, "reason", w->why);
-			tl_body_str(&b, "op", w->kind == W_CREATE ? "create" :
-			    "revoke");
+			tl_body_str(&b, TL_F_REASON, w->why);
+			tl_body_str(&b, TL_F_OP,
+			    w->kind == W_CREATE ? "create" : "revoke");
 			rc = tl_emit(&c, TL_EV_GRANT_FAILED, stream, &b, NULL);
 		} else if (w->kind == W_CREATE) {
-			tl_body_u64(&b, "version", cur.version);
-			tl_body_map(&b, "fields");
+			tl_body_u64(&b, TL_F_VERSION, cur.version);
+			tl_body_map(&b, TL_F_FIELDS);
 			if (!TL_GRANT_IS_EMBEDDED(&w->g))
 				record_fields(ps, w, &b);
 			tl_body_end(&b);
 			if (w->holders != 0) {
-				tl_body_str(&b, "holders", w->holders ==
+				tl_body_str(&b, TL_F_HOLDERS, w->holders ==
 				    TL_GRANT_HOLDERS_WORKING ? "working" :
 				    "failing");
-				tl_body_str(&b, "holders_why", w->holders_why);
+				tl_body_str(&b, TL_F_HOLDERS_WHY,
+				    w->holders_why);
 			}
 			rc = tl_emit(&c, TL_EV_GRANT_PROVISIONED, stream, &b,
 			    NULL);
 			/* The state when the pass began: the intent moved it. */
 			if (rc == 0 && strcmp(w->g.state, TL_GRANT_RESTORING) == 0) {
 				tl_body_reset(&b);
-				tl_body_str(&b, "grant", w->g.id);
-				tl_body_u64(&b, "version", cur.version);
+				tl_body_str(&b, TL_F_GRANT, w->g.id);
+				tl_body_u64(&b, TL_F_VERSION, cur.version);
 				rc = tl_emit(&c, TL_EV_GRANT_RESTORED, stream, &b,
 				    NULL);
 			}
 			if (rc == 0 && strcmp(cur.state, TL_GRANT_REPAIRING) == 0) {
 				/* Recreated deliberately: say so beside it. */
 				tl_body_reset(&b);
-				tl_body_str(&b, "grant", w->g.id);
-				tl_body_str(&b, "kind", TL_DRIFTK_MISSING);
-				tl_body_str(&b, "how", "recreated on request "
-				    "(tally repair); its data did not come back");
+				tl_body_str(&b, TL_F_GRANT, w->g.id);
+				tl_body_str(&b, TL_F_KIND, TL_DRIFTK_MISSING);
+				tl_body_str(&b, TL_F_HOW, "recreated on "
+				    "request (tally repair); its data did not "
+				    "come back");
 				rc = tl_emit(&c, TL_EV_GRANT_REPAIRED, stream, &b,
 				    NULL);
 			}
@@ -1049,9 +1052,10 @@ outcomes(void *arg, struct tl_ctx *cp)
 			if (rc == 0)
 				rc = revoke_readers(&c, w->g.id);
 		} else {
-			tl_body_str(&b, "policy", w->drop ? "drop" : "retain");
+			tl_body_str(&b, TL_F_POLICY,
+			    w->drop ? "drop" : "retain");
 			if (w->have_size)
-				tl_body_u64(&b, "size", w->size);
+				tl_body_u64(&b, TL_F_SIZE, w->size);
 			rc = tl_emit(&c, TL_EV_GRANT_REVOKED, stream, &b, NULL);
 			if (rc == 0)
 				rc = tl_dec_reopen_wanted(&c, w->g.id);

@@ -51,6 +51,7 @@
 
 #include "core/body.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/json.h"
 #include "core/kv.h"
 #include "core/log.h"
@@ -1166,14 +1167,14 @@ ack_cb(struct tl_txn *t, void *arg)
 		return rc;
 	snprintf(stream, sizeof(stream), "node/%s", w->o.node);
 	tl_body_init(&b);
-	tl_body_str(&b, "node", w->o.node);
-	tl_body_str(&b, "grant", w->o.grant);
-	tl_body_str(&b, "holder", w->o.holder);
-	tl_body_u64(&b, "version", w->o.version);
-	tl_body_str(&b, "nonce", w->o.nonce);
-	tl_body_str(&b, "sig", w->o.sig);
-	tl_body_str(&b, "mac", w->o.mac);
-	tl_body_str(&b, "via", "amqp");
+	tl_body_str(&b, TL_F_NODE, w->o.node);
+	tl_body_str(&b, TL_F_GRANT, w->o.grant);
+	tl_body_str(&b, TL_F_HOLDER, w->o.holder);
+	tl_body_u64(&b, TL_F_VERSION, w->o.version);
+	tl_body_str(&b, TL_F_NONCE, w->o.nonce);
+	tl_body_str(&b, TL_F_SIG, w->o.sig);
+	tl_body_str(&b, TL_F_MAC, w->o.mac);
+	tl_body_str(&b, TL_F_VIA, "amqp");
 	rc = tl_emit(&c, TL_EV_ACK_OFFERED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)
@@ -1227,8 +1228,8 @@ report_cb(struct tl_txn *t, void *arg)
 		return 0;
 	snprintf(stream, sizeof(stream), "node/%s", w->node);
 	tl_body_init(&b);
-	tl_body_str(&b, "node", w->node);
-	tl_body_str(&b, "report", w->report);
+	tl_body_str(&b, TL_F_NODE, w->node);
+	tl_body_str(&b, TL_F_REPORT, w->report);
 	rc = tl_emit(&c, TL_EV_NODE_REPORTED, stream, &b, NULL);
 	tl_body_free(&b);
 	if (rc == 0)

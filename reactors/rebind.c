@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "projections/decide.h"
 #include "projections/events.h"
@@ -357,16 +358,16 @@ issue(void *arg, struct tl_ctx *cp)
 		c.cause = st->r.started_seq;
 		c.have_corr = 0;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", st->g.id);
-		tl_body_u64(&b, "version", st->r.version);
-		tl_body_str(&b, "provider", st->r.to);
-		tl_body_str(&b, "resource", st->db);
-		tl_body_str(&b, "owner", st->owner);
-		tl_body_str(&b, "user", st->login);
-		tl_body_secret(&b, "password", ct, ctlen);
-		tl_body_str(&b, "from_resource", st->odb);
-		tl_body_str(&b, "from_owner", st->oowner);
-		tl_body_str(&b, "from_user", st->ologin);
+		tl_body_str(&b, TL_F_GRANT, st->g.id);
+		tl_body_u64(&b, TL_F_VERSION, st->r.version);
+		tl_body_str(&b, TL_F_PROVIDER, st->r.to);
+		tl_body_str(&b, TL_F_RESOURCE, st->db);
+		tl_body_str(&b, TL_F_OWNER, st->owner);
+		tl_body_str(&b, TL_F_USER, st->login);
+		tl_body_secret(&b, TL_F_PASSWORD, ct, ctlen);
+		tl_body_str(&b, TL_F_FROM_RESOURCE, st->odb);
+		tl_body_str(&b, TL_F_FROM_OWNER, st->oowner);
+		tl_body_str(&b, TL_F_FROM_USER, st->ologin);
 		rc = tl_emit(&c, TL_EV_REBIND_ISSUED, stream, &b, &seq);
 		tl_body_free(&b);
 		tl_secret_wipe(ct, sizeof(ct));
@@ -575,7 +576,7 @@ tables_body(struct tl_body *b, const char *json)
 	const char *k;
 	json_t *v;
 
-	tl_body_map(b, "tables");
+	tl_body_map(b, TL_F_TABLES);
 	if (j != NULL && json_is_object(j))
 		json_object_foreach(j, k, v)
 			if (json_is_integer(v) && json_integer_value(v) >= 0)
@@ -613,36 +614,37 @@ outcomes(void *arg, struct tl_ctx *cp)
 		c.cause = cur.issued_seq ? cur.issued_seq : cur.started_seq;
 		c.have_corr = 0;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", st->g.id);
+		tl_body_str(&b, TL_F_GRANT, st->g.id);
 		if ((st->op == OP_FAIL || (st->op == OP_COPY && st->rc != 0)) &&
 		    pre) {
-			tl_body_str(&b, "step", st->step);
-			tl_body_str(&b, "reason", st->why);
+			tl_body_str(&b, TL_F_STEP, st->step);
+			tl_body_str(&b, TL_F_REASON, st->why);
 			rc = tl_emit(&c, TL_EV_REBIND_FAILED, stream, &b, NULL);
 		} else if (st->op == OP_COPY && st->rc == 0 &&
 		    strcmp(cur.state, TL_MV_ISSUED) == 0) {
-			tl_body_u64(&b, "version", cur.version);
+			tl_body_u64(&b, TL_F_VERSION, cur.version);
 			tables_body(&b, st->tables);
-			tl_body_str(&b, "host", st->to.routable);
-			tl_body_str(&b, "port", st->to.port);
+			tl_body_str(&b, TL_F_HOST, st->to.routable);
+			tl_body_str(&b, TL_F_PORT, st->to.port);
 			tl_body_str(&b, TL_GRANT_OBJECT_KEY, st->db);
-			tl_body_str(&b, "user", st->login);
+			tl_body_str(&b, TL_F_USER, st->login);
 			rc = tl_emit(&c, TL_EV_REBIND_COPIED, stream, &b, NULL);
 			/* The switch: only now, after a verified copy. */
 			if (rc == 0)
 				rc = tl_key(stream, "binding/%s", st->g.id);
 			if (rc == 0) {
 				tl_body_reset(&b);
-				tl_body_str(&b, "grant", st->g.id);
-				tl_body_str(&b, "module", st->g.module);
-				tl_body_str(&b, "req", st->g.req);
-				tl_body_str(&b, "node", st->g.node);
-				tl_body_str(&b, "type", st->g.type);
-				tl_body_str(&b, "provider", cur.to);
-				tl_body_str(&b, "from", cur.from);
-				tl_body_str(&b, "reason", cur.from[0] == '\0' ?
-				    TL_BIND_CONSOLIDATED : TL_BIND_MOVED);
-				tl_body_str(&b, "state", "bound");
+				tl_body_str(&b, TL_F_GRANT, st->g.id);
+				tl_body_str(&b, TL_F_MODULE, st->g.module);
+				tl_body_str(&b, TL_F_REQ, st->g.req);
+				tl_body_str(&b, TL_F_NODE, st->g.node);
+				tl_body_str(&b, TL_F_TYPE, st->g.type);
+				tl_body_str(&b, TL_F_PROVIDER, cur.to);
+				tl_body_str(&b, TL_F_FROM, cur.from);
+				tl_body_str(&b, TL_F_REASON,
+				    cur.from[0] == '\0' ? TL_BIND_CONSOLIDATED :
+				    TL_BIND_MOVED);
+				tl_body_str(&b, TL_F_STATE, "bound");
 				rc = tl_emit(&c, TL_EV_BINDING_MOVED, stream, &b,
 				    NULL);
 			}
@@ -650,18 +652,18 @@ outcomes(void *arg, struct tl_ctx *cp)
 				rc = tl_rx_deliver(ps->rx, &c, st->g.id);
 		} else if (st->op == OP_RETIRE && st->rc == 0 &&
 		    strcmp(cur.state, TL_MV_MOVED) == 0) {
-			tl_body_u64(&b, "version", cur.version);
-			tl_body_str(&b, "provider", cur.from);
-			tl_body_str(&b, "resource", cur.old_db);
-			tl_body_str(&b, "user", cur.old_user);
-			tl_body_str(&b, "policy", "retain");
-			tl_body_str(&b, "how", st->cleanup);
+			tl_body_u64(&b, TL_F_VERSION, cur.version);
+			tl_body_str(&b, TL_F_PROVIDER, cur.from);
+			tl_body_str(&b, TL_F_RESOURCE, cur.old_db);
+			tl_body_str(&b, TL_F_USER, cur.old_user);
+			tl_body_str(&b, TL_F_POLICY, "retain");
+			tl_body_str(&b, TL_F_HOW, st->cleanup);
 			if (st->have_bytes)
-				tl_body_u64(&b, "size", st->bytes);
+				tl_body_u64(&b, TL_F_SIZE, st->bytes);
 			rc = tl_emit(&c, TL_EV_REBIND_COMPLETED, stream, &b, NULL);
 		} else if (st->op == OP_REVERT && st->rc == 0 &&
 		    strcmp(cur.state, TL_MV_FAILED) == 0) {
-			tl_body_str(&b, "cleanup", st->cleanup);
+			tl_body_str(&b, TL_F_CLEANUP, st->cleanup);
 			rc = tl_emit(&c, TL_EV_REBIND_REVERTED, stream, &b, NULL);
 		}
 		tl_body_free(&b);

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/window.h"
 #include "drivers/util.h"
 #include "projections/decide.h"
@@ -337,10 +338,10 @@ issue(struct rpass *ps, struct tl_ctx *cp)
 		c.cause = st->r.started_seq;
 		c.have_corr = 0;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", st->g.id);
-		tl_body_u64(&b, "version", st->r.to);
-		tl_body_str(&b, "user", st->login);
-		tl_body_secret(&b, "password", ct, ctlen);
+		tl_body_str(&b, TL_F_GRANT, st->g.id);
+		tl_body_u64(&b, TL_F_VERSION, st->r.to);
+		tl_body_str(&b, TL_F_USER, st->login);
+		tl_body_secret(&b, TL_F_PASSWORD, ct, ctlen);
 		rc = tl_emit(&c, TL_EV_CRED_ISSUED, stream, &b, NULL);
 		tl_body_free(&b);
 		if (rc != 0)
@@ -500,10 +501,10 @@ outcomes(void *arg, struct tl_ctx *cp)
 		c.cause = cur.issued_seq ? cur.issued_seq : cur.started_seq;
 		c.have_corr = 0;
 		tl_body_init(&b);
-		tl_body_str(&b, "grant", st->g.id);
+		tl_body_str(&b, TL_F_GRANT, st->g.id);
 		if (st->op == OP_CREATE && strcmp(cur.state, TL_ROT_ISSUED) == 0) {
-			tl_body_u64(&b, "version", cur.to);
-			tl_body_str(&b, "user", st->login);
+			tl_body_u64(&b, TL_F_VERSION, cur.to);
+			tl_body_str(&b, TL_F_USER, st->login);
 			rc = tl_emit(&c, TL_EV_CRED_ACTIVATED, stream, &b, NULL);
 			if (rc == 0)
 				rc = tl_rx_deliver(ps->rx, &c, st->g.id);
@@ -511,12 +512,13 @@ outcomes(void *arg, struct tl_ctx *cp)
 		    strcmp(cur.state, TL_ROT_ACTIVE) == 0) {
 			char *save = NULL, *h;
 
-			tl_body_u64(&b, "version", cur.from);
-			tl_body_str(&b, "user", st->old);
-			tl_body_bool(&b, "forced", st->forced);
+			tl_body_u64(&b, TL_F_VERSION, cur.from);
+			tl_body_str(&b, TL_F_USER, st->old);
+			tl_body_bool(&b, TL_F_FORCED, st->forced);
 			if (st->corroborated)
-				tl_body_u64(&b, "sessions_ended", st->sessions);
-			tl_body_arr(&b, "cut_off");
+				tl_body_u64(&b, TL_F_SESSIONS_ENDED,
+				    st->sessions);
+			tl_body_arr(&b, TL_F_CUT_OFF);
 			if (st->forced)
 				for (h = strtok_r(st->cutoff, ",", &save);
 				    h != NULL; h = strtok_r(NULL, ",", &save))
@@ -525,8 +527,8 @@ outcomes(void *arg, struct tl_ctx *cp)
 			rc = tl_emit(&c, TL_EV_CRED_RETIRED, stream, &b, NULL);
 			if (rc == 0) {
 				tl_body_reset(&b);
-				tl_body_str(&b, "grant", st->g.id);
-				tl_body_u64(&b, "version", cur.to);
+				tl_body_str(&b, TL_F_GRANT, st->g.id);
+				tl_body_u64(&b, TL_F_VERSION, cur.to);
 				rc = tl_emit(&c, TL_EV_ROT_COMPLETED, stream, &b,
 				    NULL);
 			}
@@ -539,21 +541,21 @@ outcomes(void *arg, struct tl_ctx *cp)
 			if (tl_grant_get(t, &c.p, st->g.id, &g, NULL) == 0)
 				snprintf(why, sizeof(why), "grant %s", g.state);
 			if (st->old[0] != '\0') {
-				tl_body_u64(&b, "version", st->old_version);
-				tl_body_str(&b, "user", st->old);
-				tl_body_bool(&b, "forced", 0);
-				tl_body_arr(&b, "cut_off");
+				tl_body_u64(&b, TL_F_VERSION, st->old_version);
+				tl_body_str(&b, TL_F_USER, st->old);
+				tl_body_bool(&b, TL_F_FORCED, 0);
+				tl_body_arr(&b, TL_F_CUT_OFF);
 				tl_body_end(&b);
-				tl_body_str(&b, "reason", why);
+				tl_body_str(&b, TL_F_REASON, why);
 				rc = tl_emit(&c, TL_EV_CRED_RETIRED, stream, &b,
 				    NULL);
 				tl_body_reset(&b);
-				tl_body_str(&b, "grant", st->g.id);
+				tl_body_str(&b, TL_F_GRANT, st->g.id);
 			}
 			if (rc == 0) {
-				tl_body_u64(&b, "from", cur.from);
-				tl_body_u64(&b, "to", cur.to);
-				tl_body_str(&b, "reason", why);
+				tl_body_u64(&b, TL_F_FROM, cur.from);
+				tl_body_u64(&b, TL_F_TO, cur.to);
+				tl_body_str(&b, TL_F_REASON, why);
 				rc = tl_emit(&c, TL_EV_ROT_ABANDONED, stream, &b,
 				    NULL);
 			}

@@ -255,6 +255,69 @@ START_TEST(test_every_named_type_catalogued)
 }
 END_TEST
 
+/*
+ * Whether name is a word of some entry's body ("grant", "cut_off" in
+ * "cut_off[]", "times" in "settings{KEY:{from times ...}}").
+ */
+static int
+catalogued_field(const char *name)
+{
+	size_t i, n = strlen(name);
+
+	for (i = 0; i < tl_cat_count(); i++) {
+		const char *b = tl_cat_at(i)->body, *p = b;
+
+		while ((p = strstr(p, name)) != NULL) {
+			int before = p == b || !(islower((unsigned char)p[-1]) ||
+			    p[-1] == '_' || p[-1] == '-');
+			int after = !(islower((unsigned char)p[n]) ||
+			    isdigit((unsigned char)p[n]) || p[n] == '_' ||
+			    p[n] == '-');
+
+			if (before && after)
+				return 1;
+			p += n;
+		}
+	}
+	return 0;
+}
+
+/*
+ * core/fields.h names event body fields once: each of its constants is
+ * a field of some catalogued type, spelt as the constant's name says.
+ */
+START_TEST(test_fields_catalogued)
+{
+	char *text = slurp("core/fields.h"), *p;
+	unsigned n = 0, missing = 0;
+
+	ck_assert_ptr_nonnull(text);
+	for (p = text; (p = strstr(p, "#define TL_F_")) != NULL; p++) {
+		char cname[64], field[64];
+		size_t k;
+
+		if (sscanf(p, "#define %63s \"%63[^\"]\"", cname, field) != 2)
+			continue;
+		n++;
+		for (k = 0; field[k] != '\0'; k++)
+			ck_assert_msg(cname[5 + k] == (field[k] == '-' ||
+			    field[k] == '.' ? '_' : toupper((unsigned char)
+			    field[k])), "%s does not spell \"%s\"", cname, field);
+		ck_assert_msg(cname[5 + k] == '\0', "%s does not spell \"%s\"",
+		    cname, field);
+		if (!catalogued_field(field)) {
+			fprintf(stderr, "core/fields.h: %s (\"%s\") is no "
+			    "field of any type in projections/catalogue.c\n",
+			    cname, field);
+			missing++;
+		}
+	}
+	free(text);
+	ck_assert_uint_gt(n, 100);
+	ck_assert_uint_eq(missing, 0);
+}
+END_TEST
+
 /* The catalogue's entries: types unique, every fold's source names them. */
 START_TEST(test_folds_take_what_catalogue_says)
 {
@@ -774,6 +837,7 @@ suite(void)
 	TCase *tc = tcase_create("source");
 
 	tcase_add_test(tc, test_every_named_type_catalogued);
+	tcase_add_test(tc, test_fields_catalogued);
 	tcase_add_test(tc, test_folds_take_what_catalogue_says);
 	tcase_add_test(tc, test_emit_unknown_type_refused);
 	tcase_add_test(tc, test_limits_nested);

@@ -68,6 +68,7 @@
 #include "core/body.h"
 #include "core/delivery.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/secret.h"
@@ -1063,14 +1064,14 @@ append_offer(struct tl_txn *t, void *arg)
 	snprintf(stream, sizeof(stream), "node/%s", o->node);
 	snprintf(actor, sizeof(actor), "tally-node:%s", o->node);
 	tl_body_init(&b);
-	tl_body_str(&b, "node", o->node);
-	tl_body_str(&b, "grant", o->grant);
-	tl_body_str(&b, "holder", o->holder);
-	tl_body_u64(&b, "version", o->version);
-	tl_body_str(&b, "nonce", o->nonce);
-	tl_body_str(&b, "sig", o->sig);
-	tl_body_str(&b, "mac", o->mac);
-	tl_body_str(&b, "via", "log");
+	tl_body_str(&b, TL_F_NODE, o->node);
+	tl_body_str(&b, TL_F_GRANT, o->grant);
+	tl_body_str(&b, TL_F_HOLDER, o->holder);
+	tl_body_u64(&b, TL_F_VERSION, o->version);
+	tl_body_str(&b, TL_F_NONCE, o->nonce);
+	tl_body_str(&b, TL_F_SIG, o->sig);
+	tl_body_str(&b, TL_F_MAC, o->mac);
+	tl_body_str(&b, TL_F_VIA, "log");
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
 		a.type = TL_NW_ACK_OFFERED;
@@ -1183,10 +1184,10 @@ append_report(struct tl_txn *t, void *arg)
 	snprintf(stream, sizeof(stream), "node/%s", w->node);
 	snprintf(actor, sizeof(actor), "tally-node:%s", w->node);
 	tl_body_init(&b);
-	tl_body_str(&b, "node", w->node);
-	tl_body_str(&b, "report", w->report);
-	tl_body_str(&b, "sig", w->sig);
-	tl_body_str(&b, "via", "log");
+	tl_body_str(&b, TL_F_NODE, w->node);
+	tl_body_str(&b, TL_F_REPORT, w->report);
+	tl_body_str(&b, TL_F_SIG, w->sig);
+	tl_body_str(&b, TL_F_VIA, "log");
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
 		a.type = TL_NW_REPORT_OFFERED;

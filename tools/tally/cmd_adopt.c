@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/body.h"
+#include "core/fields.h"
 #include "drivers/decl.h"
 #include "projections/events.h"
 #include "projections/grant.h"
@@ -265,15 +266,15 @@ do_adopt(struct tl_ctx *c, void *arg)
 		    "mesh %s (%zu looked at; tally adopt --help says which "
 		    "can): nothing adopted", a->from, a->nskip);
 	tl_body_init(&b);
-	tl_body_str(&b, "from", a->from);
-	tl_body_arr(&b, "grants");
+	tl_body_str(&b, TL_F_FROM, a->from);
+	tl_body_arr(&b, TL_F_GRANTS);
 	for (i = 0; i < a->ntook; i++) {
 		tl_body_map(&b, NULL);
-		tl_body_str(&b, "grant", a->took[i].grant);
-		tl_body_str(&b, "resource", a->took[i].resource);
+		tl_body_str(&b, TL_F_GRANT, a->took[i].grant);
+		tl_body_str(&b, TL_F_RESOURCE, a->took[i].resource);
 		if (a->took[i].login[0] != '\0') {
-			tl_body_str(&b, "owner", a->took[i].owner);
-			tl_body_str(&b, "login", a->took[i].login);
+			tl_body_str(&b, TL_F_OWNER, a->took[i].owner);
+			tl_body_str(&b, TL_F_LOGIN, a->took[i].login);
 		}
 		tl_body_end(&b);
 	}

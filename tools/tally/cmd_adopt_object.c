@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/body.h"
+#include "core/fields.h"
 #include "core/secret.h"
 #include "drivers/decl.h"
 #include "projections/events.h"
@@ -319,13 +320,13 @@ do_adopt_object(struct tl_ctx *c, void *arg)
 	if ((rc = tl_key(stream, "grant/%s", a->grant)) != 0)
 		return rc;
 	tl_body_init(&b);
-	tl_body_str(&b, "grant", a->grant);
-	tl_body_str(&b, "type", a->type);
-	tl_body_str(&b, "resource", a->resource);
+	tl_body_str(&b, TL_F_GRANT, a->grant);
+	tl_body_str(&b, TL_F_TYPE, a->type);
+	tl_body_str(&b, TL_F_RESOURCE, a->resource);
 	if (a->login != NULL)
-		tl_body_str(&b, "login", a->login);
+		tl_body_str(&b, TL_F_LOGIN, a->login);
 	if (a->migrated != NULL)
-		tl_body_str(&b, "migrated", a->migrated);
+		tl_body_str(&b, TL_F_MIGRATED, a->migrated);
 	if ((a->secret_in || a->password_in) && (rc = seal_secret(c, a,
 	    a->secret_in ? "secret" : "password", &b)) != 0) {
 		tl_body_free(&b);

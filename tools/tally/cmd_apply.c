@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/body.h"
+#include "core/fields.h"
 #include "core/vec.h"
 #include "drivers/decl.h"
 #include "manifest.h"
@@ -73,38 +74,38 @@ module_body(const struct tl_mf_module *m, struct tl_body *b)
 		struct tl_body *x = i == 0 ? &c : b;
 		size_t j;
 
-		tl_body_str(x, "name", m->name);
+		tl_body_str(x, TL_F_NAME, m->name);
 		if (i == 1)
-			tl_body_str(x, "digest", hex);
+			tl_body_str(x, TL_F_DIGEST, hex);
 		/*
 		 * Absent means any: a declaration from before instances:
 		 * reads the same, and re-applying it appends nothing.
 		 */
 		if (m->instances != TL_MF_ANY)
-			tl_body_str(x, "instances",
+			tl_body_str(x, TL_F_INSTANCES,
 			    tl_mf_instances_name(m->instances));
 		/* Absent when none: an older declaration reads the same. */
 		if (m->nparts > 0) {
-			tl_body_arr(x, "parts");
+			tl_body_arr(x, TL_F_PARTS);
 			for (j = 0; j < m->nparts; j++)
 				tl_body_str(x, NULL, m->parts[j]);
 			tl_body_end(x);
 		}
-		tl_body_map(x, "env");
+		tl_body_map(x, TL_F_ENV);
 		for (j = 0; j < m->nenv; j++)
 			tl_body_str(x, m->env[j].name, m->env[j].def);
 		tl_body_end(x);
-		tl_body_arr(x, "provides");
+		tl_body_arr(x, TL_F_PROVIDES);
 		for (j = 0; j < m->nprovides; j++) {
 			tl_body_map(x, NULL);
-			tl_body_str(x, "type", m->provides[j].type);
-			tl_body_str(x, "driver", m->provides[j].driver);
-			tl_body_str(x, "revoke",
+			tl_body_str(x, TL_F_TYPE, m->provides[j].type);
+			tl_body_str(x, TL_F_DRIVER, m->provides[j].driver);
+			tl_body_str(x, TL_F_REVOKE,
 			    tl_mf_revoke_name(m->provides[j].revoke));
-			tl_body_u64(x, "max_age",
+			tl_body_u64(x, TL_F_MAX_AGE,
 			    (uint64_t)m->provides[j].max_credential_age);
 			if (m->provides[j].rotation_window != NULL)
-				tl_body_str(x, "window",
+				tl_body_str(x, TL_F_WINDOW,
 				    m->provides[j].rotation_window);
 			/* Absent when none: an older declaration reads so. */
 			if (m->provides[j].nderived > 0) {
@@ -112,14 +113,14 @@ module_body(const struct tl_mf_module *m, struct tl_body *b)
 				    m->provides[j].derived;
 				size_t l;
 
-				tl_body_map(x, "settings");
+				tl_body_map(x, TL_F_SETTINGS);
 				for (l = 0; l < m->provides[j].nderived; l++) {
 					tl_body_map(x, dv[l].key);
-					tl_body_str(x, "from", dv[l].from);
-					tl_body_str(x, "times", dv[l].times);
-					tl_body_str(x, "unit", dv[l].unit);
-					tl_body_u64(x, "min", dv[l].min);
-					tl_body_u64(x, "max", dv[l].max);
+					tl_body_str(x, TL_F_FROM, dv[l].from);
+					tl_body_str(x, TL_F_TIMES, dv[l].times);
+					tl_body_str(x, TL_F_UNIT, dv[l].unit);
+					tl_body_u64(x, TL_F_MIN, dv[l].min);
+					tl_body_u64(x, TL_F_MAX, dv[l].max);
 					tl_body_end(x);
 				}
 				tl_body_end(x);
@@ -127,12 +128,12 @@ module_body(const struct tl_mf_module *m, struct tl_body *b)
 			tl_body_end(x);
 		}
 		tl_body_end(x);
-		tl_body_arr(x, "embedded");
+		tl_body_arr(x, TL_F_EMBEDDED);
 		for (j = 0; j < m->nembedded; j++) {
 			tl_body_map(x, NULL);
-			tl_body_str(x, "name", m->embedded[j].name);
-			tl_body_str(x, "type", m->embedded[j].type);
-			tl_body_str(x, "runs", m->embedded[j].runs ?
+			tl_body_str(x, TL_F_NAME, m->embedded[j].name);
+			tl_body_str(x, TL_F_TYPE, m->embedded[j].type);
+			tl_body_str(x, TL_F_RUNS, m->embedded[j].runs ?
 			    m->embedded[j].runs : "");
 			map_body(x, "env", m->embedded[j].env,
 			    m->embedded[j].nenv);
@@ -290,49 +291,50 @@ req_body(const struct tl_mf_module *m, const struct tl_mf_req *r,
 	if (r->provider_node != NULL)
 		snprintf(prov, sizeof(prov), "%s/%s", r->provider_node,
 		    r->provider_module);
-	tl_body_str(b, "module", m->name);
-	tl_body_str(b, "name", r->name);
-	tl_body_str(b, "kind", tl_mf_kind_name(r->kind));
-	tl_body_str(b, "target", r->target);
+	tl_body_str(b, TL_F_MODULE, m->name);
+	tl_body_str(b, TL_F_NAME, r->name);
+	tl_body_str(b, TL_F_KIND, tl_mf_kind_name(r->kind));
+	tl_body_str(b, TL_F_TARGET, r->target);
 	if (r->kind == TL_MF_INSTANTIATION) {
-		tl_body_str(b, "type", r->type);
-		tl_body_str(b, "scope", tl_mf_scope_name(r->scope));
-		tl_body_str(b, "provider", prov);
-		tl_body_str(b, "resource", r->resource);
+		tl_body_str(b, TL_F_TYPE, r->type);
+		tl_body_str(b, TL_F_SCOPE, tl_mf_scope_name(r->scope));
+		tl_body_str(b, TL_F_PROVIDER, prov);
+		tl_body_str(b, TL_F_RESOURCE, r->resource);
 		map_body(b, "env", r->env, r->nenv);
 		{
 			size_t i;
 
 			/* What was declared, by checksum: not a path. */
-			tl_body_arr(b, "migrations");
+			tl_body_arr(b, TL_F_MIGRATIONS);
 			for (i = 0; ms != NULL && i < ms->n; i++) {
 				tl_body_map(b, NULL);
-				tl_body_str(b, "file", ms->v[i].file);
-				tl_body_str(b, "checksum", ms->v[i].checksum);
+				tl_body_str(b, TL_F_FILE, ms->v[i].file);
+				tl_body_str(b, TL_F_CHECKSUM,
+				    ms->v[i].checksum);
 				tl_body_end(b);
 			}
 			tl_body_end(b);
 		}
-		tl_body_u64(b, "max_age", (uint64_t)r->max_credential_age);
+		tl_body_u64(b, TL_F_MAX_AGE, (uint64_t)r->max_credential_age);
 		if (r->rotation_window != NULL)
-			tl_body_str(b, "window", r->rotation_window);
+			tl_body_str(b, TL_F_WINDOW, r->rotation_window);
 		if (r->params != NULL && r->params[0] != NULL) {
 			const char *const *pv;
 
 			/* The driver's params: what its operations make. */
-			tl_body_map(b, "params");
+			tl_body_map(b, TL_F_PARAMS);
 			for (pv = r->params; pv[0] != NULL; pv += 2)
 				tl_body_str(b, pv[0], pv[1]);
 			tl_body_end(b);
 		}
 	}
 	if (r->part != NULL)
-		tl_body_str(b, "part", r->part);
+		tl_body_str(b, TL_F_PART, r->part);
 	if (r->credential != NULL)
-		tl_body_str(b, "credential", r->credential);
+		tl_body_str(b, TL_F_CREDENTIAL, r->credential);
 	if (r->access != NULL) {
-		tl_body_str(b, "access", r->access);
-		tl_body_str(b, "of", r->of);
+		tl_body_str(b, TL_F_ACCESS, r->access);
+		tl_body_str(b, TL_F_OF, r->of);
 	}
 	return tl_body_finish(b, &p, &len);
 }

@@ -33,6 +33,7 @@
 
 #include "core/body.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/secret.h"
 #include "reactors/epoch.h"
 #include "tally.h"
@@ -172,9 +173,9 @@ promote_cb(struct tl_txn *t, void *arg)
 	for (i = 0; i < TL_HASH_LEN; i++)
 		snprintf(pa->hash + 2 * i, 3, "%02x", h[i]);
 	tl_body_init(&b);
-	tl_body_u64(&b, "epoch", pa->epoch);
-	tl_body_u64(&b, "head", pa->head);
-	tl_body_str(&b, "head_hash", pa->hash);
+	tl_body_u64(&b, TL_F_EPOCH, pa->epoch);
+	tl_body_u64(&b, TL_F_HEAD, pa->head);
+	tl_body_str(&b, TL_F_HEAD_HASH, pa->hash);
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
 		a.type = TL_EV_CP_PROMOTED;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fields.h"
 #include "core/json.h"
 #include "core/kv.h"
 #include "core/secret.h"
@@ -247,24 +248,24 @@ configure(struct tl_cli *cli, int argc, char **argv)
 	}
 	tl_body_init(&pa.b);
 	pa.type = TL_EV_PUBLISHER_CONFIGURED;
-	tl_body_str(&pa.b, "url", url);
-	tl_body_str(&pa.b, "host", conf.host);
-	tl_body_u64(&pa.b, "port", (uint64_t)(conf.port ? conf.port :
+	tl_body_str(&pa.b, TL_F_URL, url);
+	tl_body_str(&pa.b, TL_F_HOST, conf.host);
+	tl_body_u64(&pa.b, TL_F_PORT, (uint64_t)(conf.port ? conf.port :
 	    conf.tls ? 5671 : 5672));
-	tl_body_str(&pa.b, "vhost", conf.vhost[0] ? conf.vhost : "/");
-	tl_body_str(&pa.b, "user", user);
+	tl_body_str(&pa.b, TL_F_VHOST, conf.vhost[0] ? conf.vhost : "/");
+	tl_body_str(&pa.b, TL_F_USER, user);
 	if (ct != NULL)
-		tl_body_secret(&pa.b, "password", ct, ctlen);
-	tl_body_str(&pa.b, "exchange", exchange);
-	tl_body_str(&pa.b, "format", format);
-	tl_body_bool(&pa.b, "tls", conf.tls);
+		tl_body_secret(&pa.b, TL_F_PASSWORD, ct, ctlen);
+	tl_body_str(&pa.b, TL_F_EXCHANGE, exchange);
+	tl_body_str(&pa.b, TL_F_FORMAT, format);
+	tl_body_bool(&pa.b, TL_F_TLS, conf.tls);
 	if (ca != NULL)
-		tl_body_str(&pa.b, "ca", ca);
-	tl_body_bool(&pa.b, "verify", verify);
-	tl_body_bool(&pa.b, "node_queues", nodeq);
-	tl_body_str(&pa.b, "acks", acks);
+		tl_body_str(&pa.b, TL_F_CA, ca);
+	tl_body_bool(&pa.b, TL_F_VERIFY, verify);
+	tl_body_bool(&pa.b, TL_F_NODE_QUEUES, nodeq);
+	tl_body_str(&pa.b, TL_F_ACKS, acks);
 	if (*stream != '\0')
-		tl_body_str(&pa.b, "stream", stream);
+		tl_body_str(&pa.b, TL_F_STREAM, stream);
 	ex = cli_write(cli, do_append, &pa, NULL);
 	tl_body_free(&pa.b);
 	free(ct);

@@ -14,6 +14,7 @@
 #include "cluster/cluster.h"
 #include "core/body.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/metrics.h"
 #include "projections/events.h"
 #include "reactors/epoch.h"
@@ -58,10 +59,10 @@ promoted_cb(struct tl_txn *t, void *arg)
 	for (i = 0; i < TL_HASH_LEN; i++)
 		snprintf(hex + 2 * i, 3, "%02x", h[i]);
 	tl_body_init(&b);
-	tl_body_u64(&b, "epoch", pa->epoch);
-	tl_body_u64(&b, "head", head);
-	tl_body_str(&b, "head_hash", hex);
-	tl_body_str(&b, "by", "election");
+	tl_body_u64(&b, TL_F_EPOCH, pa->epoch);
+	tl_body_u64(&b, TL_F_HEAD, head);
+	tl_body_str(&b, TL_F_HEAD_HASH, hex);
+	tl_body_str(&b, TL_F_BY, "election");
 	if ((rc = tl_body_finish(&b, &body, &len)) == 0) {
 		memset(&a, 0, sizeof(a));
 		a.type = TL_EV_CP_PROMOTED;

@@ -1113,6 +1113,31 @@ unassign(struct tl_ctx *c, const char *module, const char *node,
 }
 
 /*
+ * rotation.started of g for the holders that remain, holder having left
+ * (with c->cause what made it leave).
+ */
+static int
+holder_left(struct tl_ctx *c, const struct tl_grant *g, const char *holder)
+{
+	struct tl_body b;
+	char stream[TL_KEY_MAX];
+	int rc;
+
+	if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
+		return rc;
+	tl_body_init(&b);
+	tl_body_str(&b, TL_F_GRANT, g->id);
+	tl_body_u64(&b, TL_F_FROM, g->version);
+	tl_body_u64(&b, TL_F_TO, g->version + 1);
+	tl_body_u64(&b, TL_F_DEADLINE_NS, 0);
+	tl_body_str(&b, TL_F_REASON, "holder-left");
+	tl_body_str(&b, TL_F_HOLDER, holder);
+	rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
+	tl_body_free(&b);
+	return rc;
+}
+
+/*
  * A holder left the module's shared grants: the holders that remain
  * get a new credential (the one that left still knows the password),
  * rotation.started with reason holder-left, the holder, and the
@@ -1127,10 +1152,8 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 	struct tl_nodelist nl;
 	struct tl_rotation r;
 	struct tl_rebind mv;
-	struct tl_body b;
 	char holder[140];
 	size_t i, left;
-	char stream[TL_KEY_MAX];
 	int rc;
 
 	if ((rc = tl_graph_module_nodes(c->t, &c->p, module, &nl)) != 0)
@@ -1149,18 +1172,8 @@ rotate_for_leaver(struct tl_ctx *c, const char *module, const char *node,
 		    tl_rot_get(c->t, &c->p, g->id, &r) == 0 ||
 		    tl_mv_get(c->t, &c->p, g->id, &mv) == 0)
 			continue;
-		if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
-			break;
 		c->cause = removed;
-		tl_body_init(&b);
-		tl_body_str(&b, TL_F_GRANT, g->id);
-		tl_body_u64(&b, TL_F_FROM, g->version);
-		tl_body_u64(&b, TL_F_TO, g->version + 1);
-		tl_body_u64(&b, TL_F_DEADLINE_NS, 0);
-		tl_body_str(&b, TL_F_REASON, "holder-left");
-		tl_body_str(&b, TL_F_HOLDER, holder);
-		rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
-		tl_body_free(&b);
+		rc = holder_left(c, g, holder);
 	}
 	free(gl.v);
 	return rc;
@@ -1210,9 +1223,7 @@ parts_left(struct tl_ctx *c, const char *module, const char *node,
 	struct tl_nodelist nl;
 	struct tl_rotation r;
 	struct tl_rebind mv;
-	struct tl_body b;
 	char holder[140], part[64], why[TL_WHY_MAX];
-	char stream[TL_KEY_MAX];
 	uint64_t cause = c->cause;
 	size_t i, left;
 	int rc;
@@ -1256,17 +1267,7 @@ parts_left(struct tl_ctx *c, const char *module, const char *node,
 		    tl_rot_get(c->t, &c->p, g->id, &r) == 0 ||
 		    tl_mv_get(c->t, &c->p, g->id, &mv) == 0)
 			continue;
-		if ((rc = tl_key(stream, "grant/%s", g->id)) != 0)
-			break;
-		tl_body_init(&b);
-		tl_body_str(&b, TL_F_GRANT, g->id);
-		tl_body_u64(&b, TL_F_FROM, g->version);
-		tl_body_u64(&b, TL_F_TO, g->version + 1);
-		tl_body_u64(&b, TL_F_DEADLINE_NS, 0);
-		tl_body_str(&b, TL_F_REASON, "holder-left");
-		tl_body_str(&b, TL_F_HOLDER, holder);
-		rc = tl_emit(c, TL_EV_ROT_STARTED, stream, &b, NULL);
-		tl_body_free(&b);
+		rc = holder_left(c, g, holder);
 		c->cause = cause;
 	}
 	free(gl.v);

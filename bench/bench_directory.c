@@ -34,7 +34,10 @@
  * BENCH_DIR_SAMPLES (5; 15 in the scale runs); and one idle pass each
  * of the migrator and the rotator, which tallyd runs after every
  * request (the head moved), median of IDLE (15), with its target at
- * each size against 1,000 (<= x1.2).
+ * each size against 1,000 (<= x1.2).  The scale runs' sizes are all set
+ * up first and then measured taking turns, a request or an idle pass of
+ * each in turn, so that the sizes compared see the same machine (one
+ * after the other, the same code measured x0.98 and x1.38).
  *
  * Sizes: BENCH_DIR_GRANTS (10000), under TALLY_TMP; then the scale
  * runs, on /dev/shm unless BENCH_DIR_TMP names a place (100,000 fsyncs
@@ -410,22 +413,64 @@ struct size_result {
 };
 
 /*
- * One size: n grants, then samples requests one at a time.  compare:
- * the syscalls and the driver alone too (each in a root of n more
- * directories: at 1,000,000 they would not fit beside the rest in this
- * machine's memory, and the target they serve is at 10,000).
+ * A size set up and open, between its requests: its scratch, its home,
+ * what tallyd keeps of it, and what its requests and idle passes took.
+ */
+struct size_run {
+	char		*w, *home, *mdir, *root, *root2, *root3, *clilog, *key;
+	struct tl_rx	 rx;
+	int		 rx_ok;		/* rx initialised: size_close frees it */
+	int		 n, next;	/* provisioned; the next request's */
+	unsigned	 total;
+	double		 lat[MAXSAMPLES], mig[IDLE], rot[IDLE];
+	int		 ns, ni;
+	struct size_result *res;
+};
+
+static void
+size_close(struct size_run *sr)
+{
+	if (sr->rx_ok) {
+		if (sr->rx.log != NULL)
+			tl_log_close(sr->rx.log);
+		tl_rx_free(&sr->rx);
+	}
+	fflush(stdout);
+	free(sr->home);
+	free(sr->mdir);
+	free(sr->root);
+	free(sr->root2);
+	free(sr->root3);
+	free(sr->clilog);
+	free(sr->key);
+	tl_test_tmpdir_done(sr->w);
+	memset(sr, 0, sizeof(*sr));
+}
+
+/*
+ * One size: n grants provisioned, and samples more applied for the
+ * requests size_request makes one at a time.  compare: the syscalls
+ * and the driver alone too (each in a root of n more directories: at
+ * 1,000,000 they would not fit beside the rest in this machine's
+ * memory, and the target they serve is at 10,000).  0 with sr open (the
+ * caller's to size_close), or -1 with it closed.
  */
 static int
-run(int n, int samples, int compare, struct size_result *res)
+size_open(int n, int samples, int compare, struct size_result *res,
+    struct size_run *sr)
 {
 	char *w = tl_test_tmpdir("bench-directory"), *home, *mdir, *root,
 	    *root2, *root3, *clilog, *key, *p, setroot[4400],
 	    why[TL_WHY_MAX] = "";
-	struct tl_rx rx;
+	struct tl_rx *rxp = &sr->rx;
 	struct turn ct[3];
-	double t0, lat[MAXSAMPLES];
+	double t0;
 	unsigned total = 0;
-	int i, rd, rc = -1, ok = 0, ns = 0;
+	int i, rd, rc = -1, ok = 0;
+
+	memset(sr, 0, sizeof(*sr));
+	/* tallyd's state, kept in sr for the requests after this. */
+#define rx (*rxp)
 
 	home = tl_test_path(w, "home");
 	mdir = tl_test_path(w, "manifests");
@@ -468,6 +513,7 @@ run(int n, int samples, int compare, struct size_result *res)
 	tl_test_rmtree(mdir);
 
 	tl_rx_init(&rx);
+	sr->rx_ok = 1;
 	rx.actor = "tallyd";
 	rx.workers = 4;		/* tallyd's default */
 	rx.logf = quiet;
@@ -571,75 +617,133 @@ run(int n, int samples, int compare, struct size_result *res)
 	    "us/grant wall, %.0f us/grant CPU (target < 200)\n", ROUNDS,
 	    (ct[0].wall - ct[1].wall) * 1e6 / n, res->own_cpu_us);
 
-	/* One more request at a time, N provisioned. */
 samples:
-	for (i = 0; i < samples && i < MAXSAMPLES; i++) {
-		t0 = tl_bench_now();
-		if (assign_range(rx.log, n + i, n + i + 1) != 0 ||
-		    provision_all(&rx, &total) != 0)
-			goto out_log;
-		if (!delivered(rx.log, n + i))
-			continue;
-		lat[ns++] = (tl_bench_now() - t0) * 1e3;
-	}
-	{
-		uint64_t used = 0, map = 0;
-
-		if (tl_log_size(rx.log, &used, &map) == 0)
-			printf("  the home's log with %d grants: %.0f MiB\n",
-			    n + ns, (double)used / (1024.0 * 1024.0));
-	}
-	res->one_ms = tl_bench_median(lat, ns);
-
-	printf("  one request with %d provisioned: assign -> delivered, "
-	    "median %.2f ms of %d (", n, res->one_ms, ns);
-	tl_bench_print_list(lat, ns);
-	printf(" ms)\n");
-	/*
-	 * The rest of tallyd's chain, which the head's moving makes due
-	 * after each request: one idle pass each of the migrator and the
-	 * rotator (their gathers read the folds' due indexes).
-	 */
-	{
-		double mig[IDLE], rot[IDLE];
-		unsigned a, b, r;
-
-		/* Its first pass marks the assignments ready: not idle. */
-		if (tl_rx_migrate(&rx, &a, &b, &r) != 0 ||
-		    tl_rx_rotate(&rx, &a, &b) != 0)
-			goto out_log;
-		for (i = 0; i < IDLE; i++) {
-			t0 = tl_bench_now();
-			if (tl_rx_migrate(&rx, &a, &b, &r) != 0)
-				goto out_log;
-			mig[i] = (tl_bench_now() - t0) * 1e3;
-			t0 = tl_bench_now();
-			if (tl_rx_rotate(&rx, &a, &b) != 0)
-				goto out_log;
-			rot[i] = (tl_bench_now() - t0) * 1e3;
-		}
-		res->mig_ms = tl_bench_median(mig, IDLE);
-		res->rot_ms = tl_bench_median(rot, IDLE);
-		printf("  one idle pass with %d provisioned: migrator %.1f us, "
-		    "rotator %.1f us (median of %d)\n", n, res->mig_ms * 1e3,
-		    res->rot_ms * 1e3, IDLE);
-	}
+	sr->n = n;
+	sr->total = total;
+	sr->res = res;
 	rc = 0;
 out_log:
-	tl_log_close(rx.log);
 out_rx:
-	tl_rx_free(&rx);
 out:
-	fflush(stdout);
-	free(home);
-	free(mdir);
-	free(root);
-	free(root2);
-	free(root3);
-	free(clilog);
-	free(key);
-	tl_test_tmpdir_done(w);
+#undef rx
+	sr->w = w;
+	sr->home = home;
+	sr->mdir = mdir;
+	sr->root = root;
+	sr->root2 = root2;
+	sr->root3 = root3;
+	sr->clilog = clilog;
+	sr->key = key;
+	if (rc != 0)
+		size_close(sr);
 	return rc;
+}
+
+/* One more request, n and more provisioned: assign -> delivered. */
+static int
+size_request(struct size_run *sr)
+{
+	int i = sr->n + sr->next++;
+	double t0 = tl_bench_now();
+
+	if (assign_range(sr->rx.log, i, i + 1) != 0 ||
+	    provision_all(&sr->rx, &sr->total) != 0)
+		return -1;
+	if (delivered(sr->rx.log, i) && sr->ns < MAXSAMPLES)
+		sr->lat[sr->ns++] = (tl_bench_now() - t0) * 1e3;
+	return 0;
+}
+
+static void
+size_requests_done(struct size_run *sr)
+{
+	uint64_t used = 0, map = 0;
+
+	if (tl_log_size(sr->rx.log, &used, &map) == 0)
+		printf("  the home's log with %d grants: %.0f MiB\n",
+		    sr->n + sr->ns, (double)used / (1024.0 * 1024.0));
+	sr->res->one_ms = tl_bench_median(sr->lat, sr->ns);
+	printf("  one request with %d provisioned: assign -> delivered, "
+	    "median %.2f ms of %d (", sr->n, sr->res->one_ms, sr->ns);
+	tl_bench_print_list(sr->lat, sr->ns);
+	printf(" ms)\n");
+}
+
+/*
+ * The rest of tallyd's chain, which the head's moving makes due after
+ * each request: one idle pass each of the migrator and the rotator
+ * (their gathers read the folds' due indexes).  The first pass marks
+ * the assignments ready: size_idle_start makes it, not measured.
+ */
+static int
+size_idle_start(struct size_run *sr)
+{
+	unsigned a, b, r;
+
+	return tl_rx_migrate(&sr->rx, &a, &b, &r) != 0 ||
+	    tl_rx_rotate(&sr->rx, &a, &b) != 0 ? -1 : 0;
+}
+
+static int
+size_idle(struct size_run *sr)
+{
+	unsigned a, b, r;
+	double t0;
+
+	if (sr->ni >= IDLE)
+		return 0;
+	t0 = tl_bench_now();
+	if (tl_rx_migrate(&sr->rx, &a, &b, &r) != 0)
+		return -1;
+	sr->mig[sr->ni] = (tl_bench_now() - t0) * 1e3;
+	t0 = tl_bench_now();
+	if (tl_rx_rotate(&sr->rx, &a, &b) != 0)
+		return -1;
+	sr->rot[sr->ni++] = (tl_bench_now() - t0) * 1e3;
+	return 0;
+}
+
+static void
+size_idle_done(struct size_run *sr)
+{
+	sr->res->mig_ms = tl_bench_median(sr->mig, sr->ni);
+	sr->res->rot_ms = tl_bench_median(sr->rot, sr->ni);
+	printf("  one idle pass with %d provisioned: migrator %.1f us, "
+	    "rotator %.1f us (median of %d)\n", sr->n, sr->res->mig_ms * 1e3,
+	    sr->res->rot_ms * 1e3, sr->ni);
+}
+
+/*
+ * The sizes of nsr, measured taking turns: each request and each idle
+ * pass of one size is followed by one of every other (the first of
+ * each round turning), so that all of them see the same machine; one
+ * size measured after another would compare two moments of it (the
+ * setup of the larger one, just before, leaves the kernel work).
+ */
+static int
+measure(struct size_run *sr, int nsr, int samples)
+{
+	int i, k;
+
+	for (i = 0; i < samples && i < MAXSAMPLES; i++)
+		for (k = 0; k < nsr; k++)
+			if (size_request(&sr[(i + k) % nsr]) != 0)
+				return -1;
+	for (k = 0; k < nsr; k++) {
+		printf("%d grants:\n", sr[k].n);
+		size_requests_done(&sr[k]);
+		if (size_idle_start(&sr[k]) != 0)
+			return -1;
+	}
+	for (i = 0; i < IDLE; i++)
+		for (k = 0; k < nsr; k++)
+			if (size_idle(&sr[(i + k) % nsr]) != 0)
+				return -1;
+	for (k = 0; k < nsr; k++) {
+		printf("%d grants:\n", sr[k].n);
+		size_idle_done(&sr[k]);
+	}
+	return 0;
 }
 
 /* The scale runs' place: tmpfs unless BENCH_DIR_TMP says. */
@@ -666,7 +770,9 @@ main(void)
 	int ssamples = samples > 15 ? samples : 15;
 	int sizes[3], nsizes = 0, i, rc = EXIT_SUCCESS;
 	struct size_result first, sc[3];
+	struct size_run sr[3];
 
+	memset(sr, 0, sizeof(sr));
 	tl_bench_dirs(&src, &bin);
 	if (tmp != NULL && *tmp != '\0')
 		setenv("TALLY_TMP", tmp, 1);
@@ -676,7 +782,11 @@ main(void)
 	    "as root: a group per grant" : "unprivileged: mode 0700",
 	    tmp != NULL ? tmp : "build/tmp");
 	printf("%d grants:\n", n);
-	if (run(n, samples, 1, &first) != 0)
+	if (size_open(n, samples, 1, &first, &sr[0]) != 0)
+		return EXIT_FAILURE;
+	rc = measure(sr, 1, samples);
+	size_close(&sr[0]);
+	if (rc != 0)
 		return EXIT_FAILURE;
 
 	sizes[nsizes++] = 1000;
@@ -689,12 +799,24 @@ main(void)
 	for (i = 0; i < nsizes; i++) {
 		printf("%d grants (under %s):\n", sizes[i],
 		    tmp != NULL ? tmp : "build/tmp");
-		if (run(sizes[i], ssamples, sizes[i] < 1000000, &sc[i]) != 0) {
+		if (size_open(sizes[i], ssamples, sizes[i] < 1000000, &sc[i],
+		    &sr[i]) != 0) {
 			rc = EXIT_FAILURE;
 			nsizes = i;
 			break;
 		}
 	}
+	if (nsizes > 0) {
+		printf("the %d sizes taking turns, one request or idle pass "
+		    "at a time:\n", nsizes);
+		if (measure(sr, nsizes, ssamples) != 0) {
+			rc = EXIT_FAILURE;
+			nsizes = 0;
+		}
+	}
+	for (i = 0; i < 3; i++)
+		if (sr[i].w != NULL)
+			size_close(&sr[i]);
 
 	/* The targets and verdicts, in one place. */
 	printf(ME " summary:\n");

@@ -528,7 +528,7 @@ size_open(int n, int samples, int compare, struct size_result *res,
 	p = tl_test_path(home, "log");
 	if (tl_log_open(p, 0, &rx.log) != 0) {
 		free(p);
-		goto out_rx;
+		goto out;
 	}
 	free(p);
 	/*
@@ -546,11 +546,11 @@ size_open(int n, int samples, int compare, struct size_result *res,
 		    rx.mesh[0] == '\0') {
 			fprintf(stderr, ME ": the fence: %s, %u fenced, mesh "
 			    "\"%s\"\n", tl_strerror(rc), fenced, rx.mesh);
-			goto out_log;
+			goto out;
 		}
 	}
 	if (tl_proj_current(rx.log) != 0 || provision_all(&rx, &total) != 0)
-		goto out_log;
+		goto out;
 	res->n = n;
 	res->setup_s = tl_bench_now() - t0;
 	printf("  setup (init, %d modules applied): %.1f s\n", n + samples,
@@ -573,13 +573,13 @@ size_open(int n, int samples, int compare, struct size_result *res,
 		if ((rc = assign_range(rx.log, from, to)) != 0) {
 			fprintf(stderr, ME ": assigning: %s %s\n",
 			    tl_strerror(rc), tl_log_lasterr(rx.log));
-			goto out_log;
+			goto out;
 		}
 		ct[0].req += tl_bench_now() - ct[0].t;
 		if ((rc = provision_all(&rx, &total)) != 0) {
 			fprintf(stderr, ME ": provisioning: %s\n",
 			    tl_strerror(rc));
-			goto out_log;
+			goto out;
 		}
 		turn_end(&ct[0]);
 		if (!compare)
@@ -589,13 +589,13 @@ size_open(int n, int samples, int compare, struct size_result *res,
 		if (syscalls(root2, from, to, rx.mesh) != 0) {
 			fprintf(stderr, ME ": syscalls: %s\n",
 			    strerror(errno));
-			goto out_log;
+			goto out;
 		}
 		turn_end(&ct[1]);
 		sync();
 		turn_start(&ct[2]);
 		if (driver_alone(root3, from, to, rx.mesh) != 0)
-			goto out_log;
+			goto out;
 		turn_end(&ct[2]);
 	}
 	for (i = 0; i < n; i++)
@@ -622,8 +622,6 @@ samples:
 	sr->total = total;
 	sr->res = res;
 	rc = 0;
-out_log:
-out_rx:
 out:
 #undef rx
 	sr->w = w;

@@ -459,26 +459,24 @@ static int
 size_open(int n, int samples, int compare, struct size_result *res,
     struct size_run *sr)
 {
-	char *w = tl_test_tmpdir("bench-directory"), *home, *mdir, *root,
-	    *root2, *root3, *clilog, *key, *p, setroot[4400],
-	    why[TL_WHY_MAX] = "";
-	struct tl_rx *rxp = &sr->rx;
+	char *w, *home, *mdir, *root, *root2, *root3, *clilog, *key, *p,
+	    setroot[4400], why[TL_WHY_MAX] = "";
+	struct tl_rx *rx = &sr->rx;	/* tallyd's, kept for the requests */
 	struct turn ct[3];
 	double t0;
-	unsigned total = 0;
 	int i, rd, rc = -1, ok = 0;
 
+	/* All of it sr's, for size_close whatever happens below. */
 	memset(sr, 0, sizeof(*sr));
-	/* tallyd's state, kept in sr for the requests after this. */
-#define rx (*rxp)
-
-	home = tl_test_path(w, "home");
-	mdir = tl_test_path(w, "manifests");
-	root = tl_test_path(w, "root");
-	root2 = tl_test_path(w, "root-syscalls");
-	root3 = tl_test_path(w, "root-driver");
-	clilog = tl_test_path(w, "cli.log");
-	key = tl_test_path(w, "node-a.key");	/* the node's, not the home's */
+	w = sr->w = tl_test_tmpdir("bench-directory");
+	home = sr->home = tl_test_path(w, "home");
+	mdir = sr->mdir = tl_test_path(w, "manifests");
+	root = sr->root = tl_test_path(w, "root");
+	root2 = sr->root2 = tl_test_path(w, "root-syscalls");
+	root3 = sr->root3 = tl_test_path(w, "root-driver");
+	clilog = sr->clilog = tl_test_path(w, "cli.log");
+	/* The node's key, not the home's. */
+	key = sr->key = tl_test_path(w, "node-a.key");
 	if (mkdir(mdir, 0755) != 0 || mkdir(root, 0755) != 0 ||
 	    mkdir(root2, 0755) != 0 || mkdir(root3, 0755) != 0)
 		goto out;
@@ -512,21 +510,21 @@ size_open(int n, int samples, int compare, struct size_result *res,
 	/* Applied: their files would only take tmpfs's memory. */
 	tl_test_rmtree(mdir);
 
-	tl_rx_init(&rx);
+	tl_rx_init(rx);
 	sr->rx_ok = 1;
-	rx.actor = "tallyd";
-	rx.workers = 4;		/* tallyd's default */
-	rx.logf = quiet;
-	snprintf(rx.home, sizeof(rx.home), "%s", home);
+	rx->actor = "tallyd";
+	rx->workers = 4;		/* tallyd's default */
+	rx->logf = quiet;
+	snprintf(rx->home, sizeof(rx->home), "%s", home);
 	p = tl_test_path(home, "master.key");
-	if (tl_secret_load(p, &rx.key, why) != 0) {
+	if (tl_secret_load(p, &rx->key, why) != 0) {
 		fprintf(stderr, ME ": %s: %s\n", p, why);
 		free(p);
 		goto out;
 	}
 	free(p);
 	p = tl_test_path(home, "log");
-	if (tl_log_open(p, 0, &rx.log) != 0) {
+	if (tl_log_open(p, 0, &rx->log) != 0) {
 		free(p);
 		goto out;
 	}
@@ -541,15 +539,15 @@ size_open(int n, int samples, int compare, struct size_result *res,
 		unsigned fenced = 0, unfenced = 0;
 		int deposed = 0;
 
-		if ((rc = tl_ep_fence(&rx, &epoch, 0, &deposed, &fenced,
+		if ((rc = tl_ep_fence(rx, &epoch, 0, &deposed, &fenced,
 		    &unfenced)) != 0 || deposed || fenced != 1 ||
-		    rx.mesh[0] == '\0') {
+		    rx->mesh[0] == '\0') {
 			fprintf(stderr, ME ": the fence: %s, %u fenced, mesh "
-			    "\"%s\"\n", tl_strerror(rc), fenced, rx.mesh);
+			    "\"%s\"\n", tl_strerror(rc), fenced, rx->mesh);
 			goto out;
 		}
 	}
-	if (tl_proj_current(rx.log) != 0 || provision_all(&rx, &total) != 0)
+	if (tl_proj_current(rx->log) != 0 || provision_all(rx, &sr->total) != 0)
 		goto out;
 	res->n = n;
 	res->setup_s = tl_bench_now() - t0;
@@ -570,13 +568,13 @@ size_open(int n, int samples, int compare, struct size_result *res,
 
 		sync();
 		turn_start(&ct[0]);
-		if ((rc = assign_range(rx.log, from, to)) != 0) {
+		if ((rc = assign_range(rx->log, from, to)) != 0) {
 			fprintf(stderr, ME ": assigning: %s %s\n",
-			    tl_strerror(rc), tl_log_lasterr(rx.log));
+			    tl_strerror(rc), tl_log_lasterr(rx->log));
 			goto out;
 		}
 		ct[0].req += tl_bench_now() - ct[0].t;
-		if ((rc = provision_all(&rx, &total)) != 0) {
+		if ((rc = provision_all(rx, &sr->total)) != 0) {
 			fprintf(stderr, ME ": provisioning: %s\n",
 			    tl_strerror(rc));
 			goto out;
@@ -586,7 +584,7 @@ size_open(int n, int samples, int compare, struct size_result *res,
 			break;
 		sync();
 		turn_start(&ct[1]);
-		if (syscalls(root2, from, to, rx.mesh) != 0) {
+		if (syscalls(root2, from, to, rx->mesh) != 0) {
 			fprintf(stderr, ME ": syscalls: %s\n",
 			    strerror(errno));
 			goto out;
@@ -594,12 +592,12 @@ size_open(int n, int samples, int compare, struct size_result *res,
 		turn_end(&ct[1]);
 		sync();
 		turn_start(&ct[2]);
-		if (driver_alone(root3, from, to, rx.mesh) != 0)
+		if (driver_alone(root3, from, to, rx->mesh) != 0)
 			goto out;
 		turn_end(&ct[2]);
 	}
 	for (i = 0; i < n; i++)
-		ok += delivered(rx.log, i);
+		ok += delivered(rx->log, i);
 	printf("  requested   %6d grants (assign decider, %d per txn): "
 	    "%.2f s\n", n, ASSIGN_BATCH, ct[0].req);
 	turn_print("tally       request -> delivered", &ct[0], n);
@@ -619,19 +617,9 @@ size_open(int n, int samples, int compare, struct size_result *res,
 
 samples:
 	sr->n = n;
-	sr->total = total;
 	sr->res = res;
 	rc = 0;
 out:
-#undef rx
-	sr->w = w;
-	sr->home = home;
-	sr->mdir = mdir;
-	sr->root = root;
-	sr->root2 = root2;
-	sr->root3 = root3;
-	sr->clilog = clilog;
-	sr->key = key;
 	if (rc != 0)
 		size_close(sr);
 	return rc;

@@ -129,8 +129,7 @@ port_taken(const char *dir)
 		taken = strstr(line, "could not bind") != NULL ||
 		    strstr(line, "already in use") != NULL ||
 		    strstr(line, "already_used") != NULL ||
-		    strstr(line, "eaddrinuse") != NULL ||
-		    strstr(line, "no verified TLS handshake") != NULL;
+		    strstr(line, "eaddrinuse") != NULL;
 	fclose(fp);
 	return taken;
 }

@@ -84,6 +84,21 @@ deep_dir(const char *top)
 	return d;
 }
 
+/* dir/name holding text. */
+static void
+put_file(const char *dir, const char *name, const char *text)
+{
+	char *path = malloc(4200);
+	FILE *fp;
+
+	ck_assert_ptr_nonnull(path);
+	snprintf(path, 4200, "%s/%s", dir, name);
+	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+	fputs(text, fp);
+	ck_assert_int_eq(fclose(fp), 0);
+	free(path);
+}
+
 START_TEST(test_secret_load)
 {
 	char *top = tl_test_tmpdir("why-secret"), *d = deep_dir(top);
@@ -102,14 +117,10 @@ END_TEST
 START_TEST(test_cconf)
 {
 	char *top = tl_test_tmpdir("why-cconf"), *d = deep_dir(top);
-	char *path = malloc(4200), *w = why_new();
+	char *w = why_new();
 	struct tl_cconf c;
-	FILE *fp;
 
-	snprintf(path, 4200, "%s/%s", d, TL_CLUSTER_FILE);
-	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
-	fputs("{ not json", fp);
-	fclose(fp);
+	put_file(d, TL_CLUSTER_FILE, "{ not json");
 	ck_assert_int_eq(tl_cconf_load(d, &c, w), TL_EMANIFEST);
 	why_check(w, "dddd");
 	tl_cconf_init(&c);
@@ -117,7 +128,6 @@ START_TEST(test_cconf)
 	w = why_new();
 	ck_assert_int_eq(tl_cconf_check(&c, w), TL_EINVAL);
 	why_check(w, "lease-ttl");
-	free(path);
 	free(d);
 	tl_test_tmpdir_done(top);
 }
@@ -141,19 +151,15 @@ END_TEST
 START_TEST(test_log_open)
 {
 	char *top = tl_test_tmpdir("why-log"), *d = deep_dir(top);
-	char *path = malloc(4200), *w = why_new();
+	char *w = why_new();
 	struct tl_log *log = NULL;
-	FILE *fp;
 
 	/* An empty data.mdb: refused, the reason naming the file. */
-	snprintf(path, 4200, "%s/data.mdb", d);
-	ck_assert_ptr_nonnull(fp = fopen(path, "w"));
-	fclose(fp);
+	put_file(d, "data.mdb", "");
 	ck_assert_int_ne(tl_log_open_opts(d, &(struct tl_log_opts){ .why = w },
 	    &log), 0);
 	ck_assert_ptr_null(log);
 	why_check(w, "dddd");
-	free(path);
 	free(d);
 	tl_test_tmpdir_done(top);
 }
